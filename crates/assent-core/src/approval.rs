@@ -1,0 +1,210 @@
+//! The approval state machine (MPLP Confirm status, seed 002 decisions) and the
+//! default-decision safety rule (AAEP §6.4.1).
+
+use crate::policy::RiskTier;
+use serde::{Deserialize, Serialize};
+
+/// Status of an approval. `pending` is the only non-terminal state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Rejected,
+    Expired,
+    Cancelled,
+}
+
+impl ApprovalStatus {
+    /// The lowercase name used in the store and on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
+        }
+    }
+    /// Parses [`as_str`](Self::as_str) output; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => Self::Pending,
+            "approved" => Self::Approved,
+            "rejected" => Self::Rejected,
+            "expired" => Self::Expired,
+            "cancelled" => Self::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+/// An operator's decision (seed 002 "Operator decision options": approve once / deny).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionKind {
+    Approve,
+    Deny,
+}
+
+/// What happens when an approval times out (AAEP `default_decision`; `reject` when omitted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DefaultDecision {
+    Approve,
+    #[default]
+    Reject,
+}
+
+impl DefaultDecision {
+    /// `"approve"` or `"reject"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Reject => "reject",
+        }
+    }
+}
+
+/// Events that move an approval out of `pending`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// An authorised operator decided.
+    Decide(DecisionKind),
+    /// `expires_at` passed; the default decision is applied.
+    Expire(DefaultDecision),
+    /// The requester or an operator withdrew the request.
+    Cancel,
+}
+
+/// The transition was refused because the approval is no longer pending (`ALREADY_DECIDED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("approval is already {}", .0.as_str())]
+pub struct AlreadyDecided(pub ApprovalStatus);
+
+/// Applies `event` to `status`. Only `pending` moves; every other status is final, so the first
+/// valid event wins and later ones get [`AlreadyDecided`].
+pub fn transition(status: ApprovalStatus, event: Event) -> Result<ApprovalStatus, AlreadyDecided> {
+    if status != ApprovalStatus::Pending {
+        return Err(AlreadyDecided(status));
+    }
+    Ok(match event {
+        Event::Decide(DecisionKind::Approve) => ApprovalStatus::Approved,
+        Event::Decide(DecisionKind::Deny) => ApprovalStatus::Rejected,
+        Event::Expire(_) => ApprovalStatus::Expired,
+        Event::Cancel => ApprovalStatus::Cancelled,
+    })
+}
+
+/// Whether an approval token is minted after `event`: on approval, and on expiry only when the
+/// applied default is `approve` (seed 002 "minted only on approval").
+pub fn mints_token(event: Event) -> bool {
+    matches!(
+        event,
+        Event::Decide(DecisionKind::Approve) | Event::Expire(DefaultDecision::Approve)
+    )
+}
+
+/// The AAEP §6.4.1 check for one rule, run at load time.
+///
+/// `Err` when an irreversible action would default to `approve` (seed 001: no irreversible
+/// action without explicit human consent — stricter than AAEP's "SHOULD" for low risk);
+/// `Ok(Some(warning))` for a reversible high-risk action that defaults to `approve`.
+pub fn check_default_decision(
+    irreversible: bool,
+    tier: RiskTier,
+    default: DefaultDecision,
+) -> Result<Option<String>, String> {
+    if default != DefaultDecision::Approve {
+        return Ok(None);
+    }
+    if irreversible {
+        return Err("an irreversible action must not have `default_decision: approve` (AAEP §6.4.1: no irreversible action without explicit human consent)".into());
+    }
+    if tier.risk_level() == "high" {
+        return Ok(Some(format!(
+            "a {} (high-risk) action with `default_decision: approve` is discouraged (AAEP §6.4.1 SHOULD be reject)",
+            tier.as_str()
+        )));
+    }
+    Ok(None)
+}
+
+/// The default that is applied at expiry: `reject` whenever the action is irreversible, even if
+/// a composed rule set said otherwise, else the configured default.
+pub fn effective_default(irreversible: bool, configured: DefaultDecision) -> DefaultDecision {
+    if irreversible {
+        DefaultDecision::Reject
+    } else {
+        configured
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ApprovalStatus::*;
+
+    #[test]
+    fn only_pending_moves_and_first_event_wins() {
+        let approve = Event::Decide(DecisionKind::Approve);
+        let deny = Event::Decide(DecisionKind::Deny);
+        assert_eq!(transition(Pending, approve), Ok(Approved));
+        assert_eq!(transition(Pending, deny), Ok(Rejected));
+        assert_eq!(
+            transition(Pending, Event::Expire(DefaultDecision::Approve)),
+            Ok(Expired)
+        );
+        assert_eq!(transition(Pending, Event::Cancel), Ok(Cancelled));
+        for s in [Approved, Rejected, Expired, Cancelled] {
+            for e in [
+                approve,
+                deny,
+                Event::Cancel,
+                Event::Expire(DefaultDecision::Reject),
+            ] {
+                assert_eq!(transition(s, e), Err(AlreadyDecided(s)));
+            }
+            assert_eq!(ApprovalStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(ApprovalStatus::parse("bogus"), None);
+    }
+
+    #[test]
+    fn tokens_only_on_approval_or_approving_default() {
+        assert!(mints_token(Event::Decide(DecisionKind::Approve)));
+        assert!(mints_token(Event::Expire(DefaultDecision::Approve)));
+        assert!(!mints_token(Event::Expire(DefaultDecision::Reject)));
+        assert!(!mints_token(Event::Decide(DecisionKind::Deny)));
+        assert!(!mints_token(Event::Cancel));
+    }
+
+    #[test]
+    fn default_decision_rule() {
+        use DefaultDecision::*;
+        for t in [RiskTier::R0, RiskTier::R2, RiskTier::R4] {
+            assert!(check_default_decision(true, t, Approve).is_err());
+            assert_eq!(check_default_decision(true, t, Reject), Ok(None));
+        }
+        assert!(
+            check_default_decision(false, RiskTier::R3, Approve)
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            check_default_decision(false, RiskTier::R4, Approve)
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            check_default_decision(false, RiskTier::R2, Approve),
+            Ok(None)
+        );
+        assert_eq!(
+            check_default_decision(false, RiskTier::R1, Approve),
+            Ok(None)
+        );
+        assert_eq!(effective_default(true, Approve), Reject);
+        assert_eq!(effective_default(false, Approve), Approve);
+    }
+}

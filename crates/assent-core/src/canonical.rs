@@ -1,0 +1,195 @@
+//! RFC 8785 canonical JSON of a tool call and its SHA-256 `call_hash` (seed 002 `toolCallCanonical`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// A proposed tool call: what an agent wants to run.
+///
+/// `tool` is the tool's name (a local tool is named by its Agent Format alias), `server` the
+/// MCP server alias when the call goes to an MCP server (never set for local tools), and
+/// `arguments` the JSON object of arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Tool name or local tool alias.
+    pub tool: String,
+    /// MCP server alias; `None` for a local tool. Omitted from the canonical form when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The arguments; always a JSON object.
+    pub arguments: Value,
+}
+
+/// Why a call could not be canonicalised.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CanonicalError {
+    /// The arguments are not a JSON object.
+    #[error("arguments must be a JSON object, got {0}")]
+    ArgumentsNotObject(&'static str),
+    /// The tool name is empty.
+    #[error("tool name must not be empty")]
+    EmptyTool,
+    /// The value cannot be written as RFC 8785 JSON (e.g. a number out of range).
+    #[error("cannot canonicalise: {0}")]
+    Json(String),
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl ToolCall {
+    /// Builds a call, checking that `tool` is not empty and `arguments` is an object.
+    ///
+    /// Errors: [`CanonicalError::EmptyTool`], [`CanonicalError::ArgumentsNotObject`].
+    pub fn new(
+        tool: impl Into<String>,
+        server: Option<String>,
+        arguments: Value,
+    ) -> Result<Self, CanonicalError> {
+        let tool = tool.into();
+        if tool.is_empty() {
+            return Err(CanonicalError::EmptyTool);
+        }
+        if !arguments.is_object() {
+            return Err(CanonicalError::ArgumentsNotObject(kind(&arguments)));
+        }
+        Ok(Self {
+            tool,
+            server: server.filter(|s| !s.is_empty()),
+            arguments,
+        })
+    }
+
+    /// The RFC 8785 canonical JSON of `{"arguments", "server"?, "tool"}` (seed 002
+    /// `toolCallCanonical`). `server` appears only when the call names one, never as `null`.
+    pub fn canonical_json(&self) -> Result<String, CanonicalError> {
+        let mut m = Map::new();
+        m.insert("tool".into(), Value::String(self.tool.clone()));
+        if let Some(s) = &self.server {
+            m.insert("server".into(), Value::String(s.clone()));
+        }
+        m.insert("arguments".into(), self.arguments.clone());
+        serde_json_canonicalizer::to_string(&Value::Object(m))
+            .map_err(|e| CanonicalError::Json(e.to_string()))
+    }
+
+    /// The canonical JSON and its SHA-256 as 64 lowercase hex characters (`call_hash`).
+    pub fn canonical_and_hash(&self) -> Result<(String, String), CanonicalError> {
+        let c = self.canonical_json()?;
+        let h = sha256_hex(c.as_bytes());
+        Ok((c, h))
+    }
+}
+
+/// SHA-256 of `bytes` as 64 lowercase hex characters.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// RFC 8785 canonical JSON of any JSON value (used for `{{tool_args}}` and audit records).
+pub fn canonical_value(v: &Value) -> Result<String, CanonicalError> {
+    serde_json_canonicalizer::to_string(v).map_err(|e| CanonicalError::Json(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// RFC 8785 Appendix B: IEEE 754 doubles and their canonical serialisation.
+    #[test]
+    fn rfc8785_appendix_b_numbers() {
+        let vectors: &[(u64, &str)] = &[
+            (0x0000000000000000, "0"),
+            (0x8000000000000000, "0"),
+            (0x0000000000000001, "5e-324"),
+            (0x8000000000000001, "-5e-324"),
+            (0x7fefffffffffffff, "1.7976931348623157e+308"),
+            (0xffefffffffffffff, "-1.7976931348623157e+308"),
+            (0x4340000000000000, "9007199254740992"),
+            (0xc340000000000000, "-9007199254740992"),
+            (0x4430000000000000, "295147905179352830000"),
+            (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+            (0x44b52d02c7e14af6, "1e+23"),
+            (0x44b52d02c7e14af7, "1.0000000000000001e+23"),
+            (0x444b1ae4d6e2ef4e, "999999999999999700000"),
+            (0x444b1ae4d6e2ef4f, "999999999999999900000"),
+            (0x444b1ae4d6e2ef50, "1e+21"),
+            (0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"),
+            (0x3eb0c6f7a0b5ed8d, "0.000001"),
+            (0x41b3de4355555553, "333333333.3333332"),
+            (0x41b3de4355555554, "333333333.33333325"),
+            (0x41b3de4355555555, "333333333.3333333"),
+            (0x41b3de4355555556, "333333333.3333334"),
+            (0x41b3de4355555557, "333333333.33333343"),
+            (0xbecbf647612f3696, "-0.0000033333333333333333"),
+            (0x43143ff3c1cb0959, "1424953923781206.2"),
+        ];
+        for (bits, want) in vectors {
+            let f = f64::from_bits(*bits);
+            let got = canonical_value(&json!(f)).unwrap();
+            assert_eq!(&got, want, "bits {bits:#018x}");
+        }
+    }
+
+    /// RFC 8785 §3.2.3 sorts keys by UTF-16 code units, and §3.2.2.2 escapes strings minimally.
+    #[test]
+    fn rfc8785_key_order_and_strings() {
+        let v: Value = serde_json::from_str(
+            r#"{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control\u007f","\u00f6":"Latin Small Letter O With Diaeresis"}"#,
+        )
+        .unwrap();
+        let got = canonical_value(&v).unwrap();
+        let want = "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u{80}\":\"Control\u{7f}\",\"\u{f6}\":\"Latin Small Letter O With Diaeresis\",\"\u{20ac}\":\"Euro Sign\",\"\u{1f600}\":\"Emoji: Grinning Face\",\"\u{fb33}\":\"Hebrew Letter Dalet With Dagesh\"}";
+        assert_eq!(got, want);
+        let s = canonical_value(&json!({"a": "\u{2028}\n\"\\/"})).unwrap();
+        assert_eq!(s, "{\"a\":\"\u{2028}\\n\\\"\\\\/\"}");
+    }
+
+    #[test]
+    fn call_hash_is_order_independent_and_omits_null_server() {
+        let a = ToolCall::new("t", None, json!({"b": 1, "a": [1, 2.0]})).unwrap();
+        let b = ToolCall::new(
+            "t",
+            None,
+            serde_json::from_str(r#"{"a":[1,2],"b":1.0}"#).unwrap(),
+        )
+        .unwrap();
+        let (ca, ha) = a.canonical_and_hash().unwrap();
+        assert_eq!(ca, r#"{"arguments":{"a":[1,2],"b":1},"tool":"t"}"#);
+        assert_eq!(ha, b.canonical_and_hash().unwrap().1);
+        assert_eq!(ha, sha256_hex(ca.as_bytes()));
+        assert_eq!(ha.len(), 64);
+        assert!(
+            ha.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        let s = ToolCall::new("t", Some("fs".into()), json!({})).unwrap();
+        assert_eq!(
+            s.canonical_json().unwrap(),
+            r#"{"arguments":{},"server":"fs","tool":"t"}"#
+        );
+        let other = ToolCall::new("t", None, json!({"b": 2, "a": [1, 2]})).unwrap();
+        assert_ne!(other.canonical_and_hash().unwrap().1, ha);
+    }
+
+    #[test]
+    fn rejects_non_object_arguments() {
+        assert_eq!(
+            ToolCall::new("t", None, json!([1])).unwrap_err(),
+            CanonicalError::ArgumentsNotObject("an array")
+        );
+        assert_eq!(
+            ToolCall::new("", None, json!({})).unwrap_err(),
+            CanonicalError::EmptyTool
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! The gatekeeper: one pure function from (registry, agent, call) to a [`Verdict`] with reasons
+//! (MPLP Gatekeeper duty; seed 002 "When confirmations trigger"; seed 004 union semantics).
+
+use crate::approval::{DefaultDecision, effective_default};
+use crate::canonical::ToolCall;
+use crate::condition::Outcome;
+use crate::policy::{Agent, ApprovalSpec, Registry, RiskTier};
+use crate::template::{TemplateContext, default_message, render};
+use serde::{Deserialize, Serialize};
+
+/// `allow`, `confirm` (hold for a human) or `deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictKind {
+    Allow,
+    Confirm,
+    Deny,
+}
+
+impl VerdictKind {
+    /// `"allow"`, `"confirm"` or `"deny"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Confirm => "confirm",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// One reason behind a verdict: the file, the rule in it, and what it said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    pub file: String,
+    pub rule: String,
+    pub text: String,
+}
+
+/// The gatekeeper's answer for one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub kind: VerdictKind,
+    /// Every source consulted, in order: the declaration, governance rules, the risk tier.
+    pub reasons: Vec<Reason>,
+    /// Highest tier any covering rule gives; R2 when none does.
+    pub risk_tier: RiskTier,
+    /// True when any covering rule marks the action irreversible.
+    pub irreversible: bool,
+    /// Shortest `timeout_seconds` of the covering rules, if any names one.
+    pub timeout_seconds: Option<u64>,
+    /// Default applied at expiry: `approve` only if every covering rule that names one says so
+    /// and the action is reversible; `reject` otherwise.
+    pub default_decision: DefaultDecision,
+    /// Operator roles allowed to decide (union over covering rules; empty = any operator).
+    pub approvers: Vec<String>,
+    /// The rendered approval message (confirm), or the denial reason (deny), or empty (allow).
+    pub message: String,
+}
+
+fn reason(file: &str, rule: impl Into<String>, text: impl Into<String>) -> Reason {
+    Reason {
+        file: file.to_string(),
+        rule: rule.into(),
+        text: text.into(),
+    }
+}
+
+/// Outcome of one `approval` spec: `Some(why)` when it requires approval.
+fn requires(spec: &ApprovalSpec, args: &serde_json::Value) -> Option<String> {
+    match spec {
+        ApprovalSpec::Exempt => None,
+        ApprovalSpec::Required {
+            condition: None, ..
+        } => Some("approval is always required".into()),
+        ApprovalSpec::Required {
+            condition: Some(c), ..
+        } => match c.evaluate(args) {
+            Outcome::Match => Some("approval condition matched".into()),
+            Outcome::NoMatch => None,
+            Outcome::CannotEvaluate(why) => Some(format!(
+                "approval condition cannot be evaluated ({}), so approval is required",
+                why.join("; ")
+            )),
+        },
+    }
+}
+
+fn template_of(spec: &ApprovalSpec) -> Option<&str> {
+    match spec {
+        ApprovalSpec::Required {
+            message_template, ..
+        } => message_template.as_deref(),
+        ApprovalSpec::Exempt => None,
+    }
+}
+
+fn deny(text: String, file: &str, rule: &str) -> Verdict {
+    Verdict {
+        kind: VerdictKind::Deny,
+        reasons: vec![reason(file, rule, text.clone())],
+        risk_tier: RiskTier::R2,
+        irreversible: false,
+        timeout_seconds: None,
+        default_decision: DefaultDecision::Reject,
+        approvers: Vec::new(),
+        message: text,
+    }
+}
+
+/// Decides `call` for `agent_id`.
+///
+/// - Deny: the agent is unknown, refused (a required policy does not resolve), or does not
+///   declare the tool / MCP server alias; the reason names it.
+/// - Confirm: the agent's `approval` (tool, or server blanket unless the tool overrides it)
+///   or any covering governance rule requires approval, a condition cannot be evaluated, or the
+///   risk tier is R3/R4 (seed 002). Agent `approval: false` never removes a governance requirement.
+/// - Allow: otherwise.
+pub fn evaluate(reg: &Registry, agent_id: &str, call: &ToolCall) -> Verdict {
+    let Some(agent) = reg.agents.get(agent_id) else {
+        return deny(
+            format!("agent `{agent_id}` is not declared in any agent file"),
+            "",
+            "agents",
+        );
+    };
+    if let Some(why) = &agent.refused {
+        return deny(why.clone(), &agent.file, "constraints.governance_policies");
+    }
+    let args = &call.arguments;
+    let mut reasons = Vec::new();
+    let mut required = false;
+    let mut template: Option<&str> = None;
+
+    // 1. The agent's own declaration.
+    let (spec, rule) = match declaration(agent, call) {
+        Ok(x) => x,
+        Err((text, rule)) => return deny(text, &agent.file, &rule),
+    };
+    match spec.map(|s| (s, requires(s, args))) {
+        Some((s, Some(why))) => {
+            required = true;
+            template = template_of(s);
+            reasons.push(reason(&agent.file, &rule, why));
+        }
+        Some((ApprovalSpec::Exempt, None)) => {
+            reasons.push(reason(&agent.file, &rule, "declared with approval: false"))
+        }
+        Some((_, None)) => reasons.push(reason(
+            &agent.file,
+            &rule,
+            "approval condition did not match",
+        )),
+        None => reasons.push(reason(&agent.file, &rule, "declared without approval")),
+    }
+
+    // 2. Governance rules (union, tighten-only).
+    let mut tier: Option<RiskTier> = None;
+    let mut irreversible = false;
+    let mut timeout: Option<u64> = None;
+    let mut approve_default = None::<bool>;
+    let mut approvers: Vec<String> = Vec::new();
+    for p in reg.policies_for(agent) {
+        for r in p
+            .rules
+            .iter()
+            .filter(|r| r.covers(&call.tool, call.server.as_deref()))
+        {
+            let mut notes = Vec::new();
+            if let Some(spec) = &r.approval {
+                match requires(spec, args) {
+                    Some(why) => {
+                        required = true;
+                        if template.is_none() {
+                            template = template_of(spec);
+                        }
+                        notes.push(why);
+                    }
+                    None => notes.push("approval not required by this rule".into()),
+                }
+            }
+            if let Some(t) = r.risk_tier {
+                tier = Some(tier.map_or(t, |x| x.max(t)));
+                notes.push(format!("risk tier {}", t.as_str()));
+            }
+            if r.irreversible {
+                irreversible = true;
+                notes.push("irreversible".into());
+            }
+            if let Some(t) = r.timeout_seconds {
+                timeout = Some(timeout.map_or(t, |x| x.min(t)));
+            }
+            if let Some(d) = r.default_decision {
+                let a = d == DefaultDecision::Approve;
+                approve_default = Some(approve_default.unwrap_or(true) && a);
+            }
+            for role in &r.approvers {
+                if !approvers.contains(role) {
+                    approvers.push(role.clone());
+                }
+            }
+            if notes.is_empty() {
+                notes.push("rule covers this tool".into());
+            }
+            reasons.push(reason(&p.file, &r.label, notes.join("; ")));
+        }
+    }
+
+    // 3. Risk tier: R3/R4 always need confirmation (seed 002).
+    let risk_tier = tier.unwrap_or(RiskTier::R2);
+    if risk_tier >= RiskTier::R3 {
+        if !required {
+            reasons.push(reason(
+                "",
+                "risk tier",
+                format!(
+                    "risk tier {} requires confirmation (seed 002)",
+                    risk_tier.as_str()
+                ),
+            ));
+        }
+        required = true;
+    }
+    let configured = if approve_default == Some(true) {
+        DefaultDecision::Approve
+    } else {
+        DefaultDecision::Reject
+    };
+    let kind = if required {
+        VerdictKind::Confirm
+    } else {
+        VerdictKind::Allow
+    };
+    let message = if required {
+        let ctx = TemplateContext {
+            tool_name: &call.tool,
+            tool_args: args,
+            agent_alias: &agent.name,
+            agent_id: &agent.id,
+            mcp_server_alias: call.server.as_deref(),
+        };
+        match template {
+            Some(t) => render(t, &ctx),
+            None => default_message(&ctx),
+        }
+    } else {
+        String::new()
+    };
+    Verdict {
+        kind,
+        reasons,
+        risk_tier,
+        irreversible,
+        timeout_seconds: timeout,
+        default_decision: effective_default(irreversible, configured),
+        approvers,
+        message,
+    }
+}
+
+/// Finds the agent's declaration of the call: the applicable `approval` (None when omitted and
+/// not inherited) and a label of where it is. `Err((reason, rule))` when not declared.
+fn declaration<'a>(
+    agent: &'a Agent,
+    call: &ToolCall,
+) -> Result<(Option<&'a ApprovalSpec>, String), (String, String)> {
+    match &call.server {
+        None => {
+            let t = agent
+                .local_tools
+                .iter()
+                .find(|t| t.alias == call.tool)
+                .ok_or_else(|| {
+                    (
+                        format!(
+                            "tool `{}` is not declared in action_space.local_tools of agent `{}`",
+                            call.tool, agent.id
+                        ),
+                        "action_space.local_tools".to_string(),
+                    )
+                })?;
+            Ok((
+                t.approval.as_ref(),
+                format!("action_space.local_tools[{}]", t.alias),
+            ))
+        }
+        Some(alias) => {
+            let s = agent.mcp_servers.iter().find(|s| &s.alias == alias).ok_or_else(|| {
+                (
+                    format!("MCP server alias `{alias}` is not declared in action_space.mcp_servers of agent `{}`", agent.id),
+                    "action_space.mcp_servers".to_string(),
+                )
+            })?;
+            let base = format!("action_space.mcp_servers[{alias}]");
+            match &s.allowed_tools {
+                None => Ok((s.approval.as_ref(), base)),
+                Some(list) => {
+                    let t = list.iter().find(|t| t.name == call.tool).ok_or_else(|| {
+                        (
+                            format!(
+                                "tool `{}` is not in allowed_tools of MCP server `{alias}` for agent `{}`",
+                                call.tool, agent.id
+                            ),
+                            format!("{base}.allowed_tools"),
+                        )
+                    })?;
+                    Ok((
+                        t.approval.as_ref().or(s.approval.as_ref()),
+                        format!("{base}.allowed_tools[{}]", t.name),
+                    ))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! assent-core: the domain of the assent approval gateway, with no I/O.
+//!
+//! It turns a proposed tool call into a [`ToolCall`] with an RFC 8785 canonical form and a
+//! SHA-256 `call_hash` ([`canonical`]), resolves the agent's Agent Format declaration together
+//! with governance policies ([`policy`]), evaluates `args_match` conditions ([`condition`]),
+//! renders approval messages ([`template`]) and decides a [`Verdict`] ([`gatekeeper`]). It also
+//! holds the approval state machine ([`approval`]) and the HMAC approval token format
+//! ([`token`]).
+//!
+//! It is not a store, a server or a wire format: it knows nothing of tokio, SQL or HTTP. Time
+//! and randomness are passed in by the caller. Policy files are parsed from strings; finding
+//! and reading them is the caller's job.
+
+pub mod approval;
+pub mod canonical;
+pub mod condition;
+pub mod gatekeeper;
+pub mod policy;
+pub mod template;
+pub mod token;
+
+pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
+pub use canonical::{CanonicalError, ToolCall};
+pub use gatekeeper::{Reason, Verdict, VerdictKind, evaluate};
+pub use policy::{Registry, RiskTier};

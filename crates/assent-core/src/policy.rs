@@ -1,0 +1,738 @@
+//! Policy: Agent Format agent files (seed 004) and assent governance policies, parsed from
+//! YAML text and validated into a [`Registry`] the gatekeeper reads.
+//!
+//! Agent files follow Agent Format 1.0 (`metadata`, `action_space.local_tools[]`,
+//! `action_space.mcp_servers[]`, `constraints.governance_policies[]`); unknown fields are
+//! ignored, as the format's forward-compatibility rule requires. Governance files are assent's
+//! own format (`docs/policy.md`) and reject unknown keys, so a typo never silently weakens a rule.
+
+use crate::approval::{DefaultDecision, check_default_decision};
+use crate::condition::Condition;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// seed 002 risk tier. R0–R1 map to AAEP `low`, R2 to `medium`, R3–R4 to `high`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+pub enum RiskTier {
+    R0,
+    R1,
+    R2,
+    R3,
+    R4,
+}
+
+impl RiskTier {
+    /// `"R0"` … `"R4"`.
+    pub fn as_str(self) -> &'static str {
+        ["R0", "R1", "R2", "R3", "R4"][self as usize]
+    }
+    /// Parses `"R0"` … `"R4"`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "R0" => Self::R0,
+            "R1" => Self::R1,
+            "R2" => Self::R2,
+            "R3" => Self::R3,
+            "R4" => Self::R4,
+            _ => return None,
+        })
+    }
+    /// AAEP `risk_level`: `low`, `medium` or `high`.
+    pub fn risk_level(self) -> &'static str {
+        match self {
+            Self::R0 | Self::R1 => "low",
+            Self::R2 => "medium",
+            Self::R3 | Self::R4 => "high",
+        }
+    }
+}
+
+/// An Agent Format `approval` value once parsed. An omitted field is `None` at the use site.
+#[derive(Debug, Clone)]
+pub enum ApprovalSpec {
+    /// `approval: false`: exempt (from a server-level blanket approval only).
+    Exempt,
+    /// `approval: true` or an object: required, optionally only when `condition` matches.
+    Required {
+        message_template: Option<String>,
+        condition: Option<Condition>,
+    },
+}
+
+impl ApprovalSpec {
+    /// Parses `true`, `false` or `{message_template?, condition?}` (`{}` means `true`).
+    pub fn parse(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Bool(false) => Ok(Self::Exempt),
+            Value::Bool(true) => Ok(Self::Required {
+                message_template: None,
+                condition: None,
+            }),
+            Value::Object(m) => {
+                let message_template = match m.get("message_template") {
+                    None => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => return Err("`message_template` must be a string".into()),
+                };
+                let condition = match m.get("condition") {
+                    None => None,
+                    Some(c) => Some(Condition::parse(c).map_err(|e| format!("condition: {e}"))?),
+                };
+                Ok(Self::Required {
+                    message_template,
+                    condition,
+                })
+            }
+            _ => Err("`approval` must be true, false or an object".into()),
+        }
+    }
+}
+
+/// A local tool of an agent (`action_space.local_tools[]`).
+#[derive(Debug, Clone)]
+pub struct LocalTool {
+    pub alias: String,
+    pub approval: Option<ApprovalSpec>,
+}
+
+/// One `allowed_tools` entry of an MCP server: a name, and its own approval when it has one
+/// (`None` inherits the server's).
+#[derive(Debug, Clone)]
+pub struct AllowedTool {
+    pub name: String,
+    pub approval: Option<ApprovalSpec>,
+}
+
+/// An MCP server of an agent (`action_space.mcp_servers[]`).
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    pub alias: String,
+    /// Server-level (blanket) approval.
+    pub approval: Option<ApprovalSpec>,
+    /// `None`: every tool of the server is declared. `Some`: only these.
+    pub allowed_tools: Option<Vec<AllowedTool>>,
+}
+
+/// A validated agent file.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// `metadata.id`.
+    pub id: String,
+    /// `metadata.name` (used as `{{agent_alias}}`).
+    pub name: String,
+    pub namespace: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// The file it came from, as given to [`Registry::load`].
+    pub file: String,
+    pub local_tools: Vec<LocalTool>,
+    pub mcp_servers: Vec<McpServer>,
+    /// Referenced governance policies (`constraints.governance_policies[]`).
+    pub policy_refs: Vec<PolicyRef>,
+    /// Set when a `required` referenced policy does not resolve: every call is denied with it.
+    pub refused: Option<String>,
+}
+
+/// `constraints.governance_policies[]` entry: a policy id and whether it must resolve
+/// (Agent Format `GovernancePolicyRef.required`, default true).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRef {
+    pub id: String,
+    pub required: bool,
+}
+
+/// Which agents a governance policy applies to besides those that reference it. Every field
+/// that is given must match; a selector with no field selects no agent.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    /// Agent ids or globs (`*` selects every agent).
+    #[serde(default)]
+    pub agents: Vec<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Selector {
+    fn is_empty(&self) -> bool {
+        self.agents.is_empty() && self.namespace.is_none() && self.labels.is_empty()
+    }
+    /// Whether this selector picks `agent`.
+    pub fn selects(&self, agent: &Agent) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let ids = self.agents.is_empty()
+            || self.agents.iter().any(|p| {
+                glob::Pattern::new(p)
+                    .map(|g| g.matches(&agent.id))
+                    .unwrap_or(false)
+            });
+        let ns = self.namespace.is_none() || self.namespace == agent.namespace;
+        let labels = self
+            .labels
+            .iter()
+            .all(|(k, v)| agent.labels.get(k) == Some(v));
+        ids && ns && labels
+    }
+}
+
+/// One governance rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// `POLICY_ID rules[N] (line L)`, for reasons.
+    pub label: String,
+    pub tool: glob::Pattern,
+    pub server: Option<String>,
+    pub approval: Option<ApprovalSpec>,
+    pub risk_tier: Option<RiskTier>,
+    pub irreversible: bool,
+    pub timeout_seconds: Option<u64>,
+    pub default_decision: Option<DefaultDecision>,
+    pub approvers: Vec<String>,
+}
+
+impl Rule {
+    /// Whether the rule covers a call of `tool` on `server`.
+    pub fn covers(&self, tool: &str, server: Option<&str>) -> bool {
+        self.tool.matches(tool) && (self.server.is_none() || self.server.as_deref() == server)
+    }
+}
+
+/// A governance policy from assent's policy registry.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// `org.team.name-v1`.
+    pub id: String,
+    pub file: String,
+    pub selector: Selector,
+    pub rules: Vec<Rule>,
+}
+
+/// A configuration error with the file, the line when known, and the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadError {
+    pub file: String,
+    pub line: Option<u64>,
+    pub message: String,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+/// All errors found while loading, one per line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadErrors(pub Vec<LoadError>);
+
+impl fmt::Display for LoadErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+impl std::error::Error for LoadErrors {}
+
+/// Every agent and governance policy, validated. Read-only once built.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pub agents: BTreeMap<String, Agent>,
+    pub policies: BTreeMap<String, Policy>,
+    /// Load-time warnings (e.g. a high-risk rule that defaults to approve).
+    pub warnings: Vec<String>,
+}
+
+// ---- raw serde shapes ----
+
+#[derive(Deserialize)]
+struct RawAgentFile {
+    metadata: RawMeta,
+    #[serde(default)]
+    action_space: RawActionSpace,
+    #[serde(default)]
+    constraints: RawConstraints,
+}
+#[derive(Deserialize)]
+struct RawMeta {
+    id: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+#[derive(Deserialize, Default)]
+struct RawActionSpace {
+    #[serde(default)]
+    local_tools: Vec<Spanned<RawLocalTool>>,
+    #[serde(default)]
+    mcp_servers: Vec<Spanned<RawMcpServer>>,
+}
+#[derive(Deserialize)]
+struct RawLocalTool {
+    alias: String,
+    #[serde(default)]
+    approval: Option<Value>,
+}
+#[derive(Deserialize)]
+struct RawMcpServer {
+    alias: String,
+    #[serde(default)]
+    approval: Option<Value>,
+    #[serde(default)]
+    allowed_tools: Option<Vec<Value>>,
+}
+#[derive(Deserialize, Default)]
+struct RawConstraints {
+    #[serde(default)]
+    governance_policies: Vec<RawPolicyRef>,
+}
+#[derive(Deserialize)]
+struct RawPolicyRef {
+    policy_ref: String,
+    #[serde(default = "yes")]
+    required: bool,
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicyFile {
+    policies: Vec<Spanned<RawPolicy>>,
+}
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    id: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    selector: Selector,
+    #[serde(default)]
+    rules: Vec<Spanned<RawRule>>,
+}
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    tool: String,
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    approval: Option<Value>,
+    #[serde(default)]
+    risk_tier: Option<String>,
+    #[serde(default)]
+    irreversible: bool,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+    #[serde(default)]
+    default_decision: Option<String>,
+    #[serde(default)]
+    approvers: Vec<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+}
+
+fn yaml_err(file: &str, e: serde_saphyr::Error) -> LoadError {
+    let line = e.location().map(|l| l.line());
+    let msg = e.to_string();
+    // The rendered message may repeat the location and quote the source; keep the first line.
+    let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
+    LoadError {
+        file: file.to_string(),
+        line,
+        message: msg,
+    }
+}
+
+fn identifier_ok(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(x) if x.is_ascii_alphabetic() || x == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+fn policy_id_ok(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(x) if x.is_ascii_lowercase() || x.is_ascii_digit())
+        && c.all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || "_.-".contains(x))
+}
+
+impl Registry {
+    /// Builds a registry from `(file name, YAML text)` pairs of agent files and governance
+    /// files. Collects every error (file, line, reason) instead of stopping at the first.
+    ///
+    /// Errors: YAML syntax or shape, duplicate agent ids, duplicate aliases within an agent's
+    /// `local_tools` or `mcp_servers` (Agent Format: runtimes MUST reject them), bad `approval`
+    /// values, bad policy ids, unknown risk tiers, and an irreversible rule whose default decision
+    /// is `approve` (AAEP §6.4.1). Unresolvable `required` policy references are not load errors:
+    /// the agent is loaded as refused and every call it makes is denied.
+    pub fn load(
+        agent_files: &[(String, String)],
+        governance_files: &[(String, String)],
+    ) -> Result<Registry, LoadErrors> {
+        let mut reg = Registry::default();
+        let mut errs = Vec::new();
+        for (file, text) in governance_files {
+            reg.load_governance(file, text, &mut errs);
+        }
+        for (file, text) in agent_files {
+            reg.load_agent(file, text, &mut errs);
+        }
+        // Resolve policy references after everything is loaded.
+        let mut warnings = Vec::new();
+        for a in reg.agents.values_mut() {
+            for r in &a.policy_refs {
+                if reg.policies.contains_key(&r.id) {
+                    continue;
+                }
+                if r.required {
+                    let reason = format!(
+                        "agent `{}` requires governance policy `{}`, which does not resolve in the policy registry",
+                        a.id, r.id
+                    );
+                    warnings.push(format!(
+                        "{}: {reason}; every call of this agent is denied",
+                        a.file
+                    ));
+                    a.refused.get_or_insert(reason);
+                } else {
+                    warnings.push(format!(
+                        "{}: optional governance policy `{}` does not resolve; ignored",
+                        a.file, r.id
+                    ));
+                }
+            }
+        }
+        reg.warnings.extend(warnings);
+        if errs.is_empty() {
+            Ok(reg)
+        } else {
+            Err(LoadErrors(errs))
+        }
+    }
+
+    fn load_agent(&mut self, file: &str, text: &str, errs: &mut Vec<LoadError>) {
+        let raw: RawAgentFile = match serde_saphyr::from_str(text) {
+            Ok(r) => r,
+            Err(e) => return errs.push(yaml_err(file, e)),
+        };
+        let err = |line: Option<u64>, message: String| LoadError {
+            file: file.to_string(),
+            line,
+            message,
+        };
+        let id = raw.metadata.id.clone();
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        {
+            errs.push(err(
+                None,
+                format!("metadata.id `{id}` must match ^[a-z0-9][a-z0-9_-]*$"),
+            ));
+            return;
+        }
+        if let Some(prev) = self.agents.get(&id) {
+            errs.push(err(
+                None,
+                format!("agent id `{id}` is already defined in {}", prev.file),
+            ));
+            return;
+        }
+        let mut local_tools: Vec<LocalTool> = Vec::new();
+        for t in &raw.action_space.local_tools {
+            let line = Some(t.referenced.line());
+            let alias = t.value.alias.clone();
+            if !identifier_ok(&alias) {
+                errs.push(err(
+                    line,
+                    format!("local tool alias `{alias}` must match ^[a-zA-Z_][a-zA-Z0-9_]*$"),
+                ));
+            }
+            if local_tools.iter().any(|x| x.alias == alias) {
+                errs.push(err(line, format!("duplicate local tool alias `{alias}`")));
+                continue;
+            }
+            let approval = match t
+                .value
+                .approval
+                .as_ref()
+                .map(ApprovalSpec::parse)
+                .transpose()
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    errs.push(err(line, format!("local tool `{alias}`: {e}")));
+                    continue;
+                }
+            };
+            local_tools.push(LocalTool { alias, approval });
+        }
+        let mut mcp_servers: Vec<McpServer> = Vec::new();
+        for s in &raw.action_space.mcp_servers {
+            let line = Some(s.referenced.line());
+            let alias = s.value.alias.clone();
+            if !identifier_ok(&alias) {
+                errs.push(err(
+                    line,
+                    format!("MCP server alias `{alias}` must match ^[a-zA-Z_][a-zA-Z0-9_]*$"),
+                ));
+            }
+            if mcp_servers.iter().any(|x| x.alias == alias) {
+                errs.push(err(line, format!("duplicate MCP server alias `{alias}`")));
+                continue;
+            }
+            let approval = match s
+                .value
+                .approval
+                .as_ref()
+                .map(ApprovalSpec::parse)
+                .transpose()
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    errs.push(err(line, format!("MCP server `{alias}`: {e}")));
+                    continue;
+                }
+            };
+            let allowed_tools = match &s.value.allowed_tools {
+                None => None,
+                Some(list) => {
+                    let mut out: Vec<AllowedTool> = Vec::new();
+                    for (i, entry) in list.iter().enumerate() {
+                        let parsed = match entry {
+                            Value::String(n) if !n.is_empty() => Ok(AllowedTool {
+                                name: n.clone(),
+                                approval: None,
+                            }),
+                            Value::Object(m) => match m.get("name").and_then(Value::as_str) {
+                                Some(n) if !n.is_empty() => {
+                                    m.get("approval").map(ApprovalSpec::parse).transpose().map(
+                                        |approval| AllowedTool {
+                                            name: n.to_string(),
+                                            approval,
+                                        },
+                                    )
+                                }
+                                _ => Err("an object entry needs a non-empty `name`".into()),
+                            },
+                            _ => Err("an entry must be a tool name or {name, approval}".into()),
+                        };
+                        match parsed {
+                            Ok(t) if out.iter().any(|x| x.name == t.name) => errs.push(err(
+                                line,
+                                format!(
+                                    "MCP server `{alias}`: duplicate allowed_tools entry `{}`",
+                                    t.name
+                                ),
+                            )),
+                            Ok(t) => out.push(t),
+                            Err(e) => errs.push(err(
+                                line,
+                                format!("MCP server `{alias}` allowed_tools[{i}]: {e}"),
+                            )),
+                        }
+                    }
+                    Some(out)
+                }
+            };
+            mcp_servers.push(McpServer {
+                alias,
+                approval,
+                allowed_tools,
+            });
+        }
+        let policy_refs = raw
+            .constraints
+            .governance_policies
+            .iter()
+            .map(|r| PolicyRef {
+                id: r.policy_ref.clone(),
+                required: r.required,
+            })
+            .collect();
+        self.agents.insert(
+            id.clone(),
+            Agent {
+                name: raw.metadata.name.clone().unwrap_or_else(|| id.clone()),
+                id,
+                namespace: raw.metadata.namespace.clone(),
+                labels: raw.metadata.labels.clone(),
+                file: file.to_string(),
+                local_tools,
+                mcp_servers,
+                policy_refs,
+                refused: None,
+            },
+        );
+    }
+
+    fn load_governance(&mut self, file: &str, text: &str, errs: &mut Vec<LoadError>) {
+        let raw: RawPolicyFile = match serde_saphyr::from_str(text) {
+            Ok(r) => r,
+            Err(e) => return errs.push(yaml_err(file, e)),
+        };
+        for p in raw.policies {
+            let pline = Some(p.referenced.line());
+            let p = p.value;
+            let err = |line: Option<u64>, message: String| LoadError {
+                file: file.to_string(),
+                line,
+                message,
+            };
+            if !policy_id_ok(&p.id) {
+                errs.push(err(
+                    pline,
+                    format!(
+                        "policy id `{}` must match ^[a-z0-9][a-z0-9_.-]*$ (e.g. org.team.name-v1)",
+                        p.id
+                    ),
+                ));
+                continue;
+            }
+            if let Some(prev) = self.policies.get(&p.id) {
+                errs.push(err(
+                    pline,
+                    format!("policy id `{}` is already defined in {}", p.id, prev.file),
+                ));
+                continue;
+            }
+            let mut rules = Vec::new();
+            for (i, r) in p.rules.iter().enumerate() {
+                let line = r.referenced.line();
+                let rr = &r.value;
+                let label = format!("{} rules[{i}] (line {line})", p.id);
+                let mut bad = |m: String| {
+                    errs.push(err(
+                        Some(line),
+                        format!("policy `{}` rules[{i}]: {m}", p.id),
+                    ))
+                };
+                let tool = match glob::Pattern::new(&rr.tool) {
+                    Ok(g) if !rr.tool.is_empty() => g,
+                    _ => {
+                        bad(format!("`tool: {}` is not a tool name or glob", rr.tool));
+                        continue;
+                    }
+                };
+                let risk_tier = match rr.risk_tier.as_deref().map(|t| RiskTier::parse(t).ok_or(t)) {
+                    None => None,
+                    Some(Ok(t)) => Some(t),
+                    Some(Err(t)) => {
+                        bad(format!(
+                            "unknown risk_tier `{t}` (expected R0, R1, R2, R3 or R4)"
+                        ));
+                        continue;
+                    }
+                };
+                let default_decision = match rr.default_decision.as_deref() {
+                    None => None,
+                    Some("approve") => Some(DefaultDecision::Approve),
+                    Some("reject") => Some(DefaultDecision::Reject),
+                    Some(o) => {
+                        bad(format!(
+                            "unknown default_decision `{o}` (expected approve or reject)"
+                        ));
+                        continue;
+                    }
+                };
+                let approval = match rr.approval.as_ref().map(ApprovalSpec::parse).transpose() {
+                    Ok(a) => a,
+                    Err(e) => {
+                        bad(e);
+                        continue;
+                    }
+                };
+                if rr.timeout_seconds == Some(0) {
+                    bad("timeout_seconds must be at least 1".into());
+                    continue;
+                }
+                match check_default_decision(
+                    rr.irreversible,
+                    risk_tier.unwrap_or(RiskTier::R2),
+                    default_decision.unwrap_or_default(),
+                ) {
+                    Err(e) => {
+                        bad(e);
+                        continue;
+                    }
+                    Ok(Some(w)) => self
+                        .warnings
+                        .push(format!("{file}:{line}: policy `{}` rules[{i}]: {w}", p.id)),
+                    Ok(None) => {}
+                }
+                rules.push(Rule {
+                    label,
+                    tool,
+                    server: rr.server.clone(),
+                    approval,
+                    risk_tier,
+                    irreversible: rr.irreversible,
+                    timeout_seconds: rr.timeout_seconds,
+                    default_decision,
+                    approvers: rr.approvers.clone(),
+                });
+            }
+            self.policies.insert(
+                p.id.clone(),
+                Policy {
+                    id: p.id,
+                    file: file.to_string(),
+                    selector: p.selector,
+                    rules,
+                },
+            );
+        }
+    }
+
+    /// The governance policies that apply to `agent`: those it references and those whose
+    /// selector picks it.
+    pub fn policies_for<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a Policy> + 'a {
+        self.policies.values().filter(move |p| {
+            agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
+        })
+    }
+
+    /// Tool names the agent declares on MCP server `alias`: `Ok(None)` when every tool is
+    /// declared (`allowed_tools` omitted), `Ok(Some(names))` otherwise. `Err` with the reason when
+    /// the agent or the alias is unknown.
+    pub fn declared_tools(&self, agent: &str, alias: &str) -> Result<Option<Vec<String>>, String> {
+        let a = self
+            .agents
+            .get(agent)
+            .ok_or_else(|| format!("agent `{agent}` is not declared in any agent file"))?;
+        let s = a
+            .mcp_servers
+            .iter()
+            .find(|s| s.alias == alias)
+            .ok_or_else(|| {
+                format!(
+                    "MCP server alias `{alias}` is not declared by agent `{agent}` ({})",
+                    a.file
+                )
+            })?;
+        Ok(s.allowed_tools
+            .as_ref()
+            .map(|l| l.iter().map(|t| t.name.clone()).collect()))
+    }
+}

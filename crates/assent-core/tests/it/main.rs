@@ -1,0 +1,308 @@
+//! Policy loading and gatekeeper verdicts through the public API of assent-core.
+
+use assent_core::policy::Registry;
+use assent_core::{ToolCall, VerdictKind, evaluate};
+use serde_json::{Value, json};
+
+const AGENT: &str = r#"
+apiVersion: agf/v1
+metadata:
+  id: treasury_bot
+  name: Treasury Bot
+  version: 1.0.0
+  description: moves money
+  labels: {team: treasury}
+interface: {input: {}}
+constraints:
+  governance_policies:
+    - policy_ref: acme.finance.payments-v1
+action_space:
+  local_tools:
+    - alias: lookup
+    - alias: transfer
+      approval:
+        message_template: "Send ${{tool_args.amount}} to {{tool_args.to}} for {{agent_id}}?"
+        condition:
+          - args_match: {amount: {gt: 1000}}
+          - args_match: {to: {pattern: "^ext-"}}
+    - alias: wipe
+      approval: {}
+    - alias: note
+      approval: false
+  mcp_servers:
+    - alias: bank
+      approval: true
+      allowed_tools:
+        - name: health
+          approval: false
+        - balance
+        - name: pay
+          approval:
+            message_template: "pay {{tool_args.x}}"
+    - alias: fs
+"#;
+
+const GOV: &str = r#"
+policies:
+  - id: acme.finance.payments-v1
+    rules:
+      - tool: note
+        approval: true
+        approvers: [finance-admin]
+      - tool: "wire_*"
+        risk_tier: R4
+        irreversible: true
+      - tool: write_file
+        server: fs
+        approval: {condition: {args_match: {path: {pattern: "^/etc/"}}}}
+        timeout_seconds: 30
+  - id: acme.all.readonly-v1
+    selector: {labels: {team: treasury}}
+    rules:
+      - tool: lookup
+        risk_tier: R3
+"#;
+
+fn reg() -> Registry {
+    Registry::load(
+        &[("agents/treasury.agf.yaml".into(), AGENT.into())],
+        &[("governance/finance.yaml".into(), GOV.into())],
+    )
+    .unwrap()
+}
+
+fn call(tool: &str, server: Option<&str>, args: Value) -> ToolCall {
+    ToolCall::new(tool, server.map(String::from), args).unwrap()
+}
+
+fn kind(r: &Registry, tool: &str, server: Option<&str>, args: Value) -> VerdictKind {
+    evaluate(r, "treasury_bot", &call(tool, server, args)).kind
+}
+
+#[test]
+fn three_forms_of_approval_and_conditions() {
+    let r = reg();
+    assert_eq!(
+        kind(&r, "transfer", None, json!({"amount": 5, "to": "bob"})),
+        VerdictKind::Allow
+    );
+    assert_eq!(
+        kind(&r, "transfer", None, json!({"amount": 5000, "to": "bob"})),
+        VerdictKind::Confirm
+    );
+    assert_eq!(
+        kind(&r, "transfer", None, json!({"amount": 5, "to": "ext-1"})),
+        VerdictKind::Confirm
+    );
+    // `{}` means true.
+    assert_eq!(kind(&r, "wipe", None, json!({})), VerdictKind::Confirm);
+    // missing argument: cannot evaluate → confirm, and the reason names the key.
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5})),
+    );
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert!(
+        v.reasons
+            .iter()
+            .any(|x| x.text.contains("argument `to` is missing")),
+        "{:?}",
+        v.reasons
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5000, "to": "bob"})),
+    );
+    assert_eq!(v.message, "Send $5000 to bob for treasury_bot?");
+}
+
+#[test]
+fn server_blanket_and_per_tool_override() {
+    let r = reg();
+    assert_eq!(
+        kind(&r, "health", Some("bank"), json!({})),
+        VerdictKind::Allow
+    );
+    assert_eq!(
+        kind(&r, "balance", Some("bank"), json!({})),
+        VerdictKind::Confirm
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("pay", Some("bank"), json!({"x": 1})),
+    );
+    assert_eq!(
+        (v.kind, v.message.as_str()),
+        (VerdictKind::Confirm, "pay 1")
+    );
+    // allowed_tools present: only listed tools are declared.
+    let v = evaluate(&r, "treasury_bot", &call("drain", Some("bank"), json!({})));
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(
+        v.message
+            .contains("`drain` is not in allowed_tools of MCP server `bank`"),
+        "{}",
+        v.message
+    );
+    // allowed_tools omitted: every tool declared, inherits (no) approval.
+    assert_eq!(
+        kind(&r, "read_file", Some("fs"), json!({"path": "/tmp/a"})),
+        VerdictKind::Allow
+    );
+    assert_eq!(r.declared_tools("treasury_bot", "fs").unwrap(), None);
+    assert_eq!(
+        r.declared_tools("treasury_bot", "bank").unwrap(),
+        Some(vec!["health".to_string(), "balance".into(), "pay".into()])
+    );
+}
+
+#[test]
+fn undeclared_tools_servers_and_agents_are_denied_by_name() {
+    let r = reg();
+    let v = evaluate(&r, "treasury_bot", &call("rm_rf", None, json!({})));
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(
+        v.message.contains("tool `rm_rf` is not declared"),
+        "{}",
+        v.message
+    );
+    let v = evaluate(&r, "treasury_bot", &call("x", Some("mail"), json!({})));
+    assert!(
+        v.message
+            .contains("MCP server alias `mail` is not declared"),
+        "{}",
+        v.message
+    );
+    let v = evaluate(&r, "ghost", &call("x", None, json!({})));
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(v.message.contains("agent `ghost`"));
+}
+
+#[test]
+fn governance_is_union_and_tighten_only() {
+    let r = reg();
+    // agent says approval: false, governance requires it: governance wins.
+    let v = evaluate(&r, "treasury_bot", &call("note", None, json!({})));
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert_eq!(v.approvers, vec!["finance-admin".to_string()]);
+    assert!(v.reasons.iter().any(|x| x.file == "governance/finance.yaml"
+        && x.rule.starts_with("acme.finance.payments-v1 rules[0]")));
+    // selector by label: lookup is R3 → confirm even though no file asks for approval.
+    let v = evaluate(&r, "treasury_bot", &call("lookup", None, json!({})));
+    assert_eq!((v.kind, v.risk_tier.as_str()), (VerdictKind::Confirm, "R3"));
+    // server-scoped rule with condition.
+    assert_eq!(
+        kind(&r, "write_file", Some("fs"), json!({"path": "/tmp/x"})),
+        VerdictKind::Allow
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("write_file", Some("fs"), json!({"path": "/etc/x"})),
+    );
+    assert_eq!(
+        (v.kind, v.timeout_seconds),
+        (VerdictKind::Confirm, Some(30))
+    );
+    // default tier is R2 (medium).
+    assert_eq!(
+        evaluate(&r, "treasury_bot", &call("wipe", None, json!({})))
+            .risk_tier
+            .risk_level(),
+        "medium"
+    );
+}
+
+#[test]
+fn unresolved_required_policy_refuses_the_agent() {
+    let agent = AGENT.replace("acme.finance.payments-v1", "acme.finance.missing-v9");
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), agent)],
+        &[("g.yaml".into(), GOV.into())],
+    )
+    .unwrap();
+    let v = evaluate(&r, "treasury_bot", &call("lookup", None, json!({})));
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(
+        v.message.contains("acme.finance.missing-v9"),
+        "{}",
+        v.message
+    );
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("acme.finance.missing-v9"))
+    );
+    // Optional reference: not refused.
+    let agent = AGENT.replace(
+        "- policy_ref: acme.finance.payments-v1",
+        "- {policy_ref: acme.finance.missing-v9, required: false}",
+    );
+    let r = Registry::load(&[("a.agf.yaml".into(), agent)], &[]).unwrap();
+    assert_eq!(
+        kind(&r, "health", Some("bank"), json!({})),
+        VerdictKind::Allow
+    );
+}
+
+fn load_err(agent: &str, gov: &str) -> String {
+    Registry::load(
+        &[("a.agf.yaml".into(), agent.into())],
+        &[("g.yaml".into(), gov.into())],
+    )
+    .unwrap_err()
+    .to_string()
+}
+
+#[test]
+fn bad_files_name_file_line_and_reason() {
+    let dup = AGENT.replace("    - alias: note\n", "    - alias: wipe\n");
+    let e = load_err(&dup, GOV);
+    assert!(
+        e.contains("a.agf.yaml:") && e.contains("duplicate local tool alias `wipe`"),
+        "{e}"
+    );
+    let e = load_err(
+        AGENT,
+        "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        irreversible: true\n        default_decision: approve\n",
+    );
+    assert!(
+        e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: an irreversible action"),
+        "{e}"
+    );
+    let e = load_err(
+        AGENT,
+        "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        aproval: true\n",
+    );
+    assert!(e.starts_with("g.yaml:") && e.contains("aproval"), "{e}");
+    let e = load_err(
+        AGENT,
+        "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R9\n",
+    );
+    assert!(e.contains("unknown risk_tier `R9`"), "{e}");
+    let e = load_err("metadata: [1", GOV);
+    assert!(e.starts_with("a.agf.yaml:"), "{e}");
+    let w = Registry::load(&[], &[("g.yaml".into(), "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R3\n        default_decision: approve\n".into())]).unwrap();
+    assert!(w.warnings[0].contains("discouraged"), "{:?}", w.warnings);
+}
+
+#[test]
+fn irreversible_forces_reject_default() {
+    let r = reg();
+    let v = evaluate(&r, "treasury_bot", &call("wire_out", None, json!({})));
+    // wire_out is not declared by the agent: denied before governance matters.
+    assert_eq!(v.kind, VerdictKind::Deny);
+    let agent = AGENT.replace(
+        "    - alias: lookup\n",
+        "    - alias: lookup\n    - alias: wire_out\n",
+    );
+    let r = Registry::load(&[("a".into(), agent)], &[("g".into(), GOV.into())]).unwrap();
+    let v = evaluate(&r, "treasury_bot", &call("wire_out", None, json!({})));
+    assert_eq!(
+        (v.kind, v.irreversible, v.default_decision.as_str()),
+        (VerdictKind::Confirm, true, "reject")
+    );
+}
