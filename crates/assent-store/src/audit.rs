@@ -1,0 +1,145 @@
+//! The hash-chained audit log: append inside a caller's transaction, verify offline.
+//!
+//! Record `n` stores `hash_n = SHA-256(canonical JSON of [prev_hash, seq, at, kind,
+//! approval_id, actor, data])` with `prev_hash = hash_{n-1}` (64 zeros for the first record), so
+//! altering, inserting or removing any record before the newest breaks the chain at that record.
+
+use assent_core::canonical::{canonical_value, sha256_hex};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde_json::{Value, json};
+
+/// `prev_hash` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// One audit record as stored.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AuditRecord {
+    pub seq: i64,
+    /// Unix milliseconds.
+    pub at: i64,
+    pub kind: String,
+    pub approval_id: Option<String>,
+    pub actor: String,
+    /// Canonical JSON text.
+    pub data: String,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The chain hash of one record's content.
+pub fn record_hash(
+    prev: &str,
+    seq: i64,
+    at: i64,
+    kind: &str,
+    approval_id: Option<&str>,
+    actor: &str,
+    data: &str,
+) -> String {
+    let v = json!([prev, seq, at, kind, approval_id, actor, data]);
+    sha256_hex(
+        canonical_value(&v)
+            .expect("strings and integers canonicalise")
+            .as_bytes(),
+    )
+}
+
+/// Appends one record in `tx`. `data` is stored as its canonical JSON.
+pub(crate) fn append(
+    tx: &Transaction<'_>,
+    at: i64,
+    kind: &str,
+    approval_id: Option<&str>,
+    actor: &str,
+    data: &Value,
+) -> rusqlite::Result<()> {
+    let last: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (seq, prev) = match last {
+        Some((s, h)) => (s + 1, h),
+        None => (1, GENESIS.to_string()),
+    };
+    let data = canonical_value(data).unwrap_or_else(|_| "null".into());
+    let hash = record_hash(&prev, seq, at, kind, approval_id, actor, &data);
+    tx.execute(
+        "INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+        params![seq, at, kind, approval_id, actor, data, prev, hash],
+    )?;
+    Ok(())
+}
+
+/// Result of [`verify`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct VerifyReport {
+    /// Records checked.
+    pub records: i64,
+    /// Hash of the newest record (GENESIS when empty).
+    pub head: String,
+    /// The first broken record and why, if any.
+    pub broken: Option<(i64, String)>,
+}
+
+/// Walks the whole chain in `seq` order and reports the first record whose sequence number,
+/// `prev_hash` or `hash` does not fit.
+pub fn verify(conn: &Connection) -> rusqlite::Result<VerifyReport> {
+    let mut stmt = conn.prepare(
+        "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut expect_seq = 1;
+    let mut prev = GENESIS.to_string();
+    let mut n = 0;
+    while let Some(r) = rows.next()? {
+        let rec = AuditRecord {
+            seq: r.get(0)?,
+            at: r.get(1)?,
+            kind: r.get(2)?,
+            approval_id: r.get(3)?,
+            actor: r.get(4)?,
+            data: r.get(5)?,
+            prev_hash: r.get(6)?,
+            hash: r.get(7)?,
+        };
+        n += 1;
+        let broken = if rec.seq != expect_seq {
+            Some(format!(
+                "sequence number {} where {expect_seq} was expected (a record was removed or inserted)",
+                rec.seq
+            ))
+        } else if rec.prev_hash != prev {
+            Some("prev_hash does not match the previous record's hash (a record before it was removed, inserted or altered)".to_string())
+        } else if record_hash(
+            &rec.prev_hash,
+            rec.seq,
+            rec.at,
+            &rec.kind,
+            rec.approval_id.as_deref(),
+            &rec.actor,
+            &rec.data,
+        ) != rec.hash
+        {
+            Some("hash does not match the record's content (the record was altered)".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = broken {
+            return Ok(VerifyReport {
+                records: n,
+                head: prev,
+                broken: Some((rec.seq, why)),
+            });
+        }
+        expect_seq += 1;
+        prev = rec.hash;
+    }
+    Ok(VerifyReport {
+        records: n,
+        head: prev,
+        broken: None,
+    })
+}

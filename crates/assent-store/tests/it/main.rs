@@ -1,0 +1,198 @@
+//! Store behaviour against real SQLite files in a temporary directory.
+
+use assent_core::policy::Registry;
+use assent_core::{ApprovalStatus, DecisionKind, ToolCall, evaluate};
+use assent_store::{DecideError, NewApproval, RedeemError, Store, verify_offline};
+use serde_json::json;
+
+const AGENT: &str =
+    "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+
+fn pending(
+    store: &Store,
+    amount: i64,
+    now: i64,
+    ttl: i64,
+    default_approve: bool,
+) -> (String, String) {
+    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+    let call = ToolCall::new("pay", None, json!({"amount": amount})).unwrap();
+    let mut v = evaluate(&reg, "bot", &call);
+    if default_approve {
+        v.default_decision = assent_core::DefaultDecision::Approve;
+    }
+    let (c, h) = call.canonical_and_hash().unwrap();
+    let rec = store
+        .create_approval(&NewApproval {
+            agent: "bot",
+            session_id: "s1",
+            call: &call,
+            canonical: &c,
+            call_hash: &h,
+            verdict: &v,
+            now,
+            expires_at: now + ttl,
+        })
+        .unwrap();
+    assert_eq!(rec.status, ApprovalStatus::Pending);
+    (rec.id, h)
+}
+
+#[test]
+fn first_decision_wins_and_late_ones_are_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (id, _) = pending(&s, 5, 1_000, 10_000, false);
+    let r = s
+        .decide(&id, DecisionKind::Deny, Some("no"), "alice", 2_000)
+        .unwrap();
+    assert_eq!(r.status, ApprovalStatus::Rejected);
+    assert!(s.token_string(&id).unwrap().is_none());
+    let e = s
+        .decide(&id, DecisionKind::Approve, None, "bob", 3_000)
+        .unwrap_err();
+    assert!(matches!(e, DecideError::AlreadyDecided(_)));
+    let r = s.get_approval(&id).unwrap().unwrap();
+    assert_eq!((r.status, r.decisions.len()), (ApprovalStatus::Rejected, 1));
+    assert_eq!(r.decisions[0].actor, "alice");
+    assert!(matches!(
+        s.decide("nope", DecisionKind::Approve, None, "a", 1)
+            .unwrap_err(),
+        DecideError::NotFound
+    ));
+    let rep = s.verify_audit().unwrap();
+    assert_eq!((rep.records, rep.broken), (3, None)); // requested, decision, decision.late
+}
+
+#[test]
+fn tokens_are_single_use_bound_and_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (id, h) = pending(&s, 5, 1_000, 10_000, false);
+    s.decide(&id, DecisionKind::Approve, None, "alice", 2_000)
+        .unwrap();
+    let t = s.token_string(&id).unwrap().unwrap();
+    assert!(matches!(
+        s.redeem(&t, "bot", &"0".repeat(64), 3_000),
+        Err(RedeemError::Mismatch { .. })
+    ));
+    assert!(matches!(
+        s.redeem(&t, "other", &h, 3_000),
+        Err(RedeemError::WrongAgent)
+    ));
+    assert!(matches!(
+        s.redeem(&format!("{t}x"), "bot", &h, 3_000),
+        Err(RedeemError::Invalid)
+    ));
+    assert!(matches!(
+        s.redeem(&t, "bot", &h, 70_000),
+        Err(RedeemError::Expired)
+    ));
+    let c = s.redeem(&t, "bot", &h, 3_000).unwrap();
+    assert_eq!(c.aid, id);
+    assert!(matches!(
+        s.redeem(&t, "bot", &h, 3_001),
+        Err(RedeemError::Used)
+    ));
+    // Tokens survive a reopen (the key is on disk), and a key from another data dir is refused.
+    drop(s);
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    assert!(matches!(
+        s.redeem(&t, "bot", &h, 3_002),
+        Err(RedeemError::Used)
+    ));
+    let other = tempfile::tempdir().unwrap();
+    let s2 = Store::open(other.path(), 60_000).unwrap();
+    assert!(matches!(
+        s2.redeem(&t, "bot", &h, 3_000),
+        Err(RedeemError::Invalid)
+    ));
+}
+
+#[test]
+fn expiry_applies_the_default_and_mints_only_for_approve() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (rej, _) = pending(&s, 1, 1_000, 5_000, false);
+    let (app, h) = pending(&s, 2, 1_000, 5_000, true);
+    let (later, _) = pending(&s, 3, 1_000, 50_000, false);
+    assert!(s.expire_due(5_999).unwrap().is_empty());
+    let mut done = s.expire_due(6_000).unwrap();
+    done.sort();
+    let mut want = vec![rej.clone(), app.clone()];
+    want.sort();
+    assert_eq!(done, want);
+    let r = s.get_approval(&rej).unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.decisions[0].default_applied.as_deref()),
+        (ApprovalStatus::Expired, Some("reject"))
+    );
+    assert!(s.token_string(&rej).unwrap().is_none());
+    let a = s.get_approval(&app).unwrap().unwrap();
+    assert_eq!(a.decisions[0].default_applied.as_deref(), Some("approve"));
+    let t = s.token_string(&app).unwrap().unwrap();
+    s.redeem(&t, "bot", &h, 6_001).unwrap();
+    assert_eq!(
+        s.get_approval(&later).unwrap().unwrap().status,
+        ApprovalStatus::Pending
+    );
+    assert!(matches!(
+        s.decide(&rej, DecisionKind::Approve, None, "alice", 7_000),
+        Err(DecideError::AlreadyDecided(_))
+    ));
+}
+
+#[test]
+fn audit_verify_names_the_altered_or_removed_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    for i in 0..3 {
+        let (id, _) = pending(&s, i, 1_000, 5_000, false);
+        s.decide(&id, DecisionKind::Approve, None, "alice", 2_000)
+            .unwrap();
+    }
+    drop(s);
+    let rep = verify_offline(dir.path()).unwrap();
+    assert_eq!((rep.records, rep.broken.clone()), (9, None));
+    let db = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
+    db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 5", [])
+        .unwrap();
+    let rep = verify_offline(dir.path()).unwrap();
+    assert_eq!(rep.broken.as_ref().map(|b| b.0), Some(5), "{rep:?}");
+    assert!(rep.broken.unwrap().1.contains("altered"));
+    // Removing a record in the middle breaks the chain at the record after it.
+    let dir2 = tempfile::tempdir().unwrap();
+    let s = Store::open(dir2.path(), 60_000).unwrap();
+    for i in 0..2 {
+        pending(&s, i, 1_000, 5_000, false);
+    }
+    pending(&s, 9, 1_000, 5_000, false);
+    drop(s);
+    let db = rusqlite::Connection::open(dir2.path().join("assent.db")).unwrap();
+    db.execute("DELETE FROM audit WHERE seq = 2", []).unwrap();
+    assert_eq!(
+        verify_offline(dir2.path()).unwrap().broken.map(|b| b.0),
+        Some(3)
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn data_dir_and_key_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    Store::open(&d, 1).unwrap();
+    assert_eq!(
+        std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::metadata(d.join("token.key"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+}
