@@ -136,6 +136,7 @@ pub fn evaluate(reg: &Registry, agent_id: &str, call: &ToolCall) -> Verdict {
         Ok(x) => x,
         Err((text, rule)) => return deny(text, &agent.file, &rule),
     };
+    let agent_template = spec.and_then(template_of);
     match spec.map(|s| (s, requires(s, args))) {
         Some((s, Some(why))) => {
             required = true;
@@ -238,7 +239,8 @@ pub fn evaluate(reg: &Registry, agent_id: &str, call: &ToolCall) -> Verdict {
             agent_id: &agent.id,
             mcp_server_alias: call.server.as_deref(),
         };
-        match template {
+        // The template of the source that required approval, else the agent's own template.
+        match template.or(agent_template) {
             Some(t) => render(t, &ctx),
             None => default_message(&ctx),
         }

@@ -1,1 +1,326 @@
+//! assent-mcp: an MCP stdio proxy that puts the assent gateway in front of one MCP server.
+//!
+//! The client speaks MCP (newline-delimited JSON-RPC 2.0) to the proxy on stdin/stdout; the
+//! proxy runs the upstream server as a child process and relays every message unchanged,
+//! except:
+//! - `tools/call` requests go to the gateway first (`POST /v1/tool-calls`). An allowed call is
+//!   forwarded; a held call waits (long-polling the approval) and is forwarded only after its
+//!   approval token was redeemed for the exact call; anything else — denied, rejected, expired
+//!   without an approving default, cancelled, or the gateway unreachable — is answered with a
+//!   tool result `isError: true` whose text starts `TOOL_DENIED:`, and never forwarded.
+//! - `tools/list` results are filtered to the tools the agent file declares for the server
+//!   alias when it lists `allowed_tools`.
+//! - JSON-RPC batches are refused (a batch could hide a `tools/call`).
+//!
+//! It is a client of the assent server, not a second policy engine: it holds no policy and
+//! fails closed when it cannot ask. The relay is hand-written rather than built on rmcp
+//! because it must pass every other message through byte for byte, whatever protocol version
+//! the two ends negotiate.
 
+use anyhow::Context;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+
+/// How the proxy is set up (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`).
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Base URL of the gateway, e.g. `http://127.0.0.1:7878`.
+    pub gateway_url: String,
+    /// The agent's API key (`ASSENT_API_KEY`).
+    pub api_key: String,
+    /// Agent id the proxy acts for.
+    pub agent: String,
+    /// MCP server alias in the agent file.
+    pub server: String,
+    /// Session id sent with every call.
+    pub session_id: String,
+    /// Upstream command and arguments.
+    pub command: Vec<String>,
+    /// Seconds per long-poll request while a call is held (at most 60).
+    pub poll_seconds: u64,
+}
+
+/// What became of one `tools/call` at the gateway.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// Forward the call upstream.
+    Forward,
+    /// Answer the client with `TOOL_DENIED: reason`.
+    Denied(String),
+}
+
+/// A small client of the assent HTTP API for the agent side.
+pub struct Gateway {
+    http: reqwest::Client,
+    cfg: ProxyConfig,
+}
+
+impl Gateway {
+    pub fn new(cfg: ProxyConfig) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(cfg.poll_seconds + 30))
+            .build()?;
+        Ok(Self { http, cfg })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.cfg.gateway_url.trim_end_matches('/'))
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, Value), String> {
+        let resp = req
+            .bearer_auth(&self.cfg.api_key)
+            .send()
+            .await
+            .map_err(|e| format!("the assent gateway cannot be reached ({})", e.without_url()))?;
+        let status = resp.status().as_u16();
+        let body = resp.json::<Value>().await.unwrap_or(Value::Null);
+        Ok((status, body))
+    }
+
+    /// The tools the agent declares for this server (`None`: all).
+    pub async fn declared_tools(&self) -> Option<Vec<String>> {
+        let path = format!(
+            "/v1/agents/{}/mcp-servers/{}/tools",
+            self.cfg.agent, self.cfg.server
+        );
+        match self.send(self.http.get(self.url(&path))).await {
+            Ok((200, b)) => serde_json::from_value(b["tools"].clone()).ok().flatten(),
+            _ => None,
+        }
+    }
+
+    /// Runs one call through the gateway: propose, wait for a human if held, redeem the token.
+    pub async fn gate(&self, tool: &str, arguments: &Value) -> Outcome {
+        match self.gate_inner(tool, arguments).await {
+            Ok(o) => o,
+            Err(e) => Outcome::Denied(e),
+        }
+    }
+
+    async fn gate_inner(&self, tool: &str, arguments: &Value) -> Result<Outcome, String> {
+        let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id,
+                          "tool": tool, "server": self.cfg.server, "arguments": arguments});
+        let (status, b) = self
+            .send(self.http.post(self.url("/v1/tool-calls")).json(&body))
+            .await?;
+        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
+        match (status, b["decision"].as_str()) {
+            (200, Some("allow")) => return Ok(Outcome::Forward),
+            (403, Some("deny")) => return Ok(Outcome::Denied(text(&b, "reason"))),
+            (202, Some("pending")) => {}
+            _ => {
+                return Ok(Outcome::Denied(format!(
+                    "the assent gateway refused the call ({status} {}: {})",
+                    text(&b, "code"),
+                    text(&b, "message")
+                )));
+            }
+        }
+        let id = text(&b, "approval_id");
+        tracing::info!(approval_id = %id, tool, "call held for approval");
+        let rec = loop {
+            let url = self.url(&format!(
+                "/v1/approvals/{id}?wait={}",
+                self.cfg.poll_seconds
+            ));
+            match self.send(self.http.get(url)).await {
+                Ok((200, r)) if r["status"] == "pending" => continue,
+                Ok((200, r)) => break r,
+                Ok((s, r)) => {
+                    return Ok(Outcome::Denied(format!(
+                        "approval {id} cannot be read ({s} {})",
+                        text(&r, "code")
+                    )));
+                }
+                // The gateway may be restarting: keep waiting, the approval is durable.
+                Err(e) => {
+                    tracing::warn!(error = %e, "waiting for the gateway");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        };
+        let status = text(&rec, "status");
+        let last_reason = rec["decisions"]
+            .as_array()
+            .and_then(|d| d.last())
+            .and_then(|d| d["reason"].as_str())
+            .unwrap_or("")
+            .to_string();
+        let Some(token) = rec["token"].as_str() else {
+            let why = if last_reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {last_reason}")
+            };
+            return Ok(Outcome::Denied(format!("approval {id} was {status}{why}")));
+        };
+        let body = json!({"token": token, "tool": tool, "server": self.cfg.server, "arguments": arguments});
+        match self
+            .send(self.http.post(self.url("/v1/tokens/redeem")).json(&body))
+            .await?
+        {
+            (200, _) => Ok(Outcome::Forward),
+            (s, r) => Ok(Outcome::Denied(format!(
+                "approval token refused ({s} {}: {})",
+                text(&r, "code"),
+                text(&r, "message")
+            ))),
+        }
+    }
+}
+
+fn denied_result(id: &Value, reason: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": {
+        "content": [{"type": "text", "text": format!("TOOL_DENIED: {reason}")}],
+        "isError": true,
+    }})
+    .to_string()
+}
+
+/// Runs the proxy until the client closes stdin or the upstream exits. Returns the upstream's
+/// exit code (or 1 when it was killed).
+pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
+    let (prog, args) = cfg
+        .command
+        .split_first()
+        .context("no upstream command given after --")?;
+    let mut child = Command::new(prog)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start upstream MCP server `{prog}`"))?;
+    let mut child_in = child.stdin.take().context("upstream stdin")?;
+    let child_out = child.stdout.take().context("upstream stdout")?;
+    let gw = Arc::new(Gateway::new(cfg)?);
+    let list_ids: Arc<Mutex<HashSet<String>>> = Arc::default();
+
+    // One writer per direction, so concurrent tasks never interleave lines.
+    let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
+    let (to_upstream, mut upstream_rx) = mpsc::unbounded_channel::<String>();
+    let client_writer = tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        while let Some(line) = client_rx.recv().await {
+            if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+            let _ = out.flush().await;
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(line) = upstream_rx.recv().await {
+            if child_in.write_all(line.as_bytes()).await.is_err()
+                || child_in.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+            let _ = child_in.flush().await;
+        }
+        // Dropping child_in closes the upstream's stdin.
+    });
+
+    // Upstream → client.
+    let declared = gw.declared_tools().await;
+    let ids = list_ids.clone();
+    let tc = to_client.clone();
+    let upstream_reader = tokio::spawn(async move {
+        let mut lines = BufReader::new(child_out).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let out = match (&declared, serde_json::from_str::<Value>(&line)) {
+                (Some(allowed), Ok(mut v))
+                    if v.get("id").is_some() && v.get("method").is_none() =>
+                {
+                    let key = v["id"].to_string();
+                    if ids.lock().expect("ids").remove(&key) {
+                        if let Some(tools) = v["result"]["tools"].as_array_mut() {
+                            tools.retain(|t| {
+                                t["name"]
+                                    .as_str()
+                                    .is_some_and(|n| allowed.iter().any(|a| a == n))
+                            });
+                        }
+                        v.to_string()
+                    } else {
+                        line
+                    }
+                }
+                _ => line,
+            };
+            if tc.send(out).is_err() {
+                break;
+            }
+        }
+    });
+
+    // Client → upstream.
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        tokio::select! {
+            line = lines.next_line() => {
+                let Ok(Some(line)) = line else { break };
+                if line.trim().is_empty() { continue; }
+                let msg: Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(_) => { let _ = to_upstream.send(line); continue; }
+                };
+                if msg.is_array() {
+                    let _ = to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "assent: JSON-RPC batches are not supported"}}).to_string());
+                    continue;
+                }
+                match (msg["method"].as_str(), msg.get("id")) {
+                    (Some("tools/call"), Some(id)) => {
+                        let id = id.clone();
+                        let tool = msg["params"]["name"].as_str().unwrap_or("").to_string();
+                        let args = match &msg["params"]["arguments"] { Value::Null => json!({}), a => a.clone() };
+                        let (gw, tc, tu) = (gw.clone(), to_client.clone(), to_upstream.clone());
+                        tokio::spawn(async move {
+                            match gw.gate(&tool, &args).await {
+                                Outcome::Forward => { let _ = tu.send(line); }
+                                Outcome::Denied(why) => {
+                                    tracing::info!(tool, reason = %why, "call denied");
+                                    let _ = tc.send(denied_result(&id, &why));
+                                }
+                            }
+                        });
+                    }
+                    (Some("tools/list"), Some(id)) => {
+                        list_ids.lock().expect("ids").insert(id.to_string());
+                        let _ = to_upstream.send(line);
+                    }
+                    _ => { let _ = to_upstream.send(line); }
+                }
+            }
+            status = child.wait() => {
+                let code = status.ok().and_then(|s| s.code()).unwrap_or(1);
+                tracing::warn!(code, "upstream MCP server exited");
+                let _ = upstream_reader.await;
+                drop(to_client);
+                let _ = client_writer.await;
+                return Ok(code);
+            }
+        }
+    }
+    // The client closed stdin: close the upstream's stdin and let it exit.
+    drop(to_upstream);
+    let code = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+        Ok(Ok(s)) => s.code().unwrap_or(1),
+        _ => {
+            let _ = child.kill().await;
+            1
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), upstream_reader).await;
+    drop(to_client);
+    let _ = tokio::time::timeout(Duration::from_secs(2), client_writer).await;
+    Ok(code)
+}

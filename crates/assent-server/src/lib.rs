@@ -1,1 +1,144 @@
+//! assent-server: the HTTP API of the assent gateway.
+//!
+//! [`router`] serves `POST /v1/tool-calls` (gatekeeper + durable approval), approval reads and
+//! long-polls, operator decisions, token redemption and `/healthz`; [`run`] serves it on a bound
+//! listener with graceful shutdown and an expiry timer. Authentication is by bearer key against
+//! the principals of the [`config::Config`]. Store calls run on tokio's blocking pool.
+//!
+//! It is not the policy engine (`assent-core`) or the store (`assent-store`); it owns the wire
+//! format (JSON, RFC 3339 times) and authorisation.
 
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+
+use assent_core::policy::Registry;
+use assent_store::Store;
+use config::{Config, Principal};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Shared state of a running server.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<Store>,
+    pub registry: Arc<Registry>,
+    pub principals: Arc<Vec<Principal>>,
+    /// Default approval wait (ms).
+    pub approval_timeout_ms: i64,
+    /// Bumped after every approval state change; long-polls wait on it.
+    pub changes: Arc<watch::Sender<u64>>,
+}
+
+impl AppState {
+    /// Builds the state from a validated config: opens the store in `config.data_dir`
+    /// and resolves the principals' keys.
+    pub fn from_config(config: &Config) -> Result<Self, StartError> {
+        let principals = config.principals()?;
+        let store = Store::open(&config.data_dir, config.token_ttl_seconds as i64 * 1000).map_err(
+            |source| StartError::Store {
+                dir: config.data_dir.clone(),
+                source,
+            },
+        )?;
+        Ok(Self::new(
+            store,
+            config.registry.clone(),
+            principals,
+            config.approval_timeout_seconds as i64 * 1000,
+        ))
+    }
+
+    /// Builds the state from parts.
+    pub fn new(
+        store: Store,
+        registry: Registry,
+        principals: Vec<Principal>,
+        approval_timeout_ms: i64,
+    ) -> Self {
+        Self {
+            store: Arc::new(store),
+            registry: Arc::new(registry),
+            principals: Arc::new(principals),
+            approval_timeout_ms,
+            changes: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Wakes every long-poll.
+    pub fn changed(&self) {
+        self.changes.send_modify(|v| *v += 1);
+    }
+}
+
+/// Why the server state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the store in {dir}: {source}")]
+    Store {
+        dir: std::path::PathBuf,
+        source: assent_store::StoreError,
+    },
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+}
+
+/// The current time in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The application router (no listener), for tests with `tower::ServiceExt::oneshot`.
+pub fn router(state: AppState) -> axum::Router {
+    api::router(state)
+}
+
+/// Applies expiry now, then every `interval`, until the returned task is aborted.
+pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let s = state.store.clone();
+            match tokio::task::spawn_blocking(move || s.expire_due(now_ms())).await {
+                Ok(Ok(ids)) if !ids.is_empty() => {
+                    for id in &ids {
+                        tracing::info!(approval_id = %id, "approval expired; default decision applied");
+                    }
+                    state.changed();
+                }
+                Ok(Err(e)) => tracing::error!(error = %e, "expiry sweep failed"),
+                _ => {}
+            }
+            tokio::time::sleep(interval).await;
+        }
+    })
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then drains connections for at
+/// most 10 seconds. Expired approvals (also those that expired while the server was down) are
+/// settled at start and then every second.
+pub async fn run(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
+    let app = router(state);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = tx.send(());
+    });
+    let res = tokio::select! {
+        r = serve => r,
+        _ = async { let _ = rx.await; tokio::time::sleep(Duration::from_secs(10)).await } => Ok(()),
+    };
+    expiry.abort();
+    res
+}

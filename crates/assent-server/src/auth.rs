@@ -1,0 +1,51 @@
+//! Bearer-key authentication: the presented key's SHA-256 is compared in constant time with
+//! every principal's (no early exit), and the key itself is never stored or logged.
+
+use crate::config::{Principal, PrincipalKind};
+use crate::error::ApiError;
+use axum::http::HeaderMap;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Finds the principal for the `Authorization: Bearer KEY` header. 401 when the header is
+/// missing, malformed or the key unknown.
+pub fn authenticate<'a>(
+    principals: &'a [Principal],
+    headers: &HeaderMap,
+) -> Result<&'a Principal, ApiError> {
+    let key = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .ok_or_else(ApiError::unauthenticated)?;
+    let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+    let mut found = None;
+    for p in principals {
+        if bool::from(p.key_sha256.ct_eq(&digest)) {
+            found = Some(p);
+        }
+    }
+    found.ok_or_else(ApiError::unauthenticated)
+}
+
+impl Principal {
+    /// The agent id an agent principal is bound to.
+    pub fn agent_id(&self) -> Option<&str> {
+        match &self.kind {
+            PrincipalKind::Agent { agent_id } => Some(agent_id),
+            PrincipalKind::Operator { .. } => None,
+        }
+    }
+    /// The roles of an operator (`None` for agents).
+    pub fn roles(&self) -> Option<&[String]> {
+        match &self.kind {
+            PrincipalKind::Operator { roles } => Some(roles),
+            PrincipalKind::Agent { .. } => None,
+        }
+    }
+}

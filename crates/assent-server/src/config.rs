@@ -1,0 +1,326 @@
+//! The server configuration file (`assent.yaml`): parsed once, validated into [`Config`]; any
+//! error stops start-up with file, line and reason.
+
+use assent_core::policy::Registry;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// A configuration error, rendered as `FILE:LINE: reason` (or `FILE: reason`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn at(file: &Path, line: Option<u64>, msg: impl std::fmt::Display) -> ConfigError {
+    match line {
+        Some(l) => ConfigError(format!("{}:{l}: {msg}", file.display())),
+        None => ConfigError(format!("{}: {msg}", file.display())),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    listen: Option<String>,
+    #[serde(default)]
+    data_dir: Option<String>,
+    #[serde(default)]
+    agents: Vec<String>,
+    #[serde(default)]
+    governance: Vec<String>,
+    #[serde(default)]
+    principals: Vec<Spanned<RawPrincipal>>,
+    #[serde(default)]
+    approval_timeout_seconds: Option<u64>,
+    #[serde(default)]
+    token_ttl_seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrincipal {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    key_env: Option<String>,
+    #[serde(default)]
+    key_sha256: Option<String>,
+}
+
+/// What a principal is allowed to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrincipalKind {
+    /// A human operator with roles; may decide approvals.
+    Operator { roles: Vec<String> },
+    /// An agent bound to one agent id; may propose calls and redeem tokens for that id only.
+    Agent { agent_id: String },
+}
+
+/// An authenticated identity from the config. The key is kept only as its SHA-256.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub name: String,
+    pub kind: PrincipalKind,
+    pub key_sha256: [u8; 32],
+}
+
+/// Where a principal's key comes from, before it is resolved.
+#[derive(Debug, Clone)]
+enum KeySource {
+    Env(String),
+    Sha256([u8; 32]),
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from.
+    pub file: PathBuf,
+    pub listen: String,
+    pub data_dir: PathBuf,
+    pub registry: Registry,
+    /// Default time an approval waits, in seconds (a rule's `timeout_seconds` overrides it).
+    pub approval_timeout_seconds: u64,
+    /// How long a minted approval token can be redeemed, in seconds.
+    pub token_ttl_seconds: u64,
+    /// Files the registry was loaded from.
+    pub agent_files: Vec<PathBuf>,
+    pub governance_files: Vec<PathBuf>,
+    principals: Vec<(String, PrincipalKind, KeySource, Option<u64>)>,
+}
+
+/// Default `listen` address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+fn expand(
+    base: &Path,
+    file: &Path,
+    patterns: &[String],
+    what: &str,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut out = Vec::new();
+    for p in patterns {
+        let full = base.join(p);
+        let s = full.to_string_lossy().to_string();
+        let is_glob = p.contains(['*', '?', '[']);
+        if !is_glob {
+            if !full.is_file() {
+                return Err(at(
+                    file,
+                    None,
+                    format!("{what} file `{p}` does not exist ({})", full.display()),
+                ));
+            }
+            out.push(full);
+            continue;
+        }
+        let mut found: Vec<PathBuf> = glob::glob(&s)
+            .map_err(|e| at(file, None, format!("{what} glob `{p}`: {e}")))?
+            .filter_map(Result::ok)
+            .filter(|f| f.is_file())
+            .collect();
+        found.sort();
+        out.extend(found);
+    }
+    out.dedup();
+    Ok(out)
+}
+
+fn read_all(files: &[PathBuf]) -> Result<Vec<(String, String)>, ConfigError> {
+    files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .map(|t| (f.display().to_string(), t))
+                .map_err(|e| ConfigError(format!("{}: {e}", f.display())))
+        })
+        .collect()
+}
+
+fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    {
+        return None;
+    }
+    let v = hex::decode(s).ok()?;
+    v.try_into().ok()
+}
+
+impl Config {
+    /// Reads and validates `path`. Relative paths in it (`data_dir`, `agents`, `governance`)
+    /// are relative to the file's directory. Principal keys are not resolved here (see
+    /// [`Config::principals`]), so `assent check` works without the key variables set.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| at(path, None, e))?;
+        let raw: RawConfig = serde_saphyr::from_str(&text).map_err(|e| {
+            let line = e.location().map(|l| l.line());
+            at(
+                path,
+                line,
+                e.to_string().lines().next().unwrap_or("invalid YAML"),
+            )
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
+        let agent_files = expand(&base, path, &raw.agents, "agents")?;
+        let governance_files = expand(&base, path, &raw.governance, "governance")?;
+        let registry = Registry::load(&read_all(&agent_files)?, &read_all(&governance_files)?)
+            .map_err(|e| ConfigError(e.to_string()))?;
+        let mut principals = Vec::new();
+        let mut names = BTreeSet::new();
+        for p in &raw.principals {
+            let line = Some(p.referenced.line());
+            let r = &p.value;
+            if !names.insert(r.name.clone()) {
+                return Err(at(
+                    path,
+                    line,
+                    format!("principal name `{}` is used twice", r.name),
+                ));
+            }
+            let kind = match r.kind.as_str() {
+                "operator" => {
+                    if r.agent_id.is_some() {
+                        return Err(at(
+                            path,
+                            line,
+                            format!("principal `{}`: an operator has no agent_id", r.name),
+                        ));
+                    }
+                    PrincipalKind::Operator {
+                        roles: r.roles.clone(),
+                    }
+                }
+                "agent" => match &r.agent_id {
+                    Some(a) => {
+                        if !r.roles.is_empty() {
+                            return Err(at(
+                                path,
+                                line,
+                                format!("principal `{}`: an agent has no roles", r.name),
+                            ));
+                        }
+                        PrincipalKind::Agent {
+                            agent_id: a.clone(),
+                        }
+                    }
+                    None => {
+                        return Err(at(
+                            path,
+                            line,
+                            format!("principal `{}`: kind agent needs agent_id", r.name),
+                        ));
+                    }
+                },
+                other => {
+                    return Err(at(
+                        path,
+                        line,
+                        format!(
+                            "principal `{}`: unknown kind `{other}` (expected operator or agent)",
+                            r.name
+                        ),
+                    ));
+                }
+            };
+            let key = match (&r.key_env, &r.key_sha256) {
+                (Some(v), None) => KeySource::Env(v.clone()),
+                (None, Some(h)) => KeySource::Sha256(parse_hex32(h).ok_or_else(|| {
+                    at(
+                        path,
+                        line,
+                        format!(
+                            "principal `{}`: key_sha256 must be 64 lowercase hex characters",
+                            r.name
+                        ),
+                    )
+                })?),
+                _ => {
+                    return Err(at(
+                        path,
+                        line,
+                        format!(
+                            "principal `{}`: give exactly one of key_env or key_sha256",
+                            r.name
+                        ),
+                    ));
+                }
+            };
+            principals.push((r.name.clone(), kind, key, line.map(|l| l as u64)));
+        }
+        if raw.approval_timeout_seconds == Some(0) || raw.token_ttl_seconds == Some(0) {
+            return Err(at(
+                path,
+                None,
+                "approval_timeout_seconds and token_ttl_seconds must be at least 1",
+            ));
+        }
+        Ok(Config {
+            file: path.to_path_buf(),
+            listen: raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+            data_dir: base.join(raw.data_dir.unwrap_or_else(|| ".assent".into())),
+            registry,
+            approval_timeout_seconds: raw.approval_timeout_seconds.unwrap_or(300),
+            token_ttl_seconds: raw.token_ttl_seconds.unwrap_or(300),
+            agent_files,
+            governance_files,
+            principals,
+        })
+    }
+
+    /// Resolves every principal's key: `key_env` reads the variable (the key itself), which
+    /// must be set and non-empty; `key_sha256` is used as is. Two principals with the same key
+    /// are an error. Keys are never logged.
+    pub fn principals(&self) -> Result<Vec<Principal>, ConfigError> {
+        let mut out: Vec<Principal> = Vec::new();
+        for (name, kind, src, line) in &self.principals {
+            let key_sha256 = match src {
+                KeySource::Sha256(h) => *h,
+                KeySource::Env(var) => match std::env::var(var) {
+                    Ok(k) if !k.is_empty() => Sha256::digest(k.as_bytes()).into(),
+                    _ => {
+                        return Err(at(
+                            &self.file,
+                            *line,
+                            format!(
+                                "principal `{name}`: environment variable {var} (key_env) is not set or empty"
+                            ),
+                        ));
+                    }
+                },
+            };
+            if let Some(o) = out.iter().find(|p| p.key_sha256 == key_sha256) {
+                return Err(at(
+                    &self.file,
+                    *line,
+                    format!("principal `{name}` has the same key as `{}`", o.name),
+                ));
+            }
+            if let PrincipalKind::Agent { agent_id } = kind {
+                if !self.registry.agents.contains_key(agent_id) {
+                    tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
+                }
+            }
+            out.push(Principal {
+                name: name.clone(),
+                kind: kind.clone(),
+                key_sha256,
+            });
+        }
+        Ok(out)
+    }
+}

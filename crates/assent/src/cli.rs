@@ -1,0 +1,562 @@
+//! Command-line interface: `serve`, operator commands over HTTP, `check`, `mcp`, `audit verify`.
+
+use anyhow::{Context, Result, anyhow};
+use assent_core::{ToolCall, VerdictKind, evaluate};
+use assent_server::config::Config;
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "assent",
+    version,
+    about = "A human approval gateway for AI agent actions"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct Remote {
+    /// Gateway URL.
+    #[arg(
+        long,
+        env = "ASSENT_URL",
+        default_value = "http://127.0.0.1:7878",
+        global = true
+    )]
+    url: String,
+    /// API key (an operator's for pending/show/approve/deny).
+    #[arg(
+        long = "api-key",
+        env = "ASSENT_API_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    api_key: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the gateway (HTTP API on the embedded SQLite store).
+    Serve {
+        #[arg(long, default_value = "assent.yaml")]
+        config: PathBuf,
+        /// Overrides `listen` from the config.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Overrides `data_dir` from the config.
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
+    },
+    /// List pending approvals with what a person needs to decide.
+    Pending {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Show one approval.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Approve a pending approval (mints a single-use token for the exact call).
+    Approve {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Deny a pending approval; the reason reaches the agent.
+    Deny {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Evaluate a call against the policy files, without a server.
+    /// Exit status: 0 allow, 10 confirm, 11 deny, 2 bad input.
+    Check {
+        #[arg(long, default_value = "assent.yaml")]
+        config: PathBuf,
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        tool: String,
+        #[arg(long)]
+        server: Option<String>,
+        /// The arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run an MCP stdio proxy in front of an MCP server: `assent mcp --agent ID --server ALIAS -- CMD ARGS...`
+    Mcp {
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        server: String,
+        /// Session id for every call (default: a new UUID per proxy process).
+        #[arg(long)]
+        session: Option<String>,
+        /// Seconds per long-poll while a call waits for a human.
+        #[arg(long, default_value_t = 25)]
+        poll_seconds: u64,
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Audit log commands.
+    Audit {
+        #[command(subcommand)]
+        cmd: AuditCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCmd {
+    /// Check the whole hash chain offline; names the first broken record.
+    Verify {
+        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("assent: cannot start runtime: {e}");
+            return 1;
+        }
+    };
+    rt.block_on(async move {
+        match dispatch(cli.cmd).await {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("assent: {}", one_line(&e));
+                1
+            }
+        }
+    })
+}
+
+fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', "; ")
+}
+
+fn init_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ASSENT_LOG")
+        .unwrap_or_else(|_| default.into());
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn dispatch(cmd: Cmd) -> Result<i32> {
+    match cmd {
+        Cmd::Serve {
+            config,
+            listen,
+            data_dir,
+        } => serve(config, listen, data_dir).await,
+        Cmd::Pending { json, remote } => pending(&remote, json).await,
+        Cmd::Show { id, json, remote } => show(&remote, &id, json).await,
+        Cmd::Approve { id, reason, remote } => decide(&remote, &id, "approve", reason).await,
+        Cmd::Deny { id, reason, remote } => decide(&remote, &id, "deny", reason).await,
+        Cmd::Check {
+            config,
+            agent,
+            tool,
+            server,
+            args,
+            json,
+        } => Ok(check(&config, &agent, &tool, server, &args, json)),
+        Cmd::Mcp {
+            agent,
+            server,
+            session,
+            poll_seconds,
+            remote,
+            command,
+        } => {
+            init_tracing("warn");
+            let api_key = remote
+                .api_key
+                .clone()
+                .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (the agent's key)"))?;
+            let cfg = assent_mcp::ProxyConfig {
+                gateway_url: remote.url.clone(),
+                api_key,
+                agent,
+                server,
+                session_id: session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                command,
+                poll_seconds: poll_seconds.clamp(1, 60),
+            };
+            assent_mcp::run(cfg).await
+        }
+        Cmd::Audit {
+            cmd: AuditCmd::Verify { data_dir, json },
+        } => audit_verify(data_dir, json),
+    }
+}
+
+async fn serve(config: PathBuf, listen: Option<String>, data_dir: Option<PathBuf>) -> Result<i32> {
+    init_tracing("info");
+    let mut cfg = Config::load(&config)?;
+    if let Some(l) = listen {
+        cfg.listen = l;
+    }
+    if let Some(d) = data_dir {
+        cfg.data_dir = d;
+    }
+    for w in &cfg.registry.warnings {
+        tracing::warn!("{w}");
+    }
+    let state = assent_server::AppState::from_config(&cfg)?;
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    tracing::info!(
+        listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
+        agents = cfg.registry.agents.len(), policies = cfg.registry.policies.len(),
+        principals = state.principals.len(), "assent gateway ready"
+    );
+    let shutdown = async {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("signal handler");
+            tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+    };
+    assent_server::run(listener, state, shutdown).await?;
+    Ok(0)
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+impl Client {
+    fn new(r: &Remote) -> Result<Self> {
+        let key = r
+            .api_key
+            .clone()
+            .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (an operator's key)"))?;
+        Ok(Self {
+            http: reqwest::Client::new(),
+            base: r.url.trim_end_matches('/').to_string(),
+            key,
+        })
+    }
+    async fn call(&self, req: reqwest::RequestBuilder) -> Result<Value> {
+        let resp = req.bearer_auth(&self.key).send().await.map_err(|e| {
+            anyhow!(
+                "cannot reach the gateway at {} ({})",
+                self.base,
+                e.without_url()
+            )
+        })?;
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if status.is_success() {
+            Ok(body)
+        } else {
+            let code = body["code"].as_str().unwrap_or("ERROR");
+            let msg = body["message"].as_str().unwrap_or("");
+            Err(anyhow!("{code}: {msg}"))
+        }
+    }
+    async fn get(&self, path: &str) -> Result<Value> {
+        self.call(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+    async fn post(&self, path: &str, body: Value) -> Result<Value> {
+        self.call(self.http.post(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+}
+
+fn time_left(expires_at: &str) -> String {
+    let Ok(t) =
+        time::OffsetDateTime::parse(expires_at, &time::format_description::well_known::Rfc3339)
+    else {
+        return expires_at.to_string();
+    };
+    let secs = (t - time::OffsetDateTime::now_utc()).whole_seconds();
+    if secs <= 0 {
+        "expiring now".into()
+    } else if secs < 60 {
+        format!("{secs}s left")
+    } else {
+        format!("{}m {:02}s left", secs / 60, secs % 60)
+    }
+}
+
+fn canonical(v: &Value) -> String {
+    assent_core::canonical::canonical_value(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// The human card of one approval: exact call, risk and why, time left, message.
+fn card(a: &Value) -> String {
+    let call = &a["call"];
+    let target = match call["server"].as_str() {
+        Some(s) => format!("{s}/{}", call["tool"].as_str().unwrap_or("")),
+        None => call["tool"].as_str().unwrap_or("").to_string(),
+    };
+    let mut out = String::new();
+    let status = a["status"].as_str().unwrap_or("");
+    let when = if status == "pending" {
+        time_left(a["expires_at"].as_str().unwrap_or(""))
+    } else {
+        status.to_string()
+    };
+    out.push_str(&format!("{}  [{when}]\n", a["id"].as_str().unwrap_or("")));
+    out.push_str(&format!(
+        "  agent:     {} (session {})\n",
+        a["agent"].as_str().unwrap_or(""),
+        a["session_id"].as_str().unwrap_or("")
+    ));
+    out.push_str(&format!("  call:      {target}\n"));
+    out.push_str(&format!("  arguments: {}\n", canonical(&call["arguments"])));
+    out.push_str(&format!(
+        "  risk:      {} ({}){}\n",
+        a["risk_tier"].as_str().unwrap_or(""),
+        a["risk_level"].as_str().unwrap_or(""),
+        if a["irreversible"] == true {
+            ", irreversible"
+        } else {
+            ""
+        }
+    ));
+    out.push_str(&format!(
+        "  message:   {}\n",
+        a["message"].as_str().unwrap_or("")
+    ));
+    out.push_str("  why:\n");
+    for r in a["reasons"].as_array().into_iter().flatten() {
+        let file = r["file"].as_str().unwrap_or("");
+        let rule = r["rule"].as_str().unwrap_or("");
+        let src = if file.is_empty() {
+            rule.to_string()
+        } else {
+            format!("{file} {rule}")
+        };
+        out.push_str(&format!(
+            "    - {src}: {}\n",
+            r["text"].as_str().unwrap_or("")
+        ));
+    }
+    if let Some(roles) = a["approvers"].as_array().filter(|r| !r.is_empty()) {
+        let roles: Vec<&str> = roles.iter().filter_map(Value::as_str).collect();
+        out.push_str(&format!("  approvers: {}\n", roles.join(", ")));
+    }
+    out.push_str(&format!(
+        "  on timeout: {} (expires {})\n",
+        a["default_decision"].as_str().unwrap_or(""),
+        a["expires_at"].as_str().unwrap_or("")
+    ));
+    for d in a["decisions"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  decision:  {} by {} at {}{}\n",
+            d["decision"].as_str().unwrap_or(""),
+            d["by"].as_str().unwrap_or(""),
+            d["at"].as_str().unwrap_or(""),
+            d["reason"]
+                .as_str()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ));
+    }
+    out.push_str(&format!(
+        "  call_hash: {}\n",
+        a["call_hash"].as_str().unwrap_or("")
+    ));
+    out
+}
+
+async fn pending(r: &Remote, as_json: bool) -> Result<i32> {
+    let c = Client::new(r)?;
+    let v = c.get("/v1/approvals?status=pending").await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    let list = v["approvals"].as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        println!("no pending approvals");
+    }
+    for a in &list {
+        println!("{}", card(a));
+    }
+    Ok(0)
+}
+
+async fn show(r: &Remote, id: &str, as_json: bool) -> Result<i32> {
+    let c = Client::new(r)?;
+    let v = c.get(&format!("/v1/approvals/{id}")).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", card(&v));
+    }
+    Ok(0)
+}
+
+async fn decide(r: &Remote, id: &str, decision: &str, reason: Option<String>) -> Result<i32> {
+    let c = Client::new(r)?;
+    let mut body = json!({"decision": decision});
+    if let Some(reason) = reason {
+        body["reason"] = Value::String(reason);
+    }
+    let v = c
+        .post(&format!("/v1/approvals/{id}/decision"), body)
+        .await?;
+    println!(
+        "{} {}",
+        v["id"].as_str().unwrap_or(id),
+        v["status"].as_str().unwrap_or("")
+    );
+    Ok(0)
+}
+
+fn check(
+    config: &std::path::Path,
+    agent: &str,
+    tool: &str,
+    server: Option<String>,
+    args: &str,
+    as_json: bool,
+) -> i32 {
+    let cfg = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("assent: {e}");
+            return 2;
+        }
+    };
+    let arguments: Value = match serde_json::from_str(args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("assent: --args is not valid JSON: {e}");
+            return 2;
+        }
+    };
+    let call = match ToolCall::new(tool, server, arguments) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("assent: --args: {e}");
+            return 2;
+        }
+    };
+    let v = evaluate(&cfg.registry, agent, &call);
+    if as_json {
+        let reasons: Vec<Value> = v
+            .reasons
+            .iter()
+            .map(|r| json!({"file": r.file, "rule": r.rule, "text": r.text}))
+            .collect();
+        let mut out = json!({"verdict": v.kind.as_str(), "reasons": reasons, "risk_tier": v.risk_tier.as_str(), "irreversible": v.irreversible});
+        if let Ok((_, h)) = call.canonical_and_hash() {
+            out["call_hash"] = Value::String(h);
+        }
+        if v.kind == VerdictKind::Confirm {
+            out["message"] = Value::String(v.message.clone());
+        }
+        println!("{out}");
+    } else {
+        println!("{}", v.kind.as_str());
+        for r in &v.reasons {
+            let src = if r.file.is_empty() {
+                r.rule.clone()
+            } else {
+                format!("{} {}", r.file, r.rule)
+            };
+            println!("  - {src}: {}", r.text);
+        }
+        println!(
+            "  risk tier {} ({}){}",
+            v.risk_tier.as_str(),
+            v.risk_tier.risk_level(),
+            if v.irreversible { ", irreversible" } else { "" }
+        );
+        if v.kind == VerdictKind::Confirm {
+            println!("  message: {}", v.message);
+        }
+    }
+    match v.kind {
+        VerdictKind::Allow => 0,
+        VerdictKind::Confirm => 10,
+        VerdictKind::Deny => 11,
+    }
+}
+
+fn audit_verify(data_dir: Option<PathBuf>, as_json: bool) -> Result<i32> {
+    let dir = match data_dir {
+        Some(d) => d,
+        None => {
+            let p = PathBuf::from("assent.yaml");
+            if p.exists() {
+                Config::load(&p)?.data_dir
+            } else {
+                PathBuf::from(".assent")
+            }
+        }
+    };
+    let rep = assent_store::verify_offline(&dir)?;
+    if as_json {
+        println!(
+            "{}",
+            json!({"ok": rep.broken.is_none(), "records": rep.records, "head": rep.head,
+            "broken": rep.broken.as_ref().map(|(s, w)| json!({"seq": s, "reason": w}))})
+        );
+    }
+    match rep.broken {
+        None => {
+            if !as_json {
+                println!(
+                    "audit chain verifies: {} records, head {}",
+                    rep.records, rep.head
+                );
+            }
+            Ok(0)
+        }
+        Some((seq, why)) => {
+            eprintln!("assent: audit chain broken at record {seq}: {why}");
+            Ok(1)
+        }
+    }
+}
