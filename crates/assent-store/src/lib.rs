@@ -262,6 +262,11 @@ impl Store {
         })
     }
 
+    /// How long a write waits for a lock held by another process before failing (default 10 s).
+    pub fn set_busy_timeout(&self, d: std::time::Duration) -> Result<(), StoreError> {
+        Ok(self.lock().busy_timeout(d)?)
+    }
+
     /// Path of the database file.
     pub fn db_path(&self) -> &Path {
         &self.db_path
