@@ -1,0 +1,283 @@
+//! The `assent` binary as a user runs it: `serve` killed with SIGKILL and restarted, `check`
+//! exit codes, config errors, and `audit verify` after a row is altered with `sqlite3`.
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_assent");
+const OP_KEY: &str = "operator-test-key";
+const BOT_KEY: &str = "bot-test-key";
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_config(dir: &Path, port: u16) -> PathBuf {
+    let bot = hex_sha256(BOT_KEY);
+    let ex = examples();
+    let cfg = format!(
+        "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [\"{}/agents/*.agf.yaml\"]\ngovernance: [\"{}/governance/*.yaml\"]\nprincipals:\n  - {{name: alice, kind: operator, roles: [finance-admin], key_env: TEST_ALICE_KEY}}\n  - {{name: bot, kind: agent, agent_id: treasury_bot, key_sha256: \"{bot}\"}}\n",
+        ex.display(),
+        ex.display()
+    );
+    let p = dir.join("assent.yaml");
+    std::fs::write(&p, cfg).unwrap();
+    p
+}
+
+fn hex_sha256(s: &str) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(s.as_bytes())?;
+            c.wait_with_output()
+        });
+    String::from_utf8(out.unwrap().stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+fn serve(config: &Path, port: u16) -> Server {
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while reqwest::blocking::get(format!("{url}/healthz")).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Server { child, url }
+}
+
+fn cli(url: &str, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env("ASSENT_URL", url)
+        .env("ASSENT_API_KEY", OP_KEY)
+        .output()
+        .unwrap()
+}
+
+fn propose(url: &str, amount: i64) -> Value {
+    reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/tool-calls"))
+        .bearer_auth(BOT_KEY)
+        .json(&json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds", "arguments": {"amount": amount, "currency": "EUR", "recipient": "ext-1"}}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+#[test]
+fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port);
+    let mut s = serve(&cfg, port);
+    let b = propose(&s.url, 5000);
+    assert_eq!(b["decision"], "pending", "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let out = cli(&s.url, &["pending"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&id)
+            && text.contains(r#"{"amount":5000,"currency":"EUR","recipient":"ext-1"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("R3 (high), irreversible") && text.contains("left"),
+        "{text}"
+    );
+    // SIGKILL: no graceful shutdown.
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+
+    let mut s = serve(&cfg, port);
+    let out = cli(&s.url, &["pending", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["approvals"][0]["id"].as_str(), Some(id.as_str()));
+    let out = cli(&s.url, &["approve", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(&s.url, &["approve", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ALREADY_DECIDED") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = cli(&s.url, &["show", "00000000-0000-4000-8000-000000000000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NOT_FOUND"));
+
+    // The chain verifies on the live database, then fails naming the row altered with sqlite3.
+    let data = dir.path().join("data");
+    let out = Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = data.join("assent.db");
+    let st = Command::new("sqlite3")
+        .arg(&db)
+        .arg("UPDATE audit SET actor = 'mallory' WHERE seq = 2;")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("broken at record 2"), "{err}");
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["check", "--config"];
+    let cfg = examples().join("assent.yaml");
+    let cfg = cfg.to_str().unwrap().to_string();
+    all.push(&cfg);
+    all.extend_from_slice(args);
+    let out = Command::new(BIN).args(&all).output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn check_exit_codes_and_json() {
+    let (c, out, _) = check(&["--agent", "treasury_bot", "--tool", "get_balance", "--json"]);
+    assert_eq!(c, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], "allow");
+    for r in v["reasons"].as_array().unwrap() {
+        assert!(r.get("file").is_some() && r.get("rule").is_some() && r.get("text").is_some());
+    }
+    let (c, out, _) = check(&[
+        "--agent",
+        "treasury_bot",
+        "--tool",
+        "transfer_funds",
+        "--args",
+        r#"{"amount": 5000, "currency": "EUR", "recipient": "bob"}"#,
+        "--json",
+    ]);
+    assert_eq!(c, 10, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], "confirm");
+    assert!(
+        v["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["file"].as_str().unwrap().ends_with("finance.yaml"))
+    );
+    let (c, out, _) = check(&["--agent", "treasury_bot", "--tool", "drop_tables"]);
+    assert_eq!(c, 11);
+    assert!(
+        out.starts_with("deny") && out.contains("drop_tables"),
+        "{out}"
+    );
+    let (c, _, err) = check(&["--agent", "treasury_bot", "--tool", "x", "--args", "{"]);
+    assert_eq!(c, 2);
+    assert!(err.contains("--args"), "{err}");
+    let (c, _, _) = check(&["--agent", "treasury_bot"]);
+    assert_eq!(c, 2, "a missing flag is bad input");
+}
+
+#[test]
+fn a_bad_config_stops_start_up_with_file_line_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    std::fs::write(
+        &p,
+        "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: wizard, key_env: X}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:3:", p.display())) && err.contains("unknown kind `wizard`"),
+        "{err}"
+    );
+    std::fs::write(&p, "listen: 127.0.0.1:0\nlisten_typo: 1\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains(":2") && err.contains("listen_typo"),
+        "{err}"
+    );
+    // key_env that is not set.
+    std::fs::write(&p, "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_UNSET_VAR}\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&p)
+        .env_remove("ASSENT_TEST_UNSET_VAR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains("ASSENT_TEST_UNSET_VAR")
+            && err.contains(":3:"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join(".assent").exists(),
+        "nothing is created when the config is bad"
+    );
+}

@@ -1,0 +1,199 @@
+"""End to end: the official Python MCP SDK client drives `assent mcp` in front of the real
+`@modelcontextprotocol/server-filesystem`, with a real `assent serve` and operator CLI."""
+
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ASSENT = os.environ.get("ASSENT_BIN", str(ROOT / "target" / "debug" / "assent"))
+FS_SERVER = HERE / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+OPERATOR_KEY = "op-" + os.urandom(8).hex()
+AGENT_KEY = "agent-" + os.urandom(8).hex()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def gateway(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "hello.txt").write_text("hello from the filesystem\n")
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "fs.agf.yaml").write_text(
+        """
+metadata: {id: fs_agent, name: Files Agent, version: 1.0.0, description: e2e}
+action_space:
+  mcp_servers:
+    - alias: fs
+      allowed_tools:
+        - read_file
+        - read_text_file
+        - list_allowed_directories
+        - name: write_file
+          approval:
+            message_template: "Write {{tool_args.path}}?"
+"""
+    )
+    port = free_port()
+    (tmp_path / "assent.yaml").write_text(
+        f"""
+listen: 127.0.0.1:{port}
+data_dir: data
+agents: ["agents/*.agf.yaml"]
+principals:
+  - {{name: alice, kind: operator, roles: [ops], key_env: E2E_ALICE_KEY}}
+  - {{name: fs-agent, kind: agent, agent_id: fs_agent, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
+"""
+    )
+    env = dict(os.environ, E2E_ALICE_KEY=OPERATOR_KEY, NO_COLOR="1")
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen([ASSENT, "serve", "--config", str(tmp_path / "assent.yaml")], env=env, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("gateway did not start: " + (tmp_path / "serve.log").read_text())
+    yield {"url": url, "files": files, "dir": tmp_path}
+    proc.terminate()
+    proc.wait(10)
+    log.close()
+
+
+def cli(gw, *args):
+    env = dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=OPERATOR_KEY)
+    return subprocess.run([ASSENT, *args], env=env, capture_output=True, text=True, timeout=30)
+
+
+def proxy_params(gw):
+    return StdioServerParameters(
+        command=ASSENT,
+        args=["mcp", "--agent", "fs_agent", "--server", "fs", "--session", "e2e", "--poll-seconds", "2", "--",
+              "node", str(FS_SERVER), str(gw["files"])],
+        env=dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=AGENT_KEY),
+    )
+
+
+async def wait_pending(gw, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = cli(gw, "pending", "--json")
+        assert r.returncode == 0, r.stderr
+        approvals = json.loads(r.stdout)["approvals"]
+        if approvals:
+            return approvals
+        await asyncio.sleep(0.2)
+    raise AssertionError("no approval appeared in `assent pending`")
+
+
+def is_error(result):
+    # mcp 2.x names the field is_error; 1.x isError.
+    return bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
+
+
+def text_of(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def scenario_approve(gw):
+    target = gw["files"] / "approved.txt"
+    content = "exactly this content\nline two\n"
+    async with stdio_client(proxy_params(gw)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name for t in (await session.list_tools()).tools}
+            # allowed_tools is present: tools/list shows only the declared tools.
+            assert tools == {"read_file", "read_text_file", "list_allowed_directories", "write_file"}, tools
+
+            r = await session.call_tool("read_file", {"path": str(gw["files"] / "hello.txt")})
+            assert not is_error(r), text_of(r)
+            assert "hello from the filesystem" in text_of(r)
+
+            call = asyncio.create_task(session.call_tool("write_file", {"path": str(target), "content": content}))
+            approvals = await wait_pending(gw)
+            assert len(approvals) == 1
+            a = approvals[0]
+            assert a["call"]["tool"] == "write_file" and a["call"]["server"] == "fs"
+            assert a["message"] == f"Write {target}?"
+            # Held: nothing was written yet.
+            await asyncio.sleep(0.5)
+            assert not call.done()
+            assert not target.exists()
+            shown = cli(gw, "show", a["id"])
+            assert shown.returncode == 0 and "write_file" in shown.stdout and "R2" in shown.stdout, shown
+            r = cli(gw, "approve", a["id"], "--reason", "looks right")
+            assert r.returncode == 0, r.stderr
+            result = await asyncio.wait_for(call, 30)
+            assert not is_error(result), text_of(result)
+            assert target.read_text() == content
+            # A second decision is refused with a one-line reason and exit 1.
+            again = cli(gw, "deny", a["id"])
+            assert again.returncode == 1 and "ALREADY_DECIDED" in again.stderr, again
+
+
+async def scenario_deny(gw):
+    target = gw["files"] / "denied.txt"
+    async with stdio_client(proxy_params(gw)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            call = asyncio.create_task(session.call_tool("write_file", {"path": str(target), "content": "nope"}))
+            a = (await wait_pending(gw))[0]
+            r = cli(gw, "deny", a["id"], "--reason", "not today")
+            assert r.returncode == 0, r.stderr
+            result = await asyncio.wait_for(call, 30)
+            assert is_error(result)
+            assert text_of(result).startswith("TOOL_DENIED:"), text_of(result)
+            assert "not today" in text_of(result)
+            # An undeclared tool is denied without asking anyone, and never reaches the server.
+            r = await session.call_tool("move_file", {"source": str(gw["files"] / "hello.txt"), "destination": str(gw["files"] / "moved.txt")})
+            assert is_error(r) and text_of(r).startswith("TOOL_DENIED:") and "move_file" in text_of(r)
+            assert (gw["files"] / "hello.txt").exists() and not (gw["files"] / "moved.txt").exists()
+    assert not target.exists()
+
+
+def test_read_passes_and_write_waits_for_approval(gateway):
+    asyncio.run(scenario_approve(gateway))
+    r = cli(gateway, "audit", "verify", "--data-dir", str(gateway["dir"] / "data"))
+    assert r.returncode == 0, r.stderr
+
+
+def test_denied_write_leaves_no_file(gateway):
+    asyncio.run(scenario_deny(gateway))
+
+
+def test_unreachable_gateway_denies_and_forwards_nothing(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    gw = {"url": f"http://127.0.0.1:{free_port()}", "files": files}
+
+    async def run():
+        async with stdio_client(proxy_params(gw)) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                r = await session.call_tool("write_file", {"path": str(files / "x.txt"), "content": "x"})
+                assert is_error(r) and text_of(r).startswith("TOOL_DENIED:"), text_of(r)
+                assert "cannot be reached" in text_of(r)
+
+    asyncio.run(run())
+    assert not (files / "x.txt").exists()
