@@ -260,7 +260,7 @@ impl Config {
                     ));
                 }
             };
-            principals.push((r.name.clone(), kind, key, line.map(|l| l as u64)));
+            principals.push((r.name.clone(), kind, key, line));
         }
         if raw.approval_timeout_seconds == Some(0) || raw.token_ttl_seconds == Some(0) {
             return Err(at(
@@ -310,10 +310,10 @@ impl Config {
                     format!("principal `{name}` has the same key as `{}`", o.name),
                 ));
             }
-            if let PrincipalKind::Agent { agent_id } = kind {
-                if !self.registry.agents.contains_key(agent_id) {
-                    tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
-                }
+            if let PrincipalKind::Agent { agent_id } = kind
+                && !self.registry.agents.contains_key(agent_id)
+            {
+                tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
             }
             out.push(Principal {
                 name: name.clone(),
