@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh machine, then runs every test:
+#   Rust unit and integration tests (real SQLite files, the real binary), formatting and clippy,
+#   and the end-to-end MCP tests (Python MCP SDK client → assent mcp → npm server-filesystem).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+if ! command -v sqlite3 >/dev/null 2>&1; then
+  log "installing sqlite3 (Debian)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
+fi
+
+log "installing the MCP filesystem server (npm)"
+(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+
+log "installing the MCP Python SDK and pytest (PyPI) into .venv"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+
+log "cargo fmt --check"
+cargo fmt --all --check
+
+log "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+
+log "cargo test"
+cargo test --locked
+
+log "end-to-end MCP tests"
+cargo build --locked -p assent
+ASSENT_BIN="$PWD/target/debug/assent" .venv/bin/python -m pytest -q tests/e2e
