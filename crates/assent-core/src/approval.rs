@@ -8,10 +8,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalStatus {
+    /// Waiting for a decision.
     Pending,
+    /// An operator approved; a token was minted.
     Approved,
+    /// An operator denied.
     Rejected,
+    /// Timed out; the default decision was applied.
     Expired,
+    /// Withdrawn before a decision.
     Cancelled,
 }
 
@@ -43,7 +48,9 @@ impl ApprovalStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DecisionKind {
+    /// Approve once: mints a single-use token.
     Approve,
+    /// Deny, with an optional reason for the agent.
     Deny,
 }
 
@@ -51,7 +58,9 @@ pub enum DecisionKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum DefaultDecision {
+    /// Approve at expiry (never for irreversible actions).
     Approve,
+    /// Reject at expiry.
     #[default]
     Reject,
 }

@@ -46,26 +46,37 @@ pub enum Matcher {
 /// The operators of a matcher object.
 #[derive(Debug, Clone, Default)]
 pub struct Ops {
+    /// `gt`: argument > N.
     pub gt: Option<f64>,
+    /// `gte`: argument >= N.
     pub gte: Option<f64>,
+    /// `lt`: argument < N.
     pub lt: Option<f64>,
+    /// `lte`: argument <= N.
     pub lte: Option<f64>,
+    /// `ne`: argument of the same type and a different value.
     pub ne: Option<Value>,
     /// The compiled pattern, or the compile error text (which makes the predicate unevaluable).
     pub pattern: Option<Result<Regex, String>>,
+    /// `in`: argument is one of these scalars.
     pub in_: Option<Vec<Value>>,
+    /// `not_in`: argument is none of these scalars.
     pub not_in: Option<Vec<Value>>,
 }
 
 /// Why a condition could not be parsed from policy YAML/JSON.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConditionParseError {
+    /// `condition` is neither an object nor a non-empty list.
     #[error("condition must be an object with `args_match` or a non-empty list of them")]
     Shape,
+    /// `args_match` is not an object.
     #[error("`args_match` must be an object")]
     ArgsMatchShape,
+    /// A group has a key other than `args_match`.
     #[error("unknown key `{0}` in condition group (expected `args_match`)")]
     UnknownGroupKey(String),
+    /// A match expression is malformed; `key` is the argument name.
     #[error("key `{key}`: {msg}")]
     Matcher { key: String, msg: String },
 }

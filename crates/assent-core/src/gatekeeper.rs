@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VerdictKind {
+    /// Run it.
     Allow,
+    /// Hold it for a human (MPLP REQUIRE_CONFIRMATION).
     Confirm,
+    /// Refuse it (`TOOL_DENIED`).
     Deny,
 }
 
@@ -31,14 +34,18 @@ impl VerdictKind {
 /// One reason behind a verdict: the file, the rule in it, and what it said.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
+    /// The agent or governance file; empty for built-in rules.
     pub file: String,
+    /// Where in the file (or the built-in rule's name).
     pub rule: String,
+    /// What it said about this call.
     pub text: String,
 }
 
 /// The gatekeeper's answer for one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
+    /// Allow, confirm or deny.
     pub kind: VerdictKind,
     /// Every source consulted, in order: the declaration, governance rules, the risk tier.
     pub reasons: Vec<Reason>,

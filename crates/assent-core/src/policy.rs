@@ -17,10 +17,15 @@ use std::fmt;
 /// seed 002 risk tier. R0–R1 map to AAEP `low`, R2 to `medium`, R3–R4 to `high`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
 pub enum RiskTier {
+    /// Negligible risk (AAEP low).
     R0,
+    /// Low risk (AAEP low).
     R1,
+    /// Medium risk (AAEP medium); the default tier.
     R2,
+    /// High risk (AAEP high); always requires confirmation.
     R3,
+    /// Critical risk (AAEP high); always requires confirmation.
     R4,
 }
 
@@ -57,7 +62,9 @@ pub enum ApprovalSpec {
     Exempt,
     /// `approval: true` or an object: required, optionally only when `condition` matches.
     Required {
+        /// `message_template`, rendered by [`crate::template::render`].
         message_template: Option<String>,
+        /// `condition`; `None` means always.
         condition: Option<Condition>,
     },
 }
@@ -94,7 +101,9 @@ impl ApprovalSpec {
 /// A local tool of an agent (`action_space.local_tools[]`).
 #[derive(Debug, Clone)]
 pub struct LocalTool {
+    /// `alias`, unique among the agent's local tools; the tool name in calls.
     pub alias: String,
+    /// `approval`; `None` when omitted.
     pub approval: Option<ApprovalSpec>,
 }
 
@@ -102,13 +111,16 @@ pub struct LocalTool {
 /// (`None` inherits the server's).
 #[derive(Debug, Clone)]
 pub struct AllowedTool {
+    /// The MCP tool name.
     pub name: String,
+    /// The entry's own `approval`; `None` inherits the server's.
     pub approval: Option<ApprovalSpec>,
 }
 
 /// An MCP server of an agent (`action_space.mcp_servers[]`).
 #[derive(Debug, Clone)]
 pub struct McpServer {
+    /// `alias`, unique among the agent's MCP servers; the `server` of calls.
     pub alias: String,
     /// Server-level (blanket) approval.
     pub approval: Option<ApprovalSpec>,
@@ -123,11 +135,15 @@ pub struct Agent {
     pub id: String,
     /// `metadata.name` (used as `{{agent_alias}}`).
     pub name: String,
+    /// `metadata.namespace`, for governance selectors.
     pub namespace: Option<String>,
+    /// `metadata.labels`, for governance selectors.
     pub labels: BTreeMap<String, String>,
     /// The file it came from, as given to [`Registry::load`].
     pub file: String,
+    /// `action_space.local_tools`.
     pub local_tools: Vec<LocalTool>,
+    /// `action_space.mcp_servers`.
     pub mcp_servers: Vec<McpServer>,
     /// Referenced governance policies (`constraints.governance_policies[]`).
     pub policy_refs: Vec<PolicyRef>,
@@ -139,7 +155,9 @@ pub struct Agent {
 /// (Agent Format `GovernancePolicyRef.required`, default true).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyRef {
+    /// `policy_ref`.
     pub id: String,
+    /// `required` (default true): the agent is refused when the id does not resolve.
     pub required: bool,
 }
 
@@ -151,8 +169,10 @@ pub struct Selector {
     /// Agent ids or globs (`*` selects every agent).
     #[serde(default)]
     pub agents: Vec<String>,
+    /// Agent `metadata.namespace` must equal this.
     #[serde(default)]
     pub namespace: Option<String>,
+    /// Every label must be present with this value.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
@@ -186,13 +206,21 @@ impl Selector {
 pub struct Rule {
     /// `POLICY_ID rules[N] (line L)`, for reasons.
     pub label: String,
+    /// `tool`: a tool name or glob.
     pub tool: glob::Pattern,
+    /// `server`: the MCP server alias the rule is limited to.
     pub server: Option<String>,
+    /// `approval`, in the agent-file forms.
     pub approval: Option<ApprovalSpec>,
+    /// `risk_tier`.
     pub risk_tier: Option<RiskTier>,
+    /// `irreversible`.
     pub irreversible: bool,
+    /// `timeout_seconds`: how long an approval waits, in seconds.
     pub timeout_seconds: Option<u64>,
+    /// `default_decision` applied at expiry.
     pub default_decision: Option<DefaultDecision>,
+    /// `approvers`: operator roles that may decide.
     pub approvers: Vec<String>,
 }
 
@@ -208,16 +236,22 @@ impl Rule {
 pub struct Policy {
     /// `org.team.name-v1`.
     pub id: String,
+    /// The file it came from.
     pub file: String,
+    /// Which agents it applies to besides those that reference it.
     pub selector: Selector,
+    /// Its rules, in file order.
     pub rules: Vec<Rule>,
 }
 
 /// A configuration error with the file, the line when known, and the reason.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadError {
+    /// The file, as given to [`Registry::load`].
     pub file: String,
+    /// 1-based line, when known.
     pub line: Option<u64>,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -250,7 +284,9 @@ impl std::error::Error for LoadErrors {}
 /// Every agent and governance policy, validated. Read-only once built.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
+    /// Agents by `metadata.id`.
     pub agents: BTreeMap<String, Agent>,
+    /// Governance policies by id.
     pub policies: BTreeMap<String, Policy>,
     /// Load-time warnings (e.g. a high-risk rule that defaults to approve).
     pub warnings: Vec<String>,

@@ -214,17 +214,6 @@ fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
     v
 }
 
-async fn sweep(st: &AppState) -> Result<(), ApiError> {
-    let s = st.store.clone();
-    let ids = blocking(move || s.expire_due(now_ms()))
-        .await?
-        .map_err(ApiError::unavailable)?;
-    if !ids.is_empty() {
-        st.changed();
-    }
-    Ok(())
-}
-
 async fn list_approvals(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -253,11 +242,16 @@ async fn list_approvals(
             .filter(|n| (1..=5000).contains(n))
             .ok_or_else(|| ApiError::bad_request("limit must be an integer from 1 to 5000"))?,
     };
-    sweep(&st).await?;
     let s = st.store.clone();
-    let list = blocking(move || s.list_approvals(status, limit))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let (expired, list) = blocking(move || -> Result<_, assent_store::StoreError> {
+        let expired = s.expire_due(now_ms())?;
+        Ok((!expired.is_empty(), s.list_approvals(status, limit)?))
+    })
+    .await?
+    .map_err(ApiError::unavailable)?;
+    if expired {
+        st.changed();
+    }
     Ok(Json(
         json!({"approvals": list.iter().map(|a| approval_json(a, None)).collect::<Vec<_>>()}),
     ))
@@ -279,29 +273,32 @@ async fn get_approval(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let mut rx = st.changes.subscribe();
+    let is_agent = p.agent_id().is_some();
     loop {
-        sweep(&st).await?;
+        // One trip to the blocking pool: settle expiries, read the record (and the token for
+        // its agent).
         let s = st.store.clone();
         let id2 = id.clone();
-        let rec = blocking(move || s.get_approval(&id2))
-            .await?
-            .map_err(ApiError::unavailable)?;
+        let (expired, rec, token) = blocking(move || -> Result<_, assent_store::StoreError> {
+            let expired = !s.expire_due(now_ms())?.is_empty();
+            let rec = s.get_approval(&id2)?;
+            let token = match &rec {
+                Some(r) if is_agent && r.token.is_some() => s.token_string(&id2)?,
+                _ => None,
+            };
+            Ok((expired, rec, token))
+        })
+        .await?
+        .map_err(ApiError::unavailable)?;
+        if expired {
+            st.changed();
+        }
         // An agent sees only its own approvals; others get the same 404 as a missing id.
         let rec = rec
             .filter(|r| p.agent_id().is_none_or(|a| a == r.agent))
             .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
         let now = tokio::time::Instant::now();
         if rec.status != ApprovalStatus::Pending || now >= deadline {
-            let token = match (p.agent_id(), &rec.token) {
-                (Some(_), Some(_)) => {
-                    let s = st.store.clone();
-                    let id2 = id.clone();
-                    blocking(move || s.token_string(&id2))
-                        .await?
-                        .map_err(ApiError::unavailable)?
-                }
-                _ => None,
-            };
             return Ok(Json(approval_json(&rec, token)));
         }
         // Wake on a change, at the approval's own expiry, or at the deadline.
@@ -327,35 +324,42 @@ async fn decide(
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
     let roles = operator(&p, "decide approvals")?.to_vec();
-    sweep(&st).await?;
-    let s = st.store.clone();
-    let id2 = id.clone();
-    let rec = blocking(move || s.get_approval(&id2))
-        .await?
-        .map_err(ApiError::unavailable)?
-        .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
-    if !rec.approvers.is_empty() && !rec.approvers.iter().any(|r| roles.contains(r)) {
-        let s = st.store.clone();
-        let (id2, name, d) = (id.clone(), p.name.clone(), b.decision);
-        let _ = blocking(move || {
-            s.append_audit(
-                "decision.refused",
-                Some(&id2),
-                &name,
-                &json!({"decision": d, "why": "operator lacks an approver role"}),
-                now_ms(),
-            )
-        })
-        .await;
-        return Err(ApiError::forbidden(format!(
-            "operator `{}` has none of the approver roles of this approval ({})",
-            p.name,
-            rec.approvers.join(", ")
-        )));
-    }
     let s = st.store.clone();
     let (name, reason, d) = (p.name.clone(), b.reason.clone(), b.decision);
-    let res = blocking(move || s.decide(&id, d, reason.as_deref(), &name, now_ms())).await?;
+    let id2 = id.clone();
+    // One trip to the blocking pool: settle expiries, check the approver role, decide.
+    let res = blocking(
+        move || -> Result<Result<ApprovalRecord, DecideError>, Vec<String>> {
+            let now = now_ms();
+            if let Err(e) = s.expire_due(now) {
+                return Ok(Err(DecideError::Store(e)));
+            }
+            let approvers = match s.get_approval(&id2) {
+                Ok(Some(r)) => r.approvers,
+                Ok(None) => return Ok(Err(DecideError::NotFound)),
+                Err(e) => return Ok(Err(DecideError::Store(e))),
+            };
+            if !approvers.is_empty() && !approvers.iter().any(|r| roles.contains(r)) {
+                let _ = s.append_audit(
+                    "decision.refused",
+                    Some(&id2),
+                    &name,
+                    &json!({"decision": d, "why": "operator lacks an approver role"}),
+                    now,
+                );
+                return Err(approvers);
+            }
+            Ok(s.decide(&id2, d, reason.as_deref(), &name, now))
+        },
+    )
+    .await?
+    .map_err(|approvers| {
+        ApiError::forbidden(format!(
+            "operator `{}` has none of the approver roles of this approval ({})",
+            p.name,
+            approvers.join(", ")
+        ))
+    })?;
     match res {
         Ok(rec) => {
             st.changed();

@@ -131,6 +131,10 @@ pub async fn run(
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let app = router(state);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    // Small JSON replies: send them at once instead of waiting on Nagle's algorithm.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;
         let _ = tx.send(());

@@ -54,11 +54,8 @@ pub(crate) fn append(
     data: &Value,
 ) -> rusqlite::Result<()> {
     let last: Option<(i64, String)> = tx
-        .query_row(
-            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let (seq, prev) = match last {
         Some((s, h)) => (s + 1, h),
@@ -66,8 +63,7 @@ pub(crate) fn append(
     };
     let data = canonical_value(data).unwrap_or_else(|_| "null".into());
     let hash = record_hash(&prev, seq, at, kind, approval_id, actor, &data);
-    tx.execute(
-        "INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+    tx.prepare_cached("INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
         params![seq, at, kind, approval_id, actor, data, prev, hash],
     )?;
     Ok(())
@@ -87,7 +83,7 @@ pub struct VerifyReport {
 /// Walks the whole chain in `seq` order and reports the first record whose sequence number,
 /// `prev_hash` or `hash` does not fit.
 pub fn verify(conn: &Connection) -> rusqlite::Result<VerifyReport> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq",
     )?;
     let mut rows = stmt.query([])?;

@@ -320,9 +320,8 @@ impl Store {
         let approvers = serde_json::to_string(&v.approvers).expect("roles serialise");
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute(
-            "INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status)
-             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,'pending')",
+        tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status)
+             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,'pending')")?.execute(
             params![id, n.agent, n.session_id, n.call.tool, n.call.server, args, n.canonical, n.call_hash, v.message,
                     v.risk_tier.as_str(), v.irreversible, reasons, approvers, v.default_decision.as_str(), n.now, n.expires_at],
         )?;
@@ -354,7 +353,7 @@ impl Store {
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         let conn = self.lock();
         let ids: Vec<String> = {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT id FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
             )?;
             stmt.query_map(params![status.map(|s| s.as_str()), limit], |r| r.get(0))?
@@ -405,11 +404,8 @@ impl Store {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let row: Option<(String, String, String)> = tx
-            .query_row(
-                "SELECT status, agent, call_hash FROM approvals WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
+            .prepare_cached("SELECT status, agent, call_hash FROM approvals WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?;
         let Some((status, agent, call_hash)) = row else {
             return Err(DecideError::NotFound);
@@ -436,12 +432,10 @@ impl Store {
             Event::Expire(d) => Some(d.as_str()),
             _ => None,
         };
-        tx.execute(
-            "UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'",
+        tx.prepare_cached("UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'")?.execute(
             params![id, next.as_str(), now],
         )?;
-        tx.execute(
-            "INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied) VALUES (?1,?2,?3,?4,?5,?6)",
+        tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied) VALUES (?1,?2,?3,?4,?5,?6)")?.execute(
             params![id, name, reason, actor, now, default_applied],
         )?;
         let kind = match event {
@@ -460,8 +454,7 @@ impl Store {
         if approval::mints_token(event) {
             let tid = uuid::Uuid::new_v4().to_string();
             let exp = now + self.token_ttl_ms;
-            tx.execute(
-                "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6)",
+            tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6)")?.execute(
                 params![tid, id, agent, call_hash, now, exp],
             )?;
             audit::append(
@@ -484,7 +477,7 @@ impl Store {
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
         let due: Vec<(String, String)> = {
             let conn = self.lock();
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT id, default_decision FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
             )?;
             stmt.query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -516,11 +509,10 @@ impl Store {
     pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
         let conn = self.lock();
         let row: Option<(String, String, String, i64)> = conn
-            .query_row(
+            .prepare_cached(
                 "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
+            )?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .optional()?;
         Ok(row.map(|(tid, agent, h, exp)| {
             token::sign(
@@ -551,7 +543,7 @@ impl Store {
         let result = (|| -> Result<TokenClaims, RedeemError> {
             let c = claims.clone().ok_or(RedeemError::Invalid)?;
             let row: Option<(String, String, i64, Option<i64>)> = tx
-                .query_row("SELECT agent, call_hash, expires_at, used_at FROM tokens WHERE token_id = ?1 AND approval_id = ?2",
+                .prepare_cached("SELECT agent, call_hash, expires_at, used_at FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?.query_row(
                     params![c.tid, c.aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .optional()?;
             let (tagent, thash, exp, used) = row.ok_or(RedeemError::Invalid)?;
@@ -570,10 +562,11 @@ impl Store {
                     presented: call_hash.to_string(),
                 });
             }
-            let n = tx.execute(
-                "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL",
-                params![c.tid, now],
-            )?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL",
+                )?
+                .execute(params![c.tid, now])?;
             if n != 1 {
                 return Err(RedeemError::Used);
             }
@@ -641,8 +634,7 @@ pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError
 
 fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<ApprovalRecord>> {
     let rec = conn
-        .query_row(
-            "SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at FROM approvals WHERE id = ?1",
+        .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at FROM approvals WHERE id = ?1")?.query_row(
             [id],
             |r| {
                 let args: String = r.get(5)?;
@@ -677,7 +669,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
         )
         .optional()?;
     let Some(mut rec) = rec else { return Ok(None) };
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT decision, reason, actor, at, default_applied FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
     )?;
     rec.decisions = stmt
@@ -692,17 +684,14 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
         })?
         .collect::<Result<_, _>>()?;
     rec.token = conn
-        .query_row(
-            "SELECT token_id, expires_at, used_at FROM tokens WHERE approval_id = ?1",
-            [id],
-            |r| {
-                Ok(TokenInfo {
-                    token_id: r.get(0)?,
-                    expires_at: r.get(1)?,
-                    used_at: r.get(2)?,
-                })
-            },
-        )
+        .prepare_cached("SELECT token_id, expires_at, used_at FROM tokens WHERE approval_id = ?1")?
+        .query_row([id], |r| {
+            Ok(TokenInfo {
+                token_id: r.get(0)?,
+                expires_at: r.get(1)?,
+                used_at: r.get(2)?,
+            })
+        })
         .optional()?;
     Ok(Some(rec))
 }
