@@ -10,7 +10,9 @@
 //!   tool result `isError: true` whose text starts `TOOL_DENIED:`, and never forwarded.
 //! - `tools/list` results are filtered to the tools the agent file declares for the server
 //!   alias when it lists `allowed_tools`.
-//! - JSON-RPC batches are refused (a batch could hide a `tools/call`).
+//! - JSON-RPC batches are refused (a batch could hide a `tools/call`), and so is a line that is
+//!   not JSON (a more lenient upstream parser could find a `tools/call` in it), and a
+//!   `tools/call` without an id is dropped.
 //!
 //! It is a client of the assent server, not a second policy engine: it holds no policy and
 //! fails closed when it cannot ask. The relay is hand-written rather than built on rmcp
@@ -269,9 +271,14 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
             line = lines.next_line() => {
                 let Ok(Some(line)) = line else { break };
                 if line.trim().is_empty() { continue; }
+                // Fail closed: a line we cannot parse is never forwarded, since a more lenient
+                // upstream parser might read a tools/call in it that was never gated.
                 let msg: Value = match serde_json::from_str(&line) {
                     Ok(v) => v,
-                    Err(_) => { let _ = to_upstream.send(line); continue; }
+                    Err(e) => {
+                        let _ = to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("assent: parse error: {e}")}}).to_string());
+                        continue;
+                    }
                 };
                 if msg.is_array() {
                     let _ = to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "assent: JSON-RPC batches are not supported"}}).to_string());
@@ -292,6 +299,10 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                 }
                             }
                         });
+                    }
+                    // A tools/call without an id gets no answer, so it is dropped, never forwarded.
+                    (Some("tools/call"), None) => {
+                        tracing::warn!("dropped a tools/call notification (no id)");
                     }
                     (Some("tools/list"), Some(id)) => {
                         list_ids.lock().expect("ids").insert(id.to_string());

@@ -92,6 +92,19 @@ fn operator<'a>(p: &'a Principal, what: &str) -> Result<&'a [String], ApiError> 
         .ok_or_else(|| ApiError::forbidden(format!("only an operator may {what}")))
 }
 
+/// Builds a call from a request body and its canonical JSON and `call_hash`; a call that is not
+/// well formed (empty tool, arguments not an object) is a 400.
+fn canonical_call(
+    tool: String,
+    server: Option<String>,
+    arguments: Value,
+) -> Result<(ToolCall, String, String), ApiError> {
+    let bad = |e: assent_core::CanonicalError| ApiError::bad_request(e.to_string());
+    let call = ToolCall::new(tool, server, arguments).map_err(bad)?;
+    let (canonical, hash) = call.canonical_and_hash().map_err(bad)?;
+    Ok((call, canonical, hash))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProposeBody {
@@ -126,11 +139,7 @@ async fn propose(
     if b.session_id.is_empty() {
         return Err(ApiError::bad_request("session_id must not be empty"));
     }
-    let call = ToolCall::new(b.tool, b.server, b.arguments)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let (canonical, call_hash) = call
-        .canonical_and_hash()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let (call, canonical, call_hash) = canonical_call(b.tool, b.server, b.arguments)?;
     let verdict = evaluate(&st.registry, &b.agent, &call);
     let now = now_ms();
     match verdict.kind {
@@ -397,11 +406,7 @@ async fn redeem(
         .agent_id()
         .ok_or_else(|| ApiError::forbidden("only an agent key may redeem tokens"))?
         .to_string();
-    let call = ToolCall::new(b.tool, b.server, b.arguments)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let (_, hash) = call
-        .canonical_and_hash()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let (_, _, hash) = canonical_call(b.tool, b.server, b.arguments)?;
     let s = st.store.clone();
     let h2 = hash.clone();
     let res = blocking(move || s.redeem(&b.token, &agent, &h2, now_ms())).await?;

@@ -281,3 +281,77 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
         "nothing is created when the config is bad"
     );
 }
+
+#[test]
+fn the_mcp_proxy_forwards_nothing_it_could_not_gate() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen.log");
+    // An upstream that records every line it receives and answers requests with an empty result.
+    let upstream = format!(
+        "import json,sys\nlog=open({:?},'a')\nfor line in sys.stdin:\n    log.write(line); log.flush()\n    try:\n        m=json.loads(line)\n    except Exception:\n        continue\n    if isinstance(m,dict) and 'id' in m:\n        print(json.dumps({{'jsonrpc':'2.0','id':m['id'],'result':{{}}}}), flush=True)\n",
+        seen.display().to_string()
+    );
+    let mut child = Command::new(BIN)
+        .args([
+            "mcp", "--agent", "a", "--server", "s", "--", "python3", "-c", &upstream,
+        ])
+        .env("ASSENT_URL", format!("http://127.0.0.1:{}", free_port()))
+        .env("ASSENT_API_KEY", "k")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let lines = [
+        // Python's json accepts NaN, serde_json does not: must not reach the upstream.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","arguments":{"x":NaN}}}"#,
+        r#"[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"w","arguments":{}}}]"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"w","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"w","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    ];
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut replies = Vec::new();
+    for _ in 0..4 {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        replies.push(serde_json::from_str::<Value>(&l).unwrap());
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    let by_id = |id: Value| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(by_id(json!(4))["result"], json!({}), "{replies:?}");
+    let denied = by_id(json!(3));
+    assert_eq!(denied["result"]["isError"], true);
+    assert!(
+        denied["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("TOOL_DENIED:")
+    );
+    assert_eq!(
+        replies
+            .iter()
+            .filter(|r| r["error"]["code"] == -32700 || r["error"]["code"] == -32600)
+            .count(),
+        2,
+        "{replies:?}"
+    );
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(
+        seen.lines().collect::<Vec<_>>(),
+        vec![lines[4]],
+        "the upstream saw only the ping"
+    );
+}
