@@ -29,6 +29,12 @@ pub enum CanonicalError {
     /// The tool name is empty.
     #[error("tool name must not be empty")]
     EmptyTool,
+    /// An integer outside ±2^53 (I-JSON, RFC 7493): RFC 8785 writes numbers as IEEE doubles,
+    /// so two such integers could share a hash. `path` is the JSON pointer to it.
+    #[error(
+        "argument {path}: integer {value} is outside ±2^53 and cannot be hashed exactly; send it as a string"
+    )]
+    InexactInteger { path: String, value: String },
     /// The value cannot be written as RFC 8785 JSON (e.g. a number out of range).
     #[error("cannot canonicalise: {0}")]
     Json(String),
@@ -61,6 +67,7 @@ impl ToolCall {
         if !arguments.is_object() {
             return Err(CanonicalError::ArgumentsNotObject(kind(&arguments)));
         }
+        check_exact(&arguments, &mut String::new())?;
         Ok(Self {
             tool,
             server: server.filter(|s| !s.is_empty()),
@@ -87,6 +94,51 @@ impl ToolCall {
         let h = sha256_hex(c.as_bytes());
         Ok((c, h))
     }
+}
+
+/// Largest integer magnitude a double holds exactly (2^53).
+const MAX_EXACT: u64 = 1 << 53;
+
+fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
+    match v {
+        Value::Number(n) => {
+            let big = match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => u > MAX_EXACT,
+                (None, Some(i)) => i.unsigned_abs() > MAX_EXACT,
+                _ => false,
+            };
+            if big {
+                let p = if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path.clone()
+                };
+                return Err(CanonicalError::InexactInteger {
+                    path: p,
+                    value: n.to_string(),
+                });
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("/{i}"));
+                check_exact(x, path)?;
+                path.truncate(len);
+            }
+        }
+        Value::Object(m) => {
+            for (k, x) in m {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                check_exact(x, path)?;
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// SHA-256 of `bytes` as 64 lowercase hex characters.
@@ -179,6 +231,20 @@ mod tests {
         );
         let other = ToolCall::new("t", None, json!({"b": 2, "a": [1, 2]})).unwrap();
         assert_ne!(other.canonical_and_hash().unwrap().1, ha);
+    }
+
+    #[test]
+    fn rejects_integers_a_double_cannot_hold() {
+        assert!(ToolCall::new("t", None, json!({"n": 9007199254740992u64})).is_ok());
+        assert!(ToolCall::new("t", None, json!({"n": -9007199254740992i64})).is_ok());
+        let e =
+            ToolCall::new("t", None, json!({"a": [1, {"n": 9007199254740993u64}]})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "argument /a/1/n: integer 9007199254740993 is outside ±2^53 and cannot be hashed exactly; send it as a string"
+        );
+        assert!(ToolCall::new("t", None, json!({"n": -9007199254740993i64})).is_err());
+        assert!(ToolCall::new("t", None, json!({"n": 1e300})).is_ok());
     }
 
     #[test]
