@@ -34,7 +34,12 @@ pub enum CanonicalError {
     #[error(
         "argument {path}: integer {value} is outside ±2^53 and cannot be hashed exactly; send it as a string"
     )]
-    InexactInteger { path: String, value: String },
+    InexactInteger {
+        /// JSON pointer to the number.
+        path: String,
+        /// The number as sent.
+        value: String,
+    },
     /// The value cannot be written as RFC 8785 JSON (e.g. a number out of range).
     #[error("cannot canonicalise: {0}")]
     Json(String),

@@ -78,7 +78,12 @@ pub enum ConditionParseError {
     UnknownGroupKey(String),
     /// A match expression is malformed; `key` is the argument name.
     #[error("key `{key}`: {msg}")]
-    Matcher { key: String, msg: String },
+    Matcher {
+        /// The argument name.
+        key: String,
+        /// What is wrong with its expression.
+        msg: String,
+    },
 }
 
 /// Compiles a policy regex with the limits of `DEPENDENCIES.md` (size and nesting capped).

@@ -11,6 +11,8 @@
 //! and randomness are passed in by the caller. Policy files are parsed from strings; finding
 //! and reading them is the caller's job.
 
+#![warn(missing_docs)]
+
 pub mod approval;
 pub mod canonical;
 pub mod condition;

@@ -19,6 +19,8 @@
 //! because it must pass every other message through byte for byte, whatever protocol version
 //! the two ends negotiate.
 
+#![warn(missing_docs)]
+
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -63,6 +65,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// A client for `cfg.gateway_url`; errors only if the HTTP client cannot be built.
     pub fn new(cfg: ProxyConfig) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))

@@ -58,16 +58,27 @@ struct RawPrincipal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrincipalKind {
     /// A human operator with roles; may decide approvals.
-    Operator { roles: Vec<String> },
+    /// An operator: `roles` are matched against a rule's `approvers`.
+    Operator {
+        /// Role names.
+        roles: Vec<String>,
+    },
     /// An agent bound to one agent id; may propose calls and redeem tokens for that id only.
-    Agent { agent_id: String },
+    /// An agent: `agent_id` is the only agent it may act for.
+    Agent {
+        /// `metadata.id` of the agent.
+        agent_id: String,
+    },
 }
 
 /// An authenticated identity from the config. The key is kept only as its SHA-256.
 #[derive(Debug, Clone)]
 pub struct Principal {
+    /// `name`, unique; recorded as the actor of decisions.
     pub name: String,
+    /// Operator or agent.
     pub kind: PrincipalKind,
+    /// SHA-256 of the key.
     pub key_sha256: [u8; 32],
 }
 
@@ -83,8 +94,11 @@ enum KeySource {
 pub struct Config {
     /// The file it was read from.
     pub file: PathBuf,
+    /// `listen`: the socket address to bind (`--listen` overrides it).
     pub listen: String,
+    /// `data_dir`: the store's directory (`--data-dir` overrides it).
     pub data_dir: PathBuf,
+    /// The agents and governance policies, validated.
     pub registry: Registry,
     /// Default time an approval waits, in seconds (a rule's `timeout_seconds` overrides it).
     pub approval_timeout_seconds: u64,
@@ -92,6 +106,7 @@ pub struct Config {
     pub token_ttl_seconds: u64,
     /// Files the registry was loaded from.
     pub agent_files: Vec<PathBuf>,
+    /// Governance files the registry was loaded from.
     pub governance_files: Vec<PathBuf>,
     principals: Vec<(String, PrincipalKind, KeySource, Option<u64>)>,
 }

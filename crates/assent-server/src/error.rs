@@ -9,13 +9,18 @@ use serde_json::{Value, json};
 /// 5xx errors hide their detail from the client and log it instead.
 #[derive(Debug)]
 pub struct ApiError {
+    /// HTTP status.
     pub status: StatusCode,
+    /// Stable machine-readable code (`TOOL_DENIED`, `ALREADY_DECIDED`, …).
     pub code: &'static str,
+    /// Human-readable message.
     pub message: String,
+    /// Extra fields merged into the body.
     pub extra: Option<Value>,
 }
 
 impl ApiError {
+    /// An error with any status and code.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -24,9 +29,11 @@ impl ApiError {
             extra: None,
         }
     }
+    /// 400 `BAD_REQUEST`.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "BAD_REQUEST", message)
     }
+    /// 401 `UNAUTHENTICATED`.
     pub fn unauthenticated() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
@@ -34,9 +41,11 @@ impl ApiError {
             "missing or unknown API key (send Authorization: Bearer KEY)",
         )
     }
+    /// 403 `FORBIDDEN`.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", message)
     }
+    /// 404 `NOT_FOUND`.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
     }
@@ -49,6 +58,7 @@ impl ApiError {
             "the approval store is unavailable; nothing was allowed",
         )
     }
+    /// Adds the fields of the object `extra` to the body.
     pub fn with(mut self, extra: Value) -> Self {
         self.extra = Some(extra);
         self

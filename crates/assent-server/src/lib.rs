@@ -8,6 +8,8 @@
 //! It is not the policy engine (`assent-core`) or the store (`assent-store`); it owns the wire
 //! format (JSON, RFC 3339 times) and authorisation.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod auth;
 pub mod config;
@@ -25,8 +27,11 @@ use tokio::sync::watch;
 /// Shared state of a running server.
 #[derive(Clone)]
 pub struct AppState {
+    /// The store (SQLite).
     pub store: Arc<Store>,
+    /// Agents and governance policies.
     pub registry: Arc<Registry>,
+    /// Who may call the API.
     pub principals: Arc<Vec<Principal>>,
     /// Default approval wait (ms).
     pub approval_timeout_ms: i64,
@@ -79,11 +84,15 @@ impl AppState {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot open the store in {dir}: {source}")]
+    /// The store could not be opened.
     Store {
+        /// The data directory.
         dir: std::path::PathBuf,
+        /// Why.
         source: assent_store::StoreError,
     },
     #[error(transparent)]
+    /// The configuration is invalid.
     Config(#[from] config::ConfigError),
 }
 

@@ -14,15 +14,21 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// One audit record as stored.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AuditRecord {
+    /// Position in the chain, from 1.
     pub seq: i64,
     /// Unix milliseconds.
     pub at: i64,
+    /// What happened (`approval.requested`, `decision`, `token.minted`, …).
     pub kind: String,
+    /// The approval it concerns, if any.
     pub approval_id: Option<String>,
+    /// Who did it: principal name, agent id or `system:expiry`.
     pub actor: String,
     /// Canonical JSON text.
     pub data: String,
+    /// Hash of the previous record (`GENESIS` for the first).
     pub prev_hash: String,
+    /// This record's chain hash ([`record_hash`]).
     pub hash: String,
 }
 

@@ -11,6 +11,8 @@
 //! `spawn_blocking`. One connection behind a mutex serialises writers in-process, and
 //! `busy_timeout` waits for other processes instead of failing.
 
+#![warn(missing_docs)]
+
 pub mod audit;
 
 use assent_core::ToolCall;
@@ -31,13 +33,18 @@ const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
+    /// SQLite failed (locked past the busy timeout, disk full, corrupt file).
     Sqlite(#[from] rusqlite::Error),
     #[error("{path}: {source}")]
+    /// A file in the data directory could not be read or written.
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
     #[error("{0}")]
+    /// The data is not what this version expects.
     Invalid(String),
 }
 
@@ -45,11 +52,13 @@ pub enum StoreError {
 #[derive(Debug, thiserror::Error)]
 pub enum DecideError {
     #[error("approval not found")]
+    /// No approval has this id.
     NotFound,
     /// `ALREADY_DECIDED`: the approval had left `pending`; the attempt was audited as late.
     #[error(transparent)]
     AlreadyDecided(#[from] AlreadyDecided),
     #[error(transparent)]
+    /// The store failed; nothing changed.
     Store(#[from] StoreError),
 }
 
@@ -72,8 +81,14 @@ pub enum RedeemError {
     #[error(
         "token does not match this call: it approves call_hash {approved}, this call is {presented}"
     )]
-    Mismatch { approved: String, presented: String },
+    Mismatch {
+        /// The hash the token was minted for.
+        approved: String,
+        /// The hash of the call presented.
+        presented: String,
+    },
     #[error(transparent)]
+    /// The store failed; the token was not consumed.
     Store(#[from] StoreError),
 }
 
@@ -93,6 +108,7 @@ impl From<rusqlite::Error> for RedeemError {
 pub struct DecisionRecord {
     /// `approve`, `deny`, `expire` or `cancel`.
     pub decision: String,
+    /// The operator's reason, or the expiry note.
     pub reason: Option<String>,
     /// Principal name, or `system:expiry`.
     pub actor: String,
@@ -105,22 +121,39 @@ pub struct DecisionRecord {
 /// An approval as stored (seed 002 ApprovalRequest, MPLP Confirm).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ApprovalRecord {
+    /// UUID v4.
     pub id: String,
+    /// The agent id that proposed the call.
     pub agent: String,
+    /// The agent's session id.
     pub session_id: String,
+    /// The call as proposed.
     pub call: ToolCall,
+    /// RFC 8785 canonical JSON of the call.
     pub canonical: String,
+    /// SHA-256 of `canonical`, lowercase hex.
     pub call_hash: String,
+    /// The rendered approval message.
     pub message: String,
+    /// `R0`…`R4`.
     pub risk_tier: String,
+    /// Whether a rule marks the action irreversible.
     pub irreversible: bool,
+    /// Why approval is required.
     pub reasons: Vec<Reason>,
+    /// Operator roles that may decide (empty: any operator).
     pub approvers: Vec<String>,
+    /// `approve` or `reject`, applied at expiry.
     pub default_decision: String,
+    /// Unix milliseconds.
     pub requested_at: i64,
+    /// Unix milliseconds; the approval expires at this time.
     pub expires_at: i64,
+    /// Current status.
     pub status: ApprovalStatus,
+    /// Unix milliseconds of the decision, expiry or cancellation.
     pub decided_at: Option<i64>,
+    /// The decision that settled it (at most one).
     pub decisions: Vec<DecisionRecord>,
     /// The token's id and expiry once one was minted.
     pub token: Option<TokenInfo>,
@@ -129,19 +162,28 @@ pub struct ApprovalRecord {
 /// The stored part of a minted token; [`Store::token_string`] signs it for the agent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TokenInfo {
+    /// `tokenId`, UUID v4.
     pub token_id: String,
+    /// Unix milliseconds after which it cannot be redeemed.
     pub expires_at: i64,
+    /// Unix milliseconds of its redemption, if redeemed.
     pub used_at: Option<i64>,
 }
 
 /// What the caller proposes to hold for a human.
 #[derive(Debug, Clone)]
 pub struct NewApproval<'a> {
+    /// The proposing agent's id.
     pub agent: &'a str,
+    /// Its session id.
     pub session_id: &'a str,
+    /// The call.
     pub call: &'a ToolCall,
+    /// Its canonical JSON.
     pub canonical: &'a str,
+    /// Its `call_hash`.
     pub call_hash: &'a str,
+    /// The gatekeeper's confirm verdict (message, tier, reasons, default).
     pub verdict: &'a Verdict,
     /// Unix milliseconds.
     pub now: i64,
