@@ -108,6 +108,8 @@ pub struct Config {
     pub agent_files: Vec<PathBuf>,
     /// Governance files the registry was loaded from.
     pub governance_files: Vec<PathBuf>,
+    /// Start-up warnings: globs that match nothing, then the registry's warnings.
+    pub warnings: Vec<String>,
     principals: Vec<(String, PrincipalKind, KeySource, Option<u64>)>,
 }
 
@@ -119,6 +121,7 @@ fn expand(
     file: &Path,
     patterns: &[String],
     what: &str,
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<PathBuf>, ConfigError> {
     let mut out = Vec::new();
     for p in patterns {
@@ -142,6 +145,12 @@ fn expand(
             .filter(|f| f.is_file())
             .collect();
         found.sort();
+        if found.is_empty() {
+            warnings.push(format!(
+                "{}: {what} glob `{p}` matches no file",
+                file.display()
+            ));
+        }
         out.extend(found);
     }
     out.dedup();
@@ -191,10 +200,12 @@ impl Config {
         } else {
             base
         };
-        let agent_files = expand(&base, path, &raw.agents, "agents")?;
-        let governance_files = expand(&base, path, &raw.governance, "governance")?;
+        let mut warnings = Vec::new();
+        let agent_files = expand(&base, path, &raw.agents, "agents", &mut warnings)?;
+        let governance_files = expand(&base, path, &raw.governance, "governance", &mut warnings)?;
         let registry = Registry::load(&read_all(&agent_files)?, &read_all(&governance_files)?)
             .map_err(|e| ConfigError(e.to_string()))?;
+        warnings.extend(registry.warnings.iter().cloned());
         let mut principals = Vec::new();
         let mut names = BTreeSet::new();
         for p in &raw.principals {
@@ -293,6 +304,7 @@ impl Config {
             token_ttl_seconds: raw.token_ttl_seconds.unwrap_or(300),
             agent_files,
             governance_files,
+            warnings,
             principals,
         })
     }

@@ -235,7 +235,7 @@ async fn serve(config: PathBuf, listen: Option<String>, data_dir: Option<PathBuf
     if let Some(d) = data_dir {
         cfg.data_dir = d;
     }
-    for w in &cfg.registry.warnings {
+    for w in &cfg.warnings {
         tracing::warn!("{w}");
     }
     let state = assent_server::AppState::from_config(&cfg)?;
@@ -468,6 +468,9 @@ fn check(
             return 2;
         }
     };
+    for w in &cfg.warnings {
+        eprintln!("assent: warning: {w}");
+    }
     let arguments: Value = match serde_json::from_str(args) {
         Ok(v) => v,
         Err(e) => {
