@@ -2,7 +2,7 @@
 
 use assent_bench::{agent_yaml, call_arguments, cedar_policies, governance_yaml};
 use assent_core::policy::Registry;
-use assent_core::{ToolCall, VerdictKind, evaluate};
+use assent_core::{ToolCall, VerdictKind, evaluate, evaluate_with};
 use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicySet, Request};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -51,10 +51,15 @@ fn bench(c: &mut Criterion) {
     g.bench_function("assent_evaluate", |b| {
         b.iter(|| evaluate(black_box(&reg), "bot", black_box(&call)))
     });
+    // What the server does per call: canonicalise the arguments once, derive the call's
+    // canonical JSON and hash from them, and evaluate with them.
     g.bench_function("assent_evaluate_and_call_hash", |b| {
         b.iter(|| {
-            let v = evaluate(black_box(&reg), "bot", black_box(&call));
-            (v, call.canonical_and_hash().unwrap())
+            let call = black_box(&call);
+            let args = call.canonical_arguments().unwrap();
+            let canonical = call.canonical_with_arguments(&args).unwrap();
+            let hash = assent_core::canonical::sha256_hex(canonical.as_bytes());
+            (evaluate_with(black_box(&reg), "bot", call, Some(&args)), hash)
         })
     });
     g.bench_function("cedar_is_authorized", |b| {

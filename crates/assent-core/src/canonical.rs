@@ -1,7 +1,8 @@
 //! RFC 8785 canonical JSON of a tool call and its SHA-256 `call_hash` (seed 002 `toolCallCanonical`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
 use sha2::{Digest, Sha256};
 
 /// A proposed tool call: what an agent wants to run.
@@ -83,14 +84,32 @@ impl ToolCall {
     /// The RFC 8785 canonical JSON of `{"arguments", "server"?, "tool"}` (seed 002
     /// `toolCallCanonical`). `server` appears only when the call names one, never as `null`.
     pub fn canonical_json(&self) -> Result<String, CanonicalError> {
-        let mut m = Map::new();
-        m.insert("tool".into(), Value::String(self.tool.clone()));
-        if let Some(s) = &self.server {
-            m.insert("server".into(), Value::String(s.clone()));
+        self.canonical_with_arguments(&self.canonical_arguments()?)
+    }
+
+    /// The RFC 8785 canonical JSON of the arguments alone (what `{{tool_args}}` renders).
+    pub fn canonical_arguments(&self) -> Result<String, CanonicalError> {
+        canonical_value(&self.arguments)
+    }
+
+    /// The canonical JSON of the call, given the canonical JSON of its arguments (from
+    /// [`canonical_arguments`](Self::canonical_arguments)), so a caller that needs both
+    /// canonicalises the arguments once. The three keys sort as `arguments` < `server` <
+    /// `tool` under RFC 8785 §3.2.3, and each value is written by the canonicaliser.
+    pub fn canonical_with_arguments(&self, arguments: &str) -> Result<String, CanonicalError> {
+        let string = |s: &str| canonical_value(&Value::String(s.to_string()));
+        let tool = string(&self.tool)?;
+        let mut out = String::with_capacity(arguments.len() + tool.len() + 40);
+        out.push_str("{\"arguments\":");
+        out.push_str(arguments);
+        if let Some(server) = &self.server {
+            out.push_str(",\"server\":");
+            out.push_str(&string(server)?);
         }
-        m.insert("arguments".into(), self.arguments.clone());
-        serde_json_canonicalizer::to_string(&Value::Object(m))
-            .map_err(|e| CanonicalError::Json(e.to_string()))
+        out.push_str(",\"tool\":");
+        out.push_str(&tool);
+        out.push('}');
+        Ok(out)
     }
 
     /// The canonical JSON and its SHA-256 as 64 lowercase hex characters (`call_hash`).
@@ -159,7 +178,7 @@ pub fn canonical_value(v: &Value) -> Result<String, CanonicalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Map, json};
 
     /// RFC 8785 Appendix B: IEEE 754 doubles and their canonical serialisation.
     #[test]
@@ -236,6 +255,37 @@ mod tests {
         );
         let other = ToolCall::new("t", None, json!({"b": 2, "a": [1, 2]})).unwrap();
         assert_ne!(other.canonical_and_hash().unwrap().1, ha);
+    }
+
+    /// The assembled form equals the library's canonicalisation of the whole object.
+    #[test]
+    fn assembled_canonical_form_equals_the_library() {
+        let cases = [
+            ("t", None, json!({})),
+            (
+                "ü\u{1f600}\"quote",
+                Some("srv\n"),
+                json!({"z": [1.5, "\u{2028}"], "é": {"b": 1, "a": null}}),
+            ),
+            (
+                "read_file",
+                Some("fs"),
+                json!({"path": "/tmp/a", "n": 1e21}),
+            ),
+        ];
+        for (tool, server, args) in cases {
+            let c = ToolCall::new(tool, server.map(String::from), args.clone()).unwrap();
+            let mut m = Map::new();
+            m.insert("tool".into(), json!(tool));
+            if let Some(s) = server {
+                m.insert("server".into(), json!(s));
+            }
+            m.insert("arguments".into(), args);
+            assert_eq!(
+                c.canonical_json().unwrap(),
+                canonical_value(&Value::Object(m)).unwrap()
+            );
+        }
     }
 
     #[test]

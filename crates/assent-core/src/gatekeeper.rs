@@ -123,6 +123,18 @@ fn deny(text: String, file: &str, rule: &str) -> Verdict {
 ///   risk tier is R3/R4 (seed 002). Agent `approval: false` never removes a governance requirement.
 /// - Allow: otherwise.
 pub fn evaluate(reg: &Registry, agent_id: &str, call: &ToolCall) -> Verdict {
+    evaluate_with(reg, agent_id, call, None)
+}
+
+/// [`evaluate`], given the canonical JSON of the call's arguments
+/// ([`ToolCall::canonical_arguments`]) when the caller has it already, so the message does not
+/// canonicalise them a second time.
+pub fn evaluate_with(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+) -> Verdict {
     let Some(agent) = reg.agents.get(agent_id) else {
         return deny(
             format!("agent `{agent_id}` is not declared in any agent file"),
@@ -245,6 +257,7 @@ pub fn evaluate(reg: &Registry, agent_id: &str, call: &ToolCall) -> Verdict {
             agent_alias: &agent.name,
             agent_id: &agent.id,
             mcp_server_alias: call.server.as_deref(),
+            tool_args_json: canonical_arguments,
         };
         // The template of the source that required approval, else the agent's own template.
         match template.or(agent_template) {

@@ -23,5 +23,5 @@ pub mod token;
 
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
 pub use canonical::{CanonicalError, ToolCall};
-pub use gatekeeper::{Reason, Verdict, VerdictKind, evaluate};
+pub use gatekeeper::{Reason, Verdict, VerdictKind, evaluate, evaluate_with};
 pub use policy::{Registry, RiskTier};

@@ -16,6 +16,18 @@ pub struct TemplateContext<'a> {
     pub agent_id: &'a str,
     /// `{{mcp_server_alias}}`: the MCP server alias, empty for local tools.
     pub mcp_server_alias: Option<&'a str>,
+    /// The canonical JSON of `tool_args` when the caller already has it (saves computing it
+    /// again); `None` computes it when a template needs it.
+    pub tool_args_json: Option<&'a str>,
+}
+
+impl TemplateContext<'_> {
+    fn args_json(&self) -> String {
+        match self.tool_args_json {
+            Some(s) => s.to_string(),
+            None => value_text(self.tool_args),
+        }
+    }
 }
 
 fn value_text(v: &Value) -> String {
@@ -29,7 +41,7 @@ fn value_text(v: &Value) -> String {
 fn resolve(ctx: &TemplateContext<'_>, name: &str) -> String {
     match name {
         "tool_name" => ctx.tool_name.to_string(),
-        "tool_args" => value_text(ctx.tool_args),
+        "tool_args" => ctx.args_json(),
         "agent_alias" => ctx.agent_alias.to_string(),
         "agent_id" => ctx.agent_id.to_string(),
         "mcp_server_alias" => ctx.mcp_server_alias.unwrap_or("").to_string(),
@@ -68,7 +80,7 @@ pub fn render(template: &str, ctx: &TemplateContext<'_>) -> String {
 
 /// The message used when no template is given: names the tool (and server) and its arguments.
 pub fn default_message(ctx: &TemplateContext<'_>) -> String {
-    let args = value_text(ctx.tool_args);
+    let args = ctx.args_json();
     match ctx.mcp_server_alias {
         Some(s) => format!(
             "Agent {} wants to call {s}/{} with {args}",
@@ -93,6 +105,7 @@ mod tests {
             agent_alias: "trading_agent",
             agent_id: "financial_analyst_v2",
             mcp_server_alias: Some("broker"),
+            tool_args_json: None,
         }
     }
 

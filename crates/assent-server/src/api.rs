@@ -6,7 +6,7 @@ use crate::config::Principal;
 use crate::error::ApiError;
 use crate::{AppState, now_ms};
 use assent_core::approval::DecisionKind;
-use assent_core::{ApprovalStatus, ToolCall, VerdictKind, evaluate};
+use assent_core::{ApprovalStatus, ToolCall, VerdictKind, evaluate_with};
 use assent_store::{ApprovalRecord, DecideError, NewApproval, RedeemError};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Query, Request, State};
@@ -92,17 +92,32 @@ fn operator<'a>(p: &'a Principal, what: &str) -> Result<&'a [String], ApiError> 
         .ok_or_else(|| ApiError::forbidden(format!("only an operator may {what}")))
 }
 
-/// Builds a call from a request body and its canonical JSON and `call_hash`; a call that is not
-/// well formed (empty tool, arguments not an object) is a 400.
+/// A call from a request body with the canonical JSON of its arguments and of the whole call,
+/// and its `call_hash` (the arguments are canonicalised once); a call that is not well formed
+/// (empty tool, arguments not an object, integers beyond ±2^53) is a 400.
+struct Canonical {
+    call: ToolCall,
+    arguments: String,
+    canonical: String,
+    hash: String,
+}
+
 fn canonical_call(
     tool: String,
     server: Option<String>,
     arguments: Value,
-) -> Result<(ToolCall, String, String), ApiError> {
+) -> Result<Canonical, ApiError> {
     let bad = |e: assent_core::CanonicalError| ApiError::bad_request(e.to_string());
     let call = ToolCall::new(tool, server, arguments).map_err(bad)?;
-    let (canonical, hash) = call.canonical_and_hash().map_err(bad)?;
-    Ok((call, canonical, hash))
+    let arguments = call.canonical_arguments().map_err(bad)?;
+    let canonical = call.canonical_with_arguments(&arguments).map_err(bad)?;
+    let hash = assent_core::canonical::sha256_hex(canonical.as_bytes());
+    Ok(Canonical {
+        call,
+        arguments,
+        canonical,
+        hash,
+    })
 }
 
 #[derive(Deserialize)]
@@ -139,8 +154,13 @@ async fn propose(
     if b.session_id.is_empty() {
         return Err(ApiError::bad_request("session_id must not be empty"));
     }
-    let (call, canonical, call_hash) = canonical_call(b.tool, b.server, b.arguments)?;
-    let verdict = evaluate(&st.registry, &b.agent, &call);
+    let Canonical {
+        call,
+        arguments,
+        canonical,
+        hash: call_hash,
+    } = canonical_call(b.tool, b.server, b.arguments)?;
+    let verdict = evaluate_with(&st.registry, &b.agent, &call, Some(&arguments));
     let now = now_ms();
     match verdict.kind {
         VerdictKind::Allow | VerdictKind::Deny => {
@@ -178,6 +198,7 @@ async fn propose(
                     agent: &agent,
                     session_id: &session,
                     call: &c2,
+                    canonical_arguments: &arguments,
                     canonical: &canonical,
                     call_hash: &h2,
                     verdict: &v2,
@@ -406,7 +427,7 @@ async fn redeem(
         .agent_id()
         .ok_or_else(|| ApiError::forbidden("only an agent key may redeem tokens"))?
         .to_string();
-    let (_, _, hash) = canonical_call(b.tool, b.server, b.arguments)?;
+    let hash = canonical_call(b.tool, b.server, b.arguments)?.hash;
     let s = st.store.clone();
     let h2 = hash.clone();
     let res = blocking(move || s.redeem(&b.token, &agent, &h2, now_ms())).await?;

@@ -179,6 +179,8 @@ pub struct NewApproval<'a> {
     pub session_id: &'a str,
     /// The call.
     pub call: &'a ToolCall,
+    /// The canonical JSON of its arguments ([`ToolCall::canonical_arguments`]).
+    pub canonical_arguments: &'a str,
     /// Its canonical JSON.
     pub canonical: &'a str,
     /// Its `call_hash`.
@@ -355,8 +357,7 @@ impl Store {
     /// Stores a new pending approval with its `approval.requested` audit record.
     pub fn create_approval(&self, n: &NewApproval<'_>) -> Result<ApprovalRecord, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
-        let args = assent_core::canonical::canonical_value(&n.call.arguments)
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let args = n.canonical_arguments;
         let v = n.verdict;
         let reasons = serde_json::to_string(&v.reasons).expect("reasons serialise");
         let approvers = serde_json::to_string(&v.approvers).expect("roles serialise");

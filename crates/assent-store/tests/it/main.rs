@@ -22,11 +22,13 @@ fn pending(
         v.default_decision = assent_core::DefaultDecision::Approve;
     }
     let (c, h) = call.canonical_and_hash().unwrap();
+    let a = call.canonical_arguments().unwrap();
     let rec = store
         .create_approval(&NewApproval {
             agent: "bot",
             session_id: "s1",
             call: &call,
+            canonical_arguments: &a,
             canonical: &c,
             call_hash: &h,
             verdict: &v,
