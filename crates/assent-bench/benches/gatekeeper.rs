@@ -59,7 +59,10 @@ fn bench(c: &mut Criterion) {
             let args = call.canonical_arguments().unwrap();
             let canonical = call.canonical_with_arguments(&args).unwrap();
             let hash = assent_core::canonical::sha256_hex(canonical.as_bytes());
-            (evaluate_with(black_box(&reg), "bot", call, Some(&args)), hash)
+            (
+                evaluate_with(black_box(&reg), "bot", call, Some(&args)),
+                hash,
+            )
         })
     });
     g.bench_function("cedar_is_authorized", |b| {

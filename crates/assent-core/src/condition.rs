@@ -118,6 +118,24 @@ impl Condition {
         }
     }
 
+    /// `(key, error)` for every `pattern` that does not compile. Such a predicate can never be
+    /// evaluated, so the condition always requires approval; loaders report these as warnings.
+    pub fn pattern_errors(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for g in &self.0 {
+            for (key, m) in &g.predicates {
+                if let Matcher::Ops(Ops {
+                    pattern: Some(Err(e)),
+                    ..
+                }) = m
+                {
+                    out.push((key.clone(), e.clone()));
+                }
+            }
+        }
+        out
+    }
+
     /// Evaluates against the call's arguments (a JSON object).
     pub fn evaluate(&self, args: &Value) -> Outcome {
         let mut any = false;

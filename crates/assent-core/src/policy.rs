@@ -458,6 +458,54 @@ impl Registry {
                 }
             }
         }
+        // Patterns that do not compile always require approval; say so at start-up.
+        let mut specs: Vec<(&str, String, &ApprovalSpec)> = Vec::new();
+        for a in reg.agents.values() {
+            for t in &a.local_tools {
+                specs.extend(
+                    t.approval
+                        .iter()
+                        .map(|s| (a.file.as_str(), format!("local tool `{}`", t.alias), s)),
+                );
+            }
+            for m in &a.mcp_servers {
+                specs.extend(
+                    m.approval
+                        .iter()
+                        .map(|s| (a.file.as_str(), format!("MCP server `{}`", m.alias), s)),
+                );
+                for t in m.allowed_tools.iter().flatten() {
+                    specs.extend(t.approval.iter().map(|s| {
+                        (
+                            a.file.as_str(),
+                            format!("MCP server `{}` tool `{}`", m.alias, t.name),
+                            s,
+                        )
+                    }));
+                }
+            }
+        }
+        for p in reg.policies.values() {
+            for r in &p.rules {
+                specs.extend(
+                    r.approval
+                        .iter()
+                        .map(|s| (p.file.as_str(), r.label.clone(), s)),
+                );
+            }
+        }
+        for (file, what, spec) in specs {
+            if let ApprovalSpec::Required {
+                condition: Some(c), ..
+            } = spec
+            {
+                for (key, e) in c.pattern_errors() {
+                    warnings.push(format!(
+                        "{file}: {what}: pattern for `{key}` does not compile ({e}); every call it covers requires approval"
+                    ));
+                }
+            }
+        }
         reg.warnings.extend(warnings);
         if errs.is_empty() {
             Ok(reg)

@@ -287,6 +287,30 @@ fn bad_files_name_file_line_and_reason() {
     assert!(e.starts_with("a.agf.yaml:"), "{e}");
     let w = Registry::load(&[], &[("g.yaml".into(), "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R3\n        default_decision: approve\n".into())]).unwrap();
     assert!(w.warnings[0].contains("discouraged"), "{:?}", w.warnings);
+    let bad_re = AGENT.replace("pattern: \"^ext-\"", "pattern: \"ext-(\"");
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), bad_re)],
+        &[("g.yaml".into(), GOV.into())],
+    )
+    .unwrap();
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("local tool `transfer`")
+                && w.contains("pattern for `to` does not compile")),
+        "{:?}",
+        r.warnings
+    );
+    // ... and such a condition always requires approval.
+    assert_eq!(
+        evaluate(
+            &r,
+            "treasury_bot",
+            &call("transfer", None, json!({"amount": 5, "to": "bob"}))
+        )
+        .kind,
+        VerdictKind::Confirm
+    );
 }
 
 #[test]
