@@ -63,21 +63,28 @@ principals:
 """
     )
     env = dict(os.environ, E2E_ALICE_KEY=OPERATOR_KEY, NO_COLOR="1")
-    log = open(tmp_path / "serve.log", "w")
-    proc = subprocess.Popen([ASSENT, "serve", "--config", str(tmp_path / "assent.yaml")], env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError("gateway did not start: " + (tmp_path / "serve.log").read_text())
-    yield {"url": url, "files": files, "dir": tmp_path}
-    proc.terminate()
-    proc.wait(10)
+    log = open(tmp_path / "serve.log", "a")
+    gw = {"url": url, "files": files, "dir": tmp_path}
+
+    def start():
+        proc = subprocess.Popen([ASSENT, "serve", "--config", str(tmp_path / "assent.yaml")], env=env, stdout=log, stderr=log)
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            proc.kill()
+            raise RuntimeError("gateway did not start: " + (tmp_path / "serve.log").read_text())
+        gw["proc"] = proc
+
+    gw["start"] = start
+    start()
+    yield gw
+    gw["proc"].terminate()
+    gw["proc"].wait(10)
     log.close()
 
 
@@ -180,6 +187,31 @@ def test_read_passes_and_write_waits_for_approval(gateway):
 
 def test_denied_write_leaves_no_file(gateway):
     asyncio.run(scenario_deny(gateway))
+
+
+async def scenario_restart(gw):
+    target = gw["files"] / "after-restart.txt"
+    async with stdio_client(proxy_params(gw)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            call = asyncio.create_task(session.call_tool("write_file", {"path": str(target), "content": "durable"}))
+            a = (await wait_pending(gw))[0]
+            # The gateway dies without warning while the call is held, and comes back.
+            gw["proc"].kill()
+            gw["proc"].wait(10)
+            await asyncio.sleep(1)
+            assert not call.done() and not target.exists()
+            gw["start"]()
+            assert [p["id"] for p in await wait_pending(gw)] == [a["id"]]
+            r = cli(gw, "approve", a["id"])
+            assert r.returncode == 0, r.stderr
+            result = await asyncio.wait_for(call, 30)
+            assert not is_error(result), text_of(result)
+    assert target.read_text() == "durable"
+
+
+def test_a_held_call_survives_a_gateway_kill_and_restart(gateway):
+    asyncio.run(scenario_restart(gateway))
 
 
 def test_unreachable_gateway_denies_and_forwards_nothing(tmp_path):
