@@ -164,17 +164,15 @@ async fn propose(
     let now = now_ms();
     match verdict.kind {
         VerdictKind::Allow | VerdictKind::Deny => {
-            let (s, agent, session, c, h, v) = (
-                st.store.clone(),
-                b.agent.clone(),
-                b.session_id.clone(),
-                call.clone(),
-                call_hash.clone(),
-                verdict.clone(),
-            );
-            blocking(move || s.record_verdict(&agent, &session, &c, &h, &v, now))
-                .await?
-                .map_err(ApiError::unavailable)?;
+            // The verdict is stored (audited) before the agent hears "allow": fail closed.
+            let s = st.store.clone();
+            let (agent, session, hash) = (b.agent.clone(), b.session_id.clone(), call_hash.clone());
+            let (call, verdict) = blocking(move || {
+                s.record_verdict(&agent, &session, &call, &hash, &verdict, now)
+                    .map(|()| (call, verdict))
+            })
+            .await?
+            .map_err(ApiError::unavailable)?;
             tracing::info!(agent = %b.agent, tool = %call.tool, verdict = verdict.kind.as_str(), "tool call decided");
             if verdict.kind == VerdictKind::Allow {
                 Ok(Json(json!({"decision": "allow", "call_hash": call_hash, "reasons": verdict.reasons})).into_response())
@@ -191,17 +189,16 @@ async fn propose(
                 .map(|s| s as i64 * 1000)
                 .unwrap_or(st.approval_timeout_ms);
             let s = st.store.clone();
-            let (agent, session) = (b.agent.clone(), b.session_id.clone());
-            let (c2, h2, v2) = (call.clone(), call_hash.clone(), verdict.clone());
+            let (agent, session, tool) = (b.agent.clone(), b.session_id.clone(), call.tool.clone());
             let rec = blocking(move || {
                 s.create_approval(&NewApproval {
                     agent: &agent,
                     session_id: &session,
-                    call: &c2,
+                    call: &call,
                     canonical_arguments: &arguments,
                     canonical: &canonical,
-                    call_hash: &h2,
-                    verdict: &v2,
+                    call_hash: &call_hash,
+                    verdict: &verdict,
                     now,
                     expires_at: now + timeout_ms,
                 })
@@ -209,7 +206,7 @@ async fn propose(
             .await?
             .map_err(ApiError::unavailable)?;
             st.changed();
-            tracing::info!(approval_id = %rec.id, agent = %rec.agent, tool = %call.tool, risk_tier = %rec.risk_tier, "approval requested");
+            tracing::info!(approval_id = %rec.id, agent = %rec.agent, tool = %tool, risk_tier = %rec.risk_tier, "approval requested");
             Ok((StatusCode::ACCEPTED, Json(json!({
                 "decision": "pending", "code": "TOOL_BLOCKED_PENDING_APPROVAL", "approval_id": rec.id,
                 "expires_at": rfc3339(rec.expires_at), "message": rec.message, "call_hash": rec.call_hash,
