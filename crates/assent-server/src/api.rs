@@ -352,41 +352,15 @@ async fn decide(
     let p = authenticate(&st.principals, &headers)?.clone();
     let roles = operator(&p, "decide approvals")?.to_vec();
     let s = st.store.clone();
-    let (name, reason, d) = (p.name.clone(), b.reason.clone(), b.decision);
-    let id2 = id.clone();
-    // One trip to the blocking pool: settle expiries, check the approver role, decide.
-    let res = blocking(
-        move || -> Result<Result<ApprovalRecord, DecideError>, Vec<String>> {
-            let now = now_ms();
-            if let Err(e) = s.expire_due(now) {
-                return Ok(Err(DecideError::Store(e)));
-            }
-            let approvers = match s.get_approval(&id2) {
-                Ok(Some(r)) => r.approvers,
-                Ok(None) => return Ok(Err(DecideError::NotFound)),
-                Err(e) => return Ok(Err(DecideError::Store(e))),
-            };
-            if !approvers.is_empty() && !approvers.iter().any(|r| roles.contains(r)) {
-                let _ = s.append_audit(
-                    "decision.refused",
-                    Some(&id2),
-                    &name,
-                    &json!({"decision": d, "why": "operator lacks an approver role"}),
-                    now,
-                );
-                return Err(approvers);
-            }
-            Ok(s.decide(&id2, d, reason.as_deref(), &name, now))
-        },
-    )
-    .await?
-    .map_err(|approvers| {
-        ApiError::forbidden(format!(
-            "operator `{}` has none of the approver roles of this approval ({})",
-            p.name,
-            approvers.join(", ")
-        ))
-    })?;
+    let name = p.name.clone();
+    // One trip to the blocking pool: settle expiries, then decide (the store checks the
+    // approver role in the same transaction).
+    let res = blocking(move || {
+        let now = now_ms();
+        s.expire_due(now)?;
+        s.decide(&id, b.decision, b.reason.as_deref(), &name, &roles, now)
+    })
+    .await?;
     match res {
         Ok(rec) => {
             st.changed();
@@ -394,6 +368,11 @@ async fn decide(
             Ok(Json(approval_json(&rec, None)))
         }
         Err(DecideError::NotFound) => Err(ApiError::not_found("no such approval")),
+        Err(DecideError::NotApprover(approvers)) => Err(ApiError::forbidden(format!(
+            "operator `{}` has none of the approver roles of this approval ({})",
+            p.name,
+            approvers.join(", ")
+        ))),
         Err(DecideError::AlreadyDecided(e)) => {
             Err(
                 ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string())

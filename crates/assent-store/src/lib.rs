@@ -54,6 +54,10 @@ pub enum DecideError {
     #[error("approval not found")]
     /// No approval has this id.
     NotFound,
+    /// The approval names approver roles and the operator has none of them (listed here); the
+    /// attempt was audited as `decision.refused`.
+    #[error("the operator has none of the approver roles ({})", .0.join(", "))]
+    NotApprover(Vec<String>),
     /// `ALREADY_DECIDED`: the approval had left `pending`; the attempt was audited as late.
     #[error(transparent)]
     AlreadyDecided(#[from] AlreadyDecided),
@@ -411,18 +415,21 @@ impl Store {
         Ok(out)
     }
 
-    /// Applies an operator decision. The first valid decision wins atomically; on a decided
-    /// approval it appends a `decision.late` audit record and returns `AlreadyDecided`.
-    /// An approval mints a token (`token.minted`).
+    /// Applies an operator decision by `actor`, who holds `roles`. The first valid decision
+    /// wins atomically; on a decided approval it appends a `decision.late` audit record and
+    /// returns `AlreadyDecided`. When the approval names approver roles and `roles` has none of
+    /// them, it appends `decision.refused` and returns `NotApprover`, in the same transaction
+    /// as the check. An approval mints a token (`token.minted`).
     pub fn decide(
         &self,
         id: &str,
         decision: DecisionKind,
         reason: Option<&str>,
         actor: &str,
+        roles: &[String],
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
-        self.apply(id, Event::Decide(decision), reason, actor, now)
+        self.apply(id, Event::Decide(decision), reason, actor, Some(roles), now)
     }
 
     /// Cancels a pending approval (the requesting agent or an operator withdrew it).
@@ -433,26 +440,46 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
-        self.apply(id, Event::Cancel, reason, actor, now)
+        self.apply(id, Event::Cancel, reason, actor, None, now)
     }
 
+    /// Moves approval `id` out of `pending`. `roles`: the deciding operator's roles, checked
+    /// against the approval's approver roles (`None` for expiry and cancellation).
     fn apply(
         &self,
         id: &str,
         event: Event,
         reason: Option<&str>,
         actor: &str,
+        roles: Option<&[String]>,
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let row: Option<(String, String, String)> = tx
-            .prepare_cached("SELECT status, agent, call_hash FROM approvals WHERE id = ?1")?
-            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        let row: Option<(String, String, String, String)> = tx
+            .prepare_cached(
+                "SELECT status, agent, call_hash, approvers FROM approvals WHERE id = ?1",
+            )?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .optional()?;
-        let Some((status, agent, call_hash)) = row else {
+        let Some((status, agent, call_hash, approvers)) = row else {
             return Err(DecideError::NotFound);
         };
+        if let Some(roles) = roles {
+            let approvers: Vec<String> = serde_json::from_str(&approvers).unwrap_or_default();
+            if !approvers.is_empty() && !approvers.iter().any(|a| roles.contains(a)) {
+                audit::append(
+                    &tx,
+                    now,
+                    "decision.refused",
+                    Some(id),
+                    actor,
+                    &json!({"decision": approval_event_name(event), "why": "operator lacks an approver role", "approvers": approvers}),
+                )?;
+                tx.commit()?;
+                return Err(DecideError::NotApprover(approvers));
+            }
+        }
         let status = ApprovalStatus::parse(&status)
             .ok_or_else(|| StoreError::Invalid(format!("bad status {status}")))?;
         let name = approval_event_name(event);
@@ -538,10 +565,15 @@ impl Store {
                 Event::Expire(d),
                 Some("timed out; default decision applied"),
                 "system:expiry",
+                None,
                 now,
             ) {
                 Ok(_) => done.push(id),
-                Err(DecideError::AlreadyDecided(_)) | Err(DecideError::NotFound) => {}
+                Err(
+                    DecideError::AlreadyDecided(_)
+                    | DecideError::NotFound
+                    | DecideError::NotApprover(_),
+                ) => {}
                 Err(DecideError::Store(e)) => return Err(e),
             }
         }

@@ -46,19 +46,19 @@ fn first_decision_wins_and_late_ones_are_audited() {
     let s = Store::open(dir.path(), 60_000).unwrap();
     let (id, _) = pending(&s, 5, 1_000, 10_000, false);
     let r = s
-        .decide(&id, DecisionKind::Deny, Some("no"), "alice", 2_000)
+        .decide(&id, DecisionKind::Deny, Some("no"), "alice", &[], 2_000)
         .unwrap();
     assert_eq!(r.status, ApprovalStatus::Rejected);
     assert!(s.token_string(&id).unwrap().is_none());
     let e = s
-        .decide(&id, DecisionKind::Approve, None, "bob", 3_000)
+        .decide(&id, DecisionKind::Approve, None, "bob", &[], 3_000)
         .unwrap_err();
     assert!(matches!(e, DecideError::AlreadyDecided(_)));
     let r = s.get_approval(&id).unwrap().unwrap();
     assert_eq!((r.status, r.decisions.len()), (ApprovalStatus::Rejected, 1));
     assert_eq!(r.decisions[0].actor, "alice");
     assert!(matches!(
-        s.decide("nope", DecisionKind::Approve, None, "a", 1)
+        s.decide("nope", DecisionKind::Approve, None, "a", &[], 1)
             .unwrap_err(),
         DecideError::NotFound
     ));
@@ -71,7 +71,7 @@ fn tokens_are_single_use_bound_and_expire() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path(), 60_000).unwrap();
     let (id, h) = pending(&s, 5, 1_000, 10_000, false);
-    s.decide(&id, DecisionKind::Approve, None, "alice", 2_000)
+    s.decide(&id, DecisionKind::Approve, None, "alice", &[], 2_000)
         .unwrap();
     let t = s.token_string(&id).unwrap().unwrap();
     assert!(matches!(
@@ -139,7 +139,7 @@ fn expiry_applies_the_default_and_mints_only_for_approve() {
         ApprovalStatus::Pending
     );
     assert!(matches!(
-        s.decide(&rej, DecisionKind::Approve, None, "alice", 7_000),
+        s.decide(&rej, DecisionKind::Approve, None, "alice", &[], 7_000),
         Err(DecideError::AlreadyDecided(_))
     ));
 }
@@ -150,7 +150,7 @@ fn audit_verify_names_the_altered_or_removed_record() {
     let s = Store::open(dir.path(), 60_000).unwrap();
     for i in 0..3 {
         let (id, _) = pending(&s, i, 1_000, 5_000, false);
-        s.decide(&id, DecisionKind::Approve, None, "alice", 2_000)
+        s.decide(&id, DecisionKind::Approve, None, "alice", &[], 2_000)
             .unwrap();
     }
     drop(s);
@@ -196,5 +196,70 @@ fn data_dir_and_key_are_private() {
             .mode()
             & 0o777,
         0o600
+    );
+}
+
+#[test]
+fn only_an_approver_role_may_decide_and_refusals_are_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+    let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
+    let mut v = evaluate(&reg, "bot", &call);
+    v.approvers = vec!["finance".into()];
+    let (c, h) = call.canonical_and_hash().unwrap();
+    let a = call.canonical_arguments().unwrap();
+    let id = s
+        .create_approval(&NewApproval {
+            agent: "bot",
+            session_id: "s",
+            call: &call,
+            canonical_arguments: &a,
+            canonical: &c,
+            call_hash: &h,
+            verdict: &v,
+            now: 1,
+            expires_at: 10_000,
+        })
+        .unwrap()
+        .id;
+    let e = s
+        .decide(&id, DecisionKind::Approve, None, "olaf", &["ops".into()], 2)
+        .unwrap_err();
+    assert!(
+        matches!(&e, DecideError::NotApprover(r) if r == &vec!["finance".to_string()]),
+        "{e}"
+    );
+    assert_eq!(
+        s.get_approval(&id).unwrap().unwrap().status,
+        ApprovalStatus::Pending
+    );
+    let r = s
+        .decide(
+            &id,
+            DecisionKind::Approve,
+            None,
+            "alice",
+            &["ops".into(), "finance".into()],
+            3,
+        )
+        .unwrap();
+    assert_eq!(r.status, ApprovalStatus::Approved);
+    let db = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
+    let kinds: Vec<String> = db
+        .prepare("SELECT kind FROM audit ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "approval.requested",
+            "decision.refused",
+            "decision",
+            "token.minted"
+        ]
     );
 }
