@@ -807,3 +807,86 @@ async fn a_store_that_cannot_be_written_allows_nothing() {
     assert_eq!(s, StatusCode::OK);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_redeems_once_under_50_concurrent_redemptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let args = json!({"amount": 500, "to": "bob"});
+    let (_, b) = gw.propose("pay", args.clone()).await;
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    gw.decide(&id, "alice-key", "approve").await;
+    let (_, rec) = gw
+        .req("GET", &format!("/v1/approvals/{id}"), Some("bot-key"), None)
+        .await;
+    let body = json!({"token": rec["token"], "tool": "pay", "arguments": args});
+    let futs = (0..50).map(|_| {
+        let (http, url, body) = (
+            gw.http.clone(),
+            format!("{}/v1/tokens/redeem", gw.url),
+            body.clone(),
+        );
+        tokio::spawn(async move {
+            let r = http
+                .post(url)
+                .bearer_auth("bot-key")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let s = r.status();
+            (s, r.json::<Value>().await.unwrap())
+        })
+    });
+    let results: Vec<(StatusCode, Value)> = futures::future::join_all(futs)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        results.iter().filter(|(s, _)| *s == StatusCode::OK).count(),
+        1,
+        "{results:?}"
+    );
+    assert_eq!(
+        results
+            .iter()
+            .filter(|(s, b)| *s == StatusCode::CONFLICT && b["code"] == "TOKEN_USED")
+            .count(),
+        49,
+        "{results:?}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_running_server_expires_approvals_and_wakes_the_waiting_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let (_, b) = gw.propose("quick", json!({})).await;
+    let id = b["approval_id"].as_str().unwrap();
+    let started = std::time::Instant::now();
+    let (s, rec) = gw
+        .req(
+            "GET",
+            &format!("/v1/approvals/{id}?wait=30"),
+            Some("bot-key"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (
+            rec["status"].as_str(),
+            rec["decisions"][0]["default_applied"].as_str()
+        ),
+        (Some("expired"), Some("reject"))
+    );
+    assert_eq!(rec["decisions"][0]["by"], "system:expiry");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woke at the 1 s expiry, not the 30 s wait"
+    );
+    assert!(rec.get("token").is_none());
+    gw.stop().await;
+}
