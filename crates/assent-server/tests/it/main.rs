@@ -164,6 +164,34 @@ impl Gw {
         )
         .await
     }
+    /// Sends every body to `path` at once, each from its own task, and returns the replies.
+    async fn post_all(
+        &self,
+        path: &str,
+        key: &'static str,
+        bodies: impl Iterator<Item = Value>,
+    ) -> Vec<(StatusCode, Value)> {
+        let futs = bodies.map(|body| {
+            let (http, url) = (self.http.clone(), format!("{}{path}", self.url));
+            tokio::spawn(async move {
+                let r = http
+                    .post(url)
+                    .bearer_auth(key)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let s = r.status();
+                (s, r.json::<Value>().await.unwrap())
+            })
+        });
+        futures::future::join_all(futs)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         self.task.await.unwrap();
@@ -395,29 +423,10 @@ async fn first_of_50_concurrent_decisions_wins() {
     let gw = start(dir.path()).await;
     let (_, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
     let id = b["approval_id"].as_str().unwrap().to_string();
-    let futs = (0..50).map(|i| {
-        let (http, url) = (
-            gw.http.clone(),
-            format!("{}/v1/approvals/{id}/decision", gw.url),
-        );
-        tokio::spawn(async move {
-            let d = if i % 2 == 0 { "approve" } else { "deny" };
-            let r = http
-                .post(url)
-                .bearer_auth("alice-key")
-                .json(&json!({"decision": d}))
-                .send()
-                .await
-                .unwrap();
-            let s = r.status();
-            (s, r.json::<Value>().await.unwrap())
-        })
-    });
-    let results: Vec<(StatusCode, Value)> = futures::future::join_all(futs)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let bodies = (0..50).map(|i| json!({"decision": if i % 2 == 0 { "approve" } else { "deny" }}));
+    let results = gw
+        .post_all(&format!("/v1/approvals/{id}/decision"), "alice-key", bodies)
+        .await;
     let ok: Vec<_> = results
         .iter()
         .filter(|(s, _)| *s == StatusCode::OK)
@@ -820,29 +829,13 @@ async fn a_token_redeems_once_under_50_concurrent_redemptions() {
         .req("GET", &format!("/v1/approvals/{id}"), Some("bot-key"), None)
         .await;
     let body = json!({"token": rec["token"], "tool": "pay", "arguments": args});
-    let futs = (0..50).map(|_| {
-        let (http, url, body) = (
-            gw.http.clone(),
-            format!("{}/v1/tokens/redeem", gw.url),
-            body.clone(),
-        );
-        tokio::spawn(async move {
-            let r = http
-                .post(url)
-                .bearer_auth("bot-key")
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            let s = r.status();
-            (s, r.json::<Value>().await.unwrap())
-        })
-    });
-    let results: Vec<(StatusCode, Value)> = futures::future::join_all(futs)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let results = gw
+        .post_all(
+            "/v1/tokens/redeem",
+            "bot-key",
+            (0..50).map(|_| body.clone()),
+        )
+        .await;
     assert_eq!(
         results.iter().filter(|(s, _)| *s == StatusCode::OK).count(),
         1,
