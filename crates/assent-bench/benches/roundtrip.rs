@@ -151,7 +151,7 @@ fn bench(c: &mut Criterion) {
             Store::open(dir.path(), 300_000).unwrap(),
             reg,
             principals,
-            300_000,
+            assent_server::Settings::default(),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

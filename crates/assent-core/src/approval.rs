@@ -54,6 +54,80 @@ pub enum DecisionKind {
     Deny,
 }
 
+/// The scope of an approval (seed 002 "Approve with scope"). Anything wider than `once` is
+/// stored as a *grant* that lets later matching calls through without a prompt, each with its
+/// own single-use token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GrantScope {
+    /// This call only (the default).
+    #[default]
+    Once,
+    /// Matching calls of the same agent and session.
+    Session,
+    /// Matching calls of the same agent for this many seconds.
+    Duration(u64),
+    /// Matching calls of the same agent until revoked (discouraged for R3/R4).
+    Workspace,
+}
+
+impl GrantScope {
+    /// Parses `once`, `session`, `workspace`, or a duration: a whole number followed by `s`,
+    /// `m`, `h` or `d` (`15m`, `2h`), at most 366 days. `Err` says what is accepted.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "unknown scope `{s}` (expected once, session, workspace or a duration such as 15m, 2h, 1d)"
+            )
+        };
+        Ok(match s {
+            "once" => Self::Once,
+            "session" => Self::Session,
+            "workspace" => Self::Workspace,
+            _ => {
+                let unit = s.chars().last().ok_or_else(bad)?;
+                let n: u64 = s[..s.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+                let mult = match unit {
+                    's' => 1,
+                    'm' => 60,
+                    'h' => 3600,
+                    'd' => 86_400,
+                    _ => return Err(bad()),
+                };
+                let secs = n.checked_mul(mult).ok_or_else(bad)?;
+                if secs == 0 || secs > 366 * 86_400 {
+                    return Err(format!(
+                        "scope `{s}`: a duration must be between 1 second and 366 days"
+                    ));
+                }
+                Self::Duration(secs)
+            }
+        })
+    }
+
+    /// The wire form: `once`, `session`, `workspace`, or the duration in the largest whole unit
+    /// (`900` s → `15m`).
+    pub fn to_wire(self) -> String {
+        match self {
+            Self::Once => "once".into(),
+            Self::Session => "session".into(),
+            Self::Workspace => "workspace".into(),
+            Self::Duration(s) => {
+                for (u, m) in [('d', 86_400), ('h', 3600), ('m', 60)] {
+                    if s % m == 0 {
+                        return format!("{}{u}", s / m);
+                    }
+                }
+                format!("{s}s")
+            }
+        }
+    }
+
+    /// Whether it creates a grant (anything but `once`).
+    pub fn is_grant(self) -> bool {
+        self != Self::Once
+    }
+}
+
 /// What happens when an approval times out (AAEP `default_decision`; `reject` when omitted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -6,6 +6,9 @@ use crate::canonical::ToolCall;
 use crate::condition::Outcome;
 use crate::policy::{Agent, ApprovalSpec, Registry, RiskTier};
 use crate::template::{TemplateContext, default_message, render};
+use crate::triggers::{
+    Escalation, Observations, cost_exceeded, domain_violations, path_violations, rate_exceeded,
+};
 use serde::{Deserialize, Serialize};
 
 /// `allow`, `confirm` (hold for a human) or `deny`.
@@ -62,6 +65,25 @@ pub struct Verdict {
     pub approvers: Vec<String>,
     /// The rendered approval message (confirm), or the denial reason (deny), or empty (allow).
     pub message: String,
+    /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`); their
+    /// texts are in `reasons`. A grant never covers a call with any (seed 002).
+    pub triggers: Vec<String>,
+    /// `suggested_alternatives` of the covering rules, in order, without repeats.
+    pub suggested_alternatives: Vec<String>,
+    /// `on_timeout` of the covering rules merged: every role, the shortest extension.
+    pub escalation: Option<Escalation>,
+    /// Smallest `thresholds.output_bytes` of the covering rules.
+    pub output_bytes: Option<u64>,
+}
+
+/// The approval wait by risk when no rule names `timeout_seconds` (issue 3; AAEP §6.4.2):
+/// high 300 s, medium 120 s, low 60 s.
+pub fn default_timeout_seconds(tier: RiskTier) -> u64 {
+    match tier.risk_level() {
+        "high" => 300,
+        "medium" => 120,
+        _ => 60,
+    }
 }
 
 fn reason(file: &str, rule: impl Into<String>, text: impl Into<String>) -> Reason {
@@ -111,6 +133,10 @@ fn deny(text: String, file: &str, rule: &str) -> Verdict {
         default_decision: DefaultDecision::Reject,
         approvers: Vec::new(),
         message: text,
+        triggers: Vec::new(),
+        suggested_alternatives: Vec::new(),
+        escalation: None,
+        output_bytes: None,
     }
 }
 
@@ -122,6 +148,9 @@ fn deny(text: String, file: &str, rule: &str) -> Verdict {
 ///   or any covering governance rule requires approval, a condition cannot be evaluated, or the
 ///   risk tier is R3/R4 (seed 002). Agent `approval: false` never removes a governance requirement.
 /// - Allow: otherwise.
+///
+/// This form sees no earlier calls (rate and cost thresholds count this call only) and checks
+/// paths lexically; [`evaluate_in`] takes [`Observations`].
 pub fn evaluate(reg: &Registry, agent_id: &str, call: &ToolCall) -> Verdict {
     evaluate_with(reg, agent_id, call, None)
 }
@@ -134,6 +163,26 @@ pub fn evaluate_with(
     agent_id: &str,
     call: &ToolCall,
     canonical_arguments: Option<&str>,
+) -> Verdict {
+    evaluate_in(
+        reg,
+        agent_id,
+        call,
+        canonical_arguments,
+        &Observations::none(0),
+    )
+}
+
+/// [`evaluate_with`], observing the session's earlier calls and the filesystem through `obs`:
+/// a covering rule's `thresholds` (rate, cost) and `scope` (paths, domains) turn an allow into
+/// a confirm and name the trigger in `reasons` and `triggers`. They never turn a deny into
+/// anything else.
+pub fn evaluate_in(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+    obs: &Observations<'_>,
 ) -> Verdict {
     let Some(agent) = reg.agents.get(agent_id) else {
         return deny(
@@ -179,6 +228,10 @@ pub fn evaluate_with(
     let mut timeout: Option<u64> = None;
     let mut approve_default = None::<bool>;
     let mut approvers: Vec<String> = Vec::new();
+    let mut triggers: Vec<String> = Vec::new();
+    let mut alternatives: Vec<String> = Vec::new();
+    let mut escalation: Option<Escalation> = None;
+    let mut output_bytes: Option<u64> = None;
     for p in reg.policies_for(agent) {
         for r in p
             .rules
@@ -186,6 +239,38 @@ pub fn evaluate_with(
             .filter(|r| r.covers(&call.tool, call.server.as_deref()))
         {
             let mut notes = Vec::new();
+            if let Some(ApprovalSpec::Required {
+                condition,
+                message_template,
+            }) = &r.deny
+            {
+                let outcome = condition.as_ref().map(|c| c.evaluate(args));
+                match outcome {
+                    None | Some(Outcome::Match) => {
+                        let ctx = TemplateContext {
+                            tool_name: &call.tool,
+                            tool_args: args,
+                            agent_alias: &agent.name,
+                            agent_id: &agent.id,
+                            mcp_server_alias: call.server.as_deref(),
+                            tool_args_json: canonical_arguments,
+                        };
+                        let why = message_template
+                            .as_deref()
+                            .map(|t| render(t, &ctx))
+                            .unwrap_or_else(|| format!("denied by governance rule {}", r.label));
+                        return deny(why, &p.file, &r.label);
+                    }
+                    Some(Outcome::CannotEvaluate(why)) => {
+                        required = true;
+                        notes.push(format!(
+                            "deny condition cannot be evaluated ({}), so approval is required",
+                            why.join("; ")
+                        ));
+                    }
+                    Some(Outcome::NoMatch) => {}
+                }
+            }
             if let Some(spec) = &r.approval {
                 match requires(spec, args) {
                     Some(why) => {
@@ -216,6 +301,58 @@ pub fn evaluate_with(
             for role in &r.approvers {
                 if !approvers.contains(role) {
                     approvers.push(role.clone());
+                }
+            }
+            let covered = || {
+                obs.prior_calls
+                    .iter()
+                    .filter(|c| r.covers(&c.tool, c.server.as_deref()))
+            };
+            let mut fired = |name: &str, why: String| {
+                required = true;
+                if !triggers.iter().any(|t| t == name) {
+                    triggers.push(name.to_string());
+                }
+                notes.push(why);
+            };
+            if let Some(l) = &r.thresholds.rate
+                && let Some(why) = rate_exceeded(l, covered(), obs.now_ms)
+            {
+                fired("rate", why);
+            }
+            if let Some(l) = &r.thresholds.cost
+                && let Some(why) = cost_exceeded(l, covered(), args)
+            {
+                fired("cost", why);
+            }
+            if let Some(ps) = &r.scope.paths {
+                for why in path_violations(ps, args, obs) {
+                    fired("paths", why);
+                }
+            }
+            if let Some(ds) = &r.scope.domains {
+                for why in domain_violations(ds, args) {
+                    fired("domains", why);
+                }
+            }
+            if let Some(n) = r.thresholds.output_bytes {
+                output_bytes = Some(output_bytes.map_or(n, |x| x.min(n)));
+            }
+            for a in &r.suggested_alternatives {
+                if !alternatives.contains(a) {
+                    alternatives.push(a.clone());
+                }
+            }
+            if let Some(e) = &r.on_timeout {
+                let m = escalation.get_or_insert_with(|| Escalation {
+                    escalate_to: Vec::new(),
+                    after_seconds: e.after_seconds,
+                });
+                m.after_seconds = m.after_seconds.min(e.after_seconds);
+                for role in &e.escalate_to {
+                    if !m.escalate_to.contains(role) {
+                        m.escalate_to.push(role.clone());
+                    }
                 }
             }
             if notes.is_empty() {
@@ -276,6 +413,10 @@ pub fn evaluate_with(
         default_decision: effective_default(irreversible, configured),
         approvers,
         message,
+        triggers,
+        suggested_alternatives: alternatives,
+        escalation,
+        output_bytes,
     }
 }
 

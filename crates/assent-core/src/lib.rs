@@ -18,10 +18,12 @@ pub mod canonical;
 pub mod condition;
 pub mod gatekeeper;
 pub mod policy;
+pub mod summary;
 pub mod template;
 pub mod token;
+pub mod triggers;
 
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
 pub use canonical::{CanonicalError, ToolCall};
-pub use gatekeeper::{Reason, Verdict, VerdictKind, evaluate, evaluate_with};
+pub use gatekeeper::{Reason, Verdict, VerdictKind, evaluate, evaluate_in, evaluate_with};
 pub use policy::{Registry, RiskTier};

@@ -8,6 +8,7 @@
 
 use crate::approval::{DefaultDecision, check_default_decision};
 use crate::condition::Condition;
+pub use crate::triggers::{Escalation, ScopeSpec, Thresholds};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
@@ -222,6 +223,18 @@ pub struct Rule {
     pub default_decision: Option<DefaultDecision>,
     /// `approvers`: operator roles that may decide.
     pub approvers: Vec<String>,
+    /// `thresholds`: rate, cost and output-size limits beyond which a call needs confirmation.
+    pub thresholds: Thresholds,
+    /// `scope`: path roots and URL domains the call's targets must stay inside.
+    pub scope: ScopeSpec,
+    /// `suggested_alternatives`: shown to the operator and the agent with the approval request.
+    pub suggested_alternatives: Vec<String>,
+    /// `on_timeout`: extend the wait once to other roles before the default decision applies.
+    pub on_timeout: Option<Escalation>,
+    /// `deny`: refuse the call outright — `true`, or `{condition, message_template}` to refuse
+    /// only when the condition matches (a condition that cannot be evaluated requires
+    /// approval instead). The rendered template is the denial reason.
+    pub deny: Option<ApprovalSpec>,
 }
 
 impl Rule {
@@ -383,6 +396,16 @@ struct RawRule {
     default_decision: Option<String>,
     #[serde(default)]
     approvers: Vec<String>,
+    #[serde(default)]
+    thresholds: Thresholds,
+    #[serde(default)]
+    scope: ScopeSpec,
+    #[serde(default)]
+    suggested_alternatives: Vec<String>,
+    #[serde(default)]
+    on_timeout: Option<Escalation>,
+    #[serde(default)]
+    deny: Option<Value>,
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
@@ -747,8 +770,26 @@ impl Registry {
                         continue;
                     }
                 };
+                let deny = match rr.deny.as_ref().map(ApprovalSpec::parse).transpose() {
+                    Ok(Some(ApprovalSpec::Exempt)) | Ok(None) => None,
+                    Ok(d) => d,
+                    Err(e) => {
+                        bad(format!("deny: {}", e.replace("`approval`", "`deny`")));
+                        continue;
+                    }
+                };
                 if rr.timeout_seconds == Some(0) {
                     bad("timeout_seconds must be at least 1".into());
+                    continue;
+                }
+                if let Err(e) = rr.thresholds.validate().and(rr.scope.validate()) {
+                    bad(e);
+                    continue;
+                }
+                if let Some(e) = &rr.on_timeout
+                    && (e.escalate_to.is_empty() || e.after_seconds == 0)
+                {
+                    bad("on_timeout needs escalate_to (at least one role) and after_seconds (at least 1)".into());
                     continue;
                 }
                 match check_default_decision(
@@ -775,6 +816,11 @@ impl Registry {
                     timeout_seconds: rr.timeout_seconds,
                     default_decision,
                     approvers: rr.approvers.clone(),
+                    thresholds: rr.thresholds.clone(),
+                    scope: rr.scope.clone(),
+                    suggested_alternatives: rr.suggested_alternatives.clone(),
+                    on_timeout: rr.on_timeout.clone(),
+                    deny,
                 });
             }
             self.policies.insert(

@@ -52,8 +52,9 @@ pub struct ProxyConfig {
 /// What became of one `tools/call` at the gateway.
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
-    /// Forward the call upstream.
-    Forward,
+    /// Forward the call upstream; with `Some(arguments)` when an operator approved it with
+    /// modified arguments (the token was redeemed for those).
+    Forward(Option<Value>),
     /// Answer the client with `TOOL_DENIED: reason`.
     Denied(String),
 }
@@ -117,7 +118,11 @@ impl Gateway {
             .await?;
         let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
         match (status, b["decision"].as_str()) {
-            (200, Some("allow")) => return Ok(Outcome::Forward),
+            // Covered by a grant: it still carries a single-use token to redeem.
+            (200, Some("allow")) if b["token"].is_string() => {
+                return self.redeem(&text(&b, "token"), tool, arguments, None).await;
+            }
+            (200, Some("allow")) => return Ok(Outcome::Forward(None)),
             (403, Some("deny")) => return Ok(Outcome::Denied(text(&b, "reason"))),
             (202, Some("pending")) => {}
             _ => {
@@ -152,26 +157,32 @@ impl Gateway {
             }
         };
         let status = text(&rec, "status");
-        let last_reason = rec["decisions"]
-            .as_array()
-            .and_then(|d| d.last())
-            .and_then(|d| d["reason"].as_str())
-            .unwrap_or("")
-            .to_string();
         let Some(token) = rec["token"].as_str() else {
-            let why = if last_reason.is_empty() {
-                String::new()
-            } else {
-                format!(": {last_reason}")
-            };
-            return Ok(Outcome::Denied(format!("approval {id} was {status}{why}")));
+            let why = rec["reason"].as_str().unwrap_or("no token was issued");
+            return Ok(Outcome::Denied(format!(
+                "approval {id} was {status}: {why}"
+            )));
         };
+        // Approved with modifications: the token binds the operator's arguments.
+        let edited = (rec["arguments_changed"] == true).then(|| rec["arguments"].clone());
+        let run_with = edited.as_ref().unwrap_or(arguments);
+        self.redeem(token, tool, run_with, edited.clone()).await
+    }
+
+    async fn redeem(
+        &self,
+        token: &str,
+        tool: &str,
+        arguments: &Value,
+        edited: Option<Value>,
+    ) -> Result<Outcome, String> {
+        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
         let body = json!({"token": token, "tool": tool, "server": self.cfg.server, "arguments": arguments});
         match self
             .send(self.http.post(self.url("/v1/tokens/redeem")).json(&body))
             .await?
         {
-            (200, _) => Ok(Outcome::Forward),
+            (200, _) => Ok(Outcome::Forward(edited)),
             (s, r) => Ok(Outcome::Denied(format!(
                 "approval token refused ({s} {}: {})",
                 text(&r, "code"),
@@ -295,7 +306,13 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let (gw, tc, tu) = (gw.clone(), to_client.clone(), to_upstream.clone());
                         tokio::spawn(async move {
                             match gw.gate(&tool, &args).await {
-                                Outcome::Forward => { let _ = tu.send(line); }
+                                Outcome::Forward(None) => { let _ = tu.send(line); }
+                                Outcome::Forward(Some(edited)) => {
+                                    let mut msg = msg;
+                                    msg["params"]["arguments"] = edited;
+                                    tracing::info!(tool, "forwarding the operator's modified arguments");
+                                    let _ = tu.send(msg.to_string());
+                                }
                                 Outcome::Denied(why) => {
                                     tracing::info!(tool, reason = %why, "call denied");
                                     let _ = tc.send(denied_result(&id, &why));

@@ -4,10 +4,15 @@
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
+use crate::formats::{self, approval_json, rfc3339};
 use crate::{AppState, now_ms};
-use assent_core::approval::DecisionKind;
-use assent_core::{ApprovalStatus, ToolCall, VerdictKind, evaluate_with};
-use assent_store::{ApprovalRecord, DecideError, NewApproval, RedeemError};
+use assent_core::approval::{DecisionKind, GrantScope};
+use assent_core::gatekeeper::default_timeout_seconds;
+use assent_core::triggers::Observations;
+use assent_core::{ApprovalStatus, ToolCall, Verdict, VerdictKind, evaluate_in};
+use assent_store::{
+    ApprovalRecord, DecideError, DecisionInput, EditedCall, Proposal, Proposed, RedeemError,
+};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -30,7 +35,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tool-calls", post(propose))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", get(get_approval))
+        .route("/v1/approvals/decisions", post(decide_batch))
         .route("/v1/approvals/{id}/decision", post(decide))
+        .route("/v1/approvals/{id}/cancel", post(cancel_approval))
+        .route("/v1/sessions/{id}/cancel", post(cancel_session))
+        .route("/v1/grants", get(list_grants))
+        .route("/v1/grants/{id}", axum::routing::delete(revoke_grant))
         .route("/v1/tokens/redeem", post(redeem))
         .route(
             "/v1/agents/{agent}/mcp-servers/{alias}/tools",
@@ -77,16 +87,6 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::unavailable)
 }
 
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
-
 fn operator<'a>(p: &'a Principal, what: &str) -> Result<&'a [String], ApiError> {
     p.roles()
         .ok_or_else(|| ApiError::forbidden(format!("only an operator may {what}")))
@@ -129,6 +129,52 @@ struct ProposeBody {
     #[serde(default)]
     server: Option<String>,
     arguments: Value,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    device_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<String>,
+}
+
+/// Resolves symlinks in an absolute, lexically normalised path: the real path of its longest
+/// existing prefix joined with the rest (scope checks of seed 002).
+pub fn resolve_real_path(p: &std::path::Path) -> std::path::PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            for c in rest.iter().rev() {
+                out.push(c);
+            }
+            return out;
+        }
+        match (
+            existing.file_name().map(|f| f.to_os_string()),
+            existing.parent(),
+        ) {
+            (Some(f), Some(parent)) => {
+                rest.push(f);
+                existing = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+/// Whether `s` is a lowercase UUID v4 (the MPLP identifier pattern).
+pub fn is_uuid_v4(s: &str) -> bool {
+    uuid::Uuid::parse_str(s).is_ok_and(|u| u.get_version_num() == 4 && u.to_string() == s)
+}
+
+fn check_id(what: &str, v: &Option<String>) -> Result<(), ApiError> {
+    match v {
+        Some(s) if s.is_empty() || s.len() > 200 => Err(ApiError::bad_request(format!(
+            "{what} must be 1 to 200 characters"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 async fn propose(
@@ -154,91 +200,132 @@ async fn propose(
     if b.session_id.is_empty() {
         return Err(ApiError::bad_request("session_id must not be empty"));
     }
+    check_id("run_id", &b.run_id)?;
+    check_id("device_id", &b.device_id)?;
+    if let Some(t) = &b.trace_id
+        && !is_uuid_v4(t)
+    {
+        return Err(ApiError::bad_request(
+            "trace_id must be a lowercase UUID v4 (MPLP identifiers)",
+        ));
+    }
     let Canonical {
         call,
         arguments,
         canonical,
         hash: call_hash,
     } = canonical_call(b.tool, b.server, b.arguments)?;
-    let verdict = evaluate_with(&st.registry, &b.agent, &call, Some(&arguments));
-    let now = now_ms();
-    match verdict.kind {
-        VerdictKind::Allow | VerdictKind::Deny => {
-            // The verdict is stored (audited) before the agent hears "allow": fail closed.
-            let s = st.store.clone();
-            let (agent, session, hash) = (b.agent.clone(), b.session_id.clone(), call_hash.clone());
-            let (call, verdict) = blocking(move || {
-                s.record_verdict(&agent, &session, &call, &hash, &verdict, now)
-                    .map(|()| (call, verdict))
-            })
-            .await?
-            .map_err(ApiError::unavailable)?;
-            tracing::info!(agent = %b.agent, tool = %call.tool, verdict = verdict.kind.as_str(), "tool call decided");
-            if verdict.kind == VerdictKind::Allow {
-                Ok(Json(json!({"decision": "allow", "call_hash": call_hash, "reasons": verdict.reasons})).into_response())
-            } else {
-                Ok((StatusCode::FORBIDDEN, Json(json!({
-                    "decision": "deny", "code": "TOOL_DENIED", "reason": verdict.message,
-                    "message": verdict.message, "call_hash": call_hash, "reasons": verdict.reasons,
-                }))).into_response())
+    let s = st.store.clone();
+    let reg = st.registry.clone();
+    let settings = st.settings;
+    let agent = b.agent.clone();
+    let (session, run, device) = (b.session_id.clone(), b.run_id.clone(), b.device_id.clone());
+    let trace = b.trace_id.clone();
+    let hash = call_hash.clone();
+    let (verdict, outcome) = blocking(move || {
+        let now = now_ms();
+        let timeout = |v: &Verdict| -> i64 {
+            v.timeout_seconds
+                .map(|s| s as i64 * 1000)
+                .or(settings.approval_timeout_ms)
+                .unwrap_or(default_timeout_seconds(v.risk_tier) as i64 * 1000)
+        };
+        s.propose(
+            &Proposal {
+                agent: &agent,
+                session_id: &session,
+                run_id: run.as_deref(),
+                device_id: device.as_deref(),
+                trace_id: trace.as_deref(),
+                call: &call,
+                canonical_arguments: &arguments,
+                canonical: &canonical,
+                call_hash: &hash,
+                now,
+                timeout_ms: &timeout,
+                max_pending: settings.max_pending_per_agent,
+            },
+            |prior| {
+                let obs = Observations {
+                    now_ms: now,
+                    prior_calls: prior,
+                    resolve_path: &resolve_real_path,
+                };
+                evaluate_in(&reg, &agent, &call, Some(&arguments), &obs)
+            },
+        )
+    })
+    .await?
+    .map_err(ApiError::unavailable)?;
+    let common = json!({"call_hash": call_hash, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier,
+                        "triggers": verdict.triggers});
+    let merge = |mut v: Value| {
+        if let (Value::Object(m), Value::Object(c)) = (&mut v, common.clone()) {
+            for (k, x) in c {
+                m.entry(k).or_insert(x);
             }
         }
-        VerdictKind::Confirm => {
-            let timeout_ms = verdict
-                .timeout_seconds
-                .map(|s| s as i64 * 1000)
-                .unwrap_or(st.approval_timeout_ms);
-            let s = st.store.clone();
-            let (agent, session, tool) = (b.agent.clone(), b.session_id.clone(), call.tool.clone());
-            let rec = blocking(move || {
-                s.create_approval(&NewApproval {
-                    agent: &agent,
-                    session_id: &session,
-                    call: &call,
-                    canonical_arguments: &arguments,
-                    canonical: &canonical,
-                    call_hash: &call_hash,
-                    verdict: &verdict,
-                    now,
-                    expires_at: now + timeout_ms,
-                })
-            })
-            .await?
-            .map_err(ApiError::unavailable)?;
-            st.changed();
-            tracing::info!(approval_id = %rec.id, agent = %rec.agent, tool = %tool, risk_tier = %rec.risk_tier, "approval requested");
-            Ok((StatusCode::ACCEPTED, Json(json!({
-                "decision": "pending", "code": "TOOL_BLOCKED_PENDING_APPROVAL", "approval_id": rec.id,
-                "expires_at": rfc3339(rec.expires_at), "message": rec.message, "call_hash": rec.call_hash,
-                "risk_tier": rec.risk_tier, "reasons": rec.reasons,
-            }))).into_response())
+        v
+    };
+    match outcome {
+        Proposed::Allowed => {
+            tracing::info!(agent = %b.agent, verdict = "allow", "tool call decided");
+            Ok(Json(merge(
+                json!({"decision": "allow", "output_bytes": verdict.output_bytes}),
+            ))
+            .into_response())
         }
+        Proposed::Denied => {
+            tracing::info!(agent = %b.agent, verdict = "deny", "tool call decided");
+            Ok((
+                StatusCode::FORBIDDEN,
+                Json(merge(json!({
+                    "decision": "deny", "code": "TOOL_DENIED", "reason": verdict.message,
+                    "message": verdict.message,
+                }))),
+            )
+                .into_response())
+        }
+        Proposed::Granted(rec) => {
+            st.changed();
+            let s = st.store.clone();
+            let id = rec.id.clone();
+            let token = blocking(move || s.token_string(&id))
+                .await?
+                .map_err(ApiError::unavailable)?;
+            tracing::info!(approval_id = %rec.id, grant_id = ?rec.grant_id, "tool call allowed by a grant");
+            Ok(Json(merge(json!({
+                "decision": "allow", "approval_id": rec.id, "grant_id": rec.grant_id, "scope": rec.scope,
+                "token": token, "approval_token": formats::token_json(&rec),
+                "token_expires_at": rec.token.as_ref().map(|t| rfc3339(t.expires_at)),
+                "output_bytes": rec.output_bytes,
+            })))
+            .into_response())
+        }
+        Proposed::Held {
+            approval: rec,
+            joined,
+        } => {
+            if !joined {
+                st.changed();
+            }
+            tracing::info!(approval_id = %rec.id, agent = %rec.agent, risk_tier = %rec.risk_tier, joined, "approval requested");
+            Ok((StatusCode::ACCEPTED, Json(merge(json!({
+                "decision": "pending", "code": "TOOL_BLOCKED_PENDING_APPROVAL", "approval_id": rec.id,
+                "joined": joined, "expires_at": rfc3339(rec.expires_at), "message": rec.message,
+                "human_summary": rec.human_summary, "reasons": rec.reasons,
+                "suggested_alternatives": rec.suggested_alternatives,
+            })))).into_response())
+        }
+        Proposed::TooManyPending { limit } => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TOO_MANY_PENDING",
+            format!(
+                "agent `{}` already has {limit} pending approvals (max_pending_per_agent); wait for decisions or cancel some",
+                b.agent
+            ),
+        )),
     }
-}
-
-/// The approval record as JSON. `token` is the signed approval token, given only to the agent
-/// that asked.
-fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
-    let mut v = json!({
-        "id": a.id, "status": a.status, "agent": a.agent, "session_id": a.session_id,
-        "call": {"tool": a.call.tool, "server": a.call.server, "arguments": a.call.arguments},
-        "call_hash": a.call_hash, "canonical": a.canonical, "message": a.message,
-        "risk_tier": a.risk_tier,
-        "risk_level": assent_core::RiskTier::parse(&a.risk_tier).map(|t| t.risk_level()),
-        "irreversible": a.irreversible, "reasons": a.reasons, "approvers": a.approvers,
-        "default_decision": a.default_decision,
-        "decisions": a.decisions.iter().map(|d| json!({
-            "decision": d.decision, "reason": d.reason, "by": d.actor, "at": rfc3339(d.at),
-            "default_applied": d.default_applied,
-        })).collect::<Vec<_>>(),
-        "requested_at": rfc3339(a.requested_at), "expires_at": rfc3339(a.expires_at),
-        "decided_at": a.decided_at.map(rfc3339),
-    });
-    if let (Some(t), Some(info)) = (token, &a.token) {
-        v["token"] = Value::String(t);
-        v["token_expires_at"] = Value::String(rfc3339(info.expires_at));
-    }
-    v
 }
 
 async fn list_approvals(
@@ -249,9 +336,9 @@ async fn list_approvals(
     let p = authenticate(&st.principals, &headers)?;
     operator(p, "list approvals")?;
     for k in q.keys() {
-        if k != "status" && k != "limit" {
+        if !["status", "limit", "group"].contains(&k.as_str()) {
             return Err(ApiError::bad_request(format!(
-                "unknown query parameter `{k}` (expected status, limit)"
+                "unknown query parameter `{k}` (expected status, limit, group)"
             )));
         }
     }
@@ -260,6 +347,15 @@ async fn list_approvals(
         Some(s) => Some(ApprovalStatus::parse(s).ok_or_else(|| {
             ApiError::bad_request(format!("unknown status `{s}` (expected pending, approved, rejected, expired, cancelled or all)"))
         })?),
+    };
+    let group = match q.get("group").map(String::as_str) {
+        None => false,
+        Some("similar") => true,
+        Some(g) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown group `{g}` (expected similar)"
+            )));
+        }
     };
     let limit = match q.get("limit") {
         None => 500,
@@ -279,6 +375,21 @@ async fn list_approvals(
     if expired {
         st.changed();
     }
+    if group {
+        // Similar approvals: same agent, server, tool and rules; oldest group first.
+        let mut groups: Vec<(String, Vec<&ApprovalRecord>)> = Vec::new();
+        for a in list.iter().rev() {
+            match groups.iter_mut().find(|(k, _)| *k == a.group_key) {
+                Some((_, v)) => v.push(a),
+                None => groups.push((a.group_key.clone(), vec![a])),
+            }
+        }
+        return Ok(Json(json!({"groups": groups.iter().map(|(_, v)| json!({
+            "agent": v[0].agent, "server": v[0].call.server, "tool": v[0].call.tool,
+            "reasons": v[0].reasons, "count": v.len(),
+            "approvals": v.iter().map(|a| approval_json(a, None)).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>()})));
+    }
     Ok(Json(
         json!({"approvals": list.iter().map(|a| approval_json(a, None)).collect::<Vec<_>>()}),
     ))
@@ -291,6 +402,19 @@ async fn get_approval(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
+    for k in q.keys() {
+        if k != "wait" && k != "format" {
+            return Err(ApiError::bad_request(format!(
+                "unknown query parameter `{k}` (expected wait, format)"
+            )));
+        }
+    }
+    let format = q.get("format").map(String::as_str).unwrap_or("assent");
+    if !["assent", "approval-request", "mplp"].contains(&format) {
+        return Err(ApiError::bad_request(format!(
+            "unknown format `{format}` (expected assent, approval-request or mplp)"
+        )));
+    }
     let wait = match q.get("wait") {
         None => 0,
         Some(w) => w
@@ -306,17 +430,24 @@ async fn get_approval(
         // its agent).
         let s = st.store.clone();
         let id2 = id.clone();
-        let (expired, rec, token) = blocking(move || -> Result<_, assent_store::StoreError> {
-            let expired = !s.expire_due(now_ms())?.is_empty();
-            let rec = s.get_approval(&id2)?;
-            let token = match &rec {
-                Some(r) if is_agent && r.token.is_some() => s.token_string(&id2)?,
-                _ => None,
-            };
-            Ok((expired, rec, token))
-        })
-        .await?
-        .map_err(ApiError::unavailable)?;
+        let want_events = format == "mplp";
+        let (expired, rec, token, events) =
+            blocking(move || -> Result<_, assent_store::StoreError> {
+                let expired = !s.expire_due(now_ms())?.is_empty();
+                let rec = s.get_approval(&id2)?;
+                let token = match &rec {
+                    Some(r) if is_agent && r.token.is_some() => s.token_string(&id2)?,
+                    _ => None,
+                };
+                let events = if want_events {
+                    s.mplp_events(&id2)?
+                } else {
+                    Vec::new()
+                };
+                Ok((expired, rec, token, events))
+            })
+            .await?
+            .map_err(ApiError::unavailable)?;
         if expired {
             st.changed();
         }
@@ -326,7 +457,11 @@ async fn get_approval(
             .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
         let now = tokio::time::Instant::now();
         if rec.status != ApprovalStatus::Pending || now >= deadline {
-            return Ok(Json(approval_json(&rec, token)));
+            return Ok(Json(match format {
+                "approval-request" => formats::approval_request_json(&rec),
+                "mplp" => formats::mplp_confirm_json(&rec, &events),
+                _ => approval_json(&rec, token),
+            }));
         }
         // Wake on a change, at the approval's own expiry, or at the deadline.
         let until_expiry = Duration::from_millis((rec.expires_at - now_ms()).max(0) as u64 + 5);
@@ -335,12 +470,121 @@ async fn get_approval(
     }
 }
 
+/// The decision body of seed 002 / issue 3:
+/// `{"decision": "approve"|"deny", "reason"?, "scope"?: "once"|"session"|"15m"|"workspace",
+///   "whole_tool"?: bool, "confirm_workspace"?: bool, "arguments"?: {...}}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
     decision: DecisionKind,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    whole_tool: bool,
+    #[serde(default)]
+    confirm_workspace: bool,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+fn decide_error(e: DecideError, operator: &str) -> ApiError {
+    match e {
+        DecideError::NotFound => ApiError::not_found("no such approval"),
+        DecideError::NotApprover(approvers) => ApiError::forbidden(format!(
+            "operator `{operator}` has none of the approver roles of this approval ({})",
+            approvers.join(", ")
+        )),
+        DecideError::AlreadyDecided(e) => {
+            ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string())
+                .with(json!({"status": e.0}))
+        }
+        DecideError::WorkspaceNeedsConfirmation(_) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "WORKSPACE_NEEDS_CONFIRMATION",
+            e.to_string(),
+        ),
+        DecideError::Invalid(m) => ApiError::bad_request(m),
+        DecideError::Store(e) => ApiError::unavailable(e),
+    }
+}
+
+/// Turns a decision body into a store input; an edit is re-canonicalised, re-hashed and
+/// checked again by the gatekeeper (it cannot become a call the policy denies, nor one whose
+/// approver roles the operator lacks).
+fn decision_input(
+    st: &AppState,
+    b: DecisionBody,
+    rec: Option<&ApprovalRecord>,
+    roles: &[String],
+) -> Result<DecisionInput, ApiError> {
+    let scope = match &b.scope {
+        None => GrantScope::Once,
+        Some(s) => GrantScope::parse(s).map_err(ApiError::bad_request)?,
+    };
+    let edited = match (b.arguments, rec) {
+        (None, _) => None,
+        (Some(_), _) if b.decision == DecisionKind::Deny => {
+            return Err(ApiError::bad_request("arguments apply to approvals only"));
+        }
+        (Some(_), None) => return Err(ApiError::bad_request("no such approval")),
+        (Some(args), Some(rec)) => {
+            let c = canonical_call(rec.call.tool.clone(), rec.call.server.clone(), args)?;
+            let v = evaluate_in(
+                &st.registry,
+                &rec.agent,
+                &c.call,
+                Some(&c.arguments),
+                &Observations {
+                    now_ms: now_ms(),
+                    prior_calls: &[],
+                    resolve_path: &resolve_real_path,
+                },
+            );
+            if v.kind == VerdictKind::Deny {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "EDIT_DENIED",
+                    format!("the edited call is one the policy denies: {}", v.message),
+                )
+                .with(json!({"reasons": v.reasons})));
+            }
+            let drift: Vec<&String> = v
+                .triggers
+                .iter()
+                .filter(|t| *t == "paths" || *t == "domains")
+                .collect();
+            if !drift.is_empty() {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "EDIT_OUT_OF_SCOPE",
+                    "the edited arguments name a target outside the rule's scope; an edit may restrict a call, not widen it",
+                )
+                .with(json!({"reasons": v.reasons, "triggers": drift})));
+            }
+            if !v.approvers.is_empty() && !v.approvers.iter().any(|a| roles.contains(a)) {
+                return Err(ApiError::forbidden(format!(
+                    "the edited call needs an approver role ({}) the operator lacks",
+                    v.approvers.join(", ")
+                )));
+            }
+            Some(EditedCall {
+                arguments: c.call.arguments,
+                canonical_arguments: c.arguments,
+                canonical: c.canonical,
+                call_hash: c.hash,
+            })
+        }
+    };
+    Ok(DecisionInput {
+        kind: Some(b.decision),
+        reason: b.reason,
+        scope,
+        whole_tool: b.whole_tool,
+        confirm_workspace: b.confirm_workspace,
+        edited,
+    })
 }
 
 async fn decide(
@@ -351,6 +595,16 @@ async fn decide(
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
     let roles = operator(&p, "decide approvals")?.to_vec();
+    let rec = if b.arguments.is_some() {
+        let s = st.store.clone();
+        let id2 = id.clone();
+        blocking(move || s.get_approval(&id2))
+            .await?
+            .map_err(ApiError::unavailable)?
+    } else {
+        None
+    };
+    let input = decision_input(&st, b, rec.as_ref(), &roles)?;
     let s = st.store.clone();
     let name = p.name.clone();
     // One trip to the blocking pool: settle expiries, then decide (the store checks the
@@ -358,28 +612,217 @@ async fn decide(
     let res = blocking(move || {
         let now = now_ms();
         s.expire_due(now)?;
-        s.decide(&id, b.decision, b.reason.as_deref(), &name, &roles, now)
+        s.decide(&id, &input, &name, &roles, now)
     })
     .await?;
     match res {
         Ok(rec) => {
             st.changed();
-            tracing::info!(approval_id = %rec.id, operator = %p.name, status = rec.status.as_str(), "approval decided");
+            tracing::info!(approval_id = %rec.id, operator = %p.name, status = rec.status.as_str(), scope = ?rec.scope, edited = rec.edited.is_some(), "approval decided");
             Ok(Json(approval_json(&rec, None)))
         }
-        Err(DecideError::NotFound) => Err(ApiError::not_found("no such approval")),
-        Err(DecideError::NotApprover(approvers)) => Err(ApiError::forbidden(format!(
-            "operator `{}` has none of the approver roles of this approval ({})",
-            p.name,
-            approvers.join(", ")
-        ))),
-        Err(DecideError::AlreadyDecided(e)) => {
-            Err(
-                ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string())
-                    .with(json!({"status": e.0})),
-            )
+        Err(e) => Err(decide_error(e, &p.name)),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchBody {
+    ids: Vec<String>,
+    decision: DecisionKind,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    whole_tool: bool,
+    #[serde(default)]
+    confirm_workspace: bool,
+}
+
+/// `POST /v1/approvals/decisions`: the same decision on several approvals (seed 002
+/// batching). Each gets its own decision, token and audit record; the answer lists each
+/// outcome (`200` even when some failed).
+async fn decide_batch(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(b): ApiJson<BatchBody>,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?.clone();
+    let roles = operator(&p, "decide approvals")?.to_vec();
+    if b.ids.is_empty() || b.ids.len() > 500 {
+        return Err(ApiError::bad_request("ids must list 1 to 500 approval ids"));
+    }
+    let ids = b.ids.clone();
+    let input = decision_input(
+        &st,
+        DecisionBody {
+            decision: b.decision,
+            reason: b.reason,
+            scope: b.scope,
+            whole_tool: b.whole_tool,
+            confirm_workspace: b.confirm_workspace,
+            arguments: None,
+        },
+        None,
+        &roles,
+    )?;
+    let s = st.store.clone();
+    let name = p.name.clone();
+    let results = blocking(
+        move || -> Result<Vec<Result<ApprovalRecord, DecideError>>, assent_store::StoreError> {
+            let now = now_ms();
+            s.expire_due(now)?;
+            Ok(ids
+                .iter()
+                .map(|id| s.decide(id, &input, &name, &roles, now))
+                .collect())
+        },
+    )
+    .await?
+    .map_err(ApiError::unavailable)?;
+    st.changed();
+    let out: Vec<Value> = b
+        .ids
+        .iter()
+        .zip(results)
+        .map(|(id, r)| match r {
+            Ok(rec) => json!({"id": id, "ok": true, "approval": approval_json(&rec, None)}),
+            Err(e) => {
+                let e = decide_error(e, &p.name);
+                json!({"id": id, "ok": false, "code": e.code, "message": e.message})
+            }
+        })
+        .collect();
+    Ok(Json(json!({"results": out})))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// An optional JSON body: empty is the default value.
+async fn optional_body<T: DeserializeOwned + Default>(body: Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending
+/// approval (`{"reason"?}`).
+async fn cancel_approval(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?.clone();
+    let b: CancelBody = optional_body(body).await?;
+    let s = st.store.clone();
+    let res = blocking(
+        move || -> Result<Result<ApprovalRecord, DecideError>, assent_store::StoreError> {
+            let now = now_ms();
+            s.expire_due(now)?;
+            match s.get_approval(&id)? {
+                Some(r) if p.agent_id().is_none_or(|a| a == r.agent) => {
+                    Ok(s.cancel(&id, b.reason.as_deref(), &p.name, now))
+                }
+                _ => Ok(Err(DecideError::NotFound)),
+            }
+        },
+    )
+    .await?
+    .map_err(ApiError::unavailable)?;
+    match res {
+        Ok(rec) => {
+            st.changed();
+            Ok(Json(approval_json(&rec, None)))
         }
-        Err(DecideError::Store(e)) => Err(ApiError::unavailable(e)),
+        Err(e) => Err(decide_error(e, "")),
+    }
+}
+
+/// `POST /v1/sessions/{id}/cancel`: cancels every pending approval of the session (an agent:
+/// its own; an operator: every agent's).
+async fn cancel_session(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?.clone();
+    let b: CancelBody = optional_body(body).await?;
+    let s = st.store.clone();
+    let agent = p.agent_id().map(str::to_string);
+    let s2 = session.clone();
+    let list = blocking(move || {
+        s.cancel_session(
+            &s2,
+            agent.as_deref(),
+            b.reason.as_deref(),
+            &p.name,
+            now_ms(),
+        )
+    })
+    .await?
+    .map_err(ApiError::unavailable)?;
+    if !list.is_empty() {
+        st.changed();
+    }
+    Ok(Json(
+        json!({"session_id": session, "cancelled": list.iter().map(|a| a.id.clone()).collect::<Vec<_>>()}),
+    ))
+}
+
+/// `GET /v1/grants[?all=true]`: active grants (all, with revoked and expired ones).
+async fn list_grants(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    operator(p, "list grants")?;
+    let all = match q.get("all").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(ApiError::bad_request("all must be true or false")),
+    };
+    let s = st.store.clone();
+    let list = blocking(move || s.list_grants(all, now_ms()))
+        .await?
+        .map_err(ApiError::unavailable)?;
+    Ok(Json(json!({"grants": list.iter().map(|g| json!({
+        "id": g.id, "agent": g.agent, "session_id": g.session_id, "tool": g.tool, "server": g.server,
+        "call_hash": g.call_hash, "whole_tool": g.call_hash.is_none(), "scope": g.scope,
+        "risk_tier": g.risk_tier, "discouraged": g.discouraged, "approval_id": g.approval_id,
+        "created_by": g.created_by, "created_at": rfc3339(g.created_at),
+        "expires_at": g.expires_at.map(rfc3339), "revoked_at": g.revoked_at.map(rfc3339),
+        "revoked_by": g.revoked_by,
+    })).collect::<Vec<_>>()})))
+}
+
+/// `DELETE /v1/grants/{id}`: revokes a grant (`204`; `404` when unknown or revoked already).
+async fn revoke_grant(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    operator(p, "revoke grants")?;
+    let s = st.store.clone();
+    let name = p.name.clone();
+    let ok = blocking(move || s.revoke_grant(&id, &name, now_ms()))
+        .await?
+        .map_err(ApiError::unavailable)?;
+    if ok {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("no active grant with this id"))
     }
 }
 
@@ -391,6 +834,8 @@ struct RedeemBody {
     #[serde(default)]
     server: Option<String>,
     arguments: Value,
+    #[serde(default)]
+    device_id: Option<String>,
 }
 
 async fn redeem(
@@ -406,7 +851,8 @@ async fn redeem(
     let hash = canonical_call(b.tool, b.server, b.arguments)?.hash;
     let s = st.store.clone();
     let h2 = hash.clone();
-    let res = blocking(move || s.redeem(&b.token, &agent, &h2, now_ms())).await?;
+    let res =
+        blocking(move || s.redeem(&b.token, &agent, &h2, b.device_id.as_deref(), now_ms())).await?;
     match res {
         Ok(c) => Ok(Json(
             json!({"call_hash": hash, "approval_id": c.aid, "token_id": c.tid}),
@@ -418,6 +864,9 @@ async fn redeem(
             RedeemError::WrongAgent => ApiError::forbidden(e.to_string()),
             RedeemError::Used => ApiError::new(StatusCode::CONFLICT, "TOKEN_USED", e.to_string()),
             RedeemError::Expired => ApiError::new(StatusCode::GONE, "TOKEN_EXPIRED", e.to_string()),
+            RedeemError::DeviceMismatch => {
+                ApiError::new(StatusCode::FORBIDDEN, "DEVICE_MISMATCH", e.to_string())
+            }
             RedeemError::Mismatch { .. } => {
                 ApiError::new(StatusCode::FORBIDDEN, "TOKEN_MISMATCH", e.to_string())
             }

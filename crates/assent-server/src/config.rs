@@ -37,6 +37,8 @@ struct RawConfig {
     approval_timeout_seconds: Option<u64>,
     #[serde(default)]
     token_ttl_seconds: Option<u64>,
+    #[serde(default)]
+    max_pending_per_agent: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -100,8 +102,12 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The agents and governance policies, validated.
     pub registry: Registry,
-    /// Default time an approval waits, in seconds (a rule's `timeout_seconds` overrides it).
-    pub approval_timeout_seconds: u64,
+    /// Time an approval waits, in seconds, when no rule names `timeout_seconds`. `None` (the
+    /// default): by risk — high 300 s, medium 120 s, low 60 s.
+    pub approval_timeout_seconds: Option<u64>,
+    /// `max_pending_per_agent`: pending approvals one agent may have (default 100); more
+    /// proposals get `429 TOO_MANY_PENDING`.
+    pub max_pending_per_agent: u64,
     /// How long a minted approval token can be redeemed, in seconds.
     pub token_ttl_seconds: u64,
     /// Files the registry was loaded from.
@@ -288,11 +294,14 @@ impl Config {
             };
             principals.push((r.name.clone(), kind, key, line));
         }
-        if raw.approval_timeout_seconds == Some(0) || raw.token_ttl_seconds == Some(0) {
+        if raw.approval_timeout_seconds == Some(0)
+            || raw.token_ttl_seconds == Some(0)
+            || raw.max_pending_per_agent == Some(0)
+        {
             return Err(at(
                 path,
                 None,
-                "approval_timeout_seconds and token_ttl_seconds must be at least 1",
+                "approval_timeout_seconds, token_ttl_seconds and max_pending_per_agent must be at least 1",
             ));
         }
         Ok(Config {
@@ -300,7 +309,8 @@ impl Config {
             listen: raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: base.join(raw.data_dir.unwrap_or_else(|| ".assent".into())),
             registry,
-            approval_timeout_seconds: raw.approval_timeout_seconds.unwrap_or(300),
+            approval_timeout_seconds: raw.approval_timeout_seconds,
+            max_pending_per_agent: raw.max_pending_per_agent.unwrap_or(100),
             token_ttl_seconds: raw.token_ttl_seconds.unwrap_or(300),
             agent_files,
             governance_files,

@@ -14,6 +14,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod formats;
 
 use assent_core::policy::Registry;
 use assent_store::Store;
@@ -33,8 +34,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// Who may call the API.
     pub principals: Arc<Vec<Principal>>,
-    /// Default approval wait (ms).
-    pub approval_timeout_ms: i64,
+    /// Gateway-wide settings from the config.
+    pub settings: Settings,
     /// Bumped after every approval state change; long-polls wait on it.
     pub changes: Arc<watch::Sender<u64>>,
 }
@@ -54,7 +55,10 @@ impl AppState {
             store,
             config.registry.clone(),
             principals,
-            config.approval_timeout_seconds as i64 * 1000,
+            Settings {
+                approval_timeout_ms: config.approval_timeout_seconds.map(|s| s as i64 * 1000),
+                max_pending_per_agent: config.max_pending_per_agent,
+            },
         ))
     }
 
@@ -63,13 +67,13 @@ impl AppState {
         store: Store,
         registry: Registry,
         principals: Vec<Principal>,
-        approval_timeout_ms: i64,
+        settings: Settings,
     ) -> Self {
         Self {
             store: Arc::new(store),
             registry: Arc::new(registry),
             principals: Arc::new(principals),
-            approval_timeout_ms,
+            settings,
             changes: Arc::new(watch::channel(0).0),
         }
     }
@@ -77,6 +81,24 @@ impl AppState {
     /// Wakes every long-poll.
     pub fn changed(&self) {
         self.changes.send_modify(|v| *v += 1);
+    }
+}
+
+/// Gateway-wide settings (see [`config::Config`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Approval wait (ms) when no rule names one; `None`: by risk tier (300/120/60 s).
+    pub approval_timeout_ms: Option<i64>,
+    /// Pending approvals one agent may have before `429 TOO_MANY_PENDING`.
+    pub max_pending_per_agent: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            approval_timeout_ms: None,
+            max_pending_per_agent: 100,
+        }
     }
 }
 

@@ -17,17 +17,23 @@ pub mod audit;
 
 use assent_core::ToolCall;
 use assent_core::approval::{
-    self, AlreadyDecided, ApprovalStatus, DecisionKind, DefaultDecision, Event,
+    self, AlreadyDecided, ApprovalStatus, DecisionKind, DefaultDecision, Event, GrantScope,
 };
 use assent_core::gatekeeper::{Reason, Verdict};
+use assent_core::summary::HumanSummary;
 use assent_core::token::{self, TokenClaims};
+use assent_core::triggers::{Escalation, PriorCall};
+use assent_core::{RiskTier, VerdictKind};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_protocol.sql"),
+];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +67,14 @@ pub enum DecideError {
     /// `ALREADY_DECIDED`: the approval had left `pending`; the attempt was audited as late.
     #[error(transparent)]
     AlreadyDecided(#[from] AlreadyDecided),
+    /// `workspace` scope on an R3/R4 tool without the explicit confirmation flag.
+    #[error(
+        "scope `workspace` on a {0} tool is discouraged and needs explicit confirmation (confirm_workspace: true, or --yes-workspace)"
+    )]
+    WorkspaceNeedsConfirmation(String),
+    /// A scope or an edit was given with a deny, or an edit changed the tool.
+    #[error("{0}")]
+    Invalid(String),
     #[error(transparent)]
     /// The store failed; nothing changed.
     Store(#[from] StoreError),
@@ -81,6 +95,9 @@ pub enum RedeemError {
     /// `TOKEN_EXPIRED` (410).
     #[error("token has expired")]
     Expired,
+    /// `DEVICE_MISMATCH` (403): the token was issued to another client device.
+    #[error("token was issued to another client device")]
+    DeviceMismatch,
     /// `TOKEN_MISMATCH` (403): the call's hash differs from the approved one.
     #[error(
         "token does not match this call: it approves call_hash {approved}, this call is {presented}"
@@ -120,6 +137,8 @@ pub struct DecisionRecord {
     pub at: i64,
     /// For an expiry: the default decision that was applied.
     pub default_applied: Option<String>,
+    /// MPLP `decision_id` (UUID v4).
+    pub decision_id: String,
 }
 
 /// An approval as stored (seed 002 ApprovalRequest, MPLP Confirm).
@@ -161,6 +180,188 @@ pub struct ApprovalRecord {
     pub decisions: Vec<DecisionRecord>,
     /// The token's id and expiry once one was minted.
     pub token: Option<TokenInfo>,
+    /// The agent's run id (seed 002 `runId`), if it sent one.
+    pub run_id: Option<String>,
+    /// The client device id the agent sent; the token is bound to it.
+    pub device_id: Option<String>,
+    /// Approvals with the same key are "similar" (same agent, server, tool and rules).
+    pub group_key: String,
+    /// Seed 002 `humanSummary`, verified against the canonical arguments at creation.
+    pub human_summary: String,
+    /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`).
+    pub triggers: Vec<String>,
+    /// Seed 002 `suggestedAlternatives` from the covering rules.
+    pub suggested_alternatives: Vec<String>,
+    /// `on_timeout` of the covering rules, if any.
+    pub escalation: Option<Escalation>,
+    /// Unix milliseconds when the wait was extended to the escalation roles.
+    pub escalated_at: Option<i64>,
+    /// `thresholds.output_bytes`: results larger than this are held (MCP proxy).
+    pub output_bytes: Option<u64>,
+    /// The decided scope (`once`, `session`, `15m`, `workspace`) once approved.
+    pub scope: Option<String>,
+    /// The grant this approval created (scope wider than once) or was allowed by.
+    pub grant_id: Option<String>,
+    /// The operator's edit of the arguments, when approved with modifications.
+    pub edited: Option<EditedCall>,
+    /// MPLP trace id (UUID v4).
+    pub trace_id: String,
+    /// MPLP span id of this approval (UUID v4).
+    pub span_id: String,
+    /// MPLP Confirm `target_type` (`other` for a tool call).
+    pub target_type: String,
+    /// MPLP Confirm `target_id` (UUID v4): the held tool call, plan or other target.
+    pub target_id: String,
+}
+
+impl ApprovalRecord {
+    /// The arguments the agent may run with: the operator's edit, else the proposed ones.
+    pub fn effective_arguments(&self) -> &Value {
+        self.edited
+            .as_ref()
+            .map_or(&self.call.arguments, |e| &e.arguments)
+    }
+    /// The hash the token binds: of the edited call, else of the proposed one.
+    pub fn effective_hash(&self) -> &str {
+        self.edited
+            .as_ref()
+            .map_or(&self.call_hash, |e| &e.call_hash)
+    }
+}
+
+/// An operator's edit of a held call's arguments (seed 002 "Approve with modifications"),
+/// re-canonicalised and re-hashed. The caller re-checks it with the gatekeeper first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EditedCall {
+    /// The new arguments.
+    pub arguments: Value,
+    /// RFC 8785 canonical JSON of the arguments.
+    pub canonical_arguments: String,
+    /// RFC 8785 canonical JSON of the whole edited call (same tool and server).
+    pub canonical: String,
+    /// SHA-256 of `canonical`, lowercase hex.
+    pub call_hash: String,
+}
+
+/// An operator decision with the seed 002 options.
+#[derive(Debug, Clone, Default)]
+pub struct DecisionInput {
+    /// Approve or deny (`None` is not allowed; use [`DecisionInput::approve`] / `deny`).
+    pub kind: Option<DecisionKind>,
+    /// Reason; reaches the agent on a deny.
+    pub reason: Option<String>,
+    /// Scope of an approval (once when omitted).
+    pub scope: GrantScope,
+    /// Widen a grant from the exact arguments to every call of the tool.
+    pub whole_tool: bool,
+    /// Explicit confirmation for `workspace` on an R3/R4 tool.
+    pub confirm_workspace: bool,
+    /// Approve with these arguments instead.
+    pub edited: Option<EditedCall>,
+}
+
+impl DecisionInput {
+    /// Approve once.
+    pub fn approve() -> Self {
+        Self {
+            kind: Some(DecisionKind::Approve),
+            ..Default::default()
+        }
+    }
+    /// Deny with an optional reason.
+    pub fn deny(reason: Option<&str>) -> Self {
+        Self {
+            kind: Some(DecisionKind::Deny),
+            reason: reason.map(str::to_string),
+            ..Default::default()
+        }
+    }
+}
+
+/// A stored grant (seed 002 "Approve with scope").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrantRecord {
+    /// UUID v4.
+    pub id: String,
+    /// The agent it lets through.
+    pub agent: String,
+    /// For scope `session`: the session.
+    pub session_id: Option<String>,
+    /// Tool name.
+    pub tool: String,
+    /// MCP server alias.
+    pub server: Option<String>,
+    /// The call hash it covers; `None` when widened to the whole tool.
+    pub call_hash: Option<String>,
+    /// `session`, a duration such as `15m`, or `workspace`.
+    pub scope: String,
+    /// Risk tier of the approval that created it.
+    pub risk_tier: String,
+    /// `workspace` on an R3/R4 tool (allowed after explicit confirmation, discouraged).
+    pub discouraged: bool,
+    /// The approval it came from.
+    pub approval_id: String,
+    /// The operator who granted it.
+    pub created_by: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds; `None` until revoked.
+    pub expires_at: Option<i64>,
+    /// Unix milliseconds of revocation.
+    pub revoked_at: Option<i64>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
+
+/// A tool call proposed by an agent, ready for [`Store::propose`].
+pub struct Proposal<'a> {
+    /// The agent id (authenticated by the caller).
+    pub agent: &'a str,
+    /// Its session id.
+    pub session_id: &'a str,
+    /// Optional run id.
+    pub run_id: Option<&'a str>,
+    /// Optional client device id; tokens are bound to it.
+    pub device_id: Option<&'a str>,
+    /// MPLP trace id (UUID v4) the agent sent; generated when `None`.
+    pub trace_id: Option<&'a str>,
+    /// The call.
+    pub call: &'a ToolCall,
+    /// Canonical JSON of its arguments.
+    pub canonical_arguments: &'a str,
+    /// Canonical JSON of the call.
+    pub canonical: &'a str,
+    /// SHA-256 of `canonical`.
+    pub call_hash: &'a str,
+    /// Unix milliseconds.
+    pub now: i64,
+    /// How long a new approval waits (ms), given the verdict.
+    pub timeout_ms: &'a dyn Fn(&Verdict) -> i64,
+    /// Per-agent cap on pending approvals.
+    pub max_pending: u64,
+}
+
+/// What [`Store::propose`] did.
+#[derive(Debug, Clone)]
+pub enum Proposed {
+    /// Allowed outright (audited `call.allowed`).
+    Allowed,
+    /// Denied (audited `call.denied`).
+    Denied,
+    /// A grant covers it: an approved approval with its own token (audited `grant.used`).
+    Granted(Box<ApprovalRecord>),
+    /// Held: a new pending approval, or (`joined`) the pending one for the identical call.
+    Held {
+        /// The approval.
+        approval: Box<ApprovalRecord>,
+        /// True when an identical call of the same session was already pending (AAEP §6.1).
+        joined: bool,
+    },
+    /// The agent has `limit` pending approvals already (`429 TOO_MANY_PENDING`).
+    TooManyPending {
+        /// The cap.
+        limit: u64,
+    },
 }
 
 /// The stored part of a minted token; [`Store::token_string`] signs it for the agent.
@@ -172,6 +373,14 @@ pub struct TokenInfo {
     pub expires_at: i64,
     /// Unix milliseconds of its redemption, if redeemed.
     pub used_at: Option<i64>,
+    /// Unix milliseconds of minting.
+    pub issued_at: i64,
+    /// The approval's scope (`once`, `session`, `15m`, `workspace`).
+    pub scope: String,
+    /// `issuedToClientDeviceId`, when the agent sent a device id.
+    pub device_id: Option<String>,
+    /// The call hash it binds.
+    pub call_hash: String,
 }
 
 /// What the caller proposes to hold for a human.
@@ -195,6 +404,12 @@ pub struct NewApproval<'a> {
     pub now: i64,
     /// Unix milliseconds.
     pub expires_at: i64,
+    /// Optional run id.
+    pub run_id: Option<&'a str>,
+    /// Optional client device id.
+    pub device_id: Option<&'a str>,
+    /// MPLP trace id (UUID v4) the agent sent; generated when `None`.
+    pub trace_id: Option<&'a str>,
 }
 
 /// Handle to the SQLite store and the token key. Cheap to share behind an `Arc`.
@@ -360,31 +575,180 @@ impl Store {
 
     /// Stores a new pending approval with its `approval.requested` audit record.
     pub fn create_approval(&self, n: &NewApproval<'_>) -> Result<ApprovalRecord, StoreError> {
-        let id = uuid::Uuid::new_v4().to_string();
-        let args = n.canonical_arguments;
-        let v = n.verdict;
-        let reasons = serde_json::to_string(&v.reasons).expect("reasons serialise");
-        let approvers = serde_json::to_string(&v.approvers).expect("roles serialise");
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status)
-             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,'pending')")?.execute(
-            params![id, n.agent, n.session_id, n.call.tool, n.call.server, args, n.canonical, n.call_hash, v.message,
-                    v.risk_tier.as_str(), v.irreversible, reasons, approvers, v.default_decision.as_str(), n.now, n.expires_at],
-        )?;
-        audit::append(
-            &tx,
-            n.now,
-            "approval.requested",
-            Some(&id),
-            n.agent,
-            &json!({"session_id": n.session_id, "call": n.call, "call_hash": n.call_hash, "verdict": "confirm",
-                    "reasons": v.reasons, "risk_tier": v.risk_tier, "irreversible": v.irreversible,
-                    "message": v.message, "expires_at": n.expires_at, "default_decision": v.default_decision}),
-        )?;
+        let id = insert_approval(&tx, n, "pending")?;
         let rec = read_approval(&tx, &id)?.expect("just inserted");
         tx.commit()?;
         Ok(rec)
+    }
+
+    /// Gates one proposed call atomically (AAEP §6.1, seed 002): reads the session's earlier
+    /// calls, asks `evaluate` for the verdict with them, and in the same transaction
+    /// - denies (audited `call.denied`) or allows (`call.allowed`);
+    /// - for a confirm verdict without threshold or scope triggers, lets a matching grant
+    ///   through as an approved approval with its own token (`grant.used`);
+    /// - joins an identical pending call of the same session instead of holding it twice;
+    /// - refuses when the agent already has `max_pending` pending approvals
+    ///   (`call.refused`), else holds the call as a new pending approval.
+    ///
+    /// Allowed, granted and held calls count toward later thresholds.
+    pub fn propose(
+        &self,
+        p: &Proposal<'_>,
+        evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
+    ) -> Result<(Verdict, Proposed), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let prior = prior_calls(&tx, p.agent, p.session_id)?;
+        let verdict = evaluate(&prior);
+        let call_data = |extra: Value| {
+            let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
+                "call": p.call, "call_hash": p.call_hash, "verdict": verdict.kind, "reasons": verdict.reasons,
+                "risk_tier": verdict.risk_tier, "triggers": verdict.triggers});
+            if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
+                d.extend(e);
+            }
+            d
+        };
+        let add_usage = |approval_id: Option<&str>| -> rusqlite::Result<()> {
+            tx.prepare_cached("INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
+                .execute(params![p.agent, p.session_id, p.call.tool, p.call.server, p.now, p.canonical_arguments, approval_id])?;
+            Ok(())
+        };
+        let outcome = match verdict.kind {
+            VerdictKind::Deny => {
+                audit::append(
+                    &tx,
+                    p.now,
+                    "call.denied",
+                    None,
+                    p.agent,
+                    &call_data(json!({})),
+                )?;
+                Proposed::Denied
+            }
+            VerdictKind::Allow => {
+                audit::append(
+                    &tx,
+                    p.now,
+                    "call.allowed",
+                    None,
+                    p.agent,
+                    &call_data(json!({})),
+                )?;
+                add_usage(None)?;
+                Proposed::Allowed
+            }
+            VerdictKind::Confirm => {
+                let grant = if verdict.triggers.is_empty() {
+                    find_grant(&tx, p)?
+                } else {
+                    None
+                };
+                let joined: Option<String> = tx
+                    .prepare_cached("SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at LIMIT 1")?
+                    .query_row(params![p.agent, p.session_id, p.call_hash], |r| r.get(0))
+                    .optional()?;
+                let pending: u64 = tx
+                    .prepare_cached(
+                        "SELECT count(*) FROM approvals WHERE agent = ?1 AND status = 'pending'",
+                    )?
+                    .query_row([p.agent], |r| r.get(0))?;
+                let n = NewApproval {
+                    agent: p.agent,
+                    session_id: p.session_id,
+                    call: p.call,
+                    canonical_arguments: p.canonical_arguments,
+                    canonical: p.canonical,
+                    call_hash: p.call_hash,
+                    verdict: &verdict,
+                    now: p.now,
+                    expires_at: p.now + (p.timeout_ms)(&verdict),
+                    run_id: p.run_id,
+                    device_id: p.device_id,
+                    trace_id: p.trace_id,
+                };
+                if let Some((gid, scope)) = grant {
+                    let id = insert_approval(&tx, &n, "approved")?;
+                    let actor = format!("grant:{gid}");
+                    tx.prepare_cached("UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1")?
+                        .execute(params![id, p.now, scope, gid])?;
+                    let decision_id = uuid::Uuid::new_v4().to_string();
+                    let why = format!("covered by grant {gid} (scope {scope})");
+                    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, decision_id) VALUES (?1,'approve',?2,?3,?4,?5)")?
+                        .execute(params![id, why, actor, p.now, decision_id])?;
+                    let trace: String = tx
+                        .prepare_cached("SELECT trace_id FROM approvals WHERE id = ?1")?
+                        .query_row([&id], |r| r.get(0))?;
+                    mplp_event(
+                        &tx,
+                        p.now,
+                        "confirm.approved",
+                        &id,
+                        &trace,
+                        &actor,
+                        json!({"confirm_id": id, "decision_id": decision_id, "status": "approved", "decided_by_role": actor, "reason": why}),
+                    )?;
+                    audit::append(
+                        &tx,
+                        p.now,
+                        "grant.used",
+                        Some(&id),
+                        &actor,
+                        &json!({"grant_id": gid, "scope": scope, "call_hash": p.call_hash}),
+                    )?;
+                    self.mint(
+                        &tx,
+                        &id,
+                        p.agent,
+                        p.call_hash,
+                        &scope,
+                        p.device_id,
+                        &actor,
+                        p.now,
+                    )?;
+                    add_usage(Some(&id))?;
+                    Proposed::Granted(Box::new(read_approval(&tx, &id)?.expect("inserted")))
+                } else if let Some(id) = joined {
+                    audit::append(
+                        &tx,
+                        p.now,
+                        "call.held",
+                        Some(&id),
+                        p.agent,
+                        &call_data(json!({"joined": true})),
+                    )?;
+                    Proposed::Held {
+                        approval: Box::new(read_approval(&tx, &id)?.expect("exists")),
+                        joined: true,
+                    }
+                } else if pending >= p.max_pending {
+                    audit::append(
+                        &tx,
+                        p.now,
+                        "call.refused",
+                        None,
+                        p.agent,
+                        &call_data(
+                            json!({"why": "too many pending approvals", "pending": pending, "limit": p.max_pending}),
+                        ),
+                    )?;
+                    Proposed::TooManyPending {
+                        limit: p.max_pending,
+                    }
+                } else {
+                    let id = insert_approval(&tx, &n, "pending")?;
+                    add_usage(Some(&id))?;
+                    Proposed::Held {
+                        approval: Box::new(read_approval(&tx, &id)?.expect("inserted")),
+                        joined: false,
+                    }
+                }
+            }
+        };
+        tx.commit()?;
+        Ok((verdict, outcome))
     }
 
     /// Reads one approval with its decisions and token info.
@@ -419,17 +783,40 @@ impl Store {
     /// wins atomically; on a decided approval it appends a `decision.late` audit record and
     /// returns `AlreadyDecided`. When the approval names approver roles and `roles` has none of
     /// them, it appends `decision.refused` and returns `NotApprover`, in the same transaction
-    /// as the check. An approval mints a token (`token.minted`).
+    /// as the check. An approval mints a token (`token.minted`) bound to the edited call when
+    /// `d.edited` is set (the audit record holds both calls), and a scope wider than `once`
+    /// stores a grant (`grant.created`).
     pub fn decide(
         &self,
         id: &str,
-        decision: DecisionKind,
-        reason: Option<&str>,
+        d: &DecisionInput,
         actor: &str,
         roles: &[String],
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
-        self.apply(id, Event::Decide(decision), reason, actor, Some(roles), now)
+        let kind = d
+            .kind
+            .ok_or_else(|| DecideError::Invalid("decision is required".into()))?;
+        if kind == DecisionKind::Deny && (d.scope.is_grant() || d.edited.is_some() || d.whole_tool)
+        {
+            return Err(DecideError::Invalid(
+                "scope, whole_tool and arguments apply to approvals only".into(),
+            ));
+        }
+        if d.whole_tool && !d.scope.is_grant() {
+            return Err(DecideError::Invalid(
+                "whole_tool widens a grant: give a scope other than once".into(),
+            ));
+        }
+        self.apply(
+            id,
+            Event::Decide(kind),
+            Some(d),
+            d.reason.as_deref(),
+            actor,
+            Some(roles),
+            now,
+        )
     }
 
     /// Cancels a pending approval (the requesting agent or an operator withdrew it).
@@ -440,15 +827,74 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
-        self.apply(id, Event::Cancel, reason, actor, None, now)
+        self.apply(id, Event::Cancel, None, reason, actor, None, now)
+    }
+
+    /// Cancels every pending approval of session `session_id` (of `agent` only, when given);
+    /// returns the cancelled records.
+    pub fn cancel_session(
+        &self,
+        session_id: &str,
+        agent: Option<&str>,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let ids: Vec<String> = {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            )?;
+            stmt.query_map(params![session_id, agent], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let mut out = Vec::new();
+        for id in ids {
+            match self.cancel(&id, reason, actor, now) {
+                Ok(r) => out.push(r),
+                Err(DecideError::Store(e)) => return Err(e),
+                Err(_) => {} // decided meanwhile
+            }
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mint(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        approval_id: &str,
+        agent: &str,
+        call_hash: &str,
+        scope: &str,
+        device_id: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> rusqlite::Result<()> {
+        let tid = uuid::Uuid::new_v4().to_string();
+        let exp = now + self.token_ttl_ms;
+        tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
+            params![tid, approval_id, agent, call_hash, now, exp, scope, device_id],
+        )?;
+        audit::append(
+            tx,
+            now,
+            "token.minted",
+            Some(approval_id),
+            actor,
+            &json!({"token_id": tid, "call_hash": call_hash, "agent": agent, "expires_at": exp,
+                    "scope": scope, "device_id": device_id}),
+        )
     }
 
     /// Moves approval `id` out of `pending`. `roles`: the deciding operator's roles, checked
     /// against the approval's approver roles (`None` for expiry and cancellation).
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
         id: &str,
         event: Event,
+        input: Option<&DecisionInput>,
         reason: Option<&str>,
         actor: &str,
         roles: Option<&[String]>,
@@ -456,17 +902,11 @@ impl Store {
     ) -> Result<ApprovalRecord, DecideError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let row: Option<(String, String, String, String)> = tx
-            .prepare_cached(
-                "SELECT status, agent, call_hash, approvers FROM approvals WHERE id = ?1",
-            )?
-            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .optional()?;
-        let Some((status, agent, call_hash, approvers)) = row else {
+        let Some(rec) = read_approval(&tx, id)? else {
             return Err(DecideError::NotFound);
         };
         if let Some(roles) = roles {
-            let approvers: Vec<String> = serde_json::from_str(&approvers).unwrap_or_default();
+            let approvers = &rec.approvers;
             if !approvers.is_empty() && !approvers.iter().any(|a| roles.contains(a)) {
                 audit::append(
                     &tx,
@@ -477,11 +917,10 @@ impl Store {
                     &json!({"decision": approval_event_name(event), "why": "operator lacks an approver role", "approvers": approvers}),
                 )?;
                 tx.commit()?;
-                return Err(DecideError::NotApprover(approvers));
+                return Err(DecideError::NotApprover(approvers.clone()));
             }
         }
-        let status = ApprovalStatus::parse(&status)
-            .ok_or_else(|| StoreError::Invalid(format!("bad status {status}")))?;
+        let status = rec.status;
         let name = approval_event_name(event);
         let next = match approval::transition(status, event) {
             Ok(s) => s,
@@ -498,42 +937,95 @@ impl Store {
                 return Err(e.into());
             }
         };
+        let scope = input.map(|d| d.scope).unwrap_or_default();
+        let tier = RiskTier::parse(&rec.risk_tier).unwrap_or(RiskTier::R4);
+        let discouraged = scope == GrantScope::Workspace && tier >= RiskTier::R3;
+        if discouraged && !input.is_some_and(|d| d.confirm_workspace) {
+            return Err(DecideError::WorkspaceNeedsConfirmation(rec.risk_tier));
+        }
         let default_applied = match event {
             Event::Expire(d) => Some(d.as_str()),
             _ => None,
         };
-        tx.prepare_cached("UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'")?.execute(
-            params![id, next.as_str(), now],
+        let edited = input.and_then(|d| d.edited.as_ref());
+        let mints = approval::mints_token(event);
+        let scope_wire = mints.then(|| scope.to_wire());
+        tx.prepare_cached("UPDATE approvals SET status = ?2, decided_at = ?3, scope = ?4, edited_arguments = ?5, edited_canonical = ?6, edited_hash = ?7 WHERE id = ?1 AND status = 'pending'")?.execute(
+            params![id, next.as_str(), now, scope_wire, edited.map(|e| &e.canonical_arguments),
+                    edited.map(|e| &e.canonical), edited.map(|e| &e.call_hash)],
         )?;
-        tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied) VALUES (?1,?2,?3,?4,?5,?6)")?.execute(
-            params![id, name, reason, actor, now, default_applied],
+        let decision_id = uuid::Uuid::new_v4().to_string();
+        tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(
+            params![id, name, reason, actor, now, default_applied, decision_id],
+        )?;
+        let mplp_status = match next {
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Cancelled => "cancelled",
+            ApprovalStatus::Expired if approval::mints_token(event) => "approved",
+            _ => "rejected",
+        };
+        mplp_event(
+            &tx,
+            now,
+            &format!("confirm.{mplp_status}"),
+            id,
+            &rec.trace_id,
+            actor,
+            json!({"confirm_id": id, "decision_id": decision_id, "status": mplp_status, "decided_by_role": actor, "reason": reason}),
         )?;
         let kind = match event {
             Event::Decide(_) => "decision",
             Event::Expire(_) => "approval.expired",
             Event::Cancel => "approval.cancelled",
         };
-        audit::append(
-            &tx,
-            now,
-            kind,
-            Some(id),
-            actor,
-            &json!({"decision": name, "reason": reason, "status": next, "default_applied": default_applied}),
-        )?;
-        if approval::mints_token(event) {
-            let tid = uuid::Uuid::new_v4().to_string();
-            let exp = now + self.token_ttl_ms;
-            tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6)")?.execute(
-                params![tid, id, agent, call_hash, now, exp],
-            )?;
-            audit::append(
+        let mut data = json!({"decision": name, "reason": reason, "status": next, "default_applied": default_applied});
+        if mints {
+            data["scope"] = json!(scope_wire);
+        }
+        if let Some(e) = edited {
+            data["original_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
+                "arguments": rec.call.arguments, "call_hash": rec.call_hash});
+            data["modified_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
+                "arguments": e.arguments, "call_hash": e.call_hash});
+        }
+        audit::append(&tx, now, kind, Some(id), actor, &data)?;
+        if mints {
+            let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
+            let scope_wire = scope.to_wire();
+            if scope.is_grant() {
+                let gid = uuid::Uuid::new_v4().to_string();
+                let whole = input.is_some_and(|d| d.whole_tool);
+                let expires = match scope {
+                    GrantScope::Duration(s) => Some(now + s as i64 * 1000),
+                    _ => None,
+                };
+                let session = (scope == GrantScope::Session).then_some(&rec.session_id);
+                tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
+                    .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, (!whole).then_some(hash),
+                        scope_wire, rec.risk_tier, discouraged, id, actor, now, expires])?;
+                tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
+                    .execute(params![id, gid])?;
+                audit::append(
+                    &tx,
+                    now,
+                    "grant.created",
+                    Some(id),
+                    actor,
+                    &json!({
+                    "grant_id": gid, "agent": rec.agent, "session_id": session, "tool": rec.call.tool,
+                    "server": rec.call.server, "call_hash": (!whole).then_some(hash), "whole_tool": whole,
+                    "scope": scope_wire, "expires_at": expires, "discouraged": discouraged}),
+                )?;
+            }
+            self.mint(
                 &tx,
-                now,
-                "token.minted",
-                Some(id),
+                id,
+                &rec.agent,
+                hash,
+                &scope_wire,
+                rec.device_id.as_deref(),
                 actor,
-                &json!({"token_id": tid, "call_hash": call_hash, "agent": agent, "expires_at": exp}),
+                now,
             )?;
         }
         let rec = read_approval(&tx, id)?.expect("exists");
@@ -541,20 +1033,59 @@ impl Store {
         Ok(rec)
     }
 
-    /// Expires every pending approval whose `expires_at <= now`, applying its default decision
-    /// (a token is minted only for `approve`). Also catches up on approvals that expired while
-    /// the server was down. Returns the ids expired.
+    /// Settles every pending approval whose `expires_at <= now`: one with an unused
+    /// `on_timeout` escalation is extended once by its `after_seconds`, its escalation roles
+    /// added to the approvers (`approval.escalated`); every other one expires with its default
+    /// decision (a token is minted only for `approve`). Also catches up on approvals that
+    /// expired while the server was down. Returns the ids that changed.
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
-        let due: Vec<(String, String)> = {
+        type Due = (String, String, String, Option<i64>, Option<i64>);
+        let due: Vec<Due> = {
             let conn = self.lock();
             let mut stmt = conn.prepare_cached(
-                "SELECT id, default_decision FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
+                "SELECT id, default_decision, escalate_to, escalate_after_ms, escalated_at FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
             )?;
-            stmt.query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<Result<_, _>>()?
+            stmt.query_map([now], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })?
+            .collect::<Result<_, _>>()?
         };
         let mut done = Vec::new();
-        for (id, d) in due {
+        for (id, d, to, after, escalated) in due {
+            if let (Some(after), None) = (after, escalated) {
+                let roles: Vec<String> = serde_json::from_str(&to).unwrap_or_default();
+                let mut conn = self.lock();
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let old: Option<String> = tx
+                    .prepare_cached("SELECT approvers FROM approvals WHERE id = ?1 AND status = 'pending' AND escalated_at IS NULL")?
+                    .query_row([&id], |r| r.get(0))
+                    .optional()?;
+                if let Some(old) = old {
+                    let mut approvers: Vec<String> = serde_json::from_str(&old).unwrap_or_default();
+                    // An approval any operator could decide stays so; otherwise add the roles.
+                    if !approvers.is_empty() {
+                        for r in &roles {
+                            if !approvers.contains(r) {
+                                approvers.push(r.clone());
+                            }
+                        }
+                    }
+                    let new_exp = now + after;
+                    tx.prepare_cached("UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1")?
+                        .execute(params![id, serde_json::to_string(&approvers).expect("roles"), new_exp, now])?;
+                    audit::append(
+                        &tx,
+                        now,
+                        "approval.escalated",
+                        Some(&id),
+                        "system:expiry",
+                        &json!({"escalate_to": roles, "approvers": approvers, "expires_at": new_exp}),
+                    )?;
+                    tx.commit()?;
+                    done.push(id);
+                }
+                continue;
+            }
             let d = if d == "approve" {
                 DefaultDecision::Approve
             } else {
@@ -563,21 +1094,75 @@ impl Store {
             match self.apply(
                 &id,
                 Event::Expire(d),
+                None,
                 Some("timed out; default decision applied"),
                 "system:expiry",
                 None,
                 now,
             ) {
                 Ok(_) => done.push(id),
-                Err(
-                    DecideError::AlreadyDecided(_)
-                    | DecideError::NotFound
-                    | DecideError::NotApprover(_),
-                ) => {}
                 Err(DecideError::Store(e)) => return Err(e),
+                Err(_) => {}
             }
         }
         Ok(done)
+    }
+
+    /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
+    /// `all`.
+    pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<GrantRecord>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
+             FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
+        )?;
+        let rows = stmt
+            .query_map(params![all, now], |r| {
+                Ok(GrantRecord {
+                    id: r.get(0)?,
+                    agent: r.get(1)?,
+                    session_id: r.get(2)?,
+                    tool: r.get(3)?,
+                    server: r.get(4)?,
+                    call_hash: r.get(5)?,
+                    scope: r.get(6)?,
+                    risk_tier: r.get(7)?,
+                    discouraged: r.get(8)?,
+                    approval_id: r.get(9)?,
+                    created_by: r.get(10)?,
+                    created_at: r.get(11)?,
+                    expires_at: r.get(12)?,
+                    revoked_at: r.get(13)?,
+                    revoked_by: r.get(14)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was
+    /// revoked already.
+    pub fn revoke_grant(&self, id: &str, actor: &str, now: i64) -> Result<bool, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL")?
+            .execute(params![id, now, actor])?;
+        if n == 1 {
+            let aid: String = tx
+                .prepare_cached("SELECT approval_id FROM grants WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))?;
+            audit::append(
+                &tx,
+                now,
+                "grant.revoked",
+                Some(&aid),
+                actor,
+                &json!({"grant_id": id}),
+            )?;
+        }
+        tx.commit()?;
+        Ok(n == 1)
     }
 
     /// The signed token string for a minted token of approval `id`, for its agent.
@@ -603,13 +1188,16 @@ impl Store {
         }))
     }
 
-    /// Redeems `token` for `agent`'s call with hash `call_hash`, atomically and once.
-    /// Every attempt, successful or not, is audited (`token.redeemed` / `token.refused`).
+    /// Redeems `token` for `agent`'s call with hash `call_hash`, from client device
+    /// `device_id`, atomically and once. A token bound to a device (the agent sent a
+    /// `device_id` with the call) is refused from any other or no device. Every attempt,
+    /// successful or not, is audited (`token.redeemed` / `token.refused`).
     pub fn redeem(
         &self,
         token: &str,
         agent: &str,
         call_hash: &str,
+        device_id: Option<&str>,
         now: i64,
     ) -> Result<TokenClaims, RedeemError> {
         let claims = token::verify(&self.key, token).ok();
@@ -617,11 +1205,12 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let result = (|| -> Result<TokenClaims, RedeemError> {
             let c = claims.clone().ok_or(RedeemError::Invalid)?;
-            let row: Option<(String, String, i64, Option<i64>)> = tx
-                .prepare_cached("SELECT agent, call_hash, expires_at, used_at FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?.query_row(
-                    params![c.tid, c.aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            type Row = (String, String, i64, Option<i64>, Option<String>);
+            let row: Option<Row> = tx
+                .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?.query_row(
+                    params![c.tid, c.aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
                 .optional()?;
-            let (tagent, thash, exp, used) = row.ok_or(RedeemError::Invalid)?;
+            let (tagent, thash, exp, used, tdevice) = row.ok_or(RedeemError::Invalid)?;
             if tagent != agent || c.agent != agent {
                 return Err(RedeemError::WrongAgent);
             }
@@ -630,6 +1219,9 @@ impl Store {
             }
             if now >= exp {
                 return Err(RedeemError::Expired);
+            }
+            if tdevice.is_some() && tdevice.as_deref() != device_id {
+                return Err(RedeemError::DeviceMismatch);
             }
             if thash != call_hash || c.h != call_hash {
                 return Err(RedeemError::Mismatch {
@@ -655,7 +1247,7 @@ impl Store {
                 "token.redeemed",
                 aid,
                 agent,
-                &json!({"token_id": c.tid, "call_hash": call_hash}),
+                &json!({"token_id": c.tid, "call_hash": call_hash, "device_id": device_id}),
             )?,
             Err(RedeemError::Store(_)) => {}
             Err(e) => audit::append(
@@ -664,11 +1256,26 @@ impl Store {
                 "token.refused",
                 aid,
                 agent,
-                &json!({"token_id": claims.as_ref().map(|c| c.tid.clone()), "call_hash": call_hash, "error": e.to_string()}),
+                &json!({"token_id": claims.as_ref().map(|c| c.tid.clone()), "call_hash": call_hash, "device_id": device_id, "error": e.to_string()}),
             )?,
         }
         tx.commit()?;
         result
+    }
+    /// The MPLP trace events (`confirm.*`) of approval `id`, oldest first, as stored in the
+    /// audit chain.
+    pub fn mplp_events(&self, id: &str) -> Result<Vec<Value>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT data FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",
+        )?;
+        let rows: Vec<String> = stmt
+            .query_map([id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows
+            .iter()
+            .filter_map(|s| serde_json::from_str(s).ok())
+            .collect())
     }
 
     /// Appends an audit record of its own (e.g. the result hash of a forwarded call).
@@ -707,15 +1314,193 @@ pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError
     Ok(audit::verify(&conn)?)
 }
 
+/// Inserts an approval row with `status` and its `approval.requested` audit record; returns
+/// its id. The human summary is generated from, and verified against, the canonical arguments.
+fn insert_approval(
+    tx: &rusqlite::Transaction<'_>,
+    n: &NewApproval<'_>,
+    status: &str,
+) -> Result<String, StoreError> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let args = n.canonical_arguments;
+    let v = n.verdict;
+    let summary = HumanSummary::generate(n.call, args);
+    summary
+        .verify(args)
+        .map_err(|e| StoreError::Invalid(format!("human summary check failed: {e}")))?;
+    let mut rules: Vec<String> = v
+        .reasons
+        .iter()
+        .map(|r| format!("{}#{}", r.file, r.rule))
+        .collect();
+    rules.sort();
+    let group_key = format!(
+        "{}|{}|{}|{}",
+        n.agent,
+        n.call.server.as_deref().unwrap_or(""),
+        n.call.tool,
+        rules.join(",")
+    );
+    let j = |x: &dyn erased::Ser| x.to_json();
+    let (esc_to, esc_after) = match &v.escalation {
+        Some(e) => (
+            serde_json::to_string(&e.escalate_to).expect("roles"),
+            Some(e.after_seconds as i64 * 1000),
+        ),
+        None => ("[]".to_string(), None),
+    };
+    let trace_id = n
+        .trace_id
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let span_id = uuid::Uuid::new_v4().to_string();
+    let target_id = uuid::Uuid::new_v4().to_string();
+    tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29)")?.execute(
+        params![id, n.agent, n.session_id, n.call.tool, n.call.server, args, n.canonical, n.call_hash, v.message,
+                v.risk_tier.as_str(), v.irreversible, j(&v.reasons), j(&v.approvers), v.default_decision.as_str(), n.now, n.expires_at, status,
+                n.run_id, n.device_id, group_key, summary.text, j(&v.triggers), j(&v.suggested_alternatives), esc_to, esc_after,
+                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id],
+    )?;
+    audit::append(
+        tx,
+        n.now,
+        "approval.requested",
+        Some(&id),
+        n.agent,
+        &json!({"session_id": n.session_id, "run_id": n.run_id, "device_id": n.device_id, "call": n.call,
+                "call_hash": n.call_hash, "verdict": "confirm", "reasons": v.reasons, "risk_tier": v.risk_tier,
+                "irreversible": v.irreversible, "message": v.message, "expires_at": n.expires_at,
+                "default_decision": v.default_decision, "triggers": v.triggers}),
+    )?;
+    mplp_event(
+        tx,
+        n.now,
+        "confirm.requested",
+        &id,
+        &trace_id,
+        n.agent,
+        json!({"confirm_id": id, "target_type": "other", "target_id": target_id, "requested_by_role": n.agent}),
+    )?;
+    Ok(id)
+}
+
+/// Appends an MPLP trace event (`common/events.schema.json`: UUID v4 `event_id`, dotted
+/// `event_type`, `source`, `timestamp`, `trace_id`, `data`) to the audit chain with `kind` =
+/// `event_type`, linking the Confirm to its trace (MPLP evidence chain, seed 000 §4.2).
+pub(crate) fn mplp_event(
+    tx: &rusqlite::Transaction<'_>,
+    now: i64,
+    event_type: &str,
+    approval_id: &str,
+    trace_id: &str,
+    actor: &str,
+    data: Value,
+) -> rusqlite::Result<()> {
+    let ev = json!({
+        "event_id": uuid::Uuid::new_v4().to_string(), "event_type": event_type, "source": "assent.confirm",
+        "timestamp": rfc3339(now), "trace_id": trace_id, "data": data,
+    });
+    audit::append(tx, now, event_type, Some(approval_id), actor, &ev)
+}
+
+/// Unix milliseconds as RFC 3339 UTC.
+pub fn rfc3339(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+mod erased {
+    /// Serialises to a JSON string (for JSON columns).
+    pub trait Ser {
+        fn to_json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_json(&self) -> String {
+            serde_json::to_string(self).expect("serialisable")
+        }
+    }
+}
+
+/// The earlier calls of `agent`'s session that count toward thresholds: allowed ones, and
+/// those whose approval is pending, approved or expired into an approval.
+fn prior_calls(
+    tx: &rusqlite::Transaction<'_>,
+    agent: &str,
+    session_id: &str,
+) -> rusqlite::Result<Vec<PriorCall>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT u.tool, u.server, u.at, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
+         WHERE u.agent = ?1 AND u.session_id = ?2
+           AND (a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))
+         ORDER BY u.at",
+    )?;
+    stmt.query_map(params![agent, session_id], |r| {
+        let args: String = r.get(3)?;
+        Ok(PriorCall {
+            tool: r.get(0)?,
+            server: r.get(1)?,
+            at_ms: r.get(2)?,
+            arguments: serde_json::from_str(&args).unwrap_or(Value::Null),
+        })
+    })?
+    .collect()
+}
+
+/// An active grant covering the proposal: same agent, tool and server; same call hash unless
+/// widened to the tool; same session for `session` grants; not expired or revoked. Returns
+/// `(grant id, scope)`.
+fn find_grant(
+    tx: &rusqlite::Transaction<'_>,
+    p: &Proposal<'_>,
+) -> rusqlite::Result<Option<(String, String)>> {
+    tx.prepare_cached(
+        "SELECT id, scope FROM grants WHERE agent = ?1 AND tool = ?2 AND server IS ?3 AND revoked_at IS NULL
+           AND (expires_at IS NULL OR expires_at > ?4) AND (session_id IS NULL OR session_id = ?5)
+           AND (call_hash IS NULL OR call_hash = ?6)
+         ORDER BY created_at LIMIT 1",
+    )?
+    .query_row(
+        params![p.agent, p.call.tool, p.call.server, p.now, p.session_id, p.call_hash],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+}
+
 fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<ApprovalRecord>> {
     let rec = conn
-        .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at FROM approvals WHERE id = ?1")?.query_row(
+        .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
+            trace_id, span_id, target_type, target_id
+            FROM approvals WHERE id = ?1")?.query_row(
             [id],
             |r| {
                 let args: String = r.get(5)?;
                 let reasons: String = r.get(11)?;
                 let approvers: String = r.get(12)?;
                 let status: String = r.get(16)?;
+                let json_list = |i: usize| -> rusqlite::Result<Vec<String>> {
+                    let s: String = r.get(i)?;
+                    Ok(serde_json::from_str(&s).unwrap_or_default())
+                };
+                let escalate_to = json_list(24)?;
+                let after: Option<i64> = r.get(25)?;
+                let edited_args: Option<String> = r.get(30)?;
+                let edited = match (edited_args, r.get::<_, Option<String>>(31)?, r.get::<_, Option<String>>(32)?) {
+                    (Some(a), Some(c), Some(h)) => Some(EditedCall {
+                        arguments: serde_json::from_str(&a).unwrap_or(Value::Null),
+                        canonical_arguments: a,
+                        canonical: c,
+                        call_hash: h,
+                    }),
+                    _ => None,
+                };
                 Ok(ApprovalRecord {
                     id: r.get(0)?,
                     agent: r.get(1)?,
@@ -739,13 +1524,29 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     decided_at: r.get(17)?,
                     decisions: Vec::new(),
                     token: None,
+                    run_id: r.get(18)?,
+                    device_id: r.get(19)?,
+                    group_key: r.get(20)?,
+                    human_summary: r.get(21)?,
+                    triggers: json_list(22)?,
+                    suggested_alternatives: json_list(23)?,
+                    escalation: after.map(|a| Escalation { escalate_to, after_seconds: (a / 1000) as u64 }),
+                    escalated_at: r.get(26)?,
+                    output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
+                    scope: r.get(28)?,
+                    grant_id: r.get(29)?,
+                    edited,
+                    trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
+                    span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
+                    target_type: r.get(35)?,
+                    target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
                 })
             },
         )
         .optional()?;
     let Some(mut rec) = rec else { return Ok(None) };
     let mut stmt = conn.prepare_cached(
-        "SELECT decision, reason, actor, at, default_applied FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
+        "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
     )?;
     rec.decisions = stmt
         .query_map([id], |r| {
@@ -755,16 +1556,21 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                 actor: r.get(2)?,
                 at: r.get(3)?,
                 default_applied: r.get(4)?,
+                decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
             })
         })?
         .collect::<Result<_, _>>()?;
     rec.token = conn
-        .prepare_cached("SELECT token_id, expires_at, used_at FROM tokens WHERE approval_id = ?1")?
+        .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
         .query_row([id], |r| {
             Ok(TokenInfo {
                 token_id: r.get(0)?,
                 expires_at: r.get(1)?,
                 used_at: r.get(2)?,
+                issued_at: r.get(3)?,
+                scope: r.get(4)?,
+                device_id: r.get(5)?,
+                call_hash: r.get(6)?,
             })
         })
         .optional()?;

@@ -1,6 +1,6 @@
 //! Command-line interface: `serve`, operator commands over HTTP, `check`, `mcp`, `audit verify`.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use assent_core::{ToolCall, VerdictKind, evaluate};
 use assent_server::config::Config;
 use clap::{Parser, Subcommand};
@@ -66,19 +66,62 @@ enum Cmd {
         #[command(flatten)]
         remote: Remote,
     },
-    /// Approve a pending approval (mints a single-use token for the exact call).
+    /// Approve pending approvals: each gets its own single-use token for its exact call.
+    /// Several ids are decided one by one with the same options.
     Approve {
-        id: String,
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[arg(long)]
+        reason: Option<String>,
+        /// once (default), session, workspace, or a duration such as 15m, 2h, 1d. Anything
+        /// but once stores a grant that lets later matching calls through.
+        #[arg(long, default_value = "once")]
+        scope: String,
+        /// Let the grant cover every call of the tool, not only these exact arguments.
+        #[arg(long = "whole-tool")]
+        whole_tool: bool,
+        /// Confirm a workspace grant on an R3/R4 tool (discouraged).
+        #[arg(long = "yes-workspace")]
+        yes_workspace: bool,
+        /// Approve with these arguments instead (a JSON object; one id only). The gatekeeper
+        /// checks them again and the token binds them.
+        #[arg(long)]
+        args: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Deny pending approvals; the reason reaches the agent.
+    Deny {
+        #[arg(required = true)]
+        ids: Vec<String>,
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
-    /// Deny a pending approval; the reason reaches the agent.
-    Deny {
+    /// Cancel a pending approval, or with --session every pending approval of a session.
+    Cancel {
+        /// The approval id (or the session id with --session).
         id: String,
         #[arg(long)]
+        session: bool,
+        #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List active grants (scoped approvals); --all includes revoked and expired ones.
+    Grants {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Revoke a grant.
+    Revoke {
+        id: String,
         #[command(flatten)]
         remote: Remote,
     },
@@ -186,8 +229,56 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         } => serve(config, listen, data_dir).await,
         Cmd::Pending { json, remote } => pending(&remote, json).await,
         Cmd::Show { id, json, remote } => show(&remote, &id, json).await,
-        Cmd::Approve { id, reason, remote } => decide(&remote, &id, "approve", reason).await,
-        Cmd::Deny { id, reason, remote } => decide(&remote, &id, "deny", reason).await,
+        Cmd::Approve {
+            ids,
+            reason,
+            scope,
+            whole_tool,
+            yes_workspace,
+            args,
+            remote,
+        } => {
+            let mut body = json!({"decision": "approve", "scope": scope, "whole_tool": whole_tool,
+                                  "confirm_workspace": yes_workspace});
+            if let Some(a) = args {
+                if ids.len() != 1 {
+                    bail!("--args edits one call: give exactly one approval id");
+                }
+                body["arguments"] = serde_json::from_str(&a)
+                    .map_err(|e| anyhow!("--args is not valid JSON: {e}"))?;
+            }
+            decide(&remote, &ids, body, reason).await
+        }
+        Cmd::Deny {
+            ids,
+            reason,
+            remote,
+        } => decide(&remote, &ids, json!({"decision": "deny"}), reason).await,
+        Cmd::Cancel {
+            id,
+            session,
+            reason,
+            remote,
+        } => {
+            let c = Client::new(&remote)?;
+            let body = json!({"reason": reason});
+            if session {
+                let v = c.post(&format!("/v1/sessions/{id}/cancel"), body).await?;
+                let n = v["cancelled"].as_array().map_or(0, Vec::len);
+                println!("session {id}: {n} pending approval(s) cancelled");
+            } else {
+                let v = c.post(&format!("/v1/approvals/{id}/cancel"), body).await?;
+                println!("{} {}", id, v["status"].as_str().unwrap_or(""));
+            }
+            Ok(0)
+        }
+        Cmd::Grants { all, json, remote } => grants(&remote, all, json).await,
+        Cmd::Revoke { id, remote } => {
+            let c = Client::new(&remote)?;
+            c.delete(&format!("/v1/grants/{id}")).await?;
+            println!("{id} revoked");
+            Ok(0)
+        }
         Cmd::Check {
             config,
             agent,
@@ -308,6 +399,10 @@ impl Client {
         self.call(self.http.post(format!("{}{path}", self.base)).json(&body))
             .await
     }
+    async fn delete(&self, path: &str) -> Result<Value> {
+        self.call(self.http.delete(format!("{}{path}", self.base)))
+            .await
+    }
 }
 
 fn time_left(expires_at: &str) -> String {
@@ -366,6 +461,13 @@ fn card(a: &Value) -> String {
         "  message:   {}\n",
         a["message"].as_str().unwrap_or("")
     ));
+    if let Some(t) = a["triggers"].as_array().filter(|t| !t.is_empty()) {
+        let t: Vec<&str> = t.iter().filter_map(Value::as_str).collect();
+        out.push_str(&format!("  triggers:  {}\n", t.join(", ")));
+    }
+    for alt in a["suggested_alternatives"].as_array().into_iter().flatten() {
+        out.push_str(&format!("  alternative: {}\n", alt.as_str().unwrap_or("")));
+    }
     out.push_str("  why:\n");
     for r in a["reasons"].as_array().into_iter().flatten() {
         let file = r["file"].as_str().unwrap_or("");
@@ -405,6 +507,16 @@ fn card(a: &Value) -> String {
         "  call_hash: {}\n",
         a["call_hash"].as_str().unwrap_or("")
     ));
+    if a["arguments_changed"] == true {
+        out.push_str(&format!(
+            "  approved arguments: {} (call_hash {})\n",
+            canonical(&a["arguments"]),
+            a["approved_call_hash"].as_str().unwrap_or("")
+        ));
+    }
+    if let Some(s) = a["scope"].as_str() {
+        out.push_str(&format!("  scope:     {s}\n"));
+    }
     out
 }
 
@@ -436,20 +548,103 @@ async fn show(r: &Remote, id: &str, as_json: bool) -> Result<i32> {
     Ok(0)
 }
 
-async fn decide(r: &Remote, id: &str, decision: &str, reason: Option<String>) -> Result<i32> {
-    let c = Client::new(r)?;
-    let mut body = json!({"decision": decision});
-    if let Some(reason) = reason {
-        body["reason"] = Value::String(reason);
-    }
-    let v = c
-        .post(&format!("/v1/approvals/{id}/decision"), body)
-        .await?;
-    println!(
+fn decided_line(v: &Value, id: &str) -> String {
+    let mut line = format!(
         "{} {}",
         v["id"].as_str().unwrap_or(id),
         v["status"].as_str().unwrap_or("")
     );
+    if let Some(s) = v["scope"].as_str().filter(|s| *s != "once") {
+        line.push_str(&format!(
+            " (scope {s}, grant {})",
+            v["grant_id"].as_str().unwrap_or("")
+        ));
+    }
+    if v["arguments_changed"] == true {
+        line.push_str(&format!(" with arguments {}", canonical(&v["arguments"])));
+    }
+    line
+}
+
+/// One id: `POST /v1/approvals/{id}/decision`; several: `POST /v1/approvals/decisions`, each
+/// decided on its own. Exit 1 when any failed.
+async fn decide(
+    r: &Remote,
+    ids: &[String],
+    mut body: Value,
+    reason: Option<String>,
+) -> Result<i32> {
+    let c = Client::new(r)?;
+    if let Some(reason) = reason {
+        body["reason"] = Value::String(reason);
+    }
+    if let [id] = ids {
+        let v = c
+            .post(&format!("/v1/approvals/{id}/decision"), body)
+            .await?;
+        println!("{}", decided_line(&v, id));
+        return Ok(0);
+    }
+    body["ids"] = json!(ids);
+    let v = c.post("/v1/approvals/decisions", body).await?;
+    let mut failed = 0;
+    for r in v["results"].as_array().into_iter().flatten() {
+        let id = r["id"].as_str().unwrap_or("");
+        if r["ok"] == true {
+            println!("{}", decided_line(&r["approval"], id));
+        } else {
+            failed += 1;
+            eprintln!(
+                "assent: {id}: {}: {}",
+                r["code"].as_str().unwrap_or(""),
+                r["message"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+async fn grants(r: &Remote, all: bool, as_json: bool) -> Result<i32> {
+    let c = Client::new(r)?;
+    let v = c.get(&format!("/v1/grants?all={all}")).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    let list = v["grants"].as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        println!("no grants");
+    }
+    for g in &list {
+        let target = match g["server"].as_str() {
+            Some(s) => format!("{s}/{}", g["tool"].as_str().unwrap_or("")),
+            None => g["tool"].as_str().unwrap_or("").to_string(),
+        };
+        let what = if g["whole_tool"] == true {
+            "every call".to_string()
+        } else {
+            format!("call_hash {}", g["call_hash"].as_str().unwrap_or(""))
+        };
+        let state = if let Some(t) = g["revoked_at"].as_str() {
+            format!("revoked {t}")
+        } else if let Some(t) = g["expires_at"].as_str() {
+            format!("until {t}")
+        } else {
+            "until revoked".into()
+        };
+        println!(
+            "{}  {} {target} ({what}) scope {} {state}{}  by {}",
+            g["id"].as_str().unwrap_or(""),
+            g["agent"].as_str().unwrap_or(""),
+            g["scope"].as_str().unwrap_or(""),
+            if g["discouraged"] == true {
+                "  [discouraged: workspace on R3/R4]"
+            } else {
+                ""
+            },
+            g["created_by"].as_str().unwrap_or("")
+        );
+    }
     Ok(0)
 }
 

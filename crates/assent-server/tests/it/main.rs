@@ -2,13 +2,16 @@
 
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
-use assent_server::{AppState, run};
+use assent_server::{AppState, Settings, run};
 use assent_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::Duration;
+
+mod protocol;
+mod schemas;
 
 const AGENTS: &str = r#"
 metadata: {id: bot, name: Bot}
@@ -61,12 +64,36 @@ struct Gw {
 }
 
 async fn start_with(dir: &Path, token_ttl_ms: i64) -> Gw {
+    start_opts(
+        dir,
+        token_ttl_ms,
+        Settings {
+            approval_timeout_ms: Some(300_000),
+            ..Settings::default()
+        },
+    )
+    .await
+}
+
+async fn start_opts(dir: &Path, token_ttl_ms: i64, settings: Settings) -> Gw {
+    start_reg(dir, token_ttl_ms, settings, AGENTS, GOV).await
+}
+
+/// A gateway whose agent `bot` is declared by `agents` (and `other` by [`OTHER`]) under the
+/// governance file `gov`.
+async fn start_reg(
+    dir: &Path,
+    token_ttl_ms: i64,
+    settings: Settings,
+    agents: &str,
+    gov: &str,
+) -> Gw {
     let reg = Registry::load(
         &[
-            ("bot.agf.yaml".into(), AGENTS.into()),
+            ("bot.agf.yaml".into(), agents.into()),
             ("other.agf.yaml".into(), OTHER.into()),
         ],
-        &[("gov.yaml".into(), GOV.into())],
+        &[("gov.yaml".into(), gov.into())],
     )
     .unwrap();
     let principals = vec![
@@ -100,7 +127,7 @@ async fn start_with(dir: &Path, token_ttl_ms: i64) -> Gw {
         ),
     ];
     let store = Store::open(dir, token_ttl_ms).unwrap();
-    let state = AppState::new(store, reg, principals, 300_000);
+    let state = AppState::new(store, reg, principals, settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -1,8 +1,8 @@
 //! Store behaviour against real SQLite files in a temporary directory.
 
 use assent_core::policy::Registry;
-use assent_core::{ApprovalStatus, DecisionKind, ToolCall, evaluate};
-use assent_store::{DecideError, NewApproval, RedeemError, Store, verify_offline};
+use assent_core::{ApprovalStatus, ToolCall, evaluate};
+use assent_store::{DecideError, DecisionInput, NewApproval, RedeemError, Store, verify_offline};
 use serde_json::json;
 
 const AGENT: &str =
@@ -33,6 +33,9 @@ fn pending(
             call_hash: &h,
             verdict: &v,
             now,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
             expires_at: now + ttl,
         })
         .unwrap();
@@ -46,24 +49,25 @@ fn first_decision_wins_and_late_ones_are_audited() {
     let s = Store::open(dir.path(), 60_000).unwrap();
     let (id, _) = pending(&s, 5, 1_000, 10_000, false);
     let r = s
-        .decide(&id, DecisionKind::Deny, Some("no"), "alice", &[], 2_000)
+        .decide(&id, &DecisionInput::deny(Some("no")), "alice", &[], 2_000)
         .unwrap();
     assert_eq!(r.status, ApprovalStatus::Rejected);
     assert!(s.token_string(&id).unwrap().is_none());
     let e = s
-        .decide(&id, DecisionKind::Approve, None, "bob", &[], 3_000)
+        .decide(&id, &DecisionInput::approve(), "bob", &[], 3_000)
         .unwrap_err();
     assert!(matches!(e, DecideError::AlreadyDecided(_)));
     let r = s.get_approval(&id).unwrap().unwrap();
     assert_eq!((r.status, r.decisions.len()), (ApprovalStatus::Rejected, 1));
     assert_eq!(r.decisions[0].actor, "alice");
     assert!(matches!(
-        s.decide("nope", DecisionKind::Approve, None, "a", &[], 1)
+        s.decide("nope", &DecisionInput::approve(), "a", &[], 1)
             .unwrap_err(),
         DecideError::NotFound
     ));
     let rep = s.verify_audit().unwrap();
-    assert_eq!((rep.records, rep.broken), (3, None)); // requested, decision, decision.late
+    // approval.requested, confirm.requested, confirm.rejected, decision, decision.late
+    assert_eq!((rep.records, rep.broken), (5, None));
 }
 
 #[test]
@@ -71,42 +75,42 @@ fn tokens_are_single_use_bound_and_expire() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path(), 60_000).unwrap();
     let (id, h) = pending(&s, 5, 1_000, 10_000, false);
-    s.decide(&id, DecisionKind::Approve, None, "alice", &[], 2_000)
+    s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
         .unwrap();
     let t = s.token_string(&id).unwrap().unwrap();
     assert!(matches!(
-        s.redeem(&t, "bot", &"0".repeat(64), 3_000),
+        s.redeem(&t, "bot", &"0".repeat(64), None, 3_000),
         Err(RedeemError::Mismatch { .. })
     ));
     assert!(matches!(
-        s.redeem(&t, "other", &h, 3_000),
+        s.redeem(&t, "other", &h, None, 3_000),
         Err(RedeemError::WrongAgent)
     ));
     assert!(matches!(
-        s.redeem(&format!("{t}x"), "bot", &h, 3_000),
+        s.redeem(&format!("{t}x"), "bot", &h, None, 3_000),
         Err(RedeemError::Invalid)
     ));
     assert!(matches!(
-        s.redeem(&t, "bot", &h, 70_000),
+        s.redeem(&t, "bot", &h, None, 70_000),
         Err(RedeemError::Expired)
     ));
-    let c = s.redeem(&t, "bot", &h, 3_000).unwrap();
+    let c = s.redeem(&t, "bot", &h, None, 3_000).unwrap();
     assert_eq!(c.aid, id);
     assert!(matches!(
-        s.redeem(&t, "bot", &h, 3_001),
+        s.redeem(&t, "bot", &h, None, 3_001),
         Err(RedeemError::Used)
     ));
     // Tokens survive a reopen (the key is on disk), and a key from another data dir is refused.
     drop(s);
     let s = Store::open(dir.path(), 60_000).unwrap();
     assert!(matches!(
-        s.redeem(&t, "bot", &h, 3_002),
+        s.redeem(&t, "bot", &h, None, 3_002),
         Err(RedeemError::Used)
     ));
     let other = tempfile::tempdir().unwrap();
     let s2 = Store::open(other.path(), 60_000).unwrap();
     assert!(matches!(
-        s2.redeem(&t, "bot", &h, 3_000),
+        s2.redeem(&t, "bot", &h, None, 3_000),
         Err(RedeemError::Invalid)
     ));
 }
@@ -133,13 +137,13 @@ fn expiry_applies_the_default_and_mints_only_for_approve() {
     let a = s.get_approval(&app).unwrap().unwrap();
     assert_eq!(a.decisions[0].default_applied.as_deref(), Some("approve"));
     let t = s.token_string(&app).unwrap().unwrap();
-    s.redeem(&t, "bot", &h, 6_001).unwrap();
+    s.redeem(&t, "bot", &h, None, 6_001).unwrap();
     assert_eq!(
         s.get_approval(&later).unwrap().unwrap().status,
         ApprovalStatus::Pending
     );
     assert!(matches!(
-        s.decide(&rej, DecisionKind::Approve, None, "alice", &[], 7_000),
+        s.decide(&rej, &DecisionInput::approve(), "alice", &[], 7_000),
         Err(DecideError::AlreadyDecided(_))
     ));
 }
@@ -150,12 +154,14 @@ fn audit_verify_names_the_altered_or_removed_record() {
     let s = Store::open(dir.path(), 60_000).unwrap();
     for i in 0..3 {
         let (id, _) = pending(&s, i, 1_000, 5_000, false);
-        s.decide(&id, DecisionKind::Approve, None, "alice", &[], 2_000)
+        s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
             .unwrap();
     }
     drop(s);
     let rep = verify_offline(dir.path()).unwrap();
-    assert_eq!((rep.records, rep.broken.clone()), (9, None));
+    // Per approval: approval.requested, confirm.requested, confirm.approved, decision,
+    // token.minted.
+    assert_eq!((rep.records, rep.broken.clone()), (15, None));
     let db = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
     db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 5", [])
         .unwrap();
@@ -219,12 +225,15 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
             call_hash: &h,
             verdict: &v,
             now: 1,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
             expires_at: 10_000,
         })
         .unwrap()
         .id;
     let e = s
-        .decide(&id, DecisionKind::Approve, None, "olaf", &["ops".into()], 2)
+        .decide(&id, &DecisionInput::approve(), "olaf", &["ops".into()], 2)
         .unwrap_err();
     assert!(
         matches!(&e, DecideError::NotApprover(r) if r == &vec!["finance".to_string()]),
@@ -237,8 +246,7 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
     let r = s
         .decide(
             &id,
-            DecisionKind::Approve,
-            None,
+            &DecisionInput::approve(),
             "alice",
             &["ops".into(), "finance".into()],
             3,
@@ -257,7 +265,9 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
         kinds,
         [
             "approval.requested",
+            "confirm.requested",
             "decision.refused",
+            "confirm.approved",
             "decision",
             "token.minted"
         ]

@@ -1,0 +1,82 @@
+//! The `humanSummary` of seed 002's ApprovalRequest: generated from the canonical call, and
+//! checked against it — every value it shows must be present, byte for byte, in the canonical
+//! arguments ("generated, but MUST be verified against canonical").
+
+use crate::canonical::ToolCall;
+use serde_json::Value;
+
+/// Longest value shown in full; longer ones are cut (on a character boundary) and end in `…`.
+pub const MAX_VALUE_CHARS: usize = 120;
+
+/// A generated summary and the `(argument, value text)` pairs it shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HumanSummary {
+    /// One line: `tool` (on MCP server `alias`) with `key = value`, …
+    pub text: String,
+    /// Each top-level argument shown and the canonical JSON text of its value (possibly cut).
+    pub shown: Vec<(String, String)>,
+}
+
+impl HumanSummary {
+    /// Generates the summary of `call` from `canonical_arguments` (the RFC 8785 text of its
+    /// arguments). Values are their canonical JSON; long ones are cut to [`MAX_VALUE_CHARS`].
+    pub fn generate(call: &ToolCall, canonical_arguments: &str) -> HumanSummary {
+        let args: Value = serde_json::from_str(canonical_arguments).unwrap_or(Value::Null);
+        let mut shown = Vec::new();
+        if let Value::Object(m) = &args {
+            for (k, v) in m {
+                let mut text = serde_json_canonicalizer::to_string(v).unwrap_or_default();
+                if text.chars().count() > MAX_VALUE_CHARS {
+                    text = text.chars().take(MAX_VALUE_CHARS).collect();
+                }
+                shown.push((k.clone(), text));
+            }
+        }
+        let on = call
+            .server
+            .as_deref()
+            .map(|s| format!(" on MCP server `{s}`"))
+            .unwrap_or_default();
+        let parts: Vec<String> = shown
+            .iter()
+            .map(|(k, v)| {
+                let full = serde_json_canonicalizer::to_string(&args[k]).unwrap_or_default();
+                let cut = if full.len() > v.len() { "…" } else { "" };
+                format!("{k} = {v}{cut}")
+            })
+            .collect();
+        let text = if parts.is_empty() {
+            format!("Call `{}`{on} with no arguments", call.tool)
+        } else {
+            format!("Call `{}`{on} with {}", call.tool, parts.join(", "))
+        };
+        HumanSummary { text, shown }
+    }
+
+    /// Checks every shown value against `canonical_arguments`: the argument must exist at the
+    /// top level and its canonical JSON must equal the shown text (or start with it, when the
+    /// value was cut to [`MAX_VALUE_CHARS`]). `Err` names the first value that does not match.
+    pub fn verify(&self, canonical_arguments: &str) -> Result<(), String> {
+        let args: Value = serde_json::from_str(canonical_arguments)
+            .map_err(|e| format!("canonical arguments are not JSON: {e}"))?;
+        for (k, v) in &self.shown {
+            let actual = args
+                .get(k)
+                .map(|x| serde_json_canonicalizer::to_string(x).unwrap_or_default());
+            let ok = match &actual {
+                Some(a) if v.chars().count() == MAX_VALUE_CHARS => a.starts_with(v.as_str()),
+                Some(a) => a == v,
+                None => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "summary shows `{k} = {v}`, which is not in the canonical arguments"
+                ));
+            }
+        }
+        if self.shown.is_empty() && canonical_arguments != "{}" {
+            return Err("summary shows no arguments but the call has some".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,360 @@
+//! Confirmation triggers beyond policy and risk tier (seed 002 "When confirmations trigger"):
+//! thresholds — rate (calls per tool per session per window), cost (a numeric argument summed
+//! per session), output size — and scope drift — path arguments outside configured roots after
+//! normalisation (`..`, symlinks), URL arguments whose host is outside the allowed domains.
+//!
+//! Governance rule keys (see `docs/policy.md`):
+//! `thresholds: {rate: {max: N, per_seconds: S}, cost: {argument: amount, max_per_session: X},
+//! output_bytes: N}` and `scope: {paths: {arguments: [path], roots: [/srv/data]},
+//! domains: {arguments: [url], allow: ["*.example.com"]}}`.
+//!
+//! Everything here is pure: the caller passes the session's earlier calls and a function that
+//! resolves symlinks ([`Observations`]).
+
+use crate::condition::lookup;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Component, Path, PathBuf};
+
+/// `thresholds` of a governance rule.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Thresholds {
+    /// At most `max` calls per `per_seconds` (per agent session, of the tools the rule covers)
+    /// run without confirmation.
+    #[serde(default)]
+    pub rate: Option<RateLimit>,
+    /// The sum of a numeric argument over the session may reach `max_per_session` without
+    /// confirmation.
+    #[serde(default)]
+    pub cost: Option<CostLimit>,
+    /// A tool result larger than this many bytes (its JSON text) is held for an operator
+    /// before it reaches the agent. Applies where assent forwards the call (the MCP proxy).
+    #[serde(default)]
+    pub output_bytes: Option<u64>,
+}
+
+/// `thresholds.rate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Calls allowed in the window without confirmation.
+    pub max: u64,
+    /// Window length in seconds (at least 1).
+    pub per_seconds: u64,
+}
+
+/// `thresholds.cost`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostLimit {
+    /// The argument (dotted path allowed) that holds the cost of one call.
+    pub argument: String,
+    /// Largest session total that runs without confirmation.
+    pub max_per_session: f64,
+}
+
+impl Thresholds {
+    /// Checks the values; `Err` names the bad key.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(r) = &self.rate
+            && r.per_seconds == 0
+        {
+            return Err("thresholds.rate.per_seconds must be at least 1".into());
+        }
+        if let Some(c) = &self.cost {
+            if c.argument.is_empty() {
+                return Err("thresholds.cost.argument must name an argument".into());
+            }
+            if !c.max_per_session.is_finite() || c.max_per_session < 0.0 {
+                return Err("thresholds.cost.max_per_session must be a number ≥ 0".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `scope` of a governance rule.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeSpec {
+    /// Path arguments and the roots they must stay under.
+    #[serde(default)]
+    pub paths: Option<PathScope>,
+    /// URL arguments and the hosts they may name.
+    #[serde(default)]
+    pub domains: Option<DomainScope>,
+}
+
+/// `scope.paths`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathScope {
+    /// Argument names (dotted paths allowed); a string or an array of strings each.
+    pub arguments: Vec<String>,
+    /// Absolute directories.
+    pub roots: Vec<String>,
+}
+
+/// `scope.domains`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainScope {
+    /// Argument names (dotted paths allowed); a URL string or an array of them each.
+    pub arguments: Vec<String>,
+    /// Host names; `*.example.com` matches any subdomain of example.com (not example.com
+    /// itself); `*` matches every host.
+    pub allow: Vec<String>,
+}
+
+impl ScopeSpec {
+    /// Checks the values; `Err` names the bad key.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(p) = &self.paths {
+            if p.arguments.is_empty() || p.roots.is_empty() {
+                return Err("scope.paths needs arguments and roots".into());
+            }
+            if let Some(r) = p.roots.iter().find(|r| !Path::new(r).is_absolute()) {
+                return Err(format!("scope.paths.roots: `{r}` is not an absolute path"));
+            }
+        }
+        if let Some(d) = &self.domains {
+            if d.arguments.is_empty() || d.allow.is_empty() {
+                return Err("scope.domains needs arguments and allow".into());
+            }
+            for a in &d.allow {
+                let rest = a.strip_prefix("*.").unwrap_or(a);
+                if a != "*" && (rest.is_empty() || rest.contains('*')) {
+                    return Err(format!(
+                        "scope.domains.allow: `{a}` must be a host name, `*.` followed by one, or `*`"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `on_timeout` of a governance rule: when the approval times out, extend the wait once by
+/// `after_seconds` and let `escalate_to` roles decide too; the default decision applies after.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Escalation {
+    /// Operator roles added to the approvers.
+    pub escalate_to: Vec<String>,
+    /// The extension, in seconds.
+    pub after_seconds: u64,
+}
+
+/// An earlier call of the same agent session that counts toward thresholds: one that was
+/// allowed, is pending or was approved (not one that was denied, rejected or cancelled).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorCall {
+    /// Tool name.
+    pub tool: String,
+    /// MCP server alias.
+    pub server: Option<String>,
+    /// Unix milliseconds of the proposal.
+    pub at_ms: i64,
+    /// Its arguments.
+    pub arguments: Value,
+}
+
+/// What the gatekeeper may observe beyond the call: the time, the session's earlier calls,
+/// and how to resolve symlinks.
+pub struct Observations<'a> {
+    /// Unix milliseconds.
+    pub now_ms: i64,
+    /// Earlier calls of this agent session (see [`PriorCall`]).
+    pub prior_calls: &'a [PriorCall],
+    /// Resolves symlinks in an absolute, lexically normalised path (the real path of its
+    /// longest existing prefix, joined with the rest). [`lexical_only`] resolves nothing.
+    pub resolve_path: &'a dyn Fn(&Path) -> PathBuf,
+}
+
+/// A `resolve_path` that leaves paths as they are (no filesystem access).
+pub fn lexical_only(p: &Path) -> PathBuf {
+    p.to_path_buf()
+}
+
+impl Observations<'static> {
+    /// No earlier calls, lexical path checks only, at time `now_ms`.
+    pub fn none(now_ms: i64) -> Self {
+        Observations {
+            now_ms,
+            prior_calls: &[],
+            resolve_path: &lexical_only,
+        }
+    }
+}
+
+/// `Some(why)` when the calls in the window reach `max` (this call would be one too many).
+pub fn rate_exceeded<'a>(
+    limit: &RateLimit,
+    covered: impl Iterator<Item = &'a PriorCall>,
+    now_ms: i64,
+) -> Option<String> {
+    let since = now_ms - limit.per_seconds as i64 * 1000;
+    let n = covered.filter(|c| c.at_ms > since).count() as u64;
+    (n >= limit.max).then(|| {
+        format!(
+            "rate threshold exceeded: {n} earlier call(s) in the last {} s, limit {} without confirmation",
+            limit.per_seconds, limit.max
+        )
+    })
+}
+
+fn number(v: Option<&Value>) -> Option<f64> {
+    v.and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+/// `Some(why)` when the session total of `limit.argument` including this call exceeds the
+/// maximum, or this call's value is missing or not a number (fail closed).
+pub fn cost_exceeded<'a>(
+    limit: &CostLimit,
+    covered: impl Iterator<Item = &'a PriorCall>,
+    args: &Value,
+) -> Option<String> {
+    let a = &limit.argument;
+    let Some(this) = number(lookup(args, a)) else {
+        return Some(format!(
+            "cost threshold: argument `{a}` is missing or not a number, so the session total cannot be checked"
+        ));
+    };
+    let before: f64 = covered
+        .filter_map(|c| number(lookup(&c.arguments, a)))
+        .sum();
+    let total = before + this;
+    (total > limit.max_per_session).then(|| {
+        format!(
+            "cost threshold exceeded: `{a}` totals {total} this session ({before} before this call), limit {}",
+            limit.max_per_session
+        )
+    })
+}
+
+/// Normalises `p` without touching the filesystem: removes `.`, resolves `..` against the
+/// components before it (never above the root). `p` must be absolute.
+pub fn normalize_lexically(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Prefix(x) => out.push(x.as_os_str()),
+            Component::RootDir => out.push(Component::RootDir.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(x) => out.push(x),
+        }
+    }
+    out
+}
+
+/// The string values of argument `key` (a string, or an array of strings); `Err` for any other
+/// shape. `Ok(empty)` when the argument is absent.
+fn string_values<'a>(args: &'a Value, key: &str) -> Result<Vec<&'a str>, String> {
+    match lookup(args, key) {
+        None => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.as_str()]),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| format!("argument `{key}` holds a non-string item"))
+            })
+            .collect(),
+        Some(_) => Err(format!("argument `{key}` is not a string")),
+    }
+}
+
+/// Why each path argument is outside `scope.roots` (empty when all are inside). A path is
+/// inside when, lexically normalised and with symlinks resolved, it equals a root or lies
+/// under one (roots are resolved the same way). Relative paths, non-string values and paths
+/// with NUL bytes are outside (fail closed).
+pub fn path_violations(scope: &PathScope, args: &Value, obs: &Observations<'_>) -> Vec<String> {
+    let roots: Vec<PathBuf> = scope
+        .roots
+        .iter()
+        .map(|r| (obs.resolve_path)(&normalize_lexically(Path::new(r))))
+        .collect();
+    let mut out = Vec::new();
+    for key in &scope.arguments {
+        let values = match string_values(args, key) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(format!("path scope: {e}, so it cannot be checked"));
+                continue;
+            }
+        };
+        for s in values {
+            let p = Path::new(s);
+            if !p.is_absolute() || s.contains('\0') {
+                out.push(format!(
+                    "path scope: `{key}` = {s:?} is not an absolute path, so it cannot be checked against the roots"
+                ));
+                continue;
+            }
+            let lexical = normalize_lexically(p);
+            let real = (obs.resolve_path)(&lexical);
+            if !roots.iter().any(|r| real.starts_with(r)) {
+                let via = if real != lexical {
+                    format!(" (resolves to {})", real.display())
+                } else if lexical != p {
+                    format!(" (normalises to {})", lexical.display())
+                } else {
+                    String::new()
+                };
+                out.push(format!(
+                    "path scope drift: `{key}` = {s:?}{via} is outside the allowed roots ({})",
+                    scope.roots.join(", ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `host` (lower case, no trailing dot) matches an `allow` entry.
+pub fn host_allowed(host: &str, allow: &[String]) -> bool {
+    allow.iter().any(|a| {
+        let a = a.to_ascii_lowercase();
+        a == "*"
+            || match a.strip_prefix("*.") {
+                Some(base) => host.len() > base.len() + 1 && host.ends_with(&format!(".{base}")),
+                None => host == a.trim_end_matches('.'),
+            }
+    })
+}
+
+/// Why each URL argument names a host outside `scope.allow` (empty when all are inside).
+/// Unparseable URLs, URLs without a host and non-string values are outside (fail closed). Hosts
+/// are compared as the URL parser normalises them (lower case, IDNA, IP literals).
+pub fn domain_violations(scope: &DomainScope, args: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in &scope.arguments {
+        let values = match string_values(args, key) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(format!("domain scope: {e}, so it cannot be checked"));
+                continue;
+            }
+        };
+        for s in values {
+            let host = url::Url::parse(s)
+                .ok()
+                .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_string()));
+            match host {
+                None => out.push(format!(
+                    "domain scope: `{key}` = {s:?} is not a URL with a host, so it cannot be checked"
+                )),
+                Some(h) if !host_allowed(&h, &scope.allow) => out.push(format!(
+                    "domain scope drift: `{key}` names host `{h}`, outside the allowed domains ({})",
+                    scope.allow.join(", ")
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,182 @@
+//! Wire shapes of an approval: assent's own JSON record, seed 002's ApprovalRequest and Token
+//! (schemas in `docs/schemas/`), with RFC 3339 times.
+
+use assent_core::ApprovalStatus;
+use assent_store::ApprovalRecord;
+use serde_json::{Value, json};
+
+/// Unix milliseconds as RFC 3339 (UTC, with fractional seconds when non-zero).
+pub fn rfc3339(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The RFC 6902 patch from the proposed arguments to the operator's edited ones, when the
+/// approval was edited (paths are relative to the arguments object).
+pub fn arguments_diff(a: &ApprovalRecord) -> Option<Value> {
+    let e = a.edited.as_ref()?;
+    let patch = json_patch::diff(&a.call.arguments, &e.arguments);
+    Some(serde_json::to_value(patch).expect("a patch serialises"))
+}
+
+/// Whether the agent's call did not run because of this approval's outcome, and why
+/// (seed 002 "TOOL_DENIED + reason").
+fn denial(a: &ApprovalRecord) -> Option<String> {
+    let last = a.decisions.last();
+    let why = |d: &str| {
+        last.and_then(|x| x.reason.clone())
+            .map(|r| format!("{d}: {r}"))
+            .unwrap_or_else(|| d.to_string())
+    };
+    match a.status {
+        ApprovalStatus::Rejected => Some(why("denied by an operator")),
+        ApprovalStatus::Cancelled => Some(why("cancelled")),
+        ApprovalStatus::Expired if a.token.is_none() => Some(
+            "no decision before the approval expired; its default decision (reject) applied".into(),
+        ),
+        _ => None,
+    }
+}
+
+/// Seed 002 Token (`docs/schemas/approval-token.schema.json`) of a minted token.
+pub fn token_json(a: &ApprovalRecord) -> Option<Value> {
+    let t = a.token.as_ref()?;
+    Some(json!({
+        "tokenId": t.token_id, "approvalId": a.id, "toolCallHash": t.call_hash,
+        "expiresAt": rfc3339(t.expires_at), "singleUse": true, "scope": t.scope,
+        "issuedToClientDeviceId": t.device_id,
+    }))
+}
+
+/// Seed 002 ApprovalRequest (`docs/schemas/approval-request.schema.json`).
+pub fn approval_request_json(a: &ApprovalRecord) -> Value {
+    let mut v = json!({
+        "approvalId": a.id, "sessionId": a.session_id, "runId": a.run_id,
+        "toolCallCanonical": a.canonical, "toolCallHash": a.call_hash,
+        "humanSummary": a.human_summary, "riskTier": a.risk_tier,
+        "requestedAt": rfc3339(a.requested_at), "expiresAt": rfc3339(a.expires_at),
+        "status": a.status,
+    });
+    if let Some(d) = arguments_diff(a) {
+        v["diff"] = d;
+    }
+    if !a.suggested_alternatives.is_empty() {
+        v["suggestedAlternatives"] = json!(a.suggested_alternatives);
+    }
+    v
+}
+
+/// assent's approval record. `token` (the signed string) is given only to the agent that
+/// asked; it binds `arguments` (the operator's edit when `arguments_changed`).
+pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
+    let mut v = json!({
+        "id": a.id, "status": a.status, "agent": a.agent, "session_id": a.session_id,
+        "run_id": a.run_id, "device_id": a.device_id,
+        "call": {"tool": a.call.tool, "server": a.call.server, "arguments": a.call.arguments},
+        "call_hash": a.call_hash, "canonical": a.canonical, "message": a.message,
+        "human_summary": a.human_summary,
+        "risk_tier": a.risk_tier,
+        "risk_level": assent_core::RiskTier::parse(&a.risk_tier).map(|t| t.risk_level()),
+        "irreversible": a.irreversible, "reasons": a.reasons, "triggers": a.triggers,
+        "approvers": a.approvers, "default_decision": a.default_decision,
+        "suggested_alternatives": a.suggested_alternatives,
+        "escalation": a.escalation, "escalated_at": a.escalated_at.map(rfc3339),
+        "output_bytes": a.output_bytes,
+        "decisions": a.decisions.iter().map(|d| json!({
+            "decision": d.decision, "reason": d.reason, "by": d.actor, "at": rfc3339(d.at),
+            "default_applied": d.default_applied,
+        })).collect::<Vec<_>>(),
+        "requested_at": rfc3339(a.requested_at), "expires_at": rfc3339(a.expires_at),
+        "decided_at": a.decided_at.map(rfc3339),
+        "scope": a.scope, "grant_id": a.grant_id,
+        "arguments_changed": a.edited.is_some(),
+    });
+    if let Some(e) = &a.edited {
+        v["arguments"] = e.arguments.clone();
+        v["approved_call_hash"] = json!(e.call_hash);
+        v["diff"] = arguments_diff(a).unwrap_or(Value::Null);
+    }
+    if let Some(why) = denial(a) {
+        v["code"] = json!("TOOL_DENIED");
+        v["reason"] = json!(why);
+    }
+    if let Some(t) = token_json(a) {
+        v["approval_token"] = t;
+    }
+    if let (Some(t), Some(info)) = (token, &a.token) {
+        v["token"] = Value::String(t);
+        v["token_expires_at"] = Value::String(rfc3339(info.expires_at));
+    }
+    v
+}
+
+/// MPLP decision status of one stored decision: approve → `approved`, deny → `rejected`,
+/// cancel → `cancelled`, expiry → what its default decision implies (MPLP has no `expired`;
+/// the reason says it expired).
+fn mplp_decision_status(d: &assent_store::DecisionRecord) -> &'static str {
+    match (d.decision.as_str(), d.default_applied.as_deref()) {
+        ("approve", _) | ("expire", Some("approve")) => "approved",
+        ("cancel", _) => "cancelled",
+        _ => "rejected",
+    }
+}
+
+/// The approval as an MPLP Confirm object (`mplp-confirm.schema.json` v1.0.0): UUID v4 ids,
+/// `meta.protocol_version`/`schema_version`, `target_type` (`other` for a tool call),
+/// `decisions[]`, `trace` and the `confirm.*` trace `events` from the audit chain.
+pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value]) -> Value {
+    let status = match a.status {
+        ApprovalStatus::Pending => "pending",
+        ApprovalStatus::Approved => "approved",
+        ApprovalStatus::Rejected => "rejected",
+        ApprovalStatus::Cancelled => "cancelled",
+        ApprovalStatus::Expired => {
+            if a.token.is_some() {
+                "approved"
+            } else {
+                "rejected"
+            }
+        }
+    };
+    let decisions: Vec<Value> = a
+        .decisions
+        .iter()
+        .map(|d| {
+            let reason = match (d.decision.as_str(), &d.default_applied, &d.reason) {
+                ("expire", Some(def), _) => Some(format!(
+                    "expired: no decision before {}; default decision `{def}` applied",
+                    rfc3339(a.expires_at)
+                )),
+                (_, _, r) => r.clone(),
+            };
+            let mut v = json!({
+                "decision_id": d.decision_id, "status": mplp_decision_status(d),
+                "decided_by_role": d.actor, "decided_at": rfc3339(d.at),
+            });
+            if let Some(r) = reason {
+                v["reason"] = json!(r);
+            }
+            v
+        })
+        .collect();
+    let mut v = json!({
+        "meta": {"protocol_version": "1.0.0", "schema_version": "1.0.0",
+                 "created_at": rfc3339(a.requested_at), "created_by": "assent"},
+        "confirm_id": a.id, "target_type": a.target_type, "target_id": a.target_id,
+        "status": status, "requested_by_role": a.agent, "requested_at": rfc3339(a.requested_at),
+        "reason": if a.message.is_empty() { a.human_summary.clone() } else { a.message.clone() },
+        "decisions": decisions,
+        "trace": {"trace_id": a.trace_id, "span_id": a.span_id,
+                  "attributes": {"agent": a.agent, "session_id": a.session_id, "tool": a.call.tool,
+                                 "server": a.call.server, "call_hash": a.call_hash}},
+    });
+    if !events.is_empty() {
+        v["events"] = json!(events);
+    }
+    v
+}
