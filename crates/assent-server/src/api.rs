@@ -46,6 +46,8 @@ pub fn router(state: AppState) -> Router {
             "/v1/agents/{agent}/mcp-servers/{alias}/tools",
             get(declared_tools),
         )
+        .merge(crate::aaep::routes())
+        .merge(crate::clarify::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -79,7 +81,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 /// Runs a blocking store call on the blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -218,6 +220,7 @@ async fn propose(
     let s = st.store.clone();
     let reg = st.registry.clone();
     let settings = st.settings;
+    let extension_ms = st.extension_ms.load(std::sync::atomic::Ordering::Relaxed);
     let agent = b.agent.clone();
     let (session, run, device) = (b.session_id.clone(), b.run_id.clone(), b.device_id.clone());
     let trace = b.trace_id.clone();
@@ -229,6 +232,7 @@ async fn propose(
                 .map(|s| s as i64 * 1000)
                 .or(settings.approval_timeout_ms)
                 .unwrap_or(default_timeout_seconds(v.risk_tier) as i64 * 1000)
+                + extension_ms
         };
         s.propose(
             &Proposal {

@@ -39,6 +39,8 @@ struct RawConfig {
     token_ttl_seconds: Option<u64>,
     #[serde(default)]
     max_pending_per_agent: Option<u64>,
+    #[serde(default)]
+    aaep_max_timeout_extension_seconds: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +110,9 @@ pub struct Config {
     /// `max_pending_per_agent`: pending approvals one agent may have (default 100); more
     /// proposals get `429 TOO_MANY_PENDING`.
     pub max_pending_per_agent: u64,
+    /// `aaep_max_timeout_extension_seconds`: the longest timeout extension an AAEP subscriber
+    /// may obtain (default 600; 0 disables extensions).
+    pub aaep_max_timeout_extension_seconds: u64,
     /// How long a minted approval token can be redeemed, in seconds.
     pub token_ttl_seconds: u64,
     /// Files the registry was loaded from.
@@ -311,6 +316,9 @@ impl Config {
             registry,
             approval_timeout_seconds: raw.approval_timeout_seconds,
             max_pending_per_agent: raw.max_pending_per_agent.unwrap_or(100),
+            aaep_max_timeout_extension_seconds: raw
+                .aaep_max_timeout_extension_seconds
+                .unwrap_or(600),
             token_ttl_seconds: raw.token_ttl_seconds.unwrap_or(300),
             agent_files,
             governance_files,

@@ -10,8 +10,10 @@
 
 #![warn(missing_docs)]
 
+pub mod aaep;
 pub mod api;
 pub mod auth;
+pub mod clarify;
 pub mod config;
 pub mod error;
 pub mod formats;
@@ -38,6 +40,8 @@ pub struct AppState {
     pub settings: Settings,
     /// Bumped after every approval state change; long-polls wait on it.
     pub changes: Arc<watch::Sender<u64>>,
+    /// The longest AAEP timeout extension (ms) honoured for an open subscription.
+    pub extension_ms: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl AppState {
@@ -58,6 +62,7 @@ impl AppState {
             Settings {
                 approval_timeout_ms: config.approval_timeout_seconds.map(|s| s as i64 * 1000),
                 max_pending_per_agent: config.max_pending_per_agent,
+                aaep_max_timeout_extension_s: config.aaep_max_timeout_extension_seconds,
             },
         ))
     }
@@ -75,6 +80,16 @@ impl AppState {
             principals: Arc::new(principals),
             settings,
             changes: Arc::new(watch::channel(0).0),
+            extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
+        }
+    }
+
+    /// Re-reads the longest timeout extension of the open AAEP subscriptions.
+    pub async fn refresh_extension(&self) {
+        let s = self.store.clone();
+        if let Ok(Ok(ms)) = tokio::task::spawn_blocking(move || s.timeout_extension_ms()).await {
+            self.extension_ms
+                .store(ms, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -91,6 +106,8 @@ pub struct Settings {
     pub approval_timeout_ms: Option<i64>,
     /// Pending approvals one agent may have before `429 TOO_MANY_PENDING`.
     pub max_pending_per_agent: u64,
+    /// Longest AAEP timeout extension a subscriber may obtain, in seconds (AAEP §6.4.2).
+    pub aaep_max_timeout_extension_s: u64,
 }
 
 impl Default for Settings {
@@ -98,6 +115,7 @@ impl Default for Settings {
         Self {
             approval_timeout_ms: None,
             max_pending_per_agent: 100,
+            aaep_max_timeout_extension_s: 600,
         }
     }
 }
@@ -136,10 +154,16 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
     tokio::spawn(async move {
         loop {
             let s = state.store.clone();
-            match tokio::task::spawn_blocking(move || s.expire_due(now_ms())).await {
-                Ok(Ok(ids)) if !ids.is_empty() => {
+            let sweep = move || -> Result<_, assent_store::StoreError> {
+                let now = now_ms();
+                let ids = s.expire_due(now)?;
+                let other = s.emit_countdowns(now)? + s.expire_clarifications(now)?;
+                Ok((ids, other))
+            };
+            match tokio::task::spawn_blocking(sweep).await {
+                Ok(Ok((ids, other))) if !ids.is_empty() || other > 0 => {
                     for id in &ids {
-                        tracing::info!(approval_id = %id, "approval expired; default decision applied");
+                        tracing::info!(approval_id = %id, "approval expired or escalated");
                     }
                     state.changed();
                 }
@@ -159,6 +183,7 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let app = router(state);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aaep;
 pub mod audit;
 
 use assent_core::ToolCall;
@@ -33,6 +34,7 @@ use std::sync::Mutex;
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_protocol.sql"),
+    include_str!("../migrations/0003_aaep.sql"),
 ];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
@@ -212,9 +214,16 @@ pub struct ApprovalRecord {
     pub target_type: String,
     /// MPLP Confirm `target_id` (UUID v4): the held tool call, plan or other target.
     pub target_id: String,
+    /// AAEP `reply_token` of its confirmation (`rpl_` + 32 hex), for approvals that were held.
+    pub reply_token: Option<String>,
 }
 
 impl ApprovalRecord {
+    /// RFC 8785 canonical JSON of the proposed arguments.
+    pub fn canonical_arguments(&self) -> String {
+        assent_core::canonical::canonical_value(&self.call.arguments)
+            .unwrap_or_else(|_| self.call.arguments.to_string())
+    }
     /// The arguments the agent may run with: the operator's edit, else the proposed ones.
     pub fn effective_arguments(&self) -> &Value {
         self.edited
@@ -856,7 +865,180 @@ impl Store {
                 Err(_) => {} // decided meanwhile
             }
         }
+        // AAEP §6.8: one session.cancelled per agent whose session it was.
+        let mut agents: Vec<&str> = out.iter().map(|a| a.agent.as_str()).collect();
+        agents.dedup();
+        if !agents.is_empty() {
+            let mut conn = self.lock();
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for a in agents {
+                let n = out.iter().filter(|x| x.agent == a).count();
+                let ev = aaep::session_cancelled(a, session_id, agent.is_none(), n, now);
+                aaep::emit(&tx, &ev, None, None, now)?;
+            }
+            tx.commit()?;
+        }
         Ok(out)
+    }
+
+    /// Stores a new AAEP subscription of operator `principal` (`aaep.subscribed` audited);
+    /// events after the newest one are delivered to it.
+    pub fn subscribe(
+        &self,
+        principal: &str,
+        request: &Value,
+        honored: &Value,
+        now: i64,
+    ) -> Result<aaep::Subscription, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let s = aaep::new_subscription(&tx, principal, request, honored, now)?;
+        tx.commit()?;
+        Ok(s)
+    }
+
+    /// One subscription.
+    pub fn subscription(&self, id: &str) -> Result<Option<aaep::Subscription>, StoreError> {
+        Ok(aaep::read_subscription(&self.lock(), id)?)
+    }
+
+    /// Closes subscription `id` of `principal` (`aaep.closed`); `false` when it is not theirs
+    /// or closed already. Pending confirmations are not affected (assent has other reply
+    /// channels; see docs/conformance.md).
+    pub fn close_subscription(
+        &self,
+        id: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
+            .execute(params![id, principal, now])?;
+        if n == 1 {
+            audit::append(
+                &tx,
+                now,
+                "aaep.closed",
+                None,
+                principal,
+                &json!({"subscription_id": id}),
+            )?;
+        }
+        tx.commit()?;
+        Ok(n == 1)
+    }
+
+    /// Events for subscription `sub` after `seq`, oldest first, at most `limit`.
+    pub fn events_after(
+        &self,
+        sub: &aaep::Subscription,
+        seq: i64,
+        limit: u32,
+    ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
+        Ok(aaep::events_after(&self.lock(), sub, seq, limit)?)
+    }
+
+    /// The `seq` of event `event_id` (for `Last-Event-ID`).
+    pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .lock()
+            .prepare_cached("SELECT seq FROM aaep_events WHERE event_id = ?1")?
+            .query_row([event_id], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// The approval whose confirmation carries `reply_token`.
+    pub fn approval_by_reply_token(
+        &self,
+        token: &str,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let conn = self.lock();
+        let id: Option<String> = conn
+            .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
+            .query_row([token], |r| r.get(0))
+            .optional()?;
+        match id {
+            Some(id) => Ok(read_approval(&conn, &id)?),
+            None => Ok(None),
+        }
+    }
+
+    /// Sends the courtesy notice of AAEP §6.3.5 to subscription `sub`: the confirmation with
+    /// `token` was already resolved.
+    pub fn courtesy_notice(
+        &self,
+        sub: &str,
+        a: &ApprovalRecord,
+        token: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        aaep::emit(
+            &tx,
+            &aaep::resolution(a, now, Some(token)),
+            Some(sub),
+            Some(&a.id),
+            now,
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Emits the countdown events of AAEP §6.4.3 that are due: for pending confirmations whose
+    /// timeout exceeds 60 s, one at 50% and one at 10% of the time remaining. Returns how many.
+    pub fn emit_countdowns(&self, now: i64) -> Result<usize, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let due: Vec<(String, i64)> = tx
+            .prepare_cached(
+                "SELECT id, progress_marks FROM approvals WHERE status = 'pending' AND expires_at - requested_at > 60000
+                 AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
+                   OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
+            )?
+            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut n = 0;
+        for (id, marks) in due {
+            let Some(a) = read_approval(&tx, &id)? else {
+                continue;
+            };
+            let span = a.expires_at - a.requested_at;
+            let late = now >= a.expires_at - span / 10;
+            let (percent, mark) = if late { (90, 3) } else { (50, 1) };
+            aaep::emit(
+                &tx,
+                &aaep::countdown(&a, percent, now),
+                None,
+                Some(&id),
+                now,
+            )?;
+            tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
+                .execute(params![id, marks | mark])?;
+            n += 1;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
+    /// added to new confirmations.
+    pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare_cached("SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL")?;
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows
+            .iter()
+            .filter_map(|h| serde_json::from_str::<Value>(h).ok())
+            .filter_map(|h| h["assent"]["timeout_extension_seconds"].as_i64())
+            .max()
+            .unwrap_or(0)
+            * 1000)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1029,6 +1211,7 @@ impl Store {
             )?;
         }
         let rec = read_approval(&tx, id)?.expect("exists");
+        aaep::emit(&tx, &aaep::resolution(&rec, now, None), None, Some(id), now)?;
         tx.commit()?;
         Ok(rec)
     }
@@ -1278,6 +1461,127 @@ impl Store {
             .collect())
     }
 
+    /// Stores a clarification question with a fresh reply token and emits
+    /// `aaep:agent.awaiting.clarification` (`clarification.requested` audited).
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_clarification(
+        &self,
+        agent: &str,
+        session_id: &str,
+        question: &str,
+        kinds: &[String],
+        choices: &[Value],
+        context: Option<&str>,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<aaep::Clarification, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let token = aaep::random_id("rpl_");
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached("INSERT INTO clarifications (id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,'pending')")?
+            .execute(params![id, agent, session_id, question, json!(kinds).to_string(), json!(choices).to_string(), context, token, now, expires_at])?;
+        audit::append(
+            &tx,
+            now,
+            "clarification.requested",
+            None,
+            agent,
+            &json!({"clarification_id": id, "session_id": session_id, "question": question, "accepted_response_kinds": kinds}),
+        )?;
+        let c = aaep::read_clarification(&tx, "id", &id)?.expect("inserted");
+        aaep::emit(&tx, &aaep::awaiting_clarification(&c), None, None, now)?;
+        tx.commit()?;
+        Ok(c)
+    }
+
+    /// A clarification by id, or (`by_token`) by reply token.
+    pub fn clarification(
+        &self,
+        key: &str,
+        by_token: bool,
+    ) -> Result<Option<aaep::Clarification>, StoreError> {
+        let by = if by_token { "reply_token" } else { "id" };
+        Ok(aaep::read_clarification(&self.lock(), by, key)?)
+    }
+
+    /// Clarifications, newest first, optionally only those with `status`.
+    pub fn list_clarifications(
+        &self,
+        status: Option<&str>,
+    ) -> Result<Vec<aaep::Clarification>, StoreError> {
+        let conn = self.lock();
+        let ids: Vec<String> = conn
+            .prepare_cached("SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500")?
+            .query_map([status], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(aaep::read_clarification(&conn, "id", &id)?);
+        }
+        Ok(out)
+    }
+
+    /// Records the answer `response` (already validated against the accepted kinds) by
+    /// `actor`; the first answer wins. `Ok(None)` when the clarification is not pending (or
+    /// does not exist).
+    pub fn answer_clarification(
+        &self,
+        id: &str,
+        response: &Value,
+        actor: &str,
+        now: i64,
+    ) -> Result<Option<aaep::Clarification>, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
+            .execute(params![id, response.to_string(), actor, now])?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let c = aaep::read_clarification(&tx, "id", id)?.expect("exists");
+        audit::append(
+            &tx,
+            now,
+            "clarification.answered",
+            None,
+            actor,
+            &json!({"clarification_id": id, "response": response}),
+        )?;
+        aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+        tx.commit()?;
+        Ok(Some(c))
+    }
+
+    /// Expires pending clarifications whose time is up; returns how many.
+    pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let ids: Vec<String> = tx
+            .prepare_cached(
+                "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",
+            )?
+            .query_map([now], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for id in &ids {
+            tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
+                .execute([id])?;
+            let c = aaep::read_clarification(&tx, "id", id)?.expect("exists");
+            audit::append(
+                &tx,
+                now,
+                "clarification.expired",
+                None,
+                "system:expiry",
+                &json!({"clarification_id": id}),
+            )?;
+            aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+        }
+        tx.commit()?;
+        Ok(ids.len())
+    }
+
     /// Appends an audit record of its own (e.g. the result hash of a forwarded call).
     pub fn append_audit(
         &self,
@@ -1383,6 +1687,21 @@ fn insert_approval(
         n.agent,
         json!({"confirm_id": id, "target_type": "other", "target_id": target_id, "requested_by_role": n.agent}),
     )?;
+    if status == "pending" {
+        // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
+        // restarts; the confirmation event is written with the approval.
+        let token = aaep::random_id("rpl_");
+        tx.prepare_cached("UPDATE approvals SET reply_token = ?2 WHERE id = ?1")?
+            .execute(params![id, token])?;
+        let rec = read_approval(tx, &id)?.expect("just inserted");
+        aaep::emit(
+            tx,
+            &aaep::awaiting_confirmation(&rec, &token),
+            None,
+            Some(&id),
+            n.now,
+        )?;
+    }
     Ok(id)
 }
 
@@ -1477,7 +1796,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
-            trace_id, span_id, target_type, target_id
+            trace_id, span_id, target_type, target_id, reply_token
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             |r| {
@@ -1540,6 +1859,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
                     target_type: r.get(35)?,
                     target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
+                    reply_token: r.get(37)?,
                 })
             },
         )

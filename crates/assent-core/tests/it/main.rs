@@ -353,7 +353,16 @@ mod protocol {
             let g = GrantScope::parse(s).unwrap();
             assert_eq!((g, g.to_wire().as_str()), (want, wire), "{s}");
         }
-        for bad in ["", "m", "0s", "15", "1w", "-5m", "367d", "99999999999999999999d"] {
+        for bad in [
+            "",
+            "m",
+            "0s",
+            "15",
+            "1w",
+            "-5m",
+            "367d",
+            "99999999999999999999d",
+        ] {
             assert!(GrantScope::parse(bad).is_err(), "{bad}");
         }
     }
@@ -372,8 +381,14 @@ mod protocol {
 
     #[test]
     fn lexical_normalisation_never_climbs_above_the_root() {
-        assert_eq!(normalize_lexically(Path::new("/a/./b/../c")), Path::new("/a/c"));
-        assert_eq!(normalize_lexically(Path::new("/../../etc")), Path::new("/etc"));
+        assert_eq!(
+            normalize_lexically(Path::new("/a/./b/../c")),
+            Path::new("/a/c")
+        );
+        assert_eq!(
+            normalize_lexically(Path::new("/../../etc")),
+            Path::new("/etc")
+        );
     }
 
     #[test]
@@ -386,7 +401,12 @@ mod protocol {
         // A summary that shows a value the call does not have fails the check.
         let mut forged = s.clone();
         forged.shown[0].1 = "10".into();
-        assert!(forged.verify(&canonical).unwrap_err().contains("amount = 10"));
+        assert!(
+            forged
+                .verify(&canonical)
+                .unwrap_err()
+                .contains("amount = 10")
+        );
         let other = ToolCall::new("pay", None, json!({"amount": 5, "to": "bob"})).unwrap();
         assert!(s.verify(&other.canonical_arguments().unwrap()).is_err());
     }

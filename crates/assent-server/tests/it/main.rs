@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::Duration;
 
+mod aaep;
 mod protocol;
 mod schemas;
 

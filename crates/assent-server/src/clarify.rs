@@ -1,0 +1,294 @@
+//! Clarifications (AAEP §4.4.2, §6.5): an agent asks a question with
+//! `POST /v1/clarifications` and waits with `GET /v1/clarifications/{id}?wait=S`; subscribers
+//! get `aaep:agent.awaiting.clarification`; operators answer with `clarification.reply` or
+//! `POST /v1/clarifications/{id}/answer` (`assent answer ID VALUE`). Replies are validated by
+//! kind (§6.5.5): a reply of the wrong kind counts as no reply. Unanswered ones expire.
+
+use crate::aaep::{Ignored, in_time, reply_sender};
+use crate::api::{ApiJson, MAX_WAIT_SECONDS, blocking};
+use crate::auth::authenticate;
+use crate::config::Principal;
+use crate::error::ApiError;
+use crate::formats::rfc3339;
+use crate::{AppState, now_ms};
+use assent_store::aaep::Clarification;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Routes of the clarification API.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/clarifications", post(ask).get(list))
+        .route("/v1/clarifications/{id}", get(read))
+        .route("/v1/clarifications/{id}/answer", post(answer))
+}
+
+const KINDS: [&str; 4] = ["freetext", "yes_no", "multiple_choice", "numeric"];
+
+/// Checks `response` against the accepted kinds (§6.5.2, §6.5.5): a string for `freetext`, a
+/// boolean for `yes_no`, one of the choice values for `multiple_choice`, a number for
+/// `numeric`. Returns the kind it satisfies.
+pub fn check_response(c: &Clarification, response: &Value) -> Result<&'static str, String> {
+    for k in KINDS {
+        if !c.kinds.iter().any(|x| x == k) {
+            continue;
+        }
+        let ok = match (k, response) {
+            ("freetext", Value::String(s)) => !s.is_empty(),
+            ("yes_no", Value::Bool(_)) => true,
+            ("numeric", Value::Number(_)) => true,
+            ("multiple_choice", Value::String(s)) => c.choices.iter().any(|ch| ch["value"] == *s),
+            _ => false,
+        };
+        if ok {
+            return Ok(k);
+        }
+    }
+    Err(format!(
+        "the response {response} is not of an accepted kind ({})",
+        c.kinds.join(", ")
+    ))
+}
+
+fn json_of(c: &Clarification) -> Value {
+    json!({
+        "id": c.id, "agent": c.agent, "session_id": c.session_id, "question": c.question,
+        "accepted_response_kinds": c.kinds, "choices": c.choices, "context": c.context,
+        "status": c.status, "response": c.response, "answered_by": c.answered_by,
+        "answered_at": c.answered_at.map(rfc3339), "requested_at": rfc3339(c.requested_at),
+        "expires_at": rfc3339(c.expires_at),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AskBody {
+    agent: String,
+    session_id: String,
+    question: String,
+    accepted_response_kinds: Vec<String>,
+    #[serde(default)]
+    choices: Vec<Value>,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+}
+
+async fn ask(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(b): ApiJson<AskBody>,
+) -> Result<Response, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    if p.agent_id() != Some(b.agent.as_str()) {
+        return Err(ApiError::forbidden(
+            "only the agent itself may ask its clarification questions",
+        ));
+    }
+    if b.question.is_empty() || b.question.len() > 16_384 || b.session_id.is_empty() {
+        return Err(ApiError::bad_request(
+            "question (1 to 16384 bytes) and session_id are required",
+        ));
+    }
+    if b.accepted_response_kinds.is_empty()
+        || b.accepted_response_kinds.len() > 4
+        || b.accepted_response_kinds
+            .iter()
+            .any(|k| !KINDS.contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(
+            "accepted_response_kinds: 1 to 4 of freetext, yes_no, multiple_choice, numeric",
+        ));
+    }
+    let mc = b
+        .accepted_response_kinds
+        .iter()
+        .any(|k| k == "multiple_choice");
+    let choices_ok = b.choices.iter().all(|c| {
+        c.as_object().is_some_and(|o| o.len() == 2)
+            && c["value"]
+                .as_str()
+                .is_some_and(|v| !v.is_empty() && v.len() <= 256)
+            && c["label"]
+                .as_str()
+                .is_some_and(|v| !v.is_empty() && v.len() <= 1024)
+    });
+    if !choices_ok || (mc && !(2..=32).contains(&b.choices.len())) || (!mc && !b.choices.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "choices: 2 to 32 {value, label} objects, given only with multiple_choice",
+        ));
+    }
+    let timeout = b.timeout_seconds.unwrap_or(300);
+    if !(1..=86_400).contains(&timeout) {
+        return Err(ApiError::bad_request("timeout_seconds must be 1 to 86400"));
+    }
+    let s = st.store.clone();
+    let c = blocking(move || {
+        let now = now_ms();
+        s.create_clarification(
+            &b.agent,
+            &b.session_id,
+            &b.question,
+            &b.accepted_response_kinds,
+            &b.choices,
+            b.context.as_deref(),
+            now,
+            now + timeout as i64 * 1000,
+        )
+    })
+    .await?
+    .map_err(ApiError::unavailable)?;
+    st.changed();
+    Ok((StatusCode::ACCEPTED, Json(json_of(&c))).into_response())
+}
+
+async fn list(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    p.roles()
+        .ok_or_else(|| ApiError::forbidden("only an operator may list clarifications"))?;
+    let status = q.get("status").cloned().filter(|s| s != "all");
+    let s = st.store.clone();
+    let list = blocking(move || {
+        s.expire_clarifications(now_ms())?;
+        s.list_clarifications(status.as_deref())
+    })
+    .await?
+    .map_err(ApiError::unavailable)?;
+    Ok(Json(
+        json!({"clarifications": list.iter().map(json_of).collect::<Vec<_>>()}),
+    ))
+}
+
+async fn read(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?.clone();
+    let wait = match q.get("wait") {
+        None => 0,
+        Some(w) => w
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request("wait must be a whole number of seconds"))?
+            .min(MAX_WAIT_SECONDS),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+    let mut rx = st.changes.subscribe();
+    loop {
+        let s = st.store.clone();
+        let id2 = id.clone();
+        let (expired, c) = blocking(move || -> Result<_, assent_store::StoreError> {
+            Ok((
+                s.expire_clarifications(now_ms())?,
+                s.clarification(&id2, false)?,
+            ))
+        })
+        .await?
+        .map_err(ApiError::unavailable)?;
+        if expired > 0 {
+            st.changed();
+        }
+        let c = c
+            .filter(|c| p.agent_id().is_none_or(|a| a == c.agent))
+            .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
+        let now = tokio::time::Instant::now();
+        if c.status != "pending" || now >= deadline {
+            return Ok(Json(json_of(&c)));
+        }
+        let until = Duration::from_millis((c.expires_at - now_ms()).max(0) as u64 + 5);
+        let _ = tokio::time::timeout((deadline - now).min(until), rx.changed()).await;
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    response: Value,
+}
+
+/// `POST /v1/clarifications/{id}/answer` (operator): `{"response": VALUE}`; a response of the
+/// wrong kind is `422 WRONG_KIND`; `409 ALREADY_ANSWERED` when it is no longer pending.
+async fn answer(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    ApiJson(b): ApiJson<AnswerBody>,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?.clone();
+    p.roles()
+        .ok_or_else(|| ApiError::forbidden("only an operator may answer clarifications"))?;
+    let s = st.store.clone();
+    let id2 = id.clone();
+    let c = blocking(move || s.clarification(&id2, false))
+        .await?
+        .map_err(ApiError::unavailable)?
+        .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
+    check_response(&c, &b.response)
+        .map_err(|m| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "WRONG_KIND", m))?;
+    let s = st.store.clone();
+    let res = blocking(move || s.answer_clarification(&id, &b.response, &p.name, now_ms()))
+        .await?
+        .map_err(ApiError::unavailable)?;
+    match res {
+        Some(c) => {
+            st.changed();
+            Ok(Json(json_of(&c)))
+        }
+        None => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "ALREADY_ANSWERED",
+            format!("clarification is {}", c.status),
+        )),
+    }
+}
+
+/// A `clarification.reply` (§6.5): the checks of §6.3.4 plus the response kind (§6.5.5).
+pub(crate) async fn reply(
+    st: &AppState,
+    p: Option<Principal>,
+    msg: &Value,
+) -> Result<&'static str, Ignored> {
+    if !crate::aaep::clarification_reply_valid(msg) {
+        return Err("does not match clarification.reply.schema.json");
+    }
+    let token = msg["reply_token"].as_str().unwrap_or("").to_string();
+    let s = st.store.clone();
+    let c = blocking(move || s.clarification(&token, true))
+        .await
+        .map_err(|_| "store")?
+        .map_err(|_| "store")?
+        .ok_or("unknown reply token")?;
+    let (p, _sub) = reply_sender(st, p, msg, false).await?;
+    if c.status != "pending" {
+        return Err("already resolved");
+    }
+    if !in_time(msg, c.requested_at, c.expires_at) {
+        return Err("reply timestamp is after the clarification's timeout");
+    }
+    check_response(&c, &msg["response"])
+        .map_err(|_| "response of the wrong kind (treated as no reply)")?;
+    let s = st.store.clone();
+    let response = msg["response"].clone();
+    let id = c.id.clone();
+    let done = blocking(move || s.answer_clarification(&id, &response, &p.name, now_ms()))
+        .await
+        .map_err(|_| "store")?
+        .map_err(|_| "store")?;
+    st.changed();
+    done.map(|_| "clarification answered")
+        .ok_or("already resolved")
+}
