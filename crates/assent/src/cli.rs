@@ -125,6 +125,23 @@ enum Cmd {
         #[command(flatten)]
         remote: Remote,
     },
+    /// List clarification questions agents are waiting on (pending unless --all).
+    Clarifications {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Answer a clarification. VALUE is read as the question's accepted kind: a choice's value
+    /// for multiple_choice, yes/no (or true/false) for yes_no, a number for numeric, else text.
+    Answer {
+        id: String,
+        value: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Evaluate a call against the policy files, without a server.
     /// Exit status: 0 allow, 10 confirm, 11 deny, 2 bad input.
     Check {
@@ -277,6 +294,24 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             let c = Client::new(&remote)?;
             c.delete(&format!("/v1/grants/{id}")).await?;
             println!("{id} revoked");
+            Ok(0)
+        }
+        Cmd::Clarifications { all, json, remote } => clarifications(&remote, all, json).await,
+        Cmd::Answer { id, value, remote } => {
+            let c = Client::new(&remote)?;
+            let q = c.get(&format!("/v1/clarifications/{id}")).await?;
+            let response = coerce_answer(&q, &value)?;
+            let v = c
+                .post(
+                    &format!("/v1/clarifications/{id}/answer"),
+                    json!({ "response": response }),
+                )
+                .await?;
+            println!(
+                "{id} {} with {}",
+                v["status"].as_str().unwrap_or(""),
+                v["response"]
+            );
             Ok(0)
         }
         Cmd::Check {
@@ -644,6 +679,117 @@ async fn grants(r: &Remote, all: bool, as_json: bool) -> Result<i32> {
             },
             g["created_by"].as_str().unwrap_or("")
         );
+    }
+    Ok(0)
+}
+
+/// Reads an operator's typed answer as the kind the question accepts, in the order
+/// multiple_choice, yes_no, numeric, freetext; fails naming the kinds when none fits.
+fn coerce_answer(q: &Value, value: &str) -> Result<Value> {
+    let kinds: Vec<&str> = q["accepted_response_kinds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let accepts = |k: &str| kinds.contains(&k);
+    if accepts("multiple_choice")
+        && q["choices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["value"] == value)
+    {
+        return Ok(Value::String(value.to_string()));
+    }
+    if accepts("yes_no") {
+        match value.to_ascii_lowercase().as_str() {
+            "yes" | "y" | "true" => return Ok(Value::Bool(true)),
+            "no" | "n" | "false" => return Ok(Value::Bool(false)),
+            _ => {}
+        }
+    }
+    if accepts("numeric")
+        && let Ok(n) = serde_json::from_str::<serde_json::Number>(value.trim())
+    {
+        return Ok(Value::Number(n));
+    }
+    if accepts("freetext") && !value.is_empty() {
+        return Ok(Value::String(value.to_string()));
+    }
+    let choices: Vec<&str> = q["choices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["value"].as_str())
+        .collect();
+    let mut accepted = kinds.join(", ");
+    if !choices.is_empty() {
+        accepted.push_str(&format!(" (choices: {})", choices.join(", ")));
+    }
+    bail!("`{value}` is not an accepted answer: the question accepts {accepted}")
+}
+
+async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Result<i32> {
+    let c = Client::new(r)?;
+    let status = if all { "all" } else { "pending" };
+    let v = c
+        .get(&format!("/v1/clarifications?status={status}"))
+        .await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    let list = v["clarifications"].as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        println!(
+            "{}",
+            if all {
+                "no clarifications"
+            } else {
+                "no pending clarifications"
+            }
+        );
+    }
+    for q in &list {
+        let status = q["status"].as_str().unwrap_or("");
+        let when = if status == "pending" {
+            time_left(q["expires_at"].as_str().unwrap_or(""))
+        } else {
+            status.to_string()
+        };
+        println!("{}  [{when}]", q["id"].as_str().unwrap_or(""));
+        println!(
+            "  agent:    {} (session {})",
+            q["agent"].as_str().unwrap_or(""),
+            q["session_id"].as_str().unwrap_or("")
+        );
+        println!("  question: {}", q["question"].as_str().unwrap_or(""));
+        if let Some(ctx) = q["context"].as_str() {
+            println!("  context:  {ctx}");
+        }
+        let kinds: Vec<&str> = q["accepted_response_kinds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!("  accepts:  {}", kinds.join(", "));
+        for ch in q["choices"].as_array().into_iter().flatten() {
+            println!(
+                "    {} - {}",
+                ch["value"].as_str().unwrap_or(""),
+                ch["label"].as_str().unwrap_or("")
+            );
+        }
+        if !q["response"].is_null() {
+            println!(
+                "  answer:   {} by {}",
+                q["response"],
+                q["answered_by"].as_str().unwrap_or("")
+            );
+        }
+        println!();
     }
     Ok(0)
 }

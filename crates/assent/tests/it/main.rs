@@ -355,3 +355,97 @@ fn the_mcp_proxy_forwards_nothing_it_could_not_gate() {
         "the upstream saw only the ping"
     );
 }
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port);
+    let mut s = serve(&cfg, port);
+    let url = s.url.clone();
+    let id_of = |v: &Value| v["approval_id"].as_str().unwrap().to_string();
+
+    // Approve with modifications: the token binds the edited call, the line says so.
+    let a = id_of(&propose(&url, 5000));
+    let text = ok(&cli(
+        &url,
+        &[
+            "approve",
+            &a,
+            "--args",
+            r#"{"amount": 4000, "currency": "EUR", "recipient": "ext-1"}"#,
+        ],
+    ));
+    assert!(
+        text.contains("approved with arguments {\"amount\":4000"),
+        "{text}"
+    );
+    let shown = ok(&cli(&url, &["show", &a]));
+    assert!(
+        shown.contains("approved arguments: {\"amount\":4000"),
+        "{shown}"
+    );
+
+    // Two ids denied in one batch, each with the reason.
+    let (b, c) = (id_of(&propose(&url, 6000)), id_of(&propose(&url, 6001)));
+    let text = ok(&cli(&url, &["deny", &b, &c, "--reason", "over budget"]));
+    assert_eq!(text.matches(" rejected").count(), 2, "{text}");
+    for id in [&b, &c] {
+        let v: Value = serde_json::from_str(&ok(&cli(&url, &["show", id, "--json"]))).unwrap();
+        assert_eq!(v["status"], "rejected");
+        assert_eq!(v["decisions"][0]["reason"], "over budget");
+    }
+
+    // A session grant lets the same call through; revoking it holds the call again.
+    let d = id_of(&propose(&url, 7000));
+    let text = ok(&cli(&url, &["approve", &d, "--scope", "session"]));
+    assert!(text.contains("(scope session, grant "), "{text}");
+    let again = propose(&url, 7000);
+    assert_eq!(again["decision"], "allow", "{again}");
+    assert!(again["token"].is_string(), "{again}");
+    let grants: Value = serde_json::from_str(&ok(&cli(&url, &["grants", "--json"]))).unwrap();
+    let grant = grants["grants"][0]["id"].as_str().unwrap().to_string();
+    assert!(ok(&cli(&url, &["grants"])).contains(&grant));
+    assert!(ok(&cli(&url, &["revoke", &grant])).contains("revoked"));
+    assert_eq!(propose(&url, 7000)["decision"], "pending");
+    assert!(ok(&cli(&url, &["grants"])).contains("no grants"));
+
+    // A clarification: listed, a wrong-kind answer refused before it is sent, then answered.
+    let q: Value = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/clarifications"))
+        .bearer_auth(BOT_KEY)
+        .json(
+            &json!({"agent": "treasury_bot", "session_id": "s", "question": "Pay the late fee too?",
+                      "accepted_response_kinds": ["yes_no"]}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let qid = q["id"].as_str().unwrap().to_string();
+    let listed = ok(&cli(&url, &["clarifications"]));
+    assert!(
+        listed.contains(&qid) && listed.contains("Pay the late fee too?"),
+        "{listed}"
+    );
+    let out = cli(&url, &["answer", &qid, "maybe"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("accepts yes_no"));
+    let text = ok(&cli(&url, &["answer", &qid, "yes"]));
+    assert!(text.contains("answered with true"), "{text}");
+    let out = cli(&url, &["answer", &qid, "no"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ALREADY_ANSWERED"));
+    assert!(ok(&cli(&url, &["clarifications"])).contains("no pending clarifications"));
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
