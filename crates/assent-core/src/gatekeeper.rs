@@ -184,6 +184,39 @@ pub fn evaluate_in(
     canonical_arguments: Option<&str>,
     obs: &Observations<'_>,
 ) -> Verdict {
+    evaluate_inner(reg, agent_id, call, canonical_arguments, obs, false)
+}
+
+/// The verdict for an MPLP Confirm on a target that is not a tool call (MPLP Confirm module
+/// §2.3, §4.2): a submitted plan, a context, an extension, … `call` is its synthetic form, tool
+/// `mplp.<target_type>` with the target as arguments. It always needs a human (`confirm`)
+/// unless a governance rule covering that tool name denies it; covering rules give its risk
+/// tier, approvers, timeout, default decision, escalation and message as for a tool call. The
+/// agent's declarations are not consulted (a target is not one of its tools).
+pub fn evaluate_target(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+) -> Verdict {
+    evaluate_inner(
+        reg,
+        agent_id,
+        call,
+        canonical_arguments,
+        &Observations::none(0),
+        true,
+    )
+}
+
+fn evaluate_inner(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+    obs: &Observations<'_>,
+    target: bool,
+) -> Verdict {
     let Some(agent) = reg.agents.get(agent_id) else {
         return deny(
             format!("agent `{agent_id}` is not declared in any agent file"),
@@ -199,10 +232,23 @@ pub fn evaluate_in(
     let mut required = false;
     let mut template: Option<&str> = None;
 
-    // 1. The agent's own declaration.
-    let (spec, rule) = match declaration(agent, call) {
-        Ok(x) => x,
-        Err((text, rule)) => return deny(text, &agent.file, &rule),
+    // 1. The agent's own declaration (a Confirm target always needs a human).
+    let (spec, rule) = if target {
+        required = true;
+        reasons.push(reason(
+            "",
+            "mplp confirm",
+            format!(
+                "a {} submitted for approval needs a human decision (MPLP Confirm)",
+                call.tool.strip_prefix("mplp.").unwrap_or(&call.tool)
+            ),
+        ));
+        (None, String::new())
+    } else {
+        match declaration(agent, call) {
+            Ok(x) => x,
+            Err((text, rule)) => return deny(text, &agent.file, &rule),
+        }
     };
     let agent_template = spec.and_then(template_of);
     match spec.map(|s| (s, requires(s, args))) {
@@ -219,6 +265,7 @@ pub fn evaluate_in(
             &rule,
             "approval condition did not match",
         )),
+        None if target => {}
         None => reasons.push(reason(&agent.file, &rule, "declared without approval")),
     }
 

@@ -25,5 +25,7 @@ pub mod triggers;
 
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
 pub use canonical::{CanonicalError, ToolCall};
-pub use gatekeeper::{Reason, Verdict, VerdictKind, evaluate, evaluate_in, evaluate_with};
+pub use gatekeeper::{
+    Reason, Verdict, VerdictKind, evaluate, evaluate_in, evaluate_target, evaluate_with,
+};
 pub use policy::{Registry, RiskTier};

@@ -9,9 +9,10 @@ use crate::{AppState, now_ms};
 use assent_core::approval::{DecisionKind, GrantScope};
 use assent_core::gatekeeper::default_timeout_seconds;
 use assent_core::triggers::Observations;
-use assent_core::{ApprovalStatus, ToolCall, Verdict, VerdictKind, evaluate_in};
+use assent_core::{ApprovalStatus, ToolCall, Verdict, VerdictKind, evaluate_in, evaluate_target};
 use assent_store::{
-    ApprovalRecord, DecideError, DecisionInput, EditedCall, Proposal, Proposed, RedeemError,
+    ApprovalRecord, ConfirmTarget, DecideError, DecisionInput, EditedCall, Proposal, Proposed,
+    RedeemError,
 };
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Query, Request, State};
@@ -48,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(crate::aaep::routes())
         .merge(crate::clarify::routes())
+        .merge(crate::plans::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -97,14 +99,14 @@ fn operator<'a>(p: &'a Principal, what: &str) -> Result<&'a [String], ApiError> 
 /// A call from a request body with the canonical JSON of its arguments and of the whole call,
 /// and its `call_hash` (the arguments are canonicalised once); a call that is not well formed
 /// (empty tool, arguments not an object, integers beyond ±2^53) is a 400.
-struct Canonical {
-    call: ToolCall,
-    arguments: String,
-    canonical: String,
-    hash: String,
+pub(crate) struct Canonical {
+    pub call: ToolCall,
+    pub arguments: String,
+    pub canonical: String,
+    pub hash: String,
 }
 
-fn canonical_call(
+pub(crate) fn canonical_call(
     tool: String,
     server: Option<String>,
     arguments: Value,
@@ -137,6 +139,29 @@ struct ProposeBody {
     device_id: Option<String>,
     #[serde(default)]
     trace_id: Option<String>,
+    /// MPLP plan this call is a step of (UUID v4); blocked while the plan is not approved.
+    #[serde(default)]
+    plan_id: Option<String>,
+    /// MPLP step id (UUID v4); blocked while a Confirm on it is pending.
+    #[serde(default)]
+    step_id: Option<String>,
+}
+
+/// One thing to gate: a tool call, or the synthetic call of an MPLP Confirm target.
+pub(crate) struct Submission {
+    pub agent: String,
+    pub session_id: String,
+    pub run_id: Option<String>,
+    pub device_id: Option<String>,
+    pub trace_id: Option<String>,
+    pub call: ToolCall,
+    pub arguments: String,
+    pub canonical: String,
+    pub call_hash: String,
+    /// `(target_type, target_id, diff)` of an MPLP Confirm target.
+    pub target: Option<(String, String, Option<Value>)>,
+    pub plan_id: Option<String>,
+    pub step_id: Option<String>,
 }
 
 /// Resolves symlinks in an absolute, lexically normalised path: the real path of its longest
@@ -211,12 +236,50 @@ async fn propose(
             "trace_id must be a lowercase UUID v4 (MPLP identifiers)",
         ));
     }
+    for (what, v) in [("plan_id", &b.plan_id), ("step_id", &b.step_id)] {
+        if v.as_deref().is_some_and(|v| !is_uuid_v4(v)) {
+            return Err(ApiError::bad_request(format!(
+                "{what} must be a lowercase UUID v4 (MPLP identifiers)"
+            )));
+        }
+    }
     let Canonical {
         call,
         arguments,
         canonical,
         hash: call_hash,
     } = canonical_call(b.tool, b.server, b.arguments)?;
+    gate(
+        &st,
+        Submission {
+            agent: b.agent,
+            session_id: b.session_id,
+            run_id: b.run_id,
+            device_id: b.device_id,
+            trace_id: b.trace_id,
+            call,
+            arguments,
+            canonical,
+            call_hash,
+            target: None,
+            plan_id: b.plan_id,
+            step_id: b.step_id,
+        },
+    )
+    .await
+}
+
+/// Gates one submission in one store transaction and answers as `POST /v1/tool-calls` does:
+/// 200 allow (with a token when a grant covers it), 403 `TOOL_DENIED`, 202 pending, 429
+/// `TOO_MANY_PENDING`.
+pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiError> {
+    let Submission {
+        call,
+        arguments,
+        canonical,
+        call_hash,
+        ..
+    } = b;
     let s = st.store.clone();
     let reg = st.registry.clone();
     let settings = st.settings;
@@ -225,6 +288,8 @@ async fn propose(
     let (session, run, device) = (b.session_id.clone(), b.run_id.clone(), b.device_id.clone());
     let trace = b.trace_id.clone();
     let hash = call_hash.clone();
+    let target = b.target.clone();
+    let (plan_id, step_id) = (b.plan_id.clone(), b.step_id.clone());
     let (verdict, outcome) = blocking(move || {
         let now = now_ms();
         let timeout = |v: &Verdict| -> i64 {
@@ -248,8 +313,18 @@ async fn propose(
                 now,
                 timeout_ms: &timeout,
                 max_pending: settings.max_pending_per_agent,
+                target: target.as_ref().map(|(t, id, diff)| ConfirmTarget {
+                    target_type: t,
+                    target_id: id,
+                    diff: diff.as_ref(),
+                }),
+                plan_id: plan_id.as_deref(),
+                step_id: step_id.as_deref(),
             },
             |prior| {
+                if target.is_some() {
+                    return evaluate_target(&reg, &agent, &call, Some(&arguments));
+                }
                 let obs = Observations {
                     now_ms: now,
                     prior_calls: prior,
@@ -260,7 +335,12 @@ async fn propose(
         )
     })
     .await?
-    .map_err(ApiError::unavailable)?;
+    .map_err(|e| match e {
+        assent_store::StoreError::Invalid(m) => {
+            ApiError::new(StatusCode::CONFLICT, "WRONG_STATE", m)
+        }
+        e => ApiError::unavailable(e),
+    })?;
     let common = json!({"call_hash": call_hash, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier,
                         "triggers": verdict.triggers});
     let merge = |mut v: Value| {
@@ -709,7 +789,9 @@ struct CancelBody {
 }
 
 /// An optional JSON body: empty is the default value.
-async fn optional_body<T: DeserializeOwned + Default>(body: Bytes) -> Result<T, ApiError> {
+pub(crate) async fn optional_body<T: DeserializeOwned + Default>(
+    body: Bytes,
+) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

@@ -62,7 +62,7 @@ pub fn approval_request_json(a: &ApprovalRecord) -> Value {
         "requestedAt": rfc3339(a.requested_at), "expiresAt": rfc3339(a.expires_at),
         "status": a.status,
     });
-    if let Some(d) = arguments_diff(a) {
+    if let Some(d) = arguments_diff(a).or_else(|| a.target_diff.clone()) {
         v["diff"] = d;
     }
     if !a.suggested_alternatives.is_empty() {
@@ -95,7 +95,11 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
         "decided_at": a.decided_at.map(rfc3339),
         "scope": a.scope, "grant_id": a.grant_id,
         "arguments_changed": a.edited.is_some(),
+        "target_type": a.target_type, "target_id": a.target_id,
     });
+    if let Some(d) = &a.target_diff {
+        v["diff"] = d.clone();
+    }
     if let Some(e) = &a.edited {
         v["arguments"] = e.arguments.clone();
         v["approved_call_hash"] = json!(e.call_hash);

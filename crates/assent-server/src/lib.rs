@@ -17,6 +17,7 @@ pub mod clarify;
 pub mod config;
 pub mod error;
 pub mod formats;
+pub mod plans;
 
 use assent_core::policy::Registry;
 use assent_store::Store;

@@ -15,6 +15,7 @@
 
 pub mod aaep;
 pub mod audit;
+pub mod plans;
 
 use assent_core::ToolCall;
 use assent_core::approval::{
@@ -35,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_protocol.sql"),
     include_str!("../migrations/0003_aaep.sql"),
+    include_str!("../migrations/0004_plans.sql"),
 ];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
@@ -216,6 +218,8 @@ pub struct ApprovalRecord {
     pub target_id: String,
     /// AAEP `reply_token` of its confirmation (`rpl_` + 32 hex), for approvals that were held.
     pub reply_token: Option<String>,
+    /// RFC 6902 patch from the target's previous submission (a resubmitted plan), if any.
+    pub target_diff: Option<Value>,
 }
 
 impl ApprovalRecord {
@@ -348,6 +352,15 @@ pub struct Proposal<'a> {
     pub timeout_ms: &'a dyn Fn(&Verdict) -> i64,
     /// Per-agent cap on pending approvals.
     pub max_pending: u64,
+    /// The MPLP Confirm target when this is not a plain tool call (a submitted plan, a
+    /// context, …). Such proposals are never covered by grants; a `plan` target must be a
+    /// `draft` of the agent and becomes `proposed` with the held approval.
+    pub target: Option<ConfirmTarget<'a>>,
+    /// MPLP plan and step the call belongs to: blocked while either has a pending Confirm or
+    /// the plan is not approved (the Gatekeeper duty of seed 000).
+    pub plan_id: Option<&'a str>,
+    /// See `plan_id`.
+    pub step_id: Option<&'a str>,
 }
 
 /// What [`Store::propose`] did.
@@ -419,6 +432,21 @@ pub struct NewApproval<'a> {
     pub device_id: Option<&'a str>,
     /// MPLP trace id (UUID v4) the agent sent; generated when `None`.
     pub trace_id: Option<&'a str>,
+    /// The MPLP Confirm target when it is not the tool call itself (a plan, context, …).
+    pub target: Option<ConfirmTarget<'a>>,
+}
+
+/// The MPLP Confirm target of an approval that is not a plain tool call (MPLP Confirm §2.3):
+/// `target_type` `plan`, `context`, `trace`, `extension` or `other`, its UUID v4 `target_id`,
+/// and the RFC 6902 diff from its previous submission.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfirmTarget<'a> {
+    /// MPLP `target_type`.
+    pub target_type: &'a str,
+    /// MPLP `target_id` (UUID v4).
+    pub target_id: &'a str,
+    /// RFC 6902 patch from the previous submission, when this modifies an earlier one.
+    pub diff: Option<&'a Value>,
 }
 
 /// Handle to the SQLite store and the token key. Cheap to share behind an `Arc`.
@@ -609,8 +637,33 @@ impl Store {
     ) -> Result<(Verdict, Proposed), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let plan = p.target.filter(|t| t.target_type == "plan");
+        if let Some(t) = plan {
+            match plans::read_plan(&tx, t.target_id)? {
+                Some(pl) if pl.agent == p.agent && pl.status == "draft" => {}
+                Some(pl) if pl.agent == p.agent => {
+                    return Err(StoreError::Invalid(format!(
+                        "plan {} is {}; only a draft can be submitted",
+                        t.target_id, pl.status
+                    )));
+                }
+                _ => return Err(StoreError::Invalid(format!("no plan `{}`", t.target_id))),
+            }
+        }
+        let blocked = plans::plan_block(&tx, p.plan_id, p.step_id)?;
         let prior = prior_calls(&tx, p.agent, p.session_id)?;
-        let verdict = evaluate(&prior);
+        let mut verdict = evaluate(&prior);
+        if let Some(why) = blocked
+            && verdict.kind != VerdictKind::Deny
+        {
+            verdict.kind = VerdictKind::Deny;
+            verdict.reasons.push(assent_core::Reason {
+                file: String::new(),
+                rule: "mplp plan".into(),
+                text: why.clone(),
+            });
+            verdict.message = why;
+        }
         let call_data = |extra: Value| {
             let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
                 "call": p.call, "call_hash": p.call_hash, "verdict": verdict.kind, "reasons": verdict.reasons,
@@ -650,7 +703,7 @@ impl Store {
                 Proposed::Allowed
             }
             VerdictKind::Confirm => {
-                let grant = if verdict.triggers.is_empty() {
+                let grant = if verdict.triggers.is_empty() && p.target.is_none() {
                     find_grant(&tx, p)?
                 } else {
                     None
@@ -677,6 +730,7 @@ impl Store {
                     run_id: p.run_id,
                     device_id: p.device_id,
                     trace_id: p.trace_id,
+                    target: p.target,
                 };
                 if let Some((gid, scope)) = grant {
                     let id = insert_approval(&tx, &n, "approved")?;
@@ -749,6 +803,25 @@ impl Store {
                 } else {
                     let id = insert_approval(&tx, &n, "pending")?;
                     add_usage(Some(&id))?;
+                    if let Some(t) = plan {
+                        tx.prepare_cached(
+                            "UPDATE plans SET confirm_id = ?2, submitted = ?3 WHERE plan_id = ?1",
+                        )?
+                        .execute(params![
+                            t.target_id,
+                            id,
+                            p.canonical_arguments
+                        ])?;
+                        plans::transition(
+                            &tx,
+                            t.target_id,
+                            "proposed",
+                            "plan.submitted",
+                            p.agent,
+                            json!({"confirm_id": id, "diff": t.diff}),
+                            p.now,
+                        )?;
+                    }
                     Proposed::Held {
                         approval: Box::new(read_approval(&tx, &id)?.expect("inserted")),
                         joined: false,
@@ -1120,6 +1193,14 @@ impl Store {
             }
         };
         let scope = input.map(|d| d.scope).unwrap_or_default();
+        if rec.target_type != "other"
+            && (scope != GrantScope::Once || input.is_some_and(|d| d.edited.is_some()))
+        {
+            return Err(DecideError::Invalid(format!(
+                "a Confirm on a {} is decided once, as submitted: no scope and no edits",
+                rec.target_type
+            )));
+        }
         let tier = RiskTier::parse(&rec.risk_tier).unwrap_or(RiskTier::R4);
         let discouraged = scope == GrantScope::Workspace && tier >= RiskTier::R3;
         if discouraged && !input.is_some_and(|d| d.confirm_workspace) {
@@ -1209,6 +1290,9 @@ impl Store {
                 actor,
                 now,
             )?;
+        }
+        if rec.target_type == "plan" {
+            plans::on_confirm_decided(&tx, id, &rec.target_id, mplp_status, actor, reason, now)?;
         }
         let rec = read_approval(&tx, id)?.expect("exists");
         aaep::emit(&tx, &aaep::resolution(&rec, now, None), None, Some(id), now)?;
@@ -1658,14 +1742,21 @@ fn insert_approval(
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let span_id = uuid::Uuid::new_v4().to_string();
-    let target_id = uuid::Uuid::new_v4().to_string();
+    let (target_type, target_id, diff) = match &n.target {
+        Some(t) => (
+            t.target_type,
+            t.target_id.to_string(),
+            t.diff.map(|d| d.to_string()),
+        ),
+        None => ("other", uuid::Uuid::new_v4().to_string(), None),
+    };
     tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
-            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29)")?.execute(
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31)")?.execute(
         params![id, n.agent, n.session_id, n.call.tool, n.call.server, args, n.canonical, n.call_hash, v.message,
                 v.risk_tier.as_str(), v.irreversible, j(&v.reasons), j(&v.approvers), v.default_decision.as_str(), n.now, n.expires_at, status,
                 n.run_id, n.device_id, group_key, summary.text, j(&v.triggers), j(&v.suggested_alternatives), esc_to, esc_after,
-                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id],
+                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id, target_type, diff],
     )?;
     audit::append(
         tx,
@@ -1685,7 +1776,7 @@ fn insert_approval(
         &id,
         &trace_id,
         n.agent,
-        json!({"confirm_id": id, "target_type": "other", "target_id": target_id, "requested_by_role": n.agent}),
+        json!({"confirm_id": id, "target_type": target_type, "target_id": target_id, "requested_by_role": n.agent}),
     )?;
     if status == "pending" {
         // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
@@ -1796,7 +1887,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
-            trace_id, span_id, target_type, target_id, reply_token
+            trace_id, span_id, target_type, target_id, reply_token, target_diff
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             |r| {
@@ -1860,6 +1951,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     target_type: r.get(35)?,
                     target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
                     reply_token: r.get(37)?,
+                    target_diff: r.get::<_, Option<String>>(38)?.and_then(|d| serde_json::from_str(&d).ok()),
                 })
             },
         )

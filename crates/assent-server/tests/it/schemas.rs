@@ -28,6 +28,9 @@ fn local(uri: &str) -> Option<PathBuf> {
     if let Some(rest) = uri.strip_prefix("https://schemas.mplp.dev/v1.0/") {
         return Some(root.join("mplp/schemas/v2").join(rest));
     }
+    if let Some(rest) = uri.strip_prefix("https://mplp.dev/schemas/v1.0/") {
+        return Some(root.join("mplp/schemas/v2").join(rest));
+    }
     if let Some(rest) = uri.strip_prefix("https://aaep-protocol.org/schemas/v1/") {
         return Some(root.join("aaep/schemas").join(rest));
     }

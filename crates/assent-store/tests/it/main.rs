@@ -36,6 +36,7 @@ fn pending(
             run_id: None,
             device_id: None,
             trace_id: None,
+            target: None,
             expires_at: now + ttl,
         })
         .unwrap();
@@ -228,6 +229,7 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
             run_id: None,
             device_id: None,
             trace_id: None,
+            target: None,
             expires_at: 10_000,
         })
         .unwrap()

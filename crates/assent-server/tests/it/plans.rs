@@ -1,0 +1,406 @@
+//! MPLP plans and Confirms on context, extension and other targets (MPLP Confirm module §2.3,
+//! §4; seed 001 §4.3; the Gatekeeper duty of seed 000), against a real server and SQLite file.
+//! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
+
+use super::schemas::{assert_valid, validator};
+use super::{Gw, start};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const OP: &str = "alice-key";
+const BOT: &str = "bot-key";
+
+fn uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn plan(id: &str, steps: &[(&str, &str)]) -> Value {
+    json!({
+        "meta": {"protocol_version": "1.0.0", "schema_version": "1.0.0"},
+        "plan_id": id, "context_id": uuid(), "title": "Rotate the database password",
+        "objective": "Rotate the production database password without downtime",
+        "status": "draft",
+        "steps": steps.iter().enumerate().map(|(i, (sid, d))| json!({
+            "step_id": sid, "description": d, "status": "pending", "order_index": i,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+async fn call_in_plan(
+    gw: &Gw,
+    plan_id: Option<&str>,
+    step_id: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut body =
+        json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {"x": 1}});
+    if let Some(p) = plan_id {
+        body["plan_id"] = json!(p);
+    }
+    if let Some(s) = step_id {
+        body["step_id"] = json!(s);
+    }
+    gw.req("POST", "/v1/tool-calls", Some(BOT), Some(body))
+        .await
+}
+
+async fn plan_now(gw: &Gw, id: &str) -> Value {
+    let (s, p) = gw
+        .req("GET", &format!("/v1/plans/{id}"), Some(BOT), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_valid(
+        &validator("mplp/schemas/v2/mplp-plan.schema.json"),
+        &p,
+        "plan",
+    );
+    p
+}
+
+async fn mplp(gw: &Gw, confirm: &str) -> Value {
+    let (s, c) = gw
+        .req(
+            "GET",
+            &format!("/v1/approvals/{confirm}?format=mplp"),
+            Some(OP),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_valid(
+        &validator("mplp/schemas/v2/mplp-confirm.schema.json"),
+        &c,
+        "confirm",
+    );
+    c
+}
+
+#[tokio::test]
+async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_until_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let (pid, s1, s2) = (uuid(), uuid(), uuid());
+    let body = plan(
+        &pid,
+        &[
+            (&s1, "Create the new password"),
+            (&s2, "Switch the app over"),
+        ],
+    );
+
+    // Not an MPLP plan: refused with where it is wrong; not a draft: refused.
+    let mut bad = body.clone();
+    bad.as_object_mut().unwrap().remove("steps");
+    let (s, e) = gw
+        .req(
+            "POST",
+            "/v1/plans",
+            Some(BOT),
+            Some(json!({"agent": "bot", "plan": bad})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(e["message"].as_str().unwrap().contains("steps"), "{e}");
+    let mut approved = body.clone();
+    approved["status"] = json!("approved");
+    let (s, _) = gw
+        .req(
+            "POST",
+            "/v1/plans",
+            Some(BOT),
+            Some(json!({"agent": "bot", "plan": approved})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    let (s, p) = gw
+        .req(
+            "POST",
+            "/v1/plans",
+            Some(BOT),
+            Some(json!({"agent": "bot", "session_id": "s1", "plan": body})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    assert_eq!(p["status"], "draft");
+    let (s, _) = gw
+        .req(
+            "POST",
+            "/v1/plans",
+            Some(BOT),
+            Some(json!({"agent": "bot", "plan": body})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+
+    // A draft plan's calls are blocked (gatekeeper duty), as are a step's.
+    let (s, d) = call_in_plan(&gw, Some(&pid), None).await;
+    assert_eq!(
+        (s, d["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("TOOL_DENIED"))
+    );
+    assert!(d["reason"].as_str().unwrap().contains("is draft"), "{d}");
+
+    // Submit: proposed, with a pending Confirm on the plan.
+    let submit = json!({"agent": "bot"});
+    let (s, r) = gw
+        .req(
+            "POST",
+            &format!("/v1/plans/{pid}/submit"),
+            Some(BOT),
+            Some(submit.clone()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let confirm = r["approval_id"].as_str().unwrap().to_string();
+    assert_eq!(plan_now(&gw, &pid).await["status"], "proposed");
+    let c = mplp(&gw, &confirm).await;
+    assert_eq!(
+        (c["target_type"].as_str(), c["target_id"].as_str()),
+        (Some("plan"), Some(pid.as_str()))
+    );
+    assert_eq!(c["status"], "pending");
+    let (s, _) = gw
+        .req(
+            "POST",
+            &format!("/v1/plans/{pid}/submit"),
+            Some(BOT),
+            Some(submit.clone()),
+        )
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "a proposed plan cannot be submitted twice"
+    );
+    let (s, d) = call_in_plan(&gw, Some(&pid), Some(&s1)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(
+        d["reason"].as_str().unwrap().contains("pending Confirm"),
+        "{d}"
+    );
+    // A plan Confirm is decided once, as submitted.
+    let (s, _) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{confirm}/decision"),
+            Some(OP),
+            Some(json!({"decision": "approve", "scope": "session"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    // Rejected: back to draft, the reason reaches the agent, a plan_rejected stage event.
+    let (s, _) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{confirm}/decision"),
+            Some(OP),
+            Some(json!({"decision": "deny", "reason": "switch over at night"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let p = plan_now(&gw, &pid).await;
+    assert_eq!(p["status"], "draft");
+    let last = p["events"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["event_type"].as_str(), last["data"]["reason"].as_str()),
+        (Some("plan.rejected"), Some("switch over at night"))
+    );
+    assert_eq!(mplp(&gw, &confirm).await["status"], "rejected");
+
+    // Revised and resubmitted: the new Confirm carries the RFC 6902 diff.
+    let revised = plan(
+        &pid,
+        &[
+            (&s1, "Create the new password"),
+            (&s2, "Switch the app over at 02:00"),
+        ],
+    );
+    let mut revised = revised;
+    revised["context_id"] = body["context_id"].clone();
+    let (s, p) = gw
+        .req(
+            "PUT",
+            &format!("/v1/plans/{pid}"),
+            Some(BOT),
+            Some(json!({"agent": "bot", "plan": revised})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    let (s, r) = gw
+        .req(
+            "POST",
+            &format!("/v1/plans/{pid}/submit"),
+            Some(BOT),
+            Some(submit.clone()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let confirm2 = r["approval_id"].as_str().unwrap().to_string();
+    let (_, req) = gw
+        .req(
+            "GET",
+            &format!("/v1/approvals/{confirm2}?format=approval-request"),
+            Some(OP),
+            None,
+        )
+        .await;
+    assert_valid(
+        &validator("docs/schemas/approval-request.schema.json"),
+        &req,
+        "ApprovalRequest",
+    );
+    assert_eq!(
+        req["diff"],
+        json!([{"op": "replace", "path": "/steps/1/description",
+                                     "value": "Switch the app over at 02:00"}]),
+        "{req}"
+    );
+
+    // Approved: the plan is approved and its calls go through the gatekeeper as usual.
+    let (s, _) = gw.decide(&confirm2, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(plan_now(&gw, &pid).await["status"], "approved");
+    assert_eq!(mplp(&gw, &confirm2).await["status"], "approved");
+    let (s, d) = call_in_plan(&gw, Some(&pid), Some(&s2)).await;
+    assert_eq!(
+        (s, d["decision"].as_str()),
+        (StatusCode::OK, Some("allow")),
+        "{d}"
+    );
+
+    // One pipeline_stage event per decision, valid against the MPLP schema.
+    let (_, ev) = gw
+        .req(
+            "GET",
+            &format!("/v1/plans/{pid}/pipeline-events"),
+            Some(OP),
+            None,
+        )
+        .await;
+    let ev = ev["events"].as_array().unwrap().clone();
+    let kinds: Vec<&str> = ev
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["plan_rejected", "plan_approved"]);
+    let v = validator("mplp/schemas/v2/events/mplp-pipeline-stage-event.schema.json");
+    for e in &ev {
+        assert_valid(&v, e, "pipeline_stage event");
+        assert_eq!(e["pipeline_id"], pid.as_str());
+    }
+    assert_eq!(ev[0]["payload"]["confirm_id"], confirm.as_str());
+
+    // Another agent cannot see or submit it.
+    let (s, _) = gw
+        .req("GET", &format!("/v1/plans/{pid}"), Some("other-key"), None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let confirm = |t: &str, id: &str| {
+        json!({"agent": "bot", "session_id": "s1", "target_type": t, "target_id": id,
+               "reason": format!("May I change this {t}?"), "target": {"name": t}})
+    };
+    let ctx = uuid();
+    let (s, r) = gw
+        .req(
+            "POST",
+            "/v1/confirms",
+            Some(BOT),
+            Some(confirm("context", &ctx)),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let cid = r["approval_id"].as_str().unwrap().to_string();
+    let c = mplp(&gw, &cid).await;
+    assert_eq!(
+        (c["target_type"].as_str(), c["target_id"].as_str()),
+        (Some("context"), Some(ctx.as_str()))
+    );
+    gw.decide(&cid, OP, "approve").await;
+    assert_eq!(mplp(&gw, &cid).await["status"], "approved");
+
+    let (_, r) = gw
+        .req(
+            "POST",
+            "/v1/confirms",
+            Some(BOT),
+            Some(confirm("extension", &uuid())),
+        )
+        .await;
+    let eid = r["approval_id"].as_str().unwrap().to_string();
+    gw.decide(&eid, OP, "deny").await;
+    let c = mplp(&gw, &eid).await;
+    assert_eq!(
+        (c["target_type"].as_str(), c["status"].as_str()),
+        (Some("extension"), Some("rejected"))
+    );
+
+    // A pending Confirm on a step blocks the calls that name that step.
+    let step = uuid();
+    let (_, r) = gw
+        .req(
+            "POST",
+            "/v1/confirms",
+            Some(BOT),
+            Some(confirm("other", &step)),
+        )
+        .await;
+    let oid = r["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = call_in_plan(&gw, None, Some(&step)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    gw.decide(&oid, OP, "approve").await;
+    let (s, _) = call_in_plan(&gw, None, Some(&step)).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Bad requests name what is wrong.
+    for (body, what) in [
+        (confirm("plan", &uuid()), "/v1/plans"),
+        (confirm("database", &uuid()), "target_type"),
+        (confirm("context", "ctx-1"), "target_id"),
+    ] {
+        let (s, e) = gw.req("POST", "/v1/confirms", Some(BOT), Some(body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(e["message"].as_str().unwrap().contains(what), "{e}");
+    }
+
+    // Cancelling a proposed plan cancels its Confirm.
+    let pid = uuid();
+    gw.req(
+        "POST",
+        "/v1/plans",
+        Some(BOT),
+        Some(json!({"agent": "bot", "plan": plan(&pid, &[(&uuid(), "Do it")])})),
+    )
+    .await;
+    let (_, r) = gw
+        .req(
+            "POST",
+            &format!("/v1/plans/{pid}/submit"),
+            Some(BOT),
+            Some(json!({"agent": "bot"})),
+        )
+        .await;
+    let pc = r["approval_id"].as_str().unwrap().to_string();
+    let (s, p) = gw
+        .req(
+            "POST",
+            &format!("/v1/plans/{pid}/cancel"),
+            Some(BOT),
+            Some(json!({"reason": "not needed"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!(plan_now(&gw, &pid).await["status"], "cancelled");
+    let c = mplp(&gw, &pc).await;
+    assert_eq!(c["status"], "cancelled");
+    let (s, _) = call_in_plan(&gw, Some(&pid), None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    gw.stop().await;
+}

@@ -1,0 +1,376 @@
+//! MPLP plans (MPLP Plan module; Confirm module §4): a plan is written as a `draft`, submitted
+//! for approval (`proposed`, with a Confirm of `target_type: plan`), and moved by the Confirm's
+//! decision to `approved`, back to `draft` (rejected, to be revised) or to `cancelled`. Every
+//! transition is an MPLP event on the plan and an audit record; each decision also appends a
+//! `pipeline_stage` event (`plan_approved` / `plan_rejected`, seed 001 §4.3) to the audit chain.
+//!
+//! The gatekeeper duty (seed 000): a tool call that names a plan or step with a pending Confirm,
+//! or a plan that is not approved, is blocked ([`plan_block`]).
+
+use crate::{Store, StoreError, audit, rfc3339};
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// A stored plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanRecord {
+    /// MPLP `plan_id` (UUID v4).
+    pub plan_id: String,
+    /// The agent that owns it.
+    pub agent: String,
+    /// The session it was created in.
+    pub session_id: String,
+    /// MPLP plan status (`draft`, `proposed`, `approved`, `in_progress`, `completed`,
+    /// `cancelled`, `failed`).
+    pub status: String,
+    /// The plan as last written by the agent, without `status` and `events`.
+    pub body: Value,
+    /// The body of the last submission, if it was ever submitted.
+    pub submitted: Option<Value>,
+    /// The Confirm (approval id) of the last submission.
+    pub confirm_id: Option<String>,
+    /// MPLP common events of its lifecycle (`plan.created`, `plan.submitted`, …).
+    pub events: Vec<Value>,
+    /// MPLP trace id (UUID v4).
+    pub trace_id: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds.
+    pub updated_at: i64,
+}
+
+impl PlanRecord {
+    /// The plan as an MPLP Plan object (`mplp-plan.schema.json`): the body with the current
+    /// `status`, the lifecycle `events` and the `trace` (trace id; span = the plan id).
+    pub fn to_mplp(&self) -> Value {
+        let mut v = self.body.clone();
+        v["status"] = json!(self.status);
+        if !self.events.is_empty() {
+            v["events"] = json!(self.events);
+        }
+        if v.get("trace").is_none() {
+            v["trace"] = json!({"trace_id": self.trace_id, "span_id": self.plan_id});
+        }
+        v
+    }
+
+    /// The reason of the last rejection while the plan is back in `draft`, for the agent to
+    /// revise it.
+    pub fn rejection_reason(&self) -> Option<String> {
+        if self.status != "draft" {
+            return None;
+        }
+        self.events
+            .iter()
+            .rev()
+            .find(|e| e["event_type"] != "plan.updated")
+            .filter(|e| e["event_type"] == "plan.rejected")
+            .and_then(|e| e["data"]["reason"].as_str().map(str::to_string))
+    }
+}
+
+/// Why a plan operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// No plan has this id (or it belongs to another agent).
+    #[error("no plan `{0}`")]
+    NotFound(String),
+    /// A plan with this id exists already.
+    #[error("plan `{0}` exists already")]
+    Exists(String),
+    /// The plan is not in a state that allows this (`status` given).
+    #[error("plan is {0}: {1}")]
+    WrongState(String, &'static str),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for PlanError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(e.into())
+    }
+}
+
+fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
+    json!({"event_id": uuid::Uuid::new_v4().to_string(), "event_type": event_type,
+           "source": "assent.plan", "timestamp": rfc3339(now), "trace_id": trace_id, "data": data})
+}
+
+pub(crate) fn read_plan(
+    conn: &rusqlite::Connection,
+    id: &str,
+) -> rusqlite::Result<Option<PlanRecord>> {
+    conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at FROM plans WHERE plan_id = ?1")?
+        .query_row([id], |r| {
+            let js = |i: usize| -> rusqlite::Result<Value> {
+                Ok(serde_json::from_str(&r.get::<_, String>(i)?).unwrap_or(Value::Null))
+            };
+            Ok(PlanRecord {
+                plan_id: r.get(0)?,
+                agent: r.get(1)?,
+                session_id: r.get(2)?,
+                status: r.get(3)?,
+                body: js(4)?,
+                submitted: r.get::<_, Option<String>>(5)?.and_then(|s| serde_json::from_str(&s).ok()),
+                confirm_id: r.get(6)?,
+                events: serde_json::from_value(js(7)?).unwrap_or_default(),
+                trace_id: r.get(8)?,
+                created_at: r.get(9)?,
+                updated_at: r.get(10)?,
+            })
+        })
+        .optional()
+}
+
+/// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` to it and
+/// an audit record of the same kind.
+pub(crate) fn transition(
+    tx: &Transaction<'_>,
+    plan_id: &str,
+    status: &str,
+    event_type: &str,
+    actor: &str,
+    data: Value,
+    now: i64,
+) -> rusqlite::Result<()> {
+    let Some(p) = read_plan(tx, plan_id)? else {
+        return Ok(());
+    };
+    let mut events = p.events;
+    let ev = event(now, event_type, &p.trace_id, data);
+    events.push(ev.clone());
+    tx.prepare_cached(
+        "UPDATE plans SET status = ?2, events = ?3, updated_at = ?4 WHERE plan_id = ?1",
+    )?
+    .execute(params![
+        plan_id,
+        status,
+        Value::from(events).to_string(),
+        now
+    ])?;
+    audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)
+}
+
+/// What the Confirm of a plan decided, applied to the plan in the decision's transaction
+/// (seed 001 §4.3): `approved` → plan `approved`; `rejected` → back to `draft` with the reason;
+/// `cancelled` → plan `cancelled`. Approvals and rejections also append a `pipeline_stage`
+/// event (`plan_approved` / `plan_rejected`) to the audit chain.
+pub(crate) fn on_confirm_decided(
+    tx: &Transaction<'_>,
+    confirm_id: &str,
+    plan_id: &str,
+    mplp_status: &str,
+    actor: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<()> {
+    let (status, kind) = match mplp_status {
+        "approved" => ("approved", "plan.approved"),
+        "cancelled" => ("cancelled", "plan.cancelled"),
+        _ => ("draft", "plan.rejected"),
+    };
+    transition(
+        tx,
+        plan_id,
+        status,
+        kind,
+        actor,
+        json!({"confirm_id": confirm_id, "decided_by": actor, "reason": reason}),
+        now,
+    )?;
+    if mplp_status == "cancelled" {
+        return Ok(());
+    }
+    let approved = mplp_status == "approved";
+    let ev = json!({
+        "event_id": uuid::Uuid::new_v4().to_string(),
+        "event_type": if approved { "plan_approved" } else { "plan_rejected" },
+        "event_family": "pipeline_stage",
+        "timestamp": rfc3339(now),
+        "pipeline_id": plan_id,
+        "stage_id": "plan_review",
+        "stage_name": "Plan review (MPLP Confirm)",
+        "stage_status": if approved { "completed" } else { "failed" },
+        "stage_order": 0,
+        "payload": {"confirm_id": confirm_id, "plan_id": plan_id, "decided_by": actor, "reason": reason},
+    });
+    audit::append(tx, now, "pipeline_stage", Some(confirm_id), actor, &ev)
+}
+
+/// The gatekeeper duty of seed 000 for a tool call that names `plan_id` and/or `step_id`:
+/// blocked (the reason returned) while a Confirm whose target is that plan or step is pending,
+/// and while a plan assent knows is not `approved` or `in_progress`. `None`: not blocked.
+pub(crate) fn plan_block(
+    tx: &Transaction<'_>,
+    plan_id: Option<&str>,
+    step_id: Option<&str>,
+) -> rusqlite::Result<Option<String>> {
+    for (what, id) in [("plan", plan_id), ("step", step_id)] {
+        let Some(id) = id else { continue };
+        let pending: Option<String> = tx
+            .prepare_cached(
+                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' LIMIT 1",
+            )?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        if let Some(c) = pending {
+            return Ok(Some(format!(
+                "{what} {id} has a pending Confirm ({c}); its tool calls are blocked until it is approved"
+            )));
+        }
+    }
+    if let Some(id) = plan_id
+        && let Some(p) = read_plan(tx, id)?
+        && !matches!(p.status.as_str(), "approved" | "in_progress")
+    {
+        return Ok(Some(format!(
+            "plan {id} is {}; its tool calls run only once its Confirm approves it",
+            p.status
+        )));
+    }
+    Ok(None)
+}
+
+impl Store {
+    /// Stores a new plan as `draft` for `agent` (`plan.created`). `body` is an MPLP plan the
+    /// caller validated; its `status` and `events` are replaced by assent's.
+    pub fn create_plan(
+        &self,
+        agent: &str,
+        session_id: &str,
+        body: &Value,
+        trace_id: Option<&str>,
+        now: i64,
+    ) -> Result<PlanRecord, PlanError> {
+        let id = body["plan_id"].as_str().unwrap_or_default().to_string();
+        let mut body = body.clone();
+        if let Some(o) = body.as_object_mut() {
+            o.remove("status");
+            o.remove("events");
+        }
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        if read_plan(&tx, &id)?.is_some() {
+            return Err(PlanError::Exists(id));
+        }
+        let trace = trace_id
+            .map(str::to_string)
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        tx.prepare_cached("INSERT INTO plans (plan_id, agent, session_id, status, body, trace_id, created_at, updated_at) VALUES (?1,?2,?3,'draft',?4,?5,?6,?6)")?
+            .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
+        transition(
+            &tx,
+            &id,
+            "draft",
+            "plan.created",
+            agent,
+            json!({"agent": agent, "session_id": session_id}),
+            now,
+        )?;
+        let p = read_plan(&tx, &id)?.expect("inserted");
+        tx.commit()?;
+        Ok(p)
+    }
+
+    /// Replaces the body of a `draft` plan of `agent` (`plan.updated`), e.g. revised after a
+    /// rejection.
+    pub fn update_plan(
+        &self,
+        agent: &str,
+        body: &Value,
+        now: i64,
+    ) -> Result<PlanRecord, PlanError> {
+        let id = body["plan_id"].as_str().unwrap_or_default().to_string();
+        let mut body = body.clone();
+        if let Some(o) = body.as_object_mut() {
+            o.remove("status");
+            o.remove("events");
+        }
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let p = read_plan(&tx, &id)?
+            .filter(|p| p.agent == agent)
+            .ok_or_else(|| PlanError::NotFound(id.clone()))?;
+        if p.status != "draft" {
+            return Err(PlanError::WrongState(
+                p.status,
+                "only a draft can be revised",
+            ));
+        }
+        tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
+            .execute(params![id, body.to_string()])?;
+        transition(&tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
+        let p = read_plan(&tx, &id)?.expect("exists");
+        tx.commit()?;
+        Ok(p)
+    }
+
+    /// Reads one plan.
+    pub fn plan(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
+        Ok(read_plan(&self.lock(), id)?)
+    }
+
+    /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
+    /// is cancelled and recorded), any other plan not yet finished directly.
+    pub fn cancel_plan(
+        &self,
+        id: &str,
+        agent: Option<&str>,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<PlanRecord, PlanError> {
+        let p = self
+            .plan(id)?
+            .filter(|p| agent.is_none_or(|a| a == p.agent))
+            .ok_or_else(|| PlanError::NotFound(id.to_string()))?;
+        if let (true, Some(c)) = (p.status == "proposed", &p.confirm_id) {
+            match self.cancel(c, reason, actor, now) {
+                Ok(_) | Err(crate::DecideError::AlreadyDecided(_)) => {}
+                Err(crate::DecideError::Store(e)) => return Err(e.into()),
+                Err(e) => return Err(StoreError::Invalid(e.to_string()).into()),
+            }
+        }
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let p = read_plan(&tx, id)?.ok_or_else(|| PlanError::NotFound(id.to_string()))?;
+        match p.status.as_str() {
+            "cancelled" => {}
+            "completed" | "failed" => {
+                return Err(PlanError::WrongState(
+                    p.status,
+                    "a finished plan cannot be cancelled",
+                ));
+            }
+            _ => transition(
+                &tx,
+                id,
+                "cancelled",
+                "plan.cancelled",
+                actor,
+                json!({"reason": reason}),
+                now,
+            )?,
+        }
+        let p = read_plan(&tx, id)?.expect("exists");
+        tx.commit()?;
+        Ok(p)
+    }
+
+    /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first.
+    pub fn pipeline_events(&self, plan_id: &str) -> Result<Vec<Value>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND json_extract(data, '$.pipeline_id') = ?1 ORDER BY seq",
+        )?;
+        let rows: Vec<String> = stmt
+            .query_map([plan_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows
+            .iter()
+            .filter_map(|s| serde_json::from_str(s).ok())
+            .collect())
+    }
+}
