@@ -41,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/approvals/{id}/cancel", post(cancel_approval))
         .route("/v1/sessions/{id}/cancel", post(cancel_session))
         .route("/v1/grants", get(list_grants))
+        .route("/v1/learning-samples", get(learning_samples))
         .route("/v1/grants/{id}", axum::routing::delete(revoke_grant))
         .route("/v1/tokens/redeem", post(redeem))
         .route(
@@ -866,6 +867,30 @@ async fn cancel_session(
 }
 
 /// `GET /v1/grants[?all=true]`: active grants (all, with revoked and expired ones).
+/// `GET /v1/learning-samples` (operator): every settled approval as an MPLP learning sample
+/// (seed 001 §5), one JSON object per line (`application/x-ndjson`).
+async fn learning_samples(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    operator(p, "export learning samples")?;
+    let s = st.store.clone();
+    let list = blocking(move || s.learning_samples())
+        .await?
+        .map_err(ApiError::unavailable)?;
+    let mut body = String::new();
+    for v in list {
+        body.push_str(&v.to_string());
+        body.push('\n');
+    }
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        body,
+    )
+        .into_response())
+}
+
 async fn list_grants(
     State(st): State<AppState>,
     headers: HeaderMap,

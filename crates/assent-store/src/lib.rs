@@ -15,6 +15,7 @@
 
 pub mod aaep;
 pub mod audit;
+pub mod learning;
 pub mod plans;
 
 use assent_core::ToolCall;

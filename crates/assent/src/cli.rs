@@ -181,6 +181,25 @@ enum Cmd {
         #[command(subcommand)]
         cmd: AuditCmd,
     },
+    /// Export data for other tools.
+    Export {
+        #[command(subcommand)]
+        cmd: ExportCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ExportCmd {
+    /// Every settled approval as an MPLP learning sample, one JSON object per line (JSONL).
+    /// Reads the database directly (read-only; the gateway may keep running).
+    LearningSamples {
+        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -349,6 +368,29 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Audit {
             cmd: AuditCmd::Verify { data_dir, json },
         } => audit_verify(data_dir, json),
+        Cmd::Export {
+            cmd: ExportCmd::LearningSamples { data_dir, out },
+        } => {
+            let list =
+                assent_store::learning::learning_samples_offline(&data_dir_or_default(data_dir)?)?;
+            let mut text = String::new();
+            for v in &list {
+                text.push_str(&v.to_string());
+                text.push('\n');
+            }
+            match out {
+                Some(f) => {
+                    std::fs::write(&f, text)
+                        .with_context(|| format!("cannot write {}", f.display()))?;
+                    eprintln!("{} learning samples written to {}", list.len(), f.display());
+                }
+                None => {
+                    use std::io::Write;
+                    std::io::stdout().write_all(text.as_bytes())?;
+                }
+            }
+            Ok(0)
+        }
     }
 }
 
@@ -868,8 +910,9 @@ fn check(
     }
 }
 
-fn audit_verify(data_dir: Option<PathBuf>, as_json: bool) -> Result<i32> {
-    let dir = match data_dir {
+/// `--data-dir`, else `data_dir` of ./assent.yaml when it exists, else `.assent`.
+fn data_dir_or_default(data_dir: Option<PathBuf>) -> Result<PathBuf> {
+    Ok(match data_dir {
         Some(d) => d,
         None => {
             let p = PathBuf::from("assent.yaml");
@@ -879,7 +922,11 @@ fn audit_verify(data_dir: Option<PathBuf>, as_json: bool) -> Result<i32> {
                 PathBuf::from(".assent")
             }
         }
-    };
+    })
+}
+
+fn audit_verify(data_dir: Option<PathBuf>, as_json: bool) -> Result<i32> {
+    let dir = data_dir_or_default(data_dir)?;
     let rep = assent_store::verify_offline(&dir)?;
     if as_json {
         println!(

@@ -446,6 +446,33 @@ fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
     let out = cli(&url, &["answer", &qid, "no"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("ALREADY_ANSWERED"));
     assert!(ok(&cli(&url, &["clarifications"])).contains("no pending clarifications"));
+
+    // Learning samples straight from the database while the gateway runs: one per settled
+    // approval (edited a, denied b and c, granted d and its grant use), as the API gives them.
+    let out = Command::new(BIN)
+        .args(["export", "learning-samples", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    let jsonl = ok(&out);
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{jsonl}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["sample_family"] == "confirm_decision")
+    );
+    let api = reqwest::blocking::Client::new()
+        .get(format!("{url}/v1/learning-samples"))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert_eq!(api, jsonl);
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }
