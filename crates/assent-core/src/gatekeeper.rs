@@ -184,7 +184,60 @@ pub fn evaluate_in(
     canonical_arguments: Option<&str>,
     obs: &Observations<'_>,
 ) -> Verdict {
-    evaluate_inner(reg, agent_id, call, canonical_arguments, obs, false)
+    evaluate_inner(reg, agent_id, call, canonical_arguments, obs, Mode::Tool)
+}
+
+/// What is being gated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Tool,
+    Target,
+    Delegation,
+}
+
+/// The synthetic call of a delegation (seed 004 "Approval on Agent Delegation"): tool
+/// `delegate.<target>`, arguments `{"input": …, "skill_id"?: …, "skill_args"?: …}`. Its
+/// canonical hash is what an approval of the delegation binds.
+pub fn delegation_call(
+    target: &str,
+    input: serde_json::Value,
+    skill_id: Option<&str>,
+    skill_args: Option<serde_json::Value>,
+) -> Result<ToolCall, crate::CanonicalError> {
+    let mut args = serde_json::json!({ "input": input });
+    if let Some(s) = skill_id {
+        args["skill_id"] = s.into();
+    }
+    if let Some(a) = skill_args {
+        args["skill_args"] = a;
+    }
+    ToolCall::new(format!("delegate.{target}"), None, args)
+}
+
+/// The verdict for a delegation to a sub-agent (seed 004 "Approval on Agent Delegation";
+/// `call` from [`delegation_call`]). The target must be one of the agent's `local_agents[]` or
+/// `remote_agents[]` (a `skill_id` only on a remote agent, and one of its `allowed_skills` when
+/// it declares them), else deny. The reference's `approval` decides, its condition keys being
+/// paths over `{"parent": {"input": …}}` (`parent.input.risk_level`); a skill's `approval`
+/// decides too, over the skill's input fields. Templates see `{{parent.input.*}}`,
+/// `{{skill_id}}`, `{{skill_args}}`, `{{skill_args.*}}`, `{{remote_agent_alias}}`,
+/// `{{agent_alias}}` (the sub-agent) and `{{agent_id}}` (the parent). Governance rules covering
+/// the tool name `delegate.<target>` apply as for a tool call. The sub-agent's own tool calls
+/// are gated separately, as its own.
+pub fn evaluate_delegation(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+) -> Verdict {
+    evaluate_inner(
+        reg,
+        agent_id,
+        call,
+        canonical_arguments,
+        &Observations::none(0),
+        Mode::Delegation,
+    )
 }
 
 /// The verdict for an MPLP Confirm on a target that is not a tool call (MPLP Confirm module
@@ -205,7 +258,7 @@ pub fn evaluate_target(
         call,
         canonical_arguments,
         &Observations::none(0),
-        true,
+        Mode::Target,
     )
 }
 
@@ -215,7 +268,7 @@ fn evaluate_inner(
     call: &ToolCall,
     canonical_arguments: Option<&str>,
     obs: &Observations<'_>,
-    target: bool,
+    mode: Mode,
 ) -> Verdict {
     let Some(agent) = reg.agents.get(agent_id) else {
         return deny(
@@ -233,7 +286,86 @@ fn evaluate_inner(
     let mut template: Option<&str> = None;
 
     // 1. The agent's own declaration (a Confirm target always needs a human).
-    let (spec, rule) = if target {
+    let target = mode == Mode::Target;
+    let mut extra: Option<serde_json::Value> = None;
+    let mut sub_alias: Option<String> = None;
+    let mut delegation_spec: Option<(&ApprovalSpec, String)> = None;
+    if mode == Mode::Delegation {
+        let alias = call.tool.strip_prefix("delegate.").unwrap_or(&call.tool);
+        let Some(d) = agent.delegates.iter().find(|d| d.alias == alias) else {
+            return deny(
+                format!(
+                    "`{alias}` is not declared in action_space.local_agents or remote_agents of agent `{}`",
+                    agent.id
+                ),
+                &agent.file,
+                "action_space",
+            );
+        };
+        let list = if d.remote { "remote_agents" } else { "local_agents" };
+        let rule = format!("action_space.{list}[{alias}]");
+        let skill_id = args.get("skill_id").and_then(|v| v.as_str());
+        let skill_args = args.get("skill_args").cloned().unwrap_or(serde_json::json!({}));
+        let input = args.get("input").cloned().unwrap_or(serde_json::Value::Null);
+        let mut x = serde_json::json!({"parent": {"input": input}, "skill_args": skill_args});
+        if d.remote {
+            x["remote_agent_alias"] = alias.into();
+        }
+        if let Some(sid) = skill_id {
+            if !d.remote {
+                return deny(
+                    format!("`{alias}` is a local agent; skill_id applies to remote agents only"),
+                    &agent.file,
+                    &rule,
+                );
+            }
+            x["skill_id"] = sid.into();
+            if let Some(skills) = &d.skills {
+                match skills.iter().find(|k| k.id == sid) {
+                    None => {
+                        return deny(
+                            format!("skill `{sid}` is not in allowed_skills of remote agent `{alias}`"),
+                            &agent.file,
+                            &rule,
+                        );
+                    }
+                    Some(k) => {
+                        if let Some(spec) = &k.approval {
+                            match requires(spec, &x["skill_args"]) {
+                                Some(why) => {
+                                    required = true;
+                                    template = template_of(spec);
+                                    reasons.push(reason(
+                                        &agent.file,
+                                        format!("{rule}.allowed_skills[{sid}]"),
+                                        why,
+                                    ));
+                                }
+                                None => reasons.push(reason(
+                                    &agent.file,
+                                    format!("{rule}.allowed_skills[{sid}]"),
+                                    "skill approval condition did not match",
+                                )),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        extra = Some(x);
+        sub_alias = Some(alias.to_string());
+        delegation_spec = d.approval.as_ref().map(|s| (s, rule.clone()));
+        if d.approval.is_none() {
+            reasons.push(reason(&agent.file, &rule, "declared without approval"));
+        }
+    }
+    let extra = extra;
+    let (spec, rule) = if mode == Mode::Delegation {
+        match delegation_spec {
+            Some((s, rule)) => (Some(s), rule),
+            None => (None, String::new()),
+        }
+    } else if target {
         required = true;
         reasons.push(reason(
             "",
@@ -251,10 +383,11 @@ fn evaluate_inner(
         }
     };
     let agent_template = spec.and_then(template_of);
-    match spec.map(|s| (s, requires(s, args))) {
+    let cond_args = extra.as_ref().unwrap_or(args);
+    match spec.map(|s| (s, requires(s, cond_args))) {
         Some((s, Some(why))) => {
             required = true;
-            template = template_of(s);
+            template = template.or(template_of(s));
             reasons.push(reason(&agent.file, &rule, why));
         }
         Some((ApprovalSpec::Exempt, None)) => {
@@ -265,7 +398,7 @@ fn evaluate_inner(
             &rule,
             "approval condition did not match",
         )),
-        None if target => {}
+        None if target || mode == Mode::Delegation => {}
         None => reasons.push(reason(&agent.file, &rule, "declared without approval")),
     }
 
@@ -301,6 +434,7 @@ fn evaluate_inner(
                             agent_id: &agent.id,
                             mcp_server_alias: call.server.as_deref(),
                             tool_args_json: canonical_arguments,
+                            extra: None,
                         };
                         let why = message_template
                             .as_deref()
@@ -438,15 +572,26 @@ fn evaluate_inner(
         let ctx = TemplateContext {
             tool_name: &call.tool,
             tool_args: args,
-            agent_alias: &agent.name,
+            agent_alias: sub_alias.as_deref().unwrap_or(&agent.name),
             agent_id: &agent.id,
             mcp_server_alias: call.server.as_deref(),
             tool_args_json: canonical_arguments,
+            extra: extra.as_ref(),
         };
         // The template of the source that required approval, else the agent's own template.
-        match template.or(agent_template) {
-            Some(t) => render(t, &ctx),
-            None => default_message(&ctx),
+        match (template.or(agent_template), &sub_alias) {
+            (Some(t), _) => render(t, &ctx),
+            (None, Some(sub)) => {
+                let input = crate::canonical::canonical_value(&args["input"]).unwrap_or_default();
+                match args.get("skill_id").and_then(|v| v.as_str()) {
+                    Some(k) => format!(
+                        "Agent {} wants to delegate to {sub} (skill {k}) with {input}",
+                        agent.id
+                    ),
+                    None => format!("Agent {} wants to delegate to {sub} with {input}", agent.id),
+                }
+            }
+            (None, None) => default_message(&ctx),
         }
     } else {
         String::new()

@@ -26,6 +26,7 @@ pub mod triggers;
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
 pub use canonical::{CanonicalError, ToolCall};
 pub use gatekeeper::{
-    Reason, Verdict, VerdictKind, evaluate, evaluate_in, evaluate_target, evaluate_with,
+    Reason, Verdict, VerdictKind, delegation_call, evaluate, evaluate_delegation, evaluate_in,
+    evaluate_target, evaluate_with,
 };
 pub use policy::{Registry, RiskTier};

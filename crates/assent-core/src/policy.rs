@@ -108,6 +108,31 @@ pub struct LocalTool {
     pub approval: Option<ApprovalSpec>,
 }
 
+/// A sub-agent the agent may delegate to (`action_space.local_agents[]` or
+/// `remote_agents[]`, seed 004 "Approval on Agent Delegation").
+#[derive(Debug, Clone)]
+pub struct Delegate {
+    /// `alias`, unique among the agent's local and remote agents; the `target` of a delegation.
+    pub alias: String,
+    /// True for `remote_agents[]` (A2A), false for `local_agents[]`.
+    pub remote: bool,
+    /// `approval` on the reference: gates the delegation itself. Its condition keys are paths
+    /// over the delegation context, e.g. `parent.input.risk_level`.
+    pub approval: Option<ApprovalSpec>,
+    /// `allowed_skills` of a remote agent (`None`: not declared, any skill).
+    pub skills: Option<Vec<SkillRef>>,
+}
+
+/// One `allowed_skills` entry of a remote agent: a skill id and its own approval, whose
+/// condition keys are the skill's input fields.
+#[derive(Debug, Clone)]
+pub struct SkillRef {
+    /// The A2A skill id.
+    pub id: String,
+    /// `approval` on the skill reference.
+    pub approval: Option<ApprovalSpec>,
+}
+
 /// One `allowed_tools` entry of an MCP server: a name, and its own approval when it has one
 /// (`None` inherits the server's).
 #[derive(Debug, Clone)]
@@ -146,6 +171,8 @@ pub struct Agent {
     pub local_tools: Vec<LocalTool>,
     /// `action_space.mcp_servers`.
     pub mcp_servers: Vec<McpServer>,
+    /// `action_space.local_agents` then `remote_agents`.
+    pub delegates: Vec<Delegate>,
     /// Referenced governance policies (`constraints.governance_policies[]`).
     pub policy_refs: Vec<PolicyRef>,
     /// Set when a `required` referenced policy does not resolve: every call is denied with it.
@@ -331,6 +358,25 @@ struct RawActionSpace {
     local_tools: Vec<Spanned<RawLocalTool>>,
     #[serde(default)]
     mcp_servers: Vec<Spanned<RawMcpServer>>,
+    #[serde(default)]
+    local_agents: Vec<Spanned<RawLocalAgent>>,
+    #[serde(default)]
+    remote_agents: Vec<Spanned<RawRemoteAgent>>,
+}
+#[derive(Deserialize)]
+struct RawLocalAgent {
+    alias: String,
+    source: String,
+    #[serde(default)]
+    approval: Option<Value>,
+}
+#[derive(Deserialize)]
+struct RawRemoteAgent {
+    alias: String,
+    #[serde(default)]
+    approval: Option<Value>,
+    #[serde(default)]
+    allowed_skills: Option<Vec<Value>>,
 }
 #[derive(Deserialize)]
 struct RawLocalTool {
@@ -507,6 +553,22 @@ impl Registry {
                     }));
                 }
             }
+            for d in &a.delegates {
+                specs.extend(
+                    d.approval
+                        .iter()
+                        .map(|s| (a.file.as_str(), format!("agent `{}`", d.alias), s)),
+                );
+                for k in d.skills.iter().flatten() {
+                    specs.extend(k.approval.iter().map(|s| {
+                        (
+                            a.file.as_str(),
+                            format!("agent `{}` skill `{}`", d.alias, k.id),
+                            s,
+                        )
+                    }));
+                }
+            }
         }
         for p in reg.policies.values() {
             for r in &p.rules {
@@ -669,6 +731,97 @@ impl Registry {
                 allowed_tools,
             });
         }
+        let mut delegates: Vec<Delegate> = Vec::new();
+        let locals = raw.action_space.local_agents.iter().map(|a| {
+            (
+                a.referenced.line(),
+                &a.value.alias,
+                &a.value.approval,
+                None,
+                Some(&a.value.source),
+            )
+        });
+        let remotes = raw.action_space.remote_agents.iter().map(|a| {
+            (
+                a.referenced.line(),
+                &a.value.alias,
+                &a.value.approval,
+                Some(&a.value.allowed_skills),
+                None,
+            )
+        });
+        for (line, alias, approval, skills, source) in locals.chain(remotes) {
+            let line = Some(line);
+            let remote = skills.is_some();
+            let what = if remote { "remote agent" } else { "local agent" };
+            if !identifier_ok(alias) {
+                errs.push(err(
+                    line,
+                    format!("{what} alias `{alias}` must match ^[a-zA-Z_][a-zA-Z0-9_]*$"),
+                ));
+            }
+            if source.is_some_and(|s| s.is_empty()) {
+                errs.push(err(line, format!("{what} `{alias}`: source must not be empty")));
+            }
+            if delegates.iter().any(|d| &d.alias == alias) {
+                errs.push(err(
+                    line,
+                    format!("duplicate agent alias `{alias}` in local_agents/remote_agents"),
+                ));
+                continue;
+            }
+            let approval = match approval.as_ref().map(ApprovalSpec::parse).transpose() {
+                Ok(a) => a,
+                Err(e) => {
+                    errs.push(err(line, format!("{what} `{alias}`: {e}")));
+                    continue;
+                }
+            };
+            let skills = match skills.and_then(Option::as_ref) {
+                None => None,
+                Some(list) => {
+                    let mut out: Vec<SkillRef> = Vec::new();
+                    for (i, entry) in list.iter().enumerate() {
+                        let parsed = match entry {
+                            Value::String(n) if !n.is_empty() => Ok(SkillRef {
+                                id: n.clone(),
+                                approval: None,
+                            }),
+                            Value::Object(m) => match m.get("id").and_then(Value::as_str) {
+                                Some(n) if !n.is_empty() => m
+                                    .get("approval")
+                                    .map(ApprovalSpec::parse)
+                                    .transpose()
+                                    .map(|approval| SkillRef {
+                                        id: n.to_string(),
+                                        approval,
+                                    }),
+                                _ => Err("an object entry needs a non-empty `id`".into()),
+                            },
+                            _ => Err("an entry must be a skill id or {id, approval}".into()),
+                        };
+                        match parsed {
+                            Ok(k) if out.iter().any(|x| x.id == k.id) => errs.push(err(
+                                line,
+                                format!("remote agent `{alias}`: duplicate skill `{}`", k.id),
+                            )),
+                            Ok(k) => out.push(k),
+                            Err(e) => errs.push(err(
+                                line,
+                                format!("remote agent `{alias}` allowed_skills[{i}]: {e}"),
+                            )),
+                        }
+                    }
+                    Some(out)
+                }
+            };
+            delegates.push(Delegate {
+                alias: alias.clone(),
+                remote,
+                approval,
+                skills,
+            });
+        }
         let policy_refs = raw
             .constraints
             .governance_policies
@@ -688,6 +841,7 @@ impl Registry {
                 file: file.to_string(),
                 local_tools,
                 mcp_servers,
+                delegates,
                 policy_refs,
                 refused: None,
             },

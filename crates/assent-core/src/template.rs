@@ -19,6 +19,10 @@ pub struct TemplateContext<'a> {
     /// The canonical JSON of `tool_args` when the caller already has it (saves computing it
     /// again); `None` computes it when a template needs it.
     pub tool_args_json: Option<&'a str>,
+    /// Further variables, looked up by dotted path when a name is none of the above: for a
+    /// delegation `{"parent": {"input": …}, "skill_id": …, "skill_args": …,
+    /// "remote_agent_alias": …}` (`{{parent.input.action}}`, `{{skill_args.amount}}`).
+    pub extra: Option<&'a Value>,
 }
 
 impl TemplateContext<'_> {
@@ -49,7 +53,11 @@ fn resolve(ctx: &TemplateContext<'_>, name: &str) -> String {
             Some(path) => crate::condition::lookup(ctx.tool_args, path)
                 .map(value_text)
                 .unwrap_or_default(),
-            None => String::new(),
+            None => ctx
+                .extra
+                .and_then(|x| crate::condition::lookup(x, name))
+                .map(value_text)
+                .unwrap_or_default(),
         },
     }
 }
@@ -100,6 +108,7 @@ mod tests {
 
     fn ctx(args: &Value) -> TemplateContext<'_> {
         TemplateContext {
+            extra: None,
             tool_name: "execute_trade",
             tool_args: args,
             agent_alias: "trading_agent",

@@ -9,7 +9,10 @@ use crate::{AppState, now_ms};
 use assent_core::approval::{DecisionKind, GrantScope};
 use assent_core::gatekeeper::default_timeout_seconds;
 use assent_core::triggers::Observations;
-use assent_core::{ApprovalStatus, ToolCall, Verdict, VerdictKind, evaluate_in, evaluate_target};
+use assent_core::{
+    ApprovalStatus, ToolCall, Verdict, VerdictKind, evaluate_delegation, evaluate_in,
+    evaluate_target,
+};
 use assent_store::{
     ApprovalRecord, ConfirmTarget, DecideError, DecisionInput, EditedCall, Proposal, Proposed,
     RedeemError,
@@ -34,6 +37,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/v1/tool-calls", post(propose))
+        .route("/v1/delegations", post(delegate))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", get(get_approval))
         .route("/v1/approvals/decisions", post(decide_batch))
@@ -163,6 +167,8 @@ pub(crate) struct Submission {
     pub target: Option<(String, String, Option<Value>)>,
     pub plan_id: Option<String>,
     pub step_id: Option<String>,
+    /// A delegation to a sub-agent (`call` from `delegation_call`).
+    pub delegation: bool,
 }
 
 /// Resolves symlinks in an absolute, lexically normalised path: the real path of its longest
@@ -265,6 +271,94 @@ async fn propose(
             target: None,
             plan_id: b.plan_id,
             step_id: b.step_id,
+            delegation: false,
+        },
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DelegationBody {
+    agent: String,
+    session_id: String,
+    target: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    skill_id: Option<String>,
+    #[serde(default)]
+    skill_args: Option<Value>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    device_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<String>,
+}
+
+/// `POST /v1/delegations` (agent): `{"agent", "session_id", "target": ALIAS, "input": {...},
+/// "skill_id"?, "skill_args"?}` gates a delegation to a sub-agent (seed 004 "Approval on Agent
+/// Delegation") and answers exactly as `POST /v1/tool-calls` does; an approval's token binds
+/// the delegation's canonical call (`delegate.ALIAS` with input, skill id and skill args).
+async fn delegate(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(b): ApiJson<DelegationBody>,
+) -> Result<Response, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    match p.agent_id() {
+        Some(a) if a == b.agent => {}
+        Some(a) => {
+            return Err(ApiError::forbidden(format!(
+                "this key acts for agent `{a}`, not `{}`",
+                b.agent
+            )));
+        }
+        None => return Err(ApiError::forbidden("only an agent key may delegate")),
+    }
+    if b.session_id.is_empty() || b.target.is_empty() {
+        return Err(ApiError::bad_request("session_id and target must not be empty"));
+    }
+    check_id("run_id", &b.run_id)?;
+    check_id("device_id", &b.device_id)?;
+    if b.trace_id.as_deref().is_some_and(|t| !is_uuid_v4(t)) {
+        return Err(ApiError::bad_request(
+            "trace_id must be a lowercase UUID v4 (MPLP identifiers)",
+        ));
+    }
+    if !(b.input.is_object() || b.input.is_null()) {
+        return Err(ApiError::bad_request("input must be a JSON object"));
+    }
+    if b.skill_args.as_ref().is_some_and(|a| !a.is_object()) {
+        return Err(ApiError::bad_request("skill_args must be a JSON object"));
+    }
+    if b.skill_args.is_some() && b.skill_id.is_none() {
+        return Err(ApiError::bad_request("skill_args needs a skill_id"));
+    }
+    let input = if b.input.is_null() { json!({}) } else { b.input };
+    let bad = |e: assent_core::CanonicalError| ApiError::bad_request(e.to_string());
+    let call = assent_core::delegation_call(&b.target, input, b.skill_id.as_deref(), b.skill_args)
+        .map_err(bad)?;
+    let arguments = call.canonical_arguments().map_err(bad)?;
+    let canonical = call.canonical_with_arguments(&arguments).map_err(bad)?;
+    let call_hash = assent_core::canonical::sha256_hex(canonical.as_bytes());
+    gate(
+        &st,
+        Submission {
+            agent: b.agent,
+            session_id: b.session_id,
+            run_id: b.run_id,
+            device_id: b.device_id,
+            trace_id: b.trace_id,
+            call,
+            arguments,
+            canonical,
+            call_hash,
+            target: None,
+            plan_id: None,
+            step_id: None,
+            delegation: true,
         },
     )
     .await
@@ -290,6 +384,7 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
     let trace = b.trace_id.clone();
     let hash = call_hash.clone();
     let target = b.target.clone();
+    let delegation = b.delegation;
     let (plan_id, step_id) = (b.plan_id.clone(), b.step_id.clone());
     let (verdict, outcome) = blocking(move || {
         let now = now_ms();
@@ -325,6 +420,9 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
             |prior| {
                 if target.is_some() {
                     return evaluate_target(&reg, &agent, &call, Some(&arguments));
+                }
+                if delegation {
+                    return evaluate_delegation(&reg, &agent, &call, Some(&arguments));
                 }
                 let obs = Observations {
                     now_ms: now,

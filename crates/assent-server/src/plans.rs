@@ -302,6 +302,7 @@ async fn submit(
             target: Some(("plan".into(), pl.plan_id.clone(), diff)),
             plan_id: None,
             step_id: None,
+            delegation: false,
         },
     )
     .await
@@ -411,6 +412,7 @@ async fn confirm(
             target: Some((b.target_type, b.target_id, None)),
             plan_id: None,
             step_id: None,
+            delegation: false,
         },
     )
     .await

@@ -1,0 +1,122 @@
+//! Delegation approval (seed 004 "Approval on Agent Delegation"): `approval` on
+//! `local_agents[]`, `remote_agents[]` and skill references gates `POST /v1/delegations`, with
+//! `parent.input.*` condition keys and the delegation template variables.
+
+use super::{Settings, start_reg};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const AGENTS: &str = r#"
+metadata: {id: bot, name: Bot}
+action_space:
+  local_agents:
+    - alias: financial_executor
+      source: agents/executor.agf.yaml
+      approval:
+        message_template: "Delegate to financial executor for {{parent.input.action}}?"
+        condition:
+          args_match:
+            parent.input.risk_level: { in: ["high", "critical"] }
+    - alias: summariser
+      source: agents/summariser.agf.yaml
+    - alias: archiver
+      source: agents/archiver.agf.yaml
+  remote_agents:
+    - alias: payments
+      approval:
+        message_template: "Ask {{remote_agent_alias}} ({{agent_alias}} for {{agent_id}}) in {{parent.input.env}}"
+        condition: {args_match: {parent.input.env: prod}}
+      allowed_skills:
+        - lookup
+        - id: process-payment
+          approval:
+            message_template: "{{remote_agent_alias}}: {{skill_id}} of {{skill_args.amount}} ({{skill_args}})"
+            condition: {args_match: {amount: {gt: 100}}}
+"#;
+
+const GOV: &str = r#"
+policies:
+  - id: acme.delegation.rules-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: delegate.archiver
+        deny: {message_template: "archiving is frozen"}
+"#;
+
+async fn delegate(gw: &super::Gw, body: Value) -> (StatusCode, Value) {
+    let mut b = json!({"agent": "bot", "session_id": "s1"});
+    b.as_object_mut()
+        .unwrap()
+        .extend(body.as_object().unwrap().clone());
+    gw.req("POST", "/v1/delegations", Some("bot-key"), Some(b)).await
+}
+
+#[tokio::test]
+async fn delegations_are_gated_by_the_references_approval_skills_and_governance() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, GOV).await;
+
+    // parent.input.risk_level decides; the template sees parent.input.
+    let (s, b) = delegate(&gw, json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "low"}})).await;
+    assert_eq!((s, b["decision"].as_str()), (StatusCode::OK, Some("allow")), "{b}");
+    let (s, b) = delegate(&gw, json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "high"}})).await;
+    assert_eq!((s, b["decision"].as_str()), (StatusCode::ACCEPTED, Some("pending")), "{b}");
+    assert_eq!(b["message"], "Delegate to financial executor for sell?");
+    let pending = b;
+    // A missing key cannot be evaluated: approval is required (fail closed).
+    let (s, _) = delegate(&gw, json!({"target": "financial_executor", "input": {"action": "sell"}})).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+
+    // No approval declared: allowed. Undeclared target, local agent with a skill: denied.
+    let (s, _) = delegate(&gw, json!({"target": "summariser", "input": {}})).await;
+    assert_eq!(s, StatusCode::OK);
+    for (body, why) in [
+        (json!({"target": "launcher", "input": {}}), "not declared in action_space.local_agents"),
+        (json!({"target": "summariser", "skill_id": "x"}), "remote agents only"),
+        (json!({"target": "payments", "skill_id": "refund", "skill_args": {}}), "not in allowed_skills"),
+        (json!({"target": "archiver"}), "archiving is frozen"),
+    ] {
+        let (s, b) = delegate(&gw, body).await;
+        assert_eq!((s, b["code"].as_str()), (StatusCode::FORBIDDEN, Some("TOOL_DENIED")), "{b}");
+        assert!(b["reason"].as_str().unwrap().contains(why), "{b}");
+    }
+
+    // A skill's approval looks at the skill's input; its template at skill variables.
+    let (s, _) = delegate(&gw, json!({"target": "payments", "input": {"env": "dev"}, "skill_id": "process-payment", "skill_args": {"amount": 50}})).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, b) = delegate(&gw, json!({"target": "payments", "input": {"env": "dev"}, "skill_id": "process-payment", "skill_args": {"amount": 500}})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(b["message"], r#"payments: process-payment of 500 ({"amount":500})"#);
+    // The remote agent's own approval, with agent_alias = the sub-agent, agent_id = the parent.
+    let (s, b) = delegate(&gw, json!({"target": "payments", "input": {"env": "prod"}, "skill_id": "lookup"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(b["message"], "Ask payments (payments for bot) in prod");
+
+    // Approved like a tool call: the token binds the delegation's exact call.
+    let id = pending["approval_id"].as_str().unwrap();
+    let (s, d) = gw.decide(id, "alice-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let (_, a) = gw.req("GET", &format!("/v1/approvals/{id}"), Some("bot-key"), None).await;
+    let token = a["token"].as_str().unwrap().to_string();
+    let redeem = |args: Value| {
+        json!({"token": token, "tool": "delegate.financial_executor", "arguments": args})
+    };
+    let (s, _) = gw
+        .req("POST", "/v1/tokens/redeem", Some("bot-key"),
+             Some(redeem(json!({"input": {"action": "buy", "risk_level": "high"}}))))
+        .await;
+    assert_ne!(s, StatusCode::OK, "a token never covers another delegation");
+    let (s, r) = gw
+        .req("POST", "/v1/tokens/redeem", Some("bot-key"),
+             Some(redeem(json!({"input": {"action": "sell", "risk_level": "high"}}))))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+
+    // Bad bodies are 400s that say what is wrong.
+    let (s, b) = delegate(&gw, json!({"target": "payments", "skill_args": {"a": 1}})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(b["message"].as_str().unwrap().contains("skill_id"), "{b}");
+    let (s, _) = delegate(&gw, json!({"target": "payments", "input": [1]})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    gw.stop().await;
+}
