@@ -302,11 +302,21 @@ fn evaluate_inner(
                 "action_space",
             );
         };
-        let list = if d.remote { "remote_agents" } else { "local_agents" };
+        let list = if d.remote {
+            "remote_agents"
+        } else {
+            "local_agents"
+        };
         let rule = format!("action_space.{list}[{alias}]");
         let skill_id = args.get("skill_id").and_then(|v| v.as_str());
-        let skill_args = args.get("skill_args").cloned().unwrap_or(serde_json::json!({}));
-        let input = args.get("input").cloned().unwrap_or(serde_json::Value::Null);
+        let skill_args = args
+            .get("skill_args")
+            .cloned()
+            .unwrap_or(serde_json::json!({}));
+        let input = args
+            .get("input")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
         let mut x = serde_json::json!({"parent": {"input": input}, "skill_args": skill_args});
         if d.remote {
             x["remote_agent_alias"] = alias.into();
@@ -324,7 +334,9 @@ fn evaluate_inner(
                 match skills.iter().find(|k| k.id == sid) {
                     None => {
                         return deny(
-                            format!("skill `{sid}` is not in allowed_skills of remote agent `{alias}`"),
+                            format!(
+                                "skill `{sid}` is not in allowed_skills of remote agent `{alias}`"
+                            ),
                             &agent.file,
                             &rule,
                         );

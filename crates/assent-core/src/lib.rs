@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agf;
 pub mod approval;
 pub mod canonical;
 pub mod condition;

@@ -330,6 +330,16 @@ pub struct Registry {
     pub policies: BTreeMap<String, Policy>,
     /// Load-time warnings (e.g. a high-risk rule that defaults to approve).
     pub warnings: Vec<String>,
+    /// Unknown-field errors collected in strict mode before the files are parsed.
+    strict_errors: Vec<LoadError>,
+}
+
+fn reg_errs_push(reg: &mut Registry, file: &str, line: Option<u64>, path: &str) {
+    reg.strict_errors.push(LoadError {
+        file: file.to_string(),
+        line,
+        message: format!("unknown field `{path}` (not in Agent Format 1.0; strict mode)"),
+    });
 }
 
 // ---- raw serde shapes ----
@@ -494,8 +504,36 @@ impl Registry {
         agent_files: &[(String, String)],
         governance_files: &[(String, String)],
     ) -> Result<Registry, LoadErrors> {
+        Self::load_with(agent_files, governance_files, false)
+    }
+
+    /// [`Registry::load`]; fields of agent files that the Agent Format 1.0 schema does not
+    /// define are warnings (`FILE:LINE: unknown field `PATH` …; ignored`), or errors when
+    /// `strict` (Agent Format forward compatibility: catches `aproval: true`).
+    pub fn load_with(
+        agent_files: &[(String, String)],
+        governance_files: &[(String, String)],
+        strict: bool,
+    ) -> Result<Registry, LoadErrors> {
         let mut reg = Registry::default();
-        let mut errs = Vec::new();
+        for (file, text) in agent_files {
+            let Ok(doc) = serde_saphyr::from_str::<Value>(text) else {
+                continue; // the typed parse below reports it
+            };
+            for path in crate::agf::unknown_fields(&doc) {
+                let key = path.rsplit(['.', ']']).next().unwrap_or(&path);
+                let line = crate::agf::line_of_key(text, key);
+                if strict {
+                    reg_errs_push(&mut reg, file, line, &path);
+                } else {
+                    let at = line.map(|l| format!("{file}:{l}")).unwrap_or(file.clone());
+                    reg.warnings.push(format!(
+                        "{at}: unknown field `{path}` (not in Agent Format 1.0); ignored (--strict makes this an error)"
+                    ));
+                }
+            }
+        }
+        let mut errs = std::mem::take(&mut reg.strict_errors);
         for (file, text) in governance_files {
             reg.load_governance(file, text, &mut errs);
         }
@@ -753,7 +791,11 @@ impl Registry {
         for (line, alias, approval, skills, source) in locals.chain(remotes) {
             let line = Some(line);
             let remote = skills.is_some();
-            let what = if remote { "remote agent" } else { "local agent" };
+            let what = if remote {
+                "remote agent"
+            } else {
+                "local agent"
+            };
             if !identifier_ok(alias) {
                 errs.push(err(
                     line,
@@ -761,7 +803,10 @@ impl Registry {
                 ));
             }
             if source.is_some_and(|s| s.is_empty()) {
-                errs.push(err(line, format!("{what} `{alias}`: source must not be empty")));
+                errs.push(err(
+                    line,
+                    format!("{what} `{alias}`: source must not be empty"),
+                ));
             }
             if delegates.iter().any(|d| &d.alias == alias) {
                 errs.push(err(
@@ -788,14 +833,14 @@ impl Registry {
                                 approval: None,
                             }),
                             Value::Object(m) => match m.get("id").and_then(Value::as_str) {
-                                Some(n) if !n.is_empty() => m
-                                    .get("approval")
-                                    .map(ApprovalSpec::parse)
-                                    .transpose()
-                                    .map(|approval| SkillRef {
-                                        id: n.to_string(),
-                                        approval,
-                                    }),
+                                Some(n) if !n.is_empty() => {
+                                    m.get("approval").map(ApprovalSpec::parse).transpose().map(
+                                        |approval| SkillRef {
+                                            id: n.to_string(),
+                                            approval,
+                                        },
+                                    )
+                                }
                                 _ => Err("an object entry needs a non-empty `id`".into()),
                             },
                             _ => Err("an entry must be a skill id or {id, approval}".into()),

@@ -318,7 +318,9 @@ async fn delegate(
         None => return Err(ApiError::forbidden("only an agent key may delegate")),
     }
     if b.session_id.is_empty() || b.target.is_empty() {
-        return Err(ApiError::bad_request("session_id and target must not be empty"));
+        return Err(ApiError::bad_request(
+            "session_id and target must not be empty",
+        ));
     }
     check_id("run_id", &b.run_id)?;
     check_id("device_id", &b.device_id)?;
@@ -336,7 +338,11 @@ async fn delegate(
     if b.skill_args.is_some() && b.skill_id.is_none() {
         return Err(ApiError::bad_request("skill_args needs a skill_id"));
     }
-    let input = if b.input.is_null() { json!({}) } else { b.input };
+    let input = if b.input.is_null() {
+        json!({})
+    } else {
+        b.input
+    };
     let bad = |e: assent_core::CanonicalError| ApiError::bad_request(e.to_string());
     let call = assent_core::delegation_call(&b.target, input, b.skill_id.as_deref(), b.skill_args)
         .map_err(bad)?;

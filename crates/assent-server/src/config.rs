@@ -41,6 +41,8 @@ struct RawConfig {
     max_pending_per_agent: Option<u64>,
     #[serde(default)]
     aaep_max_timeout_extension_seconds: Option<u64>,
+    #[serde(default)]
+    strict_agent_files: bool,
 }
 
 #[derive(Deserialize)]
@@ -196,6 +198,12 @@ impl Config {
     /// are relative to the file's directory. Principal keys are not resolved here (see
     /// [`Config::principals`]), so `assent check` works without the key variables set.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_with(path, false)
+    }
+
+    /// [`Config::load`]; with `strict` (or `strict_agent_files: true` in the file) a field an
+    /// agent file has that Agent Format 1.0 does not define stops start-up instead of warning.
+    pub fn load_with(path: &Path, strict: bool) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| at(path, None, e))?;
         let raw: RawConfig = serde_saphyr::from_str(&text).map_err(|e| {
             let line = e.location().map(|l| l.line());
@@ -214,8 +222,12 @@ impl Config {
         let mut warnings = Vec::new();
         let agent_files = expand(&base, path, &raw.agents, "agents", &mut warnings)?;
         let governance_files = expand(&base, path, &raw.governance, "governance", &mut warnings)?;
-        let registry = Registry::load(&read_all(&agent_files)?, &read_all(&governance_files)?)
-            .map_err(|e| ConfigError(e.to_string()))?;
+        let registry = Registry::load_with(
+            &read_all(&agent_files)?,
+            &read_all(&governance_files)?,
+            strict || raw.strict_agent_files,
+        )
+        .map_err(|e| ConfigError(e.to_string()))?;
         warnings.extend(registry.warnings.iter().cloned());
         let mut principals = Vec::new();
         let mut names = BTreeSet::new();

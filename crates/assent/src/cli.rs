@@ -50,6 +50,10 @@ enum Cmd {
         /// Overrides `data_dir` from the config.
         #[arg(long = "data-dir")]
         data_dir: Option<PathBuf>,
+        /// Refuse to start when an agent file has a field Agent Format 1.0 does not define
+        /// (a typo such as `aproval:`), instead of warning.
+        #[arg(long)]
+        strict: bool,
     },
     /// List pending approvals with what a person needs to decide.
     Pending {
@@ -158,6 +162,9 @@ enum Cmd {
         args: String,
         #[arg(long)]
         json: bool,
+        /// Treat unknown fields in agent files as errors (exit 2).
+        #[arg(long)]
+        strict: bool,
     },
     /// Run an MCP stdio proxy in front of an MCP server: `assent mcp --agent ID --server ALIAS -- CMD ARGS...`
     Mcp {
@@ -262,7 +269,8 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             config,
             listen,
             data_dir,
-        } => serve(config, listen, data_dir).await,
+            strict,
+        } => serve(config, listen, data_dir, strict).await,
         Cmd::Pending { json, remote } => pending(&remote, json).await,
         Cmd::Show { id, json, remote } => show(&remote, &id, json).await,
         Cmd::Approve {
@@ -340,7 +348,8 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             server,
             args,
             json,
-        } => Ok(check(&config, &agent, &tool, server, &args, json)),
+            strict,
+        } => Ok(check(&config, &agent, &tool, server, &args, json, strict)),
         Cmd::Mcp {
             agent,
             server,
@@ -394,9 +403,14 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
     }
 }
 
-async fn serve(config: PathBuf, listen: Option<String>, data_dir: Option<PathBuf>) -> Result<i32> {
+async fn serve(
+    config: PathBuf,
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    strict: bool,
+) -> Result<i32> {
     init_tracing("info");
-    let mut cfg = Config::load(&config)?;
+    let mut cfg = Config::load_with(&config, strict)?;
     if let Some(l) = listen {
         cfg.listen = l;
     }
@@ -843,8 +857,9 @@ fn check(
     server: Option<String>,
     args: &str,
     as_json: bool,
+    strict: bool,
 ) -> i32 {
-    let cfg = match Config::load(config) {
+    let cfg = match Config::load_with(config, strict) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("assent: {e}");

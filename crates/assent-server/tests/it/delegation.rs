@@ -48,7 +48,8 @@ async fn delegate(gw: &super::Gw, body: Value) -> (StatusCode, Value) {
     b.as_object_mut()
         .unwrap()
         .extend(body.as_object().unwrap().clone());
-    gw.req("POST", "/v1/delegations", Some("bot-key"), Some(b)).await
+    gw.req("POST", "/v1/delegations", Some("bot-key"), Some(b))
+        .await
 }
 
 #[tokio::test]
@@ -57,27 +58,60 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
     let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, GOV).await;
 
     // parent.input.risk_level decides; the template sees parent.input.
-    let (s, b) = delegate(&gw, json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "low"}})).await;
-    assert_eq!((s, b["decision"].as_str()), (StatusCode::OK, Some("allow")), "{b}");
-    let (s, b) = delegate(&gw, json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "high"}})).await;
-    assert_eq!((s, b["decision"].as_str()), (StatusCode::ACCEPTED, Some("pending")), "{b}");
+    let (s, b) = delegate(
+        &gw,
+        json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "low"}}),
+    )
+    .await;
+    assert_eq!(
+        (s, b["decision"].as_str()),
+        (StatusCode::OK, Some("allow")),
+        "{b}"
+    );
+    let (s, b) = delegate(
+        &gw,
+        json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "high"}}),
+    )
+    .await;
+    assert_eq!(
+        (s, b["decision"].as_str()),
+        (StatusCode::ACCEPTED, Some("pending")),
+        "{b}"
+    );
     assert_eq!(b["message"], "Delegate to financial executor for sell?");
     let pending = b;
     // A missing key cannot be evaluated: approval is required (fail closed).
-    let (s, _) = delegate(&gw, json!({"target": "financial_executor", "input": {"action": "sell"}})).await;
+    let (s, _) = delegate(
+        &gw,
+        json!({"target": "financial_executor", "input": {"action": "sell"}}),
+    )
+    .await;
     assert_eq!(s, StatusCode::ACCEPTED);
 
     // No approval declared: allowed. Undeclared target, local agent with a skill: denied.
     let (s, _) = delegate(&gw, json!({"target": "summariser", "input": {}})).await;
     assert_eq!(s, StatusCode::OK);
     for (body, why) in [
-        (json!({"target": "launcher", "input": {}}), "not declared in action_space.local_agents"),
-        (json!({"target": "summariser", "skill_id": "x"}), "remote agents only"),
-        (json!({"target": "payments", "skill_id": "refund", "skill_args": {}}), "not in allowed_skills"),
+        (
+            json!({"target": "launcher", "input": {}}),
+            "not declared in action_space.local_agents",
+        ),
+        (
+            json!({"target": "summariser", "skill_id": "x"}),
+            "remote agents only",
+        ),
+        (
+            json!({"target": "payments", "skill_id": "refund", "skill_args": {}}),
+            "not in allowed_skills",
+        ),
         (json!({"target": "archiver"}), "archiving is frozen"),
     ] {
         let (s, b) = delegate(&gw, body).await;
-        assert_eq!((s, b["code"].as_str()), (StatusCode::FORBIDDEN, Some("TOOL_DENIED")), "{b}");
+        assert_eq!(
+            (s, b["code"].as_str()),
+            (StatusCode::FORBIDDEN, Some("TOOL_DENIED")),
+            "{b}"
+        );
         assert!(b["reason"].as_str().unwrap().contains(why), "{b}");
     }
 
@@ -86,9 +120,16 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
     assert_eq!(s, StatusCode::OK);
     let (s, b) = delegate(&gw, json!({"target": "payments", "input": {"env": "dev"}, "skill_id": "process-payment", "skill_args": {"amount": 500}})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
-    assert_eq!(b["message"], r#"payments: process-payment of 500 ({"amount":500})"#);
+    assert_eq!(
+        b["message"],
+        r#"payments: process-payment of 500 ({"amount":500})"#
+    );
     // The remote agent's own approval, with agent_alias = the sub-agent, agent_id = the parent.
-    let (s, b) = delegate(&gw, json!({"target": "payments", "input": {"env": "prod"}, "skill_id": "lookup"})).await;
+    let (s, b) = delegate(
+        &gw,
+        json!({"target": "payments", "input": {"env": "prod"}, "skill_id": "lookup"}),
+    )
+    .await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     assert_eq!(b["message"], "Ask payments (payments for bot) in prod");
 
@@ -96,19 +137,31 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
     let id = pending["approval_id"].as_str().unwrap();
     let (s, d) = gw.decide(id, "alice-key", "approve").await;
     assert_eq!(s, StatusCode::OK, "{d}");
-    let (_, a) = gw.req("GET", &format!("/v1/approvals/{id}"), Some("bot-key"), None).await;
+    let (_, a) = gw
+        .req("GET", &format!("/v1/approvals/{id}"), Some("bot-key"), None)
+        .await;
     let token = a["token"].as_str().unwrap().to_string();
-    let redeem = |args: Value| {
-        json!({"token": token, "tool": "delegate.financial_executor", "arguments": args})
-    };
+    let redeem = |args: Value| json!({"token": token, "tool": "delegate.financial_executor", "arguments": args});
     let (s, _) = gw
-        .req("POST", "/v1/tokens/redeem", Some("bot-key"),
-             Some(redeem(json!({"input": {"action": "buy", "risk_level": "high"}}))))
+        .req(
+            "POST",
+            "/v1/tokens/redeem",
+            Some("bot-key"),
+            Some(redeem(
+                json!({"input": {"action": "buy", "risk_level": "high"}}),
+            )),
+        )
         .await;
     assert_ne!(s, StatusCode::OK, "a token never covers another delegation");
     let (s, r) = gw
-        .req("POST", "/v1/tokens/redeem", Some("bot-key"),
-             Some(redeem(json!({"input": {"action": "sell", "risk_level": "high"}}))))
+        .req(
+            "POST",
+            "/v1/tokens/redeem",
+            Some("bot-key"),
+            Some(redeem(
+                json!({"input": {"action": "sell", "risk_level": "high"}}),
+            )),
+        )
         .await;
     assert_eq!(s, StatusCode::OK, "{r}");
 

@@ -111,6 +111,12 @@ fn vendored_schemas_match_the_spec_folder() {
             }
         }
     }
+    let rel = "agent-format/agentformat-schema.json";
+    assert_eq!(
+        std::fs::read(shared.join(rel)).unwrap(),
+        std::fs::read(repo().join("spec").join(rel)).unwrap_or_default(),
+        "spec/{rel} differs from ../shared/spec/{rel}; copy it again"
+    );
 }
 
 #[test]

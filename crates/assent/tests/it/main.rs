@@ -476,3 +476,52 @@ fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }
+
+#[test]
+fn unknown_agent_file_fields_warn_and_strict_makes_them_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("typo.agf.yaml"),
+        "schema_version: \"1.0.0\"\nmetadata: {id: typo_bot}\naction_space:\n  local_tools:\n    - alias: pay\n      aproval: true\n",
+    )
+    .unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(&cfg, "agents: [\"typo.agf.yaml\"]\n").unwrap();
+    let run = |strict: bool| {
+        let mut c = Command::new(BIN);
+        c.args(["check", "--config"])
+            .arg(&cfg)
+            .args(["--agent", "typo_bot", "--tool", "pay"]);
+        if strict {
+            c.arg("--strict");
+        }
+        c.output().unwrap()
+    };
+    let out = run(false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the typo is ignored: {err}");
+    assert!(
+        err.contains("typo.agf.yaml:6: unknown field `action_space.local_tools[0].aproval`"),
+        "{err}"
+    );
+    let out = run(true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("typo.agf.yaml:6") && err.contains("aproval"),
+        "{err}"
+    );
+    // The same through the config file key, for `serve`.
+    std::fs::write(
+        &cfg,
+        "agents: [\"typo.agf.yaml\"]\nstrict_agent_files: true\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("aproval"));
+}
