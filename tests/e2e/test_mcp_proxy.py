@@ -51,12 +51,25 @@ action_space:
             message_template: "Write {{tool_args.path}}?"
 """
     )
+    (tmp_path / "gov").mkdir()
+    (tmp_path / "gov" / "fs.yaml").write_text(
+        """
+policies:
+  - id: e2e.fs.output-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: read_text_file
+        server: fs
+        thresholds: {output_bytes: 4000}
+"""
+    )
     port = free_port()
     (tmp_path / "assent.yaml").write_text(
         f"""
 listen: 127.0.0.1:{port}
 data_dir: data
 agents: ["agents/*.agf.yaml"]
+governance: ["gov/*.yaml"]
 principals:
   - {{name: alice, kind: operator, roles: [ops], key_env: E2E_ALICE_KEY}}
   - {{name: fs-agent, kind: agent, agent_id: fs_agent, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
@@ -229,3 +242,39 @@ def test_unreachable_gateway_denies_and_forwards_nothing(tmp_path):
 
     asyncio.run(run())
     assert not (files / "x.txt").exists()
+
+
+async def scenario_large_result(gw):
+    big = gw["files"] / "big.txt"
+    big.write_text("x" * 20000)
+    async with stdio_client(proxy_params(gw)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            # A small result passes at once.
+            r = await session.call_tool("read_text_file", {"path": str(gw["files"] / "hello.txt")})
+            assert not is_error(r) and "hello from the filesystem" in text_of(r), text_of(r)
+            # A result over output_bytes is held for an operator, then released.
+            call = asyncio.create_task(session.call_tool("read_text_file", {"path": str(big)}))
+            a = (await wait_pending(gw))[0]
+            assert a["call"]["tool"] == "result.read_text_file", a
+            assert "output_bytes" in a["triggers"], a
+            assert a["call"]["arguments"]["output_bytes"] > 20000
+            assert a["call"]["arguments"]["call"]["arguments"] == {"path": str(big)}
+            await asyncio.sleep(0.3)
+            assert not call.done(), "the large result reached the client before approval"
+            r = cli(gw, "approve", a["id"])
+            assert r.returncode == 0, r.stderr
+            result = await asyncio.wait_for(call, 30)
+            assert not is_error(result) and text_of(result) == "x" * 20000
+            # Denied: the client never sees the content.
+            call = asyncio.create_task(session.call_tool("read_text_file", {"path": str(big)}))
+            a = (await wait_pending(gw))[0]
+            r = cli(gw, "deny", a["id"], "--reason", "too much data")
+            assert r.returncode == 0, r.stderr
+            result = await asyncio.wait_for(call, 30)
+            assert is_error(result) and text_of(result).startswith("TOOL_DENIED: result withheld"), text_of(result)
+            assert "xxxx" not in text_of(result) and "too much data" in text_of(result)
+
+
+def test_a_large_result_is_held_until_an_operator_releases_it(gateway):
+    asyncio.run(scenario_large_result(gateway))

@@ -8,6 +8,11 @@
 //!   approval token was redeemed for the exact call; anything else — denied, rejected, expired
 //!   without an approving default, cancelled, or the gateway unreachable — is answered with a
 //!   tool result `isError: true` whose text starts `TOOL_DENIED:`, and never forwarded.
+//! - a forwarded call's result larger than the `thresholds.output_bytes` of the rules covering
+//!   the call (the JSON of its `result`) is held before it reaches the client: the proxy
+//!   reports it (`POST /v1/tool-results`), waits for an operator like for a held call, and
+//!   relays it only after the approval's token was redeemed for that exact result (its
+//!   SHA-256); otherwise the client gets `TOOL_DENIED: result withheld …`.
 //! - `tools/list` results are filtered to the tools the agent file declares for the server
 //!   alias when it lists `allowed_tools`.
 //! - JSON-RPC batches are refused (a batch could hide a `tools/call`), and so is a line that is
@@ -23,7 +28,7 @@
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -52,9 +57,14 @@ pub struct ProxyConfig {
 /// What became of one `tools/call` at the gateway.
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
-    /// Forward the call upstream; with `Some(arguments)` when an operator approved it with
-    /// modified arguments (the token was redeemed for those).
-    Forward(Option<Value>),
+    /// Forward the call upstream.
+    Forward {
+        /// `Some(arguments)` when an operator approved it with modified arguments (the token
+        /// was redeemed for those).
+        edited: Option<Value>,
+        /// The `thresholds.output_bytes` covering the call: a larger result is held.
+        output_limit: Option<u64>,
+    },
     /// Answer the client with `TOOL_DENIED: reason`.
     Denied(String),
 }
@@ -120,9 +130,17 @@ impl Gateway {
         match (status, b["decision"].as_str()) {
             // Covered by a grant: it still carries a single-use token to redeem.
             (200, Some("allow")) if b["token"].is_string() => {
-                return self.redeem(&text(&b, "token"), tool, arguments, None).await;
+                let limit = b["output_bytes"].as_u64();
+                return self
+                    .redeem(&text(&b, "token"), tool, arguments, None, limit)
+                    .await;
             }
-            (200, Some("allow")) => return Ok(Outcome::Forward(None)),
+            (200, Some("allow")) => {
+                return Ok(Outcome::Forward {
+                    edited: None,
+                    output_limit: b["output_bytes"].as_u64(),
+                });
+            }
             (403, Some("deny")) => return Ok(Outcome::Denied(text(&b, "reason"))),
             (202, Some("pending")) => {}
             _ => {
@@ -135,26 +153,9 @@ impl Gateway {
         }
         let id = text(&b, "approval_id");
         tracing::info!(approval_id = %id, tool, "call held for approval");
-        let rec = loop {
-            let url = self.url(&format!(
-                "/v1/approvals/{id}?wait={}",
-                self.cfg.poll_seconds
-            ));
-            match self.send(self.http.get(url)).await {
-                Ok((200, r)) if r["status"] == "pending" => continue,
-                Ok((200, r)) => break r,
-                Ok((s, r)) => {
-                    return Ok(Outcome::Denied(format!(
-                        "approval {id} cannot be read ({s} {})",
-                        text(&r, "code")
-                    )));
-                }
-                // The gateway may be restarting: keep waiting, the approval is durable.
-                Err(e) => {
-                    tracing::warn!(error = %e, "waiting for the gateway");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
+        let rec = match self.wait(&id).await? {
+            Ok(r) => r,
+            Err(why) => return Ok(Outcome::Denied(why)),
         };
         let status = text(&rec, "status");
         let Some(token) = rec["token"].as_str() else {
@@ -166,7 +167,89 @@ impl Gateway {
         // Approved with modifications: the token binds the operator's arguments.
         let edited = (rec["arguments_changed"] == true).then(|| rec["arguments"].clone());
         let run_with = edited.as_ref().unwrap_or(arguments);
-        self.redeem(token, tool, run_with, edited.clone()).await
+        let limit = rec["output_bytes"].as_u64();
+        self.redeem(token, tool, run_with, edited.clone(), limit)
+            .await
+    }
+
+    /// Long-polls approval `id` until it leaves `pending`: `Ok(Ok(record))`, or
+    /// `Ok(Err(why))` when it cannot be read.
+    async fn wait(&self, id: &str) -> Result<Result<Value, String>, String> {
+        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
+        let rec = loop {
+            let url = self.url(&format!(
+                "/v1/approvals/{id}?wait={}",
+                self.cfg.poll_seconds
+            ));
+            match self.send(self.http.get(url)).await {
+                Ok((200, r)) if r["status"] == "pending" => continue,
+                Ok((200, r)) => break r,
+                Ok((s, r)) => {
+                    return Ok(Err(format!(
+                        "approval {id} cannot be read ({s} {})",
+                        text(&r, "code")
+                    )));
+                }
+                // The gateway may be restarting: keep waiting, the approval is durable.
+                Err(e) => {
+                    tracing::warn!(error = %e, "waiting for the gateway");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        };
+        Ok(Ok(rec))
+    }
+
+    /// Whether a forwarded call's `result` (its JSON text, `output_bytes` long) may reach the
+    /// client: within the threshold it is released at once; over it an operator decides, and
+    /// it is released only after the approval's token was redeemed for this exact result.
+    /// `Err(why)` when it is withheld.
+    pub async fn release(&self, tool: &str, arguments: &Value, result: &str) -> Result<(), String> {
+        use sha2::Digest;
+        let hash = hex::encode(sha2::Sha256::digest(result.as_bytes()));
+        let preview: String = result.chars().take(2048).collect();
+        let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id, "tool": tool,
+                          "server": self.cfg.server, "arguments": arguments,
+                          "output_bytes": result.len(), "result_sha256": hash, "preview": preview});
+        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
+        let (status, b) = self
+            .send(self.http.post(self.url("/v1/tool-results")).json(&body))
+            .await?;
+        match (status, b["decision"].as_str()) {
+            (200, Some("allow")) => return Ok(()),
+            (202, Some("pending")) => {}
+            _ => {
+                return Err(format!(
+                    "the assent gateway refused the result ({status} {}: {})",
+                    text(&b, "code"),
+                    text(&b, "message")
+                ));
+            }
+        }
+        let id = text(&b, "approval_id");
+        tracing::info!(approval_id = %id, tool, bytes = result.len(), "result held for approval");
+        let rec = self.wait(&id).await??;
+        let Some(token) = rec["token"].as_str() else {
+            let why = rec["reason"].as_str().unwrap_or("no token was issued");
+            return Err(format!("approval {id} was {}: {why}", text(&rec, "status")));
+        };
+        if rec["call"]["arguments"]["result_sha256"] != hash {
+            return Err(format!("approval {id} is for another result"));
+        }
+        let synthetic = format!("result.{tool}");
+        let redeem = json!({"token": token, "tool": synthetic, "server": self.cfg.server,
+                            "arguments": rec["call"]["arguments"]});
+        match self
+            .send(self.http.post(self.url("/v1/tokens/redeem")).json(&redeem))
+            .await?
+        {
+            (200, _) => Ok(()),
+            (s, r) => Err(format!(
+                "approval token refused ({s} {}: {})",
+                text(&r, "code"),
+                text(&r, "message")
+            )),
+        }
     }
 
     async fn redeem(
@@ -175,6 +258,7 @@ impl Gateway {
         tool: &str,
         arguments: &Value,
         edited: Option<Value>,
+        output_limit: Option<u64>,
     ) -> Result<Outcome, String> {
         let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
         let body = json!({"token": token, "tool": tool, "server": self.cfg.server, "arguments": arguments});
@@ -182,7 +266,10 @@ impl Gateway {
             .send(self.http.post(self.url("/v1/tokens/redeem")).json(&body))
             .await?
         {
-            (200, _) => Ok(Outcome::Forward(edited)),
+            (200, _) => Ok(Outcome::Forward {
+                edited,
+                output_limit,
+            }),
             (s, r) => Ok(Outcome::Denied(format!(
                 "approval token refused ({s} {}: {})",
                 text(&r, "code"),
@@ -219,6 +306,8 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let child_out = child.stdout.take().context("upstream stdout")?;
     let gw = Arc::new(Gateway::new(cfg)?);
     let list_ids: Arc<Mutex<HashSet<String>>> = Arc::default();
+    // Forwarded calls whose result is capped: request id → (tool, arguments run, limit).
+    let capped: Arc<Mutex<HashMap<String, (String, Value, u64)>>> = Arc::default();
 
     // One writer per direction, so concurrent tasks never interleave lines.
     let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
@@ -249,9 +338,37 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let declared = gw.declared_tools().await;
     let ids = list_ids.clone();
     let tc = to_client.clone();
+    let caps = capped.clone();
+    let gw_results = gw.clone();
     let upstream_reader = tokio::spawn(async move {
         let mut lines = BufReader::new(child_out).lines();
         while let Ok(Some(line)) = lines.next_line().await {
+            // A capped call's response: over the limit, an operator decides before it passes.
+            let capped_call = serde_json::from_str::<Value>(&line).ok().and_then(|v| {
+                if v.get("method").is_some() {
+                    return None;
+                }
+                let key = v.get("id")?.to_string();
+                let entry = caps.lock().expect("caps").remove(&key)?;
+                Some((v, entry))
+            });
+            if let Some((v, (tool, args, limit))) = capped_call {
+                let result = v.get("result").map(Value::to_string).unwrap_or_default();
+                if result.len() as u64 > limit {
+                    let (gw, tc) = (gw_results.clone(), tc.clone());
+                    tokio::spawn(async move {
+                        let out = match gw.release(&tool, &args, &result).await {
+                            Ok(()) => line,
+                            Err(why) => {
+                                tracing::info!(tool, reason = %why, "result withheld");
+                                denied_result(&v["id"], &format!("result withheld: {why}"))
+                            }
+                        };
+                        let _ = tc.send(out);
+                    });
+                    continue;
+                }
+            }
             let out = match (&declared, serde_json::from_str::<Value>(&line)) {
                 (Some(allowed), Ok(mut v))
                     if v.get("id").is_some() && v.get("method").is_none() =>
@@ -304,14 +421,23 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let tool = msg["params"]["name"].as_str().unwrap_or("").to_string();
                         let args = match &msg["params"]["arguments"] { Value::Null => json!({}), a => a.clone() };
                         let (gw, tc, tu) = (gw.clone(), to_client.clone(), to_upstream.clone());
+                        let caps = capped.clone();
                         tokio::spawn(async move {
                             match gw.gate(&tool, &args).await {
-                                Outcome::Forward(None) => { let _ = tu.send(line); }
-                                Outcome::Forward(Some(edited)) => {
-                                    let mut msg = msg;
-                                    msg["params"]["arguments"] = edited;
-                                    tracing::info!(tool, "forwarding the operator's modified arguments");
-                                    let _ = tu.send(msg.to_string());
+                                Outcome::Forward { edited, output_limit } => {
+                                    let run_with = edited.clone().unwrap_or_else(|| args.clone());
+                                    if let Some(limit) = output_limit {
+                                        caps.lock().expect("caps").insert(id.to_string(), (tool.clone(), run_with, limit));
+                                    }
+                                    match edited {
+                                        None => { let _ = tu.send(line); }
+                                        Some(edited) => {
+                                            let mut msg = msg;
+                                            msg["params"]["arguments"] = edited;
+                                            tracing::info!(tool, "forwarding the operator's modified arguments");
+                                            let _ = tu.send(msg.to_string());
+                                        }
+                                    }
                                 }
                                 Outcome::Denied(why) => {
                                     tracing::info!(tool, reason = %why, "call denied");

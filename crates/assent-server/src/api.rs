@@ -38,6 +38,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/v1/tool-calls", post(propose))
         .route("/v1/delegations", post(delegate))
+        .route("/v1/tool-results", post(tool_result))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", get(get_approval))
         .route("/v1/approvals/decisions", post(decide_batch))
@@ -169,6 +170,8 @@ pub(crate) struct Submission {
     pub step_id: Option<String>,
     /// A delegation to a sub-agent (`call` from `delegation_call`).
     pub delegation: bool,
+    /// A verdict decided already (a held tool result); the gatekeeper is not asked again.
+    pub verdict: Option<Verdict>,
 }
 
 /// Resolves symlinks in an absolute, lexically normalised path: the real path of its longest
@@ -272,6 +275,7 @@ async fn propose(
             plan_id: b.plan_id,
             step_id: b.step_id,
             delegation: false,
+            verdict: None,
         },
     )
     .await
@@ -365,6 +369,105 @@ async fn delegate(
             plan_id: None,
             step_id: None,
             delegation: true,
+            verdict: None,
+        },
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolResultBody {
+    agent: String,
+    session_id: String,
+    tool: String,
+    #[serde(default)]
+    server: Option<String>,
+    arguments: Value,
+    output_bytes: u64,
+    result_sha256: String,
+    #[serde(default)]
+    preview: Option<String>,
+}
+
+/// `POST /v1/tool-results` (agent; sent by the MCP proxy): a forwarded call's result is
+/// `output_bytes` long (the JSON of its `result`). Within the `thresholds.output_bytes` of the
+/// rules covering the call: `200 {"decision": "allow"}`, release it. Over it: the result is held
+/// for an operator as an approval of the synthetic call `result.TOOL` with arguments
+/// `{"call": {tool, server, arguments}, "output_bytes", "result_sha256", "preview"}`, under the
+/// covering rules' approvers and timeout, trigger `output_bytes`, answered like a tool call
+/// (`202` pending; the approval's token binds the result's hash). Seed 002 "Triggers".
+async fn tool_result(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(b): ApiJson<ToolResultBody>,
+) -> Result<Response, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    if p.agent_id() != Some(b.agent.as_str()) {
+        return Err(ApiError::forbidden(
+            "only the agent itself may report its tool results",
+        ));
+    }
+    if b.result_sha256.len() != 64 || !b.result_sha256.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(ApiError::bad_request("result_sha256 must be 64 hex digits"));
+    }
+    let original = canonical_call(b.tool.clone(), b.server.clone(), b.arguments)?;
+    let v = evaluate_in(
+        &st.registry,
+        &b.agent,
+        &original.call,
+        Some(&original.arguments),
+        &Observations::none(now_ms()),
+    );
+    let limit = match v.output_bytes {
+        Some(l) if b.output_bytes > l && v.kind != VerdictKind::Deny => l,
+        _ => {
+            return Ok(
+                Json(json!({"decision": "allow", "output_bytes": v.output_bytes})).into_response(),
+            );
+        }
+    };
+    let mut held = v;
+    held.kind = VerdictKind::Confirm;
+    if !held.triggers.iter().any(|t| t == "output_bytes") {
+        held.triggers.push("output_bytes".into());
+    }
+    let target = match &b.server {
+        Some(s) => format!("{s}/{}", b.tool),
+        None => b.tool.clone(),
+    };
+    let why = format!(
+        "the result of {target} is {} bytes, over the output_bytes threshold of {limit}",
+        b.output_bytes
+    );
+    held.reasons.push(assent_core::Reason {
+        file: String::new(),
+        rule: "thresholds.output_bytes".into(),
+        text: why.clone(),
+    });
+    held.message = format!("Release the result to agent {}? ({why})", b.agent);
+    let preview: Option<String> = b.preview.map(|p| p.chars().take(2048).collect());
+    let args = json!({"call": {"tool": b.tool, "server": b.server, "arguments": original.call.arguments},
+                      "output_bytes": b.output_bytes, "result_sha256": b.result_sha256.to_ascii_lowercase(),
+                      "preview": preview});
+    let c = canonical_call(format!("result.{}", b.tool), b.server, args)?;
+    gate(
+        &st,
+        Submission {
+            agent: b.agent,
+            session_id: b.session_id,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            call: c.call,
+            arguments: c.arguments,
+            canonical: c.canonical,
+            call_hash: c.hash,
+            target: None,
+            plan_id: None,
+            step_id: None,
+            delegation: false,
+            verdict: Some(held),
         },
     )
     .await
@@ -391,6 +494,7 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
     let hash = call_hash.clone();
     let target = b.target.clone();
     let delegation = b.delegation;
+    let preset = b.verdict.clone();
     let (plan_id, step_id) = (b.plan_id.clone(), b.step_id.clone());
     let (verdict, outcome) = blocking(move || {
         let now = now_ms();
@@ -424,6 +528,9 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
                 step_id: step_id.as_deref(),
             },
             |prior| {
+                if let Some(v) = preset {
+                    return v;
+                }
                 if target.is_some() {
                     return evaluate_target(&reg, &agent, &call, Some(&arguments));
                 }

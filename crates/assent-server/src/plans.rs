@@ -303,6 +303,7 @@ async fn submit(
             plan_id: None,
             step_id: None,
             delegation: false,
+            verdict: None,
         },
     )
     .await
@@ -413,6 +414,7 @@ async fn confirm(
             plan_id: None,
             step_id: None,
             delegation: false,
+            verdict: None,
         },
     )
     .await
