@@ -279,6 +279,9 @@ impl Gateway {
     }
 }
 
+/// A forwarded call whose result is capped: its tool, the arguments it ran with, the limit.
+type Capped = (String, Value, u64);
+
 fn denied_result(id: &Value, reason: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": {
         "content": [{"type": "text", "text": format!("TOOL_DENIED: {reason}")}],
@@ -307,7 +310,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let gw = Arc::new(Gateway::new(cfg)?);
     let list_ids: Arc<Mutex<HashSet<String>>> = Arc::default();
     // Forwarded calls whose result is capped: request id → (tool, arguments run, limit).
-    let capped: Arc<Mutex<HashMap<String, (String, Value, u64)>>> = Arc::default();
+    let capped: Arc<Mutex<HashMap<String, Capped>>> = Arc::default();
 
     // One writer per direction, so concurrent tasks never interleave lines.
     let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
