@@ -8,11 +8,20 @@
 //!   approval token was redeemed for the exact call; anything else — denied, rejected, expired
 //!   without an approving default, cancelled, or the gateway unreachable — is answered with a
 //!   tool result `isError: true` whose text starts `TOOL_DENIED:`, and never forwarded.
-//! - a forwarded call's result larger than the `thresholds.output_bytes` of the rules covering
-//!   the call (the JSON of its `result`) is held before it reaches the client: the proxy
-//!   reports it (`POST /v1/tool-results`), waits for an operator like for a held call, and
-//!   relays it only after the approval's token was redeemed for that exact result (its
-//!   SHA-256); otherwise the client gets `TOOL_DENIED: result withheld …`.
+//! - While a call waits, the proxy sends `notifications/progress` every `progress_seconds` when
+//!   the client gave a `progressToken`, so clients that reset their request timeout on
+//!   progress keep waiting. A `notifications/cancelled` for a waiting call (or the client
+//!   closing stdin) cancels its approval at the gateway, and the call is never forwarded.
+//! - Tool-list pinning: after `initialize`, the proxy reads the upstream's `tools/list` itself
+//!   and reports it (`POST /v1/tools/check`). A tool whose definition differs from its pin, or
+//!   that appeared after the server was pinned, is held for an operator's review: its calls
+//!   wait and are never forwarded until the new definition is accepted, and `tools/list`
+//!   shows the client the pinned definition (a new tool not at all) until then.
+//! - Every forwarded call's result is reported (`POST /v1/tool-results`: its SHA-256 and size
+//!   go to the audit log, linked to the approval). A result larger than the call's
+//!   `thresholds.output_bytes` (the JSON of its `result`) is held for an operator and relayed
+//!   only after the approval's token was redeemed for that exact result; otherwise the client
+//!   gets `TOOL_DENIED: result withheld …`.
 //! - `tools/list` results are filtered to the tools the agent file declares for the server
 //!   alias when it lists `allowed_tools`.
 //! - JSON-RPC batches are refused (a batch could hide a `tools/call`), and so is a line that is
@@ -33,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// How the proxy is set up (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`).
 #[derive(Debug, Clone)]
@@ -52,6 +61,9 @@ pub struct ProxyConfig {
     pub command: Vec<String>,
     /// Seconds per long-poll request while a call is held (at most 60).
     pub poll_seconds: u64,
+    /// Seconds between progress notifications while a call waits (when the client gave a
+    /// progress token).
+    pub progress_seconds: u64,
 }
 
 /// What became of one `tools/call` at the gateway.
@@ -64,15 +76,32 @@ pub enum Outcome {
         edited: Option<Value>,
         /// The `thresholds.output_bytes` covering the call: a larger result is held.
         output_limit: Option<u64>,
+        /// The approval it ran under, when it was held or granted.
+        approval_id: Option<String>,
     },
     /// Answer the client with `TOOL_DENIED: reason`.
     Denied(String),
+}
+
+/// The gateway's view of one upstream tool (`POST /v1/tools/check`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinState {
+    /// `pinned`, `first_use` or `held`.
+    pub state: String,
+    /// The review of a held tool.
+    pub review_id: Option<String>,
+    /// The pinned definition, if any.
+    pub pinned: Option<Value>,
 }
 
 /// A small client of the assent HTTP API for the agent side.
 pub struct Gateway {
     http: reqwest::Client,
     cfg: ProxyConfig,
+}
+
+fn text(b: &Value, k: &str) -> String {
+    b[k].as_str().unwrap_or("").to_string()
 }
 
 impl Gateway {
@@ -112,33 +141,108 @@ impl Gateway {
         }
     }
 
+    /// Reports the upstream's tool definitions and returns the gateway's verdict per tool name.
+    pub async fn check_tools(&self, tools: &[Value]) -> Result<HashMap<String, PinState>, String> {
+        let body = json!({"agent": self.cfg.agent, "server": self.cfg.server, "tools": tools});
+        match self
+            .send(self.http.post(self.url("/v1/tools/check")).json(&body))
+            .await?
+        {
+            (200, b) => Ok(b["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    (
+                        text(t, "name"),
+                        PinState {
+                            state: text(t, "state"),
+                            review_id: t["review_id"].as_str().map(str::to_string),
+                            pinned: Some(t["pinned"].clone()).filter(|p| !p.is_null()),
+                        },
+                    )
+                })
+                .collect()),
+            (s, b) => Err(format!(
+                "the gateway refused the tool list ({s} {}: {})",
+                text(&b, "code"),
+                text(&b, "message")
+            )),
+        }
+    }
+
+    /// Waits for tool review `id` to be decided: `Ok(())` accepted, `Err(why)` rejected.
+    pub async fn await_review(&self, id: &str) -> Result<(), String> {
+        loop {
+            let url = self.url(&format!(
+                "/v1/tools/reviews/{id}?wait={}",
+                self.cfg.poll_seconds
+            ));
+            match self.send(self.http.get(url)).await {
+                Ok((200, r)) => match r["status"].as_str() {
+                    Some("accepted") => return Ok(()),
+                    Some("pending") => continue,
+                    _ => {
+                        return Err(format!(
+                            "the changed definition of `{}` was rejected by {} (review {id})",
+                            text(&r, "tool"),
+                            text(&r, "decided_by")
+                        ));
+                    }
+                },
+                Ok((s, r)) => {
+                    return Err(format!(
+                        "tool review {id} cannot be read ({s} {})",
+                        text(&r, "code")
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "waiting for the gateway");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
     /// Runs one call through the gateway: propose, wait for a human if held, redeem the token.
-    pub async fn gate(&self, tool: &str, arguments: &Value) -> Outcome {
-        match self.gate_inner(tool, arguments).await {
+    /// `pending` receives the approval id as soon as the call is held (so it can be cancelled).
+    pub async fn gate(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        pending: &Mutex<Option<String>>,
+    ) -> Outcome {
+        match self.gate_inner(tool, arguments, pending).await {
             Ok(o) => o,
             Err(e) => Outcome::Denied(e),
         }
     }
 
-    async fn gate_inner(&self, tool: &str, arguments: &Value) -> Result<Outcome, String> {
+    async fn gate_inner(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        pending: &Mutex<Option<String>>,
+    ) -> Result<Outcome, String> {
         let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id,
                           "tool": tool, "server": self.cfg.server, "arguments": arguments});
         let (status, b) = self
             .send(self.http.post(self.url("/v1/tool-calls")).json(&body))
             .await?;
-        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
         match (status, b["decision"].as_str()) {
             // Covered by a grant: it still carries a single-use token to redeem.
             (200, Some("allow")) if b["token"].is_string() => {
                 let limit = b["output_bytes"].as_u64();
+                let id = b["approval_id"].as_str().map(str::to_string);
                 return self
-                    .redeem(&text(&b, "token"), tool, arguments, None, limit)
+                    .redeem(&text(&b, "token"), tool, arguments, None, limit, id)
                     .await;
             }
             (200, Some("allow")) => {
                 return Ok(Outcome::Forward {
                     edited: None,
                     output_limit: b["output_bytes"].as_u64(),
+                    approval_id: None,
                 });
             }
             (403, Some("deny")) => return Ok(Outcome::Denied(text(&b, "reason"))),
@@ -152,6 +256,7 @@ impl Gateway {
             }
         }
         let id = text(&b, "approval_id");
+        *pending.lock().expect("pending") = Some(id.clone());
         tracing::info!(approval_id = %id, tool, "call held for approval");
         let rec = match self.wait(&id).await? {
             Ok(r) => r,
@@ -168,14 +273,30 @@ impl Gateway {
         let edited = (rec["arguments_changed"] == true).then(|| rec["arguments"].clone());
         let run_with = edited.as_ref().unwrap_or(arguments);
         let limit = rec["output_bytes"].as_u64();
-        self.redeem(token, tool, run_with, edited.clone(), limit)
+        self.redeem(token, tool, run_with, edited.clone(), limit, Some(id))
             .await
+    }
+
+    /// Cancels approval `id` (the client withdrew the request).
+    pub async fn cancel(&self, id: &str, reason: &str) {
+        let url = self.url(&format!("/v1/approvals/{id}/cancel"));
+        match self
+            .send(self.http.post(url).json(&json!({ "reason": reason })))
+            .await
+        {
+            Ok((200, _)) => tracing::info!(approval_id = %id, "approval cancelled: {reason}"),
+            Ok((s, b)) => {
+                tracing::warn!(approval_id = %id, status = s, code = %text(&b, "code"), "could not cancel the approval")
+            }
+            Err(e) => {
+                tracing::warn!(approval_id = %id, error = %e, "could not cancel the approval")
+            }
+        }
     }
 
     /// Long-polls approval `id` until it leaves `pending`: `Ok(Ok(record))`, or
     /// `Ok(Err(why))` when it cannot be read.
     async fn wait(&self, id: &str) -> Result<Result<Value, String>, String> {
-        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
         let rec = loop {
             let url = self.url(&format!(
                 "/v1/approvals/{id}?wait={}",
@@ -200,18 +321,24 @@ impl Gateway {
         Ok(Ok(rec))
     }
 
-    /// Whether a forwarded call's `result` (its JSON text, `output_bytes` long) may reach the
+    /// Reports a forwarded call's `result` (its JSON text) and says whether it may reach the
     /// client: within the threshold it is released at once; over it an operator decides, and
     /// it is released only after the approval's token was redeemed for this exact result.
     /// `Err(why)` when it is withheld.
-    pub async fn release(&self, tool: &str, arguments: &Value, result: &str) -> Result<(), String> {
+    pub async fn release(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        result: &str,
+        approval_id: Option<&str>,
+    ) -> Result<(), String> {
         use sha2::Digest;
         let hash = hex::encode(sha2::Sha256::digest(result.as_bytes()));
         let preview: String = result.chars().take(2048).collect();
         let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id, "tool": tool,
                           "server": self.cfg.server, "arguments": arguments,
-                          "output_bytes": result.len(), "result_sha256": hash, "preview": preview});
-        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
+                          "output_bytes": result.len(), "result_sha256": hash, "preview": preview,
+                          "approval_id": approval_id});
         let (status, b) = self
             .send(self.http.post(self.url("/v1/tool-results")).json(&body))
             .await?;
@@ -259,8 +386,8 @@ impl Gateway {
         arguments: &Value,
         edited: Option<Value>,
         output_limit: Option<u64>,
+        approval_id: Option<String>,
     ) -> Result<Outcome, String> {
-        let text = |b: &Value, k: &str| b[k].as_str().unwrap_or("").to_string();
         let body = json!({"token": token, "tool": tool, "server": self.cfg.server, "arguments": arguments});
         match self
             .send(self.http.post(self.url("/v1/tokens/redeem")).json(&body))
@@ -269,6 +396,7 @@ impl Gateway {
             (200, _) => Ok(Outcome::Forward {
                 edited,
                 output_limit,
+                approval_id,
             }),
             (s, r) => Ok(Outcome::Denied(format!(
                 "approval token refused ({s} {}: {})",
@@ -279,15 +407,90 @@ impl Gateway {
     }
 }
 
-/// A forwarded call whose result is capped: its tool, the arguments it ran with, the limit.
-type Capped = (String, Value, u64);
-
 fn denied_result(id: &Value, reason: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": {
         "content": [{"type": "text", "text": format!("TOOL_DENIED: {reason}")}],
         "isError": true,
     }})
     .to_string()
+}
+
+/// A forwarded call waiting for its upstream response: the tool, the arguments it ran with,
+/// the output limit and the approval it ran under.
+struct Forwarded {
+    tool: String,
+    arguments: Value,
+    limit: Option<u64>,
+    approval_id: Option<String>,
+}
+
+/// A call waiting at the gateway: the approval id once held, and how to cancel the wait.
+struct Waiting {
+    approval: Arc<Mutex<Option<String>>>,
+    cancel: oneshot::Sender<()>,
+}
+
+/// The pin check of the upstream's tools: `None` until the first check finished.
+type Pins = watch::Sender<Option<Result<HashMap<String, PinState>, String>>>;
+
+const PIN_ID_PREFIX: &str = "assent-pins-";
+
+/// Waits for the pin check and returns whether `tool` may be called now: `Ok` when pinned or
+/// accepted after review, `Err(why)` otherwise. Waits for a pending review.
+async fn pin_gate(gw: &Gateway, pins: &Pins, tool: &str) -> Result<(), String> {
+    let mut rx = pins.subscribe();
+    let checked = tokio::time::timeout(Duration::from_secs(30), rx.wait_for(Option::is_some))
+        .await
+        .map_err(|_| "the upstream's tool list could not be verified in time".to_string())?
+        .map_err(|_| "the proxy is shutting down".to_string())?
+        .clone()
+        .expect("checked");
+    let state = match checked {
+        Err(e) => {
+            return Err(format!(
+                "the upstream's tool list could not be verified: {e}"
+            ));
+        }
+        Ok(map) => map.get(tool).cloned(),
+    };
+    match state {
+        None => Err(format!(
+            "`{tool}` is not in the upstream's verified tool list"
+        )),
+        Some(s) if s.state != "held" => Ok(()),
+        Some(s) => {
+            let id = s.review_id.unwrap_or_default();
+            tracing::info!(tool, review_id = %id, "call waits for the review of a changed tool");
+            gw.await_review(&id).await?;
+            pins.send_modify(|p| {
+                if let Some(Ok(map)) = p
+                    && let Some(t) = map.get_mut(tool)
+                {
+                    t.state = "pinned".into();
+                }
+            });
+            Ok(())
+        }
+    }
+}
+
+/// Rewrites a `tools/list` result for the client: held tools show their pinned definition,
+/// or are left out when they were never pinned.
+fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, PinState>) {
+    tools.retain_mut(|t| {
+        let name = t["name"].as_str().unwrap_or("").to_string();
+        match states.get(&name) {
+            Some(s) if s.state == "held" => match &s.pinned {
+                Some(p) => {
+                    *t = p.clone();
+                    true
+                }
+                None => false,
+            },
+            Some(_) => true,
+            None => false,
+        }
+    });
 }
 
 /// Runs the proxy until the client closes stdin or the upstream exits. Returns the upstream's
@@ -307,14 +510,26 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         .with_context(|| format!("cannot start upstream MCP server `{prog}`"))?;
     let mut child_in = child.stdin.take().context("upstream stdin")?;
     let child_out = child.stdout.take().context("upstream stdout")?;
+    let progress_every = Duration::from_secs(cfg.progress_seconds.max(1));
     let gw = Arc::new(Gateway::new(cfg)?);
     let list_ids: Arc<Mutex<HashSet<String>>> = Arc::default();
-    // Forwarded calls whose result is capped: request id → (tool, arguments run, limit).
-    let capped: Arc<Mutex<HashMap<String, Capped>>> = Arc::default();
+    let forwarded: Arc<Mutex<HashMap<String, Forwarded>>> = Arc::default();
+    let waiting: Arc<Mutex<HashMap<String, Waiting>>> = Arc::default();
+    let pins: Arc<Pins> = Arc::new(watch::channel(None).0);
 
     // One writer per direction, so concurrent tasks never interleave lines.
     let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
     let (to_upstream, mut upstream_rx) = mpsc::unbounded_channel::<String>();
+    // Whether the proxy's own tools/list was sent (after `initialized`, or at the first call).
+    let pins_asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ask_pins = {
+        let (asked, tu) = (pins_asked.clone(), to_upstream.clone());
+        move || {
+            if !asked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let _ = tu.send(json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}0"), "method": "tools/list"}).to_string());
+            }
+        }
+    };
     let client_writer = tokio::spawn(async move {
         let mut out = tokio::io::stdout();
         while let Some(line) = client_rx.recv().await {
@@ -339,64 +554,130 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
 
     // Upstream → client.
     let declared = gw.declared_tools().await;
-    let ids = list_ids.clone();
-    let tc = to_client.clone();
-    let caps = capped.clone();
-    let gw_results = gw.clone();
-    let upstream_reader = tokio::spawn(async move {
-        let mut lines = BufReader::new(child_out).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            // A capped call's response: over the limit, an operator decides before it passes.
-            let capped_call = serde_json::from_str::<Value>(&line).ok().and_then(|v| {
-                if v.get("method").is_some() {
-                    return None;
-                }
-                let key = v.get("id")?.to_string();
-                let entry = caps.lock().expect("caps").remove(&key)?;
-                Some((v, entry))
-            });
-            if let Some((v, (tool, args, limit))) = capped_call {
-                let result = v.get("result").map(Value::to_string).unwrap_or_default();
-                if result.len() as u64 > limit {
-                    let (gw, tc) = (gw_results.clone(), tc.clone());
-                    tokio::spawn(async move {
-                        let out = match gw.release(&tool, &args, &result).await {
-                            Ok(()) => line,
-                            Err(why) => {
-                                tracing::info!(tool, reason = %why, "result withheld");
-                                denied_result(&v["id"], &format!("result withheld: {why}"))
+    let upstream_reader = {
+        // Weak: the reader must not keep the upstream's stdin open after the client left.
+        let (ids, tc, tu, fw, gw, pins) = (
+            list_ids.clone(),
+            to_client.clone(),
+            to_upstream.downgrade(),
+            forwarded.clone(),
+            gw.clone(),
+            pins.clone(),
+        );
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(child_out).lines();
+            // The proxy's own tools/list pages, accumulated until the last one.
+            let mut own_pages: Vec<Value> = Vec::new();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let parsed = serde_json::from_str::<Value>(&line).ok();
+                let response = parsed
+                    .as_ref()
+                    .filter(|v| v.get("method").is_none() && v.get("id").is_some());
+                let Some(v) = response else {
+                    if tc.send(line).is_err() {
+                        break;
+                    }
+                    continue;
+                };
+                let key = v["id"].to_string();
+                // The proxy's own tools/list: check the pins, never relay.
+                if v["id"]
+                    .as_str()
+                    .is_some_and(|i| i.starts_with(PIN_ID_PREFIX))
+                {
+                    own_pages.extend(v["result"]["tools"].as_array().cloned().unwrap_or_default());
+                    match v["result"]["nextCursor"].as_str() {
+                        Some(c) if own_pages.len() < 100_000 => {
+                            let n = own_pages.len();
+                            let Some(tu) = tu.upgrade() else { break };
+                            let _ = tu.send(
+                                json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}{n}"),
+                                "method": "tools/list", "params": {"cursor": c}})
+                                .to_string(),
+                            );
+                        }
+                        _ => {
+                            let checked = if v.get("error").is_some() {
+                                Err(format!("the upstream's tools/list failed: {}", v["error"]))
+                            } else {
+                                gw.check_tools(&own_pages).await
+                            };
+                            if let Err(e) = &checked {
+                                tracing::warn!(error = %e, "tool list not verified: every call is refused");
                             }
-                        };
-                        let _ = tc.send(out);
-                    });
+                            pins.send_replace(Some(checked));
+                            own_pages.clear();
+                        }
+                    }
                     continue;
                 }
-            }
-            let out = match (&declared, serde_json::from_str::<Value>(&line)) {
-                (Some(allowed), Ok(mut v))
-                    if v.get("id").is_some() && v.get("method").is_none() =>
-                {
-                    let key = v["id"].to_string();
-                    if ids.lock().expect("ids").remove(&key) {
-                        if let Some(tools) = v["result"]["tools"].as_array_mut() {
+                // A client's tools/list: declared tools only, pinned definitions only.
+                if ids.lock().expect("ids").remove(&key) {
+                    let mut v = v.clone();
+                    if let Some(tools) = v["result"]["tools"].as_array_mut() {
+                        if let Some(allowed) = &declared {
                             tools.retain(|t| {
                                 t["name"]
                                     .as_str()
                                     .is_some_and(|n| allowed.iter().any(|a| a == n))
                             });
                         }
-                        v.to_string()
-                    } else {
-                        line
+                        match gw.check_tools(tools).await {
+                            Ok(states) => {
+                                apply_pins(tools, &states);
+                                pins.send_modify(|p| {
+                                    if let Some(Ok(map)) = p {
+                                        map.extend(states);
+                                    }
+                                });
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "tool list not verified: no tool is shown");
+                                tools.clear();
+                            }
+                        }
                     }
+                    if tc.send(v.to_string()).is_err() {
+                        break;
+                    }
+                    continue;
                 }
-                _ => line,
-            };
-            if tc.send(out).is_err() {
-                break;
+                // A forwarded call's result: reported; over its limit, held for an operator.
+                let entry = fw.lock().expect("forwarded").remove(&key);
+                if let Some(f) = entry {
+                    let result = v.get("result").map(Value::to_string).unwrap_or_default();
+                    let over = f.limit.is_some_and(|l| result.len() as u64 > l);
+                    let (gw, tc, v) = (gw.clone(), tc.clone(), v.clone());
+                    let report = async move {
+                        gw.release(&f.tool, &f.arguments, &result, f.approval_id.as_deref())
+                            .await
+                    };
+                    if over {
+                        tokio::spawn(async move {
+                            let out = match report.await {
+                                Ok(()) => line,
+                                Err(why) => {
+                                    tracing::info!(reason = %why, "result withheld");
+                                    denied_result(&v["id"], &format!("result withheld: {why}"))
+                                }
+                            };
+                            let _ = tc.send(out);
+                        });
+                        continue;
+                    }
+                    // Within the limit: relay now, record the result hash alongside.
+                    tokio::spawn(async move {
+                        if let Err(e) = report.await {
+                            tracing::warn!(error = %e, "result hash not recorded");
+                        }
+                    });
+                }
+                if tc.send(line).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        })
+    };
 
     // Client → upstream.
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
@@ -420,18 +701,60 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                 }
                 match (msg["method"].as_str(), msg.get("id")) {
                     (Some("tools/call"), Some(id)) => {
+                        ask_pins();
                         let id = id.clone();
+                        let key = id.to_string();
                         let tool = msg["params"]["name"].as_str().unwrap_or("").to_string();
                         let args = match &msg["params"]["arguments"] { Value::Null => json!({}), a => a.clone() };
+                        let progress_token = msg["params"]["_meta"]["progressToken"].clone();
                         let (gw, tc, tu) = (gw.clone(), to_client.clone(), to_upstream.clone());
-                        let caps = capped.clone();
+                        let (fw, wt, pins) = (forwarded.clone(), waiting.clone(), pins.clone());
+                        let approval: Arc<Mutex<Option<String>>> = Arc::default();
+                        let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
+                        wt.lock().expect("waiting").insert(key.clone(), Waiting { approval: approval.clone(), cancel: cancel_tx });
                         tokio::spawn(async move {
-                            match gw.gate(&tool, &args).await {
-                                Outcome::Forward { edited, output_limit } => {
-                                    let run_with = edited.clone().unwrap_or_else(|| args.clone());
-                                    if let Some(limit) = output_limit {
-                                        caps.lock().expect("caps").insert(id.to_string(), (tool.clone(), run_with, limit));
+                            let decide = async {
+                                if let Err(why) = pin_gate(&gw, &pins, &tool).await {
+                                    return Outcome::Denied(why);
+                                }
+                                gw.gate(&tool, &args, &approval).await
+                            };
+                            // Progress while the call waits, when the client asked for it.
+                            let ticker = async {
+                                if progress_token.is_null() {
+                                    return std::future::pending::<()>().await;
+                                }
+                                let mut n = 0u64;
+                                loop {
+                                    tokio::time::sleep(progress_every).await;
+                                    n += 1;
+                                    let what = match approval.lock().expect("approval").clone() {
+                                        Some(a) => format!("waiting for a human to approve {tool} (assent approval {a})"),
+                                        None => format!("waiting for assent to clear {tool}"),
+                                    };
+                                    let _ = tc.send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                                        "params": {"progressToken": progress_token, "progress": n, "message": what}}).to_string());
+                                }
+                            };
+                            let outcome = tokio::select! {
+                                o = decide => Some(o),
+                                _ = ticker => None,
+                                _ = cancel_rx => None,
+                            };
+                            wt.lock().expect("waiting").remove(&key);
+                            match outcome {
+                                None => {
+                                    // Cancelled by the client: withdraw the approval; no answer is due.
+                                    let held = approval.lock().expect("approval").clone();
+                                    if let Some(a) = held {
+                                        gw.cancel(&a, "the MCP client cancelled the request").await;
                                     }
+                                }
+                                Some(Outcome::Forward { edited, output_limit, approval_id }) => {
+                                    let run_with = edited.clone().unwrap_or_else(|| args.clone());
+                                    fw.lock().expect("forwarded").insert(key, Forwarded {
+                                        tool: tool.clone(), arguments: run_with, limit: output_limit, approval_id,
+                                    });
                                     match edited {
                                         None => { let _ = tu.send(line); }
                                         Some(edited) => {
@@ -442,7 +765,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                         }
                                     }
                                 }
-                                Outcome::Denied(why) => {
+                                Some(Outcome::Denied(why)) => {
                                     tracing::info!(tool, reason = %why, "call denied");
                                     let _ = tc.send(denied_result(&id, &why));
                                 }
@@ -457,6 +780,20 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         list_ids.lock().expect("ids").insert(id.to_string());
                         let _ = to_upstream.send(line);
                     }
+                    (Some("notifications/cancelled"), None) => {
+                        let key = msg["params"]["requestId"].to_string();
+                        let w = waiting.lock().expect("waiting").remove(&key);
+                        match w {
+                            // Still at the gateway: never forwarded, so the upstream need not know.
+                            Some(w) => { let _ = w.cancel.send(()); }
+                            None => { let _ = to_upstream.send(line); }
+                        }
+                    }
+                    (Some("notifications/initialized"), None) => {
+                        let _ = to_upstream.send(line);
+                        // Read the upstream's tools to check them against their pins.
+                        ask_pins();
+                    }
                     _ => { let _ = to_upstream.send(line); }
                 }
             }
@@ -470,7 +807,22 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
             }
         }
     }
-    // The client closed stdin: close the upstream's stdin and let it exit.
+    // The client closed stdin: withdraw the approvals it was waiting on, then close the
+    // upstream's stdin and let it exit.
+    let held: Vec<Waiting> = waiting
+        .lock()
+        .expect("waiting")
+        .drain()
+        .map(|(_, w)| w)
+        .collect();
+    for w in held {
+        let a = w.approval.lock().expect("approval").clone();
+        let _ = w.cancel.send(());
+        if let Some(a) = a {
+            gw.cancel(&a, "the MCP client disconnected").await;
+        }
+    }
+    drop(ask_pins);
     drop(to_upstream);
     let code = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
         Ok(Ok(s)) => s.code().unwrap_or(1),

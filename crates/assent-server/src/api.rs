@@ -56,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::aaep::routes())
         .merge(crate::clarify::routes())
         .merge(crate::plans::routes())
+        .merge(crate::tools::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -388,10 +389,15 @@ struct ToolResultBody {
     result_sha256: String,
     #[serde(default)]
     preview: Option<String>,
+    /// The approval the call ran under, when it was held.
+    #[serde(default)]
+    approval_id: Option<String>,
 }
 
-/// `POST /v1/tool-results` (agent; sent by the MCP proxy): a forwarded call's result is
-/// `output_bytes` long (the JSON of its `result`). Within the `thresholds.output_bytes` of the
+/// `POST /v1/tool-results` (agent; sent by the MCP proxy for every forwarded call): a
+/// forwarded call's result is `output_bytes` long (the JSON of its `result`) with SHA-256
+/// `result_sha256`; appended to the audit log as `call.result` (linked to `approval_id` when
+/// the call was held). Within the `thresholds.output_bytes` of the
 /// rules covering the call: `200 {"decision": "allow"}`, release it. Over it: the result is held
 /// for an operator as an approval of the synthetic call `result.TOOL` with arguments
 /// `{"call": {tool, server, arguments}, "output_bytes", "result_sha256", "preview"}`, under the
@@ -412,6 +418,14 @@ async fn tool_result(
         return Err(ApiError::bad_request("result_sha256 must be 64 hex digits"));
     }
     let original = canonical_call(b.tool.clone(), b.server.clone(), b.arguments)?;
+    let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.hash,
+                        "result_sha256": b.result_sha256.to_ascii_lowercase(),
+                        "output_bytes": b.output_bytes, "approval_id": b.approval_id});
+    let s = st.store.clone();
+    let (agent, approval) = (b.agent.clone(), b.approval_id.clone());
+    blocking(move || s.record_result(&agent, approval.as_deref(), &record, now_ms()))
+        .await?
+        .map_err(ApiError::unavailable)?;
     let v = evaluate_in(
         &st.registry,
         &b.agent,

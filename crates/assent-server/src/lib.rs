@@ -18,6 +18,7 @@ pub mod config;
 pub mod error;
 pub mod formats;
 pub mod plans;
+pub mod tools;
 
 use assent_core::policy::Registry;
 use assent_store::Store;

@@ -16,6 +16,7 @@
 pub mod aaep;
 pub mod audit;
 pub mod learning;
+pub mod pins;
 pub mod plans;
 
 use assent_core::ToolCall;
@@ -38,6 +39,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_protocol.sql"),
     include_str!("../migrations/0003_aaep.sql"),
     include_str!("../migrations/0004_plans.sql"),
+    include_str!("../migrations/0005_tool_pins.sql"),
 ];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
@@ -651,7 +653,21 @@ impl Store {
                 _ => return Err(StoreError::Invalid(format!("no plan `{}`", t.target_id))),
             }
         }
-        let blocked = plans::plan_block(&tx, p.plan_id, p.step_id)?;
+        let mut blocked = plans::plan_block(&tx, p.plan_id, p.step_id)?;
+        if blocked.is_none()
+            && let Some(server) = &p.call.server
+        {
+            let review: Option<String> = tx
+                .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' LIMIT 1")?
+                .query_row(params![server, p.call.tool], |r| r.get(0))
+                .optional()?;
+            blocked = review.map(|id| {
+                format!(
+                    "the definition of {server}/{} changed and awaits an operator's review ({id}; assent tools pending)",
+                    p.call.tool
+                )
+            });
+        }
         let prior = prior_calls(&tx, p.agent, p.session_id)?;
         let mut verdict = evaluate(&prior);
         if let Some(why) = blocked

@@ -178,6 +178,10 @@ enum Cmd {
         /// Seconds per long-poll while a call waits for a human.
         #[arg(long, default_value_t = 25)]
         poll_seconds: u64,
+        /// Seconds between progress notifications while a call waits, sent when the client
+        /// gave a progress token (keeps clients that reset their timeout on progress waiting).
+        #[arg(long, default_value_t = 10)]
+        progress_seconds: u64,
         #[command(flatten)]
         remote: Remote,
         #[arg(last = true, required = true)]
@@ -192,6 +196,32 @@ enum Cmd {
     Export {
         #[command(subcommand)]
         cmd: ExportCmd,
+    },
+    /// MCP tool-list pinning: review changed or new upstream tools.
+    Tools {
+        #[command(subcommand)]
+        cmd: ToolsCmd,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsCmd {
+    /// Tools whose definition changed (or that are new) since their server was pinned, each
+    /// with the diff from its pinned definition. Their calls wait until accepted.
+    Pending {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a changed tool's new definition: it becomes the pin and its calls go on.
+    Accept { ids: Vec<String> },
+    /// Reject a changed tool's new definition: its calls are refused.
+    Reject { ids: Vec<String> },
+    /// Every pinned tool.
+    Pins {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -355,6 +385,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             server,
             session,
             poll_seconds,
+            progress_seconds,
             remote,
             command,
         } => {
@@ -371,12 +402,14 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
                 session_id: session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
                 command,
                 poll_seconds: poll_seconds.clamp(1, 60),
+                progress_seconds: progress_seconds.clamp(1, 3600),
             };
             assent_mcp::run(cfg).await
         }
         Cmd::Audit {
             cmd: AuditCmd::Verify { data_dir, json },
         } => audit_verify(data_dir, json),
+        Cmd::Tools { cmd, remote } => tools(&remote, cmd).await,
         Cmd::Export {
             cmd: ExportCmd::LearningSamples { data_dir, out },
         } => {
@@ -923,6 +956,106 @@ fn check(
         VerdictKind::Confirm => 10,
         VerdictKind::Deny => 11,
     }
+}
+
+async fn tools(r: &Remote, cmd: ToolsCmd) -> Result<i32> {
+    let c = Client::new(r)?;
+    match cmd {
+        ToolsCmd::Pending { json } => {
+            let v = c.get("/v1/tools/reviews?status=pending").await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(0);
+            }
+            let list = v["reviews"].as_array().cloned().unwrap_or_default();
+            if list.is_empty() {
+                println!("no tool changes waiting for review");
+            }
+            for t in &list {
+                let what = if t["pinned"].is_null() {
+                    "new tool"
+                } else {
+                    "changed"
+                };
+                println!(
+                    "{}  {}/{} ({what}, seen {} by {})",
+                    t["id"].as_str().unwrap_or(""),
+                    t["server"].as_str().unwrap_or(""),
+                    t["tool"].as_str().unwrap_or(""),
+                    t["seen_at"].as_str().unwrap_or(""),
+                    t["seen_by"].as_str().unwrap_or("")
+                );
+                if t["pinned"].is_null() {
+                    println!("  definition: {}", canonical(&t["definition"]));
+                }
+                for op in t["diff"].as_array().into_iter().flatten() {
+                    let path = op["path"].as_str().unwrap_or("");
+                    let old = assent_core::condition::lookup(
+                        &t["pinned"],
+                        path.trim_start_matches('/').replace('/', ".").as_str(),
+                    );
+                    match op["op"].as_str().unwrap_or("") {
+                        "remove" => {
+                            println!("  - {path}: {}", old.map(canonical).unwrap_or_default())
+                        }
+                        "add" => println!("  + {path}: {}", canonical(&op["value"])),
+                        _ => {
+                            println!("  - {path}: {}", old.map(canonical).unwrap_or_default());
+                            println!("  + {path}: {}", canonical(&op["value"]));
+                        }
+                    }
+                }
+                println!();
+            }
+            Ok(0)
+        }
+        ToolsCmd::Accept { ids } | ToolsCmd::Reject { ids } if ids.is_empty() => {
+            bail!("give at least one review id (assent tools pending)")
+        }
+        ToolsCmd::Accept { ids } => review_each(&c, &ids, "accept").await,
+        ToolsCmd::Reject { ids } => review_each(&c, &ids, "reject").await,
+        ToolsCmd::Pins { json } => {
+            let v = c.get("/v1/tools/pins").await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(0);
+            }
+            for p in v["pins"].as_array().into_iter().flatten() {
+                println!(
+                    "{}/{}  {}  pinned {} by {}",
+                    p["server"].as_str().unwrap_or(""),
+                    p["tool"].as_str().unwrap_or(""),
+                    &p["fingerprint"].as_str().unwrap_or("")
+                        [..12.min(p["fingerprint"].as_str().unwrap_or("").len())],
+                    p["pinned_at"].as_str().unwrap_or(""),
+                    p["pinned_by"].as_str().unwrap_or("")
+                );
+            }
+            Ok(0)
+        }
+    }
+}
+
+async fn review_each(c: &Client, ids: &[String], verb: &str) -> Result<i32> {
+    let mut failed = 0;
+    for id in ids {
+        match c
+            .post(&format!("/v1/tools/reviews/{id}/{verb}"), json!({}))
+            .await
+        {
+            Ok(v) => println!(
+                "{id} {}/{} {}",
+                v["server"].as_str().unwrap_or(""),
+                v["tool"].as_str().unwrap_or(""),
+                v["status"].as_str().unwrap_or("")
+            ),
+            Err(e) => {
+                failed += 1;
+                eprintln!("assent: {id}: {}", one_line(&e));
+            }
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
 }
 
 /// `--data-dir`, else `data_dir` of ./assent.yaml when it exists, else `.assent`.

@@ -16,6 +16,7 @@ mod learning;
 mod plans;
 mod protocol;
 mod schemas;
+mod tools;
 
 const AGENTS: &str = r#"
 metadata: {id: bot, name: Bot}

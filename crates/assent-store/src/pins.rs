@@ -1,0 +1,356 @@
+//! MCP tool-list pinning (issue 4): the gateway records a fingerprint of each upstream tool —
+//! the SHA-256 of the canonical JSON of its `name`, `description` and `inputSchema` — the
+//! first time it sees the server (trust on first use). A tool whose fingerprint differs from
+//! its pin, or a tool that appears after the server was first seen, gets a pending *review*;
+//! its calls are refused until an operator accepts the new definition, which becomes the pin.
+//! Every pin, change and review decision is an audit record.
+
+use crate::{Store, StoreError, audit, rfc3339};
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of
+/// `{"name", "description", "inputSchema"}` (missing fields as `null`).
+pub fn fingerprint(tool: &Value) -> String {
+    let v = json!({"name": tool["name"], "description": tool["description"],
+                   "inputSchema": tool["inputSchema"]});
+    let text = assent_core::canonical::canonical_value(&v).unwrap_or_else(|_| v.to_string());
+    assent_core::canonical::sha256_hex(text.as_bytes())
+}
+
+/// What the gateway says of one advertised tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolState {
+    /// The tool name.
+    pub name: String,
+    /// `pinned` (matches its pin), `first_use` (pinned now: the server was new) or `held`
+    /// (changed or new since the server was pinned; a review decides).
+    pub state: &'static str,
+    /// The review of a held tool.
+    pub review_id: Option<String>,
+    /// `pending`, `accepted` or `rejected` for a held tool.
+    pub review_status: Option<String>,
+    /// The pinned definition (what `tools/list` may show), `None` for a tool never pinned.
+    pub pinned: Option<Value>,
+}
+
+/// One review of a changed or new tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolReview {
+    /// UUID v4.
+    pub id: String,
+    /// The MCP server alias.
+    pub server: String,
+    /// The tool name.
+    pub tool: String,
+    /// Fingerprint of the new definition.
+    pub fingerprint: String,
+    /// The new definition.
+    pub definition: Value,
+    /// The pinned definition it would replace, `None` for a new tool.
+    pub pinned: Option<Value>,
+    /// `pending`, `accepted` or `rejected`.
+    pub status: String,
+    /// RFC 3339.
+    pub seen_at: String,
+    /// The agent whose proxy saw it.
+    pub seen_by: String,
+    /// The operator who decided.
+    pub decided_by: Option<String>,
+    /// RFC 3339.
+    pub decided_at: Option<String>,
+}
+
+/// A pinned tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolPin {
+    /// The MCP server alias.
+    pub server: String,
+    /// The tool name.
+    pub tool: String,
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// Its definition.
+    pub definition: Value,
+    /// RFC 3339.
+    pub pinned_at: String,
+    /// `trust-on-first-use` or the operator who accepted it.
+    pub pinned_by: String,
+}
+
+fn pinned(
+    conn: &rusqlite::Connection,
+    server: &str,
+    tool: &str,
+) -> rusqlite::Result<Option<(String, Value)>> {
+    conn.prepare_cached(
+        "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2",
+    )?
+    .query_row(params![server, tool], |r| {
+        let d: String = r.get(1)?;
+        Ok((r.get(0)?, serde_json::from_str(&d).unwrap_or(Value::Null)))
+    })
+    .optional()
+}
+
+fn review_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolReview> {
+    let d: String = r.get(4)?;
+    Ok(ToolReview {
+        id: r.get(0)?,
+        server: r.get(1)?,
+        tool: r.get(2)?,
+        fingerprint: r.get(3)?,
+        definition: serde_json::from_str(&d).unwrap_or(Value::Null),
+        pinned: None,
+        seen_at: rfc3339(r.get(5)?),
+        seen_by: r.get(6)?,
+        status: r.get(7)?,
+        decided_by: r.get(8)?,
+        decided_at: r.get::<_, Option<i64>>(9)?.map(rfc3339),
+    })
+}
+
+const REVIEW_COLS: &str =
+    "id, server, tool, fingerprint, definition, seen_at, seen_by, status, decided_by, decided_at";
+
+impl Store {
+    /// Checks the tools an upstream advertises (`tools/list` entries) against the pins of
+    /// `server`, in one transaction: a server never seen is pinned as it is
+    /// (`tool.pinned`, trust on first use); otherwise a tool matching its pin is `pinned`, and
+    /// any other gets (or keeps) a review (`tool.changed` / `tool.new` when it is created).
+    pub fn check_tools(
+        &self,
+        server: &str,
+        tools: &[Value],
+        agent: &str,
+        now: i64,
+    ) -> Result<Vec<ToolState>, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let seen: bool = tx
+            .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
+            .query_row([server], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !seen {
+            tx.prepare_cached("INSERT INTO tool_servers (server, first_seen) VALUES (?1, ?2)")?
+                .execute(params![server, now])?;
+        }
+        let mut out = Vec::with_capacity(tools.len());
+        for t in tools {
+            let Some(name) = t["name"].as_str() else {
+                continue;
+            };
+            let fp = fingerprint(t);
+            let pin = pinned(&tx, server, name)?;
+            match pin {
+                Some((pfp, def)) if pfp == fp => out.push(ToolState {
+                    name: name.into(),
+                    state: "pinned",
+                    review_id: None,
+                    review_status: None,
+                    pinned: Some(def),
+                }),
+                None if !seen => {
+                    tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
+                        .execute(params![server, name, fp, t.to_string(), now])?;
+                    audit::append(
+                        &tx,
+                        now,
+                        "tool.pinned",
+                        None,
+                        agent,
+                        &json!({"server": server, "tool": name, "fingerprint": fp, "by": "trust-on-first-use"}),
+                    )?;
+                    out.push(ToolState {
+                        name: name.into(),
+                        state: "first_use",
+                        review_id: None,
+                        review_status: None,
+                        pinned: Some(t.clone()),
+                    });
+                }
+                pin => {
+                    let existing: Option<(String, String)> = tx
+                        .prepare_cached("SELECT id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND fingerprint = ?3")?
+                        .query_row(params![server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()?;
+                    let (id, status) = match existing {
+                        Some(x) => x,
+                        None => {
+                            let id = uuid::Uuid::new_v4().to_string();
+                            tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
+                                .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
+                            audit::append(
+                                &tx,
+                                now,
+                                if pin.is_some() {
+                                    "tool.changed"
+                                } else {
+                                    "tool.new"
+                                },
+                                None,
+                                agent,
+                                &json!({"server": server, "tool": name, "fingerprint": fp,
+                                        "pinned_fingerprint": pin.as_ref().map(|p| &p.0), "review_id": id}),
+                            )?;
+                            (id, "pending".to_string())
+                        }
+                    };
+                    out.push(ToolState {
+                        name: name.into(),
+                        state: "held",
+                        review_id: Some(id),
+                        review_status: Some(status),
+                        pinned: pin.map(|p| p.1),
+                    });
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Whether calls of `server`/`tool` must wait: the id of a pending review of it, if any.
+    pub fn pending_tool_review(
+        &self,
+        server: &str,
+        tool: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .lock()
+            .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
+            .query_row(params![server, tool], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Reviews, newest first; only those with `status` when given.
+    pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
+        let conn = self.lock();
+        let mut list: Vec<ToolReview> = conn
+            .prepare(&format!("SELECT {REVIEW_COLS} FROM tool_reviews WHERE (?1 IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"))?
+            .query_map([status], review_row)?
+            .collect::<Result<_, _>>()?;
+        for r in &mut list {
+            r.pinned = pinned(&conn, &r.server, &r.tool)?.map(|p| p.1);
+        }
+        Ok(list)
+    }
+
+    /// One review.
+    pub fn tool_review(&self, id: &str) -> Result<Option<ToolReview>, StoreError> {
+        let conn = self.lock();
+        let r = conn
+            .prepare_cached(&format!(
+                "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
+            ))?
+            .query_row([id], review_row)
+            .optional()?;
+        Ok(match r {
+            Some(mut r) => {
+                r.pinned = pinned(&conn, &r.server, &r.tool)?.map(|p| p.1);
+                Some(r)
+            }
+            None => None,
+        })
+    }
+
+    /// Decides a pending review (`accept`: the new definition becomes the pin, `tool.accepted`;
+    /// otherwise `tool.rejected`). `Ok(None)` when there is no such review; `Err(Invalid)` when
+    /// it was decided already.
+    pub fn decide_tool_review(
+        &self,
+        id: &str,
+        accept: bool,
+        actor: &str,
+        now: i64,
+    ) -> Result<Option<ToolReview>, StoreError> {
+        {
+            let mut conn = self.lock();
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(r) = tx
+                .prepare_cached(&format!(
+                    "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
+                ))?
+                .query_row([id], review_row)
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            if r.status != "pending" {
+                return Err(StoreError::Invalid(format!(
+                    "review is already {}",
+                    r.status
+                )));
+            }
+            let status = if accept { "accepted" } else { "rejected" };
+            tx.prepare_cached("UPDATE tool_reviews SET status = ?2, decided_by = ?3, decided_at = ?4 WHERE id = ?1")?
+                .execute(params![id, status, actor, now])?;
+            if accept {
+                tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6)
+                    ON CONFLICT (server, tool) DO UPDATE SET fingerprint = excluded.fingerprint, definition = excluded.definition, pinned_at = excluded.pinned_at, pinned_by = excluded.pinned_by")?
+                    .execute(params![r.server, r.tool, r.fingerprint, r.definition.to_string(), now, actor])?;
+                // Other pending versions of the same tool stay pending: each is reviewed alone.
+            }
+            audit::append(
+                &tx,
+                now,
+                if accept {
+                    "tool.accepted"
+                } else {
+                    "tool.rejected"
+                },
+                None,
+                actor,
+                &json!({"server": r.server, "tool": r.tool, "fingerprint": r.fingerprint, "review_id": id}),
+            )?;
+            tx.commit()?;
+        }
+        self.tool_review(id)
+    }
+
+    /// Appends `call.result` for a forwarded call's result (issue 4 "Results"): `data` holds the
+    /// call hash and the result's SHA-256 and size; linked to `approval_id` when it is an
+    /// approval of `agent`.
+    pub fn record_result(
+        &self,
+        agent: &str,
+        approval_id: Option<&str>,
+        data: &Value,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let link: Option<String> = match approval_id {
+            Some(id) => tx
+                .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
+                .query_row(params![id, agent], |r| r.get(0))
+                .optional()?,
+            None => None,
+        };
+        audit::append(&tx, now, "call.result", link.as_deref(), agent, data)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every pin, by server and tool.
+    pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
+        let conn = self.lock();
+        let list = conn
+            .prepare("SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool")?
+            .query_map([], |r| {
+                let d: String = r.get(3)?;
+                Ok(ToolPin {
+                    server: r.get(0)?,
+                    tool: r.get(1)?,
+                    fingerprint: r.get(2)?,
+                    definition: serde_json::from_str(&d).unwrap_or(Value::Null),
+                    pinned_at: rfc3339(r.get(4)?),
+                    pinned_by: r.get(5)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(list)
+    }
+}

@@ -1,0 +1,35 @@
+"""An MCP server (the official Python SDK's MCPServer, over stdio) whose tool definitions come
+from the environment, so a test can change a tool's description between two sessions.
+TOOL_DESCRIPTION: echo's description; EXTRA_TOOL=1 adds a tool `extra`; CALL_LOG: a file
+each tool call is appended to (what the upstream actually saw)."""
+
+import os
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("changing")
+LOG = os.environ.get("CALL_LOG")
+
+
+def _log(line: str) -> None:
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(line + "\n")
+
+
+def echo(text: str) -> str:
+    _log("echo " + text)
+    return text
+
+
+def extra() -> str:
+    _log("extra")
+    return "extra ran"
+
+
+server.add_tool(echo, name="echo", description=os.environ.get("TOOL_DESCRIPTION", "Echo the text back."))
+if os.environ.get("EXTRA_TOOL"):
+    server.add_tool(extra, name="extra", description="A tool that appeared later.")
+
+if __name__ == "__main__":
+    server.run("stdio")
