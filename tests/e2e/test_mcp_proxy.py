@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 ASSENT = os.environ.get("ASSENT_BIN", str(ROOT / "target" / "debug" / "assent"))
 FS_SERVER = HERE / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+EVERYTHING = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 OPERATOR_KEY = "op-" + os.urandom(8).hex()
 AGENT_KEY = "agent-" + os.urandom(8).hex()
 
@@ -50,6 +51,13 @@ action_space:
           approval:
             message_template: "Write {{tool_args.path}}?"
     - alias: changing
+    - alias: everything
+      allowed_tools:
+        - name: echo
+          approval: {message_template: "Echo {{tool_args.message}}?"}
+        - get-sum
+        - name: get-env
+          approval: true
 """
     )
     (tmp_path / "gov").mkdir()
@@ -62,6 +70,9 @@ policies:
       - tool: read_text_file
         server: fs
         thresholds: {output_bytes: 4000}
+      - tool: get-env
+        server: everything
+        timeout_seconds: 2
 """
     )
     port = free_port()
@@ -395,3 +406,58 @@ async def scenario_client_cancel(gw):
 
 def test_a_client_cancelling_a_held_call_cancels_its_approval(gateway):
     asyncio.run(scenario_client_cancel(gateway))
+
+
+def ts_client(gw, call, *, progress_seconds=5, reset=True):
+    """Starts the TypeScript SDK client against `assent mcp` in front of server-everything."""
+    proxy = [ASSENT, "mcp", "--agent", "fs_agent", "--server", "everything", "--session", "ts",
+             "--poll-seconds", "5", "--progress-seconds", str(progress_seconds), "--",
+             "node", str(EVERYTHING), "stdio"]
+    env = dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=AGENT_KEY, PROXY_CMD=json.dumps(proxy),
+               CALL=json.dumps(call), RESET="1" if reset else "0")
+    return subprocess.Popen(["node", str(HERE / "ts_client.mjs")], env=env, stdout=subprocess.PIPE, text=True)
+
+
+def ts_output(proc, timeout=60):
+    out, _ = proc.communicate(timeout=timeout)
+    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    return lines, lines[-1]
+
+
+def test_typescript_client_waits_past_its_60s_timeout_with_progress(gateway):
+    """The TS SDK gives up on a request after 60 s; progress every 5 s (with
+    resetTimeoutOnProgress) keeps it waiting through a 65 s hold, and the approved call runs."""
+    proc = ts_client(gateway, {"name": "echo", "arguments": {"message": "held for a human"}})
+    a = asyncio.run(wait_pending(gateway))[0]
+    assert a["call"] == {"tool": "echo", "server": "everything", "arguments": {"message": "held for a human"}}
+    assert a["message"] == "Echo held for a human?"
+    time.sleep(65)
+    assert proc.poll() is None, "the client gave up while the call was held"
+    r = cli(gateway, "approve", a["id"])
+    assert r.returncode == 0, r.stderr
+    lines, last = ts_output(proc)
+    assert lines[0]["tools"] == ["echo", "get-env", "get-sum"], lines[0]
+    assert "result" in last, last
+    assert last["result"]["content"][0]["text"] == "Echo: held for a human", last
+    assert last["elapsed_ms"] > 60_000 and last["progress"] >= 10, last
+    progress = [l for l in lines if "progress" in l and "result" not in l]
+    assert all("waiting for a human to approve echo" in p["message"] for p in progress), progress
+
+
+def test_typescript_client_denied_expired_and_allowed(gateway):
+    # Allowed: no approval declared, straight through.
+    lines, last = ts_output(ts_client(gateway, {"name": "get-sum", "arguments": {"a": 2, "b": 3}}))
+    assert "result" in last and not last["result"].get("isError"), last
+    assert "5" in last["result"]["content"][0]["text"], last
+    # Expired: get-env waits 2 s, nobody decides, the default (reject) applies.
+    lines, last = ts_output(ts_client(gateway, {"name": "get-env", "arguments": {}}))
+    assert last["result"]["isError"] is True, last
+    text = last["result"]["content"][0]["text"]
+    assert text.startswith("TOOL_DENIED:") and "expired" in text, text
+    # Denied by an operator, with the reason.
+    proc = ts_client(gateway, {"name": "echo", "arguments": {"message": "no"}})
+    a = asyncio.run(wait_pending(gateway))[0]
+    assert cli(gateway, "deny", a["id"], "--reason", "not now").returncode == 0
+    lines, last = ts_output(proc)
+    text = last["result"]["content"][0]["text"]
+    assert last["result"]["isError"] is True and text.startswith("TOOL_DENIED:") and "not now" in text, last

@@ -1,0 +1,29 @@
+// The official TypeScript MCP SDK client, driven by the Python e2e tests: connects over stdio to
+// the command in PROXY_CMD (JSON array: `assent mcp …`), lists tools, makes the call in CALL
+// (JSON {name, arguments}) with a progress callback and resetTimeoutOnProgress (unless
+// RESET=0), and prints one JSON object per line: {tools}, {progress}, then {result} or {error}.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const out = (o) => console.log(JSON.stringify(o));
+const [command, ...args] = JSON.parse(process.env.PROXY_CMD);
+const transport = new StdioClientTransport({ command, args, env: { ...process.env }, stderr: "inherit" });
+const client = new Client({ name: "assent-e2e-ts", version: "1.0.0" });
+await client.connect(transport);
+out({ tools: (await client.listTools()).tools.map((t) => t.name).sort() });
+const call = JSON.parse(process.env.CALL);
+const started = Date.now();
+let progress = 0;
+try {
+  const result = await client.callTool(call, undefined, {
+    onprogress: (p) => {
+      progress += 1;
+      out({ progress: p.progress, message: p.message, at_ms: Date.now() - started });
+    },
+    resetTimeoutOnProgress: process.env.RESET !== "0",
+  });
+  out({ result, elapsed_ms: Date.now() - started, progress });
+} catch (e) {
+  out({ error: String(e), code: e.code, elapsed_ms: Date.now() - started, progress });
+}
+await client.close();
