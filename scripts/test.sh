@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine, then runs every test:
 #   Rust unit and integration tests (real SQLite files, the real binary), formatting and clippy,
-#   and the end-to-end MCP tests (Python MCP SDK client → assent mcp → npm server-filesystem).
+#   and the end-to-end MCP tests (Python and TypeScript MCP SDK clients → assent mcp → npm
+#   server-filesystem and server-everything, and a Python SDK server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,7 @@ if ! command -v sqlite3 >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
 fi
 
-log "installing the MCP filesystem server (npm)"
+log "installing the MCP servers and the TypeScript SDK client (npm)"
 (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
 
 log "installing the MCP Python SDK and pytest (PyPI) into .venv"
