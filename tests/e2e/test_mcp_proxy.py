@@ -33,6 +33,17 @@ def free_port():
 
 @pytest.fixture()
 def gateway(tmp_path):
+    yield from make_gateway(tmp_path)
+
+
+@pytest.fixture()
+def hub(tmp_path):
+    """A gateway whose /mcp endpoint fronts server-filesystem, server-everything and an
+    upstream that cannot start."""
+    yield from make_gateway(tmp_path, hub=True)
+
+
+def make_gateway(tmp_path, hub=False):
     files = tmp_path / "files"
     files.mkdir()
     (files / "hello.txt").write_text("hello from the filesystem\n")
@@ -51,6 +62,7 @@ action_space:
           approval:
             message_template: "Write {{tool_args.path}}?"
     - alias: changing
+    - alias: broken
     - alias: everything
       allowed_tools:
         - name: echo
@@ -76,8 +88,14 @@ policies:
 """
     )
     port = free_port()
+    upstreams = f"""
+mcp_upstreams:
+  fs: {{command: [node, "{FS_SERVER}", "{files}"]}}
+  everything: {{command: [node, "{EVERYTHING}", stdio]}}
+  broken: {{command: ["{tmp_path / 'no-such-server'}"]}}
+""" if hub else ""
     (tmp_path / "assent.yaml").write_text(
-        f"""
+        upstreams + f"""
 listen: 127.0.0.1:{port}
 data_dir: data
 agents: ["agents/*.agf.yaml"]
@@ -461,3 +479,115 @@ def test_typescript_client_denied_expired_and_allowed(gateway):
     lines, last = ts_output(proc)
     text = last["result"]["content"][0]["text"]
     assert last["result"]["isError"] is True and text.startswith("TOOL_DENIED:") and "not now" in text, last
+
+
+def hub_http(gw):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {AGENT_KEY}"}, timeout=httpx2.Timeout(30, read=300))
+    return http, streamable_http_client(gw["url"] + "/mcp", http_client=http)
+
+
+async def hub_scenarios(session, gw):
+    await session.initialize()
+    names = {t.name for t in (await session.list_tools()).tools}
+    expected = {"fs__read_file", "fs__read_text_file", "fs__list_allowed_directories", "fs__write_file",
+                "everything__echo", "everything__get-sum", "everything__get-env"}
+    assert names == expected, names
+    # Allowed: straight through to the right upstream.
+    r = await session.call_tool("fs__read_file", {"path": str(gw["files"] / "hello.txt")})
+    assert not is_error(r) and "hello from the filesystem" in text_of(r), text_of(r)
+    r = await session.call_tool("everything__get-sum", {"a": 2, "b": 40})
+    assert not is_error(r) and "42" in text_of(r), text_of(r)
+    # Approved.
+    call = asyncio.create_task(session.call_tool("everything__echo", {"message": "via the hub"}))
+    a = (await wait_pending(gw))[0]
+    assert a["call"] == {"tool": "echo", "server": "everything", "arguments": {"message": "via the hub"}}
+    assert cli(gw, "approve", a["id"]).returncode == 0
+    r = await asyncio.wait_for(call, 30)
+    assert not is_error(r) and text_of(r) == "Echo: via the hub", text_of(r)
+    # Denied: never reaches the filesystem.
+    target = gw["files"] / "hub-denied.txt"
+    call = asyncio.create_task(session.call_tool("fs__write_file", {"path": str(target), "content": "x"}))
+    a = (await wait_pending(gw))[0]
+    assert cli(gw, "deny", a["id"], "--reason", "not via the hub").returncode == 0
+    r = await asyncio.wait_for(call, 30)
+    assert is_error(r) and text_of(r).startswith("TOOL_DENIED:") and "not via the hub" in text_of(r), text_of(r)
+    assert not target.exists()
+    # Expired (get-env waits 2 s, default reject).
+    r = await session.call_tool("everything__get-env", {})
+    assert is_error(r) and "expired" in text_of(r), text_of(r)
+    # The upstream that could not start is reported; the others keep working.
+    r = await session.call_tool("broken__anything", {})
+    assert is_error(r) and "upstream `broken` is unavailable" in text_of(r), text_of(r)
+    r = await session.call_tool("fs__list_allowed_directories", {})
+    assert not is_error(r), text_of(r)
+
+
+async def scenario_hub_http(gw):
+    http, transport = hub_http(gw)
+    async with http:
+        async with transport as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await hub_scenarios(session, gw)
+
+
+def test_one_endpoint_for_many_upstreams_over_streamable_http(hub):
+    asyncio.run(scenario_hub_http(hub))
+
+
+async def scenario_hub_stdio(gw):
+    params = StdioServerParameters(
+        command=ASSENT,
+        args=["mcp", "--agent", "fs_agent", "--config", str(gw["dir"] / "assent.yaml"), "--poll-seconds", "2"],
+        env=dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=AGENT_KEY),
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await hub_scenarios(session, gw)
+
+
+def test_one_endpoint_for_many_upstreams_over_stdio(hub):
+    asyncio.run(scenario_hub_stdio(hub))
+
+
+def test_the_mcp_endpoint_refuses_a_rebinding_host_and_a_missing_key(hub):
+    import httpx2
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {AGENT_KEY}"}
+    r = httpx2.post(hub["url"] + "/mcp", json=body, headers={**headers, "Host": "evil.example"})
+    assert r.status_code == 403, (r.status_code, r.text)
+    asyncio.run(scenario_no_key(hub))
+
+
+async def scenario_no_key(gw):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient() as http:
+        async with streamable_http_client(gw["url"] + "/mcp", http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                with pytest.raises(Exception) as e:
+                    await session.list_tools()
+                assert "Authorization: Bearer" in str(e.value), e.value
+                with pytest.raises(Exception) as e:
+                    await session.call_tool("fs__read_file", {"path": str(gw["files"] / "hello.txt")})
+                assert "Authorization: Bearer" in str(e.value), e.value
+
+
+def test_typescript_client_over_streamable_http(hub):
+    env = dict(os.environ, MCP_URL=hub["url"] + "/mcp", ASSENT_API_KEY=AGENT_KEY,
+               CALL=json.dumps({"name": "everything__echo", "arguments": {"message": "ts over http"}}))
+    proc = subprocess.Popen(["node", str(HERE / "ts_client.mjs")], env=env, stdout=subprocess.PIPE, text=True)
+    a = asyncio.run(wait_pending(hub))[0]
+    assert a["call"]["tool"] == "echo" and a["call"]["server"] == "everything"
+    time.sleep(12)  # long enough for progress notifications (every 10 s) to reach the client
+    assert cli(hub, "approve", a["id"]).returncode == 0
+    lines, last = ts_output(proc)
+    assert "everything__echo" in lines[0]["tools"] and "fs__write_file" in lines[0]["tools"], lines[0]
+    assert last["result"]["content"][0]["text"] == "Echo: ts over http", last
+    assert last["progress"] >= 1, last

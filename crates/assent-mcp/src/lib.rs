@@ -35,6 +35,8 @@
 
 #![warn(missing_docs)]
 
+pub mod hub;
+
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -112,6 +114,11 @@ impl Gateway {
             .timeout(Duration::from_secs(cfg.poll_seconds + 30))
             .build()?;
         Ok(Self { http, cfg })
+    }
+
+    /// A client sharing `http` (its connection pool) with others.
+    pub fn with_client(http: reqwest::Client, cfg: ProxyConfig) -> Self {
+        Self { http, cfg }
     }
 
     fn url(&self, path: &str) -> String {
@@ -476,7 +483,7 @@ async fn pin_gate(gw: &Gateway, pins: &Pins, tool: &str) -> Result<(), String> {
 
 /// Rewrites a `tools/list` result for the client: held tools show their pinned definition,
 /// or are left out when they were never pinned.
-fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, PinState>) {
+pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, PinState>) {
     tools.retain_mut(|t| {
         let name = t["name"].as_str().unwrap_or("").to_string();
         match states.get(&name) {

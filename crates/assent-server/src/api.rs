@@ -36,6 +36,7 @@ pub const MAX_WAIT_SECONDS: u64 = 60;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/v1/whoami", get(whoami))
         .route("/v1/tool-calls", post(propose))
         .route("/v1/delegations", post(delegate))
         .route("/v1/tool-results", post(tool_result))
@@ -1209,6 +1210,15 @@ async fn redeem(
             RedeemError::Store(e) => ApiError::unavailable(e),
         }),
     }
+}
+
+/// `GET /v1/whoami`: the principal the key belongs to: `{"name", "kind", "agent_id"?, "roles"?}`.
+async fn whoami(State(st): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?;
+    Ok(Json(match (p.agent_id(), p.roles()) {
+        (Some(a), _) => json!({"name": p.name, "kind": "agent", "agent_id": a}),
+        (None, r) => json!({"name": p.name, "kind": "operator", "roles": r}),
+    }))
 }
 
 async fn declared_tools(

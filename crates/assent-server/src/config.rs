@@ -5,7 +5,7 @@ use assent_core::policy::Registry;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A configuration error, rendered as `FILE:LINE: reason` (or `FILE: reason`).
@@ -43,6 +43,32 @@ struct RawConfig {
     aaep_max_timeout_extension_seconds: Option<u64>,
     #[serde(default)]
     strict_agent_files: bool,
+    #[serde(default)]
+    mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
+    #[serde(default)]
+    mcp_allowed_hosts: Vec<String>,
+    #[serde(default)]
+    mcp_allowed_origins: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    url: Option<String>,
+}
+
+/// One upstream MCP server of the gateway's `/mcp` endpoint (`mcp_upstreams.ALIAS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpUpstream {
+    /// The command and its arguments (spoken to over stdio).
+    pub command: Vec<String>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +149,12 @@ pub struct Config {
     pub governance_files: Vec<PathBuf>,
     /// Start-up warnings: globs that match nothing, then the registry's warnings.
     pub warnings: Vec<String>,
+    /// `mcp_upstreams`: the MCP servers behind `/mcp`, by alias.
+    pub mcp_upstreams: BTreeMap<String, McpUpstream>,
+    /// `mcp_allowed_hosts`: `Host` values `/mcp` answers (empty: loopback names only).
+    pub mcp_allowed_hosts: Vec<String>,
+    /// `mcp_allowed_origins`: browser `Origin`s `/mcp` accepts (empty: no Origin check).
+    pub mcp_allowed_origins: Vec<String>,
     principals: Vec<(String, PrincipalKind, KeySource, Option<u64>)>,
 }
 
@@ -321,8 +353,52 @@ impl Config {
                 "approval_timeout_seconds, token_ttl_seconds and max_pending_per_agent must be at least 1",
             ));
         }
+        let mut mcp_upstreams = BTreeMap::new();
+        for (alias, u) in &raw.mcp_upstreams {
+            let line = Some(u.referenced.line());
+            let ok_alias = alias
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && alias.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok_alias {
+                return Err(at(
+                    path,
+                    line,
+                    format!("mcp_upstreams: alias `{alias}` must match ^[a-zA-Z_][a-zA-Z0-9_]*$"),
+                ));
+            }
+            if u.value.url.is_some() {
+                return Err(at(
+                    path,
+                    line,
+                    format!(
+                        "mcp_upstreams.{alias}: `url` (streamable HTTP upstreams) is not supported yet; give `command`"
+                    ),
+                ));
+            }
+            if u.value.command.is_empty() || u.value.command[0].is_empty() {
+                return Err(at(
+                    path,
+                    line,
+                    format!(
+                        "mcp_upstreams.{alias}: `command` must name the program and its arguments"
+                    ),
+                ));
+            }
+            mcp_upstreams.insert(
+                alias.clone(),
+                McpUpstream {
+                    command: u.value.command.clone(),
+                    env: u.value.env.clone(),
+                },
+            );
+        }
         Ok(Config {
             file: path.to_path_buf(),
+            mcp_upstreams,
+            mcp_allowed_hosts: raw.mcp_allowed_hosts.clone(),
+            mcp_allowed_origins: raw.mcp_allowed_origins.clone(),
             listen: raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: base.join(raw.data_dir.unwrap_or_else(|| ".assent".into())),
             registry,

@@ -185,9 +185,19 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    run_with(listener, state, axum::Router::new(), shutdown).await
+}
+
+/// [`run`], with `extra` routes merged into the API (the MCP hub's `/mcp`).
+pub async fn run_with(
+    listener: TcpListener,
+    state: AppState,
+    extra: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
-    let app = router(state);
+    let app = router(state).merge(extra);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     // Small JSON replies: send them at once instead of waiting on Nagle's algorithm.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {

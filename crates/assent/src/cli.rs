@@ -167,11 +167,19 @@ enum Cmd {
         strict: bool,
     },
     /// Run an MCP stdio proxy in front of an MCP server: `assent mcp --agent ID --server ALIAS -- CMD ARGS...`
+    ///
+    /// Or, with `--config assent.yaml` instead of `--server` and a command: one stdio endpoint
+    /// in front of every upstream in the config's `mcp_upstreams`, tools named `ALIAS__TOOL`.
     Mcp {
         #[arg(long)]
         agent: String,
+        /// The agent file's MCP server alias of the upstream command (single-upstream mode:
+        /// tool names unchanged).
+        #[arg(long, required_unless_present = "config", conflicts_with = "config")]
+        server: Option<String>,
+        /// Serve every upstream of this config's `mcp_upstreams` (hub mode).
         #[arg(long)]
-        server: String,
+        config: Option<PathBuf>,
         /// Session id for every call (default: a new UUID per proxy process).
         #[arg(long)]
         session: Option<String>,
@@ -184,7 +192,11 @@ enum Cmd {
         progress_seconds: u64,
         #[command(flatten)]
         remote: Remote,
-        #[arg(last = true, required = true)]
+        #[arg(
+            last = true,
+            required_unless_present = "config",
+            conflicts_with = "config"
+        )]
         command: Vec<String>,
     },
     /// Audit log commands.
@@ -383,6 +395,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         Cmd::Mcp {
             agent,
             server,
+            config,
             session,
             poll_seconds,
             progress_seconds,
@@ -394,12 +407,30 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
                 .api_key
                 .clone()
                 .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (the agent's key)"))?;
+            let session_id = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let Some(server) = server else {
+                let path = config.expect("clap requires --config without --server");
+                let cfg = Config::load(&path)?;
+                if cfg.mcp_upstreams.is_empty() {
+                    bail!("{}: no mcp_upstreams to serve", path.display());
+                }
+                let hub = assent_mcp::hub::Hub::start(
+                    upstream_specs(&cfg),
+                    remote.url.clone(),
+                    poll_seconds.clamp(1, 60),
+                    progress_seconds.clamp(1, 3600),
+                )
+                .await?;
+                let _ = agent; // the key names the agent; --agent documents which one
+                assent_mcp::hub::serve_stdio(hub, api_key, session_id).await?;
+                return Ok(0);
+            };
             let cfg = assent_mcp::ProxyConfig {
                 gateway_url: remote.url.clone(),
                 api_key,
                 agent,
                 server,
-                session_id: session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                session_id,
                 command,
                 poll_seconds: poll_seconds.clamp(1, 60),
                 progress_seconds: progress_seconds.clamp(1, 3600),
@@ -457,6 +488,25 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let mut extra = axum::Router::new();
+    if !cfg.mcp_upstreams.is_empty() {
+        let hub = assent_mcp::hub::Hub::start(
+            upstream_specs(&cfg),
+            format!("http://{}", listener.local_addr()?),
+            25,
+            10,
+        )
+        .await?;
+        extra = extra.nest_service(
+            "/mcp",
+            assent_mcp::hub::http_service(
+                hub,
+                cfg.mcp_allowed_hosts.clone(),
+                cfg.mcp_allowed_origins.clone(),
+            ),
+        );
+        tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
+    }
     tracing::info!(
         listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
         agents = cfg.registry.agents.len(), policies = cfg.registry.policies.len(),
@@ -475,8 +525,25 @@ async fn serve(
         let _ = ctrl_c.await;
         tracing::info!("shutting down");
     };
-    assent_server::run(listener, state, shutdown).await?;
+    assent_server::run_with(listener, state, extra, shutdown).await?;
     Ok(0)
+}
+
+fn upstream_specs(
+    cfg: &Config,
+) -> std::collections::BTreeMap<String, assent_mcp::hub::UpstreamSpec> {
+    cfg.mcp_upstreams
+        .iter()
+        .map(|(alias, u)| {
+            (
+                alias.clone(),
+                assent_mcp::hub::UpstreamSpec {
+                    command: u.command.clone(),
+                    env: u.env.clone(),
+                },
+            )
+        })
+        .collect()
 }
 
 struct Client {
