@@ -85,6 +85,11 @@ policies:
       - tool: get-env
         server: everything
         timeout_seconds: 2
+        risk_tier: R3
+        in_client_approval: true          # never effective on R3/R4
+      - tool: echo
+        server: everything
+        in_client_approval: true
 """
     )
     port = free_port()
@@ -591,3 +596,44 @@ def test_typescript_client_over_streamable_http(hub):
     assert "everything__echo" in lines[0]["tools"] and "fs__write_file" in lines[0]["tools"], lines[0]
     assert last["result"]["content"][0]["text"] == "Echo: ts over http", last
     assert last["progress"] >= 1, last
+
+
+async def scenario_in_client_approval(gw):
+    from mcp import types
+
+    asked, answers = [], []
+
+    async def on_elicit(ctx, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": answers.pop(0)})
+
+    params = StdioServerParameters(
+        command=ASSENT,
+        args=["mcp", "--agent", "fs_agent", "--server", "everything", "--poll-seconds", "2", "--",
+              "node", str(EVERYTHING), "stdio"],
+        env=dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=AGENT_KEY),
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+            await session.initialize()
+            answers.append(True)
+            r = await session.call_tool("echo", {"message": "asked in the client"})
+            assert not is_error(r) and text_of(r) == "Echo: asked in the client", text_of(r)
+            assert len(asked) == 1 and "Echo asked in the client?" in asked[0], asked
+            answers.append(False)
+            r = await session.call_tool("echo", {"message": "declined"})
+            assert is_error(r) and "declined by the user" in text_of(r), text_of(r)
+            # R3: the client is never asked; an operator is needed (here nobody: it expires).
+            r = await session.call_tool("get-env", {})
+            assert is_error(r) and "expired" in text_of(r), text_of(r)
+            assert len(asked) == 2, asked
+    req = urllib.request.Request(gw["url"] + "/v1/approvals?status=all", headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+    approvals = json.loads(urllib.request.urlopen(req).read())["approvals"]
+    by = {a["call"]["arguments"].get("message", a["call"]["tool"]): (a["status"], a["decisions"][0]["by"]) for a in approvals}
+    assert by["asked in the client"] == ("approved", "user-of:fs_agent"), by
+    assert by["declined"] == ("rejected", "user-of:fs_agent"), by
+    assert by["get-env"] == ("expired", "system:expiry"), by
+
+
+def test_in_client_approval_asks_the_user_only_where_a_rule_allows_it(gateway):
+    asyncio.run(scenario_in_client_approval(gateway))

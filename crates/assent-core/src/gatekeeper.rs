@@ -74,6 +74,11 @@ pub struct Verdict {
     pub escalation: Option<Escalation>,
     /// Smallest `thresholds.output_bytes` of the covering rules.
     pub output_bytes: Option<u64>,
+    /// The agent's own user may approve in the MCP client (issue 4): a covering rule sets
+    /// `in_client_approval`, the verdict is `confirm`, the tier is below R3 and no covering
+    /// rule names approver roles.
+    #[serde(default)]
+    pub in_client_approval: bool,
 }
 
 /// The approval wait by risk when no rule names `timeout_seconds` (issue 3; AAEP §6.4.2):
@@ -137,6 +142,7 @@ fn deny(text: String, file: &str, rule: &str) -> Verdict {
         suggested_alternatives: Vec::new(),
         escalation: None,
         output_bytes: None,
+        in_client_approval: false,
     }
 }
 
@@ -424,6 +430,7 @@ fn evaluate_inner(
     let mut alternatives: Vec<String> = Vec::new();
     let mut escalation: Option<Escalation> = None;
     let mut output_bytes: Option<u64> = None;
+    let mut in_client = false;
     for p in reg.policies_for(agent) {
         for r in p
             .rules
@@ -528,6 +535,7 @@ fn evaluate_inner(
                     fired("domains", why);
                 }
             }
+            in_client |= r.in_client_approval;
             if let Some(n) = r.thresholds.output_bytes {
                 output_bytes = Some(output_bytes.map_or(n, |x| x.min(n)));
             }
@@ -570,6 +578,7 @@ fn evaluate_inner(
         }
         required = true;
     }
+    let in_client_ok = in_client && required && risk_tier < RiskTier::R3 && approvers.is_empty();
     let configured = if approve_default == Some(true) {
         DefaultDecision::Approve
     } else {
@@ -621,6 +630,7 @@ fn evaluate_inner(
         suggested_alternatives: alternatives,
         escalation,
         output_bytes,
+        in_client_approval: in_client_ok,
     }
 }
 

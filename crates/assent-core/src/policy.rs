@@ -262,6 +262,9 @@ pub struct Rule {
     /// only when the condition matches (a condition that cannot be evaluated requires
     /// approval instead). The rendered template is the denial reason.
     pub deny: Option<ApprovalSpec>,
+    /// `in_client_approval`: the person driving the agent may approve in the MCP client
+    /// (elicitation). Never effective for R3/R4 or when any covering rule names approvers.
+    pub in_client_approval: bool,
 }
 
 impl Rule {
@@ -462,6 +465,8 @@ struct RawRule {
     on_timeout: Option<Escalation>,
     #[serde(default)]
     deny: Option<Value>,
+    #[serde(default)]
+    in_client_approval: bool,
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
@@ -1019,6 +1024,7 @@ impl Registry {
                     scope: rr.scope.clone(),
                     suggested_alternatives: rr.suggested_alternatives.clone(),
                     on_timeout: rr.on_timeout.clone(),
+                    in_client_approval: rr.in_client_approval,
                     deny,
                 });
             }

@@ -96,6 +96,15 @@ pub struct PinState {
     pub pinned: Option<Value>,
 }
 
+/// Asks the person driving the agent, in the MCP client, whether a held call may run
+/// (elicitation). `Some(true)` approve, `Some(false)` decline, `None` no answer (dismissed,
+/// unsupported, timed out).
+pub type AskUser = Arc<
+    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<bool>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// A small client of the assent HTTP API for the agent side.
 pub struct Gateway {
     http: reqwest::Client,
@@ -219,7 +228,20 @@ impl Gateway {
         arguments: &Value,
         pending: &Mutex<Option<String>>,
     ) -> Outcome {
-        match self.gate_inner(tool, arguments, pending).await {
+        self.gate_asking(tool, arguments, pending, None).await
+    }
+
+    /// [`Gateway::gate`]; when the gateway allows in-client approval for the held call and
+    /// `ask` is given, the client's user is asked too (the first decision wins, an operator's
+    /// included) and the answer is relayed as the user's decision.
+    pub async fn gate_asking(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        pending: &Mutex<Option<String>>,
+        ask: Option<AskUser>,
+    ) -> Outcome {
+        match self.gate_inner(tool, arguments, pending, ask).await {
             Ok(o) => o,
             Err(e) => Outcome::Denied(e),
         }
@@ -230,6 +252,7 @@ impl Gateway {
         tool: &str,
         arguments: &Value,
         pending: &Mutex<Option<String>>,
+        ask: Option<AskUser>,
     ) -> Result<Outcome, String> {
         let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id,
                           "tool": tool, "server": self.cfg.server, "arguments": arguments});
@@ -265,7 +288,37 @@ impl Gateway {
         let id = text(&b, "approval_id");
         *pending.lock().expect("pending") = Some(id.clone());
         tracing::info!(approval_id = %id, tool, "call held for approval");
-        let rec = match self.wait(&id).await? {
+        let asking = match ask {
+            Some(ask) if b["in_client_approval"] == true => {
+                let question = format!(
+                    "assent: {} (risk {}; {}). Approve this call?",
+                    text(&b, "message"),
+                    b["risk_tier"].as_str().unwrap_or("?"),
+                    text(&b, "human_summary")
+                );
+                let (http, url, key) = (
+                    self.http.clone(),
+                    self.url(&format!("/v1/approvals/{id}/user-decision")),
+                    self.cfg.api_key.clone(),
+                );
+                Some(tokio::spawn(async move {
+                    let Some(yes) = ask(question).await else {
+                        return;
+                    };
+                    let body = json!({"decision": if yes { "approve" } else { "deny" },
+                                      "reason": if yes { "approved by the user" } else { "declined by the user" }});
+                    if let Err(e) = http.post(url).bearer_auth(key).json(&body).send().await {
+                        tracing::warn!(error = %e, "could not relay the user's decision");
+                    }
+                }))
+            }
+            _ => None,
+        };
+        let waited = self.wait(&id).await;
+        if let Some(t) = asking {
+            t.abort();
+        }
+        let rec = match waited? {
             Ok(r) => r,
             Err(why) => return Ok(Outcome::Denied(why)),
         };
@@ -527,6 +580,36 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     // One writer per direction, so concurrent tasks never interleave lines.
     let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
     let (to_upstream, mut upstream_rx) = mpsc::unbounded_channel::<String>();
+    // In-client approval: whether the client can be asked (elicitation), and its pending answers.
+    let client_elicits = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let elicits: Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>> = Arc::default();
+    let ask: AskUser = {
+        let (tc, elicits) = (to_client.clone(), elicits.clone());
+        let n = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        Arc::new(move |question: String| {
+            let id = format!(
+                "assent-elicit-{}",
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            );
+            let (tx, rx) = oneshot::channel::<Value>();
+            elicits.lock().expect("elicits").insert(id.clone(), tx);
+            let _ = tc.send(json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+                "message": question,
+                "requestedSchema": {"type": "object", "required": ["approve"], "properties": {
+                    "approve": {"type": "boolean", "title": "Approve this call?",
+                                "description": "Only this one call, with exactly these arguments."}}},
+            }}).to_string());
+            Box::pin(async move {
+                let reply = rx.await.ok()?;
+                let r = &reply["result"];
+                match r["action"].as_str() {
+                    Some("accept") => Some(r["content"]["approve"] == true),
+                    Some("decline") => Some(false),
+                    _ => None,
+                }
+            })
+        })
+    };
     // Whether the proxy's own tools/list was sent (after `initialized`, or at the first call).
     let pins_asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ask_pins = {
@@ -706,6 +789,20 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     let _ = to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "assent: JSON-RPC batches are not supported"}}).to_string());
                     continue;
                 }
+                // The client's answer to the proxy's own elicitation: never for the upstream.
+                if msg.get("method").is_none()
+                    && let Some(id) = msg["id"].as_str().filter(|i| i.starts_with("assent-elicit-"))
+                {
+                    let waiter = elicits.lock().expect("elicits").remove(id);
+                    if let Some(w) = waiter {
+                        let _ = w.send(msg);
+                    }
+                    continue;
+                }
+                if msg["method"] == "initialize" {
+                    let can = msg["params"]["capabilities"]["elicitation"].is_object();
+                    client_elicits.store(can, std::sync::atomic::Ordering::SeqCst);
+                }
                 match (msg["method"].as_str(), msg.get("id")) {
                     (Some("tools/call"), Some(id)) => {
                         ask_pins();
@@ -717,6 +814,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let (gw, tc, tu) = (gw.clone(), to_client.clone(), to_upstream.clone());
                         let (fw, wt, pins) = (forwarded.clone(), waiting.clone(), pins.clone());
                         let approval: Arc<Mutex<Option<String>>> = Arc::default();
+                        let ask = client_elicits.load(std::sync::atomic::Ordering::SeqCst).then(|| ask.clone());
                         let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
                         wt.lock().expect("waiting").insert(key.clone(), Waiting { approval: approval.clone(), cancel: cancel_tx });
                         tokio::spawn(async move {
@@ -724,7 +822,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                 if let Err(why) = pin_gate(&gw, &pins, &tool).await {
                                     return Outcome::Denied(why);
                                 }
-                                gw.gate(&tool, &args, &approval).await
+                                gw.gate_asking(&tool, &args, &approval, ask).await
                             };
                             // Progress while the call waits, when the client asked for it.
                             let ticker = async {
@@ -830,6 +928,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         }
     }
     drop(ask_pins);
+    drop(ask);
     drop(to_upstream);
     let code = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
         Ok(Ok(s)) => s.code().unwrap_or(1),

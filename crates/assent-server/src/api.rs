@@ -45,6 +45,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/approvals/decisions", post(decide_batch))
         .route("/v1/approvals/{id}/decision", post(decide))
         .route("/v1/approvals/{id}/cancel", post(cancel_approval))
+        .route("/v1/approvals/{id}/user-decision", post(user_decision))
         .route("/v1/sessions/{id}/cancel", post(cancel_session))
         .route("/v1/grants", get(list_grants))
         .route("/v1/learning-samples", get(learning_samples))
@@ -444,6 +445,7 @@ async fn tool_result(
     };
     let mut held = v;
     held.kind = VerdictKind::Confirm;
+    held.in_client_approval = false; // an operator releases a held result
     if !held.triggers.iter().any(|t| t == "output_bytes") {
         held.triggers.push("output_bytes".into());
     }
@@ -625,6 +627,7 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
                 "decision": "pending", "code": "TOOL_BLOCKED_PENDING_APPROVAL", "approval_id": rec.id,
                 "joined": joined, "expires_at": rfc3339(rec.expires_at), "message": rec.message,
                 "human_summary": rec.human_summary, "reasons": rec.reasons,
+                "in_client_approval": rec.in_client_approval,
                 "suggested_alternatives": rec.suggested_alternatives,
             })))).into_response())
         }
@@ -1024,6 +1027,72 @@ pub(crate) async fn optional_body<T: DeserializeOwned + Default>(
     }
     serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserDecisionBody {
+    decision: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// `POST /v1/approvals/{id}/user-decision` (the agent that asked; sent by the MCP proxy after
+/// asking its user in the client): `{"decision": "approve" | "deny", "reason"?}`. Only for an
+/// approval with `in_client_approval` (a rule allows it, below R3, no approver roles); else
+/// `403 IN_CLIENT_NOT_ALLOWED`. Recorded as decided by `user-of:AGENT`, not an operator; once
+/// scope only.
+async fn user_decision(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    ApiJson(b): ApiJson<UserDecisionBody>,
+) -> Result<Json<Value>, ApiError> {
+    let p = authenticate(&st.principals, &headers)?.clone();
+    let agent = p
+        .agent_id()
+        .ok_or_else(|| {
+            ApiError::forbidden("only the agent that asked may relay its user's decision")
+        })?
+        .to_string();
+    let kind = match b.decision.as_str() {
+        "approve" => DecisionKind::Approve,
+        "deny" => DecisionKind::Deny,
+        d => {
+            return Err(ApiError::bad_request(format!(
+                "decision `{d}` is not approve or deny"
+            )));
+        }
+    };
+    let s = st.store.clone();
+    let id2 = id.clone();
+    let rec = blocking(move || s.get_approval(&id2))
+        .await?
+        .map_err(ApiError::unavailable)?
+        .filter(|a| a.agent == agent)
+        .ok_or_else(|| ApiError::not_found("no such approval"))?;
+    if !rec.in_client_approval {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "IN_CLIENT_NOT_ALLOWED",
+            "this approval needs an operator: no rule allows in-client approval, or it is R3/R4, or it names approver roles",
+        ));
+    }
+    let actor = format!("user-of:{agent}");
+    let input = DecisionInput {
+        kind: Some(kind),
+        reason: b
+            .reason
+            .map(|r| format!("in the MCP client: {r}"))
+            .or(Some("in the MCP client".into())),
+        ..Default::default()
+    };
+    let s = st.store.clone();
+    let rec = blocking(move || s.decide(&id, &input, &actor, &[], now_ms()))
+        .await?
+        .map_err(|e| decide_error(e, "the agent's user"))?;
+    st.changed();
+    Ok(Json(formats::approval_json(&rec, None)))
 }
 
 /// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending

@@ -96,6 +96,7 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
         "scope": a.scope, "grant_id": a.grant_id,
         "arguments_changed": a.edited.is_some(),
         "target_type": a.target_type, "target_id": a.target_id,
+        "in_client_approval": a.in_client_approval,
     });
     if let Some(d) = &a.target_diff {
         v["diff"] = d.clone();

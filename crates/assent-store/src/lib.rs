@@ -40,6 +40,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_aaep.sql"),
     include_str!("../migrations/0004_plans.sql"),
     include_str!("../migrations/0005_tool_pins.sql"),
+    include_str!("../migrations/0006_in_client.sql"),
 ];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
@@ -223,6 +224,8 @@ pub struct ApprovalRecord {
     pub reply_token: Option<String>,
     /// RFC 6902 patch from the target's previous submission (a resubmitted plan), if any.
     pub target_diff: Option<Value>,
+    /// The agent's own user may decide it in the MCP client (`in_client_approval`).
+    pub in_client_approval: bool,
 }
 
 impl ApprovalRecord {
@@ -1768,12 +1771,12 @@ fn insert_approval(
         None => ("other", uuid::Uuid::new_v4().to_string(), None),
     };
     tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
-            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31)")?.execute(
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32)")?.execute(
         params![id, n.agent, n.session_id, n.call.tool, n.call.server, args, n.canonical, n.call_hash, v.message,
                 v.risk_tier.as_str(), v.irreversible, j(&v.reasons), j(&v.approvers), v.default_decision.as_str(), n.now, n.expires_at, status,
                 n.run_id, n.device_id, group_key, summary.text, j(&v.triggers), j(&v.suggested_alternatives), esc_to, esc_after,
-                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id, target_type, diff],
+                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id, target_type, diff, v.in_client_approval],
     )?;
     audit::append(
         tx,
@@ -1904,7 +1907,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
-            trace_id, span_id, target_type, target_id, reply_token, target_diff
+            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             |r| {
@@ -1969,6 +1972,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
                     reply_token: r.get(37)?,
                     target_diff: r.get::<_, Option<String>>(38)?.and_then(|d| serde_json::from_str(&d).ok()),
+                    in_client_approval: r.get(39)?,
                 })
             },
         )

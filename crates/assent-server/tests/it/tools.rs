@@ -226,3 +226,56 @@ async fn tools_are_pinned_on_first_use_and_changes_wait_for_review() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_user_decision_is_refused_where_no_rule_allows_in_client_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    // `pay` names approver roles (finance): only an operator with the role may decide.
+    let (s, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(b["in_client_approval"], false);
+    let id = b["approval_id"].as_str().unwrap();
+    let (s, e) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{id}/user-decision"),
+            Some("bot-key"),
+            Some(json!({"decision": "approve"})),
+        )
+        .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("IN_CLIENT_NOT_ALLOWED")),
+        "{e}"
+    );
+    // Another agent cannot even see it; an operator key is not the agent's user.
+    let (s, _) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{id}/user-decision"),
+            Some("other-key"),
+            Some(json!({"decision": "approve"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{id}/user-decision"),
+            Some("alice-key"),
+            Some(json!({"decision": "approve"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (_, a) = gw
+        .req(
+            "GET",
+            &format!("/v1/approvals/{id}"),
+            Some("alice-key"),
+            None,
+        )
+        .await;
+    assert_eq!(a["status"], "pending");
+    gw.stop().await;
+}
