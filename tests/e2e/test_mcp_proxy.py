@@ -63,6 +63,7 @@ action_space:
             message_template: "Write {{tool_args.path}}?"
     - alias: changing
     - alias: broken
+    - alias: remote
     - alias: everything
       allowed_tools:
         - name: echo
@@ -93,10 +94,23 @@ policies:
 """
     )
     port = free_port()
+    remote = None
+    if hub:
+        # server-everything serving streamable HTTP itself: an upstream reached by URL.
+        rport = free_port()
+        remote = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"], env=dict(os.environ, PORT=str(rport)),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", rport), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
     upstreams = f"""
 mcp_upstreams:
   fs: {{command: [node, "{FS_SERVER}", "{files}"]}}
   everything: {{command: [node, "{EVERYTHING}", stdio]}}
+  remote: {{url: "http://127.0.0.1:{rport}/mcp"}}
   broken: {{command: ["{tmp_path / 'no-such-server'}"]}}
 """ if hub else ""
     (tmp_path / "assent.yaml").write_text(
@@ -133,6 +147,9 @@ principals:
     yield gw
     gw["proc"].terminate()
     gw["proc"].wait(10)
+    if remote:
+        remote.terminate()
+        remote.wait(10)
     log.close()
 
 
@@ -499,7 +516,13 @@ async def hub_scenarios(session, gw):
     names = {t.name for t in (await session.list_tools()).tools}
     expected = {"fs__read_file", "fs__read_text_file", "fs__list_allowed_directories", "fs__write_file",
                 "everything__echo", "everything__get-sum", "everything__get-env"}
-    assert names == expected, names
+    assert expected <= names, names
+    # The upstream reached over streamable HTTP has no allowed_tools: all its tools, prefixed.
+    assert {"remote__echo", "remote__get-sum"} <= names, names
+    assert not [n for n in names if not n.startswith(("fs__", "everything__", "remote__"))], names
+    assert "fs__move_file" not in names
+    r = await session.call_tool("remote__get-sum", {"a": 20, "b": 3})
+    assert not is_error(r) and "23" in text_of(r), text_of(r)
     # Allowed: straight through to the right upstream.
     r = await session.call_tool("fs__read_file", {"path": str(gw["files"] / "hello.txt")})
     assert not is_error(r) and "hello from the filesystem" in text_of(r), text_of(r)

@@ -29,10 +29,13 @@ use std::time::Duration;
 /// How to reach one upstream MCP server (`mcp_upstreams.ALIAS` in the gateway config).
 #[derive(Debug, Clone)]
 pub struct UpstreamSpec {
-    /// The command and its arguments (a child process spoken to over stdio).
+    /// The command and its arguments (a child process spoken to over stdio); empty when `url`
+    /// is given.
     pub command: Vec<String>,
     /// Extra environment variables for it.
     pub env: BTreeMap<String, String>,
+    /// A streamable HTTP upstream's endpoint URL, instead of a command.
+    pub url: Option<String>,
 }
 
 struct Upstream {
@@ -63,6 +66,11 @@ impl Hub {
         let mut upstreams = BTreeMap::new();
         for (alias, spec) in specs {
             let started = async {
+                if let Some(url) = &spec.url {
+                    let transport =
+                        rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                    return anyhow::Ok(().serve(transport).await?);
+                }
                 let (prog, args) = spec
                     .command
                     .split_first()

@@ -62,13 +62,16 @@ struct RawUpstream {
     url: Option<String>,
 }
 
-/// One upstream MCP server of the gateway's `/mcp` endpoint (`mcp_upstreams.ALIAS`).
+/// One upstream MCP server of the gateway's `/mcp` endpoint (`mcp_upstreams.ALIAS`): a
+/// command (spoken to over stdio) or a streamable HTTP `url`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpUpstream {
-    /// The command and its arguments (spoken to over stdio).
+    /// The command and its arguments; empty for a `url` upstream.
     pub command: Vec<String>,
-    /// Extra environment variables.
+    /// Extra environment variables for the command.
     pub env: BTreeMap<String, String>,
+    /// The streamable HTTP endpoint (`http://…` or `https://…`).
+    pub url: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -368,29 +371,50 @@ impl Config {
                     format!("mcp_upstreams: alias `{alias}` must match ^[a-zA-Z_][a-zA-Z0-9_]*$"),
                 ));
             }
-            if u.value.url.is_some() {
-                return Err(at(
-                    path,
-                    line,
-                    format!(
-                        "mcp_upstreams.{alias}: `url` (streamable HTTP upstreams) is not supported yet; give `command`"
-                    ),
-                ));
-            }
-            if u.value.command.is_empty() || u.value.command[0].is_empty() {
-                return Err(at(
-                    path,
-                    line,
-                    format!(
-                        "mcp_upstreams.{alias}: `command` must name the program and its arguments"
-                    ),
-                ));
+            match (&u.value.url, u.value.command.is_empty()) {
+                (Some(_), false) => {
+                    return Err(at(
+                        path,
+                        line,
+                        format!("mcp_upstreams.{alias}: give `command` or `url`, not both"),
+                    ));
+                }
+                (Some(url), true) => {
+                    let ok = url::Url::parse(url).is_ok_and(|x| {
+                        matches!(x.scheme(), "http" | "https") && x.host().is_some()
+                    });
+                    if !ok {
+                        return Err(at(
+                            path,
+                            line,
+                            format!("mcp_upstreams.{alias}: url `{url}` is not an http(s) URL"),
+                        ));
+                    }
+                }
+                (None, true) => {
+                    return Err(at(
+                        path,
+                        line,
+                        format!(
+                            "mcp_upstreams.{alias}: give `command` (the program and its arguments) or `url`"
+                        ),
+                    ));
+                }
+                (None, false) if u.value.command[0].is_empty() => {
+                    return Err(at(
+                        path,
+                        line,
+                        format!("mcp_upstreams.{alias}: `command` must name the program"),
+                    ));
+                }
+                (None, false) => {}
             }
             mcp_upstreams.insert(
                 alias.clone(),
                 McpUpstream {
                     command: u.value.command.clone(),
                     env: u.value.env.clone(),
+                    url: u.value.url.clone(),
                 },
             );
         }

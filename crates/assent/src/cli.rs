@@ -540,6 +540,7 @@ fn upstream_specs(
                 assent_mcp::hub::UpstreamSpec {
                     command: u.command.clone(),
                     env: u.env.clone(),
+                    url: u.url.clone(),
                 },
             )
         })
