@@ -14,6 +14,7 @@ committed audit record before the call is forwarded, and the result's hash is re
 """
 
 import argparse
+import http.client
 import hashlib
 import json
 import os
@@ -71,6 +72,66 @@ class Stdio:
             self.p.kill()
 
 
+class Http:
+    """A raw streamable HTTP MCP client on one keep-alive connection."""
+
+    def __init__(self, port, path, key=None):
+        self.c = http.client.HTTPConnection("127.0.0.1", port)
+        self.path, self.key, self.session, self.next_id = path, key, None, 0
+
+    def _post(self, msg):
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+             "MCP-Protocol-Version": "2025-06-18"}
+        if self.key:
+            h["Authorization"] = f"Bearer {self.key}"
+        if self.session:
+            h["Mcp-Session-Id"] = self.session
+        self.c.request("POST", self.path, body=json.dumps(msg), headers=h)
+        r = self.c.getresponse()
+        self.session = r.getheader("Mcp-Session-Id") or self.session
+        body = r.read().decode()
+        if r.status >= 300:
+            raise RuntimeError(f"{r.status}: {body}")
+        if r.getheader("Content-Type", "").startswith("text/event-stream"):
+            for line in body.splitlines():
+                if line.startswith("data:") and line[5:].strip():
+                    m = json.loads(line[5:])
+                    if m.get("id") == msg.get("id"):
+                        return m
+            return None
+        return json.loads(body) if body else None
+
+    def request(self, method, params=None):
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        return self._post(msg)
+
+    def notify(self, method):
+        self._post({"jsonrpc": "2.0", "method": method})
+
+    def close(self):
+        self.c.close()
+
+
+def run_calls(s, tool, calls, warmup):
+    s.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "bench", "version": "1"}})
+    s.notify("notifications/initialized")
+    s.request("tools/list")
+    times = []
+    for i in range(warmup + calls):
+        t0 = time.perf_counter()
+        r = s.request("tools/call", {"name": tool, "arguments": {"message": f"m{i}"}})
+        dt = time.perf_counter() - t0
+        assert r["result"]["content"][0]["text"] == f"Echo: m{i}", r
+        if i >= warmup:
+            times.append(dt * 1000)
+    s.close()
+    return times
+
+
 def measure(cmd, env, calls, warmup):
     s = Stdio(cmd, env)
     s.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -108,6 +169,7 @@ def main():
         (d / "a.agf.yaml").write_text("metadata: {id: bench}\naction_space:\n  mcp_servers:\n    - alias: everything\n      allowed_tools: [echo]\n")
         port = free_port()
         (d / "assent.yaml").write_text(
+            f"mcp_upstreams:\n  everything: {{command: [node, \"{EVERYTHING}\", stdio]}}\n"
             f"listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [a.agf.yaml]\nprincipals:\n"
             f"  - {{name: bench, kind: agent, agent_id: bench, key_sha256: \"{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}\"}}\n")
         serve = subprocess.Popen([ASSENT, "serve", "--config", str(d / "assent.yaml")],
@@ -125,15 +187,33 @@ def main():
             direct = measure(upstream, env, a.calls, a.warmup)
             proxied = measure([ASSENT, "mcp", "--agent", "bench", "--server", "everything", "--", *upstream],
                               env, a.calls, a.warmup)
+            # Streamable HTTP: server-everything serving HTTP itself, against the hub's /mcp.
+            hport = free_port()
+            node = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"], env=dict(os.environ, PORT=str(hport)),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                for _ in range(100):
+                    try:
+                        socket.create_connection(("127.0.0.1", hport), timeout=0.2).close()
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+                http_direct = run_calls(Http(hport, "/mcp"), "echo", a.calls, a.warmup)
+            finally:
+                node.terminate()
+                node.wait(10)
+            http_hub = run_calls(Http(port, "/mcp", AGENT_KEY), "everything__echo", a.calls, a.warmup)
         finally:
             serve.terminate()
             serve.wait(10)
-    sd, sp = summary(direct), summary(proxied)
-    print(f"{a.calls} sequential tools/call echo (after {a.warmup} warm-up), stdio, milliseconds")
-    print(f"{'':24}{'median':>10}{'p90':>10}{'p99':>10}")
-    print(f"{'direct to upstream':24}{sd['median']:10.3f}{sd['p90']:10.3f}{sd['p99']:10.3f}")
-    print(f"{'through assent mcp':24}{sp['median']:10.3f}{sp['p90']:10.3f}{sp['p99']:10.3f}")
-    print(f"ratio (median): {sp['median'] / sd['median']:.2f}x; added: {sp['median'] - sd['median']:.3f} ms")
+    print(f"{a.calls} sequential tools/call echo (after {a.warmup} warm-up), milliseconds")
+    print(f"{'':34}{'median':>10}{'p90':>10}{'p99':>10}{'ratio':>10}")
+    for name, ts, base in [("stdio: direct to upstream", direct, direct),
+                           ("stdio: through assent mcp", proxied, direct),
+                           ("HTTP: direct to upstream", http_direct, http_direct),
+                           ("HTTP: through assent /mcp", http_hub, http_direct)]:
+        s, b = summary(ts), summary(base)
+        print(f"{name:34}{s['median']:10.3f}{s['p90']:10.3f}{s['p99']:10.3f}{s['median'] / b['median']:9.2f}x")
 
 
 if __name__ == "__main__":
