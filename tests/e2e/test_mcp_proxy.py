@@ -543,6 +543,22 @@ async def hub_scenarios(session, gw):
     r = await asyncio.wait_for(call, 30)
     assert is_error(r) and text_of(r).startswith("TOOL_DENIED:") and "not via the hub" in text_of(r), text_of(r)
     assert not target.exists()
+    # Cancelled by the client while held: the approval is cancelled, the call never runs.
+    target = gw["files"] / "hub-cancelled.txt"
+    call = asyncio.create_task(session.call_tool("fs__write_file", {"path": str(target), "content": "x"}))
+    a = (await wait_pending(gw))[0]
+    call.cancel()
+    with pytest.raises(BaseException):
+        await call
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        shown = json.loads(cli(gw, "show", a["id"], "--json").stdout)
+        if shown["status"] != "pending":
+            break
+        await asyncio.sleep(0.2)
+    assert shown["status"] == "cancelled", shown
+    assert cli(gw, "approve", a["id"]).returncode == 1
+    assert not target.exists()
     # Expired (get-env waits 2 s, default reject).
     r = await session.call_tool("everything__get-env", {})
     assert is_error(r) and "expired" in text_of(r), text_of(r)
