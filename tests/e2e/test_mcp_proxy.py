@@ -676,3 +676,37 @@ async def scenario_in_client_approval(gw):
 
 def test_in_client_approval_asks_the_user_only_where_a_rule_allows_it(gateway):
     asyncio.run(scenario_in_client_approval(gateway))
+
+
+async def scenario_in_client_hub(gw):
+    from mcp import types
+
+    asked = []
+
+    async def on_elicit(ctx, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    http, transport = hub_http(gw)
+    async with http:
+        async with transport as streams:
+            async with ClientSession(streams[0], streams[1], elicitation_callback=on_elicit) as session:
+                await session.initialize()
+                r = await session.call_tool("everything__echo", {"message": "asked through the hub"})
+                assert not is_error(r) and text_of(r) == "Echo: asked through the hub", text_of(r)
+                assert len(asked) == 1 and "Echo asked through the hub?" in asked[0], asked
+                # fs__write_file has no in_client_approval rule: the user is not asked.
+                target = gw["files"] / "hub-in-client.txt"
+                call = asyncio.create_task(session.call_tool("fs__write_file", {"path": str(target), "content": "x"}))
+                a = (await wait_pending(gw))[0]
+                await asyncio.sleep(0.5)
+                assert len(asked) == 1 and not call.done()
+                assert cli(gw, "deny", a["id"]).returncode == 0
+                await asyncio.wait_for(call, 30)
+    req = urllib.request.Request(gw["url"] + "/v1/approvals?status=approved", headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+    approvals = json.loads(urllib.request.urlopen(req).read())["approvals"]
+    assert [a["decisions"][0]["by"] for a in approvals] == ["user-of:fs_agent"], approvals
+
+
+def test_in_client_approval_through_the_hub_over_http(hub):
+    asyncio.run(scenario_in_client_hub(hub))

@@ -13,7 +13,7 @@
 //! - An upstream that fails to start, or dies, is reported (its tools are missing and its calls
 //!   answer an error naming it); the others keep working.
 
-use crate::{Gateway, Outcome, ProxyConfig, apply_pins};
+use crate::{AskUser, Gateway, Outcome, ProxyConfig, apply_pins};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
@@ -354,6 +354,38 @@ impl ServerHandler for HubHandler {
         let gw = self.hub.gateway(&key, &agent, alias, &session);
 
         let approval: Mutex<Option<String>> = Mutex::new(None);
+        // In-client approval: ask the client's user by elicitation when it can be asked.
+        let can_elicit = ctx
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.elicitation.is_some());
+        let ask: Option<AskUser> = can_elicit.then(|| {
+            let peer = ctx.peer.clone();
+            let ask: AskUser = Arc::new(move |question: String| {
+                let peer = peer.clone();
+                Box::pin(async move {
+                    let schema =
+                        serde_json::from_value(json!({"type": "object", "required": ["approve"],
+                        "properties": {"approve": {"type": "boolean", "title": "Approve this call?",
+                            "description": "Only this one call, with exactly these arguments."}}}))
+                        .ok()?;
+                    let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                        meta: None,
+                        message: question,
+                        requested_schema: schema,
+                    };
+                    let r = peer.create_elicitation(params).await.ok()?;
+                    match r.action {
+                        rmcp::model::ElicitationAction::Accept => {
+                            Some(r.content.as_ref().is_some_and(|c| c["approve"] == true))
+                        }
+                        rmcp::model::ElicitationAction::Decline => Some(false),
+                        _ => None,
+                    }
+                })
+            });
+            ask
+        });
         let decide = async {
             // The pin check of the tool as the upstream defines it now.
             let def = match peer.list_all_tools().await {
@@ -381,7 +413,7 @@ impl ServerHandler for HubHandler {
                     return Outcome::Denied(format!("the tool list could not be verified: {e}"));
                 }
             }
-            gw.gate(tool, &args, &approval).await
+            gw.gate_asking(tool, &args, &approval, ask).await
         };
         let token = ctx.meta.get_progress_token();
         let ticker = async {
