@@ -38,10 +38,52 @@ pub struct UpstreamSpec {
     pub url: Option<String>,
 }
 
+/// How long the hub reuses an upstream's tool list for the pin check of a call. A client's
+/// `tools/list` always reads it afresh, and `notifications/tools/list_changed` from the
+/// upstream drops it at once.
+const TOOLS_FRESH: Duration = Duration::from_secs(30);
+
+/// The hub's client side of one upstream: drops the cached tool list when the upstream says
+/// its tools changed.
+#[derive(Clone, Default)]
+struct Watch {
+    stale: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl rmcp::ClientHandler for Watch {
+    async fn on_tool_list_changed(&self, _ctx: rmcp::service::NotificationContext<RoleClient>) {
+        self.stale.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 struct Upstream {
     peer: Option<Peer<RoleClient>>,
     error: Option<String>,
-    _service: Option<RunningService<RoleClient, ()>>,
+    watch: Watch,
+    tools: tokio::sync::Mutex<Option<(std::time::Instant, Vec<Tool>)>>,
+    _service: Option<RunningService<RoleClient, Watch>>,
+}
+
+impl Upstream {
+    /// The upstream's tools: fresh when `fresh` or the cached copy is old or stale.
+    async fn tools(&self, fresh: bool) -> Result<Vec<Tool>, String> {
+        let peer = self.peer.as_ref().ok_or("not connected")?;
+        let mut cache = self.tools.lock().await;
+        let stale = self
+            .watch
+            .stale
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        if !fresh
+            && !stale
+            && let Some((at, list)) = cache.as_ref()
+            && at.elapsed() < TOOLS_FRESH
+        {
+            return Ok(list.clone());
+        }
+        let list = peer.list_all_tools().await.map_err(|e| e.to_string())?;
+        *cache = Some((std::time::Instant::now(), list.clone()));
+        Ok(list)
+    }
 }
 
 /// The upstream connections and the gateway client shared by every client session.
@@ -69,7 +111,7 @@ impl Hub {
                 if let Some(url) = &spec.url {
                     let transport =
                         rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
-                    return anyhow::Ok(().serve(transport).await?);
+                    return anyhow::Ok(Watch::default().serve(transport).await?);
                 }
                 let (prog, args) = spec
                     .command
@@ -79,7 +121,7 @@ impl Hub {
                     c.args(args).envs(&spec.env);
                 });
                 let transport = TokioChildProcess::new(cmd)?;
-                let service = ().serve(transport).await?;
+                let service = Watch::default().serve(transport).await?;
                 anyhow::Ok(service)
             };
             let up = match tokio::time::timeout(Duration::from_secs(30), started).await {
@@ -88,6 +130,8 @@ impl Hub {
                     Upstream {
                         peer: Some(service.peer().clone()),
                         error: None,
+                        watch: service.service().clone(),
+                        tools: tokio::sync::Mutex::new(None),
                         _service: Some(service),
                     }
                 }
@@ -96,6 +140,8 @@ impl Hub {
                     Upstream {
                         peer: None,
                         error: Some(format!("failed to start: {e}")),
+                        watch: Watch::default(),
+                        tools: tokio::sync::Mutex::new(None),
                         _service: None,
                     }
                 }
@@ -104,6 +150,8 @@ impl Hub {
                     Upstream {
                         peer: None,
                         error: Some("did not initialise within 30 s".into()),
+                        watch: Watch::default(),
+                        tools: tokio::sync::Mutex::new(None),
                         _service: None,
                     }
                 }
@@ -282,11 +330,11 @@ impl ServerHandler for HubHandler {
             let Ok(declared) = self.hub.declared(&key, &agent, alias).await else {
                 continue;
             };
-            let Some(peer) = &up.peer else {
+            if up.peer.is_none() {
                 tracing::warn!(upstream = %alias, error = ?up.error, "upstream unavailable: its tools are not listed");
                 continue;
-            };
-            let tools = match peer.list_all_tools().await {
+            }
+            let tools = match up.tools(true).await {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::warn!(upstream = %alias, error = %e, "upstream tools/list failed");
@@ -388,7 +436,7 @@ impl ServerHandler for HubHandler {
         });
         let decide = async {
             // The pin check of the tool as the upstream defines it now.
-            let def = match peer.list_all_tools().await {
+            let def = match up.tools(false).await {
                 Ok(list) => list.into_iter().find(|t| t.name == tool),
                 Err(e) => {
                     return Outcome::Denied(format!("upstream `{alias}` tools/list failed: {e}"));
