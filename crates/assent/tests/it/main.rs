@@ -276,6 +276,34 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
             && err.contains(":3:"),
         "{err}"
     );
+    // MCP upstreams: each mistake names the alias and the line.
+    for (cfg, why) in [
+        (
+            "mcp_upstreams:\n  fs: {url: \"ftp://x\"}\n",
+            "not an http(s) URL",
+        ),
+        (
+            "mcp_upstreams:\n  fs: {command: [a], url: \"http://x\"}\n",
+            "not both",
+        ),
+        ("mcp_upstreams:\n  fs: {}\n", "give `command`"),
+        (
+            "mcp_upstreams:\n  bad-alias: {command: [a]}\n",
+            "must match",
+        ),
+    ] {
+        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{cfg}")).unwrap();
+        let out = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1) && err.contains(":3:") && err.contains(why),
+            "{cfg}: {err}"
+        );
+    }
     assert!(
         !dir.path().join(".assent").exists(),
         "nothing is created when the config is bad"
