@@ -484,10 +484,12 @@ struct Forwarded {
     approval_id: Option<String>,
 }
 
-/// A call waiting at the gateway: the approval id once held, and how to cancel the wait.
+/// A call waiting at the gateway: the approval id once held, and how to stop the wait:
+/// `Some(reason)` cancels its approval with that reason, `None` only stops (the approval was
+/// cancelled already).
 struct Waiting {
     approval: Arc<Mutex<Option<String>>>,
-    cancel: oneshot::Sender<()>,
+    cancel: oneshot::Sender<Option<&'static str>>,
 }
 
 /// The pin check of the upstream's tools: `None` until the first check finished.
@@ -815,7 +817,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let (fw, wt, pins) = (forwarded.clone(), waiting.clone(), pins.clone());
                         let approval: Arc<Mutex<Option<String>>> = Arc::default();
                         let ask = client_elicits.load(std::sync::atomic::Ordering::SeqCst).then(|| ask.clone());
-                        let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
+                        let (cancel_tx, cancel_rx) = oneshot::channel::<Option<&'static str>>();
                         wt.lock().expect("waiting").insert(key.clone(), Waiting { approval: approval.clone(), cancel: cancel_tx });
                         tokio::spawn(async move {
                             let decide = async {
@@ -841,18 +843,19 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                         "params": {"progressToken": progress_token, "progress": n, "message": what}}).to_string());
                                 }
                             };
+                            let mut why = None;
                             let outcome = tokio::select! {
                                 o = decide => Some(o),
                                 _ = ticker => None,
-                                _ = cancel_rx => None,
+                                r = cancel_rx => { why = r.ok().flatten(); None }
                             };
                             wt.lock().expect("waiting").remove(&key);
                             match outcome {
                                 None => {
                                     // Cancelled by the client: withdraw the approval; no answer is due.
                                     let held = approval.lock().expect("approval").clone();
-                                    if let Some(a) = held {
-                                        gw.cancel(&a, "the MCP client cancelled the request").await;
+                                    if let (Some(a), Some(why)) = (held, why) {
+                                        gw.cancel(&a, why).await;
                                     }
                                 }
                                 Some(Outcome::Forward { edited, output_limit, approval_id }) => {
@@ -890,7 +893,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let w = waiting.lock().expect("waiting").remove(&key);
                         match w {
                             // Still at the gateway: never forwarded, so the upstream need not know.
-                            Some(w) => { let _ = w.cancel.send(()); }
+                            Some(w) => { let _ = w.cancel.send(Some("the MCP client cancelled the request")); }
                             None => { let _ = to_upstream.send(line); }
                         }
                     }
@@ -922,10 +925,10 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         .collect();
     for w in held {
         let a = w.approval.lock().expect("approval").clone();
-        let _ = w.cancel.send(());
         if let Some(a) = a {
             gw.cancel(&a, "the MCP client disconnected").await;
         }
+        let _ = w.cancel.send(None);
     }
     drop(ask_pins);
     drop(ask);
