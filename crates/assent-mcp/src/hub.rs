@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How to reach one upstream MCP server (`mcp_upstreams.ALIAS` in the gateway config).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct UpstreamSpec {
     /// The command and its arguments (a child process spoken to over stdio); empty when `url`
     /// is given.
@@ -36,6 +36,22 @@ pub struct UpstreamSpec {
     pub env: BTreeMap<String, String>,
     /// A streamable HTTP upstream's endpoint URL, instead of a command.
     pub url: Option<String>,
+    /// Bearer token sent to a `url` upstream (`Authorization: Bearer …`); never logged.
+    pub bearer_token: Option<String>,
+}
+
+impl std::fmt::Debug for UpstreamSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamSpec")
+            .field("command", &self.command)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("url", &self.url)
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 /// How long the hub reuses an upstream's tool list for the pin check of a call. A client's
@@ -109,8 +125,12 @@ impl Hub {
         for (alias, spec) in specs {
             let started = async {
                 if let Some(url) = &spec.url {
+                    let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                    if let Some(t) = &spec.bearer_token {
+                        config = config.auth_header(t.clone());
+                    }
                     let transport =
-                        rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                        rmcp::transport::StreamableHttpClientTransport::from_config(config);
                     return anyhow::Ok(Watch::default().serve(transport).await?);
                 }
                 let (prog, args) = spec

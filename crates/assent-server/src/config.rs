@@ -60,6 +60,8 @@ struct RawUpstream {
     env: BTreeMap<String, String>,
     #[serde(default)]
     url: Option<String>,
+    #[serde(default)]
+    bearer_token_env: Option<String>,
 }
 
 /// One upstream MCP server of the gateway's `/mcp` endpoint (`mcp_upstreams.ALIAS`): a
@@ -72,6 +74,9 @@ pub struct McpUpstream {
     pub env: BTreeMap<String, String>,
     /// The streamable HTTP endpoint (`http://…` or `https://…`).
     pub url: Option<String>,
+    /// `bearer_token_env`: the environment variable holding the bearer token for a `url`
+    /// upstream (read when the gateway starts; the token never appears in the config).
+    pub bearer_token_env: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -409,12 +414,22 @@ impl Config {
                 }
                 (None, false) => {}
             }
+            if u.value.bearer_token_env.is_some() && u.value.url.is_none() {
+                return Err(at(
+                    path,
+                    line,
+                    format!(
+                        "mcp_upstreams.{alias}: bearer_token_env applies to `url` upstreams only"
+                    ),
+                ));
+            }
             mcp_upstreams.insert(
                 alias.clone(),
                 McpUpstream {
                     command: u.value.command.clone(),
                     env: u.value.env.clone(),
                     url: u.value.url.clone(),
+                    bearer_token_env: u.value.bearer_token_env.clone(),
                 },
             );
         }

@@ -415,7 +415,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
                     bail!("{}: no mcp_upstreams to serve", path.display());
                 }
                 let hub = assent_mcp::hub::Hub::start(
-                    upstream_specs(&cfg),
+                    upstream_specs(&cfg)?,
                     remote.url.clone(),
                     poll_seconds.clamp(1, 60),
                     progress_seconds.clamp(1, 3600),
@@ -491,7 +491,7 @@ async fn serve(
     let mut extra = axum::Router::new();
     if !cfg.mcp_upstreams.is_empty() {
         let hub = assent_mcp::hub::Hub::start(
-            upstream_specs(&cfg),
+            upstream_specs(&cfg)?,
             format!("http://{}", listener.local_addr()?),
             25,
             10,
@@ -529,20 +529,37 @@ async fn serve(
     Ok(0)
 }
 
+/// The hub's upstreams from the config; a `bearer_token_env` that is unset or empty stops
+/// start-up naming the upstream and the variable (never the token).
 fn upstream_specs(
     cfg: &Config,
-) -> std::collections::BTreeMap<String, assent_mcp::hub::UpstreamSpec> {
+) -> Result<std::collections::BTreeMap<String, assent_mcp::hub::UpstreamSpec>> {
     cfg.mcp_upstreams
         .iter()
         .map(|(alias, u)| {
-            (
+            let bearer_token = match &u.bearer_token_env {
+                None => None,
+                Some(var) => Some(
+                    std::env::var(var)
+                        .ok()
+                        .filter(|t| !t.is_empty())
+                        .ok_or_else(|| {
+                            anyhow!(
+                                "{}: mcp_upstreams.{alias}: bearer_token_env `{var}` is not set",
+                                cfg.file.display()
+                            )
+                        })?,
+                ),
+            };
+            Ok((
                 alias.clone(),
                 assent_mcp::hub::UpstreamSpec {
                     command: u.command.clone(),
                     env: u.env.clone(),
                     url: u.url.clone(),
+                    bearer_token,
                 },
-            )
+            ))
         })
         .collect()
 }

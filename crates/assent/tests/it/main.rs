@@ -555,3 +555,84 @@ fn unknown_agent_file_fields_warn_and_strict_makes_them_errors() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("aproval"));
 }
+
+#[test]
+fn a_url_upstream_gets_its_bearer_token_which_is_never_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("auth.log");
+    let up_port = free_port();
+    // An upstream that records the Authorization header of every request and refuses it.
+    let script = format!(
+        "import http.server\nclass H(http.server.BaseHTTPRequestHandler):\n    def do_POST(self):\n        open({:?},'a').write(str(self.headers.get('Authorization'))+'\\n')\n        self.send_response(401); self.end_headers()\n    do_GET = do_POST\n    def log_message(self, *a): pass\nhttp.server.HTTPServer(('127.0.0.1', {up_port}), H).serve_forever()\n",
+        seen.display().to_string()
+    );
+    let mut upstream = Command::new("python3")
+        .args(["-c", &script])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", up_port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "upstream did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let port = free_port();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!("listen: 127.0.0.1:{port}\ndata_dir: data\nmcp_upstreams:\n  remote: {{url: \"http://127.0.0.1:{up_port}/mcp\", bearer_token_env: TEST_UPSTREAM_TOKEN}}\n"),
+    )
+    .unwrap();
+    // Unset: start-up stops naming the variable.
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env_remove("TEST_UPSTREAM_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("bearer_token_env `TEST_UPSTREAM_TOKEN` is not set")
+    );
+    // Set: the upstream receives it; the gateway keeps running without that upstream.
+    let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("TEST_UPSTREAM_TOKEN", "sekret-upstream-token")
+        .env("ASSENT_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while reqwest::blocking::get(format!("{url}/healthz")).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    upstream.kill().unwrap();
+    upstream.wait().unwrap();
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        seen.lines().next() == Some("Bearer sekret-upstream-token"),
+        "{seen}"
+    );
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("remote") && log.contains("failed to start"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("sekret-upstream-token"),
+        "the token was logged: {log}"
+    );
+}
