@@ -208,6 +208,29 @@ pub fn is_uuid_v4(s: &str) -> bool {
     uuid::Uuid::parse_str(s).is_ok_and(|u| u.get_version_num() == 4 && u.to_string() == s)
 }
 
+/// The `wait` query parameter of a long poll: whole seconds, at most [`MAX_WAIT_SECONDS`];
+/// 0 when absent; 400 when not a whole number.
+pub(crate) fn wait_seconds(q: &HashMap<String, String>) -> Result<u64, ApiError> {
+    match q.get("wait") {
+        None => Ok(0),
+        Some(w) => Ok(w
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request("wait must be a whole number of seconds"))?
+            .min(MAX_WAIT_SECONDS)),
+    }
+}
+
+/// The principal when it is the key of agent `agent` itself; 403 otherwise.
+pub(crate) fn agent_only<'a>(p: &'a Principal, agent: &str) -> Result<&'a str, ApiError> {
+    match p.agent_id() {
+        Some(a) if a == agent => Ok(a),
+        Some(a) => Err(ApiError::forbidden(format!(
+            "this key acts for agent `{a}`, not `{agent}`"
+        ))),
+        None => Err(ApiError::forbidden("only the agent itself may do this")),
+    }
+}
+
 fn check_id(what: &str, v: &Option<String>) -> Result<(), ApiError> {
     match v {
         Some(s) if s.is_empty() || s.len() > 200 => Err(ApiError::bad_request(format!(
@@ -314,16 +337,7 @@ async fn delegate(
     ApiJson(b): ApiJson<DelegationBody>,
 ) -> Result<Response, ApiError> {
     let p = authenticate(&st.principals, &headers)?;
-    match p.agent_id() {
-        Some(a) if a == b.agent => {}
-        Some(a) => {
-            return Err(ApiError::forbidden(format!(
-                "this key acts for agent `{a}`, not `{}`",
-                b.agent
-            )));
-        }
-        None => return Err(ApiError::forbidden("only an agent key may delegate")),
-    }
+    agent_only(p, &b.agent)?;
     if b.session_id.is_empty() || b.target.is_empty() {
         return Err(ApiError::bad_request(
             "session_id and target must not be empty",
@@ -729,13 +743,7 @@ async fn get_approval(
             "unknown format `{format}` (expected assent, approval-request or mplp)"
         )));
     }
-    let wait = match q.get("wait") {
-        None => 0,
-        Some(w) => w
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request("wait must be a whole number of seconds"))?
-            .min(MAX_WAIT_SECONDS),
-    };
+    let wait = wait_seconds(&q)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let mut rx = st.changes.subscribe();
     let is_agent = p.agent_id().is_some();

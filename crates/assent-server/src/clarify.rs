@@ -5,7 +5,7 @@
 //! kind (§6.5.5): a reply of the wrong kind counts as no reply. Unanswered ones expire.
 
 use crate::aaep::{Ignored, in_time, reply_sender};
-use crate::api::{ApiJson, MAX_WAIT_SECONDS, blocking};
+use crate::api::{ApiJson, blocking, wait_seconds};
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
@@ -179,13 +179,7 @@ async fn read(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
-    let wait = match q.get("wait") {
-        None => 0,
-        Some(w) => w
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request("wait must be a whole number of seconds"))?
-            .min(MAX_WAIT_SECONDS),
-    };
+    let wait = wait_seconds(&q)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let mut rx = st.changes.subscribe();
     loop {

@@ -16,7 +16,9 @@
 //!   extension | other, "target_id": UUID_V4, "reason"?, "target"?: {...}}` → a Confirm on that
 //!   target, answered like a tool call.
 
-use crate::api::{ApiJson, Submission, blocking, canonical_call, gate, is_uuid_v4, optional_body};
+use crate::api::{
+    ApiJson, Submission, agent_only, blocking, canonical_call, gate, is_uuid_v4, optional_body,
+};
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
@@ -116,16 +118,6 @@ fn check_plan(plan: &mut Value) -> Result<(), ApiError> {
             "not a valid MPLP plan (mplp-plan.schema.json): {}",
             errors.join("; ")
         )))
-    }
-}
-
-fn agent_only<'a>(p: &'a Principal, agent: &str) -> Result<&'a str, ApiError> {
-    match p.agent_id() {
-        Some(a) if a == agent => Ok(a),
-        Some(a) => Err(ApiError::forbidden(format!(
-            "this key acts for agent `{a}`, not `{agent}`"
-        ))),
-        None => Err(ApiError::forbidden("only the agent itself may do this")),
     }
 }
 

@@ -11,7 +11,7 @@
 //!   the first decision.
 //! - `GET /v1/tools/pins` (operator).
 
-use crate::api::{ApiJson, MAX_WAIT_SECONDS, blocking};
+use crate::api::{ApiJson, blocking, wait_seconds};
 use crate::auth::authenticate;
 use crate::error::ApiError;
 use crate::{AppState, now_ms};
@@ -124,13 +124,7 @@ async fn read(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     authenticate(&st.principals, &headers)?;
-    let wait = match q.get("wait") {
-        None => 0,
-        Some(w) => w
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request("wait must be a whole number of seconds"))?
-            .min(MAX_WAIT_SECONDS),
-    };
+    let wait = wait_seconds(&q)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let mut rx = st.changes.subscribe();
     loop {
