@@ -13,18 +13,23 @@
 //! - An upstream that fails to start, or dies, is reported (its tools are missing and its calls
 //!   answer an error naming it); the others keep working.
 
-use crate::{AskUser, Gateway, Outcome, ProxyConfig, apply_pins};
+use crate::{
+    AskUser, Gateway, Hold, HoldState, Outcome, ProxyConfig, apply_pins, task_options, task_run,
+};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{Peer, RequestContext, RoleClient, RoleServer, RunningService};
+use rmcp::task_manager::{TaskExit, TaskManager};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::{oneshot, watch};
 
 /// How to reach one upstream MCP server (`mcp_upstreams.ALIAS` in the gateway config).
 #[derive(Clone)]
@@ -110,6 +115,9 @@ pub struct Hub {
     poll_seconds: u64,
     progress_seconds: u64,
     agents: Mutex<HashMap<String, String>>,
+    /// Calls that became MCP tasks (SEP-2663), and the agent each belongs to.
+    tasks: TaskManager,
+    task_owners: Mutex<HashMap<String, String>>,
 }
 
 impl Hub {
@@ -188,6 +196,8 @@ impl Hub {
             poll_seconds,
             progress_seconds,
             agents: Mutex::default(),
+            tasks: TaskManager::new(),
+            task_owners: Mutex::default(),
         }))
     }
 
@@ -325,12 +335,21 @@ fn tool_json(t: &Tool) -> Value {
 }
 
 fn denied(why: &str) -> CallToolResponse {
-    CallToolResult::error(vec![ContentBlock::text(format!("TOOL_DENIED: {why}"))]).into()
+    denied_result(why).into()
+}
+
+fn denied_result(why: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("TOOL_DENIED: {why}"))])
 }
 
 impl ServerHandler for HubHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
     }
 
     async fn list_tools(
@@ -361,18 +380,19 @@ impl ServerHandler for HubHandler {
                     continue;
                 }
             };
-            let mut list: Vec<Value> = tools
-                .iter()
-                .filter(|t| {
-                    declared
-                        .as_ref()
-                        .is_none_or(|d| d.iter().any(|n| n == t.name.as_ref()))
-                })
-                .map(tool_json)
-                .collect();
+            // Every tool is checked (a server is pinned whole the first time it is seen), the
+            // declared ones shown.
+            let mut list: Vec<Value> = tools.iter().map(tool_json).collect();
             let gw = self.hub.gateway(&key, &agent, alias, &session);
             match gw.check_tools(&list).await {
-                Ok(states) => apply_pins(&mut list, &states),
+                Ok(states) => {
+                    list.retain(|t| {
+                        declared
+                            .as_ref()
+                            .is_none_or(|d| d.iter().any(|n| t["name"] == n.as_str()))
+                    });
+                    apply_pins(&mut list, &states);
+                }
                 Err(e) => {
                     tracing::warn!(upstream = %alias, error = %e, "tool list not verified: not shown");
                     continue;
@@ -410,79 +430,33 @@ impl ServerHandler for HubHandler {
                 "no MCP upstream `{alias}` in this gateway"
             )));
         };
-        let Some(peer) = &up.peer else {
+        if up.peer.is_none() {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                 "upstream `{alias}` is unavailable: {}",
                 up.error.as_deref().unwrap_or("not connected")
             ))])
             .into());
-        };
-        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        }
         let session = self.session(&ctx);
-        let gw = self.hub.gateway(&key, &agent, alias, &session);
-
-        let approval: Mutex<Option<String>> = Mutex::new(None);
-        // In-client approval: ask the client's user by elicitation when it can be asked.
-        let can_elicit = ctx
-            .peer
-            .peer_info()
-            .is_some_and(|i| i.capabilities.elicitation.is_some());
-        let ask: Option<AskUser> = can_elicit.then(|| {
-            let peer = ctx.peer.clone();
-            let ask: AskUser = Arc::new(move |question: String| {
-                let peer = peer.clone();
-                Box::pin(async move {
-                    let schema =
-                        serde_json::from_value(json!({"type": "object", "required": ["approve"],
-                        "properties": {"approve": {"type": "boolean", "title": "Approve this call?",
-                            "description": "Only this one call, with exactly these arguments."}}}))
-                        .ok()?;
-                    let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
-                        meta: None,
-                        message: question,
-                        requested_schema: schema,
-                    };
-                    let r = peer.create_elicitation(params).await.ok()?;
-                    match r.action {
-                        rmcp::model::ElicitationAction::Accept => {
-                            Some(r.content.as_ref().is_some_and(|c| c["approve"] == true))
-                        }
-                        rmcp::model::ElicitationAction::Decline => Some(false),
-                        _ => None,
-                    }
-                })
-            });
-            ask
-        });
-        let decide = async {
-            // The pin check of the tool as the upstream defines it now.
-            let def = match up.tools(false).await {
-                Ok(list) => list.into_iter().find(|t| t.name == tool),
-                Err(e) => {
-                    return Outcome::Denied(format!("upstream `{alias}` tools/list failed: {e}"));
-                }
-            };
-            let Some(def) = def else {
-                return Outcome::Denied(format!("`{tool}` is not a tool of upstream `{alias}`"));
-            };
-            match gw.check_tools(&[tool_json(&def)]).await {
-                Ok(states) => match states.get(tool) {
-                    Some(s) if s.state == "held" => {
-                        if let Err(why) =
-                            gw.await_review(s.review_id.as_deref().unwrap_or("")).await
-                        {
-                            return Outcome::Denied(why);
-                        }
-                    }
-                    Some(_) => {}
-                    None => return Outcome::Denied(format!("`{tool}` could not be verified")),
-                },
-                Err(e) => {
-                    return Outcome::Denied(format!("the tool list could not be verified: {e}"));
-                }
-            }
-            gw.gate_asking(tool, &args, &approval, ask).await
+        let call = Call {
+            hub: self.hub.clone(),
+            gw: self.hub.gateway(&key, &agent, alias, &session),
+            alias: alias.to_string(),
+            tool: tool.to_string(),
+            args: Value::Object(request.arguments.clone().unwrap_or_default()),
+            held: Arc::new(watch::Sender::new(Hold::Nothing)),
         };
+        let ask = ask_user(&ctx);
+        if ctx
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+        {
+            return self.call_as_task(call, ask, agent, &ctx).await;
+        }
+
+        // Without tasks: the request stays open while the call waits, with progress
+        // notifications when the client sent a progress token.
+        let (held, gw, name) = (call.held.clone(), call.gw.clone(), request.name.to_string());
         let token = ctx.meta.get_progress_token();
         let ticker = async {
             let Some(token) = token.clone() else {
@@ -492,62 +466,268 @@ impl ServerHandler for HubHandler {
             loop {
                 tokio::time::sleep(Duration::from_secs(self.hub.progress_seconds.max(1))).await;
                 n += 1.0;
-                let what = match approval.lock().expect("approval").clone() {
-                    Some(a) => format!(
-                        "waiting for a human to approve {alias}__{tool} (assent approval {a})"
-                    ),
-                    None => format!("waiting for assent to clear {alias}__{tool}"),
-                };
                 let mut p = ProgressNotificationParam::new(token.clone(), n);
-                p.message = Some(what);
+                p.message = Some(held.borrow().describe(&name));
                 let _ = ctx.peer.notify_progress(p).await;
             }
         };
-        let outcome = tokio::select! {
-            o = decide => Some(o),
-            _ = ticker => None,
-            _ = ctx.ct.cancelled() => None,
-        };
-        let (edited, limit, approval_id) = match outcome {
-            None => {
-                let held = approval.lock().expect("approval").clone();
-                if let Some(a) = held {
+        tokio::select! {
+            r = call.run(ask) => Ok(r.into()),
+            _ = ticker => unreachable!("the ticker never ends"),
+            _ = ctx.ct.cancelled() => {
+                let approval = held.borrow().approval();
+                if let Some(a) = approval {
+                    gw.cancel(&a, "the MCP client cancelled the request").await;
+                }
+                Err(McpError::invalid_request("cancelled by the client", None))
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.own_task(&request.task_id, &ctx).await?;
+        Ok(GetTaskResult::new(
+            self.hub.tasks.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.own_task(&request.task_id, &ctx).await?;
+        self.hub.tasks.cancel_task(&request.task_id)
+    }
+}
+
+impl HubHandler {
+    /// `tools/call` for a client that declared the tasks extension (SEP-2663): a call that
+    /// clears at once is answered at once; a call that waits for a human (an approval, or the
+    /// review of a changed tool) becomes a task the client polls with `tasks/get`, whose
+    /// status message says what it waits for. `tasks/cancel` withdraws the approval (or stops
+    /// the wait for a review); a call already approved and forwarded completes anyway.
+    async fn call_as_task(
+        &self,
+        call: Call,
+        ask: Option<AskUser>,
+        agent: String,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let (held, gw) = (call.held.clone(), call.gw.clone());
+        let name = format!("{}__{}", call.alias, call.tool);
+        let mut job = tokio::spawn(call.run(ask));
+        let mut watch = held.subscribe();
+        tokio::select! {
+            r = &mut job => {
+                return Ok(r.unwrap_or_else(|e| failed(&format!("the call failed: {e}"))).into());
+            }
+            _ = async { watch.wait_for(|h| matches!(h, Hold::Review(_) | Hold::Approval(_))).await.is_ok() } => {}
+            _ = ctx.ct.cancelled() => {
+                job.abort();
+                let approval = held.borrow().approval();
+                if let Some(a) = approval {
                     gw.cancel(&a, "the MCP client cancelled the request").await;
                 }
                 return Err(McpError::invalid_request("cancelled by the client", None));
             }
-            Some(Outcome::Denied(why)) => return Ok(denied(&why)),
-            Some(Outcome::Forward {
+        }
+        let status = held.borrow().describe(&name);
+        let (done_tx, done_rx) = oneshot::channel();
+        let abort = job.abort_handle();
+        tokio::spawn(async move {
+            let outcome = match job.await {
+                Ok(r) => Ok(serde_json::to_value(r).unwrap_or_default()),
+                Err(e) if e.is_cancelled() => Err(TaskExit::Cancelled),
+                Err(e) => Err(TaskExit::Error(McpError::internal_error(
+                    format!("the call failed: {e}"),
+                    None,
+                ))),
+            };
+            let _ = done_tx.send(outcome);
+        });
+        let task = self.hub.tasks.spawn(task_options(status), move |tctx| {
+            let waits = held.clone();
+            Box::pin(task_run(tctx, done_rx, held, name, move || {
+                let now = waits.borrow().clone();
+                match now {
+                    Hold::Approval(a) => {
+                        tokio::spawn(async move {
+                            gw.cancel(&a, "the MCP client cancelled the task").await;
+                        });
+                    }
+                    // Nothing was forwarded yet: stop the wait (for the review).
+                    Hold::Nothing | Hold::Review(_) => abort.abort(),
+                    // Already running upstream: it completes.
+                    Hold::Forwarding => {}
+                }
+            }))
+        });
+        let mut owners = self.hub.task_owners.lock().expect("task owners");
+        owners.retain(|id, _| self.hub.tasks.get_task(id).is_ok());
+        owners.insert(task.task_id.clone(), agent);
+        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
+    /// `Ok` when `task_id` is a task of the agent whose key made this request; any other
+    /// task is reported as unknown, as if it did not exist.
+    async fn own_task(
+        &self,
+        task_id: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let key = self.key(ctx)?;
+        let agent = self
+            .hub
+            .agent_of(&key)
+            .await
+            .map_err(|e| McpError::invalid_request(e, None))?;
+        let owner = self
+            .hub
+            .task_owners
+            .lock()
+            .expect("task owners")
+            .get(task_id)
+            .cloned();
+        if owner.as_deref() == Some(agent.as_str()) {
+            Ok(())
+        } else {
+            Err(McpError::invalid_params(
+                format!("unknown task `{task_id}`"),
+                None,
+            ))
+        }
+    }
+}
+
+/// An error result that is not a denial (the call could not be completed).
+fn failed(why: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(why.to_string())])
+}
+
+/// In-client approval: asks the client's user by elicitation when the client can be asked.
+fn ask_user(ctx: &RequestContext<RoleServer>) -> Option<AskUser> {
+    let can_elicit = ctx
+        .peer
+        .peer_info()
+        .is_some_and(|i| i.capabilities.elicitation.is_some());
+    can_elicit.then(|| {
+        let peer = ctx.peer.clone();
+        let ask: AskUser = Arc::new(move |question: String| {
+            let peer = peer.clone();
+            Box::pin(async move {
+                let schema =
+                    serde_json::from_value(json!({"type": "object", "required": ["approve"],
+                    "properties": {"approve": {"type": "boolean", "title": "Approve this call?",
+                        "description": "Only this one call, with exactly these arguments."}}}))
+                    .ok()?;
+                let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: question,
+                    requested_schema: schema,
+                };
+                let r = peer.create_elicitation(params).await.ok()?;
+                match r.action {
+                    rmcp::model::ElicitationAction::Accept => {
+                        Some(r.content.as_ref().is_some_and(|c| c["approve"] == true))
+                    }
+                    rmcp::model::ElicitationAction::Decline => Some(false),
+                    _ => None,
+                }
+            })
+        });
+        ask
+    })
+}
+
+/// One `tools/call` on its way through the hub, owning what it needs so that it can outlive
+/// the request when it becomes a task.
+struct Call {
+    hub: Arc<Hub>,
+    gw: Gateway,
+    alias: String,
+    tool: String,
+    args: Value,
+    /// What the call waits for, for progress, status and cancellation.
+    held: Arc<HoldState>,
+}
+
+impl Call {
+    /// The pin check of the tool as the upstream defines it now, the gateway (waiting for a
+    /// human when held), the upstream, and the result report (holding a result over
+    /// `output_bytes`). A denial is a `TOOL_DENIED:` error result; the call is then never
+    /// forwarded.
+    async fn run(self, ask: Option<AskUser>) -> CallToolResult {
+        let Call {
+            hub,
+            gw,
+            alias,
+            tool,
+            args,
+            held,
+        } = self;
+        let Some(up) = hub.upstreams.get(&alias) else {
+            return failed(&format!("no MCP upstream `{alias}`"));
+        };
+        let Some(peer) = &up.peer else {
+            return failed(&format!("upstream `{alias}` is unavailable"));
+        };
+        // The whole list, as in `tools/list`: a server first seen through a call is pinned
+        // whole, so its other tools do not count as new later.
+        let list: Vec<Value> = match up.tools(false).await {
+            Ok(list) => list.iter().map(tool_json).collect(),
+            Err(e) => return denied_result(&format!("upstream `{alias}` tools/list failed: {e}")),
+        };
+        if !list.iter().any(|t| t["name"] == tool.as_str()) {
+            return denied_result(&format!("`{tool}` is not a tool of upstream `{alias}`"));
+        }
+        match gw.check_tools(&list).await {
+            Ok(states) => match states.get(&tool) {
+                Some(s) if s.state == "held" => {
+                    let review = s.review_id.clone().unwrap_or_default();
+                    held.send_replace(Hold::Review(review.clone()));
+                    if let Err(why) = gw.await_review(&review).await {
+                        return denied_result(&why);
+                    }
+                }
+                Some(_) => {}
+                None => return denied_result(&format!("`{tool}` could not be verified")),
+            },
+            Err(e) => {
+                return denied_result(&format!("the tool list could not be verified: {e}"));
+            }
+        }
+        let (edited, limit, approval_id) = match gw.gate_asking(&tool, &args, &held, ask).await {
+            Outcome::Denied(why) => return denied_result(&why),
+            Outcome::Forward {
                 edited,
                 output_limit,
                 approval_id,
-            }) => (edited, output_limit, approval_id),
+            } => (edited, output_limit, approval_id),
         };
+        held.send_replace(Hold::Forwarding);
         let run_with = edited.unwrap_or(args);
-        let mut params = CallToolRequestParams::new(tool.to_string());
+        let mut params = CallToolRequestParams::new(tool.clone());
         if let Value::Object(m) = &run_with {
             params = params.with_arguments(m.clone());
         }
         let result = match peer.call_tool(params).await {
             Ok(r) => r,
-            Err(e) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                    "upstream `{alias}` failed: {e}"
-                ))])
-                .into());
-            }
+            Err(e) => return failed(&format!("upstream `{alias}` failed: {e}")),
         };
         let text = serde_json::to_string(&result).unwrap_or_default();
-        let over = limit.is_some_and(|l| text.len() as u64 > l);
-        if over {
+        if limit.is_some_and(|l| text.len() as u64 > l) {
             if let Err(why) = gw
-                .release(tool, &run_with, &text, approval_id.as_deref())
+                .release(&tool, &run_with, &text, approval_id.as_deref())
                 .await
             {
-                return Ok(denied(&format!("result withheld: {why}")));
+                return denied_result(&format!("result withheld: {why}"));
             }
         } else {
-            let (tool, gw) = (tool.to_string(), gw);
             tokio::spawn(async move {
                 if let Err(e) = gw
                     .release(&tool, &run_with, &text, approval_id.as_deref())
@@ -557,7 +737,7 @@ impl ServerHandler for HubHandler {
                 }
             });
         }
-        Ok(result.into())
+        result
     }
 }
 

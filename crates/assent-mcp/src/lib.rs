@@ -38,6 +38,7 @@
 pub mod hub;
 
 use anyhow::Context;
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -106,6 +107,7 @@ pub type AskUser = Arc<
 >;
 
 /// A small client of the assent HTTP API for the agent side.
+#[derive(Clone)]
 pub struct Gateway {
     http: reqwest::Client,
     cfg: ProxyConfig,
@@ -221,14 +223,9 @@ impl Gateway {
     }
 
     /// Runs one call through the gateway: propose, wait for a human if held, redeem the token.
-    /// `pending` receives the approval id as soon as the call is held (so it can be cancelled).
-    pub async fn gate(
-        &self,
-        tool: &str,
-        arguments: &Value,
-        pending: &Mutex<Option<String>>,
-    ) -> Outcome {
-        self.gate_asking(tool, arguments, pending, None).await
+    /// `held` becomes [`Hold::Approval`] as soon as the call is held (so it can be cancelled).
+    pub async fn gate(&self, tool: &str, arguments: &Value, held: &HoldState) -> Outcome {
+        self.gate_asking(tool, arguments, held, None).await
     }
 
     /// [`Gateway::gate`]; when the gateway allows in-client approval for the held call and
@@ -238,10 +235,10 @@ impl Gateway {
         &self,
         tool: &str,
         arguments: &Value,
-        pending: &Mutex<Option<String>>,
+        held: &HoldState,
         ask: Option<AskUser>,
     ) -> Outcome {
-        match self.gate_inner(tool, arguments, pending, ask).await {
+        match self.gate_inner(tool, arguments, held, ask).await {
             Ok(o) => o,
             Err(e) => Outcome::Denied(e),
         }
@@ -251,7 +248,7 @@ impl Gateway {
         &self,
         tool: &str,
         arguments: &Value,
-        pending: &Mutex<Option<String>>,
+        held: &HoldState,
         ask: Option<AskUser>,
     ) -> Result<Outcome, String> {
         let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id,
@@ -286,7 +283,7 @@ impl Gateway {
             }
         }
         let id = text(&b, "approval_id");
-        *pending.lock().expect("pending") = Some(id.clone());
+        held.send_replace(Hold::Approval(id.clone()));
         tracing::info!(approval_id = %id, tool, "call held for approval");
         let asking = match ask {
             Some(ask) if b["in_client_approval"] == true => {
@@ -467,11 +464,76 @@ impl Gateway {
     }
 }
 
+/// What a call is waiting for, shared between the call and whatever watches it (progress
+/// notifications, cancellation, an MCP task's status).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Hold {
+    /// Not held (yet): the gateway is deciding.
+    #[default]
+    Nothing,
+    /// The tool's changed definition waits for an operator's review (the review id).
+    Review(String),
+    /// The call waits for a human's decision (the approval id).
+    Approval(String),
+    /// Cleared: the call is being forwarded to the upstream (no longer cancellable).
+    Forwarding,
+}
+
+impl Hold {
+    /// The approval id while the call waits for one.
+    pub fn approval(&self) -> Option<String> {
+        match self {
+            Hold::Approval(a) => Some(a.clone()),
+            _ => None,
+        }
+    }
+
+    /// A progress / status line for the client, e.g. `waiting for a human to approve
+    /// write_file (assent approval apr_…)`.
+    pub fn describe(&self, tool: &str) -> String {
+        match self {
+            Hold::Nothing => format!("waiting for assent to clear {tool}"),
+            Hold::Review(r) => format!(
+                "waiting for an operator to review the changed definition of {tool} (assent tool review {r})"
+            ),
+            Hold::Approval(a) => {
+                format!("waiting for a human to approve {tool} (assent approval {a})")
+            }
+            Hold::Forwarding => format!("running {tool}"),
+        }
+    }
+}
+
+/// A call's [`Hold`], observable by its watchers.
+pub type HoldState = watch::Sender<Hold>;
+
 fn denied_result(id: &Value, reason: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "result": {
-        "content": [{"type": "text", "text": format!("TOOL_DENIED: {reason}")}],
-        "isError": true,
-    }})
+    json!({"jsonrpc": "2.0", "id": id, "result": denied_value(reason)}).to_string()
+}
+
+/// The `tools/call` result of a denial: an error result whose text starts `TOOL_DENIED:`.
+fn denied_value(reason: &str) -> Value {
+    json!({"content": [{"type": "text", "text": format!("TOOL_DENIED: {reason}")}], "isError": true})
+}
+
+/// How long an MCP task outlives its creation (24 h, in ms): a call still waiting then is
+/// marked failed; a finished task is kept as long again for the client to read.
+pub(crate) const TASK_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// A task's settings: its TTL, a 1 s suggested polling interval and `status` as its message.
+pub(crate) fn task_options(status: String) -> TaskOptions {
+    TaskOptions::new()
+        .with_ttl_ms(TASK_TTL_MS)
+        .with_poll_interval_ms(1000)
+        .with_status_message(status)
+}
+
+/// A JSON-RPC reply line to request `id`: `result`, or `error` as its error object.
+fn reply(id: &Value, r: Result<Value, rmcp::ErrorData>) -> String {
+    match r {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
+    }
     .to_string()
 }
 
@@ -482,13 +544,59 @@ struct Forwarded {
     arguments: Value,
     limit: Option<u64>,
     approval_id: Option<String>,
+    /// The MCP task awaiting this result, when the call became one.
+    task: Option<TaskDone>,
+}
+
+/// Delivers a task's outcome: the `tools/call` result (JSON), or how it ended without one.
+type TaskDone = oneshot::Sender<Result<Value, TaskExit>>;
+
+/// The MCP tasks extension (SEP-2663).
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+/// Where a request carries its sender's capabilities (modern sessions).
+const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Removes the tasks extension from the client capabilities `msg` declares (at `initialize`
+/// or in a request's `_meta`), so that the upstream answers every forwarded call itself and
+/// its result passes through the proxy. Returns whether it was declared.
+fn take_tasks_capability(msg: &mut Value) -> bool {
+    let mut declared = false;
+    let params = &mut msg["params"];
+    if !params.is_object() {
+        return false;
+    }
+    if let Some(ext) = params
+        .pointer_mut("/capabilities/extensions")
+        .and_then(Value::as_object_mut)
+    {
+        declared |= ext.remove(TASKS).is_some();
+    }
+    if let Some(ext) = params
+        .get_mut("_meta")
+        .and_then(|m| m.get_mut(CLIENT_CAPS_META))
+        .and_then(|c| c.get_mut("extensions"))
+        .and_then(Value::as_object_mut)
+    {
+        declared |= ext.remove(TASKS).is_some();
+    }
+    declared
+}
+
+/// The JSON of a task's `CallToolResult`: parsed for the task store, or why not.
+fn tool_result(v: &Value) -> Result<rmcp::model::CallToolResult, TaskExit> {
+    serde_json::from_value(v.clone()).map_err(|e| {
+        TaskExit::Error(rmcp::ErrorData::internal_error(
+            format!("the upstream's result is not a tool result: {e}"),
+            None,
+        ))
+    })
 }
 
 /// A call waiting at the gateway: the approval id once held, and how to stop the wait:
 /// `Some(reason)` cancels its approval with that reason, `None` only stops (the approval was
 /// cancelled already).
 struct Waiting {
-    approval: Arc<Mutex<Option<String>>>,
+    approval: Arc<HoldState>,
     cancel: oneshot::Sender<Option<&'static str>>,
 }
 
@@ -499,7 +607,7 @@ const PIN_ID_PREFIX: &str = "assent-pins-";
 
 /// Waits for the pin check and returns whether `tool` may be called now: `Ok` when pinned or
 /// accepted after review, `Err(why)` otherwise. Waits for a pending review.
-async fn pin_gate(gw: &Gateway, pins: &Pins, tool: &str) -> Result<(), String> {
+async fn pin_gate(gw: &Gateway, pins: &Pins, tool: &str, held: &HoldState) -> Result<(), String> {
     let mut rx = pins.subscribe();
     let checked = tokio::time::timeout(Duration::from_secs(30), rx.wait_for(Option::is_some))
         .await
@@ -523,6 +631,7 @@ async fn pin_gate(gw: &Gateway, pins: &Pins, tool: &str) -> Result<(), String> {
         Some(s) => {
             let id = s.review_id.unwrap_or_default();
             tracing::info!(tool, review_id = %id, "call waits for the review of a changed tool");
+            held.send_replace(Hold::Review(id.clone()));
             gw.await_review(&id).await?;
             pins.send_modify(|p| {
                 if let Some(Ok(map)) = p
@@ -532,6 +641,46 @@ async fn pin_gate(gw: &Gateway, pins: &Pins, tool: &str) -> Result<(), String> {
                 }
             });
             Ok(())
+        }
+    }
+}
+
+/// The life of a call that became an MCP task, after its creation: the outcome from
+/// `done`, the status message kept to what it waits for, and on `tasks/cancel` the wait
+/// withdrawn by `withdraw` (a call already forwarded completes: cancellation is cooperative).
+pub(crate) async fn task_run(
+    tctx: rmcp::task_manager::TaskContext,
+    mut done: oneshot::Receiver<Result<Value, TaskExit>>,
+    held: Arc<HoldState>,
+    name: String,
+    withdraw: impl FnOnce() + Send,
+) -> Result<rmcp::model::CallToolResult, TaskExit> {
+    let mut watch = held.subscribe();
+    let mut withdraw = Some(withdraw);
+    loop {
+        tokio::select! {
+            r = &mut done => {
+                let cancelled = withdraw.is_none();
+                let value = r.unwrap_or(Err(TaskExit::Cancelled))?;
+                let result = tool_result(&value)?;
+                if cancelled && result.is_error == Some(true) && *held.borrow() != Hold::Forwarding {
+                    return Err(TaskExit::Cancelled);
+                }
+                let ran = *held.borrow() == Hold::Forwarding;
+                tctx.set_status_message(if ran { format!("ran {name}") } else { format!("{name} was not run") });
+                return Ok(result);
+            }
+            changed = watch.changed() => {
+                if changed.is_ok() {
+                    let now = watch.borrow_and_update().describe(&name);
+                    tctx.set_status_message(now);
+                }
+            }
+            _ = tctx.cancelled(), if withdraw.is_some() => {
+                if let Some(w) = withdraw.take() {
+                    w();
+                }
+            }
         }
     }
 }
@@ -578,6 +727,11 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let forwarded: Arc<Mutex<HashMap<String, Forwarded>>> = Arc::default();
     let waiting: Arc<Mutex<HashMap<String, Waiting>>> = Arc::default();
     let pins: Arc<Pins> = Arc::new(watch::channel(None).0);
+    // MCP tasks (SEP-2663): whether the client declared the extension at initialize, the ids
+    // of such initialize requests (their answers advertise the extension), and the tasks.
+    let client_tasks = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let init_ids: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let tasks = TaskManager::new();
 
     // One writer per direction, so concurrent tasks never interleave lines.
     let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
@@ -648,13 +802,14 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let declared = gw.declared_tools().await;
     let upstream_reader = {
         // Weak: the reader must not keep the upstream's stdin open after the client left.
-        let (ids, tc, tu, fw, gw, pins) = (
+        let (ids, tc, tu, fw, gw, pins, inits) = (
             list_ids.clone(),
             to_client.clone(),
             to_upstream.downgrade(),
             forwarded.clone(),
             gw.clone(),
             pins.clone(),
+            init_ids.clone(),
         );
         tokio::spawn(async move {
             let mut lines = BufReader::new(child_out).lines();
@@ -703,6 +858,20 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     }
                     continue;
                 }
+                // The answer to initialize: the proxy serves the tasks extension itself.
+                if inits.lock().expect("inits").remove(&key) {
+                    let mut v = v.clone();
+                    if let Some(caps) = v["result"]["capabilities"].as_object_mut() {
+                        let ext = caps.entry("extensions").or_insert_with(|| json!({}));
+                        if let Some(ext) = ext.as_object_mut() {
+                            ext.insert(TASKS.into(), json!({}));
+                        }
+                    }
+                    if tc.send(v.to_string()).is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 // A client's tools/list: declared tools only, pinned definitions only.
                 if ids.lock().expect("ids").remove(&key) {
                     let mut v = v.clone();
@@ -736,14 +905,48 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                 }
                 // A forwarded call's result: reported; over its limit, held for an operator.
                 let entry = fw.lock().expect("forwarded").remove(&key);
-                if let Some(f) = entry {
+                if let Some(mut f) = entry {
                     let result = v.get("result").map(Value::to_string).unwrap_or_default();
                     let over = f.limit.is_some_and(|l| result.len() as u64 > l);
                     let (gw, tc, v) = (gw.clone(), tc.clone(), v.clone());
+                    let task = f.task.take();
                     let report = async move {
                         gw.release(&f.tool, &f.arguments, &result, f.approval_id.as_deref())
                             .await
                     };
+                    // A task's call: its result goes to the task, not to the client.
+                    if let Some(done) = task {
+                        tokio::spawn(async move {
+                            let reported = if over {
+                                Some(report.await)
+                            } else {
+                                tokio::spawn(async move {
+                                    if let Err(e) = report.await {
+                                        tracing::warn!(error = %e, "result hash not recorded");
+                                    }
+                                });
+                                None
+                            };
+                            let outcome = match (v.get("result"), reported) {
+                                (Some(_), Some(Err(why))) => {
+                                    Ok(denied_value(&format!("result withheld: {why}")))
+                                }
+                                (Some(r), _) => Ok(r.clone()),
+                                (None, _) => Err(TaskExit::Error(
+                                    serde_json::from_value(v["error"].clone()).unwrap_or_else(
+                                        |_| {
+                                            rmcp::ErrorData::internal_error(
+                                                "the upstream failed",
+                                                None,
+                                            )
+                                        },
+                                    ),
+                                )),
+                            };
+                            let _ = done.send(outcome);
+                        });
+                        continue;
+                    }
                     if over {
                         tokio::spawn(async move {
                             let out = match report.await {
@@ -801,9 +1004,19 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     }
                     continue;
                 }
+                let (mut msg, mut line) = (msg, line);
+                // The proxy serves the tasks flow itself; the upstream never sees it declared.
+                let declares_tasks = take_tasks_capability(&mut msg);
+                if declares_tasks {
+                    line = msg.to_string();
+                }
                 if msg["method"] == "initialize" {
                     let can = msg["params"]["capabilities"]["elicitation"].is_object();
                     client_elicits.store(can, std::sync::atomic::Ordering::SeqCst);
+                    client_tasks.store(declares_tasks, std::sync::atomic::Ordering::SeqCst);
+                    if let Some(id) = msg.get("id").filter(|_| declares_tasks) {
+                        init_ids.lock().expect("inits").insert(id.to_string());
+                    }
                 }
                 match (msg["method"].as_str(), msg.get("id")) {
                     (Some("tools/call"), Some(id)) => {
@@ -815,19 +1028,43 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let progress_token = msg["params"]["_meta"]["progressToken"].clone();
                         let (gw, tc, tu) = (gw.clone(), to_client.clone(), to_upstream.clone());
                         let (fw, wt, pins) = (forwarded.clone(), waiting.clone(), pins.clone());
-                        let approval: Arc<Mutex<Option<String>>> = Arc::default();
+                        let approval: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Nothing));
                         let ask = client_elicits.load(std::sync::atomic::Ordering::SeqCst).then(|| ask.clone());
                         let (cancel_tx, cancel_rx) = oneshot::channel::<Option<&'static str>>();
                         wt.lock().expect("waiting").insert(key.clone(), Waiting { approval: approval.clone(), cancel: cancel_tx });
+                        let as_task = declares_tasks || client_tasks.load(std::sync::atomic::Ordering::SeqCst);
+                        let tasks = tasks.clone();
                         tokio::spawn(async move {
+                            // Set when the call became a task: where its outcome goes, and its id.
+                            let task: Mutex<Option<(TaskDone, String)>> = Mutex::new(None);
                             let decide = async {
-                                if let Err(why) = pin_gate(&gw, &pins, &tool).await {
+                                if let Err(why) = pin_gate(&gw, &pins, &tool, &approval).await {
                                     return Outcome::Denied(why);
                                 }
                                 gw.gate_asking(&tool, &args, &approval, ask).await
                             };
                             // Progress while the call waits, when the client asked for it.
                             let ticker = async {
+                                if as_task {
+                                    // Once it waits for a human, the call becomes a task.
+                                    let mut rx = approval.subscribe();
+                                    let _ = rx.wait_for(|h| matches!(h, Hold::Review(_) | Hold::Approval(_))).await.is_ok();
+                                    let (done_tx, done_rx) = oneshot::channel();
+                                    let (held, wt, key, name) = (approval.clone(), wt.clone(), key.clone(), tool.clone());
+                                    let status = held.borrow().describe(&tool);
+                                    let t = tasks.spawn(task_options(status), move |tctx| {
+                                        Box::pin(task_run(tctx, done_rx, held, name, move || {
+                                            let w = wt.lock().expect("waiting").remove(&key);
+                                            if let Some(w) = w {
+                                                let _ = w.cancel.send(Some("the MCP client cancelled the task"));
+                                            }
+                                        }))
+                                    });
+                                    *task.lock().expect("task") = Some((done_tx, t.task_id.clone()));
+                                    let created = serde_json::to_value(rmcp::model::CreateTaskResult::new(t)).unwrap_or_default();
+                                    let _ = tc.send(reply(&id, Ok(created)));
+                                    return std::future::pending::<()>().await;
+                                }
                                 if progress_token.is_null() {
                                     return std::future::pending::<()>().await;
                                 }
@@ -835,10 +1072,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                 loop {
                                     tokio::time::sleep(progress_every).await;
                                     n += 1;
-                                    let what = match approval.lock().expect("approval").clone() {
-                                        Some(a) => format!("waiting for a human to approve {tool} (assent approval {a})"),
-                                        None => format!("waiting for assent to clear {tool}"),
-                                    };
+                                    let what = approval.borrow().describe(&tool);
                                     let _ = tc.send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
                                         "params": {"progressToken": progress_token, "progress": n, "message": what}}).to_string());
                                 }
@@ -850,21 +1084,39 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                 r = cancel_rx => { why = r.ok().flatten(); None }
                             };
                             wt.lock().expect("waiting").remove(&key);
+                            let task = task.lock().expect("task").take();
                             match outcome {
                                 None => {
                                     // Cancelled by the client: withdraw the approval; no answer is due.
-                                    let held = approval.lock().expect("approval").clone();
+                                    let held = approval.borrow().approval();
                                     if let (Some(a), Some(why)) = (held, why) {
                                         gw.cancel(&a, why).await;
                                     }
+                                    if let Some((done, _)) = task {
+                                        let _ = done.send(Err(TaskExit::Cancelled));
+                                    }
                                 }
                                 Some(Outcome::Forward { edited, output_limit, approval_id }) => {
+                                    approval.send_replace(Hold::Forwarding);
                                     let run_with = edited.clone().unwrap_or_else(|| args.clone());
+                                    let (task, key, msg) = match task {
+                                        // The client was answered with the task: the upstream's
+                                        // answer comes under an id of the proxy's own.
+                                        Some((done, task_id)) => {
+                                            let own = json!(format!("assent-task-{task_id}"));
+                                            let mut msg = msg;
+                                            msg["id"] = own.clone();
+                                            (Some(done), own.to_string(), msg)
+                                        }
+                                        None => (None, key, msg),
+                                    };
+                                    let renumbered = task.is_some();
                                     fw.lock().expect("forwarded").insert(key, Forwarded {
-                                        tool: tool.clone(), arguments: run_with, limit: output_limit, approval_id,
+                                        tool: tool.clone(), arguments: run_with, limit: output_limit, approval_id, task,
                                     });
                                     match edited {
-                                        None => { let _ = tu.send(line); }
+                                        None if !renumbered => { let _ = tu.send(line); }
+                                        None => { let _ = tu.send(msg.to_string()); }
                                         Some(edited) => {
                                             let mut msg = msg;
                                             msg["params"]["arguments"] = edited;
@@ -875,7 +1127,10 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                 }
                                 Some(Outcome::Denied(why)) => {
                                     tracing::info!(tool, reason = %why, "call denied");
-                                    let _ = tc.send(denied_result(&id, &why));
+                                    match task {
+                                        Some((done, _)) => { let _ = done.send(Ok(denied_value(&why))); }
+                                        None => { let _ = tc.send(denied_result(&id, &why)); }
+                                    }
                                 }
                             }
                         });
@@ -883,6 +1138,18 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     // A tools/call without an id gets no answer, so it is dropped, never forwarded.
                     (Some("tools/call"), None) => {
                         tracing::warn!("dropped a tools/call notification (no id)");
+                    }
+                    // The proxy's own tasks: read, cancelled, and (asking for no input) updated here.
+                    (Some(m @ ("tasks/get" | "tasks/cancel" | "tasks/update")), Some(id)) => {
+                        let task_id = msg["params"]["taskId"].as_str().unwrap_or("");
+                        let r = match m {
+                            "tasks/get" => tasks.get_task(task_id).map(|t| {
+                                serde_json::to_value(rmcp::model::GetTaskResult::new(t)).unwrap_or_default()
+                            }),
+                            "tasks/cancel" => tasks.cancel_task(task_id).map(|()| json!({"resultType": "complete"})),
+                            _ => tasks.get_task(task_id).map(|_| json!({"resultType": "complete"})),
+                        };
+                        let _ = to_client.send(reply(id, r));
                     }
                     (Some("tools/list"), Some(id)) => {
                         list_ids.lock().expect("ids").insert(id.to_string());
@@ -924,7 +1191,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         .map(|(_, w)| w)
         .collect();
     for w in held {
-        let a = w.approval.lock().expect("approval").clone();
+        let a = w.approval.borrow().approval();
         if let Some(a) = a {
             gw.cancel(&a, "the MCP client disconnected").await;
         }

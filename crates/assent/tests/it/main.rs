@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod tasks;
+
 const BIN: &str = env!("CARGO_BIN_EXE_assent");
 const OP_KEY: &str = "operator-test-key";
 const BOT_KEY: &str = "bot-test-key";
@@ -53,7 +55,7 @@ fn hex_sha256(s: &str) -> String {
         .to_string()
 }
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
     url: String,
 }
