@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine, then runs every test:
 #   Rust unit and integration tests (real SQLite files, the real binary), formatting and clippy,
-#   and the end-to-end MCP tests (Python and TypeScript MCP SDK clients → assent mcp → npm
-#   server-filesystem and server-everything, and a Python SDK server).
+#   the end-to-end MCP tests (Python and TypeScript MCP SDK clients → assent mcp → npm
+#   server-filesystem and server-everything, and a Python SDK server), and the dashboard in
+#   Debian's Chromium (Playwright, axe-core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
-if ! command -v sqlite3 >/dev/null 2>&1; then
-  log "installing sqlite3 (Debian)"
+need=()
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the dashboard's browser tests
+command -v tmux >/dev/null 2>&1 || need+=(tmux)           # `assent watch` under tmux
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]} (Debian)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq sqlite3 >/dev/null
+  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 log "installing the MCP servers and the TypeScript SDK client (npm)"

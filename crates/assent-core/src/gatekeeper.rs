@@ -79,6 +79,18 @@ pub struct Verdict {
     /// rule names approver roles.
     #[serde(default)]
     pub in_client_approval: bool,
+    /// `side_effects` of the covering rules, rendered (confirm only), in rule order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_effects: Vec<String>,
+    /// `rollback` notes of the covering rules, rendered (confirm only), in rule order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollback: Vec<String>,
+    /// The first covering rule's `dry_run_tool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run_tool: Option<String>,
+    /// Argument paths to mask outside the gateway: the union of the covering rules' `redact`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact: Vec<String>,
 }
 
 /// The approval wait by risk when no rule names `timeout_seconds` (issue 3; AAEP §6.4.2):
@@ -143,6 +155,10 @@ fn deny(text: String, file: &str, rule: &str) -> Verdict {
         escalation: None,
         output_bytes: None,
         in_client_approval: false,
+        side_effects: Vec::new(),
+        rollback: Vec::new(),
+        dry_run_tool: None,
+        redact: Vec::new(),
     }
 }
 
@@ -431,6 +447,10 @@ fn evaluate_inner(
     let mut escalation: Option<Escalation> = None;
     let mut output_bytes: Option<u64> = None;
     let mut in_client = false;
+    let mut side_effect_templates: Vec<&str> = Vec::new();
+    let mut rollback_templates: Vec<&str> = Vec::new();
+    let mut dry_run_tool: Option<String> = None;
+    let mut redact: Vec<String> = Vec::new();
     for p in reg.policies_for(agent) {
         for r in p
             .rules
@@ -536,6 +556,16 @@ fn evaluate_inner(
                 }
             }
             in_client |= r.in_client_approval;
+            side_effect_templates.extend(r.side_effects.as_deref());
+            rollback_templates.extend(r.rollback.as_deref());
+            if dry_run_tool.is_none() {
+                dry_run_tool.clone_from(&r.dry_run_tool);
+            }
+            for path in &r.redact {
+                if !redact.contains(path) {
+                    redact.push(path.clone());
+                }
+            }
             if let Some(n) = r.thresholds.output_bytes {
                 output_bytes = Some(output_bytes.map_or(n, |x| x.min(n)));
             }
@@ -589,6 +619,8 @@ fn evaluate_inner(
     } else {
         VerdictKind::Allow
     };
+    let mut side_effects = Vec::new();
+    let mut rollback = Vec::new();
     let message = if required {
         let ctx = TemplateContext {
             tool_name: &call.tool,
@@ -599,6 +631,11 @@ fn evaluate_inner(
             tool_args_json: canonical_arguments,
             extra: extra.as_ref(),
         };
+        side_effects = side_effect_templates
+            .iter()
+            .map(|t| render(t, &ctx))
+            .collect();
+        rollback = rollback_templates.iter().map(|t| render(t, &ctx)).collect();
         // The template of the source that required approval, else the agent's own template.
         match (template.or(agent_template), &sub_alias) {
             (Some(t), _) => render(t, &ctx),
@@ -631,6 +668,10 @@ fn evaluate_inner(
         escalation,
         output_bytes,
         in_client_approval: in_client_ok,
+        side_effects,
+        rollback,
+        dry_run_tool,
+        redact,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod canonical;
 pub mod condition;
 pub mod gatekeeper;
 pub mod policy;
+pub mod redact;
 pub mod summary;
 pub mod template;
 pub mod token;

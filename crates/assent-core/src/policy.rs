@@ -265,6 +265,18 @@ pub struct Rule {
     /// `in_client_approval`: the person driving the agent may approve in the MCP client
     /// (elicitation). Never effective for R3/R4 or when any covering rule names approvers.
     pub in_client_approval: bool,
+    /// `side_effects`: what the call will change, for the operator (a template like the
+    /// approval message; seed 002 "predicted side effects").
+    pub side_effects: Option<String>,
+    /// `rollback`: how to undo the call, or why it cannot be undone (a template; seed 002
+    /// "rollback/safety notes").
+    pub rollback: Option<String>,
+    /// `dry_run_tool`: a tool of the same server that previews the call with the same
+    /// arguments (the dashboard's dry-run button, where assent forwards calls).
+    pub dry_run_tool: Option<String>,
+    /// `redact`: argument paths (`card.number`, dotted) masked in everything that leaves the
+    /// gateway (webhooks, events, logs, exports), never in the stored call.
+    pub redact: Vec<String>,
 }
 
 impl Rule {
@@ -467,6 +479,14 @@ struct RawRule {
     deny: Option<Value>,
     #[serde(default)]
     in_client_approval: bool,
+    #[serde(default)]
+    side_effects: Option<String>,
+    #[serde(default)]
+    rollback: Option<String>,
+    #[serde(default)]
+    dry_run_tool: Option<String>,
+    #[serde(default)]
+    redact: Vec<String>,
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
@@ -1025,6 +1045,10 @@ impl Registry {
                     suggested_alternatives: rr.suggested_alternatives.clone(),
                     on_timeout: rr.on_timeout.clone(),
                     in_client_approval: rr.in_client_approval,
+                    side_effects: rr.side_effects.clone(),
+                    rollback: rr.rollback.clone(),
+                    dry_run_tool: rr.dry_run_tool.clone(),
+                    redact: rr.redact.clone(),
                     deny,
                 });
             }

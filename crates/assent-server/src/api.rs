@@ -59,6 +59,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::clarify::routes())
         .merge(crate::plans::routes())
         .merge(crate::tools::routes())
+        .merge(crate::dashboard::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -795,20 +796,22 @@ async fn get_approval(
 /// The decision body of seed 002 / issue 3:
 /// `{"decision": "approve"|"deny", "reason"?, "scope"?: "once"|"session"|"15m"|"workspace",
 ///   "whole_tool"?: bool, "confirm_workspace"?: bool, "arguments"?: {...}}`.
+/// One operator decision, as `POST /v1/approvals/{id}/decision` takes it (and the
+/// dashboard's forms build it).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DecisionBody {
-    decision: DecisionKind,
+pub(crate) struct DecisionBody {
+    pub(crate) decision: DecisionKind,
     #[serde(default)]
-    reason: Option<String>,
+    pub(crate) reason: Option<String>,
     #[serde(default)]
-    scope: Option<String>,
+    pub(crate) scope: Option<String>,
     #[serde(default)]
-    whole_tool: bool,
+    pub(crate) whole_tool: bool,
     #[serde(default)]
-    confirm_workspace: bool,
+    pub(crate) confirm_workspace: bool,
     #[serde(default)]
-    arguments: Option<Value>,
+    pub(crate) arguments: Option<Value>,
 }
 
 fn decide_error(e: DecideError, operator: &str) -> ApiError {
@@ -916,7 +919,21 @@ async fn decide(
     ApiJson(b): ApiJson<DecisionBody>,
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
-    let roles = operator(&p, "decide approvals")?.to_vec();
+    let rec = decide_as(&st, &p, id, b).await?;
+    Ok(Json(approval_json(&rec, None)))
+}
+
+/// Applies operator `p`'s decision `b` to approval `id` (the REST API and the dashboard):
+/// settles expiries first, checks the approver role in the same transaction, and wakes every
+/// waiter. Errors: 403 for a non-operator or a missing role, 404, 409 when already decided,
+/// 400 for a bad scope or edit.
+pub(crate) async fn decide_as(
+    st: &AppState,
+    p: &Principal,
+    id: String,
+    b: DecisionBody,
+) -> Result<ApprovalRecord, ApiError> {
+    let roles = operator(p, "decide approvals")?.to_vec();
     let rec = if b.arguments.is_some() {
         let s = st.store.clone();
         let id2 = id.clone();
@@ -926,7 +943,7 @@ async fn decide(
     } else {
         None
     };
-    let input = decision_input(&st, b, rec.as_ref(), &roles)?;
+    let input = decision_input(st, b, rec.as_ref(), &roles)?;
     let s = st.store.clone();
     let name = p.name.clone();
     // One trip to the blocking pool: settle expiries, then decide (the store checks the
@@ -941,7 +958,7 @@ async fn decide(
         Ok(rec) => {
             st.changed();
             tracing::info!(approval_id = %rec.id, operator = %p.name, status = rec.status.as_str(), scope = ?rec.scope, edited = rec.edited.is_some(), "approval decided");
-            Ok(Json(approval_json(&rec, None)))
+            Ok(rec)
         }
         Err(e) => Err(decide_error(e, &p.name)),
     }

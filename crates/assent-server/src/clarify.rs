@@ -223,6 +223,18 @@ async fn answer(
     ApiJson(b): ApiJson<AnswerBody>,
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
+    let c = answer_as(&st, p, id, b.response).await?;
+    Ok(Json(json_of(&c)))
+}
+
+/// Operator `p` answers clarification `id` with `response` (the REST API and the dashboard).
+/// Errors: 403 for a non-operator, 404, 422 `WRONG_KIND`, 409 `ALREADY_ANSWERED`.
+pub(crate) async fn answer_as(
+    st: &AppState,
+    p: Principal,
+    id: String,
+    response: Value,
+) -> Result<Clarification, ApiError> {
     p.roles()
         .ok_or_else(|| ApiError::forbidden("only an operator may answer clarifications"))?;
     let s = st.store.clone();
@@ -231,16 +243,16 @@ async fn answer(
         .await?
         .map_err(ApiError::unavailable)?
         .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
-    check_response(&c, &b.response)
+    check_response(&c, &response)
         .map_err(|m| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "WRONG_KIND", m))?;
     let s = st.store.clone();
-    let res = blocking(move || s.answer_clarification(&id, &b.response, &p.name, now_ms()))
+    let res = blocking(move || s.answer_clarification(&id, &response, &p.name, now_ms()))
         .await?
         .map_err(ApiError::unavailable)?;
     match res {
         Some(c) => {
             st.changed();
-            Ok(Json(json_of(&c)))
+            Ok(c)
         }
         None => Err(ApiError::new(
             StatusCode::CONFLICT,

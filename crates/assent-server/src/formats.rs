@@ -97,6 +97,8 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
         "arguments_changed": a.edited.is_some(),
         "target_type": a.target_type, "target_id": a.target_id,
         "in_client_approval": a.in_client_approval,
+        "side_effects": a.side_effects, "rollback": a.rollback,
+        "dry_run_tool": a.dry_run_tool, "redact": a.redact,
     });
     if let Some(d) = &a.target_diff {
         v["diff"] = d.clone();

@@ -15,6 +15,7 @@ pub mod api;
 pub mod auth;
 pub mod clarify;
 pub mod config;
+pub mod dashboard;
 pub mod error;
 pub mod formats;
 pub mod plans;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub changes: Arc<watch::Sender<u64>>,
     /// The longest AAEP timeout extension (ms) honoured for an open subscription.
     pub extension_ms: Arc<std::sync::atomic::AtomicI64>,
+    /// Signed-in dashboard operators.
+    pub ui: Arc<dashboard::Sessions>,
 }
 
 impl AppState {
@@ -83,6 +86,7 @@ impl AppState {
             settings,
             changes: Arc::new(watch::channel(0).0),
             extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
+            ui: Arc::default(),
         }
     }
 

@@ -105,10 +105,14 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         Some(s) => format!("`{}` on MCP server `{s}`", a.call.tool),
         None => format!("`{}`", a.call.tool),
     };
+    // Redacted arguments never leave the gateway (a rule's `redact`).
+    let r = a.redactor();
+    let arguments = assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
+        .unwrap_or_default();
     let consequence = format!(
         "{} runs {target} with exactly these arguments: {}.{} Risk {} ({level}).",
         a.agent,
-        a.canonical_arguments(),
+        arguments,
         if a.irreversible {
             " It cannot be undone."
         } else {
@@ -116,12 +120,12 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         },
         a.risk_tier
     );
-    let action = if a.message.is_empty() {
-        a.human_summary.clone()
+    let action = r.text(if a.message.is_empty() {
+        &a.human_summary
     } else {
-        a.message.clone()
-    };
-    let reasons: Vec<String> = a.reasons.iter().map(|r| r.text.clone()).collect();
+        &a.message
+    });
+    let reasons: Vec<String> = a.reasons.iter().map(|x| r.text(&x.text)).collect();
     envelope(
         &a.agent,
         &a.session_id,
@@ -138,7 +142,7 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
                 if a.default_decision == "approve" { "it proceeds" } else { "it is rejected" }), 16_384),
-            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", a.human_summary, reasons.join("; "), a.call_hash), 16_384),
+            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", r.text(&a.human_summary), reasons.join("; "), a.call_hash), 16_384),
             "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
                               "server": a.call.server, "risk_tier": a.risk_tier},
         }),
@@ -190,7 +194,7 @@ pub fn countdown(a: &ApprovalRecord, percent: u8, at: i64) -> Value {
         json!({
             "type": "aaep:agent.progress.updated", "progress": {"percent": percent},
             "summary_terse": format!("{left} s left to confirm."),
-            "summary_normal": format!("Still waiting for confirmation: {left} seconds left. {}", a.message),
+            "summary_normal": format!("Still waiting for confirmation: {left} seconds left. {}", a.redactor().text(&a.message)),
             "eta_ms": (a.expires_at - at).max(0),
         }),
     )

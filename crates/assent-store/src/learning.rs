@@ -66,18 +66,21 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
             "feedback": feedback, "meta": meta,
         })));
     }
+    // An export leaves the gateway: a rule's `redact` paths are masked.
+    let r = a.redactor();
+    let edited = a.edited.as_ref().map(|e| r.arguments(&e.arguments));
     Ok(Some(json!({
         "sample_id": last.decision_id, "sample_family": "confirm_decision",
         "created_at": created,
         "input": {"agent": a.agent, "session_id": a.session_id, "tool": a.call.tool,
-                  "server": a.call.server, "arguments": a.call.arguments, "call_hash": a.call_hash,
-                  "message": a.message, "human_summary": a.human_summary},
+                  "server": a.call.server, "arguments": r.arguments(&a.call.arguments), "call_hash": a.call_hash,
+                  "message": r.text(&a.message), "human_summary": r.text(&a.human_summary)},
         "state": {"risk_tier": a.risk_tier, "irreversible": a.irreversible, "reasons": a.reasons,
                   "triggers": a.triggers, "approvers": a.approvers,
                   "default_decision": a.default_decision},
         "output": {"status": a.status, "decision": last.decision, "decided_by": last.actor,
                    "scope": a.scope, "arguments_changed": a.edited.is_some(),
-                   "arguments": a.effective_arguments(),
+                   "arguments": edited.unwrap_or_else(|| r.arguments(&a.call.arguments)),
                    "approved_call_hash": a.edited.as_ref().map_or(a.call_hash.as_str(), |e| e.call_hash.as_str())},
         "feedback": feedback, "meta": meta,
     })))

@@ -16,6 +16,7 @@
 pub mod aaep;
 pub mod audit;
 pub mod learning;
+pub mod outbox;
 pub mod pins;
 pub mod plans;
 
@@ -41,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_plans.sql"),
     include_str!("../migrations/0005_tool_pins.sql"),
     include_str!("../migrations/0006_in_client.sql"),
+    include_str!("../migrations/0007_operator.sql"),
 ];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
@@ -226,9 +228,22 @@ pub struct ApprovalRecord {
     pub target_diff: Option<Value>,
     /// The agent's own user may decide it in the MCP client (`in_client_approval`).
     pub in_client_approval: bool,
+    /// Predicted side effects from the covering rules' `side_effects` (rendered).
+    pub side_effects: Vec<String>,
+    /// Rollback / safety notes from the covering rules' `rollback` (rendered).
+    pub rollback: Vec<String>,
+    /// The tool that previews this call (`dry_run_tool`), if a rule names one.
+    pub dry_run_tool: Option<String>,
+    /// Argument paths masked in everything that leaves the gateway (`redact`).
+    pub redact: Vec<String>,
 }
 
 impl ApprovalRecord {
+    /// Masks this call's `redact` paths in what leaves the gateway.
+    pub fn redactor(&self) -> assent_core::redact::Redactor {
+        assent_core::redact::Redactor::new(&self.call.arguments, &self.redact)
+    }
+
     /// RFC 8785 canonical JSON of the proposed arguments.
     pub fn canonical_arguments(&self) -> String {
         assent_core::canonical::canonical_value(&self.call.arguments)
@@ -1771,12 +1786,13 @@ fn insert_approval(
         None => ("other", uuid::Uuid::new_v4().to_string(), None),
     };
     tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
-            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32)")?.execute(
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36)")?.execute(
         params![id, n.agent, n.session_id, n.call.tool, n.call.server, args, n.canonical, n.call_hash, v.message,
                 v.risk_tier.as_str(), v.irreversible, j(&v.reasons), j(&v.approvers), v.default_decision.as_str(), n.now, n.expires_at, status,
                 n.run_id, n.device_id, group_key, summary.text, j(&v.triggers), j(&v.suggested_alternatives), esc_to, esc_after,
-                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id, target_type, diff, v.in_client_approval],
+                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id, target_type, diff, v.in_client_approval,
+                j(&v.side_effects), j(&v.rollback), v.dry_run_tool, j(&v.redact)],
     )?;
     audit::append(
         tx,
@@ -1907,7 +1923,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
-            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client
+            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             |r| {
@@ -1973,6 +1989,10 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     reply_token: r.get(37)?,
                     target_diff: r.get::<_, Option<String>>(38)?.and_then(|d| serde_json::from_str(&d).ok()),
                     in_client_approval: r.get(39)?,
+                    side_effects: json_list(40)?,
+                    rollback: json_list(41)?,
+                    dry_run_tool: r.get(42)?,
+                    redact: json_list(43)?,
                 })
             },
         )

@@ -674,6 +674,29 @@ fn card(a: &Value) -> String {
         let t: Vec<&str> = t.iter().filter_map(Value::as_str).collect();
         out.push_str(&format!("  triggers:  {}\n", t.join(", ")));
     }
+    let lines = |k: &str| -> Vec<String> {
+        a[k].as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l.as_str().map(str::to_string))
+            .collect()
+    };
+    match lines("side_effects").as_slice() {
+        [] => out.push_str("  side effects: not described by any rule\n"),
+        l => out.push_str(&format!("  side effects: {}\n", l.join("; "))),
+    }
+    match lines("rollback").as_slice() {
+        [] if a["irreversible"] == true => {
+            out.push_str("  rollback:  none: the action is irreversible\n")
+        }
+        [] => out.push_str("  rollback:  not described by any rule\n"),
+        l => out.push_str(&format!("  rollback:  {}\n", l.join("; "))),
+    }
+    if let Some(t) = a["dry_run_tool"].as_str() {
+        out.push_str(&format!(
+            "  dry run:   {t} (from the dashboard, through the MCP hub)\n"
+        ));
+    }
     for alt in a["suggested_alternatives"].as_array().into_iter().flatten() {
         out.push_str(&format!("  alternative: {}\n", alt.as_str().unwrap_or("")));
     }

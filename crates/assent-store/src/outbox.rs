@@ -1,0 +1,167 @@
+//! Reading the audit log as an event stream (the dashboard's audit view, outgoing webhooks)
+//! and the webhooks' delivery state: each webhook's cursor into the log and its dead letters.
+
+use crate::{Store, StoreError};
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+
+/// One audit record, as read back.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRecord {
+    /// Position in the chain (1, 2, 3, … without gaps).
+    pub seq: i64,
+    /// Unix milliseconds.
+    pub at: i64,
+    /// `approval.requested`, `decision`, `approval.expired`, `token.minted`, …
+    pub kind: String,
+    /// The approval it belongs to, if any.
+    pub approval_id: Option<String>,
+    /// Who caused it (operator, agent, `system`).
+    pub actor: String,
+    /// The record's data (canonical JSON when written).
+    pub data: Value,
+    /// Its hash in the chain.
+    pub hash: String,
+}
+
+/// A webhook delivery that failed every attempt.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeadLetter {
+    /// Row id.
+    pub id: i64,
+    /// The webhook's name in the config.
+    pub webhook: String,
+    /// The audit record it was about.
+    pub audit_seq: i64,
+    /// The event type sent (`approval.requested`, `approval.resolved`).
+    pub event: String,
+    /// The body that was sent (JSON).
+    pub body: String,
+    /// How many attempts were made.
+    pub attempts: i64,
+    /// The last failure.
+    pub last_error: String,
+    /// Unix milliseconds.
+    pub failed_at: i64,
+}
+
+impl Store {
+    /// Audit records with `seq > after` whose kind is in `kinds` (all kinds when empty),
+    /// oldest first, at most `limit`.
+    pub fn audit_after(
+        &self,
+        after: i64,
+        kinds: &[&str],
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let conn = self.lock();
+        let kinds_json = serde_json::to_string(kinds).expect("kinds");
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, at, kind, approval_id, actor, data, hash FROM audit
+             WHERE seq > ?1 AND (?2 = '[]' OR kind IN (SELECT value FROM json_each(?2)))
+             ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = stmt
+            .query_map(params![after, kinds_json, limit], read)?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// The newest `limit` audit records, newest first.
+    pub fn audit_tail(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, at, kind, approval_id, actor, data, hash FROM audit ORDER BY seq DESC LIMIT ?1",
+        )?;
+        let rows = stmt
+            .query_map([limit], read)?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// The sequence number of the newest audit record (0 when empty).
+    pub fn audit_head_seq(&self) -> Result<i64, StoreError> {
+        let conn = self.lock();
+        Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?)
+    }
+
+    /// Where `webhook` is in the audit log: `None` for a webhook never started.
+    pub fn webhook_cursor(&self, webhook: &str) -> Result<Option<i64>, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .query_row(
+                "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
+                [webhook],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Moves `webhook`'s cursor to `seq` (delivered, or dead-lettered, up to there).
+    pub fn set_webhook_cursor(&self, webhook: &str, seq: i64) -> Result<(), StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
+             ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq",
+            params![webhook, seq],
+        )?;
+        Ok(())
+    }
+
+    /// Records a delivery that failed every attempt and moves the cursor past it, in one
+    /// transaction.
+    pub fn dead_letter(&self, d: &DeadLetter) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![d.webhook, d.audit_seq, d.event, d.body, d.attempts, d.last_error, d.failed_at],
+        )?;
+        tx.execute(
+            "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
+             ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq",
+            params![d.webhook, d.audit_seq],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every dead letter, newest first.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, webhook, audit_seq, event, body, attempts, last_error, failed_at
+             FROM webhook_dead_letters ORDER BY id DESC",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(DeadLetter {
+                    id: r.get(0)?,
+                    webhook: r.get(1)?,
+                    audit_seq: r.get(2)?,
+                    event: r.get(3)?,
+                    body: r.get(4)?,
+                    attempts: r.get(5)?,
+                    last_error: r.get(6)?,
+                    failed_at: r.get(7)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+}
+
+fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
+    let data: String = r.get(5)?;
+    Ok(AuditRecord {
+        seq: r.get(0)?,
+        at: r.get(1)?,
+        kind: r.get(2)?,
+        approval_id: r.get(3)?,
+        actor: r.get(4)?,
+        data: serde_json::from_str(&data).unwrap_or(Value::Null),
+        hash: r.get(6)?,
+    })
+}
