@@ -60,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::plans::routes())
         .merge(crate::tools::routes())
         .merge(crate::dashboard::routes())
+        .merge(crate::webhooks::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

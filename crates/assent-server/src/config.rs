@@ -49,6 +49,70 @@ struct RawConfig {
     mcp_allowed_hosts: Vec<String>,
     #[serde(default)]
     mcp_allowed_origins: Vec<String>,
+    #[serde(default)]
+    public_url: Option<String>,
+    #[serde(default)]
+    webhooks: Vec<Spanned<RawWebhook>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebhook {
+    name: String,
+    url: String,
+    secret_env: String,
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default)]
+    events: Vec<String>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    retry_initial_ms: Option<u64>,
+}
+
+/// The body a webhook receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookFormat {
+    /// assent's own JSON event (`event`, `approval`, `links`).
+    Json,
+    /// A Slack-compatible message (`text` and `blocks`), for Slack incoming webhooks.
+    Slack,
+}
+
+/// One outgoing webhook (`webhooks[]` in the config; issue 5). Its secret is read from
+/// `secret_env` at start-up and never logged.
+#[derive(Clone)]
+pub struct Webhook {
+    /// `name`: unique; it names the webhook's place in the audit log and its dead letters.
+    pub name: String,
+    /// `url`: where events are POSTed (http or https).
+    pub url: String,
+    /// `secret_env`: the environment variable holding the HMAC key.
+    pub secret_env: String,
+    /// The HMAC key, once resolved ([`Config::webhooks`]).
+    pub secret: String,
+    /// `format`: `json` (default) or `slack`.
+    pub format: WebhookFormat,
+    /// `events`: `approval.requested` and/or `approval.resolved` (default both).
+    pub events: Vec<String>,
+    /// `max_attempts` before a delivery is dead-lettered (default 10).
+    pub max_attempts: u32,
+    /// `retry_initial_ms`: the first retry's delay; each later one doubles, up to 5 minutes
+    /// (default 1000).
+    pub retry_initial_ms: u64,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("secret", &"<redacted>")
+            .field("format", &self.format)
+            .field("events", &self.events)
+            .finish()
+    }
 }
 
 #[derive(Deserialize)]
@@ -159,6 +223,11 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `mcp_upstreams`: the MCP servers behind `/mcp`, by alias.
     pub mcp_upstreams: BTreeMap<String, McpUpstream>,
+    /// `public_url`: how people reach this gateway (`https://assent.example.com`), for the
+    /// dashboard links in webhooks; without it, webhooks carry no links.
+    pub public_url: Option<String>,
+    /// `webhooks`: outgoing notifications (secrets not yet resolved; see [`Config::webhooks`]).
+    pub webhooks: Vec<Webhook>,
     /// `mcp_allowed_hosts`: `Host` values `/mcp` answers (empty: loopback names only).
     pub mcp_allowed_hosts: Vec<String>,
     /// `mcp_allowed_origins`: browser `Origin`s `/mcp` accepts (empty: no Origin check).
@@ -433,8 +502,76 @@ impl Config {
                 },
             );
         }
+        if let Some(u) = &raw.public_url {
+            let ok = url::Url::parse(u)
+                .is_ok_and(|x| matches!(x.scheme(), "http" | "https") && x.host().is_some());
+            if !ok {
+                return Err(at(
+                    path,
+                    None,
+                    format!("public_url `{u}` is not an http(s) URL"),
+                ));
+            }
+        }
+        let mut webhooks: Vec<Webhook> = Vec::new();
+        for w in &raw.webhooks {
+            let line = Some(w.referenced.line());
+            let r = &w.value;
+            let bad = |m: String| Err(at(path, line, format!("webhooks `{}`: {m}", r.name)));
+            let ok_name = !r.name.is_empty()
+                && r.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !ok_name {
+                return bad("name must be letters, digits, `_` or `-`".into());
+            }
+            if webhooks.iter().any(|x| x.name == r.name) {
+                return bad("the name is used twice".into());
+            }
+            let ok_url = url::Url::parse(&r.url)
+                .is_ok_and(|x| matches!(x.scheme(), "http" | "https") && x.host().is_some());
+            if !ok_url {
+                return bad(format!("url `{}` is not an http(s) URL", r.url));
+            }
+            let format = match r.format.as_deref() {
+                None | Some("json") => WebhookFormat::Json,
+                Some("slack") => WebhookFormat::Slack,
+                Some(other) => return bad(format!("format `{other}`: use json or slack")),
+            };
+            const EVENTS: [&str; 2] = ["approval.requested", "approval.resolved"];
+            if let Some(e) = r.events.iter().find(|e| !EVENTS.contains(&e.as_str())) {
+                return bad(format!(
+                    "event `{e}`: use approval.requested and/or approval.resolved"
+                ));
+            }
+            if r.secret_env.is_empty() {
+                return bad("secret_env must name an environment variable".into());
+            }
+            if r.max_attempts == Some(0) {
+                return bad("max_attempts must be at least 1".into());
+            }
+            webhooks.push(Webhook {
+                name: r.name.clone(),
+                url: r.url.clone(),
+                secret_env: r.secret_env.clone(),
+                secret: String::new(),
+                format,
+                events: if r.events.is_empty() {
+                    EVENTS.iter().map(|e| e.to_string()).collect()
+                } else {
+                    r.events.clone()
+                },
+                max_attempts: r.max_attempts.unwrap_or(10),
+                retry_initial_ms: r.retry_initial_ms.unwrap_or(1000).max(1),
+            });
+        }
         Ok(Config {
             file: path.to_path_buf(),
+            public_url: raw
+                .public_url
+                .clone()
+                .map(|u| u.trim_end_matches('/').to_string()),
+            webhooks,
             mcp_upstreams,
             mcp_allowed_hosts: raw.mcp_allowed_hosts.clone(),
             mcp_allowed_origins: raw.mcp_allowed_origins.clone(),
@@ -494,5 +631,27 @@ impl Config {
             });
         }
         Ok(out)
+    }
+
+    /// The webhooks with their secrets read from `secret_env`; an unset or empty variable
+    /// stops start-up naming it (the secret itself is never printed).
+    pub fn webhooks(&self) -> Result<Vec<Webhook>, ConfigError> {
+        self.webhooks
+            .iter()
+            .map(|w| match std::env::var(&w.secret_env) {
+                Ok(secret) if !secret.is_empty() => Ok(Webhook {
+                    secret,
+                    ..w.clone()
+                }),
+                _ => Err(at(
+                    &self.file,
+                    None,
+                    format!(
+                        "webhooks `{}`: environment variable {} (secret_env) is not set or empty",
+                        w.name, w.secret_env
+                    ),
+                )),
+            })
+            .collect()
     }
 }

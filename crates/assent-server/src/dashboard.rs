@@ -201,6 +201,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/clarifications/{id}/answer", post(answer_form))
         .route("/ui/history", get(history_page))
         .route("/ui/audit", get(audit_page))
+        .route("/ui/l/{token}", get(open_link))
         .route("/ui/static/app.js", get(script))
         .route("/ui/static/app.css", get(style))
 }
@@ -247,16 +248,30 @@ struct Login {
     csrf: String,
     error: String,
     who: String,
+    next: String,
 }
 
-async fn login_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    if signed_in(&st, &headers).is_some() {
-        return secured(Redirect::to("/ui").into_response());
+/// Where to go after signing in: a dashboard path only (never another site).
+fn next_path(next: Option<&String>) -> String {
+    match next {
+        Some(n) if n.starts_with("/ui/") && !n.contains("//") && !n.contains('\\') => n.clone(),
+        _ => "/ui".into(),
     }
-    login_form(StatusCode::OK, "")
 }
 
-fn login_form(status: StatusCode, error: &str) -> Response {
+async fn login_page(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let next = next_path(q.get("next"));
+    if signed_in(&st, &headers).is_some() {
+        return secured(Redirect::to(&next).into_response());
+    }
+    login_form(StatusCode::OK, "", &next)
+}
+
+fn login_form(status: StatusCode, error: &str, next: &str) -> Response {
     let csrf = random_hex();
     let mut r = page_with(
         status,
@@ -264,6 +279,7 @@ fn login_form(status: StatusCode, error: &str) -> Response {
             csrf: csrf.clone(),
             error: error.into(),
             who: String::new(),
+            next: next.into(),
         },
     );
     let c =
@@ -286,8 +302,13 @@ fn secure_attr(headers: &HeaderMap) -> &'static str {
 /// unknown one is refused (`401`, the form again).
 async fn login(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let Ok(f) = form(&body) else {
-        return login_form(StatusCode::BAD_REQUEST, "The form could not be read.");
+        return login_form(
+            StatusCode::BAD_REQUEST,
+            "The form could not be read.",
+            "/ui",
+        );
     };
+    let next = next_path(f.get("next"));
     let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
     let sent = f.get("csrf").map(String::as_str).unwrap_or("");
     if expected.is_empty() || !same(expected, sent) {
@@ -301,11 +322,12 @@ async fn login(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> R
         return login_form(
             StatusCode::UNAUTHORIZED,
             "That key is not an operator's key.",
+            &next,
         );
     };
     let (id, _) = st.ui.start(&p.name);
     tracing::info!(operator = %p.name, "dashboard sign-in");
-    let mut r = secured(Redirect::to("/ui").into_response());
+    let mut r = secured(Redirect::to(&next).into_response());
     let c = format!(
         "{COOKIE}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",
         SESSION_TTL.as_secs(),
@@ -1014,4 +1036,39 @@ async fn audit_page(State(st): State<AppState>, headers: HeaderMap) -> Response 
             })
             .collect(),
     })
+}
+
+/// `GET /ui/l/{token}`: a single-use link from a notification. A valid, unused, unexpired
+/// link is used up and opens the approval's card (through the sign-in when needed: deciding
+/// still takes an operator); any other is `410` with a page that says so.
+async fn open_link(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Response {
+    let hash = assent_core::canonical::sha256_hex(token.as_bytes());
+    let s = st.store.clone();
+    let found = match blocking(move || s.use_card_link(&hash, now_ms())).await {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => return secured(ApiError::unavailable(e).into_response()),
+        Err(e) => return secured(e.into_response()),
+    };
+    let Some(id) = found else {
+        let who = signed_in(&st, &headers);
+        return page_with(
+            StatusCode::GONE,
+            &Message {
+                title: "Link used or expired".into(),
+                text: "This link opens a card once, until the approval expires. Open the queue instead.".into(),
+                who: who.as_ref().map(|o| o.principal.name.clone()).unwrap_or_default(),
+                csrf: who.map(|o| o.session.csrf).unwrap_or_default(),
+            },
+        );
+    };
+    let card = format!("/ui/approvals/{id}");
+    if signed_in(&st, &headers).is_some() {
+        secured(Redirect::to(&card).into_response())
+    } else {
+        secured(Redirect::to(&format!("/ui/login?next={card}")).into_response())
+    }
 }

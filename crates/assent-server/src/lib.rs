@@ -20,6 +20,7 @@ pub mod error;
 pub mod formats;
 pub mod plans;
 pub mod tools;
+pub mod webhooks;
 
 use assent_core::policy::Registry;
 use assent_store::Store;
@@ -47,6 +48,10 @@ pub struct AppState {
     pub extension_ms: Arc<std::sync::atomic::AtomicI64>,
     /// Signed-in dashboard operators.
     pub ui: Arc<dashboard::Sessions>,
+    /// Outgoing webhooks, secrets resolved.
+    pub webhooks: Arc<Vec<config::Webhook>>,
+    /// `public_url` without a trailing `/`, for links sent out.
+    pub public_url: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -54,13 +59,14 @@ impl AppState {
     /// and resolves the principals' keys.
     pub fn from_config(config: &Config) -> Result<Self, StartError> {
         let principals = config.principals()?;
+        let webhooks = config.webhooks()?;
         let store = Store::open(&config.data_dir, config.token_ttl_seconds as i64 * 1000).map_err(
             |source| StartError::Store {
                 dir: config.data_dir.clone(),
                 source,
             },
         )?;
-        Ok(Self::new(
+        let mut state = Self::new(
             store,
             config.registry.clone(),
             principals,
@@ -69,7 +75,10 @@ impl AppState {
                 max_pending_per_agent: config.max_pending_per_agent,
                 aaep_max_timeout_extension_s: config.aaep_max_timeout_extension_seconds,
             },
-        ))
+        );
+        state.webhooks = Arc::new(webhooks);
+        state.public_url = config.public_url.as_deref().map(Arc::from);
+        Ok(state)
     }
 
     /// Builds the state from parts.
@@ -87,6 +96,8 @@ impl AppState {
             changes: Arc::new(watch::channel(0).0),
             extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
             ui: Arc::default(),
+            webhooks: Arc::default(),
+            public_url: None,
         }
     }
 
@@ -201,6 +212,7 @@ pub async fn run_with(
 ) -> std::io::Result<()> {
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
+    let hooks = webhooks::spawn(state.clone());
     let app = router(state).merge(extra);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     // Small JSON replies: send them at once instead of waiting on Nagle's algorithm.
@@ -216,5 +228,8 @@ pub async fn run_with(
         _ = async { let _ = rx.await; tokio::time::sleep(Duration::from_secs(10)).await } => Ok(()),
     };
     expiry.abort();
+    for h in hooks {
+        h.abort();
+    }
     res
 }

@@ -128,6 +128,41 @@ impl Store {
         Ok(())
     }
 
+    /// Stores a single-use link to `approval_id`'s card (by the SHA-256 of its token, hex),
+    /// valid until `expires_at` (Unix ms).
+    pub fn create_card_link(
+        &self,
+        token_sha256: &str,
+        approval_id: &str,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "INSERT INTO card_links (token_sha256, approval_id, expires_at) VALUES (?1, ?2, ?3)",
+            params![token_sha256, approval_id, expires_at],
+        )?;
+        Ok(())
+    }
+
+    /// Uses a card link: the approval id when the link exists, is unused and has not expired
+    /// (it is then marked used, atomically); `None` otherwise.
+    pub fn use_card_link(
+        &self,
+        token_sha256: &str,
+        now: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .query_row(
+                "UPDATE card_links SET used_at = ?2
+                 WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2
+                 RETURNING approval_id",
+                params![token_sha256, now],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// Every dead letter, newest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let conn = self.lock();

@@ -17,6 +17,7 @@ mod plans;
 mod protocol;
 mod schemas;
 mod tools;
+mod webhooks;
 
 const AGENTS: &str = r#"
 metadata: {id: bot, name: Bot}
@@ -93,6 +94,18 @@ async fn start_reg(
     agents: &str,
     gov: &str,
 ) -> Gw {
+    start_custom(dir, token_ttl_ms, settings, agents, gov, |_| {}).await
+}
+
+/// [`start_reg`], with `customize` applied to the state before it serves (webhooks, links).
+async fn start_custom(
+    dir: &Path,
+    token_ttl_ms: i64,
+    settings: Settings,
+    agents: &str,
+    gov: &str,
+    customize: impl FnOnce(&mut AppState),
+) -> Gw {
     let reg = Registry::load(
         &[
             ("bot.agf.yaml".into(), agents.into()),
@@ -132,7 +145,8 @@ async fn start_reg(
         ),
     ];
     let store = Store::open(dir, token_ttl_ms).unwrap();
-    let state = AppState::new(store, reg, principals, settings);
+    let mut state = AppState::new(store, reg, principals, settings);
+    customize(&mut state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

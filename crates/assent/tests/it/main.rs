@@ -293,6 +293,18 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
             "mcp_upstreams:\n  bad-alias: {command: [a]}\n",
             "must match",
         ),
+        (
+            "webhooks:\n  - {name: ops, url: \"ftp://x\", secret_env: S}\n",
+            "webhooks `ops`: url `ftp://x` is not an http(s) URL",
+        ),
+        (
+            "webhooks:\n  - {name: ops, url: \"http://x\", secret_env: S, events: [approval.created]}\n",
+            "event `approval.created`",
+        ),
+        (
+            "webhooks:\n  - {name: ops, url: \"http://x\", secret_env: S, format: teams}\n",
+            "format `teams`",
+        ),
     ] {
         std::fs::write(&p, format!("listen: 127.0.0.1:0\n{cfg}")).unwrap();
         let out = Command::new(BIN)
@@ -306,6 +318,20 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
             "{cfg}: {err}"
         );
     }
+    // A webhook secret that is not set: start-up stops naming the variable.
+    std::fs::write(&p, "listen: 127.0.0.1:0\nwebhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_UNSET_SECRET}\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&p)
+        .env_remove("ASSENT_TEST_UNSET_SECRET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains("ASSENT_TEST_UNSET_SECRET (secret_env) is not set"),
+        "{err}"
+    );
     assert!(
         !dir.path().join(".assent").exists(),
         "nothing is created when the config is bad"

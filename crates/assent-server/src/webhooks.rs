@@ -1,0 +1,331 @@
+//! Outgoing webhooks (issue 5): every new approval (`approval.requested`) and every
+//! resolution (`approval.resolved`: decided, expired or cancelled), POSTed to each configured
+//! `webhooks[].url`.
+//!
+//! - Delivery reads the audit log: each webhook keeps a cursor (the last audit record it
+//!   delivered or gave up on), so an event is never lost — not while the receiver is down, nor
+//!   across a gateway restart. Delivery is at least once and in order per webhook; receivers
+//!   de-duplicate by `X-Assent-Delivery` (`NAME-SEQ`).
+//! - Each request is signed: `X-Assent-Timestamp` (Unix seconds) and
+//!   `X-Assent-Signature: sha256=HEX`, the HMAC-SHA256 with the webhook's secret of
+//!   `TIMESTAMP.BODY`. Receivers recompute it and reject stale timestamps.
+//! - A failed attempt (network error or a non-2xx status) is retried after
+//!   `retry_initial_ms`, doubling up to 5 minutes, `max_attempts` times in all; then the
+//!   delivery is recorded as a dead letter (`GET /v1/webhooks/dead-letters`) and the next
+//!   event goes out.
+//! - Arguments named in the covering rules' `redact` are masked in the body (and in the
+//!   message and summaries rendered from them); the stored call is never changed.
+//! - `format: slack` sends a Slack-compatible message (`text` and `blocks`) with the card's
+//!   essentials; with `public_url` set, every body links the card, and `approval.requested`
+//!   carries a single-use link (`/ui/l/TOKEN`, valid until the approval expires) that opens the
+//!   card — deciding still needs a signed-in operator.
+
+use crate::config::{Webhook, WebhookFormat};
+use crate::formats::rfc3339;
+use crate::{AppState, now_ms};
+use assent_store::ApprovalRecord;
+use assent_store::outbox::{AuditRecord, DeadLetter};
+use hmac::{KeyInit, Mac};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Audit kinds that produce webhook events.
+const KINDS: [&str; 4] = [
+    "approval.requested",
+    "decision",
+    "approval.expired",
+    "approval.cancelled",
+];
+
+/// The longest wait between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Starts one delivery task per configured webhook.
+pub fn spawn(state: AppState) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..state.webhooks.len())
+        .map(|i| {
+            let st = state.clone();
+            tokio::spawn(async move { run(st, i).await })
+        })
+        .collect()
+}
+
+/// `sha256=HEX`: the HMAC-SHA256 of `TIMESTAMP.BODY` with `secret`.
+pub fn signature(secret: &str, timestamp: i64, body: &str) -> String {
+    let mut mac =
+        hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(format!("{timestamp}.{body}").as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+async fn store<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, assent_store::StoreError> + Send + 'static,
+) -> Option<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "webhook store access failed");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+async fn run(st: AppState, index: usize) {
+    let hook = st.webhooks[index].clone();
+    let http = match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(15))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(webhook = %hook.name, error = %e, "webhook client could not be built");
+            return;
+        }
+    };
+    // A new webhook starts at the end of the log: it gets the events from now on.
+    let mut cursor = loop {
+        let (s, name) = (st.store.clone(), hook.name.clone());
+        let found = store(move || {
+            Ok(match s.webhook_cursor(&name)? {
+                Some(c) => c,
+                None => {
+                    let head = s.audit_head_seq()?;
+                    s.set_webhook_cursor(&name, head)?;
+                    head
+                }
+            })
+        })
+        .await;
+        match found {
+            Some(c) => break c,
+            None => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    };
+    let mut changes = st.changes.subscribe();
+    loop {
+        let s = st.store.clone();
+        let batch = store(move || s.audit_after(cursor, &KINDS, 100))
+            .await
+            .unwrap_or_default();
+        if batch.is_empty() {
+            // Wait for a change (or poll now and then: an expiry by another process).
+            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
+            continue;
+        }
+        for rec in batch {
+            deliver(&st, &http, &hook, &rec).await;
+            cursor = rec.seq;
+        }
+    }
+}
+
+fn event_of(kind: &str) -> &'static str {
+    if kind == "approval.requested" {
+        "approval.requested"
+    } else {
+        "approval.resolved"
+    }
+}
+
+/// Delivers one audit record's event (retrying, then dead-lettering) and moves the cursor.
+async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &AuditRecord) {
+    let event = event_of(&rec.kind);
+    let approval = match &rec.approval_id {
+        Some(id) if hook.events.iter().any(|e| e == event) => {
+            let (s, id) = (st.store.clone(), id.clone());
+            store(move || s.get_approval(&id)).await.flatten()
+        }
+        _ => None,
+    };
+    let Some(a) = approval else {
+        let (s, name, seq) = (st.store.clone(), hook.name.clone(), rec.seq);
+        store(move || s.set_webhook_cursor(&name, seq)).await;
+        return;
+    };
+    let link = if event == "approval.requested" {
+        single_use_link(st, &a).await
+    } else {
+        None
+    };
+    let body = match hook.format {
+        WebhookFormat::Json => json_body(st, hook, rec, event, &a, link.as_deref()),
+        WebhookFormat::Slack => slack_body(st, event, &a, link.as_deref()),
+    }
+    .to_string();
+    let delivery = format!("{}-{}", hook.name, rec.seq);
+    let mut attempt = 0u32;
+    let mut delay = Duration::from_millis(hook.retry_initial_ms);
+    let last_error = loop {
+        attempt += 1;
+        let ts = now_ms() / 1000;
+        let sent = http
+            .post(&hook.url)
+            .header("content-type", "application/json")
+            .header("user-agent", "assent-webhooks")
+            .header("x-assent-event", event)
+            .header("x-assent-delivery", &delivery)
+            .header("x-assent-timestamp", ts.to_string())
+            .header("x-assent-signature", signature(&hook.secret, ts, &body))
+            .body(body.clone())
+            .send()
+            .await;
+        let error = match sent {
+            Ok(r) if r.status().is_success() => {
+                tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
+                let (s, name, seq) = (st.store.clone(), hook.name.clone(), rec.seq);
+                store(move || s.set_webhook_cursor(&name, seq)).await;
+                return;
+            }
+            Ok(r) => format!("HTTP {}", r.status().as_u16()),
+            Err(e) => format!("{}", e.without_url()),
+        };
+        tracing::warn!(webhook = %hook.name, delivery = %delivery, attempt, error = %error, "webhook delivery failed");
+        if attempt >= hook.max_attempts {
+            break error;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_BACKOFF);
+    };
+    tracing::error!(webhook = %hook.name, delivery = %delivery, attempts = attempt, "webhook delivery dead-lettered");
+    let d = DeadLetter {
+        id: 0,
+        webhook: hook.name.clone(),
+        audit_seq: rec.seq,
+        event: event.to_string(),
+        body,
+        attempts: attempt as i64,
+        last_error,
+        failed_at: now_ms(),
+    };
+    let s = st.store.clone();
+    store(move || s.dead_letter(&d)).await;
+}
+
+/// A single-use link to the card, valid until the approval expires (needs `public_url`).
+async fn single_use_link(st: &AppState, a: &ApprovalRecord) -> Option<String> {
+    let base = st.public_url.as_deref()?;
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).ok()?;
+    let token = hex::encode(b);
+    let hash = assent_core::canonical::sha256_hex(token.as_bytes());
+    let (s, id, exp) = (st.store.clone(), a.id.clone(), a.expires_at);
+    store(move || s.create_card_link(&hash, &id, exp)).await?;
+    Some(format!("{base}/ui/l/{token}"))
+}
+
+/// The approval as it leaves the gateway: redacted arguments and texts.
+fn approval_out(a: &ApprovalRecord) -> Value {
+    let r = a.redactor();
+    let last = a.decisions.last();
+    json!({
+        "id": a.id, "status": a.status.as_str(), "agent": a.agent, "session_id": a.session_id,
+        "tool": a.call.tool, "server": a.call.server,
+        "arguments": r.arguments(&a.call.arguments),
+        "message": r.text(&a.message), "human_summary": r.text(&a.human_summary),
+        "risk_tier": a.risk_tier,
+        "risk_level": assent_core::RiskTier::parse(&a.risk_tier).map(|t| t.risk_level()),
+        "irreversible": a.irreversible,
+        "reasons": a.reasons.iter().map(|x| r.text(&x.text)).collect::<Vec<_>>(),
+        "side_effects": a.side_effects.iter().map(|x| r.text(x)).collect::<Vec<_>>(),
+        "rollback": a.rollback.iter().map(|x| r.text(x)).collect::<Vec<_>>(),
+        "requested_at": rfc3339(a.requested_at), "expires_at": rfc3339(a.expires_at),
+        "decided_by": last.map(|d| d.actor.clone()),
+        "reason": last.and_then(|d| d.reason.as_deref().map(|x| r.text(x))),
+        "scope": a.scope,
+    })
+}
+
+fn json_body(
+    st: &AppState,
+    hook: &Webhook,
+    rec: &AuditRecord,
+    event: &str,
+    a: &ApprovalRecord,
+    link: Option<&str>,
+) -> Value {
+    let mut v = json!({
+        "event": event, "delivery_id": format!("{}-{}", hook.name, rec.seq),
+        "audit_seq": rec.seq, "at": rfc3339(rec.at), "approval": approval_out(a),
+    });
+    if let Some(base) = st.public_url.as_deref() {
+        v["links"] = json!({"card": format!("{base}/ui/approvals/{}", a.id), "open_once": link});
+    }
+    v
+}
+
+fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>) -> Value {
+    let o = approval_out(a);
+    let target = match &a.call.server {
+        Some(s) => format!("{s}/{}", a.call.tool),
+        None => a.call.tool.clone(),
+    };
+    let title = if event == "approval.requested" {
+        format!("{} wants to run {target}", a.agent)
+    } else {
+        format!("{} → {target}: {}", a.agent, a.status.as_str())
+    };
+    let args = assent_core::canonical::canonical_value(&o["arguments"]).unwrap_or_default();
+    let mut blocks = vec![
+        json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, 150)}}),
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(o["message"].as_str().unwrap_or(""), 2900)}}),
+        json!({"type": "section", "fields": [
+            {"type": "mrkdwn", "text": format!("*Risk*\n{} ({}){}", a.risk_tier, o["risk_level"].as_str().unwrap_or(""), if a.irreversible { ", irreversible" } else { "" })},
+            {"type": "mrkdwn", "text": format!("*Expires*\n{}", rfc3339(a.expires_at))},
+            {"type": "mrkdwn", "text": format!("*Arguments*\n`{}`", cut(&args, 1900))},
+            {"type": "mrkdwn", "text": format!("*Side effects*\n{}", cut(&o["side_effects"].as_array().map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; ")).filter(|s| !s.is_empty()).unwrap_or_else(|| "not described".into()), 1900))},
+        ]}),
+    ];
+    if let Some(url) = link.map(str::to_string).or_else(|| {
+        st.public_url
+            .as_deref()
+            .map(|b| format!("{b}/ui/approvals/{}", a.id))
+    }) {
+        blocks.push(json!({"type": "actions", "elements": [
+            {"type": "button", "text": {"type": "plain_text", "text": "Open in assent"}, "url": url}
+        ]}));
+    }
+    json!({"text": cut(&format!("{title}: {}", o["message"].as_str().unwrap_or("")), 3000), "blocks": blocks})
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max - 1).collect();
+    t.push('…');
+    t
+}
+
+/// `GET /v1/webhooks/dead-letters` (operator): deliveries that failed every attempt, newest
+/// first, with their bodies (already redacted) and last errors.
+async fn dead_letters(
+    axum::extract::State(st): axum::extract::State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<axum::Json<Value>, crate::error::ApiError> {
+    let p = crate::auth::authenticate(&st.principals, &headers)?;
+    p.roles().ok_or_else(|| {
+        crate::error::ApiError::forbidden("only an operator may read webhook dead letters")
+    })?;
+    let s = st.store.clone();
+    let list = crate::api::blocking(move || s.dead_letters())
+        .await?
+        .map_err(crate::error::ApiError::unavailable)?;
+    Ok(axum::Json(
+        json!({"dead_letters": list.iter().map(|d| json!({
+        "id": d.id, "webhook": d.webhook, "audit_seq": d.audit_seq, "event": d.event,
+        "body": serde_json::from_str::<Value>(&d.body).unwrap_or(Value::Null),
+        "attempts": d.attempts, "last_error": d.last_error, "failed_at": rfc3339(d.failed_at),
+    })).collect::<Vec<_>>()}),
+    ))
+}
+
+/// Routes: `GET /v1/webhooks/dead-letters`.
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new().route(
+        "/v1/webhooks/dead-letters",
+        axum::routing::get(dead_letters),
+    )
+}

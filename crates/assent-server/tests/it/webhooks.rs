@@ -1,0 +1,316 @@
+//! Outgoing webhooks against a local receiver: signatures verify, a 500 is retried, events
+//! raised while the receiver is down arrive once it is up (in order), redacted arguments never
+//! leave, the Slack format, dead letters, and the single-use card link.
+
+use super::*;
+use assent_server::config::{Webhook, WebhookFormat};
+use axum::http::HeaderMap;
+use hmac::{KeyInit, Mac};
+use std::sync::{Arc, Mutex};
+
+const REDACTING_GOV: &str = r#"
+policies:
+  - id: acme.test.rules-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: pay
+        approvers: [finance]
+        side_effects: "Charges card {{tool_args.card.number}} for {{tool_args.amount}}."
+        redact: [card.number]
+"#;
+
+#[derive(Clone, Default)]
+struct Receiver {
+    /// (path, headers, body) of every request answered 2xx.
+    got: Arc<Mutex<Vec<(String, HeaderMap, String)>>>,
+    /// How many more requests to /hook get a 500.
+    fail: Arc<Mutex<u32>>,
+    failed: Arc<Mutex<u32>>,
+}
+
+async fn receive(
+    axum::extract::State(r): axum::extract::State<Receiver>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: String,
+) -> axum::http::StatusCode {
+    if uri.path() == "/hook" {
+        let mut fail = r.fail.lock().unwrap();
+        if *fail > 0 {
+            *fail -= 1;
+            *r.failed.lock().unwrap() += 1;
+            return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+        }
+    }
+    r.got
+        .lock()
+        .unwrap()
+        .push((uri.path().to_string(), headers, body));
+    axum::http::StatusCode::NO_CONTENT
+}
+
+fn hook(name: &str, url: String, format: WebhookFormat, attempts: u32, retry_ms: u64) -> Webhook {
+    Webhook {
+        name: name.into(),
+        url,
+        secret_env: "UNUSED".into(),
+        secret: format!("{name}-secret"),
+        format,
+        events: vec!["approval.requested".into(), "approval.resolved".into()],
+        max_attempts: attempts,
+        retry_initial_ms: retry_ms,
+    }
+}
+
+fn expected_signature(secret: &str, ts: &str, body: &str) -> String {
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{ts}.{body}").as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+#[tokio::test]
+async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    // The receiver's port, not listening yet: the receiver is down.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        REDACTING_GOV,
+        |st| {
+            st.public_url = Some(Arc::from("https://assent.example.com"));
+            st.webhooks = Arc::new(vec![
+                hook(
+                    "ops",
+                    format!("http://127.0.0.1:{port}/hook"),
+                    WebhookFormat::Json,
+                    100,
+                    50,
+                ),
+                hook(
+                    "chat",
+                    format!("http://127.0.0.1:{port}/slack"),
+                    WebhookFormat::Slack,
+                    100,
+                    50,
+                ),
+                hook(
+                    "gone",
+                    "http://127.0.0.1:1/never".into(),
+                    WebhookFormat::Json,
+                    2,
+                    10,
+                ),
+            ]);
+        },
+    )
+    .await;
+    // Let the delivery tasks take their place at the end of the log.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let card = json!({"number": "4111111111111111", "exp": "12/30"});
+    let (s, a) = gw
+        .propose("pay", json!({"amount": 500, "to": "acme", "card": card}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{a}");
+    let a = a["approval_id"].as_str().unwrap().to_string();
+    let (_, b) = gw
+        .propose("pay", json!({"amount": 700, "to": "acme", "card": card}))
+        .await;
+    let b = b["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = gw.decide(&a, "alice-key", "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    // The receiver comes up; its first two answers are 500s.
+    let recv = Receiver::default();
+    *recv.fail.lock().unwrap() = 2;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(receive))
+        .with_state(recv.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let hooks = || {
+        recv.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _, _)| p == "/hook")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let start = std::time::Instant::now();
+    while hooks().len() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "events were lost: {:?}",
+            hooks()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(*recv.failed.lock().unwrap(), 2, "the two 500s were retried");
+    let got = hooks();
+    let events: Vec<(String, String)> = got
+        .iter()
+        .map(|(_, _, body)| {
+            let v: Value = serde_json::from_str(body).unwrap();
+            (
+                v["event"].as_str().unwrap().to_string(),
+                v["approval"]["id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            ("approval.requested".to_string(), a.clone()),
+            ("approval.requested".to_string(), b.clone()),
+            ("approval.resolved".to_string(), a.clone()),
+        ],
+        "every event, in order, once the receiver was up"
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let mut deliveries = std::collections::HashSet::new();
+    for (_, h, body) in &got {
+        let ts = h["x-assent-timestamp"].to_str().unwrap();
+        assert!((now - ts.parse::<i64>().unwrap()).abs() < 300);
+        assert_eq!(
+            h["x-assent-signature"].to_str().unwrap(),
+            expected_signature("ops-secret", ts, body),
+            "the signature verifies"
+        );
+        assert_ne!(
+            h["x-assent-signature"].to_str().unwrap(),
+            expected_signature("ops-secret", ts, &format!("{body} ")),
+            "a changed body does not"
+        );
+        assert!(deliveries.insert(h["x-assent-delivery"].to_str().unwrap().to_string()));
+        // The card number never leaves; the rest of the call does.
+        assert!(!body.contains("4111111111111111"), "{body}");
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["approval"]["arguments"]["card"]["number"], "[redacted]");
+        assert_eq!(v["approval"]["arguments"]["card"]["exp"], "12/30");
+        assert_eq!(
+            v["approval"]["side_effects"][0],
+            if v["approval"]["arguments"]["amount"] == 500 {
+                "Charges card [redacted] for 500."
+            } else {
+                "Charges card [redacted] for 700."
+            }
+        );
+    }
+    let first: Value = serde_json::from_str(&got[0].2).unwrap();
+    assert_eq!(
+        first["links"]["card"],
+        format!("https://assent.example.com/ui/approvals/{a}")
+    );
+    let resolved: Value = serde_json::from_str(&got[2].2).unwrap();
+    assert_eq!(resolved["approval"]["status"], "approved");
+    assert_eq!(resolved["approval"]["decided_by"], "alice");
+    // The stored call is unchanged.
+    let (_, stored) = gw
+        .req(
+            "GET",
+            &format!("/v1/approvals/{a}"),
+            Some("alice-key"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        stored["call"]["arguments"]["card"]["number"],
+        "4111111111111111"
+    );
+
+    // The Slack-compatible payload: blocks with the essentials and a button to the card.
+    let start = std::time::Instant::now();
+    let slack = loop {
+        let s: Vec<_> = recv
+            .got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _, _)| p == "/slack")
+            .cloned()
+            .collect();
+        if !s.is_empty() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let m: Value = serde_json::from_str(&slack[0].2).unwrap();
+    assert_eq!(m["blocks"][0]["type"], "header");
+    assert!(
+        m["text"].as_str().unwrap().contains("bot wants to run pay"),
+        "{m}"
+    );
+    assert!(!slack[0].2.contains("4111111111111111"));
+    let button = m["blocks"][3]["elements"][0]["url"].as_str().unwrap();
+    assert!(
+        button.starts_with("https://assent.example.com/ui/l/"),
+        "{button}"
+    );
+
+    // The single-use link opens the card once (via the sign-in), then is gone.
+    let link = first["links"]["open_once"].as_str().unwrap();
+    let path = link.strip_prefix("https://assent.example.com").unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http.get(format!("{}{path}", gw.url)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.headers()["location"],
+        format!("/ui/login?next=/ui/approvals/{a}").as_str()
+    );
+    let r = http.get(format!("{}{path}", gw.url)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::GONE);
+    let r = http
+        .get(format!("{}/ui/l/{}", gw.url, "0".repeat(64)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::GONE);
+
+    // A receiver that never answers: each event is dead-lettered after its attempts.
+    let start = std::time::Instant::now();
+    let dead = loop {
+        let (s, v) = gw
+            .req("GET", "/v1/webhooks/dead-letters", Some("alice-key"), None)
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        let list = v["dead_letters"].as_array().unwrap().clone();
+        if list.len() >= 3 {
+            break list;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        dead.iter()
+            .all(|d| d["webhook"] == "gone" && d["attempts"] == 2)
+    );
+    assert!(
+        !serde_json::to_string(&dead)
+            .unwrap()
+            .contains("4111111111111111")
+    );
+    let (s, _) = gw
+        .req("GET", "/v1/webhooks/dead-letters", Some("bot-key"), None)
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    gw.stop().await;
+}
