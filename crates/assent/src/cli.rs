@@ -62,6 +62,12 @@ enum Cmd {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Watch the queue in a terminal UI: ↑/↓ select, enter opens the card, a approves, d
+    /// denies (with a reason), each confirmed with y; q quits. Honours NO_COLOR.
+    Watch {
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Show one approval.
     Show {
         id: String,
@@ -315,6 +321,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         } => serve(config, listen, data_dir, strict).await,
         Cmd::Pending { json, remote } => pending(&remote, json).await,
         Cmd::Show { id, json, remote } => show(&remote, &id, json).await,
+        Cmd::Watch { remote } => crate::watch::run(Client::new(&remote)?).await,
         Cmd::Approve {
             ids,
             reason,
@@ -564,7 +571,7 @@ fn upstream_specs(
         .collect()
 }
 
-struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     base: String,
     key: String,
@@ -600,11 +607,11 @@ impl Client {
             Err(anyhow!("{code}: {msg}"))
         }
     }
-    async fn get(&self, path: &str) -> Result<Value> {
+    pub(crate) async fn get(&self, path: &str) -> Result<Value> {
         self.call(self.http.get(format!("{}{path}", self.base)))
             .await
     }
-    async fn post(&self, path: &str, body: Value) -> Result<Value> {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> Result<Value> {
         self.call(self.http.post(format!("{}{path}", self.base)).json(&body))
             .await
     }
@@ -614,7 +621,7 @@ impl Client {
     }
 }
 
-fn time_left(expires_at: &str) -> String {
+pub(crate) fn time_left(expires_at: &str) -> String {
     let Ok(t) =
         time::OffsetDateTime::parse(expires_at, &time::format_description::well_known::Rfc3339)
     else {
@@ -635,7 +642,7 @@ fn canonical(v: &Value) -> String {
 }
 
 /// The human card of one approval: exact call, risk and why, time left, message.
-fn card(a: &Value) -> String {
+pub(crate) fn card(a: &Value) -> String {
     let call = &a["call"];
     let target = match call["server"].as_str() {
         Some(s) => format!("{s}/{}", call["tool"].as_str().unwrap_or("")),

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod tasks;
+mod watch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_assent");
 const OP_KEY: &str = "operator-test-key";

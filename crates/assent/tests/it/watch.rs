@@ -1,0 +1,177 @@
+//! `assent watch` in a real terminal: tmux runs it, `send-keys` works the queue and
+//! `capture-pane` reads the screen.
+
+use super::{BIN, OP_KEY, free_port, propose, serve, write_config};
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux is installed (scripts/test.sh installs it)")
+    }
+    fn screen(&self, escapes: bool) -> String {
+        let mut args = vec!["capture-pane", "-p", "-t", "w"];
+        if escapes {
+            args.push("-e");
+        }
+        String::from_utf8_lossy(&self.run(&args).stdout).into_owned()
+    }
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.run(&["send-keys", "-t", "w", k]);
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+    /// Waits until the screen shows `text`.
+    fn wait_for(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen(false);
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "`{text}` never appeared on screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+fn status(url: &str, id: &str) -> Value {
+    reqwest::blocking::Client::new()
+        .get(format!("{url}/v1/approvals/{id}"))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+#[test]
+fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port);
+    let mut server = serve(&cfg, port);
+    let url = server.url.clone();
+    let first = propose(&url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let second = propose(&url, 7000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let tmux = Tmux {
+        socket: format!("assent-test-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "ASSENT_URL={url} ASSENT_API_KEY={OP_KEY} NO_COLOR=1 TERM=xterm-256color {BIN} watch"
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "w",
+        "-x",
+        "140",
+        "-y",
+        "40",
+        &cmd,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+
+    // The list, with the keys in the footer; the first (oldest) is selected.
+    let screen = tmux.wait_for("2 pending");
+    assert!(
+        screen.contains("↑/↓ select  enter open  a approve  d deny  q quit"),
+        "{screen}"
+    );
+    assert!(screen.contains("treasury_bot → transfer_funds"), "{screen}");
+    assert!(
+        screen.contains("> "),
+        "the selection is marked without colour:\n{screen}"
+    );
+    // NO_COLOR: no colour escape codes at all (bold and reverse video only).
+    let raw = tmux.screen(true);
+    for code in ["\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[38;", "\x1b[91m"] {
+        assert!(
+            !raw.contains(code),
+            "colour code {code:?} with NO_COLOR set:\n{raw:?}"
+        );
+    }
+
+    // Open the card of the selected approval.
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("why:");
+    assert!(
+        screen.contains("arguments:") && screen.contains("risk:"),
+        "{screen}"
+    );
+    let selected = if screen.contains(&first) {
+        first.clone()
+    } else {
+        second.clone()
+    };
+    let other = if selected == first {
+        second.clone()
+    } else {
+        first.clone()
+    };
+
+    // a, then anything but y: nothing is decided.
+    tmux.keys(&["a"]);
+    tmux.wait_for("y to confirm");
+    tmux.keys(&["n"]);
+    tmux.wait_for("cancelled: nothing was decided");
+    assert_eq!(status(&url, &selected)["status"], "pending");
+
+    // a, y: approved.
+    tmux.keys(&["Enter", "a"]);
+    tmux.wait_for("y to confirm");
+    tmux.keys(&["y"]);
+    tmux.wait_for("approved");
+    assert_eq!(status(&url, &selected)["status"], "approved");
+    assert_eq!(status(&url, &selected)["decisions"][0]["by"], "alice");
+
+    // The other one: d, a reason, enter, y: denied with that reason.
+    tmux.wait_for("1 pending");
+    tmux.keys(&["d"]);
+    tmux.wait_for("Reason for denying");
+    tmux.run(&["send-keys", "-t", "w", "-l", "over the daily limit"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("with reason \"over the daily limit\"");
+    tmux.keys(&["y"]);
+    tmux.wait_for("0 pending");
+    let v = status(&url, &other);
+    assert_eq!(v["status"], "rejected", "{v}");
+    assert_eq!(v["decisions"][0]["reason"], "over the daily limit");
+
+    // q quits and gives the terminal back.
+    tmux.keys(&["q"]);
+    let start = Instant::now();
+    while tmux.run(&["has-session", "-t", "w"]).status.success() {
+        assert!(start.elapsed() < Duration::from_secs(10), "q did not quit");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
