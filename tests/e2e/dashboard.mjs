@@ -184,6 +184,17 @@ try {
   await page.keyboard.press("Enter");
   await page.waitForURL(`${URL}/ui/approvals/${third}`);
 
+  step("the dry-run button runs the rule's dry_run_tool on the MCP upstream and shows its result");
+  const post = await api("POST", "/v1/tool-calls", AGENT, {
+    agent: "pay_bot", session_id: "browser-e2e", tool: "publish", server: "notes", arguments: { text: "draft post" },
+  });
+  assert.equal(post.status, 202, JSON.stringify(post.body));
+  await page.goto(`${URL}/ui/approvals/${post.body.approval_id}`);
+  await page.click("#dry-run-form button[type=submit]");
+  await page.waitForSelector("#dry-run-result");
+  assert.match(await text("#dry-run-result"), /draft post/);
+  assert.match(await text("#status"), /pending/);
+
   step("a phone-sized screen shows the card without horizontal scrolling");
   await page.setViewportSize({ width: 390, height: 844 });
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);

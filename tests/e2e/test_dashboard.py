@@ -6,6 +6,7 @@ import hashlib
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -38,6 +39,10 @@ action_space:
       allowed_tools:
         - name: send_payment
           approval: {message_template: "Pay {{tool_args.amount}} {{tool_args.currency}} to {{tool_args.to}}?"}
+    - alias: notes
+      allowed_tools:
+        - name: publish
+          approval: {message_template: "Publish {{tool_args.text}}?"}
 """
     )
     (tmp_path / "gov").mkdir()
@@ -54,11 +59,16 @@ policies:
         side_effects: "Moves {{tool_args.amount}} {{tool_args.currency}} out of the treasury account to {{tool_args.to}}."
         rollback: "A payment can be recalled within 24 h by the bank's recall desk; after that it is final."
         suggested_alternatives: ["Split the payment below 1000 EUR"]
+      - tool: publish
+        server: notes
+        dry_run_tool: echo
 """
     )
     port = free_port()
     (tmp_path / "assent.yaml").write_text(
         f"""
+mcp_upstreams:
+  notes: {{command: ["{sys.executable}", "{HERE / 'changing_server.py'}"], env: {{CALL_LOG: "{tmp_path / 'calls.log'}"}}}}
 listen: 127.0.0.1:{port}
 data_dir: data
 agents: ["agents/*.agf.yaml"]
@@ -93,3 +103,5 @@ def test_dashboard_in_a_real_browser(gateway, tmp_path):
     r = subprocess.run(["node", str(HERE / "dashboard.mjs")], env=env, capture_output=True, text=True, timeout=240)
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr + (gateway["dir"] / "serve.log").read_text()[-4000:]
+    # The dry run reached the upstream as `echo`; the held `publish` never ran.
+    assert (gateway["dir"] / "calls.log").read_text().splitlines() == ["echo draft post"]

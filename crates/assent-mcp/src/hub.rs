@@ -217,6 +217,41 @@ impl Hub {
         )
     }
 
+    /// Whether `alias` is one of the hub's upstreams.
+    pub fn has_upstream(&self, alias: &str) -> bool {
+        self.upstreams.contains_key(alias)
+    }
+
+    /// Calls `tool` on upstream `alias` directly, not through the gate: for an operator's dry
+    /// run of a held call (the rule's `dry_run_tool`), never for an agent. `Ok` is the
+    /// `tools/call` result as JSON; `Err` says why it could not run.
+    pub async fn call_upstream(
+        &self,
+        alias: &str,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<Value, String> {
+        let up = self
+            .upstreams
+            .get(alias)
+            .ok_or_else(|| format!("no MCP upstream `{alias}`"))?;
+        let peer = up.peer.as_ref().ok_or_else(|| {
+            format!(
+                "upstream `{alias}` is unavailable: {}",
+                up.error.as_deref().unwrap_or("not connected")
+            )
+        })?;
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Value::Object(m) = arguments {
+            params = params.with_arguments(m.clone());
+        }
+        let r = tokio::time::timeout(Duration::from_secs(60), peer.call_tool(params))
+            .await
+            .map_err(|_| format!("`{tool}` on `{alias}` did not answer within 60 s"))?
+            .map_err(|e| format!("`{tool}` on `{alias}` failed: {e}"))?;
+        serde_json::to_value(r).map_err(|e| e.to_string())
+    }
+
     /// The agent a key acts for (`GET /v1/whoami`), cached.
     async fn agent_of(&self, key: &str) -> Result<String, String> {
         if let Some(a) = self.agents.lock().expect("agents").get(key) {

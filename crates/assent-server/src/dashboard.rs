@@ -198,6 +198,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/events", get(events))
         .route("/ui/approvals/{id}", get(card_page))
         .route("/ui/approvals/{id}/decide", post(decide_form))
+        .route("/ui/approvals/{id}/dry-run", post(dry_run_form))
         .route("/ui/clarifications/{id}/answer", post(answer_form))
         .route("/ui/history", get(history_page))
         .route("/ui/audit", get(audit_page))
@@ -610,16 +611,30 @@ struct Card {
     edited: String,
     similar: Vec<Item>,
     dry_run_tool: String,
+    /// The dry-run button is offered: a rule names a dry-run tool, the call's server is an
+    /// MCP upstream of this gateway, and the approval is pending.
+    dry_run_available: bool,
+    /// The newest dry run: who ran it and when, and its result (or error).
+    dry_run_by: String,
+    dry_run_result: String,
 }
 
-async fn load(st: &AppState, id: &str) -> Result<Option<(ApprovalRecord, Vec<Item>)>, ApiError> {
+/// An approval with what its card shows besides: similar pending calls, the newest dry run.
+struct Loaded {
+    rec: ApprovalRecord,
+    similar: Vec<Item>,
+    dry_run: Option<assent_store::outbox::AuditRecord>,
+}
+
+async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiError> {
     let s = st.store.clone();
     let id = id.to_string();
-    let (rec, pending) = blocking(move || {
+    let (rec, pending, dry_run) = blocking(move || {
         s.expire_due(now_ms())?;
         Ok::<_, assent_store::StoreError>((
             s.get_approval(&id)?,
             s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
+            s.last_dry_run(&id)?,
         ))
     })
     .await?
@@ -630,11 +645,38 @@ async fn load(st: &AppState, id: &str) -> Result<Option<(ApprovalRecord, Vec<Ite
             .filter(|a| a.group_key == r.group_key && a.id != r.id)
             .map(item)
             .collect();
-        (r, similar)
+        Loaded {
+            rec: r,
+            similar,
+            dry_run,
+        }
     }))
 }
 
-fn card(op: &Operator, a: &ApprovalRecord, similar: Vec<Item>, error: &str) -> Card {
+fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
+    let (a, similar) = (&l.rec, l.similar.clone());
+    let dry_run_available = a.status == ApprovalStatus::Pending
+        && a.dry_run_tool.is_some()
+        && a.call
+            .server
+            .as_deref()
+            .is_some_and(|s| st.dry_run.as_ref().is_some_and(|d| d.serves(s)));
+    let (dry_run_by, dry_run_result) = match &l.dry_run {
+        Some(r) => (
+            format!("{} at {}", r.actor, rfc3339(r.at)),
+            match r.data.get("error") {
+                Some(e) => format!("failed: {}", e.as_str().unwrap_or("")),
+                None => serde_json::to_string_pretty(
+                    r.data
+                        .get("result")
+                        .or(r.data.get("result_truncated"))
+                        .unwrap_or(&Value::Null),
+                )
+                .unwrap_or_default(),
+            },
+        ),
+        None => (String::new(), String::new()),
+    };
     let pretty = serde_json::to_string_pretty(&a.call.arguments).unwrap_or_default();
     Card {
         who: op.principal.name.clone(),
@@ -694,6 +736,9 @@ fn card(op: &Operator, a: &ApprovalRecord, similar: Vec<Item>, error: &str) -> C
             .unwrap_or_default(),
         similar,
         dry_run_tool: a.dry_run_tool.clone().unwrap_or_default(),
+        dry_run_available,
+        dry_run_by,
+        dry_run_result,
     }
 }
 
@@ -706,7 +751,7 @@ async fn card_page(
         return to_login();
     };
     match load(&st, &id).await {
-        Ok(Some((a, similar))) => page(&card(&op, &a, similar, "")),
+        Ok(Some(l)) => page(&card(&st, &op, &l, "")),
         Ok(None) => not_found(&op, "No such approval."),
         Err(e) => secured(e.into_response()),
     }
@@ -748,14 +793,14 @@ async fn decide_form(
             "This form did not come from your dashboard session (CSRF token missing or wrong). Nothing was decided.",
         );
     }
-    let Some((rec, similar)) = (match load(&st, &id).await {
+    let Some(loaded) = (match load(&st, &id).await {
         Ok(r) => r,
         Err(e) => return secured(e.into_response()),
     }) else {
         return not_found(&op, "No such approval.");
     };
-    let again =
-        |status: StatusCode, why: &str| page_with(status, &card(&op, &rec, similar.clone(), why));
+    let rec = &loaded.rec;
+    let again = |status: StatusCode, why: &str| page_with(status, &card(&st, &op, &loaded, why));
     let body = match field("decision").as_str() {
         "approve" => {
             let scope = match field("scope").as_str() {
@@ -1070,5 +1115,59 @@ async fn open_link(
         secured(Redirect::to(&card).into_response())
     } else {
         secured(Redirect::to(&format!("/ui/login?next={card}")).into_response())
+    }
+}
+
+/// `POST /ui/approvals/{id}/dry-run` (`csrf`): runs the rule's `dry_run_tool` with the held
+/// call's arguments on its MCP upstream, records it in the audit log (`dry_run`, with the
+/// result's hash) and shows the result on the card. The held call itself does not run.
+async fn dry_run_form(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let Some(op) = signed_in(&st, &headers) else {
+        return forbidden("Sign in first: this form needs an operator's dashboard session.");
+    };
+    let f = form(&body).unwrap_or_default();
+    if !same(
+        f.get("csrf").map(String::as_str).unwrap_or(""),
+        &op.session.csrf,
+    ) {
+        return forbidden(
+            "This form did not come from your dashboard session (CSRF token missing or wrong). Nothing was run.",
+        );
+    }
+    let Some(loaded) = (match load(&st, &id).await {
+        Ok(r) => r,
+        Err(e) => return secured(e.into_response()),
+    }) else {
+        return not_found(&op, "No such approval.");
+    };
+    let a = &loaded.rec;
+    let unavailable = || {
+        page_with(
+            StatusCode::CONFLICT,
+            &card(&st, &op, &loaded, "No dry run is available for this call."),
+        )
+    };
+    let (Some(tool), Some(server), Some(runner)) = (
+        a.dry_run_tool.clone(),
+        a.call.server.clone(),
+        st.dry_run.clone(),
+    ) else {
+        return unavailable();
+    };
+    if a.status != ApprovalStatus::Pending || !runner.serves(&server) {
+        return unavailable();
+    }
+    let outcome = runner.run(&server, &tool, &a.call.arguments).await;
+    tracing::info!(approval_id = %id, operator = %op.principal.name, tool = %tool, ok = outcome.is_ok(), "dry run");
+    let (s, name, id2) = (st.store.clone(), op.principal.name.clone(), id.clone());
+    match blocking(move || s.record_dry_run(&id2, &name, &tool, &outcome, now_ms())).await {
+        Ok(Ok(())) => secured(Redirect::to(&format!("/ui/approvals/{id}#dry-run")).into_response()),
+        Ok(Err(e)) => secured(ApiError::unavailable(e).into_response()),
+        Err(e) => secured(e.into_response()),
     }
 }

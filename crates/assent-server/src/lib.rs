@@ -52,6 +52,28 @@ pub struct AppState {
     pub webhooks: Arc<Vec<config::Webhook>>,
     /// `public_url` without a trailing `/`, for links sent out.
     pub public_url: Option<Arc<str>>,
+    /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
+    /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
+    pub dry_run: Option<Arc<dyn DryRun>>,
+}
+
+/// A future returned by [`DryRun::run`].
+pub type DryRunFuture<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<serde_json::Value, String>> + Send + 'a>>;
+
+/// Calls a tool on an MCP upstream on an operator's behalf, for the dashboard's dry-run
+/// button (seed 002: "a dry-run button when feasible"). Implemented by the MCP hub.
+pub trait DryRun: Send + Sync {
+    /// Whether `server` is an upstream this can reach.
+    fn serves(&self, server: &str) -> bool;
+    /// Calls `tool` on upstream `server` with `arguments`; `Ok` is the `tools/call` result
+    /// (JSON), `Err` says why it could not be run.
+    fn run<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: &'a serde_json::Value,
+    ) -> DryRunFuture<'a>;
 }
 
 impl AppState {
@@ -98,6 +120,7 @@ impl AppState {
             ui: Arc::default(),
             webhooks: Arc::default(),
             public_url: None,
+            dry_run: None,
         }
     }
 

@@ -163,6 +163,47 @@ impl Store {
             .optional()?)
     }
 
+    /// Appends a dry run of approval `approval_id`'s call (`dry_run` audit record: the tool,
+    /// who ran it, and its result or error, kept up to 64 KiB).
+    pub fn record_dry_run(
+        &self,
+        approval_id: &str,
+        actor: &str,
+        tool: &str,
+        outcome: &Result<Value, String>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let data = match outcome {
+            Ok(r) => {
+                let text = r.to_string();
+                let hash = assent_core::canonical::sha256_hex(text.as_bytes());
+                if text.len() > 65_536 {
+                    serde_json::json!({"tool": tool, "result_sha256": hash, "result_truncated": text.chars().take(65_536).collect::<String>()})
+                } else {
+                    serde_json::json!({"tool": tool, "result_sha256": hash, "result": r})
+                }
+            }
+            Err(e) => serde_json::json!({"tool": tool, "error": e}),
+        };
+        crate::audit::append(&tx, now, "dry_run", Some(approval_id), actor, &data)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The newest dry run of approval `approval_id`, if any.
+    pub fn last_dry_run(&self, approval_id: &str) -> Result<Option<AuditRecord>, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .prepare_cached(
+                "SELECT seq, at, kind, approval_id, actor, data, hash FROM audit
+                 WHERE approval_id = ?1 AND kind = 'dry_run' ORDER BY seq DESC LIMIT 1",
+            )?
+            .query_row([approval_id], read)
+            .optional()?)
+    }
+
     /// Every dead letter, newest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let conn = self.lock();

@@ -491,7 +491,7 @@ async fn serve(
     for w in &cfg.warnings {
         tracing::warn!("{w}");
     }
-    let state = assent_server::AppState::from_config(&cfg)?;
+    let mut state = assent_server::AppState::from_config(&cfg)?;
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
@@ -504,6 +504,7 @@ async fn serve(
             10,
         )
         .await?;
+        state.dry_run = Some(std::sync::Arc::new(HubDryRun(hub.clone())));
         extra = extra.nest_service(
             "/mcp",
             assent_mcp::hub::http_service(
@@ -534,6 +535,23 @@ async fn serve(
     };
     assent_server::run_with(listener, state, extra, shutdown).await?;
     Ok(0)
+}
+
+/// The dashboard's dry-run button, served by the MCP hub's upstream connections.
+struct HubDryRun(std::sync::Arc<assent_mcp::hub::Hub>);
+
+impl assent_server::DryRun for HubDryRun {
+    fn serves(&self, server: &str) -> bool {
+        self.0.has_upstream(server)
+    }
+    fn run<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: &'a Value,
+    ) -> assent_server::DryRunFuture<'a> {
+        Box::pin(self.0.call_upstream(server, tool, arguments))
+    }
 }
 
 /// The hub's upstreams from the config; a `bearer_token_env` that is unset or empty stops
