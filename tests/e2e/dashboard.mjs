@@ -166,6 +166,26 @@ try {
   assert.equal(wrong.status, 403);
   assert.equal((await api("GET", `/v1/approvals/${third}`, OP)).body.status, "pending");
 
+  step("similar calls are shown together and decided one by one");
+  const fourth = await propose(11, "Forged Inc");
+  await page.goto(`${URL}/ui`);
+  await page.waitForSelector(`[data-approval-id="${fourth}"]`);
+  assert.match(await text("#queue"), /2 similar calls: pay_bot → bank\/send_payment/);
+  assert.equal(await page.locator(`[data-approval-id="${third}"] a.open`).count(), 1);
+
+  step("an agent's question is answered in the same queue");
+  const q = await api("POST", "/v1/clarifications", AGENT, {
+    agent: "pay_bot", session_id: "browser-e2e", question: "Use the EUR account?",
+    accepted_response_kinds: ["yes_no"],
+  });
+  assert.equal(q.status, 202, JSON.stringify(q.body));
+  await page.waitForSelector(`[data-question-id="${q.body.id}"]`);
+  await page.click(`[data-question-id="${q.body.id}"] button[value=yes]`);
+  await page.waitForURL(`${URL}/ui`);
+  const answered = await api("GET", `/v1/clarifications/${q.body.id}`, AGENT);
+  assert.equal(answered.body.status, "answered", JSON.stringify(answered.body));
+  assert.equal(answered.body.response, true);
+
   step("history filters and the audit view");
   await page.goto(`${URL}/ui/history?status=rejected`);
   assert.match(await text("#history tbody"), /bank\/send_payment/);

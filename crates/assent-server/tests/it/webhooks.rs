@@ -233,6 +233,23 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
         "4111111111111111"
     );
 
+    // An export leaves the gateway too: the learning sample of the decided call is redacted.
+    let samples = gw
+        .http
+        .get(format!("{}/v1/learning-samples", gw.url))
+        .bearer_auth("alice-key")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(samples.contains(&a), "{samples}");
+    assert!(
+        samples.contains("[redacted]") && !samples.contains("4111111111111111"),
+        "{samples}"
+    );
+
     // The Slack-compatible payload: blocks with the essentials and a button to the card.
     let start = std::time::Instant::now();
     let slack = loop {
