@@ -2,7 +2,7 @@
 //! message validated against the AAEP schemas.
 
 use super::schemas::{assert_valid, validator};
-use super::{Gw, start};
+use super::{AGENTS, Gw, Settings, start, start_reg};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -796,5 +796,41 @@ async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
         .await
         .0,
         StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn redacted_arguments_never_reach_aaep_subscribers() {
+    let gov = r#"
+policies:
+  - id: acme.test.rules-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: pay
+        approvers: [finance]
+        redact: [card.number]
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, gov).await;
+    let (_sub, mut sse) = gw.subscribe("alice-key", true, json!({})).await;
+    let (s, b) = gw
+        .propose(
+            "pay",
+            json!({"amount": 500, "to": "acme", "card": {"number": "4111111111111111"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let ev = sse.expect("aaep:agent.awaiting.confirmation").await.data;
+    let text = ev.to_string();
+    assert!(!text.contains("4111111111111111"), "{text}");
+    assert!(
+        text.contains("[redacted]") && text.contains("acme"),
+        "{text}"
+    );
+    // The operator's own view keeps the real call.
+    let id = b["approval_id"].as_str().unwrap();
+    assert_eq!(
+        gw.status(id).await["call"]["arguments"]["card"]["number"],
+        "4111111111111111"
     );
 }
