@@ -173,6 +173,20 @@ try {
   assert.match(await text("#queue"), /2 similar calls: pay_bot → bank\/send_payment/);
   assert.equal(await page.locator(`[data-approval-id="${third}"] a.open`).count(), 1);
 
+  step("approve for the session, for any arguments: the next payment of the session is allowed at once");
+  await page.click(`[data-approval-id="${fourth}"] a.open`);
+  await page.check("input[name=scope][value=session]");
+  await page.check("input[name=whole_tool]");
+  await page.click("#approve-form button[type=submit]");
+  await page.waitForSelector("#status.status-approved");
+  const next = await api("POST", "/v1/tool-calls", AGENT, {
+    agent: "pay_bot", session_id: "browser-e2e", tool: "send_payment", server: "bank",
+    arguments: { amount: 12, currency: "EUR", to: "Other GmbH" },
+  });
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.equal(next.body.decision, "allow");
+  await page.goto(`${URL}/ui`);
+
   step("an agent's question is answered in the same queue");
   const q = await api("POST", "/v1/clarifications", AGENT, {
     agent: "pay_bot", session_id: "browser-e2e", question: "Use the EUR account?",

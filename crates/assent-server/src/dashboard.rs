@@ -771,8 +771,8 @@ fn not_found(op: &Operator, text: &str) -> Response {
 
 /// `POST /ui/approvals/{id}/decide`: `decision` (`approve`|`deny`), `csrf`, and for approve
 /// `scope` (`once`|`session`|`duration` with `duration`|`workspace` with
-/// `confirm_workspace`) and `arguments` (JSON; an edit when its canonical form differs), for
-/// deny `reason` (required).
+/// `confirm_workspace`), `whole_tool` (the grant covers any arguments) and `arguments` (JSON; an
+/// edit when its canonical form differs), for deny `reason` (required).
 async fn decide_form(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -851,7 +851,7 @@ async fn decide_form(
                 decision: DecisionKind::Approve,
                 reason: Some(field("reason")).filter(|r| !r.is_empty()),
                 scope,
-                whole_tool: false,
+                whole_tool: f.contains_key("whole_tool"),
                 confirm_workspace: f.contains_key("confirm_workspace"),
                 arguments,
             }
