@@ -36,5 +36,7 @@ log "cargo test"
 cargo test --locked
 
 log "end-to-end MCP tests"
-cargo build --locked -p assent
+# `cargo test` built target/debug/assent for the binary's integration tests; building it again
+# without the dev-dependencies' features would recompile much of the tree for nothing.
+[ -x target/debug/assent ] || cargo build --locked -p assent
 ASSENT_BIN="$PWD/target/debug/assent" .venv/bin/python -m pytest -q tests/e2e
