@@ -234,6 +234,33 @@ fn form(body: &Bytes) -> Result<HashMap<String, String>, String> {
         .map_err(|e| format!("the form could not be read: {e}"))
 }
 
+/// A state-changing form from a signed-in operator: its fields, once the session and the CSRF
+/// token were checked. Otherwise the `403` page to send, which says that `nothing` happened
+/// (e.g. "Nothing was decided.").
+fn operator_form(
+    st: &AppState,
+    headers: &HeaderMap,
+    body: &Bytes,
+    nothing: &str,
+) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
+    let Some(op) = signed_in(st, headers) else {
+        return Err(Box::new(forbidden(
+            "Sign in first: this form needs an operator's dashboard session.",
+        )));
+    };
+    let f = form(body).map_err(|e| Box::new(forbidden(&e)))?;
+    if !same(
+        f.get("csrf").map(String::as_str).unwrap_or(""),
+        &op.session.csrf,
+    ) {
+        tracing::warn!(operator = %op.principal.name, "dashboard form without a valid CSRF token refused");
+        return Err(Box::new(forbidden(&format!(
+            "This form did not come from your dashboard session (CSRF token missing or wrong). {nothing}"
+        ))));
+    }
+    Ok((op, f))
+}
+
 #[derive(Template)]
 #[template(path = "message.html")]
 struct Message {
@@ -341,17 +368,11 @@ async fn login(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> R
 }
 
 async fn logout(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
+    if signed_in(&st, &headers).is_none() {
         return to_login();
-    };
-    let f = form(&body).unwrap_or_default();
-    if !same(
-        f.get("csrf").map(String::as_str).unwrap_or(""),
-        &op.session.csrf,
-    ) {
-        return forbidden(
-            "This form did not come from your dashboard session (CSRF token missing or wrong).",
-        );
+    }
+    if let Err(r) = operator_form(&st, &headers, &body, "You are still signed in.") {
+        return *r;
     }
     if let Some(id) = cookie(&headers, COOKIE) {
         st.ui.end(id);
@@ -779,20 +800,11 @@ async fn decide_form(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
-        return forbidden("Sign in first: this form needs an operator's dashboard session.");
-    };
-    let f = match form(&body) {
-        Ok(f) => f,
-        Err(e) => return forbidden(&e),
+    let (op, f) = match operator_form(&st, &headers, &body, "Nothing was decided.") {
+        Ok(x) => x,
+        Err(r) => return *r,
     };
     let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
-    if !same(&field("csrf"), &op.session.csrf) {
-        tracing::warn!(operator = %op.principal.name, approval_id = %id, "dashboard form without a valid CSRF token refused");
-        return forbidden(
-            "This form did not come from your dashboard session (CSRF token missing or wrong). Nothing was decided.",
-        );
-    }
     let Some(loaded) = (match load(&st, &id).await {
         Ok(r) => r,
         Err(e) => return secured(e.into_response()),
@@ -889,19 +901,11 @@ async fn answer_form(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
-        return forbidden("Sign in first: this form needs an operator's dashboard session.");
-    };
-    let f = match form(&body) {
-        Ok(f) => f,
-        Err(e) => return forbidden(&e),
+    let (op, f) = match operator_form(&st, &headers, &body, "Nothing was answered.") {
+        Ok(x) => x,
+        Err(r) => return *r,
     };
     let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
-    if !same(&field("csrf"), &op.session.csrf) {
-        return forbidden(
-            "This form did not come from your dashboard session (CSRF token missing or wrong). Nothing was answered.",
-        );
-    }
     let text = field("response");
     let response = match field("kind").as_str() {
         "yes_no" => Value::Bool(text == "yes" || text == "true"),
@@ -1127,18 +1131,10 @@ async fn dry_run_form(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
-        return forbidden("Sign in first: this form needs an operator's dashboard session.");
+    let op = match operator_form(&st, &headers, &body, "Nothing was run.") {
+        Ok((op, _)) => op,
+        Err(r) => return *r,
     };
-    let f = form(&body).unwrap_or_default();
-    if !same(
-        f.get("csrf").map(String::as_str).unwrap_or(""),
-        &op.session.csrf,
-    ) {
-        return forbidden(
-            "This form did not come from your dashboard session (CSRF token missing or wrong). Nothing was run.",
-        );
-    }
     let Some(loaded) = (match load(&st, &id).await {
         Ok(r) => r,
         Err(e) => return secured(e.into_response()),

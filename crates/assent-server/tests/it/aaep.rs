@@ -2,7 +2,7 @@
 //! message validated against the AAEP schemas.
 
 use super::schemas::{assert_valid, validator};
-use super::{AGENTS, Gw, Settings, start, start_reg};
+use super::{AGENTS, Gw, REDACTING_GOV, Settings, start, start_reg};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -801,17 +801,15 @@ async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
 
 #[tokio::test]
 async fn redacted_arguments_never_reach_aaep_subscribers() {
-    let gov = r#"
-policies:
-  - id: acme.test.rules-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: pay
-        approvers: [finance]
-        redact: [card.number]
-"#;
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, gov).await;
+    let gw = start_reg(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        REDACTING_GOV,
+    )
+    .await;
     let (_sub, mut sse) = gw.subscribe("alice-key", true, json!({})).await;
     let (s, b) = gw
         .propose(

@@ -34,6 +34,17 @@ action_space:
     - alias: fs
       allowed_tools: [read_file, {name: write_file, approval: true}]
 "#;
+/// [`GOV`]'s `pay` rule with a side effect naming the card number, which `redact` masks.
+const REDACTING_GOV: &str = r#"
+policies:
+  - id: acme.test.rules-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: pay
+        approvers: [finance]
+        side_effects: "Charges card {{tool_args.card.number}} for {{tool_args.amount}}."
+        redact: [card.number]
+"#;
 const OTHER: &str =
     "metadata: {id: other}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
 const GOV: &str = r#"

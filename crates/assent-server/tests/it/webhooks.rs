@@ -8,17 +8,6 @@ use axum::http::HeaderMap;
 use hmac::{KeyInit, Mac};
 use std::sync::{Arc, Mutex};
 
-const REDACTING_GOV: &str = r#"
-policies:
-  - id: acme.test.rules-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: pay
-        approvers: [finance]
-        side_effects: "Charges card {{tool_args.card.number}} for {{tool_args.amount}}."
-        redact: [card.number]
-"#;
-
 #[derive(Clone, Default)]
 struct Receiver {
     /// (path, headers, body) of every request answered 2xx.

@@ -320,18 +320,7 @@ for line in sys.stdin:
         .arg(&upstream)
         .env("ASSENT_URL", &url)
         .env("ASSENT_API_KEY", KEY);
-        let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
-        let client = tokio::time::timeout(
-            Duration::from_secs(30),
-            ClientConfig::new(
-                ClientCapabilities::builder().enable_tasks().build(),
-                Implementation::new("tasks-test", "1.0.0"),
-            )
-            .serve(transport),
-        )
-        .await
-        .expect("the proxy answers initialize")
-        .expect("the client connects to the proxy");
+        let client = tasks_client(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await;
         assert!(
             client
                 .peer()
@@ -365,12 +354,23 @@ async fn connect(
     url: &str,
     key: &str,
 ) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+    tasks_client(rmcp::transport::StreamableHttpClientTransport::from_config(
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
             format!("{url}/mcp"),
         )
         .auth_header(key.to_string()),
-    );
+    ))
+    .await
+}
+
+/// An rmcp client over `transport` that declares the tasks extension (30 s to initialise).
+async fn tasks_client<T, E, A>(
+    transport: T,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     tokio::time::timeout(
         Duration::from_secs(30),
         ClientConfig::new(
@@ -380,8 +380,8 @@ async fn connect(
         .serve(transport),
     )
     .await
-    .expect("the hub answers initialize")
-    .expect("the client connects to /mcp")
+    .expect("the server answers initialize")
+    .expect("the client connects")
 }
 
 async fn poll_until_terminal(
