@@ -82,6 +82,9 @@ struct Upstream {
     error: Option<String>,
     watch: Watch,
     tools: tokio::sync::Mutex<Option<(std::time::Instant, Vec<Tool>)>>,
+    /// Set once this hub has checked the upstream's whole tool list against the pins (so a
+    /// server first seen through a call is pinned whole); later calls check just their tool.
+    whole_checked: tokio::sync::OnceCell<()>,
     _service: Option<RunningService<RoleClient, Watch>>,
 }
 
@@ -160,6 +163,7 @@ impl Hub {
                         error: None,
                         watch: service.service().clone(),
                         tools: tokio::sync::Mutex::new(None),
+                        whole_checked: tokio::sync::OnceCell::new(),
                         _service: Some(service),
                     }
                 }
@@ -170,6 +174,7 @@ impl Hub {
                         error: Some(format!("failed to start: {e}")),
                         watch: Watch::default(),
                         tools: tokio::sync::Mutex::new(None),
+                        whole_checked: tokio::sync::OnceCell::new(),
                         _service: None,
                     }
                 }
@@ -180,6 +185,7 @@ impl Hub {
                         error: Some("did not initialise within 30 s".into()),
                         watch: Watch::default(),
                         tools: tokio::sync::Mutex::new(None),
+                        whole_checked: tokio::sync::OnceCell::new(),
                         _service: None,
                     }
                 }
@@ -711,16 +717,23 @@ impl Call {
         let Some(peer) = &up.peer else {
             return failed(&format!("upstream `{alias}` is unavailable"));
         };
-        // The whole list, as in `tools/list`: a server first seen through a call is pinned
-        // whole, so its other tools do not count as new later.
         let list: Vec<Value> = match up.tools(false).await {
             Ok(list) => list.iter().map(tool_json).collect(),
             Err(e) => return denied_result(&format!("upstream `{alias}` tools/list failed: {e}")),
         };
-        if !list.iter().any(|t| t["name"] == tool.as_str()) {
+        let Some(def) = list.iter().find(|t| t["name"] == tool.as_str()).cloned() else {
             return denied_result(&format!("`{tool}` is not a tool of upstream `{alias}`"));
+        };
+        // First the whole list, once (as `tools/list` does): a server first seen through a
+        // call is pinned whole, so its other tools do not count as new later. Then the tool.
+        let whole = up
+            .whole_checked
+            .get_or_try_init(|| async { gw.check_tools(&list).await.map(|_| ()) })
+            .await;
+        if let Err(e) = whole {
+            return denied_result(&format!("the tool list could not be verified: {e}"));
         }
-        match gw.check_tools(&list).await {
+        match gw.check_tools(&[def]).await {
             Ok(states) => match states.get(&tool) {
                 Some(s) if s.state == "held" => {
                     let review = s.review_id.clone().unwrap_or_default();
