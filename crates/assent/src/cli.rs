@@ -1062,6 +1062,9 @@ fn check(
         }
         if v.kind == VerdictKind::Confirm {
             out["message"] = Value::String(v.message.clone());
+            out["side_effects"] = json!(v.side_effects);
+            out["rollback"] = json!(v.rollback);
+            out["dry_run_tool"] = json!(v.dry_run_tool);
         }
         println!("{out}");
     } else {
@@ -1082,6 +1085,15 @@ fn check(
         );
         if v.kind == VerdictKind::Confirm {
             println!("  message: {}", v.message);
+            for e in &v.side_effects {
+                println!("  side effects: {e}");
+            }
+            for r in &v.rollback {
+                println!("  rollback: {r}");
+            }
+            if let Some(t) = &v.dry_run_tool {
+                println!("  dry run: {t}");
+            }
         }
     }
     match v.kind {

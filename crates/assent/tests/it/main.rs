@@ -220,6 +220,24 @@ fn check_exit_codes_and_json() {
             .iter()
             .any(|r| r["file"].as_str().unwrap().ends_with("finance.yaml"))
     );
+    // The rule's side effects and rollback note, rendered like the message.
+    assert_eq!(
+        v["side_effects"][0],
+        "Moves 5000 EUR from the treasury account to bob."
+    );
+    assert!(v["rollback"][0].as_str().unwrap().contains("24 h"), "{v}");
+    let (_, text, _) = check(&[
+        "--agent",
+        "treasury_bot",
+        "--tool",
+        "transfer_funds",
+        "--args",
+        r#"{"amount": 5000, "currency": "EUR", "recipient": "bob"}"#,
+    ]);
+    assert!(
+        text.contains("side effects: Moves 5000 EUR from the treasury account to bob."),
+        "{text}"
+    );
     let (c, out, _) = check(&["--agent", "treasury_bot", "--tool", "drop_tables"]);
     assert_eq!(c, 11);
     assert!(
