@@ -235,7 +235,8 @@ fn form(body: &Bytes) -> Result<HashMap<String, String>, String> {
 }
 
 /// A state-changing form from a signed-in operator: its fields, once the session and the CSRF
-/// token were checked. Otherwise the `403` page to send, which says that `nothing` happened
+/// token were checked. Otherwise the page to send (`403`; `400` for a body that is not a form),
+/// which says that `nothing` happened
 /// (e.g. "Nothing was decided.").
 fn operator_form(
     st: &AppState,
@@ -248,7 +249,17 @@ fn operator_form(
             "Sign in first: this form needs an operator's dashboard session.",
         )));
     };
-    let f = form(body).map_err(|e| Box::new(forbidden(&e)))?;
+    let f = form(body).map_err(|e| {
+        Box::new(page_with(
+            StatusCode::BAD_REQUEST,
+            &Message {
+                title: "Not understood".into(),
+                text: format!("{e} Nothing was changed."),
+                who: op.principal.name.clone(),
+                csrf: op.session.csrf.clone(),
+            },
+        ))
+    })?;
     if !same(
         f.get("csrf").map(String::as_str).unwrap_or(""),
         &op.session.csrf,
@@ -644,7 +655,7 @@ struct Card {
 struct Loaded {
     rec: ApprovalRecord,
     similar: Vec<Item>,
-    dry_run: Option<assent_store::outbox::AuditRecord>,
+    dry_run: Option<assent_store::audit::AuditRecord>,
 }
 
 async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiError> {
@@ -683,19 +694,19 @@ fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
             .as_deref()
             .is_some_and(|s| st.dry_run.as_ref().is_some_and(|d| d.serves(s)));
     let (dry_run_by, dry_run_result) = match &l.dry_run {
-        Some(r) => (
-            format!("{} at {}", r.actor, rfc3339(r.at)),
-            match r.data.get("error") {
+        Some(r) => {
+            let data: Value = serde_json::from_str(&r.data).unwrap_or(Value::Null);
+            let shown = match data.get("error") {
                 Some(e) => format!("failed: {}", e.as_str().unwrap_or("")),
                 None => serde_json::to_string_pretty(
-                    r.data
-                        .get("result")
-                        .or(r.data.get("result_truncated"))
+                    data.get("result")
+                        .or(data.get("result_truncated"))
                         .unwrap_or(&Value::Null),
                 )
                 .unwrap_or_default(),
-            },
-        ),
+            };
+            (format!("{} at {}", r.actor, rfc3339(r.at)), shown)
+        }
         None => (String::new(), String::new()),
     };
     let pretty = serde_json::to_string_pretty(&a.call.arguments).unwrap_or_default();

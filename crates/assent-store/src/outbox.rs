@@ -1,29 +1,11 @@
 //! Reading the audit log as an event stream (the dashboard's audit view, outgoing webhooks)
 //! and the webhooks' delivery state: each webhook's cursor into the log and its dead letters.
 
+use crate::audit::AuditRecord;
 use crate::{Store, StoreError};
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
-
-/// One audit record, as read back.
-#[derive(Debug, Clone, Serialize)]
-pub struct AuditRecord {
-    /// Position in the chain (1, 2, 3, … without gaps).
-    pub seq: i64,
-    /// Unix milliseconds.
-    pub at: i64,
-    /// `approval.requested`, `decision`, `approval.expired`, `token.minted`, …
-    pub kind: String,
-    /// The approval it belongs to, if any.
-    pub approval_id: Option<String>,
-    /// Who caused it (operator, agent, `system`).
-    pub actor: String,
-    /// The record's data (canonical JSON when written).
-    pub data: Value,
-    /// Its hash in the chain.
-    pub hash: String,
-}
 
 /// A webhook delivery that failed every attempt.
 #[derive(Debug, Clone, Serialize)]
@@ -58,7 +40,7 @@ impl Store {
         let conn = self.lock();
         let kinds_json = serde_json::to_string(kinds).expect("kinds");
         let mut stmt = conn.prepare_cached(
-            "SELECT seq, at, kind, approval_id, actor, data, hash FROM audit
+            "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
              WHERE seq > ?1 AND (?2 = '[]' OR kind IN (SELECT value FROM json_each(?2)))
              ORDER BY seq LIMIT ?3",
         )?;
@@ -72,7 +54,7 @@ impl Store {
     pub fn audit_tail(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
-            "SELECT seq, at, kind, approval_id, actor, data, hash FROM audit ORDER BY seq DESC LIMIT ?1",
+            "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq DESC LIMIT ?1",
         )?;
         let rows = stmt
             .query_map([limit], read)?
@@ -197,7 +179,7 @@ impl Store {
         let conn = self.lock();
         Ok(conn
             .prepare_cached(
-                "SELECT seq, at, kind, approval_id, actor, data, hash FROM audit
+                "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
                  WHERE approval_id = ?1 AND kind = 'dry_run' ORDER BY seq DESC LIMIT 1",
             )?
             .query_row([approval_id], read)
@@ -230,14 +212,14 @@ impl Store {
 }
 
 fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
-    let data: String = r.get(5)?;
     Ok(AuditRecord {
         seq: r.get(0)?,
         at: r.get(1)?,
         kind: r.get(2)?,
         approval_id: r.get(3)?,
         actor: r.get(4)?,
-        data: serde_json::from_str(&data).unwrap_or(Value::Null),
-        hash: r.get(6)?,
+        data: r.get(5)?,
+        prev_hash: r.get(6)?,
+        hash: r.get(7)?,
     })
 }
