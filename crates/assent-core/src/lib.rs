@@ -4,8 +4,9 @@
 //! SHA-256 `call_hash` ([`canonical`]), resolves the agent's Agent Format declaration together
 //! with governance policies ([`policy`]), evaluates `args_match` conditions ([`condition`]),
 //! renders approval messages ([`template`]) and decides a [`Verdict`] ([`gatekeeper`]). It also
-//! holds the approval state machine ([`approval`]) and the HMAC approval token format
-//! ([`token`]).
+//! holds the approval state machine ([`approval`]), the HMAC approval token format
+//! ([`token`]) and the strict reading of JSON text that every entry point applies ([`json`]:
+//! no duplicate keys, no number a double would change).
 //!
 //! It is not a store, a server or a wire format: it knows nothing of tokio, SQL or HTTP. Time
 //! and randomness are passed in by the caller. Policy files are parsed from strings; finding
@@ -18,6 +19,7 @@ pub mod approval;
 pub mod canonical;
 pub mod condition;
 pub mod gatekeeper;
+pub mod json;
 pub mod policy;
 pub mod redact;
 pub mod summary;

@@ -1,8 +1,12 @@
 //! assent-mcp: an MCP stdio proxy that puts the assent gateway in front of one MCP server.
 //!
 //! The client speaks MCP (newline-delimited JSON-RPC 2.0) to the proxy on stdin/stdout; the
-//! proxy runs the upstream server as a child process and relays every message unchanged,
-//! except:
+//! proxy runs the upstream server as a child process and relays every message, except as
+//! below. A client line is read strictly ([`assent_core::json`]): one with a duplicate key or
+//! a number a double would change is refused with a JSON-RPC error, and what goes upstream is
+//! the serialisation of the value the proxy read (and gated), never the client's bytes, so an
+//! upstream parser that reads JSON differently cannot run something other than what was
+//! gated. Further:
 //! - `tools/call` requests go to the gateway first (`POST /v1/tool-calls`). An allowed call is
 //!   forwarded; a held call waits (long-polling the approval) and is forwarded only after its
 //!   approval token was redeemed for the exact call; anything else — denied, rejected, expired
@@ -30,8 +34,8 @@
 //!
 //! It is a client of the assent server, not a second policy engine: it holds no policy and
 //! fails closed when it cannot ask. The relay is hand-written rather than built on rmcp
-//! because it must pass every other message through byte for byte, whatever protocol version
-//! the two ends negotiate.
+//! because it must pass every other message through unchanged in meaning, whatever protocol
+//! version the two ends negotiate.
 
 #![warn(missing_docs)]
 
@@ -528,6 +532,29 @@ pub(crate) fn task_options(status: String) -> TaskOptions {
         .with_status_message(status)
 }
 
+/// The JSON-RPC error (one line of JSON) for a client message that was refused before
+/// anything was gated (the stdio proxy, and the hub over stdio and HTTP):
+/// `-32700` when it is not JSON, `-32600` (invalid request) when it is ambiguous (a duplicate
+/// key, an inexact number, too deep), naming the JSON pointer. The request's `id` is echoed
+/// when the line has one unambiguous top-level `id`, so the client's call fails at once.
+pub fn refusal(line: &str, e: &assent_core::json::StrictJsonError) -> String {
+    use assent_core::json::StrictJsonError;
+    let code = match e {
+        StrictJsonError::Syntax(_) => -32700,
+        _ => -32600,
+    };
+    let id = match e {
+        StrictJsonError::DuplicateKey { path } if path == "/id" => Value::Null,
+        StrictJsonError::Syntax(_) => Value::Null,
+        _ => serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|v| v.get("id").cloned())
+            .filter(|i| i.is_string() || i.is_number())
+            .unwrap_or(Value::Null),
+    };
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": format!("assent: {} ({e})", e.code())}}).to_string()
+}
+
 /// A JSON-RPC reply line to request `id`: `result`, or `error` as its error object.
 fn reply(id: &Value, r: Result<Value, rmcp::ErrorData>) -> String {
     match r {
@@ -982,11 +1009,13 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                 let Ok(Some(line)) = line else { break };
                 if line.trim().is_empty() { continue; }
                 // Fail closed: a line we cannot parse is never forwarded, since a more lenient
-                // upstream parser might read a tools/call in it that was never gated.
-                let msg: Value = match serde_json::from_str(&line) {
+                // upstream parser might read a tools/call in it that was never gated; nor is one
+                // that two parsers could read differently (a duplicate key, a number a double
+                // would change).
+                let msg: Value = match assent_core::json::parse_value(line.as_bytes()) {
                     Ok(v) => v,
                     Err(e) => {
-                        let _ = to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("assent: parse error: {e}")}}).to_string());
+                        let _ = to_client.send(refusal(&line, &e));
                         continue;
                     }
                 };
@@ -1004,12 +1033,12 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     }
                     continue;
                 }
-                let (mut msg, mut line) = (msg, line);
+                let mut msg = msg;
                 // The proxy serves the tasks flow itself; the upstream never sees it declared.
                 let declares_tasks = take_tasks_capability(&mut msg);
-                if declares_tasks {
-                    line = msg.to_string();
-                }
+                // What goes upstream is the serialisation of the value the proxy read and gated,
+                // never the client's bytes.
+                let line = msg.to_string();
                 if msg["method"] == "initialize" {
                     let can = msg["params"]["capabilities"]["elicitation"].is_object();
                     client_elicits.store(can, std::sync::atomic::Ordering::SeqCst);

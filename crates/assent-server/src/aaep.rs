@@ -115,12 +115,10 @@ fn accepted(sub: &Subscription) -> Value {
 async fn subscribe(
     State(st): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    crate::extract::ApiJson(req): crate::extract::ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
     operator(&p)?;
-    let req: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
     let reject = |code: &str, msg: String| {
         (
             StatusCode::BAD_REQUEST,
@@ -278,6 +276,12 @@ async fn replies(State(st): State<AppState>, headers: HeaderMap, body: Bytes) ->
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
         return ApiError::bad_request("the body is not JSON").into_response();
     };
+    // Ambiguous JSON (a duplicate key, a number a double would change) is ignored like any
+    // other reply that fails a check: the sender learns nothing (§6.3.4).
+    if let Err(e) = assent_core::json::check(&body) {
+        tracing::info!(why = %e, "AAEP reply ignored");
+        return StatusCode::NO_CONTENT.into_response();
+    }
     let p = authenticate(&st.principals, &headers).ok().cloned();
     let outcome = match msg["type"].as_str() {
         Some("confirmation.reply") => confirmation(&st, p, &msg).await,

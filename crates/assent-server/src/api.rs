@@ -4,6 +4,7 @@
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
+pub(crate) use crate::extract::{ApiJson, OptionalJson};
 use crate::formats::{self, approval_json, rfc3339};
 use crate::{AppState, now_ms};
 use assent_core::approval::{DecisionKind, GrantScope};
@@ -17,14 +18,12 @@ use assent_store::{
     ApprovalRecord, ConfirmTarget, DecideError, DecisionInput, EditedCall, Proposal, Proposed,
     RedeemError,
 };
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -34,7 +33,11 @@ pub const MAX_WAIT_SECONDS: u64 = 60;
 
 /// Builds the router with every v1 route and JSON 404/405 fallbacks.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let max_body = state
+        .settings
+        .max_arguments_bytes
+        .saturating_add(crate::edge::BODY_OVERHEAD_BYTES);
+    let routes = Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/v1/whoami", get(whoami))
         .route("/v1/tool-calls", post(propose))
@@ -69,28 +72,8 @@ pub fn router(state: AppState) -> Router {
                 "method not allowed on this route",
             )
         })
-        .with_state(state)
-}
-
-/// A JSON body extractor whose rejections are `400 BAD_REQUEST` with serde's message (which
-/// names the field, line and column), instead of axum's plain-text rejections.
-pub struct ApiJson<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
-    type Rejection = ApiError;
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("cannot read body: {e}")))?;
-        if bytes.is_empty() {
-            return Err(ApiError::bad_request(
-                "request body is empty; expected a JSON object",
-            ));
-        }
-        serde_json::from_slice(&bytes)
-            .map(ApiJson)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
-    }
+        .with_state(state);
+    crate::edge::wrap(routes, max_body)
 }
 
 /// Runs a blocking store call on the blocking pool.
@@ -233,13 +216,65 @@ pub(crate) fn agent_only<'a>(p: &'a Principal, agent: &str) -> Result<&'a str, A
     }
 }
 
+/// Longest identifier accepted (`session_id`, `tool`, `server`, `run_id`, `device_id`,
+/// `agent`), in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
 fn check_id(what: &str, v: &Option<String>) -> Result<(), ApiError> {
     match v {
-        Some(s) if s.is_empty() || s.len() > 200 => Err(ApiError::bad_request(format!(
-            "{what} must be 1 to 200 characters"
+        Some(s) => check_name(what, s),
+        None => Ok(()),
+    }
+}
+
+/// `400` unless `v` is 1 to [`MAX_ID_BYTES`] bytes long.
+pub(crate) fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
+    if v.is_empty() || v.len() > MAX_ID_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "{what} must be 1 to {MAX_ID_BYTES} bytes (got {})",
+            v.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Longest `reason` of a decision or cancellation accepted, in bytes.
+pub const MAX_REASON_BYTES: usize = 4096;
+
+/// `400` when `reason` is over [`MAX_REASON_BYTES`].
+pub(crate) fn check_reason(reason: &Option<String>) -> Result<(), ApiError> {
+    match reason {
+        Some(r) if r.len() > MAX_REASON_BYTES => Err(ApiError::bad_request(format!(
+            "reason must be at most {MAX_REASON_BYTES} bytes (got {})",
+            r.len()
         ))),
         _ => Ok(()),
     }
+}
+
+/// The size limits of one submission (issue 10 §14): identifiers of at most [`MAX_ID_BYTES`]
+/// and canonical arguments of at most `max_arguments_bytes` (`413 ARGUMENTS_TOO_LARGE`).
+fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<(), ApiError> {
+    check_name("agent", &b.agent)?;
+    if b.session_id.len() > MAX_ID_BYTES {
+        // Empty is allowed here: a plan submitted without a session has none.
+        check_name("session_id", &b.session_id)?;
+    }
+    check_name("tool", &b.call.tool)?;
+    check_id("server", &b.call.server)?;
+    check_id("run_id", &b.run_id)?;
+    check_id("device_id", &b.device_id)?;
+    if b.arguments.len() > max_arguments_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "ARGUMENTS_TOO_LARGE",
+            format!(
+                "the call's canonical arguments are {} bytes; this gateway accepts at most {max_arguments_bytes} (max_arguments_bytes)",
+                b.arguments.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 async fn propose(
@@ -510,6 +545,7 @@ async fn tool_result(
 /// 200 allow (with a token when a grant covers it), 403 `TOOL_DENIED`, 202 pending, 429
 /// `TOO_MANY_PENDING`.
 pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiError> {
+    check_sizes(&b, st.settings.max_arguments_bytes)?;
     let Submission {
         call,
         arguments,
@@ -533,10 +569,10 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
         let now = now_ms();
         let timeout = |v: &Verdict| -> i64 {
             v.timeout_seconds
-                .map(|s| s as i64 * 1000)
+                .map(crate::secs_to_ms)
                 .or(settings.approval_timeout_ms)
-                .unwrap_or(default_timeout_seconds(v.risk_tier) as i64 * 1000)
-                + extension_ms
+                .unwrap_or(crate::secs_to_ms(default_timeout_seconds(v.risk_tier)))
+                .saturating_add(extension_ms)
         };
         s.propose(
             &Proposal {
@@ -845,6 +881,7 @@ fn decision_input(
     rec: Option<&ApprovalRecord>,
     roles: &[String],
 ) -> Result<DecisionInput, ApiError> {
+    check_reason(&b.reason)?;
     let scope = match &b.scope {
         None => GrantScope::Once,
         Some(s) => GrantScope::parse(s).map_err(ApiError::bad_request)?,
@@ -1044,17 +1081,6 @@ struct CancelBody {
     reason: Option<String>,
 }
 
-/// An optional JSON body: empty is the default value.
-pub(crate) async fn optional_body<T: DeserializeOwned + Default>(
-    body: Bytes,
-) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UserDecisionBody {
@@ -1081,6 +1107,7 @@ async fn user_decision(
             ApiError::forbidden("only the agent that asked may relay its user's decision")
         })?
         .to_string();
+    check_reason(&b.reason)?;
     let kind = match b.decision.as_str() {
         "approve" => DecisionKind::Approve,
         "deny" => DecisionKind::Deny,
@@ -1127,10 +1154,10 @@ async fn cancel_approval(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    OptionalJson(b): OptionalJson<CancelBody>,
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
-    let b: CancelBody = optional_body(body).await?;
+    check_reason(&b.reason)?;
     let s = st.store.clone();
     let res = blocking(
         move || -> Result<Result<ApprovalRecord, DecideError>, assent_store::StoreError> {
@@ -1161,10 +1188,10 @@ async fn cancel_session(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(session): Path<String>,
-    body: Bytes,
+    OptionalJson(b): OptionalJson<CancelBody>,
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
-    let b: CancelBody = optional_body(body).await?;
+    check_reason(&b.reason)?;
     let s = st.store.clone();
     let agent = p.agent_id().map(str::to_string);
     let s2 = session.clone();

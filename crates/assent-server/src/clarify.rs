@@ -132,6 +132,8 @@ async fn ask(
         return Err(ApiError::bad_request("timeout_seconds must be 1 to 86400"));
     }
     let s = st.store.clone();
+    let max_pending = st.settings.max_pending_per_agent;
+    let agent = b.agent.clone();
     let c = blocking(move || {
         let now = now_ms();
         s.create_clarification(
@@ -143,10 +145,20 @@ async fn ask(
             b.context.as_deref(),
             now,
             now + timeout as i64 * 1000,
+            max_pending,
         )
     })
     .await?
-    .map_err(ApiError::unavailable)?;
+    .map_err(ApiError::unavailable)?
+    .map_err(|limit| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TOO_MANY_PENDING",
+            format!(
+                "agent `{agent}` already has {limit} approvals and questions waiting (max_pending_per_agent); wait for answers or cancel some"
+            ),
+        )
+    })?;
     st.changed();
     Ok((StatusCode::ACCEPTED, Json(json_of(&c))).into_response())
 }

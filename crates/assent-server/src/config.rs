@@ -34,13 +34,15 @@ struct RawConfig {
     #[serde(default)]
     principals: Vec<Spanned<RawPrincipal>>,
     #[serde(default)]
-    approval_timeout_seconds: Option<u64>,
+    approval_timeout_seconds: Option<Spanned<u64>>,
     #[serde(default)]
-    token_ttl_seconds: Option<u64>,
+    token_ttl_seconds: Option<Spanned<u64>>,
     #[serde(default)]
-    max_pending_per_agent: Option<u64>,
+    max_pending_per_agent: Option<Spanned<u64>>,
     #[serde(default)]
-    aaep_max_timeout_extension_seconds: Option<u64>,
+    aaep_max_timeout_extension_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
+    max_arguments_bytes: Option<Spanned<u64>>,
     #[serde(default)]
     strict_agent_files: bool,
     #[serde(default)]
@@ -215,6 +217,8 @@ pub struct Config {
     pub aaep_max_timeout_extension_seconds: u64,
     /// How long a minted approval token can be redeemed, in seconds.
     pub token_ttl_seconds: u64,
+    /// `max_arguments_bytes`: the largest canonical `arguments` of a call (default 256 KiB).
+    pub max_arguments_bytes: usize,
     /// Files the registry was loaded from.
     pub agent_files: Vec<PathBuf>,
     /// Governance files the registry was loaded from.
@@ -233,6 +237,36 @@ pub struct Config {
     /// `mcp_allowed_origins`: browser `Origin`s `/mcp` accepts (empty: no Origin check).
     pub mcp_allowed_origins: Vec<String>,
     principals: Vec<(String, PrincipalKind, KeySource, Option<u64>)>,
+}
+
+/// Bounds of `approval_timeout_seconds` (and of a rule's `timeout_seconds`): 1 s … 7 days.
+pub const TIMEOUT_BOUNDS: (u64, u64) = (1, 7 * 86_400);
+/// Bounds of `token_ttl_seconds`: 1 s … 1 day.
+pub const TOKEN_TTL_BOUNDS: (u64, u64) = (1, 86_400);
+/// Bounds of `max_pending_per_agent`: 1 … 1,000,000.
+pub const MAX_PENDING_BOUNDS: (u64, u64) = (1, 1_000_000);
+/// Bounds of `aaep_max_timeout_extension_seconds`: 0 (no extensions) … 1 day.
+pub const EXTENSION_BOUNDS: (u64, u64) = (0, 86_400);
+/// Bounds of `max_arguments_bytes`: 1 KiB … 64 MiB.
+pub const ARGUMENTS_BYTES_BOUNDS: (u64, u64) = (1024, 64 * 1024 * 1024);
+
+/// The value of an optional number `key` when it lies within `bounds` (inclusive); else the
+/// error names the file, the key's line and the bounds.
+fn bounded(
+    file: &Path,
+    key: &str,
+    v: &Option<Spanned<u64>>,
+    (lo, hi): (u64, u64),
+) -> Result<Option<u64>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(s) if (lo..=hi).contains(&s.value) => Ok(Some(s.value)),
+        Some(s) => Err(at(
+            file,
+            Some(s.referenced.line()),
+            format!("{key} is {}; it must be from {lo} to {hi}", s.value),
+        )),
+    }
 }
 
 /// Default `listen` address.
@@ -420,16 +454,36 @@ impl Config {
             };
             principals.push((r.name.clone(), kind, key, line));
         }
-        if raw.approval_timeout_seconds == Some(0)
-            || raw.token_ttl_seconds == Some(0)
-            || raw.max_pending_per_agent == Some(0)
-        {
-            return Err(at(
-                path,
-                None,
-                "approval_timeout_seconds, token_ttl_seconds and max_pending_per_agent must be at least 1",
-            ));
-        }
+        let approval_timeout_seconds = bounded(
+            path,
+            "approval_timeout_seconds",
+            &raw.approval_timeout_seconds,
+            TIMEOUT_BOUNDS,
+        )?;
+        let token_ttl_seconds = bounded(
+            path,
+            "token_ttl_seconds",
+            &raw.token_ttl_seconds,
+            TOKEN_TTL_BOUNDS,
+        )?;
+        let max_pending_per_agent = bounded(
+            path,
+            "max_pending_per_agent",
+            &raw.max_pending_per_agent,
+            MAX_PENDING_BOUNDS,
+        )?;
+        let aaep_max_timeout_extension_seconds = bounded(
+            path,
+            "aaep_max_timeout_extension_seconds",
+            &raw.aaep_max_timeout_extension_seconds,
+            EXTENSION_BOUNDS,
+        )?;
+        let max_arguments_bytes = bounded(
+            path,
+            "max_arguments_bytes",
+            &raw.max_arguments_bytes,
+            ARGUMENTS_BYTES_BOUNDS,
+        )?;
         let mut mcp_upstreams = BTreeMap::new();
         for (alias, u) in &raw.mcp_upstreams {
             let line = Some(u.referenced.line());
@@ -547,8 +601,13 @@ impl Config {
             if r.secret_env.is_empty() {
                 return bad("secret_env must name an environment variable".into());
             }
-            if r.max_attempts == Some(0) {
-                return bad("max_attempts must be at least 1".into());
+            if r.max_attempts.is_some_and(|n| !(1..=1000).contains(&n)) {
+                return bad("max_attempts must be from 1 to 1000".into());
+            }
+            if r.retry_initial_ms
+                .is_some_and(|n| !(1..=3_600_000).contains(&n))
+            {
+                return bad("retry_initial_ms must be from 1 to 3600000 (one hour)".into());
             }
             webhooks.push(Webhook {
                 name: r.name.clone(),
@@ -578,12 +637,12 @@ impl Config {
             listen: raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: base.join(raw.data_dir.unwrap_or_else(|| ".assent".into())),
             registry,
-            approval_timeout_seconds: raw.approval_timeout_seconds,
-            max_pending_per_agent: raw.max_pending_per_agent.unwrap_or(100),
-            aaep_max_timeout_extension_seconds: raw
-                .aaep_max_timeout_extension_seconds
-                .unwrap_or(600),
-            token_ttl_seconds: raw.token_ttl_seconds.unwrap_or(300),
+            approval_timeout_seconds,
+            max_pending_per_agent: max_pending_per_agent.unwrap_or(100),
+            aaep_max_timeout_extension_seconds: aaep_max_timeout_extension_seconds.unwrap_or(600),
+            token_ttl_seconds: token_ttl_seconds.unwrap_or(300),
+            max_arguments_bytes: max_arguments_bytes
+                .map_or(crate::DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
             agent_files,
             governance_files,
             warnings,

@@ -290,10 +290,19 @@ struct Login {
     next: String,
 }
 
-/// Where to go after signing in: a dashboard path only (never another site).
+/// Where to go after signing in: a dashboard path only (never another site), of visible
+/// ASCII only (a control character cannot go into a `Location` header).
 fn next_path(next: Option<&String>) -> String {
     match next {
-        Some(n) if n.starts_with("/ui/") && !n.contains("//") && !n.contains('\\') => n.clone(),
+        Some(n)
+            if n.starts_with("/ui/")
+                && !n.contains("//")
+                && !n.contains('\\')
+                && n.len() <= 2048
+                && n.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            n.clone()
+        }
         _ => "/ui".into(),
     }
 }
@@ -850,7 +859,7 @@ async fn decide_form(
             let arguments = if text.trim().is_empty() {
                 None
             } else {
-                match serde_json::from_str::<Value>(&text) {
+                match assent_core::json::parse_value(text.as_bytes()) {
                     Ok(v) if v.is_object() => {
                         let same_call = assent_core::canonical::canonical_value(&v).ok()
                             == Some(rec.canonical_arguments());

@@ -16,7 +16,9 @@ pub mod auth;
 pub mod clarify;
 pub mod config;
 pub mod dashboard;
+pub mod edge;
 pub mod error;
+pub mod extract;
 pub mod formats;
 pub mod plans;
 pub mod tools;
@@ -82,7 +84,7 @@ impl AppState {
     pub fn from_config(config: &Config) -> Result<Self, StartError> {
         let principals = config.principals()?;
         let webhooks = config.webhooks()?;
-        let store = Store::open(&config.data_dir, config.token_ttl_seconds as i64 * 1000).map_err(
+        let store = Store::open(&config.data_dir, secs_to_ms(config.token_ttl_seconds)).map_err(
             |source| StartError::Store {
                 dir: config.data_dir.clone(),
                 source,
@@ -93,9 +95,10 @@ impl AppState {
             config.registry.clone(),
             principals,
             Settings {
-                approval_timeout_ms: config.approval_timeout_seconds.map(|s| s as i64 * 1000),
+                approval_timeout_ms: config.approval_timeout_seconds.map(secs_to_ms),
                 max_pending_per_agent: config.max_pending_per_agent,
                 aaep_max_timeout_extension_s: config.aaep_max_timeout_extension_seconds,
+                max_arguments_bytes: config.max_arguments_bytes,
             },
         );
         state.webhooks = Arc::new(webhooks);
@@ -139,6 +142,9 @@ impl AppState {
     }
 }
 
+/// Default `max_arguments_bytes`: 256 KiB.
+pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 256 * 1024;
+
 /// Gateway-wide settings (see [`config::Config`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
@@ -148,6 +154,9 @@ pub struct Settings {
     pub max_pending_per_agent: u64,
     /// Longest AAEP timeout extension a subscriber may obtain, in seconds (AAEP §6.4.2).
     pub aaep_max_timeout_extension_s: u64,
+    /// Largest canonical `arguments` of a call, in bytes (`max_arguments_bytes`, default
+    /// 256 KiB); larger is `413 ARGUMENTS_TOO_LARGE`. Request bodies may be 64 KiB larger.
+    pub max_arguments_bytes: usize,
 }
 
 impl Default for Settings {
@@ -156,6 +165,7 @@ impl Default for Settings {
             approval_timeout_ms: None,
             max_pending_per_agent: 100,
             aaep_max_timeout_extension_s: 600,
+            max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
         }
     }
 }
@@ -174,6 +184,15 @@ pub enum StartError {
     #[error(transparent)]
     /// The configuration is invalid.
     Config(#[from] config::ConfigError),
+}
+
+/// `seconds` in milliseconds, saturating at `i64::MAX` (a bound that was already checked
+/// stays far below; an unchecked huge value means "never", not a wrapped negative time).
+pub fn secs_to_ms(seconds: u64) -> i64 {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| s.checked_mul(1000))
+        .unwrap_or(i64::MAX)
 }
 
 /// The current time in Unix milliseconds.

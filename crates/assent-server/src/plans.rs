@@ -16,12 +16,11 @@
 //!   extension | other, "target_id": UUID_V4, "reason"?, "target"?: {...}}` → a Confirm on that
 //!   target, answered like a tool call.
 
-use crate::api::{
-    ApiJson, Submission, agent_only, blocking, canonical_call, gate, is_uuid_v4, optional_body,
-};
+use crate::api::{ApiJson, Submission, agent_only, blocking, canonical_call, gate, is_uuid_v4};
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
+use crate::extract::OptionalJson;
 use crate::{AppState, now_ms};
 use assent_store::plans::{PlanError, PlanRecord};
 use axum::extract::{Path, State};
@@ -312,10 +311,9 @@ async fn cancel(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    OptionalJson(CancelBody { reason }): OptionalJson<CancelBody>,
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
-    let reason = optional_body::<CancelBody>(body).await?.reason;
     let pl = load(&st, &p, &id).await?;
     let s = st.store.clone();
     let agent = p.agent_id().map(str::to_string);

@@ -21,10 +21,17 @@
   if (queue && window.EventSource) {
     const ids = () => new Set([...queue.querySelectorAll("[data-approval-id]")].map((e) => e.dataset.approvalId));
     let known = ids();
+    // A change announced while a read is in flight may not be in that read: remember it and
+    // read again when the current one ends, so no approval is missed until a reload.
     let busy = false;
+    let again = false;
     const refresh = async () => {
-      if (busy) return;
+      if (busy) {
+        again = true;
+        return;
+      }
       busy = true;
+      again = false;
       try {
         const r = await fetch(queue.dataset.live, { credentials: "same-origin" });
         if (r.status === 401) { window.location.assign("/ui/login"); return; }
@@ -42,6 +49,7 @@
         tick();
       } finally {
         busy = false;
+        if (again) refresh();
       }
     };
     const events = new EventSource("/ui/events");

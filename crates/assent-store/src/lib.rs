@@ -747,11 +747,7 @@ impl Store {
                     .prepare_cached("SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at LIMIT 1")?
                     .query_row(params![p.agent, p.session_id, p.call_hash], |r| r.get(0))
                     .optional()?;
-                let pending: u64 = tx
-                    .prepare_cached(
-                        "SELECT count(*) FROM approvals WHERE agent = ?1 AND status = 'pending'",
-                    )?
-                    .query_row([p.agent], |r| r.get(0))?;
+                let pending = pending_of(&tx, p.agent)?;
                 let n = NewApproval {
                     agent: p.agent,
                     session_id: p.session_id,
@@ -761,7 +757,7 @@ impl Store {
                     call_hash: p.call_hash,
                     verdict: &verdict,
                     now: p.now,
-                    expires_at: p.now + (p.timeout_ms)(&verdict),
+                    expires_at: p.now.saturating_add((p.timeout_ms)(&verdict)),
                     run_id: p.run_id,
                     device_id: p.device_id,
                     trace_id: p.trace_id,
@@ -1162,7 +1158,7 @@ impl Store {
         now: i64,
     ) -> rusqlite::Result<()> {
         let tid = uuid::Uuid::new_v4().to_string();
-        let exp = now + self.token_ttl_ms;
+        let exp = now.saturating_add(self.token_ttl_ms);
         tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
             params![tid, approval_id, agent, call_hash, now, exp, scope, device_id],
         )?;
@@ -1293,10 +1289,13 @@ impl Store {
             if scope.is_grant() {
                 let gid = uuid::Uuid::new_v4().to_string();
                 let whole = input.is_some_and(|d| d.whole_tool);
-                let expires = match scope {
-                    GrantScope::Duration(s) => Some(now + s as i64 * 1000),
-                    _ => None,
-                };
+                let expires =
+                    match scope {
+                        GrantScope::Duration(s) => Some(now.saturating_add(
+                            i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX),
+                        )),
+                        _ => None,
+                    };
                 let session = (scope == GrantScope::Session).then_some(&rec.session_id);
                 tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
                     .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, (!whole).then_some(hash),
@@ -1372,7 +1371,7 @@ impl Store {
                             }
                         }
                     }
-                    let new_exp = now + after;
+                    let new_exp = now.saturating_add(after);
                     tx.prepare_cached("UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1")?
                         .execute(params![id, serde_json::to_string(&approvers).expect("roles"), new_exp, now])?;
                     audit::append(
@@ -1581,7 +1580,9 @@ impl Store {
     }
 
     /// Stores a clarification question with a fresh reply token and emits
-    /// `aaep:agent.awaiting.clarification` (`clarification.requested` audited).
+    /// `aaep:agent.awaiting.clarification` (`clarification.requested` audited). `Ok(Err(limit))`
+    /// when the agent already has `max_pending` approvals and questions waiting (audited
+    /// `clarification.refused`; nothing else stored).
     #[allow(clippy::too_many_arguments)]
     pub fn create_clarification(
         &self,
@@ -1593,11 +1594,25 @@ impl Store {
         context: Option<&str>,
         now: i64,
         expires_at: i64,
-    ) -> Result<aaep::Clarification, StoreError> {
+        max_pending: u64,
+    ) -> Result<Result<aaep::Clarification, u64>, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let token = aaep::random_id("rpl_");
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let pending = pending_of(&tx, agent)?;
+        if pending >= max_pending {
+            audit::append(
+                &tx,
+                now,
+                "clarification.refused",
+                None,
+                agent,
+                &json!({"session_id": session_id, "why": "too many pending approvals and questions", "pending": pending, "limit": max_pending}),
+            )?;
+            tx.commit()?;
+            return Ok(Err(max_pending));
+        }
         tx.prepare_cached("INSERT INTO clarifications (id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,'pending')")?
             .execute(params![id, agent, session_id, question, json!(kinds).to_string(), json!(choices).to_string(), context, token, now, expires_at])?;
         audit::append(
@@ -1611,7 +1626,7 @@ impl Store {
         let c = aaep::read_clarification(&tx, "id", &id)?.expect("inserted");
         aaep::emit(&tx, &aaep::awaiting_clarification(&c), None, None, now)?;
         tx.commit()?;
-        Ok(c)
+        Ok(Ok(c))
     }
 
     /// A clarification by id, or (`by_token`) by reply token.
@@ -1768,7 +1783,7 @@ fn insert_approval(
     let (esc_to, esc_after) = match &v.escalation {
         Some(e) => (
             serde_json::to_string(&e.escalate_to).expect("roles"),
-            Some(e.after_seconds as i64 * 1000),
+            Some(i64::try_from(e.after_seconds.saturating_mul(1000)).unwrap_or(i64::MAX)),
         ),
         None => ("[]".to_string(), None),
     };
@@ -1897,6 +1912,16 @@ fn prior_calls(
         })
     })?
     .collect()
+}
+
+/// How many approvals and clarification questions of `agent` wait for a person: what
+/// `max_pending_per_agent` caps (issue 10 §16).
+fn pending_of(conn: &Connection, agent: &str) -> rusqlite::Result<u64> {
+    conn.prepare_cached(
+        "SELECT (SELECT count(*) FROM approvals WHERE agent = ?1 AND status = 'pending')
+              + (SELECT count(*) FROM clarifications WHERE agent = ?1 AND status = 'pending')",
+    )?
+    .query_row([agent], |r| r.get(0))
 }
 
 /// An active grant covering the proposal: same agent, tool and server; same call hash unless

@@ -505,14 +505,16 @@ async fn serve(
         )
         .await?;
         state.dry_run = Some(std::sync::Arc::new(HubDryRun(hub.clone())));
-        extra = extra.nest_service(
-            "/mcp",
-            assent_mcp::hub::http_service(
-                hub,
-                cfg.mcp_allowed_hosts.clone(),
-                cfg.mcp_allowed_origins.clone(),
-            ),
-        );
+        extra = extra
+            .nest_service(
+                "/mcp",
+                assent_mcp::hub::http_service(
+                    hub,
+                    cfg.mcp_allowed_hosts.clone(),
+                    cfg.mcp_allowed_origins.clone(),
+                ),
+            )
+            .layer(axum::middleware::from_fn(strict_mcp_bodies));
         tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
     }
     tracing::info!(
@@ -535,6 +537,49 @@ async fn serve(
     };
     assent_server::run_with(listener, state, extra, shutdown).await?;
     Ok(0)
+}
+
+/// Largest JSON-RPC request body `/mcp` reads, in bytes (4 MiB).
+const MAX_MCP_BODY: usize = 4 * 1024 * 1024;
+
+/// Reads a `/mcp` request body strictly before rmcp sees it (issue 10 §1–2): a body with a
+/// duplicate key or a number a double would change is answered `400` with a JSON-RPC error
+/// naming the JSON pointer, and never gated or forwarded. Bodies over [`MAX_MCP_BODY`] are
+/// `413`.
+async fn strict_mcp_bodies(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_MCP_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return (
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32600, "message": format!("assent: the request body is over {MAX_MCP_BODY} bytes")}})),
+            )
+                .into_response();
+        }
+    };
+    if !bytes.is_empty()
+        && let Err(e) = assent_core::json::check(&bytes)
+    {
+        let line = String::from_utf8_lossy(&bytes);
+        let body = assent_mcp::refusal(&line, &e);
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 /// The dashboard's dry-run button, served by the MCP hub's upstream connections.

@@ -15,7 +15,12 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path()).await;
     let pay = |n: i64| json!({"amount": n, "to": "bob"});
-    let id = |b: &Value| b["approval_id"].as_str().unwrap().to_string();
+    let id = |b: &Value| {
+        b["approval_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{b}"))
+            .to_string()
+    };
     let decide = |id: String, body: Value| {
         let gw = &gw;
         async move {

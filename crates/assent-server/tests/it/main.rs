@@ -16,6 +16,7 @@ mod learning;
 mod plans;
 mod protocol;
 mod schemas;
+mod security;
 mod tools;
 mod webhooks;
 

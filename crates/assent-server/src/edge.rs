@@ -1,0 +1,108 @@
+//! The HTTP edge around every route (issue 10 §14, §17): the body limit, the URI length
+//! limit, a JSON body for every error (also those axum and tower make themselves: a malformed
+//! path or query string, a body over the limit, a wrong method), and a panic answered as a
+//! JSON `500` instead of a dropped connection.
+
+use crate::error::ApiError;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+
+/// Longest request URI (path and query) accepted, in bytes; longer is `414 URI_TOO_LONG`.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Extra body bytes allowed beyond `max_arguments_bytes` for the other fields of a request.
+pub const BODY_OVERHEAD_BYTES: usize = 64 * 1024;
+
+/// Wraps `router` with the edge layers; `max_body` is the largest request body in bytes.
+pub fn wrap<S: Clone + Send + Sync + 'static>(router: Router<S>, max_body: usize) -> Router<S> {
+    router
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn(uri_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                tracing::error!("a request handler panicked");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "INTERNAL",
+                    "the gateway failed on this request; nothing was allowed",
+                )
+                .into_response()
+            },
+        ))
+}
+
+/// `414 URI_TOO_LONG` for a URI over [`MAX_URI_BYTES`].
+async fn uri_limit(req: Request, next: Next) -> Response {
+    let len = req.uri().to_string().len();
+    if len > MAX_URI_BYTES {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "URI_TOO_LONG",
+            format!("the request URI is {len} bytes; at most {MAX_URI_BYTES} are accepted"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// The stable code for an error status that reached the client without one of ours.
+fn code_for(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::METHOD_NOT_ALLOWED => "METHOD_NOT_ALLOWED",
+        StatusCode::REQUEST_TIMEOUT => "REQUEST_TIMEOUT",
+        StatusCode::PAYLOAD_TOO_LARGE => "PAYLOAD_TOO_LARGE",
+        StatusCode::URI_TOO_LONG => "URI_TOO_LONG",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UNSUPPORTED_MEDIA_TYPE",
+        StatusCode::UNPROCESSABLE_ENTITY => "UNPROCESSABLE",
+        StatusCode::TOO_MANY_REQUESTS => "TOO_MANY_REQUESTS",
+        s if s.is_server_error() => "INTERNAL",
+        _ => "BAD_REQUEST",
+    }
+}
+
+/// Gives every error response without a JSON (or the dashboard's HTML) body the API's
+/// `{"code", "message"}` body, keeping its status and the text it had as the message.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let typed = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json") || t.starts_with("text/html"));
+    if typed {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = match axum::body::to_bytes(body, 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("request refused")
+            .to_string()
+    } else {
+        text
+    };
+    let mut out = ApiError::new(status, code_for(status), message).into_response();
+    for (k, v) in parts.headers.iter() {
+        if k != header::CONTENT_TYPE && k != header::CONTENT_LENGTH {
+            out.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    out.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    out
+}
