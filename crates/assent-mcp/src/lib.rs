@@ -588,10 +588,10 @@ const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";
 /// its result passes through the proxy. Returns whether it was declared.
 fn take_tasks_capability(msg: &mut Value) -> bool {
     let mut declared = false;
-    let params = &mut msg["params"];
-    if !params.is_object() {
+    // `get_mut`, not indexing: indexing would add `"params": null` to every message.
+    let Some(params) = msg.get_mut("params").filter(|p| p.is_object()) else {
         return false;
-    }
+    };
     if let Some(ext) = params
         .pointer_mut("/capabilities/extensions")
         .and_then(Value::as_object_mut)

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod security;
 mod tasks;
 mod watch;
 
@@ -427,8 +428,9 @@ fn the_mcp_proxy_forwards_nothing_it_could_not_gate() {
     assert_eq!(
         seen.lines()
             .filter(|l| !l.contains("\"id\":\"assent-pins-"))
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .collect::<Vec<_>>(),
-        vec![lines[4]],
+        vec![serde_json::from_str::<Value>(lines[4]).unwrap()],
         "the upstream saw only the ping (and the proxy's own tools/list): {seen}"
     );
 }

@@ -265,6 +265,23 @@ fn the_hub_turns_a_held_call_into_a_task_the_client_polls_and_can_cancel() {
                 .is_err()
         );
         assert_eq!(pending(&url).len(), 1, "still waiting for a human");
+        // A body two parsers read differently never reaches the hub's handler: a duplicate
+        // tool name is answered 400 with a JSON-RPC error naming the key, and runs nothing.
+        let before = calls();
+        let resp = reqwest::Client::new()
+            .post(format!("{url}/mcp"))
+            .bearer_auth(KEY)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"notes__write","name":"notes__read","arguments":{"text":"x"}}}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400);
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!((body["id"].clone(), body["error"]["code"].clone()), (json!(9), json!(-32600)), "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("/params/name"), "{body}");
+        assert_eq!(calls(), before, "nothing ran");
         other.cancel().await.unwrap();
         client.cancel().await.unwrap();
     });
