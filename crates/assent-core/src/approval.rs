@@ -149,6 +149,14 @@ impl DefaultDecision {
     }
 }
 
+/// Whether an operator holding `roles` may decide (or cancel) an approval whose approver roles
+/// are `approvers`: when it names none (any operator), or the operator holds one of them
+/// (seed 002 "authorise: role allowed by the policy"). Cancelling is a way of saying no, so
+/// the same rule applies to it (issue 10 §7).
+pub fn may_decide(approvers: &[String], roles: &[String]) -> bool {
+    approvers.is_empty() || approvers.iter().any(|a| roles.contains(a))
+}
+
 /// Events that move an approval out of `pending`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {

@@ -1158,6 +1158,7 @@ async fn cancel_approval(
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
     check_reason(&b.reason)?;
+    let name = p.name.clone();
     let s = st.store.clone();
     let res = blocking(
         move || -> Result<Result<ApprovalRecord, DecideError>, assent_store::StoreError> {
@@ -1165,7 +1166,7 @@ async fn cancel_approval(
             s.expire_due(now)?;
             match s.get_approval(&id)? {
                 Some(r) if p.agent_id().is_none_or(|a| a == r.agent) => {
-                    Ok(s.cancel(&id, b.reason.as_deref(), &p.name, now))
+                    Ok(s.cancel_as(&id, b.reason.as_deref(), &p.name, p.roles(), now))
                 }
                 _ => Ok(Err(DecideError::NotFound)),
             }
@@ -1178,12 +1179,15 @@ async fn cancel_approval(
             st.changed();
             Ok(Json(approval_json(&rec, None)))
         }
-        Err(e) => Err(decide_error(e, "")),
+        Err(e) => Err(decide_error(e, &name)),
     }
 }
 
-/// `POST /v1/sessions/{id}/cancel`: cancels every pending approval of the session (an agent:
-/// its own; an operator: every agent's).
+/// `POST /v1/sessions/{id}/cancel` (AAEP §6.8): cancels the session's pending approvals (an
+/// agent: its own; an operator: every agent's that they could decide, the others are listed in
+/// `refused` and stay pending) and its pending clarifications; `agent.session.cancelled` is
+/// announced once per agent and session. `{"session_id", "cancelled": [ids],
+/// "refused": [ids], "clarifications": [ids]}`.
 async fn cancel_session(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -1192,26 +1196,31 @@ async fn cancel_session(
 ) -> Result<Json<Value>, ApiError> {
     let p = authenticate(&st.principals, &headers)?.clone();
     check_reason(&b.reason)?;
+    check_name("session_id", &session)?;
     let s = st.store.clone();
     let agent = p.agent_id().map(str::to_string);
     let s2 = session.clone();
-    let list = blocking(move || {
+    let out = blocking(move || {
         s.cancel_session(
             &s2,
             agent.as_deref(),
             b.reason.as_deref(),
             &p.name,
+            p.roles(),
             now_ms(),
         )
     })
     .await?
     .map_err(ApiError::unavailable)?;
-    if !list.is_empty() {
+    if !out.cancelled.is_empty() || !out.clarifications.is_empty() || !out.announced.is_empty() {
         st.changed();
     }
-    Ok(Json(
-        json!({"session_id": session, "cancelled": list.iter().map(|a| a.id.clone()).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(json!({
+        "session_id": session,
+        "cancelled": out.cancelled.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        "refused": out.refused,
+        "clarifications": out.clarifications,
+    })))
 }
 
 /// `GET /v1/grants[?all=true]`: active grants (all, with revoked and expired ones).

@@ -19,6 +19,7 @@ pub mod learning;
 pub mod outbox;
 pub mod pins;
 pub mod plans;
+pub mod sessions;
 
 use assent_core::ToolCall;
 use assent_core::approval::{
@@ -43,6 +44,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_tool_pins.sql"),
     include_str!("../migrations/0006_in_client.sql"),
     include_str!("../migrations/0007_operator.sql"),
+    include_str!("../migrations/0009_cancelled_sessions.sql"),
 ];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
@@ -943,46 +945,18 @@ impl Store {
         self.apply(id, Event::Cancel, None, reason, actor, None, now)
     }
 
-    /// Cancels every pending approval of session `session_id` (of `agent` only, when given);
-    /// returns the cancelled records.
-    pub fn cancel_session(
+    /// [`Store::cancel`] by an operator holding `roles` (`None`: the agent itself). Cancelling
+    /// is a way of saying no, so an operator may cancel only an approval they could decide
+    /// ([`approval::may_decide`]); otherwise `NotApprover`, audited `decision.refused`.
+    pub fn cancel_as(
         &self,
-        session_id: &str,
-        agent: Option<&str>,
+        id: &str,
         reason: Option<&str>,
         actor: &str,
+        roles: Option<&[String]>,
         now: i64,
-    ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let ids: Vec<String> = {
-            let conn = self.lock();
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
-            )?;
-            stmt.query_map(params![session_id, agent], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
-        let mut out = Vec::new();
-        for id in ids {
-            match self.cancel(&id, reason, actor, now) {
-                Ok(r) => out.push(r),
-                Err(DecideError::Store(e)) => return Err(e),
-                Err(_) => {} // decided meanwhile
-            }
-        }
-        // AAEP §6.8: one session.cancelled per agent whose session it was.
-        let mut agents: Vec<&str> = out.iter().map(|a| a.agent.as_str()).collect();
-        agents.dedup();
-        if !agents.is_empty() {
-            let mut conn = self.lock();
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            for a in agents {
-                let n = out.iter().filter(|x| x.agent == a).count();
-                let ev = aaep::session_cancelled(a, session_id, agent.is_none(), n, now);
-                aaep::emit(&tx, &ev, None, None, now)?;
-            }
-            tx.commit()?;
-        }
-        Ok(out)
+    ) -> Result<ApprovalRecord, DecideError> {
+        self.apply(id, Event::Cancel, None, reason, actor, roles, now)
     }
 
     /// Stores a new AAEP subscription of operator `principal` (`aaep.subscribed` audited);
@@ -1193,7 +1167,7 @@ impl Store {
         };
         if let Some(roles) = roles {
             let approvers = &rec.approvers;
-            if !approvers.is_empty() && !approvers.iter().any(|a| roles.contains(a)) {
+            if !approval::may_decide(approvers, roles) {
                 audit::append(
                     &tx,
                     now,

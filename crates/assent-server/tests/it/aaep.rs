@@ -520,14 +520,72 @@ async fn cancelling_a_session_cancels_its_confirmations_and_their_reply_tokens()
         .as_str()
         .unwrap()
         .to_string();
+    // A question of the same session dies with it: its reply token no longer answers it.
+    let (s, q) = gw
+        .req(
+            "POST",
+            "/v1/clarifications",
+            Some("bot-key"),
+            Some(json!({"agent": "bot", "session_id": "s1",
+            "question": "Which folder?", "accepted_response_kinds": ["freetext"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{q}");
+    let q_token = sse.expect("aaep:agent.awaiting.clarification").await.data["reply_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, b) = gw
+        .req("POST", "/v1/sessions/s1/cancel", Some("bot-key"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["clarifications"], json!([q["id"]]), "{b}");
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_eq!(ev["to_state"], "thinking");
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_eq!(ev["summary_normal"], "The question was withdrawn.");
+    let ev = sse.expect("aaep:agent.session.cancelled").await.data;
+    assert_valid(&core("agent.session.cancelled"), &ev, "session.cancelled");
+    assert!(
+        ev["summary_normal"].as_str().unwrap().contains("1 pending"),
+        "{ev}"
+    );
+    let first_session = ev["session_id"].clone();
+    let answer = json!({"type": "clarification.reply", "reply_token": q_token, "response": "/tmp",
+                        "subscription_id": sub, "timestamp": now()});
+    assert_eq!(
+        gw.reply(Some("alice-key"), answer).await,
+        StatusCode::NO_CONTENT
+    );
+    let (_, c) = gw
+        .req(
+            "GET",
+            &format!("/v1/clarifications/{}", q["id"].as_str().unwrap()),
+            Some("bot-key"),
+            None,
+        )
+        .await;
+    assert_eq!(c["status"], "cancelled", "{c}");
+    // Exactly once per session: cancelling it again announces nothing new, while a session
+    // with nothing pending is announced once.
     let (s, _) = gw
         .req("POST", "/v1/sessions/s1/cancel", Some("bot-key"), None)
         .await;
     assert_eq!(s, StatusCode::OK);
-    let ev = sse.expect("aaep:agent.state.changed").await.data;
-    assert_eq!(ev["to_state"], "thinking");
+    let (s, _) = gw
+        .req("POST", "/v1/sessions/idle/cancel", Some("bot-key"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
     let ev = sse.expect("aaep:agent.session.cancelled").await.data;
-    assert_valid(&core("agent.session.cancelled"), &ev, "session.cancelled");
+    assert_ne!(ev["session_id"], first_session, "{ev}");
+    assert!(
+        ev["summary_normal"].as_str().unwrap().contains("0 pending"),
+        "{ev}"
+    );
+    gw.req("POST", "/v1/sessions/idle/cancel", Some("bot-key"), None)
+        .await;
+    sse.none_of("aaep:agent.session.cancelled", Duration::from_millis(1500))
+        .await;
     assert_eq!(
         gw.reply(Some("alice-key"), confirm(&token, &sub, "accept"))
             .await,

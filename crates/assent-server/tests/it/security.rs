@@ -359,3 +359,65 @@ async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn an_operator_cannot_say_no_by_cancelling_an_approval_they_could_not_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    // `pay` needs the finance role; olaf has only ops.
+    let (_, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
+    let pay = b["approval_id"].as_str().unwrap().to_string();
+    let (_, b) = gw.propose("quick", json!({})).await;
+    let quick = b["approval_id"].as_str().unwrap().to_string();
+    let (s, b) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{pay}/cancel"),
+            Some("olaf-key"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("FORBIDDEN")),
+        "{b}"
+    );
+    // Cancelling the whole session cancels only what olaf could decide.
+    let (s, b) = gw
+        .req("POST", "/v1/sessions/s1/cancel", Some("olaf-key"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["cancelled"].clone(), b["refused"].clone()),
+        (json!([quick]), json!([pay])),
+        "{b}"
+    );
+    let (_, rec) = gw
+        .req("GET", &format!("/v1/approvals/{pay}"), Some(OP), None)
+        .await;
+    assert_eq!(rec["status"], "pending");
+    // Another agent's key cannot cancel it either; its own agent and a finance operator can.
+    let (s, _) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{pay}/cancel"),
+            Some("other-key"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, b) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{pay}/cancel"),
+            Some(OP),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{b}"
+    );
+    gw.stop().await;
+}

@@ -1,0 +1,133 @@
+//! Cancelling a session (AAEP §6.8; issue 10 §6, §7): every pending approval the canceller may
+//! decide, every pending clarification (their reply tokens die with them), and one
+//! `aaep:agent.session.cancelled` per agent and session, ever.
+
+use crate::{DecideError, Store, StoreError, aaep, audit};
+use rusqlite::{Connection, TransactionBehavior, params};
+use serde_json::json;
+
+/// What [`Store::cancel_session`] did.
+#[derive(Debug, Clone, Default)]
+pub struct SessionCancelled {
+    /// The approvals it cancelled.
+    pub cancelled: Vec<crate::ApprovalRecord>,
+    /// Pending approvals it left pending: the operator holds none of their approver roles.
+    pub refused: Vec<String>,
+    /// The clarifications it cancelled.
+    pub clarifications: Vec<String>,
+    /// The agents whose session was announced cancelled now (each only the first time).
+    pub announced: Vec<String>,
+}
+
+impl Store {
+    /// Cancels session `session_id` (of `agent` only, when given; an operator's `roles`
+    /// limit the approvals to those they could decide, `None` for the agent itself):
+    /// pending approvals (each audited `approval.cancelled`), pending clarifications
+    /// (`clarification.cancelled`, an `agent.state.changed` for each), and, for every agent of
+    /// the session with nothing left pending, `aaep:agent.session.cancelled` the first time
+    /// only (`session.cancelled` audited), even when nothing was pending.
+    pub fn cancel_session(
+        &self,
+        session_id: &str,
+        agent: Option<&str>,
+        reason: Option<&str>,
+        actor: &str,
+        roles: Option<&[String]>,
+        now: i64,
+    ) -> Result<SessionCancelled, StoreError> {
+        let ids: Vec<String> = {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            )?;
+            stmt.query_map(params![session_id, agent], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let mut out = SessionCancelled::default();
+        for id in ids {
+            match self.cancel_as(&id, reason, actor, roles, now) {
+                Ok(r) => out.cancelled.push(r),
+                Err(DecideError::NotApprover(_)) => out.refused.push(id),
+                Err(DecideError::Store(e)) => return Err(e),
+                Err(_) => {} // decided meanwhile
+            }
+        }
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        out.clarifications = cancel_clarifications(&tx, session_id, agent, actor, now)?;
+        let agents: Vec<String> = match agent {
+            Some(a) => vec![a.to_string()],
+            None => agents_of(&tx, session_id)?,
+        };
+        for a in agents {
+            let left: i64 = tx
+                .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
+                .query_row(params![a, session_id], |r| r.get(0))?;
+            if left > 0 {
+                continue;
+            }
+            let fresh = tx
+                .prepare_cached("INSERT OR IGNORE INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4)")?
+                .execute(params![a, session_id, now, actor])?;
+            if fresh == 0 {
+                continue;
+            }
+            let n = out.cancelled.iter().filter(|x| x.agent == a).count();
+            let ev = aaep::session_cancelled(&a, session_id, agent.is_none(), n, now);
+            aaep::emit(&tx, &ev, None, None, now)?;
+            audit::append(
+                &tx,
+                now,
+                "session.cancelled",
+                None,
+                actor,
+                &json!({"agent": a, "session_id": session_id, "approvals": n, "reason": reason}),
+            )?;
+            out.announced.push(a);
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+/// Cancels the pending clarifications of the session (of `agent` only, when given); returns
+/// their ids. Their reply tokens no longer match a pending question.
+fn cancel_clarifications(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    agent: Option<&str>,
+    actor: &str,
+    now: i64,
+) -> Result<Vec<String>, StoreError> {
+    let ids: Vec<String> = tx
+        .prepare_cached("SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at")?
+        .query_map(params![session_id, agent], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &ids {
+        tx.prepare_cached(
+            "UPDATE clarifications SET status = 'cancelled' WHERE id = ?1 AND status = 'pending'",
+        )?
+        .execute([id])?;
+        let c = aaep::read_clarification(tx, "id", id)?.expect("exists");
+        audit::append(
+            tx,
+            now,
+            "clarification.cancelled",
+            None,
+            actor,
+            &json!({"clarification_id": id, "session_id": session_id}),
+        )?;
+        aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+    }
+    Ok(ids)
+}
+
+/// Every agent that ever proposed a call or asked a question in `session_id`.
+fn agents_of(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
+    conn.prepare_cached(
+        "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
+         UNION SELECT agent FROM usage WHERE session_id = ?1 ORDER BY agent",
+    )?
+    .query_map([session_id], |r| r.get(0))?
+    .collect()
+}
