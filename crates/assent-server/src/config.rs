@@ -44,6 +44,10 @@ struct RawConfig {
     #[serde(default)]
     max_arguments_bytes: Option<Spanned<u64>>,
     #[serde(default)]
+    max_connections: Option<Spanned<u64>>,
+    #[serde(default)]
+    header_read_timeout_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
     strict_agent_files: bool,
     #[serde(default)]
     mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
@@ -219,6 +223,12 @@ pub struct Config {
     pub token_ttl_seconds: u64,
     /// `max_arguments_bytes`: the largest canonical `arguments` of a call (default 256 KiB).
     pub max_arguments_bytes: usize,
+    /// `max_connections`: concurrent connections served (default 10,000, and always 64 below
+    /// the open-file limit); more are answered `503` and closed.
+    pub max_connections: usize,
+    /// `header_read_timeout_seconds`: how long a client has to send a request's headers, and
+    /// the longest idle keep-alive wait (default 30).
+    pub header_read_timeout_seconds: u64,
     /// Files the registry was loaded from.
     pub agent_files: Vec<PathBuf>,
     /// Governance files the registry was loaded from.
@@ -484,6 +494,18 @@ impl Config {
             &raw.max_arguments_bytes,
             ARGUMENTS_BYTES_BOUNDS,
         )?;
+        let max_connections = bounded(
+            path,
+            "max_connections",
+            &raw.max_connections,
+            (16, 1_000_000),
+        )?;
+        let header_read_timeout_seconds = bounded(
+            path,
+            "header_read_timeout_seconds",
+            &raw.header_read_timeout_seconds,
+            (1, 30),
+        )?;
         let mut mcp_upstreams = BTreeMap::new();
         for (alias, u) in &raw.mcp_upstreams {
             let line = Some(u.referenced.line());
@@ -643,6 +665,8 @@ impl Config {
             token_ttl_seconds: token_ttl_seconds.unwrap_or(300),
             max_arguments_bytes: max_arguments_bytes
                 .map_or(crate::DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
+            max_connections: max_connections.map_or(10_000, |n| n as usize),
+            header_read_timeout_seconds: header_read_timeout_seconds.unwrap_or(30),
             agent_files,
             governance_files,
             warnings,

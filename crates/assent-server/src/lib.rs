@@ -21,6 +21,7 @@ pub mod error;
 pub mod extract;
 pub mod formats;
 pub mod plans;
+pub mod serve;
 pub mod tools;
 pub mod webhooks;
 
@@ -57,6 +58,8 @@ pub struct AppState {
     /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
     /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
     pub dry_run: Option<Arc<dyn DryRun>>,
+    /// Connection cap and header-read timeout for [`run`].
+    pub limits: serve::ConnLimits,
 }
 
 /// A future returned by [`DryRun::run`].
@@ -103,6 +106,10 @@ impl AppState {
         );
         state.webhooks = Arc::new(webhooks);
         state.public_url = config.public_url.as_deref().map(Arc::from);
+        state.limits = serve::ConnLimits {
+            max_connections: config.max_connections,
+            header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
+        };
         Ok(state)
     }
 
@@ -124,6 +131,7 @@ impl AppState {
             webhooks: Arc::default(),
             public_url: None,
             dry_run: None,
+            limits: serve::ConnLimits::default(),
         }
     }
 
@@ -255,20 +263,9 @@ pub async fn run_with(
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let hooks = webhooks::spawn(state.clone());
+    let limits = state.limits;
     let app = router(state).merge(extra);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    // Small JSON replies: send them at once instead of waiting on Nagle's algorithm.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = tx.send(());
-    });
-    let res = tokio::select! {
-        r = serve => r,
-        _ = async { let _ = rx.await; tokio::time::sleep(Duration::from_secs(10)).await } => Ok(()),
-    };
+    let res = serve::serve(listener, app, limits, Duration::from_secs(10), shutdown).await;
     expiry.abort();
     for h in hooks {
         h.abort();

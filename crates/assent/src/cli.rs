@@ -492,9 +492,20 @@ async fn serve(
         tracing::warn!("{w}");
     }
     let mut state = assent_server::AppState::from_config(&cfg)?;
+    let nofile = assent_server::serve::raise_open_file_limit();
+    state.limits.max_connections =
+        assent_server::serve::effective_cap(state.limits.max_connections, nofile);
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let bound = listener.local_addr()?;
+    let tls_in_front = cfg
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"));
+    if !bound.ip().is_loopback() && !tls_in_front {
+        tracing::warn!(listen = %bound, "listening beyond loopback over plain HTTP: bearer keys and decisions cross the network in clear; put TLS in front (a reverse proxy) and set public_url to its https:// address");
+    }
     let mut extra = axum::Router::new();
     if !cfg.mcp_upstreams.is_empty() {
         let hub = assent_mcp::hub::Hub::start(
@@ -520,7 +531,8 @@ async fn serve(
     tracing::info!(
         listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
         agents = cfg.registry.agents.len(), policies = cfg.registry.policies.len(),
-        principals = state.principals.len(), "assent gateway ready"
+        principals = state.principals.len(), open_files = ?nofile,
+        max_connections = state.limits.max_connections, "assent gateway ready"
     );
     let shutdown = async {
         let ctrl_c = tokio::signal::ctrl_c();

@@ -1,7 +1,7 @@
 //! Attacks through the real binary (issue 10): an MCP client that sends JSON two parsers read
 //! differently, against an upstream whose parser keeps the first duplicate key.
 
-use crate::{BIN, free_port, hex_sha256, serve};
+use crate::{BIN, OP_KEY, free_port, hex_sha256, serve, write_config};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -148,4 +148,73 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
         ],
         "{log}"
     );
+}
+
+/// `assent serve` started under `ulimit -Sn 1024` (a common default), with `extra` appended
+/// to the test config.
+fn serve_low_nofile(dir: &std::path::Path, port: u16, extra: &str) -> crate::Server {
+    let cfg = write_config(dir, port);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(extra);
+    std::fs::write(&cfg, text).unwrap();
+    let child = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 1024 && exec {BIN} serve --config {}",
+            cfg.display()
+        ))
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    while reqwest::blocking::get(format!("{url}/healthz")).is_err() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    crate::Server { child, url }
+}
+
+#[test]
+fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut server = serve_low_nofile(dir.path(), port, "header_read_timeout_seconds: 2\n");
+    // 1,100 unauthenticated sockets that never send a byte (more than the 1,024 files the
+    // server was started with).
+    let idle: Vec<std::net::TcpStream> = (0..1100)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let health = http.get(format!("{}/healthz", server.url)).send().unwrap();
+    assert_eq!(health.status(), 200);
+    let list = http
+        .get(format!("{}/v1/approvals", server.url))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap();
+    assert_eq!(list.status(), 200);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // An idle socket is closed once the header-read timeout passes.
+    let mut one = idle.into_iter().next().unwrap();
+    one.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 16];
+    let t = Instant::now();
+    let n = one.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "closed without a reply");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
 }

@@ -1,0 +1,137 @@
+//! Serving connections with bounded resources (issue 10 §12): a cap on concurrent
+//! connections (one over it is answered `503 TOO_MANY_CONNECTIONS` and closed), a header-read
+//! timeout that also ends idle keep-alive connections, the open-file soft limit raised to the
+//! hard limit, and a graceful drain at shutdown. HTTP/1.1 (hyper's own connection, so the
+//! header-read timeout runs from the first byte awaited: a socket that never sends one is
+//! closed too; a proxy in front may speak HTTP/2 to clients); each request carries the peer
+//! address as `ConnectInfo<SocketAddr>`.
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+/// Connection limits (`max_connections`, `header_read_timeout_seconds` in the config).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// Concurrent connections served; more are answered `503` and closed.
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers, and the longest idle keep-alive wait.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            header_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Raises the open-file soft limit to the hard limit (each connection is a file), and returns
+/// the limit in force; `None` when it cannot be read or raised (a warning is logged).
+pub fn raise_open_file_limit() -> Option<u64> {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise the open-file limit");
+            None
+        }
+    }
+}
+
+/// The connection cap to use: `wanted`, kept 64 files below the open-file limit so the store,
+/// logs and webhooks always have descriptors.
+pub fn effective_cap(wanted: usize, nofile: Option<u64>) -> usize {
+    match nofile.and_then(|n| usize::try_from(n.saturating_sub(64)).ok()) {
+        Some(n) => wanted.min(n.max(1)),
+        None => wanted,
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then lets open connections finish
+/// for at most `drain`.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    drain: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors or a reset before accept: wait a little, go on.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(tcp));
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let svc = app
+            .clone()
+            .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut().insert(ConnectInfo(peer));
+                req
+            });
+        let svc = hyper_util::service::TowerToHyperService::new(svc);
+        let conn = builder.serve_connection(TokioIo::new(tcp), svc);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("connections still open after the drain period; closing them");
+    }
+    Ok(())
+}
+
+/// Answers a connection over the cap with `503 TOO_MANY_CONNECTIONS` and closes it.
+async fn refuse(mut tcp: tokio::net::TcpStream) {
+    const BODY: &str = r#"{"code":"TOO_MANY_CONNECTIONS","message":"the gateway serves its maximum number of connections (max_connections); retry shortly"}"#;
+    let reply = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = tcp.write_all(reply.as_bytes()).await;
+        let _ = tcp.shutdown().await;
+    })
+    .await;
+}
+
+/// The peer of a request served by [`serve`] (`None` in tests that call the router directly).
+pub fn peer(req_extensions: &axum::http::Extensions) -> Option<SocketAddr> {
+    req_extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)
+}
