@@ -420,8 +420,8 @@ async fn confirmation(
         .await
         .map_err(|_| "store")?;
     match res {
-        Ok(_) => {
-            st.changed();
+        Ok(rec) => {
+            st.settled(std::slice::from_ref(&rec.id));
             Ok(if decision == "accept" {
                 "confirmation accepted"
             } else {

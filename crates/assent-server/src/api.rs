@@ -734,13 +734,11 @@ async fn list_approvals(
     let s = st.store.clone();
     let (expired, list) = blocking(move || -> Result<_, assent_store::StoreError> {
         let expired = s.expire_due(now_ms())?;
-        Ok((!expired.is_empty(), s.list_approvals(status, limit)?))
+        Ok((expired, s.list_approvals(status, limit)?))
     })
     .await?
     .map_err(ApiError::unavailable)?;
-    if expired {
-        st.changed();
-    }
+    st.settled(&expired);
     if group {
         // Similar approvals: same agent, server, tool and rules; oldest group first.
         let mut groups: Vec<(String, Vec<&ApprovalRecord>)> = Vec::new();
@@ -783,18 +781,35 @@ async fn get_approval(
     }
     let wait = wait_seconds(&q)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let mut rx = st.changes.subscribe();
+    // Only a long-poll registers (and counts toward the principal's cap); it is woken by a
+    // change of this approval alone.
+    let waiting = match wait {
+        0 => None,
+        _ => Some(st.waiters.register(&approval_key(&id), &p.name)?),
+    };
     let is_agent = p.agent_id().is_some();
     loop {
-        // One trip to the blocking pool: settle expiries, read the record (and the token for
-        // its agent).
+        let notified = waiting.as_ref().map(|w| w.notify().notified());
+        tokio::pin!(notified);
+        if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
+        // One trip to the blocking pool: read the record (and the token for its agent); an
+        // approval past its expiry is settled first (the sweep does it within a second anyway).
         let s = st.store.clone();
         let id2 = id.clone();
         let want_events = format == "mplp";
         let (expired, rec, token, events) =
             blocking(move || -> Result<_, assent_store::StoreError> {
-                let expired = !s.expire_due(now_ms())?.is_empty();
-                let rec = s.get_approval(&id2)?;
+                let mut rec = s.get_approval(&id2)?;
+                let overdue = rec.as_ref().is_some_and(|r| {
+                    r.status == ApprovalStatus::Pending && r.expires_at <= now_ms()
+                });
+                let mut expired = Vec::new();
+                if overdue {
+                    expired = s.expire_due(now_ms())?;
+                    rec = s.get_approval(&id2)?;
+                }
                 let token = match &rec {
                     Some(r) if is_agent && r.token.is_some() => s.token_string(&id2)?,
                     _ => None,
@@ -808,9 +823,7 @@ async fn get_approval(
             })
             .await?
             .map_err(ApiError::unavailable)?;
-        if expired {
-            st.changed();
-        }
+        st.settled(&expired);
         // An agent sees only its own approvals; others get the same 404 as a missing id.
         let rec = rec
             .filter(|r| p.agent_id().is_none_or(|a| a == r.agent))
@@ -823,11 +836,21 @@ async fn get_approval(
                 _ => approval_json(&rec, token),
             }));
         }
-        // Wake on a change, at the approval's own expiry, or at the deadline.
+        // Wake on a change of this approval, at its own expiry, or at the deadline.
         let until_expiry = Duration::from_millis((rec.expires_at - now_ms()).max(0) as u64 + 5);
         let sleep = (deadline - now).min(until_expiry);
-        let _ = tokio::time::timeout(sleep, rx.changed()).await;
+        match notified.as_mut().as_pin_mut() {
+            Some(n) => {
+                let _ = tokio::time::timeout(sleep, n).await;
+            }
+            None => tokio::time::sleep(sleep).await,
+        }
     }
+}
+
+/// The waiter key of approval `id`.
+pub(crate) fn approval_key(id: &str) -> String {
+    format!("approval:{id}")
 }
 
 /// The decision body of seed 002 / issue 3:
@@ -994,7 +1017,7 @@ pub(crate) async fn decide_as(
     .await?;
     match res {
         Ok(rec) => {
-            st.changed();
+            st.settled(std::slice::from_ref(&rec.id));
             tracing::info!(approval_id = %rec.id, operator = %p.name, status = rec.status.as_str(), scope = ?rec.scope, edited = rec.edited.is_some(), "approval decided");
             Ok(rec)
         }
@@ -1058,6 +1081,11 @@ async fn decide_batch(
     )
     .await?
     .map_err(ApiError::unavailable)?;
+    let decided: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|a| a.id.clone()))
+        .collect();
+    st.settled(&decided);
     st.changed();
     let out: Vec<Value> = b
         .ids
@@ -1144,7 +1172,7 @@ async fn user_decision(
     let rec = blocking(move || s.decide(&id, &input, &actor, &[], now_ms()))
         .await?
         .map_err(|e| decide_error(e, "the agent's user"))?;
-    st.changed();
+    st.settled(std::slice::from_ref(&rec.id));
     Ok(Json(formats::approval_json(&rec, None)))
 }
 
@@ -1176,7 +1204,7 @@ async fn cancel_approval(
     .map_err(ApiError::unavailable)?;
     match res {
         Ok(rec) => {
-            st.changed();
+            st.settled(std::slice::from_ref(&rec.id));
             Ok(Json(approval_json(&rec, None)))
         }
         Err(e) => Err(decide_error(e, &name)),
@@ -1212,9 +1240,12 @@ async fn cancel_session(
     })
     .await?
     .map_err(ApiError::unavailable)?;
-    if !out.cancelled.is_empty() || !out.clarifications.is_empty() || !out.announced.is_empty() {
-        st.changed();
+    let cancelled: Vec<String> = out.cancelled.iter().map(|a| a.id.clone()).collect();
+    st.settled(&cancelled);
+    for c in &out.clarifications {
+        st.waiters.wake(&crate::clarify::clarification_key(c));
     }
+    st.changed();
     Ok(Json(json!({
         "session_id": session,
         "cancelled": out.cancelled.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),

@@ -193,15 +193,30 @@ async fn read(
     let p = authenticate(&st.principals, &headers)?.clone();
     let wait = wait_seconds(&q)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let mut rx = st.changes.subscribe();
+    let waiting = match wait {
+        0 => None,
+        _ => Some(st.waiters.register(&clarification_key(&id), &p.name)?),
+    };
     loop {
+        let notified = waiting.as_ref().map(|w| w.notify().notified());
+        tokio::pin!(notified);
+        if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
         let s = st.store.clone();
         let id2 = id.clone();
         let (expired, c) = blocking(move || -> Result<_, assent_store::StoreError> {
-            Ok((
-                s.expire_clarifications(now_ms())?,
-                s.clarification(&id2, false)?,
-            ))
+            let c = s.clarification(&id2, false)?;
+            let overdue = c
+                .as_ref()
+                .is_some_and(|c| c.status == "pending" && c.expires_at <= now_ms());
+            if overdue {
+                return Ok((
+                    s.expire_clarifications(now_ms())?,
+                    s.clarification(&id2, false)?,
+                ));
+            }
+            Ok((0, c))
         })
         .await?
         .map_err(ApiError::unavailable)?;
@@ -216,8 +231,19 @@ async fn read(
             return Ok(Json(json_of(&c)));
         }
         let until = Duration::from_millis((c.expires_at - now_ms()).max(0) as u64 + 5);
-        let _ = tokio::time::timeout((deadline - now).min(until), rx.changed()).await;
+        let sleep = (deadline - now).min(until);
+        match notified.as_mut().as_pin_mut() {
+            Some(n) => {
+                let _ = tokio::time::timeout(sleep, n).await;
+            }
+            None => tokio::time::sleep(sleep).await,
+        }
     }
+}
+
+/// The waiter key of clarification `id`.
+pub(crate) fn clarification_key(id: &str) -> String {
+    format!("clarification:{id}")
 }
 
 #[derive(Deserialize)]
@@ -263,6 +289,7 @@ pub(crate) async fn answer_as(
         .map_err(ApiError::unavailable)?;
     match res {
         Some(c) => {
+            st.waiters.wake(&clarification_key(&c.id));
             st.changed();
             Ok(c)
         }
@@ -306,6 +333,7 @@ pub(crate) async fn reply(
         .await
         .map_err(|_| "store")?
         .map_err(|_| "store")?;
+    st.waiters.wake(&clarification_key(&c.id));
     st.changed();
     done.map(|_| "clarification answered")
         .ok_or("already resolved")

@@ -48,6 +48,8 @@ struct RawConfig {
     #[serde(default)]
     header_read_timeout_seconds: Option<Spanned<u64>>,
     #[serde(default)]
+    max_waiters_per_principal: Option<Spanned<u64>>,
+    #[serde(default)]
     strict_agent_files: bool,
     #[serde(default)]
     mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
@@ -229,6 +231,9 @@ pub struct Config {
     /// `header_read_timeout_seconds`: how long a client has to send a request's headers, and
     /// the longest idle keep-alive wait (default 30).
     pub header_read_timeout_seconds: u64,
+    /// `max_waiters_per_principal`: long-polls one principal may hold at once (default 1024);
+    /// more are `429 TOO_MANY_WAITERS`.
+    pub max_waiters_per_principal: usize,
     /// Files the registry was loaded from.
     pub agent_files: Vec<PathBuf>,
     /// Governance files the registry was loaded from.
@@ -506,6 +511,12 @@ impl Config {
             &raw.header_read_timeout_seconds,
             (1, 30),
         )?;
+        let max_waiters_per_principal = bounded(
+            path,
+            "max_waiters_per_principal",
+            &raw.max_waiters_per_principal,
+            (1, 1_000_000),
+        )?;
         let mut mcp_upstreams = BTreeMap::new();
         for (alias, u) in &raw.mcp_upstreams {
             let line = Some(u.referenced.line());
@@ -667,6 +678,10 @@ impl Config {
                 .map_or(crate::DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
             max_connections: max_connections.map_or(10_000, |n| n as usize),
             header_read_timeout_seconds: header_read_timeout_seconds.unwrap_or(30),
+            max_waiters_per_principal: max_waiters_per_principal
+                .map_or(crate::waiters::DEFAULT_MAX_WAITERS_PER_PRINCIPAL, |n| {
+                    n as usize
+                }),
             agent_files,
             governance_files,
             warnings,

@@ -23,6 +23,7 @@ pub mod formats;
 pub mod plans;
 pub mod serve;
 pub mod tools;
+pub mod waiters;
 pub mod webhooks;
 
 use assent_core::policy::Registry;
@@ -60,6 +61,8 @@ pub struct AppState {
     pub dry_run: Option<Arc<dyn DryRun>>,
     /// Connection cap and header-read timeout for [`run`].
     pub limits: serve::ConnLimits,
+    /// Long-polls, woken per approval, question or review.
+    pub waiters: Arc<waiters::Waiters>,
 }
 
 /// A future returned by [`DryRun::run`].
@@ -106,6 +109,7 @@ impl AppState {
         );
         state.webhooks = Arc::new(webhooks);
         state.public_url = config.public_url.as_deref().map(Arc::from);
+        state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
         state.limits = serve::ConnLimits {
             max_connections: config.max_connections,
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
@@ -132,6 +136,7 @@ impl AppState {
             public_url: None,
             dry_run: None,
             limits: serve::ConnLimits::default(),
+            waiters: Arc::default(),
         }
     }
 
@@ -144,9 +149,19 @@ impl AppState {
         }
     }
 
-    /// Wakes every long-poll.
+    /// Tells the event streams (dashboard, AAEP, webhooks) that something changed.
     pub fn changed(&self) {
         self.changes.send_modify(|v| *v += 1);
+    }
+
+    /// Approvals `ids` left `pending` (or changed): wakes their long-polls, and the streams.
+    pub fn settled(&self, ids: &[String]) {
+        for id in ids {
+            self.waiters.wake(&api::approval_key(id));
+        }
+        if !ids.is_empty() {
+            self.changed();
+        }
     }
 }
 
@@ -232,6 +247,7 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
                     for id in &ids {
                         tracing::info!(approval_id = %id, "approval expired or escalated");
                     }
+                    state.settled(&ids);
                     state.changed();
                 }
                 Ok(Err(e)) => tracing::error!(error = %e, "expiry sweep failed"),

@@ -328,6 +328,7 @@ async fn cancel(
     })
     .await?
     .map_err(plan_error)?;
+    st.settled(pl.confirm_id.as_slice());
     st.changed();
     Ok(Json(pl.to_mplp()))
 }

@@ -123,11 +123,20 @@ async fn read(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    authenticate(&st.principals, &headers)?;
+    let p = authenticate(&st.principals, &headers)?;
     let wait = wait_seconds(&q)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let mut rx = st.changes.subscribe();
+    let key = format!("review:{id}");
+    let waiting = match wait {
+        0 => None,
+        _ => Some(st.waiters.register(&key, &p.name)?),
+    };
     loop {
+        let notified = waiting.as_ref().map(|w| w.notify().notified());
+        tokio::pin!(notified);
+        if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
         let s = st.store.clone();
         let id2 = id.clone();
         let r = blocking(move || s.tool_review(&id2))
@@ -138,7 +147,12 @@ async fn read(
         if r.status != "pending" || now >= deadline {
             return Ok(Json(review_json(&r)));
         }
-        let _ = tokio::time::timeout(deadline - now, rx.changed()).await;
+        match notified.as_mut().as_pin_mut() {
+            Some(n) => {
+                let _ = tokio::time::timeout(deadline - now, n).await;
+            }
+            None => tokio::time::sleep(deadline - now).await,
+        }
     }
 }
 
@@ -162,6 +176,7 @@ async fn decide(
             e => ApiError::unavailable(e),
         })?
         .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
+    st.waiters.wake(&format!("review:{id}"));
     st.changed();
     Ok(Json(review_json(&r)))
 }

@@ -1,0 +1,133 @@
+//! Long-poll waiters, woken per key (issue 10 §13): a decision on approval `A` wakes only the
+//! requests waiting on `A` (key `approval:A`; questions and tool reviews have their own keys),
+//! instead of every long-poll doing a store trip on every change. Each principal may hold at
+//! most `max_waiters_per_principal` waits at once (`429 TOO_MANY_WAITERS` past it).
+
+use crate::error::ApiError;
+use axum::http::StatusCode;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// Default `max_waiters_per_principal`.
+pub const DEFAULT_MAX_WAITERS_PER_PRINCIPAL: usize = 1024;
+
+/// Who waits on what.
+#[derive(Debug)]
+pub struct Waiters {
+    keys: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    principals: Mutex<HashMap<String, usize>>,
+    cap: usize,
+}
+
+impl Default for Waiters {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_WAITERS_PER_PRINCIPAL)
+    }
+}
+
+impl Waiters {
+    /// Waiters with at most `cap` concurrent waits per principal.
+    pub fn new(cap: usize) -> Self {
+        Self {
+            keys: Mutex::default(),
+            principals: Mutex::default(),
+            cap: cap.max(1),
+        }
+    }
+
+    /// Starts waiting on `key` for `principal`; the wait ends when the returned [`Wait`] is
+    /// dropped. Errors: `429 TOO_MANY_WAITERS` when the principal already holds `cap` waits.
+    pub fn register(self: &Arc<Self>, key: &str, principal: &str) -> Result<Wait, ApiError> {
+        {
+            let mut p = self.principals.lock().unwrap_or_else(|e| e.into_inner());
+            let n = p.entry(principal.to_string()).or_insert(0);
+            if *n >= self.cap {
+                let cap = self.cap;
+                drop(p);
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "TOO_MANY_WAITERS",
+                    format!(
+                        "`{principal}` already holds {cap} waiting requests (max_waiters_per_principal); wait without ?wait= or let some finish"
+                    ),
+                ));
+            }
+            *n += 1;
+        }
+        let notify = {
+            let mut k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = k
+                .entry(key.to_string())
+                .or_insert_with(|| (Arc::new(Notify::new()), 0));
+            slot.1 += 1;
+            slot.0.clone()
+        };
+        Ok(Wait {
+            waiters: self.clone(),
+            key: key.to_string(),
+            principal: principal.to_string(),
+            notify,
+        })
+    }
+
+    /// Wakes every request waiting on `key` (no-op when none waits).
+    pub fn wake(&self, key: &str) {
+        let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((n, _)) = k.get(key) {
+            n.notify_waiters();
+        }
+    }
+
+    /// How many waits are open (all keys).
+    pub fn len(&self) -> usize {
+        let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        k.values().map(|(_, n)| n).sum()
+    }
+
+    /// Whether no wait is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One open wait (see [`Waiters::register`]).
+pub struct Wait {
+    waiters: Arc<Waiters>,
+    key: String,
+    principal: String,
+    notify: Arc<Notify>,
+}
+
+impl Wait {
+    /// The notification to await. Create it (and `enable` it) before reading the state it
+    /// waits for, so a wake in between is not lost.
+    pub fn notify(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        {
+            let mut k = self.waiters.keys.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(slot) = k.get_mut(&self.key) {
+                slot.1 -= 1;
+                if slot.1 == 0 {
+                    k.remove(&self.key);
+                }
+            }
+        }
+        let mut p = self
+            .waiters
+            .principals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = p.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                p.remove(&self.principal);
+            }
+        }
+    }
+}
