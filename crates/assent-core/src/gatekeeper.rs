@@ -54,7 +54,8 @@ pub struct Verdict {
     pub reasons: Vec<Reason>,
     /// Highest tier any covering rule gives; R2 when none does.
     pub risk_tier: RiskTier,
-    /// True when any covering rule marks the action irreversible.
+    /// True when any covering rule marks the action irreversible; such a call is never
+    /// `allow` (seed 001, AAEP §6.4.1) and its `default_decision` is `reject`.
     pub irreversible: bool,
     /// Shortest `timeout_seconds` of the covering rules, if any names one.
     pub timeout_seconds: Option<u64>,
@@ -102,6 +103,9 @@ pub fn default_timeout_seconds(tier: RiskTier) -> u64 {
         _ => 60,
     }
 }
+
+/// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
+const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
 
 fn reason(file: &str, rule: impl Into<String>, text: impl Into<String>) -> Reason {
     Reason {
@@ -167,8 +171,10 @@ fn deny(text: String, file: &str, rule: &str) -> Verdict {
 /// - Deny: the agent is unknown, refused (a required policy does not resolve), or does not
 ///   declare the tool / MCP server alias; the reason names it.
 /// - Confirm: the agent's `approval` (tool, or server blanket unless the tool overrides it)
-///   or any covering governance rule requires approval, a condition cannot be evaluated, or the
-///   risk tier is R3/R4 (seed 002). Agent `approval: false` never removes a governance requirement.
+///   or any covering governance rule requires approval, a condition cannot be evaluated, a
+///   covering rule marks the action `irreversible` (seed 001, AAEP §6.4.1: whatever its tier;
+///   its default decision is then always `reject`), or the risk tier is R3/R4 (seed 002).
+///   Agent `approval: false` never removes a governance requirement.
 /// - Allow: otherwise.
 ///
 /// This form sees no earlier calls (rate and cost thresholds count this call only) and checks
@@ -508,8 +514,11 @@ fn evaluate_inner(
                 notes.push(format!("risk tier {}", t.as_str()));
             }
             if r.irreversible {
+                // Seed 001, AAEP §6.4.1: no irreversible action without explicit human consent,
+                // whatever the tier or the other sources say; the default at expiry is reject.
                 irreversible = true;
-                notes.push("irreversible".into());
+                required = true;
+                notes.push(IRREVERSIBLE_NOTE.into());
             }
             if let Some(t) = r.timeout_seconds {
                 timeout = Some(timeout.map_or(t, |x| x.min(t)));

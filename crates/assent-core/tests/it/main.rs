@@ -331,6 +331,56 @@ fn irreversible_forces_reject_default() {
     );
 }
 
+/// Seed 001 ("no irreversible action without explicit human consent"), AAEP §6.4.1: a rule
+/// that marks a tool irreversible but names no approval and a low tier used to let the call
+/// run with no human at all.
+#[test]
+fn irreversible_action_never_runs_without_a_human() {
+    let agent = AGENT.replace(
+        "    - alias: lookup\n",
+        "    - alias: lookup\n    - alias: shred\n    - alias: purge\n      approval: false\n",
+    );
+    let gov = "policies:
+  - id: acme.ops.shred-v1
+    selector: {agents: [treasury_bot]}
+    rules:
+      - tool: shred
+        risk_tier: R0
+        irreversible: true
+      - tool: purge
+        irreversible: true
+      - tool: purge
+        default_decision: approve
+";
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), agent)],
+        &[("GOV".into(), GOV.into()), ("ops.yaml".into(), gov.into())],
+    )
+    .unwrap();
+    for tool in ["shred", "purge"] {
+        let v = evaluate(&r, "treasury_bot", &call(tool, None, json!({})));
+        assert_eq!(
+            (v.kind, v.irreversible, v.default_decision.as_str()),
+            (VerdictKind::Confirm, true, "reject"),
+            "{tool}: {:?}",
+            v.reasons
+        );
+        let why = v
+            .reasons
+            .iter()
+            .find(|x| x.file == "ops.yaml" && x.text.contains("irreversible"))
+            .unwrap_or_else(|| panic!("{tool}: {:?}", v.reasons));
+        assert!(why.rule.starts_with("acme.ops.shred-v1 rules["), "{why:?}");
+        assert!(
+            why.text.contains("explicit human consent") && why.text.contains("reject"),
+            "{why:?}"
+        );
+    }
+    // R0 irreversible: the tier does not lower the requirement.
+    let v = evaluate(&r, "treasury_bot", &call("shred", None, json!({})));
+    assert_eq!(v.risk_tier.as_str(), "R0");
+}
+
 mod protocol {
     use assent_core::ToolCall;
     use assent_core::approval::GrantScope;
