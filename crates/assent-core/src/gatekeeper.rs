@@ -115,7 +115,9 @@ fn reason(file: &str, rule: impl Into<String>, text: impl Into<String>) -> Reaso
     }
 }
 
-/// Outcome of one `approval` spec: `Some(why)` when it requires approval.
+/// Outcome of one `approval` spec: `Some(why)` when it requires approval, naming the clause
+/// that matched (`approval condition matched: amount > 1000 (amount = 5000)`) or could not be
+/// evaluated.
 fn requires(spec: &ApprovalSpec, args: &serde_json::Value) -> Option<String> {
     match spec {
         ApprovalSpec::Exempt => None,
@@ -125,14 +127,22 @@ fn requires(spec: &ApprovalSpec, args: &serde_json::Value) -> Option<String> {
         ApprovalSpec::Required {
             condition: Some(c), ..
         } => match c.evaluate(args) {
-            Outcome::Match => Some("approval condition matched".into()),
-            Outcome::NoMatch => None,
-            Outcome::CannotEvaluate(why) => Some(format!(
-                "approval condition cannot be evaluated ({}), so approval is required",
-                why.join("; ")
+            Outcome::Match(groups) => Some(format!(
+                "approval condition matched: {}",
+                groups.join("; or ")
             )),
+            Outcome::NoMatch => None,
+            Outcome::CannotEvaluate(why) => Some(unevaluable("approval", &why)),
         },
     }
+}
+
+/// The reason for a condition that cannot be evaluated (fail closed: approval is required).
+fn unevaluable(what: &str, why: &[String]) -> String {
+    format!(
+        "{what} condition cannot be evaluated ({}), so approval is required",
+        why.join("; ")
+    )
 }
 
 fn template_of(spec: &ApprovalSpec) -> Option<&str> {
@@ -145,15 +155,20 @@ fn template_of(spec: &ApprovalSpec) -> Option<&str> {
 }
 
 fn deny(text: String, file: &str, rule: &str) -> Verdict {
+    deny_because(text.clone(), text, file, rule)
+}
+
+/// A deny verdict whose message (for the agent) and reason (for the record) differ.
+fn deny_because(message: String, why: String, file: &str, rule: &str) -> Verdict {
     Verdict {
         kind: VerdictKind::Deny,
-        reasons: vec![reason(file, rule, text.clone())],
+        reasons: vec![reason(file, rule, why)],
         risk_tier: RiskTier::R2,
         irreversible: false,
         timeout_seconds: None,
         default_decision: DefaultDecision::Reject,
         approvers: Vec::new(),
-        message: text,
+        message,
         triggers: Vec::new(),
         suggested_alternatives: Vec::new(),
         escalation: None,
@@ -470,8 +485,15 @@ fn evaluate_inner(
             }) = &r.deny
             {
                 let outcome = condition.as_ref().map(|c| c.evaluate(args));
+                let matched = match &outcome {
+                    None => Some("deny: true".to_string()),
+                    Some(Outcome::Match(groups)) => {
+                        Some(format!("deny condition matched: {}", groups.join("; or ")))
+                    }
+                    _ => None,
+                };
                 match outcome {
-                    None | Some(Outcome::Match) => {
+                    None | Some(Outcome::Match(_)) => {
                         let ctx = TemplateContext {
                             tool_name: &call.tool,
                             tool_args: args,
@@ -481,18 +503,18 @@ fn evaluate_inner(
                             tool_args_json: canonical_arguments,
                             extra: None,
                         };
-                        let why = message_template
-                            .as_deref()
-                            .map(|t| render(t, &ctx))
-                            .unwrap_or_else(|| format!("denied by governance rule {}", r.label));
-                        return deny(why, &p.file, &r.label);
+                        let matched = matched.unwrap_or_default();
+                        let why = format!("denied by governance rule {} ({matched})", r.label);
+                        return match message_template.as_deref().map(|t| render(t, &ctx)) {
+                            Some(m) => {
+                                deny_because(m.clone(), format!("{why}: {m}"), &p.file, &r.label)
+                            }
+                            None => deny(why, &p.file, &r.label),
+                        };
                     }
                     Some(Outcome::CannotEvaluate(why)) => {
                         required = true;
-                        notes.push(format!(
-                            "deny condition cannot be evaluated ({}), so approval is required",
-                            why.join("; ")
-                        ));
+                        notes.push(unevaluable("deny", &why));
                     }
                     Some(Outcome::NoMatch) => {}
                 }

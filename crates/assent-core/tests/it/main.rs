@@ -381,6 +381,133 @@ fn irreversible_action_never_runs_without_a_human() {
     assert_eq!(v.risk_tier.as_str(), "R0");
 }
 
+fn texts(v: &assent_core::Verdict) -> String {
+    v.reasons
+        .iter()
+        .map(|r| r.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Issue 10 B: "approval condition matched" told the operator nothing; every reason now names
+/// the clause that matched (with the actual value) or could not be evaluated.
+#[test]
+fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
+    let r = reg();
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5000, "to": "bob"})),
+    );
+    assert!(
+        texts(&v).contains("approval condition matched: amount > 1000 (amount = 5000)"),
+        "{}",
+        texts(&v)
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5000, "to": "ext-9"})),
+    );
+    assert!(
+        texts(&v).contains(
+            r#"matched: amount > 1000 (amount = 5000); or to matches pattern "^ext-" (to = "ext-9")"#
+        ),
+        "{}",
+        texts(&v)
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("write_file", Some("fs"), json!({"path": "/etc/x"})),
+    );
+    let gov = v
+        .reasons
+        .iter()
+        .find(|x| x.file == "governance/finance.yaml")
+        .unwrap();
+    assert!(
+        gov.text.contains(
+            r#"approval condition matched: path matches pattern "^/etc/" (path = "/etc/x")"#
+        ),
+        "{gov:?}"
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5})),
+    );
+    assert!(
+        texts(&v).contains(
+            r#"approval condition cannot be evaluated (to matches pattern "^ext-": argument `to` is missing)"#
+        ),
+        "{}",
+        texts(&v)
+    );
+    // A deny condition: the reason names the clause; the agent sees the rule's message.
+    let deny = "policies:
+  - id: acme.fs.etc-v1
+    selector: {agents: [treasury_bot]}
+    rules:
+      - tool: read_file
+        server: fs
+        deny:
+          condition: {args_match: {path: {pattern: \"^/etc/shadow\"}}}
+          message_template: \"no secrets\"
+      - tool: write_file
+        deny: {condition: {args_match: {mode: {in: [\"0777\"]}}}}
+";
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), AGENT.into())],
+        &[
+            ("g.yaml".into(), GOV.into()),
+            ("d.yaml".into(), deny.into()),
+        ],
+    )
+    .unwrap();
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("read_file", Some("fs"), json!({"path": "/etc/shadow"})),
+    );
+    assert_eq!(
+        (v.kind, v.message.as_str()),
+        (VerdictKind::Deny, "no secrets")
+    );
+    assert!(
+        texts(&v).contains(
+            r#"(deny condition matched: path matches pattern "^/etc/shadow" (path = "/etc/shadow")): no secrets"#
+        ),
+        "{}",
+        texts(&v)
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("write_file", Some("fs"), json!({"mode": "0777"})),
+    );
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(
+        v.message
+            .contains(r#"deny condition matched: mode in ["0777"] (mode = "0777")"#),
+        "{}",
+        v.message
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("write_file", Some("fs"), json!({"mode": 511})),
+    );
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert!(
+        texts(&v).contains(
+            r#"deny condition cannot be evaluated (mode in ["0777"]: argument `mode` is a number but `in` lists values of another type)"#
+        ),
+        "{}",
+        texts(&v)
+    );
+}
+
 mod protocol {
     use assent_core::ToolCall;
     use assent_core::approval::GrantScope;
