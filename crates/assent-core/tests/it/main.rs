@@ -508,6 +508,118 @@ fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
     );
 }
 
+fn rule_err(keys: &str) -> String {
+    let gov = format!("policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n{keys}");
+    match Registry::load(&[], &[("g.yaml".into(), gov)]) {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Issue 10 §10: `timeout_seconds: 18446744073709551615` wrapped to a negative duration
+/// downstream, so the approval expired at once and its default applied. Every duration and
+/// count in a policy is range-checked at load, with the file, the rule's line and the range.
+#[test]
+fn out_of_range_durations_and_counts_are_refused_at_load() {
+    for (keys, want) in [
+        (
+            "        timeout_seconds: 18446744073709551615\n",
+            "timeout_seconds 18446744073709551615 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        timeout_seconds: 604801\n",
+            "timeout_seconds 604801 is out of range",
+        ),
+        (
+            "        timeout_seconds: 0\n",
+            "timeout_seconds 0 is out of range",
+        ),
+        (
+            "        on_timeout: {escalate_to: [cfo], after_seconds: 18446744073709551615}\n",
+            "on_timeout.after_seconds 18446744073709551615 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        on_timeout: {escalate_to: [cfo], after_seconds: 0}\n",
+            "on_timeout.after_seconds 0 is out of range",
+        ),
+        (
+            "        thresholds: {rate: {max: 5, per_seconds: 9223372036854775807}}\n",
+            "thresholds.rate.per_seconds 9223372036854775807 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        thresholds: {rate: {max: 0, per_seconds: 60}}\n",
+            "thresholds.rate.max 0 is out of range (1 to 1000000 calls)",
+        ),
+        (
+            "        thresholds: {rate: {max: 1000001, per_seconds: 60}}\n",
+            "thresholds.rate.max 1000001 is out of range",
+        ),
+        (
+            "        thresholds: {output_bytes: 0}\n",
+            "thresholds.output_bytes 0 is out of range (1 to 1073741824 bytes)",
+        ),
+        (
+            "        thresholds: {output_bytes: 1073741825}\n",
+            "thresholds.output_bytes 1073741825 is out of range",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_session: .inf}}\n",
+            "thresholds.cost.max_per_session inf is out of range (a finite number ≥ 0)",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_session: -1}}\n",
+            "thresholds.cost.max_per_session -1 is out of range",
+        ),
+    ] {
+        let e = rule_err(keys);
+        assert!(
+            e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: ") && e.contains(want),
+            "{keys}: {e}"
+        );
+    }
+    // Negative or fractional values are YAML type errors, with the file and line.
+    for keys in ["        timeout_seconds: -5\n", "        timeout_seconds: 1.5\n"] {
+        let e = rule_err(keys);
+        assert!(e.starts_with("g.yaml:5"), "{keys}: {e}");
+    }
+    // The bounds themselves are accepted.
+    let edge = "        timeout_seconds: 604800\n        on_timeout: {escalate_to: [cfo], after_seconds: 604800}\n        thresholds: {rate: {max: 1000000, per_seconds: 604800}, output_bytes: 1073741824, cost: {argument: a, max_per_session: 0}}\n";
+    assert_eq!(rule_err(edge), "");
+    let low = "        timeout_seconds: 1\n        on_timeout: {escalate_to: [cfo], after_seconds: 1}\n        thresholds: {rate: {max: 1, per_seconds: 1}, output_bytes: 1}\n";
+    assert_eq!(rule_err(low), "");
+}
+
+/// A rate window too long to represent in milliseconds used to wrap (`u64::MAX` seconds became
+/// a window ending in the future, so no earlier call counted) or overflow; it now counts every
+/// earlier call, which holds more calls, never fewer.
+#[test]
+fn a_rate_window_too_long_to_represent_counts_every_earlier_call() {
+    use assent_core::triggers::{PriorCall, RateLimit, rate_exceeded};
+    let now = 1_700_000_000_000;
+    let prior = [PriorCall {
+        tool: "t".into(),
+        server: None,
+        at_ms: now - 1000,
+        arguments: json!({}),
+    }];
+    for per_seconds in [u64::MAX, 1 << 62, i64::MAX as u64] {
+        let l = RateLimit {
+            max: 1,
+            per_seconds,
+        };
+        assert!(
+            rate_exceeded(&l, prior.iter(), now).is_some(),
+            "{per_seconds}"
+        );
+    }
+    let l = RateLimit {
+        max: 1,
+        per_seconds: 60,
+    };
+    assert!(rate_exceeded(&l, prior.iter(), now).is_some());
+    assert!(rate_exceeded(&l, prior.iter(), now + 60_000).is_none());
+}
+
 mod protocol {
     use assent_core::ToolCall;
     use assent_core::approval::GrantScope;
