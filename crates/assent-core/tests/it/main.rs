@@ -4,6 +4,8 @@ use assent_core::policy::Registry;
 use assent_core::{ToolCall, VerdictKind, evaluate};
 use serde_json::{Value, json};
 
+mod props;
+
 const AGENT: &str = r#"
 schema_version: "1.0.0"
 metadata:
@@ -578,7 +580,10 @@ fn out_of_range_durations_and_counts_are_refused_at_load() {
         );
     }
     // Negative or fractional values are YAML type errors, with the file and line.
-    for keys in ["        timeout_seconds: -5\n", "        timeout_seconds: 1.5\n"] {
+    for keys in [
+        "        timeout_seconds: -5\n",
+        "        timeout_seconds: 1.5\n",
+    ] {
         let e = rule_err(keys);
         assert!(e.starts_with("g.yaml:5"), "{keys}: {e}");
     }
