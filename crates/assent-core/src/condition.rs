@@ -429,9 +429,14 @@ fn json_text(v: &Value) -> String {
     v.to_string()
 }
 
-/// A bound as written: `1000`, `0.5` (no exponent, no trailing `.0`).
+/// A bound, readably: `1000` (an integer without `.0`), `0.5`, `1e300` (an exponent rather
+/// than hundreds of digits).
 fn bound_text(n: f64) -> String {
-    format!("{n}")
+    if n.fract() == 0.0 && n.abs() < 1e16 {
+        format!("{n}")
+    } else {
+        format!("{n:?}")
+    }
 }
 
 impl Matcher {
@@ -555,6 +560,13 @@ mod tests {
                 json!({"a": 1.5})
             ),
             ["a >= 0.5 and a < 2 and a != 1 and a not in [7] (a = 1.5)"]
+        );
+        assert_eq!(
+            matched(
+                json!({"args_match": {"a": {"lt": 1e300, "gt": -2.5}}}),
+                json!({"a": 0})
+            ),
+            ["a > -2.5 and a < 1e300 (a = 0)"]
         );
         // Only the groups that matched are named, in file order.
         let or = json!([{"args_match": {"amount": {"gt": 10000}}},

@@ -550,10 +550,7 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
     rr.thresholds.validate().and(rr.scope.validate())?;
     if let Some(e) = &rr.on_timeout {
         if e.escalate_to.is_empty() {
-            return Err(
-                "on_timeout needs escalate_to (at least one role) and after_seconds (at least 1)"
-                    .into(),
-            );
+            return Err("on_timeout.escalate_to must name at least one role".into());
         }
         in_range(
             "on_timeout.after_seconds",

@@ -545,6 +545,10 @@ fn out_of_range_durations_and_counts_are_refused_at_load() {
             "on_timeout.after_seconds 0 is out of range",
         ),
         (
+            "        on_timeout: {escalate_to: [], after_seconds: 60}\n",
+            "on_timeout.escalate_to must name at least one role",
+        ),
+        (
             "        thresholds: {rate: {max: 5, per_seconds: 9223372036854775807}}\n",
             "thresholds.rate.per_seconds 9223372036854775807 is out of range (1 to 604800 seconds)",
         ),
