@@ -619,8 +619,11 @@ impl Registry {
     ///
     /// Errors: YAML syntax or shape, duplicate agent ids, duplicate aliases within an agent's
     /// `local_tools` or `mcp_servers` (Agent Format: runtimes MUST reject them), bad `approval`
-    /// values, bad policy ids, unknown risk tiers, and an irreversible rule whose default decision
-    /// is `approve` (AAEP §6.4.1). Unresolvable `required` policy references are not load errors:
+    /// values, bad policy ids, unknown risk tiers, an irreversible rule whose default decision
+    /// is `approve` (AAEP §6.4.1), and a duration or count outside its bound (issue 10 §10:
+    /// `timeout_seconds` and `on_timeout.after_seconds` 1 to [`MAX_WAIT_SECONDS`], the
+    /// `thresholds` of [`Thresholds::validate`]; `FILE:LINE: policy `ID` rules[N]: KEY VALUE is
+    /// out of range (MIN to MAX UNIT)`). Unresolvable `required` policy references are not load errors:
     /// the agent is loaded as refused and every call it makes is denied.
     pub fn load(
         agent_files: &[(String, String)],
