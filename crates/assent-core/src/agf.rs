@@ -163,5 +163,6 @@ pub fn line_of_key(text: &str, key: &str) -> Option<u64> {
                 || l.contains(&format!("{{ {key}:"))
                 || l.contains(&format!(", {key}:"))
         })
-        .map(|i| i as u64 + 1)
+        .and_then(|i| u64::try_from(i).ok())
+        .map(|i| i.saturating_add(1))
 }

@@ -196,6 +196,17 @@ pub fn mints_token(event: Event) -> bool {
     )
 }
 
+/// `seconds` in milliseconds, saturating at `i64::MAX` instead of wrapping (issue 10 §10): for
+/// callers that turn a policy's `timeout_seconds` or `on_timeout.after_seconds` (bounded at
+/// load to [`crate::policy::MAX_WAIT_SECONDS`]) into a deadline. Add it to a time with
+/// `saturating_add`.
+pub fn millis(seconds: u64) -> i64 {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| s.checked_mul(1000))
+        .unwrap_or(i64::MAX)
+}
+
 /// The AAEP §6.4.1 check for one rule, run at load time.
 ///
 /// `Err` when an irreversible action would default to `approve` (seed 001: no irreversible
@@ -296,6 +307,9 @@ mod tests {
             Ok(None)
         );
         assert_eq!(effective_default(true, Approve), Reject);
+        assert_eq!(millis(604_800), 604_800_000);
+        assert_eq!(millis(u64::MAX), i64::MAX);
+        assert_eq!(millis(1 << 62), i64::MAX);
         assert_eq!(effective_default(false, Approve), Approve);
     }
 }

@@ -5,6 +5,11 @@
 //! evaluated (missing argument, wrong type, a regex that does not compile) makes the whole
 //! condition [`Outcome::CannotEvaluate`], which callers treat as "approval required" (fail
 //! closed), even when another group would not have matched.
+//!
+//! Outcomes say which clause decided (issue 10 B): a match names the predicates of each
+//! matching group with the argument's actual value (`amount > 1000 (amount = 5000)`), and an
+//! unevaluable predicate is named with why (`to matches pattern "^ext-": argument `to` is
+//! missing`), so every reason a verdict gives can be traced to a line of policy.
 
 use regex::Regex;
 use serde_json::{Number, Value};
@@ -15,13 +20,22 @@ pub const MAX_PATTERN_LEN: usize = 1024;
 /// Result of evaluating a condition against arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// At least one group matched (and nothing was unevaluable).
-    Match,
+    /// At least one group matched (and nothing was unevaluable). One entry per matching group,
+    /// in file order: its predicates rendered and joined with ` and `, each with the actual
+    /// value where it is not the literal itself, e.g. `amount > 1000 (amount = 5000) and
+    /// currency = "USD"`. An empty group (`args_match: {}`) renders as
+    /// `args_match: {} (matches every call)`. Never empty.
+    Match(Vec<String>),
     /// No group matched and every predicate could be evaluated.
     NoMatch,
-    /// Some predicate could not be evaluated; the strings say which key and why.
+    /// Some predicate could not be evaluated: one entry per such predicate, naming the clause,
+    /// the key and why, e.g. `amount > 1000: argument `amount` is missing`.
     CannotEvaluate(Vec<String>),
 }
+
+/// Longest string argument shown verbatim in a rendered clause, in characters; a longer one is
+/// described by its length (so a reason never carries a truncated, unredactable secret).
+pub const MAX_SHOWN_CHARS: usize = 100;
 
 /// An OR of AND-groups. `Condition(vec![])` never occurs: an omitted condition is `None` upstream.
 #[derive(Debug, Clone)]
@@ -56,12 +70,22 @@ pub struct Ops {
     pub lte: Option<f64>,
     /// `ne`: argument of the same type and a different value.
     pub ne: Option<Value>,
-    /// The compiled pattern, or the compile error text (which makes the predicate unevaluable).
-    pub pattern: Option<Result<Regex, String>>,
+    /// `pattern`: the argument is a string the regex matches somewhere in.
+    pub pattern: Option<Pattern>,
     /// `in`: argument is one of these scalars.
     pub in_: Option<Vec<Value>>,
     /// `not_in`: argument is none of these scalars.
     pub not_in: Option<Vec<Value>>,
+}
+
+/// A `pattern` operator: its source text as written in the policy, and the compiled regex or
+/// the compile error text (which makes the predicate unevaluable).
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    /// The pattern as written (shown in reasons).
+    pub source: String,
+    /// [`compile_pattern`] of `source`.
+    pub compiled: Result<Regex, String>,
 }
 
 /// Why a condition could not be parsed from policy YAML/JSON.
@@ -125,7 +149,10 @@ impl Condition {
         for g in &self.0 {
             for (key, m) in &g.predicates {
                 if let Matcher::Ops(Ops {
-                    pattern: Some(Err(e)),
+                    pattern:
+                        Some(Pattern {
+                            compiled: Err(e), ..
+                        }),
                     ..
                 }) = m
                 {
@@ -136,21 +163,23 @@ impl Condition {
         out
     }
 
-    /// Evaluates against the call's arguments (a JSON object).
+    /// Evaluates against the call's arguments (a JSON object). See [`Outcome`] for what each
+    /// result carries; any unevaluable predicate makes the whole condition
+    /// [`Outcome::CannotEvaluate`] (fail closed).
     pub fn evaluate(&self, args: &Value) -> Outcome {
-        let mut any = false;
+        let mut matched = Vec::new();
         let mut unknown = Vec::new();
         for g in &self.0 {
             match g.evaluate(args) {
-                Outcome::Match => any = true,
+                Outcome::Match(m) => matched.extend(m),
                 Outcome::NoMatch => {}
                 Outcome::CannotEvaluate(r) => unknown.extend(r),
             }
         }
         if !unknown.is_empty() {
             Outcome::CannotEvaluate(unknown)
-        } else if any {
-            Outcome::Match
+        } else if !matched.is_empty() {
+            Outcome::Match(matched)
         } else {
             Outcome::NoMatch
         }
@@ -177,26 +206,30 @@ impl ConditionGroup {
         Ok(Self { predicates })
     }
 
-    /// Evaluates the AND of the group's predicates.
+    /// Evaluates the AND of the group's predicates. A match carries one entry: the group's
+    /// predicates rendered (see [`Outcome::Match`]).
     pub fn evaluate(&self, args: &Value) -> Outcome {
         let mut all = true;
+        let mut shown = Vec::new();
         let mut unknown = Vec::new();
         for (key, m) in &self.predicates {
             match lookup(args, key) {
-                None => unknown.push(format!("argument `{key}` is missing")),
+                None => unknown.push(format!("{}: argument `{key}` is missing", m.clause(key))),
                 Some(actual) => match m.test(actual) {
-                    Ok(true) => {}
+                    Ok(true) => shown.push(m.shown(key, actual)),
                     Ok(false) => all = false,
-                    Err(why) => unknown.push(format!("argument `{key}` {why}")),
+                    Err(why) => unknown.push(format!("{}: argument `{key}` {why}", m.clause(key))),
                 },
             }
         }
         if !unknown.is_empty() {
             Outcome::CannotEvaluate(unknown)
-        } else if all {
-            Outcome::Match
-        } else {
+        } else if !all {
             Outcome::NoMatch
+        } else if shown.is_empty() {
+            Outcome::Match(vec!["args_match: {} (matches every call)".into()])
+        } else {
+            Outcome::Match(vec![shown.join(" and ")])
         }
     }
 }
@@ -291,7 +324,10 @@ impl Matcher {
                         "ne" => return Err("`ne` needs a string, number or boolean".into()),
                         "pattern" => {
                             let p = x.as_str().ok_or("`pattern` needs a string")?;
-                            ops.pattern = Some(compile_pattern(p));
+                            ops.pattern = Some(Pattern {
+                                source: p.to_string(),
+                                compiled: compile_pattern(p),
+                            });
                         }
                         "in" => ops.in_ = Some(list(op, x)?),
                         "not_in" => ops.not_in = Some(list(op, x)?),
@@ -358,6 +394,7 @@ impl Matcher {
                 }
                 if let Some(p) = &o.pattern {
                     let re = p
+                        .compiled
                         .as_ref()
                         .map_err(|e| format!("cannot be matched: pattern does not compile: {e}"))?;
                     let s = actual.as_str().ok_or_else(|| {
@@ -387,6 +424,76 @@ impl Matcher {
     }
 }
 
+/// A JSON value as it appears in a rendered clause: compact JSON (`5000`, `"EUR"`, `["a","b"]`).
+fn json_text(v: &Value) -> String {
+    v.to_string()
+}
+
+/// A bound, readably: `1000` (an integer without `.0`), `0.5`, `1e300` (an exponent rather
+/// than hundreds of digits).
+fn bound_text(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e16 {
+        format!("{n}")
+    } else {
+        format!("{n:?}")
+    }
+}
+
+impl Matcher {
+    /// The clause as written in the policy, readably: `amount > 1000`, `currency = "USD"`,
+    /// `path matches pattern "^/etc/"`, `currency in ["EUR","USD"]`; several operators of one
+    /// matcher are joined with ` and `.
+    pub fn clause(&self, key: &str) -> String {
+        let o = match self {
+            Matcher::Literal(lit) => return format!("{key} = {}", json_text(lit)),
+            Matcher::Ops(o) => o,
+        };
+        let mut parts = Vec::new();
+        for (b, op) in [(o.gt, ">"), (o.gte, ">="), (o.lt, "<"), (o.lte, "<=")] {
+            if let Some(b) = b {
+                parts.push(format!("{key} {op} {}", bound_text(b)));
+            }
+        }
+        if let Some(ne) = &o.ne {
+            parts.push(format!("{key} != {}", json_text(ne)));
+        }
+        if let Some(p) = &o.pattern {
+            parts.push(format!(
+                "{key} matches pattern {}",
+                json_text(&Value::String(p.source.clone()))
+            ));
+        }
+        for (list, op) in [(&o.in_, "in"), (&o.not_in, "not in")] {
+            if let Some(items) = list {
+                parts.push(format!(
+                    "{key} {op} {}",
+                    json_text(&Value::Array(items.clone()))
+                ));
+            }
+        }
+        parts.join(" and ")
+    }
+
+    /// [`clause`](Self::clause) with the actual value that satisfied it, when it is not the
+    /// literal itself: `amount > 1000 (amount = 5000)`. A string longer than
+    /// [`MAX_SHOWN_CHARS`] is described by its length instead of shown.
+    pub fn shown(&self, key: &str, actual: &Value) -> String {
+        let clause = self.clause(key);
+        if matches!(self, Matcher::Literal(_)) {
+            return clause;
+        }
+        match actual {
+            Value::String(s) if s.chars().count() > MAX_SHOWN_CHARS => {
+                format!(
+                    "{clause} ({key}: a string of {} characters)",
+                    s.chars().count()
+                )
+            }
+            _ => format!("{clause} ({key} = {})", json_text(actual)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,13 +504,121 @@ mod tests {
     }
     fn check(c: Value, args: Value, want: &str) {
         let got = match cond(c.clone()).evaluate(&args) {
-            Outcome::Match => "match".to_string(),
+            Outcome::Match(_) => "match".to_string(),
             Outcome::NoMatch => "no".to_string(),
             Outcome::CannotEvaluate(r) => format!("unknown: {}", r.join("; ")),
         };
-        assert!(
-            got.starts_with(want),
-            "{c} on {args}: got {got}, want {want}"
+        // An unevaluable predicate's text starts with its clause; `want` names the rest.
+        let ok = match want.strip_prefix("unknown: ") {
+            Some(rest) => got.starts_with("unknown: ") && got.contains(rest),
+            None => got.starts_with(want),
+        };
+        assert!(ok, "{c} on {args}: got {got}, want {want}");
+    }
+
+    fn matched(c: Value, args: Value) -> Vec<String> {
+        match cond(c.clone()).evaluate(&args) {
+            Outcome::Match(m) => m,
+            other => panic!("{c} on {args}: {other:?}"),
+        }
+    }
+    fn unevaluable(c: Value, args: Value) -> Vec<String> {
+        match cond(c.clone()).evaluate(&args) {
+            Outcome::CannotEvaluate(r) => r,
+            other => panic!("{c} on {args}: {other:?}"),
+        }
+    }
+
+    /// Issue 10 B: a reason must say which clause matched and with what value, not only that
+    /// "a condition matched".
+    #[test]
+    fn a_match_names_the_matching_groups_clauses_and_values() {
+        assert_eq!(
+            matched(
+                json!({"args_match": {"amount": {"gt": 1000}}}),
+                json!({"amount": 5000})
+            ),
+            ["amount > 1000 (amount = 5000)"]
+        );
+        assert_eq!(
+            matched(
+                json!({"args_match": {"path": {"pattern": "^/etc/"}}}),
+                json!({"path": "/etc/passwd"})
+            ),
+            [r#"path matches pattern "^/etc/" (path = "/etc/passwd")"#]
+        );
+        assert_eq!(
+            matched(
+                json!({"args_match": {"currency": {"in": ["EUR", "USD"]}, "confirmed": true}}),
+                json!({"currency": "EUR", "confirmed": true})
+            ),
+            [r#"confirmed = true and currency in ["EUR","USD"] (currency = "EUR")"#]
+        );
+        assert_eq!(
+            matched(
+                json!({"args_match": {"a": {"gte": 0.5, "lt": 2, "ne": 1, "not_in": [7]}}}),
+                json!({"a": 1.5})
+            ),
+            ["a >= 0.5 and a < 2 and a != 1 and a not in [7] (a = 1.5)"]
+        );
+        assert_eq!(
+            matched(
+                json!({"args_match": {"a": {"lt": 1e300, "gt": -2.5}}}),
+                json!({"a": 0})
+            ),
+            ["a > -2.5 and a < 1e300 (a = 0)"]
+        );
+        // Only the groups that matched are named, in file order.
+        let or = json!([{"args_match": {"amount": {"gt": 10000}}},
+                        {"args_match": {"to": {"pattern": "^ext-"}}},
+                        {"args_match": {"to": "ext-1"}}]);
+        assert_eq!(
+            matched(or, json!({"amount": 5, "to": "ext-1"})),
+            [
+                r#"to matches pattern "^ext-" (to = "ext-1")"#,
+                r#"to = "ext-1""#
+            ]
+        );
+        assert_eq!(
+            matched(json!({"args_match": {}}), json!({})),
+            ["args_match: {} (matches every call)"]
+        );
+        // A long value is described, never cut (a cut secret could not be redacted).
+        let long = "x".repeat(MAX_SHOWN_CHARS + 1);
+        assert_eq!(
+            matched(
+                json!({"args_match": {"s": {"pattern": "x"}}}),
+                json!({ "s": long })
+            ),
+            [format!(
+                r#"s matches pattern "x" (s: a string of {} characters)"#,
+                MAX_SHOWN_CHARS + 1
+            )]
+        );
+    }
+
+    #[test]
+    fn an_unevaluable_predicate_is_named_by_its_clause() {
+        assert_eq!(
+            unevaluable(json!({"args_match": {"amount": {"gt": 1000}}}), json!({})),
+            ["amount > 1000: argument `amount` is missing"]
+        );
+        assert_eq!(
+            unevaluable(
+                json!({"args_match": {"amount": {"gt": 1000}}}),
+                json!({"amount": "5000"})
+            ),
+            ["amount > 1000: argument `amount` is a string but `gt/gte/lt/lte` need a number"]
+        );
+        assert_eq!(
+            unevaluable(
+                json!({"args_match": {"e": {"pattern": "a("}}}),
+                json!({"e": "a"})
+            )[0]
+            .split(": pattern does not compile")
+            .next()
+            .unwrap(),
+            r#"e matches pattern "a(": argument `e` cannot be matched"#
         );
     }
 

@@ -4,7 +4,7 @@
 use crate::approval::{DefaultDecision, effective_default};
 use crate::canonical::ToolCall;
 use crate::condition::Outcome;
-use crate::policy::{Agent, ApprovalSpec, Registry, RiskTier};
+use crate::policy::{Agent, ApprovalSpec, Registry, RiskTier, Rule};
 use crate::template::{TemplateContext, default_message, render};
 use crate::triggers::{
     Escalation, Observations, cost_exceeded, domain_violations, path_violations, rate_exceeded,
@@ -54,7 +54,8 @@ pub struct Verdict {
     pub reasons: Vec<Reason>,
     /// Highest tier any covering rule gives; R2 when none does.
     pub risk_tier: RiskTier,
-    /// True when any covering rule marks the action irreversible.
+    /// True when any covering rule marks the action irreversible; such a call is never
+    /// `allow` (seed 001, AAEP §6.4.1) and its `default_decision` is `reject`.
     pub irreversible: bool,
     /// Shortest `timeout_seconds` of the covering rules, if any names one.
     pub timeout_seconds: Option<u64>,
@@ -103,6 +104,9 @@ pub fn default_timeout_seconds(tier: RiskTier) -> u64 {
     }
 }
 
+/// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
+const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
+
 fn reason(file: &str, rule: impl Into<String>, text: impl Into<String>) -> Reason {
     Reason {
         file: file.to_string(),
@@ -111,7 +115,9 @@ fn reason(file: &str, rule: impl Into<String>, text: impl Into<String>) -> Reaso
     }
 }
 
-/// Outcome of one `approval` spec: `Some(why)` when it requires approval.
+/// Outcome of one `approval` spec: `Some(why)` when it requires approval, naming the clause
+/// that matched (`approval condition matched: amount > 1000 (amount = 5000)`) or could not be
+/// evaluated.
 fn requires(spec: &ApprovalSpec, args: &serde_json::Value) -> Option<String> {
     match spec {
         ApprovalSpec::Exempt => None,
@@ -121,14 +127,22 @@ fn requires(spec: &ApprovalSpec, args: &serde_json::Value) -> Option<String> {
         ApprovalSpec::Required {
             condition: Some(c), ..
         } => match c.evaluate(args) {
-            Outcome::Match => Some("approval condition matched".into()),
-            Outcome::NoMatch => None,
-            Outcome::CannotEvaluate(why) => Some(format!(
-                "approval condition cannot be evaluated ({}), so approval is required",
-                why.join("; ")
+            Outcome::Match(groups) => Some(format!(
+                "approval condition matched: {}",
+                groups.join("; or ")
             )),
+            Outcome::NoMatch => None,
+            Outcome::CannotEvaluate(why) => Some(unevaluable("approval", &why)),
         },
     }
+}
+
+/// The reason for a condition that cannot be evaluated (fail closed: approval is required).
+fn unevaluable(what: &str, why: &[String]) -> String {
+    format!(
+        "{what} condition cannot be evaluated ({}), so approval is required",
+        why.join("; ")
+    )
 }
 
 fn template_of(spec: &ApprovalSpec) -> Option<&str> {
@@ -141,15 +155,20 @@ fn template_of(spec: &ApprovalSpec) -> Option<&str> {
 }
 
 fn deny(text: String, file: &str, rule: &str) -> Verdict {
+    deny_because(text.clone(), text, file, rule)
+}
+
+/// A deny verdict whose message (for the agent) and reason (for the record) differ.
+fn deny_because(message: String, why: String, file: &str, rule: &str) -> Verdict {
     Verdict {
         kind: VerdictKind::Deny,
-        reasons: vec![reason(file, rule, text.clone())],
+        reasons: vec![reason(file, rule, why)],
         risk_tier: RiskTier::R2,
         irreversible: false,
         timeout_seconds: None,
         default_decision: DefaultDecision::Reject,
         approvers: Vec::new(),
-        message: text,
+        message,
         triggers: Vec::new(),
         suggested_alternatives: Vec::new(),
         escalation: None,
@@ -167,8 +186,10 @@ fn deny(text: String, file: &str, rule: &str) -> Verdict {
 /// - Deny: the agent is unknown, refused (a required policy does not resolve), or does not
 ///   declare the tool / MCP server alias; the reason names it.
 /// - Confirm: the agent's `approval` (tool, or server blanket unless the tool overrides it)
-///   or any covering governance rule requires approval, a condition cannot be evaluated, or the
-///   risk tier is R3/R4 (seed 002). Agent `approval: false` never removes a governance requirement.
+///   or any covering governance rule requires approval, a condition cannot be evaluated, a
+///   covering rule marks the action `irreversible` (seed 001, AAEP §6.4.1: whatever its tier;
+///   its default decision is then always `reject`), or the risk tier is R3/R4 (seed 002).
+///   Agent `approval: false` never removes a governance requirement.
 /// - Allow: otherwise.
 ///
 /// This form sees no earlier calls (rate and cost thresholds count this call only) and checks
@@ -284,6 +305,21 @@ pub fn evaluate_target(
     )
 }
 
+/// What the agent's own file says about the call (step 1 of [`evaluate_inner`]).
+struct Declared<'a> {
+    reasons: Vec<Reason>,
+    required: bool,
+    /// The template of the source that required approval.
+    template: Option<&'a str>,
+    /// The agent's own template for the call, used when no requiring source has one.
+    agent_template: Option<&'a str>,
+    /// A delegation's context (`parent.input`, `skill_args`, …): what its conditions and
+    /// templates see.
+    extra: Option<serde_json::Value>,
+    /// A delegation's target alias (`{{agent_alias}}` in its templates).
+    sub_alias: Option<String>,
+}
+
 fn evaluate_inner(
     reg: &Registry,
     agent_id: &str,
@@ -302,302 +338,358 @@ fn evaluate_inner(
     if let Some(why) = &agent.refused {
         return deny(why.clone(), &agent.file, "constraints.governance_policies");
     }
-    let args = &call.arguments;
-    let mut reasons = Vec::new();
-    let mut required = false;
-    let mut template: Option<&str> = None;
-
-    // 1. The agent's own declaration (a Confirm target always needs a human).
-    let target = mode == Mode::Target;
-    let mut extra: Option<serde_json::Value> = None;
-    let mut sub_alias: Option<String> = None;
-    let mut delegation_spec: Option<(&ApprovalSpec, String)> = None;
-    if mode == Mode::Delegation {
-        let alias = call.tool.strip_prefix("delegate.").unwrap_or(&call.tool);
-        let Some(d) = agent.delegates.iter().find(|d| d.alias == alias) else {
-            return deny(
-                format!(
-                    "`{alias}` is not declared in action_space.local_agents or remote_agents of agent `{}`",
-                    agent.id
-                ),
-                &agent.file,
-                "action_space",
-            );
-        };
-        let list = if d.remote {
-            "remote_agents"
-        } else {
-            "local_agents"
-        };
-        let rule = format!("action_space.{list}[{alias}]");
-        let skill_id = args.get("skill_id").and_then(|v| v.as_str());
-        let skill_args = args
-            .get("skill_args")
-            .cloned()
-            .unwrap_or(serde_json::json!({}));
-        let input = args
-            .get("input")
-            .cloned()
-            .unwrap_or(serde_json::Value::Null);
-        let mut x = serde_json::json!({"parent": {"input": input}, "skill_args": skill_args});
-        if d.remote {
-            x["remote_agent_alias"] = alias.into();
-        }
-        if let Some(sid) = skill_id {
-            if !d.remote {
-                return deny(
-                    format!("`{alias}` is a local agent; skill_id applies to remote agents only"),
-                    &agent.file,
-                    &rule,
-                );
-            }
-            x["skill_id"] = sid.into();
-            if let Some(skills) = &d.skills {
-                match skills.iter().find(|k| k.id == sid) {
-                    None => {
-                        return deny(
-                            format!(
-                                "skill `{sid}` is not in allowed_skills of remote agent `{alias}`"
-                            ),
-                            &agent.file,
-                            &rule,
-                        );
-                    }
-                    Some(k) => {
-                        if let Some(spec) = &k.approval {
-                            match requires(spec, &x["skill_args"]) {
-                                Some(why) => {
-                                    required = true;
-                                    template = template_of(spec);
-                                    reasons.push(reason(
-                                        &agent.file,
-                                        format!("{rule}.allowed_skills[{sid}]"),
-                                        why,
-                                    ));
-                                }
-                                None => reasons.push(reason(
-                                    &agent.file,
-                                    format!("{rule}.allowed_skills[{sid}]"),
-                                    "skill approval condition did not match",
-                                )),
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        extra = Some(x);
-        sub_alias = Some(alias.to_string());
-        delegation_spec = d.approval.as_ref().map(|s| (s, rule.clone()));
-        if d.approval.is_none() {
-            reasons.push(reason(&agent.file, &rule, "declared without approval"));
-        }
-    }
-    let extra = extra;
-    let (spec, rule) = if mode == Mode::Delegation {
-        match delegation_spec {
-            Some((s, rule)) => (Some(s), rule),
-            None => (None, String::new()),
-        }
-    } else if target {
-        required = true;
-        reasons.push(reason(
-            "",
-            "mplp confirm",
-            format!(
-                "a {} submitted for approval needs a human decision (MPLP Confirm)",
-                call.tool.strip_prefix("mplp.").unwrap_or(&call.tool)
-            ),
-        ));
-        (None, String::new())
-    } else {
-        match declaration(agent, call) {
-            Ok(x) => x,
-            Err((text, rule)) => return deny(text, &agent.file, &rule),
-        }
+    let mut d = match declared(agent, call, mode) {
+        Ok(d) => d,
+        Err((text, rule)) => return deny(text, &agent.file, &rule),
     };
-    let agent_template = spec.and_then(template_of);
-    let cond_args = extra.as_ref().unwrap_or(args);
-    match spec.map(|s| (s, requires(s, cond_args))) {
-        Some((s, Some(why))) => {
-            required = true;
-            template = template.or(template_of(s));
-            reasons.push(reason(&agent.file, &rule, why));
-        }
-        Some((ApprovalSpec::Exempt, None)) => {
-            reasons.push(reason(&agent.file, &rule, "declared with approval: false"))
-        }
-        Some((_, None)) => reasons.push(reason(
-            &agent.file,
-            &rule,
-            "approval condition did not match",
-        )),
-        None if target || mode == Mode::Delegation => {}
-        None => reasons.push(reason(&agent.file, &rule, "declared without approval")),
-    }
-
-    // 2. Governance rules (union, tighten-only).
-    let mut tier: Option<RiskTier> = None;
-    let mut irreversible = false;
-    let mut timeout: Option<u64> = None;
-    let mut approve_default = None::<bool>;
-    let mut approvers: Vec<String> = Vec::new();
-    let mut triggers: Vec<String> = Vec::new();
-    let mut alternatives: Vec<String> = Vec::new();
-    let mut escalation: Option<Escalation> = None;
-    let mut output_bytes: Option<u64> = None;
-    let mut in_client = false;
-    let mut side_effect_templates: Vec<&str> = Vec::new();
-    let mut rollback_templates: Vec<&str> = Vec::new();
-    let mut dry_run_tool: Option<String> = None;
-    let mut redact: Vec<String> = Vec::new();
+    let ctx = TemplateContext {
+        tool_name: &call.tool,
+        tool_args: &call.arguments,
+        agent_alias: &agent.name,
+        agent_id: &agent.id,
+        mcp_server_alias: call.server.as_deref(),
+        tool_args_json: canonical_arguments,
+        extra: None,
+    };
+    let mut g = Composed {
+        required: d.required,
+        template: d.template,
+        ..Composed::default()
+    };
     for p in reg.policies_for(agent) {
         for r in p
             .rules
             .iter()
             .filter(|r| r.covers(&call.tool, call.server.as_deref()))
         {
-            let mut notes = Vec::new();
-            if let Some(ApprovalSpec::Required {
-                condition,
-                message_template,
-            }) = &r.deny
-            {
-                let outcome = condition.as_ref().map(|c| c.evaluate(args));
-                match outcome {
-                    None | Some(Outcome::Match) => {
-                        let ctx = TemplateContext {
-                            tool_name: &call.tool,
-                            tool_args: args,
-                            agent_alias: &agent.name,
-                            agent_id: &agent.id,
-                            mcp_server_alias: call.server.as_deref(),
-                            tool_args_json: canonical_arguments,
-                            extra: None,
-                        };
-                        let why = message_template
-                            .as_deref()
-                            .map(|t| render(t, &ctx))
-                            .unwrap_or_else(|| format!("denied by governance rule {}", r.label));
-                        return deny(why, &p.file, &r.label);
-                    }
-                    Some(Outcome::CannotEvaluate(why)) => {
-                        required = true;
-                        notes.push(format!(
-                            "deny condition cannot be evaluated ({}), so approval is required",
-                            why.join("; ")
-                        ));
-                    }
-                    Some(Outcome::NoMatch) => {}
-                }
+            match g.apply(r, &ctx, obs) {
+                Ok(notes) => d.reasons.push(reason(&p.file, &r.label, notes.join("; "))),
+                Err((message, why)) => return deny_because(message, why, &p.file, &r.label),
             }
-            if let Some(spec) = &r.approval {
-                match requires(spec, args) {
+        }
+    }
+    finish(d, g, agent, ctx)
+}
+
+/// Step 1: the agent's declaration of the call, or `Err((reason, rule))` to deny it when the
+/// agent declares none. A Confirm target always needs a human and consults no declaration.
+fn declared<'a>(
+    agent: &'a Agent,
+    call: &ToolCall,
+    mode: Mode,
+) -> Result<Declared<'a>, (String, String)> {
+    let mut d = Declared {
+        reasons: Vec::new(),
+        required: false,
+        template: None,
+        agent_template: None,
+        extra: None,
+        sub_alias: None,
+    };
+    let (spec, rule) = match mode {
+        Mode::Delegation => match delegated(agent, call, &mut d)? {
+            Some((s, rule)) => (Some(s), rule),
+            None => (None, String::new()),
+        },
+        Mode::Target => {
+            d.required = true;
+            d.reasons.push(reason(
+                "",
+                "mplp confirm",
+                format!(
+                    "a {} submitted for approval needs a human decision (MPLP Confirm)",
+                    call.tool.strip_prefix("mplp.").unwrap_or(&call.tool)
+                ),
+            ));
+            (None, String::new())
+        }
+        Mode::Tool => declaration(agent, call)?,
+    };
+    d.agent_template = spec.and_then(template_of);
+    let cond_args = d.extra.as_ref().unwrap_or(&call.arguments);
+    let text = match spec.map(|s| (s, requires(s, cond_args))) {
+        Some((s, Some(why))) => {
+            d.required = true;
+            d.template = d.template.or(template_of(s));
+            why
+        }
+        Some((ApprovalSpec::Exempt, None)) => "declared with approval: false".into(),
+        Some((_, None)) => "approval condition did not match".into(),
+        None if mode != Mode::Tool => return Ok(d),
+        None => "declared without approval".into(),
+    };
+    d.reasons.push(reason(&agent.file, &rule, text));
+    Ok(d)
+}
+
+/// Step 1 for a delegation (seed 004 "Approval on Agent Delegation"): finds the target and
+/// the skill, evaluates the skill's approval into `d`, sets `d.extra` and `d.sub_alias`, and
+/// returns the reference's `approval` with its label. `Err((reason, rule))` to deny an
+/// undeclared target, a skill on a local agent, or a skill outside `allowed_skills`.
+fn delegated<'a>(
+    agent: &'a Agent,
+    call: &ToolCall,
+    d: &mut Declared<'a>,
+) -> Result<Option<(&'a ApprovalSpec, String)>, (String, String)> {
+    let args = &call.arguments;
+    let alias = call.tool.strip_prefix("delegate.").unwrap_or(&call.tool);
+    let Some(target) = agent.delegates.iter().find(|t| t.alias == alias) else {
+        return Err((
+            format!(
+                "`{alias}` is not declared in action_space.local_agents or remote_agents of agent `{}`",
+                agent.id
+            ),
+            "action_space".into(),
+        ));
+    };
+    let list = if target.remote {
+        "remote_agents"
+    } else {
+        "local_agents"
+    };
+    let rule = format!("action_space.{list}[{alias}]");
+    let skill_args = args
+        .get("skill_args")
+        .cloned()
+        .unwrap_or(serde_json::json!({}));
+    let input = args
+        .get("input")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let mut x = serde_json::json!({"parent": {"input": input}, "skill_args": skill_args});
+    if target.remote {
+        x["remote_agent_alias"] = alias.into();
+    }
+    if let Some(sid) = args.get("skill_id").and_then(|v| v.as_str()) {
+        if !target.remote {
+            return Err((
+                format!("`{alias}` is a local agent; skill_id applies to remote agents only"),
+                rule,
+            ));
+        }
+        x["skill_id"] = sid.into();
+        if let Some(skills) = &target.skills {
+            let Some(k) = skills.iter().find(|k| k.id == sid) else {
+                return Err((
+                    format!("skill `{sid}` is not in allowed_skills of remote agent `{alias}`"),
+                    rule,
+                ));
+            };
+            if let Some(spec) = &k.approval {
+                let text = match requires(spec, &x["skill_args"]) {
                     Some(why) => {
-                        required = true;
-                        if template.is_none() {
-                            template = template_of(spec);
-                        }
-                        notes.push(why);
+                        d.required = true;
+                        d.template = template_of(spec);
+                        why
                     }
-                    None => notes.push("approval not required by this rule".into()),
+                    None => "skill approval condition did not match".into(),
+                };
+                let label = format!("{rule}.allowed_skills[{sid}]");
+                d.reasons.push(reason(&agent.file, label, text));
+            }
+        }
+    }
+    d.extra = Some(x);
+    d.sub_alias = Some(alias.to_string());
+    if target.approval.is_none() {
+        d.reasons
+            .push(reason(&agent.file, &rule, "declared without approval"));
+    }
+    Ok(target.approval.as_ref().map(|s| (s, rule)))
+}
+
+/// Step 2: the covering governance rules composed (union, tighten-only).
+#[derive(Default)]
+struct Composed<'a> {
+    required: bool,
+    template: Option<&'a str>,
+    tier: Option<RiskTier>,
+    irreversible: bool,
+    timeout: Option<u64>,
+    approve_default: Option<bool>,
+    approvers: Vec<String>,
+    triggers: Vec<String>,
+    alternatives: Vec<String>,
+    escalation: Option<Escalation>,
+    output_bytes: Option<u64>,
+    in_client: bool,
+    side_effects: Vec<&'a str>,
+    rollback: Vec<&'a str>,
+    dry_run_tool: Option<String>,
+    redact: Vec<String>,
+}
+
+fn push_new(list: &mut Vec<String>, items: &[String]) {
+    for i in items {
+        if !list.contains(i) {
+            list.push(i.clone());
+        }
+    }
+}
+
+impl<'a> Composed<'a> {
+    /// Adds one covering rule; its notes for the reason, or `Err((message, reason))` when its
+    /// `deny` matches.
+    fn apply(
+        &mut self,
+        r: &'a Rule,
+        ctx: &TemplateContext<'_>,
+        obs: &Observations<'_>,
+    ) -> Result<Vec<String>, (String, String)> {
+        let args = ctx.tool_args;
+        let mut notes = Vec::new();
+        if let Some(note) = denied(r, ctx)? {
+            self.required = true;
+            notes.push(note);
+        }
+        if let Some(spec) = &r.approval {
+            match requires(spec, args) {
+                Some(why) => {
+                    self.required = true;
+                    self.template = self.template.or(template_of(spec));
+                    notes.push(why);
                 }
+                None => notes.push("approval not required by this rule".into()),
             }
-            if let Some(t) = r.risk_tier {
-                tier = Some(tier.map_or(t, |x| x.max(t)));
-                notes.push(format!("risk tier {}", t.as_str()));
+        }
+        if let Some(t) = r.risk_tier {
+            self.tier = Some(self.tier.map_or(t, |x| x.max(t)));
+            notes.push(format!("risk tier {}", t.as_str()));
+        }
+        if r.irreversible {
+            // Seed 001, AAEP §6.4.1: no irreversible action without explicit human consent,
+            // whatever the tier or the other sources say; the default at expiry is reject.
+            self.irreversible = true;
+            self.required = true;
+            notes.push(IRREVERSIBLE_NOTE.into());
+        }
+        if let Some(t) = r.timeout_seconds {
+            self.timeout = Some(self.timeout.map_or(t, |x| x.min(t)));
+        }
+        if let Some(d) = r.default_decision {
+            let a = d == DefaultDecision::Approve;
+            self.approve_default = Some(self.approve_default.unwrap_or(true) && a);
+        }
+        push_new(&mut self.approvers, &r.approvers);
+        self.fire_triggers(r, args, obs, &mut notes);
+        self.merge(r);
+        if notes.is_empty() {
+            notes.push("rule covers this tool".into());
+        }
+        Ok(notes)
+    }
+
+    /// Rate, cost and scope triggers: each that fires requires confirmation and is named.
+    fn fire_triggers(
+        &mut self,
+        r: &Rule,
+        args: &serde_json::Value,
+        obs: &Observations<'_>,
+        notes: &mut Vec<String>,
+    ) {
+        let covered = || {
+            obs.prior_calls
+                .iter()
+                .filter(|c| r.covers(&c.tool, c.server.as_deref()))
+        };
+        let mut fired = Vec::new();
+        if let Some(l) = &r.thresholds.rate
+            && let Some(why) = rate_exceeded(l, covered(), obs.now_ms)
+        {
+            fired.push(("rate", why));
+        }
+        if let Some(l) = &r.thresholds.cost
+            && let Some(why) = cost_exceeded(l, covered(), args)
+        {
+            fired.push(("cost", why));
+        }
+        if let Some(ps) = &r.scope.paths {
+            fired.extend(
+                path_violations(ps, args, obs)
+                    .into_iter()
+                    .map(|w| ("paths", w)),
+            );
+        }
+        if let Some(ds) = &r.scope.domains {
+            fired.extend(
+                domain_violations(ds, args)
+                    .into_iter()
+                    .map(|w| ("domains", w)),
+            );
+        }
+        for (name, why) in fired {
+            self.required = true;
+            if !self.triggers.iter().any(|t| t == name) {
+                self.triggers.push(name.to_string());
             }
-            if r.irreversible {
-                irreversible = true;
-                notes.push("irreversible".into());
-            }
-            if let Some(t) = r.timeout_seconds {
-                timeout = Some(timeout.map_or(t, |x| x.min(t)));
-            }
-            if let Some(d) = r.default_decision {
-                let a = d == DefaultDecision::Approve;
-                approve_default = Some(approve_default.unwrap_or(true) && a);
-            }
-            for role in &r.approvers {
-                if !approvers.contains(role) {
-                    approvers.push(role.clone());
-                }
-            }
-            let covered = || {
-                obs.prior_calls
-                    .iter()
-                    .filter(|c| r.covers(&c.tool, c.server.as_deref()))
-            };
-            let mut fired = |name: &str, why: String| {
-                required = true;
-                if !triggers.iter().any(|t| t == name) {
-                    triggers.push(name.to_string());
-                }
-                notes.push(why);
-            };
-            if let Some(l) = &r.thresholds.rate
-                && let Some(why) = rate_exceeded(l, covered(), obs.now_ms)
-            {
-                fired("rate", why);
-            }
-            if let Some(l) = &r.thresholds.cost
-                && let Some(why) = cost_exceeded(l, covered(), args)
-            {
-                fired("cost", why);
-            }
-            if let Some(ps) = &r.scope.paths {
-                for why in path_violations(ps, args, obs) {
-                    fired("paths", why);
-                }
-            }
-            if let Some(ds) = &r.scope.domains {
-                for why in domain_violations(ds, args) {
-                    fired("domains", why);
-                }
-            }
-            in_client |= r.in_client_approval;
-            side_effect_templates.extend(r.side_effects.as_deref());
-            rollback_templates.extend(r.rollback.as_deref());
-            if dry_run_tool.is_none() {
-                dry_run_tool.clone_from(&r.dry_run_tool);
-            }
-            for path in &r.redact {
-                if !redact.contains(path) {
-                    redact.push(path.clone());
-                }
-            }
-            if let Some(n) = r.thresholds.output_bytes {
-                output_bytes = Some(output_bytes.map_or(n, |x| x.min(n)));
-            }
-            for a in &r.suggested_alternatives {
-                if !alternatives.contains(a) {
-                    alternatives.push(a.clone());
-                }
-            }
-            if let Some(e) = &r.on_timeout {
-                let m = escalation.get_or_insert_with(|| Escalation {
-                    escalate_to: Vec::new(),
-                    after_seconds: e.after_seconds,
-                });
-                m.after_seconds = m.after_seconds.min(e.after_seconds);
-                for role in &e.escalate_to {
-                    if !m.escalate_to.contains(role) {
-                        m.escalate_to.push(role.clone());
-                    }
-                }
-            }
-            if notes.is_empty() {
-                notes.push("rule covers this tool".into());
-            }
-            reasons.push(reason(&p.file, &r.label, notes.join("; ")));
+            notes.push(why);
         }
     }
 
-    // 3. Risk tier: R3/R4 always need confirmation (seed 002).
-    let risk_tier = tier.unwrap_or(RiskTier::R2);
+    /// The keys that only accumulate: in-client approval, side effects, rollback, dry run,
+    /// redaction, output size, alternatives, escalation.
+    fn merge(&mut self, r: &'a Rule) {
+        self.in_client |= r.in_client_approval;
+        self.side_effects.extend(r.side_effects.as_deref());
+        self.rollback.extend(r.rollback.as_deref());
+        if self.dry_run_tool.is_none() {
+            self.dry_run_tool.clone_from(&r.dry_run_tool);
+        }
+        push_new(&mut self.redact, &r.redact);
+        if let Some(n) = r.thresholds.output_bytes {
+            self.output_bytes = Some(self.output_bytes.map_or(n, |x| x.min(n)));
+        }
+        push_new(&mut self.alternatives, &r.suggested_alternatives);
+        if let Some(e) = &r.on_timeout {
+            let m = self.escalation.get_or_insert_with(|| Escalation {
+                escalate_to: Vec::new(),
+                after_seconds: e.after_seconds,
+            });
+            m.after_seconds = m.after_seconds.min(e.after_seconds);
+            push_new(&mut m.escalate_to, &e.escalate_to);
+        }
+    }
+}
+
+/// A rule's `deny`: `Err((message, reason))` when it matches (the reason names the clause),
+/// `Ok(Some(note))` when its condition cannot be evaluated (approval is required instead),
+/// `Ok(None)` otherwise.
+fn denied(r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<String>, (String, String)> {
+    let Some(ApprovalSpec::Required {
+        condition,
+        message_template,
+    }) = &r.deny
+    else {
+        return Ok(None);
+    };
+    let matched = match condition.as_ref().map(|c| c.evaluate(ctx.tool_args)) {
+        None => "deny: true".to_string(),
+        Some(Outcome::Match(groups)) => {
+            format!("deny condition matched: {}", groups.join("; or "))
+        }
+        Some(Outcome::CannotEvaluate(why)) => return Ok(Some(unevaluable("deny", &why))),
+        Some(Outcome::NoMatch) => return Ok(None),
+    };
+    let why = format!("denied by governance rule {} ({matched})", r.label);
+    Err(match message_template.as_deref().map(|t| render(t, ctx)) {
+        Some(m) => (m.clone(), format!("{why}: {m}")),
+        None => (why.clone(), why),
+    })
+}
+
+/// Step 3: the risk tier (R3/R4 always need confirmation, seed 002), the default decision,
+/// the message, and the verdict.
+fn finish(
+    mut d: Declared<'_>,
+    g: Composed<'_>,
+    agent: &Agent,
+    ctx: TemplateContext<'_>,
+) -> Verdict {
+    let risk_tier = g.tier.unwrap_or(RiskTier::R2);
+    let mut required = g.required;
     if risk_tier >= RiskTier::R3 {
         if !required {
-            reasons.push(reason(
+            d.reasons.push(reason(
                 "",
                 "risk tier",
                 format!(
@@ -608,8 +700,9 @@ fn evaluate_inner(
         }
         required = true;
     }
-    let in_client_ok = in_client && required && risk_tier < RiskTier::R3 && approvers.is_empty();
-    let configured = if approve_default == Some(true) {
+    let in_client_ok =
+        g.in_client && required && risk_tier < RiskTier::R3 && g.approvers.is_empty();
+    let configured = if g.approve_default == Some(true) {
         DefaultDecision::Approve
     } else {
         DefaultDecision::Reject
@@ -619,59 +712,60 @@ fn evaluate_inner(
     } else {
         VerdictKind::Allow
     };
-    let mut side_effects = Vec::new();
-    let mut rollback = Vec::new();
-    let message = if required {
+    let (mut message, mut side_effects, mut rollback) = (String::new(), Vec::new(), Vec::new());
+    if required {
         let ctx = TemplateContext {
-            tool_name: &call.tool,
-            tool_args: args,
-            agent_alias: sub_alias.as_deref().unwrap_or(&agent.name),
-            agent_id: &agent.id,
-            mcp_server_alias: call.server.as_deref(),
-            tool_args_json: canonical_arguments,
-            extra: extra.as_ref(),
+            agent_alias: d.sub_alias.as_deref().unwrap_or(ctx.agent_alias),
+            extra: d.extra.as_ref(),
+            ..ctx
         };
-        side_effects = side_effect_templates
-            .iter()
-            .map(|t| render(t, &ctx))
-            .collect();
-        rollback = rollback_templates.iter().map(|t| render(t, &ctx)).collect();
-        // The template of the source that required approval, else the agent's own template.
-        match (template.or(agent_template), &sub_alias) {
-            (Some(t), _) => render(t, &ctx),
-            (None, Some(sub)) => {
-                let input = crate::canonical::canonical_value(&args["input"]).unwrap_or_default();
-                match args.get("skill_id").and_then(|v| v.as_str()) {
-                    Some(k) => format!(
-                        "Agent {} wants to delegate to {sub} (skill {k}) with {input}",
-                        agent.id
-                    ),
-                    None => format!("Agent {} wants to delegate to {sub} with {input}", agent.id),
-                }
-            }
-            (None, None) => default_message(&ctx),
-        }
-    } else {
-        String::new()
-    };
+        side_effects = g.side_effects.iter().map(|t| render(t, &ctx)).collect();
+        rollback = g.rollback.iter().map(|t| render(t, &ctx)).collect();
+        message = message_for(g.template.or(d.agent_template), &d, agent, &ctx);
+    }
     Verdict {
         kind,
-        reasons,
+        reasons: d.reasons,
         risk_tier,
-        irreversible,
-        timeout_seconds: timeout,
-        default_decision: effective_default(irreversible, configured),
-        approvers,
+        irreversible: g.irreversible,
+        timeout_seconds: g.timeout,
+        default_decision: effective_default(g.irreversible, configured),
+        approvers: g.approvers,
         message,
-        triggers,
-        suggested_alternatives: alternatives,
-        escalation,
-        output_bytes,
+        triggers: g.triggers,
+        suggested_alternatives: g.alternatives,
+        escalation: g.escalation,
+        output_bytes: g.output_bytes,
         in_client_approval: in_client_ok,
         side_effects,
         rollback,
-        dry_run_tool,
-        redact,
+        dry_run_tool: g.dry_run_tool,
+        redact: g.redact,
+    }
+}
+
+/// The approval message: the template of the source that required approval, else the agent's
+/// own template, else a default that names the tool (or the delegation) and its arguments.
+fn message_for(
+    template: Option<&str>,
+    d: &Declared<'_>,
+    agent: &Agent,
+    ctx: &TemplateContext<'_>,
+) -> String {
+    match (template, &d.sub_alias) {
+        (Some(t), _) => render(t, ctx),
+        (None, Some(sub)) => {
+            let args = ctx.tool_args;
+            let input = crate::canonical::canonical_value(&args["input"]).unwrap_or_default();
+            match args.get("skill_id").and_then(|v| v.as_str()) {
+                Some(k) => format!(
+                    "Agent {} wants to delegate to {sub} (skill {k}) with {input}",
+                    agent.id
+                ),
+                None => format!("Agent {} wants to delegate to {sub} with {input}", agent.id),
+            }
+        }
+        (None, None) => default_message(ctx),
     }
 }
 

@@ -492,6 +492,103 @@ struct RawRule {
     description: Option<String>,
 }
 
+/// Longest approval wait a rule may set, and longest `on_timeout` extension: 7 days, in
+/// seconds (issue 10 §10). Policy `timeout_seconds` and `on_timeout.after_seconds` must lie in
+/// `1..=MAX_WAIT_SECONDS`.
+pub const MAX_WAIT_SECONDS: u64 = 604_800;
+
+/// `Err("NAME N is out of range (MIN to MAX UNIT)")` unless `min <= value <= max`.
+pub(crate) fn in_range(
+    name: &str,
+    value: u64,
+    min: u64,
+    max: u64,
+    unit: &str,
+) -> Result<(), String> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} {value} is out of range ({min} to {max} {unit})"
+        ))
+    }
+}
+
+/// Validates one governance rule (issue 10 §10 bounds included): the [`Rule`] and a load-time
+/// warning, or `Err(reason)` for the caller to report with the file and line.
+fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), String> {
+    let tool = match glob::Pattern::new(&rr.tool) {
+        Ok(g) if !rr.tool.is_empty() => g,
+        _ => return Err(format!("`tool: {}` is not a tool name or glob", rr.tool)),
+    };
+    let risk_tier =
+        match rr.risk_tier.as_deref() {
+            None => None,
+            Some(t) => Some(RiskTier::parse(t).ok_or_else(|| {
+                format!("unknown risk_tier `{t}` (expected R0, R1, R2, R3 or R4)")
+            })?),
+        };
+    let default_decision = match rr.default_decision.as_deref() {
+        None => None,
+        Some("approve") => Some(DefaultDecision::Approve),
+        Some("reject") => Some(DefaultDecision::Reject),
+        Some(o) => {
+            return Err(format!(
+                "unknown default_decision `{o}` (expected approve or reject)"
+            ));
+        }
+    };
+    let approval = rr.approval.as_ref().map(ApprovalSpec::parse).transpose()?;
+    let deny = match rr.deny.as_ref().map(ApprovalSpec::parse).transpose() {
+        Ok(Some(ApprovalSpec::Exempt)) | Ok(None) => None,
+        Ok(d) => d,
+        Err(e) => return Err(format!("deny: {}", e.replace("`approval`", "`deny`"))),
+    };
+    if let Some(t) = rr.timeout_seconds {
+        in_range("timeout_seconds", t, 1, MAX_WAIT_SECONDS, "seconds")?;
+    }
+    rr.thresholds.validate().and(rr.scope.validate())?;
+    if let Some(e) = &rr.on_timeout {
+        if e.escalate_to.is_empty() {
+            return Err("on_timeout.escalate_to must name at least one role".into());
+        }
+        in_range(
+            "on_timeout.after_seconds",
+            e.after_seconds,
+            1,
+            MAX_WAIT_SECONDS,
+            "seconds",
+        )?;
+    }
+    let warning = check_default_decision(
+        rr.irreversible,
+        risk_tier.unwrap_or(RiskTier::R2),
+        default_decision.unwrap_or_default(),
+    )?;
+    let rule = Rule {
+        label,
+        tool,
+        server: rr.server.clone(),
+        approval,
+        risk_tier,
+        irreversible: rr.irreversible,
+        timeout_seconds: rr.timeout_seconds,
+        default_decision,
+        approvers: rr.approvers.clone(),
+        thresholds: rr.thresholds.clone(),
+        scope: rr.scope.clone(),
+        suggested_alternatives: rr.suggested_alternatives.clone(),
+        on_timeout: rr.on_timeout.clone(),
+        in_client_approval: rr.in_client_approval,
+        side_effects: rr.side_effects.clone(),
+        rollback: rr.rollback.clone(),
+        dry_run_tool: rr.dry_run_tool.clone(),
+        redact: rr.redact.clone(),
+        deny,
+    };
+    Ok((rule, warning))
+}
+
 fn yaml_err(file: &str, e: serde_saphyr::Error) -> LoadError {
     let line = e.location().map(|l| l.line());
     let msg = e.to_string();
@@ -522,8 +619,11 @@ impl Registry {
     ///
     /// Errors: YAML syntax or shape, duplicate agent ids, duplicate aliases within an agent's
     /// `local_tools` or `mcp_servers` (Agent Format: runtimes MUST reject them), bad `approval`
-    /// values, bad policy ids, unknown risk tiers, and an irreversible rule whose default decision
-    /// is `approve` (AAEP §6.4.1). Unresolvable `required` policy references are not load errors:
+    /// values, bad policy ids, unknown risk tiers, an irreversible rule whose default decision
+    /// is `approve` (AAEP §6.4.1), and a duration or count outside its bound (issue 10 §10:
+    /// `timeout_seconds` and `on_timeout.after_seconds` 1 to [`MAX_WAIT_SECONDS`], the
+    /// `thresholds` of [`Thresholds::validate`]; `FILE:LINE: policy `ID` rules[N]: KEY VALUE is
+    /// out of range (MIN to MAX UNIT)`). Unresolvable `required` policy references are not load errors:
     /// the agent is loaded as refused and every call it makes is denied.
     pub fn load(
         agent_files: &[(String, String)],
@@ -951,106 +1051,20 @@ impl Registry {
             let mut rules = Vec::new();
             for (i, r) in p.rules.iter().enumerate() {
                 let line = r.referenced.line();
-                let rr = &r.value;
                 let label = format!("{} rules[{i}] (line {line})", p.id);
-                let mut bad = |m: String| {
-                    errs.push(err(
+                match build_rule(&r.value, label) {
+                    Ok((rule, warning)) => {
+                        if let Some(w) = warning {
+                            self.warnings
+                                .push(format!("{file}:{line}: policy `{}` rules[{i}]: {w}", p.id));
+                        }
+                        rules.push(rule);
+                    }
+                    Err(m) => errs.push(err(
                         Some(line),
                         format!("policy `{}` rules[{i}]: {m}", p.id),
-                    ))
-                };
-                let tool = match glob::Pattern::new(&rr.tool) {
-                    Ok(g) if !rr.tool.is_empty() => g,
-                    _ => {
-                        bad(format!("`tool: {}` is not a tool name or glob", rr.tool));
-                        continue;
-                    }
-                };
-                let risk_tier = match rr.risk_tier.as_deref().map(|t| RiskTier::parse(t).ok_or(t)) {
-                    None => None,
-                    Some(Ok(t)) => Some(t),
-                    Some(Err(t)) => {
-                        bad(format!(
-                            "unknown risk_tier `{t}` (expected R0, R1, R2, R3 or R4)"
-                        ));
-                        continue;
-                    }
-                };
-                let default_decision = match rr.default_decision.as_deref() {
-                    None => None,
-                    Some("approve") => Some(DefaultDecision::Approve),
-                    Some("reject") => Some(DefaultDecision::Reject),
-                    Some(o) => {
-                        bad(format!(
-                            "unknown default_decision `{o}` (expected approve or reject)"
-                        ));
-                        continue;
-                    }
-                };
-                let approval = match rr.approval.as_ref().map(ApprovalSpec::parse).transpose() {
-                    Ok(a) => a,
-                    Err(e) => {
-                        bad(e);
-                        continue;
-                    }
-                };
-                let deny = match rr.deny.as_ref().map(ApprovalSpec::parse).transpose() {
-                    Ok(Some(ApprovalSpec::Exempt)) | Ok(None) => None,
-                    Ok(d) => d,
-                    Err(e) => {
-                        bad(format!("deny: {}", e.replace("`approval`", "`deny`")));
-                        continue;
-                    }
-                };
-                if rr.timeout_seconds == Some(0) {
-                    bad("timeout_seconds must be at least 1".into());
-                    continue;
+                    )),
                 }
-                if let Err(e) = rr.thresholds.validate().and(rr.scope.validate()) {
-                    bad(e);
-                    continue;
-                }
-                if let Some(e) = &rr.on_timeout
-                    && (e.escalate_to.is_empty() || e.after_seconds == 0)
-                {
-                    bad("on_timeout needs escalate_to (at least one role) and after_seconds (at least 1)".into());
-                    continue;
-                }
-                match check_default_decision(
-                    rr.irreversible,
-                    risk_tier.unwrap_or(RiskTier::R2),
-                    default_decision.unwrap_or_default(),
-                ) {
-                    Err(e) => {
-                        bad(e);
-                        continue;
-                    }
-                    Ok(Some(w)) => self
-                        .warnings
-                        .push(format!("{file}:{line}: policy `{}` rules[{i}]: {w}", p.id)),
-                    Ok(None) => {}
-                }
-                rules.push(Rule {
-                    label,
-                    tool,
-                    server: rr.server.clone(),
-                    approval,
-                    risk_tier,
-                    irreversible: rr.irreversible,
-                    timeout_seconds: rr.timeout_seconds,
-                    default_decision,
-                    approvers: rr.approvers.clone(),
-                    thresholds: rr.thresholds.clone(),
-                    scope: rr.scope.clone(),
-                    suggested_alternatives: rr.suggested_alternatives.clone(),
-                    on_timeout: rr.on_timeout.clone(),
-                    in_client_approval: rr.in_client_approval,
-                    side_effects: rr.side_effects.clone(),
-                    rollback: rr.rollback.clone(),
-                    dry_run_tool: rr.dry_run_tool.clone(),
-                    redact: rr.redact.clone(),
-                    deny,
-                });
             }
             self.policies.insert(
                 p.id.clone(),

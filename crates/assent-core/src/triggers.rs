@@ -54,21 +54,43 @@ pub struct CostLimit {
     pub max_per_session: f64,
 }
 
+/// Largest `thresholds.rate.max`: calls per window (issue 10 §10).
+pub const MAX_RATE_COUNT: u64 = 1_000_000;
+/// Longest `thresholds.rate.per_seconds` window: 7 days, in seconds (issue 10 §10).
+pub const MAX_RATE_WINDOW_SECONDS: u64 = 604_800;
+/// Largest `thresholds.output_bytes`: 1 GiB (issue 10 §10).
+pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
+
 impl Thresholds {
-    /// Checks the values; `Err` names the bad key.
+    /// Checks the values against the bounds of issue 10 §10; `Err` names the bad key, its value
+    /// and the accepted range: `rate.max` 1 to [`MAX_RATE_COUNT`], `rate.per_seconds` 1 to
+    /// [`MAX_RATE_WINDOW_SECONDS`], `cost.max_per_session` finite and ≥ 0, `output_bytes` 1 to
+    /// [`MAX_OUTPUT_BYTES`].
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(r) = &self.rate
-            && r.per_seconds == 0
-        {
-            return Err("thresholds.rate.per_seconds must be at least 1".into());
+        use crate::policy::in_range;
+        if let Some(r) = &self.rate {
+            in_range("thresholds.rate.max", r.max, 1, MAX_RATE_COUNT, "calls")?;
+            in_range(
+                "thresholds.rate.per_seconds",
+                r.per_seconds,
+                1,
+                MAX_RATE_WINDOW_SECONDS,
+                "seconds",
+            )?;
         }
         if let Some(c) = &self.cost {
             if c.argument.is_empty() {
                 return Err("thresholds.cost.argument must name an argument".into());
             }
             if !c.max_per_session.is_finite() || c.max_per_session < 0.0 {
-                return Err("thresholds.cost.max_per_session must be a number ≥ 0".into());
+                return Err(format!(
+                    "thresholds.cost.max_per_session {} is out of range (a finite number ≥ 0)",
+                    c.max_per_session
+                ));
             }
+        }
+        if let Some(n) = self.output_bytes {
+            in_range("thresholds.output_bytes", n, 1, MAX_OUTPUT_BYTES, "bytes")?;
         }
         Ok(())
     }
@@ -188,14 +210,25 @@ impl Observations<'static> {
     }
 }
 
+/// The start of a window of `seconds` ending at `now_ms`, in Unix milliseconds, with checked
+/// arithmetic: a window too long to represent starts at `i64::MIN` (every earlier call counts,
+/// which holds more calls, never fewer).
+pub fn window_start_ms(now_ms: i64, seconds: u64) -> i64 {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| s.checked_mul(1000))
+        .and_then(|w| now_ms.checked_sub(w))
+        .unwrap_or(i64::MIN)
+}
+
 /// `Some(why)` when the calls in the window reach `max` (this call would be one too many).
 pub fn rate_exceeded<'a>(
     limit: &RateLimit,
     covered: impl Iterator<Item = &'a PriorCall>,
     now_ms: i64,
 ) -> Option<String> {
-    let since = now_ms - limit.per_seconds as i64 * 1000;
-    let n = covered.filter(|c| c.at_ms > since).count() as u64;
+    let since = window_start_ms(now_ms, limit.per_seconds);
+    let n = u64::try_from(covered.filter(|c| c.at_ms > since).count()).unwrap_or(u64::MAX);
     (n >= limit.max).then(|| {
         format!(
             "rate threshold exceeded: {n} earlier call(s) in the last {} s, limit {} without confirmation",
@@ -357,4 +390,18 @@ pub fn domain_violations(scope: &DomainScope, args: &Value) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_arithmetic_is_checked() {
+        let now = 1_700_000_000_000;
+        assert_eq!(window_start_ms(now, 60), now - 60_000);
+        assert_eq!(window_start_ms(now, u64::MAX), i64::MIN);
+        assert_eq!(window_start_ms(now, 1 << 62), i64::MIN);
+        assert_eq!(window_start_ms(i64::MIN + 5, 60), i64::MIN);
+    }
 }

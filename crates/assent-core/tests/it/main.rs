@@ -4,6 +4,8 @@ use assent_core::policy::Registry;
 use assent_core::{ToolCall, VerdictKind, evaluate};
 use serde_json::{Value, json};
 
+mod props;
+
 const AGENT: &str = r#"
 schema_version: "1.0.0"
 metadata:
@@ -329,6 +331,302 @@ fn irreversible_forces_reject_default() {
         (v.kind, v.irreversible, v.default_decision.as_str()),
         (VerdictKind::Confirm, true, "reject")
     );
+}
+
+/// Seed 001 ("no irreversible action without explicit human consent"), AAEP §6.4.1: a rule
+/// that marks a tool irreversible but names no approval and a low tier used to let the call
+/// run with no human at all.
+#[test]
+fn irreversible_action_never_runs_without_a_human() {
+    let agent = AGENT.replace(
+        "    - alias: lookup\n",
+        "    - alias: lookup\n    - alias: shred\n    - alias: purge\n      approval: false\n",
+    );
+    let gov = "policies:
+  - id: acme.ops.shred-v1
+    selector: {agents: [treasury_bot]}
+    rules:
+      - tool: shred
+        risk_tier: R0
+        irreversible: true
+      - tool: purge
+        irreversible: true
+      - tool: purge
+        default_decision: approve
+";
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), agent)],
+        &[("GOV".into(), GOV.into()), ("ops.yaml".into(), gov.into())],
+    )
+    .unwrap();
+    for tool in ["shred", "purge"] {
+        let v = evaluate(&r, "treasury_bot", &call(tool, None, json!({})));
+        assert_eq!(
+            (v.kind, v.irreversible, v.default_decision.as_str()),
+            (VerdictKind::Confirm, true, "reject"),
+            "{tool}: {:?}",
+            v.reasons
+        );
+        let why = v
+            .reasons
+            .iter()
+            .find(|x| x.file == "ops.yaml" && x.text.contains("irreversible"))
+            .unwrap_or_else(|| panic!("{tool}: {:?}", v.reasons));
+        assert!(why.rule.starts_with("acme.ops.shred-v1 rules["), "{why:?}");
+        assert!(
+            why.text.contains("explicit human consent") && why.text.contains("reject"),
+            "{why:?}"
+        );
+    }
+    // R0 irreversible: the tier does not lower the requirement.
+    let v = evaluate(&r, "treasury_bot", &call("shred", None, json!({})));
+    assert_eq!(v.risk_tier.as_str(), "R0");
+}
+
+fn texts(v: &assent_core::Verdict) -> String {
+    v.reasons
+        .iter()
+        .map(|r| r.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Issue 10 B: "approval condition matched" told the operator nothing; every reason now names
+/// the clause that matched (with the actual value) or could not be evaluated.
+#[test]
+fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
+    let r = reg();
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5000, "to": "bob"})),
+    );
+    assert!(
+        texts(&v).contains("approval condition matched: amount > 1000 (amount = 5000)"),
+        "{}",
+        texts(&v)
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5000, "to": "ext-9"})),
+    );
+    assert!(
+        texts(&v).contains(
+            r#"matched: amount > 1000 (amount = 5000); or to matches pattern "^ext-" (to = "ext-9")"#
+        ),
+        "{}",
+        texts(&v)
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("write_file", Some("fs"), json!({"path": "/etc/x"})),
+    );
+    let gov = v
+        .reasons
+        .iter()
+        .find(|x| x.file == "governance/finance.yaml")
+        .unwrap();
+    assert!(
+        gov.text.contains(
+            r#"approval condition matched: path matches pattern "^/etc/" (path = "/etc/x")"#
+        ),
+        "{gov:?}"
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("transfer", None, json!({"amount": 5})),
+    );
+    assert!(
+        texts(&v).contains(
+            r#"approval condition cannot be evaluated (to matches pattern "^ext-": argument `to` is missing)"#
+        ),
+        "{}",
+        texts(&v)
+    );
+    // A deny condition: the reason names the clause; the agent sees the rule's message.
+    let deny = "policies:
+  - id: acme.fs.etc-v1
+    selector: {agents: [treasury_bot]}
+    rules:
+      - tool: read_file
+        server: fs
+        deny:
+          condition: {args_match: {path: {pattern: \"^/etc/shadow\"}}}
+          message_template: \"no secrets\"
+      - tool: write_file
+        deny: {condition: {args_match: {mode: {in: [\"0777\"]}}}}
+";
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), AGENT.into())],
+        &[
+            ("g.yaml".into(), GOV.into()),
+            ("d.yaml".into(), deny.into()),
+        ],
+    )
+    .unwrap();
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("read_file", Some("fs"), json!({"path": "/etc/shadow"})),
+    );
+    assert_eq!(
+        (v.kind, v.message.as_str()),
+        (VerdictKind::Deny, "no secrets")
+    );
+    assert!(
+        texts(&v).contains(
+            r#"(deny condition matched: path matches pattern "^/etc/shadow" (path = "/etc/shadow")): no secrets"#
+        ),
+        "{}",
+        texts(&v)
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("write_file", Some("fs"), json!({"mode": "0777"})),
+    );
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(
+        v.message
+            .contains(r#"deny condition matched: mode in ["0777"] (mode = "0777")"#),
+        "{}",
+        v.message
+    );
+    let v = evaluate(
+        &r,
+        "treasury_bot",
+        &call("write_file", Some("fs"), json!({"mode": 511})),
+    );
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert!(
+        texts(&v).contains(
+            r#"deny condition cannot be evaluated (mode in ["0777"]: argument `mode` is a number but `in` lists values of another type)"#
+        ),
+        "{}",
+        texts(&v)
+    );
+}
+
+fn rule_err(keys: &str) -> String {
+    let gov = format!("policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n{keys}");
+    match Registry::load(&[], &[("g.yaml".into(), gov)]) {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Issue 10 §10: `timeout_seconds: 18446744073709551615` wrapped to a negative duration
+/// downstream, so the approval expired at once and its default applied. Every duration and
+/// count in a policy is range-checked at load, with the file, the rule's line and the range.
+#[test]
+fn out_of_range_durations_and_counts_are_refused_at_load() {
+    for (keys, want) in [
+        (
+            "        timeout_seconds: 18446744073709551615\n",
+            "timeout_seconds 18446744073709551615 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        timeout_seconds: 604801\n",
+            "timeout_seconds 604801 is out of range",
+        ),
+        (
+            "        timeout_seconds: 0\n",
+            "timeout_seconds 0 is out of range",
+        ),
+        (
+            "        on_timeout: {escalate_to: [cfo], after_seconds: 18446744073709551615}\n",
+            "on_timeout.after_seconds 18446744073709551615 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        on_timeout: {escalate_to: [cfo], after_seconds: 0}\n",
+            "on_timeout.after_seconds 0 is out of range",
+        ),
+        (
+            "        on_timeout: {escalate_to: [], after_seconds: 60}\n",
+            "on_timeout.escalate_to must name at least one role",
+        ),
+        (
+            "        thresholds: {rate: {max: 5, per_seconds: 9223372036854775807}}\n",
+            "thresholds.rate.per_seconds 9223372036854775807 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        thresholds: {rate: {max: 0, per_seconds: 60}}\n",
+            "thresholds.rate.max 0 is out of range (1 to 1000000 calls)",
+        ),
+        (
+            "        thresholds: {rate: {max: 1000001, per_seconds: 60}}\n",
+            "thresholds.rate.max 1000001 is out of range",
+        ),
+        (
+            "        thresholds: {output_bytes: 0}\n",
+            "thresholds.output_bytes 0 is out of range (1 to 1073741824 bytes)",
+        ),
+        (
+            "        thresholds: {output_bytes: 1073741825}\n",
+            "thresholds.output_bytes 1073741825 is out of range",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_session: .inf}}\n",
+            "thresholds.cost.max_per_session inf is out of range (a finite number ≥ 0)",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_session: -1}}\n",
+            "thresholds.cost.max_per_session -1 is out of range",
+        ),
+    ] {
+        let e = rule_err(keys);
+        assert!(
+            e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: ") && e.contains(want),
+            "{keys}: {e}"
+        );
+    }
+    // Negative or fractional values are YAML type errors, with the file and line.
+    for keys in [
+        "        timeout_seconds: -5\n",
+        "        timeout_seconds: 1.5\n",
+    ] {
+        let e = rule_err(keys);
+        assert!(e.starts_with("g.yaml:5"), "{keys}: {e}");
+    }
+    // The bounds themselves are accepted.
+    let edge = "        timeout_seconds: 604800\n        on_timeout: {escalate_to: [cfo], after_seconds: 604800}\n        thresholds: {rate: {max: 1000000, per_seconds: 604800}, output_bytes: 1073741824, cost: {argument: a, max_per_session: 0}}\n";
+    assert_eq!(rule_err(edge), "");
+    let low = "        timeout_seconds: 1\n        on_timeout: {escalate_to: [cfo], after_seconds: 1}\n        thresholds: {rate: {max: 1, per_seconds: 1}, output_bytes: 1}\n";
+    assert_eq!(rule_err(low), "");
+}
+
+/// A rate window too long to represent in milliseconds used to wrap (`u64::MAX` seconds became
+/// a window ending in the future, so no earlier call counted) or overflow; it now counts every
+/// earlier call, which holds more calls, never fewer.
+#[test]
+fn a_rate_window_too_long_to_represent_counts_every_earlier_call() {
+    use assent_core::triggers::{PriorCall, RateLimit, rate_exceeded};
+    let now = 1_700_000_000_000;
+    let prior = [PriorCall {
+        tool: "t".into(),
+        server: None,
+        at_ms: now - 1000,
+        arguments: json!({}),
+    }];
+    for per_seconds in [u64::MAX, 1 << 62, i64::MAX as u64] {
+        let l = RateLimit {
+            max: 1,
+            per_seconds,
+        };
+        assert!(
+            rate_exceeded(&l, prior.iter(), now).is_some(),
+            "{per_seconds}"
+        );
+    }
+    let l = RateLimit {
+        max: 1,
+        per_seconds: 60,
+    };
+    assert!(rate_exceeded(&l, prior.iter(), now).is_some());
+    assert!(rate_exceeded(&l, prior.iter(), now + 60_000).is_none());
 }
 
 mod protocol {
