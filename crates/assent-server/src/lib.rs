@@ -13,6 +13,7 @@
 pub mod aaep;
 pub mod api;
 pub mod auth;
+pub mod checkpoints;
 pub mod clarify;
 pub mod config;
 pub mod dashboard;
@@ -55,6 +56,8 @@ pub struct AppState {
     /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
     /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
     pub dry_run: Option<Arc<dyn DryRun>>,
+    /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
+    pub checkpoints: Arc<config::AuditCheckpoints>,
 }
 
 /// A future returned by [`DryRun::run`].
@@ -100,6 +103,7 @@ impl AppState {
         );
         state.webhooks = Arc::new(webhooks);
         state.public_url = config.public_url.as_deref().map(Arc::from);
+        state.checkpoints = Arc::new(config.audit_checkpoints.clone());
         Ok(state)
     }
 
@@ -121,6 +125,7 @@ impl AppState {
             webhooks: Arc::default(),
             public_url: None,
             dry_run: None,
+            checkpoints: Arc::default(),
         }
     }
 
@@ -217,7 +222,8 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
 
 /// Serves the API on `listener` until `shutdown` completes, then drains connections for at
 /// most 10 seconds. Expired approvals (also those that expired while the server was down) are
-/// settled at start and then every second.
+/// settled at start and then every second; audit checkpoints are signed when due (checked every
+/// second) and once more at shutdown.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
@@ -236,7 +242,8 @@ pub async fn run_with(
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let hooks = webhooks::spawn(state.clone());
-    let app = router(state).merge(extra);
+    let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
+    let app = router(state.clone()).merge(extra);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     // Small JSON replies: send them at once instead of waiting on Nagle's algorithm.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -251,8 +258,11 @@ pub async fn run_with(
         _ = async { let _ = rx.await; tokio::time::sleep(Duration::from_secs(10)).await } => Ok(()),
     };
     expiry.abort();
+    signer.abort();
     for h in hooks {
         h.abort();
     }
+    // The last checkpoint covers everything written before the shutdown.
+    checkpoints::sign_due(&state, assent_store::checkpoint::Due::NOW).await;
     res
 }

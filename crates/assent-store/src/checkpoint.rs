@@ -307,6 +307,23 @@ impl Store {
         Ok(stored(&self.lock())?)
     }
 
+    /// Stored checkpoints newest first: at most `limit`, only those with `seq < before_seq`
+    /// when given (paging).
+    pub fn recent_checkpoints(
+        &self,
+        before_seq: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<Checkpoint>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE ?1 IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
+        ))?;
+        let list = stmt
+            .query_map(params![before_seq, limit], row)?
+            .collect::<Result<_, _>>()?;
+        Ok(list)
+    }
+
     /// The newest stored checkpoint, if any.
     pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
         Ok(latest(&self.lock())?)
