@@ -97,6 +97,14 @@ fn sql_with(g: &Signed, opts: &[&str], q: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The hash chain alone — all `audit verify` checked before signed checkpoints — still
+/// verifies after the attack (`broken` is the chain check's finding).
+fn chain_alone_verifies(g: &Signed) {
+    let (_, out, _) = verify(g, &["--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["broken"], Value::Null, "{v}");
+}
+
 /// Runs `assent audit verify --data-dir DATA ARGS…`: (exit code, stdout, stderr).
 fn verify(g: &Signed, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(BIN)
@@ -227,6 +235,7 @@ fn a_truncated_tail_is_caught_by_the_checkpoint_file() {
         code, 0,
         "without the sink file this is undetectable: {out}{err}"
     );
+    chain_alone_verifies(&g);
     let (code, out, err) = verify(&g, &["--checkpoint", g.file.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("removed from the end"), "{err}");
@@ -236,6 +245,7 @@ fn a_truncated_tail_is_caught_by_the_checkpoint_file() {
 fn an_emptied_audit_table_is_caught() {
     let g = signed_gateway();
     sql(&g, "DELETE FROM audit;");
+    chain_alone_verifies(&g);
     let (code, out, err) = verify(&g, &[]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("the chain ends at record 0"), "{err}");
@@ -250,6 +260,7 @@ fn an_emptied_audit_table_is_caught() {
 fn a_redeemed_token_made_unused_again_is_caught() {
     let g = signed_gateway();
     sql(&g, "UPDATE tokens SET used_at = NULL;");
+    chain_alone_verifies(&g);
     let (code, out, err) = verify(&g, &["--json"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
