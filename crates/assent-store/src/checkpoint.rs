@@ -13,9 +13,11 @@
 //!   and handed to the caller for external sinks: an append-only JSONL file
 //!   ([`append_jsonl`]) and the log.
 //! - The gateway signs only a chain that extends its previous checkpoint: before signing, the
-//!   records after the previous checkpoint are checked to link to it.
+//!   records after the previous checkpoint are checked to link to it. (The first checkpoint of
+//!   a database, e.g. one older than checkpoints, signs the head as it is, without walking the
+//!   chain under the store's lock; `assent audit verify` checks it.)
 
-use crate::audit::{self, GENESIS};
+use crate::audit;
 use crate::{Store, StoreError, io, write_private};
 use assent_core::canonical::canonical_value;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -31,9 +33,9 @@ pub const KEY_FILE: &str = "audit.key";
 /// JSONL sink (one per line) and carried on webhooks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
-    /// Audit sequence number of the newest record covered (0 for an empty chain).
+    /// Audit sequence number of the newest record covered (from 1: an empty chain gets none).
     pub seq: i64,
-    /// That record's chain hash (64 hex; [`GENESIS`] for an empty chain).
+    /// That record's chain hash (64 hex).
     pub head_hash: String,
     /// Audit records when it was signed.
     pub record_count: i64,
@@ -202,22 +204,21 @@ fn latest(conn: &Connection) -> rusqlite::Result<Option<Checkpoint>> {
 
 /// Checks that the records after `prev` (to the head) still link to it: the record at
 /// `prev.seq` has `prev.head_hash`, and every later record's `prev_hash` and `hash` fit.
-/// Returns why not.
+/// Returns why not. Costs one hash per record since `prev` (none without a `prev`).
 fn extends(conn: &Connection, prev: Option<&Checkpoint>) -> rusqlite::Result<Option<String>> {
-    let (from, mut hash) = match prev {
-        Some(p) => (p.seq, p.head_hash.clone()),
-        None => (0, GENESIS.to_string()),
+    // Nothing to extend before the first checkpoint; `assent audit verify` checks the chain.
+    let Some(p) = prev else {
+        return Ok(None);
     };
-    if from > 0 {
-        let at: Option<String> = conn
-            .prepare_cached("SELECT hash FROM audit WHERE seq = ?1")?
-            .query_row([from], |r| r.get(0))
-            .optional()?;
-        if at.as_deref() != Some(hash.as_str()) {
-            return Ok(Some(format!(
-                "record {from} no longer has the hash of the checkpoint signed at it"
-            )));
-        }
+    let (from, mut hash) = (p.seq, p.head_hash.clone());
+    let at: Option<String> = conn
+        .prepare_cached("SELECT hash FROM audit WHERE seq = ?1")?
+        .query_row([from], |r| r.get(0))
+        .optional()?;
+    if at.as_deref() != Some(hash.as_str()) {
+        return Ok(Some(format!(
+            "record {from} no longer has the hash of the checkpoint signed at it"
+        )));
     }
     let mut stmt = conn.prepare_cached(
         "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq",
@@ -249,6 +250,27 @@ fn extends(conn: &Connection, prev: Option<&Checkpoint>) -> rusqlite::Result<Opt
     Ok(None)
 }
 
+/// The head `(seq, hash)` and the previous checkpoint when a checkpoint is `due` at `now`:
+/// the chain grew since the previous checkpoint by `due.every_records` records, or by any and
+/// `due.every_ms` passed (the first checkpoint is due as soon as there is a record).
+fn due_head(
+    conn: &Connection,
+    due: Due,
+    now: i64,
+) -> rusqlite::Result<Option<(i64, String, Option<Checkpoint>)>> {
+    let head: Option<(i64, String)> = conn
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((seq, hash)) = head else {
+        return Ok(None);
+    };
+    let prev = latest(conn)?;
+    let grown = seq - prev.as_ref().map_or(0, |p| p.seq);
+    let timely = prev.as_ref().is_none_or(|p| now - p.time >= due.every_ms);
+    Ok((grown > 0 && (grown >= due.every_records || timely)).then_some((seq, hash, prev)))
+}
+
 impl Store {
     /// The public half of the audit key.
     pub fn audit_public_key(&self) -> VerifyingKey {
@@ -264,22 +286,15 @@ impl Store {
     /// link to it (the chain was altered: nothing is signed); SQLite errors.
     pub fn checkpoint_if_due(&self, due: Due, now: i64) -> Result<Option<Checkpoint>, StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let head: Option<(i64, String)> = tx
-            .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let Some((seq, hash)) = head else {
-            return Ok(None);
-        };
-        let prev = latest(&tx)?;
-        // The first checkpoint is due as soon as there is a record.
-        let last_seq = prev.as_ref().map_or(0, |p| p.seq);
-        let timely = prev.as_ref().is_none_or(|p| now - p.time >= due.every_ms);
-        let grown = seq - last_seq;
-        if grown <= 0 || (grown < due.every_records && !timely) {
+        // Read first: the write lock is taken only when a checkpoint is due.
+        if due_head(&conn, due, now)?.is_none() {
             return Ok(None);
         }
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let Some((seq, hash, prev)) = due_head(&tx, due, now)? else {
+            return Ok(None);
+        };
+        let last_seq = prev.as_ref().map_or(0, |p| p.seq);
         if let Some(why) = extends(&tx, prev.as_ref())? {
             return Err(StoreError::Invalid(format!(
                 "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
