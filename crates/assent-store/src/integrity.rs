@@ -198,6 +198,12 @@ fn against_chain(
             cp.seq
         )));
     }
+    if cp.record_count != cp.seq {
+        return Ok(Some(format!(
+            "it was signed over {} records ending at record {}: the chain had a gap then",
+            cp.record_count, cp.seq
+        )));
+    }
     let hash: Option<String> = if cp.seq == 0 {
         Some(GENESIS.to_string())
     } else {

@@ -259,8 +259,10 @@ enum ExportCmd {
 
 #[derive(Subcommand)]
 enum AuditCmd {
-    /// Verify the audit log offline (read-only; the gateway may keep running): the whole hash
-    /// chain; every stored checkpoint's Ed25519 signature and that the chain at its record has
+    /// Verify the audit log offline: hash chain, signed checkpoints, state tables.
+    ///
+    /// Read-only; the gateway may keep running. Checks the whole hash chain; every stored
+    /// checkpoint's Ed25519 signature and that the chain at its record has
     /// exactly its head hash; with --checkpoint, that the chain reaches the newest valid
     /// checkpoint of that file; and the state tables against the chain (approvals, decisions,
     /// minted and redeemed tokens). Names the first problem.
@@ -279,11 +281,14 @@ enum AuditCmd {
         /// public half of DATA_DIR/audit.key.
         #[arg(long = "public-key")]
         public_key: Option<String>,
+        /// Print the report as one JSON object (`ok`, `records`, `head`, `problem`, …).
         #[arg(long)]
         json: bool,
     },
-    /// Print the audit checkpoint public key: 64 lowercase hex characters, the 32 raw bytes
-    /// of the Ed25519 public key. Creates DATA_DIR/audit.key (mode 0600) when missing.
+    /// Print the audit checkpoint public key (64 hex characters).
+    ///
+    /// The 32 raw bytes of the Ed25519 public key as lowercase hex. Creates
+    /// DATA_DIR/audit.key (mode 0600) when missing.
     Key {
         /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
         #[arg(long = "data-dir")]
