@@ -274,7 +274,9 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
 }
 
 /// Every disagreement between the state tables and the audit chain, approvals first, then
-/// tokens, each with the audit record concerned when there is one.
+/// tokens, each with the audit record concerned (`seq`) when there is one. Call it inside a
+/// read transaction when the database may be written meanwhile (one snapshot for all tables).
+/// Reads every approval, token and settling audit record: linear in their number.
 pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, String)>> {
     let mut s = seen(conn)?;
     let mut out = Vec::new();

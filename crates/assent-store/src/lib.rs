@@ -2,7 +2,9 @@
 //!
 //! [`Store`] keeps approvals, their decisions, approval tokens and the hash-chained audit log
 //! ([`audit`]) in `<data_dir>/assent.db` (WAL, `synchronous=FULL`), and the token signing key
-//! in `<data_dir>/token.key` (directory mode 0700, file mode 0600). Every state change is
+//! in `<data_dir>/token.key` (directory mode 0700, file mode 0600); the Ed25519 key that signs
+//! audit checkpoints is `<data_dir>/audit.key` ([`checkpoint`]; [`integrity`] verifies it all
+//! offline). Every state change is
 //! written in one `BEGIN IMMEDIATE` transaction together with its audit record. The first
 //! decision on an approval wins; later ones are audited as late and change nothing.
 //!
