@@ -64,6 +64,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::tools::routes())
         .merge(crate::dashboard::routes())
         .merge(crate::webhooks::routes())
+        .merge(crate::checkpoints::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -61,6 +61,97 @@ struct RawConfig {
     public_url: Option<String>,
     #[serde(default)]
     webhooks: Vec<Spanned<RawWebhook>>,
+    #[serde(default)]
+    audit_checkpoints: Option<Spanned<RawCheckpoints>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheckpoints {
+    #[serde(default)]
+    every_records: Option<u64>,
+    #[serde(default)]
+    every_seconds: Option<u64>,
+    #[serde(default)]
+    file: Option<String>,
+}
+
+/// `audit_checkpoints`: when the gateway signs an audit checkpoint, and where else it goes.
+/// A checkpoint is signed once `every_records` records were appended since the previous one,
+/// or `every_seconds` passed and the chain grew, and at shutdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditCheckpoints {
+    /// Records between checkpoints (1 to 1,000,000; default 1,000).
+    pub every_records: u64,
+    /// Seconds between checkpoints while the chain grows (1 to 86,400; default 60).
+    pub every_seconds: u64,
+    /// The append-only JSONL sink (one checkpoint per line), relative to the config file's
+    /// directory; `None`: checkpoints go to the database and the log only.
+    pub file: Option<PathBuf>,
+}
+
+impl Default for AuditCheckpoints {
+    fn default() -> Self {
+        Self {
+            every_records: 1000,
+            every_seconds: 60,
+            file: None,
+        }
+    }
+}
+
+/// Validates `audit_checkpoints` (ranges, the file's directory exists).
+fn audit_checkpoints(
+    path: &Path,
+    base: &Path,
+    raw: Option<&Spanned<RawCheckpoints>>,
+) -> Result<AuditCheckpoints, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(AuditCheckpoints::default());
+    };
+    let line = Some(raw.referenced.line());
+    let r = &raw.value;
+    let d = AuditCheckpoints::default();
+    let every_records = r.every_records.unwrap_or(d.every_records);
+    if !(1..=1_000_000).contains(&every_records) {
+        return Err(at(
+            path,
+            line,
+            format!("audit_checkpoints.every_records {every_records}: use 1 to 1000000"),
+        ));
+    }
+    let every_seconds = r.every_seconds.unwrap_or(d.every_seconds);
+    if !(1..=86_400).contains(&every_seconds) {
+        return Err(at(
+            path,
+            line,
+            format!("audit_checkpoints.every_seconds {every_seconds}: use 1 to 86400"),
+        ));
+    }
+    let file = match r.file.as_deref() {
+        None => None,
+        Some("") => return Err(at(path, line, "audit_checkpoints.file is empty")),
+        Some(f) => {
+            let f = base.join(f);
+            let dir = f.parent().filter(|p| !p.as_os_str().is_empty());
+            if dir.is_some_and(|d| !d.is_dir()) || f.is_dir() {
+                return Err(at(
+                    path,
+                    line,
+                    format!(
+                        "audit_checkpoints.file {}: not a file in an existing directory",
+                        f.display()
+                    ),
+                ));
+            }
+            Some(f)
+        }
+    };
+    Ok(AuditCheckpoints {
+        every_records,
+        every_seconds,
+        file,
+    })
 }
 
 #[derive(Deserialize)]
@@ -251,6 +342,8 @@ pub struct Config {
     pub mcp_allowed_hosts: Vec<String>,
     /// `mcp_allowed_origins`: browser `Origin`s `/mcp` accepts (empty: no Origin check).
     pub mcp_allowed_origins: Vec<String>,
+    /// `audit_checkpoints`: signed audit checkpoints.
+    pub audit_checkpoints: AuditCheckpoints,
     principals: Vec<(String, PrincipalKind, KeySource, Option<u64>)>,
 }
 
@@ -657,8 +750,10 @@ impl Config {
                 retry_initial_ms: r.retry_initial_ms.unwrap_or(1000).max(1),
             });
         }
+        let audit_checkpoints = audit_checkpoints(path, &base, raw.audit_checkpoints.as_ref())?;
         Ok(Config {
             file: path.to_path_buf(),
+            audit_checkpoints,
             public_url: raw
                 .public_url
                 .clone()

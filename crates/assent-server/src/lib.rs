@@ -13,6 +13,7 @@
 pub mod aaep;
 pub mod api;
 pub mod auth;
+pub mod checkpoints;
 pub mod clarify;
 pub mod config;
 pub mod dashboard;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub limits: serve::ConnLimits,
     /// Long-polls, woken per approval, question or review.
     pub waiters: Arc<waiters::Waiters>,
+    /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
+    pub checkpoints: Arc<config::AuditCheckpoints>,
 }
 
 /// A future returned by [`DryRun::run`].
@@ -114,6 +117,7 @@ impl AppState {
             max_connections: config.max_connections,
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
         };
+        state.checkpoints = Arc::new(config.audit_checkpoints.clone());
         Ok(state)
     }
 
@@ -137,6 +141,7 @@ impl AppState {
             dry_run: None,
             limits: serve::ConnLimits::default(),
             waiters: Arc::default(),
+            checkpoints: Arc::default(),
         }
     }
 
@@ -260,7 +265,8 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
 
 /// Serves the API on `listener` until `shutdown` completes, then drains connections for at
 /// most 10 seconds. Expired approvals (also those that expired while the server was down) are
-/// settled at start and then every second.
+/// settled at start and then every second; audit checkpoints are signed when due (checked every
+/// second) and once more at shutdown.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
@@ -279,12 +285,16 @@ pub async fn run_with(
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let hooks = webhooks::spawn(state.clone());
+    let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
     let limits = state.limits;
-    let app = router(state).merge(extra);
+    let app = router(state.clone()).merge(extra);
     let res = serve::serve(listener, app, limits, Duration::from_secs(10), shutdown).await;
     expiry.abort();
+    signer.abort();
     for h in hooks {
         h.abort();
     }
+    // The last checkpoint covers everything written before the shutdown.
+    checkpoints::sign_due(&state, assent_store::checkpoint::Due::NOW).await;
     res
 }

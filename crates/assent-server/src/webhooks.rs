@@ -13,6 +13,9 @@
 //!   `retry_initial_ms`, doubling up to 5 minutes, `max_attempts` times in all; then the
 //!   delivery is recorded as a dead letter (`GET /v1/webhooks/dead-letters`) and the next
 //!   event goes out.
+//! - Every delivery carries the newest signed audit checkpoint (`checkpoint` in the JSON body,
+//!   `null` before the first one; `X-Assent-Checkpoint`: its canonical JSON, absent before the
+//!   first one), so a receiver can keep evidence of how far the audit log reached.
 //! - Arguments named in the covering rules' `redact` are masked in the body (and in the
 //!   message and summaries rendered from them); the stored call is never changed.
 //! - `format: slack` sends a Slack-compatible message (`text` and `blocks`) with the card's
@@ -151,19 +154,35 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
     } else {
         None
     };
+    let s = st.store.clone();
+    let checkpoint = store(move || s.latest_checkpoint())
+        .await
+        .flatten()
+        .map(|c| crate::checkpoints::to_json(&c));
     let body = match hook.format {
-        WebhookFormat::Json => json_body(st, hook, rec, event, &a, link.as_deref()),
+        WebhookFormat::Json => {
+            let mut v = json_body(st, hook, rec, event, &a, link.as_deref());
+            v["checkpoint"] = json!(checkpoint);
+            v
+        }
         WebhookFormat::Slack => slack_body(st, event, &a, link.as_deref()),
     }
     .to_string();
+    // Canonical JSON is ASCII (hex, digits, RFC 3339): a valid header value.
+    let checkpoint_header = checkpoint
+        .as_ref()
+        .and_then(|c| assent_core::canonical::canonical_value(c).ok());
     let delivery = format!("{}-{}", hook.name, rec.seq);
     let mut attempt = 0u32;
     let mut delay = Duration::from_millis(hook.retry_initial_ms);
     let last_error = loop {
         attempt += 1;
         let ts = now_ms() / 1000;
-        let sent = http
-            .post(&hook.url)
+        let mut req = http.post(&hook.url);
+        if let Some(c) = &checkpoint_header {
+            req = req.header("x-assent-checkpoint", c);
+        }
+        let sent = req
             .header("content-type", "application/json")
             .header("user-agent", "assent-webhooks")
             .header("x-assent-event", event)

@@ -2,7 +2,9 @@
 //!
 //! [`Store`] keeps approvals, their decisions, approval tokens and the hash-chained audit log
 //! ([`audit`]) in `<data_dir>/assent.db` (WAL, `synchronous=FULL`), and the token signing key
-//! in `<data_dir>/token.key` (directory mode 0700, file mode 0600). Every state change is
+//! in `<data_dir>/token.key` (directory mode 0700, file mode 0600); the Ed25519 key that signs
+//! audit checkpoints is `<data_dir>/audit.key` ([`checkpoint`]; [`integrity`] verifies it all
+//! offline). Every state change is
 //! written in one `BEGIN IMMEDIATE` transaction together with its audit record. The first
 //! decision on an approval wins; later ones are audited as late and change nothing.
 //!
@@ -15,6 +17,8 @@
 
 pub mod aaep;
 pub mod audit;
+pub mod checkpoint;
+pub mod integrity;
 pub mod learning;
 pub mod outbox;
 pub mod pins;
@@ -44,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_tool_pins.sql"),
     include_str!("../migrations/0006_in_client.sql"),
     include_str!("../migrations/0007_operator.sql"),
+    include_str!("../migrations/0008_audit_checkpoints.sql"),
     include_str!("../migrations/0009_cancelled_sessions.sql"),
 ];
 
@@ -476,6 +481,7 @@ pub struct ConfirmTarget<'a> {
 pub struct Store {
     conn: Mutex<Connection>,
     key: Vec<u8>,
+    audit_key: ed25519_dalek::SigningKey,
     db_path: PathBuf,
     token_ttl_ms: i64,
 }
@@ -556,11 +562,13 @@ fn approval_event_name(e: Event) -> &'static str {
 }
 
 impl Store {
-    /// Opens (creating when needed) `<data_dir>/assent.db` and `<data_dir>/token.key`, and
-    /// applies pending migrations. `token_ttl_ms` is how long a minted token stays redeemable.
+    /// Opens (creating when needed) `<data_dir>/assent.db`, `<data_dir>/token.key` and the
+    /// audit checkpoint key `<data_dir>/audit.key` ([`checkpoint`]), and applies pending
+    /// migrations. `token_ttl_ms` is how long a minted token stays redeemable.
     pub fn open(data_dir: &Path, token_ttl_ms: i64) -> Result<Store, StoreError> {
         create_private_dir(data_dir).map_err(io(data_dir))?;
         let key = load_or_create_key(data_dir)?;
+        let audit_key = checkpoint::load_or_create_key(data_dir)?;
         let db_path = data_dir.join("assent.db");
         let mut conn = connect(&db_path)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -580,6 +588,7 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             key,
+            audit_key,
             db_path,
             token_ttl_ms,
         })

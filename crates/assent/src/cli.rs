@@ -259,13 +259,40 @@ enum ExportCmd {
 
 #[derive(Subcommand)]
 enum AuditCmd {
-    /// Check the whole hash chain offline; names the first broken record.
+    /// Verify the audit log offline: hash chain, signed checkpoints, state tables.
+    ///
+    /// Read-only; the gateway may keep running. Checks the whole hash chain; every stored
+    /// checkpoint's Ed25519 signature and that the chain at its record has
+    /// exactly its head hash; with --checkpoint, that the chain reaches the newest valid
+    /// checkpoint of that file; and the state tables against the chain (approvals, decisions,
+    /// minted and redeemed tokens). Names the first problem.
+    #[command(
+        after_help = "Exit codes: 0 verified; 1 the chain is broken, a checkpoint does not verify or is not reached, or the state tables disagree with the chain; 2 usage or I/O error (no database, unreadable file, no public key)."
+    )]
     Verify {
         /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
         #[arg(long = "data-dir")]
         data_dir: Option<PathBuf>,
+        /// A checkpoint sink file (JSONL, `audit_checkpoints.file`): the chain must reach its
+        /// newest checkpoint signed by the audit key (detects a truncated or rewritten log).
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// The audit public key (64 hex characters, from `assent audit key`); default: the
+        /// public half of DATA_DIR/audit.key.
+        #[arg(long = "public-key")]
+        public_key: Option<String>,
+        /// Print the report as one JSON object (`ok`, `records`, `head`, `problem`, …).
         #[arg(long)]
         json: bool,
+    },
+    /// Print the audit checkpoint public key (64 hex characters).
+    ///
+    /// The 32 raw bytes of the Ed25519 public key as lowercase hex. Creates
+    /// DATA_DIR/audit.key (mode 0600) when missing.
+    Key {
+        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -445,8 +472,17 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             assent_mcp::run(cfg).await
         }
         Cmd::Audit {
-            cmd: AuditCmd::Verify { data_dir, json },
-        } => audit_verify(data_dir, json),
+            cmd:
+                AuditCmd::Verify {
+                    data_dir,
+                    checkpoint,
+                    public_key,
+                    json,
+                },
+        } => audit_verify(data_dir, checkpoint, public_key, json),
+        Cmd::Audit {
+            cmd: AuditCmd::Key { data_dir },
+        } => audit_key(data_dir),
         Cmd::Tools { cmd, remote } => tools(&remote, cmd).await,
         Cmd::Export {
             cmd: ExportCmd::LearningSamples { data_dir, out },
@@ -1275,29 +1311,114 @@ fn data_dir_or_default(data_dir: Option<PathBuf>) -> Result<PathBuf> {
     })
 }
 
-fn audit_verify(data_dir: Option<PathBuf>, as_json: bool) -> Result<i32> {
-    let dir = data_dir_or_default(data_dir)?;
-    let rep = assent_store::verify_offline(&dir)?;
+/// `assent audit verify`: 0 verified, 1 a problem found, 2 usage or I/O error.
+fn audit_verify(
+    data_dir: Option<PathBuf>,
+    checkpoint: Option<PathBuf>,
+    public_key: Option<String>,
+    as_json: bool,
+) -> Result<i32> {
+    use assent_store::integrity::{VerifyOptions, verify_offline};
+    let run = || -> Result<assent_store::integrity::Report> {
+        let dir = data_dir_or_default(data_dir)?;
+        let public_key = match public_key.as_deref() {
+            Some(k) => Some(assent_store::checkpoint::parse_public_key(k)?),
+            None => None,
+        };
+        let opts = VerifyOptions {
+            public_key,
+            checkpoint_file: checkpoint.as_deref(),
+        };
+        Ok(verify_offline(&dir, &opts)?)
+    };
+    let rep = match run() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("assent: {}", one_line(&e));
+            return Ok(2);
+        }
+    };
+    let p = rep.problem.as_ref();
     if as_json {
+        let broken = p
+            .filter(|p| p.check == "chain")
+            .map(|p| json!({"seq": p.seq, "reason": p.reason}));
+        let mut v = serde_json::to_value(&rep)?;
+        v["ok"] = json!(p.is_none());
+        v["broken"] = json!(broken);
+        println!("{v}");
+    }
+    let Some(p) = p else {
+        if !as_json {
+            print_verified(&rep);
+        }
+        return Ok(0);
+    };
+    match p.check {
+        "chain" => eprintln!(
+            "assent: audit chain broken at record {}: {}",
+            p.seq.unwrap_or(0),
+            p.reason
+        ),
+        "state" => eprintln!(
+            "assent: the state tables disagree with the audit chain: {}{}",
+            p.reason,
+            match rep.state_disagreements {
+                0 | 1 => String::new(),
+                n => format!(" ({} more)", n - 1),
+            }
+        ),
+        _ => eprintln!("assent: audit checkpoint not met: {}", p.reason),
+    }
+    Ok(1)
+}
+
+fn print_verified(rep: &assent_store::integrity::Report) {
+    println!(
+        "audit chain verifies: {} records, head {}",
+        rep.records, rep.head
+    );
+    match (&rep.newest_checkpoint, &rep.public_key) {
+        (Some(cp), Some(k)) => println!(
+            "{} stored checkpoints verify under audit key {k}; the newest covers record {} ({})",
+            rep.checkpoints,
+            cp.seq,
+            assent_store::rfc3339(cp.time)
+        ),
+        _ => println!("no stored checkpoints"),
+    }
+    if let Some(cp) = &rep.file_checkpoint {
         println!(
-            "{}",
-            json!({"ok": rep.broken.is_none(), "records": rep.records, "head": rep.head,
-            "broken": rep.broken.as_ref().map(|(s, w)| json!({"seq": s, "reason": w}))})
+            "the chain reaches the checkpoint file's newest checkpoint (record {}, {}; {} lines skipped)",
+            cp.seq,
+            assent_store::rfc3339(cp.time),
+            rep.file_lines_skipped
         );
     }
-    match rep.broken {
-        None => {
-            if !as_json {
-                println!(
-                    "audit chain verifies: {} records, head {}",
-                    rep.records, rep.head
-                );
-            }
-            Ok(0)
-        }
-        Some((seq, why)) => {
-            eprintln!("assent: audit chain broken at record {seq}: {why}");
-            Ok(1)
+    if rep.unsigned_records > 0 {
+        println!(
+            "{} records after the newest checkpoint are not signed yet",
+            rep.unsigned_records
+        );
+    }
+    println!("the state tables agree with the audit chain");
+}
+
+/// `assent audit key`: prints the audit public key (64 hex), creating the key when missing.
+fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
+    let dir = data_dir_or_default(data_dir)?;
+    if !dir.exists() {
+        std::fs::create_dir_all(&dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         }
     }
+    let key = assent_store::checkpoint::load_or_create_key(&dir)?;
+    println!(
+        "{}",
+        assent_store::checkpoint::public_key_hex(&key.verifying_key())
+    );
+    Ok(0)
 }

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod aaep;
+mod checkpoints;
 mod delegation;
 mod learning;
 mod plans;

@@ -5,6 +5,8 @@ use assent_core::{ApprovalStatus, ToolCall, evaluate};
 use assent_store::{DecideError, DecisionInput, NewApproval, RedeemError, Store, verify_offline};
 use serde_json::json;
 
+mod checkpoints;
+
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
 

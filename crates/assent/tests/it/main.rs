@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod audit;
 mod security;
 mod tasks;
 mod watch;
@@ -324,6 +325,18 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
         (
             "webhooks:\n  - {name: ops, url: \"http://x\", secret_env: S, format: teams}\n",
             "format `teams`",
+        ),
+        (
+            "audit_checkpoints:\n  every_records: 0\n",
+            "audit_checkpoints.every_records 0: use 1 to 1000000",
+        ),
+        (
+            "audit_checkpoints:\n  every_seconds: 100000\n",
+            "audit_checkpoints.every_seconds 100000: use 1 to 86400",
+        ),
+        (
+            "audit_checkpoints:\n  file: /nonexistent/dir/checkpoints.jsonl\n",
+            "not a file in an existing directory",
         ),
     ] {
         std::fs::write(&p, format!("listen: 127.0.0.1:0\n{cfg}")).unwrap();

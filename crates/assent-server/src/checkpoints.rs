@@ -1,0 +1,105 @@
+//! Signed audit checkpoints in the server (issue 10 §11): the timer that signs one when due
+//! (`audit_checkpoints` in the config), the external sinks (the append-only JSONL file and the
+//! log), and `GET /v1/audit/checkpoints`.
+//!
+//! The checkpoint itself — what is signed, the key, the table — is
+//! [`assent_store::checkpoint`].
+
+use crate::error::ApiError;
+use crate::formats::rfc3339;
+use crate::{AppState, now_ms};
+use assent_store::checkpoint::{Checkpoint, Due, public_key_hex};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Checks every `interval` whether a checkpoint is due, and signs and publishes it, until the
+/// returned task is aborted.
+pub fn spawn(state: AppState, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let due = Due {
+            every_records: state.checkpoints.every_records.min(i64::MAX as u64) as i64,
+            every_ms: state.checkpoints.every_seconds.saturating_mul(1000) as i64,
+        };
+        loop {
+            sign_due(&state, due).await;
+            tokio::time::sleep(interval).await;
+        }
+    })
+}
+
+/// Signs a checkpoint if one is `due` and publishes it: stored by the store, appended to the
+/// configured file, logged (`tracing::info!`). Failures are logged, never fatal: a chain that
+/// no longer extends the previous checkpoint is logged as an error and nothing is signed.
+pub async fn sign_due(state: &AppState, due: Due) {
+    let s = state.store.clone();
+    let signed = tokio::task::spawn_blocking(move || s.checkpoint_if_due(due, now_ms())).await;
+    let cp = match signed {
+        Ok(Ok(Some(cp))) => cp,
+        Ok(Ok(None)) | Err(_) => return,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "audit checkpoint not signed");
+            return;
+        }
+    };
+    tracing::info!(
+        seq = cp.seq, head_hash = %cp.head_hash, record_count = cp.record_count,
+        time = cp.time, public_key = %cp.public_key, signature = %cp.signature,
+        "audit checkpoint"
+    );
+    if let Some(file) = state.checkpoints.file.clone() {
+        let line = cp.clone();
+        let f = file.clone();
+        let res =
+            tokio::task::spawn_blocking(move || assent_store::checkpoint::append_jsonl(&f, &line))
+                .await;
+        if let Ok(Err(e)) = res {
+            tracing::error!(file = %file.display(), error = %e, "audit checkpoint not written to the checkpoint file");
+        }
+    }
+}
+
+/// A checkpoint on the wire: its fields, with `time` also as RFC 3339 (`at`).
+pub fn to_json(cp: &Checkpoint) -> Value {
+    let mut v = serde_json::to_value(cp).expect("a checkpoint serialises");
+    v["at"] = json!(rfc3339(cp.time));
+    v
+}
+
+/// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operators): stored checkpoints, newest
+/// first (`limit` 1–1000, default 100; `before_seq`: only those covering fewer records), with
+/// the gateway's audit public key (64 hex).
+async fn list(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let p = crate::auth::authenticate(&st.principals, &headers)?;
+    p.roles()
+        .ok_or_else(|| ApiError::forbidden("only an operator may read audit checkpoints"))?;
+    let num = |k: &str| -> Result<Option<i64>, ApiError> {
+        q.get(k)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::bad_request(format!("{k} must be an integer")))
+            })
+            .transpose()
+    };
+    let limit = num("limit")?.unwrap_or(100).clamp(1, 1000);
+    let before = num("before_seq")?;
+    let s = st.store.clone();
+    let list = crate::api::blocking(move || s.recent_checkpoints(before, limit))
+        .await?
+        .map_err(ApiError::unavailable)?;
+    Ok(axum::Json(json!({
+        "public_key": public_key_hex(&st.store.audit_public_key()),
+        "checkpoints": list.iter().map(to_json).collect::<Vec<_>>(),
+    })))
+}
+
+/// Routes: `GET /v1/audit/checkpoints`.
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new().route("/v1/audit/checkpoints", axum::routing::get(list))
+}

@@ -1,0 +1,151 @@
+//! Signed audit checkpoints through a running server: signed when due and at shutdown,
+//! appended to the JSONL sink, listed to operators only (`GET /v1/audit/checkpoints`), and
+//! carried on every webhook delivery — evidence of how far the audit log reached that an
+//! attacker who can write the database does not control.
+
+use super::*;
+use assent_server::config::{AuditCheckpoints, Webhook, WebhookFormat};
+use assent_store::checkpoint::{Checkpoint, parse_public_key};
+use axum::http::HeaderMap;
+use std::sync::{Arc, Mutex};
+
+type Got = Arc<Mutex<Vec<(HeaderMap, String)>>>;
+
+async fn receiver() -> (String, Got) {
+    let got: Got = Arc::default();
+    let g = got.clone();
+    let app = axum::Router::new().fallback(axum::routing::post(
+        move |headers: HeaderMap, body: String| {
+            let g = g.clone();
+            async move {
+                g.lock().unwrap().push((headers, body));
+                axum::http::StatusCode::NO_CONTENT
+            }
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, got)
+}
+
+async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("checkpoints.jsonl");
+    let (hook_url, got) = receiver().await;
+    let f = file.clone();
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        GOV,
+        move |st| {
+            st.checkpoints = Arc::new(AuditCheckpoints {
+                every_records: 1,
+                every_seconds: 1,
+                file: Some(f),
+            });
+            st.webhooks = Arc::new(vec![Webhook {
+                name: "ops".into(),
+                url: hook_url,
+                secret_env: "UNUSED".into(),
+                secret: "s".into(),
+                format: WebhookFormat::Json,
+                events: vec!["approval.requested".into(), "approval.resolved".into()],
+                max_attempts: 3,
+                retry_initial_ms: 50,
+            }]);
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (s, a) = gw
+        .propose("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{a}");
+    let id = a["approval_id"].as_str().unwrap().to_string();
+    let head = gw.state.store.audit_head_seq().unwrap();
+
+    // Only operators read checkpoints; the listing carries the public key and signatures.
+    let (s, _) = gw
+        .req("GET", "/v1/audit/checkpoints", Some("bot-key"), None)
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = gw.req("GET", "/v1/audit/checkpoints", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let list = wait_for("a checkpoint covering the request", async || {
+        let (s, v) = gw
+            .req("GET", "/v1/audit/checkpoints", Some("alice-key"), None)
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        (v["checkpoints"][0]["seq"].as_i64() >= Some(head)).then_some(v)
+    })
+    .await;
+    let key = parse_public_key(list["public_key"].as_str().unwrap()).unwrap();
+    assert_eq!(key, gw.state.store.audit_public_key());
+    let newest: Checkpoint = serde_json::from_value(list["checkpoints"][0].clone()).unwrap();
+    assert!(newest.verifies(&key), "{list}");
+    assert!(
+        list["checkpoints"][0]["at"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    let (s, v) = gw
+        .req(
+            "GET",
+            "/v1/audit/checkpoints?limit=x",
+            Some("alice-key"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+
+    // The resolution's webhook carries the newest checkpoint in the body and a header.
+    let (s, _) = gw.decide(&id, "alice-key", "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let (h, body) = wait_for("the resolution webhook", async || {
+        got.lock()
+            .unwrap()
+            .iter()
+            .find(|(_, b)| b.contains("approval.resolved"))
+            .cloned()
+    })
+    .await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let carried: Checkpoint = serde_json::from_value(body["checkpoint"].clone()).unwrap();
+    assert!(
+        carried.verifies(&key) && carried.seq >= newest.seq,
+        "{body}"
+    );
+    let header: Checkpoint =
+        serde_json::from_str(h["x-assent-checkpoint"].to_str().unwrap()).unwrap();
+    assert_eq!(header, carried);
+
+    // Shutdown signs the rest of the chain; the sink file holds every checkpoint, signed.
+    let store = gw.state.store.clone();
+    gw.stop().await;
+    let last = store.latest_checkpoint().unwrap().unwrap();
+    assert_eq!(last.seq, store.audit_head_seq().unwrap());
+    let lines: Vec<Checkpoint> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, store.checkpoints().unwrap());
+    assert!(lines.iter().all(|c| c.verifies(&key)));
+    assert_eq!(lines.last(), Some(&last));
+}

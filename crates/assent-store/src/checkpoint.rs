@@ -1,0 +1,384 @@
+//! Signed audit checkpoints (issue 10 §11): the gateway's Ed25519 audit key signs how far the
+//! hash chain reached, so that whoever can write the database cannot rewrite, truncate or empty
+//! the audit log unseen.
+//!
+//! - The key is `<data_dir>/audit.key`: the 32-byte Ed25519 seed, mode 0600, created on first
+//!   use like `token.key` and separate from it. Its public half is written as 64 lowercase hex
+//!   characters (the 32 raw bytes of the RFC 8032 public key).
+//! - A checkpoint signs the RFC 8785 canonical JSON of `{"head_hash", "record_count", "seq",
+//!   "time"}`: `seq` is the audit sequence number of the newest record covered, `head_hash` that
+//!   record's chain hash, `record_count` the number of audit records then (equal to `seq` in a
+//!   whole chain), `time` Unix milliseconds. The signature is 128 hex characters.
+//! - Checkpoints are stored in their own table (`audit_checkpoints`, never as audit records)
+//!   and handed to the caller for external sinks: an append-only JSONL file
+//!   ([`append_jsonl`]) and the log.
+//! - The gateway signs only a chain that extends its previous checkpoint: before signing, the
+//!   records after the previous checkpoint are checked to link to it. (The first checkpoint of
+//!   a database, e.g. one older than checkpoints, signs the head as it is, without walking the
+//!   chain under the store's lock; `assent audit verify` checks it.)
+
+use crate::audit;
+use crate::{Store, StoreError, io, write_private};
+use assent_core::canonical::canonical_value;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::Path;
+
+/// File name of the audit key in the data directory.
+pub const KEY_FILE: &str = "audit.key";
+
+/// One signed checkpoint, as stored, listed (`GET /v1/audit/checkpoints`), written to the
+/// JSONL sink (one per line) and carried on webhooks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Audit sequence number of the newest record covered (from 1: an empty chain gets none).
+    pub seq: i64,
+    /// That record's chain hash (64 hex).
+    pub head_hash: String,
+    /// Audit records when it was signed.
+    pub record_count: i64,
+    /// When it was signed, Unix milliseconds.
+    pub time: i64,
+    /// The signer's Ed25519 public key, 64 lowercase hex characters.
+    pub public_key: String,
+    /// Ed25519 signature of [`Checkpoint::signed_bytes`], 128 lowercase hex characters.
+    pub signature: String,
+}
+
+impl Checkpoint {
+    /// The bytes signed: RFC 8785 canonical JSON of `{head_hash, record_count, seq, time}`.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let v = json!({"seq": self.seq, "head_hash": self.head_hash,
+            "record_count": self.record_count, "time": self.time});
+        canonical_value(&v)
+            .expect("strings and integers canonicalise")
+            .into_bytes()
+    }
+
+    /// Whether the signature is valid under `key` (strict RFC 8032 verification). The
+    /// checkpoint's own `public_key` field is not trusted.
+    pub fn verifies(&self, key: &VerifyingKey) -> bool {
+        let Some(sig) = hex::decode(&self.signature)
+            .ok()
+            .and_then(|b| <[u8; 64]>::try_from(b).ok())
+        else {
+            return false;
+        };
+        key.verify_strict(&self.signed_bytes(), &Signature::from_bytes(&sig))
+            .is_ok()
+    }
+}
+
+/// Signs a checkpoint of head `(seq, head_hash)` with `record_count` records at `time` (ms).
+pub fn sign(
+    key: &SigningKey,
+    seq: i64,
+    head_hash: &str,
+    record_count: i64,
+    time: i64,
+) -> Checkpoint {
+    let mut cp = Checkpoint {
+        seq,
+        head_hash: head_hash.to_string(),
+        record_count,
+        time,
+        public_key: public_key_hex(&key.verifying_key()),
+        signature: String::new(),
+    };
+    cp.signature = hex::encode(key.sign(&cp.signed_bytes()).to_bytes());
+    cp
+}
+
+/// A public key as 64 lowercase hex characters.
+pub fn public_key_hex(key: &VerifyingKey) -> String {
+    hex::encode(key.to_bytes())
+}
+
+/// Parses a public key given as 64 hex characters (the 32 raw bytes).
+/// Errors: [`StoreError::Invalid`] saying why.
+pub fn parse_public_key(text: &str) -> Result<VerifyingKey, StoreError> {
+    let bytes: [u8; 32] = hex::decode(text.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "public key `{text}` is not 64 hex characters (32 bytes)"
+            ))
+        })?;
+    VerifyingKey::from_bytes(&bytes)
+        .map_err(|_| StoreError::Invalid(format!("public key `{text}` is not an Ed25519 key")))
+}
+
+/// Reads `<dir>/audit.key` (32 bytes). `Ok(None)` when it does not exist.
+/// Errors: unreadable file ([`StoreError::Io`]) or a file that is not 32 bytes (`Invalid`).
+pub fn read_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
+    let path = dir.join(KEY_FILE);
+    match std::fs::read(&path) {
+        Ok(k) => {
+            let seed: [u8; 32] = k.try_into().map_err(|_| {
+                StoreError::Invalid(format!(
+                    "{}: the audit key is not 32 bytes; restore it (checkpoints signed with it can no longer be checked without its public key)",
+                    path.display()
+                ))
+            })?;
+            Ok(Some(SigningKey::from_bytes(&seed)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(&path)(e)),
+    }
+}
+
+/// Reads `<dir>/audit.key`, creating it (32 random bytes, mode 0600, written to a temporary
+/// file and renamed) when it does not exist. `dir` must exist.
+pub fn load_or_create_key(dir: &Path) -> Result<SigningKey, StoreError> {
+    if let Some(k) = read_key(dir)? {
+        return Ok(k);
+    }
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| StoreError::Invalid(format!("no randomness: {e}")))?;
+    let tmp = dir.join("audit.key.tmp");
+    write_private(&tmp, &seed).map_err(io(&tmp))?;
+    let path = dir.join(KEY_FILE);
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// When a checkpoint is due ([`Store::checkpoint_if_due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due {
+    /// Sign once this many records were appended since the previous checkpoint.
+    pub every_records: i64,
+    /// Sign once this many milliseconds passed since the previous checkpoint and the chain
+    /// grew. `0` with `every_records` `1` signs whenever the chain grew (used at shutdown).
+    pub every_ms: i64,
+}
+
+impl Due {
+    /// Due whenever the chain grew since the previous checkpoint (shutdown).
+    pub const NOW: Due = Due {
+        every_records: 1,
+        every_ms: 0,
+    };
+}
+
+/// Reads a checkpoint row.
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+    Ok(Checkpoint {
+        seq: r.get(0)?,
+        head_hash: r.get(1)?,
+        record_count: r.get(2)?,
+        time: r.get(3)?,
+        public_key: r.get(4)?,
+        signature: r.get(5)?,
+    })
+}
+
+const COLUMNS: &str = "seq, head_hash, record_count, time, public_key, signature";
+
+/// Every stored checkpoint, oldest first. A database without the table (schema before v8)
+/// has none.
+pub fn stored(conn: &Connection) -> rusqlite::Result<Vec<Checkpoint>> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'audit_checkpoints'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq"
+    ))?;
+    stmt.query_map([], row)?.collect()
+}
+
+fn latest(conn: &Connection) -> rusqlite::Result<Option<Checkpoint>> {
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"
+    ))?
+    .query_row([], row)
+    .optional()
+}
+
+/// Checks that the records after `prev` (to the head) still link to it: the record at
+/// `prev.seq` has `prev.head_hash`, and every later record's `prev_hash` and `hash` fit.
+/// Returns why not. Costs one hash per record since `prev` (none without a `prev`).
+fn extends(conn: &Connection, prev: Option<&Checkpoint>) -> rusqlite::Result<Option<String>> {
+    // Nothing to extend before the first checkpoint; `assent audit verify` checks the chain.
+    let Some(p) = prev else {
+        return Ok(None);
+    };
+    let (from, mut hash) = (p.seq, p.head_hash.clone());
+    let at: Option<String> = conn
+        .prepare_cached("SELECT hash FROM audit WHERE seq = ?1")?
+        .query_row([from], |r| r.get(0))
+        .optional()?;
+    if at.as_deref() != Some(hash.as_str()) {
+        return Ok(Some(format!(
+            "record {from} no longer has the hash of the checkpoint signed at it"
+        )));
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq",
+    )?;
+    let mut rows = stmt.query([from])?;
+    let mut expect = from + 1;
+    while let Some(r) = rows.next()? {
+        let seq: i64 = r.get(0)?;
+        let aid: Option<String> = r.get(3)?;
+        let (kind, actor, data): (String, String, String) = (r.get(2)?, r.get(4)?, r.get(5)?);
+        let (prev_hash, h): (String, String) = (r.get(6)?, r.get(7)?);
+        let again = audit::record_hash(
+            &prev_hash,
+            seq,
+            r.get(1)?,
+            &kind,
+            aid.as_deref(),
+            &actor,
+            &data,
+        );
+        if seq != expect || prev_hash != hash || again != h {
+            return Ok(Some(format!(
+                "audit record {seq} does not link to the chain"
+            )));
+        }
+        expect += 1;
+        hash = h;
+    }
+    Ok(None)
+}
+
+/// The head `(seq, hash)` and the previous checkpoint when a checkpoint is `due` at `now`:
+/// the chain grew since the previous checkpoint by `due.every_records` records, or by any and
+/// `due.every_ms` passed (the first checkpoint is due as soon as there is a record).
+fn due_head(
+    conn: &Connection,
+    due: Due,
+    now: i64,
+) -> rusqlite::Result<Option<(i64, String, Option<Checkpoint>)>> {
+    let head: Option<(i64, String)> = conn
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((seq, hash)) = head else {
+        return Ok(None);
+    };
+    let prev = latest(conn)?;
+    let grown = seq - prev.as_ref().map_or(0, |p| p.seq);
+    let timely = prev.as_ref().is_none_or(|p| now - p.time >= due.every_ms);
+    Ok((grown > 0 && (grown >= due.every_records || timely)).then_some((seq, hash, prev)))
+}
+
+impl Store {
+    /// The public half of the audit key.
+    pub fn audit_public_key(&self) -> VerifyingKey {
+        self.audit_key.verifying_key()
+    }
+
+    /// Signs and stores a checkpoint of the current head when one is `due` (at `now`, Unix
+    /// ms): the chain grew since the previous checkpoint by `due.every_records` records, or by
+    /// any and `due.every_ms` passed. Returns the new checkpoint (the caller writes it to the
+    /// external sinks), or `None` when none is due.
+    ///
+    /// Errors: [`StoreError::Invalid`] when the records after the previous checkpoint do not
+    /// link to it (the chain was altered: nothing is signed); SQLite errors.
+    pub fn checkpoint_if_due(&self, due: Due, now: i64) -> Result<Option<Checkpoint>, StoreError> {
+        let mut conn = self.lock();
+        // Read first: the write lock is taken only when a checkpoint is due.
+        if due_head(&conn, due, now)?.is_none() {
+            return Ok(None);
+        }
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let Some((seq, hash, prev)) = due_head(&tx, due, now)? else {
+            return Ok(None);
+        };
+        let last_seq = prev.as_ref().map_or(0, |p| p.seq);
+        if let Some(why) = extends(&tx, prev.as_ref())? {
+            return Err(StoreError::Invalid(format!(
+                "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
+            )));
+        }
+        let count: i64 = tx.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
+        let cp = sign(&self.audit_key, seq, &hash, count, now);
+        tx.prepare_cached(&format!(
+            "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6)"
+        ))?
+        .execute(params![
+            cp.seq,
+            cp.head_hash,
+            cp.record_count,
+            cp.time,
+            cp.public_key,
+            cp.signature
+        ])?;
+        tx.commit()?;
+        Ok(Some(cp))
+    }
+
+    /// Every stored checkpoint, oldest first.
+    pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(stored(&self.lock())?)
+    }
+
+    /// Stored checkpoints newest first: at most `limit`, only those with `seq < before_seq`
+    /// when given (paging).
+    pub fn recent_checkpoints(
+        &self,
+        before_seq: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<Checkpoint>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE ?1 IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
+        ))?;
+        let list = stmt
+            .query_map(params![before_seq, limit], row)?
+            .collect::<Result<_, _>>()?;
+        Ok(list)
+    }
+
+    /// The newest stored checkpoint, if any.
+    pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(latest(&self.lock())?)
+    }
+}
+
+/// Appends `cp` as one JSON line to `path`, opened with `O_APPEND` (created 0600 when
+/// missing), and syncs it to disk.
+pub fn append_jsonl(path: &Path, cp: &Checkpoint) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.append(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path)?;
+    let mut line = serde_json::to_string(cp).expect("a checkpoint serialises");
+    line.push('\n');
+    f.write_all(line.as_bytes())?;
+    f.sync_data()
+}
+
+/// The newest (highest `seq`) checkpoint in the JSONL file `path` whose signature verifies
+/// under `key`, and how many lines were skipped (not a checkpoint, or not signed by `key`).
+/// Errors: the file cannot be read.
+pub fn newest_in_jsonl(
+    path: &Path,
+    key: &VerifyingKey,
+) -> std::io::Result<(Option<Checkpoint>, usize)> {
+    let text = std::fs::read_to_string(path)?;
+    let mut best: Option<Checkpoint> = None;
+    let mut skipped = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Checkpoint>(line) {
+            Ok(cp) if cp.verifies(key) => {
+                if best.as_ref().is_none_or(|b| cp.seq > b.seq) {
+                    best = Some(cp);
+                }
+            }
+            _ => skipped += 1,
+        }
+    }
+    Ok((best, skipped))
+}

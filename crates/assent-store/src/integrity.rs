@@ -1,0 +1,377 @@
+//! `assent audit verify` in full, offline and read-only: the hash chain, the signed
+//! checkpoints (stored, and optionally the newest in an external JSONL sink file), and the
+//! state tables cross-checked against the chain.
+//!
+//! The cross-checks are exact for the records the store writes: every approval has its
+//! `approval.requested` record; an approval out of `pending` has the record that settled it
+//! (`decision` with the same status, `approval.expired`, `approval.cancelled`, or `grant.used`
+//! for one a grant let through, which is inserted already approved), and no settled approval
+//! is still pending; every token has its `token.minted` record and every `token.minted`
+//! record its token; a token is marked used exactly when it has its `token.redeemed` record.
+
+use crate::audit::{self, GENESIS};
+use crate::checkpoint::{self, Checkpoint};
+use crate::{StoreError, io};
+use ed25519_dalek::VerifyingKey;
+use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What to check besides the chain and the state tables.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions<'a> {
+    /// The trusted audit public key; `None`: the public half of `<data_dir>/audit.key`.
+    pub public_key: Option<VerifyingKey>,
+    /// A JSONL checkpoint sink file: the chain must reach its newest valid checkpoint.
+    pub checkpoint_file: Option<&'a Path>,
+}
+
+/// The first thing found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// Which check failed: `chain`, `checkpoint`, `checkpoint_file` or `state`.
+    pub check: &'static str,
+    /// The audit record (or checkpoint `seq`) concerned, when there is one.
+    pub seq: Option<i64>,
+    /// What is wrong, in a sentence naming the record, checkpoint, approval or token.
+    pub reason: String,
+}
+
+/// Result of [`verify_offline`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Audit records in the chain (up to the first broken one).
+    pub records: i64,
+    /// Hash of the newest record ([`GENESIS`] when empty).
+    pub head: String,
+    /// The public key checkpoints were checked with (64 hex), if one was available.
+    pub public_key: Option<String>,
+    /// Stored checkpoints checked.
+    pub checkpoints: usize,
+    /// The newest stored checkpoint.
+    pub newest_checkpoint: Option<Checkpoint>,
+    /// The newest valid checkpoint of the checkpoint file, when one was given.
+    pub file_checkpoint: Option<Checkpoint>,
+    /// Lines of the checkpoint file that were not checkpoints signed by the key.
+    pub file_lines_skipped: usize,
+    /// Records after the newest checkpoint (stored or from the file): not yet signed.
+    pub unsigned_records: i64,
+    /// The first problem; `None`: everything verifies.
+    pub problem: Option<Problem>,
+    /// How many state disagreements there are in all (the first is in `problem`).
+    pub state_disagreements: usize,
+}
+
+/// Verifies the database in `data_dir` read-only (a running gateway may keep writing).
+///
+/// Errors (usage or I/O, not findings): no database, an unreadable key or checkpoint file, or
+/// checkpoints to check without a public key (no `audit.key` and no `opts.public_key`).
+/// Findings are in [`Report::problem`].
+pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Report, StoreError> {
+    let path = data_dir.join("assent.db");
+    if !path.exists() {
+        return Err(StoreError::Invalid(format!(
+            "{}: no assent database here",
+            path.display()
+        )));
+    }
+    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    // One read transaction: the chain, checkpoints and state are one snapshot.
+    conn.execute_batch("BEGIN")?;
+    let key = match opts.public_key {
+        Some(k) => Some(k),
+        None => checkpoint::read_key(data_dir)?.map(|k| k.verifying_key()),
+    };
+    let chain = audit::verify(&conn)?;
+    let stored = checkpoint::stored(&conn)?;
+    if key.is_none() && (!stored.is_empty() || opts.checkpoint_file.is_some()) {
+        return Err(StoreError::Invalid(format!(
+            "no {} in {}: give the audit public key with --public-key",
+            checkpoint::KEY_FILE,
+            data_dir.display()
+        )));
+    }
+    let mut rep = Report {
+        records: chain.records,
+        head: chain.head.clone(),
+        public_key: key.as_ref().map(checkpoint::public_key_hex),
+        checkpoints: stored.len(),
+        newest_checkpoint: stored.last().cloned(),
+        file_checkpoint: None,
+        file_lines_skipped: 0,
+        unsigned_records: 0,
+        problem: chain.broken.map(|(seq, reason)| Problem {
+            check: "chain",
+            seq: Some(seq),
+            reason,
+        }),
+        state_disagreements: 0,
+    };
+    if let Some(key) = &key {
+        if rep.problem.is_none() {
+            rep.problem = check_stored(&conn, &stored, key, rep.records)?;
+        }
+        if let Some(file) = opts.checkpoint_file {
+            let (cp, skipped) = checkpoint::newest_in_jsonl(file, key).map_err(io(file))?;
+            rep.file_lines_skipped = skipped;
+            let found = match &cp {
+                None => Some(Problem {
+                    check: "checkpoint_file",
+                    seq: None,
+                    reason: format!(
+                        "{} holds no checkpoint signed by audit key {}",
+                        file.display(),
+                        checkpoint::public_key_hex(key)
+                    ),
+                }),
+                Some(cp) => against_chain(&conn, cp, rep.records)?.map(|reason| Problem {
+                    check: "checkpoint_file",
+                    seq: Some(cp.seq),
+                    reason: format!("{}: {reason}", file.display()),
+                }),
+            };
+            rep.file_checkpoint = cp;
+            if rep.problem.is_none() {
+                rep.problem = found;
+            }
+        }
+    }
+    let signed = [&rep.newest_checkpoint, &rep.file_checkpoint]
+        .iter()
+        .filter_map(|c| c.as_ref().map(|c| c.seq))
+        .max()
+        .unwrap_or(0);
+    rep.unsigned_records = (rep.records - signed).max(0);
+    let state = cross_check(&conn)?;
+    rep.state_disagreements = state.len();
+    if rep.problem.is_none() {
+        rep.problem = state.into_iter().next().map(|(seq, reason)| Problem {
+            check: "state",
+            seq,
+            reason,
+        });
+    }
+    Ok(rep)
+}
+
+/// Checks every stored checkpoint's signature under `key` and its place in the chain.
+fn check_stored(
+    conn: &Connection,
+    stored: &[Checkpoint],
+    key: &VerifyingKey,
+    records: i64,
+) -> rusqlite::Result<Option<Problem>> {
+    for cp in stored {
+        let reason = if !cp.verifies(key) {
+            Some(format!(
+                "stored checkpoint at record {}: the signature does not verify under audit key {} (forged or altered)",
+                cp.seq,
+                checkpoint::public_key_hex(key)
+            ))
+        } else {
+            against_chain(conn, cp, records)?
+                .map(|r| format!("stored checkpoint at record {}: {r}", cp.seq))
+        };
+        if let Some(reason) = reason {
+            return Ok(Some(Problem {
+                check: "checkpoint",
+                seq: Some(cp.seq),
+                reason,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Why the (whole, verified) chain of `records` records does not reach `cp` exactly.
+fn against_chain(
+    conn: &Connection,
+    cp: &Checkpoint,
+    records: i64,
+) -> rusqlite::Result<Option<String>> {
+    if cp.seq > records {
+        return Ok(Some(format!(
+            "the chain ends at record {records}, but a checkpoint signed at {} covers {} records: records were removed from the end (or the audit table was emptied)",
+            crate::rfc3339(cp.time),
+            cp.seq
+        )));
+    }
+    if cp.record_count != cp.seq {
+        return Ok(Some(format!(
+            "it was signed over {} records ending at record {}: the chain had a gap then",
+            cp.record_count, cp.seq
+        )));
+    }
+    let hash: Option<String> = if cp.seq == 0 {
+        Some(GENESIS.to_string())
+    } else {
+        conn.query_row("SELECT hash FROM audit WHERE seq = ?1", [cp.seq], |r| {
+            r.get(0)
+        })
+        .optional()?
+    };
+    Ok((hash.as_deref() != Some(cp.head_hash.as_str())).then(|| {
+        format!(
+            "record {}'s hash is not the head_hash signed at {}: the chain up to it was rewritten",
+            cp.seq,
+            crate::rfc3339(cp.time)
+        )
+    }))
+}
+
+/// The audit records the cross-checks need, by approval id or token id.
+#[derive(Default)]
+struct Seen {
+    requested: HashMap<String, i64>,
+    settled: HashMap<String, (i64, String, Option<String>)>,
+    minted: HashMap<String, i64>,
+    redeemed: HashMap<String, i64>,
+}
+
+fn seen(conn: &Connection) -> rusqlite::Result<Seen> {
+    let mut s = Seen::default();
+    let mut stmt = conn.prepare(
+        "SELECT seq, kind, approval_id, json_extract(data, '$.token_id'), json_extract(data, '$.status') FROM audit
+         WHERE kind IN ('approval.requested', 'decision', 'approval.expired', 'approval.cancelled', 'grant.used', 'token.minted', 'token.redeemed')
+         ORDER BY seq",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let (seq, kind): (i64, String) = (r.get(0)?, r.get(1)?);
+        let aid: Option<String> = r.get(2)?;
+        let tid: Option<String> = r.get(3).ok().flatten();
+        let status: Option<String> = r.get(4).ok().flatten();
+        match (kind.as_str(), aid, tid) {
+            ("approval.requested", Some(a), _) => {
+                s.requested.entry(a).or_insert(seq);
+            }
+            ("token.minted", _, Some(t)) => {
+                s.minted.entry(t).or_insert(seq);
+            }
+            ("token.redeemed", _, Some(t)) => {
+                s.redeemed.entry(t).or_insert(seq);
+            }
+            ("decision" | "approval.expired" | "approval.cancelled" | "grant.used", Some(a), _) => {
+                s.settled.entry(a).or_insert((seq, kind, status));
+            }
+            _ => {}
+        }
+    }
+    Ok(s)
+}
+
+/// The status an approval must have after the record that settled it.
+fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
+    match kind {
+        "decision" => status.map(str::to_string),
+        "approval.expired" => Some("expired".into()),
+        "approval.cancelled" => Some("cancelled".into()),
+        "grant.used" => Some("approved".into()),
+        _ => None,
+    }
+}
+
+/// Every disagreement between the state tables and the audit chain, approvals first, then
+/// tokens, each with the audit record concerned (`seq`) when there is one. Call it inside a
+/// read transaction when the database may be written meanwhile (one snapshot for all tables).
+/// Reads every approval, token and settling audit record: linear in their number.
+pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, String)>> {
+    let mut s = seen(conn)?;
+    let mut out = Vec::new();
+    let mut stmt = conn.prepare("SELECT id, status FROM approvals ORDER BY requested_at, rowid")?;
+    let rows: Vec<(String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (id, status) in &rows {
+        if s.requested.remove(id).is_none() {
+            out.push((
+                None,
+                format!("approval {id} has no approval.requested record"),
+            ));
+        }
+        match (s.settled.remove(id), status.as_str()) {
+            (None, "pending") => {}
+            (None, st) => out.push((None, format!(
+                "approval {id} is {st}, but the audit log has no decision, expiry, cancellation or grant record for it"
+            ))),
+            (Some((seq, kind, rec)), st) => {
+                let want = settles_to(&kind, rec.as_deref());
+                if want.as_deref() != Some(st) {
+                    out.push((Some(seq), format!(
+                        "approval {id} is {st}, but audit record {seq} ({kind}) settled it as {}",
+                        want.as_deref().unwrap_or("?")
+                    )));
+                }
+            }
+        }
+    }
+    let mut orphans: Vec<(i64, String, &str)> = s
+        .requested
+        .drain()
+        .map(|(a, seq)| (seq, a, "approval.requested"))
+        .chain(
+            s.settled
+                .drain()
+                .map(|(a, (seq, _, _))| (seq, a, "settling")),
+        )
+        .collect();
+    orphans.sort();
+    for (seq, a, what) in orphans {
+        out.push((Some(seq), format!(
+            "audit record {seq} ({what}) names approval {a}, which is not in the approvals table"
+        )));
+    }
+    tokens(conn, &mut s, &mut out)?;
+    Ok(out)
+}
+
+fn tokens(
+    conn: &Connection,
+    s: &mut Seen,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> rusqlite::Result<()> {
+    let mut stmt = conn
+        .prepare("SELECT token_id, approval_id, used_at FROM tokens ORDER BY issued_at, rowid")?;
+    let rows: Vec<(String, String, Option<i64>)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    for (tid, aid, used) in &rows {
+        if s.minted.remove(tid).is_none() {
+            out.push((
+                None,
+                format!("token {tid} (approval {aid}) has no token.minted record"),
+            ));
+        }
+        match (used, s.redeemed.remove(tid)) {
+            (Some(_), None) => out.push((None, format!(
+                "token {tid} (approval {aid}) is marked used, but the audit log has no token.redeemed record for it"
+            ))),
+            (None, Some(seq)) => out.push((Some(seq), format!(
+                "token {tid} (approval {aid}) was redeemed (audit record {seq}) but is not marked used: it could be redeemed again"
+            ))),
+            _ => {}
+        }
+    }
+    let mut orphans: Vec<(i64, String, &str)> = s
+        .minted
+        .drain()
+        .map(|(t, seq)| (seq, t, "token.minted"))
+        .chain(
+            s.redeemed
+                .drain()
+                .map(|(t, seq)| (seq, t, "token.redeemed")),
+        )
+        .collect();
+    orphans.sort();
+    for (seq, t, kind) in orphans {
+        out.push((
+            Some(seq),
+            format!(
+                "audit record {seq} ({kind}) names token {t}, which is not in the tokens table"
+            ),
+        ));
+    }
+    Ok(())
+}

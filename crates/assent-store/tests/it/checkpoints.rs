@@ -1,0 +1,157 @@
+//! Signed audit checkpoints and the state cross-checks of `integrity::verify_offline`.
+
+use super::pending;
+use assent_store::checkpoint::{self, Due};
+use assent_store::integrity::{VerifyOptions, verify_offline};
+use assent_store::{DecisionInput, Store};
+
+fn sql(dir: &std::path::Path, q: &str) {
+    let c = rusqlite::Connection::open(dir.join("assent.db")).unwrap();
+    c.execute_batch(q).unwrap();
+}
+
+/// An approved, redeemed approval with a checkpoint over the whole chain.
+fn redeemed(dir: &std::path::Path) -> (String, checkpoint::Checkpoint) {
+    let s = Store::open(dir, 60_000).unwrap();
+    let (id, h) = pending(&s, 5, 1_000, 10_000, false);
+    s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+        .unwrap();
+    let t = s.token_string(&id).unwrap().unwrap();
+    s.redeem(&t, "bot", &h, None, 3_000).unwrap();
+    let cp = s.checkpoint_if_due(Due::NOW, 4_000).unwrap().unwrap();
+    (id, cp)
+}
+
+#[test]
+fn the_audit_key_is_private_separate_and_signs_checkpoints_when_due() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let key = dir.path().join("audit.key");
+    assert_eq!(std::fs::read(&key).unwrap().len(), 32);
+    assert_ne!(
+        std::fs::read(&key).unwrap(),
+        std::fs::read(dir.path().join("token.key")).unwrap()
+    );
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // An empty chain gets no checkpoint.
+    assert!(s.checkpoint_if_due(Due::NOW, 1).unwrap().is_none());
+    let every = Due {
+        every_records: 10,
+        every_ms: 60_000,
+    };
+    pending(&s, 5, 1_000, 10_000, false);
+    // The first checkpoint is due at once; the next after 10 records or 60 s with growth.
+    let first = s.checkpoint_if_due(every, 2_000).unwrap().unwrap();
+    assert_eq!((first.seq, first.record_count), (2, 2));
+    assert!(first.verifies(&s.audit_public_key()));
+    assert!(s.checkpoint_if_due(every, 70_000).unwrap().is_none());
+    pending(&s, 6, 3_000, 10_000, false);
+    assert!(s.checkpoint_if_due(every, 4_000).unwrap().is_none());
+    let second = s.checkpoint_if_due(every, 62_000).unwrap().unwrap();
+    assert_eq!(second.seq, 4);
+    assert_eq!(
+        s.checkpoints().unwrap(),
+        vec![first.clone(), second.clone()]
+    );
+    assert_eq!(s.latest_checkpoint().unwrap(), Some(second));
+    // The public key in the file is the store's; a reopen keeps the key.
+    drop(s);
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    assert!(first.verifies(&s.audit_public_key()));
+    assert_eq!(
+        checkpoint::parse_public_key(&first.public_key).unwrap(),
+        s.audit_public_key()
+    );
+    // A tampered checkpoint does not verify.
+    let mut forged = first;
+    forged.head_hash = "0".repeat(64);
+    assert!(!forged.verifies(&s.audit_public_key()));
+}
+
+#[test]
+fn a_chain_rewritten_after_a_checkpoint_is_never_signed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cp) = redeemed(dir.path());
+    // The newest signed record's content changed (and its hash recomputed by whoever did it).
+    sql(
+        dir.path(),
+        &format!("UPDATE audit SET hash = 'x' WHERE seq = {};", cp.seq),
+    );
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    s.append_audit("note", None, "test", &serde_json::json!({}), 5_000)
+        .unwrap();
+    let e = s.checkpoint_if_due(Due::NOW, 6_000).unwrap_err();
+    assert!(e.to_string().contains("no checkpoint signed"), "{e}");
+}
+
+#[test]
+fn verify_passes_untouched_and_names_each_attack() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, cp) = redeemed(dir.path());
+    let file = dir.path().join("cp.jsonl");
+    std::fs::write(&file, "not json\n").unwrap();
+    checkpoint::append_jsonl(&file, &cp).unwrap();
+    let opts = VerifyOptions {
+        public_key: None,
+        checkpoint_file: Some(&file),
+    };
+    let rep = verify_offline(dir.path(), &opts).unwrap();
+    assert_eq!(rep.problem, None, "{rep:?}");
+    assert_eq!((rep.checkpoints, rep.file_lines_skipped), (1, 1));
+    assert_eq!(rep.file_checkpoint, Some(cp.clone()));
+    assert_eq!(rep.unsigned_records, 0);
+
+    let attack = |q: &str| {
+        let copy = tempfile::tempdir().unwrap();
+        for f in ["assent.db", "audit.key", "token.key"] {
+            std::fs::copy(dir.path().join(f), copy.path().join(f)).unwrap();
+        }
+        sql(copy.path(), q);
+        let rep = verify_offline(copy.path(), &opts).unwrap();
+        let p = rep.problem.expect("detected");
+        (p.check, p.reason)
+    };
+    // Un-using a redeemed token.
+    let (check, why) = attack("UPDATE tokens SET used_at = NULL;");
+    assert_eq!(check, "state");
+    assert!(why.contains("not marked used"), "{why}");
+    // Marking an approval pending again.
+    let (check, why) = attack(&format!(
+        "UPDATE approvals SET status = 'pending' WHERE id = '{id}';"
+    ));
+    assert!(check == "state" && why.contains("is pending"), "{why}");
+    // A forged checkpoint signature.
+    let (check, why) =
+        attack("UPDATE audit_checkpoints SET signature = substr('00000000' || signature, 1, 128);");
+    assert!(
+        check == "checkpoint" && why.contains("does not verify"),
+        "{why}"
+    );
+    // Truncation, stored checkpoints deleted too: the file still knows.
+    let (check, why) = attack(&format!(
+        "DELETE FROM audit WHERE seq > {}; DELETE FROM audit_checkpoints;",
+        cp.seq - 2
+    ));
+    assert!(
+        check == "checkpoint_file" && why.contains("removed from the end"),
+        "{why}"
+    );
+    // An emptied audit table.
+    let (check, why) = attack("DELETE FROM audit;");
+    assert!(
+        check == "checkpoint" && why.contains("ends at record 0"),
+        "{why}"
+    );
+    // Without any key, stored checkpoints cannot be checked: a usage error.
+    std::fs::remove_file(dir.path().join("audit.key")).unwrap();
+    assert!(verify_offline(dir.path(), &VerifyOptions::default()).is_err());
+    let with_key = VerifyOptions {
+        public_key: Some(checkpoint::parse_public_key(&cp.public_key).unwrap()),
+        checkpoint_file: None,
+    };
+    assert_eq!(verify_offline(dir.path(), &with_key).unwrap().problem, None);
+}

@@ -1,0 +1,290 @@
+//! `assent audit verify` against attacks by someone who can write the database file (here with
+//! `sqlite3`) but not the audit key or the checkpoint sink file: each test names the attack it
+//! stops. The gateway runs with `audit_checkpoints: {every_records: 1, every_seconds: 1, file}`.
+
+use super::*;
+
+/// A data directory whose gateway approved, redeemed, denied and allowed calls, then shut down
+/// (SIGTERM: the shutdown checkpoint covers the whole chain), and its checkpoint sink file.
+struct Signed {
+    dir: tempfile::TempDir,
+    data: PathBuf,
+    file: PathBuf,
+}
+
+fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::new()
+}
+
+fn signed_gateway() -> Signed {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(
+        "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let mut s = serve(&cfg, port);
+    let a = propose(&s.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cli(&s.url, &["approve", &a]).status.success());
+    let v: Value = http()
+        .get(format!("{}/v1/approvals/{a}", s.url))
+        .bearer_auth(BOT_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let r = http()
+        .post(format!("{}/v1/tokens/redeem", s.url))
+        .bearer_auth(BOT_KEY)
+        .json(&json!({"token": v["token"], "tool": "transfer_funds",
+            "arguments": {"amount": 5000, "currency": "EUR", "recipient": "ext-1"}}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text());
+    // A checkpoint in the middle of the chain, then one at shutdown.
+    std::thread::sleep(Duration::from_millis(1500));
+    let b = propose(&s.url, 7000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cli(&s.url, &["deny", &b]).status.success());
+    // Two calls allowed outright: the newest records touch no state table.
+    for _ in 0..2 {
+        let r: Value = http()
+            .post(format!("{}/v1/tool-calls", s.url))
+            .bearer_auth(BOT_KEY)
+            .json(&json!({"agent": "treasury_bot", "session_id": "s", "tool": "get_balance", "arguments": {}}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(r["decision"], "allow", "{r}");
+    }
+    let st = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(s.child.wait().unwrap().success());
+    Signed {
+        data: dir.path().join("data"),
+        file: dir.path().join("checkpoints.jsonl"),
+        dir,
+    }
+}
+
+fn sql(g: &Signed, q: &str) -> String {
+    sql_with(g, &[], q)
+}
+
+fn sql_with(g: &Signed, opts: &[&str], q: &str) -> String {
+    let out = Command::new("sqlite3")
+        .args(opts)
+        .arg(g.data.join("assent.db"))
+        .arg(q)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The hash chain alone — all `audit verify` checked before signed checkpoints — still
+/// verifies after the attack (`broken` is the chain check's finding).
+fn chain_alone_verifies(g: &Signed) {
+    let (_, out, _) = verify(g, &["--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["broken"], Value::Null, "{v}");
+}
+
+/// Runs `assent audit verify --data-dir DATA ARGS…`: (exit code, stdout, stderr).
+fn verify(g: &Signed, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(&g.data)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn an_untouched_database_verifies_with_its_checkpoints_and_the_sink_file() {
+    let g = signed_gateway();
+    let file = g.file.to_str().unwrap();
+    let (code, out, err) = verify(&g, &["--checkpoint", file]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("stored checkpoints verify under audit key"),
+        "{out}"
+    );
+    assert!(out.contains("the state tables agree"), "{out}");
+    // The shutdown checkpoint covers the whole chain.
+    assert!(!out.contains("not signed yet"), "{out}");
+    // `assent audit key` prints the key every checkpoint names; --public-key takes it.
+    let key = Command::new(BIN)
+        .args(["audit", "key", "--data-dir"])
+        .arg(&g.data)
+        .output()
+        .unwrap();
+    let key = String::from_utf8(key.stdout).unwrap().trim().to_string();
+    assert_eq!(key.len(), 64);
+    let sink = std::fs::read_to_string(&g.file).unwrap();
+    assert!(sink.lines().count() >= 2);
+    assert!(
+        sink.lines()
+            .all(|l| l.contains(&format!("\"public_key\":\"{key}\"")))
+    );
+    let (code, out, _) = verify(&g, &["--public-key", &key, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, v["ok"].clone()), (0, json!(true)), "{v}");
+    assert_eq!(v["unsigned_records"], 0);
+    // Usage and I/O errors exit 2.
+    assert_eq!(verify(&g, &["--public-key", "zz"]).0, 2);
+    assert_eq!(verify(&g, &["--checkpoint", "/nonexistent/file"]).0, 2);
+    let none = Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(g.dir.path().join("nothing-here"))
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(2));
+}
+
+#[test]
+fn a_rewritten_and_rechained_record_is_caught_by_the_stored_checkpoints() {
+    let g = signed_gateway();
+    // Change the approved amount in the approval.requested record, then recompute every
+    // later hash with the gateway's own record_hash: the bare chain verifies again.
+    let rows = sql_with(
+        &g,
+        &["-json"],
+        "SELECT seq, at, kind, approval_id, actor, data FROM audit ORDER BY seq;",
+    );
+    let rows: Vec<Value> = serde_json::from_str(&rows).unwrap();
+    let target = rows
+        .iter()
+        .position(|r| r["kind"] == "approval.requested")
+        .unwrap();
+    let mut prev = assent_store::audit::GENESIS.to_string();
+    let mut script = String::from("BEGIN;\n");
+    for (i, r) in rows.iter().enumerate() {
+        let mut data = r["data"].as_str().unwrap().to_string();
+        if i == target {
+            data = data.replace("5000", "50");
+        }
+        let seq = r["seq"].as_i64().unwrap();
+        let hash = assent_store::audit::record_hash(
+            &prev,
+            seq,
+            r["at"].as_i64().unwrap(),
+            r["kind"].as_str().unwrap(),
+            r["approval_id"].as_str(),
+            r["actor"].as_str().unwrap(),
+            &data,
+        );
+        script.push_str(&format!(
+            "UPDATE audit SET data = '{}', prev_hash = '{prev}', hash = '{hash}' WHERE seq = {seq};\n",
+            data.replace('\'', "''")
+        ));
+        prev = hash;
+    }
+    script.push_str("COMMIT;\n");
+    sql(&g, &script);
+    assert!(
+        sql(
+            &g,
+            "SELECT data FROM audit WHERE kind = 'approval.requested' LIMIT 1;"
+        )
+        .contains("\"amount\":50,")
+    );
+    let (code, out, err) = verify(&g, &["--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("audit checkpoint not met") && err.contains("was rewritten"),
+        "{err}"
+    );
+    // The hash chain alone (all that was checked before checkpoints) is whole again.
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["broken"], Value::Null, "{v}");
+    assert_eq!(v["problem"]["check"], "checkpoint", "{v}");
+}
+
+#[test]
+fn a_truncated_tail_is_caught_by_the_checkpoint_file() {
+    let g = signed_gateway();
+    // Drop the two newest records (allowed calls, no state to betray them) and every stored
+    // checkpoint: the database alone now looks whole.
+    sql(
+        &g,
+        "DELETE FROM audit WHERE seq > (SELECT max(seq) - 2 FROM audit); DELETE FROM audit_checkpoints;",
+    );
+    let (code, out, err) = verify(&g, &[]);
+    assert_eq!(
+        code, 0,
+        "without the sink file this is undetectable: {out}{err}"
+    );
+    chain_alone_verifies(&g);
+    let (code, out, err) = verify(&g, &["--checkpoint", g.file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("removed from the end"), "{err}");
+}
+
+#[test]
+fn an_emptied_audit_table_is_caught() {
+    let g = signed_gateway();
+    sql(&g, "DELETE FROM audit;");
+    chain_alone_verifies(&g);
+    let (code, out, err) = verify(&g, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("the chain ends at record 0"), "{err}");
+    // With the stored checkpoints gone too, the state tables still betray it.
+    sql(&g, "DELETE FROM audit_checkpoints;");
+    let (code, _, err) = verify(&g, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("has no approval.requested record"), "{err}");
+}
+
+#[test]
+fn a_redeemed_token_made_unused_again_is_caught() {
+    let g = signed_gateway();
+    sql(&g, "UPDATE tokens SET used_at = NULL;");
+    chain_alone_verifies(&g);
+    let (code, out, err) = verify(&g, &["--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("the state tables disagree") && err.contains("is not marked used"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["problem"]["check"], "state");
+}
+
+#[test]
+fn a_forged_checkpoint_signature_is_reported() {
+    let g = signed_gateway();
+    // A checkpoint re-signed by another key (the attacker's), or with its head moved.
+    sql(
+        &g,
+        "UPDATE audit_checkpoints SET signature = substr('0000' || signature, 1, 128) WHERE seq = (SELECT max(seq) FROM audit_checkpoints);",
+    );
+    let (code, _, err) = verify(&g, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("signature does not verify"), "{err}");
+    // A key that did not sign them: every checkpoint fails, and so does the file.
+    let other = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c";
+    let (code, _, err) = verify(&g, &["--public-key", other]);
+    assert_eq!(code, 1);
+    assert!(err.contains("signature does not verify"), "{err}");
+}
