@@ -18,6 +18,7 @@ pub mod agf;
 pub mod approval;
 pub mod canonical;
 pub mod condition;
+pub mod edit;
 pub mod gatekeeper;
 pub mod json;
 pub mod policy;

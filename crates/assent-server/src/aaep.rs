@@ -8,15 +8,14 @@
 //! sender learns no reason (`400` only for a body that is not JSON). The reply token is never a
 //! credential: the decision is made as the authenticated operator, with their roles.
 
-use crate::api::{blocking, resolve_real_path};
+use crate::api::blocking;
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
 use crate::{AppState, now_ms};
-use assent_core::triggers::Observations;
-use assent_core::{ApprovalStatus, VerdictKind, evaluate_in};
+use assent_core::ApprovalStatus;
 use assent_store::aaep::{AAEP_VERSION, Subscription};
-use assent_store::{DecideError, DecisionInput, EditedCall};
+use assent_store::{DecideError, DecisionInput};
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -412,7 +411,21 @@ async fn confirmation(
     if decision == "accept"
         && let Some(m) = msg.get("modified_action")
     {
-        input.edited = Some(modified(st, &a, m, &roles)?);
+        let args = m
+            .get("arguments")
+            .cloned()
+            .ok_or("modified_action without arguments")?;
+        let s = st.store.clone();
+        let (agent, session, aid) = (a.agent.clone(), a.session_id.clone(), a.id.clone());
+        let prior = blocking(move || s.session_calls(&agent, &session, Some(&aid)))
+            .await
+            .map_err(|_| "store")?
+            .map_err(|_| "store")?;
+        // Re-gated like a proposal, as an operator's edit is; refused means nothing runs.
+        let (edited, limit) = crate::edits::regate(st, &a, args, &prior, &roles)
+            .map_err(|_| "modified action refused by the gatekeeper")?;
+        input.edited = Some(edited);
+        input.edited_output_bytes = limit;
     }
     let s = st.store.clone();
     let (id, name) = (a.id.clone(), p.name.clone());
@@ -439,47 +452,4 @@ async fn confirmation(
         }
         Err(_) => Err("decision refused (approver role, scope or store)"),
     }
-}
-
-/// `modified_action: {"arguments": {...}}` → an edit, checked like an operator's edit; a
-/// modification that is not of that shape, or that the gatekeeper denies or finds out of scope,
-/// makes the reply ignored (nothing runs).
-fn modified(
-    st: &AppState,
-    a: &assent_store::ApprovalRecord,
-    m: &Value,
-    roles: &[String],
-) -> Result<EditedCall, Ignored> {
-    let args = m
-        .get("arguments")
-        .ok_or("modified_action without arguments")?;
-    let call = assent_core::ToolCall::new(a.call.tool.clone(), a.call.server.clone(), args.clone())
-        .map_err(|_| "modified arguments are not a valid call")?;
-    let arguments = call.canonical_arguments().map_err(|_| "bad arguments")?;
-    let canonical = call
-        .canonical_with_arguments(&arguments)
-        .map_err(|_| "bad arguments")?;
-    let v = evaluate_in(
-        &st.registry,
-        &a.agent,
-        &call,
-        Some(&arguments),
-        &Observations {
-            now_ms: now_ms(),
-            prior_calls: &[],
-            resolve_path: &resolve_real_path,
-        },
-    );
-    if v.kind == VerdictKind::Deny
-        || v.triggers.iter().any(|t| t == "paths" || t == "domains")
-        || (!v.approvers.is_empty() && !v.approvers.iter().any(|r| roles.contains(r)))
-    {
-        return Err("modified action refused by the gatekeeper");
-    }
-    Ok(EditedCall {
-        arguments: call.arguments,
-        call_hash: assent_core::canonical::sha256_hex(canonical.as_bytes()),
-        canonical_arguments: arguments,
-        canonical,
-    })
 }

@@ -15,8 +15,7 @@ use assent_core::{
     evaluate_target,
 };
 use assent_store::{
-    ApprovalRecord, ConfirmTarget, DecideError, DecisionInput, EditedCall, Proposal, Proposed,
-    RedeemError,
+    ApprovalRecord, ConfirmTarget, DecideError, DecisionInput, Proposal, Proposed, RedeemError,
 };
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -903,6 +902,7 @@ fn decision_input(
     st: &AppState,
     b: DecisionBody,
     rec: Option<&ApprovalRecord>,
+    prior: &[assent_core::triggers::PriorCall],
     roles: &[String],
 ) -> Result<DecisionInput, ApiError> {
     check_reason(&b.reason)?;
@@ -916,53 +916,11 @@ fn decision_input(
             return Err(ApiError::bad_request("arguments apply to approvals only"));
         }
         (Some(_), None) => return Err(ApiError::bad_request("no such approval")),
-        (Some(args), Some(rec)) => {
-            let c = canonical_call(rec.call.tool.clone(), rec.call.server.clone(), args)?;
-            let v = evaluate_in(
-                &st.registry,
-                &rec.agent,
-                &c.call,
-                Some(&c.arguments),
-                &Observations {
-                    now_ms: now_ms(),
-                    prior_calls: &[],
-                    resolve_path: &resolve_real_path,
-                },
-            );
-            if v.kind == VerdictKind::Deny {
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "EDIT_DENIED",
-                    format!("the edited call is one the policy denies: {}", v.message),
-                )
-                .with(json!({"reasons": v.reasons})));
-            }
-            let drift: Vec<&String> = v
-                .triggers
-                .iter()
-                .filter(|t| *t == "paths" || *t == "domains")
-                .collect();
-            if !drift.is_empty() {
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "EDIT_OUT_OF_SCOPE",
-                    "the edited arguments name a target outside the rule's scope; an edit may restrict a call, not widen it",
-                )
-                .with(json!({"reasons": v.reasons, "triggers": drift})));
-            }
-            if !v.approvers.is_empty() && !v.approvers.iter().any(|a| roles.contains(a)) {
-                return Err(ApiError::forbidden(format!(
-                    "the edited call needs an approver role ({}) the operator lacks",
-                    v.approvers.join(", ")
-                )));
-            }
-            Some(EditedCall {
-                arguments: c.call.arguments,
-                canonical_arguments: c.arguments,
-                canonical: c.canonical,
-                call_hash: c.hash,
-            })
-        }
+        (Some(args), Some(rec)) => Some(crate::edits::regate(st, rec, args, prior, roles)?),
+    };
+    let (edited, edited_output_bytes) = match edited {
+        Some((e, limit)) => (Some(e), limit),
+        None => (None, None),
     };
     Ok(DecisionInput {
         kind: Some(b.decision),
@@ -971,6 +929,7 @@ fn decision_input(
         whole_tool: b.whole_tool,
         confirm_workspace: b.confirm_workspace,
         edited,
+        edited_output_bytes,
     })
 }
 
@@ -996,16 +955,24 @@ pub(crate) async fn decide_as(
     b: DecisionBody,
 ) -> Result<ApprovalRecord, ApiError> {
     let roles = operator(p, "decide approvals")?.to_vec();
-    let rec = if b.arguments.is_some() {
+    // An edit is re-gated with the session's earlier calls, the held call left out.
+    let (rec, prior) = if b.arguments.is_some() {
         let s = st.store.clone();
         let id2 = id.clone();
-        blocking(move || s.get_approval(&id2))
-            .await?
-            .map_err(ApiError::unavailable)?
+        blocking(move || -> Result<_, assent_store::StoreError> {
+            let rec = s.get_approval(&id2)?;
+            let prior = match &rec {
+                Some(r) => s.session_calls(&r.agent, &r.session_id, Some(&r.id))?,
+                None => Vec::new(),
+            };
+            Ok((rec, prior))
+        })
+        .await?
+        .map_err(ApiError::unavailable)?
     } else {
-        None
+        (None, Vec::new())
     };
-    let input = decision_input(st, b, rec.as_ref(), &roles)?;
+    let input = decision_input(st, b, rec.as_ref(), &prior, &roles)?;
     let s = st.store.clone();
     let name = p.name.clone();
     // One trip to the blocking pool: settle expiries, then decide (the store checks the
@@ -1066,6 +1033,7 @@ async fn decide_batch(
             arguments: None,
         },
         None,
+        &[],
         &roles,
     )?;
     let s = st.store.clone();

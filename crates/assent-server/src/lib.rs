@@ -18,6 +18,7 @@ pub mod clarify;
 pub mod config;
 pub mod dashboard;
 pub mod edge;
+pub mod edits;
 pub mod error;
 pub mod extract;
 pub mod formats;

@@ -299,6 +299,9 @@ pub struct DecisionInput {
     pub confirm_workspace: bool,
     /// Approve with these arguments instead.
     pub edited: Option<EditedCall>,
+    /// The `thresholds.output_bytes` of the edited call, if a rule names one: the approval's
+    /// result limit becomes the smaller of the two.
+    pub edited_output_bytes: Option<u64>,
 }
 
 impl DecisionInput {
@@ -875,6 +878,17 @@ impl Store {
         Ok((verdict, outcome))
     }
 
+    /// The earlier calls of `agent`'s session that count toward thresholds, without approval
+    /// `except`'s own call: what an edit of that approval is re-gated with (issue 10 §3).
+    pub fn session_calls(
+        &self,
+        agent: &str,
+        session_id: &str,
+        except: Option<&str>,
+    ) -> Result<Vec<PriorCall>, StoreError> {
+        Ok(prior_calls_except(&self.lock(), agent, session_id, except)?)
+    }
+
     /// Reads one approval with its decisions and token info.
     pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         Ok(read_approval(&self.lock(), id)?)
@@ -1225,6 +1239,17 @@ impl Store {
             _ => None,
         };
         let edited = input.and_then(|d| d.edited.as_ref());
+        if let Some(e) = edited.filter(|_| event == Event::Decide(DecisionKind::Approve)) {
+            // What ran is the edit: later thresholds count its arguments, and its own result
+            // limit applies too.
+            tx.prepare_cached("UPDATE usage SET arguments = ?2 WHERE approval_id = ?1")?
+                .execute(params![id, e.canonical_arguments])?;
+            if let Some(limit) = input.and_then(|d| d.edited_output_bytes) {
+                let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+                tx.prepare_cached("UPDATE approvals SET output_bytes = min(coalesce(output_bytes, ?2), ?2) WHERE id = ?1")?
+                    .execute(params![id, limit])?;
+            }
+        }
         let mints = approval::mints_token(event);
         let scope_wire = mints.then(|| scope.to_wire());
         tx.prepare_cached("UPDATE approvals SET status = ?2, decided_at = ?3, scope = ?4, edited_arguments = ?5, edited_canonical = ?6, edited_hash = ?7 WHERE id = ?1 AND status = 'pending'")?.execute(
@@ -1874,18 +1899,24 @@ mod erased {
 
 /// The earlier calls of `agent`'s session that count toward thresholds: allowed ones, and
 /// those whose approval is pending, approved or expired into an approval.
-fn prior_calls(
-    tx: &rusqlite::Transaction<'_>,
+fn prior_calls(tx: &Connection, agent: &str, session_id: &str) -> rusqlite::Result<Vec<PriorCall>> {
+    prior_calls_except(tx, agent, session_id, None)
+}
+
+/// [`prior_calls`] without the usage of approval `except` (the call an edit replaces).
+fn prior_calls_except(
+    tx: &Connection,
     agent: &str,
     session_id: &str,
+    except: Option<&str>,
 ) -> rusqlite::Result<Vec<PriorCall>> {
     let mut stmt = tx.prepare_cached(
         "SELECT u.tool, u.server, u.at, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
-         WHERE u.agent = ?1 AND u.session_id = ?2
+         WHERE u.agent = ?1 AND u.session_id = ?2 AND (?3 IS NULL OR u.approval_id IS NOT ?3)
            AND (a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))
          ORDER BY u.at",
     )?;
-    stmt.query_map(params![agent, session_id], |r| {
+    stmt.query_map(params![agent, session_id, except], |r| {
         let args: String = r.get(3)?;
         Ok(PriorCall {
             tool: r.get(0)?,

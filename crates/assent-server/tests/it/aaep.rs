@@ -890,3 +890,57 @@ async fn redacted_arguments_never_reach_aaep_subscribers() {
         "4111111111111111"
     );
 }
+
+#[tokio::test]
+async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_not() {
+    // `pay` always needs a human; spending over 100 in a session is a threshold of its own.
+    const AGENT: &str =
+        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+    const GOV: &str = "policies:\n  - id: t.edit-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENT, GOV).await;
+    let (sub, mut sse) = gw.subscribe("alice-key", true, json!({})).await;
+    let (s, b) = gw.propose("pay", json!({"amount": 50})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let token = sse.expect("aaep:agent.awaiting.confirmation").await.data["reply_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // An AAEP subscriber's modified_action of 5000 crosses the cost threshold: ignored.
+    let mut r = confirm(&token, &sub, "accept");
+    r["modified_action"] = json!({"arguments": {"amount": 5000}});
+    assert_eq!(gw.reply(Some("alice-key"), r).await, StatusCode::NO_CONTENT);
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    // So does an operator's edit, with the reason.
+    let (s, b) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{id}/decision"),
+            Some("alice-key"),
+            Some(json!({"decision": "approve", "arguments": {"amount": 5000}})),
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("EDIT_OVER_THRESHOLD")
+        ),
+        "{b}"
+    );
+    assert_eq!(b["triggers"], json!(["cost"]), "{b}");
+    // Within the threshold it is approved, and later calls count the edited amount.
+    let (s, b) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{id}/decision"),
+            Some("alice-key"),
+            Some(json!({"decision": "approve", "arguments": {"amount": 90}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = gw.propose("pay", json!({"amount": 20})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(b["triggers"], json!(["cost"]), "90 + 20 is over 100: {b}");
+}

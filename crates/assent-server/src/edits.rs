@@ -1,0 +1,62 @@
+//! An edited call, re-gated like a proposal before it can be approved (seed 002 "Approve with
+//! modifications", AAEP §6.3.2 `modified_action`; issue 10 §3): the REST API, the dashboard and
+//! AAEP replies all come through [`regate`].
+
+use crate::api::{canonical_call, resolve_real_path};
+use crate::error::ApiError;
+use crate::{AppState, now_ms};
+use assent_core::edit::{EditRefusal, Original, check_edit};
+use assent_core::triggers::{Observations, PriorCall};
+use assent_core::{RiskTier, evaluate_in};
+use assent_store::{ApprovalRecord, EditedCall};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+/// Re-canonicalises and re-hashes `arguments` as an edit of approval `rec`, evaluates the
+/// edited call with the session's earlier calls `prior` (the held call left out), and checks
+/// it against the held call ([`check_edit`]) for an operator holding `roles`. Returns the edit
+/// and its `thresholds.output_bytes`. Errors: `400` for arguments that are not a call,
+/// `422 EDIT_DENIED` / `EDIT_OUT_OF_SCOPE` / `EDIT_OVER_THRESHOLD` / `EDIT_RAISES_RISK`, `403`
+/// for a missing approver role; each names the reasons.
+pub(crate) fn regate(
+    st: &AppState,
+    rec: &ApprovalRecord,
+    arguments: Value,
+    prior: &[PriorCall],
+    roles: &[String],
+) -> Result<(EditedCall, Option<u64>), ApiError> {
+    let c = canonical_call(rec.call.tool.clone(), rec.call.server.clone(), arguments)?;
+    let v = evaluate_in(
+        &st.registry,
+        &rec.agent,
+        &c.call,
+        Some(&c.arguments),
+        &Observations {
+            now_ms: now_ms(),
+            prior_calls: prior,
+            resolve_path: &resolve_real_path,
+        },
+    );
+    let original = Original {
+        risk_tier: RiskTier::parse(&rec.risk_tier).unwrap_or(RiskTier::R4),
+        irreversible: rec.irreversible,
+        triggers: &rec.triggers,
+    };
+    check_edit(&original, &v, roles).map_err(|e| {
+        let status = match e {
+            EditRefusal::NeedsRole(_) => StatusCode::FORBIDDEN,
+            _ => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        ApiError::new(status, e.code(), e.to_string())
+            .with(json!({"reasons": v.reasons, "triggers": v.triggers}))
+    })?;
+    Ok((
+        EditedCall {
+            arguments: c.call.arguments,
+            canonical_arguments: c.arguments,
+            canonical: c.canonical,
+            call_hash: c.hash,
+        },
+        v.output_bytes,
+    ))
+}
