@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 ASSENT = os.environ.get("ASSENT_BIN", str(ROOT / "target" / "debug" / "assent"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-OPERATOR_KEY = "op-" + os.urandom(8).hex()
+OPERATOR_KEY = "op-" + os.urandom(16).hex()
 AGENT_KEY = "agent-" + os.urandom(8).hex()
 
 

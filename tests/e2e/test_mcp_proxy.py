@@ -21,7 +21,7 @@ ROOT = HERE.parent.parent
 ASSENT = os.environ.get("ASSENT_BIN", str(ROOT / "target" / "debug" / "assent"))
 FS_SERVER = HERE / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 EVERYTHING = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-OPERATOR_KEY = "op-" + os.urandom(8).hex()
+OPERATOR_KEY = "op-" + os.urandom(16).hex()
 AGENT_KEY = "agent-" + os.urandom(8).hex()
 
 

@@ -72,6 +72,10 @@ pub fn router(state: AppState) -> Router {
                 "method not allowed on this route",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::throttle::layer,
+        ))
         .with_state(state);
     crate::edge::wrap(routes, max_body)
 }

@@ -50,6 +50,8 @@ struct RawConfig {
     #[serde(default)]
     max_waiters_per_principal: Option<Spanned<u64>>,
     #[serde(default)]
+    rate_limits: Option<Spanned<RawRateLimits>>,
+    #[serde(default)]
     strict_agent_files: bool,
     #[serde(default)]
     mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
@@ -75,6 +77,45 @@ struct RawCheckpoints {
     #[serde(default)]
     file: Option<String>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimits {
+    #[serde(default)]
+    requests_per_second: Option<u32>,
+    #[serde(default)]
+    burst: Option<u32>,
+}
+
+/// Validates `rate_limits` (each 1 … 1,000,000).
+fn rate_limits(
+    file: &Path,
+    raw: &Option<Spanned<RawRateLimits>>,
+) -> Result<crate::throttle::RateLimits, ConfigError> {
+    let d = crate::throttle::RateLimits::default();
+    let Some(r) = raw else { return Ok(d) };
+    let line = Some(r.referenced.line());
+    let ok = |v: Option<u32>, k: &str, default: u32| match v {
+        None => Ok(default),
+        Some(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        Some(n) => Err(at(
+            file,
+            line,
+            format!("rate_limits.{k} is {n}; it must be from 1 to 1000000"),
+        )),
+    };
+    Ok(crate::throttle::RateLimits {
+        requests_per_second: ok(
+            r.value.requests_per_second,
+            "requests_per_second",
+            d.requests_per_second,
+        )?,
+        burst: ok(r.value.burst, "burst", d.burst)?,
+    })
+}
+
+/// Shortest key accepted from `key_env`, in characters (issue 10 §15).
+pub const MIN_KEY_CHARS: usize = 32;
 
 /// `audit_checkpoints`: when the gateway signs an audit checkpoint, and where else it goes.
 /// A checkpoint is signed once `every_records` records were appended since the previous one,
@@ -325,6 +366,11 @@ pub struct Config {
     /// `max_waiters_per_principal`: long-polls one principal may hold at once (default 1024);
     /// more are `429 TOO_MANY_WAITERS`.
     pub max_waiters_per_principal: usize,
+    /// `rate_limits: {requests_per_second, burst}`: per principal (default 1,000/s, 2,000).
+    pub rate_limits: crate::throttle::RateLimits,
+    /// Keys from `key_env` shorter than [`MIN_KEY_CHARS`] are allowed (`serve
+    /// --insecure-demo-keys`, loopback only); false by default.
+    pub insecure_demo_keys: bool,
     /// Files the registry was loaded from.
     pub agent_files: Vec<PathBuf>,
     /// Governance files the registry was loaded from.
@@ -610,6 +656,7 @@ impl Config {
             &raw.max_waiters_per_principal,
             (1, 1_000_000),
         )?;
+        let rate_limits = rate_limits(path, &raw.rate_limits)?;
         let mut mcp_upstreams = BTreeMap::new();
         for (alias, u) in &raw.mcp_upstreams {
             let line = Some(u.referenced.line());
@@ -773,6 +820,8 @@ impl Config {
                 .map_or(crate::DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
             max_connections: max_connections.map_or(10_000, |n| n as usize),
             header_read_timeout_seconds: header_read_timeout_seconds.unwrap_or(30),
+            rate_limits,
+            insecure_demo_keys: false,
             max_waiters_per_principal: max_waiters_per_principal
                 .map_or(crate::waiters::DEFAULT_MAX_WAITERS_PER_PRINCIPAL, |n| {
                     n as usize
@@ -793,6 +842,20 @@ impl Config {
             let key_sha256 = match src {
                 KeySource::Sha256(h) => *h,
                 KeySource::Env(var) => match std::env::var(var) {
+                    Ok(k)
+                        if k.chars().count() < MIN_KEY_CHARS
+                            && !k.is_empty()
+                            && !self.insecure_demo_keys =>
+                    {
+                        return Err(at(
+                            &self.file,
+                            *line,
+                            format!(
+                                "principal `{name}`: the key in {var} (key_env) is {} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`), or `assent serve --insecure-demo-keys` on a loopback address for a demo",
+                                k.chars().count()
+                            ),
+                        ));
+                    }
                     Ok(k) if !k.is_empty() => Sha256::digest(k.as_bytes()).into(),
                     _ => {
                         return Err(at(

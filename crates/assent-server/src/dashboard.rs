@@ -347,8 +347,15 @@ fn secure_attr(headers: &HeaderMap) -> &'static str {
 }
 
 /// `POST /ui/login` (`key`, `csrf`): an operator's key starts a session; an agent's key or an
-/// unknown one is refused (`401`, the form again).
-async fn login(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+/// unknown one is refused (`401`, the form again). Failed sign-ins count toward the same
+/// throttle as the API's (`429` once an address or key prefix used up its allowance).
+async fn login(
+    State(st): State<AppState>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let addr = peer.map(|p| p.0.0.ip());
     let Ok(f) = form(&body) else {
         return login_form(
             StatusCode::BAD_REQUEST,
@@ -365,8 +372,21 @@ async fn login(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> R
         );
     }
     let key = f.get("key").map(|k| k.trim()).unwrap_or("");
+    let throttled = |wait| {
+        secured(crate::throttle::too_many(
+            "AUTH_THROTTLED",
+            "Too many failed sign-ins from this address or for this key; wait and try again.",
+            wait,
+        ))
+    };
+    if let Some(wait) = st.throttle.locked_out(addr, key) {
+        return throttled(wait);
+    }
     let Some(p) = principal_for_key(&st.principals, key).filter(|p| p.roles().is_some()) else {
         tracing::info!("dashboard sign-in refused");
+        if let Some(wait) = st.throttle.failed(addr, key) {
+            return throttled(wait);
+        }
         return login_form(
             StatusCode::UNAUTHORIZED,
             "That key is not an operator's key.",

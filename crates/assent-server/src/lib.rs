@@ -24,6 +24,7 @@ pub mod extract;
 pub mod formats;
 pub mod plans;
 pub mod serve;
+pub mod throttle;
 pub mod tools;
 pub mod waiters;
 pub mod webhooks;
@@ -65,6 +66,8 @@ pub struct AppState {
     pub limits: serve::ConnLimits,
     /// Long-polls, woken per approval, question or review.
     pub waiters: Arc<waiters::Waiters>,
+    /// Request rate limits and failed-authentication throttling.
+    pub throttle: Arc<throttle::Throttle>,
     /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
     pub checkpoints: Arc<config::AuditCheckpoints>,
 }
@@ -114,6 +117,7 @@ impl AppState {
         state.webhooks = Arc::new(webhooks);
         state.public_url = config.public_url.as_deref().map(Arc::from);
         state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
+        state.throttle = Arc::new(throttle::Throttle::new(config.rate_limits));
         state.limits = serve::ConnLimits {
             max_connections: config.max_connections,
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
@@ -142,6 +146,7 @@ impl AppState {
             dry_run: None,
             limits: serve::ConnLimits::default(),
             waiters: Arc::default(),
+            throttle: Arc::default(),
             checkpoints: Arc::default(),
         }
     }

@@ -54,6 +54,10 @@ enum Cmd {
         /// (a typo such as `aproval:`), instead of warning.
         #[arg(long)]
         strict: bool,
+        /// Accept `key_env` keys shorter than 32 characters (the README's demo keys). Only on a
+        /// loopback address; never for real use.
+        #[arg(long = "insecure-demo-keys")]
+        insecure_demo_keys: bool,
     },
     /// List pending approvals with what a person needs to decide.
     Pending {
@@ -345,7 +349,8 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             listen,
             data_dir,
             strict,
-        } => serve(config, listen, data_dir, strict).await,
+            insecure_demo_keys,
+        } => serve(config, listen, data_dir, strict, insecure_demo_keys).await,
         Cmd::Pending { json, remote } => pending(&remote, json).await,
         Cmd::Show { id, json, remote } => show(&remote, &id, json).await,
         Cmd::Watch { remote } => crate::watch::run(Client::new(&remote)?).await,
@@ -515,9 +520,11 @@ async fn serve(
     listen: Option<String>,
     data_dir: Option<PathBuf>,
     strict: bool,
+    insecure_demo_keys: bool,
 ) -> Result<i32> {
     init_tracing("info");
     let mut cfg = Config::load_with(&config, strict)?;
+    cfg.insecure_demo_keys = insecure_demo_keys;
     if let Some(l) = listen {
         cfg.listen = l;
     }
@@ -535,6 +542,16 @@ async fn serve(
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let bound = listener.local_addr()?;
+    if insecure_demo_keys && !bound.ip().is_loopback() {
+        bail!(
+            "--insecure-demo-keys serves short demo keys on loopback only; {bound} is not a loopback address"
+        );
+    }
+    if insecure_demo_keys {
+        tracing::warn!(
+            "--insecure-demo-keys: short demo keys are accepted; never use this for real"
+        );
+    }
     let tls_in_front = cfg
         .public_url
         .as_deref()

@@ -2,7 +2,7 @@
 //! JSON (duplicate keys, numbers a double changes), unauthenticated bodies, oversized fields,
 //! errors that are not JSON, and the pending cap dodged through clarifications.
 
-use crate::{Gw, start, start_opts};
+use crate::{AGENTS, GOV, Gw, start, start_custom, start_opts};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -419,5 +419,126 @@ async fn an_operator_cannot_say_no_by_cancelling_an_approval_they_could_not_deci
         (StatusCode::OK, Some("cancelled")),
         "{b}"
     );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    // Wrong keys are answered 401 until the address's allowance is used up, then 429 with
+    // Retry-After; from then on even the right key is not checked.
+    let mut throttled = None;
+    for i in 0..60 {
+        let (s, b) = gw
+            .req(
+                "GET",
+                "/v1/whoami",
+                Some(&format!("guess-{i:04}-key")),
+                None,
+            )
+            .await;
+        if s == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(b["code"], "AUTH_THROTTLED", "{b}");
+            throttled = Some(i);
+            break;
+        }
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{b}");
+    }
+    let n = throttled.expect("60 wrong keys in a row were never throttled");
+    assert!(n <= 30, "throttled only after {n} guesses");
+    let resp = gw
+        .http
+        .get(format!("{}/v1/whoami", gw.url))
+        .bearer_auth(OP)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&wait), "{wait}");
+    // The dashboard's sign-in shares the lock-out.
+    let login = gw
+        .http
+        .get(format!("{}/ui/login", gw.url))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let html = login.text().await.unwrap();
+    let csrf = html
+        .split(r#"name="csrf" value=""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    let resp = gw
+        .http
+        .post(format!("{}/ui/login", gw.url))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&key={OP}&next=/ui"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    let (s, b) = gw.req("GET", "/v1/whoami", Some(OP), None).await;
+    assert_eq!(
+        (s, b["name"].as_str()),
+        (StatusCode::OK, Some("alice")),
+        "{b}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        GOV,
+        |st| {
+            st.throttle = std::sync::Arc::new(assent_server::throttle::Throttle::new(
+                assent_server::throttle::RateLimits {
+                    requests_per_second: 1,
+                    burst: 3,
+                },
+            ));
+        },
+    )
+    .await;
+    let mut codes = Vec::new();
+    for _ in 0..6 {
+        let (s, b) = gw.propose("read", json!({})).await;
+        codes.push((s, b["code"].as_str().map(str::to_string)));
+    }
+    assert_eq!(
+        codes.iter().filter(|(s, _)| *s == StatusCode::OK).count(),
+        3,
+        "{codes:?}"
+    );
+    assert!(
+        codes.contains(&(StatusCode::TOO_MANY_REQUESTS, Some("RATE_LIMITED".into()))),
+        "{codes:?}"
+    );
+    // Another principal is not slowed down by it.
+    let (s, _) = gw.req("GET", "/v1/approvals", Some(OP), None).await;
+    assert_eq!(s, StatusCode::OK);
     gw.stop().await;
 }

@@ -12,7 +12,7 @@ mod tasks;
 mod watch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_assent");
-const OP_KEY: &str = "operator-test-key";
+const OP_KEY: &str = "operator-test-key-0123456789abcdef";
 const BOT_KEY: &str = "bot-test-key";
 
 fn examples() -> PathBuf {

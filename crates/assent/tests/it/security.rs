@@ -218,3 +218,57 @@ fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+#[test]
+fn a_short_operator_key_stops_start_up_unless_demo_keys_are_asked_for_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port);
+    let run = |args: &[&str], key: &str| {
+        let mut c = Command::new(BIN);
+        c.args(["serve", "--config"]).arg(&cfg).args(args);
+        c.env("TEST_ALICE_KEY", key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    // A guessable key is refused with file, line and reason.
+    let out = run(&[], "alice-demo-key").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:6:", cfg.display())) && err.contains("at least 32"),
+        "{err}"
+    );
+    // --insecure-demo-keys serves it, on loopback only.
+    let out = run(
+        &["--insecure-demo-keys", "--listen", "0.0.0.0:0"],
+        "alice-demo-key",
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+    let mut child = run(&["--insecure-demo-keys"], "alice-demo-key")
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    let ok = loop {
+        if let Ok(r) = reqwest::blocking::Client::new()
+            .get(format!("{url}/v1/whoami"))
+            .bearer_auth("alice-demo-key")
+            .send()
+        {
+            break r.status();
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(ok, 200);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -1,0 +1,212 @@
+//! Request rate limits and failed-authentication throttling (issue 10 §15), on governor's
+//! keyed GCRA limiters.
+//!
+//! - Every authenticated principal may make `rate_limits.requests_per_second` requests per
+//!   second with bursts of `rate_limits.burst` (default 1,000/s and 2,000, so that a normal agent
+//!   never meets it); more get `429 RATE_LIMITED` with `Retry-After`.
+//! - Failed authentications are counted per client address and per key prefix (the first 8
+//!   characters presented): past [`FAILURES_PER_SECOND`] a second (bursts of
+//!   [`FAILURE_BURST`]), that address or prefix is locked out until its allowance refills —
+//!   every request carrying a key, right or wrong, gets `429 AUTH_THROTTLED` without being
+//!   checked, so guessing is held to that rate. The API and the dashboard sign-in share it.
+
+use crate::AppState;
+use crate::auth::principal_for_key;
+use crate::error::ApiError;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Failed authentications allowed per second, per client address and per key prefix.
+pub const FAILURES_PER_SECOND: u32 = 5;
+/// Failed authentications allowed in a burst before the rate applies.
+pub const FAILURE_BURST: u32 = 20;
+/// Characters of a presented key that make its prefix.
+const PREFIX_CHARS: usize = 8;
+
+/// `rate_limits` of the config.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimits {
+    /// Requests per second one principal may make.
+    pub requests_per_second: u32,
+    /// Requests one principal may make in a burst.
+    pub burst: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            requests_per_second: 1000,
+            burst: 2000,
+        }
+    }
+}
+
+/// What a locked-out caller is known by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Who {
+    Addr(IpAddr),
+    Prefix(String),
+}
+
+/// The limiters of one gateway.
+pub struct Throttle {
+    principals: DefaultKeyedRateLimiter<String>,
+    failures: DefaultKeyedRateLimiter<Who>,
+    locked: Mutex<HashMap<Who, Instant>>,
+}
+
+impl std::fmt::Debug for Throttle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Throttle").finish_non_exhaustive()
+    }
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Self::new(RateLimits::default())
+    }
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n.max(1)).expect("at least 1")
+}
+
+impl Throttle {
+    /// Limiters with `limits` per principal and the fixed failure allowance.
+    pub fn new(limits: RateLimits) -> Self {
+        Self {
+            principals: DefaultKeyedRateLimiter::keyed(
+                Quota::per_second(nz(limits.requests_per_second)).allow_burst(nz(limits.burst)),
+            ),
+            failures: DefaultKeyedRateLimiter::keyed(
+                Quota::per_second(nz(FAILURES_PER_SECOND)).allow_burst(nz(FAILURE_BURST)),
+            ),
+            locked: Mutex::default(),
+        }
+    }
+
+    fn keys(addr: Option<IpAddr>, key: &str) -> Vec<Who> {
+        let mut out: Vec<Who> = addr.map(Who::Addr).into_iter().collect();
+        out.push(Who::Prefix(key.chars().take(PREFIX_CHARS).collect()));
+        out
+    }
+
+    /// `Some(wait)` while the address or the key's prefix is locked out.
+    pub fn locked_out(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
+        let now = Instant::now();
+        let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
+        locked.retain(|_, until| *until > now);
+        Self::keys(addr, key)
+            .iter()
+            .filter_map(|w| locked.get(w).map(|until| *until - now))
+            .max()
+    }
+
+    /// Counts a failed authentication; `Some(wait)` when it used up the allowance of the
+    /// address or the prefix, which are locked out for `wait`.
+    pub fn failed(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
+        let clock = DefaultClock::default();
+        let mut wait: Option<Duration> = None;
+        for w in Self::keys(addr, key) {
+            if let Err(not_until) = self.failures.check_key(&w) {
+                let d = not_until
+                    .wait_time_from(clock.now())
+                    .max(Duration::from_secs(1));
+                let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
+                locked.insert(w, Instant::now() + d);
+                wait = Some(wait.map_or(d, |x| x.max(d)));
+            }
+        }
+        if self.failures.len() > 100_000 {
+            self.failures.retain_recent();
+        }
+        wait
+    }
+
+    /// `Some(wait)` when `principal` is over its request rate.
+    pub fn over_rate(&self, principal: &str) -> Option<Duration> {
+        let key = principal.to_string();
+        match self.principals.check_key(&key) {
+            Ok(()) => None,
+            Err(not_until) => Some(not_until.wait_time_from(DefaultClock::default().now())),
+        }
+    }
+}
+
+/// A `429` with `code` and `Retry-After` (whole seconds, at least 1).
+pub fn too_many(code: &'static str, message: &str, wait: Duration) -> Response {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let mut r = ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message).into_response();
+    if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+/// The bearer key of a request, if it carries one.
+fn bearer(req: &Request) -> Option<&str> {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+}
+
+/// The client address of a request served by [`crate::serve::serve`].
+pub fn client_addr(req: &Request) -> Option<IpAddr> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// The API's throttle, before any handler: a locked-out address or key prefix gets `429
+/// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
+/// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
+pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(key) = bearer(&req) else {
+        return next.run(req).await;
+    };
+    let addr = client_addr(&req);
+    if let Some(wait) = st.throttle.locked_out(addr, key) {
+        return too_many(
+            "AUTH_THROTTLED",
+            "too many failed authentications from this address or for this key; wait and retry",
+            wait,
+        );
+    }
+    match principal_for_key(&st.principals, key) {
+        None => {
+            if let Some(wait) = st.throttle.failed(addr, key) {
+                tracing::warn!(addr = ?addr, "authentication failures throttled");
+                return too_many(
+                    "AUTH_THROTTLED",
+                    "too many failed authentications from this address or for this key; wait and retry",
+                    wait,
+                );
+            }
+        }
+        Some(p) => {
+            if let Some(wait) = st.throttle.over_rate(&p.name) {
+                return too_many(
+                    "RATE_LIMITED",
+                    "this principal is over its request rate (rate_limits); slow down",
+                    wait,
+                );
+            }
+        }
+    }
+    next.run(req).await
+}
