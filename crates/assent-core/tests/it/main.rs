@@ -5,6 +5,7 @@ use assent_core::{ToolCall, VerdictKind, evaluate};
 use serde_json::{Value, json};
 
 mod props;
+mod strict;
 
 const AGENT: &str = r#"
 schema_version: "1.0.0"
