@@ -48,6 +48,8 @@ struct RawConfig {
     #[serde(default)]
     header_read_timeout_seconds: Option<Spanned<u64>>,
     #[serde(default)]
+    body_read_timeout_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
     max_waiters_per_principal: Option<Spanned<u64>>,
     #[serde(default)]
     rate_limits: Option<Spanned<RawRateLimits>>,
@@ -363,6 +365,8 @@ pub struct Config {
     /// `header_read_timeout_seconds`: how long a client has to send a request's headers, and
     /// the longest idle keep-alive wait (default 30).
     pub header_read_timeout_seconds: u64,
+    /// `body_read_timeout_seconds`: how long a client has to send a request body (default 30).
+    pub body_read_timeout_seconds: u64,
     /// `max_waiters_per_principal`: long-polls one principal may hold at once (default 1024);
     /// more are `429 TOO_MANY_WAITERS`.
     pub max_waiters_per_principal: usize,
@@ -650,6 +654,12 @@ impl Config {
             &raw.header_read_timeout_seconds,
             (1, 30),
         )?;
+        let body_read_timeout_seconds = bounded(
+            path,
+            "body_read_timeout_seconds",
+            &raw.body_read_timeout_seconds,
+            (1, 30),
+        )?;
         let max_waiters_per_principal = bounded(
             path,
             "max_waiters_per_principal",
@@ -820,6 +830,7 @@ impl Config {
                 .map_or(crate::DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
             max_connections: max_connections.map_or(10_000, |n| n as usize),
             header_read_timeout_seconds: header_read_timeout_seconds.unwrap_or(30),
+            body_read_timeout_seconds: body_read_timeout_seconds.unwrap_or(30),
             rate_limits,
             insecure_demo_keys: false,
             max_waiters_per_principal: max_waiters_per_principal

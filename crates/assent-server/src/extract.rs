@@ -1,6 +1,6 @@
 //! Request bodies as the API reads them (issue 10 §1, §2, §12, §14): only from a caller whose
 //! bearer key is valid (a request without one gets `401` before its body is read), within
-//! [`BODY_READ_TIMEOUT`] and the router's body limit, and as strict JSON
+//! `body_read_timeout_seconds` and the router's body limit, and as strict JSON
 //! ([`assent_core::json`]: no duplicate keys, no number a double would change).
 
 use crate::AppState;
@@ -11,10 +11,6 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
-use std::time::Duration;
-
-/// How long a client may take to send a request body once its headers are in.
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A JSON body from an authenticated caller, parsed strictly into `T`. Rejections are JSON
 /// [`ApiError`]s: `401 UNAUTHENTICATED` (checked first), `408 REQUEST_TIMEOUT`,
@@ -49,21 +45,22 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
     }
 }
 
-/// Checks the bearer key, then reads the body within [`BODY_READ_TIMEOUT`].
+/// Checks the bearer key, then reads the body within the body-read timeout.
 async fn authenticated_body(req: Request, st: &AppState) -> Result<Bytes, ApiError> {
     authenticate(&st.principals, req.headers())?;
     read_body(req, st).await
 }
 
-/// Reads a request body within [`BODY_READ_TIMEOUT`] and the router's body limit.
+/// Reads a request body within the body-read timeout and the router's body limit.
 pub(crate) async fn read_body(req: Request, st: &AppState) -> Result<Bytes, ApiError> {
-    match tokio::time::timeout(BODY_READ_TIMEOUT, Bytes::from_request(req, st)).await {
+    let limit = st.settings.body_read_timeout;
+    match tokio::time::timeout(limit, Bytes::from_request(req, st)).await {
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "REQUEST_TIMEOUT",
             format!(
                 "the request body did not arrive within {} seconds",
-                BODY_READ_TIMEOUT.as_secs()
+                limit.as_secs()
             ),
         )),
         Ok(Err(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large()),

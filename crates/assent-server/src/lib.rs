@@ -112,6 +112,7 @@ impl AppState {
                 max_pending_per_agent: config.max_pending_per_agent,
                 aaep_max_timeout_extension_s: config.aaep_max_timeout_extension_seconds,
                 max_arguments_bytes: config.max_arguments_bytes,
+                body_read_timeout: Duration::from_secs(config.body_read_timeout_seconds),
             },
         );
         state.webhooks = Arc::new(webhooks);
@@ -191,6 +192,9 @@ pub struct Settings {
     /// Largest canonical `arguments` of a call, in bytes (`max_arguments_bytes`, default
     /// 256 KiB); larger is `413 ARGUMENTS_TOO_LARGE`. Request bodies may be 64 KiB larger.
     pub max_arguments_bytes: usize,
+    /// How long a client may take to send a request body once its headers are in
+    /// (`body_read_timeout_seconds`, default 30); slower is `408 REQUEST_TIMEOUT`.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -200,6 +204,7 @@ impl Default for Settings {
             max_pending_per_agent: 100,
             aaep_max_timeout_extension_s: 600,
             max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }

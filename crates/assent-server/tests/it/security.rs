@@ -542,3 +542,40 @@ async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
     assert_eq!(s, StatusCode::OK);
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_opts(
+        dir.path(),
+        300_000,
+        Settings {
+            body_read_timeout: std::time::Duration::from_secs(1),
+            ..Settings::default()
+        },
+    )
+    .await;
+    let addr = gw.url.trim_start_matches("http://").to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/tool-calls HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {BOT}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"agent\":"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tcp.read_to_end(&mut buf),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains(r#""code":"REQUEST_TIMEOUT""#), "{text}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    gw.stop().await;
+}
