@@ -75,7 +75,9 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
         "input": {"agent": a.agent, "session_id": a.session_id, "tool": a.call.tool,
                   "server": a.call.server, "arguments": r.arguments(&a.call.arguments), "call_hash": a.call_hash,
                   "message": r.text(&a.message), "human_summary": r.text(&a.human_summary)},
-        "state": {"risk_tier": a.risk_tier, "irreversible": a.irreversible, "reasons": a.reasons,
+        "state": {"risk_tier": a.risk_tier, "irreversible": a.irreversible,
+                  // Reasons quote the clause with the argument's value: masked too.
+                  "reasons": a.reasons.iter().map(|x| json!({"file": x.file, "rule": x.rule, "text": r.text(&x.text)})).collect::<Vec<_>>(),
                   "triggers": a.triggers, "approvers": a.approvers,
                   "default_decision": a.default_decision},
         "output": {"status": a.status, "decision": last.decision, "decided_by": last.actor,

@@ -46,6 +46,7 @@ policies:
         approvers: [finance]
         side_effects: "Charges card {{tool_args.card.number}} for {{tool_args.amount}}."
         redact: [card.number]
+        approval: {condition: {args_match: {card.number: {pattern: "^4"}}}}
 "#;
 const OTHER: &str =
     "metadata: {id: other}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
