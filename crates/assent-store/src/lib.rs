@@ -752,11 +752,13 @@ impl Store {
                 Proposed::Allowed
             }
             VerdictKind::Confirm => {
-                let grant = if verdict.triggers.is_empty() && p.target.is_none() {
-                    find_grant(&tx, p)?
-                } else {
-                    None
-                };
+                // A grant never stands in for the consent an irreversible call needs each time.
+                let grant =
+                    if verdict.triggers.is_empty() && p.target.is_none() && !verdict.irreversible {
+                        find_grant(&tx, p)?
+                    } else {
+                        None
+                    };
                 let joined: Option<String> = tx
                     .prepare_cached("SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at LIMIT 1")?
                     .query_row(params![p.agent, p.session_id, p.call_hash], |r| r.get(0))
@@ -1228,6 +1230,11 @@ impl Store {
                 "a Confirm on a {} is decided once, as submitted: no scope and no edits",
                 rec.target_type
             )));
+        }
+        if rec.irreversible && scope.is_grant() {
+            return Err(DecideError::Invalid(
+                "an irreversible action is approved once, with explicit consent each time (seed 001): no session, duration or workspace scope".into(),
+            ));
         }
         let tier = RiskTier::parse(&rec.risk_tier).unwrap_or(RiskTier::R4);
         let discouraged = scope == GrantScope::Workspace && tier >= RiskTier::R3;

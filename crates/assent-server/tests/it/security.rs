@@ -579,3 +579,38 @@ async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time() {
+    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: wire\n";
+    const GOV: &str = "policies:\n  - id: t.irrev-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: wire\n        irreversible: true\n        risk_tier: R1\n";
+    let dir = tempfile::tempdir().unwrap();
+    let gw = crate::start_reg(dir.path(), 300_000, Settings::default(), AGENT, GOV).await;
+    // Irreversible at R1 and no approval rule: still held for a person.
+    let (s, b) = gw.propose("wire", json!({"to": "x"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    // A standing grant is refused; approving this one call is fine.
+    let (s, b) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{id}/decision"),
+            Some(OP),
+            Some(json!({"decision": "approve", "scope": "session", "whole_tool": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(
+        b["message"].as_str().unwrap().contains("irreversible"),
+        "{b}"
+    );
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, b) = gw.propose("wire", json!({"to": "x"})).await;
+    assert_eq!(
+        s,
+        StatusCode::ACCEPTED,
+        "the next identical call needs a person again: {b}"
+    );
+    gw.stop().await;
+}
