@@ -614,3 +614,63 @@ async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn one_principal_cannot_pin_unbounded_long_polls() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        GOV,
+        |st| {
+            st.waiters = std::sync::Arc::new(assent_server::waiters::Waiters::new(2));
+        },
+    )
+    .await;
+    let (_, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let poll = |gw: &Gw| {
+        let (http, url) = (
+            gw.http.clone(),
+            format!("{}/v1/approvals/{id}?wait=30", gw.url),
+        );
+        tokio::spawn(async move {
+            let r = http.get(url).bearer_auth(BOT).send().await.unwrap();
+            let s = r.status();
+            (s, r.json::<Value>().await.unwrap())
+        })
+    };
+    let a = poll(&gw);
+    let b2 = poll(&gw);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (s, b) = poll(&gw).await.unwrap();
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_WAITERS")),
+        "{b}"
+    );
+    // A plain read still works, and a decision wakes the two waiting polls at once.
+    let (s, _) = gw
+        .req("GET", &format!("/v1/approvals/{id}"), Some(BOT), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let t = std::time::Instant::now();
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    for w in [a, b2] {
+        let (s, b) = w.await.unwrap();
+        assert_eq!(
+            (s, b["status"].as_str()),
+            (StatusCode::OK, Some("approved")),
+            "{b}"
+        );
+    }
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    gw.stop().await;
+}

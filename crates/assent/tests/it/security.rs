@@ -272,3 +272,45 @@ fn a_short_operator_key_stops_start_up_unless_demo_keys_are_asked_for_on_loopbac
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_duration_that_would_wrap_stops_start_up_instead_of_approving_at_once() {
+    // 2^64 - 1 seconds wrapped to a negative wait: the approval expired at once and its
+    // default applied. Every duration and count is range-checked with file and line.
+    let dir = tempfile::tempdir().unwrap();
+    for (line, why) in [
+        (
+            "approval_timeout_seconds: 18446744073709551615",
+            "approval_timeout_seconds is 18446744073709551615; it must be from 1 to 604800",
+        ),
+        (
+            "token_ttl_seconds: 0",
+            "token_ttl_seconds is 0; it must be from 1 to 86400",
+        ),
+        ("max_pending_per_agent: 9999999999", "max_pending_per_agent"),
+        ("max_arguments_bytes: 10", "max_arguments_bytes is 10"),
+        (
+            "header_read_timeout_seconds: 3600",
+            "header_read_timeout_seconds",
+        ),
+        (
+            "rate_limits: {requests_per_second: 0}",
+            "rate_limits.requests_per_second is 0",
+        ),
+    ] {
+        let p = dir.path().join("assent.yaml");
+        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{line}\n")).unwrap();
+        let out = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1)
+                && err.contains(&format!("{}:2:", p.display()))
+                && err.contains(why),
+            "{line}: {err}"
+        );
+    }
+}
