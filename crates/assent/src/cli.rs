@@ -578,7 +578,10 @@ async fn serve(
                     cfg.mcp_allowed_origins.clone(),
                 ),
             )
-            .layer(axum::middleware::from_fn(strict_mcp_bodies));
+            .layer(axum::middleware::from_fn_with_state(
+                state.principals.clone(),
+                strict_mcp_bodies,
+            ));
         tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
     }
     tracing::info!(
@@ -609,17 +612,49 @@ const MAX_MCP_BODY: usize = 4 * 1024 * 1024;
 
 /// Reads a `/mcp` request body strictly before rmcp sees it (issue 10 §1–2): a body with a
 /// duplicate key or a number a double would change is answered `400` with a JSON-RPC error
-/// naming the JSON pointer, and never gated or forwarded. Bodies over [`MAX_MCP_BODY`] are
-/// `413`.
+/// naming the JSON pointer, and never gated or forwarded. A request without an agent's valid
+/// bearer key is `401` before its body is read; bodies over [`MAX_MCP_BODY`] are `413`, and
+/// one not sent within 30 s is `408`.
 async fn strict_mcp_bodies(
+    axum::extract::State(principals): axum::extract::State<
+        std::sync::Arc<Vec<assent_server::config::Principal>>,
+    >,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
+    let rpc_error = |status: axum::http::StatusCode, message: String| {
+        (
+            status,
+            axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32600, "message": message}})),
+        )
+            .into_response()
+    };
+    let agent = assent_server::auth::authenticate(&principals, req.headers())
+        .ok()
+        .and_then(|p| p.agent_id());
+    if agent.is_none() {
+        return rpc_error(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "assent: send an agent's key (Authorization: Bearer KEY)".into(),
+        );
+    }
     let (parts, body) = req.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_MCP_BODY).await {
-        Ok(b) => b,
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        axum::body::to_bytes(body, MAX_MCP_BODY),
+    )
+    .await;
+    let bytes = match read {
+        Ok(Ok(b)) => b,
         Err(_) => {
+            return rpc_error(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "assent: the request body did not arrive within 30 seconds".into(),
+            );
+        }
+        Ok(Err(_)) => {
             return (
                 axum::http::StatusCode::PAYLOAD_TOO_LARGE,
                 axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": null,
