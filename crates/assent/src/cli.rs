@@ -369,8 +369,8 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
                 if ids.len() != 1 {
                     bail!("--args edits one call: give exactly one approval id");
                 }
-                body["arguments"] = serde_json::from_str(&a)
-                    .map_err(|e| anyhow!("--args is not valid JSON: {e}"))?;
+                body["arguments"] = assent_core::json::parse_value(a.as_bytes())
+                    .map_err(|e| anyhow!("--args is not strict JSON: {e}"))?;
             }
             decide(&remote, &ids, body, reason).await
         }
@@ -1180,10 +1180,10 @@ fn check(
     for w in &cfg.warnings {
         eprintln!("assent: warning: {w}");
     }
-    let arguments: Value = match serde_json::from_str(args) {
+    let arguments: Value = match assent_core::json::parse_value(args.as_bytes()) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("assent: --args is not valid JSON: {e}");
+            eprintln!("assent: --args is not strict JSON: {e}");
             return 2;
         }
     };
