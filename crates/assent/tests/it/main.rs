@@ -14,6 +14,7 @@ mod watch;
 const BIN: &str = env!("CARGO_BIN_EXE_assent");
 const OP_KEY: &str = "operator-test-key-0123456789abcdef";
 const BOT_KEY: &str = "bot-test-key";
+const FS_KEY: &str = "fs-test-key";
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
@@ -31,9 +32,10 @@ fn write_config(dir: &Path, port: u16) -> PathBuf {
     let bot = hex_sha256(BOT_KEY);
     let ex = examples();
     let cfg = format!(
-        "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [\"{}/agents/*.agf.yaml\"]\ngovernance: [\"{}/governance/*.yaml\"]\nprincipals:\n  - {{name: alice, kind: operator, roles: [finance-admin], key_env: TEST_ALICE_KEY}}\n  - {{name: bot, kind: agent, agent_id: treasury_bot, key_sha256: \"{bot}\"}}\n",
+        "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [\"{}/agents/*.agf.yaml\"]\ngovernance: [\"{}/governance/*.yaml\"]\nprincipals:\n  - {{name: alice, kind: operator, roles: [finance-admin], key_env: TEST_ALICE_KEY}}\n  - {{name: bot, kind: agent, agent_id: treasury_bot, key_sha256: \"{bot}\"}}\n  - {{name: fs, kind: agent, agent_id: fs_agent, key_sha256: \"{fs}\"}}\n",
         ex.display(),
-        ex.display()
+        ex.display(),
+        fs = hex_sha256(FS_KEY),
     );
     let p = dir.join("assent.yaml");
     std::fs::write(&p, cfg).unwrap();
@@ -498,18 +500,34 @@ fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
         assert_eq!(v["decisions"][0]["reason"], "over budget");
     }
 
-    // A session grant lets the same call through; revoking it holds the call again.
+    // An irreversible transfer is approved once: a session scope is refused.
     let d = id_of(&propose(&url, 7000));
-    let text = ok(&cli(&url, &["approve", &d, "--scope", "session"]));
+    let out = cli(&url, &["approve", &d, "--scope", "session"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("irreversible"));
+    ok(&cli(&url, &["approve", &d]));
+    // A session grant lets the same (reversible) call through; revoking it holds it again.
+    let write = || {
+        reqwest::blocking::Client::new()
+            .post(format!("{url}/v1/tool-calls"))
+            .bearer_auth(FS_KEY)
+            .json(&json!({"agent": "fs_agent", "session_id": "s", "tool": "write_file", "server": "fs", "arguments": {"path": "/tmp/x", "content": "y"}}))
+            .send()
+            .unwrap()
+            .json::<Value>()
+            .unwrap()
+    };
+    let w = id_of(&write());
+    let text = ok(&cli(&url, &["approve", &w, "--scope", "session"]));
     assert!(text.contains("(scope session, grant "), "{text}");
-    let again = propose(&url, 7000);
+    let again = write();
     assert_eq!(again["decision"], "allow", "{again}");
     assert!(again["token"].is_string(), "{again}");
     let grants: Value = serde_json::from_str(&ok(&cli(&url, &["grants", "--json"]))).unwrap();
     let grant = grants["grants"][0]["id"].as_str().unwrap().to_string();
     assert!(ok(&cli(&url, &["grants"])).contains(&grant));
     assert!(ok(&cli(&url, &["revoke", &grant])).contains("revoked"));
-    assert_eq!(propose(&url, 7000)["decision"], "pending");
+    assert_eq!(write()["decision"], "pending");
     assert!(ok(&cli(&url, &["grants"])).contains("no grants"));
 
     // A clarification: listed, a wrong-kind answer refused before it is sent, then answered.
@@ -540,7 +558,8 @@ fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
     assert!(ok(&cli(&url, &["clarifications"])).contains("no pending clarifications"));
 
     // Learning samples straight from the database while the gateway runs: one per settled
-    // approval (edited a, denied b and c, granted d and its grant use), as the API gives them.
+    // approval (edited a, denied b and c, approved d, granted w and its grant use), as the API
+    // gives them.
     let out = Command::new(BIN)
         .args(["export", "learning-samples", "--data-dir"])
         .arg(dir.path().join("data"))
@@ -551,7 +570,7 @@ fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 5, "{jsonl}");
+    assert_eq!(lines.len(), 6, "{jsonl}");
     assert!(
         lines
             .iter()
