@@ -982,6 +982,29 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
         for ev in c["events"].as_array().unwrap() {
             assert_eq!(ev["trace_id"], c["trace"]["trace_id"]);
         }
+        // The governance block names the policy set that governed it (issue 10).
+        let hash = &gw.state.registry.policy_set_sha256;
+        let phase = if status == "pending" {
+            "review"
+        } else {
+            "decided"
+        };
+        assert_eq!(
+            c["governance"],
+            json!({"lifecyclePhase": phase, "truthDomain": format!("policy-set sha256:{hash}"),
+                   "locked": status != "pending"}),
+            "{c}"
+        );
+        assert_eq!(c["trace"]["attributes"]["policy_set_sha256"], hash.as_str());
+        let policies = if id == &pending || id == &expired {
+            json!(["acme.proto.rules-v1"])
+        } else {
+            json!([])
+        };
+        assert_eq!(
+            c["trace"]["attributes"]["governance_policies"], policies,
+            "{c}"
+        );
     }
     let (_, c) = gw
         .req(
@@ -1047,4 +1070,60 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
         )
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+/// Issue 10: the Confirm says which policies governed a held call and the hash of the policy
+/// set then loaded, even after the policies change (recorded when the call was held).
+#[tokio::test]
+async fn a_confirm_keeps_the_policy_set_it_was_held_under_after_the_policies_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_reg(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        crate::AGENTS,
+        crate::GOV,
+    )
+    .await;
+    let before = gw.state.registry.policy_set_sha256.clone();
+    assert_eq!(before.len(), 64);
+    let old = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "bob"}))
+        .await;
+    gw.stop().await;
+    let gw = start_reg(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        crate::AGENTS,
+        crate::REDACTING_GOV,
+    )
+    .await;
+    let after = gw.state.registry.policy_set_sha256.clone();
+    assert_ne!(before, after);
+    let new = gw
+        .held("s2", "pay", json!({"amount": 600, "to": "bob"}))
+        .await;
+    let confirm = validator("mplp/schemas/v2/mplp-confirm.schema.json");
+    for (id, hash) in [(&old, &before), (&new, &after)] {
+        let (s, c) = gw
+            .req(
+                "GET",
+                &format!("/v1/approvals/{id}?format=mplp"),
+                Some("alice-key"),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        assert_valid(&confirm, &c, "MPLP Confirm");
+        assert_eq!(
+            c["governance"]["truthDomain"],
+            format!("policy-set sha256:{hash}")
+        );
+        assert_eq!(
+            c["trace"]["attributes"]["governance_policies"],
+            json!(["acme.test.rules-v1"])
+        );
+    }
+    gw.stop().await;
 }
