@@ -685,6 +685,7 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
                 "human_summary": rec.human_summary, "reasons": rec.reasons,
                 "in_client_approval": rec.in_client_approval,
                 "suggested_alternatives": rec.suggested_alternatives,
+                "side_effects": rec.side_effects, "rollback": rec.rollback,
             })))).into_response())
         }
         Proposed::TooManyPending { limit } => Err(ApiError::new(

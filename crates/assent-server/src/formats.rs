@@ -33,7 +33,9 @@ fn denial(a: &ApprovalRecord) -> Option<String> {
             .map(|r| format!("{d}: {r}"))
             .unwrap_or_else(|| d.to_string())
     };
+    let by_user = last.is_some_and(|d| d.actor.starts_with("user-of:"));
     match a.status {
+        ApprovalStatus::Rejected if by_user => Some(why("denied by the agent's user")),
         ApprovalStatus::Rejected => Some(why("denied by an operator")),
         ApprovalStatus::Cancelled => Some(why("cancelled")),
         ApprovalStatus::Expired if a.token.is_none() => Some(
