@@ -1127,3 +1127,48 @@ async fn a_confirm_keeps_the_policy_set_it_was_held_under_after_the_policies_cha
     }
     gw.stop().await;
 }
+
+/// Seed 002 Token: every field of a minted token says what it binds — its own UUID v4
+/// `tokenId`, the approval, the call's hash, the expiry the agent is told, single use, the
+/// scope and the device — and it validates against the schema.
+#[tokio::test]
+async fn a_token_carries_every_seed_002_field_with_the_values_it_binds() {
+    let e = env().await;
+    let gw = &e.gw;
+    let (s, b) = gw
+        .call(
+            "s1",
+            "send",
+            json!({"n": 9}),
+            json!({"device_id": "phone-1"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = gw
+        .decide_with(&id, "alice-key", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let rec = gw.as_agent(&id).await;
+    let t = &rec["approval_token"];
+    assert_valid(
+        &validator("docs/schemas/approval-token.schema.json"),
+        t,
+        "token",
+    );
+    let token_id = t["tokenId"].as_str().unwrap();
+    assert!(uuid::Uuid::parse_str(token_id).is_ok_and(|u| u.get_version_num() == 4));
+    assert_eq!(t["approvalId"], id.as_str());
+    assert_eq!(t["toolCallHash"], rec["call_hash"]);
+    assert_eq!(t["expiresAt"], rec["token_expires_at"]);
+    assert_eq!(t["singleUse"], true);
+    assert_eq!(t["scope"], "once");
+    assert_eq!(t["issuedToClientDeviceId"], "phone-1");
+    let other = gw.held("s1", "send", json!({"n": 10})).await;
+    gw.decide_with(&other, "alice-key", json!({"decision": "approve"}))
+        .await;
+    assert_ne!(
+        gw.as_agent(&other).await["approval_token"]["tokenId"],
+        token_id
+    );
+}
