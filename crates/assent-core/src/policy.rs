@@ -345,8 +345,22 @@ pub struct Registry {
     pub policies: BTreeMap<String, Policy>,
     /// Load-time warnings (e.g. a high-risk rule that defaults to approve).
     pub warnings: Vec<String>,
+    /// SHA-256 (hex) of the governance policy set as loaded: of the RFC 8785 canonical JSON of
+    /// the array of the governance files' texts, sorted (so neither file names nor load order
+    /// change it; any edit of a policy does). Recorded with each held call (MPLP Confirm
+    /// `governance`, `docs/conformance.md`).
+    pub policy_set_sha256: String,
     /// Unknown-field errors collected in strict mode before the files are parsed.
     strict_errors: Vec<LoadError>,
+}
+
+/// [`Registry::policy_set_sha256`] of these governance files.
+fn policy_set_sha256(governance_files: &[(String, String)]) -> String {
+    let mut texts: Vec<&str> = governance_files.iter().map(|(_, t)| t.as_str()).collect();
+    texts.sort_unstable();
+    let canonical = crate::canonical::canonical_value(&serde_json::json!(texts))
+        .expect("an array of strings is canonical");
+    crate::canonical::sha256_hex(canonical.as_bytes())
 }
 
 fn reg_errs_push(reg: &mut Registry, file: &str, line: Option<u64>, path: &str) {
@@ -659,6 +673,7 @@ impl Registry {
             }
         }
         let mut errs = std::mem::take(&mut reg.strict_errors);
+        reg.policy_set_sha256 = policy_set_sha256(governance_files);
         for (file, text) in governance_files {
             reg.load_governance(file, text, &mut errs);
         }
@@ -1084,6 +1099,21 @@ impl Registry {
         self.policies.values().filter(move |p| {
             agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
         })
+    }
+
+    /// Ids of the governance policies behind `reasons`: those with a rule that left a reason
+    /// (the reason's `file` is the policy's file and its `rule` the rule's label). Sorted, each
+    /// once. These are the policies that governed a call's verdict.
+    pub fn policies_behind(&self, reasons: &[crate::Reason]) -> Vec<String> {
+        self.policies
+            .values()
+            .filter(|p| {
+                reasons
+                    .iter()
+                    .any(|r| r.file == p.file && p.rules.iter().any(|x| x.label == r.rule))
+            })
+            .map(|p| p.id.clone())
+            .collect()
     }
 
     /// Tool names the agent declares on MCP server `alias`: `Ok(None)` when every tool is

@@ -29,7 +29,9 @@ pub struct Thresholds {
     #[serde(default)]
     pub cost: Option<CostLimit>,
     /// A tool result larger than this many bytes (its JSON text) is held for an operator
-    /// before it reaches the agent. Applies where assent forwards the call (the MCP proxy).
+    /// before it reaches the agent. Applies to results reported to `POST /v1/tool-results`:
+    /// by the MCP proxy and hub for every forwarded call, by a REST agent that reports its
+    /// own. The call has already run: this withholds its result, not its side effects.
     #[serde(default)]
     pub output_bytes: Option<u64>,
 }

@@ -661,24 +661,19 @@ fn ask_user(ctx: &RequestContext<RoleServer>) -> Option<AskUser> {
         let ask: AskUser = Arc::new(move |question: String| {
             let peer = peer.clone();
             Box::pin(async move {
-                let schema =
-                    serde_json::from_value(json!({"type": "object", "required": ["approve"],
-                    "properties": {"approve": {"type": "boolean", "title": "Approve this call?",
-                        "description": "Only this one call, with exactly these arguments."}}}))
-                    .ok()?;
+                let schema = serde_json::from_value(crate::elicitation_schema()).ok()?;
                 let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
                     meta: None,
                     message: question,
                     requested_schema: schema,
                 };
                 let r = peer.create_elicitation(params).await.ok()?;
-                match r.action {
-                    rmcp::model::ElicitationAction::Accept => {
-                        Some(r.content.as_ref().is_some_and(|c| c["approve"] == true))
-                    }
-                    rmcp::model::ElicitationAction::Decline => Some(false),
-                    _ => None,
-                }
+                let action = match r.action {
+                    rmcp::model::ElicitationAction::Accept => "accept",
+                    rmcp::model::ElicitationAction::Decline => "decline",
+                    _ => return None,
+                };
+                crate::user_answer(action, r.content.as_ref())
             })
         });
         ask

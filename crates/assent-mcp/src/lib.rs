@@ -102,13 +102,110 @@ pub struct PinState {
 }
 
 /// Asks the person driving the agent, in the MCP client, whether a held call may run
-/// (elicitation). `Some(true)` approve, `Some(false)` decline, `None` no answer (dismissed,
-/// unsupported, timed out).
+/// (elicitation, the question of [`in_client_question`], the form of
+/// [`elicitation_schema`]). `Some` their answer, `None` no answer (dismissed, unsupported,
+/// timed out).
 pub type AskUser = Arc<
-    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<bool>> + Send>>
+    dyn Fn(
+            String,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<UserAnswer>> + Send>>
         + Send
         + Sync,
 >;
+
+/// The answer of the person driving the agent to an in-client question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserAnswer {
+    /// Approve (`true`) or deny the call.
+    pub approve: bool,
+    /// The reason they gave, if any (trimmed, at most 1,000 characters).
+    pub reason: Option<String>,
+}
+
+impl UserAnswer {
+    /// The decision reason relayed to the gateway: `approved by the user` or `declined by the
+    /// user`, followed by `: REASON` when they gave one.
+    pub fn relayed_reason(&self) -> String {
+        let what = if self.approve {
+            "approved by the user"
+        } else {
+            "declined by the user"
+        };
+        match &self.reason {
+            Some(r) => format!("{what}: {r}"),
+            None => what.to_string(),
+        }
+    }
+}
+
+/// The elicitation `requestedSchema` of an in-client question: a required boolean `approve`
+/// and an optional `reason` string, relayed as the decision's reason (seed 002: a deny reason).
+pub fn elicitation_schema() -> Value {
+    json!({"type": "object", "required": ["approve"], "properties": {
+        "approve": {"type": "boolean", "title": "Approve this call?",
+                    "description": "Only this one call, with exactly these arguments."},
+        "reason": {"type": "string", "title": "Reason (optional)",
+                   "description": "Why you approve or deny it; recorded with your decision."}}})
+}
+
+/// The answer in an elicitation result: `accept` gives `content.approve` (anything but `true`
+/// denies) and `content.reason`; `decline` denies; anything else is no answer.
+pub fn user_answer(action: &str, content: Option<&Value>) -> Option<UserAnswer> {
+    let reason = content
+        .and_then(|c| c["reason"].as_str())
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(|r| r.chars().take(1000).collect());
+    match action {
+        "accept" => Some(UserAnswer {
+            approve: content.is_some_and(|c| c["approve"] == true),
+            reason,
+        }),
+        "decline" => Some(UserAnswer {
+            approve: false,
+            reason,
+        }),
+        _ => None,
+    }
+}
+
+/// The in-client question for a held call, from the gateway's `202` answer: what it asks
+/// (message, risk tier, summary), then, as seed 002 asks of every approval surface, why it
+/// needs approval (the reasons), its predicted side effects and its rollback notes.
+pub fn in_client_question(b: &Value) -> String {
+    let mut q = format!(
+        "assent: {} (risk {}; {}).",
+        text(b, "message"),
+        b["risk_tier"].as_str().unwrap_or("?"),
+        text(b, "human_summary")
+    );
+    let list = |k: &str, field: Option<&str>| -> Vec<String> {
+        b[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| match field {
+                        Some(f) => x[f].as_str(),
+                        None => x.as_str(),
+                    })
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (title, items) in [
+        ("Why", list("reasons", Some("text"))),
+        ("Side effects", list("side_effects", None)),
+        ("Rollback", list("rollback", None)),
+    ] {
+        if !items.is_empty() {
+            q.push_str(&format!("\n{title}: {}", items.join("; ")));
+        }
+    }
+    q.push_str("\nApprove this call? (You may give a reason.)");
+    q
+}
 
 /// A small client of the assent HTTP API for the agent side.
 #[derive(Clone)]
@@ -291,23 +388,18 @@ impl Gateway {
         tracing::info!(approval_id = %id, tool, "call held for approval");
         let asking = match ask {
             Some(ask) if b["in_client_approval"] == true => {
-                let question = format!(
-                    "assent: {} (risk {}; {}). Approve this call?",
-                    text(&b, "message"),
-                    b["risk_tier"].as_str().unwrap_or("?"),
-                    text(&b, "human_summary")
-                );
+                let question = in_client_question(&b);
                 let (http, url, key) = (
                     self.http.clone(),
                     self.url(&format!("/v1/approvals/{id}/user-decision")),
                     self.cfg.api_key.clone(),
                 );
                 Some(tokio::spawn(async move {
-                    let Some(yes) = ask(question).await else {
+                    let Some(answer) = ask(question).await else {
                         return;
                     };
-                    let body = json!({"decision": if yes { "approve" } else { "deny" },
-                                      "reason": if yes { "approved by the user" } else { "declined by the user" }});
+                    let body = json!({"decision": if answer.approve { "approve" } else { "deny" },
+                                      "reason": answer.relayed_reason()});
                     if let Err(e) = http.post(url).bearer_auth(key).json(&body).send().await {
                         tracing::warn!(error = %e, "could not relay the user's decision");
                     }
@@ -776,20 +868,16 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
             );
             let (tx, rx) = oneshot::channel::<Value>();
             elicits.lock().expect("elicits").insert(id.clone(), tx);
-            let _ = tc.send(json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
-                "message": question,
-                "requestedSchema": {"type": "object", "required": ["approve"], "properties": {
-                    "approve": {"type": "boolean", "title": "Approve this call?",
-                                "description": "Only this one call, with exactly these arguments."}}},
-            }}).to_string());
+            let _ = tc.send(
+                json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+                    "message": question, "requestedSchema": elicitation_schema(),
+                }})
+                .to_string(),
+            );
             Box::pin(async move {
                 let reply = rx.await.ok()?;
                 let r = &reply["result"];
-                match r["action"].as_str() {
-                    Some("accept") => Some(r["content"]["approve"] == true),
-                    Some("decline") => Some(false),
-                    _ => None,
-                }
+                user_answer(r["action"].as_str()?, r.get("content"))
             })
         })
     };

@@ -578,6 +578,7 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
                 .unwrap_or(crate::secs_to_ms(default_timeout_seconds(v.risk_tier)))
                 .saturating_add(extension_ms)
         };
+        let governed_by = |v: &Verdict| reg.policies_behind(&v.reasons);
         s.propose(
             &Proposal {
                 agent: &agent,
@@ -599,6 +600,8 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
                 }),
                 plan_id: plan_id.as_deref(),
                 step_id: step_id.as_deref(),
+                governed_by: Some(&governed_by),
+                policy_set_sha256: Some(&reg.policy_set_sha256),
             },
             |prior| {
                 if let Some(v) = preset {
@@ -685,6 +688,7 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
                 "human_summary": rec.human_summary, "reasons": rec.reasons,
                 "in_client_approval": rec.in_client_approval,
                 "suggested_alternatives": rec.suggested_alternatives,
+                "side_effects": rec.side_effects, "rollback": rec.rollback,
             })))).into_response())
         }
         Proposed::TooManyPending { limit } => Err(ApiError::new(
@@ -819,9 +823,9 @@ async fn get_approval(
                     _ => None,
                 };
                 let events = if want_events {
-                    s.mplp_events(&id2)?
+                    (s.mplp_events(&id2)?, s.confirm_context(&id2)?)
                 } else {
-                    Vec::new()
+                    Default::default()
                 };
                 Ok((expired, rec, token, events))
             })
@@ -836,7 +840,7 @@ async fn get_approval(
         if rec.status != ApprovalStatus::Pending || now >= deadline {
             return Ok(Json(match format {
                 "approval-request" => formats::approval_request_json(&rec),
-                "mplp" => formats::mplp_confirm_json(&rec, &events),
+                "mplp" => formats::mplp_confirm_json(&rec, &events.0, &events.1),
                 _ => approval_json(&rec, token),
             }));
         }

@@ -2,7 +2,7 @@
 //! (schemas in `docs/schemas/`), with RFC 3339 times.
 
 use assent_core::ApprovalStatus;
-use assent_store::ApprovalRecord;
+use assent_store::{ApprovalRecord, ConfirmContext};
 use serde_json::{Value, json};
 
 /// Unix milliseconds as RFC 3339 (UTC, with fractional seconds when non-zero).
@@ -33,7 +33,9 @@ fn denial(a: &ApprovalRecord) -> Option<String> {
             .map(|r| format!("{d}: {r}"))
             .unwrap_or_else(|| d.to_string())
     };
+    let by_user = last.is_some_and(|d| d.actor.starts_with("user-of:"));
     match a.status {
+        ApprovalStatus::Rejected if by_user => Some(why("denied by the agent's user")),
         ApprovalStatus::Rejected => Some(why("denied by an operator")),
         ApprovalStatus::Cancelled => Some(why("cancelled")),
         ApprovalStatus::Expired if a.token.is_none() => Some(
@@ -133,10 +135,27 @@ fn mplp_decision_status(d: &assent_store::DecisionRecord) -> &'static str {
     }
 }
 
+/// The MPLP Confirm `governance` block of an approval held under a recorded policy set
+/// (`docs/conformance.md`): `lifecyclePhase` `review` while pending, `decided` after;
+/// `truthDomain` `policy-set sha256:HEX` names the policy set that governed it; `locked` once
+/// decided. `None` when no policy set was recorded (approvals held before migration 0010).
+fn mplp_governance(a: &ApprovalRecord, ctx: &ConfirmContext) -> Option<Value> {
+    let hash = ctx.policy_set_sha256.as_ref()?;
+    let pending = a.status == ApprovalStatus::Pending;
+    Some(json!({
+        "lifecyclePhase": if pending { "review" } else { "decided" },
+        "truthDomain": format!("policy-set sha256:{hash}"),
+        "locked": !pending,
+    }))
+}
+
 /// The approval as an MPLP Confirm object (`mplp-confirm.schema.json` v1.0.0): UUID v4 ids,
-/// `meta.protocol_version`/`schema_version`, `target_type` (`other` for a tool call),
-/// `decisions[]`, `trace` and the `confirm.*` trace `events` from the audit chain.
-pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value]) -> Value {
+/// `meta.protocol_version`/`schema_version`, `target_type` (`other` for a tool call; its
+/// `target_id` is the plan step when the call named one), `decisions[]`, `trace` (its
+/// `attributes` carry the governance policies, the policy-set hash and the plan and step ids
+/// recorded when the call was held), `governance` and the `confirm.*` trace `events` from the
+/// audit chain.
+pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value], ctx: &ConfirmContext) -> Value {
     let status = match a.status {
         ApprovalStatus::Pending => "pending",
         ApprovalStatus::Approved => "approved",
@@ -171,10 +190,14 @@ pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value]) -> Value {
             v
         })
         .collect();
+    let target_id = match (&ctx.step_id, a.target_type.as_str()) {
+        (Some(step), "other") => step.as_str(),
+        _ => a.target_id.as_str(),
+    };
     let mut v = json!({
         "meta": {"protocol_version": "1.0.0", "schema_version": "1.0.0",
                  "created_at": rfc3339(a.requested_at), "created_by": "assent"},
-        "confirm_id": a.id, "target_type": a.target_type, "target_id": a.target_id,
+        "confirm_id": a.id, "target_type": a.target_type, "target_id": target_id,
         "status": status, "requested_by_role": a.agent, "requested_at": rfc3339(a.requested_at),
         "reason": if a.message.is_empty() { a.human_summary.clone() } else { a.message.clone() },
         "decisions": decisions,
@@ -182,6 +205,19 @@ pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value]) -> Value {
                   "attributes": {"agent": a.agent, "session_id": a.session_id, "tool": a.call.tool,
                                  "server": a.call.server, "call_hash": a.call_hash}},
     });
+    let attributes = &mut v["trace"]["attributes"];
+    if ctx.policy_set_sha256.is_some() {
+        attributes["governance_policies"] = json!(ctx.policies);
+        attributes["policy_set_sha256"] = json!(ctx.policy_set_sha256);
+    }
+    for (k, id) in [("plan_id", &ctx.plan_id), ("step_id", &ctx.step_id)] {
+        if let Some(id) = id {
+            attributes[k] = json!(id);
+        }
+    }
+    if let Some(g) = mplp_governance(a, ctx) {
+        v["governance"] = g;
+    }
     if !events.is_empty() {
         v["events"] = json!(events);
     }

@@ -18,12 +18,15 @@
 pub mod aaep;
 pub mod audit;
 pub mod checkpoint;
+pub mod confirm;
 pub mod integrity;
 pub mod learning;
 pub mod outbox;
 pub mod pins;
 pub mod plans;
 pub mod sessions;
+
+pub use confirm::ConfirmContext;
 
 use assent_core::ToolCall;
 use assent_core::approval::{
@@ -50,6 +53,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0007_operator.sql"),
     include_str!("../migrations/0008_audit_checkpoints.sql"),
     include_str!("../migrations/0009_cancelled_sessions.sql"),
+    include_str!("../migrations/0010_confirm_context.sql"),
 ];
 
 /// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
@@ -357,6 +361,9 @@ pub struct GrantRecord {
     pub revoked_by: Option<String>,
 }
 
+/// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
+pub type PoliciesOf<'a> = dyn Fn(&Verdict) -> Vec<String> + 'a;
+
 /// A tool call proposed by an agent, ready for [`Store::propose`].
 pub struct Proposal<'a> {
     /// The agent id (authenticated by the caller).
@@ -392,6 +399,12 @@ pub struct Proposal<'a> {
     pub plan_id: Option<&'a str>,
     /// See `plan_id`.
     pub step_id: Option<&'a str>,
+    /// The ids of the governance policies behind a confirm verdict, recorded with a held
+    /// call ([`ConfirmContext::policies`]); `None` records none.
+    pub governed_by: Option<&'a PoliciesOf<'a>>,
+    /// SHA-256 of the governance policy set the verdict came from
+    /// ([`ConfirmContext::policy_set_sha256`]).
+    pub policy_set_sha256: Option<&'a str>,
 }
 
 /// What [`Store::propose`] did.
@@ -465,6 +478,8 @@ pub struct NewApproval<'a> {
     pub trace_id: Option<&'a str>,
     /// The MPLP Confirm target when it is not the tool call itself (a plan, context, …).
     pub target: Option<ConfirmTarget<'a>>,
+    /// What governed the call (policies, policy-set hash, plan and step), stored with it.
+    pub context: ConfirmContext,
 }
 
 /// The MPLP Confirm target of an approval that is not a plain tool call (MPLP Confirm §2.3):
@@ -778,6 +793,12 @@ impl Store {
                     device_id: p.device_id,
                     trace_id: p.trace_id,
                     target: p.target,
+                    context: ConfirmContext {
+                        policies: p.governed_by.map(|f| f(&verdict)).unwrap_or_default(),
+                        policy_set_sha256: p.policy_set_sha256.map(str::to_string),
+                        plan_id: p.plan_id.map(str::to_string),
+                        step_id: p.step_id.map(str::to_string),
+                    },
                 };
                 if let Some((gid, scope)) = grant {
                     let id = insert_approval(&tx, &n, "approved")?;
@@ -1835,6 +1856,13 @@ fn insert_approval(
                 "irreversible": v.irreversible, "message": v.message, "expires_at": n.expires_at,
                 "default_decision": v.default_decision, "triggers": v.triggers}),
     )?;
+    confirm::record(tx, &id, &n.context)?;
+    // A tool call of a plan step is shown with the step as its MPLP target (see
+    // `docs/conformance.md`); the stored target id stays the call's own.
+    let shown_target = match (&n.context.step_id, target_type) {
+        (Some(step), "other") => step.clone(),
+        _ => target_id.clone(),
+    };
     mplp_event(
         tx,
         n.now,
@@ -1842,7 +1870,7 @@ fn insert_approval(
         &id,
         &trace_id,
         n.agent,
-        json!({"confirm_id": id, "target_type": target_type, "target_id": target_id, "requested_by_role": n.agent}),
+        json!({"confirm_id": id, "target_type": target_type, "target_id": shown_target, "requested_by_role": n.agent}),
     )?;
     if status == "pending" {
         // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
@@ -1864,7 +1892,8 @@ fn insert_approval(
 
 /// Appends an MPLP trace event (`common/events.schema.json`: UUID v4 `event_id`, dotted
 /// `event_type`, `source`, `timestamp`, `trace_id`, `data`) to the audit chain with `kind` =
-/// `event_type`, linking the Confirm to its trace (MPLP evidence chain, seed 000 §4.2).
+/// `event_type`, linking the Confirm to its trace (MPLP evidence chain, seed 000 §4.2). The
+/// `data` of an approval whose call named an MPLP plan or step carries `plan_id`/`step_id`.
 pub(crate) fn mplp_event(
     tx: &rusqlite::Transaction<'_>,
     now: i64,
@@ -1872,8 +1901,16 @@ pub(crate) fn mplp_event(
     approval_id: &str,
     trace_id: &str,
     actor: &str,
-    data: Value,
+    mut data: Value,
 ) -> rusqlite::Result<()> {
+    let ctx = confirm::read(tx, approval_id)?;
+    if let Value::Object(d) = &mut data {
+        for (k, v) in [("plan_id", ctx.plan_id), ("step_id", ctx.step_id)] {
+            if let Some(v) = v {
+                d.insert(k.into(), Value::String(v));
+            }
+        }
+    }
     let ev = json!({
         "event_id": uuid::Uuid::new_v4().to_string(), "event_type": event_type, "source": "assent.confirm",
         "timestamp": rfc3339(now), "trace_id": trace_id, "data": data,

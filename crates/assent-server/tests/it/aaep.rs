@@ -944,3 +944,63 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     assert_eq!(b["triggers"], json!(["cost"]), "90 + 20 is over 100: {b}");
 }
+
+/// AAEP §6.2.1/§6.2.2: every confirmation gets its own reply token (`rpl_` + 32 hex), stored
+/// with a unique index so that no token is issued twice, also across a restart; a decided
+/// confirmation keeps its token, so it can never be handed out again.
+#[tokio::test]
+async fn reply_tokens_are_unique_across_confirmations_and_restarts_and_never_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tokens = Vec::new();
+    let read = |gw: &Gw| -> Vec<(String, String)> {
+        let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
+        db.prepare("SELECT id, reply_token FROM approvals ORDER BY rowid")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let mut first = String::new();
+    for round in 0..2 {
+        let gw = start(dir.path()).await;
+        for n in 0..10 {
+            let (s, b) = gw
+                .propose("pay", json!({"amount": 200 + round * 100 + n, "to": "bob"}))
+                .await;
+            assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+            if round == 0 && n == 0 {
+                first = b["approval_id"].as_str().unwrap().to_string();
+                let (s, _) = gw.decide(&first, "alice-key", "approve").await;
+                assert_eq!(s, StatusCode::OK);
+            }
+        }
+        tokens = read(&gw);
+        gw.stop().await;
+    }
+    assert_eq!(tokens.len(), 20);
+    let mut seen = std::collections::HashSet::new();
+    for (_, t) in &tokens {
+        assert!(
+            t.len() == 36 && t.starts_with("rpl_") && t[4..].bytes().all(|c| c.is_ascii_hexdigit()),
+            "{t}"
+        );
+        assert!(seen.insert(t.clone()), "reply token {t} issued twice");
+    }
+    // The decided confirmation keeps its token; the unique index refuses to issue it again.
+    let kept = tokens
+        .iter()
+        .find(|(id, _)| *id == first)
+        .unwrap()
+        .1
+        .clone();
+    let db = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
+    let again = db.execute(
+        "UPDATE approvals SET reply_token = ?1 WHERE id = ?2",
+        [&kept, &tokens[1].0],
+    );
+    assert!(
+        again.is_err_and(|e| e.to_string().contains("UNIQUE")),
+        "a reply token could be issued twice"
+    );
+}

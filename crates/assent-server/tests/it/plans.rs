@@ -404,3 +404,74 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
     assert_eq!(s, StatusCode::FORBIDDEN);
     gw.stop().await;
 }
+
+/// Issue 10: a held tool call that names its plan and step keeps that link. Its Confirm is
+/// `target_type: other` with the step as `target_id`, the plan and step in
+/// `trace.attributes`, and every `confirm.*` event's `data` names both.
+#[tokio::test]
+async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let (pid, step) = (uuid(), uuid());
+    let (s, p) = gw
+        .req(
+            "POST",
+            "/v1/plans",
+            Some(BOT),
+            Some(
+                json!({"agent": "bot", "session_id": "s1", "plan": plan(&pid, &[(&step, "Pay")])}),
+            ),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (_, r) = gw
+        .req(
+            "POST",
+            &format!("/v1/plans/{pid}/submit"),
+            Some(BOT),
+            Some(json!({"agent": "bot"})),
+        )
+        .await;
+    let (s, _) = gw
+        .decide(r["approval_id"].as_str().unwrap(), OP, "approve")
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let body = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
+                      "arguments": {"amount": 500, "to": "bob"}, "plan_id": pid, "step_id": step});
+    let (s, h) = gw
+        .req("POST", "/v1/tool-calls", Some(BOT), Some(body))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{h}");
+    let id = h["approval_id"].as_str().unwrap().to_string();
+    let c = mplp(&gw, &id).await;
+    assert_eq!(
+        (c["target_type"].as_str(), c["target_id"].as_str()),
+        (Some("other"), Some(step.as_str())),
+        "{c}"
+    );
+    assert_eq!(c["trace"]["attributes"]["plan_id"], pid.as_str());
+    assert_eq!(c["trace"]["attributes"]["step_id"], step.as_str());
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let c = mplp(&gw, &id).await;
+    let events = c["events"].as_array().unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["confirm.requested", "confirm.approved"], "{c}");
+    for e in events {
+        assert_eq!(
+            (e["data"]["plan_id"].as_str(), e["data"]["step_id"].as_str()),
+            (Some(pid.as_str()), Some(step.as_str())),
+            "{e}"
+        );
+    }
+    assert_eq!(events[0]["data"]["target_id"], step.as_str());
+    // A call without a plan keeps its own target id and names no plan.
+    let (_, h) = gw.propose("pay", json!({"amount": 700, "to": "eve"})).await;
+    let c = mplp(&gw, h["approval_id"].as_str().unwrap()).await;
+    assert_ne!(c["target_id"], step.as_str());
+    assert!(c["trace"]["attributes"].get("plan_id").is_none(), "{c}");
+    gw.stop().await;
+}

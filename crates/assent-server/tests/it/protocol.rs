@@ -982,6 +982,29 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
         for ev in c["events"].as_array().unwrap() {
             assert_eq!(ev["trace_id"], c["trace"]["trace_id"]);
         }
+        // The governance block names the policy set that governed it (issue 10).
+        let hash = &gw.state.registry.policy_set_sha256;
+        let phase = if status == "pending" {
+            "review"
+        } else {
+            "decided"
+        };
+        assert_eq!(
+            c["governance"],
+            json!({"lifecyclePhase": phase, "truthDomain": format!("policy-set sha256:{hash}"),
+                   "locked": status != "pending"}),
+            "{c}"
+        );
+        assert_eq!(c["trace"]["attributes"]["policy_set_sha256"], hash.as_str());
+        let policies = if id == &pending || id == &expired {
+            json!(["acme.proto.rules-v1"])
+        } else {
+            json!([])
+        };
+        assert_eq!(
+            c["trace"]["attributes"]["governance_policies"], policies,
+            "{c}"
+        );
     }
     let (_, c) = gw
         .req(
@@ -1047,4 +1070,105 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
         )
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+/// Issue 10: the Confirm says which policies governed a held call and the hash of the policy
+/// set then loaded, even after the policies change (recorded when the call was held).
+#[tokio::test]
+async fn a_confirm_keeps_the_policy_set_it_was_held_under_after_the_policies_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_reg(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        crate::AGENTS,
+        crate::GOV,
+    )
+    .await;
+    let before = gw.state.registry.policy_set_sha256.clone();
+    assert_eq!(before.len(), 64);
+    let old = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "bob"}))
+        .await;
+    gw.stop().await;
+    let gw = start_reg(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        crate::AGENTS,
+        crate::REDACTING_GOV,
+    )
+    .await;
+    let after = gw.state.registry.policy_set_sha256.clone();
+    assert_ne!(before, after);
+    let new = gw
+        .held("s2", "pay", json!({"amount": 600, "to": "bob"}))
+        .await;
+    let confirm = validator("mplp/schemas/v2/mplp-confirm.schema.json");
+    for (id, hash) in [(&old, &before), (&new, &after)] {
+        let (s, c) = gw
+            .req(
+                "GET",
+                &format!("/v1/approvals/{id}?format=mplp"),
+                Some("alice-key"),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        assert_valid(&confirm, &c, "MPLP Confirm");
+        assert_eq!(
+            c["governance"]["truthDomain"],
+            format!("policy-set sha256:{hash}")
+        );
+        assert_eq!(
+            c["trace"]["attributes"]["governance_policies"],
+            json!(["acme.test.rules-v1"])
+        );
+    }
+    gw.stop().await;
+}
+
+/// Seed 002 Token: every field of a minted token says what it binds — its own UUID v4
+/// `tokenId`, the approval, the call's hash, the expiry the agent is told, single use, the
+/// scope and the device — and it validates against the schema.
+#[tokio::test]
+async fn a_token_carries_every_seed_002_field_with_the_values_it_binds() {
+    let e = env().await;
+    let gw = &e.gw;
+    let (s, b) = gw
+        .call(
+            "s1",
+            "send",
+            json!({"n": 9}),
+            json!({"device_id": "phone-1"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = gw
+        .decide_with(&id, "alice-key", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let rec = gw.as_agent(&id).await;
+    let t = &rec["approval_token"];
+    assert_valid(
+        &validator("docs/schemas/approval-token.schema.json"),
+        t,
+        "token",
+    );
+    let token_id = t["tokenId"].as_str().unwrap();
+    assert!(uuid::Uuid::parse_str(token_id).is_ok_and(|u| u.get_version_num() == 4));
+    assert_eq!(t["approvalId"], id.as_str());
+    assert_eq!(t["toolCallHash"], rec["call_hash"]);
+    assert_eq!(t["expiresAt"], rec["token_expires_at"]);
+    assert_eq!(t["singleUse"], true);
+    assert_eq!(t["scope"], "once");
+    assert_eq!(t["issuedToClientDeviceId"], "phone-1");
+    let other = gw.held("s1", "send", json!({"n": 10})).await;
+    gw.decide_with(&other, "alice-key", json!({"decision": "approve"}))
+        .await;
+    assert_ne!(
+        gw.as_agent(&other).await["approval_token"]["tokenId"],
+        token_id
+    );
 }

@@ -279,3 +279,110 @@ async fn a_user_decision_is_refused_where_no_rule_allows_in_client_approval() {
     assert_eq!(a["status"], "pending");
     gw.stop().await;
 }
+
+/// Issue 10: a REST agent (no MCP proxy) gets the output-size hold through
+/// `POST /v1/tool-results`: a result over `thresholds.output_bytes` is answered 202, an
+/// operator releases it, and the agent redeems the token for `result.TOOL`, bound to the
+/// result's hash (a different hash does not redeem).
+#[tokio::test]
+async fn a_rest_agent_reports_a_large_result_and_redeems_its_release() {
+    let gov = r#"
+policies:
+  - id: acme.test.output-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: read
+        approvers: [finance]
+        thresholds: {output_bytes: 100}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = crate::start_reg(
+        dir.path(),
+        300_000,
+        assent_server::Settings::default(),
+        crate::AGENTS,
+        gov,
+    )
+    .await;
+    let (s, b) = gw.propose("read", json!({"path": "/big"})).await;
+    assert_eq!((s, b["decision"].as_str()), (StatusCode::OK, Some("allow")));
+    let report = |bytes: u64, hash: String| {
+        json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {"path": "/big"},
+               "output_bytes": bytes, "result_sha256": hash})
+    };
+    let (s, b) = gw
+        .req(
+            "POST",
+            "/v1/tool-results",
+            Some("bot-key"),
+            Some(report(50, "cd".repeat(32))),
+        )
+        .await;
+    assert_eq!(
+        (s, b["decision"].as_str()),
+        (StatusCode::OK, Some("allow")),
+        "{b}"
+    );
+    let hash = "ab".repeat(32);
+    let (s, b) = gw
+        .req(
+            "POST",
+            "/v1/tool-results",
+            Some("bot-key"),
+            Some(report(5000, hash.clone())),
+        )
+        .await;
+    assert_eq!(
+        (s, b["decision"].as_str()),
+        (StatusCode::ACCEPTED, Some("pending")),
+        "{b}"
+    );
+    assert_eq!(b["triggers"], json!(["output_bytes"]));
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = gw.decide(&id, "alice-key", "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, rec) = gw
+        .req("GET", &format!("/v1/approvals/{id}"), Some("bot-key"), None)
+        .await;
+    assert_eq!(
+        (s, rec["status"].as_str()),
+        (StatusCode::OK, Some("approved"))
+    );
+    assert_eq!(rec["call"]["tool"], "result.read");
+    assert_eq!(rec["call"]["arguments"]["result_sha256"], hash);
+    let redeem =
+        |args: Value| json!({"token": rec["token"], "tool": "result.read", "arguments": args});
+    // Another result (another hash) is not what the operator released.
+    let mut forged = rec["call"]["arguments"].clone();
+    forged["result_sha256"] = json!("ee".repeat(32));
+    let (s, e) = gw
+        .req(
+            "POST",
+            "/v1/tokens/redeem",
+            Some("bot-key"),
+            Some(redeem(forged)),
+        )
+        .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("TOKEN_MISMATCH")),
+        "{e}"
+    );
+    // The agent rebuilds the released call from what it reported.
+    let args = json!({"call": {"tool": "read", "server": null, "arguments": {"path": "/big"}},
+                      "output_bytes": 5000, "result_sha256": hash, "preview": null});
+    let (s, r) = gw
+        .req(
+            "POST",
+            "/v1/tokens/redeem",
+            Some("bot-key"),
+            Some(redeem(args)),
+        )
+        .await;
+    assert_eq!(
+        (s, r["approval_id"].as_str()),
+        (StatusCode::OK, Some(id.as_str())),
+        "{r}"
+    );
+    gw.stop().await;
+}

@@ -39,6 +39,7 @@ fn pending(
             device_id: None,
             trace_id: None,
             target: None,
+            context: Default::default(),
             expires_at: now + ttl,
         })
         .unwrap();
@@ -232,6 +233,7 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
             device_id: None,
             trace_id: None,
             target: None,
+            context: Default::default(),
             expires_at: 10_000,
         })
         .unwrap()

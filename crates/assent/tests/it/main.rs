@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod audit;
+mod in_client;
 mod security;
 mod tasks;
 mod watch;

@@ -1,0 +1,68 @@
+//! What governed a held call, recorded when it is held (migration 0010): the governance
+//! policies behind its verdict, the SHA-256 of the policy set then loaded, and the MPLP plan
+//! and step the call named. The MPLP Confirm of the approval shows them (its `governance`
+//! block, `target_id` and `trace.attributes`) even after the policies change.
+
+use crate::{Store, StoreError};
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::Serialize;
+
+/// What governed one held call (see the module docs). `Default`: nothing recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConfirmContext {
+    /// Ids of the governance policies whose rules left a reason in the verdict, sorted.
+    pub policies: Vec<String>,
+    /// SHA-256 (hex) of the governance policy set loaded when the call was held
+    /// (`Registry::policy_set_sha256`).
+    pub policy_set_sha256: Option<String>,
+    /// The MPLP plan (UUID v4) the call named.
+    pub plan_id: Option<String>,
+    /// The MPLP plan step (UUID v4) the call named.
+    pub step_id: Option<String>,
+}
+
+impl ConfirmContext {
+    fn is_empty(&self) -> bool {
+        self == &ConfirmContext::default()
+    }
+}
+
+/// Stores `ctx` for approval `id` (nothing when it is empty).
+pub(crate) fn record(tx: &Transaction<'_>, id: &str, ctx: &ConfirmContext) -> rusqlite::Result<()> {
+    if ctx.is_empty() {
+        return Ok(());
+    }
+    let policies = serde_json::to_string(&ctx.policies).expect("strings serialise");
+    tx.prepare_cached(
+        "INSERT INTO confirm_context (approval_id, policies, policy_set_sha256, plan_id, step_id) VALUES (?1,?2,?3,?4,?5)",
+    )?
+    .execute(params![id, policies, ctx.policy_set_sha256, ctx.plan_id, ctx.step_id])?;
+    Ok(())
+}
+
+/// The context recorded for approval `id` (the default when none was).
+pub(crate) fn read(conn: &rusqlite::Connection, id: &str) -> rusqlite::Result<ConfirmContext> {
+    let row = conn
+        .prepare_cached(
+            "SELECT policies, policy_set_sha256, plan_id, step_id FROM confirm_context WHERE approval_id = ?1",
+        )?
+        .query_row([id], |r| {
+            let policies: String = r.get(0)?;
+            Ok(ConfirmContext {
+                policies: serde_json::from_str(&policies).unwrap_or_default(),
+                policy_set_sha256: r.get(1)?,
+                plan_id: r.get(2)?,
+                step_id: r.get(3)?,
+            })
+        })
+        .optional()?;
+    Ok(row.unwrap_or_default())
+}
+
+impl Store {
+    /// What governed approval `id` when it was held ([`ConfirmContext`]; the default for an
+    /// approval held before migration 0010 or with nothing to record).
+    pub fn confirm_context(&self, id: &str) -> Result<ConfirmContext, StoreError> {
+        Ok(read(&self.lock(), id)?)
+    }
+}

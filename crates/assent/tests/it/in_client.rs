@@ -1,0 +1,153 @@
+//! In-client approval through the real stdio proxy (issue 10, seed 002): the elicitation
+//! question shows why the call needs approval, its side effects and its rollback notes, and
+//! the person's reason is relayed as the decision's reason.
+
+use crate::{BIN, OP_KEY, free_port, hex_sha256, serve};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+const KEY: &str = "in-client-agent-test-key-0123456789";
+
+/// An MCP upstream in Python with one tool, `echo`.
+const UPSTREAM: &str = r#"import json,sys
+for line in sys.stdin:
+    m=json.loads(line)
+    if "id" not in m or "method" not in m: continue
+    if m["method"]=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"echo","version":"1"}}
+    elif m["method"]=="tools/list":
+        r={"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}
+    elif m["method"]=="tools/call":
+        r={"content":[{"type":"text","text":"Echo: "+m["params"]["arguments"]["message"]}]}
+    else:
+        r={}
+    print(json.dumps({"jsonrpc":"2.0","id":m["id"],"result":r}), flush=True)
+"#;
+
+const AGENT: &str = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [{name: echo, approval: true}]\n";
+
+const GOV: &str = r#"
+policies:
+  - id: acme.test.client-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: echo
+        risk_tier: R1
+        in_client_approval: true
+        side_effects: "Prints {{tool_args.message}} to the log."
+        rollback: "Nothing to undo: the log rotates daily."
+"#;
+
+#[test]
+fn the_in_client_question_shows_why_side_effects_and_rollback_and_relays_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    std::fs::write(dir.path().join("helper.agf.yaml"), AGENT).unwrap();
+    std::fs::write(dir.path().join("gov.yaml"), GOV).unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\ngovernance: [gov.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\n",
+            hex_sha256(KEY)
+        ),
+    )
+    .unwrap();
+    let mut server = serve(&cfg, port);
+    let mut child = Command::new(BIN)
+        .args([
+            "mcp",
+            "--agent",
+            "helper",
+            "--server",
+            "up",
+            "--poll-seconds",
+            "1",
+            "--",
+        ])
+        .args(["python3", "-c", UPSTREAM])
+        .env("ASSENT_URL", &server.url)
+        .env("ASSENT_API_KEY", KEY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    let mut recv = |pred: &dyn Fn(&Value) -> bool| loop {
+        let mut l = String::new();
+        assert!(
+            out.read_line(&mut l).unwrap() > 0,
+            "the proxy closed stdout"
+        );
+        let m: Value = serde_json::from_str(&l).unwrap();
+        if pred(&m) {
+            return m;
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    recv(&|m| m["id"] == 0);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"message": "hello"}}}));
+    let ask = recv(&|m| m["method"] == "elicitation/create");
+    let question = ask["params"]["message"].as_str().unwrap();
+    for part in [
+        "Why: ",
+        "Side effects: Prints hello to the log.",
+        "Rollback: Nothing to undo: the log rotates daily.",
+        "Approve this call?",
+    ] {
+        assert!(
+            question.contains(part),
+            "{part:?} missing from {question:?}"
+        );
+    }
+    let schema = &ask["params"]["requestedSchema"];
+    assert_eq!(schema["properties"]["reason"]["type"], "string", "{schema}");
+    assert_eq!(schema["required"], json!(["approve"]));
+    send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {
+        "action": "accept", "content": {"approve": false, "reason": "not during the freeze"}}}));
+    let r = recv(&|m| m["id"] == 1);
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        r["result"]["isError"] == true
+            && text.contains("declined by the user: not during the freeze")
+            && !text.contains("operator"),
+        "{r}"
+    );
+    drop(stdin);
+    child.wait().unwrap();
+    let list: Value = reqwest::blocking::Client::new()
+        .get(format!("{}/v1/approvals?status=all", server.url))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let d = &list["approvals"][0]["decisions"][0];
+    assert_eq!(
+        (
+            d["decision"].as_str(),
+            d["reason"].as_str(),
+            d["by"].as_str()
+        ),
+        (
+            Some("deny"),
+            Some("in the MCP client: declined by the user: not during the freeze"),
+            Some("user-of:helper")
+        ),
+        "{list}"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
