@@ -272,6 +272,13 @@ pub(crate) fn clarification_reply_valid(msg: &Value) -> bool {
 
 /// `POST /aaep/v1/replies`: `204` for every JSON body; `400` only when it is not JSON.
 async fn replies(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    // The sender is authenticated before the body is parsed; a reply without a valid key is
+    // ignored like any other failing reply (§6.3.4: 204, no reason given).
+    let Ok(p) = authenticate(&st.principals, &headers) else {
+        tracing::info!(why = "unauthenticated", "AAEP reply ignored");
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let p = Some(p.clone());
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
         return ApiError::bad_request("the body is not JSON").into_response();
     };
@@ -281,7 +288,6 @@ async fn replies(State(st): State<AppState>, headers: HeaderMap, body: Bytes) ->
         tracing::info!(why = %e, "AAEP reply ignored");
         return StatusCode::NO_CONTENT.into_response();
     }
-    let p = authenticate(&st.principals, &headers).ok().cloned();
     let outcome = match msg["type"].as_str() {
         Some("confirmation.reply") => confirmation(&st, p, &msg).await,
         Some("clarification.reply") => crate::clarify::reply(&st, p, &msg).await,

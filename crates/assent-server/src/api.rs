@@ -30,13 +30,10 @@ use std::time::Duration;
 /// Longest `?wait=` long-poll, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
 
-/// Builds the router with every v1 route and JSON 404/405 fallbacks.
-pub fn router(state: AppState) -> Router {
-    let max_body = state
-        .settings
-        .max_arguments_bytes
-        .saturating_add(crate::edge::BODY_OVERHEAD_BYTES);
-    let routes = Router::new()
+/// Every route of the gateway with JSON 404/405 fallbacks, without the edge layers (see
+/// [`crate::app`], which adds them around these and any extra routes).
+pub fn routes(state: AppState) -> Router {
+    Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/v1/whoami", get(whoami))
         .route("/v1/tool-calls", post(propose))
@@ -72,12 +69,7 @@ pub fn router(state: AppState) -> Router {
                 "method not allowed on this route",
             )
         })
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::throttle::layer,
-        ))
-        .with_state(state);
-    crate::edge::wrap(routes, max_body)
+        .with_state(state)
 }
 
 /// Runs a blocking store call on the blocking pool.

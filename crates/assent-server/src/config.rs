@@ -54,6 +54,8 @@ struct RawConfig {
     #[serde(default)]
     rate_limits: Option<Spanned<RawRateLimits>>,
     #[serde(default)]
+    trusted_proxies: Vec<String>,
+    #[serde(default)]
     strict_agent_files: bool,
     #[serde(default)]
     mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
@@ -372,6 +374,9 @@ pub struct Config {
     pub max_waiters_per_principal: usize,
     /// `rate_limits: {requests_per_second, burst}`: per principal (default 1,000/s, 2,000).
     pub rate_limits: crate::throttle::RateLimits,
+    /// `trusted_proxies`: addresses of reverse proxies whose `X-Forwarded-For` names the client
+    /// (for the failed-authentication throttle); empty by default.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Keys from `key_env` shorter than [`MIN_KEY_CHARS`] are allowed (`serve
     /// --insecure-demo-keys`, loopback only); false by default.
     pub insecure_demo_keys: bool,
@@ -667,6 +672,19 @@ impl Config {
             (1, 1_000_000),
         )?;
         let rate_limits = rate_limits(path, &raw.rate_limits)?;
+        let trusted_proxies = raw
+            .trusted_proxies
+            .iter()
+            .map(|a| {
+                a.parse::<std::net::IpAddr>().map_err(|_| {
+                    at(
+                        path,
+                        None,
+                        format!("trusted_proxies: `{a}` is not an IP address"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let mut mcp_upstreams = BTreeMap::new();
         for (alias, u) in &raw.mcp_upstreams {
             let line = Some(u.referenced.line());
@@ -832,6 +850,7 @@ impl Config {
             header_read_timeout_seconds: header_read_timeout_seconds.unwrap_or(30),
             body_read_timeout_seconds: body_read_timeout_seconds.unwrap_or(30),
             rate_limits,
+            trusted_proxies,
             insecure_demo_keys: false,
             max_waiters_per_principal: max_waiters_per_principal
                 .map_or(crate::waiters::DEFAULT_MAX_WAITERS_PER_PRINCIPAL, |n| {

@@ -355,7 +355,7 @@ async fn login(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let addr = peer.map(|p| p.0.0.ip());
+    let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
     let Ok(f) = form(&body) else {
         return login_form(
             StatusCode::BAD_REQUEST,
@@ -379,12 +379,13 @@ async fn login(
             wait,
         ))
     };
-    if let Some(wait) = st.throttle.locked_out(addr, key) {
+    if let Some(wait) = st.throttle.locked_out(addr, key, false) {
         return throttled(wait);
     }
     let Some(p) = principal_for_key(&st.principals, key).filter(|p| p.roles().is_some()) else {
         tracing::info!("dashboard sign-in refused");
-        if let Some(wait) = st.throttle.failed(addr, key) {
+        let locked = st.throttle.locked_out(addr, key, true);
+        if let Some(wait) = locked.or_else(|| st.throttle.failed(addr, key)) {
             return throttled(wait);
         }
         return login_form(

@@ -9,6 +9,7 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use std::time::Duration;
 
 /// Longest request URI (path and query) accepted, in bytes; longer is `414 URI_TOO_LONG`.
 pub const MAX_URI_BYTES: usize = 8 * 1024;
@@ -16,10 +17,19 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// Extra body bytes allowed beyond `max_arguments_bytes` for the other fields of a request.
 pub const BODY_OVERHEAD_BYTES: usize = 64 * 1024;
 
-/// Wraps `router` with the edge layers; `max_body` is the largest request body in bytes.
-pub fn wrap<S: Clone + Send + Sync + 'static>(router: Router<S>, max_body: usize) -> Router<S> {
+/// Wraps `router` with the edge layers; `max_body` is the largest request body in bytes, and
+/// every body must arrive within `read_timeout` (so no route, authenticated or not, holds a
+/// connection with a body trickled a byte at a time).
+pub fn wrap<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    max_body: usize,
+    read_timeout: Duration,
+) -> Router<S> {
     router
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            buffer_body(req, next, max_body, read_timeout)
+        }))
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(uri_limit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
@@ -33,6 +43,35 @@ pub fn wrap<S: Clone + Send + Sync + 'static>(router: Router<S>, max_body: usize
                 .into_response()
             },
         ))
+}
+
+/// Reads the whole request body within `read_timeout` (`408 REQUEST_TIMEOUT`) and `max_body`
+/// bytes (`413 PAYLOAD_TOO_LARGE`) before any handler sees it.
+async fn buffer_body(
+    req: Request,
+    next: Next,
+    max_body: usize,
+    read_timeout: Duration,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = match tokio::time::timeout(read_timeout, axum::body::to_bytes(body, max_body)).await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => return crate::extract::too_large().into_response(),
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "REQUEST_TIMEOUT",
+                format!(
+                    "the request body did not arrive within {} seconds",
+                    read_timeout.as_secs()
+                ),
+            )
+            .into_response();
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 /// `414 URI_TOO_LONG` for a URI over [`MAX_URI_BYTES`].

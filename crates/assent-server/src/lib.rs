@@ -118,7 +118,10 @@ impl AppState {
         state.webhooks = Arc::new(webhooks);
         state.public_url = config.public_url.as_deref().map(Arc::from);
         state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
-        state.throttle = Arc::new(throttle::Throttle::new(config.rate_limits));
+        state.throttle = Arc::new(throttle::Throttle::with_proxies(
+            config.rate_limits,
+            config.trusted_proxies.clone(),
+        ));
         state.limits = serve::ConnLimits {
             max_connections: config.max_connections,
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
@@ -244,7 +247,22 @@ pub fn now_ms() -> i64 {
 
 /// The application router (no listener), for tests with `tower::ServiceExt::oneshot`.
 pub fn router(state: AppState) -> axum::Router {
-    api::router(state)
+    app(state, axum::Router::new())
+}
+
+/// The gateway's routes and `extra` (the MCP hub's `/mcp`) behind the same edge: the throttle
+/// (rate limits, failed-authentication lock-outs), every body buffered within the body-read
+/// timeout and the body limit, the URI limit, JSON errors and caught panics.
+pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
+    let max_body = state
+        .settings
+        .max_arguments_bytes
+        .saturating_add(edge::BODY_OVERHEAD_BYTES);
+    let read_timeout = state.settings.body_read_timeout;
+    let routes = api::routes(state.clone())
+        .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(state, throttle::layer));
+    edge::wrap(routes, max_body, read_timeout)
 }
 
 /// Applies expiry now, then every `interval`, until the returned task is aborted.
@@ -298,7 +316,7 @@ pub async fn run_with(
     let hooks = webhooks::spawn(state.clone());
     let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
     let limits = state.limits;
-    let app = router(state.clone()).merge(extra);
+    let app = app(state.clone(), extra);
     let res = serve::serve(listener, app, limits, Duration::from_secs(10), shutdown).await;
     expiry.abort();
     signer.abort();

@@ -6,9 +6,14 @@
 //!   never meets it); more get `429 RATE_LIMITED` with `Retry-After`.
 //! - Failed authentications are counted per client address and per key prefix (the first 8
 //!   characters presented): past [`FAILURES_PER_SECOND`] a second (bursts of
-//!   [`FAILURE_BURST`]), that address or prefix is locked out until its allowance refills —
-//!   every request carrying a key, right or wrong, gets `429 AUTH_THROTTLED` without being
-//!   checked, so guessing is held to that rate. The API and the dashboard sign-in share it.
+//!   [`FAILURE_BURST`]), that address or prefix is locked out until its allowance refills.
+//!   From a locked-out address every request carrying a key, right or wrong, gets `429
+//!   AUTH_THROTTLED` without being checked, so guessing is held to that rate; a locked-out
+//!   prefix refuses only wrong keys (another address guessing at a key's prefix cannot lock
+//!   its owner out). The API, `/mcp` and the dashboard sign-in share it.
+//! - The client address is the TCP peer, or, when the peer is one of `trusted_proxies`, the
+//!   right-most `X-Forwarded-For` address that is not (so clients behind a reverse proxy are
+//!   told apart instead of sharing the proxy's address).
 
 use crate::AppState;
 use crate::auth::principal_for_key;
@@ -62,6 +67,7 @@ pub struct Throttle {
     principals: DefaultKeyedRateLimiter<String>,
     failures: DefaultKeyedRateLimiter<Who>,
     locked: Mutex<HashMap<Who, Instant>>,
+    trusted_proxies: Vec<IpAddr>,
 }
 
 impl std::fmt::Debug for Throttle {
@@ -81,6 +87,14 @@ fn nz(n: u32) -> NonZeroU32 {
 }
 
 impl Throttle {
+    /// [`Throttle::new`], reading client addresses behind `trusted_proxies`.
+    pub fn with_proxies(limits: RateLimits, trusted_proxies: Vec<IpAddr>) -> Self {
+        Self {
+            trusted_proxies,
+            ..Self::new(limits)
+        }
+    }
+
     /// Limiters with `limits` per principal and the fixed failure allowance.
     pub fn new(limits: RateLimits) -> Self {
         Self {
@@ -91,7 +105,42 @@ impl Throttle {
                 Quota::per_second(nz(FAILURES_PER_SECOND)).allow_burst(nz(FAILURE_BURST)),
             ),
             locked: Mutex::default(),
+            trusted_proxies: Vec::new(),
         }
+    }
+
+    /// The client address of `req`: the TCP peer, or behind a trusted proxy the right-most
+    /// `X-Forwarded-For` entry that is not a trusted proxy.
+    pub fn client_addr(&self, req: &Request) -> Option<IpAddr> {
+        let peer = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        self.addr_from(peer, req.headers())
+    }
+
+    /// [`Throttle::client_addr`] from the TCP peer and the request headers.
+    pub fn addr_from(
+        &self,
+        peer: Option<IpAddr>,
+        headers: &axum::http::HeaderMap,
+    ) -> Option<IpAddr> {
+        let peer = peer?;
+        if !self.trusted_proxies.contains(&peer) {
+            return Some(peer);
+        }
+        let forwarded = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+            .collect::<Vec<_>>();
+        forwarded
+            .into_iter()
+            .rev()
+            .find(|a| !self.trusted_proxies.contains(a))
+            .or(Some(peer))
     }
 
     fn keys(addr: Option<IpAddr>, key: &str) -> Vec<Who> {
@@ -100,13 +149,14 @@ impl Throttle {
         out
     }
 
-    /// `Some(wait)` while the address or the key's prefix is locked out.
-    pub fn locked_out(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
+    /// `Some(wait)` while the address (`by_prefix`: or the key's prefix) is locked out.
+    pub fn locked_out(&self, addr: Option<IpAddr>, key: &str, by_prefix: bool) -> Option<Duration> {
         let now = Instant::now();
         let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
         locked.retain(|_, until| *until > now);
         Self::keys(addr, key)
             .iter()
+            .filter(|w| by_prefix || matches!(w, Who::Addr(_)))
             .filter_map(|w| locked.get(w).map(|until| *until - now))
             .max()
     }
@@ -165,13 +215,6 @@ fn bearer(req: &Request) -> Option<&str> {
         .filter(|k| !k.is_empty())
 }
 
-/// The client address of a request served by [`crate::serve::serve`].
-pub fn client_addr(req: &Request) -> Option<IpAddr> {
-    req.extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip())
-}
-
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
 /// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
 /// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
@@ -179,17 +222,18 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
     let Some(key) = bearer(&req) else {
         return next.run(req).await;
     };
-    let addr = client_addr(&req);
-    if let Some(wait) = st.throttle.locked_out(addr, key) {
+    let addr = st.throttle.client_addr(&req);
+    if let Some(wait) = st.throttle.locked_out(addr, key, false) {
         return too_many(
             "AUTH_THROTTLED",
-            "too many failed authentications from this address or for this key; wait and retry",
+            "too many failed authentications from this address; wait and retry",
             wait,
         );
     }
     match principal_for_key(&st.principals, key) {
         None => {
-            if let Some(wait) = st.throttle.failed(addr, key) {
+            let locked = st.throttle.locked_out(addr, key, true);
+            if let Some(wait) = locked.or_else(|| st.throttle.failed(addr, key)) {
                 tracing::warn!(addr = ?addr, "authentication failures throttled");
                 return too_many(
                     "AUTH_THROTTLED",
@@ -209,4 +253,51 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
         }
     }
     next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderMap;
+
+    #[test]
+    fn behind_a_trusted_proxy_the_forwarded_client_is_the_address() {
+        let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+        let t = Throttle::with_proxies(RateLimits::default(), vec![proxy]);
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            "203.0.113.9, 198.51.100.7, 10.0.0.1".parse().unwrap(),
+        );
+        // The right-most address the trusted proxy did not add itself.
+        assert_eq!(
+            t.addr_from(Some(proxy), &h),
+            Some("198.51.100.7".parse().unwrap())
+        );
+        // Anyone else's X-Forwarded-For is ignored: it could be forged.
+        let other: IpAddr = "192.0.2.5".parse().unwrap();
+        assert_eq!(t.addr_from(Some(other), &h), Some(other));
+        assert_eq!(t.addr_from(Some(proxy), &HeaderMap::new()), Some(proxy));
+    }
+
+    #[test]
+    fn a_locked_prefix_refuses_wrong_keys_only_a_locked_address_everything() {
+        let t = Throttle::default();
+        let attacker: IpAddr = "192.0.2.66".parse().unwrap();
+        let mut locked = None;
+        for i in 0..100 {
+            if let Some(w) = t.failed(Some(attacker), &format!("alice-de-guess-{i}")) {
+                locked = Some(w);
+                break;
+            }
+        }
+        assert!(locked.is_some());
+        let owner: IpAddr = "192.0.2.10".parse().unwrap();
+        assert!(t.locked_out(Some(owner), "alice-demo-key", false).is_none());
+        assert!(t.locked_out(Some(owner), "alice-demo-key", true).is_some());
+        assert!(
+            t.locked_out(Some(attacker), "anything-else", false)
+                .is_some()
+        );
+    }
 }

@@ -324,7 +324,88 @@ pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, Stri
         )));
     }
     tokens(conn, &mut s, &mut out)?;
+    grants(conn, &mut out)?;
     Ok(out)
+}
+
+/// The fields of a grant that its `grant.created` record fixes.
+type GrantFields = (
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    Option<i64>,
+);
+
+/// Every grant must be the one its `grant.created` record describes (same agent, session,
+/// tool, server, call hash, scope and expiry): a grant inserted or widened behind the
+/// gateway's back would let calls through with no one's approval. A `grant.created` record
+/// whose grant is gone is reported too.
+fn grants(conn: &Connection, out: &mut Vec<(Option<i64>, String)>) -> rusqlite::Result<()> {
+    let mut created: HashMap<String, (i64, GrantFields)> = HashMap::new();
+    let mut stmt = conn.prepare(
+        "SELECT seq, json_extract(data, '$.grant_id'), json_extract(data, '$.agent'), json_extract(data, '$.session_id'),
+                json_extract(data, '$.tool'), json_extract(data, '$.server'), json_extract(data, '$.call_hash'),
+                json_extract(data, '$.scope'), json_extract(data, '$.expires_at')
+         FROM audit WHERE kind = 'grant.created' ORDER BY seq",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let Some(gid) = r.get::<_, Option<String>>(1)? else {
+            continue;
+        };
+        let fields: GrantFields = (
+            r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+            r.get(3)?,
+            r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+            r.get(5)?,
+            r.get(6)?,
+            r.get::<_, Option<String>>(7)?.unwrap_or_default(),
+            r.get(8)?,
+        );
+        created.entry(gid).or_insert((r.get(0)?, fields));
+    }
+    let mut stmt = conn.prepare(
+        "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at FROM grants ORDER BY created_at, rowid",
+    )?;
+    let rows: Vec<(String, GrantFields)> = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                (
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ),
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (gid, fields) in rows {
+        match created.remove(&gid) {
+            None => out.push((None, format!(
+                "grant {gid} has no grant.created record: no approval created it, yet it would let calls through"
+            ))),
+            Some((seq, rec)) if rec != fields => out.push((Some(seq), format!(
+                "grant {gid} differs from its grant.created record {seq} (agent, session, tool, server, call hash, scope or expiry changed)"
+            ))),
+            Some(_) => {}
+        }
+    }
+    let mut orphans: Vec<(i64, String)> =
+        created.into_iter().map(|(g, (seq, _))| (seq, g)).collect();
+    orphans.sort();
+    for (seq, g) in orphans {
+        out.push((Some(seq), format!(
+            "audit record {seq} (grant.created) names grant {g}, which is not in the grants table"
+        )));
+    }
+    Ok(())
 }
 
 fn tokens(

@@ -557,26 +557,36 @@ async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
     )
     .await;
     let addr = gw.url.trim_start_matches("http://").to_string();
-    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let head = format!(
-        "POST /v1/tool-calls HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {BOT}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"agent\":"
-    );
-    tcp.write_all(head.as_bytes()).await.unwrap();
-    let t = std::time::Instant::now();
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        tcp.read_to_end(&mut buf),
-    )
-    .await;
-    let text = String::from_utf8_lossy(&buf);
-    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(text.contains(r#""code":"REQUEST_TIMEOUT""#), "{text}");
-    assert!(
-        t.elapsed() < std::time::Duration::from_secs(5),
-        "{:?}",
-        t.elapsed()
-    );
+    // Authenticated or not, on the API, the AAEP replies and the dashboard's sign-in alike.
+    for (path, auth) in [
+        ("/v1/tool-calls", format!("authorization: Bearer {BOT}\r\n")),
+        ("/aaep/v1/replies", String::new()),
+        ("/ui/login", String::new()),
+    ] {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"agent\":"
+        );
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        let t = std::time::Instant::now();
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tcp.read_to_end(&mut buf),
+        )
+        .await;
+        let text = String::from_utf8_lossy(&buf);
+        assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
+        assert!(
+            text.contains(r#""code":"REQUEST_TIMEOUT""#),
+            "{path}: {text}"
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{path}: {:?}",
+            t.elapsed()
+        );
+    }
     gw.stop().await;
 }
 

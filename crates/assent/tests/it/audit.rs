@@ -288,3 +288,23 @@ fn a_forged_checkpoint_signature_is_reported() {
     assert_eq!(code, 1);
     assert!(err.contains("signature does not verify"), "{err}");
 }
+
+#[test]
+fn a_grant_inserted_behind_the_gateways_back_is_caught() {
+    // A workspace grant for every call of a tool, written straight into the database: the
+    // gateway would let those calls through with no one's approval.
+    let g = signed_gateway();
+    let approval = sql(&g, "SELECT id FROM approvals LIMIT 1;");
+    sql(
+        &g,
+        &format!(
+            "INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at)
+             VALUES ('6f1c0000-0000-4000-8000-000000000001', 'treasury_bot', NULL, 'transfer_funds', NULL, NULL, 'workspace', 'R3', 0, '{}', 'alice', 1, NULL);",
+            approval.trim()
+        ),
+    );
+    chain_alone_verifies(&g);
+    let (code, out, err) = verify(&g, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("has no grant.created record"), "{err}");
+}
