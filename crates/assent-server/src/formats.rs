@@ -81,7 +81,7 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
         "call_hash": a.call_hash, "canonical": a.canonical, "message": a.message,
         "human_summary": a.human_summary,
         "risk_tier": a.risk_tier,
-        "risk_level": assent_core::RiskTier::parse(&a.risk_tier).map(|t| t.risk_level()),
+        "risk_level": a.risk_tier.risk_level(),
         "irreversible": a.irreversible, "reasons": a.reasons, "triggers": a.triggers,
         "approvers": a.approvers, "default_decision": a.default_decision,
         "suggested_alternatives": a.suggested_alternatives,

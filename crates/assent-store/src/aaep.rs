@@ -6,6 +6,7 @@
 //! `sequence_number` is the row's `seq`, added when the event is read.
 
 use crate::{ApprovalRecord, audit, rfc3339};
+use assent_core::DefaultDecision;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -99,7 +100,7 @@ fn cut(s: &str, max: usize) -> String {
 
 /// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6).
 pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
-    let level = assent_core::RiskTier::parse(&a.risk_tier).map_or("high", |t| t.risk_level());
+    let level = a.risk_tier.risk_level();
     let timeout = ((a.expires_at - a.requested_at + 999) / 1000).clamp(1, 86_400);
     let target = match &a.call.server {
         Some(s) => format!("`{}` on MCP server `{s}`", a.call.tool),
@@ -135,13 +136,13 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "type": "aaep:agent.awaiting.confirmation", "urgency": "critical",
             "action": cut(&action, 16_384), "consequence": cut(&consequence, 16_384),
             "reply_token": reply_token, "timeout_seconds": timeout,
-            "default_decision": if a.default_decision == "approve" { "accept" } else { "reject" },
+            "default_decision": if a.default_decision == DefaultDecision::Approve { "accept" } else { "reject" },
             "risk_level": level, "irreversible": a.irreversible,
             "reversibility": if a.irreversible { "irreversible" } else { "reversible" },
             "allowed_replies": ["accept", "reject"],
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
-                if a.default_decision == "approve" { "it proceeds" } else { "it is rejected" }), 16_384),
+                if a.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
             "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", r.text(&a.human_summary), reasons.join("; "), a.call_hash), 16_384),
             "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
                               "server": a.call.server, "risk_tier": a.risk_tier},

@@ -18,12 +18,14 @@
 pub mod aaep;
 pub mod audit;
 pub mod checkpoint;
+mod expiry;
 pub mod integrity;
 pub mod learning;
 pub mod outbox;
 pub mod pins;
 pub mod plans;
 pub mod sessions;
+pub mod stored;
 
 use assent_core::ToolCall;
 use assent_core::approval::{
@@ -92,6 +94,11 @@ pub enum DecideError {
     /// A scope or an edit was given with a deny, or an edit changed the tool.
     #[error("{0}")]
     Invalid(String),
+    /// `APPROVAL_DAMAGED` (409): stored columns of the approval (named here) could not be
+    /// read, so nobody may decide, cancel or expire it (issue 10 §8, fail closed). The attempt
+    /// was audited as `decision.refused`.
+    #[error("the stored approval is damaged (unreadable column(s): {}); nobody may decide it", .0.join(", "))]
+    Damaged(Vec<String>),
     #[error(transparent)]
     /// The store failed; nothing changed.
     Store(#[from] StoreError),
@@ -175,21 +182,22 @@ pub struct ApprovalRecord {
     pub call_hash: String,
     /// The rendered approval message.
     pub message: String,
-    /// `R0`…`R4`.
-    pub risk_tier: String,
+    /// `R0`…`R4`; `R4` when the stored value is unreadable (see `damaged`).
+    pub risk_tier: RiskTier,
     /// Whether a rule marks the action irreversible.
     pub irreversible: bool,
     /// Why approval is required.
     pub reasons: Vec<Reason>,
-    /// Operator roles that may decide (empty: any operator).
+    /// Operator roles that may decide (empty: any operator). When the stored list is
+    /// unreadable it is `[`[`stored::UNREADABLE_ROLE`]`]`, a role nobody holds (see `damaged`).
     pub approvers: Vec<String>,
-    /// `approve` or `reject`, applied at expiry.
-    pub default_decision: String,
+    /// Applied at expiry; `reject` when the stored value is unreadable (see `damaged`).
+    pub default_decision: DefaultDecision,
     /// Unix milliseconds.
     pub requested_at: i64,
     /// Unix milliseconds; the approval expires at this time.
     pub expires_at: i64,
-    /// Current status.
+    /// Current status; `cancelled` when the stored value is unreadable (see `damaged`).
     pub status: ApprovalStatus,
     /// Unix milliseconds of the decision, expiry or cancellation.
     pub decided_at: Option<i64>,
@@ -215,8 +223,9 @@ pub struct ApprovalRecord {
     pub escalated_at: Option<i64>,
     /// `thresholds.output_bytes`: results larger than this are held (MCP proxy).
     pub output_bytes: Option<u64>,
-    /// The decided scope (`once`, `session`, `15m`, `workspace`) once approved.
-    pub scope: Option<String>,
+    /// The decided scope (wire form `once`, `session`, `15m`, `workspace`) once approved;
+    /// `once` when the stored value is unreadable (see `damaged`).
+    pub scope: Option<GrantScope>,
     /// The grant this approval created (scope wider than once) or was allowed by.
     pub grant_id: Option<String>,
     /// The operator's edit of the arguments, when approved with modifications.
@@ -243,6 +252,12 @@ pub struct ApprovalRecord {
     pub dry_run_tool: Option<String>,
     /// Argument paths masked in everything that leaves the gateway (`redact`).
     pub redact: Vec<String>,
+    /// Names of the stored columns that could not be read (issue 10 §8), e.g. `["approvers"]`;
+    /// each holds its most restrictive value above. Non-empty: nobody may decide, cancel or
+    /// expire the approval ([`DecideError::Damaged`]) and `assent audit verify` reports it.
+    /// Not serialised when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
 }
 
 impl ApprovalRecord {
@@ -1174,6 +1189,18 @@ impl Store {
         let Some(rec) = read_approval(&tx, id)? else {
             return Err(DecideError::NotFound);
         };
+        if !rec.damaged.is_empty() {
+            audit::append(
+                &tx,
+                now,
+                "decision.refused",
+                Some(id),
+                actor,
+                &json!({"decision": approval_event_name(event), "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged}),
+            )?;
+            tx.commit()?;
+            return Err(DecideError::Damaged(rec.damaged));
+        }
         if let Some(roles) = roles {
             let approvers = &rec.approvers;
             if !approval::may_decide(approvers, roles) {
@@ -1215,10 +1242,11 @@ impl Store {
                 rec.target_type
             )));
         }
-        let tier = RiskTier::parse(&rec.risk_tier).unwrap_or(RiskTier::R4);
-        let discouraged = scope == GrantScope::Workspace && tier >= RiskTier::R3;
+        let discouraged = scope == GrantScope::Workspace && rec.risk_tier >= RiskTier::R3;
         if discouraged && !input.is_some_and(|d| d.confirm_workspace) {
-            return Err(DecideError::WorkspaceNeedsConfirmation(rec.risk_tier));
+            return Err(DecideError::WorkspaceNeedsConfirmation(
+                rec.risk_tier.to_string(),
+            ));
         }
         let default_applied = match event {
             Event::Expire(d) => Some(d.as_str()),
@@ -1282,7 +1310,7 @@ impl Store {
                 let session = (scope == GrantScope::Session).then_some(&rec.session_id);
                 tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
                     .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, (!whole).then_some(hash),
-                        scope_wire, rec.risk_tier, discouraged, id, actor, now, expires])?;
+                        scope_wire, rec.risk_tier.as_str(), discouraged, id, actor, now, expires])?;
                 tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
                     .execute(params![id, gid])?;
                 audit::append(
@@ -1315,81 +1343,6 @@ impl Store {
         aaep::emit(&tx, &aaep::resolution(&rec, now, None), None, Some(id), now)?;
         tx.commit()?;
         Ok(rec)
-    }
-
-    /// Settles every pending approval whose `expires_at <= now`: one with an unused
-    /// `on_timeout` escalation is extended once by its `after_seconds`, its escalation roles
-    /// added to the approvers (`approval.escalated`); every other one expires with its default
-    /// decision (a token is minted only for `approve`). Also catches up on approvals that
-    /// expired while the server was down. Returns the ids that changed.
-    pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
-        type Due = (String, String, String, Option<i64>, Option<i64>);
-        let due: Vec<Due> = {
-            let conn = self.lock();
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, default_decision, escalate_to, escalate_after_ms, escalated_at FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
-            )?;
-            stmt.query_map([now], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })?
-            .collect::<Result<_, _>>()?
-        };
-        let mut done = Vec::new();
-        for (id, d, to, after, escalated) in due {
-            if let (Some(after), None) = (after, escalated) {
-                let roles: Vec<String> = serde_json::from_str(&to).unwrap_or_default();
-                let mut conn = self.lock();
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let old: Option<String> = tx
-                    .prepare_cached("SELECT approvers FROM approvals WHERE id = ?1 AND status = 'pending' AND escalated_at IS NULL")?
-                    .query_row([&id], |r| r.get(0))
-                    .optional()?;
-                if let Some(old) = old {
-                    let mut approvers: Vec<String> = serde_json::from_str(&old).unwrap_or_default();
-                    // An approval any operator could decide stays so; otherwise add the roles.
-                    if !approvers.is_empty() {
-                        for r in &roles {
-                            if !approvers.contains(r) {
-                                approvers.push(r.clone());
-                            }
-                        }
-                    }
-                    let new_exp = now.saturating_add(after);
-                    tx.prepare_cached("UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1")?
-                        .execute(params![id, serde_json::to_string(&approvers).expect("roles"), new_exp, now])?;
-                    audit::append(
-                        &tx,
-                        now,
-                        "approval.escalated",
-                        Some(&id),
-                        "system:expiry",
-                        &json!({"escalate_to": roles, "approvers": approvers, "expires_at": new_exp}),
-                    )?;
-                    tx.commit()?;
-                    done.push(id);
-                }
-                continue;
-            }
-            let d = if d == "approve" {
-                DefaultDecision::Approve
-            } else {
-                DefaultDecision::Reject
-            };
-            match self.apply(
-                &id,
-                Event::Expire(d),
-                None,
-                Some("timed out; default decision applied"),
-                "system:expiry",
-                None,
-                now,
-            ) {
-                Ok(_) => done.push(id),
-                Err(DecideError::Store(e)) => return Err(e),
-                Err(_) => {}
-            }
-        }
-        Ok(done)
     }
 
     /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
@@ -1935,26 +1888,47 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             |r| {
-                let args: String = r.get(5)?;
-                let reasons: String = r.get(11)?;
-                let approvers: String = r.get(12)?;
-                let status: String = r.get(16)?;
-                let json_list = |i: usize| -> rusqlite::Result<Vec<String>> {
-                    let s: String = r.get(i)?;
-                    Ok(serde_json::from_str(&s).unwrap_or_default())
-                };
-                let escalate_to = json_list(24)?;
+                let mut c = stored::Columns::default();
+                let arguments = c.json(r, 5, "arguments", Value::Null)?;
+                let reasons = c.json(r, 11, "reasons", Vec::new())?;
+                let approvers =
+                    c.json(r, 12, "approvers", vec![stored::UNREADABLE_ROLE.to_string()])?;
+                let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, RiskTier::R4)?;
+                let default_decision = c.parsed(
+                    r,
+                    13,
+                    "default_decision",
+                    DefaultDecision::parse,
+                    DefaultDecision::Reject,
+                )?;
+                let status =
+                    c.parsed(r, 16, "status", ApprovalStatus::parse, ApprovalStatus::Cancelled)?;
+                let scope = c.parsed_opt(
+                    r,
+                    28,
+                    "scope",
+                    |s| GrantScope::parse(s).ok(),
+                    Some(GrantScope::Once),
+                )?;
+                let escalate_to = c.list(r, 24, "escalate_to")?;
                 let after: Option<i64> = r.get(25)?;
-                let edited_args: Option<String> = r.get(30)?;
+                let edited_args =
+                    c.parsed_opt(r, 30, "edited_arguments", |a| serde_json::from_str::<Value>(a).ok().map(|v| (v, a.to_string())), None)?;
                 let edited = match (edited_args, r.get::<_, Option<String>>(31)?, r.get::<_, Option<String>>(32)?) {
-                    (Some(a), Some(c), Some(h)) => Some(EditedCall {
-                        arguments: serde_json::from_str(&a).unwrap_or(Value::Null),
+                    (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
+                        arguments,
                         canonical_arguments: a,
                         canonical: c,
                         call_hash: h,
                     }),
                     _ => None,
                 };
+                let triggers = c.list(r, 22, "triggers")?;
+                let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
+                let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
+                let side_effects = c.list(r, 40, "side_effects")?;
+                let rollback = c.list(r, 41, "rollback")?;
+                let redact = c.list(r, 43, "redact")?;
                 Ok(ApprovalRecord {
                     id: r.get(0)?,
                     agent: r.get(1)?,
@@ -1962,19 +1936,19 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     call: ToolCall {
                         tool: r.get(3)?,
                         server: r.get(4)?,
-                        arguments: serde_json::from_str(&args).unwrap_or(Value::Null),
+                        arguments,
                     },
                     canonical: r.get(6)?,
                     call_hash: r.get(7)?,
                     message: r.get(8)?,
-                    risk_tier: r.get(9)?,
+                    risk_tier,
                     irreversible: r.get(10)?,
-                    reasons: serde_json::from_str(&reasons).unwrap_or_default(),
-                    approvers: serde_json::from_str(&approvers).unwrap_or_default(),
-                    default_decision: r.get(13)?,
+                    reasons,
+                    approvers,
+                    default_decision,
                     requested_at: r.get(14)?,
                     expires_at: r.get(15)?,
-                    status: ApprovalStatus::parse(&status).unwrap_or(ApprovalStatus::Cancelled),
+                    status,
                     decided_at: r.get(17)?,
                     decisions: Vec::new(),
                     token: None,
@@ -1982,12 +1956,12 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     device_id: r.get(19)?,
                     group_key: r.get(20)?,
                     human_summary: r.get(21)?,
-                    triggers: json_list(22)?,
-                    suggested_alternatives: json_list(23)?,
+                    triggers,
+                    suggested_alternatives,
                     escalation: after.map(|a| Escalation { escalate_to, after_seconds: (a / 1000) as u64 }),
                     escalated_at: r.get(26)?,
                     output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
-                    scope: r.get(28)?,
+                    scope,
                     grant_id: r.get(29)?,
                     edited,
                     trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
@@ -1995,12 +1969,13 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
                     target_type: r.get(35)?,
                     target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
                     reply_token: r.get(37)?,
-                    target_diff: r.get::<_, Option<String>>(38)?.and_then(|d| serde_json::from_str(&d).ok()),
+                    target_diff,
                     in_client_approval: r.get(39)?,
-                    side_effects: json_list(40)?,
-                    rollback: json_list(41)?,
+                    side_effects,
+                    rollback,
                     dry_run_tool: r.get(42)?,
-                    redact: json_list(43)?,
+                    redact,
+                    damaged: c.damaged,
                 })
             },
         )
