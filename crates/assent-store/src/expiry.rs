@@ -1,16 +1,19 @@
 //! The expiry sweep: escalation once, then the default decision (AAEP §6.4), skipping
 //! approvals whose stored data is damaged (issue 10 §8).
 
-use crate::{ApprovalRecord, DecideError, Store, StoreError, audit, read_approval};
+use crate::{ApprovalRecord, DecideError, Store, StoreError, aaep, audit, read_approval};
 use assent_core::approval::Event;
 use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
 impl Store {
     /// Settles every pending approval whose `expires_at <= now` (Unix ms): one with an unused
-    /// `on_timeout` escalation is extended once by its `after_seconds`, its escalation roles
-    /// added to the approvers (`approval.escalated`); every other one expires with its default
-    /// decision (a token is minted only for `approve`). Also catches up on approvals that
+    /// `on_timeout` escalation is extended once, to the deadline its `awaiting.confirmation`
+    /// announced ([`ApprovalRecord::announced_deadline`]: the first wait plus `after_seconds`),
+    /// its escalation roles added to the approvers (`approval.escalated`, and an AAEP
+    /// `agent.progress.updated` saying so, issue 10 §5); every other one expires with its
+    /// default decision (a token is minted only for `approve`), as does an escalated one
+    /// whose announced deadline had passed already. Also catches up on approvals that
     /// expired while the server was down. An approval with unreadable stored columns
     /// ([`ApprovalRecord::damaged`]) is skipped: it stays pending until repaired. Returns the
     /// ids that changed; `Err` only when the store fails.
@@ -40,8 +43,10 @@ impl Store {
                 if rec.escalation.is_some() && rec.escalated_at.is_none() {
                     escalate(&tx, &rec, now)?;
                     tx.commit()?;
-                    done.push(id);
-                    continue;
+                    if rec.announced_deadline() > now {
+                        done.push(id);
+                        continue;
+                    }
                 }
                 rec.default_decision
             };
@@ -63,9 +68,10 @@ impl Store {
     }
 }
 
-/// Extends pending approval `rec` once by its escalation's `after_seconds` from `now`, adding
-/// the escalation roles to its approvers (an approval any operator could decide stays so),
-/// and audits `approval.escalated`.
+/// Extends pending approval `rec` once, to its announced deadline (the first wait plus the
+/// escalation's `after_seconds`), adding the escalation roles to its approvers (an approval
+/// any operator could decide stays so); audits `approval.escalated` and emits the AAEP
+/// [`aaep::escalated`] event.
 fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::Result<()> {
     let Some(esc) = &rec.escalation else {
         return Ok(());
@@ -78,7 +84,7 @@ fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::R
             }
         }
     }
-    let new_exp = now.saturating_add(assent_core::approval::millis(esc.after_seconds));
+    let new_exp = rec.announced_deadline();
     tx.prepare_cached(
         "UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1",
     )?
@@ -96,5 +102,10 @@ fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::R
         "system:expiry",
         &json!({"escalate_to": esc.escalate_to, "approvers": approvers, "expires_at": new_exp}),
     )?;
+    let mut after = rec.clone();
+    after.approvers = approvers;
+    after.expires_at = new_exp;
+    after.escalated_at = Some(now);
+    aaep::emit(tx, &aaep::escalated(&after, now), None, Some(&rec.id), now)?;
     Ok(())
 }

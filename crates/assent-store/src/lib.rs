@@ -277,6 +277,21 @@ impl ApprovalRecord {
             .as_ref()
             .map_or(&self.call.arguments, |e| &e.arguments)
     }
+    /// The AAEP deadline (Unix ms) announced in `agent.awaiting.confirmation`'s
+    /// `timeout_seconds` (AAEP §6.1, §6.4; issue 10 §5): when the default decision really
+    /// applies. For an approval with an `on_timeout` escalation not yet used, `expires_at` (the
+    /// first wait) plus the escalation's `after_seconds`; otherwise `expires_at` (an escalation
+    /// sets `expires_at` to this same deadline). Replies are accepted before it, countdowns
+    /// count toward it.
+    pub fn announced_deadline(&self) -> i64 {
+        match &self.escalation {
+            Some(e) if self.escalated_at.is_none() => self
+                .expires_at
+                .saturating_add(approval::millis(e.after_seconds)),
+            _ => self.expires_at,
+        }
+    }
+
     /// The hash the token binds: of the edited call, else of the proposed one.
     pub fn effective_hash(&self) -> &str {
         self.edited
@@ -1096,7 +1111,10 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let due: Vec<(String, i64)> = tx
             .prepare_cached(
-                "SELECT id, progress_marks FROM approvals WHERE status = 'pending' AND expires_at - requested_at > 60000
+                // A pre-filter only (the announced deadline is never before expires_at); the
+                // marks are computed from ApprovalRecord::announced_deadline below.
+                "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
+                 AND expires_at + COALESCE(escalate_after_ms, 0) - requested_at > 60000 AND progress_marks != 3
                  AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
                    OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
             )?
@@ -1107,8 +1125,13 @@ impl Store {
             let Some(a) = read_approval(&tx, &id)? else {
                 continue;
             };
-            let span = a.expires_at - a.requested_at;
-            let late = now >= a.expires_at - span / 10;
+            let deadline = a.announced_deadline();
+            let span = deadline - a.requested_at;
+            let late = marks & 2 == 0 && now >= deadline - span / 10;
+            let half = marks & 1 == 0 && now >= a.requested_at + span / 2;
+            if !a.damaged.is_empty() || span <= 60_000 || !(late || half) {
+                continue;
+            }
             let (percent, mark) = if late { (90, 3) } else { (50, 1) };
             aaep::emit(
                 &tx,
