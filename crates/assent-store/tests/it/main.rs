@@ -277,3 +277,77 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
         ]
     );
 }
+
+/// Attack (issue 10 §8): whoever can write the database corrupts one decision-relevant column
+/// of a pending approval, hoping a lenient reader widens who may approve it or what happens at
+/// expiry. Each unreadable column is named in `damaged`, holds its most restrictive value, and
+/// nobody may decide, cancel or expire the approval; every refusal is audited.
+#[test]
+fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
+    let cases: &[(&str, &str)] = &[
+        ("approvers", "'[\"finance\"'"),
+        ("approvers", "42"),
+        ("risk_tier", "'R9'"),
+        ("default_decision", "'approve please'"),
+        ("escalate_to", "'{'"),
+        ("arguments", "'not json'"),
+        ("reasons", "x'00ff'"),
+        ("scope", "'forever'"),
+        ("status", "'limbo'"),
+    ];
+    for (col, bad) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 60_000).unwrap();
+        let (id, _) = pending(&s, 5, 1_000, 10_000, true);
+        let db = rusqlite::Connection::open(s.db_path()).unwrap();
+        db.execute_batch("PRAGMA ignore_check_constraints = 1;")
+            .unwrap();
+        db.execute(
+            &format!("UPDATE approvals SET {col} = {bad} WHERE id = ?1"),
+            [&id],
+        )
+        .unwrap();
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.damaged, vec![col.to_string()], "{col} = {bad}");
+        match *col {
+            "approvers" => assert_eq!(rec.approvers, [assent_store::stored::UNREADABLE_ROLE]),
+            "risk_tier" => assert_eq!(rec.risk_tier, assent_core::RiskTier::R4),
+            "default_decision" => {
+                assert_eq!(rec.default_decision, assent_core::DefaultDecision::Reject)
+            }
+            "status" => assert_eq!(rec.status, ApprovalStatus::Cancelled),
+            "scope" => assert_eq!(rec.scope, Some(assent_core::approval::GrantScope::Once)),
+            _ => {}
+        }
+        let e = s
+            .decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+            .unwrap_err();
+        assert!(
+            matches!(&e, DecideError::Damaged(c) if c == &[col.to_string()]),
+            "{e}"
+        );
+        assert!(matches!(
+            s.cancel(&id, None, "bot", 2_000),
+            Err(DecideError::Damaged(_))
+        ));
+        // Overdue, yet the sweep leaves it alone (and does not fail).
+        assert!(s.expire_due(100_000).unwrap().is_empty());
+        assert!(s.token_string(&id).unwrap().is_none());
+        let refused: i64 = db
+            .query_row(
+                "SELECT count(*) FROM audit WHERE kind = 'decision.refused' AND approval_id = ?1",
+                [&id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(refused, 2, "{col}");
+        let found = assent_store::integrity::cross_check(&db).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|(_, m)| m
+                    .contains(&format!("approval {id} is damaged: stored column(s) {col}"))),
+            "{found:?}"
+        );
+    }
+}
