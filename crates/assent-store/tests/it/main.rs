@@ -351,3 +351,80 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
         );
     }
 }
+
+/// Issue 10 §5: with an `on_timeout` escalation (first wait 100 s, then 100 s more), the
+/// confirmation announces 200 s, countdowns fire at 50 % and 10 % of those 200 s, the
+/// escalation is announced with the time left to the same deadline, and the default applies
+/// exactly there.
+#[test]
+fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+    let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
+    let mut v = evaluate(&reg, "bot", &call);
+    v.escalation = Some(assent_core::triggers::Escalation {
+        escalate_to: vec!["ops".into()],
+        after_seconds: 100,
+    });
+    v.approvers = vec!["finance".into()];
+    let (c, h) = call.canonical_and_hash().unwrap();
+    let a = call.canonical_arguments().unwrap();
+    let rec = s
+        .create_approval(&NewApproval {
+            agent: "bot",
+            session_id: "s1",
+            call: &call,
+            canonical_arguments: &a,
+            canonical: &c,
+            call_hash: &h,
+            verdict: &v,
+            now: 1_000,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            target: None,
+            expires_at: 101_000,
+        })
+        .unwrap();
+    assert_eq!(rec.announced_deadline(), 201_000);
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    let events = |ty: &str| -> Vec<serde_json::Value> {
+        let mut st = db
+            .prepare("SELECT data FROM aaep_events WHERE type = ?1 ORDER BY rowid")
+            .unwrap();
+        st.query_map([ty], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(|d| serde_json::from_str(&d.unwrap()).unwrap())
+            .collect()
+    };
+    let awaiting = events("aaep:agent.awaiting.confirmation");
+    assert_eq!(awaiting[0]["timeout_seconds"], 200);
+    // Half of the first wait is not half of the announced one.
+    assert_eq!(s.emit_countdowns(60_000).unwrap(), 0);
+    assert_eq!(s.expire_due(101_000).unwrap(), vec![rec.id.clone()]);
+    assert_eq!(s.emit_countdowns(101_000).unwrap(), 1);
+    assert_eq!(s.emit_countdowns(180_999).unwrap(), 0);
+    assert_eq!(s.emit_countdowns(181_000).unwrap(), 1);
+    let progress = events("aaep:agent.progress.updated");
+    let seen: Vec<_> = progress
+        .iter()
+        .map(|e| (e["progress"]["percent"].clone(), e["eta_ms"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (json!(50), json!(100_000)), // the escalation, halfway
+            (json!(50), json!(100_000)),
+            (json!(90), json!(20_000)),
+        ]
+    );
+    assert_eq!(
+        progress[0]["extensions"]["assent"]["escalation"]["approvers"],
+        json!(["finance", "ops"])
+    );
+    assert!(s.expire_due(200_999).unwrap().is_empty());
+    assert_eq!(s.expire_due(201_000).unwrap(), vec![rec.id.clone()]);
+    let rec = s.get_approval(&rec.id).unwrap().unwrap();
+    assert_eq!(rec.status, ApprovalStatus::Expired);
+}
