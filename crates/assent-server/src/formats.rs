@@ -126,9 +126,11 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
 /// cancel → `cancelled`, expiry → what its default decision implies (MPLP has no `expired`;
 /// the reason says it expired).
 fn mplp_decision_status(d: &assent_store::DecisionRecord) -> &'static str {
-    match (d.decision.as_str(), d.default_applied.as_deref()) {
-        ("approve", _) | ("expire", Some("approve")) => "approved",
-        ("cancel", _) => "cancelled",
+    use assent_store::Settlement;
+    match (d.decision, d.default_applied) {
+        (Settlement::Approve, _)
+        | (Settlement::Expire, Some(assent_core::DefaultDecision::Approve)) => "approved",
+        (Settlement::Cancel, _) => "cancelled",
         _ => "rejected",
     }
 }
@@ -154,10 +156,11 @@ pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value]) -> Value {
         .decisions
         .iter()
         .map(|d| {
-            let reason = match (d.decision.as_str(), &d.default_applied, &d.reason) {
-                ("expire", Some(def), _) => Some(format!(
-                    "expired: no decision before {}; default decision `{def}` applied",
-                    rfc3339(a.expires_at)
+            let reason = match (d.decision, d.default_applied, &d.reason) {
+                (assent_store::Settlement::Expire, Some(def), _) => Some(format!(
+                    "expired: no decision before {}; default decision `{}` applied",
+                    rfc3339(a.expires_at),
+                    def.as_str()
                 )),
                 (_, _, r) => r.clone(),
             };

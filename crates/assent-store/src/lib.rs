@@ -26,6 +26,7 @@ pub mod pins;
 pub mod plans;
 pub mod sessions;
 pub mod stored;
+pub use stored::Settlement;
 
 use assent_core::ToolCall;
 use assent_core::approval::{
@@ -151,16 +152,18 @@ impl From<rusqlite::Error> for RedeemError {
 /// One decision on an approval, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DecisionRecord {
-    /// `approve`, `deny`, `expire` or `cancel`.
-    pub decision: String,
+    /// `approve`, `deny`, `expire` or `cancel`; `deny` when the stored value is unreadable
+    /// (the approval's `damaged` then names `decisions.decision`).
+    pub decision: Settlement,
     /// The operator's reason, or the expiry note.
     pub reason: Option<String>,
     /// Principal name, or `system:expiry`.
     pub actor: String,
     /// Unix milliseconds.
     pub at: i64,
-    /// For an expiry: the default decision that was applied.
-    pub default_applied: Option<String>,
+    /// For an expiry: the default decision that was applied (`reject` when unreadable; the
+    /// approval's `damaged` then names `decisions.default_applied`).
+    pub default_applied: Option<DefaultDecision>,
     /// MPLP `decision_id` (UUID v4).
     pub decision_id: String,
 }
@@ -583,12 +586,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 fn approval_event_name(e: Event) -> &'static str {
-    match e {
-        Event::Decide(DecisionKind::Approve) => "approve",
-        Event::Decide(DecisionKind::Deny) => "deny",
-        Event::Expire(_) => "expire",
-        Event::Cancel => "cancel",
-    }
+    stored::Settlement::of(e).as_str()
 }
 
 impl Store {
@@ -2007,18 +2005,36 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
     let mut stmt = conn.prepare_cached(
         "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
     )?;
-    rec.decisions = stmt
+    let rows: Vec<(DecisionRecord, Vec<String>)> = stmt
         .query_map([id], |r| {
-            Ok(DecisionRecord {
-                decision: r.get(0)?,
+            let mut c = stored::Columns::default();
+            let d = DecisionRecord {
+                decision: c.parsed(
+                    r,
+                    0,
+                    "decisions.decision",
+                    Settlement::parse,
+                    Settlement::Deny,
+                )?,
                 reason: r.get(1)?,
                 actor: r.get(2)?,
                 at: r.get(3)?,
-                default_applied: r.get(4)?,
+                default_applied: c.parsed_opt(
+                    r,
+                    4,
+                    "decisions.default_applied",
+                    DefaultDecision::parse,
+                    Some(DefaultDecision::Reject),
+                )?,
                 decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-            })
+            };
+            Ok((d, c.damaged))
         })?
         .collect::<Result<_, _>>()?;
+    for (d, damaged) in rows {
+        rec.damaged.extend(damaged);
+        rec.decisions.push(d);
+    }
     rec.token = conn
         .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
         .query_row([id], |r| {

@@ -133,12 +133,15 @@ fn expiry_applies_the_default_and_mints_only_for_approve() {
     assert_eq!(done, want);
     let r = s.get_approval(&rej).unwrap().unwrap();
     assert_eq!(
-        (r.status, r.decisions[0].default_applied.as_deref()),
+        (r.status, r.decisions[0].default_applied.map(|d| d.as_str())),
         (ApprovalStatus::Expired, Some("reject"))
     );
     assert!(s.token_string(&rej).unwrap().is_none());
     let a = s.get_approval(&app).unwrap().unwrap();
-    assert_eq!(a.decisions[0].default_applied.as_deref(), Some("approve"));
+    assert_eq!(
+        a.decisions[0].default_applied.map(|d| d.as_str()),
+        Some("approve")
+    );
     let t = s.token_string(&app).unwrap().unwrap();
     s.redeem(&t, "bot", &h, None, 6_001).unwrap();
     assert_eq!(
@@ -427,4 +430,32 @@ fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
     assert_eq!(s.expire_due(201_000).unwrap(), vec![rec.id.clone()]);
     let rec = s.get_approval(&rec.id).unwrap().unwrap();
     assert_eq!(rec.status, ApprovalStatus::Expired);
+}
+
+/// A settled approval's decision row is read strictly too: an unreadable `decision` or
+/// `default_applied` is named in `damaged` (as `decisions.COLUMN`) and reads as the most
+/// restrictive value (`deny`, `reject`).
+#[test]
+fn a_corrupted_decision_row_is_named_and_reads_as_a_deny() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (id, _) = pending(&s, 5, 1_000, 10_000, true);
+    s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+        .unwrap();
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    db.execute(
+        "UPDATE decisions SET decision = 'approve!', default_applied = 'yes' WHERE approval_id = ?1",
+        [&id],
+    )
+    .unwrap();
+    let rec = s.get_approval(&id).unwrap().unwrap();
+    assert_eq!(
+        rec.damaged,
+        ["decisions.decision", "decisions.default_applied"]
+    );
+    assert_eq!(rec.decisions[0].decision, assent_store::Settlement::Deny);
+    assert_eq!(
+        rec.decisions[0].default_applied,
+        Some(assent_core::DefaultDecision::Reject)
+    );
 }
