@@ -72,7 +72,8 @@ pub fn approval_request_json(a: &ApprovalRecord) -> Value {
 }
 
 /// assent's approval record. `token` (the signed string) is given only to the agent that
-/// asked; it binds `arguments` (the operator's edit when `arguments_changed`).
+/// asked; it binds `arguments` (the operator's edit when `arguments_changed`). `damaged` (the
+/// unreadable stored columns) appears only when there are some.
 pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
     let mut v = json!({
         "id": a.id, "status": a.status, "agent": a.agent, "session_id": a.session_id,
@@ -102,6 +103,10 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
     });
     if let Some(d) = &a.target_diff {
         v["diff"] = d.clone();
+    }
+    // Only for an approval whose stored columns could not be read (issue 10 §8).
+    if !a.damaged.is_empty() {
+        v["damaged"] = json!(a.damaged);
     }
     if let Some(e) = &a.edited {
         v["arguments"] = e.arguments.clone();

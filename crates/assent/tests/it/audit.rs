@@ -357,6 +357,7 @@ fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all()
         .text()
         .unwrap();
     assert!(queue.contains(&a), "{queue}");
+    assert!(queue.contains(r#""damaged":["approvers"]"#), "{queue}");
     assert_eq!(
         live(
             &g,
