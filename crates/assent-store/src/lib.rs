@@ -1908,97 +1908,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
             trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
-            |r| {
-                let mut c = stored::Columns::default();
-                let arguments = c.json(r, 5, "arguments", Value::Null)?;
-                let reasons = c.json(r, 11, "reasons", Vec::new())?;
-                let approvers =
-                    c.json(r, 12, "approvers", vec![stored::UNREADABLE_ROLE.to_string()])?;
-                let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, RiskTier::R4)?;
-                let default_decision = c.parsed(
-                    r,
-                    13,
-                    "default_decision",
-                    DefaultDecision::parse,
-                    DefaultDecision::Reject,
-                )?;
-                let status =
-                    c.parsed(r, 16, "status", ApprovalStatus::parse, ApprovalStatus::Cancelled)?;
-                let scope = c.parsed_opt(
-                    r,
-                    28,
-                    "scope",
-                    |s| GrantScope::parse(s).ok(),
-                    Some(GrantScope::Once),
-                )?;
-                let escalate_to = c.list(r, 24, "escalate_to")?;
-                let after: Option<i64> = r.get(25)?;
-                let edited_args =
-                    c.parsed_opt(r, 30, "edited_arguments", |a| serde_json::from_str::<Value>(a).ok().map(|v| (v, a.to_string())), None)?;
-                let edited = match (edited_args, r.get::<_, Option<String>>(31)?, r.get::<_, Option<String>>(32)?) {
-                    (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
-                        arguments,
-                        canonical_arguments: a,
-                        canonical: c,
-                        call_hash: h,
-                    }),
-                    _ => None,
-                };
-                let triggers = c.list(r, 22, "triggers")?;
-                let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
-                let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
-                let side_effects = c.list(r, 40, "side_effects")?;
-                let rollback = c.list(r, 41, "rollback")?;
-                let redact = c.list(r, 43, "redact")?;
-                Ok(ApprovalRecord {
-                    id: r.get(0)?,
-                    agent: r.get(1)?,
-                    session_id: r.get(2)?,
-                    call: ToolCall {
-                        tool: r.get(3)?,
-                        server: r.get(4)?,
-                        arguments,
-                    },
-                    canonical: r.get(6)?,
-                    call_hash: r.get(7)?,
-                    message: r.get(8)?,
-                    risk_tier,
-                    irreversible: r.get(10)?,
-                    reasons,
-                    approvers,
-                    default_decision,
-                    requested_at: r.get(14)?,
-                    expires_at: r.get(15)?,
-                    status,
-                    decided_at: r.get(17)?,
-                    decisions: Vec::new(),
-                    token: None,
-                    run_id: r.get(18)?,
-                    device_id: r.get(19)?,
-                    group_key: r.get(20)?,
-                    human_summary: r.get(21)?,
-                    triggers,
-                    suggested_alternatives,
-                    escalation: after.map(|a| Escalation { escalate_to, after_seconds: (a / 1000) as u64 }),
-                    escalated_at: r.get(26)?,
-                    output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
-                    scope,
-                    grant_id: r.get(29)?,
-                    edited,
-                    trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
-                    span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
-                    target_type: r.get(35)?,
-                    target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
-                    reply_token: r.get(37)?,
-                    target_diff,
-                    in_client_approval: r.get(39)?,
-                    side_effects,
-                    rollback,
-                    dry_run_tool: r.get(42)?,
-                    redact,
-                    damaged: c.damaged,
-                })
-            },
+            approval_row,
         )
         .optional()?;
     let Some(mut rec) = rec else { return Ok(None) };
@@ -2006,30 +1916,7 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
         "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
     )?;
     let rows: Vec<(DecisionRecord, Vec<String>)> = stmt
-        .query_map([id], |r| {
-            let mut c = stored::Columns::default();
-            let d = DecisionRecord {
-                decision: c.parsed(
-                    r,
-                    0,
-                    "decisions.decision",
-                    Settlement::parse,
-                    Settlement::Deny,
-                )?,
-                reason: r.get(1)?,
-                actor: r.get(2)?,
-                at: r.get(3)?,
-                default_applied: c.parsed_opt(
-                    r,
-                    4,
-                    "decisions.default_applied",
-                    DefaultDecision::parse,
-                    Some(DefaultDecision::Reject),
-                )?,
-                decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-            };
-            Ok((d, c.damaged))
-        })?
+        .query_map([id], decision_row)?
         .collect::<Result<_, _>>()?;
     for (d, damaged) in rows {
         rec.damaged.extend(damaged);
@@ -2050,4 +1937,153 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
         })
         .optional()?;
     Ok(Some(rec))
+}
+
+/// One `approvals` row (columns in `read_approval`'s SELECT order) read strictly: unreadable
+/// columns are named in `damaged` and hold their most restrictive value ([`stored::Columns`]).
+/// `decisions` and `token` are left empty. `Err` only for a wrong column index or a
+/// NOT NULL integer/text column of the wrong type.
+fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let mut c = stored::Columns::default();
+    let arguments = c.json(r, 5, "arguments", Value::Null)?;
+    let reasons = c.json(r, 11, "reasons", Vec::new())?;
+    let approvers = c.json(
+        r,
+        12,
+        "approvers",
+        vec![stored::UNREADABLE_ROLE.to_string()],
+    )?;
+    let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, RiskTier::R4)?;
+    let default_decision = c.parsed(
+        r,
+        13,
+        "default_decision",
+        DefaultDecision::parse,
+        DefaultDecision::Reject,
+    )?;
+    let status = c.parsed(
+        r,
+        16,
+        "status",
+        ApprovalStatus::parse,
+        ApprovalStatus::Cancelled,
+    )?;
+    let scope = c.parsed_opt(
+        r,
+        28,
+        "scope",
+        |s| GrantScope::parse(s).ok(),
+        Some(GrantScope::Once),
+    )?;
+    let escalate_to = c.list(r, 24, "escalate_to")?;
+    let after: Option<i64> = r.get(25)?;
+    let edited_args = c.parsed_opt(
+        r,
+        30,
+        "edited_arguments",
+        |a| {
+            serde_json::from_str::<Value>(a)
+                .ok()
+                .map(|v| (v, a.to_string()))
+        },
+        None,
+    )?;
+    let edited = match (
+        edited_args,
+        r.get::<_, Option<String>>(31)?,
+        r.get::<_, Option<String>>(32)?,
+    ) {
+        (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
+            arguments,
+            canonical_arguments: a,
+            canonical: c,
+            call_hash: h,
+        }),
+        _ => None,
+    };
+    let triggers = c.list(r, 22, "triggers")?;
+    let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
+    let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
+    let side_effects = c.list(r, 40, "side_effects")?;
+    let rollback = c.list(r, 41, "rollback")?;
+    let redact = c.list(r, 43, "redact")?;
+    Ok(ApprovalRecord {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        session_id: r.get(2)?,
+        call: ToolCall {
+            tool: r.get(3)?,
+            server: r.get(4)?,
+            arguments,
+        },
+        canonical: r.get(6)?,
+        call_hash: r.get(7)?,
+        message: r.get(8)?,
+        risk_tier,
+        irreversible: r.get(10)?,
+        reasons,
+        approvers,
+        default_decision,
+        requested_at: r.get(14)?,
+        expires_at: r.get(15)?,
+        status,
+        decided_at: r.get(17)?,
+        decisions: Vec::new(),
+        token: None,
+        run_id: r.get(18)?,
+        device_id: r.get(19)?,
+        group_key: r.get(20)?,
+        human_summary: r.get(21)?,
+        triggers,
+        suggested_alternatives,
+        escalation: after.map(|a| Escalation {
+            escalate_to,
+            after_seconds: (a / 1000) as u64,
+        }),
+        escalated_at: r.get(26)?,
+        output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
+        scope,
+        grant_id: r.get(29)?,
+        edited,
+        trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
+        span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
+        target_type: r.get(35)?,
+        target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
+        reply_token: r.get(37)?,
+        target_diff,
+        in_client_approval: r.get(39)?,
+        side_effects,
+        rollback,
+        dry_run_tool: r.get(42)?,
+        redact,
+        damaged: c.damaged,
+    })
+}
+
+/// One `decisions` row (`decision, reason, actor, at, default_applied, decision_id`) read
+/// strictly, with the names of its unreadable columns (`decisions.decision`,
+/// `decisions.default_applied`).
+fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(DecisionRecord, Vec<String>)> {
+    let mut c = stored::Columns::default();
+    let d = DecisionRecord {
+        decision: c.parsed(
+            r,
+            0,
+            "decisions.decision",
+            Settlement::parse,
+            Settlement::Deny,
+        )?,
+        reason: r.get(1)?,
+        actor: r.get(2)?,
+        at: r.get(3)?,
+        default_applied: c.parsed_opt(
+            r,
+            4,
+            "decisions.default_applied",
+            DefaultDecision::parse,
+            Some(DefaultDecision::Reject),
+        )?,
+        decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+    };
+    Ok((d, c.damaged))
 }
