@@ -128,6 +128,14 @@ impl GrantScope {
     }
 }
 
+/// Serialises as the wire form ([`GrantScope::to_wire`]): `"once"`, `"session"`, `"15m"`,
+/// `"workspace"`.
+impl Serialize for GrantScope {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_wire())
+    }
+}
+
 /// What happens when an approval times out (AAEP `default_decision`; `reject` when omitted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -145,6 +153,15 @@ impl DefaultDecision {
         match self {
             Self::Approve => "approve",
             Self::Reject => "reject",
+        }
+    }
+    /// Parses [`as_str`](Self::as_str) output (`"approve"`, `"reject"`); `None` for anything
+    /// else.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "approve" => Some(Self::Approve),
+            "reject" => Some(Self::Reject),
+            _ => None,
         }
     }
 }

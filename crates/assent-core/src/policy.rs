@@ -56,6 +56,13 @@ impl RiskTier {
     }
 }
 
+impl fmt::Display for RiskTier {
+    /// [`RiskTier::as_str`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An Agent Format `approval` value once parsed. An omitted field is `None` at the use site.
 #[derive(Debug, Clone)]
 pub enum ApprovalSpec {

@@ -390,7 +390,8 @@ async fn confirmation(
         late(st.clone(), a, sub.id, token).await;
         return Err("already resolved (courtesy notice sent)");
     }
-    if !in_time(msg, a.requested_at, a.expires_at) {
+    // Until the deadline announced in `timeout_seconds`, escalation included (issue 10 §5).
+    if !in_time(msg, a.requested_at, a.announced_deadline()) {
         return Err("reply timestamp is after the confirmation's timeout");
     }
     let decision = msg["decision"].as_str().unwrap_or("");

@@ -891,6 +891,15 @@ fn decide_error(e: DecideError, operator: &str) -> ApiError {
             e.to_string(),
         ),
         DecideError::Invalid(m) => ApiError::bad_request(m),
+        DecideError::Damaged(columns) => {
+            tracing::error!(operator, damaged = ?columns, "refused: the stored approval is damaged");
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "APPROVAL_DAMAGED",
+                DecideError::Damaged(columns.clone()).to_string(),
+            )
+            .with(json!({"damaged": columns}))
+        }
         DecideError::Store(e) => ApiError::unavailable(e),
     }
 }

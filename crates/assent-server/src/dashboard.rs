@@ -480,10 +480,8 @@ fn target(a: &ApprovalRecord) -> String {
     }
 }
 
-fn level(tier: &str) -> String {
-    assent_core::RiskTier::parse(tier)
-        .map(|t| t.risk_level().to_string())
-        .unwrap_or_default()
+fn level(tier: assent_core::RiskTier) -> String {
+    tier.risk_level().to_string()
 }
 
 fn item(a: &ApprovalRecord) -> Item {
@@ -491,8 +489,8 @@ fn item(a: &ApprovalRecord) -> Item {
         id: a.id.clone(),
         agent: a.agent.clone(),
         target: target(a),
-        risk_tier: a.risk_tier.clone(),
-        risk_level: level(&a.risk_tier),
+        risk_tier: a.risk_tier.to_string(),
+        risk_level: level(a.risk_tier),
         irreversible: a.irreversible,
         message: a.message.clone(),
         expires_at: rfc3339(a.expires_at),
@@ -753,8 +751,8 @@ fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
         arguments: pretty,
         canonical_arguments: a.canonical_arguments(),
         call_hash: a.call_hash.clone(),
-        risk_tier: a.risk_tier.clone(),
-        risk_level: level(&a.risk_tier),
+        risk_tier: a.risk_tier.to_string(),
+        risk_level: level(a.risk_tier),
         irreversible: a.irreversible,
         message: a.message.clone(),
         human_summary: a.human_summary.clone(),
@@ -775,7 +773,7 @@ fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
         rollback: a.rollback.clone(),
         alternatives: a.suggested_alternatives.clone(),
         approvers: a.approvers.clone(),
-        default_decision: a.default_decision.clone(),
+        default_decision: a.default_decision.as_str().to_string(),
         expires_at: rfc3339(a.expires_at),
         expires_ms: a.expires_at,
         left: left(a.expires_at),
@@ -790,7 +788,7 @@ fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
                 line
             })
             .collect(),
-        scope: a.scope.clone().unwrap_or_default(),
+        scope: a.scope.map(|s| s.to_wire()).unwrap_or_default(),
         edited: a
             .edited
             .as_ref()
@@ -1051,7 +1049,7 @@ async fn history_page(
                 requested_at: rfc3339(a.requested_at),
                 agent: a.agent.clone(),
                 target: target(a),
-                risk_tier: a.risk_tier.clone(),
+                risk_tier: a.risk_tier.to_string(),
                 status: a.status.as_str().to_string(),
                 decided_by: by,
                 reason: last.and_then(|d| d.reason.clone()).unwrap_or_default(),

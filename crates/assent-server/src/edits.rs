@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::{AppState, now_ms};
 use assent_core::edit::{EditRefusal, Original, check_edit};
 use assent_core::triggers::{Observations, PriorCall};
-use assent_core::{RiskTier, evaluate_in};
+use assent_core::evaluate_in;
 use assent_store::{ApprovalRecord, EditedCall};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -38,7 +38,7 @@ pub(crate) fn regate(
         },
     );
     let original = Original {
-        risk_tier: RiskTier::parse(&rec.risk_tier).unwrap_or(RiskTier::R4),
+        risk_tier: rec.risk_tier,
         irreversible: rec.irreversible,
         triggers: &rec.triggers,
     };

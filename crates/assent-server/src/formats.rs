@@ -74,7 +74,8 @@ pub fn approval_request_json(a: &ApprovalRecord) -> Value {
 }
 
 /// assent's approval record. `token` (the signed string) is given only to the agent that
-/// asked; it binds `arguments` (the operator's edit when `arguments_changed`).
+/// asked; it binds `arguments` (the operator's edit when `arguments_changed`). `damaged` (the
+/// unreadable stored columns) appears only when there are some.
 pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
     let mut v = json!({
         "id": a.id, "status": a.status, "agent": a.agent, "session_id": a.session_id,
@@ -83,7 +84,7 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
         "call_hash": a.call_hash, "canonical": a.canonical, "message": a.message,
         "human_summary": a.human_summary,
         "risk_tier": a.risk_tier,
-        "risk_level": assent_core::RiskTier::parse(&a.risk_tier).map(|t| t.risk_level()),
+        "risk_level": a.risk_tier.risk_level(),
         "irreversible": a.irreversible, "reasons": a.reasons, "triggers": a.triggers,
         "approvers": a.approvers, "default_decision": a.default_decision,
         "suggested_alternatives": a.suggested_alternatives,
@@ -104,6 +105,10 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
     });
     if let Some(d) = &a.target_diff {
         v["diff"] = d.clone();
+    }
+    // Only for an approval whose stored columns could not be read (issue 10 §8).
+    if !a.damaged.is_empty() {
+        v["damaged"] = json!(a.damaged);
     }
     if let Some(e) = &a.edited {
         v["arguments"] = e.arguments.clone();
@@ -128,9 +133,11 @@ pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
 /// cancel → `cancelled`, expiry → what its default decision implies (MPLP has no `expired`;
 /// the reason says it expired).
 fn mplp_decision_status(d: &assent_store::DecisionRecord) -> &'static str {
-    match (d.decision.as_str(), d.default_applied.as_deref()) {
-        ("approve", _) | ("expire", Some("approve")) => "approved",
-        ("cancel", _) => "cancelled",
+    use assent_store::Settlement;
+    match (d.decision, d.default_applied) {
+        (Settlement::Approve, _)
+        | (Settlement::Expire, Some(assent_core::DefaultDecision::Approve)) => "approved",
+        (Settlement::Cancel, _) => "cancelled",
         _ => "rejected",
     }
 }
@@ -173,10 +180,11 @@ pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value], ctx: &ConfirmCont
         .decisions
         .iter()
         .map(|d| {
-            let reason = match (d.decision.as_str(), &d.default_applied, &d.reason) {
-                ("expire", Some(def), _) => Some(format!(
-                    "expired: no decision before {}; default decision `{def}` applied",
-                    rfc3339(a.expires_at)
+            let reason = match (d.decision, d.default_applied, &d.reason) {
+                (assent_store::Settlement::Expire, Some(def), _) => Some(format!(
+                    "expired: no decision before {}; default decision `{}` applied",
+                    rfc3339(a.expires_at),
+                    def.as_str()
                 )),
                 (_, _, r) => r.clone(),
             };

@@ -246,7 +246,7 @@ fn approval_out(a: &ApprovalRecord) -> Value {
         "arguments": r.arguments(&a.call.arguments),
         "message": r.text(&a.message), "human_summary": r.text(&a.human_summary),
         "risk_tier": a.risk_tier,
-        "risk_level": assent_core::RiskTier::parse(&a.risk_tier).map(|t| t.risk_level()),
+        "risk_level": a.risk_tier.risk_level(),
         "irreversible": a.irreversible,
         "reasons": a.reasons.iter().map(|x| r.text(&x.text)).collect::<Vec<_>>(),
         "side_effects": a.side_effects.iter().map(|x| r.text(x)).collect::<Vec<_>>(),

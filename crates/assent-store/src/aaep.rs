@@ -6,6 +6,7 @@
 //! `sequence_number` is the row's `seq`, added when the event is read.
 
 use crate::{ApprovalRecord, audit, rfc3339};
+use assent_core::DefaultDecision;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -99,8 +100,9 @@ fn cut(s: &str, max: usize) -> String {
 
 /// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6).
 pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
-    let level = assent_core::RiskTier::parse(&a.risk_tier).map_or("high", |t| t.risk_level());
-    let timeout = ((a.expires_at - a.requested_at + 999) / 1000).clamp(1, 86_400);
+    let level = a.risk_tier.risk_level();
+    let deadline = a.announced_deadline();
+    let timeout = ((deadline - a.requested_at + 999) / 1000).clamp(1, 86_400);
     let target = match &a.call.server {
         Some(s) => format!("`{}` on MCP server `{s}`", a.call.tool),
         None => format!("`{}`", a.call.tool),
@@ -126,7 +128,7 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         &a.message
     });
     let reasons: Vec<String> = a.reasons.iter().map(|x| r.text(&x.text)).collect();
-    envelope(
+    let mut ev = envelope(
         &a.agent,
         &a.session_id,
         a.requested_at,
@@ -135,18 +137,61 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "type": "aaep:agent.awaiting.confirmation", "urgency": "critical",
             "action": cut(&action, 16_384), "consequence": cut(&consequence, 16_384),
             "reply_token": reply_token, "timeout_seconds": timeout,
-            "default_decision": if a.default_decision == "approve" { "accept" } else { "reject" },
+            "default_decision": if a.default_decision == DefaultDecision::Approve { "accept" } else { "reject" },
             "risk_level": level, "irreversible": a.irreversible,
             "reversibility": if a.irreversible { "irreversible" } else { "reversible" },
             "allowed_replies": ["accept", "reject"],
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
-                if a.default_decision == "approve" { "it proceeds" } else { "it is rejected" }), 16_384),
+                if a.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
             "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", r.text(&a.human_summary), reasons.join("; "), a.call_hash), 16_384),
             "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
                               "server": a.call.server, "risk_tier": a.risk_tier},
         }),
-    )
+    );
+    if let Some(e) = &a.escalation {
+        ev["extensions"] = json!({"assent": {"escalation": {
+            "after_seconds": e.after_seconds, "escalate_to": e.escalate_to,
+            "deadline": rfc3339(deadline)}}});
+    }
+    ev
+}
+
+/// `aaep:agent.progress.updated` announcing that pending approval `a` was escalated at `at`
+/// (Unix ms) to its `on_timeout.escalate_to` roles (issue 10 §5): AAEP has no
+/// timeout-extension event and §6.1 forbids a second `awaiting.confirmation`, so this progress
+/// event names the new approvers and the seconds left until the deadline already announced
+/// in `timeout_seconds` ([`ApprovalRecord::announced_deadline`]). `progress.percent` is the
+/// share of the announced wait that has passed; `extensions.assent.escalation` carries
+/// `escalate_to`, `approvers` and `deadline` (RFC 3339).
+pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
+    let deadline = a.announced_deadline();
+    let left_ms = (deadline - at).max(0);
+    let left = (left_ms + 999) / 1000;
+    let span = (deadline - a.requested_at).max(1);
+    let percent = ((at - a.requested_at).clamp(0, span) * 100 / span) as u64;
+    let to = a
+        .escalation
+        .as_ref()
+        .map(|e| e.escalate_to.clone())
+        .unwrap_or_default();
+    let mut ev = envelope(
+        &a.agent,
+        &a.session_id,
+        at,
+        Some(&a.trace_id),
+        json!({
+            "type": "aaep:agent.progress.updated", "progress": {"percent": percent,
+                "description": cut(&format!("Escalated to {}", to.join(", ")), 1024)},
+            "summary_terse": format!("Escalated to {}; {left} s left to confirm.", to.join(", ")),
+            "summary_normal": format!("No decision yet: the confirmation was escalated to {}; {left} seconds left. {}",
+                to.join(", "), a.redactor().text(&a.message)),
+            "eta_ms": left_ms,
+        }),
+    );
+    ev["extensions"] = json!({"assent": {"escalation": {
+        "escalate_to": to, "approvers": a.approvers, "deadline": rfc3339(deadline)}}});
+    ev
 }
 
 /// `aaep:agent.state.changed` reporting how a confirmation was resolved (AAEP §6.7.2, §6.1:
@@ -185,7 +230,7 @@ pub fn resolution(a: &ApprovalRecord, at: i64, courtesy_for: Option<&str>) -> Va
 /// `aaep:agent.progress.updated` for a confirmation with `percent` of its time elapsed
 /// (AAEP §6.4.3: at 50% and 10% remaining).
 pub fn countdown(a: &ApprovalRecord, percent: u8, at: i64) -> Value {
-    let left = ((a.expires_at - at).max(0) + 999) / 1000;
+    let left = ((a.announced_deadline() - at).max(0) + 999) / 1000;
     envelope(
         &a.agent,
         &a.session_id,
@@ -195,7 +240,7 @@ pub fn countdown(a: &ApprovalRecord, percent: u8, at: i64) -> Value {
             "type": "aaep:agent.progress.updated", "progress": {"percent": percent},
             "summary_terse": format!("{left} s left to confirm."),
             "summary_normal": format!("Still waiting for confirmation: {left} seconds left. {}", a.redactor().text(&a.message)),
-            "eta_ms": (a.expires_at - at).max(0),
+            "eta_ms": (a.announced_deadline() - at).max(0),
         }),
     )
 }

@@ -273,7 +273,8 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
     }
 }
 
-/// Every disagreement between the state tables and the audit chain, approvals first, then
+/// Every disagreement between the state tables and the audit chain, approvals first (an
+/// approval with unreadable stored columns, [`crate::ApprovalRecord::damaged`], is one), then
 /// tokens, each with the audit record concerned (`seq`) when there is one. Call it inside a
 /// read transaction when the database may be written meanwhile (one snapshot for all tables).
 /// Reads every approval, token and settling audit record: linear in their number.
@@ -285,6 +286,14 @@ pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, Stri
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     for (id, status) in &rows {
+        if let Some(rec) = crate::read_approval(conn, id)?
+            && !rec.damaged.is_empty()
+        {
+            out.push((None, format!(
+                "approval {id} is damaged: stored column(s) {} cannot be read; nobody may decide it until it is repaired",
+                rec.damaged.join(", ")
+            )));
+        }
         if s.requested.remove(id).is_none() {
             out.push((
                 None,

@@ -19,12 +19,15 @@ pub mod aaep;
 pub mod audit;
 pub mod checkpoint;
 pub mod confirm;
+mod expiry;
 pub mod integrity;
 pub mod learning;
 pub mod outbox;
 pub mod pins;
 pub mod plans;
 pub mod sessions;
+pub mod stored;
+pub use stored::Settlement;
 
 pub use confirm::ConfirmContext;
 
@@ -96,6 +99,11 @@ pub enum DecideError {
     /// A scope or an edit was given with a deny, or an edit changed the tool.
     #[error("{0}")]
     Invalid(String),
+    /// `APPROVAL_DAMAGED` (409): stored columns of the approval (named here) could not be
+    /// read, so nobody may decide, cancel or expire it (issue 10 §8, fail closed). The attempt
+    /// was audited as `decision.refused`.
+    #[error("the stored approval is damaged (unreadable column(s): {}); nobody may decide it", .0.join(", "))]
+    Damaged(Vec<String>),
     #[error(transparent)]
     /// The store failed; nothing changed.
     Store(#[from] StoreError),
@@ -148,16 +156,18 @@ impl From<rusqlite::Error> for RedeemError {
 /// One decision on an approval, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DecisionRecord {
-    /// `approve`, `deny`, `expire` or `cancel`.
-    pub decision: String,
+    /// `approve`, `deny`, `expire` or `cancel`; `deny` when the stored value is unreadable
+    /// (the approval's `damaged` then names `decisions.decision`).
+    pub decision: Settlement,
     /// The operator's reason, or the expiry note.
     pub reason: Option<String>,
     /// Principal name, or `system:expiry`.
     pub actor: String,
     /// Unix milliseconds.
     pub at: i64,
-    /// For an expiry: the default decision that was applied.
-    pub default_applied: Option<String>,
+    /// For an expiry: the default decision that was applied (`reject` when unreadable; the
+    /// approval's `damaged` then names `decisions.default_applied`).
+    pub default_applied: Option<DefaultDecision>,
     /// MPLP `decision_id` (UUID v4).
     pub decision_id: String,
 }
@@ -179,21 +189,22 @@ pub struct ApprovalRecord {
     pub call_hash: String,
     /// The rendered approval message.
     pub message: String,
-    /// `R0`…`R4`.
-    pub risk_tier: String,
+    /// `R0`…`R4`; `R4` when the stored value is unreadable (see `damaged`).
+    pub risk_tier: RiskTier,
     /// Whether a rule marks the action irreversible.
     pub irreversible: bool,
     /// Why approval is required.
     pub reasons: Vec<Reason>,
-    /// Operator roles that may decide (empty: any operator).
+    /// Operator roles that may decide (empty: any operator). When the stored list is
+    /// unreadable it is `[`[`stored::UNREADABLE_ROLE`]`]`, a role nobody holds (see `damaged`).
     pub approvers: Vec<String>,
-    /// `approve` or `reject`, applied at expiry.
-    pub default_decision: String,
+    /// Applied at expiry; `reject` when the stored value is unreadable (see `damaged`).
+    pub default_decision: DefaultDecision,
     /// Unix milliseconds.
     pub requested_at: i64,
     /// Unix milliseconds; the approval expires at this time.
     pub expires_at: i64,
-    /// Current status.
+    /// Current status; `cancelled` when the stored value is unreadable (see `damaged`).
     pub status: ApprovalStatus,
     /// Unix milliseconds of the decision, expiry or cancellation.
     pub decided_at: Option<i64>,
@@ -219,8 +230,9 @@ pub struct ApprovalRecord {
     pub escalated_at: Option<i64>,
     /// `thresholds.output_bytes`: results larger than this are held (MCP proxy).
     pub output_bytes: Option<u64>,
-    /// The decided scope (`once`, `session`, `15m`, `workspace`) once approved.
-    pub scope: Option<String>,
+    /// The decided scope (wire form `once`, `session`, `15m`, `workspace`) once approved;
+    /// `once` when the stored value is unreadable (see `damaged`).
+    pub scope: Option<GrantScope>,
     /// The grant this approval created (scope wider than once) or was allowed by.
     pub grant_id: Option<String>,
     /// The operator's edit of the arguments, when approved with modifications.
@@ -247,6 +259,12 @@ pub struct ApprovalRecord {
     pub dry_run_tool: Option<String>,
     /// Argument paths masked in everything that leaves the gateway (`redact`).
     pub redact: Vec<String>,
+    /// Names of the stored columns that could not be read (issue 10 §8), e.g. `["approvers"]`;
+    /// each holds its most restrictive value above. Non-empty: nobody may decide, cancel or
+    /// expire the approval ([`DecideError::Damaged`]) and `assent audit verify` reports it.
+    /// Not serialised when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
 }
 
 impl ApprovalRecord {
@@ -266,6 +284,21 @@ impl ApprovalRecord {
             .as_ref()
             .map_or(&self.call.arguments, |e| &e.arguments)
     }
+    /// The AAEP deadline (Unix ms) announced in `agent.awaiting.confirmation`'s
+    /// `timeout_seconds` (AAEP §6.1, §6.4; issue 10 §5): when the default decision really
+    /// applies. For an approval with an `on_timeout` escalation not yet used, `expires_at` (the
+    /// first wait) plus the escalation's `after_seconds`; otherwise `expires_at` (an escalation
+    /// sets `expires_at` to this same deadline). Replies are accepted before it, countdowns
+    /// count toward it.
+    pub fn announced_deadline(&self) -> i64 {
+        match &self.escalation {
+            Some(e) if self.escalated_at.is_none() => self
+                .expires_at
+                .saturating_add(approval::millis(e.after_seconds)),
+            _ => self.expires_at,
+        }
+    }
+
     /// The hash the token binds: of the edited call, else of the proposed one.
     pub fn effective_hash(&self) -> &str {
         self.edited
@@ -571,12 +604,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 fn approval_event_name(e: Event) -> &'static str {
-    match e {
-        Event::Decide(DecisionKind::Approve) => "approve",
-        Event::Decide(DecisionKind::Deny) => "deny",
-        Event::Expire(_) => "expire",
-        Event::Cancel => "cancel",
-    }
+    stored::Settlement::of(e).as_str()
 }
 
 impl Store {
@@ -1118,7 +1146,10 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let due: Vec<(String, i64)> = tx
             .prepare_cached(
-                "SELECT id, progress_marks FROM approvals WHERE status = 'pending' AND expires_at - requested_at > 60000
+                // A pre-filter only (the announced deadline is never before expires_at); the
+                // marks are computed from ApprovalRecord::announced_deadline below.
+                "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
+                 AND expires_at + COALESCE(escalate_after_ms, 0) - requested_at > 60000 AND progress_marks != 3
                  AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
                    OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
             )?
@@ -1129,8 +1160,13 @@ impl Store {
             let Some(a) = read_approval(&tx, &id)? else {
                 continue;
             };
-            let span = a.expires_at - a.requested_at;
-            let late = now >= a.expires_at - span / 10;
+            let deadline = a.announced_deadline();
+            let span = deadline - a.requested_at;
+            let late = marks & 2 == 0 && now >= deadline - span / 10;
+            let half = marks & 1 == 0 && now >= a.requested_at + span / 2;
+            if !a.damaged.is_empty() || span <= 60_000 || !(late || half) {
+                continue;
+            }
             let (percent, mark) = if late { (90, 3) } else { (50, 1) };
             aaep::emit(
                 &tx,
@@ -1211,6 +1247,18 @@ impl Store {
         let Some(rec) = read_approval(&tx, id)? else {
             return Err(DecideError::NotFound);
         };
+        if !rec.damaged.is_empty() {
+            audit::append(
+                &tx,
+                now,
+                "decision.refused",
+                Some(id),
+                actor,
+                &json!({"decision": approval_event_name(event), "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged}),
+            )?;
+            tx.commit()?;
+            return Err(DecideError::Damaged(rec.damaged));
+        }
         if let Some(roles) = roles {
             let approvers = &rec.approvers;
             if !approval::may_decide(approvers, roles) {
@@ -1257,10 +1305,11 @@ impl Store {
                 "an irreversible action is approved once, with explicit consent each time (seed 001): no session, duration or workspace scope".into(),
             ));
         }
-        let tier = RiskTier::parse(&rec.risk_tier).unwrap_or(RiskTier::R4);
-        let discouraged = scope == GrantScope::Workspace && tier >= RiskTier::R3;
+        let discouraged = scope == GrantScope::Workspace && rec.risk_tier >= RiskTier::R3;
         if discouraged && !input.is_some_and(|d| d.confirm_workspace) {
-            return Err(DecideError::WorkspaceNeedsConfirmation(rec.risk_tier));
+            return Err(DecideError::WorkspaceNeedsConfirmation(
+                rec.risk_tier.to_string(),
+            ));
         }
         let default_applied = match event {
             Event::Expire(d) => Some(d.as_str()),
@@ -1335,7 +1384,7 @@ impl Store {
                 let session = (scope == GrantScope::Session).then_some(&rec.session_id);
                 tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
                     .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, (!whole).then_some(hash),
-                        scope_wire, rec.risk_tier, discouraged, id, actor, now, expires])?;
+                        scope_wire, rec.risk_tier.as_str(), discouraged, id, actor, now, expires])?;
                 tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
                     .execute(params![id, gid])?;
                 audit::append(
@@ -1368,81 +1417,6 @@ impl Store {
         aaep::emit(&tx, &aaep::resolution(&rec, now, None), None, Some(id), now)?;
         tx.commit()?;
         Ok(rec)
-    }
-
-    /// Settles every pending approval whose `expires_at <= now`: one with an unused
-    /// `on_timeout` escalation is extended once by its `after_seconds`, its escalation roles
-    /// added to the approvers (`approval.escalated`); every other one expires with its default
-    /// decision (a token is minted only for `approve`). Also catches up on approvals that
-    /// expired while the server was down. Returns the ids that changed.
-    pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
-        type Due = (String, String, String, Option<i64>, Option<i64>);
-        let due: Vec<Due> = {
-            let conn = self.lock();
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, default_decision, escalate_to, escalate_after_ms, escalated_at FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
-            )?;
-            stmt.query_map([now], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })?
-            .collect::<Result<_, _>>()?
-        };
-        let mut done = Vec::new();
-        for (id, d, to, after, escalated) in due {
-            if let (Some(after), None) = (after, escalated) {
-                let roles: Vec<String> = serde_json::from_str(&to).unwrap_or_default();
-                let mut conn = self.lock();
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let old: Option<String> = tx
-                    .prepare_cached("SELECT approvers FROM approvals WHERE id = ?1 AND status = 'pending' AND escalated_at IS NULL")?
-                    .query_row([&id], |r| r.get(0))
-                    .optional()?;
-                if let Some(old) = old {
-                    let mut approvers: Vec<String> = serde_json::from_str(&old).unwrap_or_default();
-                    // An approval any operator could decide stays so; otherwise add the roles.
-                    if !approvers.is_empty() {
-                        for r in &roles {
-                            if !approvers.contains(r) {
-                                approvers.push(r.clone());
-                            }
-                        }
-                    }
-                    let new_exp = now.saturating_add(after);
-                    tx.prepare_cached("UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1")?
-                        .execute(params![id, serde_json::to_string(&approvers).expect("roles"), new_exp, now])?;
-                    audit::append(
-                        &tx,
-                        now,
-                        "approval.escalated",
-                        Some(&id),
-                        "system:expiry",
-                        &json!({"escalate_to": roles, "approvers": approvers, "expires_at": new_exp}),
-                    )?;
-                    tx.commit()?;
-                    done.push(id);
-                }
-                continue;
-            }
-            let d = if d == "approve" {
-                DefaultDecision::Approve
-            } else {
-                DefaultDecision::Reject
-            };
-            match self.apply(
-                &id,
-                Event::Expire(d),
-                None,
-                Some("timed out; default decision applied"),
-                "system:expiry",
-                None,
-                now,
-            ) {
-                Ok(_) => done.push(id),
-                Err(DecideError::Store(e)) => return Err(e),
-                Err(_) => {}
-            }
-        }
-        Ok(done)
     }
 
     /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
@@ -2009,93 +1983,20 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
             trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
-            |r| {
-                let args: String = r.get(5)?;
-                let reasons: String = r.get(11)?;
-                let approvers: String = r.get(12)?;
-                let status: String = r.get(16)?;
-                let json_list = |i: usize| -> rusqlite::Result<Vec<String>> {
-                    let s: String = r.get(i)?;
-                    Ok(serde_json::from_str(&s).unwrap_or_default())
-                };
-                let escalate_to = json_list(24)?;
-                let after: Option<i64> = r.get(25)?;
-                let edited_args: Option<String> = r.get(30)?;
-                let edited = match (edited_args, r.get::<_, Option<String>>(31)?, r.get::<_, Option<String>>(32)?) {
-                    (Some(a), Some(c), Some(h)) => Some(EditedCall {
-                        arguments: serde_json::from_str(&a).unwrap_or(Value::Null),
-                        canonical_arguments: a,
-                        canonical: c,
-                        call_hash: h,
-                    }),
-                    _ => None,
-                };
-                Ok(ApprovalRecord {
-                    id: r.get(0)?,
-                    agent: r.get(1)?,
-                    session_id: r.get(2)?,
-                    call: ToolCall {
-                        tool: r.get(3)?,
-                        server: r.get(4)?,
-                        arguments: serde_json::from_str(&args).unwrap_or(Value::Null),
-                    },
-                    canonical: r.get(6)?,
-                    call_hash: r.get(7)?,
-                    message: r.get(8)?,
-                    risk_tier: r.get(9)?,
-                    irreversible: r.get(10)?,
-                    reasons: serde_json::from_str(&reasons).unwrap_or_default(),
-                    approvers: serde_json::from_str(&approvers).unwrap_or_default(),
-                    default_decision: r.get(13)?,
-                    requested_at: r.get(14)?,
-                    expires_at: r.get(15)?,
-                    status: ApprovalStatus::parse(&status).unwrap_or(ApprovalStatus::Cancelled),
-                    decided_at: r.get(17)?,
-                    decisions: Vec::new(),
-                    token: None,
-                    run_id: r.get(18)?,
-                    device_id: r.get(19)?,
-                    group_key: r.get(20)?,
-                    human_summary: r.get(21)?,
-                    triggers: json_list(22)?,
-                    suggested_alternatives: json_list(23)?,
-                    escalation: after.map(|a| Escalation { escalate_to, after_seconds: (a / 1000) as u64 }),
-                    escalated_at: r.get(26)?,
-                    output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
-                    scope: r.get(28)?,
-                    grant_id: r.get(29)?,
-                    edited,
-                    trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
-                    span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
-                    target_type: r.get(35)?,
-                    target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
-                    reply_token: r.get(37)?,
-                    target_diff: r.get::<_, Option<String>>(38)?.and_then(|d| serde_json::from_str(&d).ok()),
-                    in_client_approval: r.get(39)?,
-                    side_effects: json_list(40)?,
-                    rollback: json_list(41)?,
-                    dry_run_tool: r.get(42)?,
-                    redact: json_list(43)?,
-                })
-            },
+            approval_row,
         )
         .optional()?;
     let Some(mut rec) = rec else { return Ok(None) };
     let mut stmt = conn.prepare_cached(
         "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
     )?;
-    rec.decisions = stmt
-        .query_map([id], |r| {
-            Ok(DecisionRecord {
-                decision: r.get(0)?,
-                reason: r.get(1)?,
-                actor: r.get(2)?,
-                at: r.get(3)?,
-                default_applied: r.get(4)?,
-                decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-            })
-        })?
+    let rows: Vec<(DecisionRecord, Vec<String>)> = stmt
+        .query_map([id], decision_row)?
         .collect::<Result<_, _>>()?;
+    for (d, damaged) in rows {
+        rec.damaged.extend(damaged);
+        rec.decisions.push(d);
+    }
     rec.token = conn
         .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
         .query_row([id], |r| {
@@ -2111,4 +2012,153 @@ fn read_approval(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approva
         })
         .optional()?;
     Ok(Some(rec))
+}
+
+/// One `approvals` row (columns in `read_approval`'s SELECT order) read strictly: unreadable
+/// columns are named in `damaged` and hold their most restrictive value ([`stored::Columns`]).
+/// `decisions` and `token` are left empty. `Err` only for a wrong column index or a
+/// NOT NULL integer/text column of the wrong type.
+fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let mut c = stored::Columns::default();
+    let arguments = c.json(r, 5, "arguments", Value::Null)?;
+    let reasons = c.json(r, 11, "reasons", Vec::new())?;
+    let approvers = c.json(
+        r,
+        12,
+        "approvers",
+        vec![stored::UNREADABLE_ROLE.to_string()],
+    )?;
+    let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, RiskTier::R4)?;
+    let default_decision = c.parsed(
+        r,
+        13,
+        "default_decision",
+        DefaultDecision::parse,
+        DefaultDecision::Reject,
+    )?;
+    let status = c.parsed(
+        r,
+        16,
+        "status",
+        ApprovalStatus::parse,
+        ApprovalStatus::Cancelled,
+    )?;
+    let scope = c.parsed_opt(
+        r,
+        28,
+        "scope",
+        |s| GrantScope::parse(s).ok(),
+        Some(GrantScope::Once),
+    )?;
+    let escalate_to = c.list(r, 24, "escalate_to")?;
+    let after: Option<i64> = r.get(25)?;
+    let edited_args = c.parsed_opt(
+        r,
+        30,
+        "edited_arguments",
+        |a| {
+            serde_json::from_str::<Value>(a)
+                .ok()
+                .map(|v| (v, a.to_string()))
+        },
+        None,
+    )?;
+    let edited = match (
+        edited_args,
+        r.get::<_, Option<String>>(31)?,
+        r.get::<_, Option<String>>(32)?,
+    ) {
+        (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
+            arguments,
+            canonical_arguments: a,
+            canonical: c,
+            call_hash: h,
+        }),
+        _ => None,
+    };
+    let triggers = c.list(r, 22, "triggers")?;
+    let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
+    let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
+    let side_effects = c.list(r, 40, "side_effects")?;
+    let rollback = c.list(r, 41, "rollback")?;
+    let redact = c.list(r, 43, "redact")?;
+    Ok(ApprovalRecord {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        session_id: r.get(2)?,
+        call: ToolCall {
+            tool: r.get(3)?,
+            server: r.get(4)?,
+            arguments,
+        },
+        canonical: r.get(6)?,
+        call_hash: r.get(7)?,
+        message: r.get(8)?,
+        risk_tier,
+        irreversible: r.get(10)?,
+        reasons,
+        approvers,
+        default_decision,
+        requested_at: r.get(14)?,
+        expires_at: r.get(15)?,
+        status,
+        decided_at: r.get(17)?,
+        decisions: Vec::new(),
+        token: None,
+        run_id: r.get(18)?,
+        device_id: r.get(19)?,
+        group_key: r.get(20)?,
+        human_summary: r.get(21)?,
+        triggers,
+        suggested_alternatives,
+        escalation: after.map(|a| Escalation {
+            escalate_to,
+            after_seconds: (a / 1000) as u64,
+        }),
+        escalated_at: r.get(26)?,
+        output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
+        scope,
+        grant_id: r.get(29)?,
+        edited,
+        trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
+        span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
+        target_type: r.get(35)?,
+        target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
+        reply_token: r.get(37)?,
+        target_diff,
+        in_client_approval: r.get(39)?,
+        side_effects,
+        rollback,
+        dry_run_tool: r.get(42)?,
+        redact,
+        damaged: c.damaged,
+    })
+}
+
+/// One `decisions` row (`decision, reason, actor, at, default_applied, decision_id`) read
+/// strictly, with the names of its unreadable columns (`decisions.decision`,
+/// `decisions.default_applied`).
+fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(DecisionRecord, Vec<String>)> {
+    let mut c = stored::Columns::default();
+    let d = DecisionRecord {
+        decision: c.parsed(
+            r,
+            0,
+            "decisions.decision",
+            Settlement::parse,
+            Settlement::Deny,
+        )?,
+        reason: r.get(1)?,
+        actor: r.get(2)?,
+        at: r.get(3)?,
+        default_applied: c.parsed_opt(
+            r,
+            4,
+            "decisions.default_applied",
+            DefaultDecision::parse,
+            Some(DefaultDecision::Reject),
+        )?,
+        decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+    };
+    Ok((d, c.damaged))
 }

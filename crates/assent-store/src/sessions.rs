@@ -47,7 +47,7 @@ impl Store {
         for id in ids {
             match self.cancel_as(&id, reason, actor, roles, now) {
                 Ok(r) => out.cancelled.push(r),
-                Err(DecideError::NotApprover(_)) => out.refused.push(id),
+                Err(DecideError::NotApprover(_) | DecideError::Damaged(_)) => out.refused.push(id),
                 Err(DecideError::Store(e)) => return Err(e),
                 Err(_) => {} // decided meanwhile
             }

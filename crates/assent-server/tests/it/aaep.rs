@@ -1004,3 +1004,83 @@ async fn reply_tokens_are_unique_across_confirmations_and_restarts_and_never_reu
         "a reply token could be issued twice"
     );
 }
+
+/// Issue 10 §5: an `on_timeout` escalation outlives the first wait, so the
+/// `awaiting.confirmation` announces the real deadline (first wait + `after_seconds`) with the
+/// escalation in `extensions.assent`, the escalation itself is an `agent.progress.updated`
+/// naming the new approvers, a reply is accepted until the announced deadline (even after the
+/// first wait ran out) and ignored after it.
+#[tokio::test]
+async fn an_escalation_is_announced_up_front_and_replies_count_until_the_announced_deadline() {
+    const ESC_GOV: &str = r#"
+policies:
+  - id: acme.test.esc-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: quick
+        approval: true
+        approvers: [finance]
+        timeout_seconds: 1
+        on_timeout: {escalate_to: [ops], after_seconds: 3}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        approval_timeout_ms: Some(300_000),
+        ..Settings::default()
+    };
+    let gw = start_reg(dir.path(), 300_000, settings, AGENTS, ESC_GOV).await;
+    let (sub, mut sse) = gw.subscribe("olaf-key", true, json!({})).await;
+    let (_, q) = gw.propose("quick", json!({})).await;
+    let id = q["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{q}"))
+        .to_string();
+    let ev = sse.expect("aaep:agent.awaiting.confirmation").await.data;
+    assert_valid(
+        &core("agent.awaiting.confirmation"),
+        &ev,
+        "escalating confirmation",
+    );
+    assert_eq!(ev["timeout_seconds"], 4, "{ev}");
+    let esc = &ev["extensions"]["assent"]["escalation"];
+    assert_eq!(
+        (&esc["after_seconds"], &esc["escalate_to"]),
+        (&json!(3), &json!(["ops"]))
+    );
+    let deadline = esc["deadline"].as_str().unwrap().to_string();
+    let token = ev["reply_token"].as_str().unwrap().to_string();
+    // The escalation (after the first second) is announced; the deadline stays.
+    let ev = sse.expect("aaep:agent.progress.updated").await.data;
+    assert_valid(&core("agent.progress.updated"), &ev, "escalation progress");
+    let esc = &ev["extensions"]["assent"]["escalation"];
+    assert_eq!(esc["approvers"], json!(["finance", "ops"]), "{ev}");
+    assert_eq!(esc["deadline"], deadline.as_str());
+    assert!(ev["eta_ms"].as_i64().unwrap() <= 3000, "{ev}");
+    // Past the first wait, before the announced deadline: olaf (ops) may now accept.
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    assert_eq!(
+        gw.reply(Some("olaf-key"), confirm(&token, &sub, "accept"))
+            .await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(gw.status(&id).await["status"], "approved");
+
+    // A second one whose announced deadline has passed: the reply is ignored.
+    let (_, q) = gw.propose("quick", json!({"n": 2})).await;
+    let late = q["approval_id"].as_str().unwrap().to_string();
+    let token = sse.expect("aaep:agent.awaiting.confirmation").await.data["reply_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
+    db.execute("UPDATE approvals SET requested_at = requested_at - 4500, expires_at = expires_at - 4500 WHERE id = ?1", [&late]).unwrap();
+    assert_eq!(
+        gw.reply(Some("olaf-key"), confirm(&token, &sub, "accept"))
+            .await,
+        StatusCode::NO_CONTENT
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rec = gw.status(&late).await;
+    assert_eq!(rec["status"], "expired", "{rec}");
+    assert!(rec.get("token").is_none(), "{rec}");
+}

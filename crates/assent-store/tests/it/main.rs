@@ -134,12 +134,15 @@ fn expiry_applies_the_default_and_mints_only_for_approve() {
     assert_eq!(done, want);
     let r = s.get_approval(&rej).unwrap().unwrap();
     assert_eq!(
-        (r.status, r.decisions[0].default_applied.as_deref()),
+        (r.status, r.decisions[0].default_applied.map(|d| d.as_str())),
         (ApprovalStatus::Expired, Some("reject"))
     );
     assert!(s.token_string(&rej).unwrap().is_none());
     let a = s.get_approval(&app).unwrap().unwrap();
-    assert_eq!(a.decisions[0].default_applied.as_deref(), Some("approve"));
+    assert_eq!(
+        a.decisions[0].default_applied.map(|d| d.as_str()),
+        Some("approve")
+    );
     let t = s.token_string(&app).unwrap().unwrap();
     s.redeem(&t, "bot", &h, None, 6_001).unwrap();
     assert_eq!(
@@ -277,5 +280,185 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
             "decision",
             "token.minted"
         ]
+    );
+}
+
+/// Attack (issue 10 §8): whoever can write the database corrupts one decision-relevant column
+/// of a pending approval, hoping a lenient reader widens who may approve it or what happens at
+/// expiry. Each unreadable column is named in `damaged`, holds its most restrictive value, and
+/// nobody may decide, cancel or expire the approval; every refusal is audited.
+#[test]
+fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
+    let cases: &[(&str, &str)] = &[
+        ("approvers", "'[\"finance\"'"),
+        ("approvers", "42"),
+        ("risk_tier", "'R9'"),
+        ("default_decision", "'approve please'"),
+        ("escalate_to", "'{'"),
+        ("arguments", "'not json'"),
+        ("reasons", "x'00ff'"),
+        ("scope", "'forever'"),
+        ("status", "'limbo'"),
+    ];
+    for (col, bad) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 60_000).unwrap();
+        let (id, _) = pending(&s, 5, 1_000, 10_000, true);
+        let db = rusqlite::Connection::open(s.db_path()).unwrap();
+        db.execute_batch("PRAGMA ignore_check_constraints = 1;")
+            .unwrap();
+        db.execute(
+            &format!("UPDATE approvals SET {col} = {bad} WHERE id = ?1"),
+            [&id],
+        )
+        .unwrap();
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.damaged, vec![col.to_string()], "{col} = {bad}");
+        match *col {
+            "approvers" => assert_eq!(rec.approvers, [assent_store::stored::UNREADABLE_ROLE]),
+            "risk_tier" => assert_eq!(rec.risk_tier, assent_core::RiskTier::R4),
+            "default_decision" => {
+                assert_eq!(rec.default_decision, assent_core::DefaultDecision::Reject)
+            }
+            "status" => assert_eq!(rec.status, ApprovalStatus::Cancelled),
+            "scope" => assert_eq!(rec.scope, Some(assent_core::approval::GrantScope::Once)),
+            _ => {}
+        }
+        let e = s
+            .decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+            .unwrap_err();
+        assert!(
+            matches!(&e, DecideError::Damaged(c) if c == &[col.to_string()]),
+            "{e}"
+        );
+        assert!(matches!(
+            s.cancel(&id, None, "bot", 2_000),
+            Err(DecideError::Damaged(_))
+        ));
+        // Overdue, yet the sweep leaves it alone (and does not fail).
+        assert!(s.expire_due(100_000).unwrap().is_empty());
+        assert!(s.token_string(&id).unwrap().is_none());
+        let refused: i64 = db
+            .query_row(
+                "SELECT count(*) FROM audit WHERE kind = 'decision.refused' AND approval_id = ?1",
+                [&id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(refused, 2, "{col}");
+        let found = assent_store::integrity::cross_check(&db).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|(_, m)| m
+                    .contains(&format!("approval {id} is damaged: stored column(s) {col}"))),
+            "{found:?}"
+        );
+    }
+}
+
+/// Issue 10 §5: with an `on_timeout` escalation (first wait 100 s, then 100 s more), the
+/// confirmation announces 200 s, countdowns fire at 50 % and 10 % of those 200 s, the
+/// escalation is announced with the time left to the same deadline, and the default applies
+/// exactly there.
+#[test]
+fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+    let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
+    let mut v = evaluate(&reg, "bot", &call);
+    v.escalation = Some(assent_core::triggers::Escalation {
+        escalate_to: vec!["ops".into()],
+        after_seconds: 100,
+    });
+    v.approvers = vec!["finance".into()];
+    let (c, h) = call.canonical_and_hash().unwrap();
+    let a = call.canonical_arguments().unwrap();
+    let rec = s
+        .create_approval(&NewApproval {
+            agent: "bot",
+            session_id: "s1",
+            call: &call,
+            canonical_arguments: &a,
+            canonical: &c,
+            call_hash: &h,
+            verdict: &v,
+            now: 1_000,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            target: None,
+            expires_at: 101_000,
+            context: Default::default(),
+        })
+        .unwrap();
+    assert_eq!(rec.announced_deadline(), 201_000);
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    let events = |ty: &str| -> Vec<serde_json::Value> {
+        let mut st = db
+            .prepare("SELECT data FROM aaep_events WHERE type = ?1 ORDER BY rowid")
+            .unwrap();
+        st.query_map([ty], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(|d| serde_json::from_str(&d.unwrap()).unwrap())
+            .collect()
+    };
+    let awaiting = events("aaep:agent.awaiting.confirmation");
+    assert_eq!(awaiting[0]["timeout_seconds"], 200);
+    // Half of the first wait is not half of the announced one.
+    assert_eq!(s.emit_countdowns(60_000).unwrap(), 0);
+    assert_eq!(s.expire_due(101_000).unwrap(), vec![rec.id.clone()]);
+    assert_eq!(s.emit_countdowns(101_000).unwrap(), 1);
+    assert_eq!(s.emit_countdowns(180_999).unwrap(), 0);
+    assert_eq!(s.emit_countdowns(181_000).unwrap(), 1);
+    let progress = events("aaep:agent.progress.updated");
+    let seen: Vec<_> = progress
+        .iter()
+        .map(|e| (e["progress"]["percent"].clone(), e["eta_ms"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (json!(50), json!(100_000)), // the escalation, halfway
+            (json!(50), json!(100_000)),
+            (json!(90), json!(20_000)),
+        ]
+    );
+    assert_eq!(
+        progress[0]["extensions"]["assent"]["escalation"]["approvers"],
+        json!(["finance", "ops"])
+    );
+    assert!(s.expire_due(200_999).unwrap().is_empty());
+    assert_eq!(s.expire_due(201_000).unwrap(), vec![rec.id.clone()]);
+    let rec = s.get_approval(&rec.id).unwrap().unwrap();
+    assert_eq!(rec.status, ApprovalStatus::Expired);
+}
+
+/// A settled approval's decision row is read strictly too: an unreadable `decision` or
+/// `default_applied` is named in `damaged` (as `decisions.COLUMN`) and reads as the most
+/// restrictive value (`deny`, `reject`).
+#[test]
+fn a_corrupted_decision_row_is_named_and_reads_as_a_deny() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (id, _) = pending(&s, 5, 1_000, 10_000, true);
+    s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+        .unwrap();
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    db.execute(
+        "UPDATE decisions SET decision = 'approve!', default_applied = 'yes' WHERE approval_id = ?1",
+        [&id],
+    )
+    .unwrap();
+    let rec = s.get_approval(&id).unwrap().unwrap();
+    assert_eq!(
+        rec.damaged,
+        ["decisions.decision", "decisions.default_applied"]
+    );
+    assert_eq!(rec.decisions[0].decision, assent_store::Settlement::Deny);
+    assert_eq!(
+        rec.decisions[0].default_applied,
+        Some(assent_core::DefaultDecision::Reject)
     );
 }

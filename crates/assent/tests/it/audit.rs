@@ -308,3 +308,115 @@ fn a_grant_inserted_behind_the_gateways_back_is_caught() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("has no grant.created record"), "{err}");
 }
+
+/// Attack: someone who can write the database file corrupts one approval's `approvers`
+/// column, hoping it reads as "no approver roles" (any operator may decide) and widens who
+/// may approve a transfer (issue 10 §8). Reading is strict instead: the approval is damaged,
+/// nobody may approve, deny or cancel it (409 `APPROVAL_DAMAGED`, audited
+/// `decision.refused`), the expiry sweep leaves it alone, the queue still lists it, and
+/// `assent audit verify` names it and the column (exit 1).
+#[test]
+fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port);
+    let mut s = serve(&cfg, port);
+    let a = propose(&s.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let g = Signed {
+        data: dir.path().join("data"),
+        file: dir.path().join("unused"),
+        dir,
+    };
+    let decide = |body: Value| {
+        http()
+            .post(format!("{}/v1/approvals/{a}/decision", s.url))
+            .bearer_auth(OP_KEY)
+            .json(&body)
+            .send()
+            .unwrap()
+    };
+    // Only the CEO may decide: alice (finance-admin) is refused.
+    live(
+        &g,
+        &format!("UPDATE approvals SET approvers = '[\"ceo\"]' WHERE id = '{a}';"),
+    );
+    assert_eq!(decide(json!({"decision": "approve"})).status(), 403);
+    // The attack: the list no longer parses.
+    live(
+        &g,
+        &format!("UPDATE approvals SET approvers = '[\"ceo\"' WHERE id = '{a}';"),
+    );
+    for body in [json!({"decision": "approve"}), json!({"decision": "deny"})] {
+        let r = decide(body);
+        assert_eq!(r.status(), 409);
+        let v: Value = r.json().unwrap();
+        assert_eq!(v["code"], "APPROVAL_DAMAGED", "{v}");
+        assert_eq!(v["damaged"], json!(["approvers"]), "{v}");
+    }
+    let r = http()
+        .post(format!("{}/v1/approvals/{a}/cancel", s.url))
+        .bearer_auth(OP_KEY)
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 409, "{:?}", r.text());
+    // The expiry sweep skips it: overdue, it stays pending.
+    live(
+        &g,
+        &format!("UPDATE approvals SET expires_at = 0 WHERE id = '{a}';"),
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    let queue = http()
+        .get(format!("{}/v1/approvals?status=pending", s.url))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(queue.contains(&a), "{queue}");
+    assert!(queue.contains(r#""damaged":["approvers"]"#), "{queue}");
+    assert_eq!(
+        live(
+            &g,
+            &format!("SELECT status FROM approvals WHERE id = '{a}';")
+        )
+        .trim(),
+        "pending"
+    );
+    let refused = live(
+        &g,
+        &format!(
+            "SELECT count(*) FROM audit WHERE kind = 'decision.refused' AND approval_id = '{a}' AND data LIKE '%damaged%';"
+        ),
+    );
+    assert_eq!(refused.trim(), "3");
+    assert_eq!(
+        live(
+            &g,
+            &format!("SELECT count(*) FROM tokens WHERE approval_id = '{a}';")
+        )
+        .trim(),
+        "0"
+    );
+    Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    s.child.wait().unwrap();
+    let (code, out, err) = verify(&g, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains(&format!(
+            "approval {a} is damaged: stored column(s) approvers"
+        )),
+        "{out}{err}"
+    );
+}
+
+/// `sql` while the gateway runs: waits for its write lock instead of failing.
+fn live(g: &Signed, q: &str) -> String {
+    sql_with(g, &["-cmd", ".timeout 5000"], q)
+}

@@ -1,0 +1,111 @@
+//! The expiry sweep: escalation once, then the default decision (AAEP §6.4), skipping
+//! approvals whose stored data is damaged (issue 10 §8).
+
+use crate::{ApprovalRecord, DecideError, Store, StoreError, aaep, audit, read_approval};
+use assent_core::approval::Event;
+use rusqlite::{Transaction, TransactionBehavior, params};
+use serde_json::json;
+
+impl Store {
+    /// Settles every pending approval whose `expires_at <= now` (Unix ms): one with an unused
+    /// `on_timeout` escalation is extended once, to the deadline its `awaiting.confirmation`
+    /// announced ([`ApprovalRecord::announced_deadline`]: the first wait plus `after_seconds`),
+    /// its escalation roles added to the approvers (`approval.escalated`, and an AAEP
+    /// `agent.progress.updated` saying so, issue 10 §5); every other one expires with its
+    /// default decision (a token is minted only for `approve`), as does an escalated one
+    /// whose announced deadline had passed already. Also catches up on approvals that
+    /// expired while the server was down. An approval with unreadable stored columns
+    /// ([`ApprovalRecord::damaged`]) is skipped: it stays pending until repaired. Returns the
+    /// ids that changed; `Err` only when the store fails.
+    pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
+        let due: Vec<String> = {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
+            )?;
+            stmt.query_map([now], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let mut done = Vec::new();
+        for id in due {
+            let default = {
+                let mut conn = self.lock();
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let Some(rec) = read_approval(&tx, &id)? else {
+                    continue;
+                };
+                if !rec.damaged.is_empty()
+                    || rec.status != assent_core::ApprovalStatus::Pending
+                    || rec.expires_at > now
+                {
+                    continue;
+                }
+                if rec.escalation.is_some() && rec.escalated_at.is_none() {
+                    escalate(&tx, &rec, now)?;
+                    tx.commit()?;
+                    if rec.announced_deadline() > now {
+                        done.push(id);
+                        continue;
+                    }
+                }
+                rec.default_decision
+            };
+            match self.apply(
+                &id,
+                Event::Expire(default),
+                None,
+                Some("timed out; default decision applied"),
+                "system:expiry",
+                None,
+                now,
+            ) {
+                Ok(_) => done.push(id),
+                Err(DecideError::Store(e)) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Extends pending approval `rec` once, to its announced deadline (the first wait plus the
+/// escalation's `after_seconds`), adding the escalation roles to its approvers (an approval
+/// any operator could decide stays so); audits `approval.escalated` and emits the AAEP
+/// [`aaep::escalated`] event.
+fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::Result<()> {
+    let Some(esc) = &rec.escalation else {
+        return Ok(());
+    };
+    let mut approvers = rec.approvers.clone();
+    if !approvers.is_empty() {
+        for r in &esc.escalate_to {
+            if !approvers.contains(r) {
+                approvers.push(r.clone());
+            }
+        }
+    }
+    let new_exp = rec.announced_deadline();
+    tx.prepare_cached(
+        "UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1",
+    )?
+    .execute(params![
+        rec.id,
+        serde_json::to_string(&approvers).expect("roles"),
+        new_exp,
+        now
+    ])?;
+    audit::append(
+        tx,
+        now,
+        "approval.escalated",
+        Some(&rec.id),
+        "system:expiry",
+        &json!({"escalate_to": esc.escalate_to, "approvers": approvers, "expires_at": new_exp}),
+    )?;
+    let mut after = rec.clone();
+    after.approvers = approvers;
+    after.expires_at = new_exp;
+    after.escalated_at = Some(now);
+    aaep::emit(tx, &aaep::escalated(&after, now), None, Some(&rec.id), now)?;
+    Ok(())
+}

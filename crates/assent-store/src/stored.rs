@@ -1,0 +1,152 @@
+//! Strict reading of stored approval columns (issue 10 §8: fail closed on stored data).
+//!
+//! A column that carries a decision-relevant value (`approvers`, `status`, `risk_tier`,
+//! `default_decision`, `scope`, `escalate_to`, the call's `arguments`, …) is parsed without a
+//! fallback: when it cannot be read (not text, not the expected JSON, not a known name) the
+//! column's name is recorded in [`Columns::damaged`] and the most restrictive value stands in
+//! for it. [`crate::ApprovalRecord::damaged`] carries that list; [`crate::Store`] refuses every
+//! event on such an approval ([`crate::DecideError::Damaged`]), the expiry sweep skips it, and
+//! `assent audit verify` reports it.
+
+use rusqlite::Row;
+use rusqlite::types::ValueRef;
+use serde::de::DeserializeOwned;
+
+/// The approver role that stands in for an unreadable `approvers` column: no configured role
+/// can hold it (role names are plain identifiers), so nobody may decide the approval even if
+/// a caller forgot to look at `damaged`.
+pub const UNREADABLE_ROLE: &str = "!unreadable";
+
+/// Collects the names of the columns of one row that could not be read.
+#[derive(Debug, Default)]
+pub(crate) struct Columns {
+    /// Column names, in reading order.
+    pub damaged: Vec<String>,
+}
+
+/// The column's text, `Ok(None)` for SQL NULL, `Err(())` for any other type or invalid UTF-8.
+fn text(r: &Row<'_>, i: usize) -> rusqlite::Result<Result<Option<String>, ()>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .map(|s| Some(s.to_string()))
+            .map_err(|_| ()),
+        _ => Err(()),
+    })
+}
+
+impl Columns {
+    fn damage<T>(&mut self, name: &str, worst: T) -> T {
+        self.damaged.push(name.to_string());
+        worst
+    }
+
+    /// A NOT NULL text column parsed by `parse`; `worst` when it is missing, not text or
+    /// rejected by `parse`.
+    pub fn parsed<T>(
+        &mut self,
+        r: &Row<'_>,
+        i: usize,
+        name: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+        worst: T,
+    ) -> rusqlite::Result<T> {
+        Ok(match text(r, i)? {
+            Ok(Some(s)) => match parse(&s) {
+                Some(v) => v,
+                None => self.damage(name, worst),
+            },
+            _ => self.damage(name, worst),
+        })
+    }
+
+    /// A nullable text column: `None` for NULL, else parsed by `parse`; `worst` when it is
+    /// not text or rejected.
+    pub fn parsed_opt<T>(
+        &mut self,
+        r: &Row<'_>,
+        i: usize,
+        name: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+        worst: Option<T>,
+    ) -> rusqlite::Result<Option<T>> {
+        Ok(match text(r, i)? {
+            Ok(None) => None,
+            Ok(Some(s)) => match parse(&s) {
+                Some(v) => Some(v),
+                None => self.damage(name, worst),
+            },
+            Err(()) => self.damage(name, worst),
+        })
+    }
+
+    /// A NOT NULL JSON text column; `worst` when it is not JSON of type `T`.
+    pub fn json<T: DeserializeOwned>(
+        &mut self,
+        r: &Row<'_>,
+        i: usize,
+        name: &str,
+        worst: T,
+    ) -> rusqlite::Result<T> {
+        self.parsed(r, i, name, |s| serde_json::from_str(s).ok(), worst)
+    }
+
+    /// A JSON list of strings (NOT NULL); empty when unreadable (for display-only lists).
+    pub fn list(&mut self, r: &Row<'_>, i: usize, name: &str) -> rusqlite::Result<Vec<String>> {
+        self.json(r, i, name, Vec::new())
+    }
+}
+
+/// What a stored decision did (`decisions.decision`): an operator's approve or deny, the
+/// expiry sweep's `expire`, or a `cancel`. Serialised, and shown, as the lowercase name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Settlement {
+    /// An operator (or a grant, or the agent's user) approved.
+    Approve,
+    /// An operator denied.
+    Deny,
+    /// The approval timed out; `default_applied` says what applied.
+    Expire,
+    /// The approval was withdrawn.
+    Cancel,
+}
+
+impl Settlement {
+    /// `"approve"`, `"deny"`, `"expire"` or `"cancel"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Deny => "deny",
+            Self::Expire => "expire",
+            Self::Cancel => "cancel",
+        }
+    }
+    /// Parses [`as_str`](Self::as_str) output; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "approve" => Self::Approve,
+            "deny" => Self::Deny,
+            "expire" => Self::Expire,
+            "cancel" => Self::Cancel,
+            _ => return None,
+        })
+    }
+    /// The settlement an approval event stores.
+    pub fn of(e: assent_core::approval::Event) -> Self {
+        use assent_core::approval::{DecisionKind, Event};
+        match e {
+            Event::Decide(DecisionKind::Approve) => Self::Approve,
+            Event::Decide(DecisionKind::Deny) => Self::Deny,
+            Event::Expire(_) => Self::Expire,
+            Event::Cancel => Self::Cancel,
+        }
+    }
+}
+
+impl std::fmt::Display for Settlement {
+    /// [`Settlement::as_str`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
