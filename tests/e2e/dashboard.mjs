@@ -24,9 +24,9 @@ const api = async (method, path, key, body) => {
 };
 
 // The agent: propose a payment; the gateway holds it for a human.
-const propose = async (amount, to) => {
+const propose = async (amount, to, session = "browser-e2e") => {
   const r = await api("POST", "/v1/tool-calls", AGENT, {
-    agent: "pay_bot", session_id: "browser-e2e", tool: "send_payment", server: "bank",
+    agent: "pay_bot", session_id: session, tool: "send_payment", server: "bank",
     arguments: { amount, currency: "EUR", to },
   });
   assert.equal(r.status, 202, JSON.stringify(r.body));
@@ -236,6 +236,26 @@ try {
     .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
     .slice(0, 5).map((e) => `${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}.${e.className}`));
   assert.ok(overflow <= 0, `horizontal overflow of ${overflow}px: ${wide.join(", ")}`);
+  step("an approval created while the queue is being read appears without a reload");
+  // The read in flight was answered before the new approval existed, and its `changed` event
+  // arrives while that read is still out: the page must read again once it is done.
+  await page.goto(`${URL}/ui`);
+  await page.waitForSelector(`[data-approval-id="${third}"]`);
+  let racing = null;
+  await page.route("**/ui/queue", async (route) => {
+    if (racing !== null) return route.continue();
+    racing = "";
+    const stale = await route.fetch();
+    racing = await propose(13, "Race Ltd", "browser-race");
+    await new Promise((res) => setTimeout(res, 700));
+    await route.fulfill({ response: stale });
+  });
+  await propose(12, "Trigger Ltd", "browser-race");
+  for (let i = 0; i < 50 && !racing; i++) await new Promise((res) => setTimeout(res, 100));
+  assert.ok(racing, "the queue was never read after a change");
+  await page.waitForSelector(`[data-approval-id="${racing}"]`, { timeout: 10000 });
+  await page.unroute("**/ui/queue");
+
   console.log("dashboard: all checks passed");
 } finally {
   await browser.close();
