@@ -167,7 +167,10 @@ async def throughput(port, clients, seconds):
         while time.monotonic() < stop:
             i += 1
             st, _, b = await c.request("POST", "/v1/tool-calls", agent_key(0),
-                                       {"agent": "bench", "session_id": "t", "tool": "noop",
+                                       # A new session every 50 calls: each proposal reads its
+                                       # session's earlier calls (thresholds), so one long
+                                       # session would slow down as it grows.
+                                       {"agent": "bench", "session_id": f"t{k}-{i // 50}", "tool": "noop",
                                         "arguments": {"c": k, "i": i}})
             if st != 200:
                 raise RuntimeError(f"allowed call: {st} {b[:300]!r}")
