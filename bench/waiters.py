@@ -6,19 +6,19 @@
   python3 bench/waiters.py [--seconds 10] [--waiters 3000] [--sse 500]
   ASSENT_BIN=/path/to/other/assent python3 bench/waiters.py     # e.g. an older build
 
-One run of `assent serve` (temporary config and data dir, loopback only) measures:
+Two parts, each against a fresh `assent serve` (temporary config and data dir, loopback only):
 
-1. proposal throughput: several clients send allowed `POST /v1/tool-calls` (a tool without
-   approval; each is a committed `call.allowed` audit record) for a fixed time while another
-   client decides other held approvals at a steady rate (so changes, and wake-ups, happen):
-   first with no long-poll open (A1), then with N long-polls open (`GET /v1/approvals/{id}
-   ?wait=60` on N held approvals, spread over several agent principals so no principal holds
-   more than 1,024), then with none again (A2). The ratio is with-waiters / mean(A1, A2).
-2. server memory per waiting long-poll: VmRSS of the server (/proc/PID/status) before and
-   after opening the N long-polls, divided by N;
-3. server memory per SSE subscriber: the same for `GET /aaep/v1/events` (operator key; each
-   opens an AAEP subscription) and `GET /ui/events` (dashboard session), idle, and again after
-   some changes have been streamed to every subscriber.
+1. throughput: several clients send allowed `POST /v1/tool-calls` (a tool without approval;
+   each is a committed `call.allowed` audit record) for a fixed time while another client
+   decides other held approvals at a steady rate (so changes, and wake-ups, happen). Phases
+   alternate: A (no long-poll open), B (N long-polls `GET /v1/approvals/{id}?wait=60` open on N
+   held approvals, spread over several agent principals so none holds more than 1,024), A, B,
+   ..., A. Each B is compared with the mean of the A phases on either side.
+2. memory: the server's VmRSS (/proc/PID/status) before and after opening N requests of one
+   kind, divided by N: idle keep-alive connections, waiting long-polls, `GET /aaep/v1/events`
+   subscribers (operator key; each opens an AAEP subscription) and `GET /ui/events` subscribers
+   (dashboard session), the SSE ones also after some changes were streamed. Nothing is closed
+   between the steps, so none reuses heap an earlier one freed.
 
 Python standard library only: asyncio with raw HTTP/1.1 over sockets, one connection per open
 request, so the client itself is cheap. Bounded: every phase has a fixed duration or count, and
