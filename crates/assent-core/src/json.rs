@@ -182,6 +182,11 @@ fn walk(
             let bytes = j.known_number_bytes(p)?;
             let text = String::from_utf8_lossy(bytes).into_owned();
             if !number_is_exact(&text) {
+                // A number thousands of digits long is named by its start, not echoed whole.
+                let text = match text.char_indices().nth(64) {
+                    Some((i, _)) => format!("{}… ({} digits)", &text[..i], text.len()),
+                    None => text,
+                };
                 return Err(StrictJsonError::InexactNumber {
                     path: pointer(path),
                     text,
@@ -374,6 +379,20 @@ mod tests {
             }
         );
         assert!(check(b"[1, 2.5, -0.0, 1e21]").is_ok());
+    }
+
+    #[test]
+    fn a_huge_number_is_named_by_its_start() {
+        let long = format!("{{\"n\": {}}}", "9".repeat(250_000));
+        match check(long.as_bytes()) {
+            Err(StrictJsonError::InexactNumber { text, .. }) => {
+                assert!(
+                    text.len() < 100 && text.ends_with("(250000 digits)"),
+                    "{text}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
