@@ -383,7 +383,7 @@ mod tests {
 
     #[test]
     fn a_huge_number_is_named_by_its_start() {
-        let long = format!("{{\"n\": {}}}", "9".repeat(250_000));
+        let long = format!("{{\"n\": {}}}", "9".repeat(1000));
         match check(long.as_bytes()) {
             Err(StrictJsonError::InexactNumber { text, .. }) => {
                 assert!(
