@@ -181,6 +181,13 @@ policies:
             check_edit(&original, &verdict(&reg, 600, &[]), &ops),
             Ok(())
         );
+        // Within the crossed threshold the amount may go down, not up.
+        let call = |n: i64| crate::ToolCall::new("pay", None, json!({"amount": n})).unwrap();
+        assert!(raised_costs(&reg, "a", &call(500), &call(400)).is_empty());
+        assert_eq!(
+            raised_costs(&reg, "a", &call(500), &call(600)),
+            vec!["amount".to_string()]
+        );
         // Held at a lower tier than the edit now has (a policy change in between): refused.
         let low = Original {
             risk_tier: RiskTier::R1,
@@ -192,4 +199,44 @@ policies:
             Err(EditRefusal::RaisesRisk { .. })
         ));
     }
+}
+
+/// The cost arguments (`thresholds.cost.argument` of the rules covering the call for
+/// `agent_id`) that `edited` raises above `original`'s value, or leaves without a number.
+/// An edit of a call that had already crossed its cost threshold may lower what it spends, not
+/// raise it (issue 10 §3); the caller refuses the edit when this is not empty.
+pub fn raised_costs(
+    reg: &crate::policy::Registry,
+    agent_id: &str,
+    original: &crate::ToolCall,
+    edited: &crate::ToolCall,
+) -> Vec<String> {
+    let Some(agent) = reg.agents.get(agent_id) else {
+        return Vec::new();
+    };
+    let value = |call: &crate::ToolCall, arg: &str| {
+        crate::condition::lookup(&call.arguments, arg).and_then(serde_json::Value::as_f64)
+    };
+    let mut out: Vec<String> = Vec::new();
+    for p in reg.policies_for(agent) {
+        for r in p
+            .rules
+            .iter()
+            .filter(|r| r.covers(&edited.tool, edited.server.as_deref()))
+        {
+            let Some(limit) = &r.thresholds.cost else {
+                continue;
+            };
+            let arg = &limit.argument;
+            let raised = match (value(original, arg), value(edited, arg)) {
+                (Some(before), Some(after)) => after > before,
+                (_, None) => true,
+                (None, Some(_)) => false,
+            };
+            if raised && !out.contains(arg) {
+                out.push(arg.clone());
+            }
+        }
+    }
+    out
 }

@@ -42,7 +42,25 @@ pub(crate) fn regate(
         irreversible: rec.irreversible,
         triggers: &rec.triggers,
     };
-    check_edit(&original, &v, roles).map_err(|e| {
+    let raised = if rec.triggers.iter().any(|t| t == "cost") {
+        assent_core::edit::raised_costs(&st.registry, &rec.agent, &rec.call, &c.call)
+    } else {
+        Vec::new()
+    };
+    let checked = check_edit(&original, &v, roles).and_then(|()| {
+        if raised.is_empty() {
+            Ok(())
+        } else {
+            // Over a cost threshold already: the edit may lower the amount, not raise it.
+            Err(EditRefusal::OverThreshold(
+                raised
+                    .iter()
+                    .map(|a| format!("cost ({a} raised)"))
+                    .collect(),
+            ))
+        }
+    });
+    checked.map_err(|e| {
         let status = match e {
             EditRefusal::NeedsRole(_) => StatusCode::FORBIDDEN,
             _ => StatusCode::UNPROCESSABLE_ENTITY,

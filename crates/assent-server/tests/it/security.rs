@@ -684,3 +684,47 @@ async fn one_principal_cannot_pin_unbounded_long_polls() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
+    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+    const GOV: &str = "policies:\n  - id: t.cost-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let gw = crate::start_reg(dir.path(), 300_000, Settings::default(), AGENT, GOV).await;
+    let (s, b) = gw.propose("pay", json!({"amount": 500})).await;
+    assert_eq!(
+        (s, b["triggers"].clone()),
+        (StatusCode::ACCEPTED, json!(["cost"])),
+        "{b}"
+    );
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let edit = |amount: i64| {
+        let (gw, id) = (&gw, id.clone());
+        async move {
+            gw.req(
+                "POST",
+                &format!("/v1/approvals/{id}/decision"),
+                Some(OP),
+                Some(json!({"decision": "approve", "arguments": {"amount": amount}})),
+            )
+            .await
+        }
+    };
+    // Approving 500 over the threshold is the operator's call; turning it into a billion is not.
+    let (s, b) = edit(1_000_000_000).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("EDIT_OVER_THRESHOLD")
+        ),
+        "{b}"
+    );
+    let (s, b) = edit(400).await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("approved")),
+        "{b}"
+    );
+    gw.stop().await;
+}
