@@ -108,6 +108,46 @@ pub fn check_edit(
     Ok(())
 }
 
+/// The cost arguments (`thresholds.cost.argument` of the rules covering the call for
+/// `agent_id`) that `edited` raises above `original`'s value, or leaves without a number.
+/// An edit of a call that had already crossed its cost threshold may lower what it spends, not
+/// raise it (issue 10 §3); the caller refuses the edit when this is not empty.
+pub fn raised_costs(
+    reg: &crate::policy::Registry,
+    agent_id: &str,
+    original: &crate::ToolCall,
+    edited: &crate::ToolCall,
+) -> Vec<String> {
+    let Some(agent) = reg.agents.get(agent_id) else {
+        return Vec::new();
+    };
+    let value = |call: &crate::ToolCall, arg: &str| {
+        crate::condition::lookup(&call.arguments, arg).and_then(serde_json::Value::as_f64)
+    };
+    let mut out: Vec<String> = Vec::new();
+    for p in reg.policies_for(agent) {
+        for r in p
+            .rules
+            .iter()
+            .filter(|r| r.covers(&edited.tool, edited.server.as_deref()))
+        {
+            let Some(limit) = &r.thresholds.cost else {
+                continue;
+            };
+            let arg = &limit.argument;
+            let raised = match (value(original, arg), value(edited, arg)) {
+                (Some(before), Some(after)) => after > before,
+                (_, None) => true,
+                (None, Some(_)) => false,
+            };
+            if raised && !out.contains(arg) {
+                out.push(arg.clone());
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,44 +239,4 @@ policies:
             Err(EditRefusal::RaisesRisk { .. })
         ));
     }
-}
-
-/// The cost arguments (`thresholds.cost.argument` of the rules covering the call for
-/// `agent_id`) that `edited` raises above `original`'s value, or leaves without a number.
-/// An edit of a call that had already crossed its cost threshold may lower what it spends, not
-/// raise it (issue 10 §3); the caller refuses the edit when this is not empty.
-pub fn raised_costs(
-    reg: &crate::policy::Registry,
-    agent_id: &str,
-    original: &crate::ToolCall,
-    edited: &crate::ToolCall,
-) -> Vec<String> {
-    let Some(agent) = reg.agents.get(agent_id) else {
-        return Vec::new();
-    };
-    let value = |call: &crate::ToolCall, arg: &str| {
-        crate::condition::lookup(&call.arguments, arg).and_then(serde_json::Value::as_f64)
-    };
-    let mut out: Vec<String> = Vec::new();
-    for p in reg.policies_for(agent) {
-        for r in p
-            .rules
-            .iter()
-            .filter(|r| r.covers(&edited.tool, edited.server.as_deref()))
-        {
-            let Some(limit) = &r.thresholds.cost else {
-                continue;
-            };
-            let arg = &limit.argument;
-            let raised = match (value(original, arg), value(edited, arg)) {
-                (Some(before), Some(after)) => after > before,
-                (_, None) => true,
-                (None, Some(_)) => false,
-            };
-            if raised && !out.contains(arg) {
-                out.push(arg.clone());
-            }
-        }
-    }
-    out
 }
