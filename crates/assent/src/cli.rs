@@ -285,6 +285,11 @@ enum AuditCmd {
         /// public half of DATA_DIR/audit.key.
         #[arg(long = "public-key")]
         public_key: Option<String>,
+        /// Fail (exit 1) when more than this many records are covered by no checkpoint: set it
+        /// a little above `audit_checkpoints.every_records`, and a chain rewritten after its
+        /// stored checkpoints were deleted is caught even without a checkpoint file.
+        #[arg(long = "max-unsigned")]
+        max_unsigned: Option<i64>,
         /// Print the report as one JSON object (`ok`, `records`, `head`, `problem`, …).
         #[arg(long)]
         json: bool,
@@ -482,9 +487,10 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
                     data_dir,
                     checkpoint,
                     public_key,
+                    max_unsigned,
                     json,
                 },
-        } => audit_verify(data_dir, checkpoint, public_key, json),
+        } => audit_verify(data_dir, checkpoint, public_key, max_unsigned, json),
         Cmd::Audit {
             cmd: AuditCmd::Key { data_dir },
         } => audit_key(data_dir),
@@ -1368,9 +1374,10 @@ fn audit_verify(
     data_dir: Option<PathBuf>,
     checkpoint: Option<PathBuf>,
     public_key: Option<String>,
+    max_unsigned: Option<i64>,
     as_json: bool,
 ) -> Result<i32> {
-    use assent_store::integrity::{VerifyOptions, verify_offline};
+    use assent_store::integrity::{Problem, VerifyOptions, verify_offline};
     let run = || -> Result<assent_store::integrity::Report> {
         let dir = data_dir_or_default(data_dir)?;
         let public_key = match public_key.as_deref() {
@@ -1383,13 +1390,26 @@ fn audit_verify(
         };
         Ok(verify_offline(&dir, &opts)?)
     };
-    let rep = match run() {
+    let mut rep = match run() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("assent: {}", one_line(&e));
             return Ok(2);
         }
     };
+    if let Some(max) = max_unsigned
+        && rep.problem.is_none()
+        && rep.unsigned_records > max
+    {
+        rep.problem = Some(Problem {
+            check: "checkpoint",
+            seq: None,
+            reason: format!(
+                "{} records are covered by no checkpoint (at most {max} allowed): the stored checkpoints were deleted, or the gateway has not signed for too long",
+                rep.unsigned_records
+            ),
+        });
+    }
     let p = rep.problem.as_ref();
     if as_json {
         let broken = p

@@ -420,3 +420,18 @@ fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all()
 fn live(g: &Signed, q: &str) -> String {
     sql_with(g, &["-cmd", ".timeout 5000"], q)
 }
+
+#[test]
+fn a_rewrite_after_deleting_the_stored_checkpoints_is_caught_with_max_unsigned() {
+    // Deleting every stored checkpoint is the step that lets a re-chained rewrite pass: the
+    // chain and the state tables still agree, and without a checkpoint file only the count of
+    // records no checkpoint covers gives it away. This gateway signs after every record.
+    let g = signed_gateway();
+    let (code, out, err) = verify(&g, &["--max-unsigned", "5"]);
+    assert_eq!(code, 0, "untouched: {out}{err}");
+    sql(&g, "DELETE FROM audit_checkpoints;");
+    chain_alone_verifies(&g);
+    let (code, out, err) = verify(&g, &["--max-unsigned", "5"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("covered by no checkpoint"), "{err}");
+}
