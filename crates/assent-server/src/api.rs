@@ -565,9 +565,11 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
         let now = now_ms();
         let timeout = |v: &Verdict| -> i64 {
             v.timeout_seconds
-                .map(crate::secs_to_ms)
+                .map(assent_core::approval::millis)
                 .or(settings.approval_timeout_ms)
-                .unwrap_or(crate::secs_to_ms(default_timeout_seconds(v.risk_tier)))
+                .unwrap_or(assent_core::approval::millis(default_timeout_seconds(
+                    v.risk_tier,
+                )))
                 .saturating_add(extension_ms)
         };
         let governed_by = |v: &Verdict| reg.policies_behind(&v.reasons);

@@ -1,6 +1,7 @@
 //! Request bodies as the API reads them (issue 10 §1, §2, §12, §14): only from a caller whose
-//! bearer key is valid (a request without one gets `401` before its body is read), within
-//! `body_read_timeout_seconds` and the router's body limit, and as strict JSON
+//! bearer key is valid (a request without one gets `401` before its body is parsed; the edge
+//! has already read it within `body_read_timeout_seconds` and the body limit, see
+//! [`crate::edge`]), and as strict JSON
 //! ([`assent_core::json`]: no duplicate keys, no number a double would change).
 
 use crate::AppState;
@@ -45,27 +46,19 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
     }
 }
 
-/// Checks the bearer key, then reads the body within the body-read timeout.
+/// Checks the bearer key, then takes the body (already buffered by the edge).
 async fn authenticated_body(req: Request, st: &AppState) -> Result<Bytes, ApiError> {
     authenticate(&st.principals, req.headers())?;
     read_body(req, st).await
 }
 
-/// Reads a request body within the body-read timeout and the router's body limit.
+/// Takes a request body (the edge read it within the body-read timeout; the router's body
+/// limit still applies when the router is used without the edge).
 pub(crate) async fn read_body(req: Request, st: &AppState) -> Result<Bytes, ApiError> {
-    let limit = st.settings.body_read_timeout;
-    match tokio::time::timeout(limit, Bytes::from_request(req, st)).await {
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "REQUEST_TIMEOUT",
-            format!(
-                "the request body did not arrive within {} seconds",
-                limit.as_secs()
-            ),
-        )),
-        Ok(Err(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large()),
-        Ok(Err(e)) => Err(ApiError::bad_request(format!("cannot read body: {e}"))),
-        Ok(Ok(b)) => Ok(b),
+    match Bytes::from_request(req, st).await {
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large()),
+        Err(e) => Err(ApiError::bad_request(format!("cannot read body: {e}"))),
+        Ok(b) => Ok(b),
     }
 }
 

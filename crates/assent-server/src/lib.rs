@@ -97,18 +97,22 @@ impl AppState {
     pub fn from_config(config: &Config) -> Result<Self, StartError> {
         let principals = config.principals()?;
         let webhooks = config.webhooks()?;
-        let store = Store::open(&config.data_dir, secs_to_ms(config.token_ttl_seconds)).map_err(
-            |source| StartError::Store {
-                dir: config.data_dir.clone(),
-                source,
-            },
-        )?;
+        let store = Store::open(
+            &config.data_dir,
+            assent_core::approval::millis(config.token_ttl_seconds),
+        )
+        .map_err(|source| StartError::Store {
+            dir: config.data_dir.clone(),
+            source,
+        })?;
         let mut state = Self::new(
             store,
             config.registry.clone(),
             principals,
             Settings {
-                approval_timeout_ms: config.approval_timeout_seconds.map(secs_to_ms),
+                approval_timeout_ms: config
+                    .approval_timeout_seconds
+                    .map(assent_core::approval::millis),
                 max_pending_per_agent: config.max_pending_per_agent,
                 aaep_max_timeout_extension_s: config.aaep_max_timeout_extension_seconds,
                 max_arguments_bytes: config.max_arguments_bytes,
@@ -226,15 +230,6 @@ pub enum StartError {
     #[error(transparent)]
     /// The configuration is invalid.
     Config(#[from] config::ConfigError),
-}
-
-/// `seconds` in milliseconds, saturating at `i64::MAX` (a bound that was already checked
-/// stays far below; an unchecked huge value means "never", not a wrapped negative time).
-pub fn secs_to_ms(seconds: u64) -> i64 {
-    i64::try_from(seconds)
-        .ok()
-        .and_then(|s| s.checked_mul(1000))
-        .unwrap_or(i64::MAX)
 }
 
 /// The current time in Unix milliseconds.

@@ -10,7 +10,6 @@ use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -129,9 +128,4 @@ async fn refuse(mut tcp: tokio::net::TcpStream) {
         let _ = tcp.shutdown().await;
     })
     .await;
-}
-
-/// The peer of a request served by [`serve`] (`None` in tests that call the router directly).
-pub fn peer(req_extensions: &axum::http::Extensions) -> Option<SocketAddr> {
-    req_extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)
 }

@@ -78,17 +78,6 @@ impl Waiters {
             n.notify_waiters();
         }
     }
-
-    /// How many waits are open (all keys).
-    pub fn len(&self) -> usize {
-        let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        k.values().map(|(_, n)| n).sum()
-    }
-
-    /// Whether no wait is open.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// One open wait (see [`Waiters::register`]).

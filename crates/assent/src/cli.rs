@@ -613,14 +613,10 @@ async fn serve(
     Ok(0)
 }
 
-/// Largest JSON-RPC request body `/mcp` reads, in bytes (4 MiB).
-const MAX_MCP_BODY: usize = 4 * 1024 * 1024;
-
 /// Reads a `/mcp` request body strictly before rmcp sees it (issue 10 §1–2): a body with a
 /// duplicate key or a number a double would change is answered `400` with a JSON-RPC error
 /// naming the JSON pointer, and never gated or forwarded. A request without an agent's valid
-/// bearer key is `401` before its body is read; bodies over [`MAX_MCP_BODY`] are `413`, and
-/// one not sent within 30 s is `408`.
+/// bearer key is `401` before its body is parsed (the edge bounds its size and read time).
 async fn strict_mcp_bodies(
     axum::extract::State(principals): axum::extract::State<
         std::sync::Arc<Vec<assent_server::config::Principal>>,
@@ -646,28 +642,14 @@ async fn strict_mcp_bodies(
             "assent: send an agent's key (Authorization: Bearer KEY)".into(),
         );
     }
+    // The edge (`assent_server::app`) has buffered the body within the body-read timeout and
+    // the body limit already.
     let (parts, body) = req.into_parts();
-    let read = tokio::time::timeout(
-        std::time::Duration::from_secs(30),
-        axum::body::to_bytes(body, MAX_MCP_BODY),
-    )
-    .await;
-    let bytes = match read {
-        Ok(Ok(b)) => b,
-        Err(_) => {
-            return rpc_error(
-                axum::http::StatusCode::REQUEST_TIMEOUT,
-                "assent: the request body did not arrive within 30 seconds".into(),
-            );
-        }
-        Ok(Err(_)) => {
-            return (
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": null,
-                    "error": {"code": -32600, "message": format!("assent: the request body is over {MAX_MCP_BODY} bytes")}})),
-            )
-                .into_response();
-        }
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return rpc_error(
+            axum::http::StatusCode::BAD_REQUEST,
+            "assent: the request body could not be read".into(),
+        );
     };
     if !bytes.is_empty()
         && let Err(e) = assent_core::json::check(&bytes)
