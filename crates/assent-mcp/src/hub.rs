@@ -14,7 +14,8 @@
 //!   answer an error naming it); the others keep working.
 
 use crate::{
-    AskUser, Gateway, Hold, HoldState, Outcome, ProxyConfig, apply_pins, task_options, task_run,
+    AskUser, Asker, Gateway, Hold, HoldState, Outcome, ProxyConfig, apply_pins, era, task_options,
+    task_run,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -487,11 +488,15 @@ impl ServerHandler for HubHandler {
             args: Value::Object(request.arguments.clone().unwrap_or_default()),
             held: Arc::new(watch::Sender::new(Hold::Nothing)),
         };
-        let ask = ask_user(&ctx);
-        if ctx
+        let tasks = ctx
             .client_capabilities()
-            .is_some_and(|c| c.supports_tasks())
-        {
+            .is_some_and(|c| c.supports_tasks());
+        let ask = ask_user(&ctx, tasks);
+        // A modern client retrying with its in-client answer resumes its approval.
+        let own_round = serde_json::to_value(&request).unwrap_or_default();
+        let resume =
+            era::resumed_approval(&own_round).map(|id| (id, era::input_answer(&own_round)));
+        if tasks {
             return self.call_as_task(call, ask, agent, &ctx).await;
         }
 
@@ -513,7 +518,7 @@ impl ServerHandler for HubHandler {
             }
         };
         tokio::select! {
-            r = call.run(ask) => Ok(r.into()),
+            r = call.run(ask, resume) => Ok(r),
             _ = ticker => unreachable!("the ticker never ends"),
             _ = ctx.ct.cancelled() => {
                 let approval = held.borrow().approval();
@@ -555,13 +560,18 @@ impl HubHandler {
     async fn call_as_task(
         &self,
         call: Call,
-        ask: Option<AskUser>,
+        ask: Asker,
         agent: String,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let (held, gw) = (call.held.clone(), call.gw.clone());
         let name = format!("{}__{}", call.alias, call.tool);
-        let mut job = tokio::spawn(call.run(ask));
+        let mut job = tokio::spawn(async move {
+            match call.run(ask, None).await {
+                CallToolResponse::Complete(r) => r,
+                _ => failed("the call asked for input a task cannot give"),
+            }
+        });
         let mut watch = held.subscribe();
         tokio::select! {
             r = &mut job => {
@@ -650,34 +660,44 @@ fn failed(why: &str) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(why.to_string())])
 }
 
-/// In-client approval: asks the client's user by elicitation when the client can be asked.
-fn ask_user(ctx: &RequestContext<RoleServer>) -> Option<AskUser> {
+/// In-client approval: how the client's user can be asked. A modern (2026-07-28) client that
+/// declared `elicitation` is asked in an `input_required` result (unless it uses tasks: it has
+/// no request open to answer, so operators decide); a legacy one by an elicitation request.
+fn ask_user(ctx: &RequestContext<RoleServer>, tasks: bool) -> Asker {
+    let modern = ctx.protocol_version().is_some_and(|v| !v.has_initialize());
     let can_elicit = ctx
-        .peer
-        .peer_info()
-        .is_some_and(|i| i.capabilities.elicitation.is_some());
-    can_elicit.then(|| {
-        let peer = ctx.peer.clone();
-        let ask: AskUser = Arc::new(move |question: String| {
-            let peer = peer.clone();
-            Box::pin(async move {
-                let schema = serde_json::from_value(crate::elicitation_schema()).ok()?;
-                let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
-                    meta: None,
-                    message: question,
-                    requested_schema: schema,
-                };
-                let r = peer.create_elicitation(params).await.ok()?;
-                let action = match r.action {
-                    rmcp::model::ElicitationAction::Accept => "accept",
-                    rmcp::model::ElicitationAction::Decline => "decline",
-                    _ => return None,
-                };
-                crate::user_answer(action, r.content.as_ref())
-            })
-        });
-        ask
-    })
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some());
+    if !can_elicit {
+        return Asker::Nobody;
+    }
+    if modern {
+        return if tasks {
+            Asker::Nobody
+        } else {
+            Asker::InputRequired
+        };
+    }
+    let peer = ctx.peer.clone();
+    let ask: AskUser = Arc::new(move |question: String| {
+        let peer = peer.clone();
+        Box::pin(async move {
+            let schema = serde_json::from_value(crate::elicitation_schema()).ok()?;
+            let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: question,
+                requested_schema: schema,
+            };
+            let r = peer.create_elicitation(params).await.ok()?;
+            let action = match r.action {
+                rmcp::model::ElicitationAction::Accept => "accept",
+                rmcp::model::ElicitationAction::Decline => "decline",
+                _ => return None,
+            };
+            crate::user_answer(action, r.content.as_ref())
+        })
+    });
+    Asker::Elicit(ask)
 }
 
 /// One `tools/call` on its way through the hub, owning what it needs so that it can outlive
@@ -697,7 +717,11 @@ impl Call {
     /// human when held), the upstream, and the result report (holding a result over
     /// `output_bytes`). A denial is a `TOOL_DENIED:` error result; the call is then never
     /// forwarded.
-    async fn run(self, ask: Option<AskUser>) -> CallToolResult {
+    async fn run(
+        self,
+        ask: Asker,
+        resume: Option<(String, Option<crate::UserAnswer>)>,
+    ) -> CallToolResponse {
         let Call {
             hub,
             gw,
@@ -707,17 +731,19 @@ impl Call {
             held,
         } = self;
         let Some(up) = hub.upstreams.get(&alias) else {
-            return failed(&format!("no MCP upstream `{alias}`"));
+            return failed(&format!("no MCP upstream `{alias}`")).into();
         };
         let Some(peer) = &up.peer else {
-            return failed(&format!("upstream `{alias}` is unavailable"));
+            return failed(&format!("upstream `{alias}` is unavailable")).into();
         };
         let list: Vec<Value> = match up.tools(false).await {
             Ok(list) => list.iter().map(tool_json).collect(),
-            Err(e) => return denied_result(&format!("upstream `{alias}` tools/list failed: {e}")),
+            Err(e) => {
+                return denied_result(&format!("upstream `{alias}` tools/list failed: {e}")).into();
+            }
         };
         let Some(def) = list.iter().find(|t| t["name"] == tool.as_str()).cloned() else {
-            return denied_result(&format!("`{tool}` is not a tool of upstream `{alias}`"));
+            return denied_result(&format!("`{tool}` is not a tool of upstream `{alias}`")).into();
         };
         // First the whole list, once (as `tools/list` does): a server first seen through a
         // call is pinned whole, so its other tools do not count as new later. Then the tool.
@@ -726,7 +752,7 @@ impl Call {
             .get_or_try_init(|| async { gw.check_tools(&list).await.map(|_| ()) })
             .await;
         if let Err(e) = whole {
-            return denied_result(&format!("the tool list could not be verified: {e}"));
+            return denied_result(&format!("the tool list could not be verified: {e}")).into();
         }
         match gw.check_tools(&[def]).await {
             Ok(states) => match states.get(&tool) {
@@ -734,18 +760,35 @@ impl Call {
                     let review = s.review_id.clone().unwrap_or_default();
                     held.send_replace(Hold::Review(review.clone()));
                     if let Err(why) = gw.await_review(&review).await {
-                        return denied_result(&why);
+                        return denied_result(&why).into();
                     }
                 }
                 Some(_) => {}
-                None => return denied_result(&format!("`{tool}` could not be verified")),
+                None => return denied_result(&format!("`{tool}` could not be verified")).into(),
             },
             Err(e) => {
-                return denied_result(&format!("the tool list could not be verified: {e}"));
+                return denied_result(&format!("the tool list could not be verified: {e}")).into();
             }
         }
-        let (edited, limit, approval_id) = match gw.gate_asking(&tool, &args, &held, ask).await {
-            Outcome::Denied(why) => return denied_result(&why),
+        let outcome = match resume {
+            Some((id, answer)) => {
+                gw.resume(&id, Some((&tool, &args)), answer.as_ref(), &held)
+                    .await
+                    .0
+            }
+            None => gw.gate_asking(&tool, &args, &held, ask).await,
+        };
+        let (edited, limit, approval_id) = match outcome {
+            Outcome::Denied(why) => return denied_result(&why).into(),
+            Outcome::AskClient {
+                approval_id,
+                question,
+            } => {
+                return match serde_json::from_value(era::input_required(&question, &approval_id)) {
+                    Ok(ir) => CallToolResponse::InputRequired(ir),
+                    Err(e) => failed(&format!("the in-client question failed: {e}")).into(),
+                };
+            }
             Outcome::Forward {
                 edited,
                 output_limit,
@@ -758,9 +801,9 @@ impl Call {
         if let Value::Object(m) = &run_with {
             params = params.with_arguments(m.clone());
         }
-        let result = match peer.call_tool(params).await {
+        let mut result = match peer.call_tool(params).await {
             Ok(r) => r,
-            Err(e) => return failed(&format!("upstream `{alias}` failed: {e}")),
+            Err(e) => return failed(&format!("upstream `{alias}` failed: {e}")).into(),
         };
         let text = serde_json::to_string(&result).unwrap_or_default();
         if limit.is_some_and(|l| text.len() as u64 > l) {
@@ -768,7 +811,7 @@ impl Call {
                 .release(&tool, &run_with, &text, approval_id.as_deref())
                 .await
             {
-                return denied_result(&format!("result withheld: {why}"));
+                return denied_result(&format!("result withheld: {why}")).into();
             }
         } else {
             tokio::spawn(async move {
@@ -780,7 +823,10 @@ impl Call {
                 }
             });
         }
-        result
+        // Relayed in the client's era: tagged `complete` here (a legacy upstream sends no
+        // tag); rmcp removes the tag again for a legacy client.
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        result.into()
     }
 }
 

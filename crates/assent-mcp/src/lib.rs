@@ -39,9 +39,12 @@
 
 #![warn(missing_docs)]
 
+mod ends;
+pub mod era;
 pub mod hub;
 
 use anyhow::Context;
+use era::Era;
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -88,6 +91,28 @@ pub enum Outcome {
     },
     /// Answer the client with `TOOL_DENIED: reason`.
     Denied(String),
+    /// Ask the client's user in an `input_required` result (a modern client, SEP-2322): the
+    /// call is held as `approval_id`, the client retries with the answer ([`era::input_required`]).
+    AskClient {
+        /// The approval the retried call resumes.
+        approval_id: String,
+        /// The in-client question ([`in_client_question`]).
+        question: String,
+    },
+}
+
+/// How the person driving the agent can be asked about a held call that a rule lets them
+/// approve (in-client approval).
+#[derive(Clone, Default)]
+pub enum Asker {
+    /// They cannot be asked: operators decide.
+    #[default]
+    Nobody,
+    /// Ask now, in a request to the client (elicitation, legacy clients).
+    Elicit(AskUser),
+    /// Answer the call with an `input_required` result the client retries with the answer
+    /// (modern clients): [`Outcome::AskClient`].
+    InputRequired,
 }
 
 /// The gateway's view of one upstream tool (`POST /v1/tools/check`).
@@ -326,18 +351,19 @@ impl Gateway {
     /// Runs one call through the gateway: propose, wait for a human if held, redeem the token.
     /// `held` becomes [`Hold::Approval`] as soon as the call is held (so it can be cancelled).
     pub async fn gate(&self, tool: &str, arguments: &Value, held: &HoldState) -> Outcome {
-        self.gate_asking(tool, arguments, held, None).await
+        self.gate_asking(tool, arguments, held, Asker::Nobody).await
     }
 
-    /// [`Gateway::gate`]; when the gateway allows in-client approval for the held call and
-    /// `ask` is given, the client's user is asked too (the first decision wins, an operator's
-    /// included) and the answer is relayed as the user's decision.
+    /// [`Gateway::gate`]; when the gateway allows in-client approval for the held call, the
+    /// client's user is asked too, as `ask` says: by elicitation while the call waits (the
+    /// first decision wins, an operator's included; the answer is relayed as the user's
+    /// decision), or by answering [`Outcome::AskClient`] at once.
     pub async fn gate_asking(
         &self,
         tool: &str,
         arguments: &Value,
         held: &HoldState,
-        ask: Option<AskUser>,
+        ask: Asker,
     ) -> Outcome {
         match self.gate_inner(tool, arguments, held, ask).await {
             Ok(o) => o,
@@ -350,7 +376,7 @@ impl Gateway {
         tool: &str,
         arguments: &Value,
         held: &HoldState,
-        ask: Option<AskUser>,
+        ask: Asker,
     ) -> Result<Outcome, String> {
         let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id,
                           "tool": tool, "server": self.cfg.server, "arguments": arguments});
@@ -386,32 +412,114 @@ impl Gateway {
         let id = text(&b, "approval_id");
         held.send_replace(Hold::Approval(id.clone()));
         tracing::info!(approval_id = %id, tool, "call held for approval");
+        let in_client = b["in_client_approval"] == true;
         let asking = match ask {
-            Some(ask) if b["in_client_approval"] == true => {
+            Asker::Elicit(ask) if in_client => {
                 let question = in_client_question(&b);
-                let (http, url, key) = (
-                    self.http.clone(),
-                    self.url(&format!("/v1/approvals/{id}/user-decision")),
-                    self.cfg.api_key.clone(),
-                );
+                let this = self.clone();
+                let id = id.clone();
                 Some(tokio::spawn(async move {
-                    let Some(answer) = ask(question).await else {
-                        return;
-                    };
-                    let body = json!({"decision": if answer.approve { "approve" } else { "deny" },
-                                      "reason": answer.relayed_reason()});
-                    if let Err(e) = http.post(url).bearer_auth(key).json(&body).send().await {
-                        tracing::warn!(error = %e, "could not relay the user's decision");
+                    if let Some(answer) = ask(question).await {
+                        this.relay_answer(&id, &answer).await;
                     }
                 }))
             }
+            Asker::InputRequired if in_client => {
+                return Ok(Outcome::AskClient {
+                    approval_id: id,
+                    question: in_client_question(&b),
+                });
+            }
             _ => None,
         };
-        let waited = self.wait(&id).await;
+        let settled = self.settle(&id, tool, arguments).await;
         if let Some(t) = asking {
             t.abort();
         }
-        let rec = match waited? {
+        settled
+    }
+
+    /// Relays the in-client answer of the person driving the agent as approval `id`'s user
+    /// decision (`POST /v1/approvals/{id}/user-decision`; the gateway checks that a rule allows
+    /// it). Logged, not returned, when it cannot be relayed: operators still decide.
+    async fn relay_answer(&self, id: &str, answer: &UserAnswer) {
+        let url = self.url(&format!("/v1/approvals/{id}/user-decision"));
+        let body = json!({"decision": if answer.approve { "approve" } else { "deny" },
+                          "reason": answer.relayed_reason()});
+        match self.send(self.http.post(url).json(&body)).await {
+            Ok((200, _)) => {}
+            Ok((s, b)) => tracing::warn!(approval_id = %id, status = s, code = %text(&b, "code"),
+                "the user's decision was not taken"),
+            Err(e) => tracing::warn!(error = %e, "could not relay the user's decision"),
+        }
+    }
+
+    /// Approval `id` as the agent may read it (`GET /v1/approvals/{id}`, no wait): `Err(why)`
+    /// when it cannot be read (another agent's approvals read as missing).
+    pub async fn approval(&self, id: &str) -> Result<Value, String> {
+        match self
+            .send(self.http.get(self.url(&format!("/v1/approvals/{id}"))))
+            .await?
+        {
+            (200, r) => Ok(r),
+            (s, r) => Err(format!(
+                "approval {id} cannot be read ({s} {})",
+                text(&r, "code")
+            )),
+        }
+    }
+
+    /// Resumes held call `approval_id` for a client that comes back to it (a modern client
+    /// retrying with its in-client answer, or a task read after the connection that made it
+    /// was lost): the approval must be this agent's, on this server, for exactly `tool` and
+    /// `arguments` when they are given (`None`: the approval's own call, for a task). The
+    /// user's `answer` is relayed when there is one, then the call waits for the decision and
+    /// its token is redeemed, as in [`Gateway::gate`]. Returns the outcome and the tool and
+    /// arguments it is for.
+    pub async fn resume(
+        &self,
+        approval_id: &str,
+        call: Option<(&str, &Value)>,
+        answer: Option<&UserAnswer>,
+        held: &HoldState,
+    ) -> (Outcome, String, Value) {
+        let rec = match self.approval(approval_id).await {
+            Ok(r) => r,
+            Err(why) => return (Outcome::Denied(why), String::new(), Value::Null),
+        };
+        let (tool, arguments) = (text(&rec["call"], "tool"), rec["call"]["arguments"].clone());
+        if rec["call"]["server"] != self.cfg.server.as_str() {
+            let why = format!(
+                "approval {approval_id} is not for server `{}`",
+                self.cfg.server
+            );
+            return (Outcome::Denied(why), tool, arguments);
+        }
+        if let Some((t, a)) = call
+            && (t != tool || *a != arguments)
+        {
+            let why = format!(
+                "approval {approval_id} is for another call than the one retried (`{tool}` with its own arguments)"
+            );
+            return (Outcome::Denied(why), tool, arguments);
+        }
+        held.send_replace(Hold::Approval(approval_id.to_string()));
+        if let Some(a) = answer
+            && rec["status"] == "pending"
+        {
+            self.relay_answer(approval_id, a).await;
+        }
+        let outcome = self
+            .settle(approval_id, &tool, &arguments)
+            .await
+            .unwrap_or_else(Outcome::Denied);
+        (outcome, tool, arguments)
+    }
+
+    /// Waits for held approval `id` to be decided, then redeems its token for `arguments` (or
+    /// the operator's edited ones): [`Outcome::Forward`], or [`Outcome::Denied`] with why.
+    async fn settle(&self, id: &str, tool: &str, arguments: &Value) -> Result<Outcome, String> {
+        let rec = match self.wait(id).await? {
             Ok(r) => r,
             Err(why) => return Ok(Outcome::Denied(why)),
         };
@@ -426,8 +534,15 @@ impl Gateway {
         let edited = (rec["arguments_changed"] == true).then(|| rec["arguments"].clone());
         let run_with = edited.as_ref().unwrap_or(arguments);
         let limit = rec["output_bytes"].as_u64();
-        self.redeem(token, tool, run_with, edited.clone(), limit, Some(id))
-            .await
+        self.redeem(
+            token,
+            tool,
+            run_with,
+            edited.clone(),
+            limit,
+            Some(id.to_string()),
+        )
+        .await
     }
 
     /// Cancels approval `id` (the client withdrew the request).
@@ -717,6 +832,92 @@ fn tool_result(v: &Value) -> Result<rmcp::model::CallToolResult, TaskExit> {
 struct Waiting {
     approval: Arc<HoldState>,
     cancel: oneshot::Sender<Option<&'static str>>,
+    /// Set once the call became a task (it then outlives the connection).
+    task: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The prefix of the id of a task held for an approval: `approval-` and the approval id.
+const TASK_APPROVAL_PREFIX: &str = "approval-";
+
+/// What [`resume_task`] needs of the proxy.
+struct Resumed {
+    gw: Arc<Gateway>,
+    pins: Arc<Pins>,
+    forwarded: Arc<Mutex<HashMap<String, Forwarded>>>,
+    to_upstream: mpsc::UnboundedSender<String>,
+    tasks: TaskManager,
+}
+
+/// Resumes the task of held call `approval` for a client that made it through a connection
+/// that is gone (another proxy process): a new task in this process waits for the approval
+/// (this agent's, on this server: [`Gateway::resume`]), passes the tool's pin check, redeems
+/// the token and forwards exactly the approved call; its result completes the task. The token
+/// is single-use, so a call already forwarded elsewhere is never forwarded again. Returns the
+/// new task's id in this process's task manager.
+fn resume_task(r: Resumed, approval: String) -> String {
+    let held: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Approval(approval.clone())));
+    let (done_tx, done_rx) = oneshot::channel::<Result<Value, TaskExit>>();
+    let status = held.borrow().describe("the call");
+    let (gw, a) = (r.gw.clone(), approval.clone());
+    let task = r.tasks.spawn(task_options(status), {
+        let held = held.clone();
+        move |tctx| {
+            Box::pin(task_run(
+                tctx,
+                done_rx,
+                held,
+                "the call".into(),
+                move || {
+                    tokio::spawn(async move {
+                        gw.cancel(&a, "the MCP client cancelled the task").await;
+                    });
+                },
+            ))
+        }
+    });
+    tokio::spawn(async move {
+        let tool = match r.gw.approval(&approval).await {
+            Ok(rec) => text(&rec["call"], "tool"),
+            Err(why) => {
+                let _ = done_tx.send(Ok(denied_value(&why)));
+                return;
+            }
+        };
+        if let Err(why) = pin_gate(&r.gw, &r.pins, &tool, &held).await {
+            let _ = done_tx.send(Ok(denied_value(&why)));
+            return;
+        }
+        held.send_replace(Hold::Approval(approval.clone()));
+        let (outcome, tool, args) = r.gw.resume(&approval, None, None, &held).await;
+        match outcome {
+            Outcome::Forward {
+                edited,
+                output_limit,
+                approval_id,
+            } => {
+                held.send_replace(Hold::Forwarding);
+                let run_with = edited.unwrap_or(args);
+                let own = json!(format!("assent-resumed-{approval}"));
+                r.forwarded.lock().expect("forwarded").insert(
+                    own.to_string(),
+                    Forwarded {
+                        tool: tool.clone(),
+                        arguments: run_with.clone(),
+                        limit: output_limit,
+                        approval_id,
+                        task: Some(done_tx),
+                    },
+                );
+                let call = json!({"jsonrpc": "2.0", "id": own, "method": "tools/call",
+                                  "params": {"name": tool, "arguments": run_with}});
+                let _ = r.to_upstream.send(call.to_string());
+            }
+            Outcome::Denied(why) | Outcome::AskClient { question: why, .. } => {
+                let _ = done_tx.send(Ok(denied_value(&why)));
+            }
+        }
+    });
+    task.task_id
 }
 
 /// The pin check of the upstream's tools: `None` until the first check finished.
@@ -823,6 +1024,121 @@ pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, PinSta
     });
 }
 
+/// Sends the proxy's own `tools/list` (for the pin check) once.
+fn ask_pins_once(asked: &std::sync::atomic::AtomicBool, tu: &mpsc::UnboundedSender<String>) {
+    if !asked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let _ = tu.send(
+            json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}0"), "method": "tools/list"})
+                .to_string(),
+        );
+    }
+}
+
+/// What [`handshake`] did with an upstream response.
+enum Handshake {
+    /// Not part of a translated handshake: relay it as usual.
+    Relay,
+    /// Handled; `pins`: the upstream is ready, so its tools may be checked now.
+    Done { pins: bool },
+}
+
+/// The upstream's answers to the handshake, translated where the two ends speak different
+/// eras (issue 11):
+/// - the answer to a modern client's `server/discover`: a modern upstream's is relayed (with
+///   the tasks extension the proxy serves); any other (a legacy upstream's error) makes the
+///   proxy `initialize` the upstream itself and answer the discover from that;
+/// - the answer to a legacy client's `initialize`: an `UNSUPPORTED_PROTOCOL_VERSION` error (a
+///   modern-only upstream) makes the proxy `server/discover` it and answer from that.
+fn handshake(
+    ends: &ends::Ends,
+    v: &Value,
+    key: &str,
+    tc: &mpsc::UnboundedSender<String>,
+    tu: &mpsc::UnboundedSender<String>,
+    client_tasks: &std::sync::atomic::AtomicBool,
+) -> Handshake {
+    let with_tasks = |mut r: Value, tasks: bool| {
+        if tasks && r["capabilities"].is_object() {
+            r["capabilities"]["extensions"][TASKS] = json!({});
+        }
+        r
+    };
+    if let Some(id) = ends.take_probe(key) {
+        let modern = v["result"]["supportedVersions"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == era::MODERN_VERSION));
+        if modern {
+            ends.set_upstream(Era::Modern);
+            let _ = tc.send(reply(&id, Ok(with_tasks(v["result"].clone(), true))));
+            return Handshake::Done { pins: true };
+        }
+        tracing::info!(
+            "the upstream speaks the handshake era: assent initialises it for the client"
+        );
+        ends.park_discover(id);
+        let init = json!({"jsonrpc": "2.0", "id": ends::OWN_INIT_ID, "method": "initialize",
+            "params": {"protocolVersion": era::LATEST_HANDSHAKE_VERSION, "capabilities": {},
+                       "clientInfo": ends.client_info()}});
+        let _ = tu.send(init.to_string());
+        return Handshake::Done { pins: false };
+    }
+    if v["id"] == ends::OWN_INIT_ID {
+        let result = v.get("result").cloned();
+        let parked = ends.initialised(result.clone().unwrap_or(Value::Null));
+        if let Some(id) = parked {
+            let answer = match &result {
+                Some(r) => Ok(era::discover_from_initialize(r, true)),
+                None => Err(rmcp::ErrorData::internal_error(
+                    format!("the upstream refused initialize: {}", v["error"]),
+                    None,
+                )),
+            };
+            let _ = tc.send(reply(&id, answer));
+        }
+        if result.is_some() {
+            let _ = tu
+                .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        }
+        return Handshake::Done {
+            pins: result.is_some(),
+        };
+    }
+    if v["id"] == ends::OWN_DISCOVER_ID {
+        if let Some((id, version)) = ends.take_parked_init() {
+            let answer = match v.get("result") {
+                Some(r) => Ok(with_tasks(
+                    era::initialize_from_discover(r, version.as_deref()),
+                    client_tasks.load(std::sync::atomic::Ordering::SeqCst),
+                )),
+                None => Err(rmcp::ErrorData::internal_error(
+                    format!("the upstream refused server/discover: {}", v["error"]),
+                    None,
+                )),
+            };
+            let _ = tc.send(reply(&id, answer));
+        }
+        return Handshake::Done { pins: false };
+    }
+    if let Some((id, version)) = ends.take_legacy_init(key) {
+        if v["error"]["code"] == era::UNSUPPORTED_PROTOCOL_VERSION {
+            tracing::info!(
+                "the upstream speaks only the modern era: assent discovers it for the client"
+            );
+            ends.set_upstream(Era::Modern);
+            // Answered when the discover is.
+            ends.park_init(id, version);
+            let _ = tu.send(
+                json!({"jsonrpc": "2.0", "id": ends::OWN_DISCOVER_ID,
+                "method": "server/discover"})
+                .to_string(),
+            );
+            return Handshake::Done { pins: false };
+        }
+        ends.set_upstream(Era::Legacy);
+    }
+    Handshake::Relay
+}
+
 /// Runs the proxy until the client closes stdin or the upstream exits. Returns the upstream's
 /// exit code (or 1 when it was killed).
 pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
@@ -851,6 +1167,11 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let client_tasks = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let init_ids: Arc<Mutex<HashSet<String>>> = Arc::default();
     let tasks = TaskManager::new();
+    // The era of each end and the translation between them (issue 11).
+    let ends = Arc::new(ends::Ends::default());
+    // Tasks named after their approval (`approval-ID`), which a later proxy process can
+    // resume from the gateway: the external id → the task manager's id.
+    let task_ids: Arc<Mutex<HashMap<String, String>>> = Arc::default();
 
     // One writer per direction, so concurrent tasks never interleave lines.
     let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
@@ -885,32 +1206,37 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let pins_asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ask_pins = {
         let (asked, tu) = (pins_asked.clone(), to_upstream.clone());
-        move || {
-            if !asked.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                let _ = tu.send(json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}0"), "method": "tools/list"}).to_string());
-            }
-        }
+        move || ask_pins_once(&asked, &tu)
     };
-    let client_writer = tokio::spawn(async move {
-        let mut out = tokio::io::stdout();
-        while let Some(line) = client_rx.recv().await {
-            if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err()
-            {
-                break;
+    let client_writer = tokio::spawn({
+        let ends = ends.clone();
+        async move {
+            let mut out = tokio::io::stdout();
+            while let Some(line) = client_rx.recv().await {
+                let line = ends.to_client(line);
+                if out.write_all(line.as_bytes()).await.is_err()
+                    || out.write_all(b"\n").await.is_err()
+                {
+                    break;
+                }
+                let _ = out.flush().await;
             }
-            let _ = out.flush().await;
         }
     });
-    tokio::spawn(async move {
-        while let Some(line) = upstream_rx.recv().await {
-            if child_in.write_all(line.as_bytes()).await.is_err()
-                || child_in.write_all(b"\n").await.is_err()
-            {
-                break;
+    tokio::spawn({
+        let ends = ends.clone();
+        async move {
+            while let Some(line) = upstream_rx.recv().await {
+                let line = ends.to_upstream(line);
+                if child_in.write_all(line.as_bytes()).await.is_err()
+                    || child_in.write_all(b"\n").await.is_err()
+                {
+                    break;
+                }
+                let _ = child_in.flush().await;
             }
-            let _ = child_in.flush().await;
+            // Dropping child_in closes the upstream's stdin.
         }
-        // Dropping child_in closes the upstream's stdin.
     });
 
     // Upstream → client.
@@ -926,6 +1252,8 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
             pins.clone(),
             init_ids.clone(),
         );
+        let (ends, pins_asked, client_tasks) =
+            (ends.clone(), pins_asked.clone(), client_tasks.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(child_out).lines();
             // The proxy's own tools/list pages, accumulated until the last one.
@@ -973,6 +1301,18 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     }
                     continue;
                 }
+                // The handshake, translated between eras where the two ends differ.
+                let Some(tu_strong) = tu.upgrade() else { break };
+                match handshake(&ends, v, &key, &tc, &tu_strong, &client_tasks) {
+                    Handshake::Relay => {}
+                    Handshake::Done { pins: ask } => {
+                        if ask {
+                            ask_pins_once(&pins_asked, &tu_strong);
+                        }
+                        continue;
+                    }
+                }
+                drop(tu_strong);
                 // The answer to initialize: the proxy serves the tasks extension itself.
                 if inits.lock().expect("inits").remove(&key) {
                     let mut v = v.clone();
@@ -1124,6 +1464,13 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                 let mut msg = msg;
                 // The proxy serves the tasks flow itself; the upstream never sees it declared.
                 let declares_tasks = take_tasks_capability(&mut msg);
+                ends.read_client(&msg);
+                // A modern client retrying with its in-client answer resumes its approval; the
+                // upstream sees a first call.
+                let resume = (msg["method"] == "tools/call")
+                    .then(|| era::resumed_approval(&msg["params"]).map(|id| (id, era::input_answer(&msg["params"]))))
+                    .flatten();
+                era::strip_own_round(&mut msg);
                 // What goes upstream is the serialisation of the value the proxy read and gated,
                 // never the client's bytes.
                 let line = msg.to_string();
@@ -1133,6 +1480,9 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     client_tasks.store(declares_tasks, std::sync::atomic::Ordering::SeqCst);
                     if let Some(id) = msg.get("id").filter(|_| declares_tasks) {
                         init_ids.lock().expect("inits").insert(id.to_string());
+                    }
+                    if let Some(id) = msg.get("id") {
+                        ends.note_legacy_init(id.clone(), msg["params"]["protocolVersion"].as_str().map(str::to_string));
                     }
                 }
                 match (msg["method"].as_str(), msg.get("id")) {
@@ -1146,10 +1496,19 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let (gw, tc, tu) = (gw.clone(), to_client.clone(), to_upstream.clone());
                         let (fw, wt, pins) = (forwarded.clone(), waiting.clone(), pins.clone());
                         let approval: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Nothing));
-                        let ask = client_elicits.load(std::sync::atomic::Ordering::SeqCst).then(|| ask.clone());
-                        let (cancel_tx, cancel_rx) = oneshot::channel::<Option<&'static str>>();
-                        wt.lock().expect("waiting").insert(key.clone(), Waiting { approval: approval.clone(), cancel: cancel_tx });
                         let as_task = declares_tasks || client_tasks.load(std::sync::atomic::Ordering::SeqCst);
+                        // In-client approval: a modern client is asked in an input_required
+                        // result, a legacy one by elicitation (a task has no request to answer).
+                        let asker = match ends.client() {
+                            Some(Era::Modern) if !as_task && era::can_elicit(&ends.client_capabilities()) => Asker::InputRequired,
+                            Some(Era::Modern) => Asker::Nobody,
+                            _ if client_elicits.load(std::sync::atomic::Ordering::SeqCst) => Asker::Elicit(ask.clone()),
+                            _ => Asker::Nobody,
+                        };
+                        let (cancel_tx, cancel_rx) = oneshot::channel::<Option<&'static str>>();
+                        let became_task = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                        wt.lock().expect("waiting").insert(key.clone(), Waiting { approval: approval.clone(), cancel: cancel_tx, task: became_task.clone() });
+                        let task_ids = task_ids.clone();
                         let tasks = tasks.clone();
                         tokio::spawn(async move {
                             // Set when the call became a task: where its outcome goes, and its id.
@@ -1158,7 +1517,10 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                 if let Err(why) = pin_gate(&gw, &pins, &tool, &approval).await {
                                     return Outcome::Denied(why);
                                 }
-                                gw.gate_asking(&tool, &args, &approval, ask).await
+                                match resume {
+                                    Some((id, answer)) => gw.resume(&id, Some((&tool, &args)), answer.as_ref(), &approval).await.0,
+                                    None => gw.gate_asking(&tool, &args, &approval, asker).await,
+                                }
                             };
                             // Progress while the call waits, when the client asked for it.
                             let ticker = async {
@@ -1178,7 +1540,16 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                         }))
                                     });
                                     *task.lock().expect("task") = Some((done_tx, t.task_id.clone()));
-                                    let created = serde_json::to_value(rmcp::model::CreateTaskResult::new(t)).unwrap_or_default();
+                                    became_task.store(true, std::sync::atomic::Ordering::SeqCst);
+                                    // A task held for an approval is named after it, so that a
+                                    // client that lost this connection resumes it from another.
+                                    let local = t.task_id.clone();
+                                    let mut created = serde_json::to_value(rmcp::model::CreateTaskResult::new(t)).unwrap_or_default();
+                                    if let Some(a) = approval.borrow().approval() {
+                                        let ext = format!("{TASK_APPROVAL_PREFIX}{a}");
+                                        created["taskId"] = json!(ext);
+                                        task_ids.lock().expect("task ids").insert(ext, local);
+                                    }
                                     let _ = tc.send(reply(&id, Ok(created)));
                                     return std::future::pending::<()>().await;
                                 }
@@ -1242,6 +1613,9 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                                         }
                                     }
                                 }
+                                Some(Outcome::AskClient { approval_id, question }) => {
+                                    let _ = tc.send(reply(&id, Ok(era::input_required(&question, &approval_id))));
+                                }
                                 Some(Outcome::Denied(why)) => {
                                     tracing::info!(tool, reason = %why, "call denied");
                                     match task {
@@ -1258,15 +1632,40 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     }
                     // The proxy's own tasks: read, cancelled, and (asking for no input) updated here.
                     (Some(m @ ("tasks/get" | "tasks/cancel" | "tasks/update")), Some(id)) => {
-                        let task_id = msg["params"]["taskId"].as_str().unwrap_or("");
+                        let ext = msg["params"]["taskId"].as_str().unwrap_or("").to_string();
+                        let known = task_ids.lock().expect("task ids").get(&ext).cloned();
+                        // A task named after an approval that this process does not know was
+                        // made through a connection that is gone: resumed from the gateway.
+                        let local = match (known, ext.strip_prefix(TASK_APPROVAL_PREFIX)) {
+                            (Some(l), _) => l,
+                            (None, Some(a)) if m != "tasks/update" => {
+                                let l = resume_task(Resumed {
+                                    gw: gw.clone(), pins: pins.clone(), forwarded: forwarded.clone(),
+                                    to_upstream: to_upstream.clone(), tasks: tasks.clone(),
+                                }, a.to_string());
+                                task_ids.lock().expect("task ids").insert(ext.clone(), l.clone());
+                                l
+                            }
+                            _ => ext.clone(),
+                        };
                         let r = match m {
-                            "tasks/get" => tasks.get_task(task_id).map(|t| {
-                                serde_json::to_value(rmcp::model::GetTaskResult::new(t)).unwrap_or_default()
+                            "tasks/get" => tasks.get_task(&local).map(|t| {
+                                let mut v = serde_json::to_value(rmcp::model::GetTaskResult::new(t)).unwrap_or_default();
+                                v["taskId"] = json!(ext);
+                                v
                             }),
-                            "tasks/cancel" => tasks.cancel_task(task_id).map(|()| json!({"resultType": "complete"})),
-                            _ => tasks.get_task(task_id).map(|_| json!({"resultType": "complete"})),
+                            "tasks/cancel" => tasks.cancel_task(&local).map(|()| json!({"resultType": "complete"})),
+                            _ => tasks.get_task(&local).map(|_| json!({"resultType": "complete"})),
                         };
                         let _ = to_client.send(reply(id, r));
+                    }
+                    (Some("server/discover"), Some(id)) => match ends.discover(id) {
+                        Some(r) => { let _ = to_client.send(reply(id, Ok(r))); }
+                        None => { let _ = to_upstream.send(line); }
+                    },
+                    // The modern revision has no ping: answered here for a legacy client.
+                    (Some("ping"), Some(id)) if ends.upstream() == Some(Era::Modern) => {
+                        let _ = to_client.send(reply(id, Ok(json!({}))));
                     }
                     (Some("tools/list"), Some(id)) => {
                         list_ids.lock().expect("ids").insert(id.to_string());
@@ -1282,7 +1681,10 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         }
                     }
                     (Some("notifications/initialized"), None) => {
-                        let _ = to_upstream.send(line);
+                        // A modern upstream has no handshake to finish.
+                        if ends.upstream() != Some(Era::Modern) {
+                            let _ = to_upstream.send(line);
+                        }
                         // Read the upstream's tools to check them against their pins.
                         ask_pins();
                     }
@@ -1308,6 +1710,11 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         .map(|(_, w)| w)
         .collect();
     for w in held {
+        // A call that became a task outlives the connection: its approval stays, for
+        // `tasks/get` through another one.
+        if w.task.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
         let a = w.approval.borrow().approval();
         if let Some(a) = a {
             gw.cancel(&a, "the MCP client disconnected").await;
