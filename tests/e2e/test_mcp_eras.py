@@ -1,0 +1,372 @@
+"""End to end, issue 11: every client era × every path × every upstream era, with the real SDKs.
+
+Clients: the Python SDK 2.x `Client` in its default mode (it probes `server/discover` and
+speaks 2026-07-28 wherever it can), the Python `ClientSession` (the `initialize` handshake) and
+the TypeScript SDK 1.x client (handshake). Paths: the hub over streamable HTTP (`/mcp` on
+`assent serve`) and the stdio proxy (`assent mcp --server ALIAS -- COMMAND`). Upstreams: a
+Python SDK 2.x `MCPServer` (modern; answers discover and initialize) and
+`@modelcontextprotocol/server-everything` (handshake only). In every cell: an allowed call, a
+held call approved by an operator while the client waits, a held call denied, and a held call
+made as a task (SEP-2663) whose client connection drops, approved afterwards, and read through
+`tasks/get` from a new connection: one approval, the call run once, the result delivered.
+The outcome of every cell is written to `target/mcp-era-matrix.json` (docs/mcp.md shows it).
+"""
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import ConfigDict, Field, TypeAdapter
+
+from test_mcp_proxy import ASSENT, EVERYTHING, HERE, ROOT, free_port
+
+TASKS = "io.modelcontextprotocol/tasks"
+AGENT_KEY = "era-agent-" + os.urandom(12).hex()
+OPERATOR_KEY = "era-op-" + os.urandom(16).hex()
+MODERN = [sys.executable, str(HERE / "modern_server.py")]
+LEGACY = ["node", str(EVERYTHING), "stdio"]
+# Per upstream alias: the command, the allowed tool, the held tool and arguments for each.
+UPSTREAMS = {
+    "modern": (MODERN, "echo", "write", lambda m: {"text": m}),
+    "legacy": (LEGACY, "echo", "get-sum", lambda m: {"a": int(m), "b": 1}),
+}
+RESULTS = ROOT / "target" / "mcp-era-matrix.json"
+ANY = TypeAdapter(dict[str, Any])
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("eras")
+    (tmp / "agents").mkdir()
+    (tmp / "agents" / "era.agf.yaml").write_text(
+        """
+metadata: {id: era_agent, name: Era Agent, version: 1.0.0, description: e2e eras}
+action_space:
+  mcp_servers:
+    - alias: modern
+      allowed_tools: [echo, {name: write, approval: {message_template: "Write {{tool_args.text}}?"}}]
+    - alias: legacy
+      allowed_tools: [echo, {name: get-sum, approval: true}]
+"""
+    )
+    port = free_port()
+    log = tmp / "calls.log"
+    modern = json.dumps(MODERN)
+    (tmp / "assent.yaml").write_text(
+        f"""
+mcp_upstreams:
+  modern: {{command: {modern}, env: {{CALL_LOG: "{log}"}}}}
+  legacy: {{command: {json.dumps(LEGACY)}}}
+listen: 127.0.0.1:{port}
+data_dir: data
+agents: ["agents/*.agf.yaml"]
+principals:
+  - {{name: alice, kind: operator, roles: [ops], key_env: ERA_ALICE_KEY}}
+  - {{name: era-agent, kind: agent, agent_id: era_agent, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
+"""
+    )
+    url = f"http://127.0.0.1:{port}"
+    out = open(tmp / "serve.log", "a")
+    proc = subprocess.Popen([ASSENT, "serve", "--config", str(tmp / "assent.yaml")],
+                            env=dict(os.environ, ERA_ALICE_KEY=OPERATOR_KEY), stdout=out, stderr=out)
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    results = {}
+    yield {"url": url, "dir": tmp, "log": log, "results": results}
+    proc.terminate()
+    proc.wait(10)
+    out.close()
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
+def operator(gw, *args):
+    env = dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=OPERATOR_KEY)
+    r = subprocess.run([ASSENT, *args], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def pending_with(gw, marker):
+    return [a for a in json.loads(operator(gw, "pending", "--json"))["approvals"] if marker in json.dumps(a["call"])]
+
+
+async def decide(gw, marker, decision, timeout=30):
+    """Waits for the one pending approval whose call carries `marker`, then decides it."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = pending_with(gw, marker)
+        if found:
+            assert len(found) == 1, found
+            await asyncio.to_thread(operator, gw, decision, found[0]["id"])
+            return found[0]["id"]
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"no pending approval for {marker}")
+
+
+def stdio_params(gw, alias):
+    cmd = UPSTREAMS[alias][0]
+    return StdioServerParameters(
+        command=ASSENT,
+        args=["mcp", "--agent", "era_agent", "--server", alias, "--poll-seconds", "2", "--", *cmd],
+        env=dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=AGENT_KEY, CALL_LOG=str(gw["log"])),
+    )
+
+
+def http_transport(gw):
+    return streamable_http_client(gw["url"] + "/mcp", http_client=httpx2.AsyncClient(
+        headers={"Authorization": "Bearer " + AGENT_KEY}, timeout=httpx2.Timeout(120)))
+
+
+def names(path, alias):
+    _, allowed, held, args = UPSTREAMS[alias]
+    prefix = f"{alias}__" if path == "hub" else ""
+    return prefix + allowed, prefix + held, args
+
+
+def text(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+class TaskResult(types.Result):
+    """A tasks-extension `CreateTaskResult` (`resultType: "task"`)."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+
+
+class Dropped(Exception):
+    def __init__(self, task_id):
+        self.task_id = task_id
+
+
+class TasksThenDrop(ClientExtension):
+    """Declares the tasks extension; a call answered with a task raises `Dropped(task id)`, so
+    the test leaves the connection while the call waits."""
+
+    identifier = TASKS
+
+    def claims(self):
+        async def resolve(r: TaskResult, _ctx: ClaimContext):
+            raise Dropped(r.task_id)
+        return [ResultClaim(result_type="task", model=TaskResult, resolve=resolve)]
+
+
+def dropped(e):
+    """The task id of the `Dropped` in (nested) exception group `e`."""
+    if isinstance(e, Dropped):
+        return e.task_id
+    for inner in getattr(e, "exceptions", ()):
+        if (found := dropped(inner)) is not None:
+            return found
+    if e.__cause__ is not None or e.__context__ is not None:
+        return dropped(e.__cause__ or e.__context__)
+    return None
+
+
+class RawRequest(types.Request[dict[str, Any] | None, str]):
+    method: str
+    params: dict[str, Any] | None = None
+
+
+class GetTask(types.Request[dict[str, Any] | None, str]):
+    """`tasks/get`; over modern streamable HTTP its `Mcp-Name` header is the task id."""
+
+    name_param: ClassVar[str | None] = "taskId"
+    method: str = "tasks/get"
+    params: dict[str, Any] | None = None
+
+
+async def get_task(session, task_id, declare=False, timeout=30):
+    """Polls `tasks/get`; `declare`: declare the tasks extension in the request (a handshake
+    client declared none at initialize)."""
+    params = {"taskId": task_id}
+    if declare:
+        params["_meta"] = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        t = await session.send_request(GetTask(params=params), ANY)
+        if t["status"] != "working":
+            return t
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"task {task_id} still working: {t}")
+
+
+def task_text(t):
+    return json.dumps(t.get("result", t))
+
+
+# --- the three clients -------------------------------------------------------------------
+
+
+async def python_modern(gw, path, alias, marker):
+    allowed, held, args = names(path, alias)
+    target = stdio_params(gw, alias) if path == "stdio" else http_transport(gw)
+    seen = {}
+    async with Client(target) as c:
+        seen["protocol"] = c.protocol_version
+        listed = {t.name for t in (await c.list_tools()).tools}
+        assert {allowed, held} <= listed, listed
+        r = await c.call_tool(allowed, args(marker + "1") if alias == "modern" else {"message": marker})
+        seen["allowed"] = not r.is_error and marker in text(r)
+        approving = asyncio.create_task(decide(gw, marker + "2", "approve"))
+        r = await c.call_tool(held, args(marker + "2"))
+        await approving
+        seen["approved"] = not r.is_error
+        denying = asyncio.create_task(decide(gw, marker + "3", "deny"))
+        r = await c.call_tool(held, args(marker + "3"))
+        await denying
+        seen["denied"] = bool(r.is_error) and text(r).startswith("TOOL_DENIED")
+    target = stdio_params(gw, alias) if path == "stdio" else http_transport(gw)
+    task_id = None
+    try:
+        async with Client(target, extensions=[TasksThenDrop()]) as c:
+            await c.call_tool(held, args(marker + "4"))
+    except Dropped as d:
+        task_id = d.task_id
+    except BaseExceptionGroup as g:  # anyio wraps it
+        task_id = dropped(g)
+    seen["resumed"] = await resume(gw, marker + "4", task_id, lambda: Client(
+        stdio_params(gw, alias) if path == "stdio" else http_transport(gw), extensions=[TasksThenDrop()]),
+        modern=True)
+    return seen
+
+
+async def resume(gw, marker, task_id, connect, modern):
+    """The connection that made task `task_id` is gone: its approval must still be pending
+    (one, not cancelled); approve it, then read the task's result through a new connection."""
+    assert task_id, "the call was not answered with a task"
+    await decide(gw, marker, "approve")
+    async with connect() as c:
+        session = c.session if modern else c
+        if not modern:
+            await session.initialize()
+        t = await get_task(session, task_id, declare=not modern)
+    assert t["status"] == "completed", t
+    return "TOOL_DENIED" not in task_text(t) and not pending_with(gw, marker)
+
+
+async def python_legacy(gw, path, alias, marker):
+    allowed, held, args = names(path, alias)
+    seen = {}
+
+    def connect():
+        return stdio_client(stdio_params(gw, alias)) if path == "stdio" else http_transport(gw)
+
+    async with connect() as streams:
+        async with ClientSession(streams[0], streams[1]) as s:
+            init = await s.initialize()
+            seen["protocol"] = init.protocol_version
+            r = await s.call_tool(allowed, args(marker + "1") if alias == "modern" else {"message": marker})
+            seen["allowed"] = not r.is_error and marker in text(r)
+            approving = asyncio.create_task(decide(gw, marker + "2", "approve"))
+            r = await s.call_tool(held, args(marker + "2"))
+            await approving
+            seen["approved"] = not r.is_error
+            denying = asyncio.create_task(decide(gw, marker + "3", "deny"))
+            r = await s.call_tool(held, args(marker + "3"))
+            await denying
+            seen["denied"] = bool(r.is_error) and text(r).startswith("TOOL_DENIED")
+    async with connect() as streams:
+        async with ClientSession(streams[0], streams[1]) as s:
+            await s.initialize()
+            meta = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
+            # Raw: the SDK would validate the answer as a CallToolResult, and a task is not one
+            # on the handshake revision.
+            t = await s._dispatcher.send_raw_request("tools/call", {
+                "name": held, "arguments": args(marker + "4"), "_meta": meta}, {})
+    task_id = t.get("taskId")
+
+    class Legacy:
+        async def __aenter__(self):
+            self.cm = connect()
+            streams = await self.cm.__aenter__()
+            self.s = ClientSession(streams[0], streams[1])
+            return await self.s.__aenter__()
+
+        async def __aexit__(self, *e):
+            await self.s.__aexit__(*e)
+            await self.cm.__aexit__(*e)
+
+    seen["resumed"] = await resume(gw, marker + "4", task_id, Legacy, modern=False)
+    return seen
+
+
+async def typescript(gw, path, alias, marker):
+    allowed, held, args = names(path, alias)
+    env = dict(os.environ, ASSENT_API_KEY=AGENT_KEY, ASSENT_URL=gw["url"], CALL_LOG=str(gw["log"]))
+    if path == "hub":
+        env["MCP_URL"] = gw["url"] + "/mcp"
+    else:
+        env["PROXY_CMD"] = json.dumps([ASSENT, "mcp", "--agent", "era_agent", "--server", alias,
+                                       "--poll-seconds", "2", "--", *UPSTREAMS[alias][0]])
+
+    async def node(step, call=None, task=None):
+        e = dict(env, STEP=step, CALL=json.dumps(call or {}), TASK=task or "")
+        p = await asyncio.create_subprocess_exec("node", str(HERE / "ts_eras.mjs"), env=e, cwd=str(HERE),
+                                                 stdout=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(p.communicate(), 90)
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+    seen = {"protocol": "2025-11-25 (handshake)"}
+    r = await node("call", {"name": allowed, "arguments": args(marker + "1") if alias == "modern" else {"message": marker}})
+    seen["allowed"] = "result" in r and not r["result"].get("isError") and marker in json.dumps(r)
+    approving = asyncio.create_task(decide(gw, marker + "2", "approve"))
+    r = await node("call", {"name": held, "arguments": args(marker + "2")})
+    await approving
+    seen["approved"] = "result" in r and not r["result"].get("isError")
+    denying = asyncio.create_task(decide(gw, marker + "3", "deny"))
+    r = await node("call", {"name": held, "arguments": args(marker + "3")})
+    await denying
+    seen["denied"] = bool(r["result"].get("isError")) and "TOOL_DENIED" in json.dumps(r)
+    r = await node("task", {"name": held, "arguments": args(marker + "4")})
+    assert "task" in r, r
+    task_id = r["task"].get("taskId")
+    assert task_id, r
+    await decide(gw, marker + "4", "approve")
+    r = await node("poll", task=task_id)
+    seen["resumed"] = r["task"]["status"] == "completed" and "TOOL_DENIED" not in json.dumps(r) \
+        and not pending_with(gw, marker + "4")
+    return seen
+
+
+CLIENTS = {"python-modern": python_modern, "python-legacy": python_legacy, "typescript": typescript}
+
+
+@pytest.mark.parametrize("alias", ["modern", "legacy"])
+@pytest.mark.parametrize("path", ["hub", "stdio"])
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_era_matrix(gw, client, path, alias):
+    marker = str(random.randint(10_000, 99_999))
+    seen = asyncio.run(CLIENTS[client](gw, path, alias, marker))
+    gw["results"][f"{client} | {path} | {alias}"] = seen
+    assert all(seen[k] is True for k in ("allowed", "approved", "denied", "resumed")), seen
+    if client == "python-modern":
+        assert seen["protocol"] == "2026-07-28", "the modern client must get the modern era everywhere"
+    if alias == "modern":
+        # The upstream ran each call once: the allowed one, the approved one and the resumed
+        # task's; never the denied one.
+        calls = gw["log"].read_text().splitlines() if gw["log"].exists() else []
+        mine = [c for c in calls if marker in c]
+        assert sorted(c.split()[0] + c[-1] for c in mine) == ["echo1", "write2", "write4"], mine
