@@ -64,6 +64,16 @@ action_space:
       allowed_tools: [echo, {name: get-sum, approval: true}]
 """
     )
+    (tmp / "gov").mkdir()
+    (tmp / "gov" / "in-client.yaml").write_text(
+        """
+policies:
+  - id: e2e.eras.in-client-v1
+    selector: {agents: ["*"]}
+    rules:
+      - {tool: write, server: modern, in_client_approval: true}
+"""
+    )
     port = free_port()
     log = tmp / "calls.log"
     modern = json.dumps(MODERN)
@@ -75,6 +85,7 @@ mcp_upstreams:
 listen: 127.0.0.1:{port}
 data_dir: data
 agents: ["agents/*.agf.yaml"]
+governance: ["gov/*.yaml"]
 principals:
   - {{name: alice, kind: operator, roles: [ops], key_env: ERA_ALICE_KEY}}
   - {{name: era-agent, kind: agent, agent_id: era_agent, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
@@ -370,3 +381,34 @@ def test_era_matrix(gw, client, path, alias):
         calls = gw["log"].read_text().splitlines() if gw["log"].exists() else []
         mine = [c for c in calls if marker in c]
         assert sorted(c.split()[0] + c[-1] for c in mine) == ["echo1", "write2", "write4"], mine
+
+
+@pytest.mark.parametrize("path", ["hub", "stdio"])
+def test_in_client_approval_asks_a_modern_client_in_an_input_required_result(gw, path):
+    """The modern client has no server-to-client requests: the held call is answered with an
+    `input_required` result carrying the question as an elicitation form; the SDK asks its
+    callback and retries with the answer, which assent relays as the user's decision for the
+    approval named in `requestState`, then runs exactly that call."""
+    _, held, args = names(path, "modern")
+    marker = str(random.randint(10_000, 99_999))
+    asked = []
+
+    async def answer(_ctx, params):
+        asked.append(params.message)
+        approve = "yes" in params.message
+        return types.ElicitResult(action="accept", content={"approve": approve, "reason": "checked"})
+
+    async def go():
+        target = stdio_params(gw, "modern") if path == "stdio" else http_transport(gw)
+        async with Client(target, elicitation_callback=answer) as c:
+            assert c.protocol_version == "2026-07-28"
+            ok = await c.call_tool(held, args(marker + "yes"))
+            no = await c.call_tool(held, args(marker + "no"))
+        return ok, no
+
+    ok, no = asyncio.run(go())
+    assert not ok.is_error and "wrote:" in text(ok), ok
+    assert no.is_error and text(no).startswith("TOOL_DENIED") and "declined by the user" in text(no), no
+    assert len(asked) == 2 and "Write" in asked[0] and "Approve this call?" in asked[0], asked
+    calls = [c for c in gw["log"].read_text().splitlines() if marker in c]
+    assert calls == [f"write {marker}yes"], calls
