@@ -84,7 +84,9 @@ impl Ends {
                 i.envelope = env;
             }
         }
+        // Only a modern client's results need their method (for the caching hints).
         if let (Some(m), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
+            && i.client == Some(Era::Modern)
             && i.open.len() < MAX_OPEN_REQUESTS
         {
             i.open.insert(id.to_string(), m.to_string());
@@ -181,12 +183,8 @@ impl Ends {
             let i = self.lock();
             (i.client, i.upstream)
         };
-        let legacy_both = client != Some(Era::Modern) && upstream != Some(Era::Modern);
-        if legacy_both {
-            // Still forget answered requests, so the map stays small.
-            if self.lock().open.is_empty() {
-                return line;
-            }
+        if client != Some(Era::Modern) && upstream != Some(Era::Modern) {
+            return line;
         }
         let Ok(mut v) = serde_json::from_str::<Value>(&line) else {
             return line;
@@ -195,7 +193,7 @@ impl Ends {
             return line;
         }
         let method = self.lock().open.remove(&v["id"].to_string());
-        if legacy_both || v.get("result").is_none() {
+        if v.get("result").is_none() {
             return line;
         }
         let result = v.get_mut("result").expect("result");
