@@ -1,7 +1,8 @@
 """An MCP server (the official Python SDK's MCPServer, over stdio) whose tool definitions come
 from the environment, so a test can change a tool's description between two sessions.
-TOOL_DESCRIPTION: echo's description; EXTRA_TOOL=1 adds a tool `extra`; CALL_LOG: a file
-each tool call is appended to (what the upstream actually saw)."""
+TOOL_DESCRIPTION: echo's description; EXTRA_TOOL=1 adds a tool `extra`; WRITE_TOOL=1 adds a
+tool `write`; CALL_LOG: a file each tool call is appended to (what the upstream actually saw).
+It answers both `server/discover` (2026-07-28) and `initialize`: the era tests' modern upstream."""
 
 import os
 
@@ -27,9 +28,16 @@ def extra() -> str:
     return "extra ran"
 
 
+def write(text: str) -> str:
+    _log("write " + text)
+    return "wrote: " + text
+
+
 server.add_tool(echo, name="echo", description=os.environ.get("TOOL_DESCRIPTION", "Echo the text back."))
 if os.environ.get("EXTRA_TOOL"):
     server.add_tool(extra, name="extra", description="A tool that appeared later.")
+if os.environ.get("WRITE_TOOL"):
+    server.add_tool(write, name="write", description="Write the text down.")
 
 if __name__ == "__main__":
     server.run("stdio")

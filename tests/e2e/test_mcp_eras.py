@@ -38,7 +38,7 @@ from test_mcp_proxy import ASSENT, EVERYTHING, HERE, ROOT, free_port
 TASKS = "io.modelcontextprotocol/tasks"
 AGENT_KEY = "era-agent-" + os.urandom(12).hex()
 OPERATOR_KEY = "era-op-" + os.urandom(16).hex()
-MODERN = [sys.executable, str(HERE / "modern_server.py")]
+MODERN = [sys.executable, str(HERE / "changing_server.py")]
 LEGACY = ["node", str(EVERYTHING), "stdio"]
 # Per upstream alias: the command, the allowed tool, the held tool and arguments for each.
 UPSTREAMS = {
@@ -80,7 +80,7 @@ policies:
     (tmp / "assent.yaml").write_text(
         f"""
 mcp_upstreams:
-  modern: {{command: {modern}, env: {{CALL_LOG: "{log}"}}}}
+  modern: {{command: {modern}, env: {{CALL_LOG: "{log}", WRITE_TOOL: "1"}}}}
   legacy: {{command: {json.dumps(LEGACY)}}}
 listen: 127.0.0.1:{port}
 data_dir: data
@@ -139,7 +139,7 @@ def stdio_params(gw, alias):
     return StdioServerParameters(
         command=ASSENT,
         args=["mcp", "--agent", "era_agent", "--server", alias, "--poll-seconds", "2", "--", *cmd],
-        env=dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=AGENT_KEY, CALL_LOG=str(gw["log"])),
+        env=dict(os.environ, ASSENT_URL=gw["url"], ASSENT_API_KEY=AGENT_KEY, CALL_LOG=str(gw["log"]), WRITE_TOOL="1"),
     )
 
 
@@ -196,11 +196,6 @@ def dropped(e):
     return None
 
 
-class RawRequest(types.Request[dict[str, Any] | None, str]):
-    method: str
-    params: dict[str, Any] | None = None
-
-
 class GetTask(types.Request[dict[str, Any] | None, str]):
     """`tasks/get`; over modern streamable HTTP its `Mcp-Name` header is the task id."""
 
@@ -231,6 +226,24 @@ def task_text(t):
 # --- the three clients -------------------------------------------------------------------
 
 
+async def three_calls(gw, call, alias, names_, marker, seen):
+    """The allowed call, then a held call an operator approves while the client waits, then
+    one an operator denies. `call(name, arguments)` returns (is_error, text)."""
+    allowed, held, args = names_
+    error, out = await call(allowed, args(marker + "1") if alias == "modern" else {"message": marker})
+    seen["allowed"] = not error and marker in out
+    for n, decision, key in ((2, "approve", "approved"), (3, "deny", "denied")):
+        deciding = asyncio.create_task(decide(gw, f"{marker}{n}", decision))
+        error, out = await call(held, args(f"{marker}{n}"))
+        await deciding
+        seen[key] = not error if decision == "approve" else error and out.startswith("TOOL_DENIED")
+
+
+async def sdk_call(session, name, arguments):
+    r = await session.call_tool(name, arguments)
+    return bool(r.is_error), text(r)
+
+
 async def python_modern(gw, path, alias, marker):
     allowed, held, args = names(path, alias)
     target = stdio_params(gw, alias) if path == "stdio" else http_transport(gw)
@@ -239,16 +252,7 @@ async def python_modern(gw, path, alias, marker):
         seen["protocol"] = c.protocol_version
         listed = {t.name for t in (await c.list_tools()).tools}
         assert {allowed, held} <= listed, listed
-        r = await c.call_tool(allowed, args(marker + "1") if alias == "modern" else {"message": marker})
-        seen["allowed"] = not r.is_error and marker in text(r)
-        approving = asyncio.create_task(decide(gw, marker + "2", "approve"))
-        r = await c.call_tool(held, args(marker + "2"))
-        await approving
-        seen["approved"] = not r.is_error
-        denying = asyncio.create_task(decide(gw, marker + "3", "deny"))
-        r = await c.call_tool(held, args(marker + "3"))
-        await denying
-        seen["denied"] = bool(r.is_error) and text(r).startswith("TOOL_DENIED")
+        await three_calls(gw, lambda n, a: sdk_call(c, n, a), alias, names(path, alias), marker, seen)
     target = stdio_params(gw, alias) if path == "stdio" else http_transport(gw)
     task_id = None
     try:
@@ -289,16 +293,7 @@ async def python_legacy(gw, path, alias, marker):
         async with ClientSession(streams[0], streams[1]) as s:
             init = await s.initialize()
             seen["protocol"] = init.protocol_version
-            r = await s.call_tool(allowed, args(marker + "1") if alias == "modern" else {"message": marker})
-            seen["allowed"] = not r.is_error and marker in text(r)
-            approving = asyncio.create_task(decide(gw, marker + "2", "approve"))
-            r = await s.call_tool(held, args(marker + "2"))
-            await approving
-            seen["approved"] = not r.is_error
-            denying = asyncio.create_task(decide(gw, marker + "3", "deny"))
-            r = await s.call_tool(held, args(marker + "3"))
-            await denying
-            seen["denied"] = bool(r.is_error) and text(r).startswith("TOOL_DENIED")
+            await three_calls(gw, lambda n, a: sdk_call(s, n, a), alias, names(path, alias), marker, seen)
     async with connect() as streams:
         async with ClientSession(streams[0], streams[1]) as s:
             await s.initialize()
@@ -326,7 +321,7 @@ async def python_legacy(gw, path, alias, marker):
 
 async def typescript(gw, path, alias, marker):
     allowed, held, args = names(path, alias)
-    env = dict(os.environ, ASSENT_API_KEY=AGENT_KEY, ASSENT_URL=gw["url"], CALL_LOG=str(gw["log"]))
+    env = dict(os.environ, ASSENT_API_KEY=AGENT_KEY, ASSENT_URL=gw["url"], CALL_LOG=str(gw["log"]), WRITE_TOOL="1")
     if path == "hub":
         env["MCP_URL"] = gw["url"] + "/mcp"
     else:
@@ -341,16 +336,13 @@ async def typescript(gw, path, alias, marker):
         return json.loads(out.decode().strip().splitlines()[-1])
 
     seen = {"protocol": "2025-11-25 (handshake)"}
-    r = await node("call", {"name": allowed, "arguments": args(marker + "1") if alias == "modern" else {"message": marker}})
-    seen["allowed"] = "result" in r and not r["result"].get("isError") and marker in json.dumps(r)
-    approving = asyncio.create_task(decide(gw, marker + "2", "approve"))
-    r = await node("call", {"name": held, "arguments": args(marker + "2")})
-    await approving
-    seen["approved"] = "result" in r and not r["result"].get("isError")
-    denying = asyncio.create_task(decide(gw, marker + "3", "deny"))
-    r = await node("call", {"name": held, "arguments": args(marker + "3")})
-    await denying
-    seen["denied"] = bool(r["result"].get("isError")) and "TOOL_DENIED" in json.dumps(r)
+    async def call(name, arguments):
+        r = await node("call", {"name": name, "arguments": arguments})
+        assert "result" in r, r
+        out = "".join(c.get("text", "") for c in r["result"].get("content", []))
+        return bool(r["result"].get("isError")), out
+
+    await three_calls(gw, call, alias, names(path, alias), marker, seen)
     r = await node("task", {"name": held, "arguments": args(marker + "4")})
     assert "task" in r, r
     task_id = r["task"].get("taskId")
@@ -412,3 +404,19 @@ def test_in_client_approval_asks_a_modern_client_in_an_input_required_result(gw,
     assert len(asked) == 2 and "Write" in asked[0] and "Approve this call?" in asked[0], asked
     calls = [c for c in gw["log"].read_text().splitlines() if marker in c]
     assert calls == [f"write {marker}yes"], calls
+
+
+def test_a_forged_task_id_never_reaches_another_gateway_path(gw):
+    """`tasks/get` for a task named after an approval resumes it from the gateway; an id that
+    is not an approval id (a path, a query) is an unknown task, never a gateway request."""
+    async def go():
+        async with Client(stdio_params(gw, "modern"), extensions=[TasksThenDrop()]) as c:
+            errors = []
+            for forged in ["approval-../../v1/grants", "approval-x?wait=60", "approval-"]:
+                with pytest.raises(Exception) as e:
+                    await c.session.send_request(GetTask(params={"taskId": forged}), ANY)
+                errors.append(str(e.value))
+            return errors
+
+    errors = asyncio.run(go())
+    assert all("unknown task" in e for e in errors), errors

@@ -272,14 +272,25 @@ pub fn input_required(question: &str, approval_id: &str) -> Value {
     })
 }
 
-/// The approval a retried `tools/call` resumes (its `params.requestState` starts with
-/// [`REQUEST_STATE_PREFIX`]), or `None` for a first call or the upstream's own round.
+/// Whether `id` can be an approval id (1 to 128 ASCII letters, digits, `-` or `_`). Ids that
+/// come from a client (a `requestState`, a task id) are checked before they go into a gateway
+/// URL, so one can never name another path or add a query.
+pub fn approval_id_ok(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The approval a retried `tools/call` resumes (its `params.requestState` is
+/// [`REQUEST_STATE_PREFIX`] and an id that passes [`approval_id_ok`]), or `None` for a first
+/// call, the upstream's own round, or a malformed state (the call is then gated as new).
 pub fn resumed_approval(params: &Value) -> Option<String> {
     params
         .get("requestState")?
         .as_str()?
         .strip_prefix(REQUEST_STATE_PREFIX)
-        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .filter(|id| approval_id_ok(id))
         .map(str::to_string)
 }
 
@@ -398,6 +409,16 @@ mod tests {
         assert_eq!(a.reason.as_deref(), Some("ok"));
         // The upstream's own round is not assent's.
         assert_eq!(resumed_approval(&json!({"requestState": "opaque"})), None);
+        // A forged state naming another path or a query never reaches a gateway URL.
+        for forged in ["../../v1/grants", "a?wait=60", "a/b", "", "é"] {
+            let state = format!("{REQUEST_STATE_PREFIX}{forged}");
+            assert_eq!(
+                resumed_approval(&json!({"requestState": state})),
+                None,
+                "{forged}"
+            );
+        }
+        assert!(approval_id_ok("7d0f2c1e-9a4b-4c1d-8e2f-0a1b2c3d4e5f"));
         let mut m = json!({"params": retry});
         strip_own_round(&mut m);
         assert!(m["params"].get("requestState").is_none());

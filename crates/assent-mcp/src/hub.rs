@@ -493,7 +493,8 @@ impl ServerHandler for HubHandler {
             .is_some_and(|c| c.supports_tasks());
         let ask = ask_user(&ctx, tasks);
         // A modern client retrying with its in-client answer resumes its approval.
-        let own_round = serde_json::to_value(&request).unwrap_or_default();
+        let own_round = json!({"requestState": request.request_state,
+                               "inputResponses": request.input_responses});
         let resume =
             era::resumed_approval(&own_round).map(|id| (id, era::input_answer(&own_round)));
         if tasks {

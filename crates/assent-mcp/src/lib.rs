@@ -912,7 +912,13 @@ fn resume_task(r: Resumed, approval: String) -> String {
                                   "params": {"name": tool, "arguments": run_with}});
                 let _ = r.to_upstream.send(call.to_string());
             }
-            Outcome::Denied(why) | Outcome::AskClient { question: why, .. } => {
+            Outcome::Denied(why) => {
+                let _ = done_tx.send(Ok(denied_value(&why)));
+            }
+            // `resume` never asks: the question was asked when the call was made.
+            Outcome::AskClient { approval_id, .. } => {
+                let why =
+                    format!("approval {approval_id} waits for an answer this task cannot give");
                 let _ = done_tx.send(Ok(denied_value(&why)));
             }
         }
@@ -1024,6 +1030,26 @@ pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, PinSta
     });
 }
 
+/// Writes each line from `rx` to `out` as `era(line)` and a newline, flushed, until `rx` closes
+/// or `out` fails: one writer per direction, so concurrent tasks never interleave lines, and
+/// every line crosses in its receiver's era ([`ends::Ends`]).
+fn write_lines<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
+    mut rx: mpsc::UnboundedReceiver<String>,
+    mut out: W,
+    era: impl Fn(String) -> String + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            let line = era(line);
+            if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+            let _ = out.flush().await;
+        }
+    })
+}
+
 /// Sends the proxy's own `tools/list` (for the pin check) once.
 fn ask_pins_once(asked: &std::sync::atomic::AtomicBool, tu: &mpsc::UnboundedSender<String>) {
     if !asked.swap(true, std::sync::atomic::Ordering::SeqCst) {
@@ -1054,9 +1080,15 @@ fn handshake(
     v: &Value,
     key: &str,
     tc: &mpsc::UnboundedSender<String>,
-    tu: &mpsc::UnboundedSender<String>,
+    tu: &mpsc::WeakUnboundedSender<String>,
     client_tasks: &std::sync::atomic::AtomicBool,
 ) -> Handshake {
+    // Weak, as the reader's: the upstream's stdin closes once the client has left.
+    let to_upstream = |msg: Value| {
+        if let Some(tu) = tu.upgrade() {
+            let _ = tu.send(msg.to_string());
+        }
+    };
     let with_tasks = |mut r: Value, tasks: bool| {
         if tasks && r["capabilities"].is_object() {
             r["capabilities"]["extensions"][TASKS] = json!({});
@@ -1079,7 +1111,7 @@ fn handshake(
         let init = json!({"jsonrpc": "2.0", "id": ends::OWN_INIT_ID, "method": "initialize",
             "params": {"protocolVersion": era::LATEST_HANDSHAKE_VERSION, "capabilities": {},
                        "clientInfo": ends.client_info()}});
-        let _ = tu.send(init.to_string());
+        to_upstream(init);
         return Handshake::Done { pins: false };
     }
     if v["id"] == ends::OWN_INIT_ID {
@@ -1096,8 +1128,7 @@ fn handshake(
             let _ = tc.send(reply(&id, answer));
         }
         if result.is_some() {
-            let _ = tu
-                .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+            to_upstream(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         }
         return Handshake::Done {
             pins: result.is_some(),
@@ -1127,11 +1158,8 @@ fn handshake(
             ends.set_upstream(Era::Modern);
             // Answered when the discover is.
             ends.park_init(id, version);
-            let _ = tu.send(
-                json!({"jsonrpc": "2.0", "id": ends::OWN_DISCOVER_ID,
-                "method": "server/discover"})
-                .to_string(),
-            );
+            to_upstream(json!({"jsonrpc": "2.0", "id": ends::OWN_DISCOVER_ID,
+                               "method": "server/discover"}));
             return Handshake::Done { pins: false };
         }
         ends.set_upstream(Era::Legacy);
@@ -1154,7 +1182,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start upstream MCP server `{prog}`"))?;
-    let mut child_in = child.stdin.take().context("upstream stdin")?;
+    let child_in = child.stdin.take().context("upstream stdin")?;
     let child_out = child.stdout.take().context("upstream stdout")?;
     let progress_every = Duration::from_secs(cfg.progress_seconds.max(1));
     let gw = Arc::new(Gateway::new(cfg)?);
@@ -1174,8 +1202,8 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let task_ids: Arc<Mutex<HashMap<String, String>>> = Arc::default();
 
     // One writer per direction, so concurrent tasks never interleave lines.
-    let (to_client, mut client_rx) = mpsc::unbounded_channel::<String>();
-    let (to_upstream, mut upstream_rx) = mpsc::unbounded_channel::<String>();
+    let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
+    let (to_upstream, upstream_rx) = mpsc::unbounded_channel::<String>();
     // In-client approval: whether the client can be asked (elicitation), and its pending answers.
     let client_elicits = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let elicits: Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>> = Arc::default();
@@ -1208,35 +1236,14 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         let (asked, tu) = (pins_asked.clone(), to_upstream.clone());
         move || ask_pins_once(&asked, &tu)
     };
-    let client_writer = tokio::spawn({
+    let client_writer = {
         let ends = ends.clone();
-        async move {
-            let mut out = tokio::io::stdout();
-            while let Some(line) = client_rx.recv().await {
-                let line = ends.to_client(line);
-                if out.write_all(line.as_bytes()).await.is_err()
-                    || out.write_all(b"\n").await.is_err()
-                {
-                    break;
-                }
-                let _ = out.flush().await;
-            }
-        }
-    });
-    tokio::spawn({
+        write_lines(client_rx, tokio::io::stdout(), move |l| ends.to_client(l))
+    };
+    // Its end drops child_in, which closes the upstream's stdin.
+    write_lines(upstream_rx, child_in, {
         let ends = ends.clone();
-        async move {
-            while let Some(line) = upstream_rx.recv().await {
-                let line = ends.to_upstream(line);
-                if child_in.write_all(line.as_bytes()).await.is_err()
-                    || child_in.write_all(b"\n").await.is_err()
-                {
-                    break;
-                }
-                let _ = child_in.flush().await;
-            }
-            // Dropping child_in closes the upstream's stdin.
-        }
+        move |l| ends.to_upstream(l)
     });
 
     // Upstream → client.
@@ -1302,17 +1309,15 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                     continue;
                 }
                 // The handshake, translated between eras where the two ends differ.
-                let Some(tu_strong) = tu.upgrade() else { break };
-                match handshake(&ends, v, &key, &tc, &tu_strong, &client_tasks) {
+                match handshake(&ends, v, &key, &tc, &tu, &client_tasks) {
                     Handshake::Relay => {}
                     Handshake::Done { pins: ask } => {
-                        if ask {
-                            ask_pins_once(&pins_asked, &tu_strong);
+                        if let Some(tu) = tu.upgrade().filter(|_| ask) {
+                            ask_pins_once(&pins_asked, &tu);
                         }
                         continue;
                     }
                 }
-                drop(tu_strong);
                 // The answer to initialize: the proxy serves the tasks extension itself.
                 if inits.lock().expect("inits").remove(&key) {
                     let mut v = v.clone();
@@ -1636,7 +1641,8 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
                         let known = task_ids.lock().expect("task ids").get(&ext).cloned();
                         // A task named after an approval that this process does not know was
                         // made through a connection that is gone: resumed from the gateway.
-                        let local = match (known, ext.strip_prefix(TASK_APPROVAL_PREFIX)) {
+                        let approval = ext.strip_prefix(TASK_APPROVAL_PREFIX).filter(|a| era::approval_id_ok(a));
+                        let local = match (known, approval) {
                             (Some(l), _) => l,
                             (None, Some(a)) if m != "tasks/update" => {
                                 let l = resume_task(Resumed {
