@@ -2,7 +2,8 @@
 # Installs what the tests need on a fresh machine, then runs every test:
 #   Rust unit and integration tests (real SQLite files, the real binary), formatting and clippy,
 #   the end-to-end MCP tests (Python and TypeScript MCP SDK clients → assent mcp → npm
-#   server-filesystem and server-everything, and a Python SDK server), and the dashboard in
+#   server-filesystem and server-everything, and a Python SDK server; the era matrix of issue
+#   11; the MCP conformance suite's server scenarios through the proxy), and the dashboard in
 #   Debian's Chromium (Playwright, axe-core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
