@@ -717,7 +717,9 @@ impl Call {
     /// The pin check of the tool as the upstream defines it now, the gateway (waiting for a
     /// human when held), the upstream, and the result report (holding a result over
     /// `output_bytes`). A denial is a `TOOL_DENIED:` error result; the call is then never
-    /// forwarded.
+    /// forwarded. A modern client that may approve in the client gets an `input_required`
+    /// question instead ([`era::input_required`]); its retry comes back as `resume` (the
+    /// approval it names and the user's answer) and goes through [`Gateway::resume`].
     async fn run(
         self,
         ask: Asker,

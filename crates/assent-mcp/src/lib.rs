@@ -28,6 +28,11 @@
 //!   gets `TOOL_DENIED: result withheld …`.
 //! - `tools/list` results are filtered to the tools the agent file declares for the server
 //!   alias when it lists `allowed_tools`.
+//! - MCP eras (issue 11): a 2026-07-28 client and a handshake-era upstream (or the reverse)
+//!   meet in the proxy, which translates the handshake and every message into its receiver's
+//!   era ([`era`]); in-client approval asks a modern client in an `input_required` result;
+//!   a call that became a task held for an approval is named after it (`approval-ID`) and can
+//!   be resumed with `tasks/get` by the proxy of a later connection.
 //! - JSON-RPC batches are refused (a batch could hide a `tools/call`), and so is a line that is
 //!   not JSON (a more lenient upstream parser could find a `tools/call` in it), and a
 //!   `tools/call` without an id is dropped.
