@@ -32,12 +32,7 @@ pub(crate) async fn answer(r: &Remote, id: &str, value: &str) -> Result<i32> {
 /// Reads an operator's typed answer as the kind the question accepts, in the order
 /// multiple_choice, yes_no, numeric, freetext; fails naming the kinds when none fits.
 fn coerce_answer(q: &Value, value: &str) -> Result<Value> {
-    let kinds: Vec<&str> = q["accepted_response_kinds"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let kinds = accepted_kinds(q);
     let accepts = |k: &str| kinds.contains(&k);
     if accepts("multiple_choice")
         && q["choices"]
@@ -116,12 +111,7 @@ pub(crate) async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Resu
         if let Some(ctx) = q["context"].as_str() {
             println!("  context:  {ctx}");
         }
-        let kinds: Vec<&str> = q["accepted_response_kinds"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let kinds = accepted_kinds(q);
         println!("  accepts:  {}", kinds.join(", "));
         for ch in q["choices"].as_array().into_iter().flatten() {
             println!(
@@ -140,4 +130,15 @@ pub(crate) async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Resu
         println!();
     }
     Ok(0)
+}
+
+/// A question's `accepted_response_kinds` (`multiple_choice`, `yes_no`, `numeric`,
+/// `freetext`), in its order.
+fn accepted_kinds(q: &Value) -> Vec<&str> {
+    q["accepted_response_kinds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }

@@ -92,7 +92,13 @@ fn wait_healthy(url: &str, limit: Duration, step: Duration) {
 
 /// `assent serve` on `config` (listening on `port`) with alice's operator key, once healthy.
 fn serve(config: &Path, port: u16) -> Server {
-    let child = serve_cmd(config)
+    serve_with(serve_cmd(config), port)
+}
+
+/// Runs `cmd` (an `assent serve`, perhaps wrapped) with alice's operator key and its output
+/// discarded, and waits up to 20 s for it to answer on `port`.
+fn serve_with(mut cmd: Command, port: u16) -> Server {
+    let child = cmd
         .env("TEST_ALICE_KEY", OP_KEY)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

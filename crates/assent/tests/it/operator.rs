@@ -30,15 +30,15 @@ fn check_exit_codes_and_json() {
     for r in v["reasons"].as_array().unwrap() {
         assert!(r.get("file").is_some() && r.get("rule").is_some() && r.get("text").is_some());
     }
-    let (c, out, _) = check(&[
+    let transfer = [
         "--agent",
         "treasury_bot",
         "--tool",
         "transfer_funds",
         "--args",
         r#"{"amount": 5000, "currency": "EUR", "recipient": "bob"}"#,
-        "--json",
-    ]);
+    ];
+    let (c, out, _) = check(&[&transfer[..], &["--json"]].concat());
     assert_eq!(c, 10, "{out}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["verdict"], "confirm");
@@ -55,14 +55,7 @@ fn check_exit_codes_and_json() {
         "Moves 5000 EUR from the treasury account to bob."
     );
     assert!(v["rollback"][0].as_str().unwrap().contains("24 h"), "{v}");
-    let (_, text, _) = check(&[
-        "--agent",
-        "treasury_bot",
-        "--tool",
-        "transfer_funds",
-        "--args",
-        r#"{"amount": 5000, "currency": "EUR", "recipient": "bob"}"#,
-    ]);
+    let (_, text, _) = check(&transfer);
     assert!(
         text.contains("side effects: Moves 5000 EUR from the treasury account to bob."),
         "{text}"

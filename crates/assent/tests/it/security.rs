@@ -152,24 +152,12 @@ fn serve_low_nofile(dir: &std::path::Path, port: u16, extra: &str) -> crate::Ser
     let mut text = std::fs::read_to_string(&cfg).unwrap();
     text.push_str(extra);
     std::fs::write(&cfg, text).unwrap();
-    let child = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -Sn 1024 && exec {BIN} serve --config {}",
-            cfg.display()
-        ))
-        .env("TEST_ALICE_KEY", OP_KEY)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    crate::wait_healthy(
-        &url,
-        std::time::Duration::from_secs(20),
-        std::time::Duration::from_millis(50),
-    );
-    crate::Server { child, url }
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c").arg(format!(
+        "ulimit -Sn 1024 && exec {BIN} serve --config {}",
+        cfg.display()
+    ));
+    crate::serve_with(cmd, port)
 }
 
 #[test]
