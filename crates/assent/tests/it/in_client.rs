@@ -2,10 +2,10 @@
 //! question shows why the call needs approval, its side effects and its rollback notes, and
 //! the person's reason is relayed as the decision's reason.
 
-use crate::{BIN, OP_KEY, free_port, hex_sha256, serve};
+use crate::{BIN, OP_KEY, free_port, hex_sha256, serve, spawn_piped};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, Write};
+use std::process::Command;
 
 const KEY: &str = "in-client-agent-test-key-0123456789";
 
@@ -55,27 +55,22 @@ fn the_in_client_question_shows_why_side_effects_and_rollback_and_relays_the_rea
     )
     .unwrap();
     let mut server = serve(&cfg, port);
-    let mut child = Command::new(BIN)
-        .args([
-            "mcp",
-            "--agent",
-            "helper",
-            "--server",
-            "up",
-            "--poll-seconds",
-            "1",
-            "--",
-        ])
-        .args(["python3", "-c", UPSTREAM])
-        .env("ASSENT_URL", &server.url)
-        .env("ASSENT_API_KEY", KEY)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut stdin, mut out) = spawn_piped(
+        Command::new(BIN)
+            .args([
+                "mcp",
+                "--agent",
+                "helper",
+                "--server",
+                "up",
+                "--poll-seconds",
+                "1",
+                "--",
+            ])
+            .args(["python3", "-c", UPSTREAM])
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+    );
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
     let mut recv = |pred: &dyn Fn(&Value) -> bool| loop {
         let mut l = String::new();

@@ -1,9 +1,9 @@
 //! Attacks through the real binary (issue 10): an MCP client that sends JSON two parsers read
 //! differently, against an upstream whose parser keeps the first duplicate key.
 
-use crate::{BIN, OP_KEY, free_port, hex_sha256, serve, write_config};
+use crate::{BIN, OP_KEY, free_port, hex_sha256, serve, serve_cmd, spawn_piped, write_config};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
 
 const FS_KEY: &str = "fs-agent-test-key-0123456789abcdef";
@@ -56,20 +56,15 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
     .unwrap();
     let mut server = serve(&cfg, port);
     let log = dir.path().join("upstream.log");
-    let mut child = Command::new(BIN)
-        .args([
-            "mcp", "--agent", "fs_agent", "--server", "fs", "--", "python3", "-c",
-        ])
-        .arg(first_wins_upstream(&log))
-        .env("ASSENT_URL", &server.url)
-        .env("ASSENT_API_KEY", FS_KEY)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut stdin, mut out) = spawn_piped(
+        Command::new(BIN)
+            .args([
+                "mcp", "--agent", "fs_agent", "--server", "fs", "--", "python3", "-c",
+            ])
+            .arg(first_wins_upstream(&log))
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", FS_KEY),
+    );
     let mut send = |l: &str| writeln!(stdin, "{l}").unwrap();
     let mut recv = || {
         let mut l = String::new();
@@ -157,27 +152,12 @@ fn serve_low_nofile(dir: &std::path::Path, port: u16, extra: &str) -> crate::Ser
     let mut text = std::fs::read_to_string(&cfg).unwrap();
     text.push_str(extra);
     std::fs::write(&cfg, text).unwrap();
-    let child = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -Sn 1024 && exec {BIN} serve --config {}",
-            cfg.display()
-        ))
-        .env("TEST_ALICE_KEY", OP_KEY)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let start = std::time::Instant::now();
-    while reqwest::blocking::get(format!("{url}/healthz")).is_err() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    crate::Server { child, url }
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c").arg(format!(
+        "ulimit -Sn 1024 && exec {BIN} serve --config {}",
+        cfg.display()
+    ));
+    crate::serve_with(cmd, port)
 }
 
 #[test]
@@ -225,8 +205,8 @@ fn a_short_operator_key_stops_start_up_unless_demo_keys_are_asked_for_on_loopbac
     let port = free_port();
     let cfg = write_config(dir.path(), port);
     let run = |args: &[&str], key: &str| {
-        let mut c = Command::new(BIN);
-        c.args(["serve", "--config"]).arg(&cfg).args(args);
+        let mut c = serve_cmd(&cfg);
+        c.args(args);
         c.env("TEST_ALICE_KEY", key)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -300,11 +280,7 @@ fn a_duration_that_would_wrap_stops_start_up_instead_of_approving_at_once() {
     ] {
         let p = dir.path().join("assent.yaml");
         std::fs::write(&p, format!("listen: 127.0.0.1:0\n{line}\n")).unwrap();
-        let out = Command::new(BIN)
-            .args(["serve", "--config"])
-            .arg(&p)
-            .output()
-            .unwrap();
+        let out = serve_cmd(&p).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.code() == Some(1)

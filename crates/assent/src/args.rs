@@ -1,0 +1,312 @@
+//! The clap tree of the `assent` binary: every subcommand, flag, default and help text (the
+//! `--help` output is this file). It parses only; what each command does lives in `serve.rs`
+//! and `commands/`, and `dispatch.rs` maps one onto the other. The clap types carry `//`
+//! comments rather than doc comments where a doc comment would become help text.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+// The parsed command line: one subcommand.
+#[derive(Parser)]
+#[command(
+    name = "assent",
+    version,
+    about = "A human approval gateway for AI agent actions"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) cmd: Cmd,
+}
+
+// Where the gateway is and whose key to send: `--url`/`ASSENT_URL` and
+// `--api-key`/`ASSENT_API_KEY`, global to the subcommand that flattens it.
+#[derive(clap::Args, Clone)]
+pub(crate) struct Remote {
+    /// Gateway URL.
+    #[arg(
+        long,
+        env = "ASSENT_URL",
+        default_value = "http://127.0.0.1:7878",
+        global = true
+    )]
+    pub(crate) url: String,
+    /// API key (an operator's for pending/show/approve/deny).
+    #[arg(
+        long = "api-key",
+        env = "ASSENT_API_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub(crate) api_key: Option<String>,
+}
+
+// Every subcommand of `assent`.
+#[derive(Subcommand)]
+pub(crate) enum Cmd {
+    /// Run the gateway (HTTP API on the embedded SQLite store).
+    Serve {
+        #[arg(long, default_value = "assent.yaml")]
+        config: PathBuf,
+        /// Overrides `listen` from the config.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Overrides `data_dir` from the config.
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
+        /// Refuse to start when an agent file has a field Agent Format 1.0 does not define
+        /// (a typo such as `aproval:`), instead of warning.
+        #[arg(long)]
+        strict: bool,
+        /// Accept `key_env` keys shorter than 32 characters (the README's demo keys). Only on a
+        /// loopback address; never for real use.
+        #[arg(long = "insecure-demo-keys")]
+        insecure_demo_keys: bool,
+    },
+    /// List pending approvals with what a person needs to decide.
+    Pending {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Watch the queue in a terminal UI: ↑/↓ select, enter opens the card, a approves, d
+    /// denies (with a reason), each confirmed with y; q quits. Honours NO_COLOR.
+    Watch {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Show one approval.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Approve pending approvals: each gets its own single-use token for its exact call.
+    /// Several ids are decided one by one with the same options.
+    Approve {
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[arg(long)]
+        reason: Option<String>,
+        /// once (default), session, workspace, or a duration such as 15m, 2h, 1d. Anything
+        /// but once stores a grant that lets later matching calls through.
+        #[arg(long, default_value = "once")]
+        scope: String,
+        /// Let the grant cover every call of the tool, not only these exact arguments.
+        #[arg(long = "whole-tool")]
+        whole_tool: bool,
+        /// Confirm a workspace grant on an R3/R4 tool (discouraged).
+        #[arg(long = "yes-workspace")]
+        yes_workspace: bool,
+        /// Approve with these arguments instead (a JSON object; one id only). The gatekeeper
+        /// checks them again and the token binds them.
+        #[arg(long)]
+        args: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Deny pending approvals; the reason reaches the agent.
+    Deny {
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Cancel a pending approval, or with --session every pending approval of a session.
+    Cancel {
+        /// The approval id (or the session id with --session).
+        id: String,
+        #[arg(long)]
+        session: bool,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List active grants (scoped approvals); --all includes revoked and expired ones.
+    Grants {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Revoke a grant.
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List clarification questions agents are waiting on (pending unless --all).
+    Clarifications {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Answer a clarification. VALUE is read as the question's accepted kind: a choice's value
+    /// for multiple_choice, yes/no (or true/false) for yes_no, a number for numeric, else text.
+    Answer {
+        id: String,
+        value: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Evaluate a call against the policy files, without a server.
+    /// Exit status: 0 allow, 10 confirm, 11 deny, 2 bad input.
+    Check {
+        #[arg(long, default_value = "assent.yaml")]
+        config: PathBuf,
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        tool: String,
+        #[arg(long)]
+        server: Option<String>,
+        /// The arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        #[arg(long)]
+        json: bool,
+        /// Treat unknown fields in agent files as errors (exit 2).
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Run an MCP stdio proxy in front of an MCP server: `assent mcp --agent ID --server ALIAS -- CMD ARGS...`
+    ///
+    /// Or, with `--config assent.yaml` instead of `--server` and a command: one stdio endpoint
+    /// in front of every upstream in the config's `mcp_upstreams`, tools named `ALIAS__TOOL`.
+    Mcp {
+        #[arg(long)]
+        agent: String,
+        /// The agent file's MCP server alias of the upstream command (single-upstream mode:
+        /// tool names unchanged).
+        #[arg(long, required_unless_present = "config", conflicts_with = "config")]
+        server: Option<String>,
+        /// Serve every upstream of this config's `mcp_upstreams` (hub mode).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Session id for every call (default: a new UUID per proxy process).
+        #[arg(long)]
+        session: Option<String>,
+        /// Seconds per long-poll while a call waits for a human.
+        #[arg(long, default_value_t = 25)]
+        poll_seconds: u64,
+        /// Seconds between progress notifications while a call waits, sent when the client
+        /// gave a progress token (keeps clients that reset their timeout on progress waiting).
+        #[arg(long, default_value_t = 10)]
+        progress_seconds: u64,
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(
+            last = true,
+            required_unless_present = "config",
+            conflicts_with = "config"
+        )]
+        command: Vec<String>,
+    },
+    /// Audit log commands.
+    Audit {
+        #[command(subcommand)]
+        cmd: AuditCmd,
+    },
+    /// Export data for other tools.
+    Export {
+        #[command(subcommand)]
+        cmd: ExportCmd,
+    },
+    /// MCP tool-list pinning: review changed or new upstream tools.
+    Tools {
+        #[command(subcommand)]
+        cmd: ToolsCmd,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+// `assent tools …`: MCP tool-list pinning.
+#[derive(Subcommand)]
+pub(crate) enum ToolsCmd {
+    /// Tools whose definition changed (or that are new) since their server was pinned, each
+    /// with the diff from its pinned definition. Their calls wait until accepted.
+    Pending {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a changed tool's new definition: it becomes the pin and its calls go on.
+    Accept { ids: Vec<String> },
+    /// Reject a changed tool's new definition: its calls are refused.
+    Reject { ids: Vec<String> },
+    /// Every pinned tool.
+    Pins {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+// `assent export …`.
+#[derive(Subcommand)]
+pub(crate) enum ExportCmd {
+    /// Every settled approval as an MPLP learning sample, one JSON object per line (JSONL).
+    /// Reads the database directly (read-only; the gateway may keep running).
+    LearningSamples {
+        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+// `assent audit …`: offline verification and the checkpoint key.
+#[derive(Subcommand)]
+pub(crate) enum AuditCmd {
+    /// Verify the audit log offline: hash chain, signed checkpoints, state tables.
+    ///
+    /// Read-only; the gateway may keep running. Checks the whole hash chain; every stored
+    /// checkpoint's Ed25519 signature and that the chain at its record has
+    /// exactly its head hash; with --checkpoint, that the chain reaches the newest valid
+    /// checkpoint of that file; and the state tables against the chain (approvals, decisions,
+    /// minted and redeemed tokens). Names the first problem.
+    #[command(
+        after_help = "Exit codes: 0 verified; 1 the chain is broken, a checkpoint does not verify or is not reached, or the state tables disagree with the chain; 2 usage or I/O error (no database, unreadable file, no public key)."
+    )]
+    Verify {
+        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
+        /// A checkpoint sink file (JSONL, `audit_checkpoints.file`): the chain must reach its
+        /// newest checkpoint signed by the audit key (detects a truncated or rewritten log).
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// The audit public key (64 hex characters, from `assent audit key`); default: the
+        /// public half of DATA_DIR/audit.key.
+        #[arg(long = "public-key")]
+        public_key: Option<String>,
+        /// Fail (exit 1) when more than this many records are covered by no checkpoint: set it
+        /// a little above `audit_checkpoints.every_records`, and a chain rewritten after its
+        /// stored checkpoints were deleted is caught even without a checkpoint file.
+        #[arg(long = "max-unsigned")]
+        max_unsigned: Option<i64>,
+        /// Print the report as one JSON object (`ok`, `records`, `head`, `problem`, …).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the audit checkpoint public key (64 hex characters).
+    ///
+    /// The 32 raw bytes of the Ed25519 public key as lowercase hex. Creates
+    /// DATA_DIR/audit.key (mode 0600) when missing.
+    Key {
+        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+        #[arg(long = "data-dir")]
+        data_dir: Option<PathBuf>,
+    },
+}

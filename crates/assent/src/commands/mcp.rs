@@ -1,0 +1,70 @@
+//! `assent mcp`: the agent-side MCP entry points on stdio. With `--server ALIAS -- CMD…` it is
+//! the stdio proxy in front of one upstream command (`assent_mcp::run`); with `--config` it
+//! is the hub in front of every `mcp_upstreams` entry, tools named `ALIAS__TOOL`
+//! (`assent_mcp::hub`). Gating happens in the gateway; this file only wires the two up.
+
+use crate::args::Remote;
+use crate::setup::{init_tracing, upstream_specs};
+use anyhow::{Result, anyhow, bail};
+use assent_server::config::Config;
+use std::path::PathBuf;
+
+/// What `assent mcp` fronts: one upstream command under an alias, or a config's hub.
+pub(crate) enum Upstream {
+    /// `--server ALIAS -- CMD ARGS…`: the agent file's alias and the command line.
+    Command {
+        server: String,
+        command: Vec<String>,
+    },
+    /// `--config FILE`: every upstream of the file's `mcp_upstreams`.
+    Hub(PathBuf),
+}
+
+/// Runs the proxy or hub for `agent` until stdin closes. The key (`ASSENT_API_KEY`) must be
+/// an agent's; `session` defaults to a new UUID; `poll_seconds` (clamped to 1–60) is each
+/// long-poll while a call waits, `progress_seconds` (1–3600) the progress interval.
+pub(crate) async fn mcp(
+    remote: &Remote,
+    agent: String,
+    upstream: Upstream,
+    session: Option<String>,
+    poll_seconds: u64,
+    progress_seconds: u64,
+) -> Result<i32> {
+    init_tracing("warn");
+    let api_key = remote
+        .api_key
+        .clone()
+        .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (the agent's key)"))?;
+    let session_id = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let (server, command) = match upstream {
+        Upstream::Command { server, command } => (server, command),
+        Upstream::Hub(path) => {
+            let cfg = Config::load(&path)?;
+            if cfg.mcp_upstreams.is_empty() {
+                bail!("{}: no mcp_upstreams to serve", path.display());
+            }
+            let hub = assent_mcp::hub::Hub::start(
+                upstream_specs(&cfg)?,
+                remote.url.clone(),
+                poll_seconds.clamp(1, 60),
+                progress_seconds.clamp(1, 3600),
+            )
+            .await?;
+            let _ = agent; // the key names the agent; --agent documents which one
+            assent_mcp::hub::serve_stdio(hub, api_key, session_id).await?;
+            return Ok(0);
+        }
+    };
+    let cfg = assent_mcp::ProxyConfig {
+        gateway_url: remote.url.clone(),
+        api_key,
+        agent,
+        server,
+        session_id,
+        command,
+        poll_seconds: poll_seconds.clamp(1, 60),
+        progress_seconds: progress_seconds.clamp(1, 3600),
+    };
+    assent_mcp::run(cfg).await
+}

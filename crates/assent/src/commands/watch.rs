@@ -1,0 +1,346 @@
+//! `assent watch`: a terminal UI for the approval queue (issue 5), usable over SSH and
+//! readable without colour.
+//!
+//! The list of pending approvals is re-read every second (`GET /v1/approvals?status=pending`)
+//! with each one's time left. Keys, shown in the footer: `↑`/`↓` (or `k`/`j`) select, `enter`
+//! opens the card (the same fields as `assent show`), `a` approves and `d` denies (asking for a
+//! reason), each confirmed with `y` (any other key cancels), `esc` goes back, `q` quits.
+//! Selection is shown by a `>` marker and reverse video, so it reads the same with
+//! `NO_COLOR` set (then no colour is used at all).
+
+use crate::client::Client;
+use crate::render::{card, target, time_left};
+use anyhow::Result;
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// What the screen shows.
+enum Mode {
+    List,
+    Card,
+    /// Typing the reason for a denial.
+    Reason(String),
+    /// Waiting for `y`: approve (`None`) or deny with this reason.
+    Confirm(Option<String>),
+}
+
+/// The watcher's state: the pending approvals as last read, the selection, what the screen
+/// shows, the status line, and when the list was last read.
+struct App {
+    approvals: Vec<Value>,
+    state: ListState,
+    mode: Mode,
+    status: String,
+    error: bool,
+    color: bool,
+    /// When the list was last read; set in the past to re-read it at once.
+    refreshed: Instant,
+}
+
+impl App {
+    fn selected(&self) -> Option<&Value> {
+        self.state.selected().and_then(|i| self.approvals.get(i))
+    }
+
+    fn set(&mut self, approvals: Vec<Value>) {
+        let keep = self
+            .selected()
+            .and_then(|a| a["id"].as_str().map(str::to_string));
+        self.approvals = approvals;
+        let i = keep
+            .and_then(|id| self.approvals.iter().position(|a| a["id"] == id.as_str()))
+            .or_else(|| {
+                self.state
+                    .selected()
+                    .map(|i| i.min(self.approvals.len().saturating_sub(1)))
+            })
+            .or(Some(0))
+            .filter(|_| !self.approvals.is_empty());
+        self.state.select(i);
+        if i.is_none() && !matches!(self.mode, Mode::List) {
+            self.mode = Mode::List;
+        }
+    }
+
+    fn style(&self, color: Color) -> Style {
+        if self.color {
+            Style::default().fg(color)
+        } else {
+            Style::default()
+        }
+    }
+
+    /// Re-reads the pending list when a second has passed since the last read.
+    fn refresh(&mut self, c: &Client, rt: &tokio::runtime::Handle) {
+        if self.refreshed.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.refreshed = Instant::now();
+        match rt.block_on(c.get("/v1/approvals?status=pending")) {
+            Ok(v) => {
+                self.set(v["approvals"].as_array().cloned().unwrap_or_default());
+                if self.status == "loading…" {
+                    self.status.clear();
+                }
+            }
+            Err(e) => {
+                self.status = format!("{e}");
+                self.error = true;
+            }
+        }
+    }
+
+    /// Handles one key press; true when it quits.
+    fn key(&mut self, code: KeyCode, c: &Client, rt: &tokio::runtime::Handle) -> bool {
+        let mode = std::mem::replace(&mut self.mode, Mode::List);
+        self.mode = match (mode, code) {
+            (Mode::Reason(mut r), KeyCode::Char(ch)) => {
+                r.push(ch);
+                Mode::Reason(r)
+            }
+            (Mode::Reason(mut r), KeyCode::Backspace) => {
+                r.pop();
+                Mode::Reason(r)
+            }
+            (Mode::Reason(r), KeyCode::Enter) if !r.trim().is_empty() => {
+                Mode::Confirm(Some(r.trim().to_string()))
+            }
+            (Mode::Reason(r), KeyCode::Enter) => {
+                self.status = "a denial needs a reason: the agent is told".into();
+                self.error = true;
+                Mode::Reason(r)
+            }
+            (Mode::Reason(_), KeyCode::Esc) => Mode::List,
+            (m @ Mode::Reason(_), _) => m,
+            (Mode::Confirm(deny), KeyCode::Char('y')) => {
+                self.decide(deny, c, rt);
+                Mode::List
+            }
+            (Mode::Confirm(_), _) => {
+                self.status = "cancelled: nothing was decided".into();
+                self.error = false;
+                Mode::List
+            }
+            (_, KeyCode::Char('q')) => return true,
+            (m, KeyCode::Up | KeyCode::Char('k')) => {
+                if let Some(i) = self.state.selected() {
+                    self.state.select(Some(i.saturating_sub(1)));
+                }
+                m
+            }
+            (m, KeyCode::Down | KeyCode::Char('j')) => {
+                if let Some(i) = self.state.selected() {
+                    self.state
+                        .select(Some((i + 1).min(self.approvals.len().saturating_sub(1))));
+                }
+                m
+            }
+            (_, KeyCode::Enter) if self.selected().is_some() => Mode::Card,
+            (_, KeyCode::Esc) => Mode::List,
+            (_, KeyCode::Char('a')) if self.selected().is_some() => Mode::Confirm(None),
+            (_, KeyCode::Char('d')) if self.selected().is_some() => Mode::Reason(String::new()),
+            (m, _) => m,
+        };
+        false
+    }
+
+    /// Approves (`deny` is `None`) or denies with the reason the selected approval, this call
+    /// only, puts the outcome on the status line and has the list re-read at once.
+    fn decide(&mut self, deny: Option<String>, c: &Client, rt: &tokio::runtime::Handle) {
+        let Some(a) = self.selected().cloned() else {
+            return;
+        };
+        let id = a["id"].as_str().unwrap_or("").to_string();
+        let body = match &deny {
+            None => json!({"decision": "approve"}),
+            Some(r) => json!({"decision": "deny", "reason": r}),
+        };
+        match rt.block_on(c.post(&format!("/v1/approvals/{id}/decision"), body)) {
+            Ok(v) => {
+                self.status = format!(
+                    "{} {}: {}",
+                    v["status"].as_str().unwrap_or(""),
+                    target(&a["call"]),
+                    id
+                );
+                self.error = false;
+            }
+            Err(e) => {
+                self.status = format!("not decided: {e}");
+                self.error = true;
+            }
+        }
+        self.refreshed = Instant::now() - Duration::from_secs(10);
+    }
+}
+
+/// Runs the watcher until `q` (or Ctrl-C). Needs an operator key.
+pub(crate) async fn run(c: Client) -> Result<i32> {
+    // Fail before taking over the terminal when the gateway or the key is wrong.
+    c.get("/v1/approvals?status=pending").await?;
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || ui(c, handle)).await?
+}
+
+/// The terminal loop: re-read, draw, wait up to 250 ms for a key, handle it.
+fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
+    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let mut terminal = ratatui::init();
+    let mut app = App {
+        approvals: Vec::new(),
+        state: ListState::default(),
+        mode: Mode::List,
+        status: "loading…".into(),
+        error: false,
+        color,
+        refreshed: Instant::now() - Duration::from_secs(10),
+    };
+    let res = loop {
+        app.refresh(&c, &rt);
+        if let Err(e) = terminal.draw(|f| draw(f, &mut app)) {
+            break Err(e.into());
+        }
+        match event::poll(Duration::from_millis(250)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => break Err(e.into()),
+        }
+        let Ok(Event::Key(k)) = event::read() else {
+            continue;
+        };
+        if k.kind != KeyEventKind::Press {
+            continue;
+        }
+        if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
+            break Ok(0);
+        }
+        if app.key(k.code, &c, &rt) {
+            break Ok(0);
+        }
+    };
+    ratatui::restore();
+    res
+}
+
+/// One frame: header, the list or the card, the status line, the keys.
+fn draw(f: &mut ratatui::Frame, app: &mut App) {
+    let [head, body, status, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    f.render_widget(
+        Paragraph::new(format!(
+            "assent watch: {} pending (refreshed every second)",
+            app.approvals.len()
+        ))
+        .style(Style::default().add_modifier(Modifier::BOLD)),
+        head,
+    );
+    match &app.mode {
+        Mode::Card | Mode::Confirm(_) | Mode::Reason(_) if app.selected().is_some() => {
+            draw_card(f, app, body)
+        }
+        _ => draw_list(f, app, body),
+    }
+    let st = if app.error {
+        app.style(Color::Red)
+    } else {
+        app.style(Color::Green)
+    };
+    f.render_widget(Paragraph::new(app.status.clone()).style(st), status);
+    let keys = match app.mode {
+        Mode::Reason(_) => "type the reason  enter done  esc cancel",
+        Mode::Confirm(_) => "y confirm  any other key cancels",
+        Mode::Card => "a approve  d deny  esc back  q quit",
+        Mode::List => "↑/↓ select  enter open  a approve  d deny  q quit",
+    };
+    f.render_widget(
+        Paragraph::new(keys).style(Style::default().add_modifier(Modifier::REVERSED)),
+        footer,
+    );
+}
+
+/// The selected approval's card, with the reason being typed or the question to confirm.
+fn draw_card(f: &mut ratatui::Frame, app: &App, body: ratatui::layout::Rect) {
+    let a = app.selected().cloned().unwrap_or(Value::Null);
+    let mut text = card(&a);
+    match &app.mode {
+        Mode::Reason(r) => text.push_str(&format!("\nReason for denying: {r}_\n")),
+        Mode::Confirm(None) => text.push_str(&format!(
+            "\nApprove {} for {} (this call only)? y to confirm, any other key cancels\n",
+            target(&a["call"]),
+            a["agent"].as_str().unwrap_or("")
+        )),
+        Mode::Confirm(Some(r)) => text.push_str(&format!(
+            "\nDeny {} with reason \"{r}\"? y to confirm, any other key cancels\n",
+            target(&a["call"])
+        )),
+        _ => {}
+    }
+    f.render_widget(
+        Paragraph::new(text)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" approval ")),
+        body,
+    );
+}
+
+/// The pending list (tier, time left, agent → target, message), or a line saying it is empty.
+fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect) {
+    let items: Vec<ListItem> = app
+        .approvals
+        .iter()
+        .map(|a| {
+            let tier = a["risk_tier"].as_str().unwrap_or("");
+            let high = a["risk_level"] == "high";
+            ListItem::new(Line::from(vec![
+                Span::styled(
+                    format!("{tier:<3} "),
+                    app.style(if high { Color::Red } else { Color::Yellow }),
+                ),
+                Span::raw(format!(
+                    "{:<14} ",
+                    time_left(a["expires_at"].as_str().unwrap_or(""))
+                )),
+                Span::styled(
+                    format!(
+                        "{} → {}  ",
+                        a["agent"].as_str().unwrap_or(""),
+                        target(&a["call"])
+                    ),
+                    Style::default().add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(a["message"].as_str().unwrap_or("").to_string()),
+            ]))
+        })
+        .collect();
+    let empty = items.is_empty();
+    let list = List::new(items)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" pending approvals "),
+        )
+        .highlight_symbol("> ")
+        .highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    if empty {
+        f.render_widget(
+            Paragraph::new("nothing is waiting for a decision").block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" pending approvals "),
+            ),
+            body,
+        );
+    } else {
+        f.render_stateful_widget(list, body, &mut app.state);
+    }
+}

@@ -1,0 +1,133 @@
+//! The entry of the CLI: parses the command line (`args`), starts the tokio runtime and maps
+//! each subcommand onto `serve` or its file under `commands/`, turning an error into one
+//! `assent: …` line on stderr and exit status 1. It holds no command's logic.
+
+use crate::args::{Cli, Cmd, ExportCmd};
+use crate::client::Client;
+use crate::commands::{approvals, audit, check, clarifications, export, grants, mcp, tools, watch};
+use crate::render::one_line;
+use anyhow::Result;
+use clap::Parser;
+
+/// Runs the CLI and returns the process exit code: the command's, 2 for a usage error (0 for
+/// `--help`/`--version`), 1 for an error or a runtime that cannot start.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("assent: cannot start runtime: {e}");
+            return 1;
+        }
+    };
+    rt.block_on(async move {
+        match dispatch(cli.cmd).await {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("assent: {}", one_line(&e));
+                1
+            }
+        }
+    })
+}
+
+/// Runs one subcommand to its exit status.
+async fn dispatch(cmd: Cmd) -> Result<i32> {
+    match cmd {
+        Cmd::Serve {
+            config,
+            listen,
+            data_dir,
+            strict,
+            insecure_demo_keys,
+        } => crate::serve::serve(config, listen, data_dir, strict, insecure_demo_keys).await,
+        Cmd::Pending { json, remote } => approvals::pending(&remote, json).await,
+        Cmd::Show { id, json, remote } => approvals::show(&remote, &id, json).await,
+        Cmd::Watch { remote } => watch::run(Client::new(&remote)?).await,
+        Cmd::Approve {
+            ids,
+            reason,
+            scope,
+            whole_tool,
+            yes_workspace,
+            args,
+            remote,
+        } => {
+            approvals::approve(
+                &remote,
+                &ids,
+                reason,
+                scope,
+                whole_tool,
+                yes_workspace,
+                args,
+            )
+            .await
+        }
+        Cmd::Deny {
+            ids,
+            reason,
+            remote,
+        } => approvals::deny(&remote, &ids, reason).await,
+        Cmd::Cancel {
+            id,
+            session,
+            reason,
+            remote,
+        } => approvals::cancel(&remote, &id, session, reason).await,
+        Cmd::Grants { all, json, remote } => grants::grants(&remote, all, json).await,
+        Cmd::Revoke { id, remote } => grants::revoke(&remote, &id).await,
+        Cmd::Clarifications { all, json, remote } => {
+            clarifications::clarifications(&remote, all, json).await
+        }
+        Cmd::Answer { id, value, remote } => clarifications::answer(&remote, &id, &value).await,
+        Cmd::Check {
+            config,
+            agent,
+            tool,
+            server,
+            args,
+            json,
+            strict,
+        } => Ok(check::check(
+            &config, &agent, &tool, server, &args, json, strict,
+        )),
+        Cmd::Mcp {
+            agent,
+            server,
+            config,
+            session,
+            poll_seconds,
+            progress_seconds,
+            remote,
+            command,
+        } => {
+            let upstream = match server {
+                Some(server) => mcp::Upstream::Command { server, command },
+                None => {
+                    mcp::Upstream::Hub(config.expect("clap requires --config without --server"))
+                }
+            };
+            mcp::mcp(
+                &remote,
+                agent,
+                upstream,
+                session,
+                poll_seconds,
+                progress_seconds,
+            )
+            .await
+        }
+        Cmd::Audit { cmd } => audit::audit(cmd),
+        Cmd::Tools { cmd, remote } => tools::tools(&remote, cmd).await,
+        Cmd::Export {
+            cmd: ExportCmd::LearningSamples { data_dir, out },
+        } => export::learning_samples(data_dir, out),
+    }
+}

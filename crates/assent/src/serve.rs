@@ -1,0 +1,201 @@
+//! `assent serve`, the composition root: loads the config, opens the store through
+//! `assent_server::AppState`, binds the listener (refusing demo keys beyond loopback), starts
+//! the MCP hub when `mcp_upstreams` is set and mounts it at `/mcp` behind a strict-JSON,
+//! agent-key check, hands the hub to the dashboard as its dry-run, and runs until SIGINT or
+//! SIGTERM. The routes themselves live in `assent-server`, the hub in `assent-mcp`.
+
+use crate::setup::{init_tracing, upstream_specs};
+use anyhow::{Context, Result, bail};
+use assent_server::config::Config;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// Runs the gateway; `listen` and `data_dir` override the config's, `strict` refuses unknown
+/// agent-file fields, `insecure_demo_keys` accepts short `key_env` keys on loopback only.
+/// Returns exit status 0 after a graceful shutdown; errors (bad config, address in use) end it.
+pub(crate) async fn serve(
+    config: PathBuf,
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    strict: bool,
+    insecure_demo_keys: bool,
+) -> Result<i32> {
+    init_tracing("info");
+    let mut cfg = Config::load_with(&config, strict)?;
+    cfg.insecure_demo_keys = insecure_demo_keys;
+    if let Some(l) = listen {
+        cfg.listen = l;
+    }
+    if let Some(d) = data_dir {
+        cfg.data_dir = d;
+    }
+    for w in &cfg.warnings {
+        tracing::warn!("{w}");
+    }
+    let mut state = assent_server::AppState::from_config(&cfg)?;
+    let nofile = assent_server::serve::raise_open_file_limit();
+    state.limits.max_connections =
+        assent_server::serve::effective_cap(state.limits.max_connections, nofile);
+    let listener = bind(&cfg).await?;
+    let extra = mount_mcp(&cfg, &listener, &mut state).await?;
+    tracing::info!(
+        listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
+        agents = cfg.registry.agents.len(), policies = cfg.registry.policies.len(),
+        principals = state.principals.len(), open_files = ?nofile,
+        max_connections = state.limits.max_connections, "assent gateway ready"
+    );
+    assent_server::run_with(listener, state, extra, shutdown()).await?;
+    Ok(0)
+}
+
+/// Binds `cfg.listen`; demo keys beyond loopback stop start-up, plain HTTP beyond loopback
+/// without an `https://` `public_url` is warned about.
+async fn bind(cfg: &Config) -> Result<tokio::net::TcpListener> {
+    let insecure_demo_keys = cfg.insecure_demo_keys;
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let bound = listener.local_addr()?;
+    if insecure_demo_keys && !bound.ip().is_loopback() {
+        bail!(
+            "--insecure-demo-keys serves short demo keys on loopback only; {bound} is not a loopback address"
+        );
+    }
+    if insecure_demo_keys {
+        tracing::warn!(
+            "--insecure-demo-keys: short demo keys are accepted; never use this for real"
+        );
+    }
+    let tls_in_front = cfg
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"));
+    if !bound.ip().is_loopback() && !tls_in_front {
+        tracing::warn!(listen = %bound, "listening beyond loopback over plain HTTP: bearer keys and decisions cross the network in clear; put TLS in front (a reverse proxy) and set public_url to its https:// address");
+    }
+    Ok(listener)
+}
+
+/// With `mcp_upstreams`, starts the hub (talking back to this gateway at the listener's
+/// address), makes it the dashboard's dry-run and returns a router serving it at `/mcp`
+/// behind [`strict_mcp_bodies`]; without, an empty router.
+async fn mount_mcp(
+    cfg: &Config,
+    listener: &tokio::net::TcpListener,
+    state: &mut assent_server::AppState,
+) -> Result<axum::Router> {
+    let mut extra = axum::Router::new();
+    if !cfg.mcp_upstreams.is_empty() {
+        let hub = assent_mcp::hub::Hub::start(
+            upstream_specs(cfg)?,
+            format!("http://{}", listener.local_addr()?),
+            25,
+            10,
+        )
+        .await?;
+        state.dry_run = Some(std::sync::Arc::new(HubDryRun(hub.clone())));
+        extra = extra
+            .nest_service(
+                "/mcp",
+                assent_mcp::hub::http_service(
+                    hub,
+                    cfg.mcp_allowed_hosts.clone(),
+                    cfg.mcp_allowed_origins.clone(),
+                ),
+            )
+            .layer(axum::middleware::from_fn_with_state(
+                state.principals.clone(),
+                strict_mcp_bodies,
+            ));
+        tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
+    }
+    Ok(extra)
+}
+
+/// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM, logging the shutdown.
+async fn shutdown() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("signal handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+}
+
+/// Reads a `/mcp` request body strictly before rmcp sees it (issue 10 §1–2): a body with a
+/// duplicate key or a number a double would change is answered `400` with a JSON-RPC error
+/// naming the JSON pointer, and never gated or forwarded. A request without an agent's valid
+/// bearer key is `401` before its body is parsed (the edge bounds its size and read time).
+async fn strict_mcp_bodies(
+    axum::extract::State(principals): axum::extract::State<
+        std::sync::Arc<Vec<assent_server::config::Principal>>,
+    >,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let rpc_error = |status: axum::http::StatusCode, message: String| {
+        (
+            status,
+            axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32600, "message": message}})),
+        )
+            .into_response()
+    };
+    let agent = assent_server::auth::authenticate(&principals, req.headers())
+        .ok()
+        .and_then(|p| p.agent_id());
+    if agent.is_none() {
+        return rpc_error(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "assent: send an agent's key (Authorization: Bearer KEY)".into(),
+        );
+    }
+    // The edge (`assent_server::app`) has buffered the body within the body-read timeout and
+    // the body limit already.
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return rpc_error(
+            axum::http::StatusCode::BAD_REQUEST,
+            "assent: the request body could not be read".into(),
+        );
+    };
+    if !bytes.is_empty()
+        && let Err(e) = assent_core::json::check(&bytes)
+    {
+        let line = String::from_utf8_lossy(&bytes);
+        let body = assent_mcp::refusal(&line, &e);
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
+
+/// The dashboard's dry-run button, served by the MCP hub's upstream connections.
+struct HubDryRun(std::sync::Arc<assent_mcp::hub::Hub>);
+
+impl assent_server::DryRun for HubDryRun {
+    fn serves(&self, server: &str) -> bool {
+        self.0.has_upstream(server)
+    }
+    fn run<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: &'a Value,
+    ) -> assent_server::DryRunFuture<'a> {
+        Box::pin(self.0.call_upstream(server, tool, arguments))
+    }
+}

@@ -1,0 +1,70 @@
+//! Start-up steps shared by `serve` and the commands: tracing to stderr, the MCP hub's
+//! upstream specs from the config, and the data directory an offline command reads. It runs
+//! nothing itself and knows no subcommand.
+
+use anyhow::{Result, anyhow};
+use assent_server::config::Config;
+use std::path::PathBuf;
+
+/// Logs to stderr at `default` level unless `ASSENT_LOG` gives a filter; colour only on a
+/// terminal and without `NO_COLOR`. A second call is a no-op.
+pub(crate) fn init_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ASSENT_LOG")
+        .unwrap_or_else(|_| default.into());
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The hub's upstreams from the config; a `bearer_token_env` that is unset or empty stops
+/// start-up naming the upstream and the variable (never the token).
+pub(crate) fn upstream_specs(
+    cfg: &Config,
+) -> Result<std::collections::BTreeMap<String, assent_mcp::hub::UpstreamSpec>> {
+    cfg.mcp_upstreams
+        .iter()
+        .map(|(alias, u)| {
+            let bearer_token = match &u.bearer_token_env {
+                None => None,
+                Some(var) => Some(
+                    std::env::var(var)
+                        .ok()
+                        .filter(|t| !t.is_empty())
+                        .ok_or_else(|| {
+                            anyhow!(
+                                "{}: mcp_upstreams.{alias}: bearer_token_env `{var}` is not set",
+                                cfg.file.display()
+                            )
+                        })?,
+                ),
+            };
+            Ok((
+                alias.clone(),
+                assent_mcp::hub::UpstreamSpec {
+                    command: u.command.clone(),
+                    env: u.env.clone(),
+                    url: u.url.clone(),
+                    bearer_token,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// `--data-dir`, else `data_dir` of ./assent.yaml when it exists, else `.assent`.
+pub(crate) fn data_dir_or_default(data_dir: Option<PathBuf>) -> Result<PathBuf> {
+    Ok(match data_dir {
+        Some(d) => d,
+        None => {
+            let p = PathBuf::from("assent.yaml");
+            if p.exists() {
+                Config::load(&p)?.data_dir
+            } else {
+                PathBuf::from(".assent")
+            }
+        }
+    })
+}

@@ -1,0 +1,153 @@
+//! Start-up refusals through the real binary: a bad config stops `serve` naming the file, the
+//! line and the reason (principals, unset keys, MCP upstreams, webhooks, audit checkpoints),
+//! and unknown agent-file fields warn, or stop `check` and `serve` when strict.
+
+use crate::{BIN, serve_cmd};
+use std::process::Command;
+
+#[test]
+fn a_bad_config_stops_start_up_with_file_line_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    std::fs::write(
+        &p,
+        "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: wizard, key_env: X}\n",
+    )
+    .unwrap();
+    let out = serve_cmd(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:3:", p.display())) && err.contains("unknown kind `wizard`"),
+        "{err}"
+    );
+    std::fs::write(&p, "listen: 127.0.0.1:0\nlisten_typo: 1\n").unwrap();
+    let out = serve_cmd(&p).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains(":2") && err.contains("listen_typo"),
+        "{err}"
+    );
+    // key_env that is not set.
+    std::fs::write(&p, "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_UNSET_VAR}\n").unwrap();
+    let out = serve_cmd(&p)
+        .env_remove("ASSENT_TEST_UNSET_VAR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains("ASSENT_TEST_UNSET_VAR")
+            && err.contains(":3:"),
+        "{err}"
+    );
+    // MCP upstreams: each mistake names the alias and the line.
+    for (cfg, why) in [
+        (
+            "mcp_upstreams:\n  fs: {url: \"ftp://x\"}\n",
+            "not an http(s) URL",
+        ),
+        (
+            "mcp_upstreams:\n  fs: {command: [a], url: \"http://x\"}\n",
+            "not both",
+        ),
+        ("mcp_upstreams:\n  fs: {}\n", "give `command`"),
+        (
+            "mcp_upstreams:\n  bad-alias: {command: [a]}\n",
+            "must match",
+        ),
+        (
+            "webhooks:\n  - {name: ops, url: \"ftp://x\", secret_env: S}\n",
+            "webhooks `ops`: url `ftp://x` is not an http(s) URL",
+        ),
+        (
+            "webhooks:\n  - {name: ops, url: \"http://x\", secret_env: S, events: [approval.created]}\n",
+            "event `approval.created`",
+        ),
+        (
+            "webhooks:\n  - {name: ops, url: \"http://x\", secret_env: S, format: teams}\n",
+            "format `teams`",
+        ),
+        (
+            "audit_checkpoints:\n  every_records: 0\n",
+            "audit_checkpoints.every_records 0: use 1 to 1000000",
+        ),
+        (
+            "audit_checkpoints:\n  every_seconds: 100000\n",
+            "audit_checkpoints.every_seconds 100000: use 1 to 86400",
+        ),
+        (
+            "audit_checkpoints:\n  file: /nonexistent/dir/checkpoints.jsonl\n",
+            "not a file in an existing directory",
+        ),
+    ] {
+        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{cfg}")).unwrap();
+        let out = serve_cmd(&p).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1) && err.contains(":3:") && err.contains(why),
+            "{cfg}: {err}"
+        );
+    }
+    // A webhook secret that is not set: start-up stops naming the variable.
+    std::fs::write(&p, "listen: 127.0.0.1:0\nwebhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_UNSET_SECRET}\n").unwrap();
+    let out = serve_cmd(&p)
+        .env_remove("ASSENT_TEST_UNSET_SECRET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains("ASSENT_TEST_UNSET_SECRET (secret_env) is not set"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join(".assent").exists(),
+        "nothing is created when the config is bad"
+    );
+}
+
+#[test]
+fn unknown_agent_file_fields_warn_and_strict_makes_them_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("typo.agf.yaml"),
+        "schema_version: \"1.0.0\"\nmetadata: {id: typo_bot}\naction_space:\n  local_tools:\n    - alias: pay\n      aproval: true\n",
+    )
+    .unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(&cfg, "agents: [\"typo.agf.yaml\"]\n").unwrap();
+    let run = |strict: bool| {
+        let mut c = Command::new(BIN);
+        c.args(["check", "--config"])
+            .arg(&cfg)
+            .args(["--agent", "typo_bot", "--tool", "pay"]);
+        if strict {
+            c.arg("--strict");
+        }
+        c.output().unwrap()
+    };
+    let out = run(false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the typo is ignored: {err}");
+    assert!(
+        err.contains("typo.agf.yaml:6: unknown field `action_space.local_tools[0].aproval`"),
+        "{err}"
+    );
+    let out = run(true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("typo.agf.yaml:6") && err.contains("aproval"),
+        "{err}"
+    );
+    // The same through the config file key, for `serve`.
+    std::fs::write(
+        &cfg,
+        "agents: [\"typo.agf.yaml\"]\nstrict_agent_files: true\n",
+    )
+    .unwrap();
+    let out = serve_cmd(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("aproval"));
+}

@@ -1,0 +1,149 @@
+//! `assent mcp` and `mcp_upstreams` through the real binary: the stdio proxy forwards nothing
+//! it could not gate, and a URL upstream gets its bearer token, which is never logged.
+
+use crate::{BIN, free_port, serve_cmd, spawn_piped, wait_healthy};
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn the_mcp_proxy_forwards_nothing_it_could_not_gate() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen.log");
+    // An upstream that records every line it receives and answers requests with an empty result.
+    let upstream = format!(
+        "import json,sys\nlog=open({:?},'a')\nfor line in sys.stdin:\n    log.write(line); log.flush()\n    try:\n        m=json.loads(line)\n    except Exception:\n        continue\n    if isinstance(m,dict) and 'id' in m:\n        print(json.dumps({{'jsonrpc':'2.0','id':m['id'],'result':{{}}}}), flush=True)\n",
+        seen.display().to_string()
+    );
+    let (mut child, mut stdin, mut out) = spawn_piped(
+        Command::new(BIN)
+            .args([
+                "mcp", "--agent", "a", "--server", "s", "--", "python3", "-c", &upstream,
+            ])
+            .env("ASSENT_URL", format!("http://127.0.0.1:{}", free_port()))
+            .env("ASSENT_API_KEY", "k"),
+    );
+    let lines = [
+        // Python's json accepts NaN, serde_json does not: must not reach the upstream.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","arguments":{"x":NaN}}}"#,
+        r#"[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"w","arguments":{}}}]"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"w","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"w","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    ];
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut replies = Vec::new();
+    for _ in 0..4 {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        replies.push(serde_json::from_str::<Value>(&l).unwrap());
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    let by_id = |id: Value| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(by_id(json!(4))["result"], json!({}), "{replies:?}");
+    let denied = by_id(json!(3));
+    assert_eq!(denied["result"]["isError"], true);
+    assert!(
+        denied["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("TOOL_DENIED:")
+    );
+    assert_eq!(
+        replies
+            .iter()
+            .filter(|r| r["error"]["code"] == -32700 || r["error"]["code"] == -32600)
+            .count(),
+        2,
+        "{replies:?}"
+    );
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(
+        seen.lines()
+            .filter(|l| !l.contains("\"id\":\"assent-pins-"))
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>(),
+        vec![serde_json::from_str::<Value>(lines[4]).unwrap()],
+        "the upstream saw only the ping (and the proxy's own tools/list): {seen}"
+    );
+}
+
+#[test]
+fn a_url_upstream_gets_its_bearer_token_which_is_never_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("auth.log");
+    let up_port = free_port();
+    // An upstream that records the Authorization header of every request and refuses it.
+    let script = format!(
+        "import http.server\nclass H(http.server.BaseHTTPRequestHandler):\n    def do_POST(self):\n        open({:?},'a').write(str(self.headers.get('Authorization'))+'\\n')\n        self.send_response(401); self.end_headers()\n    do_GET = do_POST\n    def log_message(self, *a): pass\nhttp.server.HTTPServer(('127.0.0.1', {up_port}), H).serve_forever()\n",
+        seen.display().to_string()
+    );
+    let mut upstream = Command::new("python3")
+        .args(["-c", &script])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", up_port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "upstream did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let port = free_port();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!("listen: 127.0.0.1:{port}\ndata_dir: data\nmcp_upstreams:\n  remote: {{url: \"http://127.0.0.1:{up_port}/mcp\", bearer_token_env: TEST_UPSTREAM_TOKEN}}\n"),
+    )
+    .unwrap();
+    // Unset: start-up stops naming the variable.
+    let out = serve_cmd(&cfg)
+        .env_remove("TEST_UPSTREAM_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("bearer_token_env `TEST_UPSTREAM_TOKEN` is not set")
+    );
+    // Set: the upstream receives it; the gateway keeps running without that upstream.
+    let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
+    let mut child = serve_cmd(&cfg)
+        .env("TEST_UPSTREAM_TOKEN", "sekret-upstream-token")
+        .env("ASSENT_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_healthy(&url, Duration::from_secs(40), Duration::from_millis(100));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    upstream.kill().unwrap();
+    upstream.wait().unwrap();
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        seen.lines().next() == Some("Bearer sekret-upstream-token"),
+        "{seen}"
+    );
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("remote") && log.contains("failed to start"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("sekret-upstream-token"),
+        "the token was logged: {log}"
+    );
+}

@@ -1,0 +1,213 @@
+//! The operator's commands through the real binary against a running gateway (approve with
+//! edited arguments, batch deny, scopes and grants, revoke, clarifications, learning-sample
+//! export), and `check`'s exit codes and JSON without a server.
+
+use crate::{BIN, BOT_KEY, FS_KEY, OP_KEY, cli, examples, free_port, propose, serve, write_config};
+use serde_json::{Value, json};
+use std::process::Command;
+
+/// `assent check --config examples/assent.yaml ARGS`: exit status, stdout, stderr.
+fn check(args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["check", "--config"];
+    let cfg = examples().join("assent.yaml");
+    let cfg = cfg.to_str().unwrap().to_string();
+    all.push(&cfg);
+    all.extend_from_slice(args);
+    let out = Command::new(BIN).args(&all).output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn check_exit_codes_and_json() {
+    let (c, out, _) = check(&["--agent", "treasury_bot", "--tool", "get_balance", "--json"]);
+    assert_eq!(c, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], "allow");
+    for r in v["reasons"].as_array().unwrap() {
+        assert!(r.get("file").is_some() && r.get("rule").is_some() && r.get("text").is_some());
+    }
+    let transfer = [
+        "--agent",
+        "treasury_bot",
+        "--tool",
+        "transfer_funds",
+        "--args",
+        r#"{"amount": 5000, "currency": "EUR", "recipient": "bob"}"#,
+    ];
+    let (c, out, _) = check(&[&transfer[..], &["--json"]].concat());
+    assert_eq!(c, 10, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], "confirm");
+    assert!(
+        v["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["file"].as_str().unwrap().ends_with("finance.yaml"))
+    );
+    // The rule's side effects and rollback note, rendered like the message.
+    assert_eq!(
+        v["side_effects"][0],
+        "Moves 5000 EUR from the treasury account to bob."
+    );
+    assert!(v["rollback"][0].as_str().unwrap().contains("24 h"), "{v}");
+    let (_, text, _) = check(&transfer);
+    assert!(
+        text.contains("side effects: Moves 5000 EUR from the treasury account to bob."),
+        "{text}"
+    );
+    let (c, out, _) = check(&["--agent", "treasury_bot", "--tool", "drop_tables"]);
+    assert_eq!(c, 11);
+    assert!(
+        out.starts_with("deny") && out.contains("drop_tables"),
+        "{out}"
+    );
+    let (c, _, err) = check(&["--agent", "treasury_bot", "--tool", "x", "--args", "{"]);
+    assert_eq!(c, 2);
+    assert!(err.contains("--args"), "{err}");
+    let (c, _, _) = check(&["--agent", "treasury_bot"]);
+    assert_eq!(c, 2, "a missing flag is bad input");
+}
+
+/// The stdout of a command that must have succeeded (else the test fails with its stderr).
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port);
+    let mut s = serve(&cfg, port);
+    let url = s.url.clone();
+    let id_of = |v: &Value| v["approval_id"].as_str().unwrap().to_string();
+
+    // Approve with modifications: the token binds the edited call, the line says so.
+    let a = id_of(&propose(&url, 5000));
+    let text = ok(&cli(
+        &url,
+        &[
+            "approve",
+            &a,
+            "--args",
+            r#"{"amount": 4000, "currency": "EUR", "recipient": "ext-1"}"#,
+        ],
+    ));
+    assert!(
+        text.contains("approved with arguments {\"amount\":4000"),
+        "{text}"
+    );
+    let shown = ok(&cli(&url, &["show", &a]));
+    assert!(
+        shown.contains("approved arguments: {\"amount\":4000"),
+        "{shown}"
+    );
+
+    // Two ids denied in one batch, each with the reason.
+    let (b, c) = (id_of(&propose(&url, 6000)), id_of(&propose(&url, 6001)));
+    let text = ok(&cli(&url, &["deny", &b, &c, "--reason", "over budget"]));
+    assert_eq!(text.matches(" rejected").count(), 2, "{text}");
+    for id in [&b, &c] {
+        let v: Value = serde_json::from_str(&ok(&cli(&url, &["show", id, "--json"]))).unwrap();
+        assert_eq!(v["status"], "rejected");
+        assert_eq!(v["decisions"][0]["reason"], "over budget");
+    }
+
+    // An irreversible transfer is approved once: a session scope is refused.
+    let d = id_of(&propose(&url, 7000));
+    let out = cli(&url, &["approve", &d, "--scope", "session"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("irreversible"));
+    ok(&cli(&url, &["approve", &d]));
+    // A session grant lets the same (reversible) call through; revoking it holds it again.
+    let write = || {
+        reqwest::blocking::Client::new()
+            .post(format!("{url}/v1/tool-calls"))
+            .bearer_auth(FS_KEY)
+            .json(&json!({"agent": "fs_agent", "session_id": "s", "tool": "write_file", "server": "fs", "arguments": {"path": "/tmp/x", "content": "y"}}))
+            .send()
+            .unwrap()
+            .json::<Value>()
+            .unwrap()
+    };
+    let w = id_of(&write());
+    let text = ok(&cli(&url, &["approve", &w, "--scope", "session"]));
+    assert!(text.contains("(scope session, grant "), "{text}");
+    let again = write();
+    assert_eq!(again["decision"], "allow", "{again}");
+    assert!(again["token"].is_string(), "{again}");
+    let grants: Value = serde_json::from_str(&ok(&cli(&url, &["grants", "--json"]))).unwrap();
+    let grant = grants["grants"][0]["id"].as_str().unwrap().to_string();
+    assert!(ok(&cli(&url, &["grants"])).contains(&grant));
+    assert!(ok(&cli(&url, &["revoke", &grant])).contains("revoked"));
+    assert_eq!(write()["decision"], "pending");
+    assert!(ok(&cli(&url, &["grants"])).contains("no grants"));
+
+    // A clarification: listed, a wrong-kind answer refused before it is sent, then answered.
+    let q: Value = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/clarifications"))
+        .bearer_auth(BOT_KEY)
+        .json(
+            &json!({"agent": "treasury_bot", "session_id": "s", "question": "Pay the late fee too?",
+                      "accepted_response_kinds": ["yes_no"]}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let qid = q["id"].as_str().unwrap().to_string();
+    let listed = ok(&cli(&url, &["clarifications"]));
+    assert!(
+        listed.contains(&qid) && listed.contains("Pay the late fee too?"),
+        "{listed}"
+    );
+    let out = cli(&url, &["answer", &qid, "maybe"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("accepts yes_no"));
+    let text = ok(&cli(&url, &["answer", &qid, "yes"]));
+    assert!(text.contains("answered with true"), "{text}");
+    let out = cli(&url, &["answer", &qid, "no"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ALREADY_ANSWERED"));
+    assert!(ok(&cli(&url, &["clarifications"])).contains("no pending clarifications"));
+
+    // Learning samples straight from the database while the gateway runs: one per settled
+    // approval (edited a, denied b and c, approved d, granted w and its grant use), as the API
+    // gives them.
+    let out = Command::new(BIN)
+        .args(["export", "learning-samples", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    let jsonl = ok(&out);
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6, "{jsonl}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["sample_family"] == "confirm_decision")
+    );
+    let api = reqwest::blocking::Client::new()
+        .get(format!("{url}/v1/learning-samples"))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert_eq!(api, jsonl);
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
