@@ -2,13 +2,10 @@
 //! edited, granted, expired either way, cancelled, and a plan's Confirms — exported as JSONL and
 //! validated against the MPLP learning-sample schemas.
 
-use super::schemas::{assert_valid, validator};
-use super::start;
+use crate::kit::{BOT, OP, start};
+use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-const OP: &str = "alice-key";
-const BOT: &str = "bot-key";
 
 #[tokio::test]
 async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_schemas() {
@@ -25,12 +22,7 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
         let gw = &gw;
         async move {
             let (s, b) = gw
-                .req(
-                    "POST",
-                    &format!("/v1/approvals/{id}/decision"),
-                    Some(OP),
-                    Some(body),
-                )
+                .post(&format!("/v1/approvals/{id}/decision"), OP, body)
                 .await;
             assert_eq!(s, StatusCode::OK, "{b}");
         }
@@ -56,9 +48,7 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
     let q = id(&gw.propose("quick", json!({})).await.1);
     let l = id(&gw.propose("lenient", json!({})).await.1);
     for x in [&q, &l] {
-        let (_, b) = gw
-            .req("GET", &format!("/v1/approvals/{x}?wait=5"), Some(BOT), None)
-            .await;
+        let (_, b) = gw.get(&format!("/v1/approvals/{x}?wait=5"), BOT).await;
         assert_eq!(b["status"], "expired", "{b}");
     }
     // A plan rejected, then approved.
@@ -67,20 +57,14 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
         "plan_id": pid, "context_id": uuid::Uuid::new_v4().to_string(), "title": "Clean up",
         "objective": "Remove stale branches", "status": "draft",
         "steps": [{"step_id": uuid::Uuid::new_v4().to_string(), "description": "List them", "status": "pending"}]});
-    gw.req(
-        "POST",
-        "/v1/plans",
-        Some(BOT),
-        Some(json!({"agent": "bot", "plan": plan})),
-    )
-    .await;
+    gw.post("/v1/plans", BOT, json!({"agent": "bot", "plan": plan}))
+        .await;
     for verdict in ["deny", "approve"] {
         let (_, r) = gw
-            .req(
-                "POST",
+            .post(
                 &format!("/v1/plans/{pid}/submit"),
-                Some(BOT),
-                Some(json!({"agent": "bot"})),
+                BOT,
+                json!({"agent": "bot"}),
             )
             .await;
         decide(id(&r), json!({"decision": verdict, "reason": "reviewed"})).await;
@@ -164,7 +148,7 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
         .await
         .unwrap();
     assert_eq!(again, text);
-    let (s, _) = gw.req("GET", "/v1/learning-samples", Some(BOT), None).await;
+    let (s, _) = gw.get("/v1/learning-samples", BOT).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     gw.stop().await;
 }
