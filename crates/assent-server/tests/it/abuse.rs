@@ -3,23 +3,18 @@
 //! keys, one principal flooding the gateway or pinning long-polls, a body trickled slowly, a
 //! standing grant for an irreversible call, and an edit raising an amount past its threshold.
 
-use crate::kit::{AGENTS, BOT, GOV, Gw, OP, start, start_custom, start_opts, start_policy};
+use crate::kit::{BOT, Gw, OP, serve, serve_policy, serve_with, start_tuned};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_opts(
-        dir.path(),
-        300_000,
-        Settings {
-            approval_timeout_ms: Some(300_000),
-            max_pending_per_agent: 2,
-            ..Settings::default()
-        },
-    )
+    let gw = serve_with(Settings {
+        approval_timeout_ms: Some(300_000),
+        max_pending_per_agent: 2,
+        ..Settings::default()
+    })
     .await;
     let ask = json!({"agent": "bot", "session_id": "s", "question": "Which account?", "accepted_response_kinds": ["freetext"]});
     let (s, b) = gw.post("/v1/clarifications", BOT, ask.clone()).await;
@@ -44,8 +39,7 @@ async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
 
 #[tokio::test]
 async fn an_operator_cannot_say_no_by_cancelling_an_approval_they_could_not_decide() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     // `pay` needs the finance role; olaf has only ops.
     let pay = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
     let quick = gw.pending("quick", json!({})).await;
@@ -79,8 +73,7 @@ async fn an_operator_cannot_say_no_by_cancelling_an_approval_they_could_not_deci
 
 #[tokio::test]
 async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     // Wrong keys are answered 401 until the address's allowance is used up, then 429 with
     // Retry-After; from then on even the right key is not checked.
     let mut throttled = None;
@@ -95,13 +88,7 @@ async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
     }
     let n = throttled.expect("60 wrong keys in a row were never throttled");
     assert!(n <= 30, "throttled only after {n} guesses");
-    let resp = gw
-        .http
-        .get(format!("{}/v1/whoami", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.get_raw("/v1/whoami", OP).await;
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     let wait: u64 = resp.headers()["retry-after"]
         .to_str()
@@ -155,21 +142,14 @@ async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
 #[tokio::test]
 async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        GOV,
-        |st| {
-            st.throttle = std::sync::Arc::new(assent_server::throttle::Throttle::new(
-                assent_server::throttle::RateLimits {
-                    requests_per_second: 1,
-                    burst: 3,
-                },
-            ));
-        },
-    )
+    let gw = start_tuned(dir.path(), |st| {
+        st.throttle = std::sync::Arc::new(assent_server::throttle::Throttle::new(
+            assent_server::throttle::RateLimits {
+                requests_per_second: 1,
+                burst: 3,
+            },
+        ));
+    })
     .await;
     let mut codes = Vec::new();
     for _ in 0..6 {
@@ -194,15 +174,10 @@ async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
 #[tokio::test]
 async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_opts(
-        dir.path(),
-        300_000,
-        Settings {
-            body_read_timeout: std::time::Duration::from_secs(1),
-            ..Settings::default()
-        },
-    )
+    let gw = serve_with(Settings {
+        body_read_timeout: std::time::Duration::from_secs(1),
+        ..Settings::default()
+    })
     .await;
     let addr = gw.url.trim_start_matches("http://").to_string();
     // Authenticated or not, on the API, the AAEP replies and the dashboard's sign-in alike.
@@ -242,8 +217,7 @@ async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
 async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time() {
     const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: wire\n";
     const GOV: &str = "policies:\n  - id: t.irrev-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: wire\n        irreversible: true\n        risk_tier: R1\n";
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_policy(dir.path(), AGENT, GOV).await;
+    let gw = serve_policy(AGENT, GOV).await;
     // Irreversible at R1 and no approval rule: still held for a person.
     let (s, b) = gw.propose("wire", json!({"to": "x"})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
@@ -275,16 +249,9 @@ async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time
 #[tokio::test]
 async fn one_principal_cannot_pin_unbounded_long_polls() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        GOV,
-        |st| {
-            st.waiters = std::sync::Arc::new(assent_server::waiters::Waiters::new(2));
-        },
-    )
+    let gw = start_tuned(dir.path(), |st| {
+        st.waiters = std::sync::Arc::new(assent_server::waiters::Waiters::new(2));
+    })
     .await;
     let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
     let poll = |gw: &Gw| {
@@ -333,8 +300,7 @@ async fn one_principal_cannot_pin_unbounded_long_polls() {
 async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
     const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
     const GOV: &str = "policies:\n  - id: t.cost-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_policy(dir.path(), AGENT, GOV).await;
+    let gw = serve_policy(AGENT, GOV).await;
     let (s, b) = gw.propose("pay", json!({"amount": 500})).await;
     assert_eq!(
         (s, b["triggers"].clone()),
@@ -342,16 +308,8 @@ async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
         "{b}"
     );
     let id = b["approval_id"].as_str().unwrap().to_string();
-    let edit = async |amount: i64| {
-        gw.decide_with(
-            &id,
-            OP,
-            json!({"decision": "approve", "arguments": {"amount": amount}}),
-        )
-        .await
-    };
     // Approving 500 over the threshold is the operator's call; turning it into a billion is not.
-    let (s, b) = edit(1_000_000_000).await;
+    let (s, b) = gw.edit(&id, json!({"amount": 1_000_000_000})).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (
@@ -360,7 +318,7 @@ async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
         ),
         "{b}"
     );
-    let (s, b) = edit(400).await;
+    let (s, b) = gw.edit(&id, json!({"amount": 400})).await;
     assert_eq!(
         (s, b["status"].as_str()),
         (StatusCode::OK, Some("approved")),

@@ -3,14 +3,13 @@
 //! approver role, and bad bodies, queries and routes answered with a 4xx that says what is
 //! wrong. Attacks on the API (ambiguous JSON, floods) are in `security.rs` and `abuse.rs`.
 
-use crate::kit::{BOT, OP, start};
+use crate::kit::{BOT, OP, serve};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn authentication_and_authorisation() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let body = json!({"agent": "bot", "session_id": "s", "tool": "read", "arguments": {}});
     let (s, b) = gw
         .req("POST", "/v1/tool-calls", None, Some(body.clone()))
@@ -57,8 +56,7 @@ async fn authentication_and_authorisation() {
 
 #[tokio::test]
 async fn bad_input_gets_a_4xx_with_a_useful_message() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let send_raw = |body: &'static str| {
         let (http, url) = (gw.http.clone(), format!("{}/v1/tool-calls", gw.url));
         async move {

@@ -3,8 +3,7 @@
 //! carried on every webhook delivery — evidence of how far the audit log reached that an
 //! attacker who can write the database does not control.
 
-use crate::kit::{AGENTS, BOT, GOV, OP, start_custom};
-use assent_server::Settings;
+use crate::kit::{BOT, OP, start_tuned};
 use assent_server::config::{AuditCheckpoints, Webhook, WebhookFormat};
 use assent_store::checkpoint::{Checkpoint, parse_public_key};
 use axum::http::HeaderMap;
@@ -50,30 +49,23 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
     let file = dir.path().join("checkpoints.jsonl");
     let (hook_url, got) = receiver().await;
     let f = file.clone();
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        GOV,
-        move |st| {
-            st.checkpoints = Arc::new(AuditCheckpoints {
-                every_records: 1,
-                every_seconds: 1,
-                file: Some(f),
-            });
-            st.webhooks = Arc::new(vec![Webhook {
-                name: "ops".into(),
-                url: hook_url,
-                secret_env: "UNUSED".into(),
-                secret: "s".into(),
-                format: WebhookFormat::Json,
-                events: vec!["approval.requested".into(), "approval.resolved".into()],
-                max_attempts: 3,
-                retry_initial_ms: 50,
-            }]);
-        },
-    )
+    let gw = start_tuned(dir.path(), move |st| {
+        st.checkpoints = Arc::new(AuditCheckpoints {
+            every_records: 1,
+            every_seconds: 1,
+            file: Some(f),
+        });
+        st.webhooks = Arc::new(vec![Webhook {
+            name: "ops".into(),
+            url: hook_url,
+            secret_env: "UNUSED".into(),
+            secret: "s".into(),
+            format: WebhookFormat::Json,
+            events: vec!["approval.requested".into(), "approval.resolved".into()],
+            max_attempts: 3,
+            retry_initial_ms: 50,
+        }]);
+    })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (s, a) = gw

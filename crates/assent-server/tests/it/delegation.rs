@@ -2,7 +2,7 @@
 //! `local_agents[]`, `remote_agents[]` and skill references gates `POST /v1/delegations`, with
 //! `parent.input.*` condition keys and the delegation template variables.
 
-use crate::kit::{BOT, Gw, OP, start_policy};
+use crate::kit::{BOT, Gw, OP, serve_policy};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -53,8 +53,7 @@ async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn delegations_are_gated_by_the_references_approval_skills_and_governance() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_policy(dir.path(), AGENTS, GOV).await;
+    let gw = serve_policy(AGENTS, GOV).await;
 
     // parent.input.risk_level decides; the template sees parent.input.
     let (s, b) = delegate(

@@ -2,7 +2,7 @@
 //! pending approvals and minted tokens surviving a restart, expiry that fell due while the
 //! server was down, and a store that cannot be written (nothing is allowed).
 
-use crate::kit::{BOT, OP, audit_count, start};
+use crate::kit::{BOT, OP, audit_count, serve, start};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
@@ -40,8 +40,7 @@ async fn first_of_50_concurrent_decisions_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_token_redeems_once_under_50_concurrent_redemptions() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let args = json!({"amount": 500, "to": "bob"});
     let id = gw.pending("pay", args.clone()).await;
     gw.decide(&id, OP, "approve").await;

@@ -89,6 +89,8 @@ pub struct Gw {
     task: tokio::task::JoinHandle<()>,
     /// The served state (the tests read the store and the registry through it).
     pub state: AppState,
+    /// The data directory when the gateway owns it ([`serve`]), removed after it stops.
+    dir: Option<tempfile::TempDir>,
 }
 
 /// [`start_opts`] with a 300 s approval timeout; tokens live `token_ttl_ms` milliseconds.
@@ -177,12 +179,37 @@ pub async fn start_custom(
         stop: Some(tx),
         task,
         state,
+        dir: None,
     }
 }
 
 /// The default gateway: [`AGENTS`] under [`GOV`], 300 s tokens and approval timeout.
 pub async fn start(dir: &Path) -> Gw {
     start_with(dir, 300_000).await
+}
+
+/// [`start`] over a fresh temporary data directory that the gateway owns (for tests that
+/// never reopen it).
+pub async fn serve() -> Gw {
+    serve_in(async |dir| start(dir).await).await
+}
+
+/// [`start_opts`] with `settings` and 300 s tokens over a data directory the gateway owns.
+pub async fn serve_with(settings: Settings) -> Gw {
+    serve_in(async |dir| start_opts(dir, 300_000, settings).await).await
+}
+
+/// [`start_policy`] (`agents` under `gov`) over a data directory the gateway owns.
+pub async fn serve_policy(agents: &str, gov: &str) -> Gw {
+    serve_in(async |dir| start_policy(dir, agents, gov).await).await
+}
+
+/// Runs `start` over a fresh temporary data directory and hands that directory to the gateway.
+async fn serve_in(start: impl AsyncFnOnce(&Path) -> Gw) -> Gw {
+    let dir = tempfile::tempdir().unwrap();
+    let mut gw = start(dir.path()).await;
+    gw.dir = Some(dir);
+    gw
 }
 
 /// The `approval_id` of a held call's (or submitted plan's) answer; panics naming the body.
@@ -334,6 +361,30 @@ impl Gw {
         )
         .await
     }
+    /// Approves `id` as operator alice with the `args` edited in (approve with modifications).
+    pub async fn edit(&self, id: &str, args: Value) -> (StatusCode, Value) {
+        self.decide_with(id, OP, json!({"decision": "approve", "arguments": args}))
+            .await
+    }
+    /// Creates the MPLP `plan` as agent `bot` (`POST /v1/plans`, no session).
+    pub async fn create_plan(&self, plan: Value) -> (StatusCode, Value) {
+        self.post("/v1/plans", BOT, json!({"agent": "bot", "plan": plan}))
+            .await
+    }
+    /// Submits plan `pid` for approval as agent `bot` (`POST /v1/plans/{pid}/submit`).
+    pub async fn submit_plan(&self, pid: &str) -> (StatusCode, Value) {
+        let path = format!("/v1/plans/{pid}/submit");
+        self.post(&path, BOT, json!({"agent": "bot"})).await
+    }
+    /// Sends `GET path` with bearer `key` and hands back the raw response (headers, text).
+    pub async fn get_raw(&self, path: &str, key: &str) -> reqwest::Response {
+        let url = format!("{}{path}", self.url);
+        self.http.get(url).bearer_auth(key).send().await.unwrap()
+    }
+    /// The body of `GET path` with bearer `key`, as text (JSONL exports).
+    pub async fn get_text(&self, path: &str, key: &str) -> String {
+        self.get_raw(path, key).await.text().await.unwrap()
+    }
     /// Cancels approval `id` with `key` (`POST /v1/approvals/{id}/cancel`, optional body).
     pub async fn cancel(&self, id: &str, key: &str, body: Option<Value>) -> (StatusCode, Value) {
         let path = format!("/v1/approvals/{id}/cancel");
@@ -375,6 +426,7 @@ impl Gw {
     pub async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         self.task.await.unwrap();
+        drop(self.dir.take());
     }
 }
 
@@ -386,4 +438,22 @@ pub fn audit_count(db: &Path, kind: &str) -> i64 {
             r.get(0)
         })
         .unwrap()
+}
+
+/// Seconds from an approval's `requested_at` to its `expires_at` (both RFC 3339).
+pub fn wait_seconds(approval: &Value) -> i64 {
+    let t = |k: &str| {
+        time::OffsetDateTime::parse(
+            approval[k].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap()
+    };
+    (t("expires_at") - t("requested_at")).whole_seconds()
+}
+
+/// A gateway with the default policy and `customize` applied to its state (webhooks,
+/// throttles, checkpoints) before it serves.
+pub async fn start_tuned(dir: &Path, customize: impl FnOnce(&mut AppState)) -> Gw {
+    start_custom(dir, 300_000, Settings::default(), AGENTS, GOV, customize).await
 }

@@ -3,15 +3,14 @@
 //! call, or expired; an approval expired by the running server. Concurrency and restarts are in
 //! `durability.rs`, authentication and bad input in `access.rs`.
 
-use crate::kit::{BOT, OP, start, start_with, token_of};
+use crate::kit::{BOT, OP, serve, start_with, token_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 
 #[tokio::test]
 async fn allow_pending_and_deny_paths() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let (s, b) = gw.propose("read", json!({"x": 1})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["decision"], "allow");
@@ -88,8 +87,7 @@ async fn allow_pending_and_deny_paths() {
 
 #[tokio::test]
 async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let args = json!({"amount": 500, "to": "bob"});
     let id = gw.pending("pay", args.clone()).await;
     let path = format!("/v1/approvals/{id}?wait=20");
@@ -162,8 +160,7 @@ async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once(
 
 #[tokio::test]
 async fn deny_reaches_the_agent_and_mints_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
     let (s, d) = gw.decide(&id, OP, "deny").await;
     assert_eq!(
@@ -210,8 +207,7 @@ async fn token_expires() {
 
 #[tokio::test]
 async fn a_running_server_expires_approvals_and_wakes_the_waiting_agent() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let id = gw.pending("quick", json!({})).await;
     let started = std::time::Instant::now();
     let (s, rec) = gw.approval(&format!("{id}?wait=30"), BOT).await;

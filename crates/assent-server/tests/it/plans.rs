@@ -2,7 +2,7 @@
 //! §4; seed 001 §4.3; the Gatekeeper duty of seed 000), against a real server and SQLite file.
 //! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
 
-use crate::kit::{BOT, Gw, OP, start};
+use crate::kit::{BOT, Gw, OP, serve};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -65,8 +65,7 @@ async fn mplp(gw: &Gw, confirm: &str) -> Value {
 
 #[tokio::test]
 async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_until_then() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let (pid, s1, s2) = (uuid(), uuid(), uuid());
     let body = plan(
         &pid,
@@ -79,16 +78,12 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     // Not an MPLP plan: refused with where it is wrong; not a draft: refused.
     let mut bad = body.clone();
     bad.as_object_mut().unwrap().remove("steps");
-    let (s, e) = gw
-        .post("/v1/plans", BOT, json!({"agent": "bot", "plan": bad}))
-        .await;
+    let (s, e) = gw.create_plan(bad).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert!(e["message"].as_str().unwrap().contains("steps"), "{e}");
     let mut approved = body.clone();
     approved["status"] = json!("approved");
-    let (s, _) = gw
-        .post("/v1/plans", BOT, json!({"agent": "bot", "plan": approved}))
-        .await;
+    let (s, _) = gw.create_plan(approved).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 
     let (s, p) = gw
@@ -100,9 +95,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
         .await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
     assert_eq!(p["status"], "draft");
-    let (s, _) = gw
-        .post("/v1/plans", BOT, json!({"agent": "bot", "plan": body}))
-        .await;
+    let (s, _) = gw.create_plan(body.clone()).await;
     assert_eq!(s, StatusCode::CONFLICT);
 
     // A draft plan's calls are blocked (gatekeeper duty), as are a step's.
@@ -114,10 +107,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     assert!(d["reason"].as_str().unwrap().contains("is draft"), "{d}");
 
     // Submit: proposed, with a pending Confirm on the plan.
-    let submit = json!({"agent": "bot"});
-    let (s, r) = gw
-        .post(&format!("/v1/plans/{pid}/submit"), BOT, submit.clone())
-        .await;
+    let (s, r) = gw.submit_plan(&pid).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{r}");
     let confirm = r["approval_id"].as_str().unwrap().to_string();
     assert_eq!(plan_now(&gw, &pid).await["status"], "proposed");
@@ -127,9 +117,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
         (Some("plan"), Some(pid.as_str()))
     );
     assert_eq!(c["status"], "pending");
-    let (s, _) = gw
-        .post(&format!("/v1/plans/{pid}/submit"), BOT, submit.clone())
-        .await;
+    let (s, _) = gw.submit_plan(&pid).await;
     assert_eq!(
         s,
         StatusCode::CONFLICT,
@@ -142,23 +130,13 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
         "{d}"
     );
     // A plan Confirm is decided once, as submitted.
-    let (s, _) = gw
-        .post(
-            &format!("/v1/approvals/{confirm}/decision"),
-            OP,
-            json!({"decision": "approve", "scope": "session"}),
-        )
-        .await;
+    let once = json!({"decision": "approve", "scope": "session"});
+    let (s, _) = gw.decide_with(&confirm, OP, once).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 
     // Rejected: back to draft, the reason reaches the agent, a plan_rejected stage event.
-    let (s, _) = gw
-        .post(
-            &format!("/v1/approvals/{confirm}/decision"),
-            OP,
-            json!({"decision": "deny", "reason": "switch over at night"}),
-        )
-        .await;
+    let no = json!({"decision": "deny", "reason": "switch over at night"});
+    let (s, _) = gw.decide_with(&confirm, OP, no).await;
     assert_eq!(s, StatusCode::OK);
     let p = plan_now(&gw, &pid).await;
     assert_eq!(p["status"], "draft");
@@ -188,17 +166,10 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{p}");
-    let (s, r) = gw
-        .post(&format!("/v1/plans/{pid}/submit"), BOT, submit.clone())
-        .await;
+    let (s, r) = gw.submit_plan(&pid).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{r}");
     let confirm2 = r["approval_id"].as_str().unwrap().to_string();
-    let (_, req) = gw
-        .get(
-            &format!("/v1/approvals/{confirm2}?format=approval-request"),
-            OP,
-        )
-        .await;
+    let (_, req) = gw.view(&confirm2, "approval-request").await;
     assert_valid(
         &validator("docs/schemas/approval-request.schema.json"),
         &req,
@@ -248,8 +219,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
 
 #[tokio::test]
 async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let confirm = |t: &str, id: &str| {
         json!({"agent": "bot", "session_id": "s1", "target_type": t, "target_id": id,
                "reason": format!("May I change this {t}?"), "target": {"name": t}})
@@ -300,19 +270,8 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
 
     // Cancelling a proposed plan cancels its Confirm.
     let pid = uuid();
-    gw.post(
-        "/v1/plans",
-        BOT,
-        json!({"agent": "bot", "plan": plan(&pid, &[(&uuid(), "Do it")])}),
-    )
-    .await;
-    let (_, r) = gw
-        .post(
-            &format!("/v1/plans/{pid}/submit"),
-            BOT,
-            json!({"agent": "bot"}),
-        )
-        .await;
+    gw.create_plan(plan(&pid, &[(&uuid(), "Do it")])).await;
+    let (_, r) = gw.submit_plan(&pid).await;
     let pc = r["approval_id"].as_str().unwrap().to_string();
     let (s, p) = gw
         .post(
@@ -335,8 +294,7 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
 /// `trace.attributes`, and every `confirm.*` event's `data` names both.
 #[tokio::test]
 async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let (pid, step) = (uuid(), uuid());
     let (s, p) = gw
         .post(
@@ -346,13 +304,7 @@ async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_e
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
-    let (_, r) = gw
-        .post(
-            &format!("/v1/plans/{pid}/submit"),
-            BOT,
-            json!({"agent": "bot"}),
-        )
-        .await;
+    let (_, r) = gw.submit_plan(&pid).await;
     let (s, _) = gw
         .decide(r["approval_id"].as_str().unwrap(), OP, "approve")
         .await;

@@ -3,7 +3,7 @@
 //! fields, and malformed paths or queries answered with errors that are JSON, never a 5xx.
 //! Attacks on the API's limits (floods, slow bodies, the pending cap) are in `abuse.rs`.
 
-use crate::kit::{BOT, Gw, OP, start, start_opts, token_of};
+use crate::kit::{BOT, Gw, OP, serve, serve_with, token_of};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -38,8 +38,7 @@ async fn propose_raw(gw: &Gw, body: &str) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn a_duplicate_key_cannot_make_the_gated_call_differ_from_the_one_that_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     // serde_json keeps the last `amount` (5, under the approval threshold); a first-wins
     // executor would pay 5000. Refused, naming the key path; nothing is recorded.
     let (s, b) = propose_raw(
@@ -92,8 +91,7 @@ async fn a_duplicate_key_cannot_make_the_gated_call_differ_from_the_one_that_run
 
 #[tokio::test]
 async fn numbers_a_double_would_change_are_refused_so_two_calls_never_share_a_hash() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     for (amount, why) in [
         ("18446744073709551616", "2^64: serde_json made it a double"),
         ("18446744073709551617", "shares 2^64's double"),
@@ -151,8 +149,7 @@ async fn numbers_a_double_would_change_are_refused_so_two_calls_never_share_a_ha
 
 #[tokio::test]
 async fn an_unauthenticated_body_is_refused_before_it_is_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     // Without a valid key the answer is 401, not a 400 that tells the caller about its fields.
     for key in [None, Some("wrong-key")] {
         let (s, b) = raw(&gw, "POST", "/v1/tool-calls", key, r#"{"tool": 1"#).await;
@@ -169,15 +166,10 @@ async fn an_unauthenticated_body_is_refused_before_it_is_read() {
 
 #[tokio::test]
 async fn oversized_names_and_arguments_are_refused_before_they_reach_the_audit_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_opts(
-        dir.path(),
-        300_000,
-        Settings {
-            max_arguments_bytes: 4096,
-            ..Settings::default()
-        },
-    )
+    let gw = serve_with(Settings {
+        max_arguments_bytes: 4096,
+        ..Settings::default()
+    })
     .await;
     let long = "t".repeat(257);
     for body in [
@@ -212,18 +204,11 @@ async fn oversized_names_and_arguments_are_refused_before_they_reach_the_audit_l
 
 #[tokio::test]
 async fn malformed_paths_queries_and_uris_get_a_json_error_never_a_5xx() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let get = |path: String| {
         let gw = &gw;
         async move {
-            let resp = gw
-                .http
-                .get(format!("{}{path}", gw.url))
-                .bearer_auth(OP)
-                .send()
-                .await
-                .unwrap();
+            let resp = gw.get_raw(&path, OP).await;
             let s = resp.status();
             let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
             let text = resp.text().await.unwrap();

@@ -221,16 +221,7 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
     );
 
     // An export leaves the gateway too: the learning sample of the decided call is redacted.
-    let samples = gw
-        .http
-        .get(format!("{}/v1/learning-samples", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let samples = gw.get_text("/v1/learning-samples", OP).await;
     assert!(samples.contains(&a), "{samples}");
     assert!(
         samples.contains("[redacted]") && !samples.contains("4111111111111111"),

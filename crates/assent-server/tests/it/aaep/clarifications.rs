@@ -4,16 +4,15 @@
 //! agents are refused.
 
 use super::kit::{core, handshake, now};
-use crate::kit::{BOT, OP, start};
+use crate::kit::{BOT, OP, serve};
 use crate::schemas::assert_valid;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let (sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
     let cases = [
         (json!(["freetext"]), json!([]), json!(42), json!("at 67")),
         (json!(["yes_no"]), json!([]), json!("yes"), json!(true)),

@@ -4,20 +4,17 @@
 //! modifications unless it crosses a threshold the held call did not; redacted arguments never
 //! reach subscribers.
 
-use super::kit::{confirm, core, handshake};
-use crate::kit::{AGENTS, BOT, OP, REDACTING_GOV, audit_count, start, start_policy};
+use super::kit::{AWAITING, confirm, core, handshake};
+use crate::kit::{AGENTS, BOT, OP, REDACTING_GOV, audit_count, serve, serve_policy};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
 
-const AWAITING: &str = "aaep:agent.awaiting.confirmation";
-
 #[tokio::test]
 async fn a_confirmation_is_announced_answered_and_resolved_with_valid_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let (sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
     let id = gw.hold_write("/tmp/a").await;
     let ev = sse.expect(AWAITING).await.data;
     assert_valid(
@@ -81,9 +78,8 @@ async fn a_confirmation_is_announced_answered_and_resolved_with_valid_events() {
 
 #[tokio::test]
 async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let (a, mut sa) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve().await;
+    let (a, mut sa) = gw.listen().await;
     let (o, mut so) = gw.subscribe("olaf-key", true, json!({})).await;
     for round in 0..5 {
         let id = gw.hold_write(&format!("/tmp/race{round}")).await;
@@ -127,9 +123,8 @@ async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count()
 
 #[tokio::test]
 async fn a_modified_action_is_an_approval_with_modifications() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let (sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
     let id = gw.hold_write("/tmp/m").await;
     let token = sse.reply_token(AWAITING).await;
     // A modification of the wrong shape makes the reply ignored.
@@ -154,9 +149,8 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
     const AGENT: &str =
         "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
     const GOV: &str = "policies:\n  - id: t.edit-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_policy(dir.path(), AGENT, GOV).await;
-    let (sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve_policy(AGENT, GOV).await;
+    let (sub, mut sse) = gw.listen().await;
     let (s, b) = gw.propose("pay", json!({"amount": 50})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     let id = b["approval_id"].as_str().unwrap().to_string();
@@ -167,15 +161,7 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
     assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
     assert_eq!(gw.status(&id).await["status"], "pending");
     // So does an operator's edit, with the reason.
-    let edit = async |amount: i64| {
-        gw.decide_with(
-            &id,
-            OP,
-            json!({"decision": "approve", "arguments": {"amount": amount}}),
-        )
-        .await
-    };
-    let (s, b) = edit(5000).await;
+    let (s, b) = gw.edit(&id, json!({"amount": 5000})).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (
@@ -186,7 +172,7 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
     );
     assert_eq!(b["triggers"], json!(["cost"]), "{b}");
     // Within the threshold it is approved, and later calls count the edited amount.
-    let (s, b) = edit(90).await;
+    let (s, b) = gw.edit(&id, json!({"amount": 90})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (s, b) = gw.propose("pay", json!({"amount": 20})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
@@ -195,9 +181,8 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
 
 #[tokio::test]
 async fn redacted_arguments_never_reach_aaep_subscribers() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_policy(dir.path(), AGENTS, REDACTING_GOV).await;
-    let (_sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve_policy(AGENTS, REDACTING_GOV).await;
+    let (_sub, mut sse) = gw.listen().await;
     let (s, b) = gw
         .propose(
             "pay",

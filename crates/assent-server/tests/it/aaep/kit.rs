@@ -9,6 +9,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// The event type announcing a confirmation (an approval waiting for a reply).
+pub const AWAITING: &str = "aaep:agent.awaiting.confirmation";
+
 /// A minimal SSE reader over a streaming reqwest response.
 pub struct Sse {
     resp: reqwest::Response,
@@ -162,6 +165,10 @@ impl Gw {
         assert_eq!(loc, format!("/aaep/v1/events?subscription_id={id}"));
         let sse = Sse::open(self, key, &loc, None).await;
         (id, sse)
+    }
+    /// Subscribes as operator alice with reply support and no filters.
+    pub async fn listen(&self) -> (String, Sse) {
+        self.subscribe(OP, true, json!({})).await
     }
     /// Posts a reply `body` to `/aaep/v1/replies` with `key`; the status (the answer has no
     /// body, asserted).

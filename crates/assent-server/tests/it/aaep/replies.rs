@@ -3,20 +3,19 @@
 //! subscription — ignores a failing reply without saying why; a late duplicate gets the
 //! courtesy notice; reply tokens are unique across confirmations and restarts.
 
-use super::kit::{confirm, core};
-use crate::kit::{Gw, OP, start};
+use super::kit::{AWAITING, confirm, core};
+use crate::kit::{Gw, OP, serve, start};
 use crate::schemas::assert_valid;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn every_check_of_6_3_4_ignores_a_failing_reply_without_saying_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let (sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
     let (mute, _m) = gw.subscribe(OP, false, json!({})).await;
     let (olafs, _o) = gw.subscribe("olaf-key", true, json!({})).await;
-    let (closed, _c) = gw.subscribe(OP, true, json!({})).await;
+    let (closed, _c) = gw.listen().await;
     assert_eq!(
         gw.reply(
             Some(OP),
@@ -26,7 +25,7 @@ async fn every_check_of_6_3_4_ignores_a_failing_reply_without_saying_why() {
         StatusCode::NO_CONTENT
     );
     let id = gw.hold_write("/tmp/b").await;
-    let token = sse.reply_token("aaep:agent.awaiting.confirmation").await;
+    let token = sse.reply_token(AWAITING).await;
     let late_ts = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
     let late_ts = late_ts
         .format(&time::format_description::well_known::Rfc3339)

@@ -3,20 +3,17 @@
 //! request gets a valid `subscription.rejected`; cancelling a session announces
 //! `agent.session.cancelled` once and retires its confirmations' and questions' reply tokens.
 
-use super::kit::{Sse, confirm, core, handshake, now};
-use crate::kit::{BOT, OP, start};
+use super::kit::{AWAITING, Sse, confirm, core, handshake, now};
+use crate::kit::{BOT, OP, serve};
 use crate::schemas::assert_valid;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const AWAITING: &str = "aaep:agent.awaiting.confirmation";
-
 #[tokio::test]
 async fn cancelling_a_session_cancels_its_confirmations_and_their_reply_tokens() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let (sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
     let id = gw.hold_write("/tmp/c").await;
     let token = sse.reply_token(AWAITING).await;
     // A question of the same session dies with it: its reply token no longer answers it.
@@ -77,8 +74,7 @@ async fn cancelling_a_session_cancels_its_confirmations_and_their_reply_tokens()
 
 #[tokio::test]
 async fn streams_resume_after_last_event_id_and_open_a_subscription_without_an_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let mut anon = Sse::open(&gw, "olaf-key", "/aaep/v1/events", None).await;
     let first = anon.next(Duration::from_secs(5)).await.unwrap();
     assert_eq!(first.event, "aaep.subscription");

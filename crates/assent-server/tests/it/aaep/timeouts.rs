@@ -3,33 +3,18 @@
 //! replies count until the announced deadline; a subscription's timeout extension lengthens the
 //! wait (capped) while its filters never drop critical events.
 
-use super::kit::{confirm, core};
-use crate::kit::{AGENTS, OP, start, start_reg};
+use super::kit::{AWAITING, confirm, core};
+use crate::kit::{AGENTS, OP, serve, start_reg, wait_seconds};
 use crate::schemas::assert_valid;
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
 
-const AWAITING: &str = "aaep:agent.awaiting.confirmation";
-
-/// Seconds from an approval's `requested_at` to its `expires_at`.
-fn wait_seconds(st: &serde_json::Value) -> i64 {
-    let t = |k: &str| {
-        time::OffsetDateTime::parse(
-            st[k].as_str().unwrap(),
-            &time::format_description::well_known::Rfc3339,
-        )
-        .unwrap()
-    };
-    (t("expires_at") - t("requested_at")).whole_seconds()
-}
-
 #[tokio::test]
 async fn timeouts_apply_both_defaults_and_long_waits_count_down() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
-    let (sub, mut sse) = gw.subscribe(OP, true, json!({})).await;
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
     // `quick` rejects at its 1 s timeout, `lenient` accepts at its 1 s timeout.
     let q = gw.pending("quick", json!({})).await;
     let ev = sse.expect(AWAITING).await.data;
@@ -146,8 +131,7 @@ policies:
 
 #[tokio::test]
 async fn filters_never_drop_critical_events_and_extensions_lengthen_timeouts() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let filters = json!({"event_filters": {"include": ["aaep:agent.session.started"]},
                          "assent": {"timeout_extension_seconds": 5000}});
     let (_sub, mut sse) = gw.subscribe(OP, true, filters).await;

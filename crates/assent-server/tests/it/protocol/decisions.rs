@@ -16,11 +16,7 @@ async fn approve_with_modifications_binds_the_edited_call_and_audits_both() {
     let id = gw
         .held("s1", "send", json!({"to": "everyone", "n": 1}))
         .await;
-    let edit = async |id: &str, args: Value| {
-        gw.decide_with(id, OP, json!({"decision": "approve", "arguments": args}))
-            .await
-    };
-    let (s, b) = edit(&id, json!({"to": "team", "n": 1})).await;
+    let (s, b) = gw.edit(&id, json!({"to": "team", "n": 1})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let rec = gw.as_agent(&id).await;
     assert_eq!(
@@ -55,7 +51,7 @@ async fn approve_with_modifications_binds_the_edited_call_and_audits_both() {
 
     // An edit the policy denies is refused and the approval stays pending.
     let id = gw.held("s1", "wipe", json!({"target": "/tmp/x"})).await;
-    let (s, b) = edit(&id, json!({"target": "/"})).await;
+    let (s, b) = gw.edit(&id, json!({"target": "/"})).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("EDIT_DENIED")),
@@ -79,13 +75,13 @@ async fn approve_with_modifications_binds_the_edited_call_and_audits_both() {
     let id = gw
         .held("s1", "read_path", json!({"path": "relative.txt"}))
         .await;
-    let (s, b) = edit(&id, json!({"path": "/etc/passwd"})).await;
+    let (s, b) = gw.edit(&id, json!({"path": "/etc/passwd"})).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("EDIT_OUT_OF_SCOPE")),
         "{b}"
     );
-    let (s, _) = edit(&id, json!({"path": inside})).await;
+    let (s, _) = gw.edit(&id, json!({"path": inside})).await;
     assert_eq!(s, StatusCode::OK);
 
     gw.state.store.verify_audit().unwrap();

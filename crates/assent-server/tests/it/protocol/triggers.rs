@@ -4,7 +4,7 @@
 //! cap answers 429 while identical calls join the pending one.
 
 use super::env::{env, env_with};
-use crate::kit::OP;
+use crate::kit::{OP, wait_seconds};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -135,17 +135,7 @@ async fn path_and_domain_scope_drift_is_held_including_dotdot_and_symlink_escape
 async fn timeouts_follow_risk_and_escalation_extends_the_wait_once_to_another_role() {
     let e = env().await;
     let gw = &e.gw;
-    let span = |id: String| async move {
-        let r = gw.as_agent(&id).await;
-        let t = |k: &str| {
-            time::OffsetDateTime::parse(
-                r[k].as_str().unwrap(),
-                &time::format_description::well_known::Rfc3339,
-            )
-            .unwrap()
-        };
-        (t("expires_at") - t("requested_at")).whole_seconds()
-    };
+    let span = async |id: String| wait_seconds(&gw.as_agent(&id).await);
     assert_eq!(span(gw.held("s1", "deploy", json!({})).await).await, 300); // R3: high
     assert_eq!(span(gw.held("s1", "send", json!({})).await).await, 120); // R2: medium
     assert_eq!(span(gw.held("s1", "low", json!({})).await).await, 60); // R1: low
