@@ -223,13 +223,8 @@ async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     let id = b["approval_id"].as_str().unwrap().to_string();
     // A standing grant is refused; approving this one call is fine.
-    let (s, b) = gw
-        .decide_with(
-            &id,
-            OP,
-            json!({"decision": "approve", "scope": "session", "whole_tool": true}),
-        )
-        .await;
+    let decision = json!({"decision": "approve", "scope": "session", "whole_tool": true});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert!(
         b["message"].as_str().unwrap().contains("irreversible"),

@@ -457,3 +457,12 @@ pub fn wait_seconds(approval: &Value) -> i64 {
 pub async fn start_tuned(dir: &Path, customize: impl FnOnce(&mut AppState)) -> Gw {
     start_custom(dir, 300_000, Settings::default(), AGENTS, GOV, customize).await
 }
+
+/// The string `key` of every object in the JSON array `list` (event types, tool states…).
+pub fn pluck<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[key].as_str().unwrap())
+        .collect()
+}

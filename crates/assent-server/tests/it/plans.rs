@@ -2,7 +2,7 @@
 //! §4; seed 001 §4.3; the Gatekeeper duty of seed 000), against a real server and SQLite file.
 //! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
 
-use crate::kit::{BOT, Gw, OP, serve};
+use crate::kit::{BOT, Gw, OP, pluck, serve};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -326,10 +326,7 @@ async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_e
     assert_eq!(s, StatusCode::OK);
     let c = mplp(&gw, &id).await;
     let events = c["events"].as_array().unwrap();
-    let kinds: Vec<&str> = events
-        .iter()
-        .map(|e| e["event_type"].as_str().unwrap())
-        .collect();
+    let kinds = pluck(&c["events"], "event_type");
     assert_eq!(kinds, ["confirm.requested", "confirm.approved"], "{c}");
     for e in events {
         assert_eq!(

@@ -2,7 +2,7 @@
 //! or new tool held for review (its calls refused at the gateway too), accept / reject, and the
 //! `call.result` audit record of a forwarded call.
 
-use crate::kit::{AGENTS, BOT, Gw, OP, serve, serve_policy};
+use crate::kit::{AGENTS, BOT, Gw, OP, pluck, serve, serve_policy};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -43,12 +43,7 @@ async fn tools_are_pinned_on_first_use_and_changes_wait_for_review() {
     ])
     .await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    let states: Vec<&str> = b["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["state"].as_str().unwrap())
-        .collect();
+    let states = pluck(&b["tools"], "state");
     assert_eq!(states, ["first_use", "first_use"]);
     let (_, b) = check(vec![tool("read_file", "Read a file.")]).await;
     assert_eq!(b["tools"][0]["state"], "pinned");

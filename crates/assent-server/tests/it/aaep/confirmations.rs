@@ -82,8 +82,7 @@ async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count()
     let (a, mut sa) = gw.listen().await;
     let (o, mut so) = gw.subscribe("olaf-key", true, json!({})).await;
     for round in 0..5 {
-        let id = gw.hold_write(&format!("/tmp/race{round}")).await;
-        let token = sa.reply_token(AWAITING).await;
+        let (id, token) = gw.confirmation(&mut sa, &format!("/tmp/race{round}")).await;
         assert_eq!(so.expect(AWAITING).await.data["reply_token"], json!(token));
         let (x, y) = tokio::join!(
             gw.reply(Some(OP), confirm(&token, &a, "accept")),
@@ -110,8 +109,7 @@ async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count()
     // Forwarding (§6.6): a subscription that cannot reply sees the confirmation; another
     // authenticated subscription replies with the token and is honoured.
     let (_fwd, mut sf) = gw.subscribe("olaf-key", false, json!({})).await;
-    let id = gw.hold_write("/tmp/fwd").await;
-    let token = sf.reply_token(AWAITING).await;
+    let (id, token) = gw.confirmation(&mut sf, "/tmp/fwd").await;
     assert_eq!(
         gw.reply(Some(OP), confirm(&token, &a, "accept")).await,
         StatusCode::NO_CONTENT
@@ -125,8 +123,7 @@ async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count()
 async fn a_modified_action_is_an_approval_with_modifications() {
     let gw = serve().await;
     let (sub, mut sse) = gw.listen().await;
-    let id = gw.hold_write("/tmp/m").await;
-    let token = sse.reply_token(AWAITING).await;
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/m").await;
     // A modification of the wrong shape makes the reply ignored.
     let mut r = confirm(&token, &sub, "accept");
     r["modified_action"] = json!({"args": {}});

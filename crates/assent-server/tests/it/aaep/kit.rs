@@ -197,6 +197,12 @@ impl Gw {
         assert_eq!(s, StatusCode::ACCEPTED, "{b}");
         b["approval_id"].as_str().unwrap().to_string()
     }
+    /// [`Gw::hold_write`]s `path` and reads the confirmation's reply token from `sse`; the
+    /// approval id and the token.
+    pub async fn confirmation(&self, sse: &mut Sse, path: &str) -> (String, String) {
+        let id = self.hold_write(path).await;
+        (id, sse.reply_token(AWAITING).await)
+    }
     /// Approval `id` as operator alice sees it.
     pub async fn status(&self, id: &str) -> Value {
         self.approval(id, OP).await.1

@@ -3,7 +3,7 @@
 //! subscription — ignores a failing reply without saying why; a late duplicate gets the
 //! courtesy notice; reply tokens are unique across confirmations and restarts.
 
-use super::kit::{AWAITING, confirm, core};
+use super::kit::{confirm, core};
 use crate::kit::{Gw, OP, serve, start};
 use crate::schemas::assert_valid;
 use reqwest::StatusCode;
@@ -24,8 +24,7 @@ async fn every_check_of_6_3_4_ignores_a_failing_reply_without_saying_why() {
         .await,
         StatusCode::NO_CONTENT
     );
-    let id = gw.hold_write("/tmp/b").await;
-    let token = sse.reply_token(AWAITING).await;
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/b").await;
     let late_ts = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
     let late_ts = late_ts
         .format(&time::format_description::well_known::Rfc3339)

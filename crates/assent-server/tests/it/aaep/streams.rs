@@ -14,8 +14,7 @@ use std::time::Duration;
 async fn cancelling_a_session_cancels_its_confirmations_and_their_reply_tokens() {
     let gw = serve().await;
     let (sub, mut sse) = gw.listen().await;
-    let id = gw.hold_write("/tmp/c").await;
-    let token = sse.reply_token(AWAITING).await;
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/c").await;
     // A question of the same session dies with it: its reply token no longer answers it.
     let (s, q) = gw
         .post(

@@ -103,13 +103,8 @@ async fn a_deny_reason_reaches_the_agent() {
     let e = env().await;
     let gw = &e.gw;
     let id = gw.held("s1", "send", json!({"n": 1})).await;
-    let (s, _) = gw
-        .decide_with(
-            &id,
-            OP,
-            json!({"decision": "deny", "reason": "use the staging queue"}),
-        )
-        .await;
+    let decision = json!({"decision": "deny", "reason": "use the staging queue"});
+    let (s, _) = gw.decide_with(&id, OP, decision).await;
     assert_eq!(s, StatusCode::OK);
     let rec = gw.as_agent(&id).await;
     assert_eq!(rec["code"], "TOOL_DENIED");

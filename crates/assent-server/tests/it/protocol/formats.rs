@@ -4,7 +4,7 @@
 //! the policies change (issue 10).
 
 use super::env::env;
-use crate::kit::{AGENTS, BOT, GOV, OP, REDACTING_GOV, start_reg};
+use crate::kit::{AGENTS, BOT, GOV, OP, REDACTING_GOV, pluck, start_reg};
 use crate::schemas::{assert_valid, validator};
 use assent_server::Settings;
 use reqwest::StatusCode;
@@ -24,12 +24,8 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
         )
         .await;
     let approved = gw.held("s1", "send", json!({"n": 1})).await;
-    gw.decide_with(
-        &approved,
-        OP,
-        json!({"decision": "approve", "arguments": {"n": 2}}),
-    )
-    .await;
+    let edited = json!({"decision": "approve", "arguments": {"n": 2}});
+    gw.decide_with(&approved, OP, edited).await;
     let rejected = gw.held("s1", "send", json!({"n": 3})).await;
     gw.decide_with(&rejected, OP, json!({"decision": "deny", "reason": "no"}))
         .await;
@@ -69,12 +65,7 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
         assert_valid(&confirm, &c, &format!("MPLP Confirm ({status})"));
         assert_eq!(c["status"], status, "{c}");
         assert_eq!(c["target_type"], "other");
-        let events: Vec<&str> = c["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["event_type"].as_str().unwrap())
-            .collect();
+        let events = pluck(&c["events"], "event_type");
         assert_eq!(events[0], "confirm.requested");
         if status != "pending" {
             assert_eq!(events[1], format!("confirm.{status}"));

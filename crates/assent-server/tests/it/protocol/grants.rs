@@ -89,13 +89,8 @@ async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmat
     let e = env().await;
     let gw = &e.gw;
     let id = gw.held("s1", "send", json!({"n": 1})).await;
-    let (s, b) = gw
-        .decide_with(
-            &id,
-            OP,
-            json!({"decision": "approve", "scope": "2s", "whole_tool": true}),
-        )
-        .await;
+    let decision = json!({"decision": "approve", "scope": "2s", "whole_tool": true});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     // Other arguments, other session: covered while the grant lasts.
     let (s, b) = gw.call("s9", "send", json!({"n": 7}), json!({})).await;
@@ -112,13 +107,8 @@ async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmat
 
     // workspace on an R3 tool: refused without the explicit flag, and nothing changes.
     let id = gw.held("s1", "deploy", json!({"env": "prod"})).await;
-    let (s, b) = gw
-        .decide_with(
-            &id,
-            OP,
-            json!({"decision": "approve", "scope": "workspace"}),
-        )
-        .await;
+    let decision = json!({"decision": "approve", "scope": "workspace"});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (
@@ -128,13 +118,8 @@ async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmat
         "{b}"
     );
     assert_eq!(gw.as_agent(&id).await["status"], "pending");
-    let (s, b) = gw
-        .decide_with(
-            &id,
-            OP,
-            json!({"decision": "approve", "scope": "workspace", "confirm_workspace": true}),
-        )
-        .await;
+    let decision = json!({"decision": "approve", "scope": "workspace", "confirm_workspace": true});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (_, g) = gw.get("/v1/grants", OP).await;
     let g = g["grants"]

@@ -36,13 +36,8 @@ async fn cost_and_rate_thresholds_hold_the_call_that_exceeds_them_and_grants_do_
     assert_eq!(s2(json!({"to": "x"})).await, StatusCode::ACCEPTED);
     // A session grant on a threshold-held call does not let the next one through.
     let id = b["approval_id"].as_str().unwrap();
-    let (s, _) = gw
-        .decide_with(
-            id,
-            OP,
-            json!({"decision": "approve", "scope": "session", "whole_tool": true}),
-        )
-        .await;
+    let decision = json!({"decision": "approve", "scope": "session", "whole_tool": true});
+    let (s, _) = gw.decide_with(id, OP, decision).await;
     assert_eq!(s, StatusCode::OK);
     let (s, b) = gw.propose_in("s1", "transfer", json!({"amount": 1})).await;
     assert_eq!(
