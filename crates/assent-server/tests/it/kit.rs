@@ -1,10 +1,11 @@
 //! The shared test kit at the bottom of the integration binary: the default agent and
-//! governance files, a gateway ([`Gw`]) served on a loopback port over a real SQLite file in a
-//! temporary directory, and one helper per step of the approval's life cycle — propose a call
-//! (allowed, held for approval or denied), decide it as an operator, poll the approval, redeem
-//! its token, cancel. It checks nothing itself beyond what a helper's name promises (`held`
-//! asserts 202, `as_agent` 200); the tests keep their own assertions. Test modules import from
-//! here; this file imports none of them.
+//! governance files, gateways ([`Gw`]) served on a loopback port over a real SQLite file
+//! (`start*` over a data directory the test keeps, `serve*` over a temporary one the gateway
+//! owns), and one helper per step of the approval's life cycle — propose a call (allowed, held
+//! for approval or denied), decide it as an operator (approve, deny, edit), read or long-poll
+//! the approval, redeem its token, cancel — plus plan submission and small JSON readers. It
+//! checks nothing beyond what a helper's name promises (`held` asserts 202, `as_agent` 200);
+//! the tests keep their own assertions. Test modules import from here; it imports none of them.
 
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
@@ -93,6 +94,11 @@ pub struct Gw {
     dir: Option<tempfile::TempDir>,
 }
 
+/// The default gateway: [`AGENTS`] under [`GOV`], 300 s tokens and approval timeout.
+pub async fn start(dir: &Path) -> Gw {
+    start_with(dir, 300_000).await
+}
+
 /// [`start_opts`] with a 300 s approval timeout; tokens live `token_ttl_ms` milliseconds.
 pub async fn start_with(dir: &Path, token_ttl_ms: i64) -> Gw {
     start_opts(
@@ -126,6 +132,12 @@ pub async fn start_reg(
 /// A gateway with an inline policy: `agents` under `gov`, default settings, 300 s tokens.
 pub async fn start_policy(dir: &Path, agents: &str, gov: &str) -> Gw {
     start_reg(dir, 300_000, Settings::default(), agents, gov).await
+}
+
+/// A gateway with the default policy and `customize` applied to its state (webhooks,
+/// throttles, checkpoints) before it serves.
+pub async fn start_tuned(dir: &Path, customize: impl FnOnce(&mut AppState)) -> Gw {
+    start_custom(dir, 300_000, Settings::default(), AGENTS, GOV, customize).await
 }
 
 /// [`start_reg`], with `customize` applied to the state before it serves (webhooks, links).
@@ -181,11 +193,6 @@ pub async fn start_custom(
         state,
         dir: None,
     }
-}
-
-/// The default gateway: [`AGENTS`] under [`GOV`], 300 s tokens and approval timeout.
-pub async fn start(dir: &Path) -> Gw {
-    start_with(dir, 300_000).await
 }
 
 /// [`start`] over a fresh temporary data directory that the gateway owns (for tests that
@@ -259,6 +266,15 @@ impl Gw {
     pub async fn post(&self, path: &str, key: &str, body: Value) -> (StatusCode, Value) {
         self.req("POST", path, Some(key), Some(body)).await
     }
+    /// Sends `GET path` with bearer `key` and hands back the raw response (headers, text).
+    pub async fn get_raw(&self, path: &str, key: &str) -> reqwest::Response {
+        let url = format!("{}{path}", self.url);
+        self.http.get(url).bearer_auth(key).send().await.unwrap()
+    }
+    /// The body of `GET path` with bearer `key`, as text (JSONL exports).
+    pub async fn get_text(&self, path: &str, key: &str) -> String {
+        self.get_raw(path, key).await.text().await.unwrap()
+    }
     /// Proposes `tool(args)` as agent `bot` in session `s1` (`POST /v1/tool-calls`).
     pub async fn propose(&self, tool: &str, args: Value) -> (StatusCode, Value) {
         self.req(
@@ -316,6 +332,11 @@ impl Gw {
         )
         .await
     }
+    /// Approves `id` as operator alice with the `args` edited in (approve with modifications).
+    pub async fn edit(&self, id: &str, args: Value) -> (StatusCode, Value) {
+        self.decide_with(id, OP, json!({"decision": "approve", "arguments": args}))
+            .await
+    }
     /// `GET /v1/approvals/{id}` (a `?query` may follow the id) with `key`.
     pub async fn approval(&self, id: &str, key: &str) -> (StatusCode, Value) {
         self.get(&format!("/v1/approvals/{id}"), key).await
@@ -361,11 +382,6 @@ impl Gw {
         )
         .await
     }
-    /// Approves `id` as operator alice with the `args` edited in (approve with modifications).
-    pub async fn edit(&self, id: &str, args: Value) -> (StatusCode, Value) {
-        self.decide_with(id, OP, json!({"decision": "approve", "arguments": args}))
-            .await
-    }
     /// Creates the MPLP `plan` as agent `bot` (`POST /v1/plans`, no session).
     pub async fn create_plan(&self, plan: Value) -> (StatusCode, Value) {
         self.post("/v1/plans", BOT, json!({"agent": "bot", "plan": plan}))
@@ -375,15 +391,6 @@ impl Gw {
     pub async fn submit_plan(&self, pid: &str) -> (StatusCode, Value) {
         let path = format!("/v1/plans/{pid}/submit");
         self.post(&path, BOT, json!({"agent": "bot"})).await
-    }
-    /// Sends `GET path` with bearer `key` and hands back the raw response (headers, text).
-    pub async fn get_raw(&self, path: &str, key: &str) -> reqwest::Response {
-        let url = format!("{}{path}", self.url);
-        self.http.get(url).bearer_auth(key).send().await.unwrap()
-    }
-    /// The body of `GET path` with bearer `key`, as text (JSONL exports).
-    pub async fn get_text(&self, path: &str, key: &str) -> String {
-        self.get_raw(path, key).await.text().await.unwrap()
     }
     /// Cancels approval `id` with `key` (`POST /v1/approvals/{id}/cancel`, optional body).
     pub async fn cancel(&self, id: &str, key: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -450,12 +457,6 @@ pub fn wait_seconds(approval: &Value) -> i64 {
         .unwrap()
     };
     (t("expires_at") - t("requested_at")).whole_seconds()
-}
-
-/// A gateway with the default policy and `customize` applied to its state (webhooks,
-/// throttles, checkpoints) before it serves.
-pub async fn start_tuned(dir: &Path, customize: impl FnOnce(&mut AppState)) -> Gw {
-    start_custom(dir, 300_000, Settings::default(), AGENTS, GOV, customize).await
 }
 
 /// The string `key` of every object in the JSON array `list` (event types, tool states…).
