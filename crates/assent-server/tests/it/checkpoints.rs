@@ -3,11 +3,14 @@
 //! carried on every webhook delivery — evidence of how far the audit log reached that an
 //! attacker who can write the database does not control.
 
-use super::*;
+use crate::kit::{BOT, OP, start_tuned};
 use assent_server::config::{AuditCheckpoints, Webhook, WebhookFormat};
 use assent_store::checkpoint::{Checkpoint, parse_public_key};
 use axum::http::HeaderMap;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 type Got = Arc<Mutex<Vec<(HeaderMap, String)>>>;
 
@@ -46,30 +49,23 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
     let file = dir.path().join("checkpoints.jsonl");
     let (hook_url, got) = receiver().await;
     let f = file.clone();
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        GOV,
-        move |st| {
-            st.checkpoints = Arc::new(AuditCheckpoints {
-                every_records: 1,
-                every_seconds: 1,
-                file: Some(f),
-            });
-            st.webhooks = Arc::new(vec![Webhook {
-                name: "ops".into(),
-                url: hook_url,
-                secret_env: "UNUSED".into(),
-                secret: "s".into(),
-                format: WebhookFormat::Json,
-                events: vec!["approval.requested".into(), "approval.resolved".into()],
-                max_attempts: 3,
-                retry_initial_ms: 50,
-            }]);
-        },
-    )
+    let gw = start_tuned(dir.path(), move |st| {
+        st.checkpoints = Arc::new(AuditCheckpoints {
+            every_records: 1,
+            every_seconds: 1,
+            file: Some(f),
+        });
+        st.webhooks = Arc::new(vec![Webhook {
+            name: "ops".into(),
+            url: hook_url,
+            secret_env: "UNUSED".into(),
+            secret: "s".into(),
+            format: WebhookFormat::Json,
+            events: vec!["approval.requested".into(), "approval.resolved".into()],
+            max_attempts: 3,
+            retry_initial_ms: 50,
+        }]);
+    })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (s, a) = gw
@@ -80,16 +76,12 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
     let head = gw.state.store.audit_head_seq().unwrap();
 
     // Only operators read checkpoints; the listing carries the public key and signatures.
-    let (s, _) = gw
-        .req("GET", "/v1/audit/checkpoints", Some("bot-key"), None)
-        .await;
+    let (s, _) = gw.get("/v1/audit/checkpoints", BOT).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     let (s, _) = gw.req("GET", "/v1/audit/checkpoints", None, None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     let list = wait_for("a checkpoint covering the request", async || {
-        let (s, v) = gw
-            .req("GET", "/v1/audit/checkpoints", Some("alice-key"), None)
-            .await;
+        let (s, v) = gw.get("/v1/audit/checkpoints", OP).await;
         assert_eq!(s, StatusCode::OK, "{v}");
         (v["checkpoints"][0]["seq"].as_i64() >= Some(head)).then_some(v)
     })
@@ -104,18 +96,11 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
             .unwrap()
             .ends_with('Z')
     );
-    let (s, v) = gw
-        .req(
-            "GET",
-            "/v1/audit/checkpoints?limit=x",
-            Some("alice-key"),
-            None,
-        )
-        .await;
+    let (s, v) = gw.get("/v1/audit/checkpoints?limit=x", OP).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
 
     // The resolution's webhook carries the newest checkpoint in the body and a header.
-    let (s, _) = gw.decide(&id, "alice-key", "approve").await;
+    let (s, _) = gw.decide(&id, OP, "approve").await;
     assert_eq!(s, StatusCode::OK);
     let (h, body) = wait_for("the resolution webhook", async || {
         got.lock()

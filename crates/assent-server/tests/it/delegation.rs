@@ -2,7 +2,7 @@
 //! `local_agents[]`, `remote_agents[]` and skill references gates `POST /v1/delegations`, with
 //! `parent.input.*` condition keys and the delegation template variables.
 
-use super::{Settings, start_reg};
+use crate::kit::{BOT, Gw, OP, serve_policy};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -43,19 +43,17 @@ policies:
         deny: {message_template: "archiving is frozen"}
 "#;
 
-async fn delegate(gw: &super::Gw, body: Value) -> (StatusCode, Value) {
+async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
     let mut b = json!({"agent": "bot", "session_id": "s1"});
     b.as_object_mut()
         .unwrap()
         .extend(body.as_object().unwrap().clone());
-    gw.req("POST", "/v1/delegations", Some("bot-key"), Some(b))
-        .await
+    gw.post("/v1/delegations", BOT, b).await
 }
 
 #[tokio::test]
 async fn delegations_are_gated_by_the_references_approval_skills_and_governance() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, GOV).await;
+    let gw = serve_policy(AGENTS, GOV).await;
 
     // parent.input.risk_level decides; the template sees parent.input.
     let (s, b) = delegate(
@@ -135,32 +133,24 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
 
     // Approved like a tool call: the token binds the delegation's exact call.
     let id = pending["approval_id"].as_str().unwrap();
-    let (s, d) = gw.decide(id, "alice-key", "approve").await;
+    let (s, d) = gw.decide(id, OP, "approve").await;
     assert_eq!(s, StatusCode::OK, "{d}");
-    let (_, a) = gw
-        .req("GET", &format!("/v1/approvals/{id}"), Some("bot-key"), None)
-        .await;
+    let (_, a) = gw.approval(id, BOT).await;
     let token = a["token"].as_str().unwrap().to_string();
     let redeem = |args: Value| json!({"token": token, "tool": "delegate.financial_executor", "arguments": args});
     let (s, _) = gw
-        .req(
-            "POST",
+        .post(
             "/v1/tokens/redeem",
-            Some("bot-key"),
-            Some(redeem(
-                json!({"input": {"action": "buy", "risk_level": "high"}}),
-            )),
+            BOT,
+            redeem(json!({"input": {"action": "buy", "risk_level": "high"}})),
         )
         .await;
     assert_ne!(s, StatusCode::OK, "a token never covers another delegation");
     let (s, r) = gw
-        .req(
-            "POST",
+        .post(
             "/v1/tokens/redeem",
-            Some("bot-key"),
-            Some(redeem(
-                json!({"input": {"action": "sell", "risk_level": "high"}}),
-            )),
+            BOT,
+            redeem(json!({"input": {"action": "sell", "risk_level": "high"}})),
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{r}");

@@ -2,63 +2,35 @@
 //! edited, granted, expired either way, cancelled, and a plan's Confirms — exported as JSONL and
 //! validated against the MPLP learning-sample schemas.
 
-use super::schemas::{assert_valid, validator};
-use super::start;
+use crate::kit::{BOT, OP, approval_id, serve};
+use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const OP: &str = "alice-key";
-const BOT: &str = "bot-key";
-
 #[tokio::test]
 async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_schemas() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let pay = |n: i64| json!({"amount": n, "to": "bob"});
-    let id = |b: &Value| {
-        b["approval_id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{b}"))
-            .to_string()
+    let decide = async |id: String, body: Value| {
+        let (s, b) = gw.decide_with(&id, OP, body).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
     };
-    let decide = |id: String, body: Value| {
-        let gw = &gw;
-        async move {
-            let (s, b) = gw
-                .req(
-                    "POST",
-                    &format!("/v1/approvals/{id}/decision"),
-                    Some(OP),
-                    Some(body),
-                )
-                .await;
-            assert_eq!(s, StatusCode::OK, "{b}");
-        }
-    };
-    let a = id(&gw.propose("pay", pay(500)).await.1);
+    let a = gw.pending("pay", pay(500)).await;
     decide(a, json!({"decision": "approve"})).await;
-    let d = id(&gw.propose("pay", pay(600)).await.1);
+    let d = gw.pending("pay", pay(600)).await;
     decide(d, json!({"decision": "deny", "reason": "not this month"})).await;
-    let e = id(&gw.propose("pay", pay(700)).await.1);
+    let e = gw.pending("pay", pay(700)).await;
     decide(e, json!({"decision": "approve", "arguments": pay(650)})).await;
-    let g = id(&gw.propose("pay", pay(900)).await.1);
+    let g = gw.pending("pay", pay(900)).await;
     decide(g, json!({"decision": "approve", "scope": "session"})).await;
     let (_, granted) = gw.propose("pay", pay(900)).await;
     assert!(granted["token"].is_string(), "{granted}");
-    let c = id(&gw.propose("pay", pay(800)).await.1);
-    gw.req(
-        "POST",
-        &format!("/v1/approvals/{c}/cancel"),
-        Some(BOT),
-        None,
-    )
-    .await;
-    let q = id(&gw.propose("quick", json!({})).await.1);
-    let l = id(&gw.propose("lenient", json!({})).await.1);
+    let c = gw.pending("pay", pay(800)).await;
+    gw.cancel(&c, BOT, None).await;
+    let q = gw.pending("quick", json!({})).await;
+    let l = gw.pending("lenient", json!({})).await;
     for x in [&q, &l] {
-        let (_, b) = gw
-            .req("GET", &format!("/v1/approvals/{x}?wait=5"), Some(BOT), None)
-            .await;
+        let (_, b) = gw.approval(&format!("{x}?wait=5"), BOT).await;
         assert_eq!(b["status"], "expired", "{b}");
     }
     // A plan rejected, then approved.
@@ -67,34 +39,19 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
         "plan_id": pid, "context_id": uuid::Uuid::new_v4().to_string(), "title": "Clean up",
         "objective": "Remove stale branches", "status": "draft",
         "steps": [{"step_id": uuid::Uuid::new_v4().to_string(), "description": "List them", "status": "pending"}]});
-    gw.req(
-        "POST",
-        "/v1/plans",
-        Some(BOT),
-        Some(json!({"agent": "bot", "plan": plan})),
-    )
-    .await;
+    gw.create_plan(plan).await;
     for verdict in ["deny", "approve"] {
-        let (_, r) = gw
-            .req(
-                "POST",
-                &format!("/v1/plans/{pid}/submit"),
-                Some(BOT),
-                Some(json!({"agent": "bot"})),
-            )
-            .await;
-        decide(id(&r), json!({"decision": verdict, "reason": "reviewed"})).await;
+        let (_, r) = gw.submit_plan(&pid).await;
+        decide(
+            approval_id(&r),
+            json!({"decision": verdict, "reason": "reviewed"}),
+        )
+        .await;
     }
     // Still pending: not a sample.
     gw.propose("pay", pay(1000)).await;
 
-    let resp = gw
-        .http
-        .get(format!("{}/v1/learning-samples", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.get_raw("/v1/learning-samples", OP).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
     let text = resp.text().await.unwrap();
@@ -153,18 +110,9 @@ async fn every_settled_approval_is_a_learning_sample_valid_against_the_mplp_sche
         .unwrap();
     assert_eq!(denied["feedback"]["details"], "not this month");
     // Stable ids: a second export is identical.
-    let again = gw
-        .http
-        .get(format!("{}/v1/learning-samples", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let again = gw.get_text("/v1/learning-samples", OP).await;
     assert_eq!(again, text);
-    let (s, _) = gw.req("GET", "/v1/learning-samples", Some(BOT), None).await;
+    let (s, _) = gw.get("/v1/learning-samples", BOT).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     gw.stop().await;
 }

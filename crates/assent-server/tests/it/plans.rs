@@ -2,13 +2,10 @@
 //! §4; seed 001 §4.3; the Gatekeeper duty of seed 000), against a real server and SQLite file.
 //! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
 
-use super::schemas::{assert_valid, validator};
-use super::{Gw, start};
+use crate::kit::{BOT, Gw, OP, pluck, serve};
+use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-const OP: &str = "alice-key";
-const BOT: &str = "bot-key";
 
 fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
@@ -39,14 +36,11 @@ async fn call_in_plan(
     if let Some(s) = step_id {
         body["step_id"] = json!(s);
     }
-    gw.req("POST", "/v1/tool-calls", Some(BOT), Some(body))
-        .await
+    gw.post("/v1/tool-calls", BOT, body).await
 }
 
 async fn plan_now(gw: &Gw, id: &str) -> Value {
-    let (s, p) = gw
-        .req("GET", &format!("/v1/plans/{id}"), Some(BOT), None)
-        .await;
+    let (s, p) = gw.get(&format!("/v1/plans/{id}"), BOT).await;
     assert_eq!(s, StatusCode::OK, "{p}");
     assert_valid(
         &validator("mplp/schemas/v2/mplp-plan.schema.json"),
@@ -58,12 +52,7 @@ async fn plan_now(gw: &Gw, id: &str) -> Value {
 
 async fn mplp(gw: &Gw, confirm: &str) -> Value {
     let (s, c) = gw
-        .req(
-            "GET",
-            &format!("/v1/approvals/{confirm}?format=mplp"),
-            Some(OP),
-            None,
-        )
+        .get(&format!("/v1/approvals/{confirm}?format=mplp"), OP)
         .await;
     assert_eq!(s, StatusCode::OK, "{c}");
     assert_valid(
@@ -76,8 +65,7 @@ async fn mplp(gw: &Gw, confirm: &str) -> Value {
 
 #[tokio::test]
 async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_until_then() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let (pid, s1, s2) = (uuid(), uuid(), uuid());
     let body = plan(
         &pid,
@@ -90,46 +78,24 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     // Not an MPLP plan: refused with where it is wrong; not a draft: refused.
     let mut bad = body.clone();
     bad.as_object_mut().unwrap().remove("steps");
-    let (s, e) = gw
-        .req(
-            "POST",
-            "/v1/plans",
-            Some(BOT),
-            Some(json!({"agent": "bot", "plan": bad})),
-        )
-        .await;
+    let (s, e) = gw.create_plan(bad).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert!(e["message"].as_str().unwrap().contains("steps"), "{e}");
     let mut approved = body.clone();
     approved["status"] = json!("approved");
-    let (s, _) = gw
-        .req(
-            "POST",
-            "/v1/plans",
-            Some(BOT),
-            Some(json!({"agent": "bot", "plan": approved})),
-        )
-        .await;
+    let (s, _) = gw.create_plan(approved).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 
     let (s, p) = gw
-        .req(
-            "POST",
+        .post(
             "/v1/plans",
-            Some(BOT),
-            Some(json!({"agent": "bot", "session_id": "s1", "plan": body})),
+            BOT,
+            json!({"agent": "bot", "session_id": "s1", "plan": body}),
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
     assert_eq!(p["status"], "draft");
-    let (s, _) = gw
-        .req(
-            "POST",
-            "/v1/plans",
-            Some(BOT),
-            Some(json!({"agent": "bot", "plan": body})),
-        )
-        .await;
+    let (s, _) = gw.create_plan(body.clone()).await;
     assert_eq!(s, StatusCode::CONFLICT);
 
     // A draft plan's calls are blocked (gatekeeper duty), as are a step's.
@@ -141,15 +107,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     assert!(d["reason"].as_str().unwrap().contains("is draft"), "{d}");
 
     // Submit: proposed, with a pending Confirm on the plan.
-    let submit = json!({"agent": "bot"});
-    let (s, r) = gw
-        .req(
-            "POST",
-            &format!("/v1/plans/{pid}/submit"),
-            Some(BOT),
-            Some(submit.clone()),
-        )
-        .await;
+    let (s, r) = gw.submit_plan(&pid).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{r}");
     let confirm = r["approval_id"].as_str().unwrap().to_string();
     assert_eq!(plan_now(&gw, &pid).await["status"], "proposed");
@@ -159,14 +117,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
         (Some("plan"), Some(pid.as_str()))
     );
     assert_eq!(c["status"], "pending");
-    let (s, _) = gw
-        .req(
-            "POST",
-            &format!("/v1/plans/{pid}/submit"),
-            Some(BOT),
-            Some(submit.clone()),
-        )
-        .await;
+    let (s, _) = gw.submit_plan(&pid).await;
     assert_eq!(
         s,
         StatusCode::CONFLICT,
@@ -179,25 +130,13 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
         "{d}"
     );
     // A plan Confirm is decided once, as submitted.
-    let (s, _) = gw
-        .req(
-            "POST",
-            &format!("/v1/approvals/{confirm}/decision"),
-            Some(OP),
-            Some(json!({"decision": "approve", "scope": "session"})),
-        )
-        .await;
+    let once = json!({"decision": "approve", "scope": "session"});
+    let (s, _) = gw.decide_with(&confirm, OP, once).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 
     // Rejected: back to draft, the reason reaches the agent, a plan_rejected stage event.
-    let (s, _) = gw
-        .req(
-            "POST",
-            &format!("/v1/approvals/{confirm}/decision"),
-            Some(OP),
-            Some(json!({"decision": "deny", "reason": "switch over at night"})),
-        )
-        .await;
+    let no = json!({"decision": "deny", "reason": "switch over at night"});
+    let (s, _) = gw.decide_with(&confirm, OP, no).await;
     assert_eq!(s, StatusCode::OK);
     let p = plan_now(&gw, &pid).await;
     assert_eq!(p["status"], "draft");
@@ -227,24 +166,10 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{p}");
-    let (s, r) = gw
-        .req(
-            "POST",
-            &format!("/v1/plans/{pid}/submit"),
-            Some(BOT),
-            Some(submit.clone()),
-        )
-        .await;
+    let (s, r) = gw.submit_plan(&pid).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{r}");
     let confirm2 = r["approval_id"].as_str().unwrap().to_string();
-    let (_, req) = gw
-        .req(
-            "GET",
-            &format!("/v1/approvals/{confirm2}?format=approval-request"),
-            Some(OP),
-            None,
-        )
-        .await;
+    let (_, req) = gw.view(&confirm2, "approval-request").await;
     assert_valid(
         &validator("docs/schemas/approval-request.schema.json"),
         &req,
@@ -271,12 +196,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
 
     // One pipeline_stage event per decision, valid against the MPLP schema.
     let (_, ev) = gw
-        .req(
-            "GET",
-            &format!("/v1/plans/{pid}/pipeline-events"),
-            Some(OP),
-            None,
-        )
+        .get(&format!("/v1/plans/{pid}/pipeline-events"), OP)
         .await;
     let ev = ev["events"].as_array().unwrap().clone();
     let kinds: Vec<&str> = ev
@@ -292,30 +212,20 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     assert_eq!(ev[0]["payload"]["confirm_id"], confirm.as_str());
 
     // Another agent cannot see or submit it.
-    let (s, _) = gw
-        .req("GET", &format!("/v1/plans/{pid}"), Some("other-key"), None)
-        .await;
+    let (s, _) = gw.get(&format!("/v1/plans/{pid}"), "other-key").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let confirm = |t: &str, id: &str| {
         json!({"agent": "bot", "session_id": "s1", "target_type": t, "target_id": id,
                "reason": format!("May I change this {t}?"), "target": {"name": t}})
     };
     let ctx = uuid();
-    let (s, r) = gw
-        .req(
-            "POST",
-            "/v1/confirms",
-            Some(BOT),
-            Some(confirm("context", &ctx)),
-        )
-        .await;
+    let (s, r) = gw.post("/v1/confirms", BOT, confirm("context", &ctx)).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{r}");
     let cid = r["approval_id"].as_str().unwrap().to_string();
     let c = mplp(&gw, &cid).await;
@@ -327,12 +237,7 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
     assert_eq!(mplp(&gw, &cid).await["status"], "approved");
 
     let (_, r) = gw
-        .req(
-            "POST",
-            "/v1/confirms",
-            Some(BOT),
-            Some(confirm("extension", &uuid())),
-        )
+        .post("/v1/confirms", BOT, confirm("extension", &uuid()))
         .await;
     let eid = r["approval_id"].as_str().unwrap().to_string();
     gw.decide(&eid, OP, "deny").await;
@@ -344,14 +249,7 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
 
     // A pending Confirm on a step blocks the calls that name that step.
     let step = uuid();
-    let (_, r) = gw
-        .req(
-            "POST",
-            "/v1/confirms",
-            Some(BOT),
-            Some(confirm("other", &step)),
-        )
-        .await;
+    let (_, r) = gw.post("/v1/confirms", BOT, confirm("other", &step)).await;
     let oid = r["approval_id"].as_str().unwrap().to_string();
     let (s, _) = call_in_plan(&gw, None, Some(&step)).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
@@ -365,35 +263,21 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
         (confirm("database", &uuid()), "target_type"),
         (confirm("context", "ctx-1"), "target_id"),
     ] {
-        let (s, e) = gw.req("POST", "/v1/confirms", Some(BOT), Some(body)).await;
+        let (s, e) = gw.post("/v1/confirms", BOT, body).await;
         assert_eq!(s, StatusCode::BAD_REQUEST);
         assert!(e["message"].as_str().unwrap().contains(what), "{e}");
     }
 
     // Cancelling a proposed plan cancels its Confirm.
     let pid = uuid();
-    gw.req(
-        "POST",
-        "/v1/plans",
-        Some(BOT),
-        Some(json!({"agent": "bot", "plan": plan(&pid, &[(&uuid(), "Do it")])})),
-    )
-    .await;
-    let (_, r) = gw
-        .req(
-            "POST",
-            &format!("/v1/plans/{pid}/submit"),
-            Some(BOT),
-            Some(json!({"agent": "bot"})),
-        )
-        .await;
+    gw.create_plan(plan(&pid, &[(&uuid(), "Do it")])).await;
+    let (_, r) = gw.submit_plan(&pid).await;
     let pc = r["approval_id"].as_str().unwrap().to_string();
     let (s, p) = gw
-        .req(
-            "POST",
+        .post(
             &format!("/v1/plans/{pid}/cancel"),
-            Some(BOT),
-            Some(json!({"reason": "not needed"})),
+            BOT,
+            json!({"reason": "not needed"}),
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{p}");
@@ -410,37 +294,24 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
 /// `trace.attributes`, and every `confirm.*` event's `data` names both.
 #[tokio::test]
 async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = serve().await;
     let (pid, step) = (uuid(), uuid());
     let (s, p) = gw
-        .req(
-            "POST",
+        .post(
             "/v1/plans",
-            Some(BOT),
-            Some(
-                json!({"agent": "bot", "session_id": "s1", "plan": plan(&pid, &[(&step, "Pay")])}),
-            ),
+            BOT,
+            json!({"agent": "bot", "session_id": "s1", "plan": plan(&pid, &[(&step, "Pay")])}),
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
-    let (_, r) = gw
-        .req(
-            "POST",
-            &format!("/v1/plans/{pid}/submit"),
-            Some(BOT),
-            Some(json!({"agent": "bot"})),
-        )
-        .await;
+    let (_, r) = gw.submit_plan(&pid).await;
     let (s, _) = gw
         .decide(r["approval_id"].as_str().unwrap(), OP, "approve")
         .await;
     assert_eq!(s, StatusCode::OK);
     let body = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
                       "arguments": {"amount": 500, "to": "bob"}, "plan_id": pid, "step_id": step});
-    let (s, h) = gw
-        .req("POST", "/v1/tool-calls", Some(BOT), Some(body))
-        .await;
+    let (s, h) = gw.post("/v1/tool-calls", BOT, body).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{h}");
     let id = h["approval_id"].as_str().unwrap().to_string();
     let c = mplp(&gw, &id).await;
@@ -455,10 +326,7 @@ async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_e
     assert_eq!(s, StatusCode::OK);
     let c = mplp(&gw, &id).await;
     let events = c["events"].as_array().unwrap();
-    let kinds: Vec<&str> = events
-        .iter()
-        .map(|e| e["event_type"].as_str().unwrap())
-        .collect();
+    let kinds = pluck(&c["events"], "event_type");
     assert_eq!(kinds, ["confirm.requested", "confirm.approved"], "{c}");
     for e in events {
         assert_eq!(

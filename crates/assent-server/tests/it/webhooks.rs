@@ -2,11 +2,16 @@
 //! raised while the receiver is down arrive once it is up (in order), redacted arguments never
 //! leave, the Slack format, dead letters, and the single-use card link.
 
-use super::*;
+use crate::kit::{AGENTS, BOT, OP, REDACTING_GOV, start_custom};
+use assent_server::Settings;
 use assent_server::config::{Webhook, WebhookFormat};
 use axum::http::HeaderMap;
 use hmac::{KeyInit, Mac};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::Sha256;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 #[derive(Clone, Default)]
 struct Receiver {
@@ -113,7 +118,7 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
         .propose("pay", json!({"amount": 700, "to": "acme", "card": card}))
         .await;
     let b = b["approval_id"].as_str().unwrap().to_string();
-    let (s, _) = gw.decide(&a, "alice-key", "approve").await;
+    let (s, _) = gw.decide(&a, OP, "approve").await;
     assert_eq!(s, StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(600)).await;
 
@@ -209,30 +214,14 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
     assert_eq!(resolved["approval"]["status"], "approved");
     assert_eq!(resolved["approval"]["decided_by"], "alice");
     // The stored call is unchanged.
-    let (_, stored) = gw
-        .req(
-            "GET",
-            &format!("/v1/approvals/{a}"),
-            Some("alice-key"),
-            None,
-        )
-        .await;
+    let (_, stored) = gw.approval(&a, OP).await;
     assert_eq!(
         stored["call"]["arguments"]["card"]["number"],
         "4111111111111111"
     );
 
     // An export leaves the gateway too: the learning sample of the decided call is redacted.
-    let samples = gw
-        .http
-        .get(format!("{}/v1/learning-samples", gw.url))
-        .bearer_auth("alice-key")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let samples = gw.get_text("/v1/learning-samples", OP).await;
     assert!(samples.contains(&a), "{samples}");
     assert!(
         samples.contains("[redacted]") && !samples.contains("4111111111111111"),
@@ -294,9 +283,7 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
     // A receiver that never answers: each event is dead-lettered after its attempts.
     let start = std::time::Instant::now();
     let dead = loop {
-        let (s, v) = gw
-            .req("GET", "/v1/webhooks/dead-letters", Some("alice-key"), None)
-            .await;
+        let (s, v) = gw.get("/v1/webhooks/dead-letters", OP).await;
         assert_eq!(s, StatusCode::OK);
         let list = v["dead_letters"].as_array().unwrap().clone();
         if list.len() >= 3 {
@@ -314,9 +301,7 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
             .unwrap()
             .contains("4111111111111111")
     );
-    let (s, _) = gw
-        .req("GET", "/v1/webhooks/dead-letters", Some("bot-key"), None)
-        .await;
+    let (s, _) = gw.get("/v1/webhooks/dead-letters", BOT).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     gw.stop().await;
 }

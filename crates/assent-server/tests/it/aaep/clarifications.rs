@@ -1,0 +1,91 @@
+//! AAEP clarifications (§6.2): a question of each response kind (freetext, yes/no, numeric,
+//! multiple choice) accepts only replies of that kind, through AAEP or the API; an answered
+//! question cannot be answered again, an unanswered one expires, and bad questions or other
+//! agents are refused.
+
+use super::kit::{core, handshake, now};
+use crate::kit::{BOT, OP, serve};
+use crate::schemas::assert_valid;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let cases = [
+        (json!(["freetext"]), json!([]), json!(42), json!("at 67")),
+        (json!(["yes_no"]), json!([]), json!("yes"), json!(true)),
+        (json!(["numeric"]), json!([]), json!("67"), json!(67)),
+        (
+            json!(["multiple_choice"]),
+            json!([{"value": "65", "label": "At 65"}, {"value": "67", "label": "At 67"}]),
+            json!("66"),
+            json!("67"),
+        ),
+    ];
+    for (kinds, choices, wrong, right) in cases {
+        let mut q = json!({"agent": "bot", "session_id": "s1", "question": "When do you retire?",
+                           "accepted_response_kinds": kinds, "timeout_seconds": 120});
+        if choices != json!([]) {
+            q["choices"] = choices;
+        }
+        let id = gw.ask(q).await;
+        let ev = sse.expect("aaep:agent.awaiting.clarification").await.data;
+        assert_valid(
+            &core("agent.awaiting.clarification"),
+            &ev,
+            "awaiting.clarification",
+        );
+        let token = ev["reply_token"].as_str().unwrap();
+        let reply = |resp: &Value| {
+            json!({"type": "clarification.reply", "reply_token": token, "response": resp,
+                                          "subscription_id": sub, "timestamp": now(), "decided_by": "user:test"})
+        };
+        assert_valid(&handshake("clarification.reply"), &reply(&wrong), "reply");
+        // The wrong kind counts as no reply; the agent keeps waiting.
+        assert_eq!(
+            gw.reply(Some(OP), reply(&wrong)).await,
+            StatusCode::NO_CONTENT
+        );
+        let (_, c) = gw.clarification(&id, BOT).await;
+        assert_eq!(c["status"], "pending", "{kinds}: {wrong} was accepted");
+        let (s, _) = gw.answer(&id, wrong).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            gw.reply(Some(OP), reply(&right)).await,
+            StatusCode::NO_CONTENT
+        );
+        let (_, c) = gw.clarification(&format!("{id}?wait=5"), BOT).await;
+        assert_eq!(
+            (c["status"].as_str(), &c["response"]),
+            (Some("answered"), &right),
+            "{kinds}"
+        );
+        sse.expect("aaep:agent.state.changed").await;
+    }
+    // Answered through the API; an unanswered one expires.
+    let id = gw.ask(json!({"agent": "bot", "session_id": "s1", "question": "Proceed?", "accepted_response_kinds": ["yes_no"]})).await;
+    let (s, c) = gw.answer(&id, json!(false)).await;
+    assert_eq!((s, c["response"].clone()), (StatusCode::OK, json!(false)));
+    let (s, _) = gw.answer(&id, json!(true)).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let id = gw.ask(json!({"agent": "bot", "session_id": "s1", "question": "Quick?", "accepted_response_kinds": ["yes_no"], "timeout_seconds": 1})).await;
+    let (_, c) = gw.clarification(&format!("{id}?wait=5"), BOT).await;
+    assert_eq!(c["status"], "expired");
+    // Bad questions are 400s; another agent cannot ask for bot or read its questions.
+    for bad in [
+        json!({"agent": "bot", "session_id": "s1", "question": "?", "accepted_response_kinds": ["essay"]}),
+        json!({"agent": "bot", "session_id": "s1", "question": "?", "accepted_response_kinds": ["multiple_choice"]}),
+        json!({"agent": "bot", "session_id": "s1", "question": "", "accepted_response_kinds": ["yes_no"]}),
+    ] {
+        assert_eq!(
+            gw.post("/v1/clarifications", BOT, bad).await.0,
+            StatusCode::BAD_REQUEST
+        );
+    }
+    assert_eq!(
+        gw.clarification(&id, "other-key").await.0,
+        StatusCode::NOT_FOUND
+    );
+}

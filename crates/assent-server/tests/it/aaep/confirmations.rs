@@ -1,0 +1,203 @@
+//! AAEP confirmations (§6.2, §6.6): announced with a valid `agent.awaiting.confirmation`,
+//! answered with a `confirmation.reply` and resolved with `agent.state.changed`; the first of
+//! two racing replies wins (forwarded replies count); a `modified_action` is an approval with
+//! modifications unless it crosses a threshold the held call did not; redacted arguments never
+//! reach subscribers.
+
+use super::kit::{AWAITING, confirm, core, handshake};
+use crate::kit::{AGENTS, BOT, OP, REDACTING_GOV, audit_count, serve, serve_policy};
+use crate::schemas::{assert_valid, validator};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_confirmation_is_announced_answered_and_resolved_with_valid_events() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let id = gw.hold_write("/tmp/a").await;
+    let ev = sse.expect(AWAITING).await.data;
+    assert_valid(
+        &core("agent.awaiting.confirmation"),
+        &ev,
+        "awaiting.confirmation",
+    );
+    assert_valid(
+        &validator("aaep/schemas/envelope.schema.json"),
+        &ev,
+        "envelope",
+    );
+    let token = ev["reply_token"].as_str().unwrap();
+    assert!(
+        token.len() == 36 && token[4..].chars().all(|c| c.is_ascii_hexdigit()),
+        "{token}"
+    );
+    assert_eq!(
+        (ev["urgency"].as_str(), ev["default_decision"].as_str()),
+        (Some("critical"), Some("reject"))
+    );
+    assert!(ev["session_id"].as_str().unwrap().starts_with("sess_"));
+    assert_eq!(ev["extra_context"]["approval_id"], json!(id));
+    assert!(
+        ev["consequence"]
+            .as_str()
+            .unwrap()
+            .contains(r#"{"content":"x","path":"/tmp/a"}"#)
+    );
+    // The same call again while pending joins it: no second confirmation.
+    let args = json!({"content": "x", "path": "/tmp/a"});
+    let (s, b) = gw
+        .call("s1", "write_file", args, json!({"server": "fs"}))
+        .await;
+    assert_eq!(
+        (s, b["joined"].as_bool()),
+        (StatusCode::ACCEPTED, Some(true))
+    );
+    sse.none_of(AWAITING, Duration::from_millis(300)).await;
+
+    let reply = confirm(token, &sub, "accept");
+    assert_valid(&handshake("confirmation.reply"), &reply, "our reply");
+    assert_eq!(gw.reply(Some(OP), reply).await, StatusCode::NO_CONTENT);
+    let st = gw.status(&id).await;
+    assert_eq!(st["status"], "approved", "{st}");
+    assert!(
+        st["decisions"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("decided_by user:test")
+    );
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_valid(&core("agent.state.changed"), &ev, "state.changed");
+    assert_eq!(
+        (ev["from_state"].as_str(), ev["to_state"].as_str()),
+        (Some("awaiting_input"), Some("calling_tool"))
+    );
+    // sequence numbers increase
+    assert!(ev["sequence_number"].as_i64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count() {
+    let gw = serve().await;
+    let (a, mut sa) = gw.listen().await;
+    let (o, mut so) = gw.subscribe("olaf-key", true, json!({})).await;
+    for round in 0..5 {
+        let (id, token) = gw.confirmation(&mut sa, &format!("/tmp/race{round}")).await;
+        assert_eq!(so.expect(AWAITING).await.data["reply_token"], json!(token));
+        let (x, y) = tokio::join!(
+            gw.reply(Some(OP), confirm(&token, &a, "accept")),
+            gw.reply(Some("olaf-key"), confirm(&token, &o, "reject"))
+        );
+        assert_eq!((x, y), (StatusCode::NO_CONTENT, StatusCode::NO_CONTENT));
+        let st = gw.status(&id).await;
+        assert_eq!(st["decisions"].as_array().unwrap().len(), 1, "{st}");
+        // Both subscriptions see the resolution; the loser also gets a courtesy notice.
+        let mut notices = 0;
+        for sse in [&mut sa, &mut so] {
+            let first = sse.expect("aaep:agent.state.changed").await.data;
+            let mut seen = vec![first];
+            while let Some(m) = sse.next(Duration::from_millis(300)).await {
+                seen.push(m.data);
+            }
+            notices += seen
+                .iter()
+                .filter(|e| e["extensions"]["assent"]["courtesy_notice"] == true)
+                .count();
+        }
+        assert_eq!(notices, 1, "round {round}");
+    }
+    // Forwarding (§6.6): a subscription that cannot reply sees the confirmation; another
+    // authenticated subscription replies with the token and is honoured.
+    let (_fwd, mut sf) = gw.subscribe("olaf-key", false, json!({})).await;
+    let (id, token) = gw.confirmation(&mut sf, "/tmp/fwd").await;
+    assert_eq!(
+        gw.reply(Some(OP), confirm(&token, &a, "accept")).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(gw.status(&id).await["status"], "approved");
+    let n = audit_count(gw.state.store.db_path(), "decision");
+    assert_eq!(n, 6);
+}
+
+#[tokio::test]
+async fn a_modified_action_is_an_approval_with_modifications() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/m").await;
+    // A modification of the wrong shape makes the reply ignored.
+    let mut r = confirm(&token, &sub, "accept");
+    r["modified_action"] = json!({"args": {}});
+    assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    let mut r = confirm(&token, &sub, "accept");
+    r["modified_action"] = json!({"arguments": {"path": "/tmp/m", "content": "safer"}});
+    assert_valid(&handshake("confirmation.reply"), &r, "modified reply");
+    assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
+    let (_, rec) = gw.approval(&id, BOT).await;
+    assert_eq!(
+        (rec["status"].as_str(), rec["arguments"]["content"].as_str()),
+        (Some("approved"), Some("safer"))
+    );
+}
+
+#[tokio::test]
+async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_not() {
+    // `pay` always needs a human; spending over 100 in a session is a threshold of its own.
+    const AGENT: &str =
+        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+    const GOV: &str = "policies:\n  - id: t.edit-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
+    let gw = serve_policy(AGENT, GOV).await;
+    let (sub, mut sse) = gw.listen().await;
+    let (s, b) = gw.propose("pay", json!({"amount": 50})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let token = sse.reply_token(AWAITING).await;
+    // An AAEP subscriber's modified_action of 5000 crosses the cost threshold: ignored.
+    let mut r = confirm(&token, &sub, "accept");
+    r["modified_action"] = json!({"arguments": {"amount": 5000}});
+    assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    // So does an operator's edit, with the reason.
+    let (s, b) = gw.edit(&id, json!({"amount": 5000})).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("EDIT_OVER_THRESHOLD")
+        ),
+        "{b}"
+    );
+    assert_eq!(b["triggers"], json!(["cost"]), "{b}");
+    // Within the threshold it is approved, and later calls count the edited amount.
+    let (s, b) = gw.edit(&id, json!({"amount": 90})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = gw.propose("pay", json!({"amount": 20})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(b["triggers"], json!(["cost"]), "90 + 20 is over 100: {b}");
+}
+
+#[tokio::test]
+async fn redacted_arguments_never_reach_aaep_subscribers() {
+    let gw = serve_policy(AGENTS, REDACTING_GOV).await;
+    let (_sub, mut sse) = gw.listen().await;
+    let (s, b) = gw
+        .propose(
+            "pay",
+            json!({"amount": 500, "to": "acme", "card": {"number": "4111111111111111"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let ev = sse.expect(AWAITING).await.data;
+    let text = ev.to_string();
+    assert!(!text.contains("4111111111111111"), "{text}");
+    assert!(
+        text.contains("[redacted]") && text.contains("acme"),
+        "{text}"
+    );
+    // The operator's own view keeps the real call.
+    let id = b["approval_id"].as_str().unwrap();
+    assert_eq!(
+        gw.status(id).await["call"]["arguments"]["card"]["number"],
+        "4111111111111111"
+    );
+}

@@ -1,0 +1,167 @@
+//! AAEP reply handling (§6.2.1, §6.2.2, §6.3.4): every check a reply must pass — schema, token,
+//! timestamp, authentication, operator, subscription ownership, reply support, open
+//! subscription — ignores a failing reply without saying why; a late duplicate gets the
+//! courtesy notice; reply tokens are unique across confirmations and restarts.
+
+use super::kit::{confirm, core};
+use crate::kit::{Gw, OP, serve, start};
+use crate::schemas::assert_valid;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn every_check_of_6_3_4_ignores_a_failing_reply_without_saying_why() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let (mute, _m) = gw.subscribe(OP, false, json!({})).await;
+    let (olafs, _o) = gw.subscribe("olaf-key", true, json!({})).await;
+    let (closed, _c) = gw.listen().await;
+    assert_eq!(
+        gw.reply(
+            Some(OP),
+            json!({"type": "subscription.close", "subscription_id": closed})
+        )
+        .await,
+        StatusCode::NO_CONTENT
+    );
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/b").await;
+    let late_ts = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let late_ts = late_ts
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let mut no_ts = confirm(&token, &sub, "accept");
+    no_ts.as_object_mut().unwrap().remove("timestamp");
+    let mut extra_field = confirm(&token, &sub, "accept");
+    extra_field["approve_anyway"] = json!(true);
+    let accept = |sub: &str| confirm(&token, sub, "accept");
+    let cases: Vec<(&str, Option<&str>, Value)> = vec![
+        ("schema: missing timestamp", Some(OP), no_ts),
+        ("schema: unknown field", Some(OP), extra_field),
+        (
+            "schema: decision not allowed",
+            Some(OP),
+            confirm(&token, &sub, "maybe"),
+        ),
+        (
+            "unknown token",
+            Some(OP),
+            confirm("rpl_0123456789abcdef0123456789abcdef", &sub, "accept"),
+        ),
+        ("expired: timestamp after the timeout", Some(OP), {
+            let mut r = accept(&sub);
+            r["timestamp"] = json!(late_ts);
+            r
+        }),
+        ("unauthenticated", None, accept(&sub)),
+        ("wrong key", Some("nobody-key"), accept(&sub)),
+        ("an agent, not an operator", Some("bot-key"), accept(&sub)),
+        ("someone else's subscription", Some(OP), accept(&olafs)),
+        (
+            "subscription without reply support",
+            Some(OP),
+            accept(&mute),
+        ),
+        ("closed subscription", Some(OP), accept(&closed)),
+        ("unknown subscription", Some(OP), accept("sub_0000")),
+    ];
+    for (what, key, body) in cases {
+        assert_eq!(gw.reply(key, body).await, StatusCode::NO_CONTENT, "{what}");
+        assert_eq!(
+            gw.status(&id).await["status"],
+            "pending",
+            "{what} was applied"
+        );
+    }
+    // Only a body that is not JSON is a 400.
+    let r = gw
+        .http
+        .post(format!("{}/aaep/v1/replies", gw.url))
+        .bearer_auth(OP)
+        .body("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    // A valid reject, then a late duplicate: the first wins; the late one gets the courtesy notice.
+    let mut rej = confirm(&token, &sub, "reject");
+    rej["decision_rationale"] = json!("reduce the amount first");
+    assert_eq!(gw.reply(Some(OP), rej).await, StatusCode::NO_CONTENT);
+    let st = gw.status(&id).await;
+    assert_eq!(st["status"], "rejected");
+    assert!(
+        st["reason"]
+            .as_str()
+            .unwrap()
+            .contains("reduce the amount first")
+    );
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_eq!(ev["to_state"], "thinking"); // a rejection is followed by an event, never silence
+    assert_eq!(
+        gw.reply(Some(OP), accept(&sub)).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(gw.status(&id).await["status"], "rejected");
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_valid(&core("agent.state.changed"), &ev, "courtesy notice");
+    assert_eq!(ev["extensions"]["assent"]["courtesy_notice"], true);
+}
+
+/// AAEP §6.2.1/§6.2.2: every confirmation gets its own reply token (`rpl_` + 32 hex), stored
+/// with a unique index so that no token is issued twice, also across a restart; a decided
+/// confirmation keeps its token, so it can never be handed out again.
+#[tokio::test]
+async fn reply_tokens_are_unique_across_confirmations_and_restarts_and_never_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tokens = Vec::new();
+    let read = |gw: &Gw| -> Vec<(String, String)> {
+        let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
+        db.prepare("SELECT id, reply_token FROM approvals ORDER BY rowid")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let mut first = String::new();
+    for round in 0..2 {
+        let gw = start(dir.path()).await;
+        for n in 0..10 {
+            let (s, b) = gw
+                .propose("pay", json!({"amount": 200 + round * 100 + n, "to": "bob"}))
+                .await;
+            assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+            if round == 0 && n == 0 {
+                first = b["approval_id"].as_str().unwrap().to_string();
+                let (s, _) = gw.decide(&first, OP, "approve").await;
+                assert_eq!(s, StatusCode::OK);
+            }
+        }
+        tokens = read(&gw);
+        gw.stop().await;
+    }
+    assert_eq!(tokens.len(), 20);
+    let mut seen = std::collections::HashSet::new();
+    for (_, t) in &tokens {
+        assert!(
+            t.len() == 36 && t.starts_with("rpl_") && t[4..].bytes().all(|c| c.is_ascii_hexdigit()),
+            "{t}"
+        );
+        assert!(seen.insert(t.clone()), "reply token {t} issued twice");
+    }
+    // The decided confirmation keeps its token; the unique index refuses to issue it again.
+    let kept = tokens
+        .iter()
+        .find(|(id, _)| *id == first)
+        .unwrap()
+        .1
+        .clone();
+    let db = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
+    let again = db.execute(
+        "UPDATE approvals SET reply_token = ?1 WHERE id = ?2",
+        [&kept, &tokens[1].0],
+    );
+    assert!(
+        again.is_err_and(|e| e.to_string().contains("UNIQUE")),
+        "a reply token could be issued twice"
+    );
+}

@@ -1,0 +1,127 @@
+//! AAEP event streams (§5, §6.5): a stream resumes after `Last-Event-ID` and opens a
+//! subscription without an id; only its owner may open it, agents may not subscribe, and a bad
+//! request gets a valid `subscription.rejected`; cancelling a session announces
+//! `agent.session.cancelled` once and retires its confirmations' and questions' reply tokens.
+
+use super::kit::{AWAITING, Sse, confirm, core, handshake, now};
+use crate::kit::{BOT, OP, serve};
+use crate::schemas::assert_valid;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+#[tokio::test]
+async fn cancelling_a_session_cancels_its_confirmations_and_their_reply_tokens() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/c").await;
+    // A question of the same session dies with it: its reply token no longer answers it.
+    let (s, q) = gw
+        .post(
+            "/v1/clarifications",
+            BOT,
+            json!({"agent": "bot", "session_id": "s1",
+            "question": "Which folder?", "accepted_response_kinds": ["freetext"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{q}");
+    let q_token = sse.reply_token("aaep:agent.awaiting.clarification").await;
+    let (s, b) = gw.cancel_session("s1", BOT).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["clarifications"], json!([q["id"]]), "{b}");
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_eq!(ev["to_state"], "thinking");
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_eq!(ev["summary_normal"], "The question was withdrawn.");
+    let ev = sse.expect("aaep:agent.session.cancelled").await.data;
+    assert_valid(&core("agent.session.cancelled"), &ev, "session.cancelled");
+    assert!(
+        ev["summary_normal"].as_str().unwrap().contains("1 pending"),
+        "{ev}"
+    );
+    let first_session = ev["session_id"].clone();
+    let answer = json!({"type": "clarification.reply", "reply_token": q_token, "response": "/tmp",
+                        "subscription_id": sub, "timestamp": now()});
+    assert_eq!(gw.reply(Some(OP), answer).await, StatusCode::NO_CONTENT);
+    let (_, c) = gw.clarification(q["id"].as_str().unwrap(), BOT).await;
+    assert_eq!(c["status"], "cancelled", "{c}");
+    // Exactly once per session: cancelling it again announces nothing new, while a session
+    // with nothing pending is announced once.
+    let (s, _) = gw.cancel_session("s1", BOT).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = gw.cancel_session("idle", BOT).await;
+    assert_eq!(s, StatusCode::OK);
+    let ev = sse.expect("aaep:agent.session.cancelled").await.data;
+    assert_ne!(ev["session_id"], first_session, "{ev}");
+    assert!(
+        ev["summary_normal"].as_str().unwrap().contains("0 pending"),
+        "{ev}"
+    );
+    gw.cancel_session("idle", BOT).await;
+    sse.none_of("aaep:agent.session.cancelled", Duration::from_millis(1500))
+        .await;
+    assert_eq!(
+        gw.reply(Some(OP), confirm(&token, &sub, "accept")).await,
+        StatusCode::NO_CONTENT
+    );
+    let st = gw.status(&id).await;
+    assert_eq!(
+        (st["status"].as_str(), st.get("approval_token")),
+        (Some("cancelled"), None)
+    );
+}
+
+#[tokio::test]
+async fn streams_resume_after_last_event_id_and_open_a_subscription_without_an_id() {
+    let gw = serve().await;
+    let mut anon = Sse::open(&gw, "olaf-key", "/aaep/v1/events", None).await;
+    let first = anon.next(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first.event, "aaep.subscription");
+    assert_valid(
+        &handshake("subscription.accepted"),
+        &first.data,
+        "announced subscription",
+    );
+    let sub = first.data["subscription_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        first.data["honored_capabilities"]["supports_confirmation_reply"],
+        false
+    );
+    gw.hold_write("/tmp/r1").await;
+    let e1 = anon.expect(AWAITING).await;
+    drop(anon);
+    gw.hold_write("/tmp/r2").await;
+    gw.hold_write("/tmp/r3").await;
+    let mut again = Sse::open(
+        &gw,
+        "olaf-key",
+        &format!("/aaep/v1/events?subscription_id={sub}"),
+        e1.id.as_deref(),
+    )
+    .await;
+    let a = again.expect(AWAITING).await;
+    let b = again.expect(AWAITING).await;
+    assert!(a.data["consequence"].as_str().unwrap().contains("/tmp/r2"));
+    assert!(b.data["consequence"].as_str().unwrap().contains("/tmp/r3"));
+    // Another operator cannot open this subscription; an agent cannot subscribe.
+    let status = async |path: String, key: &str| {
+        let r = gw.http.get(format!("{}{path}", gw.url)).bearer_auth(key);
+        r.send().await.unwrap().status()
+    };
+    let path = format!("/aaep/v1/events?subscription_id={sub}");
+    assert_eq!(status(path, OP).await, StatusCode::NOT_FOUND);
+    let path = "/aaep/v1/events".to_string();
+    assert_eq!(status(path, BOT).await, StatusCode::FORBIDDEN);
+    // A bad request is rejected with a valid subscription.rejected.
+    let r = gw.http.post(format!("{}/aaep/v1/subscriptions", gw.url)).bearer_auth(OP)
+        .json(&json!({"type": "subscription.request", "aaep_version": "2.0.0", "subscriber_id": "x", "capabilities": {}}))
+        .send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().await.unwrap();
+    assert_valid(
+        &handshake("subscription.rejected"),
+        &body,
+        "subscription.rejected",
+    );
+    assert_eq!(body["reason_code"], "version_unsupported");
+}

@@ -1,0 +1,149 @@
+//! AAEP timing (§6.2, issue 10 §5): timeouts apply both default decisions and long waits count
+//! down with `agent.progress.updated`; an `on_timeout` escalation is announced up front and
+//! replies count until the announced deadline; a subscription's timeout extension lengthens the
+//! wait (capped) while its filters never drop critical events.
+
+use super::kit::{AWAITING, confirm, core};
+use crate::kit::{AGENTS, OP, serve, start_reg, wait_seconds};
+use crate::schemas::assert_valid;
+use assent_server::Settings;
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn timeouts_apply_both_defaults_and_long_waits_count_down() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    // `quick` rejects at its 1 s timeout, `lenient` accepts at its 1 s timeout.
+    let q = gw.pending("quick", json!({})).await;
+    let ev = sse.expect(AWAITING).await.data;
+    assert_eq!(
+        (
+            ev["timeout_seconds"].as_i64(),
+            ev["default_decision"].as_str()
+        ),
+        (Some(1), Some("reject"))
+    );
+    let qtoken = ev["reply_token"].as_str().unwrap().to_string();
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_eq!(ev["to_state"], "thinking");
+    assert_eq!(gw.status(&q).await["status"], "expired");
+    // A reply after the timeout changes nothing.
+    assert_eq!(
+        gw.reply(Some(OP), confirm(&qtoken, &sub, "accept")).await,
+        StatusCode::NO_CONTENT
+    );
+    assert!(gw.status(&q).await.get("token").is_none());
+    let l = gw.pending("lenient", json!({})).await;
+    let ev = sse.expect(AWAITING).await.data;
+    assert_eq!(ev["default_decision"], "accept");
+    let ev = sse.expect("aaep:agent.state.changed").await.data;
+    assert_eq!(ev["to_state"], "calling_tool");
+    assert!(gw.status(&l).await["approval_token"].is_object());
+
+    // A 300 s wait: progress at 50% and at 10% remaining (moved forward in the database).
+    let id = gw.hold_write("/tmp/long").await;
+    sse.expect(AWAITING).await;
+    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
+    let shift = |ms: i64| {
+        db.execute("UPDATE approvals SET requested_at = requested_at - ?2, expires_at = expires_at - ?2 WHERE id = ?1", rusqlite::params![id, ms]).unwrap();
+    };
+    shift(151_000);
+    let ev = sse.expect("aaep:agent.progress.updated").await.data;
+    assert_valid(&core("agent.progress.updated"), &ev, "progress 50%");
+    assert_eq!(ev["progress"]["percent"], 50);
+    shift(125_000);
+    let ev = sse.expect("aaep:agent.progress.updated").await.data;
+    assert_eq!(ev["progress"]["percent"], 90);
+    assert!(ev["summary_terse"].as_str().unwrap().contains("s left"));
+    sse.none_of("aaep:agent.progress.updated", Duration::from_millis(1500))
+        .await;
+}
+
+/// Issue 10 §5: an `on_timeout` escalation outlives the first wait, so the
+/// `awaiting.confirmation` announces the real deadline (first wait + `after_seconds`) with the
+/// escalation in `extensions.assent`, the escalation itself is an `agent.progress.updated`
+/// naming the new approvers, a reply is accepted until the announced deadline (even after the
+/// first wait ran out) and ignored after it.
+#[tokio::test]
+async fn an_escalation_is_announced_up_front_and_replies_count_until_the_announced_deadline() {
+    const ESC_GOV: &str = r#"
+policies:
+  - id: acme.test.esc-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: quick
+        approval: true
+        approvers: [finance]
+        timeout_seconds: 1
+        on_timeout: {escalate_to: [ops], after_seconds: 3}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        approval_timeout_ms: Some(300_000),
+        ..Settings::default()
+    };
+    let gw = start_reg(dir.path(), 300_000, settings, AGENTS, ESC_GOV).await;
+    let (sub, mut sse) = gw.subscribe("olaf-key", true, json!({})).await;
+    let id = gw.pending("quick", json!({})).await;
+    let ev = sse.expect(AWAITING).await.data;
+    assert_valid(
+        &core("agent.awaiting.confirmation"),
+        &ev,
+        "escalating confirmation",
+    );
+    assert_eq!(ev["timeout_seconds"], 4, "{ev}");
+    let esc = &ev["extensions"]["assent"]["escalation"];
+    assert_eq!(
+        (&esc["after_seconds"], &esc["escalate_to"]),
+        (&json!(3), &json!(["ops"]))
+    );
+    let deadline = esc["deadline"].as_str().unwrap().to_string();
+    let token = ev["reply_token"].as_str().unwrap().to_string();
+    // The escalation (after the first second) is announced; the deadline stays.
+    let ev = sse.expect("aaep:agent.progress.updated").await.data;
+    assert_valid(&core("agent.progress.updated"), &ev, "escalation progress");
+    let esc = &ev["extensions"]["assent"]["escalation"];
+    assert_eq!(esc["approvers"], json!(["finance", "ops"]), "{ev}");
+    assert_eq!(esc["deadline"], deadline.as_str());
+    assert!(ev["eta_ms"].as_i64().unwrap() <= 3000, "{ev}");
+    // Past the first wait, before the announced deadline: olaf (ops) may now accept.
+    assert_eq!(gw.status(&id).await["status"], "pending");
+    let accept = async |token: &str| {
+        gw.reply(Some("olaf-key"), confirm(token, &sub, "accept"))
+            .await
+    };
+    assert_eq!(accept(&token).await, StatusCode::NO_CONTENT);
+    assert_eq!(gw.status(&id).await["status"], "approved");
+
+    // A second one whose announced deadline has passed: the reply is ignored.
+    let late = gw.pending("quick", json!({"n": 2})).await;
+    let token = sse.reply_token(AWAITING).await;
+    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
+    db.execute("UPDATE approvals SET requested_at = requested_at - 4500, expires_at = expires_at - 4500 WHERE id = ?1", [&late]).unwrap();
+    assert_eq!(accept(&token).await, StatusCode::NO_CONTENT);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rec = gw.status(&late).await;
+    assert_eq!(rec["status"], "expired", "{rec}");
+    assert!(rec.get("token").is_none(), "{rec}");
+}
+
+#[tokio::test]
+async fn filters_never_drop_critical_events_and_extensions_lengthen_timeouts() {
+    let gw = serve().await;
+    let filters = json!({"event_filters": {"include": ["aaep:agent.session.started"]},
+                         "assent": {"timeout_extension_seconds": 5000}});
+    let (_sub, mut sse) = gw.subscribe(OP, true, filters).await;
+    let id = gw.hold_write("/tmp/f").await;
+    // awaiting.confirmation is critical: delivered although not included.
+    let ev = sse.expect(AWAITING).await.data;
+    // The extension is capped at 600 s (aaep_max_timeout_extension_seconds).
+    let st = gw.status(&id).await;
+    assert_eq!(wait_seconds(&st), 900);
+    assert_eq!(ev["timeout_seconds"], 900);
+    gw.decide(&id, OP, "approve").await;
+    // state.changed is not critical and not included: filtered out.
+    sse.none_of("aaep:agent.state.changed", Duration::from_millis(800))
+        .await;
+}

@@ -1,0 +1,323 @@
+//! Attacks on the HTTP API's limits, each test named for the attack it stops (issue 10): the
+//! pending cap dodged through clarifications, an operator saying no by cancelling, guessing
+//! keys, one principal flooding the gateway or pinning long-polls, a body trickled slowly, a
+//! standing grant for an irreversible call, and an edit raising an amount past its threshold.
+
+use crate::kit::{BOT, Gw, OP, serve, serve_policy, serve_with, start_tuned};
+use assent_server::Settings;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
+    let gw = serve_with(Settings {
+        approval_timeout_ms: Some(300_000),
+        max_pending_per_agent: 2,
+        ..Settings::default()
+    })
+    .await;
+    let ask = json!({"agent": "bot", "session_id": "s", "question": "Which account?", "accepted_response_kinds": ["freetext"]});
+    let (s, b) = gw.post("/v1/clarifications", BOT, ask.clone()).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let (s, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    // Two things wait now: neither another question nor another approval is accepted.
+    let (s, b) = gw.post("/v1/clarifications", BOT, ask).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_PENDING")),
+        "{b}"
+    );
+    let (s, b) = gw.propose("pay", json!({"amount": 600, "to": "bob"})).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_PENDING")),
+        "{b}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_operator_cannot_say_no_by_cancelling_an_approval_they_could_not_decide() {
+    let gw = serve().await;
+    // `pay` needs the finance role; olaf has only ops.
+    let pay = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
+    let quick = gw.pending("quick", json!({})).await;
+    let (s, b) = gw.cancel(&pay, "olaf-key", None).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("FORBIDDEN")),
+        "{b}"
+    );
+    // Cancelling the whole session cancels only what olaf could decide.
+    let (s, b) = gw.cancel_session("s1", "olaf-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["cancelled"].clone(), b["refused"].clone()),
+        (json!([quick]), json!([pay])),
+        "{b}"
+    );
+    let (_, rec) = gw.approval(&pay, OP).await;
+    assert_eq!(rec["status"], "pending");
+    // Another agent's key cannot cancel it either; its own agent and a finance operator can.
+    let (s, _) = gw.cancel(&pay, "other-key", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, b) = gw.cancel(&pay, OP, None).await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{b}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
+    let gw = serve().await;
+    // Wrong keys are answered 401 until the address's allowance is used up, then 429 with
+    // Retry-After; from then on even the right key is not checked.
+    let mut throttled = None;
+    for i in 0..60 {
+        let (s, b) = gw.get("/v1/whoami", &format!("guess-{i:04}-key")).await;
+        if s == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(b["code"], "AUTH_THROTTLED", "{b}");
+            throttled = Some(i);
+            break;
+        }
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{b}");
+    }
+    let n = throttled.expect("60 wrong keys in a row were never throttled");
+    assert!(n <= 30, "throttled only after {n} guesses");
+    let resp = gw.get_raw("/v1/whoami", OP).await;
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&wait), "{wait}");
+    // The dashboard's sign-in shares the lock-out.
+    let login = gw
+        .http
+        .get(format!("{}/ui/login", gw.url))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let html = login.text().await.unwrap();
+    let csrf = html
+        .split(r#"name="csrf" value=""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    let resp = gw
+        .http
+        .post(format!("{}/ui/login", gw.url))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&key={OP}&next=/ui"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    let (s, b) = gw.get("/v1/whoami", OP).await;
+    assert_eq!(
+        (s, b["name"].as_str()),
+        (StatusCode::OK, Some("alice")),
+        "{b}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |st| {
+        st.throttle = std::sync::Arc::new(assent_server::throttle::Throttle::new(
+            assent_server::throttle::RateLimits {
+                requests_per_second: 1,
+                burst: 3,
+            },
+        ));
+    })
+    .await;
+    let mut codes = Vec::new();
+    for _ in 0..6 {
+        let (s, b) = gw.propose("read", json!({})).await;
+        codes.push((s, b["code"].as_str().map(str::to_string)));
+    }
+    assert_eq!(
+        codes.iter().filter(|(s, _)| *s == StatusCode::OK).count(),
+        3,
+        "{codes:?}"
+    );
+    assert!(
+        codes.contains(&(StatusCode::TOO_MANY_REQUESTS, Some("RATE_LIMITED".into()))),
+        "{codes:?}"
+    );
+    // Another principal is not slowed down by it.
+    let (s, _) = gw.get("/v1/approvals", OP).await;
+    assert_eq!(s, StatusCode::OK);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = serve_with(Settings {
+        body_read_timeout: std::time::Duration::from_secs(1),
+        ..Settings::default()
+    })
+    .await;
+    let addr = gw.url.trim_start_matches("http://").to_string();
+    // Authenticated or not, on the API, the AAEP replies and the dashboard's sign-in alike.
+    for (path, auth) in [
+        ("/v1/tool-calls", format!("authorization: Bearer {BOT}\r\n")),
+        ("/aaep/v1/replies", String::new()),
+        ("/ui/login", String::new()),
+    ] {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"agent\":"
+        );
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        let t = std::time::Instant::now();
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tcp.read_to_end(&mut buf),
+        )
+        .await;
+        let text = String::from_utf8_lossy(&buf);
+        assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
+        assert!(
+            text.contains(r#""code":"REQUEST_TIMEOUT""#),
+            "{path}: {text}"
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{path}: {:?}",
+            t.elapsed()
+        );
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time() {
+    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: wire\n";
+    const GOV: &str = "policies:\n  - id: t.irrev-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: wire\n        irreversible: true\n        risk_tier: R1\n";
+    let gw = serve_policy(AGENT, GOV).await;
+    // Irreversible at R1 and no approval rule: still held for a person.
+    let (s, b) = gw.propose("wire", json!({"to": "x"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    // A standing grant is refused; approving this one call is fine.
+    let decision = json!({"decision": "approve", "scope": "session", "whole_tool": true});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(
+        b["message"].as_str().unwrap().contains("irreversible"),
+        "{b}"
+    );
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, b) = gw.propose("wire", json!({"to": "x"})).await;
+    assert_eq!(
+        s,
+        StatusCode::ACCEPTED,
+        "the next identical call needs a person again: {b}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn one_principal_cannot_pin_unbounded_long_polls() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |st| {
+        st.waiters = std::sync::Arc::new(assent_server::waiters::Waiters::new(2));
+    })
+    .await;
+    let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
+    let poll = |gw: &Gw| {
+        let (http, url) = (
+            gw.http.clone(),
+            format!("{}/v1/approvals/{id}?wait=30", gw.url),
+        );
+        tokio::spawn(async move {
+            let r = http.get(url).bearer_auth(BOT).send().await.unwrap();
+            let s = r.status();
+            (s, r.json::<Value>().await.unwrap())
+        })
+    };
+    let a = poll(&gw);
+    let b2 = poll(&gw);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (s, b) = poll(&gw).await.unwrap();
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_WAITERS")),
+        "{b}"
+    );
+    // A plain read still works, and a decision wakes the two waiting polls at once.
+    let (s, _) = gw.approval(&id, BOT).await;
+    assert_eq!(s, StatusCode::OK);
+    let t = std::time::Instant::now();
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    for w in [a, b2] {
+        let (s, b) = w.await.unwrap();
+        assert_eq!(
+            (s, b["status"].as_str()),
+            (StatusCode::OK, Some("approved")),
+            "{b}"
+        );
+    }
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
+    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+    const GOV: &str = "policies:\n  - id: t.cost-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
+    let gw = serve_policy(AGENT, GOV).await;
+    let (s, b) = gw.propose("pay", json!({"amount": 500})).await;
+    assert_eq!(
+        (s, b["triggers"].clone()),
+        (StatusCode::ACCEPTED, json!(["cost"])),
+        "{b}"
+    );
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    // Approving 500 over the threshold is the operator's call; turning it into a billion is not.
+    let (s, b) = gw.edit(&id, json!({"amount": 1_000_000_000})).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("EDIT_OVER_THRESHOLD")
+        ),
+        "{b}"
+    );
+    let (s, b) = gw.edit(&id, json!({"amount": 400})).await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("approved")),
+        "{b}"
+    );
+    gw.stop().await;
+}

@@ -1,0 +1,469 @@
+//! The shared test kit at the bottom of the integration binary: the default agent and
+//! governance files, gateways ([`Gw`]) served on a loopback port over a real SQLite file
+//! (`start*` over a data directory the test keeps, `serve*` over a temporary one the gateway
+//! owns), and one helper per step of the approval's life cycle — propose a call (allowed, held
+//! for approval or denied), decide it as an operator (approve, deny, edit), read or long-poll
+//! the approval, redeem its token, cancel — plus plan submission and small JSON readers. It
+//! checks nothing beyond what a helper's name promises (`held` asserts 202, `as_agent` 200);
+//! the tests keep their own assertions. Test modules import from here; it imports none of them.
+
+use assent_core::policy::Registry;
+use assent_server::config::{Principal, PrincipalKind};
+use assent_server::{AppState, Settings, run};
+use assent_store::Store;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// The key of operator `alice` (role `finance`, the approver of `pay`).
+pub const OP: &str = "alice-key";
+/// The key of agent `bot`.
+pub const BOT: &str = "bot-key";
+
+/// Agent `bot`: `read`, `pay` (held over 100, with a message template), `quick`, `lenient`,
+/// and MCP server `fs` with `read_file` and `write_file` (always held).
+pub const AGENTS: &str = r#"
+metadata: {id: bot, name: Bot}
+action_space:
+  local_tools:
+    - alias: read
+    - alias: pay
+      approval:
+        message_template: "Pay {{tool_args.amount}} to {{tool_args.to}}?"
+        condition: {args_match: {amount: {gt: 100}}}
+    - alias: quick
+    - alias: lenient
+  mcp_servers:
+    - alias: fs
+      allowed_tools: [read_file, {name: write_file, approval: true}]
+"#;
+/// [`GOV`]'s `pay` rule with a side effect naming the card number, which `redact` masks.
+pub const REDACTING_GOV: &str = r#"
+policies:
+  - id: acme.test.rules-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: pay
+        approvers: [finance]
+        side_effects: "Charges card {{tool_args.card.number}} for {{tool_args.amount}}."
+        redact: [card.number]
+        approval: {condition: {args_match: {card.number: {pattern: "^4"}}}}
+"#;
+/// Agent `other`, whose `pay` is always held.
+const OTHER: &str =
+    "metadata: {id: other}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+/// Governance `acme.test.rules-v1`: `pay` needs the finance role; `quick` (rejects) and
+/// `lenient` (approves, R1) time out after 1 s.
+pub const GOV: &str = r#"
+policies:
+  - id: acme.test.rules-v1
+    selector: {agents: ["*"]}
+    rules:
+      - tool: pay
+        approvers: [finance]
+      - tool: quick
+        approval: true
+        timeout_seconds: 1
+      - tool: lenient
+        approval: true
+        timeout_seconds: 1
+        default_decision: approve
+        risk_tier: R1
+"#;
+
+fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
+    Principal {
+        name: name.into(),
+        kind,
+        key_sha256: Sha256::digest(key.as_bytes()).into(),
+    }
+}
+
+/// A running gateway: its base URL, an HTTP client, and the state it serves (store, registry).
+pub struct Gw {
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub url: String,
+    /// The client every helper sends with.
+    pub http: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    /// The served state (the tests read the store and the registry through it).
+    pub state: AppState,
+    /// The data directory when the gateway owns it ([`serve`]), removed after it stops.
+    dir: Option<tempfile::TempDir>,
+}
+
+/// The default gateway: [`AGENTS`] under [`GOV`], 300 s tokens and approval timeout.
+pub async fn start(dir: &Path) -> Gw {
+    start_with(dir, 300_000).await
+}
+
+/// [`start_opts`] with a 300 s approval timeout; tokens live `token_ttl_ms` milliseconds.
+pub async fn start_with(dir: &Path, token_ttl_ms: i64) -> Gw {
+    start_opts(
+        dir,
+        token_ttl_ms,
+        Settings {
+            approval_timeout_ms: Some(300_000),
+            ..Settings::default()
+        },
+    )
+    .await
+}
+
+/// [`start_reg`] with [`AGENTS`] and [`GOV`].
+pub async fn start_opts(dir: &Path, token_ttl_ms: i64, settings: Settings) -> Gw {
+    start_reg(dir, token_ttl_ms, settings, AGENTS, GOV).await
+}
+
+/// A gateway whose agent `bot` is declared by `agents` (and `other` by [`OTHER`]) under the
+/// governance file `gov`.
+pub async fn start_reg(
+    dir: &Path,
+    token_ttl_ms: i64,
+    settings: Settings,
+    agents: &str,
+    gov: &str,
+) -> Gw {
+    start_custom(dir, token_ttl_ms, settings, agents, gov, |_| {}).await
+}
+
+/// A gateway with an inline policy: `agents` under `gov`, default settings, 300 s tokens.
+pub async fn start_policy(dir: &Path, agents: &str, gov: &str) -> Gw {
+    start_reg(dir, 300_000, Settings::default(), agents, gov).await
+}
+
+/// A gateway with the default policy and `customize` applied to its state (webhooks,
+/// throttles, checkpoints) before it serves.
+pub async fn start_tuned(dir: &Path, customize: impl FnOnce(&mut AppState)) -> Gw {
+    start_custom(dir, 300_000, Settings::default(), AGENTS, GOV, customize).await
+}
+
+/// [`start_reg`], with `customize` applied to the state before it serves (webhooks, links).
+/// Principals: operators `alice` (finance) and `olaf` (ops), agents `bot` and `other`, each
+/// with the key `NAME-key`.
+pub async fn start_custom(
+    dir: &Path,
+    token_ttl_ms: i64,
+    settings: Settings,
+    agents: &str,
+    gov: &str,
+    customize: impl FnOnce(&mut AppState),
+) -> Gw {
+    let reg = Registry::load(
+        &[
+            ("bot.agf.yaml".into(), agents.into()),
+            ("other.agf.yaml".into(), OTHER.into()),
+        ],
+        &[("gov.yaml".into(), gov.into())],
+    )
+    .unwrap();
+    let operator = |role: &str| PrincipalKind::Operator {
+        roles: vec![role.into()],
+    };
+    let agent = |id: &str| PrincipalKind::Agent {
+        agent_id: id.into(),
+    };
+    let principals = vec![
+        principal("alice", "alice-key", operator("finance")),
+        principal("olaf", "olaf-key", operator("ops")),
+        principal("bot", "bot-key", agent("bot")),
+        principal("other", "other-key", agent("other")),
+    ];
+    let store = Store::open(dir, token_ttl_ms).unwrap();
+    let mut state = AppState::new(store, reg, principals, settings);
+    customize(&mut state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let st = state.clone();
+    let task = tokio::spawn(async move {
+        run(listener, st, async move {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    Gw {
+        url,
+        http: reqwest::Client::new(),
+        stop: Some(tx),
+        task,
+        state,
+        dir: None,
+    }
+}
+
+/// [`start`] over a fresh temporary data directory that the gateway owns (for tests that
+/// never reopen it).
+pub async fn serve() -> Gw {
+    serve_in(async |dir| start(dir).await).await
+}
+
+/// [`start_opts`] with `settings` and 300 s tokens over a data directory the gateway owns.
+pub async fn serve_with(settings: Settings) -> Gw {
+    serve_in(async |dir| start_opts(dir, 300_000, settings).await).await
+}
+
+/// [`start_policy`] (`agents` under `gov`) over a data directory the gateway owns.
+pub async fn serve_policy(agents: &str, gov: &str) -> Gw {
+    serve_in(async |dir| start_policy(dir, agents, gov).await).await
+}
+
+/// Runs `start` over a fresh temporary data directory and hands that directory to the gateway.
+async fn serve_in(start: impl AsyncFnOnce(&Path) -> Gw) -> Gw {
+    let dir = tempfile::tempdir().unwrap();
+    let mut gw = start(dir.path()).await;
+    gw.dir = Some(dir);
+    gw
+}
+
+/// The `approval_id` of a held call's (or submitted plan's) answer; panics naming the body.
+pub fn approval_id(b: &Value) -> String {
+    b["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no approval_id in {b}"))
+        .to_string()
+}
+
+/// The `token` of an approved approval as its agent sees it; panics naming the body.
+pub fn token_of(v: &Value) -> String {
+    v["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token in {v}"))
+        .to_string()
+}
+
+impl Gw {
+    /// Sends `body` (as JSON) to `method path` with bearer `key`; the status and the JSON body
+    /// (`Null` when the body is not JSON).
+    pub async fn req(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut r = self
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", self.url));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let s = resp.status();
+        (s, resp.json().await.unwrap_or(Value::Null))
+    }
+    /// `GET path` with bearer `key`.
+    pub async fn get(&self, path: &str, key: &str) -> (StatusCode, Value) {
+        self.req("GET", path, Some(key), None).await
+    }
+    /// `POST path` with bearer `key` and a JSON `body`.
+    pub async fn post(&self, path: &str, key: &str, body: Value) -> (StatusCode, Value) {
+        self.req("POST", path, Some(key), Some(body)).await
+    }
+    /// Sends `GET path` with bearer `key` and hands back the raw response (headers, text).
+    pub async fn get_raw(&self, path: &str, key: &str) -> reqwest::Response {
+        let url = format!("{}{path}", self.url);
+        self.http.get(url).bearer_auth(key).send().await.unwrap()
+    }
+    /// The body of `GET path` with bearer `key`, as text (JSONL exports).
+    pub async fn get_text(&self, path: &str, key: &str) -> String {
+        self.get_raw(path, key).await.text().await.unwrap()
+    }
+    /// Proposes `tool(args)` as agent `bot` in session `s1` (`POST /v1/tool-calls`).
+    pub async fn propose(&self, tool: &str, args: Value) -> (StatusCode, Value) {
+        self.req(
+            "POST",
+            "/v1/tool-calls",
+            Some("bot-key"),
+            Some(json!({"agent": "bot", "session_id": "s1", "tool": tool, "arguments": args})),
+        )
+        .await
+    }
+    /// Proposes `tool(args)` as `bot` in `session`, with `extra`'s fields (`server`,
+    /// `device_id`, `trace_id`, `plan_id`…) added to the body.
+    pub async fn call(
+        &self,
+        session: &str,
+        tool: &str,
+        args: Value,
+        extra: Value,
+    ) -> (StatusCode, Value) {
+        let mut body =
+            json!({"agent": "bot", "session_id": session, "tool": tool, "arguments": args});
+        if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
+            b.extend(e);
+        }
+        self.req("POST", "/v1/tool-calls", Some("bot-key"), Some(body))
+            .await
+    }
+    /// Proposes `tool(args)` as `bot` in `session` (no extra fields).
+    pub async fn propose_in(&self, session: &str, tool: &str, args: Value) -> (StatusCode, Value) {
+        self.call(session, tool, args, json!({})).await
+    }
+    /// Proposes a call that must be held (asserts 202) and returns its approval id.
+    pub async fn held(&self, session: &str, tool: &str, args: Value) -> String {
+        let (s, b) = self.propose_in(session, tool, args).await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+        b["approval_id"].as_str().unwrap().to_string()
+    }
+    /// [`Gw::propose`]s a call and returns the approval id it was held under (no status check).
+    pub async fn pending(&self, tool: &str, args: Value) -> String {
+        approval_id(&self.propose(tool, args).await.1)
+    }
+    /// Decides approval `id` as the operator with `key`: `d` is `approve` or `deny`, the
+    /// reason `test`.
+    pub async fn decide(&self, id: &str, key: &str, d: &str) -> (StatusCode, Value) {
+        self.decide_with(id, key, json!({"decision": d, "reason": "test"}))
+            .await
+    }
+    /// Posts the decision `body` (scope, edited arguments, reason…) on approval `id` with `key`.
+    pub async fn decide_with(&self, id: &str, key: &str, body: Value) -> (StatusCode, Value) {
+        self.req(
+            "POST",
+            &format!("/v1/approvals/{id}/decision"),
+            Some(key),
+            Some(body),
+        )
+        .await
+    }
+    /// Approves `id` as operator alice with the `args` edited in (approve with modifications).
+    pub async fn edit(&self, id: &str, args: Value) -> (StatusCode, Value) {
+        self.decide_with(id, OP, json!({"decision": "approve", "arguments": args}))
+            .await
+    }
+    /// `GET /v1/approvals/{id}` (a `?query` may follow the id) with `key`.
+    pub async fn approval(&self, id: &str, key: &str) -> (StatusCode, Value) {
+        self.get(&format!("/v1/approvals/{id}"), key).await
+    }
+    /// The approval as its agent sees it (with the token once approved); asserts 200.
+    pub async fn as_agent(&self, id: &str) -> Value {
+        let (s, b) = self.approval(id, "bot-key").await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        b
+    }
+    /// Approval `id` rendered as `format` (`approval-request`, `mplp`) for operator alice.
+    pub async fn view(&self, id: &str, format: &str) -> (StatusCode, Value) {
+        self.approval(&format!("{id}?format={format}"), OP).await
+    }
+    /// Redeems `token` for `tool(args)` as `bot`, bound to `device` when given.
+    pub async fn redeem(
+        &self,
+        token: &str,
+        tool: &str,
+        args: Value,
+        device: Option<&str>,
+    ) -> (StatusCode, Value) {
+        self.req(
+            "POST",
+            "/v1/tokens/redeem",
+            Some("bot-key"),
+            Some(json!({"token": token, "tool": tool, "arguments": args, "device_id": device})),
+        )
+        .await
+    }
+    /// Redeems `token` for `tool(args)` with `key` (any principal; no device).
+    pub async fn redeem_as(
+        &self,
+        key: &str,
+        token: &Value,
+        tool: &str,
+        args: Value,
+    ) -> (StatusCode, Value) {
+        self.post(
+            "/v1/tokens/redeem",
+            key,
+            json!({"token": token, "tool": tool, "arguments": args}),
+        )
+        .await
+    }
+    /// Creates the MPLP `plan` as agent `bot` (`POST /v1/plans`, no session).
+    pub async fn create_plan(&self, plan: Value) -> (StatusCode, Value) {
+        self.post("/v1/plans", BOT, json!({"agent": "bot", "plan": plan}))
+            .await
+    }
+    /// Submits plan `pid` for approval as agent `bot` (`POST /v1/plans/{pid}/submit`).
+    pub async fn submit_plan(&self, pid: &str) -> (StatusCode, Value) {
+        let path = format!("/v1/plans/{pid}/submit");
+        self.post(&path, BOT, json!({"agent": "bot"})).await
+    }
+    /// Cancels approval `id` with `key` (`POST /v1/approvals/{id}/cancel`, optional body).
+    pub async fn cancel(&self, id: &str, key: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let path = format!("/v1/approvals/{id}/cancel");
+        self.req("POST", &path, Some(key), body).await
+    }
+    /// Cancels everything pending in `session` with `key`.
+    pub async fn cancel_session(&self, session: &str, key: &str) -> (StatusCode, Value) {
+        let path = format!("/v1/sessions/{session}/cancel");
+        self.req("POST", &path, Some(key), None).await
+    }
+    /// Sends every body to `path` at once, each from its own task, and returns the replies.
+    pub async fn post_all(
+        &self,
+        path: &str,
+        key: &'static str,
+        bodies: impl Iterator<Item = Value>,
+    ) -> Vec<(StatusCode, Value)> {
+        let futs = bodies.map(|body| {
+            let (http, url) = (self.http.clone(), format!("{}{path}", self.url));
+            tokio::spawn(async move {
+                let r = http
+                    .post(url)
+                    .bearer_auth(key)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let s = r.status();
+                (s, r.json::<Value>().await.unwrap())
+            })
+        });
+        futures::future::join_all(futs)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect()
+    }
+    /// Stops serving and waits for the server task (signing the last audit checkpoint).
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.unwrap();
+        drop(self.dir.take());
+    }
+}
+
+/// Counts the audit records of `kind` in the SQLite file at `db`.
+pub fn audit_count(db: &Path, kind: &str) -> i64 {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row("SELECT count(*) FROM audit WHERE kind = ?1", [kind], |r| {
+            r.get(0)
+        })
+        .unwrap()
+}
+
+/// Seconds from an approval's `requested_at` to its `expires_at` (both RFC 3339).
+pub fn wait_seconds(approval: &Value) -> i64 {
+    let t = |k: &str| {
+        time::OffsetDateTime::parse(
+            approval[k].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap()
+    };
+    (t("expires_at") - t("requested_at")).whole_seconds()
+}
+
+/// The string `key` of every object in the JSON array `list` (event types, tool states…).
+pub fn pluck<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[key].as_str().unwrap())
+        .collect()
+}

@@ -1,0 +1,229 @@
+//! One approval's life cycle through the HTTP API: a call allowed, held or denied; approved
+//! (waking the agent's long-poll) or denied; its token redeemed exactly once for the exact
+//! call, or expired; an approval expired by the running server. Concurrency and restarts are in
+//! `durability.rs`, authentication and bad input in `access.rs`.
+
+use crate::kit::{BOT, OP, serve, start_with, token_of};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+#[tokio::test]
+async fn allow_pending_and_deny_paths() {
+    let gw = serve().await;
+    let (s, b) = gw.propose("read", json!({"x": 1})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["decision"], "allow");
+    assert_eq!(b["call_hash"].as_str().unwrap().len(), 64);
+
+    let (s, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(
+        (b["decision"].as_str(), b["code"].as_str()),
+        (Some("pending"), Some("TOOL_BLOCKED_PENDING_APPROVAL"))
+    );
+    assert_eq!(b["message"], "Pay 500 to bob?");
+    assert!(b["expires_at"].as_str().unwrap().ends_with('Z'));
+
+    let (s, b) = gw.propose("launch", json!({})).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        (b["decision"].as_str(), b["code"].as_str()),
+        (Some("deny"), Some("TOOL_DENIED"))
+    );
+    assert!(
+        b["reason"]
+            .as_str()
+            .unwrap()
+            .contains("`launch` is not declared"),
+        "{b}"
+    );
+
+    // Only the listed MCP tools are declared.
+    let (s, b) = gw
+        .call("s", "delete_file", json!({}), json!({"server": "fs"}))
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("TOOL_DENIED"))
+    );
+    let (s, b) = gw.get("/v1/agents/bot/mcp-servers/fs/tools", BOT).await;
+    assert_eq!(
+        (s, b["tools"].clone()),
+        (StatusCode::OK, json!(["read_file", "write_file"]))
+    );
+
+    let (s, b) = gw.get("/v1/approvals?status=pending", OP).await;
+    assert_eq!(s, StatusCode::OK);
+    let list = b["approvals"].as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    let a = &list[0];
+    for k in [
+        "id",
+        "status",
+        "agent",
+        "session_id",
+        "call",
+        "call_hash",
+        "message",
+        "risk_tier",
+        "irreversible",
+        "reasons",
+        "decisions",
+        "requested_at",
+        "expires_at",
+    ] {
+        assert!(a.get(k).is_some(), "approval record lacks {k}: {a}");
+    }
+    assert_eq!(
+        a["call"],
+        json!({"tool": "pay", "server": null, "arguments": {"amount": 500, "to": "bob"}})
+    );
+    assert!(a.get("token").is_none());
+    let (s, b) = gw.req("GET", "/healthz", None, None).await;
+    assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("ok")));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once() {
+    let gw = serve().await;
+    let args = json!({"amount": 500, "to": "bob"});
+    let id = gw.pending("pay", args.clone()).await;
+    let path = format!("/v1/approvals/{id}?wait=20");
+    let started = std::time::Instant::now();
+    let waiter = {
+        let (http, url) = (gw.http.clone(), format!("{}{path}", gw.url));
+        tokio::spawn(async move {
+            http.get(url)
+                .bearer_auth("bot-key")
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (s, d) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(
+        (s, d["status"].as_str()),
+        (StatusCode::OK, Some("approved")),
+        "{d}"
+    );
+    assert!(d.get("token").is_none(), "operators never see the token");
+    let rec = waiter.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the long-poll ended on the decision"
+    );
+    assert_eq!(rec["status"], "approved");
+    assert_eq!(rec["decisions"][0]["by"], "alice");
+    let token = json!(token_of(&rec));
+
+    let redeem = |args: Value, key: &'static str| gw.redeem_as(key, &token, "pay", args);
+    let (s, b) = redeem(json!({"amount": 501, "to": "bob"}), BOT).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("TOKEN_MISMATCH"))
+    );
+    let (s, _) = redeem(args.clone(), "other-key").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, b) = redeem(args.clone(), OP).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("FORBIDDEN"))
+    );
+    let token = token_of(&rec);
+    let mut forged = token.clone();
+    forged.pop();
+    forged.push(if token.ends_with('A') { 'B' } else { 'A' });
+    let (s, b) = gw.redeem_as(BOT, &json!(forged), "pay", args.clone()).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("TOKEN_INVALID"))
+    );
+    // Key order does not matter: the hash is over canonical JSON.
+    let (s, b) = redeem(json!({"to": "bob", "amount": 500.0}), BOT).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["approval_id"].as_str(), Some(id.as_str()));
+    let (s, b) = redeem(args, BOT).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::CONFLICT, Some("TOKEN_USED"))
+    );
+    let rep = gw.state.store.verify_audit().unwrap();
+    assert!(rep.broken.is_none());
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn deny_reaches_the_agent_and_mints_nothing() {
+    let gw = serve().await;
+    let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
+    let (s, d) = gw.decide(&id, OP, "deny").await;
+    assert_eq!(
+        (s, d["status"].as_str()),
+        (StatusCode::OK, Some("rejected"))
+    );
+    let (_, rec) = gw.approval(&id, BOT).await;
+    assert_eq!(
+        (
+            rec["status"].as_str(),
+            rec["decisions"][0]["reason"].as_str()
+        ),
+        (Some("rejected"), Some("test"))
+    );
+    assert!(rec.get("token").is_none());
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(
+        (s, b["code"].as_str(), b["status"].as_str()),
+        (
+            StatusCode::CONFLICT,
+            Some("ALREADY_DECIDED"),
+            Some("rejected")
+        )
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn token_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_with(dir.path(), 300).await;
+    let args = json!({"amount": 500, "to": "bob"});
+    let id = gw.pending("pay", args.clone()).await;
+    gw.decide(&id, OP, "approve").await;
+    let (_, rec) = gw.approval(&id, BOT).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (s, b) = gw.redeem_as(BOT, &rec["token"], "pay", args).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::GONE, Some("TOKEN_EXPIRED"))
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_running_server_expires_approvals_and_wakes_the_waiting_agent() {
+    let gw = serve().await;
+    let id = gw.pending("quick", json!({})).await;
+    let started = std::time::Instant::now();
+    let (s, rec) = gw.approval(&format!("{id}?wait=30"), BOT).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (
+            rec["status"].as_str(),
+            rec["decisions"][0]["default_applied"].as_str()
+        ),
+        (Some("expired"), Some("reject"))
+    );
+    assert_eq!(rec["decisions"][0]["by"], "system:expiry");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woke at the 1 s expiry, not the 30 s wait"
+    );
+    assert!(rec.get("token").is_none());
+    gw.stop().await;
+}

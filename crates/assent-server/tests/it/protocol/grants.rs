@@ -1,0 +1,152 @@
+//! Seed 002 grants: an approval widened to the session, a duration or the workspace covers
+//! later identical calls (each with its own token) until revoked or lapsed; the workspace scope
+//! on an R3 tool needs explicit confirmation; bad scopes are refused.
+
+use super::env::env;
+use crate::kit::{BOT, OP, token_of};
+use crate::schemas::{assert_valid, validator};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn session_grant_covers_the_same_call_in_the_same_session_until_revoked() {
+    let e = env().await;
+    let gw = &e.gw;
+    let token_schema = validator("docs/schemas/approval-token.schema.json");
+    let id = gw.held("s1", "send", json!({"to": "ops", "n": 1})).await;
+    let (s, b) = gw
+        .decide_with(&id, OP, json!({"decision": "approve", "scope": "session"}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["scope"].as_str(), b["grant_id"].is_string()),
+        (Some("session"), true)
+    );
+    let rec = gw.as_agent(&id).await;
+    assert_eq!(rec["scope"], "session");
+    assert_valid(
+        &token_schema,
+        &rec["approval_token"],
+        "token of a session approval",
+    );
+    assert_eq!(rec["approval_token"]["scope"], "session");
+    let (s, _) = gw
+        .redeem(&token_of(&rec), "send", json!({"to": "ops", "n": 1}), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    // The same call again in the same session: allowed by the grant, with its own token.
+    let (s, b) = gw
+        .call("s1", "send", json!({"n": 1, "to": "ops"}), json!({}))
+        .await;
+    assert_eq!(
+        (s, b["decision"].as_str()),
+        (StatusCode::OK, Some("allow")),
+        "{b}"
+    );
+    assert_eq!(b["grant_id"], rec["grant_id"]);
+    assert_ne!(b["approval_id"], json!(id));
+    assert_valid(
+        &token_schema,
+        &b["approval_token"],
+        "token of a granted call",
+    );
+    let t = token_of(&b);
+    let redeem = || gw.redeem(&t, "send", json!({"to": "ops", "n": 1}), None);
+    assert_eq!(redeem().await.0, StatusCode::OK);
+    assert_eq!(redeem().await.0, StatusCode::CONFLICT);
+
+    // Another session, or other arguments: not covered.
+    let send = |session: &'static str, n: i64| {
+        gw.call(session, "send", json!({"to": "ops", "n": n}), json!({}))
+    };
+    assert_eq!(send("s2", 1).await.0, StatusCode::ACCEPTED);
+    assert_eq!(send("s1", 2).await.0, StatusCode::ACCEPTED);
+
+    // Listed, then revoked: the same call is held again.
+    let (_, g) = gw.get("/v1/grants", OP).await;
+    let grants = g["grants"].as_array().unwrap();
+    assert_eq!(grants.len(), 1, "{g}");
+    let gid = grants[0]["id"].as_str().unwrap();
+    assert_eq!(grants[0]["whole_tool"], false);
+    assert_eq!(gw.get("/v1/grants", BOT).await.0, StatusCode::FORBIDDEN);
+    let revoke = async || {
+        gw.req("DELETE", &format!("/v1/grants/{gid}"), Some(OP), None)
+            .await
+    };
+    assert_eq!(revoke().await.0, StatusCode::NO_CONTENT);
+    assert_eq!(revoke().await.0, StatusCode::NOT_FOUND);
+    assert_eq!(send("s1", 1).await.0, StatusCode::ACCEPTED);
+    let (_, g) = gw.get("/v1/grants", OP).await;
+    assert_eq!(g["grants"].as_array().unwrap().len(), 0);
+    let (_, g) = gw.get("/v1/grants?all=true", OP).await;
+    assert_eq!(g["grants"][0]["revoked_by"], "alice");
+}
+
+#[tokio::test]
+async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmation_on_r3() {
+    let e = env().await;
+    let gw = &e.gw;
+    let id = gw.held("s1", "send", json!({"n": 1})).await;
+    let decision = json!({"decision": "approve", "scope": "2s", "whole_tool": true});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // Other arguments, other session: covered while the grant lasts.
+    let (s, b) = gw.call("s9", "send", json!({"n": 7}), json!({})).await;
+    assert_eq!(
+        (s, b["scope"].as_str()),
+        (StatusCode::OK, Some("2s")),
+        "{b}"
+    );
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_eq!(
+        gw.call("s9", "send", json!({"n": 8}), json!({})).await.0,
+        StatusCode::ACCEPTED
+    );
+
+    // workspace on an R3 tool: refused without the explicit flag, and nothing changes.
+    let id = gw.held("s1", "deploy", json!({"env": "prod"})).await;
+    let decision = json!({"decision": "approve", "scope": "workspace"});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("WORKSPACE_NEEDS_CONFIRMATION")
+        ),
+        "{b}"
+    );
+    assert_eq!(gw.as_agent(&id).await["status"], "pending");
+    let decision = json!({"decision": "approve", "scope": "workspace", "confirm_workspace": true});
+    let (s, b) = gw.decide_with(&id, OP, decision).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, g) = gw.get("/v1/grants", OP).await;
+    let g = g["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["tool"] == "deploy")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (g["discouraged"].as_bool(), g["scope"].as_str()),
+        (Some(true), Some("workspace"))
+    );
+    let (s, _) = gw
+        .call("s5", "deploy", json!({"env": "prod"}), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    // Bad scopes are a 400.
+    let id = gw.held("s1", "send", json!({"n": 3})).await;
+    for scope in ["forever", "0m", "15x", "400d"] {
+        let (s, b) = gw
+            .decide_with(&id, OP, json!({"decision": "approve", "scope": scope}))
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{scope}: {b}");
+    }
+    let (s, _) = gw
+        .decide_with(&id, OP, json!({"decision": "deny", "scope": "session"}))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
