@@ -34,8 +34,8 @@ pub enum ClientError {
     Status {
         /// The HTTP status.
         status: u16,
-        /// The parsed error body.
-        error: Option<ApiErrorBody>,
+        /// The parsed error body (boxed: it is large and errors are rare).
+        error: Option<Box<ApiErrorBody>>,
     },
     /// A 2xx answer whose body is not the expected JSON.
     #[error("the gateway answered {status} with an unexpected body: {detail}")]
@@ -66,7 +66,7 @@ impl ClientError {
     /// The error body of a non-2xx answer, when it had one.
     pub fn api_error(&self) -> Option<&ApiErrorBody> {
         match self {
-            Self::Status { error, .. } => error.as_ref(),
+            Self::Status { error, .. } => error.as_deref(),
             _ => None,
         }
     }

@@ -44,6 +44,31 @@ pub struct ToolCallRequest {
     pub step_id: Option<String>,
 }
 
+impl ToolCallRequest {
+    /// A call of `tool` (on MCP server `server`, `None` for a local tool) with `arguments`, for
+    /// `agent` in `session_id`, with no run, device, trace, plan or step id.
+    pub fn new(
+        agent: impl Into<String>,
+        session_id: impl Into<String>,
+        tool: impl Into<String>,
+        server: Option<String>,
+        arguments: Value,
+    ) -> Self {
+        Self {
+            agent: agent.into(),
+            session_id: session_id.into(),
+            tool: tool.into(),
+            server,
+            arguments,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            plan_id: None,
+            step_id: None,
+        }
+    }
+}
+
 /// `POST /v1/delegations` (an agent key): a delegation to a sub-agent (seed 004), gated as
 /// the synthetic call `delegate.TARGET` with arguments `{input, skill_id, skill_args}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -200,6 +200,23 @@ fn error_bodies_write_back_what_they_read() {
 }
 
 #[test]
+fn a_status_error_displays_as_the_cli_prints_it() {
+    let e = assent_api::ClientError::Status {
+        status: 502,
+        error: None,
+    };
+    assert_eq!(
+        (e.to_string(), e.code(), e.status()),
+        ("ERROR: ".into(), None, Some(502))
+    );
+    let e = assent_api::ClientError::Status {
+        status: 404,
+        error: Some(Box::new(ApiErrorBody::new("NOT_FOUND", "no approval `x`"))),
+    };
+    assert_eq!(e.to_string(), "NOT_FOUND: no approval `x`");
+}
+
+#[test]
 fn decisions_cancellations_and_their_answers_write_back_what_they_read() {
     let d: DecisionRequest = round_trip(&json!({"decision": "approve", "reason": "ok",
         "scope": "15m", "whole_tool": true, "confirm_workspace": false,

@@ -7,8 +7,8 @@
 use crate::round_trip;
 use assent_api::approvals::{Approval, ApprovalList, DecisionRequest};
 use assent_api::gate::{GateAnswer, ToolCallRequest};
-use assent_api::tokens::RedeemRequest;
-use assent_api::{ApprovalStatus, Client, DecisionKind, Method, error};
+use assent_api::tokens::{RedeemRequest, Redeemed};
+use assent_api::{ApiErrorBody, ApprovalStatus, Client, DecisionKind, Method, error};
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
 use assent_server::{AppState, Settings, run};
@@ -133,18 +133,7 @@ pub(crate) async fn raw_post<T: Serialize + DeserializeOwned>(
 }
 
 pub(crate) fn call(tool: &str, server: Option<&str>, arguments: Value) -> ToolCallRequest {
-    ToolCallRequest {
-        agent: "bot".into(),
-        session_id: "s1".into(),
-        tool: tool.into(),
-        server: server.map(str::to_string),
-        arguments,
-        run_id: None,
-        device_id: None,
-        trace_id: None,
-        plan_id: None,
-        step_id: None,
-    }
+    ToolCallRequest::new("bot", "s1", tool, server.map(str::to_string), arguments)
 }
 
 /// Proposes `pay` of `amount` to bob and returns the held approval's id.
@@ -224,16 +213,23 @@ async fn propose_approve_long_poll_and_redeem_through_the_typed_client() {
         arguments: json!({"amount": 500, "to": "bob"}),
         device_id: None,
     };
-    let r = bot.redeem(&redeem).await.unwrap();
+    let body = serde_json::to_value(&redeem).unwrap();
+    let (s, r) = raw_post::<Redeemed>(&bot, "/v1/tokens/redeem", body.clone()).await;
     assert_eq!(
-        (r.approval_id.as_str(), r.call_hash.len()),
-        (id.as_str(), 64)
+        (s, r.approval_id.as_str(), r.call_hash.len()),
+        (200, id.as_str(), 64)
     );
+    let (s, e) = raw_post::<ApiErrorBody>(&bot, "/v1/tokens/redeem", body).await;
+    assert_eq!((s, e.code.as_str()), (409, error::TOKEN_USED));
     let e = bot.redeem(&redeem).await.unwrap_err();
     assert_eq!((e.status(), e.code()), (Some(409), Some(error::TOKEN_USED)));
     assert!(!e.is_transport());
     assert!(e.to_string().starts_with("TOKEN_USED: "), "{e}");
-    // Deciding again: 409 ALREADY_DECIDED carrying the status.
+    // Deciding again: 409 ALREADY_DECIDED carrying the status, raw and typed.
+    let body = serde_json::to_value(&approve).unwrap();
+    let path = format!("/v1/approvals/{id}/decision");
+    let (s, e) = raw_post::<ApiErrorBody>(&alice, &path, body).await;
+    assert_eq!((s, e.status), (409, Some(ApprovalStatus::Approved)));
     let e = alice.decide(&id, &approve).await.unwrap_err();
     let body = e.api_error().expect("an error body");
     assert_eq!(

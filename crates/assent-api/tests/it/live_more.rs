@@ -6,7 +6,7 @@
 use crate::live::{call, hold_pay, raw_get, raw_post, start};
 use assent_api::approvals::{
     Approval, ApprovalGroups, ApprovalRequestDoc, BatchDecisionRequest, BatchDecisionResponse,
-    CancelRequest, DecisionRequest, UserDecisionRequest,
+    CancelRequest, DecisionRequest, SessionCancelled, UserDecisionRequest,
 };
 use assent_api::audit::{CheckpointList, DeadLetterList};
 use assent_api::clarify::{
@@ -120,6 +120,11 @@ async fn batches_cancellations_and_the_users_decision() {
         (e.status(), e.code()),
         (Some(403), Some(error::IN_CLIENT_NOT_ALLOWED))
     );
+    let a5 = hold_pay(&bot, 105).await;
+    let (s, c) = raw_post::<Approval>(&bot, &format!("/v1/approvals/{a5}/cancel"), json!({})).await;
+    assert_eq!((s, c.status), (200, ApprovalStatus::Cancelled));
+    let (s, out) = raw_post::<SessionCancelled>(&alice, "/v1/sessions/s0/cancel", json!({})).await;
+    assert!(s == 200 && out.cancelled.is_empty());
     let out = bot
         .cancel_session("s1", &CancelRequest::default())
         .await
