@@ -4,7 +4,7 @@
 //! or a whole session), the agent's user's in-client decision. The MPLP Confirm form
 //! (`?format=mplp`) stays a `serde_json::Value`.
 
-use crate::gate::Call;
+use crate::gate::{Call, HeldResult};
 use crate::kit::{
     ApprovalStatus, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier, present,
 };
@@ -137,6 +137,14 @@ impl Approval {
             Some(s) => format!("{s}/{}", self.call.tool),
             None => self.call.tool.clone(),
         }
+    }
+    /// For a held tool result (`result.TOOL`): its arguments, typed; `None` for any other call
+    /// or arguments of another shape.
+    pub fn held_result(&self) -> Option<HeldResult> {
+        if !self.call.tool.starts_with("result.") {
+            return None;
+        }
+        serde_json::from_value(self.call.arguments.clone()).ok()
     }
     /// The arguments the agent may run with: the operator's edit, else the proposed ones.
     pub fn effective_arguments(&self) -> &Value {

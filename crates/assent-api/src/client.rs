@@ -19,13 +19,13 @@ pub enum ClientError {
     /// The request did not get an answer: connection refused, DNS, TLS, timeout, or the
     /// connection dropped while the body was read. Nothing is known of the gateway's state
     /// (the MCP proxy treats it as "forward nothing" and keeps waiting).
-    #[error("cannot reach the gateway at {base} ({source})")]
+    #[error("cannot reach the gateway at {base} ({cause})")]
     Transport {
         /// The gateway's base URL (no trailing `/`).
         base: String,
-        /// The HTTP client's error (its URL removed).
-        #[source]
-        source: reqwest::Error,
+        /// The HTTP client's error (its URL removed). Shown in the message and deliberately
+        /// not a `source()`, so `{:#}` chains print the message once, as the CLI does today.
+        cause: reqwest::Error,
     },
     /// The gateway answered a non-2xx status; `error` is its `{"code", "message"}` body, or
     /// `None` when the body was not one (a proxy's HTML page, an empty body). Displays as
@@ -73,6 +73,10 @@ impl ClientError {
     /// The error body's `code` (e.g. `TOKEN_USED`), when there is one.
     pub fn code(&self) -> Option<&str> {
         self.api_error().map(|e| e.code.as_str())
+    }
+    /// The error body's `message`, when there is one.
+    pub fn message(&self) -> Option<&str> {
+        self.api_error().map(|e| e.message.as_str())
     }
 }
 
@@ -182,7 +186,7 @@ impl Client {
     fn transport(&self, e: reqwest::Error) -> ClientError {
         ClientError::Transport {
             base: self.base_text.clone(),
-            source: e.without_url(),
+            cause: e.without_url(),
         }
     }
 

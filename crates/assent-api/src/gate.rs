@@ -143,6 +143,20 @@ pub struct Call {
     pub arguments: Value,
 }
 
+/// The arguments of the synthetic call `result.TOOL` that holds a tool result over its
+/// `output_bytes` threshold (`call.arguments` of that approval; its token binds them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldResult {
+    /// The call whose result is held.
+    pub call: Call,
+    /// Length of the result's JSON text, in bytes.
+    pub output_bytes: u64,
+    /// SHA-256 of the result's JSON text, 64 lowercase hex.
+    pub result_sha256: String,
+    /// The first 2048 characters of the result, `null` when the agent sent none.
+    pub preview: Option<String>,
+}
+
 /// The gate's answer to a submission, tagged by `decision`: `"allow"` (HTTP 200), `"deny"`
 /// (HTTP 403) or `"pending"` (HTTP 202). Errors (`429 TOO_MANY_PENDING`, `400`, `403
 /// FORBIDDEN`…) are [`crate::error::ApiErrorBody`]s instead.

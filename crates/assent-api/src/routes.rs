@@ -317,13 +317,7 @@ impl Client {
         &self,
         status: Option<ReviewStatus>,
     ) -> Result<ToolReviewList, ClientError> {
-        let status = match status {
-            None => "all",
-            Some(ReviewStatus::Pending) => "pending",
-            Some(ReviewStatus::Accepted) => "accepted",
-            Some(ReviewStatus::Rejected) => "rejected",
-        };
-        let q = list_query(Some(status), None);
+        let q = list_query(Some(status.map_or("all", ReviewStatus::as_str)), None);
         self.call(Method::GET, &["v1", "tools", "reviews"], &q, NONE)
             .await
     }

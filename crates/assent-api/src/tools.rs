@@ -56,6 +56,17 @@ pub enum PinState {
     Held,
 }
 
+impl PinState {
+    /// `"pinned"`, `"first_use"` or `"held"`, as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pinned => "pinned",
+            Self::FirstUse => "first_use",
+            Self::Held => "held",
+        }
+    }
+}
+
 /// `"pending"`, `"accepted"` or `"rejected"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +77,17 @@ pub enum ReviewStatus {
     Accepted,
     /// Rejected: the tool stays hidden.
     Rejected,
+}
+
+impl ReviewStatus {
+    /// `"pending"`, `"accepted"` or `"rejected"`, as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Accepted => "accepted",
+            Self::Rejected => "rejected",
+        }
+    }
 }
 
 /// `GET /v1/tools/reviews[?status=pending|accepted|rejected|all]` (operator; default

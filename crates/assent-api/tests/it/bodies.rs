@@ -12,7 +12,7 @@ use assent_api::approvals::{
 use assent_api::audit::{CheckpointList, DeadLetterList};
 use assent_api::clarify::{AnswerRequest, AskRequest, Clarification, ClarificationList};
 use assent_api::gate::{
-    DelegationRequest, GateAnswer, ToolCallRequest, ToolResultRequest, VerdictEcho,
+    DelegationRequest, GateAnswer, HeldResult, ToolCallRequest, ToolResultRequest, VerdictEcho,
 };
 use assent_api::identity::{Health, WhoAmI};
 use assent_api::plans::{
@@ -182,6 +182,18 @@ fn gate_answers_write_back_what_they_read() {
     let a: GateAnswer = round_trip(&pending);
     assert_eq!((a.approval_id(), a.http_status()), (Some("a1"), 202));
     round_trip::<VerdictEcho>(&echo());
+    let held = json!({"call": {"tool": "read_file", "server": "fs", "arguments": {"path": "/a"}},
+        "output_bytes": 70000, "result_sha256": HASH, "preview": null});
+    round_trip::<HeldResult>(&held);
+    let mut v = pending_approval();
+    v["call"] = json!({"tool": "result.read_file", "server": "fs", "arguments": held});
+    let a: Approval = round_trip(&v);
+    assert_eq!(a.held_result().unwrap().result_sha256, HASH);
+    assert!(
+        round_trip::<Approval>(&pending_approval())
+            .held_result()
+            .is_none()
+    );
 }
 
 #[test]

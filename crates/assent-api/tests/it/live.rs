@@ -6,7 +6,7 @@
 
 use crate::round_trip;
 use assent_api::approvals::{Approval, ApprovalList, DecisionRequest};
-use assent_api::gate::{GateAnswer, ToolCallRequest};
+use assent_api::gate::{GateAnswer, ToolCallRequest, ToolResultRequest};
 use assent_api::tokens::{RedeemRequest, Redeemed};
 use assent_api::{ApiErrorBody, ApprovalStatus, Client, DecisionKind, Method, error};
 use assent_core::policy::Registry;
@@ -38,6 +38,8 @@ policies:
     rules:
       - tool: pay
         approvers: [finance]
+      - tool: read
+        thresholds: {output_bytes: 100}
 "#;
 
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
@@ -306,5 +308,56 @@ async fn an_unreachable_gateway_is_a_transport_error_and_odd_ids_never_change_th
     let c = Client::new(&format!("{}/", gw.url), "bot-key").unwrap();
     assert_eq!(c.base_url(), gw.url);
     assert_eq!(c.whoami().await.unwrap().agent_id(), Some("bot"));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_result_over_its_threshold_is_held_released_and_redeemed_as_the_proxy_does() {
+    let gw = start().await;
+    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    match bot
+        .propose(&call("read", None, json!({"path": "/big"})))
+        .await
+        .unwrap()
+    {
+        GateAnswer::Allow(a) => assert_eq!(a.output_bytes, Some(100)),
+        a => panic!("expected allow: {a:?}"),
+    }
+    let hash = "ab".repeat(32);
+    let report = ToolResultRequest {
+        agent: "bot".into(),
+        session_id: "s1".into(),
+        tool: "read".into(),
+        server: None,
+        arguments: json!({"path": "/big"}),
+        output_bytes: 500,
+        result_sha256: hash.clone(),
+        preview: Some("{\"content\"".into()),
+        approval_id: None,
+    };
+    let body = serde_json::to_value(&report).unwrap();
+    let (s, held) = raw_post::<GateAnswer>(&bot, "/v1/tool-results", body).await;
+    assert_eq!(s, 202);
+    let id = held.approval_id().unwrap().to_string();
+    alice
+        .decide(&id, &DecisionRequest::new(DecisionKind::Approve))
+        .await
+        .unwrap();
+    let rec = bot.wait_decided(&id, 5).await.unwrap();
+    let result = rec.held_result().expect("a held result");
+    assert_eq!(
+        (result.result_sha256.as_str(), result.output_bytes),
+        (hash.as_str(), 500)
+    );
+    assert_eq!(result.call.arguments, json!({"path": "/big"}));
+    let redeem = RedeemRequest {
+        token: rec.token.clone().unwrap(),
+        tool: rec.call.tool.clone(),
+        server: rec.call.server.clone(),
+        arguments: rec.call.arguments.clone(),
+        device_id: None,
+    };
+    assert_eq!(rec.call.tool, "result.read");
+    bot.redeem(&redeem).await.unwrap();
     gw.stop().await;
 }
