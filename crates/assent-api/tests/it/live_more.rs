@@ -1,6 +1,6 @@
 //! The rest of `/v1` through the typed client against a real gateway: scopes and grants,
 //! batches and cancellations, the user's in-client decision, tool results, clarifications,
-//! tool pinning and reviews, MPLP Confirms and the audit reads — each answer also read raw and
+//! tool pinning and reviews, MPLP plans and Confirms, and the audit reads — each answer also read raw and
 //! round-tripped through its type.
 
 use crate::live::{call, hold_pay, raw_get, raw_post, start};
@@ -14,7 +14,9 @@ use assent_api::clarify::{
 };
 use assent_api::gate::{GateAnswer, ToolResultRequest};
 use assent_api::identity::{Health, WhoAmI};
-use assent_api::plans::ConfirmRequest;
+use assent_api::plans::{
+    ConfirmRequest, CreatePlanRequest, PipelineEvents, SubmitPlanRequest, UpdatePlanRequest,
+};
 use assent_api::tokens::{GrantList, RedeemRequest};
 use assent_api::tools::{
     DeclaredTools, PinState, ReviewStatus, ToolCheckRequest, ToolCheckResponse, ToolPinList,
@@ -285,5 +287,57 @@ async fn tool_pinning_reviews_and_declared_tools() {
     let pins: ToolPinList = raw_get(&alice, "/v1/tools/pins").await;
     assert_eq!(pins, alice.tool_pins().await.unwrap());
     assert_eq!(alice.tool_reviews(None).await.unwrap().reviews.len(), 1);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_plan_is_created_submitted_approved_and_read_through_the_typed_client() {
+    let gw = start().await;
+    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    let id = "5b0d7f4e-3c1a-4d2b-9e8f-0a1b2c3d4e60";
+    let plan = json!({
+        "meta": {"protocol_version": "1.0.0", "schema_version": "1.0.0"},
+        "plan_id": id, "context_id": "5b0d7f4e-3c1a-4d2b-9e8f-0a1b2c3d4e61",
+        "title": "Rotate the database password", "objective": "Rotate it without downtime",
+        "steps": [{"step_id": "5b0d7f4e-3c1a-4d2b-9e8f-0a1b2c3d4e62",
+                   "description": "rotate", "status": "pending", "order_index": 0}],
+    });
+    let create = CreatePlanRequest {
+        agent: "bot".into(),
+        session_id: Some("s1".into()),
+        plan: plan.clone(),
+        trace_id: None,
+    };
+    let created = bot.create_plan(&create).await.unwrap();
+    assert_eq!(created["status"], "draft");
+    let e = bot.create_plan(&create).await.unwrap_err();
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(409), Some(error::PLAN_EXISTS))
+    );
+    let update = UpdatePlanRequest {
+        agent: "bot".into(),
+        plan,
+    };
+    bot.update_plan(id, &update).await.unwrap();
+    let submit = SubmitPlanRequest {
+        agent: "bot".into(),
+        session_id: None,
+        run_id: None,
+    };
+    let held = bot.submit_plan(id, &submit).await.unwrap();
+    let cid = held.approval_id().expect("a held Confirm").to_string();
+    let a = alice
+        .decide(&cid, &DecisionRequest::new(DecisionKind::Approve))
+        .await
+        .unwrap();
+    assert_eq!((a.target_type.as_str(), a.target_id.as_str()), ("plan", id));
+    assert_eq!(bot.plan(id).await.unwrap()["status"], "approved");
+    let events: PipelineEvents = raw_get(&bot, &format!("/v1/plans/{id}/pipeline-events")).await;
+    assert_eq!(events, bot.pipeline_events(id).await.unwrap());
+    let e = bot.update_plan(id, &update).await.unwrap_err();
+    assert_eq!(e.status(), Some(409));
+    let e = bot.submit_plan(id, &submit).await.unwrap_err();
+    assert_eq!(e.code(), Some(error::WRONG_STATE));
     gw.stop().await;
 }
