@@ -1,7 +1,7 @@
 //! The rest of `/v1` through the typed client against a real gateway: scopes and grants,
 //! batches and cancellations, the user's in-client decision, tool results, clarifications,
-//! tool pinning and reviews, MPLP plans and Confirms, and the audit reads — each answer also read raw and
-//! round-tripped through its type.
+//! tool pinning and reviews, MPLP plans and Confirms, and the audit reads — each answer also
+//! read raw and round-tripped through its type.
 
 use crate::live::{call, hold_pay, raw_get, raw_post, start};
 use assent_api::approvals::{
