@@ -1,0 +1,402 @@
+//! The decide step of an approval's life: the approval as the gateway shows it
+//! (`GET /v1/approvals/{id}[?wait=S]`, lists, grouped lists, seed 002 ApprovalRequest), and
+//! what changes it — an operator's decision (one or a batch), a cancellation (of one approval
+//! or a whole session), the agent's user's in-client decision. The MPLP Confirm form
+//! (`?format=mplp`) stays a `serde_json::Value`.
+
+use crate::gate::{Call, HeldResult};
+use crate::kit::{
+    ApprovalStatus, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier, present,
+};
+use crate::tokens::ApprovalToken;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// assent's approval record (`GET /v1/approvals/{id}`, and the answer to every decision and
+/// cancellation). Times are RFC 3339 strings. Fields after `redact` appear only when they
+/// apply (see each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Approval {
+    /// Approval id, UUID v4 (also the MPLP Confirm id).
+    pub id: String,
+    /// Current status.
+    pub status: ApprovalStatus,
+    /// The agent that proposed the call.
+    pub agent: String,
+    /// Its session id (empty for a plan submitted without one).
+    pub session_id: String,
+    /// Seed 002 `runId`, if the agent sent one.
+    pub run_id: Option<String>,
+    /// The client device id the token is bound to, if the agent sent one.
+    pub device_id: Option<String>,
+    /// The call as proposed.
+    pub call: Call,
+    /// SHA-256 (lowercase hex) of `canonical`.
+    pub call_hash: String,
+    /// RFC 8785 canonical JSON of the call.
+    pub canonical: String,
+    /// The rendered approval message.
+    pub message: String,
+    /// Seed 002 `humanSummary`.
+    pub human_summary: String,
+    /// Risk tier.
+    pub risk_tier: RiskTier,
+    /// AAEP risk level of the tier.
+    pub risk_level: RiskLevel,
+    /// Whether a rule marks the action irreversible.
+    pub irreversible: bool,
+    /// Why approval is required.
+    pub reasons: Vec<Reason>,
+    /// Threshold and scope triggers that fired.
+    pub triggers: Vec<String>,
+    /// Operator roles that may decide (empty: any operator).
+    pub approvers: Vec<String>,
+    /// Applied at expiry.
+    pub default_decision: DefaultDecision,
+    /// Seed 002 `suggestedAlternatives`.
+    pub suggested_alternatives: Vec<String>,
+    /// `on_timeout` of the covering rules, if any.
+    pub escalation: Option<Escalation>,
+    /// When the wait was extended to the escalation roles, RFC 3339.
+    pub escalated_at: Option<String>,
+    /// `thresholds.output_bytes` of the covering rules, in bytes.
+    pub output_bytes: Option<u64>,
+    /// The decision that settled it (at most one), oldest first.
+    pub decisions: Vec<DecisionEntry>,
+    /// When it was requested, RFC 3339.
+    pub requested_at: String,
+    /// When it expires (or expired), RFC 3339.
+    pub expires_at: String,
+    /// When it was decided, expired or cancelled, RFC 3339.
+    pub decided_at: Option<String>,
+    /// The decided scope once approved: `once`, `session`, a duration such as `15m`, or
+    /// `workspace`.
+    pub scope: Option<String>,
+    /// The grant it created (scope wider than `once`) or was allowed by.
+    pub grant_id: Option<String>,
+    /// Whether an operator approved it with edited arguments (then `arguments`,
+    /// `approved_call_hash` and `diff` are present).
+    pub arguments_changed: bool,
+    /// MPLP Confirm `target_type` (`other` for a tool call, `plan`, `context`…).
+    pub target_type: String,
+    /// MPLP Confirm `target_id` (UUID v4).
+    pub target_id: String,
+    /// Whether the agent's own user may decide it in the MCP client.
+    pub in_client_approval: bool,
+    /// Predicted side effects (rendered).
+    pub side_effects: Vec<String>,
+    /// Rollback and safety notes (rendered).
+    pub rollback: Vec<String>,
+    /// The tool that previews this call (`dry_run_tool`), if a rule names one.
+    pub dry_run_tool: Option<String>,
+    /// Argument paths masked in what leaves the gateway (`redact`).
+    pub redact: Vec<String>,
+    /// RFC 6902 patch: from the proposed to the edited arguments (when edited), or from a
+    /// plan's previous submission. Absent otherwise.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub diff: Option<Value>,
+    /// The stored columns that could not be read (issue 10 §8); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
+    /// The operator's edited arguments (what the token binds); only when `arguments_changed`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub arguments: Option<Value>,
+    /// The edited call's hash; only when `arguments_changed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_call_hash: Option<String>,
+    /// [`crate::error::TOOL_DENIED`] when the call will not run because of this approval's
+    /// outcome (rejected, cancelled, expired without a token); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Why it will not run, with `code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The minted token as a seed 002 Token document, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_token: Option<ApprovalToken>,
+    /// The signed token string; only for the agent that asked, once minted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// When `token` expires, RFC 3339; with `token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_expires_at: Option<String>,
+}
+
+impl Approval {
+    /// `server/tool`, or `tool` for a local tool.
+    pub fn target(&self) -> String {
+        match &self.call.server {
+            Some(s) => format!("{s}/{}", self.call.tool),
+            None => self.call.tool.clone(),
+        }
+    }
+    /// For a held tool result (`result.TOOL`): its arguments, typed; `None` for any other call
+    /// or arguments of another shape.
+    pub fn held_result(&self) -> Option<HeldResult> {
+        if !self.call.tool.starts_with("result.") {
+            return None;
+        }
+        serde_json::from_value(self.call.arguments.clone()).ok()
+    }
+    /// The arguments the agent may run with: the operator's edit, else the proposed ones.
+    pub fn effective_arguments(&self) -> &Value {
+        match (&self.arguments, self.arguments_changed) {
+            (Some(a), true) => a,
+            _ => &self.call.arguments,
+        }
+    }
+}
+
+/// `on_timeout` of a governance rule: at expiry the wait is extended once by
+/// `after_seconds` and `escalate_to` roles may decide too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Escalation {
+    /// Operator roles added to the approvers.
+    pub escalate_to: Vec<String>,
+    /// The extension, in seconds.
+    pub after_seconds: u64,
+}
+
+/// What a recorded decision did: `"approve"`, `"deny"`, `"expire"` or `"cancel"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Settlement {
+    /// Approved (an operator, a grant, or the agent's user).
+    Approve,
+    /// Denied.
+    Deny,
+    /// Timed out; `default_applied` says what applied.
+    Expire,
+    /// Withdrawn.
+    Cancel,
+}
+
+/// One recorded decision (`decisions[]` of an approval).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionEntry {
+    /// What it did.
+    pub decision: Settlement,
+    /// The operator's reason, or the expiry note.
+    pub reason: Option<String>,
+    /// Principal name, `user-of:AGENT` for the agent's user, or `system:expiry`.
+    pub by: String,
+    /// When, RFC 3339.
+    pub at: String,
+    /// For an expiry: the default decision that applied.
+    pub default_applied: Option<DefaultDecision>,
+}
+
+/// `GET /v1/approvals[?status=S&limit=N]` (operator): newest first; `status` is `pending`,
+/// `approved`, `rejected`, `expired`, `cancelled` or `all` (default); `limit` 1–5000
+/// (default 500).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalList {
+    /// The approvals.
+    pub approvals: Vec<Approval>,
+}
+
+/// `GET /v1/approvals?group=similar` (operator): similar approvals (same agent, server, tool
+/// and rules) grouped, oldest group first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalGroups {
+    /// The groups.
+    pub groups: Vec<ApprovalGroup>,
+}
+
+/// One group of similar approvals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalGroup {
+    /// Their agent.
+    pub agent: String,
+    /// Their MCP server alias, `null` for a local tool.
+    pub server: Option<String>,
+    /// Their tool.
+    pub tool: String,
+    /// The first approval's reasons.
+    pub reasons: Vec<Reason>,
+    /// How many approvals are in the group.
+    pub count: usize,
+    /// The approvals, oldest first.
+    pub approvals: Vec<Approval>,
+}
+
+/// Seed 002 ApprovalRequest (`GET /v1/approvals/{id}?format=approval-request`;
+/// `docs/schemas/approval-request.schema.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequestDoc {
+    /// Approval id.
+    pub approval_id: String,
+    /// Session id.
+    pub session_id: String,
+    /// Run id, `null` when none.
+    pub run_id: Option<String>,
+    /// RFC 8785 canonical JSON of the call.
+    pub tool_call_canonical: String,
+    /// Its SHA-256, lowercase hex.
+    pub tool_call_hash: String,
+    /// Human summary.
+    pub human_summary: String,
+    /// Risk tier.
+    pub risk_tier: RiskTier,
+    /// RFC 3339.
+    pub requested_at: String,
+    /// RFC 3339.
+    pub expires_at: String,
+    /// Status.
+    pub status: ApprovalStatus,
+    /// RFC 6902 patch of an edit or a resubmitted plan; absent otherwise.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub diff: Option<Value>,
+    /// Suggested alternatives; absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_alternatives: Option<Vec<String>>,
+}
+
+/// `POST /v1/approvals/{id}/decision` (operator holding an approver role): one decision.
+/// Errors: `403`, `404`, `409 ALREADY_DECIDED` (with `status`), `409 APPROVAL_DAMAGED`,
+/// `422 WORKSPACE_NEEDS_CONFIRMATION`, `400`/`422 EDIT_*` for a refused edit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRequest {
+    /// Approve or deny.
+    pub decision: DecisionKind,
+    /// Why (at most 4096 bytes); the agent is told a denial's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `once` (default), `session`, `workspace`, or a duration `Ns`/`Nm`/`Nh`/`Nd` up to 366
+    /// days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Widen the grant to every call of the tool, not only this `call_hash`.
+    #[serde(default)]
+    pub whole_tool: bool,
+    /// Confirms a discouraged `workspace` scope on an R3/R4 tool.
+    #[serde(default)]
+    pub confirm_workspace: bool,
+    /// Edited arguments (approve only): re-canonicalised, re-hashed and gated again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+}
+
+impl DecisionRequest {
+    /// `{"decision": kind}` with nothing else.
+    pub fn new(decision: DecisionKind) -> Self {
+        Self {
+            decision,
+            reason: None,
+            scope: None,
+            whole_tool: false,
+            confirm_workspace: false,
+            arguments: None,
+        }
+    }
+}
+
+/// `POST /v1/approvals/decisions` (operator): the same decision on 1 to 500 approvals, each
+/// decided on its own (no edit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchDecisionRequest {
+    /// The approvals, 1 to 500 ids.
+    pub ids: Vec<String>,
+    /// Approve or deny.
+    pub decision: DecisionKind,
+    /// Why (at most 4096 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// As in [`DecisionRequest::scope`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// As in [`DecisionRequest::whole_tool`].
+    #[serde(default)]
+    pub whole_tool: bool,
+    /// As in [`DecisionRequest::confirm_workspace`].
+    #[serde(default)]
+    pub confirm_workspace: bool,
+}
+
+/// The answer to a batch (HTTP 200 even when some failed): one result per id, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchDecisionResponse {
+    /// One per requested id.
+    pub results: Vec<BatchResult>,
+}
+
+/// The outcome for one id of a batch: `ok` with the decided `approval`, or not `ok` with the
+/// error's `code` and `message`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchResult {
+    /// The approval id.
+    pub id: String,
+    /// Whether it was decided.
+    pub ok: bool,
+    /// The decided approval, when `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Box<Approval>>,
+    /// The error code, when not `ok` (e.g. `ALREADY_DECIDED`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The error message, when not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The body of `POST /v1/approvals/{id}/cancel` (the requesting agent or an operator),
+/// `POST /v1/sessions/{id}/cancel` and `POST /v1/plans/{id}/cancel`; the body may be left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRequest {
+    /// Why (at most 4096 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/approvals/{id}/user-decision` (the agent that asked; the MCP proxy relays its
+/// user's answer). Only for an approval with `in_client_approval`
+/// (`403 IN_CLIENT_NOT_ALLOWED` otherwise); recorded as decided by `user-of:AGENT`, scope once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserDecisionRequest {
+    /// `"approve"` or `"deny"` (a string: anything else is a `400` naming it).
+    pub decision: String,
+    /// The user's reason; recorded as `in the MCP client: REASON`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl UserDecisionRequest {
+    /// `approve` when `approve`, else `deny`, with the user's reason.
+    pub fn new(approve: bool, reason: Option<String>) -> Self {
+        let decision = if approve { "approve" } else { "deny" };
+        Self {
+            decision: decision.into(),
+            reason,
+        }
+    }
+}
+
+/// The answer to `POST /v1/sessions/{id}/cancel` (AAEP §6.8).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionCancelled {
+    /// The session.
+    pub session_id: String,
+    /// The approvals cancelled.
+    pub cancelled: Vec<String>,
+    /// Pending approvals left pending: the operator holds none of their approver roles.
+    pub refused: Vec<String>,
+    /// The clarifications cancelled.
+    pub clarifications: Vec<String>,
+}

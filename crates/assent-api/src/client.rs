@@ -1,0 +1,325 @@
+//! The one HTTP client of the `/v1` API (the CLI's and the MCP proxy's), async on reqwest:
+//! [`Client`] with a typed method per route (in [`crate::routes`]) and a raw-JSON escape hatch,
+//! and [`ClientError`], which keeps apart "the gateway could not be reached" (transport), "the
+//! gateway said no" (a non-2xx status with its `{"code", "message"}` body) and "the gateway
+//! answered something else" (a body that is not the expected JSON). No retry and no logging
+//! here: those are the caller's policy.
+
+use crate::error::ApiErrorBody;
+use crate::gate::GateAnswer;
+use reqwest::{Method, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Why a call to the gateway failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The request did not get an answer: connection refused, DNS, TLS, timeout, or the
+    /// connection dropped while the body was read. Nothing is known of the gateway's state
+    /// (the MCP proxy treats it as "forward nothing" and keeps waiting).
+    #[error("cannot reach the gateway at {base} ({cause})")]
+    Transport {
+        /// The gateway's base URL (no trailing `/`).
+        base: String,
+        /// The HTTP client's error (its URL removed). Shown in the message and deliberately
+        /// not a `source()`, so `{:#}` chains print the message once, as the CLI does today.
+        cause: reqwest::Error,
+    },
+    /// The gateway answered a non-2xx status; `error` is its `{"code", "message"}` body, or
+    /// `None` when the body was not one (a proxy's HTML page, an empty body). Displays as
+    /// `CODE: MESSAGE` (`ERROR: ` when there was no body), as the CLI prints it.
+    #[error("{}: {}", .error.as_ref().map_or("ERROR", |e| e.code.as_str()), .error.as_ref().map_or("", |e| e.message.as_str()))]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The parsed error body (boxed: it is large and errors are rare).
+        error: Option<Box<ApiErrorBody>>,
+    },
+    /// A 2xx answer whose body is not the expected JSON.
+    #[error("the gateway answered {status} with an unexpected body: {detail}")]
+    Body {
+        /// The HTTP status.
+        status: u16,
+        /// What did not parse (serde's message).
+        detail: String,
+    },
+    /// The client could not be built or the URL not formed: a base URL that cannot take a
+    /// path, an id that is empty, `.` or `..`, or the HTTP client's own build error.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl ClientError {
+    /// Whether the gateway could not be reached (nothing was answered).
+    pub fn is_transport(&self) -> bool {
+        matches!(self, Self::Transport { .. })
+    }
+    /// The HTTP status, when the gateway answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } | Self::Body { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+    /// The error body of a non-2xx answer, when it had one.
+    pub fn api_error(&self) -> Option<&ApiErrorBody> {
+        match self {
+            Self::Status { error, .. } => error.as_deref(),
+            _ => None,
+        }
+    }
+    /// The error body's `code` (e.g. `TOKEN_USED`), when there is one.
+    pub fn code(&self) -> Option<&str> {
+        self.api_error().map(|e| e.code.as_str())
+    }
+    /// The error body's `message`, when there is one.
+    pub fn message(&self) -> Option<&str> {
+        self.api_error().map(|e| e.message.as_str())
+    }
+}
+
+/// A gateway answer read but not interpreted: the status and the body as JSON (`null` when
+/// empty or not JSON). See [`Client::raw`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawResponse {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body; `null` when empty or not JSON.
+    pub body: Value,
+}
+
+/// A client of one gateway with one bearer key. Cheap to clone (the connection pool is
+/// shared). Every method sends `Authorization: Bearer KEY`.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    base_text: String,
+    key: String,
+}
+
+impl Client {
+    /// A client of the gateway at `base_url` (e.g. `http://127.0.0.1:7878`; a path prefix is
+    /// kept) with reqwest's defaults: no connect or request timeout (the CLI's client today).
+    pub fn new(base_url: &str, api_key: &str) -> Result<Self, ClientError> {
+        Self::with_http(reqwest::Client::new(), base_url, api_key)
+    }
+
+    /// A client that gives up connecting after `connect` and on any request after `total`
+    /// (the MCP proxy's: 5 s, and the long-poll plus 30 s). `total` must exceed the longest
+    /// `?wait=` used.
+    pub fn with_timeouts(
+        base_url: &str,
+        api_key: &str,
+        connect: Duration,
+        total: Duration,
+    ) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(connect)
+            .timeout(total)
+            .build()
+            .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Self::with_http(http, base_url, api_key)
+    }
+
+    /// A client on an existing reqwest client (sharing its pool and timeouts, e.g. the MCP
+    /// hub's one client for many agent keys).
+    pub fn with_http(
+        http: reqwest::Client,
+        base_url: &str,
+        api_key: &str,
+    ) -> Result<Self, ClientError> {
+        let base_text = base_url.trim_end_matches('/').to_string();
+        let base = Url::parse(&base_text)
+            .ok()
+            .filter(|u| !u.cannot_be_a_base())
+            .ok_or_else(|| ClientError::Config(format!("`{base_url}` is not a gateway URL")))?;
+        Ok(Self {
+            http,
+            base,
+            base_text,
+            key: api_key.to_string(),
+        })
+    }
+
+    /// The gateway's base URL, without a trailing `/`.
+    pub fn base_url(&self) -> &str {
+        &self.base_text
+    }
+
+    /// The same gateway and HTTP client with another bearer key.
+    pub fn with_key(&self, api_key: &str) -> Self {
+        Self {
+            key: api_key.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// The URL of `segments` (each percent-encoded, `/` included) under the base, with
+    /// `query` pairs. An empty, `.` or `..` segment is refused (it would name another route).
+    pub(crate) fn url(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<Url, ClientError> {
+        if let Some(s) = segments.iter().find(|s| matches!(**s, "" | "." | "..")) {
+            return Err(ClientError::Config(format!(
+                "`{s}` cannot be used as an id in a gateway URL"
+            )));
+        }
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| ClientError::Config("the gateway URL cannot take a path".into()))?
+            .pop_if_empty()
+            .extend(segments);
+        if !query.is_empty() {
+            let mut q = url.query_pairs_mut();
+            for (k, v) in query {
+                q.append_pair(k, v);
+            }
+        }
+        Ok(url)
+    }
+
+    fn transport(&self, e: reqwest::Error) -> ClientError {
+        ClientError::Transport {
+            base: self.base_text.clone(),
+            cause: e.without_url(),
+        }
+    }
+
+    /// Sends one request and reads the whole answer: `(status, body bytes)`.
+    async fn exchange<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&B>,
+    ) -> Result<(u16, Vec<u8>), ClientError> {
+        let mut req = self.http.request(method, url).bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.map_err(|e| self.transport(e))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
+        Ok((status, bytes.to_vec()))
+    }
+
+    /// Sends a request and parses a 2xx body as `T`; a non-2xx is [`ClientError::Status`].
+    pub(crate) async fn call<T: DeserializeOwned, B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let url = self.url(segments, query)?;
+        let (status, bytes) = self.exchange(method, url, body).await?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(status, &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Body {
+            status,
+            detail: e.to_string(),
+        })
+    }
+
+    /// Sends a request whose 2xx answer has no body to read (`204`).
+    pub(crate) async fn call_empty<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        body: Option<&B>,
+    ) -> Result<(), ClientError> {
+        let url = self.url(segments, &[])?;
+        match self.exchange(method, url, body).await? {
+            (status, _) if (200..300).contains(&status) => Ok(()),
+            (status, bytes) => Err(status_error(status, &bytes)),
+        }
+    }
+
+    /// `GET` of a 2xx text body (NDJSON).
+    pub(crate) async fn call_text(&self, segments: &[&str]) -> Result<String, ClientError> {
+        let url = self.url(segments, &[])?;
+        match self.exchange(Method::GET, url, None::<&()>).await? {
+            (status, bytes) if (200..300).contains(&status) => {
+                String::from_utf8(bytes).map_err(|e| ClientError::Body {
+                    status,
+                    detail: e.to_string(),
+                })
+            }
+            (status, bytes) => Err(status_error(status, &bytes)),
+        }
+    }
+
+    /// Sends a submission and reads the gate's answer: `200` allow, `202` pending and `403`
+    /// deny are answers; any other status (or a `403` that is an error body, `FORBIDDEN`) is
+    /// [`ClientError::Status`].
+    pub(crate) async fn gate<B: Serialize + ?Sized>(
+        &self,
+        segments: &[&str],
+        body: &B,
+    ) -> Result<GateAnswer, ClientError> {
+        let url = self.url(segments, &[])?;
+        let (status, bytes) = self.exchange(Method::POST, url, Some(body)).await?;
+        let parsed = serde_json::from_slice::<GateAnswer>(&bytes);
+        match (status, parsed) {
+            (200 | 202 | 403, Ok(a)) if a.http_status() == status => Ok(a),
+            (200..=299, Ok(_)) => Err(ClientError::Body {
+                status,
+                detail: "the decision does not match the status".into(),
+            }),
+            (200..=299, Err(e)) => Err(ClientError::Body {
+                status,
+                detail: e.to_string(),
+            }),
+            _ => Err(status_error(status, &bytes)),
+        }
+    }
+
+    /// The escape hatch: `method` on `path_and_query` (e.g.
+    /// `/v1/approvals?status=pending`, appended to the base URL as given, not encoded) with an
+    /// optional JSON body; the answer whatever its status. Only a transport failure is an
+    /// error.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<&Value>,
+    ) -> Result<RawResponse, ClientError> {
+        let url = Url::parse(&format!("{}{path_and_query}", self.base_text))
+            .map_err(|e| ClientError::Config(format!("bad path `{path_and_query}`: {e}")))?;
+        let (status, bytes) = self.exchange(method, url, body).await?;
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(RawResponse { status, body })
+    }
+
+    /// [`Client::raw`], with a non-2xx answer as [`ClientError::Status`]: the JSON body of a
+    /// 2xx answer (`null` when empty or not JSON), as the CLI's `get`/`post` return it today.
+    pub async fn raw_ok(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ClientError> {
+        let r = self.raw(method, path_and_query, body).await?;
+        if (200..300).contains(&r.status) {
+            Ok(r.body)
+        } else {
+            Err(ClientError::Status {
+                status: r.status,
+                error: serde_json::from_value(r.body).ok(),
+            })
+        }
+    }
+}
+
+/// The error of a non-2xx answer, with its body when it is `{"code", "message", …}`.
+fn status_error(status: u16, bytes: &[u8]) -> ClientError {
+    ClientError::Status {
+        status,
+        error: serde_json::from_slice(bytes).ok(),
+    }
+}

@@ -1,0 +1,282 @@
+//! The first step of an approval's life: what an agent submits to be gated — a tool call
+//! (`POST /v1/tool-calls`), a delegation to a sub-agent (`POST /v1/delegations`), a forwarded
+//! call's result (`POST /v1/tool-results`) — and the gate's answer: allowed (`200`), denied
+//! (`403 TOOL_DENIED`) or held for a human (`202 TOOL_BLOCKED_PENDING_APPROVAL`). Plan
+//! submissions and Confirms get the same answer (see [`crate::plans`]). The approval a held
+//! call becomes is in [`crate::approvals`]; redeeming its token in [`crate::tokens`].
+
+use crate::kit::{Reason, RiskTier};
+use crate::tokens::ApprovalToken;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /v1/tool-calls` (an agent key): one tool call to gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallRequest {
+    /// The agent id; must be the key's own agent (`403` otherwise).
+    pub agent: String,
+    /// The agent's session id, 1 to 256 bytes.
+    pub session_id: String,
+    /// Tool name, 1 to 256 bytes.
+    pub tool: String,
+    /// MCP server alias (the agent file's `mcp_servers[].alias`); absent for a local tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The call's arguments: a JSON object (integers within ±2^53); its canonical form is at
+    /// most `max_arguments_bytes` (`413 ARGUMENTS_TOO_LARGE`).
+    pub arguments: Value,
+    /// Seed 002 `runId`, 1 to 256 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Client device id the token will be bound to, 1 to 256 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
+    /// MPLP trace id, a lowercase UUID v4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// MPLP plan this call is a step of (lowercase UUID v4); blocked while the plan is not
+    /// approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_id: Option<String>,
+    /// MPLP step id (lowercase UUID v4); blocked while a Confirm on it is pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+}
+
+impl ToolCallRequest {
+    /// A call of `tool` (on MCP server `server`, `None` for a local tool) with `arguments`, for
+    /// `agent` in `session_id`, with no run, device, trace, plan or step id.
+    pub fn new(
+        agent: impl Into<String>,
+        session_id: impl Into<String>,
+        tool: impl Into<String>,
+        server: Option<String>,
+        arguments: Value,
+    ) -> Self {
+        Self {
+            agent: agent.into(),
+            session_id: session_id.into(),
+            tool: tool.into(),
+            server,
+            arguments,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            plan_id: None,
+            step_id: None,
+        }
+    }
+}
+
+/// `POST /v1/delegations` (an agent key): a delegation to a sub-agent (seed 004), gated as
+/// the synthetic call `delegate.TARGET` with arguments `{input, skill_id, skill_args}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationRequest {
+    /// The delegating agent; must be the key's own agent.
+    pub agent: String,
+    /// Its session id (not empty).
+    pub session_id: String,
+    /// The sub-agent's alias in the agent file (not empty).
+    pub target: String,
+    /// The input handed to the sub-agent: a JSON object; `null` (or absent) is `{}`.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub input: Value,
+    /// The sub-agent's skill to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_id: Option<String>,
+    /// The skill's arguments, a JSON object; needs `skill_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_args: Option<Value>,
+    /// Seed 002 `runId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Client device id the token will be bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
+    /// MPLP trace id, a lowercase UUID v4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+}
+
+/// `POST /v1/tool-results` (an agent key; the MCP proxy for every forwarded call): the size and
+/// hash of a forwarded call's result. Within the covering rules' `thresholds.output_bytes`
+/// the answer is [`GateAnswer::Allow`] (with only `output_bytes`); over it the result is held
+/// as an approval of the synthetic call `result.TOOL` ([`GateAnswer::Pending`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResultRequest {
+    /// The agent; must be the key's own agent.
+    pub agent: String,
+    /// Its session id.
+    pub session_id: String,
+    /// The tool that ran.
+    pub tool: String,
+    /// Its MCP server alias.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The arguments it ran with.
+    pub arguments: Value,
+    /// Length of the result's JSON text, in bytes.
+    pub output_bytes: u64,
+    /// SHA-256 of the result's JSON text, 64 hex digits.
+    pub result_sha256: String,
+    /// The start of the result for the operator (the server keeps 2048 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    /// The approval the call ran under, when it was held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+}
+
+/// A tool call as the gateway shows it (`call` of an approval): `server` is `null` for a
+/// local tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// Tool name (`delegate.ALIAS`, `result.TOOL`, `mplp.plan`, `mplp.TARGET_TYPE` for the
+    /// synthetic calls).
+    pub tool: String,
+    /// MCP server alias, `null` for a local tool.
+    pub server: Option<String>,
+    /// The arguments as proposed.
+    pub arguments: Value,
+}
+
+/// The arguments of the synthetic call `result.TOOL` that holds a tool result over its
+/// `output_bytes` threshold (`call.arguments` of that approval; its token binds them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldResult {
+    /// The call whose result is held.
+    pub call: Call,
+    /// Length of the result's JSON text, in bytes.
+    pub output_bytes: u64,
+    /// SHA-256 of the result's JSON text, 64 lowercase hex.
+    pub result_sha256: String,
+    /// The first 2048 characters of the result, `null` when the agent sent none.
+    pub preview: Option<String>,
+}
+
+/// The gate's answer to a submission, tagged by `decision`: `"allow"` (HTTP 200), `"deny"`
+/// (HTTP 403) or `"pending"` (HTTP 202). Errors (`429 TOO_MANY_PENDING`, `400`, `403
+/// FORBIDDEN`…) are [`crate::error::ApiErrorBody`]s instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "lowercase")]
+pub enum GateAnswer {
+    /// Run the call (forward it), after redeeming the token when one is given.
+    Allow(Allowed),
+    /// Do not run the call.
+    Deny(Denied),
+    /// Held for a human: wait for approval `approval_id`.
+    Pending(Pending),
+}
+
+impl GateAnswer {
+    /// The approval behind this answer: the held one, or the one a grant allowed.
+    pub fn approval_id(&self) -> Option<&str> {
+        match self {
+            Self::Allow(a) => a.grant.as_ref().map(|g| g.approval_id.as_str()),
+            Self::Deny(_) => None,
+            Self::Pending(p) => Some(&p.approval_id),
+        }
+    }
+    /// The HTTP status the server answers it with: 200, 403 or 202.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::Allow(_) => 200,
+            Self::Deny(_) => 403,
+            Self::Pending(_) => 202,
+        }
+    }
+}
+
+/// What every gate answer of a gated call repeats of the verdict (not a tool result's
+/// `allow`, which has only `output_bytes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerdictEcho {
+    /// SHA-256 (lowercase hex) of the call's RFC 8785 canonical JSON.
+    pub call_hash: String,
+    /// Why: every rule consulted (for a held call, the approval's reasons).
+    pub reasons: Vec<Reason>,
+    /// The verdict's risk tier.
+    pub risk_tier: RiskTier,
+    /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`,
+    /// `output_bytes`).
+    pub triggers: Vec<String>,
+}
+
+/// `"decision": "allow"`: the call may run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Allowed {
+    /// `thresholds.output_bytes` of the covering rules: a larger result is held
+    /// (`POST /v1/tool-results`); `null` when no rule sets one.
+    pub output_bytes: Option<u64>,
+    /// The verdict; absent only in the answer to a tool result.
+    #[serde(flatten)]
+    pub verdict: Option<VerdictEcho>,
+    /// Present when a grant covers the call: its approval and single-use token, which must be
+    /// redeemed before the call runs.
+    #[serde(flatten)]
+    pub grant: Option<Granted>,
+}
+
+/// The part of an `allow` that a grant produced (seed 002 "Approve with scope").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Granted {
+    /// The approval recorded for this call (approved by the grant).
+    pub approval_id: String,
+    /// The grant that covered it.
+    pub grant_id: Option<String>,
+    /// The grant's scope: `session`, a duration such as `15m`, or `workspace`.
+    pub scope: Option<String>,
+    /// The signed single-use token to redeem (`POST /v1/tokens/redeem`).
+    pub token: Option<String>,
+    /// The token as a seed 002 Token document.
+    pub approval_token: Option<ApprovalToken>,
+    /// When the token expires, RFC 3339.
+    pub token_expires_at: Option<String>,
+}
+
+/// `"decision": "deny"` (HTTP 403): the policy denies the call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Denied {
+    /// Always [`crate::error::TOOL_DENIED`].
+    pub code: String,
+    /// Why, for the agent (the verdict's message).
+    pub reason: String,
+    /// The same text as `reason`.
+    pub message: String,
+    /// The verdict.
+    #[serde(flatten)]
+    pub verdict: VerdictEcho,
+}
+
+/// `"decision": "pending"` (HTTP 202): the call is held as approval `approval_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    /// Always [`crate::error::TOOL_BLOCKED_PENDING_APPROVAL`].
+    pub code: String,
+    /// The approval to wait for (`GET /v1/approvals/{id}?wait=S`).
+    pub approval_id: String,
+    /// True when an identical call of the same session was pending already and this one
+    /// joined it (AAEP §6.1).
+    pub joined: bool,
+    /// When the approval expires, RFC 3339.
+    pub expires_at: String,
+    /// The rendered approval message.
+    pub message: String,
+    /// Seed 002 `humanSummary`.
+    pub human_summary: String,
+    /// Whether the agent's own user may decide it in the MCP client
+    /// (`POST /v1/approvals/{id}/user-decision`).
+    pub in_client_approval: bool,
+    /// Seed 002 `suggestedAlternatives` of the covering rules.
+    pub suggested_alternatives: Vec<String>,
+    /// Predicted side effects (rendered from the covering rules).
+    pub side_effects: Vec<String>,
+    /// Rollback and safety notes (rendered from the covering rules).
+    pub rollback: Vec<String>,
+    /// The verdict; its `reasons` are the approval's.
+    #[serde(flatten)]
+    pub verdict: VerdictEcho,
+}

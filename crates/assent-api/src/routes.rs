@@ -1,0 +1,378 @@
+//! One typed [`Client`] method per `/v1` route, in the order of an approval's life: gate,
+//! approvals (read, wait, decide, cancel), tokens and grants, clarifications, plans, tools,
+//! audit. Each sends the route's request type and parses its response type; errors are
+//! [`ClientError`]s. The plumbing (URLs, status handling) is in [`crate::client`].
+
+use crate::approvals::{
+    Approval, ApprovalGroups, ApprovalList, ApprovalRequestDoc, BatchDecisionRequest,
+    BatchDecisionResponse, CancelRequest, DecisionRequest, SessionCancelled, UserDecisionRequest,
+};
+use crate::audit::{CheckpointList, DeadLetterList};
+use crate::clarify::{AnswerRequest, AskRequest, Clarification, ClarificationList};
+use crate::client::{Client, ClientError};
+use crate::gate::{DelegationRequest, GateAnswer, ToolCallRequest, ToolResultRequest};
+use crate::identity::{Health, WhoAmI};
+use crate::kit::ApprovalStatus;
+use crate::plans::{
+    ConfirmRequest, CreatePlanRequest, PipelineEvents, SubmitPlanRequest, UpdatePlanRequest,
+};
+use crate::tokens::{GrantList, RedeemRequest, Redeemed};
+use crate::tools::{
+    DeclaredTools, ReviewStatus, ToolCheckRequest, ToolCheckResponse, ToolPinList, ToolReview,
+    ToolReviewList,
+};
+use reqwest::Method;
+use serde_json::Value;
+
+/// No request body.
+const NONE: Option<&()> = None;
+
+/// The query of a list filtered by `status` and `limit`.
+fn list_query(status: Option<&str>, limit: Option<u32>) -> Vec<(&'static str, String)> {
+    let mut q = Vec::new();
+    if let Some(s) = status {
+        q.push(("status", s.to_string()));
+    }
+    if let Some(l) = limit {
+        q.push(("limit", l.to_string()));
+    }
+    q
+}
+
+impl Client {
+    /// `GET /healthz`.
+    pub async fn health(&self) -> Result<Health, ClientError> {
+        self.call(Method::GET, &["healthz"], &[], NONE).await
+    }
+
+    /// `GET /v1/whoami`: the principal of this client's key.
+    pub async fn whoami(&self) -> Result<WhoAmI, ClientError> {
+        self.call(Method::GET, &["v1", "whoami"], &[], NONE).await
+    }
+
+    /// `POST /v1/tool-calls`: gates one tool call.
+    pub async fn propose(&self, req: &ToolCallRequest) -> Result<GateAnswer, ClientError> {
+        self.gate(&["v1", "tool-calls"], req).await
+    }
+
+    /// `POST /v1/delegations`: gates a delegation to a sub-agent.
+    pub async fn delegate(&self, req: &DelegationRequest) -> Result<GateAnswer, ClientError> {
+        self.gate(&["v1", "delegations"], req).await
+    }
+
+    /// `POST /v1/tool-results`: reports a forwarded call's result; held when over the
+    /// `output_bytes` threshold.
+    pub async fn report_result(&self, req: &ToolResultRequest) -> Result<GateAnswer, ClientError> {
+        self.gate(&["v1", "tool-results"], req).await
+    }
+
+    /// `GET /v1/approvals[?status=S&limit=N]` (operator); `status` `None` is `all`.
+    pub async fn approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: Option<u32>,
+    ) -> Result<ApprovalList, ClientError> {
+        let q = list_query(status.map(ApprovalStatus::as_str), limit);
+        self.call(Method::GET, &["v1", "approvals"], &q, NONE).await
+    }
+
+    /// `GET /v1/approvals?group=similar[&status=S&limit=N]` (operator).
+    pub async fn approval_groups(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: Option<u32>,
+    ) -> Result<ApprovalGroups, ClientError> {
+        let mut q = list_query(status.map(ApprovalStatus::as_str), limit);
+        q.push(("group", "similar".into()));
+        self.call(Method::GET, &["v1", "approvals"], &q, NONE).await
+    }
+
+    /// `GET /v1/approvals/{id}`: the approval now (an agent sees only its own, with its
+    /// `token` once minted).
+    pub async fn approval(&self, id: &str) -> Result<Approval, ClientError> {
+        self.call(Method::GET, &["v1", "approvals", id], &[], NONE)
+            .await
+    }
+
+    /// `GET /v1/approvals/{id}?wait=S`: one long-poll, answered as soon as the approval leaves
+    /// `pending` or after `wait_seconds` (at most 60) with it still pending.
+    pub async fn approval_wait(
+        &self,
+        id: &str,
+        wait_seconds: u64,
+    ) -> Result<Approval, ClientError> {
+        let q = [("wait", wait_seconds.to_string())];
+        self.call(Method::GET, &["v1", "approvals", id], &q, NONE)
+            .await
+    }
+
+    /// Long-polls approval `id` (`poll_seconds` per request) until it leaves `pending`. The
+    /// first error ends it; a caller that outlives gateway restarts retries
+    /// [`ClientError::is_transport`] errors itself (the approval is durable).
+    pub async fn wait_decided(&self, id: &str, poll_seconds: u64) -> Result<Approval, ClientError> {
+        loop {
+            let a = self.approval_wait(id, poll_seconds).await?;
+            if a.status != ApprovalStatus::Pending {
+                return Ok(a);
+            }
+        }
+    }
+
+    /// `GET /v1/approvals/{id}?format=approval-request`: seed 002 ApprovalRequest.
+    pub async fn approval_request_doc(&self, id: &str) -> Result<ApprovalRequestDoc, ClientError> {
+        let q = [("format", "approval-request".to_string())];
+        self.call(Method::GET, &["v1", "approvals", id], &q, NONE)
+            .await
+    }
+
+    /// `GET /v1/approvals/{id}?format=mplp`: the MPLP Confirm object, as JSON.
+    pub async fn approval_mplp(&self, id: &str) -> Result<Value, ClientError> {
+        let q = [("format", "mplp".to_string())];
+        self.call(Method::GET, &["v1", "approvals", id], &q, NONE)
+            .await
+    }
+
+    /// `POST /v1/approvals/{id}/decision` (operator).
+    pub async fn decide(&self, id: &str, req: &DecisionRequest) -> Result<Approval, ClientError> {
+        let path = ["v1", "approvals", id, "decision"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `POST /v1/approvals/decisions` (operator): one result per id, `200` even when some
+    /// failed.
+    pub async fn decide_batch(
+        &self,
+        req: &BatchDecisionRequest,
+    ) -> Result<BatchDecisionResponse, ClientError> {
+        let path = ["v1", "approvals", "decisions"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `POST /v1/approvals/{id}/cancel` (the requesting agent or an operator).
+    pub async fn cancel(&self, id: &str, req: &CancelRequest) -> Result<Approval, ClientError> {
+        let path = ["v1", "approvals", id, "cancel"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `POST /v1/approvals/{id}/user-decision` (the agent that asked): its user's decision.
+    pub async fn user_decision(
+        &self,
+        id: &str,
+        req: &UserDecisionRequest,
+    ) -> Result<Approval, ClientError> {
+        let path = ["v1", "approvals", id, "user-decision"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `POST /v1/sessions/{id}/cancel`: the session's pending approvals and clarifications.
+    pub async fn cancel_session(
+        &self,
+        session_id: &str,
+        req: &CancelRequest,
+    ) -> Result<SessionCancelled, ClientError> {
+        let path = ["v1", "sessions", session_id, "cancel"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `POST /v1/tokens/redeem` (an agent key): redeems a token for the exact call.
+    pub async fn redeem(&self, req: &RedeemRequest) -> Result<Redeemed, ClientError> {
+        let path = ["v1", "tokens", "redeem"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `GET /v1/grants?all=B` (operator): active grants, or all of them.
+    pub async fn grants(&self, all: bool) -> Result<GrantList, ClientError> {
+        let q = [("all", all.to_string())];
+        self.call(Method::GET, &["v1", "grants"], &q, NONE).await
+    }
+
+    /// `DELETE /v1/grants/{id}` (operator): `204`; `404` when unknown or revoked already.
+    pub async fn revoke_grant(&self, id: &str) -> Result<(), ClientError> {
+        self.call_empty(Method::DELETE, &["v1", "grants", id], NONE)
+            .await
+    }
+
+    /// `GET /v1/learning-samples` (operator): the MPLP learning samples (NDJSON), one JSON
+    /// value per line.
+    pub async fn learning_samples(&self) -> Result<Vec<Value>, ClientError> {
+        let text = self.call_text(&["v1", "learning-samples"]).await?;
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str(l).map_err(|e| ClientError::Body {
+                    status: 200,
+                    detail: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// `POST /v1/clarifications` (an agent key): asks a question; `202` with it pending.
+    pub async fn ask(&self, req: &AskRequest) -> Result<Clarification, ClientError> {
+        let path = ["v1", "clarifications"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `GET /v1/clarifications[?status=S]` (operator); `None` is `all`.
+    pub async fn clarifications(
+        &self,
+        status: Option<&str>,
+    ) -> Result<ClarificationList, ClientError> {
+        let q = list_query(status, None);
+        self.call(Method::GET, &["v1", "clarifications"], &q, NONE)
+            .await
+    }
+
+    /// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator); `wait_seconds` 0
+    /// answers at once.
+    pub async fn clarification(
+        &self,
+        id: &str,
+        wait_seconds: u64,
+    ) -> Result<Clarification, ClientError> {
+        let q = wait_query(wait_seconds);
+        self.call(Method::GET, &["v1", "clarifications", id], &q, NONE)
+            .await
+    }
+
+    /// `POST /v1/clarifications/{id}/answer` (operator).
+    pub async fn answer(
+        &self,
+        id: &str,
+        req: &AnswerRequest,
+    ) -> Result<Clarification, ClientError> {
+        let path = ["v1", "clarifications", id, "answer"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `POST /v1/plans` (an agent key): the stored MPLP plan (`201`).
+    pub async fn create_plan(&self, req: &CreatePlanRequest) -> Result<Value, ClientError> {
+        self.call(Method::POST, &["v1", "plans"], &[], Some(req))
+            .await
+    }
+
+    /// `PUT /v1/plans/{id}` (an agent key): the revised MPLP plan.
+    pub async fn update_plan(
+        &self,
+        id: &str,
+        req: &UpdatePlanRequest,
+    ) -> Result<Value, ClientError> {
+        self.call(Method::PUT, &["v1", "plans", id], &[], Some(req))
+            .await
+    }
+
+    /// `GET /v1/plans/{id}` (its agent or an operator): the MPLP plan with its status.
+    pub async fn plan(&self, id: &str) -> Result<Value, ClientError> {
+        self.call(Method::GET, &["v1", "plans", id], &[], NONE)
+            .await
+    }
+
+    /// `POST /v1/plans/{id}/submit` (an agent key): holds a Confirm on the plan.
+    pub async fn submit_plan(
+        &self,
+        id: &str,
+        req: &SubmitPlanRequest,
+    ) -> Result<GateAnswer, ClientError> {
+        self.gate(&["v1", "plans", id, "submit"], req).await
+    }
+
+    /// `POST /v1/plans/{id}/cancel` (its agent or an operator): the cancelled MPLP plan.
+    pub async fn cancel_plan(&self, id: &str, req: &CancelRequest) -> Result<Value, ClientError> {
+        let path = ["v1", "plans", id, "cancel"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `GET /v1/plans/{id}/pipeline-events`.
+    pub async fn pipeline_events(&self, id: &str) -> Result<PipelineEvents, ClientError> {
+        let path = ["v1", "plans", id, "pipeline-events"];
+        self.call(Method::GET, &path, &[], NONE).await
+    }
+
+    /// `POST /v1/confirms` (an agent key): a Confirm on another MPLP target.
+    pub async fn confirm(&self, req: &ConfirmRequest) -> Result<GateAnswer, ClientError> {
+        self.gate(&["v1", "confirms"], req).await
+    }
+
+    /// `GET /v1/agents/{agent}/mcp-servers/{alias}/tools`: the tools the agent declares.
+    pub async fn declared_tools(
+        &self,
+        agent: &str,
+        alias: &str,
+    ) -> Result<DeclaredTools, ClientError> {
+        let path = ["v1", "agents", agent, "mcp-servers", alias, "tools"];
+        self.call(Method::GET, &path, &[], NONE).await
+    }
+
+    /// `POST /v1/tools/check` (an agent key): the gateway's word on each upstream tool.
+    pub async fn check_tools(
+        &self,
+        req: &ToolCheckRequest,
+    ) -> Result<ToolCheckResponse, ClientError> {
+        let path = ["v1", "tools", "check"];
+        self.call(Method::POST, &path, &[], Some(req)).await
+    }
+
+    /// `GET /v1/tools/reviews?status=S` (operator); `None` is `all`.
+    pub async fn tool_reviews(
+        &self,
+        status: Option<ReviewStatus>,
+    ) -> Result<ToolReviewList, ClientError> {
+        let q = list_query(Some(status.map_or("all", ReviewStatus::as_str)), None);
+        self.call(Method::GET, &["v1", "tools", "reviews"], &q, NONE)
+            .await
+    }
+
+    /// `GET /v1/tools/reviews/{id}[?wait=S]`: one review; `wait_seconds` long-polls while it
+    /// is pending (0 answers at once).
+    pub async fn tool_review(
+        &self,
+        id: &str,
+        wait_seconds: u64,
+    ) -> Result<ToolReview, ClientError> {
+        let q = wait_query(wait_seconds);
+        self.call(Method::GET, &["v1", "tools", "reviews", id], &q, NONE)
+            .await
+    }
+
+    /// `POST /v1/tools/reviews/{id}/accept` or `…/reject` (operator), as `accept` says.
+    pub async fn decide_review(&self, id: &str, accept: bool) -> Result<ToolReview, ClientError> {
+        let verb = if accept { "accept" } else { "reject" };
+        let path = ["v1", "tools", "reviews", id, verb];
+        self.call(Method::POST, &path, &[], Some(&serde_json::json!({})))
+            .await
+    }
+
+    /// `GET /v1/tools/pins` (operator).
+    pub async fn tool_pins(&self) -> Result<ToolPinList, ClientError> {
+        self.call(Method::GET, &["v1", "tools", "pins"], &[], NONE)
+            .await
+    }
+
+    /// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operator).
+    pub async fn checkpoints(
+        &self,
+        limit: Option<u32>,
+        before_seq: Option<i64>,
+    ) -> Result<CheckpointList, ClientError> {
+        let mut q = list_query(None, limit);
+        if let Some(s) = before_seq {
+            q.push(("before_seq", s.to_string()));
+        }
+        self.call(Method::GET, &["v1", "audit", "checkpoints"], &q, NONE)
+            .await
+    }
+
+    /// `GET /v1/webhooks/dead-letters` (operator).
+    pub async fn dead_letters(&self) -> Result<DeadLetterList, ClientError> {
+        let path = ["v1", "webhooks", "dead-letters"];
+        self.call(Method::GET, &path, &[], NONE).await
+    }
+}
+
+/// The query of a read that may long-poll: `wait=S`, none for 0.
+fn wait_query(wait_seconds: u64) -> Vec<(&'static str, String)> {
+    match wait_seconds {
+        0 => Vec::new(),
+        w => vec![("wait", w.to_string())],
+    }
+}

@@ -1,0 +1,108 @@
+//! The redeem step of an approval's life: the single-use token an approval (or a grant)
+//! mints, as the seed 002 Token document; redeeming it for the exact call
+//! (`POST /v1/tokens/redeem`); and the grants a scope wider than `once` creates
+//! (`GET /v1/grants`, `DELETE /v1/grants/{id}`). Not the approval itself
+//! ([`crate::approvals`]).
+
+use crate::kit::RiskTier;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Seed 002 Token (`docs/schemas/approval-token.schema.json`) of a minted token: the
+/// `approval_token` of gate answers and approvals. Not the signed string itself (`token`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalToken {
+    /// Token id, UUID v4.
+    pub token_id: String,
+    /// The approval that minted it.
+    pub approval_id: String,
+    /// The `call_hash` it binds (the operator's edit when the arguments were changed).
+    pub tool_call_hash: String,
+    /// When it can no longer be redeemed, RFC 3339.
+    pub expires_at: String,
+    /// Always `true`: a token is redeemed once.
+    pub single_use: bool,
+    /// The approval's scope: `once`, `session`, a duration such as `15m`, or `workspace`.
+    pub scope: String,
+    /// The client device id it is bound to, `null` when the agent sent none.
+    pub issued_to_client_device_id: Option<String>,
+}
+
+/// `POST /v1/tokens/redeem` (an agent key): redeems a single-use token for the exact call it
+/// binds, just before the call runs. Errors: `401 TOKEN_INVALID`, `403 FORBIDDEN` (another
+/// agent's), `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`,
+/// `403 TOKEN_MISMATCH` (another call).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedeemRequest {
+    /// The signed token string (`token` of an approval or a grant's `allow`).
+    pub token: String,
+    /// The tool about to run (for a held result, `result.TOOL`).
+    pub tool: String,
+    /// Its MCP server alias.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The arguments it will run with (the operator's edit when `arguments_changed`).
+    pub arguments: Value,
+    /// The client device id, when the token is bound to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
+}
+
+/// The answer to a redemption (HTTP 200): the call may run now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Redeemed {
+    /// SHA-256 (lowercase hex) of the redeemed call's canonical JSON.
+    pub call_hash: String,
+    /// The approval whose token it was.
+    pub approval_id: String,
+    /// The token's id.
+    pub token_id: String,
+}
+
+/// `GET /v1/grants[?all=true]` (operator): active grants, or with `all=true` revoked and
+/// expired ones too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantList {
+    /// The grants.
+    pub grants: Vec<Grant>,
+}
+
+/// One grant (seed 002 "Approve with scope"): later matching calls of the agent pass without
+/// a prompt, each with its own single-use token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Grant id, UUID v4 (`DELETE /v1/grants/{id}` revokes it).
+    pub id: String,
+    /// The agent it lets through.
+    pub agent: String,
+    /// For scope `session`: the session; else `null`.
+    pub session_id: Option<String>,
+    /// Tool name.
+    pub tool: String,
+    /// MCP server alias, `null` for a local tool.
+    pub server: Option<String>,
+    /// The call hash it covers; `null` when widened to the whole tool.
+    pub call_hash: Option<String>,
+    /// Whether it covers every call of the tool (`call_hash` is `null`).
+    pub whole_tool: bool,
+    /// `session`, a duration such as `15m`, or `workspace`.
+    pub scope: String,
+    /// Risk tier of the approval that created it.
+    pub risk_tier: RiskTier,
+    /// `workspace` on an R3/R4 tool (allowed after explicit confirmation, discouraged).
+    pub discouraged: bool,
+    /// The approval it came from.
+    pub approval_id: String,
+    /// The operator who granted it.
+    pub created_by: String,
+    /// When it was created, RFC 3339.
+    pub created_at: String,
+    /// When it lapses, RFC 3339; `null` for `session` and `workspace`.
+    pub expires_at: Option<String>,
+    /// When it was revoked, RFC 3339; `null` while not revoked.
+    pub revoked_at: Option<String>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
