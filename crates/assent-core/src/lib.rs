@@ -23,10 +23,12 @@ pub mod gatekeeper;
 pub mod json;
 pub mod policy;
 pub mod redact;
+pub mod risk;
 pub mod summary;
 pub mod template;
 pub mod token;
 pub mod triggers;
+pub mod verdict;
 
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
 pub use canonical::{CanonicalError, ToolCall};
@@ -34,4 +36,5 @@ pub use gatekeeper::{
     Reason, Verdict, VerdictKind, delegation_call, evaluate, evaluate_delegation, evaluate_in,
     evaluate_target, evaluate_with,
 };
-pub use policy::{Registry, RiskTier};
+pub use policy::Registry;
+pub use risk::RiskTier;
