@@ -49,7 +49,9 @@ pub enum CanonicalError {
     Json(String),
 }
 
-fn kind(v: &Value) -> &'static str {
+/// The JSON type of `v` with its article, as errors name it: `null`, `a boolean`, `a number`,
+/// `a string`, `an array`, `an object`.
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -74,7 +76,7 @@ impl ToolCall {
             return Err(CanonicalError::EmptyTool);
         }
         if !arguments.is_object() {
-            return Err(CanonicalError::ArgumentsNotObject(kind(&arguments)));
+            return Err(CanonicalError::ArgumentsNotObject(type_name(&arguments)));
         }
         check_exact(&arguments, &mut String::new())?;
         Ok(Self {

@@ -4,6 +4,7 @@
 //! clause a reason names (`amount > 1000 (amount = 5000)`). It knows nothing of groups, keys
 //! or lookups (the condition module combines predicates).
 
+use crate::canonical::type_name;
 use regex::Regex;
 use serde_json::{Number, Value};
 
@@ -100,17 +101,6 @@ fn scalar_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => num_eq(x, y),
         _ => a == b,
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
