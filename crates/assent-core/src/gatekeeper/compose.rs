@@ -80,12 +80,7 @@ impl<'a> Composed<'a> {
     ) -> Result<(), Denial> {
         let args = ctx.tool_args;
         let mut notes = Vec::new();
-        if let Some(note) = denied(r, ctx).map_err(|(message, why)| Denial {
-            file: file.to_string(),
-            rule: r.label.clone(),
-            message,
-            why,
-        })? {
+        if let Some(note) = denied(file, r, ctx)? {
             self.require(None);
             notes.push(note);
         }
@@ -282,10 +277,10 @@ impl<'a> Composed<'a> {
     }
 }
 
-/// A rule's `deny`: `Err((message, reason))` when it matches (the reason names the clause),
-/// `Ok(Some(note))` when its condition cannot be evaluated (approval is required instead),
-/// `Ok(None)` otherwise.
-fn denied(r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<String>, (String, String)> {
+/// The `deny` of rule `r` in policy file `file`: `Err` when it matches (the reason names the
+/// clause; the message is the rule's rendered template when it has one), `Ok(Some(note))` when
+/// its condition cannot be evaluated (approval is required instead), `Ok(None)` otherwise.
+fn denied(file: &str, r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<String>, Denial> {
     let Some(ApprovalSpec::Required {
         condition,
         message_template,
@@ -302,8 +297,14 @@ fn denied(r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<String>, (String
         Some(Outcome::NoMatch) => return Ok(None),
     };
     let why = format!("denied by governance rule {} ({matched})", r.label);
-    Err(match message_template.as_deref().map(|t| render(t, ctx)) {
+    let (message, why) = match message_template.as_deref().map(|t| render(t, ctx)) {
         Some(m) => (m.clone(), format!("{why}: {m}")),
         None => (why.clone(), why),
+    };
+    Err(Denial {
+        file: file.to_string(),
+        rule: r.label.clone(),
+        message,
+        why,
     })
 }

@@ -47,8 +47,7 @@ impl<'a> Composed<'a> {
                 ));
                 (None, String::new())
             }
-            Mode::Tool => declaration(agent, call)
-                .map_err(|(text, rule)| Denial::new(&agent.file, rule, text))?,
+            Mode::Tool => declaration(agent, call)?,
         };
         self.agent_template = spec.and_then(template_of);
         let cond_args = self.extra.as_ref().unwrap_or(&call.arguments);
@@ -68,57 +67,41 @@ impl<'a> Composed<'a> {
 }
 
 /// Finds the agent's declaration of the call: the applicable `approval` (None when omitted and
-/// not inherited) and a label of where it is. `Err((reason, rule))` when not declared.
+/// not inherited) and a label of where it is. `Err` names what is not declared.
 fn declaration<'a>(
     agent: &'a Agent,
     call: &ToolCall,
-) -> Result<(Option<&'a ApprovalSpec>, String), (String, String)> {
-    match &call.server {
-        None => {
-            let t = agent
-                .local_tools
-                .iter()
-                .find(|t| t.alias == call.tool)
-                .ok_or_else(|| {
-                    (
-                        format!(
-                            "tool `{}` is not declared in action_space.local_tools of agent `{}`",
-                            call.tool, agent.id
-                        ),
-                        "action_space.local_tools".to_string(),
-                    )
-                })?;
-            Ok((
-                t.approval.as_ref(),
-                format!("action_space.local_tools[{}]", t.alias),
-            ))
-        }
-        Some(alias) => {
-            let s = agent.mcp_servers.iter().find(|s| &s.alias == alias).ok_or_else(|| {
-                (
-                    format!("MCP server alias `{alias}` is not declared in action_space.mcp_servers of agent `{}`", agent.id),
-                    "action_space.mcp_servers".to_string(),
-                )
-            })?;
-            let base = format!("action_space.mcp_servers[{alias}]");
-            match &s.allowed_tools {
-                None => Ok((s.approval.as_ref(), base)),
-                Some(list) => {
-                    let t = list.iter().find(|t| t.name == call.tool).ok_or_else(|| {
-                        (
-                            format!(
-                                "tool `{}` is not in allowed_tools of MCP server `{alias}` for agent `{}`",
-                                call.tool, agent.id
-                            ),
-                            format!("{base}.allowed_tools"),
-                        )
-                    })?;
-                    Ok((
-                        t.approval.as_ref().or(s.approval.as_ref()),
-                        format!("{base}.allowed_tools[{}]", t.name),
-                    ))
-                }
-            }
-        }
-    }
+) -> Result<(Option<&'a ApprovalSpec>, String), Denial> {
+    let deny = |rule: &str, text: String| Denial::new(&agent.file, rule, text);
+    let (tool, id) = (&call.tool, &agent.id);
+    let Some(alias) = &call.server else {
+        let t = agent.local_tools.iter().find(|t| &t.alias == tool);
+        let t = t.ok_or_else(|| {
+            let text = format!(
+                "tool `{tool}` is not declared in action_space.local_tools of agent `{id}`"
+            );
+            deny("action_space.local_tools", text)
+        })?;
+        let rule = format!("action_space.local_tools[{}]", t.alias);
+        return Ok((t.approval.as_ref(), rule));
+    };
+    let s = agent.mcp_servers.iter().find(|s| &s.alias == alias);
+    let s = s.ok_or_else(|| {
+        let text = format!(
+            "MCP server alias `{alias}` is not declared in action_space.mcp_servers of agent `{id}`"
+        );
+        deny("action_space.mcp_servers", text)
+    })?;
+    let base = format!("action_space.mcp_servers[{alias}]");
+    let Some(list) = &s.allowed_tools else {
+        return Ok((s.approval.as_ref(), base));
+    };
+    let t = list.iter().find(|t| &t.name == tool).ok_or_else(|| {
+        let text = format!(
+            "tool `{tool}` is not in allowed_tools of MCP server `{alias}` for agent `{id}`"
+        );
+        deny(&format!("{base}.allowed_tools"), text)
+    })?;
+    let rule = format!("{base}.allowed_tools[{}]", t.name);
+    Ok((t.approval.as_ref().or(s.approval.as_ref()), rule))
 }

@@ -22,9 +22,13 @@ pub(super) fn reason(file: &str, rule: impl Into<String>, text: impl Into<String
 /// reason for the record (the same text unless a rule's `deny` renders its own message).
 #[derive(Debug)]
 pub(super) struct Denial {
+    /// The agent or governance file; empty for built-in rules.
     pub file: String,
+    /// Where in the file (or the built-in rule's name).
     pub rule: String,
+    /// What the agent is told (the verdict's `message`).
     pub message: String,
+    /// What the record keeps (the verdict's one reason).
     pub why: String,
 }
 
