@@ -34,8 +34,8 @@ pub mod verdict;
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
 pub use canonical::{CanonicalCall, CanonicalError, ToolCall};
 pub use gatekeeper::{
-    Reason, Verdict, VerdictKind, delegation_call, evaluate, evaluate_delegation, evaluate_in,
-    evaluate_target, evaluate_with,
+    delegation_call, evaluate, evaluate_delegation, evaluate_in, evaluate_target, evaluate_with,
 };
 pub use policy::Registry;
 pub use risk::RiskTier;
+pub use verdict::{Reason, Verdict, VerdictKind};
