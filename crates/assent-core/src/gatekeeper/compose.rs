@@ -308,3 +308,68 @@ fn denied(file: &str, r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<Stri
         why,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::Registry;
+    use crate::triggers::Escalation;
+    use crate::{RiskTier, ToolCall, VerdictKind, evaluate};
+    use serde_json::json;
+
+    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+
+    /// Two covering rules fold tighten-only: the highest tier, the shortest wait, the union of
+    /// approvers and escalation roles with the shortest extension, the smallest output limit,
+    /// `approve` at expiry only when every rule that names a default says so, and one reason a
+    /// rule, in policy order, before the tier's.
+    #[test]
+    fn covering_rules_fold_into_one_tighter_verdict() {
+        let gov = "policies:
+  - id: a.fold-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pay
+        risk_tier: R1
+        timeout_seconds: 60
+        approvers: [ops]
+        default_decision: approve
+        on_timeout: {escalate_to: [lead], after_seconds: 100}
+        thresholds: {output_bytes: 500}
+        suggested_alternatives: [quote]
+      - tool: pay
+        risk_tier: R3
+        timeout_seconds: 30
+        approvers: [ops, cfo]
+        on_timeout: {escalate_to: [cfo], after_seconds: 50}
+        thresholds: {output_bytes: 900}
+        suggested_alternatives: [quote, wait]
+";
+        let reg = Registry::load(
+            &[("a.yaml".into(), AGENT.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let call = ToolCall::new("pay", None, json!({})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert_eq!(v.risk_tier, RiskTier::R3);
+        assert_eq!(v.timeout_seconds, Some(30));
+        assert_eq!(v.approvers, ["ops", "cfo"]);
+        assert_eq!(
+            v.escalation,
+            Some(Escalation {
+                escalate_to: vec!["lead".into(), "cfo".into()],
+                after_seconds: 50
+            })
+        );
+        assert_eq!(v.output_bytes, Some(500));
+        assert_eq!(v.suggested_alternatives, ["quote", "wait"]);
+        assert_eq!(v.default_decision.as_str(), "approve");
+        let rules: Vec<&str> = v.reasons.iter().map(|r| r.rule.as_str()).collect();
+        assert_eq!(rules.len(), 4, "{rules:?}");
+        assert!(rules[1].starts_with("a.fold-v1 rules[0]"), "{rules:?}");
+        assert!(rules[2].starts_with("a.fold-v1 rules[1]"), "{rules:?}");
+        assert_eq!(rules[3], "risk tier");
+        assert!(!v.in_client_approval);
+    }
+}
