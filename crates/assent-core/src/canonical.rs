@@ -1,4 +1,7 @@
-//! RFC 8785 canonical JSON of a tool call and its SHA-256 `call_hash` (seed 002 `toolCallCanonical`).
+//! RFC 8785 canonical JSON of a tool call and its SHA-256 `call_hash` (seed 002
+//! `toolCallCanonical`): [`ToolCall`] (the call, checked), [`CanonicalCall`] (the call with its
+//! canonical texts and `call_hash`, built once by one constructor for every entry point), and
+//! the RFC 8785 / SHA-256 primitives. It does not decide anything about the call.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -46,7 +49,9 @@ pub enum CanonicalError {
     Json(String),
 }
 
-fn kind(v: &Value) -> &'static str {
+/// The JSON type of `v` with its article, as errors name it: `null`, `a boolean`, `a number`,
+/// `a string`, `an array`, `an object`.
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -71,7 +76,7 @@ impl ToolCall {
             return Err(CanonicalError::EmptyTool);
         }
         if !arguments.is_object() {
-            return Err(CanonicalError::ArgumentsNotObject(kind(&arguments)));
+            return Err(CanonicalError::ArgumentsNotObject(type_name(&arguments)));
         }
         check_exact(&arguments, &mut String::new())?;
         Ok(Self {
@@ -112,11 +117,96 @@ impl ToolCall {
         Ok(out)
     }
 
-    /// The canonical JSON and its SHA-256 as 64 lowercase hex characters (`call_hash`).
+    /// The canonical JSON and its SHA-256 as 64 lowercase hex characters (`call_hash`), as
+    /// [`CanonicalCall`] computes them.
     pub fn canonical_and_hash(&self) -> Result<(String, String), CanonicalError> {
-        let c = self.canonical_json()?;
-        let h = sha256_hex(c.as_bytes());
-        Ok((c, h))
+        let (_, canonical, call_hash) = CanonicalCall::texts(self)?;
+        Ok((canonical, call_hash))
+    }
+}
+
+/// A tool call with its RFC 8785 canonical forms and its `call_hash`, computed once (seed 002
+/// `toolCallCanonical`): what the gateway gates, stores, and binds an approval and its token
+/// to. Build it with [`CanonicalCall::new`] (from a [`ToolCall`]) or [`CanonicalCall::parse`]
+/// (from the tool, server and arguments a request names); the fields are read through
+/// accessors so they always agree with one another.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanonicalCall {
+    call: ToolCall,
+    arguments: String,
+    canonical: String,
+    call_hash: String,
+}
+
+impl CanonicalCall {
+    /// Canonicalises `call`: the arguments once ([`ToolCall::canonical_arguments`]), the whole
+    /// call from them ([`ToolCall::canonical_with_arguments`]), and the SHA-256 of that text.
+    /// It does not re-check `call` (see [`ToolCall::new`] for that).
+    ///
+    /// Errors: [`CanonicalError::Json`] when a value cannot be written as RFC 8785 JSON.
+    pub fn new(call: ToolCall) -> Result<Self, CanonicalError> {
+        let (arguments, canonical, call_hash) = Self::texts(&call)?;
+        Ok(Self {
+            call,
+            arguments,
+            canonical,
+            call_hash,
+        })
+    }
+
+    /// `(canonical arguments, canonical call, call_hash)` of `call`: the one computation behind
+    /// [`CanonicalCall::new`] and [`ToolCall::canonical_and_hash`].
+    fn texts(call: &ToolCall) -> Result<(String, String, String), CanonicalError> {
+        let arguments = call.canonical_arguments()?;
+        let canonical = call.canonical_with_arguments(&arguments)?;
+        let call_hash = sha256_hex(canonical.as_bytes());
+        Ok((arguments, canonical, call_hash))
+    }
+
+    /// [`ToolCall::new`] then [`CanonicalCall::new`]: the one constructor for a call named by
+    /// a request (`tool`, the MCP `server` alias or `None`, the `arguments` object).
+    ///
+    /// Errors: those of [`ToolCall::new`] ([`CanonicalError::EmptyTool`],
+    /// [`CanonicalError::ArgumentsNotObject`], [`CanonicalError::InexactInteger`]) and of
+    /// [`CanonicalCall::new`].
+    pub fn parse(
+        tool: impl Into<String>,
+        server: Option<String>,
+        arguments: Value,
+    ) -> Result<Self, CanonicalError> {
+        Self::new(ToolCall::new(tool, server, arguments)?)
+    }
+
+    /// The call.
+    pub fn call(&self) -> &ToolCall {
+        &self.call
+    }
+
+    /// The RFC 8785 canonical JSON of the arguments alone (what `{{tool_args}}` renders and
+    /// the gatekeeper's `canonical_arguments`).
+    pub fn arguments(&self) -> &str {
+        &self.arguments
+    }
+
+    /// The RFC 8785 canonical JSON of the whole call ([`ToolCall::canonical_json`]).
+    pub fn canonical(&self) -> &str {
+        &self.canonical
+    }
+
+    /// `call_hash`: SHA-256 of [`canonical`](Self::canonical), 64 lowercase hex characters.
+    pub fn call_hash(&self) -> &str {
+        &self.call_hash
+    }
+
+    /// The call, giving up the canonical texts.
+    pub fn into_call(self) -> ToolCall {
+        self.call
+    }
+
+    /// Every part, owned: `(call, canonical arguments, canonical call, call_hash)`, for a
+    /// caller that moves them into its own record.
+    pub fn into_parts(self) -> (ToolCall, String, String, String) {
+        (self.call, self.arguments, self.canonical, self.call_hash)
     }
 }
 
@@ -300,6 +390,50 @@ mod tests {
         );
         assert!(ToolCall::new("t", None, json!({"n": -9007199254740993i64})).is_err());
         assert!(ToolCall::new("t", None, json!({"n": 1e300})).is_ok());
+    }
+
+    /// One constructor gives the call, both canonical texts and the hash, all agreeing with
+    /// the older per-piece methods.
+    #[test]
+    fn a_canonical_call_holds_the_call_its_texts_and_its_hash() {
+        let args = json!({"b": 1.0, "a": [1, 2]});
+        let c = CanonicalCall::parse("t", Some("fs".into()), args.clone()).unwrap();
+        let call = ToolCall::new("t", Some("fs".into()), args).unwrap();
+        assert_eq!(c.call(), &call);
+        assert_eq!(c.arguments(), r#"{"a":[1,2],"b":1}"#);
+        assert_eq!(c.arguments(), call.canonical_arguments().unwrap());
+        assert_eq!(
+            c.canonical(),
+            r#"{"arguments":{"a":[1,2],"b":1},"server":"fs","tool":"t"}"#
+        );
+        assert_eq!(c.call_hash(), sha256_hex(c.canonical().as_bytes()));
+        assert_eq!(
+            call.canonical_and_hash().unwrap(),
+            (c.canonical().to_string(), c.call_hash().to_string())
+        );
+        assert_eq!(CanonicalCall::new(call.clone()).unwrap(), c);
+        let (whole, a, text, hash) = c.clone().into_parts();
+        assert_eq!(
+            (&whole, a.as_str(), text.as_str(), hash.as_str()),
+            (&call, c.arguments(), c.canonical(), c.call_hash())
+        );
+        assert_eq!(c.into_call(), call);
+    }
+
+    #[test]
+    fn a_canonical_call_refuses_what_a_tool_call_refuses() {
+        assert_eq!(
+            CanonicalCall::parse("", None, json!({})).unwrap_err(),
+            CanonicalError::EmptyTool
+        );
+        assert_eq!(
+            CanonicalCall::parse("t", None, json!("x")).unwrap_err(),
+            CanonicalError::ArgumentsNotObject("a string")
+        );
+        assert!(matches!(
+            CanonicalCall::parse("t", None, json!({"n": 9007199254740993u64})),
+            Err(CanonicalError::InexactInteger { .. })
+        ));
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! assent-core: the domain of the assent approval gateway, with no I/O.
 //!
-//! It turns a proposed tool call into a [`ToolCall`] with an RFC 8785 canonical form and a
-//! SHA-256 `call_hash` ([`canonical`]), resolves the agent's Agent Format declaration together
-//! with governance policies ([`policy`]), evaluates `args_match` conditions ([`condition`]),
-//! renders approval messages ([`template`]) and decides a [`Verdict`] ([`gatekeeper`]). It also
-//! holds the approval state machine ([`approval`]), the HMAC approval token format
-//! ([`token`]) and the strict reading of JSON text that every entry point applies ([`json`]:
-//! no duplicate keys, no number a double would change).
+//! It turns a proposed tool call into a [`ToolCall`] and a [`CanonicalCall`] (RFC 8785
+//! canonical form and SHA-256 `call_hash`, [`canonical`]), resolves the agent's Agent Format
+//! declaration together with governance policies ([`policy`]), evaluates `args_match`
+//! conditions ([`condition`]), renders approval messages ([`template`]) and decides a
+//! [`Verdict`] ([`gatekeeper`], [`verdict`]) at a [`RiskTier`] ([`risk`]). It also holds the
+//! approval state machine ([`approval`]), the HMAC approval token format ([`token`]) and the
+//! strict reading of JSON text that every entry point applies ([`json`]: no duplicate keys,
+//! no number a double would change).
 //!
 //! It is not a store, a server or a wire format: it knows nothing of tokio, SQL or HTTP. Time
 //! and randomness are passed in by the caller. Policy files are parsed from strings; finding
@@ -23,15 +24,18 @@ pub mod gatekeeper;
 pub mod json;
 pub mod policy;
 pub mod redact;
+pub mod risk;
 pub mod summary;
 pub mod template;
 pub mod token;
 pub mod triggers;
+pub mod verdict;
 
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};
-pub use canonical::{CanonicalError, ToolCall};
+pub use canonical::{CanonicalCall, CanonicalError, ToolCall};
 pub use gatekeeper::{
-    Reason, Verdict, VerdictKind, delegation_call, evaluate, evaluate_delegation, evaluate_in,
-    evaluate_target, evaluate_with,
+    delegation_call, evaluate, evaluate_delegation, evaluate_in, evaluate_target, evaluate_with,
 };
-pub use policy::{Registry, RiskTier};
+pub use policy::Registry;
+pub use risk::RiskTier;
+pub use verdict::{Reason, Verdict, VerdictKind};

@@ -63,13 +63,30 @@ pub const MAX_RATE_WINDOW_SECONDS: u64 = 604_800;
 /// Largest `thresholds.output_bytes`: 1 GiB (issue 10 §10).
 pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
 
+/// `Err("NAME N is out of range (MIN to MAX UNIT)")` unless `min <= value <= max`: the load-time
+/// bound check of every duration and count in a governance rule (issue 10 §10).
+pub(crate) fn in_range(
+    name: &str,
+    value: u64,
+    min: u64,
+    max: u64,
+    unit: &str,
+) -> Result<(), String> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} {value} is out of range ({min} to {max} {unit})"
+        ))
+    }
+}
+
 impl Thresholds {
     /// Checks the values against the bounds of issue 10 §10; `Err` names the bad key, its value
     /// and the accepted range: `rate.max` 1 to [`MAX_RATE_COUNT`], `rate.per_seconds` 1 to
     /// [`MAX_RATE_WINDOW_SECONDS`], `cost.max_per_session` finite and ≥ 0, `output_bytes` 1 to
     /// [`MAX_OUTPUT_BYTES`].
     pub fn validate(&self) -> Result<(), String> {
-        use crate::policy::in_range;
         if let Some(r) = &self.rate {
             in_range("thresholds.rate.max", r.max, 1, MAX_RATE_COUNT, "calls")?;
             in_range(

@@ -1,0 +1,307 @@
+//! One `args_match` expression of an Agent Format condition (seed 004 "Conditional
+//! Approval"): a literal for exact match or an operator object ([`Matcher`], [`Ops`],
+//! [`Pattern`]), parsed from policy JSON, tested against one argument value, and rendered as the
+//! clause a reason names (`amount > 1000 (amount = 5000)`). It knows nothing of groups, keys
+//! or lookups (the condition module combines predicates).
+
+use crate::canonical::type_name;
+use regex::Regex;
+use serde_json::{Number, Value};
+
+/// Longest regex accepted from a policy file, in bytes.
+pub const MAX_PATTERN_LEN: usize = 1024;
+
+/// Longest string argument shown verbatim in a rendered clause, in characters; a longer one is
+/// described by its length (so a reason never carries a truncated, unredactable secret).
+pub const MAX_SHOWN_CHARS: usize = 100;
+
+/// A match expression: a literal for exact match, or an operator object whose operators all hold.
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    /// Exact match against a string, number or boolean.
+    Literal(Value),
+    /// `{gt, gte, lt, lte, ne, pattern, in, not_in}`; every present operator must hold.
+    Ops(Ops),
+}
+
+/// The operators of a matcher object.
+#[derive(Debug, Clone, Default)]
+pub struct Ops {
+    /// `gt`: argument > N.
+    pub gt: Option<f64>,
+    /// `gte`: argument >= N.
+    pub gte: Option<f64>,
+    /// `lt`: argument < N.
+    pub lt: Option<f64>,
+    /// `lte`: argument <= N.
+    pub lte: Option<f64>,
+    /// `ne`: argument of the same type and a different value.
+    pub ne: Option<Value>,
+    /// `pattern`: the argument is a string the regex matches somewhere in.
+    pub pattern: Option<Pattern>,
+    /// `in`: argument is one of these scalars.
+    pub in_: Option<Vec<Value>>,
+    /// `not_in`: argument is none of these scalars.
+    pub not_in: Option<Vec<Value>>,
+}
+
+/// A `pattern` operator: its source text as written in the policy, and the compiled regex or
+/// the compile error text (which makes the predicate unevaluable).
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    /// The pattern as written (shown in reasons).
+    pub source: String,
+    /// [`compile_pattern`] of `source`.
+    pub compiled: Result<Regex, String>,
+}
+
+/// Compiles a policy regex with the limits of `DEPENDENCIES.md` (size and nesting capped).
+pub fn compile_pattern(p: &str) -> Result<Regex, String> {
+    if p.len() > MAX_PATTERN_LEN {
+        return Err(format!("pattern longer than {MAX_PATTERN_LEN} bytes"));
+    }
+    regex::RegexBuilder::new(p)
+        .size_limit(1 << 20)
+        .nest_limit(64)
+        .build()
+        .map_err(|e| {
+            e.to_string()
+                .lines()
+                .last()
+                .unwrap_or("invalid pattern")
+                .to_string()
+        })
+}
+
+fn is_scalar(v: &Value) -> bool {
+    matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_))
+}
+
+fn same_type(a: &Value, b: &Value) -> bool {
+    matches!(
+        (a, b),
+        (Value::String(_), Value::String(_))
+            | (Value::Number(_), Value::Number(_))
+            | (Value::Bool(_), Value::Bool(_))
+    )
+}
+
+fn num_eq(a: &Number, b: &Number) -> bool {
+    match (a.as_i64(), b.as_i64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => match (a.as_u64(), b.as_u64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => a.as_f64() == b.as_f64(),
+        },
+    }
+}
+
+/// Equality of two scalars of the same JSON type (numbers compared by value: `2 == 2.0`).
+fn scalar_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => num_eq(x, y),
+        _ => a == b,
+    }
+}
+
+impl Matcher {
+    /// Parses one match expression (Agent Format `ConditionGroup.args_match` values).
+    pub fn parse(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(Matcher::Literal(v.clone())),
+            Value::Object(m) => {
+                let mut ops = Ops::default();
+                let num = |name: &str, x: &Value| {
+                    x.as_f64().ok_or_else(|| format!("`{name}` needs a number"))
+                };
+                let list = |name: &str, x: &Value| -> Result<Vec<Value>, String> {
+                    let a = x
+                        .as_array()
+                        .ok_or_else(|| format!("`{name}` needs a list"))?;
+                    if a.iter().all(is_scalar) {
+                        Ok(a.clone())
+                    } else {
+                        Err(format!(
+                            "`{name}` items must be strings, numbers or booleans"
+                        ))
+                    }
+                };
+                for (op, x) in m {
+                    match op.as_str() {
+                        "gt" => ops.gt = Some(num(op, x)?),
+                        "gte" => ops.gte = Some(num(op, x)?),
+                        "lt" => ops.lt = Some(num(op, x)?),
+                        "lte" => ops.lte = Some(num(op, x)?),
+                        "ne" if is_scalar(x) => ops.ne = Some(x.clone()),
+                        "ne" => return Err("`ne` needs a string, number or boolean".into()),
+                        "pattern" => {
+                            let p = x.as_str().ok_or("`pattern` needs a string")?;
+                            ops.pattern = Some(Pattern {
+                                source: p.to_string(),
+                                compiled: compile_pattern(p),
+                            });
+                        }
+                        "in" => ops.in_ = Some(list(op, x)?),
+                        "not_in" => ops.not_in = Some(list(op, x)?),
+                        other => {
+                            return Err(format!(
+                                "unknown operator `{other}` (expected gt, gte, lt, lte, ne, pattern, in, not_in)"
+                            ));
+                        }
+                    }
+                }
+                if m.is_empty() {
+                    return Err("empty matcher object".into());
+                }
+                Ok(Matcher::Ops(ops))
+            }
+            other => Err(format!(
+                "a match expression must be a string, number, boolean or operator object, got {}",
+                type_name(other)
+            )),
+        }
+    }
+
+    /// Tests one argument value. `Err` says why it cannot be evaluated (mistyped, bad regex).
+    pub fn test(&self, actual: &Value) -> Result<bool, String> {
+        match self {
+            Matcher::Literal(lit) => {
+                if same_type(lit, actual) {
+                    Ok(scalar_eq(lit, actual))
+                } else {
+                    Err(format!(
+                        "is {} but the condition compares it with {}",
+                        type_name(actual),
+                        type_name(lit)
+                    ))
+                }
+            }
+            Matcher::Ops(o) => {
+                let mut ok = true;
+                let cmp = [(o.gt, "gt"), (o.gte, "gte"), (o.lt, "lt"), (o.lte, "lte")];
+                if cmp.iter().any(|(b, _)| b.is_some()) {
+                    let n = actual.as_f64().ok_or_else(|| {
+                        format!("is {} but `gt/gte/lt/lte` need a number", type_name(actual))
+                    })?;
+                    for (bound, name) in cmp {
+                        if let Some(b) = bound {
+                            ok &= match name {
+                                "gt" => n > b,
+                                "gte" => n >= b,
+                                "lt" => n < b,
+                                _ => n <= b,
+                            };
+                        }
+                    }
+                }
+                if let Some(ne) = &o.ne {
+                    if !same_type(ne, actual) {
+                        return Err(format!(
+                            "is {} but `ne` compares it with {}",
+                            type_name(actual),
+                            type_name(ne)
+                        ));
+                    }
+                    ok &= !scalar_eq(ne, actual);
+                }
+                if let Some(p) = &o.pattern {
+                    let re = p
+                        .compiled
+                        .as_ref()
+                        .map_err(|e| format!("cannot be matched: pattern does not compile: {e}"))?;
+                    let s = actual.as_str().ok_or_else(|| {
+                        format!("is {} but `pattern` needs a string", type_name(actual))
+                    })?;
+                    ok &= re.is_match(s);
+                }
+                for (list, name, want) in [(&o.in_, "in", true), (&o.not_in, "not_in", false)] {
+                    if let Some(items) = list {
+                        if !is_scalar(actual)
+                            || (!items.is_empty() && !items.iter().any(|i| same_type(i, actual)))
+                        {
+                            return Err(format!(
+                                "is {} but `{name}` lists values of another type",
+                                type_name(actual)
+                            ));
+                        }
+                        let found = items
+                            .iter()
+                            .any(|i| same_type(i, actual) && scalar_eq(i, actual));
+                        ok &= found == want;
+                    }
+                }
+                Ok(ok)
+            }
+        }
+    }
+}
+
+/// A JSON value as it appears in a rendered clause: compact JSON (`5000`, `"EUR"`, `["a","b"]`).
+fn json_text(v: &Value) -> String {
+    v.to_string()
+}
+
+/// A bound, readably: `1000` (an integer without `.0`), `0.5`, `1e300` (an exponent rather
+/// than hundreds of digits).
+fn bound_text(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e16 {
+        format!("{n}")
+    } else {
+        format!("{n:?}")
+    }
+}
+
+impl Matcher {
+    /// The clause as written in the policy, readably: `amount > 1000`, `currency = "USD"`,
+    /// `path matches pattern "^/etc/"`, `currency in ["EUR","USD"]`; several operators of one
+    /// matcher are joined with ` and `.
+    pub fn clause(&self, key: &str) -> String {
+        let o = match self {
+            Matcher::Literal(lit) => return format!("{key} = {}", json_text(lit)),
+            Matcher::Ops(o) => o,
+        };
+        let mut parts = Vec::new();
+        for (b, op) in [(o.gt, ">"), (o.gte, ">="), (o.lt, "<"), (o.lte, "<=")] {
+            if let Some(b) = b {
+                parts.push(format!("{key} {op} {}", bound_text(b)));
+            }
+        }
+        if let Some(ne) = &o.ne {
+            parts.push(format!("{key} != {}", json_text(ne)));
+        }
+        if let Some(p) = &o.pattern {
+            parts.push(format!(
+                "{key} matches pattern {}",
+                json_text(&Value::String(p.source.clone()))
+            ));
+        }
+        for (list, op) in [(&o.in_, "in"), (&o.not_in, "not in")] {
+            if let Some(items) = list {
+                parts.push(format!(
+                    "{key} {op} {}",
+                    json_text(&Value::Array(items.clone()))
+                ));
+            }
+        }
+        parts.join(" and ")
+    }
+
+    /// [`clause`](Self::clause) with the actual value that satisfied it, when it is not the
+    /// literal itself: `amount > 1000 (amount = 5000)`. A string longer than
+    /// [`MAX_SHOWN_CHARS`] is described by its length instead of shown.
+    pub fn shown(&self, key: &str, actual: &Value) -> String {
+        let clause = self.clause(key);
+        if matches!(self, Matcher::Literal(_)) {
+            return clause;
+        }
+        match actual {
+            Value::String(s) if s.chars().count() > MAX_SHOWN_CHARS => {
+                format!(
+                    "{clause} ({key}: a string of {} characters)",
+                    s.chars().count()
+                )
+            }
+            _ => format!("{clause} ({key} = {})", json_text(actual)),
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! The composed verdict: [`Composed`], the one value the gatekeeper folds every source into —
+//! the agent's declaration (added by `declared` and `delegation`), then each covering
+//! governance rule ([`Composed::add_rule`]: union, tighten-only; its thresholds and scope via
+//! [`Composed::add_triggers`]) — and [`Composed::finish`], which applies the risk tier and
+//! renders the message into a [`Verdict`]. It does not find the covering rules or the
+//! agent's declaration.
+
+use super::kit::{Denial, reason, requires, template_of, unevaluable};
+use crate::approval::{DefaultDecision, effective_default};
+use crate::condition::Outcome;
+use crate::policy::{Agent, ApprovalSpec, Rule};
+use crate::risk::RiskTier;
+use crate::template::{TemplateContext, default_message, render};
+use crate::triggers::{
+    Escalation, Observations, cost_exceeded, domain_violations, path_violations, rate_exceeded,
+};
+use crate::verdict::{Reason, Verdict, VerdictKind};
+
+/// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
+const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
+
+/// Every source consulted so far, composed: the reasons in order, whether any requires a
+/// human, and the keys the covering rules merge (highest tier, shortest timeout, union of
+/// approvers, …). `'a` is the registry's lifetime (templates and notes are borrowed from it).
+#[derive(Default)]
+pub(super) struct Composed<'a> {
+    /// Every source's reason, in order: the declaration, then governance rules.
+    pub reasons: Vec<Reason>,
+    required: bool,
+    /// The template of the first source that required approval.
+    template: Option<&'a str>,
+    /// The agent's own template for the call, used when no requiring source has one.
+    pub agent_template: Option<&'a str>,
+    /// A delegation's context (`parent.input`, `skill_args`, …): what its conditions and
+    /// templates see.
+    pub extra: Option<serde_json::Value>,
+    /// A delegation's target alias (`{{agent_alias}}` in its templates).
+    pub sub_alias: Option<String>,
+    tier: Option<RiskTier>,
+    irreversible: bool,
+    timeout: Option<u64>,
+    approve_default: Option<bool>,
+    approvers: Vec<String>,
+    triggers: Vec<String>,
+    alternatives: Vec<String>,
+    escalation: Option<Escalation>,
+    output_bytes: Option<u64>,
+    in_client: bool,
+    side_effects: Vec<&'a str>,
+    rollback: Vec<&'a str>,
+    dry_run_tool: Option<String>,
+    redact: Vec<String>,
+}
+
+/// Appends the items of `items` not yet in `list`, in order.
+fn push_new(list: &mut Vec<String>, items: &[String]) {
+    for i in items {
+        if !list.contains(i) {
+            list.push(i.clone());
+        }
+    }
+}
+
+impl<'a> Composed<'a> {
+    /// Records that a source requires a human; its `template` is used unless an earlier
+    /// requiring source gave one.
+    pub fn require(&mut self, template: Option<&'a str>) {
+        self.required = true;
+        self.template = self.template.or(template);
+    }
+
+    /// Adds one covering governance rule of policy file `file`, with its notes as one reason;
+    /// `Err` when its `deny` matches.
+    pub fn add_rule(
+        &mut self,
+        file: &str,
+        r: &'a Rule,
+        ctx: &TemplateContext<'_>,
+        obs: &Observations<'_>,
+    ) -> Result<(), Denial> {
+        let args = ctx.tool_args;
+        let mut notes = Vec::new();
+        if let Some(note) = denied(file, r, ctx)? {
+            self.require(None);
+            notes.push(note);
+        }
+        if let Some(spec) = &r.approval {
+            match requires(spec, args) {
+                Some(why) => {
+                    self.require(template_of(spec));
+                    notes.push(why);
+                }
+                None => notes.push("approval not required by this rule".into()),
+            }
+        }
+        if let Some(t) = r.risk_tier {
+            self.tier = Some(self.tier.map_or(t, |x| x.max(t)));
+            notes.push(format!("risk tier {}", t.as_str()));
+        }
+        if r.irreversible {
+            // Seed 001, AAEP §6.4.1: no irreversible action without explicit human consent,
+            // whatever the tier or the other sources say; the default at expiry is reject.
+            self.irreversible = true;
+            self.require(None);
+            notes.push(IRREVERSIBLE_NOTE.into());
+        }
+        if let Some(t) = r.timeout_seconds {
+            self.timeout = Some(self.timeout.map_or(t, |x| x.min(t)));
+        }
+        if let Some(d) = r.default_decision {
+            let a = d == DefaultDecision::Approve;
+            self.approve_default = Some(self.approve_default.unwrap_or(true) && a);
+        }
+        push_new(&mut self.approvers, &r.approvers);
+        self.add_triggers(r, args, obs, &mut notes);
+        self.merge(r);
+        if notes.is_empty() {
+            notes.push("rule covers this tool".into());
+        }
+        self.reasons.push(reason(file, &r.label, notes.join("; ")));
+        Ok(())
+    }
+
+    /// Rate, cost and scope triggers of rule `r`: each that fires requires confirmation, is
+    /// named in `triggers` once and explains itself in `notes`.
+    pub fn add_triggers(
+        &mut self,
+        r: &Rule,
+        args: &serde_json::Value,
+        obs: &Observations<'_>,
+        notes: &mut Vec<String>,
+    ) {
+        let covered = || {
+            obs.prior_calls
+                .iter()
+                .filter(|c| r.covers(&c.tool, c.server.as_deref()))
+        };
+        let mut fired = Vec::new();
+        if let Some(l) = &r.thresholds.rate
+            && let Some(why) = rate_exceeded(l, covered(), obs.now_ms)
+        {
+            fired.push(("rate", why));
+        }
+        if let Some(l) = &r.thresholds.cost
+            && let Some(why) = cost_exceeded(l, covered(), args)
+        {
+            fired.push(("cost", why));
+        }
+        if let Some(ps) = &r.scope.paths {
+            fired.extend(
+                path_violations(ps, args, obs)
+                    .into_iter()
+                    .map(|w| ("paths", w)),
+            );
+        }
+        if let Some(ds) = &r.scope.domains {
+            fired.extend(
+                domain_violations(ds, args)
+                    .into_iter()
+                    .map(|w| ("domains", w)),
+            );
+        }
+        for (name, why) in fired {
+            self.required = true;
+            if !self.triggers.iter().any(|t| t == name) {
+                self.triggers.push(name.to_string());
+            }
+            notes.push(why);
+        }
+    }
+
+    /// The keys that only accumulate: in-client approval, side effects, rollback, dry run,
+    /// redaction, output size, alternatives, escalation.
+    fn merge(&mut self, r: &'a Rule) {
+        self.in_client |= r.in_client_approval;
+        self.side_effects.extend(r.side_effects.as_deref());
+        self.rollback.extend(r.rollback.as_deref());
+        if self.dry_run_tool.is_none() {
+            self.dry_run_tool.clone_from(&r.dry_run_tool);
+        }
+        push_new(&mut self.redact, &r.redact);
+        if let Some(n) = r.thresholds.output_bytes {
+            self.output_bytes = Some(self.output_bytes.map_or(n, |x| x.min(n)));
+        }
+        push_new(&mut self.alternatives, &r.suggested_alternatives);
+        if let Some(e) = &r.on_timeout {
+            let m = self.escalation.get_or_insert_with(|| Escalation {
+                escalate_to: Vec::new(),
+                after_seconds: e.after_seconds,
+            });
+            m.after_seconds = m.after_seconds.min(e.after_seconds);
+            push_new(&mut m.escalate_to, &e.escalate_to);
+        }
+    }
+
+    /// The last step: the risk tier (R3/R4 always need confirmation, seed 002), the default
+    /// decision, the message, and the verdict.
+    pub fn finish(mut self, agent: &Agent, ctx: TemplateContext<'_>) -> Verdict {
+        let risk_tier = self.tier.unwrap_or(RiskTier::R2);
+        if risk_tier >= RiskTier::R3 {
+            if !self.required {
+                self.reasons.push(reason(
+                    "",
+                    "risk tier",
+                    format!(
+                        "risk tier {} requires confirmation (seed 002)",
+                        risk_tier.as_str()
+                    ),
+                ));
+            }
+            self.required = true;
+        }
+        let required = self.required;
+        let in_client_ok =
+            self.in_client && required && risk_tier < RiskTier::R3 && self.approvers.is_empty();
+        let configured = if self.approve_default == Some(true) {
+            DefaultDecision::Approve
+        } else {
+            DefaultDecision::Reject
+        };
+        let kind = if required {
+            VerdictKind::Confirm
+        } else {
+            VerdictKind::Allow
+        };
+        let (mut message, mut side_effects, mut rollback) = (String::new(), Vec::new(), Vec::new());
+        if required {
+            let ctx = TemplateContext {
+                agent_alias: self.sub_alias.as_deref().unwrap_or(ctx.agent_alias),
+                extra: self.extra.as_ref(),
+                ..ctx
+            };
+            side_effects = self.side_effects.iter().map(|t| render(t, &ctx)).collect();
+            rollback = self.rollback.iter().map(|t| render(t, &ctx)).collect();
+            message = self.message(agent, &ctx);
+        }
+        Verdict {
+            kind,
+            reasons: self.reasons,
+            risk_tier,
+            irreversible: self.irreversible,
+            timeout_seconds: self.timeout,
+            default_decision: effective_default(self.irreversible, configured),
+            approvers: self.approvers,
+            message,
+            triggers: self.triggers,
+            suggested_alternatives: self.alternatives,
+            escalation: self.escalation,
+            output_bytes: self.output_bytes,
+            in_client_approval: in_client_ok,
+            side_effects,
+            rollback,
+            dry_run_tool: self.dry_run_tool,
+            redact: self.redact,
+        }
+    }
+
+    /// The approval message: the template of the source that required approval, else the
+    /// agent's own template, else a default that names the tool (or the delegation) and its
+    /// arguments.
+    fn message(&self, agent: &Agent, ctx: &TemplateContext<'_>) -> String {
+        match (self.template.or(self.agent_template), &self.sub_alias) {
+            (Some(t), _) => render(t, ctx),
+            (None, Some(sub)) => {
+                let args = ctx.tool_args;
+                let input = crate::canonical::canonical_value(&args["input"]).unwrap_or_default();
+                match args.get("skill_id").and_then(|v| v.as_str()) {
+                    Some(k) => format!(
+                        "Agent {} wants to delegate to {sub} (skill {k}) with {input}",
+                        agent.id
+                    ),
+                    None => format!("Agent {} wants to delegate to {sub} with {input}", agent.id),
+                }
+            }
+            (None, None) => default_message(ctx),
+        }
+    }
+}
+
+/// The `deny` of rule `r` in policy file `file`: `Err` when it matches (the reason names the
+/// clause; the message is the rule's rendered template when it has one), `Ok(Some(note))` when
+/// its condition cannot be evaluated (approval is required instead), `Ok(None)` otherwise.
+fn denied(file: &str, r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<String>, Denial> {
+    let Some(ApprovalSpec::Required {
+        condition,
+        message_template,
+    }) = &r.deny
+    else {
+        return Ok(None);
+    };
+    let matched = match condition.as_ref().map(|c| c.evaluate(ctx.tool_args)) {
+        None => "deny: true".to_string(),
+        Some(Outcome::Match(groups)) => {
+            format!("deny condition matched: {}", groups.join("; or "))
+        }
+        Some(Outcome::CannotEvaluate(why)) => return Ok(Some(unevaluable("deny", &why))),
+        Some(Outcome::NoMatch) => return Ok(None),
+    };
+    let why = format!("denied by governance rule {} ({matched})", r.label);
+    let (message, why) = match message_template.as_deref().map(|t| render(t, ctx)) {
+        Some(m) => (m.clone(), format!("{why}: {m}")),
+        None => (why.clone(), why),
+    };
+    Err(Denial {
+        file: file.to_string(),
+        rule: r.label.clone(),
+        message,
+        why,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::Registry;
+    use crate::triggers::Escalation;
+    use crate::{RiskTier, ToolCall, VerdictKind, evaluate};
+    use serde_json::json;
+
+    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+
+    /// Two covering rules fold tighten-only: the highest tier, the shortest wait, the union of
+    /// approvers and escalation roles with the shortest extension, the smallest output limit,
+    /// `approve` at expiry only when every rule that names a default says so, and one reason a
+    /// rule, in policy order, before the tier's.
+    #[test]
+    fn covering_rules_fold_into_one_tighter_verdict() {
+        let gov = "policies:
+  - id: a.fold-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pay
+        risk_tier: R1
+        timeout_seconds: 60
+        approvers: [ops]
+        default_decision: approve
+        on_timeout: {escalate_to: [lead], after_seconds: 100}
+        thresholds: {output_bytes: 500}
+        suggested_alternatives: [quote]
+      - tool: pay
+        risk_tier: R3
+        timeout_seconds: 30
+        approvers: [ops, cfo]
+        on_timeout: {escalate_to: [cfo], after_seconds: 50}
+        thresholds: {output_bytes: 900}
+        suggested_alternatives: [quote, wait]
+";
+        let reg = Registry::load(
+            &[("a.yaml".into(), AGENT.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let call = ToolCall::new("pay", None, json!({})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert_eq!(v.risk_tier, RiskTier::R3);
+        assert_eq!(v.timeout_seconds, Some(30));
+        assert_eq!(v.approvers, ["ops", "cfo"]);
+        assert_eq!(
+            v.escalation,
+            Some(Escalation {
+                escalate_to: vec!["lead".into(), "cfo".into()],
+                after_seconds: 50
+            })
+        );
+        assert_eq!(v.output_bytes, Some(500));
+        assert_eq!(v.suggested_alternatives, ["quote", "wait"]);
+        assert_eq!(v.default_decision.as_str(), "approve");
+        let rules: Vec<&str> = v.reasons.iter().map(|r| r.rule.as_str()).collect();
+        assert_eq!(rules.len(), 4, "{rules:?}");
+        assert!(rules[1].starts_with("a.fold-v1 rules[0]"), "{rules:?}");
+        assert!(rules[2].starts_with("a.fold-v1 rules[1]"), "{rules:?}");
+        assert_eq!(rules[3], "risk tier");
+        assert!(!v.in_client_approval);
+    }
+}

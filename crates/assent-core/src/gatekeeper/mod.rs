@@ -1,0 +1,179 @@
+//! The gatekeeper: one pure function from (registry, agent, call) to a [`Verdict`] with reasons
+//! (MPLP Gatekeeper duty; seed 002 "When confirmations trigger"; seed 004 union semantics).
+//!
+//! It folds every source into one composed verdict value: the agent's declaration (`declared`,
+//! `delegation`), then each covering governance rule in policy order (`compose`), then the risk
+//! tier and the message (`Composed::finish`). `kit` holds the
+//! shared helpers at the bottom. This module holds the public entry points only; the verdict
+//! type is in [`crate::verdict`], the rule model in [`crate::policy`].
+
+mod compose;
+mod declared;
+mod delegation;
+mod kit;
+
+use crate::canonical::ToolCall;
+use crate::policy::{Agent, Registry};
+use crate::template::TemplateContext;
+use crate::triggers::Observations;
+use compose::Composed;
+use declared::Mode;
+use kit::Denial;
+
+pub use crate::risk::default_timeout_seconds;
+pub use crate::verdict::{Reason, Verdict, VerdictKind};
+pub use delegation::delegation_call;
+
+/// Decides `call` for `agent_id`.
+///
+/// - Deny: the agent is unknown, refused (a required policy does not resolve), or does not
+///   declare the tool / MCP server alias; the reason names it.
+/// - Confirm: the agent's `approval` (tool, or server blanket unless the tool overrides it)
+///   or any covering governance rule requires approval, a condition cannot be evaluated, a
+///   covering rule marks the action `irreversible` (seed 001, AAEP §6.4.1: whatever its tier;
+///   its default decision is then always `reject`), or the risk tier is R3/R4 (seed 002).
+///   Agent `approval: false` never removes a governance requirement.
+/// - Allow: otherwise.
+///
+/// This form sees no earlier calls (rate and cost thresholds count this call only) and checks
+/// paths lexically; [`evaluate_in`] takes [`Observations`].
+pub fn evaluate(reg: &Registry, agent_id: &str, call: &ToolCall) -> Verdict {
+    evaluate_with(reg, agent_id, call, None)
+}
+
+/// [`evaluate`], given the canonical JSON of the call's arguments
+/// ([`ToolCall::canonical_arguments`]) when the caller has it already, so the message does not
+/// canonicalise them a second time.
+pub fn evaluate_with(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+) -> Verdict {
+    evaluate_in(
+        reg,
+        agent_id,
+        call,
+        canonical_arguments,
+        &Observations::none(0),
+    )
+}
+
+/// [`evaluate_with`], observing the session's earlier calls and the filesystem through `obs`:
+/// a covering rule's `thresholds` (rate, cost) and `scope` (paths, domains) turn an allow into
+/// a confirm and name the trigger in `reasons` and `triggers`. They never turn a deny into
+/// anything else.
+pub fn evaluate_in(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+    obs: &Observations<'_>,
+) -> Verdict {
+    evaluate_inner(reg, agent_id, call, canonical_arguments, obs, Mode::Tool)
+}
+
+/// The verdict for a delegation to a sub-agent (seed 004 "Approval on Agent Delegation";
+/// `call` from [`delegation_call`]). The target must be one of the agent's `local_agents[]` or
+/// `remote_agents[]` (a `skill_id` only on a remote agent, and one of its `allowed_skills` when
+/// it declares them), else deny. The reference's `approval` decides, its condition keys being
+/// paths over `{"parent": {"input": …}}` (`parent.input.risk_level`); a skill's `approval`
+/// decides too, over the skill's input fields. Templates see `{{parent.input.*}}`,
+/// `{{skill_id}}`, `{{skill_args}}`, `{{skill_args.*}}`, `{{remote_agent_alias}}`,
+/// `{{agent_alias}}` (the sub-agent) and `{{agent_id}}` (the parent). Governance rules covering
+/// the tool name `delegate.<target>` apply as for a tool call. The sub-agent's own tool calls
+/// are gated separately, as its own.
+pub fn evaluate_delegation(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+) -> Verdict {
+    evaluate_inner(
+        reg,
+        agent_id,
+        call,
+        canonical_arguments,
+        &Observations::none(0),
+        Mode::Delegation,
+    )
+}
+
+/// The verdict for an MPLP Confirm on a target that is not a tool call (MPLP Confirm module
+/// §2.3, §4.2): a submitted plan, a context, an extension, … `call` is its synthetic form, tool
+/// `mplp.<target_type>` with the target as arguments. It always needs a human (`confirm`)
+/// unless a governance rule covering that tool name denies it; covering rules give its risk
+/// tier, approvers, timeout, default decision, escalation and message as for a tool call. The
+/// agent's declarations are not consulted (a target is not one of its tools).
+pub fn evaluate_target(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+) -> Verdict {
+    evaluate_inner(
+        reg,
+        agent_id,
+        call,
+        canonical_arguments,
+        &Observations::none(0),
+        Mode::Target,
+    )
+}
+
+/// The one evaluation behind every entry point: an unknown or refused agent is denied, else
+/// the sources are composed and the composed verdict finished.
+fn evaluate_inner(
+    reg: &Registry,
+    agent_id: &str,
+    call: &ToolCall,
+    canonical_arguments: Option<&str>,
+    obs: &Observations<'_>,
+    mode: Mode,
+) -> Verdict {
+    let Some(agent) = reg.agents.get(agent_id) else {
+        let text = format!("agent `{agent_id}` is not declared in any agent file");
+        return Denial::new("", "agents", text).into_verdict();
+    };
+    if let Some(why) = &agent.refused {
+        let rule = "constraints.governance_policies";
+        return Denial::new(&agent.file, rule, why.clone()).into_verdict();
+    }
+    let ctx = TemplateContext {
+        tool_name: &call.tool,
+        tool_args: &call.arguments,
+        agent_alias: &agent.name,
+        agent_id: &agent.id,
+        mcp_server_alias: call.server.as_deref(),
+        tool_args_json: canonical_arguments,
+        extra: None,
+    };
+    match compose(reg, agent, call, &ctx, obs, mode) {
+        Ok(verdict) => verdict.finish(agent, ctx),
+        Err(denial) => denial.into_verdict(),
+    }
+}
+
+/// Folds every source into one composed verdict: the agent's declaration of the call, then
+/// each governance rule that covers it, in policy order. `Err` as soon as one denies it.
+fn compose<'a>(
+    reg: &'a Registry,
+    agent: &'a Agent,
+    call: &ToolCall,
+    ctx: &TemplateContext<'_>,
+    obs: &Observations<'_>,
+    mode: Mode,
+) -> Result<Composed<'a>, Denial> {
+    let mut verdict = Composed::default();
+    verdict.add_declaration(agent, call, mode)?;
+    for p in reg.policies_for(agent) {
+        let covering = p
+            .rules
+            .iter()
+            .filter(|r| r.covers(&call.tool, call.server.as_deref()));
+        for r in covering {
+            verdict.add_rule(&p.file, r, ctx, obs)?;
+        }
+    }
+    Ok(verdict)
+}

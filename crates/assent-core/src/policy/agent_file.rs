@@ -1,0 +1,392 @@
+//! Agent Format 1.0 agent files (seed 004): their serde shapes (unknown fields ignored, as the
+//! format's forward-compatibility rule requires; strict mode is the registry's job) and their
+//! validation, step by step, into an [`Agent`]: metadata, `local_tools`, `mcp_servers` with
+//! `allowed_tools`, `local_agents` / `remote_agents` with `allowed_skills`, and
+//! `constraints.governance_policies`. It does not resolve policy references (the registry does).
+
+use super::error::{LoadError, yaml_err};
+use super::model::{
+    Agent, AllowedTool, ApprovalSpec, Delegate, LocalTool, McpServer, PolicyRef, SkillRef,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+struct RawAgentFile {
+    metadata: RawMeta,
+    #[serde(default)]
+    action_space: RawActionSpace,
+    #[serde(default)]
+    constraints: RawConstraints,
+}
+#[derive(Deserialize)]
+struct RawMeta {
+    id: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+#[derive(Deserialize, Default)]
+struct RawActionSpace {
+    #[serde(default)]
+    local_tools: Vec<Spanned<RawLocalTool>>,
+    #[serde(default)]
+    mcp_servers: Vec<Spanned<RawMcpServer>>,
+    #[serde(default)]
+    local_agents: Vec<Spanned<RawLocalAgent>>,
+    #[serde(default)]
+    remote_agents: Vec<Spanned<RawRemoteAgent>>,
+}
+#[derive(Deserialize)]
+struct RawLocalAgent {
+    alias: String,
+    source: String,
+    #[serde(default)]
+    approval: Option<Value>,
+}
+#[derive(Deserialize)]
+struct RawRemoteAgent {
+    alias: String,
+    #[serde(default)]
+    approval: Option<Value>,
+    #[serde(default)]
+    allowed_skills: Option<Vec<Value>>,
+}
+#[derive(Deserialize)]
+struct RawLocalTool {
+    alias: String,
+    #[serde(default)]
+    approval: Option<Value>,
+}
+#[derive(Deserialize)]
+struct RawMcpServer {
+    alias: String,
+    #[serde(default)]
+    approval: Option<Value>,
+    #[serde(default)]
+    allowed_tools: Option<Vec<Value>>,
+}
+#[derive(Deserialize, Default)]
+struct RawConstraints {
+    #[serde(default)]
+    governance_policies: Vec<RawPolicyRef>,
+}
+#[derive(Deserialize)]
+struct RawPolicyRef {
+    policy_ref: String,
+    #[serde(default = "yes")]
+    required: bool,
+}
+fn yes() -> bool {
+    true
+}
+
+/// Whether `s` is an Agent Format alias: `^[a-zA-Z_][a-zA-Z0-9_]*$`.
+fn identifier_ok(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(x) if x.is_ascii_alphabetic() || x == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+/// Where an agent file's errors go: each with the file and, when known, its line.
+struct Sink<'a> {
+    file: &'a str,
+    errs: &'a mut Vec<LoadError>,
+}
+
+impl Sink<'_> {
+    fn push(&mut self, line: Option<u64>, message: String) {
+        self.errs.push(LoadError {
+            file: self.file.to_string(),
+            line,
+            message,
+        });
+    }
+
+    /// Parses an optional `approval`; `None` after pushing `WHAT: reason` when it is invalid.
+    fn approval(
+        &mut self,
+        line: Option<u64>,
+        what: &str,
+        v: Option<&Value>,
+    ) -> Option<Option<ApprovalSpec>> {
+        match v.map(ApprovalSpec::parse).transpose() {
+            Ok(a) => Some(a),
+            Err(e) => {
+                self.push(line, format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Pushes `KIND alias `ALIAS` must match …` unless `alias` is an identifier.
+    fn check_alias(&mut self, line: Option<u64>, kind: &str, alias: &str) {
+        if !identifier_ok(alias) {
+            self.push(
+                line,
+                format!("{kind} alias `{alias}` must match ^[a-zA-Z_][a-zA-Z0-9_]*$"),
+            );
+        }
+    }
+}
+
+/// Validates one agent file into an [`Agent`]; `None` when it cannot be used at all (YAML
+/// error, bad `metadata.id`, or an id already in `agents`). Every problem is pushed to `errs`
+/// with the file and line: bad or duplicate aliases (Agent Format: runtimes MUST reject
+/// them), bad `approval` values, bad `allowed_tools` / `allowed_skills` entries. An entry
+/// with an error is left out; the rest of the file is still checked.
+pub(super) fn load_agent(
+    file: &str,
+    text: &str,
+    agents: &BTreeMap<String, Agent>,
+    errs: &mut Vec<LoadError>,
+) -> Option<Agent> {
+    let raw: RawAgentFile = match serde_saphyr::from_str(text) {
+        Ok(r) => r,
+        Err(e) => {
+            errs.push(yaml_err(file, e));
+            return None;
+        }
+    };
+    let mut sink = Sink { file, errs };
+    let id = raw.metadata.id.clone();
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    {
+        sink.push(
+            None,
+            format!("metadata.id `{id}` must match ^[a-z0-9][a-z0-9_-]*$"),
+        );
+        return None;
+    }
+    if let Some(prev) = agents.get(&id) {
+        sink.push(
+            None,
+            format!("agent id `{id}` is already defined in {}", prev.file),
+        );
+        return None;
+    }
+    let space = &raw.action_space;
+    let local_tools = local_tools(&space.local_tools, &mut sink);
+    let mcp_servers = mcp_servers(&space.mcp_servers, &mut sink);
+    let delegates = delegates(space, &mut sink);
+    let policy_refs = raw
+        .constraints
+        .governance_policies
+        .iter()
+        .map(|r| PolicyRef {
+            id: r.policy_ref.clone(),
+            required: r.required,
+        })
+        .collect();
+    Some(Agent {
+        name: raw.metadata.name.clone().unwrap_or_else(|| id.clone()),
+        id,
+        namespace: raw.metadata.namespace.clone(),
+        labels: raw.metadata.labels.clone(),
+        file: file.to_string(),
+        local_tools,
+        mcp_servers,
+        delegates,
+        policy_refs,
+        refused: None,
+    })
+}
+
+/// `action_space.local_tools`: aliases unique, approvals valid.
+fn local_tools(raw: &[Spanned<RawLocalTool>], sink: &mut Sink<'_>) -> Vec<LocalTool> {
+    let mut out: Vec<LocalTool> = Vec::new();
+    for t in raw {
+        let line = Some(t.referenced.line());
+        let alias = t.value.alias.clone();
+        sink.check_alias(line, "local tool", &alias);
+        if out.iter().any(|x| x.alias == alias) {
+            sink.push(line, format!("duplicate local tool alias `{alias}`"));
+            continue;
+        }
+        let what = format!("local tool `{alias}`");
+        let Some(approval) = sink.approval(line, &what, t.value.approval.as_ref()) else {
+            continue;
+        };
+        out.push(LocalTool { alias, approval });
+    }
+    out
+}
+
+/// `action_space.mcp_servers`: aliases unique, approvals valid, `allowed_tools` entries valid
+/// and unique.
+fn mcp_servers(raw: &[Spanned<RawMcpServer>], sink: &mut Sink<'_>) -> Vec<McpServer> {
+    let mut out: Vec<McpServer> = Vec::new();
+    for s in raw {
+        let line = Some(s.referenced.line());
+        let alias = s.value.alias.clone();
+        sink.check_alias(line, "MCP server", &alias);
+        if out.iter().any(|x| x.alias == alias) {
+            sink.push(line, format!("duplicate MCP server alias `{alias}`"));
+            continue;
+        }
+        let what = format!("MCP server `{alias}`");
+        let Some(approval) = sink.approval(line, &what, s.value.approval.as_ref()) else {
+            continue;
+        };
+        let allowed_tools = s.value.allowed_tools.as_ref().map(|list| {
+            let kind = Entries {
+                key: "name",
+                what: "tool name",
+                list: "allowed_tools",
+                duplicate: "duplicate allowed_tools entry",
+            };
+            kind.parse(list, line, &what, sink)
+                .into_iter()
+                .map(|(name, approval)| AllowedTool { name, approval })
+                .collect()
+        });
+        out.push(McpServer {
+            alias,
+            approval,
+            allowed_tools,
+        });
+    }
+    out
+}
+
+/// The shape of a list of named entries with optional approvals (`allowed_tools`,
+/// `allowed_skills`): each a plain name or `{KEY, approval}`.
+struct Entries {
+    /// The object key that names the entry (`name`, `id`).
+    key: &'static str,
+    /// What a plain entry is (`tool name`, `skill id`).
+    what: &'static str,
+    /// The list's key, for errors.
+    list: &'static str,
+    /// The error for a repeated name, before the name.
+    duplicate: &'static str,
+}
+
+impl Entries {
+    /// The valid entries of `list` as `(name, approval)`, first of each name; errors name
+    /// `OWNER LIST[i]` or `OWNER: DUPLICATE `NAME``.
+    fn parse(
+        &self,
+        list: &[Value],
+        line: Option<u64>,
+        owner: &str,
+        sink: &mut Sink<'_>,
+    ) -> Vec<(String, Option<ApprovalSpec>)> {
+        let mut out: Vec<(String, Option<ApprovalSpec>)> = Vec::new();
+        for (i, entry) in list.iter().enumerate() {
+            match self.entry(entry) {
+                Ok((n, _)) if out.iter().any(|x| x.0 == n) => {
+                    sink.push(line, format!("{owner}: {} `{n}`", self.duplicate))
+                }
+                Ok(e) => out.push(e),
+                Err(e) => sink.push(line, format!("{owner} {}[{i}]: {e}", self.list)),
+            }
+        }
+        out
+    }
+
+    fn entry(&self, entry: &Value) -> Result<(String, Option<ApprovalSpec>), String> {
+        match entry {
+            Value::String(n) if !n.is_empty() => Ok((n.clone(), None)),
+            Value::Object(m) => match m.get(self.key).and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => m
+                    .get("approval")
+                    .map(ApprovalSpec::parse)
+                    .transpose()
+                    .map(|approval| (n.to_string(), approval)),
+                _ => Err(format!("an object entry needs a non-empty `{}`", self.key)),
+            },
+            _ => Err(format!(
+                "an entry must be a {} or {{{}, approval}}",
+                self.what, self.key
+            )),
+        }
+    }
+}
+
+/// `action_space.local_agents` then `remote_agents` (seed 004 "Approval on Agent
+/// Delegation"): aliases unique across both, a local agent's `source` not empty, approvals
+/// valid, a remote agent's `allowed_skills` valid and unique.
+fn delegates(space: &RawActionSpace, sink: &mut Sink<'_>) -> Vec<Delegate> {
+    let locals = space.local_agents.iter().map(|a| DelegateEntry {
+        line: a.referenced.line(),
+        alias: &a.value.alias,
+        approval: a.value.approval.as_ref(),
+        skills: None,
+        source: Some(&a.value.source),
+    });
+    let remotes = space.remote_agents.iter().map(|a| DelegateEntry {
+        line: a.referenced.line(),
+        alias: &a.value.alias,
+        approval: a.value.approval.as_ref(),
+        skills: Some(a.value.allowed_skills.as_deref()),
+        source: None,
+    });
+    let mut out: Vec<Delegate> = Vec::new();
+    for e in locals.chain(remotes) {
+        if let Some(d) = delegate(e, &out, sink) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// One `local_agents[]` or `remote_agents[]` entry, as read.
+struct DelegateEntry<'a> {
+    line: u64,
+    alias: &'a String,
+    approval: Option<&'a Value>,
+    /// `Some` for a remote agent: its `allowed_skills`, when declared.
+    skills: Option<Option<&'a [Value]>>,
+    /// `Some` for a local agent: its `source`.
+    source: Option<&'a String>,
+}
+
+/// Validates one delegate against those before it (`seen`); `None` when it is left out.
+fn delegate(e: DelegateEntry<'_>, seen: &[Delegate], sink: &mut Sink<'_>) -> Option<Delegate> {
+    let (line, alias) = (Some(e.line), e.alias);
+    let remote = e.skills.is_some();
+    let what = if remote {
+        "remote agent"
+    } else {
+        "local agent"
+    };
+    sink.check_alias(line, what, alias);
+    if e.source.is_some_and(|s| s.is_empty()) {
+        sink.push(line, format!("{what} `{alias}`: source must not be empty"));
+    }
+    if seen.iter().any(|d| &d.alias == alias) {
+        sink.push(
+            line,
+            format!("duplicate agent alias `{alias}` in local_agents/remote_agents"),
+        );
+        return None;
+    }
+    let approval = sink.approval(line, &format!("{what} `{alias}`"), e.approval)?;
+    let skills = e.skills.flatten().map(|list| {
+        let kind = Entries {
+            key: "id",
+            what: "skill id",
+            list: "allowed_skills",
+            duplicate: "duplicate skill",
+        };
+        kind.parse(list, line, &format!("remote agent `{alias}`"), sink)
+            .into_iter()
+            .map(|(id, approval)| SkillRef { id, approval })
+            .collect()
+    });
+    Some(Delegate {
+        alias: alias.clone(),
+        remote,
+        approval,
+        skills,
+    })
+}

@@ -1,0 +1,231 @@
+//! Governance files (assent's own format, `docs/policy.md`): their serde shapes, which reject
+//! unknown keys so a typo never silently weakens a rule, and their validation into [`Policy`]
+//! values with [`Rule`]s (policy ids, tiers, default decisions, `deny`, and the bounds of
+//! issue 10 §10). It does not resolve which agents a policy applies to (the registry does).
+
+use super::error::{LoadError, yaml_err};
+use super::model::{ApprovalSpec, Policy, Rule, Selector};
+use crate::approval::{DefaultDecision, check_default_decision};
+use crate::risk::RiskTier;
+use crate::triggers::{Escalation, ScopeSpec, Thresholds, in_range};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicyFile {
+    policies: Vec<Spanned<RawPolicy>>,
+}
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    id: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    selector: Selector,
+    #[serde(default)]
+    rules: Vec<Spanned<RawRule>>,
+}
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    tool: String,
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    approval: Option<Value>,
+    #[serde(default)]
+    risk_tier: Option<String>,
+    #[serde(default)]
+    irreversible: bool,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+    #[serde(default)]
+    default_decision: Option<String>,
+    #[serde(default)]
+    approvers: Vec<String>,
+    #[serde(default)]
+    thresholds: Thresholds,
+    #[serde(default)]
+    scope: ScopeSpec,
+    #[serde(default)]
+    suggested_alternatives: Vec<String>,
+    #[serde(default)]
+    on_timeout: Option<Escalation>,
+    #[serde(default)]
+    deny: Option<Value>,
+    #[serde(default)]
+    in_client_approval: bool,
+    #[serde(default)]
+    side_effects: Option<String>,
+    #[serde(default)]
+    rollback: Option<String>,
+    #[serde(default)]
+    dry_run_tool: Option<String>,
+    #[serde(default)]
+    redact: Vec<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+}
+
+/// Longest approval wait a rule may set, and longest `on_timeout` extension: 7 days, in
+/// seconds (issue 10 §10). Policy `timeout_seconds` and `on_timeout.after_seconds` must lie in
+/// `1..=MAX_WAIT_SECONDS`.
+pub const MAX_WAIT_SECONDS: u64 = 604_800;
+
+/// Validates one governance rule (issue 10 §10 bounds included): the [`Rule`] and a load-time
+/// warning, or `Err(reason)` for the caller to report with the file and line.
+fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), String> {
+    let tool = match glob::Pattern::new(&rr.tool) {
+        Ok(g) if !rr.tool.is_empty() => g,
+        _ => return Err(format!("`tool: {}` is not a tool name or glob", rr.tool)),
+    };
+    let risk_tier =
+        match rr.risk_tier.as_deref() {
+            None => None,
+            Some(t) => Some(RiskTier::parse(t).ok_or_else(|| {
+                format!("unknown risk_tier `{t}` (expected R0, R1, R2, R3 or R4)")
+            })?),
+        };
+    let default_decision = match rr.default_decision.as_deref() {
+        None => None,
+        Some("approve") => Some(DefaultDecision::Approve),
+        Some("reject") => Some(DefaultDecision::Reject),
+        Some(o) => {
+            return Err(format!(
+                "unknown default_decision `{o}` (expected approve or reject)"
+            ));
+        }
+    };
+    let approval = rr.approval.as_ref().map(ApprovalSpec::parse).transpose()?;
+    let deny = match rr.deny.as_ref().map(ApprovalSpec::parse).transpose() {
+        Ok(Some(ApprovalSpec::Exempt)) | Ok(None) => None,
+        Ok(d) => d,
+        Err(e) => return Err(format!("deny: {}", e.replace("`approval`", "`deny`"))),
+    };
+    if let Some(t) = rr.timeout_seconds {
+        in_range("timeout_seconds", t, 1, MAX_WAIT_SECONDS, "seconds")?;
+    }
+    rr.thresholds.validate().and(rr.scope.validate())?;
+    if let Some(e) = &rr.on_timeout {
+        if e.escalate_to.is_empty() {
+            return Err("on_timeout.escalate_to must name at least one role".into());
+        }
+        in_range(
+            "on_timeout.after_seconds",
+            e.after_seconds,
+            1,
+            MAX_WAIT_SECONDS,
+            "seconds",
+        )?;
+    }
+    let warning = check_default_decision(
+        rr.irreversible,
+        risk_tier.unwrap_or(RiskTier::R2),
+        default_decision.unwrap_or_default(),
+    )?;
+    let rule = Rule {
+        label,
+        tool,
+        server: rr.server.clone(),
+        approval,
+        risk_tier,
+        irreversible: rr.irreversible,
+        timeout_seconds: rr.timeout_seconds,
+        default_decision,
+        approvers: rr.approvers.clone(),
+        thresholds: rr.thresholds.clone(),
+        scope: rr.scope.clone(),
+        suggested_alternatives: rr.suggested_alternatives.clone(),
+        on_timeout: rr.on_timeout.clone(),
+        in_client_approval: rr.in_client_approval,
+        side_effects: rr.side_effects.clone(),
+        rollback: rr.rollback.clone(),
+        dry_run_tool: rr.dry_run_tool.clone(),
+        redact: rr.redact.clone(),
+        deny,
+    };
+    Ok((rule, warning))
+}
+
+/// Whether `s` is a policy id: `^[a-z0-9][a-z0-9_.-]*$` (e.g. `org.team.name-v1`).
+fn policy_id_ok(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(x) if x.is_ascii_lowercase() || x.is_ascii_digit())
+        && c.all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || "_.-".contains(x))
+}
+
+/// Loads the governance policies of one file into `policies` (keyed by id), in file order.
+/// A YAML error, a bad or repeated policy id (the policy is skipped) and each rule that does
+/// not validate (the rule is skipped) are pushed to `errs` with the file and line; load-time
+/// warnings (e.g. a high-risk rule that defaults to approve) to `warnings` as
+/// `FILE:LINE: policy `ID` rules[N]: …`.
+pub(super) fn load_governance(
+    file: &str,
+    text: &str,
+    policies: &mut BTreeMap<String, Policy>,
+    warnings: &mut Vec<String>,
+    errs: &mut Vec<LoadError>,
+) {
+    let raw: RawPolicyFile = match serde_saphyr::from_str(text) {
+        Ok(r) => r,
+        Err(e) => return errs.push(yaml_err(file, e)),
+    };
+    let err = |line: Option<u64>, message: String| LoadError {
+        file: file.to_string(),
+        line,
+        message,
+    };
+    for p in raw.policies {
+        let pline = Some(p.referenced.line());
+        let p = p.value;
+        if !policy_id_ok(&p.id) {
+            errs.push(err(
+                pline,
+                format!(
+                    "policy id `{}` must match ^[a-z0-9][a-z0-9_.-]*$ (e.g. org.team.name-v1)",
+                    p.id
+                ),
+            ));
+            continue;
+        }
+        if let Some(prev) = policies.get(&p.id) {
+            errs.push(err(
+                pline,
+                format!("policy id `{}` is already defined in {}", p.id, prev.file),
+            ));
+            continue;
+        }
+        let mut rules = Vec::new();
+        for (i, r) in p.rules.iter().enumerate() {
+            let line = r.referenced.line();
+            let label = format!("{} rules[{i}] (line {line})", p.id);
+            match build_rule(&r.value, label) {
+                Ok((rule, warning)) => {
+                    if let Some(w) = warning {
+                        warnings.push(format!("{file}:{line}: policy `{}` rules[{i}]: {w}", p.id));
+                    }
+                    rules.push(rule);
+                }
+                Err(m) => errs.push(err(
+                    Some(line),
+                    format!("policy `{}` rules[{i}]: {m}", p.id),
+                )),
+            }
+        }
+        policies.insert(
+            p.id.clone(),
+            Policy {
+                id: p.id,
+                file: file.to_string(),
+                selector: p.selector,
+                rules,
+            },
+        );
+    }
+}

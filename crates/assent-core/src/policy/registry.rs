@@ -1,0 +1,259 @@
+//! The [`Registry`]: every agent and governance policy, validated, read-only once built. It
+//! loads in steps (unknown Agent Format fields, governance files, agent files, policy
+//! references, patterns that do not compile) and answers which policies apply to an agent,
+//! which governed a verdict, and which tools an agent declares on an MCP server. Parsing of
+//! each file format lives in `agent_file` and `governance`.
+
+use super::agent_file::load_agent;
+use super::error::{LoadError, LoadErrors};
+use super::governance::load_governance;
+use super::model::{Agent, ApprovalSpec, Policy};
+use crate::verdict::Reason;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Every agent and governance policy, validated. Read-only once built.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    /// Agents by `metadata.id`.
+    pub agents: BTreeMap<String, Agent>,
+    /// Governance policies by id.
+    pub policies: BTreeMap<String, Policy>,
+    /// Load-time warnings (e.g. a high-risk rule that defaults to approve).
+    pub warnings: Vec<String>,
+    /// SHA-256 (hex) of the governance policy set as loaded: of the RFC 8785 canonical JSON of
+    /// the array of the governance files' texts, sorted (so neither file names nor load order
+    /// change it; any edit of a policy does). Recorded with each held call (MPLP Confirm
+    /// `governance`, `docs/conformance.md`).
+    pub policy_set_sha256: String,
+}
+
+/// [`Registry::policy_set_sha256`] of these governance files.
+fn policy_set_sha256(governance_files: &[(String, String)]) -> String {
+    let mut texts: Vec<&str> = governance_files.iter().map(|(_, t)| t.as_str()).collect();
+    texts.sort_unstable();
+    let canonical = crate::canonical::canonical_value(&serde_json::json!(texts))
+        .expect("an array of strings is canonical");
+    crate::canonical::sha256_hex(canonical.as_bytes())
+}
+
+impl Registry {
+    /// Builds a registry from `(file name, YAML text)` pairs of agent files and governance
+    /// files. Collects every error (file, line, reason) instead of stopping at the first.
+    ///
+    /// Errors: YAML syntax or shape, duplicate agent ids, duplicate aliases within an agent's
+    /// `local_tools` or `mcp_servers` (Agent Format: runtimes MUST reject them), bad `approval`
+    /// values, bad policy ids, unknown risk tiers, an irreversible rule whose default decision
+    /// is `approve` (AAEP §6.4.1), and a duration or count outside its bound (issue 10 §10:
+    /// `timeout_seconds` and `on_timeout.after_seconds` 1 to [`MAX_WAIT_SECONDS`](super::MAX_WAIT_SECONDS), the
+    /// `thresholds` of [`Thresholds::validate`](crate::triggers::Thresholds::validate); `FILE:LINE: policy `ID` rules[N]: KEY VALUE is
+    /// out of range (MIN to MAX UNIT)`). Unresolvable `required` policy references are not load errors:
+    /// the agent is loaded as refused and every call it makes is denied.
+    pub fn load(
+        agent_files: &[(String, String)],
+        governance_files: &[(String, String)],
+    ) -> Result<Registry, LoadErrors> {
+        Self::load_with(agent_files, governance_files, false)
+    }
+
+    /// [`Registry::load`]; fields of agent files that the Agent Format 1.0 schema does not
+    /// define are warnings (`FILE:LINE: unknown field `PATH` …; ignored`), or errors when
+    /// [`Registry::load`]; fields of agent files that the Agent Format 1.0 schema does not
+    /// define are warnings (`FILE:LINE: unknown field `PATH` …; ignored`), or errors when
+    /// `strict` (Agent Format forward compatibility: catches `aproval: true`).
+    pub fn load_with(
+        agent_files: &[(String, String)],
+        governance_files: &[(String, String)],
+        strict: bool,
+    ) -> Result<Registry, LoadErrors> {
+        let mut reg = Registry::default();
+        let mut errs = reg.unknown_fields(agent_files, strict);
+        reg.policy_set_sha256 = policy_set_sha256(governance_files);
+        for (file, text) in governance_files {
+            load_governance(file, text, &mut reg.policies, &mut reg.warnings, &mut errs);
+        }
+        for (file, text) in agent_files {
+            if let Some(a) = load_agent(file, text, &reg.agents, &mut errs) {
+                reg.agents.insert(a.id.clone(), a);
+            }
+        }
+        let mut warnings = reg.resolve_policy_refs();
+        warnings.extend(reg.pattern_warnings());
+        reg.warnings.extend(warnings);
+        if errs.is_empty() {
+            Ok(reg)
+        } else {
+            Err(LoadErrors(errs))
+        }
+    }
+
+    /// Step 1: fields of the agent files that Agent Format 1.0 does not define. Each is a
+    /// warning in `self.warnings`, or, when `strict`, one of the returned errors. A file that is
+    /// not YAML is skipped here (the typed parse reports it).
+    fn unknown_fields(&mut self, agent_files: &[(String, String)], strict: bool) -> Vec<LoadError> {
+        let mut errs = Vec::new();
+        for (file, text) in agent_files {
+            let Ok(doc) = serde_saphyr::from_str::<Value>(text) else {
+                continue; // the typed parse reports it
+            };
+            for path in crate::agf::unknown_fields(&doc) {
+                let key = path.rsplit(['.', ']']).next().unwrap_or(&path);
+                let line = crate::agf::line_of_key(text, key);
+                if strict {
+                    errs.push(LoadError {
+                        file: file.to_string(),
+                        line,
+                        message: format!(
+                            "unknown field `{path}` (not in Agent Format 1.0; strict mode)"
+                        ),
+                    });
+                } else {
+                    let at = line.map(|l| format!("{file}:{l}")).unwrap_or(file.clone());
+                    self.warnings.push(format!(
+                        "{at}: unknown field `{path}` (not in Agent Format 1.0); ignored (--strict makes this an error)"
+                    ));
+                }
+            }
+        }
+        errs
+    }
+
+    /// Step 4, once everything is loaded: an agent whose `required` policy reference does not
+    /// resolve is refused (every call denied with the reason); an optional one is ignored.
+    /// Returns a warning for each.
+    fn resolve_policy_refs(&mut self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for a in self.agents.values_mut() {
+            for r in &a.policy_refs {
+                if self.policies.contains_key(&r.id) {
+                    continue;
+                }
+                if r.required {
+                    let reason = format!(
+                        "agent `{}` requires governance policy `{}`, which does not resolve in the policy registry",
+                        a.id, r.id
+                    );
+                    warnings.push(format!(
+                        "{}: {reason}; every call of this agent is denied",
+                        a.file
+                    ));
+                    a.refused.get_or_insert(reason);
+                } else {
+                    warnings.push(format!(
+                        "{}: optional governance policy `{}` does not resolve; ignored",
+                        a.file, r.id
+                    ));
+                }
+            }
+        }
+        warnings
+    }
+
+    /// Step 5: patterns that do not compile always require approval; a warning for each, so
+    /// start-up says so.
+    fn pattern_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (file, what, spec) in self.approval_specs() {
+            if let ApprovalSpec::Required {
+                condition: Some(c), ..
+            } = spec
+            {
+                for (key, e) in c.pattern_errors() {
+                    warnings.push(format!(
+                        "{file}: {what}: pattern for `{key}` does not compile ({e}); every call it covers requires approval"
+                    ));
+                }
+            }
+        }
+        warnings
+    }
+
+    /// Every `approval` of every agent and governance rule, with its file and a label of
+    /// where it is (`local tool `x``, `MCP server `s` tool `t``, a rule's label, …).
+    fn approval_specs(&self) -> Vec<(&str, String, &ApprovalSpec)> {
+        let mut specs: Vec<(&str, String, &ApprovalSpec)> = Vec::new();
+        for a in self.agents.values() {
+            let mut found: Vec<(String, &Option<ApprovalSpec>)> = Vec::new();
+            let mut add = |what: String, s| found.push((what, s));
+            for t in &a.local_tools {
+                add(format!("local tool `{}`", t.alias), &t.approval);
+            }
+            for m in &a.mcp_servers {
+                add(format!("MCP server `{}`", m.alias), &m.approval);
+                for t in m.allowed_tools.iter().flatten() {
+                    add(
+                        format!("MCP server `{}` tool `{}`", m.alias, t.name),
+                        &t.approval,
+                    );
+                }
+            }
+            for d in &a.delegates {
+                add(format!("agent `{}`", d.alias), &d.approval);
+                for k in d.skills.iter().flatten() {
+                    add(format!("agent `{}` skill `{}`", d.alias, k.id), &k.approval);
+                }
+            }
+            specs.extend(
+                found
+                    .into_iter()
+                    .filter_map(|(what, s)| s.as_ref().map(|s| (a.file.as_str(), what, s))),
+            );
+        }
+        for p in self.policies.values() {
+            for r in &p.rules {
+                specs.extend(
+                    r.approval
+                        .iter()
+                        .map(|s| (p.file.as_str(), r.label.clone(), s)),
+                );
+            }
+        }
+        specs
+    }
+
+    /// The governance policies that apply to `agent`: those it references and those whose
+    /// selector picks it.
+    pub fn policies_for<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a Policy> + 'a {
+        self.policies.values().filter(move |p| {
+            agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
+        })
+    }
+
+    /// Ids of the governance policies behind `reasons`: those with a rule that left a reason
+    /// (the reason's `file` is the policy's file and its `rule` the rule's label). Sorted, each
+    /// once. These are the policies that governed a call's verdict.
+    pub fn policies_behind(&self, reasons: &[Reason]) -> Vec<String> {
+        self.policies
+            .values()
+            .filter(|p| {
+                reasons
+                    .iter()
+                    .any(|r| r.file == p.file && p.rules.iter().any(|x| x.label == r.rule))
+            })
+            .map(|p| p.id.clone())
+            .collect()
+    }
+
+    /// Tool names the agent declares on MCP server `alias`: `Ok(None)` when every tool is
+    /// declared (`allowed_tools` omitted), `Ok(Some(names))` otherwise. `Err` with the reason when
+    /// the agent or the alias is unknown.
+    pub fn declared_tools(&self, agent: &str, alias: &str) -> Result<Option<Vec<String>>, String> {
+        let a = self
+            .agents
+            .get(agent)
+            .ok_or_else(|| format!("agent `{agent}` is not declared in any agent file"))?;
+        let s = a
+            .mcp_servers
+            .iter()
+            .find(|s| s.alias == alias)
+            .ok_or_else(|| {
+                format!(
+                    "MCP server alias `{alias}` is not declared by agent `{agent}` ({})",
+                    a.file
+                )
+            })?;
+        Ok(s.allowed_tools
+            .as_ref()
+            .map(|l| l.iter().map(|t| t.name.clone()).collect()))
+    }
+}

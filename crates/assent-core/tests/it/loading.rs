@@ -1,0 +1,171 @@
+//! Loading policy files through the public API: unresolvable policy references, files with
+//! errors (each named by file, line and reason), and the bounds of every duration and count
+//! (issue 10 §10).
+
+use crate::kit::{AGENT, GOV, kind, load_err, rule_err, verdict};
+use assent_core::VerdictKind;
+use assent_core::policy::Registry;
+use serde_json::json;
+
+#[test]
+fn unresolved_required_policy_refuses_the_agent() {
+    let agent = AGENT.replace("acme.finance.payments-v1", "acme.finance.missing-v9");
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), agent)],
+        &[("g.yaml".into(), GOV.into())],
+    )
+    .unwrap();
+    let v = verdict(&r, "lookup", None, json!({}));
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(
+        v.message.contains("acme.finance.missing-v9"),
+        "{}",
+        v.message
+    );
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("acme.finance.missing-v9"))
+    );
+    // Optional reference: not refused.
+    let agent = AGENT.replace(
+        "- policy_ref: acme.finance.payments-v1",
+        "- {policy_ref: acme.finance.missing-v9, required: false}",
+    );
+    let r = Registry::load(&[("a.agf.yaml".into(), agent)], &[]).unwrap();
+    assert_eq!(
+        kind(&r, "health", Some("bank"), json!({})),
+        VerdictKind::Allow
+    );
+}
+
+#[test]
+fn bad_files_name_file_line_and_reason() {
+    let dup = AGENT.replace("    - alias: note\n", "    - alias: wipe\n");
+    let e = load_err(&dup, GOV);
+    assert!(
+        e.contains("a.agf.yaml:") && e.contains("duplicate local tool alias `wipe`"),
+        "{e}"
+    );
+    let e = load_err(
+        AGENT,
+        "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        irreversible: true\n        default_decision: approve\n",
+    );
+    assert!(
+        e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: an irreversible action"),
+        "{e}"
+    );
+    let e = load_err(
+        AGENT,
+        "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        aproval: true\n",
+    );
+    assert!(e.starts_with("g.yaml:") && e.contains("aproval"), "{e}");
+    let e = load_err(
+        AGENT,
+        "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R9\n",
+    );
+    assert!(e.contains("unknown risk_tier `R9`"), "{e}");
+    let e = load_err("metadata: [1", GOV);
+    assert!(e.starts_with("a.agf.yaml:"), "{e}");
+    let w = Registry::load(&[], &[("g.yaml".into(), "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R3\n        default_decision: approve\n".into())]).unwrap();
+    assert!(w.warnings[0].contains("discouraged"), "{:?}", w.warnings);
+    let bad_re = AGENT.replace("pattern: \"^ext-\"", "pattern: \"ext-(\"");
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), bad_re)],
+        &[("g.yaml".into(), GOV.into())],
+    )
+    .unwrap();
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("local tool `transfer`")
+                && w.contains("pattern for `to` does not compile")),
+        "{:?}",
+        r.warnings
+    );
+    // ... and such a condition always requires approval.
+    assert_eq!(
+        verdict(&r, "transfer", None, json!({"amount": 5, "to": "bob"})).kind,
+        VerdictKind::Confirm
+    );
+}
+
+/// Issue 10 §10: `timeout_seconds: 18446744073709551615` wrapped to a negative duration
+/// downstream, so the approval expired at once and its default applied. Every duration and
+/// count in a policy is range-checked at load, with the file, the rule's line and the range.
+#[test]
+fn out_of_range_durations_and_counts_are_refused_at_load() {
+    for (keys, want) in [
+        (
+            "        timeout_seconds: 18446744073709551615\n",
+            "timeout_seconds 18446744073709551615 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        timeout_seconds: 604801\n",
+            "timeout_seconds 604801 is out of range",
+        ),
+        (
+            "        timeout_seconds: 0\n",
+            "timeout_seconds 0 is out of range",
+        ),
+        (
+            "        on_timeout: {escalate_to: [cfo], after_seconds: 18446744073709551615}\n",
+            "on_timeout.after_seconds 18446744073709551615 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        on_timeout: {escalate_to: [cfo], after_seconds: 0}\n",
+            "on_timeout.after_seconds 0 is out of range",
+        ),
+        (
+            "        on_timeout: {escalate_to: [], after_seconds: 60}\n",
+            "on_timeout.escalate_to must name at least one role",
+        ),
+        (
+            "        thresholds: {rate: {max: 5, per_seconds: 9223372036854775807}}\n",
+            "thresholds.rate.per_seconds 9223372036854775807 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        thresholds: {rate: {max: 0, per_seconds: 60}}\n",
+            "thresholds.rate.max 0 is out of range (1 to 1000000 calls)",
+        ),
+        (
+            "        thresholds: {rate: {max: 1000001, per_seconds: 60}}\n",
+            "thresholds.rate.max 1000001 is out of range",
+        ),
+        (
+            "        thresholds: {output_bytes: 0}\n",
+            "thresholds.output_bytes 0 is out of range (1 to 1073741824 bytes)",
+        ),
+        (
+            "        thresholds: {output_bytes: 1073741825}\n",
+            "thresholds.output_bytes 1073741825 is out of range",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_session: .inf}}\n",
+            "thresholds.cost.max_per_session inf is out of range (a finite number ≥ 0)",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_session: -1}}\n",
+            "thresholds.cost.max_per_session -1 is out of range",
+        ),
+    ] {
+        let e = rule_err(keys);
+        assert!(
+            e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: ") && e.contains(want),
+            "{keys}: {e}"
+        );
+    }
+    // Negative or fractional values are YAML type errors, with the file and line.
+    for keys in [
+        "        timeout_seconds: -5\n",
+        "        timeout_seconds: 1.5\n",
+    ] {
+        let e = rule_err(keys);
+        assert!(e.starts_with("g.yaml:5"), "{keys}: {e}");
+    }
+    // The bounds themselves are accepted.
+    let edge = "        timeout_seconds: 604800\n        on_timeout: {escalate_to: [cfo], after_seconds: 604800}\n        thresholds: {rate: {max: 1000000, per_seconds: 604800}, output_bytes: 1073741824, cost: {argument: a, max_per_session: 0}}\n";
+    assert_eq!(rule_err(edge), "");
+    let low = "        timeout_seconds: 1\n        on_timeout: {escalate_to: [cfo], after_seconds: 1}\n        thresholds: {rate: {max: 1, per_seconds: 1}, output_bytes: 1}\n";
+    assert_eq!(rule_err(low), "");
+}

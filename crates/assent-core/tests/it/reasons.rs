@@ -1,0 +1,86 @@
+//! The reasons a verdict gives name the clause that decided (issue 10 B): the approval or
+//! deny condition that matched, with the actual values, or the one that could not be
+//! evaluated.
+
+use crate::kit::{AGENT, GOV, assert_reason, reg, verdict};
+use assent_core::VerdictKind;
+use assent_core::policy::Registry;
+use serde_json::json;
+
+/// Issue 10 B: "approval condition matched" told the operator nothing; every reason now names
+/// the clause that matched (with the actual value) or could not be evaluated.
+#[test]
+fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
+    let r = reg();
+    let v = verdict(&r, "transfer", None, json!({"amount": 5000, "to": "bob"}));
+    assert_reason(
+        &v,
+        "approval condition matched: amount > 1000 (amount = 5000)",
+    );
+    let v = verdict(&r, "transfer", None, json!({"amount": 5000, "to": "ext-9"}));
+    assert_reason(
+        &v,
+        r#"matched: amount > 1000 (amount = 5000); or to matches pattern "^ext-" (to = "ext-9")"#,
+    );
+    let v = verdict(&r, "write_file", Some("fs"), json!({"path": "/etc/x"}));
+    let gov = v
+        .reasons
+        .iter()
+        .find(|x| x.file == "governance/finance.yaml")
+        .unwrap();
+    assert!(
+        gov.text.contains(
+            r#"approval condition matched: path matches pattern "^/etc/" (path = "/etc/x")"#
+        ),
+        "{gov:?}"
+    );
+    let v = verdict(&r, "transfer", None, json!({"amount": 5}));
+    assert_reason(
+        &v,
+        r#"approval condition cannot be evaluated (to matches pattern "^ext-": argument `to` is missing)"#,
+    );
+    // A deny condition: the reason names the clause; the agent sees the rule's message.
+    let deny = "policies:
+  - id: acme.fs.etc-v1
+    selector: {agents: [treasury_bot]}
+    rules:
+      - tool: read_file
+        server: fs
+        deny:
+          condition: {args_match: {path: {pattern: \"^/etc/shadow\"}}}
+          message_template: \"no secrets\"
+      - tool: write_file
+        deny: {condition: {args_match: {mode: {in: [\"0777\"]}}}}
+";
+    let r = Registry::load(
+        &[("a.agf.yaml".into(), AGENT.into())],
+        &[
+            ("g.yaml".into(), GOV.into()),
+            ("d.yaml".into(), deny.into()),
+        ],
+    )
+    .unwrap();
+    let v = verdict(&r, "read_file", Some("fs"), json!({"path": "/etc/shadow"}));
+    assert_eq!(
+        (v.kind, v.message.as_str()),
+        (VerdictKind::Deny, "no secrets")
+    );
+    assert_reason(
+        &v,
+        r#"(deny condition matched: path matches pattern "^/etc/shadow" (path = "/etc/shadow")): no secrets"#,
+    );
+    let v = verdict(&r, "write_file", Some("fs"), json!({"mode": "0777"}));
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(
+        v.message
+            .contains(r#"deny condition matched: mode in ["0777"] (mode = "0777")"#),
+        "{}",
+        v.message
+    );
+    let v = verdict(&r, "write_file", Some("fs"), json!({"mode": 511}));
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert_reason(
+        &v,
+        r#"deny condition cannot be evaluated (mode in ["0777"]: argument `mode` is a number but `in` lists values of another type)"#,
+    );
+}
