@@ -5,7 +5,9 @@
 //! reconnects with `Last-Event-ID` misses nothing. Events carry the chapter 3 envelope;
 //! `sequence_number` is the row's `seq`, added when the event is read.
 
-use crate::{ApprovalRecord, audit, rfc3339};
+use crate::audit;
+use crate::kit::rfc3339;
+use crate::record::ApprovalRecord;
 use assent_core::DefaultDecision;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::{Value, json};

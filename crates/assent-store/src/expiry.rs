@@ -1,7 +1,11 @@
 //! The expiry sweep: escalation once, then the default decision (AAEP §6.4), skipping
 //! approvals whose stored data is damaged (issue 10 §8).
 
-use crate::{ApprovalRecord, DecideError, Store, StoreError, aaep, audit, read_approval};
+use crate::aaep;
+use crate::audit;
+use crate::error::{DecideError, StoreError};
+use crate::record::{ApprovalRecord, read_approval};
+use crate::store::Store;
 use assent_core::approval::Event;
 use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
@@ -108,4 +112,50 @@ fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::R
     after.escalated_at = Some(now);
     aaep::emit(tx, &aaep::escalated(&after, now), None, Some(&rec.id), now)?;
     Ok(())
+}
+
+impl Store {
+    /// Emits the countdown events of AAEP §6.4.3 that are due: for pending confirmations whose
+    /// timeout exceeds 60 s, one at 50% and one at 10% of the time remaining. Returns how many.
+    pub fn emit_countdowns(&self, now: i64) -> Result<usize, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let due: Vec<(String, i64)> = tx
+            .prepare_cached(
+                // A pre-filter only (the announced deadline is never before expires_at); the
+                // marks are computed from ApprovalRecord::announced_deadline below.
+                "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
+                 AND expires_at + COALESCE(escalate_after_ms, 0) - requested_at > 60000 AND progress_marks != 3
+                 AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
+                   OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
+            )?
+            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut n = 0;
+        for (id, marks) in due {
+            let Some(a) = read_approval(&tx, &id)? else {
+                continue;
+            };
+            let deadline = a.announced_deadline();
+            let span = deadline - a.requested_at;
+            let late = marks & 2 == 0 && now >= deadline - span / 10;
+            let half = marks & 1 == 0 && now >= a.requested_at + span / 2;
+            if !a.damaged.is_empty() || span <= 60_000 || !(late || half) {
+                continue;
+            }
+            let (percent, mark) = if late { (90, 3) } else { (50, 1) };
+            aaep::emit(
+                &tx,
+                &aaep::countdown(&a, percent, now),
+                None,
+                Some(&id),
+                now,
+            )?;
+            tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
+                .execute(params![id, marks | mark])?;
+            n += 1;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
 }

@@ -7,7 +7,10 @@
 //! The gatekeeper duty (seed 000): a tool call that names a plan or step with a pending Confirm,
 //! or a plan that is not approved, is blocked ([`plan_block`]).
 
-use crate::{Store, StoreError, audit, rfc3339};
+use crate::audit;
+use crate::error::StoreError;
+use crate::kit::rfc3339;
+use crate::store::Store;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -310,53 +313,6 @@ impl Store {
     /// Reads one plan.
     pub fn plan(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
         Ok(read_plan(&self.lock(), id)?)
-    }
-
-    /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
-    /// is cancelled and recorded), any other plan not yet finished directly.
-    pub fn cancel_plan(
-        &self,
-        id: &str,
-        agent: Option<&str>,
-        reason: Option<&str>,
-        actor: &str,
-        now: i64,
-    ) -> Result<PlanRecord, PlanError> {
-        let p = self
-            .plan(id)?
-            .filter(|p| agent.is_none_or(|a| a == p.agent))
-            .ok_or_else(|| PlanError::NotFound(id.to_string()))?;
-        if let (true, Some(c)) = (p.status == "proposed", &p.confirm_id) {
-            match self.cancel(c, reason, actor, now) {
-                Ok(_) | Err(crate::DecideError::AlreadyDecided(_)) => {}
-                Err(crate::DecideError::Store(e)) => return Err(e.into()),
-                Err(e) => return Err(StoreError::Invalid(e.to_string()).into()),
-            }
-        }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let p = read_plan(&tx, id)?.ok_or_else(|| PlanError::NotFound(id.to_string()))?;
-        match p.status.as_str() {
-            "cancelled" => {}
-            "completed" | "failed" => {
-                return Err(PlanError::WrongState(
-                    p.status,
-                    "a finished plan cannot be cancelled",
-                ));
-            }
-            _ => transition(
-                &tx,
-                id,
-                "cancelled",
-                "plan.cancelled",
-                actor,
-                json!({"reason": reason}),
-                now,
-            )?,
-        }
-        let p = read_plan(&tx, id)?.expect("exists");
-        tx.commit()?;
-        Ok(p)
     }
 
     /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first.

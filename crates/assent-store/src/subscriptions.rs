@@ -1,0 +1,121 @@
+//! AAEP subscriptions (AAEP §6.4): subscribing, closing, reading the event stream after a
+//! sequence number, courtesy notices and the honoured timeout extension. The envelopes and
+//! the subscription type are in [`crate::aaep`].
+
+use crate::aaep;
+use crate::audit;
+use crate::error::StoreError;
+use crate::record::ApprovalRecord;
+use crate::store::Store;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde_json::{Value, json};
+
+impl Store {
+    /// Stores a new AAEP subscription of operator `principal` (`aaep.subscribed` audited);
+    /// events after the newest one are delivered to it.
+    pub fn subscribe(
+        &self,
+        principal: &str,
+        request: &Value,
+        honored: &Value,
+        now: i64,
+    ) -> Result<aaep::Subscription, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let s = aaep::new_subscription(&tx, principal, request, honored, now)?;
+        tx.commit()?;
+        Ok(s)
+    }
+
+    /// One subscription.
+    pub fn subscription(&self, id: &str) -> Result<Option<aaep::Subscription>, StoreError> {
+        Ok(aaep::read_subscription(&self.lock(), id)?)
+    }
+
+    /// Closes subscription `id` of `principal` (`aaep.closed`); `false` when it is not theirs
+    /// or closed already. Pending confirmations are not affected (assent has other reply
+    /// channels; see docs/conformance.md).
+    pub fn close_subscription(
+        &self,
+        id: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
+            .execute(params![id, principal, now])?;
+        if n == 1 {
+            audit::append(
+                &tx,
+                now,
+                "aaep.closed",
+                None,
+                principal,
+                &json!({"subscription_id": id}),
+            )?;
+        }
+        tx.commit()?;
+        Ok(n == 1)
+    }
+
+    /// Events for subscription `sub` after `seq`, oldest first, at most `limit`.
+    pub fn events_after(
+        &self,
+        sub: &aaep::Subscription,
+        seq: i64,
+        limit: u32,
+    ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
+        Ok(aaep::events_after(&self.lock(), sub, seq, limit)?)
+    }
+
+    /// The `seq` of event `event_id` (for `Last-Event-ID`).
+    pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .lock()
+            .prepare_cached("SELECT seq FROM aaep_events WHERE event_id = ?1")?
+            .query_row([event_id], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Sends the courtesy notice of AAEP §6.3.5 to subscription `sub`: the confirmation with
+    /// `token` was already resolved.
+    pub fn courtesy_notice(
+        &self,
+        sub: &str,
+        a: &ApprovalRecord,
+        token: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        aaep::emit(
+            &tx,
+            &aaep::resolution(a, now, Some(token)),
+            Some(sub),
+            Some(&a.id),
+            now,
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
+    /// added to new confirmations.
+    pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare_cached("SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL")?;
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows
+            .iter()
+            .filter_map(|h| serde_json::from_str::<Value>(h).ok())
+            .filter_map(|h| h["assent"]["timeout_extension_seconds"].as_i64())
+            .max()
+            .unwrap_or(0)
+            * 1000)
+    }
+}

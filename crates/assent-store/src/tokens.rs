@@ -1,0 +1,256 @@
+//! Approval tokens and grants (seed 002 "Execution requires", "Approve with scope"): minting
+//! a token in a decision's transaction, signing it for the agent, redeeming it once, and the
+//! stored grants (listing, revoking, finding the one that covers a call). Which grant covers a
+//! call and what a new grant binds are `assent_core::grant` rules.
+
+use crate::audit;
+use crate::error::{RedeemError, StoreError};
+use crate::store::Store;
+use assent_core::token::{self, TokenClaims};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+use serde_json::json;
+
+/// A stored grant (seed 002 "Approve with scope").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrantRecord {
+    /// UUID v4.
+    pub id: String,
+    /// The agent it lets through.
+    pub agent: String,
+    /// For scope `session`: the session.
+    pub session_id: Option<String>,
+    /// Tool name.
+    pub tool: String,
+    /// MCP server alias.
+    pub server: Option<String>,
+    /// The call hash it covers; `None` when widened to the whole tool.
+    pub call_hash: Option<String>,
+    /// `session`, a duration such as `15m`, or `workspace`.
+    pub scope: String,
+    /// Risk tier of the approval that created it.
+    pub risk_tier: String,
+    /// `workspace` on an R3/R4 tool (allowed after explicit confirmation, discouraged).
+    pub discouraged: bool,
+    /// The approval it came from.
+    pub approval_id: String,
+    /// The operator who granted it.
+    pub created_by: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds; `None` until revoked.
+    pub expires_at: Option<i64>,
+    /// Unix milliseconds of revocation.
+    pub revoked_at: Option<i64>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
+
+impl Store {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mint(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        approval_id: &str,
+        agent: &str,
+        call_hash: &str,
+        scope: &str,
+        device_id: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> rusqlite::Result<()> {
+        let tid = uuid::Uuid::new_v4().to_string();
+        let exp = now.saturating_add(self.token_ttl_ms);
+        tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
+            params![tid, approval_id, agent, call_hash, now, exp, scope, device_id],
+        )?;
+        audit::append(
+            tx,
+            now,
+            "token.minted",
+            Some(approval_id),
+            actor,
+            &json!({"token_id": tid, "call_hash": call_hash, "agent": agent, "expires_at": exp,
+                    "scope": scope, "device_id": device_id}),
+        )
+    }
+
+    /// The signed token string for a minted token of approval `id`, for its agent.
+    pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        let row: Option<(String, String, String, i64)> = conn
+            .prepare_cached(
+                "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
+            )?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .optional()?;
+        Ok(row.map(|(tid, agent, h, exp)| {
+            token::sign(
+                &self.key,
+                &TokenClaims {
+                    tid,
+                    aid: id.to_string(),
+                    agent,
+                    h,
+                    exp,
+                },
+            )
+        }))
+    }
+
+    /// Redeems `token` for `agent`'s call with hash `call_hash`, from client device
+    /// `device_id`, atomically and once. A token bound to a device (the agent sent a
+    /// `device_id` with the call) is refused from any other or no device. Every attempt,
+    /// successful or not, is audited (`token.redeemed` / `token.refused`).
+    pub fn redeem(
+        &self,
+        token: &str,
+        agent: &str,
+        call_hash: &str,
+        device_id: Option<&str>,
+        now: i64,
+    ) -> Result<TokenClaims, RedeemError> {
+        let claims = token::verify(&self.key, token).ok();
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let result = (|| -> Result<TokenClaims, RedeemError> {
+            let c = claims.clone().ok_or(RedeemError::Invalid)?;
+            type Row = (String, String, i64, Option<i64>, Option<String>);
+            let row: Option<Row> = tx
+                .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?.query_row(
+                    params![c.tid, c.aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                .optional()?;
+            let (tagent, thash, exp, used, tdevice) = row.ok_or(RedeemError::Invalid)?;
+            if tagent != agent || c.agent != agent {
+                return Err(RedeemError::WrongAgent);
+            }
+            if used.is_some() {
+                return Err(RedeemError::Used);
+            }
+            if now >= exp {
+                return Err(RedeemError::Expired);
+            }
+            if tdevice.is_some() && tdevice.as_deref() != device_id {
+                return Err(RedeemError::DeviceMismatch);
+            }
+            if thash != call_hash || c.h != call_hash {
+                return Err(RedeemError::Mismatch {
+                    approved: thash,
+                    presented: call_hash.to_string(),
+                });
+            }
+            let n = tx
+                .prepare_cached(
+                    "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL",
+                )?
+                .execute(params![c.tid, now])?;
+            if n != 1 {
+                return Err(RedeemError::Used);
+            }
+            Ok(c)
+        })();
+        let aid = claims.as_ref().map(|c| c.aid.as_str());
+        match &result {
+            Ok(c) => audit::append(
+                &tx,
+                now,
+                "token.redeemed",
+                aid,
+                agent,
+                &json!({"token_id": c.tid, "call_hash": call_hash, "device_id": device_id}),
+            )?,
+            Err(RedeemError::Store(_)) => {}
+            Err(e) => audit::append(
+                &tx,
+                now,
+                "token.refused",
+                aid,
+                agent,
+                &json!({"token_id": claims.as_ref().map(|c| c.tid.clone()), "call_hash": call_hash, "device_id": device_id, "error": e.to_string()}),
+            )?,
+        }
+        tx.commit()?;
+        result
+    }
+
+    /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
+    /// `all`.
+    pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<GrantRecord>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
+             FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
+        )?;
+        let rows = stmt
+            .query_map(params![all, now], |r| {
+                Ok(GrantRecord {
+                    id: r.get(0)?,
+                    agent: r.get(1)?,
+                    session_id: r.get(2)?,
+                    tool: r.get(3)?,
+                    server: r.get(4)?,
+                    call_hash: r.get(5)?,
+                    scope: r.get(6)?,
+                    risk_tier: r.get(7)?,
+                    discouraged: r.get(8)?,
+                    approval_id: r.get(9)?,
+                    created_by: r.get(10)?,
+                    created_at: r.get(11)?,
+                    expires_at: r.get(12)?,
+                    revoked_at: r.get(13)?,
+                    revoked_by: r.get(14)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was
+    /// revoked already.
+    pub fn revoke_grant(&self, id: &str, actor: &str, now: i64) -> Result<bool, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL")?
+            .execute(params![id, now, actor])?;
+        if n == 1 {
+            let aid: String = tx
+                .prepare_cached("SELECT approval_id FROM grants WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))?;
+            audit::append(
+                &tx,
+                now,
+                "grant.revoked",
+                Some(&aid),
+                actor,
+                &json!({"grant_id": id}),
+            )?;
+        }
+        tx.commit()?;
+        Ok(n == 1)
+    }
+}
+
+/// An active grant covering the proposal: same agent, tool and server; same call hash unless
+/// widened to the tool; same session for `session` grants; not expired or revoked. Returns
+/// `(grant id, scope)`.
+pub(crate) fn find_grant(
+    tx: &rusqlite::Transaction<'_>,
+    agent: &str,
+    session_id: &str,
+    call: &assent_core::ToolCall,
+    call_hash: &str,
+    now: i64,
+) -> rusqlite::Result<Option<(String, String)>> {
+    tx.prepare_cached(
+        "SELECT id, scope FROM grants WHERE agent = ?1 AND tool = ?2 AND server IS ?3 AND revoked_at IS NULL
+           AND (expires_at IS NULL OR expires_at > ?4) AND (session_id IS NULL OR session_id = ?5)
+           AND (call_hash IS NULL OR call_hash = ?6)
+         ORDER BY created_at LIMIT 1",
+    )?
+    .query_row(
+        params![agent, call.tool, call.server, now, session_id, call_hash],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+}
