@@ -18,14 +18,17 @@ pub mod agf;
 pub mod approval;
 pub mod canonical;
 pub mod condition;
+pub mod decision;
 pub mod edit;
 pub mod gatekeeper;
+pub mod grant;
 pub mod json;
 pub mod policy;
 pub mod redact;
 pub mod summary;
 pub mod template;
 pub mod token;
+pub mod transitions;
 pub mod triggers;
 
 pub use approval::{ApprovalStatus, DecisionKind, DefaultDecision};

@@ -12,9 +12,11 @@ use crate::plans;
 use crate::record::{ApprovalRecord, EditedCall, read_approval};
 use crate::store::Store;
 use crate::stored;
-use assent_core::RiskTier;
+use crate::tokens::{self, NewGrant};
 use assent_core::approval::{self, ApprovalStatus, DecisionKind, Event, GrantScope};
-use rusqlite::{TransactionBehavior, params};
+use assent_core::decision::{self, ScopeRefusal};
+use assent_core::grant;
+use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
 /// An operator decision with the seed 002 options.
@@ -76,20 +78,9 @@ impl Store {
         roles: &[String],
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
-        let kind = d
-            .kind
-            .ok_or_else(|| DecideError::Invalid("decision is required".into()))?;
-        if kind == DecisionKind::Deny && (d.scope.is_grant() || d.edited.is_some() || d.whole_tool)
-        {
-            return Err(DecideError::Invalid(
-                "scope, whole_tool and arguments apply to approvals only".into(),
-            ));
-        }
-        if d.whole_tool && !d.scope.is_grant() {
-            return Err(DecideError::Invalid(
-                "whole_tool widens a grant: give a scope other than once".into(),
-            ));
-        }
+        let edited = d.edited.is_some();
+        let kind = decision::check_options(d.kind, d.scope, edited, d.whole_tool)
+            .map_err(DecideError::Invalid)?;
         self.apply(
             id,
             Event::Decide(kind),
@@ -127,7 +118,11 @@ impl Store {
     }
 
     /// Moves approval `id` out of `pending`. `roles`: the deciding operator's roles, checked
-    /// against the approval's approver roles (`None` for expiry and cancellation).
+    /// against the approval's approver roles (`None` for expiry and cancellation). In one
+    /// transaction: [`admit`] (damaged, approver and first-event-wins checks, each
+    /// refusal audited and committed), the scope rules ([`decision::check_scope`]; a refused
+    /// scope writes nothing), then [`settle`], the token and grant, the plan, and the AAEP
+    /// resolution.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn apply(
         &self,
@@ -141,168 +136,60 @@ impl Store {
     ) -> Result<ApprovalRecord, DecideError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let Some(rec) = read_approval(&tx, id)? else {
-            return Err(DecideError::NotFound);
+        let s = Settle {
+            id,
+            event,
+            input,
+            reason,
+            actor,
+            now,
         };
-        if !rec.damaged.is_empty() {
-            audit::append(
-                &tx,
-                now,
-                "decision.refused",
-                Some(id),
-                actor,
-                &json!({"decision": approval_event_name(event), "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged}),
-            )?;
-            tx.commit()?;
-            return Err(DecideError::Damaged(rec.damaged));
-        }
-        if let Some(roles) = roles {
-            let approvers = &rec.approvers;
-            if !approval::may_decide(approvers, roles) {
-                audit::append(
-                    &tx,
-                    now,
-                    "decision.refused",
-                    Some(id),
-                    actor,
-                    &json!({"decision": approval_event_name(event), "why": "operator lacks an approver role", "approvers": approvers}),
-                )?;
-                tx.commit()?;
-                return Err(DecideError::NotApprover(approvers.clone()));
-            }
-        }
-        let status = rec.status;
-        let name = approval_event_name(event);
-        let next = match approval::transition(status, event) {
-            Ok(s) => s,
+        let (rec, next) = match admit(&tx, &s, roles) {
+            Ok(x) => x,
+            Err(e @ DecideError::Store(_)) => return Err(e),
             Err(e) => {
-                audit::append(
-                    &tx,
-                    now,
-                    "decision.late",
-                    Some(id),
-                    actor,
-                    &json!({"decision": name, "reason": reason, "status": status}),
-                )?;
                 tx.commit()?;
-                return Err(e.into());
+                return Err(e);
             }
         };
         let scope = input.map(|d| d.scope).unwrap_or_default();
-        if rec.target_type != "other"
-            && (scope != GrantScope::Once || input.is_some_and(|d| d.edited.is_some()))
-        {
-            return Err(DecideError::Invalid(format!(
-                "a Confirm on a {} is decided once, as submitted: no scope and no edits",
-                rec.target_type
-            )));
-        }
-        if rec.irreversible && scope.is_grant() {
-            return Err(DecideError::Invalid(
-                "an irreversible action is approved once, with explicit consent each time (seed 001): no session, duration or workspace scope".into(),
-            ));
-        }
-        let discouraged = scope == GrantScope::Workspace && rec.risk_tier >= RiskTier::R3;
-        if discouraged && !input.is_some_and(|d| d.confirm_workspace) {
-            return Err(DecideError::WorkspaceNeedsConfirmation(
-                rec.risk_tier.to_string(),
-            ));
-        }
-        let default_applied = match event {
-            Event::Expire(d) => Some(d.as_str()),
-            _ => None,
-        };
         let edited = input.and_then(|d| d.edited.as_ref());
-        if let Some(e) = edited.filter(|_| event == Event::Decide(DecisionKind::Approve)) {
-            // What ran is the edit: later thresholds count its arguments, and its own result
-            // limit applies too.
-            tx.prepare_cached("UPDATE usage SET arguments = ?2 WHERE approval_id = ?1")?
-                .execute(params![id, e.canonical_arguments])?;
-            if let Some(limit) = input.and_then(|d| d.edited_output_bytes) {
-                let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-                tx.prepare_cached("UPDATE approvals SET output_bytes = min(coalesce(output_bytes, ?2), ?2) WHERE id = ?1")?
-                    .execute(params![id, limit])?;
-            }
-        }
-        let mints = approval::mints_token(event);
-        let scope_wire = mints.then(|| scope.to_wire());
-        tx.prepare_cached("UPDATE approvals SET status = ?2, decided_at = ?3, scope = ?4, edited_arguments = ?5, edited_canonical = ?6, edited_hash = ?7 WHERE id = ?1 AND status = 'pending'")?.execute(
-            params![id, next.as_str(), now, scope_wire, edited.map(|e| &e.canonical_arguments),
-                    edited.map(|e| &e.canonical), edited.map(|e| &e.call_hash)],
-        )?;
-        let decision_id = uuid::Uuid::new_v4().to_string();
-        tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(
-            params![id, name, reason, actor, now, default_applied, decision_id],
-        )?;
-        let mplp_status = match next {
-            ApprovalStatus::Approved => "approved",
-            ApprovalStatus::Cancelled => "cancelled",
-            ApprovalStatus::Expired if approval::mints_token(event) => "approved",
-            _ => "rejected",
+        let held = decision::Held {
+            target_type: &rec.target_type,
+            irreversible: rec.irreversible,
+            risk_tier: rec.risk_tier,
         };
-        mplp_event(
-            &tx,
-            now,
-            &format!("confirm.{mplp_status}"),
-            id,
-            &rec.trace_id,
-            actor,
-            json!({"confirm_id": id, "decision_id": decision_id, "status": mplp_status, "decided_by_role": actor, "reason": reason}),
-        )?;
-        let kind = match event {
-            Event::Decide(_) => "decision",
-            Event::Expire(_) => "approval.expired",
-            Event::Cancel => "approval.cancelled",
-        };
-        let mut data = json!({"decision": name, "reason": reason, "status": next, "default_applied": default_applied});
-        if mints {
-            data["scope"] = json!(scope_wire);
-        }
-        if let Some(e) = edited {
-            data["original_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
-                "arguments": rec.call.arguments, "call_hash": rec.call_hash});
-            data["modified_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
-                "arguments": e.arguments, "call_hash": e.call_hash});
-        }
-        audit::append(&tx, now, kind, Some(id), actor, &data)?;
-        if mints {
+        let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
+        let discouraged = decision::check_scope(&held, scope, edited.is_some(), confirm_workspace)
+            .map_err(|e| match e {
+                ScopeRefusal::WorkspaceNeedsConfirmation(t) => {
+                    DecideError::WorkspaceNeedsConfirmation(t.to_string())
+                }
+                e => DecideError::Invalid(e.to_string()),
+            })?;
+        let mplp_status = settle(&tx, &s, &rec, next, scope, edited)?;
+        if approval::mints_token(event) {
             let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
-            let scope_wire = scope.to_wire();
-            if scope.is_grant() {
-                let gid = uuid::Uuid::new_v4().to_string();
-                let whole = input.is_some_and(|d| d.whole_tool);
-                let expires =
-                    match scope {
-                        GrantScope::Duration(s) => Some(now.saturating_add(
-                            i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX),
-                        )),
-                        _ => None,
-                    };
-                let session = (scope == GrantScope::Session).then_some(&rec.session_id);
-                tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
-                    .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, (!whole).then_some(hash),
-                        scope_wire, rec.risk_tier.as_str(), discouraged, id, actor, now, expires])?;
-                tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
-                    .execute(params![id, gid])?;
-                audit::append(
-                    &tx,
-                    now,
-                    "grant.created",
-                    Some(id),
-                    actor,
-                    &json!({
-                    "grant_id": gid, "agent": rec.agent, "session_id": session, "tool": rec.call.tool,
-                    "server": rec.call.server, "call_hash": (!whole).then_some(hash), "whole_tool": whole,
-                    "scope": scope_wire, "expires_at": expires, "discouraged": discouraged}),
-                )?;
+            let whole_tool = input.is_some_and(|d| d.whole_tool);
+            if let Some(terms) = grant::terms(scope, whole_tool, now) {
+                let g = NewGrant {
+                    rec: &rec,
+                    call_hash: hash,
+                    scope,
+                    terms,
+                    whole_tool,
+                    discouraged,
+                };
+                tokens::create_grant(&tx, &g, actor, now)?;
             }
+            let device = rec.device_id.as_deref();
             self.mint(
                 &tx,
                 id,
                 &rec.agent,
                 hash,
-                &scope_wire,
-                rec.device_id.as_deref(),
+                &scope.to_wire(),
+                device,
                 actor,
                 now,
             )?;
@@ -363,4 +250,117 @@ impl Store {
         tx.commit()?;
         Ok(p)
     }
+}
+
+/// One settlement being applied to an approval: the event and what came with it.
+struct Settle<'a> {
+    id: &'a str,
+    event: Event,
+    input: Option<&'a DecisionInput>,
+    reason: Option<&'a str>,
+    actor: &'a str,
+    now: i64,
+}
+
+/// Reads the approval and checks, in this order, that it exists, is not damaged (issue 10
+/// §8), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
+/// agent itself or the expiry sweep) and is still pending ([`approval::transition`]). Each
+/// refusal but `NotFound` is audited (`decision.refused`, `decision.late`) for the caller to
+/// commit. `Ok`: the approval and its next status.
+fn admit(
+    tx: &Transaction<'_>,
+    s: &Settle<'_>,
+    roles: Option<&[String]>,
+) -> Result<(ApprovalRecord, ApprovalStatus), DecideError> {
+    let Some(rec) = read_approval(tx, s.id)? else {
+        return Err(DecideError::NotFound);
+    };
+    let name = approval_event_name(s.event);
+    if !rec.damaged.is_empty() {
+        let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        return Err(DecideError::Damaged(rec.damaged));
+    }
+    if let Some(roles) = roles
+        && !approval::may_decide(&rec.approvers, roles)
+    {
+        let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.approvers});
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        return Err(DecideError::NotApprover(rec.approvers));
+    }
+    match approval::transition(rec.status, s.event) {
+        Ok(next) => Ok((rec, next)),
+        Err(e) => {
+            let data = json!({"decision": name, "reason": s.reason, "status": rec.status});
+            audit::append(tx, s.now, "decision.late", Some(s.id), s.actor, &data)?;
+            Err(e.into())
+        }
+    }
+}
+
+/// Writes the settlement of `rec` (moving to `next` with `scope`): what ran is the edit (the
+/// session's usage counts its arguments, its result limit applies too), the approval's status
+/// and decided scope, the decision row, the MPLP `confirm.*` event and the audit record
+/// (`decision`, `approval.expired`, `approval.cancelled`; both calls when edited). Returns the
+/// MPLP Confirm status ([`decision::confirm_status`]).
+fn settle(
+    tx: &Transaction<'_>,
+    s: &Settle<'_>,
+    rec: &ApprovalRecord,
+    next: ApprovalStatus,
+    scope: GrantScope,
+    edited: Option<&EditedCall>,
+) -> rusqlite::Result<&'static str> {
+    let (id, now, actor, reason) = (s.id, s.now, s.actor, s.reason);
+    if let Some(e) = edited.filter(|_| s.event == Event::Decide(DecisionKind::Approve)) {
+        tx.prepare_cached("UPDATE usage SET arguments = ?2 WHERE approval_id = ?1")?
+            .execute(params![id, e.canonical_arguments])?;
+        if let Some(limit) = s.input.and_then(|d| d.edited_output_bytes) {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            tx.prepare_cached("UPDATE approvals SET output_bytes = min(coalesce(output_bytes, ?2), ?2) WHERE id = ?1")?
+                .execute(params![id, limit])?;
+        }
+    }
+    let mints = approval::mints_token(s.event);
+    let scope_wire = mints.then(|| scope.to_wire());
+    tx.prepare_cached("UPDATE approvals SET status = ?2, decided_at = ?3, scope = ?4, edited_arguments = ?5, edited_canonical = ?6, edited_hash = ?7 WHERE id = ?1 AND status = 'pending'")?.execute(
+        params![id, next.as_str(), now, scope_wire, edited.map(|e| &e.canonical_arguments),
+                edited.map(|e| &e.canonical), edited.map(|e| &e.call_hash)],
+    )?;
+    let name = approval_event_name(s.event);
+    let default_applied = match s.event {
+        Event::Expire(d) => Some(d.as_str()),
+        _ => None,
+    };
+    let decision_id = uuid::Uuid::new_v4().to_string();
+    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(
+        params![id, name, reason, actor, now, default_applied, decision_id],
+    )?;
+    let mplp_status = decision::confirm_status(next, s.event);
+    mplp_event(
+        tx,
+        now,
+        &format!("confirm.{mplp_status}"),
+        id,
+        &rec.trace_id,
+        actor,
+        json!({"confirm_id": id, "decision_id": decision_id, "status": mplp_status, "decided_by_role": actor, "reason": reason}),
+    )?;
+    let kind = match s.event {
+        Event::Decide(_) => "decision",
+        Event::Expire(_) => "approval.expired",
+        Event::Cancel => "approval.cancelled",
+    };
+    let mut data = json!({"decision": name, "reason": reason, "status": next, "default_applied": default_applied});
+    if mints {
+        data["scope"] = json!(scope_wire);
+    }
+    if let Some(e) = edited {
+        data["original_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
+            "arguments": rec.call.arguments, "call_hash": rec.call_hash});
+        data["modified_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
+            "arguments": e.arguments, "call_hash": e.call_hash});
+    }
+    audit::append(tx, now, kind, Some(id), actor, &data)?;
+    Ok(mplp_status)
 }

@@ -7,6 +7,7 @@ use crate::error::{DecideError, StoreError};
 use crate::record::{ApprovalRecord, read_approval};
 use crate::store::Store;
 use assent_core::approval::Event;
+use assent_core::decision::escalated_approvers;
 use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
@@ -80,14 +81,7 @@ fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::R
     let Some(esc) = &rec.escalation else {
         return Ok(());
     };
-    let mut approvers = rec.approvers.clone();
-    if !approvers.is_empty() {
-        for r in &esc.escalate_to {
-            if !approvers.contains(r) {
-                approvers.push(r.clone());
-            }
-        }
-    }
+    let approvers = escalated_approvers(&rec.approvers, &esc.escalate_to);
     let new_exp = rec.announced_deadline();
     tx.prepare_cached(
         "UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1",

@@ -57,7 +57,7 @@ pub use decide::DecisionInput;
 pub use error::{DecideError, RedeemError, StoreError};
 pub use kit::rfc3339;
 pub use open::verify_offline;
-pub use propose::{ConfirmTarget, NewApproval, PoliciesOf, Proposal, Proposed};
+pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo};
 pub use store::Store;
 pub use stored::Settlement;

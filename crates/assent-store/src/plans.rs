@@ -11,6 +11,7 @@ use crate::audit;
 use crate::error::StoreError;
 use crate::kit::rfc3339;
 use crate::store::Store;
+use assent_core::transitions;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -169,11 +170,7 @@ pub(crate) fn on_confirm_decided(
     reason: Option<&str>,
     now: i64,
 ) -> rusqlite::Result<()> {
-    let (status, kind) = match mplp_status {
-        "approved" => ("approved", "plan.approved"),
-        "cancelled" => ("cancelled", "plan.cancelled"),
-        _ => ("draft", "plan.rejected"),
-    };
+    let (status, kind) = transitions::plan_after_confirm(mplp_status);
     transition(
         tx,
         plan_id,
@@ -226,7 +223,7 @@ pub(crate) fn plan_block(
     }
     if let Some(id) = plan_id
         && let Some(p) = read_plan(tx, id)?
-        && !matches!(p.status.as_str(), "approved" | "in_progress")
+        && !transitions::plan_runs_calls(&p.status)
     {
         return Ok(Some(format!(
             "plan {id} is {}; its tool calls run only once its Confirm approves it",
@@ -296,7 +293,7 @@ impl Store {
         let p = read_plan(&tx, &id)?
             .filter(|p| p.agent == agent)
             .ok_or_else(|| PlanError::NotFound(id.clone()))?;
-        if p.status != "draft" {
+        if !transitions::plan_editable(&p.status) {
             return Err(PlanError::WrongState(
                 p.status,
                 "only a draft can be revised",

@@ -14,11 +14,13 @@ use crate::record::{ApprovalRecord, read_approval};
 use crate::store::Store;
 use crate::tokens::find_grant;
 use crate::usage::{pending_of, prior_calls};
+use assent_core::approval::millis;
 use assent_core::gatekeeper::Verdict;
 use assent_core::summary::HumanSummary;
 use assent_core::triggers::PriorCall;
 use assent_core::{ToolCall, VerdictKind};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use assent_core::{grant, transitions};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::{Value, json};
 
 /// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
@@ -90,39 +92,6 @@ pub enum Proposed {
     },
 }
 
-/// What the caller proposes to hold for a human.
-#[derive(Debug, Clone)]
-pub struct NewApproval<'a> {
-    /// The proposing agent's id.
-    pub agent: &'a str,
-    /// Its session id.
-    pub session_id: &'a str,
-    /// The call.
-    pub call: &'a ToolCall,
-    /// The canonical JSON of its arguments ([`ToolCall::canonical_arguments`]).
-    pub canonical_arguments: &'a str,
-    /// Its canonical JSON.
-    pub canonical: &'a str,
-    /// Its `call_hash`.
-    pub call_hash: &'a str,
-    /// The gatekeeper's confirm verdict (message, tier, reasons, default).
-    pub verdict: &'a Verdict,
-    /// Unix milliseconds.
-    pub now: i64,
-    /// Unix milliseconds.
-    pub expires_at: i64,
-    /// Optional run id.
-    pub run_id: Option<&'a str>,
-    /// Optional client device id.
-    pub device_id: Option<&'a str>,
-    /// MPLP trace id (UUID v4) the agent sent; generated when `None`.
-    pub trace_id: Option<&'a str>,
-    /// The MPLP Confirm target when it is not the tool call itself (a plan, context, …).
-    pub target: Option<ConfirmTarget<'a>>,
-    /// What governed the call (policies, policy-set hash, plan and step), stored with it.
-    pub context: ConfirmContext,
-}
-
 /// The MPLP Confirm target of an approval that is not a plain tool call (MPLP Confirm §2.3):
 /// `target_type` `plan`, `context`, `trace`, `extension` or `other`, its UUID v4 `target_id`,
 /// and the RFC 6902 diff from its previous submission.
@@ -170,11 +139,19 @@ impl Store {
         Ok(())
     }
 
-    /// Stores a new pending approval with its `approval.requested` audit record.
-    pub fn create_approval(&self, n: &NewApproval<'_>) -> Result<ApprovalRecord, StoreError> {
+    /// Stores proposal `p` as a new pending approval with the confirm `verdict` (message, tier,
+    /// reasons, default), without gating it: its `approval.requested` audit record, MPLP
+    /// `confirm.requested` and AAEP `agent.awaiting.confirmation`. It expires after
+    /// `p.timeout_ms(verdict)`; `p.max_pending` and `p.plan_id`/`step_id` blocks are not
+    /// checked (that is [`Store::propose`]).
+    pub fn create_approval(
+        &self,
+        p: &Proposal<'_>,
+        verdict: &Verdict,
+    ) -> Result<ApprovalRecord, StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let id = insert_approval(&tx, n, "pending")?;
+        let id = insert_approval(&tx, p, verdict, "pending")?;
         let rec = read_approval(&tx, &id)?.expect("just inserted");
         tx.commit()?;
         Ok(rec)
@@ -182,14 +159,17 @@ impl Store {
 
     /// Gates one proposed call atomically (AAEP §6.1, seed 002): reads the session's earlier
     /// calls, asks `evaluate` for the verdict with them, and in the same transaction
-    /// - denies (audited `call.denied`) or allows (`call.allowed`);
+    /// - denies (audited `call.denied`) or allows (`call.allowed`); a call whose MPLP plan or
+    ///   step is blocked, or whose tool definition awaits review, is denied
+    ///   ([`transitions::apply_block`]);
     /// - for a confirm verdict without threshold or scope triggers, lets a matching grant
     ///   through as an approved approval with its own token (`grant.used`);
     /// - joins an identical pending call of the same session instead of holding it twice;
     /// - refuses when the agent already has `max_pending` pending approvals
     ///   (`call.refused`), else holds the call as a new pending approval.
     ///
-    /// Allowed, granted and held calls count toward later thresholds.
+    /// Allowed, granted and held calls count toward later thresholds. `Err(Invalid)` when a
+    /// `plan` target is not a draft of the agent.
     pub fn propose(
         &self,
         p: &Proposal<'_>,
@@ -199,316 +179,334 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let plan = p.target.filter(|t| t.target_type == "plan");
         if let Some(t) = plan {
-            match plans::read_plan(&tx, t.target_id)? {
-                Some(pl) if pl.agent == p.agent && pl.status == "draft" => {}
-                Some(pl) if pl.agent == p.agent => {
-                    return Err(StoreError::Invalid(format!(
-                        "plan {} is {}; only a draft can be submitted",
-                        t.target_id, pl.status
-                    )));
-                }
-                _ => return Err(StoreError::Invalid(format!("no plan `{}`", t.target_id))),
-            }
+            check_submittable(&tx, p.agent, t.target_id)?;
         }
-        let mut blocked = plans::plan_block(&tx, p.plan_id, p.step_id)?;
-        if blocked.is_none()
-            && let Some(server) = &p.call.server
-        {
-            let review: Option<String> = tx
-                .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' LIMIT 1")?
-                .query_row(params![server, p.call.tool], |r| r.get(0))
-                .optional()?;
-            blocked = review.map(|id| {
-                format!(
-                    "the definition of {server}/{} changed and awaits an operator's review ({id}; assent tools pending)",
-                    p.call.tool
-                )
-            });
-        }
+        let blocked = block(&tx, p)?;
         let prior = prior_calls(&tx, p.agent, p.session_id)?;
         let mut verdict = evaluate(&prior);
-        if let Some(why) = blocked
-            && verdict.kind != VerdictKind::Deny
-        {
-            verdict.kind = VerdictKind::Deny;
-            verdict.reasons.push(assent_core::Reason {
-                file: String::new(),
-                rule: "mplp plan".into(),
-                text: why.clone(),
-            });
-            verdict.message = why;
-        }
-        let call_data = |extra: Value| {
-            let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
-                "call": p.call, "call_hash": p.call_hash, "verdict": verdict.kind, "reasons": verdict.reasons,
-                "risk_tier": verdict.risk_tier, "triggers": verdict.triggers});
-            if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
-                d.extend(e);
-            }
-            d
-        };
-        let add_usage = |approval_id: Option<&str>| -> rusqlite::Result<()> {
-            tx.prepare_cached("INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
-                .execute(params![p.agent, p.session_id, p.call.tool, p.call.server, p.now, p.canonical_arguments, approval_id])?;
-            Ok(())
+        transitions::apply_block(&mut verdict, blocked);
+        let g = Gate {
+            tx: &tx,
+            p,
+            verdict: &verdict,
         };
         let outcome = match verdict.kind {
             VerdictKind::Deny => {
-                audit::append(
-                    &tx,
-                    p.now,
-                    "call.denied",
-                    None,
-                    p.agent,
-                    &call_data(json!({})),
-                )?;
+                g.audit("call.denied", None, json!({}))?;
                 Proposed::Denied
             }
             VerdictKind::Allow => {
-                audit::append(
-                    &tx,
-                    p.now,
-                    "call.allowed",
-                    None,
-                    p.agent,
-                    &call_data(json!({})),
-                )?;
-                add_usage(None)?;
+                g.audit("call.allowed", None, json!({}))?;
+                g.add_usage(None)?;
                 Proposed::Allowed
             }
-            VerdictKind::Confirm => {
-                // A grant never stands in for the consent an irreversible call needs each time.
-                let grant =
-                    if verdict.triggers.is_empty() && p.target.is_none() && !verdict.irreversible {
-                        find_grant(&tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
-                    } else {
-                        None
-                    };
-                let joined: Option<String> = tx
-                    .prepare_cached("SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at LIMIT 1")?
-                    .query_row(params![p.agent, p.session_id, p.call_hash], |r| r.get(0))
-                    .optional()?;
-                let pending = pending_of(&tx, p.agent)?;
-                let n = NewApproval {
-                    agent: p.agent,
-                    session_id: p.session_id,
-                    call: p.call,
-                    canonical_arguments: p.canonical_arguments,
-                    canonical: p.canonical,
-                    call_hash: p.call_hash,
-                    verdict: &verdict,
-                    now: p.now,
-                    expires_at: p.now.saturating_add((p.timeout_ms)(&verdict)),
-                    run_id: p.run_id,
-                    device_id: p.device_id,
-                    trace_id: p.trace_id,
-                    target: p.target,
-                    context: ConfirmContext {
-                        policies: p.governed_by.map(|f| f(&verdict)).unwrap_or_default(),
-                        policy_set_sha256: p.policy_set_sha256.map(str::to_string),
-                        plan_id: p.plan_id.map(str::to_string),
-                        step_id: p.step_id.map(str::to_string),
-                    },
-                };
-                if let Some((gid, scope)) = grant {
-                    let id = insert_approval(&tx, &n, "approved")?;
-                    let actor = format!("grant:{gid}");
-                    tx.prepare_cached("UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1")?
-                        .execute(params![id, p.now, scope, gid])?;
-                    let decision_id = uuid::Uuid::new_v4().to_string();
-                    let why = format!("covered by grant {gid} (scope {scope})");
-                    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, decision_id) VALUES (?1,'approve',?2,?3,?4,?5)")?
-                        .execute(params![id, why, actor, p.now, decision_id])?;
-                    let trace: String = tx
-                        .prepare_cached("SELECT trace_id FROM approvals WHERE id = ?1")?
-                        .query_row([&id], |r| r.get(0))?;
-                    mplp_event(
-                        &tx,
-                        p.now,
-                        "confirm.approved",
-                        &id,
-                        &trace,
-                        &actor,
-                        json!({"confirm_id": id, "decision_id": decision_id, "status": "approved", "decided_by_role": actor, "reason": why}),
-                    )?;
-                    audit::append(
-                        &tx,
-                        p.now,
-                        "grant.used",
-                        Some(&id),
-                        &actor,
-                        &json!({"grant_id": gid, "scope": scope, "call_hash": p.call_hash}),
-                    )?;
-                    self.mint(
-                        &tx,
-                        &id,
-                        p.agent,
-                        p.call_hash,
-                        &scope,
-                        p.device_id,
-                        &actor,
-                        p.now,
-                    )?;
-                    add_usage(Some(&id))?;
-                    Proposed::Granted(Box::new(read_approval(&tx, &id)?.expect("inserted")))
-                } else if let Some(id) = joined {
-                    audit::append(
-                        &tx,
-                        p.now,
-                        "call.held",
-                        Some(&id),
-                        p.agent,
-                        &call_data(json!({"joined": true})),
-                    )?;
-                    Proposed::Held {
-                        approval: Box::new(read_approval(&tx, &id)?.expect("exists")),
-                        joined: true,
-                    }
-                } else if pending >= p.max_pending {
-                    audit::append(
-                        &tx,
-                        p.now,
-                        "call.refused",
-                        None,
-                        p.agent,
-                        &call_data(
-                            json!({"why": "too many pending approvals", "pending": pending, "limit": p.max_pending}),
-                        ),
-                    )?;
-                    Proposed::TooManyPending {
-                        limit: p.max_pending,
-                    }
-                } else {
-                    let id = insert_approval(&tx, &n, "pending")?;
-                    add_usage(Some(&id))?;
-                    if let Some(t) = plan {
-                        tx.prepare_cached(
-                            "UPDATE plans SET confirm_id = ?2, submitted = ?3 WHERE plan_id = ?1",
-                        )?
-                        .execute(params![
-                            t.target_id,
-                            id,
-                            p.canonical_arguments
-                        ])?;
-                        plans::transition(
-                            &tx,
-                            t.target_id,
-                            "proposed",
-                            "plan.submitted",
-                            p.agent,
-                            json!({"confirm_id": id, "diff": t.diff}),
-                            p.now,
-                        )?;
-                    }
-                    Proposed::Held {
-                        approval: Box::new(read_approval(&tx, &id)?.expect("inserted")),
-                        joined: false,
-                    }
-                }
-            }
+            VerdictKind::Confirm => self.confirm(&g, plan)?,
         };
         tx.commit()?;
         Ok((verdict, outcome))
     }
+
+    /// A confirm verdict: a covering grant lets it through ([`Store::use_grant`]); else it
+    /// joins the identical pending call of the session, is refused over the pending cap, or is
+    /// held as a new pending approval (a submitted plan becomes `proposed` with it).
+    fn confirm(
+        &self,
+        g: &Gate<'_>,
+        plan: Option<ConfirmTarget<'_>>,
+    ) -> Result<Proposed, StoreError> {
+        let (tx, p, verdict) = (g.tx, g.p, g.verdict);
+        let may = grant::may_use_grant(&verdict.triggers, p.target.is_some(), verdict.irreversible);
+        if may
+            && let Some((gid, scope)) =
+                find_grant(tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
+        {
+            return self.use_grant(g, &gid, &scope);
+        }
+        let joined: Option<String> = tx
+            .prepare_cached("SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at LIMIT 1")?
+            .query_row(params![p.agent, p.session_id, p.call_hash], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = joined {
+            g.audit("call.held", Some(&id), json!({"joined": true}))?;
+            return Ok(Proposed::Held {
+                approval: Box::new(read_approval(tx, &id)?.expect("exists")),
+                joined: true,
+            });
+        }
+        let pending = pending_of(tx, p.agent)?;
+        if pending >= p.max_pending {
+            g.audit(
+                "call.refused",
+                None,
+                json!({"why": "too many pending approvals", "pending": pending, "limit": p.max_pending}),
+            )?;
+            return Ok(Proposed::TooManyPending {
+                limit: p.max_pending,
+            });
+        }
+        let id = insert_approval(tx, p, verdict, "pending")?;
+        g.add_usage(Some(&id))?;
+        if let Some(t) = plan {
+            tx.prepare_cached(
+                "UPDATE plans SET confirm_id = ?2, submitted = ?3 WHERE plan_id = ?1",
+            )?
+            .execute(params![t.target_id, id, p.canonical_arguments])?;
+            let data = json!({"confirm_id": id, "diff": t.diff});
+            plans::transition(
+                tx,
+                t.target_id,
+                "proposed",
+                "plan.submitted",
+                p.agent,
+                data,
+                p.now,
+            )?;
+        }
+        Ok(Proposed::Held {
+            approval: Box::new(read_approval(tx, &id)?.expect("inserted")),
+            joined: false,
+        })
+    }
+
+    /// Lets the call through under grant `gid` (of `scope`): an approved approval decided by
+    /// `grant:<gid>`, its MPLP `confirm.approved`, `grant.used`, and its own token.
+    fn use_grant(&self, g: &Gate<'_>, gid: &str, scope: &str) -> Result<Proposed, StoreError> {
+        let (tx, p) = (g.tx, g.p);
+        let id = insert_approval(tx, p, g.verdict, "approved")?;
+        let actor = format!("grant:{gid}");
+        tx.prepare_cached(
+            "UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1",
+        )?
+        .execute(params![id, p.now, scope, gid])?;
+        let decision_id = uuid::Uuid::new_v4().to_string();
+        let why = format!("covered by grant {gid} (scope {scope})");
+        tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, decision_id) VALUES (?1,'approve',?2,?3,?4,?5)")?
+            .execute(params![id, why, actor, p.now, decision_id])?;
+        let trace: String = tx
+            .prepare_cached("SELECT trace_id FROM approvals WHERE id = ?1")?
+            .query_row([&id], |r| r.get(0))?;
+        mplp_event(
+            tx,
+            p.now,
+            "confirm.approved",
+            &id,
+            &trace,
+            &actor,
+            json!({"confirm_id": id, "decision_id": decision_id, "status": "approved", "decided_by_role": actor, "reason": why}),
+        )?;
+        audit::append(
+            tx,
+            p.now,
+            "grant.used",
+            Some(&id),
+            &actor,
+            &json!({"grant_id": gid, "scope": scope, "call_hash": p.call_hash}),
+        )?;
+        self.mint(
+            tx,
+            &id,
+            p.agent,
+            p.call_hash,
+            scope,
+            p.device_id,
+            &actor,
+            p.now,
+        )?;
+        g.add_usage(Some(&id))?;
+        Ok(Proposed::Granted(Box::new(
+            read_approval(tx, &id)?.expect("inserted"),
+        )))
+    }
 }
 
-/// Inserts an approval row with `status` and its `approval.requested` audit record; returns
-/// its id. The human summary is generated from, and verified against, the canonical arguments.
+/// One proposal being gated in its transaction, with its verdict.
+struct Gate<'a> {
+    tx: &'a Transaction<'a>,
+    p: &'a Proposal<'a>,
+    verdict: &'a Verdict,
+}
+
+impl Gate<'_> {
+    /// Audits `kind` for the proposal: session, run, device, call, hash and the verdict, plus
+    /// the fields of `extra` (an object).
+    fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> rusqlite::Result<()> {
+        let (p, v) = (self.p, self.verdict);
+        let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
+            "call": p.call, "call_hash": p.call_hash, "verdict": v.kind, "reasons": v.reasons,
+            "risk_tier": v.risk_tier, "triggers": v.triggers});
+        if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
+            d.extend(e);
+        }
+        audit::append(self.tx, p.now, kind, approval_id, p.agent, &d)
+    }
+
+    /// Records the call in `usage` (what later thresholds count), linked to its approval.
+    fn add_usage(&self, approval_id: Option<&str>) -> rusqlite::Result<()> {
+        let p = self.p;
+        self.tx.prepare_cached("INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
+            .execute(params![p.agent, p.session_id, p.call.tool, p.call.server, p.now, p.canonical_arguments, approval_id])?;
+        Ok(())
+    }
+}
+
+/// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]); else
+/// `Invalid` saying why (the server's 409 `WRONG_STATE`).
+fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
+    match plans::read_plan(tx, plan_id)? {
+        Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => Ok(()),
+        Some(pl) if pl.agent == agent => Err(StoreError::Invalid(format!(
+            "plan {plan_id} is {}; only a draft can be submitted",
+            pl.status
+        ))),
+        _ => Err(StoreError::Invalid(format!("no plan `{plan_id}`"))),
+    }
+}
+
+/// Why the proposal may not run now, if anything blocks it: its MPLP plan or step
+/// ([`plans::plan_block`]), else a pending review of its tool's changed definition.
+fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<String>> {
+    if let Some(why) = plans::plan_block(tx, p.plan_id, p.step_id)? {
+        return Ok(Some(why));
+    }
+    let Some(server) = &p.call.server else {
+        return Ok(None);
+    };
+    let review: Option<String> = tx
+        .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' LIMIT 1")?
+        .query_row(params![server, p.call.tool], |r| r.get(0))
+        .optional()?;
+    Ok(review.map(|id| {
+        format!(
+            "the definition of {server}/{} changed and awaits an operator's review ({id}; assent tools pending)",
+            p.call.tool
+        )
+    }))
+}
+
+/// Inserts proposal `p` as an approval with confirm `verdict` and `status` (`pending`, or
+/// `approved` under a grant), its `approval.requested` audit record, its [`ConfirmContext`]
+/// and MPLP `confirm.requested`; a pending one also gets its AAEP reply token and
+/// `agent.awaiting.confirmation`. Returns its id. The human summary is generated from, and
+/// verified against, the canonical arguments (`Err(Invalid)` when that fails).
 fn insert_approval(
-    tx: &rusqlite::Transaction<'_>,
-    n: &NewApproval<'_>,
+    tx: &Transaction<'_>,
+    p: &Proposal<'_>,
+    verdict: &Verdict,
     status: &str,
 ) -> Result<String, StoreError> {
-    let id = uuid::Uuid::new_v4().to_string();
-    let args = n.canonical_arguments;
-    let v = n.verdict;
-    let summary = HumanSummary::generate(n.call, args);
+    let summary = HumanSummary::generate(p.call, p.canonical_arguments);
     summary
-        .verify(args)
+        .verify(p.canonical_arguments)
         .map_err(|e| StoreError::Invalid(format!("human summary check failed: {e}")))?;
-    let mut rules: Vec<String> = v
-        .reasons
-        .iter()
-        .map(|r| format!("{}#{}", r.file, r.rule))
-        .collect();
-    rules.sort();
-    let group_key = format!(
-        "{}|{}|{}|{}",
-        n.agent,
-        n.call.server.as_deref().unwrap_or(""),
-        n.call.tool,
-        rules.join(",")
-    );
-    let (esc_to, esc_after) = match &v.escalation {
-        Some(e) => (
-            serde_json::to_string(&e.escalate_to).expect("roles"),
-            Some(i64::try_from(e.after_seconds.saturating_mul(1000)).unwrap_or(i64::MAX)),
+    let row = Row {
+        id: uuid::Uuid::new_v4().to_string(),
+        expires_at: p.now.saturating_add((p.timeout_ms)(verdict)),
+        trace_id: p
+            .trace_id
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string),
+        target_type: p.target.map_or("other", |t| t.target_type),
+        target_id: p.target.map_or_else(
+            || uuid::Uuid::new_v4().to_string(),
+            |t| t.target_id.to_string(),
         ),
-        None => ("[]".to_string(), None),
+        summary: summary.text,
     };
-    let trace_id = n
-        .trace_id
-        .map(str::to_string)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let span_id = uuid::Uuid::new_v4().to_string();
-    let (target_type, target_id, diff) = match &n.target {
-        Some(t) => (
-            t.target_type,
-            t.target_id.to_string(),
-            t.diff.map(|d| d.to_string()),
-        ),
-        None => ("other", uuid::Uuid::new_v4().to_string(), None),
-    };
-    tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
-            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36)")?.execute(
-        params![id, n.agent, n.session_id, n.call.tool, n.call.server, args, n.canonical, n.call_hash, v.message,
-                v.risk_tier.as_str(), v.irreversible, to_json(&v.reasons), to_json(&v.approvers), v.default_decision.as_str(), n.now, n.expires_at, status,
-                n.run_id, n.device_id, group_key, summary.text, to_json(&v.triggers), to_json(&v.suggested_alternatives), esc_to, esc_after,
-                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), trace_id, span_id, target_id, target_type, diff, v.in_client_approval,
-                to_json(&v.side_effects), to_json(&v.rollback), v.dry_run_tool, to_json(&v.redact)],
-    )?;
+    insert_row(tx, p, verdict, &row, status)?;
+    let v = verdict;
     audit::append(
         tx,
-        n.now,
+        p.now,
         "approval.requested",
-        Some(&id),
-        n.agent,
-        &json!({"session_id": n.session_id, "run_id": n.run_id, "device_id": n.device_id, "call": n.call,
-                "call_hash": n.call_hash, "verdict": "confirm", "reasons": v.reasons, "risk_tier": v.risk_tier,
-                "irreversible": v.irreversible, "message": v.message, "expires_at": n.expires_at,
+        Some(&row.id),
+        p.agent,
+        &json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id, "call": p.call,
+                "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.reasons, "risk_tier": v.risk_tier,
+                "irreversible": v.irreversible, "message": v.message, "expires_at": row.expires_at,
                 "default_decision": v.default_decision, "triggers": v.triggers}),
     )?;
-    confirm::record(tx, &id, &n.context)?;
+    let context = ConfirmContext {
+        policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),
+        policy_set_sha256: p.policy_set_sha256.map(str::to_string),
+        plan_id: p.plan_id.map(str::to_string),
+        step_id: p.step_id.map(str::to_string),
+    };
+    confirm::record(tx, &row.id, &context)?;
     // A tool call of a plan step is shown with the step as its MPLP target (see
     // `docs/conformance.md`); the stored target id stays the call's own.
-    let shown_target = match (&n.context.step_id, target_type) {
+    let shown_target = match (&context.step_id, row.target_type) {
         (Some(step), "other") => step.clone(),
-        _ => target_id.clone(),
+        _ => row.target_id.clone(),
     };
     mplp_event(
         tx,
-        n.now,
+        p.now,
         "confirm.requested",
-        &id,
-        &trace_id,
-        n.agent,
-        json!({"confirm_id": id, "target_type": target_type, "target_id": shown_target, "requested_by_role": n.agent}),
+        &row.id,
+        &row.trace_id,
+        p.agent,
+        json!({"confirm_id": row.id, "target_type": row.target_type, "target_id": shown_target, "requested_by_role": p.agent}),
     )?;
     if status == "pending" {
         // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
         // restarts; the confirmation event is written with the approval.
         let token = aaep::random_id("rpl_");
         tx.prepare_cached("UPDATE approvals SET reply_token = ?2 WHERE id = ?1")?
-            .execute(params![id, token])?;
-        let rec = read_approval(tx, &id)?.expect("just inserted");
-        aaep::emit(
-            tx,
-            &aaep::awaiting_confirmation(&rec, &token),
-            None,
-            Some(&id),
-            n.now,
-        )?;
+            .execute(params![row.id, token])?;
+        let rec = read_approval(tx, &row.id)?.expect("just inserted");
+        let event = aaep::awaiting_confirmation(&rec, &token);
+        aaep::emit(tx, &event, None, Some(&row.id), p.now)?;
     }
-    Ok(id)
+    Ok(row.id)
+}
+
+/// The values of a new approval row that are generated rather than proposed.
+struct Row<'a> {
+    id: String,
+    expires_at: i64,
+    trace_id: String,
+    target_type: &'a str,
+    target_id: String,
+    summary: String,
+}
+
+/// Approvals with the same key are "similar": same agent, server, tool and (sorted) rules.
+fn group_key(p: &Proposal<'_>, v: &Verdict) -> String {
+    let mut rules: Vec<String> = v
+        .reasons
+        .iter()
+        .map(|r| format!("{}#{}", r.file, r.rule))
+        .collect();
+    rules.sort();
+    format!(
+        "{}|{}|{}|{}",
+        p.agent,
+        p.call.server.as_deref().unwrap_or(""),
+        p.call.tool,
+        rules.join(",")
+    )
+}
+
+/// The `INSERT INTO approvals` of [`insert_approval`].
+fn insert_row(
+    tx: &Transaction<'_>,
+    p: &Proposal<'_>,
+    v: &Verdict,
+    row: &Row<'_>,
+    status: &str,
+) -> rusqlite::Result<()> {
+    let (esc_to, esc_after) = match &v.escalation {
+        Some(e) => (to_json(&e.escalate_to), Some(millis(e.after_seconds))),
+        None => ("[]".to_string(), None),
+    };
+    let diff = p.target.and_then(|t| t.diff).map(|d| d.to_string());
+    tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36)")?.execute(
+        params![row.id, p.agent, p.session_id, p.call.tool, p.call.server, p.canonical_arguments, p.canonical, p.call_hash, v.message,
+                v.risk_tier.as_str(), v.irreversible, to_json(&v.reasons), to_json(&v.approvers), v.default_decision.as_str(), p.now, row.expires_at, status,
+                p.run_id, p.device_id, group_key(p, v), row.summary, to_json(&v.triggers), to_json(&v.suggested_alternatives), esc_to, esc_after,
+                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), row.trace_id, uuid::Uuid::new_v4().to_string(), row.target_id, row.target_type, diff, v.in_client_approval,
+                to_json(&v.side_effects), to_json(&v.rollback), v.dry_run_tool, to_json(&v.redact)],
+    )?;
+    Ok(())
 }

@@ -5,9 +5,13 @@
 
 use crate::audit;
 use crate::error::{RedeemError, StoreError};
+use crate::record::ApprovalRecord;
 use crate::store::Store;
+use assent_core::ToolCall;
+use assent_core::approval::GrantScope;
+use assent_core::grant;
 use assent_core::token::{self, TokenClaims};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::json;
 
@@ -47,6 +51,8 @@ pub struct GrantRecord {
 }
 
 impl Store {
+    /// Mints the single-use token of approval `id` for `agent`, bound to `call_hash` and the
+    /// client device (if any), valid for the store's token lifetime; audits `token.minted`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn mint(
         &self,
@@ -231,26 +237,103 @@ impl Store {
     }
 }
 
-/// An active grant covering the proposal: same agent, tool and server; same call hash unless
-/// widened to the tool; same session for `session` grants; not expired or revoked. Returns
-/// `(grant id, scope)`.
+/// The oldest grant that covers `agent`'s call ([`grant::covers`]: same tool and server, same
+/// call hash unless widened to the tool, same session for `session` grants, not expired at
+/// `now` or revoked). Returns `(grant id, scope)`.
 pub(crate) fn find_grant(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Transaction<'_>,
     agent: &str,
     session_id: &str,
-    call: &assent_core::ToolCall,
+    call: &ToolCall,
     call_hash: &str,
     now: i64,
 ) -> rusqlite::Result<Option<(String, String)>> {
-    tx.prepare_cached(
-        "SELECT id, scope FROM grants WHERE agent = ?1 AND tool = ?2 AND server IS ?3 AND revoked_at IS NULL
-           AND (expires_at IS NULL OR expires_at > ?4) AND (session_id IS NULL OR session_id = ?5)
-           AND (call_hash IS NULL OR call_hash = ?6)
-         ORDER BY created_at LIMIT 1",
-    )?
-    .query_row(
-        params![agent, call.tool, call.server, now, session_id, call_hash],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .optional()
+    type Row = (
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        bool,
+    );
+    let rows: Vec<Row> = tx
+        .prepare_cached(
+            "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
+             WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
+        )?
+        .query_map(params![agent, call.tool, call.server], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let c = grant::CallView {
+        agent,
+        session_id,
+        tool: &call.tool,
+        server: call.server.as_deref(),
+        call_hash,
+        now,
+    };
+    Ok(rows
+        .into_iter()
+        .find(|(_, _, session, hash, expires_at, revoked)| {
+            let g = grant::GrantView {
+                agent,
+                session_id: session.as_deref(),
+                tool: &call.tool,
+                server: call.server.as_deref(),
+                call_hash: hash.as_deref(),
+                expires_at: *expires_at,
+                revoked: *revoked,
+            };
+            grant::covers(&g, &c)
+        })
+        .map(|(id, scope, ..)| (id, scope)))
+}
+
+/// A grant being created by an approval's decision.
+pub(crate) struct NewGrant<'a> {
+    /// The approval decided.
+    pub rec: &'a ApprovalRecord,
+    /// The approved call's hash (of the edit, when edited).
+    pub call_hash: &'a str,
+    /// The decided scope (not `once`).
+    pub scope: GrantScope,
+    /// What it binds ([`grant::terms`]).
+    pub terms: grant::GrantTerms,
+    /// Widened from the exact call to every call of the tool.
+    pub whole_tool: bool,
+    /// `workspace` on an R3/R4 tool ([`assent_core::decision::workspace_discouraged`]).
+    pub discouraged: bool,
+}
+
+/// Stores grant `g` by `actor`, links it to its approval and audits `grant.created`; returns
+/// its id (UUID v4).
+pub(crate) fn create_grant(
+    tx: &Transaction<'_>,
+    g: &NewGrant<'_>,
+    actor: &str,
+    now: i64,
+) -> rusqlite::Result<String> {
+    let (rec, t) = (g.rec, g.terms);
+    let gid = uuid::Uuid::new_v4().to_string();
+    let scope_wire = g.scope.to_wire();
+    let session = t.session_bound.then_some(&rec.session_id);
+    let hash = t.exact_call.then_some(g.call_hash);
+    tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
+        .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, hash,
+            scope_wire, rec.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at])?;
+    tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
+        .execute(params![rec.id, gid])?;
+    audit::append(
+        tx,
+        now,
+        "grant.created",
+        Some(&rec.id),
+        actor,
+        &json!({
+        "grant_id": gid, "agent": rec.agent, "session_id": session, "tool": rec.call.tool,
+        "server": rec.call.server, "call_hash": hash, "whole_tool": g.whole_tool,
+        "scope": scope_wire, "expires_at": t.expires_at, "discouraged": g.discouraged}),
+    )?;
+    Ok(gid)
 }

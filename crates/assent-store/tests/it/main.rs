@@ -1,14 +1,60 @@
 //! Store behaviour against real SQLite files in a temporary directory.
 
+use assent_core::gatekeeper::Verdict;
 use assent_core::policy::Registry;
 use assent_core::{ApprovalStatus, ToolCall, evaluate};
-use assent_store::{DecideError, DecisionInput, NewApproval, RedeemError, Store, verify_offline};
+use assent_store::{
+    ApprovalRecord, DecideError, DecisionInput, Proposal, RedeemError, Store, verify_offline,
+};
 use serde_json::json;
 
 mod checkpoints;
 
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+
+/// The `pay` call for `amount` and the gatekeeper's confirm verdict for it.
+fn pay(amount: i64) -> (ToolCall, Verdict) {
+    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+    let call = ToolCall::new("pay", None, json!({"amount": amount})).unwrap();
+    let v = evaluate(&reg, "bot", &call);
+    (call, v)
+}
+
+/// Holds `call` of agent `bot` in `session` with verdict `v` at `now`, expiring at
+/// `expires_at`, without gating it ([`Store::create_approval`]).
+fn hold(
+    store: &Store,
+    session: &str,
+    call: &ToolCall,
+    v: &Verdict,
+    now: i64,
+    expires_at: i64,
+) -> ApprovalRecord {
+    let (c, h) = call.canonical_and_hash().unwrap();
+    let a = call.canonical_arguments().unwrap();
+    let ttl = move |_: &Verdict| expires_at - now;
+    let p = Proposal {
+        agent: "bot",
+        session_id: session,
+        run_id: None,
+        device_id: None,
+        trace_id: None,
+        call,
+        canonical_arguments: &a,
+        canonical: &c,
+        call_hash: &h,
+        now,
+        timeout_ms: &ttl,
+        max_pending: u64::MAX,
+        target: None,
+        plan_id: None,
+        step_id: None,
+        governed_by: None,
+        policy_set_sha256: None,
+    };
+    store.create_approval(&p, v).unwrap()
+}
 
 fn pending(
     store: &Store,
@@ -17,34 +63,13 @@ fn pending(
     ttl: i64,
     default_approve: bool,
 ) -> (String, String) {
-    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
-    let call = ToolCall::new("pay", None, json!({"amount": amount})).unwrap();
-    let mut v = evaluate(&reg, "bot", &call);
+    let (call, mut v) = pay(amount);
     if default_approve {
         v.default_decision = assent_core::DefaultDecision::Approve;
     }
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
-    let rec = store
-        .create_approval(&NewApproval {
-            agent: "bot",
-            session_id: "s1",
-            call: &call,
-            canonical_arguments: &a,
-            canonical: &c,
-            call_hash: &h,
-            verdict: &v,
-            now,
-            run_id: None,
-            device_id: None,
-            trace_id: None,
-            target: None,
-            context: Default::default(),
-            expires_at: now + ttl,
-        })
-        .unwrap();
+    let rec = hold(store, "s1", &call, &v, now, now + ttl);
     assert_eq!(rec.status, ApprovalStatus::Pending);
-    (rec.id, h)
+    (rec.id, rec.call_hash)
 }
 
 #[test]
@@ -216,31 +241,9 @@ fn data_dir_and_key_are_private() {
 fn only_an_approver_role_may_decide_and_refusals_are_audited() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path(), 60_000).unwrap();
-    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
-    let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
-    let mut v = evaluate(&reg, "bot", &call);
+    let (call, mut v) = pay(1);
     v.approvers = vec!["finance".into()];
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
-    let id = s
-        .create_approval(&NewApproval {
-            agent: "bot",
-            session_id: "s",
-            call: &call,
-            canonical_arguments: &a,
-            canonical: &c,
-            call_hash: &h,
-            verdict: &v,
-            now: 1,
-            run_id: None,
-            device_id: None,
-            trace_id: None,
-            target: None,
-            context: Default::default(),
-            expires_at: 10_000,
-        })
-        .unwrap()
-        .id;
+    let id = hold(&s, "s", &call, &v, 1, 10_000).id;
     let e = s
         .decide(&id, &DecisionInput::approve(), "olaf", &["ops".into()], 2)
         .unwrap_err();
@@ -365,34 +368,13 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
 fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path(), 60_000).unwrap();
-    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
-    let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
-    let mut v = evaluate(&reg, "bot", &call);
+    let (call, mut v) = pay(1);
     v.escalation = Some(assent_core::triggers::Escalation {
         escalate_to: vec!["ops".into()],
         after_seconds: 100,
     });
     v.approvers = vec!["finance".into()];
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
-    let rec = s
-        .create_approval(&NewApproval {
-            agent: "bot",
-            session_id: "s1",
-            call: &call,
-            canonical_arguments: &a,
-            canonical: &c,
-            call_hash: &h,
-            verdict: &v,
-            now: 1_000,
-            run_id: None,
-            device_id: None,
-            trace_id: None,
-            target: None,
-            expires_at: 101_000,
-            context: Default::default(),
-        })
-        .unwrap();
+    let rec = hold(&s, "s1", &call, &v, 1_000, 101_000);
     assert_eq!(rec.announced_deadline(), 201_000);
     let db = rusqlite::Connection::open(s.db_path()).unwrap();
     let events = |ty: &str| -> Vec<serde_json::Value> {
