@@ -5,7 +5,9 @@
 //! inside its transaction; who may decide at all is [`crate::approval::may_decide`]. Not the
 //! state machine itself ([`crate::approval::transition`]) nor any storage.
 
-use crate::approval::{ApprovalStatus, DecisionKind, Event, GrantScope, mints_token};
+use crate::approval::{
+    ApprovalStatus, DecisionKind, DefaultDecision, Event, GrantScope, mints_token,
+};
 use crate::policy::RiskTier;
 
 /// Checks the options of one operator decision on their own: a decision kind is required; a
@@ -111,10 +113,25 @@ pub fn escalated_approvers(approvers: &[String], escalate_to: &[String]) -> Vec<
     out
 }
 
+/// The most restrictive stand-ins for unreadable stored values of an approval (issue 10 §8:
+/// fail closed on stored data). A reader that cannot read a column records its name as
+/// damaged and uses these, so a damaged approval never becomes easier to approve.
+pub mod most_restrictive {
+    use super::{ApprovalStatus, DefaultDecision, GrantScope, RiskTier};
+
+    /// For an unreadable `risk_tier`: the highest tier.
+    pub const RISK_TIER: RiskTier = RiskTier::R4;
+    /// For an unreadable `default_decision` (or a decision's `default_applied`): `reject`.
+    pub const DEFAULT_DECISION: DefaultDecision = DefaultDecision::Reject;
+    /// For an unreadable `status`: `cancelled`, a final status nobody can move.
+    pub const STATUS: ApprovalStatus = ApprovalStatus::Cancelled;
+    /// For an unreadable decided `scope`: `once`, which creates no grant.
+    pub const SCOPE: GrantScope = GrantScope::Once;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approval::DefaultDecision;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -238,5 +255,17 @@ mod tests {
         );
         assert!(escalated_approvers(&[], &s(&["ops"])).is_empty());
         assert_eq!(escalated_approvers(&s(&["a"]), &[]), s(&["a"]));
+    }
+
+    #[test]
+    fn stand_ins_are_the_most_restrictive_values() {
+        assert_eq!(most_restrictive::RISK_TIER, RiskTier::R4);
+        assert!(RiskTier::R4 >= RiskTier::R3 && RiskTier::R4 > RiskTier::R0);
+        assert_eq!(most_restrictive::DEFAULT_DECISION, DefaultDecision::Reject);
+        assert_eq!(
+            crate::approval::transition(most_restrictive::STATUS, Event::Cancel),
+            Err(crate::approval::AlreadyDecided(ApprovalStatus::Cancelled))
+        );
+        assert!(!most_restrictive::SCOPE.is_grant());
     }
 }

@@ -7,7 +7,7 @@ use crate::audit;
 use crate::error::StoreError;
 use crate::store::Store;
 use crate::usage::pending_of;
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -55,7 +55,7 @@ impl Store {
             agent,
             &json!({"clarification_id": id, "session_id": session_id, "question": question, "accepted_response_kinds": kinds}),
         )?;
-        let c = aaep::read_clarification(&tx, "id", &id)?.expect("inserted");
+        let c = read_clarification(&tx, "id", &id)?.expect("inserted");
         aaep::emit(&tx, &aaep::awaiting_clarification(&c), None, None, now)?;
         tx.commit()?;
         Ok(Ok(c))
@@ -68,7 +68,7 @@ impl Store {
         by_token: bool,
     ) -> Result<Option<aaep::Clarification>, StoreError> {
         let by = if by_token { "reply_token" } else { "id" };
-        Ok(aaep::read_clarification(&self.lock(), by, key)?)
+        Ok(read_clarification(&self.lock(), by, key)?)
     }
 
     /// Clarifications, newest first, optionally only those with `status`.
@@ -83,7 +83,7 @@ impl Store {
             .collect::<Result<_, _>>()?;
         let mut out = Vec::new();
         for id in ids {
-            out.extend(aaep::read_clarification(&conn, "id", &id)?);
+            out.extend(read_clarification(&conn, "id", &id)?);
         }
         Ok(out)
     }
@@ -106,7 +106,7 @@ impl Store {
         if n == 0 {
             return Ok(None);
         }
-        let c = aaep::read_clarification(&tx, "id", id)?.expect("exists");
+        let c = read_clarification(&tx, "id", id)?.expect("exists");
         audit::append(
             &tx,
             now,
@@ -133,7 +133,7 @@ impl Store {
         for id in &ids {
             tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
                 .execute([id])?;
-            let c = aaep::read_clarification(&tx, "id", id)?.expect("exists");
+            let c = read_clarification(&tx, "id", id)?.expect("exists");
             audit::append(
                 &tx,
                 now,
@@ -147,4 +147,43 @@ impl Store {
         tx.commit()?;
         Ok(ids.len())
     }
+}
+
+/// One clarification, found by column `by` (`id` or `reply_token`) equal to `key`.
+pub(crate) fn read_clarification(
+    conn: &rusqlite::Connection,
+    by: &str,
+    key: &str,
+) -> rusqlite::Result<Option<aaep::Clarification>> {
+    let sql = format!(
+        "SELECT id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status, response, answered_by, answered_at FROM clarifications WHERE {by} = ?1"
+    );
+    conn.prepare_cached(&sql)?
+        .query_row([key], |r| {
+            let list = |i: usize| -> rusqlite::Result<Vec<Value>> {
+                let s: String = r.get(i)?;
+                Ok(serde_json::from_str(&s).unwrap_or_default())
+            };
+            let response: Option<String> = r.get(11)?;
+            Ok(aaep::Clarification {
+                id: r.get(0)?,
+                agent: r.get(1)?,
+                session_id: r.get(2)?,
+                question: r.get(3)?,
+                kinds: list(4)?
+                    .into_iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+                choices: list(5)?,
+                context: r.get(6)?,
+                reply_token: r.get(7)?,
+                requested_at: r.get(8)?,
+                expires_at: r.get(9)?,
+                status: r.get(10)?,
+                response: response.and_then(|s| serde_json::from_str(&s).ok()),
+                answered_by: r.get(12)?,
+                answered_at: r.get(13)?,
+            })
+        })
+        .optional()
 }

@@ -17,12 +17,14 @@
 //! atomicity and persistence.
 //!
 //! The files follow the approval's life cycle, each importing only files listed after it:
-//! [`sessions`] and `expiry` (expire, escalate, countdowns) → `decide` (decide, cancel) →
-//! `propose` (gate a call, hold it) → `clarifications`, `tokens` (mint, redeem, grants),
-//! [`plans`], `usage` (prior calls, pending counts), `subscriptions` → [`aaep`] (envelopes) →
-//! `mplp` → `record` (the approval row and its strict reader) → [`confirm`], [`learning`],
-//! [`pins`], [`outbox`], [`integrity`], `open` → [`checkpoint`] → [`audit`] → the kit at the
-//! bottom: `store` (the [`Store`] handle), [`stored`] (strict column reading), `error`, `kit`.
+//! [`sessions`] (cancel a session), `expiry` (expire, escalate, countdowns) → `decide`
+//! (decide, cancel) → `propose` (gate a call, hold it) → `clarifications`, `subscriptions`
+//! → `tokens` (mint, redeem, grants), [`plans`], `usage` (prior calls, pending counts) →
+//! [`aaep`] (envelopes and types) → `mplp` (Confirm trace events), [`learning`],
+//! [`integrity`] → `record` (the approval row and its strict reader) → `open` (data
+//! directory, keys, migrations), [`pins`], [`outbox`], [`confirm`] → [`checkpoint`] →
+//! [`audit`] → the kit at the bottom: `store` (the [`Store`] handle), [`stored`] (strict
+//! column reading), `kit` (time, files, JSON text), `error`.
 //! This file only mounts them and re-exports their public items.
 
 #![warn(missing_docs)]

@@ -6,6 +6,7 @@ use crate::error::StoreError;
 use crate::store::Store;
 use crate::stored::{self, Settlement};
 use assent_core::approval::{self, ApprovalStatus, DefaultDecision, GrantScope};
+use assent_core::decision::most_restrictive as worst;
 use assent_core::gatekeeper::Reason;
 use assent_core::triggers::Escalation;
 use assent_core::{RiskTier, ToolCall};
@@ -302,54 +303,25 @@ fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         "approvers",
         vec![stored::UNREADABLE_ROLE.to_string()],
     )?;
-    let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, RiskTier::R4)?;
+    let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, worst::RISK_TIER)?;
     let default_decision = c.parsed(
         r,
         13,
         "default_decision",
         DefaultDecision::parse,
-        DefaultDecision::Reject,
+        worst::DEFAULT_DECISION,
     )?;
-    let status = c.parsed(
-        r,
-        16,
-        "status",
-        ApprovalStatus::parse,
-        ApprovalStatus::Cancelled,
-    )?;
+    let status = c.parsed(r, 16, "status", ApprovalStatus::parse, worst::STATUS)?;
     let scope = c.parsed_opt(
         r,
         28,
         "scope",
         |s| GrantScope::parse(s).ok(),
-        Some(GrantScope::Once),
+        Some(worst::SCOPE),
     )?;
     let escalate_to = c.list(r, 24, "escalate_to")?;
     let after: Option<i64> = r.get(25)?;
-    let edited_args = c.parsed_opt(
-        r,
-        30,
-        "edited_arguments",
-        |a| {
-            serde_json::from_str::<Value>(a)
-                .ok()
-                .map(|v| (v, a.to_string()))
-        },
-        None,
-    )?;
-    let edited = match (
-        edited_args,
-        r.get::<_, Option<String>>(31)?,
-        r.get::<_, Option<String>>(32)?,
-    ) {
-        (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
-            arguments,
-            canonical_arguments: a,
-            canonical: c,
-            call_hash: h,
-        }),
-        _ => None,
-    };
+    let edited = edited_call(r, &mut c)?;
     let triggers = c.list(r, 22, "triggers")?;
     let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
     let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
@@ -430,9 +402,43 @@ fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(DecisionRecord, Vec<
             4,
             "decisions.default_applied",
             DefaultDecision::parse,
-            Some(DefaultDecision::Reject),
+            Some(worst::DEFAULT_DECISION),
         )?,
         decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
     };
     Ok((d, c.damaged))
+}
+
+/// The operator's edit stored with the approval (`edited_arguments`, read strictly, with
+/// `edited_canonical` and `edited_hash`, columns 30–32); `None` unless all three are present.
+fn edited_call(
+    r: &rusqlite::Row<'_>,
+    c: &mut stored::Columns,
+) -> rusqlite::Result<Option<EditedCall>> {
+    let edited_args = c.parsed_opt(
+        r,
+        30,
+        "edited_arguments",
+        |a| {
+            serde_json::from_str::<Value>(a)
+                .ok()
+                .map(|v| (v, a.to_string()))
+        },
+        None,
+    )?;
+    Ok(
+        match (
+            edited_args,
+            r.get::<_, Option<String>>(31)?,
+            r.get::<_, Option<String>>(32)?,
+        ) {
+            (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
+                arguments,
+                canonical_arguments: a,
+                canonical: c,
+                call_hash: h,
+            }),
+            _ => None,
+        },
+    )
 }

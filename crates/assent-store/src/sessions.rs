@@ -111,7 +111,7 @@ fn cancel_clarifications(
             "UPDATE clarifications SET status = 'cancelled' WHERE id = ?1 AND status = 'pending'",
         )?
         .execute([id])?;
-        let c = aaep::read_clarification(tx, "id", id)?.expect("exists");
+        let c = crate::clarifications::read_clarification(tx, "id", id)?.expect("exists");
         audit::append(
             tx,
             now,

@@ -7,7 +7,7 @@ use crate::audit;
 use crate::error::StoreError;
 use crate::record::ApprovalRecord;
 use crate::store::Store;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -22,14 +22,14 @@ impl Store {
     ) -> Result<aaep::Subscription, StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let s = aaep::new_subscription(&tx, principal, request, honored, now)?;
+        let s = new_subscription(&tx, principal, request, honored, now)?;
         tx.commit()?;
         Ok(s)
     }
 
     /// One subscription.
     pub fn subscription(&self, id: &str) -> Result<Option<aaep::Subscription>, StoreError> {
-        Ok(aaep::read_subscription(&self.lock(), id)?)
+        Ok(read_subscription(&self.lock(), id)?)
     }
 
     /// Closes subscription `id` of `principal` (`aaep.closed`); `false` when it is not theirs
@@ -67,7 +67,7 @@ impl Store {
         seq: i64,
         limit: u32,
     ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
-        Ok(aaep::events_after(&self.lock(), sub, seq, limit)?)
+        Ok(read_events_after(&self.lock(), sub, seq, limit)?)
     }
 
     /// The `seq` of event `event_id` (for `Last-Event-ID`).
@@ -118,4 +118,86 @@ impl Store {
             .unwrap_or(0)
             * 1000)
     }
+}
+
+/// Stores a new subscription of `principal` starting after the newest event; audits
+/// `aaep.subscribed`.
+fn new_subscription(
+    tx: &Transaction<'_>,
+    principal: &str,
+    request: &Value,
+    honored: &Value,
+    now: i64,
+) -> rusqlite::Result<aaep::Subscription> {
+    let id = aaep::random_id("sub_");
+    let start: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
+        r.get(0)
+    })?;
+    let sid = request["subscriber_id"].as_str().unwrap_or("anonymous");
+    tx.prepare_cached("INSERT INTO aaep_subscriptions (id, principal, subscriber_id, request, honored, start_seq, created_at) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
+        .execute(params![id, principal, sid, request.to_string(), honored.to_string(), start, now])?;
+    audit::append(
+        tx,
+        now,
+        "aaep.subscribed",
+        None,
+        principal,
+        &json!({"subscription_id": id, "subscriber_id": sid, "honored_capabilities": honored}),
+    )?;
+    Ok(aaep::Subscription {
+        id,
+        principal: principal.to_string(),
+        subscriber_id: sid.to_string(),
+        honored: honored.clone(),
+        start_seq: start,
+        closed_at: None,
+    })
+}
+
+/// One stored subscription.
+fn read_subscription(
+    conn: &rusqlite::Connection,
+    id: &str,
+) -> rusqlite::Result<Option<aaep::Subscription>> {
+    conn.prepare_cached("SELECT id, principal, subscriber_id, honored, start_seq, closed_at FROM aaep_subscriptions WHERE id = ?1")?
+        .query_row([id], |r| {
+            let honored: String = r.get(3)?;
+            Ok(aaep::Subscription {
+                id: r.get(0)?,
+                principal: r.get(1)?,
+                subscriber_id: r.get(2)?,
+                honored: serde_json::from_str(&honored).unwrap_or(Value::Null),
+                start_seq: r.get(4)?,
+                closed_at: r.get(5)?,
+            })
+        })
+        .optional()
+}
+
+/// Events for `sub` after `after_seq` (and after its start), oldest first, at most `limit`,
+/// each with its `sequence_number`.
+fn read_events_after(
+    conn: &rusqlite::Connection,
+    sub: &aaep::Subscription,
+    after_seq: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<aaep::StoredEvent>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, event_id, type, critical, data FROM aaep_events
+         WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
+    )?;
+    stmt.query_map(params![after_seq.max(sub.start_seq), sub.id, limit], |r| {
+        let data: String = r.get(4)?;
+        let seq: i64 = r.get(0)?;
+        let mut v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+        v["sequence_number"] = json!(seq);
+        Ok(aaep::StoredEvent {
+            seq,
+            event_id: r.get(1)?,
+            ty: r.get(2)?,
+            critical: r.get(3)?,
+            data: v,
+        })
+    })?
+    .collect()
 }
