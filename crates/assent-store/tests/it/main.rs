@@ -13,6 +13,14 @@ mod checkpoints;
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
 
+/// A store in a fresh temporary data directory (kept while the `TempDir` lives), tokens valid
+/// for 60 s.
+fn fresh() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    (dir, s)
+}
+
 /// The `pay` call for `amount` and the gatekeeper's confirm verdict for it.
 fn pay(amount: i64) -> (ToolCall, Verdict) {
     let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
@@ -74,8 +82,7 @@ fn pending(
 
 #[test]
 fn first_decision_wins_and_late_ones_are_audited() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (_dir, s) = fresh();
     let (id, _) = pending(&s, 5, 1_000, 10_000, false);
     let r = s
         .decide(&id, &DecisionInput::deny(Some("no")), "alice", &[], 2_000)
@@ -101,8 +108,7 @@ fn first_decision_wins_and_late_ones_are_audited() {
 
 #[test]
 fn tokens_are_single_use_bound_and_expire() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (dir, s) = fresh();
     let (id, h) = pending(&s, 5, 1_000, 10_000, false);
     s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
         .unwrap();
@@ -146,8 +152,7 @@ fn tokens_are_single_use_bound_and_expire() {
 
 #[test]
 fn expiry_applies_the_default_and_mints_only_for_approve() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (_dir, s) = fresh();
     let (rej, _) = pending(&s, 1, 1_000, 5_000, false);
     let (app, h) = pending(&s, 2, 1_000, 5_000, true);
     let (later, _) = pending(&s, 3, 1_000, 50_000, false);
@@ -182,8 +187,7 @@ fn expiry_applies_the_default_and_mints_only_for_approve() {
 
 #[test]
 fn audit_verify_names_the_altered_or_removed_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (dir, s) = fresh();
     for i in 0..3 {
         let (id, _) = pending(&s, i, 1_000, 5_000, false);
         s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
@@ -239,8 +243,7 @@ fn data_dir_and_key_are_private() {
 
 #[test]
 fn only_an_approver_role_may_decide_and_refusals_are_audited() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (dir, s) = fresh();
     let (call, mut v) = pay(1);
     v.approvers = vec!["finance".into()];
     let id = hold(&s, "s", &call, &v, 1, 10_000).id;
@@ -304,8 +307,7 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
         ("status", "'limbo'"),
     ];
     for (col, bad) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 60_000).unwrap();
+        let (_dir, s) = fresh();
         let (id, _) = pending(&s, 5, 1_000, 10_000, true);
         let db = rusqlite::Connection::open(s.db_path()).unwrap();
         db.execute_batch("PRAGMA ignore_check_constraints = 1;")
@@ -366,8 +368,7 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
 /// exactly there.
 #[test]
 fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (_dir, s) = fresh();
     let (call, mut v) = pay(1);
     v.escalation = Some(assent_core::triggers::Escalation {
         escalate_to: vec!["ops".into()],
@@ -422,8 +423,7 @@ fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
 /// restrictive value (`deny`, `reject`).
 #[test]
 fn a_corrupted_decision_row_is_named_and_reads_as_a_deny() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (_dir, s) = fresh();
     let (id, _) = pending(&s, 5, 1_000, 10_000, true);
     s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
         .unwrap();
