@@ -5,10 +5,12 @@
 //! inside its transaction; who may decide at all is [`crate::approval::may_decide`]. Not the
 //! state machine itself ([`crate::approval::transition`]) nor any storage.
 
+use crate::approval::millis;
 use crate::approval::{
     ApprovalStatus, DecisionKind, DefaultDecision, Event, GrantScope, mints_token,
 };
 use crate::policy::RiskTier;
+use crate::triggers::Escalation;
 
 /// Checks the options of one operator decision on their own: a decision kind is required; a
 /// deny takes no scope, no `whole_tool` and no edited arguments; `whole_tool` widens a grant,
@@ -111,6 +113,46 @@ pub fn escalated_approvers(approvers: &[String], escalate_to: &[String]) -> Vec<
         }
     }
     out
+}
+
+/// Whether an approval that reached `expires_at` is extended by its `on_timeout` escalation
+/// instead of expiring: it has one and has not used it (an escalation applies once).
+pub fn escalates(escalation: Option<&Escalation>, escalated_at: Option<i64>) -> bool {
+    escalation.is_some() && escalated_at.is_none()
+}
+
+/// The AAEP deadline (Unix ms) announced in `agent.awaiting.confirmation`'s `timeout_seconds`
+/// (AAEP §6.1, §6.4; issue 10 §5): when the default decision really applies. With an
+/// escalation not yet used ([`escalates`]), `expires_at` (the first wait) plus its
+/// `after_seconds`, saturating; otherwise `expires_at` (an escalation sets `expires_at` to
+/// this same deadline).
+pub fn announced_deadline(
+    expires_at: i64,
+    escalation: Option<&Escalation>,
+    escalated_at: Option<i64>,
+) -> i64 {
+    match escalation {
+        Some(e) if escalated_at.is_none() => expires_at.saturating_add(millis(e.after_seconds)),
+        _ => expires_at,
+    }
+}
+
+/// The AAEP §6.4.3 countdown due at `now` (Unix ms) for a confirmation requested at
+/// `requested_at` with announced `deadline`, given the `marks` already sent (bit 1: the 50 %
+/// event, bit 2: the 90 % one). Only a wait longer than 60 s counts down; when both are due
+/// only the later is sent. `Some((percent, marks after))`, or `None` when nothing is due.
+pub fn countdown_due(requested_at: i64, deadline: i64, marks: i64, now: i64) -> Option<(u8, i64)> {
+    let span = deadline - requested_at;
+    let late = marks & 2 == 0 && now >= deadline - span / 10;
+    let half = marks & 1 == 0 && now >= requested_at + span / 2;
+    if span <= 60_000 || !(late || half) {
+        return None;
+    }
+    Some(if late {
+        (90, marks | 3)
+    } else {
+        (50, marks | 1)
+    })
 }
 
 /// The most restrictive stand-ins for unreadable stored values of an approval (issue 10 §8:
@@ -267,5 +309,41 @@ mod tests {
             Err(crate::approval::AlreadyDecided(ApprovalStatus::Cancelled))
         );
         assert!(!most_restrictive::SCOPE.is_grant());
+    }
+
+    #[test]
+    fn escalation_extends_the_deadline_once() {
+        let e = Escalation {
+            escalate_to: s(&["ops"]),
+            after_seconds: 100,
+        };
+        assert!(escalates(Some(&e), None));
+        assert!(!escalates(Some(&e), Some(5)));
+        assert!(!escalates(None, None));
+        assert_eq!(announced_deadline(101_000, Some(&e), None), 201_000);
+        assert_eq!(
+            announced_deadline(201_000, Some(&e), Some(101_000)),
+            201_000
+        );
+        assert_eq!(announced_deadline(101_000, None, None), 101_000);
+        let long = Escalation {
+            escalate_to: vec![],
+            after_seconds: u64::MAX,
+        };
+        assert_eq!(announced_deadline(1, Some(&long), None), i64::MAX);
+    }
+
+    #[test]
+    fn countdowns_at_half_and_ninety_percent_of_long_waits() {
+        // 200 s wait from 1 s: half at 101 s, 90 % at 181 s.
+        assert_eq!(countdown_due(1_000, 201_000, 0, 100_999), None);
+        assert_eq!(countdown_due(1_000, 201_000, 0, 101_000), Some((50, 1)));
+        assert_eq!(countdown_due(1_000, 201_000, 1, 180_999), None);
+        assert_eq!(countdown_due(1_000, 201_000, 1, 181_000), Some((90, 3)));
+        assert_eq!(countdown_due(1_000, 201_000, 0, 190_000), Some((90, 3)));
+        assert_eq!(countdown_due(1_000, 201_000, 3, 200_000), None);
+        // A wait of 60 s or less gets none.
+        assert_eq!(countdown_due(0, 60_000, 0, 59_000), None);
+        assert_eq!(countdown_due(0, 60_001, 0, 59_000), Some((90, 3)));
     }
 }

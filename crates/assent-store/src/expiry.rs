@@ -1,5 +1,6 @@
 //! The expiry sweep: escalation once, then the default decision (AAEP §6.4), skipping
-//! approvals whose stored data is damaged (issue 10 §8).
+//! approvals whose stored data is damaged (issue 10 §8); and the AAEP §6.4.3 countdown events
+//! toward the announced deadline. When each is due is an `assent_core::decision` rule.
 
 use crate::aaep;
 use crate::audit;
@@ -7,7 +8,7 @@ use crate::error::{DecideError, StoreError};
 use crate::record::{ApprovalRecord, read_approval};
 use crate::store::Store;
 use assent_core::approval::Event;
-use assent_core::decision::escalated_approvers;
+use assent_core::decision::{countdown_due, escalated_approvers, escalates};
 use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
@@ -45,7 +46,7 @@ impl Store {
                 {
                     continue;
                 }
-                if rec.escalation.is_some() && rec.escalated_at.is_none() {
+                if escalates(rec.escalation.as_ref(), rec.escalated_at) {
                     escalate(&tx, &rec, now)?;
                     tx.commit()?;
                     if rec.announced_deadline() > now {
@@ -130,14 +131,14 @@ impl Store {
             let Some(a) = read_approval(&tx, &id)? else {
                 continue;
             };
-            let deadline = a.announced_deadline();
-            let span = deadline - a.requested_at;
-            let late = marks & 2 == 0 && now >= deadline - span / 10;
-            let half = marks & 1 == 0 && now >= a.requested_at + span / 2;
-            if !a.damaged.is_empty() || span <= 60_000 || !(late || half) {
+            if !a.damaged.is_empty() {
                 continue;
             }
-            let (percent, mark) = if late { (90, 3) } else { (50, 1) };
+            let Some((percent, marks)) =
+                countdown_due(a.requested_at, a.announced_deadline(), marks, now)
+            else {
+                continue;
+            };
             aaep::emit(
                 &tx,
                 &aaep::countdown(&a, percent, now),
@@ -146,7 +147,7 @@ impl Store {
                 now,
             )?;
             tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
-                .execute(params![id, marks | mark])?;
+                .execute(params![id, marks])?;
             n += 1;
         }
         tx.commit()?;

@@ -5,8 +5,8 @@
 use crate::error::StoreError;
 use crate::store::Store;
 use crate::stored::{self, Settlement};
-use assent_core::approval::{self, ApprovalStatus, DefaultDecision, GrantScope};
-use assent_core::decision::most_restrictive as worst;
+use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
+use assent_core::decision::{self, most_restrictive as worst};
 use assent_core::gatekeeper::Reason;
 use assent_core::triggers::Escalation;
 use assent_core::{RiskTier, ToolCall};
@@ -152,12 +152,7 @@ impl ApprovalRecord {
     /// sets `expires_at` to this same deadline). Replies are accepted before it, countdowns
     /// count toward it.
     pub fn announced_deadline(&self) -> i64 {
-        match &self.escalation {
-            Some(e) if self.escalated_at.is_none() => self
-                .expires_at
-                .saturating_add(approval::millis(e.after_seconds)),
-            _ => self.expires_at,
-        }
+        decision::announced_deadline(self.expires_at, self.escalation.as_ref(), self.escalated_at)
     }
 
     /// The hash the token binds: of the edited call, else of the proposed one.
