@@ -25,6 +25,7 @@ pub mod grant;
 pub mod json;
 pub mod policy;
 pub mod redact;
+pub mod redeem;
 pub mod summary;
 pub mod template;
 pub mod token;

@@ -10,6 +10,7 @@ use crate::store::Store;
 use assent_core::ToolCall;
 use assent_core::approval::GrantScope;
 use assent_core::grant;
+use assent_core::redeem::{self, Refusal};
 use assent_core::token::{self, TokenClaims};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde::Serialize;
@@ -119,42 +120,16 @@ impl Store {
         let claims = token::verify(&self.key, token).ok();
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let result = (|| -> Result<TokenClaims, RedeemError> {
-            let c = claims.clone().ok_or(RedeemError::Invalid)?;
-            type Row = (String, String, i64, Option<i64>, Option<String>);
-            let row: Option<Row> = tx
-                .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?.query_row(
-                    params![c.tid, c.aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-                .optional()?;
-            let (tagent, thash, exp, used, tdevice) = row.ok_or(RedeemError::Invalid)?;
-            if tagent != agent || c.agent != agent {
-                return Err(RedeemError::WrongAgent);
-            }
-            if used.is_some() {
-                return Err(RedeemError::Used);
-            }
-            if now >= exp {
-                return Err(RedeemError::Expired);
-            }
-            if tdevice.is_some() && tdevice.as_deref() != device_id {
-                return Err(RedeemError::DeviceMismatch);
-            }
-            if thash != call_hash || c.h != call_hash {
-                return Err(RedeemError::Mismatch {
-                    approved: thash,
-                    presented: call_hash.to_string(),
-                });
-            }
-            let n = tx
-                .prepare_cached(
-                    "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL",
-                )?
-                .execute(params![c.tid, now])?;
-            if n != 1 {
-                return Err(RedeemError::Used);
-            }
-            Ok(c)
-        })();
+        let presented = redeem::Presented {
+            agent,
+            call_hash,
+            device_id,
+            now,
+        };
+        let result = claims
+            .clone()
+            .ok_or(RedeemError::Invalid)
+            .and_then(|c| consume(&tx, c, &presented));
         let aid = claims.as_ref().map(|c| c.aid.as_str());
         match &result {
             Ok(c) => audit::append(
@@ -336,4 +311,45 @@ pub(crate) fn create_grant(
         "scope": scope_wire, "expires_at": t.expires_at, "discouraged": g.discouraged}),
     )?;
     Ok(gid)
+}
+
+/// Checks token `c` against the attempt ([`redeem::check`] on its stored row) and marks it
+/// used, once (a concurrent redemption that got there first makes this one `Used`).
+fn consume(
+    tx: &Transaction<'_>,
+    c: TokenClaims,
+    p: &redeem::Presented<'_>,
+) -> Result<TokenClaims, RedeemError> {
+    type Row = (String, String, i64, Option<i64>, Option<String>);
+    let row: Option<Row> = tx
+        .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?
+        .query_row(params![c.tid, c.aid], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .optional()?;
+    let (agent, hash, expires_at, used, device) = row.ok_or(RedeemError::Invalid)?;
+    let minted = redeem::Minted {
+        agent: &agent,
+        call_hash: &hash,
+        expires_at,
+        used: used.is_some(),
+        device_id: device.as_deref(),
+    };
+    redeem::check(&minted, &c, p).map_err(|r| match r {
+        Refusal::WrongAgent => RedeemError::WrongAgent,
+        Refusal::Used => RedeemError::Used,
+        Refusal::Expired => RedeemError::Expired,
+        Refusal::DeviceMismatch => RedeemError::DeviceMismatch,
+        Refusal::Mismatch(approved) => RedeemError::Mismatch {
+            approved,
+            presented: p.call_hash.to_string(),
+        },
+    })?;
+    let n = tx
+        .prepare_cached("UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL")?
+        .execute(params![c.tid, p.now])?;
+    if n != 1 {
+        return Err(RedeemError::Used);
+    }
+    Ok(c)
 }
