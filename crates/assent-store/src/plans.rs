@@ -5,7 +5,9 @@
 //! `pipeline_stage` event (`plan_approved` / `plan_rejected`, seed 001 §4.3) to the audit chain.
 //!
 //! The gatekeeper duty (seed 000): a tool call that names a plan or step with a pending Confirm,
-//! or a plan that is not approved, is blocked ([`plan_block`]).
+//! or a plan that is not approved, is blocked (`plan_block`). Which states allow what is
+//! `assent_core::transitions`; cancelling a plan through its Confirm is `Store::cancel_plan`
+//! in `decide.rs`, next to the cancellation it goes through.
 
 use crate::audit;
 use crate::error::StoreError;
@@ -102,6 +104,7 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
            "source": "assent.plan", "timestamp": rfc3339(now), "trace_id": trace_id, "data": data})
 }
 
+/// Reads plan `id` (its MPLP body, status, events and Confirm); `None` when there is none.
 pub(crate) fn read_plan(
     conn: &rusqlite::Connection,
     id: &str,

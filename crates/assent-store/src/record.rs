@@ -122,7 +122,7 @@ pub struct ApprovalRecord {
     pub redact: Vec<String>,
     /// Names of the stored columns that could not be read (issue 10 §8), e.g. `["approvers"]`;
     /// each holds its most restrictive value above. Non-empty: nobody may decide, cancel or
-    /// expire the approval ([`DecideError::Damaged`]) and `assent audit verify` reports it.
+    /// expire the approval ([`crate::DecideError::Damaged`]) and `assent audit verify` reports it.
     /// Not serialised when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<String>,
