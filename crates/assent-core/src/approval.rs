@@ -1,7 +1,7 @@
 //! The approval state machine (MPLP Confirm status, seed 002 decisions) and the
 //! default-decision safety rule (AAEP §6.4.1).
 
-use crate::policy::RiskTier;
+use crate::risk::RiskTier;
 use serde::{Deserialize, Serialize};
 
 /// Status of an approval. `pending` is the only non-terminal state.

@@ -5,7 +5,7 @@
 
 use crate::approval::may_decide;
 use crate::gatekeeper::{Verdict, VerdictKind};
-use crate::policy::RiskTier;
+use crate::risk::RiskTier;
 
 /// What the held call was, as the edit is measured against it.
 #[derive(Debug, Clone, Copy)]

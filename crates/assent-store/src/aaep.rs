@@ -1,13 +1,16 @@
-//! AAEP producer side (chapters 3, 5, 6): the event log, subscriptions and reply tokens.
+//! AAEP producer side (chapters 3, 5, 6): the event envelopes and the event log they are
+//! written to, the subscription, stored-event and clarification types, and reply tokens.
+//! Storing subscriptions and clarifications is `subscriptions.rs` and `clarifications.rs`.
 //!
 //! Every event is written to `aaep_events` in the same transaction as the state change it
 //! reports, so an event is never sent for something that did not happen, and a subscriber that
 //! reconnects with `Last-Event-ID` misses nothing. Events carry the chapter 3 envelope;
 //! `sequence_number` is the row's `seq`, added when the event is read.
 
-use crate::{ApprovalRecord, audit, rfc3339};
+use crate::kit::rfc3339;
+use crate::record::ApprovalRecord;
 use assent_core::DefaultDecision;
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Transaction, params};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -322,83 +325,6 @@ pub struct StoredEvent {
     pub data: Value,
 }
 
-pub(crate) fn new_subscription(
-    tx: &Transaction<'_>,
-    principal: &str,
-    request: &Value,
-    honored: &Value,
-    now: i64,
-) -> rusqlite::Result<Subscription> {
-    let id = random_id("sub_");
-    let start: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
-        r.get(0)
-    })?;
-    let sid = request["subscriber_id"].as_str().unwrap_or("anonymous");
-    tx.prepare_cached("INSERT INTO aaep_subscriptions (id, principal, subscriber_id, request, honored, start_seq, created_at) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
-        .execute(params![id, principal, sid, request.to_string(), honored.to_string(), start, now])?;
-    audit::append(
-        tx,
-        now,
-        "aaep.subscribed",
-        None,
-        principal,
-        &json!({"subscription_id": id, "subscriber_id": sid, "honored_capabilities": honored}),
-    )?;
-    Ok(Subscription {
-        id,
-        principal: principal.to_string(),
-        subscriber_id: sid.to_string(),
-        honored: honored.clone(),
-        start_seq: start,
-        closed_at: None,
-    })
-}
-
-pub(crate) fn read_subscription(
-    conn: &rusqlite::Connection,
-    id: &str,
-) -> rusqlite::Result<Option<Subscription>> {
-    conn.prepare_cached("SELECT id, principal, subscriber_id, honored, start_seq, closed_at FROM aaep_subscriptions WHERE id = ?1")?
-        .query_row([id], |r| {
-            let honored: String = r.get(3)?;
-            Ok(Subscription {
-                id: r.get(0)?,
-                principal: r.get(1)?,
-                subscriber_id: r.get(2)?,
-                honored: serde_json::from_str(&honored).unwrap_or(Value::Null),
-                start_seq: r.get(4)?,
-                closed_at: r.get(5)?,
-            })
-        })
-        .optional()
-}
-
-pub(crate) fn events_after(
-    conn: &rusqlite::Connection,
-    sub: &Subscription,
-    after_seq: i64,
-    limit: u32,
-) -> rusqlite::Result<Vec<StoredEvent>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, event_id, type, critical, data FROM aaep_events
-         WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
-    )?;
-    stmt.query_map(params![after_seq.max(sub.start_seq), sub.id, limit], |r| {
-        let data: String = r.get(4)?;
-        let seq: i64 = r.get(0)?;
-        let mut v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-        v["sequence_number"] = json!(seq);
-        Ok(StoredEvent {
-            seq,
-            event_id: r.get(1)?,
-            ty: r.get(2)?,
-            critical: r.get(3)?,
-            data: v,
-        })
-    })?
-    .collect()
-}
-
 /// A clarification question an agent asked (AAEP §4.4.2, §6.5).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Clarification {
@@ -449,44 +375,6 @@ pub fn awaiting_clarification(c: &Clarification) -> Value {
         body["context"] = json!(cut(ctx, 4096));
     }
     envelope(&c.agent, &c.session_id, c.requested_at, None, body)
-}
-
-pub(crate) fn read_clarification(
-    conn: &rusqlite::Connection,
-    by: &str,
-    key: &str,
-) -> rusqlite::Result<Option<Clarification>> {
-    let sql = format!(
-        "SELECT id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status, response, answered_by, answered_at FROM clarifications WHERE {by} = ?1"
-    );
-    conn.prepare_cached(&sql)?
-        .query_row([key], |r| {
-            let list = |i: usize| -> rusqlite::Result<Vec<Value>> {
-                let s: String = r.get(i)?;
-                Ok(serde_json::from_str(&s).unwrap_or_default())
-            };
-            let response: Option<String> = r.get(11)?;
-            Ok(Clarification {
-                id: r.get(0)?,
-                agent: r.get(1)?,
-                session_id: r.get(2)?,
-                question: r.get(3)?,
-                kinds: list(4)?
-                    .into_iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect(),
-                choices: list(5)?,
-                context: r.get(6)?,
-                reply_token: r.get(7)?,
-                requested_at: r.get(8)?,
-                expires_at: r.get(9)?,
-                status: r.get(10)?,
-                response: response.and_then(|s| serde_json::from_str(&s).ok()),
-                answered_by: r.get(12)?,
-                answered_at: r.get(13)?,
-            })
-        })
-        .optional()
 }
 
 /// `aaep:agent.state.changed` after a clarification was answered or expired.

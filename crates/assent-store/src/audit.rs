@@ -8,6 +8,10 @@ use assent_core::canonical::{canonical_value, sha256_hex};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 
+use crate::error::StoreError;
+use crate::store::Store;
+use rusqlite::TransactionBehavior;
+
 /// `prev_hash` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -144,4 +148,27 @@ pub fn verify(conn: &Connection) -> rusqlite::Result<VerifyReport> {
         head: prev,
         broken: None,
     })
+}
+
+impl Store {
+    /// Appends an audit record of its own (e.g. the result hash of a forwarded call).
+    pub fn append_audit(
+        &self,
+        kind: &str,
+        approval_id: Option<&str>,
+        actor: &str,
+        data: &Value,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        append(&tx, now, kind, approval_id, actor, data)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Verifies the audit chain over this store's connection.
+    pub fn verify_audit(&self) -> Result<VerifyReport, StoreError> {
+        Ok(verify(&self.lock())?)
+    }
 }

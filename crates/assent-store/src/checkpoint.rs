@@ -18,7 +18,9 @@
 //!   chain under the store's lock; `assent audit verify` checks it.)
 
 use crate::audit;
-use crate::{Store, StoreError, io, write_private};
+use crate::error::StoreError;
+use crate::kit::{io, write_private};
+use crate::store::Store;
 use assent_core::canonical::canonical_value;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};

@@ -3,7 +3,8 @@
 //! and step the call named. The MPLP Confirm of the approval shows them (its `governance`
 //! block, `target_id` and `trace.attributes`) even after the policies change.
 
-use crate::{Store, StoreError};
+use crate::error::StoreError;
+use crate::store::Store;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 

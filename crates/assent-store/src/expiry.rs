@@ -1,8 +1,14 @@
 //! The expiry sweep: escalation once, then the default decision (AAEP §6.4), skipping
-//! approvals whose stored data is damaged (issue 10 §8).
+//! approvals whose stored data is damaged (issue 10 §8); and the AAEP §6.4.3 countdown events
+//! toward the announced deadline. When each is due is an `assent_core::decision` rule.
 
-use crate::{ApprovalRecord, DecideError, Store, StoreError, aaep, audit, read_approval};
+use crate::aaep;
+use crate::audit;
+use crate::error::{DecideError, StoreError};
+use crate::record::{ApprovalRecord, read_approval};
+use crate::store::Store;
 use assent_core::approval::Event;
+use assent_core::decision::{countdown_due, escalated_approvers, escalates};
 use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
@@ -40,7 +46,7 @@ impl Store {
                 {
                     continue;
                 }
-                if rec.escalation.is_some() && rec.escalated_at.is_none() {
+                if escalates(rec.escalation.as_ref(), rec.escalated_at) {
                     escalate(&tx, &rec, now)?;
                     tx.commit()?;
                     if rec.announced_deadline() > now {
@@ -76,14 +82,7 @@ fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::R
     let Some(esc) = &rec.escalation else {
         return Ok(());
     };
-    let mut approvers = rec.approvers.clone();
-    if !approvers.is_empty() {
-        for r in &esc.escalate_to {
-            if !approvers.contains(r) {
-                approvers.push(r.clone());
-            }
-        }
-    }
+    let approvers = escalated_approvers(&rec.approvers, &esc.escalate_to);
     let new_exp = rec.announced_deadline();
     tx.prepare_cached(
         "UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1",
@@ -108,4 +107,50 @@ fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::R
     after.escalated_at = Some(now);
     aaep::emit(tx, &aaep::escalated(&after, now), None, Some(&rec.id), now)?;
     Ok(())
+}
+
+impl Store {
+    /// Emits the countdown events of AAEP §6.4.3 that are due: for pending confirmations whose
+    /// timeout exceeds 60 s, one at 50% and one at 10% of the time remaining. Returns how many.
+    pub fn emit_countdowns(&self, now: i64) -> Result<usize, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let due: Vec<(String, i64)> = tx
+            .prepare_cached(
+                // A pre-filter only (the announced deadline is never before expires_at); the
+                // marks are computed from ApprovalRecord::announced_deadline below.
+                "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
+                 AND expires_at + COALESCE(escalate_after_ms, 0) - requested_at > 60000 AND progress_marks != 3
+                 AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
+                   OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
+            )?
+            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut n = 0;
+        for (id, marks) in due {
+            let Some(a) = read_approval(&tx, &id)? else {
+                continue;
+            };
+            if !a.damaged.is_empty() {
+                continue;
+            }
+            let Some((percent, marks)) =
+                countdown_due(a.requested_at, a.announced_deadline(), marks, now)
+            else {
+                continue;
+            };
+            aaep::emit(
+                &tx,
+                &aaep::countdown(&a, percent, now),
+                None,
+                Some(&id),
+                now,
+            )?;
+            tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
+                .execute(params![id, marks])?;
+            n += 1;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
 }

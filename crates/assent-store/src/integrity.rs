@@ -11,7 +11,8 @@
 
 use crate::audit::{self, GENESIS};
 use crate::checkpoint::{self, Checkpoint};
-use crate::{StoreError, io};
+use crate::error::StoreError;
+use crate::kit::io;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
@@ -286,7 +287,7 @@ pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, Stri
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     for (id, status) in &rows {
-        if let Some(rec) = crate::read_approval(conn, id)?
+        if let Some(rec) = crate::record::read_approval(conn, id)?
             && !rec.damaged.is_empty()
         {
             out.push((None, format!(

@@ -14,7 +14,9 @@
 //! with `human_feedback_label` and the MPLP `confirm.*` event ids. The sample id is the id of
 //! the deciding MPLP decision, so exporting twice gives the same ids.
 
-use crate::{ApprovalRecord, StoreError, read_approval, rfc3339};
+use crate::error::StoreError;
+use crate::kit::rfc3339;
+use crate::record::{ApprovalRecord, read_approval};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -105,7 +107,7 @@ pub(crate) fn samples(conn: &Connection) -> Result<Vec<Value>, StoreError> {
     Ok(out)
 }
 
-impl crate::Store {
+impl crate::store::Store {
     /// Every settled approval as an MPLP learning sample (see the module documentation).
     pub fn learning_samples(&self) -> Result<Vec<Value>, StoreError> {
         samples(&self.lock())

@@ -2,7 +2,8 @@
 //! and the webhooks' delivery state: each webhook's cursor into the log and its dead letters.
 
 use crate::audit::AuditRecord;
-use crate::{Store, StoreError};
+use crate::error::StoreError;
+use crate::store::Store;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;

@@ -5,7 +5,10 @@
 //! its calls are refused until an operator accepts the new definition, which becomes the pin.
 //! Every pin, change and review decision is an audit record.
 
-use crate::{Store, StoreError, audit, rfc3339};
+use crate::audit;
+use crate::error::StoreError;
+use crate::kit::rfc3339;
+use crate::store::Store;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::{Value, json};

@@ -5,9 +5,15 @@
 //! `pipeline_stage` event (`plan_approved` / `plan_rejected`, seed 001 §4.3) to the audit chain.
 //!
 //! The gatekeeper duty (seed 000): a tool call that names a plan or step with a pending Confirm,
-//! or a plan that is not approved, is blocked ([`plan_block`]).
+//! or a plan that is not approved, is blocked (`plan_block`). Which states allow what is
+//! `assent_core::transitions`; cancelling a plan through its Confirm is `Store::cancel_plan`
+//! in `decide.rs`, next to the cancellation it goes through.
 
-use crate::{Store, StoreError, audit, rfc3339};
+use crate::audit;
+use crate::error::StoreError;
+use crate::kit::rfc3339;
+use crate::store::Store;
+use assent_core::transitions;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -98,6 +104,7 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
            "source": "assent.plan", "timestamp": rfc3339(now), "trace_id": trace_id, "data": data})
 }
 
+/// Reads plan `id` (its MPLP body, status, events and Confirm); `None` when there is none.
 pub(crate) fn read_plan(
     conn: &rusqlite::Connection,
     id: &str,
@@ -166,11 +173,7 @@ pub(crate) fn on_confirm_decided(
     reason: Option<&str>,
     now: i64,
 ) -> rusqlite::Result<()> {
-    let (status, kind) = match mplp_status {
-        "approved" => ("approved", "plan.approved"),
-        "cancelled" => ("cancelled", "plan.cancelled"),
-        _ => ("draft", "plan.rejected"),
-    };
+    let (status, kind) = transitions::plan_after_confirm(mplp_status);
     transition(
         tx,
         plan_id,
@@ -223,7 +226,7 @@ pub(crate) fn plan_block(
     }
     if let Some(id) = plan_id
         && let Some(p) = read_plan(tx, id)?
-        && !matches!(p.status.as_str(), "approved" | "in_progress")
+        && !transitions::plan_runs_calls(&p.status)
     {
         return Ok(Some(format!(
             "plan {id} is {}; its tool calls run only once its Confirm approves it",
@@ -293,7 +296,7 @@ impl Store {
         let p = read_plan(&tx, &id)?
             .filter(|p| p.agent == agent)
             .ok_or_else(|| PlanError::NotFound(id.clone()))?;
-        if p.status != "draft" {
+        if !transitions::plan_editable(&p.status) {
             return Err(PlanError::WrongState(
                 p.status,
                 "only a draft can be revised",
@@ -310,53 +313,6 @@ impl Store {
     /// Reads one plan.
     pub fn plan(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
         Ok(read_plan(&self.lock(), id)?)
-    }
-
-    /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
-    /// is cancelled and recorded), any other plan not yet finished directly.
-    pub fn cancel_plan(
-        &self,
-        id: &str,
-        agent: Option<&str>,
-        reason: Option<&str>,
-        actor: &str,
-        now: i64,
-    ) -> Result<PlanRecord, PlanError> {
-        let p = self
-            .plan(id)?
-            .filter(|p| agent.is_none_or(|a| a == p.agent))
-            .ok_or_else(|| PlanError::NotFound(id.to_string()))?;
-        if let (true, Some(c)) = (p.status == "proposed", &p.confirm_id) {
-            match self.cancel(c, reason, actor, now) {
-                Ok(_) | Err(crate::DecideError::AlreadyDecided(_)) => {}
-                Err(crate::DecideError::Store(e)) => return Err(e.into()),
-                Err(e) => return Err(StoreError::Invalid(e.to_string()).into()),
-            }
-        }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let p = read_plan(&tx, id)?.ok_or_else(|| PlanError::NotFound(id.to_string()))?;
-        match p.status.as_str() {
-            "cancelled" => {}
-            "completed" | "failed" => {
-                return Err(PlanError::WrongState(
-                    p.status,
-                    "a finished plan cannot be cancelled",
-                ));
-            }
-            _ => transition(
-                &tx,
-                id,
-                "cancelled",
-                "plan.cancelled",
-                actor,
-                json!({"reason": reason}),
-                now,
-            )?,
-        }
-        let p = read_plan(&tx, id)?.expect("exists");
-        tx.commit()?;
-        Ok(p)
     }
 
     /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first.

@@ -2,7 +2,10 @@
 //! decide, every pending clarification (their reply tokens die with them), and one
 //! `aaep:agent.session.cancelled` per agent and session, ever.
 
-use crate::{DecideError, Store, StoreError, aaep, audit};
+use crate::aaep;
+use crate::audit;
+use crate::error::{DecideError, StoreError};
+use crate::store::Store;
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde_json::json;
 
@@ -10,7 +13,7 @@ use serde_json::json;
 #[derive(Debug, Clone, Default)]
 pub struct SessionCancelled {
     /// The approvals it cancelled.
-    pub cancelled: Vec<crate::ApprovalRecord>,
+    pub cancelled: Vec<crate::record::ApprovalRecord>,
     /// Pending approvals it left pending: the operator holds none of their approver roles.
     pub refused: Vec<String>,
     /// The clarifications it cancelled.
@@ -108,7 +111,7 @@ fn cancel_clarifications(
             "UPDATE clarifications SET status = 'cancelled' WHERE id = ?1 AND status = 'pending'",
         )?
         .execute([id])?;
-        let c = aaep::read_clarification(tx, "id", id)?.expect("exists");
+        let c = crate::clarifications::read_clarification(tx, "id", id)?.expect("exists");
         audit::append(
             tx,
             now,

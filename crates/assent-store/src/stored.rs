@@ -3,7 +3,7 @@
 //! A column that carries a decision-relevant value (`approvers`, `status`, `risk_tier`,
 //! `default_decision`, `scope`, `escalate_to`, the call's `arguments`, …) is parsed without a
 //! fallback: when it cannot be read (not text, not the expected JSON, not a known name) the
-//! column's name is recorded in [`Columns::damaged`] and the most restrictive value stands in
+//! column's name is recorded in `Columns::damaged` and the most restrictive value stands in
 //! for it. [`crate::ApprovalRecord::damaged`] carries that list; [`crate::Store`] refuses every
 //! event on such an approval ([`crate::DecideError::Damaged`]), the expiry sweep skips it, and
 //! `assent audit verify` reports it.

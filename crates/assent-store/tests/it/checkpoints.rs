@@ -1,6 +1,6 @@
 //! Signed audit checkpoints and the state cross-checks of `integrity::verify_offline`.
 
-use super::pending;
+use super::{fresh, pending};
 use assent_store::checkpoint::{self, Due};
 use assent_store::integrity::{VerifyOptions, verify_offline};
 use assent_store::{DecisionInput, Store};
@@ -25,8 +25,7 @@ fn redeemed(dir: &std::path::Path) -> (String, checkpoint::Checkpoint) {
 #[test]
 fn the_audit_key_is_private_separate_and_signs_checkpoints_when_due() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (dir, s) = fresh();
     let key = dir.path().join("audit.key");
     assert_eq!(std::fs::read(&key).unwrap().len(), 32);
     assert_ne!(

@@ -1,14 +1,68 @@
 //! Store behaviour against real SQLite files in a temporary directory.
 
+use assent_core::gatekeeper::Verdict;
 use assent_core::policy::Registry;
 use assent_core::{ApprovalStatus, ToolCall, evaluate};
-use assent_store::{DecideError, DecisionInput, NewApproval, RedeemError, Store, verify_offline};
+use assent_store::{
+    ApprovalRecord, DecideError, DecisionInput, Proposal, RedeemError, Store, verify_offline,
+};
 use serde_json::json;
 
 mod checkpoints;
 
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+
+/// A store in a fresh temporary data directory (kept while the `TempDir` lives), tokens valid
+/// for 60 s.
+fn fresh() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), 60_000).unwrap();
+    (dir, s)
+}
+
+/// The `pay` call for `amount` and the gatekeeper's confirm verdict for it.
+fn pay(amount: i64) -> (ToolCall, Verdict) {
+    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+    let call = ToolCall::new("pay", None, json!({"amount": amount})).unwrap();
+    let v = evaluate(&reg, "bot", &call);
+    (call, v)
+}
+
+/// Holds `call` of agent `bot` in `session` with verdict `v` at `now`, expiring at
+/// `expires_at`, without gating it ([`Store::create_approval`]).
+fn hold(
+    store: &Store,
+    session: &str,
+    call: &ToolCall,
+    v: &Verdict,
+    now: i64,
+    expires_at: i64,
+) -> ApprovalRecord {
+    let (c, h) = call.canonical_and_hash().unwrap();
+    let a = call.canonical_arguments().unwrap();
+    let ttl = move |_: &Verdict| expires_at - now;
+    let p = Proposal {
+        agent: "bot",
+        session_id: session,
+        run_id: None,
+        device_id: None,
+        trace_id: None,
+        call,
+        canonical_arguments: &a,
+        canonical: &c,
+        call_hash: &h,
+        now,
+        timeout_ms: &ttl,
+        max_pending: u64::MAX,
+        target: None,
+        plan_id: None,
+        step_id: None,
+        governed_by: None,
+        policy_set_sha256: None,
+    };
+    store.create_approval(&p, v).unwrap()
+}
 
 fn pending(
     store: &Store,
@@ -17,40 +71,18 @@ fn pending(
     ttl: i64,
     default_approve: bool,
 ) -> (String, String) {
-    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
-    let call = ToolCall::new("pay", None, json!({"amount": amount})).unwrap();
-    let mut v = evaluate(&reg, "bot", &call);
+    let (call, mut v) = pay(amount);
     if default_approve {
         v.default_decision = assent_core::DefaultDecision::Approve;
     }
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
-    let rec = store
-        .create_approval(&NewApproval {
-            agent: "bot",
-            session_id: "s1",
-            call: &call,
-            canonical_arguments: &a,
-            canonical: &c,
-            call_hash: &h,
-            verdict: &v,
-            now,
-            run_id: None,
-            device_id: None,
-            trace_id: None,
-            target: None,
-            context: Default::default(),
-            expires_at: now + ttl,
-        })
-        .unwrap();
+    let rec = hold(store, "s1", &call, &v, now, now + ttl);
     assert_eq!(rec.status, ApprovalStatus::Pending);
-    (rec.id, h)
+    (rec.id, rec.call_hash)
 }
 
 #[test]
 fn first_decision_wins_and_late_ones_are_audited() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (_dir, s) = fresh();
     let (id, _) = pending(&s, 5, 1_000, 10_000, false);
     let r = s
         .decide(&id, &DecisionInput::deny(Some("no")), "alice", &[], 2_000)
@@ -76,8 +108,7 @@ fn first_decision_wins_and_late_ones_are_audited() {
 
 #[test]
 fn tokens_are_single_use_bound_and_expire() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (dir, s) = fresh();
     let (id, h) = pending(&s, 5, 1_000, 10_000, false);
     s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
         .unwrap();
@@ -121,8 +152,7 @@ fn tokens_are_single_use_bound_and_expire() {
 
 #[test]
 fn expiry_applies_the_default_and_mints_only_for_approve() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (_dir, s) = fresh();
     let (rej, _) = pending(&s, 1, 1_000, 5_000, false);
     let (app, h) = pending(&s, 2, 1_000, 5_000, true);
     let (later, _) = pending(&s, 3, 1_000, 50_000, false);
@@ -157,8 +187,7 @@ fn expiry_applies_the_default_and_mints_only_for_approve() {
 
 #[test]
 fn audit_verify_names_the_altered_or_removed_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (dir, s) = fresh();
     for i in 0..3 {
         let (id, _) = pending(&s, i, 1_000, 5_000, false);
         s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
@@ -214,33 +243,10 @@ fn data_dir_and_key_are_private() {
 
 #[test]
 fn only_an_approver_role_may_decide_and_refusals_are_audited() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
-    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
-    let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
-    let mut v = evaluate(&reg, "bot", &call);
+    let (dir, s) = fresh();
+    let (call, mut v) = pay(1);
     v.approvers = vec!["finance".into()];
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
-    let id = s
-        .create_approval(&NewApproval {
-            agent: "bot",
-            session_id: "s",
-            call: &call,
-            canonical_arguments: &a,
-            canonical: &c,
-            call_hash: &h,
-            verdict: &v,
-            now: 1,
-            run_id: None,
-            device_id: None,
-            trace_id: None,
-            target: None,
-            context: Default::default(),
-            expires_at: 10_000,
-        })
-        .unwrap()
-        .id;
+    let id = hold(&s, "s", &call, &v, 1, 10_000).id;
     let e = s
         .decide(&id, &DecisionInput::approve(), "olaf", &["ops".into()], 2)
         .unwrap_err();
@@ -301,8 +307,7 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
         ("status", "'limbo'"),
     ];
     for (col, bad) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 60_000).unwrap();
+        let (_dir, s) = fresh();
         let (id, _) = pending(&s, 5, 1_000, 10_000, true);
         let db = rusqlite::Connection::open(s.db_path()).unwrap();
         db.execute_batch("PRAGMA ignore_check_constraints = 1;")
@@ -363,36 +368,14 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
 /// exactly there.
 #[test]
 fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
-    let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
-    let call = ToolCall::new("pay", None, json!({"amount": 1})).unwrap();
-    let mut v = evaluate(&reg, "bot", &call);
+    let (_dir, s) = fresh();
+    let (call, mut v) = pay(1);
     v.escalation = Some(assent_core::triggers::Escalation {
         escalate_to: vec!["ops".into()],
         after_seconds: 100,
     });
     v.approvers = vec!["finance".into()];
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
-    let rec = s
-        .create_approval(&NewApproval {
-            agent: "bot",
-            session_id: "s1",
-            call: &call,
-            canonical_arguments: &a,
-            canonical: &c,
-            call_hash: &h,
-            verdict: &v,
-            now: 1_000,
-            run_id: None,
-            device_id: None,
-            trace_id: None,
-            target: None,
-            expires_at: 101_000,
-            context: Default::default(),
-        })
-        .unwrap();
+    let rec = hold(&s, "s1", &call, &v, 1_000, 101_000);
     assert_eq!(rec.announced_deadline(), 201_000);
     let db = rusqlite::Connection::open(s.db_path()).unwrap();
     let events = |ty: &str| -> Vec<serde_json::Value> {
@@ -440,8 +423,7 @@ fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
 /// restrictive value (`deny`, `reject`).
 #[test]
 fn a_corrupted_decision_row_is_named_and_reads_as_a_deny() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let (_dir, s) = fresh();
     let (id, _) = pending(&s, 5, 1_000, 10_000, true);
     s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
         .unwrap();

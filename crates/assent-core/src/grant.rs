@@ -1,0 +1,220 @@
+//! Grant rules (seed 002 "Approve with scope"): when a grant may stand in for a person's
+//! consent, which stored grant covers a proposed call, and what a new grant binds (session,
+//! exact call, expiry) for the scope a decision took. Pure functions the store calls inside
+//! its transaction; storing, listing and revoking grants is the store's job.
+
+use crate::approval::{GrantScope, millis};
+
+/// Whether a grant may let a confirm verdict through at all: only when no threshold or scope
+/// trigger fired (`triggers` empty), the call is a plain tool call (no MPLP Confirm `target`
+/// such as a plan), and the action is reversible — a grant never stands in for the consent an
+/// irreversible call needs each time (seed 001).
+pub fn may_use_grant(triggers: &[String], has_target: bool, irreversible: bool) -> bool {
+    triggers.is_empty() && !has_target && !irreversible
+}
+
+/// A stored grant, as far as coverage is concerned.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantView<'a> {
+    /// The agent it lets through.
+    pub agent: &'a str,
+    /// For scope `session`: the session; `None` for any.
+    pub session_id: Option<&'a str>,
+    /// Tool name.
+    pub tool: &'a str,
+    /// MCP server alias; `None` for a local tool.
+    pub server: Option<&'a str>,
+    /// The call hash it covers; `None` when widened to the whole tool.
+    pub call_hash: Option<&'a str>,
+    /// Unix milliseconds; `None` for no expiry.
+    pub expires_at: Option<i64>,
+    /// Whether it was revoked.
+    pub revoked: bool,
+}
+
+/// A proposed call, as far as coverage is concerned.
+#[derive(Debug, Clone, Copy)]
+pub struct CallView<'a> {
+    /// The proposing agent.
+    pub agent: &'a str,
+    /// Its session.
+    pub session_id: &'a str,
+    /// Tool name.
+    pub tool: &'a str,
+    /// MCP server alias; `None` for a local tool.
+    pub server: Option<&'a str>,
+    /// The call's `call_hash`.
+    pub call_hash: &'a str,
+    /// Unix milliseconds.
+    pub now: i64,
+}
+
+/// Whether grant `g` covers call `c`: same agent, tool and server; same call hash unless the
+/// grant was widened to the whole tool; same session for a `session` grant; not revoked and
+/// not expired at `c.now` (a grant expiring exactly now no longer covers).
+pub fn covers(g: &GrantView<'_>, c: &CallView<'_>) -> bool {
+    g.agent == c.agent
+        && g.tool == c.tool
+        && g.server == c.server
+        && !g.revoked
+        && g.expires_at.is_none_or(|e| e > c.now)
+        && g.session_id.is_none_or(|s| s == c.session_id)
+        && g.call_hash.is_none_or(|h| h == c.call_hash)
+}
+
+/// What a new grant binds, from the decided scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantTerms {
+    /// Only calls of the approval's session (scope `session`).
+    pub session_bound: bool,
+    /// Only calls with the approved call's hash (not widened with `whole_tool`).
+    pub exact_call: bool,
+    /// Unix milliseconds it expires (a duration scope), saturating; `None` for none.
+    pub expires_at: Option<i64>,
+}
+
+/// The terms of the grant a decision with `scope` (and `whole_tool`) creates at `now` (Unix
+/// ms); `None` for scope `once`, which creates no grant.
+pub fn terms(scope: GrantScope, whole_tool: bool, now: i64) -> Option<GrantTerms> {
+    if !scope.is_grant() {
+        return None;
+    }
+    Some(GrantTerms {
+        session_bound: scope == GrantScope::Session,
+        exact_call: !whole_tool,
+        expires_at: match scope {
+            GrantScope::Duration(s) => Some(now.saturating_add(millis(s))),
+            _ => None,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CALL: CallView<'static> = CallView {
+        agent: "bot",
+        session_id: "s1",
+        tool: "pay",
+        server: Some("bank"),
+        call_hash: "h1",
+        now: 1_000,
+    };
+    const GRANT: GrantView<'static> = GrantView {
+        agent: "bot",
+        session_id: None,
+        tool: "pay",
+        server: Some("bank"),
+        call_hash: Some("h1"),
+        expires_at: None,
+        revoked: false,
+    };
+
+    #[test]
+    fn a_grant_never_replaces_consent_for_triggers_targets_or_irreversible_calls() {
+        assert!(may_use_grant(&[], false, false));
+        assert!(!may_use_grant(&["rate".into()], false, false));
+        assert!(!may_use_grant(&[], true, false));
+        assert!(!may_use_grant(&[], false, true));
+    }
+
+    #[test]
+    fn coverage_matches_agent_tool_server_session_hash_and_time() {
+        assert!(covers(&GRANT, &CALL));
+        let no = |g: GrantView<'static>| assert!(!covers(&g, &CALL), "{g:?}");
+        no(GrantView {
+            agent: "other",
+            ..GRANT
+        });
+        no(GrantView {
+            tool: "refund",
+            ..GRANT
+        });
+        no(GrantView {
+            server: None,
+            ..GRANT
+        });
+        no(GrantView {
+            call_hash: Some("h2"),
+            ..GRANT
+        });
+        no(GrantView {
+            session_id: Some("s2"),
+            ..GRANT
+        });
+        no(GrantView {
+            revoked: true,
+            ..GRANT
+        });
+        no(GrantView {
+            expires_at: Some(1_000),
+            ..GRANT
+        });
+        assert!(covers(
+            &GrantView {
+                expires_at: Some(1_001),
+                ..GRANT
+            },
+            &CALL
+        ));
+        assert!(covers(
+            &GrantView {
+                session_id: Some("s1"),
+                ..GRANT
+            },
+            &CALL
+        ));
+        assert!(covers(
+            &GrantView {
+                call_hash: None,
+                ..GRANT
+            },
+            &CallView {
+                call_hash: "h9",
+                ..CALL
+            }
+        ));
+        let local = CallView {
+            server: None,
+            ..CALL
+        };
+        assert!(covers(
+            &GrantView {
+                server: None,
+                ..GRANT
+            },
+            &local
+        ));
+        assert!(!covers(&GRANT, &local));
+    }
+
+    #[test]
+    fn terms_follow_the_scope() {
+        assert_eq!(terms(GrantScope::Once, false, 5), None);
+        assert_eq!(
+            terms(GrantScope::Session, false, 5),
+            Some(GrantTerms {
+                session_bound: true,
+                exact_call: true,
+                expires_at: None
+            })
+        );
+        assert_eq!(
+            terms(GrantScope::Duration(900), true, 5),
+            Some(GrantTerms {
+                session_bound: false,
+                exact_call: false,
+                expires_at: Some(900_005)
+            })
+        );
+        assert_eq!(
+            terms(GrantScope::Workspace, false, 5).map(|t| t.expires_at),
+            Some(None)
+        );
+        assert_eq!(
+            terms(GrantScope::Duration(u64::MAX), false, 5).and_then(|t| t.expires_at),
+            Some(i64::MAX)
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! MPLP plan transitions and blocks (seed 000 "Gatekeeper duty", seed 001 §4.3): which plan
+//! may be submitted for a Confirm, when a plan lets its tool calls run, where a plan goes when
+//! its Confirm is settled, and how a block (a pending Confirm of the plan or step, a plan not
+//! yet approved, a tool definition awaiting review) turns a verdict into a deny. Pure
+//! functions the store calls inside its transaction; it finds the facts (plan status, pending
+//! reviews) and stores the outcome.
+
+use crate::gatekeeper::{Reason, Verdict, VerdictKind};
+
+/// Whether a plan in `status` may be revised or submitted for approval: only a `draft`.
+pub fn plan_editable(status: &str) -> bool {
+    status == "draft"
+}
+
+/// Whether a plan in `status` lets the tool calls that name it run: `approved` or
+/// `in_progress`.
+pub fn plan_runs_calls(status: &str) -> bool {
+    matches!(status, "approved" | "in_progress")
+}
+
+/// Where a plan goes when its Confirm settles with MPLP status `confirm_status`
+/// ([`crate::decision::confirm_status`]), and the event recorded: `approved` →
+/// (`approved`, `plan.approved`); `cancelled` → (`cancelled`, `plan.cancelled`); anything
+/// else (a rejection) → back to (`draft`, `plan.rejected`) for revision.
+pub fn plan_after_confirm(confirm_status: &str) -> (&'static str, &'static str) {
+    match confirm_status {
+        "approved" => ("approved", "plan.approved"),
+        "cancelled" => ("cancelled", "plan.cancelled"),
+        _ => ("draft", "plan.rejected"),
+    }
+}
+
+/// Applies a block to `verdict`: when `why` is set and the verdict is not a deny already, it
+/// becomes a deny whose message is `why`, with a reason of rule `mplp plan` saying so. A deny
+/// stays as it was; `None` changes nothing.
+pub fn apply_block(verdict: &mut Verdict, why: Option<String>) {
+    let Some(why) = why else { return };
+    if verdict.kind == VerdictKind::Deny {
+        return;
+    }
+    verdict.kind = VerdictKind::Deny;
+    verdict.reasons.push(Reason {
+        file: String::new(),
+        rule: "mplp plan".into(),
+        text: why.clone(),
+    });
+    verdict.message = why;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::ToolCall;
+    use crate::policy::Registry;
+
+    fn confirm_verdict() -> Verdict {
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+        let reg = Registry::load(&[("a".into(), agent.into())], &[]).unwrap();
+        let call = ToolCall::new("pay", None, serde_json::json!({"amount": 1})).unwrap();
+        crate::evaluate(&reg, "bot", &call)
+    }
+
+    #[test]
+    fn plan_states() {
+        assert!(plan_editable("draft"));
+        for s in ["proposed", "approved", "cancelled", "completed"] {
+            assert!(!plan_editable(s), "{s}");
+        }
+        assert!(plan_runs_calls("approved") && plan_runs_calls("in_progress"));
+        for s in ["draft", "proposed", "cancelled", "failed"] {
+            assert!(!plan_runs_calls(s), "{s}");
+        }
+        assert_eq!(
+            plan_after_confirm("approved"),
+            ("approved", "plan.approved")
+        );
+        assert_eq!(
+            plan_after_confirm("cancelled"),
+            ("cancelled", "plan.cancelled")
+        );
+        assert_eq!(plan_after_confirm("rejected"), ("draft", "plan.rejected"));
+    }
+
+    #[test]
+    fn a_block_turns_a_verdict_into_a_deny_once() {
+        let mut v = confirm_verdict();
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        let before = v.clone();
+        apply_block(&mut v, None);
+        assert_eq!(v, before);
+        apply_block(&mut v, Some("plan p is draft".into()));
+        assert_eq!(v.kind, VerdictKind::Deny);
+        assert_eq!(v.message, "plan p is draft");
+        let last = v.reasons.last().unwrap();
+        assert_eq!((last.file.as_str(), last.rule.as_str()), ("", "mplp plan"));
+        assert_eq!(last.text, "plan p is draft");
+        let denied = v.clone();
+        apply_block(&mut v, Some("another block".into()));
+        assert_eq!(v, denied);
+    }
+}

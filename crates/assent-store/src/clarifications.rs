@@ -1,0 +1,189 @@
+//! Clarification questions (AAEP `agent.awaiting.clarification`): asking under the
+//! per-agent pending cap, reading, answering (first answer wins) and expiring them. The
+//! envelopes and the [`aaep::Clarification`] type are in [`crate::aaep`].
+
+use crate::aaep;
+use crate::audit;
+use crate::error::StoreError;
+use crate::store::Store;
+use crate::usage::pending_of;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde_json::{Value, json};
+
+impl Store {
+    /// Stores a clarification question with a fresh reply token and emits
+    /// `aaep:agent.awaiting.clarification` (`clarification.requested` audited). `Ok(Err(limit))`
+    /// when the agent already has `max_pending` approvals and questions waiting (audited
+    /// `clarification.refused`; nothing else stored).
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_clarification(
+        &self,
+        agent: &str,
+        session_id: &str,
+        question: &str,
+        kinds: &[String],
+        choices: &[Value],
+        context: Option<&str>,
+        now: i64,
+        expires_at: i64,
+        max_pending: u64,
+    ) -> Result<Result<aaep::Clarification, u64>, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let token = aaep::random_id("rpl_");
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let pending = pending_of(&tx, agent)?;
+        if pending >= max_pending {
+            audit::append(
+                &tx,
+                now,
+                "clarification.refused",
+                None,
+                agent,
+                &json!({"session_id": session_id, "why": "too many pending approvals and questions", "pending": pending, "limit": max_pending}),
+            )?;
+            tx.commit()?;
+            return Ok(Err(max_pending));
+        }
+        tx.prepare_cached("INSERT INTO clarifications (id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,'pending')")?
+            .execute(params![id, agent, session_id, question, json!(kinds).to_string(), json!(choices).to_string(), context, token, now, expires_at])?;
+        audit::append(
+            &tx,
+            now,
+            "clarification.requested",
+            None,
+            agent,
+            &json!({"clarification_id": id, "session_id": session_id, "question": question, "accepted_response_kinds": kinds}),
+        )?;
+        let c = read_clarification(&tx, "id", &id)?.expect("inserted");
+        aaep::emit(&tx, &aaep::awaiting_clarification(&c), None, None, now)?;
+        tx.commit()?;
+        Ok(Ok(c))
+    }
+
+    /// A clarification by id, or (`by_token`) by reply token.
+    pub fn clarification(
+        &self,
+        key: &str,
+        by_token: bool,
+    ) -> Result<Option<aaep::Clarification>, StoreError> {
+        let by = if by_token { "reply_token" } else { "id" };
+        Ok(read_clarification(&self.lock(), by, key)?)
+    }
+
+    /// Clarifications, newest first, optionally only those with `status`.
+    pub fn list_clarifications(
+        &self,
+        status: Option<&str>,
+    ) -> Result<Vec<aaep::Clarification>, StoreError> {
+        let conn = self.lock();
+        let ids: Vec<String> = conn
+            .prepare_cached("SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500")?
+            .query_map([status], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(read_clarification(&conn, "id", &id)?);
+        }
+        Ok(out)
+    }
+
+    /// Records the answer `response` (already validated against the accepted kinds) by
+    /// `actor`; the first answer wins. `Ok(None)` when the clarification is not pending (or
+    /// does not exist).
+    pub fn answer_clarification(
+        &self,
+        id: &str,
+        response: &Value,
+        actor: &str,
+        now: i64,
+    ) -> Result<Option<aaep::Clarification>, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
+            .execute(params![id, response.to_string(), actor, now])?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let c = read_clarification(&tx, "id", id)?.expect("exists");
+        audit::append(
+            &tx,
+            now,
+            "clarification.answered",
+            None,
+            actor,
+            &json!({"clarification_id": id, "response": response}),
+        )?;
+        aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+        tx.commit()?;
+        Ok(Some(c))
+    }
+
+    /// Expires pending clarifications whose time is up; returns how many.
+    pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let ids: Vec<String> = tx
+            .prepare_cached(
+                "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",
+            )?
+            .query_map([now], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for id in &ids {
+            tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
+                .execute([id])?;
+            let c = read_clarification(&tx, "id", id)?.expect("exists");
+            audit::append(
+                &tx,
+                now,
+                "clarification.expired",
+                None,
+                "system:expiry",
+                &json!({"clarification_id": id}),
+            )?;
+            aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+        }
+        tx.commit()?;
+        Ok(ids.len())
+    }
+}
+
+/// One clarification, found by column `by` (`id` or `reply_token`) equal to `key`.
+pub(crate) fn read_clarification(
+    conn: &rusqlite::Connection,
+    by: &str,
+    key: &str,
+) -> rusqlite::Result<Option<aaep::Clarification>> {
+    let sql = format!(
+        "SELECT id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status, response, answered_by, answered_at FROM clarifications WHERE {by} = ?1"
+    );
+    conn.prepare_cached(&sql)?
+        .query_row([key], |r| {
+            let list = |i: usize| -> rusqlite::Result<Vec<Value>> {
+                let s: String = r.get(i)?;
+                Ok(serde_json::from_str(&s).unwrap_or_default())
+            };
+            let response: Option<String> = r.get(11)?;
+            Ok(aaep::Clarification {
+                id: r.get(0)?,
+                agent: r.get(1)?,
+                session_id: r.get(2)?,
+                question: r.get(3)?,
+                kinds: list(4)?
+                    .into_iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+                choices: list(5)?,
+                context: r.get(6)?,
+                reply_token: r.get(7)?,
+                requested_at: r.get(8)?,
+                expires_at: r.get(9)?,
+                status: r.get(10)?,
+                response: response.and_then(|s| serde_json::from_str(&s).ok()),
+                answered_by: r.get(12)?,
+                answered_at: r.get(13)?,
+            })
+        })
+        .optional()
+}

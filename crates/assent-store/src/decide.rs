@@ -1,0 +1,366 @@
+//! Deciding a held approval (seed 002 decisions, MPLP Confirm): an operator's approve or
+//! deny with its options ([`DecisionInput`]), cancelling, and the one transition every
+//! settlement goes through (`apply`: damaged and approver checks, the first event wins, the
+//! decision row, MPLP and AAEP records, the token and the grant). The rules it applies are
+//! `assent_core` functions; expiry calls `apply` from `expiry.rs`.
+
+use crate::aaep;
+use crate::audit;
+use crate::error::DecideError;
+use crate::mplp::mplp_event;
+use crate::plans;
+use crate::record::{ApprovalRecord, EditedCall, read_approval};
+use crate::store::Store;
+use crate::stored;
+use crate::tokens::{self, NewGrant};
+use assent_core::approval::{self, ApprovalStatus, DecisionKind, Event, GrantScope};
+use assent_core::decision::{self, ScopeRefusal};
+use assent_core::grant;
+use rusqlite::{Transaction, TransactionBehavior, params};
+use serde_json::json;
+
+/// An operator decision with the seed 002 options.
+#[derive(Debug, Clone, Default)]
+pub struct DecisionInput {
+    /// Approve or deny (`None` is not allowed; use [`DecisionInput::approve`] / `deny`).
+    pub kind: Option<DecisionKind>,
+    /// Reason; reaches the agent on a deny.
+    pub reason: Option<String>,
+    /// Scope of an approval (once when omitted).
+    pub scope: GrantScope,
+    /// Widen a grant from the exact arguments to every call of the tool.
+    pub whole_tool: bool,
+    /// Explicit confirmation for `workspace` on an R3/R4 tool.
+    pub confirm_workspace: bool,
+    /// Approve with these arguments instead.
+    pub edited: Option<EditedCall>,
+    /// The `thresholds.output_bytes` of the edited call, if a rule names one: the approval's
+    /// result limit becomes the smaller of the two.
+    pub edited_output_bytes: Option<u64>,
+}
+
+impl DecisionInput {
+    /// Approve once.
+    pub fn approve() -> Self {
+        Self {
+            kind: Some(DecisionKind::Approve),
+            ..Default::default()
+        }
+    }
+    /// Deny with an optional reason.
+    pub fn deny(reason: Option<&str>) -> Self {
+        Self {
+            kind: Some(DecisionKind::Deny),
+            reason: reason.map(str::to_string),
+            ..Default::default()
+        }
+    }
+}
+
+/// The stored decision name of an event (`approve`, `deny`, `expire`, `cancel`).
+fn approval_event_name(e: Event) -> &'static str {
+    stored::Settlement::of(e).as_str()
+}
+
+impl Store {
+    /// Applies an operator decision by `actor`, who holds `roles`. The first valid decision
+    /// wins atomically; on a decided approval it appends a `decision.late` audit record and
+    /// returns `AlreadyDecided`. When the approval names approver roles and `roles` has none of
+    /// them, it appends `decision.refused` and returns `NotApprover`, in the same transaction
+    /// as the check. An approval mints a token (`token.minted`) bound to the edited call when
+    /// `d.edited` is set (the audit record holds both calls), and a scope wider than `once`
+    /// stores a grant (`grant.created`).
+    pub fn decide(
+        &self,
+        id: &str,
+        d: &DecisionInput,
+        actor: &str,
+        roles: &[String],
+        now: i64,
+    ) -> Result<ApprovalRecord, DecideError> {
+        let edited = d.edited.is_some();
+        let kind = decision::check_options(d.kind, d.scope, edited, d.whole_tool)
+            .map_err(DecideError::Invalid)?;
+        self.apply(
+            id,
+            Event::Decide(kind),
+            Some(d),
+            d.reason.as_deref(),
+            actor,
+            Some(roles),
+            now,
+        )
+    }
+
+    /// Cancels a pending approval (the requesting agent or an operator withdrew it).
+    pub fn cancel(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<ApprovalRecord, DecideError> {
+        self.apply(id, Event::Cancel, None, reason, actor, None, now)
+    }
+
+    /// [`Store::cancel`] by an operator holding `roles` (`None`: the agent itself). Cancelling
+    /// is a way of saying no, so an operator may cancel only an approval they could decide
+    /// ([`approval::may_decide`]); otherwise `NotApprover`, audited `decision.refused`.
+    pub fn cancel_as(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        actor: &str,
+        roles: Option<&[String]>,
+        now: i64,
+    ) -> Result<ApprovalRecord, DecideError> {
+        self.apply(id, Event::Cancel, None, reason, actor, roles, now)
+    }
+
+    /// Moves approval `id` out of `pending`. `roles`: the deciding operator's roles, checked
+    /// against the approval's approver roles (`None` for expiry and cancellation). In one
+    /// transaction: [`admit`] (damaged, approver and first-event-wins checks, each
+    /// refusal audited and committed), the scope rules ([`decision::check_scope`]; a refused
+    /// scope writes nothing), then [`settle`], the token and grant, the plan, and the AAEP
+    /// resolution.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn apply(
+        &self,
+        id: &str,
+        event: Event,
+        input: Option<&DecisionInput>,
+        reason: Option<&str>,
+        actor: &str,
+        roles: Option<&[String]>,
+        now: i64,
+    ) -> Result<ApprovalRecord, DecideError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let s = Settle {
+            id,
+            event,
+            input,
+            reason,
+            actor,
+            now,
+        };
+        let (rec, next) = match admit(&tx, &s, roles) {
+            Ok(x) => x,
+            Err(e @ DecideError::Store(_)) => return Err(e),
+            Err(e) => {
+                tx.commit()?;
+                return Err(e);
+            }
+        };
+        let scope = input.map(|d| d.scope).unwrap_or_default();
+        let edited = input.and_then(|d| d.edited.as_ref());
+        let held = decision::Held {
+            target_type: &rec.target_type,
+            irreversible: rec.irreversible,
+            risk_tier: rec.risk_tier,
+        };
+        let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
+        let discouraged = decision::check_scope(&held, scope, edited.is_some(), confirm_workspace)
+            .map_err(|e| match e {
+                ScopeRefusal::WorkspaceNeedsConfirmation(t) => {
+                    DecideError::WorkspaceNeedsConfirmation(t.to_string())
+                }
+                e => DecideError::Invalid(e.to_string()),
+            })?;
+        let mplp_status = settle(&tx, &s, &rec, next, scope, edited)?;
+        if approval::mints_token(event) {
+            let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
+            let whole_tool = input.is_some_and(|d| d.whole_tool);
+            if let Some(terms) = grant::terms(scope, whole_tool, now) {
+                let g = NewGrant {
+                    rec: &rec,
+                    call_hash: hash,
+                    scope,
+                    terms,
+                    whole_tool,
+                    discouraged,
+                };
+                tokens::create_grant(&tx, &g, actor, now)?;
+            }
+            let device = rec.device_id.as_deref();
+            self.mint(
+                &tx,
+                id,
+                &rec.agent,
+                hash,
+                &scope.to_wire(),
+                device,
+                actor,
+                now,
+            )?;
+        }
+        if rec.target_type == "plan" {
+            plans::on_confirm_decided(&tx, id, &rec.target_id, mplp_status, actor, reason, now)?;
+        }
+        let rec = read_approval(&tx, id)?.expect("exists");
+        aaep::emit(&tx, &aaep::resolution(&rec, now, None), None, Some(id), now)?;
+        tx.commit()?;
+        Ok(rec)
+    }
+
+    /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
+    /// is cancelled and recorded), any other plan not yet finished directly.
+    pub fn cancel_plan(
+        &self,
+        id: &str,
+        agent: Option<&str>,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<plans::PlanRecord, plans::PlanError> {
+        let p = self
+            .plan(id)?
+            .filter(|p| agent.is_none_or(|a| a == p.agent))
+            .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
+        if let (true, Some(c)) = (p.status == "proposed", &p.confirm_id) {
+            match self.cancel(c, reason, actor, now) {
+                Ok(_) | Err(DecideError::AlreadyDecided(_)) => {}
+                Err(DecideError::Store(e)) => return Err(e.into()),
+                Err(e) => return Err(crate::error::StoreError::Invalid(e.to_string()).into()),
+            }
+        }
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let p =
+            plans::read_plan(&tx, id)?.ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
+        match p.status.as_str() {
+            "cancelled" => {}
+            "completed" | "failed" => {
+                return Err(plans::PlanError::WrongState(
+                    p.status,
+                    "a finished plan cannot be cancelled",
+                ));
+            }
+            _ => plans::transition(
+                &tx,
+                id,
+                "cancelled",
+                "plan.cancelled",
+                actor,
+                json!({"reason": reason}),
+                now,
+            )?,
+        }
+        let p = plans::read_plan(&tx, id)?.expect("exists");
+        tx.commit()?;
+        Ok(p)
+    }
+}
+
+/// One settlement being applied to an approval: the event and what came with it.
+struct Settle<'a> {
+    id: &'a str,
+    event: Event,
+    input: Option<&'a DecisionInput>,
+    reason: Option<&'a str>,
+    actor: &'a str,
+    now: i64,
+}
+
+/// Reads the approval and checks, in this order, that it exists, is not damaged (issue 10
+/// §8), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
+/// agent itself or the expiry sweep) and is still pending ([`approval::transition`]). Each
+/// refusal but `NotFound` is audited (`decision.refused`, `decision.late`) for the caller to
+/// commit. `Ok`: the approval and its next status.
+fn admit(
+    tx: &Transaction<'_>,
+    s: &Settle<'_>,
+    roles: Option<&[String]>,
+) -> Result<(ApprovalRecord, ApprovalStatus), DecideError> {
+    let Some(rec) = read_approval(tx, s.id)? else {
+        return Err(DecideError::NotFound);
+    };
+    let name = approval_event_name(s.event);
+    if !rec.damaged.is_empty() {
+        let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        return Err(DecideError::Damaged(rec.damaged));
+    }
+    if let Some(roles) = roles
+        && !approval::may_decide(&rec.approvers, roles)
+    {
+        let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.approvers});
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        return Err(DecideError::NotApprover(rec.approvers));
+    }
+    match approval::transition(rec.status, s.event) {
+        Ok(next) => Ok((rec, next)),
+        Err(e) => {
+            let data = json!({"decision": name, "reason": s.reason, "status": rec.status});
+            audit::append(tx, s.now, "decision.late", Some(s.id), s.actor, &data)?;
+            Err(e.into())
+        }
+    }
+}
+
+/// Writes the settlement of `rec` (moving to `next` with `scope`): what ran is the edit (the
+/// session's usage counts its arguments, its result limit applies too), the approval's status
+/// and decided scope, the decision row, the MPLP `confirm.*` event and the audit record
+/// (`decision`, `approval.expired`, `approval.cancelled`; both calls when edited). Returns the
+/// MPLP Confirm status ([`decision::confirm_status`]).
+fn settle(
+    tx: &Transaction<'_>,
+    s: &Settle<'_>,
+    rec: &ApprovalRecord,
+    next: ApprovalStatus,
+    scope: GrantScope,
+    edited: Option<&EditedCall>,
+) -> rusqlite::Result<&'static str> {
+    let (id, now, actor, reason) = (s.id, s.now, s.actor, s.reason);
+    if let Some(e) = edited.filter(|_| s.event == Event::Decide(DecisionKind::Approve)) {
+        tx.prepare_cached("UPDATE usage SET arguments = ?2 WHERE approval_id = ?1")?
+            .execute(params![id, e.canonical_arguments])?;
+        if let Some(limit) = s.input.and_then(|d| d.edited_output_bytes) {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            tx.prepare_cached("UPDATE approvals SET output_bytes = min(coalesce(output_bytes, ?2), ?2) WHERE id = ?1")?
+                .execute(params![id, limit])?;
+        }
+    }
+    let mints = approval::mints_token(s.event);
+    let scope_wire = mints.then(|| scope.to_wire());
+    tx.prepare_cached("UPDATE approvals SET status = ?2, decided_at = ?3, scope = ?4, edited_arguments = ?5, edited_canonical = ?6, edited_hash = ?7 WHERE id = ?1 AND status = 'pending'")?.execute(
+        params![id, next.as_str(), now, scope_wire, edited.map(|e| &e.canonical_arguments),
+                edited.map(|e| &e.canonical), edited.map(|e| &e.call_hash)],
+    )?;
+    let name = approval_event_name(s.event);
+    let default_applied = match s.event {
+        Event::Expire(d) => Some(d.as_str()),
+        _ => None,
+    };
+    let decision_id = uuid::Uuid::new_v4().to_string();
+    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(
+        params![id, name, reason, actor, now, default_applied, decision_id],
+    )?;
+    let mplp_status = decision::confirm_status(next, s.event);
+    mplp_event(
+        tx,
+        now,
+        &format!("confirm.{mplp_status}"),
+        id,
+        &rec.trace_id,
+        actor,
+        json!({"confirm_id": id, "decision_id": decision_id, "status": mplp_status, "decided_by_role": actor, "reason": reason}),
+    )?;
+    let kind = match s.event {
+        Event::Decide(_) => "decision",
+        Event::Expire(_) => "approval.expired",
+        Event::Cancel => "approval.cancelled",
+    };
+    let mut data = json!({"decision": name, "reason": reason, "status": next, "default_applied": default_applied});
+    if mints {
+        data["scope"] = json!(scope_wire);
+    }
+    if let Some(e) = edited {
+        data["original_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
+            "arguments": rec.call.arguments, "call_hash": rec.call_hash});
+        data["modified_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
+            "arguments": e.arguments, "call_hash": e.call_hash});
+    }
+    audit::append(tx, now, kind, Some(id), actor, &data)?;
+    Ok(mplp_status)
+}

@@ -1,0 +1,100 @@
+//! The store's error types: [`StoreError`] (infrastructure and invalid data),
+//! [`DecideError`] (why a decision, cancellation or expiry was not applied) and
+//! [`RedeemError`] (why a token was not redeemed). No logic beyond the conversions.
+
+use assent_core::approval::AlreadyDecided;
+use std::path::PathBuf;
+
+/// Store errors. `Sqlite` and `Io` are infrastructure failures: callers fail closed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    /// SQLite failed (locked past the busy timeout, disk full, corrupt file).
+    Sqlite(#[from] rusqlite::Error),
+    #[error("{path}: {source}")]
+    /// A file in the data directory could not be read or written.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    /// The data is not what this version expects.
+    Invalid(String),
+}
+
+/// Why a decision was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("approval not found")]
+    /// No approval has this id.
+    NotFound,
+    /// The approval names approver roles and the operator has none of them (listed here); the
+    /// attempt was audited as `decision.refused`.
+    #[error("the operator has none of the approver roles ({})", .0.join(", "))]
+    NotApprover(Vec<String>),
+    /// `ALREADY_DECIDED`: the approval had left `pending`; the attempt was audited as late.
+    #[error(transparent)]
+    AlreadyDecided(#[from] AlreadyDecided),
+    /// `workspace` scope on an R3/R4 tool without the explicit confirmation flag.
+    #[error(
+        "scope `workspace` on a {0} tool is discouraged and needs explicit confirmation (confirm_workspace: true, or --yes-workspace)"
+    )]
+    WorkspaceNeedsConfirmation(String),
+    /// A scope or an edit was given with a deny, or an edit changed the tool.
+    #[error("{0}")]
+    Invalid(String),
+    /// `APPROVAL_DAMAGED` (409): stored columns of the approval (named here) could not be
+    /// read, so nobody may decide, cancel or expire it (issue 10 §8, fail closed). The attempt
+    /// was audited as `decision.refused`.
+    #[error("the stored approval is damaged (unreadable column(s): {}); nobody may decide it", .0.join(", "))]
+    Damaged(Vec<String>),
+    #[error(transparent)]
+    /// The store failed; nothing changed.
+    Store(#[from] StoreError),
+}
+
+/// Why a token redemption failed (seed 002 "Execution requires").
+#[derive(Debug, thiserror::Error)]
+pub enum RedeemError {
+    /// `TOKEN_INVALID` (401): not signed by this gateway, or unknown.
+    #[error("token is not valid")]
+    Invalid,
+    /// 403: issued to another agent.
+    #[error("token was issued to another agent")]
+    WrongAgent,
+    /// `TOKEN_USED` (409).
+    #[error("token has already been used")]
+    Used,
+    /// `TOKEN_EXPIRED` (410).
+    #[error("token has expired")]
+    Expired,
+    /// `DEVICE_MISMATCH` (403): the token was issued to another client device.
+    #[error("token was issued to another client device")]
+    DeviceMismatch,
+    /// `TOKEN_MISMATCH` (403): the call's hash differs from the approved one.
+    #[error(
+        "token does not match this call: it approves call_hash {approved}, this call is {presented}"
+    )]
+    Mismatch {
+        /// The hash the token was minted for.
+        approved: String,
+        /// The hash of the call presented.
+        presented: String,
+    },
+    #[error(transparent)]
+    /// The store failed; the token was not consumed.
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for DecideError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(e.into())
+    }
+}
+impl From<rusqlite::Error> for RedeemError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(e.into())
+    }
+}

@@ -1,0 +1,512 @@
+//! Proposing a call (AAEP §6.1, seed 002): [`Proposal`] in, [`Proposed`] out. Gating one
+//! call atomically (plan and tool-review blocks, the verdict, a covering grant, joining an
+//! identical pending call, the pending cap), recording outright verdicts, and inserting a held
+//! approval with its audit, MPLP and AAEP records. Not deciding it (`decide.rs`).
+
+use crate::aaep;
+use crate::audit;
+use crate::confirm::{self, ConfirmContext};
+use crate::error::StoreError;
+use crate::kit::to_json;
+use crate::mplp::mplp_event;
+use crate::plans;
+use crate::record::{ApprovalRecord, read_approval};
+use crate::store::Store;
+use crate::tokens::find_grant;
+use crate::usage::{pending_of, prior_calls};
+use assent_core::approval::millis;
+use assent_core::gatekeeper::Verdict;
+use assent_core::summary::HumanSummary;
+use assent_core::triggers::PriorCall;
+use assent_core::{ToolCall, VerdictKind};
+use assent_core::{grant, transitions};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::{Value, json};
+
+/// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
+pub type PoliciesOf<'a> = dyn Fn(&Verdict) -> Vec<String> + 'a;
+
+/// A tool call proposed by an agent, ready for [`Store::propose`].
+pub struct Proposal<'a> {
+    /// The agent id (authenticated by the caller).
+    pub agent: &'a str,
+    /// Its session id.
+    pub session_id: &'a str,
+    /// Optional run id.
+    pub run_id: Option<&'a str>,
+    /// Optional client device id; tokens are bound to it.
+    pub device_id: Option<&'a str>,
+    /// MPLP trace id (UUID v4) the agent sent; generated when `None`.
+    pub trace_id: Option<&'a str>,
+    /// The call.
+    pub call: &'a ToolCall,
+    /// Canonical JSON of its arguments.
+    pub canonical_arguments: &'a str,
+    /// Canonical JSON of the call.
+    pub canonical: &'a str,
+    /// SHA-256 of `canonical`.
+    pub call_hash: &'a str,
+    /// Unix milliseconds.
+    pub now: i64,
+    /// How long a new approval waits (ms), given the verdict.
+    pub timeout_ms: &'a dyn Fn(&Verdict) -> i64,
+    /// Per-agent cap on pending approvals.
+    pub max_pending: u64,
+    /// The MPLP Confirm target when this is not a plain tool call (a submitted plan, a
+    /// context, …). Such proposals are never covered by grants; a `plan` target must be a
+    /// `draft` of the agent and becomes `proposed` with the held approval.
+    pub target: Option<ConfirmTarget<'a>>,
+    /// MPLP plan and step the call belongs to: blocked while either has a pending Confirm or
+    /// the plan is not approved (the Gatekeeper duty of seed 000).
+    pub plan_id: Option<&'a str>,
+    /// See `plan_id`.
+    pub step_id: Option<&'a str>,
+    /// The ids of the governance policies behind a confirm verdict, recorded with a held
+    /// call ([`ConfirmContext::policies`]); `None` records none.
+    pub governed_by: Option<&'a PoliciesOf<'a>>,
+    /// SHA-256 of the governance policy set the verdict came from
+    /// ([`ConfirmContext::policy_set_sha256`]).
+    pub policy_set_sha256: Option<&'a str>,
+}
+
+/// What [`Store::propose`] did.
+#[derive(Debug, Clone)]
+pub enum Proposed {
+    /// Allowed outright (audited `call.allowed`).
+    Allowed,
+    /// Denied (audited `call.denied`).
+    Denied,
+    /// A grant covers it: an approved approval with its own token (audited `grant.used`).
+    Granted(Box<ApprovalRecord>),
+    /// Held: a new pending approval, or (`joined`) the pending one for the identical call.
+    Held {
+        /// The approval.
+        approval: Box<ApprovalRecord>,
+        /// True when an identical call of the same session was already pending (AAEP §6.1).
+        joined: bool,
+    },
+    /// The agent has `limit` pending approvals already (`429 TOO_MANY_PENDING`).
+    TooManyPending {
+        /// The cap.
+        limit: u64,
+    },
+}
+
+/// The MPLP Confirm target of an approval that is not a plain tool call (MPLP Confirm §2.3):
+/// `target_type` `plan`, `context`, `trace`, `extension` or `other`, its UUID v4 `target_id`,
+/// and the RFC 6902 diff from its previous submission.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfirmTarget<'a> {
+    /// MPLP `target_type`.
+    pub target_type: &'a str,
+    /// MPLP `target_id` (UUID v4).
+    pub target_id: &'a str,
+    /// RFC 6902 patch from the previous submission, when this modifies an earlier one.
+    pub diff: Option<&'a Value>,
+}
+
+impl Store {
+    /// Audits a proposal that was allowed or denied outright (`call.allowed` / `call.denied`).
+    /// The caller forwards an allowed call only after this returns `Ok` (fail closed).
+    pub fn record_verdict(
+        &self,
+        agent: &str,
+        session_id: &str,
+        call: &ToolCall,
+        call_hash: &str,
+        verdict: &Verdict,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        audit::append(
+            &tx,
+            now,
+            &format!(
+                "call.{}",
+                match verdict.kind {
+                    assent_core::VerdictKind::Allow => "allowed",
+                    assent_core::VerdictKind::Deny => "denied",
+                    assent_core::VerdictKind::Confirm => "held",
+                }
+            ),
+            None,
+            agent,
+            &json!({"session_id": session_id, "call": call, "call_hash": call_hash,
+                    "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier}),
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Stores proposal `p` as a new pending approval with the confirm `verdict` (message, tier,
+    /// reasons, default), without gating it: its `approval.requested` audit record, MPLP
+    /// `confirm.requested` and AAEP `agent.awaiting.confirmation`. It expires after
+    /// `p.timeout_ms(verdict)`; `p.max_pending` and `p.plan_id`/`step_id` blocks are not
+    /// checked (that is [`Store::propose`]).
+    pub fn create_approval(
+        &self,
+        p: &Proposal<'_>,
+        verdict: &Verdict,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id = insert_approval(&tx, p, verdict, "pending")?;
+        let rec = read_approval(&tx, &id)?.expect("just inserted");
+        tx.commit()?;
+        Ok(rec)
+    }
+
+    /// Gates one proposed call atomically (AAEP §6.1, seed 002): reads the session's earlier
+    /// calls, asks `evaluate` for the verdict with them, and in the same transaction
+    /// - denies (audited `call.denied`) or allows (`call.allowed`); a call whose MPLP plan or
+    ///   step is blocked, or whose tool definition awaits review, is denied
+    ///   ([`transitions::apply_block`]);
+    /// - for a confirm verdict without threshold or scope triggers, lets a matching grant
+    ///   through as an approved approval with its own token (`grant.used`);
+    /// - joins an identical pending call of the same session instead of holding it twice;
+    /// - refuses when the agent already has `max_pending` pending approvals
+    ///   (`call.refused`), else holds the call as a new pending approval.
+    ///
+    /// Allowed, granted and held calls count toward later thresholds. `Err(Invalid)` when a
+    /// `plan` target is not a draft of the agent.
+    pub fn propose(
+        &self,
+        p: &Proposal<'_>,
+        evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
+    ) -> Result<(Verdict, Proposed), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let plan = p.target.filter(|t| t.target_type == "plan");
+        if let Some(t) = plan {
+            check_submittable(&tx, p.agent, t.target_id)?;
+        }
+        let blocked = block(&tx, p)?;
+        let prior = prior_calls(&tx, p.agent, p.session_id)?;
+        let mut verdict = evaluate(&prior);
+        transitions::apply_block(&mut verdict, blocked);
+        let g = Gate {
+            tx: &tx,
+            p,
+            verdict: &verdict,
+        };
+        let outcome = match verdict.kind {
+            VerdictKind::Deny => {
+                g.audit("call.denied", None, json!({}))?;
+                Proposed::Denied
+            }
+            VerdictKind::Allow => {
+                g.audit("call.allowed", None, json!({}))?;
+                g.add_usage(None)?;
+                Proposed::Allowed
+            }
+            VerdictKind::Confirm => self.confirm(&g, plan)?,
+        };
+        tx.commit()?;
+        Ok((verdict, outcome))
+    }
+
+    /// A confirm verdict: a covering grant lets it through ([`Store::use_grant`]); else it
+    /// joins the identical pending call of the session, is refused over the pending cap, or is
+    /// held as a new pending approval (a submitted plan becomes `proposed` with it).
+    fn confirm(
+        &self,
+        g: &Gate<'_>,
+        plan: Option<ConfirmTarget<'_>>,
+    ) -> Result<Proposed, StoreError> {
+        let (tx, p, verdict) = (g.tx, g.p, g.verdict);
+        let may = grant::may_use_grant(&verdict.triggers, p.target.is_some(), verdict.irreversible);
+        if may
+            && let Some((gid, scope)) =
+                find_grant(tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
+        {
+            return self.use_grant(g, &gid, &scope);
+        }
+        let joined: Option<String> = tx
+            .prepare_cached("SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at LIMIT 1")?
+            .query_row(params![p.agent, p.session_id, p.call_hash], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = joined {
+            g.audit("call.held", Some(&id), json!({"joined": true}))?;
+            return Ok(Proposed::Held {
+                approval: Box::new(read_approval(tx, &id)?.expect("exists")),
+                joined: true,
+            });
+        }
+        let pending = pending_of(tx, p.agent)?;
+        if pending >= p.max_pending {
+            g.audit(
+                "call.refused",
+                None,
+                json!({"why": "too many pending approvals", "pending": pending, "limit": p.max_pending}),
+            )?;
+            return Ok(Proposed::TooManyPending {
+                limit: p.max_pending,
+            });
+        }
+        let id = insert_approval(tx, p, verdict, "pending")?;
+        g.add_usage(Some(&id))?;
+        if let Some(t) = plan {
+            tx.prepare_cached(
+                "UPDATE plans SET confirm_id = ?2, submitted = ?3 WHERE plan_id = ?1",
+            )?
+            .execute(params![t.target_id, id, p.canonical_arguments])?;
+            let data = json!({"confirm_id": id, "diff": t.diff});
+            plans::transition(
+                tx,
+                t.target_id,
+                "proposed",
+                "plan.submitted",
+                p.agent,
+                data,
+                p.now,
+            )?;
+        }
+        Ok(Proposed::Held {
+            approval: Box::new(read_approval(tx, &id)?.expect("inserted")),
+            joined: false,
+        })
+    }
+
+    /// Lets the call through under grant `gid` (of `scope`): an approved approval decided by
+    /// `grant:<gid>`, its MPLP `confirm.approved`, `grant.used`, and its own token.
+    fn use_grant(&self, g: &Gate<'_>, gid: &str, scope: &str) -> Result<Proposed, StoreError> {
+        let (tx, p) = (g.tx, g.p);
+        let id = insert_approval(tx, p, g.verdict, "approved")?;
+        let actor = format!("grant:{gid}");
+        tx.prepare_cached(
+            "UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1",
+        )?
+        .execute(params![id, p.now, scope, gid])?;
+        let decision_id = uuid::Uuid::new_v4().to_string();
+        let why = format!("covered by grant {gid} (scope {scope})");
+        tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, decision_id) VALUES (?1,'approve',?2,?3,?4,?5)")?
+            .execute(params![id, why, actor, p.now, decision_id])?;
+        let trace: String = tx
+            .prepare_cached("SELECT trace_id FROM approvals WHERE id = ?1")?
+            .query_row([&id], |r| r.get(0))?;
+        mplp_event(
+            tx,
+            p.now,
+            "confirm.approved",
+            &id,
+            &trace,
+            &actor,
+            json!({"confirm_id": id, "decision_id": decision_id, "status": "approved", "decided_by_role": actor, "reason": why}),
+        )?;
+        audit::append(
+            tx,
+            p.now,
+            "grant.used",
+            Some(&id),
+            &actor,
+            &json!({"grant_id": gid, "scope": scope, "call_hash": p.call_hash}),
+        )?;
+        self.mint(
+            tx,
+            &id,
+            p.agent,
+            p.call_hash,
+            scope,
+            p.device_id,
+            &actor,
+            p.now,
+        )?;
+        g.add_usage(Some(&id))?;
+        Ok(Proposed::Granted(Box::new(
+            read_approval(tx, &id)?.expect("inserted"),
+        )))
+    }
+}
+
+/// One proposal being gated in its transaction, with its verdict.
+struct Gate<'a> {
+    tx: &'a Transaction<'a>,
+    p: &'a Proposal<'a>,
+    verdict: &'a Verdict,
+}
+
+impl Gate<'_> {
+    /// Audits `kind` for the proposal: session, run, device, call, hash and the verdict, plus
+    /// the fields of `extra` (an object).
+    fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> rusqlite::Result<()> {
+        let (p, v) = (self.p, self.verdict);
+        let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
+            "call": p.call, "call_hash": p.call_hash, "verdict": v.kind, "reasons": v.reasons,
+            "risk_tier": v.risk_tier, "triggers": v.triggers});
+        if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
+            d.extend(e);
+        }
+        audit::append(self.tx, p.now, kind, approval_id, p.agent, &d)
+    }
+
+    /// Records the call in `usage` (what later thresholds count), linked to its approval.
+    fn add_usage(&self, approval_id: Option<&str>) -> rusqlite::Result<()> {
+        let p = self.p;
+        self.tx.prepare_cached("INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
+            .execute(params![p.agent, p.session_id, p.call.tool, p.call.server, p.now, p.canonical_arguments, approval_id])?;
+        Ok(())
+    }
+}
+
+/// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]); else
+/// `Invalid` saying why (the server's 409 `WRONG_STATE`).
+fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
+    match plans::read_plan(tx, plan_id)? {
+        Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => Ok(()),
+        Some(pl) if pl.agent == agent => Err(StoreError::Invalid(format!(
+            "plan {plan_id} is {}; only a draft can be submitted",
+            pl.status
+        ))),
+        _ => Err(StoreError::Invalid(format!("no plan `{plan_id}`"))),
+    }
+}
+
+/// Why the proposal may not run now, if anything blocks it: its MPLP plan or step
+/// ([`plans::plan_block`]), else a pending review of its tool's changed definition.
+fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<String>> {
+    if let Some(why) = plans::plan_block(tx, p.plan_id, p.step_id)? {
+        return Ok(Some(why));
+    }
+    let Some(server) = &p.call.server else {
+        return Ok(None);
+    };
+    let review: Option<String> = tx
+        .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' LIMIT 1")?
+        .query_row(params![server, p.call.tool], |r| r.get(0))
+        .optional()?;
+    Ok(review.map(|id| {
+        format!(
+            "the definition of {server}/{} changed and awaits an operator's review ({id}; assent tools pending)",
+            p.call.tool
+        )
+    }))
+}
+
+/// Inserts proposal `p` as an approval with confirm `verdict` and `status` (`pending`, or
+/// `approved` under a grant), its `approval.requested` audit record, its [`ConfirmContext`]
+/// and MPLP `confirm.requested`; a pending one also gets its AAEP reply token and
+/// `agent.awaiting.confirmation`. Returns its id. The human summary is generated from, and
+/// verified against, the canonical arguments (`Err(Invalid)` when that fails).
+fn insert_approval(
+    tx: &Transaction<'_>,
+    p: &Proposal<'_>,
+    verdict: &Verdict,
+    status: &str,
+) -> Result<String, StoreError> {
+    let summary = HumanSummary::generate(p.call, p.canonical_arguments);
+    summary
+        .verify(p.canonical_arguments)
+        .map_err(|e| StoreError::Invalid(format!("human summary check failed: {e}")))?;
+    let row = Row {
+        id: uuid::Uuid::new_v4().to_string(),
+        expires_at: p.now.saturating_add((p.timeout_ms)(verdict)),
+        trace_id: p
+            .trace_id
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string),
+        target_type: p.target.map_or("other", |t| t.target_type),
+        target_id: p.target.map_or_else(
+            || uuid::Uuid::new_v4().to_string(),
+            |t| t.target_id.to_string(),
+        ),
+        summary: summary.text,
+    };
+    insert_row(tx, p, verdict, &row, status)?;
+    let v = verdict;
+    audit::append(
+        tx,
+        p.now,
+        "approval.requested",
+        Some(&row.id),
+        p.agent,
+        &json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id, "call": p.call,
+                "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.reasons, "risk_tier": v.risk_tier,
+                "irreversible": v.irreversible, "message": v.message, "expires_at": row.expires_at,
+                "default_decision": v.default_decision, "triggers": v.triggers}),
+    )?;
+    let context = ConfirmContext {
+        policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),
+        policy_set_sha256: p.policy_set_sha256.map(str::to_string),
+        plan_id: p.plan_id.map(str::to_string),
+        step_id: p.step_id.map(str::to_string),
+    };
+    confirm::record(tx, &row.id, &context)?;
+    // A tool call of a plan step is shown with the step as its MPLP target (see
+    // `docs/conformance.md`); the stored target id stays the call's own.
+    let shown_target = match (&context.step_id, row.target_type) {
+        (Some(step), "other") => step.clone(),
+        _ => row.target_id.clone(),
+    };
+    mplp_event(
+        tx,
+        p.now,
+        "confirm.requested",
+        &row.id,
+        &row.trace_id,
+        p.agent,
+        json!({"confirm_id": row.id, "target_type": row.target_type, "target_id": shown_target, "requested_by_role": p.agent}),
+    )?;
+    if status == "pending" {
+        // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
+        // restarts; the confirmation event is written with the approval.
+        let token = aaep::random_id("rpl_");
+        tx.prepare_cached("UPDATE approvals SET reply_token = ?2 WHERE id = ?1")?
+            .execute(params![row.id, token])?;
+        let rec = read_approval(tx, &row.id)?.expect("just inserted");
+        let event = aaep::awaiting_confirmation(&rec, &token);
+        aaep::emit(tx, &event, None, Some(&row.id), p.now)?;
+    }
+    Ok(row.id)
+}
+
+/// The values of a new approval row that are generated rather than proposed.
+struct Row<'a> {
+    id: String,
+    expires_at: i64,
+    trace_id: String,
+    target_type: &'a str,
+    target_id: String,
+    summary: String,
+}
+
+/// Approvals with the same key are "similar": same agent, server, tool and (sorted) rules.
+fn group_key(p: &Proposal<'_>, v: &Verdict) -> String {
+    let mut rules: Vec<String> = v
+        .reasons
+        .iter()
+        .map(|r| format!("{}#{}", r.file, r.rule))
+        .collect();
+    rules.sort();
+    format!(
+        "{}|{}|{}|{}",
+        p.agent,
+        p.call.server.as_deref().unwrap_or(""),
+        p.call.tool,
+        rules.join(",")
+    )
+}
+
+/// The `INSERT INTO approvals` of [`insert_approval`].
+fn insert_row(
+    tx: &Transaction<'_>,
+    p: &Proposal<'_>,
+    v: &Verdict,
+    row: &Row<'_>,
+    status: &str,
+) -> rusqlite::Result<()> {
+    let (esc_to, esc_after) = match &v.escalation {
+        Some(e) => (to_json(&e.escalate_to), Some(millis(e.after_seconds))),
+        None => ("[]".to_string(), None),
+    };
+    let diff = p.target.and_then(|t| t.diff).map(|d| d.to_string());
+    tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36)")?.execute(
+        params![row.id, p.agent, p.session_id, p.call.tool, p.call.server, p.canonical_arguments, p.canonical, p.call_hash, v.message,
+                v.risk_tier.as_str(), v.irreversible, to_json(&v.reasons), to_json(&v.approvers), v.default_decision.as_str(), p.now, row.expires_at, status,
+                p.run_id, p.device_id, group_key(p, v), row.summary, to_json(&v.triggers), to_json(&v.suggested_alternatives), esc_to, esc_after,
+                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), row.trace_id, uuid::Uuid::new_v4().to_string(), row.target_id, row.target_type, diff, v.in_client_approval,
+                to_json(&v.side_effects), to_json(&v.rollback), v.dry_run_tool, to_json(&v.redact)],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,439 @@
+//! The approval as stored ([`ApprovalRecord`] with its [`DecisionRecord`]s, [`EditedCall`] and
+//! [`TokenInfo`]) and its strict reader (`read_approval`: unreadable columns are named in
+//! `damaged`, issue 10 §8), with the store's read-only approval queries. It writes nothing.
+
+use crate::error::StoreError;
+use crate::store::Store;
+use crate::stored::{self, Settlement};
+use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
+use assent_core::decision::{self, most_restrictive as worst};
+use assent_core::gatekeeper::Reason;
+use assent_core::triggers::Escalation;
+use assent_core::{RiskTier, ToolCall};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::Value;
+
+/// One decision on an approval, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecisionRecord {
+    /// `approve`, `deny`, `expire` or `cancel`; `deny` when the stored value is unreadable
+    /// (the approval's `damaged` then names `decisions.decision`).
+    pub decision: Settlement,
+    /// The operator's reason, or the expiry note.
+    pub reason: Option<String>,
+    /// Principal name, or `system:expiry`.
+    pub actor: String,
+    /// Unix milliseconds.
+    pub at: i64,
+    /// For an expiry: the default decision that was applied (`reject` when unreadable; the
+    /// approval's `damaged` then names `decisions.default_applied`).
+    pub default_applied: Option<DefaultDecision>,
+    /// MPLP `decision_id` (UUID v4).
+    pub decision_id: String,
+}
+
+/// An approval as stored (seed 002 ApprovalRequest, MPLP Confirm).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRecord {
+    /// UUID v4.
+    pub id: String,
+    /// The agent id that proposed the call.
+    pub agent: String,
+    /// The agent's session id.
+    pub session_id: String,
+    /// The call as proposed.
+    pub call: ToolCall,
+    /// RFC 8785 canonical JSON of the call.
+    pub canonical: String,
+    /// SHA-256 of `canonical`, lowercase hex.
+    pub call_hash: String,
+    /// The rendered approval message.
+    pub message: String,
+    /// `R0`…`R4`; `R4` when the stored value is unreadable (see `damaged`).
+    pub risk_tier: RiskTier,
+    /// Whether a rule marks the action irreversible.
+    pub irreversible: bool,
+    /// Why approval is required.
+    pub reasons: Vec<Reason>,
+    /// Operator roles that may decide (empty: any operator). When the stored list is
+    /// unreadable it is `[`[`stored::UNREADABLE_ROLE`]`]`, a role nobody holds (see `damaged`).
+    pub approvers: Vec<String>,
+    /// Applied at expiry; `reject` when the stored value is unreadable (see `damaged`).
+    pub default_decision: DefaultDecision,
+    /// Unix milliseconds.
+    pub requested_at: i64,
+    /// Unix milliseconds; the approval expires at this time.
+    pub expires_at: i64,
+    /// Current status; `cancelled` when the stored value is unreadable (see `damaged`).
+    pub status: ApprovalStatus,
+    /// Unix milliseconds of the decision, expiry or cancellation.
+    pub decided_at: Option<i64>,
+    /// The decision that settled it (at most one).
+    pub decisions: Vec<DecisionRecord>,
+    /// The token's id and expiry once one was minted.
+    pub token: Option<TokenInfo>,
+    /// The agent's run id (seed 002 `runId`), if it sent one.
+    pub run_id: Option<String>,
+    /// The client device id the agent sent; the token is bound to it.
+    pub device_id: Option<String>,
+    /// Approvals with the same key are "similar" (same agent, server, tool and rules).
+    pub group_key: String,
+    /// Seed 002 `humanSummary`, verified against the canonical arguments at creation.
+    pub human_summary: String,
+    /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`).
+    pub triggers: Vec<String>,
+    /// Seed 002 `suggestedAlternatives` from the covering rules.
+    pub suggested_alternatives: Vec<String>,
+    /// `on_timeout` of the covering rules, if any.
+    pub escalation: Option<Escalation>,
+    /// Unix milliseconds when the wait was extended to the escalation roles.
+    pub escalated_at: Option<i64>,
+    /// `thresholds.output_bytes`: results larger than this are held (MCP proxy).
+    pub output_bytes: Option<u64>,
+    /// The decided scope (wire form `once`, `session`, `15m`, `workspace`) once approved;
+    /// `once` when the stored value is unreadable (see `damaged`).
+    pub scope: Option<GrantScope>,
+    /// The grant this approval created (scope wider than once) or was allowed by.
+    pub grant_id: Option<String>,
+    /// The operator's edit of the arguments, when approved with modifications.
+    pub edited: Option<EditedCall>,
+    /// MPLP trace id (UUID v4).
+    pub trace_id: String,
+    /// MPLP span id of this approval (UUID v4).
+    pub span_id: String,
+    /// MPLP Confirm `target_type` (`other` for a tool call).
+    pub target_type: String,
+    /// MPLP Confirm `target_id` (UUID v4): the held tool call, plan or other target.
+    pub target_id: String,
+    /// AAEP `reply_token` of its confirmation (`rpl_` + 32 hex), for approvals that were held.
+    pub reply_token: Option<String>,
+    /// RFC 6902 patch from the target's previous submission (a resubmitted plan), if any.
+    pub target_diff: Option<Value>,
+    /// The agent's own user may decide it in the MCP client (`in_client_approval`).
+    pub in_client_approval: bool,
+    /// Predicted side effects from the covering rules' `side_effects` (rendered).
+    pub side_effects: Vec<String>,
+    /// Rollback / safety notes from the covering rules' `rollback` (rendered).
+    pub rollback: Vec<String>,
+    /// The tool that previews this call (`dry_run_tool`), if a rule names one.
+    pub dry_run_tool: Option<String>,
+    /// Argument paths masked in everything that leaves the gateway (`redact`).
+    pub redact: Vec<String>,
+    /// Names of the stored columns that could not be read (issue 10 §8), e.g. `["approvers"]`;
+    /// each holds its most restrictive value above. Non-empty: nobody may decide, cancel or
+    /// expire the approval ([`crate::DecideError::Damaged`]) and `assent audit verify` reports it.
+    /// Not serialised when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
+}
+
+impl ApprovalRecord {
+    /// Masks this call's `redact` paths in what leaves the gateway.
+    pub fn redactor(&self) -> assent_core::redact::Redactor {
+        assent_core::redact::Redactor::new(&self.call.arguments, &self.redact)
+    }
+
+    /// RFC 8785 canonical JSON of the proposed arguments.
+    pub fn canonical_arguments(&self) -> String {
+        assent_core::canonical::canonical_value(&self.call.arguments)
+            .unwrap_or_else(|_| self.call.arguments.to_string())
+    }
+    /// The arguments the agent may run with: the operator's edit, else the proposed ones.
+    pub fn effective_arguments(&self) -> &Value {
+        self.edited
+            .as_ref()
+            .map_or(&self.call.arguments, |e| &e.arguments)
+    }
+    /// The AAEP deadline (Unix ms) announced in `agent.awaiting.confirmation`'s
+    /// `timeout_seconds` (AAEP §6.1, §6.4; issue 10 §5): when the default decision really
+    /// applies. For an approval with an `on_timeout` escalation not yet used, `expires_at` (the
+    /// first wait) plus the escalation's `after_seconds`; otherwise `expires_at` (an escalation
+    /// sets `expires_at` to this same deadline). Replies are accepted before it, countdowns
+    /// count toward it.
+    pub fn announced_deadline(&self) -> i64 {
+        decision::announced_deadline(self.expires_at, self.escalation.as_ref(), self.escalated_at)
+    }
+
+    /// The hash the token binds: of the edited call, else of the proposed one.
+    pub fn effective_hash(&self) -> &str {
+        self.edited
+            .as_ref()
+            .map_or(&self.call_hash, |e| &e.call_hash)
+    }
+}
+
+/// An operator's edit of a held call's arguments (seed 002 "Approve with modifications"),
+/// re-canonicalised and re-hashed. The caller re-checks it with the gatekeeper first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EditedCall {
+    /// The new arguments.
+    pub arguments: Value,
+    /// RFC 8785 canonical JSON of the arguments.
+    pub canonical_arguments: String,
+    /// RFC 8785 canonical JSON of the whole edited call (same tool and server).
+    pub canonical: String,
+    /// SHA-256 of `canonical`, lowercase hex.
+    pub call_hash: String,
+}
+
+/// The stored part of a minted token; [`Store::token_string`] signs it for the agent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TokenInfo {
+    /// `tokenId`, UUID v4.
+    pub token_id: String,
+    /// Unix milliseconds after which it cannot be redeemed.
+    pub expires_at: i64,
+    /// Unix milliseconds of its redemption, if redeemed.
+    pub used_at: Option<i64>,
+    /// Unix milliseconds of minting.
+    pub issued_at: i64,
+    /// The approval's scope (`once`, `session`, `15m`, `workspace`).
+    pub scope: String,
+    /// `issuedToClientDeviceId`, when the agent sent a device id.
+    pub device_id: Option<String>,
+    /// The call hash it binds.
+    pub call_hash: String,
+}
+
+impl Store {
+    /// Reads one approval with its decisions and token info.
+    pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        Ok(read_approval(&self.lock(), id)?)
+    }
+
+    /// Lists approvals, newest first, optionally only those with `status`, at most `limit`.
+    pub fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: u32,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let conn = self.lock();
+        let ids: Vec<String> = {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
+            )?;
+            stmt.query_map(params![status.map(|s| s.as_str()), limit], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(a) = read_approval(&conn, &id)? {
+                out.push(a);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The approval whose confirmation carries `reply_token`.
+    pub fn approval_by_reply_token(
+        &self,
+        token: &str,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let conn = self.lock();
+        let id: Option<String> = conn
+            .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
+            .query_row([token], |r| r.get(0))
+            .optional()?;
+        match id {
+            Some(id) => Ok(read_approval(&conn, &id)?),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Reads approval `id` with its decisions and token strictly ([`ApprovalRecord::damaged`]).
+pub(crate) fn read_approval(
+    conn: &Connection,
+    id: &str,
+) -> rusqlite::Result<Option<ApprovalRecord>> {
+    let rec = conn
+        .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
+            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact
+            FROM approvals WHERE id = ?1")?.query_row(
+            [id],
+            approval_row,
+        )
+        .optional()?;
+    let Some(mut rec) = rec else { return Ok(None) };
+    let mut stmt = conn.prepare_cached(
+        "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
+    )?;
+    let rows: Vec<(DecisionRecord, Vec<String>)> = stmt
+        .query_map([id], decision_row)?
+        .collect::<Result<_, _>>()?;
+    for (d, damaged) in rows {
+        rec.damaged.extend(damaged);
+        rec.decisions.push(d);
+    }
+    rec.token = conn
+        .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
+        .query_row([id], |r| {
+            Ok(TokenInfo {
+                token_id: r.get(0)?,
+                expires_at: r.get(1)?,
+                used_at: r.get(2)?,
+                issued_at: r.get(3)?,
+                scope: r.get(4)?,
+                device_id: r.get(5)?,
+                call_hash: r.get(6)?,
+            })
+        })
+        .optional()?;
+    Ok(Some(rec))
+}
+
+/// One `approvals` row (columns in `read_approval`'s SELECT order) read strictly: unreadable
+/// columns are named in `damaged` and hold their most restrictive value ([`stored::Columns`]).
+/// `decisions` and `token` are left empty. `Err` only for a wrong column index or a
+/// NOT NULL integer/text column of the wrong type.
+fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let mut c = stored::Columns::default();
+    let arguments = c.json(r, 5, "arguments", Value::Null)?;
+    let reasons = c.json(r, 11, "reasons", Vec::new())?;
+    let approvers = c.json(
+        r,
+        12,
+        "approvers",
+        vec![stored::UNREADABLE_ROLE.to_string()],
+    )?;
+    let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, worst::RISK_TIER)?;
+    let default_decision = c.parsed(
+        r,
+        13,
+        "default_decision",
+        DefaultDecision::parse,
+        worst::DEFAULT_DECISION,
+    )?;
+    let status = c.parsed(r, 16, "status", ApprovalStatus::parse, worst::STATUS)?;
+    let scope = c.parsed_opt(
+        r,
+        28,
+        "scope",
+        |s| GrantScope::parse(s).ok(),
+        Some(worst::SCOPE),
+    )?;
+    let escalate_to = c.list(r, 24, "escalate_to")?;
+    let after: Option<i64> = r.get(25)?;
+    let edited = edited_call(r, &mut c)?;
+    let triggers = c.list(r, 22, "triggers")?;
+    let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
+    let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
+    let side_effects = c.list(r, 40, "side_effects")?;
+    let rollback = c.list(r, 41, "rollback")?;
+    let redact = c.list(r, 43, "redact")?;
+    Ok(ApprovalRecord {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        session_id: r.get(2)?,
+        call: ToolCall {
+            tool: r.get(3)?,
+            server: r.get(4)?,
+            arguments,
+        },
+        canonical: r.get(6)?,
+        call_hash: r.get(7)?,
+        message: r.get(8)?,
+        risk_tier,
+        irreversible: r.get(10)?,
+        reasons,
+        approvers,
+        default_decision,
+        requested_at: r.get(14)?,
+        expires_at: r.get(15)?,
+        status,
+        decided_at: r.get(17)?,
+        decisions: Vec::new(),
+        token: None,
+        run_id: r.get(18)?,
+        device_id: r.get(19)?,
+        group_key: r.get(20)?,
+        human_summary: r.get(21)?,
+        triggers,
+        suggested_alternatives,
+        escalation: after.map(|a| Escalation {
+            escalate_to,
+            after_seconds: (a / 1000) as u64,
+        }),
+        escalated_at: r.get(26)?,
+        output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
+        scope,
+        grant_id: r.get(29)?,
+        edited,
+        trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
+        span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
+        target_type: r.get(35)?,
+        target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
+        reply_token: r.get(37)?,
+        target_diff,
+        in_client_approval: r.get(39)?,
+        side_effects,
+        rollback,
+        dry_run_tool: r.get(42)?,
+        redact,
+        damaged: c.damaged,
+    })
+}
+
+/// One `decisions` row (`decision, reason, actor, at, default_applied, decision_id`) read
+/// strictly, with the names of its unreadable columns (`decisions.decision`,
+/// `decisions.default_applied`).
+fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(DecisionRecord, Vec<String>)> {
+    let mut c = stored::Columns::default();
+    let d = DecisionRecord {
+        decision: c.parsed(
+            r,
+            0,
+            "decisions.decision",
+            Settlement::parse,
+            Settlement::Deny,
+        )?,
+        reason: r.get(1)?,
+        actor: r.get(2)?,
+        at: r.get(3)?,
+        default_applied: c.parsed_opt(
+            r,
+            4,
+            "decisions.default_applied",
+            DefaultDecision::parse,
+            Some(worst::DEFAULT_DECISION),
+        )?,
+        decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+    };
+    Ok((d, c.damaged))
+}
+
+/// The operator's edit stored with the approval (`edited_arguments`, read strictly, with
+/// `edited_canonical` and `edited_hash`, columns 30–32); `None` unless all three are present.
+fn edited_call(
+    r: &rusqlite::Row<'_>,
+    c: &mut stored::Columns,
+) -> rusqlite::Result<Option<EditedCall>> {
+    let edited_args = c.parsed_opt(
+        r,
+        30,
+        "edited_arguments",
+        |a| {
+            serde_json::from_str::<Value>(a)
+                .ok()
+                .map(|v| (v, a.to_string()))
+        },
+        None,
+    )?;
+    Ok(
+        match (
+            edited_args,
+            r.get::<_, Option<String>>(31)?,
+            r.get::<_, Option<String>>(32)?,
+        ) {
+            (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
+                arguments,
+                canonical_arguments: a,
+                canonical: c,
+                call_hash: h,
+            }),
+            _ => None,
+        },
+    )
+}

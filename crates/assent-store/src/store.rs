@@ -1,0 +1,39 @@
+//! The [`Store`] handle: one SQLite connection behind a mutex, the token key and the audit
+//! key. Opening it (migrations, key files) is `open.rs`; every other file adds methods.
+
+use crate::error::StoreError;
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Handle to the SQLite store and the token key. Cheap to share behind an `Arc`.
+pub struct Store {
+    /// The one connection; writers serialise on it ([`Store::lock`]).
+    pub(crate) conn: Mutex<Connection>,
+    /// HMAC key of approval tokens (`token.key`, at least 32 bytes).
+    pub(crate) key: Vec<u8>,
+    /// Ed25519 key that signs audit checkpoints (`audit.key`).
+    pub(crate) audit_key: ed25519_dalek::SigningKey,
+    /// `<data_dir>/assent.db`.
+    pub(crate) db_path: PathBuf,
+    /// How long a minted token stays redeemable (ms).
+    pub(crate) token_ttl_ms: i64,
+}
+
+impl Store {
+    /// How long a write waits for a lock held by another process before failing (default 10 s).
+    pub fn set_busy_timeout(&self, d: std::time::Duration) -> Result<(), StoreError> {
+        Ok(self.lock().busy_timeout(d)?)
+    }
+
+    /// Path of the database file.
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// The connection, waiting for other in-process writers; a poisoned lock is taken over.
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (transactions roll back on drop).
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

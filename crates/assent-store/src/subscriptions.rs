@@ -1,0 +1,203 @@
+//! AAEP subscriptions (AAEP §6.4): subscribing, closing, reading the event stream after a
+//! sequence number, courtesy notices and the honoured timeout extension. The envelopes and
+//! the subscription type are in [`crate::aaep`].
+
+use crate::aaep;
+use crate::audit;
+use crate::error::StoreError;
+use crate::record::ApprovalRecord;
+use crate::store::Store;
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::{Value, json};
+
+impl Store {
+    /// Stores a new AAEP subscription of operator `principal` (`aaep.subscribed` audited);
+    /// events after the newest one are delivered to it.
+    pub fn subscribe(
+        &self,
+        principal: &str,
+        request: &Value,
+        honored: &Value,
+        now: i64,
+    ) -> Result<aaep::Subscription, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let s = new_subscription(&tx, principal, request, honored, now)?;
+        tx.commit()?;
+        Ok(s)
+    }
+
+    /// One subscription.
+    pub fn subscription(&self, id: &str) -> Result<Option<aaep::Subscription>, StoreError> {
+        Ok(read_subscription(&self.lock(), id)?)
+    }
+
+    /// Closes subscription `id` of `principal` (`aaep.closed`); `false` when it is not theirs
+    /// or closed already. Pending confirmations are not affected (assent has other reply
+    /// channels; see docs/conformance.md).
+    pub fn close_subscription(
+        &self,
+        id: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
+            .execute(params![id, principal, now])?;
+        if n == 1 {
+            audit::append(
+                &tx,
+                now,
+                "aaep.closed",
+                None,
+                principal,
+                &json!({"subscription_id": id}),
+            )?;
+        }
+        tx.commit()?;
+        Ok(n == 1)
+    }
+
+    /// Events for subscription `sub` after `seq`, oldest first, at most `limit`.
+    pub fn events_after(
+        &self,
+        sub: &aaep::Subscription,
+        seq: i64,
+        limit: u32,
+    ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
+        Ok(read_events_after(&self.lock(), sub, seq, limit)?)
+    }
+
+    /// The `seq` of event `event_id` (for `Last-Event-ID`).
+    pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .lock()
+            .prepare_cached("SELECT seq FROM aaep_events WHERE event_id = ?1")?
+            .query_row([event_id], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Sends the courtesy notice of AAEP §6.3.5 to subscription `sub`: the confirmation with
+    /// `token` was already resolved.
+    pub fn courtesy_notice(
+        &self,
+        sub: &str,
+        a: &ApprovalRecord,
+        token: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        aaep::emit(
+            &tx,
+            &aaep::resolution(a, now, Some(token)),
+            Some(sub),
+            Some(&a.id),
+            now,
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
+    /// added to new confirmations.
+    pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare_cached("SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL")?;
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows
+            .iter()
+            .filter_map(|h| serde_json::from_str::<Value>(h).ok())
+            .filter_map(|h| h["assent"]["timeout_extension_seconds"].as_i64())
+            .max()
+            .unwrap_or(0)
+            * 1000)
+    }
+}
+
+/// Stores a new subscription of `principal` starting after the newest event; audits
+/// `aaep.subscribed`.
+fn new_subscription(
+    tx: &Transaction<'_>,
+    principal: &str,
+    request: &Value,
+    honored: &Value,
+    now: i64,
+) -> rusqlite::Result<aaep::Subscription> {
+    let id = aaep::random_id("sub_");
+    let start: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
+        r.get(0)
+    })?;
+    let sid = request["subscriber_id"].as_str().unwrap_or("anonymous");
+    tx.prepare_cached("INSERT INTO aaep_subscriptions (id, principal, subscriber_id, request, honored, start_seq, created_at) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
+        .execute(params![id, principal, sid, request.to_string(), honored.to_string(), start, now])?;
+    audit::append(
+        tx,
+        now,
+        "aaep.subscribed",
+        None,
+        principal,
+        &json!({"subscription_id": id, "subscriber_id": sid, "honored_capabilities": honored}),
+    )?;
+    Ok(aaep::Subscription {
+        id,
+        principal: principal.to_string(),
+        subscriber_id: sid.to_string(),
+        honored: honored.clone(),
+        start_seq: start,
+        closed_at: None,
+    })
+}
+
+/// One stored subscription.
+fn read_subscription(
+    conn: &rusqlite::Connection,
+    id: &str,
+) -> rusqlite::Result<Option<aaep::Subscription>> {
+    conn.prepare_cached("SELECT id, principal, subscriber_id, honored, start_seq, closed_at FROM aaep_subscriptions WHERE id = ?1")?
+        .query_row([id], |r| {
+            let honored: String = r.get(3)?;
+            Ok(aaep::Subscription {
+                id: r.get(0)?,
+                principal: r.get(1)?,
+                subscriber_id: r.get(2)?,
+                honored: serde_json::from_str(&honored).unwrap_or(Value::Null),
+                start_seq: r.get(4)?,
+                closed_at: r.get(5)?,
+            })
+        })
+        .optional()
+}
+
+/// Events for `sub` after `after_seq` (and after its start), oldest first, at most `limit`,
+/// each with its `sequence_number`.
+fn read_events_after(
+    conn: &rusqlite::Connection,
+    sub: &aaep::Subscription,
+    after_seq: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<aaep::StoredEvent>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, event_id, type, critical, data FROM aaep_events
+         WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
+    )?;
+    stmt.query_map(params![after_seq.max(sub.start_seq), sub.id, limit], |r| {
+        let data: String = r.get(4)?;
+        let seq: i64 = r.get(0)?;
+        let mut v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+        v["sequence_number"] = json!(seq);
+        Ok(aaep::StoredEvent {
+            seq,
+            event_id: r.get(1)?,
+            ty: r.get(2)?,
+            critical: r.get(3)?,
+            data: v,
+        })
+    })?
+    .collect()
+}

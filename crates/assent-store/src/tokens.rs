@@ -1,0 +1,355 @@
+//! Approval tokens and grants (seed 002 "Execution requires", "Approve with scope"): minting
+//! a token in a decision's transaction, signing it for the agent, redeeming it once, and the
+//! stored grants (listing, revoking, finding the one that covers a call). Which grant covers a
+//! call and what a new grant binds are `assent_core::grant` rules.
+
+use crate::audit;
+use crate::error::{RedeemError, StoreError};
+use crate::record::ApprovalRecord;
+use crate::store::Store;
+use assent_core::ToolCall;
+use assent_core::approval::GrantScope;
+use assent_core::grant;
+use assent_core::redeem::{self, Refusal};
+use assent_core::token::{self, TokenClaims};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use serde::Serialize;
+use serde_json::json;
+
+/// A stored grant (seed 002 "Approve with scope").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrantRecord {
+    /// UUID v4.
+    pub id: String,
+    /// The agent it lets through.
+    pub agent: String,
+    /// For scope `session`: the session.
+    pub session_id: Option<String>,
+    /// Tool name.
+    pub tool: String,
+    /// MCP server alias.
+    pub server: Option<String>,
+    /// The call hash it covers; `None` when widened to the whole tool.
+    pub call_hash: Option<String>,
+    /// `session`, a duration such as `15m`, or `workspace`.
+    pub scope: String,
+    /// Risk tier of the approval that created it.
+    pub risk_tier: String,
+    /// `workspace` on an R3/R4 tool (allowed after explicit confirmation, discouraged).
+    pub discouraged: bool,
+    /// The approval it came from.
+    pub approval_id: String,
+    /// The operator who granted it.
+    pub created_by: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds; `None` until revoked.
+    pub expires_at: Option<i64>,
+    /// Unix milliseconds of revocation.
+    pub revoked_at: Option<i64>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
+
+impl Store {
+    /// Mints the single-use token of approval `id` for `agent`, bound to `call_hash` and the
+    /// client device (if any), valid for the store's token lifetime; audits `token.minted`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mint(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        approval_id: &str,
+        agent: &str,
+        call_hash: &str,
+        scope: &str,
+        device_id: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> rusqlite::Result<()> {
+        let tid = uuid::Uuid::new_v4().to_string();
+        let exp = now.saturating_add(self.token_ttl_ms);
+        tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
+            params![tid, approval_id, agent, call_hash, now, exp, scope, device_id],
+        )?;
+        audit::append(
+            tx,
+            now,
+            "token.minted",
+            Some(approval_id),
+            actor,
+            &json!({"token_id": tid, "call_hash": call_hash, "agent": agent, "expires_at": exp,
+                    "scope": scope, "device_id": device_id}),
+        )
+    }
+
+    /// The signed token string for a minted token of approval `id`, for its agent.
+    pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        let row: Option<(String, String, String, i64)> = conn
+            .prepare_cached(
+                "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
+            )?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .optional()?;
+        Ok(row.map(|(tid, agent, h, exp)| {
+            token::sign(
+                &self.key,
+                &TokenClaims {
+                    tid,
+                    aid: id.to_string(),
+                    agent,
+                    h,
+                    exp,
+                },
+            )
+        }))
+    }
+
+    /// Redeems `token` for `agent`'s call with hash `call_hash`, from client device
+    /// `device_id`, atomically and once. A token bound to a device (the agent sent a
+    /// `device_id` with the call) is refused from any other or no device. Every attempt,
+    /// successful or not, is audited (`token.redeemed` / `token.refused`).
+    pub fn redeem(
+        &self,
+        token: &str,
+        agent: &str,
+        call_hash: &str,
+        device_id: Option<&str>,
+        now: i64,
+    ) -> Result<TokenClaims, RedeemError> {
+        let claims = token::verify(&self.key, token).ok();
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let presented = redeem::Presented {
+            agent,
+            call_hash,
+            device_id,
+            now,
+        };
+        let result = claims
+            .clone()
+            .ok_or(RedeemError::Invalid)
+            .and_then(|c| consume(&tx, c, &presented));
+        let aid = claims.as_ref().map(|c| c.aid.as_str());
+        match &result {
+            Ok(c) => audit::append(
+                &tx,
+                now,
+                "token.redeemed",
+                aid,
+                agent,
+                &json!({"token_id": c.tid, "call_hash": call_hash, "device_id": device_id}),
+            )?,
+            Err(RedeemError::Store(_)) => {}
+            Err(e) => audit::append(
+                &tx,
+                now,
+                "token.refused",
+                aid,
+                agent,
+                &json!({"token_id": claims.as_ref().map(|c| c.tid.clone()), "call_hash": call_hash, "device_id": device_id, "error": e.to_string()}),
+            )?,
+        }
+        tx.commit()?;
+        result
+    }
+
+    /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
+    /// `all`.
+    pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<GrantRecord>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
+             FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
+        )?;
+        let rows = stmt
+            .query_map(params![all, now], |r| {
+                Ok(GrantRecord {
+                    id: r.get(0)?,
+                    agent: r.get(1)?,
+                    session_id: r.get(2)?,
+                    tool: r.get(3)?,
+                    server: r.get(4)?,
+                    call_hash: r.get(5)?,
+                    scope: r.get(6)?,
+                    risk_tier: r.get(7)?,
+                    discouraged: r.get(8)?,
+                    approval_id: r.get(9)?,
+                    created_by: r.get(10)?,
+                    created_at: r.get(11)?,
+                    expires_at: r.get(12)?,
+                    revoked_at: r.get(13)?,
+                    revoked_by: r.get(14)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was
+    /// revoked already.
+    pub fn revoke_grant(&self, id: &str, actor: &str, now: i64) -> Result<bool, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx
+            .prepare_cached("UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL")?
+            .execute(params![id, now, actor])?;
+        if n == 1 {
+            let aid: String = tx
+                .prepare_cached("SELECT approval_id FROM grants WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))?;
+            audit::append(
+                &tx,
+                now,
+                "grant.revoked",
+                Some(&aid),
+                actor,
+                &json!({"grant_id": id}),
+            )?;
+        }
+        tx.commit()?;
+        Ok(n == 1)
+    }
+}
+
+/// The oldest grant that covers `agent`'s call ([`grant::covers`]: same tool and server, same
+/// call hash unless widened to the tool, same session for `session` grants, not expired at
+/// `now` or revoked). Returns `(grant id, scope)`.
+pub(crate) fn find_grant(
+    tx: &Transaction<'_>,
+    agent: &str,
+    session_id: &str,
+    call: &ToolCall,
+    call_hash: &str,
+    now: i64,
+) -> rusqlite::Result<Option<(String, String)>> {
+    type Row = (
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        bool,
+    );
+    let rows: Vec<Row> = tx
+        .prepare_cached(
+            "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
+             WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
+        )?
+        .query_map(params![agent, call.tool, call.server], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let c = grant::CallView {
+        agent,
+        session_id,
+        tool: &call.tool,
+        server: call.server.as_deref(),
+        call_hash,
+        now,
+    };
+    Ok(rows
+        .into_iter()
+        .find(|(_, _, session, hash, expires_at, revoked)| {
+            let g = grant::GrantView {
+                agent,
+                session_id: session.as_deref(),
+                tool: &call.tool,
+                server: call.server.as_deref(),
+                call_hash: hash.as_deref(),
+                expires_at: *expires_at,
+                revoked: *revoked,
+            };
+            grant::covers(&g, &c)
+        })
+        .map(|(id, scope, ..)| (id, scope)))
+}
+
+/// A grant being created by an approval's decision.
+pub(crate) struct NewGrant<'a> {
+    /// The approval decided.
+    pub rec: &'a ApprovalRecord,
+    /// The approved call's hash (of the edit, when edited).
+    pub call_hash: &'a str,
+    /// The decided scope (not `once`).
+    pub scope: GrantScope,
+    /// What it binds ([`grant::terms`]).
+    pub terms: grant::GrantTerms,
+    /// Widened from the exact call to every call of the tool.
+    pub whole_tool: bool,
+    /// `workspace` on an R3/R4 tool ([`assent_core::decision::workspace_discouraged`]).
+    pub discouraged: bool,
+}
+
+/// Stores grant `g` by `actor`, links it to its approval and audits `grant.created`; returns
+/// its id (UUID v4).
+pub(crate) fn create_grant(
+    tx: &Transaction<'_>,
+    g: &NewGrant<'_>,
+    actor: &str,
+    now: i64,
+) -> rusqlite::Result<String> {
+    let (rec, t) = (g.rec, g.terms);
+    let gid = uuid::Uuid::new_v4().to_string();
+    let scope_wire = g.scope.to_wire();
+    let session = t.session_bound.then_some(&rec.session_id);
+    let hash = t.exact_call.then_some(g.call_hash);
+    tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
+        .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, hash,
+            scope_wire, rec.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at])?;
+    tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
+        .execute(params![rec.id, gid])?;
+    audit::append(
+        tx,
+        now,
+        "grant.created",
+        Some(&rec.id),
+        actor,
+        &json!({
+        "grant_id": gid, "agent": rec.agent, "session_id": session, "tool": rec.call.tool,
+        "server": rec.call.server, "call_hash": hash, "whole_tool": g.whole_tool,
+        "scope": scope_wire, "expires_at": t.expires_at, "discouraged": g.discouraged}),
+    )?;
+    Ok(gid)
+}
+
+/// Checks token `c` against the attempt ([`redeem::check`] on its stored row) and marks it
+/// used, once (a concurrent redemption that got there first makes this one `Used`).
+fn consume(
+    tx: &Transaction<'_>,
+    c: TokenClaims,
+    p: &redeem::Presented<'_>,
+) -> Result<TokenClaims, RedeemError> {
+    type Row = (String, String, i64, Option<i64>, Option<String>);
+    let row: Option<Row> = tx
+        .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?
+        .query_row(params![c.tid, c.aid], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .optional()?;
+    let (agent, hash, expires_at, used, device) = row.ok_or(RedeemError::Invalid)?;
+    let minted = redeem::Minted {
+        agent: &agent,
+        call_hash: &hash,
+        expires_at,
+        used: used.is_some(),
+        device_id: device.as_deref(),
+    };
+    redeem::check(&minted, &c, p).map_err(|r| match r {
+        Refusal::WrongAgent => RedeemError::WrongAgent,
+        Refusal::Used => RedeemError::Used,
+        Refusal::Expired => RedeemError::Expired,
+        Refusal::DeviceMismatch => RedeemError::DeviceMismatch,
+        Refusal::Mismatch(approved) => RedeemError::Mismatch {
+            approved,
+            presented: p.call_hash.to_string(),
+        },
+    })?;
+    let n = tx
+        .prepare_cached("UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL")?
+        .execute(params![c.tid, p.now])?;
+    if n != 1 {
+        return Err(RedeemError::Used);
+    }
+    Ok(c)
+}

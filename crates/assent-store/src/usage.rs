@@ -1,0 +1,67 @@
+//! What counts toward thresholds and caps: the session's earlier calls (`usage` rows whose
+//! approval still stands) for rate and cost triggers, and how many approvals and questions of
+//! an agent wait for a person (`max_pending_per_agent`). Reads only.
+
+use crate::error::StoreError;
+use crate::store::Store;
+use assent_core::triggers::PriorCall;
+use rusqlite::{Connection, params};
+use serde_json::Value;
+
+impl Store {
+    /// The earlier calls of `agent`'s session that count toward thresholds, without approval
+    /// `except`'s own call: what an edit of that approval is re-gated with (issue 10 §3).
+    pub fn session_calls(
+        &self,
+        agent: &str,
+        session_id: &str,
+        except: Option<&str>,
+    ) -> Result<Vec<PriorCall>, StoreError> {
+        Ok(prior_calls_except(&self.lock(), agent, session_id, except)?)
+    }
+}
+
+/// The earlier calls of `agent`'s session that count toward thresholds: allowed ones, and
+/// those whose approval is pending, approved or expired into an approval.
+pub(crate) fn prior_calls(
+    tx: &Connection,
+    agent: &str,
+    session_id: &str,
+) -> rusqlite::Result<Vec<PriorCall>> {
+    prior_calls_except(tx, agent, session_id, None)
+}
+
+/// [`prior_calls`] without the usage of approval `except` (the call an edit replaces).
+pub(crate) fn prior_calls_except(
+    tx: &Connection,
+    agent: &str,
+    session_id: &str,
+    except: Option<&str>,
+) -> rusqlite::Result<Vec<PriorCall>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT u.tool, u.server, u.at, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
+         WHERE u.agent = ?1 AND u.session_id = ?2 AND (?3 IS NULL OR u.approval_id IS NOT ?3)
+           AND (a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))
+         ORDER BY u.at",
+    )?;
+    stmt.query_map(params![agent, session_id, except], |r| {
+        let args: String = r.get(3)?;
+        Ok(PriorCall {
+            tool: r.get(0)?,
+            server: r.get(1)?,
+            at_ms: r.get(2)?,
+            arguments: serde_json::from_str(&args).unwrap_or(Value::Null),
+        })
+    })?
+    .collect()
+}
+
+/// How many approvals and clarification questions of `agent` wait for a person: what
+/// `max_pending_per_agent` caps (issue 10 §16).
+pub(crate) fn pending_of(conn: &Connection, agent: &str) -> rusqlite::Result<u64> {
+    conn.prepare_cached(
+        "SELECT (SELECT count(*) FROM approvals WHERE agent = ?1 AND status = 'pending')
+              + (SELECT count(*) FROM clarifications WHERE agent = ?1 AND status = 'pending')",
+    )?
+    .query_row([agent], |r| r.get(0))
+}
