@@ -13,10 +13,11 @@
 //! - An upstream that fails to start, or dies, is reported (its tools are missing and its calls
 //!   answer an error naming it); the others keep working.
 
-use crate::{
-    AskUser, Asker, Gateway, Hold, HoldState, Outcome, ProxyConfig, apply_pins, era, task_options,
-    task_run,
-};
+use crate::ask::{AskUser, Asker};
+use crate::era;
+use crate::gateway::Gateway;
+use crate::kit::{Hold, HoldState, Outcome, ProxyConfig, apply_pins};
+use crate::tasks::{task_options, task_run};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, GetTaskParams, GetTaskResult, ListToolsResult, PaginatedRequestParams,
