@@ -5,9 +5,8 @@
 //! forwarded. The client closing stdin withdraws every approval still waited on
 //! ([`Relay::withdraw_waiting`]). The call's result is the upstream reader's.
 
-use super::client::Resume;
 use super::pins::pin_gate;
-use super::state::{Forwarded, Relay, Waiting};
+use super::state::{Forwarded, Relay, Resume, Waiting};
 use super::tasks::TASK_APPROVAL_PREFIX;
 use crate::ask::{AskUser, Asker, elicitation_schema, user_answer};
 use crate::era::{self, Era};

@@ -5,8 +5,7 @@
 //! proxy's own tasks, the handshake, cancellation) or, unchanged in meaning, upstream. What
 //! goes upstream is the serialisation of the value the proxy read, never the client's bytes.
 
-use super::state::Relay;
-use crate::ask::UserAnswer;
+use super::state::{Relay, Resume};
 use crate::era::{self, Era};
 use crate::kit::{TASKS, refusal, reply};
 use serde_json::{Value, json};
@@ -14,9 +13,6 @@ use std::sync::atomic::Ordering;
 
 /// Where a request carries its sender's capabilities (modern sessions).
 const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";
-
-/// A modern client's retried call: the approval it resumes and the user's answer, if any.
-pub(super) type Resume = Option<(String, Option<UserAnswer>)>;
 
 impl Relay {
     /// Handles one line from the client.

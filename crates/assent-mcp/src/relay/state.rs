@@ -5,6 +5,7 @@
 //! `tasks` and `upstream` do.
 
 use super::pins::{PIN_ID_PREFIX, Pins};
+use crate::ask::UserAnswer;
 use crate::ends::Ends;
 use crate::gateway::Gateway;
 use crate::kit::{HoldState, ProxyConfig};
@@ -28,6 +29,9 @@ pub(super) struct Forwarded {
     /// The MCP task awaiting this result, when the call became one.
     pub(super) task: Option<TaskDone>,
 }
+
+/// A modern client's retried call: the approval it resumes and the user's answer, if any.
+pub(super) type Resume = Option<(String, Option<UserAnswer>)>;
 
 /// A call waiting at the gateway: the approval id once held, and how to stop the wait:
 /// `Some(reason)` cancels its approval with that reason, `None` only stops (the approval was
