@@ -41,6 +41,12 @@
 //! fails closed when it cannot ask. The relay is hand-written rather than built on rmcp
 //! because it must pass every other message through unchanged in meaning, whatever protocol
 //! version the two ends negotiate.
+//!
+//! Layout, top to bottom (an import only points down): [`run`] (`relay/`: the stdio proxy,
+//! a `Relay` over one shared state, its handlers per direction and per message) and [`hub`]
+//! (the rmcp hub), both over [`Gateway`] (`gateway.rs`: the HTTP client of the `/v1` API),
+//! `tasks.rs` (MCP tasks shared by both), [`era`] and `ends.rs` (the MCP eras), `ask.rs`
+//! (in-client approval) and `kit.rs` (the shared types and JSON-RPC lines).
 
 #![warn(missing_docs)]
 
