@@ -17,7 +17,7 @@
 //! back, [`discover_from_initialize`] / [`initialize_from_discover`] for the handshake, and
 //! [`input_required`] / [`input_answer`] for an in-client approval asked of a modern client.
 
-use crate::UserAnswer;
+use crate::ask::UserAnswer;
 use serde_json::{Map, Value, json};
 
 /// The modern revision the proxy and the hub speak (2026-07-28).
@@ -211,7 +211,7 @@ pub fn discover_from_initialize(init: &Value, tasks: bool) -> Value {
         c.remove("tasks");
     }
     if tasks {
-        caps["extensions"][crate::TASKS] = json!({});
+        caps["extensions"][crate::kit::TASKS] = json!({});
     }
     let mut d = json!({
         "supportedVersions": [MODERN_VERSION],
@@ -266,7 +266,7 @@ pub fn input_required(question: &str, approval_id: &str) -> Value {
     json!({
         "resultType": "input_required",
         "inputRequests": {INPUT_KEY: {"method": "elicitation/create", "params": {
-            "mode": "form", "message": question, "requestedSchema": crate::elicitation_schema(),
+            "mode": "form", "message": question, "requestedSchema": crate::ask::elicitation_schema(),
         }}},
         "requestState": format!("{REQUEST_STATE_PREFIX}{approval_id}"),
     })
@@ -298,7 +298,7 @@ pub fn resumed_approval(params: &Value) -> Option<String> {
 /// elicitation result), as [`crate::user_answer`] reads it; `None` when there is none.
 pub fn input_answer(params: &Value) -> Option<UserAnswer> {
     let r = params.get("inputResponses")?.get(INPUT_KEY)?;
-    crate::user_answer(r.get("action")?.as_str()?, r.get("content"))
+    crate::ask::user_answer(r.get("action")?.as_str()?, r.get("content"))
 }
 
 /// Removes assent's own round (`inputResponses`, `requestState`) from a retried `tools/call`,
@@ -382,7 +382,7 @@ mod tests {
         assert_eq!(d["supportedVersions"], json!([MODERN_VERSION]));
         assert_eq!(d["capabilities"]["tools"], json!({"listChanged": true}));
         assert!(d["capabilities"].get("tasks").is_none());
-        assert!(d["capabilities"]["extensions"][crate::TASKS].is_object());
+        assert!(d["capabilities"]["extensions"][crate::kit::TASKS].is_object());
         assert_eq!(d["_meta"][SERVER_INFO_META]["name"], "up");
         assert_eq!(d["resultType"], "complete");
         let i = initialize_from_discover(&d, Some("2025-06-18"));

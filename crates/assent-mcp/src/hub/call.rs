@@ -1,0 +1,185 @@
+//! One `tools/call` through the hub ([`Call`]): the pin check of the tool as the upstream
+//! defines it now (waiting for the review of a changed one), the gateway (waiting for a human
+//! when held, or asking a modern client in an `input_required` result), the upstream, and the
+//! result report (holding a result over `output_bytes`). Progress, cancellation and tasks are
+//! the handler's.
+
+use super::state::Hub;
+use super::upstream::Upstream;
+use crate::ask::{Asker, UserAnswer};
+use crate::era;
+use crate::gateway::Gateway;
+use crate::kit::{Hold, HoldState, Outcome};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Tool};
+use rmcp::service::{Peer, RoleClient};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A tool's definition as JSON (for the pin check).
+pub(super) fn tool_json(t: &Tool) -> Value {
+    serde_json::to_value(t).unwrap_or(Value::Null)
+}
+
+/// The `TOOL_DENIED: why` error result of a call that is not forwarded.
+pub(super) fn denied_result(why: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("TOOL_DENIED: {why}"))])
+}
+
+/// An error result that is not a denial (the call could not be completed).
+pub(super) fn failed(why: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(why.to_string())])
+}
+
+/// One `tools/call` on its way through the hub, owning what it needs so that it can outlive
+/// the request when it becomes a task.
+pub(super) struct Call {
+    pub(super) hub: Arc<Hub>,
+    pub(super) gw: Gateway,
+    pub(super) alias: String,
+    pub(super) tool: String,
+    pub(super) args: Value,
+    /// What the call waits for, for progress, status and cancellation.
+    pub(super) held: Arc<HoldState>,
+}
+
+impl Call {
+    /// The pin check of the tool as the upstream defines it now, the gateway (waiting for a
+    /// human when held), the upstream, and the result report (holding a result over
+    /// `output_bytes`). A denial is a `TOOL_DENIED:` error result; the call is then never
+    /// forwarded. A modern client that may approve in the client gets an `input_required`
+    /// question instead ([`era::input_required`]); its retry comes back as `resume` (the
+    /// approval it names and the user's answer) and goes through [`Gateway::resume`].
+    pub(super) async fn run(
+        self,
+        ask: Asker,
+        resume: Option<(String, Option<UserAnswer>)>,
+    ) -> CallToolResponse {
+        let Some(up) = self.hub.upstreams.get(&self.alias) else {
+            return failed(&format!("no MCP upstream `{}`", self.alias)).into();
+        };
+        let Some(peer) = &up.peer else {
+            return failed(&format!("upstream `{}` is unavailable", self.alias)).into();
+        };
+        if let Err(denied) = self.pin_check(up).await {
+            return denied.into();
+        }
+        let (gw, tool, args, held) = (&self.gw, &self.tool, &self.args, &self.held);
+        let outcome = match resume {
+            Some((id, answer)) => {
+                gw.resume(&id, Some((tool, args)), answer.as_ref(), held)
+                    .await
+                    .0
+            }
+            None => gw.gate_asking(tool, args, held, ask).await,
+        };
+        let (edited, limit, approval_id) = match outcome {
+            Outcome::Denied(why) => return denied_result(&why).into(),
+            Outcome::AskClient {
+                approval_id,
+                question,
+            } => {
+                return match serde_json::from_value(era::input_required(&question, &approval_id)) {
+                    Ok(ir) => CallToolResponse::InputRequired(ir),
+                    Err(e) => failed(&format!("the in-client question failed: {e}")).into(),
+                };
+            }
+            Outcome::Forward {
+                edited,
+                output_limit,
+                approval_id,
+            } => (edited, output_limit, approval_id),
+        };
+        held.send_replace(Hold::Forwarding);
+        let run_with = edited.unwrap_or_else(|| args.clone());
+        self.forward(peer, run_with, limit, approval_id).await
+    }
+
+    /// The pin check: first the upstream's whole list, once (as `tools/list` does): a server
+    /// first seen through a call is pinned whole, so its other tools do not count as new
+    /// later. Then the tool, waiting for the review of a changed definition. `Err` is the
+    /// denial to answer.
+    async fn pin_check(&self, up: &Upstream) -> Result<(), CallToolResult> {
+        let (gw, alias, tool) = (&self.gw, &self.alias, &self.tool);
+        let list: Vec<Value> = match up.tools(false).await {
+            Ok(list) => list.iter().map(tool_json).collect(),
+            Err(e) => {
+                return Err(denied_result(&format!(
+                    "upstream `{alias}` tools/list failed: {e}"
+                )));
+            }
+        };
+        let Some(def) = list.iter().find(|t| t["name"] == tool.as_str()).cloned() else {
+            return Err(denied_result(&format!(
+                "`{tool}` is not a tool of upstream `{alias}`"
+            )));
+        };
+        let whole = up
+            .whole_checked
+            .get_or_try_init(|| async { gw.check_tools(&list).await.map(|_| ()) })
+            .await;
+        if let Err(e) = whole {
+            return Err(denied_result(&format!(
+                "the tool list could not be verified: {e}"
+            )));
+        }
+        match gw.check_tools(&[def]).await {
+            Ok(states) => match states.get(tool) {
+                Some(s) if s.state == "held" => {
+                    let review = s.review_id.clone().unwrap_or_default();
+                    self.held.send_replace(Hold::Review(review.clone()));
+                    gw.await_review(&review)
+                        .await
+                        .map_err(|why| denied_result(&why))
+                }
+                Some(_) => Ok(()),
+                None => Err(denied_result(&format!("`{tool}` could not be verified"))),
+            },
+            Err(e) => Err(denied_result(&format!(
+                "the tool list could not be verified: {e}"
+            ))),
+        }
+    }
+
+    /// Runs the cleared call upstream with `run_with` and reports its result: one over the
+    /// call's `limit` reaches the client only once released, otherwise it is relayed at once
+    /// and reported alongside.
+    async fn forward(
+        &self,
+        peer: &Peer<RoleClient>,
+        run_with: Value,
+        limit: Option<u64>,
+        approval_id: Option<String>,
+    ) -> CallToolResponse {
+        let (gw, tool) = (self.gw.clone(), self.tool.clone());
+        let mut params = CallToolRequestParams::new(tool.clone());
+        if let Value::Object(m) = &run_with {
+            params = params.with_arguments(m.clone());
+        }
+        let mut result = match peer.call_tool(params).await {
+            Ok(r) => r,
+            Err(e) => return failed(&format!("upstream `{}` failed: {e}", self.alias)).into(),
+        };
+        let text = serde_json::to_string(&result).unwrap_or_default();
+        if limit.is_some_and(|l| text.len() as u64 > l) {
+            if let Err(why) = gw
+                .release(&tool, &run_with, &text, approval_id.as_deref())
+                .await
+            {
+                return denied_result(&format!("result withheld: {why}")).into();
+            }
+        } else {
+            tokio::spawn(async move {
+                if let Err(e) = gw
+                    .release(&tool, &run_with, &text, approval_id.as_deref())
+                    .await
+                {
+                    tracing::warn!(error = %e, "result hash not recorded");
+                }
+            });
+        }
+        // Relayed in the client's era: tagged `complete` here (a legacy upstream sends no
+        // tag); rmcp removes the tag again for a legacy client.
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        result.into()
+    }
+}

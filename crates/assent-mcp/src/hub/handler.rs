@@ -1,0 +1,291 @@
+//! The hub's MCP server side ([`HubHandler`], one per client session): the agent key (a stdio
+//! client's, or an HTTP client's bearer), `tools/list` across the upstreams the agent declares
+//! (checked against their pins, named `ALIAS__TOOL`), `tools/call` (the [`Call`], with
+//! progress notifications and cancellation while it waits, or as a task), `tasks/get` and
+//! `tasks/cancel`, and in-client approval by the client's means. Transports are
+//! `transport`'s.
+
+use super::call::{Call, denied_result, tool_json};
+use super::state::Hub;
+use super::tasks::{call_as_task, own_task};
+use crate::ask::{AskUser, Asker};
+use crate::era;
+use crate::kit::{Hold, apply_pins};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// One client's view of the hub. `key`: the agent key of a stdio client; HTTP clients send
+/// theirs as `Authorization: Bearer KEY` on every request.
+#[derive(Clone)]
+pub struct HubHandler {
+    hub: Arc<Hub>,
+    key: Option<String>,
+    session: String,
+}
+
+impl HubHandler {
+    /// A handler for HTTP clients (the key comes with each request).
+    pub fn http(hub: Arc<Hub>) -> Self {
+        Self {
+            hub,
+            key: None,
+            session: format!("mcp-{}", uuid::Uuid::new_v4()),
+        }
+    }
+
+    /// A handler for one stdio client acting with `key`, in session `session`.
+    pub fn stdio(hub: Arc<Hub>, key: String, session: String) -> Self {
+        Self {
+            hub,
+            key: Some(key),
+            session,
+        }
+    }
+
+    fn key(&self, ctx: &RequestContext<RoleServer>) -> Result<String, McpError> {
+        if let Some(k) = &self.key {
+            return Ok(k.clone());
+        }
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get(http::header::AUTHORIZATION))
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(|k| k.trim().to_string())
+            .ok_or_else(|| {
+                McpError::invalid_request("send the agent's key as Authorization: Bearer KEY", None)
+            })
+    }
+
+    /// The MCP session of an HTTP client (its `Mcp-Session-Id`), else this handler's.
+    fn session(&self, ctx: &RequestContext<RoleServer>) -> String {
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|h| h.to_str().ok())
+            .map(|s| format!("mcp-{s}"))
+            .unwrap_or_else(|| self.session.clone())
+    }
+}
+
+/// A call answered `TOOL_DENIED: why`, never forwarded.
+fn denied(why: &str) -> CallToolResponse {
+    denied_result(why).into()
+}
+
+impl ServerHandler for HubHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let key = self.key(&ctx)?;
+        let agent = self
+            .hub
+            .agent_of(&key)
+            .await
+            .map_err(|e| McpError::invalid_request(e, None))?;
+        let session = self.session(&ctx);
+        let mut all = Vec::new();
+        for (alias, up) in &self.hub.upstreams {
+            let Ok(declared) = self.hub.declared(&key, &agent, alias).await else {
+                continue;
+            };
+            if up.peer.is_none() {
+                tracing::warn!(upstream = %alias, error = ?up.error, "upstream unavailable: its tools are not listed");
+                continue;
+            }
+            let tools = match up.tools(true).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(upstream = %alias, error = %e, "upstream tools/list failed");
+                    continue;
+                }
+            };
+            // Every tool is checked (a server is pinned whole the first time it is seen), the
+            // declared ones shown.
+            let mut list: Vec<Value> = tools.iter().map(tool_json).collect();
+            let gw = self.hub.gateway(&key, &agent, alias, &session);
+            match gw.check_tools(&list).await {
+                Ok(states) => {
+                    list.retain(|t| {
+                        declared
+                            .as_ref()
+                            .is_none_or(|d| d.iter().any(|n| t["name"] == n.as_str()))
+                    });
+                    apply_pins(&mut list, &states);
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %alias, error = %e, "tool list not verified: not shown");
+                    continue;
+                }
+            }
+            for mut t in list {
+                let name = t["name"].as_str().unwrap_or("").to_string();
+                t["name"] = json!(format!("{alias}__{name}"));
+                if let Ok(tool) = serde_json::from_value::<Tool>(t) {
+                    all.push(tool);
+                }
+            }
+        }
+        Ok(ListToolsResult::with_all_items(all))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let key = self.key(&ctx)?;
+        let agent = match self.hub.agent_of(&key).await {
+            Ok(a) => a,
+            Err(e) => return Ok(denied(&e)),
+        };
+        let Some((alias, tool)) = request.name.split_once("__") else {
+            return Ok(denied(&format!(
+                "`{}` is not an ALIAS__TOOL name of this gateway",
+                request.name
+            )));
+        };
+        let Some(up) = self.hub.upstreams.get(alias) else {
+            return Ok(denied(&format!(
+                "no MCP upstream `{alias}` in this gateway"
+            )));
+        };
+        if up.peer.is_none() {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "upstream `{alias}` is unavailable: {}",
+                up.error.as_deref().unwrap_or("not connected")
+            ))])
+            .into());
+        }
+        let session = self.session(&ctx);
+        let call = Call {
+            hub: self.hub.clone(),
+            gw: self.hub.gateway(&key, &agent, alias, &session),
+            alias: alias.to_string(),
+            tool: tool.to_string(),
+            args: Value::Object(request.arguments.clone().unwrap_or_default()),
+            held: Arc::new(watch::Sender::new(Hold::Nothing)),
+        };
+        let tasks = ctx
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        let ask = ask_user(&ctx, tasks);
+        // A modern client retrying with its in-client answer resumes its approval.
+        let own_round = json!({"requestState": request.request_state,
+                               "inputResponses": request.input_responses});
+        let resume =
+            era::resumed_approval(&own_round).map(|id| (id, era::input_answer(&own_round)));
+        if tasks {
+            return call_as_task(&self.hub, call, ask, agent, &ctx).await;
+        }
+
+        // Without tasks: the request stays open while the call waits, with progress
+        // notifications when the client sent a progress token.
+        let (held, gw, name) = (call.held.clone(), call.gw.clone(), request.name.to_string());
+        let token = ctx.meta.get_progress_token();
+        let ticker = async {
+            let Some(token) = token.clone() else {
+                return std::future::pending::<()>().await;
+            };
+            let mut n = 0.0;
+            loop {
+                tokio::time::sleep(Duration::from_secs(self.hub.progress_seconds.max(1))).await;
+                n += 1.0;
+                let mut p = ProgressNotificationParam::new(token.clone(), n);
+                p.message = Some(held.borrow().describe(&name));
+                let _ = ctx.peer.notify_progress(p).await;
+            }
+        };
+        tokio::select! {
+            r = call.run(ask, resume) => Ok(r),
+            _ = ticker => unreachable!("the ticker never ends"),
+            _ = ctx.ct.cancelled() => {
+                let approval = held.borrow().approval();
+                if let Some(a) = approval {
+                    gw.cancel(&a, "the MCP client cancelled the request").await;
+                }
+                Err(McpError::invalid_request("cancelled by the client", None))
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        own_task(&self.hub, &self.key(&ctx)?, &request.task_id).await?;
+        Ok(GetTaskResult::new(
+            self.hub.tasks.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        own_task(&self.hub, &self.key(&ctx)?, &request.task_id).await?;
+        self.hub.tasks.cancel_task(&request.task_id)
+    }
+}
+
+/// In-client approval: how the client's user can be asked. A modern (2026-07-28) client that
+/// declared `elicitation` is asked in an `input_required` result (unless it uses tasks: it has
+/// no request open to answer, so operators decide); a legacy one by an elicitation request.
+fn ask_user(ctx: &RequestContext<RoleServer>, tasks: bool) -> Asker {
+    let modern = ctx.protocol_version().is_some_and(|v| !v.has_initialize());
+    let can_elicit = ctx
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some());
+    if !can_elicit {
+        return Asker::Nobody;
+    }
+    if modern {
+        return if tasks {
+            Asker::Nobody
+        } else {
+            Asker::InputRequired
+        };
+    }
+    let peer = ctx.peer.clone();
+    let ask: AskUser = Arc::new(move |question: String| {
+        let peer = peer.clone();
+        Box::pin(async move {
+            let schema = serde_json::from_value(crate::ask::elicitation_schema()).ok()?;
+            let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: question,
+                requested_schema: schema,
+            };
+            let r = peer.create_elicitation(params).await.ok()?;
+            let action = match r.action {
+                rmcp::model::ElicitationAction::Accept => "accept",
+                rmcp::model::ElicitationAction::Decline => "decline",
+                _ => return None,
+            };
+            crate::ask::user_answer(action, r.content.as_ref())
+        })
+    });
+    Asker::Elicit(ask)
+}

@@ -1,0 +1,31 @@
+//! The MCP hub: one MCP endpoint in front of many upstream MCP servers (issue 4), built on
+//! rmcp. Clients connect over streamable HTTP (`/mcp` on `assent serve`, the bearer key
+//! naming the agent) or over stdio (`assent mcp --agent ID --config assent.yaml`); upstreams
+//! run as child processes from `mcp_upstreams` in the gateway config.
+//!
+//! - `tools/list`: for each upstream alias the agent declares (`action_space.mcp_servers`), the
+//!   upstream's tools (only its `allowed_tools` when it lists them), checked against their
+//!   pins exactly as the stdio proxy does, named `ALIAS__TOOL`.
+//! - `tools/call ALIAS__TOOL`: the pin check, then the gateway (`POST /v1/tool-calls`, waiting
+//!   for a human with progress notifications when the client sent a progress token, the
+//!   approval cancelled when the client cancels or disconnects), then the upstream; the result
+//!   is reported (and held over `output_bytes`) as in the stdio proxy.
+//! - An upstream that fails to start, or dies, is reported (its tools are missing and its calls
+//!   answer an error naming it); the others keep working.
+//!
+//! Layout: `state` (the [`Hub`]: upstreams, gateway client, task owners), `upstream` (one
+//! upstream's connection and tool list), `call` (one `tools/call` through pins, gateway,
+//! upstream and result report), `tasks` (calls that became MCP tasks), `handler` (the MCP
+//! server side, [`HubHandler`]) and `transport` (stdio and streamable HTTP).
+
+mod call;
+mod handler;
+mod state;
+mod tasks;
+mod transport;
+mod upstream;
+
+pub use handler::HubHandler;
+pub use state::Hub;
+pub use transport::{http_service, serve_stdio};
+pub use upstream::UpstreamSpec;

@@ -1,0 +1,111 @@
+//! The hub's MCP tasks (SEP-2663): a `tools/call` of a client that declared the tasks
+//! extension becomes a task once it waits for a human ([`call_as_task`]), owned by the agent
+//! that made it; `tasks/get` and `tasks/cancel` reach only the owner's tasks ([`own_task`]).
+//! The call itself is [`Call`]'s.
+
+use super::call::{Call, failed};
+use super::state::Hub;
+use crate::ask::Asker;
+use crate::kit::Hold;
+use crate::tasks::{task_options, task_run};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResponse, CreateTaskResult};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::task_manager::TaskExit;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// `tools/call` for a client that declared the tasks extension (SEP-2663): a call that
+/// clears at once is answered at once; a call that waits for a human (an approval, or the
+/// review of a changed tool) becomes a task the client polls with `tasks/get`, whose
+/// status message says what it waits for. `tasks/cancel` withdraws the approval (or stops
+/// the wait for a review); a call already approved and forwarded completes anyway.
+pub(super) async fn call_as_task(
+    hub: &Arc<Hub>,
+    call: Call,
+    ask: Asker,
+    agent: String,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, McpError> {
+    let (held, gw) = (call.held.clone(), call.gw.clone());
+    let name = format!("{}__{}", call.alias, call.tool);
+    let mut job = tokio::spawn(async move {
+        match call.run(ask, None).await {
+            CallToolResponse::Complete(r) => r,
+            _ => failed("the call asked for input a task cannot give"),
+        }
+    });
+    let mut watch = held.subscribe();
+    tokio::select! {
+        r = &mut job => {
+            return Ok(r.unwrap_or_else(|e| failed(&format!("the call failed: {e}"))).into());
+        }
+        _ = async { watch.wait_for(|h| matches!(h, Hold::Review(_) | Hold::Approval(_))).await.is_ok() } => {}
+        _ = ctx.ct.cancelled() => {
+            job.abort();
+            let approval = held.borrow().approval();
+            if let Some(a) = approval {
+                gw.cancel(&a, "the MCP client cancelled the request").await;
+            }
+            return Err(McpError::invalid_request("cancelled by the client", None));
+        }
+    }
+    let status = held.borrow().describe(&name);
+    let (done_tx, done_rx) = oneshot::channel();
+    let abort = job.abort_handle();
+    tokio::spawn(async move {
+        let outcome = match job.await {
+            Ok(r) => Ok(serde_json::to_value(r).unwrap_or_default()),
+            Err(e) if e.is_cancelled() => Err(TaskExit::Cancelled),
+            Err(e) => Err(TaskExit::Error(McpError::internal_error(
+                format!("the call failed: {e}"),
+                None,
+            ))),
+        };
+        let _ = done_tx.send(outcome);
+    });
+    let task = hub.tasks.spawn(task_options(status), move |tctx| {
+        let waits = held.clone();
+        Box::pin(task_run(tctx, done_rx, held, name, move || {
+            let now = waits.borrow().clone();
+            match now {
+                Hold::Approval(a) => {
+                    tokio::spawn(async move {
+                        gw.cancel(&a, "the MCP client cancelled the task").await;
+                    });
+                }
+                // Nothing was forwarded yet: stop the wait (for the review).
+                Hold::Nothing | Hold::Review(_) => abort.abort(),
+                // Already running upstream: it completes.
+                Hold::Forwarding => {}
+            }
+        }))
+    });
+    let mut owners = hub.task_owners.lock().expect("task owners");
+    owners.retain(|id, _| hub.tasks.get_task(id).is_ok());
+    owners.insert(task.task_id.clone(), agent);
+    Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+}
+
+/// `Ok` when `task_id` is a task of the agent whose key (`key`) made this request; any other
+/// task is reported as unknown, as if it did not exist.
+pub(super) async fn own_task(hub: &Hub, key: &str, task_id: &str) -> Result<(), McpError> {
+    let agent = hub
+        .agent_of(key)
+        .await
+        .map_err(|e| McpError::invalid_request(e, None))?;
+    let owner = hub
+        .task_owners
+        .lock()
+        .expect("task owners")
+        .get(task_id)
+        .cloned();
+    if owner.as_deref() == Some(agent.as_str()) {
+        Ok(())
+    } else {
+        Err(McpError::invalid_params(
+            format!("unknown task `{task_id}`"),
+            None,
+        ))
+    }
+}

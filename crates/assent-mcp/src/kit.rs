@@ -1,0 +1,178 @@
+//! The crate's shared kit, at the bottom of its module graph: the proxy's settings
+//! ([`ProxyConfig`]), what became of a call at the gateway ([`Outcome`]), what a call waits for
+//! ([`Hold`]), a tool's pin state ([`PinState`]), and the JSON-RPC lines every end builds (a
+//! reply, a `TOOL_DENIED:` result, the refusal of an ambiguous line). It does no I/O and holds
+//! no state; the gateway client, the relay and the hub build on it.
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use tokio::sync::watch;
+
+/// The MCP tasks extension (SEP-2663).
+pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// How the proxy is set up (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`).
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Base URL of the gateway, e.g. `http://127.0.0.1:7878`.
+    pub gateway_url: String,
+    /// The agent's API key (`ASSENT_API_KEY`).
+    pub api_key: String,
+    /// Agent id the proxy acts for.
+    pub agent: String,
+    /// MCP server alias in the agent file.
+    pub server: String,
+    /// Session id sent with every call.
+    pub session_id: String,
+    /// Upstream command and arguments.
+    pub command: Vec<String>,
+    /// Seconds per long-poll request while a call is held (at most 60).
+    pub poll_seconds: u64,
+    /// Seconds between progress notifications while a call waits (when the client gave a
+    /// progress token).
+    pub progress_seconds: u64,
+}
+
+/// What became of one `tools/call` at the gateway.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// Forward the call upstream.
+    Forward {
+        /// `Some(arguments)` when an operator approved it with modified arguments (the token
+        /// was redeemed for those).
+        edited: Option<Value>,
+        /// The `thresholds.output_bytes` covering the call: a larger result is held.
+        output_limit: Option<u64>,
+        /// The approval it ran under, when it was held or granted.
+        approval_id: Option<String>,
+    },
+    /// Answer the client with `TOOL_DENIED: reason`.
+    Denied(String),
+    /// Ask the client's user in an `input_required` result (a modern client, SEP-2322): the
+    /// call is held as `approval_id`, the client retries with the answer ([`crate::era::input_required`]).
+    AskClient {
+        /// The approval the retried call resumes.
+        approval_id: String,
+        /// The in-client question ([`crate::in_client_question`]).
+        question: String,
+    },
+}
+
+/// The gateway's view of one upstream tool (`POST /v1/tools/check`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinState {
+    /// `pinned`, `first_use` or `held`.
+    pub state: String,
+    /// The review of a held tool.
+    pub review_id: Option<String>,
+    /// The pinned definition, if any.
+    pub pinned: Option<Value>,
+}
+
+/// What a call is waiting for, shared between the call and whatever watches it (progress
+/// notifications, cancellation, an MCP task's status).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Hold {
+    /// Not held (yet): the gateway is deciding.
+    #[default]
+    Nothing,
+    /// The tool's changed definition waits for an operator's review (the review id).
+    Review(String),
+    /// The call waits for a human's decision (the approval id).
+    Approval(String),
+    /// Cleared: the call is being forwarded to the upstream (no longer cancellable).
+    Forwarding,
+}
+
+impl Hold {
+    /// The approval id while the call waits for one.
+    pub fn approval(&self) -> Option<String> {
+        match self {
+            Hold::Approval(a) => Some(a.clone()),
+            _ => None,
+        }
+    }
+
+    /// A progress / status line for the client, e.g. `waiting for a human to approve
+    /// write_file (assent approval apr_…)`.
+    pub fn describe(&self, tool: &str) -> String {
+        match self {
+            Hold::Nothing => format!("waiting for assent to clear {tool}"),
+            Hold::Review(r) => format!(
+                "waiting for an operator to review the changed definition of {tool} (assent tool review {r})"
+            ),
+            Hold::Approval(a) => {
+                format!("waiting for a human to approve {tool} (assent approval {a})")
+            }
+            Hold::Forwarding => format!("running {tool}"),
+        }
+    }
+}
+
+/// A call's [`Hold`], observable by its watchers.
+pub type HoldState = watch::Sender<Hold>;
+
+pub(crate) fn denied_result(id: &Value, reason: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": denied_value(reason)}).to_string()
+}
+
+/// The `tools/call` result of a denial: an error result whose text starts `TOOL_DENIED:`.
+pub(crate) fn denied_value(reason: &str) -> Value {
+    json!({"content": [{"type": "text", "text": format!("TOOL_DENIED: {reason}")}], "isError": true})
+}
+
+/// The JSON-RPC error (one line of JSON) for a client message that was refused before
+/// anything was gated (the stdio proxy, and the hub over stdio and HTTP):
+/// `-32700` when it is not JSON, `-32600` (invalid request) when it is ambiguous (a duplicate
+/// key, an inexact number, too deep), naming the JSON pointer. The request's `id` is echoed
+/// when the line has one unambiguous top-level `id`, so the client's call fails at once.
+pub fn refusal(line: &str, e: &assent_core::json::StrictJsonError) -> String {
+    use assent_core::json::StrictJsonError;
+    let code = match e {
+        StrictJsonError::Syntax(_) => -32700,
+        _ => -32600,
+    };
+    let id = match e {
+        StrictJsonError::DuplicateKey { path } if path == "/id" => Value::Null,
+        StrictJsonError::Syntax(_) => Value::Null,
+        _ => serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|v| v.get("id").cloned())
+            .filter(|i| i.is_string() || i.is_number())
+            .unwrap_or(Value::Null),
+    };
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": format!("assent: {} ({e})", e.code())}}).to_string()
+}
+
+/// A JSON-RPC reply line to request `id`: `result`, or `error` as its error object.
+pub(crate) fn reply(id: &Value, r: Result<Value, rmcp::ErrorData>) -> String {
+    match r {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
+    }
+    .to_string()
+}
+
+/// The string at `b[k]`, or empty when it is missing or not a string.
+pub(crate) fn text(b: &Value, k: &str) -> String {
+    b[k].as_str().unwrap_or("").to_string()
+}
+
+/// Rewrites a `tools/list` result for the client: held tools show their pinned definition,
+/// or are left out when they were never pinned.
+pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, PinState>) {
+    tools.retain_mut(|t| {
+        let name = t["name"].as_str().unwrap_or("").to_string();
+        match states.get(&name) {
+            Some(s) if s.state == "held" => match &s.pinned {
+                Some(p) => {
+                    *t = p.clone();
+                    true
+                }
+                None => false,
+            },
+            Some(_) => true,
+            None => false,
+        }
+    });
+}

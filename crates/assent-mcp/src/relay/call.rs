@@ -1,0 +1,354 @@
+//! One `tools/call` through the relay: the pin check, the gateway (waiting for a human when
+//! held, with progress notifications or as an MCP task), cancellation by the client, and the
+//! outcome — forwarded upstream exactly as approved (the operator's edit included), asked of a
+//! modern client in an `input_required` result, or answered `TOOL_DENIED:` and never
+//! forwarded. The client closing stdin withdraws every approval still waited on
+//! ([`Relay::withdraw_waiting`]). The call's result is the upstream reader's.
+
+use super::pins::pin_gate;
+use super::state::{Forwarded, Relay, Resume, Waiting};
+use super::tasks::TASK_APPROVAL_PREFIX;
+use crate::ask::{AskUser, Asker, elicitation_schema, user_answer};
+use crate::era::{self, Era};
+use crate::kit::{Hold, HoldState, Outcome, denied_result, denied_value, reply};
+use crate::tasks::{TaskDone, task_options, task_run};
+use rmcp::task_manager::TaskExit;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{oneshot, watch};
+
+/// Set when the call became a task: where its outcome goes, and its id.
+type TaskSlot = Mutex<Option<(TaskDone, String)>>;
+
+/// A `tools/call` on its way through the relay, owning what it needs.
+struct CallJob {
+    relay: Relay,
+    /// The client's request (after the proxy's own round was stripped) and its text.
+    msg: Value,
+    line: String,
+    /// The request id, and its JSON text (the key of the relay's tables).
+    id: Value,
+    key: String,
+    tool: String,
+    args: Value,
+    progress_token: Value,
+    /// What the call waits for, for progress, task status and cancellation.
+    approval: Arc<HoldState>,
+    /// Whether a held call becomes an MCP task.
+    as_task: bool,
+    /// Set once it did.
+    became_task: Arc<AtomicBool>,
+}
+
+impl Relay {
+    /// Gates `tools/call` `msg` (its text `line`, its request `id`) in a task of its own:
+    /// registered as waiting (so the client can cancel it), answered or forwarded when the
+    /// gateway has decided.
+    pub(super) fn on_tools_call(
+        &self,
+        msg: Value,
+        line: String,
+        id: Value,
+        declares_tasks: bool,
+        resume: Resume,
+    ) {
+        self.ask_pins();
+        let st = &self.state;
+        let key = id.to_string();
+        let tool = msg["params"]["name"].as_str().unwrap_or("").to_string();
+        let args = match &msg["params"]["arguments"] {
+            Value::Null => json!({}),
+            a => a.clone(),
+        };
+        let progress_token = msg["params"]["_meta"]["progressToken"].clone();
+        let approval: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Nothing));
+        let as_task = declares_tasks || st.client_tasks.load(Ordering::SeqCst);
+        let asker = self.asker(as_task);
+        let (cancel_tx, cancel_rx) = oneshot::channel::<Option<&'static str>>();
+        let became_task = Arc::new(AtomicBool::new(false));
+        st.waiting.lock().expect("waiting").insert(
+            key.clone(),
+            Waiting {
+                approval: approval.clone(),
+                cancel: cancel_tx,
+                task: became_task.clone(),
+            },
+        );
+        let job = CallJob {
+            relay: self.clone(),
+            msg,
+            line,
+            id,
+            key,
+            tool,
+            args,
+            progress_token,
+            approval,
+            as_task,
+            became_task,
+        };
+        tokio::spawn(job.run(asker, resume, cancel_rx));
+    }
+
+    /// In-client approval: a modern client is asked in an input_required result, a legacy one
+    /// by elicitation (a task has no request to answer).
+    fn asker(&self, as_task: bool) -> Asker {
+        let ends = &self.state.ends;
+        match ends.client() {
+            Some(Era::Modern) if !as_task && era::can_elicit(&ends.client_capabilities()) => {
+                Asker::InputRequired
+            }
+            Some(Era::Modern) => Asker::Nobody,
+            _ if self.state.client_elicits.load(Ordering::SeqCst) => Asker::Elicit(self.ask_user()),
+            _ => Asker::Nobody,
+        }
+    }
+
+    /// Asks the client's user by an `elicitation/create` request of the proxy's own
+    /// (`assent-elicit-N`); the answer comes back through the client reader.
+    fn ask_user(&self) -> AskUser {
+        let (tc, st) = (self.to_client.clone(), self.state.clone());
+        Arc::new(move |question: String| {
+            let id = format!(
+                "assent-elicit-{}",
+                st.elicit_seq.fetch_add(1, Ordering::SeqCst)
+            );
+            let (tx, rx) = oneshot::channel::<Value>();
+            st.elicits.lock().expect("elicits").insert(id.clone(), tx);
+            let _ = tc.send(
+                json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+                    "message": question, "requestedSchema": elicitation_schema(),
+                }})
+                .to_string(),
+            );
+            Box::pin(async move {
+                let reply = rx.await.ok()?;
+                let r = &reply["result"];
+                user_answer(r["action"].as_str()?, r.get("content"))
+            })
+        })
+    }
+
+    /// The client closed stdin: withdraws the approvals it was waiting on. A call that became
+    /// a task outlives the connection: its approval stays, for `tasks/get` through another one.
+    pub(super) async fn withdraw_waiting(&self) {
+        let held: Vec<Waiting> = self
+            .state
+            .waiting
+            .lock()
+            .expect("waiting")
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
+        for w in held {
+            if w.task.load(Ordering::SeqCst) {
+                continue;
+            }
+            let a = w.approval.borrow().approval();
+            if let Some(a) = a {
+                self.state
+                    .gw
+                    .cancel(&a, "the MCP client disconnected")
+                    .await;
+            }
+            let _ = w.cancel.send(None);
+        }
+    }
+}
+
+impl CallJob {
+    /// Waits for the first of the gateway's outcome, the client's cancellation (and, ticking
+    /// alongside, progress or the task's creation), then acts on it.
+    async fn run(
+        self,
+        asker: Asker,
+        resume: Resume,
+        cancel_rx: oneshot::Receiver<Option<&'static str>>,
+    ) {
+        let task: TaskSlot = Mutex::new(None);
+        let mut why = None;
+        let outcome = tokio::select! {
+            o = self.decide(asker, resume) => Some(o),
+            _ = self.ticker(&task) => None,
+            r = cancel_rx => { why = r.ok().flatten(); None }
+        };
+        let st = &self.relay.state;
+        st.waiting.lock().expect("waiting").remove(&self.key);
+        let task = task.lock().expect("task").take();
+        match outcome {
+            None => {
+                // Cancelled by the client: withdraw the approval; no answer is due.
+                let held = self.approval.borrow().approval();
+                if let (Some(a), Some(why)) = (held, why) {
+                    st.gw.cancel(&a, why).await;
+                }
+                if let Some((done, _)) = task {
+                    let _ = done.send(Err(TaskExit::Cancelled));
+                }
+            }
+            Some(Outcome::Forward {
+                edited,
+                output_limit,
+                approval_id,
+            }) => self.forward(edited, output_limit, approval_id, task),
+            Some(Outcome::AskClient {
+                approval_id,
+                question,
+            }) => {
+                let answer = era::input_required(&question, &approval_id);
+                let _ = self.relay.to_client.send(reply(&self.id, Ok(answer)));
+            }
+            Some(Outcome::Denied(why)) => {
+                tracing::info!(tool = self.tool.as_str(), reason = %why, "call denied");
+                match task {
+                    Some((done, _)) => {
+                        let _ = done.send(Ok(denied_value(&why)));
+                    }
+                    None => {
+                        let _ = self.relay.to_client.send(denied_result(&self.id, &why));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The pin check, then the gateway: a first call, or a modern client's retry resuming its
+    /// approval.
+    async fn decide(&self, asker: Asker, resume: Resume) -> Outcome {
+        let (st, tool, args) = (&self.relay.state, &self.tool, &self.args);
+        if let Err(why) = pin_gate(&st.gw, &st.pins, tool, &self.approval).await {
+            return Outcome::Denied(why);
+        }
+        match resume {
+            Some((id, answer)) => {
+                st.gw
+                    .resume(&id, Some((tool, args)), answer.as_ref(), &self.approval)
+                    .await
+                    .0
+            }
+            None => st.gw.gate_asking(tool, args, &self.approval, asker).await,
+        }
+    }
+
+    /// Progress while the call waits, when the client asked for it; for a client that uses
+    /// tasks, the task the call becomes once it waits for a human. Never ends.
+    async fn ticker(&self, task: &TaskSlot) {
+        if self.as_task {
+            return self.become_task(task).await;
+        }
+        if self.progress_token.is_null() {
+            return std::future::pending::<()>().await;
+        }
+        let mut n = 0u64;
+        loop {
+            tokio::time::sleep(self.relay.state.progress_every).await;
+            n += 1;
+            let what = self.approval.borrow().describe(&self.tool);
+            let _ = self.relay.to_client.send(
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": self.progress_token, "progress": n, "message": what}})
+                .to_string(),
+            );
+        }
+    }
+
+    /// Once it waits for a human, the call becomes a task: the client is answered with it, and
+    /// its outcome goes to `task`. A task held for an approval is named after it
+    /// (`approval-ID`), so that a client that lost this connection resumes it from another.
+    async fn become_task(&self, task: &TaskSlot) {
+        let st = &self.relay.state;
+        let mut rx = self.approval.subscribe();
+        let _ = rx
+            .wait_for(|h| matches!(h, Hold::Review(_) | Hold::Approval(_)))
+            .await
+            .is_ok();
+        let (done_tx, done_rx) = oneshot::channel();
+        let (held, state, key, name) = (
+            self.approval.clone(),
+            st.clone(),
+            self.key.clone(),
+            self.tool.clone(),
+        );
+        let status = held.borrow().describe(&self.tool);
+        let t = st.tasks.spawn(task_options(status), move |tctx| {
+            Box::pin(task_run(tctx, done_rx, held, name, move || {
+                let w = state.waiting.lock().expect("waiting").remove(&key);
+                if let Some(w) = w {
+                    let _ = w.cancel.send(Some("the MCP client cancelled the task"));
+                }
+            }))
+        });
+        *task.lock().expect("task") = Some((done_tx, t.task_id.clone()));
+        self.became_task.store(true, Ordering::SeqCst);
+        let local = t.task_id.clone();
+        let mut created =
+            serde_json::to_value(rmcp::model::CreateTaskResult::new(t)).unwrap_or_default();
+        if let Some(a) = self.approval.borrow().approval() {
+            let ext = format!("{TASK_APPROVAL_PREFIX}{a}");
+            created["taskId"] = json!(ext);
+            st.task_ids.lock().expect("task ids").insert(ext, local);
+        }
+        let _ = self.relay.to_client.send(reply(&self.id, Ok(created)));
+        std::future::pending::<()>().await
+    }
+
+    /// Forwards the cleared call upstream, with the operator's `edited` arguments when there
+    /// are any, and registers it for its result. A call that became a task is sent under an
+    /// id of the proxy's own (`assent-task-ID`): the client was answered with the task.
+    fn forward(
+        self,
+        edited: Option<Value>,
+        output_limit: Option<u64>,
+        approval_id: Option<String>,
+        task: Option<(TaskDone, String)>,
+    ) {
+        let CallJob {
+            relay,
+            msg,
+            line,
+            key,
+            tool,
+            args,
+            approval,
+            ..
+        } = self;
+        approval.send_replace(Hold::Forwarding);
+        let run_with = edited.clone().unwrap_or_else(|| args.clone());
+        let (task, key, msg) = match task {
+            Some((done, task_id)) => {
+                let own = json!(format!("assent-task-{task_id}"));
+                let mut msg = msg;
+                msg["id"] = own.clone();
+                (Some(done), own.to_string(), msg)
+            }
+            None => (None, key, msg),
+        };
+        let renumbered = task.is_some();
+        relay.state.forwarded.lock().expect("forwarded").insert(
+            key,
+            Forwarded {
+                tool: tool.clone(),
+                arguments: run_with,
+                limit: output_limit,
+                approval_id,
+                task,
+            },
+        );
+        let tu = &relay.to_upstream;
+        match edited {
+            None if !renumbered => {
+                let _ = tu.send(line);
+            }
+            None => {
+                let _ = tu.send(msg.to_string());
+            }
+            Some(edited) => {
+                let mut msg = msg;
+                msg["params"]["arguments"] = edited;
+                tracing::info!(tool, "forwarding the operator's modified arguments");
+                let _ = tu.send(msg.to_string());
+            }
+        }
+    }
+}

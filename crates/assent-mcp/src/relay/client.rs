@@ -1,0 +1,176 @@
+//! Client → upstream: one line from the client, read strictly and routed. A line that is not
+//! JSON, is ambiguous or is a batch is refused; the client's answers to the proxy's own
+//! elicitations stay here; the tasks extension is taken out of what the upstream sees;
+//! `initialize` is noted; then the message goes to its handler (`tools/call` to the gate, the
+//! proxy's own tasks, the handshake, cancellation) or, unchanged in meaning, upstream. What
+//! goes upstream is the serialisation of the value the proxy read, never the client's bytes.
+
+use super::state::{Relay, Resume};
+use crate::era::{self, Era};
+use crate::kit::{TASKS, refusal, reply};
+use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
+
+/// Where a request carries its sender's capabilities (modern sessions).
+const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+impl Relay {
+    /// Handles one line from the client.
+    pub(super) fn on_client_line(&self, line: String) {
+        if line.trim().is_empty() {
+            return;
+        }
+        // Fail closed: a line we cannot parse is never forwarded, since a more lenient
+        // upstream parser might read a tools/call in it that was never gated; nor is one
+        // that two parsers could read differently (a duplicate key, a number a double
+        // would change).
+        let msg: Value = match assent_core::json::parse_value(line.as_bytes()) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = self.to_client.send(refusal(&line, &e));
+                return;
+            }
+        };
+        if msg.is_array() {
+            let _ = self.to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "assent: JSON-RPC batches are not supported"}}).to_string());
+            return;
+        }
+        // The client's answer to the proxy's own elicitation: never for the upstream.
+        if msg.get("method").is_none()
+            && let Some(id) = msg["id"]
+                .as_str()
+                .filter(|i| i.starts_with("assent-elicit-"))
+        {
+            let waiter = self.state.elicits.lock().expect("elicits").remove(id);
+            if let Some(w) = waiter {
+                let _ = w.send(msg);
+            }
+            return;
+        }
+        let mut msg = msg;
+        // The proxy serves the tasks flow itself; the upstream never sees it declared.
+        let declares_tasks = take_tasks_capability(&mut msg);
+        self.state.ends.read_client(&msg);
+        // A modern client retrying with its in-client answer resumes its approval; the
+        // upstream sees a first call.
+        let resume = (msg["method"] == "tools/call")
+            .then(|| {
+                era::resumed_approval(&msg["params"])
+                    .map(|id| (id, era::input_answer(&msg["params"])))
+            })
+            .flatten();
+        era::strip_own_round(&mut msg);
+        if msg["method"] == "initialize" {
+            self.note_initialize(&msg, declares_tasks);
+        }
+        self.route(msg, declares_tasks, resume);
+    }
+
+    /// Notes what a client's `initialize` declares: elicitation, the tasks extension (its
+    /// answer then advertises it) and its protocol version (for the handshake's translation).
+    fn note_initialize(&self, msg: &Value, declares_tasks: bool) {
+        let st = &self.state;
+        let can = msg["params"]["capabilities"]["elicitation"].is_object();
+        st.client_elicits.store(can, Ordering::SeqCst);
+        st.client_tasks.store(declares_tasks, Ordering::SeqCst);
+        if let Some(id) = msg.get("id").filter(|_| declares_tasks) {
+            st.init_ids.lock().expect("inits").insert(id.to_string());
+        }
+        if let Some(id) = msg.get("id") {
+            st.ends.note_legacy_init(
+                id.clone(),
+                msg["params"]["protocolVersion"]
+                    .as_str()
+                    .map(str::to_string),
+            );
+        }
+    }
+
+    /// Routes a client message (read, gated where it must be) to its handler or upstream.
+    fn route(&self, msg: Value, declares_tasks: bool, resume: Resume) {
+        let st = &self.state;
+        // What goes upstream is the serialisation of the value the proxy read and gated,
+        // never the client's bytes.
+        let line = msg.to_string();
+        match (msg["method"].as_str(), msg.get("id")) {
+            (Some("tools/call"), Some(id)) => {
+                let id = id.clone();
+                self.on_tools_call(msg, line, id, declares_tasks, resume);
+            }
+            // A tools/call without an id gets no answer, so it is dropped, never forwarded.
+            (Some("tools/call"), None) => {
+                tracing::warn!("dropped a tools/call notification (no id)");
+            }
+            // The proxy's own tasks: read, cancelled, and (asking for no input) updated here.
+            (Some(m @ ("tasks/get" | "tasks/cancel" | "tasks/update")), Some(id)) => {
+                self.on_task_request(m, id, &msg);
+            }
+            (Some("server/discover"), Some(id)) => match st.ends.discover(id) {
+                Some(r) => {
+                    let _ = self.to_client.send(reply(id, Ok(r)));
+                }
+                None => {
+                    let _ = self.to_upstream.send(line);
+                }
+            },
+            // The modern revision has no ping: answered here for a legacy client.
+            (Some("ping"), Some(id)) if st.ends.upstream() == Some(Era::Modern) => {
+                let _ = self.to_client.send(reply(id, Ok(json!({}))));
+            }
+            (Some("tools/list"), Some(id)) => {
+                st.list_ids.lock().expect("ids").insert(id.to_string());
+                let _ = self.to_upstream.send(line);
+            }
+            (Some("notifications/cancelled"), None) => {
+                let key = msg["params"]["requestId"].to_string();
+                let w = st.waiting.lock().expect("waiting").remove(&key);
+                match w {
+                    // Still at the gateway: never forwarded, so the upstream need not know.
+                    Some(w) => {
+                        let _ = w.cancel.send(Some("the MCP client cancelled the request"));
+                    }
+                    None => {
+                        let _ = self.to_upstream.send(line);
+                    }
+                }
+            }
+            (Some("notifications/initialized"), None) => {
+                // A modern upstream has no handshake to finish.
+                if st.ends.upstream() != Some(Era::Modern) {
+                    let _ = self.to_upstream.send(line);
+                }
+                // Read the upstream's tools to check them against their pins.
+                self.ask_pins();
+            }
+            _ => {
+                let _ = self.to_upstream.send(line);
+            }
+        }
+    }
+}
+
+/// Removes the tasks extension from the client capabilities `msg` declares (at `initialize`
+/// or in a request's `_meta`), so that the upstream answers every forwarded call itself and
+/// its result passes through the proxy. Returns whether it was declared.
+fn take_tasks_capability(msg: &mut Value) -> bool {
+    let mut declared = false;
+    // `get_mut`, not indexing: indexing would add `"params": null` to every message.
+    let Some(params) = msg.get_mut("params").filter(|p| p.is_object()) else {
+        return false;
+    };
+    if let Some(ext) = params
+        .pointer_mut("/capabilities/extensions")
+        .and_then(Value::as_object_mut)
+    {
+        declared |= ext.remove(TASKS).is_some();
+    }
+    if let Some(ext) = params
+        .get_mut("_meta")
+        .and_then(|m| m.get_mut(CLIENT_CAPS_META))
+        .and_then(|c| c.get_mut("extensions"))
+        .and_then(Value::as_object_mut)
+    {
+        declared |= ext.remove(TASKS).is_some();
+    }
+    declared
+}

@@ -1,0 +1,105 @@
+//! The stdio relay (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`): runs one
+//! upstream MCP server as a child process and relays newline-delimited JSON-RPC between it and
+//! the client on stdin/stdout, gating every `tools/call` through the gateway (see the crate
+//! doc for what it does to which message). [`run`] wires the pieces and waits for either end
+//! to leave; the handlers live in `client` (client → upstream), `call` (tools/call gating,
+//! holds with progress, cancellation), `tasks` (the proxy's own MCP tasks), `upstream`
+//! (upstream → client, results) and `handshake` (era translation), over the shared `state`
+//! and `pins`.
+
+mod call;
+mod client;
+mod handshake;
+mod pins;
+mod state;
+mod tasks;
+mod upstream;
+
+use crate::kit::ProxyConfig;
+use anyhow::Context;
+use state::{Relay, State, write_lines};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use upstream::UpstreamSide;
+
+/// Runs the proxy until the client closes stdin or the upstream exits. Returns the upstream's
+/// exit code (or 1 when it was killed).
+pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
+    let mut child = spawn_upstream(&cfg.command)?;
+    let child_in = child.stdin.take().context("upstream stdin")?;
+    let child_out = child.stdout.take().context("upstream stdout")?;
+    let state = Arc::new(State::new(cfg).await?);
+    // One writer per direction, so concurrent tasks never interleave lines. The upstream's
+    // ends when every sender is gone, which closes the upstream's stdin.
+    let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
+    let (to_upstream, upstream_rx) = mpsc::unbounded_channel::<String>();
+    let ends = state.ends.clone();
+    let client_writer = write_lines(client_rx, tokio::io::stdout(), move |l| ends.to_client(l));
+    let ends = state.ends.clone();
+    write_lines(upstream_rx, child_in, move |l| ends.to_upstream(l));
+    let relay = Relay {
+        state,
+        to_client,
+        to_upstream,
+    };
+    let upstream_reader = tokio::spawn(
+        UpstreamSide {
+            state: relay.state.clone(),
+            to_client: relay.to_client.clone(),
+            to_upstream: relay.to_upstream.downgrade(),
+        }
+        .read(child_out),
+    );
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(line)) => relay.on_client_line(line),
+                _ => break,
+            },
+            status = child.wait() => {
+                let code = status.ok().and_then(|s| s.code()).unwrap_or(1);
+                tracing::warn!(code, "upstream MCP server exited");
+                let _ = upstream_reader.await;
+                drop(relay);
+                let _ = client_writer.await;
+                return Ok(code);
+            }
+        }
+    }
+    // The client closed stdin: withdraw the approvals it was waiting on, then close the
+    // upstream's stdin and let it exit.
+    relay.withdraw_waiting().await;
+    let to_client = relay.to_client.clone();
+    drop(relay);
+    let code = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+        Ok(Ok(s)) => s.code().unwrap_or(1),
+        _ => {
+            let _ = child.kill().await;
+            1
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), upstream_reader).await;
+    drop(to_client);
+    let _ = tokio::time::timeout(Duration::from_secs(2), client_writer).await;
+    Ok(code)
+}
+
+/// Starts the upstream `command` (program and arguments) with piped stdin and stdout; its
+/// stderr is the proxy's.
+fn spawn_upstream(command: &[String]) -> anyhow::Result<Child> {
+    let (prog, args) = command
+        .split_first()
+        .context("no upstream command given after --")?;
+    Command::new(prog)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start upstream MCP server `{prog}`"))
+}

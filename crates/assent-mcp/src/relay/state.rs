@@ -1,0 +1,158 @@
+//! The stdio relay's shared state, in one place: [`State`] (the gateway client, the pin check,
+//! the two ends' eras, the MCP tasks and every table of open requests) and [`Relay`] (the
+//! state with the two outgoing lines, the handle each message handler works through), plus
+//! the line writers. It holds no per-message logic: the handlers of `client`, `call`,
+//! `tasks` and `upstream` do.
+
+use super::pins::{PIN_ID_PREFIX, Pins};
+use crate::ask::UserAnswer;
+use crate::ends::Ends;
+use crate::gateway::Gateway;
+use crate::kit::{HoldState, ProxyConfig};
+use crate::tasks::TaskDone;
+use rmcp::task_manager::TaskManager;
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// A forwarded call waiting for its upstream response: the tool, the arguments it ran with,
+/// the output limit and the approval it ran under.
+pub(super) struct Forwarded {
+    pub(super) tool: String,
+    pub(super) arguments: Value,
+    pub(super) limit: Option<u64>,
+    pub(super) approval_id: Option<String>,
+    /// The MCP task awaiting this result, when the call became one.
+    pub(super) task: Option<TaskDone>,
+}
+
+/// A modern client's retried call: the approval it resumes and the user's answer, if any.
+pub(super) type Resume = Option<(String, Option<UserAnswer>)>;
+
+/// A call waiting at the gateway: the approval id once held, and how to stop the wait:
+/// `Some(reason)` cancels its approval with that reason, `None` only stops (the approval was
+/// cancelled already).
+pub(super) struct Waiting {
+    pub(super) approval: Arc<HoldState>,
+    pub(super) cancel: oneshot::Sender<Option<&'static str>>,
+    /// Set once the call became a task (it then outlives the connection).
+    pub(super) task: Arc<AtomicBool>,
+}
+
+/// Everything the relay's handlers share, for the life of one proxy process. Tables are keyed
+/// by a JSON-RPC id's JSON text (`"7"`, `"\"a\""`).
+pub(super) struct State {
+    pub(super) gw: Arc<Gateway>,
+    /// Between progress notifications while a call waits (at least 1 s).
+    pub(super) progress_every: Duration,
+    /// The tools the agent declares for this server (`None`: all).
+    pub(super) declared: Option<Vec<String>>,
+    /// The pin check of the upstream's tools.
+    pub(super) pins: Pins,
+    /// The era of each end and the translation between them (issue 11).
+    pub(super) ends: Arc<Ends>,
+    /// MCP tasks (SEP-2663) the proxy serves itself.
+    pub(super) tasks: TaskManager,
+    /// Ids of the client's `tools/list` requests (their answers are filtered).
+    pub(super) list_ids: Mutex<HashSet<String>>,
+    /// Ids of `initialize` requests of a client that declared tasks (their answers advertise
+    /// the extension).
+    pub(super) init_ids: Mutex<HashSet<String>>,
+    /// Calls forwarded upstream, by the id their answer comes under.
+    pub(super) forwarded: Mutex<HashMap<String, Forwarded>>,
+    /// Calls waiting at the gateway, by the client's request id.
+    pub(super) waiting: Mutex<HashMap<String, Waiting>>,
+    /// Tasks named after their approval (`approval-ID`), which a later proxy process can
+    /// resume from the gateway: the external id → the task manager's id.
+    pub(super) task_ids: Mutex<HashMap<String, String>>,
+    /// The proxy's own elicitation requests waiting for the client's answer.
+    pub(super) elicits: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// Whether the client declared the tasks extension at initialize.
+    pub(super) client_tasks: AtomicBool,
+    /// Whether the client can be asked (elicitation).
+    pub(super) client_elicits: AtomicBool,
+    /// Whether the proxy's own tools/list was sent (after `initialized`, or at the first call).
+    pub(super) pins_asked: AtomicBool,
+    /// Numbers the proxy's own elicitation requests (`assent-elicit-N`).
+    pub(super) elicit_seq: AtomicU64,
+}
+
+impl State {
+    /// The state of a new proxy for `cfg`: reads the declared tools from the gateway (`None`
+    /// when it cannot); errors only if the HTTP client cannot be built.
+    pub(super) async fn new(cfg: ProxyConfig) -> anyhow::Result<Self> {
+        let progress_every = Duration::from_secs(cfg.progress_seconds.max(1));
+        let gw = Arc::new(Gateway::new(cfg)?);
+        let declared = gw.declared_tools().await;
+        Ok(Self {
+            gw,
+            progress_every,
+            declared,
+            pins: watch::channel(None).0,
+            ends: Arc::default(),
+            tasks: TaskManager::new(),
+            list_ids: Mutex::default(),
+            init_ids: Mutex::default(),
+            forwarded: Mutex::default(),
+            waiting: Mutex::default(),
+            task_ids: Mutex::default(),
+            elicits: Mutex::default(),
+            client_tasks: AtomicBool::new(false),
+            client_elicits: AtomicBool::new(false),
+            pins_asked: AtomicBool::new(false),
+            elicit_seq: AtomicU64::new(0),
+        })
+    }
+}
+
+/// The relay's handle: the shared [`State`] and the two outgoing lines (each drained by one
+/// writer, [`write_lines`]). Cloned into every task that answers a message.
+#[derive(Clone)]
+pub(super) struct Relay {
+    pub(super) state: Arc<State>,
+    /// Lines to the client (stdout).
+    pub(super) to_client: mpsc::UnboundedSender<String>,
+    /// Lines to the upstream (its stdin, closed once every sender is gone).
+    pub(super) to_upstream: mpsc::UnboundedSender<String>,
+}
+
+impl Relay {
+    /// Sends the proxy's own `tools/list` (for the pin check), once.
+    pub(super) fn ask_pins(&self) {
+        ask_pins_once(&self.state.pins_asked, &self.to_upstream);
+    }
+}
+
+/// Sends the proxy's own `tools/list` (for the pin check) once.
+pub(super) fn ask_pins_once(asked: &AtomicBool, tu: &mpsc::UnboundedSender<String>) {
+    if !asked.swap(true, Ordering::SeqCst) {
+        let _ = tu.send(
+            json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}0"), "method": "tools/list"})
+                .to_string(),
+        );
+    }
+}
+
+/// Writes each line from `rx` to `out` as `era(line)` and a newline, flushed, until `rx` closes
+/// or `out` fails: one writer per direction, so concurrent tasks never interleave lines, and
+/// every line crosses in its receiver's era ([`Ends`]).
+pub(super) fn write_lines<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
+    mut rx: mpsc::UnboundedReceiver<String>,
+    mut out: W,
+    era: impl Fn(String) -> String + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            let line = era(line);
+            if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+            let _ = out.flush().await;
+        }
+    })
+}

@@ -1,0 +1,144 @@
+//! The relay's own MCP tasks (SEP-2663) as the client reads them: `tasks/get`,
+//! `tasks/cancel` and `tasks/update` answered from the proxy's task manager, and a task named
+//! after its approval (`approval-ID`) that this process does not know resumed from the
+//! gateway ([`resume_task`]): the call was made through a connection that is gone. Making a
+//! task of a held call is the call's job.
+
+use super::pins::pin_gate;
+use super::state::{Forwarded, Relay, State};
+use crate::era;
+use crate::kit::{Hold, HoldState, Outcome, denied_value, reply, text};
+use crate::tasks::{task_options, task_run};
+use rmcp::task_manager::TaskExit;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// The prefix of the id of a task held for an approval: `approval-` and the approval id.
+pub(super) const TASK_APPROVAL_PREFIX: &str = "approval-";
+
+impl Relay {
+    /// Answers the client's `tasks/get`, `tasks/cancel` or `tasks/update` (`m`, request `id`)
+    /// about one of the proxy's own tasks; the external task id is echoed.
+    pub(super) fn on_task_request(&self, m: &str, id: &Value, msg: &Value) {
+        let st = &self.state;
+        let ext = msg["params"]["taskId"].as_str().unwrap_or("").to_string();
+        let known = st.task_ids.lock().expect("task ids").get(&ext).cloned();
+        // A task named after an approval that this process does not know was
+        // made through a connection that is gone: resumed from the gateway.
+        let approval = ext
+            .strip_prefix(TASK_APPROVAL_PREFIX)
+            .filter(|a| era::approval_id_ok(a));
+        let local = match (known, approval) {
+            (Some(l), _) => l,
+            (None, Some(a)) if m != "tasks/update" => {
+                let l = resume_task(st.clone(), self.to_upstream.clone(), a.to_string());
+                st.task_ids
+                    .lock()
+                    .expect("task ids")
+                    .insert(ext.clone(), l.clone());
+                l
+            }
+            _ => ext.clone(),
+        };
+        let r = match m {
+            "tasks/get" => st.tasks.get_task(&local).map(|t| {
+                let mut v =
+                    serde_json::to_value(rmcp::model::GetTaskResult::new(t)).unwrap_or_default();
+                v["taskId"] = json!(ext);
+                v
+            }),
+            "tasks/cancel" => st
+                .tasks
+                .cancel_task(&local)
+                .map(|()| json!({"resultType": "complete"})),
+            _ => st
+                .tasks
+                .get_task(&local)
+                .map(|_| json!({"resultType": "complete"})),
+        };
+        let _ = self.to_client.send(reply(id, r));
+    }
+}
+
+/// Resumes the task of held call `approval` for a client that made it through a connection
+/// that is gone (another proxy process): a new task in this process waits for the approval
+/// (this agent's, on this server: [`crate::Gateway::resume`]), passes the tool's pin check,
+/// redeems the token and forwards exactly the approved call through `to_upstream`; its result
+/// completes the task. The token is single-use, so a call already forwarded elsewhere is
+/// never forwarded again. Returns the new task's id in this process's task manager.
+fn resume_task(
+    st: Arc<State>,
+    to_upstream: mpsc::UnboundedSender<String>,
+    approval: String,
+) -> String {
+    let held: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Approval(approval.clone())));
+    let (done_tx, done_rx) = oneshot::channel::<Result<Value, TaskExit>>();
+    let status = held.borrow().describe("the call");
+    let (gw, a) = (st.gw.clone(), approval.clone());
+    let task = st.tasks.spawn(task_options(status), {
+        let held = held.clone();
+        move |tctx| {
+            Box::pin(task_run(
+                tctx,
+                done_rx,
+                held,
+                "the call".into(),
+                move || {
+                    tokio::spawn(async move {
+                        gw.cancel(&a, "the MCP client cancelled the task").await;
+                    });
+                },
+            ))
+        }
+    });
+    tokio::spawn(async move {
+        let tool = match st.gw.approval(&approval).await {
+            Ok(rec) => text(&rec["call"], "tool"),
+            Err(why) => {
+                let _ = done_tx.send(Ok(denied_value(&why)));
+                return;
+            }
+        };
+        if let Err(why) = pin_gate(&st.gw, &st.pins, &tool, &held).await {
+            let _ = done_tx.send(Ok(denied_value(&why)));
+            return;
+        }
+        held.send_replace(Hold::Approval(approval.clone()));
+        let (outcome, tool, args) = st.gw.resume(&approval, None, None, &held).await;
+        match outcome {
+            Outcome::Forward {
+                edited,
+                output_limit,
+                approval_id,
+            } => {
+                held.send_replace(Hold::Forwarding);
+                let run_with = edited.unwrap_or(args);
+                let own = json!(format!("assent-resumed-{approval}"));
+                st.forwarded.lock().expect("forwarded").insert(
+                    own.to_string(),
+                    Forwarded {
+                        tool: tool.clone(),
+                        arguments: run_with.clone(),
+                        limit: output_limit,
+                        approval_id,
+                        task: Some(done_tx),
+                    },
+                );
+                let call = json!({"jsonrpc": "2.0", "id": own, "method": "tools/call",
+                                  "params": {"name": tool, "arguments": run_with}});
+                let _ = to_upstream.send(call.to_string());
+            }
+            Outcome::Denied(why) => {
+                let _ = done_tx.send(Ok(denied_value(&why)));
+            }
+            // `resume` never asks: the question was asked when the call was made.
+            Outcome::AskClient { approval_id, .. } => {
+                let why =
+                    format!("approval {approval_id} waits for an answer this task cannot give");
+                let _ = done_tx.send(Ok(denied_value(&why)));
+            }
+        }
+    });
+    task.task_id
+}
