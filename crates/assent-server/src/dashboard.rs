@@ -23,23 +23,23 @@
 //! scopes and edits are checked exactly as there, and the decision is recorded under the
 //! signed-in operator's name.
 
-use crate::api::{DecisionBody, blocking, decide_as};
 use crate::auth::principal_for_key;
 use crate::config::Principal;
+use crate::decide::{DecisionBody, decide_as};
 use crate::error::ApiError;
 use crate::formats::rfc3339;
+use crate::store_call::blocking;
 use crate::{AppState, now_ms};
 use askama::Template;
 use assent_core::approval::ApprovalStatus;
 use assent_core::approval::DecisionKind;
 use assent_store::ApprovalRecord;
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
+
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -187,27 +187,7 @@ fn forbidden(why: &str) -> Response {
     page_with(StatusCode::FORBIDDEN, &t)
 }
 
-/// Routes under `/ui`.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/ui", get(queue_page))
-        .route("/ui/", get(|| async { Redirect::to("/ui") }))
-        .route("/ui/login", get(login_page).post(login))
-        .route("/ui/logout", post(logout))
-        .route("/ui/queue", get(queue_fragment))
-        .route("/ui/events", get(events))
-        .route("/ui/approvals/{id}", get(card_page))
-        .route("/ui/approvals/{id}/decide", post(decide_form))
-        .route("/ui/approvals/{id}/dry-run", post(dry_run_form))
-        .route("/ui/clarifications/{id}/answer", post(answer_form))
-        .route("/ui/history", get(history_page))
-        .route("/ui/audit", get(audit_page))
-        .route("/ui/l/{token}", get(open_link))
-        .route("/ui/static/app.js", get(script))
-        .route("/ui/static/app.css", get(style))
-}
-
-async fn script() -> Response {
+pub(crate) async fn script() -> Response {
     secured(
         (
             [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
@@ -217,7 +197,7 @@ async fn script() -> Response {
     )
 }
 
-async fn style() -> Response {
+pub(crate) async fn style() -> Response {
     secured(
         (
             [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
@@ -307,7 +287,7 @@ fn next_path(next: Option<&String>) -> String {
     }
 }
 
-async fn login_page(
+pub(crate) async fn login_page(
     State(st): State<AppState>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
@@ -349,7 +329,7 @@ fn secure_attr(headers: &HeaderMap) -> &'static str {
 /// `POST /ui/login` (`key`, `csrf`): an operator's key starts a session; an agent's key or an
 /// unknown one is refused (`401`, the form again). Failed sign-ins count toward the same
 /// throttle as the API's (`429` once an address or key prefix used up its allowance).
-async fn login(
+pub(crate) async fn login(
     State(st): State<AppState>,
     peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
@@ -408,7 +388,11 @@ async fn login(
     r
 }
 
-async fn logout(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn logout(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if signed_in(&st, &headers).is_none() {
         return to_login();
     }
@@ -580,7 +564,7 @@ async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), Ap
     ))
 }
 
-async fn queue_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn queue_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
     let Some(op) = signed_in(&st, &headers) else {
         return to_login();
     };
@@ -597,7 +581,7 @@ async fn queue_page(State(st): State<AppState>, headers: HeaderMap) -> Response 
 }
 
 /// The queue's contents alone, for the live refresh.
-async fn queue_fragment(State(st): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn queue_fragment(State(st): State<AppState>, headers: HeaderMap) -> Response {
     let Some(op) = signed_in(&st, &headers) else {
         return secured(ApiError::unauthenticated().into_response());
     };
@@ -614,7 +598,7 @@ async fn queue_fragment(State(st): State<AppState>, headers: HeaderMap) -> Respo
 
 /// `GET /ui/events`: an SSE stream with a `changed` event whenever an approval or
 /// clarification changes (and a comment every 15 s to keep proxies from closing it).
-async fn events(State(st): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Response {
     if signed_in(&st, &headers).is_none() {
         return secured(ApiError::unauthenticated().into_response());
     }
@@ -802,7 +786,7 @@ fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
     }
 }
 
-async fn card_page(
+pub(crate) async fn card_page(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
@@ -833,7 +817,7 @@ fn not_found(op: &Operator, text: &str) -> Response {
 /// `scope` (`once`|`session`|`duration` with `duration`|`workspace` with
 /// `confirm_workspace`), `whole_tool` (the grant covers any arguments) and `arguments` (JSON; an
 /// edit when its canonical form differs), for deny `reason` (required).
-async fn decide_form(
+pub(crate) async fn decide_form(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
@@ -926,7 +910,15 @@ async fn decide_form(
         }
         _ => return again(StatusCode::BAD_REQUEST, "Choose approve or deny."),
     };
-    match decide_as(&st, &op.principal, id.clone(), body).await {
+    match decide_as(
+        &st,
+        &op.principal.name,
+        op.principal.roles().unwrap_or_default(),
+        id.clone(),
+        body,
+    )
+    .await
+    {
         Ok(_) => secured(Redirect::to(&format!("/ui/approvals/{id}")).into_response()),
         Err(e) => again(e.status, &e.message),
     }
@@ -934,7 +926,7 @@ async fn decide_form(
 
 /// `POST /ui/clarifications/{id}/answer`: `kind` (`yes_no`|`numeric`|`multiple_choice`|
 /// `freetext`), `response`, `csrf`.
-async fn answer_form(
+pub(crate) async fn answer_form(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
@@ -965,7 +957,7 @@ async fn answer_form(
         },
         _ => Value::String(text),
     };
-    match crate::clarify::answer_as(&st, op.principal.clone(), id, response).await {
+    match crate::clarify::answer_as(&st, op.principal.name.clone(), id, response).await {
         Ok(_) => secured(Redirect::to("/ui").into_response()),
         Err(e) => message(&op, e.status, "Not answered", &e.message),
     }
@@ -985,7 +977,7 @@ fn message(op: &Operator, status: StatusCode, title: &str, text: &str) -> Respon
 
 /// History filters (`/ui/history?agent=&tool=&status=&decided_by=`); empty means any.
 #[derive(Deserialize, Default)]
-struct Filters {
+pub(crate) struct Filters {
     #[serde(default)]
     agent: String,
     #[serde(default)]
@@ -1020,7 +1012,7 @@ struct History {
     rows: Vec<Row>,
 }
 
-async fn history_page(
+pub(crate) async fn history_page(
     State(st): State<AppState>,
     headers: HeaderMap,
     Query(q): Query<Filters>,
@@ -1089,7 +1081,7 @@ struct Audit {
     rows: Vec<AuditRow>,
 }
 
-async fn audit_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn audit_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
     let Some(op) = signed_in(&st, &headers) else {
         return to_login();
     };
@@ -1129,7 +1121,7 @@ async fn audit_page(State(st): State<AppState>, headers: HeaderMap) -> Response 
 /// `GET /ui/l/{token}`: a single-use link from a notification. A valid, unused, unexpired
 /// link is used up and opens the approval's card (through the sign-in when needed: deciding
 /// still takes an operator); any other is `410` with a page that says so.
-async fn open_link(
+pub(crate) async fn open_link(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(token): Path<String>,
@@ -1164,7 +1156,7 @@ async fn open_link(
 /// `POST /ui/approvals/{id}/dry-run` (`csrf`): runs the rule's `dry_run_tool` with the held
 /// call's arguments on its MCP upstream, records it in the audit log (`dry_run`, with the
 /// result's hash) and shows the result on the card. The held call itself does not run.
-async fn dry_run_form(
+pub(crate) async fn dry_run_form(
     State(st): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,

@@ -10,24 +10,37 @@
 
 #![warn(missing_docs)]
 
+// Handlers, by step of the approval's life cycle (routes are mounted by `router` alone).
 pub mod aaep;
-pub mod api;
-pub mod auth;
-pub mod checkpoints;
+pub mod approvals;
 pub mod clarify;
-pub mod config;
+pub mod decide;
+pub mod gate;
+pub mod learning;
+pub mod plans;
+pub mod router;
+pub mod tokens;
+pub mod tools;
+pub mod whoami;
+// The operator dashboard.
 pub mod dashboard;
+// Background work and the wire formats.
+pub mod checkpoints;
+pub mod formats;
+pub mod webhooks;
+// The kit at the bottom: state helpers, extractors, checks, errors, config, the edge.
+pub mod auth;
+pub mod calls;
+pub mod config;
 pub mod edge;
 pub mod edits;
 pub mod error;
 pub mod extract;
-pub mod formats;
-pub mod plans;
+pub mod replies;
 pub mod serve;
+pub mod store_call;
 pub mod throttle;
-pub mod tools;
 pub mod waiters;
-pub mod webhooks;
 
 use assent_core::policy::Registry;
 use assent_store::Store;
@@ -176,7 +189,7 @@ impl AppState {
     /// Approvals `ids` left `pending` (or changed): wakes their long-polls, and the streams.
     pub fn settled(&self, ids: &[String]) {
         for id in ids {
-            self.waiters.wake(&api::approval_key(id));
+            self.waiters.wake(&waiters::approval_key(id));
         }
         if !ids.is_empty() {
             self.changed();
@@ -254,7 +267,7 @@ pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
         .max_arguments_bytes
         .saturating_add(edge::BODY_OVERHEAD_BYTES);
     let read_timeout = state.settings.body_read_timeout;
-    let routes = api::routes(state.clone())
+    let routes = router::routes(state.clone())
         .merge(extra)
         .layer(axum::middleware::from_fn_with_state(state, throttle::layer));
     edge::wrap(routes, max_body, read_timeout)

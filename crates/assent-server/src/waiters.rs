@@ -12,6 +12,21 @@ use tokio::sync::Notify;
 /// Default `max_waiters_per_principal`.
 pub const DEFAULT_MAX_WAITERS_PER_PRINCIPAL: usize = 1024;
 
+/// The waiter key of approval `id`.
+pub(crate) fn approval_key(id: &str) -> String {
+    format!("approval:{id}")
+}
+
+/// The waiter key of clarification `id`.
+pub(crate) fn clarification_key(id: &str) -> String {
+    format!("clarification:{id}")
+}
+
+/// The waiter key of tool review `id`.
+pub(crate) fn review_key(id: &str) -> String {
+    format!("review:{id}")
+}
+
 /// Who waits on what.
 #[derive(Debug)]
 pub struct Waiters {

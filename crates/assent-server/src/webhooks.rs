@@ -24,6 +24,7 @@
 //!   card — deciding still needs a signed-in operator.
 
 use crate::config::{Webhook, WebhookFormat};
+use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::{AppState, now_ms};
 use assent_store::ApprovalRecord;
@@ -321,18 +322,11 @@ fn cut(s: &str, max: usize) -> String {
 
 /// `GET /v1/webhooks/dead-letters` (operator): deliveries that failed every attempt, newest
 /// first, with their bodies (already redacted) and last errors.
-async fn dead_letters(
+pub(crate) async fn dead_letters(
     axum::extract::State(st): axum::extract::State<AppState>,
-    headers: axum::http::HeaderMap,
+    _op: Operator<ReadDeadLetters>,
 ) -> Result<axum::Json<Value>, crate::error::ApiError> {
-    let p = crate::auth::authenticate(&st.principals, &headers)?;
-    p.roles().ok_or_else(|| {
-        crate::error::ApiError::forbidden("only an operator may read webhook dead letters")
-    })?;
-    let s = st.store.clone();
-    let list = crate::api::blocking(move || s.dead_letters())
-        .await?
-        .map_err(crate::error::ApiError::unavailable)?;
+    let list = st.store_call(|s| s.dead_letters()).await?;
     Ok(axum::Json(
         json!({"dead_letters": list.iter().map(|d| json!({
         "id": d.id, "webhook": d.webhook, "audit_seq": d.audit_seq, "event": d.event,
@@ -340,12 +334,4 @@ async fn dead_letters(
         "attempts": d.attempts, "last_error": d.last_error, "failed_at": rfc3339(d.failed_at),
     })).collect::<Vec<_>>()}),
     ))
-}
-
-/// Routes: `GET /v1/webhooks/dead-letters`.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new().route(
-        "/v1/webhooks/dead-letters",
-        axum::routing::get(dead_letters),
-    )
 }
