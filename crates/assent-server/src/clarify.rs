@@ -60,6 +60,7 @@ fn json_of(c: &Clarification) -> Value {
     })
 }
 
+/// The body of `POST /v1/clarifications`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AskBody {
@@ -224,6 +225,7 @@ pub(crate) async fn read(
     }
 }
 
+/// The body of `POST /v1/clarifications/{id}/answer`: `{"response": VALUE}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AnswerBody {

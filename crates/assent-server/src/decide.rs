@@ -160,6 +160,7 @@ pub(crate) async fn decide_as(
     }
 }
 
+/// The body of `POST /v1/approvals/decisions`: `{"ids": [...], "decision", "reason"?, "scope"?, "whole_tool"?, "confirm_workspace"?}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchBody {
@@ -227,6 +228,7 @@ pub(crate) async fn decide_batch(
     Ok(Json(json!({"results": out})))
 }
 
+/// The optional body of a cancellation: `{"reason"?}`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CancelBody {
@@ -234,6 +236,7 @@ pub(crate) struct CancelBody {
     reason: Option<String>,
 }
 
+/// The body of `POST /v1/approvals/{id}/user-decision`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UserDecisionBody {

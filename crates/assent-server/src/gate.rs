@@ -69,6 +69,7 @@ impl Submission {
     }
 }
 
+/// The body of `POST /v1/tool-calls`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProposeBody {
@@ -119,6 +120,7 @@ pub(crate) async fn propose(
     gate(&st, sub).await
 }
 
+/// The body of `POST /v1/delegations`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DelegationBody {
@@ -183,6 +185,7 @@ pub(crate) async fn delegate(
     gate(&st, sub).await
 }
 
+/// The body of `POST /v1/tool-results`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ToolResultBody {

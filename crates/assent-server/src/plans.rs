@@ -128,6 +128,7 @@ async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiE
         .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))
 }
 
+/// The body of `POST /v1/plans`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateBody {
@@ -169,6 +170,7 @@ pub(crate) async fn create(
         .into_response())
 }
 
+/// The body of `PUT /v1/plans/{id}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateBody {
@@ -219,6 +221,7 @@ pub(crate) async fn pipeline_events(
     Ok(Json(json!({"events": events})))
 }
 
+/// The body of `POST /v1/plans/{id}/submit`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SubmitBody {
@@ -266,6 +269,7 @@ pub(crate) async fn submit(
     gate(&st, sub).await
 }
 
+/// The optional body of `POST /v1/plans/{id}/cancel`: `{"reason"?}`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CancelBody {
@@ -299,6 +303,7 @@ pub(crate) async fn cancel(
     Ok(Json(pl.to_mplp()))
 }
 
+/// The body of `POST /v1/confirms`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ConfirmBody {

@@ -108,26 +108,21 @@ fn aaep() -> Router<AppState> {
 
 /// The operator dashboard under `/ui`.
 fn ui() -> Router<AppState> {
+    use dashboard::{forms, page, session, views};
     Router::new()
-        .route("/ui", get(dashboard::queue_page))
+        .route("/ui", get(views::queue_page))
         .route("/ui/", get(|| async { Redirect::to("/ui") }))
-        .route(
-            "/ui/login",
-            get(dashboard::login_page).post(dashboard::login),
-        )
-        .route("/ui/logout", post(dashboard::logout))
-        .route("/ui/queue", get(dashboard::queue_fragment))
-        .route("/ui/events", get(dashboard::events))
-        .route("/ui/approvals/{id}", get(dashboard::card_page))
-        .route("/ui/approvals/{id}/decide", post(dashboard::decide_form))
-        .route("/ui/approvals/{id}/dry-run", post(dashboard::dry_run_form))
-        .route(
-            "/ui/clarifications/{id}/answer",
-            post(dashboard::answer_form),
-        )
-        .route("/ui/history", get(dashboard::history_page))
-        .route("/ui/audit", get(dashboard::audit_page))
-        .route("/ui/l/{token}", get(dashboard::open_link))
-        .route("/ui/static/app.js", get(dashboard::script))
-        .route("/ui/static/app.css", get(dashboard::style))
+        .route("/ui/login", get(session::login_page).post(session::login))
+        .route("/ui/logout", post(session::logout))
+        .route("/ui/queue", get(views::queue_fragment))
+        .route("/ui/events", get(views::events))
+        .route("/ui/approvals/{id}", get(views::card_page))
+        .route("/ui/approvals/{id}/decide", post(forms::decide_form))
+        .route("/ui/approvals/{id}/dry-run", post(forms::dry_run_form))
+        .route("/ui/clarifications/{id}/answer", post(forms::answer_form))
+        .route("/ui/history", get(views::history_page))
+        .route("/ui/audit", get(views::audit_page))
+        .route("/ui/l/{token}", get(forms::open_link))
+        .route("/ui/static/app.js", get(page::script))
+        .route("/ui/static/app.css", get(page::style))
 }

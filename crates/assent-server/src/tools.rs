@@ -36,6 +36,7 @@ fn review_json(r: &ToolReview) -> Value {
     v
 }
 
+/// The body of `POST /v1/tools/check`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CheckBody {
