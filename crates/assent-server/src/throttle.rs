@@ -37,23 +37,7 @@ pub const FAILURE_BURST: u32 = 20;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
 
-/// `rate_limits` of the config.
-#[derive(Debug, Clone, Copy)]
-pub struct RateLimits {
-    /// Requests per second one principal may make.
-    pub requests_per_second: u32,
-    /// Requests one principal may make in a burst.
-    pub burst: u32,
-}
-
-impl Default for RateLimits {
-    fn default() -> Self {
-        Self {
-            requests_per_second: 1000,
-            burst: 2000,
-        }
-    }
-}
+pub use crate::config::RateLimits;
 
 /// What a locked-out caller is known by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
