@@ -178,7 +178,7 @@ pub(crate) async fn get_approval(
         let (expired, rec, token, events) = read_once(&st, &id, is_agent, format == "mplp").await?;
         st.settled(&expired);
         let rec = rec
-            .filter(|r| p.agent_id().is_none_or(|a| a == r.agent))
+            .filter(|r| p.sees(&r.agent))
             .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
         let now = tokio::time::Instant::now();
         if rec.status != ApprovalStatus::Pending || now >= deadline {

@@ -47,6 +47,12 @@ impl Principal {
             PrincipalKind::Operator { .. } => None,
         }
     }
+    /// Whether this principal may see what agent `agent` asked for (approvals, questions,
+    /// plans): an agent only its own, an operator everything; others get the same `404` as
+    /// a missing id.
+    pub fn sees(&self, agent: &str) -> bool {
+        self.agent_id().is_none_or(|a| a == agent)
+    }
     /// The roles of an operator (`None` for agents).
     pub fn roles(&self) -> Option<&[String]> {
         match &self.kind {

@@ -34,8 +34,9 @@ pub fn spawn(state: AppState, interval: Duration) -> tokio::task::JoinHandle<()>
 /// configured file, logged (`tracing::info!`). Failures are logged, never fatal: a chain that
 /// no longer extends the previous checkpoint is logged as an error and nothing is signed.
 pub async fn sign_due(state: &AppState, due: Due) {
-    let s = state.store.clone();
-    let signed = tokio::task::spawn_blocking(move || s.checkpoint_if_due(due, now_ms())).await;
+    let signed = state
+        .store_task(move |s| s.checkpoint_if_due(due, now_ms()))
+        .await;
     let cp = match signed {
         Ok(Ok(Some(cp))) => cp,
         Ok(Ok(None)) | Err(_) => return,

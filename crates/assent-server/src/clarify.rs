@@ -208,7 +208,7 @@ pub(crate) async fn read(
             st.changed();
         }
         let c = c
-            .filter(|c| p.agent_id().is_none_or(|a| a == c.agent))
+            .filter(|c| p.sees(&c.agent))
             .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
         let now = tokio::time::Instant::now();
         if c.status != "pending" || now >= deadline {

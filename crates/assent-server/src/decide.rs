@@ -312,7 +312,7 @@ pub(crate) async fn cancel_approval(
             let now = now_ms();
             s.expire_due(now)?;
             match s.get_approval(&id)? {
-                Some(r) if p.agent_id().is_none_or(|a| a == r.agent) => {
+                Some(r) if p.sees(&r.agent) => {
                     Ok(s.cancel_as(&id, b.reason.as_deref(), &p.name, p.roles(), now))
                 }
                 _ => Ok(Err(DecideError::NotFound)),

@@ -174,8 +174,7 @@ impl AppState {
 
     /// Re-reads the longest timeout extension of the open AAEP subscriptions.
     pub async fn refresh_extension(&self) {
-        let s = self.store.clone();
-        if let Ok(Ok(ms)) = tokio::task::spawn_blocking(move || s.timeout_extension_ms()).await {
+        if let Ok(Ok(ms)) = self.store_task(|s| s.timeout_extension_ms()).await {
             self.extension_ms
                 .store(ms, std::sync::atomic::Ordering::Relaxed);
         }
@@ -277,14 +276,13 @@ pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
 pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let s = state.store.clone();
-            let sweep = move || -> Result<_, assent_store::StoreError> {
+            let sweep = |s: &Store| -> Result<_, assent_store::StoreError> {
                 let now = now_ms();
                 let ids = s.expire_due(now)?;
                 let other = s.emit_countdowns(now)? + s.expire_clarifications(now)?;
                 Ok((ids, other))
             };
-            match tokio::task::spawn_blocking(sweep).await {
+            match state.store_task(sweep).await {
                 Ok(Ok((ids, other))) if !ids.is_empty() || other > 0 => {
                     for id in &ids {
                         tracing::info!(approval_id = %id, "approval expired or escalated");

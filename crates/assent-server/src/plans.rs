@@ -124,7 +124,7 @@ async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiE
     let id2 = id.to_string();
     st.store_call(move |s| s.plan(&id2))
         .await?
-        .filter(|pl| p.agent_id().is_none_or(|a| a == pl.agent))
+        .filter(|pl| p.sees(&pl.agent))
         .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))
 }
 

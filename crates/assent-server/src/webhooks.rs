@@ -63,10 +63,13 @@ pub fn signature(secret: &str, timestamp: i64, body: &str) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// Runs `f` with the store on the blocking pool ([`AppState::store_task`]); a failure is
+/// logged and `None` (the delivery loop tries again later).
 async fn store<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, assent_store::StoreError> + Send + 'static,
+    st: &AppState,
+    f: impl FnOnce(&assent_store::Store) -> Result<T, assent_store::StoreError> + Send + 'static,
 ) -> Option<T> {
-    match tokio::task::spawn_blocking(f).await {
+    match st.store_task(f).await {
         Ok(Ok(v)) => Some(v),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "webhook store access failed");
@@ -92,8 +95,8 @@ async fn run(st: AppState, index: usize) {
     };
     // A new webhook starts at the end of the log: it gets the events from now on.
     let mut cursor = loop {
-        let (s, name) = (st.store.clone(), hook.name.clone());
-        let found = store(move || {
+        let name = hook.name.clone();
+        let found = store(&st, move |s| {
             Ok(match s.webhook_cursor(&name)? {
                 Some(c) => c,
                 None => {
@@ -111,8 +114,7 @@ async fn run(st: AppState, index: usize) {
     };
     let mut changes = st.changes.subscribe();
     loop {
-        let s = st.store.clone();
-        let batch = store(move || s.audit_after(cursor, &KINDS, 100))
+        let batch = store(&st, move |s| s.audit_after(cursor, &KINDS, 100))
             .await
             .unwrap_or_default();
         if batch.is_empty() {
@@ -140,14 +142,14 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
     let event = event_of(&rec.kind);
     let approval = match &rec.approval_id {
         Some(id) if hook.events.iter().any(|e| e == event) => {
-            let (s, id) = (st.store.clone(), id.clone());
-            store(move || s.get_approval(&id)).await.flatten()
+            let id = id.clone();
+            store(st, move |s| s.get_approval(&id)).await.flatten()
         }
         _ => None,
     };
     let Some(a) = approval else {
-        let (s, name, seq) = (st.store.clone(), hook.name.clone(), rec.seq);
-        store(move || s.set_webhook_cursor(&name, seq)).await;
+        let (name, seq) = (hook.name.clone(), rec.seq);
+        store(st, move |s| s.set_webhook_cursor(&name, seq)).await;
         return;
     };
     let link = if event == "approval.requested" {
@@ -155,8 +157,7 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
     } else {
         None
     };
-    let s = st.store.clone();
-    let checkpoint = store(move || s.latest_checkpoint())
+    let checkpoint = store(st, |s| s.latest_checkpoint())
         .await
         .flatten()
         .map(|c| crate::checkpoints::to_json(&c));
@@ -196,8 +197,8 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
         let error = match sent {
             Ok(r) if r.status().is_success() => {
                 tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
-                let (s, name, seq) = (st.store.clone(), hook.name.clone(), rec.seq);
-                store(move || s.set_webhook_cursor(&name, seq)).await;
+                let (name, seq) = (hook.name.clone(), rec.seq);
+                store(st, move |s| s.set_webhook_cursor(&name, seq)).await;
                 return;
             }
             Ok(r) => format!("HTTP {}", r.status().as_u16()),
@@ -221,8 +222,7 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
         last_error,
         failed_at: now_ms(),
     };
-    let s = st.store.clone();
-    store(move || s.dead_letter(&d)).await;
+    store(st, move |s| s.dead_letter(&d)).await;
 }
 
 /// A single-use link to the card, valid until the approval expires (needs `public_url`).
@@ -232,8 +232,8 @@ async fn single_use_link(st: &AppState, a: &ApprovalRecord) -> Option<String> {
     getrandom::fill(&mut b).ok()?;
     let token = hex::encode(b);
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
-    let (s, id, exp) = (st.store.clone(), a.id.clone(), a.expires_at);
-    store(move || s.create_card_link(&hash, &id, exp)).await?;
+    let (id, exp) = (a.id.clone(), a.expires_at);
+    store(st, move |s| s.create_card_link(&hash, &id, exp)).await?;
     Some(format!("{base}/ui/l/{token}"))
 }
 

@@ -4,8 +4,6 @@
 //! [`super::session::operator_form`].
 
 use crate::decide::{DecisionBody, decide_as};
-use crate::error::ApiError;
-use crate::store_call::blocking;
 use crate::{AppState, now_ms};
 use assent_core::approval::ApprovalStatus;
 use assent_core::approval::DecisionKind;
@@ -17,7 +15,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use super::page::{Message, page_with, secured};
 use super::session::{message, operator_form, signed_in};
 use super::views::{card, load, not_found};
+use assent_store::ApprovalRecord;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// `POST /ui/approvals/{id}/decide`: `decision` (`approve`|`deny`), `csrf`, and for approve
 /// `scope` (`once`|`session`|`duration` with `duration`|`workspace` with
@@ -33,7 +33,6 @@ pub(crate) async fn decide_form(
         Ok(x) => x,
         Err(r) => return *r,
     };
-    let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let Some(loaded) = (match load(&st, &id).await {
         Ok(r) => r,
         Err(e) => return secured(e.into_response()),
@@ -42,7 +41,34 @@ pub(crate) async fn decide_form(
     };
     let rec = &loaded.rec;
     let again = |status: StatusCode, why: &str| page_with(status, &card(&st, &op, &loaded, why));
-    let body = match field("decision").as_str() {
+    let body = match decision_body(&f, rec) {
+        Ok(b) => b,
+        Err(why) => return again(StatusCode::BAD_REQUEST, &why),
+    };
+    match decide_as(
+        &st,
+        &op.principal.name,
+        op.principal.roles().unwrap_or_default(),
+        id.clone(),
+        body,
+    )
+    .await
+    {
+        Ok(_) => secured(Redirect::to(&format!("/ui/approvals/{id}")).into_response()),
+        Err(e) => again(e.status, &e.message),
+    }
+}
+
+/// The decision a decide form `f` asks for on approval `rec`: an edit only when the
+/// arguments' canonical form differs from the held call's. `Err` is the `400` message shown
+/// on the card again (unknown scope, missing duration or denial reason, arguments that are
+/// not a JSON object).
+fn decision_body(
+    f: &HashMap<String, String>,
+    rec: &ApprovalRecord,
+) -> Result<DecisionBody, String> {
+    let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+    Ok(match field("decision").as_str() {
         "approve" => {
             let scope = match field("scope").as_str() {
                 "" | "once" => None,
@@ -50,18 +76,12 @@ pub(crate) async fn decide_form(
                 "workspace" => Some("workspace".to_string()),
                 "duration" => match field("duration") {
                     d if d.is_empty() => {
-                        return again(
-                            StatusCode::BAD_REQUEST,
-                            "Give a duration such as 15m or 2h.",
-                        );
+                        return Err("Give a duration such as 15m or 2h.".into());
                     }
                     d => Some(d),
                 },
                 other => {
-                    return again(
-                        StatusCode::BAD_REQUEST,
-                        &format!("Unknown scope `{other}`."),
-                    );
+                    return Err(format!("Unknown scope `{other}`."));
                 }
             };
             let text = f.get("arguments").cloned().unwrap_or_default();
@@ -75,16 +95,10 @@ pub(crate) async fn decide_form(
                         (!same_call).then_some(v)
                     }
                     Ok(_) => {
-                        return again(
-                            StatusCode::BAD_REQUEST,
-                            "The arguments must be a JSON object.",
-                        );
+                        return Err("The arguments must be a JSON object.".into());
                     }
                     Err(e) => {
-                        return again(
-                            StatusCode::BAD_REQUEST,
-                            &format!("The edited arguments are not valid JSON: {e}."),
-                        );
+                        return Err(format!("The edited arguments are not valid JSON: {e}."));
                     }
                 }
             };
@@ -100,10 +114,7 @@ pub(crate) async fn decide_form(
         "deny" => {
             let reason = field("reason");
             if reason.is_empty() {
-                return again(
-                    StatusCode::BAD_REQUEST,
-                    "Say why the call is denied: the agent is told the reason.",
-                );
+                return Err("Say why the call is denied: the agent is told the reason.".into());
             }
             DecisionBody {
                 decision: DecisionKind::Deny,
@@ -114,20 +125,8 @@ pub(crate) async fn decide_form(
                 arguments: None,
             }
         }
-        _ => return again(StatusCode::BAD_REQUEST, "Choose approve or deny."),
-    };
-    match decide_as(
-        &st,
-        &op.principal.name,
-        op.principal.roles().unwrap_or_default(),
-        id.clone(),
-        body,
-    )
-    .await
-    {
-        Ok(_) => secured(Redirect::to(&format!("/ui/approvals/{id}")).into_response()),
-        Err(e) => again(e.status, &e.message),
-    }
+        _ => return Err("Choose approve or deny.".into()),
+    })
 }
 
 /// `POST /ui/clarifications/{id}/answer`: `kind` (`yes_no`|`numeric`|`multiple_choice`|
@@ -178,10 +177,11 @@ pub(crate) async fn open_link(
     Path(token): Path<String>,
 ) -> Response {
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
-    let s = st.store.clone();
-    let found = match blocking(move || s.use_card_link(&hash, now_ms())).await {
-        Ok(Ok(f)) => f,
-        Ok(Err(e)) => return secured(ApiError::unavailable(e).into_response()),
+    let found = match st
+        .store_call(move |s| s.use_card_link(&hash, now_ms()))
+        .await
+    {
+        Ok(f) => f,
         Err(e) => return secured(e.into_response()),
     };
     let Some(id) = found else {
@@ -242,10 +242,12 @@ pub(crate) async fn dry_run_form(
     }
     let outcome = runner.run(&server, &tool, &a.call.arguments).await;
     tracing::info!(approval_id = %id, operator = %op.principal.name, tool = %tool, ok = outcome.is_ok(), "dry run");
-    let (s, name, id2) = (st.store.clone(), op.principal.name.clone(), id.clone());
-    match blocking(move || s.record_dry_run(&id2, &name, &tool, &outcome, now_ms())).await {
-        Ok(Ok(())) => secured(Redirect::to(&format!("/ui/approvals/{id}#dry-run")).into_response()),
-        Ok(Err(e)) => secured(ApiError::unavailable(e).into_response()),
+    let (name, id2) = (op.principal.name.clone(), id.clone());
+    let recorded = st
+        .store_call(move |s| s.record_dry_run(&id2, &name, &tool, &outcome, now_ms()))
+        .await;
+    match recorded {
+        Ok(()) => secured(Redirect::to(&format!("/ui/approvals/{id}#dry-run")).into_response()),
         Err(e) => secured(e.into_response()),
     }
 }

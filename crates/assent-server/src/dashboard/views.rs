@@ -4,7 +4,6 @@
 
 use crate::error::ApiError;
 use crate::formats::rfc3339;
-use crate::store_call::blocking;
 use crate::{AppState, now_ms};
 use askama::Template;
 use assent_core::approval::ApprovalStatus;
@@ -112,16 +111,15 @@ struct QueueItems {
 }
 
 async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), ApiError> {
-    let s = st.store.clone();
-    let (list, questions) = blocking(move || {
-        s.expire_due(now_ms())?;
-        Ok::<_, assent_store::StoreError>((
-            s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
-            s.list_clarifications(Some("pending"))?,
-        ))
-    })
-    .await?
-    .map_err(ApiError::unavailable)?;
+    let (list, questions) = st
+        .store_call(move |s| {
+            s.expire_due(now_ms())?;
+            Ok((
+                s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
+                s.list_clarifications(Some("pending"))?,
+            ))
+        })
+        .await?;
     let count = list.len();
     // Oldest first (most urgent), grouped by similarity in order of first appearance.
     let mut groups: Vec<(String, Group)> = Vec::new();
@@ -284,18 +282,17 @@ pub(crate) struct Loaded {
 /// Approval `id` with what its card shows (similar pending approvals, the dry-run tool);
 /// `None` when there is no such approval.
 pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiError> {
-    let s = st.store.clone();
     let id = id.to_string();
-    let (rec, pending, dry_run) = blocking(move || {
-        s.expire_due(now_ms())?;
-        Ok::<_, assent_store::StoreError>((
-            s.get_approval(&id)?,
-            s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
-            s.last_dry_run(&id)?,
-        ))
-    })
-    .await?
-    .map_err(ApiError::unavailable)?;
+    let (rec, pending, dry_run) = st
+        .store_call(move |s| {
+            s.expire_due(now_ms())?;
+            Ok((
+                s.get_approval(&id)?,
+                s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
+                s.last_dry_run(&id)?,
+            ))
+        })
+        .await?;
     Ok(rec.map(|r| {
         let similar = pending
             .iter()
@@ -475,10 +472,8 @@ pub(crate) async fn history_page(
     let Some(op) = signed_in(&st, &headers) else {
         return to_login();
     };
-    let s = st.store.clone();
-    let list = match blocking(move || s.list_approvals(None, 1000)).await {
-        Ok(Ok(l)) => l,
-        Ok(Err(e)) => return secured(ApiError::unavailable(e).into_response()),
+    let list = match st.store_call(|s| s.list_approvals(None, 1000)).await {
+        Ok(l) => l,
         Err(e) => return secured(e.into_response()),
     };
     let want = |filter: &str, value: &str| filter.is_empty() || filter == value;
@@ -541,14 +536,11 @@ pub(crate) async fn audit_page(State(st): State<AppState>, headers: HeaderMap) -
     let Some(op) = signed_in(&st, &headers) else {
         return to_login();
     };
-    let s = st.store.clone();
-    let res = blocking(move || {
-        Ok::<_, assent_store::StoreError>((s.verify_audit()?, s.audit_tail(200)?))
-    })
-    .await;
+    let res = st
+        .store_call(|s| Ok((s.verify_audit()?, s.audit_tail(200)?)))
+        .await;
     let (report, tail) = match res {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return secured(ApiError::unavailable(e).into_response()),
+        Ok(r) => r,
         Err(e) => return secured(e.into_response()),
     };
     page(&Audit {
