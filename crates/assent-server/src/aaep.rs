@@ -8,14 +8,14 @@
 //! sender learns no reason (`400` only for a body that is not JSON). The reply token is never a
 //! credential: the decision is made as the authenticated operator, with their roles. The
 //! checks shared with clarifications are in [`crate::replies`]; routes are mounted by
-//! [`crate::router`].
+//! [`crate::router`](mod@crate::router).
 
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
 use crate::extract::{AaepSubscriber, ApiJson, Operator};
 use crate::replies::{Ignored, confirmation_reply, in_time, reply_sender, subscription_request};
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_core::ApprovalStatus;
 use assent_store::aaep::{AAEP_VERSION, Subscription};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput};

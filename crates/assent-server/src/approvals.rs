@@ -2,13 +2,13 @@
 //! `GET /v1/approvals/{id}` (its agent or an operator; a long-poll with `?wait=`, in the
 //! assent, `approval-request` or MPLP Confirm format). An approval past its expiry is settled
 //! before it is read. Deciding and cancelling are [`crate::decide`]; routes are mounted by
-//! [`crate::router`].
+//! [`crate::router`](mod@crate::router).
 
 use crate::error::ApiError;
 use crate::extract::{Caller, ListApprovals, Operator, wait_seconds};
 use crate::formats::{self, approval_json};
+use crate::state::{AppState, now_ms};
 use crate::waiters::approval_key;
-use crate::{AppState, now_ms};
 use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use axum::Json;

@@ -1,5 +1,5 @@
 //! A call as the server reads it from a request, before it is gated: its canonical form and
-//! `call_hash` ([`Canonical`], built in one place for proposals, delegations, held results,
+//! `call_hash` (`Canonical`, built in one place for proposals, delegations, held results,
 //! plans, Confirms, edits and redemptions), the input checks every submission shares
 //! (identifier and reason sizes, MPLP UUIDs) and the real-path resolver of scope checks.
 //! Kit: imports only the error type; it neither gates nor stores.

@@ -8,7 +8,7 @@
 use crate::error::ApiError;
 use crate::extract::{Operator, ReadCheckpoints};
 use crate::formats::rfc3339;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_store::checkpoint::{Checkpoint, Due, public_key_hex};
 use axum::extract::{Query, State};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! get `aaep:agent.awaiting.clarification`; operators answer with `clarification.reply` or
 //! `POST /v1/clarifications/{id}/answer` (`assent answer ID VALUE`). Replies are validated by
 //! kind (§6.5.5): a reply of the wrong kind counts as no reply. Unanswered ones expire.
-//! Routes are mounted by [`crate::router`].
+//! Routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::config::Principal;
 use crate::error::ApiError;
@@ -11,8 +11,8 @@ use crate::extract::{Agent, AnswerClarifications, ApiJson, AskQuestions, Caller}
 use crate::extract::{ListClarifications, Operator, wait_seconds};
 use crate::formats::rfc3339;
 use crate::replies::{Ignored, clarification_reply, in_time, reply_sender};
+use crate::state::{AppState, now_ms};
 use crate::waiters::clarification_key;
-use crate::{AppState, now_ms};
 use assent_store::aaep::Clarification;
 use axum::Json;
 use axum::extract::{Path, Query, State};

@@ -1,17 +1,17 @@
 //! Deciding and cancelling approvals: an operator's decision (`POST
-//! /v1/approvals/{id}/decision`, and the dashboard's forms through [`decide_as`]), the same
+//! /v1/approvals/{id}/decision`, and the dashboard's forms through `decide_as`), the same
 //! decision on many (`POST /v1/approvals/decisions`), the in-client user's decision relayed by
 //! its agent, and cancellations of one approval or a whole session (AAEP §6.8). Expiries are
 //! settled first and every waiter is woken after. An edit is re-gated by [`crate::edits`].
-//! Reads are [`crate::approvals`]; routes are mounted by [`crate::router`].
+//! Reads are [`crate::approvals`]; routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::calls::{check_name, check_reason};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::extract::{Agent, Caller, DecideApprovals, Operator, OptionalJson, RelayUserDecision};
 use crate::formats::approval_json;
+use crate::state::{AppState, now_ms};
 use crate::waiters::clarification_key;
-use crate::{AppState, now_ms};
 use assent_core::approval::{DecisionKind, GrantScope};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput};
 use axum::Json;

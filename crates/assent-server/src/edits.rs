@@ -1,10 +1,10 @@
 //! An edited call, re-gated like a proposal before it can be approved (seed 002 "Approve with
 //! modifications", AAEP §6.3.2 `modified_action`; issue 10 §3): the REST API, the dashboard and
-//! AAEP replies' `modified_action` all come through [`edit`]. It neither decides nor stores.
+//! AAEP replies' `modified_action` all come through `edit`. It neither decides nor stores.
 
 use crate::calls::{Canonical, resolve_real_path};
 use crate::error::ApiError;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_core::edit::{EditRefusal, Original, check_edit};
 use assent_core::evaluate_in;
 use assent_core::triggers::{Observations, PriorCall};

@@ -6,10 +6,10 @@
 //! strict JSON, [`assent_core::json`]: no duplicate keys, no number a double would change),
 //! and the `?wait=` query of a long poll. It mounts no route and imports no handler module.
 
-use crate::AppState;
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
+use crate::state::AppState;
 use assent_core::json::StrictJsonError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};

@@ -1,17 +1,17 @@
 //! Proposals: the one path from a submission to an answer (issue "gateway end to end" §8,
 //! seed 002, seed 004). `POST /v1/tool-calls`, `POST /v1/delegations` and
-//! `POST /v1/tool-results` turn their bodies into a [`Submission`]; [`gate`] (also used by
+//! `POST /v1/tool-results` turn their bodies into a `Submission`; `gate` (also used by
 //! MPLP plans and Confirms in [`crate::plans`]) asks the gatekeeper inside the store's
 //! proposal transaction and answers `200` allow, `403 TOOL_DENIED`, `202` pending or
 //! `429 TOO_MANY_PENDING`. Decisions, redemptions and expiry live elsewhere
-//! ([`crate::approvals`], [`crate::tokens`]); routes are mounted by [`crate::router`].
+//! ([`crate::approvals`], [`crate::tokens`]); routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::calls::{Canonical, MAX_ID_BYTES, check_id, check_name, check_trace_id};
 use crate::calls::{is_uuid_v4, resolve_real_path};
 use crate::error::ApiError;
 use crate::extract::{Agent, AgentItself, ApiJson, ProposeCalls, ReportResults};
 use crate::formats::{self, rfc3339};
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_core::gatekeeper::default_timeout_seconds;
 use assent_core::triggers::Observations;
 use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};

@@ -1,10 +1,10 @@
 //! `GET /v1/learning-samples` (operators): every settled approval as an MPLP learning sample
 //! (seed 001 §5), one JSON object per line (`application/x-ndjson`). The samples are built by
-//! the store; the route is mounted by [`crate::router`].
+//! the store; the route is mounted by [`crate::router`](mod@crate::router).
 
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ExportLearning, Operator};
+use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 

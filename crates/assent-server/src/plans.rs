@@ -21,7 +21,7 @@ use crate::config::Principal;
 use crate::error::ApiError;
 use crate::extract::{Agent, AgentItself, ApiJson, Caller, OptionalJson};
 use crate::gate::{Submission, gate};
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_store::plans::{PlanError, PlanRecord};
 use axum::Json;
 use axum::extract::{Path, State};

@@ -1,10 +1,10 @@
 //! The kit of AAEP replies (§6.3.4), shared by [`crate::aaep`] (confirmations, subscriptions)
 //! and [`crate::clarify`] (clarifications): the vendored AAEP handshake schemas, the sender
 //! check (an authenticated operator on an open subscription of theirs that can reply), the
-//! timestamp window, and [`Ignored`], why a reply was dropped. It answers no request itself.
+//! timestamp window, and `Ignored`, why a reply was dropped. It answers no request itself.
 
 use crate::config::Principal;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_store::aaep::Subscription;
 use serde_json::Value;
 use std::sync::OnceLock;

@@ -5,7 +5,8 @@
 //! imports this file.
 
 use crate::error::ApiError;
-use crate::{AppState, aaep, approvals, checkpoints, clarify, dashboard, decide, gate};
+use crate::state::AppState;
+use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate};
 use crate::{learning, plans, tokens, tools, webhooks, whoami};
 use axum::http::StatusCode;
 use axum::response::Redirect;

@@ -1,10 +1,10 @@
 //! The one store-call helper: every handler reaches the (blocking, SQLite) store through
-//! [`AppState::store_call`] or [`AppState::store_task`], which run it on tokio's blocking pool
+//! `AppState::store_call` or `AppState::store_task`, which run it on tokio's blocking pool
 //! and turn a failure into `503 STORE_UNAVAILABLE` (fail closed). Kit: imports nothing but the
 //! state and the error type.
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 use assent_store::{Store, StoreError};
 
 /// Runs a blocking closure on tokio's blocking pool; a task that panicked or was cancelled is

@@ -1,13 +1,13 @@
 //! Redeeming: an agent redeems an approval token for the exact call it was minted for
 //! (`POST /v1/tokens/redeem`, bound to the agent, the `call_hash` and the device; once), and
 //! operators list and revoke grants (`GET /v1/grants`, `DELETE /v1/grants/{id}`). Minting is
-//! the store's; routes are mounted by [`crate::router`].
+//! the store's; routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::calls::call_hash;
 use crate::error::ApiError;
 use crate::extract::{Agent, ApiJson, ListGrants, Operator, RedeemTokens, RevokeGrants};
 use crate::formats::rfc3339;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_store::RedeemError;
 use axum::Json;
 use axum::extract::{Path, Query, State};

@@ -11,13 +11,13 @@
 //!   the first decision.
 //! - `GET /v1/tools/pins` (operator).
 //!
-//! Routes are mounted by [`crate::router`].
+//! Routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::error::ApiError;
 use crate::extract::{Agent, ApiJson, Caller, ListToolPins, ListToolReviews, Operator};
 use crate::extract::{ReportTools, ReviewTools, wait_seconds};
+use crate::state::{AppState, now_ms};
 use crate::waiters::review_key;
-use crate::{AppState, now_ms};
 use assent_store::pins::ToolReview;
 use axum::Json;
 use axum::extract::{Path, Query, State};

@@ -26,7 +26,7 @@
 use crate::config::{Webhook, WebhookFormat};
 use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_store::ApprovalRecord;
 use assent_store::audit::AuditRecord;
 use assent_store::outbox::DeadLetter;

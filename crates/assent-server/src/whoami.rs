@@ -1,11 +1,11 @@
 //! Who a key is and what its agent declared: `GET /v1/whoami` and
 //! `GET /v1/agents/{agent}/mcp-servers/{alias}/tools` (the tools an agent's manifest declares
 //! for one MCP upstream). Read from the principals and the registry, never the store; routes
-//! are mounted by [`crate::router`].
+//! are mounted by [`crate::router`](mod@crate::router).
 
-use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::Caller;
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};

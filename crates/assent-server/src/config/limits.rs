@@ -18,6 +18,9 @@ pub const EXTENSION_BOUNDS: (u64, u64) = (0, 86_400);
 /// Bounds of `max_arguments_bytes`: 1 KiB … 64 MiB.
 pub const ARGUMENTS_BYTES_BOUNDS: (u64, u64) = (1024, 64 * 1024 * 1024);
 
+/// Default `max_arguments_bytes`: 256 KiB.
+pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 256 * 1024;
+
 /// `rate_limits` of the config.
 #[derive(Debug, Clone, Copy)]
 pub struct RateLimits {
@@ -117,7 +120,7 @@ pub(crate) fn limits(path: &Path, raw: &RawConfig) -> Result<Limits, ConfigError
         max_pending_per_agent: max_pending.unwrap_or(100),
         aaep_max_timeout_extension_seconds: extension.unwrap_or(600),
         max_arguments_bytes: max_arguments_bytes
-            .map_or(crate::DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
+            .map_or(DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
         max_connections: max_connections.map_or(10_000, |n| n as usize),
         header_read_timeout_seconds: header_read.unwrap_or(30),
         body_read_timeout_seconds: body_read.unwrap_or(30),

@@ -26,7 +26,7 @@ pub struct Webhook {
     pub url: String,
     /// `secret_env`: the environment variable holding the HMAC key.
     pub secret_env: String,
-    /// The HMAC key, once resolved ([`Config::webhooks`]).
+    /// The HMAC key, once resolved ([`Config::webhooks`](super::Config::webhooks)).
     pub secret: String,
     /// `format`: `json` (default) or `slack`.
     pub format: WebhookFormat,

@@ -1,7 +1,7 @@
 //! Principals of the configuration (`principals[]`): who may call the API, as an operator
 //! with roles or as an agent bound to one agent id, and where each key comes from. Declared
-//! principals are checked when the file loads ([`declare`]); their keys are resolved from the
-//! environment only when the server starts ([`resolve`]), so `assent check` needs no keys.
+//! principals are checked when the file loads (`declare`); their keys are resolved from the
+//! environment only when the server starts (`resolve`), so `assent check` needs no keys.
 //! Authentication itself is [`crate::auth`].
 
 use super::raw::{ConfigError, RawPrincipal, at};

@@ -1,6 +1,6 @@
 //! The configuration file as written (`assent.yaml`): the serde types of its sections, each
 //! with the line it starts on, and the error type every validation step reports with file and
-//! line ([`ConfigError`], [`at`], [`bounded`]). Kit of [`crate::config`]: it validates nothing
+//! line ([`ConfigError`], `at`, `bounded`). Kit of [`crate::config`]: it validates nothing
 //! beyond the YAML's shape.
 
 use serde::Deserialize;

@@ -1,10 +1,10 @@
 //! The dashboard's forms that change something: decisions (with edits, through the same
-//! [`crate::decide::decide_as`] as the REST API), answers to questions, dry runs, and the
+//! `decide::decide_as` as the REST API), answers to questions, dry runs, and the
 //! single-use card links sent in notifications. Each is CSRF-checked by
-//! [`super::session::operator_form`].
+//! `session::operator_form`.
 
 use crate::decide::{DecisionBody, decide_as};
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_core::approval::ApprovalStatus;
 use assent_core::approval::DecisionKind;
 use axum::body::Bytes;

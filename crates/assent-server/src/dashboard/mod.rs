@@ -23,13 +23,14 @@
 //! scopes and edits are checked exactly as there, and the decision is recorded under the
 //! signed-in operator's name.
 //!
-//! Layout: [`page`] (headers, rendering: the kit), [`session`] (sign-in, sessions, CSRF),
+//! Layout: [`page`] (headers, rendering: the kit), [`sessions`] (the session store), [`session`] (sign-in, CSRF),
 //! [`views`] (queue, cards, SSE, history, audit), [`forms`] (decisions, edits, answers, dry
-//! runs, card links). Its routes are mounted by [`crate::router`].
+//! runs, card links). Its routes are mounted by [`crate::router`](mod@crate::router).
 
 pub mod forms;
 pub mod page;
 pub mod session;
+pub mod sessions;
 pub mod views;
 
-pub use session::Sessions;
+pub use sessions::Sessions;

@@ -1,11 +1,11 @@
 //! Dashboard sign-in and sessions: operator keys start a session (a random 256-bit id in the
 //! `assent_ui` cookie, 12 hours, in memory), the sign-in form's double-submit cookie, the
-//! signed-in [`Operator`] of a request, and the CSRF check of every state-changing form
-//! ([`operator_form`]). It renders no queue or card.
+//! signed-in `Operator` of a request, and the CSRF check of every state-changing form
+//! (`operator_form`). It renders no queue or card.
 
-use crate::AppState;
 use crate::auth::principal_for_key;
 use crate::config::Principal;
+use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -13,67 +13,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::page::{Message, forbidden, page_with, secured, to_login};
+use super::sessions::{SESSION_TTL, Session, random_hex};
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 
-/// How long a dashboard session lasts.
-const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 const COOKIE: &str = "assent_ui";
 const LOGIN_COOKIE: &str = "assent_ui_login";
 
-/// One signed-in operator.
-#[derive(Clone)]
-pub(crate) struct Session {
-    pub(crate) operator: String,
-    pub(crate) csrf: String,
-    pub(crate) expires: Instant,
-}
-
-/// The dashboard's sessions, by the SHA-256 of the cookie's value.
-#[derive(Default)]
-pub struct Sessions {
-    by_id: Mutex<HashMap<[u8; 32], Session>>,
-}
-
-fn random_hex() -> String {
-    let mut b = [0u8; 32];
-    getrandom::fill(&mut b).expect("the OS random source");
-    hex::encode(b)
-}
-
-fn digest(s: &str) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(s.as_bytes()).into()
-}
-
-impl Sessions {
-    fn start(&self, operator: &str) -> (String, Session) {
-        let id = random_hex();
-        let s = Session {
-            operator: operator.to_string(),
-            csrf: random_hex(),
-            expires: Instant::now() + SESSION_TTL,
-        };
-        let mut map = self.by_id.lock().expect("sessions");
-        map.retain(|_, s| s.expires > Instant::now());
-        map.insert(digest(&id), s.clone());
-        (id, s)
-    }
-
-    fn get(&self, id: &str) -> Option<Session> {
-        let map = self.by_id.lock().expect("sessions");
-        map.get(&digest(id))
-            .filter(|s| s.expires > Instant::now())
-            .cloned()
-    }
-
-    fn end(&self, id: &str) {
-        self.by_id.lock().expect("sessions").remove(&digest(id));
-    }
-}
-
+/// The value of cookie `name` in the request's `Cookie` headers.
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)

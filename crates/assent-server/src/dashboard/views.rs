@@ -4,7 +4,7 @@
 
 use crate::error::ApiError;
 use crate::formats::rfc3339;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use askama::Template;
 use assent_core::approval::ApprovalStatus;
 use assent_store::ApprovalRecord;
