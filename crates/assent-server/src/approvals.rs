@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::extract::{Caller, ListApprovals, Operator, wait_seconds};
 use crate::formats::{self, approval_json};
 use crate::state::{AppState, now_ms};
-use crate::waiters::approval_key;
+use crate::waiters::{Look, approval_key};
 use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use axum::Json;
@@ -161,41 +161,30 @@ pub(crate) async fn get_approval(
 ) -> Result<Json<Value>, ApiError> {
     let format = get_format(&q)?;
     let wait = wait_seconds(&q)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    // Only a long-poll registers (and counts toward the principal's cap); it is woken by a
-    // change of this approval alone.
-    let waiting = match wait {
-        0 => None,
-        _ => Some(st.waiters.register(&approval_key(&id), &p.name)?),
-    };
     let is_agent = p.agent_id().is_some();
-    loop {
-        let notified = waiting.as_ref().map(|w| w.notify().notified());
-        tokio::pin!(notified);
-        if let Some(n) = notified.as_mut().as_pin_mut() {
-            n.enable();
-        }
-        let (expired, rec, token, events) = read_once(&st, &id, is_agent, format == "mplp").await?;
+    let (st, id, p) = (&st, &id, &p);
+    let look = || async move {
+        let (expired, rec, token, events) = read_once(st, id, is_agent, format == "mplp").await?;
         st.settled(&expired);
+        // An agent sees only its own approvals; others get the same 404 as a missing id.
         let rec = rec
             .filter(|r| p.sees(&r.agent))
             .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
-        let now = tokio::time::Instant::now();
-        if rec.status != ApprovalStatus::Pending || now >= deadline {
-            return Ok(Json(match format {
-                "approval-request" => formats::approval_request_json(&rec),
-                "mplp" => formats::mplp_confirm_json(&rec, &events.0, &events.1),
-                _ => approval_json(&rec, token),
-            }));
+        let body = match format {
+            "approval-request" => formats::approval_request_json(&rec),
+            "mplp" => formats::mplp_confirm_json(&rec, &events.0, &events.1),
+            _ => approval_json(&rec, token),
+        };
+        if rec.status != ApprovalStatus::Pending {
+            return Ok(Look::Done(body));
         }
-        // Wake on a change of this approval, at its own expiry, or at the deadline.
+        // Wake at its own expiry too.
         let until_expiry = Duration::from_millis((rec.expires_at - now_ms()).max(0) as u64 + 5);
-        let sleep = (deadline - now).min(until_expiry);
-        match notified.as_mut().as_pin_mut() {
-            Some(n) => {
-                let _ = tokio::time::timeout(sleep, n).await;
-            }
-            None => tokio::time::sleep(sleep).await,
-        }
-    }
+        Ok(Look::Pending(body, until_expiry))
+    };
+    let body = st
+        .waiters
+        .long_poll(&approval_key(id), &p.name, wait, look)
+        .await?;
+    Ok(Json(body))
 }

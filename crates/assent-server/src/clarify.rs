@@ -12,7 +12,7 @@ use crate::extract::{ListClarifications, Operator, wait_seconds};
 use crate::formats::rfc3339;
 use crate::replies::{Ignored, clarification_reply, in_time, reply_sender};
 use crate::state::{AppState, now_ms};
-use crate::waiters::clarification_key;
+use crate::waiters::{Look, clarification_key};
 use assent_store::aaep::Clarification;
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -177,17 +177,8 @@ pub(crate) async fn read(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let wait = wait_seconds(&q)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let waiting = match wait {
-        0 => None,
-        _ => Some(st.waiters.register(&clarification_key(&id), &p.name)?),
-    };
-    loop {
-        let notified = waiting.as_ref().map(|w| w.notify().notified());
-        tokio::pin!(notified);
-        if let Some(n) = notified.as_mut().as_pin_mut() {
-            n.enable();
-        }
+    let (st, id, p) = (&st, &id, &p);
+    let look = || async move {
         let id2 = id.clone();
         let (expired, c) = st
             .store_call(move |s| {
@@ -210,19 +201,17 @@ pub(crate) async fn read(
         let c = c
             .filter(|c| p.sees(&c.agent))
             .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
-        let now = tokio::time::Instant::now();
-        if c.status != "pending" || now >= deadline {
-            return Ok(Json(json_of(&c)));
+        if c.status != "pending" {
+            return Ok(Look::Done(json_of(&c)));
         }
         let until = Duration::from_millis((c.expires_at - now_ms()).max(0) as u64 + 5);
-        let sleep = (deadline - now).min(until);
-        match notified.as_mut().as_pin_mut() {
-            Some(n) => {
-                let _ = tokio::time::timeout(sleep, n).await;
-            }
-            None => tokio::time::sleep(sleep).await,
-        }
-    }
+        Ok(Look::Pending(json_of(&c), until))
+    };
+    let body = st
+        .waiters
+        .long_poll(&clarification_key(id), &p.name, wait, look)
+        .await?;
+    Ok(Json(body))
 }
 
 /// The body of `POST /v1/clarifications/{id}/answer`: `{"response": VALUE}`.

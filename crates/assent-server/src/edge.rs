@@ -4,7 +4,7 @@
 //! JSON `500` instead of a dropped connection; and the [`throttle`] layer (rate limits and
 //! failed-authentication lock-outs of [`crate::throttle`]) in front of every handler.
 
-use crate::auth::principal_for_key;
+use crate::auth::{bearer_key, principal_for_key};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::throttle::too_many;
@@ -150,24 +150,11 @@ async fn json_errors(req: Request, next: Next) -> Response {
     out
 }
 
-/// The bearer key of a request, if it carries one.
-fn bearer(req: &Request) -> Option<&str> {
-    req.headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-}
-
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
 /// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
 /// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
 pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(key) = bearer(&req) else {
+    let Some(key) = bearer_key(req.headers()) else {
         return next.run(req).await;
     };
     let addr = st.throttle.client_addr(&req);

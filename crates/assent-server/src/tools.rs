@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::extract::{Agent, ApiJson, Caller, ListToolPins, ListToolReviews, Operator};
 use crate::extract::{ReportTools, ReviewTools, wait_seconds};
 use crate::state::{AppState, now_ms};
-use crate::waiters::review_key;
+use crate::waiters::{Look, review_key};
 use assent_store::pins::ToolReview;
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -109,34 +109,23 @@ pub(crate) async fn read(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let wait = wait_seconds(&q)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let key = review_key(&id);
-    let waiting = match wait {
-        0 => None,
-        _ => Some(st.waiters.register(&key, &p.name)?),
-    };
-    loop {
-        let notified = waiting.as_ref().map(|w| w.notify().notified());
-        tokio::pin!(notified);
-        if let Some(n) = notified.as_mut().as_pin_mut() {
-            n.enable();
-        }
+    let (st, id) = (&st, &id);
+    let look = || async move {
         let id2 = id.clone();
         let r = st
             .store_call(move |s| s.tool_review(&id2))
             .await?
             .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
-        let now = tokio::time::Instant::now();
-        if r.status != "pending" || now >= deadline {
-            return Ok(Json(review_json(&r)));
-        }
-        match notified.as_mut().as_pin_mut() {
-            Some(n) => {
-                let _ = tokio::time::timeout(deadline - now, n).await;
-            }
-            None => tokio::time::sleep(deadline - now).await,
-        }
-    }
+        Ok(match r.status.as_str() {
+            "pending" => Look::Pending(review_json(&r), Duration::MAX),
+            _ => Look::Done(review_json(&r)),
+        })
+    };
+    let body = st
+        .waiters
+        .long_poll(&review_key(id), &p.name, wait, look)
+        .await?;
+    Ok(Json(body))
 }
 
 async fn decide(
