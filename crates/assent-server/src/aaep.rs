@@ -6,70 +6,29 @@
 //! known token, unused, unexpired, authenticated sender on an open subscription of theirs that
 //! can reply, decision in `allowed_replies` — and every JSON body is answered `204`, so the
 //! sender learns no reason (`400` only for a body that is not JSON). The reply token is never a
-//! credential: the decision is made as the authenticated operator, with their roles.
+//! credential: the decision is made as the authenticated operator, with their roles. The
+//! checks shared with clarifications are in [`crate::replies`]; routes are mounted by
+//! [`crate::router`](mod@crate::router).
 
-use crate::api::blocking;
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
-use crate::{AppState, now_ms};
+use crate::extract::{AaepSubscriber, ApiJson, Operator};
+use crate::replies::{Ignored, confirmation_reply, in_time, reply_sender, subscription_request};
+use crate::state::{AppState, now_ms};
 use assent_core::ApprovalStatus;
 use assent_store::aaep::{AAEP_VERSION, Subscription};
-use assent_store::{DecideError, DecisionInput};
+use assent_store::{ApprovalRecord, DecideError, DecisionInput};
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::OnceLock;
 use std::time::Duration;
-
-/// Routes of the AAEP binding.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/aaep/v1/subscriptions", post(subscribe))
-        .route("/aaep/v1/events", get(events))
-        .route("/aaep/v1/replies", post(replies))
-}
-
-fn schema(text: &'static str) -> jsonschema::Validator {
-    let v: Value = serde_json::from_str(text).expect("vendored schema is JSON");
-    jsonschema::options()
-        .should_validate_formats(true)
-        .build(&v)
-        .expect("vendored schema compiles")
-}
-
-macro_rules! vendored {
-    ($name:ident, $path:literal) => {
-        fn $name() -> &'static jsonschema::Validator {
-            static V: OnceLock<jsonschema::Validator> = OnceLock::new();
-            V.get_or_init(|| schema(include_str!(concat!("../../../spec/aaep/schemas/", $path))))
-        }
-    };
-}
-vendored!(
-    subscription_request,
-    "handshake/subscription.request.schema.json"
-);
-vendored!(
-    confirmation_reply,
-    "handshake/confirmation.reply.schema.json"
-);
-vendored!(
-    clarification_reply,
-    "handshake/clarification.reply.schema.json"
-);
-
-fn operator(p: &Principal) -> Result<&[String], ApiError> {
-    p.roles()
-        .ok_or_else(|| ApiError::forbidden("AAEP subscribers authenticate as operators"))
-}
 
 /// The capabilities assent honours for a request: the standard ones as asked (with the
 /// schema's defaults), and assent's timeout extension capped by the configuration.
@@ -111,13 +70,11 @@ fn accepted(sub: &Subscription) -> Value {
 /// `POST /aaep/v1/subscriptions`: a `subscription.request` → `201` `subscription.accepted`
 /// with `Location`; a request that does not match the schema is `400` with
 /// `subscription.rejected`; another major version is `400` `version_unsupported`.
-async fn subscribe(
+pub(crate) async fn subscribe(
     State(st): State<AppState>,
-    headers: HeaderMap,
-    crate::extract::ApiJson(req): crate::extract::ApiJson<Value>,
+    op: Operator<AaepSubscriber>,
+    ApiJson(req): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
-    let p = authenticate(&st.principals, &headers)?.clone();
-    operator(&p)?;
     let reject = |code: &str, msg: String| {
         (
             StatusCode::BAD_REQUEST,
@@ -144,10 +101,9 @@ async fn subscribe(
         ));
     }
     let honored = honour(&req, st.settings.aaep_max_timeout_extension_s);
-    let s = st.store.clone();
-    let sub = blocking(move || s.subscribe(&p.name, &req, &honored, now_ms()))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let sub = st
+        .store_call(move |s| s.subscribe(op.name(), &req, &honored, now_ms()))
+        .await?;
     st.refresh_extension().await;
     let mut resp = (StatusCode::CREATED, Json(accepted(&sub))).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!("/aaep/v1/events?subscription_id={}", sub.id)) {
@@ -160,25 +116,24 @@ async fn subscribe(
 /// `id: evt_…`). Resumes after `Last-Event-ID`. Without `subscription_id` it opens a
 /// subscription with default capabilities and announces it in a first
 /// `event: aaep.subscription` message holding its `subscription.accepted`.
-async fn events(
+pub(crate) async fn events(
     State(st): State<AppState>,
+    op: Operator<AaepSubscriber>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let p = authenticate(&st.principals, &headers)?.clone();
-    operator(&p)?;
+    let name = op.name().to_string();
     let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let s = st.store.clone();
     let (sub, fresh) = match q.get("subscription_id") {
         Some(id) => {
             let id = id.clone();
-            let sub = blocking(move || s.subscription(&id))
+            let sub = st
+                .store_call(move |s| s.subscription(&id))
                 .await?
-                .map_err(ApiError::unavailable)?
-                .filter(|x| x.principal == p.name && x.closed_at.is_none())
+                .filter(|x| x.principal == name && x.closed_at.is_none())
                 .ok_or_else(|| {
                     ApiError::not_found("no open subscription with this id for this operator")
                 })?;
@@ -186,24 +141,19 @@ async fn events(
         }
         None => {
             let req = json!({"type": "subscription.request", "aaep_version": AAEP_VERSION,
-                             "subscriber_id": format!("sse:{}", p.name), "capabilities": {}});
+                             "subscriber_id": format!("sse:{name}"), "capabilities": {}});
             let honored = honour(&req, 0);
-            let name = p.name.clone();
-            let sub = blocking(move || s.subscribe(&name, &req, &honored, now_ms()))
-                .await?
-                .map_err(ApiError::unavailable)?;
+            let sub = st
+                .store_call(move |s| s.subscribe(&name, &req, &honored, now_ms()))
+                .await?;
             (sub, true)
         }
     };
     let mut after = sub.start_seq;
-    if let Some(evt) = last {
-        let s = st.store.clone();
-        if let Some(seq) = blocking(move || s.event_seq(&evt))
-            .await?
-            .map_err(ApiError::unavailable)?
-        {
-            after = seq;
-        }
+    if let Some(evt) = last
+        && let Some(seq) = st.store_call(move |s| s.event_seq(&evt)).await?
+    {
+        after = seq;
     }
     let mut queue: VecDeque<Event> = VecDeque::new();
     if fresh {
@@ -213,17 +163,33 @@ async fn events(
                 .data(accepted(&sub).to_string()),
         );
     }
+    let mut resp = Sse::new(stream(st, sub, after, queue))
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(resp)
+}
+
+/// The events of subscription `sub` after sequence `after`, `queue` first: read from the
+/// store on every change (or every 15 s); ends when the subscription is closed (§5.8.2) or
+/// the store fails (the subscriber reconnects).
+fn stream(
+    st: AppState,
+    sub: Subscription,
+    after: i64,
+    queue: VecDeque<Event>,
+) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
     let rx = st.changes.subscribe();
     let init = (st, sub, after, queue, rx);
-    let stream =
-        futures_util::stream::unfold(init, |(st, sub, mut after, mut queue, mut rx)| async move {
-            loop {
-                if let Some(e) = queue.pop_front() {
-                    return Some((Ok::<_, Infallible>(e), (st, sub, after, queue, rx)));
-                }
-                let s = st.store.clone();
-                let sub2 = sub.clone();
-                let got = tokio::task::spawn_blocking(move || {
+    futures_util::stream::unfold(init, |(st, sub, mut after, mut queue, mut rx)| async move {
+        loop {
+            if let Some(e) = queue.pop_front() {
+                return Some((Ok::<_, Infallible>(e), (st, sub, after, queue, rx)));
+            }
+            let sub2 = sub.clone();
+            let got = st
+                .store_task(move |s| {
                     let open = s
                         .subscription(&sub2.id)
                         .ok()
@@ -232,46 +198,36 @@ async fn events(
                     (open, s.events_after(&sub2, after, 200))
                 })
                 .await;
-                let Ok((open, Ok(events))) = got else {
-                    return None; // the store failed: end the stream; the subscriber reconnects
-                };
-                if !open {
-                    return None; // closed (§5.8.2: stop emitting)
-                }
-                for e in events {
-                    after = e.seq;
-                    if sub.wants(&e.ty, e.critical) {
-                        queue.push_back(
-                            Event::default()
-                                .event("aaep.event")
-                                .id(e.event_id)
-                                .data(e.data.to_string()),
-                        );
-                    }
-                }
-                if queue.is_empty() {
-                    let _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()).await;
+            let Ok((open, Ok(events))) = got else {
+                return None; // the store failed: end the stream; the subscriber reconnects
+            };
+            if !open {
+                return None; // closed (§5.8.2: stop emitting)
+            }
+            for e in events {
+                after = e.seq;
+                if sub.wants(&e.ty, e.critical) {
+                    queue.push_back(
+                        Event::default()
+                            .event("aaep.event")
+                            .id(e.event_id)
+                            .data(e.data.to_string()),
+                    );
                 }
             }
-        });
-    let mut resp = Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response();
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(resp)
-}
-
-/// Why a reply was ignored; logged, never told to the sender (§6.3.4).
-pub(crate) type Ignored = &'static str;
-
-/// Whether `msg` matches `clarification.reply.schema.json`.
-pub(crate) fn clarification_reply_valid(msg: &Value) -> bool {
-    clarification_reply().is_valid(msg)
+            if queue.is_empty() {
+                let _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()).await;
+            }
+        }
+    })
 }
 
 /// `POST /aaep/v1/replies`: `204` for every JSON body; `400` only when it is not JSON.
-async fn replies(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn replies(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     // The sender is authenticated before the body is parsed; a reply without a valid key is
     // ignored like any other failing reply (§6.3.4: 204, no reason given).
     let Ok(p) = authenticate(&st.principals, &headers) else {
@@ -307,10 +263,9 @@ async fn close(st: &AppState, p: Option<Principal>, msg: &Value) -> Result<&'sta
         .as_str()
         .ok_or("no subscription_id")?
         .to_string();
-    let s = st.store.clone();
-    let ok = blocking(move || s.close_subscription(&id, &p.name, now_ms()))
+    let ok = st
+        .store_call(move |s| s.close_subscription(&id, &p.name, now_ms()))
         .await
-        .map_err(|_| "store")?
         .map_err(|_| "store")?;
     st.refresh_extension().await;
     st.changed();
@@ -321,79 +276,26 @@ async fn close(st: &AppState, p: Option<Principal>, msg: &Value) -> Result<&'sta
     }
 }
 
-/// Checks the sender of a reply: an authenticated operator, on an open subscription of theirs
-/// that can reply (`confirmations`: `supports_confirmation_reply`, else clarifications).
-pub(crate) async fn reply_sender(
-    st: &AppState,
-    p: Option<Principal>,
-    msg: &Value,
-    confirmations: bool,
-) -> Result<(Principal, Subscription), Ignored> {
-    let p = p.ok_or("unauthenticated sender")?;
-    p.roles().ok_or("sender is not an operator")?;
-    let id = msg["subscription_id"].as_str().unwrap_or("").to_string();
-    let s = st.store.clone();
-    let sub = blocking(move || s.subscription(&id))
-        .await
-        .map_err(|_| "store")?
-        .map_err(|_| "store")?
-        .ok_or("unknown subscription")?;
-    if sub.principal != p.name || sub.closed_at.is_some() {
-        return Err("subscription is not an open one of the sender");
-    }
-    let can = if confirmations {
-        sub.replies_to_confirmations()
-    } else {
-        sub.replies_to_clarifications()
-    };
-    if !can {
-        return Err("subscription did not declare it can reply");
-    }
-    Ok((p, sub))
+/// Tells subscription `sub` that the approval `a` its reply (`token`) was for is resolved
+/// already (§6.7.1 courtesy notice).
+async fn late(st: &AppState, a: ApprovalRecord, sub: String, token: String) {
+    let _ = st
+        .store_call(move |s| s.courtesy_notice(&sub, &a, &token, now_ms()))
+        .await;
+    st.changed();
 }
 
-/// Whether the reply's `timestamp` precedes `requested_at + timeout` (§6.3.4 step 4).
-pub(crate) fn in_time(msg: &Value, requested_at: i64, expires_at: i64) -> bool {
-    let Some(ts) = msg["timestamp"].as_str().and_then(|t| {
-        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-    }) else {
-        return false;
-    };
-    let ms = (ts.unix_timestamp_nanos() / 1_000_000) as i64;
-    ms < expires_at && ms >= requested_at - 60_000 && now_ms() < expires_at
-}
-
-async fn confirmation(
+/// The decision a valid, timely `confirmation.reply` on subscription `sub` asks for:
+/// `accept` approves (with `modified_action` re-gated by [`crate::edits::edit`] for an
+/// operator holding `roles`), `reject` denies; the reason names the subscription, `decided_by`
+/// and the rationale.
+async fn reply_input(
     st: &AppState,
-    p: Option<Principal>,
     msg: &Value,
-) -> Result<&'static str, Ignored> {
-    if !confirmation_reply().is_valid(msg) {
-        return Err("does not match confirmation.reply.schema.json");
-    }
-    let token = msg["reply_token"].as_str().unwrap_or("").to_string();
-    let s = st.store.clone();
-    let t2 = token.clone();
-    let a = blocking(move || s.approval_by_reply_token(&t2))
-        .await
-        .map_err(|_| "store")?
-        .map_err(|_| "store")?
-        .ok_or("unknown reply token")?;
-    let (p, sub) = reply_sender(st, p, msg, true).await?;
-    let roles = p.roles().unwrap_or_default().to_vec();
-    let late = |st: AppState, a: assent_store::ApprovalRecord, sub: String, token: String| async move {
-        let s = st.store.clone();
-        let _ = blocking(move || s.courtesy_notice(&sub, &a, &token, now_ms())).await;
-        st.changed();
-    };
-    if a.status != ApprovalStatus::Pending {
-        late(st.clone(), a, sub.id, token).await;
-        return Err("already resolved (courtesy notice sent)");
-    }
-    // Until the deadline announced in `timeout_seconds`, escalation included (issue 10 §5).
-    if !in_time(msg, a.requested_at, a.announced_deadline()) {
-        return Err("reply timestamp is after the confirmation's timeout");
-    }
+    a: &ApprovalRecord,
+    sub: &str,
+    roles: &[String],
+) -> Result<DecisionInput, Ignored> {
     let decision = msg["decision"].as_str().unwrap_or("");
     if !["accept", "reject"].contains(&decision) {
         return Err("decision not in allowed_replies");
@@ -411,10 +313,7 @@ async fn confirmation(
     } else {
         DecisionInput::deny(None)
     };
-    input.reason = Some(format!(
-        "AAEP confirmation.reply on {}{by}{rationale}",
-        sub.id
-    ));
+    input.reason = Some(format!("AAEP confirmation.reply on {sub}{by}{rationale}"));
     if decision == "accept"
         && let Some(m) = msg.get("modified_action")
     {
@@ -422,27 +321,55 @@ async fn confirmation(
             .get("arguments")
             .cloned()
             .ok_or("modified_action without arguments")?;
-        let s = st.store.clone();
-        let (agent, session, aid) = (a.agent.clone(), a.session_id.clone(), a.id.clone());
-        let prior = blocking(move || s.session_calls(&agent, &session, Some(&aid)))
-            .await
-            .map_err(|_| "store")?
-            .map_err(|_| "store")?;
         // Re-gated like a proposal, as an operator's edit is; refused means nothing runs.
-        let (edited, limit) = crate::edits::regate(st, &a, args, &prior, &roles)
-            .map_err(|_| "modified action refused by the gatekeeper")?;
+        let (edited, limit) = crate::edits::edit(st, a, args, roles)
+            .await
+            .map_err(|e| match e.status {
+                StatusCode::SERVICE_UNAVAILABLE => "store",
+                _ => "modified action refused by the gatekeeper",
+            })?;
         input.edited = Some(edited);
         input.edited_output_bytes = limit;
     }
-    let s = st.store.clone();
+    Ok(input)
+}
+
+async fn confirmation(
+    st: &AppState,
+    p: Option<Principal>,
+    msg: &Value,
+) -> Result<&'static str, Ignored> {
+    if !confirmation_reply().is_valid(msg) {
+        return Err("does not match confirmation.reply.schema.json");
+    }
+    let token = msg["reply_token"].as_str().unwrap_or("").to_string();
+    let t2 = token.clone();
+    let a = st
+        .store_call(move |s| s.approval_by_reply_token(&t2))
+        .await
+        .map_err(|_| "store")?
+        .ok_or("unknown reply token")?;
+    let (p, sub) = reply_sender(st, p, msg, true).await?;
+    let roles = p.roles().unwrap_or_default().to_vec();
+    if a.status != ApprovalStatus::Pending {
+        late(st, a, sub.id, token).await;
+        return Err("already resolved (courtesy notice sent)");
+    }
+    // Until the deadline announced in `timeout_seconds`, escalation included (issue 10 §5).
+    if !in_time(msg, a.requested_at, a.announced_deadline()) {
+        return Err("reply timestamp is after the confirmation's timeout");
+    }
+    let accept = msg["decision"] == "accept";
+    let input = reply_input(st, msg, &a, &sub.id, &roles).await?;
     let (id, name) = (a.id.clone(), p.name.clone());
-    let res = blocking(move || s.decide(&id, &input, &name, &roles, now_ms()))
+    let res = st
+        .store_task(move |s| s.decide(&id, &input, &name, &roles, now_ms()))
         .await
         .map_err(|_| "store")?;
     match res {
         Ok(rec) => {
             st.settled(std::slice::from_ref(&rec.id));
-            Ok(if decision == "accept" {
+            Ok(if accept {
                 "confirmation accepted"
             } else {
                 "confirmation rejected"
@@ -450,10 +377,9 @@ async fn confirmation(
         }
         Err(DecideError::AlreadyDecided(_)) => {
             // Lost the race to another reply or channel: first reply wins (§6.7.1).
-            let s = st.store.clone();
             let id = a.id.clone();
-            if let Ok(Ok(Some(a))) = blocking(move || s.get_approval(&id)).await {
-                late(st.clone(), a, sub.id, token).await;
+            if let Ok(Some(a)) = st.store_call(move |s| s.get_approval(&id)).await {
+                late(st, a, sub.id, token).await;
             }
             Err("already resolved (courtesy notice sent)")
         }

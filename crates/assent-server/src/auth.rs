@@ -13,7 +13,14 @@ pub fn authenticate<'a>(
     principals: &'a [Principal],
     headers: &HeaderMap,
 ) -> Result<&'a Principal, ApiError> {
-    let key = headers
+    let key = bearer_key(headers).ok_or_else(ApiError::unauthenticated)?;
+    principal_for_key(principals, key).ok_or_else(ApiError::unauthenticated)
+}
+
+/// The key of an `Authorization: Bearer KEY` header (`bearer` also accepted, surrounding
+/// spaces trimmed), if the request carries a non-empty one.
+pub fn bearer_key(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -22,8 +29,6 @@ pub fn authenticate<'a>(
         })
         .map(str::trim)
         .filter(|k| !k.is_empty())
-        .ok_or_else(ApiError::unauthenticated)?;
-    principal_for_key(principals, key).ok_or_else(ApiError::unauthenticated)
 }
 
 /// The principal whose key is `key` (compared by SHA-256, in constant time with every
@@ -46,6 +51,12 @@ impl Principal {
             PrincipalKind::Agent { agent_id } => Some(agent_id),
             PrincipalKind::Operator { .. } => None,
         }
+    }
+    /// Whether this principal may see what agent `agent` asked for (approvals, questions,
+    /// plans): an agent only its own, an operator everything; others get the same `404` as
+    /// a missing id.
+    pub fn sees(&self, agent: &str) -> bool {
+        self.agent_id().is_none_or(|a| a == agent)
     }
     /// The roles of an operator (`None` for agents).
     pub fn roles(&self) -> Option<&[String]> {

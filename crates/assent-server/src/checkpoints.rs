@@ -6,11 +6,11 @@
 //! [`assent_store::checkpoint`].
 
 use crate::error::ApiError;
+use crate::extract::{Operator, ReadCheckpoints};
 use crate::formats::rfc3339;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_store::checkpoint::{Checkpoint, Due, public_key_hex};
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -34,8 +34,9 @@ pub fn spawn(state: AppState, interval: Duration) -> tokio::task::JoinHandle<()>
 /// configured file, logged (`tracing::info!`). Failures are logged, never fatal: a chain that
 /// no longer extends the previous checkpoint is logged as an error and nothing is signed.
 pub async fn sign_due(state: &AppState, due: Due) {
-    let s = state.store.clone();
-    let signed = tokio::task::spawn_blocking(move || s.checkpoint_if_due(due, now_ms())).await;
+    let signed = state
+        .store_task(move |s| s.checkpoint_if_due(due, now_ms()))
+        .await;
     let cp = match signed {
         Ok(Ok(Some(cp))) => cp,
         Ok(Ok(None)) | Err(_) => return,
@@ -71,14 +72,11 @@ pub fn to_json(cp: &Checkpoint) -> Value {
 /// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operators): stored checkpoints, newest
 /// first (`limit` 1–1000, default 100; `before_seq`: only those covering fewer records), with
 /// the gateway's audit public key (64 hex).
-async fn list(
+pub(crate) async fn list(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _op: Operator<ReadCheckpoints>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let p = crate::auth::authenticate(&st.principals, &headers)?;
-    p.roles()
-        .ok_or_else(|| ApiError::forbidden("only an operator may read audit checkpoints"))?;
     let num = |k: &str| -> Result<Option<i64>, ApiError> {
         q.get(k)
             .map(|v| {
@@ -89,17 +87,11 @@ async fn list(
     };
     let limit = num("limit")?.unwrap_or(100).clamp(1, 1000);
     let before = num("before_seq")?;
-    let s = st.store.clone();
-    let list = crate::api::blocking(move || s.recent_checkpoints(before, limit))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let list = st
+        .store_call(move |s| s.recent_checkpoints(before, limit))
+        .await?;
     Ok(axum::Json(json!({
         "public_key": public_key_hex(&st.store.audit_public_key()),
         "checkpoints": list.iter().map(to_json).collect::<Vec<_>>(),
     })))
-}
-
-/// Routes: `GET /v1/audit/checkpoints`.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new().route("/v1/audit/checkpoints", axum::routing::get(list))
 }

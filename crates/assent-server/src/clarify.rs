@@ -3,32 +3,25 @@
 //! get `aaep:agent.awaiting.clarification`; operators answer with `clarification.reply` or
 //! `POST /v1/clarifications/{id}/answer` (`assent answer ID VALUE`). Replies are validated by
 //! kind (§6.5.5): a reply of the wrong kind counts as no reply. Unanswered ones expire.
+//! Routes are mounted by [`crate::router`](mod@crate::router).
 
-use crate::aaep::{Ignored, in_time, reply_sender};
-use crate::api::{ApiJson, blocking, wait_seconds};
-use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::error::ApiError;
+use crate::extract::{Agent, AnswerClarifications, ApiJson, AskQuestions, Caller};
+use crate::extract::{ListClarifications, Operator, wait_seconds};
 use crate::formats::rfc3339;
-use crate::{AppState, now_ms};
+use crate::replies::{Ignored, clarification_reply, in_time, reply_sender};
+use crate::state::{AppState, now_ms};
+use crate::waiters::{Look, clarification_key};
 use assent_store::aaep::Clarification;
+use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// Routes of the clarification API.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/clarifications", post(ask).get(list))
-        .route("/v1/clarifications/{id}", get(read))
-        .route("/v1/clarifications/{id}/answer", post(answer))
-}
 
 const KINDS: [&str; 4] = ["freetext", "yes_no", "multiple_choice", "numeric"];
 
@@ -67,9 +60,10 @@ fn json_of(c: &Clarification) -> Value {
     })
 }
 
+/// The body of `POST /v1/clarifications`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AskBody {
+pub(crate) struct AskBody {
     agent: String,
     session_id: String,
     question: String,
@@ -82,17 +76,13 @@ struct AskBody {
     timeout_seconds: Option<u64>,
 }
 
-async fn ask(
+/// `POST /v1/clarifications` (the agent itself): asks a question (`202` with it).
+pub(crate) async fn ask(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    agent: Agent<AskQuestions>,
     ApiJson(b): ApiJson<AskBody>,
 ) -> Result<Response, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    if p.agent_id() != Some(b.agent.as_str()) {
-        return Err(ApiError::forbidden(
-            "only the agent itself may ask its clarification questions",
-        ));
-    }
+    agent.is(&b.agent)?;
     if b.question.is_empty() || b.question.len() > 16_384 || b.session_id.is_empty() {
         return Err(ApiError::bad_request(
             "question (1 to 16384 bytes) and session_id are required",
@@ -131,10 +121,9 @@ async fn ask(
     if !(1..=86_400).contains(&timeout) {
         return Err(ApiError::bad_request("timeout_seconds must be 1 to 86400"));
     }
-    let s = st.store.clone();
     let max_pending = st.settings.max_pending_per_agent;
     let agent = b.agent.clone();
-    let c = blocking(move || {
+    let c = st.store_call(move |s| {
         let now = now_ms();
         s.create_clarification(
             &b.agent,
@@ -149,7 +138,6 @@ async fn ask(
         )
     })
     .await?
-    .map_err(ApiError::unavailable)?
     .map_err(|limit| {
         ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -163,130 +151,107 @@ async fn ask(
     Ok((StatusCode::ACCEPTED, Json(json_of(&c))).into_response())
 }
 
-async fn list(
+/// `GET /v1/clarifications[?status=S]` (operators).
+pub(crate) async fn list(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _op: Operator<ListClarifications>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    p.roles()
-        .ok_or_else(|| ApiError::forbidden("only an operator may list clarifications"))?;
     let status = q.get("status").cloned().filter(|s| s != "all");
-    let s = st.store.clone();
-    let list = blocking(move || {
-        s.expire_clarifications(now_ms())?;
-        s.list_clarifications(status.as_deref())
-    })
-    .await?
-    .map_err(ApiError::unavailable)?;
+    let list = st
+        .store_call(move |s| {
+            s.expire_clarifications(now_ms())?;
+            s.list_clarifications(status.as_deref())
+        })
+        .await?;
     Ok(Json(
         json!({"clarifications": list.iter().map(json_of).collect::<Vec<_>>()}),
     ))
 }
 
-async fn read(
+/// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator), long-polled.
+pub(crate) async fn read(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    Caller(p): Caller,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?.clone();
     let wait = wait_seconds(&q)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let waiting = match wait {
-        0 => None,
-        _ => Some(st.waiters.register(&clarification_key(&id), &p.name)?),
-    };
-    loop {
-        let notified = waiting.as_ref().map(|w| w.notify().notified());
-        tokio::pin!(notified);
-        if let Some(n) = notified.as_mut().as_pin_mut() {
-            n.enable();
-        }
-        let s = st.store.clone();
+    let (st, id, p) = (&st, &id, &p);
+    let look = || async move {
         let id2 = id.clone();
-        let (expired, c) = blocking(move || -> Result<_, assent_store::StoreError> {
-            let c = s.clarification(&id2, false)?;
-            let overdue = c
-                .as_ref()
-                .is_some_and(|c| c.status == "pending" && c.expires_at <= now_ms());
-            if overdue {
-                return Ok((
-                    s.expire_clarifications(now_ms())?,
-                    s.clarification(&id2, false)?,
-                ));
-            }
-            Ok((0, c))
-        })
-        .await?
-        .map_err(ApiError::unavailable)?;
+        let (expired, c) = st
+            .store_call(move |s| {
+                let c = s.clarification(&id2, false)?;
+                let overdue = c
+                    .as_ref()
+                    .is_some_and(|c| c.status == "pending" && c.expires_at <= now_ms());
+                if overdue {
+                    return Ok((
+                        s.expire_clarifications(now_ms())?,
+                        s.clarification(&id2, false)?,
+                    ));
+                }
+                Ok((0, c))
+            })
+            .await?;
         if expired > 0 {
             st.changed();
         }
         let c = c
-            .filter(|c| p.agent_id().is_none_or(|a| a == c.agent))
+            .filter(|c| p.sees(&c.agent))
             .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
-        let now = tokio::time::Instant::now();
-        if c.status != "pending" || now >= deadline {
-            return Ok(Json(json_of(&c)));
+        if c.status != "pending" {
+            return Ok(Look::Done(json_of(&c)));
         }
         let until = Duration::from_millis((c.expires_at - now_ms()).max(0) as u64 + 5);
-        let sleep = (deadline - now).min(until);
-        match notified.as_mut().as_pin_mut() {
-            Some(n) => {
-                let _ = tokio::time::timeout(sleep, n).await;
-            }
-            None => tokio::time::sleep(sleep).await,
-        }
-    }
+        Ok(Look::Pending(json_of(&c), until))
+    };
+    let body = st
+        .waiters
+        .long_poll(&clarification_key(id), &p.name, wait, look)
+        .await?;
+    Ok(Json(body))
 }
 
-/// The waiter key of clarification `id`.
-pub(crate) fn clarification_key(id: &str) -> String {
-    format!("clarification:{id}")
-}
-
+/// The body of `POST /v1/clarifications/{id}/answer`: `{"response": VALUE}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AnswerBody {
+pub(crate) struct AnswerBody {
     response: Value,
 }
 
 /// `POST /v1/clarifications/{id}/answer` (operator): `{"response": VALUE}`; a response of the
 /// wrong kind is `422 WRONG_KIND`; `409 ALREADY_ANSWERED` when it is no longer pending.
-async fn answer(
+pub(crate) async fn answer(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    op: Operator<AnswerClarifications>,
     Path(id): Path<String>,
     ApiJson(b): ApiJson<AnswerBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?.clone();
-    let c = answer_as(&st, p, id, b.response).await?;
+    let c = answer_as(&st, op.principal.name, id, b.response).await?;
     Ok(Json(json_of(&c)))
 }
 
-/// Operator `p` answers clarification `id` with `response` (the REST API and the dashboard).
-/// Errors: 403 for a non-operator, 404, 422 `WRONG_KIND`, 409 `ALREADY_ANSWERED`.
+/// Operator `name` answers clarification `id` with `response` (the REST API and the
+/// dashboard, which have checked that the caller is an operator). Errors: 404,
+/// 422 `WRONG_KIND`, 409 `ALREADY_ANSWERED`.
 pub(crate) async fn answer_as(
     st: &AppState,
-    p: Principal,
+    name: String,
     id: String,
     response: Value,
 ) -> Result<Clarification, ApiError> {
-    p.roles()
-        .ok_or_else(|| ApiError::forbidden("only an operator may answer clarifications"))?;
-    let s = st.store.clone();
     let id2 = id.clone();
-    let c = blocking(move || s.clarification(&id2, false))
+    let c = st
+        .store_call(move |s| s.clarification(&id2, false))
         .await?
-        .map_err(ApiError::unavailable)?
         .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
     check_response(&c, &response)
         .map_err(|m| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "WRONG_KIND", m))?;
-    let s = st.store.clone();
-    let res = blocking(move || s.answer_clarification(&id, &response, &p.name, now_ms()))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let res = st
+        .store_call(move |s| s.answer_clarification(&id, &response, &name, now_ms()))
+        .await?;
     match res {
         Some(c) => {
             st.waiters.wake(&clarification_key(&c.id));
@@ -307,14 +272,13 @@ pub(crate) async fn reply(
     p: Option<Principal>,
     msg: &Value,
 ) -> Result<&'static str, Ignored> {
-    if !crate::aaep::clarification_reply_valid(msg) {
+    if !clarification_reply().is_valid(msg) {
         return Err("does not match clarification.reply.schema.json");
     }
     let token = msg["reply_token"].as_str().unwrap_or("").to_string();
-    let s = st.store.clone();
-    let c = blocking(move || s.clarification(&token, true))
+    let c = st
+        .store_call(move |s| s.clarification(&token, true))
         .await
-        .map_err(|_| "store")?
         .map_err(|_| "store")?
         .ok_or("unknown reply token")?;
     let (p, _sub) = reply_sender(st, p, msg, false).await?;
@@ -326,12 +290,11 @@ pub(crate) async fn reply(
     }
     check_response(&c, &msg["response"])
         .map_err(|_| "response of the wrong kind (treated as no reply)")?;
-    let s = st.store.clone();
     let response = msg["response"].clone();
     let id = c.id.clone();
-    let done = blocking(move || s.answer_clarification(&id, &response, &p.name, now_ms()))
+    let done = st
+        .store_call(move |s| s.answer_clarification(&id, &response, &p.name, now_ms()))
         .await
-        .map_err(|_| "store")?
         .map_err(|_| "store")?;
     st.waiters.wake(&clarification_key(&c.id));
     st.changed();

@@ -1,11 +1,15 @@
 //! The HTTP edge around every route (issue 10 §14, §17): the body limit, the URI length
 //! limit, a JSON body for every error (also those axum and tower make themselves: a malformed
 //! path or query string, a body over the limit, a wrong method), and a panic answered as a
-//! JSON `500` instead of a dropped connection.
+//! JSON `500` instead of a dropped connection; and the [`throttle`] layer (rate limits and
+//! failed-authentication lock-outs of [`crate::throttle`]) in front of every handler.
 
+use crate::auth::{bearer_key, principal_for_key};
 use crate::error::ApiError;
+use crate::state::AppState;
+use crate::throttle::too_many;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -144,4 +148,44 @@ async fn json_errors(req: Request, next: Next) -> Response {
         HeaderValue::from_static("application/json"),
     );
     out
+}
+
+/// The API's throttle, before any handler: a locked-out address or key prefix gets `429
+/// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
+/// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
+pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(key) = bearer_key(req.headers()) else {
+        return next.run(req).await;
+    };
+    let addr = st.throttle.client_addr(&req);
+    if let Some(wait) = st.throttle.locked_out(addr, key, false) {
+        return too_many(
+            "AUTH_THROTTLED",
+            "too many failed authentications from this address; wait and retry",
+            wait,
+        );
+    }
+    match principal_for_key(&st.principals, key) {
+        None => {
+            let locked = st.throttle.locked_out(addr, key, true);
+            if let Some(wait) = locked.or_else(|| st.throttle.failed(addr, key)) {
+                tracing::warn!(addr = ?addr, "authentication failures throttled");
+                return too_many(
+                    "AUTH_THROTTLED",
+                    "too many failed authentications from this address or for this key; wait and retry",
+                    wait,
+                );
+            }
+        }
+        Some(p) => {
+            if let Some(wait) = st.throttle.over_rate(&p.name) {
+                return too_many(
+                    "RATE_LIMITED",
+                    "this principal is over its request rate (rate_limits); slow down",
+                    wait,
+                );
+            }
+        }
+    }
+    next.run(req).await
 }

@@ -1,10 +1,10 @@
 //! An edited call, re-gated like a proposal before it can be approved (seed 002 "Approve with
 //! modifications", AAEP §6.3.2 `modified_action`; issue 10 §3): the REST API, the dashboard and
-//! AAEP replies all come through [`regate`].
+//! AAEP replies' `modified_action` all come through `edit`. It neither decides nor stores.
 
-use crate::api::{canonical_call, resolve_real_path};
+use crate::calls::{Canonical, resolve_real_path};
 use crate::error::ApiError;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_core::edit::{EditRefusal, Original, check_edit};
 use assent_core::evaluate_in;
 use assent_core::triggers::{Observations, PriorCall};
@@ -12,20 +12,36 @@ use assent_store::{ApprovalRecord, EditedCall};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+/// An operator's edit of approval `rec` (holding `roles`): reads the session's earlier calls
+/// (the held call left out) and [`regate`]s `arguments` with them. Errors as [`regate`]'s, and
+/// `503 STORE_UNAVAILABLE` when the calls cannot be read.
+pub(crate) async fn edit(
+    st: &AppState,
+    rec: &ApprovalRecord,
+    arguments: Value,
+    roles: &[String],
+) -> Result<(EditedCall, Option<u64>), ApiError> {
+    let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
+    let prior = st
+        .store_call(move |s| s.session_calls(&agent, &session, Some(&id)))
+        .await?;
+    regate(st, rec, arguments, &prior, roles)
+}
+
 /// Re-canonicalises and re-hashes `arguments` as an edit of approval `rec`, evaluates the
 /// edited call with the session's earlier calls `prior` (the held call left out), and checks
 /// it against the held call ([`check_edit`]) for an operator holding `roles`. Returns the edit
 /// and its `thresholds.output_bytes`. Errors: `400` for arguments that are not a call,
 /// `422 EDIT_DENIED` / `EDIT_OUT_OF_SCOPE` / `EDIT_OVER_THRESHOLD` / `EDIT_RAISES_RISK`, `403`
 /// for a missing approver role; each names the reasons.
-pub(crate) fn regate(
+fn regate(
     st: &AppState,
     rec: &ApprovalRecord,
     arguments: Value,
     prior: &[PriorCall],
     roles: &[String],
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
-    let c = canonical_call(rec.call.tool.clone(), rec.call.server.clone(), arguments)?;
+    let c = Canonical::call(rec.call.tool.clone(), rec.call.server.clone(), arguments)?;
     let v = evaluate_in(
         &st.registry,
         &rec.agent,

@@ -1,17 +1,189 @@
-//! Request bodies as the API reads them (issue 10 §1, §2, §12, §14): only from a caller whose
-//! bearer key is valid (a request without one gets `401` before its body is parsed; the edge
-//! has already read it within `body_read_timeout_seconds` and the body limit, see
-//! [`crate::edge`]), and as strict JSON
-//! ([`assent_core::json`]: no duplicate keys, no number a double would change).
+//! The server's extractors, the kit at the bottom of every handler: who calls ([`Caller`],
+//! [`Operator`], [`Agent`]: authorisation written once, as `FromRequestParts`), request bodies
+//! as the API reads them (issue 10 §1, §2, §12, §14: only from a caller whose bearer key is
+//! valid, so a request without one gets `401` before its body is parsed; the edge has already
+//! read it within `body_read_timeout_seconds` and the body limit, see [`crate::edge`]; and as
+//! strict JSON, [`assent_core::json`]: no duplicate keys, no number a double would change),
+//! and the `?wait=` query of a long poll. It mounts no route and imports no handler module.
 
-use crate::AppState;
 use crate::auth::authenticate;
+use crate::config::Principal;
 use crate::error::ApiError;
+use crate::state::AppState;
 use assent_core::json::StrictJsonError;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+
+/// Longest `?wait=` long-poll, in seconds.
+pub const MAX_WAIT_SECONDS: u64 = 60;
+
+/// The `wait` query parameter of a long poll: whole seconds, at most [`MAX_WAIT_SECONDS`];
+/// 0 when absent; `400` when not a whole number.
+pub(crate) fn wait_seconds(q: &HashMap<String, String>) -> Result<u64, ApiError> {
+    match q.get("wait") {
+        None => Ok(0),
+        Some(w) => Ok(w
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request("wait must be a whole number of seconds"))?
+            .min(MAX_WAIT_SECONDS)),
+    }
+}
+
+/// The authenticated caller, any principal (agent or operator), from the
+/// `Authorization: Bearer KEY` header; `401 UNAUTHENTICATED` without a known key.
+pub struct Caller(pub Principal);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        authenticate(&st.principals, &parts.headers).map(|p| Caller(p.clone()))
+    }
+}
+
+/// What a route answers a principal of the wrong kind: the message of its `403 FORBIDDEN`
+/// (see the marker types below, one per route family).
+pub trait Refusal {
+    /// The `403 FORBIDDEN` message.
+    const MESSAGE: &'static str;
+}
+
+/// An operator principal (one with roles): `401` without a known key, `403 FORBIDDEN` with
+/// `R::MESSAGE` for an agent key.
+pub struct Operator<R> {
+    /// The operator.
+    pub principal: Principal,
+    refusal: PhantomData<R>,
+}
+
+impl<R> Operator<R> {
+    /// The operator's name (the `decided_by` of what they do).
+    pub fn name(&self) -> &str {
+        &self.principal.name
+    }
+    /// The operator's roles (those an approval's approver roles are matched against).
+    pub fn roles(&self) -> &[String] {
+        self.principal.roles().unwrap_or_default()
+    }
+}
+
+impl<R: Refusal> FromRequestParts<AppState> for Operator<R> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let p = authenticate(&st.principals, &parts.headers)?;
+        p.roles().ok_or_else(|| ApiError::forbidden(R::MESSAGE))?;
+        Ok(Operator {
+            principal: p.clone(),
+            refusal: PhantomData,
+        })
+    }
+}
+
+/// An agent principal (a key bound to one agent id): `401` without a known key,
+/// `403 FORBIDDEN` with `R::MESSAGE` for an operator key. Whether it acts for the agent a
+/// body or path names is [`Agent::acts_for`] or [`Agent::is`].
+pub struct Agent<R> {
+    /// The agent's principal.
+    pub principal: Principal,
+    /// The agent id the key is bound to.
+    pub agent_id: String,
+    refusal: PhantomData<R>,
+}
+
+impl<R: Refusal> Agent<R> {
+    /// `Ok` when the key acts for `agent`; else `403 FORBIDDEN`
+    /// "this key acts for agent `A`, not `agent`".
+    pub fn acts_for(&self, agent: &str) -> Result<(), ApiError> {
+        if self.agent_id == agent {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(format!(
+            "this key acts for agent `{}`, not `{agent}`",
+            self.agent_id
+        )))
+    }
+    /// `Ok` when the key acts for `agent`; else `403 FORBIDDEN` with `R::MESSAGE` (the routes
+    /// that give one message for both refusals).
+    pub fn is(&self, agent: &str) -> Result<(), ApiError> {
+        if self.agent_id == agent {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(R::MESSAGE))
+    }
+}
+
+impl<R: Refusal> FromRequestParts<AppState> for Agent<R> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let p = authenticate(&st.principals, &parts.headers)?;
+        let agent_id = p
+            .agent_id()
+            .ok_or_else(|| ApiError::forbidden(R::MESSAGE))?
+            .to_string();
+        Ok(Agent {
+            principal: p.clone(),
+            agent_id,
+            refusal: PhantomData,
+        })
+    }
+}
+
+macro_rules! refusals {
+    ($($(#[$m:meta])* $name:ident = $msg:literal;)*) => {$(
+        $(#[$m])*
+        pub struct $name;
+        impl Refusal for $name {
+            const MESSAGE: &'static str = $msg;
+        }
+    )*};
+}
+
+refusals! {
+    /// `POST /v1/tool-calls` from an operator.
+    ProposeCalls = "only an agent key may propose tool calls";
+    /// Agent routes that name their agent (delegations, plans, confirms).
+    AgentItself = "only the agent itself may do this";
+    /// `POST /v1/tool-results` from anyone but the agent.
+    ReportResults = "only the agent itself may report its tool results";
+    /// `POST /v1/clarifications` from anyone but the agent.
+    AskQuestions = "only the agent itself may ask its clarification questions";
+    /// `POST /v1/tools/check` from anyone but the agent.
+    ReportTools = "only the agent itself may report its upstream's tools";
+    /// `POST /v1/tokens/redeem` from an operator.
+    RedeemTokens = "only an agent key may redeem tokens";
+    /// `POST /v1/approvals/{id}/user-decision` from an operator.
+    RelayUserDecision = "only the agent that asked may relay its user's decision";
+    /// `GET /v1/approvals` from an agent.
+    ListApprovals = "only an operator may list approvals";
+    /// Decisions (`/decision`, `/decisions`) from an agent.
+    DecideApprovals = "only an operator may decide approvals";
+    /// `GET /v1/learning-samples` from an agent.
+    ExportLearning = "only an operator may export learning samples";
+    /// `GET /v1/grants` from an agent.
+    ListGrants = "only an operator may list grants";
+    /// `DELETE /v1/grants/{id}` from an agent.
+    RevokeGrants = "only an operator may revoke grants";
+    /// `GET /v1/clarifications` from an agent.
+    ListClarifications = "only an operator may list clarifications";
+    /// `POST /v1/clarifications/{id}/answer` from an agent.
+    AnswerClarifications = "only an operator may answer clarifications";
+    /// `GET /v1/tools/reviews` from an agent.
+    ListToolReviews = "only an operator may list tool reviews";
+    /// Tool review accept/reject from an agent.
+    ReviewTools = "only an operator may review tools";
+    /// `GET /v1/tools/pins` from an agent.
+    ListToolPins = "only an operator may list tool pins";
+    /// `GET /v1/webhooks/dead-letters` from an agent.
+    ReadDeadLetters = "only an operator may read webhook dead letters";
+    /// `GET /v1/audit/checkpoints` from an agent.
+    ReadCheckpoints = "only an operator may read audit checkpoints";
+    /// AAEP subscriptions and event streams (Appendix B.1) from an agent.
+    AaepSubscriber = "AAEP subscribers authenticate as operators";
+}
 
 /// A JSON body from an authenticated caller, parsed strictly into `T`. Rejections are JSON
 /// [`ApiError`]s: `401 UNAUTHENTICATED` (checked first), `408 REQUEST_TIMEOUT`,

@@ -16,33 +16,21 @@
 //!   extension | other, "target_id": UUID_V4, "reason"?, "target"?: {...}}` → a Confirm on that
 //!   target, answered like a tool call.
 
-use crate::api::{ApiJson, Submission, agent_only, blocking, canonical_call, gate, is_uuid_v4};
-use crate::auth::authenticate;
+use crate::calls::{Canonical, check_trace_id, is_uuid_v4};
 use crate::config::Principal;
 use crate::error::ApiError;
-use crate::extract::OptionalJson;
-use crate::{AppState, now_ms};
+use crate::extract::{Agent, AgentItself, ApiJson, Caller, OptionalJson};
+use crate::gate::{Submission, gate};
+use crate::state::{AppState, now_ms};
 use assent_store::plans::{PlanError, PlanRecord};
+use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use jsonschema::{Retrieve, Uri};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
-
-/// The routes of this module.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/plans", post(create))
-        .route("/v1/plans/{id}", get(read).put(update))
-        .route("/v1/plans/{id}/submit", post(submit))
-        .route("/v1/plans/{id}/cancel", post(cancel))
-        .route("/v1/plans/{id}/pipeline-events", get(pipeline_events))
-        .route("/v1/confirms", post(confirm))
-}
 
 /// The vendored MPLP schemas a plan refers to, by `$id`.
 struct Vendored;
@@ -133,18 +121,17 @@ fn plan_error(e: PlanError) -> ApiError {
 
 /// The plan, when `p` may see it: its agent, or any operator.
 async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiError> {
-    let s = st.store.clone();
     let id2 = id.to_string();
-    blocking(move || s.plan(&id2))
+    st.store_call(move |s| s.plan(&id2))
         .await?
-        .map_err(ApiError::unavailable)?
-        .filter(|pl| p.agent_id().is_none_or(|a| a == pl.agent))
+        .filter(|pl| p.sees(&pl.agent))
         .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))
 }
 
+/// The body of `POST /v1/plans`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CreateBody {
+pub(crate) struct CreateBody {
     agent: String,
     #[serde(default)]
     session_id: Option<String>,
@@ -153,31 +140,27 @@ struct CreateBody {
     trace_id: Option<String>,
 }
 
-async fn create(
+/// `POST /v1/plans` (the agent itself): stores a draft MPLP plan (`201` with `Location`).
+pub(crate) async fn create(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    agent: Agent<AgentItself>,
     ApiJson(mut b): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    agent_only(p, &b.agent)?;
-    if b.trace_id.as_deref().is_some_and(|t| !is_uuid_v4(t)) {
-        return Err(ApiError::bad_request(
-            "trace_id must be a lowercase UUID v4 (MPLP identifiers)",
-        ));
-    }
+    agent.acts_for(&b.agent)?;
+    check_trace_id(b.trace_id.as_deref())?;
     check_plan(&mut b.plan)?;
-    let s = st.store.clone();
-    let pl = blocking(move || {
-        s.create_plan(
-            &b.agent,
-            b.session_id.as_deref().unwrap_or(""),
-            &b.plan,
-            b.trace_id.as_deref(),
-            now_ms(),
-        )
-    })
-    .await?
-    .map_err(plan_error)?;
+    let pl = st
+        .store_task(move |s| {
+            s.create_plan(
+                &b.agent,
+                b.session_id.as_deref().unwrap_or(""),
+                &b.plan,
+                b.trace_id.as_deref(),
+                now_ms(),
+            )
+        })
+        .await?
+        .map_err(plan_error)?;
     let location = format!("/v1/plans/{}", pl.plan_id);
     Ok((
         StatusCode::CREATED,
@@ -187,60 +170,61 @@ async fn create(
         .into_response())
 }
 
+/// The body of `PUT /v1/plans/{id}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct UpdateBody {
+pub(crate) struct UpdateBody {
     agent: String,
     plan: Value,
 }
 
-async fn update(
+/// `PUT /v1/plans/{id}` (the agent itself): replaces a draft.
+pub(crate) async fn update(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    agent: Agent<AgentItself>,
     Path(id): Path<String>,
     ApiJson(mut b): ApiJson<UpdateBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    agent_only(p, &b.agent)?;
+    agent.acts_for(&b.agent)?;
     check_plan(&mut b.plan)?;
     if b.plan["plan_id"] != id.as_str() {
         return Err(ApiError::bad_request(format!(
             "plan.plan_id must be the plan in the path ({id})"
         )));
     }
-    let s = st.store.clone();
-    let pl = blocking(move || s.update_plan(&b.agent, &b.plan, now_ms()))
+    let pl = st
+        .store_task(move |s| s.update_plan(&b.agent, &b.plan, now_ms()))
         .await?
         .map_err(plan_error)?;
     Ok(Json(pl.to_mplp()))
 }
 
-async fn read(
+/// `GET /v1/plans/{id}` (its agent or an operator): the plan as MPLP.
+pub(crate) async fn read(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    Caller(p): Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    Ok(Json(load(&st, p, &id).await?.to_mplp()))
+    Ok(Json(load(&st, &p, &id).await?.to_mplp()))
 }
 
-async fn pipeline_events(
+/// `GET /v1/plans/{id}/pipeline-events` (its agent or an operator).
+pub(crate) async fn pipeline_events(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    Caller(p): Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    let pl = load(&st, p, &id).await?;
-    let s = st.store.clone();
-    let events = blocking(move || s.pipeline_events(&pl.plan_id))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let pl = load(&st, &p, &id).await?;
+    let events = st
+        .store_call(move |s| s.pipeline_events(&pl.plan_id))
+        .await?;
     Ok(Json(json!({"events": events})))
 }
 
+/// The body of `POST /v1/plans/{id}/submit`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SubmitBody {
+pub(crate) struct SubmitBody {
     agent: String,
     #[serde(default)]
     session_id: Option<String>,
@@ -256,15 +240,15 @@ fn reviewed(pl: &PlanRecord) -> Value {
            "objective": b["objective"], "steps": b["steps"]})
 }
 
-async fn submit(
+/// `POST /v1/plans/{id}/submit` (the agent itself): gates the plan as one MPLP Confirm.
+pub(crate) async fn submit(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    agent: Agent<AgentItself>,
     Path(id): Path<String>,
     ApiJson(b): ApiJson<SubmitBody>,
 ) -> Result<Response, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    agent_only(p, &b.agent)?;
-    let pl = load(&st, p, &id).await?;
+    agent.acts_for(&b.agent)?;
+    let pl = load(&st, &agent.principal, &id).await?;
     if pl.status != "draft" {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -277,65 +261,52 @@ async fn submit(
         .submitted
         .as_ref()
         .map(|prev| serde_json::to_value(json_patch::diff(prev, &args)).unwrap_or(Value::Null));
-    let c = canonical_call("mplp.plan".into(), None, args)?;
-    gate(
-        &st,
-        Submission {
-            agent: b.agent,
-            session_id: b.session_id.unwrap_or_else(|| pl.session_id.clone()),
-            run_id: b.run_id,
-            device_id: None,
-            trace_id: Some(pl.trace_id.clone()),
-            call: c.call,
-            arguments: c.arguments,
-            canonical: c.canonical,
-            call_hash: c.hash,
-            target: Some(("plan".into(), pl.plan_id.clone(), diff)),
-            plan_id: None,
-            step_id: None,
-            delegation: false,
-            verdict: None,
-        },
-    )
-    .await
+    let call = Canonical::call("mplp.plan".into(), None, args)?;
+    let session = b.session_id.unwrap_or_else(|| pl.session_id.clone());
+    let mut sub = Submission::new(b.agent, session, call);
+    (sub.run_id, sub.trace_id) = (b.run_id, Some(pl.trace_id.clone()));
+    sub.target = Some(("plan".into(), pl.plan_id.clone(), diff));
+    gate(&st, sub).await
 }
 
+/// The optional body of `POST /v1/plans/{id}/cancel`: `{"reason"?}`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct CancelBody {
+pub(crate) struct CancelBody {
     #[serde(default)]
     reason: Option<String>,
 }
 
-async fn cancel(
+/// `POST /v1/plans/{id}/cancel` (its agent or an operator).
+pub(crate) async fn cancel(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    Caller(p): Caller,
     Path(id): Path<String>,
     OptionalJson(CancelBody { reason }): OptionalJson<CancelBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?.clone();
     let pl = load(&st, &p, &id).await?;
-    let s = st.store.clone();
     let agent = p.agent_id().map(str::to_string);
-    let pl = blocking(move || {
-        s.cancel_plan(
-            &pl.plan_id,
-            agent.as_deref(),
-            reason.as_deref(),
-            &p.name,
-            now_ms(),
-        )
-    })
-    .await?
-    .map_err(plan_error)?;
+    let pl = st
+        .store_task(move |s| {
+            s.cancel_plan(
+                &pl.plan_id,
+                agent.as_deref(),
+                reason.as_deref(),
+                &p.name,
+                now_ms(),
+            )
+        })
+        .await?
+        .map_err(plan_error)?;
     st.settled(pl.confirm_id.as_slice());
     st.changed();
     Ok(Json(pl.to_mplp()))
 }
 
+/// The body of `POST /v1/confirms`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ConfirmBody {
+pub(crate) struct ConfirmBody {
     agent: String,
     session_id: String,
     target_type: String,
@@ -350,13 +321,14 @@ struct ConfirmBody {
     run_id: Option<String>,
 }
 
-async fn confirm(
+/// `POST /v1/confirms` (the agent itself): gates an MPLP Confirm on a context, trace,
+/// extension or other target.
+pub(crate) async fn confirm(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    agent: Agent<AgentItself>,
     ApiJson(b): ApiJson<ConfirmBody>,
 ) -> Result<Response, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    agent_only(p, &b.agent)?;
+    agent.acts_for(&b.agent)?;
     match b.target_type.as_str() {
         "context" | "trace" | "extension" | "other" => {}
         "plan" => {
@@ -375,11 +347,7 @@ async fn confirm(
             "target_id must be a lowercase UUID v4 (MPLP identifiers)",
         ));
     }
-    if b.trace_id.as_deref().is_some_and(|t| !is_uuid_v4(t)) {
-        return Err(ApiError::bad_request(
-            "trace_id must be a lowercase UUID v4 (MPLP identifiers)",
-        ));
-    }
+    check_trace_id(b.trace_id.as_deref())?;
     if b.session_id.is_empty() {
         return Err(ApiError::bad_request("session_id must not be empty"));
     }
@@ -388,25 +356,9 @@ async fn confirm(
     }
     let args = json!({"target_id": b.target_id, "reason": b.reason,
                       "target": b.target.unwrap_or_else(|| json!({}))});
-    let c = canonical_call(format!("mplp.{}", b.target_type), None, args)?;
-    gate(
-        &st,
-        Submission {
-            agent: b.agent,
-            session_id: b.session_id,
-            run_id: b.run_id,
-            device_id: None,
-            trace_id: b.trace_id,
-            call: c.call,
-            arguments: c.arguments,
-            canonical: c.canonical,
-            call_hash: c.hash,
-            target: Some((b.target_type, b.target_id, None)),
-            plan_id: None,
-            step_id: None,
-            delegation: false,
-            verdict: None,
-        },
-    )
-    .await
+    let call = Canonical::call(format!("mplp.{}", b.target_type), None, args)?;
+    let mut sub = Submission::new(b.agent, b.session_id, call);
+    (sub.run_id, sub.trace_id) = (b.run_id, b.trace_id);
+    sub.target = Some((b.target_type, b.target_id, None));
+    gate(&st, sub).await
 }

@@ -15,12 +15,9 @@
 //!   right-most `X-Forwarded-For` address that is not (so clients behind a reverse proxy are
 //!   told apart instead of sharing the proxy's address).
 
-use crate::AppState;
-use crate::auth::principal_for_key;
 use crate::error::ApiError;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
@@ -37,23 +34,7 @@ pub const FAILURE_BURST: u32 = 20;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
 
-/// `rate_limits` of the config.
-#[derive(Debug, Clone, Copy)]
-pub struct RateLimits {
-    /// Requests per second one principal may make.
-    pub requests_per_second: u32,
-    /// Requests one principal may make in a burst.
-    pub burst: u32,
-}
-
-impl Default for RateLimits {
-    fn default() -> Self {
-        Self {
-            requests_per_second: 1000,
-            burst: 2000,
-        }
-    }
-}
+pub use crate::config::RateLimits;
 
 /// What a locked-out caller is known by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -200,59 +181,6 @@ pub fn too_many(code: &'static str, message: &str, wait: Duration) -> Response {
         r.headers_mut().insert(header::RETRY_AFTER, v);
     }
     r
-}
-
-/// The bearer key of a request, if it carries one.
-fn bearer(req: &Request) -> Option<&str> {
-    req.headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-}
-
-/// The API's throttle, before any handler: a locked-out address or key prefix gets `429
-/// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
-/// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
-pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(key) = bearer(&req) else {
-        return next.run(req).await;
-    };
-    let addr = st.throttle.client_addr(&req);
-    if let Some(wait) = st.throttle.locked_out(addr, key, false) {
-        return too_many(
-            "AUTH_THROTTLED",
-            "too many failed authentications from this address; wait and retry",
-            wait,
-        );
-    }
-    match principal_for_key(&st.principals, key) {
-        None => {
-            let locked = st.throttle.locked_out(addr, key, true);
-            if let Some(wait) = locked.or_else(|| st.throttle.failed(addr, key)) {
-                tracing::warn!(addr = ?addr, "authentication failures throttled");
-                return too_many(
-                    "AUTH_THROTTLED",
-                    "too many failed authentications from this address or for this key; wait and retry",
-                    wait,
-                );
-            }
-        }
-        Some(p) => {
-            if let Some(wait) = st.throttle.over_rate(&p.name) {
-                return too_many(
-                    "RATE_LIMITED",
-                    "this principal is over its request rate (rate_limits); slow down",
-                    wait,
-                );
-            }
-        }
-    }
-    next.run(req).await
 }
 
 #[cfg(test)]

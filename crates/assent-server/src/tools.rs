@@ -10,31 +10,22 @@
 //! - `POST /v1/tools/reviews/{id}/accept`, `…/reject` (operator): `409 ALREADY_DECIDED` after
 //!   the first decision.
 //! - `GET /v1/tools/pins` (operator).
+//!
+//! Routes are mounted by [`crate::router`](mod@crate::router).
 
-use crate::api::{ApiJson, blocking, wait_seconds};
-use crate::auth::authenticate;
 use crate::error::ApiError;
-use crate::{AppState, now_ms};
+use crate::extract::{Agent, ApiJson, Caller, ListToolPins, ListToolReviews, Operator};
+use crate::extract::{ReportTools, ReviewTools, wait_seconds};
+use crate::state::{AppState, now_ms};
+use crate::waiters::{Look, review_key};
 use assent_store::pins::ToolReview;
+use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// The routes of this module.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/tools/check", post(check))
-        .route("/v1/tools/reviews", get(list))
-        .route("/v1/tools/reviews/{id}", get(read))
-        .route("/v1/tools/reviews/{id}/accept", post(accept))
-        .route("/v1/tools/reviews/{id}/reject", post(reject))
-        .route("/v1/tools/pins", get(pins))
-}
 
 /// A review as JSON, with the RFC 6902 diff from the pinned to the new definition.
 fn review_json(r: &ToolReview) -> Value {
@@ -45,25 +36,22 @@ fn review_json(r: &ToolReview) -> Value {
     v
 }
 
+/// The body of `POST /v1/tools/check`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CheckBody {
+pub(crate) struct CheckBody {
     agent: String,
     server: String,
     tools: Vec<Value>,
 }
 
-async fn check(
+/// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list.
+pub(crate) async fn check(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    agent: Agent<ReportTools>,
     ApiJson(b): ApiJson<CheckBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    if p.agent_id() != Some(b.agent.as_str()) {
-        return Err(ApiError::forbidden(
-            "only the agent itself may report its upstream's tools",
-        ));
-    }
+    agent.is(&b.agent)?;
     let declared = st
         .registry
         .agents
@@ -80,24 +68,21 @@ async fn check(
             "tools: at most 10000 tool definitions, each with a string `name`",
         ));
     }
-    let s = st.store.clone();
-    let list = blocking(move || s.check_tools(&b.server, &b.tools, &b.agent, now_ms()))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let list = st
+        .store_call(move |s| s.check_tools(&b.server, &b.tools, &b.agent, now_ms()))
+        .await?;
     if list.iter().any(|t| t.state != "pinned") {
         st.changed();
     }
     Ok(Json(json!({ "tools": list })))
 }
 
-async fn list(
+/// `GET /v1/tools/reviews[?status=…]` (operators).
+pub(crate) async fn list(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    _op: Operator<ListToolReviews>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    p.roles()
-        .ok_or_else(|| ApiError::forbidden("only an operator may list tool reviews"))?;
     let status = match q.get("status").map(String::as_str) {
         None | Some("pending") => Some("pending".to_string()),
         Some("all") => None,
@@ -108,66 +93,50 @@ async fn list(
             )));
         }
     };
-    let s = st.store.clone();
-    let list = blocking(move || s.tool_reviews(status.as_deref()))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let list = st
+        .store_call(move |s| s.tool_reviews(status.as_deref()))
+        .await?;
     Ok(Json(
         json!({"reviews": list.iter().map(review_json).collect::<Vec<_>>()}),
     ))
 }
 
-async fn read(
+/// `GET /v1/tools/reviews/{id}[?wait=S]` (any principal): one review, long-polled.
+pub(crate) async fn read(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    Caller(p): Caller,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
     let wait = wait_seconds(&q)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let key = format!("review:{id}");
-    let waiting = match wait {
-        0 => None,
-        _ => Some(st.waiters.register(&key, &p.name)?),
-    };
-    loop {
-        let notified = waiting.as_ref().map(|w| w.notify().notified());
-        tokio::pin!(notified);
-        if let Some(n) = notified.as_mut().as_pin_mut() {
-            n.enable();
-        }
-        let s = st.store.clone();
+    let (st, id) = (&st, &id);
+    let look = || async move {
         let id2 = id.clone();
-        let r = blocking(move || s.tool_review(&id2))
+        let r = st
+            .store_call(move |s| s.tool_review(&id2))
             .await?
-            .map_err(ApiError::unavailable)?
             .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
-        let now = tokio::time::Instant::now();
-        if r.status != "pending" || now >= deadline {
-            return Ok(Json(review_json(&r)));
-        }
-        match notified.as_mut().as_pin_mut() {
-            Some(n) => {
-                let _ = tokio::time::timeout(deadline - now, n).await;
-            }
-            None => tokio::time::sleep(deadline - now).await,
-        }
-    }
+        Ok(match r.status.as_str() {
+            "pending" => Look::Pending(review_json(&r), Duration::MAX),
+            _ => Look::Done(review_json(&r)),
+        })
+    };
+    let body = st
+        .waiters
+        .long_poll(&review_key(id), &p.name, wait, look)
+        .await?;
+    Ok(Json(body))
 }
 
 async fn decide(
     st: AppState,
-    headers: HeaderMap,
+    op: Operator<ReviewTools>,
     id: String,
     accept: bool,
 ) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?.clone();
-    p.roles()
-        .ok_or_else(|| ApiError::forbidden("only an operator may review tools"))?;
-    let s = st.store.clone();
     let id2 = id.clone();
-    let r = blocking(move || s.decide_tool_review(&id2, accept, &p.name, now_ms()))
+    let r = st
+        .store_task(move |s| s.decide_tool_review(&id2, accept, op.name(), now_ms()))
         .await?
         .map_err(|e| match e {
             assent_store::StoreError::Invalid(m) => {
@@ -176,34 +145,34 @@ async fn decide(
             e => ApiError::unavailable(e),
         })?
         .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
-    st.waiters.wake(&format!("review:{id}"));
+    st.waiters.wake(&review_key(&id));
     st.changed();
     Ok(Json(review_json(&r)))
 }
 
-async fn accept(
+/// `POST /v1/tools/reviews/{id}/accept` (operators).
+pub(crate) async fn accept(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    op: Operator<ReviewTools>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    decide(st, headers, id, true).await
+    decide(st, op, id, true).await
 }
 
-async fn reject(
+/// `POST /v1/tools/reviews/{id}/reject` (operators).
+pub(crate) async fn reject(
     State(st): State<AppState>,
-    headers: HeaderMap,
+    op: Operator<ReviewTools>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    decide(st, headers, id, false).await
+    decide(st, op, id, false).await
 }
 
-async fn pins(State(st): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
-    let p = authenticate(&st.principals, &headers)?;
-    p.roles()
-        .ok_or_else(|| ApiError::forbidden("only an operator may list tool pins"))?;
-    let s = st.store.clone();
-    let list = blocking(move || s.tool_pins())
-        .await?
-        .map_err(ApiError::unavailable)?;
+/// `GET /v1/tools/pins` (operators).
+pub(crate) async fn pins(
+    State(st): State<AppState>,
+    _op: Operator<ListToolPins>,
+) -> Result<Json<Value>, ApiError> {
+    let list = st.store_call(|s| s.tool_pins()).await?;
     Ok(Json(json!({ "pins": list })))
 }

@@ -7,10 +7,35 @@ use crate::error::ApiError;
 use axum::http::StatusCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Notify;
+
+/// One look at what a long poll waits for (see [`Waiters::long_poll`]).
+pub(crate) enum Look<T> {
+    /// Settled: answer this now.
+    Done(T),
+    /// Still pending: answer this at the deadline; look again on a wake, after the given
+    /// time (e.g. at its own expiry) or at the deadline, whichever comes first.
+    Pending(T, Duration),
+}
 
 /// Default `max_waiters_per_principal`.
 pub const DEFAULT_MAX_WAITERS_PER_PRINCIPAL: usize = 1024;
+
+/// The waiter key of approval `id`.
+pub(crate) fn approval_key(id: &str) -> String {
+    format!("approval:{id}")
+}
+
+/// The waiter key of clarification `id`.
+pub(crate) fn clarification_key(id: &str) -> String {
+    format!("clarification:{id}")
+}
+
+/// The waiter key of tool review `id`.
+pub(crate) fn review_key(id: &str) -> String {
+    format!("review:{id}")
+}
 
 /// Who waits on what.
 #[derive(Debug)]
@@ -69,6 +94,51 @@ impl Waiters {
             principal: principal.to_string(),
             notify,
         })
+    }
+
+    /// A long poll of `seconds` (0: one look) by `principal` on `key`: looks, and while the
+    /// look is [`Look::Pending`] and the deadline has not passed, waits for a wake of `key`
+    /// (registered before each look, so none is lost) or the look's own recheck time. Errors:
+    /// the look's, and `429 TOO_MANY_WAITERS` (see [`Waiters::register`]).
+    pub(crate) async fn long_poll<T, F, Fut>(
+        self: &Arc<Self>,
+        key: &str,
+        principal: &str,
+        seconds: u64,
+        mut look: F,
+    ) -> Result<T, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Look<T>, ApiError>>,
+    {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+        // Only a long-poll registers (and counts toward the principal's cap).
+        let waiting = match seconds {
+            0 => None,
+            _ => Some(self.register(key, principal)?),
+        };
+        loop {
+            let notified = waiting.as_ref().map(|w| w.notify().notified());
+            tokio::pin!(notified);
+            if let Some(n) = notified.as_mut().as_pin_mut() {
+                n.enable();
+            }
+            let (v, recheck) = match look().await? {
+                Look::Done(v) => return Ok(v),
+                Look::Pending(v, recheck) => (v, recheck),
+            };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(v);
+            }
+            let sleep = (deadline - now).min(recheck);
+            match notified.as_mut().as_pin_mut() {
+                Some(n) => {
+                    let _ = tokio::time::timeout(sleep, n).await;
+                }
+                None => tokio::time::sleep(sleep).await,
+            }
+        }
     }
 
     /// Wakes every request waiting on `key` (no-op when none waits).

@@ -24,8 +24,9 @@
 //!   card — deciding still needs a signed-in operator.
 
 use crate::config::{Webhook, WebhookFormat};
+use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
-use crate::{AppState, now_ms};
+use crate::state::{AppState, now_ms};
 use assent_store::ApprovalRecord;
 use assent_store::audit::AuditRecord;
 use assent_store::outbox::DeadLetter;
@@ -62,10 +63,13 @@ pub fn signature(secret: &str, timestamp: i64, body: &str) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// Runs `f` with the store on the blocking pool ([`AppState::store_task`]); a failure is
+/// logged and `None` (the delivery loop tries again later).
 async fn store<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, assent_store::StoreError> + Send + 'static,
+    st: &AppState,
+    f: impl FnOnce(&assent_store::Store) -> Result<T, assent_store::StoreError> + Send + 'static,
 ) -> Option<T> {
-    match tokio::task::spawn_blocking(f).await {
+    match st.store_task(f).await {
         Ok(Ok(v)) => Some(v),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "webhook store access failed");
@@ -91,8 +95,8 @@ async fn run(st: AppState, index: usize) {
     };
     // A new webhook starts at the end of the log: it gets the events from now on.
     let mut cursor = loop {
-        let (s, name) = (st.store.clone(), hook.name.clone());
-        let found = store(move || {
+        let name = hook.name.clone();
+        let found = store(&st, move |s| {
             Ok(match s.webhook_cursor(&name)? {
                 Some(c) => c,
                 None => {
@@ -110,8 +114,7 @@ async fn run(st: AppState, index: usize) {
     };
     let mut changes = st.changes.subscribe();
     loop {
-        let s = st.store.clone();
-        let batch = store(move || s.audit_after(cursor, &KINDS, 100))
+        let batch = store(&st, move |s| s.audit_after(cursor, &KINDS, 100))
             .await
             .unwrap_or_default();
         if batch.is_empty() {
@@ -139,14 +142,14 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
     let event = event_of(&rec.kind);
     let approval = match &rec.approval_id {
         Some(id) if hook.events.iter().any(|e| e == event) => {
-            let (s, id) = (st.store.clone(), id.clone());
-            store(move || s.get_approval(&id)).await.flatten()
+            let id = id.clone();
+            store(st, move |s| s.get_approval(&id)).await.flatten()
         }
         _ => None,
     };
     let Some(a) = approval else {
-        let (s, name, seq) = (st.store.clone(), hook.name.clone(), rec.seq);
-        store(move || s.set_webhook_cursor(&name, seq)).await;
+        let (name, seq) = (hook.name.clone(), rec.seq);
+        store(st, move |s| s.set_webhook_cursor(&name, seq)).await;
         return;
     };
     let link = if event == "approval.requested" {
@@ -154,8 +157,7 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
     } else {
         None
     };
-    let s = st.store.clone();
-    let checkpoint = store(move || s.latest_checkpoint())
+    let checkpoint = store(st, |s| s.latest_checkpoint())
         .await
         .flatten()
         .map(|c| crate::checkpoints::to_json(&c));
@@ -195,8 +197,8 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
         let error = match sent {
             Ok(r) if r.status().is_success() => {
                 tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
-                let (s, name, seq) = (st.store.clone(), hook.name.clone(), rec.seq);
-                store(move || s.set_webhook_cursor(&name, seq)).await;
+                let (name, seq) = (hook.name.clone(), rec.seq);
+                store(st, move |s| s.set_webhook_cursor(&name, seq)).await;
                 return;
             }
             Ok(r) => format!("HTTP {}", r.status().as_u16()),
@@ -220,8 +222,7 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
         last_error,
         failed_at: now_ms(),
     };
-    let s = st.store.clone();
-    store(move || s.dead_letter(&d)).await;
+    store(st, move |s| s.dead_letter(&d)).await;
 }
 
 /// A single-use link to the card, valid until the approval expires (needs `public_url`).
@@ -231,8 +232,8 @@ async fn single_use_link(st: &AppState, a: &ApprovalRecord) -> Option<String> {
     getrandom::fill(&mut b).ok()?;
     let token = hex::encode(b);
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
-    let (s, id, exp) = (st.store.clone(), a.id.clone(), a.expires_at);
-    store(move || s.create_card_link(&hash, &id, exp)).await?;
+    let (id, exp) = (a.id.clone(), a.expires_at);
+    store(st, move |s| s.create_card_link(&hash, &id, exp)).await?;
     Some(format!("{base}/ui/l/{token}"))
 }
 
@@ -321,18 +322,11 @@ fn cut(s: &str, max: usize) -> String {
 
 /// `GET /v1/webhooks/dead-letters` (operator): deliveries that failed every attempt, newest
 /// first, with their bodies (already redacted) and last errors.
-async fn dead_letters(
+pub(crate) async fn dead_letters(
     axum::extract::State(st): axum::extract::State<AppState>,
-    headers: axum::http::HeaderMap,
+    _op: Operator<ReadDeadLetters>,
 ) -> Result<axum::Json<Value>, crate::error::ApiError> {
-    let p = crate::auth::authenticate(&st.principals, &headers)?;
-    p.roles().ok_or_else(|| {
-        crate::error::ApiError::forbidden("only an operator may read webhook dead letters")
-    })?;
-    let s = st.store.clone();
-    let list = crate::api::blocking(move || s.dead_letters())
-        .await?
-        .map_err(crate::error::ApiError::unavailable)?;
+    let list = st.store_call(|s| s.dead_letters()).await?;
     Ok(axum::Json(
         json!({"dead_letters": list.iter().map(|d| json!({
         "id": d.id, "webhook": d.webhook, "audit_seq": d.audit_seq, "event": d.event,
@@ -340,12 +334,4 @@ async fn dead_letters(
         "attempts": d.attempts, "last_error": d.last_error, "failed_at": rfc3339(d.failed_at),
     })).collect::<Vec<_>>()}),
     ))
-}
-
-/// Routes: `GET /v1/webhooks/dead-letters`.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new().route(
-        "/v1/webhooks/dead-letters",
-        axum::routing::get(dead_letters),
-    )
 }

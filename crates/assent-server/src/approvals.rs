@@ -1,0 +1,190 @@
+//! Reading approvals: `GET /v1/approvals` (operators; by status, grouped by similarity) and
+//! `GET /v1/approvals/{id}` (its agent or an operator; a long-poll with `?wait=`, in the
+//! assent, `approval-request` or MPLP Confirm format). An approval past its expiry is settled
+//! before it is read. Deciding and cancelling are [`crate::decide`]; routes are mounted by
+//! [`crate::router`](mod@crate::router).
+
+use crate::error::ApiError;
+use crate::extract::{Caller, ListApprovals, Operator, wait_seconds};
+use crate::formats::{self, approval_json};
+use crate::state::{AppState, now_ms};
+use crate::waiters::{Look, approval_key};
+use assent_core::ApprovalStatus;
+use assent_store::{ApprovalRecord, ConfirmContext};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The query of `GET /v1/approvals`: `status` (`None`: all), `limit` (1–5000, default 500)
+/// and whether to group similar approvals; `400` for anything else.
+fn list_query(
+    q: &HashMap<String, String>,
+) -> Result<(Option<ApprovalStatus>, u32, bool), ApiError> {
+    for k in q.keys() {
+        if !["status", "limit", "group"].contains(&k.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "unknown query parameter `{k}` (expected status, limit, group)"
+            )));
+        }
+    }
+    let status = match q.get("status").map(String::as_str) {
+        None | Some("all") => None,
+        Some(s) => Some(ApprovalStatus::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!("unknown status `{s}` (expected pending, approved, rejected, expired, cancelled or all)"))
+        })?),
+    };
+    let group = match q.get("group").map(String::as_str) {
+        None => false,
+        Some("similar") => true,
+        Some(g) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown group `{g}` (expected similar)"
+            )));
+        }
+    };
+    let limit = match q.get("limit") {
+        None => 500,
+        Some(l) => l
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=5000).contains(n))
+            .ok_or_else(|| ApiError::bad_request("limit must be an integer from 1 to 5000"))?,
+    };
+    Ok((status, limit, group))
+}
+
+/// `GET /v1/approvals[?status=S&limit=N&group=similar]` (operators): newest first, or in
+/// groups of similar approvals (same agent, server, tool and rules; oldest group first).
+pub(crate) async fn list_approvals(
+    State(st): State<AppState>,
+    _op: Operator<ListApprovals>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let (status, limit, group) = list_query(&q)?;
+    let (expired, list) = st
+        .store_call(move |s| {
+            let expired = s.expire_due(now_ms())?;
+            Ok((expired, s.list_approvals(status, limit)?))
+        })
+        .await?;
+    st.settled(&expired);
+    if group {
+        let mut groups: Vec<(String, Vec<&ApprovalRecord>)> = Vec::new();
+        for a in list.iter().rev() {
+            match groups.iter_mut().find(|(k, _)| *k == a.group_key) {
+                Some((_, v)) => v.push(a),
+                None => groups.push((a.group_key.clone(), vec![a])),
+            }
+        }
+        return Ok(Json(json!({"groups": groups.iter().map(|(_, v)| json!({
+            "agent": v[0].agent, "server": v[0].call.server, "tool": v[0].call.tool,
+            "reasons": v[0].reasons, "count": v.len(),
+            "approvals": v.iter().map(|a| approval_json(a, None)).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>()})));
+    }
+    Ok(Json(
+        json!({"approvals": list.iter().map(|a| approval_json(a, None)).collect::<Vec<_>>()}),
+    ))
+}
+
+/// One read of an approval: the approvals that had to be expired first, the record, the
+/// token string (for its agent), and MPLP events and Confirm context when asked for.
+type Read = (
+    Vec<String>,
+    Option<ApprovalRecord>,
+    Option<String>,
+    (Vec<Value>, ConfirmContext),
+);
+
+/// One trip to the blocking pool: reads approval `id` (and the token for its agent); an
+/// approval past its expiry is settled first (the sweep does it within a second anyway).
+async fn read_once(
+    st: &AppState,
+    id: &str,
+    is_agent: bool,
+    want_events: bool,
+) -> Result<Read, ApiError> {
+    let id = id.to_string();
+    st.store_call(move |s| {
+        let mut rec = s.get_approval(&id)?;
+        let overdue = rec
+            .as_ref()
+            .is_some_and(|r| r.status == ApprovalStatus::Pending && r.expires_at <= now_ms());
+        let mut expired = Vec::new();
+        if overdue {
+            expired = s.expire_due(now_ms())?;
+            rec = s.get_approval(&id)?;
+        }
+        let token = match &rec {
+            Some(r) if is_agent && r.token.is_some() => s.token_string(&id)?,
+            _ => None,
+        };
+        let events = if want_events {
+            (s.mplp_events(&id)?, s.confirm_context(&id)?)
+        } else {
+            Default::default()
+        };
+        Ok((expired, rec, token, events))
+    })
+    .await
+}
+
+/// The `format` of `GET /v1/approvals/{id}` (`assent` when absent); `400` for an unknown
+/// query parameter or format.
+fn get_format(q: &HashMap<String, String>) -> Result<&str, ApiError> {
+    for k in q.keys() {
+        if k != "wait" && k != "format" {
+            return Err(ApiError::bad_request(format!(
+                "unknown query parameter `{k}` (expected wait, format)"
+            )));
+        }
+    }
+    let format = q.get("format").map(String::as_str).unwrap_or("assent");
+    if !["assent", "approval-request", "mplp"].contains(&format) {
+        return Err(ApiError::bad_request(format!(
+            "unknown format `{format}` (expected assent, approval-request or mplp)"
+        )));
+    }
+    Ok(format)
+}
+
+/// `GET /v1/approvals/{id}[?wait=S&format=F]` (its agent, with its token, or an operator): the
+/// approval; with `wait`, once it leaves `pending` or after `wait` seconds (at most 60). An
+/// agent gets the same `404` for another agent's approval as for a missing id.
+pub(crate) async fn get_approval(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let format = get_format(&q)?;
+    let wait = wait_seconds(&q)?;
+    let is_agent = p.agent_id().is_some();
+    let (st, id, p) = (&st, &id, &p);
+    let look = || async move {
+        let (expired, rec, token, events) = read_once(st, id, is_agent, format == "mplp").await?;
+        st.settled(&expired);
+        // An agent sees only its own approvals; others get the same 404 as a missing id.
+        let rec = rec
+            .filter(|r| p.sees(&r.agent))
+            .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
+        let body = match format {
+            "approval-request" => formats::approval_request_json(&rec),
+            "mplp" => formats::mplp_confirm_json(&rec, &events.0, &events.1),
+            _ => approval_json(&rec, token),
+        };
+        if rec.status != ApprovalStatus::Pending {
+            return Ok(Look::Done(body));
+        }
+        // Wake at its own expiry too.
+        let until_expiry = Duration::from_millis((rec.expires_at - now_ms()).max(0) as u64 + 5);
+        Ok(Look::Pending(body, until_expiry))
+    };
+    let body = st
+        .waiters
+        .long_poll(&approval_key(id), &p.name, wait, look)
+        .await?;
+    Ok(Json(body))
+}

@@ -1,0 +1,240 @@
+//! The server configuration file (`assent.yaml`): parsed once, validated into [`Config`]; any
+//! error stops start-up with file, line and reason. Loading goes in steps, one file each:
+//! [`raw`] (the file as written, and the error type), [`principals`], [`limits`] (numbers,
+//! rate limits, audit checkpoints), [`outbound`] (MCP upstreams, webhooks, `public_url`);
+//! this file reads the file, expands the agent and governance globs, loads the registry and
+//! assembles the result.
+
+pub mod limits;
+pub mod outbound;
+pub mod principals;
+pub mod raw;
+
+pub use limits::{
+    ARGUMENTS_BYTES_BOUNDS, AuditCheckpoints, EXTENSION_BOUNDS, MAX_PENDING_BOUNDS, RateLimits,
+    TIMEOUT_BOUNDS, TOKEN_TTL_BOUNDS,
+};
+pub use outbound::{McpUpstream, Webhook, WebhookFormat};
+pub use principals::{MIN_KEY_CHARS, Principal, PrincipalKind};
+pub use raw::ConfigError;
+
+use assent_core::policy::Registry;
+use raw::{RawConfig, at};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// `listen`: the socket address to bind (`--listen` overrides it).
+    pub listen: String,
+    /// `data_dir`: the store's directory (`--data-dir` overrides it).
+    pub data_dir: PathBuf,
+    /// The agents and governance policies, validated.
+    pub registry: Registry,
+    /// Time an approval waits, in seconds, when no rule names `timeout_seconds`. `None` (the
+    /// default): by risk — high 300 s, medium 120 s, low 60 s.
+    pub approval_timeout_seconds: Option<u64>,
+    /// `max_pending_per_agent`: pending approvals one agent may have (default 100); more
+    /// proposals get `429 TOO_MANY_PENDING`.
+    pub max_pending_per_agent: u64,
+    /// `aaep_max_timeout_extension_seconds`: the longest timeout extension an AAEP subscriber
+    /// may obtain (default 600; 0 disables extensions).
+    pub aaep_max_timeout_extension_seconds: u64,
+    /// How long a minted approval token can be redeemed, in seconds.
+    pub token_ttl_seconds: u64,
+    /// `max_arguments_bytes`: the largest canonical `arguments` of a call (default 256 KiB).
+    pub max_arguments_bytes: usize,
+    /// `max_connections`: concurrent connections served (default 10,000, and always 64 below
+    /// the open-file limit); more are answered `503` and closed.
+    pub max_connections: usize,
+    /// `header_read_timeout_seconds`: how long a client has to send a request's headers, and
+    /// the longest idle keep-alive wait (default 30).
+    pub header_read_timeout_seconds: u64,
+    /// `body_read_timeout_seconds`: how long a client has to send a request body (default 30).
+    pub body_read_timeout_seconds: u64,
+    /// `max_waiters_per_principal`: long-polls one principal may hold at once (default 1024);
+    /// more are `429 TOO_MANY_WAITERS`.
+    pub max_waiters_per_principal: usize,
+    /// `rate_limits: {requests_per_second, burst}`: per principal (default 1,000/s, 2,000).
+    pub rate_limits: RateLimits,
+    /// `trusted_proxies`: addresses of reverse proxies whose `X-Forwarded-For` names the client
+    /// (for the failed-authentication throttle); empty by default.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Keys from `key_env` shorter than [`MIN_KEY_CHARS`] are allowed (`serve
+    /// --insecure-demo-keys`, loopback only); false by default.
+    pub insecure_demo_keys: bool,
+    /// Files the registry was loaded from.
+    pub agent_files: Vec<PathBuf>,
+    /// Governance files the registry was loaded from.
+    pub governance_files: Vec<PathBuf>,
+    /// Start-up warnings: globs that match nothing, then the registry's warnings.
+    pub warnings: Vec<String>,
+    /// `mcp_upstreams`: the MCP servers behind `/mcp`, by alias.
+    pub mcp_upstreams: BTreeMap<String, McpUpstream>,
+    /// `public_url`: how people reach this gateway (`https://assent.example.com`), for the
+    /// dashboard links in webhooks; without it, webhooks carry no links.
+    pub public_url: Option<String>,
+    /// `webhooks`: outgoing notifications (secrets not yet resolved; see [`Config::webhooks`]).
+    pub webhooks: Vec<Webhook>,
+    /// `mcp_allowed_hosts`: `Host` values `/mcp` answers (empty: loopback names only).
+    pub mcp_allowed_hosts: Vec<String>,
+    /// `mcp_allowed_origins`: browser `Origin`s `/mcp` accepts (empty: no Origin check).
+    pub mcp_allowed_origins: Vec<String>,
+    /// `audit_checkpoints`: signed audit checkpoints.
+    pub audit_checkpoints: AuditCheckpoints,
+    principals: Vec<principals::Declared>,
+}
+
+/// Default `listen` address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+/// The files `patterns` (paths or globs relative to `base`) name, in order, without
+/// repeats: a missing plain path is an error of `file`; a glob that matches nothing is a
+/// warning pushed to `warnings`.
+fn expand(
+    base: &Path,
+    file: &Path,
+    patterns: &[String],
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut out = Vec::new();
+    for p in patterns {
+        let full = base.join(p);
+        let s = full.to_string_lossy().to_string();
+        let is_glob = p.contains(['*', '?', '[']);
+        if !is_glob {
+            if !full.is_file() {
+                return Err(at(
+                    file,
+                    None,
+                    format!("{what} file `{p}` does not exist ({})", full.display()),
+                ));
+            }
+            out.push(full);
+            continue;
+        }
+        let mut found: Vec<PathBuf> = glob::glob(&s)
+            .map_err(|e| at(file, None, format!("{what} glob `{p}`: {e}")))?
+            .filter_map(Result::ok)
+            .filter(|f| f.is_file())
+            .collect();
+        found.sort();
+        if found.is_empty() {
+            warnings.push(format!(
+                "{}: {what} glob `{p}` matches no file",
+                file.display()
+            ));
+        }
+        out.extend(found);
+    }
+    out.dedup();
+    Ok(out)
+}
+
+/// `(name, text)` of every file in `files`; an unreadable one is an error naming it.
+fn read_all(files: &[PathBuf]) -> Result<Vec<(String, String)>, ConfigError> {
+    files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .map(|t| (f.display().to_string(), t))
+                .map_err(|e| ConfigError(format!("{}: {e}", f.display())))
+        })
+        .collect()
+}
+
+impl Config {
+    /// Reads and validates `path`. Relative paths in it (`data_dir`, `agents`, `governance`)
+    /// are relative to the file's directory. Principal keys are not resolved here (see
+    /// [`Config::principals`]), so `assent check` works without the key variables set.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_with(path, false)
+    }
+
+    /// [`Config::load`]; with `strict` (or `strict_agent_files: true` in the file) a field an
+    /// agent file has that Agent Format 1.0 does not define stops start-up instead of warning.
+    pub fn load_with(path: &Path, strict: bool) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| at(path, None, e))?;
+        let raw: RawConfig = serde_saphyr::from_str(&text).map_err(|e| {
+            let line = e.location().map(|l| l.line());
+            at(
+                path,
+                line,
+                e.to_string().lines().next().unwrap_or("invalid YAML"),
+            )
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
+        let mut warnings = Vec::new();
+        let agent_files = expand(&base, path, &raw.agents, "agents", &mut warnings)?;
+        let governance_files = expand(&base, path, &raw.governance, "governance", &mut warnings)?;
+        let registry = Registry::load_with(
+            &read_all(&agent_files)?,
+            &read_all(&governance_files)?,
+            strict || raw.strict_agent_files,
+        )
+        .map_err(|e| ConfigError(e.to_string()))?;
+        warnings.extend(registry.warnings.iter().cloned());
+        let principals = principals::declare(path, &raw.principals)?;
+        let l = limits::limits(path, &raw)?;
+        let mcp_upstreams = outbound::mcp_upstreams(path, &raw.mcp_upstreams)?;
+        let public_url = outbound::public_url(path, &raw)?;
+        let webhooks = outbound::webhooks(path, &raw.webhooks)?;
+        let audit_checkpoints =
+            limits::audit_checkpoints(path, &base, raw.audit_checkpoints.as_ref())?;
+        Ok(Config {
+            file: path.to_path_buf(),
+            audit_checkpoints,
+            public_url,
+            webhooks,
+            mcp_upstreams,
+            mcp_allowed_hosts: raw.mcp_allowed_hosts,
+            mcp_allowed_origins: raw.mcp_allowed_origins,
+            listen: raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+            data_dir: base.join(raw.data_dir.unwrap_or_else(|| ".assent".into())),
+            registry,
+            approval_timeout_seconds: l.approval_timeout_seconds,
+            max_pending_per_agent: l.max_pending_per_agent,
+            aaep_max_timeout_extension_seconds: l.aaep_max_timeout_extension_seconds,
+            token_ttl_seconds: l.token_ttl_seconds,
+            max_arguments_bytes: l.max_arguments_bytes,
+            max_connections: l.max_connections,
+            header_read_timeout_seconds: l.header_read_timeout_seconds,
+            body_read_timeout_seconds: l.body_read_timeout_seconds,
+            rate_limits: l.rate_limits,
+            trusted_proxies: l.trusted_proxies,
+            insecure_demo_keys: false,
+            max_waiters_per_principal: l.max_waiters_per_principal,
+            agent_files,
+            governance_files,
+            warnings,
+            principals,
+        })
+    }
+
+    /// Resolves every principal's key: `key_env` reads the variable (the key itself), which
+    /// must be set and non-empty; `key_sha256` is used as is. Two principals with the same key
+    /// are an error. Keys are never logged.
+    pub fn principals(&self) -> Result<Vec<Principal>, ConfigError> {
+        principals::resolve(
+            &self.file,
+            &self.principals,
+            self.insecure_demo_keys,
+            &self.registry,
+        )
+    }
+
+    /// The webhooks with their secrets read from `secret_env`; an unset or empty variable
+    /// stops start-up naming it (the secret itself is never printed).
+    pub fn webhooks(&self) -> Result<Vec<Webhook>, ConfigError> {
+        outbound::resolve_secrets(&self.file, &self.webhooks)
+    }
+}

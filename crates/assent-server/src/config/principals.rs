@@ -1,0 +1,204 @@
+//! Principals of the configuration (`principals[]`): who may call the API, as an operator
+//! with roles or as an agent bound to one agent id, and where each key comes from. Declared
+//! principals are checked when the file loads (`declare`); their keys are resolved from the
+//! environment only when the server starts (`resolve`), so `assent check` needs no keys.
+//! Authentication itself is [`crate::auth`].
+
+use super::raw::{ConfigError, RawPrincipal, at};
+use assent_core::policy::Registry;
+use serde_saphyr::Spanned;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Shortest key accepted from `key_env`, in characters (issue 10 §15).
+pub const MIN_KEY_CHARS: usize = 32;
+
+/// What a principal is allowed to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrincipalKind {
+    /// A human operator with roles; may decide approvals.
+    /// An operator: `roles` are matched against a rule's `approvers`.
+    Operator {
+        /// Role names.
+        roles: Vec<String>,
+    },
+    /// An agent bound to one agent id; may propose calls and redeem tokens for that id only.
+    /// An agent: `agent_id` is the only agent it may act for.
+    Agent {
+        /// `metadata.id` of the agent.
+        agent_id: String,
+    },
+}
+
+/// An authenticated identity from the config. The key is kept only as its SHA-256.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// `name`, unique; recorded as the actor of decisions.
+    pub name: String,
+    /// Operator or agent.
+    pub kind: PrincipalKind,
+    /// SHA-256 of the key.
+    pub key_sha256: [u8; 32],
+}
+
+/// Where a principal's key comes from, before it is resolved.
+#[derive(Debug, Clone)]
+enum KeySource {
+    Env(String),
+    Sha256([u8; 32]),
+}
+
+/// A principal as the file declares it, its key not yet resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Declared {
+    name: String,
+    kind: PrincipalKind,
+    key: KeySource,
+    line: Option<u64>,
+}
+
+fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    {
+        return None;
+    }
+    let v = hex::decode(s).ok()?;
+    v.try_into().ok()
+}
+
+/// Checks `principals[]` of `path`: unique names, a known kind (an operator has no
+/// `agent_id`, an agent has one and no roles), exactly one of `key_env` / `key_sha256` (64
+/// lowercase hex). Errors name the principal's line.
+pub(crate) fn declare(
+    path: &Path,
+    raw: &[Spanned<RawPrincipal>],
+) -> Result<Vec<Declared>, ConfigError> {
+    let mut out = Vec::new();
+    let mut names = BTreeSet::new();
+    for p in raw {
+        let line = Some(p.referenced.line());
+        let r = &p.value;
+        if !names.insert(r.name.clone()) {
+            return Err(at(
+                path,
+                line,
+                format!("principal name `{}` is used twice", r.name),
+            ));
+        }
+        let kind = kind_of(r).map_err(|m| at(path, line, m))?;
+        let key = key_of(r).map_err(|m| at(path, line, m))?;
+        out.push(Declared {
+            name: r.name.clone(),
+            kind,
+            key,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+/// The kind of principal `r`, or why it is not one.
+fn kind_of(r: &RawPrincipal) -> Result<PrincipalKind, String> {
+    match r.kind.as_str() {
+        "operator" if r.agent_id.is_some() => Err(format!(
+            "principal `{}`: an operator has no agent_id",
+            r.name
+        )),
+        "operator" => Ok(PrincipalKind::Operator {
+            roles: r.roles.clone(),
+        }),
+        "agent" => match &r.agent_id {
+            Some(_) if !r.roles.is_empty() => {
+                Err(format!("principal `{}`: an agent has no roles", r.name))
+            }
+            Some(a) => Ok(PrincipalKind::Agent {
+                agent_id: a.clone(),
+            }),
+            None => Err(format!("principal `{}`: kind agent needs agent_id", r.name)),
+        },
+        other => Err(format!(
+            "principal `{}`: unknown kind `{other}` (expected operator or agent)",
+            r.name
+        )),
+    }
+}
+
+/// Where principal `r`'s key comes from, or why that is unclear.
+fn key_of(r: &RawPrincipal) -> Result<KeySource, String> {
+    match (&r.key_env, &r.key_sha256) {
+        (Some(v), None) => Ok(KeySource::Env(v.clone())),
+        (None, Some(h)) => parse_hex32(h).map(KeySource::Sha256).ok_or_else(|| {
+            format!(
+                "principal `{}`: key_sha256 must be 64 lowercase hex characters",
+                r.name
+            )
+        }),
+        _ => Err(format!(
+            "principal `{}`: give exactly one of key_env or key_sha256",
+            r.name
+        )),
+    }
+}
+
+/// Resolves every declared principal's key: `key_env` reads the variable (the key itself),
+/// which must be set, non-empty and at least [`MIN_KEY_CHARS`] long (unless `insecure`);
+/// `key_sha256` is used as is. Two principals with the same key are an error (at `file`'s
+/// line of the second). Keys are never logged; an agent id no agent file declares is warned.
+pub(crate) fn resolve(
+    file: &Path,
+    declared: &[Declared],
+    insecure: bool,
+    registry: &Registry,
+) -> Result<Vec<Principal>, ConfigError> {
+    let mut out: Vec<Principal> = Vec::new();
+    for d in declared {
+        let name = &d.name;
+        let key_sha256 = match &d.key {
+            KeySource::Sha256(h) => *h,
+            KeySource::Env(var) => match std::env::var(var) {
+                Ok(k) if k.chars().count() < MIN_KEY_CHARS && !k.is_empty() && !insecure => {
+                    return Err(at(
+                        file,
+                        d.line,
+                        format!(
+                            "principal `{name}`: the key in {var} (key_env) is {} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`), or `assent serve --insecure-demo-keys` on a loopback address for a demo",
+                            k.chars().count()
+                        ),
+                    ));
+                }
+                Ok(k) if !k.is_empty() => Sha256::digest(k.as_bytes()).into(),
+                _ => {
+                    return Err(at(
+                        file,
+                        d.line,
+                        format!(
+                            "principal `{name}`: environment variable {var} (key_env) is not set or empty"
+                        ),
+                    ));
+                }
+            },
+        };
+        if let Some(o) = out.iter().find(|p| p.key_sha256 == key_sha256) {
+            return Err(at(
+                file,
+                d.line,
+                format!("principal `{name}` has the same key as `{}`", o.name),
+            ));
+        }
+        if let PrincipalKind::Agent { agent_id } = &d.kind
+            && !registry.agents.contains_key(agent_id)
+        {
+            tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
+        }
+        out.push(Principal {
+            name: name.clone(),
+            kind: d.kind.clone(),
+            key_sha256,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,162 @@
+//! The configuration file as written (`assent.yaml`): the serde types of its sections, each
+//! with the line it starts on, and the error type every validation step reports with file and
+//! line ([`ConfigError`], `at`, `bounded`). Kit of [`crate::config`]: it validates nothing
+//! beyond the YAML's shape.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A configuration error, rendered as `FILE:LINE: reason` (or `FILE: reason`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// The error `msg` at line `line` of `file` (or of the file as a whole).
+pub(crate) fn at(file: &Path, line: Option<u64>, msg: impl std::fmt::Display) -> ConfigError {
+    match line {
+        Some(l) => ConfigError(format!("{}:{l}: {msg}", file.display())),
+        None => ConfigError(format!("{}: {msg}", file.display())),
+    }
+}
+
+/// The value of an optional number `key` when it lies within `bounds` (inclusive); else the
+/// error names the file, the key's line and the bounds.
+pub(crate) fn bounded(
+    file: &Path,
+    key: &str,
+    v: &Option<Spanned<u64>>,
+    (lo, hi): (u64, u64),
+) -> Result<Option<u64>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(s) if (lo..=hi).contains(&s.value) => Ok(Some(s.value)),
+        Some(s) => Err(at(
+            file,
+            Some(s.referenced.line()),
+            format!("{key} is {}; it must be from {lo} to {hi}", s.value),
+        )),
+    }
+}
+
+/// The whole file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    #[serde(default)]
+    pub(crate) listen: Option<String>,
+    #[serde(default)]
+    pub(crate) data_dir: Option<String>,
+    #[serde(default)]
+    pub(crate) agents: Vec<String>,
+    #[serde(default)]
+    pub(crate) governance: Vec<String>,
+    #[serde(default)]
+    pub(crate) principals: Vec<Spanned<RawPrincipal>>,
+    #[serde(default)]
+    pub(crate) approval_timeout_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) token_ttl_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) max_pending_per_agent: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) aaep_max_timeout_extension_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) max_arguments_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) max_connections: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) header_read_timeout_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) body_read_timeout_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) max_waiters_per_principal: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) rate_limits: Option<Spanned<RawRateLimits>>,
+    #[serde(default)]
+    pub(crate) trusted_proxies: Vec<String>,
+    #[serde(default)]
+    pub(crate) strict_agent_files: bool,
+    #[serde(default)]
+    pub(crate) mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
+    #[serde(default)]
+    pub(crate) mcp_allowed_hosts: Vec<String>,
+    #[serde(default)]
+    pub(crate) mcp_allowed_origins: Vec<String>,
+    #[serde(default)]
+    pub(crate) public_url: Option<String>,
+    #[serde(default)]
+    pub(crate) webhooks: Vec<Spanned<RawWebhook>>,
+    #[serde(default)]
+    pub(crate) audit_checkpoints: Option<Spanned<RawCheckpoints>>,
+}
+
+/// `audit_checkpoints`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCheckpoints {
+    #[serde(default)]
+    pub(crate) every_records: Option<u64>,
+    #[serde(default)]
+    pub(crate) every_seconds: Option<u64>,
+    #[serde(default)]
+    pub(crate) file: Option<String>,
+}
+
+/// `rate_limits`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRateLimits {
+    #[serde(default)]
+    pub(crate) requests_per_second: Option<u32>,
+    #[serde(default)]
+    pub(crate) burst: Option<u32>,
+}
+
+/// One of `webhooks[]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWebhook {
+    pub(crate) name: String,
+    pub(crate) url: String,
+    pub(crate) secret_env: String,
+    #[serde(default)]
+    pub(crate) format: Option<String>,
+    #[serde(default)]
+    pub(crate) events: Vec<String>,
+    #[serde(default)]
+    pub(crate) max_attempts: Option<u32>,
+    #[serde(default)]
+    pub(crate) retry_initial_ms: Option<u64>,
+}
+
+/// One of `mcp_upstreams`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstream {
+    #[serde(default)]
+    pub(crate) command: Vec<String>,
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) url: Option<String>,
+    #[serde(default)]
+    pub(crate) bearer_token_env: Option<String>,
+}
+
+/// One of `principals[]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPrincipal {
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    #[serde(default)]
+    pub(crate) roles: Vec<String>,
+    #[serde(default)]
+    pub(crate) agent_id: Option<String>,
+    #[serde(default)]
+    pub(crate) key_env: Option<String>,
+    #[serde(default)]
+    pub(crate) key_sha256: Option<String>,
+}

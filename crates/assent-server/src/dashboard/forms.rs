@@ -1,0 +1,253 @@
+//! The dashboard's forms that change something: decisions (with edits, through the same
+//! `decide::decide_as` as the REST API), answers to questions, dry runs, and the
+//! single-use card links sent in notifications. Each is CSRF-checked by
+//! `session::operator_form`.
+
+use crate::decide::{DecisionBody, decide_as};
+use crate::state::{AppState, now_ms};
+use assent_core::approval::ApprovalStatus;
+use assent_core::approval::DecisionKind;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::page::{Message, page_with, secured};
+use super::session::{message, operator_form, signed_in};
+use super::views::{card, load, not_found};
+use assent_store::ApprovalRecord;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// `POST /ui/approvals/{id}/decide`: `decision` (`approve`|`deny`), `csrf`, and for approve
+/// `scope` (`once`|`session`|`duration` with `duration`|`workspace` with
+/// `confirm_workspace`), `whole_tool` (the grant covers any arguments) and `arguments` (JSON; an
+/// edit when its canonical form differs), for deny `reason` (required).
+pub(crate) async fn decide_form(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let (op, f) = match operator_form(&st, &headers, &body, "Nothing was decided.") {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let Some(loaded) = (match load(&st, &id).await {
+        Ok(r) => r,
+        Err(e) => return secured(e.into_response()),
+    }) else {
+        return not_found(&op, "No such approval.");
+    };
+    let rec = &loaded.rec;
+    let again = |status: StatusCode, why: &str| page_with(status, &card(&st, &op, &loaded, why));
+    let body = match decision_body(&f, rec) {
+        Ok(b) => b,
+        Err(why) => return again(StatusCode::BAD_REQUEST, &why),
+    };
+    match decide_as(
+        &st,
+        &op.principal.name,
+        op.principal.roles().unwrap_or_default(),
+        id.clone(),
+        body,
+    )
+    .await
+    {
+        Ok(_) => secured(Redirect::to(&format!("/ui/approvals/{id}")).into_response()),
+        Err(e) => again(e.status, &e.message),
+    }
+}
+
+/// The decision a decide form `f` asks for on approval `rec`: an edit only when the
+/// arguments' canonical form differs from the held call's. `Err` is the `400` message shown
+/// on the card again (unknown scope, missing duration or denial reason, arguments that are
+/// not a JSON object).
+fn decision_body(
+    f: &HashMap<String, String>,
+    rec: &ApprovalRecord,
+) -> Result<DecisionBody, String> {
+    let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+    Ok(match field("decision").as_str() {
+        "approve" => {
+            let scope = match field("scope").as_str() {
+                "" | "once" => None,
+                "session" => Some("session".to_string()),
+                "workspace" => Some("workspace".to_string()),
+                "duration" => match field("duration") {
+                    d if d.is_empty() => {
+                        return Err("Give a duration such as 15m or 2h.".into());
+                    }
+                    d => Some(d),
+                },
+                other => {
+                    return Err(format!("Unknown scope `{other}`."));
+                }
+            };
+            let text = f.get("arguments").cloned().unwrap_or_default();
+            let arguments = if text.trim().is_empty() {
+                None
+            } else {
+                match assent_core::json::parse_value(text.as_bytes()) {
+                    Ok(v) if v.is_object() => {
+                        let same_call = assent_core::canonical::canonical_value(&v).ok()
+                            == Some(rec.canonical_arguments());
+                        (!same_call).then_some(v)
+                    }
+                    Ok(_) => {
+                        return Err("The arguments must be a JSON object.".into());
+                    }
+                    Err(e) => {
+                        return Err(format!("The edited arguments are not valid JSON: {e}."));
+                    }
+                }
+            };
+            DecisionBody {
+                decision: DecisionKind::Approve,
+                reason: Some(field("reason")).filter(|r| !r.is_empty()),
+                scope,
+                whole_tool: f.contains_key("whole_tool"),
+                confirm_workspace: f.contains_key("confirm_workspace"),
+                arguments,
+            }
+        }
+        "deny" => {
+            let reason = field("reason");
+            if reason.is_empty() {
+                return Err("Say why the call is denied: the agent is told the reason.".into());
+            }
+            DecisionBody {
+                decision: DecisionKind::Deny,
+                reason: Some(reason),
+                scope: None,
+                whole_tool: false,
+                confirm_workspace: false,
+                arguments: None,
+            }
+        }
+        _ => return Err("Choose approve or deny.".into()),
+    })
+}
+
+/// `POST /ui/clarifications/{id}/answer`: `kind` (`yes_no`|`numeric`|`multiple_choice`|
+/// `freetext`), `response`, `csrf`.
+pub(crate) async fn answer_form(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let (op, f) = match operator_form(&st, &headers, &body, "Nothing was answered.") {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+    let text = field("response");
+    let response = match field("kind").as_str() {
+        "yes_no" => Value::Bool(text == "yes" || text == "true"),
+        "numeric" => match text
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+        {
+            Some(n) => Value::Number(n),
+            None => {
+                return message(
+                    &op,
+                    StatusCode::BAD_REQUEST,
+                    "Not answered",
+                    "The answer must be a number.",
+                );
+            }
+        },
+        _ => Value::String(text),
+    };
+    match crate::clarify::answer_as(&st, op.principal.name.clone(), id, response).await {
+        Ok(_) => secured(Redirect::to("/ui").into_response()),
+        Err(e) => message(&op, e.status, "Not answered", &e.message),
+    }
+}
+
+/// `GET /ui/l/{token}`: a single-use link from a notification. A valid, unused, unexpired
+/// link is used up and opens the approval's card (through the sign-in when needed: deciding
+/// still takes an operator); any other is `410` with a page that says so.
+pub(crate) async fn open_link(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Response {
+    let hash = assent_core::canonical::sha256_hex(token.as_bytes());
+    let found = match st
+        .store_call(move |s| s.use_card_link(&hash, now_ms()))
+        .await
+    {
+        Ok(f) => f,
+        Err(e) => return secured(e.into_response()),
+    };
+    let Some(id) = found else {
+        let who = signed_in(&st, &headers);
+        return page_with(
+            StatusCode::GONE,
+            &Message {
+                title: "Link used or expired".into(),
+                text: "This link opens a card once, until the approval expires. Open the queue instead.".into(),
+                who: who.as_ref().map(|o| o.principal.name.clone()).unwrap_or_default(),
+                csrf: who.map(|o| o.session.csrf).unwrap_or_default(),
+            },
+        );
+    };
+    let card = format!("/ui/approvals/{id}");
+    if signed_in(&st, &headers).is_some() {
+        secured(Redirect::to(&card).into_response())
+    } else {
+        secured(Redirect::to(&format!("/ui/login?next={card}")).into_response())
+    }
+}
+
+/// `POST /ui/approvals/{id}/dry-run` (`csrf`): runs the rule's `dry_run_tool` with the held
+/// call's arguments on its MCP upstream, records it in the audit log (`dry_run`, with the
+/// result's hash) and shows the result on the card. The held call itself does not run.
+pub(crate) async fn dry_run_form(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let op = match operator_form(&st, &headers, &body, "Nothing was run.") {
+        Ok((op, _)) => op,
+        Err(r) => return *r,
+    };
+    let Some(loaded) = (match load(&st, &id).await {
+        Ok(r) => r,
+        Err(e) => return secured(e.into_response()),
+    }) else {
+        return not_found(&op, "No such approval.");
+    };
+    let a = &loaded.rec;
+    let unavailable = || {
+        page_with(
+            StatusCode::CONFLICT,
+            &card(&st, &op, &loaded, "No dry run is available for this call."),
+        )
+    };
+    let (Some(tool), Some(server), Some(runner)) = (
+        a.dry_run_tool.clone(),
+        a.call.server.clone(),
+        st.dry_run.clone(),
+    ) else {
+        return unavailable();
+    };
+    if a.status != ApprovalStatus::Pending || !runner.serves(&server) {
+        return unavailable();
+    }
+    let outcome = runner.run(&server, &tool, &a.call.arguments).await;
+    tracing::info!(approval_id = %id, operator = %op.principal.name, tool = %tool, ok = outcome.is_ok(), "dry run");
+    let (name, id2) = (op.principal.name.clone(), id.clone());
+    let recorded = st
+        .store_call(move |s| s.record_dry_run(&id2, &name, &tool, &outcome, now_ms()))
+        .await;
+    match recorded {
+        Ok(()) => secured(Redirect::to(&format!("/ui/approvals/{id}#dry-run")).into_response()),
+        Err(e) => secured(e.into_response()),
+    }
+}

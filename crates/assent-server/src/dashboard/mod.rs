@@ -1,0 +1,36 @@
+//! The operator dashboard (issue 5; seed 002 "operator UX"): server-rendered pages under
+//! `/ui`, no JavaScript build step (one small script for the live queue, count-downs and the
+//! JSON editor's check).
+//!
+//! - Sign-in with an operator key (`POST /ui/login`) starts a session: a random 256-bit id in
+//!   the `assent_ui` cookie (`HttpOnly`, `SameSite=Strict`, `Path=/ui`, `Secure` behind an
+//!   HTTPS proxy that sends `X-Forwarded-Proto: https`), valid 12 hours, kept in memory (a
+//!   restart signs everyone out). Every form carries the session's CSRF token, checked in
+//!   constant time; a post without it is `403` and changes nothing. The sign-in form itself
+//!   is protected by a double-submit cookie.
+//! - `/ui`: the queue of pending approvals (similar calls grouped, each decided on its own)
+//!   and pending clarification questions, refreshed when the server signals a change over
+//!   SSE (`/ui/events`), with count-downs to expiry and an `aria-live` announcement.
+//! - `/ui/approvals/{id}`: the card — the exact canonical arguments, risk tier, the rules
+//!   that triggered, predicted side effects and rollback notes (rule keys `side_effects`,
+//!   `rollback`), the rendered message, and the decision options (once, session, a duration,
+//!   workspace with its warning, an edit of the arguments checked before submit, deny with a
+//!   reason).
+//! - `/ui/history` (filters: agent, tool, status, decided by) and `/ui/audit` (whether the
+//!   audit chain verifies, and its newest records).
+//!
+//! Decisions go through the same code as `POST /v1/approvals/{id}/decision`, so roles,
+//! scopes and edits are checked exactly as there, and the decision is recorded under the
+//! signed-in operator's name.
+//!
+//! Layout: [`page`] (headers, rendering: the kit), [`sessions`] (the session store), [`session`] (sign-in, CSRF),
+//! [`views`] (queue, cards, SSE, history, audit), [`forms`] (decisions, edits, answers, dry
+//! runs, card links). Its routes are mounted by [`crate::router`](mod@crate::router).
+
+pub mod forms;
+pub mod page;
+pub mod session;
+pub mod sessions;
+pub mod views;
+
+pub use sessions::Sessions;

@@ -1,0 +1,266 @@
+//! Dashboard sign-in and sessions: operator keys start a session (a random 256-bit id in the
+//! `assent_ui` cookie, 12 hours, in memory), the sign-in form's double-submit cookie, the
+//! signed-in `Operator` of a request, and the CSRF check of every state-changing form
+//! (`operator_form`). It renders no queue or card.
+
+use crate::auth::principal_for_key;
+use crate::config::Principal;
+use crate::state::AppState;
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::page::{Message, forbidden, page_with, secured, to_login};
+use super::sessions::{SESSION_TTL, Session, random_hex};
+use std::collections::HashMap;
+use subtle::ConstantTimeEq;
+
+const COOKIE: &str = "assent_ui";
+const LOGIN_COOKIE: &str = "assent_ui_login";
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The signed-in operator: the session and the principal it belongs to (a principal removed
+/// from the config since is signed out).
+pub(crate) struct Operator {
+    pub(crate) session: Session,
+    pub(crate) principal: Principal,
+}
+
+/// The signed-in operator of a request: its `assent_ui` session cookie names a live session
+/// of a principal that is (still) an operator.
+pub(crate) fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
+    let session = st.ui.get(cookie(headers, COOKIE)?)?;
+    let principal = st
+        .principals
+        .iter()
+        .find(|p| p.name == session.operator && p.roles().is_some())?
+        .clone();
+    Some(Operator { session, principal })
+}
+
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// The fields of a urlencoded form body; `Err` names what was wrong.
+fn form(body: &Bytes) -> Result<HashMap<String, String>, String> {
+    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body)
+        .map(|v| v.into_iter().collect())
+        .map_err(|e| format!("the form could not be read: {e}"))
+}
+
+/// A state-changing form from a signed-in operator: its fields, once the session and the CSRF
+/// token were checked. Otherwise the page to send (`403`; `400` for a body that is not a form),
+/// which says that `nothing` happened
+/// (e.g. "Nothing was decided.").
+pub(crate) fn operator_form(
+    st: &AppState,
+    headers: &HeaderMap,
+    body: &Bytes,
+    nothing: &str,
+) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
+    let Some(op) = signed_in(st, headers) else {
+        return Err(Box::new(forbidden(
+            "Sign in first: this form needs an operator's dashboard session.",
+        )));
+    };
+    let f = form(body).map_err(|e| {
+        Box::new(page_with(
+            StatusCode::BAD_REQUEST,
+            &Message {
+                title: "Not understood".into(),
+                text: format!("{e} Nothing was changed."),
+                who: op.principal.name.clone(),
+                csrf: op.session.csrf.clone(),
+            },
+        ))
+    })?;
+    if !same(
+        f.get("csrf").map(String::as_str).unwrap_or(""),
+        &op.session.csrf,
+    ) {
+        tracing::warn!(operator = %op.principal.name, "dashboard form without a valid CSRF token refused");
+        return Err(Box::new(forbidden(&format!(
+            "This form did not come from your dashboard session (CSRF token missing or wrong). {nothing}"
+        ))));
+    }
+    Ok((op, f))
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct Login {
+    csrf: String,
+    error: String,
+    who: String,
+    next: String,
+}
+
+/// Where to go after signing in: a dashboard path only (never another site), of visible
+/// ASCII only (a control character cannot go into a `Location` header).
+fn next_path(next: Option<&String>) -> String {
+    match next {
+        Some(n)
+            if n.starts_with("/ui/")
+                && !n.contains("//")
+                && !n.contains('\\')
+                && n.len() <= 2048
+                && n.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            n.clone()
+        }
+        _ => "/ui".into(),
+    }
+}
+
+/// `GET /ui/login[?next=PATH]`: the sign-in form (a signed-in operator goes to `next`).
+pub(crate) async fn login_page(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let next = next_path(q.get("next"));
+    if signed_in(&st, &headers).is_some() {
+        return secured(Redirect::to(&next).into_response());
+    }
+    login_form(StatusCode::OK, "", &next)
+}
+
+fn login_form(status: StatusCode, error: &str, next: &str) -> Response {
+    let csrf = random_hex();
+    let mut r = page_with(
+        status,
+        &Login {
+            csrf: csrf.clone(),
+            error: error.into(),
+            who: String::new(),
+            next: next.into(),
+        },
+    );
+    let c =
+        format!("{LOGIN_COOKIE}={csrf}; Path=/ui/login; HttpOnly; SameSite=Strict; Max-Age=600");
+    if let Ok(v) = HeaderValue::from_str(&c) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
+
+fn secure_attr(headers: &HeaderMap) -> &'static str {
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    if https { "; Secure" } else { "" }
+}
+
+/// `POST /ui/login` (`key`, `csrf`): an operator's key starts a session; an agent's key or an
+/// unknown one is refused (`401`, the form again). Failed sign-ins count toward the same
+/// throttle as the API's (`429` once an address or key prefix used up its allowance).
+pub(crate) async fn login(
+    State(st): State<AppState>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
+    let Ok(f) = form(&body) else {
+        return login_form(
+            StatusCode::BAD_REQUEST,
+            "The form could not be read.",
+            "/ui",
+        );
+    };
+    let next = next_path(f.get("next"));
+    let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
+    let sent = f.get("csrf").map(String::as_str).unwrap_or("");
+    if expected.is_empty() || !same(expected, sent) {
+        return forbidden(
+            "The sign-in form expired or did not come from this dashboard. Reload it and sign in again.",
+        );
+    }
+    let key = f.get("key").map(|k| k.trim()).unwrap_or("");
+    let throttled = |wait| {
+        secured(crate::throttle::too_many(
+            "AUTH_THROTTLED",
+            "Too many failed sign-ins from this address or for this key; wait and try again.",
+            wait,
+        ))
+    };
+    if let Some(wait) = st.throttle.locked_out(addr, key, false) {
+        return throttled(wait);
+    }
+    let Some(p) = principal_for_key(&st.principals, key).filter(|p| p.roles().is_some()) else {
+        tracing::info!("dashboard sign-in refused");
+        let locked = st.throttle.locked_out(addr, key, true);
+        if let Some(wait) = locked.or_else(|| st.throttle.failed(addr, key)) {
+            return throttled(wait);
+        }
+        return login_form(
+            StatusCode::UNAUTHORIZED,
+            "That key is not an operator's key.",
+            &next,
+        );
+    };
+    let (id, _) = st.ui.start(&p.name);
+    tracing::info!(operator = %p.name, "dashboard sign-in");
+    let mut r = secured(Redirect::to(&next).into_response());
+    let c = format!(
+        "{COOKIE}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_TTL.as_secs(),
+        secure_attr(&headers)
+    );
+    if let Ok(v) = HeaderValue::from_str(&c) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /ui/logout` (`csrf`): ends the session and clears its cookie.
+pub(crate) async fn logout(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if signed_in(&st, &headers).is_none() {
+        return to_login();
+    }
+    if let Err(r) = operator_form(&st, &headers, &body, "You are still signed in.") {
+        return *r;
+    }
+    if let Some(id) = cookie(&headers, COOKIE) {
+        st.ui.end(id);
+    }
+    let mut r = to_login();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0"
+    )) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// A [`Message`] page with `status` for the signed-in operator `op`.
+pub(crate) fn message(op: &Operator, status: StatusCode, title: &str, text: &str) -> Response {
+    page_with(
+        status,
+        &Message {
+            title: title.into(),
+            text: text.into(),
+            who: op.principal.name.clone(),
+            csrf: op.session.csrf.clone(),
+        },
+    )
+}

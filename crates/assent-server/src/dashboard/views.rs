@@ -1,0 +1,567 @@
+//! The dashboard's read-only views: the queue of pending approvals and questions (page,
+//! fragment and the SSE change signal), the approval card, history and the audit view. Forms
+//! that change something are [`super::forms`].
+
+use crate::error::ApiError;
+use crate::formats::rfc3339;
+use crate::state::{AppState, now_ms};
+use askama::Template;
+use assent_core::approval::ApprovalStatus;
+use assent_store::ApprovalRecord;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+
+use super::page::{Message, page, page_with, secured, to_login};
+use super::session::{Operator, signed_in};
+use serde::Deserialize;
+use serde_json::Value;
+use std::time::Duration;
+
+/// One pending approval in the queue.
+#[derive(Clone)]
+pub(crate) struct Item {
+    id: String,
+    agent: String,
+    target: String,
+    risk_tier: String,
+    risk_level: String,
+    irreversible: bool,
+    message: String,
+    expires_at: String,
+    expires_ms: i64,
+    left: String,
+}
+
+/// Similar pending approvals (same agent, server, tool and rules), shown together.
+struct Group {
+    title: String,
+    items: Vec<Item>,
+}
+
+/// A pending clarification question.
+struct Question {
+    id: String,
+    agent: String,
+    question: String,
+    context: String,
+    yes_no: bool,
+    numeric: bool,
+    choices: Vec<(String, String)>,
+    expires_at: String,
+    expires_ms: i64,
+    left: String,
+}
+
+fn left(expires_ms: i64) -> String {
+    let s = (expires_ms - now_ms()) / 1000;
+    if s <= 0 {
+        "expired".into()
+    } else if s >= 60 {
+        format!("{}m {}s left", s / 60, s % 60)
+    } else {
+        format!("{s}s left")
+    }
+}
+
+fn target(a: &ApprovalRecord) -> String {
+    match &a.call.server {
+        Some(s) => format!("{s}/{}", a.call.tool),
+        None => a.call.tool.clone(),
+    }
+}
+
+fn level(tier: assent_core::RiskTier) -> String {
+    tier.risk_level().to_string()
+}
+
+fn item(a: &ApprovalRecord) -> Item {
+    Item {
+        id: a.id.clone(),
+        agent: a.agent.clone(),
+        target: target(a),
+        risk_tier: a.risk_tier.to_string(),
+        risk_level: level(a.risk_tier),
+        irreversible: a.irreversible,
+        message: a.message.clone(),
+        expires_at: rfc3339(a.expires_at),
+        expires_ms: a.expires_at,
+        left: left(a.expires_at),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "queue.html")]
+struct QueuePage {
+    who: String,
+    csrf: String,
+    groups: Vec<Group>,
+    questions: Vec<Question>,
+    count: usize,
+}
+
+#[derive(Template)]
+#[template(path = "queue_items.html")]
+struct QueueItems {
+    csrf: String,
+    groups: Vec<Group>,
+    questions: Vec<Question>,
+    count: usize,
+}
+
+async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), ApiError> {
+    let (list, questions) = st
+        .store_call(move |s| {
+            s.expire_due(now_ms())?;
+            Ok((
+                s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
+                s.list_clarifications(Some("pending"))?,
+            ))
+        })
+        .await?;
+    let count = list.len();
+    // Oldest first (most urgent), grouped by similarity in order of first appearance.
+    let mut groups: Vec<(String, Group)> = Vec::new();
+    for a in list.iter().rev() {
+        match groups.iter_mut().find(|(k, _)| *k == a.group_key) {
+            Some((_, g)) => g.items.push(item(a)),
+            None => groups.push((
+                a.group_key.clone(),
+                Group {
+                    title: format!("{} → {}", a.agent, target(a)),
+                    items: vec![item(a)],
+                },
+            )),
+        }
+    }
+    let questions = questions
+        .into_iter()
+        .map(|c| Question {
+            yes_no: c.kinds.iter().any(|k| k == "yes_no"),
+            numeric: c.kinds.iter().any(|k| k == "numeric"),
+            choices: c
+                .choices
+                .iter()
+                .map(|ch| {
+                    let v = match &ch["value"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    let l = ch["label"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.clone());
+                    (v, l)
+                })
+                .collect(),
+            id: c.id,
+            agent: c.agent,
+            question: c.question,
+            context: c.context.unwrap_or_default(),
+            expires_at: rfc3339(c.expires_at),
+            expires_ms: c.expires_at,
+            left: left(c.expires_at),
+        })
+        .collect();
+    Ok((
+        groups.into_iter().map(|(_, g)| g).collect(),
+        questions,
+        count,
+    ))
+}
+
+/// `GET /ui`: the queue page (pending approvals in groups, pending questions).
+pub(crate) async fn queue_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    let Some(op) = signed_in(&st, &headers) else {
+        return to_login();
+    };
+    match pending(&st).await {
+        Ok((groups, questions, count)) => page(&QueuePage {
+            who: op.principal.name,
+            csrf: op.session.csrf,
+            groups,
+            questions,
+            count,
+        }),
+        Err(e) => secured(e.into_response()),
+    }
+}
+
+/// The queue's contents alone, for the live refresh.
+pub(crate) async fn queue_fragment(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    let Some(op) = signed_in(&st, &headers) else {
+        return secured(ApiError::unauthenticated().into_response());
+    };
+    match pending(&st).await {
+        Ok((groups, questions, count)) => page(&QueueItems {
+            csrf: op.session.csrf,
+            groups,
+            questions,
+            count,
+        }),
+        Err(e) => secured(e.into_response()),
+    }
+}
+
+/// `GET /ui/events`: an SSE stream with a `changed` event whenever an approval or
+/// clarification changes (and a comment every 15 s to keep proxies from closing it).
+pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    if signed_in(&st, &headers).is_none() {
+        return secured(ApiError::unauthenticated().into_response());
+    }
+    let rx = st.changes.subscribe();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        let n = *rx.borrow_and_update();
+        Some((
+            Ok::<_, std::convert::Infallible>(
+                Event::default().event("changed").data(n.to_string()),
+            ),
+            rx,
+        ))
+    });
+    secured(
+        Sse::new(stream)
+            .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+            .into_response(),
+    )
+}
+
+/// The approval card (`card.html`).
+#[derive(Template)]
+#[template(path = "card.html")]
+pub(crate) struct Card {
+    who: String,
+    csrf: String,
+    error: String,
+    id: String,
+    status: String,
+    pending: bool,
+    agent: String,
+    session_id: String,
+    target: String,
+    arguments: String,
+    canonical_arguments: String,
+    call_hash: String,
+    risk_tier: String,
+    risk_level: String,
+    irreversible: bool,
+    message: String,
+    human_summary: String,
+    reasons: Vec<(String, String)>,
+    triggers: Vec<String>,
+    side_effects: Vec<String>,
+    rollback: Vec<String>,
+    alternatives: Vec<String>,
+    approvers: Vec<String>,
+    default_decision: String,
+    expires_at: String,
+    expires_ms: i64,
+    left: String,
+    decisions: Vec<String>,
+    scope: String,
+    edited: String,
+    similar: Vec<Item>,
+    dry_run_tool: String,
+    /// The dry-run button is offered: a rule names a dry-run tool, the call's server is an
+    /// MCP upstream of this gateway, and the approval is pending.
+    dry_run_available: bool,
+    /// The newest dry run: who ran it and when, and its result (or error).
+    dry_run_by: String,
+    dry_run_result: String,
+}
+
+/// An approval with what its card shows besides: similar pending calls, the newest dry run.
+pub(crate) struct Loaded {
+    pub(crate) rec: ApprovalRecord,
+    pub(crate) similar: Vec<Item>,
+    pub(crate) dry_run: Option<assent_store::audit::AuditRecord>,
+}
+
+/// Approval `id` with what its card shows (similar pending approvals, the dry-run tool);
+/// `None` when there is no such approval.
+pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiError> {
+    let id = id.to_string();
+    let (rec, pending, dry_run) = st
+        .store_call(move |s| {
+            s.expire_due(now_ms())?;
+            Ok((
+                s.get_approval(&id)?,
+                s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
+                s.last_dry_run(&id)?,
+            ))
+        })
+        .await?;
+    Ok(rec.map(|r| {
+        let similar = pending
+            .iter()
+            .filter(|a| a.group_key == r.group_key && a.id != r.id)
+            .map(item)
+            .collect();
+        Loaded {
+            rec: r,
+            similar,
+            dry_run,
+        }
+    }))
+}
+
+/// The card of `l` for operator `op`, with `error` shown above the decision options.
+pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
+    let (a, similar) = (&l.rec, l.similar.clone());
+    let dry_run_available = a.status == ApprovalStatus::Pending
+        && a.dry_run_tool.is_some()
+        && a.call
+            .server
+            .as_deref()
+            .is_some_and(|s| st.dry_run.as_ref().is_some_and(|d| d.serves(s)));
+    let (dry_run_by, dry_run_result) = match &l.dry_run {
+        Some(r) => {
+            let data: Value = serde_json::from_str(&r.data).unwrap_or(Value::Null);
+            let shown = match data.get("error") {
+                Some(e) => format!("failed: {}", e.as_str().unwrap_or("")),
+                None => serde_json::to_string_pretty(
+                    data.get("result")
+                        .or(data.get("result_truncated"))
+                        .unwrap_or(&Value::Null),
+                )
+                .unwrap_or_default(),
+            };
+            (format!("{} at {}", r.actor, rfc3339(r.at)), shown)
+        }
+        None => (String::new(), String::new()),
+    };
+    let pretty = serde_json::to_string_pretty(&a.call.arguments).unwrap_or_default();
+    Card {
+        who: op.principal.name.clone(),
+        csrf: op.session.csrf.clone(),
+        error: error.to_string(),
+        id: a.id.clone(),
+        status: a.status.as_str().to_string(),
+        pending: a.status == ApprovalStatus::Pending,
+        agent: a.agent.clone(),
+        session_id: a.session_id.clone(),
+        target: target(a),
+        arguments: pretty,
+        canonical_arguments: a.canonical_arguments(),
+        call_hash: a.call_hash.clone(),
+        risk_tier: a.risk_tier.to_string(),
+        risk_level: level(a.risk_tier),
+        irreversible: a.irreversible,
+        message: a.message.clone(),
+        human_summary: a.human_summary.clone(),
+        reasons: a
+            .reasons
+            .iter()
+            .map(|r| {
+                let src = if r.file.is_empty() {
+                    r.rule.clone()
+                } else {
+                    format!("{} {}", r.file, r.rule)
+                };
+                (src, r.text.clone())
+            })
+            .collect(),
+        triggers: a.triggers.clone(),
+        side_effects: a.side_effects.clone(),
+        rollback: a.rollback.clone(),
+        alternatives: a.suggested_alternatives.clone(),
+        approvers: a.approvers.clone(),
+        default_decision: a.default_decision.as_str().to_string(),
+        expires_at: rfc3339(a.expires_at),
+        expires_ms: a.expires_at,
+        left: left(a.expires_at),
+        decisions: a
+            .decisions
+            .iter()
+            .map(|d| {
+                let mut line = format!("{} by {} at {}", d.decision, d.actor, rfc3339(d.at));
+                if let Some(r) = d.reason.as_deref().filter(|r| !r.is_empty()) {
+                    line.push_str(&format!(": {r}"));
+                }
+                line
+            })
+            .collect(),
+        scope: a.scope.map(|s| s.to_wire()).unwrap_or_default(),
+        edited: a
+            .edited
+            .as_ref()
+            .map(|e| e.canonical_arguments.clone())
+            .unwrap_or_default(),
+        similar,
+        dry_run_tool: a.dry_run_tool.clone().unwrap_or_default(),
+        dry_run_available,
+        dry_run_by,
+        dry_run_result,
+    }
+}
+
+/// `GET /ui/approvals/{id}`: the approval card.
+pub(crate) async fn card_page(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let Some(op) = signed_in(&st, &headers) else {
+        return to_login();
+    };
+    match load(&st, &id).await {
+        Ok(Some(l)) => page(&card(&st, &op, &l, "")),
+        Ok(None) => not_found(&op, "No such approval."),
+        Err(e) => secured(e.into_response()),
+    }
+}
+
+/// `404` with a page saying `text`.
+pub(crate) fn not_found(op: &Operator, text: &str) -> Response {
+    page_with(
+        StatusCode::NOT_FOUND,
+        &Message {
+            title: "Not found".into(),
+            text: text.into(),
+            who: op.principal.name.clone(),
+            csrf: op.session.csrf.clone(),
+        },
+    )
+}
+
+/// History filters (`/ui/history?agent=&tool=&status=&decided_by=`); empty means any.
+#[derive(Deserialize, Default)]
+pub(crate) struct Filters {
+    #[serde(default)]
+    agent: String,
+    #[serde(default)]
+    tool: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    decided_by: String,
+}
+
+struct Row {
+    id: String,
+    requested_at: String,
+    agent: String,
+    target: String,
+    risk_tier: String,
+    status: String,
+    decided_by: String,
+    reason: String,
+}
+
+#[derive(Template)]
+#[template(path = "history.html")]
+struct History {
+    who: String,
+    csrf: String,
+    agent: String,
+    tool: String,
+    status: String,
+    decided_by: String,
+    statuses: Vec<&'static str>,
+    rows: Vec<Row>,
+}
+
+/// `GET /ui/history[?agent=&tool=&status=&decided_by=]`: decided approvals, newest first.
+pub(crate) async fn history_page(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<Filters>,
+) -> Response {
+    let Some(op) = signed_in(&st, &headers) else {
+        return to_login();
+    };
+    let list = match st.store_call(|s| s.list_approvals(None, 1000)).await {
+        Ok(l) => l,
+        Err(e) => return secured(e.into_response()),
+    };
+    let want = |filter: &str, value: &str| filter.is_empty() || filter == value;
+    let rows = list
+        .iter()
+        .filter_map(|a| {
+            let last = a.decisions.last();
+            let by = last.map(|d| d.actor.clone()).unwrap_or_default();
+            let keep = want(&q.agent, &a.agent)
+                && (q.tool.is_empty() || q.tool == a.call.tool || q.tool == target(a))
+                && want(&q.status, a.status.as_str())
+                && want(&q.decided_by, &by);
+            keep.then(|| Row {
+                id: a.id.clone(),
+                requested_at: rfc3339(a.requested_at),
+                agent: a.agent.clone(),
+                target: target(a),
+                risk_tier: a.risk_tier.to_string(),
+                status: a.status.as_str().to_string(),
+                decided_by: by,
+                reason: last.and_then(|d| d.reason.clone()).unwrap_or_default(),
+            })
+        })
+        .take(500)
+        .collect();
+    page(&History {
+        who: op.principal.name,
+        csrf: op.session.csrf,
+        agent: q.agent,
+        tool: q.tool,
+        status: q.status,
+        decided_by: q.decided_by,
+        statuses: vec!["pending", "approved", "rejected", "expired", "cancelled"],
+        rows,
+    })
+}
+
+struct AuditRow {
+    seq: i64,
+    at: String,
+    kind: String,
+    approval_id: String,
+    actor: String,
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+struct Audit {
+    who: String,
+    csrf: String,
+    verifies: bool,
+    records: i64,
+    head: String,
+    broken: String,
+    rows: Vec<AuditRow>,
+}
+
+/// `GET /ui/audit`: whether the audit chain verifies, and its newest records.
+pub(crate) async fn audit_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    let Some(op) = signed_in(&st, &headers) else {
+        return to_login();
+    };
+    let res = st
+        .store_call(|s| Ok((s.verify_audit()?, s.audit_tail(200)?)))
+        .await;
+    let (report, tail) = match res {
+        Ok(r) => r,
+        Err(e) => return secured(e.into_response()),
+    };
+    page(&Audit {
+        who: op.principal.name,
+        csrf: op.session.csrf,
+        verifies: report.broken.is_none(),
+        records: report.records,
+        head: report.head,
+        broken: report
+            .broken
+            .map(|(seq, why)| format!("record {seq}: {why}"))
+            .unwrap_or_default(),
+        rows: tail
+            .into_iter()
+            .map(|r| AuditRow {
+                seq: r.seq,
+                at: rfc3339(r.at),
+                kind: r.kind,
+                approval_id: r.approval_id.unwrap_or_default(),
+                actor: r.actor,
+            })
+            .collect(),
+    })
+}

@@ -1,0 +1,370 @@
+//! Deciding and cancelling approvals: an operator's decision (`POST
+//! /v1/approvals/{id}/decision`, and the dashboard's forms through `decide_as`), the same
+//! decision on many (`POST /v1/approvals/decisions`), the in-client user's decision relayed by
+//! its agent, and cancellations of one approval or a whole session (AAEP §6.8). Expiries are
+//! settled first and every waiter is woken after. An edit is re-gated by [`crate::edits`].
+//! Reads are [`crate::approvals`]; routes are mounted by [`crate::router`](mod@crate::router).
+
+use crate::calls::{check_name, check_reason};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::extract::{Agent, Caller, DecideApprovals, Operator, OptionalJson, RelayUserDecision};
+use crate::formats::approval_json;
+use crate::state::{AppState, now_ms};
+use crate::waiters::clarification_key;
+use assent_core::approval::{DecisionKind, GrantScope};
+use assent_store::{ApprovalRecord, DecideError, DecisionInput};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The decision body of seed 002 / issue 3:
+/// `{"decision": "approve"|"deny", "reason"?, "scope"?: "once"|"session"|"15m"|"workspace",
+///   "whole_tool"?: bool, "confirm_workspace"?: bool, "arguments"?: {...}}`.
+/// One operator decision, as `POST /v1/approvals/{id}/decision` takes it (and the
+/// dashboard's forms build it).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecisionBody {
+    pub(crate) decision: DecisionKind,
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+    #[serde(default)]
+    pub(crate) scope: Option<String>,
+    #[serde(default)]
+    pub(crate) whole_tool: bool,
+    #[serde(default)]
+    pub(crate) confirm_workspace: bool,
+    #[serde(default)]
+    pub(crate) arguments: Option<Value>,
+}
+
+/// The API error of a refused decision or cancellation by `operator`: `404`, `403` (missing
+/// approver role), `409 ALREADY_DECIDED` (with `status`), `422 WORKSPACE_NEEDS_CONFIRMATION`,
+/// `400`, `409 APPROVAL_DAMAGED` (with `damaged` columns) or `503`.
+fn decide_error(e: DecideError, operator: &str) -> ApiError {
+    match e {
+        DecideError::NotFound => ApiError::not_found("no such approval"),
+        DecideError::NotApprover(approvers) => ApiError::forbidden(format!(
+            "operator `{operator}` has none of the approver roles of this approval ({})",
+            approvers.join(", ")
+        )),
+        DecideError::AlreadyDecided(e) => {
+            ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string())
+                .with(json!({"status": e.0}))
+        }
+        DecideError::WorkspaceNeedsConfirmation(_) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "WORKSPACE_NEEDS_CONFIRMATION",
+            e.to_string(),
+        ),
+        DecideError::Invalid(m) => ApiError::bad_request(m),
+        DecideError::Damaged(columns) => {
+            tracing::error!(operator, damaged = ?columns, "refused: the stored approval is damaged");
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "APPROVAL_DAMAGED",
+                DecideError::Damaged(columns.clone()).to_string(),
+            )
+            .with(json!({"damaged": columns}))
+        }
+        DecideError::Store(e) => ApiError::unavailable(e),
+    }
+}
+
+/// Turns decision `b` on approval `id` into a store input; an edit (`arguments`) is re-gated
+/// by [`crate::edits::edit`] (it cannot become a call the policy denies, nor one whose
+/// approver roles the operator lacks). `400` for a long reason, a bad scope, or arguments
+/// with a denial or on a missing approval.
+async fn decision_input(
+    st: &AppState,
+    id: Option<&str>,
+    b: DecisionBody,
+    roles: &[String],
+) -> Result<DecisionInput, ApiError> {
+    check_reason(&b.reason)?;
+    let scope = match &b.scope {
+        None => GrantScope::Once,
+        Some(s) => GrantScope::parse(s).map_err(ApiError::bad_request)?,
+    };
+    let (edited, edited_output_bytes) = match (b.arguments, id) {
+        (None, _) => (None, None),
+        (Some(_), _) if b.decision == DecisionKind::Deny => {
+            return Err(ApiError::bad_request("arguments apply to approvals only"));
+        }
+        (Some(_), None) => return Err(ApiError::bad_request("no such approval")),
+        (Some(args), Some(id)) => {
+            let id = id.to_string();
+            let rec = st
+                .store_call(move |s| s.get_approval(&id))
+                .await?
+                .ok_or_else(|| ApiError::bad_request("no such approval"))?;
+            let (e, limit) = crate::edits::edit(st, &rec, args, roles).await?;
+            (Some(e), limit)
+        }
+    };
+    Ok(DecisionInput {
+        kind: Some(b.decision),
+        reason: b.reason,
+        scope,
+        whole_tool: b.whole_tool,
+        confirm_workspace: b.confirm_workspace,
+        edited,
+        edited_output_bytes,
+    })
+}
+
+/// `POST /v1/approvals/{id}/decision` (operators): see [`decide_as`]; answers the decided
+/// approval.
+pub(crate) async fn decide(
+    State(st): State<AppState>,
+    op: Operator<DecideApprovals>,
+    Path(id): Path<String>,
+    ApiJson(b): ApiJson<DecisionBody>,
+) -> Result<Json<Value>, ApiError> {
+    let rec = decide_as(&st, op.name(), op.roles(), id, b).await?;
+    Ok(Json(approval_json(&rec, None)))
+}
+
+/// Applies operator `name`'s (holding `roles`) decision `b` to approval `id` (the REST API
+/// and the dashboard): settles expiries first, checks the approver role in the same
+/// transaction, and wakes every waiter. Errors: 403 for a missing role, 404, 409 when
+/// already decided, 400 for a bad scope or edit.
+pub(crate) async fn decide_as(
+    st: &AppState,
+    name: &str,
+    roles: &[String],
+    id: String,
+    b: DecisionBody,
+) -> Result<ApprovalRecord, ApiError> {
+    let input = decision_input(st, Some(&id), b, roles).await?;
+    let (actor, roles2) = (name.to_string(), roles.to_vec());
+    // One trip to the blocking pool: settle expiries, then decide (the store checks the
+    // approver role in the same transaction).
+    let res = st
+        .store_task(move |s| {
+            let now = now_ms();
+            s.expire_due(now)?;
+            s.decide(&id, &input, &actor, &roles2, now)
+        })
+        .await?;
+    match res {
+        Ok(rec) => {
+            st.settled(std::slice::from_ref(&rec.id));
+            tracing::info!(approval_id = %rec.id, operator = %name, status = rec.status.as_str(), scope = ?rec.scope, edited = rec.edited.is_some(), "approval decided");
+            Ok(rec)
+        }
+        Err(e) => Err(decide_error(e, name)),
+    }
+}
+
+/// The body of `POST /v1/approvals/decisions`: `{"ids": [...], "decision", "reason"?, "scope"?, "whole_tool"?, "confirm_workspace"?}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchBody {
+    ids: Vec<String>,
+    decision: DecisionKind,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    whole_tool: bool,
+    #[serde(default)]
+    confirm_workspace: bool,
+}
+
+/// `POST /v1/approvals/decisions`: the same decision on several approvals (seed 002
+/// batching). Each gets its own decision, token and audit record; the answer lists each
+/// outcome (`200` even when some failed).
+pub(crate) async fn decide_batch(
+    State(st): State<AppState>,
+    op: Operator<DecideApprovals>,
+    ApiJson(b): ApiJson<BatchBody>,
+) -> Result<Json<Value>, ApiError> {
+    if b.ids.is_empty() || b.ids.len() > 500 {
+        return Err(ApiError::bad_request("ids must list 1 to 500 approval ids"));
+    }
+    let body = DecisionBody {
+        decision: b.decision,
+        reason: b.reason,
+        scope: b.scope,
+        whole_tool: b.whole_tool,
+        confirm_workspace: b.confirm_workspace,
+        arguments: None,
+    };
+    let input = decision_input(&st, None, body, op.roles()).await?;
+    let (ids, name, roles) = (b.ids.clone(), op.name().to_string(), op.roles().to_vec());
+    let results = st
+        .store_call(move |s| {
+            let now = now_ms();
+            s.expire_due(now)?;
+            Ok(ids
+                .iter()
+                .map(|id| s.decide(id, &input, &name, &roles, now))
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let decided: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|a| a.id.clone()))
+        .collect();
+    st.settled(&decided);
+    st.changed();
+    let out: Vec<Value> = b
+        .ids
+        .iter()
+        .zip(results)
+        .map(|(id, r)| match r {
+            Ok(rec) => json!({"id": id, "ok": true, "approval": approval_json(&rec, None)}),
+            Err(e) => {
+                let e = decide_error(e, op.name());
+                json!({"id": id, "ok": false, "code": e.code, "message": e.message})
+            }
+        })
+        .collect();
+    Ok(Json(json!({"results": out})))
+}
+
+/// The optional body of a cancellation: `{"reason"?}`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// The body of `POST /v1/approvals/{id}/user-decision`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UserDecisionBody {
+    decision: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// `POST /v1/approvals/{id}/user-decision` (the agent that asked; sent by the MCP proxy after
+/// asking its user in the client): `{"decision": "approve" | "deny", "reason"?}`. Only for an
+/// approval with `in_client_approval` (a rule allows it, below R3, no approver roles); else
+/// `403 IN_CLIENT_NOT_ALLOWED`. Recorded as decided by `user-of:AGENT`, not an operator; once
+/// scope only.
+pub(crate) async fn user_decision(
+    State(st): State<AppState>,
+    caller: Agent<RelayUserDecision>,
+    Path(id): Path<String>,
+    ApiJson(b): ApiJson<UserDecisionBody>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = caller.agent_id;
+    check_reason(&b.reason)?;
+    let kind = match b.decision.as_str() {
+        "approve" => DecisionKind::Approve,
+        "deny" => DecisionKind::Deny,
+        d => {
+            return Err(ApiError::bad_request(format!(
+                "decision `{d}` is not approve or deny"
+            )));
+        }
+    };
+    let id2 = id.clone();
+    let rec = st
+        .store_call(move |s| s.get_approval(&id2))
+        .await?
+        .filter(|a| a.agent == agent)
+        .ok_or_else(|| ApiError::not_found("no such approval"))?;
+    if !rec.in_client_approval {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "IN_CLIENT_NOT_ALLOWED",
+            "this approval needs an operator: no rule allows in-client approval, or it is R3/R4, or it names approver roles",
+        ));
+    }
+    let actor = format!("user-of:{agent}");
+    let input = DecisionInput {
+        kind: Some(kind),
+        reason: b
+            .reason
+            .map(|r| format!("in the MCP client: {r}"))
+            .or(Some("in the MCP client".into())),
+        ..Default::default()
+    };
+    let rec = st
+        .store_task(move |s| s.decide(&id, &input, &actor, &[], now_ms()))
+        .await?
+        .map_err(|e| decide_error(e, "the agent's user"))?;
+    st.settled(std::slice::from_ref(&rec.id));
+    Ok(Json(approval_json(&rec, None)))
+}
+
+/// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending
+/// approval (`{"reason"?}`).
+pub(crate) async fn cancel_approval(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    OptionalJson(b): OptionalJson<CancelBody>,
+) -> Result<Json<Value>, ApiError> {
+    check_reason(&b.reason)?;
+    let name = p.name.clone();
+    let res = st
+        .store_call(move |s| {
+            let now = now_ms();
+            s.expire_due(now)?;
+            match s.get_approval(&id)? {
+                Some(r) if p.sees(&r.agent) => {
+                    Ok(s.cancel_as(&id, b.reason.as_deref(), &p.name, p.roles(), now))
+                }
+                _ => Ok(Err(DecideError::NotFound)),
+            }
+        })
+        .await?;
+    match res {
+        Ok(rec) => {
+            st.settled(std::slice::from_ref(&rec.id));
+            Ok(Json(approval_json(&rec, None)))
+        }
+        Err(e) => Err(decide_error(e, &name)),
+    }
+}
+
+/// `POST /v1/sessions/{id}/cancel` (AAEP §6.8): cancels the session's pending approvals (an
+/// agent: its own; an operator: every agent's that they could decide, the others are listed in
+/// `refused` and stay pending) and its pending clarifications; `agent.session.cancelled` is
+/// announced once per agent and session. `{"session_id", "cancelled": [ids],
+/// "refused": [ids], "clarifications": [ids]}`.
+pub(crate) async fn cancel_session(
+    State(st): State<AppState>,
+    Caller(p): Caller,
+    Path(session): Path<String>,
+    OptionalJson(b): OptionalJson<CancelBody>,
+) -> Result<Json<Value>, ApiError> {
+    check_reason(&b.reason)?;
+    check_name("session_id", &session)?;
+    let agent = p.agent_id().map(str::to_string);
+    let s2 = session.clone();
+    let out = st
+        .store_call(move |s| {
+            s.cancel_session(
+                &s2,
+                agent.as_deref(),
+                b.reason.as_deref(),
+                &p.name,
+                p.roles(),
+                now_ms(),
+            )
+        })
+        .await?;
+    let cancelled: Vec<String> = out.cancelled.iter().map(|a| a.id.clone()).collect();
+    st.settled(&cancelled);
+    for c in &out.clarifications {
+        st.waiters.wake(&clarification_key(c));
+    }
+    st.changed();
+    Ok(Json(json!({
+        "session_id": session,
+        "cancelled": cancelled,
+        "refused": out.refused,
+        "clarifications": out.clarifications,
+    })))
+}

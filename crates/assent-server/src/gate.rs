@@ -1,0 +1,462 @@
+//! Proposals: the one path from a submission to an answer (issue "gateway end to end" §8,
+//! seed 002, seed 004). `POST /v1/tool-calls`, `POST /v1/delegations` and
+//! `POST /v1/tool-results` turn their bodies into a `Submission`; `gate` (also used by
+//! MPLP plans and Confirms in [`crate::plans`]) asks the gatekeeper inside the store's
+//! proposal transaction and answers `200` allow, `403 TOOL_DENIED`, `202` pending or
+//! `429 TOO_MANY_PENDING`. Decisions, redemptions and expiry live elsewhere
+//! ([`crate::approvals`], [`crate::tokens`]); routes are mounted by [`crate::router`](mod@crate::router).
+
+use crate::calls::{Canonical, MAX_ID_BYTES, check_id, check_name, check_trace_id};
+use crate::calls::{is_uuid_v4, resolve_real_path};
+use crate::error::ApiError;
+use crate::extract::{Agent, AgentItself, ApiJson, ProposeCalls, ReportResults};
+use crate::formats::{self, rfc3339};
+use crate::state::{AppState, now_ms};
+use assent_core::gatekeeper::default_timeout_seconds;
+use assent_core::triggers::Observations;
+use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};
+use assent_store::{ConfirmTarget, Proposal, Proposed};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// One thing to gate: a tool call, a delegation, a held tool result, or the synthetic call of
+/// an MPLP Confirm target.
+pub(crate) struct Submission {
+    /// The agent that asks.
+    pub agent: String,
+    /// Its session (empty for a plan submitted without one).
+    pub session_id: String,
+    /// Optional run, device and MPLP trace ids.
+    pub run_id: Option<String>,
+    /// The device the token will be bound to.
+    pub device_id: Option<String>,
+    /// MPLP trace id (UUID v4).
+    pub trace_id: Option<String>,
+    /// The call, canonicalised, with its `call_hash`.
+    pub call: Canonical,
+    /// `(target_type, target_id, diff)` of an MPLP Confirm target.
+    pub target: Option<(String, String, Option<Value>)>,
+    /// MPLP plan this call is a step of.
+    pub plan_id: Option<String>,
+    /// MPLP step id.
+    pub step_id: Option<String>,
+    /// A delegation to a sub-agent (`call` from `delegation_call`).
+    pub delegation: bool,
+    /// A verdict decided already (a held tool result); the gatekeeper is not asked again.
+    pub verdict: Option<Verdict>,
+}
+
+impl Submission {
+    /// A plain submission of `call` by `agent` in `session_id`; set the other fields after.
+    pub(crate) fn new(agent: String, session_id: String, call: Canonical) -> Self {
+        Self {
+            agent,
+            session_id,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            call,
+            target: None,
+            plan_id: None,
+            step_id: None,
+            delegation: false,
+            verdict: None,
+        }
+    }
+}
+
+/// The body of `POST /v1/tool-calls`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProposeBody {
+    agent: String,
+    session_id: String,
+    tool: String,
+    #[serde(default)]
+    server: Option<String>,
+    arguments: Value,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    device_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<String>,
+    /// MPLP plan this call is a step of (UUID v4); blocked while the plan is not approved.
+    #[serde(default)]
+    plan_id: Option<String>,
+    /// MPLP step id (UUID v4); blocked while a Confirm on it is pending.
+    #[serde(default)]
+    step_id: Option<String>,
+}
+
+/// `POST /v1/tool-calls` (the agent itself): gates one tool call; see [`gate`].
+pub(crate) async fn propose(
+    State(st): State<AppState>,
+    agent: Agent<ProposeCalls>,
+    ApiJson(b): ApiJson<ProposeBody>,
+) -> Result<Response, ApiError> {
+    agent.acts_for(&b.agent)?;
+    if b.session_id.is_empty() {
+        return Err(ApiError::bad_request("session_id must not be empty"));
+    }
+    check_id("run_id", &b.run_id)?;
+    check_id("device_id", &b.device_id)?;
+    check_trace_id(b.trace_id.as_deref())?;
+    for (what, v) in [("plan_id", &b.plan_id), ("step_id", &b.step_id)] {
+        if v.as_deref().is_some_and(|v| !is_uuid_v4(v)) {
+            return Err(ApiError::bad_request(format!(
+                "{what} must be a lowercase UUID v4 (MPLP identifiers)"
+            )));
+        }
+    }
+    let call = Canonical::call(b.tool, b.server, b.arguments)?;
+    let mut sub = Submission::new(b.agent, b.session_id, call);
+    (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
+    (sub.plan_id, sub.step_id) = (b.plan_id, b.step_id);
+    gate(&st, sub).await
+}
+
+/// The body of `POST /v1/delegations`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DelegationBody {
+    agent: String,
+    session_id: String,
+    target: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    skill_id: Option<String>,
+    #[serde(default)]
+    skill_args: Option<Value>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    device_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<String>,
+}
+
+/// `POST /v1/delegations` (agent): `{"agent", "session_id", "target": ALIAS, "input": {...},
+/// "skill_id"?, "skill_args"?}` gates a delegation to a sub-agent (seed 004 "Approval on Agent
+/// Delegation") and answers exactly as `POST /v1/tool-calls` does; an approval's token binds
+/// the delegation's canonical call (`delegate.ALIAS` with input, skill id and skill args).
+pub(crate) async fn delegate(
+    State(st): State<AppState>,
+    agent: Agent<AgentItself>,
+    ApiJson(b): ApiJson<DelegationBody>,
+) -> Result<Response, ApiError> {
+    agent.acts_for(&b.agent)?;
+    if b.session_id.is_empty() || b.target.is_empty() {
+        return Err(ApiError::bad_request(
+            "session_id and target must not be empty",
+        ));
+    }
+    check_id("run_id", &b.run_id)?;
+    check_id("device_id", &b.device_id)?;
+    check_trace_id(b.trace_id.as_deref())?;
+    if !(b.input.is_object() || b.input.is_null()) {
+        return Err(ApiError::bad_request("input must be a JSON object"));
+    }
+    if b.skill_args.as_ref().is_some_and(|a| !a.is_object()) {
+        return Err(ApiError::bad_request("skill_args must be a JSON object"));
+    }
+    if b.skill_args.is_some() && b.skill_id.is_none() {
+        return Err(ApiError::bad_request("skill_args needs a skill_id"));
+    }
+    let input = if b.input.is_null() {
+        json!({})
+    } else {
+        b.input
+    };
+    let call = Canonical::of(assent_core::delegation_call(
+        &b.target,
+        input,
+        b.skill_id.as_deref(),
+        b.skill_args,
+    ))?;
+    let mut sub = Submission::new(b.agent, b.session_id, call);
+    (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
+    sub.delegation = true;
+    gate(&st, sub).await
+}
+
+/// The body of `POST /v1/tool-results`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolResultBody {
+    agent: String,
+    session_id: String,
+    tool: String,
+    #[serde(default)]
+    server: Option<String>,
+    arguments: Value,
+    output_bytes: u64,
+    result_sha256: String,
+    #[serde(default)]
+    preview: Option<String>,
+    /// The approval the call ran under, when it was held.
+    #[serde(default)]
+    approval_id: Option<String>,
+}
+
+/// `POST /v1/tool-results` (agent; sent by the MCP proxy for every forwarded call): a
+/// forwarded call's result is `output_bytes` long (the JSON of its `result`) with SHA-256
+/// `result_sha256`; appended to the audit log as `call.result` (linked to `approval_id` when
+/// the call was held). Within the `thresholds.output_bytes` of the
+/// rules covering the call: `200 {"decision": "allow"}`, release it. Over it: the result is held
+/// for an operator as an approval of the synthetic call `result.TOOL` with arguments
+/// `{"call": {tool, server, arguments}, "output_bytes", "result_sha256", "preview"}`, under the
+/// covering rules' approvers and timeout, trigger `output_bytes`, answered like a tool call
+/// (`202` pending; the approval's token binds the result's hash). Seed 002 "Triggers".
+pub(crate) async fn tool_result(
+    State(st): State<AppState>,
+    agent: Agent<ReportResults>,
+    ApiJson(b): ApiJson<ToolResultBody>,
+) -> Result<Response, ApiError> {
+    agent.is(&b.agent)?;
+    if b.result_sha256.len() != 64 || !b.result_sha256.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(ApiError::bad_request("result_sha256 must be 64 hex digits"));
+    }
+    let original = Canonical::call(b.tool.clone(), b.server.clone(), b.arguments.clone())?;
+    let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.hash,
+                        "result_sha256": b.result_sha256.to_ascii_lowercase(),
+                        "output_bytes": b.output_bytes, "approval_id": b.approval_id});
+    let (who, approval) = (b.agent.clone(), b.approval_id.clone());
+    st.store_call(move |s| s.record_result(&who, approval.as_deref(), &record, now_ms()))
+        .await?;
+    let v = evaluate_in(
+        &st.registry,
+        &b.agent,
+        &original.call,
+        Some(&original.arguments),
+        &Observations::none(now_ms()),
+    );
+    match v.output_bytes {
+        Some(limit) if b.output_bytes > limit && v.kind != VerdictKind::Deny => {
+            let held = held_result(v, &b, limit);
+            let preview: Option<String> = b.preview.map(|p| p.chars().take(2048).collect());
+            let args = json!({"call": {"tool": b.tool, "server": b.server, "arguments": original.call.arguments},
+                              "output_bytes": b.output_bytes, "result_sha256": b.result_sha256.to_ascii_lowercase(),
+                              "preview": preview});
+            let call = Canonical::call(format!("result.{}", b.tool), b.server, args)?;
+            let mut sub = Submission::new(b.agent, b.session_id, call);
+            sub.verdict = Some(held);
+            gate(&st, sub).await
+        }
+        _ => Ok(Json(json!({"decision": "allow", "output_bytes": v.output_bytes})).into_response()),
+    }
+}
+
+/// The verdict of a result over its `thresholds.output_bytes` (`limit`): Confirm by an
+/// operator (never in the client), trigger `output_bytes`, a reason and message naming sizes.
+fn held_result(v: Verdict, b: &ToolResultBody, limit: u64) -> Verdict {
+    let mut held = v;
+    held.kind = VerdictKind::Confirm;
+    held.in_client_approval = false; // an operator releases a held result
+    if !held.triggers.iter().any(|t| t == "output_bytes") {
+        held.triggers.push("output_bytes".into());
+    }
+    let target = match &b.server {
+        Some(s) => format!("{s}/{}", b.tool),
+        None => b.tool.clone(),
+    };
+    let why = format!(
+        "the result of {target} is {} bytes, over the output_bytes threshold of {limit}",
+        b.output_bytes
+    );
+    held.reasons.push(assent_core::Reason {
+        file: String::new(),
+        rule: "thresholds.output_bytes".into(),
+        text: why.clone(),
+    });
+    held.message = format!("Release the result to agent {}? ({why})", b.agent);
+    held
+}
+
+/// The size limits of one submission (issue 10 §14): identifiers of at most [`MAX_ID_BYTES`]
+/// and canonical arguments of at most `max_arguments_bytes` (`413 ARGUMENTS_TOO_LARGE`).
+fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<(), ApiError> {
+    check_name("agent", &b.agent)?;
+    if b.session_id.len() > MAX_ID_BYTES {
+        // Empty is allowed here: a plan submitted without a session has none.
+        check_name("session_id", &b.session_id)?;
+    }
+    check_name("tool", &b.call.call.tool)?;
+    check_id("server", &b.call.call.server)?;
+    check_id("run_id", &b.run_id)?;
+    check_id("device_id", &b.device_id)?;
+    if b.call.arguments.len() > max_arguments_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "ARGUMENTS_TOO_LARGE",
+            format!(
+                "the call's canonical arguments are {} bytes; this gateway accepts at most {max_arguments_bytes} (max_arguments_bytes)",
+                b.call.arguments.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Gates one submission in one store transaction and answers as `POST /v1/tool-calls` does:
+/// 200 allow (with a token when a grant covers it), 403 `TOOL_DENIED`, 202 pending, 429
+/// `TOO_MANY_PENDING`; `409 WRONG_STATE` when the store refuses it (a plan not approved, a
+/// step under a pending Confirm).
+pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiError> {
+    check_sizes(&b, st.settings.max_arguments_bytes)?;
+    let agent = b.agent.clone();
+    let call_hash = b.call.hash.clone();
+    let (verdict, outcome) = propose_in_store(st, b).await?;
+    answer(st, &agent, &call_hash, verdict, outcome).await
+}
+
+/// Runs the store's proposal transaction for `b`, with the gatekeeper asked inside it (with
+/// the session's prior calls), unless `b` carries its verdict already.
+async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Proposed), ApiError> {
+    let reg = st.registry.clone();
+    let settings = st.settings;
+    let extension_ms = st.extension_ms.load(std::sync::atomic::Ordering::Relaxed);
+    let res = st
+        .store_task(move |s| {
+            let now = now_ms();
+            let timeout = |v: &Verdict| -> i64 {
+                v.timeout_seconds
+                    .map(assent_core::approval::millis)
+                    .or(settings.approval_timeout_ms)
+                    .unwrap_or(assent_core::approval::millis(default_timeout_seconds(
+                        v.risk_tier,
+                    )))
+                    .saturating_add(extension_ms)
+            };
+            let governed_by = |v: &Verdict| reg.policies_behind(&v.reasons);
+            let c = &b.call;
+            let proposal = Proposal {
+                agent: &b.agent,
+                session_id: &b.session_id,
+                run_id: b.run_id.as_deref(),
+                device_id: b.device_id.as_deref(),
+                trace_id: b.trace_id.as_deref(),
+                call: &c.call,
+                canonical_arguments: &c.arguments,
+                canonical: &c.canonical,
+                call_hash: &c.hash,
+                now,
+                timeout_ms: &timeout,
+                max_pending: settings.max_pending_per_agent,
+                target: b.target.as_ref().map(|(t, id, diff)| ConfirmTarget {
+                    target_type: t,
+                    target_id: id,
+                    diff: diff.as_ref(),
+                }),
+                plan_id: b.plan_id.as_deref(),
+                step_id: b.step_id.as_deref(),
+                governed_by: Some(&governed_by),
+                policy_set_sha256: Some(&reg.policy_set_sha256),
+            };
+            s.propose(&proposal, |prior| {
+                if let Some(v) = b.verdict.clone() {
+                    return v;
+                }
+                let args = Some(c.arguments.as_str());
+                if b.target.is_some() {
+                    return evaluate_target(&reg, &b.agent, &c.call, args);
+                }
+                if b.delegation {
+                    return evaluate_delegation(&reg, &b.agent, &c.call, args);
+                }
+                let obs = Observations {
+                    now_ms: now,
+                    prior_calls: prior,
+                    resolve_path: &resolve_real_path,
+                };
+                evaluate_in(&reg, &b.agent, &c.call, args, &obs)
+            })
+        })
+        .await?;
+    res.map_err(|e| match e {
+        assent_store::StoreError::Invalid(m) => {
+            ApiError::new(StatusCode::CONFLICT, "WRONG_STATE", m)
+        }
+        e => ApiError::unavailable(e),
+    })
+}
+
+/// The answer to a gated submission: its outcome's body with `call_hash`, `reasons`,
+/// `risk_tier` and `triggers` of the verdict added where the body has none.
+async fn answer(
+    st: &AppState,
+    agent: &str,
+    call_hash: &str,
+    verdict: Verdict,
+    outcome: Proposed,
+) -> Result<Response, ApiError> {
+    let common = json!({"call_hash": call_hash, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier,
+                        "triggers": verdict.triggers});
+    let merge = |mut v: Value| {
+        if let (Value::Object(m), Value::Object(c)) = (&mut v, common.clone()) {
+            for (k, x) in c {
+                m.entry(k).or_insert(x);
+            }
+        }
+        Json(v)
+    };
+    Ok(match outcome {
+        Proposed::Allowed => {
+            tracing::info!(agent = %agent, verdict = "allow", "tool call decided");
+            merge(json!({"decision": "allow", "output_bytes": verdict.output_bytes}))
+                .into_response()
+        }
+        Proposed::Denied => {
+            tracing::info!(agent = %agent, verdict = "deny", "tool call decided");
+            let body = json!({
+                "decision": "deny", "code": "TOOL_DENIED", "reason": verdict.message,
+                "message": verdict.message,
+            });
+            (StatusCode::FORBIDDEN, merge(body)).into_response()
+        }
+        Proposed::Granted(rec) => {
+            st.changed();
+            let id = rec.id.clone();
+            let token = st.store_call(move |s| s.token_string(&id)).await?;
+            tracing::info!(approval_id = %rec.id, grant_id = ?rec.grant_id, "tool call allowed by a grant");
+            merge(json!({
+                "decision": "allow", "approval_id": rec.id, "grant_id": rec.grant_id, "scope": rec.scope,
+                "token": token, "approval_token": formats::token_json(&rec),
+                "token_expires_at": rec.token.as_ref().map(|t| rfc3339(t.expires_at)),
+                "output_bytes": rec.output_bytes,
+            }))
+            .into_response()
+        }
+        Proposed::Held {
+            approval: rec,
+            joined,
+        } => {
+            if !joined {
+                st.changed();
+            }
+            tracing::info!(approval_id = %rec.id, agent = %rec.agent, risk_tier = %rec.risk_tier, joined, "approval requested");
+            (StatusCode::ACCEPTED, merge(json!({
+                "decision": "pending", "code": "TOOL_BLOCKED_PENDING_APPROVAL", "approval_id": rec.id,
+                "joined": joined, "expires_at": rfc3339(rec.expires_at), "message": rec.message,
+                "human_summary": rec.human_summary, "reasons": rec.reasons,
+                "in_client_approval": rec.in_client_approval,
+                "suggested_alternatives": rec.suggested_alternatives,
+                "side_effects": rec.side_effects, "rollback": rec.rollback,
+            }))).into_response()
+        }
+        Proposed::TooManyPending { limit } => {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "TOO_MANY_PENDING",
+                format!(
+                    "agent `{agent}` already has {limit} pending approvals (max_pending_per_agent); wait for decisions or cancel some"
+                ),
+            ));
+        }
+    })
+}

@@ -1,0 +1,27 @@
+//! `GET /v1/learning-samples` (operators): every settled approval as an MPLP learning sample
+//! (seed 001 §5), one JSON object per line (`application/x-ndjson`). The samples are built by
+//! the store; the route is mounted by [`crate::router`](mod@crate::router).
+
+use crate::error::ApiError;
+use crate::extract::{ExportLearning, Operator};
+use crate::state::AppState;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+
+/// `GET /v1/learning-samples` (operators): `200` NDJSON, one sample per line.
+pub(crate) async fn learning_samples(
+    State(st): State<AppState>,
+    _op: Operator<ExportLearning>,
+) -> Result<Response, ApiError> {
+    let list = st.store_call(|s| s.learning_samples()).await?;
+    let mut body = String::new();
+    for v in list {
+        body.push_str(&v.to_string());
+        body.push('\n');
+    }
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        body,
+    )
+        .into_response())
+}

@@ -1,0 +1,215 @@
+//! The state of a running server ([`AppState`]: store, registry, principals, settings, the
+//! change signal, waiters, throttle, dashboard sessions, webhooks) and how it is built from a
+//! validated [`Config`]; [`now_ms`], the server's clock. Every handler receives it; it mounts
+//! no route and calls no handler.
+
+use crate::config::{self, Config, Principal};
+use crate::dashboard::sessions::Sessions;
+use crate::{serve, throttle, waiters};
+use assent_core::policy::Registry;
+use assent_store::Store;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Shared state of a running server.
+#[derive(Clone)]
+pub struct AppState {
+    /// The store (SQLite).
+    pub store: Arc<Store>,
+    /// Agents and governance policies.
+    pub registry: Arc<Registry>,
+    /// Who may call the API.
+    pub principals: Arc<Vec<Principal>>,
+    /// Gateway-wide settings from the config.
+    pub settings: Settings,
+    /// Bumped after every approval state change; long-polls wait on it.
+    pub changes: Arc<watch::Sender<u64>>,
+    /// The longest AAEP timeout extension (ms) honoured for an open subscription.
+    pub extension_ms: Arc<std::sync::atomic::AtomicI64>,
+    /// Signed-in dashboard operators.
+    pub ui: Arc<Sessions>,
+    /// Outgoing webhooks, secrets resolved.
+    pub webhooks: Arc<Vec<config::Webhook>>,
+    /// `public_url` without a trailing `/`, for links sent out.
+    pub public_url: Option<Arc<str>>,
+    /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
+    /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
+    pub dry_run: Option<Arc<dyn DryRun>>,
+    /// Connection cap and header-read timeout for [`run`](crate::run).
+    pub limits: serve::ConnLimits,
+    /// Long-polls, woken per approval, question or review.
+    pub waiters: Arc<waiters::Waiters>,
+    /// Request rate limits and failed-authentication throttling.
+    pub throttle: Arc<throttle::Throttle>,
+    /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
+    pub checkpoints: Arc<config::AuditCheckpoints>,
+}
+
+/// A future returned by [`DryRun::run`].
+pub type DryRunFuture<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<serde_json::Value, String>> + Send + 'a>>;
+
+/// Calls a tool on an MCP upstream on an operator's behalf, for the dashboard's dry-run
+/// button (seed 002: "a dry-run button when feasible"). Implemented by the MCP hub.
+pub trait DryRun: Send + Sync {
+    /// Whether `server` is an upstream this can reach.
+    fn serves(&self, server: &str) -> bool;
+    /// Calls `tool` on upstream `server` with `arguments`; `Ok` is the `tools/call` result
+    /// (JSON), `Err` says why it could not be run.
+    fn run<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: &'a serde_json::Value,
+    ) -> DryRunFuture<'a>;
+}
+
+impl AppState {
+    /// Builds the state from a validated config: opens the store in `config.data_dir`
+    /// and resolves the principals' keys.
+    pub fn from_config(config: &Config) -> Result<Self, StartError> {
+        let principals = config.principals()?;
+        let webhooks = config.webhooks()?;
+        let store = Store::open(
+            &config.data_dir,
+            assent_core::approval::millis(config.token_ttl_seconds),
+        )
+        .map_err(|source| StartError::Store {
+            dir: config.data_dir.clone(),
+            source,
+        })?;
+        let mut state = Self::new(
+            store,
+            config.registry.clone(),
+            principals,
+            Settings {
+                approval_timeout_ms: config
+                    .approval_timeout_seconds
+                    .map(assent_core::approval::millis),
+                max_pending_per_agent: config.max_pending_per_agent,
+                aaep_max_timeout_extension_s: config.aaep_max_timeout_extension_seconds,
+                max_arguments_bytes: config.max_arguments_bytes,
+                body_read_timeout: Duration::from_secs(config.body_read_timeout_seconds),
+            },
+        );
+        state.webhooks = Arc::new(webhooks);
+        state.public_url = config.public_url.as_deref().map(Arc::from);
+        state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
+        state.throttle = Arc::new(throttle::Throttle::with_proxies(
+            config.rate_limits,
+            config.trusted_proxies.clone(),
+        ));
+        state.limits = serve::ConnLimits {
+            max_connections: config.max_connections,
+            header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
+        };
+        state.checkpoints = Arc::new(config.audit_checkpoints.clone());
+        Ok(state)
+    }
+
+    /// Builds the state from parts.
+    pub fn new(
+        store: Store,
+        registry: Registry,
+        principals: Vec<Principal>,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            store: Arc::new(store),
+            registry: Arc::new(registry),
+            principals: Arc::new(principals),
+            settings,
+            changes: Arc::new(watch::channel(0).0),
+            extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
+            ui: Arc::default(),
+            webhooks: Arc::default(),
+            public_url: None,
+            dry_run: None,
+            limits: serve::ConnLimits::default(),
+            waiters: Arc::default(),
+            throttle: Arc::default(),
+            checkpoints: Arc::default(),
+        }
+    }
+
+    /// Re-reads the longest timeout extension of the open AAEP subscriptions.
+    pub async fn refresh_extension(&self) {
+        if let Ok(Ok(ms)) = self.store_task(|s| s.timeout_extension_ms()).await {
+            self.extension_ms
+                .store(ms, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Tells the event streams (dashboard, AAEP, webhooks) that something changed.
+    pub fn changed(&self) {
+        self.changes.send_modify(|v| *v += 1);
+    }
+
+    /// Approvals `ids` left `pending` (or changed): wakes their long-polls, and the streams.
+    pub fn settled(&self, ids: &[String]) {
+        for id in ids {
+            self.waiters.wake(&waiters::approval_key(id));
+        }
+        if !ids.is_empty() {
+            self.changed();
+        }
+    }
+}
+
+/// Default `max_arguments_bytes`: 256 KiB (defined with the other limits in [`crate::config`]).
+pub use crate::config::limits::DEFAULT_MAX_ARGUMENTS_BYTES;
+
+/// Gateway-wide settings (see [`config::Config`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Approval wait (ms) when no rule names one; `None`: by risk tier (300/120/60 s).
+    pub approval_timeout_ms: Option<i64>,
+    /// Pending approvals one agent may have before `429 TOO_MANY_PENDING`.
+    pub max_pending_per_agent: u64,
+    /// Longest AAEP timeout extension a subscriber may obtain, in seconds (AAEP §6.4.2).
+    pub aaep_max_timeout_extension_s: u64,
+    /// Largest canonical `arguments` of a call, in bytes (`max_arguments_bytes`, default
+    /// 256 KiB); larger is `413 ARGUMENTS_TOO_LARGE`. Request bodies may be 64 KiB larger.
+    pub max_arguments_bytes: usize,
+    /// How long a client may take to send a request body once its headers are in
+    /// (`body_read_timeout_seconds`, default 30); slower is `408 REQUEST_TIMEOUT`.
+    pub body_read_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            approval_timeout_ms: None,
+            max_pending_per_agent: 100,
+            aaep_max_timeout_extension_s: 600,
+            max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
+            body_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why the server state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the store in {dir}: {source}")]
+    /// The store could not be opened.
+    Store {
+        /// The data directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        source: assent_store::StoreError,
+    },
+    #[error(transparent)]
+    /// The configuration is invalid.
+    Config(#[from] config::ConfigError),
+}
+
+/// The current time in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,42 @@
+//! The one store-call helper: every handler reaches the (blocking, SQLite) store through
+//! `AppState::store_call` or `AppState::store_task`, which run it on tokio's blocking pool
+//! and turn a failure into `503 STORE_UNAVAILABLE` (fail closed). Kit: imports nothing but the
+//! state and the error type.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use assent_store::{Store, StoreError};
+
+/// Runs a blocking closure on tokio's blocking pool; a task that panicked or was cancelled is
+/// `503 STORE_UNAVAILABLE`.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ApiError::unavailable)
+}
+
+impl AppState {
+    /// Runs `f` with the store on the blocking pool: `Ok` is its value; a
+    /// [`StoreError`] (or a lost task) is `503 STORE_UNAVAILABLE`, logged.
+    pub(crate) async fn store_call<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.store_task(f).await?.map_err(ApiError::unavailable)
+    }
+
+    /// Runs `f` with the store on the blocking pool and hands back its result as it is (for
+    /// calls whose errors carry their own meaning: decisions, redemptions, plans); only a lost
+    /// task is `503 STORE_UNAVAILABLE`.
+    pub(crate) async fn store_task<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> T + Send + 'static,
+    {
+        let s = self.store.clone();
+        blocking(move || f(&s)).await
+    }
+}
