@@ -4,8 +4,8 @@
 //! canonical JSON for arguments, and an error on one line. It does no I/O and knows no
 //! endpoint.
 
-use assent_api::ApprovalStatus;
 use assent_api::approvals::Approval;
+use assent_api::{ApprovalStatus, Reason};
 use serde_json::Value;
 
 /// An error with its causes (`{e:#}`) on one line: newlines become `; `.
@@ -31,6 +31,26 @@ pub(crate) fn time_left(expires_at: &str) -> String {
     }
 }
 
+/// What a card or a question shows beside its id: the time left until `expires_at` (see
+/// [`time_left`]) while it is `pending`, else its `status` (`approved`, `answered`…).
+pub(crate) fn time_left_or_status(pending: bool, expires_at: &str, status: &str) -> String {
+    if pending {
+        time_left(expires_at)
+    } else {
+        status.to_string()
+    }
+}
+
+/// One reason of a verdict as `FILE RULE: TEXT` (`RULE: TEXT` for a built-in rule, whose
+/// file is empty), as the card and `assent check` list them.
+pub(crate) fn reason_line(r: &Reason) -> String {
+    if r.file.is_empty() {
+        format!("{}: {}", r.rule, r.text)
+    } else {
+        format!("{} {}: {}", r.file, r.rule, r.text)
+    }
+}
+
 /// `v` as canonical JSON (RFC 8785, the text `call_hash` is taken over); plain JSON when it
 /// cannot be canonicalised.
 pub(crate) fn canonical(v: &Value) -> String {
@@ -50,11 +70,8 @@ pub(crate) fn card(a: &Approval) -> String {
 
 /// Id and time left (or status), agent and session, the exact call, risk, message, triggers.
 fn card_call(a: &Approval, out: &mut String) {
-    let when = if a.status == ApprovalStatus::Pending {
-        time_left(&a.expires_at)
-    } else {
-        a.status.as_str().to_string()
-    };
+    let pending = a.status == ApprovalStatus::Pending;
+    let when = time_left_or_status(pending, &a.expires_at, a.status.as_str());
     out.push_str(&format!("{}  [{when}]\n", a.id));
     out.push_str(&format!(
         "  agent:     {} (session {})\n",
@@ -99,12 +116,7 @@ fn card_effects(a: &Approval, out: &mut String) {
 fn card_why(a: &Approval, out: &mut String) {
     out.push_str("  why:\n");
     for r in &a.reasons {
-        let src = if r.file.is_empty() {
-            r.rule.clone()
-        } else {
-            format!("{} {}", r.file, r.rule)
-        };
-        out.push_str(&format!("    - {src}: {}\n", r.text));
+        out.push_str(&format!("    - {}\n", reason_line(r)));
     }
     if !a.approvers.is_empty() {
         out.push_str(&format!("  approvers: {}\n", a.approvers.join(", ")));

@@ -4,7 +4,7 @@
 
 use crate::args::Remote;
 use crate::remote::{connect, print_list};
-use crate::render::time_left;
+use crate::render::time_left_or_status;
 use anyhow::{Result, bail};
 use assent_api::clarify::{AnswerRequest, Clarification, ClarificationStatus};
 use serde_json::Value;
@@ -72,11 +72,8 @@ pub(crate) async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Resu
 /// One question as a text block: id and time left (or status), agent and session, the
 /// question and its context, the accepted kinds and choices, the answer; an empty line after.
 fn block(q: &Clarification) -> String {
-    let when = if q.status == ClarificationStatus::Pending {
-        time_left(&q.expires_at)
-    } else {
-        q.status.as_str().to_string()
-    };
+    let pending = q.status == ClarificationStatus::Pending;
+    let when = time_left_or_status(pending, &q.expires_at, q.status.as_str());
     let mut out = format!("{}  [{when}]\n", q.id);
     out.push_str(&format!(
         "  agent:    {} (session {})\n",
