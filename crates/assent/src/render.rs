@@ -1,6 +1,7 @@
 //! Text rendering shared by the commands and `assent watch`: the human card of one approval
 //! (what `assent show` prints and the watcher's card pane shows, read from the typed
-//! `assent_api` approval), the time left before an approval or clarification expires,
+//! `assent_api` approval), the time left before an approval or clarification expires (or its
+//! status once settled), a verdict's reason on one line (the card's and `assent check`'s),
 //! canonical JSON for arguments, and an error on one line. It does no I/O and knows no
 //! endpoint.
 
