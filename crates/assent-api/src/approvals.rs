@@ -157,6 +157,9 @@ impl Approval {
 
 /// `on_timeout` of a governance rule: at expiry the wait is extended once by
 /// `after_seconds` and `escalate_to` roles may decide too.
+/// Not `assent-core`'s `triggers::Escalation`: its serde form is the same, but it refuses
+/// unknown keys (it reads governance files), and a client must still read the approval of a
+/// newer gateway that adds one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Escalation {
     /// Operator roles added to the approvers.
@@ -177,6 +180,18 @@ pub enum Settlement {
     Expire,
     /// Withdrawn.
     Cancel,
+}
+
+impl Settlement {
+    /// `"approve"`, `"deny"`, `"expire"` or `"cancel"`, as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Deny => "deny",
+            Self::Expire => "expire",
+            Self::Cancel => "cancel",
+        }
+    }
 }
 
 /// One recorded decision (`decisions[]` of an approval).

@@ -132,6 +132,8 @@ pub struct ToolResultRequest {
 
 /// A tool call as the gateway shows it (`call` of an approval): `server` is `null` for a
 /// local tool.
+/// Not `assent-core`'s `ToolCall`: that one leaves `server` out when there is none (the
+/// canonical form `call_hash` is taken over), where the gateway writes `"server": null`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Call {
     /// Tool name (`delegate.ALIAS`, `result.TOOL`, `mplp.plan`, `mplp.TARGET_TYPE` for the

@@ -1,48 +1,36 @@
 //! The small vocabulary every body shares: risk tiers and levels, approval and decision
 //! statuses, the `reasons` of a verdict, and the serde helper for an open-ended field that is
-//! left out when absent but may be `null` when present. No body of its own lives here.
+//! left out when absent but may be `null` when present. No body of its own lives here. Where
+//! `assent-core` already has the type and its serde form is the wire's (tiers, statuses,
+//! decisions, reasons) it is re-exported, so the vocabulary is declared once; only the AAEP
+//! risk level, which core has no type for, is declared here.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-/// Seed 002 risk tier, `"R0"` … `"R4"`. R0–R1 are AAEP `low`, R2 `medium`, R3–R4 `high`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum RiskTier {
-    /// Negligible risk (AAEP `low`).
-    R0,
-    /// Low risk (AAEP `low`).
-    R1,
-    /// Medium risk (AAEP `medium`); the tier when no rule names one.
-    R2,
-    /// High risk (AAEP `high`); always held for a human.
-    R3,
-    /// Critical risk (AAEP `high`); always held for a human.
-    R4,
-}
+/// Seed 002 risk tier, `"R0"` … `"R4"` (R0–R1 are AAEP `low`, R2 `medium`, R3–R4 `high`):
+/// `assent-core`'s own type, whose serde form is the wire's.
+pub use assent_core::RiskTier;
 
-impl RiskTier {
-    /// `"R0"` … `"R4"`, as on the wire.
-    pub fn as_str(self) -> &'static str {
-        ["R0", "R1", "R2", "R3", "R4"][self as usize]
-    }
-    /// The AAEP risk level of this tier.
-    pub fn level(self) -> RiskLevel {
-        match self {
-            Self::R0 | Self::R1 => RiskLevel::Low,
-            Self::R2 => RiskLevel::Medium,
-            Self::R3 | Self::R4 => RiskLevel::High,
-        }
-    }
-}
+/// Status of an approval (MPLP Confirm status), `"pending"` (the only non-terminal one),
+/// `"approved"`, `"rejected"`, `"expired"` or `"cancelled"`: `assent-core`'s own type, whose
+/// serde form is the wire's.
+pub use assent_core::ApprovalStatus;
 
-impl std::fmt::Display for RiskTier {
-    /// [`RiskTier::as_str`].
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// An operator's decision in a request body (seed 002 "Operator decision options"),
+/// `"approve"` or `"deny"`: `assent-core`'s own type, whose serde form is the wire's.
+pub use assent_core::DecisionKind;
 
-/// AAEP `risk_level` of a [`RiskTier`]: `"low"`, `"medium"` or `"high"`.
+/// What happens when an approval times out (AAEP `default_decision`), `"approve"` or
+/// `"reject"`: `assent-core`'s own type, whose serde form is the wire's.
+pub use assent_core::DefaultDecision;
+
+/// One reason behind a verdict (`reasons[]` of gate answers, approvals and some errors),
+/// `{"file", "rule", "text"}`: `assent-core`'s own type, whose serde form is the wire's.
+pub use assent_core::Reason;
+
+/// AAEP `risk_level` of a [`RiskTier`]: `"low"`, `"medium"` or `"high"`. Kept here because
+/// `assent-core` has no type for it (its `RiskTier::risk_level` answers the wire text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RiskLevel {
@@ -65,75 +53,15 @@ impl RiskLevel {
     }
 }
 
-/// Status of an approval (MPLP Confirm status): `"pending"` is the only non-terminal one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalStatus {
-    /// Waiting for a decision.
-    Pending,
-    /// Approved (by an operator, a grant, the agent's user, or a default `approve` at expiry
-    /// reads `expired`); a token was minted.
-    Approved,
-    /// Denied by an operator or the agent's user.
-    Rejected,
-    /// Timed out; its default decision applied (a token exists only when that was `approve`).
-    Expired,
-    /// Withdrawn before a decision.
-    Cancelled,
-}
-
-impl ApprovalStatus {
-    /// The lowercase wire name (`"pending"`, `"approved"`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Rejected => "rejected",
-            Self::Expired => "expired",
-            Self::Cancelled => "cancelled",
+impl From<RiskTier> for RiskLevel {
+    /// The AAEP risk level of a tier: R0–R1 `low`, R2 `medium`, R3–R4 `high`.
+    fn from(tier: RiskTier) -> Self {
+        match tier {
+            RiskTier::R0 | RiskTier::R1 => Self::Low,
+            RiskTier::R2 => Self::Medium,
+            RiskTier::R3 | RiskTier::R4 => Self::High,
         }
     }
-}
-
-impl std::fmt::Display for ApprovalStatus {
-    /// [`ApprovalStatus::as_str`].
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An operator's decision in a request body (seed 002 "Operator decision options"):
-/// `"approve"` or `"deny"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DecisionKind {
-    /// Approve: mints a single-use token (and a grant for a scope wider than `once`).
-    Approve,
-    /// Deny, with an optional reason the agent is told.
-    Deny,
-}
-
-/// What happens when an approval times out (AAEP `default_decision`): `"approve"` or
-/// `"reject"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DefaultDecision {
-    /// Approve at expiry (never for an irreversible action).
-    Approve,
-    /// Reject at expiry (the default).
-    Reject,
-}
-
-/// One reason behind a verdict (`reasons[]` of gate answers, approvals and some errors): the
-/// file, the rule in it, and what it said.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reason {
-    /// The agent or governance file; empty for a built-in rule.
-    pub file: String,
-    /// Where in the file (e.g. `policies[0].rules[1]`), or the built-in rule's name.
-    pub rule: String,
-    /// What it said about this call.
-    pub text: String,
 }
 
 /// Deserialises an open-ended field that the server leaves out when absent but may write as

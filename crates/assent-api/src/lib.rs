@@ -18,8 +18,9 @@
 //!
 //! Not here: the AAEP envelopes (`/aaep/v1/…`, SSE), MPLP documents (plans, Confirms, learning
 //! samples and pipeline events are `serde_json::Value`), webhook bodies and the dashboard
-//! (`/ui`); nor any policy, storage or server code — this crate depends only on serde,
-//! serde_json, reqwest and thiserror.
+//! (`/ui`); nor any policy, storage or server code — this crate depends only on
+//! `assent-core` (pure, no I/O: the vocabulary it re-exports), serde, serde_json, reqwest and
+//! thiserror.
 
 pub mod approvals;
 pub mod audit;

@@ -3,8 +3,8 @@
 //! `assent: …` line on stderr and exit status 1. It holds no command's logic.
 
 use crate::args::{Cli, Cmd, ExportCmd};
-use crate::client::Client;
 use crate::commands::{approvals, audit, check, clarifications, export, grants, mcp, tools, watch};
+use crate::remote::connect;
 use crate::render::one_line;
 use anyhow::Result;
 use clap::Parser;
@@ -49,7 +49,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         } => crate::serve::serve(config, listen, data_dir, strict, insecure_demo_keys).await,
         Cmd::Pending { json, remote } => approvals::pending(&remote, json).await,
         Cmd::Show { id, json, remote } => approvals::show(&remote, &id, json).await,
-        Cmd::Watch { remote } => watch::run(Client::new(&remote)?).await,
+        Cmd::Watch { remote } => watch::run(connect(&remote)?).await,
         Cmd::Approve {
             ids,
             reason,

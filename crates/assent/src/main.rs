@@ -2,13 +2,14 @@
 //!
 //! Layout, top to bottom (each file imports only the ones below it): `dispatch` (parse, run,
 //! exit status) → `serve` (the composition root) and `commands/` (one file per group of
-//! subcommands) → the kit: `args` (the clap tree), `client` (the gateway's HTTP API),
-//! `render` (cards, time left, targets) and `setup` (tracing, upstream specs, data dir).
+//! subcommands) → the kit: `remote` (the gateway's `/v1` API through `assent_api::Client`, and
+//! printing list answers), `args` (the clap tree), `render` (cards, time left, canonical JSON)
+//! and `setup` (tracing, upstream specs, data dir).
 
 mod args;
-mod client;
 mod commands;
 mod dispatch;
+mod remote;
 mod render;
 mod serve;
 mod setup;

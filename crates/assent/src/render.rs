@@ -1,8 +1,12 @@
 //! Text rendering shared by the commands and `assent watch`: the human card of one approval
-//! (what `assent show` prints and the watcher's card pane shows), the time left before an
-//! approval or clarification expires, a call's `server/tool` target, canonical JSON for
-//! arguments, and an error on one line. It does no I/O and knows no endpoint.
+//! (what `assent show` prints and the watcher's card pane shows, read from the typed
+//! `assent_api` approval), the time left before an approval or clarification expires (or its
+//! status once settled), a verdict's reason on one line (the card's and `assent check`'s),
+//! canonical JSON for arguments, and an error on one line. It does no I/O and knows no
+//! endpoint.
 
+use assent_api::approvals::Approval;
+use assent_api::{ApprovalStatus, Reason};
 use serde_json::Value;
 
 /// An error with its causes (`{e:#}`) on one line: newlines become `; `.
@@ -28,24 +32,35 @@ pub(crate) fn time_left(expires_at: &str) -> String {
     }
 }
 
+/// What a card or a question shows beside its id: the time left until `expires_at` (see
+/// [`time_left`]) while it is `pending`, else its `status` (`approved`, `answered`…).
+pub(crate) fn time_left_or_status(pending: bool, expires_at: &str, status: &str) -> String {
+    if pending {
+        time_left(expires_at)
+    } else {
+        status.to_string()
+    }
+}
+
+/// One reason of a verdict as `FILE RULE: TEXT` (`RULE: TEXT` for a built-in rule, whose
+/// file is empty), as the card and `assent check` list them.
+pub(crate) fn reason_line(r: &Reason) -> String {
+    if r.file.is_empty() {
+        format!("{}: {}", r.rule, r.text)
+    } else {
+        format!("{} {}: {}", r.file, r.rule, r.text)
+    }
+}
+
 /// `v` as canonical JSON (RFC 8785, the text `call_hash` is taken over); plain JSON when it
 /// cannot be canonicalised.
 pub(crate) fn canonical(v: &Value) -> String {
     assent_core::canonical::canonical_value(v).unwrap_or_else(|_| v.to_string())
 }
 
-/// The target of a call or grant object with `server` and `tool`: `server/tool`, or `tool`
-/// alone for a local tool (no `server`).
-pub(crate) fn target(call: &Value) -> String {
-    match call["server"].as_str() {
-        Some(s) => format!("{s}/{}", call["tool"].as_str().unwrap_or("")),
-        None => call["tool"].as_str().unwrap_or("").to_string(),
-    }
-}
-
-/// The human card of one approval (an API approval object): exact call, risk and why, time
-/// left, message, side effects and rollback, decisions, `call_hash`; one field a line.
-pub(crate) fn card(a: &Value) -> String {
+/// The human card of one approval: exact call, risk and why, time left, message, side
+/// effects and rollback, decisions, `call_hash`; one field a line, each ending in `\n`.
+pub(crate) fn card(a: &Approval) -> String {
     let mut out = String::new();
     card_call(a, &mut out);
     card_effects(a, &mut out);
@@ -55,127 +70,95 @@ pub(crate) fn card(a: &Value) -> String {
 }
 
 /// Id and time left (or status), agent and session, the exact call, risk, message, triggers.
-fn card_call(a: &Value, out: &mut String) {
-    let call = &a["call"];
-    let target = target(call);
-    let status = a["status"].as_str().unwrap_or("");
-    let when = if status == "pending" {
-        time_left(a["expires_at"].as_str().unwrap_or(""))
-    } else {
-        status.to_string()
-    };
-    out.push_str(&format!("{}  [{when}]\n", a["id"].as_str().unwrap_or("")));
+fn card_call(a: &Approval, out: &mut String) {
+    let pending = a.status == ApprovalStatus::Pending;
+    let when = time_left_or_status(pending, &a.expires_at, a.status.as_str());
+    out.push_str(&format!("{}  [{when}]\n", a.id));
     out.push_str(&format!(
         "  agent:     {} (session {})\n",
-        a["agent"].as_str().unwrap_or(""),
-        a["session_id"].as_str().unwrap_or("")
+        a.agent, a.session_id
     ));
-    out.push_str(&format!("  call:      {target}\n"));
-    out.push_str(&format!("  arguments: {}\n", canonical(&call["arguments"])));
+    out.push_str(&format!("  call:      {}\n", a.target()));
+    out.push_str(&format!("  arguments: {}\n", canonical(&a.call.arguments)));
     out.push_str(&format!(
         "  risk:      {} ({}){}\n",
-        a["risk_tier"].as_str().unwrap_or(""),
-        a["risk_level"].as_str().unwrap_or(""),
-        if a["irreversible"] == true {
-            ", irreversible"
-        } else {
-            ""
-        }
+        a.risk_tier.as_str(),
+        a.risk_level.as_str(),
+        if a.irreversible { ", irreversible" } else { "" }
     ));
-    out.push_str(&format!(
-        "  message:   {}\n",
-        a["message"].as_str().unwrap_or("")
-    ));
-    if let Some(t) = a["triggers"].as_array().filter(|t| !t.is_empty()) {
-        let t: Vec<&str> = t.iter().filter_map(Value::as_str).collect();
-        out.push_str(&format!("  triggers:  {}\n", t.join(", ")));
+    out.push_str(&format!("  message:   {}\n", a.message));
+    if !a.triggers.is_empty() {
+        out.push_str(&format!("  triggers:  {}\n", a.triggers.join(", ")));
     }
 }
 
 /// Side effects, rollback, the dry-run tool and suggested alternatives.
-fn card_effects(a: &Value, out: &mut String) {
-    let lines = |k: &str| -> Vec<String> {
-        a[k].as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|l| l.as_str().map(str::to_string))
-            .collect()
-    };
-    match lines("side_effects").as_slice() {
+fn card_effects(a: &Approval, out: &mut String) {
+    match a.side_effects.as_slice() {
         [] => out.push_str("  side effects: not described by any rule\n"),
         l => out.push_str(&format!("  side effects: {}\n", l.join("; "))),
     }
-    match lines("rollback").as_slice() {
-        [] if a["irreversible"] == true => {
-            out.push_str("  rollback:  none: the action is irreversible\n")
-        }
+    match a.rollback.as_slice() {
+        [] if a.irreversible => out.push_str("  rollback:  none: the action is irreversible\n"),
         [] => out.push_str("  rollback:  not described by any rule\n"),
         l => out.push_str(&format!("  rollback:  {}\n", l.join("; "))),
     }
-    if let Some(t) = a["dry_run_tool"].as_str() {
+    if let Some(t) = &a.dry_run_tool {
         out.push_str(&format!(
             "  dry run:   {t} (from the dashboard, through the MCP hub)\n"
         ));
     }
-    for alt in a["suggested_alternatives"].as_array().into_iter().flatten() {
-        out.push_str(&format!("  alternative: {}\n", alt.as_str().unwrap_or("")));
+    for alt in &a.suggested_alternatives {
+        out.push_str(&format!("  alternative: {alt}\n"));
     }
 }
 
 /// Why the call is held (each reason's file, rule and text) and who may decide it.
-fn card_why(a: &Value, out: &mut String) {
+fn card_why(a: &Approval, out: &mut String) {
     out.push_str("  why:\n");
-    for r in a["reasons"].as_array().into_iter().flatten() {
-        let file = r["file"].as_str().unwrap_or("");
-        let rule = r["rule"].as_str().unwrap_or("");
-        let src = if file.is_empty() {
-            rule.to_string()
-        } else {
-            format!("{file} {rule}")
-        };
-        out.push_str(&format!(
-            "    - {src}: {}\n",
-            r["text"].as_str().unwrap_or("")
-        ));
+    for r in &a.reasons {
+        out.push_str(&format!("    - {}\n", reason_line(r)));
     }
-    if let Some(roles) = a["approvers"].as_array().filter(|r| !r.is_empty()) {
-        let roles: Vec<&str> = roles.iter().filter_map(Value::as_str).collect();
-        out.push_str(&format!("  approvers: {}\n", roles.join(", ")));
+    if !a.approvers.is_empty() {
+        out.push_str(&format!("  approvers: {}\n", a.approvers.join(", ")));
     }
 }
 
 /// The default decision on timeout, the decisions taken, `call_hash`, edited arguments and
 /// the grant scope.
-fn card_outcome(a: &Value, out: &mut String) {
+fn card_outcome(a: &Approval, out: &mut String) {
     out.push_str(&format!(
         "  on timeout: {} (expires {})\n",
-        a["default_decision"].as_str().unwrap_or(""),
-        a["expires_at"].as_str().unwrap_or("")
+        a.default_decision.as_str(),
+        a.expires_at
     ));
-    for d in a["decisions"].as_array().into_iter().flatten() {
+    for d in &a.decisions {
         out.push_str(&format!(
             "  decision:  {} by {} at {}{}\n",
-            d["decision"].as_str().unwrap_or(""),
-            d["by"].as_str().unwrap_or(""),
-            d["at"].as_str().unwrap_or(""),
-            d["reason"]
-                .as_str()
+            d.decision.as_str(),
+            d.by,
+            d.at,
+            d.reason
+                .as_ref()
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default()
         ));
     }
-    out.push_str(&format!(
-        "  call_hash: {}\n",
-        a["call_hash"].as_str().unwrap_or("")
-    ));
-    if a["arguments_changed"] == true {
+    out.push_str(&format!("  call_hash: {}\n", a.call_hash));
+    if a.arguments_changed {
         out.push_str(&format!(
             "  approved arguments: {} (call_hash {})\n",
-            canonical(&a["arguments"]),
-            a["approved_call_hash"].as_str().unwrap_or("")
+            edited_arguments(a),
+            a.approved_call_hash.as_deref().unwrap_or("")
         ));
     }
-    if let Some(s) = a["scope"].as_str() {
+    if let Some(s) = &a.scope {
         out.push_str(&format!("  scope:     {s}\n"));
     }
+}
+
+/// The operator's edited arguments of `a` as canonical JSON; `null` when the gateway sent
+/// none.
+pub(crate) fn edited_arguments(a: &Approval) -> String {
+    canonical(a.arguments.as_ref().unwrap_or(&Value::Null))
 }

@@ -3,6 +3,7 @@
 //! verdict is `assent_core::evaluate`'s; the exit status encodes it (0 allow, 10 confirm,
 //! 11 deny, 2 bad input).
 
+use crate::render::reason_line;
 use assent_core::{ToolCall, Verdict, VerdictKind, evaluate};
 use assent_server::config::Config;
 use serde_json::{Value, json};
@@ -60,12 +61,7 @@ pub(crate) fn check(
 
 /// The verdict as one JSON object on one line.
 fn print_json(v: &Verdict, call: &ToolCall) {
-    let reasons: Vec<Value> = v
-        .reasons
-        .iter()
-        .map(|r| json!({"file": r.file, "rule": r.rule, "text": r.text}))
-        .collect();
-    let mut out = json!({"verdict": v.kind.as_str(), "reasons": reasons, "risk_tier": v.risk_tier.as_str(), "irreversible": v.irreversible});
+    let mut out = json!({"verdict": v.kind.as_str(), "reasons": v.reasons, "risk_tier": v.risk_tier.as_str(), "irreversible": v.irreversible});
     if let Ok((_, h)) = call.canonical_and_hash() {
         out["call_hash"] = Value::String(h);
     }
@@ -83,12 +79,7 @@ fn print_json(v: &Verdict, call: &ToolCall) {
 fn print_text(v: &Verdict) {
     println!("{}", v.kind.as_str());
     for r in &v.reasons {
-        let src = if r.file.is_empty() {
-            r.rule.clone()
-        } else {
-            format!("{} {}", r.file, r.rule)
-        };
-        println!("  - {src}: {}", r.text);
+        println!("  - {}", reason_line(r));
     }
     println!(
         "  risk tier {} ({}){}",

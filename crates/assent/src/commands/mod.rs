@@ -3,7 +3,7 @@
 //! answer), `tools` (tool-list pinning reviews), `watch` (the terminal UI), `check` (offline
 //! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key) and `export`
 //! (learning samples). Each returns the process exit status; none imports another, only the
-//! kit below them (`args`, `client`, `render`, `setup`).
+//! kit below them (`args`, `remote`, `render`, `setup`).
 
 pub(crate) mod approvals;
 pub(crate) mod audit;

@@ -4,121 +4,117 @@
 //! every pinned tool. Pinning itself happens in the MCP relay and the gateway.
 
 use crate::args::{Remote, ToolsCmd};
-use crate::client::Client;
+use crate::remote::{connect, print_list};
 use crate::render::{canonical, one_line};
 use anyhow::{Result, bail};
-use serde_json::{Value, json};
+use assent_api::Client;
+use assent_api::tools::{ReviewStatus, ToolPin, ToolReview};
+use serde::Deserialize;
+use serde_json::Value;
 
 /// Runs one `assent tools` subcommand; `accept`/`reject` exit 1 when any review failed.
 pub(crate) async fn tools(r: &Remote, cmd: ToolsCmd) -> Result<i32> {
-    let c = Client::new(r)?;
+    let c = connect(r)?;
     match cmd {
-        ToolsCmd::Pending { json } => pending(&c, json).await,
+        ToolsCmd::Pending { json } => {
+            let list = c.tool_reviews(Some(ReviewStatus::Pending)).await?;
+            let empty = Some("no tool changes waiting for review");
+            print_list(&list, &list.reviews, json, empty, review_block)
+        }
         ToolsCmd::Accept { ids } | ToolsCmd::Reject { ids } if ids.is_empty() => {
             bail!("give at least one review id (assent tools pending)")
         }
-        ToolsCmd::Accept { ids } => review_each(&c, &ids, "accept").await,
-        ToolsCmd::Reject { ids } => review_each(&c, &ids, "reject").await,
-        ToolsCmd::Pins { json } => pins(&c, json).await,
+        ToolsCmd::Accept { ids } => review_each(&c, &ids, true).await,
+        ToolsCmd::Reject { ids } => review_each(&c, &ids, false).await,
+        ToolsCmd::Pins { json } => {
+            let list = c.tool_pins().await?;
+            print_list(&list, &list.pins, json, None, pin_line)
+        }
     }
 }
 
-/// `assent tools pending`: each review's id, server/tool, new or changed, when and by whom it
-/// was seen, and the definition (new) or the diff against the pin (`-`/`+` lines).
-async fn pending(c: &Client, json: bool) -> Result<i32> {
-    let v = c.get("/v1/tools/reviews?status=pending").await?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(0);
+/// `assent tools pending`, one review: its id, server/tool, new or changed, when and by whom
+/// it was seen, and the definition (new) or the diff against the pin (`-`/`+` lines); an
+/// empty line after.
+fn review_block(t: &ToolReview) -> String {
+    let what = if t.pinned.is_none() {
+        "new tool"
+    } else {
+        "changed"
+    };
+    let mut out = format!(
+        "{}  {}/{} ({what}, seen {} by {})\n",
+        t.id, t.server, t.tool, t.seen_at, t.seen_by
+    );
+    if t.pinned.is_none() {
+        out.push_str(&format!("  definition: {}\n", canonical(&t.definition)));
     }
-    let list = v["reviews"].as_array().cloned().unwrap_or_default();
-    if list.is_empty() {
-        println!("no tool changes waiting for review");
-    }
-    for t in &list {
-        let what = if t["pinned"].is_null() {
-            "new tool"
-        } else {
-            "changed"
-        };
-        println!(
-            "{}  {}/{} ({what}, seen {} by {})",
-            t["id"].as_str().unwrap_or(""),
-            t["server"].as_str().unwrap_or(""),
-            t["tool"].as_str().unwrap_or(""),
-            t["seen_at"].as_str().unwrap_or(""),
-            t["seen_by"].as_str().unwrap_or("")
-        );
-        if t["pinned"].is_null() {
-            println!("  definition: {}", canonical(&t["definition"]));
-        }
-        print_diff(t);
-        println!();
-    }
-    Ok(0)
+    diff_lines(t, &mut out);
+    out.push('\n');
+    out
+}
+
+/// One operation of an RFC 6902 JSON Patch (a review's `diff`): what it does, where, and the
+/// new value (`add`, `replace`; `null` when absent).
+#[derive(Deserialize)]
+struct PatchOp {
+    op: String,
+    path: String,
+    #[serde(default)]
+    value: Value,
 }
 
 /// One review's JSON-Patch diff as `- path: old` / `+ path: new` lines, the old value looked
 /// up in the pinned definition.
-fn print_diff(t: &Value) {
-    for op in t["diff"].as_array().into_iter().flatten() {
-        let path = op["path"].as_str().unwrap_or("");
+fn diff_lines(t: &ToolReview, out: &mut String) {
+    let ops: Vec<PatchOp> = t
+        .diff
+        .clone()
+        .and_then(|d| serde_json::from_value(d).ok())
+        .unwrap_or_default();
+    let pinned = t.pinned.as_ref().unwrap_or(&Value::Null);
+    for PatchOp { op, path, value } in &ops {
         let old = assent_core::condition::lookup(
-            &t["pinned"],
+            pinned,
             path.trim_start_matches('/').replace('/', ".").as_str(),
-        );
-        match op["op"].as_str().unwrap_or("") {
-            "remove" => {
-                println!("  - {path}: {}", old.map(canonical).unwrap_or_default())
-            }
-            "add" => println!("  + {path}: {}", canonical(&op["value"])),
+        )
+        .map(canonical)
+        .unwrap_or_default();
+        match op.as_str() {
+            "remove" => out.push_str(&format!("  - {path}: {old}\n")),
+            "add" => out.push_str(&format!("  + {path}: {}\n", canonical(value))),
             _ => {
-                println!("  - {path}: {}", old.map(canonical).unwrap_or_default());
-                println!("  + {path}: {}", canonical(&op["value"]));
+                out.push_str(&format!("  - {path}: {old}\n"));
+                out.push_str(&format!("  + {path}: {}\n", canonical(value)));
             }
         }
     }
 }
 
-/// `assent tools pins`: each pinned tool with the first 12 characters of its fingerprint.
-async fn pins(c: &Client, json: bool) -> Result<i32> {
-    let v = c.get("/v1/tools/pins").await?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(0);
-    }
-    for p in v["pins"].as_array().into_iter().flatten() {
-        println!(
-            "{}/{}  {}  pinned {} by {}",
-            p["server"].as_str().unwrap_or(""),
-            p["tool"].as_str().unwrap_or(""),
-            &p["fingerprint"].as_str().unwrap_or("")
-                [..12.min(p["fingerprint"].as_str().unwrap_or("").len())],
-            p["pinned_at"].as_str().unwrap_or(""),
-            p["pinned_by"].as_str().unwrap_or("")
-        );
-    }
-    Ok(0)
+/// `assent tools pins`, one pin: server/tool, the first 12 characters of its fingerprint,
+/// when and by whom it was pinned.
+fn pin_line(p: &ToolPin) -> String {
+    let fp = &p.fingerprint;
+    format!(
+        "{}/{}  {}  pinned {} by {}\n",
+        p.server,
+        p.tool,
+        &fp[..12.min(fp.len())],
+        p.pinned_at,
+        p.pinned_by
+    )
 }
 
-/// Posts `verb` (`accept` or `reject`) for each review id, printing `ID server/tool STATUS` or
-/// the error; exit 1 when any failed.
-async fn review_each(c: &Client, ids: &[String], verb: &str) -> Result<i32> {
+/// Accepts (`accept`) or rejects each review id, printing `ID server/tool STATUS` or the
+/// error; exit 1 when any failed.
+async fn review_each(c: &Client, ids: &[String], accept: bool) -> Result<i32> {
     let mut failed = 0;
     for id in ids {
-        match c
-            .post(&format!("/v1/tools/reviews/{id}/{verb}"), json!({}))
-            .await
-        {
-            Ok(v) => println!(
-                "{id} {}/{} {}",
-                v["server"].as_str().unwrap_or(""),
-                v["tool"].as_str().unwrap_or(""),
-                v["status"].as_str().unwrap_or("")
-            ),
+        match c.decide_review(id, accept).await {
+            Ok(t) => println!("{id} {}/{} {}", t.server, t.tool, t.status.as_str()),
             Err(e) => {
                 failed += 1;
-                eprintln!("assent: {id}: {}", one_line(&e));
+                eprintln!("assent: {id}: {}", one_line(&e.into()));
             }
         }
     }

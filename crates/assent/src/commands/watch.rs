@@ -8,15 +8,15 @@
 //! Selection is shown by a `>` marker and reverse video, so it reads the same with
 //! `NO_COLOR` set (then no colour is used at all).
 
-use crate::client::Client;
-use crate::render::{card, target, time_left};
+use crate::render::{card, time_left};
 use anyhow::Result;
+use assent_api::approvals::{Approval, DecisionRequest};
+use assent_api::{ApprovalStatus, Client, DecisionKind, RiskLevel};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
-use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 /// What the screen shows.
@@ -32,7 +32,7 @@ enum Mode {
 /// The watcher's state: the pending approvals as last read, the selection, what the screen
 /// shows, the status line, and when the list was last read.
 struct App {
-    approvals: Vec<Value>,
+    approvals: Vec<Approval>,
     state: ListState,
     mode: Mode,
     status: String,
@@ -43,17 +43,15 @@ struct App {
 }
 
 impl App {
-    fn selected(&self) -> Option<&Value> {
+    fn selected(&self) -> Option<&Approval> {
         self.state.selected().and_then(|i| self.approvals.get(i))
     }
 
-    fn set(&mut self, approvals: Vec<Value>) {
-        let keep = self
-            .selected()
-            .and_then(|a| a["id"].as_str().map(str::to_string));
+    fn set(&mut self, approvals: Vec<Approval>) {
+        let keep = self.selected().map(|a| a.id.clone());
         self.approvals = approvals;
         let i = keep
-            .and_then(|id| self.approvals.iter().position(|a| a["id"] == id.as_str()))
+            .and_then(|id| self.approvals.iter().position(|a| a.id == id))
             .or_else(|| {
                 self.state
                     .selected()
@@ -81,9 +79,9 @@ impl App {
             return;
         }
         self.refreshed = Instant::now();
-        match rt.block_on(c.get("/v1/approvals?status=pending")) {
-            Ok(v) => {
-                self.set(v["approvals"].as_array().cloned().unwrap_or_default());
+        match rt.block_on(c.approvals(Some(ApprovalStatus::Pending), None)) {
+            Ok(list) => {
+                self.set(list.approvals);
                 if self.status == "loading…" {
                     self.status.clear();
                 }
@@ -155,19 +153,16 @@ impl App {
         let Some(a) = self.selected().cloned() else {
             return;
         };
-        let id = a["id"].as_str().unwrap_or("").to_string();
-        let body = match &deny {
-            None => json!({"decision": "approve"}),
-            Some(r) => json!({"decision": "deny", "reason": r}),
+        let req = match deny {
+            None => DecisionRequest::new(DecisionKind::Approve),
+            Some(r) => DecisionRequest {
+                reason: Some(r),
+                ..DecisionRequest::new(DecisionKind::Deny)
+            },
         };
-        match rt.block_on(c.post(&format!("/v1/approvals/{id}/decision"), body)) {
+        match rt.block_on(c.decide(&a.id, &req)) {
             Ok(v) => {
-                self.status = format!(
-                    "{} {}: {}",
-                    v["status"].as_str().unwrap_or(""),
-                    target(&a["call"]),
-                    id
-                );
+                self.status = format!("{} {}: {}", v.status.as_str(), a.target(), a.id);
                 self.error = false;
             }
             Err(e) => {
@@ -182,7 +177,7 @@ impl App {
 /// Runs the watcher until `q` (or Ctrl-C). Needs an operator key.
 pub(crate) async fn run(c: Client) -> Result<i32> {
     // Fail before taking over the terminal when the gateway or the key is wrong.
-    c.get("/v1/approvals?status=pending").await?;
+    c.approvals(Some(ApprovalStatus::Pending), None).await?;
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || ui(c, handle)).await?
 }
@@ -270,18 +265,20 @@ fn draw(f: &mut ratatui::Frame, app: &mut App) {
 
 /// The selected approval's card, with the reason being typed or the question to confirm.
 fn draw_card(f: &mut ratatui::Frame, app: &App, body: ratatui::layout::Rect) {
-    let a = app.selected().cloned().unwrap_or(Value::Null);
-    let mut text = card(&a);
+    let Some(a) = app.selected() else {
+        return;
+    };
+    let mut text = card(a);
     match &app.mode {
         Mode::Reason(r) => text.push_str(&format!("\nReason for denying: {r}_\n")),
         Mode::Confirm(None) => text.push_str(&format!(
             "\nApprove {} for {} (this call only)? y to confirm, any other key cancels\n",
-            target(&a["call"]),
-            a["agent"].as_str().unwrap_or("")
+            a.target(),
+            a.agent
         )),
         Mode::Confirm(Some(r)) => text.push_str(&format!(
             "\nDeny {} with reason \"{r}\"? y to confirm, any other key cancels\n",
-            target(&a["call"])
+            a.target()
         )),
         _ => {}
     }
@@ -299,26 +296,19 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
         .approvals
         .iter()
         .map(|a| {
-            let tier = a["risk_tier"].as_str().unwrap_or("");
-            let high = a["risk_level"] == "high";
+            let tier = a.risk_tier.as_str();
+            let high = a.risk_level == RiskLevel::High;
             ListItem::new(Line::from(vec![
                 Span::styled(
                     format!("{tier:<3} "),
                     app.style(if high { Color::Red } else { Color::Yellow }),
                 ),
-                Span::raw(format!(
-                    "{:<14} ",
-                    time_left(a["expires_at"].as_str().unwrap_or(""))
-                )),
+                Span::raw(format!("{:<14} ", time_left(&a.expires_at))),
                 Span::styled(
-                    format!(
-                        "{} → {}  ",
-                        a["agent"].as_str().unwrap_or(""),
-                        target(&a["call"])
-                    ),
+                    format!("{} → {}  ", a.agent, a.target()),
                     Style::default().add_modifier(Modifier::BOLD),
                 ),
-                Span::raw(a["message"].as_str().unwrap_or("").to_string()),
+                Span::raw(a.message.clone()),
             ]))
         })
         .collect();

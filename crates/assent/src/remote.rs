@@ -1,0 +1,62 @@
+//! The operator commands' side of the gateway's `/v1` API: [`connect`] (the shared
+//! `assent_api::Client` for `--url` and `--api-key`, refused when no key is set) and the
+//! printing every list command shares, [`print_json`] (a typed body as the API's pretty JSON)
+//! and [`print_list`] (`--json`, or each item's text, or a line saying there is none). The
+//! routes and the bodies are `assent_api`'s; the texts of cards and lines are the commands'
+//! and `render`'s.
+
+use crate::args::Remote;
+use anyhow::{Result, anyhow};
+use assent_api::{Client, ClientError};
+use serde::Serialize;
+
+/// The client of `r`'s gateway (`--url`, trailing `/` dropped) with the operator's key
+/// (`--api-key`). Errors: `ASSENT_API_KEY is not set (an operator's key)` when no key is
+/// given; `cannot reach the gateway at URL (builder error)`, as reqwest words it, for a URL
+/// no request can be sent to. A gateway that refuses a call is the call's
+/// [`ClientError`], printed `CODE: message`; one that cannot be reached prints
+/// `cannot reach the gateway at URL (cause)`.
+pub(crate) fn connect(r: &Remote) -> Result<Client> {
+    let key = r
+        .api_key
+        .as_deref()
+        .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (an operator's key)"))?;
+    Client::new(&r.url, key).map_err(|e| match e {
+        ClientError::Config(_) => anyhow!(
+            "cannot reach the gateway at {} (builder error)",
+            r.url.trim_end_matches('/')
+        ),
+        e => e.into(),
+    })
+}
+
+/// Prints `body` as the API gives it: pretty JSON with every object's keys in sorted order
+/// (through `serde_json::Value`, whose maps are sorted), one trailing newline.
+pub(crate) fn print_json<B: Serialize>(body: &B) -> Result<()> {
+    let v = serde_json::to_value(body)?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// Prints a list answer and returns exit status 0: with `as_json` the whole `body`
+/// ([`print_json`]); else `empty` (when given) if `items` is empty, then each item's text as
+/// `show` writes it (its own line ends included).
+pub(crate) fn print_list<B: Serialize, T>(
+    body: &B,
+    items: &[T],
+    as_json: bool,
+    empty: Option<&str>,
+    show: impl Fn(&T) -> String,
+) -> Result<i32> {
+    if as_json {
+        print_json(body)?;
+        return Ok(0);
+    }
+    if let (true, Some(empty)) = (items.is_empty(), empty) {
+        println!("{empty}");
+    }
+    for t in items {
+        print!("{}", show(t));
+    }
+    Ok(0)
+}
