@@ -3,7 +3,7 @@
 //! [`elicitation_schema`]) and how their answer is read ([`user_answer`], [`UserAnswer`]).
 //! It only builds and reads values; sending the question is the relay's and the hub's job.
 
-use crate::kit::text;
+use assent_api::gate::Pending;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -90,34 +90,23 @@ pub fn user_answer(action: &str, content: Option<&Value>) -> Option<UserAnswer> 
     }
 }
 
-/// The in-client question for a held call, from the gateway's `202` answer: what it asks
-/// (message, risk tier, summary), then, as seed 002 asks of every approval surface, why it
-/// needs approval (the reasons), its predicted side effects and its rollback notes.
-pub fn in_client_question(b: &Value) -> String {
+/// The in-client question for a held call, from the gate's `pending` answer
+/// (`POST /v1/tool-calls`, 202): what it asks (message, risk tier, summary), then, as seed 002
+/// asks of every approval surface, why it needs approval (the reasons), its predicted side
+/// effects and its rollback notes (each line left out when empty).
+pub fn in_client_question(p: &Pending) -> String {
     let mut q = format!(
         "assent: {} (risk {}; {}).",
-        text(b, "message"),
-        b["risk_tier"].as_str().unwrap_or("?"),
-        text(b, "human_summary")
+        p.message, p.verdict.risk_tier, p.human_summary
     );
-    let list = |k: &str, field: Option<&str>| -> Vec<String> {
-        b[k].as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| match field {
-                        Some(f) => x[f].as_str(),
-                        None => x.as_str(),
-                    })
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let reasons = p.verdict.reasons.iter().map(|r| r.text.as_str());
     for (title, items) in [
-        ("Why", list("reasons", Some("text"))),
-        ("Side effects", list("side_effects", None)),
-        ("Rollback", list("rollback", None)),
+        ("Why", non_empty(reasons)),
+        (
+            "Side effects",
+            non_empty(p.side_effects.iter().map(String::as_str)),
+        ),
+        ("Rollback", non_empty(p.rollback.iter().map(String::as_str))),
     ] {
         if !items.is_empty() {
             q.push_str(&format!("\n{title}: {}", items.join("; ")));
@@ -125,4 +114,9 @@ pub fn in_client_question(b: &Value) -> String {
     }
     q.push_str("\nApprove this call? (You may give a reason.)");
     q
+}
+
+/// The items that are not empty.
+fn non_empty<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    items.filter(|s| !s.is_empty()).collect()
 }

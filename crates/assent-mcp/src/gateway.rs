@@ -1,122 +1,97 @@
-//! The gateway client of the agent side: a thin client of the assent HTTP API (`/v1`) that
-//! proposes a `tools/call` (`POST /v1/tool-calls`), long-polls a held approval, redeems its
-//! single-use token for the exact call, relays an in-client answer, cancels a withdrawn
-//! approval, reports tool definitions for pinning and reports results. It keeps no state
-//! besides its HTTP client and settings, and decides nothing: the gateway does.
+//! The gateway as the agent side sees it ([`Gateway`]): one call's way through the `/v1` API —
+//! propose it (`POST /v1/tool-calls`), wait for a held approval (long-polls, retried while the
+//! gateway cannot be reached), redeem its single-use token for the exact call, relay an
+//! in-client answer, cancel a withdrawn approval, resume a held call — and the tool-list pins
+//! (report, wait for a review) and result release (`POST /v1/tool-results`). All HTTP goes
+//! through [`assent_api::Client`] and its typed bodies; this file keeps no state besides that
+//! client and the proxy's settings, and decides nothing: the gateway does. Every failure ends
+//! as a denial (fail closed), never as a forwarded call.
 
 use crate::ask::{Asker, UserAnswer, in_client_question};
-use crate::kit::{Hold, HoldState, Outcome, PinState, ProxyConfig, text};
-use serde_json::{Value, json};
+use crate::kit::{Hold, HoldState, Outcome, ProxyConfig, failure, status_code, status_line};
+use assent_api::approvals::{Approval, CancelRequest, UserDecisionRequest};
+use assent_api::gate::{GateAnswer, Granted, Pending, ToolCallRequest, ToolResultRequest};
+use assent_api::tokens::RedeemRequest;
+use assent_api::tools::{ReviewStatus, ToolCheckRequest, ToolState};
+use assent_api::{ApprovalStatus, Client, ClientError};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// A small client of the assent HTTP API for the agent side.
+/// The agent side's view of the gateway: an [`assent_api::Client`] with the agent's key and
+/// the proxy's settings (agent, server alias, session, long-poll seconds). Cheap to clone.
 #[derive(Clone)]
 pub struct Gateway {
-    http: reqwest::Client,
+    api: Client,
     cfg: ProxyConfig,
 }
 
 impl Gateway {
-    /// A client for `cfg.gateway_url`; errors only if the HTTP client cannot be built.
+    /// A client for `cfg.gateway_url` with `cfg.api_key`: connect timeout 5 s, request timeout
+    /// `poll_seconds` + 30 s (longer than one long-poll). Errors when the URL is not a gateway
+    /// URL or the HTTP client cannot be built.
     pub fn new(cfg: ProxyConfig) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(cfg.poll_seconds + 30))
-            .build()?;
-        Ok(Self { http, cfg })
+        let api = Client::with_timeouts(
+            &cfg.gateway_url,
+            &cfg.api_key,
+            Duration::from_secs(5),
+            Duration::from_secs(cfg.poll_seconds + 30),
+        )?;
+        Ok(Self { api, cfg })
     }
 
-    /// A client sharing `http` (its connection pool) with others.
-    pub fn with_client(http: reqwest::Client, cfg: ProxyConfig) -> Self {
-        Self { http, cfg }
+    /// A gateway over `api` (e.g. the hub's one client, [`Client::with_key`] of the caller's
+    /// key, sharing its connection pool); `cfg.gateway_url` and `cfg.api_key` are not read.
+    pub fn with_api(api: Client, cfg: ProxyConfig) -> Self {
+        Self { api, cfg }
     }
 
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.cfg.gateway_url.trim_end_matches('/'))
-    }
-
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, Value), String> {
-        let resp = req
-            .bearer_auth(&self.cfg.api_key)
-            .send()
-            .await
-            .map_err(|e| format!("the assent gateway cannot be reached ({})", e.without_url()))?;
-        let status = resp.status().as_u16();
-        let body = resp.json::<Value>().await.unwrap_or(Value::Null);
-        Ok((status, body))
-    }
-
-    /// The tools the agent declares for this server (`None`: all).
+    /// The tools the agent declares for this server (`GET /v1/agents/{agent}/mcp-servers/
+    /// {alias}/tools`); `None`: all, also when they cannot be read (every call is gated anyway).
     pub async fn declared_tools(&self) -> Option<Vec<String>> {
-        let path = format!(
-            "/v1/agents/{}/mcp-servers/{}/tools",
-            self.cfg.agent, self.cfg.server
-        );
-        match self.send(self.http.get(self.url(&path))).await {
-            Ok((200, b)) => serde_json::from_value(b["tools"].clone()).ok().flatten(),
-            _ => None,
+        let d = self.api.declared_tools(&self.cfg.agent, &self.cfg.server);
+        d.await.ok().and_then(|d| d.tools)
+    }
+
+    /// Reports the upstream's tool definitions (`POST /v1/tools/check`) and returns the
+    /// gateway's word per tool name; `Err(why)` when it cannot be had (then nothing is
+    /// verified: every call is refused).
+    pub async fn check_tools(&self, tools: &[Value]) -> Result<HashMap<String, ToolState>, String> {
+        let req = ToolCheckRequest {
+            agent: self.cfg.agent.clone(),
+            server: self.cfg.server.clone(),
+            tools: tools.to_vec(),
+        };
+        match self.api.check_tools(&req).await {
+            Ok(r) => Ok(r.tools.into_iter().map(|t| (t.name.clone(), t)).collect()),
+            Err(e) => Err(failure(&e, |e| {
+                format!("the gateway refused the tool list ({})", status_line(e))
+            })),
         }
     }
 
-    /// Reports the upstream's tool definitions and returns the gateway's verdict per tool name.
-    pub async fn check_tools(&self, tools: &[Value]) -> Result<HashMap<String, PinState>, String> {
-        let body = json!({"agent": self.cfg.agent, "server": self.cfg.server, "tools": tools});
-        match self
-            .send(self.http.post(self.url("/v1/tools/check")).json(&body))
-            .await?
-        {
-            (200, b) => Ok(b["tools"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| {
-                    (
-                        text(t, "name"),
-                        PinState {
-                            state: text(t, "state"),
-                            review_id: t["review_id"].as_str().map(str::to_string),
-                            pinned: Some(t["pinned"].clone()).filter(|p| !p.is_null()),
-                        },
-                    )
-                })
-                .collect()),
-            (s, b) => Err(format!(
-                "the gateway refused the tool list ({s} {}: {})",
-                text(&b, "code"),
-                text(&b, "message")
-            )),
-        }
-    }
-
-    /// Waits for tool review `id` to be decided: `Ok(())` accepted, `Err(why)` rejected.
+    /// Waits for tool review `id` to be decided (long-polls `GET /v1/tools/reviews/{id}`,
+    /// retried while the gateway cannot be reached): `Ok(())` accepted, `Err(why)` rejected
+    /// or unreadable.
     pub async fn await_review(&self, id: &str) -> Result<(), String> {
         loop {
-            let url = self.url(&format!(
-                "/v1/tools/reviews/{id}?wait={}",
-                self.cfg.poll_seconds
-            ));
-            match self.send(self.http.get(url)).await {
-                Ok((200, r)) => match r["status"].as_str() {
-                    Some("accepted") => return Ok(()),
-                    Some("pending") => continue,
-                    _ => {
+            match self.api.tool_review(id, self.cfg.poll_seconds).await {
+                Ok(r) => match r.status {
+                    ReviewStatus::Accepted => return Ok(()),
+                    ReviewStatus::Pending => continue,
+                    ReviewStatus::Rejected => {
                         return Err(format!(
                             "the changed definition of `{}` was rejected by {} (review {id})",
-                            text(&r, "tool"),
-                            text(&r, "decided_by")
+                            r.tool,
+                            r.decided_by.unwrap_or_default()
                         ));
                     }
                 },
-                Ok((s, r)) => {
-                    return Err(format!(
-                        "tool review {id} cannot be read ({s} {})",
-                        text(&r, "code")
-                    ));
-                }
+                Err(e) if e.is_transport() => unreachable_pause(&e).await,
                 Err(e) => {
-                    tracing::warn!(error = %e, "waiting for the gateway");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    return Err(failure(&e, |e| {
+                        format!("tool review {id} cannot be read ({})", status_code(e))
+                    }));
                 }
             }
         }
@@ -139,57 +114,16 @@ impl Gateway {
         held: &HoldState,
         ask: Asker,
     ) -> Outcome {
-        match self.gate_inner(tool, arguments, held, ask).await {
-            Ok(o) => o,
-            Err(e) => Outcome::Denied(e),
-        }
-    }
-
-    async fn gate_inner(
-        &self,
-        tool: &str,
-        arguments: &Value,
-        held: &HoldState,
-        ask: Asker,
-    ) -> Result<Outcome, String> {
-        let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id,
-                          "tool": tool, "server": self.cfg.server, "arguments": arguments});
-        let (status, b) = self
-            .send(self.http.post(self.url("/v1/tool-calls")).json(&body))
-            .await?;
-        match (status, b["decision"].as_str()) {
-            // Covered by a grant: it still carries a single-use token to redeem.
-            (200, Some("allow")) if b["token"].is_string() => {
-                let limit = b["output_bytes"].as_u64();
-                let id = b["approval_id"].as_str().map(str::to_string);
-                return self
-                    .redeem(&text(&b, "token"), tool, arguments, None, limit, id)
-                    .await;
-            }
-            (200, Some("allow")) => {
-                return Ok(Outcome::Forward {
-                    edited: None,
-                    output_limit: b["output_bytes"].as_u64(),
-                    approval_id: None,
-                });
-            }
-            (403, Some("deny")) => return Ok(Outcome::Denied(text(&b, "reason"))),
-            (202, Some("pending")) => {}
-            _ => {
-                return Ok(Outcome::Denied(format!(
-                    "the assent gateway refused the call ({status} {}: {})",
-                    text(&b, "code"),
-                    text(&b, "message")
-                )));
-            }
-        }
-        let id = text(&b, "approval_id");
+        let p = match self.propose(tool, arguments).await {
+            Ok(p) => p,
+            Err(settled) => return settled,
+        };
+        let id = p.approval_id.clone();
         held.send_replace(Hold::Approval(id.clone()));
         tracing::info!(approval_id = %id, tool, "call held for approval");
-        let in_client = b["in_client_approval"] == true;
         let asking = match ask {
-            Asker::Elicit(ask) if in_client => {
-                let question = in_client_question(&b);
+            Asker::Elicit(ask) if p.in_client_approval => {
+                let question = in_client_question(&p);
                 let this = self.clone();
                 let id = id.clone();
                 Some(tokio::spawn(async move {
@@ -198,11 +132,11 @@ impl Gateway {
                     }
                 }))
             }
-            Asker::InputRequired if in_client => {
-                return Ok(Outcome::AskClient {
+            Asker::InputRequired if p.in_client_approval => {
+                return Outcome::AskClient {
                     approval_id: id,
-                    question: in_client_question(&b),
-                });
+                    question: in_client_question(&p),
+                };
             }
             _ => None,
         };
@@ -213,34 +147,67 @@ impl Gateway {
         settled
     }
 
+    /// Proposes the call (`POST /v1/tool-calls`): `Ok` the gate's `pending` answer (the call
+    /// is held), `Err` the outcome when it is settled at once — forwarded (after redeeming a
+    /// grant's token) or denied (by the policy, or because the gateway could not be asked).
+    async fn propose(&self, tool: &str, arguments: &Value) -> Result<Pending, Outcome> {
+        let req = ToolCallRequest::new(
+            &self.cfg.agent,
+            &self.cfg.session_id,
+            tool,
+            Some(self.cfg.server.clone()),
+            arguments.clone(),
+        );
+        match self.api.propose(&req).await {
+            Ok(GateAnswer::Pending(p)) => Ok(p),
+            Ok(GateAnswer::Allow(a)) => Err(match a.grant {
+                // Covered by a grant: it still carries a single-use token to redeem.
+                Some(Granted {
+                    token: Some(token),
+                    approval_id,
+                    ..
+                }) => {
+                    let limit = a.output_bytes;
+                    self.redeem(&token, tool, arguments, None, limit, Some(approval_id))
+                        .await
+                }
+                _ => Outcome::Forward {
+                    edited: None,
+                    output_limit: a.output_bytes,
+                    approval_id: None,
+                },
+            }),
+            Ok(GateAnswer::Deny(d)) => Err(Outcome::Denied(d.reason)),
+            Err(e) => Err(Outcome::Denied(failure(&e, |e| {
+                format!("the assent gateway refused the call ({})", status_line(e))
+            }))),
+        }
+    }
+
     /// Relays the in-client answer of the person driving the agent as approval `id`'s user
     /// decision (`POST /v1/approvals/{id}/user-decision`; the gateway checks that a rule allows
     /// it). Logged, not returned, when it cannot be relayed: operators still decide.
     async fn relay_answer(&self, id: &str, answer: &UserAnswer) {
-        let url = self.url(&format!("/v1/approvals/{id}/user-decision"));
-        let body = json!({"decision": if answer.approve { "approve" } else { "deny" },
-                          "reason": answer.relayed_reason()});
-        match self.send(self.http.post(url).json(&body)).await {
-            Ok((200, _)) => {}
-            Ok((s, b)) => tracing::warn!(approval_id = %id, status = s, code = %text(&b, "code"),
+        let req = UserDecisionRequest::new(answer.approve, Some(answer.relayed_reason()));
+        match self.api.user_decision(id, &req).await {
+            // A 2xx answer: the decision was taken, whatever its body.
+            Ok(_) | Err(ClientError::Body { .. }) => {}
+            Err(e) if e.status().is_some() => tracing::warn!(approval_id = %id,
+                status = e.status().unwrap_or_default(), code = %e.code().unwrap_or(""),
                 "the user's decision was not taken"),
-            Err(e) => tracing::warn!(error = %e, "could not relay the user's decision"),
+            Err(e) => tracing::warn!(error = %failure(&e, status_code),
+                "could not relay the user's decision"),
         }
     }
 
     /// Approval `id` as the agent may read it (`GET /v1/approvals/{id}`, no wait): `Err(why)`
     /// when it cannot be read (another agent's approvals read as missing).
-    pub async fn approval(&self, id: &str) -> Result<Value, String> {
-        match self
-            .send(self.http.get(self.url(&format!("/v1/approvals/{id}"))))
-            .await?
-        {
-            (200, r) => Ok(r),
-            (s, r) => Err(format!(
-                "approval {id} cannot be read ({s} {})",
-                text(&r, "code")
-            )),
-        }
+    pub async fn approval(&self, id: &str) -> Result<Approval, String> {
+        self.api.approval(id).await.map_err(|e| {
+            failure(&e, |e| {
+                format!("approval {id} cannot be read ({})", status_code(e))
+            })
+        })
     }
 
     /// Resumes held call `approval_id` for a client that comes back to it (a modern client
@@ -261,8 +228,8 @@ impl Gateway {
             Ok(r) => r,
             Err(why) => return (Outcome::Denied(why), String::new(), Value::Null),
         };
-        let (tool, arguments) = (text(&rec["call"], "tool"), rec["call"]["arguments"].clone());
-        if rec["call"]["server"] != self.cfg.server.as_str() {
+        let (tool, arguments) = (rec.call.tool, rec.call.arguments);
+        if rec.call.server.as_deref() != Some(self.cfg.server.as_str()) {
             let why = format!(
                 "approval {approval_id} is not for server `{}`",
                 self.cfg.server
@@ -279,94 +246,77 @@ impl Gateway {
         }
         held.send_replace(Hold::Approval(approval_id.to_string()));
         if let Some(a) = answer
-            && rec["status"] == "pending"
+            && rec.status == ApprovalStatus::Pending
         {
             self.relay_answer(approval_id, a).await;
         }
-        let outcome = self
-            .settle(approval_id, &tool, &arguments)
-            .await
-            .unwrap_or_else(Outcome::Denied);
+        let outcome = self.settle(approval_id, &tool, &arguments).await;
         (outcome, tool, arguments)
     }
 
     /// Waits for held approval `id` to be decided, then redeems its token for `arguments` (or
     /// the operator's edited ones): [`Outcome::Forward`], or [`Outcome::Denied`] with why.
-    async fn settle(&self, id: &str, tool: &str, arguments: &Value) -> Result<Outcome, String> {
-        let rec = match self.wait(id).await? {
+    async fn settle(&self, id: &str, tool: &str, arguments: &Value) -> Outcome {
+        let rec = match self.wait(id).await {
             Ok(r) => r,
-            Err(why) => return Ok(Outcome::Denied(why)),
+            Err(why) => return Outcome::Denied(why),
         };
-        let status = text(&rec, "status");
-        let Some(token) = rec["token"].as_str() else {
-            let why = rec["reason"].as_str().unwrap_or("no token was issued");
-            return Ok(Outcome::Denied(format!(
-                "approval {id} was {status}: {why}"
-            )));
+        let Some(token) = rec.token.as_deref() else {
+            return Outcome::Denied(not_approved(id, &rec));
         };
         // Approved with modifications: the token binds the operator's arguments.
-        let edited = (rec["arguments_changed"] == true).then(|| rec["arguments"].clone());
+        let edited = rec
+            .arguments_changed
+            .then(|| rec.arguments.clone().unwrap_or(Value::Null));
         let run_with = edited.as_ref().unwrap_or(arguments);
-        let limit = rec["output_bytes"].as_u64();
-        self.redeem(
-            token,
-            tool,
-            run_with,
-            edited.clone(),
-            limit,
-            Some(id.to_string()),
-        )
-        .await
+        let (limit, id) = (rec.output_bytes, Some(id.to_string()));
+        self.redeem(token, tool, run_with, edited.clone(), limit, id)
+            .await
     }
 
-    /// Cancels approval `id` (the client withdrew the request).
+    /// Cancels approval `id` (the client withdrew the request); logged, not returned.
     pub async fn cancel(&self, id: &str, reason: &str) {
-        let url = self.url(&format!("/v1/approvals/{id}/cancel"));
-        match self
-            .send(self.http.post(url).json(&json!({ "reason": reason })))
-            .await
-        {
-            Ok((200, _)) => tracing::info!(approval_id = %id, "approval cancelled: {reason}"),
-            Ok((s, b)) => {
-                tracing::warn!(approval_id = %id, status = s, code = %text(&b, "code"), "could not cancel the approval")
+        let req = CancelRequest {
+            reason: Some(reason.to_string()),
+        };
+        match self.api.cancel(id, &req).await {
+            // A 2xx answer: cancelled, whatever its body.
+            Ok(_) | Err(ClientError::Body { .. }) => {
+                tracing::info!(approval_id = %id, "approval cancelled: {reason}")
+            }
+            Err(e) if e.status().is_some() => {
+                tracing::warn!(approval_id = %id, status = e.status().unwrap_or_default(),
+                    code = %e.code().unwrap_or(""), "could not cancel the approval")
             }
             Err(e) => {
-                tracing::warn!(approval_id = %id, error = %e, "could not cancel the approval")
+                tracing::warn!(approval_id = %id, error = %failure(&e, status_code),
+                    "could not cancel the approval")
             }
         }
     }
 
-    /// Long-polls approval `id` until it leaves `pending`: `Ok(Ok(record))`, or
-    /// `Ok(Err(why))` when it cannot be read.
-    async fn wait(&self, id: &str) -> Result<Result<Value, String>, String> {
-        let rec = loop {
-            let url = self.url(&format!(
-                "/v1/approvals/{id}?wait={}",
-                self.cfg.poll_seconds
-            ));
-            match self.send(self.http.get(url)).await {
-                Ok((200, r)) if r["status"] == "pending" => continue,
-                Ok((200, r)) => break r,
-                Ok((s, r)) => {
-                    return Ok(Err(format!(
-                        "approval {id} cannot be read ({s} {})",
-                        text(&r, "code")
-                    )));
-                }
-                // The gateway may be restarting: keep waiting, the approval is durable.
+    /// Long-polls approval `id` (`GET /v1/approvals/{id}?wait=S`) until it leaves `pending`,
+    /// retrying while the gateway cannot be reached (it may be restarting; the approval is
+    /// durable): the decided approval, or `Err(why)` when it cannot be read.
+    async fn wait(&self, id: &str) -> Result<Approval, String> {
+        loop {
+            match self.api.approval_wait(id, self.cfg.poll_seconds).await {
+                Ok(r) if r.status == ApprovalStatus::Pending => continue,
+                Ok(r) => return Ok(r),
+                Err(e) if e.is_transport() => unreachable_pause(&e).await,
                 Err(e) => {
-                    tracing::warn!(error = %e, "waiting for the gateway");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    return Err(failure(&e, |e| {
+                        format!("approval {id} cannot be read ({})", status_code(e))
+                    }));
                 }
             }
-        };
-        Ok(Ok(rec))
+        }
     }
 
-    /// Reports a forwarded call's `result` (its JSON text) and says whether it may reach the
-    /// client: within the threshold it is released at once; over it an operator decides, and
-    /// it is released only after the approval's token was redeemed for this exact result.
-    /// `Err(why)` when it is withheld.
+    /// Reports a forwarded call's `result` (its JSON text; `POST /v1/tool-results`) and says
+    /// whether it may reach the client: within the threshold it is released at once; over it
+    /// an operator decides, and it is released only after the approval's token was redeemed
+    /// for this exact result. `Err(why)` when it is withheld.
     pub async fn release(
         &self,
         tool: &str,
@@ -376,51 +326,58 @@ impl Gateway {
     ) -> Result<(), String> {
         use sha2::Digest;
         let hash = hex::encode(sha2::Sha256::digest(result.as_bytes()));
-        let preview: String = result.chars().take(2048).collect();
-        let body = json!({"agent": self.cfg.agent, "session_id": self.cfg.session_id, "tool": tool,
-                          "server": self.cfg.server, "arguments": arguments,
-                          "output_bytes": result.len(), "result_sha256": hash, "preview": preview,
-                          "approval_id": approval_id});
-        let (status, b) = self
-            .send(self.http.post(self.url("/v1/tool-results")).json(&body))
-            .await?;
-        match (status, b["decision"].as_str()) {
-            (200, Some("allow")) => return Ok(()),
-            (202, Some("pending")) => {}
-            _ => {
+        let req = ToolResultRequest {
+            agent: self.cfg.agent.clone(),
+            session_id: self.cfg.session_id.clone(),
+            tool: tool.to_string(),
+            server: Some(self.cfg.server.clone()),
+            arguments: arguments.clone(),
+            output_bytes: result.len() as u64,
+            result_sha256: hash.clone(),
+            preview: Some(result.chars().take(2048).collect()),
+            approval_id: approval_id.map(str::to_string),
+        };
+        let id = match self.api.report_result(&req).await {
+            Ok(GateAnswer::Allow(_)) => return Ok(()),
+            Ok(GateAnswer::Pending(p)) => p.approval_id,
+            Ok(GateAnswer::Deny(d)) => {
+                let (code, message) = (d.code, d.message);
                 return Err(format!(
-                    "the assent gateway refused the result ({status} {}: {})",
-                    text(&b, "code"),
-                    text(&b, "message")
+                    "the assent gateway refused the result (403 {code}: {message})"
                 ));
             }
-        }
-        let id = text(&b, "approval_id");
-        tracing::info!(approval_id = %id, tool, bytes = result.len(), "result held for approval");
-        let rec = self.wait(&id).await??;
-        let Some(token) = rec["token"].as_str() else {
-            let why = rec["reason"].as_str().unwrap_or("no token was issued");
-            return Err(format!("approval {id} was {}: {why}", text(&rec, "status")));
+            Err(e) => {
+                return Err(failure(&e, |e| {
+                    format!("the assent gateway refused the result ({})", status_line(e))
+                }));
+            }
         };
-        if rec["call"]["arguments"]["result_sha256"] != hash {
+        tracing::info!(approval_id = %id, tool, bytes = result.len(), "result held for approval");
+        let rec = self.wait(&id).await?;
+        let Some(token) = rec.token.clone() else {
+            return Err(not_approved(&id, &rec));
+        };
+        if rec.held_result().is_none_or(|h| h.result_sha256 != hash) {
             return Err(format!("approval {id} is for another result"));
         }
-        let synthetic = format!("result.{tool}");
-        let redeem = json!({"token": token, "tool": synthetic, "server": self.cfg.server,
-                            "arguments": rec["call"]["arguments"]});
-        match self
-            .send(self.http.post(self.url("/v1/tokens/redeem")).json(&redeem))
-            .await?
-        {
-            (200, _) => Ok(()),
-            (s, r) => Err(format!(
-                "approval token refused ({s} {}: {})",
-                text(&r, "code"),
-                text(&r, "message")
-            )),
+        let redeem = RedeemRequest {
+            token,
+            tool: format!("result.{tool}"),
+            server: Some(self.cfg.server.clone()),
+            arguments: rec.call.arguments,
+            device_id: None,
+        };
+        match self.api.redeem(&redeem).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(failure(&e, |e| {
+                format!("approval token refused ({})", status_line(e))
+            })),
         }
     }
 
+    /// Redeems `token` for exactly `tool` with `arguments` (`POST /v1/tokens/redeem`):
+    /// [`Outcome::Forward`] with `edited`, `output_limit` and `approval_id`, or
+    /// [`Outcome::Denied`] when the token is refused or the gateway cannot be asked.
     async fn redeem(
         &self,
         token: &str,
@@ -429,22 +386,36 @@ impl Gateway {
         edited: Option<Value>,
         output_limit: Option<u64>,
         approval_id: Option<String>,
-    ) -> Result<Outcome, String> {
-        let body = json!({"token": token, "tool": tool, "server": self.cfg.server, "arguments": arguments});
-        match self
-            .send(self.http.post(self.url("/v1/tokens/redeem")).json(&body))
-            .await?
-        {
-            (200, _) => Ok(Outcome::Forward {
+    ) -> Outcome {
+        let req = RedeemRequest {
+            token: token.to_string(),
+            tool: tool.to_string(),
+            server: Some(self.cfg.server.clone()),
+            arguments: arguments.clone(),
+            device_id: None,
+        };
+        match self.api.redeem(&req).await {
+            Ok(_) => Outcome::Forward {
                 edited,
                 output_limit,
                 approval_id,
-            }),
-            (s, r) => Ok(Outcome::Denied(format!(
-                "approval token refused ({s} {}: {})",
-                text(&r, "code"),
-                text(&r, "message")
-            ))),
+            },
+            Err(e) => Outcome::Denied(failure(&e, |e| {
+                format!("approval token refused ({})", status_line(e))
+            })),
         }
     }
+}
+
+/// Why decided approval `id` gave no token: `approval ID was STATUS: REASON` (`no token was
+/// issued` when the gateway gave no reason).
+fn not_approved(id: &str, rec: &Approval) -> String {
+    let why = rec.reason.as_deref().unwrap_or("no token was issued");
+    format!("approval {id} was {}: {why}", rec.status)
+}
+
+/// The pause of a wait while the gateway cannot be reached: logged, then one second.
+async fn unreachable_pause(e: &ClientError) {
+    tracing::warn!(error = %failure(e, status_code), "waiting for the gateway");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }

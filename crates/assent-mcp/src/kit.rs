@@ -1,9 +1,12 @@
 //! The crate's shared kit, at the bottom of its module graph: the proxy's settings
 //! ([`ProxyConfig`]), what became of a call at the gateway ([`Outcome`]), what a call waits for
-//! ([`Hold`]), a tool's pin state ([`PinState`]), and the JSON-RPC lines every end builds (a
-//! reply, a `TOOL_DENIED:` result, the refusal of an ambiguous line). It does no I/O and holds
+//! ([`Hold`]), the JSON-RPC lines every end builds (a reply, a `TOOL_DENIED:` result, the
+//! refusal of an ambiguous line, a `tools/list` with its pins applied) and the proxy's words
+//! for a failed gateway call (from an [`assent_api::ClientError`]). It does no I/O and holds
 //! no state; the gateway client, the relay and the hub build on it.
 
+use assent_api::ClientError;
+use assent_api::tools::{PinState, ToolState};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use tokio::sync::watch;
@@ -56,17 +59,6 @@ pub enum Outcome {
         /// The in-client question ([`crate::in_client_question`]).
         question: String,
     },
-}
-
-/// The gateway's view of one upstream tool (`POST /v1/tools/check`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PinState {
-    /// `pinned`, `first_use` or `held`.
-    pub state: String,
-    /// The review of a held tool.
-    pub review_id: Option<String>,
-    /// The pinned definition, if any.
-    pub pinned: Option<Value>,
 }
 
 /// What a call is waiting for, shared between the call and whatever watches it (progress
@@ -153,18 +145,47 @@ pub(crate) fn reply(id: &Value, r: Result<Value, rmcp::ErrorData>) -> String {
     .to_string()
 }
 
-/// The string at `b[k]`, or empty when it is missing or not a string.
-pub(crate) fn text(b: &Value, k: &str) -> String {
-    b[k].as_str().unwrap_or("").to_string()
+/// Why a gateway call got no answer, in the proxy's words: `the assent gateway cannot be
+/// reached (CAUSE)` (transport: refused, timed out, dropped) or `the assent gateway cannot be
+/// asked (WHY)` (a URL that cannot be formed); `None` when the gateway answered (a non-2xx
+/// status, or a 2xx body that did not parse).
+pub(crate) fn unanswered(e: &ClientError) -> Option<String> {
+    match e {
+        ClientError::Transport { cause, .. } => {
+            Some(format!("the assent gateway cannot be reached ({cause})"))
+        }
+        ClientError::Config(why) => Some(format!("the assent gateway cannot be asked ({why})")),
+        _ => None,
+    }
+}
+
+/// Why a gateway call failed, as one line for the client or the log: [`unanswered`] when
+/// nothing was answered, else `answered(e)`, the caller's words for the gateway's answer
+/// (see [`status_code`], [`status_line`]).
+pub(crate) fn failure(e: &ClientError, answered: impl FnOnce(&ClientError) -> String) -> String {
+    unanswered(e).unwrap_or_else(|| answered(e))
+}
+
+/// `STATUS CODE` of an answer the proxy does not take (e.g. `404 NOT_FOUND`); the code is
+/// empty when the body was not an error body (a 2xx body that did not parse: `200 `).
+pub(crate) fn status_code(e: &ClientError) -> String {
+    let status = e.status().map(|s| s.to_string()).unwrap_or_default();
+    format!("{status} {}", e.code().unwrap_or(""))
+}
+
+/// `STATUS CODE: MESSAGE` of an answer the proxy does not take (the message empty when the
+/// body was not an error body).
+pub(crate) fn status_line(e: &ClientError) -> String {
+    format!("{}: {}", status_code(e), e.message().unwrap_or(""))
 }
 
 /// Rewrites a `tools/list` result for the client: held tools show their pinned definition,
 /// or are left out when they were never pinned.
-pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, PinState>) {
+pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, ToolState>) {
     tools.retain_mut(|t| {
         let name = t["name"].as_str().unwrap_or("").to_string();
         match states.get(&name) {
-            Some(s) if s.state == "held" => match &s.pinned {
+            Some(s) if s.state == PinState::Held => match &s.pinned {
                 Some(p) => {
                     *t = p.clone();
                     true

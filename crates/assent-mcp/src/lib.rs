@@ -44,9 +44,11 @@
 //!
 //! Layout, top to bottom (an import only points down): [`run`] (`relay/`: the stdio proxy,
 //! a `Relay` over one shared state, its handlers per direction and per message) and [`hub`]
-//! (the rmcp hub), both over [`Gateway`] (`gateway.rs`: the HTTP client of the `/v1` API),
-//! `tasks.rs` (MCP tasks shared by both), [`era`] and `ends.rs` (the MCP eras), `ask.rs`
-//! (in-client approval) and `kit.rs` (the shared types and JSON-RPC lines).
+//! (the rmcp hub), both over [`Gateway`] (`gateway.rs`: one call's way through the `/v1` API,
+//! all of it over `assent_api::Client` and its typed bodies — the crate's only HTTP client of
+//! the gateway), `tasks.rs` (MCP tasks shared by both), [`era`] and `ends.rs` (the MCP eras),
+//! `ask.rs` (in-client approval) and `kit.rs` (the shared types, JSON-RPC lines and the words
+//! for a failed gateway call).
 
 #![warn(missing_docs)]
 
@@ -61,5 +63,5 @@ mod tasks;
 
 pub use ask::{AskUser, Asker, UserAnswer, elicitation_schema, in_client_question, user_answer};
 pub use gateway::Gateway;
-pub use kit::{Hold, HoldState, Outcome, PinState, ProxyConfig, refusal};
+pub use kit::{Hold, HoldState, Outcome, ProxyConfig, refusal};
 pub use relay::run;

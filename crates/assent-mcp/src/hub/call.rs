@@ -10,6 +10,7 @@ use crate::ask::{Asker, UserAnswer};
 use crate::era;
 use crate::gateway::Gateway;
 use crate::kit::{Hold, HoldState, Outcome};
+use assent_api::tools::PinState;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Tool};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
@@ -124,7 +125,7 @@ impl Call {
         }
         match gw.check_tools(&[def]).await {
             Ok(states) => match states.get(tool) {
-                Some(s) if s.state == "held" => {
+                Some(s) if s.state == PinState::Held => {
                     let review = s.review_id.clone().unwrap_or_default();
                     self.held.send_replace(Hold::Review(review.clone()));
                     gw.await_review(&review)

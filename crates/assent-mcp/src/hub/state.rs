@@ -1,11 +1,14 @@
-//! The hub's shared state ([`Hub`]): the upstream connections, the gateway's HTTP client and
-//! settings, the agent each key acts for (`GET /v1/whoami`, cached) and the calls that became
-//! MCP tasks with their owners. One per process, shared by every client session; the
+//! The hub's shared state ([`Hub`]): the upstream connections, the gateway client
+//! (`assent_api::Client`, one per process; each key's [`Gateway`] is it with that key) and
+//! settings, the agent each key acts for (`GET /v1/whoami`, cached), the tools it declares
+//! per upstream, and the calls that became MCP tasks with their owners. One per process, shared by every client session; the
 //! per-request work is the handler's and the call's.
 
 use super::upstream::{Upstream, UpstreamSpec};
 use crate::gateway::Gateway;
-use crate::kit::ProxyConfig;
+use crate::kit::{ProxyConfig, failure};
+use assent_api::identity::WhoAmI;
+use assent_api::{Client, ClientError};
 use rmcp::model::CallToolRequestParams;
 use rmcp::task_manager::TaskManager;
 use serde_json::Value;
@@ -16,8 +19,9 @@ use std::time::Duration;
 /// The upstream connections and the gateway client shared by every client session.
 pub struct Hub {
     pub(super) upstreams: BTreeMap<String, Upstream>,
-    http: reqwest::Client,
-    gateway_url: String,
+    /// The gateway client every key's [`Gateway`] shares (its connection pool and timeouts),
+    /// with no key of its own.
+    api: Client,
     poll_seconds: u64,
     pub(super) progress_seconds: u64,
     agents: Mutex<HashMap<String, String>>,
@@ -28,13 +32,21 @@ pub struct Hub {
 
 impl Hub {
     /// Starts every upstream; one that cannot start is kept with its error (reported on
-    /// `tools/call` and in the log) and does not stop the others.
+    /// `tools/call` and in the log) and does not stop the others. The gateway client gives up
+    /// connecting after 5 s and on a request after `poll_seconds` + 30 s; errors when
+    /// `gateway_url` is not a gateway URL or the client cannot be built.
     pub async fn start(
         specs: BTreeMap<String, UpstreamSpec>,
         gateway_url: String,
         poll_seconds: u64,
         progress_seconds: u64,
     ) -> anyhow::Result<Arc<Self>> {
+        let api = Client::with_timeouts(
+            &gateway_url,
+            "",
+            Duration::from_secs(5),
+            Duration::from_secs(poll_seconds + 30),
+        )?;
         let mut upstreams = BTreeMap::new();
         for (alias, spec) in specs {
             let up = Upstream::connect(&alias, &spec).await;
@@ -42,11 +54,7 @@ impl Hub {
         }
         Ok(Arc::new(Self {
             upstreams,
-            http: reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(5))
-                .timeout(Duration::from_secs(poll_seconds + 30))
-                .build()?,
-            gateway_url,
+            api,
             poll_seconds,
             progress_seconds,
             agents: Mutex::default(),
@@ -58,10 +66,10 @@ impl Hub {
     /// A gateway client acting with agent key `key` for `agent`, on upstream `server`, in
     /// session `session` (sharing the hub's connection pool).
     pub(super) fn gateway(&self, key: &str, agent: &str, server: &str, session: &str) -> Gateway {
-        Gateway::with_client(
-            self.http.clone(),
+        Gateway::with_api(
+            self.api.with_key(key),
             ProxyConfig {
-                gateway_url: self.gateway_url.clone(),
+                gateway_url: self.api.base_url().to_string(),
                 api_key: key.to_string(),
                 agent: agent.to_string(),
                 server: server.to_string(),
@@ -108,61 +116,43 @@ impl Hub {
         serde_json::to_value(r).map_err(|e| e.to_string())
     }
 
-    /// The agent a key acts for (`GET /v1/whoami`), cached.
+    /// The agent a key acts for (`GET /v1/whoami`), cached. `Err(why)` when the key is not
+    /// an agent's, is refused, or the gateway cannot be asked.
     pub(super) async fn agent_of(&self, key: &str) -> Result<String, String> {
         if let Some(a) = self.agents.lock().expect("agents").get(key) {
             return Ok(a.clone());
         }
-        let resp = self
-            .http
-            .get(format!(
-                "{}/v1/whoami",
-                self.gateway_url.trim_end_matches('/')
-            ))
-            .bearer_auth(key)
-            .send()
-            .await
-            .map_err(|e| format!("the assent gateway cannot be reached ({})", e.without_url()))?;
-        let ok = resp.status().is_success();
-        let v: Value = resp.json().await.unwrap_or(Value::Null);
-        match v["agent_id"].as_str() {
-            Some(a) if ok => {
+        match self.api.with_key(key).whoami().await {
+            Ok(WhoAmI::Agent { agent_id, .. }) => {
                 self.agents
                     .lock()
                     .expect("agents")
-                    .insert(key.to_string(), a.to_string());
-                Ok(a.to_string())
+                    .insert(key.to_string(), agent_id.clone());
+                Ok(agent_id)
             }
-            _ if ok => Err("this key is not an agent's key".into()),
-            _ => Err(format!(
-                "the key was refused ({})",
-                v["code"].as_str().unwrap_or("UNAUTHORIZED")
-            )),
+            // A 2xx answer that names no agent.
+            Ok(WhoAmI::Operator { .. }) | Err(ClientError::Body { .. }) => {
+                Err("this key is not an agent's key".into())
+            }
+            Err(e) => Err(failure(&e, |e| {
+                format!(
+                    "the key was refused ({})",
+                    e.code().unwrap_or("UNAUTHORIZED")
+                )
+            })),
         }
     }
 
-    /// Tools declared for `agent` on `alias` (`Ok(None)`: all), `Err` when not declared.
+    /// Tools declared for `agent` on `alias` (`GET /v1/agents/{agent}/mcp-servers/{alias}/
+    /// tools` with the caller's `key`): `Ok(None)` all, `Err` when not declared or not
+    /// readable — a `tools` that is neither a list nor `null` included (fail closed: none).
     pub(super) async fn declared(
         &self,
         key: &str,
         agent: &str,
         alias: &str,
     ) -> Result<Option<Vec<String>>, ()> {
-        let url = format!(
-            "{}/v1/agents/{agent}/mcp-servers/{alias}/tools",
-            self.gateway_url.trim_end_matches('/')
-        );
-        let resp = self
-            .http
-            .get(url)
-            .bearer_auth(key)
-            .send()
-            .await
-            .map_err(|_| ())?;
-        if !resp.status().is_success() {
-            return Err(());
-        }
-        let v: Value = resp.json().await.map_err(|_| ())?;
-        Ok(serde_json::from_value(v["tools"].clone()).ok().flatten())
+        let d = self.api.with_key(key).declared_tools(agent, alias).await;
+        d.map(|d| d.tools).map_err(|_| ())
     }
 }

@@ -20,7 +20,6 @@ use anyhow::Context;
 use state::{Relay, State, write_lines};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use upstream::UpstreamSide;
@@ -53,12 +52,12 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
         }
         .read(child_out),
     );
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = client_lines();
     loop {
         tokio::select! {
-            line = lines.next_line() => match line {
-                Ok(Some(line)) => relay.on_client_line(line),
-                _ => break,
+            line = lines.recv() => match line {
+                Some(line) => relay.on_client_line(line),
+                None => break,
             },
             status = child.wait() => {
                 let code = status.ok().and_then(|s| s.code()).unwrap_or(1);
@@ -86,6 +85,24 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     drop(to_client);
     let _ = tokio::time::timeout(Duration::from_secs(2), client_writer).await;
     Ok(code)
+}
+
+/// The client's lines (stdin, without their `\n` or `\r\n`), read on a thread of their own
+/// until EOF or a read error (a line that is not UTF-8 included), which closes the channel. Not
+/// `tokio::io::stdin`: its read runs in the runtime's blocking pool, and a runtime being shut
+/// down waits for that read — so when the upstream exits while the client keeps stdin open,
+/// the process would never end. This thread, blocked in a read, ends with the process.
+fn client_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(64);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 /// Starts the upstream `command` (program and arguments) with piped stdin and stdout; its

@@ -4,13 +4,14 @@
 //! upstream reader's job.
 
 use crate::gateway::Gateway;
-use crate::kit::{Hold, HoldState, PinState};
+use crate::kit::{Hold, HoldState};
+use assent_api::tools::{PinState, ToolState};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::watch;
 
 /// The pin check of the upstream's tools: `None` until the first check finished.
-pub(super) type Pins = watch::Sender<Option<Result<HashMap<String, PinState>, String>>>;
+pub(super) type Pins = watch::Sender<Option<Result<HashMap<String, ToolState>, String>>>;
 
 /// The id prefix of the proxy's own `tools/list` requests (`assent-pins-N`, N the tools read so far).
 pub(super) const PIN_ID_PREFIX: &str = "assent-pins-";
@@ -42,7 +43,7 @@ pub(super) async fn pin_gate(
         None => Err(format!(
             "`{tool}` is not in the upstream's verified tool list"
         )),
-        Some(s) if s.state != "held" => Ok(()),
+        Some(s) if s.state != PinState::Held => Ok(()),
         Some(s) => {
             let id = s.review_id.unwrap_or_default();
             tracing::info!(tool, review_id = %id, "call waits for the review of a changed tool");
@@ -52,7 +53,7 @@ pub(super) async fn pin_gate(
                 if let Some(Ok(map)) = p
                     && let Some(t) = map.get_mut(tool)
                 {
-                    t.state = "pinned".into();
+                    t.state = PinState::Pinned;
                 }
             });
             Ok(())

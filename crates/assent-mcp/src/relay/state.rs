@@ -83,7 +83,8 @@ pub(super) struct State {
 
 impl State {
     /// The state of a new proxy for `cfg`: reads the declared tools from the gateway (`None`
-    /// when it cannot); errors only if the HTTP client cannot be built.
+    /// when it cannot); errors when the gateway URL is not one or the HTTP client cannot be
+    /// built.
     pub(super) async fn new(cfg: ProxyConfig) -> anyhow::Result<Self> {
         let progress_every = Duration::from_secs(cfg.progress_seconds.max(1));
         let gw = Arc::new(Gateway::new(cfg)?);

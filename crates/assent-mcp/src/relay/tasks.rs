@@ -7,7 +7,7 @@
 use super::pins::pin_gate;
 use super::state::{Forwarded, Relay, State};
 use crate::era;
-use crate::kit::{Hold, HoldState, Outcome, denied_value, reply, text};
+use crate::kit::{Hold, HoldState, Outcome, denied_value, reply};
 use crate::tasks::{task_options, task_run};
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
@@ -94,7 +94,7 @@ fn resume_task(
     });
     tokio::spawn(async move {
         let tool = match st.gw.approval(&approval).await {
-            Ok(rec) => text(&rec["call"], "tool"),
+            Ok(rec) => rec.call.tool,
             Err(why) => {
                 let _ = done_tx.send(Ok(denied_value(&why)));
                 return;
