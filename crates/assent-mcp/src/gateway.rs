@@ -411,7 +411,7 @@ impl Gateway {
 /// issued` when the gateway gave no reason).
 fn not_approved(id: &str, rec: &Approval) -> String {
     let why = rec.reason.as_deref().unwrap_or("no token was issued");
-    format!("approval {id} was {}: {why}", rec.status)
+    format!("approval {id} was {}: {why}", rec.status.as_str())
 }
 
 /// The pause of a wait while the gateway cannot be reached: logged, then one second.
