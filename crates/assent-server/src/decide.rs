@@ -52,8 +52,7 @@ fn decide_error(e: DecideError, operator: &str) -> ApiError {
             approvers.join(", ")
         )),
         DecideError::AlreadyDecided(e) => {
-            ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string())
-                .with(json!({"status": e.0}))
+            ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string()).with_status(e.0)
         }
         DecideError::WorkspaceNeedsConfirmation(_) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -68,7 +67,7 @@ fn decide_error(e: DecideError, operator: &str) -> ApiError {
                 "APPROVAL_DAMAGED",
                 DecideError::Damaged(columns.clone()).to_string(),
             )
-            .with(json!({"damaged": columns}))
+            .with_damaged(columns)
         }
         DecideError::Store(e) => ApiError::unavailable(e),
     }

@@ -1,6 +1,8 @@
 //! Wire shapes of an approval: assent's own JSON record, seed 002's ApprovalRequest and Token
 //! (schemas in `docs/schemas/`), with RFC 3339 times.
 
+use crate::body::to_value;
+use assent_api::tokens::ApprovalToken;
 use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use serde_json::{Value, json};
@@ -46,13 +48,22 @@ fn denial(a: &ApprovalRecord) -> Option<String> {
 }
 
 /// Seed 002 Token (`docs/schemas/approval-token.schema.json`) of a minted token.
-pub fn token_json(a: &ApprovalRecord) -> Option<Value> {
+pub fn approval_token(a: &ApprovalRecord) -> Option<ApprovalToken> {
     let t = a.token.as_ref()?;
-    Some(json!({
-        "tokenId": t.token_id, "approvalId": a.id, "toolCallHash": t.call_hash,
-        "expiresAt": rfc3339(t.expires_at), "singleUse": true, "scope": t.scope,
-        "issuedToClientDeviceId": t.device_id,
-    }))
+    Some(ApprovalToken {
+        token_id: t.token_id.clone(),
+        approval_id: a.id.clone(),
+        tool_call_hash: t.call_hash.clone(),
+        expires_at: rfc3339(t.expires_at),
+        single_use: true,
+        scope: t.scope.clone(),
+        issued_to_client_device_id: t.device_id.clone(),
+    })
+}
+
+/// [`approval_token`] as a JSON value (keys sorted, as every body writes them).
+pub fn token_json(a: &ApprovalRecord) -> Option<Value> {
+    approval_token(a).map(|t| to_value(&t))
 }
 
 /// Seed 002 ApprovalRequest (`docs/schemas/approval-request.schema.json`).
