@@ -2,7 +2,9 @@
 //! `assent-api`'s, for the bodies the server writes from api types. They go through the
 //! values' serde form, which is the same on both sides (`"R2"`, `{"file","rule","text"}`,
 //! `"pending"`), so they hold whether or not the api crate re-uses core's types; once it does,
-//! this file can go. It writes no body and knows no route.
+//! most uses can go. The same conversion turns a store row whose serde form is already the
+//! wire form (tool states, reviews, pins) into its api type. It writes no body and knows no
+//! route.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
