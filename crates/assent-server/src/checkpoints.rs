@@ -5,10 +5,13 @@
 //! The checkpoint itself — what is signed, the key, the table — is
 //! [`assent_store::checkpoint`].
 
+use crate::body::Body;
 use crate::error::ApiError;
 use crate::extract::{Operator, ReadCheckpoints};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
+use crate::wire;
+use assent_api::audit::CheckpointList;
 use assent_store::checkpoint::{Checkpoint, Due, public_key_hex};
 use axum::extract::{Query, State};
 use serde_json::{Value, json};
@@ -76,7 +79,7 @@ pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ReadCheckpoints>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<Body<CheckpointList>, ApiError> {
     let num = |k: &str| -> Result<Option<i64>, ApiError> {
         q.get(k)
             .map(|v| {
@@ -90,8 +93,8 @@ pub(crate) async fn list(
     let list = st
         .store_call(move |s| s.recent_checkpoints(before, limit))
         .await?;
-    Ok(axum::Json(json!({
-        "public_key": public_key_hex(&st.store.audit_public_key()),
-        "checkpoints": list.iter().map(to_json).collect::<Vec<_>>(),
-    })))
+    Ok(Body(CheckpointList {
+        public_key: public_key_hex(&st.store.audit_public_key()),
+        checkpoints: list.iter().map(|cp| wire::api(&to_json(cp))).collect(),
+    }))
 }
