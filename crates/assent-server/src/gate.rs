@@ -14,7 +14,9 @@ use crate::extract::{Agent, AgentItself, ApiJson, ProposeCalls, ReportResults};
 use crate::formats::{self, rfc3339};
 use crate::state::{AppState, now_ms};
 use crate::wire;
-use assent_api::gate::{Allowed, DelegationRequest, Denied, GateAnswer, Granted, Pending};
+use assent_api::gate::{
+    Allowed, Call, DelegationRequest, Denied, GateAnswer, Granted, HeldResult, Pending,
+};
 use assent_api::gate::{ToolCallRequest, ToolResultRequest, VerdictEcho};
 use assent_core::CanonicalCall;
 use assent_core::gatekeeper::default_timeout_seconds;
@@ -179,9 +181,16 @@ pub(crate) async fn tool_result(
         Some(limit) if b.output_bytes > limit && v.kind != VerdictKind::Deny => {
             let held = held_result(v, &b, limit);
             let preview: Option<String> = b.preview.map(|p| p.chars().take(2048).collect());
-            let args = json!({"call": {"tool": b.tool, "server": b.server, "arguments": original.call().arguments},
-                              "output_bytes": b.output_bytes, "result_sha256": b.result_sha256.to_ascii_lowercase(),
-                              "preview": preview});
+            let args = body::to_value(&HeldResult {
+                call: Call {
+                    tool: b.tool.clone(),
+                    server: b.server.clone(),
+                    arguments: original.call().arguments.clone(),
+                },
+                output_bytes: b.output_bytes,
+                result_sha256: b.result_sha256.to_ascii_lowercase(),
+                preview,
+            });
             let call = Canonical::call(format!("result.{}", b.tool), b.server, args)?;
             let mut sub = Submission::new(b.agent, b.session_id, call);
             sub.verdict = Some(held);
