@@ -1,5 +1,8 @@
-//! Wire shapes of an approval: assent's own JSON record, seed 002's ApprovalRequest and Token
-//! (schemas in `docs/schemas/`), with RFC 3339 times.
+//! Wire shapes of an approval, with RFC 3339 times: assent's own record
+//! ([`assent_api::approvals::Approval`]), seed 002's ApprovalRequest and Token
+//! ([`ApprovalRequestDoc`], [`ApprovalToken`]; schemas in `docs/schemas/`), built from the
+//! store's [`ApprovalRecord`]; and the MPLP Confirm object, which stays a `serde_json::Value`
+//! (MPLP is not part of the `/v1` contract). It answers no request itself.
 
 use crate::body::to_value;
 use crate::wire;
