@@ -72,6 +72,43 @@ impl Submission {
             verdict: None,
         }
     }
+
+    /// The store's [`Proposal`] of this submission at `now` (Unix ms): its own fields
+    /// borrowed, the call's canonical texts and `call_hash` from its [`CanonicalCall`], with
+    /// the gateway's `timeout_ms` and `max_pending`; no governance policies recorded (set
+    /// `governed_by` and `policy_set_sha256` on it). The submission owns what the proposal
+    /// borrows because it crosses to the store's blocking pool.
+    fn proposal<'a>(
+        &'a self,
+        now: i64,
+        timeout_ms: &'a dyn Fn(&Verdict) -> i64,
+        max_pending: u64,
+    ) -> Proposal<'a> {
+        let c = &self.call;
+        Proposal {
+            agent: &self.agent,
+            session_id: &self.session_id,
+            run_id: self.run_id.as_deref(),
+            device_id: self.device_id.as_deref(),
+            trace_id: self.trace_id.as_deref(),
+            call: c.call(),
+            canonical_arguments: c.arguments(),
+            canonical: c.canonical(),
+            call_hash: c.call_hash(),
+            now,
+            timeout_ms,
+            max_pending,
+            target: self.target.as_ref().map(|(t, id, diff)| ConfirmTarget {
+                target_type: t,
+                target_id: id,
+                diff: diff.as_ref(),
+            }),
+            plan_id: self.plan_id.as_deref(),
+            step_id: self.step_id.as_deref(),
+            governed_by: None,
+            policy_set_sha256: None,
+        }
+    }
 }
 
 /// `POST /v1/tool-calls` (the agent itself): gates one tool call; see [`gate`].
@@ -287,30 +324,10 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                     .saturating_add(extension_ms)
             };
             let governed_by = |v: &Verdict| reg.policies_behind(&v.reasons);
+            let mut proposal = b.proposal(now, &timeout, settings.max_pending_per_agent);
+            proposal.governed_by = Some(&governed_by);
+            proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
             let c = &b.call;
-            let proposal = Proposal {
-                agent: &b.agent,
-                session_id: &b.session_id,
-                run_id: b.run_id.as_deref(),
-                device_id: b.device_id.as_deref(),
-                trace_id: b.trace_id.as_deref(),
-                call: c.call(),
-                canonical_arguments: c.arguments(),
-                canonical: c.canonical(),
-                call_hash: c.call_hash(),
-                now,
-                timeout_ms: &timeout,
-                max_pending: settings.max_pending_per_agent,
-                target: b.target.as_ref().map(|(t, id, diff)| ConfirmTarget {
-                    target_type: t,
-                    target_id: id,
-                    diff: diff.as_ref(),
-                }),
-                plan_id: b.plan_id.as_deref(),
-                step_id: b.step_id.as_deref(),
-                governed_by: Some(&governed_by),
-                policy_set_sha256: Some(&reg.policy_set_sha256),
-            };
             s.propose(&proposal, |prior| {
                 if let Some(v) = b.verdict.clone() {
                     return v;
