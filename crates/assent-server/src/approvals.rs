@@ -4,16 +4,20 @@
 //! before it is read. Deciding and cancelling are [`crate::decide`]; routes are mounted by
 //! [`crate::router`](mod@crate::router).
 
+use crate::body::{Body, to_value};
 use crate::error::ApiError;
 use crate::extract::{Caller, ListApprovals, Operator, wait_seconds};
-use crate::formats::{self, approval_json};
+use crate::formats::{self, approval};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, approval_key};
+use crate::wire;
+use assent_api::approvals::{ApprovalGroup, ApprovalGroups, ApprovalList};
 use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use serde_json::{Value, json};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -61,7 +65,7 @@ pub(crate) async fn list_approvals(
     State(st): State<AppState>,
     _op: Operator<ListApprovals>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let (status, limit, group) = list_query(&q)?;
     let (expired, list) = st
         .store_call(move |s| {
@@ -78,15 +82,21 @@ pub(crate) async fn list_approvals(
                 None => groups.push((a.group_key.clone(), vec![a])),
             }
         }
-        return Ok(Json(json!({"groups": groups.iter().map(|(_, v)| json!({
-            "agent": v[0].agent, "server": v[0].call.server, "tool": v[0].call.tool,
-            "reasons": v[0].reasons, "count": v.len(),
-            "approvals": v.iter().map(|a| approval_json(a, None)).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>()})));
+        let groups = groups
+            .iter()
+            .map(|(_, v)| ApprovalGroup {
+                agent: v[0].agent.clone(),
+                server: v[0].call.server.clone(),
+                tool: v[0].call.tool.clone(),
+                reasons: wire::api(&v[0].reasons),
+                count: v.len(),
+                approvals: v.iter().map(|a| approval(a, None)).collect(),
+            })
+            .collect();
+        return Ok(Body(ApprovalGroups { groups }).into_response());
     }
-    Ok(Json(
-        json!({"approvals": list.iter().map(|a| approval_json(a, None)).collect::<Vec<_>>()}),
-    ))
+    let approvals = list.iter().map(|a| approval(a, None)).collect();
+    Ok(Body(ApprovalList { approvals }).into_response())
 }
 
 /// One read of an approval: the approvals that had to be expired first, the record, the
@@ -171,9 +181,9 @@ pub(crate) async fn get_approval(
             .filter(|r| p.sees(&r.agent))
             .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))?;
         let body = match format {
-            "approval-request" => formats::approval_request_json(&rec),
+            "approval-request" => to_value(&formats::approval_request(&rec)),
             "mplp" => formats::mplp_confirm_json(&rec, &events.0, &events.1),
-            _ => approval_json(&rec, token),
+            _ => to_value(&approval(&rec, token)),
         };
         if rec.status != ApprovalStatus::Pending {
             return Ok(Look::Done(body));

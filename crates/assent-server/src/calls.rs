@@ -5,7 +5,7 @@
 //! Kit: imports only the error type; it neither gates nor stores.
 
 use crate::error::ApiError;
-use assent_core::{CanonicalError, ToolCall};
+use assent_core::{CanonicalCall, CanonicalError, ToolCall};
 use serde_json::Value;
 
 /// Longest identifier accepted (`session_id`, `tool`, `server`, `run_id`, `device_id`,
@@ -15,60 +15,45 @@ pub const MAX_ID_BYTES: usize = 256;
 /// Longest `reason` of a decision or cancellation accepted, in bytes.
 pub const MAX_REASON_BYTES: usize = 4096;
 
-/// A call with the canonical JSON (RFC 8785) of its arguments and of the whole call, and its
-/// `call_hash` (SHA-256 hex of the canonical call); the arguments are canonicalised once.
-pub(crate) struct Canonical {
-    /// The call.
-    pub call: ToolCall,
-    /// The canonical JSON of `call.arguments` (its length is what `max_arguments_bytes` bounds).
-    pub arguments: String,
-    /// The canonical JSON of the call (`{"arguments", "server"?, "tool"}`).
-    pub canonical: String,
-    /// `call_hash`: SHA-256 of `canonical`, 64 lowercase hex digits.
-    pub hash: String,
-}
-
 /// `400 BAD_REQUEST` for a call that is not well formed.
 fn bad(e: CanonicalError) -> ApiError {
     ApiError::bad_request(e.to_string())
 }
 
+/// The one builder of a request's call: [`CanonicalCall`] (the call, the RFC 8785 canonical
+/// JSON of its arguments and of the whole call, and its `call_hash`, computed once in core),
+/// with a call that is not well formed answered `400 BAD_REQUEST`.
+pub(crate) struct Canonical;
+
 impl Canonical {
     /// Canonicalises `call` (the result of [`ToolCall::new`] or
     /// [`assent_core::delegation_call`]): `400` when it is not well formed (empty tool,
     /// arguments not an object, integers beyond ±2^53).
-    pub(crate) fn of(call: Result<ToolCall, CanonicalError>) -> Result<Self, ApiError> {
-        let call = call.map_err(bad)?;
-        let arguments = call.canonical_arguments().map_err(bad)?;
-        let canonical = call.canonical_with_arguments(&arguments).map_err(bad)?;
-        let hash = assent_core::canonical::sha256_hex(canonical.as_bytes());
-        Ok(Canonical {
-            call,
-            arguments,
-            canonical,
-            hash,
-        })
+    pub(crate) fn of(call: Result<ToolCall, CanonicalError>) -> Result<CanonicalCall, ApiError> {
+        CanonicalCall::new(call.map_err(bad)?).map_err(bad)
     }
 
-    /// [`Canonical::of`] the call `tool` on `server` with `arguments`.
+    /// [`CanonicalCall::parse`] the call `tool` on `server` with `arguments`; `400` when it is
+    /// not well formed.
     pub(crate) fn call(
         tool: String,
         server: Option<String>,
         arguments: Value,
-    ) -> Result<Self, ApiError> {
-        Self::of(ToolCall::new(tool, server, arguments))
+    ) -> Result<CanonicalCall, ApiError> {
+        CanonicalCall::parse(tool, server, arguments).map_err(bad)
     }
 }
 
-/// The `call_hash` of the call `tool` on `server` with `arguments`
-/// ([`ToolCall::canonical_and_hash`]); `400` when it is not well formed.
+/// The `call_hash` of the call `tool` on `server` with `arguments`; `400` when it is not well
+/// formed.
 pub(crate) fn call_hash(
     tool: String,
     server: Option<String>,
     arguments: Value,
 ) -> Result<String, ApiError> {
-    let call = ToolCall::new(tool, server, arguments).map_err(bad)?;
-    Ok(call.canonical_and_hash().map_err(bad)?.1)
+    Ok(Canonical::call(tool, server, arguments)?
+        .call_hash()
+        .to_string())
 }
 
 /// Resolves symlinks in an absolute, lexically normalised path: the real path of its longest

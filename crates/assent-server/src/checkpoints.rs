@@ -5,13 +5,15 @@
 //! The checkpoint itself — what is signed, the key, the table — is
 //! [`assent_store::checkpoint`].
 
+use crate::body::{Body, to_value};
 use crate::error::ApiError;
 use crate::extract::{Operator, ReadCheckpoints};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
+use assent_api::audit::{self as api, CheckpointList};
 use assent_store::checkpoint::{Checkpoint, Due, public_key_hex};
 use axum::extract::{Query, State};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -62,11 +64,23 @@ pub async fn sign_due(state: &AppState, due: Due) {
     }
 }
 
-/// A checkpoint on the wire: its fields, with `time` also as RFC 3339 (`at`).
+/// A checkpoint on the wire: its fields, with `time` (Unix milliseconds) also as RFC 3339
+/// (`at`).
+pub fn checkpoint(cp: &Checkpoint) -> api::Checkpoint {
+    api::Checkpoint {
+        seq: cp.seq,
+        head_hash: cp.head_hash.clone(),
+        record_count: cp.record_count,
+        time: cp.time,
+        public_key: cp.public_key.clone(),
+        signature: cp.signature.clone(),
+        at: rfc3339(cp.time),
+    }
+}
+
+/// [`checkpoint`] as a JSON value (keys sorted), for the webhook bodies that embed it.
 pub fn to_json(cp: &Checkpoint) -> Value {
-    let mut v = serde_json::to_value(cp).expect("a checkpoint serialises");
-    v["at"] = json!(rfc3339(cp.time));
-    v
+    to_value(&checkpoint(cp))
 }
 
 /// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operators): stored checkpoints, newest
@@ -76,7 +90,7 @@ pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ReadCheckpoints>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<Body<CheckpointList>, ApiError> {
     let num = |k: &str| -> Result<Option<i64>, ApiError> {
         q.get(k)
             .map(|v| {
@@ -90,8 +104,8 @@ pub(crate) async fn list(
     let list = st
         .store_call(move |s| s.recent_checkpoints(before, limit))
         .await?;
-    Ok(axum::Json(json!({
-        "public_key": public_key_hex(&st.store.audit_public_key()),
-        "checkpoints": list.iter().map(to_json).collect::<Vec<_>>(),
-    })))
+    Ok(Body(CheckpointList {
+        public_key: public_key_hex(&st.store.audit_public_key()),
+        checkpoints: list.iter().map(checkpoint).collect(),
+    }))
 }

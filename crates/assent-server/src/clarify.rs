@@ -5,6 +5,7 @@
 //! kind (§6.5.5): a reply of the wrong kind counts as no reply. Unanswered ones expire.
 //! Routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::body::{self, Body, to_value};
 use crate::config::Principal;
 use crate::error::ApiError;
 use crate::extract::{Agent, AnswerClarifications, ApiJson, AskQuestions, Caller};
@@ -13,13 +14,14 @@ use crate::formats::rfc3339;
 use crate::replies::{Ignored, clarification_reply, in_time, reply_sender};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, clarification_key};
+use crate::wire;
+use assent_api::clarify::{self as api, AnswerRequest, AskRequest, ClarificationList};
 use assent_store::aaep::Clarification;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use axum::response::Response;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -50,37 +52,31 @@ pub fn check_response(c: &Clarification, response: &Value) -> Result<&'static st
     ))
 }
 
-fn json_of(c: &Clarification) -> Value {
-    json!({
-        "id": c.id, "agent": c.agent, "session_id": c.session_id, "question": c.question,
-        "accepted_response_kinds": c.kinds, "choices": c.choices, "context": c.context,
-        "status": c.status, "response": c.response, "answered_by": c.answered_by,
-        "answered_at": c.answered_at.map(rfc3339), "requested_at": rfc3339(c.requested_at),
-        "expires_at": rfc3339(c.expires_at),
-    })
-}
-
-/// The body of `POST /v1/clarifications`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AskBody {
-    agent: String,
-    session_id: String,
-    question: String,
-    accepted_response_kinds: Vec<String>,
-    #[serde(default)]
-    choices: Vec<Value>,
-    #[serde(default)]
-    context: Option<String>,
-    #[serde(default)]
-    timeout_seconds: Option<u64>,
+/// The clarification as the API shows it (`answered_at`, `requested_at`, `expires_at` in
+/// RFC 3339).
+fn wire_of(c: &Clarification) -> api::Clarification {
+    api::Clarification {
+        id: c.id.clone(),
+        agent: c.agent.clone(),
+        session_id: c.session_id.clone(),
+        question: c.question.clone(),
+        accepted_response_kinds: c.kinds.clone(),
+        choices: c.choices.clone(),
+        context: c.context.clone(),
+        status: wire::api(&c.status),
+        response: c.response.clone(),
+        answered_by: c.answered_by.clone(),
+        answered_at: c.answered_at.map(rfc3339),
+        requested_at: rfc3339(c.requested_at),
+        expires_at: rfc3339(c.expires_at),
+    }
 }
 
 /// `POST /v1/clarifications` (the agent itself): asks a question (`202` with it).
 pub(crate) async fn ask(
     State(st): State<AppState>,
     agent: Agent<AskQuestions>,
-    ApiJson(b): ApiJson<AskBody>,
+    ApiJson(b): ApiJson<AskRequest>,
 ) -> Result<Response, ApiError> {
     agent.is(&b.agent)?;
     if b.question.is_empty() || b.question.len() > 16_384 || b.session_id.is_empty() {
@@ -148,7 +144,7 @@ pub(crate) async fn ask(
         )
     })?;
     st.changed();
-    Ok((StatusCode::ACCEPTED, Json(json_of(&c))).into_response())
+    Ok(body::with_status(StatusCode::ACCEPTED, wire_of(&c)))
 }
 
 /// `GET /v1/clarifications[?status=S]` (operators).
@@ -156,7 +152,7 @@ pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ListClarifications>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<ClarificationList>, ApiError> {
     let status = q.get("status").cloned().filter(|s| s != "all");
     let list = st
         .store_call(move |s| {
@@ -164,9 +160,8 @@ pub(crate) async fn list(
             s.list_clarifications(status.as_deref())
         })
         .await?;
-    Ok(Json(
-        json!({"clarifications": list.iter().map(json_of).collect::<Vec<_>>()}),
-    ))
+    let clarifications = list.iter().map(wire_of).collect();
+    Ok(Body(ClarificationList { clarifications }))
 }
 
 /// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator), long-polled.
@@ -202,10 +197,10 @@ pub(crate) async fn read(
             .filter(|c| p.sees(&c.agent))
             .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
         if c.status != "pending" {
-            return Ok(Look::Done(json_of(&c)));
+            return Ok(Look::Done(to_value(&wire_of(&c))));
         }
         let until = Duration::from_millis((c.expires_at - now_ms()).max(0) as u64 + 5);
-        Ok(Look::Pending(json_of(&c), until))
+        Ok(Look::Pending(to_value(&wire_of(&c)), until))
     };
     let body = st
         .waiters
@@ -214,23 +209,16 @@ pub(crate) async fn read(
     Ok(Json(body))
 }
 
-/// The body of `POST /v1/clarifications/{id}/answer`: `{"response": VALUE}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AnswerBody {
-    response: Value,
-}
-
 /// `POST /v1/clarifications/{id}/answer` (operator): `{"response": VALUE}`; a response of the
 /// wrong kind is `422 WRONG_KIND`; `409 ALREADY_ANSWERED` when it is no longer pending.
 pub(crate) async fn answer(
     State(st): State<AppState>,
     op: Operator<AnswerClarifications>,
     Path(id): Path<String>,
-    ApiJson(b): ApiJson<AnswerBody>,
-) -> Result<Json<Value>, ApiError> {
+    ApiJson(b): ApiJson<AnswerRequest>,
+) -> Result<Body<api::Clarification>, ApiError> {
     let c = answer_as(&st, op.principal.name, id, b.response).await?;
-    Ok(Json(json_of(&c)))
+    Ok(Body(wire_of(&c)))
 }
 
 /// Operator `name` answers clarification `id` with `response` (the REST API and the

@@ -5,41 +5,23 @@
 //! settled first and every waiter is woken after. An edit is re-gated by [`crate::edits`].
 //! Reads are [`crate::approvals`]; routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::body::Body;
 use crate::calls::{check_name, check_reason};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::extract::{Agent, Caller, DecideApprovals, Operator, OptionalJson, RelayUserDecision};
-use crate::formats::approval_json;
+use crate::formats::approval;
 use crate::state::{AppState, now_ms};
 use crate::waiters::clarification_key;
+use crate::wire;
+use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
+use assent_api::approvals::{
+    CancelRequest, DecisionRequest, SessionCancelled, UserDecisionRequest,
+};
 use assent_core::approval::{DecisionKind, GrantScope};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput};
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-/// The decision body of seed 002 / issue 3:
-/// `{"decision": "approve"|"deny", "reason"?, "scope"?: "once"|"session"|"15m"|"workspace",
-///   "whole_tool"?: bool, "confirm_workspace"?: bool, "arguments"?: {...}}`.
-/// One operator decision, as `POST /v1/approvals/{id}/decision` takes it (and the
-/// dashboard's forms build it).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DecisionBody {
-    pub(crate) decision: DecisionKind,
-    #[serde(default)]
-    pub(crate) reason: Option<String>,
-    #[serde(default)]
-    pub(crate) scope: Option<String>,
-    #[serde(default)]
-    pub(crate) whole_tool: bool,
-    #[serde(default)]
-    pub(crate) confirm_workspace: bool,
-    #[serde(default)]
-    pub(crate) arguments: Option<Value>,
-}
 
 /// The API error of a refused decision or cancellation by `operator`: `404`, `403` (missing
 /// approver role), `409 ALREADY_DECIDED` (with `status`), `422 WORKSPACE_NEEDS_CONFIRMATION`,
@@ -52,8 +34,7 @@ fn decide_error(e: DecideError, operator: &str) -> ApiError {
             approvers.join(", ")
         )),
         DecideError::AlreadyDecided(e) => {
-            ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string())
-                .with(json!({"status": e.0}))
+            ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string()).with_status(e.0)
         }
         DecideError::WorkspaceNeedsConfirmation(_) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -68,7 +49,7 @@ fn decide_error(e: DecideError, operator: &str) -> ApiError {
                 "APPROVAL_DAMAGED",
                 DecideError::Damaged(columns.clone()).to_string(),
             )
-            .with(json!({"damaged": columns}))
+            .with_damaged(columns)
         }
         DecideError::Store(e) => ApiError::unavailable(e),
     }
@@ -81,7 +62,7 @@ fn decide_error(e: DecideError, operator: &str) -> ApiError {
 async fn decision_input(
     st: &AppState,
     id: Option<&str>,
-    b: DecisionBody,
+    b: DecisionRequest,
     roles: &[String],
 ) -> Result<DecisionInput, ApiError> {
     check_reason(&b.reason)?;
@@ -91,7 +72,7 @@ async fn decision_input(
     };
     let (edited, edited_output_bytes) = match (b.arguments, id) {
         (None, _) => (None, None),
-        (Some(_), _) if b.decision == DecisionKind::Deny => {
+        (Some(_), _) if b.decision == assent_api::DecisionKind::Deny => {
             return Err(ApiError::bad_request("arguments apply to approvals only"));
         }
         (Some(_), None) => return Err(ApiError::bad_request("no such approval")),
@@ -106,7 +87,7 @@ async fn decision_input(
         }
     };
     Ok(DecisionInput {
-        kind: Some(b.decision),
+        kind: Some(wire::api(&b.decision)),
         reason: b.reason,
         scope,
         whole_tool: b.whole_tool,
@@ -122,10 +103,10 @@ pub(crate) async fn decide(
     State(st): State<AppState>,
     op: Operator<DecideApprovals>,
     Path(id): Path<String>,
-    ApiJson(b): ApiJson<DecisionBody>,
-) -> Result<Json<Value>, ApiError> {
+    ApiJson(b): ApiJson<DecisionRequest>,
+) -> Result<Body<Approval>, ApiError> {
     let rec = decide_as(&st, op.name(), op.roles(), id, b).await?;
-    Ok(Json(approval_json(&rec, None)))
+    Ok(Body(approval(&rec, None)))
 }
 
 /// Applies operator `name`'s (holding `roles`) decision `b` to approval `id` (the REST API
@@ -137,7 +118,7 @@ pub(crate) async fn decide_as(
     name: &str,
     roles: &[String],
     id: String,
-    b: DecisionBody,
+    b: DecisionRequest,
 ) -> Result<ApprovalRecord, ApiError> {
     let input = decision_input(st, Some(&id), b, roles).await?;
     let (actor, roles2) = (name.to_string(), roles.to_vec());
@@ -160,34 +141,18 @@ pub(crate) async fn decide_as(
     }
 }
 
-/// The body of `POST /v1/approvals/decisions`: `{"ids": [...], "decision", "reason"?, "scope"?, "whole_tool"?, "confirm_workspace"?}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct BatchBody {
-    ids: Vec<String>,
-    decision: DecisionKind,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    scope: Option<String>,
-    #[serde(default)]
-    whole_tool: bool,
-    #[serde(default)]
-    confirm_workspace: bool,
-}
-
 /// `POST /v1/approvals/decisions`: the same decision on several approvals (seed 002
 /// batching). Each gets its own decision, token and audit record; the answer lists each
 /// outcome (`200` even when some failed).
 pub(crate) async fn decide_batch(
     State(st): State<AppState>,
     op: Operator<DecideApprovals>,
-    ApiJson(b): ApiJson<BatchBody>,
-) -> Result<Json<Value>, ApiError> {
+    ApiJson(b): ApiJson<BatchDecisionRequest>,
+) -> Result<Body<BatchDecisionResponse>, ApiError> {
     if b.ids.is_empty() || b.ids.len() > 500 {
         return Err(ApiError::bad_request("ids must list 1 to 500 approval ids"));
     }
-    let body = DecisionBody {
+    let body = DecisionRequest {
         decision: b.decision,
         reason: b.reason,
         scope: b.scope,
@@ -213,36 +178,29 @@ pub(crate) async fn decide_batch(
         .collect();
     st.settled(&decided);
     st.changed();
-    let out: Vec<Value> = b
+    let results = b
         .ids
         .iter()
         .zip(results)
-        .map(|(id, r)| match r {
-            Ok(rec) => json!({"id": id, "ok": true, "approval": approval_json(&rec, None)}),
-            Err(e) => {
-                let e = decide_error(e, op.name());
-                json!({"id": id, "ok": false, "code": e.code, "message": e.message})
+        .map(|(id, r)| {
+            let mut out = BatchResult {
+                id: id.clone(),
+                ok: r.is_ok(),
+                approval: None,
+                code: None,
+                message: None,
+            };
+            match r {
+                Ok(rec) => out.approval = Some(Box::new(approval(&rec, None))),
+                Err(e) => {
+                    let e = decide_error(e, op.name());
+                    (out.code, out.message) = (Some(e.code.to_string()), Some(e.message));
+                }
             }
+            out
         })
         .collect();
-    Ok(Json(json!({"results": out})))
-}
-
-/// The optional body of a cancellation: `{"reason"?}`.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CancelBody {
-    #[serde(default)]
-    reason: Option<String>,
-}
-
-/// The body of `POST /v1/approvals/{id}/user-decision`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UserDecisionBody {
-    decision: String,
-    #[serde(default)]
-    reason: Option<String>,
+    Ok(Body(BatchDecisionResponse { results }))
 }
 
 /// `POST /v1/approvals/{id}/user-decision` (the agent that asked; sent by the MCP proxy after
@@ -254,8 +212,8 @@ pub(crate) async fn user_decision(
     State(st): State<AppState>,
     caller: Agent<RelayUserDecision>,
     Path(id): Path<String>,
-    ApiJson(b): ApiJson<UserDecisionBody>,
-) -> Result<Json<Value>, ApiError> {
+    ApiJson(b): ApiJson<UserDecisionRequest>,
+) -> Result<Body<Approval>, ApiError> {
     let agent = caller.agent_id;
     check_reason(&b.reason)?;
     let kind = match b.decision.as_str() {
@@ -294,7 +252,7 @@ pub(crate) async fn user_decision(
         .await?
         .map_err(|e| decide_error(e, "the agent's user"))?;
     st.settled(std::slice::from_ref(&rec.id));
-    Ok(Json(approval_json(&rec, None)))
+    Ok(Body(approval(&rec, None)))
 }
 
 /// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending
@@ -303,8 +261,8 @@ pub(crate) async fn cancel_approval(
     State(st): State<AppState>,
     Caller(p): Caller,
     Path(id): Path<String>,
-    OptionalJson(b): OptionalJson<CancelBody>,
-) -> Result<Json<Value>, ApiError> {
+    OptionalJson(b): OptionalJson<CancelRequest>,
+) -> Result<Body<Approval>, ApiError> {
     check_reason(&b.reason)?;
     let name = p.name.clone();
     let res = st
@@ -322,7 +280,7 @@ pub(crate) async fn cancel_approval(
     match res {
         Ok(rec) => {
             st.settled(std::slice::from_ref(&rec.id));
-            Ok(Json(approval_json(&rec, None)))
+            Ok(Body(approval(&rec, None)))
         }
         Err(e) => Err(decide_error(e, &name)),
     }
@@ -337,8 +295,8 @@ pub(crate) async fn cancel_session(
     State(st): State<AppState>,
     Caller(p): Caller,
     Path(session): Path<String>,
-    OptionalJson(b): OptionalJson<CancelBody>,
-) -> Result<Json<Value>, ApiError> {
+    OptionalJson(b): OptionalJson<CancelRequest>,
+) -> Result<Body<SessionCancelled>, ApiError> {
     check_reason(&b.reason)?;
     check_name("session_id", &session)?;
     let agent = p.agent_id().map(str::to_string);
@@ -361,10 +319,10 @@ pub(crate) async fn cancel_session(
         st.waiters.wake(&clarification_key(c));
     }
     st.changed();
-    Ok(Json(json!({
-        "session_id": session,
-        "cancelled": cancelled,
-        "refused": out.refused,
-        "clarifications": out.clarifications,
-    })))
+    Ok(Body(SessionCancelled {
+        session_id: session,
+        cancelled,
+        refused: out.refused,
+        clarifications: out.clarifications,
+    }))
 }

@@ -10,7 +10,7 @@ use assent_core::evaluate_in;
 use assent_core::triggers::{Observations, PriorCall};
 use assent_store::{ApprovalRecord, EditedCall};
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// An operator's edit of approval `rec` (holding `roles`): reads the session's earlier calls
 /// (the held call left out) and [`regate`]s `arguments` with them. Errors as [`regate`]'s, and
@@ -45,8 +45,8 @@ fn regate(
     let v = evaluate_in(
         &st.registry,
         &rec.agent,
-        &c.call,
-        Some(&c.arguments),
+        c.call(),
+        Some(c.arguments()),
         &Observations {
             now_ms: now_ms(),
             prior_calls: prior,
@@ -59,7 +59,7 @@ fn regate(
         triggers: &rec.triggers,
     };
     let raised = if rec.triggers.iter().any(|t| t == "cost") {
-        assent_core::edit::raised_costs(&st.registry, &rec.agent, &rec.call, &c.call)
+        assent_core::edit::raised_costs(&st.registry, &rec.agent, &rec.call, c.call())
     } else {
         Vec::new()
     };
@@ -81,15 +81,15 @@ fn regate(
             EditRefusal::NeedsRole(_) => StatusCode::FORBIDDEN,
             _ => StatusCode::UNPROCESSABLE_ENTITY,
         };
-        ApiError::new(status, e.code(), e.to_string())
-            .with(json!({"reasons": v.reasons, "triggers": v.triggers}))
+        ApiError::new(status, e.code(), e.to_string()).with_verdict(&v.reasons, &v.triggers)
     })?;
+    let (call, canonical_arguments, canonical, call_hash) = c.into_parts();
     Ok((
         EditedCall {
-            arguments: c.call.arguments,
-            canonical_arguments: c.arguments,
-            canonical: c.canonical,
-            call_hash: c.hash,
+            arguments: call.arguments,
+            canonical_arguments,
+            canonical,
+            call_hash,
         },
         v.output_bytes,
     ))

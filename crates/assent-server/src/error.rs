@@ -1,9 +1,12 @@
-//! `ApiError`: the one place HTTP status codes and the `{"code", "message"}` body are chosen.
+//! `ApiError`: the one place HTTP status codes and the error body are chosen; the body is
+//! `assent_api::ApiErrorBody` (`{"code", "message"}` and, for a few codes, `status`,
+//! `damaged`, `reasons`, `triggers`).
 
-use axum::Json;
+use crate::body::Body;
+use crate::wire;
+use assent_api::ApiErrorBody;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
 
 /// An API error: a status, a stable `code`, a human message and optional extra fields.
 /// 5xx errors hide their detail from the client and log it instead.
@@ -15,8 +18,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// Human-readable message.
     pub message: String,
-    /// Extra fields merged into the body.
-    pub extra: Option<Value>,
+    /// The body's extra fields (its `code` and `message` are the ones above).
+    pub extra: Box<ApiErrorBody>,
 }
 
 impl ApiError {
@@ -26,7 +29,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
-            extra: None,
+            extra: Box::new(ApiErrorBody::new(code, "")),
         }
     }
     /// 400 `BAD_REQUEST`.
@@ -58,21 +61,34 @@ impl ApiError {
             "the approval store is unavailable; nothing was allowed",
         )
     }
-    /// Adds the fields of the object `extra` to the body.
-    pub fn with(mut self, extra: Value) -> Self {
-        self.extra = Some(extra);
+    /// `ALREADY_DECIDED`'s `status`: the status the approval already has.
+    pub fn with_status(mut self, status: assent_core::ApprovalStatus) -> Self {
+        self.extra.status = Some(wire::api(&status));
         self
+    }
+    /// `APPROVAL_DAMAGED`'s `damaged`: the stored columns that cannot be read.
+    pub fn with_damaged(mut self, columns: Vec<String>) -> Self {
+        self.extra.damaged = Some(columns);
+        self
+    }
+    /// An edit refused by the gatekeeper: the edited call's `reasons` and `triggers`.
+    pub fn with_verdict(mut self, reasons: &[assent_core::Reason], triggers: &[String]) -> Self {
+        self.extra.reasons = Some(wire::api(&reasons));
+        self.extra.triggers = Some(triggers.to_vec());
+        self
+    }
+    /// The error body: `code`, `message` and the extra fields set.
+    pub fn body(&self) -> ApiErrorBody {
+        ApiErrorBody {
+            code: self.code.to_string(),
+            message: self.message.clone(),
+            ..(*self.extra).clone()
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"code": self.code, "message": self.message});
-        if let (Some(Value::Object(extra)), Value::Object(b)) = (self.extra, &mut body) {
-            for (k, v) in extra {
-                b.entry(k).or_insert(v);
-            }
-        }
-        (self.status, Json(body)).into_response()
+        (self.status, Body(self.body())).into_response()
     }
 }

@@ -1,6 +1,14 @@
-//! Wire shapes of an approval: assent's own JSON record, seed 002's ApprovalRequest and Token
-//! (schemas in `docs/schemas/`), with RFC 3339 times.
+//! Wire shapes of an approval, with RFC 3339 times: assent's own record
+//! ([`assent_api::approvals::Approval`]), seed 002's ApprovalRequest and Token
+//! ([`ApprovalRequestDoc`], [`ApprovalToken`]; schemas in `docs/schemas/`), built from the
+//! store's [`ApprovalRecord`]; and the MPLP Confirm object, which stays a `serde_json::Value`
+//! (MPLP is not part of the `/v1` contract). It answers no request itself.
 
+use crate::body::to_value;
+use crate::wire;
+use assent_api::approvals::{Approval, ApprovalRequestDoc, DecisionEntry};
+use assent_api::gate::Call;
+use assent_api::tokens::ApprovalToken;
 use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use serde_json::{Value, json};
@@ -46,87 +54,122 @@ fn denial(a: &ApprovalRecord) -> Option<String> {
 }
 
 /// Seed 002 Token (`docs/schemas/approval-token.schema.json`) of a minted token.
-pub fn token_json(a: &ApprovalRecord) -> Option<Value> {
+pub fn approval_token(a: &ApprovalRecord) -> Option<ApprovalToken> {
     let t = a.token.as_ref()?;
-    Some(json!({
-        "tokenId": t.token_id, "approvalId": a.id, "toolCallHash": t.call_hash,
-        "expiresAt": rfc3339(t.expires_at), "singleUse": true, "scope": t.scope,
-        "issuedToClientDeviceId": t.device_id,
-    }))
+    Some(ApprovalToken {
+        token_id: t.token_id.clone(),
+        approval_id: a.id.clone(),
+        tool_call_hash: t.call_hash.clone(),
+        expires_at: rfc3339(t.expires_at),
+        single_use: true,
+        scope: t.scope.clone(),
+        issued_to_client_device_id: t.device_id.clone(),
+    })
 }
 
-/// Seed 002 ApprovalRequest (`docs/schemas/approval-request.schema.json`).
-pub fn approval_request_json(a: &ApprovalRecord) -> Value {
-    let mut v = json!({
-        "approvalId": a.id, "sessionId": a.session_id, "runId": a.run_id,
-        "toolCallCanonical": a.canonical, "toolCallHash": a.call_hash,
-        "humanSummary": a.human_summary, "riskTier": a.risk_tier,
-        "requestedAt": rfc3339(a.requested_at), "expiresAt": rfc3339(a.expires_at),
-        "status": a.status,
-    });
-    if let Some(d) = arguments_diff(a).or_else(|| a.target_diff.clone()) {
-        v["diff"] = d;
+/// Seed 002 ApprovalRequest (`docs/schemas/approval-request.schema.json`); `diff` only when
+/// the approval was edited or its target carries one, `suggestedAlternatives` only when there
+/// are some.
+pub fn approval_request(a: &ApprovalRecord) -> ApprovalRequestDoc {
+    ApprovalRequestDoc {
+        approval_id: a.id.clone(),
+        session_id: a.session_id.clone(),
+        run_id: a.run_id.clone(),
+        tool_call_canonical: a.canonical.clone(),
+        tool_call_hash: a.call_hash.clone(),
+        human_summary: a.human_summary.clone(),
+        risk_tier: wire::api(&a.risk_tier),
+        requested_at: rfc3339(a.requested_at),
+        expires_at: rfc3339(a.expires_at),
+        status: wire::api(&a.status),
+        diff: arguments_diff(a).or_else(|| a.target_diff.clone()),
+        suggested_alternatives: (!a.suggested_alternatives.is_empty())
+            .then(|| a.suggested_alternatives.clone()),
     }
-    if !a.suggested_alternatives.is_empty() {
-        v["suggestedAlternatives"] = json!(a.suggested_alternatives);
-    }
-    v
 }
 
 /// assent's approval record. `token` (the signed string) is given only to the agent that
 /// asked; it binds `arguments` (the operator's edit when `arguments_changed`). `damaged` (the
-/// unreadable stored columns) appears only when there are some.
+/// unreadable stored columns) appears only when there are some; `diff` is the edit's patch
+/// (`null` when it cannot be computed) or the target's; `code` and `reason` say why a call
+/// will not run.
+pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
+    let denial = denial(a);
+    let (token, token_expires_at) = match (token, &a.token) {
+        (Some(t), Some(info)) => (Some(t), Some(rfc3339(info.expires_at))),
+        _ => (None, None),
+    };
+    Approval {
+        id: a.id.clone(),
+        status: wire::api(&a.status),
+        agent: a.agent.clone(),
+        session_id: a.session_id.clone(),
+        run_id: a.run_id.clone(),
+        device_id: a.device_id.clone(),
+        call: Call {
+            tool: a.call.tool.clone(),
+            server: a.call.server.clone(),
+            arguments: a.call.arguments.clone(),
+        },
+        call_hash: a.call_hash.clone(),
+        canonical: a.canonical.clone(),
+        message: a.message.clone(),
+        human_summary: a.human_summary.clone(),
+        risk_tier: wire::api(&a.risk_tier),
+        risk_level: wire::api(&a.risk_tier.risk_level()),
+        irreversible: a.irreversible,
+        reasons: wire::api(&a.reasons),
+        triggers: a.triggers.clone(),
+        approvers: a.approvers.clone(),
+        default_decision: wire::api(&a.default_decision),
+        suggested_alternatives: a.suggested_alternatives.clone(),
+        escalation: wire::api(&a.escalation),
+        escalated_at: a.escalated_at.map(rfc3339),
+        output_bytes: a.output_bytes,
+        decisions: a.decisions.iter().map(decision_entry).collect(),
+        requested_at: rfc3339(a.requested_at),
+        expires_at: rfc3339(a.expires_at),
+        decided_at: a.decided_at.map(rfc3339),
+        scope: wire::api(&a.scope),
+        grant_id: a.grant_id.clone(),
+        arguments_changed: a.edited.is_some(),
+        target_type: a.target_type.clone(),
+        target_id: a.target_id.clone(),
+        in_client_approval: a.in_client_approval,
+        side_effects: a.side_effects.clone(),
+        rollback: a.rollback.clone(),
+        dry_run_tool: a.dry_run_tool.clone(),
+        redact: a.redact.clone(),
+        diff: match &a.edited {
+            Some(_) => Some(arguments_diff(a).unwrap_or(Value::Null)),
+            None => a.target_diff.clone(),
+        },
+        damaged: a.damaged.clone(),
+        arguments: a.edited.as_ref().map(|e| e.arguments.clone()),
+        approved_call_hash: a.edited.as_ref().map(|e| e.call_hash.clone()),
+        code: denial.is_some().then(|| "TOOL_DENIED".to_string()),
+        reason: denial,
+        approval_token: approval_token(a),
+        token,
+        token_expires_at,
+    }
+}
+
+/// One recorded decision of an approval (`decisions[]`).
+fn decision_entry(d: &assent_store::DecisionRecord) -> DecisionEntry {
+    DecisionEntry {
+        decision: wire::api(&d.decision),
+        reason: d.reason.clone(),
+        by: d.actor.clone(),
+        at: rfc3339(d.at),
+        default_applied: wire::api(&d.default_applied),
+    }
+}
+
+/// [`approval`] as a JSON value (keys sorted), for the bodies that embed it in a `Value`
+/// (AAEP, MPLP, webhooks).
 pub fn approval_json(a: &ApprovalRecord, token: Option<String>) -> Value {
-    let mut v = json!({
-        "id": a.id, "status": a.status, "agent": a.agent, "session_id": a.session_id,
-        "run_id": a.run_id, "device_id": a.device_id,
-        "call": {"tool": a.call.tool, "server": a.call.server, "arguments": a.call.arguments},
-        "call_hash": a.call_hash, "canonical": a.canonical, "message": a.message,
-        "human_summary": a.human_summary,
-        "risk_tier": a.risk_tier,
-        "risk_level": a.risk_tier.risk_level(),
-        "irreversible": a.irreversible, "reasons": a.reasons, "triggers": a.triggers,
-        "approvers": a.approvers, "default_decision": a.default_decision,
-        "suggested_alternatives": a.suggested_alternatives,
-        "escalation": a.escalation, "escalated_at": a.escalated_at.map(rfc3339),
-        "output_bytes": a.output_bytes,
-        "decisions": a.decisions.iter().map(|d| json!({
-            "decision": d.decision, "reason": d.reason, "by": d.actor, "at": rfc3339(d.at),
-            "default_applied": d.default_applied,
-        })).collect::<Vec<_>>(),
-        "requested_at": rfc3339(a.requested_at), "expires_at": rfc3339(a.expires_at),
-        "decided_at": a.decided_at.map(rfc3339),
-        "scope": a.scope, "grant_id": a.grant_id,
-        "arguments_changed": a.edited.is_some(),
-        "target_type": a.target_type, "target_id": a.target_id,
-        "in_client_approval": a.in_client_approval,
-        "side_effects": a.side_effects, "rollback": a.rollback,
-        "dry_run_tool": a.dry_run_tool, "redact": a.redact,
-    });
-    if let Some(d) = &a.target_diff {
-        v["diff"] = d.clone();
-    }
-    // Only for an approval whose stored columns could not be read (issue 10 §8).
-    if !a.damaged.is_empty() {
-        v["damaged"] = json!(a.damaged);
-    }
-    if let Some(e) = &a.edited {
-        v["arguments"] = e.arguments.clone();
-        v["approved_call_hash"] = json!(e.call_hash);
-        v["diff"] = arguments_diff(a).unwrap_or(Value::Null);
-    }
-    if let Some(why) = denial(a) {
-        v["code"] = json!("TOOL_DENIED");
-        v["reason"] = json!(why);
-    }
-    if let Some(t) = token_json(a) {
-        v["approval_token"] = t;
-    }
-    if let (Some(t), Some(info)) = (token, &a.token) {
-        v["token"] = Value::String(t);
-        v["token_expires_at"] = Value::String(rfc3339(info.expires_at));
-    }
-    v
+    to_value(&approval(a, token))
 }
 
 /// MPLP decision status of one stored decision: approve → `approved`, deny → `rejected`,

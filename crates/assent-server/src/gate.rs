@@ -6,21 +6,26 @@
 //! `429 TOO_MANY_PENDING`. Decisions, redemptions and expiry live elsewhere
 //! ([`crate::approvals`], [`crate::tokens`]); routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::body::{self, Body};
 use crate::calls::{Canonical, MAX_ID_BYTES, check_id, check_name, check_trace_id};
 use crate::calls::{is_uuid_v4, resolve_real_path};
 use crate::error::ApiError;
 use crate::extract::{Agent, AgentItself, ApiJson, ProposeCalls, ReportResults};
 use crate::formats::{self, rfc3339};
 use crate::state::{AppState, now_ms};
+use crate::wire;
+use assent_api::gate::{
+    Allowed, Call, DelegationRequest, Denied, GateAnswer, Granted, HeldResult, Pending,
+};
+use assent_api::gate::{ToolCallRequest, ToolResultRequest, VerdictEcho};
+use assent_core::CanonicalCall;
 use assent_core::gatekeeper::default_timeout_seconds;
 use assent_core::triggers::Observations;
 use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};
 use assent_store::{ConfirmTarget, Proposal, Proposed};
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// One thing to gate: a tool call, a delegation, a held tool result, or the synthetic call of
@@ -37,7 +42,7 @@ pub(crate) struct Submission {
     /// MPLP trace id (UUID v4).
     pub trace_id: Option<String>,
     /// The call, canonicalised, with its `call_hash`.
-    pub call: Canonical,
+    pub call: CanonicalCall,
     /// `(target_type, target_id, diff)` of an MPLP Confirm target.
     pub target: Option<(String, String, Option<Value>)>,
     /// MPLP plan this call is a step of.
@@ -52,7 +57,7 @@ pub(crate) struct Submission {
 
 impl Submission {
     /// A plain submission of `call` by `agent` in `session_id`; set the other fields after.
-    pub(crate) fn new(agent: String, session_id: String, call: Canonical) -> Self {
+    pub(crate) fn new(agent: String, session_id: String, call: CanonicalCall) -> Self {
         Self {
             agent,
             session_id,
@@ -67,37 +72,50 @@ impl Submission {
             verdict: None,
         }
     }
-}
 
-/// The body of `POST /v1/tool-calls`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ProposeBody {
-    agent: String,
-    session_id: String,
-    tool: String,
-    #[serde(default)]
-    server: Option<String>,
-    arguments: Value,
-    #[serde(default)]
-    run_id: Option<String>,
-    #[serde(default)]
-    device_id: Option<String>,
-    #[serde(default)]
-    trace_id: Option<String>,
-    /// MPLP plan this call is a step of (UUID v4); blocked while the plan is not approved.
-    #[serde(default)]
-    plan_id: Option<String>,
-    /// MPLP step id (UUID v4); blocked while a Confirm on it is pending.
-    #[serde(default)]
-    step_id: Option<String>,
+    /// The store's [`Proposal`] of this submission at `now` (Unix ms): its own fields
+    /// borrowed, the call's canonical texts and `call_hash` from its [`CanonicalCall`], with
+    /// the gateway's `timeout_ms` and `max_pending`; no governance policies recorded (set
+    /// `governed_by` and `policy_set_sha256` on it). The submission owns what the proposal
+    /// borrows because it crosses to the store's blocking pool.
+    fn proposal<'a>(
+        &'a self,
+        now: i64,
+        timeout_ms: &'a dyn Fn(&Verdict) -> i64,
+        max_pending: u64,
+    ) -> Proposal<'a> {
+        let c = &self.call;
+        Proposal {
+            agent: &self.agent,
+            session_id: &self.session_id,
+            run_id: self.run_id.as_deref(),
+            device_id: self.device_id.as_deref(),
+            trace_id: self.trace_id.as_deref(),
+            call: c.call(),
+            canonical_arguments: c.arguments(),
+            canonical: c.canonical(),
+            call_hash: c.call_hash(),
+            now,
+            timeout_ms,
+            max_pending,
+            target: self.target.as_ref().map(|(t, id, diff)| ConfirmTarget {
+                target_type: t,
+                target_id: id,
+                diff: diff.as_ref(),
+            }),
+            plan_id: self.plan_id.as_deref(),
+            step_id: self.step_id.as_deref(),
+            governed_by: None,
+            policy_set_sha256: None,
+        }
+    }
 }
 
 /// `POST /v1/tool-calls` (the agent itself): gates one tool call; see [`gate`].
 pub(crate) async fn propose(
     State(st): State<AppState>,
     agent: Agent<ProposeCalls>,
-    ApiJson(b): ApiJson<ProposeBody>,
+    ApiJson(b): ApiJson<ToolCallRequest>,
 ) -> Result<Response, ApiError> {
     agent.acts_for(&b.agent)?;
     if b.session_id.is_empty() {
@@ -120,27 +138,6 @@ pub(crate) async fn propose(
     gate(&st, sub).await
 }
 
-/// The body of `POST /v1/delegations`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DelegationBody {
-    agent: String,
-    session_id: String,
-    target: String,
-    #[serde(default)]
-    input: Value,
-    #[serde(default)]
-    skill_id: Option<String>,
-    #[serde(default)]
-    skill_args: Option<Value>,
-    #[serde(default)]
-    run_id: Option<String>,
-    #[serde(default)]
-    device_id: Option<String>,
-    #[serde(default)]
-    trace_id: Option<String>,
-}
-
 /// `POST /v1/delegations` (agent): `{"agent", "session_id", "target": ALIAS, "input": {...},
 /// "skill_id"?, "skill_args"?}` gates a delegation to a sub-agent (seed 004 "Approval on Agent
 /// Delegation") and answers exactly as `POST /v1/tool-calls` does; an approval's token binds
@@ -148,7 +145,7 @@ pub(crate) struct DelegationBody {
 pub(crate) async fn delegate(
     State(st): State<AppState>,
     agent: Agent<AgentItself>,
-    ApiJson(b): ApiJson<DelegationBody>,
+    ApiJson(b): ApiJson<DelegationRequest>,
 ) -> Result<Response, ApiError> {
     agent.acts_for(&b.agent)?;
     if b.session_id.is_empty() || b.target.is_empty() {
@@ -185,25 +182,6 @@ pub(crate) async fn delegate(
     gate(&st, sub).await
 }
 
-/// The body of `POST /v1/tool-results`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ToolResultBody {
-    agent: String,
-    session_id: String,
-    tool: String,
-    #[serde(default)]
-    server: Option<String>,
-    arguments: Value,
-    output_bytes: u64,
-    result_sha256: String,
-    #[serde(default)]
-    preview: Option<String>,
-    /// The approval the call ran under, when it was held.
-    #[serde(default)]
-    approval_id: Option<String>,
-}
-
 /// `POST /v1/tool-results` (agent; sent by the MCP proxy for every forwarded call): a
 /// forwarded call's result is `output_bytes` long (the JSON of its `result`) with SHA-256
 /// `result_sha256`; appended to the audit log as `call.result` (linked to `approval_id` when
@@ -216,14 +194,14 @@ pub(crate) struct ToolResultBody {
 pub(crate) async fn tool_result(
     State(st): State<AppState>,
     agent: Agent<ReportResults>,
-    ApiJson(b): ApiJson<ToolResultBody>,
+    ApiJson(b): ApiJson<ToolResultRequest>,
 ) -> Result<Response, ApiError> {
     agent.is(&b.agent)?;
     if b.result_sha256.len() != 64 || !b.result_sha256.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(ApiError::bad_request("result_sha256 must be 64 hex digits"));
     }
     let original = Canonical::call(b.tool.clone(), b.server.clone(), b.arguments.clone())?;
-    let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.hash,
+    let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
                         "result_sha256": b.result_sha256.to_ascii_lowercase(),
                         "output_bytes": b.output_bytes, "approval_id": b.approval_id});
     let (who, approval) = (b.agent.clone(), b.approval_id.clone());
@@ -232,29 +210,41 @@ pub(crate) async fn tool_result(
     let v = evaluate_in(
         &st.registry,
         &b.agent,
-        &original.call,
-        Some(&original.arguments),
+        original.call(),
+        Some(original.arguments()),
         &Observations::none(now_ms()),
     );
     match v.output_bytes {
         Some(limit) if b.output_bytes > limit && v.kind != VerdictKind::Deny => {
             let held = held_result(v, &b, limit);
             let preview: Option<String> = b.preview.map(|p| p.chars().take(2048).collect());
-            let args = json!({"call": {"tool": b.tool, "server": b.server, "arguments": original.call.arguments},
-                              "output_bytes": b.output_bytes, "result_sha256": b.result_sha256.to_ascii_lowercase(),
-                              "preview": preview});
+            let args = body::to_value(&HeldResult {
+                call: Call {
+                    tool: b.tool.clone(),
+                    server: b.server.clone(),
+                    arguments: original.call().arguments.clone(),
+                },
+                output_bytes: b.output_bytes,
+                result_sha256: b.result_sha256.to_ascii_lowercase(),
+                preview,
+            });
             let call = Canonical::call(format!("result.{}", b.tool), b.server, args)?;
             let mut sub = Submission::new(b.agent, b.session_id, call);
             sub.verdict = Some(held);
             gate(&st, sub).await
         }
-        _ => Ok(Json(json!({"decision": "allow", "output_bytes": v.output_bytes})).into_response()),
+        _ => Ok(Body(GateAnswer::Allow(Allowed {
+            output_bytes: v.output_bytes,
+            verdict: None,
+            grant: None,
+        }))
+        .into_response()),
     }
 }
 
 /// The verdict of a result over its `thresholds.output_bytes` (`limit`): Confirm by an
 /// operator (never in the client), trigger `output_bytes`, a reason and message naming sizes.
-fn held_result(v: Verdict, b: &ToolResultBody, limit: u64) -> Verdict {
+fn held_result(v: Verdict, b: &ToolResultRequest, limit: u64) -> Verdict {
     let mut held = v;
     held.kind = VerdictKind::Confirm;
     held.in_client_approval = false; // an operator releases a held result
@@ -286,17 +276,17 @@ fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<(), ApiErro
         // Empty is allowed here: a plan submitted without a session has none.
         check_name("session_id", &b.session_id)?;
     }
-    check_name("tool", &b.call.call.tool)?;
-    check_id("server", &b.call.call.server)?;
+    check_name("tool", &b.call.call().tool)?;
+    check_id("server", &b.call.call().server)?;
     check_id("run_id", &b.run_id)?;
     check_id("device_id", &b.device_id)?;
-    if b.call.arguments.len() > max_arguments_bytes {
+    if b.call.arguments().len() > max_arguments_bytes {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "ARGUMENTS_TOO_LARGE",
             format!(
                 "the call's canonical arguments are {} bytes; this gateway accepts at most {max_arguments_bytes} (max_arguments_bytes)",
-                b.call.arguments.len()
+                b.call.arguments().len()
             ),
         ));
     }
@@ -310,7 +300,7 @@ fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<(), ApiErro
 pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiError> {
     check_sizes(&b, st.settings.max_arguments_bytes)?;
     let agent = b.agent.clone();
-    let call_hash = b.call.hash.clone();
+    let call_hash = b.call.call_hash().to_string();
     let (verdict, outcome) = propose_in_store(st, b).await?;
     answer(st, &agent, &call_hash, verdict, outcome).await
 }
@@ -334,47 +324,27 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                     .saturating_add(extension_ms)
             };
             let governed_by = |v: &Verdict| reg.policies_behind(&v.reasons);
+            let mut proposal = b.proposal(now, &timeout, settings.max_pending_per_agent);
+            proposal.governed_by = Some(&governed_by);
+            proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
             let c = &b.call;
-            let proposal = Proposal {
-                agent: &b.agent,
-                session_id: &b.session_id,
-                run_id: b.run_id.as_deref(),
-                device_id: b.device_id.as_deref(),
-                trace_id: b.trace_id.as_deref(),
-                call: &c.call,
-                canonical_arguments: &c.arguments,
-                canonical: &c.canonical,
-                call_hash: &c.hash,
-                now,
-                timeout_ms: &timeout,
-                max_pending: settings.max_pending_per_agent,
-                target: b.target.as_ref().map(|(t, id, diff)| ConfirmTarget {
-                    target_type: t,
-                    target_id: id,
-                    diff: diff.as_ref(),
-                }),
-                plan_id: b.plan_id.as_deref(),
-                step_id: b.step_id.as_deref(),
-                governed_by: Some(&governed_by),
-                policy_set_sha256: Some(&reg.policy_set_sha256),
-            };
             s.propose(&proposal, |prior| {
                 if let Some(v) = b.verdict.clone() {
                     return v;
                 }
-                let args = Some(c.arguments.as_str());
+                let args = Some(c.arguments());
                 if b.target.is_some() {
-                    return evaluate_target(&reg, &b.agent, &c.call, args);
+                    return evaluate_target(&reg, &b.agent, c.call(), args);
                 }
                 if b.delegation {
-                    return evaluate_delegation(&reg, &b.agent, &c.call, args);
+                    return evaluate_delegation(&reg, &b.agent, c.call(), args);
                 }
                 let obs = Observations {
                     now_ms: now,
                     prior_calls: prior,
                     resolve_path: &resolve_real_path,
                 };
-                evaluate_in(&reg, &b.agent, &c.call, args, &obs)
+                evaluate_in(&reg, &b.agent, c.call(), args, &obs)
             })
         })
         .await?;
@@ -386,8 +356,8 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
     })
 }
 
-/// The answer to a gated submission: its outcome's body with `call_hash`, `reasons`,
-/// `risk_tier` and `triggers` of the verdict added where the body has none.
+/// The answer to a gated submission ([`GateAnswer`]): its outcome with the verdict's
+/// `call_hash`, `reasons` (a held call's are the approval's), `risk_tier` and `triggers`.
 async fn answer(
     st: &AppState,
     agent: &str,
@@ -395,42 +365,47 @@ async fn answer(
     verdict: Verdict,
     outcome: Proposed,
 ) -> Result<Response, ApiError> {
-    let common = json!({"call_hash": call_hash, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier,
-                        "triggers": verdict.triggers});
-    let merge = |mut v: Value| {
-        if let (Value::Object(m), Value::Object(c)) = (&mut v, common.clone()) {
-            for (k, x) in c {
-                m.entry(k).or_insert(x);
-            }
-        }
-        Json(v)
+    let echo = |reasons: &[assent_core::Reason]| VerdictEcho {
+        call_hash: call_hash.to_string(),
+        reasons: wire::api(&reasons),
+        risk_tier: wire::api(&verdict.risk_tier),
+        triggers: verdict.triggers.clone(),
     };
-    Ok(match outcome {
+    let answer = match outcome {
         Proposed::Allowed => {
             tracing::info!(agent = %agent, verdict = "allow", "tool call decided");
-            merge(json!({"decision": "allow", "output_bytes": verdict.output_bytes}))
-                .into_response()
+            GateAnswer::Allow(Allowed {
+                output_bytes: verdict.output_bytes,
+                verdict: Some(echo(&verdict.reasons)),
+                grant: None,
+            })
         }
         Proposed::Denied => {
             tracing::info!(agent = %agent, verdict = "deny", "tool call decided");
-            let body = json!({
-                "decision": "deny", "code": "TOOL_DENIED", "reason": verdict.message,
-                "message": verdict.message,
-            });
-            (StatusCode::FORBIDDEN, merge(body)).into_response()
+            GateAnswer::Deny(Denied {
+                code: "TOOL_DENIED".into(),
+                reason: verdict.message.clone(),
+                message: verdict.message.clone(),
+                verdict: echo(&verdict.reasons),
+            })
         }
         Proposed::Granted(rec) => {
             st.changed();
             let id = rec.id.clone();
             let token = st.store_call(move |s| s.token_string(&id)).await?;
             tracing::info!(approval_id = %rec.id, grant_id = ?rec.grant_id, "tool call allowed by a grant");
-            merge(json!({
-                "decision": "allow", "approval_id": rec.id, "grant_id": rec.grant_id, "scope": rec.scope,
-                "token": token, "approval_token": formats::token_json(&rec),
-                "token_expires_at": rec.token.as_ref().map(|t| rfc3339(t.expires_at)),
-                "output_bytes": rec.output_bytes,
-            }))
-            .into_response()
+            GateAnswer::Allow(Allowed {
+                output_bytes: rec.output_bytes,
+                verdict: Some(echo(&verdict.reasons)),
+                grant: Some(Granted {
+                    approval_token: formats::approval_token(&rec),
+                    token_expires_at: rec.token.as_ref().map(|t| rfc3339(t.expires_at)),
+                    scope: wire::api(&rec.scope),
+                    approval_id: rec.id,
+                    grant_id: rec.grant_id,
+                    token,
+                }),
+            })
         }
         Proposed::Held {
             approval: rec,
@@ -440,14 +415,19 @@ async fn answer(
                 st.changed();
             }
             tracing::info!(approval_id = %rec.id, agent = %rec.agent, risk_tier = %rec.risk_tier, joined, "approval requested");
-            (StatusCode::ACCEPTED, merge(json!({
-                "decision": "pending", "code": "TOOL_BLOCKED_PENDING_APPROVAL", "approval_id": rec.id,
-                "joined": joined, "expires_at": rfc3339(rec.expires_at), "message": rec.message,
-                "human_summary": rec.human_summary, "reasons": rec.reasons,
-                "in_client_approval": rec.in_client_approval,
-                "suggested_alternatives": rec.suggested_alternatives,
-                "side_effects": rec.side_effects, "rollback": rec.rollback,
-            }))).into_response()
+            GateAnswer::Pending(Pending {
+                code: "TOOL_BLOCKED_PENDING_APPROVAL".into(),
+                joined,
+                expires_at: rfc3339(rec.expires_at),
+                verdict: echo(&rec.reasons),
+                approval_id: rec.id,
+                message: rec.message,
+                human_summary: rec.human_summary,
+                in_client_approval: rec.in_client_approval,
+                suggested_alternatives: rec.suggested_alternatives,
+                side_effects: rec.side_effects,
+                rollback: rec.rollback,
+            })
         }
         Proposed::TooManyPending { limit } => {
             return Err(ApiError::new(
@@ -458,5 +438,7 @@ async fn answer(
                 ),
             ));
         }
-    })
+    };
+    let status = StatusCode::from_u16(answer.http_status()).unwrap_or(StatusCode::OK);
+    Ok(body::with_status(status, answer))
 }

@@ -13,6 +13,7 @@
 //! [`plans`], [`clarify`], [`aaep`], [`tools`], [`learning`], [`whoami`] and the
 //! [`dashboard`] beside them; [`router`](mod@router) is the only module that mounts routes. Below them a
 //! kit nothing imports back: [`state`], [`extract`] (extractors), [`store_call`], [`calls`],
+//! [`body`] (responses written from `assent-api` types), `wire` (core → api vocabulary),
 //! [`edits`], [`replies`], [`waiters`], [`error`], [`auth`], [`config`], [`throttle`],
 //! [`edge`], [`serve`]. This file only declares the modules and runs the server; no module
 //! imports it.
@@ -37,8 +38,10 @@ pub mod dashboard;
 pub mod checkpoints;
 pub mod formats;
 pub mod webhooks;
+mod wire;
 // The kit at the bottom: state, extractors, store calls, checks, errors, config, the edge.
 pub mod auth;
+pub mod body;
 pub mod calls;
 pub mod config;
 pub mod edge;

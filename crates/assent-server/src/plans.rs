@@ -16,19 +16,22 @@
 //!   extension | other, "target_id": UUID_V4, "reason"?, "target"?: {...}}` → a Confirm on that
 //!   target, answered like a tool call.
 
+use crate::body::Body;
 use crate::calls::{Canonical, check_trace_id, is_uuid_v4};
 use crate::config::Principal;
 use crate::error::ApiError;
 use crate::extract::{Agent, AgentItself, ApiJson, Caller, OptionalJson};
 use crate::gate::{Submission, gate};
 use crate::state::{AppState, now_ms};
+use assent_api::approvals::CancelRequest;
+use assent_api::plans::{ConfirmRequest, CreatePlanRequest, PipelineEvents};
+use assent_api::plans::{SubmitPlanRequest, UpdatePlanRequest};
 use assent_store::plans::{PlanError, PlanRecord};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use jsonschema::{Retrieve, Uri};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
@@ -128,23 +131,11 @@ async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiE
         .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))
 }
 
-/// The body of `POST /v1/plans`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateBody {
-    agent: String,
-    #[serde(default)]
-    session_id: Option<String>,
-    plan: Value,
-    #[serde(default)]
-    trace_id: Option<String>,
-}
-
 /// `POST /v1/plans` (the agent itself): stores a draft MPLP plan (`201` with `Location`).
 pub(crate) async fn create(
     State(st): State<AppState>,
     agent: Agent<AgentItself>,
-    ApiJson(mut b): ApiJson<CreateBody>,
+    ApiJson(mut b): ApiJson<CreatePlanRequest>,
 ) -> Result<Response, ApiError> {
     agent.acts_for(&b.agent)?;
     check_trace_id(b.trace_id.as_deref())?;
@@ -170,20 +161,12 @@ pub(crate) async fn create(
         .into_response())
 }
 
-/// The body of `PUT /v1/plans/{id}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateBody {
-    agent: String,
-    plan: Value,
-}
-
 /// `PUT /v1/plans/{id}` (the agent itself): replaces a draft.
 pub(crate) async fn update(
     State(st): State<AppState>,
     agent: Agent<AgentItself>,
     Path(id): Path<String>,
-    ApiJson(mut b): ApiJson<UpdateBody>,
+    ApiJson(mut b): ApiJson<UpdatePlanRequest>,
 ) -> Result<Json<Value>, ApiError> {
     agent.acts_for(&b.agent)?;
     check_plan(&mut b.plan)?;
@@ -213,23 +196,12 @@ pub(crate) async fn pipeline_events(
     State(st): State<AppState>,
     Caller(p): Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<PipelineEvents>, ApiError> {
     let pl = load(&st, &p, &id).await?;
     let events = st
         .store_call(move |s| s.pipeline_events(&pl.plan_id))
         .await?;
-    Ok(Json(json!({"events": events})))
-}
-
-/// The body of `POST /v1/plans/{id}/submit`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SubmitBody {
-    agent: String,
-    #[serde(default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    run_id: Option<String>,
+    Ok(Body(PipelineEvents { events }))
 }
 
 /// The part of a plan a human approves: what it is for and its steps. Its canonical hash is
@@ -245,7 +217,7 @@ pub(crate) async fn submit(
     State(st): State<AppState>,
     agent: Agent<AgentItself>,
     Path(id): Path<String>,
-    ApiJson(b): ApiJson<SubmitBody>,
+    ApiJson(b): ApiJson<SubmitPlanRequest>,
 ) -> Result<Response, ApiError> {
     agent.acts_for(&b.agent)?;
     let pl = load(&st, &agent.principal, &id).await?;
@@ -269,20 +241,12 @@ pub(crate) async fn submit(
     gate(&st, sub).await
 }
 
-/// The optional body of `POST /v1/plans/{id}/cancel`: `{"reason"?}`.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CancelBody {
-    #[serde(default)]
-    reason: Option<String>,
-}
-
 /// `POST /v1/plans/{id}/cancel` (its agent or an operator).
 pub(crate) async fn cancel(
     State(st): State<AppState>,
     Caller(p): Caller,
     Path(id): Path<String>,
-    OptionalJson(CancelBody { reason }): OptionalJson<CancelBody>,
+    OptionalJson(CancelRequest { reason }): OptionalJson<CancelRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let pl = load(&st, &p, &id).await?;
     let agent = p.agent_id().map(str::to_string);
@@ -303,30 +267,12 @@ pub(crate) async fn cancel(
     Ok(Json(pl.to_mplp()))
 }
 
-/// The body of `POST /v1/confirms`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ConfirmBody {
-    agent: String,
-    session_id: String,
-    target_type: String,
-    target_id: String,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    target: Option<Value>,
-    #[serde(default)]
-    trace_id: Option<String>,
-    #[serde(default)]
-    run_id: Option<String>,
-}
-
 /// `POST /v1/confirms` (the agent itself): gates an MPLP Confirm on a context, trace,
 /// extension or other target.
 pub(crate) async fn confirm(
     State(st): State<AppState>,
     agent: Agent<AgentItself>,
-    ApiJson(b): ApiJson<ConfirmBody>,
+    ApiJson(b): ApiJson<ConfirmRequest>,
 ) -> Result<Response, ApiError> {
     agent.acts_for(&b.agent)?;
     match b.target_type.as_str() {

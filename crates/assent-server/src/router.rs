@@ -4,21 +4,29 @@
 //! are added around these by [`crate::app`]. Handlers live in their modules; none of them
 //! imports this file.
 
+use crate::body::Body;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate};
 use crate::{learning, plans, tokens, tools, webhooks, whoami};
+use assent_api::identity::Health;
+use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Redirect;
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
-use serde_json::json;
 
 /// Every route of the gateway with JSON 404/405 fallbacks, without the edge layers (see
 /// [`crate::app`], which adds them around these and any extra routes).
 pub fn routes(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route(
+            "/healthz",
+            get(|| async {
+                Body(Health {
+                    status: "ok".into(),
+                })
+            }),
+        )
         .merge(propose())
         .merge(decide())
         .merge(redeem())

@@ -3,31 +3,18 @@
 //! operators list and revoke grants (`GET /v1/grants`, `DELETE /v1/grants/{id}`). Minting is
 //! the store's; routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::body::Body;
 use crate::calls::call_hash;
 use crate::error::ApiError;
 use crate::extract::{Agent, ApiJson, ListGrants, Operator, RedeemTokens, RevokeGrants};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
+use crate::wire;
+use assent_api::tokens::{Grant, GrantList, RedeemRequest, Redeemed};
 use assent_store::RedeemError;
-use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
 use std::collections::HashMap;
-
-/// The body of `POST /v1/tokens/redeem`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RedeemBody {
-    token: String,
-    tool: String,
-    #[serde(default)]
-    server: Option<String>,
-    arguments: Value,
-    #[serde(default)]
-    device_id: Option<String>,
-}
 
 /// The API error of a refused redemption: `401 TOKEN_INVALID`, `403` (another agent's),
 /// `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`, `403 TOKEN_MISMATCH`, `503`.
@@ -55,8 +42,8 @@ fn redeem_error(e: RedeemError) -> ApiError {
 pub(crate) async fn redeem(
     State(st): State<AppState>,
     agent: Agent<RedeemTokens>,
-    ApiJson(b): ApiJson<RedeemBody>,
-) -> Result<Json<Value>, ApiError> {
+    ApiJson(b): ApiJson<RedeemRequest>,
+) -> Result<Body<Redeemed>, ApiError> {
     let who = agent.agent_id;
     let hash = call_hash(b.tool, b.server, b.arguments)?;
     let h2 = hash.clone();
@@ -64,9 +51,11 @@ pub(crate) async fn redeem(
         .store_task(move |s| s.redeem(&b.token, &who, &h2, b.device_id.as_deref(), now_ms()))
         .await?
         .map_err(redeem_error)?;
-    Ok(Json(
-        json!({"call_hash": hash, "approval_id": c.aid, "token_id": c.tid}),
-    ))
+    Ok(Body(Redeemed {
+        call_hash: hash,
+        approval_id: c.aid,
+        token_id: c.tid,
+    }))
 }
 
 /// `GET /v1/grants[?all=true]` (operators): active grants (all, with revoked and expired
@@ -75,21 +64,35 @@ pub(crate) async fn list_grants(
     State(st): State<AppState>,
     _op: Operator<ListGrants>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<GrantList>, ApiError> {
     let all = match q.get("all").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,
         Some(_) => return Err(ApiError::bad_request("all must be true or false")),
     };
     let list = st.store_call(move |s| s.list_grants(all, now_ms())).await?;
-    Ok(Json(json!({"grants": list.iter().map(|g| json!({
-        "id": g.id, "agent": g.agent, "session_id": g.session_id, "tool": g.tool, "server": g.server,
-        "call_hash": g.call_hash, "whole_tool": g.call_hash.is_none(), "scope": g.scope,
-        "risk_tier": g.risk_tier, "discouraged": g.discouraged, "approval_id": g.approval_id,
-        "created_by": g.created_by, "created_at": rfc3339(g.created_at),
-        "expires_at": g.expires_at.map(rfc3339), "revoked_at": g.revoked_at.map(rfc3339),
-        "revoked_by": g.revoked_by,
-    })).collect::<Vec<_>>()})))
+    let grants = list
+        .into_iter()
+        .map(|g| Grant {
+            whole_tool: g.call_hash.is_none(),
+            scope: wire::api(&g.scope),
+            risk_tier: wire::api(&g.risk_tier),
+            created_at: rfc3339(g.created_at),
+            expires_at: g.expires_at.map(rfc3339),
+            revoked_at: g.revoked_at.map(rfc3339),
+            id: g.id,
+            agent: g.agent,
+            session_id: g.session_id,
+            tool: g.tool,
+            server: g.server,
+            call_hash: g.call_hash,
+            discouraged: g.discouraged,
+            approval_id: g.approval_id,
+            created_by: g.created_by,
+            revoked_by: g.revoked_by,
+        })
+        .collect();
+    Ok(Body(GrantList { grants }))
 }
 
 /// `DELETE /v1/grants/{id}` (operators): revokes a grant (`204`; `404` when unknown or

@@ -13,44 +13,40 @@
 //!
 //! Routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::body::{Body, to_value};
 use crate::error::ApiError;
 use crate::extract::{Agent, ApiJson, Caller, ListToolPins, ListToolReviews, Operator};
 use crate::extract::{ReportTools, ReviewTools, wait_seconds};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, review_key};
+use crate::wire;
+use assent_api::tools::ToolReviewList;
+use assent_api::tools::{self as api, ToolCheckRequest, ToolCheckResponse, ToolPinList};
 use assent_store::pins::ToolReview;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// A review as JSON, with the RFC 6902 diff from the pinned to the new definition.
-fn review_json(r: &ToolReview) -> Value {
-    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+/// A review as the API shows it (the store's row, whose serde form is the wire form), with
+/// the RFC 6902 `diff` from the pinned to the new definition when one was pinned.
+fn review(r: &ToolReview) -> api::ToolReview {
+    let mut v: api::ToolReview = wire::api(r);
     if let Some(p) = &r.pinned {
-        v["diff"] = serde_json::to_value(json_patch::diff(p, &r.definition)).unwrap_or(Value::Null);
+        v.diff =
+            Some(serde_json::to_value(json_patch::diff(p, &r.definition)).unwrap_or(Value::Null));
     }
     v
-}
-
-/// The body of `POST /v1/tools/check`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CheckBody {
-    agent: String,
-    server: String,
-    tools: Vec<Value>,
 }
 
 /// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list.
 pub(crate) async fn check(
     State(st): State<AppState>,
     agent: Agent<ReportTools>,
-    ApiJson(b): ApiJson<CheckBody>,
-) -> Result<Json<Value>, ApiError> {
+    ApiJson(b): ApiJson<ToolCheckRequest>,
+) -> Result<Body<ToolCheckResponse>, ApiError> {
     agent.is(&b.agent)?;
     let declared = st
         .registry
@@ -74,7 +70,9 @@ pub(crate) async fn check(
     if list.iter().any(|t| t.state != "pinned") {
         st.changed();
     }
-    Ok(Json(json!({ "tools": list })))
+    Ok(Body(ToolCheckResponse {
+        tools: wire::api(&list),
+    }))
 }
 
 /// `GET /v1/tools/reviews[?status=…]` (operators).
@@ -82,7 +80,7 @@ pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ListToolReviews>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<ToolReviewList>, ApiError> {
     let status = match q.get("status").map(String::as_str) {
         None | Some("pending") => Some("pending".to_string()),
         Some("all") => None,
@@ -96,9 +94,8 @@ pub(crate) async fn list(
     let list = st
         .store_call(move |s| s.tool_reviews(status.as_deref()))
         .await?;
-    Ok(Json(
-        json!({"reviews": list.iter().map(review_json).collect::<Vec<_>>()}),
-    ))
+    let reviews = list.iter().map(review).collect();
+    Ok(Body(ToolReviewList { reviews }))
 }
 
 /// `GET /v1/tools/reviews/{id}[?wait=S]` (any principal): one review, long-polled.
@@ -117,8 +114,8 @@ pub(crate) async fn read(
             .await?
             .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
         Ok(match r.status.as_str() {
-            "pending" => Look::Pending(review_json(&r), Duration::MAX),
-            _ => Look::Done(review_json(&r)),
+            "pending" => Look::Pending(to_value(&review(&r)), Duration::MAX),
+            _ => Look::Done(to_value(&review(&r))),
         })
     };
     let body = st
@@ -133,7 +130,7 @@ async fn decide(
     op: Operator<ReviewTools>,
     id: String,
     accept: bool,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<api::ToolReview>, ApiError> {
     let id2 = id.clone();
     let r = st
         .store_task(move |s| s.decide_tool_review(&id2, accept, op.name(), now_ms()))
@@ -147,7 +144,7 @@ async fn decide(
         .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
     st.waiters.wake(&review_key(&id));
     st.changed();
-    Ok(Json(review_json(&r)))
+    Ok(Body(review(&r)))
 }
 
 /// `POST /v1/tools/reviews/{id}/accept` (operators).
@@ -155,7 +152,7 @@ pub(crate) async fn accept(
     State(st): State<AppState>,
     op: Operator<ReviewTools>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<api::ToolReview>, ApiError> {
     decide(st, op, id, true).await
 }
 
@@ -164,7 +161,7 @@ pub(crate) async fn reject(
     State(st): State<AppState>,
     op: Operator<ReviewTools>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<api::ToolReview>, ApiError> {
     decide(st, op, id, false).await
 }
 
@@ -172,7 +169,9 @@ pub(crate) async fn reject(
 pub(crate) async fn pins(
     State(st): State<AppState>,
     _op: Operator<ListToolPins>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<ToolPinList>, ApiError> {
     let list = st.store_call(|s| s.tool_pins()).await?;
-    Ok(Json(json!({ "pins": list })))
+    Ok(Body(ToolPinList {
+        pins: wire::api(&list),
+    }))
 }

@@ -27,6 +27,7 @@ use crate::config::{Webhook, WebhookFormat};
 use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
+use assent_api::audit as api;
 use assent_store::ApprovalRecord;
 use assent_store::audit::AuditRecord;
 use assent_store::outbox::DeadLetter;
@@ -325,13 +326,20 @@ fn cut(s: &str, max: usize) -> String {
 pub(crate) async fn dead_letters(
     axum::extract::State(st): axum::extract::State<AppState>,
     _op: Operator<ReadDeadLetters>,
-) -> Result<axum::Json<Value>, crate::error::ApiError> {
+) -> Result<crate::body::Body<api::DeadLetterList>, crate::error::ApiError> {
     let list = st.store_call(|s| s.dead_letters()).await?;
-    Ok(axum::Json(
-        json!({"dead_letters": list.iter().map(|d| json!({
-        "id": d.id, "webhook": d.webhook, "audit_seq": d.audit_seq, "event": d.event,
-        "body": serde_json::from_str::<Value>(&d.body).unwrap_or(Value::Null),
-        "attempts": d.attempts, "last_error": d.last_error, "failed_at": rfc3339(d.failed_at),
-    })).collect::<Vec<_>>()}),
-    ))
+    let dead_letters = list
+        .into_iter()
+        .map(|d| api::DeadLetter {
+            body: serde_json::from_str::<Value>(&d.body).unwrap_or(Value::Null),
+            failed_at: rfc3339(d.failed_at),
+            id: d.id,
+            webhook: d.webhook,
+            audit_seq: d.audit_seq,
+            event: d.event,
+            attempts: d.attempts,
+            last_error: d.last_error,
+        })
+        .collect();
+    Ok(crate::body::Body(api::DeadLetterList { dead_letters }))
 }

@@ -3,18 +3,26 @@
 //! for one MCP upstream). Read from the principals and the registry, never the store; routes
 //! are mounted by [`crate::router`](mod@crate::router).
 
+use crate::body::Body;
+use crate::config::PrincipalKind;
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::state::AppState;
-use axum::Json;
+use assent_api::identity::WhoAmI;
+use assent_api::tools::DeclaredTools;
 use axum::extract::{Path, State};
-use serde_json::{Value, json};
 
 /// `GET /v1/whoami`: the principal the key belongs to: `{"name", "kind", "agent_id"?, "roles"?}`.
-pub(crate) async fn whoami(Caller(p): Caller) -> Result<Json<Value>, ApiError> {
-    Ok(Json(match (p.agent_id(), p.roles()) {
-        (Some(a), _) => json!({"name": p.name, "kind": "agent", "agent_id": a}),
-        (None, r) => json!({"name": p.name, "kind": "operator", "roles": r}),
+pub(crate) async fn whoami(Caller(p): Caller) -> Result<Body<WhoAmI>, ApiError> {
+    Ok(Body(match &p.kind {
+        PrincipalKind::Agent { agent_id } => WhoAmI::Agent {
+            name: p.name.clone(),
+            agent_id: agent_id.clone(),
+        },
+        PrincipalKind::Operator { roles } => WhoAmI::Operator {
+            name: p.name.clone(),
+            roles: roles.clone(),
+        },
     }))
 }
 
@@ -25,7 +33,7 @@ pub(crate) async fn declared_tools(
     State(st): State<AppState>,
     Caller(p): Caller,
     Path((agent, alias)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Body<DeclaredTools>, ApiError> {
     if p.agent_id().is_some_and(|a| a != agent) {
         return Err(ApiError::forbidden(format!(
             "this key cannot act for agent `{agent}`"
@@ -35,7 +43,9 @@ pub(crate) async fn declared_tools(
         .registry
         .declared_tools(&agent, &alias)
         .map_err(ApiError::not_found)?;
-    Ok(Json(
-        json!({"agent": agent, "server": alias, "tools": tools}),
-    ))
+    Ok(Body(DeclaredTools {
+        agent,
+        server: alias,
+        tools,
+    }))
 }

@@ -3,10 +3,11 @@
 //! single-use card links sent in notifications. Each is CSRF-checked by
 //! `session::operator_form`.
 
-use crate::decide::{DecisionBody, decide_as};
+use crate::decide::decide_as;
 use crate::state::{AppState, now_ms};
+use assent_api::DecisionKind;
+use assent_api::approvals::DecisionRequest;
 use assent_core::approval::ApprovalStatus;
-use assent_core::approval::DecisionKind;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -66,7 +67,7 @@ pub(crate) async fn decide_form(
 fn decision_body(
     f: &HashMap<String, String>,
     rec: &ApprovalRecord,
-) -> Result<DecisionBody, String> {
+) -> Result<DecisionRequest, String> {
     let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     Ok(match field("decision").as_str() {
         "approve" => {
@@ -102,7 +103,7 @@ fn decision_body(
                     }
                 }
             };
-            DecisionBody {
+            DecisionRequest {
                 decision: DecisionKind::Approve,
                 reason: Some(field("reason")).filter(|r| !r.is_empty()),
                 scope,
@@ -116,7 +117,7 @@ fn decision_body(
             if reason.is_empty() {
                 return Err("Say why the call is denied: the agent is told the reason.".into());
             }
-            DecisionBody {
+            DecisionRequest {
                 decision: DecisionKind::Deny,
                 reason: Some(reason),
                 scope: None,

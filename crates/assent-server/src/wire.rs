@@ -1,0 +1,30 @@
+//! Conversions from `assent-core`'s vocabulary (risk tiers, reasons, approval statuses) to
+//! `assent-api`'s, for the bodies the server writes from api types. They go through the
+//! values' serde form, which is the same on both sides (`"R2"`, `{"file","rule","text"}`,
+//! `"pending"`), so they hold whether or not the api crate re-uses core's types; once it does,
+//! most uses can go. The same conversion turns a store row whose serde form is already the
+//! wire form (tool states, reviews, pins) into its api type. It writes no body and knows no
+//! route.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// `a` as the api type `B` with the same serde form (e.g. a core `RiskTier` as an api
+/// `RiskTier`, a core `Vec<Reason>` as an api `Vec<Reason>`). The two forms are one wire
+/// format, so this cannot fail for the vocabulary types; should it, the failure is logged and
+/// this panics (a programming error, caught by the server's panic layer as a `500`). Debug
+/// builds (the tests) also check that `B` writes back exactly what `a` wrote, so no field is
+/// dropped on the way.
+pub(crate) fn api<A: Serialize, B: Serialize + DeserializeOwned>(a: &A) -> B {
+    let convert = || -> serde_json::Result<(serde_json::Value, B)> {
+        let v = serde_json::to_value(a)?;
+        let b = serde_json::from_value(v.clone())?;
+        Ok((v, b))
+    };
+    let (v, b) = convert().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "core and api vocabularies differ");
+        panic!("core and api vocabularies differ: {e}")
+    });
+    debug_assert_eq!(serde_json::to_value(&b).ok(), Some(v), "a field was lost");
+    b
+}
