@@ -5,6 +5,7 @@
 use crate::aaep;
 use crate::audit;
 use crate::error::StoreError;
+use crate::sql;
 use crate::store::Store;
 use crate::usage::pending_of;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
@@ -98,54 +99,46 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Option<aaep::Clarification>, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = tx
-            .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
-            .execute(params![id, response.to_string(), actor, now])?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let c = read_clarification(&tx, "id", id)?.expect("exists");
-        audit::append(
-            &tx,
-            now,
-            "clarification.answered",
-            None,
-            actor,
-            &json!({"clarification_id": id, "response": response}),
-        )?;
-        aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
-        tx.commit()?;
-        Ok(Some(c))
+        self.write(|tx| {
+            let n = tx
+                .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
+                .execute(params![id, response.to_string(), actor, now])?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let c = read_clarification(tx, "id", id)?.expect("exists");
+            let data = json!({"clarification_id": id, "response": response});
+            audit::append(tx, now, "clarification.answered", None, actor, &data)?;
+            aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+            Ok(Some(c))
+        })
     }
 
     /// Expires pending clarifications whose time is up; returns how many.
     pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let ids: Vec<String> = tx
-            .prepare_cached(
+        self.write(|tx| {
+            let ids: Vec<String> = sql::column(
+                tx,
                 "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",
-            )?
-            .query_map([now], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        for id in &ids {
-            tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
-                .execute([id])?;
-            let c = read_clarification(&tx, "id", id)?.expect("exists");
-            audit::append(
-                &tx,
-                now,
-                "clarification.expired",
-                None,
-                "system:expiry",
-                &json!({"clarification_id": id}),
+                [now],
             )?;
-            aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
-        }
-        tx.commit()?;
-        Ok(ids.len())
+            for id in &ids {
+                tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
+                    .execute([id])?;
+                let c = read_clarification(tx, "id", id)?.expect("exists");
+                let data = json!({"clarification_id": id});
+                audit::append(
+                    tx,
+                    now,
+                    "clarification.expired",
+                    None,
+                    "system:expiry",
+                    &data,
+                )?;
+                aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+            }
+            Ok(ids.len())
+        })
     }
 }
 

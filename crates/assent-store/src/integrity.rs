@@ -70,15 +70,7 @@ pub struct Report {
 /// checkpoints to check without a public key (no `audit.key` and no `opts.public_key`).
 /// Findings are in [`Report::problem`].
 pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Report, StoreError> {
-    let path = data_dir.join("assent.db");
-    if !path.exists() {
-        return Err(StoreError::Invalid(format!(
-            "{}: no assent database here",
-            path.display()
-        )));
-    }
-    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let conn = crate::open::open_read_only(data_dir)?;
     // One read transaction: the chain, checkpoints and state are one snapshot.
     conn.execute_batch("BEGIN")?;
     let key = match opts.public_key {

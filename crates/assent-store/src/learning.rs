@@ -117,14 +117,5 @@ impl crate::store::Store {
 /// [`crate::Store::learning_samples`] of the database in `data_dir`, opened read-only (the
 /// gateway may keep running).
 pub fn learning_samples_offline(data_dir: &Path) -> Result<Vec<Value>, StoreError> {
-    let path = data_dir.join("assent.db");
-    if !path.exists() {
-        return Err(StoreError::Invalid(format!(
-            "{}: no assent database here",
-            path.display()
-        )));
-    }
-    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    samples(&conn)
+    samples(&crate::open::open_read_only(data_dir)?)
 }

@@ -3,6 +3,7 @@
 //! `damaged`, issue 10 §8), with the store's read-only approval queries. It writes nothing.
 
 use crate::error::StoreError;
+use crate::sql::from_row;
 use crate::store::Store;
 use crate::stored::{self, Settlement};
 use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
@@ -270,14 +271,8 @@ pub(crate) fn read_approval(
     rec.token = conn
         .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
         .query_row([id], |r| {
-            Ok(TokenInfo {
-                token_id: r.get(0)?,
-                expires_at: r.get(1)?,
-                used_at: r.get(2)?,
-                issued_at: r.get(3)?,
-                scope: r.get(4)?,
-                device_id: r.get(5)?,
-                call_hash: r.get(6)?,
+            from_row!(r => TokenInfo {
+                token_id, expires_at, used_at, issued_at, scope, device_id, call_hash
             })
         })
         .optional()?;

@@ -7,7 +7,7 @@ use crate::audit;
 use crate::error::StoreError;
 use crate::record::ApprovalRecord;
 use crate::store::Store;
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -20,11 +20,7 @@ impl Store {
         honored: &Value,
         now: i64,
     ) -> Result<aaep::Subscription, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let s = new_subscription(&tx, principal, request, honored, now)?;
-        tx.commit()?;
-        Ok(s)
+        self.write(|tx| Ok(new_subscription(tx, principal, request, honored, now)?))
     }
 
     /// One subscription.
@@ -41,23 +37,16 @@ impl Store {
         principal: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = tx
-            .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
-            .execute(params![id, principal, now])?;
-        if n == 1 {
-            audit::append(
-                &tx,
-                now,
-                "aaep.closed",
-                None,
-                principal,
-                &json!({"subscription_id": id}),
-            )?;
-        }
-        tx.commit()?;
-        Ok(n == 1)
+        self.write(|tx| {
+            let n = tx
+                .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
+                .execute(params![id, principal, now])?;
+            if n == 1 {
+                let data = json!({"subscription_id": id});
+                audit::append(tx, now, "aaep.closed", None, principal, &data)?;
+            }
+            Ok(n == 1)
+        })
     }
 
     /// Events for subscription `sub` after `seq`, oldest first, at most `limit`.
@@ -88,17 +77,8 @@ impl Store {
         token: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        aaep::emit(
-            &tx,
-            &aaep::resolution(a, now, Some(token)),
-            Some(sub),
-            Some(&a.id),
-            now,
-        )?;
-        tx.commit()?;
-        Ok(())
+        let notice = aaep::resolution(a, now, Some(token));
+        self.write(|tx| Ok(aaep::emit(tx, &notice, Some(sub), Some(&a.id), now)?))
     }
 
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
