@@ -2,10 +2,10 @@
 //! per-agent pending cap, reading, answering (first answer wins) and expiring them. The
 //! envelopes and the [`aaep::Clarification`] type are in [`crate::aaep`].
 
-use crate::aaep;
+use crate::aaep::{self, Clarification};
 use crate::audit;
 use crate::error::StoreError;
-use crate::sql;
+use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use crate::usage::pending_of;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
@@ -78,10 +78,11 @@ impl Store {
         status: Option<&str>,
     ) -> Result<Vec<aaep::Clarification>, StoreError> {
         let conn = self.lock();
-        let ids: Vec<String> = conn
-            .prepare_cached("SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500")?
-            .query_map([status], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
+        let ids: Vec<String> = sql::column(
+            &conn,
+            "SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
+            [status],
+        )?;
         let mut out = Vec::new();
         for id in ids {
             out.extend(read_clarification(&conn, "id", &id)?);
@@ -153,29 +154,14 @@ pub(crate) fn read_clarification(
     );
     conn.prepare_cached(&sql)?
         .query_row([key], |r| {
-            let list = |i: usize| -> rusqlite::Result<Vec<Value>> {
-                let s: String = r.get(i)?;
-                Ok(serde_json::from_str(&s).unwrap_or_default())
-            };
-            let response: Option<String> = r.get(11)?;
-            Ok(aaep::Clarification {
-                id: r.get(0)?,
-                agent: r.get(1)?,
-                session_id: r.get(2)?,
-                question: r.get(3)?,
-                kinds: list(4)?
-                    .into_iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect(),
-                choices: list(5)?,
-                context: r.get(6)?,
-                reply_token: r.get(7)?,
-                requested_at: r.get(8)?,
-                expires_at: r.get(9)?,
-                status: r.get(10)?,
+            let kinds: Vec<Value> = json_or_default(r, "kinds")?;
+            let response: Option<String> = r.get("response")?;
+            from_row!(r => Clarification {
+                id, agent, session_id, question, context, reply_token, requested_at, expires_at,
+                status, answered_by, answered_at,
+                kinds: kinds.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+                choices: json_or_default(r, "choices")?,
                 response: response.and_then(|s| serde_json::from_str(&s).ok()),
-                answered_by: r.get(12)?,
-                answered_at: r.get(13)?,
             })
         })
         .optional()

@@ -8,6 +8,7 @@
 use crate::audit;
 use crate::error::StoreError;
 use crate::kit::rfc3339;
+use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
@@ -91,26 +92,18 @@ fn pinned(
         "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2",
     )?
     .query_row(params![server, tool], |r| {
-        let d: String = r.get(1)?;
-        Ok((r.get(0)?, serde_json::from_str(&d).unwrap_or(Value::Null)))
+        Ok((r.get(0)?, json_or_default(r, 1)?))
     })
     .optional()
 }
 
 fn review_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolReview> {
-    let d: String = r.get(4)?;
-    Ok(ToolReview {
-        id: r.get(0)?,
-        server: r.get(1)?,
-        tool: r.get(2)?,
-        fingerprint: r.get(3)?,
-        definition: serde_json::from_str(&d).unwrap_or(Value::Null),
+    from_row!(r => ToolReview {
+        id, server, tool, fingerprint, seen_by, status, decided_by,
+        definition: json_or_default(r, "definition")?,
         pinned: None,
-        seen_at: rfc3339(r.get(5)?),
-        seen_by: r.get(6)?,
-        status: r.get(7)?,
-        decided_by: r.get(8)?,
-        decided_at: r.get::<_, Option<i64>>(9)?.map(rfc3339),
+        seen_at: rfc3339(r.get("seen_at")?),
+        decided_at: r.get::<_, Option<i64>>("decided_at")?.map(rfc3339),
     })
 }
 
@@ -231,10 +224,10 @@ impl Store {
     /// Reviews, newest first; only those with `status` when given.
     pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
         let conn = self.lock();
-        let mut list: Vec<ToolReview> = conn
-            .prepare(&format!("SELECT {REVIEW_COLS} FROM tool_reviews WHERE (?1 IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"))?
-            .query_map([status], review_row)?
-            .collect::<Result<_, _>>()?;
+        let sql = format!(
+            "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (?1 IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
+        );
+        let mut list = sql::rows(&conn, &sql, [status], review_row)?;
         for r in &mut list {
             r.pinned = pinned(&conn, &r.server, &r.tool)?.map(|p| p.1);
         }
@@ -339,21 +332,17 @@ impl Store {
 
     /// Every pin, by server and tool.
     pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
-        let conn = self.lock();
-        let list = conn
-            .prepare("SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool")?
-            .query_map([], |r| {
-                let d: String = r.get(3)?;
-                Ok(ToolPin {
-                    server: r.get(0)?,
-                    tool: r.get(1)?,
-                    fingerprint: r.get(2)?,
-                    definition: serde_json::from_str(&d).unwrap_or(Value::Null),
-                    pinned_at: rfc3339(r.get(4)?),
-                    pinned_by: r.get(5)?,
+        Ok(sql::rows(
+            &self.lock(),
+            "SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool",
+            [],
+            |r| {
+                from_row!(r => ToolPin {
+                    server, tool, fingerprint, pinned_by,
+                    definition: json_or_default(r, "definition")?,
+                    pinned_at: rfc3339(r.get("pinned_at")?),
                 })
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(list)
+            },
+        )?)
     }
 }

@@ -12,6 +12,7 @@
 use crate::audit;
 use crate::error::StoreError;
 use crate::kit::rfc3339;
+use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use assent_core::transitions;
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -111,21 +112,11 @@ pub(crate) fn read_plan(
 ) -> rusqlite::Result<Option<PlanRecord>> {
     conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at FROM plans WHERE plan_id = ?1")?
         .query_row([id], |r| {
-            let js = |i: usize| -> rusqlite::Result<Value> {
-                Ok(serde_json::from_str(&r.get::<_, String>(i)?).unwrap_or(Value::Null))
-            };
-            Ok(PlanRecord {
-                plan_id: r.get(0)?,
-                agent: r.get(1)?,
-                session_id: r.get(2)?,
-                status: r.get(3)?,
-                body: js(4)?,
-                submitted: r.get::<_, Option<String>>(5)?.and_then(|s| serde_json::from_str(&s).ok()),
-                confirm_id: r.get(6)?,
-                events: serde_json::from_value(js(7)?).unwrap_or_default(),
-                trace_id: r.get(8)?,
-                created_at: r.get(9)?,
-                updated_at: r.get(10)?,
+            from_row!(r => PlanRecord {
+                plan_id, agent, session_id, status, confirm_id, trace_id, created_at, updated_at,
+                body: json_or_default(r, "body")?,
+                submitted: r.get::<_, Option<String>>("submitted")?.and_then(|s| serde_json::from_str(&s).ok()),
+                events: json_or_default(r, "events")?,
             })
         })
         .optional()

@@ -5,6 +5,7 @@
 use crate::aaep;
 use crate::audit;
 use crate::error::{DecideError, StoreError};
+use crate::sql;
 use crate::store::Store;
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde_json::json;
@@ -38,14 +39,11 @@ impl Store {
         roles: Option<&[String]>,
         now: i64,
     ) -> Result<SessionCancelled, StoreError> {
-        let ids: Vec<String> = {
-            let conn = self.lock();
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
-            )?;
-            stmt.query_map(params![session_id, agent], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
+        let ids: Vec<String> = sql::column(
+            &self.lock(),
+            "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            params![session_id, agent],
+        )?;
         let mut out = SessionCancelled::default();
         for id in ids {
             match self.cancel_as(&id, reason, actor, roles, now) {
@@ -102,10 +100,11 @@ fn cancel_clarifications(
     actor: &str,
     now: i64,
 ) -> Result<Vec<String>, StoreError> {
-    let ids: Vec<String> = tx
-        .prepare_cached("SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at")?
-        .query_map(params![session_id, agent], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let ids: Vec<String> = sql::column(
+        tx,
+        "SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+        params![session_id, agent],
+    )?;
     for id in &ids {
         tx.prepare_cached(
             "UPDATE clarifications SET status = 'cancelled' WHERE id = ?1 AND status = 'pending'",
@@ -127,10 +126,10 @@ fn cancel_clarifications(
 
 /// Every agent that ever proposed a call or asked a question in `session_id`.
 fn agents_of(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
-    conn.prepare_cached(
+    sql::column(
+        conn,
         "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
          UNION SELECT agent FROM usage WHERE session_id = ?1 ORDER BY agent",
-    )?
-    .query_map([session_id], |r| r.get(0))?
-    .collect()
+        [session_id],
+    )
 }

@@ -1,10 +1,12 @@
 //! The SQL kit at the bottom of the crate: a query's rows as a typed list ([`rows`]), its
-//! first column ([`column`]), a column of JSON texts as values ([`json_values`]) and a row
-//! read into a struct by column name (`from_row!`). No approval logic
+//! first column ([`column`]), a column of JSON texts as values ([`json_values`]), one lenient
+//! JSON column ([`json_or_default`]) and a row read into a struct by column name
+//! (`from_row!`). No approval logic
 //! and no transactions (those are [`crate::Store::write`]'s).
 
 use rusqlite::types::FromSql;
-use rusqlite::{Connection, Params, Row};
+use rusqlite::{Connection, Params, Row, RowIndex};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// Every row of `sql` (a cached statement) run with `params`, mapped by `map`, in the order
@@ -41,12 +43,27 @@ pub(crate) fn json_values<P: Params>(
         .collect())
 }
 
+/// A NOT NULL JSON text column (by index or name) as a `T`; `T::default()` (`null` for a
+/// [`Value`], empty for a list) when the text is not JSON of that type. For columns the store
+/// wrote itself and only shows or passes on; decision-relevant columns are read strictly
+/// ([`crate::stored::Columns`]).
+pub(crate) fn json_or_default<T: DeserializeOwned + Default, I: RowIndex>(
+    r: &Row<'_>,
+    i: I,
+) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    Ok(serde_json::from_str(&text).unwrap_or_default())
+}
+
 /// `from_row!(row => T { a, b, … })` is `Ok(T { a: row.get("a")?, b: row.get("b")?, … })`:
 /// each field read, typed by the field, from the column of the same name (so the SELECT may
 /// list its columns in any order, and a renamed column fails loudly instead of shifting).
+/// A field may instead give its value, `field: expr` (e.g. [`json_or_default`] of a column).
 macro_rules! from_row {
-    ($r:expr => $T:ident { $($f:ident),+ $(,)? }) => {
-        Ok($T { $($f: $r.get(stringify!($f))?),+ })
+    ($r:expr => $T:ident { $($f:ident $(: $e:expr)?),+ $(,)? }) => {
+        Ok($T { $($f: from_row!(@get $r, $f $(, $e)?)),+ })
     };
+    (@get $r:expr, $f:ident) => { $r.get(stringify!($f))? };
+    (@get $r:expr, $f:ident, $e:expr) => { $e };
 }
 pub(crate) use from_row;

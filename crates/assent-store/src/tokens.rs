@@ -208,15 +208,13 @@ pub(crate) fn find_grant(
         Option<i64>,
         bool,
     );
-    let rows: Vec<Row> = tx
-        .prepare_cached(
-            "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
-             WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
-        )?
-        .query_map(params![agent, call.tool, call.server], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        })?
-        .collect::<Result<_, _>>()?;
+    let rows: Vec<Row> = sql::rows(
+        tx,
+        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
+         WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
+        params![agent, call.tool, call.server],
+        |r| r.try_into(),
+    )?;
     let c = grant::CallView {
         agent,
         session_id,
