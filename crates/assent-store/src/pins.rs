@@ -122,90 +122,89 @@ impl Store {
         agent: &str,
         now: i64,
     ) -> Result<Vec<ToolState>, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let seen: bool = tx
-            .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
-            .query_row([server], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if !seen {
-            tx.prepare_cached("INSERT INTO tool_servers (server, first_seen) VALUES (?1, ?2)")?
-                .execute(params![server, now])?;
-        }
-        let mut out = Vec::with_capacity(tools.len());
-        for t in tools {
-            let Some(name) = t["name"].as_str() else {
-                continue;
-            };
-            let fp = fingerprint(t);
-            let pin = pinned(&tx, server, name)?;
-            match pin {
-                Some((pfp, def)) if pfp == fp => out.push(ToolState {
-                    name: name.into(),
-                    state: "pinned",
-                    review_id: None,
-                    review_status: None,
-                    pinned: Some(def),
-                }),
-                None if !seen => {
-                    tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
-                        .execute(params![server, name, fp, t.to_string(), now])?;
-                    audit::append(
-                        &tx,
-                        now,
-                        "tool.pinned",
-                        None,
-                        agent,
-                        &json!({"server": server, "tool": name, "fingerprint": fp, "by": "trust-on-first-use"}),
-                    )?;
-                    out.push(ToolState {
+        self.write(|tx| {
+            let seen: bool = tx
+                .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
+                .query_row([server], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !seen {
+                tx.prepare_cached("INSERT INTO tool_servers (server, first_seen) VALUES (?1, ?2)")?
+                    .execute(params![server, now])?;
+            }
+            let mut out = Vec::with_capacity(tools.len());
+            for t in tools {
+                let Some(name) = t["name"].as_str() else {
+                    continue;
+                };
+                let fp = fingerprint(t);
+                let pin = pinned(tx, server, name)?;
+                match pin {
+                    Some((pfp, def)) if pfp == fp => out.push(ToolState {
                         name: name.into(),
-                        state: "first_use",
+                        state: "pinned",
                         review_id: None,
                         review_status: None,
-                        pinned: Some(t.clone()),
-                    });
-                }
-                pin => {
-                    let existing: Option<(String, String)> = tx
-                        .prepare_cached("SELECT id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND fingerprint = ?3")?
-                        .query_row(params![server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .optional()?;
-                    let (id, status) = match existing {
-                        Some(x) => x,
-                        None => {
-                            let id = uuid::Uuid::new_v4().to_string();
-                            tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
-                                .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
-                            audit::append(
-                                &tx,
-                                now,
-                                if pin.is_some() {
-                                    "tool.changed"
-                                } else {
-                                    "tool.new"
-                                },
-                                None,
-                                agent,
-                                &json!({"server": server, "tool": name, "fingerprint": fp,
-                                        "pinned_fingerprint": pin.as_ref().map(|p| &p.0), "review_id": id}),
-                            )?;
-                            (id, "pending".to_string())
-                        }
-                    };
-                    out.push(ToolState {
-                        name: name.into(),
-                        state: "held",
-                        review_id: Some(id),
-                        review_status: Some(status),
-                        pinned: pin.map(|p| p.1),
-                    });
+                        pinned: Some(def),
+                    }),
+                    None if !seen => {
+                        tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
+                            .execute(params![server, name, fp, t.to_string(), now])?;
+                        audit::append(
+                            tx,
+                            now,
+                            "tool.pinned",
+                            None,
+                            agent,
+                            &json!({"server": server, "tool": name, "fingerprint": fp, "by": "trust-on-first-use"}),
+                        )?;
+                        out.push(ToolState {
+                            name: name.into(),
+                            state: "first_use",
+                            review_id: None,
+                            review_status: None,
+                            pinned: Some(t.clone()),
+                        });
+                    }
+                    pin => {
+                        let existing: Option<(String, String)> = tx
+                            .prepare_cached("SELECT id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND fingerprint = ?3")?
+                            .query_row(params![server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .optional()?;
+                        let (id, status) = match existing {
+                            Some(x) => x,
+                            None => {
+                                let id = uuid::Uuid::new_v4().to_string();
+                                tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
+                                    .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
+                                audit::append(
+                                    tx,
+                                    now,
+                                    if pin.is_some() {
+                                        "tool.changed"
+                                    } else {
+                                        "tool.new"
+                                    },
+                                    None,
+                                    agent,
+                                    &json!({"server": server, "tool": name, "fingerprint": fp,
+                                            "pinned_fingerprint": pin.as_ref().map(|p| &p.0), "review_id": id}),
+                                )?;
+                                (id, "pending".to_string())
+                            }
+                        };
+                        out.push(ToolState {
+                            name: name.into(),
+                            state: "held",
+                            review_id: Some(id),
+                            review_status: Some(status),
+                            pinned: pin.map(|p| p.1),
+                        });
+                    }
                 }
             }
-        }
-        tx.commit()?;
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Whether calls of `server`/`tool` must wait: the id of a pending review of it, if any.
@@ -316,18 +315,17 @@ impl Store {
         data: &Value,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let link: Option<String> = match approval_id {
-            Some(id) => tx
-                .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
-                .query_row(params![id, agent], |r| r.get(0))
-                .optional()?,
-            None => None,
-        };
-        audit::append(&tx, now, "call.result", link.as_deref(), agent, data)?;
-        tx.commit()?;
-        Ok(())
+        self.write(|tx| {
+            let link: Option<String> = match approval_id {
+                Some(id) => tx
+                    .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
+                    .query_row(params![id, agent], |r| r.get(0))
+                    .optional()?,
+                None => None,
+            };
+            audit::append(tx, now, "call.result", link.as_deref(), agent, data)?;
+            Ok(())
+        })
     }
 
     /// Every pin, by server and tool.

@@ -7,7 +7,7 @@ use crate::audit;
 use crate::error::{DecideError, StoreError};
 use crate::sql;
 use crate::store::Store;
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use serde_json::json;
 
 /// What [`Store::cancel_session`] did.
@@ -53,41 +53,40 @@ impl Store {
                 Err(_) => {} // decided meanwhile
             }
         }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        out.clarifications = cancel_clarifications(&tx, session_id, agent, actor, now)?;
-        let agents: Vec<String> = match agent {
-            Some(a) => vec![a.to_string()],
-            None => agents_of(&tx, session_id)?,
-        };
-        for a in agents {
-            let left: i64 = tx
-                .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
-                .query_row(params![a, session_id], |r| r.get(0))?;
-            if left > 0 {
-                continue;
+        self.write(|tx| {
+            out.clarifications = cancel_clarifications(tx, session_id, agent, actor, now)?;
+            let agents: Vec<String> = match agent {
+                Some(a) => vec![a.to_string()],
+                None => agents_of(tx, session_id)?,
+            };
+            for a in agents {
+                let left: i64 = tx
+                    .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
+                    .query_row(params![a, session_id], |r| r.get(0))?;
+                if left > 0 {
+                    continue;
+                }
+                let fresh = tx
+                    .prepare_cached("INSERT OR IGNORE INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4)")?
+                    .execute(params![a, session_id, now, actor])?;
+                if fresh == 0 {
+                    continue;
+                }
+                let n = out.cancelled.iter().filter(|x| x.agent == a).count();
+                let ev = aaep::session_cancelled(&a, session_id, agent.is_none(), n, now);
+                aaep::emit(tx, &ev, None, None, now)?;
+                audit::append(
+                    tx,
+                    now,
+                    "session.cancelled",
+                    None,
+                    actor,
+                    &json!({"agent": a, "session_id": session_id, "approvals": n, "reason": reason}),
+                )?;
+                out.announced.push(a);
             }
-            let fresh = tx
-                .prepare_cached("INSERT OR IGNORE INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4)")?
-                .execute(params![a, session_id, now, actor])?;
-            if fresh == 0 {
-                continue;
-            }
-            let n = out.cancelled.iter().filter(|x| x.agent == a).count();
-            let ev = aaep::session_cancelled(&a, session_id, agent.is_none(), n, now);
-            aaep::emit(&tx, &ev, None, None, now)?;
-            audit::append(
-                &tx,
-                now,
-                "session.cancelled",
-                None,
-                actor,
-                &json!({"agent": a, "session_id": session_id, "approvals": n, "reason": reason}),
-            )?;
-            out.announced.push(a);
-        }
-        tx.commit()?;
-        Ok(out)
+            Ok(out)
+        })
     }
 }
 
