@@ -67,17 +67,17 @@ fn bare_cycle(conn: &mut Connection, n: i64, args: &str) {
     tx.commit().unwrap();
 }
 
+/// Sends `req` and reads its JSON body (a benchmark run stops on any failure).
+async fn body(req: reqwest::RequestBuilder) -> Value {
+    req.send().await.unwrap().json().await.unwrap()
+}
+
 async fn assent_cycle(http: &reqwest::Client, url: &str, args: &Value) {
-    let b: Value = http
+    let propose = http
         .post(format!("{url}/v1/tool-calls"))
         .bearer_auth("bot-key")
-        .json(&json!({"agent": "bot", "session_id": "s", "tool": "transfer", "arguments": args}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json(&json!({"agent": "bot", "session_id": "s", "tool": "transfer", "arguments": args}));
+    let b = body(propose).await;
     let id = b["approval_id"].as_str().expect("pending");
     let d = http
         .post(format!("{url}/v1/approvals/{id}/decision"))
@@ -87,15 +87,11 @@ async fn assent_cycle(http: &reqwest::Client, url: &str, args: &Value) {
         .await
         .unwrap();
     assert!(d.status().is_success());
-    let rec: Value = http
-        .get(format!("{url}/v1/approvals/{id}"))
-        .bearer_auth("bot-key")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let rec = body(
+        http.get(format!("{url}/v1/approvals/{id}"))
+            .bearer_auth("bot-key"),
+    )
+    .await;
     let r = http
         .post(format!("{url}/v1/tokens/redeem"))
         .bearer_auth("bot-key")

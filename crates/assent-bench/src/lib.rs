@@ -16,34 +16,82 @@ pub fn agent_yaml() -> String {
     s
 }
 
-/// 50 governance rules: 47 for other tools (each with a condition), 3 covering `transfer`.
+/// One benchmark rule: the tool it covers, its assent rule body (the YAML lines after
+/// `- tool: NAME`) and its Cedar `when` condition.
+struct Rule {
+    tool: String,
+    yaml: Vec<String>,
+    cedar: String,
+}
+
+/// The 50 rules: 47 for other tools (each with a condition), 3 covering `transfer`.
+fn rules() -> Vec<Rule> {
+    let rule = |tool: &str, yaml: &[&str], cedar: &str| Rule {
+        tool: tool.to_string(),
+        yaml: yaml.iter().map(|l| l.to_string()).collect(),
+        cedar: cedar.to_string(),
+    };
+    let mut out: Vec<Rule> = (0..RULES - 3)
+        .map(|i| Rule {
+            tool: format!("tool_{i}"),
+            yaml: vec![
+                format!("approval: {{condition: {{args_match: {{amount: {{gt: {i}}}, currency: {{in: [USD, EUR]}}}}}}}}"),
+                "risk_tier: R1".to_string(),
+            ],
+            cedar: format!(
+                "context.args.amount > {i} && [\"USD\", \"EUR\"].contains(context.args.currency)"
+            ),
+        })
+        .collect();
+    out.push(rule(
+        "transfer",
+        &[
+            "approval: {condition: {args_match: {amount: {gt: 1000}}}}",
+            "risk_tier: R2",
+        ],
+        "context.args.amount > 1000",
+    ));
+    out.push(rule(
+        "transfer",
+        &["approval: {condition: {args_match: {currency: {not_in: [USD, EUR, GBP]}}}}"],
+        "!([\"USD\", \"EUR\", \"GBP\"].contains(context.args.currency))",
+    ));
+    out.push(rule(
+        "transfer",
+        &[
+            "approval: {condition: {args_match: {recipient: {pattern: \"^ext-\"}}}}",
+            "approvers: [finance]",
+        ],
+        "context.args.recipient like \"ext-*\"",
+    ));
+    out
+}
+
+/// The 50 rules as assent governance YAML (one policy selecting agent `bot`).
 pub fn governance_yaml() -> String {
     let mut s = String::from(
         "policies:\n  - id: bench.policy-v1\n    selector: {agents: [bot]}\n    rules:\n",
     );
-    for i in 0..RULES - 3 {
-        s.push_str(&format!(
-            "      - tool: tool_{i}\n        approval: {{condition: {{args_match: {{amount: {{gt: {i}}}, currency: {{in: [USD, EUR]}}}}}}}}\n        risk_tier: R1\n"
-        ));
+    for r in rules() {
+        s.push_str(&format!("      - tool: {}\n", r.tool));
+        for line in &r.yaml {
+            s.push_str(&format!("        {line}\n"));
+        }
     }
-    s.push_str("      - tool: transfer\n        approval: {condition: {args_match: {amount: {gt: 1000}}}}\n        risk_tier: R2\n");
-    s.push_str("      - tool: transfer\n        approval: {condition: {args_match: {currency: {not_in: [USD, EUR, GBP]}}}}\n");
-    s.push_str("      - tool: transfer\n        approval: {condition: {args_match: {recipient: {pattern: \"^ext-\"}}}}\n        approvers: [finance]\n");
     s
 }
 
 /// The same 50 rules as Cedar policies: a `permit` means "approval required".
 pub fn cedar_policies() -> String {
-    let mut s = String::new();
-    for i in 0..RULES - 3 {
-        s.push_str(&format!(
-            "permit(principal == Agent::\"bot\", action == Action::\"tool_{i}\", resource) when {{ context.args.amount > {i} && [\"USD\", \"EUR\"].contains(context.args.currency) }};\n"
-        ));
-    }
-    s.push_str("permit(principal == Agent::\"bot\", action == Action::\"transfer\", resource) when { context.args.amount > 1000 };\n");
-    s.push_str("permit(principal == Agent::\"bot\", action == Action::\"transfer\", resource) when { !([\"USD\", \"EUR\", \"GBP\"].contains(context.args.currency)) };\n");
-    s.push_str("permit(principal == Agent::\"bot\", action == Action::\"transfer\", resource) when { context.args.recipient like \"ext-*\" };\n");
-    s
+    rules()
+        .iter()
+        .map(|r| {
+            format!(
+                "permit(principal == Agent::\"bot\", action == Action::\"{}\", resource) when {{ {} }};\n",
+                r.tool, r.cedar
+            )
+        })
+        .collect()
 }
 
 /// A `transfer` call whose canonical JSON is about 1 KiB.

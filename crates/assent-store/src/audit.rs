@@ -9,8 +9,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 
 use crate::error::StoreError;
+use crate::sql::from_row;
 use crate::store::Store;
-use rusqlite::TransactionBehavior;
 
 /// `prev_hash` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -34,6 +34,14 @@ pub struct AuditRecord {
     pub prev_hash: String,
     /// This record's chain hash ([`record_hash`]).
     pub hash: String,
+}
+
+impl AuditRecord {
+    /// Reads a row that selects `seq, at, kind, approval_id, actor, data, prev_hash, hash`
+    /// (by name, in any order).
+    pub(crate) fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        from_row!(r => AuditRecord { seq, at, kind, approval_id, actor, data, prev_hash, hash })
+    }
 }
 
 /// The chain hash of one record's content.
@@ -101,16 +109,7 @@ pub fn verify(conn: &Connection) -> rusqlite::Result<VerifyReport> {
     let mut prev = GENESIS.to_string();
     let mut n = 0;
     while let Some(r) = rows.next()? {
-        let rec = AuditRecord {
-            seq: r.get(0)?,
-            at: r.get(1)?,
-            kind: r.get(2)?,
-            approval_id: r.get(3)?,
-            actor: r.get(4)?,
-            data: r.get(5)?,
-            prev_hash: r.get(6)?,
-            hash: r.get(7)?,
-        };
+        let rec = AuditRecord::read(r)?;
         n += 1;
         let broken = if rec.seq != expect_seq {
             Some(format!(
@@ -160,11 +159,7 @@ impl Store {
         data: &Value,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        append(&tx, now, kind, approval_id, actor, data)?;
-        tx.commit()?;
-        Ok(())
+        self.write(|tx| Ok(append(tx, now, kind, approval_id, actor, data)?))
     }
 
     /// Verifies the audit chain over this store's connection.

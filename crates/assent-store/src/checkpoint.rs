@@ -20,6 +20,7 @@
 use crate::audit;
 use crate::error::StoreError;
 use crate::kit::{io, write_private};
+use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::canonical::canonical_value;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -165,16 +166,9 @@ impl Due {
     };
 }
 
-/// Reads a checkpoint row.
+/// Reads a checkpoint row ([`COLUMNS`], by name).
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
-    Ok(Checkpoint {
-        seq: r.get(0)?,
-        head_hash: r.get(1)?,
-        record_count: r.get(2)?,
-        time: r.get(3)?,
-        public_key: r.get(4)?,
-        signature: r.get(5)?,
-    })
+    from_row!(r => Checkpoint { seq, head_hash, record_count, time, public_key, signature })
 }
 
 const COLUMNS: &str = "seq, head_hash, record_count, time, public_key, signature";
@@ -190,10 +184,8 @@ pub fn stored(conn: &Connection) -> rusqlite::Result<Vec<Checkpoint>> {
     if !exists {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq"
-    ))?;
-    stmt.query_map([], row)?.collect()
+    let sql = format!("SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq");
+    sql::rows(conn, &sql, [], row)
 }
 
 fn latest(conn: &Connection) -> rusqlite::Result<Option<Checkpoint>> {
@@ -331,14 +323,15 @@ impl Store {
         before_seq: Option<i64>,
         limit: i64,
     ) -> Result<Vec<Checkpoint>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT {COLUMNS} FROM audit_checkpoints WHERE ?1 IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
-        ))?;
-        let list = stmt
-            .query_map(params![before_seq, limit], row)?
-            .collect::<Result<_, _>>()?;
-        Ok(list)
+        );
+        Ok(sql::rows(
+            &self.lock(),
+            &sql,
+            params![before_seq, limit],
+            row,
+        )?)
     }
 
     /// The newest stored checkpoint, if any.

@@ -2,9 +2,10 @@
 //! per-agent pending cap, reading, answering (first answer wins) and expiring them. The
 //! envelopes and the [`aaep::Clarification`] type are in [`crate::aaep`].
 
-use crate::aaep;
+use crate::aaep::{self, Clarification};
 use crate::audit;
 use crate::error::StoreError;
+use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use crate::usage::pending_of;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
@@ -77,10 +78,11 @@ impl Store {
         status: Option<&str>,
     ) -> Result<Vec<aaep::Clarification>, StoreError> {
         let conn = self.lock();
-        let ids: Vec<String> = conn
-            .prepare_cached("SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500")?
-            .query_map([status], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
+        let ids: Vec<String> = sql::column(
+            &conn,
+            "SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
+            [status],
+        )?;
         let mut out = Vec::new();
         for id in ids {
             out.extend(read_clarification(&conn, "id", &id)?);
@@ -98,54 +100,46 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Option<aaep::Clarification>, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = tx
-            .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
-            .execute(params![id, response.to_string(), actor, now])?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let c = read_clarification(&tx, "id", id)?.expect("exists");
-        audit::append(
-            &tx,
-            now,
-            "clarification.answered",
-            None,
-            actor,
-            &json!({"clarification_id": id, "response": response}),
-        )?;
-        aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
-        tx.commit()?;
-        Ok(Some(c))
+        self.write(|tx| {
+            let n = tx
+                .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
+                .execute(params![id, response.to_string(), actor, now])?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let c = read_clarification(tx, "id", id)?.expect("exists");
+            let data = json!({"clarification_id": id, "response": response});
+            audit::append(tx, now, "clarification.answered", None, actor, &data)?;
+            aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+            Ok(Some(c))
+        })
     }
 
     /// Expires pending clarifications whose time is up; returns how many.
     pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let ids: Vec<String> = tx
-            .prepare_cached(
+        self.write(|tx| {
+            let ids: Vec<String> = sql::column(
+                tx,
                 "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",
-            )?
-            .query_map([now], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        for id in &ids {
-            tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
-                .execute([id])?;
-            let c = read_clarification(&tx, "id", id)?.expect("exists");
-            audit::append(
-                &tx,
-                now,
-                "clarification.expired",
-                None,
-                "system:expiry",
-                &json!({"clarification_id": id}),
+                [now],
             )?;
-            aaep::emit(&tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
-        }
-        tx.commit()?;
-        Ok(ids.len())
+            for id in &ids {
+                tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
+                    .execute([id])?;
+                let c = read_clarification(tx, "id", id)?.expect("exists");
+                let data = json!({"clarification_id": id});
+                audit::append(
+                    tx,
+                    now,
+                    "clarification.expired",
+                    None,
+                    "system:expiry",
+                    &data,
+                )?;
+                aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+            }
+            Ok(ids.len())
+        })
     }
 }
 
@@ -160,29 +154,14 @@ pub(crate) fn read_clarification(
     );
     conn.prepare_cached(&sql)?
         .query_row([key], |r| {
-            let list = |i: usize| -> rusqlite::Result<Vec<Value>> {
-                let s: String = r.get(i)?;
-                Ok(serde_json::from_str(&s).unwrap_or_default())
-            };
-            let response: Option<String> = r.get(11)?;
-            Ok(aaep::Clarification {
-                id: r.get(0)?,
-                agent: r.get(1)?,
-                session_id: r.get(2)?,
-                question: r.get(3)?,
-                kinds: list(4)?
-                    .into_iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect(),
-                choices: list(5)?,
-                context: r.get(6)?,
-                reply_token: r.get(7)?,
-                requested_at: r.get(8)?,
-                expires_at: r.get(9)?,
-                status: r.get(10)?,
+            let kinds: Vec<Value> = json_or_default(r, "kinds")?;
+            let response: Option<String> = r.get("response")?;
+            from_row!(r => Clarification {
+                id, agent, session_id, question, context, reply_token, requested_at, expires_at,
+                status, answered_by, answered_at,
+                kinds: kinds.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+                choices: json_or_default(r, "choices")?,
                 response: response.and_then(|s| serde_json::from_str(&s).ok()),
-                answered_by: r.get(12)?,
-                answered_at: r.get(13)?,
             })
         })
         .optional()

@@ -4,6 +4,7 @@
 //! block, `target_id` and `trace.attributes`) even after the policies change.
 
 use crate::error::StoreError;
+use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
@@ -48,12 +49,9 @@ pub(crate) fn read(conn: &rusqlite::Connection, id: &str) -> rusqlite::Result<Co
             "SELECT policies, policy_set_sha256, plan_id, step_id FROM confirm_context WHERE approval_id = ?1",
         )?
         .query_row([id], |r| {
-            let policies: String = r.get(0)?;
-            Ok(ConfirmContext {
-                policies: serde_json::from_str(&policies).unwrap_or_default(),
-                policy_set_sha256: r.get(1)?,
-                plan_id: r.get(2)?,
-                step_id: r.get(3)?,
+            from_row!(r => ConfirmContext {
+                policy_set_sha256, plan_id, step_id,
+                policies: json_or_default(r, "policies")?,
             })
         })
         .optional()?;

@@ -224,31 +224,29 @@ impl Store {
                 Err(e) => return Err(crate::error::StoreError::Invalid(e.to_string()).into()),
             }
         }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let p =
-            plans::read_plan(&tx, id)?.ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
-        match p.status.as_str() {
-            "cancelled" => {}
-            "completed" | "failed" => {
-                return Err(plans::PlanError::WrongState(
-                    p.status,
-                    "a finished plan cannot be cancelled",
-                ));
+        self.write(|tx| {
+            let p = plans::read_plan(tx, id)?
+                .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
+            match p.status.as_str() {
+                "cancelled" => {}
+                "completed" | "failed" => {
+                    return Err(plans::PlanError::WrongState(
+                        p.status,
+                        "a finished plan cannot be cancelled",
+                    ));
+                }
+                _ => plans::transition(
+                    tx,
+                    id,
+                    "cancelled",
+                    "plan.cancelled",
+                    actor,
+                    json!({"reason": reason}),
+                    now,
+                )?,
             }
-            _ => plans::transition(
-                &tx,
-                id,
-                "cancelled",
-                "plan.cancelled",
-                actor,
-                json!({"reason": reason}),
-                now,
-            )?,
-        }
-        let p = plans::read_plan(&tx, id)?.expect("exists");
-        tx.commit()?;
-        Ok(p)
+            Ok(plans::read_plan(tx, id)?.expect("exists"))
+        })
     }
 }
 

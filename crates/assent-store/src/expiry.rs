@@ -6,6 +6,7 @@ use crate::aaep;
 use crate::audit;
 use crate::error::{DecideError, StoreError};
 use crate::record::{ApprovalRecord, read_approval};
+use crate::sql;
 use crate::store::Store;
 use assent_core::approval::Event;
 use assent_core::decision::{countdown_due, escalated_approvers, escalates};
@@ -24,14 +25,11 @@ impl Store {
     /// ([`ApprovalRecord::damaged`]) is skipped: it stays pending until repaired. Returns the
     /// ids that changed; `Err` only when the store fails.
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
-        let due: Vec<String> = {
-            let conn = self.lock();
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
-            )?;
-            stmt.query_map([now], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
+        let due: Vec<String> = sql::column(
+            &self.lock(),
+            "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
+            [now],
+        )?;
         let mut done = Vec::new();
         for id in due {
             let default = {

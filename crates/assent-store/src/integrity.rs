@@ -13,6 +13,7 @@ use crate::audit::{self, GENESIS};
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::StoreError;
 use crate::kit::io;
+use crate::sql;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
@@ -70,15 +71,7 @@ pub struct Report {
 /// checkpoints to check without a public key (no `audit.key` and no `opts.public_key`).
 /// Findings are in [`Report::problem`].
 pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Report, StoreError> {
-    let path = data_dir.join("assent.db");
-    if !path.exists() {
-        return Err(StoreError::Invalid(format!(
-            "{}: no assent database here",
-            path.display()
-        )));
-    }
-    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let conn = crate::open::open_read_only(data_dir)?;
     // One read transaction: the chain, checkpoints and state are one snapshot.
     conn.execute_batch("BEGIN")?;
     let key = match opts.public_key {
@@ -282,10 +275,12 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
 pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, String)>> {
     let mut s = seen(conn)?;
     let mut out = Vec::new();
-    let mut stmt = conn.prepare("SELECT id, status FROM approvals ORDER BY requested_at, rowid")?;
-    let rows: Vec<(String, String)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
+    let rows: Vec<(String, String)> = sql::rows(
+        conn,
+        "SELECT id, status FROM approvals ORDER BY requested_at, rowid",
+        [],
+        |r| r.try_into(),
+    )?;
     for (id, status) in &rows {
         if let Some(rec) = crate::record::read_approval(conn, id)?
             && !rec.damaged.is_empty()
@@ -317,22 +312,15 @@ pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, Stri
             }
         }
     }
-    let mut orphans: Vec<(i64, String, &str)> = s
+    let requested = s
         .requested
         .drain()
-        .map(|(a, seq)| (seq, a, "approval.requested"))
-        .chain(
-            s.settled
-                .drain()
-                .map(|(a, (seq, _, _))| (seq, a, "settling")),
-        )
-        .collect();
-    orphans.sort();
-    for (seq, a, what) in orphans {
-        out.push((Some(seq), format!(
-            "audit record {seq} ({what}) names approval {a}, which is not in the approvals table"
-        )));
-    }
+        .map(|(a, seq)| (seq, a, "approval.requested"));
+    let settling = s
+        .settled
+        .drain()
+        .map(|(a, (seq, _, _))| (seq, a, "settling"));
+    orphans("approval", requested.chain(settling), &mut out);
     tokens(conn, &mut s, &mut out)?;
     grants(conn, &mut out)?;
     Ok(out)
@@ -423,11 +411,12 @@ fn tokens(
     s: &mut Seen,
     out: &mut Vec<(Option<i64>, String)>,
 ) -> rusqlite::Result<()> {
-    let mut stmt = conn
-        .prepare("SELECT token_id, approval_id, used_at FROM tokens ORDER BY issued_at, rowid")?;
-    let rows: Vec<(String, String, Option<i64>)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<Result<_, _>>()?;
+    let rows: Vec<(String, String, Option<i64>)> = sql::rows(
+        conn,
+        "SELECT token_id, approval_id, used_at FROM tokens ORDER BY issued_at, rowid",
+        [],
+        |r| r.try_into(),
+    )?;
     for (tid, aid, used) in &rows {
         if s.minted.remove(tid).is_none() {
             out.push((
@@ -445,24 +434,30 @@ fn tokens(
             _ => {}
         }
     }
-    let mut orphans: Vec<(i64, String, &str)> = s
-        .minted
+    let minted = s.minted.drain().map(|(t, seq)| (seq, t, "token.minted"));
+    let redeemed = s
+        .redeemed
         .drain()
-        .map(|(t, seq)| (seq, t, "token.minted"))
-        .chain(
-            s.redeemed
-                .drain()
-                .map(|(t, seq)| (seq, t, "token.redeemed")),
-        )
-        .collect();
-    orphans.sort();
-    for (seq, t, kind) in orphans {
+        .map(|(t, seq)| (seq, t, "token.redeemed"));
+    orphans("token", minted.chain(redeemed), out);
+    Ok(())
+}
+
+/// Reports, oldest first, each audit record `(seq, id, what)` left over after the
+/// cross-check: it names `noun` `id` (an approval, a token), which is not in the `noun`s table.
+fn orphans<'a>(
+    noun: &str,
+    left: impl Iterator<Item = (i64, String, &'a str)>,
+    out: &mut Vec<(Option<i64>, String)>,
+) {
+    let mut left: Vec<_> = left.collect();
+    left.sort();
+    for (seq, id, what) in left {
         out.push((
             Some(seq),
             format!(
-                "audit record {seq} ({kind}) names token {t}, which is not in the tokens table"
+                "audit record {seq} ({what}) names {noun} {id}, which is not in the {noun}s table"
             ),
         ));
     }
-    Ok(())
 }

@@ -17,6 +17,7 @@
 use crate::error::StoreError;
 use crate::kit::rfc3339;
 use crate::record::{ApprovalRecord, read_approval};
+use crate::sql;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -42,10 +43,11 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
         ("approval", _) => "good",
         _ => "poor",
     };
-    let events: Vec<String> = conn
-        .prepare_cached("SELECT json_extract(data, '$.event_id') FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq")?
-        .query_map([&a.id], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let events: Vec<String> = sql::column(
+        conn,
+        "SELECT json_extract(data, '$.event_id') FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",
+        [&a.id],
+    )?;
     let feedback = json!({"source": source, "type": kind, "quality_label": quality,
                           "details": last.reason, "decided_by": last.actor});
     let meta = json!({"source_flow_id": "assent.confirm", "source_event_ids": events,
@@ -92,10 +94,11 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
 
 /// Every settled approval as a learning sample, oldest decision first.
 pub(crate) fn samples(conn: &Connection) -> Result<Vec<Value>, StoreError> {
-    let ids: Vec<String> = conn
-        .prepare("SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at, rowid")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let ids: Vec<String> = sql::column(
+        conn,
+        "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at, rowid",
+        [],
+    )?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(a) = read_approval(conn, &id)?
@@ -117,14 +120,5 @@ impl crate::store::Store {
 /// [`crate::Store::learning_samples`] of the database in `data_dir`, opened read-only (the
 /// gateway may keep running).
 pub fn learning_samples_offline(data_dir: &Path) -> Result<Vec<Value>, StoreError> {
-    let path = data_dir.join("assent.db");
-    if !path.exists() {
-        return Err(StoreError::Invalid(format!(
-            "{}: no assent database here",
-            path.display()
-        )));
-    }
-    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    samples(&conn)
+    samples(&crate::open::open_read_only(data_dir)?)
 }

@@ -23,8 +23,9 @@
 //! [`aaep`] (envelopes and types) → `mplp` (Confirm trace events), [`learning`],
 //! [`integrity`] → `record` (the approval row and its strict reader) → `open` (data
 //! directory, keys, migrations), [`pins`], [`outbox`], [`confirm`] → [`checkpoint`] →
-//! [`audit`] → the kit at the bottom: `store` (the [`Store`] handle), [`stored`] (strict
-//! column reading), `kit` (time, files, JSON text), `error`.
+//! [`audit`] → the kit at the bottom: `store` (the [`Store`] handle and its write
+//! transaction), [`stored`] (strict column reading), `sql` (typed rows, JSON columns, a row
+//! read by column name), `kit` (time, files, JSON text), `error`.
 //! This file only mounts them and re-exports their public items.
 
 #![warn(missing_docs)]
@@ -48,6 +49,7 @@ pub mod plans;
 mod propose;
 mod record;
 pub mod sessions;
+mod sql;
 mod store;
 pub mod stored;
 mod subscriptions;

@@ -41,16 +41,10 @@ impl Store {
     /// The MPLP trace events (`confirm.*`) of approval `id`, oldest first, as stored in the
     /// audit chain.
     pub fn mplp_events(&self, id: &str) -> Result<Vec<Value>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
+        Ok(crate::sql::json_values(
+            &self.lock(),
             "SELECT data FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",
-        )?;
-        let rows: Vec<String> = stmt
-            .query_map([id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        Ok(rows
-            .iter()
-            .filter_map(|s| serde_json::from_str(s).ok())
-            .collect())
+            [id],
+        )?)
     }
 }

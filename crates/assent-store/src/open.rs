@@ -92,6 +92,13 @@ impl Store {
 
 /// Verifies the audit chain of the database in `data_dir` without starting a server, read-only.
 pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError> {
+    Ok(audit::verify(&open_read_only(data_dir)?)?)
+}
+
+/// Opens `<data_dir>/assent.db` read-only for the offline readers (audit verification,
+/// learning samples), waiting up to 10 s for a running gateway's writes. `Invalid` when
+/// there is no database there (opening would not create one).
+pub(crate) fn open_read_only(data_dir: &Path) -> Result<Connection, StoreError> {
     let path = data_dir.join("assent.db");
     if !path.exists() {
         return Err(StoreError::Invalid(format!(
@@ -101,5 +108,5 @@ pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError
     }
     let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    Ok(audit::verify(&conn)?)
+    Ok(conn)
 }

@@ -3,6 +3,7 @@
 
 use crate::audit::AuditRecord;
 use crate::error::StoreError;
+use crate::sql::{self, from_row};
 use crate::store::Store;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
@@ -38,29 +39,25 @@ impl Store {
         kinds: &[&str],
         limit: u32,
     ) -> Result<Vec<AuditRecord>, StoreError> {
-        let conn = self.lock();
         let kinds_json = serde_json::to_string(kinds).expect("kinds");
-        let mut stmt = conn.prepare_cached(
+        Ok(sql::rows(
+            &self.lock(),
             "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
              WHERE seq > ?1 AND (?2 = '[]' OR kind IN (SELECT value FROM json_each(?2)))
              ORDER BY seq LIMIT ?3",
-        )?;
-        let rows = stmt
-            .query_map(params![after, kinds_json, limit], read)?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
+            params![after, kinds_json, limit],
+            AuditRecord::read,
+        )?)
     }
 
     /// The newest `limit` audit records, newest first.
     pub fn audit_tail(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
+        Ok(sql::rows(
+            &self.lock(),
             "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq DESC LIMIT ?1",
-        )?;
-        let rows = stmt
-            .query_map([limit], read)?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
+            [limit],
+            AuditRecord::read,
+        )?)
     }
 
     /// The sequence number of the newest audit record (0 when empty).
@@ -83,13 +80,7 @@ impl Store {
 
     /// Moves `webhook`'s cursor to `seq` (delivered, or dead-lettered, up to there).
     pub fn set_webhook_cursor(&self, webhook: &str, seq: i64) -> Result<(), StoreError> {
-        let conn = self.lock();
-        conn.execute(
-            "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
-             ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq",
-            params![webhook, seq],
-        )?;
-        Ok(())
+        Ok(move_cursor(&self.lock(), webhook, seq)?)
     }
 
     /// Records a delivery that failed every attempt and moves the cursor past it, in one
@@ -102,11 +93,7 @@ impl Store {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![d.webhook, d.audit_seq, d.event, d.body, d.attempts, d.last_error, d.failed_at],
         )?;
-        tx.execute(
-            "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
-             ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq",
-            params![d.webhook, d.audit_seq],
-        )?;
+        move_cursor(&tx, &d.webhook, d.audit_seq)?;
         tx.commit()?;
         Ok(())
     }
@@ -156,8 +143,6 @@ impl Store {
         outcome: &Result<Value, String>,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let data = match outcome {
             Ok(r) => {
                 let text = r.to_string();
@@ -170,9 +155,16 @@ impl Store {
             }
             Err(e) => serde_json::json!({"tool": tool, "error": e}),
         };
-        crate::audit::append(&tx, now, "dry_run", Some(approval_id), actor, &data)?;
-        tx.commit()?;
-        Ok(())
+        self.write(|tx| {
+            Ok(crate::audit::append(
+                tx,
+                now,
+                "dry_run",
+                Some(approval_id),
+                actor,
+                &data,
+            )?)
+        })
     }
 
     /// The newest dry run of approval `approval_id`, if any.
@@ -183,44 +175,32 @@ impl Store {
                 "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
                  WHERE approval_id = ?1 AND kind = 'dry_run' ORDER BY seq DESC LIMIT 1",
             )?
-            .query_row([approval_id], read)
+            .query_row([approval_id], AuditRecord::read)
             .optional()?)
     }
 
     /// Every dead letter, newest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
+        Ok(sql::rows(
+            &self.lock(),
             "SELECT id, webhook, audit_seq, event, body, attempts, last_error, failed_at
              FROM webhook_dead_letters ORDER BY id DESC",
-        )?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(DeadLetter {
-                    id: r.get(0)?,
-                    webhook: r.get(1)?,
-                    audit_seq: r.get(2)?,
-                    event: r.get(3)?,
-                    body: r.get(4)?,
-                    attempts: r.get(5)?,
-                    last_error: r.get(6)?,
-                    failed_at: r.get(7)?,
+            [],
+            |r| {
+                from_row!(r => DeadLetter {
+                    id, webhook, audit_seq, event, body, attempts, last_error, failed_at
                 })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
+            },
+        )?)
     }
 }
 
-fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
-    Ok(AuditRecord {
-        seq: r.get(0)?,
-        at: r.get(1)?,
-        kind: r.get(2)?,
-        approval_id: r.get(3)?,
-        actor: r.get(4)?,
-        data: r.get(5)?,
-        prev_hash: r.get(6)?,
-        hash: r.get(7)?,
-    })
+/// Moves `webhook`'s cursor into the audit log to `seq` (creating it for a new webhook).
+fn move_cursor(conn: &rusqlite::Connection, webhook: &str, seq: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
+         ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq",
+        params![webhook, seq],
+    )?;
+    Ok(())
 }

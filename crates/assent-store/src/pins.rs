@@ -8,6 +8,7 @@
 use crate::audit;
 use crate::error::StoreError;
 use crate::kit::rfc3339;
+use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
@@ -91,26 +92,18 @@ fn pinned(
         "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2",
     )?
     .query_row(params![server, tool], |r| {
-        let d: String = r.get(1)?;
-        Ok((r.get(0)?, serde_json::from_str(&d).unwrap_or(Value::Null)))
+        Ok((r.get(0)?, json_or_default(r, 1)?))
     })
     .optional()
 }
 
 fn review_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolReview> {
-    let d: String = r.get(4)?;
-    Ok(ToolReview {
-        id: r.get(0)?,
-        server: r.get(1)?,
-        tool: r.get(2)?,
-        fingerprint: r.get(3)?,
-        definition: serde_json::from_str(&d).unwrap_or(Value::Null),
+    from_row!(r => ToolReview {
+        id, server, tool, fingerprint, seen_by, status, decided_by,
+        definition: json_or_default(r, "definition")?,
         pinned: None,
-        seen_at: rfc3339(r.get(5)?),
-        seen_by: r.get(6)?,
-        status: r.get(7)?,
-        decided_by: r.get(8)?,
-        decided_at: r.get::<_, Option<i64>>(9)?.map(rfc3339),
+        seen_at: rfc3339(r.get("seen_at")?),
+        decided_at: r.get::<_, Option<i64>>("decided_at")?.map(rfc3339),
     })
 }
 
@@ -129,90 +122,89 @@ impl Store {
         agent: &str,
         now: i64,
     ) -> Result<Vec<ToolState>, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let seen: bool = tx
-            .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
-            .query_row([server], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if !seen {
-            tx.prepare_cached("INSERT INTO tool_servers (server, first_seen) VALUES (?1, ?2)")?
-                .execute(params![server, now])?;
-        }
-        let mut out = Vec::with_capacity(tools.len());
-        for t in tools {
-            let Some(name) = t["name"].as_str() else {
-                continue;
-            };
-            let fp = fingerprint(t);
-            let pin = pinned(&tx, server, name)?;
-            match pin {
-                Some((pfp, def)) if pfp == fp => out.push(ToolState {
-                    name: name.into(),
-                    state: "pinned",
-                    review_id: None,
-                    review_status: None,
-                    pinned: Some(def),
-                }),
-                None if !seen => {
-                    tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
-                        .execute(params![server, name, fp, t.to_string(), now])?;
-                    audit::append(
-                        &tx,
-                        now,
-                        "tool.pinned",
-                        None,
-                        agent,
-                        &json!({"server": server, "tool": name, "fingerprint": fp, "by": "trust-on-first-use"}),
-                    )?;
-                    out.push(ToolState {
+        self.write(|tx| {
+            let seen: bool = tx
+                .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
+                .query_row([server], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !seen {
+                tx.prepare_cached("INSERT INTO tool_servers (server, first_seen) VALUES (?1, ?2)")?
+                    .execute(params![server, now])?;
+            }
+            let mut out = Vec::with_capacity(tools.len());
+            for t in tools {
+                let Some(name) = t["name"].as_str() else {
+                    continue;
+                };
+                let fp = fingerprint(t);
+                let pin = pinned(tx, server, name)?;
+                match pin {
+                    Some((pfp, def)) if pfp == fp => out.push(ToolState {
                         name: name.into(),
-                        state: "first_use",
+                        state: "pinned",
                         review_id: None,
                         review_status: None,
-                        pinned: Some(t.clone()),
-                    });
-                }
-                pin => {
-                    let existing: Option<(String, String)> = tx
-                        .prepare_cached("SELECT id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND fingerprint = ?3")?
-                        .query_row(params![server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .optional()?;
-                    let (id, status) = match existing {
-                        Some(x) => x,
-                        None => {
-                            let id = uuid::Uuid::new_v4().to_string();
-                            tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
-                                .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
-                            audit::append(
-                                &tx,
-                                now,
-                                if pin.is_some() {
-                                    "tool.changed"
-                                } else {
-                                    "tool.new"
-                                },
-                                None,
-                                agent,
-                                &json!({"server": server, "tool": name, "fingerprint": fp,
-                                        "pinned_fingerprint": pin.as_ref().map(|p| &p.0), "review_id": id}),
-                            )?;
-                            (id, "pending".to_string())
-                        }
-                    };
-                    out.push(ToolState {
-                        name: name.into(),
-                        state: "held",
-                        review_id: Some(id),
-                        review_status: Some(status),
-                        pinned: pin.map(|p| p.1),
-                    });
+                        pinned: Some(def),
+                    }),
+                    None if !seen => {
+                        tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
+                            .execute(params![server, name, fp, t.to_string(), now])?;
+                        audit::append(
+                            tx,
+                            now,
+                            "tool.pinned",
+                            None,
+                            agent,
+                            &json!({"server": server, "tool": name, "fingerprint": fp, "by": "trust-on-first-use"}),
+                        )?;
+                        out.push(ToolState {
+                            name: name.into(),
+                            state: "first_use",
+                            review_id: None,
+                            review_status: None,
+                            pinned: Some(t.clone()),
+                        });
+                    }
+                    pin => {
+                        let existing: Option<(String, String)> = tx
+                            .prepare_cached("SELECT id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND fingerprint = ?3")?
+                            .query_row(params![server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .optional()?;
+                        let (id, status) = match existing {
+                            Some(x) => x,
+                            None => {
+                                let id = uuid::Uuid::new_v4().to_string();
+                                tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
+                                    .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
+                                audit::append(
+                                    tx,
+                                    now,
+                                    if pin.is_some() {
+                                        "tool.changed"
+                                    } else {
+                                        "tool.new"
+                                    },
+                                    None,
+                                    agent,
+                                    &json!({"server": server, "tool": name, "fingerprint": fp,
+                                            "pinned_fingerprint": pin.as_ref().map(|p| &p.0), "review_id": id}),
+                                )?;
+                                (id, "pending".to_string())
+                            }
+                        };
+                        out.push(ToolState {
+                            name: name.into(),
+                            state: "held",
+                            review_id: Some(id),
+                            review_status: Some(status),
+                            pinned: pin.map(|p| p.1),
+                        });
+                    }
                 }
             }
-        }
-        tx.commit()?;
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Whether calls of `server`/`tool` must wait: the id of a pending review of it, if any.
@@ -231,10 +223,10 @@ impl Store {
     /// Reviews, newest first; only those with `status` when given.
     pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
         let conn = self.lock();
-        let mut list: Vec<ToolReview> = conn
-            .prepare(&format!("SELECT {REVIEW_COLS} FROM tool_reviews WHERE (?1 IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"))?
-            .query_map([status], review_row)?
-            .collect::<Result<_, _>>()?;
+        let sql = format!(
+            "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (?1 IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
+        );
+        let mut list = sql::rows(&conn, &sql, [status], review_row)?;
         for r in &mut list {
             r.pinned = pinned(&conn, &r.server, &r.tool)?.map(|p| p.1);
         }
@@ -323,37 +315,32 @@ impl Store {
         data: &Value,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let link: Option<String> = match approval_id {
-            Some(id) => tx
-                .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
-                .query_row(params![id, agent], |r| r.get(0))
-                .optional()?,
-            None => None,
-        };
-        audit::append(&tx, now, "call.result", link.as_deref(), agent, data)?;
-        tx.commit()?;
-        Ok(())
+        self.write(|tx| {
+            let link: Option<String> = match approval_id {
+                Some(id) => tx
+                    .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
+                    .query_row(params![id, agent], |r| r.get(0))
+                    .optional()?,
+                None => None,
+            };
+            audit::append(tx, now, "call.result", link.as_deref(), agent, data)?;
+            Ok(())
+        })
     }
 
     /// Every pin, by server and tool.
     pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
-        let conn = self.lock();
-        let list = conn
-            .prepare("SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool")?
-            .query_map([], |r| {
-                let d: String = r.get(3)?;
-                Ok(ToolPin {
-                    server: r.get(0)?,
-                    tool: r.get(1)?,
-                    fingerprint: r.get(2)?,
-                    definition: serde_json::from_str(&d).unwrap_or(Value::Null),
-                    pinned_at: rfc3339(r.get(4)?),
-                    pinned_by: r.get(5)?,
+        Ok(sql::rows(
+            &self.lock(),
+            "SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool",
+            [],
+            |r| {
+                from_row!(r => ToolPin {
+                    server, tool, fingerprint, pinned_by,
+                    definition: json_or_default(r, "definition")?,
+                    pinned_at: rfc3339(r.get("pinned_at")?),
                 })
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(list)
+            },
+        )?)
     }
 }

@@ -12,6 +12,7 @@
 use crate::audit;
 use crate::error::StoreError;
 use crate::kit::rfc3339;
+use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use assent_core::transitions;
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -111,21 +112,11 @@ pub(crate) fn read_plan(
 ) -> rusqlite::Result<Option<PlanRecord>> {
     conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at FROM plans WHERE plan_id = ?1")?
         .query_row([id], |r| {
-            let js = |i: usize| -> rusqlite::Result<Value> {
-                Ok(serde_json::from_str(&r.get::<_, String>(i)?).unwrap_or(Value::Null))
-            };
-            Ok(PlanRecord {
-                plan_id: r.get(0)?,
-                agent: r.get(1)?,
-                session_id: r.get(2)?,
-                status: r.get(3)?,
-                body: js(4)?,
-                submitted: r.get::<_, Option<String>>(5)?.and_then(|s| serde_json::from_str(&s).ok()),
-                confirm_id: r.get(6)?,
-                events: serde_json::from_value(js(7)?).unwrap_or_default(),
-                trace_id: r.get(8)?,
-                created_at: r.get(9)?,
-                updated_at: r.get(10)?,
+            from_row!(r => PlanRecord {
+                plan_id, agent, session_id, status, confirm_id, trace_id, created_at, updated_at,
+                body: json_or_default(r, "body")?,
+                submitted: r.get::<_, Option<String>>("submitted")?.and_then(|s| serde_json::from_str(&s).ok()),
+                events: json_or_default(r, "events")?,
             })
         })
         .optional()
@@ -236,6 +227,18 @@ pub(crate) fn plan_block(
     Ok(None)
 }
 
+/// The plan id of an MPLP plan `body` and the body as assent stores it: what the agent wrote,
+/// without the `status` and `events` assent keeps itself.
+fn agent_body(body: &Value) -> (String, Value) {
+    let id = body["plan_id"].as_str().unwrap_or_default().to_string();
+    let mut body = body.clone();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("status");
+        o.remove("events");
+    }
+    (id, body)
+}
+
 impl Store {
     /// Stores a new plan as `draft` for `agent` (`plan.created`). `body` is an MPLP plan the
     /// caller validated; its `status` and `events` are replaced by assent's.
@@ -247,34 +250,20 @@ impl Store {
         trace_id: Option<&str>,
         now: i64,
     ) -> Result<PlanRecord, PlanError> {
-        let id = body["plan_id"].as_str().unwrap_or_default().to_string();
-        let mut body = body.clone();
-        if let Some(o) = body.as_object_mut() {
-            o.remove("status");
-            o.remove("events");
-        }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        if read_plan(&tx, &id)?.is_some() {
-            return Err(PlanError::Exists(id));
-        }
-        let trace = trace_id
-            .map(str::to_string)
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        tx.prepare_cached("INSERT INTO plans (plan_id, agent, session_id, status, body, trace_id, created_at, updated_at) VALUES (?1,?2,?3,'draft',?4,?5,?6,?6)")?
-            .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
-        transition(
-            &tx,
-            &id,
-            "draft",
-            "plan.created",
-            agent,
-            json!({"agent": agent, "session_id": session_id}),
-            now,
-        )?;
-        let p = read_plan(&tx, &id)?.expect("inserted");
-        tx.commit()?;
-        Ok(p)
+        let (id, body) = agent_body(body);
+        self.write(|tx| {
+            if read_plan(tx, &id)?.is_some() {
+                return Err(PlanError::Exists(id));
+            }
+            let trace = trace_id
+                .map(str::to_string)
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            tx.prepare_cached("INSERT INTO plans (plan_id, agent, session_id, status, body, trace_id, created_at, updated_at) VALUES (?1,?2,?3,'draft',?4,?5,?6,?6)")?
+                .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
+            let created = json!({"agent": agent, "session_id": session_id});
+            transition(tx, &id, "draft", "plan.created", agent, created, now)?;
+            Ok(read_plan(tx, &id)?.expect("inserted"))
+        })
     }
 
     /// Replaces the body of a `draft` plan of `agent` (`plan.updated`), e.g. revised after a
@@ -285,29 +274,22 @@ impl Store {
         body: &Value,
         now: i64,
     ) -> Result<PlanRecord, PlanError> {
-        let id = body["plan_id"].as_str().unwrap_or_default().to_string();
-        let mut body = body.clone();
-        if let Some(o) = body.as_object_mut() {
-            o.remove("status");
-            o.remove("events");
-        }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let p = read_plan(&tx, &id)?
-            .filter(|p| p.agent == agent)
-            .ok_or_else(|| PlanError::NotFound(id.clone()))?;
-        if !transitions::plan_editable(&p.status) {
-            return Err(PlanError::WrongState(
-                p.status,
-                "only a draft can be revised",
-            ));
-        }
-        tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
-            .execute(params![id, body.to_string()])?;
-        transition(&tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
-        let p = read_plan(&tx, &id)?.expect("exists");
-        tx.commit()?;
-        Ok(p)
+        let (id, body) = agent_body(body);
+        self.write(|tx| {
+            let p = read_plan(tx, &id)?
+                .filter(|p| p.agent == agent)
+                .ok_or_else(|| PlanError::NotFound(id.clone()))?;
+            if !transitions::plan_editable(&p.status) {
+                return Err(PlanError::WrongState(
+                    p.status,
+                    "only a draft can be revised",
+                ));
+            }
+            tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
+                .execute(params![id, body.to_string()])?;
+            transition(tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
+            Ok(read_plan(tx, &id)?.expect("exists"))
+        })
     }
 
     /// Reads one plan.
@@ -317,16 +299,10 @@ impl Store {
 
     /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first.
     pub fn pipeline_events(&self, plan_id: &str) -> Result<Vec<Value>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
+        Ok(crate::sql::json_values(
+            &self.lock(),
             "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND json_extract(data, '$.pipeline_id') = ?1 ORDER BY seq",
-        )?;
-        let rows: Vec<String> = stmt
-            .query_map([plan_id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        Ok(rows
-            .iter()
-            .filter_map(|s| serde_json::from_str(s).ok())
-            .collect())
+            [plan_id],
+        )?)
     }
 }

@@ -117,26 +117,14 @@ impl Store {
         verdict: &Verdict,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        audit::append(
-            &tx,
-            now,
-            &format!(
-                "call.{}",
-                match verdict.kind {
-                    assent_core::VerdictKind::Allow => "allowed",
-                    assent_core::VerdictKind::Deny => "denied",
-                    assent_core::VerdictKind::Confirm => "held",
-                }
-            ),
-            None,
-            agent,
-            &json!({"session_id": session_id, "call": call, "call_hash": call_hash,
-                    "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier}),
-        )?;
-        tx.commit()?;
-        Ok(())
+        let kind = match verdict.kind {
+            assent_core::VerdictKind::Allow => "call.allowed",
+            assent_core::VerdictKind::Deny => "call.denied",
+            assent_core::VerdictKind::Confirm => "call.held",
+        };
+        let data = json!({"session_id": session_id, "call": call, "call_hash": call_hash,
+                          "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier});
+        self.write(|tx| Ok(audit::append(tx, now, kind, None, agent, &data)?))
     }
 
     /// Stores proposal `p` as a new pending approval with the confirm `verdict` (message, tier,
@@ -149,12 +137,10 @@ impl Store {
         p: &Proposal<'_>,
         verdict: &Verdict,
     ) -> Result<ApprovalRecord, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let id = insert_approval(&tx, p, verdict, "pending")?;
-        let rec = read_approval(&tx, &id)?.expect("just inserted");
-        tx.commit()?;
-        Ok(rec)
+        self.write(|tx| {
+            let id = insert_approval(tx, p, verdict, "pending")?;
+            Ok(read_approval(tx, &id)?.expect("just inserted"))
+        })
     }
 
     /// Gates one proposed call atomically (AAEP §6.1, seed 002): reads the session's earlier

@@ -3,6 +3,7 @@
 //! `damaged`, issue 10 §8), with the store's read-only approval queries. It writes nothing.
 
 use crate::error::StoreError;
+use crate::sql::{self, from_row};
 use crate::store::Store;
 use crate::stored::{self, Settlement};
 use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
@@ -209,13 +210,11 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         let conn = self.lock();
-        let ids: Vec<String> = {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
-            )?;
-            stmt.query_map(params![status.map(|s| s.as_str()), limit], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
+        let ids: Vec<String> = sql::column(
+            &conn,
+            "SELECT id FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
+            params![status.map(|s| s.as_str()), limit],
+        )?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some(a) = read_approval(&conn, &id)? {
@@ -257,12 +256,12 @@ pub(crate) fn read_approval(
         )
         .optional()?;
     let Some(mut rec) = rec else { return Ok(None) };
-    let mut stmt = conn.prepare_cached(
+    let rows = sql::rows(
+        conn,
         "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
+        [id],
+        decision_row,
     )?;
-    let rows: Vec<(DecisionRecord, Vec<String>)> = stmt
-        .query_map([id], decision_row)?
-        .collect::<Result<_, _>>()?;
     for (d, damaged) in rows {
         rec.damaged.extend(damaged);
         rec.decisions.push(d);
@@ -270,14 +269,8 @@ pub(crate) fn read_approval(
     rec.token = conn
         .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
         .query_row([id], |r| {
-            Ok(TokenInfo {
-                token_id: r.get(0)?,
-                expires_at: r.get(1)?,
-                used_at: r.get(2)?,
-                issued_at: r.get(3)?,
-                scope: r.get(4)?,
-                device_id: r.get(5)?,
-                call_hash: r.get(6)?,
+            from_row!(r => TokenInfo {
+                token_id, expires_at, used_at, issued_at, scope, device_id, call_hash
             })
         })
         .optional()?;

@@ -5,8 +5,9 @@
 use crate::aaep;
 use crate::audit;
 use crate::error::{DecideError, StoreError};
+use crate::sql;
 use crate::store::Store;
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use serde_json::json;
 
 /// What [`Store::cancel_session`] did.
@@ -38,14 +39,11 @@ impl Store {
         roles: Option<&[String]>,
         now: i64,
     ) -> Result<SessionCancelled, StoreError> {
-        let ids: Vec<String> = {
-            let conn = self.lock();
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
-            )?;
-            stmt.query_map(params![session_id, agent], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
+        let ids: Vec<String> = sql::column(
+            &self.lock(),
+            "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            params![session_id, agent],
+        )?;
         let mut out = SessionCancelled::default();
         for id in ids {
             match self.cancel_as(&id, reason, actor, roles, now) {
@@ -55,41 +53,40 @@ impl Store {
                 Err(_) => {} // decided meanwhile
             }
         }
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        out.clarifications = cancel_clarifications(&tx, session_id, agent, actor, now)?;
-        let agents: Vec<String> = match agent {
-            Some(a) => vec![a.to_string()],
-            None => agents_of(&tx, session_id)?,
-        };
-        for a in agents {
-            let left: i64 = tx
-                .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
-                .query_row(params![a, session_id], |r| r.get(0))?;
-            if left > 0 {
-                continue;
+        self.write(|tx| {
+            out.clarifications = cancel_clarifications(tx, session_id, agent, actor, now)?;
+            let agents: Vec<String> = match agent {
+                Some(a) => vec![a.to_string()],
+                None => agents_of(tx, session_id)?,
+            };
+            for a in agents {
+                let left: i64 = tx
+                    .prepare_cached("SELECT count(*) FROM approvals WHERE agent = ?1 AND session_id = ?2 AND status = 'pending'")?
+                    .query_row(params![a, session_id], |r| r.get(0))?;
+                if left > 0 {
+                    continue;
+                }
+                let fresh = tx
+                    .prepare_cached("INSERT OR IGNORE INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4)")?
+                    .execute(params![a, session_id, now, actor])?;
+                if fresh == 0 {
+                    continue;
+                }
+                let n = out.cancelled.iter().filter(|x| x.agent == a).count();
+                let ev = aaep::session_cancelled(&a, session_id, agent.is_none(), n, now);
+                aaep::emit(tx, &ev, None, None, now)?;
+                audit::append(
+                    tx,
+                    now,
+                    "session.cancelled",
+                    None,
+                    actor,
+                    &json!({"agent": a, "session_id": session_id, "approvals": n, "reason": reason}),
+                )?;
+                out.announced.push(a);
             }
-            let fresh = tx
-                .prepare_cached("INSERT OR IGNORE INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4)")?
-                .execute(params![a, session_id, now, actor])?;
-            if fresh == 0 {
-                continue;
-            }
-            let n = out.cancelled.iter().filter(|x| x.agent == a).count();
-            let ev = aaep::session_cancelled(&a, session_id, agent.is_none(), n, now);
-            aaep::emit(&tx, &ev, None, None, now)?;
-            audit::append(
-                &tx,
-                now,
-                "session.cancelled",
-                None,
-                actor,
-                &json!({"agent": a, "session_id": session_id, "approvals": n, "reason": reason}),
-            )?;
-            out.announced.push(a);
-        }
-        tx.commit()?;
-        Ok(out)
+            Ok(out)
+        })
     }
 }
 
@@ -102,10 +99,11 @@ fn cancel_clarifications(
     actor: &str,
     now: i64,
 ) -> Result<Vec<String>, StoreError> {
-    let ids: Vec<String> = tx
-        .prepare_cached("SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at")?
-        .query_map(params![session_id, agent], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let ids: Vec<String> = sql::column(
+        tx,
+        "SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+        params![session_id, agent],
+    )?;
     for id in &ids {
         tx.prepare_cached(
             "UPDATE clarifications SET status = 'cancelled' WHERE id = ?1 AND status = 'pending'",
@@ -127,10 +125,10 @@ fn cancel_clarifications(
 
 /// Every agent that ever proposed a call or asked a question in `session_id`.
 fn agents_of(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
-    conn.prepare_cached(
+    sql::column(
+        conn,
         "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
          UNION SELECT agent FROM usage WHERE session_id = ?1 ORDER BY agent",
-    )?
-    .query_map([session_id], |r| r.get(0))?
-    .collect()
+        [session_id],
+    )
 }

@@ -2,7 +2,7 @@
 //! key. Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
 use crate::error::StoreError;
-use rusqlite::Connection;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -35,5 +35,19 @@ impl Store {
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite consistent (transactions roll back on drop).
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits when it returns `Ok`; an
+    /// `Err` (of `f`, or of SQLite beginning or committing) rolls every write of `f` back.
+    /// This is how every state change is written together with its audit record.
+    pub(crate) fn write<T, E: From<rusqlite::Error>>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
     }
 }

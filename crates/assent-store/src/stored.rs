@@ -35,6 +35,20 @@ fn text(r: &Row<'_>, i: usize) -> rusqlite::Result<Result<Option<String>, ()>> {
     })
 }
 
+/// The column parsed by `parse`: `Ok(None)` for SQL NULL, `Err(())` when it is not text or
+/// `parse` rejects it.
+fn read<T>(
+    r: &Row<'_>,
+    i: usize,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> rusqlite::Result<Result<Option<T>, ()>> {
+    Ok(match text(r, i)? {
+        Ok(None) => Ok(None),
+        Ok(Some(s)) => parse(&s).map(Some).ok_or(()),
+        Err(()) => Err(()),
+    })
+}
+
 impl Columns {
     fn damage<T>(&mut self, name: &str, worst: T) -> T {
         self.damaged.push(name.to_string());
@@ -51,11 +65,8 @@ impl Columns {
         parse: impl FnOnce(&str) -> Option<T>,
         worst: T,
     ) -> rusqlite::Result<T> {
-        Ok(match text(r, i)? {
-            Ok(Some(s)) => match parse(&s) {
-                Some(v) => v,
-                None => self.damage(name, worst),
-            },
+        Ok(match read(r, i, parse)? {
+            Ok(Some(v)) => v,
             _ => self.damage(name, worst),
         })
     }
@@ -70,12 +81,8 @@ impl Columns {
         parse: impl FnOnce(&str) -> Option<T>,
         worst: Option<T>,
     ) -> rusqlite::Result<Option<T>> {
-        Ok(match text(r, i)? {
-            Ok(None) => None,
-            Ok(Some(s)) => match parse(&s) {
-                Some(v) => Some(v),
-                None => self.damage(name, worst),
-            },
+        Ok(match read(r, i, parse)? {
+            Ok(v) => v,
             Err(()) => self.damage(name, worst),
         })
     }

@@ -2,12 +2,13 @@
 //! sequence number, courtesy notices and the honoured timeout extension. The envelopes and
 //! the subscription type are in [`crate::aaep`].
 
-use crate::aaep;
+use crate::aaep::{self, Subscription};
 use crate::audit;
 use crate::error::StoreError;
 use crate::record::ApprovalRecord;
+use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -20,11 +21,7 @@ impl Store {
         honored: &Value,
         now: i64,
     ) -> Result<aaep::Subscription, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let s = new_subscription(&tx, principal, request, honored, now)?;
-        tx.commit()?;
-        Ok(s)
+        self.write(|tx| Ok(new_subscription(tx, principal, request, honored, now)?))
     }
 
     /// One subscription.
@@ -41,23 +38,16 @@ impl Store {
         principal: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = tx
-            .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
-            .execute(params![id, principal, now])?;
-        if n == 1 {
-            audit::append(
-                &tx,
-                now,
-                "aaep.closed",
-                None,
-                principal,
-                &json!({"subscription_id": id}),
-            )?;
-        }
-        tx.commit()?;
-        Ok(n == 1)
+        self.write(|tx| {
+            let n = tx
+                .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
+                .execute(params![id, principal, now])?;
+            if n == 1 {
+                let data = json!({"subscription_id": id});
+                audit::append(tx, now, "aaep.closed", None, principal, &data)?;
+            }
+            Ok(n == 1)
+        })
     }
 
     /// Events for subscription `sub` after `seq`, oldest first, at most `limit`.
@@ -88,31 +78,20 @@ impl Store {
         token: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        aaep::emit(
-            &tx,
-            &aaep::resolution(a, now, Some(token)),
-            Some(sub),
-            Some(&a.id),
-            now,
-        )?;
-        tx.commit()?;
-        Ok(())
+        let notice = aaep::resolution(a, now, Some(token));
+        self.write(|tx| Ok(aaep::emit(tx, &notice, Some(sub), Some(&a.id), now)?))
     }
 
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
     /// added to new confirmations.
     pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {
-        let conn = self.lock();
-        let mut stmt =
-            conn.prepare_cached("SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL")?;
-        let rows: Vec<String> = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        Ok(rows
+        let honored = sql::json_values(
+            &self.lock(),
+            "SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL",
+            [],
+        )?;
+        Ok(honored
             .iter()
-            .filter_map(|h| serde_json::from_str::<Value>(h).ok())
             .filter_map(|h| h["assent"]["timeout_extension_seconds"].as_i64())
             .max()
             .unwrap_or(0)
@@ -161,14 +140,9 @@ fn read_subscription(
 ) -> rusqlite::Result<Option<aaep::Subscription>> {
     conn.prepare_cached("SELECT id, principal, subscriber_id, honored, start_seq, closed_at FROM aaep_subscriptions WHERE id = ?1")?
         .query_row([id], |r| {
-            let honored: String = r.get(3)?;
-            Ok(aaep::Subscription {
-                id: r.get(0)?,
-                principal: r.get(1)?,
-                subscriber_id: r.get(2)?,
-                honored: serde_json::from_str(&honored).unwrap_or(Value::Null),
-                start_seq: r.get(4)?,
-                closed_at: r.get(5)?,
+            from_row!(r => Subscription {
+                id, principal, subscriber_id, start_seq, closed_at,
+                honored: json_or_default(r, "honored")?,
             })
         })
         .optional()
@@ -182,14 +156,14 @@ fn read_events_after(
     after_seq: i64,
     limit: u32,
 ) -> rusqlite::Result<Vec<aaep::StoredEvent>> {
-    let mut stmt = conn.prepare_cached(
+    sql::rows(
+        conn,
         "SELECT seq, event_id, type, critical, data FROM aaep_events
          WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
-    )?;
-    stmt.query_map(params![after_seq.max(sub.start_seq), sub.id, limit], |r| {
-        let data: String = r.get(4)?;
+        params![after_seq.max(sub.start_seq), sub.id, limit],
+        |r| {
         let seq: i64 = r.get(0)?;
-        let mut v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+        let mut v: Value = json_or_default(r, 4)?;
         v["sequence_number"] = json!(seq);
         Ok(aaep::StoredEvent {
             seq,
@@ -198,6 +172,6 @@ fn read_events_after(
             critical: r.get(3)?,
             data: v,
         })
-    })?
-    .collect()
+        },
+    )
 }

@@ -6,6 +6,7 @@
 use crate::audit;
 use crate::error::{RedeemError, StoreError};
 use crate::record::ApprovalRecord;
+use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::ToolCall;
 use assent_core::approval::GrantScope;
@@ -157,58 +158,34 @@ impl Store {
     /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
     /// `all`.
     pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<GrantRecord>, StoreError> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
+        Ok(sql::rows(
+            &self.lock(),
             "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
              FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
-        )?;
-        let rows = stmt
-            .query_map(params![all, now], |r| {
-                Ok(GrantRecord {
-                    id: r.get(0)?,
-                    agent: r.get(1)?,
-                    session_id: r.get(2)?,
-                    tool: r.get(3)?,
-                    server: r.get(4)?,
-                    call_hash: r.get(5)?,
-                    scope: r.get(6)?,
-                    risk_tier: r.get(7)?,
-                    discouraged: r.get(8)?,
-                    approval_id: r.get(9)?,
-                    created_by: r.get(10)?,
-                    created_at: r.get(11)?,
-                    expires_at: r.get(12)?,
-                    revoked_at: r.get(13)?,
-                    revoked_by: r.get(14)?,
+            params![all, now],
+            |r| {
+                from_row!(r => GrantRecord {
+                    id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged,
+                    approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
                 })
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(rows)
+            },
+        )?)
     }
 
     /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was
     /// revoked already.
     pub fn revoke_grant(&self, id: &str, actor: &str, now: i64) -> Result<bool, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = tx
-            .prepare_cached("UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL")?
-            .execute(params![id, now, actor])?;
-        if n == 1 {
-            let aid: String = tx
-                .prepare_cached("SELECT approval_id FROM grants WHERE id = ?1")?
-                .query_row([id], |r| r.get(0))?;
-            audit::append(
-                &tx,
-                now,
-                "grant.revoked",
-                Some(&aid),
-                actor,
-                &json!({"grant_id": id}),
-            )?;
-        }
-        tx.commit()?;
-        Ok(n == 1)
+        self.write(|tx| {
+            let revoked: Option<String> = tx
+                .prepare_cached("UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL RETURNING approval_id")?
+                .query_row(params![id, now, actor], |r| r.get(0))
+                .optional()?;
+            if let Some(aid) = &revoked {
+                let data = json!({"grant_id": id});
+                audit::append(tx, now, "grant.revoked", Some(aid), actor, &data)?;
+            }
+            Ok(revoked.is_some())
+        })
     }
 }
 
@@ -231,15 +208,13 @@ pub(crate) fn find_grant(
         Option<i64>,
         bool,
     );
-    let rows: Vec<Row> = tx
-        .prepare_cached(
-            "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
-             WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
-        )?
-        .query_map(params![agent, call.tool, call.server], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        })?
-        .collect::<Result<_, _>>()?;
+    let rows: Vec<Row> = sql::rows(
+        tx,
+        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
+         WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
+        params![agent, call.tool, call.server],
+        |r| r.try_into(),
+    )?;
     let c = grant::CallView {
         agent,
         session_id,

@@ -74,23 +74,26 @@ fn declaration<'a>(
 ) -> Result<(Option<&'a ApprovalSpec>, String), Denial> {
     let deny = |rule: &str, text: String| Denial::new(&agent.file, rule, text);
     let (tool, id) = (&call.tool, &agent.id);
+    // `SUBJECT is not declared in LIST of agent `ID``, denied under the rule LIST.
+    let undeclared = |subject: String, list: &str| {
+        deny(
+            list,
+            format!("{subject} is not declared in {list} of agent `{id}`"),
+        )
+    };
     let Some(alias) = &call.server else {
         let t = agent.local_tools.iter().find(|t| &t.alias == tool);
-        let t = t.ok_or_else(|| {
-            let text = format!(
-                "tool `{tool}` is not declared in action_space.local_tools of agent `{id}`"
-            );
-            deny("action_space.local_tools", text)
-        })?;
+        let t =
+            t.ok_or_else(|| undeclared(format!("tool `{tool}`"), "action_space.local_tools"))?;
         let rule = format!("action_space.local_tools[{}]", t.alias);
         return Ok((t.approval.as_ref(), rule));
     };
     let s = agent.mcp_servers.iter().find(|s| &s.alias == alias);
     let s = s.ok_or_else(|| {
-        let text = format!(
-            "MCP server alias `{alias}` is not declared in action_space.mcp_servers of agent `{id}`"
-        );
-        deny("action_space.mcp_servers", text)
+        undeclared(
+            format!("MCP server alias `{alias}`"),
+            "action_space.mcp_servers",
+        )
     })?;
     let base = format!("action_space.mcp_servers[{alias}]");
     let Some(list) = &s.allowed_tools else {

@@ -89,14 +89,7 @@ pub fn evaluate_delegation(
     call: &ToolCall,
     canonical_arguments: Option<&str>,
 ) -> Verdict {
-    evaluate_inner(
-        reg,
-        agent_id,
-        call,
-        canonical_arguments,
-        &Observations::none(0),
-        Mode::Delegation,
-    )
+    Mode::Delegation.evaluate_unobserved(reg, agent_id, call, canonical_arguments)
 }
 
 /// The verdict for an MPLP Confirm on a target that is not a tool call (MPLP Confirm module
@@ -111,14 +104,28 @@ pub fn evaluate_target(
     call: &ToolCall,
     canonical_arguments: Option<&str>,
 ) -> Verdict {
-    evaluate_inner(
-        reg,
-        agent_id,
-        call,
-        canonical_arguments,
-        &Observations::none(0),
-        Mode::Target,
-    )
+    Mode::Target.evaluate_unobserved(reg, agent_id, call, canonical_arguments)
+}
+
+impl Mode {
+    /// [`evaluate_inner`] in this mode with nothing observed (no earlier calls, no
+    /// filesystem): delegations and non-tool targets have no thresholds to count.
+    fn evaluate_unobserved(
+        self,
+        reg: &Registry,
+        agent_id: &str,
+        call: &ToolCall,
+        canonical_arguments: Option<&str>,
+    ) -> Verdict {
+        evaluate_inner(
+            reg,
+            agent_id,
+            call,
+            canonical_arguments,
+            &Observations::none(0),
+            self,
+        )
+    }
 }
 
 /// The one evaluation behind every entry point: an unknown or refused agent is denied, else

@@ -133,6 +133,28 @@ impl Sink<'_> {
             );
         }
     }
+
+    /// Checks one `action_space` entry of `kind` (`local tool`, `MCP server`) named `alias`:
+    /// an identifier ([`Sink::check_alias`]), no duplicate of an alias in `taken`, a valid
+    /// `approval`. Returns its label (`KIND `ALIAS``) and approval; `None` when the entry is
+    /// left out (its problem pushed).
+    fn entry<'t>(
+        &mut self,
+        line: Option<u64>,
+        kind: &str,
+        alias: &str,
+        mut taken: impl Iterator<Item = &'t str>,
+        approval: Option<&Value>,
+    ) -> Option<(String, Option<ApprovalSpec>)> {
+        self.check_alias(line, kind, alias);
+        if taken.any(|a| a == alias) {
+            self.push(line, format!("duplicate {kind} alias `{alias}`"));
+            return None;
+        }
+        let what = format!("{kind} `{alias}`");
+        let approval = self.approval(line, &what, approval)?;
+        Some((what, approval))
+    }
 }
 
 /// Validates one agent file into an [`Agent`]; `None` when it cannot be used at all (YAML
@@ -206,16 +228,11 @@ fn local_tools(raw: &[Spanned<RawLocalTool>], sink: &mut Sink<'_>) -> Vec<LocalT
     for t in raw {
         let line = Some(t.referenced.line());
         let alias = t.value.alias.clone();
-        sink.check_alias(line, "local tool", &alias);
-        if out.iter().any(|x| x.alias == alias) {
-            sink.push(line, format!("duplicate local tool alias `{alias}`"));
-            continue;
+        let taken = out.iter().map(|x| x.alias.as_str());
+        let entry = sink.entry(line, "local tool", &alias, taken, t.value.approval.as_ref());
+        if let Some((_, approval)) = entry {
+            out.push(LocalTool { alias, approval });
         }
-        let what = format!("local tool `{alias}`");
-        let Some(approval) = sink.approval(line, &what, t.value.approval.as_ref()) else {
-            continue;
-        };
-        out.push(LocalTool { alias, approval });
     }
     out
 }
@@ -227,13 +244,9 @@ fn mcp_servers(raw: &[Spanned<RawMcpServer>], sink: &mut Sink<'_>) -> Vec<McpSer
     for s in raw {
         let line = Some(s.referenced.line());
         let alias = s.value.alias.clone();
-        sink.check_alias(line, "MCP server", &alias);
-        if out.iter().any(|x| x.alias == alias) {
-            sink.push(line, format!("duplicate MCP server alias `{alias}`"));
-            continue;
-        }
-        let what = format!("MCP server `{alias}`");
-        let Some(approval) = sink.approval(line, &what, s.value.approval.as_ref()) else {
+        let taken = out.iter().map(|x| x.alias.as_str());
+        let entry = sink.entry(line, "MCP server", &alias, taken, s.value.approval.as_ref());
+        let Some((what, approval)) = entry else {
             continue;
         };
         let allowed_tools = s.value.allowed_tools.as_ref().map(|list| {

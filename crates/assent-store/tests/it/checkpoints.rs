@@ -1,9 +1,9 @@
 //! Signed audit checkpoints and the state cross-checks of `integrity::verify_offline`.
 
-use super::{fresh, pending};
+use super::{approved, fresh, pending};
+use assent_store::Store;
 use assent_store::checkpoint::{self, Due};
 use assent_store::integrity::{VerifyOptions, verify_offline};
-use assent_store::{DecisionInput, Store};
 
 fn sql(dir: &std::path::Path, q: &str) {
     let c = rusqlite::Connection::open(dir.join("assent.db")).unwrap();
@@ -13,9 +13,7 @@ fn sql(dir: &std::path::Path, q: &str) {
 /// An approved, redeemed approval with a checkpoint over the whole chain.
 fn redeemed(dir: &std::path::Path) -> (String, checkpoint::Checkpoint) {
     let s = Store::open(dir, 60_000).unwrap();
-    let (id, h) = pending(&s, 5, 1_000, 10_000, false);
-    s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
-        .unwrap();
+    let (id, h) = approved(&s, 5, 10_000, false);
     let t = s.token_string(&id).unwrap().unwrap();
     s.redeem(&t, "bot", &h, None, 3_000).unwrap();
     let cp = s.checkpoint_if_due(Due::NOW, 4_000).unwrap().unwrap();

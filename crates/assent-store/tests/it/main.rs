@@ -80,6 +80,16 @@ fn pending(
     (rec.id, rec.call_hash)
 }
 
+/// [`pending`] at 1 000 for `ttl` ms, then approved by `alice` at 2 000 (its token minted).
+/// Returns the approval id and call hash.
+fn approved(store: &Store, amount: i64, ttl: i64, default_approve: bool) -> (String, String) {
+    let (id, h) = pending(store, amount, 1_000, ttl, default_approve);
+    store
+        .decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+        .unwrap();
+    (id, h)
+}
+
 #[test]
 fn first_decision_wins_and_late_ones_are_audited() {
     let (_dir, s) = fresh();
@@ -109,9 +119,7 @@ fn first_decision_wins_and_late_ones_are_audited() {
 #[test]
 fn tokens_are_single_use_bound_and_expire() {
     let (dir, s) = fresh();
-    let (id, h) = pending(&s, 5, 1_000, 10_000, false);
-    s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
-        .unwrap();
+    let (id, h) = approved(&s, 5, 10_000, false);
     let t = s.token_string(&id).unwrap().unwrap();
     assert!(matches!(
         s.redeem(&t, "bot", &"0".repeat(64), None, 3_000),
@@ -189,9 +197,7 @@ fn expiry_applies_the_default_and_mints_only_for_approve() {
 fn audit_verify_names_the_altered_or_removed_record() {
     let (dir, s) = fresh();
     for i in 0..3 {
-        let (id, _) = pending(&s, i, 1_000, 5_000, false);
-        s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
-            .unwrap();
+        approved(&s, i, 5_000, false);
     }
     drop(s);
     let rep = verify_offline(dir.path()).unwrap();
@@ -424,9 +430,7 @@ fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
 #[test]
 fn a_corrupted_decision_row_is_named_and_reads_as_a_deny() {
     let (_dir, s) = fresh();
-    let (id, _) = pending(&s, 5, 1_000, 10_000, true);
-    s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
-        .unwrap();
+    let (id, _) = approved(&s, 5, 10_000, true);
     let db = rusqlite::Connection::open(s.db_path()).unwrap();
     db.execute(
         "UPDATE decisions SET decision = 'approve!', default_applied = 'yes' WHERE approval_id = ?1",

@@ -1,0 +1,69 @@
+//! The SQL kit at the bottom of the crate: a query's rows as a typed list ([`rows`]), its
+//! first column ([`column`]), a column of JSON texts as values ([`json_values`]), one lenient
+//! JSON column ([`json_or_default`]) and a row read into a struct by column name
+//! (`from_row!`). No approval logic
+//! and no transactions (those are [`crate::Store::write`]'s).
+
+use rusqlite::types::FromSql;
+use rusqlite::{Connection, Params, Row, RowIndex};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Every row of `sql` (a cached statement) run with `params`, mapped by `map`, in the order
+/// the query returns them. `Err` for an SQL error or a column `map` cannot read.
+pub(crate) fn rows<T, P: Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    map: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+    conn.prepare_cached(sql)?.query_map(params, map)?.collect()
+}
+
+/// The first column of every row of `sql` run with `params` (e.g. a list of ids).
+pub(crate) fn column<T: FromSql, P: Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+) -> rusqlite::Result<Vec<T>> {
+    rows(conn, sql, params, |r| r.get(0))
+}
+
+/// The first column of every row of `sql`, JSON text, parsed; texts that are not JSON are
+/// left out (they are audit data the store wrote itself).
+pub(crate) fn json_values<P: Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+) -> rusqlite::Result<Vec<Value>> {
+    let texts: Vec<String> = column(conn, sql, params)?;
+    Ok(texts
+        .iter()
+        .filter_map(|s| serde_json::from_str(s).ok())
+        .collect())
+}
+
+/// A NOT NULL JSON text column (by index or name) as a `T`; `T::default()` (`null` for a
+/// [`Value`], empty for a list) when the text is not JSON of that type. For columns the store
+/// wrote itself and only shows or passes on; decision-relevant columns are read strictly
+/// ([`crate::stored::Columns`]).
+pub(crate) fn json_or_default<T: DeserializeOwned + Default, I: RowIndex>(
+    r: &Row<'_>,
+    i: I,
+) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    Ok(serde_json::from_str(&text).unwrap_or_default())
+}
+
+/// `from_row!(row => T { a, b, … })` is `Ok(T { a: row.get("a")?, b: row.get("b")?, … })`:
+/// each field read, typed by the field, from the column of the same name (so the SELECT may
+/// list its columns in any order, and a renamed column fails loudly instead of shifting).
+/// A field may instead give its value, `field: expr` (e.g. [`json_or_default`] of a column).
+macro_rules! from_row {
+    ($r:expr => $T:ident { $($f:ident $(: $e:expr)?),+ $(,)? }) => {
+        Ok($T { $($f: from_row!(@get $r, $f $(, $e)?)),+ })
+    };
+    (@get $r:expr, $f:ident) => { $r.get(stringify!($f))? };
+    (@get $r:expr, $f:ident, $e:expr) => { $e };
+}
+pub(crate) use from_row;
