@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine, then runs every test:
-#   Rust unit and integration tests (real SQLite files, the real binary), formatting and clippy,
+#   Rust unit and integration tests (real SQLite files, the real binary), formatting, the shape
+#   rules (scripts/shape.py) and clippy,
 #   the end-to-end MCP tests (Python and TypeScript MCP SDK clients → assent mcp → npm
 #   server-filesystem and server-everything, and a Python SDK server; the era matrix of issue
 #   11; the MCP conformance suite's server scenarios through the proxy), and the dashboard in
@@ -29,6 +30,9 @@ log "installing the MCP Python SDK and pytest (PyPI) into .venv"
 
 log "cargo fmt --check"
 cargo fmt --all --check
+
+log "the shape rules (scripts/shape.py: files, functions, import circles)"
+python3 scripts/shape.py
 
 log "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
