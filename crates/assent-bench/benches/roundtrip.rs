@@ -144,7 +144,12 @@ fn bench(c: &mut Criterion) {
             ),
         ];
         let state = AppState::new(
-            Store::open(dir.path(), 300_000).unwrap(),
+            Store::open(
+                dir.path(),
+                300_000,
+                std::sync::Arc::new(assent_server::WireEnvelopes),
+            )
+            .unwrap(),
             reg,
             principals,
             assent_server::Settings::default(),

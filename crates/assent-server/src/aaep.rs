@@ -12,12 +12,13 @@
 
 use crate::auth::authenticate;
 use crate::config::Principal;
+use crate::envelopes::AAEP_VERSION;
 use crate::error::ApiError;
 use crate::extract::{AaepSubscriber, ApiJson, Operator};
 use crate::replies::{Ignored, confirmation_reply, in_time, reply_sender, subscription_request};
 use crate::state::{AppState, now_ms};
 use assent_core::ApprovalStatus;
-use assent_store::aaep::{AAEP_VERSION, Subscription};
+use assent_store::aaep::Subscription;
 use assent_store::{ApprovalRecord, DecideError, DecisionInput};
 use axum::Json;
 use axum::body::Bytes;

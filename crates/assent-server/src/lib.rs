@@ -6,7 +6,8 @@
 //! the principals of the [`config::Config`]. Store calls run on tokio's blocking pool.
 //!
 //! It is not the policy engine (`assent-core`) or the store (`assent-store`); it owns the wire
-//! format (JSON, RFC 3339 times) and authorisation.
+//! format (JSON, RFC 3339 times) and authorisation, including the AAEP and MPLP events the
+//! store writes: [`envelopes`] renders them ([`WireEnvelopes`], passed to `Store::open`).
 //!
 //! Layout, by the approval's life cycle (the same names as the store's): [`gate`] (propose),
 //! [`approvals`] and [`decide`] (read, decide, cancel), [`tokens`] (redeem, grants), with
@@ -14,8 +15,8 @@
 //! [`dashboard`] beside them; [`router`](mod@router) is the only module that mounts routes. Below them a
 //! kit nothing imports back: [`state`], [`extract`] (extractors), [`store_call`], [`calls`],
 //! [`body`] (responses written from `assent-api` types), `wire` (core → api vocabulary),
-//! [`edits`], [`replies`], [`waiters`], [`error`], [`auth`], [`config`], [`throttle`],
-//! [`edge`], [`serve`]. This file only declares the modules and runs the server; no module
+//! [`envelopes`] (AAEP and MPLP events), [`edits`], [`replies`], [`waiters`], [`error`],
+//! [`auth`], [`config`], [`throttle`], [`edge`], [`serve`]. This file only declares the modules and runs the server; no module
 //! imports it.
 
 #![warn(missing_docs)]
@@ -36,6 +37,7 @@ pub mod whoami;
 pub mod dashboard;
 // Background work and the wire formats.
 pub mod checkpoints;
+pub mod envelopes;
 pub mod formats;
 pub mod webhooks;
 mod wire;
@@ -55,6 +57,7 @@ pub mod store_call;
 pub mod throttle;
 pub mod waiters;
 
+pub use envelopes::WireEnvelopes;
 pub use state::{
     AppState, DEFAULT_MAX_ARGUMENTS_BYTES, DryRun, DryRunFuture, Settings, StartError, now_ms,
 };

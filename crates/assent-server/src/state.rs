@@ -75,6 +75,7 @@ impl AppState {
         let store = Store::open(
             &config.data_dir,
             assent_core::approval::millis(config.token_ttl_seconds),
+            std::sync::Arc::new(crate::envelopes::WireEnvelopes),
         )
         .map_err(|source| StartError::Store {
             dir: config.data_dir.clone(),

@@ -1,10 +1,14 @@
 //! Clarification questions (AAEP `agent.awaiting.clarification`): asking under the
-//! per-agent pending cap, reading, answering (first answer wins) and expiring them. The
-//! envelopes and the [`aaep::Clarification`] type are in [`crate::aaep`].
+//! per-agent pending cap, reading, answering (first answer wins) and expiring them, each
+//! writing its AAEP event ([`crate::events`]). The [`aaep::Clarification`] type is in
+//! [`crate::aaep`]; the envelopes are rendered by the server.
 
 use crate::aaep::{self, Clarification};
 use crate::audit;
+use crate::emit::emit;
 use crate::error::StoreError;
+use crate::events::AaepEvent;
+use crate::kit::random_id;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use crate::usage::pending_of;
@@ -30,7 +34,7 @@ impl Store {
         max_pending: u64,
     ) -> Result<Result<aaep::Clarification, u64>, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
-        let token = aaep::random_id("rpl_");
+        let token = random_id("rpl_");
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let pending = pending_of(&tx, agent)?;
@@ -57,7 +61,8 @@ impl Store {
             &json!({"clarification_id": id, "session_id": session_id, "question": question, "accepted_response_kinds": kinds}),
         )?;
         let c = read_clarification(&tx, "id", &id)?.expect("inserted");
-        aaep::emit(&tx, &aaep::awaiting_clarification(&c), None, None, now)?;
+        let ev = AaepEvent::AwaitingClarification { clarification: &c };
+        emit(&tx, &*self.envelopes, &ev, None, None, now)?;
         tx.commit()?;
         Ok(Ok(c))
     }
@@ -110,7 +115,11 @@ impl Store {
             let c = read_clarification(tx, "id", id)?.expect("exists");
             let data = json!({"clarification_id": id, "response": response});
             audit::append(tx, now, "clarification.answered", None, actor, &data)?;
-            aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+            let ev = AaepEvent::ClarificationResolved {
+                clarification: &c,
+                at: now,
+            };
+            emit(tx, &*self.envelopes, &ev, None, None, now)?;
             Ok(Some(c))
         })
     }
@@ -136,7 +145,11 @@ impl Store {
                     "system:expiry",
                     &data,
                 )?;
-                aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+                let ev = AaepEvent::ClarificationResolved {
+                    clarification: &c,
+                    at: now,
+                };
+                emit(tx, &*self.envelopes, &ev, None, None, now)?;
             }
             Ok(ids.len())
         })

@@ -4,10 +4,10 @@
 //! decision row, MPLP and AAEP records, the token and the grant). The rules it applies are
 //! `assent_core` functions; expiry calls `apply` from `expiry.rs`.
 
-use crate::aaep;
 use crate::audit;
+use crate::emit::{emit, mplp_event};
 use crate::error::DecideError;
-use crate::mplp::mplp_event;
+use crate::events::{AaepEvent, ConfirmEvent};
 use crate::plans;
 use crate::record::{ApprovalRecord, EditedCall, read_approval};
 use crate::store::Store;
@@ -143,6 +143,7 @@ impl Store {
             reason,
             actor,
             now,
+            env: &*self.envelopes,
         };
         let (rec, next) = match admit(&tx, &s, roles) {
             Ok(x) => x,
@@ -198,7 +199,12 @@ impl Store {
             plans::on_confirm_decided(&tx, id, &rec.target_id, mplp_status, actor, reason, now)?;
         }
         let rec = read_approval(&tx, id)?.expect("exists");
-        aaep::emit(&tx, &aaep::resolution(&rec, now, None), None, Some(id), now)?;
+        let ev = AaepEvent::Resolution {
+            approval: &rec,
+            at: now,
+            courtesy_for: None,
+        };
+        emit(&tx, &*self.envelopes, &ev, None, Some(id), now)?;
         tx.commit()?;
         Ok(rec)
     }
@@ -253,6 +259,8 @@ impl Store {
 /// One settlement being applied to an approval: the event and what came with it.
 struct Settle<'a> {
     id: &'a str,
+    /// The store's event renderer.
+    env: &'a dyn crate::events::Envelopes,
     event: Event,
     input: Option<&'a DecisionInput>,
     reason: Option<&'a str>,
@@ -335,15 +343,14 @@ fn settle(
         params![id, name, reason, actor, now, default_applied, decision_id],
     )?;
     let mplp_status = decision::confirm_status(next, s.event);
-    mplp_event(
-        tx,
-        now,
-        &format!("confirm.{mplp_status}"),
-        id,
-        &rec.trace_id,
-        actor,
-        json!({"confirm_id": id, "decision_id": decision_id, "status": mplp_status, "decided_by_role": actor, "reason": reason}),
-    )?;
+    let confirm = ConfirmEvent::Decided {
+        confirm_id: id,
+        decision_id: &decision_id,
+        status: mplp_status,
+        decided_by_role: actor,
+        reason,
+    };
+    mplp_event(tx, s.env, now, id, &rec.trace_id, actor, confirm)?;
     let kind = match s.event {
         Event::Decide(_) => "decision",
         Event::Expire(_) => "approval.expired",

@@ -2,9 +2,10 @@
 //! approvals whose stored data is damaged (issue 10 §8); and the AAEP §6.4.3 countdown events
 //! toward the announced deadline. When each is due is an `assent_core::decision` rule.
 
-use crate::aaep;
 use crate::audit;
+use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
+use crate::events::{AaepEvent, Envelopes};
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::store::Store;
@@ -45,7 +46,7 @@ impl Store {
                     continue;
                 }
                 if escalates(rec.escalation.as_ref(), rec.escalated_at) {
-                    escalate(&tx, &rec, now)?;
+                    escalate(&tx, &*self.envelopes, &rec, now)?;
                     tx.commit()?;
                     if rec.announced_deadline() > now {
                         done.push(id);
@@ -75,8 +76,13 @@ impl Store {
 /// Extends pending approval `rec` once, to its announced deadline (the first wait plus the
 /// escalation's `after_seconds`), adding the escalation roles to its approvers (an approval
 /// any operator could decide stays so); audits `approval.escalated` and emits the AAEP
-/// [`aaep::escalated`] event.
-fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::Result<()> {
+/// `Escalated` event ([`AaepEvent::Escalated`]).
+fn escalate(
+    tx: &Transaction<'_>,
+    env: &dyn Envelopes,
+    rec: &ApprovalRecord,
+    now: i64,
+) -> rusqlite::Result<()> {
     let Some(esc) = &rec.escalation else {
         return Ok(());
     };
@@ -103,7 +109,11 @@ fn escalate(tx: &Transaction<'_>, rec: &ApprovalRecord, now: i64) -> rusqlite::R
     after.approvers = approvers;
     after.expires_at = new_exp;
     after.escalated_at = Some(now);
-    aaep::emit(tx, &aaep::escalated(&after, now), None, Some(&rec.id), now)?;
+    let ev = AaepEvent::Escalated {
+        approval: &after,
+        at: now,
+    };
+    emit(tx, env, &ev, None, Some(&rec.id), now)?;
     Ok(())
 }
 
@@ -137,13 +147,12 @@ impl Store {
             else {
                 continue;
             };
-            aaep::emit(
-                &tx,
-                &aaep::countdown(&a, percent, now),
-                None,
-                Some(&id),
-                now,
-            )?;
+            let ev = AaepEvent::Countdown {
+                approval: &a,
+                percent,
+                at: now,
+            };
+            emit(&tx, &*self.envelopes, &ev, None, Some(&id), now)?;
             tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
                 .execute(params![id, marks])?;
             n += 1;

@@ -1,4 +1,4 @@
-//! The kit at the bottom of the crate: RFC 3339 time stamps, file helpers for the data
+//! The kit at the bottom of the crate: RFC 3339 time stamps, random prefixed ids, file helpers for the data
 //! directory (private files and directories, I/O errors naming the path) and JSON text for
 //! JSON columns. No SQL and no approval logic.
 
@@ -14,6 +14,15 @@ pub fn rfc3339(ms: i64) -> String {
                 .ok()
         })
         .unwrap_or_default()
+}
+
+/// `prefix` + 32 lowercase hex characters of 128 random bits: the ids the store mints and
+/// keeps (`rpl_` reply tokens, `sub_` subscriptions) and the `evt_` event ids the envelope
+/// renderer gives (AAEP §6.2.1).
+pub fn random_id(prefix: &str) -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    format!("{prefix}{}", hex::encode(b))
 }
 
 /// Maps an I/O error on `path` to [`StoreError::Io`] naming it.

@@ -16,16 +16,26 @@
 //! call, when a verdict becomes a deny) is a pure `assent-core` function; the store keeps
 //! atomicity and persistence.
 //!
+//! It builds no wire format either: each AAEP event and MPLP Confirm trace event a state
+//! change reports is a typed [`AaepEvent`] or [`MplpEvent`] borrowing the store's records,
+//! rendered by the [`Envelopes`] the store was opened with (`assent_server::WireEnvelopes`:
+//! envelopes are built at the edge) and written, as rendered, in the transaction of the state
+//! change, so an event is never sent for something that did not happen and a restart loses
+//! none. The offline readers ([`verify_offline`], [`learning`]'s export) open the database
+//! read-only, emit nothing and need no renderer.
+//!
 //! The files follow the approval's life cycle, each importing only files listed after it:
 //! [`sessions`] (cancel a session), `expiry` (expire, escalate, countdowns) → `decide`
 //! (decide, cancel) → `propose` (gate a call, hold it) → `clarifications`, `subscriptions`
 //! → `tokens` (mint, redeem, grants), [`plans`], `usage` (prior calls, pending counts) →
-//! [`aaep`] (envelopes and types) → `mplp` (Confirm trace events), [`learning`],
-//! [`integrity`] → `record` (the approval row and its strict reader) → `open` (data
-//! directory, keys, migrations), [`pins`], [`outbox`], [`confirm`] → [`checkpoint`] →
-//! [`audit`] → the kit at the bottom: `store` (the [`Store`] handle and its write
-//! transaction), [`stored`] (strict column reading), `sql` (typed rows, JSON columns, a row
-//! read by column name), `kit` (time, files, JSON text), `error`.
+//! `emit` (writing rendered AAEP events and MPLP trace events) → `mplp` (reading Confirm
+//! trace events back), `reads` (approval queries), [`learning`], [`integrity`] → `open`
+//! (data directory, keys, migrations), [`pins`], [`outbox`], [`confirm`] → [`checkpoint`] →
+//! [`audit`] → the kit at the bottom: `store` (the [`Store`] handle, its renderer and its
+//! write transaction) → [`events`] (typed events, the [`Envelopes`] trait) → [`aaep`]
+//! (subscription, stored-event and clarification types), `record` (the approval row and its
+//! strict reader) → [`stored`] (strict column reading), `sql` (typed rows, JSON columns, a
+//! row read by column name), `kit` (time, ids, files, JSON text), `error`.
 //! This file only mounts them and re-exports their public items.
 
 #![warn(missing_docs)]
@@ -36,7 +46,9 @@ pub mod checkpoint;
 mod clarifications;
 pub mod confirm;
 mod decide;
+mod emit;
 mod error;
+pub mod events;
 mod expiry;
 pub mod integrity;
 mod kit;
@@ -47,6 +59,7 @@ pub mod outbox;
 pub mod pins;
 pub mod plans;
 mod propose;
+mod reads;
 mod record;
 pub mod sessions;
 mod sql;
@@ -59,7 +72,8 @@ mod usage;
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;
 pub use error::{DecideError, RedeemError, StoreError};
-pub use kit::rfc3339;
+pub use events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
+pub use kit::{random_id, rfc3339};
 pub use open::verify_offline;
 pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo};

@@ -1,15 +1,16 @@
 //! Opening a store: the private data directory, the token key file, the connection pragmas
-//! and the schema migrations; and the read-only offline audit verification. Nothing that
-//! reads or writes approvals.
+//! and the schema migrations; and the read-only offline audit verification (which, writing
+//! nothing, needs no event renderer). Nothing that reads or writes approvals.
 
 use crate::audit;
 use crate::checkpoint;
 use crate::error::StoreError;
+use crate::events::Envelopes;
 use crate::kit::{create_private_dir, io, write_private};
 use crate::store::Store;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
@@ -59,8 +60,13 @@ fn load_or_create_key(dir: &Path) -> Result<Vec<u8>, StoreError> {
 impl Store {
     /// Opens (creating when needed) `<data_dir>/assent.db`, `<data_dir>/token.key` and the
     /// audit checkpoint key `<data_dir>/audit.key` ([`checkpoint`]), and applies pending
-    /// migrations. `token_ttl_ms` is how long a minted token stays redeemable.
-    pub fn open(data_dir: &Path, token_ttl_ms: i64) -> Result<Store, StoreError> {
+    /// migrations. `token_ttl_ms` is how long a minted token stays redeemable; `envelopes`
+    /// renders the AAEP and MPLP events state changes write (`assent_server::WireEnvelopes`).
+    pub fn open(
+        data_dir: &Path,
+        token_ttl_ms: i64,
+        envelopes: Arc<dyn Envelopes>,
+    ) -> Result<Store, StoreError> {
         create_private_dir(data_dir).map_err(io(data_dir))?;
         let key = load_or_create_key(data_dir)?;
         let audit_key = checkpoint::load_or_create_key(data_dir)?;
@@ -86,6 +92,7 @@ impl Store {
             audit_key,
             db_path,
             token_ttl_ms,
+            envelopes,
         })
     }
 }

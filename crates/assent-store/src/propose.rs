@@ -1,14 +1,15 @@
 //! Proposing a call (AAEP §6.1, seed 002): [`Proposal`] in, [`Proposed`] out. Gating one
 //! call atomically (plan and tool-review blocks, the verdict, a covering grant, joining an
 //! identical pending call, the pending cap), recording outright verdicts, and inserting a held
-//! approval with its audit, MPLP and AAEP records. Not deciding it (`decide.rs`).
+//! approval with its audit, MPLP and AAEP records (typed [`crate::events`], rendered by the
+//! store's `Envelopes`). Not deciding it (`decide.rs`).
 
-use crate::aaep;
 use crate::audit;
 use crate::confirm::{self, ConfirmContext};
+use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
-use crate::kit::to_json;
-use crate::mplp::mplp_event;
+use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
+use crate::kit::{random_id, to_json};
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::store::Store;
@@ -138,7 +139,7 @@ impl Store {
         verdict: &Verdict,
     ) -> Result<ApprovalRecord, StoreError> {
         self.write(|tx| {
-            let id = insert_approval(tx, p, verdict, "pending")?;
+            let id = insert_approval(tx, &*self.envelopes, p, verdict, "pending")?;
             Ok(read_approval(tx, &id)?.expect("just inserted"))
         })
     }
@@ -173,6 +174,7 @@ impl Store {
         transitions::apply_block(&mut verdict, blocked);
         let g = Gate {
             tx: &tx,
+            env: &*self.envelopes,
             p,
             verdict: &verdict,
         };
@@ -230,7 +232,7 @@ impl Store {
                 limit: p.max_pending,
             });
         }
-        let id = insert_approval(tx, p, verdict, "pending")?;
+        let id = insert_approval(tx, g.env, p, verdict, "pending")?;
         g.add_usage(Some(&id))?;
         if let Some(t) = plan {
             tx.prepare_cached(
@@ -258,7 +260,7 @@ impl Store {
     /// `grant:<gid>`, its MPLP `confirm.approved`, `grant.used`, and its own token.
     fn use_grant(&self, g: &Gate<'_>, gid: &str, scope: &str) -> Result<Proposed, StoreError> {
         let (tx, p) = (g.tx, g.p);
-        let id = insert_approval(tx, p, g.verdict, "approved")?;
+        let id = insert_approval(tx, g.env, p, g.verdict, "approved")?;
         let actor = format!("grant:{gid}");
         tx.prepare_cached(
             "UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1",
@@ -271,15 +273,14 @@ impl Store {
         let trace: String = tx
             .prepare_cached("SELECT trace_id FROM approvals WHERE id = ?1")?
             .query_row([&id], |r| r.get(0))?;
-        mplp_event(
-            tx,
-            p.now,
-            "confirm.approved",
-            &id,
-            &trace,
-            &actor,
-            json!({"confirm_id": id, "decision_id": decision_id, "status": "approved", "decided_by_role": actor, "reason": why}),
-        )?;
+        let confirm = ConfirmEvent::Decided {
+            confirm_id: &id,
+            decision_id: &decision_id,
+            status: "approved",
+            decided_by_role: &actor,
+            reason: Some(&why),
+        };
+        mplp_event(tx, g.env, p.now, &id, &trace, &actor, confirm)?;
         audit::append(
             tx,
             p.now,
@@ -308,6 +309,8 @@ impl Store {
 /// One proposal being gated in its transaction, with its verdict.
 struct Gate<'a> {
     tx: &'a Transaction<'a>,
+    /// The store's event renderer.
+    env: &'a dyn Envelopes,
     p: &'a Proposal<'a>,
     verdict: &'a Verdict,
 }
@@ -376,6 +379,7 @@ fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<Stri
 /// verified against, the canonical arguments (`Err(Invalid)` when that fails).
 fn insert_approval(
     tx: &Transaction<'_>,
+    env: &dyn Envelopes,
     p: &Proposal<'_>,
     verdict: &Verdict,
     status: &str,
@@ -423,24 +427,25 @@ fn insert_approval(
         (Some(step), "other") => step.clone(),
         _ => row.target_id.clone(),
     };
-    mplp_event(
-        tx,
-        p.now,
-        "confirm.requested",
-        &row.id,
-        &row.trace_id,
-        p.agent,
-        json!({"confirm_id": row.id, "target_type": row.target_type, "target_id": shown_target, "requested_by_role": p.agent}),
-    )?;
+    let confirm = ConfirmEvent::Requested {
+        confirm_id: &row.id,
+        target_type: row.target_type,
+        target_id: &shown_target,
+        requested_by_role: p.agent,
+    };
+    mplp_event(tx, env, p.now, &row.id, &row.trace_id, p.agent, confirm)?;
     if status == "pending" {
         // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
         // restarts; the confirmation event is written with the approval.
-        let token = aaep::random_id("rpl_");
+        let token = random_id("rpl_");
         tx.prepare_cached("UPDATE approvals SET reply_token = ?2 WHERE id = ?1")?
             .execute(params![row.id, token])?;
         let rec = read_approval(tx, &row.id)?.expect("just inserted");
-        let event = aaep::awaiting_confirmation(&rec, &token);
-        aaep::emit(tx, &event, None, Some(&row.id), p.now)?;
+        let event = AaepEvent::AwaitingConfirmation {
+            approval: &rec,
+            reply_token: &token,
+        };
+        emit(tx, env, &event, None, Some(&row.id), p.now)?;
     }
     Ok(row.id)
 }

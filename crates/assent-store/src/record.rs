@@ -1,17 +1,16 @@
 //! The approval as stored ([`ApprovalRecord`] with its [`DecisionRecord`]s, [`EditedCall`] and
 //! [`TokenInfo`]) and its strict reader (`read_approval`: unreadable columns are named in
-//! `damaged`, issue 10 §8), with the store's read-only approval queries. It writes nothing.
+//! `damaged`, issue 10 §8). It writes nothing, and names no [`crate::Store`] (the read-only
+//! approval queries are `reads.rs`), so the events that borrow a record sit below the store.
 
-use crate::error::StoreError;
 use crate::sql::{self, from_row};
-use crate::store::Store;
 use crate::stored::{self, Settlement};
 use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
 use assent_core::decision::{self, most_restrictive as worst};
 use assent_core::gatekeeper::Reason;
 use assent_core::triggers::Escalation;
 use assent_core::{RiskTier, ToolCall};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -178,7 +177,7 @@ pub struct EditedCall {
     pub call_hash: String,
 }
 
-/// The stored part of a minted token; [`Store::token_string`] signs it for the agent.
+/// The stored part of a minted token; [`crate::Store::token_string`] signs it for the agent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TokenInfo {
     /// `tokenId`, UUID v4.
@@ -195,50 +194,6 @@ pub struct TokenInfo {
     pub device_id: Option<String>,
     /// The call hash it binds.
     pub call_hash: String,
-}
-
-impl Store {
-    /// Reads one approval with its decisions and token info.
-    pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        Ok(read_approval(&self.lock(), id)?)
-    }
-
-    /// Lists approvals, newest first, optionally only those with `status`, at most `limit`.
-    pub fn list_approvals(
-        &self,
-        status: Option<ApprovalStatus>,
-        limit: u32,
-    ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let conn = self.lock();
-        let ids: Vec<String> = sql::column(
-            &conn,
-            "SELECT id FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
-            params![status.map(|s| s.as_str()), limit],
-        )?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(a) = read_approval(&conn, &id)? {
-                out.push(a);
-            }
-        }
-        Ok(out)
-    }
-
-    /// The approval whose confirmation carries `reply_token`.
-    pub fn approval_by_reply_token(
-        &self,
-        token: &str,
-    ) -> Result<Option<ApprovalRecord>, StoreError> {
-        let conn = self.lock();
-        let id: Option<String> = conn
-            .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
-            .query_row([token], |r| r.get(0))
-            .optional()?;
-        match id {
-            Some(id) => Ok(read_approval(&conn, &id)?),
-            None => Ok(None),
-        }
-    }
 }
 
 /// Reads approval `id` with its decisions and token strictly ([`ApprovalRecord::damaged`]).

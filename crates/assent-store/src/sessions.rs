@@ -2,9 +2,10 @@
 //! decide, every pending clarification (their reply tokens die with them), and one
 //! `aaep:agent.session.cancelled` per agent and session, ever.
 
-use crate::aaep;
 use crate::audit;
+use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
+use crate::events::{AaepEvent, Envelopes};
 use crate::sql;
 use crate::store::Store;
 use rusqlite::{Connection, params};
@@ -54,7 +55,7 @@ impl Store {
             }
         }
         self.write(|tx| {
-            out.clarifications = cancel_clarifications(tx, session_id, agent, actor, now)?;
+            out.clarifications = cancel_clarifications(tx, &*self.envelopes, session_id, agent, actor, now)?;
             let agents: Vec<String> = match agent {
                 Some(a) => vec![a.to_string()],
                 None => agents_of(tx, session_id)?,
@@ -73,8 +74,14 @@ impl Store {
                     continue;
                 }
                 let n = out.cancelled.iter().filter(|x| x.agent == a).count();
-                let ev = aaep::session_cancelled(&a, session_id, agent.is_none(), n, now);
-                aaep::emit(tx, &ev, None, None, now)?;
+                let ev = AaepEvent::SessionCancelled {
+                    agent: &a,
+                    session: session_id,
+                    by_operator: agent.is_none(),
+                    cancelled: n,
+                    at: now,
+                };
+                emit(tx, &*self.envelopes, &ev, None, None, now)?;
                 audit::append(
                     tx,
                     now,
@@ -94,6 +101,7 @@ impl Store {
 /// their ids. Their reply tokens no longer match a pending question.
 fn cancel_clarifications(
     tx: &rusqlite::Transaction<'_>,
+    env: &dyn Envelopes,
     session_id: &str,
     agent: Option<&str>,
     actor: &str,
@@ -118,7 +126,11 @@ fn cancel_clarifications(
             actor,
             &json!({"clarification_id": id, "session_id": session_id}),
         )?;
-        aaep::emit(tx, &aaep::clarification_resolved(&c, now), None, None, now)?;
+        let ev = AaepEvent::ClarificationResolved {
+            clarification: &c,
+            at: now,
+        };
+        emit(tx, env, &ev, None, None, now)?;
     }
     Ok(ids)
 }

@@ -1,12 +1,13 @@
-//! The [`Store`] handle: one SQLite connection behind a mutex, the token key and the audit
-//! key. Opening it (migrations, key files) is `open.rs`; every other file adds methods.
+//! The [`Store`] handle: one SQLite connection behind a mutex, the token key, the audit key
+//! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
 use crate::error::StoreError;
+use crate::events::Envelopes;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// Handle to the SQLite store and the token key. Cheap to share behind an `Arc`.
+/// Handle to the SQLite store, its keys and its event renderer. Cheap to share behind an `Arc`.
 pub struct Store {
     /// The one connection; writers serialise on it ([`Store::lock`]).
     pub(crate) conn: Mutex<Connection>,
@@ -18,6 +19,8 @@ pub struct Store {
     pub(crate) db_path: PathBuf,
     /// How long a minted token stays redeemable (ms).
     pub(crate) token_ttl_ms: i64,
+    /// Renders the AAEP and MPLP events the store writes (the server's `WireEnvelopes`).
+    pub(crate) envelopes: Arc<dyn Envelopes>,
 }
 
 impl Store {

@@ -1,10 +1,13 @@
 //! AAEP subscriptions (AAEP §6.4): subscribing, closing, reading the event stream after a
-//! sequence number, courtesy notices and the honoured timeout extension. The envelopes and
-//! the subscription type are in [`crate::aaep`].
+//! sequence number, courtesy notices and the honoured timeout extension. The subscription
+//! type is in [`crate::aaep`]; the envelopes are rendered by the server ([`crate::events`]).
 
 use crate::aaep::{self, Subscription};
 use crate::audit;
+use crate::emit::emit;
 use crate::error::StoreError;
+use crate::events::AaepEvent;
+use crate::kit::random_id;
 use crate::record::ApprovalRecord;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
@@ -78,8 +81,13 @@ impl Store {
         token: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let notice = aaep::resolution(a, now, Some(token));
-        self.write(|tx| Ok(aaep::emit(tx, &notice, Some(sub), Some(&a.id), now)?))
+        let notice = AaepEvent::Resolution {
+            approval: a,
+            at: now,
+            courtesy_for: Some(token),
+        };
+        let env = &*self.envelopes;
+        self.write(|tx| Ok(emit(tx, env, &notice, Some(sub), Some(&a.id), now)?))
     }
 
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
@@ -108,7 +116,7 @@ fn new_subscription(
     honored: &Value,
     now: i64,
 ) -> rusqlite::Result<aaep::Subscription> {
-    let id = aaep::random_id("sub_");
+    let id = random_id("sub_");
     let start: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
         r.get(0)
     })?;

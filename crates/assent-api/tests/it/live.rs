@@ -80,7 +80,12 @@ pub(crate) async fn start() -> Gw {
             },
         ),
     ];
-    let store = Store::open(dir.path(), 300_000).unwrap();
+    let store = Store::open(
+        dir.path(),
+        300_000,
+        std::sync::Arc::new(assent_server::WireEnvelopes),
+    )
+    .unwrap();
     let settings = Settings {
         approval_timeout_ms: Some(300_000),
         ..Settings::default()

@@ -171,7 +171,12 @@ pub async fn start_custom(
         principal("bot", "bot-key", agent("bot")),
         principal("other", "other-key", agent("other")),
     ];
-    let store = Store::open(dir, token_ttl_ms).unwrap();
+    let store = Store::open(
+        dir,
+        token_ttl_ms,
+        std::sync::Arc::new(assent_server::WireEnvelopes),
+    )
+    .unwrap();
     let mut state = AppState::new(store, reg, principals, settings);
     customize(&mut state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

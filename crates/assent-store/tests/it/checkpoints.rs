@@ -1,6 +1,6 @@
 //! Signed audit checkpoints and the state cross-checks of `integrity::verify_offline`.
 
-use super::{approved, fresh, pending};
+use super::{approved, fresh, pending, wire};
 use assent_store::Store;
 use assent_store::checkpoint::{self, Due};
 use assent_store::integrity::{VerifyOptions, verify_offline};
@@ -12,7 +12,7 @@ fn sql(dir: &std::path::Path, q: &str) {
 
 /// An approved, redeemed approval with a checkpoint over the whole chain.
 fn redeemed(dir: &std::path::Path) -> (String, checkpoint::Checkpoint) {
-    let s = Store::open(dir, 60_000).unwrap();
+    let s = Store::open(dir, 60_000, wire()).unwrap();
     let (id, h) = approved(&s, 5, 10_000, false);
     let t = s.token_string(&id).unwrap().unwrap();
     s.redeem(&t, "bot", &h, None, 3_000).unwrap();
@@ -57,7 +57,7 @@ fn the_audit_key_is_private_separate_and_signs_checkpoints_when_due() {
     assert_eq!(s.latest_checkpoint().unwrap(), Some(second));
     // The public key in the file is the store's; a reopen keeps the key.
     drop(s);
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
     assert!(first.verifies(&s.audit_public_key()));
     assert_eq!(
         checkpoint::parse_public_key(&first.public_key).unwrap(),
@@ -78,7 +78,7 @@ fn a_chain_rewritten_after_a_checkpoint_is_never_signed() {
         dir.path(),
         &format!("UPDATE audit SET hash = 'x' WHERE seq = {};", cp.seq),
     );
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
     s.append_audit("note", None, "test", &serde_json::json!({}), 5_000)
         .unwrap();
     let e = s.checkpoint_if_due(Due::NOW, 6_000).unwrap_err();

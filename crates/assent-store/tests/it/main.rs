@@ -13,11 +13,16 @@ mod checkpoints;
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
 
+/// The server's envelope renderer, the one the gateway opens its store with.
+fn wire() -> std::sync::Arc<dyn assent_store::Envelopes> {
+    std::sync::Arc::new(assent_server::WireEnvelopes)
+}
+
 /// A store in a fresh temporary data directory (kept while the `TempDir` lives), tokens valid
 /// for 60 s.
 fn fresh() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
     (dir, s)
 }
 
@@ -145,13 +150,13 @@ fn tokens_are_single_use_bound_and_expire() {
     ));
     // Tokens survive a reopen (the key is on disk), and a key from another data dir is refused.
     drop(s);
-    let s = Store::open(dir.path(), 60_000).unwrap();
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
     assert!(matches!(
         s.redeem(&t, "bot", &h, None, 3_002),
         Err(RedeemError::Used)
     ));
     let other = tempfile::tempdir().unwrap();
-    let s2 = Store::open(other.path(), 60_000).unwrap();
+    let s2 = Store::open(other.path(), 60_000, wire()).unwrap();
     assert!(matches!(
         s2.redeem(&t, "bot", &h, None, 3_000),
         Err(RedeemError::Invalid)
@@ -212,7 +217,7 @@ fn audit_verify_names_the_altered_or_removed_record() {
     assert!(rep.broken.unwrap().1.contains("altered"));
     // Removing a record in the middle breaks the chain at the record after it.
     let dir2 = tempfile::tempdir().unwrap();
-    let s = Store::open(dir2.path(), 60_000).unwrap();
+    let s = Store::open(dir2.path(), 60_000, wire()).unwrap();
     for i in 0..2 {
         pending(&s, i, 1_000, 5_000, false);
     }
@@ -232,7 +237,7 @@ fn data_dir_and_key_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("data");
-    Store::open(&d, 1).unwrap();
+    Store::open(&d, 1, wire()).unwrap();
     assert_eq!(
         std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
         0o700

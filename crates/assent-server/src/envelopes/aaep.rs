@@ -1,0 +1,301 @@
+//! The AAEP event envelopes (AAEP chapters 3–6) of the events the store reports
+//! ([`AaepEvent`]): the chapter 3 envelope (`@context`, `aaep_version`, `event_id`,
+//! `session_id`, `timestamp`, `producer`, `correlation_id`) around each event's body, and the
+//! AAEP constants. Pure functions of the records; writing the event in its transaction is the
+//! store's, serving it to subscribers is [`crate::aaep`].
+
+use assent_core::DefaultDecision;
+use assent_store::aaep::Clarification;
+use assent_store::{AaepEvent, ApprovalRecord, random_id, rfc3339};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// The AAEP version assent implements.
+pub const AAEP_VERSION: &str = "1.0.0";
+/// The core context.
+pub const CONTEXT: &str = "https://aaep-protocol.org/context/v1";
+/// assent's extension namespace (prefix `assent`), used for courtesy notices and the
+/// timeout-extension capability.
+pub const ASSENT_CONTEXT: &str = "https://assent.dev/aaep/v1";
+
+/// The AAEP JSON of `e`, with a fresh `evt_` id.
+pub fn render(e: &AaepEvent<'_>) -> Value {
+    match *e {
+        AaepEvent::AwaitingConfirmation {
+            approval,
+            reply_token,
+        } => awaiting_confirmation(approval, reply_token),
+        AaepEvent::Escalated { approval, at } => escalated(approval, at),
+        AaepEvent::Resolution {
+            approval,
+            at,
+            courtesy_for,
+        } => resolution(approval, at, courtesy_for),
+        AaepEvent::Countdown {
+            approval,
+            percent,
+            at,
+        } => countdown(approval, percent, at),
+        AaepEvent::SessionCancelled {
+            agent,
+            session,
+            by_operator,
+            cancelled,
+            at,
+        } => session_cancelled(agent, session, by_operator, cancelled, at),
+        AaepEvent::AwaitingClarification { clarification } => awaiting_clarification(clarification),
+        AaepEvent::ClarificationResolved { clarification, at } => {
+            clarification_resolved(clarification, at)
+        }
+    }
+}
+
+/// The AAEP `session_id` of an agent session: the agent's own id when it already matches
+/// `^sess_[A-Za-z0-9]{1,64}$`, else `sess_` + 32 hex of SHA-256(agent, NUL, session) — stable,
+/// and distinct for the same session id of two agents.
+pub fn session_id(agent: &str, session: &str) -> String {
+    let fits = session.strip_prefix("sess_").is_some_and(|r| {
+        !r.is_empty() && r.len() <= 64 && r.chars().all(|c| c.is_ascii_alphanumeric())
+    });
+    if fits {
+        return session.to_string();
+    }
+    let h = Sha256::digest(format!("{agent}\0{session}").as_bytes());
+    format!("sess_{}", &hex::encode(h)[..32])
+}
+
+/// An event with the chapter 3 envelope around `body` (which holds `type` and the payload).
+pub fn envelope(
+    agent: &str,
+    session: &str,
+    at: i64,
+    correlation_id: Option<&str>,
+    body: Value,
+) -> Value {
+    let mut ev = json!({
+        "@context": CONTEXT, "aaep_version": AAEP_VERSION, "event_id": random_id("evt_"),
+        "session_id": session_id(agent, session), "timestamp": rfc3339(at),
+        "producer": {"agent_id": agent},
+    });
+    if let Some(c) = correlation_id {
+        ev["correlation_id"] = json!(c);
+    }
+    if let (Value::Object(e), Value::Object(b)) = (&mut ev, body) {
+        e.extend(b);
+    }
+    ev
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6).
+pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
+    let level = a.risk_tier.risk_level();
+    let deadline = a.announced_deadline();
+    let timeout = ((deadline - a.requested_at + 999) / 1000).clamp(1, 86_400);
+    let target = match &a.call.server {
+        Some(s) => format!("`{}` on MCP server `{s}`", a.call.tool),
+        None => format!("`{}`", a.call.tool),
+    };
+    // Redacted arguments never leave the gateway (a rule's `redact`).
+    let r = a.redactor();
+    let arguments = assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
+        .unwrap_or_default();
+    let consequence = format!(
+        "{} runs {target} with exactly these arguments: {}.{} Risk {} ({level}).",
+        a.agent,
+        arguments,
+        if a.irreversible {
+            " It cannot be undone."
+        } else {
+            ""
+        },
+        a.risk_tier
+    );
+    let action = r.text(if a.message.is_empty() {
+        &a.human_summary
+    } else {
+        &a.message
+    });
+    let reasons: Vec<String> = a.reasons.iter().map(|x| r.text(&x.text)).collect();
+    let mut ev = envelope(
+        &a.agent,
+        &a.session_id,
+        a.requested_at,
+        Some(&a.trace_id),
+        json!({
+            "type": "aaep:agent.awaiting.confirmation", "urgency": "critical",
+            "action": cut(&action, 16_384), "consequence": cut(&consequence, 16_384),
+            "reply_token": reply_token, "timeout_seconds": timeout,
+            "default_decision": if a.default_decision == DefaultDecision::Approve { "accept" } else { "reject" },
+            "risk_level": level, "irreversible": a.irreversible,
+            "reversibility": if a.irreversible { "irreversible" } else { "reversible" },
+            "allowed_replies": ["accept", "reject"],
+            "summary_terse": cut(&format!("Confirm: {action}"), 4096),
+            "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
+                if a.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
+            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", r.text(&a.human_summary), reasons.join("; "), a.call_hash), 16_384),
+            "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
+                              "server": a.call.server, "risk_tier": a.risk_tier},
+        }),
+    );
+    if let Some(e) = &a.escalation {
+        ev["extensions"] = json!({"assent": {"escalation": {
+            "after_seconds": e.after_seconds, "escalate_to": e.escalate_to,
+            "deadline": rfc3339(deadline)}}});
+    }
+    ev
+}
+
+/// `aaep:agent.progress.updated` announcing that pending approval `a` was escalated at `at`
+/// (Unix ms) to its `on_timeout.escalate_to` roles (issue 10 §5): AAEP has no
+/// timeout-extension event and §6.1 forbids a second `awaiting.confirmation`, so this progress
+/// event names the new approvers and the seconds left until the deadline already announced
+/// in `timeout_seconds` ([`ApprovalRecord::announced_deadline`]). `progress.percent` is the
+/// share of the announced wait that has passed; `extensions.assent.escalation` carries
+/// `escalate_to`, `approvers` and `deadline` (RFC 3339).
+pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
+    let deadline = a.announced_deadline();
+    let left_ms = (deadline - at).max(0);
+    let left = (left_ms + 999) / 1000;
+    let span = (deadline - a.requested_at).max(1);
+    let percent = ((at - a.requested_at).clamp(0, span) * 100 / span) as u64;
+    let to = a
+        .escalation
+        .as_ref()
+        .map(|e| e.escalate_to.clone())
+        .unwrap_or_default();
+    let mut ev = envelope(
+        &a.agent,
+        &a.session_id,
+        at,
+        Some(&a.trace_id),
+        json!({
+            "type": "aaep:agent.progress.updated", "progress": {"percent": percent,
+                "description": cut(&format!("Escalated to {}", to.join(", ")), 1024)},
+            "summary_terse": format!("Escalated to {}; {left} s left to confirm.", to.join(", ")),
+            "summary_normal": format!("No decision yet: the confirmation was escalated to {}; {left} seconds left. {}",
+                to.join(", "), a.redactor().text(&a.message)),
+            "eta_ms": left_ms,
+        }),
+    );
+    ev["extensions"] = json!({"assent": {"escalation": {
+        "escalate_to": to, "approvers": a.approvers, "deadline": rfc3339(deadline)}}});
+    ev
+}
+
+/// `aaep:agent.state.changed` reporting how a confirmation was resolved (AAEP §6.7.2, §6.1:
+/// a rejection is followed by an event reflecting the cancelled action).
+pub fn resolution(a: &ApprovalRecord, at: i64, courtesy_for: Option<&str>) -> Value {
+    let accepted = a.token.is_some();
+    let how = match (a.status.as_str(), accepted) {
+        ("approved", _) => "An operator accepted the action; the agent may now run it.".to_string(),
+        ("expired", true) => {
+            "No reply before the timeout; the default decision (accept) applied.".into()
+        }
+        ("expired", false) => {
+            "No reply before the timeout; the action was rejected and will not run.".into()
+        }
+        ("cancelled", _) => "The action was cancelled and will not run.".into(),
+        _ => "An operator rejected the action; it will not run and the agent re-plans.".into(),
+    };
+    let mut body = json!({
+        "type": "aaep:agent.state.changed", "from_state": "awaiting_input",
+        "to_state": if accepted { "calling_tool" } else { "thinking" },
+        "summary_terse": if accepted { "Accepted." } else { "Not run." },
+        "summary_normal": how,
+    });
+    if let Some(token) = courtesy_for {
+        body["summary_normal"] = json!(format!("This confirmation was already resolved. {how}"));
+        body["extensions"] =
+            json!({"assent": {"courtesy_notice": true, "reply_token": token, "approval_id": a.id}});
+    }
+    let mut ev = envelope(&a.agent, &a.session_id, at, Some(&a.trace_id), body);
+    if courtesy_for.is_some() {
+        ev["@context"] = json!([CONTEXT, ASSENT_CONTEXT]);
+    }
+    ev
+}
+
+/// `aaep:agent.progress.updated` for a confirmation with `percent` of its time elapsed
+/// (AAEP §6.4.3: at 50% and 10% remaining).
+pub fn countdown(a: &ApprovalRecord, percent: u8, at: i64) -> Value {
+    let left = ((a.announced_deadline() - at).max(0) + 999) / 1000;
+    envelope(
+        &a.agent,
+        &a.session_id,
+        at,
+        Some(&a.trace_id),
+        json!({
+            "type": "aaep:agent.progress.updated", "progress": {"percent": percent},
+            "summary_terse": format!("{left} s left to confirm."),
+            "summary_normal": format!("Still waiting for confirmation: {left} seconds left. {}", a.redactor().text(&a.message)),
+            "eta_ms": (a.announced_deadline() - at).max(0),
+        }),
+    )
+}
+
+/// `aaep:agent.session.cancelled` (AAEP §6.8: cancels every pending confirmation).
+pub fn session_cancelled(
+    agent: &str,
+    session: &str,
+    by_operator: bool,
+    n: usize,
+    at: i64,
+) -> Value {
+    envelope(
+        agent,
+        session,
+        at,
+        None,
+        json!({
+            "type": "aaep:agent.session.cancelled", "cancelled_by": if by_operator { "user" } else { "producer" },
+            "summary_normal": format!("The session was cancelled; {n} pending confirmation(s) withdrawn."),
+            "cancellation_reason": "session_cancelled",
+        }),
+    )
+}
+
+/// `aaep:agent.awaiting.clarification`.
+pub fn awaiting_clarification(c: &Clarification) -> Value {
+    let timeout = ((c.expires_at - c.requested_at + 999) / 1000).clamp(1, 86_400);
+    let mut body = json!({
+        "type": "aaep:agent.awaiting.clarification", "urgency": "critical",
+        "question": cut(&c.question, 16_384), "reply_token": c.reply_token, "timeout_seconds": timeout,
+        "accepted_response_kinds": c.kinds,
+        "summary_terse": cut(&format!("Question: {}", c.question), 4096),
+        "summary_normal": cut(&format!("The agent asks: {} ({} seconds to answer)", c.question, timeout), 16_384),
+    });
+    if !c.choices.is_empty() {
+        body["choices"] = json!(c.choices);
+    }
+    if let Some(ctx) = &c.context {
+        body["context"] = json!(cut(ctx, 4096));
+    }
+    envelope(&c.agent, &c.session_id, c.requested_at, None, body)
+}
+
+/// `aaep:agent.state.changed` after a clarification was answered or expired.
+pub fn clarification_resolved(c: &Clarification, at: i64) -> Value {
+    let how = match c.status.as_str() {
+        "answered" => "The question was answered; the agent continues.",
+        "cancelled" => "The question was withdrawn.",
+        _ => "No answer before the timeout; the agent continues without one.",
+    };
+    envelope(
+        &c.agent,
+        &c.session_id,
+        at,
+        None,
+        json!({"type": "aaep:agent.state.changed", "from_state": "awaiting_input", "to_state": "thinking",
+               "summary_normal": how}),
+    )
+}
