@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 /// The API error of a refused decision or cancellation by `operator`: `404`, `403` (missing
 /// approver role), `409 ALREADY_DECIDED` (with `status`), `422 WORKSPACE_NEEDS_CONFIRMATION`,
 /// `400`, `409 APPROVAL_DAMAGED` (with `damaged` columns) or `503`.
-fn decide_error(e: DecideError, operator: &str) -> ApiError {
+pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
     match e {
         DecideError::NotFound => ApiError::not_found("no such approval"),
         DecideError::NotApprover(approvers) => ApiError::forbidden(format!(

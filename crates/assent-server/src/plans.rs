@@ -19,6 +19,7 @@
 use crate::body::Body;
 use crate::calls::{Canonical, check_trace_id, is_uuid_v4};
 use crate::config::Principal;
+use crate::decide::decide_error;
 use crate::error::ApiError;
 use crate::extract::{Agent, AgentItself, ApiJson, Caller, OptionalJson};
 use crate::gate::{Submission, gate};
@@ -118,6 +119,7 @@ fn plan_error(e: PlanError) -> ApiError {
         PlanError::WrongState(..) => {
             ApiError::new(StatusCode::CONFLICT, "WRONG_STATE", e.to_string())
         }
+        PlanError::Decide(e) => decide_error(e, ""),
         PlanError::Store(e) => ApiError::unavailable(e),
     }
 }
@@ -241,7 +243,9 @@ pub(crate) async fn submit(
     gate(&st, sub).await
 }
 
-/// `POST /v1/plans/{id}/cancel` (its agent or an operator).
+/// `POST /v1/plans/{id}/cancel` (its agent or an operator). An operator cancels a proposed
+/// plan only if they could decide its Confirm (cancelling is saying no): otherwise `403`,
+/// audited `decision.refused`, and the plan stays `proposed`.
 pub(crate) async fn cancel(
     State(st): State<AppState>,
     Caller(p): Caller,
@@ -250,6 +254,7 @@ pub(crate) async fn cancel(
 ) -> Result<Json<Value>, ApiError> {
     let pl = load(&st, &p, &id).await?;
     let agent = p.agent_id().map(str::to_string);
+    let name = p.name.clone();
     let pl = st
         .store_task(move |s| {
             s.cancel_plan(
@@ -257,11 +262,15 @@ pub(crate) async fn cancel(
                 agent.as_deref(),
                 reason.as_deref(),
                 &p.name,
+                p.roles(),
                 now_ms(),
             )
         })
         .await?
-        .map_err(plan_error)?;
+        .map_err(|e| match e {
+            PlanError::Decide(e) => decide_error(e, &name),
+            e => plan_error(e),
+        })?;
     st.settled(pl.confirm_id.as_slice());
     st.changed();
     Ok(Json(pl.to_mplp()))

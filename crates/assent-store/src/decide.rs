@@ -210,13 +210,18 @@ impl Store {
     }
 
     /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
-    /// is cancelled and recorded), any other plan not yet finished directly.
+    /// is cancelled and recorded, [`Store::cancel_as`]), any other plan not yet finished
+    /// directly. `agent`: the agent itself (`None`: an operator); `roles`: the operator's roles
+    /// (`None`: the agent). Cancelling is saying no, so an operator without the Confirm's
+    /// approver roles is refused (`PlanError::Decide(NotApprover)`, audited
+    /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm.
     pub fn cancel_plan(
         &self,
         id: &str,
         agent: Option<&str>,
         reason: Option<&str>,
         actor: &str,
+        roles: Option<&[String]>,
         now: i64,
     ) -> Result<plans::PlanRecord, plans::PlanError> {
         let p = self
@@ -224,10 +229,10 @@ impl Store {
             .filter(|p| agent.is_none_or(|a| a == p.agent))
             .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
         if let (true, Some(c)) = (p.status == "proposed", &p.confirm_id) {
-            match self.cancel(c, reason, actor, now) {
+            match self.cancel_as(c, reason, actor, roles, now) {
                 Ok(_) | Err(DecideError::AlreadyDecided(_)) => {}
                 Err(DecideError::Store(e)) => return Err(e.into()),
-                Err(e) => return Err(crate::error::StoreError::Invalid(e.to_string()).into()),
+                Err(e) => return Err(plans::PlanError::Decide(e)),
             }
         }
         self.write(|tx| {

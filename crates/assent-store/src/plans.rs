@@ -10,7 +10,7 @@
 //! in `decide.rs`, next to the cancellation it goes through.
 
 use crate::audit;
-use crate::error::StoreError;
+use crate::error::{DecideError, StoreError};
 use crate::kit::rfc3339;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
@@ -89,6 +89,10 @@ pub enum PlanError {
     /// The plan is not in a state that allows this (`status` given).
     #[error("plan is {0}: {1}")]
     WrongState(String, &'static str),
+    /// Cancelling the plan's pending Confirm was refused: an operator without its approver
+    /// roles (`NotApprover`, audited `decision.refused`) or a damaged Confirm.
+    #[error(transparent)]
+    Decide(DecideError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -2,7 +2,7 @@
 //! §4; seed 001 §4.3; the Gatekeeper duty of seed 000), against a real server and SQLite file.
 //! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
 
-use crate::kit::{BOT, Gw, OP, pluck, serve};
+use crate::kit::{AGENTS, BOT, GOV, Gw, OP, audit_count, pluck, serve, serve_policy};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -286,6 +286,34 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
     assert_eq!(c["status"], "cancelled");
     let (s, _) = call_in_plan(&gw, Some(&pid), None).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
+    gw.stop().await;
+}
+
+/// Attack: an operator says no to a plan they may not decide by cancelling it instead (found
+/// by the issue 12 review; cancelling is saying no, as for approvals). `olaf` (ops) lacks the
+/// plan rule's `finance` role: `403`, audited `decision.refused`, the plan stays `proposed`
+/// and its Confirm `pending`; `alice` (finance) may cancel it.
+#[tokio::test]
+async fn an_operator_cannot_say_no_to_a_plan_by_cancelling_it_without_its_approver_role() {
+    let gov = format!("{GOV}      - tool: mplp.plan\n        approvers: [finance]\n");
+    let gw = serve_policy(AGENTS, &gov).await;
+    let pid = uuid();
+    gw.create_plan(plan(&pid, &[(&uuid(), "Do it")])).await;
+    let (s, r) = gw.submit_plan(&pid).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let pc = r["approval_id"].as_str().unwrap().to_string();
+    let path = format!("/v1/plans/{pid}/cancel");
+    let (s, e) = gw.post(&path, "olaf-key", json!({"reason": "no"})).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("finance"), "{e}");
+    let db = gw.state.store.db_path().to_path_buf();
+    assert_eq!(audit_count(&db, "decision.refused"), 1);
+    assert_eq!(plan_now(&gw, &pid).await["status"], "proposed");
+    assert_eq!(mplp(&gw, &pc).await["status"], "pending");
+    let (s, p) = gw.post(&path, OP, json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!(plan_now(&gw, &pid).await["status"], "cancelled");
+    assert_eq!(mplp(&gw, &pc).await["status"], "cancelled");
     gw.stop().await;
 }
 
