@@ -10,7 +10,6 @@ use crate::extract::{Caller, ListApprovals, Operator, wait_seconds};
 use crate::formats::{self, approval};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, approval_key};
-use crate::wire;
 use assent_api::approvals::{ApprovalGroup, ApprovalGroups, ApprovalList};
 use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
@@ -88,7 +87,7 @@ pub(crate) async fn list_approvals(
                 agent: v[0].agent.clone(),
                 server: v[0].call.server.clone(),
                 tool: v[0].call.tool.clone(),
-                reasons: wire::api(&v[0].reasons),
+                reasons: v[0].reasons.clone(),
                 count: v.len(),
                 approvals: v.iter().map(|a| approval(a, None)).collect(),
             })

@@ -13,7 +13,6 @@ use crate::extract::{Agent, Caller, DecideApprovals, Operator, OptionalJson, Rel
 use crate::formats::approval;
 use crate::state::{AppState, now_ms};
 use crate::waiters::clarification_key;
-use crate::wire;
 use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
 use assent_api::approvals::{
     CancelRequest, DecisionRequest, SessionCancelled, UserDecisionRequest,
@@ -87,7 +86,7 @@ async fn decision_input(
         }
     };
     Ok(DecisionInput {
-        kind: Some(wire::api(&b.decision)),
+        kind: Some(b.decision),
         reason: b.reason,
         scope,
         whole_tool: b.whole_tool,

@@ -3,7 +3,6 @@
 //! `damaged`, `reasons`, `triggers`).
 
 use crate::body::Body;
-use crate::wire;
 use assent_api::ApiErrorBody;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -63,7 +62,7 @@ impl ApiError {
     }
     /// `ALREADY_DECIDED`'s `status`: the status the approval already has.
     pub fn with_status(mut self, status: assent_core::ApprovalStatus) -> Self {
-        self.extra.status = Some(wire::api(&status));
+        self.extra.status = Some(status);
         self
     }
     /// `APPROVAL_DAMAGED`'s `damaged`: the stored columns that cannot be read.
@@ -73,7 +72,7 @@ impl ApiError {
     }
     /// An edit refused by the gatekeeper: the edited call's `reasons` and `triggers`.
     pub fn with_verdict(mut self, reasons: &[assent_core::Reason], triggers: &[String]) -> Self {
-        self.extra.reasons = Some(wire::api(&reasons));
+        self.extra.reasons = Some(reasons.to_vec());
         self.extra.triggers = Some(triggers.to_vec());
         self
     }

@@ -78,10 +78,10 @@ pub fn approval_request(a: &ApprovalRecord) -> ApprovalRequestDoc {
         tool_call_canonical: a.canonical.clone(),
         tool_call_hash: a.call_hash.clone(),
         human_summary: a.human_summary.clone(),
-        risk_tier: wire::api(&a.risk_tier),
+        risk_tier: a.risk_tier,
         requested_at: rfc3339(a.requested_at),
         expires_at: rfc3339(a.expires_at),
-        status: wire::api(&a.status),
+        status: a.status,
         diff: arguments_diff(a).or_else(|| a.target_diff.clone()),
         suggested_alternatives: (!a.suggested_alternatives.is_empty())
             .then(|| a.suggested_alternatives.clone()),
@@ -101,7 +101,7 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
     };
     Approval {
         id: a.id.clone(),
-        status: wire::api(&a.status),
+        status: a.status,
         agent: a.agent.clone(),
         session_id: a.session_id.clone(),
         run_id: a.run_id.clone(),
@@ -115,13 +115,13 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
         canonical: a.canonical.clone(),
         message: a.message.clone(),
         human_summary: a.human_summary.clone(),
-        risk_tier: wire::api(&a.risk_tier),
+        risk_tier: a.risk_tier,
         risk_level: wire::api(&a.risk_tier.risk_level()),
         irreversible: a.irreversible,
-        reasons: wire::api(&a.reasons),
+        reasons: a.reasons.clone(),
         triggers: a.triggers.clone(),
         approvers: a.approvers.clone(),
-        default_decision: wire::api(&a.default_decision),
+        default_decision: a.default_decision,
         suggested_alternatives: a.suggested_alternatives.clone(),
         escalation: wire::api(&a.escalation),
         escalated_at: a.escalated_at.map(rfc3339),
@@ -162,7 +162,7 @@ fn decision_entry(d: &assent_store::DecisionRecord) -> DecisionEntry {
         reason: d.reason.clone(),
         by: d.actor.clone(),
         at: rfc3339(d.at),
-        default_applied: wire::api(&d.default_applied),
+        default_applied: d.default_applied,
     }
 }
 

@@ -367,8 +367,8 @@ async fn answer(
 ) -> Result<Response, ApiError> {
     let echo = |reasons: &[assent_core::Reason]| VerdictEcho {
         call_hash: call_hash.to_string(),
-        reasons: wire::api(&reasons),
-        risk_tier: wire::api(&verdict.risk_tier),
+        reasons: reasons.to_vec(),
+        risk_tier: verdict.risk_tier,
         triggers: verdict.triggers.clone(),
     };
     let answer = match outcome {

@@ -75,7 +75,7 @@ pub(crate) async fn list_grants(
         .into_iter()
         .map(|g| Grant {
             whole_tool: g.call_hash.is_none(),
-            scope: wire::api(&g.scope),
+            scope: g.scope.clone(),
             risk_tier: wire::api(&g.risk_tier),
             created_at: rfc3339(g.created_at),
             expires_at: g.expires_at.map(rfc3339),

@@ -1,10 +1,10 @@
-//! Conversions from `assent-core`'s vocabulary (risk tiers, reasons, approval statuses) to
-//! `assent-api`'s, for the bodies the server writes from api types. They go through the
-//! values' serde form, which is the same on both sides (`"R2"`, `{"file","rule","text"}`,
-//! `"pending"`), so they hold whether or not the api crate re-uses core's types; once it does,
-//! most uses can go. The same conversion turns a store row whose serde form is already the
-//! wire form (tool states, reviews, pins) into its api type. It writes no body and knows no
-//! route.
+//! Conversions to `assent-api` types from values whose serde form already is the wire form
+//! but whose Rust type differs: store rows (tool states, reviews, pins, a grant's stored tier
+//! and scope), core types the api keeps its own copy of (`Escalation`, which a client reads
+//! leniently; `Settlement`; a `GrantScope` written as its string) and a clarification's
+//! status. The shared vocabulary (`RiskTier`, `ApprovalStatus`, `DecisionKind`,
+//! `DefaultDecision`, `Reason`) is one type in both crates and needs no conversion. It writes
+//! no body and knows no route.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
