@@ -226,6 +226,39 @@ impl Client {
         })
     }
 
+    /// `GET` of `segments` with `query`, its 2xx body parsed as `T` (see [`Client::call`]).
+    pub(crate) async fn get<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<T, ClientError> {
+        self.call(Method::GET, segments, query, None::<&()>).await
+    }
+
+    /// A read that may long-poll: `GET` of `segments` with `?wait=S` (at most 60 on the
+    /// server); `wait_seconds` 0 sends no `wait` and is answered at once, as the server reads
+    /// an absent `wait`.
+    pub(crate) async fn get_waiting<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        wait_seconds: u64,
+    ) -> Result<T, ClientError> {
+        let query: &[(&str, String)] = match wait_seconds {
+            0 => &[],
+            w => &[("wait", w.to_string())],
+        };
+        self.get(segments, query).await
+    }
+
+    /// `POST` of the JSON `body` to `segments`, its 2xx body parsed as `T`.
+    pub(crate) async fn post<T: DeserializeOwned, B: Serialize + ?Sized>(
+        &self,
+        segments: &[&str],
+        body: &B,
+    ) -> Result<T, ClientError> {
+        self.call(Method::POST, segments, &[], Some(body)).await
+    }
+
     /// Sends a request whose 2xx answer has no body to read (`204`).
     pub(crate) async fn call_empty<B: Serialize + ?Sized>(
         &self,

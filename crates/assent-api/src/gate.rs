@@ -217,9 +217,44 @@ pub struct Allowed {
     #[serde(flatten)]
     pub verdict: Option<VerdictEcho>,
     /// Present when a grant covers the call: its approval and single-use token, which must be
-    /// redeemed before the call runs.
-    #[serde(flatten)]
+    /// redeemed before the call runs. All or nothing: an `allow` that carries any of a
+    /// grant's fields (`token`, `approval_token`…) but no `approval_id`, or a grant part that
+    /// does not parse, is a parse error, never a plain allow (fail closed: a gateway answer
+    /// must not let a call through without redeeming its token).
+    #[serde(flatten, deserialize_with = "grant_all_or_nothing")]
     pub grant: Option<Granted>,
+}
+
+/// The fields of [`Granted`] besides `approval_id`: any of them (not `null`) in an `allow`
+/// makes it a granted one.
+const GRANT_FIELDS: [&str; 5] = [
+    "grant_id",
+    "scope",
+    "token",
+    "approval_token",
+    "token_expires_at",
+];
+
+/// Reads the grant part of an `allow` (the keys left after the verdict's): `None` when it has
+/// none of [`Granted`]'s fields, the grant when it has an `approval_id`, an error otherwise
+/// (serde's flattened `Option` would read a broken grant as `None`, a plain allow).
+fn grant_all_or_nothing<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Granted>, D::Error> {
+    use serde::de::Error;
+    let rest = serde_json::Map::<String, Value>::deserialize(d)?;
+    let given = |k: &str| rest.get(k).is_some_and(|v| !v.is_null());
+    if rest.contains_key("approval_id") {
+        return Granted::deserialize(Value::Object(rest))
+            .map(Some)
+            .map_err(D::Error::custom);
+    }
+    match GRANT_FIELDS.iter().find(|k| given(k)) {
+        Some(k) => Err(D::Error::custom(format!(
+            "an allow with a grant's `{k}` but no `approval_id`"
+        ))),
+        None => Ok(None),
+    }
 }
 
 /// The part of an `allow` that a grant produced (seed 002 "Approve with scope").

@@ -24,9 +24,6 @@ use crate::tools::{
 use reqwest::Method;
 use serde_json::Value;
 
-/// No request body.
-const NONE: Option<&()> = None;
-
 /// The query of a list filtered by `status` and `limit`.
 fn list_query(status: Option<&str>, limit: Option<u32>) -> Vec<(&'static str, String)> {
     let mut q = Vec::new();
@@ -42,12 +39,12 @@ fn list_query(status: Option<&str>, limit: Option<u32>) -> Vec<(&'static str, St
 impl Client {
     /// `GET /healthz`.
     pub async fn health(&self) -> Result<Health, ClientError> {
-        self.call(Method::GET, &["healthz"], &[], NONE).await
+        self.get(&["healthz"], &[]).await
     }
 
     /// `GET /v1/whoami`: the principal of this client's key.
     pub async fn whoami(&self) -> Result<WhoAmI, ClientError> {
-        self.call(Method::GET, &["v1", "whoami"], &[], NONE).await
+        self.get(&["v1", "whoami"], &[]).await
     }
 
     /// `POST /v1/tool-calls`: gates one tool call.
@@ -73,7 +70,7 @@ impl Client {
         limit: Option<u32>,
     ) -> Result<ApprovalList, ClientError> {
         let q = list_query(status.map(ApprovalStatus::as_str), limit);
-        self.call(Method::GET, &["v1", "approvals"], &q, NONE).await
+        self.get(&["v1", "approvals"], &q).await
     }
 
     /// `GET /v1/approvals?group=similar[&status=S&limit=N]` (operator).
@@ -84,25 +81,24 @@ impl Client {
     ) -> Result<ApprovalGroups, ClientError> {
         let mut q = list_query(status.map(ApprovalStatus::as_str), limit);
         q.push(("group", "similar".into()));
-        self.call(Method::GET, &["v1", "approvals"], &q, NONE).await
+        self.get(&["v1", "approvals"], &q).await
     }
 
     /// `GET /v1/approvals/{id}`: the approval now (an agent sees only its own, with its
     /// `token` once minted).
     pub async fn approval(&self, id: &str) -> Result<Approval, ClientError> {
-        self.call(Method::GET, &["v1", "approvals", id], &[], NONE)
-            .await
+        self.get(&["v1", "approvals", id], &[]).await
     }
 
     /// `GET /v1/approvals/{id}?wait=S`: one long-poll, answered as soon as the approval leaves
-    /// `pending` or after `wait_seconds` (at most 60) with it still pending.
+    /// `pending` or after `wait_seconds` (at most 60) with it still pending; 0 sends no `wait`
+    /// and answers at once (the server reads an absent `wait` as 0).
     pub async fn approval_wait(
         &self,
         id: &str,
         wait_seconds: u64,
     ) -> Result<Approval, ClientError> {
-        let q = [("wait", wait_seconds.to_string())];
-        self.call(Method::GET, &["v1", "approvals", id], &q, NONE)
+        self.get_waiting(&["v1", "approvals", id], wait_seconds)
             .await
     }
 
@@ -121,21 +117,18 @@ impl Client {
     /// `GET /v1/approvals/{id}?format=approval-request`: seed 002 ApprovalRequest.
     pub async fn approval_request_doc(&self, id: &str) -> Result<ApprovalRequestDoc, ClientError> {
         let q = [("format", "approval-request".to_string())];
-        self.call(Method::GET, &["v1", "approvals", id], &q, NONE)
-            .await
+        self.get(&["v1", "approvals", id], &q).await
     }
 
     /// `GET /v1/approvals/{id}?format=mplp`: the MPLP Confirm object, as JSON.
     pub async fn approval_mplp(&self, id: &str) -> Result<Value, ClientError> {
         let q = [("format", "mplp".to_string())];
-        self.call(Method::GET, &["v1", "approvals", id], &q, NONE)
-            .await
+        self.get(&["v1", "approvals", id], &q).await
     }
 
     /// `POST /v1/approvals/{id}/decision` (operator).
     pub async fn decide(&self, id: &str, req: &DecisionRequest) -> Result<Approval, ClientError> {
-        let path = ["v1", "approvals", id, "decision"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "approvals", id, "decision"], req).await
     }
 
     /// `POST /v1/approvals/decisions` (operator): one result per id, `200` even when some
@@ -144,14 +137,12 @@ impl Client {
         &self,
         req: &BatchDecisionRequest,
     ) -> Result<BatchDecisionResponse, ClientError> {
-        let path = ["v1", "approvals", "decisions"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "approvals", "decisions"], req).await
     }
 
     /// `POST /v1/approvals/{id}/cancel` (the requesting agent or an operator).
     pub async fn cancel(&self, id: &str, req: &CancelRequest) -> Result<Approval, ClientError> {
-        let path = ["v1", "approvals", id, "cancel"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "approvals", id, "cancel"], req).await
     }
 
     /// `POST /v1/approvals/{id}/user-decision` (the agent that asked): its user's decision.
@@ -160,8 +151,8 @@ impl Client {
         id: &str,
         req: &UserDecisionRequest,
     ) -> Result<Approval, ClientError> {
-        let path = ["v1", "approvals", id, "user-decision"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "approvals", id, "user-decision"], req)
+            .await
     }
 
     /// `POST /v1/sessions/{id}/cancel`: the session's pending approvals and clarifications.
@@ -170,25 +161,24 @@ impl Client {
         session_id: &str,
         req: &CancelRequest,
     ) -> Result<SessionCancelled, ClientError> {
-        let path = ["v1", "sessions", session_id, "cancel"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "sessions", session_id, "cancel"], req)
+            .await
     }
 
     /// `POST /v1/tokens/redeem` (an agent key): redeems a token for the exact call.
     pub async fn redeem(&self, req: &RedeemRequest) -> Result<Redeemed, ClientError> {
-        let path = ["v1", "tokens", "redeem"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "tokens", "redeem"], req).await
     }
 
     /// `GET /v1/grants?all=B` (operator): active grants, or all of them.
     pub async fn grants(&self, all: bool) -> Result<GrantList, ClientError> {
         let q = [("all", all.to_string())];
-        self.call(Method::GET, &["v1", "grants"], &q, NONE).await
+        self.get(&["v1", "grants"], &q).await
     }
 
     /// `DELETE /v1/grants/{id}` (operator): `204`; `404` when unknown or revoked already.
     pub async fn revoke_grant(&self, id: &str) -> Result<(), ClientError> {
-        self.call_empty(Method::DELETE, &["v1", "grants", id], NONE)
+        self.call_empty(Method::DELETE, &["v1", "grants", id], None::<&()>)
             .await
     }
 
@@ -209,8 +199,7 @@ impl Client {
 
     /// `POST /v1/clarifications` (an agent key): asks a question; `202` with it pending.
     pub async fn ask(&self, req: &AskRequest) -> Result<Clarification, ClientError> {
-        let path = ["v1", "clarifications"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "clarifications"], req).await
     }
 
     /// `GET /v1/clarifications[?status=S]` (operator); `None` is `all`.
@@ -219,8 +208,7 @@ impl Client {
         status: Option<&str>,
     ) -> Result<ClarificationList, ClientError> {
         let q = list_query(status, None);
-        self.call(Method::GET, &["v1", "clarifications"], &q, NONE)
-            .await
+        self.get(&["v1", "clarifications"], &q).await
     }
 
     /// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator); `wait_seconds` 0
@@ -230,8 +218,7 @@ impl Client {
         id: &str,
         wait_seconds: u64,
     ) -> Result<Clarification, ClientError> {
-        let q = wait_query(wait_seconds);
-        self.call(Method::GET, &["v1", "clarifications", id], &q, NONE)
+        self.get_waiting(&["v1", "clarifications", id], wait_seconds)
             .await
     }
 
@@ -241,14 +228,13 @@ impl Client {
         id: &str,
         req: &AnswerRequest,
     ) -> Result<Clarification, ClientError> {
-        let path = ["v1", "clarifications", id, "answer"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "clarifications", id, "answer"], req)
+            .await
     }
 
     /// `POST /v1/plans` (an agent key): the stored MPLP plan (`201`).
     pub async fn create_plan(&self, req: &CreatePlanRequest) -> Result<Value, ClientError> {
-        self.call(Method::POST, &["v1", "plans"], &[], Some(req))
-            .await
+        self.post(&["v1", "plans"], req).await
     }
 
     /// `PUT /v1/plans/{id}` (an agent key): the revised MPLP plan.
@@ -263,8 +249,7 @@ impl Client {
 
     /// `GET /v1/plans/{id}` (its agent or an operator): the MPLP plan with its status.
     pub async fn plan(&self, id: &str) -> Result<Value, ClientError> {
-        self.call(Method::GET, &["v1", "plans", id], &[], NONE)
-            .await
+        self.get(&["v1", "plans", id], &[]).await
     }
 
     /// `POST /v1/plans/{id}/submit` (an agent key): holds a Confirm on the plan.
@@ -278,14 +263,12 @@ impl Client {
 
     /// `POST /v1/plans/{id}/cancel` (its agent or an operator): the cancelled MPLP plan.
     pub async fn cancel_plan(&self, id: &str, req: &CancelRequest) -> Result<Value, ClientError> {
-        let path = ["v1", "plans", id, "cancel"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "plans", id, "cancel"], req).await
     }
 
     /// `GET /v1/plans/{id}/pipeline-events`.
     pub async fn pipeline_events(&self, id: &str) -> Result<PipelineEvents, ClientError> {
-        let path = ["v1", "plans", id, "pipeline-events"];
-        self.call(Method::GET, &path, &[], NONE).await
+        self.get(&["v1", "plans", id, "pipeline-events"], &[]).await
     }
 
     /// `POST /v1/confirms` (an agent key): a Confirm on another MPLP target.
@@ -299,8 +282,8 @@ impl Client {
         agent: &str,
         alias: &str,
     ) -> Result<DeclaredTools, ClientError> {
-        let path = ["v1", "agents", agent, "mcp-servers", alias, "tools"];
-        self.call(Method::GET, &path, &[], NONE).await
+        self.get(&["v1", "agents", agent, "mcp-servers", alias, "tools"], &[])
+            .await
     }
 
     /// `POST /v1/tools/check` (an agent key): the gateway's word on each upstream tool.
@@ -308,8 +291,7 @@ impl Client {
         &self,
         req: &ToolCheckRequest,
     ) -> Result<ToolCheckResponse, ClientError> {
-        let path = ["v1", "tools", "check"];
-        self.call(Method::POST, &path, &[], Some(req)).await
+        self.post(&["v1", "tools", "check"], req).await
     }
 
     /// `GET /v1/tools/reviews?status=S` (operator); `None` is `all`.
@@ -318,8 +300,7 @@ impl Client {
         status: Option<ReviewStatus>,
     ) -> Result<ToolReviewList, ClientError> {
         let q = list_query(Some(status.map_or("all", ReviewStatus::as_str)), None);
-        self.call(Method::GET, &["v1", "tools", "reviews"], &q, NONE)
-            .await
+        self.get(&["v1", "tools", "reviews"], &q).await
     }
 
     /// `GET /v1/tools/reviews/{id}[?wait=S]`: one review; `wait_seconds` long-polls while it
@@ -329,23 +310,23 @@ impl Client {
         id: &str,
         wait_seconds: u64,
     ) -> Result<ToolReview, ClientError> {
-        let q = wait_query(wait_seconds);
-        self.call(Method::GET, &["v1", "tools", "reviews", id], &q, NONE)
+        self.get_waiting(&["v1", "tools", "reviews", id], wait_seconds)
             .await
     }
 
     /// `POST /v1/tools/reviews/{id}/accept` or `…/reject` (operator), as `accept` says.
     pub async fn decide_review(&self, id: &str, accept: bool) -> Result<ToolReview, ClientError> {
         let verb = if accept { "accept" } else { "reject" };
-        let path = ["v1", "tools", "reviews", id, verb];
-        self.call(Method::POST, &path, &[], Some(&serde_json::json!({})))
-            .await
+        self.post(
+            &["v1", "tools", "reviews", id, verb],
+            &serde_json::json!({}),
+        )
+        .await
     }
 
     /// `GET /v1/tools/pins` (operator).
     pub async fn tool_pins(&self) -> Result<ToolPinList, ClientError> {
-        self.call(Method::GET, &["v1", "tools", "pins"], &[], NONE)
-            .await
+        self.get(&["v1", "tools", "pins"], &[]).await
     }
 
     /// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operator).
@@ -358,21 +339,11 @@ impl Client {
         if let Some(s) = before_seq {
             q.push(("before_seq", s.to_string()));
         }
-        self.call(Method::GET, &["v1", "audit", "checkpoints"], &q, NONE)
-            .await
+        self.get(&["v1", "audit", "checkpoints"], &q).await
     }
 
     /// `GET /v1/webhooks/dead-letters` (operator).
     pub async fn dead_letters(&self) -> Result<DeadLetterList, ClientError> {
-        let path = ["v1", "webhooks", "dead-letters"];
-        self.call(Method::GET, &path, &[], NONE).await
-    }
-}
-
-/// The query of a read that may long-poll: `wait=S`, none for 0.
-fn wait_query(wait_seconds: u64) -> Vec<(&'static str, String)> {
-    match wait_seconds {
-        0 => Vec::new(),
-        w => vec![("wait", w.to_string())],
+        self.get(&["v1", "webhooks", "dead-letters"], &[]).await
     }
 }

@@ -74,27 +74,19 @@ impl Gateway {
     /// retried while the gateway cannot be reached): `Ok(())` accepted, `Err(why)` rejected
     /// or unreadable.
     pub async fn await_review(&self, id: &str) -> Result<(), String> {
-        loop {
-            match self.api.tool_review(id, self.cfg.poll_seconds).await {
-                Ok(r) => match r.status {
-                    ReviewStatus::Accepted => return Ok(()),
-                    ReviewStatus::Pending => continue,
-                    ReviewStatus::Rejected => {
-                        return Err(format!(
-                            "the changed definition of `{}` was rejected by {} (review {id})",
-                            r.tool,
-                            r.decided_by.unwrap_or_default()
-                        ));
-                    }
-                },
-                Err(e) if e.is_transport() => unreachable_pause(&e).await,
-                Err(e) => {
-                    return Err(failure(&e, |e| {
-                        format!("tool review {id} cannot be read ({})", status_code(e))
-                    }));
-                }
-            }
-        }
+        let read = || async move {
+            let r = self.api.tool_review(id, self.cfg.poll_seconds).await?;
+            Ok(match r.status {
+                ReviewStatus::Pending => None,
+                ReviewStatus::Accepted => Some(Ok(())),
+                ReviewStatus::Rejected => Some(Err(format!(
+                    "the changed definition of `{}` was rejected by {} (review {id})",
+                    r.tool,
+                    r.decided_by.unwrap_or_default()
+                ))),
+            })
+        };
+        poll_until(read, &format!("tool review {id}")).await?
     }
 
     /// Runs one call through the gateway: propose, wait for a human if held, redeem the token.
@@ -299,18 +291,11 @@ impl Gateway {
     /// retrying while the gateway cannot be reached (it may be restarting; the approval is
     /// durable): the decided approval, or `Err(why)` when it cannot be read.
     async fn wait(&self, id: &str) -> Result<Approval, String> {
-        loop {
-            match self.api.approval_wait(id, self.cfg.poll_seconds).await {
-                Ok(r) if r.status == ApprovalStatus::Pending => continue,
-                Ok(r) => return Ok(r),
-                Err(e) if e.is_transport() => unreachable_pause(&e).await,
-                Err(e) => {
-                    return Err(failure(&e, |e| {
-                        format!("approval {id} cannot be read ({})", status_code(e))
-                    }));
-                }
-            }
-        }
+        let read = || async move {
+            let r = self.api.approval_wait(id, self.cfg.poll_seconds).await?;
+            Ok((r.status != ApprovalStatus::Pending).then_some(r))
+        };
+        poll_until(read, &format!("approval {id}")).await
     }
 
     /// Reports a forwarded call's `result` (its JSON text; `POST /v1/tool-results`) and says
@@ -360,14 +345,26 @@ impl Gateway {
         if rec.held_result().is_none_or(|h| h.result_sha256 != hash) {
             return Err(format!("approval {id} is for another result"));
         }
-        let redeem = RedeemRequest {
+        let tool = format!("result.{tool}");
+        self.redeem_exact(token, tool, rec.call.arguments).await
+    }
+
+    /// `POST /v1/tokens/redeem` of `token` for exactly `tool` on this proxy's MCP server with
+    /// `arguments`: `Err(why)` when the token is refused or the gateway cannot be asked.
+    async fn redeem_exact(
+        &self,
+        token: String,
+        tool: String,
+        arguments: Value,
+    ) -> Result<(), String> {
+        let req = RedeemRequest {
             token,
-            tool: format!("result.{tool}"),
+            tool,
             server: Some(self.cfg.server.clone()),
-            arguments: rec.call.arguments,
+            arguments,
             device_id: None,
         };
-        match self.api.redeem(&redeem).await {
+        match self.api.redeem(&req).await {
             Ok(_) => Ok(()),
             Err(e) => Err(failure(&e, |e| {
                 format!("approval token refused ({})", status_line(e))
@@ -387,22 +384,16 @@ impl Gateway {
         output_limit: Option<u64>,
         approval_id: Option<String>,
     ) -> Outcome {
-        let req = RedeemRequest {
-            token: token.to_string(),
-            tool: tool.to_string(),
-            server: Some(self.cfg.server.clone()),
-            arguments: arguments.clone(),
-            device_id: None,
-        };
-        match self.api.redeem(&req).await {
-            Ok(_) => Outcome::Forward {
+        let redeemed = self
+            .redeem_exact(token.to_string(), tool.to_string(), arguments.clone())
+            .await;
+        match redeemed {
+            Ok(()) => Outcome::Forward {
                 edited,
                 output_limit,
                 approval_id,
             },
-            Err(e) => Outcome::Denied(failure(&e, |e| {
-                format!("approval token refused ({})", status_line(e))
-            })),
+            Err(why) => Outcome::Denied(why),
         }
     }
 }
@@ -412,6 +403,28 @@ impl Gateway {
 fn not_approved(id: &str, rec: &Approval) -> String {
     let why = rec.reason.as_deref().unwrap_or("no token was issued");
     format!("approval {id} was {}: {why}", rec.status.as_str())
+}
+
+/// Long-polls until `read` (one request: `Ok(None)` while still pending) gives a settled
+/// answer, retrying after a pause while the gateway cannot be reached (it may be restarting;
+/// what is waited for is durable). Any other error is `Err("WHAT cannot be read (STATUS)")`.
+async fn poll_until<T, F, Fut>(mut read: F, what: &str) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, ClientError>>,
+{
+    loop {
+        match read().await {
+            Ok(Some(settled)) => return Ok(settled),
+            Ok(None) => continue,
+            Err(e) if e.is_transport() => unreachable_pause(&e).await,
+            Err(e) => {
+                return Err(failure(&e, |e| {
+                    format!("{what} cannot be read ({})", status_code(e))
+                }));
+            }
+        }
+    }
 }
 
 /// The pause of a wait while the gateway cannot be reached: logged, then one second.

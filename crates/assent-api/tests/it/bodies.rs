@@ -196,6 +196,30 @@ fn gate_answers_write_back_what_they_read() {
     );
 }
 
+/// The attack: a gateway answer (a broken or hostile gateway, or a proxy in between) that
+/// would let a call through without redeeming its token — an `allow` carrying a grant's
+/// token but no `approval_id`, or a grant part that does not parse. Serde's flattened
+/// `Option<Granted>` read either as a plain allow; it must be a parse error, which the MCP
+/// proxy answers with a denial.
+#[test]
+fn an_allow_with_a_token_but_no_approval_is_refused_not_a_plain_allow() {
+    let tokened = with_echo(json!({"decision": "allow", "output_bytes": null,
+        "token": "v1.x.y", "approval_token": token_doc(),
+        "token_expires_at": "2026-01-01T00:05:00Z"}));
+    let err = serde_json::from_value::<GateAnswer>(tokened).unwrap_err();
+    assert!(err.to_string().contains("no `approval_id`"), "{err}");
+    let bare = json!({"decision": "allow", "output_bytes": 10, "token": "v1.x.y"});
+    assert!(serde_json::from_value::<GateAnswer>(bare).is_err());
+    let broken = with_echo(json!({"decision": "allow", "output_bytes": null,
+        "approval_id": "a1", "grant_id": "g1", "scope": "session", "token": 7,
+        "approval_token": null, "token_expires_at": null}));
+    assert!(serde_json::from_value::<GateAnswer>(broken).is_err());
+    // Nulls are no grant: a plain allow still reads as one.
+    let nulls = with_echo(json!({"decision": "allow", "output_bytes": null, "token": null}));
+    let a: GateAnswer = serde_json::from_value(nulls).unwrap();
+    assert!(matches!(&a, GateAnswer::Allow(x) if x.grant.is_none()));
+}
+
 #[test]
 fn error_bodies_write_back_what_they_read() {
     let e: ApiErrorBody = round_trip(&json!({"code": "NOT_FOUND", "message": "no such approval"}));

@@ -8,7 +8,7 @@ use crate::round_trip;
 use assent_api::approvals::{Approval, ApprovalList, DecisionRequest};
 use assent_api::gate::{GateAnswer, ToolCallRequest, ToolResultRequest};
 use assent_api::tokens::{RedeemRequest, Redeemed};
-use assent_api::{ApiErrorBody, ApprovalStatus, Client, DecisionKind, Method, error};
+use assent_api::{ApiErrorBody, ApprovalStatus, Client, ClientError, DecisionKind, Method, error};
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
 use assent_server::{AppState, Settings, run};
@@ -155,10 +155,49 @@ pub(crate) async fn hold_pay(bot: &Client, amount: u64) -> String {
     }
 }
 
-#[tokio::test]
-async fn propose_approve_long_poll_and_redeem_through_the_typed_client() {
+/// [`start`], with clients of agent `bot` and operator `alice` (role `finance`).
+pub(crate) async fn start_bot_alice() -> (Gw, Client, Client) {
     let gw = start().await;
     let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    (gw, bot, alice)
+}
+
+/// Starts `bot`'s long-poll of approval `id` until it is decided (30 s per request) and gives
+/// it 200 ms to park, so that a decision made next wakes it.
+async fn wait_in_background(
+    bot: &Client,
+    id: &str,
+) -> tokio::task::JoinHandle<Result<Approval, ClientError>> {
+    let (bot, id) = (bot.clone(), id.to_string());
+    let waiter = tokio::spawn(async move { bot.wait_decided(&id, 30).await });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    waiter
+}
+
+/// `bot`'s report of a forwarded call's result in session `s1`: `output_bytes` long, hash
+/// `ab…ab`, no preview, not held before.
+pub(crate) fn result_report(
+    tool: &str,
+    server: Option<&str>,
+    arguments: Value,
+    output_bytes: u64,
+) -> ToolResultRequest {
+    ToolResultRequest {
+        agent: "bot".into(),
+        session_id: "s1".into(),
+        tool: tool.into(),
+        server: server.map(str::to_string),
+        arguments,
+        output_bytes,
+        result_sha256: "ab".repeat(32),
+        preview: None,
+        approval_id: None,
+    }
+}
+
+#[tokio::test]
+async fn propose_approve_long_poll_and_redeem_through_the_typed_client() {
+    let (gw, bot, alice) = start_bot_alice().await;
     // Allowed, denied and held, each answer also read raw.
     let body = serde_json::to_value(call("read", None, json!({"x": 1}))).unwrap();
     let (s, a) = raw_post::<GateAnswer>(&bot, "/v1/tool-calls", body).await;
@@ -195,11 +234,7 @@ async fn propose_approve_long_poll_and_redeem_through_the_typed_client() {
     raw_get::<Approval>(&bot, &format!("/v1/approvals/{id}")).await;
 
     // The agent long-polls; the operator approves; the agent wakes with its token.
-    let waiter = {
-        let (bot, id) = (bot.clone(), id.clone());
-        tokio::spawn(async move { bot.wait_decided(&id, 30).await })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let waiter = wait_in_background(&bot, &id).await;
     let mut approve = DecisionRequest::new(DecisionKind::Approve);
     approve.reason = Some("ok".into());
     let decided = alice.decide(&id, &approve).await.unwrap();
@@ -248,14 +283,9 @@ async fn propose_approve_long_poll_and_redeem_through_the_typed_client() {
 
 #[tokio::test]
 async fn a_denial_reaches_the_waiting_agent_with_its_reason() {
-    let gw = start().await;
-    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    let (gw, bot, alice) = start_bot_alice().await;
     let id = hold_pay(&bot, 700).await;
-    let waiter = {
-        let (bot, id) = (bot.clone(), id.clone());
-        tokio::spawn(async move { bot.wait_decided(&id, 30).await })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let waiter = wait_in_background(&bot, &id).await;
     let mut deny = DecisionRequest::new(DecisionKind::Deny);
     deny.reason = Some("too much".into());
     alice.decide(&id, &deny).await.unwrap();
@@ -318,8 +348,7 @@ async fn an_unreachable_gateway_is_a_transport_error_and_odd_ids_never_change_th
 
 #[tokio::test]
 async fn a_result_over_its_threshold_is_held_released_and_redeemed_as_the_proxy_does() {
-    let gw = start().await;
-    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    let (gw, bot, alice) = start_bot_alice().await;
     match bot
         .propose(&call("read", None, json!({"path": "/big"})))
         .await
@@ -329,17 +358,8 @@ async fn a_result_over_its_threshold_is_held_released_and_redeemed_as_the_proxy_
         a => panic!("expected allow: {a:?}"),
     }
     let hash = "ab".repeat(32);
-    let report = ToolResultRequest {
-        agent: "bot".into(),
-        session_id: "s1".into(),
-        tool: "read".into(),
-        server: None,
-        arguments: json!({"path": "/big"}),
-        output_bytes: 500,
-        result_sha256: hash.clone(),
-        preview: Some("{\"content\"".into()),
-        approval_id: None,
-    };
+    let mut report = result_report("read", None, json!({"path": "/big"}), 500);
+    report.preview = Some("{\"content\"".into());
     let body = serde_json::to_value(&report).unwrap();
     let (s, held) = raw_post::<GateAnswer>(&bot, "/v1/tool-results", body).await;
     assert_eq!(s, 202);

@@ -3,7 +3,7 @@
 //! tool pinning and reviews, MPLP plans and Confirms, and the audit reads — each answer also
 //! read raw and round-tripped through its type.
 
-use crate::live::{call, hold_pay, raw_get, raw_post, start};
+use crate::live::{call, hold_pay, raw_get, raw_post, result_report, start_bot_alice};
 use assent_api::approvals::{
     Approval, ApprovalGroups, ApprovalRequestDoc, BatchDecisionRequest, BatchDecisionResponse,
     CancelRequest, DecisionRequest, SessionCancelled, UserDecisionRequest,
@@ -12,7 +12,7 @@ use assent_api::audit::{CheckpointList, DeadLetterList};
 use assent_api::clarify::{
     AnswerRequest, AskRequest, Clarification, ClarificationList, ClarificationStatus,
 };
-use assent_api::gate::{GateAnswer, ToolResultRequest};
+use assent_api::gate::GateAnswer;
 use assent_api::identity::{Health, WhoAmI};
 use assent_api::plans::{
     ConfirmRequest, CreatePlanRequest, PipelineEvents, SubmitPlanRequest, UpdatePlanRequest,
@@ -27,8 +27,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn a_session_scope_makes_a_grant_that_allows_with_a_token_until_revoked() {
-    let gw = start().await;
-    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    let (gw, bot, alice) = start_bot_alice().await;
     let id = hold_pay(&bot, 300).await;
     let mut d = DecisionRequest::new(DecisionKind::Approve);
     d.scope = Some("session".into());
@@ -69,8 +68,7 @@ async fn a_session_scope_makes_a_grant_that_allows_with_a_token_until_revoked() 
 
 #[tokio::test]
 async fn batches_cancellations_and_the_users_decision() {
-    let gw = start().await;
-    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    let (gw, bot, alice) = start_bot_alice().await;
     let (a1, a2) = (hold_pay(&bot, 101).await, hold_pay(&bot, 102).await);
     raw_get::<ApprovalGroups>(&alice, "/v1/approvals?group=similar").await;
     let groups = alice.approval_groups(None, Some(10)).await.unwrap();
@@ -141,19 +139,8 @@ async fn batches_cancellations_and_the_users_decision() {
 
 #[tokio::test]
 async fn results_clarifications_confirms_and_identities() {
-    let gw = start().await;
-    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
-    let result = ToolResultRequest {
-        agent: "bot".into(),
-        session_id: "s1".into(),
-        tool: "read_file".into(),
-        server: Some("fs".into()),
-        arguments: json!({"path": "/a"}),
-        output_bytes: 10,
-        result_sha256: "ab".repeat(32),
-        preview: None,
-        approval_id: None,
-    };
+    let (gw, bot, alice) = start_bot_alice().await;
+    let result = result_report("read_file", Some("fs"), json!({"path": "/a"}), 10);
     let body = serde_json::to_value(&result).unwrap();
     let (s, a) = raw_post::<GateAnswer>(&bot, "/v1/tool-results", body).await;
     assert!(
@@ -246,8 +233,7 @@ async fn results_clarifications_confirms_and_identities() {
 
 #[tokio::test]
 async fn tool_pinning_reviews_and_declared_tools() {
-    let gw = start().await;
-    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    let (gw, bot, alice) = start_bot_alice().await;
     let declared: DeclaredTools = raw_get(&bot, "/v1/agents/bot/mcp-servers/fs/tools").await;
     assert_eq!(
         declared.tools,
@@ -292,8 +278,7 @@ async fn tool_pinning_reviews_and_declared_tools() {
 
 #[tokio::test]
 async fn a_plan_is_created_submitted_approved_and_read_through_the_typed_client() {
-    let gw = start().await;
-    let (bot, alice) = (gw.client("bot-key"), gw.client("alice-key"));
+    let (gw, bot, alice) = start_bot_alice().await;
     let id = "5b0d7f4e-3c1a-4d2b-9e8f-0a1b2c3d4e60";
     let plan = json!({
         "meta": {"protocol_version": "1.0.0", "schema_version": "1.0.0"},
