@@ -13,16 +13,9 @@ use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use serde_json::{Value, json};
 
-/// Unix milliseconds as RFC 3339 (UTC, with fractional seconds when non-zero).
-pub fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
+/// Unix milliseconds as RFC 3339 (UTC, with fractional seconds when non-zero): the store's,
+/// so every time stamp the gateway writes has one form.
+pub use assent_store::rfc3339;
 
 /// The RFC 6902 patch from the proposed arguments to the operator's edited ones, when the
 /// approval was edited (paths are relative to the arguments object).
