@@ -168,31 +168,9 @@ pub struct Escalation {
     pub after_seconds: u64,
 }
 
-/// What a recorded decision did: `"approve"`, `"deny"`, `"expire"` or `"cancel"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Settlement {
-    /// Approved (an operator, a grant, or the agent's user).
-    Approve,
-    /// Denied.
-    Deny,
-    /// Timed out; `default_applied` says what applied.
-    Expire,
-    /// Withdrawn.
-    Cancel,
-}
-
-impl Settlement {
-    /// `"approve"`, `"deny"`, `"expire"` or `"cancel"`, as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Approve => "approve",
-            Self::Deny => "deny",
-            Self::Expire => "expire",
-            Self::Cancel => "cancel",
-        }
-    }
-}
+/// What a recorded decision did: `assent-core`'s `Settlement` (`"approve"`, `"deny"`,
+/// `"expire"` or `"cancel"`).
+pub use assent_core::approval::Settlement;
 
 /// One recorded decision (`decisions[]` of an approval).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -54,6 +54,61 @@ pub enum DecisionKind {
     Deny,
 }
 
+/// How an approval left `pending` (`decisions.decision`; an approval's `decisions[]` on the
+/// wire, MPLP Confirm §2.4): an approve or deny (an operator, a grant or the agent's user), the
+/// expiry sweep's `expire` (the default decision says what applied), or a `cancel`.
+/// Serialised, and shown, as the lowercase name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Settlement {
+    /// Approved (an operator, a grant, or the agent's user).
+    Approve,
+    /// Denied.
+    Deny,
+    /// Timed out; the default decision says what applied.
+    Expire,
+    /// Withdrawn.
+    Cancel,
+}
+
+impl Settlement {
+    /// `"approve"`, `"deny"`, `"expire"` or `"cancel"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Deny => "deny",
+            Self::Expire => "expire",
+            Self::Cancel => "cancel",
+        }
+    }
+    /// Parses [`as_str`](Self::as_str) output; `None` for anything else (never a fallback).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "approve" => Self::Approve,
+            "deny" => Self::Deny,
+            "expire" => Self::Expire,
+            "cancel" => Self::Cancel,
+            _ => return None,
+        })
+    }
+    /// The settlement an approval [`Event`] stores.
+    pub fn of(e: Event) -> Self {
+        match e {
+            Event::Decide(DecisionKind::Approve) => Self::Approve,
+            Event::Decide(DecisionKind::Deny) => Self::Deny,
+            Event::Expire(_) => Self::Expire,
+            Event::Cancel => Self::Cancel,
+        }
+    }
+}
+
+impl std::fmt::Display for Settlement {
+    /// [`Settlement::as_str`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The scope of an approval (seed 002 "Approve with scope"). Anything wider than `once` is
 /// stored as a *grant* that lets later matching calls through without a prompt, each with its
 /// own single-use token.
@@ -263,6 +318,24 @@ pub fn effective_default(irreversible: bool, configured: DefaultDecision) -> Def
 mod tests {
     use super::*;
     use ApprovalStatus::*;
+
+    /// A stored settlement reads back as itself, as its wire text, and nothing else reads at
+    /// all (no fallback: an unreadable decision row is named damaged by the store).
+    #[test]
+    fn settlements_round_trip_and_refuse_anything_else() {
+        use Settlement::*;
+        for s in [Approve, Deny, Expire, Cancel] {
+            assert_eq!(Settlement::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert_eq!(Settlement::parse("Approve"), None);
+        assert_eq!(Settlement::parse(""), None);
+        assert_eq!(
+            Settlement::of(Event::Expire(DefaultDecision::Approve)),
+            Expire
+        );
+        assert_eq!(Settlement::of(Event::Cancel), Cancel);
+    }
 
     #[test]
     fn only_pending_moves_and_first_event_wins() {

@@ -151,7 +151,7 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
 /// One recorded decision of an approval (`decisions[]`).
 fn decision_entry(d: &assent_store::DecisionRecord) -> DecisionEntry {
     DecisionEntry {
-        decision: wire::api(&d.decision),
+        decision: d.decision,
         reason: d.reason.clone(),
         by: d.actor.clone(),
         at: rfc3339(d.at),

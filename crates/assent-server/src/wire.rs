@@ -1,9 +1,9 @@
 //! Conversions to `assent-api` types from values whose serde form already is the wire form
 //! but whose Rust type differs: store rows (tool states, reviews, pins, a grant's stored tier
 //! and scope), core types the api keeps its own copy of (`Escalation`, which a client reads
-//! leniently; `Settlement`; a `GrantScope` written as its string) and a clarification's
+//! leniently; a `GrantScope` written as its string) and a clarification's
 //! status. The shared vocabulary (`RiskTier`, `ApprovalStatus`, `DecisionKind`,
-//! `DefaultDecision`, `Reason`) is one type in both crates and needs no conversion. It writes
+//! `DefaultDecision`, `Reason`, `Settlement`) is one type in both crates and needs no conversion. It writes
 //! no body and knows no route.
 
 use serde::Serialize;

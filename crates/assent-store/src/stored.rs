@@ -104,56 +104,6 @@ impl Columns {
     }
 }
 
-/// What a stored decision did (`decisions.decision`): an operator's approve or deny, the
-/// expiry sweep's `expire`, or a `cancel`. Serialised, and shown, as the lowercase name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Settlement {
-    /// An operator (or a grant, or the agent's user) approved.
-    Approve,
-    /// An operator denied.
-    Deny,
-    /// The approval timed out; `default_applied` says what applied.
-    Expire,
-    /// The approval was withdrawn.
-    Cancel,
-}
-
-impl Settlement {
-    /// `"approve"`, `"deny"`, `"expire"` or `"cancel"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Approve => "approve",
-            Self::Deny => "deny",
-            Self::Expire => "expire",
-            Self::Cancel => "cancel",
-        }
-    }
-    /// Parses [`as_str`](Self::as_str) output; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "approve" => Self::Approve,
-            "deny" => Self::Deny,
-            "expire" => Self::Expire,
-            "cancel" => Self::Cancel,
-            _ => return None,
-        })
-    }
-    /// The settlement an approval event stores.
-    pub fn of(e: assent_core::approval::Event) -> Self {
-        use assent_core::approval::{DecisionKind, Event};
-        match e {
-            Event::Decide(DecisionKind::Approve) => Self::Approve,
-            Event::Decide(DecisionKind::Deny) => Self::Deny,
-            Event::Expire(_) => Self::Expire,
-            Event::Cancel => Self::Cancel,
-        }
-    }
-}
-
-impl std::fmt::Display for Settlement {
-    /// [`Settlement::as_str`].
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// What a stored decision did: `assent-core`'s [`Settlement`], re-exported where the store's
+/// readers have always found it.
+pub use assent_core::approval::Settlement;
