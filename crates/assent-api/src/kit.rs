@@ -5,8 +5,7 @@
 //! decisions, reasons) it is re-exported, so the vocabulary is declared once; only the AAEP
 //! risk level, which core has no type for, is declared here.
 
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
 
 /// Seed 002 risk tier, `"R0"` … `"R4"` (R0–R1 are AAEP `low`, R2 `medium`, R3–R4 `high`):
 /// `assent-core`'s own type, whose serde form is the wire's.
@@ -65,8 +64,5 @@ impl From<RiskTier> for RiskLevel {
 }
 
 /// Deserialises an open-ended field that the server leaves out when absent but may write as
-/// `null` when present: absent → `None` (with `#[serde(default)]`), `null` → `Some(Null)`, so
-/// the value serialises back exactly (with `skip_serializing_if = "Option::is_none"`).
-pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
-}
+/// `null` when present: `assent-core`'s [`assent_core::json::present`].
+pub(crate) use assent_core::json::present;

@@ -4,7 +4,6 @@
 //! (`GET /v1/grants`, `DELETE /v1/grants/{id}`). Not the approval itself
 //! ([`crate::approvals`]).
 
-use crate::kit::RiskTier;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -69,40 +68,7 @@ pub struct GrantList {
     pub grants: Vec<Grant>,
 }
 
-/// One grant (seed 002 "Approve with scope"): later matching calls of the agent pass without
-/// a prompt, each with its own single-use token.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Grant {
-    /// Grant id, UUID v4 (`DELETE /v1/grants/{id}` revokes it).
-    pub id: String,
-    /// The agent it lets through.
-    pub agent: String,
-    /// For scope `session`: the session; else `null`.
-    pub session_id: Option<String>,
-    /// Tool name.
-    pub tool: String,
-    /// MCP server alias, `null` for a local tool.
-    pub server: Option<String>,
-    /// The call hash it covers; `null` when widened to the whole tool.
-    pub call_hash: Option<String>,
-    /// Whether it covers every call of the tool (`call_hash` is `null`).
-    pub whole_tool: bool,
-    /// `session`, a duration such as `15m`, or `workspace`.
-    pub scope: String,
-    /// Risk tier of the approval that created it.
-    pub risk_tier: RiskTier,
-    /// `workspace` on an R3/R4 tool (allowed after explicit confirmation, discouraged).
-    pub discouraged: bool,
-    /// The approval it came from.
-    pub approval_id: String,
-    /// The operator who granted it.
-    pub created_by: String,
-    /// When it was created, RFC 3339.
-    pub created_at: String,
-    /// When it lapses, RFC 3339; `null` for `session` and `workspace`.
-    pub expires_at: Option<String>,
-    /// When it was revoked, RFC 3339; `null` while not revoked.
-    pub revoked_at: Option<String>,
-    /// Who revoked it.
-    pub revoked_by: Option<String>,
-}
+/// One grant (seed 002 "Approve with scope"): `assent-core`'s own type, the row the store
+/// reads back and the body this lists are one type. Its times are Unix milliseconds in Rust
+/// and RFC 3339 text on the wire.
+pub use assent_core::grant::Grant;

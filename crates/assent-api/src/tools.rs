@@ -5,7 +5,6 @@
 //! (`GET /v1/agents/{agent}/mcp-servers/{alias}/tools`). Tool definitions stay
 //! `serde_json::Value` (they are the upstream's).
 
-use crate::kit::present;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -28,67 +27,9 @@ pub struct ToolCheckResponse {
     pub tools: Vec<ToolState>,
 }
 
-/// What the gateway says of one advertised tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolState {
-    /// The tool name.
-    pub name: String,
-    /// Pinned, first use or held.
-    pub state: PinState,
-    /// The review of a held tool.
-    pub review_id: Option<String>,
-    /// The review's status, for a held tool.
-    pub review_status: Option<ReviewStatus>,
-    /// The pinned definition (what `tools/list` may show); `null` for a tool never pinned.
-    pub pinned: Option<Value>,
-}
-
-/// `"pinned"` (matches its pin), `"first_use"` (pinned now: the server was new) or `"held"`
-/// (changed or new since the server was pinned; a review decides).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PinState {
-    /// Matches its pin.
-    Pinned,
-    /// Pinned now, trust on first use.
-    FirstUse,
-    /// Waits for an operator's review.
-    Held,
-}
-
-impl PinState {
-    /// `"pinned"`, `"first_use"` or `"held"`, as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pinned => "pinned",
-            Self::FirstUse => "first_use",
-            Self::Held => "held",
-        }
-    }
-}
-
-/// `"pending"`, `"accepted"` or `"rejected"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReviewStatus {
-    /// Waiting for an operator.
-    Pending,
-    /// Accepted: the new definition is the pin.
-    Accepted,
-    /// Rejected: the tool stays hidden.
-    Rejected,
-}
-
-impl ReviewStatus {
-    /// `"pending"`, `"accepted"` or `"rejected"`, as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Accepted => "accepted",
-            Self::Rejected => "rejected",
-        }
-    }
-}
+/// The pinning records, `assent-core`'s own types: the row the store reads back is the body
+/// (times Unix milliseconds in Rust, RFC 3339 text on the wire).
+pub use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolState};
 
 /// `GET /v1/tools/reviews[?status=pending|accepted|rejected|all]` (operator; default
 /// `pending`).
@@ -98,63 +39,11 @@ pub struct ToolReviewList {
     pub reviews: Vec<ToolReview>,
 }
 
-/// One review of a changed or new tool (`GET /v1/tools/reviews/{id}[?wait=S]`, and the answer
-/// to `POST …/accept` and `…/reject`, which are `409 ALREADY_DECIDED` after the first).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolReview {
-    /// Review id, UUID v4.
-    pub id: String,
-    /// The MCP server alias.
-    pub server: String,
-    /// The tool name.
-    pub tool: String,
-    /// Fingerprint (SHA-256 hex) of the new definition.
-    pub fingerprint: String,
-    /// The new definition.
-    pub definition: Value,
-    /// The pinned definition it would replace, `null` for a new tool.
-    pub pinned: Option<Value>,
-    /// Where it stands.
-    pub status: ReviewStatus,
-    /// When the proxy saw it, RFC 3339.
-    pub seen_at: String,
-    /// The agent whose proxy saw it.
-    pub seen_by: String,
-    /// The operator who decided.
-    pub decided_by: Option<String>,
-    /// When, RFC 3339.
-    pub decided_at: Option<String>,
-    /// RFC 6902 patch from `pinned` to `definition`; present only when `pinned` is.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub diff: Option<Value>,
-}
-
 /// `GET /v1/tools/pins` (operator).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolPinList {
     /// The pins.
     pub pins: Vec<ToolPin>,
-}
-
-/// A pinned tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolPin {
-    /// The MCP server alias.
-    pub server: String,
-    /// The tool name.
-    pub tool: String,
-    /// Fingerprint (SHA-256 hex) of its definition.
-    pub fingerprint: String,
-    /// Its definition.
-    pub definition: Value,
-    /// When it was pinned, RFC 3339.
-    pub pinned_at: String,
-    /// `trust-on-first-use`, or the operator who accepted it.
-    pub pinned_by: String,
 }
 
 /// `GET /v1/agents/{agent}/mcp-servers/{alias}/tools` (the agent itself or an operator;

@@ -1,9 +1,56 @@
 //! Grant rules (seed 002 "Approve with scope"): when a grant may stand in for a person's
 //! consent, which stored grant covers a proposed call, and what a new grant binds (session,
 //! exact call, expiry) for the scope a decision took. Pure functions the store calls inside
-//! its transaction; storing, listing and revoking grants is the store's job.
+//! its transaction; storing, listing and revoking grants is the store's job. [`Grant`] is the
+//! grant itself: the row the store reads back is the body `GET /v1/grants` lists.
 
 use crate::approval::{GrantScope, millis};
+use crate::risk::RiskTier;
+use crate::stamp::{ms_as_rfc3339, opt_ms_as_rfc3339};
+use serde::{Deserialize, Serialize};
+
+/// One grant (seed 002 "Approve with scope"): later matching calls of the agent pass without
+/// a prompt, each with its own single-use token. As stored (times in Unix milliseconds) and as
+/// listed by `GET /v1/grants` (times as RFC 3339 text, see [`crate::stamp`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Grant id, UUID v4 (`DELETE /v1/grants/{id}` revokes it).
+    pub id: String,
+    /// The agent it lets through.
+    pub agent: String,
+    /// For scope `session`: the session; else `null`.
+    pub session_id: Option<String>,
+    /// Tool name.
+    pub tool: String,
+    /// MCP server alias, `null` for a local tool.
+    pub server: Option<String>,
+    /// The call hash it covers; `null` when widened to the whole tool.
+    pub call_hash: Option<String>,
+    /// Whether it covers every call of the tool (`call_hash` is `null`).
+    pub whole_tool: bool,
+    /// `session`, a duration such as `15m`, or `workspace`.
+    pub scope: String,
+    /// Risk tier of the approval that created it (`R4` when the stored value is unreadable).
+    pub risk_tier: RiskTier,
+    /// `workspace` on an R3/R4 tool (allowed after explicit confirmation, discouraged).
+    pub discouraged: bool,
+    /// The approval it came from.
+    pub approval_id: String,
+    /// The operator who granted it.
+    pub created_by: String,
+    /// When it was created: Unix milliseconds (RFC 3339 on the wire).
+    #[serde(with = "ms_as_rfc3339")]
+    pub created_at: i64,
+    /// When it lapses: Unix milliseconds (RFC 3339 on the wire); `None` for `session` and
+    /// `workspace`.
+    #[serde(with = "opt_ms_as_rfc3339")]
+    pub expires_at: Option<i64>,
+    /// When it was revoked: Unix milliseconds (RFC 3339 on the wire); `None` while not.
+    #[serde(with = "opt_ms_as_rfc3339")]
+    pub revoked_at: Option<i64>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
 
 /// Whether a grant may let a confirm verdict through at all: only when no threshold or scope
 /// trigger fired (`triggers` empty), the call is a plain tool call (no MPLP Confirm `target`

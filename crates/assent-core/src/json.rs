@@ -12,8 +12,17 @@
 //! rounds it. Nesting deeper than [`MAX_DEPTH`] is refused too.
 
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::collections::HashSet;
+
+/// Serde `deserialize_with` for an open-ended field that a body leaves out when absent but
+/// may write as `null` when present: absent → `None` (with `#[serde(default)]`), `null` →
+/// `Some(Null)`, so the value serialises back exactly (with
+/// `skip_serializing_if = "Option::is_none"`).
+pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
 
 /// Deepest nesting of arrays and objects accepted (serde_json's own recursion limit).
 pub const MAX_DEPTH: usize = 128;

@@ -7,10 +7,8 @@ use crate::body::Body;
 use crate::calls::call_hash;
 use crate::error::ApiError;
 use crate::extract::{Agent, ApiJson, ListGrants, Operator, RedeemTokens, RevokeGrants};
-use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
-use crate::wire;
-use assent_api::tokens::{Grant, GrantList, RedeemRequest, Redeemed};
+use assent_api::tokens::{GrantList, RedeemRequest, Redeemed};
 use assent_store::RedeemError;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -71,28 +69,7 @@ pub(crate) async fn list_grants(
         Some(_) => return Err(ApiError::bad_request("all must be true or false")),
     };
     let list = st.store_call(move |s| s.list_grants(all, now_ms())).await?;
-    let grants = list
-        .into_iter()
-        .map(|g| Grant {
-            whole_tool: g.call_hash.is_none(),
-            scope: g.scope.clone(),
-            risk_tier: wire::api(&g.risk_tier),
-            created_at: rfc3339(g.created_at),
-            expires_at: g.expires_at.map(rfc3339),
-            revoked_at: g.revoked_at.map(rfc3339),
-            id: g.id,
-            agent: g.agent,
-            session_id: g.session_id,
-            tool: g.tool,
-            server: g.server,
-            call_hash: g.call_hash,
-            discouraged: g.discouraged,
-            approval_id: g.approval_id,
-            created_by: g.created_by,
-            revoked_by: g.revoked_by,
-        })
-        .collect();
-    Ok(Body(GrantList { grants }))
+    Ok(Body(GrantList { grants: list }))
 }
 
 /// `DELETE /v1/grants/{id}` (operators): revokes a grant (`204`; `404` when unknown or

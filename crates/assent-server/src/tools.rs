@@ -19,10 +19,9 @@ use crate::extract::{Agent, ApiJson, Caller, ListToolPins, ListToolReviews, Oper
 use crate::extract::{ReportTools, ReviewTools, wait_seconds};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, review_key};
-use crate::wire;
 use assent_api::tools::ToolReviewList;
-use assent_api::tools::{self as api, ToolCheckRequest, ToolCheckResponse, ToolPinList};
-use assent_store::pins::ToolReview;
+use assent_api::tools::{ToolCheckRequest, ToolCheckResponse, ToolPinList};
+use assent_core::pin::{PinState, ReviewStatus, ToolReview};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -30,15 +29,14 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// A review as the API shows it (the store's row, whose serde form is the wire form), with
-/// the RFC 6902 `diff` from the pinned to the new definition when one was pinned.
-fn review(r: &ToolReview) -> api::ToolReview {
-    let mut v: api::ToolReview = wire::api(r);
+/// A review as the API shows it: the store's row with the RFC 6902 `diff` from the pinned to
+/// the new definition when one was pinned.
+fn review(mut r: ToolReview) -> ToolReview {
     if let Some(p) = &r.pinned {
-        v.diff =
+        r.diff =
             Some(serde_json::to_value(json_patch::diff(p, &r.definition)).unwrap_or(Value::Null));
     }
-    v
+    r
 }
 
 /// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list.
@@ -67,12 +65,10 @@ pub(crate) async fn check(
     let list = st
         .store_call(move |s| s.check_tools(&b.server, &b.tools, &b.agent, now_ms()))
         .await?;
-    if list.iter().any(|t| t.state != "pinned") {
+    if list.iter().any(|t| t.state != PinState::Pinned) {
         st.changed();
     }
-    Ok(Body(ToolCheckResponse {
-        tools: wire::api(&list),
-    }))
+    Ok(Body(ToolCheckResponse { tools: list }))
 }
 
 /// `GET /v1/tools/reviews[?status=…]` (operators).
@@ -94,7 +90,7 @@ pub(crate) async fn list(
     let list = st
         .store_call(move |s| s.tool_reviews(status.as_deref()))
         .await?;
-    let reviews = list.iter().map(review).collect();
+    let reviews = list.into_iter().map(review).collect();
     Ok(Body(ToolReviewList { reviews }))
 }
 
@@ -113,9 +109,12 @@ pub(crate) async fn read(
             .store_call(move |s| s.tool_review(&id2))
             .await?
             .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
-        Ok(match r.status.as_str() {
-            "pending" => Look::Pending(to_value(&review(&r)), Duration::MAX),
-            _ => Look::Done(to_value(&review(&r))),
+        let pending = r.status == ReviewStatus::Pending;
+        let body = to_value(&review(r));
+        Ok(if pending {
+            Look::Pending(body, Duration::MAX)
+        } else {
+            Look::Done(body)
         })
     };
     let body = st
@@ -130,7 +129,7 @@ async fn decide(
     op: Operator<ReviewTools>,
     id: String,
     accept: bool,
-) -> Result<Body<api::ToolReview>, ApiError> {
+) -> Result<Body<ToolReview>, ApiError> {
     let id2 = id.clone();
     let r = st
         .store_task(move |s| s.decide_tool_review(&id2, accept, op.name(), now_ms()))
@@ -144,7 +143,7 @@ async fn decide(
         .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
     st.waiters.wake(&review_key(&id));
     st.changed();
-    Ok(Body(review(&r)))
+    Ok(Body(review(r)))
 }
 
 /// `POST /v1/tools/reviews/{id}/accept` (operators).
@@ -152,7 +151,7 @@ pub(crate) async fn accept(
     State(st): State<AppState>,
     op: Operator<ReviewTools>,
     Path(id): Path<String>,
-) -> Result<Body<api::ToolReview>, ApiError> {
+) -> Result<Body<ToolReview>, ApiError> {
     decide(st, op, id, true).await
 }
 
@@ -161,7 +160,7 @@ pub(crate) async fn reject(
     State(st): State<AppState>,
     op: Operator<ReviewTools>,
     Path(id): Path<String>,
-) -> Result<Body<api::ToolReview>, ApiError> {
+) -> Result<Body<ToolReview>, ApiError> {
     decide(st, op, id, false).await
 }
 
@@ -171,7 +170,5 @@ pub(crate) async fn pins(
     _op: Operator<ListToolPins>,
 ) -> Result<Body<ToolPinList>, ApiError> {
     let list = st.store_call(|s| s.tool_pins()).await?;
-    Ok(Body(ToolPinList {
-        pins: wire::api(&list),
-    }))
+    Ok(Body(ToolPinList { pins: list }))
 }

@@ -5,16 +5,7 @@
 use crate::error::StoreError;
 use std::path::Path;
 
-/// Unix milliseconds as RFC 3339 UTC.
-pub fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
+pub use assent_core::stamp::rfc3339;
 
 /// `prefix` + 32 lowercase hex characters of 128 random bits: the ids the store mints and
 /// keeps (`rpl_` reply tokens, `sub_` subscriptions) and the `evt_` event ids the envelope

@@ -79,4 +79,3 @@ pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo};
 pub use store::Store;
 pub use stored::Settlement;
-pub use tokens::GrantRecord;

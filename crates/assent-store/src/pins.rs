@@ -7,11 +7,10 @@
 
 use crate::audit;
 use crate::error::StoreError;
-use crate::kit::rfc3339;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
+use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolState};
 use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 /// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of
@@ -21,66 +20,6 @@ pub fn fingerprint(tool: &Value) -> String {
                    "inputSchema": tool["inputSchema"]});
     let text = assent_core::canonical::canonical_value(&v).unwrap_or_else(|_| v.to_string());
     assent_core::canonical::sha256_hex(text.as_bytes())
-}
-
-/// What the gateway says of one advertised tool.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolState {
-    /// The tool name.
-    pub name: String,
-    /// `pinned` (matches its pin), `first_use` (pinned now: the server was new) or `held`
-    /// (changed or new since the server was pinned; a review decides).
-    pub state: &'static str,
-    /// The review of a held tool.
-    pub review_id: Option<String>,
-    /// `pending`, `accepted` or `rejected` for a held tool.
-    pub review_status: Option<String>,
-    /// The pinned definition (what `tools/list` may show), `None` for a tool never pinned.
-    pub pinned: Option<Value>,
-}
-
-/// One review of a changed or new tool.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolReview {
-    /// UUID v4.
-    pub id: String,
-    /// The MCP server alias.
-    pub server: String,
-    /// The tool name.
-    pub tool: String,
-    /// Fingerprint of the new definition.
-    pub fingerprint: String,
-    /// The new definition.
-    pub definition: Value,
-    /// The pinned definition it would replace, `None` for a new tool.
-    pub pinned: Option<Value>,
-    /// `pending`, `accepted` or `rejected`.
-    pub status: String,
-    /// RFC 3339.
-    pub seen_at: String,
-    /// The agent whose proxy saw it.
-    pub seen_by: String,
-    /// The operator who decided.
-    pub decided_by: Option<String>,
-    /// RFC 3339.
-    pub decided_at: Option<String>,
-}
-
-/// A pinned tool.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolPin {
-    /// The MCP server alias.
-    pub server: String,
-    /// The tool name.
-    pub tool: String,
-    /// Its fingerprint.
-    pub fingerprint: String,
-    /// Its definition.
-    pub definition: Value,
-    /// RFC 3339.
-    pub pinned_at: String,
-    /// `trust-on-first-use` or the operator who accepted it.
-    pub pinned_by: String,
 }
 
 fn pinned(
@@ -98,12 +37,13 @@ fn pinned(
 }
 
 fn review_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolReview> {
+    let status: String = r.get("status")?;
     from_row!(r => ToolReview {
-        id, server, tool, fingerprint, seen_by, status, decided_by,
+        id, server, tool, fingerprint, seen_by, decided_by, seen_at, decided_at,
+        status: ReviewStatus::parse(&status).unwrap_or(ReviewStatus::Rejected),
         definition: json_or_default(r, "definition")?,
         pinned: None,
-        seen_at: rfc3339(r.get("seen_at")?),
-        decided_at: r.get::<_, Option<i64>>("decided_at")?.map(rfc3339),
+        diff: None,
     })
 }
 
@@ -142,7 +82,7 @@ impl Store {
                 match pin {
                     Some((pfp, def)) if pfp == fp => out.push(ToolState {
                         name: name.into(),
-                        state: "pinned",
+                        state: PinState::Pinned,
                         review_id: None,
                         review_status: None,
                         pinned: Some(def),
@@ -160,7 +100,7 @@ impl Store {
                         )?;
                         out.push(ToolState {
                             name: name.into(),
-                            state: "first_use",
+                            state: PinState::FirstUse,
                             review_id: None,
                             review_status: None,
                             pinned: Some(t.clone()),
@@ -190,14 +130,16 @@ impl Store {
                                     &json!({"server": server, "tool": name, "fingerprint": fp,
                                             "pinned_fingerprint": pin.as_ref().map(|p| &p.0), "review_id": id}),
                                 )?;
-                                (id, "pending".to_string())
+                                (id, ReviewStatus::Pending.as_str().to_string())
                             }
                         };
                         out.push(ToolState {
                             name: name.into(),
-                            state: "held",
+                            state: PinState::Held,
                             review_id: Some(id),
-                            review_status: Some(status),
+                            review_status: Some(
+                                ReviewStatus::parse(&status).unwrap_or(ReviewStatus::Rejected),
+                            ),
                             pinned: pin.map(|p| p.1),
                         });
                     }
@@ -273,10 +215,10 @@ impl Store {
             else {
                 return Ok(None);
             };
-            if r.status != "pending" {
+            if r.status != ReviewStatus::Pending {
                 return Err(StoreError::Invalid(format!(
                     "review is already {}",
-                    r.status
+                    r.status.as_str()
                 )));
             }
             let status = if accept { "accepted" } else { "rejected" };
@@ -336,9 +278,8 @@ impl Store {
             [],
             |r| {
                 from_row!(r => ToolPin {
-                    server, tool, fingerprint, pinned_by,
+                    server, tool, fingerprint, pinned_by, pinned_at,
                     definition: json_or_default(r, "definition")?,
-                    pinned_at: rfc3339(r.get("pinned_at")?),
                 })
             },
         )?)

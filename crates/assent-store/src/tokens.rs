@@ -8,49 +8,14 @@ use crate::error::{RedeemError, StoreError};
 use crate::record::ApprovalRecord;
 use crate::sql::{self, from_row};
 use crate::store::Store;
+use assent_core::RiskTier;
 use assent_core::ToolCall;
 use assent_core::approval::GrantScope;
-use assent_core::grant;
+use assent_core::grant::{self, Grant};
 use assent_core::redeem::{self, Refusal};
 use assent_core::token::{self, TokenClaims};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
-use serde::Serialize;
 use serde_json::json;
-
-/// A stored grant (seed 002 "Approve with scope").
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GrantRecord {
-    /// UUID v4.
-    pub id: String,
-    /// The agent it lets through.
-    pub agent: String,
-    /// For scope `session`: the session.
-    pub session_id: Option<String>,
-    /// Tool name.
-    pub tool: String,
-    /// MCP server alias.
-    pub server: Option<String>,
-    /// The call hash it covers; `None` when widened to the whole tool.
-    pub call_hash: Option<String>,
-    /// `session`, a duration such as `15m`, or `workspace`.
-    pub scope: String,
-    /// Risk tier of the approval that created it.
-    pub risk_tier: String,
-    /// `workspace` on an R3/R4 tool (allowed after explicit confirmation, discouraged).
-    pub discouraged: bool,
-    /// The approval it came from.
-    pub approval_id: String,
-    /// The operator who granted it.
-    pub created_by: String,
-    /// Unix milliseconds.
-    pub created_at: i64,
-    /// Unix milliseconds; `None` until revoked.
-    pub expires_at: Option<i64>,
-    /// Unix milliseconds of revocation.
-    pub revoked_at: Option<i64>,
-    /// Who revoked it.
-    pub revoked_by: Option<String>,
-}
 
 impl Store {
     /// Mints the single-use token of approval `id` for `agent`, bound to `call_hash` and the
@@ -157,16 +122,21 @@ impl Store {
 
     /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
     /// `all`.
-    pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<GrantRecord>, StoreError> {
+    pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<Grant>, StoreError> {
         Ok(sql::rows(
             &self.lock(),
             "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
              FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
             params![all, now],
             |r| {
-                from_row!(r => GrantRecord {
-                    id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged,
-                    approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
+                let call_hash: Option<String> = r.get("call_hash")?;
+                let tier: String = r.get("risk_tier")?;
+                from_row!(r => Grant {
+                    id, agent, session_id, tool, server, scope, discouraged, approval_id,
+                    created_by, created_at, expires_at, revoked_at, revoked_by,
+                    whole_tool: call_hash.is_none(),
+                    call_hash: call_hash,
+                    risk_tier: RiskTier::parse(&tier).unwrap_or(RiskTier::R4)
                 })
             },
         )?)

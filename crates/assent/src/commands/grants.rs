@@ -6,6 +6,7 @@ use crate::args::Remote;
 use crate::remote::{connect, print_list};
 use anyhow::Result;
 use assent_api::tokens::Grant;
+use assent_core::stamp::rfc3339;
 
 /// `assent grants`: each grant's id, agent, target, what it covers, scope and end, and who
 /// made it (`--json`: the API's list as is).
@@ -26,10 +27,10 @@ fn grant_line(g: &Grant) -> String {
     } else {
         format!("call_hash {}", g.call_hash.as_deref().unwrap_or(""))
     };
-    let state = if let Some(t) = &g.revoked_at {
-        format!("revoked {t}")
-    } else if let Some(t) = &g.expires_at {
-        format!("until {t}")
+    let state = if let Some(t) = g.revoked_at {
+        format!("revoked {}", rfc3339(t))
+    } else if let Some(t) = g.expires_at {
+        format!("until {}", rfc3339(t))
     } else {
         "until revoked".into()
     };
