@@ -4,6 +4,7 @@
 //! (`GET /v1/learning-samples`, NDJSON) stay `serde_json::Value`s, and the webhook bodies
 //! themselves are not part of `/v1`.
 
+pub use assent_core::checkpoint::Checkpoint as SignedCheckpoint;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -17,22 +18,15 @@ pub struct CheckpointList {
     pub checkpoints: Vec<Checkpoint>,
 }
 
-/// One signed checkpoint of the audit chain (also carried on webhooks as `checkpoint`).
+/// One signed checkpoint of the audit chain (also carried on webhooks as `checkpoint`):
+/// `assent-core`'s signed record (`seq`, `head_hash`, `record_count`, `time` in Unix
+/// milliseconds, `public_key`, `signature`; [`SignedCheckpoint::verifies`] checks it) and its
+/// time as RFC 3339.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
-    /// Audit sequence number of the newest record covered (from 1).
-    pub seq: i64,
-    /// That record's chain hash, 64 hex.
-    pub head_hash: String,
-    /// Audit records when it was signed.
-    pub record_count: i64,
-    /// When it was signed, Unix milliseconds.
-    pub time: i64,
-    /// The signer's Ed25519 public key, 64 lowercase hex.
-    pub public_key: String,
-    /// Ed25519 signature of the RFC 8785 canonical JSON of
-    /// `{head_hash, record_count, seq, time}`, 128 lowercase hex.
-    pub signature: String,
+    /// What was signed, and the signature.
+    #[serde(flatten)]
+    pub signed: SignedCheckpoint,
     /// `time` as RFC 3339.
     pub at: String,
 }

@@ -18,6 +18,7 @@
 pub mod agf;
 pub mod approval;
 pub mod canonical;
+pub mod checkpoint;
 pub mod condition;
 pub mod decision;
 pub mod edit;

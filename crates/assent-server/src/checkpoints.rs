@@ -68,12 +68,7 @@ pub async fn sign_due(state: &AppState, due: Due) {
 /// (`at`).
 pub fn checkpoint(cp: &Checkpoint) -> api::Checkpoint {
     api::Checkpoint {
-        seq: cp.seq,
-        head_hash: cp.head_hash.clone(),
-        record_count: cp.record_count,
-        time: cp.time,
-        public_key: cp.public_key.clone(),
-        signature: cp.signature.clone(),
+        signed: cp.clone(),
         at: rfc3339(cp.time),
     }
 }

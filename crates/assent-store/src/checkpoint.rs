@@ -22,57 +22,15 @@ use crate::error::StoreError;
 use crate::kit::{io, write_private};
 use crate::sql::{self, from_row};
 use crate::store::Store;
-use assent_core::canonical::canonical_value;
-use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::Path;
 
 /// File name of the audit key in the data directory.
 pub const KEY_FILE: &str = "audit.key";
 
-/// One signed checkpoint, as stored, listed (`GET /v1/audit/checkpoints`), written to the
-/// JSONL sink (one per line) and carried on webhooks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    /// Audit sequence number of the newest record covered (from 1: an empty chain gets none).
-    pub seq: i64,
-    /// That record's chain hash (64 hex).
-    pub head_hash: String,
-    /// Audit records when it was signed.
-    pub record_count: i64,
-    /// When it was signed, Unix milliseconds.
-    pub time: i64,
-    /// The signer's Ed25519 public key, 64 lowercase hex characters.
-    pub public_key: String,
-    /// Ed25519 signature of [`Checkpoint::signed_bytes`], 128 lowercase hex characters.
-    pub signature: String,
-}
-
-impl Checkpoint {
-    /// The bytes signed: RFC 8785 canonical JSON of `{head_hash, record_count, seq, time}`.
-    pub fn signed_bytes(&self) -> Vec<u8> {
-        let v = json!({"seq": self.seq, "head_hash": self.head_hash,
-            "record_count": self.record_count, "time": self.time});
-        canonical_value(&v)
-            .expect("strings and integers canonicalise")
-            .into_bytes()
-    }
-
-    /// Whether the signature is valid under `key` (strict RFC 8032 verification). The
-    /// checkpoint's own `public_key` field is not trusted.
-    pub fn verifies(&self, key: &VerifyingKey) -> bool {
-        let Some(sig) = hex::decode(&self.signature)
-            .ok()
-            .and_then(|b| <[u8; 64]>::try_from(b).ok())
-        else {
-            return false;
-        };
-        key.verify_strict(&self.signed_bytes(), &Signature::from_bytes(&sig))
-            .is_ok()
-    }
-}
+/// One signed checkpoint: `assent-core`'s record, which this module signs, stores and checks.
+pub use assent_core::checkpoint::Checkpoint;
 
 /// Signs a checkpoint of head `(seq, head_hash)` with `record_count` records at `time` (ms).
 pub fn sign(
