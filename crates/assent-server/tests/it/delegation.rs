@@ -2,7 +2,7 @@
 //! `local_agents[]`, `remote_agents[]` and skill references gates `POST /v1/delegations`, with
 //! `parent.input.*` condition keys and the delegation template variables.
 
-use crate::kit::{BOT, Gw, OP, serve_policy};
+use crate::kit::{BOT, Gw, OP, assert_error, assert_says, policy, serve_policy};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -34,14 +34,9 @@ action_space:
             condition: {args_match: {amount: {gt: 100}}}
 "#;
 
-const GOV: &str = r#"
-policies:
-  - id: acme.delegation.rules-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: delegate.archiver
-        deny: {message_template: "archiving is frozen"}
-"#;
+/// `delegate.archiver` is denied with a message.
+const RULES: &str = r#"- tool: delegate.archiver
+  deny: {message_template: "archiving is frozen"}"#;
 
 async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
     let mut b = json!({"agent": "bot", "session_id": "s1"});
@@ -53,7 +48,7 @@ async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn delegations_are_gated_by_the_references_approval_skills_and_governance() {
-    let gw = serve_policy(AGENTS, GOV).await;
+    let gw = serve_policy(AGENTS, &policy("acme.delegation.rules-v1", RULES)).await;
 
     // parent.input.risk_level decides; the template sees parent.input.
     let (s, b) = delegate(
@@ -105,11 +100,7 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
         (json!({"target": "archiver"}), "archiving is frozen"),
     ] {
         let (s, b) = delegate(&gw, body).await;
-        assert_eq!(
-            (s, b["code"].as_str()),
-            (StatusCode::FORBIDDEN, Some("TOOL_DENIED")),
-            "{b}"
-        );
+        assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
         assert!(b["reason"].as_str().unwrap().contains(why), "{b}");
     }
 
@@ -158,7 +149,7 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
     // Bad bodies are 400s that say what is wrong.
     let (s, b) = delegate(&gw, json!({"target": "payments", "skill_args": {"a": 1}})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(b["message"].as_str().unwrap().contains("skill_id"), "{b}");
+    assert_says(&b, "message", "skill_id");
     let (s, _) = delegate(&gw, json!({"target": "payments", "input": [1]})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     gw.stop().await;

@@ -2,7 +2,9 @@
 //! or new tool held for review (its calls refused at the gateway too), accept / reject, and the
 //! `call.result` audit record of a forwarded call.
 
-use crate::kit::{AGENTS, BOT, Gw, OP, pluck, serve, serve_policy};
+use crate::kit::{
+    AGENTS, BOT, Gw, OP, assert_error, assert_says, pluck, policy, serve, serve_policy,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -71,13 +73,7 @@ async fn tools_are_pinned_on_first_use_and_changes_wait_for_review() {
     };
     let (s, d) = propose("read_file").await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    assert!(
-        d["reason"]
-            .as_str()
-            .unwrap()
-            .contains("awaits an operator's review"),
-        "{d}"
-    );
+    assert_says(&d, "reason", "awaits an operator's review");
 
     let (s, list) = gw.get("/v1/tools/reviews", OP).await;
     assert_eq!(s, StatusCode::OK);
@@ -206,11 +202,7 @@ async fn a_user_decision_is_refused_where_no_rule_allows_in_client_approval() {
     assert_eq!(b["in_client_approval"], false);
     let id = b["approval_id"].as_str().unwrap();
     let (s, e) = user_approves(&gw, id, BOT).await;
-    assert_eq!(
-        (s, e["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("IN_CLIENT_NOT_ALLOWED")),
-        "{e}"
-    );
+    assert_error(s, &e, StatusCode::FORBIDDEN, "IN_CLIENT_NOT_ALLOWED");
     // Another agent cannot even see it; an operator key is not the agent's user.
     let (s, _) = user_approves(&gw, id, "other-key").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
@@ -227,16 +219,9 @@ async fn a_user_decision_is_refused_where_no_rule_allows_in_client_approval() {
 /// result's hash (a different hash does not redeem).
 #[tokio::test]
 async fn a_rest_agent_reports_a_large_result_and_redeems_its_release() {
-    let gov = r#"
-policies:
-  - id: acme.test.output-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: read
-        approvers: [finance]
-        thresholds: {output_bytes: 100}
-"#;
-    let gw = serve_policy(AGENTS, gov).await;
+    let rules = "- tool: read\n  approvers: [finance]\n  thresholds: {output_bytes: 100}\n";
+    let gov = policy("acme.test.output-v1", rules);
+    let gw = serve_policy(AGENTS, &gov).await;
     let (s, b) = gw.propose("read", json!({"path": "/big"})).await;
     assert_eq!((s, b["decision"].as_str()), (StatusCode::OK, Some("allow")));
     let report = |bytes: u64, hash: String| {
@@ -277,11 +262,7 @@ policies:
     let mut forged = rec["call"]["arguments"].clone();
     forged["result_sha256"] = json!("ee".repeat(32));
     let (s, e) = gw.post("/v1/tokens/redeem", BOT, redeem(forged)).await;
-    assert_eq!(
-        (s, e["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("TOKEN_MISMATCH")),
-        "{e}"
-    );
+    assert_error(s, &e, StatusCode::FORBIDDEN, "TOKEN_MISMATCH");
     // The agent rebuilds the released call from what it reported.
     let args = json!({"call": {"tool": "read", "server": null, "arguments": {"path": "/big"}},
                       "output_bytes": 5000, "result_sha256": hash, "preview": null});

@@ -3,7 +3,7 @@
 //! on an R3 tool needs explicit confirmation; bad scopes are refused.
 
 use super::env::env;
-use crate::kit::{BOT, OP, token_of};
+use crate::kit::{BOT, OP, assert_error, token_of};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -109,13 +109,11 @@ async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmat
     let id = gw.held("s1", "deploy", json!({"env": "prod"})).await;
     let decision = json!({"decision": "approve", "scope": "workspace"});
     let (s, b) = gw.decide_with(&id, OP, decision).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Some("WORKSPACE_NEEDS_CONFIRMATION")
-        ),
-        "{b}"
+    assert_error(
+        s,
+        &b,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "WORKSPACE_NEEDS_CONFIRMATION",
     );
     assert_eq!(gw.as_agent(&id).await["status"], "pending");
     let decision = json!({"decision": "approve", "scope": "workspace", "confirm_workspace": true});
