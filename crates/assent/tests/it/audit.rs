@@ -17,15 +17,11 @@ fn http() -> reqwest::blocking::Client {
 }
 
 fn signed_gateway() -> Signed {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port);
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str(
-        "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n",
-    );
-    std::fs::write(&cfg, text).unwrap();
-    let mut s = serve(&cfg, port);
+    let checkpoints =
+        "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n";
+    let Served {
+        dir, server: mut s, ..
+    } = served(checkpoints);
     let a = propose(&s.url, 5000)["approval_id"]
         .as_str()
         .unwrap()
@@ -89,12 +85,7 @@ fn sql_with(g: &Signed, opts: &[&str], q: &str) -> String {
         .arg(q)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ok(&out)
 }
 
 /// The hash chain alone — all `audit verify` checked before signed checkpoints — still
@@ -107,12 +98,7 @@ fn chain_alone_verifies(g: &Signed) {
 
 /// Runs `assent audit verify --data-dir DATA ARGS…`: (exit code, stdout, stderr).
 fn verify(g: &Signed, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(["audit", "verify", "--data-dir"])
-        .arg(&g.data)
-        .args(args)
-        .output()
-        .unwrap();
+    let out = audit_verify(&g.data, args);
     (
         out.status.code().unwrap(),
         String::from_utf8_lossy(&out.stdout).into(),
@@ -317,10 +303,9 @@ fn a_grant_inserted_behind_the_gateways_back_is_caught() {
 /// `assent audit verify` names it and the column (exit 1).
 #[test]
 fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port);
-    let mut s = serve(&cfg, port);
+    let Served {
+        dir, server: mut s, ..
+    } = served("");
     let a = propose(&s.url, 5000)["approval_id"]
         .as_str()
         .unwrap()
