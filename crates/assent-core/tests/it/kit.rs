@@ -108,17 +108,12 @@ pub fn assert_denied(v: &Verdict, want: &str) {
     assert!(v.message.contains(want), "{}", v.message);
 }
 
-/// A governance file of one policy, `id`, selecting `treasury_bot`, with `rules` — YAML list
-/// items written flush left — indented under `rules:`.
+/// A governance file of one policy, `id`, selecting `treasury_bot`, with `rules` (YAML list
+/// items indented for their place under `rules:`, as in [`GOV`]).
 pub fn bot_policy(id: &str, rules: &str) -> String {
-    let mut gov =
-        format!("policies:\n  - id: {id}\n    selector: {{agents: [treasury_bot]}}\n    rules:\n");
-    for line in rules.lines().filter(|l| !l.trim().is_empty()) {
-        gov.push_str("      ");
-        gov.push_str(line);
-        gov.push('\n');
-    }
-    gov
+    format!(
+        "policies:\n  - id: {id}\n    selector: {{agents: [treasury_bot]}}\n    rules:\n{rules}"
+    )
 }
 
 /// The registry of the agent file `agent` (as `a.agf.yaml`) under [`GOV`] (as `g.yaml`) and

@@ -143,14 +143,13 @@ fn irreversible_action_never_runs_without_a_human() {
         "    - alias: lookup\n",
         "    - alias: lookup\n    - alias: shred\n    - alias: purge\n      approval: false\n",
     );
-    let rules = "
-- tool: shred
-  risk_tier: R0
-  irreversible: true
-- tool: purge
-  irreversible: true
-- tool: purge
-  default_decision: approve
+    let rules = "      - tool: shred
+        risk_tier: R0
+        irreversible: true
+      - tool: purge
+        irreversible: true
+      - tool: purge
+        default_decision: approve
 ";
     let r = reg_plus(&agent, "ops.yaml", &bot_policy("acme.ops.shred-v1", rules));
     for tool in ["shred", "purge"] {

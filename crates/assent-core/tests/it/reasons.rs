@@ -39,14 +39,13 @@ fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
         r#"approval condition cannot be evaluated (to matches pattern "^ext-": argument `to` is missing)"#,
     );
     // A deny condition: the reason names the clause; the agent sees the rule's message.
-    let deny = r#"
-- tool: read_file
-  server: fs
-  deny:
-    condition: {args_match: {path: {pattern: "^/etc/shadow"}}}
-    message_template: "no secrets"
-- tool: write_file
-  deny: {condition: {args_match: {mode: {in: ["0777"]}}}}
+    let deny = r#"      - tool: read_file
+        server: fs
+        deny:
+          condition: {args_match: {path: {pattern: "^/etc/shadow"}}}
+          message_template: "no secrets"
+      - tool: write_file
+        deny: {condition: {args_match: {mode: {in: ["0777"]}}}}
 "#;
     let r = reg_plus(AGENT, "d.yaml", &bot_policy("acme.fs.etc-v1", deny));
     let v = verdict(&r, "read_file", Some("fs"), json!({"path": "/etc/shadow"}));
