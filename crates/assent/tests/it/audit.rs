@@ -106,6 +106,18 @@ fn verify(g: &Signed, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Runs `audit verify ARGS…` on `g`, asserts that it fails (exit 1) naming each of `wants`
+/// in its stderr, and returns its stdout (the report; JSON with `--json`).
+#[track_caller]
+fn verify_fails(g: &Signed, args: &[&str], wants: &[&str]) -> String {
+    let (code, out, err) = verify(g, args);
+    assert_eq!(code, 1, "{out}{err}");
+    for want in wants {
+        assert!(err.contains(want), "{err}");
+    }
+    out
+}
+
 #[test]
 fn an_untouched_database_verifies_with_its_checkpoints_and_the_sink_file() {
     let g = signed_gateway();
@@ -140,11 +152,7 @@ fn an_untouched_database_verifies_with_its_checkpoints_and_the_sink_file() {
     // Usage and I/O errors exit 2.
     assert_eq!(verify(&g, &["--public-key", "zz"]).0, 2);
     assert_eq!(verify(&g, &["--checkpoint", "/nonexistent/file"]).0, 2);
-    let none = Command::new(BIN)
-        .args(["audit", "verify", "--data-dir"])
-        .arg(g.dir.path().join("nothing-here"))
-        .output()
-        .unwrap();
+    let none = audit_verify(&g.dir.path().join("nothing-here"), &[]);
     assert_eq!(none.status.code(), Some(2));
 }
 
@@ -195,12 +203,8 @@ fn a_rewritten_and_rechained_record_is_caught_by_the_stored_checkpoints() {
         )
         .contains("\"amount\":50,")
     );
-    let (code, out, err) = verify(&g, &["--json"]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(
-        err.contains("audit checkpoint not met") && err.contains("was rewritten"),
-        "{err}"
-    );
+    let wants = ["audit checkpoint not met", "was rewritten"];
+    let out = verify_fails(&g, &["--json"], &wants);
     // The hash chain alone (all that was checked before checkpoints) is whole again.
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["broken"], Value::Null, "{v}");
@@ -222,9 +226,11 @@ fn a_truncated_tail_is_caught_by_the_checkpoint_file() {
         "without the sink file this is undetectable: {out}{err}"
     );
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &["--checkpoint", g.file.to_str().unwrap()]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("removed from the end"), "{err}");
+    verify_fails(
+        &g,
+        &["--checkpoint", g.file.to_str().unwrap()],
+        &["removed from the end"],
+    );
 }
 
 #[test]
@@ -232,14 +238,10 @@ fn an_emptied_audit_table_is_caught() {
     let g = signed_gateway();
     sql(&g, "DELETE FROM audit;");
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &[]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("the chain ends at record 0"), "{err}");
+    verify_fails(&g, &[], &["the chain ends at record 0"]);
     // With the stored checkpoints gone too, the state tables still betray it.
     sql(&g, "DELETE FROM audit_checkpoints;");
-    let (code, _, err) = verify(&g, &[]);
-    assert_eq!(code, 1);
-    assert!(err.contains("has no approval.requested record"), "{err}");
+    verify_fails(&g, &[], &["has no approval.requested record"]);
 }
 
 #[test]
@@ -247,12 +249,8 @@ fn a_redeemed_token_made_unused_again_is_caught() {
     let g = signed_gateway();
     sql(&g, "UPDATE tokens SET used_at = NULL;");
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &["--json"]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(
-        err.contains("the state tables disagree") && err.contains("is not marked used"),
-        "{err}"
-    );
+    let wants = ["the state tables disagree", "is not marked used"];
+    let out = verify_fails(&g, &["--json"], &wants);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["problem"]["check"], "state");
 }
@@ -265,14 +263,10 @@ fn a_forged_checkpoint_signature_is_reported() {
         &g,
         "UPDATE audit_checkpoints SET signature = substr('0000' || signature, 1, 128) WHERE seq = (SELECT max(seq) FROM audit_checkpoints);",
     );
-    let (code, _, err) = verify(&g, &[]);
-    assert_eq!(code, 1);
-    assert!(err.contains("signature does not verify"), "{err}");
+    verify_fails(&g, &[], &["signature does not verify"]);
     // A key that did not sign them: every checkpoint fails, and so does the file.
     let other = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c";
-    let (code, _, err) = verify(&g, &["--public-key", other]);
-    assert_eq!(code, 1);
-    assert!(err.contains("signature does not verify"), "{err}");
+    verify_fails(&g, &["--public-key", other], &["signature does not verify"]);
 }
 
 #[test]
@@ -290,9 +284,7 @@ fn a_grant_inserted_behind_the_gateways_back_is_caught() {
         ),
     );
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &[]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("has no grant.created record"), "{err}");
+    verify_fails(&g, &[], &["has no grant.created record"]);
 }
 
 /// Attack: someone who can write the database file corrupts one approval's `approvers`
@@ -416,7 +408,5 @@ fn a_rewrite_after_deleting_the_stored_checkpoints_is_caught_with_max_unsigned()
     assert_eq!(code, 0, "untouched: {out}{err}");
     sql(&g, "DELETE FROM audit_checkpoints;");
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &["--max-unsigned", "5"]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("covered by no checkpoint"), "{err}");
+    verify_fails(&g, &["--max-unsigned", "5"], &["covered by no checkpoint"]);
 }
