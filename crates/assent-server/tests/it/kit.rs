@@ -70,9 +70,11 @@ pub fn redacting_gov() -> String {
 "#,
     )
 }
-/// Agent `other`, whose `pay` is always held.
-const OTHER: &str =
-    "metadata: {id: other}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+/// The agent file of agent `id` with one local tool, `tool` (the value of its list item:
+/// `alias: wire`, `{alias: pay, approval: true}`).
+pub fn one_tool_agent(id: &str, tool: &str) -> String {
+    format!("metadata: {{id: {id}}}\naction_space:\n  local_tools:\n    - {tool}\n")
+}
 /// The rules of governance [`gov`]: `pay` needs the finance role; `quick` (rejects) and
 /// `lenient` (approves, R1) time out after 1 s.
 pub const GOV_RULES: &str = r#"
@@ -137,7 +139,7 @@ pub async fn start_opts(dir: &Path, token_ttl_ms: i64, settings: Settings) -> Gw
     start_reg(dir, token_ttl_ms, settings, AGENTS, &gov()).await
 }
 
-/// A gateway whose agent `bot` is declared by `agents` (and `other` by [`OTHER`]) under the
+/// A gateway whose agent `bot` is declared by `agents` (and `other`, whose `pay` is always held) under the
 /// governance file `gov`.
 pub async fn start_reg(
     dir: &Path,
@@ -174,7 +176,10 @@ pub async fn start_custom(
     let reg = Registry::load(
         &[
             ("bot.agf.yaml".into(), agents.into()),
-            ("other.agf.yaml".into(), OTHER.into()),
+            (
+                "other.agf.yaml".into(),
+                one_tool_agent("other", "{alias: pay, approval: true}"),
+            ),
         ],
         &[("gov.yaml".into(), gov.into())],
     )
@@ -291,10 +296,19 @@ impl Gw {
     pub async fn post(&self, path: &str, key: &str, body: Value) -> (StatusCode, Value) {
         self.req("POST", path, Some(key), Some(body)).await
     }
+    /// Sends `method path` without a body, with bearer `key` when given, and hands back the
+    /// raw response (status, headers, text).
+    pub async fn raw(&self, method: &str, path: &str, key: Option<&str>) -> reqwest::Response {
+        let url = format!("{}{path}", self.url);
+        let mut r = self.http.request(method.parse().unwrap(), url);
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        r.send().await.unwrap()
+    }
     /// Sends `GET path` with bearer `key` and hands back the raw response (headers, text).
     pub async fn get_raw(&self, path: &str, key: &str) -> reqwest::Response {
-        let url = format!("{}{path}", self.url);
-        self.http.get(url).bearer_auth(key).send().await.unwrap()
+        self.raw("GET", path, Some(key)).await
     }
     /// The body of `GET path` with bearer `key`, as text (JSONL exports).
     pub async fn get_text(&self, path: &str, key: &str) -> String {
@@ -497,7 +511,14 @@ pub fn pluck<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
 /// (`b["code"]`); a failure prints the body.
 #[track_caller]
 pub fn assert_error(s: StatusCode, b: &Value, status: StatusCode, code: &str) {
-    assert_eq!((s, b["code"].as_str()), (status, Some(code)), "{b}");
+    assert_answer(s, b, "code", status, code);
+}
+
+/// Asserts that an answer `(s, b)` is status `status` with the string `value` at `b[key]`
+/// (`decision`, `status`…); a failure prints the body.
+#[track_caller]
+pub fn assert_answer(s: StatusCode, b: &Value, key: &str, status: StatusCode, value: &str) {
+    assert_eq!((s, b[key].as_str()), (status, Some(value)), "{b}");
 }
 
 /// Asserts that the string field `key` of `b` (`message`, `reason`…) contains `text`; a
@@ -505,4 +526,15 @@ pub fn assert_error(s: StatusCode, b: &Value, status: StatusCode, code: &str) {
 #[track_caller]
 pub fn assert_says(b: &Value, key: &str, text: &str) {
     assert!(b[key].as_str().unwrap().contains(text), "{b}");
+}
+
+/// Asserts that less than `secs` seconds have passed since `start`; a failure prints `what`
+/// and the time taken.
+#[track_caller]
+pub fn assert_within(start: std::time::Instant, secs: u64, what: &str) {
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(secs),
+        "{what}: {took:?}"
+    );
 }

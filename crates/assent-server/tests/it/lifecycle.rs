@@ -3,7 +3,7 @@
 //! call, or expired; an approval expired by the running server. Concurrency and restarts are in
 //! `durability.rs`, authentication and bad input in `access.rs`.
 
-use crate::kit::{BOT, OP, assert_error, assert_says, serve, start_with, token_of};
+use crate::kit::{BOT, OP, assert_answer, assert_error, assert_says, serve, start_with, token_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -72,7 +72,7 @@ async fn allow_pending_and_deny_paths() {
     );
     assert!(a.get("token").is_none());
     let (s, b) = gw.req("GET", "/healthz", None, None).await;
-    assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("ok")));
+    assert_answer(s, &b, "status", StatusCode::OK, "ok");
     gw.stop().await;
 }
 
@@ -98,11 +98,7 @@ async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once(
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (s, d) = gw.decide(&id, OP, "approve").await;
-    assert_eq!(
-        (s, d["status"].as_str()),
-        (StatusCode::OK, Some("approved")),
-        "{d}"
-    );
+    assert_answer(s, &d, "status", StatusCode::OK, "approved");
     assert!(d.get("token").is_none(), "operators never see the token");
     let rec = waiter.await.unwrap();
     assert!(
@@ -142,10 +138,7 @@ async fn deny_reaches_the_agent_and_mints_nothing() {
     let gw = serve().await;
     let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
     let (s, d) = gw.decide(&id, OP, "deny").await;
-    assert_eq!(
-        (s, d["status"].as_str()),
-        (StatusCode::OK, Some("rejected"))
-    );
+    assert_answer(s, &d, "status", StatusCode::OK, "rejected");
     let (_, rec) = gw.approval(&id, BOT).await;
     assert_eq!(
         (

@@ -3,8 +3,8 @@
 //! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
 
 use crate::kit::{
-    AGENTS, BOT, GOV_RULES, Gw, OP, assert_error, assert_says, audit_count, pluck, policy, serve,
-    serve_policy,
+    AGENTS, BOT, GOV_RULES, Gw, OP, assert_answer, assert_error, assert_says, audit_count, pluck,
+    policy, serve, serve_policy,
 };
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
@@ -185,11 +185,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     assert_eq!(plan_now(&gw, &pid).await["status"], "approved");
     assert_eq!(mplp(&gw, &confirm2).await["status"], "approved");
     let (s, d) = call_in_plan(&gw, Some(&pid), Some(&s2)).await;
-    assert_eq!(
-        (s, d["decision"].as_str()),
-        (StatusCode::OK, Some("allow")),
-        "{d}"
-    );
+    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
 
     // One pipeline_stage event per decision, valid against the MPLP schema.
     let (_, ev) = gw

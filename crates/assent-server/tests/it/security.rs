@@ -210,25 +210,13 @@ async fn malformed_paths_queries_and_uris_get_a_json_error_never_a_5xx() {
             "{path}: {v}"
         );
     }
-    let resp = gw
-        .http
-        .put(format!("{}/v1/tool-calls", gw.url))
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.raw("PUT", "/v1/tool-calls", None).await;
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["code"], "METHOD_NOT_ALLOWED");
     // The dashboard's `next=` with control characters is refused as a target, not a 500.
-    let resp = gw
-        .http
-        .get(format!(
-            "{}/ui/login?next=/ui/%0d%0aSet-Cookie:%20x=1",
-            gw.url
-        ))
-        .send()
-        .await
-        .unwrap();
+    let next = "/ui/login?next=/ui/%0d%0aSet-Cookie:%20x=1";
+    let resp = gw.raw("GET", next, None).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert!(
         resp.headers()

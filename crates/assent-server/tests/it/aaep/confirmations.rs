@@ -6,8 +6,8 @@
 
 use super::kit::{AWAITING, confirm, core, handshake};
 use crate::kit::{
-    AGENTS, BOT, COST_RULE, OP, assert_error, audit_count, policy, redacting_gov, serve,
-    serve_policy,
+    AGENTS, BOT, COST_RULE, OP, assert_error, audit_count, one_tool_agent, policy, redacting_gov,
+    serve, serve_policy,
 };
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
@@ -146,9 +146,8 @@ async fn a_modified_action_is_an_approval_with_modifications() {
 #[tokio::test]
 async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_not() {
     // `pay` always needs a human; spending over 100 in a session is a threshold of its own.
-    const AGENT: &str =
-        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
-    let gw = serve_policy(AGENT, &policy("t.edit-v1", COST_RULE)).await;
+    let agent = one_tool_agent("bot", "{alias: pay, approval: true}");
+    let gw = serve_policy(&agent, &policy("t.edit-v1", COST_RULE)).await;
     let (sub, mut sse) = gw.listen().await;
     let (s, b) = gw.propose("pay", json!({"amount": 50})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
