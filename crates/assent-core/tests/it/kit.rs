@@ -100,6 +100,32 @@ pub fn assert_reason(v: &Verdict, want: &str) {
     assert!(texts(v).contains(want), "{}", texts(v));
 }
 
+/// Asserts that `v` denies the call with a message containing `want`, showing the message
+/// when it does not.
+#[track_caller]
+pub fn assert_denied(v: &Verdict, want: &str) {
+    assert_eq!(v.kind, VerdictKind::Deny);
+    assert!(v.message.contains(want), "{}", v.message);
+}
+
+/// A governance file of one policy, `id`, selecting `treasury_bot`, with `rules` (YAML list
+/// items indented for their place under `rules:`, as in [`GOV`]).
+pub fn bot_policy(id: &str, rules: &str) -> String {
+    format!(
+        "policies:\n  - id: {id}\n    selector: {{agents: [treasury_bot]}}\n    rules:\n{rules}"
+    )
+}
+
+/// The registry of the agent file `agent` (as `a.agf.yaml`) under [`GOV`] (as `g.yaml`) and
+/// the governance file `gov` named `file`.
+pub fn reg_plus(agent: &str, file: &str, gov: &str) -> Registry {
+    Registry::load(
+        &[("a.agf.yaml".into(), agent.into())],
+        &[("g.yaml".into(), GOV.into()), (file.into(), gov.into())],
+    )
+    .unwrap()
+}
+
 pub fn load_err(agent: &str, gov: &str) -> String {
     Registry::load(
         &[("a.agf.yaml".into(), agent.into())],

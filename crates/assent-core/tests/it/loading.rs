@@ -2,7 +2,7 @@
 //! errors (each named by file, line and reason), and the bounds of every duration and count
 //! (issue 10 §10).
 
-use crate::kit::{AGENT, GOV, kind, load_err, rule_err, verdict};
+use crate::kit::{AGENT, GOV, assert_denied, kind, load_err, rule_err, verdict};
 use assent_core::VerdictKind;
 use assent_core::policy::Registry;
 use serde_json::json;
@@ -16,12 +16,7 @@ fn unresolved_required_policy_refuses_the_agent() {
     )
     .unwrap();
     let v = verdict(&r, "lookup", None, json!({}));
-    assert_eq!(v.kind, VerdictKind::Deny);
-    assert!(
-        v.message.contains("acme.finance.missing-v9"),
-        "{}",
-        v.message
-    );
+    assert_denied(&v, "acme.finance.missing-v9");
     assert!(
         r.warnings
             .iter()

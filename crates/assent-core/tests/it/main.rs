@@ -7,7 +7,7 @@ use serde_json::json;
 mod props;
 mod strict;
 
-use kit::{AGENT, GOV, call, kind, reg, verdict};
+use kit::{AGENT, GOV, assert_denied, bot_policy, call, kind, reg, reg_plus, verdict};
 
 #[test]
 fn three_forms_of_approval_and_conditions() {
@@ -58,13 +58,7 @@ fn server_blanket_and_per_tool_override() {
     );
     // allowed_tools present: only listed tools are declared.
     let v = verdict(&r, "drain", Some("bank"), json!({}));
-    assert_eq!(v.kind, VerdictKind::Deny);
-    assert!(
-        v.message
-            .contains("`drain` is not in allowed_tools of MCP server `bank`"),
-        "{}",
-        v.message
-    );
+    assert_denied(&v, "`drain` is not in allowed_tools of MCP server `bank`");
     // allowed_tools omitted: every tool declared, inherits (no) approval.
     assert_eq!(
         kind(&r, "read_file", Some("fs"), json!({"path": "/tmp/a"})),
@@ -81,12 +75,7 @@ fn server_blanket_and_per_tool_override() {
 fn undeclared_tools_servers_and_agents_are_denied_by_name() {
     let r = reg();
     let v = verdict(&r, "rm_rf", None, json!({}));
-    assert_eq!(v.kind, VerdictKind::Deny);
-    assert!(
-        v.message.contains("tool `rm_rf` is not declared"),
-        "{}",
-        v.message
-    );
+    assert_denied(&v, "tool `rm_rf` is not declared");
     let v = verdict(&r, "x", Some("mail"), json!({}));
     assert!(
         v.message
@@ -95,8 +84,7 @@ fn undeclared_tools_servers_and_agents_are_denied_by_name() {
         v.message
     );
     let v = evaluate(&r, "ghost", &call("x", None, json!({})));
-    assert_eq!(v.kind, VerdictKind::Deny);
-    assert!(v.message.contains("agent `ghost`"));
+    assert_denied(&v, "agent `ghost`");
 }
 
 #[test]
@@ -155,11 +143,7 @@ fn irreversible_action_never_runs_without_a_human() {
         "    - alias: lookup\n",
         "    - alias: lookup\n    - alias: shred\n    - alias: purge\n      approval: false\n",
     );
-    let gov = "policies:
-  - id: acme.ops.shred-v1
-    selector: {agents: [treasury_bot]}
-    rules:
-      - tool: shred
+    let rules = "      - tool: shred
         risk_tier: R0
         irreversible: true
       - tool: purge
@@ -167,11 +151,7 @@ fn irreversible_action_never_runs_without_a_human() {
       - tool: purge
         default_decision: approve
 ";
-    let r = Registry::load(
-        &[("a.agf.yaml".into(), agent)],
-        &[("GOV".into(), GOV.into()), ("ops.yaml".into(), gov.into())],
-    )
-    .unwrap();
+    let r = reg_plus(&agent, "ops.yaml", &bot_policy("acme.ops.shred-v1", rules));
     for tool in ["shred", "purge"] {
         let v = verdict(&r, tool, None, json!({}));
         assert_eq!(

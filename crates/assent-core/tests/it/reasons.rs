@@ -2,9 +2,8 @@
 //! deny condition that matched, with the actual values, or the one that could not be
 //! evaluated.
 
-use crate::kit::{AGENT, GOV, assert_reason, reg, verdict};
+use crate::kit::{AGENT, assert_denied, assert_reason, bot_policy, reg, reg_plus, verdict};
 use assent_core::VerdictKind;
-use assent_core::policy::Registry;
 use serde_json::json;
 
 /// Issue 10 B: "approval condition matched" told the operator nothing; every reason now names
@@ -40,26 +39,15 @@ fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
         r#"approval condition cannot be evaluated (to matches pattern "^ext-": argument `to` is missing)"#,
     );
     // A deny condition: the reason names the clause; the agent sees the rule's message.
-    let deny = "policies:
-  - id: acme.fs.etc-v1
-    selector: {agents: [treasury_bot]}
-    rules:
-      - tool: read_file
+    let deny = r#"      - tool: read_file
         server: fs
         deny:
-          condition: {args_match: {path: {pattern: \"^/etc/shadow\"}}}
-          message_template: \"no secrets\"
+          condition: {args_match: {path: {pattern: "^/etc/shadow"}}}
+          message_template: "no secrets"
       - tool: write_file
-        deny: {condition: {args_match: {mode: {in: [\"0777\"]}}}}
-";
-    let r = Registry::load(
-        &[("a.agf.yaml".into(), AGENT.into())],
-        &[
-            ("g.yaml".into(), GOV.into()),
-            ("d.yaml".into(), deny.into()),
-        ],
-    )
-    .unwrap();
+        deny: {condition: {args_match: {mode: {in: ["0777"]}}}}
+"#;
+    let r = reg_plus(AGENT, "d.yaml", &bot_policy("acme.fs.etc-v1", deny));
     let v = verdict(&r, "read_file", Some("fs"), json!({"path": "/etc/shadow"}));
     assert_eq!(
         (v.kind, v.message.as_str()),
@@ -70,12 +58,9 @@ fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
         r#"(deny condition matched: path matches pattern "^/etc/shadow" (path = "/etc/shadow")): no secrets"#,
     );
     let v = verdict(&r, "write_file", Some("fs"), json!({"mode": "0777"}));
-    assert_eq!(v.kind, VerdictKind::Deny);
-    assert!(
-        v.message
-            .contains(r#"deny condition matched: mode in ["0777"] (mode = "0777")"#),
-        "{}",
-        v.message
+    assert_denied(
+        &v,
+        r#"deny condition matched: mode in ["0777"] (mode = "0777")"#,
     );
     let v = verdict(&r, "write_file", Some("fs"), json!({"mode": 511}));
     assert_eq!(v.kind, VerdictKind::Confirm);

@@ -3,7 +3,10 @@
 //! keys, one principal flooding the gateway or pinning long-polls, a body trickled slowly, a
 //! standing grant for an irreversible call, and an edit raising an amount past its threshold.
 
-use crate::kit::{BOT, Gw, OP, serve, serve_policy, serve_with, start_tuned};
+use crate::kit::{
+    BOT, COST_RULE, Gw, OP, assert_answer, assert_error, assert_says, assert_within,
+    one_tool_agent, policy, serve, serve_policy, serve_with, start_tuned,
+};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -23,17 +26,9 @@ async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
     // Two things wait now: neither another question nor another approval is accepted.
     let (s, b) = gw.post("/v1/clarifications", BOT, ask).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_PENDING")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_PENDING");
     let (s, b) = gw.propose("pay", json!({"amount": 600, "to": "bob"})).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_PENDING")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_PENDING");
     gw.stop().await;
 }
 
@@ -44,11 +39,7 @@ async fn an_operator_cannot_say_no_by_cancelling_an_approval_they_could_not_deci
     let pay = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
     let quick = gw.pending("quick", json!({})).await;
     let (s, b) = gw.cancel(&pay, "olaf-key", None).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("FORBIDDEN")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::FORBIDDEN, "FORBIDDEN");
     // Cancelling the whole session cancels only what olaf could decide.
     let (s, b) = gw.cancel_session("s1", "olaf-key").await;
     assert_eq!(s, StatusCode::OK, "{b}");
@@ -63,11 +54,7 @@ async fn an_operator_cannot_say_no_by_cancelling_an_approval_they_could_not_deci
     let (s, _) = gw.cancel(&pay, "other-key", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, b) = gw.cancel(&pay, OP, None).await;
-    assert_eq!(
-        (s, b["status"].as_str()),
-        (StatusCode::OK, Some("cancelled")),
-        "{b}"
-    );
+    assert_answer(s, &b, "status", StatusCode::OK, "cancelled");
     gw.stop().await;
 }
 
@@ -97,12 +84,7 @@ async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
         .unwrap();
     assert!((1..=10).contains(&wait), "{wait}");
     // The dashboard's sign-in shares the lock-out.
-    let login = gw
-        .http
-        .get(format!("{}/ui/login", gw.url))
-        .send()
-        .await
-        .unwrap();
+    let login = gw.raw("GET", "/ui/login", None).await;
     let cookie = login.headers()["set-cookie"]
         .to_str()
         .unwrap()
@@ -131,11 +113,7 @@ async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
     let (s, b) = gw.get("/v1/whoami", OP).await;
-    assert_eq!(
-        (s, b["name"].as_str()),
-        (StatusCode::OK, Some("alice")),
-        "{b}"
-    );
+    assert_answer(s, &b, "name", StatusCode::OK, "alice");
     gw.stop().await;
 }
 
@@ -204,20 +182,16 @@ async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
             text.contains(r#""code":"REQUEST_TIMEOUT""#),
             "{path}: {text}"
         );
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(5),
-            "{path}: {:?}",
-            t.elapsed()
-        );
+        assert_within(t, 5, path);
     }
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time() {
-    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: wire\n";
-    const GOV: &str = "policies:\n  - id: t.irrev-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: wire\n        irreversible: true\n        risk_tier: R1\n";
-    let gw = serve_policy(AGENT, GOV).await;
+    let agent = one_tool_agent("bot", "alias: wire");
+    let rules = "- tool: wire\n  irreversible: true\n  risk_tier: R1\n";
+    let gw = serve_policy(&agent, &policy("t.irrev-v1", rules)).await;
     // Irreversible at R1 and no approval rule: still held for a person.
     let (s, b) = gw.propose("wire", json!({"to": "x"})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
@@ -226,10 +200,7 @@ async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time
     let decision = json!({"decision": "approve", "scope": "session", "whole_tool": true});
     let (s, b) = gw.decide_with(&id, OP, decision).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
-    assert!(
-        b["message"].as_str().unwrap().contains("irreversible"),
-        "{b}"
-    );
+    assert_says(&b, "message", "irreversible");
     let (s, _) = gw.decide(&id, OP, "approve").await;
     assert_eq!(s, StatusCode::OK);
     let (s, b) = gw.propose("wire", json!({"to": "x"})).await;
@@ -264,11 +235,7 @@ async fn one_principal_cannot_pin_unbounded_long_polls() {
     let b2 = poll(&gw);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (s, b) = poll(&gw).await.unwrap();
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_WAITERS")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_WAITERS");
     // A plain read still works, and a decision wakes the two waiting polls at once.
     let (s, _) = gw.approval(&id, BOT).await;
     assert_eq!(s, StatusCode::OK);
@@ -277,25 +244,16 @@ async fn one_principal_cannot_pin_unbounded_long_polls() {
     assert_eq!(s, StatusCode::OK);
     for w in [a, b2] {
         let (s, b) = w.await.unwrap();
-        assert_eq!(
-            (s, b["status"].as_str()),
-            (StatusCode::OK, Some("approved")),
-            "{b}"
-        );
+        assert_answer(s, &b, "status", StatusCode::OK, "approved");
     }
-    assert!(
-        t.elapsed() < std::time::Duration::from_secs(5),
-        "{:?}",
-        t.elapsed()
-    );
+    assert_within(t, 5, "both waiting polls woke");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
-    const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
-    const GOV: &str = "policies:\n  - id: t.cost-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
-    let gw = serve_policy(AGENT, GOV).await;
+    let agent = one_tool_agent("bot", "alias: pay");
+    let gw = serve_policy(&agent, &policy("t.cost-v1", COST_RULE)).await;
     let (s, b) = gw.propose("pay", json!({"amount": 500})).await;
     assert_eq!(
         (s, b["triggers"].clone()),
@@ -305,19 +263,13 @@ async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
     let id = b["approval_id"].as_str().unwrap().to_string();
     // Approving 500 over the threshold is the operator's call; turning it into a billion is not.
     let (s, b) = gw.edit(&id, json!({"amount": 1_000_000_000})).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Some("EDIT_OVER_THRESHOLD")
-        ),
-        "{b}"
+    assert_error(
+        s,
+        &b,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "EDIT_OVER_THRESHOLD",
     );
     let (s, b) = gw.edit(&id, json!({"amount": 400})).await;
-    assert_eq!(
-        (s, b["status"].as_str()),
-        (StatusCode::OK, Some("approved")),
-        "{b}"
-    );
+    assert_answer(s, &b, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }

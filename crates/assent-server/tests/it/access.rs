@@ -3,7 +3,7 @@
 //! approver role, and bad bodies, queries and routes answered with a 4xx that says what is
 //! wrong. Attacks on the API (ambiguous JSON, floods) are in `security.rs` and `abuse.rs`.
 
-use crate::kit::{BOT, OP, serve};
+use crate::kit::{BOT, OP, assert_error, assert_says, serve};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -14,20 +14,14 @@ async fn authentication_and_authorisation() {
     let (s, b) = gw
         .req("POST", "/v1/tool-calls", None, Some(body.clone()))
         .await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::UNAUTHORIZED, Some("UNAUTHENTICATED"))
-    );
+    assert_error(s, &b, StatusCode::UNAUTHORIZED, "UNAUTHENTICATED");
     let (s, _) = gw.post("/v1/tool-calls", "wrong-key", body.clone()).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     let (s, _) = gw.get("/v1/approvals", "nope").await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     // An agent key cannot act for another agent id, and an operator cannot propose.
     let (s, b) = gw.post("/v1/tool-calls", "other-key", body.clone()).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("FORBIDDEN"))
-    );
+    assert_error(s, &b, StatusCode::FORBIDDEN, "FORBIDDEN");
     let (s, _) = gw.post("/v1/tool-calls", OP, body).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
 
@@ -39,14 +33,11 @@ async fn authentication_and_authorisation() {
     assert_eq!(s, StatusCode::FORBIDDEN);
     // Another agent does not learn the approval exists.
     let (s, b) = gw.approval(&id, "other-key").await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::NOT_FOUND, Some("NOT_FOUND"))
-    );
+    assert_error(s, &b, StatusCode::NOT_FOUND, "NOT_FOUND");
     // An operator without the rule's approver role cannot decide.
     let (s, b) = gw.decide(&id, "olaf-key", "approve").await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    assert!(b["message"].as_str().unwrap().contains("finance"), "{b}");
+    assert_says(&b, "message", "finance");
     let (_, rec) = gw.approval(&id, OP).await;
     assert_eq!(rec["status"], "pending");
     let (s, _) = gw.decide(&id, OP, "approve").await;
@@ -73,35 +64,17 @@ async fn bad_input_gets_a_4xx_with_a_useful_message() {
         }
     };
     let (s, b) = send_raw("{\"agent\": ").await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("BAD_REQUEST"))
-    );
-    assert!(
-        b["message"].as_str().unwrap().contains("invalid JSON body"),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "invalid JSON body");
     let (s, b) =
         send_raw(r#"{"agent":"bot","session_id":"s","tool":"read","arguments":{},"colour":1}"#)
             .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(
-        b["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown field `colour`"),
-        "{b}"
-    );
+    assert_says(&b, "message", "unknown field `colour`");
     let (s, b) =
         send_raw(r#"{"agent":"bot","session_id":"s","tool":"read","arguments":[1]}"#).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(
-        b["message"]
-            .as_str()
-            .unwrap()
-            .contains("arguments must be a JSON object"),
-        "{b}"
-    );
+    assert_says(&b, "message", "arguments must be a JSON object");
     let (s, b) = send_raw(r#"{"agent":"bot","session_id":"s","arguments":{}}"#).await;
     assert!(
         s == StatusCode::BAD_REQUEST
@@ -123,26 +96,14 @@ async fn bad_input_gets_a_4xx_with_a_useful_message() {
         "{b}"
     );
     let (s, b) = gw.get("/v1/approvals?status=bogus", OP).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("BAD_REQUEST"))
-    );
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
     let (s, _) = gw.get("/v1/approvals/nope?wait=abc", OP).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     let (s, b) = gw.approval("does-not-exist", OP).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::NOT_FOUND, Some("NOT_FOUND"))
-    );
+    assert_error(s, &b, StatusCode::NOT_FOUND, "NOT_FOUND");
     let (s, b) = gw.req("GET", "/v2/nothing", None, None).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::NOT_FOUND, Some("NOT_FOUND"))
-    );
+    assert_error(s, &b, StatusCode::NOT_FOUND, "NOT_FOUND");
     let (s, b) = gw.req("DELETE", "/v1/tool-calls", None, None).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::METHOD_NOT_ALLOWED, Some("METHOD_NOT_ALLOWED"))
-    );
+    assert_error(s, &b, StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED");
     gw.stop().await;
 }

@@ -2,7 +2,7 @@
 //! `local_agents[]`, `remote_agents[]` and skill references gates `POST /v1/delegations`, with
 //! `parent.input.*` condition keys and the delegation template variables.
 
-use crate::kit::{BOT, Gw, OP, serve_policy};
+use crate::kit::{BOT, Gw, OP, assert_error, assert_says, policy, serve_policy, token_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -34,14 +34,9 @@ action_space:
             condition: {args_match: {amount: {gt: 100}}}
 "#;
 
-const GOV: &str = r#"
-policies:
-  - id: acme.delegation.rules-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: delegate.archiver
-        deny: {message_template: "archiving is frozen"}
-"#;
+/// `delegate.archiver` is denied with a message.
+const RULES: &str = r#"- tool: delegate.archiver
+  deny: {message_template: "archiving is frozen"}"#;
 
 async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
     let mut b = json!({"agent": "bot", "session_id": "s1"});
@@ -53,31 +48,23 @@ async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn delegations_are_gated_by_the_references_approval_skills_and_governance() {
-    let gw = serve_policy(AGENTS, GOV).await;
+    let gw = serve_policy(AGENTS, &policy("acme.delegation.rules-v1", RULES)).await;
 
     // parent.input.risk_level decides; the template sees parent.input.
-    let (s, b) = delegate(
-        &gw,
-        json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "low"}}),
-    )
-    .await;
+    let mut pending = Value::Null;
+    for (risk, status, decision) in [
+        ("low", StatusCode::OK, "allow"),
+        ("high", StatusCode::ACCEPTED, "pending"),
+    ] {
+        let input = json!({"action": "sell", "risk_level": risk});
+        let (s, b) = delegate(&gw, json!({"target": "financial_executor", "input": input})).await;
+        assert_eq!((s, b["decision"].as_str()), (status, Some(decision)), "{b}");
+        pending = b;
+    }
     assert_eq!(
-        (s, b["decision"].as_str()),
-        (StatusCode::OK, Some("allow")),
-        "{b}"
+        pending["message"],
+        "Delegate to financial executor for sell?"
     );
-    let (s, b) = delegate(
-        &gw,
-        json!({"target": "financial_executor", "input": {"action": "sell", "risk_level": "high"}}),
-    )
-    .await;
-    assert_eq!(
-        (s, b["decision"].as_str()),
-        (StatusCode::ACCEPTED, Some("pending")),
-        "{b}"
-    );
-    assert_eq!(b["message"], "Delegate to financial executor for sell?");
-    let pending = b;
     // A missing key cannot be evaluated: approval is required (fail closed).
     let (s, _) = delegate(
         &gw,
@@ -105,12 +92,8 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
         (json!({"target": "archiver"}), "archiving is frozen"),
     ] {
         let (s, b) = delegate(&gw, body).await;
-        assert_eq!(
-            (s, b["code"].as_str()),
-            (StatusCode::FORBIDDEN, Some("TOOL_DENIED")),
-            "{b}"
-        );
-        assert!(b["reason"].as_str().unwrap().contains(why), "{b}");
+        assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
+        assert_says(&b, "reason", why);
     }
 
     // A skill's approval looks at the skill's input; its template at skill variables.
@@ -136,29 +119,19 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
     let (s, d) = gw.decide(id, OP, "approve").await;
     assert_eq!(s, StatusCode::OK, "{d}");
     let (_, a) = gw.approval(id, BOT).await;
-    let token = a["token"].as_str().unwrap().to_string();
-    let redeem = |args: Value| json!({"token": token, "tool": "delegate.financial_executor", "arguments": args});
-    let (s, _) = gw
-        .post(
-            "/v1/tokens/redeem",
-            BOT,
-            redeem(json!({"input": {"action": "buy", "risk_level": "high"}})),
-        )
-        .await;
+    let token = json!(token_of(&a));
+    let tool = "delegate.financial_executor";
+    let other = json!({"input": {"action": "buy", "risk_level": "high"}});
+    let (s, _) = gw.redeem_as(BOT, &token, tool, other).await;
     assert_ne!(s, StatusCode::OK, "a token never covers another delegation");
-    let (s, r) = gw
-        .post(
-            "/v1/tokens/redeem",
-            BOT,
-            redeem(json!({"input": {"action": "sell", "risk_level": "high"}})),
-        )
-        .await;
+    let same = json!({"input": {"action": "sell", "risk_level": "high"}});
+    let (s, r) = gw.redeem_as(BOT, &token, tool, same).await;
     assert_eq!(s, StatusCode::OK, "{r}");
 
     // Bad bodies are 400s that say what is wrong.
     let (s, b) = delegate(&gw, json!({"target": "payments", "skill_args": {"a": 1}})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(b["message"].as_str().unwrap().contains("skill_id"), "{b}");
+    assert_says(&b, "message", "skill_id");
     let (s, _) = delegate(&gw, json!({"target": "payments", "input": [1]})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     gw.stop().await;

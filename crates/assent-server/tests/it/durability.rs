@@ -2,7 +2,7 @@
 //! pending approvals and minted tokens surviving a restart, expiry that fell due while the
 //! server was down, and a store that cannot be written (nothing is allowed).
 
-use crate::kit::{BOT, OP, audit_count, serve, start};
+use crate::kit::{BOT, OP, assert_error, audit_count, serve, start};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
@@ -123,10 +123,7 @@ async fn expiry_while_the_server_was_down_applies_the_default() {
         .await;
     assert_eq!(s, StatusCode::OK);
     let (s, b) = gw.decide(&reject_id, OP, "approve").await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::CONFLICT, Some("ALREADY_DECIDED"))
-    );
+    assert_error(s, &b, StatusCode::CONFLICT, "ALREADY_DECIDED");
     gw.stop().await;
 }
 
@@ -142,10 +139,7 @@ async fn a_store_that_cannot_be_written_allows_nothing() {
     let blocker = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
     let (s, b) = gw.propose("read", json!({})).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::SERVICE_UNAVAILABLE, Some("STORE_UNAVAILABLE"))
-    );
+    assert_error(s, &b, StatusCode::SERVICE_UNAVAILABLE, "STORE_UNAVAILABLE");
     assert_ne!(b["decision"], "allow");
     let (s, _) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);

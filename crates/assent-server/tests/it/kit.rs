@@ -38,39 +38,61 @@ action_space:
     - alias: fs
       allowed_tools: [read_file, {name: write_file, approval: true}]
 "#;
-/// [`GOV`]'s `pay` rule with a side effect naming the card number, which `redact` masks.
-pub const REDACTING_GOV: &str = r#"
-policies:
-  - id: acme.test.rules-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: pay
-        approvers: [finance]
-        side_effects: "Charges card {{tool_args.card.number}} for {{tool_args.amount}}."
-        redact: [card.number]
-        approval: {condition: {args_match: {card.number: {pattern: "^4"}}}}
-"#;
-/// Agent `other`, whose `pay` is always held.
-const OTHER: &str =
-    "metadata: {id: other}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
-/// Governance `acme.test.rules-v1`: `pay` needs the finance role; `quick` (rejects) and
+/// One governance file: policy `id` for every agent, with `rules` as its rule list — YAML list
+/// items written flush left (`- tool: pay` and their keys below), which this indents under
+/// `rules:`.
+pub fn policy(id: &str, rules: &str) -> String {
+    let mut gov =
+        format!("\npolicies:\n  - id: {id}\n    selector: {{agents: [\"*\"]}}\n    rules:\n");
+    for line in rules.lines().filter(|l| !l.trim().is_empty()) {
+        gov.push_str("      ");
+        gov.push_str(line);
+        gov.push('\n');
+    }
+    gov
+}
+
+/// A rule list: `pay` counts its `amount` argument against a cost threshold of 100 a session.
+pub const COST_RULE: &str =
+    "- tool: pay\n  thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
+
+/// [`GOV_RULES`]' `pay` rule with a side effect naming the card number, which `redact` masks
+/// (policy `acme.test.rules-v1`).
+pub fn redacting_gov() -> String {
+    policy(
+        "acme.test.rules-v1",
+        r#"
+- tool: pay
+  approvers: [finance]
+  side_effects: "Charges card {{tool_args.card.number}} for {{tool_args.amount}}."
+  redact: [card.number]
+  approval: {condition: {args_match: {card.number: {pattern: "^4"}}}}
+"#,
+    )
+}
+/// The agent file of agent `id` with one local tool, `tool` (the value of its list item:
+/// `alias: wire`, `{alias: pay, approval: true}`).
+pub fn one_tool_agent(id: &str, tool: &str) -> String {
+    format!("metadata: {{id: {id}}}\naction_space:\n  local_tools:\n    - {tool}\n")
+}
+/// The rules of governance [`gov`]: `pay` needs the finance role; `quick` (rejects) and
 /// `lenient` (approves, R1) time out after 1 s.
-pub const GOV: &str = r#"
-policies:
-  - id: acme.test.rules-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: pay
-        approvers: [finance]
-      - tool: quick
-        approval: true
-        timeout_seconds: 1
-      - tool: lenient
-        approval: true
-        timeout_seconds: 1
-        default_decision: approve
-        risk_tier: R1
+pub const GOV_RULES: &str = r#"
+- tool: pay
+  approvers: [finance]
+- tool: quick
+  approval: true
+  timeout_seconds: 1
+- tool: lenient
+  approval: true
+  timeout_seconds: 1
+  default_decision: approve
+  risk_tier: R1
 "#;
+/// Governance `acme.test.rules-v1` with [`GOV_RULES`].
+pub fn gov() -> String {
+    policy("acme.test.rules-v1", GOV_RULES)
+}
 
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
     Principal {
@@ -94,7 +116,7 @@ pub struct Gw {
     dir: Option<tempfile::TempDir>,
 }
 
-/// The default gateway: [`AGENTS`] under [`GOV`], 300 s tokens and approval timeout.
+/// The default gateway: [`AGENTS`] under [`gov`], 300 s tokens and approval timeout.
 pub async fn start(dir: &Path) -> Gw {
     start_with(dir, 300_000).await
 }
@@ -112,12 +134,12 @@ pub async fn start_with(dir: &Path, token_ttl_ms: i64) -> Gw {
     .await
 }
 
-/// [`start_reg`] with [`AGENTS`] and [`GOV`].
+/// [`start_reg`] with [`AGENTS`] and [`gov`].
 pub async fn start_opts(dir: &Path, token_ttl_ms: i64, settings: Settings) -> Gw {
-    start_reg(dir, token_ttl_ms, settings, AGENTS, GOV).await
+    start_reg(dir, token_ttl_ms, settings, AGENTS, &gov()).await
 }
 
-/// A gateway whose agent `bot` is declared by `agents` (and `other` by [`OTHER`]) under the
+/// A gateway whose agent `bot` is declared by `agents` (and `other`, whose `pay` is always held) under the
 /// governance file `gov`.
 pub async fn start_reg(
     dir: &Path,
@@ -137,7 +159,7 @@ pub async fn start_policy(dir: &Path, agents: &str, gov: &str) -> Gw {
 /// A gateway with the default policy and `customize` applied to its state (webhooks,
 /// throttles, checkpoints) before it serves.
 pub async fn start_tuned(dir: &Path, customize: impl FnOnce(&mut AppState)) -> Gw {
-    start_custom(dir, 300_000, Settings::default(), AGENTS, GOV, customize).await
+    start_custom(dir, 300_000, Settings::default(), AGENTS, &gov(), customize).await
 }
 
 /// [`start_reg`], with `customize` applied to the state before it serves (webhooks, links).
@@ -154,7 +176,10 @@ pub async fn start_custom(
     let reg = Registry::load(
         &[
             ("bot.agf.yaml".into(), agents.into()),
-            ("other.agf.yaml".into(), OTHER.into()),
+            (
+                "other.agf.yaml".into(),
+                one_tool_agent("other", "{alias: pay, approval: true}"),
+            ),
         ],
         &[("gov.yaml".into(), gov.into())],
     )
@@ -271,10 +296,19 @@ impl Gw {
     pub async fn post(&self, path: &str, key: &str, body: Value) -> (StatusCode, Value) {
         self.req("POST", path, Some(key), Some(body)).await
     }
+    /// Sends `method path` without a body, with bearer `key` when given, and hands back the
+    /// raw response (status, headers, text).
+    pub async fn raw(&self, method: &str, path: &str, key: Option<&str>) -> reqwest::Response {
+        let url = format!("{}{path}", self.url);
+        let mut r = self.http.request(method.parse().unwrap(), url);
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        r.send().await.unwrap()
+    }
     /// Sends `GET path` with bearer `key` and hands back the raw response (headers, text).
     pub async fn get_raw(&self, path: &str, key: &str) -> reqwest::Response {
-        let url = format!("{}{path}", self.url);
-        self.http.get(url).bearer_auth(key).send().await.unwrap()
+        self.raw("GET", path, Some(key)).await
     }
     /// The body of `GET path` with bearer `key`, as text (JSONL exports).
     pub async fn get_text(&self, path: &str, key: &str) -> String {
@@ -471,4 +505,36 @@ pub fn pluck<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
         .iter()
         .map(|e| e[key].as_str().unwrap())
         .collect()
+}
+
+/// Asserts that an answer `(s, b)` is status `status` with the error body code `code`
+/// (`b["code"]`); a failure prints the body.
+#[track_caller]
+pub fn assert_error(s: StatusCode, b: &Value, status: StatusCode, code: &str) {
+    assert_answer(s, b, "code", status, code);
+}
+
+/// Asserts that an answer `(s, b)` is status `status` with the string `value` at `b[key]`
+/// (`decision`, `status`…); a failure prints the body.
+#[track_caller]
+pub fn assert_answer(s: StatusCode, b: &Value, key: &str, status: StatusCode, value: &str) {
+    assert_eq!((s, b[key].as_str()), (status, Some(value)), "{b}");
+}
+
+/// Asserts that the string field `key` of `b` (`message`, `reason`…) contains `text`; a
+/// failure prints the body.
+#[track_caller]
+pub fn assert_says(b: &Value, key: &str, text: &str) {
+    assert!(b[key].as_str().unwrap().contains(text), "{b}");
+}
+
+/// Asserts that less than `secs` seconds have passed since `start`; a failure prints `what`
+/// and the time taken.
+#[track_caller]
+pub fn assert_within(start: std::time::Instant, secs: u64, what: &str) {
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(secs),
+        "{what}: {took:?}"
+    );
 }

@@ -3,7 +3,7 @@
 //! call, or expired; an approval expired by the running server. Concurrency and restarts are in
 //! `durability.rs`, authentication and bad input in `access.rs`.
 
-use crate::kit::{BOT, OP, serve, start_with, token_of};
+use crate::kit::{BOT, OP, assert_answer, assert_error, assert_says, serve, start_with, token_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -31,22 +31,13 @@ async fn allow_pending_and_deny_paths() {
         (b["decision"].as_str(), b["code"].as_str()),
         (Some("deny"), Some("TOOL_DENIED"))
     );
-    assert!(
-        b["reason"]
-            .as_str()
-            .unwrap()
-            .contains("`launch` is not declared"),
-        "{b}"
-    );
+    assert_says(&b, "reason", "`launch` is not declared");
 
     // Only the listed MCP tools are declared.
     let (s, b) = gw
         .call("s", "delete_file", json!({}), json!({"server": "fs"}))
         .await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("TOOL_DENIED"))
-    );
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
     let (s, b) = gw.get("/v1/agents/bot/mcp-servers/fs/tools", BOT).await;
     assert_eq!(
         (s, b["tools"].clone()),
@@ -81,7 +72,7 @@ async fn allow_pending_and_deny_paths() {
     );
     assert!(a.get("token").is_none());
     let (s, b) = gw.req("GET", "/healthz", None, None).await;
-    assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("ok")));
+    assert_answer(s, &b, "status", StatusCode::OK, "ok");
     gw.stop().await;
 }
 
@@ -107,11 +98,7 @@ async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once(
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (s, d) = gw.decide(&id, OP, "approve").await;
-    assert_eq!(
-        (s, d["status"].as_str()),
-        (StatusCode::OK, Some("approved")),
-        "{d}"
-    );
+    assert_answer(s, &d, "status", StatusCode::OK, "approved");
     assert!(d.get("token").is_none(), "operators never see the token");
     let rec = waiter.await.unwrap();
     assert!(
@@ -124,35 +111,23 @@ async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once(
 
     let redeem = |args: Value, key: &'static str| gw.redeem_as(key, &token, "pay", args);
     let (s, b) = redeem(json!({"amount": 501, "to": "bob"}), BOT).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("TOKEN_MISMATCH"))
-    );
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOKEN_MISMATCH");
     let (s, _) = redeem(args.clone(), "other-key").await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     let (s, b) = redeem(args.clone(), OP).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("FORBIDDEN"))
-    );
+    assert_error(s, &b, StatusCode::FORBIDDEN, "FORBIDDEN");
     let token = token_of(&rec);
     let mut forged = token.clone();
     forged.pop();
     forged.push(if token.ends_with('A') { 'B' } else { 'A' });
     let (s, b) = gw.redeem_as(BOT, &json!(forged), "pay", args.clone()).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::UNAUTHORIZED, Some("TOKEN_INVALID"))
-    );
+    assert_error(s, &b, StatusCode::UNAUTHORIZED, "TOKEN_INVALID");
     // Key order does not matter: the hash is over canonical JSON.
     let (s, b) = redeem(json!({"to": "bob", "amount": 500.0}), BOT).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["approval_id"].as_str(), Some(id.as_str()));
     let (s, b) = redeem(args, BOT).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::CONFLICT, Some("TOKEN_USED"))
-    );
+    assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
     let rep = gw.state.store.verify_audit().unwrap();
     assert!(rep.broken.is_none());
     gw.stop().await;
@@ -163,10 +138,7 @@ async fn deny_reaches_the_agent_and_mints_nothing() {
     let gw = serve().await;
     let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
     let (s, d) = gw.decide(&id, OP, "deny").await;
-    assert_eq!(
-        (s, d["status"].as_str()),
-        (StatusCode::OK, Some("rejected"))
-    );
+    assert_answer(s, &d, "status", StatusCode::OK, "rejected");
     let (_, rec) = gw.approval(&id, BOT).await;
     assert_eq!(
         (
@@ -198,10 +170,7 @@ async fn token_expires() {
     let (_, rec) = gw.approval(&id, BOT).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     let (s, b) = gw.redeem_as(BOT, &rec["token"], "pay", args).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::GONE, Some("TOKEN_EXPIRED"))
-    );
+    assert_error(s, &b, StatusCode::GONE, "TOKEN_EXPIRED");
     gw.stop().await;
 }
 

@@ -2,7 +2,10 @@
 //! §4; seed 001 §4.3; the Gatekeeper duty of seed 000), against a real server and SQLite file.
 //! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
 
-use crate::kit::{AGENTS, BOT, GOV, Gw, OP, audit_count, pluck, serve, serve_policy};
+use crate::kit::{
+    AGENTS, BOT, GOV_RULES, Gw, OP, assert_answer, assert_error, assert_says, audit_count, pluck,
+    policy, serve, serve_policy,
+};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -80,7 +83,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     bad.as_object_mut().unwrap().remove("steps");
     let (s, e) = gw.create_plan(bad).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(e["message"].as_str().unwrap().contains("steps"), "{e}");
+    assert_says(&e, "message", "steps");
     let mut approved = body.clone();
     approved["status"] = json!("approved");
     let (s, _) = gw.create_plan(approved).await;
@@ -100,11 +103,8 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
 
     // A draft plan's calls are blocked (gatekeeper duty), as are a step's.
     let (s, d) = call_in_plan(&gw, Some(&pid), None).await;
-    assert_eq!(
-        (s, d["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("TOOL_DENIED"))
-    );
-    assert!(d["reason"].as_str().unwrap().contains("is draft"), "{d}");
+    assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    assert_says(&d, "reason", "is draft");
 
     // Submit: proposed, with a pending Confirm on the plan.
     let (s, r) = gw.submit_plan(&pid).await;
@@ -125,10 +125,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     );
     let (s, d) = call_in_plan(&gw, Some(&pid), Some(&s1)).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    assert!(
-        d["reason"].as_str().unwrap().contains("pending Confirm"),
-        "{d}"
-    );
+    assert_says(&d, "reason", "pending Confirm");
     // A plan Confirm is decided once, as submitted.
     let once = json!({"decision": "approve", "scope": "session"});
     let (s, _) = gw.decide_with(&confirm, OP, once).await;
@@ -188,11 +185,7 @@ async fn a_plan_is_submitted_rejected_revised_and_approved_and_blocks_its_calls_
     assert_eq!(plan_now(&gw, &pid).await["status"], "approved");
     assert_eq!(mplp(&gw, &confirm2).await["status"], "approved");
     let (s, d) = call_in_plan(&gw, Some(&pid), Some(&s2)).await;
-    assert_eq!(
-        (s, d["decision"].as_str()),
-        (StatusCode::OK, Some("allow")),
-        "{d}"
-    );
+    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
 
     // One pipeline_stage event per decision, valid against the MPLP schema.
     let (_, ev) = gw
@@ -295,7 +288,8 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
 /// and its Confirm `pending`; `alice` (finance) may cancel it.
 #[tokio::test]
 async fn an_operator_cannot_say_no_to_a_plan_by_cancelling_it_without_its_approver_role() {
-    let gov = format!("{GOV}      - tool: mplp.plan\n        approvers: [finance]\n");
+    let rules = format!("{GOV_RULES}- tool: mplp.plan\n  approvers: [finance]\n");
+    let gov = policy("acme.test.rules-v1", &rules);
     let gw = serve_policy(AGENTS, &gov).await;
     let pid = uuid();
     gw.create_plan(plan(&pid, &[(&uuid(), "Do it")])).await;
@@ -305,7 +299,7 @@ async fn an_operator_cannot_say_no_to_a_plan_by_cancelling_it_without_its_approv
     let path = format!("/v1/plans/{pid}/cancel");
     let (s, e) = gw.post(&path, "olaf-key", json!({"reason": "no"})).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("finance"), "{e}");
+    assert_says(&e, "message", "finance");
     let db = gw.state.store.db_path().to_path_buf();
     assert_eq!(audit_count(&db, "decision.refused"), 1);
     assert_eq!(plan_now(&gw, &pid).await["status"], "proposed");

@@ -3,7 +3,7 @@
 //! fields, and malformed paths or queries answered with errors that are JSON, never a 5xx.
 //! Attacks on the API's limits (floods, slow bodies, the pending cap) are in `abuse.rs`.
 
-use crate::kit::{BOT, Gw, OP, serve, serve_with, token_of};
+use crate::kit::{BOT, Gw, OP, assert_error, assert_says, serve, serve_with, token_of};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -46,26 +46,15 @@ async fn a_duplicate_key_cannot_make_the_gated_call_differ_from_the_one_that_run
         r#"{"agent":"bot","session_id":"s","tool":"pay","arguments":{"amount":5000,"to":"bob","amount":5}}"#,
     )
     .await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("DUPLICATE_KEY")),
-        "{b}"
-    );
-    assert!(
-        b["message"].as_str().unwrap().contains("/arguments/amount"),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "DUPLICATE_KEY");
+    assert_says(&b, "message", "/arguments/amount");
     // The tool name itself, and a key spelled with an escape, count too.
     for body in [
         r#"{"agent":"bot","session_id":"s","tool":"pay","tool":"read","arguments":{}}"#,
         r#"{"agent":"bot","session_id":"s","tool":"pay","arguments":{"to":"bob","t\u006f":"mallory","amount":1}}"#,
     ] {
         let (s, b) = propose_raw(&gw, body).await;
-        assert_eq!(
-            (s, b["code"].as_str()),
-            (StatusCode::BAD_REQUEST, Some("DUPLICATE_KEY")),
-            "{b}"
-        );
+        assert_error(s, &b, StatusCode::BAD_REQUEST, "DUPLICATE_KEY");
     }
     let (_, list) = gw.get("/v1/approvals?status=all", OP).await;
     assert_eq!(list["approvals"], json!([]), "nothing was held");
@@ -79,11 +68,7 @@ async fn a_duplicate_key_cannot_make_the_gated_call_differ_from_the_one_that_run
         r#"{"decision":"approve","arguments":{"amount":10,"to":"bob","to":"mallory"}}"#,
     )
     .await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("DUPLICATE_KEY")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "DUPLICATE_KEY");
     let (_, rec) = gw.approval(&id, OP).await;
     assert_eq!(rec["status"], "pending", "the refused edit decided nothing");
     gw.stop().await;
@@ -139,11 +124,7 @@ async fn numbers_a_double_would_change_are_refused_so_two_calls_never_share_a_ha
         r#"{{"token":"{token}","tool":"pay","arguments":{{"amount":1000.50000000000000000001,"to":"bob"}}}}"#
     );
     let (s, b) = raw(&gw, "POST", "/v1/tokens/redeem", Some(BOT), &body).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("INEXACT_NUMBER")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "INEXACT_NUMBER");
     gw.stop().await;
 }
 
@@ -153,11 +134,7 @@ async fn an_unauthenticated_body_is_refused_before_it_is_read() {
     // Without a valid key the answer is 401, not a 400 that tells the caller about its fields.
     for key in [None, Some("wrong-key")] {
         let (s, b) = raw(&gw, "POST", "/v1/tool-calls", key, r#"{"tool": 1"#).await;
-        assert_eq!(
-            (s, b["code"].as_str()),
-            (StatusCode::UNAUTHORIZED, Some("UNAUTHENTICATED")),
-            "{b}"
-        );
+        assert_error(s, &b, StatusCode::UNAUTHORIZED, "UNAUTHENTICATED");
         let (s, _) = raw(&gw, "POST", "/v1/approvals/x/cancel", key, "not json").await;
         assert_eq!(s, StatusCode::UNAUTHORIZED);
     }
@@ -180,23 +157,15 @@ async fn oversized_names_and_arguments_are_refused_before_they_reach_the_audit_l
     ] {
         let (s, b) = gw.post("/v1/tool-calls", BOT, body).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
-        assert!(b["message"].as_str().unwrap().contains("256 bytes"), "{b}");
+        assert_says(&b, "message", "256 bytes");
     }
     let big = json!({"x": "y".repeat(5000)});
     let (s, b) = gw.propose_in("s", "read", big).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::PAYLOAD_TOO_LARGE, Some("ARGUMENTS_TOO_LARGE")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::PAYLOAD_TOO_LARGE, "ARGUMENTS_TOO_LARGE");
     // A body over the limit itself is a JSON 413 too.
     let huge = json!({"x": "y".repeat(200_000)});
     let (s, b) = gw.propose_in("s", "read", huge).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::PAYLOAD_TOO_LARGE, Some("PAYLOAD_TOO_LARGE")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE");
     let (_, list) = gw.get("/v1/approvals?status=all", OP).await;
     assert_eq!(list["approvals"], json!([]));
     gw.stop().await;
@@ -241,25 +210,13 @@ async fn malformed_paths_queries_and_uris_get_a_json_error_never_a_5xx() {
             "{path}: {v}"
         );
     }
-    let resp = gw
-        .http
-        .put(format!("{}/v1/tool-calls", gw.url))
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.raw("PUT", "/v1/tool-calls", None).await;
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["code"], "METHOD_NOT_ALLOWED");
     // The dashboard's `next=` with control characters is refused as a target, not a 500.
-    let resp = gw
-        .http
-        .get(format!(
-            "{}/ui/login?next=/ui/%0d%0aSet-Cookie:%20x=1",
-            gw.url
-        ))
-        .send()
-        .await
-        .unwrap();
+    let next = "/ui/login?next=/ui/%0d%0aSet-Cookie:%20x=1";
+    let resp = gw.raw("GET", next, None).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert!(
         resp.headers()

@@ -2,7 +2,7 @@
 //! raised while the receiver is down arrive once it is up (in order), redacted arguments never
 //! leave, the Slack format, dead letters, and the single-use card link.
 
-use crate::kit::{AGENTS, BOT, OP, REDACTING_GOV, start_custom};
+use crate::kit::{AGENTS, BOT, OP, assert_says, redacting_gov, start_custom};
 use assent_server::Settings;
 use assent_server::config::{Webhook, WebhookFormat};
 use axum::http::HeaderMap;
@@ -76,7 +76,7 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
         300_000,
         Settings::default(),
         AGENTS,
-        REDACTING_GOV,
+        &redacting_gov(),
         |st| {
             st.public_url = Some(Arc::from("https://assent.example.com"));
             st.webhooks = Arc::new(vec![
@@ -247,10 +247,7 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
     };
     let m: Value = serde_json::from_str(&slack[0].2).unwrap();
     assert_eq!(m["blocks"][0]["type"], "header");
-    assert!(
-        m["text"].as_str().unwrap().contains("bot wants to run pay"),
-        "{m}"
-    );
+    assert_says(&m, "text", "bot wants to run pay");
     assert!(!slack[0].2.contains("4111111111111111"));
     let button = m["blocks"][3]["elements"][0]["url"].as_str().unwrap();
     assert!(

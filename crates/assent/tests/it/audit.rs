@@ -17,15 +17,11 @@ fn http() -> reqwest::blocking::Client {
 }
 
 fn signed_gateway() -> Signed {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port);
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str(
-        "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n",
-    );
-    std::fs::write(&cfg, text).unwrap();
-    let mut s = serve(&cfg, port);
+    let checkpoints =
+        "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n";
+    let Served {
+        dir, server: mut s, ..
+    } = served(checkpoints);
     let a = propose(&s.url, 5000)["approval_id"]
         .as_str()
         .unwrap()
@@ -89,12 +85,7 @@ fn sql_with(g: &Signed, opts: &[&str], q: &str) -> String {
         .arg(q)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ok(&out)
 }
 
 /// The hash chain alone — all `audit verify` checked before signed checkpoints — still
@@ -107,17 +98,24 @@ fn chain_alone_verifies(g: &Signed) {
 
 /// Runs `assent audit verify --data-dir DATA ARGS…`: (exit code, stdout, stderr).
 fn verify(g: &Signed, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(["audit", "verify", "--data-dir"])
-        .arg(&g.data)
-        .args(args)
-        .output()
-        .unwrap();
+    let out = audit_verify(&g.data, args);
     (
         out.status.code().unwrap(),
         String::from_utf8_lossy(&out.stdout).into(),
         String::from_utf8_lossy(&out.stderr).into(),
     )
+}
+
+/// Runs `audit verify ARGS…` on `g`, asserts that it fails (exit 1) naming each of `wants`
+/// in its stderr, and returns its stdout (the report; JSON with `--json`).
+#[track_caller]
+fn verify_fails(g: &Signed, args: &[&str], wants: &[&str]) -> String {
+    let (code, out, err) = verify(g, args);
+    assert_eq!(code, 1, "{out}{err}");
+    for want in wants {
+        assert!(err.contains(want), "{err}");
+    }
+    out
 }
 
 #[test]
@@ -154,11 +152,7 @@ fn an_untouched_database_verifies_with_its_checkpoints_and_the_sink_file() {
     // Usage and I/O errors exit 2.
     assert_eq!(verify(&g, &["--public-key", "zz"]).0, 2);
     assert_eq!(verify(&g, &["--checkpoint", "/nonexistent/file"]).0, 2);
-    let none = Command::new(BIN)
-        .args(["audit", "verify", "--data-dir"])
-        .arg(g.dir.path().join("nothing-here"))
-        .output()
-        .unwrap();
+    let none = audit_verify(&g.dir.path().join("nothing-here"), &[]);
     assert_eq!(none.status.code(), Some(2));
 }
 
@@ -209,12 +203,8 @@ fn a_rewritten_and_rechained_record_is_caught_by_the_stored_checkpoints() {
         )
         .contains("\"amount\":50,")
     );
-    let (code, out, err) = verify(&g, &["--json"]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(
-        err.contains("audit checkpoint not met") && err.contains("was rewritten"),
-        "{err}"
-    );
+    let wants = ["audit checkpoint not met", "was rewritten"];
+    let out = verify_fails(&g, &["--json"], &wants);
     // The hash chain alone (all that was checked before checkpoints) is whole again.
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["broken"], Value::Null, "{v}");
@@ -236,9 +226,11 @@ fn a_truncated_tail_is_caught_by_the_checkpoint_file() {
         "without the sink file this is undetectable: {out}{err}"
     );
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &["--checkpoint", g.file.to_str().unwrap()]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("removed from the end"), "{err}");
+    verify_fails(
+        &g,
+        &["--checkpoint", g.file.to_str().unwrap()],
+        &["removed from the end"],
+    );
 }
 
 #[test]
@@ -246,14 +238,10 @@ fn an_emptied_audit_table_is_caught() {
     let g = signed_gateway();
     sql(&g, "DELETE FROM audit;");
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &[]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("the chain ends at record 0"), "{err}");
+    verify_fails(&g, &[], &["the chain ends at record 0"]);
     // With the stored checkpoints gone too, the state tables still betray it.
     sql(&g, "DELETE FROM audit_checkpoints;");
-    let (code, _, err) = verify(&g, &[]);
-    assert_eq!(code, 1);
-    assert!(err.contains("has no approval.requested record"), "{err}");
+    verify_fails(&g, &[], &["has no approval.requested record"]);
 }
 
 #[test]
@@ -261,12 +249,8 @@ fn a_redeemed_token_made_unused_again_is_caught() {
     let g = signed_gateway();
     sql(&g, "UPDATE tokens SET used_at = NULL;");
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &["--json"]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(
-        err.contains("the state tables disagree") && err.contains("is not marked used"),
-        "{err}"
-    );
+    let wants = ["the state tables disagree", "is not marked used"];
+    let out = verify_fails(&g, &["--json"], &wants);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["problem"]["check"], "state");
 }
@@ -279,14 +263,10 @@ fn a_forged_checkpoint_signature_is_reported() {
         &g,
         "UPDATE audit_checkpoints SET signature = substr('0000' || signature, 1, 128) WHERE seq = (SELECT max(seq) FROM audit_checkpoints);",
     );
-    let (code, _, err) = verify(&g, &[]);
-    assert_eq!(code, 1);
-    assert!(err.contains("signature does not verify"), "{err}");
+    verify_fails(&g, &[], &["signature does not verify"]);
     // A key that did not sign them: every checkpoint fails, and so does the file.
     let other = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c";
-    let (code, _, err) = verify(&g, &["--public-key", other]);
-    assert_eq!(code, 1);
-    assert!(err.contains("signature does not verify"), "{err}");
+    verify_fails(&g, &["--public-key", other], &["signature does not verify"]);
 }
 
 #[test]
@@ -304,9 +284,7 @@ fn a_grant_inserted_behind_the_gateways_back_is_caught() {
         ),
     );
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &[]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("has no grant.created record"), "{err}");
+    verify_fails(&g, &[], &["has no grant.created record"]);
 }
 
 /// Attack: someone who can write the database file corrupts one approval's `approvers`
@@ -317,10 +295,9 @@ fn a_grant_inserted_behind_the_gateways_back_is_caught() {
 /// `assent audit verify` names it and the column (exit 1).
 #[test]
 fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port);
-    let mut s = serve(&cfg, port);
+    let Served {
+        dir, server: mut s, ..
+    } = served("");
     let a = propose(&s.url, 5000)["approval_id"]
         .as_str()
         .unwrap()
@@ -431,7 +408,5 @@ fn a_rewrite_after_deleting_the_stored_checkpoints_is_caught_with_max_unsigned()
     assert_eq!(code, 0, "untouched: {out}{err}");
     sql(&g, "DELETE FROM audit_checkpoints;");
     chain_alone_verifies(&g);
-    let (code, out, err) = verify(&g, &["--max-unsigned", "5"]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("covered by no checkpoint"), "{err}");
+    verify_fails(&g, &["--max-unsigned", "5"], &["covered by no checkpoint"]);
 }

@@ -3,42 +3,43 @@
 //! and unknown agent-file fields warn, or stop `check` and `serve` when strict.
 
 use crate::{BIN, serve_cmd};
+use std::path::Path;
 use std::process::Command;
+
+/// Writes `cfg` to the config file `p`, runs `assent serve` on it (without the environment
+/// variable `unset`, when given) to its end, and returns its exit code and stderr.
+fn serve_on(p: &Path, cfg: &str, unset: Option<&str>) -> (Option<i32>, String) {
+    std::fs::write(p, cfg).unwrap();
+    let mut cmd = serve_cmd(p);
+    if let Some(var) = unset {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err)
+}
 
 #[test]
 fn a_bad_config_stops_start_up_with_file_line_and_reason() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("assent.yaml");
-    std::fs::write(
-        &p,
-        "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: wizard, key_env: X}\n",
-    )
-    .unwrap();
-    let out = serve_cmd(&p).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let cfg = "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: wizard, key_env: X}\n";
+    let (code, err) = serve_on(&p, cfg, None);
+    assert_eq!(code, Some(1));
     assert!(
         err.contains(&format!("{}:3:", p.display())) && err.contains("unknown kind `wizard`"),
         "{err}"
     );
-    std::fs::write(&p, "listen: 127.0.0.1:0\nlisten_typo: 1\n").unwrap();
-    let out = serve_cmd(&p).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = serve_on(&p, "listen: 127.0.0.1:0\nlisten_typo: 1\n", None);
     assert!(
-        out.status.code() == Some(1) && err.contains(":2") && err.contains("listen_typo"),
+        code == Some(1) && err.contains(":2") && err.contains("listen_typo"),
         "{err}"
     );
     // key_env that is not set.
-    std::fs::write(&p, "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_UNSET_VAR}\n").unwrap();
-    let out = serve_cmd(&p)
-        .env_remove("ASSENT_TEST_UNSET_VAR")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let cfg = "listen: 127.0.0.1:0\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_UNSET_VAR}\n";
+    let (code, err) = serve_on(&p, cfg, Some("ASSENT_TEST_UNSET_VAR"));
     assert!(
-        out.status.code() == Some(1)
-            && err.contains("ASSENT_TEST_UNSET_VAR")
-            && err.contains(":3:"),
+        code == Some(1) && err.contains("ASSENT_TEST_UNSET_VAR") && err.contains(":3:"),
         "{err}"
     );
     // MCP upstreams: each mistake names the alias and the line.
@@ -81,24 +82,17 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
             "not a file in an existing directory",
         ),
     ] {
-        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{cfg}")).unwrap();
-        let out = serve_cmd(&p).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let (code, err) = serve_on(&p, &format!("listen: 127.0.0.1:0\n{cfg}"), None);
         assert!(
-            out.status.code() == Some(1) && err.contains(":3:") && err.contains(why),
+            code == Some(1) && err.contains(":3:") && err.contains(why),
             "{cfg}: {err}"
         );
     }
     // A webhook secret that is not set: start-up stops naming the variable.
-    std::fs::write(&p, "listen: 127.0.0.1:0\nwebhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_UNSET_SECRET}\n").unwrap();
-    let out = serve_cmd(&p)
-        .env_remove("ASSENT_TEST_UNSET_SECRET")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let cfg = "listen: 127.0.0.1:0\nwebhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_UNSET_SECRET}\n";
+    let (code, err) = serve_on(&p, cfg, Some("ASSENT_TEST_UNSET_SECRET"));
     assert!(
-        out.status.code() == Some(1)
-            && err.contains("ASSENT_TEST_UNSET_SECRET (secret_env) is not set"),
+        code == Some(1) && err.contains("ASSENT_TEST_UNSET_SECRET (secret_env) is not set"),
         "{err}"
     );
     assert!(
@@ -142,12 +136,8 @@ fn unknown_agent_file_fields_warn_and_strict_makes_them_errors() {
         "{err}"
     );
     // The same through the config file key, for `serve`.
-    std::fs::write(
-        &cfg,
-        "agents: [\"typo.agf.yaml\"]\nstrict_agent_files: true\n",
-    )
-    .unwrap();
-    let out = serve_cmd(&cfg).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("aproval"));
+    let strict = "agents: [\"typo.agf.yaml\"]\nstrict_agent_files: true\n";
+    let (code, err) = serve_on(&cfg, strict, None);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("aproval"));
 }

@@ -36,7 +36,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn write_config(dir: &Path, port: u16) -> PathBuf {
+/// Writes the test config into `dir` (`assent.yaml`: listening on `port`, data in `data/`, the
+/// example agents and governance, operator alice and agents bot and fs) with the YAML lines
+/// `extra` appended, and returns its path.
+fn write_config(dir: &Path, port: u16, extra: &str) -> PathBuf {
     let bot = hex_sha256(BOT_KEY);
     let ex = examples();
     let cfg = format!(
@@ -44,7 +47,7 @@ fn write_config(dir: &Path, port: u16) -> PathBuf {
         ex.display(),
         ex.display(),
         fs = hex_sha256(FS_KEY),
-    );
+    ) + extra;
     let p = dir.join("assent.yaml");
     std::fs::write(&p, cfg).unwrap();
     p
@@ -71,6 +74,55 @@ fn hex_sha256(s: &str) -> String {
 pub(crate) struct Server {
     child: Child,
     url: String,
+}
+
+/// A running gateway of the test config over a fresh directory.
+struct Served {
+    /// The directory of the config and `data/`, removed when this is dropped.
+    dir: tempfile::TempDir,
+    /// The config file.
+    cfg: PathBuf,
+    /// The port the gateway listens on.
+    port: u16,
+    /// The running `assent serve`.
+    server: Server,
+}
+
+/// [`write_config`] (with `extra`) over a fresh directory and a free port, then [`serve`].
+fn served(extra: &str) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, extra);
+    let server = serve(&cfg, port);
+    Served {
+        dir,
+        cfg,
+        port,
+        server,
+    }
+}
+
+/// The stdout of a command that must have succeeded (else the test fails with its exit code
+/// and stderr).
+#[track_caller]
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `assent audit verify --data-dir DATA ARGS…` to its end.
+fn audit_verify(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// `assent serve --config CONFIG`, not yet run: callers add the environment and run it.
@@ -145,10 +197,12 @@ fn propose(url: &str, amount: i64) -> Value {
 
 #[test]
 fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port);
-    let mut s = serve(&cfg, port);
+    let Served {
+        dir,
+        cfg,
+        port,
+        server: mut s,
+    } = served("");
     let b = propose(&s.url, 5000);
     assert_eq!(b["decision"], "pending", "{b}");
     let id = b["approval_id"].as_str().unwrap().to_string();
@@ -171,12 +225,7 @@ fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
     let out = cli(&s.url, &["pending", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["approvals"][0]["id"].as_str(), Some(id.as_str()));
-    let out = cli(&s.url, &["approve", &id]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&cli(&s.url, &["approve", &id]));
     let out = cli(&s.url, &["approve", &id]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -190,16 +239,7 @@ fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
 
     // The chain verifies on the live database, then fails naming the row altered with sqlite3.
     let data = dir.path().join("data");
-    let out = Command::new(BIN)
-        .args(["audit", "verify", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&audit_verify(&data, &[]));
     let db = data.join("assent.db");
     let st = Command::new("sqlite3")
         .arg(&db)
@@ -207,11 +247,7 @@ fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = Command::new(BIN)
-        .args(["audit", "verify", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
+    let out = audit_verify(&data, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("broken at record 2"), "{err}");

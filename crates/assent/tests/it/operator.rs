@@ -2,7 +2,7 @@
 //! edited arguments, batch deny, scopes and grants, revoke, clarifications, learning-sample
 //! export), and `check`'s exit codes and JSON without a server.
 
-use crate::{BIN, BOT_KEY, FS_KEY, OP_KEY, cli, examples, free_port, propose, serve, write_config};
+use crate::{BIN, BOT_KEY, FS_KEY, OP_KEY, Served, cli, examples, ok, propose, served};
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -73,23 +73,11 @@ fn check_exit_codes_and_json() {
     assert_eq!(c, 2, "a missing flag is bad input");
 }
 
-/// The stdout of a command that must have succeeded (else the test fails with its stderr).
-fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port);
-    let mut s = serve(&cfg, port);
+    let Served {
+        dir, server: mut s, ..
+    } = served("");
     let url = s.url.clone();
     let id_of = |v: &Value| v["approval_id"].as_str().unwrap().to_string();
 

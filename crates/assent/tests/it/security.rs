@@ -148,10 +148,7 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
 /// `assent serve` started under `ulimit -Sn 1024` (a common default), with `extra` appended
 /// to the test config.
 fn serve_low_nofile(dir: &std::path::Path, port: u16, extra: &str) -> crate::Server {
-    let cfg = write_config(dir, port);
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str(extra);
-    std::fs::write(&cfg, text).unwrap();
+    let cfg = write_config(dir, port, extra);
     let mut cmd = Command::new("bash");
     cmd.arg("-c").arg(format!(
         "ulimit -Sn 1024 && exec {BIN} serve --config {}",
@@ -203,7 +200,7 @@ fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
 fn a_short_operator_key_stops_start_up_unless_demo_keys_are_asked_for_on_loopback() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let cfg = write_config(dir.path(), port);
+    let cfg = write_config(dir.path(), port, "");
     let run = |args: &[&str], key: &str| {
         let mut c = serve_cmd(&cfg);
         c.args(args);

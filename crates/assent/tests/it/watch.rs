@@ -1,7 +1,7 @@
 //! `assent watch` in a real terminal: tmux runs it, `send-keys` works the queue and
 //! `capture-pane` reads the screen.
 
-use super::{BIN, OP_KEY, free_port, propose, serve, write_config};
+use super::{BIN, OP_KEY, Served, propose, served};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -66,10 +66,11 @@ fn status(url: &str, id: &str) -> Value {
 
 #[test]
 fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_config(dir.path(), port);
-    let mut server = serve(&cfg, port);
+    let Served {
+        dir: _dir,
+        mut server,
+        ..
+    } = served("");
     let url = server.url.clone();
     let first = propose(&url, 5000)["approval_id"]
         .as_str()

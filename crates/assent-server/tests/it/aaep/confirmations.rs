@@ -5,7 +5,10 @@
 //! reach subscribers.
 
 use super::kit::{AWAITING, confirm, core, handshake};
-use crate::kit::{AGENTS, BOT, OP, REDACTING_GOV, audit_count, serve, serve_policy};
+use crate::kit::{
+    AGENTS, BOT, COST_RULE, OP, assert_error, audit_count, one_tool_agent, policy, redacting_gov,
+    serve, serve_policy,
+};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -143,10 +146,8 @@ async fn a_modified_action_is_an_approval_with_modifications() {
 #[tokio::test]
 async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_not() {
     // `pay` always needs a human; spending over 100 in a session is a threshold of its own.
-    const AGENT: &str =
-        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
-    const GOV: &str = "policies:\n  - id: t.edit-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}}\n";
-    let gw = serve_policy(AGENT, GOV).await;
+    let agent = one_tool_agent("bot", "{alias: pay, approval: true}");
+    let gw = serve_policy(&agent, &policy("t.edit-v1", COST_RULE)).await;
     let (sub, mut sse) = gw.listen().await;
     let (s, b) = gw.propose("pay", json!({"amount": 50})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
@@ -159,13 +160,11 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
     assert_eq!(gw.status(&id).await["status"], "pending");
     // So does an operator's edit, with the reason.
     let (s, b) = gw.edit(&id, json!({"amount": 5000})).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Some("EDIT_OVER_THRESHOLD")
-        ),
-        "{b}"
+    assert_error(
+        s,
+        &b,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "EDIT_OVER_THRESHOLD",
     );
     assert_eq!(b["triggers"], json!(["cost"]), "{b}");
     // Within the threshold it is approved, and later calls count the edited amount.
@@ -178,7 +177,7 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
 
 #[tokio::test]
 async fn redacted_arguments_never_reach_aaep_subscribers() {
-    let gw = serve_policy(AGENTS, REDACTING_GOV).await;
+    let gw = serve_policy(AGENTS, &redacting_gov()).await;
     let (_sub, mut sse) = gw.listen().await;
     let (s, b) = gw
         .propose(

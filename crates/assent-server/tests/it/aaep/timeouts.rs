@@ -4,7 +4,7 @@
 //! wait (capped) while its filters never drop critical events.
 
 use super::kit::{AWAITING, confirm, core};
-use crate::kit::{AGENTS, OP, serve, start_reg, wait_seconds};
+use crate::kit::{AGENTS, OP, policy, serve, start_reg, wait_seconds};
 use crate::schemas::assert_valid;
 use assent_server::Settings;
 use reqwest::StatusCode;
@@ -68,23 +68,22 @@ async fn timeouts_apply_both_defaults_and_long_waits_count_down() {
 /// first wait ran out) and ignored after it.
 #[tokio::test]
 async fn an_escalation_is_announced_up_front_and_replies_count_until_the_announced_deadline() {
-    const ESC_GOV: &str = r#"
-policies:
-  - id: acme.test.esc-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: quick
-        approval: true
-        approvers: [finance]
-        timeout_seconds: 1
-        on_timeout: {escalate_to: [ops], after_seconds: 3}
-"#;
+    let esc_gov = policy(
+        "acme.test.esc-v1",
+        r#"
+- tool: quick
+  approval: true
+  approvers: [finance]
+  timeout_seconds: 1
+  on_timeout: {escalate_to: [ops], after_seconds: 3}
+"#,
+    );
     let dir = tempfile::tempdir().unwrap();
     let settings = Settings {
         approval_timeout_ms: Some(300_000),
         ..Settings::default()
     };
-    let gw = start_reg(dir.path(), 300_000, settings, AGENTS, ESC_GOV).await;
+    let gw = start_reg(dir.path(), 300_000, settings, AGENTS, &esc_gov).await;
     let (sub, mut sse) = gw.subscribe("olaf-key", true, json!({})).await;
     let id = gw.pending("quick", json!({})).await;
     let ev = sse.expect(AWAITING).await.data;

@@ -4,7 +4,7 @@
 //! approvals, and cancelling approvals and sessions.
 
 use super::env::env;
-use crate::kit::{BOT, OP, audit_count, token_of};
+use crate::kit::{BOT, OP, assert_answer, assert_error, assert_says, audit_count, token_of};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -31,10 +31,7 @@ async fn approve_with_modifications_binds_the_edited_call_and_audits_both() {
     let (s, b) = gw
         .redeem(&t, "send", json!({"to": "everyone", "n": 1}), None)
         .await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("TOKEN_MISMATCH"))
-    );
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOKEN_MISMATCH");
     assert_eq!(
         gw.redeem(&t, "send", json!({"n": 1, "to": "team"}), None)
             .await
@@ -52,35 +49,21 @@ async fn approve_with_modifications_binds_the_edited_call_and_audits_both() {
     // An edit the policy denies is refused and the approval stays pending.
     let id = gw.held("s1", "wipe", json!({"target": "/tmp/x"})).await;
     let (s, b) = gw.edit(&id, json!({"target": "/"})).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("EDIT_DENIED")),
-        "{b}"
-    );
-    assert!(
-        b["message"].as_str().unwrap().contains("never wipe /"),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::UNPROCESSABLE_ENTITY, "EDIT_DENIED");
+    assert_says(&b, "message", "never wipe /");
     assert_eq!(gw.as_agent(&id).await["status"], "pending");
     // The unedited call is denied outright.
     let (s, b) = gw
         .call("s1", "wipe", json!({"target": "/"}), json!({}))
         .await;
-    assert_eq!(
-        (s, b["reason"].as_str()),
-        (StatusCode::FORBIDDEN, Some("never wipe /"))
-    );
+    assert_answer(s, &b, "reason", StatusCode::FORBIDDEN, "never wipe /");
     // An edit that widens a path beyond the roots is refused too.
     let inside = e.root.path().join("a.txt");
     let id = gw
         .held("s1", "read_path", json!({"path": "relative.txt"}))
         .await;
     let (s, b) = gw.edit(&id, json!({"path": "/etc/passwd"})).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("EDIT_OUT_OF_SCOPE")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::UNPROCESSABLE_ENTITY, "EDIT_OUT_OF_SCOPE");
     let (s, _) = gw.edit(&id, json!({"path": inside})).await;
     assert_eq!(s, StatusCode::OK);
 
@@ -108,13 +91,7 @@ async fn a_deny_reason_reaches_the_agent() {
     assert_eq!(s, StatusCode::OK);
     let rec = gw.as_agent(&id).await;
     assert_eq!(rec["code"], "TOOL_DENIED");
-    assert!(
-        rec["reason"]
-            .as_str()
-            .unwrap()
-            .contains("use the staging queue"),
-        "{rec}"
-    );
+    assert_says(&rec, "reason", "use the staging queue");
     assert!(rec.get("token").is_none());
 }
 
@@ -264,11 +241,7 @@ async fn agents_and_operators_cancel_approvals_and_sessions() {
     let (s, b) = gw
         .cancel(&a, BOT, Some(json!({"reason": "plan changed"})))
         .await;
-    assert_eq!(
-        (s, b["status"].as_str()),
-        (StatusCode::OK, Some("cancelled")),
-        "{b}"
-    );
+    assert_answer(s, &b, "status", StatusCode::OK, "cancelled");
     let (s, _) = gw.decide_with(&a, OP, json!({"decision": "approve"})).await;
     assert_eq!(s, StatusCode::CONFLICT);
     let b1 = gw.held("s1", "send", json!({"n": 2})).await;

@@ -3,7 +3,7 @@
 //! under the governance `acme.proto.rules-v1`, served over a fresh data directory with a
 //! temporary root for the path scope. No tests here.
 
-use crate::kit::{Gw, start_reg};
+use crate::kit::{Gw, policy, start_reg};
 use assent_server::Settings;
 use std::path::Path;
 
@@ -23,34 +23,31 @@ action_space:
 "#;
 
 fn gov(root: &Path) -> String {
-    format!(
+    let rules = format!(
         r#"
-policies:
-  - id: acme.proto.rules-v1
-    selector: {{agents: ["*"]}}
-    rules:
-      - tool: deploy
-        risk_tier: R3
-        suggested_alternatives: ["deploy to staging first"]
-      - tool: transfer
-        thresholds: {{cost: {{argument: amount, max_per_session: 100}}}}
-      - tool: search
-        thresholds: {{rate: {{max: 2, per_seconds: 60}}}}
-      - tool: read_path
-        scope: {{paths: {{arguments: [path], roots: ["{root}"]}}}}
-      - tool: fetch
-        scope: {{domains: {{arguments: [url], allow: ["*.example.com", "example.com"]}}}}
-      - tool: wipe
-        deny: {{condition: {{args_match: {{target: "/"}}}}, message_template: "never wipe {{{{tool_args.target}}}}"}}
-      - tool: esc
-        approvers: [finance]
-        timeout_seconds: 1
-        on_timeout: {{escalate_to: [ops], after_seconds: 30}}
-      - tool: low
-        risk_tier: R1
+- tool: deploy
+  risk_tier: R3
+  suggested_alternatives: ["deploy to staging first"]
+- tool: transfer
+  thresholds: {{cost: {{argument: amount, max_per_session: 100}}}}
+- tool: search
+  thresholds: {{rate: {{max: 2, per_seconds: 60}}}}
+- tool: read_path
+  scope: {{paths: {{arguments: [path], roots: ["{root}"]}}}}
+- tool: fetch
+  scope: {{domains: {{arguments: [url], allow: ["*.example.com", "example.com"]}}}}
+- tool: wipe
+  deny: {{condition: {{args_match: {{target: "/"}}}}, message_template: "never wipe {{{{tool_args.target}}}}"}}
+- tool: esc
+  approvers: [finance]
+  timeout_seconds: 1
+  on_timeout: {{escalate_to: [ops], after_seconds: 30}}
+- tool: low
+  risk_tier: R1
 "#,
         root = root.display()
-    )
+    );
+    policy("acme.proto.rules-v1", &rules)
 }
 
 /// A gateway under the protocol policy, the directory `read_path` may touch, and the data

@@ -4,7 +4,7 @@
 //! the policies change (issue 10).
 
 use super::env::env;
-use crate::kit::{AGENTS, BOT, GOV, OP, REDACTING_GOV, pluck, start_reg};
+use crate::kit::{AGENTS, BOT, OP, gov, pluck, redacting_gov, start_reg};
 use crate::schemas::{assert_valid, validator};
 use assent_server::Settings;
 use reqwest::StatusCode;
@@ -138,7 +138,7 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
 #[tokio::test]
 async fn a_confirm_keeps_the_policy_set_it_was_held_under_after_the_policies_change() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, GOV).await;
+    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, &gov()).await;
     let before = gw.state.registry.policy_set_sha256.clone();
     assert_eq!(before.len(), 64);
     let old = gw
@@ -150,7 +150,7 @@ async fn a_confirm_keeps_the_policy_set_it_was_held_under_after_the_policies_cha
         300_000,
         Settings::default(),
         AGENTS,
-        REDACTING_GOV,
+        &redacting_gov(),
     )
     .await;
     let after = gw.state.registry.policy_set_sha256.clone();

@@ -3,7 +3,7 @@
 //! on an R3 tool needs explicit confirmation; bad scopes are refused.
 
 use super::env::env;
-use crate::kit::{BOT, OP, token_of};
+use crate::kit::{BOT, OP, assert_answer, assert_error, token_of};
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -40,11 +40,7 @@ async fn session_grant_covers_the_same_call_in_the_same_session_until_revoked() 
     let (s, b) = gw
         .call("s1", "send", json!({"n": 1, "to": "ops"}), json!({}))
         .await;
-    assert_eq!(
-        (s, b["decision"].as_str()),
-        (StatusCode::OK, Some("allow")),
-        "{b}"
-    );
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
     assert_eq!(b["grant_id"], rec["grant_id"]);
     assert_ne!(b["approval_id"], json!(id));
     assert_valid(
@@ -94,11 +90,7 @@ async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmat
     assert_eq!(s, StatusCode::OK, "{b}");
     // Other arguments, other session: covered while the grant lasts.
     let (s, b) = gw.call("s9", "send", json!({"n": 7}), json!({})).await;
-    assert_eq!(
-        (s, b["scope"].as_str()),
-        (StatusCode::OK, Some("2s")),
-        "{b}"
-    );
+    assert_answer(s, &b, "scope", StatusCode::OK, "2s");
     tokio::time::sleep(Duration::from_millis(2100)).await;
     assert_eq!(
         gw.call("s9", "send", json!({"n": 8}), json!({})).await.0,
@@ -109,13 +101,11 @@ async fn duration_grant_widened_to_the_tool_lapses_and_workspace_needs_confirmat
     let id = gw.held("s1", "deploy", json!({"env": "prod"})).await;
     let decision = json!({"decision": "approve", "scope": "workspace"});
     let (s, b) = gw.decide_with(&id, OP, decision).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Some("WORKSPACE_NEEDS_CONFIRMATION")
-        ),
-        "{b}"
+    assert_error(
+        s,
+        &b,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "WORKSPACE_NEEDS_CONFIRMATION",
     );
     assert_eq!(gw.as_agent(&id).await["status"], "pending");
     let decision = json!({"decision": "approve", "scope": "workspace", "confirm_workspace": true});

@@ -4,7 +4,7 @@
 //! cap answers 429 while identical calls join the pending one.
 
 use super::env::{env, env_with};
-use crate::kit::{OP, wait_seconds};
+use crate::kit::{OP, assert_error, wait_seconds};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -159,11 +159,7 @@ async fn the_pending_cap_answers_429_and_identical_calls_join_the_pending_one() 
     let a = gw.held("s1", "send", json!({"n": 1})).await;
     gw.held("s1", "send", json!({"n": 2})).await;
     let (s, b) = gw.propose_in("s1", "send", json!({"n": 3})).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::TOO_MANY_REQUESTS, Some("TOO_MANY_PENDING")),
-        "{b}"
-    );
+    assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_PENDING");
     let (s, b) = gw.propose_in("s1", "send", json!({"n": 1})).await;
     assert_eq!(
         (s, b["joined"].as_bool(), b["approval_id"].as_str()),
