@@ -3,8 +3,8 @@
 
 use assent_bench::call_arguments;
 use assent_core::policy::Registry;
+use assent_server::AppState;
 use assent_server::config::{Principal, PrincipalKind};
-use assent_server::{AppState, run};
 use assent_store::Store;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -127,7 +127,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (url, http) = rt.block_on(async {
+    let (url, http, _served) = rt.block_on(async {
         let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
         let principals = vec![
             principal(
@@ -154,10 +154,9 @@ fn bench(c: &mut Criterion) {
             principals,
             assent_server::Settings::default(),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(run(listener, state, std::future::pending()));
-        (url, reqwest::Client::new())
+        // Serves until the benchmark process ends.
+        let served = assent_server::Loopback::start(state).await.unwrap();
+        (served.url.clone(), reqwest::Client::new(), served)
     });
     g.bench_function("assent_http_sqlite", |b| {
         b.iter(|| rt.block_on(assent_cycle(&http, &url, &args)))

@@ -125,6 +125,43 @@ pub async fn run(
     run_with(listener, state, axum::Router::new(), shutdown).await
 }
 
+/// A gateway serving [`run`] on an ephemeral loopback port (`127.0.0.1:0`) in this process:
+/// for tests, benchmarks and embedding. [`Loopback::stop`] shuts it down as `run` does
+/// (drain, last audit checkpoint); dropping it without stopping leaves the task running until
+/// the runtime ends.
+pub struct Loopback {
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Loopback {
+    /// Binds `127.0.0.1:0` and serves `state` on it. Errors: the bind's.
+    pub async fn start(state: AppState) -> std::io::Result<Loopback> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run(listener, state, async move {
+            let _ = rx.await;
+        }));
+        Ok(Loopback {
+            url,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// Stops serving and waits for the server task (connections drained, the last audit
+    /// checkpoint signed). Errors: the server's I/O error, or the task's panic as an I/O error.
+    pub async fn stop(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        (&mut self.task).await.map_err(std::io::Error::other)?
+    }
+}
+
 /// [`run`], with `extra` routes merged into the API (the MCP hub's `/mcp`).
 pub async fn run_with(
     listener: TcpListener,

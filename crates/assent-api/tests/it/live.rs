@@ -11,7 +11,7 @@ use assent_api::tokens::{RedeemRequest, Redeemed};
 use assent_api::{ApiErrorBody, ApprovalStatus, Client, ClientError, DecisionKind, Method, error};
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
-use assent_server::{AppState, Settings, run};
+use assent_server::{AppState, Loopback, Settings};
 use assent_store::Store;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -54,8 +54,7 @@ fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
 /// `olaf` (role `ops`).
 pub(crate) struct Gw {
     pub(crate) url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    served: Loopback,
     _dir: tempfile::TempDir,
 }
 
@@ -91,20 +90,10 @@ pub(crate) async fn start() -> Gw {
         ..Settings::default()
     };
     let state = AppState::new(store, reg, principals, settings);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        run(listener, state, async move {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
+    let served = Loopback::start(state).await.unwrap();
     Gw {
-        url,
-        stop: Some(tx),
-        task,
+        url: served.url.clone(),
+        served,
         _dir: dir,
     }
 }
@@ -114,11 +103,8 @@ impl Gw {
     pub(crate) fn client(&self, key: &str) -> Client {
         Client::new(&self.url, key).unwrap()
     }
-    pub(crate) async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = (&mut self.task).await;
+    pub(crate) async fn stop(self) {
+        let _ = self.served.stop().await;
     }
 }
 

@@ -9,7 +9,7 @@
 
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
-use assent_server::{AppState, Settings, run};
+use assent_server::{AppState, Loopback, Settings};
 use assent_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -108,8 +108,7 @@ pub struct Gw {
     pub url: String,
     /// The client every helper sends with.
     pub http: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    served: Loopback,
     /// The served state (the tests read the store and the registry through it).
     pub state: AppState,
     /// The data directory when the gateway owns it ([`serve`]), removed after it stops.
@@ -204,22 +203,11 @@ pub async fn start_custom(
     .unwrap();
     let mut state = AppState::new(store, reg, principals, settings);
     customize(&mut state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let st = state.clone();
-    let task = tokio::spawn(async move {
-        run(listener, st, async move {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
+    let served = Loopback::start(state.clone()).await.unwrap();
     Gw {
-        url,
+        url: served.url.clone(),
         http: reqwest::Client::new(),
-        stop: Some(tx),
-        task,
+        served,
         state,
         dir: None,
     }
@@ -470,9 +458,9 @@ impl Gw {
     }
     /// Stops serving and waits for the server task (signing the last audit checkpoint).
     pub async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.await.unwrap();
-        drop(self.dir.take());
+        let dir = self.dir.take();
+        self.served.stop().await.unwrap();
+        drop(dir);
     }
 }
 
