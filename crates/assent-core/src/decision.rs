@@ -218,53 +218,41 @@ mod tests {
             irreversible: false,
             risk_tier: RiskTier::R1,
         };
-        assert_eq!(
-            check_scope(&plan, GrantScope::Session, false, false),
-            Err(ScopeRefusal::ConfirmTarget("plan".into()))
-        );
-        assert_eq!(
-            check_scope(&plan, GrantScope::Once, true, false),
-            Err(ScopeRefusal::ConfirmTarget("plan".into()))
-        );
-        assert_eq!(
-            check_scope(&plan, GrantScope::Once, false, false),
-            Ok(false)
-        );
-        assert_eq!(
-            check_scope(
-                &call(RiskTier::R1, true),
+        let irreversible = call(RiskTier::R1, true);
+        let r3 = call(RiskTier::R3, false);
+        let r2 = call(RiskTier::R2, false);
+        let confirm_target = || Err(ScopeRefusal::ConfirmTarget("plan".into()));
+        // (held, scope, edited, confirm_workspace, expected)
+        let cases = [
+            (&plan, GrantScope::Session, false, false, confirm_target()),
+            (&plan, GrantScope::Once, true, false, confirm_target()),
+            (&plan, GrantScope::Once, false, false, Ok(false)),
+            (
+                &irreversible,
                 GrantScope::Duration(60),
                 false,
-                false
+                false,
+                Err(ScopeRefusal::Irreversible),
             ),
-            Err(ScopeRefusal::Irreversible)
-        );
-        assert_eq!(
-            check_scope(&call(RiskTier::R1, true), GrantScope::Once, true, false),
-            Ok(false)
-        );
-        let r3 = call(RiskTier::R3, false);
-        assert_eq!(
-            check_scope(&r3, GrantScope::Workspace, false, false),
-            Err(ScopeRefusal::WorkspaceNeedsConfirmation(RiskTier::R3))
-        );
-        assert_eq!(
-            check_scope(&r3, GrantScope::Workspace, false, true),
-            Ok(true)
-        );
-        assert_eq!(
-            check_scope(&r3, GrantScope::Session, false, false),
-            Ok(false)
-        );
-        assert_eq!(
-            check_scope(
-                &call(RiskTier::R2, false),
+            (&irreversible, GrantScope::Once, true, false, Ok(false)),
+            (
+                &r3,
                 GrantScope::Workspace,
                 false,
-                false
+                false,
+                Err(ScopeRefusal::WorkspaceNeedsConfirmation(RiskTier::R3)),
             ),
-            Ok(false)
-        );
+            (&r3, GrantScope::Workspace, false, true, Ok(true)),
+            (&r3, GrantScope::Session, false, false, Ok(false)),
+            (&r2, GrantScope::Workspace, false, false, Ok(false)),
+        ];
+        for (i, (held, scope, edited, confirm, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                check_scope(held, scope, edited, confirm),
+                expected,
+                "case {i}"
+            );
+        }
         assert!(workspace_discouraged(GrantScope::Workspace, RiskTier::R4));
         assert!(!workspace_discouraged(GrantScope::Session, RiskTier::R4));
     }

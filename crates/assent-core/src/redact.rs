@@ -28,8 +28,10 @@ impl Redactor {
             .map(|p| p.split('.').map(str::to_string).collect())
             .collect();
         let mut secrets = Vec::new();
+        // The walk is one for reading and masking, so it reads a copy.
+        let mut copy = arguments.clone();
         for p in &paths {
-            collect(arguments, p, &mut secrets);
+            visit(&mut copy, p, &mut |v| leaves(v, &mut secrets));
         }
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
@@ -45,7 +47,7 @@ impl Redactor {
     pub fn arguments(&self, arguments: &Value) -> Value {
         let mut out = arguments.clone();
         for p in &self.paths {
-            mask(&mut out, p);
+            visit(&mut out, p, &mut |v| *v = Value::String(MASK.into()));
         }
         out
     }
@@ -57,31 +59,6 @@ impl Redactor {
             out = out.replace(s.as_str(), MASK);
         }
         out
-    }
-}
-
-fn at<'a>(v: &'a Value, seg: &str) -> Vec<&'a Value> {
-    match (v, seg) {
-        (Value::Object(m), "*") => m.values().collect(),
-        (Value::Array(a), "*") => a.iter().collect(),
-        (Value::Object(m), k) => m.get(k).into_iter().collect(),
-        (Value::Array(a), k) => k
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| a.get(i))
-            .into_iter()
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn collect(v: &Value, path: &[String], out: &mut Vec<String>) {
-    let Some((first, rest)) = path.split_first() else {
-        leaves(v, out);
-        return;
-    };
-    for child in at(v, first) {
-        collect(child, rest, out);
     }
 }
 
@@ -100,8 +77,10 @@ fn leaves(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn mask(v: &mut Value, path: &[String]) {
+/// Calls `f` on every value at `path` (a `*` segment: each key or element) under `v`.
+fn visit(v: &mut Value, path: &[String], f: &mut dyn FnMut(&mut Value)) {
     let Some((first, rest)) = path.split_first() else {
+        f(v);
         return;
     };
     let children: Vec<&mut Value> = match (v, first.as_str()) {
@@ -117,11 +96,7 @@ fn mask(v: &mut Value, path: &[String]) {
         _ => Vec::new(),
     };
     for child in children {
-        if rest.is_empty() {
-            *child = Value::String(MASK.into());
-        } else {
-            mask(child, rest);
-        }
+        visit(child, rest, f);
     }
 }
 

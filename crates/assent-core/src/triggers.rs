@@ -18,21 +18,18 @@ use std::path::{Component, Path, PathBuf};
 
 /// `thresholds` of a governance rule.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Thresholds {
     /// At most `max` calls per `per_seconds` (per agent session, of the tools the rule covers)
     /// run without confirmation.
-    #[serde(default)]
     pub rate: Option<RateLimit>,
     /// The sum of a numeric argument over the session may reach `max_per_session` without
     /// confirmation.
-    #[serde(default)]
     pub cost: Option<CostLimit>,
     /// A tool result larger than this many bytes (its JSON text) is held for an operator
     /// before it reaches the agent. Applies to results reported to `POST /v1/tool-results`:
     /// by the MCP proxy and hub for every forwarded call, by a REST agent that reports its
     /// own. The call has already run: this withholds its result, not its side effects.
-    #[serde(default)]
     pub output_bytes: Option<u64>,
 }
 
@@ -117,13 +114,11 @@ impl Thresholds {
 
 /// `scope` of a governance rule.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct ScopeSpec {
     /// Path arguments and the roots they must stay under.
-    #[serde(default)]
     pub paths: Option<PathScope>,
     /// URL arguments and the hosts they may name.
-    #[serde(default)]
     pub domains: Option<DomainScope>,
 }
 
@@ -320,6 +315,25 @@ fn string_values<'a>(args: &'a Value, key: &str) -> Result<Vec<&'a str>, String>
     }
 }
 
+/// The violations of a `scope` check ("path scope", "domain scope") over the arguments `keys`:
+/// `check(key, value)` of each string value in order, and for an argument of another shape
+/// that it cannot be checked.
+fn violations(
+    args: &Value,
+    keys: &[String],
+    scope: &str,
+    mut check: impl FnMut(&str, &str) -> Option<String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in keys {
+        match string_values(args, key) {
+            Ok(values) => out.extend(values.into_iter().filter_map(|s| check(key, s))),
+            Err(e) => out.push(format!("{scope}: {e}, so it cannot be checked")),
+        }
+    }
+    out
+}
+
 /// Why each path argument is outside `scope.roots` (empty when all are inside). A path is
 /// inside when, lexically normalised and with symlinks resolved, it equals a root or lies
 /// under one (roots are resolved the same way). Relative paths, non-string values and paths
@@ -330,41 +344,30 @@ pub fn path_violations(scope: &PathScope, args: &Value, obs: &Observations<'_>) 
         .iter()
         .map(|r| (obs.resolve_path)(&normalize_lexically(Path::new(r))))
         .collect();
-    let mut out = Vec::new();
-    for key in &scope.arguments {
-        let values = match string_values(args, key) {
-            Ok(v) => v,
-            Err(e) => {
-                out.push(format!("path scope: {e}, so it cannot be checked"));
-                continue;
-            }
-        };
-        for s in values {
-            let p = Path::new(s);
-            if !p.is_absolute() || s.contains('\0') {
-                out.push(format!(
-                    "path scope: `{key}` = {s:?} is not an absolute path, so it cannot be checked against the roots"
-                ));
-                continue;
-            }
-            let lexical = normalize_lexically(p);
-            let real = (obs.resolve_path)(&lexical);
-            if !roots.iter().any(|r| real.starts_with(r)) {
-                let via = if real != lexical {
-                    format!(" (resolves to {})", real.display())
-                } else if lexical != p {
-                    format!(" (normalises to {})", lexical.display())
-                } else {
-                    String::new()
-                };
-                out.push(format!(
-                    "path scope drift: `{key}` = {s:?}{via} is outside the allowed roots ({})",
-                    scope.roots.join(", ")
-                ));
-            }
+    violations(args, &scope.arguments, "path scope", |key, s| {
+        let p = Path::new(s);
+        if !p.is_absolute() || s.contains('\0') {
+            return Some(format!(
+                "path scope: `{key}` = {s:?} is not an absolute path, so it cannot be checked against the roots"
+            ));
         }
-    }
-    out
+        let lexical = normalize_lexically(p);
+        let real = (obs.resolve_path)(&lexical);
+        if roots.iter().any(|r| real.starts_with(r)) {
+            return None;
+        }
+        let via = if real != lexical {
+            format!(" (resolves to {})", real.display())
+        } else if lexical != p {
+            format!(" (normalises to {})", lexical.display())
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "path scope drift: `{key}` = {s:?}{via} is outside the allowed roots ({})",
+            scope.roots.join(", ")
+        ))
+    })
 }
 
 /// Whether `host` (lower case, no trailing dot) matches an `allow` entry.
@@ -383,32 +386,21 @@ pub fn host_allowed(host: &str, allow: &[String]) -> bool {
 /// Unparseable URLs, URLs without a host and non-string values are outside (fail closed). Hosts
 /// are compared as the URL parser normalises them (lower case, IDNA, IP literals).
 pub fn domain_violations(scope: &DomainScope, args: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for key in &scope.arguments {
-        let values = match string_values(args, key) {
-            Ok(v) => v,
-            Err(e) => {
-                out.push(format!("domain scope: {e}, so it cannot be checked"));
-                continue;
-            }
-        };
-        for s in values {
-            let host = url::Url::parse(s)
-                .ok()
-                .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_string()));
-            match host {
-                None => out.push(format!(
-                    "domain scope: `{key}` = {s:?} is not a URL with a host, so it cannot be checked"
-                )),
-                Some(h) if !host_allowed(&h, &scope.allow) => out.push(format!(
-                    "domain scope drift: `{key}` names host `{h}`, outside the allowed domains ({})",
-                    scope.allow.join(", ")
-                )),
-                Some(_) => {}
-            }
+    violations(args, &scope.arguments, "domain scope", |key, s| {
+        let host = url::Url::parse(s)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_string()));
+        match host {
+            None => Some(format!(
+                "domain scope: `{key}` = {s:?} is not a URL with a host, so it cannot be checked"
+            )),
+            Some(h) if !host_allowed(&h, &scope.allow) => Some(format!(
+                "domain scope drift: `{key}` names host `{h}`, outside the allowed domains ({})",
+                scope.allow.join(", ")
+            )),
+            Some(_) => None,
         }
-    }
-    out
+    })
 }
 
 #[cfg(test)]

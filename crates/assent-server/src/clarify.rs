@@ -5,10 +5,11 @@
 //! kind (§6.5.5): a reply of the wrong kind counts as no reply. Unanswered ones expire.
 //! Routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
 use crate::body::{self, Body, to_value};
 use crate::config::Principal;
 use crate::error::ApiError;
-use crate::extract::{Agent, AnswerClarifications, ApiJson, AskQuestions, Caller};
+use crate::extract::{AnswerClarifications, ApiJson, AskQuestions, Caller};
 use crate::extract::{ListClarifications, Operator, wait_seconds};
 use crate::formats::rfc3339;
 use crate::replies::{Ignored, clarification_reply, in_time, reply_sender};
@@ -75,10 +76,8 @@ fn wire_of(c: &Clarification) -> api::Clarification {
 /// `POST /v1/clarifications` (the agent itself): asks a question (`202` with it).
 pub(crate) async fn ask(
     State(st): State<AppState>,
-    agent: Agent<AskQuestions>,
-    ApiJson(b): ApiJson<AskRequest>,
+    AgentJson(_, b): AgentJsonOneRefusal<AskQuestions, AskRequest>,
 ) -> Result<Response, ApiError> {
-    agent.is(&b.agent)?;
     if b.question.is_empty() || b.question.len() > 16_384 || b.session_id.is_empty() {
         return Err(ApiError::bad_request(
             "question (1 to 16384 bytes) and session_id are required",

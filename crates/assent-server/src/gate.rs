@@ -6,11 +6,12 @@
 //! `429 TOO_MANY_PENDING`. Decisions, redemptions and expiry live elsewhere
 //! ([`crate::approvals`], [`crate::tokens`]); routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
 use crate::body::{self, Body};
 use crate::calls::{Canonical, MAX_ID_BYTES, check_id, check_name, check_trace_id};
 use crate::calls::{is_uuid_v4, resolve_real_path};
 use crate::error::ApiError;
-use crate::extract::{Agent, AgentItself, ApiJson, ProposeCalls, ReportResults};
+use crate::extract::{AgentItself, ProposeCalls, ReportResults};
 use crate::formats::{self, rfc3339};
 use crate::state::{AppState, now_ms};
 use crate::wire;
@@ -114,10 +115,8 @@ impl Submission {
 /// `POST /v1/tool-calls` (the agent itself): gates one tool call; see [`gate`].
 pub(crate) async fn propose(
     State(st): State<AppState>,
-    agent: Agent<ProposeCalls>,
-    ApiJson(b): ApiJson<ToolCallRequest>,
+    AgentJson(_, b): AgentJson<ProposeCalls, ToolCallRequest>,
 ) -> Result<Response, ApiError> {
-    agent.acts_for(&b.agent)?;
     if b.session_id.is_empty() {
         return Err(ApiError::bad_request("session_id must not be empty"));
     }
@@ -144,10 +143,8 @@ pub(crate) async fn propose(
 /// the delegation's canonical call (`delegate.ALIAS` with input, skill id and skill args).
 pub(crate) async fn delegate(
     State(st): State<AppState>,
-    agent: Agent<AgentItself>,
-    ApiJson(b): ApiJson<DelegationRequest>,
+    AgentJson(_, b): AgentJson<AgentItself, DelegationRequest>,
 ) -> Result<Response, ApiError> {
-    agent.acts_for(&b.agent)?;
     if b.session_id.is_empty() || b.target.is_empty() {
         return Err(ApiError::bad_request(
             "session_id and target must not be empty",
@@ -193,10 +190,8 @@ pub(crate) async fn delegate(
 /// (`202` pending; the approval's token binds the result's hash). Seed 002 "Triggers".
 pub(crate) async fn tool_result(
     State(st): State<AppState>,
-    agent: Agent<ReportResults>,
-    ApiJson(b): ApiJson<ToolResultRequest>,
+    AgentJson(_, b): AgentJsonOneRefusal<ReportResults, ToolResultRequest>,
 ) -> Result<Response, ApiError> {
-    agent.is(&b.agent)?;
     if b.result_sha256.len() != 64 || !b.result_sha256.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(ApiError::bad_request("result_sha256 must be 64 hex digits"));
     }

@@ -13,7 +13,7 @@
 //! [`approvals`] and [`decide`] (read, decide, cancel), [`tokens`] (redeem, grants), with
 //! [`plans`], [`clarify`], [`aaep`], [`tools`], [`learning`], [`whoami`] and the
 //! [`dashboard`] beside them; [`router`](mod@router) is the only module that mounts routes. Below them a
-//! kit nothing imports back: [`state`], [`extract`] (extractors), [`store_call`], [`calls`],
+//! kit nothing imports back: [`state`], [`extract`] (extractors), [`agent_json`] (an agent's body for itself), [`store_call`], [`calls`],
 //! [`body`] (responses written from `assent-api` types), `wire` (core → api vocabulary),
 //! [`envelopes`] (AAEP and MPLP events), [`edits`], [`replies`], [`waiters`], [`error`],
 //! [`auth`], [`config`], [`throttle`], [`edge`], [`serve`]. This file only declares the modules and runs the server; no module
@@ -42,6 +42,7 @@ pub mod formats;
 pub mod webhooks;
 mod wire;
 // The kit at the bottom: state, extractors, store calls, checks, errors, config, the edge.
+pub mod agent_json;
 pub mod auth;
 pub mod body;
 pub mod calls;

@@ -16,12 +16,13 @@
 //!   extension | other, "target_id": UUID_V4, "reason"?, "target"?: {...}}` → a Confirm on that
 //!   target, answered like a tool call.
 
+use crate::agent_json::AgentJson;
 use crate::body::Body;
 use crate::calls::{Canonical, check_trace_id, is_uuid_v4};
 use crate::config::Principal;
 use crate::decide::decide_error;
 use crate::error::ApiError;
-use crate::extract::{Agent, AgentItself, ApiJson, Caller, OptionalJson};
+use crate::extract::{AgentItself, Caller, OptionalJson};
 use crate::gate::{Submission, gate};
 use crate::state::{AppState, now_ms};
 use assent_api::approvals::CancelRequest;
@@ -136,10 +137,8 @@ async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiE
 /// `POST /v1/plans` (the agent itself): stores a draft MPLP plan (`201` with `Location`).
 pub(crate) async fn create(
     State(st): State<AppState>,
-    agent: Agent<AgentItself>,
-    ApiJson(mut b): ApiJson<CreatePlanRequest>,
+    AgentJson(_, mut b): AgentJson<AgentItself, CreatePlanRequest>,
 ) -> Result<Response, ApiError> {
-    agent.acts_for(&b.agent)?;
     check_trace_id(b.trace_id.as_deref())?;
     check_plan(&mut b.plan)?;
     let pl = st
@@ -166,11 +165,9 @@ pub(crate) async fn create(
 /// `PUT /v1/plans/{id}` (the agent itself): replaces a draft.
 pub(crate) async fn update(
     State(st): State<AppState>,
-    agent: Agent<AgentItself>,
     Path(id): Path<String>,
-    ApiJson(mut b): ApiJson<UpdatePlanRequest>,
+    AgentJson(_, mut b): AgentJson<AgentItself, UpdatePlanRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    agent.acts_for(&b.agent)?;
     check_plan(&mut b.plan)?;
     if b.plan["plan_id"] != id.as_str() {
         return Err(ApiError::bad_request(format!(
@@ -217,11 +214,9 @@ fn reviewed(pl: &PlanRecord) -> Value {
 /// `POST /v1/plans/{id}/submit` (the agent itself): gates the plan as one MPLP Confirm.
 pub(crate) async fn submit(
     State(st): State<AppState>,
-    agent: Agent<AgentItself>,
     Path(id): Path<String>,
-    ApiJson(b): ApiJson<SubmitPlanRequest>,
+    AgentJson(agent, b): AgentJson<AgentItself, SubmitPlanRequest>,
 ) -> Result<Response, ApiError> {
-    agent.acts_for(&b.agent)?;
     let pl = load(&st, &agent.principal, &id).await?;
     if pl.status != "draft" {
         return Err(ApiError::new(
@@ -280,10 +275,8 @@ pub(crate) async fn cancel(
 /// extension or other target.
 pub(crate) async fn confirm(
     State(st): State<AppState>,
-    agent: Agent<AgentItself>,
-    ApiJson(b): ApiJson<ConfirmRequest>,
+    AgentJson(_, b): AgentJson<AgentItself, ConfirmRequest>,
 ) -> Result<Response, ApiError> {
-    agent.acts_for(&b.agent)?;
     match b.target_type.as_str() {
         "context" | "trace" | "extension" | "other" => {}
         "plan" => {

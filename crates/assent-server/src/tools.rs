@@ -13,9 +13,10 @@
 //!
 //! Routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
 use crate::body::{Body, to_value};
 use crate::error::ApiError;
-use crate::extract::{Agent, ApiJson, Caller, ListToolPins, ListToolReviews, Operator};
+use crate::extract::{Caller, ListToolPins, ListToolReviews, Operator};
 use crate::extract::{ReportTools, ReviewTools, wait_seconds};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, review_key};
@@ -42,10 +43,8 @@ fn review(mut r: ToolReview) -> ToolReview {
 /// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list.
 pub(crate) async fn check(
     State(st): State<AppState>,
-    agent: Agent<ReportTools>,
-    ApiJson(b): ApiJson<ToolCheckRequest>,
+    AgentJson(_, b): AgentJsonOneRefusal<ReportTools, ToolCheckRequest>,
 ) -> Result<Body<ToolCheckResponse>, ApiError> {
-    agent.is(&b.agent)?;
     let declared = st
         .registry
         .agents

@@ -40,6 +40,18 @@ pub(crate) struct Remote {
     pub(crate) api_key: Option<String>,
 }
 
+/// The options of a listing command (`grants`, `clarifications`): `--all` lists the settled
+/// entries too (revoked, expired, answered), `--json` prints the API's JSON instead of a table.
+#[derive(clap::Args, Clone, Copy)]
+pub(crate) struct Listing {
+    // `--all`: not only the active or pending entries (no `///`: clap would print it).
+    #[arg(long)]
+    pub(crate) all: bool,
+    // `--json`: the API's JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 // Every subcommand of `assent`.
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
@@ -129,10 +141,8 @@ pub(crate) enum Cmd {
     },
     /// List active grants (scoped approvals); --all includes revoked and expired ones.
     Grants {
-        #[arg(long)]
-        all: bool,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        list: Listing,
         #[command(flatten)]
         remote: Remote,
     },
@@ -144,10 +154,8 @@ pub(crate) enum Cmd {
     },
     /// List clarification questions agents are waiting on (pending unless --all).
     Clarifications {
-        #[arg(long)]
-        all: bool,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        list: Listing,
         #[command(flatten)]
         remote: Remote,
     },

@@ -81,10 +81,10 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             reason,
             remote,
         } => approvals::cancel(&remote, &id, session, reason).await,
-        Cmd::Grants { all, json, remote } => grants::grants(&remote, all, json).await,
+        Cmd::Grants { list, remote } => grants::grants(&remote, list.all, list.json).await,
         Cmd::Revoke { id, remote } => grants::revoke(&remote, &id).await,
-        Cmd::Clarifications { all, json, remote } => {
-            clarifications::clarifications(&remote, all, json).await
+        Cmd::Clarifications { list, remote } => {
+            clarifications::clarifications(&remote, list.all, list.json).await
         }
         Cmd::Answer { id, value, remote } => clarifications::answer(&remote, &id, &value).await,
         Cmd::Check {

@@ -215,6 +215,13 @@ mod tests {
         assert!(ok, "{c} on {args}: got {got}, want {want}");
     }
 
+    /// [`check`] of one condition `c` on each `(args, want)` case.
+    fn check_each(c: Value, cases: &[(Value, &str)]) {
+        for (args, want) in cases {
+            check(c.clone(), args.clone(), want);
+        }
+    }
+
     fn matched(c: Value, args: Value) -> Vec<String> {
         match cond(c.clone()).evaluate(&args) {
             Outcome::Match(m) => m,
@@ -413,32 +420,25 @@ mod tests {
     #[test]
     fn and_or_and_vacuous_truth() {
         let and = json!({"args_match": {"amount": {"gt": 10000}, "currency": "USD"}});
-        check(
-            and.clone(),
-            json!({"amount": 20000, "currency": "USD"}),
-            "match",
+        check_each(
+            and,
+            &[
+                (json!({"amount": 20000, "currency": "USD"}), "match"),
+                (json!({"amount": 20000, "currency": "EUR"}), "no"),
+                (json!({"amount": 5, "currency": "USD"}), "no"),
+            ],
         );
-        check(
-            and.clone(),
-            json!({"amount": 20000, "currency": "EUR"}),
-            "no",
-        );
-        check(and.clone(), json!({"amount": 5, "currency": "USD"}), "no");
         let or = json!([{"args_match": {"amount": {"gt": 10000}}}, {"args_match": {"recipient_type": "external"}}]);
-        check(
-            or.clone(),
-            json!({"amount": 1, "recipient_type": "external"}),
-            "match",
-        );
-        check(
-            or.clone(),
-            json!({"amount": 20000, "recipient_type": "internal"}),
-            "match",
-        );
-        check(
-            or.clone(),
-            json!({"amount": 1, "recipient_type": "internal"}),
-            "no",
+        check_each(
+            or,
+            &[
+                (json!({"amount": 1, "recipient_type": "external"}), "match"),
+                (
+                    json!({"amount": 20000, "recipient_type": "internal"}),
+                    "match",
+                ),
+                (json!({"amount": 1, "recipient_type": "internal"}), "no"),
+            ],
         );
         check(json!({"args_match": {}}), json!({}), "match");
         check(json!({"args_match": {}}), json!({"x": 1}), "match");

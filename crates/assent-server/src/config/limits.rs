@@ -196,22 +196,16 @@ pub(crate) fn audit_checkpoints(
     let line = Some(raw.referenced.line());
     let r = &raw.value;
     let d = AuditCheckpoints::default();
-    let every_records = r.every_records.unwrap_or(d.every_records);
-    if !(1..=1_000_000).contains(&every_records) {
-        return Err(at(
+    let within = |key: &str, v: Option<u64>, default: u64, hi: u64| match v.unwrap_or(default) {
+        n if (1..=hi).contains(&n) => Ok(n),
+        n => Err(at(
             path,
             line,
-            format!("audit_checkpoints.every_records {every_records}: use 1 to 1000000"),
-        ));
-    }
-    let every_seconds = r.every_seconds.unwrap_or(d.every_seconds);
-    if !(1..=86_400).contains(&every_seconds) {
-        return Err(at(
-            path,
-            line,
-            format!("audit_checkpoints.every_seconds {every_seconds}: use 1 to 86400"),
-        ));
-    }
+            format!("audit_checkpoints.{key} {n}: use 1 to {hi}"),
+        )),
+    };
+    let every_records = within("every_records", r.every_records, d.every_records, 1_000_000)?;
+    let every_seconds = within("every_seconds", r.every_seconds, d.every_seconds, 86_400)?;
     let file = match r.file.as_deref() {
         None => None,
         Some("") => return Err(at(path, line, "audit_checkpoints.file is empty")),

@@ -41,76 +41,48 @@ pub(crate) fn bounded(
 }
 
 /// The whole file.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
 pub(crate) struct RawConfig {
-    #[serde(default)]
     pub(crate) listen: Option<String>,
-    #[serde(default)]
     pub(crate) data_dir: Option<String>,
-    #[serde(default)]
     pub(crate) agents: Vec<String>,
-    #[serde(default)]
     pub(crate) governance: Vec<String>,
-    #[serde(default)]
     pub(crate) principals: Vec<Spanned<RawPrincipal>>,
-    #[serde(default)]
     pub(crate) approval_timeout_seconds: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) token_ttl_seconds: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) max_pending_per_agent: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) aaep_max_timeout_extension_seconds: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) max_arguments_bytes: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) max_connections: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) header_read_timeout_seconds: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) body_read_timeout_seconds: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) max_waiters_per_principal: Option<Spanned<u64>>,
-    #[serde(default)]
     pub(crate) rate_limits: Option<Spanned<RawRateLimits>>,
-    #[serde(default)]
     pub(crate) trusted_proxies: Vec<String>,
-    #[serde(default)]
     pub(crate) strict_agent_files: bool,
-    #[serde(default)]
     pub(crate) mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
-    #[serde(default)]
     pub(crate) mcp_allowed_hosts: Vec<String>,
-    #[serde(default)]
     pub(crate) mcp_allowed_origins: Vec<String>,
-    #[serde(default)]
     pub(crate) public_url: Option<String>,
-    #[serde(default)]
     pub(crate) webhooks: Vec<Spanned<RawWebhook>>,
-    #[serde(default)]
     pub(crate) audit_checkpoints: Option<Spanned<RawCheckpoints>>,
 }
 
 /// `audit_checkpoints`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
 pub(crate) struct RawCheckpoints {
-    #[serde(default)]
     pub(crate) every_records: Option<u64>,
-    #[serde(default)]
     pub(crate) every_seconds: Option<u64>,
-    #[serde(default)]
     pub(crate) file: Option<String>,
 }
 
 /// `rate_limits`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
 pub(crate) struct RawRateLimits {
-    #[serde(default)]
     pub(crate) requests_per_second: Option<u32>,
-    #[serde(default)]
     pub(crate) burst: Option<u32>,
 }
 
@@ -132,16 +104,12 @@ pub(crate) struct RawWebhook {
 }
 
 /// One of `mcp_upstreams`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
 pub(crate) struct RawUpstream {
-    #[serde(default)]
     pub(crate) command: Vec<String>,
-    #[serde(default)]
     pub(crate) env: BTreeMap<String, String>,
-    #[serde(default)]
     pub(crate) url: Option<String>,
-    #[serde(default)]
     pub(crate) bearer_token_env: Option<String>,
 }
 

@@ -9,13 +9,13 @@ use assent_api::DecisionKind;
 use assent_api::approvals::DecisionRequest;
 use assent_core::approval::ApprovalStatus;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::page::{Message, page_with, secured};
-use super::session::{message, operator_form, signed_in};
-use super::views::{card, load, not_found};
+use super::session::{Operator, message, operator_form, signed_in};
+use super::views::{Loaded, card, load, not_found};
 use assent_store::ApprovalRecord;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -26,26 +26,16 @@ use std::collections::HashMap;
 /// edit when its canonical form differs), for deny `reason` (required).
 pub(crate) async fn decide_form(
     State(st): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Response {
-    let (op, f) = match operator_form(&st, &headers, &body, "Nothing was decided.") {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
-    let Some(loaded) = (match load(&st, &id).await {
-        Ok(r) => r,
-        Err(e) => return secured(e.into_response()),
-    }) else {
-        return not_found(&op, "No such approval.");
-    };
+    form: PostedForm,
+) -> Result<Response, Response> {
+    let (op, f, loaded) = form.card(&st, "Nothing was decided.").await?;
     let rec = &loaded.rec;
     let again = |status: StatusCode, why: &str| page_with(status, &card(&st, &op, &loaded, why));
     let body = match decision_body(&f, rec) {
         Ok(b) => b,
-        Err(why) => return again(StatusCode::BAD_REQUEST, &why),
+        Err(why) => return Err(again(StatusCode::BAD_REQUEST, &why)),
     };
+    let id = form.id;
     match decide_as(
         &st,
         &op.principal.name,
@@ -55,8 +45,10 @@ pub(crate) async fn decide_form(
     )
     .await
     {
-        Ok(_) => secured(Redirect::to(&format!("/ui/approvals/{id}")).into_response()),
-        Err(e) => again(e.status, &e.message),
+        Ok(_) => Ok(secured(
+            Redirect::to(&format!("/ui/approvals/{id}")).into_response(),
+        )),
+        Err(e) => Err(again(e.status, &e.message)),
     }
 }
 
@@ -134,14 +126,9 @@ fn decision_body(
 /// `freetext`), `response`, `csrf`.
 pub(crate) async fn answer_form(
     State(st): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Response {
-    let (op, f) = match operator_form(&st, &headers, &body, "Nothing was answered.") {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
+    form: PostedForm,
+) -> Result<Response, Response> {
+    let (op, f) = form.check(&st, "Nothing was answered.").map_err(|r| *r)?;
     let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let text = field("response");
     let response = match field("kind").as_str() {
@@ -153,19 +140,19 @@ pub(crate) async fn answer_form(
         {
             Some(n) => Value::Number(n),
             None => {
-                return message(
+                return Err(message(
                     &op,
                     StatusCode::BAD_REQUEST,
                     "Not answered",
                     "The answer must be a number.",
-                );
+                ));
             }
         },
         _ => Value::String(text),
     };
-    match crate::clarify::answer_as(&st, op.principal.name.clone(), id, response).await {
-        Ok(_) => secured(Redirect::to("/ui").into_response()),
-        Err(e) => message(&op, e.status, "Not answered", &e.message),
+    match crate::clarify::answer_as(&st, op.principal.name.clone(), form.id, response).await {
+        Ok(_) => Ok(secured(Redirect::to("/ui").into_response())),
+        Err(e) => Err(message(&op, e.status, "Not answered", &e.message)),
     }
 }
 
@@ -210,20 +197,10 @@ pub(crate) async fn open_link(
 /// result's hash) and shows the result on the card. The held call itself does not run.
 pub(crate) async fn dry_run_form(
     State(st): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Response {
-    let op = match operator_form(&st, &headers, &body, "Nothing was run.") {
-        Ok((op, _)) => op,
-        Err(r) => return *r,
-    };
-    let Some(loaded) = (match load(&st, &id).await {
-        Ok(r) => r,
-        Err(e) => return secured(e.into_response()),
-    }) else {
-        return not_found(&op, "No such approval.");
-    };
+    form: PostedForm,
+) -> Result<Response, Response> {
+    let (op, _, loaded) = form.card(&st, "Nothing was run.").await?;
+    let id = &form.id;
     let a = &loaded.rec;
     let unavailable = || {
         page_with(
@@ -236,10 +213,10 @@ pub(crate) async fn dry_run_form(
         a.call.server.clone(),
         st.dry_run.clone(),
     ) else {
-        return unavailable();
+        return Err(unavailable());
     };
     if a.status != ApprovalStatus::Pending || !runner.serves(&server) {
-        return unavailable();
+        return Err(unavailable());
     }
     let outcome = runner.run(&server, &tool, &a.call.arguments).await;
     tracing::info!(approval_id = %id, operator = %op.principal.name, tool = %tool, ok = outcome.is_ok(), "dry run");
@@ -248,7 +225,61 @@ pub(crate) async fn dry_run_form(
         .store_call(move |s| s.record_dry_run(&id2, &name, &tool, &outcome, now_ms()))
         .await;
     match recorded {
-        Ok(()) => secured(Redirect::to(&format!("/ui/approvals/{id}#dry-run")).into_response()),
-        Err(e) => secured(e.into_response()),
+        Ok(()) => Ok(secured(
+            Redirect::to(&format!("/ui/approvals/{id}#dry-run")).into_response(),
+        )),
+        Err(e) => Err(secured(e.into_response())),
+    }
+}
+
+/// A form posted to `/ui/{approvals|clarifications}/{id}/ACTION`, as an extractor: the `{id}`
+/// of its path, its headers and its body, checked when the handler says what a refusal did not
+/// do. Rejected (before any check) as the `Path` and `Bytes` extractors reject.
+pub(crate) struct PostedForm {
+    /// The `{id}` of the path (an approval's or a clarification's).
+    pub(crate) id: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl FromRequest<AppState> for PostedForm {
+    type Rejection = Response;
+    async fn from_request(req: Request, st: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let Path(id) = Path::<String>::from_request_parts(&mut parts, st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let headers = parts.headers.clone();
+        let body = Bytes::from_request(Request::from_parts(parts, body), st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(PostedForm { id, headers, body })
+    }
+}
+
+impl PostedForm {
+    /// The operator and the fields, once the session and the CSRF token were checked
+    /// ([`operator_form`]); else the page to send, which says that `nothing` happened.
+    pub(crate) fn check(
+        &self,
+        st: &AppState,
+        nothing: &str,
+    ) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
+        operator_form(st, &self.headers, &self.body, nothing)
+    }
+
+    /// [`PostedForm::check`], then the approval `{id}` the card form is about; else the page to
+    /// send (also `404` "No such approval.", or the store's error).
+    pub(crate) async fn card(
+        &self,
+        st: &AppState,
+        nothing: &str,
+    ) -> Result<(Operator, HashMap<String, String>, Loaded), Response> {
+        let (op, f) = self.check(st, nothing).map_err(|r| *r)?;
+        match load(st, &self.id).await {
+            Ok(Some(loaded)) => Ok((op, f, loaded)),
+            Ok(None) => Err(not_found(&op, "No such approval.")),
+            Err(e) => Err(secured(e.into_response())),
+        }
     }
 }

@@ -8,7 +8,8 @@ use crate::config::Principal;
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
@@ -49,6 +50,15 @@ pub(crate) fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> 
         .find(|p| p.name == session.operator && p.roles().is_some())?
         .clone();
     Some(Operator { session, principal })
+}
+
+/// A dashboard page's operator, as an extractor: [`signed_in`], else the page redirects to
+/// the sign-in form ([`to_login`]).
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = Response;
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
+        signed_in(st, &parts.headers).ok_or_else(to_login)
+    }
 }
 
 fn same(a: &str, b: &str) -> bool {

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
-use super::page::{Message, page, page_with, secured, to_login};
+use super::page::{Message, page, page_with, secured};
 use super::session::{Operator, signed_in};
 use serde::Deserialize;
 use serde_json::Value;
@@ -172,10 +172,7 @@ async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), Ap
 }
 
 /// `GET /ui`: the queue page (pending approvals in groups, pending questions).
-pub(crate) async fn queue_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
-        return to_login();
-    };
+pub(crate) async fn queue_page(State(st): State<AppState>, op: Operator) -> Response {
     match pending(&st).await {
         Ok((groups, questions, count)) => page(&QueuePage {
             who: op.principal.name,
@@ -400,12 +397,9 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
 /// `GET /ui/approvals/{id}`: the approval card.
 pub(crate) async fn card_page(
     State(st): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
+    op: Operator,
 ) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
-        return to_login();
-    };
     match load(&st, &id).await {
         Ok(Some(l)) => page(&card(&st, &op, &l, "")),
         Ok(None) => not_found(&op, "No such approval."),
@@ -466,12 +460,9 @@ struct History {
 /// `GET /ui/history[?agent=&tool=&status=&decided_by=]`: decided approvals, newest first.
 pub(crate) async fn history_page(
     State(st): State<AppState>,
-    headers: HeaderMap,
     Query(q): Query<Filters>,
+    op: Operator,
 ) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
-        return to_login();
-    };
     let list = match st.store_call(|s| s.list_approvals(None, 1000)).await {
         Ok(l) => l,
         Err(e) => return secured(e.into_response()),
@@ -532,10 +523,7 @@ struct Audit {
 }
 
 /// `GET /ui/audit`: whether the audit chain verifies, and its newest records.
-pub(crate) async fn audit_page(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
-        return to_login();
-    };
+pub(crate) async fn audit_page(State(st): State<AppState>, op: Operator) -> Response {
     let res = st
         .store_call(|s| Ok((s.verify_audit()?, s.audit_tail(200)?)))
         .await;
