@@ -30,72 +30,10 @@ pub struct AskRequest {
     pub timeout_seconds: Option<u64>,
 }
 
-/// One clarification, as every clarification route answers it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Clarification {
-    /// Clarification id, UUID v4.
-    pub id: String,
-    /// The asking agent.
-    pub agent: String,
-    /// Its session.
-    pub session_id: String,
-    /// The question.
-    pub question: String,
-    /// The kinds of answer it accepts.
-    pub accepted_response_kinds: Vec<String>,
-    /// For `multiple_choice`: `{"value", "label"}` objects.
-    pub choices: Vec<Value>,
-    /// Context shown with the question.
-    pub context: Option<String>,
-    /// Where it stands.
-    pub status: ClarificationStatus,
-    /// The accepted answer: a string, a boolean or a number by kind.
-    pub response: Option<Value>,
-    /// Who answered.
-    pub answered_by: Option<String>,
-    /// When, RFC 3339.
-    pub answered_at: Option<String>,
-    /// When it was asked, RFC 3339.
-    pub requested_at: String,
-    /// When it expires unanswered, RFC 3339.
-    pub expires_at: String,
-}
-
-impl Clarification {
-    /// The `value`s of its `choices` that are strings.
-    pub fn choice_values(&self) -> Vec<&str> {
-        self.choices
-            .iter()
-            .filter_map(|c| c.get("value").and_then(Value::as_str))
-            .collect()
-    }
-}
-
-/// Status of a clarification: `"pending"`, `"answered"`, `"expired"` or `"cancelled"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClarificationStatus {
-    /// Waiting for an answer.
-    Pending,
-    /// Answered; `response` holds the answer.
-    Answered,
-    /// Not answered in time.
-    Expired,
-    /// Its session was cancelled.
-    Cancelled,
-}
-
-impl ClarificationStatus {
-    /// The lowercase wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Answered => "answered",
-            Self::Expired => "expired",
-            Self::Cancelled => "cancelled",
-        }
-    }
-}
+/// One clarification and its status: `assent-core`'s own types, the row the store reads back
+/// is the body (times Unix milliseconds in Rust, RFC 3339 text on the wire; the AAEP reply
+/// token is never written).
+pub use assent_core::clarification::{Clarification, ClarificationStatus};
 
 /// `GET /v1/clarifications[?status=S]` (operator); `S` a status or `all` (the default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -19,6 +19,7 @@ pub mod agf;
 pub mod approval;
 pub mod canonical;
 pub mod checkpoint;
+pub mod clarification;
 pub mod condition;
 pub mod decision;
 pub mod edit;

@@ -11,13 +11,11 @@ use crate::config::Principal;
 use crate::error::ApiError;
 use crate::extract::{AnswerClarifications, ApiJson, AskQuestions, Caller};
 use crate::extract::{ListClarifications, Operator, wait_seconds};
-use crate::formats::rfc3339;
 use crate::replies::{Ignored, clarification_reply, in_time, reply_sender};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, clarification_key};
-use crate::wire;
-use assent_api::clarify::{self as api, AnswerRequest, AskRequest, ClarificationList};
-use assent_store::aaep::Clarification;
+use assent_api::clarify::{AnswerRequest, AskRequest, ClarificationList};
+use assent_core::clarification::{Clarification, ClarificationStatus, RESPONSE_KINDS};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -25,53 +23,6 @@ use axum::response::Response;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
-
-const KINDS: [&str; 4] = ["freetext", "yes_no", "multiple_choice", "numeric"];
-
-/// Checks `response` against the accepted kinds (§6.5.2, §6.5.5): a string for `freetext`, a
-/// boolean for `yes_no`, one of the choice values for `multiple_choice`, a number for
-/// `numeric`. Returns the kind it satisfies.
-pub fn check_response(c: &Clarification, response: &Value) -> Result<&'static str, String> {
-    for k in KINDS {
-        if !c.kinds.iter().any(|x| x == k) {
-            continue;
-        }
-        let ok = match (k, response) {
-            ("freetext", Value::String(s)) => !s.is_empty(),
-            ("yes_no", Value::Bool(_)) => true,
-            ("numeric", Value::Number(_)) => true,
-            ("multiple_choice", Value::String(s)) => c.choices.iter().any(|ch| ch["value"] == *s),
-            _ => false,
-        };
-        if ok {
-            return Ok(k);
-        }
-    }
-    Err(format!(
-        "the response {response} is not of an accepted kind ({})",
-        c.kinds.join(", ")
-    ))
-}
-
-/// The clarification as the API shows it (`answered_at`, `requested_at`, `expires_at` in
-/// RFC 3339).
-fn wire_of(c: &Clarification) -> api::Clarification {
-    api::Clarification {
-        id: c.id.clone(),
-        agent: c.agent.clone(),
-        session_id: c.session_id.clone(),
-        question: c.question.clone(),
-        accepted_response_kinds: c.kinds.clone(),
-        choices: c.choices.clone(),
-        context: c.context.clone(),
-        status: wire::api(&c.status),
-        response: c.response.clone(),
-        answered_by: c.answered_by.clone(),
-        answered_at: c.answered_at.map(rfc3339),
-        requested_at: rfc3339(c.requested_at),
-        expires_at: rfc3339(c.expires_at),
-    }
-}
 
 /// `POST /v1/clarifications` (the agent itself): asks a question (`202` with it).
 pub(crate) async fn ask(
@@ -87,7 +38,7 @@ pub(crate) async fn ask(
         || b.accepted_response_kinds.len() > 4
         || b.accepted_response_kinds
             .iter()
-            .any(|k| !KINDS.contains(&k.as_str()))
+            .any(|k| !RESPONSE_KINDS.contains(&k.as_str()))
     {
         return Err(ApiError::bad_request(
             "accepted_response_kinds: 1 to 4 of freetext, yes_no, multiple_choice, numeric",
@@ -143,7 +94,7 @@ pub(crate) async fn ask(
         )
     })?;
     st.changed();
-    Ok(body::with_status(StatusCode::ACCEPTED, wire_of(&c)))
+    Ok(body::with_status(StatusCode::ACCEPTED, c))
 }
 
 /// `GET /v1/clarifications[?status=S]` (operators).
@@ -159,7 +110,7 @@ pub(crate) async fn list(
             s.list_clarifications(status.as_deref())
         })
         .await?;
-    let clarifications = list.iter().map(wire_of).collect();
+    let clarifications = list;
     Ok(Body(ClarificationList { clarifications }))
 }
 
@@ -177,9 +128,9 @@ pub(crate) async fn read(
         let (expired, c) = st
             .store_call(move |s| {
                 let c = s.clarification(&id2, false)?;
-                let overdue = c
-                    .as_ref()
-                    .is_some_and(|c| c.status == "pending" && c.expires_at <= now_ms());
+                let overdue = c.as_ref().is_some_and(|c| {
+                    c.status == ClarificationStatus::Pending && c.expires_at <= now_ms()
+                });
                 if overdue {
                     return Ok((
                         s.expire_clarifications(now_ms())?,
@@ -195,11 +146,11 @@ pub(crate) async fn read(
         let c = c
             .filter(|c| p.sees(&c.agent))
             .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
-        if c.status != "pending" {
-            return Ok(Look::Done(to_value(&wire_of(&c))));
+        if c.status != ClarificationStatus::Pending {
+            return Ok(Look::Done(to_value(&c)));
         }
         let until = Duration::from_millis((c.expires_at - now_ms()).max(0) as u64 + 5);
-        Ok(Look::Pending(to_value(&wire_of(&c)), until))
+        Ok(Look::Pending(to_value(&c), until))
     };
     let body = st
         .waiters
@@ -215,9 +166,9 @@ pub(crate) async fn answer(
     op: Operator<AnswerClarifications>,
     Path(id): Path<String>,
     ApiJson(b): ApiJson<AnswerRequest>,
-) -> Result<Body<api::Clarification>, ApiError> {
+) -> Result<Body<Clarification>, ApiError> {
     let c = answer_as(&st, op.principal.name, id, b.response).await?;
-    Ok(Body(wire_of(&c)))
+    Ok(Body(c))
 }
 
 /// Operator `name` answers clarification `id` with `response` (the REST API and the
@@ -234,7 +185,7 @@ pub(crate) async fn answer_as(
         .store_call(move |s| s.clarification(&id2, false))
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no clarification `{id}`")))?;
-    check_response(&c, &response)
+    c.check_response(&response)
         .map_err(|m| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "WRONG_KIND", m))?;
     let res = st
         .store_call(move |s| s.answer_clarification(&id, &response, &name, now_ms()))
@@ -248,7 +199,7 @@ pub(crate) async fn answer_as(
         None => Err(ApiError::new(
             StatusCode::CONFLICT,
             "ALREADY_ANSWERED",
-            format!("clarification is {}", c.status),
+            format!("clarification is {}", c.status.as_str()),
         )),
     }
 }
@@ -269,13 +220,13 @@ pub(crate) async fn reply(
         .map_err(|_| "store")?
         .ok_or("unknown reply token")?;
     let (p, _sub) = reply_sender(st, p, msg, false).await?;
-    if c.status != "pending" {
+    if c.status != ClarificationStatus::Pending {
         return Err("already resolved");
     }
     if !in_time(msg, c.requested_at, c.expires_at) {
         return Err("reply timestamp is after the clarification's timeout");
     }
-    check_response(&c, &msg["response"])
+    c.check_response(&msg["response"])
         .map_err(|_| "response of the wrong kind (treated as no reply)")?;
     let response = msg["response"].clone();
     let id = c.id.clone();

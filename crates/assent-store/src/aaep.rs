@@ -1,5 +1,5 @@
-//! AAEP producer side (chapters 3, 5, 6), the stored types: subscriptions, stored events and
-//! clarifications. Storing subscriptions and clarifications is `subscriptions.rs` and
+//! AAEP producer side (chapters 3, 5, 6), the stored types: subscriptions and stored events
+//! (clarifications are `assent-core`'s record). Storing subscriptions and clarifications is `subscriptions.rs` and
 //! `clarifications.rs`; what an event reports is `events.rs` ([`crate::events::AaepEvent`]).
 //! The envelopes themselves are not built here: `assent-server`'s `envelopes` module renders
 //! them, and the store writes the rendered event to `aaep_events` in the same transaction as
@@ -65,35 +65,6 @@ pub struct StoredEvent {
     pub data: Value,
 }
 
-/// A clarification question an agent asked (AAEP §4.4.2, §6.5).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Clarification {
-    /// UUID v4.
-    pub id: String,
-    /// The asking agent.
-    pub agent: String,
-    /// Its session.
-    pub session_id: String,
-    /// The question.
-    pub question: String,
-    /// `accepted_response_kinds`: `freetext`, `yes_no`, `multiple_choice`, `numeric`.
-    pub kinds: Vec<String>,
-    /// `choices` for `multiple_choice`: `{value, label}`.
-    pub choices: Vec<Value>,
-    /// Optional context shown with the question.
-    pub context: Option<String>,
-    /// `rpl_…`.
-    pub reply_token: String,
-    /// Unix milliseconds.
-    pub requested_at: i64,
-    /// Unix milliseconds.
-    pub expires_at: i64,
-    /// `pending`, `answered`, `expired` or `cancelled`.
-    pub status: String,
-    /// The accepted response.
-    pub response: Option<Value>,
-    /// Who answered.
-    pub answered_by: Option<String>,
-    /// Unix milliseconds.
-    pub answered_at: Option<i64>,
-}
+/// A clarification question an agent asked (AAEP §4.4.2, §6.5): `assent-core`'s record, with
+/// its `reply_token` set.
+pub use assent_core::clarification::Clarification;

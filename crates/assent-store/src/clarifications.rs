@@ -12,6 +12,7 @@ use crate::kit::random_id;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use crate::usage::pending_of;
+use assent_core::clarification::ClarificationStatus;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde_json::{Value, json};
 
@@ -169,10 +170,13 @@ pub(crate) fn read_clarification(
         .query_row([key], |r| {
             let kinds: Vec<Value> = json_or_default(r, "kinds")?;
             let response: Option<String> = r.get("response")?;
+            let status: String = r.get("status")?;
             from_row!(r => Clarification {
-                id, agent, session_id, question, context, reply_token, requested_at, expires_at,
-                status, answered_by, answered_at,
-                kinds: kinds.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+                id, agent, session_id, question, context, requested_at, expires_at,
+                answered_by, answered_at,
+                reply_token: Some(r.get("reply_token")?),
+                status: ClarificationStatus::parse(&status).unwrap_or(ClarificationStatus::Cancelled),
+                accepted_response_kinds: kinds.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
                 choices: json_or_default(r, "choices")?,
                 response: response.and_then(|s| serde_json::from_str(&s).ok()),
             })

@@ -138,8 +138,8 @@ async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), Ap
     let questions = questions
         .into_iter()
         .map(|c| Question {
-            yes_no: c.kinds.iter().any(|k| k == "yes_no"),
-            numeric: c.kinds.iter().any(|k| k == "numeric"),
+            yes_no: c.accepts("yes_no"),
+            numeric: c.accepts("numeric"),
             choices: c
                 .choices
                 .iter()

@@ -5,7 +5,7 @@
 //! store's, serving it to subscribers is [`crate::aaep`].
 
 use assent_core::DefaultDecision;
-use assent_store::aaep::Clarification;
+use assent_core::clarification::{Clarification, ClarificationStatus};
 use assent_store::{AaepEvent, ApprovalRecord, random_id, rfc3339};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -270,7 +270,7 @@ pub fn awaiting_clarification(c: &Clarification) -> Value {
     let mut body = json!({
         "type": "aaep:agent.awaiting.clarification", "urgency": "critical",
         "question": cut(&c.question, 16_384), "reply_token": c.reply_token, "timeout_seconds": timeout,
-        "accepted_response_kinds": c.kinds,
+        "accepted_response_kinds": c.accepted_response_kinds,
         "summary_terse": cut(&format!("Question: {}", c.question), 4096),
         "summary_normal": cut(&format!("The agent asks: {} ({} seconds to answer)", c.question, timeout), 16_384),
     });
@@ -285,10 +285,12 @@ pub fn awaiting_clarification(c: &Clarification) -> Value {
 
 /// `aaep:agent.state.changed` after a clarification was answered or expired.
 pub fn clarification_resolved(c: &Clarification, at: i64) -> Value {
-    let how = match c.status.as_str() {
-        "answered" => "The question was answered; the agent continues.",
-        "cancelled" => "The question was withdrawn.",
-        _ => "No answer before the timeout; the agent continues without one.",
+    let how = match c.status {
+        ClarificationStatus::Answered => "The question was answered; the agent continues.",
+        ClarificationStatus::Cancelled => "The question was withdrawn.",
+        ClarificationStatus::Pending | ClarificationStatus::Expired => {
+            "No answer before the timeout; the agent continues without one."
+        }
     };
     envelope(
         &c.agent,

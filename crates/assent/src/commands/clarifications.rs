@@ -7,6 +7,7 @@ use crate::remote::{connect, print_list};
 use crate::render::time_left_or_status;
 use anyhow::{Result, bail};
 use assent_api::clarify::{AnswerRequest, Clarification, ClarificationStatus};
+use assent_core::stamp::rfc3339;
 use serde_json::Value;
 
 /// `assent answer ID VALUE`: fetches the question, coerces `value` to an accepted kind (see
@@ -73,7 +74,7 @@ pub(crate) async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Resu
 /// question and its context, the accepted kinds and choices, the answer; an empty line after.
 fn block(q: &Clarification) -> String {
     let pending = q.status == ClarificationStatus::Pending;
-    let when = time_left_or_status(pending, &q.expires_at, q.status.as_str());
+    let when = time_left_or_status(pending, &rfc3339(q.expires_at), q.status.as_str());
     let mut out = format!("{}  [{when}]\n", q.id);
     out.push_str(&format!(
         "  agent:    {} (session {})\n",
