@@ -15,7 +15,8 @@ use crate::config::Principal;
 use crate::envelopes::AAEP_VERSION;
 use crate::error::ApiError;
 use crate::extract::{AaepSubscriber, ApiJson, Operator};
-use crate::replies::{Ignored, confirmation_reply, in_time, reply_sender, subscription_request};
+use crate::replies::subscription_request;
+use crate::replies::{Ignored, confirmation_reply, in_time, replied_to, reply_sender};
 use crate::state::{AppState, now_ms};
 use assent_core::ApprovalStatus;
 use assent_store::aaep::Subscription;
@@ -340,16 +341,14 @@ async fn confirmation(
     p: Option<Principal>,
     msg: &Value,
 ) -> Result<&'static str, Ignored> {
-    if !confirmation_reply().is_valid(msg) {
-        return Err("does not match confirmation.reply.schema.json");
-    }
-    let token = msg["reply_token"].as_str().unwrap_or("").to_string();
-    let t2 = token.clone();
-    let a = st
-        .store_call(move |s| s.approval_by_reply_token(&t2))
-        .await
-        .map_err(|_| "store")?
-        .ok_or("unknown reply token")?;
+    let (token, a) = replied_to(
+        st,
+        msg,
+        confirmation_reply(),
+        "does not match confirmation.reply.schema.json",
+        |s, t| s.approval_by_reply_token(t),
+    )
+    .await?;
     let (p, sub) = reply_sender(st, p, msg, true).await?;
     let roles = p.roles().unwrap_or_default().to_vec();
     if a.status != ApprovalStatus::Pending {

@@ -6,7 +6,8 @@
 
 use crate::body::{Body, to_value};
 use crate::error::ApiError;
-use crate::extract::{Caller, ListApprovals, Operator, wait_seconds};
+use crate::extract::Polled;
+use crate::extract::{ListApprovals, Operator};
 use crate::formats::{self, approval};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, approval_key};
@@ -14,7 +15,7 @@ use assent_api::approvals::{ApprovalGroup, ApprovalGroups, ApprovalList};
 use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -164,12 +165,15 @@ fn get_format(q: &HashMap<String, String>) -> Result<&str, ApiError> {
 /// agent gets the same `404` for another agent's approval as for a missing id.
 pub(crate) async fn get_approval(
     State(st): State<AppState>,
-    Caller(p): Caller,
-    Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    read: Polled,
 ) -> Result<Json<Value>, ApiError> {
+    let Polled {
+        principal: p,
+        id,
+        query: q,
+        wait,
+    } = read;
     let format = get_format(&q)?;
-    let wait = wait_seconds(&q)?;
     let is_agent = p.agent_id().is_some();
     let (st, id, p) = (&st, &id, &p);
     let look = || async move {

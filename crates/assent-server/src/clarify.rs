@@ -9,9 +9,10 @@ use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
 use crate::body::{self, Body, to_value};
 use crate::config::Principal;
 use crate::error::ApiError;
-use crate::extract::{AnswerClarifications, ApiJson, AskQuestions, Caller};
-use crate::extract::{ListClarifications, Operator, wait_seconds};
-use crate::replies::{Ignored, clarification_reply, in_time, reply_sender};
+use crate::extract::Polled;
+use crate::extract::{AnswerClarifications, ApiJson, AskQuestions};
+use crate::extract::{ListClarifications, Operator};
+use crate::replies::{Ignored, clarification_reply, in_time, replied_to, reply_sender};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, clarification_key};
 use assent_api::clarify::{AnswerRequest, AskRequest, ClarificationList};
@@ -117,11 +118,13 @@ pub(crate) async fn list(
 /// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator), long-polled.
 pub(crate) async fn read(
     State(st): State<AppState>,
-    Caller(p): Caller,
-    Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    Polled {
+        principal: p,
+        id,
+        wait,
+        ..
+    }: Polled,
 ) -> Result<Json<Value>, ApiError> {
-    let wait = wait_seconds(&q)?;
     let (st, id, p) = (&st, &id, &p);
     let look = || async move {
         let id2 = id.clone();
@@ -210,15 +213,14 @@ pub(crate) async fn reply(
     p: Option<Principal>,
     msg: &Value,
 ) -> Result<&'static str, Ignored> {
-    if !clarification_reply().is_valid(msg) {
-        return Err("does not match clarification.reply.schema.json");
-    }
-    let token = msg["reply_token"].as_str().unwrap_or("").to_string();
-    let c = st
-        .store_call(move |s| s.clarification(&token, true))
-        .await
-        .map_err(|_| "store")?
-        .ok_or("unknown reply token")?;
+    let (_, c) = replied_to(
+        st,
+        msg,
+        clarification_reply(),
+        "does not match clarification.reply.schema.json",
+        |s, t| s.clarification(t, true),
+    )
+    .await?;
     let (p, _sub) = reply_sender(st, p, msg, false).await?;
     if c.status != ClarificationStatus::Pending {
         return Err("already resolved");

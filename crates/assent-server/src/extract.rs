@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use assent_core::json::StrictJsonError;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
@@ -42,6 +42,41 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
         authenticate(&st.principals, &parts.headers).map(|p| Caller(p.clone()))
+    }
+}
+
+/// A read of one item that may long-poll, `GET /v1/…/{id}[?wait=S&…]` by any principal: the
+/// caller ([`Caller`]: `401` first), the path's id, the query, and its `wait` in whole seconds
+/// ([`wait_seconds`]: `400` when not a whole number). A path or query that cannot be read is a
+/// `400` with a JSON body naming it.
+pub struct Polled {
+    /// The authenticated caller.
+    pub principal: Principal,
+    /// The `{id}` path segment, percent-decoded.
+    pub id: String,
+    /// Every query parameter (e.g. `format`).
+    pub query: HashMap<String, String>,
+    /// How long to wait for a change, 0 to [`MAX_WAIT_SECONDS`].
+    pub wait: u64,
+}
+
+impl FromRequestParts<AppState> for Polled {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let Caller(principal) = Caller::from_request_parts(parts, st).await?;
+        let Path(id) = Path::<String>::from_request_parts(parts, st)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("path: {}", e.body_text())))?;
+        let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, st)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("query: {}", e.body_text())))?;
+        let wait = wait_seconds(&query)?;
+        Ok(Polled {
+            principal,
+            id,
+            query,
+            wait,
+        })
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::config::Principal;
 use crate::state::{AppState, now_ms};
 use assent_store::aaep::Subscription;
+use assent_store::{Store, StoreError};
 use serde_json::Value;
 use std::sync::OnceLock;
 
@@ -44,6 +45,34 @@ vendored!(
     clarification_reply,
     "handshake/clarification.reply.schema.json"
 );
+
+/// The first checks of every AAEP reply (§6.3.4 steps 1–2): `msg` must match `schema`, its
+/// vendored reply schema (`Err(mismatch)` otherwise), and its `reply_token` must name what
+/// `find` looks up in the store (`Err("unknown reply token")` when nothing). Returns the token
+/// and what it names; `Err("store")` when the store fails.
+pub(crate) async fn replied_to<T, F>(
+    st: &AppState,
+    msg: &Value,
+    schema: &jsonschema::Validator,
+    mismatch: Ignored,
+    find: F,
+) -> Result<(String, T), Ignored>
+where
+    T: Send + 'static,
+    F: FnOnce(&Store, &str) -> Result<Option<T>, StoreError> + Send + 'static,
+{
+    if !schema.is_valid(msg) {
+        return Err(mismatch);
+    }
+    let token = msg["reply_token"].as_str().unwrap_or("").to_string();
+    let t2 = token.clone();
+    let found = st
+        .store_call(move |s| find(s, &t2))
+        .await
+        .map_err(|_| "store")?
+        .ok_or("unknown reply token")?;
+    Ok((token, found))
+}
 
 /// Checks the sender of a reply: an authenticated operator, on an open subscription of theirs
 /// that can reply (`confirmations`: `supports_confirmation_reply`, else clarifications).

@@ -16,8 +16,9 @@
 use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
 use crate::body::{Body, to_value};
 use crate::error::ApiError;
-use crate::extract::{Caller, ListToolPins, ListToolReviews, Operator};
-use crate::extract::{ReportTools, ReviewTools, wait_seconds};
+use crate::extract::Polled;
+use crate::extract::{ListToolPins, ListToolReviews, Operator};
+use crate::extract::{ReportTools, ReviewTools};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, review_key};
 use assent_api::tools::ToolReviewList;
@@ -96,11 +97,13 @@ pub(crate) async fn list(
 /// `GET /v1/tools/reviews/{id}[?wait=S]` (any principal): one review, long-polled.
 pub(crate) async fn read(
     State(st): State<AppState>,
-    Caller(p): Caller,
-    Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    Polled {
+        principal: p,
+        id,
+        wait,
+        ..
+    }: Polled,
 ) -> Result<Json<Value>, ApiError> {
-    let wait = wait_seconds(&q)?;
     let (st, id) = (&st, &id);
     let look = || async move {
         let id2 = id.clone();
