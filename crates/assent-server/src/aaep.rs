@@ -16,11 +16,11 @@ use crate::envelopes::AAEP_VERSION;
 use crate::error::ApiError;
 use crate::extract::{AaepSubscriber, ApiJson, Operator};
 use crate::replies::subscription_request;
-use crate::replies::{Ignored, confirmation_reply, in_time, replied_to, reply_sender};
+use crate::replies::{Ignored, ReplyTo, in_time, replied_to, reply_sender};
 use crate::state::{AppState, now_ms};
 use assent_core::ApprovalStatus;
 use assent_store::aaep::Subscription;
-use assent_store::{ApprovalRecord, DecideError, DecisionInput};
+use assent_store::{ApprovalRecord, DecideError, DecisionInput, Store};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -341,14 +341,8 @@ async fn confirmation(
     p: Option<Principal>,
     msg: &Value,
 ) -> Result<&'static str, Ignored> {
-    let (token, a) = replied_to(
-        st,
-        msg,
-        confirmation_reply(),
-        "does not match confirmation.reply.schema.json",
-        |s, t| s.approval_by_reply_token(t),
-    )
-    .await?;
+    let find = |s: &Store, t: &str| s.approval_by_reply_token(t);
+    let (token, a) = replied_to(st, msg, ReplyTo::Confirmation, find).await?;
     let (p, sub) = reply_sender(st, p, msg, true).await?;
     let roles = p.roles().unwrap_or_default().to_vec();
     if a.status != ApprovalStatus::Pending {

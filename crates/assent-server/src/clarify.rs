@@ -12,11 +12,12 @@ use crate::error::ApiError;
 use crate::extract::Polled;
 use crate::extract::{AnswerClarifications, ApiJson, AskQuestions};
 use crate::extract::{ListClarifications, Operator};
-use crate::replies::{Ignored, clarification_reply, in_time, replied_to, reply_sender};
+use crate::replies::{Ignored, ReplyTo, in_time, replied_to, reply_sender};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, clarification_key};
 use assent_api::clarify::{AnswerRequest, AskRequest, ClarificationList};
 use assent_core::clarification::{Clarification, ClarificationStatus, RESPONSE_KINDS};
+use assent_store::Store;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -116,16 +117,8 @@ pub(crate) async fn list(
 }
 
 /// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator), long-polled.
-pub(crate) async fn read(
-    State(st): State<AppState>,
-    Polled {
-        principal: p,
-        id,
-        wait,
-        ..
-    }: Polled,
-) -> Result<Json<Value>, ApiError> {
-    let (st, id, p) = (&st, &id, &p);
+pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<Value>, ApiError> {
+    let (st, id, p, wait) = (&st, &r.id, &r.principal, r.wait);
     let look = || async move {
         let id2 = id.clone();
         let (expired, c) = st
@@ -213,14 +206,8 @@ pub(crate) async fn reply(
     p: Option<Principal>,
     msg: &Value,
 ) -> Result<&'static str, Ignored> {
-    let (_, c) = replied_to(
-        st,
-        msg,
-        clarification_reply(),
-        "does not match clarification.reply.schema.json",
-        |s, t| s.clarification(t, true),
-    )
-    .await?;
+    let find = |s: &Store, t: &str| s.clarification(t, true);
+    let (_, c) = replied_to(st, msg, ReplyTo::Clarification, find).await?;
     let (p, _sub) = reply_sender(st, p, msg, false).await?;
     if c.status != ClarificationStatus::Pending {
         return Err("already resolved");

@@ -46,21 +46,45 @@ vendored!(
     "handshake/clarification.reply.schema.json"
 );
 
-/// The first checks of every AAEP reply (§6.3.4 steps 1–2): `msg` must match `schema`, its
-/// vendored reply schema (`Err(mismatch)` otherwise), and its `reply_token` must name what
-/// `find` looks up in the store (`Err("unknown reply token")` when nothing). Returns the token
-/// and what it names; `Err("store")` when the store fails.
+/// Which AAEP reply a message is: what it answers decides its schema.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ReplyTo {
+    /// A `confirmation.reply` (§6.3).
+    Confirmation,
+    /// A `clarification.reply` (§6.5).
+    Clarification,
+}
+
+impl ReplyTo {
+    fn schema(self) -> (&'static jsonschema::Validator, Ignored) {
+        match self {
+            Self::Confirmation => (
+                confirmation_reply(),
+                "does not match confirmation.reply.schema.json",
+            ),
+            Self::Clarification => (
+                clarification_reply(),
+                "does not match clarification.reply.schema.json",
+            ),
+        }
+    }
+}
+
+/// The first checks of every AAEP reply (§6.3.4 steps 1–2): `msg` must match the vendored
+/// schema of its kind (`Err("does not match ….schema.json")` otherwise), and its
+/// `reply_token` must name what `find` looks up in the store (`Err("unknown reply token")`
+/// when nothing). Returns the token and what it names; `Err("store")` when the store fails.
 pub(crate) async fn replied_to<T, F>(
     st: &AppState,
     msg: &Value,
-    schema: &jsonschema::Validator,
-    mismatch: Ignored,
+    kind: ReplyTo,
     find: F,
 ) -> Result<(String, T), Ignored>
 where
     T: Send + 'static,
     F: FnOnce(&Store, &str) -> Result<Option<T>, StoreError> + Send + 'static,
 {
+    let (schema, mismatch) = kind.schema();
     if !schema.is_valid(msg) {
         return Err(mismatch);
     }

@@ -95,16 +95,8 @@ pub(crate) async fn list(
 }
 
 /// `GET /v1/tools/reviews/{id}[?wait=S]` (any principal): one review, long-polled.
-pub(crate) async fn read(
-    State(st): State<AppState>,
-    Polled {
-        principal: p,
-        id,
-        wait,
-        ..
-    }: Polled,
-) -> Result<Json<Value>, ApiError> {
-    let (st, id) = (&st, &id);
+pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<Value>, ApiError> {
+    let (st, id, p, wait) = (&st, &r.id, &r.principal, r.wait);
     let look = || async move {
         let id2 = id.clone();
         let r = st
