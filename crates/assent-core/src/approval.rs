@@ -229,6 +229,52 @@ pub fn may_decide(approvers: &[String], roles: &[String]) -> bool {
     approvers.is_empty() || approvers.iter().any(|a| roles.contains(a))
 }
 
+/// Who withdraws a request (an approval, a session's pending requests, a plan): the agent
+/// itself, which may withdraw only its own, or an operator, who may withdraw only what their
+/// roles let them decide ([`may_decide`]: cancelling is a way of saying no).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Canceller<'a> {
+    /// The agent that asked, through its own key.
+    Agent {
+        /// The principal's name (recorded as the actor).
+        name: &'a str,
+        /// The agent id the key is bound to.
+        agent: &'a str,
+    },
+    /// An operator.
+    Operator {
+        /// The principal's name (recorded as the actor).
+        name: &'a str,
+        /// Their roles.
+        roles: &'a [String],
+    },
+}
+
+impl<'a> Canceller<'a> {
+    /// The principal's name, recorded as the actor.
+    pub fn name(&self) -> &'a str {
+        match self {
+            Self::Agent { name, .. } | Self::Operator { name, .. } => name,
+        }
+    }
+
+    /// The agent, when the agent itself cancels (what it may touch is limited to its own).
+    pub fn agent(&self) -> Option<&'a str> {
+        match self {
+            Self::Agent { agent, .. } => Some(agent),
+            Self::Operator { .. } => None,
+        }
+    }
+
+    /// The operator's roles (`None` for the agent itself).
+    pub fn roles(&self) -> Option<&'a [String]> {
+        match self {
+            Self::Operator { roles, .. } => Some(roles),
+            Self::Agent { .. } => None,
+        }
+    }
+}
+
 /// Events that move an approval out of `pending`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {

@@ -3,6 +3,7 @@
 
 use crate::config::{Principal, PrincipalKind};
 use crate::error::ApiError;
+use assent_core::approval::Canceller;
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -63,6 +64,19 @@ impl Principal {
         match &self.kind {
             PrincipalKind::Operator { roles } => Some(roles),
             PrincipalKind::Agent { .. } => None,
+        }
+    }
+    /// This principal withdrawing a request: the agent itself, or an operator with their roles.
+    pub fn canceller(&self) -> Canceller<'_> {
+        match &self.kind {
+            PrincipalKind::Agent { agent_id } => Canceller::Agent {
+                name: &self.name,
+                agent: agent_id,
+            },
+            PrincipalKind::Operator { roles } => Canceller::Operator {
+                name: &self.name,
+                roles,
+            },
         }
     }
 }

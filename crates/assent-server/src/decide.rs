@@ -9,14 +9,12 @@ use crate::body::Body;
 use crate::calls::{check_name, check_reason};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::extract::{Agent, Caller, DecideApprovals, Operator, OptionalJson, RelayUserDecision};
+use crate::extract::{Agent, Cancelling, DecideApprovals, Operator, RelayUserDecision};
 use crate::formats::approval;
 use crate::state::{AppState, now_ms};
 use crate::waiters::clarification_key;
 use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
-use assent_api::approvals::{
-    CancelRequest, DecisionRequest, SessionCancelled, UserDecisionRequest,
-};
+use assent_api::approvals::{DecisionRequest, SessionCancelled, UserDecisionRequest};
 use assent_core::approval::{DecisionKind, GrantScope};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput};
 use axum::extract::{Path, State};
@@ -258,11 +256,9 @@ pub(crate) async fn user_decision(
 /// approval (`{"reason"?}`).
 pub(crate) async fn cancel_approval(
     State(st): State<AppState>,
-    Caller(p): Caller,
-    Path(id): Path<String>,
-    OptionalJson(b): OptionalJson<CancelRequest>,
+    c: Cancelling,
 ) -> Result<Body<Approval>, ApiError> {
-    check_reason(&b.reason)?;
+    let (p, id, reason) = (c.principal, c.id, c.reason);
     let name = p.name.clone();
     let res = st
         .store_call(move |s| {
@@ -270,7 +266,7 @@ pub(crate) async fn cancel_approval(
             s.expire_due(now)?;
             match s.get_approval(&id)? {
                 Some(r) if p.sees(&r.agent) => {
-                    Ok(s.cancel_as(&id, b.reason.as_deref(), &p.name, p.roles(), now))
+                    Ok(s.cancel_as(&id, &p.canceller(), reason.as_deref(), now))
                 }
                 _ => Ok(Err(DecideError::NotFound)),
             }
@@ -292,25 +288,13 @@ pub(crate) async fn cancel_approval(
 /// "refused": [ids], "clarifications": [ids]}`.
 pub(crate) async fn cancel_session(
     State(st): State<AppState>,
-    Caller(p): Caller,
-    Path(session): Path<String>,
-    OptionalJson(b): OptionalJson<CancelRequest>,
+    c: Cancelling,
 ) -> Result<Body<SessionCancelled>, ApiError> {
-    check_reason(&b.reason)?;
+    let (p, session, reason) = (c.principal, c.id, c.reason);
     check_name("session_id", &session)?;
-    let agent = p.agent_id().map(str::to_string);
     let s2 = session.clone();
     let out = st
-        .store_call(move |s| {
-            s.cancel_session(
-                &s2,
-                agent.as_deref(),
-                b.reason.as_deref(),
-                &p.name,
-                p.roles(),
-                now_ms(),
-            )
-        })
+        .store_call(move |s| s.cancel_session(&s2, &p.canceller(), reason.as_deref(), now_ms()))
         .await?;
     let cancelled: Vec<String> = out.cancelled.iter().map(|a| a.id.clone()).collect();
     st.settled(&cancelled);

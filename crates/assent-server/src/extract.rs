@@ -7,9 +7,11 @@
 //! and the `?wait=` query of a long poll. It mounts no route and imports no handler module.
 
 use crate::auth::authenticate;
+use crate::calls::check_reason;
 use crate::config::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use assent_api::approvals::CancelRequest;
 use assent_core::json::StrictJsonError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
@@ -76,6 +78,37 @@ impl FromRequestParts<AppState> for Polled {
             id,
             query,
             wait,
+        })
+    }
+}
+
+/// A request to withdraw something, `POST /v1/{approvals|sessions|plans}/{id}/cancel` by any
+/// principal: the caller ([`Caller`]: `401` first), the path's id, and the optional body
+/// `{"reason"?}` (strict JSON, [`OptionalJson`]; a reason over 4096 bytes is `400`).
+pub struct Cancelling {
+    /// The authenticated caller.
+    pub principal: Principal,
+    /// The `{id}` path segment, percent-decoded.
+    pub id: String,
+    /// Why, if given.
+    pub reason: Option<String>,
+}
+
+impl FromRequest<AppState> for Cancelling {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, st: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let Caller(principal) = Caller::from_request_parts(&mut parts, st).await?;
+        let Path(id) = Path::<String>::from_request_parts(&mut parts, st)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("path: {}", e.body_text())))?;
+        let req = Request::from_parts(parts, body);
+        let OptionalJson(CancelRequest { reason }) = OptionalJson::from_request(req, st).await?;
+        check_reason(&reason)?;
+        Ok(Cancelling {
+            principal,
+            id,
+            reason,
         })
     }
 }

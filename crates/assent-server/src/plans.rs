@@ -22,10 +22,9 @@ use crate::calls::{Canonical, check_trace_id, is_uuid_v4};
 use crate::config::Principal;
 use crate::decide::decide_error;
 use crate::error::ApiError;
-use crate::extract::{AgentItself, Caller, OptionalJson};
+use crate::extract::{AgentItself, Caller, Cancelling};
 use crate::gate::{Submission, gate};
 use crate::state::{AppState, now_ms};
-use assent_api::approvals::CancelRequest;
 use assent_api::plans::{ConfirmRequest, CreatePlanRequest, PipelineEvents};
 use assent_api::plans::{SubmitPlanRequest, UpdatePlanRequest};
 use assent_store::plans::{PlanError, PlanRecord};
@@ -243,23 +242,14 @@ pub(crate) async fn submit(
 /// audited `decision.refused`, and the plan stays `proposed`.
 pub(crate) async fn cancel(
     State(st): State<AppState>,
-    Caller(p): Caller,
-    Path(id): Path<String>,
-    OptionalJson(CancelRequest { reason }): OptionalJson<CancelRequest>,
+    c: Cancelling,
 ) -> Result<Json<Value>, ApiError> {
+    let (p, id, reason) = (c.principal, c.id, c.reason);
     let pl = load(&st, &p, &id).await?;
-    let agent = p.agent_id().map(str::to_string);
     let name = p.name.clone();
     let pl = st
         .store_task(move |s| {
-            s.cancel_plan(
-                &pl.plan_id,
-                agent.as_deref(),
-                reason.as_deref(),
-                &p.name,
-                p.roles(),
-                now_ms(),
-            )
+            s.cancel_plan(&pl.plan_id, &p.canceller(), reason.as_deref(), now_ms())
         })
         .await?
         .map_err(|e| match e {

@@ -13,7 +13,7 @@ use crate::record::{ApprovalRecord, EditedCall, read_approval};
 use crate::store::Store;
 use crate::stored;
 use crate::tokens::{self, NewGrant};
-use assent_core::approval::{self, ApprovalStatus, DecisionKind, Event, GrantScope};
+use assent_core::approval::{self, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope};
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::grant;
 use rusqlite::{Transaction, TransactionBehavior, params};
@@ -103,17 +103,18 @@ impl Store {
         self.apply(id, Event::Cancel, None, reason, actor, None, now)
     }
 
-    /// [`Store::cancel`] by an operator holding `roles` (`None`: the agent itself). Cancelling
+    /// [`Store::cancel`] by `who` (an operator, or the agent itself: the caller has checked
+    /// the approval is its own). Cancelling
     /// is a way of saying no, so an operator may cancel only an approval they could decide
     /// ([`approval::may_decide`]); otherwise `NotApprover`, audited `decision.refused`.
     pub fn cancel_as(
         &self,
         id: &str,
+        who: &Canceller<'_>,
         reason: Option<&str>,
-        actor: &str,
-        roles: Option<&[String]>,
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
+        let (actor, roles) = (who.name(), who.roles());
         self.apply(id, Event::Cancel, None, reason, actor, roles, now)
     }
 
@@ -211,25 +212,23 @@ impl Store {
 
     /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
     /// is cancelled and recorded, [`Store::cancel_as`]), any other plan not yet finished
-    /// directly. `agent`: the agent itself (`None`: an operator); `roles`: the operator's roles
-    /// (`None`: the agent). Cancelling is saying no, so an operator without the Confirm's
+    /// directly, by `who` (the agent itself: only its own plans). Cancelling is saying no, so an operator without the Confirm's
     /// approver roles is refused (`PlanError::Decide(NotApprover)`, audited
     /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm.
     pub fn cancel_plan(
         &self,
         id: &str,
-        agent: Option<&str>,
+        who: &Canceller<'_>,
         reason: Option<&str>,
-        actor: &str,
-        roles: Option<&[String]>,
         now: i64,
     ) -> Result<plans::PlanRecord, plans::PlanError> {
+        let (agent, actor) = (who.agent(), who.name());
         let p = self
             .plan(id)?
             .filter(|p| agent.is_none_or(|a| a == p.agent))
             .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
         if let (true, Some(c)) = (p.status == "proposed", &p.confirm_id) {
-            match self.cancel_as(c, reason, actor, roles, now) {
+            match self.cancel_as(c, who, reason, now) {
                 Ok(_) | Err(DecideError::AlreadyDecided(_)) => {}
                 Err(DecideError::Store(e)) => return Err(e.into()),
                 Err(e) => return Err(plans::PlanError::Decide(e)),

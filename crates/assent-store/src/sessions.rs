@@ -8,6 +8,7 @@ use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
 use crate::sql;
 use crate::store::Store;
+use assent_core::approval::Canceller;
 use rusqlite::{Connection, params};
 use serde_json::json;
 
@@ -25,8 +26,8 @@ pub struct SessionCancelled {
 }
 
 impl Store {
-    /// Cancels session `session_id` (of `agent` only, when given; an operator's `roles`
-    /// limit the approvals to those they could decide, `None` for the agent itself):
+    /// Cancels session `session_id` for `who` (the agent itself: only its own requests; an
+    /// operator: only the approvals their roles let them decide):
     /// pending approvals (each audited `approval.cancelled`), pending clarifications
     /// (`clarification.cancelled`, an `agent.state.changed` for each), and, for every agent of
     /// the session with nothing left pending, `aaep:agent.session.cancelled` the first time
@@ -34,12 +35,11 @@ impl Store {
     pub fn cancel_session(
         &self,
         session_id: &str,
-        agent: Option<&str>,
+        who: &Canceller<'_>,
         reason: Option<&str>,
-        actor: &str,
-        roles: Option<&[String]>,
         now: i64,
     ) -> Result<SessionCancelled, StoreError> {
+        let (agent, actor) = (who.agent(), who.name());
         let ids: Vec<String> = sql::column(
             &self.lock(),
             "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
@@ -47,7 +47,7 @@ impl Store {
         )?;
         let mut out = SessionCancelled::default();
         for id in ids {
-            match self.cancel_as(&id, reason, actor, roles, now) {
+            match self.cancel_as(&id, who, reason, now) {
                 Ok(r) => out.cancelled.push(r),
                 Err(DecideError::NotApprover(_) | DecideError::Damaged(_)) => out.refused.push(id),
                 Err(DecideError::Store(e)) => return Err(e),

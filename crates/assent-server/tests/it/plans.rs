@@ -3,8 +3,8 @@
 //! Every plan, Confirm and pipeline_stage event is validated against the MPLP schemas.
 
 use crate::kit::{
-    AGENTS, BOT, GOV_RULES, Gw, OP, assert_answer, assert_error, assert_says, audit_count, pluck,
-    policy, serve, serve_policy,
+    AGENTS, BOT, GOV_RULES, Gw, OP, assert_answer, assert_error, assert_says, audit_count, gov,
+    pluck, policy, serve, serve_policy,
 };
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
@@ -308,6 +308,30 @@ async fn an_operator_cannot_say_no_to_a_plan_by_cancelling_it_without_its_approv
     assert_eq!(s, StatusCode::OK, "{p}");
     assert_eq!(plan_now(&gw, &pid).await["status"], "cancelled");
     assert_eq!(mplp(&gw, &pc).await["status"], "cancelled");
+    gw.stop().await;
+}
+
+/// Attack: an oversized field. Every cancel route bounds its `reason` at 4096 bytes (it is
+/// stored, audited and sent to subscribers); the plan's cancel route did not, so a megabyte
+/// reason was written into the plan's events and the audit chain. Now it is a `400` that
+/// names the limit and the plan stays as it was; a reason of 4096 bytes still cancels.
+#[tokio::test]
+async fn a_plan_cancel_with_a_reason_over_4096_bytes_is_refused_and_changes_nothing() {
+    let gw = serve_policy(AGENTS, &gov()).await;
+    let pid = uuid();
+    gw.create_plan(plan(&pid, &[(&uuid(), "Do it")])).await;
+    let path = format!("/v1/plans/{pid}/cancel");
+    let (s, e) = gw
+        .post(&path, BOT, json!({"reason": "x".repeat(4097)}))
+        .await;
+    assert_error(s, &e, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&e, "message", "4096 bytes");
+    assert_eq!(plan_now(&gw, &pid).await["status"], "draft");
+    let (s, p) = gw
+        .post(&path, BOT, json!({"reason": "y".repeat(4096)}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!(plan_now(&gw, &pid).await["status"], "cancelled");
     gw.stop().await;
 }
 
