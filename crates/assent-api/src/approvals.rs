@@ -299,26 +299,35 @@ impl DecisionRequest {
 }
 
 /// `POST /v1/approvals/decisions` (operator): the same decision on 1 to 500 approvals, each
-/// decided on its own (no edit).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// decided on its own. On the wire one flat object: `ids` beside the fields of a
+/// [`DecisionRequest`], which may not carry `arguments` (a batch edits nothing; decide one
+/// approval to edit it). Reading refuses unknown keys and `arguments`, naming them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchDecisionRequest {
     /// The approvals, 1 to 500 ids.
     pub ids: Vec<String>,
-    /// Approve or deny.
-    pub decision: DecisionKind,
-    /// Why (at most 4096 bytes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// As in [`DecisionRequest::scope`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
-    /// As in [`DecisionRequest::whole_tool`].
-    #[serde(default)]
-    pub whole_tool: bool,
-    /// As in [`DecisionRequest::confirm_workspace`].
-    #[serde(default)]
-    pub confirm_workspace: bool,
+    /// The decision each gets (`arguments` always `None`).
+    #[serde(flatten)]
+    pub decision: DecisionRequest,
+}
+
+impl<'de> Deserialize<'de> for BatchDecisionRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut body = serde_json::Map::<String, Value>::deserialize(d)?;
+        let ids = body
+            .remove("ids")
+            .ok_or_else(|| D::Error::missing_field("ids"))?;
+        let ids = Vec::<String>::deserialize(ids).map_err(D::Error::custom)?;
+        if body.contains_key("arguments") {
+            return Err(D::Error::custom(
+                "`arguments`: a batch cannot edit arguments (decide one approval to edit it)",
+            ));
+        }
+        let decision =
+            DecisionRequest::deserialize(Value::Object(body)).map_err(D::Error::custom)?;
+        Ok(Self { ids, decision })
+    }
 }
 
 /// The answer to a batch (HTTP 200 even when some failed): one result per id, in order.

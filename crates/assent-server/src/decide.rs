@@ -149,15 +149,7 @@ pub(crate) async fn decide_batch(
     if b.ids.is_empty() || b.ids.len() > 500 {
         return Err(ApiError::bad_request("ids must list 1 to 500 approval ids"));
     }
-    let body = DecisionRequest {
-        decision: b.decision,
-        reason: b.reason,
-        scope: b.scope,
-        whole_tool: b.whole_tool,
-        confirm_workspace: b.confirm_workspace,
-        arguments: None,
-    };
-    let input = decision_input(&st, None, body, op.roles()).await?;
+    let input = decision_input(&st, None, b.decision, op.roles()).await?;
     let (ids, name, roles) = (b.ids.clone(), op.name().to_string(), op.roles().to_vec());
     let results = st
         .store_call(move |s| {

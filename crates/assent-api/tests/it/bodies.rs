@@ -267,8 +267,26 @@ fn decisions_cancellations_and_their_answers_write_back_what_they_read() {
     assert!(
         serde_json::from_value::<DecisionRequest>(json!({"decision": "deny", "x": 1})).is_err()
     );
-    round_trip::<BatchDecisionRequest>(&json!({"ids": ["a1", "a2"], "decision": "approve",
-        "scope": "session", "whole_tool": false, "confirm_workspace": true}));
+    let b: BatchDecisionRequest = round_trip(&json!({"ids": ["a1", "a2"],
+        "decision": "approve", "scope": "session", "whole_tool": false,
+        "confirm_workspace": true}));
+    assert_eq!((b.ids.len(), b.decision.arguments), (2, None));
+    // A batch is as strict as one decision: no unknown key, no edit, ids required.
+    for (body, says) in [
+        (
+            json!({"ids": ["a1"], "decision": "deny", "x": 1}),
+            "unknown field `x`",
+        ),
+        (
+            json!({"ids": ["a1"], "decision": "approve", "arguments": {}}),
+            "cannot edit",
+        ),
+        (json!({"decision": "deny"}), "missing field `ids`"),
+        (json!({"ids": [1], "decision": "deny"}), "expected a string"),
+    ] {
+        let e = serde_json::from_value::<BatchDecisionRequest>(body).unwrap_err();
+        assert!(e.to_string().contains(says), "{e}");
+    }
     round_trip::<BatchDecisionResponse>(&json!({"results": [
         {"id": "a1", "ok": true, "approval": pending_approval()},
         {"id": "a2", "ok": false, "code": "ALREADY_DECIDED", "message": "already rejected"}]}));

@@ -89,11 +89,10 @@ async fn batches_cancellations_and_the_users_decision() {
         .unwrap();
     let batch = BatchDecisionRequest {
         ids: vec![a1.clone(), a2.clone()],
-        decision: DecisionKind::Approve,
-        reason: Some("batch".into()),
-        scope: None,
-        whole_tool: false,
-        confirm_workspace: false,
+        decision: DecisionRequest {
+            reason: Some("batch".into()),
+            ..DecisionRequest::new(DecisionKind::Approve)
+        },
     };
     let body = serde_json::to_value(&batch).unwrap();
     let a3 = hold_pay(&bot, 103).await;

@@ -58,11 +58,7 @@ async fn decide(r: &Remote, ids: &[String], req: DecisionRequest) -> Result<i32>
     }
     let batch = BatchDecisionRequest {
         ids: ids.to_vec(),
-        decision: req.decision,
-        reason: req.reason,
-        scope: req.scope,
-        whole_tool: req.whole_tool,
-        confirm_workspace: req.confirm_workspace,
+        decision: req,
     };
     let mut failed = 0;
     for r in c.decide_batch(&batch).await?.results {

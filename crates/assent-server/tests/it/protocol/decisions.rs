@@ -185,6 +185,16 @@ async fn similar_approvals_are_grouped_and_decided_together_each_with_its_own_to
             .collect::<Vec<_>>(),
         [("send", 3), ("deploy", 1)]
     );
+    // A batch edits nothing: arguments are refused before anything is decided.
+    let (s, b) = gw
+        .post(
+            "/v1/approvals/decisions",
+            OP,
+            json!({"ids": ids, "decision": "approve", "arguments": {"to": "mallory"}}),
+        )
+        .await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "cannot edit arguments");
     let mut body_ids = ids.clone();
     body_ids.push("no-such-id".into());
     let (s, b) = gw
