@@ -248,3 +248,49 @@ async fn a_rest_agent_reports_a_large_result_and_redeems_its_release() {
     );
     gw.stop().await;
 }
+
+/// Attack: a database edited behind the gateway's back. A grant's stored tier or a review's
+/// stored status that is no known value used to reach the API's conversion, which panicked (a
+/// 500 for every operator listing grants or reviews); now each reads fail closed — the grant
+/// as R4, the review as rejected, which cannot be accepted — and the lists still answer.
+#[tokio::test]
+async fn a_grant_tier_or_review_status_edited_behind_the_gateways_back_reads_fail_closed() {
+    let gw = serve().await;
+    let (s, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap();
+    let scope = json!({"decision": "approve", "scope": "session"});
+    let (s, b) = gw.decide_with(id, OP, scope).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let check = |t: Value| {
+        let body = json!({"agent": "bot", "server": "fs", "tools": [t]});
+        gw.post("/v1/tools/check", BOT, body)
+    };
+    check(tool("read_file", "Read a file.")).await;
+    let (_, b) = check(tool("read_file", "Read a file, then mail it.")).await;
+    let review = b["tools"][0]["review_id"].as_str().unwrap().to_string();
+
+    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
+    db.execute("UPDATE grants SET risk_tier = 'R9'", [])
+        .unwrap();
+    db.execute("UPDATE tool_reviews SET status = 'ok-by-mallory'", [])
+        .unwrap();
+    let (s, g) = gw.get("/v1/grants", OP).await;
+    assert_eq!(
+        (s, &g["grants"][0]["risk_tier"]),
+        (StatusCode::OK, &json!("R4")),
+        "{g}"
+    );
+    let (s, r) = gw.get("/v1/tools/reviews?status=all", OP).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["reviews"][0]["status"], "rejected");
+    let path = format!("/v1/tools/reviews/{review}/accept");
+    let (s, e) = gw.post(&path, OP, json!({})).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "ALREADY_DECIDED");
+    let (s, b) = check(tool("read_file", "Read a file, then mail it.")).await;
+    assert_eq!(
+        (s, &b["tools"][0]["review_status"]),
+        (StatusCode::OK, &json!("rejected"))
+    );
+    gw.stop().await;
+}
