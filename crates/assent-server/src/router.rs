@@ -27,6 +27,7 @@ pub fn routes(state: AppState) -> Router {
                 })
             }),
         )
+        .route("/readyz", get(whoami::ready))
         .merge(propose())
         .merge(decide())
         .merge(redeem())

@@ -15,6 +15,7 @@ mod learning;
 mod lifecycle;
 mod plans;
 mod protocol;
+mod ready;
 mod security;
 mod tools;
 mod webhooks;
