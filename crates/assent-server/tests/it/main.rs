@@ -13,6 +13,7 @@ mod delegation;
 mod durability;
 mod learning;
 mod lifecycle;
+mod nul;
 mod plans;
 mod protocol;
 mod ready;
