@@ -196,11 +196,17 @@ fn unverified(what: &str, rep: &Report) -> Option<StoreError> {
 /// only then moved to `out` — never over an existing file unless `force` (the placing is a
 /// hard link, which fails on an existing name, or with `force` a rename).
 ///
-/// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory; no
-/// database in `data_dir`; the copy does not verify; I/O and SQLite errors.
+/// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory, or
+/// its directory does not exist; no database in `data_dir`; the copy does not verify; I/O and SQLite errors.
 pub fn backup(data_dir: &Path, out: &Path, force: bool) -> Result<Copied, StoreError> {
     if out.is_dir() {
         return Err(refuse(format!("{} is a directory", out.display())));
+    }
+    if !parent_of(out).is_dir() {
+        return Err(refuse(format!(
+            "{}: no such directory",
+            parent_of(out).display()
+        )));
     }
     if out.exists() && !force {
         return Err(refuse(format!(

@@ -354,6 +354,11 @@ fn backup_never_writes_over_an_existing_file_without_force() {
     );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious");
     refused(&backup(&cfg, dir.path(), &[]), "is a directory");
+    refused(
+        &backup(&cfg, &dir.path().join("no/such/dir/b.db"), &[]),
+        "no such directory",
+    );
+    assert!(!dir.path().join("no").exists());
     ok(&backup(&cfg, &out, &["--force"]));
     assert_eq!(sqlite(&out, "SELECT count(*) FROM approvals"), "1");
     // Nothing is left in the directory but the file itself.
@@ -419,4 +424,43 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
         std::fs::copy(a.dir.path().join("data").join(k), data_b.join(k)).unwrap();
     }
     ok(&audit_verify(&data_b, &[]));
+}
+
+#[test]
+fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
+    let Served {
+        dir,
+        cfg,
+        server: mut s,
+        ..
+    } = served(SIGNING);
+    let data = dir.path().join("data");
+    propose(&s.url, 5000);
+    let out = dir.path().join("b.db");
+    ok(&backup(&cfg, &out, &[]));
+    // After the backup: an approval decided, then SIGKILL (no checkpoint of the log).
+    let late = propose(&s.url, 6000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&s.url, &["approve", &late]));
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    ok(&restore(&data, &out, &[]));
+    assert_eq!(count(&data.join("assent.db"), "approvals"), 1);
+    // The replaced database kept is whole: the decision the log held is in it.
+    let aside = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("before-restore"))
+        .unwrap();
+    assert!(!data.join("assent.db-wal").exists());
+    assert_eq!(
+        sqlite(
+            &aside,
+            &format!("SELECT status FROM approvals WHERE id = '{late}'")
+        ),
+        "approved"
+    );
+    ok(&audit_verify(&data, &[]));
 }
