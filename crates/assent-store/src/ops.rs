@@ -359,6 +359,26 @@ fn verify_staged(
     Ok((rep, other))
 }
 
+/// Refuses (unless `force`) a staged copy holding approval tokens that are neither redeemed
+/// nor expired: any of them redeemed after the backup was taken is unredeemed again in the
+/// copy, so it could be redeemed a second time (a replay) until it expires.
+fn check_outstanding_tokens(staged: &Path, what: &str, force: bool) -> Result<(), StoreError> {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let (n, until): (i64, Option<i64>) = conn.query_row(
+        "SELECT count(*), max(expires_at) FROM tokens WHERE used_at IS NULL AND expires_at > ?1",
+        [now as i64],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if n == 0 || force {
+        return Ok(());
+    }
+    Err(refuse(format!(
+        "{what} holds {n} approval token(s) neither redeemed nor expired (until {}): one redeemed after the backup was taken could be redeemed again. Restore after that time, or --force and then replace token.key (every outstanding token is refused)",
+        crate::rfc3339(until.unwrap_or(0))
+    )))
+}
+
 /// The name the replaced database is kept under: `assent.db.before-restore-<UTC time>`.
 fn aside_name(data_dir: &Path) -> PathBuf {
     let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
@@ -387,7 +407,8 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// check, assent's tables, a schema not newer than [`SCHEMA_VERSION`] (an older one is
 /// migrated when the gateway starts), and the offline verification (chain, checkpoints, state
 /// tables) with the audit key of `data_dir`: checkpoints signed by another audit key are
-/// refused unless `force`. Then the live database is taken exclusively (refused while a
+/// refused unless `force`, and so are approval tokens neither redeemed nor expired (one
+/// redeemed after the backup would be redeemable again). Then the live database is taken exclusively (refused while a
 /// gateway or another program has it open), its write-ahead log folded in, kept as
 /// `assent.db.before-restore-<time>`, and the copy renamed over `assent.db` (atomic: the name
 /// always holds a whole database). A `data_dir` without a database gets the copy.
@@ -408,6 +429,7 @@ pub fn restore(data_dir: &Path, input: &Path, force: bool) -> Result<Copied, Sto
     check_assent_db(&staging.db(), version, &what)?;
     let key = audit_public_key(data_dir)?;
     let (rep, other_key) = verify_staged(&staging, key, data_dir, &what, force)?;
+    check_outstanding_tokens(&staging.db(), &what, force)?;
     let live = data_dir.join(DB_FILE);
     let wal = data_dir.join(format!("{DB_FILE}-wal"));
     let (lock, set_aside) = if live.exists() {

@@ -191,10 +191,28 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
     stop(s);
     let live_approvals = count(&data.join("assent.db"), "approvals");
 
-    let text = ok(&restore(&data, &json_out, &[]));
+    // The backup holds tokens minted and not yet redeemed: one redeemed since could be
+    // redeemed again, so a restore waits for them to expire unless forced.
+    refused(
+        &restore(&data, &json_out, &[]),
+        "neither redeemed nor expired",
+    );
+    assert!(!std::fs::read_dir(&data).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("before-restore")
+    }));
+    let out = restore(&data, &json_out, &["--force"]);
+    let text = ok(&out);
     assert!(
         text.contains("restored") && text.contains("kept as"),
         "{text}"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let aside: Vec<_> = std::fs::read_dir(&data)
         .unwrap()
@@ -334,7 +352,8 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
             .any(|n| n.contains("before-restore") || n.starts_with(".assent-")),
         "{names:?}"
     );
-    ok(&restore(&data, &good, &[]));
+    refused(&restore(&data, &good, &[]), "neither redeemed nor expired");
+    ok(&restore(&data, &good, &["--force"]));
 }
 
 #[test]
@@ -463,4 +482,52 @@ fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
         "approved"
     );
     ok(&audit_verify(&data, &[]));
+}
+
+#[test]
+fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore() {
+    let Served {
+        dir,
+        cfg,
+        port,
+        server: s,
+    } = served("");
+    let data = dir.path().join("data");
+    let args = json!({"amount": 5000, "currency": "EUR", "recipient": "ext-1"});
+    let id = propose(&s.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&s.url, &["approve", &id]));
+    let http = reqwest::blocking::Client::new();
+    let v: Value = http
+        .get(format!("{}/v1/approvals/{id}", s.url))
+        .bearer_auth(BOT_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let redeem = |url: &str| {
+        http.post(format!("{url}/v1/tokens/redeem"))
+            .bearer_auth(BOT_KEY)
+            .json(&json!({"token": v["token"], "tool": "transfer_funds", "arguments": args}))
+            .send()
+            .unwrap()
+            .status()
+    };
+    let out = dir.path().join("b.db");
+    ok(&backup(&cfg, &out, &[]));
+    // Redeemed after the backup: in the backup the token is still unredeemed.
+    assert!(redeem(&s.url).is_success());
+    stop(s);
+    refused(
+        &restore(&data, &out, &[]),
+        "1 approval token(s) neither redeemed nor expired",
+    );
+    // Forced, with a new token key as the refusal says: the replayed token is refused.
+    ok(&restore(&data, &out, &["--force"]));
+    std::fs::remove_file(data.join("token.key")).unwrap();
+    let s = serve(&cfg, port);
+    assert_eq!(redeem(&s.url), reqwest::StatusCode::UNAUTHORIZED);
+    stop(s);
 }
