@@ -1,11 +1,16 @@
 //! A call as the server reads it from a request, before it is gated: its canonical form and
 //! `call_hash` (`Canonical`, built in one place for proposals, delegations, held results,
 //! plans, Confirms, edits and redemptions), the input checks every submission shares
-//! (identifier and reason sizes, MPLP UUIDs) and the real-path resolver of scope checks.
-//! Kit: imports only the error type; it neither gates nor stores.
+//! (identifier and reason sizes, MPLP UUIDs, no U+0000 in anything stored as text)
+//! and the real-path resolver of scope checks. Kit: imports only the error type; it neither
+//! gates nor stores.
 
 use crate::error::ApiError;
 use assent_core::{CanonicalCall, CanonicalError, ToolCall};
+use axum::extract::Request;
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 /// Longest identifier accepted (`session_id`, `tool`, `server`, `run_id`, `device_id`,
@@ -105,7 +110,7 @@ pub(crate) fn check_id(what: &str, v: &Option<String>) -> Result<(), ApiError> {
     }
 }
 
-/// `400` unless `v` is 1 to [`MAX_ID_BYTES`] bytes long.
+/// `400` unless `v` is 1 to [`MAX_ID_BYTES`] bytes long and holds no U+0000.
 pub(crate) fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
     if v.is_empty() || v.len() > MAX_ID_BYTES {
         return Err(ApiError::bad_request(format!(
@@ -113,16 +118,150 @@ pub(crate) fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
             v.len()
         )));
     }
-    Ok(())
+    check_text(what, v)
 }
 
-/// `400` when `reason` is over [`MAX_REASON_BYTES`].
+/// `400` when `reason` is over [`MAX_REASON_BYTES`] or holds U+0000.
 pub(crate) fn check_reason(reason: &Option<String>) -> Result<(), ApiError> {
     match reason {
         Some(r) if r.len() > MAX_REASON_BYTES => Err(ApiError::bad_request(format!(
             "reason must be at most {MAX_REASON_BYTES} bytes (got {})",
             r.len()
         ))),
-        _ => Ok(()),
+        Some(r) => check_text("reason", r),
+        None => Ok(()),
     }
+}
+
+/// Why U+0000 is refused, after the field's name: no stored text may hold it (PostgreSQL's
+/// `text` cannot, and no identifier, reason or answer has a use for it).
+const NUL_REFUSED: &str = "contains U+0000 (NUL), which no identifier or text the gateway stores may hold (a call's arguments may)";
+
+/// `400` naming `what` when `v` holds U+0000.
+pub(crate) fn check_text(what: &str, v: &str) -> Result<(), ApiError> {
+    if v.contains('\0') {
+        return Err(ApiError::bad_request(format!("{what} {NUL_REFUSED}")));
+    }
+    Ok(())
+}
+
+/// Top-level members of a request body that are payload, not text the gateway stores as text:
+/// a delegation's `input` and `skill_args` and a Confirm's `target` object become the
+/// arguments of the call they are gated as. (A member named `arguments` is a call's arguments
+/// at any depth: tool calls, held results, redemptions, a decision's edit, an AAEP
+/// `modified_action`.) Both are kept only as canonical JSON text, where U+0000 is written
+/// escaped, so they may hold it.
+const PAYLOAD_MEMBERS: &[&str] = &["input", "skill_args", "target"];
+
+/// `400` naming the member (as a JSON pointer) when the JSON body `bytes` holds U+0000 in an
+/// object key or a string anywhere but in a call's payload (`arguments` at any depth, the
+/// top-level objects of [`PAYLOAD_MEMBERS`]). Every JSON body the API reads goes through this
+/// (`extract::parse_body`); a body without the escape `\u0000` is passed after one scan of its
+/// bytes (JSON cannot carry U+0000 unescaped). A body that is not JSON is left to the strict
+/// parser, which names its error.
+pub fn refuse_nul_in_json(bytes: &[u8]) -> Result<(), ApiError> {
+    let escaped = bytes
+        .split(|&b| b == b'\\')
+        .skip(1)
+        .any(|rest| rest.starts_with(b"u0000"));
+    if !escaped {
+        return Ok(());
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
+        return Ok(());
+    };
+    let mut path = String::new();
+    match first_nul(&v, &mut path, 0) {
+        true => Err(ApiError::bad_request(format!(
+            "`{}` {NUL_REFUSED}",
+            if path.is_empty() { "/" } else { &path }
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// Whether `v` holds U+0000 outside the payload members; `path` is left at the JSON pointer
+/// of the first one (a key holding it is named with `\u0000` written out).
+fn first_nul(v: &Value, path: &mut String, depth: usize) -> bool {
+    let len = path.len();
+    let found = match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(a) => a.iter().enumerate().any(|(i, x)| {
+            path.truncate(len);
+            path.push_str(&format!("/{i}"));
+            first_nul(x, path, depth + 1)
+        }),
+        Value::Object(o) => o.iter().any(|(k, x)| {
+            path.truncate(len);
+            path.push('/');
+            path.push_str(
+                &k.replace('~', "~0")
+                    .replace('/', "~1")
+                    .replace('\0', "\\u0000"),
+            );
+            let payload = k == "arguments"
+                || (depth == 0 && PAYLOAD_MEMBERS.contains(&k.as_str()) && x.is_object());
+            k.contains('\0') || (!payload && first_nul(x, path, depth + 1))
+        }),
+        _ => false,
+    };
+    if !found {
+        path.truncate(len);
+    }
+    found
+}
+
+/// Largest form body the NUL check reads (the largest any config accepts: 64 MiB of
+/// arguments and 64 KiB more); the edge has already refused anything over the configured
+/// limit.
+const MAX_FORM_BYTES: usize = 64 * 1024 * 1024 + 64 * 1024;
+
+/// The first `&`-separated `key=value` pair of a URL-encoded text that holds U+0000 (`%00`,
+/// or a raw zero byte), named by its key as sent.
+fn nul_pair(text: &[u8]) -> Option<String> {
+    text.split(|&b| b == b'&')
+        .find(|p| p.contains(&0) || p.windows(3).any(|w| w == b"%00"))
+        .map(|p| {
+            let key = p.split(|&b| b == b'=').next().unwrap_or_default();
+            String::from_utf8_lossy(key).into_owned()
+        })
+}
+
+/// Middleware on every route: `400` when the request's path holds U+0000 once percent-decoded
+/// (`%00`: an id the handler would look up or store), or a query parameter or a field of a
+/// URL-encoded form body does (the dashboard's forms: reasons, scopes, answers), naming which.
+/// JSON bodies are checked where they are parsed ([`refuse_nul_in_json`]).
+pub async fn refuse_nul(req: Request, next: Next) -> Response {
+    let refused = |what: String| ApiError::bad_request(format!("{what} {NUL_REFUSED}"));
+    if req.uri().path().contains("%00") {
+        return refused("the request path".into()).into_response();
+    }
+    if let Some(k) = req.uri().query().and_then(|q| nul_pair(q.as_bytes())) {
+        return refused(format!("query parameter `{k}`")).into_response();
+    }
+    let form = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    if !form {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_FORM_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                "the form body is larger than any gateway accepts",
+            )
+            .into_response();
+        }
+    };
+    if let Some(k) = nul_pair(&bytes) {
+        return refused(format!("form field `{k}`")).into_response();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }

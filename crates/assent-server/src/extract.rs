@@ -7,7 +7,7 @@
 //! and the `?wait=` query of a long poll. It mounts no route and imports no handler module.
 
 use crate::auth::authenticate;
-use crate::calls::check_reason;
+use crate::calls::{check_reason, refuse_nul_in_json};
 use crate::config::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -312,9 +312,12 @@ pub(crate) fn too_large() -> ApiError {
 }
 
 /// Parses a JSON text strictly into `T` ([`assent_core::json::parse`]), as a 400 that names
-/// what is wrong and where.
+/// what is wrong and where; a U+0000 in any key or string but a call's payload is a 400
+/// naming the member ([`refuse_nul_in_json`]).
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    assent_core::json::parse(bytes).map_err(json_error)
+    let parsed = assent_core::json::parse(bytes).map_err(json_error)?;
+    refuse_nul_in_json(bytes)?;
+    Ok(parsed)
 }
 
 /// The API error for a refused JSON text: `400` with the error's own code

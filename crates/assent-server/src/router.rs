@@ -27,6 +27,7 @@ pub fn routes(state: AppState) -> Router {
                 })
             }),
         )
+        .route("/readyz", get(whoami::ready))
         .merge(propose())
         .merge(decide())
         .merge(redeem())
@@ -41,6 +42,7 @@ pub fn routes(state: AppState) -> Router {
                 "method not allowed on this route",
             )
         })
+        .layer(axum::middleware::from_fn(crate::calls::refuse_nul))
         .with_state(state)
 }
 

@@ -1,16 +1,19 @@
 //! Who a key is and what its agent declared: `GET /v1/whoami` and
 //! `GET /v1/agents/{agent}/mcp-servers/{alias}/tools` (the tools an agent's manifest declares
-//! for one MCP upstream). Read from the principals and the registry, never the store; routes
-//! are mounted by [`crate::router`](mod@crate::router).
+//! for one MCP upstream), read from the principals and the registry; and whether the gateway
+//! can serve, `GET /readyz` (no key; the store's `readiness`). Routes are mounted by
+//! [`crate::router`](mod@crate::router).
 
 use crate::body::Body;
 use crate::config::PrincipalKind;
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::state::AppState;
-use assent_api::identity::WhoAmI;
+use assent_api::identity::{Ready, WhoAmI};
 use assent_api::tools::DeclaredTools;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 
 /// `GET /v1/whoami`: the principal the key belongs to: `{"name", "kind", "agent_id"?, "roles"?}`.
 pub(crate) async fn whoami(Caller(p): Caller) -> Result<Body<WhoAmI>, ApiError> {
@@ -48,4 +51,36 @@ pub(crate) async fn declared_tools(
         server: alias,
         tools,
     }))
+}
+
+/// `GET /readyz` (no key): `200` [`Ready`] `ready` when the store's readiness check passes
+/// (database file at its path, readable afresh, the one this gateway writes, this build's
+/// schema version, write lock free within 500 ms); `503` `not_ready` with the `reason`
+/// otherwise. A load balancer sends traffic only to a ready replica.
+pub(crate) async fn ready(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let r = st.store_task(|s| s.readiness()).await?;
+    let (status, reason, message) = match r.problem {
+        None => (StatusCode::OK, None, None),
+        Some(p) => {
+            tracing::warn!(reason = p.reason, message = %p.message, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(p.reason.to_string()),
+                Some(p.message),
+            )
+        }
+    };
+    let body = Ready {
+        status: if status == StatusCode::OK {
+            "ready"
+        } else {
+            "not_ready"
+        }
+        .into(),
+        schema_version: r.schema_version,
+        expected_schema_version: assent_store::ops::SCHEMA_VERSION,
+        reason,
+        message,
+    };
+    Ok((status, Body(body)).into_response())
 }

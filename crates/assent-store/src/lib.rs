@@ -55,6 +55,7 @@ mod kit;
 pub mod learning;
 mod mplp;
 mod open;
+pub mod ops;
 pub mod outbox;
 pub mod pins;
 pub mod plans;

@@ -52,6 +52,18 @@ pub(crate) struct Listing {
     pub(crate) json: bool,
 }
 
+// Where an offline command finds the database: `--config FILE` (its `data_dir`) or
+// `--data-dir DIR`; neither: `data_dir` of ./assent.yaml if present, else `.assent`.
+#[derive(clap::Args, Clone)]
+pub(crate) struct DataPlace {
+    /// The gateway's config: its `data_dir` holds the database.
+    #[arg(long, conflicts_with = "data_dir")]
+    pub(crate) config: Option<PathBuf>,
+    /// The data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
+    #[arg(long = "data-dir")]
+    pub(crate) data_dir: Option<PathBuf>,
+}
+
 // Every subcommand of `assent`.
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
@@ -219,6 +231,53 @@ pub(crate) enum Cmd {
             conflicts_with = "config"
         )]
         command: Vec<String>,
+    },
+    /// Copy the database to OUT while the gateway runs, then verify the copy.
+    ///
+    /// SQLite's online backup in one snapshot (the gateway keeps serving and writing), written
+    /// with mode 0600 beside OUT, fsynced, then checked: SQLite's integrity check and the whole
+    /// `audit verify` (chain, signed checkpoints, state tables). Only a copy that verifies
+    /// becomes OUT. The keys are not in the database: back up DATA_DIR/token.key and
+    /// DATA_DIR/audit.key separately (once; they do not change).
+    #[command(
+        after_help = "Exit codes: 0 written and verified; 1 refused or failed (OUT exists, no database, the copy does not verify), nothing written to OUT."
+    )]
+    Backup {
+        #[command(flatten)]
+        place: DataPlace,
+        /// Replace OUT when it exists.
+        #[arg(long)]
+        force: bool,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// The file to write.
+        #[arg(value_name = "OUT")]
+        out: PathBuf,
+    },
+    /// Replace the database with a backup, for a stopped gateway.
+    ///
+    /// Refuses while a gateway (or another program) has the database open, a file that is not
+    /// an assent database, a schema newer than this assent, a backup whose audit chain does not
+    /// verify, and (unless --force) one whose signed checkpoints do not verify under
+    /// DATA_DIR/audit.key. The replaced database is kept as assent.db.before-restore-TIME; the
+    /// new one is put in place with an atomic rename.
+    #[command(
+        after_help = "Restore token.key and audit.key from the same backup first: under other keys every token minted before is refused and the checkpoints fail `assent audit verify`.\n\nExit codes: 0 restored; 1 refused or failed, nothing replaced."
+    )]
+    Restore {
+        #[command(flatten)]
+        place: DataPlace,
+        /// Restore even though the backup's checkpoints were signed by another audit key (or
+        /// DATA_DIR has none).
+        #[arg(long)]
+        force: bool,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// The backup to restore (a file `assent backup` wrote).
+        #[arg(value_name = "IN")]
+        input: PathBuf,
     },
     /// Audit log commands.
     Audit {

@@ -3,7 +3,9 @@
 //! `assent: …` line on stderr and exit status 1. It holds no command's logic.
 
 use crate::args::{Cli, Cmd, ExportCmd};
-use crate::commands::{approvals, audit, check, clarifications, export, grants, mcp, tools, watch};
+use crate::commands::{
+    approvals, audit, backup, check, clarifications, export, grants, mcp, tools, watch,
+};
 use crate::remote::connect;
 use crate::render::one_line;
 use anyhow::Result;
@@ -125,6 +127,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             .await
         }
         Cmd::Audit { cmd } => audit::audit(cmd),
+        cmd @ (Cmd::Backup { .. } | Cmd::Restore { .. }) => backup::run(cmd),
         Cmd::Tools { cmd, remote } => tools::tools(&remote, cmd).await,
         Cmd::Export {
             cmd: ExportCmd::LearningSamples { data_dir, out },

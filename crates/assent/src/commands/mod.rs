@@ -1,12 +1,13 @@
 //! The subcommands other than `serve`, one file per group: `approvals` (pending, show,
 //! approve, deny, cancel), `grants` (grants, revoke), `clarifications` (clarifications,
 //! answer), `tools` (tool-list pinning reviews), `watch` (the terminal UI), `check` (offline
-//! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key) and `export`
-//! (learning samples). Each returns the process exit status; none imports another, only the
-//! kit below them (`args`, `remote`, `render`, `setup`).
+//! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key), `backup`
+//! (backup, restore) and `export` (learning samples). Each returns the process exit status;
+//! none imports another, only the kit below them (`args`, `remote`, `render`, `setup`).
 
 pub(crate) mod approvals;
 pub(crate) mod audit;
+pub(crate) mod backup;
 pub(crate) mod check;
 pub(crate) mod clarifications;
 pub(crate) mod export;

@@ -11,6 +11,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod audit;
+mod backup;
 mod config;
 mod in_client;
 mod mcp;

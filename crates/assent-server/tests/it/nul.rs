@@ -1,0 +1,170 @@
+//! U+0000 (NUL) at the edge. PostgreSQL's `text` cannot hold it: an agent that slipped one into
+//! a session id, a reason or an answer would make every write of that text fail (`503` for
+//! each of the agent's proposals on a Postgres store) or be cut short. Every identifier and
+//! text the gateway stores is refused with a `400` naming the field, and nothing is stored; a
+//! call's arguments (kept only as canonical JSON text, where it is escaped) keep it, exactly.
+
+use crate::kit::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const BOT: &str = "bot-key";
+const OP: &str = "alice-key";
+
+/// Asserts a `400 BAD_REQUEST` whose message names `field` and the NUL.
+#[track_caller]
+fn refused(r: (StatusCode, Value), field: &str) {
+    let (s, b) = r;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", field);
+    assert_says(&b, "message", "U+0000");
+}
+
+/// Every audit record of the gateway's database.
+fn records(gw: &Gw) -> i64 {
+    rusqlite::Connection::open(gw.state.store.db_path())
+        .unwrap()
+        .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_session_id_or_any_other_id_with_a_nul_is_refused_naming_it_and_nothing_is_stored() {
+    let gw = serve().await;
+    let before = records(&gw);
+    let base = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {}});
+    for (field, value) in [
+        ("session_id", "s1\u{0}"),
+        ("agent", "bot\u{0}"),
+        ("tool", "re\u{0}ad"),
+        ("server", "fs\u{0}"),
+        ("run_id", "\u{0}"),
+        ("device_id", "d\u{0}"),
+        ("trace_id", "\u{0}"),
+        ("plan_id", "\u{0}"),
+        ("step_id", "\u{0}"),
+    ] {
+        let mut body = base.clone();
+        body[field] = json!(value);
+        refused(
+            gw.post("/v1/tool-calls", BOT, body).await,
+            &format!("`/{field}`"),
+        );
+    }
+    assert_eq!(records(&gw), before, "nothing was stored");
+    // The same session without the NUL is served as ever.
+    let (s, b) = gw.post("/v1/tool-calls", BOT, base).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_nul_inside_a_calls_arguments_is_kept_exactly_and_binds_its_token() {
+    let gw = serve().await;
+    let args = json!({"amount": 500, "to": "bob", "memo": "a\u{0}b", "k\u{0}": ["\u{0}"]});
+    let (s, b) = gw.propose("read", args.clone()).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    let id = gw.pending("pay", args.clone()).await;
+    let (_, a) = gw.approval(&id, OP).await;
+    assert_eq!(a["call"]["arguments"], args, "{a}");
+    // An operator's edit may hold it too.
+    let mut edited = args.clone();
+    edited["memo"] = json!("c\u{0}d");
+    let (s, b) = gw.edit(&id, edited.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let token = token_of(&gw.as_agent(&id).await);
+    // The token binds the exact arguments: with the NUL elsewhere it is another call.
+    let mut other = edited.clone();
+    other["memo"] = json!("cd\u{0}");
+    let (s, b) = gw.redeem(&token, "pay", other, None).await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOKEN_MISMATCH");
+    let (s, b) = gw.redeem(&token, "pay", edited, None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_nul_in_a_reason_scope_question_or_answer_is_refused_and_changes_nothing() {
+    let gw = serve().await;
+    let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
+    let decide = format!("/v1/approvals/{id}/decision");
+    refused(
+        gw.post(
+            &decide,
+            OP,
+            json!({"decision": "deny", "reason": "no\u{0}"}),
+        )
+        .await,
+        "`/reason`",
+    );
+    refused(
+        gw.post(
+            &decide,
+            OP,
+            json!({"decision": "approve", "scope": "session\u{0}"}),
+        )
+        .await,
+        "`/scope`",
+    );
+    refused(
+        gw.post(
+            &format!("/v1/approvals/{id}/cancel"),
+            BOT,
+            json!({"reason": "\u{0}"}),
+        )
+        .await,
+        "`/reason`",
+    );
+    let (_, a) = gw.approval(&id, OP).await;
+    assert_eq!(a["status"], "pending", "{a}");
+
+    let ask = json!({"agent": "bot", "session_id": "s1", "question": "Which account?", "accepted_response_kinds": ["freetext"]});
+    for (field, value) in [("question", "Which\u{0}?"), ("context", "\u{0}")] {
+        let mut body = ask.clone();
+        body[field] = json!(value);
+        refused(
+            gw.post("/v1/clarifications", BOT, body).await,
+            &format!("`/{field}`"),
+        );
+    }
+    let (s, c) = gw.post("/v1/clarifications", BOT, ask).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{c}");
+    let cid = c["id"].as_str().unwrap();
+    let answer = format!("/v1/clarifications/{cid}/answer");
+    refused(
+        gw.post(&answer, OP, json!({"response": "acct\u{0}1"}))
+            .await,
+        "`/response`",
+    );
+    let (s, b) = gw.post(&answer, OP, json!({"response": "acct-1"})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_nul_in_a_path_query_or_form_field_is_refused_before_any_handler() {
+    let gw = serve().await;
+    let before = records(&gw);
+    let (s, b) = gw
+        .req("POST", "/v1/sessions/s1%00/cancel", Some(BOT), None)
+        .await;
+    refused((s, b), "the request path");
+    let (s, b) = gw.get("/v1/approvals/abc%00", OP).await;
+    refused((s, b), "the request path");
+    let (s, b) = gw
+        .get("/v1/approvals?status=pending&agent=bot%00", OP)
+        .await;
+    refused((s, b), "query parameter `agent`");
+    let resp = gw
+        .http
+        .post(format!("{}/ui/login", gw.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("csrf=x&key=abc%00&next=/ui")
+        .send()
+        .await
+        .unwrap();
+    let s = resp.status();
+    refused((s, resp.json().await.unwrap()), "form field `key`");
+    assert_eq!(records(&gw), before, "nothing was stored");
+    gw.stop().await;
+}

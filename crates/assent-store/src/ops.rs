@@ -1,0 +1,574 @@
+//! Operating the SQLite file: an online, verified [`backup`] of a running gateway's database,
+//! a checked [`restore`] into a stopped gateway's data directory, and the store's
+//! [`Store::readiness`] (`GET /readyz`). The checks on a copy are the offline verification's
+//! ([`crate::integrity::verify_offline`]): nothing here decides what a valid chain is.
+//!
+//! The keys are not in the database: `token.key` and `audit.key` are backed up and restored
+//! as files, beside it. A database restored under other keys fails its checkpoint verification
+//! (the checkpoints were signed with the old `audit.key`, which [`restore`] checks) and every
+//! token minted before is refused (they were signed with the old `token.key`, which nothing in
+//! the database can check).
+
+use crate::checkpoint::{self, Checkpoint};
+use crate::error::StoreError;
+use crate::integrity::{self, Report, VerifyOptions};
+use crate::kit::{create_private_dir, io, random_id, write_private};
+use crate::store::Store;
+use ed25519_dalek::VerifyingKey;
+use rusqlite::backup::{Backup, StepResult};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema version this build migrates a database to (`PRAGMA user_version` after
+/// `Store::open`): the number of migrations in `open.rs`. A fresh gateway answers `/readyz`
+/// only when the two agree, so a new migration without this bump fails the tests.
+pub const SCHEMA_VERSION: i64 = 10;
+
+/// The database's file name in the data directory.
+pub const DB_FILE: &str = "assent.db";
+
+/// How long [`backup`] retries a copy step the database answers busy or locked.
+const BUSY_PATIENCE: Duration = Duration::from_secs(10);
+
+/// What [`backup`] wrote or [`restore`] put in place: the copy as its verification saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Copied {
+    /// The file written (`backup`) or replaced (`restore`: `<data_dir>/assent.db`).
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its `PRAGMA user_version`.
+    pub schema_version: i64,
+    /// Audit records in its chain.
+    pub records: i64,
+    /// Hash of its newest audit record.
+    pub head: String,
+    /// Its signed checkpoints (all verified).
+    pub checkpoints: usize,
+    /// The audit public key (64 hex) its checkpoints were verified with, when there were any.
+    pub public_key: Option<String>,
+    /// Records after its newest checkpoint (not signed yet).
+    pub unsigned_records: i64,
+    /// `restore`: where the database it replaced was kept
+    /// (`assent.db.before-restore-YYYYMMDDTHHMMSSZ`), when there was one.
+    pub set_aside: Option<PathBuf>,
+    /// `restore --force`: the checkpoints were signed by another audit key than the data
+    /// directory's (or it has none); `assent audit verify` there will fail until the matching
+    /// `audit.key` is put back.
+    pub other_audit_key: bool,
+}
+
+/// A refusal: `StoreError::Invalid` with `msg`.
+fn refuse(msg: impl Into<String>) -> StoreError {
+    StoreError::Invalid(msg.into())
+}
+
+/// A private staging directory (mode 0700) beside its destination, removed with what is left
+/// in it when dropped (on success the copy was moved out of it first).
+struct Staging {
+    dir: PathBuf,
+}
+
+impl Staging {
+    /// Creates `<parent>/.assent-<what>-<random>` and an empty 0600 `assent.db` in it.
+    fn new(parent: &Path, what: &str) -> Result<Staging, StoreError> {
+        let dir = parent.join(format!(".assent-{what}-{}", random_id("")));
+        create_private_dir(&dir).map_err(io(&dir))?;
+        let s = Staging { dir };
+        write_private(&s.db(), &[]).map_err(io(&s.db()))?;
+        Ok(s)
+    }
+    fn db(&self) -> PathBuf {
+        self.dir.join(DB_FILE)
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Copies the database `src` into the empty file `dst` with SQLite's online backup API in one
+/// step: one read transaction, so the copy is one consistent snapshot however much a gateway
+/// writes meanwhile (WAL: the gateway is not blocked). The copy is left in rollback-journal
+/// mode (self-contained: no `-wal` file), integrity-checked and fsynced. Returns its
+/// `user_version`. Errors: `src` is not an SQLite database, or the copy fails its integrity
+/// check.
+fn copy_db(src: &Connection, dst: &Path, what: &str) -> Result<i64, StoreError> {
+    let mut out = Connection::open(dst)?;
+    {
+        let b = Backup::new(src, &mut out).map_err(|e| not_a_db(e, what))?;
+        let start = std::time::Instant::now();
+        loop {
+            match b.step(-1).map_err(|e| not_a_db(e, what))? {
+                StepResult::Done => break,
+                StepResult::More => continue,
+                StepResult::Busy | StepResult::Locked if start.elapsed() < BUSY_PATIENCE => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => return Err(refuse(format!("{what} stayed locked for 10 s; try again"))),
+            }
+        }
+    }
+    out.pragma_update(None, "journal_mode", "DELETE")?;
+    let check: String = out.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    if check != "ok" {
+        return Err(refuse(format!(
+            "{what} fails SQLite's integrity check: {check}"
+        )));
+    }
+    let version: i64 = out.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    drop(out);
+    std::fs::File::open(dst)
+        .and_then(|f| f.sync_all())
+        .map_err(io(dst))?;
+    Ok(version)
+}
+
+/// SQLite's "not a database" (and kin) as a refusal naming `what`; other errors as they are.
+fn not_a_db(e: rusqlite::Error, what: &str) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            refuse(format!("{what} is not an SQLite database"))
+        }
+        _ => e.into(),
+    }
+}
+
+/// Fsyncs a directory, so that a rename or link in it survives a crash.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(io(dir))?;
+    Ok(())
+}
+
+/// The directory a path's file is in (`.` for a bare file name).
+fn parent_of(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The public half of `<data_dir>/audit.key`, if there is one.
+fn audit_public_key(data_dir: &Path) -> Result<Option<VerifyingKey>, StoreError> {
+    Ok(checkpoint::read_key(data_dir)?.map(|k| k.verifying_key()))
+}
+
+/// [`Copied`] of a verified copy at `path`.
+fn copied(path: PathBuf, schema_version: i64, rep: &Report) -> Result<Copied, StoreError> {
+    Ok(Copied {
+        bytes: std::fs::metadata(&path).map_err(io(&path))?.len(),
+        path,
+        schema_version,
+        records: rep.records,
+        head: rep.head.clone(),
+        checkpoints: rep.checkpoints,
+        public_key: rep.newest_checkpoint.as_ref().and(rep.public_key.clone()),
+        unsigned_records: rep.unsigned_records,
+        set_aside: None,
+        other_audit_key: false,
+    })
+}
+
+/// The first problem of a verification as a refusal of `what`.
+fn unverified(what: &str, rep: &Report) -> Option<StoreError> {
+    rep.problem.as_ref().map(|p| {
+        refuse(format!(
+            "{what} does not verify ({} check{}): {}",
+            p.check,
+            p.seq.map(|s| format!(" at record {s}")).unwrap_or_default(),
+            p.reason
+        ))
+    })
+}
+
+/// `assent backup`: an online copy of `<data_dir>/assent.db` written to `out`, safe while a
+/// gateway serves and writes. The copy is one snapshot (SQLite's backup API in one step),
+/// written privately (mode 0600) into a staging directory beside `out`, fsynced, checked
+/// (`PRAGMA integrity_check`, then the offline verification: the hash chain, every stored
+/// checkpoint under the data directory's audit key, the state tables against the chain) and
+/// only then moved to `out` — never over an existing file unless `force` (the placing is a
+/// hard link, which fails on an existing name, or with `force` a rename).
+///
+/// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory, or
+/// its directory does not exist; no database in `data_dir`; the copy does not verify; I/O and SQLite errors.
+pub fn backup(data_dir: &Path, out: &Path, force: bool) -> Result<Copied, StoreError> {
+    if out.is_dir() {
+        return Err(refuse(format!("{} is a directory", out.display())));
+    }
+    if !parent_of(out).is_dir() {
+        return Err(refuse(format!(
+            "{}: no such directory",
+            parent_of(out).display()
+        )));
+    }
+    if out.exists() && !force {
+        return Err(refuse(format!(
+            "{} exists; choose another name, or --force to replace it",
+            out.display()
+        )));
+    }
+    let src = crate::open::open_read_only(data_dir)?;
+    let staging = Staging::new(&parent_of(out), "backup")?;
+    let what = format!("the database in {}", data_dir.display());
+    let version = copy_db(&src, &staging.db(), &what)?;
+    drop(src);
+    let opts = VerifyOptions {
+        public_key: audit_public_key(data_dir)?,
+        checkpoint_file: None,
+    };
+    let rep = integrity::verify_offline(&staging.dir, &opts)?;
+    if let Some(e) = unverified("the copy", &rep) {
+        return Err(e);
+    }
+    if force {
+        std::fs::rename(staging.db(), out).map_err(io(out))?;
+    } else {
+        std::fs::hard_link(staging.db(), out).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                refuse(format!(
+                    "{} appeared meanwhile; nothing written",
+                    out.display()
+                ))
+            } else {
+                io(out)(e)
+            }
+        })?;
+    }
+    sync_dir(&parent_of(out))?;
+    copied(out.to_path_buf(), version, &rep)
+}
+
+/// Takes `db` for this process alone: SQLite's exclusive locking mode and an exclusive
+/// transaction with no waiting. A running gateway (and any other connection, e.g. an
+/// `assent audit verify` in progress) holds a shared lock on the file as long as it has it
+/// open, so this fails while one does — and while this connection lives, no gateway can open
+/// the database. The write-ahead log is folded into the file and removed (journal mode
+/// `DELETE`), so the file alone is the whole database.
+fn take_exclusively(db: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    conn.busy_timeout(Duration::ZERO)?;
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    let busy = |e: &rusqlite::Error| {
+        matches!(
+            e.sqlite_error_code(),
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+        )
+    };
+    match conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;") {
+        Err(e) if busy(&e) => {
+            return Err(refuse(format!(
+                "{} is in use: a gateway (or another program) has it open; stop the gateway before restoring",
+                db.display()
+            )));
+        }
+        r => r?,
+    }
+    conn.pragma_update(None, "journal_mode", "DELETE")?;
+    Ok(conn)
+}
+
+/// The stored checkpoints of the staged copy and whether any of them names another public key
+/// than `key` (or there is no `key` to check them with).
+fn signed_by_other_key(
+    staged: &Path,
+    key: Option<&VerifyingKey>,
+) -> Result<(Vec<Checkpoint>, bool), StoreError> {
+    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let stored = checkpoint::stored(&conn)?;
+    let other = match key {
+        None => !stored.is_empty(),
+        Some(k) => {
+            let hex = checkpoint::public_key_hex(k);
+            stored.iter().any(|c| c.public_key != hex)
+        }
+    };
+    Ok((stored, other))
+}
+
+/// Checks that the staged copy is an assent database this build can serve: its tables are
+/// there and its schema is not newer than [`SCHEMA_VERSION`].
+fn check_assent_db(staged: &Path, version: i64, what: &str) -> Result<(), StoreError> {
+    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let tables: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('audit', 'approvals', 'tokens')",
+        [],
+        |r| r.get(0),
+    )?;
+    if version < 1 || tables < 3 {
+        return Err(refuse(format!(
+            "{what} is an SQLite database but not an assent one (no assent schema)"
+        )));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(refuse(format!(
+            "{what} has schema version {version}, newer than this assent ({SCHEMA_VERSION}); restore it with the newer assent that wrote it"
+        )));
+    }
+    Ok(())
+}
+
+/// Verifies the staged copy under the data directory's audit key `key`. When its checkpoints
+/// were signed by another key (or there is no key): refused unless `force`, and with `force`
+/// verified under the key its checkpoints name (so the chain and state are still checked).
+/// Returns the report and whether another key signed it.
+fn verify_staged(
+    staging: &Staging,
+    key: Option<VerifyingKey>,
+    data_dir: &Path,
+    what: &str,
+    force: bool,
+) -> Result<(Report, bool), StoreError> {
+    let (stored, other) = signed_by_other_key(&staging.db(), key.as_ref())?;
+    let key = if !other {
+        key
+    } else if !force {
+        let theirs = stored.iter().find(|c| {
+            key.as_ref()
+                .is_none_or(|k| c.public_key != checkpoint::public_key_hex(k))
+        });
+        return Err(refuse(format!(
+            "{what}'s audit checkpoints were signed by audit key {}, but {} {}: put back the audit.key and token.key that were backed up with this database, or --force (audit verify will then fail on its checkpoints, and every token minted before the backup is refused)",
+            theirs.map(|c| c.public_key.as_str()).unwrap_or("?"),
+            data_dir.display(),
+            match &key {
+                Some(k) => format!("holds audit key {}", checkpoint::public_key_hex(k)),
+                None => "holds no audit.key".to_string(),
+            }
+        )));
+    } else {
+        match stored.first() {
+            Some(c) => Some(checkpoint::parse_public_key(&c.public_key)?),
+            None => key,
+        }
+    };
+    let opts = VerifyOptions {
+        public_key: key,
+        checkpoint_file: None,
+    };
+    let rep = integrity::verify_offline(&staging.dir, &opts)?;
+    if let Some(e) = unverified(what, &rep) {
+        return Err(e);
+    }
+    Ok((rep, other))
+}
+
+/// Refuses (unless `force`) a staged copy holding approval tokens that are neither redeemed
+/// nor expired: any of them redeemed after the backup was taken is unredeemed again in the
+/// copy, so it could be redeemed a second time (a replay) until it expires.
+fn check_outstanding_tokens(staged: &Path, what: &str, force: bool) -> Result<(), StoreError> {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let (n, until): (i64, Option<i64>) = conn.query_row(
+        "SELECT count(*), max(expires_at) FROM tokens WHERE used_at IS NULL AND expires_at > ?1",
+        [now as i64],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if n == 0 || force {
+        return Ok(());
+    }
+    Err(refuse(format!(
+        "{what} holds {n} approval token(s) neither redeemed nor expired (until {}): one redeemed after the backup was taken could be redeemed again. Restore after that time, or --force and then replace token.key (every outstanding token is refused)",
+        crate::rfc3339(until.unwrap_or(0))
+    )))
+}
+
+/// The name the replaced database is kept under: `assent.db.before-restore-<UTC time>`.
+fn aside_name(data_dir: &Path) -> PathBuf {
+    let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    let now = time::OffsetDateTime::now_utc()
+        .format(fmt)
+        .unwrap_or_else(|_| "unknown-time".into());
+    data_dir.join(format!("{DB_FILE}.before-restore-{now}"))
+}
+
+/// Keeps the live database `live` (held by `lock`, already self-contained) under
+/// [`aside_name`] as a second name (a hard link: `live` never stops existing).
+fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
+    let mut aside = aside_name(data_dir);
+    if aside.exists() {
+        aside = PathBuf::from(format!("{}-{}", aside.display(), random_id("")));
+    }
+    std::fs::hard_link(live, &aside).map_err(io(&aside))?;
+    Ok(aside)
+}
+
+/// `assent restore`: replaces `<data_dir>/assent.db` with the database `input` (a file
+/// `assent backup` wrote), for a gateway that is stopped.
+///
+/// In order: `input` is copied into a private staging directory in `data_dir` (SQLite's backup
+/// API: a file that is not an SQLite database is refused) and checked: SQLite's integrity
+/// check, assent's tables, a schema not newer than [`SCHEMA_VERSION`] (an older one is
+/// migrated when the gateway starts), and the offline verification (chain, checkpoints, state
+/// tables) with the audit key of `data_dir`: checkpoints signed by another audit key are
+/// refused unless `force`, and so are approval tokens neither redeemed nor expired (one
+/// redeemed after the backup would be redeemable again). Then the live database is taken exclusively (refused while a
+/// gateway or another program has it open), its write-ahead log folded in, kept as
+/// `assent.db.before-restore-<time>`, and the copy renamed over `assent.db` (atomic: the name
+/// always holds a whole database). A `data_dir` without a database gets the copy.
+///
+/// Errors (nothing replaced): the refusals above, a stray `assent.db-wal` without its
+/// database, I/O and SQLite errors.
+pub fn restore(data_dir: &Path, input: &Path, force: bool) -> Result<Copied, StoreError> {
+    if !input.is_file() {
+        return Err(refuse(format!("{}: no such file", input.display())));
+    }
+    create_private_dir(data_dir).map_err(io(data_dir))?;
+    let what = input.display().to_string();
+    let staging = Staging::new(data_dir, "restore")?;
+    let src = Connection::open_with_flags(input, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| not_a_db(e, &what))?;
+    let version = copy_db(&src, &staging.db(), &what)?;
+    drop(src);
+    check_assent_db(&staging.db(), version, &what)?;
+    let key = audit_public_key(data_dir)?;
+    let (rep, other_key) = verify_staged(&staging, key, data_dir, &what, force)?;
+    check_outstanding_tokens(&staging.db(), &what, force)?;
+    let live = data_dir.join(DB_FILE);
+    let wal = data_dir.join(format!("{DB_FILE}-wal"));
+    let (lock, set_aside) = if live.exists() {
+        let lock = take_exclusively(&live)?;
+        (Some(lock), Some(keep_aside(data_dir, &live)?))
+    } else if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+        return Err(refuse(format!(
+            "{} is a write-ahead log without its database; move it away first",
+            wal.display()
+        )));
+    } else {
+        (None, None)
+    };
+    std::fs::rename(staging.db(), &live).map_err(io(&live))?;
+    for stale in [wal, data_dir.join(format!("{DB_FILE}-shm"))] {
+        let _ = std::fs::remove_file(stale);
+    }
+    sync_dir(data_dir)?;
+    drop(lock);
+    let mut out = copied(live, version, &rep)?;
+    out.set_aside = set_aside;
+    out.other_audit_key = other_key;
+    Ok(out)
+}
+
+/// Why a gateway is not ready: a stable `reason` and a sentence (no file paths: `/readyz`
+/// needs no key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotReady {
+    /// `database_missing`, `database_unreadable`, `database_locked`, `database_error`,
+    /// `schema_behind` or `schema_ahead`.
+    pub reason: &'static str,
+    /// What is wrong, in a sentence.
+    pub message: String,
+}
+
+/// The answer of [`Store::readiness`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Readiness {
+    /// The database's `PRAGMA user_version`, when it could be read.
+    pub schema_version: Option<i64>,
+    /// `None`: ready.
+    pub problem: Option<NotReady>,
+}
+
+/// `NotReady` with `reason` and `message`.
+fn not_ready(reason: &'static str, message: impl Into<String>) -> NotReady {
+    NotReady {
+        reason,
+        message: message.into(),
+    }
+}
+
+impl Store {
+    /// Whether this gateway can serve (`GET /readyz`): its database file is still at its path
+    /// and opens and reads afresh (what a restart would find), its schema version is
+    /// [`SCHEMA_VERSION`], and the write lock can be taken within 500 ms (the check writes
+    /// nothing). Holds the store's connection for the check (a fraction of a millisecond,
+    /// unless the write lock is held elsewhere). Never fails: a failure is the answer.
+    pub fn readiness(&self) -> Readiness {
+        let conn = self.lock();
+        let mut found = None;
+        let problem = self.ready_problem(&conn, &mut found).err();
+        Readiness {
+            schema_version: found,
+            problem,
+        }
+    }
+
+    /// The checks of [`Store::readiness`] in order; `found` gets the schema version read.
+    fn ready_problem(&self, live: &Connection, found: &mut Option<i64>) -> Result<(), NotReady> {
+        if !self.db_path.exists() {
+            return Err(not_ready(
+                "database_missing",
+                "the database file is no longer in the data directory (removed or moved)",
+            ));
+        }
+        let unreadable = |e: rusqlite::Error| {
+            not_ready(
+                "database_unreadable",
+                format!("the database file cannot be opened and read afresh: {e}"),
+            )
+        };
+        let fresh = Connection::open_with_flags(&self.db_path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(unreadable)?;
+        fresh
+            .busy_timeout(Duration::from_millis(500))
+            .map_err(unreadable)?;
+        let version: i64 = fresh
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(unreadable)?;
+        *found = Some(version);
+        fresh
+            .query_row("SELECT max(seq) FROM audit", [], |r| {
+                r.get::<_, Option<i64>>(0)
+            })
+            .map_err(unreadable)?;
+        if version < SCHEMA_VERSION {
+            return Err(not_ready(
+                "schema_behind",
+                format!("schema version {version}, this assent needs {SCHEMA_VERSION}"),
+            ));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(not_ready(
+                "schema_ahead",
+                format!(
+                    "schema version {version} is newer than this assent ({SCHEMA_VERSION}); upgrade assent"
+                ),
+            ));
+        }
+        write_lock_free(live)
+    }
+}
+
+/// Takes and releases the write lock (`BEGIN IMMEDIATE; ROLLBACK`) within 500 ms, restoring
+/// the connection's busy timeout after.
+fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
+    let error = |e: rusqlite::Error| not_ready("database_error", format!("{e}"));
+    let old: i64 = live
+        .pragma_query_value(None, "busy_timeout", |r| r.get(0))
+        .map_err(error)?;
+    live.busy_timeout(Duration::from_millis(500))
+        .map_err(error)?;
+    let taken = live.execute_batch("BEGIN IMMEDIATE; ROLLBACK;");
+    let restored = live.busy_timeout(Duration::from_millis(old.max(0) as u64));
+    match taken {
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+            ) =>
+        {
+            Err(not_ready(
+                "database_locked",
+                "another program holds the database's write lock; decisions cannot be written",
+            ))
+        }
+        Err(e) => Err(error(e)),
+        Ok(()) => restored.map_err(error),
+    }
+}

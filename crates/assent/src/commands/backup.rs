@@ -1,0 +1,107 @@
+//! `assent backup` and `assent restore`: the SQLite database copied out of a running gateway
+//! and put back into a stopped one, each copy verified. The copying and every check are
+//! `assent_store::ops`'s; this file finds the data directory (`--config` or `--data-dir`) and
+//! prints what was done, as text or JSON.
+
+use crate::args::{Cmd, DataPlace};
+use crate::setup::data_dir_or_default;
+use anyhow::Result;
+use assent_server::config::Config;
+use assent_store::ops::{self, Copied};
+use std::path::{Path, PathBuf};
+
+/// The data directory of `place`: the `data_dir` of `--config FILE`, else `--data-dir`, else
+/// [`data_dir_or_default`].
+fn data_dir(place: &DataPlace) -> Result<PathBuf> {
+    match &place.config {
+        Some(f) => Ok(Config::load(f)?.data_dir),
+        None => data_dir_or_default(place.data_dir.clone()),
+    }
+}
+
+/// Runs `assent backup` or `assent restore` (any other command is a bug: status 2).
+pub(crate) fn run(cmd: Cmd) -> Result<i32> {
+    match cmd {
+        Cmd::Backup {
+            place,
+            force,
+            json,
+            out,
+        } => backup(&place, &out, force, json),
+        Cmd::Restore {
+            place,
+            force,
+            json,
+            input,
+        } => restore(&place, &input, force, json),
+        _ => Ok(2),
+    }
+}
+
+/// `assent backup`: writes the verified copy of the database to `out` (replacing it only with
+/// `force`) and prints the report. Exit status 0; a refusal is an error (status 1).
+fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32> {
+    let dir = data_dir(place)?;
+    let done = ops::backup(&dir, out, force)?;
+    if json {
+        println!("{}", serde_json::to_string(&done)?);
+        return Ok(0);
+    }
+    println!(
+        "backup written to {} ({} bytes, schema version {})",
+        done.path.display(),
+        done.bytes,
+        done.schema_version
+    );
+    print_verified(&done);
+    println!(
+        "the keys are not in it: keep a copy of {} and {} with your backups",
+        dir.join("token.key").display(),
+        dir.join(assent_store::checkpoint::KEY_FILE).display()
+    );
+    Ok(0)
+}
+
+/// `assent restore`: replaces the database with the verified backup `input` and prints the
+/// report. Exit status 0; a refusal is an error (status 1).
+fn restore(place: &DataPlace, input: &Path, force: bool, json: bool) -> Result<i32> {
+    let dir = data_dir(place)?;
+    let done = ops::restore(&dir, input, force)?;
+    if json {
+        println!("{}", serde_json::to_string(&done)?);
+        return Ok(0);
+    }
+    println!(
+        "restored {} into {} (schema version {})",
+        input.display(),
+        done.path.display(),
+        done.schema_version
+    );
+    if let Some(p) = &done.set_aside {
+        println!("the replaced database is kept as {}", p.display());
+    }
+    print_verified(&done);
+    if done.other_audit_key {
+        eprintln!(
+            "assent: warning: the backup's checkpoints were signed by another audit key than {}: `assent audit verify` fails until the audit.key backed up with it is put back, and tokens minted under another token.key are refused",
+            dir.display()
+        );
+    }
+    Ok(0)
+}
+
+/// What the copy's verification found: the chain, the checkpoints, the state tables.
+fn print_verified(c: &Copied) {
+    println!(
+        "verified: integrity check ok; audit chain of {} records, head {}",
+        c.records, c.head
+    );
+    match &c.public_key {
+        Some(k) => println!(
+            "{} signed checkpoints verify under audit key {k}; {} records after the newest are not signed yet",
+            c.checkpoints, c.unsigned_records
+        ),
+        None => println!("no signed checkpoints"),
+    }
+    println!("the state tables agree with the audit chain");
+}

@@ -1,0 +1,533 @@
+//! `assent backup` and `assent restore` on real files through the binary: a backup taken while
+//! the gateway serves and writes, restored into the stopped gateway's directory (the approvals
+//! and the audit chain come back), and each refusal, named for what it protects against.
+
+use super::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Checkpoints signed often, so every backup has some to check keys against.
+const SIGNING: &str = "audit_checkpoints: {every_records: 1, every_seconds: 1}\n";
+
+/// `assent ARGS…` to its end.
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// `assent backup --config CFG [EXTRA…] OUT`.
+fn backup(cfg: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["backup", "--config"])
+        .arg(cfg)
+        .args(extra)
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// `assent restore --data-dir DATA [EXTRA…] IN`.
+fn restore(data: &Path, input: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["restore", "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .arg(input)
+        .output()
+        .unwrap()
+}
+
+/// Asserts that `out` failed with exit status 1 and a stderr containing `text`.
+#[track_caller]
+fn refused(out: &std::process::Output, text: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(text), "{err}");
+}
+
+/// Stops a gateway with SIGTERM (its shutdown checkpoint signs the whole chain).
+fn stop(mut s: Server) {
+    let st = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(s.child.wait().unwrap().success());
+}
+
+/// `sqlite3 DB SQL`'s output, trimmed.
+fn sqlite(db: &Path, sql: &str) -> String {
+    let out = Command::new("sqlite3").arg(db).arg(sql).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The status of approval `id` as the gateway at `url` reports it.
+fn status(url: &str, id: &str) -> String {
+    let v: Value = reqwest::blocking::Client::new()
+        .get(format!("{url}/v1/approvals/{id}"))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    v["status"].as_str().unwrap_or_default().to_string()
+}
+
+/// Proposes a held call and approves it, over and over, until `stop`; counts the approvals.
+fn writer(
+    url: String,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let http = reqwest::blocking::Client::new();
+        while !stop.load(Ordering::Relaxed) {
+            let id = propose(&url, 5000)["approval_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let r = http
+                .post(format!("{url}/v1/approvals/{id}/decision"))
+                .bearer_auth(OP_KEY)
+                .json(&json!({"decision": "approve"}))
+                .send()
+                .unwrap();
+            assert!(r.status().is_success());
+            done.fetch_add(1, Ordering::Relaxed);
+        }
+    })
+}
+
+/// Whether the gateway at `url` has signed an audit checkpoint.
+fn signed(url: &str) -> bool {
+    let v: Value = reqwest::blocking::Client::new()
+        .get(format!("{url}/v1/audit/checkpoints"))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    v["checkpoints"].as_array().is_some_and(|c| !c.is_empty())
+}
+
+/// The number of rows of `table` in the database file `db`.
+fn count(db: &Path, table: &str) -> i64 {
+    sqlite(db, &format!("SELECT count(*) FROM {table}"))
+        .parse()
+        .unwrap()
+}
+
+#[cfg(unix)]
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_that_verifies() {
+    let Served {
+        dir,
+        cfg,
+        port,
+        server: s,
+    } = served(SIGNING);
+    let data = dir.path().join("data");
+    let before = propose(&s.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&s.url, &["approve", &before]));
+    let stop_writing = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
+    let w = writer(s.url.clone(), stop_writing.clone(), written.clone());
+    // Proposals and decisions are arriving, and the gateway has signed a checkpoint.
+    while written.load(Ordering::Relaxed) < 3 || !signed(&s.url) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Two backups while proposals and decisions keep arriving.
+    let out = dir.path().join("first.db");
+    let text = ok(&backup(&cfg, &out, &[]));
+    assert!(
+        text.contains("backup written to") && text.contains("token.key"),
+        "{text}"
+    );
+    let json_out = dir.path().join("second.db");
+    let rep: Value = serde_json::from_str(&ok(&backup(&cfg, &json_out, &["--json"]))).unwrap();
+    stop_writing.store(true, Ordering::Relaxed);
+    w.join().unwrap();
+    assert!(
+        rep["records"].as_i64().unwrap() > 0 && rep["checkpoints"].as_u64().unwrap() > 0,
+        "{rep}"
+    );
+    #[cfg(unix)]
+    assert_eq!((mode(&out), mode(&json_out)), (0o600, 0o600));
+    for f in [&out, &json_out] {
+        assert_eq!(sqlite(f, "PRAGMA integrity_check"), "ok");
+        assert_eq!(sqlite(f, "PRAGMA journal_mode"), "delete");
+        assert!(!f.with_extension("db-wal").exists());
+    }
+    // Every approval in the copy is settled with its decision record: one snapshot.
+    assert_eq!(
+        sqlite(
+            &json_out,
+            "SELECT count(*) FROM approvals WHERE status = 'approved'"
+        ),
+        sqlite(
+            &json_out,
+            "SELECT count(*) FROM audit WHERE kind = 'decision'"
+        )
+    );
+
+    // After the backup: one more approval, decided; then the gateway stops.
+    let after = propose(&s.url, 6000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&s.url, &["approve", &after]));
+    stop(s);
+    let live_approvals = count(&data.join("assent.db"), "approvals");
+
+    // The backup holds tokens minted and not yet redeemed: one redeemed since could be
+    // redeemed again, so a restore waits for them to expire unless forced.
+    refused(
+        &restore(&data, &json_out, &[]),
+        "neither redeemed nor expired",
+    );
+    assert!(!std::fs::read_dir(&data).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("before-restore")
+    }));
+    let out = restore(&data, &json_out, &["--force"]);
+    let text = ok(&out);
+    assert!(
+        text.contains("restored") && text.contains("kept as"),
+        "{text}"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let aside: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("assent.db.before-restore-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "the replaced database is kept");
+    assert_eq!(count(&aside[0].path(), "approvals"), live_approvals);
+    assert_eq!(
+        count(&data.join("assent.db"), "approvals"),
+        count(&json_out, "approvals")
+    );
+    ok(&audit_verify(&data, &[]));
+
+    // The restarted gateway serves the restored state: the approval decided before the backup
+    // is approved, the one proposed after it is unknown.
+    let s = serve(&cfg, port);
+    assert_eq!(status(&s.url, &before), "approved");
+    assert_eq!(status(&s.url, &after), "");
+    stop(s);
+    ok(&audit_verify(&data, &[]));
+}
+
+#[test]
+fn restore_refuses_while_a_gateway_has_the_database_open() {
+    let Served {
+        dir,
+        cfg,
+        server: s,
+        ..
+    } = served(SIGNING);
+    let data = dir.path().join("data");
+    let id = propose(&s.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = dir.path().join("b.db");
+    ok(&backup(&cfg, &out, &[]));
+    ok(&cli(&s.url, &["approve", &id]));
+    refused(
+        &restore(&data, &out, &[]),
+        "stop the gateway before restoring",
+    );
+    refused(
+        &restore(&data, &out, &["--force"]),
+        "stop the gateway before restoring",
+    );
+    // Nothing replaced, nothing set aside, and the gateway still serves what it wrote.
+    assert_eq!(status(&s.url, &id), "approved");
+    let names: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("before-restore") || n.starts_with(".assent-")),
+        "{names:?}"
+    );
+    stop(s);
+}
+
+#[test]
+fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered() {
+    let Served {
+        dir,
+        cfg,
+        server: s,
+        ..
+    } = served(SIGNING);
+    let data = dir.path().join("data");
+    let id = propose(&s.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&s.url, &["approve", &id]));
+    stop(s);
+    let good = dir.path().join("good.db");
+    ok(&backup(&cfg, &good, &[]));
+    let live_before = std::fs::read(data.join("assent.db")).unwrap();
+
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(
+        &garbage,
+        b"this is not a database, it is a text file pretending to be one",
+    )
+    .unwrap();
+    refused(
+        &restore(&data, &garbage, &["--force"]),
+        "is not an SQLite database",
+    );
+
+    let other = dir.path().join("other.db");
+    sqlite(
+        &other,
+        "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);",
+    );
+    refused(&restore(&data, &other, &["--force"]), "not an assent one");
+
+    let newer = dir.path().join("newer.db");
+    std::fs::copy(&good, &newer).unwrap();
+    sqlite(&newer, "PRAGMA user_version = 99;");
+    refused(
+        &restore(&data, &newer, &["--force"]),
+        "schema version 99, newer than this assent",
+    );
+
+    // A backup edited after it was taken (a decision's actor rewritten): its chain is broken.
+    let tampered = dir.path().join("tampered.db");
+    std::fs::copy(&good, &tampered).unwrap();
+    sqlite(
+        &tampered,
+        "UPDATE audit SET actor = 'mallory' WHERE kind = 'decision';",
+    );
+    refused(
+        &restore(&data, &tampered, &["--force"]),
+        "does not verify (chain check at record",
+    );
+
+    refused(
+        &restore(&data, &dir.path().join("missing.db"), &[]),
+        "no such file",
+    );
+    // None of them touched the database or left anything behind.
+    assert_eq!(std::fs::read(data.join("assent.db")).unwrap(), live_before);
+    let names: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("before-restore") || n.starts_with(".assent-")),
+        "{names:?}"
+    );
+    refused(&restore(&data, &good, &[]), "neither redeemed nor expired");
+    ok(&restore(&data, &good, &["--force"]));
+}
+
+#[test]
+fn backup_never_writes_over_an_existing_file_without_force() {
+    let Served {
+        dir,
+        cfg,
+        server: s,
+        ..
+    } = served("");
+    propose(&s.url, 5000);
+    let out = dir.path().join("precious.txt");
+    std::fs::write(&out, "precious").unwrap();
+    refused(
+        &backup(&cfg, &out, &[]),
+        "exists; choose another name, or --force",
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious");
+    refused(&backup(&cfg, dir.path(), &[]), "is a directory");
+    refused(
+        &backup(&cfg, &dir.path().join("no/such/dir/b.db"), &[]),
+        "no such directory",
+    );
+    assert!(!dir.path().join("no").exists());
+    ok(&backup(&cfg, &out, &["--force"]));
+    assert_eq!(sqlite(&out, "SELECT count(*) FROM approvals"), "1");
+    // Nothing is left in the directory but the file itself.
+    assert!(!std::fs::read_dir(dir.path()).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".assent-")
+    }));
+    // No database there: refused, nothing written.
+    let empty = tempfile::tempdir().unwrap();
+    let none = empty.path().join("none.db");
+    refused(
+        &run(&[
+            "backup",
+            "--data-dir",
+            empty.path().to_str().unwrap(),
+            none.to_str().unwrap(),
+        ]),
+        "no assent database here",
+    );
+    assert!(!none.exists());
+    stop(s);
+}
+
+#[test]
+fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
+    let a = served(SIGNING);
+    let id = propose(&a.server.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&a.server.url, &["approve", &id]));
+    stop(a.server);
+    let from_a = a.dir.path().join("a.db");
+    ok(&backup(&a.cfg, &from_a, &[]));
+    // Gateway B has keys of its own.
+    let b = served(SIGNING);
+    propose(&b.server.url, 7000);
+    stop(b.server);
+    let data_b = b.dir.path().join("data");
+    let live_before = std::fs::read(data_b.join("assent.db")).unwrap();
+    let out = restore(&data_b, &from_a, &[]);
+    refused(&out, "were signed by audit key");
+    refused(&out, "put back the audit.key and token.key");
+    assert_eq!(
+        std::fs::read(data_b.join("assent.db")).unwrap(),
+        live_before
+    );
+
+    // --force restores, warns, and `audit verify` under B's key then fails on the checkpoints.
+    let out = restore(&data_b, &from_a, &["--force"]);
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another audit key"));
+    let v = audit_verify(&data_b, &[]);
+    assert_eq!(v.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&v.stderr).contains("checkpoint"),
+        "{v:?}"
+    );
+    // With A's keys put back, it verifies.
+    for k in ["audit.key", "token.key"] {
+        std::fs::copy(a.dir.path().join("data").join(k), data_b.join(k)).unwrap();
+    }
+    ok(&audit_verify(&data_b, &[]));
+}
+
+#[test]
+fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
+    let Served {
+        dir,
+        cfg,
+        server: mut s,
+        ..
+    } = served(SIGNING);
+    let data = dir.path().join("data");
+    propose(&s.url, 5000);
+    let out = dir.path().join("b.db");
+    ok(&backup(&cfg, &out, &[]));
+    // After the backup: an approval decided, then SIGKILL (no checkpoint of the log).
+    let late = propose(&s.url, 6000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&s.url, &["approve", &late]));
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    ok(&restore(&data, &out, &[]));
+    assert_eq!(count(&data.join("assent.db"), "approvals"), 1);
+    // The replaced database kept is whole: the decision the log held is in it.
+    let aside = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("before-restore"))
+        .unwrap();
+    assert!(!data.join("assent.db-wal").exists());
+    assert_eq!(
+        sqlite(
+            &aside,
+            &format!("SELECT status FROM approvals WHERE id = '{late}'")
+        ),
+        "approved"
+    );
+    ok(&audit_verify(&data, &[]));
+}
+
+#[test]
+fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore() {
+    let Served {
+        dir,
+        cfg,
+        port,
+        server: s,
+    } = served("");
+    let data = dir.path().join("data");
+    let args = json!({"amount": 5000, "currency": "EUR", "recipient": "ext-1"});
+    let id = propose(&s.url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&cli(&s.url, &["approve", &id]));
+    let http = reqwest::blocking::Client::new();
+    let v: Value = http
+        .get(format!("{}/v1/approvals/{id}", s.url))
+        .bearer_auth(BOT_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let redeem = |url: &str| {
+        http.post(format!("{url}/v1/tokens/redeem"))
+            .bearer_auth(BOT_KEY)
+            .json(&json!({"token": v["token"], "tool": "transfer_funds", "arguments": args}))
+            .send()
+            .unwrap()
+            .status()
+    };
+    let out = dir.path().join("b.db");
+    ok(&backup(&cfg, &out, &[]));
+    // Redeemed after the backup: in the backup the token is still unredeemed.
+    assert!(redeem(&s.url).is_success());
+    stop(s);
+    refused(
+        &restore(&data, &out, &[]),
+        "1 approval token(s) neither redeemed nor expired",
+    );
+    // Forced, with a new token key as the refusal says: the replayed token is refused.
+    ok(&restore(&data, &out, &["--force"]));
+    std::fs::remove_file(data.join("token.key")).unwrap();
+    let s = serve(&cfg, port);
+    assert_eq!(redeem(&s.url), reqwest::StatusCode::UNAUTHORIZED);
+    stop(s);
+}
