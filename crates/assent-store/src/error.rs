@@ -11,6 +11,9 @@ pub enum StoreError {
     #[error("database error: {0}")]
     /// SQLite failed (locked past the busy timeout, disk full, corrupt file).
     Sqlite(#[from] rusqlite::Error),
+    #[error("database error: {0}")]
+    /// The storage kernel failed ([`crate::db`]: SQLite or Postgres).
+    Database(#[from] crate::db::DbError),
     #[error("{path}: {source}")]
     /// A file in the data directory could not be read or written.
     Io {
@@ -87,6 +90,8 @@ pub enum RedeemError {
     /// The store failed; the token was not consumed.
     Store(#[from] StoreError),
 }
+
+impl crate::db::Settles for StoreError {}
 
 impl From<rusqlite::Error> for DecideError {
     fn from(e: rusqlite::Error) -> Self {
