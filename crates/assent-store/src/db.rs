@@ -237,7 +237,7 @@ impl<'c> Conn<'c> {
                 out
             }
             Conn::Postgres(c) => {
-                c.batch("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+                c.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
                 let open = PgOpen(c);
                 let out = f(self);
                 std::mem::forget(open);

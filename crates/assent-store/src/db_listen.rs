@@ -45,15 +45,19 @@ impl Drop for Listener {
 /// its `search_path` names, and calls `on` for each notification, in the order Postgres
 /// delivers them (commit order). It calls `on(Resync)` once LISTEN is in place after every
 /// connect, and reconnects with backoff (100 ms doubling to 5 s) when the connection fails.
-/// `on` runs on the listener's thread and should return quickly.
-pub fn listen(url: &str, on: impl Fn(Heard) + Send + 'static) -> Listener {
+/// `on` runs on the listener's thread and should return quickly. `Unusable` when the thread
+/// cannot be started.
+pub fn listen(url: &str, on: impl Fn(Heard) + Send + 'static) -> Result<Listener, DbError> {
     let stop = Arc::new(AtomicBool::new(false));
     let (url, flag) = (url.to_string(), stop.clone());
     let thread = std::thread::Builder::new()
         .name("assent-listen".into())
         .spawn(move || run(&url, &flag, &on))
-        .ok();
-    Listener { stop, thread }
+        .map_err(|e| DbError::Unusable(format!("no listener thread: {e}")))?;
+    Ok(Listener {
+        stop,
+        thread: Some(thread),
+    })
 }
 
 fn run(url: &str, stop: &AtomicBool, on: &dyn Fn(Heard)) {

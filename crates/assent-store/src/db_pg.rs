@@ -34,13 +34,19 @@ pub struct PgConn {
     stmts: RefCell<HashMap<Box<str>, postgres::Statement>>,
     schema: String,
     schema_oid: u32,
+    /// Whether a transaction is open (a second `BEGIN` would only warn on Postgres).
+    in_tx: std::cell::Cell<bool>,
 }
 
-/// Connects with `url` (a `postgres://` URL or `key=value` string), applies the session
+/// Connects with `url` (a `postgres://` URL or `key=value` string; `connect_timeout` 10 s
+/// unless it says otherwise), applies the session
 /// settings and finds the schema. `Unusable` when the `search_path` names no existing schema
 /// or the server's encoding is not UTF8 (text must round-trip byte for byte).
 pub(crate) fn connect_client(url: &str) -> Result<(postgres::Client, String, u32), DbError> {
-    let config: postgres::Config = url.parse()?;
+    let mut config: postgres::Config = url.parse()?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
     let mut client = config.connect(postgres::NoTls)?;
     client.batch_execute(SESSION)?;
     let row = client.query_one(
@@ -77,6 +83,7 @@ impl PgConn {
             stmts: RefCell::new(HashMap::new()),
             schema,
             schema_oid,
+            in_tx: std::cell::Cell::new(false),
         })
     }
 
@@ -127,10 +134,23 @@ impl PgConn {
     /// `BEGIN` and the schema's write lock, in one round trip: the Postgres `BEGIN IMMEDIATE`.
     /// Waits up to `lock_timeout` for another session's write to commit.
     pub(crate) fn begin_write(&self) -> Result<(), DbError> {
-        self.batch(&format!(
+        self.begin(&format!(
             "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}, {})",
             self.schema_oid as i32
         ))
+    }
+
+    /// Runs `sql`, which opens a transaction; `Unusable` when one is open already (Postgres
+    /// would only warn, and the inner COMMIT would end the outer transaction early).
+    pub(crate) fn begin(&self, sql: &str) -> Result<(), DbError> {
+        if self.in_tx.get() {
+            return Err(DbError::Unusable(
+                "a transaction was begun inside another".into(),
+            ));
+        }
+        self.batch(sql)?;
+        self.in_tx.set(true);
+        Ok(())
     }
 
     /// The NOTIFYs of `changes` and `COMMIT`, in one round trip. Postgres delivers the
@@ -150,12 +170,16 @@ impl PgConn {
             sql.push_str("; ");
         }
         sql.push_str("COMMIT");
-        self.batch(&sql)
+        self.batch(&sql)?;
+        self.in_tx.set(false);
+        Ok(())
     }
 
     /// `ROLLBACK` (a no-op warning outside a transaction).
     pub(crate) fn rollback(&self) -> Result<(), DbError> {
-        self.batch("ROLLBACK")
+        let out = self.batch("ROLLBACK");
+        self.in_tx.set(false);
+        out
     }
 
     /// Whether a table named `name` exists in this session's schema.

@@ -3,8 +3,8 @@
 
 use crate::pgkit::{both, cluster, fresh_pg};
 use assent_store::db::{
-    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, ValueRef, dollar_params,
-    listen,
+    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, ToValue, ValueRef,
+    dollar_params, listen,
 };
 use assent_store::params;
 use std::ops::ControlFlow;
@@ -80,6 +80,17 @@ fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
         };
         assert_eq!(flagged(false), ["_", "a"]);
         assert_eq!(flagged(true).len(), 4);
+        // A list built at run time binds as a slice.
+        let wanted = ["a", "B"];
+        let list: Vec<&dyn ToValue> = wanted.iter().map(|s| s as &dyn ToValue).collect();
+        let listed: Vec<String> = c
+            .query_map(
+                "SELECT id FROM k WHERE id IN (?1, ?2) ORDER BY id",
+                &list[..],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(listed, ["B", "a"]);
         // No row: NoRows, made None by optional(); a row: Some.
         let missing = c.query_row("SELECT id FROM k WHERE id = ?1", ["zz"], |r| {
             r.get::<String>(0)
@@ -205,6 +216,54 @@ fn a_write_commits_on_ok_and_rolls_back_on_error_unless_the_error_keeps_writes()
 }
 
 #[test]
+fn a_transaction_inside_a_write_is_refused_and_the_outer_write_rolls_back() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        let nested: Result<(), DbError> = c.write(|tx| {
+            tx.execute(INSERT, params!["outer", 1i64, false, None::<String>])?;
+            (**tx).write(|_| Ok::<_, DbError>(()))?;
+            Ok(())
+        });
+        assert!(nested.is_err());
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0, "nothing of the refused write was committed");
+        // The session is usable for the next write.
+        c.write(|tx| tx.execute(INSERT, params!["next", 1i64, false, None::<String>]))
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_read_snapshot_does_not_see_writes_committed_meanwhile() {
+    both(|db| {
+        let reader = db.connect().unwrap();
+        let writer = db.connect().unwrap();
+        table(reader.conn());
+        let count = |c: Conn<'_>| -> i64 {
+            c.query_row("SELECT count(*) FROM k", [], |r| r.get(0))
+                .unwrap()
+        };
+        let (before, after) = reader
+            .conn()
+            .snapshot(|c| {
+                let before = count(c);
+                writer
+                    .conn()
+                    .write(|tx| tx.execute(INSERT, params!["w", 1i64, false, None::<String>]))
+                    .unwrap();
+                Ok((before, count(c)))
+            })
+            .unwrap();
+        assert_eq!((before, after), (0, 0));
+        assert_eq!(count(reader.conn()), 1, "seen once the snapshot ended");
+    });
+}
+
+#[test]
 fn the_write_lock_serialises_two_connections() {
     both(|db| {
         let first = db.connect().unwrap();
@@ -281,7 +340,8 @@ fn notify_reaches_a_listener_after_commit_and_never_after_rollback() {
     let (tx, heard) = mpsc::channel();
     let listener = listen(url, move |h| {
         let _ = tx.send(h);
-    });
+    })
+    .unwrap();
     assert_eq!(
         heard.recv_timeout(Duration::from_secs(30)).unwrap(),
         Heard::Resync

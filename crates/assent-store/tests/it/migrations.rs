@@ -79,6 +79,25 @@ fn a_fresh_database_is_migrated_once_and_reopening_applies_nothing() {
 }
 
 #[test]
+fn two_processes_migrating_at_once_apply_each_migration_once() {
+    both(|db| {
+        let runs: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let run = || {
+                s.spawn(|| {
+                    let conn = db.connect().unwrap();
+                    migrate(conn.conn(), "db").unwrap()
+                })
+            };
+            let (a, b) = (run(), run());
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        let mut all: Vec<u32> = runs.concat();
+        all.sort();
+        assert_eq!(all, (1..=latest()).collect::<Vec<_>>(), "{runs:?}");
+    });
+}
+
+#[test]
 fn a_schema_newer_than_this_binary_is_refused_on_both_backends() {
     both(|db| {
         let conn = db.connect().unwrap();
