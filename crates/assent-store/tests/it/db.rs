@@ -434,3 +434,23 @@ fn numbered_parameters_become_dollar_parameters_outside_literals_and_identifiers
         assert!(e.contains("byte"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn text_with_a_nul_character_is_invalid_input_on_postgres_never_a_database_failure() {
+    // An agent could otherwise turn each of its proposals into a 503 on Postgres, which
+    // cannot store U+0000 in TEXT (SQLite can). The edge should refuse NUL; this is the
+    // backstop: the error is `Invalid` (a 4xx), not `Database`.
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        let out = c.execute(INSERT, params!["a\0b", 1i64, false, None::<String>]);
+        match db {
+            Database::Sqlite { .. } => assert_eq!(out.unwrap(), 1),
+            Database::Postgres { .. } => {
+                let e = assent_store::StoreError::from(out.unwrap_err());
+                assert!(matches!(e, assent_store::StoreError::Invalid(_)), "{e:?}");
+            }
+        }
+    });
+}
