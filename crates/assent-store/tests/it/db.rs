@@ -3,7 +3,7 @@
 
 use crate::pgkit::{both, cluster, fresh_pg};
 use assent_store::db::{
-    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, ToValue, ValueRef,
+    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, Settles, ToValue, ValueRef,
     dollar_params, listen,
 };
 use assent_store::params;
@@ -212,7 +212,34 @@ fn a_write_commits_on_ok_and_rolls_back_on_error_unless_the_error_keeps_writes()
             .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 1);
+        // An error that keeps its writes (an audited refusal) commits them.
+        let refused: Result<(), Refused> = c.write(|tx| {
+            tx.execute(INSERT, params!["audited", 1i64, false, None::<String>])?;
+            Err(Refused::Audited)
+        });
+        assert!(matches!(refused, Err(Refused::Audited)));
+        let ids: Vec<String> = c
+            .query_map("SELECT id FROM k ORDER BY id", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ids, ["audited", "kept"]);
     });
+}
+
+/// A closure's error that, like the store's audited refusals, keeps what was written.
+#[derive(Debug)]
+enum Refused {
+    Audited,
+    Db(#[allow(dead_code)] DbError),
+}
+impl From<DbError> for Refused {
+    fn from(e: DbError) -> Self {
+        Refused::Db(e)
+    }
+}
+impl Settles for Refused {
+    fn keeps_writes(&self) -> bool {
+        matches!(self, Refused::Audited)
+    }
 }
 
 #[test]
@@ -383,13 +410,13 @@ fn notify_reaches_a_listener_after_commit_and_never_after_rollback() {
         .unwrap();
     assert_eq!(heard.recv_timeout(wait).unwrap(), Heard::Resync);
     c.write(|tx| {
-        tx.changed(Change::Review("r1".into()));
+        tx.changed(Change::Review("it's r1".into()));
         Ok::<_, DbError>(())
     })
     .unwrap();
     assert_eq!(
         heard.recv_timeout(wait).unwrap(),
-        Heard::Changed(Change::Review("r1".into()))
+        Heard::Changed(Change::Review("it's r1".into()))
     );
     drop(listener);
 }

@@ -24,7 +24,7 @@ const PORT: u16 = 5432;
 /// The newest `bin` directory with an `initdb`.
 fn bin_dir() -> Option<PathBuf> {
     if let Ok(d) = std::env::var("ASSENT_PG_BIN") {
-        return Some(PathBuf::from(d));
+        return Some(PathBuf::from(d)).filter(|b| b.join("initdb").exists());
     }
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
@@ -73,8 +73,9 @@ fn run(c: &mut Command, what: &str) {
 fn start() -> Cluster {
     let bin = bin_dir().unwrap_or_else(|| {
         panic!(
-            "no Postgres binaries under /usr/lib/postgresql/*/bin: install Debian's postgresql \
-             (scripts/test.sh does), or set ASSENT_TEST_NO_PG=1 to run the SQLite tests only"
+            "no Postgres binaries (initdb) under /usr/lib/postgresql/*/bin or $ASSENT_PG_BIN: \
+             install Debian's postgresql (scripts/test.sh does), or set ASSENT_TEST_NO_PG=1 to \
+             run the SQLite tests only"
         )
     });
     let started = std::time::Instant::now();
