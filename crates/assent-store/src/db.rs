@@ -300,19 +300,33 @@ impl Stmt<'_> {
         }
     }
 
-    /// `f` of the first row; `Err(NoRows)` when there is none.
+    /// `f` of the first row; `Err(NoRows)` when there is none. `f` may run other statements
+    /// on the same session.
     pub fn query_row<T>(
         &mut self,
         p: impl Params,
         f: impl FnOnce(&Row<'_>) -> Result<T>,
     ) -> Result<T> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.for_each(p, |r| {
-            out = f.take().map(|f| f(r));
-            Ok(ControlFlow::Break(()))
-        })?;
-        out.unwrap_or(Err(DbError::NoRows))
+        match self {
+            Stmt::Sqlite(s) => {
+                let values = p.values()?;
+                let mut rows = s.query(rusqlite::params_from_iter(values.iter()))?;
+                match rows.next()? {
+                    Some(r) => f(&Row::Sqlite(r)),
+                    None => Err(DbError::NoRows),
+                }
+            }
+            Stmt::Postgres(c, s) => {
+                use postgres::fallible_iterator::FallibleIterator;
+                let values = p.values()?;
+                // The first row only; the session is free again before `f` runs.
+                let first = c.client()?.query_raw(&*s, values.iter())?.next()?;
+                match first {
+                    Some(r) => f(&Row::Postgres(&r)),
+                    None => Err(DbError::NoRows),
+                }
+            }
+        }
     }
 
     /// `f` of every row, in order. On Postgres the rows are fetched first, so `f` may run

@@ -157,6 +157,33 @@ fn the_strict_reader_tells_null_integers_booleans_and_text_apart() {
 }
 
 #[test]
+fn a_row_callback_may_run_other_statements_on_the_same_session() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        c.execute(INSERT, params!["a", 1i64, false, "b"]).unwrap();
+        c.execute(INSERT, params!["b", 2i64, true, None::<String>])
+            .unwrap();
+        let next = |note: &str| -> Result<i64, DbError> {
+            c.query_row("SELECT n FROM k WHERE id = ?1", [note], |r| r.get(0))
+        };
+        let via_row = c
+            .query_row("SELECT note FROM k WHERE id = ?1", ["a"], |r| {
+                next(&r.get::<String>(0)?)
+            })
+            .unwrap();
+        assert_eq!(via_row, 2);
+        let via_map: Vec<i64> = c
+            .query_map("SELECT note FROM k WHERE note IS NOT NULL", [], |r| {
+                next(&r.get::<String>(0)?)
+            })
+            .unwrap();
+        assert_eq!(via_map, [2]);
+    });
+}
+
+#[test]
 fn for_each_streams_rows_until_told_to_stop() {
     both(|db| {
         let conn = db.connect().unwrap();
