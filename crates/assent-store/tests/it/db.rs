@@ -508,3 +508,45 @@ fn text_with_a_nul_character_is_invalid_input_on_postgres_never_a_database_failu
         }
     });
 }
+
+#[test]
+fn each_postgres_session_bounds_its_lock_wait_and_idle_transactions() {
+    // Postgres only: SQLite's counterpart is busy_timeout, and it has no idle sessions.
+    let Some(db) = fresh_pg() else { return };
+    let conn = db.connect().unwrap();
+    let settings: (String, String) = conn
+        .conn()
+        .query_row(
+            "SELECT current_setting('lock_timeout'), current_setting('idle_in_transaction_session_timeout')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(settings, ("10s".to_string(), "10s".to_string()));
+}
+
+#[test]
+fn stores_in_different_postgres_schemas_do_not_share_the_write_lock() {
+    // Postgres only: the lock's second key is the schema, so parallel tests (and tenants) in
+    // one database do not serialise each other. A shared lock would make the second write
+    // wait for the first, which waits for the second: lock_timeout would fail it.
+    let (Some(one), Some(two)) = (fresh_pg(), fresh_pg()) else {
+        return;
+    };
+    let (a, b) = (one.connect().unwrap(), two.connect().unwrap());
+    table(a.conn());
+    table(b.conn());
+    a.conn()
+        .write(|tx| {
+            tx.execute(INSERT, params!["a", 1i64, false, None::<String>])?;
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    b.conn()
+                        .write(|tx| tx.execute(INSERT, params!["b", 1i64, false, None::<String>]))
+                })
+                .join()
+                .unwrap()
+            })
+        })
+        .unwrap();
+}
