@@ -550,3 +550,28 @@ fn stores_in_different_postgres_schemas_do_not_share_the_write_lock() {
         })
         .unwrap();
 }
+
+#[test]
+fn a_write_that_panics_rolls_back_and_frees_the_write_lock() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _: Result<(), DbError> = c.write(|tx| {
+                tx.execute(INSERT, params!["half", 1i64, false, None::<String>])?;
+                panic!("a bug in the middle of a write");
+            });
+        }));
+        assert!(panicked.is_err());
+        // Another session can take the write lock at once, and nothing of the write is there.
+        let other = db.connect().unwrap();
+        let n: i64 = other
+            .conn()
+            .write(|tx| tx.query_row("SELECT count(*) FROM k", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(n, 0);
+        c.write(|tx| tx.execute(INSERT, params!["next", 1i64, false, None::<String>]))
+            .unwrap();
+    });
+}
