@@ -575,3 +575,25 @@ fn a_write_that_panics_rolls_back_and_frees_the_write_lock() {
             .unwrap();
     });
 }
+
+#[test]
+fn a_postgres_session_prepares_each_statement_text_once() {
+    // Postgres only (rusqlite keeps SQLite's cache): without the kernel's cache every call
+    // would pay a Parse round trip.
+    let Some(db) = fresh_pg() else { return };
+    let conn = db.connect().unwrap();
+    let c = conn.conn();
+    table(c);
+    for i in 0..5i64 {
+        c.execute(INSERT, params![format!("id{i}"), i, false, None::<String>])
+            .unwrap();
+    }
+    let prepared: i64 = c
+        .query_row(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO k %'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(prepared, 1);
+}
