@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine, then runs every test:
-#   Rust unit and integration tests (real SQLite files, the real binary), formatting, the shape
-#   rules (scripts/shape.py) and clippy,
+#   Rust unit and integration tests (real SQLite files, a throw-away Postgres cluster, the real
+#   binary), formatting, the shape rules (scripts/shape.py) and clippy,
 #   the end-to-end MCP tests (Python and TypeScript MCP SDK clients → assent mcp → npm
 #   server-filesystem and server-everything, and a Python SDK server; the era matrix of issue
 #   11; the MCP conformance suite's server scenarios through the proxy), and the dashboard in
@@ -15,6 +15,9 @@ need=()
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the dashboard's browser tests
 command -v tmux >/dev/null 2>&1 || need+=(tmux)           # `assent watch` under tmux
+# The store's tests start a throw-away Postgres cluster (initdb, pg_ctl) from Debian's
+# postgresql, found under /usr/lib/postgresql/*/bin (ASSENT_TEST_NO_PG=1 skips that half).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]} (Debian)"
   export DEBIAN_FRONTEND=noninteractive

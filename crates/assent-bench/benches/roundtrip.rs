@@ -14,7 +14,7 @@ use std::time::Duration;
 
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: transfer, approval: true}\n";
-const SCHEMA: &str = include_str!("../../assent-store/migrations/0001_init.sql");
+const SCHEMA: &str = include_str!("../../assent-store/migrations/sqlite/0001_init.sql");
 
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
     Principal {

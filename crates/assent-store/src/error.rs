@@ -11,6 +11,10 @@ pub enum StoreError {
     #[error("database error: {0}")]
     /// SQLite failed (locked past the busy timeout, disk full, corrupt file).
     Sqlite(#[from] rusqlite::Error),
+    #[error("database error: {0}")]
+    /// The storage kernel failed ([`crate::db`]: Postgres, or a misuse of the kernel; its
+    /// SQLite errors stay `Sqlite`).
+    Database(crate::db::DbError),
     #[error("{path}: {source}")]
     /// A file in the data directory could not be read or written.
     Io {
@@ -86,6 +90,39 @@ pub enum RedeemError {
     #[error(transparent)]
     /// The store failed; the token was not consumed.
     Store(#[from] StoreError),
+}
+
+impl crate::db::Settles for StoreError {}
+
+impl From<crate::db::DbError> for StoreError {
+    /// SQLite's errors as `Sqlite`, as before the kernel; text Postgres cannot store (a NUL
+    /// character, SQLSTATE 22021 or 22P05, which SQLite stores) as `Invalid`, a backstop for
+    /// input the edge should have refused; the rest as `Database`.
+    fn from(e: crate::db::DbError) -> Self {
+        use postgres::error::SqlState;
+        match e {
+            crate::db::DbError::Sqlite(e) => Self::Sqlite(e),
+            crate::db::DbError::Postgres(p)
+                if p.code().is_some_and(|c| {
+                    *c == SqlState::CHARACTER_NOT_IN_REPERTOIRE
+                        || *c == SqlState::UNTRANSLATABLE_CHARACTER
+                }) =>
+            {
+                Self::Invalid(format!("text the database cannot store: {p}"))
+            }
+            e => Self::Database(e),
+        }
+    }
+}
+impl From<crate::db::DbError> for DecideError {
+    fn from(e: crate::db::DbError) -> Self {
+        Self::Store(e.into())
+    }
+}
+impl From<crate::db::DbError> for RedeemError {
+    fn from(e: crate::db::DbError) -> Self {
+        Self::Store(e.into())
+    }
 }
 
 impl From<rusqlite::Error> for DecideError {

@@ -35,7 +35,12 @@
 //! write transaction) → [`events`] (typed events, the [`Envelopes`] trait) → [`aaep`]
 //! (subscription, stored-event and clarification types), `record` (the approval row and its
 //! strict reader) → [`stored`] (strict column reading), `sql` (typed rows, JSON columns, a
-//! row read by column name), `kit` (time, ids, files, JSON text), `error`.
+//! row read by column name), `kit` (time, ids, files, JSON text), [`migrate`] (the numbered
+//! migrations of both backends and their runner) → `error` → the storage kernel at the very
+//! bottom (issue 13): [`db`] (one API over SQLite and Postgres: sessions, statements, rows,
+//! the write transaction, NOTIFY/LISTEN) → `db_listen` (the LISTEN thread), `db_pg` (the
+//! Postgres session, statement cache, write lock), `db_sqlite` (the rusqlite glue) →
+//! `db_value` (parameters, column values, the kernel's error), `db_sql` (`?N` → `$N`).
 //! This file only mounts them and re-exports their public items.
 
 #![warn(missing_docs)]
@@ -45,6 +50,12 @@ pub mod audit;
 pub mod checkpoint;
 mod clarifications;
 pub mod confirm;
+pub mod db;
+mod db_listen;
+mod db_pg;
+mod db_sql;
+mod db_sqlite;
+mod db_value;
 mod decide;
 mod emit;
 mod error;
@@ -53,6 +64,7 @@ mod expiry;
 pub mod integrity;
 mod kit;
 pub mod learning;
+pub mod migrate;
 mod mplp;
 mod open;
 pub mod ops;

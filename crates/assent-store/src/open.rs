@@ -1,38 +1,22 @@
-//! Opening a store: the private data directory, the token key file, the connection pragmas
-//! and the schema migrations; and the read-only offline audit verification (which, writing
+//! Opening a store: the private data directory, the token key file, the connection (the
+//! kernel's `db_sqlite::open`) and the schema migrations (`migrate.rs`); and the read-only offline audit verification (which, writing
 //! nothing, needs no event renderer). Nothing that reads or writes approvals.
 
 use crate::audit;
 use crate::checkpoint;
+use crate::db::Conn;
 use crate::error::StoreError;
 use crate::events::Envelopes;
 use crate::kit::{create_private_dir, io, write_private};
+use crate::migrate;
 use crate::store::Store;
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-const MIGRATIONS: &[&str] = &[
-    include_str!("../migrations/0001_init.sql"),
-    include_str!("../migrations/0002_protocol.sql"),
-    include_str!("../migrations/0003_aaep.sql"),
-    include_str!("../migrations/0004_plans.sql"),
-    include_str!("../migrations/0005_tool_pins.sql"),
-    include_str!("../migrations/0006_in_client.sql"),
-    include_str!("../migrations/0007_operator.sql"),
-    include_str!("../migrations/0008_audit_checkpoints.sql"),
-    include_str!("../migrations/0009_cancelled_sessions.sql"),
-    include_str!("../migrations/0010_confirm_context.sql"),
-];
-
-/// Opens a connection with the pragmas assent relies on.
+/// Opens a connection with the pragmas assent relies on (the kernel's SQLite open).
 fn connect(path: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(conn)
+    Ok(crate::db_sqlite::open(path)?)
 }
 
 /// Reads `<dir>/token.key`, creating a random 32-byte key (mode 0600) when there is none.
@@ -71,21 +55,8 @@ impl Store {
         let key = load_or_create_key(data_dir)?;
         let audit_key = checkpoint::load_or_create_key(data_dir)?;
         let db_path = data_dir.join("assent.db");
-        let mut conn = connect(&db_path)?;
-        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version as usize > MIGRATIONS.len() {
-            return Err(StoreError::Invalid(format!(
-                "{}: schema version {version} is newer than this assent ({}); upgrade assent",
-                db_path.display(),
-                MIGRATIONS.len()
-            )));
-        }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-            tx.commit()?;
-        }
+        let conn = connect(&db_path)?;
+        migrate::migrate(Conn::Sqlite(&conn), &db_path.display().to_string())?;
         Ok(Store {
             conn: Mutex::new(conn),
             key,

@@ -9,6 +9,10 @@ use assent_store::{
 use serde_json::json;
 
 mod checkpoints;
+mod db;
+mod migrations;
+mod pgkit;
+mod store_sql;
 
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";

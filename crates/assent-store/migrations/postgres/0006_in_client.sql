@@ -1,0 +1,2 @@
+-- assent store schema v6: approvals the agent's own user may decide in the MCP client.
+ALTER TABLE approvals ADD COLUMN in_client BOOLEAN NOT NULL DEFAULT false;

@@ -1,0 +1,10 @@
+-- assent store schema: what governed a held call when it was held (issue 10, MPLP Confirm
+-- fidelity): the governance policies behind its verdict, the SHA-256 of the policy set then
+-- loaded, and the MPLP plan and step the call named. One row per approval that has any.
+CREATE TABLE confirm_context (
+    approval_id        TEXT COLLATE "C" PRIMARY KEY REFERENCES approvals(id),
+    policies           TEXT COLLATE "C" NOT NULL DEFAULT '[]', -- JSON array of governance policy ids
+    policy_set_sha256  TEXT COLLATE "C",                       -- hex; NULL when none was given
+    plan_id            TEXT COLLATE "C",                       -- UUID v4, when the call named a plan
+    step_id            TEXT COLLATE "C"                        -- UUID v4, when the call named a step
+);

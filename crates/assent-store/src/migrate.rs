@@ -1,0 +1,244 @@
+//! The schema migrations of both backends and their runner (issue 13).
+//!
+//! Migrations are numbered from 1 and kept as SQL files twice, `migrations/sqlite/` and
+//! `migrations/postgres/`, with the same numbers and names ([`MIGRATIONS`]). The runner
+//! ([`migrate`]) records each applied migration in its own table `assent_schema` (version,
+//! name, SHA-256 of the SQL applied, time) on both backends, and on SQLite also keeps
+//! `PRAGMA user_version` at the schema version, so that binaries older than this runner still
+//! refuse a newer file. It applies each pending migration in one write transaction together
+//! with its record, refuses a database whose schema is newer than this binary's, and refuses
+//! one where an applied migration's SQL differs from this binary's (a released migration was
+//! edited). On Postgres the whole run holds a session advisory lock, so replicas starting
+//! together migrate once; on SQLite each step re-reads the version inside its `BEGIN
+//! IMMEDIATE`, which serialises processes the same way.
+
+use crate::db::{Backend, Conn, OptionalExtension, Tx};
+use crate::db_pg::MIGRATE_LOCK;
+use crate::error::StoreError;
+use sha2::{Digest, Sha256};
+
+/// One numbered migration, in both dialects.
+#[derive(Debug)]
+pub struct Migration {
+    /// Its number, from 1, without gaps.
+    pub version: u32,
+    /// Its file name without `.sql` (e.g. `0001_init`).
+    pub name: &'static str,
+    /// The SQLite SQL (`migrations/sqlite/<name>.sql`).
+    pub sqlite: &'static str,
+    /// The Postgres SQL (`migrations/postgres/<name>.sql`).
+    pub postgres: &'static str,
+}
+
+macro_rules! migration {
+    ($v:literal, $name:literal) => {
+        Migration {
+            version: $v,
+            name: $name,
+            sqlite: include_str!(concat!("../migrations/sqlite/", $name, ".sql")),
+            postgres: include_str!(concat!("../migrations/postgres/", $name, ".sql")),
+        }
+    };
+}
+
+/// Every migration, in order.
+pub const MIGRATIONS: &[Migration] = &[
+    migration!(1, "0001_init"),
+    migration!(2, "0002_protocol"),
+    migration!(3, "0003_aaep"),
+    migration!(4, "0004_plans"),
+    migration!(5, "0005_tool_pins"),
+    migration!(6, "0006_in_client"),
+    migration!(7, "0007_operator"),
+    migration!(8, "0008_audit_checkpoints"),
+    migration!(9, "0009_cancelled_sessions"),
+    migration!(10, "0010_confirm_context"),
+];
+
+/// The schema version this binary writes (the last migration's number).
+pub fn latest() -> u32 {
+    MIGRATIONS.len() as u32
+}
+
+impl Migration {
+    /// The SQL for `backend`.
+    pub fn sql(&self, backend: Backend) -> &'static str {
+        match backend {
+            Backend::Sqlite => self.sqlite,
+            Backend::Postgres => self.postgres,
+        }
+    }
+
+    /// Lowercase hex SHA-256 of [`Migration::sql`], as recorded in `assent_schema`.
+    pub fn sha256(&self, backend: Backend) -> String {
+        hex::encode(Sha256::digest(self.sql(backend).as_bytes()))
+    }
+}
+
+/// Where a database's schema stands against this binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaState {
+    /// At this binary's version.
+    Current(u32),
+    /// Older: migrations `at + 1 ..= latest` are pending.
+    Behind {
+        /// The database's version.
+        at: u32,
+        /// This binary's.
+        latest: u32,
+    },
+    /// Newer than this binary: it refuses to run against it.
+    Newer {
+        /// The database's version.
+        at: u32,
+        /// This binary's.
+        latest: u32,
+    },
+}
+
+/// The runner's own table, created outside the numbered migrations.
+const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS assent_schema (
+    version BIGINT PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+
+/// The database's schema version: the highest of `assent_schema` and, on SQLite,
+/// `user_version` (a file migrated before this runner existed has only the latter).
+fn version(conn: Conn<'_>) -> Result<u32, StoreError> {
+    let pragma: i64 = match conn.backend() {
+        Backend::Sqlite => conn.query_row("PRAGMA user_version", [], |r| r.get(0))?,
+        Backend::Postgres => 0,
+    };
+    let recorded: i64 = if conn.has_table("assent_schema")? {
+        conn.query_row(
+            "SELECT coalesce(max(version), 0) FROM assent_schema",
+            [],
+            |r| r.get(0),
+        )?
+    } else {
+        0
+    };
+    u32::try_from(pragma.max(recorded))
+        .map_err(|_| StoreError::Invalid(format!("schema version {pragma} is not a version")))
+}
+
+/// Where the schema of the database behind `conn` stands (for `/readyz` and `assent migrate
+/// --check`). Writes nothing.
+pub fn schema_state(conn: Conn<'_>) -> Result<SchemaState, StoreError> {
+    let (at, latest) = (version(conn)?, latest());
+    Ok(match at.cmp(&latest) {
+        std::cmp::Ordering::Equal => SchemaState::Current(at),
+        std::cmp::Ordering::Less => SchemaState::Behind { at, latest },
+        std::cmp::Ordering::Greater => SchemaState::Newer { at, latest },
+    })
+}
+
+/// Applies the pending migrations to the database behind `conn` (a session outside any
+/// transaction); `label` names the database in errors (its path, or its schema). Returns the
+/// versions applied now, in order (empty when the schema was current).
+///
+/// `Invalid` when the schema is newer than this binary ("… schema version N is newer than
+/// this assent (M); upgrade assent") or an applied migration's recorded SHA-256 differs from
+/// this binary's; `Database` when a statement fails (that migration is rolled back whole).
+pub fn migrate(conn: Conn<'_>, label: &str) -> Result<Vec<u32>, StoreError> {
+    match conn {
+        Conn::Sqlite(_) => run(conn, label),
+        Conn::Postgres(pg) => {
+            let oid = pg.schema_oid() as i32;
+            conn.batch(&format!("SELECT pg_advisory_lock({MIGRATE_LOCK}, {oid})"))?;
+            let out = run(conn, label);
+            let unlocked = conn.batch(&format!("SELECT pg_advisory_unlock({MIGRATE_LOCK}, {oid})"));
+            pg.forget_statements();
+            let applied = out?;
+            unlocked?;
+            Ok(applied)
+        }
+    }
+}
+
+fn run(conn: Conn<'_>, label: &str) -> Result<Vec<u32>, StoreError> {
+    let backend = conn.backend();
+    let newer = |at: u32| {
+        StoreError::Invalid(format!(
+            "{label}: schema version {at} is newer than this assent ({}); upgrade assent",
+            latest()
+        ))
+    };
+    let at = version(conn)?;
+    if at > latest() {
+        return Err(newer(at));
+    }
+    if recorded(conn)? < at {
+        conn.write(|tx| record(tx, version(**tx)?, backend))?;
+    }
+    check_recorded(conn, label, backend)?;
+    let mut applied = Vec::new();
+    for m in MIGRATIONS.iter().skip(at as usize) {
+        let done = conn.write(|tx| {
+            let at = version(**tx)?;
+            if at > latest() {
+                return Err(newer(at));
+            }
+            if at >= m.version {
+                return Ok(false);
+            }
+            tx.batch(m.sql(backend))?;
+            record(tx, m.version, backend)?;
+            Ok(true)
+        })?;
+        if done {
+            applied.push(m.version);
+        }
+    }
+    Ok(applied)
+}
+
+/// How many migrations `assent_schema` records (0 when it does not exist yet).
+fn recorded(conn: Conn<'_>) -> Result<u32, StoreError> {
+    if !conn.has_table("assent_schema")? {
+        return Ok(0);
+    }
+    Ok(conn.query_row("SELECT count(*) FROM assent_schema", [], |r| r.get(0))?)
+}
+
+/// Records migrations `1..=upto` in `assent_schema` (creating it; the ones recorded already
+/// keep their row) and, on SQLite, sets `user_version` to `upto`.
+fn record(tx: &Tx<'_>, upto: u32, backend: Backend) -> Result<(), StoreError> {
+    tx.batch(SCHEMA_TABLE)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    for m in MIGRATIONS.iter().take(upto as usize) {
+        tx.execute(
+            "INSERT INTO assent_schema (version, name, sha256, applied_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+            crate::params![m.version, m.name, m.sha256(backend), now],
+        )?;
+    }
+    if backend == Backend::Sqlite && upto > 0 {
+        tx.batch(&format!("PRAGMA user_version = {upto}"))?;
+    }
+    Ok(())
+}
+
+/// `Invalid` when a recorded migration's SHA-256 is not the one this binary would apply.
+fn check_recorded(conn: Conn<'_>, label: &str, backend: Backend) -> Result<(), StoreError> {
+    if !conn.has_table("assent_schema")? {
+        return Ok(());
+    }
+    for m in MIGRATIONS {
+        let stored: Option<String> = conn
+            .query_row(
+                "SELECT sha256 FROM assent_schema WHERE version = ?1",
+                [m.version],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(s) = stored.filter(|s| *s != m.sha256(backend)) {
+            return Err(StoreError::Invalid(format!(
+                "{label}: migration {} ({}) was applied from other SQL (sha256 {s}) than this assent's ({}); a released migration was edited",
+                m.version,
+                m.name,
+                m.sha256(backend)
+            )));
+        }
+    }
+    Ok(())
+}

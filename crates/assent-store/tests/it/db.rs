@@ -1,0 +1,599 @@
+//! The storage kernel (`assent_store::db`) against a real SQLite file and a real Postgres
+//! cluster: the same statements, through the same API, must answer the same on both.
+
+use crate::pgkit::{both, cluster, fresh_pg};
+use assent_store::db::{
+    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, Settles, ToValue, ValueRef,
+    dollar_params, listen,
+};
+use assent_store::params;
+use std::ops::ControlFlow;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A small table in each dialect: the 0/1 column is BOOLEAN on Postgres, as in the store.
+fn table(c: Conn<'_>) {
+    c.batch(match c.backend() {
+        Backend::Sqlite => {
+            "CREATE TABLE k (id TEXT PRIMARY KEY, n INTEGER, flag INTEGER NOT NULL, note TEXT);
+             CREATE TABLE seqd (seq INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)"
+        }
+        Backend::Postgres => {
+            "CREATE TABLE k (id TEXT COLLATE \"C\" PRIMARY KEY, n BIGINT, flag BOOLEAN NOT NULL, note TEXT COLLATE \"C\");
+             CREATE TABLE seqd (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v TEXT NOT NULL)"
+        }
+    })
+    .unwrap();
+}
+
+const INSERT: &str = "INSERT INTO k (id, n, flag, note) VALUES (?1, ?2, ?3, ?4)";
+
+#[test]
+fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        assert!(c.has_table("k").unwrap() && !c.has_table("nope").unwrap());
+        let none: Option<&str> = None;
+        assert_eq!(c.execute(INSERT, params!["a", 1i64, true, "x"]).unwrap(), 1);
+        assert_eq!(
+            c.execute(INSERT, params!["b", None::<i64>, false, none])
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            c.execute(INSERT, params!["B", 3i64, false, "x"]).unwrap(),
+            1
+        );
+        assert_eq!(c.execute(INSERT, params!["_", 4i64, true, "y"]).unwrap(), 1);
+        // By index and by name; a NULL reads as None; the boolean reads as a bool either way.
+        let (n, flag, note): (Option<i64>, bool, Option<String>) = c
+            .query_row("SELECT n, flag, note FROM k WHERE id = ?1", ["b"], |r| {
+                Ok((r.get(0)?, r.get("flag")?, r.get("note")?))
+            })
+            .unwrap();
+        assert_eq!((n, flag, note), (None, false, None));
+        // The untyped-NULL filter in the form both engines accept.
+        let by_note = |note: Option<&str>| -> Vec<String> {
+            c.query_map(
+                "SELECT id FROM k WHERE CAST(?1 AS TEXT) IS NULL OR note = ?1 ORDER BY id",
+                [note],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(by_note(Some("x")), ["B", "a"]);
+        assert_eq!(
+            by_note(None),
+            ["B", "_", "a", "b"],
+            "bytewise order on both"
+        );
+        // A bare boolean parameter.
+        let flagged = |all: bool| -> Vec<String> {
+            c.query_map(
+                "SELECT id FROM k WHERE ?1 OR flag ORDER BY id",
+                params![all],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(flagged(false), ["_", "a"]);
+        assert_eq!(flagged(true).len(), 4);
+        // A list built at run time binds as a slice.
+        let wanted = ["a", "B"];
+        let list: Vec<&dyn ToValue> = wanted.iter().map(|s| s as &dyn ToValue).collect();
+        let listed: Vec<String> = c
+            .query_map(
+                "SELECT id FROM k WHERE id IN (?1, ?2) ORDER BY id",
+                &list[..],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(listed, ["B", "a"]);
+        // No row: NoRows, made None by optional(); a row: Some.
+        let missing = c.query_row("SELECT id FROM k WHERE id = ?1", ["zz"], |r| {
+            r.get::<String>(0)
+        });
+        assert!(matches!(missing, Err(DbError::NoRows)));
+        let none = c
+            .query_row("SELECT id FROM k WHERE id = ?1", ["zz"], |r| {
+                r.get::<String>(0)
+            })
+            .optional()
+            .unwrap();
+        assert_eq!(none, None);
+        // ON CONFLICT DO NOTHING counts no row changed; RETURNING gives the row's value.
+        let again = "INSERT INTO k (id, n, flag) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING";
+        assert_eq!(c.execute(again, params!["a", 9i64, true]).unwrap(), 0);
+        let n: i64 = c
+            .query_row(
+                "UPDATE k SET n = n + 1 WHERE id = ?1 RETURNING n",
+                ["a"],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 2);
+        let seq: i64 = c
+            .query_row(
+                "INSERT INTO seqd (v) VALUES (?1) RETURNING seq",
+                ["v"],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(seq, 1);
+    });
+}
+
+#[test]
+fn the_strict_reader_tells_null_integers_booleans_and_text_apart() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        c.execute(INSERT, params!["a", 7i64, true, None::<String>])
+            .unwrap();
+        c.query_row("SELECT id, n, flag, note FROM k", [], |r| {
+            assert_eq!(r.get_ref(0)?, ValueRef::Text(b"a"));
+            assert_eq!(r.get_ref("n")?, ValueRef::Int(7));
+            let flag = r.get_ref(2)?;
+            match db {
+                Database::Sqlite { .. } => assert_eq!(flag, ValueRef::Int(1)),
+                Database::Postgres { .. } => assert_eq!(flag, ValueRef::Bool(true)),
+            }
+            assert_eq!(r.get_ref(3)?, ValueRef::Null);
+            // A column read as the wrong type names the column and why.
+            let e = r.get::<i64>("id").unwrap_err().to_string();
+            assert!(
+                e.contains("column id") && e.contains("expected an integer"),
+                "{e}"
+            );
+            let e = r.get::<String>(9).unwrap_err().to_string();
+            assert!(e.contains('9'), "{e}");
+            Ok(())
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn a_row_callback_may_run_other_statements_on_the_same_session() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        c.execute(INSERT, params!["a", 1i64, false, "b"]).unwrap();
+        c.execute(INSERT, params!["b", 2i64, true, None::<String>])
+            .unwrap();
+        let next = |note: &str| -> Result<i64, DbError> {
+            c.query_row("SELECT n FROM k WHERE id = ?1", [note], |r| r.get(0))
+        };
+        let via_row = c
+            .query_row("SELECT note FROM k WHERE id = ?1", ["a"], |r| {
+                next(&r.get::<String>(0)?)
+            })
+            .unwrap();
+        assert_eq!(via_row, 2);
+        let via_map: Vec<i64> = c
+            .query_map("SELECT note FROM k WHERE note IS NOT NULL", [], |r| {
+                next(&r.get::<String>(0)?)
+            })
+            .unwrap();
+        assert_eq!(via_map, [2]);
+    });
+}
+
+#[test]
+fn for_each_streams_rows_until_told_to_stop() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        for i in 0..50i64 {
+            c.execute(INSERT, params![format!("{i:03}"), i, false, None::<String>])
+                .unwrap();
+        }
+        let mut seen = Vec::new();
+        c.prepare_cached("SELECT n FROM k ORDER BY n")
+            .unwrap()
+            .for_each([], |r| {
+                seen.push(r.get::<i64>(0)?);
+                Ok(if seen.len() == 10 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                })
+            })
+            .unwrap();
+        assert_eq!(seen, (0..10).collect::<Vec<_>>());
+        // The session is usable again after a stopped stream.
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 50);
+    });
+}
+
+#[test]
+fn a_write_commits_on_ok_and_rolls_back_on_error_unless_the_error_keeps_writes() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        let failed: Result<(), DbError> = c.write(|tx| {
+            tx.execute(INSERT, params!["gone", 1i64, false, None::<String>])?;
+            Err(DbError::Unusable("refused".into()))
+        });
+        assert!(failed.is_err());
+        c.write(|tx| tx.execute(INSERT, params!["kept", 1i64, false, None::<String>]))
+            .unwrap();
+        let ids: Vec<String> = c.query_map("SELECT id FROM k", [], |r| r.get(0)).unwrap();
+        assert_eq!(ids, ["kept"]);
+        // A failed statement inside the closure rolls the whole write back on both engines.
+        let dup: Result<usize, DbError> = c.write(|tx| {
+            tx.execute(INSERT, params!["more", 1i64, false, None::<String>])?;
+            tx.execute(INSERT, params!["kept", 1i64, false, None::<String>])
+        });
+        assert!(dup.is_err());
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+        // An error that keeps its writes (an audited refusal) commits them.
+        let refused: Result<(), Refused> = c.write(|tx| {
+            tx.execute(INSERT, params!["audited", 1i64, false, None::<String>])?;
+            Err(Refused::Audited)
+        });
+        assert!(matches!(refused, Err(Refused::Audited)));
+        let ids: Vec<String> = c
+            .query_map("SELECT id FROM k ORDER BY id", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ids, ["audited", "kept"]);
+    });
+}
+
+/// A closure's error that, like the store's audited refusals, keeps what was written.
+#[derive(Debug)]
+enum Refused {
+    Audited,
+    Db(#[allow(dead_code)] DbError),
+}
+impl From<DbError> for Refused {
+    fn from(e: DbError) -> Self {
+        Refused::Db(e)
+    }
+}
+impl Settles for Refused {
+    fn keeps_writes(&self) -> bool {
+        matches!(self, Refused::Audited)
+    }
+}
+
+#[test]
+fn a_transaction_inside_a_write_is_refused_and_the_outer_write_rolls_back() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        let nested: Result<(), DbError> = c.write(|tx| {
+            tx.execute(INSERT, params!["outer", 1i64, false, None::<String>])?;
+            (**tx).write(|_| Ok::<_, DbError>(()))?;
+            Ok(())
+        });
+        assert!(nested.is_err());
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0, "nothing of the refused write was committed");
+        // The session is usable for the next write.
+        c.write(|tx| tx.execute(INSERT, params!["next", 1i64, false, None::<String>]))
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_read_snapshot_does_not_see_writes_committed_meanwhile() {
+    both(|db| {
+        let reader = db.connect().unwrap();
+        let writer = db.connect().unwrap();
+        table(reader.conn());
+        let count = |c: Conn<'_>| -> i64 {
+            c.query_row("SELECT count(*) FROM k", [], |r| r.get(0))
+                .unwrap()
+        };
+        let (before, after) = reader
+            .conn()
+            .snapshot(|c| {
+                let before = count(c);
+                writer
+                    .conn()
+                    .write(|tx| tx.execute(INSERT, params!["w", 1i64, false, None::<String>]))
+                    .unwrap();
+                Ok((before, count(c)))
+            })
+            .unwrap();
+        assert_eq!((before, after), (0, 0));
+        assert_eq!(count(reader.conn()), 1, "seen once the snapshot ended");
+    });
+}
+
+#[test]
+fn the_write_lock_serialises_two_connections() {
+    both(|db| {
+        let first = db.connect().unwrap();
+        table(first.conn());
+        let (started_tx, started) = mpsc::channel();
+        let (go_tx, go) = mpsc::channel::<()>();
+        let db2 = db.clone();
+        std::thread::scope(|s| {
+            // Owned here, so a failing assertion drops it and the first writer gives up.
+            let go_tx = go_tx;
+            let a = s.spawn(move || {
+                first
+                    .conn()
+                    .write(|tx| {
+                        tx.execute(INSERT, params!["a1", 1i64, false, None::<String>])?;
+                        started_tx.send(()).unwrap();
+                        go.recv().unwrap();
+                        tx.execute(INSERT, params!["a2", 2i64, false, None::<String>])
+                    })
+                    .unwrap();
+            });
+            started.recv().unwrap();
+            let b = s.spawn(move || {
+                let second = db2.connect().unwrap();
+                second
+                    .conn()
+                    .write(|tx| {
+                        let seen: i64 = tx.query_row("SELECT count(*) FROM k", [], |r| r.get(0))?;
+                        tx.execute(INSERT, params!["b", 3i64, false, None::<String>])?;
+                        Ok::<_, DbError>(seen)
+                    })
+                    .unwrap()
+            });
+            wait_until_blocked(db);
+            go_tx.send(()).unwrap();
+            a.join().unwrap();
+            // The second writer ran only after the first committed: it saw both of its rows.
+            assert_eq!(b.join().unwrap(), 2);
+        });
+    });
+}
+
+/// Returns once a session waits for the write lock (Postgres: an ungranted advisory lock in
+/// `pg_locks`); on SQLite, which shows no waiter, after giving the second writer a moment to
+/// reach its `BEGIN IMMEDIATE` (the test's assertion holds either way; this only makes the
+/// wait likely to be exercised).
+fn wait_until_blocked(db: &Database) {
+    match db {
+        Database::Sqlite { .. } => std::thread::sleep(Duration::from_millis(200)),
+        Database::Postgres { .. } => {
+            let mut admin = cluster().unwrap().admin();
+            let waiting =
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+            // A bound only so that a broken lock fails the test instead of hanging it.
+            let give_up = std::time::Instant::now() + Duration::from_secs(30);
+            while admin.query_one(waiting, &[]).unwrap().get::<_, i64>(0) == 0 {
+                assert!(
+                    std::time::Instant::now() < give_up,
+                    "the second writer never waited for the write lock"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+#[test]
+fn notify_reaches_a_listener_after_commit_and_never_after_rollback() {
+    // Postgres only: SQLite serves one process, which wakes its own waiters directly.
+    let Some(db) = fresh_pg() else { return };
+    let Database::Postgres { url } = &db else {
+        unreachable!()
+    };
+    let (tx, heard) = mpsc::channel();
+    let listener = listen(url, move |h| {
+        let _ = tx.send(h);
+    })
+    .unwrap();
+    assert_eq!(
+        heard.recv_timeout(Duration::from_secs(30)).unwrap(),
+        Heard::Resync
+    );
+    let conn = db.connect().unwrap();
+    let c = conn.conn();
+    table(c);
+    let rolled: Result<(), DbError> = c.write(|tx| {
+        tx.changed(Change::Approval("rolled-back".into()));
+        Err(DbError::Unusable("refused".into()))
+    });
+    assert!(rolled.is_err());
+    c.write(|tx| {
+        tx.changed(Change::Approval("kept".into()));
+        tx.changed(Change::Approval("kept".into()));
+        tx.changed(Change::Events);
+        // Nothing is sent before the commit: the listener has heard nothing yet.
+        assert!(heard.try_recv().is_err());
+        Ok::<_, DbError>(())
+    })
+    .unwrap();
+    let wait = Duration::from_secs(30);
+    // The first thing heard is the committed write's change (the rolled back one never comes),
+    // once however often it was reported, then the next.
+    assert_eq!(
+        heard.recv_timeout(wait).unwrap(),
+        Heard::Changed(Change::Approval("kept".into()))
+    );
+    assert_eq!(
+        heard.recv_timeout(wait).unwrap(),
+        Heard::Changed(Change::Events)
+    );
+    // After its connection is cut, the listener reconnects and says so with a Resync.
+    let mut admin = cluster().unwrap().admin();
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'",
+        )
+        .unwrap();
+    assert_eq!(heard.recv_timeout(wait).unwrap(), Heard::Resync);
+    c.write(|tx| {
+        tx.changed(Change::Review("it's r1".into()));
+        Ok::<_, DbError>(())
+    })
+    .unwrap();
+    assert_eq!(
+        heard.recv_timeout(wait).unwrap(),
+        Heard::Changed(Change::Review("it's r1".into()))
+    );
+    drop(listener);
+}
+
+#[test]
+fn numbered_parameters_become_dollar_parameters_outside_literals_and_identifiers() {
+    let cases = [
+        ("SELECT ?1", "SELECT $1"),
+        (
+            "UPDATE t SET a = ?2 WHERE id = ?1",
+            "UPDATE t SET a = $2 WHERE id = $1",
+        ),
+        ("VALUES (?1,?2,?10,?36)", "VALUES ($1,$2,$10,$36)"),
+        (
+            "SELECT '?1', \"?2\" FROM t WHERE x = ?3",
+            "SELECT '?1', \"?2\" FROM t WHERE x = $3",
+        ),
+        ("SELECT 'it''s ?1' || ?2", "SELECT 'it''s ?1' || $2"),
+        (
+            "SELECT \"a\"\"?1\" FROM t WHERE ?1",
+            "SELECT \"a\"\"?1\" FROM t WHERE $1",
+        ),
+        (
+            "SELECT json_extract(d, '$.x') WHERE y = ?1",
+            "SELECT json_extract(d, '$.x') WHERE y = $1",
+        ),
+        ("SELECT 1 -- ?1 $\n, ?2", "SELECT 1 -- ?1 $\n, $2"),
+        ("SELECT /* ?1 */ ?2", "SELECT /* ?1 */ $2"),
+        ("SELECT 'é?1', ?1", "SELECT 'é?1', $1"),
+    ];
+    for (sql, want) in cases {
+        assert_eq!(dollar_params(sql).unwrap(), want, "{sql}");
+    }
+    for bad in [
+        "SELECT ?",
+        "SELECT ?0",
+        "SELECT $1",
+        "SELECT ? , ?1",
+        "SELECT ?a",
+    ] {
+        let e = dollar_params(bad).unwrap_err();
+        assert!(e.contains("byte"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn text_with_a_nul_character_is_invalid_input_on_postgres_never_a_database_failure() {
+    // An agent could otherwise turn each of its proposals into a 503 on Postgres, which
+    // cannot store U+0000 in TEXT (SQLite can). The edge should refuse NUL; this is the
+    // backstop: the error is `Invalid` (a 4xx), not `Database`.
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        let out = c.execute(INSERT, params!["a\0b", 1i64, false, None::<String>]);
+        match db {
+            Database::Sqlite { .. } => assert_eq!(out.unwrap(), 1),
+            Database::Postgres { .. } => {
+                let e = assent_store::StoreError::from(out.unwrap_err());
+                assert!(matches!(e, assent_store::StoreError::Invalid(_)), "{e:?}");
+            }
+        }
+    });
+}
+
+#[test]
+fn each_postgres_session_bounds_its_lock_wait_and_idle_transactions() {
+    // Postgres only: SQLite's counterpart is busy_timeout, and it has no idle sessions.
+    let Some(db) = fresh_pg() else { return };
+    let conn = db.connect().unwrap();
+    let settings: (String, String) = conn
+        .conn()
+        .query_row(
+            "SELECT current_setting('lock_timeout'), current_setting('idle_in_transaction_session_timeout')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(settings, ("10s".to_string(), "10s".to_string()));
+}
+
+#[test]
+fn stores_in_different_postgres_schemas_do_not_share_the_write_lock() {
+    // Postgres only: the lock's second key is the schema, so parallel tests (and tenants) in
+    // one database do not serialise each other. A shared lock would make the second write
+    // wait for the first, which waits for the second: lock_timeout would fail it.
+    let (Some(one), Some(two)) = (fresh_pg(), fresh_pg()) else {
+        return;
+    };
+    let (a, b) = (one.connect().unwrap(), two.connect().unwrap());
+    table(a.conn());
+    table(b.conn());
+    a.conn()
+        .write(|tx| {
+            tx.execute(INSERT, params!["a", 1i64, false, None::<String>])?;
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    b.conn()
+                        .write(|tx| tx.execute(INSERT, params!["b", 1i64, false, None::<String>]))
+                })
+                .join()
+                .unwrap()
+            })
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_write_that_panics_rolls_back_and_frees_the_write_lock() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _: Result<(), DbError> = c.write(|tx| {
+                tx.execute(INSERT, params!["half", 1i64, false, None::<String>])?;
+                panic!("a bug in the middle of a write");
+            });
+        }));
+        assert!(panicked.is_err());
+        // Another session can take the write lock at once, and nothing of the write is there.
+        let other = db.connect().unwrap();
+        let n: i64 = other
+            .conn()
+            .write(|tx| tx.query_row("SELECT count(*) FROM k", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(n, 0);
+        c.write(|tx| tx.execute(INSERT, params!["next", 1i64, false, None::<String>]))
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_postgres_session_prepares_each_statement_text_once() {
+    // Postgres only (rusqlite keeps SQLite's cache): without the kernel's cache every call
+    // would pay a Parse round trip.
+    let Some(db) = fresh_pg() else { return };
+    let conn = db.connect().unwrap();
+    let c = conn.conn();
+    table(c);
+    for i in 0..5i64 {
+        c.execute(INSERT, params![format!("id{i}"), i, false, None::<String>])
+            .unwrap();
+    }
+    let prepared: i64 = c
+        .query_row(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO k %'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(prepared, 1);
+}

@@ -1,0 +1,220 @@
+//! The migration runner on both backends: a fresh run, an idempotent re-run, the refusal of a
+//! newer schema or an edited migration, the adoption of a SQLite file migrated before the
+//! runner existed, and the store's own statements against the schema both dialects build.
+
+use crate::pgkit::{both, fresh_sqlite};
+use assent_store::db::{Backend, Conn, Database};
+use assent_store::migrate::{MIGRATIONS, SchemaState, latest, migrate, schema_state};
+
+/// Every table the numbered migrations create.
+const TABLES: &[&str] = &[
+    "approvals",
+    "decisions",
+    "tokens",
+    "audit",
+    "grants",
+    "usage",
+    "aaep_subscriptions",
+    "aaep_events",
+    "clarifications",
+    "plans",
+    "tool_servers",
+    "tool_pins",
+    "tool_reviews",
+    "webhook_cursors",
+    "webhook_dead_letters",
+    "card_links",
+    "audit_checkpoints",
+    "cancelled_sessions",
+    "confirm_context",
+    "assent_schema",
+];
+
+#[test]
+fn a_fresh_database_is_migrated_once_and_reopening_applies_nothing() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        assert_eq!(
+            schema_state(c).unwrap(),
+            SchemaState::Behind {
+                at: 0,
+                latest: latest()
+            }
+        );
+        let all: Vec<u32> = (1..=latest()).collect();
+        assert_eq!(migrate(c, "db").unwrap(), all);
+        for t in TABLES {
+            assert!(c.has_table(t).unwrap(), "{t} on {db:?}");
+        }
+        assert_eq!(schema_state(c).unwrap(), SchemaState::Current(latest()));
+        drop(conn);
+        let again = db.connect().unwrap();
+        assert_eq!(migrate(again.conn(), "db").unwrap(), Vec::<u32>::new());
+        let rows: Vec<(i64, String)> = again
+            .conn()
+            .query_map(
+                "SELECT version, name FROM assent_schema ORDER BY version",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let want: Vec<(i64, String)> = MIGRATIONS
+            .iter()
+            .map(|m| (m.version.into(), m.name.to_string()))
+            .collect();
+        assert_eq!(rows, want);
+        if let Database::Sqlite { .. } = db {
+            let v: i64 = again
+                .conn()
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(
+                v,
+                i64::from(latest()),
+                "older binaries still read user_version"
+            );
+        }
+    });
+}
+
+#[test]
+fn two_processes_migrating_at_once_apply_each_migration_once() {
+    both(|db| {
+        let runs: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let run = || {
+                s.spawn(|| {
+                    let conn = db.connect().unwrap();
+                    migrate(conn.conn(), "db").unwrap()
+                })
+            };
+            let (a, b) = (run(), run());
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        let mut all: Vec<u32> = runs.concat();
+        all.sort();
+        assert_eq!(all, (1..=latest()).collect::<Vec<_>>(), "{runs:?}");
+    });
+}
+
+#[test]
+fn a_schema_newer_than_this_binary_is_refused_on_both_backends() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        migrate(c, "the db").unwrap();
+        let next = latest() + 1;
+        c.execute(
+            "INSERT INTO assent_schema (version, name, sha256, applied_at) VALUES (?1, 'future', '', 0)",
+            [next],
+        )
+        .unwrap();
+        assert_eq!(
+            schema_state(c).unwrap(),
+            SchemaState::Newer {
+                at: next,
+                latest: latest()
+            }
+        );
+        let e = migrate(c, "the db").unwrap_err().to_string();
+        let want = format!(
+            "the db: schema version {next} is newer than this assent ({})",
+            latest()
+        );
+        assert!(e.contains(&want), "{e}");
+    });
+}
+
+#[test]
+fn a_sqlite_file_from_before_the_runner_is_adopted_and_one_marked_newer_refused() {
+    // Migrated the old way: each file and `user_version`, no `assent_schema`.
+    let (_dir, db) = fresh_sqlite();
+    let conn = db.connect().unwrap();
+    let c = conn.conn();
+    for m in MIGRATIONS {
+        c.batch(m.sqlite).unwrap();
+    }
+    c.batch(&format!("PRAGMA user_version = {}", latest()))
+        .unwrap();
+    assert_eq!(migrate(c, "old").unwrap(), Vec::<u32>::new());
+    let n: i64 = c
+        .query_row("SELECT count(*) FROM assent_schema", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, i64::from(latest()));
+    // A file an older runner left at a newer user_version only is refused as well.
+    c.batch(&format!("PRAGMA user_version = {}", latest() + 1))
+        .unwrap();
+    let e = migrate(c, "old").unwrap_err().to_string();
+    assert!(e.contains("is newer than this assent"), "{e}");
+}
+
+#[test]
+fn a_released_migration_edited_after_it_was_applied_is_refused() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        migrate(c, "db").unwrap();
+        c.execute(
+            "UPDATE assent_schema SET sha256 = 'edited' WHERE version = 3",
+            [],
+        )
+        .unwrap();
+        let e = migrate(c, "db").unwrap_err().to_string();
+        assert!(
+            e.contains("migration 3 (0003_aaep)") && e.contains("edited"),
+            "{e}"
+        );
+    });
+}
+
+#[test]
+fn both_migration_folders_hold_the_same_numbered_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let names = |sub: &str| {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let want: Vec<String> = MIGRATIONS
+        .iter()
+        .map(|m| format!("{}.sql", m.name))
+        .collect();
+    assert_eq!(names("sqlite"), want);
+    assert_eq!(names("postgres"), want);
+}
+
+/// Each table's columns and whether they are NOT NULL, as the backend's catalogue has them
+/// (Postgres's explicit `rowid` columns left out: SQLite has them implicitly).
+fn columns(c: Conn<'_>) -> Vec<(String, String, bool)> {
+    let sql = match c.backend() {
+        Backend::Sqlite => {
+            "SELECT m.name, p.name, p.\"notnull\" OR p.pk FROM sqlite_master m, pragma_table_info(m.name) p
+             WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY 1, 2"
+        }
+        Backend::Postgres => {
+            "SELECT table_name::text, column_name::text, is_nullable = 'NO' FROM information_schema.columns
+             WHERE table_schema = current_schema() AND column_name <> 'rowid' ORDER BY 1, 2"
+        }
+    };
+    c.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+}
+
+#[test]
+fn both_dialects_build_the_same_tables_and_columns() {
+    let mut seen = Vec::new();
+    both(|db| {
+        let conn = db.connect().unwrap();
+        migrate(conn.conn(), "db").unwrap();
+        seen.push(columns(conn.conn()));
+    });
+    if seen.len() == 2 {
+        let (lite, pg) = (&seen[0], &seen[1]);
+        let differ: Vec<_> = lite.iter().filter(|c| !pg.contains(c)).collect();
+        assert!(differ.is_empty(), "columns unlike Postgres's: {differ:?}");
+        assert_eq!(lite.len(), pg.len());
+    }
+}

@@ -1,0 +1,266 @@
+//! A representative set of the store's own statements (copied from `propose.rs`, `decide.rs`,
+//! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `expiry.rs`, `outbox.rs`, `pins.rs`,
+//! `record.rs`, `reads.rs`, `audit.rs`; in the portable forms of the Postgres design where
+//! the store's text is SQLite-only, named below) run through the kernel against the schema
+//! each dialect's migrations build: the Postgres DDL must have every table, column and type
+//! the store's SQL uses.
+
+use crate::pgkit::both;
+use assent_store::db::Conn;
+use assent_store::migrate::migrate;
+use assent_store::params;
+
+const APPROVAL: &str = "INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36)";
+
+fn hold(c: Conn<'_>, id: &str, at: i64) {
+    let none: Option<String> = None;
+    c.execute(
+        APPROVAL,
+        params![
+            id,
+            "bot",
+            "s1",
+            "pay",
+            none,
+            "{}",
+            "{}",
+            "h",
+            "pay?",
+            "R3",
+            true,
+            "[]",
+            "[\"ops\"]",
+            "reject",
+            at,
+            at + 600_000,
+            "pending",
+            none,
+            none,
+            "g",
+            "",
+            "[]",
+            "[]",
+            "[]",
+            None::<i64>,
+            Some(10i64),
+            "t",
+            "sp",
+            none,
+            "tool_call",
+            none,
+            false,
+            "[]",
+            "[]",
+            none,
+            "[]"
+        ],
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_stores_statements_run_on_the_schema_of_both_dialects() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        migrate(c, "db").unwrap();
+        hold(c, "a1", 1_000);
+        hold(c, "a2", 1_000);
+        // reads.rs, in the portable form of `?1 IS NULL OR status = ?1`; rowid breaks the tie.
+        let ids: Vec<String> = c
+            .query_map(
+                "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
+                params![None::<String>, 10u32],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(ids, ["a2", "a1"]);
+        let (irreversible, in_client): (bool, bool) = c
+            .query_row(
+                "SELECT irreversible, in_client FROM approvals WHERE id = ?1",
+                ["a1"],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((irreversible, in_client), (true, false));
+        // expiry.rs: the countdown marks, a bit test on a BIGINT.
+        let due: Vec<(String, i64)> = c
+            .query_map(
+                "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
+                 AND expires_at + COALESCE(escalate_after_ms, 0) - requested_at > 60000 AND progress_marks != 3
+                 AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
+                   OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
+                [400_000i64],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(due.len(), 2);
+        // decide.rs: settle, then the decision row.
+        let settled = c
+            .execute(
+                "UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'",
+                params!["a1", "approved", 2_000i64],
+            )
+            .unwrap();
+        assert_eq!(settled, 1);
+        c.execute(
+            "INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id) VALUES (?1,?2,?3,?4,?5,?6,?7)",
+            params!["a1", "approve", None::<String>, "ann", 2_000i64, None::<String>, "d1"],
+        )
+        .unwrap();
+        // record.rs
+        let decided: Vec<String> = c
+            .query_map(
+                "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
+                ["a1"],
+                |r| r.get("actor"),
+            )
+            .unwrap();
+        assert_eq!(decided, ["ann"]);
+        // tokens.rs: mint, grant (a boolean column), and the list with a bare boolean parameter.
+        c.execute(
+            "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+            params!["t1", "a1", "bot", "h", 2_000i64, 62_000i64, "once", None::<String>],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+            params!["g1", "bot", "s1", "pay", None::<String>, "h", "session", "R3", true, "a1", "ann", 2_000i64, None::<i64>],
+        )
+        .unwrap();
+        let grants = |all: bool| -> Vec<(String, bool)> {
+            c.query_map(
+                "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
+                 FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
+                params![all, 3_000i64],
+                |r| Ok((r.get("id")?, r.get("discouraged")?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(grants(false), [("g1".to_string(), true)]);
+        // tokens.rs `server IS ?3`, in the portable form IS NOT DISTINCT FROM.
+        let found: Vec<String> = c
+            .query_map(
+                "SELECT id FROM grants WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
+                params!["bot", "pay", None::<String>],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(found, ["g1"]);
+        // tokens.rs: redeem once.
+        let used = "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL";
+        assert_eq!(c.execute(used, params!["t1", 3_000i64]).unwrap(), 1);
+        assert_eq!(c.execute(used, params!["t1", 3_001i64]).unwrap(), 0);
+        events_and_side_tables(c);
+    });
+}
+
+/// emit.rs, subscriptions.rs, audit.rs, sessions.rs, outbox.rs and pins.rs statements.
+fn events_and_side_tables(c: Conn<'_>) {
+    let emit = "INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data) VALUES (?1,?2,?3,?4,?5,?6,?7)";
+    for (i, critical) in [(1, true), (2, false), (3, true)] {
+        c.execute(
+            emit,
+            params![
+                format!("evt_{i}"),
+                "x",
+                critical,
+                None::<String>,
+                "a1",
+                5i64,
+                "{}"
+            ],
+        )
+        .unwrap();
+    }
+    let events: Vec<(i64, bool)> = c
+        .query_map(
+            "SELECT seq, event_id, type, critical, data FROM aaep_events
+             WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
+            params![1i64, "sub_x", 10u32],
+            |r| Ok((r.get("seq")?, r.get("critical")?)),
+        )
+        .unwrap();
+    assert_eq!(events, [(2, false), (3, true)]);
+    c.execute(
+        "INSERT INTO audit (seq, at, kind, approval_id, actor, data, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+        params![1i64, 5i64, "approval.created", "a1", "bot", "{}", "0", "h1"],
+    )
+    .unwrap();
+    let head: (i64, String) = c
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(head, (1, "h1".to_string()));
+    // sessions.rs, in the portable form of INSERT OR IGNORE.
+    let cancel = "INSERT INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4) ON CONFLICT DO NOTHING";
+    assert_eq!(
+        c.execute(cancel, params!["bot", "s1", 1i64, "ann"])
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        c.execute(cancel, params!["bot", "s1", 2i64, "ann"])
+            .unwrap(),
+        0
+    );
+    // outbox.rs: the cursor upsert, a dead letter with its implicit id.
+    let cursor = "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
+         ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq";
+    c.execute(cursor, params!["w", 1i64]).unwrap();
+    c.execute(cursor, params!["w", 7i64]).unwrap();
+    let last: i64 = c
+        .query_row(
+            "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
+            ["w"],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(last, 7);
+    let dead: i64 = c
+        .query_row(
+            "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+            params!["w", 1i64, "e", "{}", 3u32, "timeout", 9i64],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(dead, 1);
+    // pins.rs: reviews ordered newest first, rowid breaking the tie; pins in byte order.
+    let review = "INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')";
+    c.execute(review, params!["r1", "srv", "t", "f1", "{}", 5i64, "bot"])
+        .unwrap();
+    c.execute(review, params!["r2", "srv", "t", "f2", "{}", 5i64, "bot"])
+        .unwrap();
+    let reviews: Vec<String> = c
+        .query_map(
+            "SELECT id FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC",
+            ["pending"],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(reviews, ["r2", "r1"]);
+    let pin = "INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6)";
+    for (s, t) in [("b", "x"), ("B", "x"), ("a", "Z"), ("a", "y")] {
+        c.execute(pin, params![s, t, "f", "{}", 1i64, "tofu"])
+            .unwrap();
+    }
+    let pins: Vec<(String, String)> = c
+        .query_map(
+            "SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let want = [("B", "x"), ("a", "Z"), ("a", "y"), ("b", "x")];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(s, t)| (s.to_string(), t.to_string()))
+        .collect();
+    assert_eq!(pins, want, "bytewise, as SQLite's BINARY collation");
+}
