@@ -5,7 +5,7 @@
 //! decide whether a rule covers a call or applies to an agent (the registry does, with
 //! [`Rule::covers`](super::Rule::covers) and the policy's selector).
 
-use super::model::Policy;
+use super::model::{Policy, is_literal_glob};
 use std::collections::{BTreeMap, HashMap};
 
 /// A rule's place: the ordinal of its policy in the registry's order (policies by id) and its
@@ -54,13 +54,6 @@ pub(super) struct RuleIndex {
     globs: ByServer,
 }
 
-/// Whether glob `tool` matches exactly one name, itself: no metacharacter of the `glob` crate
-/// (`*`, `?`, `[`), and no path separator (which `glob` lets match another separator on
-/// Windows).
-fn is_exact(tool: &str) -> bool {
-    !tool.contains(['*', '?', '[', '/', '\\'])
-}
-
 impl RuleIndex {
     /// The index of `policies` (the registry's map, in its order). Panics if there are more
     /// than `u32::MAX` policies or rules in one policy (the loader's input bounds keep them
@@ -73,7 +66,7 @@ impl RuleIndex {
             for (ri, r) in p.rules.iter().enumerate() {
                 let at = (pi, u32::try_from(ri).expect("fewer than 2^32 rules"));
                 let tool = r.tool.as_str();
-                let list = if is_exact(tool) {
+                let list = if is_literal_glob(tool) {
                     index.exact.entry(tool.to_string()).or_default()
                 } else {
                     &mut index.globs

@@ -4,7 +4,7 @@
 //! order, over random rule sets (exact names, globs, servers set or not, several policies and
 //! files, selectors and references), and that the verdict's reasons follow that order.
 
-use assent_core::policy::{Registry, Rule};
+use assent_core::policy::{Agent, Registry, Rule, Selector};
 use assent_core::{ToolCall, Verdict, VerdictKind, evaluate};
 use proptest::prelude::*;
 use serde_json::json;
@@ -158,8 +158,44 @@ fn rule_reasons(v: &Verdict) -> Vec<String> {
         .collect()
 }
 
+/// An agent with id `id` and nothing else.
+fn bare_agent(id: &str) -> Agent {
+    Agent {
+        id: id.into(),
+        name: id.into(),
+        namespace: None,
+        labels: Default::default(),
+        file: "a.agf.yaml".into(),
+        local_tools: vec![],
+        mcp_servers: vec![],
+        delegates: vec![],
+        policy_refs: vec![],
+        refused: None,
+    }
+}
+
+/// Short strings over an alphabet of id characters, glob metacharacters and separators.
+fn pattern_text() -> impl Strategy<Value = String> {
+    let ch = prop::sample::select(vec![
+        'a', 'b', '-', '.', '_', '*', '?', '[', ']', '!', '/', '\\', 'é',
+    ]);
+    prop::collection::vec(ch, 0..6).prop_map(String::from_iter)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A selector's agent pattern selects exactly the ids its glob matches (a literal one is
+    /// compared without being compiled; a pattern that does not compile selects nothing).
+    #[test]
+    fn a_selector_pattern_selects_exactly_what_its_glob_matches(
+        pattern in pattern_text(),
+        id in pattern_text(),
+    ) {
+        let selector = Selector { agents: vec![pattern.clone()], ..Selector::default() };
+        let glob = glob::Pattern::new(&pattern).map(|g| g.matches(&id)).unwrap_or(false);
+        prop_assert_eq!(selector.selects(&bare_agent(&id)), glob);
+    }
 
     /// The index finds the same covering rules as the scan, in the same order, for every call;
     /// the verdict of a declared call lists exactly those rules as reasons, in that order.
