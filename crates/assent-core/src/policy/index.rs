@@ -1,7 +1,8 @@
 //! The rule index ([`RuleIndex`]): where each governance rule sits (policy ordinal, rule
 //! ordinal), keyed by the exact tool name it covers and by its `server`, with the rules whose
 //! `tool` is a glob kept apart. Built once when the registry loads, so a verdict looks only at
-//! the rules that can cover its call instead of every rule (issue 13 item 5). It does not
+//! the rules that can cover its call instead of every rule (issue 13 item 5); and each rule's
+//! place by its label, so the policies behind a verdict's reasons are found without a scan. It does not
 //! decide whether a rule covers a call or applies to an agent (the registry does, with
 //! [`Rule::covers`](super::Rule::covers) and the policy's selector).
 
@@ -52,6 +53,8 @@ pub(super) struct RuleIndex {
     exact: HashMap<String, ByServer>,
     /// Rules whose `tool` is a glob.
     globs: ByServer,
+    /// Every rule's place by its label (unique: a label starts with its policy's id).
+    by_label: HashMap<String, At>,
 }
 
 impl RuleIndex {
@@ -72,6 +75,7 @@ impl RuleIndex {
                     &mut index.globs
                 };
                 list.push(r.server.as_deref(), at);
+                index.by_label.insert(r.label.clone(), at);
             }
         }
         index
@@ -89,6 +93,11 @@ impl RuleIndex {
         self.globs.candidates(server, &mut out);
         out.sort_unstable();
         out
+    }
+
+    /// The place of the rule labelled `label` (a [`Reason::rule`](crate::verdict::Reason)).
+    pub(super) fn rule_labelled(&self, label: &str) -> Option<At> {
+        self.by_label.get(label).copied()
     }
 
     /// The id of the policy with ordinal `pi`, if there is one.

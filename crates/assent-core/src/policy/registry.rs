@@ -270,17 +270,22 @@ impl Registry {
 
     /// Ids of the governance policies behind `reasons`: those with a rule that left a reason
     /// (the reason's `file` is the policy's file and its `rule` the rule's label). Sorted, each
-    /// once. These are the policies that governed a call's verdict.
+    /// once. These are the policies that governed a call's verdict. Each reason is looked up
+    /// by its rule label in the index, not against every rule.
     pub fn policies_behind(&self, reasons: &[Reason]) -> Vec<String> {
-        self.policies
-            .values()
-            .filter(|p| {
-                reasons
-                    .iter()
-                    .any(|r| r.file == p.file && p.rules.iter().any(|x| x.label == r.rule))
+        let mut ids: Vec<&str> = reasons
+            .iter()
+            .filter_map(|r| {
+                let (pi, ri) = self.index.rule_labelled(&r.rule)?;
+                let id = self.index.policy_id(pi)?;
+                let p = self.policies.get(id)?;
+                let rule = p.rules.get(ri as usize)?;
+                (p.file == r.file && rule.label == r.rule).then_some(id)
             })
-            .map(|p| p.id.clone())
-            .collect()
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().map(String::from).collect()
     }
 
     /// Tool names the agent declares on MCP server `alias`: `Ok(None)` when every tool is

@@ -2,10 +2,12 @@
 //! rules by tool name and server, built at load. These tests prove it finds exactly the rules a
 //! scan of every rule finds ([`Registry::policies_for`] then [`Rule::covers`]), in the same
 //! order, over random rule sets (exact names, globs, servers set or not, several policies and
-//! files, selectors and references), and that the verdict's reasons follow that order.
+//! files, selectors and references), that the verdict's reasons follow that order, and that
+//! [`Registry::policies_behind`] (by rule label, through the index) names the policies a scan
+//! names.
 
 use assent_core::policy::{Agent, Registry, Rule, Selector};
-use assent_core::{ToolCall, Verdict, VerdictKind, evaluate};
+use assent_core::{Reason, ToolCall, Verdict, VerdictKind, evaluate};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -149,6 +151,20 @@ fn indexed(reg: &Registry, tool: &str, server: Option<&str>) -> Vec<(String, Str
         .collect()
 }
 
+/// The ids of the policies behind `reasons` as a scan of every rule finds them: each policy
+/// with a rule labelled as a reason's rule, in that reason's file; sorted, each once.
+fn behind_scan(reg: &Registry, reasons: &[Reason]) -> Vec<String> {
+    reg.policies
+        .values()
+        .filter(|p| {
+            reasons
+                .iter()
+                .any(|r| r.file == p.file && p.rules.iter().any(|x| x.label == r.rule))
+        })
+        .map(|p| p.id.clone())
+        .collect()
+}
+
 /// The rule labels among `v`'s reasons, in order.
 fn rule_reasons(v: &Verdict) -> Vec<String> {
     v.reasons
@@ -198,7 +214,8 @@ proptest! {
     }
 
     /// The index finds the same covering rules as the scan, in the same order, for every call;
-    /// the verdict of a declared call lists exactly those rules as reasons, in that order.
+    /// the verdict of a declared call lists exactly those rules as reasons, in that order, and
+    /// the policies behind its reasons are those a scan finds.
     #[test]
     fn the_rule_index_finds_what_a_scan_of_every_rule_finds_in_the_same_order(
         policies in prop::collection::vec(gen_policy(), 0..8),
@@ -217,6 +234,14 @@ proptest! {
             }
             let labels: Vec<String> = want.into_iter().map(|(_, l)| l).collect();
             prop_assert_eq!(rule_reasons(&v), labels);
+            // The policies behind the reasons, also when a reason names a rule of another
+            // file (which names no policy).
+            let mut reasons = v.reasons.clone();
+            reasons.extend(v.reasons.iter().map(|r| Reason { file: "g9.yaml".into(), ..r.clone() }));
+            prop_assert_eq!(reg.policies_behind(&v.reasons), behind_scan(&reg, &v.reasons));
+            prop_assert_eq!(reg.policies_behind(&reasons), behind_scan(&reg, &reasons));
+            let wrong_file: Vec<Reason> = reasons.into_iter().filter(|r| r.file == "g9.yaml").collect();
+            prop_assert!(reg.policies_behind(&wrong_file).is_empty());
         }
     }
 }
