@@ -162,7 +162,8 @@ fn evaluate_inner(
 }
 
 /// Folds every source into one composed verdict: the agent's declaration of the call, then
-/// each governance rule that covers it, in policy order. `Err` as soon as one denies it.
+/// each governance rule that covers it, in policy order (looked up in the registry's rule
+/// index, [`Registry::covering_rules`], not by scanning every rule). `Err` as soon as one denies it.
 fn compose<'a>(
     reg: &'a Registry,
     agent: &'a Agent,
@@ -173,14 +174,8 @@ fn compose<'a>(
 ) -> Result<Composed<'a>, Denial> {
     let mut verdict = Composed::default();
     verdict.add_declaration(agent, call, mode)?;
-    for p in reg.policies_for(agent) {
-        let covering = p
-            .rules
-            .iter()
-            .filter(|r| r.covers(&call.tool, call.server.as_deref()));
-        for r in covering {
-            verdict.add_rule(&p.file, r, ctx, obs)?;
-        }
+    for (p, r) in reg.covering_rules(agent, &call.tool, call.server.as_deref()) {
+        verdict.add_rule(&p.file, r, ctx, obs)?;
     }
     Ok(verdict)
 }

@@ -7,13 +7,15 @@
 //! own format (`docs/policy.md`) and reject unknown keys, so a typo never silently weakens a rule.
 //!
 //! Layout: `model` (the validated types), `agent_file` and `governance` (each format's serde
-//! shapes and validation), `registry` (loading in steps and the queries), `error` (load errors,
-//! at the bottom). This module only mounts them and re-exports their public items; it decides
+//! shapes and validation), `registry` (loading in steps and the queries), `index` (the rules by
+//! tool name, built at load, that the registry answers covering rules from), `error` (load
+//! errors, at the bottom). This module only mounts them and re-exports their public items; it decides
 //! nothing (the gatekeeper does).
 
 mod agent_file;
 mod error;
 mod governance;
+mod index;
 mod model;
 mod registry;
 

@@ -144,6 +144,13 @@ pub struct PolicyRef {
     pub required: bool,
 }
 
+/// Whether glob `pattern` matches exactly one name, itself: no metacharacter of the `glob`
+/// crate (`*`, `?`, `[`) and no path separator (which `glob` lets match another separator on
+/// Windows). Such a pattern always compiles.
+pub(super) fn is_literal_glob(pattern: &str) -> bool {
+    !pattern.contains(['*', '?', '[', '/', '\\'])
+}
+
 /// Which agents a governance policy applies to besides those that reference it. Every field
 /// that is given must match; a selector with no field selects no agent.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -171,6 +178,10 @@ impl Selector {
         }
         let ids = self.agents.is_empty()
             || self.agents.iter().any(|p| {
+                // A literal matches only itself: skip compiling it (a verdict asks this).
+                if is_literal_glob(p) {
+                    return *p == agent.id;
+                }
                 glob::Pattern::new(p)
                     .map(|g| g.matches(&agent.id))
                     .unwrap_or(false)

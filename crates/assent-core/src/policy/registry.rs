@@ -1,18 +1,22 @@
 //! The [`Registry`]: every agent and governance policy, validated, read-only once built. It
 //! loads in steps (unknown Agent Format fields, governance files, agent files, policy
 //! references, patterns that do not compile) and answers which policies apply to an agent,
-//! which governed a verdict, and which tools an agent declares on an MCP server. Parsing of
-//! each file format lives in `agent_file` and `governance`.
+//! which governance rules cover a call (through the rule index built at load, `index`), which
+//! governed a verdict, and which tools an agent declares on an MCP server. Parsing of each file
+//! format lives in `agent_file` and `governance`.
 
 use super::agent_file::load_agent;
 use super::error::{LoadError, LoadErrors};
 use super::governance::load_governance;
-use super::model::{Agent, ApprovalSpec, Policy};
+use super::index::RuleIndex;
+use super::model::{Agent, ApprovalSpec, Policy, Rule};
 use crate::verdict::Reason;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Every agent and governance policy, validated. Read-only once built.
+/// Every agent and governance policy, validated. Read-only once built: [`Registry::load`]
+/// indexes the rules by tool name, and a registry whose fields are changed afterwards would
+/// answer [`Registry::covering_rules`] from the stale index.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     /// Agents by `metadata.id`.
@@ -26,6 +30,14 @@ pub struct Registry {
     /// change it; any edit of a policy does). Recorded with each held call (MPLP Confirm
     /// `governance`, `docs/conformance.md`).
     pub policy_set_sha256: String,
+    /// The governance rules by tool name and server, built by [`Registry::load_with`].
+    index: RuleIndex,
+}
+
+/// Whether governance policy `p` applies to `agent`: the agent references it or its selector
+/// picks the agent.
+fn applies(p: &Policy, agent: &Agent) -> bool {
+    agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
 }
 
 /// [`Registry::policy_set_sha256`] of these governance files.
@@ -72,6 +84,7 @@ impl Registry {
         for (file, text) in governance_files {
             load_governance(file, text, &mut reg.policies, &mut reg.warnings, &mut errs);
         }
+        reg.index = RuleIndex::build(&reg.policies);
         for (file, text) in agent_files {
             if let Some(a) = load_agent(file, text, &reg.agents, &mut errs) {
                 reg.agents.insert(a.id.clone(), a);
@@ -214,24 +227,65 @@ impl Registry {
     /// The governance policies that apply to `agent`: those it references and those whose
     /// selector picks it.
     pub fn policies_for<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a Policy> + 'a {
-        self.policies.values().filter(move |p| {
-            agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
-        })
+        self.policies.values().filter(move |p| applies(p, agent))
+    }
+
+    /// The governance rules that cover a call of `tool` on MCP server `server` (`None`: a
+    /// local tool) for `agent`, each with its policy: exactly the rules of
+    /// [`Registry::policies_for`] that [`Rule::covers`], in the same order (policies by id, then
+    /// each policy's rules in file order), which the verdict's reasons and its first-match
+    /// keys follow. Looks only at the rules indexed under `tool` and at the glob rules, so its
+    /// cost does not grow with the number of rules for other tools.
+    pub fn covering_rules<'a>(
+        &'a self,
+        agent: &Agent,
+        tool: &str,
+        server: Option<&str>,
+    ) -> Vec<(&'a Policy, &'a Rule)> {
+        let mut out = Vec::new();
+        // Candidates come sorted by policy: decide each policy's applicability once.
+        let mut last: Option<(u32, Option<&'a Policy>)> = None;
+        for (pi, ri) in self.index.candidates(tool, server) {
+            let policy = match last {
+                Some((at, p)) if at == pi => p,
+                _ => {
+                    let p = self
+                        .index
+                        .policy_id(pi)
+                        .and_then(|id| self.policies.get(id));
+                    let p = p.filter(|p| applies(p, agent));
+                    last = Some((pi, p));
+                    p
+                }
+            };
+            let rule = policy.and_then(|p| p.rules.get(ri as usize).map(|r| (p, r)));
+            if let Some((p, r)) = rule
+                && r.covers(tool, server)
+            {
+                out.push((p, r));
+            }
+        }
+        out
     }
 
     /// Ids of the governance policies behind `reasons`: those with a rule that left a reason
     /// (the reason's `file` is the policy's file and its `rule` the rule's label). Sorted, each
-    /// once. These are the policies that governed a call's verdict.
+    /// once. These are the policies that governed a call's verdict. Each reason is looked up
+    /// by its rule label in the index, not against every rule.
     pub fn policies_behind(&self, reasons: &[Reason]) -> Vec<String> {
-        self.policies
-            .values()
-            .filter(|p| {
-                reasons
-                    .iter()
-                    .any(|r| r.file == p.file && p.rules.iter().any(|x| x.label == r.rule))
+        let mut ids: Vec<&str> = reasons
+            .iter()
+            .filter_map(|r| {
+                let (pi, ri) = self.index.rule_labelled(&r.rule)?;
+                let id = self.index.policy_id(pi)?;
+                let p = self.policies.get(id)?;
+                let rule = p.rules.get(ri as usize)?;
+                (p.file == r.file && rule.label == r.rule).then_some(id)
             })
-            .map(|p| p.id.clone())
-            .collect()
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().map(String::from).collect()
     }
 
     /// Tool names the agent declares on MCP server `alias`: `Ok(None)` when every tool is

@@ -182,3 +182,4 @@ mod kit;
 mod loading;
 mod protocol;
 mod reasons;
+mod rule_index;

@@ -1,0 +1,107 @@
+//! The rule index ([`RuleIndex`]): where each governance rule sits (policy ordinal, rule
+//! ordinal), keyed by the exact tool name it covers and by its `server`, with the rules whose
+//! `tool` is a glob kept apart. Built once when the registry loads, so a verdict looks only at
+//! the rules that can cover its call instead of every rule (issue 13 item 5); and each rule's
+//! place by its label, so the policies behind a verdict's reasons are found without a scan. It does not
+//! decide whether a rule covers a call or applies to an agent (the registry does, with
+//! [`Rule::covers`](super::Rule::covers) and the policy's selector).
+
+use super::model::{Policy, is_literal_glob};
+use std::collections::{BTreeMap, HashMap};
+
+/// A rule's place: the ordinal of its policy in the registry's order (policies by id) and its
+/// ordinal among the policy's rules (file order). Ordering these orders rules as a scan does.
+pub(super) type At = (u32, u32);
+
+/// Places of rules, sorted, split by the `server` the rules are limited to.
+#[derive(Debug, Clone, Default)]
+struct ByServer {
+    /// Rules with no `server`: they cover calls on any server and local calls.
+    any: Vec<At>,
+    /// Rules limited to one MCP server alias.
+    on: HashMap<String, Vec<At>>,
+}
+
+impl ByServer {
+    /// Files the rule at `at` under `server` (places must arrive in ascending order).
+    fn push(&mut self, server: Option<&str>, at: At) {
+        match server {
+            None => self.any.push(at),
+            Some(s) => self.on.entry(s.to_string()).or_default().push(at),
+        }
+    }
+
+    /// Appends the places of the rules that may cover a call on `server`.
+    fn candidates(&self, server: Option<&str>, out: &mut Vec<At>) {
+        out.extend_from_slice(&self.any);
+        if let Some(v) = server.and_then(|s| self.on.get(s)) {
+            out.extend_from_slice(v);
+        }
+    }
+}
+
+/// Every governance rule of a registry by the tool name it covers. A rule whose `tool` has no
+/// glob metacharacter (`*`, `?`, `[`) nor path separator covers exactly that name and is
+/// keyed by it; every other rule is a glob, kept in one list checked for every call. Built by
+/// [`RuleIndex::build`] from the registry's policies; stale if they change afterwards (the
+/// registry is read-only once built).
+#[derive(Debug, Clone, Default)]
+pub(super) struct RuleIndex {
+    /// Policy ids by ordinal (the registry's order).
+    policy_ids: Vec<String>,
+    /// Rules of an exact tool name, by that name.
+    exact: HashMap<String, ByServer>,
+    /// Rules whose `tool` is a glob.
+    globs: ByServer,
+    /// Every rule's place by its label (unique: a label starts with its policy's id).
+    by_label: HashMap<String, At>,
+}
+
+impl RuleIndex {
+    /// The index of `policies` (the registry's map, in its order). Panics if there are more
+    /// than `u32::MAX` policies or rules in one policy (the loader's input bounds keep them
+    /// far below).
+    pub(super) fn build(policies: &BTreeMap<String, Policy>) -> Self {
+        let mut index = RuleIndex::default();
+        for (pi, p) in policies.values().enumerate() {
+            index.policy_ids.push(p.id.clone());
+            let pi = u32::try_from(pi).expect("fewer than 2^32 policies");
+            for (ri, r) in p.rules.iter().enumerate() {
+                let at = (pi, u32::try_from(ri).expect("fewer than 2^32 rules"));
+                let tool = r.tool.as_str();
+                let list = if is_literal_glob(tool) {
+                    index.exact.entry(tool.to_string()).or_default()
+                } else {
+                    &mut index.globs
+                };
+                list.push(r.server.as_deref(), at);
+                index.by_label.insert(r.label.clone(), at);
+            }
+        }
+        index
+    }
+
+    /// The places of every rule that may cover a call of `tool` on `server`, in scan order
+    /// (policy order, then file order): the exact-name rules of `tool` and every glob rule,
+    /// each limited to no server or to `server`. A superset of the covering rules: the caller
+    /// still checks [`Rule::covers`](super::Rule::covers) and the policy's agents.
+    pub(super) fn candidates(&self, tool: &str, server: Option<&str>) -> Vec<At> {
+        let mut out = Vec::new();
+        if let Some(e) = self.exact.get(tool) {
+            e.candidates(server, &mut out);
+        }
+        self.globs.candidates(server, &mut out);
+        out.sort_unstable();
+        out
+    }
+
+    /// The place of the rule labelled `label` (a [`Reason::rule`](crate::verdict::Reason)).
+    pub(super) fn rule_labelled(&self, label: &str) -> Option<At> {
+        self.by_label.get(label).copied()
+    }
+
+    /// The id of the policy with ordinal `pi`, if there is one.
+    pub(super) fn policy_id(&self, pi: u32) -> Option<&str> {
+        self.policy_ids.get(pi as usize).map(String::as_str)
+    }
+}
