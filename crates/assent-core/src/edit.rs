@@ -125,24 +125,18 @@ pub fn raised_costs(
         crate::condition::lookup(&call.arguments, arg).and_then(serde_json::Value::as_f64)
     };
     let mut out: Vec<String> = Vec::new();
-    for p in reg.policies_for(agent) {
-        for r in p
-            .rules
-            .iter()
-            .filter(|r| r.covers(&edited.tool, edited.server.as_deref()))
-        {
-            let Some(limit) = &r.thresholds.cost else {
-                continue;
-            };
-            let arg = &limit.argument;
-            let raised = match (value(original, arg), value(edited, arg)) {
-                (Some(before), Some(after)) => after > before,
-                (_, None) => true,
-                (None, Some(_)) => false,
-            };
-            if raised && !out.contains(arg) {
-                out.push(arg.clone());
-            }
+    for (_, r) in reg.covering_rules(agent, &edited.tool, edited.server.as_deref()) {
+        let Some(limit) = &r.thresholds.cost else {
+            continue;
+        };
+        let arg = &limit.argument;
+        let raised = match (value(original, arg), value(edited, arg)) {
+            (Some(before), Some(after)) => after > before,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        if raised && !out.contains(arg) {
+            out.push(arg.clone());
         }
     }
     out
