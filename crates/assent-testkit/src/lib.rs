@@ -1,0 +1,6 @@
+//! Test support shared by the crates' integration tests (a dev-dependency only, never linked
+//! into the gateway): [`pg`], a throw-away PostgreSQL cluster started once per test binary,
+//! with a fresh schema per test. It depends on no assent crate, so any crate's tests may use
+//! it without a dependency cycle.
+
+pub mod pg;
