@@ -158,6 +158,15 @@ impl Cluster {
         )
     }
 
+    /// The same as a `postgresql://` URL (what `database: {url_env}` takes): the socket
+    /// directory as the `host` parameter, `search_path` `schema` in `options`.
+    pub fn postgres_url(&self, schema: &str) -> String {
+        format!(
+            "postgresql://assent@/postgres?host={}&port={PORT}&options=-c%20search_path%3D{schema}",
+            self.dir.display()
+        )
+    }
+
     /// An administrative client (schema `public`).
     pub fn admin(&self) -> postgres::Client {
         postgres::Client::connect(&self.url("public"), postgres::NoTls).unwrap()
@@ -173,4 +182,14 @@ pub fn fresh_schema() -> Option<String> {
         .batch_execute(&format!("CREATE SCHEMA {schema}"))
         .unwrap();
     Some(c.url(&schema))
+}
+
+/// [`fresh_schema`] as a `postgresql://` URL ([`Cluster::postgres_url`]).
+pub fn fresh_schema_url() -> Option<String> {
+    let c = cluster()?;
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    c.admin()
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .unwrap();
+    Some(c.postgres_url(&schema))
 }

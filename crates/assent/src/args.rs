@@ -279,6 +279,21 @@ pub(crate) enum Cmd {
         #[arg(value_name = "IN")]
         input: PathBuf,
     },
+    /// Bring the database to this build's schema version.
+    ///
+    /// SQLite in the data directory (created when missing), or the PostgreSQL database of
+    /// `--config`'s `database: {url_env: VAR}` (the URL is read from VAR). `assent serve` runs
+    /// the same migrations at start-up; replicas starting together migrate once.
+    #[command(
+        after_help = "Exit codes: 0 at this build's version; 1 refused or failed (unreachable database, a schema newer than this build, a migration edited after it was applied)."
+    )]
+    Migrate {
+        #[command(flatten)]
+        place: DataPlace,
+        /// Print `{"applied": [versions], "version": N}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Audit log commands.
     Audit {
         #[command(subcommand)]

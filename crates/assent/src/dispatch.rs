@@ -4,7 +4,7 @@
 
 use crate::args::{Cli, Cmd, ExportCmd};
 use crate::commands::{
-    approvals, audit, backup, check, clarifications, export, grants, mcp, tools, watch,
+    approvals, audit, backup, check, clarifications, export, grants, mcp, migrate, tools, watch,
 };
 use crate::remote::connect;
 use crate::render::one_line;
@@ -128,6 +128,10 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Audit { cmd } => audit::audit(cmd),
         cmd @ (Cmd::Backup { .. } | Cmd::Restore { .. }) => backup::run(cmd),
+        // The PostgreSQL client blocks on its own runtime: never on this one's thread.
+        Cmd::Migrate { place, json } => {
+            tokio::task::spawn_blocking(move || migrate::run(&place, json)).await?
+        }
         Cmd::Tools { cmd, remote } => tools::tools(&remote, cmd).await,
         Cmd::Export {
             cmd: ExportCmd::LearningSamples { data_dir, out },

@@ -29,6 +29,14 @@ pub(crate) async fn serve(
     if let Some(d) = data_dir {
         cfg.data_dir = d;
     }
+    if cfg.database != assent_server::config::DatabaseConfig::Sqlite {
+        cfg.database()?;
+        bail!(
+            "{}: database: this build serves its store from SQLite only; `assent migrate --config {}` prepares a PostgreSQL schema, but this build cannot serve it yet",
+            config.display(),
+            config.display()
+        );
+    }
     for w in &cfg.warnings {
         tracing::warn!("{w}");
     }

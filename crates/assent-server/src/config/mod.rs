@@ -1,15 +1,17 @@
 //! The server configuration file (`assent.yaml`): parsed once, validated into [`Config`]; any
 //! error stops start-up with file, line and reason. Loading goes in steps, one file each:
 //! [`raw`] (the file as written, and the error type), [`principals`], [`limits`] (numbers,
-//! rate limits, audit checkpoints), [`outbound`] (MCP upstreams, webhooks, `public_url`);
+//! rate limits, audit checkpoints), [`database`] (SQLite or PostgreSQL), [`outbound`] (MCP upstreams, webhooks, `public_url`);
 //! this file reads the file, expands the agent and governance globs, loads the registry and
 //! assembles the result.
 
+pub mod database;
 pub mod limits;
 pub mod outbound;
 pub mod principals;
 pub mod raw;
 
+pub use database::DatabaseConfig;
 pub use limits::{
     ARGUMENTS_BYTES_BOUNDS, AuditCheckpoints, EXTENSION_BOUNDS, MAX_PENDING_BOUNDS, RateLimits,
     TIMEOUT_BOUNDS, TOKEN_TTL_BOUNDS,
@@ -85,6 +87,8 @@ pub struct Config {
     pub mcp_allowed_origins: Vec<String>,
     /// `audit_checkpoints`: signed audit checkpoints.
     pub audit_checkpoints: AuditCheckpoints,
+    /// `database`: SQLite in `data_dir` (default) or PostgreSQL (see [`Config::database`]).
+    pub database: DatabaseConfig,
     principals: Vec<principals::Declared>,
 }
 
@@ -190,7 +194,9 @@ impl Config {
         let webhooks = outbound::webhooks(path, &raw.webhooks)?;
         let audit_checkpoints =
             limits::audit_checkpoints(path, &base, raw.audit_checkpoints.as_ref())?;
+        let database = database::database(path, raw.database.as_ref())?;
         Ok(Config {
+            database,
             file: path.to_path_buf(),
             audit_checkpoints,
             public_url,
@@ -230,6 +236,13 @@ impl Config {
             self.insecure_demo_keys,
             &self.registry,
         )
+    }
+
+    /// Where the store is: `<data_dir>/assent.db`, or the PostgreSQL URL read now from the
+    /// variable `database.url_env` names (set, non-empty, `postgres://`; the error names the
+    /// variable, never the URL).
+    pub fn database(&self) -> Result<assent_store::db::Database, ConfigError> {
+        database::resolve(&self.file, &self.database, &self.data_dir)
     }
 
     /// The webhooks with their secrets read from `secret_env`; an unset or empty variable

@@ -67,6 +67,14 @@ pub(crate) struct RawConfig {
     pub(crate) public_url: Option<String>,
     pub(crate) webhooks: Vec<Spanned<RawWebhook>>,
     pub(crate) audit_checkpoints: Option<Spanned<RawCheckpoints>>,
+    pub(crate) database: Option<Spanned<RawDatabase>>,
+}
+
+/// `database`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDatabase {
+    pub(crate) url_env: String,
 }
 
 /// `audit_checkpoints`.

@@ -2,7 +2,7 @@
 //! approve, deny, cancel), `grants` (grants, revoke), `clarifications` (clarifications,
 //! answer), `tools` (tool-list pinning reviews), `watch` (the terminal UI), `check` (offline
 //! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key), `backup`
-//! (backup, restore) and `export` (learning samples). Each returns the process exit status;
+//! (backup, restore), `migrate` (the schema) and `export` (learning samples). Each returns the process exit status;
 //! none imports another, only the kit below them (`args`, `remote`, `render`, `setup`).
 
 pub(crate) mod approvals;
@@ -13,5 +13,6 @@ pub(crate) mod clarifications;
 pub(crate) mod export;
 pub(crate) mod grants;
 pub(crate) mod mcp;
+pub(crate) mod migrate;
 pub(crate) mod tools;
 pub(crate) mod watch;

@@ -15,6 +15,7 @@ mod backup;
 mod config;
 mod in_client;
 mod mcp;
+mod migrate;
 mod operator;
 mod security;
 mod tasks;

@@ -1,0 +1,60 @@
+//! `assent migrate`: brings the store's database to this build's schema version (issue 13),
+//! on SQLite (`<data_dir>/assent.db`, created with a private directory when missing) or on
+//! the PostgreSQL database of `--config FILE`'s `database: {url_env}`. The migrations and
+//! their refusals (a newer schema, an edited migration) are the store's runner
+//! (`assent_store::migrate`); `assent serve` runs the same at start-up.
+
+use crate::args::DataPlace;
+use crate::setup::data_dir_or_default;
+use anyhow::{Context, Result};
+use assent_server::config::Config;
+use assent_store::db::Database;
+use assent_store::migrate;
+use serde_json::json;
+
+/// The database `place` names: `--config FILE`'s (SQLite in its `data_dir`, or its
+/// PostgreSQL URL), else SQLite in `--data-dir` or the default data directory, which is
+/// created (mode 0700) when missing.
+fn database(place: &DataPlace) -> Result<Database> {
+    let db = match &place.config {
+        Some(f) => Config::load(f)?.database()?,
+        None => Database::Sqlite {
+            path: data_dir_or_default(place.data_dir.clone())?.join("assent.db"),
+        },
+    };
+    if let Database::Sqlite { path } = &db {
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    Ok(db)
+}
+
+/// Runs the migrations of `place`'s database and prints what it did (`--json`: one object
+/// `{"applied": [versions], "version": N}`). Blocking: call it off the async runtime (the
+/// PostgreSQL client runs its own). Exit status 0; an error (unreachable database, a schema
+/// newer than this build, an edited migration) is returned.
+pub(crate) fn run(place: &DataPlace, as_json: bool) -> Result<i32> {
+    let db = database(place)?;
+    let conn = db
+        .connect()
+        .with_context(|| format!("cannot open the {db:?} database"))?;
+    let applied = migrate::migrate(conn.conn(), "assent migrate")?;
+    let version = migrate::latest();
+    if as_json {
+        println!("{}", json!({"applied": applied, "version": version}));
+    } else if applied.is_empty() {
+        println!("the {db:?} database is at schema version {version}; nothing to do");
+    } else {
+        let list: Vec<String> = applied.iter().map(u32::to_string).collect();
+        println!(
+            "the {db:?} database is at schema version {version} (applied {})",
+            list.join(", ")
+        );
+    }
+    Ok(0)
+}
