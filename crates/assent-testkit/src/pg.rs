@@ -173,23 +173,23 @@ impl Cluster {
     }
 }
 
-/// A new empty schema of its own for one test: the connection string (libpq key=value form,
-/// Unix socket, `search_path` set to it); `None` when `ASSENT_TEST_NO_PG=1`.
-pub fn fresh_schema() -> Option<String> {
+/// A new empty schema in the cluster, and the cluster; `None` when `ASSENT_TEST_NO_PG=1`.
+fn new_schema() -> Option<(&'static Cluster, String)> {
     let c = cluster()?;
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
     c.admin()
         .batch_execute(&format!("CREATE SCHEMA {schema}"))
         .unwrap();
-    Some(c.url(&schema))
+    Some((c, schema))
+}
+
+/// A new empty schema of its own for one test: the connection string (libpq key=value form,
+/// Unix socket, `search_path` set to it); `None` when `ASSENT_TEST_NO_PG=1`.
+pub fn fresh_schema() -> Option<String> {
+    new_schema().map(|(c, s)| c.url(&s))
 }
 
 /// [`fresh_schema`] as a `postgresql://` URL ([`Cluster::postgres_url`]).
 pub fn fresh_schema_url() -> Option<String> {
-    let c = cluster()?;
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    c.admin()
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .unwrap();
-    Some(c.postgres_url(&schema))
+    new_schema().map(|(c, s)| c.postgres_url(&s))
 }
