@@ -19,9 +19,7 @@ fn http() -> reqwest::blocking::Client {
 fn signed_gateway() -> Signed {
     let checkpoints =
         "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n";
-    let Served {
-        dir, server: mut s, ..
-    } = served(checkpoints);
+    let Served { dir, server: s, .. } = served(checkpoints);
     let a = propose(&s.url, 5000)["approval_id"]
         .as_str()
         .unwrap()
@@ -61,12 +59,7 @@ fn signed_gateway() -> Signed {
             .unwrap();
         assert_eq!(r["decision"], "allow", "{r}");
     }
-    let st = Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    assert!(s.child.wait().unwrap().success());
+    crate::stop(s);
     Signed {
         data: dir.path().join("data"),
         file: dir.path().join("checkpoints.jsonl"),

@@ -44,14 +44,15 @@ fn refused(out: &std::process::Output, text: &str) {
     assert!(err.contains(text), "{err}");
 }
 
-/// Stops a gateway with SIGTERM (its shutdown checkpoint signs the whole chain).
-fn stop(mut s: Server) {
-    let st = Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    assert!(s.child.wait().unwrap().success());
+/// Asserts that `data` holds no set-aside database (`*before-restore*`) and no temporary
+/// copy (`.assent-*`): a refused restore leaves nothing behind.
+fn assert_nothing_set_aside(data: &Path) {
+    let names: Vec<String> = std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let left = |n: &String| n.contains("before-restore") || n.starts_with(".assent-");
+    assert!(!names.iter().any(left), "{names:?}");
 }
 
 /// `sqlite3 DB SQL`'s output, trimmed.
@@ -66,6 +67,14 @@ fn sqlite(db: &Path, sql: &str) -> String {
 }
 
 /// The status of approval `id` as the gateway at `url` reports it.
+/// Proposes a transfer of 5000 (held for `finance-admin`) and returns its approval id.
+fn held(url: &str) -> String {
+    propose(url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn status(url: &str, id: &str) -> String {
     let v: Value = reqwest::blocking::Client::new()
         .get(format!("{url}/v1/approvals/{id}"))
@@ -136,10 +145,7 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
         server: s,
     } = served(SIGNING);
     let data = dir.path().join("data");
-    let before = propose(&s.url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let before = held(&s.url);
     ok(&cli(&s.url, &["approve", &before]));
     let stop_writing = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
@@ -249,10 +255,7 @@ fn restore_refuses_while_a_gateway_has_the_database_open() {
         ..
     } = served(SIGNING);
     let data = dir.path().join("data");
-    let id = propose(&s.url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = held(&s.url);
     let out = dir.path().join("b.db");
     ok(&backup(&cfg, &out, &[]));
     ok(&cli(&s.url, &["approve", &id]));
@@ -266,16 +269,7 @@ fn restore_refuses_while_a_gateway_has_the_database_open() {
     );
     // Nothing replaced, nothing set aside, and the gateway still serves what it wrote.
     assert_eq!(status(&s.url, &id), "approved");
-    let names: Vec<String> = std::fs::read_dir(&data)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names
-            .iter()
-            .any(|n| n.contains("before-restore") || n.starts_with(".assent-")),
-        "{names:?}"
-    );
+    assert_nothing_set_aside(&data);
     stop(s);
 }
 
@@ -288,10 +282,7 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
         ..
     } = served(SIGNING);
     let data = dir.path().join("data");
-    let id = propose(&s.url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = held(&s.url);
     ok(&cli(&s.url, &["approve", &id]));
     stop(s);
     let good = dir.path().join("good.db");
@@ -342,16 +333,7 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
     );
     // None of them touched the database or left anything behind.
     assert_eq!(std::fs::read(data.join("assent.db")).unwrap(), live_before);
-    let names: Vec<String> = std::fs::read_dir(&data)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names
-            .iter()
-            .any(|n| n.contains("before-restore") || n.starts_with(".assent-")),
-        "{names:?}"
-    );
+    assert_nothing_set_aside(&data);
     refused(&restore(&data, &good, &[]), "neither redeemed nor expired");
     ok(&restore(&data, &good, &["--force"]));
 }
@@ -494,10 +476,7 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
     } = served("");
     let data = dir.path().join("data");
     let args = json!({"amount": 5000, "currency": "EUR", "recipient": "ext-1"});
-    let id = propose(&s.url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = held(&s.url);
     ok(&cli(&s.url, &["approve", &id]));
     let http = reqwest::blocking::Client::new();
     let v: Value = http

@@ -177,6 +177,16 @@ fn spawn_piped(cmd: &mut Command) -> (Child, ChildStdin, BufReader<ChildStdout>)
     (child, stdin, out)
 }
 
+/// Stops a gateway with SIGTERM (its shutdown checkpoint signs the whole chain).
+pub(crate) fn stop(mut s: Server) {
+    let st = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(s.child.wait().unwrap().success());
+}
+
 fn cli(url: &str, args: &[&str]) -> std::process::Output {
     Command::new(BIN)
         .args(args)
