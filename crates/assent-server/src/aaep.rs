@@ -10,6 +10,7 @@
 //! checks shared with clarifications are in [`crate::replies`]; routes are mounted by
 //! [`crate::router`](mod@crate::router).
 
+use crate::calls::MAX_REASON_BYTES;
 use crate::auth::authenticate;
 use crate::config::Principal;
 use crate::envelopes::AAEP_VERSION;
@@ -246,6 +247,13 @@ pub(crate) async fn replies(
         tracing::info!(why = %e, "AAEP reply ignored");
         return StatusCode::NO_CONTENT.into_response();
     }
+    // A NUL in any text a reply stores (a rationale, decided_by, a clarification's answer) is
+    // refused as on every other route, but silently (§6.3.4); `modified_action.arguments`
+    // keeps it, as a call's arguments do.
+    if let Err(e) = crate::calls::refuse_nul_in_json(&body) {
+        tracing::info!(why = %e.message, "AAEP reply ignored");
+        return StatusCode::NO_CONTENT.into_response();
+    }
     let outcome = match msg["type"].as_str() {
         Some("confirmation.reply") => confirmation(&st, p, &msg).await,
         Some("clarification.reply") => crate::clarify::reply(&st, p, &msg).await,
@@ -302,14 +310,21 @@ async fn reply_input(
     if !["accept", "reject"].contains(&decision) {
         return Err("decision not in allowed_replies");
     }
-    let by = msg["decided_by"]
-        .as_str()
+    // Bounded as a REST decision's reason is (4,096 bytes) and an id is (256).
+    let (decided_by, rationale) = (
+        msg["decided_by"].as_str(),
+        msg["decision_rationale"].as_str(),
+    );
+    if decided_by.is_some_and(|d| d.len() > 256) {
+        return Err("decided_by over 256 bytes");
+    }
+    if rationale.is_some_and(|r| r.len() > MAX_REASON_BYTES) {
+        return Err("decision_rationale over 4096 bytes");
+    }
+    let by = decided_by
         .map(|d| format!(" (decided_by {d})"))
         .unwrap_or_default();
-    let rationale = msg["decision_rationale"]
-        .as_str()
-        .map(|r| format!(": {r}"))
-        .unwrap_or_default();
+    let rationale = rationale.map(|r| format!(": {r}")).unwrap_or_default();
     let mut input = if decision == "accept" {
         DecisionInput::approve()
     } else {

@@ -62,6 +62,23 @@ async fn every_check_of_6_3_4_ignores_a_failing_reply_without_saying_why() {
             accept(&mute),
         ),
         ("closed subscription", Some(OP), accept(&closed)),
+        // Attacks found by review: text the decision stores, unbounded or with a NUL that
+        // PostgreSQL cannot store, is ignored like every other failing reply.
+        ("a NUL in the rationale", Some(OP), {
+            let mut r = accept(&sub);
+            r["decision_rationale"] = json!("fine\u{0}");
+            r
+        }),
+        ("a rationale over 4096 bytes", Some(OP), {
+            let mut r = accept(&sub);
+            r["decision_rationale"] = json!("x".repeat(4097));
+            r
+        }),
+        ("decided_by over 256 bytes", Some(OP), {
+            let mut r = accept(&sub);
+            r["decided_by"] = json!("y".repeat(257));
+            r
+        }),
         ("unknown subscription", Some(OP), accept("sub_0000")),
     ];
     for (what, key, body) in cases {
