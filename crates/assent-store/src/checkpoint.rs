@@ -18,8 +18,10 @@
 //!   chain under the store's lock; `assent audit verify` checks it.)
 
 use crate::audit;
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::kit::{io, write_private};
+use crate::sql::lite;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
@@ -125,7 +127,7 @@ impl Due {
 }
 
 /// Reads a checkpoint row ([`COLUMNS`], by name).
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+fn row(r: &db::Row<'_>) -> db::Result<Checkpoint> {
     from_row!(r => Checkpoint { seq, head_hash, record_count, time, public_key, signature })
 }
 
@@ -133,20 +135,15 @@ const COLUMNS: &str = "seq, head_hash, record_count, time, public_key, signature
 
 /// Every stored checkpoint, oldest first. A database without the table (schema before v8)
 /// has none.
-pub fn stored(conn: &Connection) -> rusqlite::Result<Vec<Checkpoint>> {
-    let exists: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'audit_checkpoints'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !exists {
+pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Checkpoint>> {
+    if !conn.has_table("audit_checkpoints")? {
         return Ok(Vec::new());
     }
     let sql = format!("SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq");
     sql::rows(conn, &sql, [], row)
 }
 
-fn latest(conn: &Connection) -> rusqlite::Result<Option<Checkpoint>> {
+fn latest(conn: Conn<'_>) -> db::Result<Option<Checkpoint>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"
     ))?
@@ -217,7 +214,7 @@ fn due_head(
     let Some((seq, hash)) = head else {
         return Ok(None);
     };
-    let prev = latest(conn)?;
+    let prev = latest(lite(conn))?;
     let grown = seq - prev.as_ref().map_or(0, |p| p.seq);
     let timely = prev.as_ref().is_none_or(|p| now - p.time >= due.every_ms);
     Ok((grown > 0 && (grown >= due.every_records || timely)).then_some((seq, hash, prev)))
@@ -271,7 +268,7 @@ impl Store {
 
     /// Every stored checkpoint, oldest first.
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
-        Ok(stored(&self.lock())?)
+        Ok(stored(lite(&self.lock()))?)
     }
 
     /// Stored checkpoints newest first: at most `limit`, only those with `seq < before_seq`
@@ -282,19 +279,19 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Checkpoint>, StoreError> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_checkpoints WHERE ?1 IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE CAST(?1 AS BIGINT) IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
         );
         Ok(sql::rows(
-            &self.lock(),
+            lite(&self.lock()),
             &sql,
-            params![before_seq, limit],
+            crate::params![before_seq, limit],
             row,
         )?)
     }
 
     /// The newest stored checkpoint, if any.
     pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(latest(&self.lock())?)
+        Ok(latest(lite(&self.lock()))?)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::error::DecideError;
 use crate::events::{AaepEvent, ConfirmEvent};
 use crate::plans;
 use crate::record::{ApprovalRecord, EditedCall, read_approval};
+use crate::sql::lite;
 use crate::store::Store;
 use crate::stored;
 use crate::tokens::{self, NewGrant};
@@ -199,13 +200,13 @@ impl Store {
         if rec.target_type == "plan" {
             plans::on_confirm_decided(&tx, id, &rec.target_id, mplp_status, actor, reason, now)?;
         }
-        let rec = read_approval(&tx, id)?.expect("exists");
+        let rec = read_approval(lite(&tx), id)?.expect("exists");
         let ev = AaepEvent::Resolution {
             approval: &rec,
             at: now,
             courtesy_for: None,
         };
-        emit(&tx, &*self.envelopes, &ev, None, Some(id), now)?;
+        emit(lite(&tx), &*self.envelopes, &ev, None, Some(id), now)?;
         tx.commit()?;
         Ok(rec)
     }
@@ -235,7 +236,7 @@ impl Store {
             }
         }
         self.write(|tx| {
-            let p = plans::read_plan(tx, id)?
+            let p = plans::read_plan(lite(tx), id)?
                 .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
             match p.status.as_str() {
                 "cancelled" => {}
@@ -255,7 +256,7 @@ impl Store {
                     now,
                 )?,
             }
-            Ok(plans::read_plan(tx, id)?.expect("exists"))
+            Ok(plans::read_plan(lite(tx), id)?.expect("exists"))
         })
     }
 }
@@ -282,27 +283,41 @@ fn admit(
     s: &Settle<'_>,
     roles: Option<&[String]>,
 ) -> Result<(ApprovalRecord, ApprovalStatus), DecideError> {
-    let Some(rec) = read_approval(tx, s.id)? else {
+    let Some(rec) = read_approval(lite(tx), s.id)? else {
         return Err(DecideError::NotFound);
     };
     let name = approval_event_name(s.event);
     if !rec.damaged.is_empty() {
         let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
-        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        audit::append(
+            lite(tx),
+            s.now,
+            "decision.refused",
+            Some(s.id),
+            s.actor,
+            &data,
+        )?;
         return Err(DecideError::Damaged(rec.damaged));
     }
     if let Some(roles) = roles
         && !approval::may_decide(&rec.approvers, roles)
     {
         let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.approvers});
-        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        audit::append(
+            lite(tx),
+            s.now,
+            "decision.refused",
+            Some(s.id),
+            s.actor,
+            &data,
+        )?;
         return Err(DecideError::NotApprover(rec.approvers));
     }
     match approval::transition(rec.status, s.event) {
         Ok(next) => Ok((rec, next)),
         Err(e) => {
             let data = json!({"decision": name, "reason": s.reason, "status": rec.status});
-            audit::append(tx, s.now, "decision.late", Some(s.id), s.actor, &data)?;
+            audit::append(lite(tx), s.now, "decision.late", Some(s.id), s.actor, &data)?;
             Err(e.into())
         }
     }
@@ -354,7 +369,7 @@ fn settle(
         decided_by_role: actor,
         reason,
     };
-    mplp_event(tx, s.env, now, id, &rec.trace_id, actor, confirm)?;
+    mplp_event(lite(tx), s.env, now, id, &rec.trace_id, actor, confirm)?;
     let kind = match s.event {
         Event::Decide(_) => "decision",
         Event::Expire(_) => "approval.expired",
@@ -370,6 +385,6 @@ fn settle(
         data["modified_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
             "arguments": e.arguments, "call_hash": e.call_hash});
     }
-    audit::append(tx, now, kind, Some(id), actor, &data)?;
+    audit::append(lite(tx), now, kind, Some(id), actor, &data)?;
     Ok(mplp_status)
 }

@@ -8,6 +8,7 @@ use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
+use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::Event;
 use assent_core::decision::{countdown_due, escalated_approvers, escalates};
@@ -27,7 +28,7 @@ impl Store {
     /// ids that changed; `Err` only when the store fails.
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
         let due: Vec<String> = sql::column(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
             [now],
         )?;
@@ -36,7 +37,7 @@ impl Store {
             let default = {
                 let mut conn = self.lock();
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let Some(rec) = read_approval(&tx, &id)? else {
+                let Some(rec) = read_approval(lite(&tx), &id)? else {
                     continue;
                 };
                 if !rec.damaged.is_empty()
@@ -98,7 +99,7 @@ fn escalate(
         now
     ])?;
     audit::append(
-        tx,
+        lite(tx),
         now,
         "approval.escalated",
         Some(&rec.id),
@@ -113,7 +114,7 @@ fn escalate(
         approval: &after,
         at: now,
     };
-    emit(tx, env, &ev, None, Some(&rec.id), now)?;
+    emit(lite(tx), env, &ev, None, Some(&rec.id), now)?;
     Ok(())
 }
 
@@ -136,7 +137,7 @@ impl Store {
             .collect::<Result<_, _>>()?;
         let mut n = 0;
         for (id, marks) in due {
-            let Some(a) = read_approval(&tx, &id)? else {
+            let Some(a) = read_approval(lite(&tx), &id)? else {
                 continue;
             };
             if !a.damaged.is_empty() {
@@ -152,7 +153,7 @@ impl Store {
                 percent,
                 at: now,
             };
-            emit(&tx, &*self.envelopes, &ev, None, Some(&id), now)?;
+            emit(lite(&tx), &*self.envelopes, &ev, None, Some(&id), now)?;
             tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
                 .execute(params![id, marks])?;
             n += 1;

@@ -14,6 +14,7 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::error::StoreError;
 use crate::kit::io;
 use crate::sql;
+use crate::sql::lite;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
@@ -78,8 +79,8 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
         Some(k) => Some(k),
         None => checkpoint::read_key(data_dir)?.map(|k| k.verifying_key()),
     };
-    let chain = audit::verify(&conn)?;
-    let stored = checkpoint::stored(&conn)?;
+    let chain = audit::verify(lite(&conn))?;
+    let stored = checkpoint::stored(lite(&conn))?;
     if key.is_none() && (!stored.is_empty() || opts.checkpoint_file.is_some()) {
         return Err(StoreError::Invalid(format!(
             "no {} in {}: give the audit public key with --public-key",
@@ -276,13 +277,13 @@ pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, Stri
     let mut s = seen(conn)?;
     let mut out = Vec::new();
     let rows: Vec<(String, String)> = sql::rows(
-        conn,
+        lite(conn),
         "SELECT id, status FROM approvals ORDER BY requested_at, rowid",
         [],
-        |r| r.try_into(),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     for (id, status) in &rows {
-        if let Some(rec) = crate::record::read_approval(conn, id)?
+        if let Some(rec) = crate::record::read_approval(lite(conn), id)?
             && !rec.damaged.is_empty()
         {
             out.push((None, format!(
@@ -412,10 +413,10 @@ fn tokens(
     out: &mut Vec<(Option<i64>, String)>,
 ) -> rusqlite::Result<()> {
     let rows: Vec<(String, String, Option<i64>)> = sql::rows(
-        conn,
+        lite(conn),
         "SELECT token_id, approval_id, used_at FROM tokens ORDER BY issued_at, rowid",
         [],
-        |r| r.try_into(),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
     for (tid, aid, used) in &rows {
         if s.minted.remove(tid).is_none() {

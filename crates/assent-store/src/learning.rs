@@ -18,6 +18,7 @@ use crate::error::StoreError;
 use crate::kit::rfc3339;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
+use crate::sql::lite;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -44,7 +45,7 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
         _ => "poor",
     };
     let events: Vec<String> = sql::column(
-        conn,
+        lite(conn),
         "SELECT json_extract(data, '$.event_id') FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",
         [&a.id],
     )?;
@@ -95,13 +96,13 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
 /// Every settled approval as a learning sample, oldest decision first.
 pub(crate) fn samples(conn: &Connection) -> Result<Vec<Value>, StoreError> {
     let ids: Vec<String> = sql::column(
-        conn,
+        lite(conn),
         "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at, rowid",
         [],
     )?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Some(a) = read_approval(conn, &id)?
+        if let Some(a) = read_approval(lite(conn), &id)?
             && let Some(s) = sample(conn, &a)?
         {
             out.push(s);

@@ -9,6 +9,7 @@ use crate::error::StoreError;
 use crate::events::Envelopes;
 use crate::kit::{create_private_dir, io, write_private};
 use crate::migrate;
+use crate::sql::lite;
 use crate::store::Store;
 use rusqlite::Connection;
 use std::path::Path;
@@ -70,7 +71,7 @@ impl Store {
 
 /// Verifies the audit chain of the database in `data_dir` without starting a server, read-only.
 pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError> {
-    Ok(audit::verify(&open_read_only(data_dir)?)?)
+    Ok(audit::verify(lite(&open_read_only(data_dir)?))?)
 }
 
 /// Opens `<data_dir>/assent.db` read-only for the offline readers (audit verification,

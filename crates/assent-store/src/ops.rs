@@ -280,7 +280,7 @@ fn signed_by_other_key(
     key: Option<&VerifyingKey>,
 ) -> Result<(Vec<Checkpoint>, bool), StoreError> {
     let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let stored = checkpoint::stored(&conn)?;
+    let stored = checkpoint::stored(crate::sql::lite(&conn))?;
     let other = match key {
         None => !stored.is_empty(),
         Some(k) => {

@@ -2,7 +2,9 @@
 //! and the webhooks' delivery state: each webhook's cursor into the log and its dead letters.
 
 use crate::audit::AuditRecord;
+use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
+use crate::sql::lite;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use rusqlite::{OptionalExtension, params};
@@ -41,11 +43,11 @@ impl Store {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let kinds_json = serde_json::to_string(kinds).expect("kinds");
         Ok(sql::rows(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
              WHERE seq > ?1 AND (?2 = '[]' OR kind IN (SELECT value FROM json_each(?2)))
              ORDER BY seq LIMIT ?3",
-            params![after, kinds_json, limit],
+            crate::params![after, kinds_json, limit],
             AuditRecord::read,
         )?)
     }
@@ -53,7 +55,7 @@ impl Store {
     /// The newest `limit` audit records, newest first.
     pub fn audit_tail(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError> {
         Ok(sql::rows(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq DESC LIMIT ?1",
             [limit],
             AuditRecord::read,
@@ -157,7 +159,7 @@ impl Store {
         };
         self.write(|tx| {
             Ok(crate::audit::append(
-                tx,
+                lite(tx),
                 now,
                 "dry_run",
                 Some(approval_id),
@@ -170,7 +172,7 @@ impl Store {
     /// The newest dry run of approval `approval_id`, if any.
     pub fn last_dry_run(&self, approval_id: &str) -> Result<Option<AuditRecord>, StoreError> {
         let conn = self.lock();
-        Ok(conn
+        Ok(lite(&conn)
             .prepare_cached(
                 "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
                  WHERE approval_id = ?1 AND kind = 'dry_run' ORDER BY seq DESC LIMIT 1",
@@ -182,7 +184,7 @@ impl Store {
     /// Every dead letter, newest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         Ok(sql::rows(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT id, webhook, audit_seq, event, body, attempts, last_error, failed_at
              FROM webhook_dead_letters ORDER BY id DESC",
             [],

@@ -10,8 +10,10 @@
 //! in `decide.rs`, next to the cancellation it goes through.
 
 use crate::audit;
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{DecideError, StoreError};
 use crate::kit::rfc3339;
+use crate::sql::lite;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use assent_core::transitions;
@@ -103,6 +105,11 @@ impl From<rusqlite::Error> for PlanError {
         Self::Store(e.into())
     }
 }
+impl From<db::DbError> for PlanError {
+    fn from(e: db::DbError) -> Self {
+        Self::Store(e.into())
+    }
+}
 
 fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
     json!({"event_id": uuid::Uuid::new_v4().to_string(), "event_type": event_type,
@@ -110,16 +117,13 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
 }
 
 /// Reads plan `id` (its MPLP body, status, events and Confirm); `None` when there is none.
-pub(crate) fn read_plan(
-    conn: &rusqlite::Connection,
-    id: &str,
-) -> rusqlite::Result<Option<PlanRecord>> {
+pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecord>> {
     conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at FROM plans WHERE plan_id = ?1")?
         .query_row([id], |r| {
             from_row!(r => PlanRecord {
                 plan_id, agent, session_id, status, confirm_id, trace_id, created_at, updated_at,
                 body: json_or_default(r, "body")?,
-                submitted: r.get::<_, Option<String>>("submitted")?.and_then(|s| serde_json::from_str(&s).ok()),
+                submitted: r.get::<Option<String>>("submitted")?.and_then(|s| serde_json::from_str(&s).ok()),
                 events: json_or_default(r, "events")?,
             })
         })
@@ -137,7 +141,7 @@ pub(crate) fn transition(
     data: Value,
     now: i64,
 ) -> rusqlite::Result<()> {
-    let Some(p) = read_plan(tx, plan_id)? else {
+    let Some(p) = read_plan(lite(tx), plan_id)? else {
         return Ok(());
     };
     let mut events = p.events;
@@ -152,7 +156,14 @@ pub(crate) fn transition(
         Value::from(events).to_string(),
         now
     ])?;
-    audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)
+    Ok(audit::append(
+        lite(tx),
+        now,
+        event_type,
+        p.confirm_id.as_deref(),
+        actor,
+        &ev,
+    )?)
 }
 
 /// What the Confirm of a plan decided, applied to the plan in the decision's transaction
@@ -194,7 +205,14 @@ pub(crate) fn on_confirm_decided(
         "stage_order": 0,
         "payload": {"confirm_id": confirm_id, "plan_id": plan_id, "decided_by": actor, "reason": reason},
     });
-    audit::append(tx, now, "pipeline_stage", Some(confirm_id), actor, &ev)
+    Ok(audit::append(
+        lite(tx),
+        now,
+        "pipeline_stage",
+        Some(confirm_id),
+        actor,
+        &ev,
+    )?)
 }
 
 /// The gatekeeper duty of seed 000 for a tool call that names `plan_id` and/or `step_id`:
@@ -220,7 +238,7 @@ pub(crate) fn plan_block(
         }
     }
     if let Some(id) = plan_id
-        && let Some(p) = read_plan(tx, id)?
+        && let Some(p) = read_plan(lite(tx), id)?
         && !transitions::plan_runs_calls(&p.status)
     {
         return Ok(Some(format!(
@@ -256,7 +274,7 @@ impl Store {
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
-            if read_plan(tx, &id)?.is_some() {
+            if read_plan(lite(tx), &id)?.is_some() {
                 return Err(PlanError::Exists(id));
             }
             let trace = trace_id
@@ -266,7 +284,7 @@ impl Store {
                 .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
             let created = json!({"agent": agent, "session_id": session_id});
             transition(tx, &id, "draft", "plan.created", agent, created, now)?;
-            Ok(read_plan(tx, &id)?.expect("inserted"))
+            Ok(read_plan(lite(tx), &id)?.expect("inserted"))
         })
     }
 
@@ -280,7 +298,7 @@ impl Store {
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
-            let p = read_plan(tx, &id)?
+            let p = read_plan(lite(tx), &id)?
                 .filter(|p| p.agent == agent)
                 .ok_or_else(|| PlanError::NotFound(id.clone()))?;
             if !transitions::plan_editable(&p.status) {
@@ -292,19 +310,19 @@ impl Store {
             tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
                 .execute(params![id, body.to_string()])?;
             transition(tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
-            Ok(read_plan(tx, &id)?.expect("exists"))
+            Ok(read_plan(lite(tx), &id)?.expect("exists"))
         })
     }
 
     /// Reads one plan.
     pub fn plan(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
-        Ok(read_plan(&self.lock(), id)?)
+        Ok(read_plan(lite(&self.lock()), id)?)
     }
 
     /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first.
     pub fn pipeline_events(&self, plan_id: &str) -> Result<Vec<Value>, StoreError> {
         Ok(crate::sql::json_values(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND json_extract(data, '$.pipeline_id') = ?1 ORDER BY seq",
             [plan_id],
         )?)

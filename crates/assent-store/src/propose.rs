@@ -12,6 +12,7 @@ use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
 use crate::kit::{random_id, to_json};
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
+use crate::sql::lite;
 use crate::store::Store;
 use crate::tokens::find_grant;
 use crate::usage::{pending_of, prior_calls};
@@ -125,7 +126,7 @@ impl Store {
         };
         let data = json!({"session_id": session_id, "call": call, "call_hash": call_hash,
                           "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier});
-        self.write(|tx| Ok(audit::append(tx, now, kind, None, agent, &data)?))
+        self.write(|tx| Ok(audit::append(lite(tx), now, kind, None, agent, &data)?))
     }
 
     /// Stores proposal `p` as a new pending approval with the confirm `verdict` (message, tier,
@@ -140,7 +141,7 @@ impl Store {
     ) -> Result<ApprovalRecord, StoreError> {
         self.write(|tx| {
             let id = insert_approval(tx, &*self.envelopes, p, verdict, "pending")?;
-            Ok(read_approval(tx, &id)?.expect("just inserted"))
+            Ok(read_approval(lite(tx), &id)?.expect("just inserted"))
         })
     }
 
@@ -217,7 +218,7 @@ impl Store {
         if let Some(id) = joined {
             g.audit("call.held", Some(&id), json!({"joined": true}))?;
             return Ok(Proposed::Held {
-                approval: Box::new(read_approval(tx, &id)?.expect("exists")),
+                approval: Box::new(read_approval(lite(tx), &id)?.expect("exists")),
                 joined: true,
             });
         }
@@ -251,7 +252,7 @@ impl Store {
             )?;
         }
         Ok(Proposed::Held {
-            approval: Box::new(read_approval(tx, &id)?.expect("inserted")),
+            approval: Box::new(read_approval(lite(tx), &id)?.expect("inserted")),
             joined: false,
         })
     }
@@ -280,9 +281,9 @@ impl Store {
             decided_by_role: &actor,
             reason: Some(&why),
         };
-        mplp_event(tx, g.env, p.now, &id, &trace, &actor, confirm)?;
+        mplp_event(lite(tx), g.env, p.now, &id, &trace, &actor, confirm)?;
         audit::append(
-            tx,
+            lite(tx),
             p.now,
             "grant.used",
             Some(&id),
@@ -301,7 +302,7 @@ impl Store {
         )?;
         g.add_usage(Some(&id))?;
         Ok(Proposed::Granted(Box::new(
-            read_approval(tx, &id)?.expect("inserted"),
+            read_approval(lite(tx), &id)?.expect("inserted"),
         )))
     }
 }
@@ -326,7 +327,14 @@ impl Gate<'_> {
         if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
             d.extend(e);
         }
-        audit::append(self.tx, p.now, kind, approval_id, p.agent, &d)
+        Ok(audit::append(
+            lite(self.tx),
+            p.now,
+            kind,
+            approval_id,
+            p.agent,
+            &d,
+        )?)
     }
 
     /// Records the call in `usage` (what later thresholds count), linked to its approval.
@@ -341,7 +349,7 @@ impl Gate<'_> {
 /// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]); else
 /// `Invalid` saying why (the server's 409 `WRONG_STATE`).
 fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
-    match plans::read_plan(tx, plan_id)? {
+    match plans::read_plan(lite(tx), plan_id)? {
         Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => Ok(()),
         Some(pl) if pl.agent == agent => Err(StoreError::Invalid(format!(
             "plan {plan_id} is {}; only a draft can be submitted",
@@ -404,7 +412,7 @@ fn insert_approval(
     insert_row(tx, p, verdict, &row, status)?;
     let v = verdict;
     audit::append(
-        tx,
+        lite(tx),
         p.now,
         "approval.requested",
         Some(&row.id),
@@ -420,7 +428,7 @@ fn insert_approval(
         plan_id: p.plan_id.map(str::to_string),
         step_id: p.step_id.map(str::to_string),
     };
-    confirm::record(tx, &row.id, &context)?;
+    confirm::record(lite(tx), &row.id, &context)?;
     // A tool call of a plan step is shown with the step as its MPLP target (see
     // `docs/conformance.md`); the stored target id stays the call's own.
     let shown_target = match (&context.step_id, row.target_type) {
@@ -433,19 +441,27 @@ fn insert_approval(
         target_id: &shown_target,
         requested_by_role: p.agent,
     };
-    mplp_event(tx, env, p.now, &row.id, &row.trace_id, p.agent, confirm)?;
+    mplp_event(
+        lite(tx),
+        env,
+        p.now,
+        &row.id,
+        &row.trace_id,
+        p.agent,
+        confirm,
+    )?;
     if status == "pending" {
         // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
         // restarts; the confirmation event is written with the approval.
         let token = random_id("rpl_");
         tx.prepare_cached("UPDATE approvals SET reply_token = ?2 WHERE id = ?1")?
             .execute(params![row.id, token])?;
-        let rec = read_approval(tx, &row.id)?.expect("just inserted");
+        let rec = read_approval(lite(tx), &row.id)?.expect("just inserted");
         let event = AaepEvent::AwaitingConfirmation {
             approval: &rec,
             reply_token: &token,
         };
-        emit(tx, env, &event, None, Some(&row.id), p.now)?;
+        emit(lite(tx), env, &event, None, Some(&row.id), p.now)?;
     }
     Ok(row.id)
 }

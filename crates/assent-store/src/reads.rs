@@ -4,14 +4,15 @@
 use crate::error::StoreError;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
+use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::ApprovalStatus;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::OptionalExtension;
 
 impl Store {
     /// Reads one approval with its decisions and token info.
     pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        Ok(read_approval(&self.lock(), id)?)
+        Ok(read_approval(lite(&self.lock()), id)?)
     }
 
     /// Lists approvals, newest first, optionally only those with `status`, at most `limit`.
@@ -22,13 +23,13 @@ impl Store {
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         let conn = self.lock();
         let ids: Vec<String> = sql::column(
-            &conn,
+            lite(&conn),
             "SELECT id FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
-            params![status.map(|s| s.as_str()), limit],
+            crate::params![status.map(|s| s.as_str()), limit],
         )?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(a) = read_approval(&conn, &id)? {
+            if let Some(a) = read_approval(lite(&conn), &id)? {
                 out.push(a);
             }
         }
@@ -46,7 +47,7 @@ impl Store {
             .query_row([token], |r| r.get(0))
             .optional()?;
         match id {
-            Some(id) => Ok(read_approval(&conn, &id)?),
+            Some(id) => Ok(read_approval(lite(&conn), &id)?),
             None => Ok(None),
         }
     }

@@ -7,6 +7,7 @@ use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
 use crate::sql;
+use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::Canceller;
 use rusqlite::{Connection, params};
@@ -41,9 +42,9 @@ impl Store {
     ) -> Result<SessionCancelled, StoreError> {
         let (agent, actor) = (who.agent(), who.name());
         let ids: Vec<String> = sql::column(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
-            params![session_id, agent],
+            crate::params![session_id, agent],
         )?;
         let mut out = SessionCancelled::default();
         for id in ids {
@@ -81,9 +82,9 @@ impl Store {
                     cancelled: n,
                     at: now,
                 };
-                emit(tx, &*self.envelopes, &ev, None, None, now)?;
+                emit(lite(tx), &*self.envelopes, &ev, None, None, now)?;
                 audit::append(
-                    tx,
+                    lite(tx),
                     now,
                     "session.cancelled",
                     None,
@@ -108,18 +109,18 @@ fn cancel_clarifications(
     now: i64,
 ) -> Result<Vec<String>, StoreError> {
     let ids: Vec<String> = sql::column(
-        tx,
+        lite(tx),
         "SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
-        params![session_id, agent],
+        crate::params![session_id, agent],
     )?;
     for id in &ids {
         tx.prepare_cached(
             "UPDATE clarifications SET status = 'cancelled' WHERE id = ?1 AND status = 'pending'",
         )?
         .execute([id])?;
-        let c = crate::clarifications::read_clarification(tx, "id", id)?.expect("exists");
+        let c = crate::clarifications::read_clarification(lite(tx), "id", id)?.expect("exists");
         audit::append(
-            tx,
+            lite(tx),
             now,
             "clarification.cancelled",
             None,
@@ -130,17 +131,17 @@ fn cancel_clarifications(
             clarification: &c,
             at: now,
         };
-        emit(tx, env, &ev, None, None, now)?;
+        emit(lite(tx), env, &ev, None, None, now)?;
     }
     Ok(ids)
 }
 
 /// Every agent that ever proposed a call or asked a question in `session_id`.
 fn agents_of(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
-    sql::column(
-        conn,
+    Ok(sql::column(
+        lite(conn),
         "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
          UNION SELECT agent FROM usage WHERE session_id = ?1 ORDER BY agent",
         [session_id],
-    )
+    )?)
 }

@@ -4,11 +4,13 @@
 
 use crate::aaep::{self, Subscription};
 use crate::audit;
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
 use crate::kit::random_id;
 use crate::record::ApprovalRecord;
+use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -29,7 +31,7 @@ impl Store {
 
     /// One subscription.
     pub fn subscription(&self, id: &str) -> Result<Option<aaep::Subscription>, StoreError> {
-        Ok(read_subscription(&self.lock(), id)?)
+        Ok(read_subscription(lite(&self.lock()), id)?)
     }
 
     /// Closes subscription `id` of `principal` (`aaep.closed`); `false` when it is not theirs
@@ -47,7 +49,7 @@ impl Store {
                 .execute(params![id, principal, now])?;
             if n == 1 {
                 let data = json!({"subscription_id": id});
-                audit::append(tx, now, "aaep.closed", None, principal, &data)?;
+                audit::append(lite(tx), now, "aaep.closed", None, principal, &data)?;
             }
             Ok(n == 1)
         })
@@ -87,14 +89,14 @@ impl Store {
             courtesy_for: Some(token),
         };
         let env = &*self.envelopes;
-        self.write(|tx| Ok(emit(tx, env, &notice, Some(sub), Some(&a.id), now)?))
+        self.write(|tx| Ok(emit(lite(tx), env, &notice, Some(sub), Some(&a.id), now)?))
     }
 
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
     /// added to new confirmations.
     pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {
         let honored = sql::json_values(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL",
             [],
         )?;
@@ -124,7 +126,7 @@ fn new_subscription(
     tx.prepare_cached("INSERT INTO aaep_subscriptions (id, principal, subscriber_id, request, honored, start_seq, created_at) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
         .execute(params![id, principal, sid, request.to_string(), honored.to_string(), start, now])?;
     audit::append(
-        tx,
+        lite(tx),
         now,
         "aaep.subscribed",
         None,
@@ -142,10 +144,7 @@ fn new_subscription(
 }
 
 /// One stored subscription.
-fn read_subscription(
-    conn: &rusqlite::Connection,
-    id: &str,
-) -> rusqlite::Result<Option<aaep::Subscription>> {
+fn read_subscription(conn: Conn<'_>, id: &str) -> db::Result<Option<aaep::Subscription>> {
     conn.prepare_cached("SELECT id, principal, subscriber_id, honored, start_seq, closed_at FROM aaep_subscriptions WHERE id = ?1")?
         .query_row([id], |r| {
             from_row!(r => Subscription {
@@ -164,11 +163,11 @@ fn read_events_after(
     after_seq: i64,
     limit: u32,
 ) -> rusqlite::Result<Vec<aaep::StoredEvent>> {
-    sql::rows(
-        conn,
+    Ok(sql::rows(
+        lite(conn),
         "SELECT seq, event_id, type, critical, data FROM aaep_events
          WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
-        params![after_seq.max(sub.start_seq), sub.id, limit],
+        crate::params![after_seq.max(sub.start_seq), sub.id, limit],
         |r| {
         let seq: i64 = r.get(0)?;
         let mut v: Value = json_or_default(r, 4)?;
@@ -181,5 +180,5 @@ fn read_events_after(
             data: v,
         })
         },
-    )
+    )?)
 }

@@ -6,6 +6,7 @@
 use crate::audit;
 use crate::error::{RedeemError, StoreError};
 use crate::record::ApprovalRecord;
+use crate::sql::lite;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::RiskTier;
@@ -37,15 +38,15 @@ impl Store {
         tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
             params![tid, approval_id, agent, call_hash, now, exp, scope, device_id],
         )?;
-        audit::append(
-            tx,
+        Ok(audit::append(
+            lite(tx),
             now,
             "token.minted",
             Some(approval_id),
             actor,
             &json!({"token_id": tid, "call_hash": call_hash, "agent": agent, "expires_at": exp,
                     "scope": scope, "device_id": device_id}),
-        )
+        )?)
     }
 
     /// The signed token string for a minted token of approval `id`, for its agent.
@@ -99,7 +100,7 @@ impl Store {
         let aid = claims.as_ref().map(|c| c.aid.as_str());
         match &result {
             Ok(c) => audit::append(
-                &tx,
+                lite(&tx),
                 now,
                 "token.redeemed",
                 aid,
@@ -108,7 +109,7 @@ impl Store {
             )?,
             Err(RedeemError::Store(_)) => {}
             Err(e) => audit::append(
-                &tx,
+                lite(&tx),
                 now,
                 "token.refused",
                 aid,
@@ -124,10 +125,10 @@ impl Store {
     /// `all`.
     pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<Grant>, StoreError> {
         Ok(sql::rows(
-            &self.lock(),
+            lite(&self.lock()),
             "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
              FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
-            params![all, now],
+            crate::params![all, now],
             |r| {
                 let call_hash: Option<String> = r.get("call_hash")?;
                 let tier: String = r.get("risk_tier")?;
@@ -152,7 +153,7 @@ impl Store {
                 .optional()?;
             if let Some(aid) = &revoked {
                 let data = json!({"grant_id": id});
-                audit::append(tx, now, "grant.revoked", Some(aid), actor, &data)?;
+                audit::append(lite(tx), now, "grant.revoked", Some(aid), actor, &data)?;
             }
             Ok(revoked.is_some())
         })
@@ -179,11 +180,11 @@ pub(crate) fn find_grant(
         bool,
     );
     let rows: Vec<Row> = sql::rows(
-        tx,
+        lite(tx),
         "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
-         WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
-        params![agent, call.tool, call.server],
-        |r| r.try_into(),
+         WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
+        crate::params![agent, call.tool, call.server],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
     )?;
     let c = grant::CallView {
         agent,
@@ -245,7 +246,7 @@ pub(crate) fn create_grant(
     tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
         .execute(params![rec.id, gid])?;
     audit::append(
-        tx,
+        lite(tx),
         now,
         "grant.created",
         Some(&rec.id),

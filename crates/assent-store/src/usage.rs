@@ -3,10 +3,11 @@
 //! an agent wait for a person (`max_pending_per_agent`). Reads only.
 
 use crate::error::StoreError;
+use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::triggers::PriorCall;
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 
 impl Store {
     /// The earlier calls of `agent`'s session that count toward thresholds, without approval
@@ -38,15 +39,15 @@ pub(crate) fn prior_calls_except(
     session_id: &str,
     except: Option<&str>,
 ) -> rusqlite::Result<Vec<PriorCall>> {
-    sql::rows(
-        tx,
+    Ok(sql::rows(
+        lite(tx),
         "SELECT u.tool, u.server, u.at AS at_ms, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
          WHERE u.agent = ?1 AND u.session_id = ?2 AND (?3 IS NULL OR u.approval_id IS NOT ?3)
            AND (a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))
          ORDER BY u.at",
-        params![agent, session_id, except],
+        crate::params![agent, session_id, except],
         |r| from_row!(r => PriorCall { tool, server, at_ms, arguments: json_or_default(r, "arguments")? }),
-    )
+    )?)
 }
 
 /// How many approvals and clarification questions of `agent` wait for a person: what

@@ -1,6 +1,6 @@
 //! A representative set of the store's own statements (copied from `propose.rs`, `decide.rs`,
 //! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `expiry.rs`, `outbox.rs`, `pins.rs`,
-//! `record.rs`, `reads.rs`, `audit.rs`; in the portable forms of the Postgres design where
+//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`; in the portable forms of the Postgres design where
 //! the store's text is SQLite-only, named below) run through the kernel against the schema
 //! each dialect's migrations build: the Postgres DDL must have every table, column and type
 //! the store's SQL uses.
@@ -263,4 +263,37 @@ fn events_and_side_tables(c: Conn<'_>) {
         .map(|(s, t)| (s.to_string(), t.to_string()))
         .collect();
     assert_eq!(pins, want, "bytewise, as SQLite's BINARY collation");
+    checkpoints(c);
+}
+
+/// checkpoint.rs: the page before a sequence number, in the portable form of
+/// `?1 IS NULL OR seq < ?1` (`CAST(?1 AS BIGINT)`), and the newest one.
+fn checkpoints(c: Conn<'_>) {
+    assert!(c.has_table("audit_checkpoints").unwrap());
+    let cols = "seq, head_hash, record_count, time, public_key, signature";
+    for seq in [3i64, 7, 9] {
+        c.execute(
+            &format!("INSERT INTO audit_checkpoints ({cols}) VALUES (?1,?2,?3,?4,?5,?6)"),
+            params![seq, "h", seq, 1_000i64, "pk", "sig"],
+        )
+        .unwrap();
+    }
+    let page = |before: Option<i64>| -> Vec<i64> {
+        c.query_map(
+            &format!("SELECT {cols} FROM audit_checkpoints WHERE CAST(?1 AS BIGINT) IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"),
+            params![before, 2u32],
+            |r| r.get("seq"),
+        )
+        .unwrap()
+    };
+    assert_eq!(page(None), [9, 7]);
+    assert_eq!(page(Some(7)), [3]);
+    let newest: i64 = c
+        .query_row(
+            &format!("SELECT {cols} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"),
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(newest, 9);
 }
