@@ -40,7 +40,7 @@ impl Store {
         let token = random_id("rpl_");
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let pending = pending_of(&tx, agent)?;
+        let pending = pending_of(lite(&tx), agent)?;
         if pending >= max_pending {
             audit::append(
                 lite(&tx),
@@ -108,7 +108,7 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Option<aaep::Clarification>, StoreError> {
-        self.write(|tx| {
+        self.write_lite(|tx| {
             let n = tx
                 .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
                 .execute(params![id, response.to_string(), actor, now])?;
@@ -129,7 +129,7 @@ impl Store {
 
     /// Expires pending clarifications whose time is up; returns how many.
     pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
-        self.write(|tx| {
+        self.write_lite(|tx| {
             let ids: Vec<String> = sql::column(
                 lite(tx),
                 "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",

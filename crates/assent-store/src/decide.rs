@@ -198,7 +198,15 @@ impl Store {
             )?;
         }
         if rec.target_type == "plan" {
-            plans::on_confirm_decided(&tx, id, &rec.target_id, mplp_status, actor, reason, now)?;
+            plans::on_confirm_decided(
+                lite(&tx),
+                id,
+                &rec.target_id,
+                mplp_status,
+                actor,
+                reason,
+                now,
+            )?;
         }
         let rec = read_approval(lite(&tx), id)?.expect("exists");
         let ev = AaepEvent::Resolution {
@@ -235,7 +243,7 @@ impl Store {
                 Err(e) => return Err(plans::PlanError::Decide(e)),
             }
         }
-        self.write(|tx| {
+        self.write_lite(|tx| {
             let p = plans::read_plan(lite(tx), id)?
                 .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
             match p.status.as_str() {
@@ -247,7 +255,7 @@ impl Store {
                     ));
                 }
                 _ => plans::transition(
-                    tx,
+                    lite(tx),
                     id,
                     "cancelled",
                     "plan.cancelled",

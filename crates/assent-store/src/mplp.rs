@@ -5,6 +5,7 @@
 
 use crate::error::StoreError;
 use crate::sql::lite;
+
 use crate::store::Store;
 use serde_json::Value;
 

@@ -60,7 +60,7 @@ impl Store {
         agent: &str,
         now: i64,
     ) -> Result<Vec<ToolState>, StoreError> {
-        self.write(|tx| {
+        self.write_lite(|tx| {
             let seen: bool = tx
                 .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
                 .query_row([server], |_| Ok(()))
@@ -255,7 +255,7 @@ impl Store {
         data: &Value,
         now: i64,
     ) -> Result<(), StoreError> {
-        self.write(|tx| {
+        self.write_lite(|tx| {
             let link: Option<String> = match approval_id {
                 Some(id) => tx
                     .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?

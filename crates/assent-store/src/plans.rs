@@ -13,11 +13,11 @@ use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{DecideError, StoreError};
 use crate::kit::rfc3339;
+use crate::params;
 use crate::sql::lite;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use assent_core::transitions;
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -105,6 +105,7 @@ impl From<rusqlite::Error> for PlanError {
         Self::Store(e.into())
     }
 }
+impl db::Settles for PlanError {}
 impl From<db::DbError> for PlanError {
     fn from(e: db::DbError) -> Self {
         Self::Store(e.into())
@@ -133,15 +134,15 @@ pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecor
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` to it and
 /// an audit record of the same kind.
 pub(crate) fn transition(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     plan_id: &str,
     status: &str,
     event_type: &str,
     actor: &str,
     data: Value,
     now: i64,
-) -> rusqlite::Result<()> {
-    let Some(p) = read_plan(lite(tx), plan_id)? else {
+) -> db::Result<()> {
+    let Some(p) = read_plan(tx, plan_id)? else {
         return Ok(());
     };
     let mut events = p.events;
@@ -156,14 +157,7 @@ pub(crate) fn transition(
         Value::from(events).to_string(),
         now
     ])?;
-    Ok(audit::append(
-        lite(tx),
-        now,
-        event_type,
-        p.confirm_id.as_deref(),
-        actor,
-        &ev,
-    )?)
+    audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)
 }
 
 /// What the Confirm of a plan decided, applied to the plan in the decision's transaction
@@ -171,14 +165,14 @@ pub(crate) fn transition(
 /// `cancelled` → plan `cancelled`. Approvals and rejections also append a `pipeline_stage`
 /// event (`plan_approved` / `plan_rejected`) to the audit chain.
 pub(crate) fn on_confirm_decided(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     confirm_id: &str,
     plan_id: &str,
     mplp_status: &str,
     actor: &str,
     reason: Option<&str>,
     now: i64,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let (status, kind) = transitions::plan_after_confirm(mplp_status);
     transition(
         tx,
@@ -205,29 +199,22 @@ pub(crate) fn on_confirm_decided(
         "stage_order": 0,
         "payload": {"confirm_id": confirm_id, "plan_id": plan_id, "decided_by": actor, "reason": reason},
     });
-    Ok(audit::append(
-        lite(tx),
-        now,
-        "pipeline_stage",
-        Some(confirm_id),
-        actor,
-        &ev,
-    )?)
+    audit::append(tx, now, "pipeline_stage", Some(confirm_id), actor, &ev)
 }
 
 /// The gatekeeper duty of seed 000 for a tool call that names `plan_id` and/or `step_id`:
 /// blocked (the reason returned) while a Confirm whose target is that plan or step is pending,
 /// and while a plan assent knows is not `approved` or `in_progress`. `None`: not blocked.
 pub(crate) fn plan_block(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     plan_id: Option<&str>,
     step_id: Option<&str>,
-) -> rusqlite::Result<Option<String>> {
+) -> db::Result<Option<String>> {
     for (what, id) in [("plan", plan_id), ("step", step_id)] {
         let Some(id) = id else { continue };
         let pending: Option<String> = tx
             .prepare_cached(
-                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' LIMIT 1",
+                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1",
             )?
             .query_row([id], |r| r.get(0))
             .optional()?;
@@ -238,7 +225,7 @@ pub(crate) fn plan_block(
         }
     }
     if let Some(id) = plan_id
-        && let Some(p) = read_plan(lite(tx), id)?
+        && let Some(p) = read_plan(tx, id)?
         && !transitions::plan_runs_calls(&p.status)
     {
         return Ok(Some(format!(
@@ -274,7 +261,7 @@ impl Store {
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
-            if read_plan(lite(tx), &id)?.is_some() {
+            if read_plan(**tx, &id)?.is_some() {
                 return Err(PlanError::Exists(id));
             }
             let trace = trace_id
@@ -283,8 +270,8 @@ impl Store {
             tx.prepare_cached("INSERT INTO plans (plan_id, agent, session_id, status, body, trace_id, created_at, updated_at) VALUES (?1,?2,?3,'draft',?4,?5,?6,?6)")?
                 .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
             let created = json!({"agent": agent, "session_id": session_id});
-            transition(tx, &id, "draft", "plan.created", agent, created, now)?;
-            Ok(read_plan(lite(tx), &id)?.expect("inserted"))
+            transition(**tx, &id, "draft", "plan.created", agent, created, now)?;
+            Ok(read_plan(**tx, &id)?.expect("inserted"))
         })
     }
 
@@ -298,7 +285,7 @@ impl Store {
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
-            let p = read_plan(lite(tx), &id)?
+            let p = read_plan(**tx, &id)?
                 .filter(|p| p.agent == agent)
                 .ok_or_else(|| PlanError::NotFound(id.clone()))?;
             if !transitions::plan_editable(&p.status) {
@@ -309,8 +296,8 @@ impl Store {
             }
             tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
                 .execute(params![id, body.to_string()])?;
-            transition(tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
-            Ok(read_plan(lite(tx), &id)?.expect("exists"))
+            transition(**tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
+            Ok(read_plan(**tx, &id)?.expect("exists"))
         })
     }
 
@@ -319,12 +306,17 @@ impl Store {
         Ok(read_plan(lite(&self.lock()), id)?)
     }
 
-    /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first.
+    /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first: the
+    /// stage records of the plan's Confirms (approvals whose `target_id` is the plan; an
+    /// indexed lookup instead of SQLite's `json_extract`), kept when their `pipeline_id` is
+    /// the plan.
     pub fn pipeline_events(&self, plan_id: &str) -> Result<Vec<Value>, StoreError> {
-        Ok(crate::sql::json_values(
+        let mut events = crate::sql::json_values(
             lite(&self.lock()),
-            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND json_extract(data, '$.pipeline_id') = ?1 ORDER BY seq",
+            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND approval_id IN (SELECT id FROM approvals WHERE target_id = ?1) ORDER BY seq",
             [plan_id],
-        )?)
+        )?;
+        events.retain(|e| e["pipeline_id"].as_str() == Some(plan_id));
+        Ok(events)
     }
 }

@@ -126,7 +126,7 @@ impl Store {
         };
         let data = json!({"session_id": session_id, "call": call, "call_hash": call_hash,
                           "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier});
-        self.write(|tx| Ok(audit::append(lite(tx), now, kind, None, agent, &data)?))
+        self.write_lite(|tx| Ok(audit::append(lite(tx), now, kind, None, agent, &data)?))
     }
 
     /// Stores proposal `p` as a new pending approval with the confirm `verdict` (message, tier,
@@ -139,7 +139,7 @@ impl Store {
         p: &Proposal<'_>,
         verdict: &Verdict,
     ) -> Result<ApprovalRecord, StoreError> {
-        self.write(|tx| {
+        self.write_lite(|tx| {
             let id = insert_approval(tx, &*self.envelopes, p, verdict, "pending")?;
             Ok(read_approval(lite(tx), &id)?.expect("just inserted"))
         })
@@ -170,7 +170,7 @@ impl Store {
             check_submittable(&tx, p.agent, t.target_id)?;
         }
         let blocked = block(&tx, p)?;
-        let prior = prior_calls(&tx, p.agent, p.session_id)?;
+        let prior = prior_calls(lite(&tx), p.agent, p.session_id)?;
         let mut verdict = evaluate(&prior);
         transitions::apply_block(&mut verdict, blocked);
         let g = Gate {
@@ -222,7 +222,7 @@ impl Store {
                 joined: true,
             });
         }
-        let pending = pending_of(tx, p.agent)?;
+        let pending = pending_of(lite(tx), p.agent)?;
         if pending >= p.max_pending {
             g.audit(
                 "call.refused",
@@ -242,7 +242,7 @@ impl Store {
             .execute(params![t.target_id, id, p.canonical_arguments])?;
             let data = json!({"confirm_id": id, "diff": t.diff});
             plans::transition(
-                tx,
+                lite(tx),
                 t.target_id,
                 "proposed",
                 "plan.submitted",
@@ -362,7 +362,7 @@ fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result
 /// Why the proposal may not run now, if anything blocks it: its MPLP plan or step
 /// ([`plans::plan_block`]), else a pending review of its tool's changed definition.
 fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<String>> {
-    if let Some(why) = plans::plan_block(tx, p.plan_id, p.step_id)? {
+    if let Some(why) = plans::plan_block(lite(tx), p.plan_id, p.step_id)? {
         return Ok(Some(why));
     }
     let Some(server) = &p.call.server else {

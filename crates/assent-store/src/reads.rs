@@ -1,13 +1,13 @@
 //! The store's read-only approval queries: one approval, a list by status, the approval of
 //! an AAEP reply token. Reading a row strictly is `record.rs`; this file writes nothing.
 
+use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::ApprovalStatus;
-use rusqlite::OptionalExtension;
 
 impl Store {
     /// Reads one approval with its decisions and token info.
@@ -21,15 +21,16 @@ impl Store {
         status: Option<ApprovalStatus>,
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = lite(&guard);
         let ids: Vec<String> = sql::column(
-            lite(&conn),
-            "SELECT id FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
+            conn,
+            "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
             crate::params![status.map(|s| s.as_str()), limit],
         )?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(a) = read_approval(lite(&conn), &id)? {
+            if let Some(a) = read_approval(conn, &id)? {
                 out.push(a);
             }
         }
@@ -41,13 +42,14 @@ impl Store {
         &self,
         token: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = lite(&guard);
         let id: Option<String> = conn
             .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
             .query_row([token], |r| r.get(0))
             .optional()?;
         match id {
-            Some(id) => Ok(read_approval(lite(&conn), &id)?),
+            Some(id) => Ok(read_approval(conn, &id)?),
             None => Ok(None),
         }
     }

@@ -3,14 +3,15 @@
 //! `aaep:agent.session.cancelled` per agent and session, ever.
 
 use crate::audit;
+use crate::db::{self, Conn};
 use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
+use crate::params;
 use crate::sql;
 use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::Canceller;
-use rusqlite::{Connection, params};
 use serde_json::json;
 
 /// What [`Store::cancel_session`] did.
@@ -43,7 +44,7 @@ impl Store {
         let (agent, actor) = (who.agent(), who.name());
         let ids: Vec<String> = sql::column(
             lite(&self.lock()),
-            "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            "SELECT id FROM approvals WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
             crate::params![session_id, agent],
         )?;
         let mut out = SessionCancelled::default();
@@ -56,10 +57,10 @@ impl Store {
             }
         }
         self.write(|tx| {
-            out.clarifications = cancel_clarifications(tx, &*self.envelopes, session_id, agent, actor, now)?;
+            out.clarifications = cancel_clarifications(**tx, &*self.envelopes, session_id, agent, actor, now)?;
             let agents: Vec<String> = match agent {
                 Some(a) => vec![a.to_string()],
-                None => agents_of(tx, session_id)?,
+                None => agents_of(**tx, session_id)?,
             };
             for a in agents {
                 let left: i64 = tx
@@ -69,7 +70,7 @@ impl Store {
                     continue;
                 }
                 let fresh = tx
-                    .prepare_cached("INSERT OR IGNORE INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4)")?
+                    .prepare_cached("INSERT INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4) ON CONFLICT DO NOTHING")?
                     .execute(params![a, session_id, now, actor])?;
                 if fresh == 0 {
                     continue;
@@ -82,9 +83,9 @@ impl Store {
                     cancelled: n,
                     at: now,
                 };
-                emit(lite(tx), &*self.envelopes, &ev, None, None, now)?;
+                emit(**tx, &*self.envelopes, &ev, None, None, now)?;
                 audit::append(
-                    lite(tx),
+                    **tx,
                     now,
                     "session.cancelled",
                     None,
@@ -101,7 +102,7 @@ impl Store {
 /// Cancels the pending clarifications of the session (of `agent` only, when given); returns
 /// their ids. Their reply tokens no longer match a pending question.
 fn cancel_clarifications(
-    tx: &rusqlite::Transaction<'_>,
+    tx: Conn<'_>,
     env: &dyn Envelopes,
     session_id: &str,
     agent: Option<&str>,
@@ -109,8 +110,8 @@ fn cancel_clarifications(
     now: i64,
 ) -> Result<Vec<String>, StoreError> {
     let ids: Vec<String> = sql::column(
-        lite(tx),
-        "SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+        tx,
+        "SELECT id FROM clarifications WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
         crate::params![session_id, agent],
     )?;
     for id in &ids {
@@ -118,9 +119,9 @@ fn cancel_clarifications(
             "UPDATE clarifications SET status = 'cancelled' WHERE id = ?1 AND status = 'pending'",
         )?
         .execute([id])?;
-        let c = crate::clarifications::read_clarification(lite(tx), "id", id)?.expect("exists");
+        let c = crate::clarifications::read_clarification(tx, "id", id)?.expect("exists");
         audit::append(
-            lite(tx),
+            tx,
             now,
             "clarification.cancelled",
             None,
@@ -131,17 +132,20 @@ fn cancel_clarifications(
             clarification: &c,
             at: now,
         };
-        emit(lite(tx), env, &ev, None, None, now)?;
+        emit(tx, env, &ev, None, None, now)?;
     }
     Ok(ids)
 }
 
-/// Every agent that ever proposed a call or asked a question in `session_id`.
-fn agents_of(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
-    Ok(sql::column(
-        lite(conn),
+/// Every agent that ever proposed a call or asked a question in `session_id`, sorted
+/// bytewise in Rust (a Postgres `ORDER BY` would follow the database's collation).
+fn agents_of(conn: Conn<'_>, session_id: &str) -> db::Result<Vec<String>> {
+    let mut agents: Vec<String> = sql::column(
+        conn,
         "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
-         UNION SELECT agent FROM usage WHERE session_id = ?1 ORDER BY agent",
+         UNION SELECT agent FROM usage WHERE session_id = ?1",
         [session_id],
-    )?)
+    )?;
+    agents.sort();
+    Ok(agents)
 }

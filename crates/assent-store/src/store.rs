@@ -1,8 +1,10 @@
 //! The [`Store`] handle: one SQLite connection behind a mutex, the token key, the audit key
 //! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
+use crate::db::{Settles, Tx};
 use crate::error::StoreError;
 use crate::events::Envelopes;
+use crate::sql::lite;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -40,10 +42,21 @@ impl Store {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits when it returns `Ok`; an
-    /// `Err` (of `f`, or of SQLite beginning or committing) rolls every write of `f` back.
-    /// This is how every state change is written together with its audit record.
-    pub(crate) fn write<T, E: From<rusqlite::Error>>(
+    /// The one write transaction over the kernel ([`Conn::write`]): runs `f` after `BEGIN
+    /// IMMEDIATE` and commits when it returns `Ok` or an error that [`Settles::keeps_writes`]
+    /// (an audited refusal); any other `Err` rolls every write of `f` back. This is how every
+    /// state change is written together with its audit record.
+    pub(crate) fn write<T, E: Settles>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let conn = self.lock();
+        lite(&conn).write(f)
+    }
+
+    /// Transitional, for modules not yet on the kernel (removed when `Store` holds a kernel
+    /// `Connection`): [`Store::write`] over a rusqlite `Transaction`, committing only on `Ok`.
+    pub(crate) fn write_lite<T, E: From<rusqlite::Error>>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
     ) -> Result<T, E> {

@@ -9,11 +9,11 @@ use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
 use crate::kit::random_id;
+use crate::params;
 use crate::record::ApprovalRecord;
 use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -26,7 +26,7 @@ impl Store {
         honored: &Value,
         now: i64,
     ) -> Result<aaep::Subscription, StoreError> {
-        self.write(|tx| Ok(new_subscription(tx, principal, request, honored, now)?))
+        self.write(|tx| Ok(new_subscription(**tx, principal, request, honored, now)?))
     }
 
     /// One subscription.
@@ -49,7 +49,7 @@ impl Store {
                 .execute(params![id, principal, now])?;
             if n == 1 {
                 let data = json!({"subscription_id": id});
-                audit::append(lite(tx), now, "aaep.closed", None, principal, &data)?;
+                audit::append(**tx, now, "aaep.closed", None, principal, &data)?;
             }
             Ok(n == 1)
         })
@@ -62,13 +62,12 @@ impl Store {
         seq: i64,
         limit: u32,
     ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
-        Ok(read_events_after(&self.lock(), sub, seq, limit)?)
+        Ok(read_events_after(lite(&self.lock()), sub, seq, limit)?)
     }
 
     /// The `seq` of event `event_id` (for `Last-Event-ID`).
     pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
-        Ok(self
-            .lock()
+        Ok(lite(&self.lock())
             .prepare_cached("SELECT seq FROM aaep_events WHERE event_id = ?1")?
             .query_row([event_id], |r| r.get(0))
             .optional()?)
@@ -89,7 +88,7 @@ impl Store {
             courtesy_for: Some(token),
         };
         let env = &*self.envelopes;
-        self.write(|tx| Ok(emit(lite(tx), env, &notice, Some(sub), Some(&a.id), now)?))
+        self.write(|tx| Ok(emit(**tx, env, &notice, Some(sub), Some(&a.id), now)?))
     }
 
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
@@ -112,12 +111,12 @@ impl Store {
 /// Stores a new subscription of `principal` starting after the newest event; audits
 /// `aaep.subscribed`.
 fn new_subscription(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     principal: &str,
     request: &Value,
     honored: &Value,
     now: i64,
-) -> rusqlite::Result<aaep::Subscription> {
+) -> db::Result<aaep::Subscription> {
     let id = random_id("sub_");
     let start: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
         r.get(0)
@@ -126,7 +125,7 @@ fn new_subscription(
     tx.prepare_cached("INSERT INTO aaep_subscriptions (id, principal, subscriber_id, request, honored, start_seq, created_at) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
         .execute(params![id, principal, sid, request.to_string(), honored.to_string(), start, now])?;
     audit::append(
-        lite(tx),
+        tx,
         now,
         "aaep.subscribed",
         None,
@@ -158,13 +157,13 @@ fn read_subscription(conn: Conn<'_>, id: &str) -> db::Result<Option<aaep::Subscr
 /// Events for `sub` after `after_seq` (and after its start), oldest first, at most `limit`,
 /// each with its `sequence_number`.
 fn read_events_after(
-    conn: &rusqlite::Connection,
+    conn: Conn<'_>,
     sub: &aaep::Subscription,
     after_seq: i64,
     limit: u32,
-) -> rusqlite::Result<Vec<aaep::StoredEvent>> {
-    Ok(sql::rows(
-        lite(conn),
+) -> db::Result<Vec<aaep::StoredEvent>> {
+    sql::rows(
+        conn,
         "SELECT seq, event_id, type, critical, data FROM aaep_events
          WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
         crate::params![after_seq.max(sub.start_seq), sub.id, limit],
@@ -180,5 +179,5 @@ fn read_events_after(
             data: v,
         })
         },
-    )?)
+    )
 }

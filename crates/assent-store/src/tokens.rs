@@ -146,7 +146,7 @@ impl Store {
     /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was
     /// revoked already.
     pub fn revoke_grant(&self, id: &str, actor: &str, now: i64) -> Result<bool, StoreError> {
-        self.write(|tx| {
+        self.write_lite(|tx| {
             let revoked: Option<String> = tx
                 .prepare_cached("UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL RETURNING approval_id")?
                 .query_row(params![id, now, actor], |r| r.get(0))

@@ -1,12 +1,12 @@
 //! A representative set of the store's own statements (copied from `propose.rs`, `decide.rs`,
 //! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `expiry.rs`, `outbox.rs`, `pins.rs`,
-//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`; in the portable forms of the Postgres design where
+//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`, `sessions.rs`, `usage.rs`, `plans.rs`; in the portable forms of the Postgres design where
 //! the store's text is SQLite-only, named below) run through the kernel against the schema
 //! each dialect's migrations build: the Postgres DDL must have every table, column and type
 //! the store's SQL uses.
 
 use crate::pgkit::both;
-use assent_store::db::Conn;
+use assent_store::db::{Conn, OptionalExtension};
 use assent_store::migrate::migrate;
 use assent_store::params;
 
@@ -264,6 +264,7 @@ fn events_and_side_tables(c: Conn<'_>) {
         .collect();
     assert_eq!(pins, want, "bytewise, as SQLite's BINARY collation");
     checkpoints(c);
+    lifecycle_reads(c);
 }
 
 /// checkpoint.rs: the page before a sequence number, in the portable form of
@@ -296,4 +297,64 @@ fn checkpoints(c: Conn<'_>) {
         )
         .unwrap();
     assert_eq!(newest, 9);
+}
+
+/// sessions.rs, usage.rs, plans.rs, outbox.rs: the forms edited for Postgres (`CAST(?2 AS
+/// TEXT)`, `IS DISTINCT FROM`, a UNION without ORDER BY, the plan's stage records by the
+/// Confirm's target, the pending Confirm ordered, audit kinds as parameters).
+fn lifecycle_reads(c: Conn<'_>) {
+    let pending = |agent: Option<&str>| -> Vec<String> {
+        c.query_map(
+            "SELECT id FROM approvals WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            params!["s1", agent],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(pending(Some("nobody")), Vec::<String>::new());
+    assert!(!pending(None).is_empty());
+    let agents: Vec<String> = c
+        .query_map(
+            "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
+             UNION SELECT agent FROM usage WHERE session_id = ?1",
+            ["s1"],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(agents, ["bot"]);
+    let prior = |except: Option<&str>| -> i64 {
+        c.query_row(
+            "SELECT count(*) FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
+             WHERE u.agent = ?1 AND u.session_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR u.approval_id IS DISTINCT FROM ?3)",
+            params!["bot", "s1", except],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(prior(None), prior(Some("a1")));
+    let confirm: Option<String> = c
+        .query_row(
+            "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1",
+            ["no-plan"],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap();
+    assert_eq!(confirm, None);
+    let stages: Vec<String> = c
+        .query_map(
+            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND approval_id IN (SELECT id FROM approvals WHERE target_id = ?1) ORDER BY seq",
+            ["no-plan"],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(stages.is_empty());
+    let kinds: Vec<i64> = c
+        .query_map(
+            "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 AND kind IN (?3,?4) ORDER BY seq LIMIT ?2",
+            params![0i64, 10u32, "nothing.such", "other.such"],
+            |r| r.get("seq"),
+        )
+        .unwrap();
+    assert!(kinds.is_empty());
 }
