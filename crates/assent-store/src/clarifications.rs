@@ -10,12 +10,12 @@ use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
 use crate::kit::random_id;
+use crate::params;
 use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use crate::usage::pending_of;
 use assent_core::clarification::ClarificationStatus;
-use rusqlite::{TransactionBehavior, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -38,36 +38,34 @@ impl Store {
     ) -> Result<Result<aaep::Clarification, u64>, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let token = random_id("rpl_");
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let pending = pending_of(lite(&tx), agent)?;
+        self.write(|tx| {
+        let pending = pending_of(**tx, agent)?;
         if pending >= max_pending {
             audit::append(
-                lite(&tx),
+                **tx,
                 now,
                 "clarification.refused",
                 None,
                 agent,
                 &json!({"session_id": session_id, "why": "too many pending approvals and questions", "pending": pending, "limit": max_pending}),
             )?;
-            tx.commit()?;
             return Ok(Err(max_pending));
         }
         tx.prepare_cached("INSERT INTO clarifications (id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,'pending')")?
             .execute(params![id, agent, session_id, question, json!(kinds).to_string(), json!(choices).to_string(), context, token, now, expires_at])?;
         audit::append(
-            lite(&tx),
+            **tx,
             now,
             "clarification.requested",
             None,
             agent,
             &json!({"clarification_id": id, "session_id": session_id, "question": question, "accepted_response_kinds": kinds}),
         )?;
-        let c = read_clarification(lite(&tx), "id", &id)?.expect("inserted");
+        let c = read_clarification(**tx, "id", &id)?.expect("inserted");
         let ev = AaepEvent::AwaitingClarification { clarification: &c };
-        emit(lite(&tx), &*self.envelopes, &ev, None, None, now)?;
-        tx.commit()?;
+        emit(**tx, &*self.envelopes, &ev, None, None, now)?;
         Ok(Ok(c))
+        })
     }
 
     /// A clarification by id, or (`by_token`) by reply token.
@@ -85,15 +83,16 @@ impl Store {
         &self,
         status: Option<&str>,
     ) -> Result<Vec<aaep::Clarification>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = lite(&guard);
         let ids: Vec<String> = sql::column(
-            lite(&conn),
-            "SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
+            conn,
+            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
             [status],
         )?;
         let mut out = Vec::new();
         for id in ids {
-            out.extend(read_clarification(lite(&conn), "id", &id)?);
+            out.extend(read_clarification(conn, "id", &id)?);
         }
         Ok(out)
     }
@@ -108,40 +107,40 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Option<aaep::Clarification>, StoreError> {
-        self.write_lite(|tx| {
+        self.write(|tx| {
             let n = tx
                 .prepare_cached("UPDATE clarifications SET status = 'answered', response = ?2, answered_by = ?3, answered_at = ?4 WHERE id = ?1 AND status = 'pending' AND expires_at > ?4")?
                 .execute(params![id, response.to_string(), actor, now])?;
             if n == 0 {
                 return Ok(None);
             }
-            let c = read_clarification(lite(tx), "id", id)?.expect("exists");
+            let c = read_clarification(**tx, "id", id)?.expect("exists");
             let data = json!({"clarification_id": id, "response": response});
-            audit::append(lite(tx), now, "clarification.answered", None, actor, &data)?;
+            audit::append(**tx, now, "clarification.answered", None, actor, &data)?;
             let ev = AaepEvent::ClarificationResolved {
                 clarification: &c,
                 at: now,
             };
-            emit(lite(tx), &*self.envelopes, &ev, None, None, now)?;
+            emit(**tx, &*self.envelopes, &ev, None, None, now)?;
             Ok(Some(c))
         })
     }
 
     /// Expires pending clarifications whose time is up; returns how many.
     pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
-        self.write_lite(|tx| {
+        self.write(|tx| {
             let ids: Vec<String> = sql::column(
-                lite(tx),
+                **tx,
                 "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",
                 [now],
             )?;
             for id in &ids {
                 tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
                     .execute([id])?;
-                let c = read_clarification(lite(tx), "id", id)?.expect("exists");
+                let c = read_clarification(**tx, "id", id)?.expect("exists");
                 let data = json!({"clarification_id": id});
                 audit::append(
-                    lite(tx),
+                    **tx,
                     now,
                     "clarification.expired",
                     None,
@@ -152,7 +151,7 @@ impl Store {
                     clarification: &c,
                     at: now,
                 };
-                emit(lite(tx), &*self.envelopes, &ev, None, None, now)?;
+                emit(**tx, &*self.envelopes, &ev, None, None, now)?;
             }
             Ok(ids.len())
         })

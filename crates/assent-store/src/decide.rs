@@ -183,11 +183,11 @@ impl Store {
                     whole_tool,
                     discouraged,
                 };
-                tokens::create_grant(&tx, &g, actor, now)?;
+                tokens::create_grant(lite(&tx), &g, actor, now)?;
             }
             let device = rec.device_id.as_deref();
             self.mint(
-                &tx,
+                lite(&tx),
                 id,
                 &rec.agent,
                 hash,

@@ -8,11 +8,11 @@
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
+use crate::params;
 use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolState};
-use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
 /// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of
@@ -60,7 +60,7 @@ impl Store {
         agent: &str,
         now: i64,
     ) -> Result<Vec<ToolState>, StoreError> {
-        self.write_lite(|tx| {
+        self.write(|tx| {
             let seen: bool = tx
                 .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
                 .query_row([server], |_| Ok(()))
@@ -76,7 +76,7 @@ impl Store {
                     continue;
                 };
                 let fp = fingerprint(t);
-                let pin = pinned(lite(tx), server, name)?;
+                let pin = pinned(**tx, server, name)?;
                 match pin {
                     Some((pfp, def)) if pfp == fp => out.push(ToolState {
                         name: name.into(),
@@ -89,7 +89,7 @@ impl Store {
                         tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
                             .execute(params![server, name, fp, t.to_string(), now])?;
                         audit::append(
-                            lite(tx),
+                            **tx,
                             now,
                             "tool.pinned",
                             None,
@@ -116,7 +116,7 @@ impl Store {
                                 tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
                                     .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
                                 audit::append(
-                                    lite(tx),
+                                    **tx,
                                     now,
                                     if pin.is_some() {
                                         "tool.changed"
@@ -153,30 +153,30 @@ impl Store {
         server: &str,
         tool: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .lock()
-            .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
+        Ok(lite(&self.lock()).prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
             .query_row(params![server, tool], |r| r.get(0))
             .optional()?)
     }
 
     /// Reviews, newest first; only those with `status` when given.
     pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = lite(&guard);
         let sql = format!(
             "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
         );
-        let mut list = sql::rows(lite(&conn), &sql, [status], review_row)?;
+        let mut list = sql::rows(conn, &sql, [status], review_row)?;
         for r in &mut list {
-            r.pinned = pinned(lite(&conn), &r.server, &r.tool)?.map(|p| p.1);
+            r.pinned = pinned(conn, &r.server, &r.tool)?.map(|p| p.1);
         }
         Ok(list)
     }
 
     /// One review.
     pub fn tool_review(&self, id: &str) -> Result<Option<ToolReview>, StoreError> {
-        let conn = self.lock();
-        let r = lite(&conn)
+        let guard = self.lock();
+        let conn = lite(&guard);
+        let r = conn
             .prepare_cached(&format!(
                 "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
             ))?
@@ -184,7 +184,7 @@ impl Store {
             .optional()?;
         Ok(match r {
             Some(mut r) => {
-                r.pinned = pinned(lite(&conn), &r.server, &r.tool)?.map(|p| p.1);
+                r.pinned = pinned(conn, &r.server, &r.tool)?.map(|p| p.1);
                 Some(r)
             }
             None => None,
@@ -201,17 +201,15 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Option<ToolReview>, StoreError> {
-        {
-            let mut conn = self.lock();
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let Some(r) = lite(&tx)
+        let found = self.write(|tx| {
+            let Some(r) = tx
                 .prepare_cached(&format!(
                     "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
                 ))?
                 .query_row([id], review_row)
                 .optional()?
             else {
-                return Ok(None);
+                return Ok(false);
             };
             if r.status != ReviewStatus::Pending {
                 return Err(StoreError::Invalid(format!(
@@ -229,7 +227,7 @@ impl Store {
                 // Other pending versions of the same tool stay pending: each is reviewed alone.
             }
             audit::append(
-                lite(&tx),
+                **tx,
                 now,
                 if accept {
                     "tool.accepted"
@@ -240,7 +238,10 @@ impl Store {
                 actor,
                 &json!({"server": r.server, "tool": r.tool, "fingerprint": r.fingerprint, "review_id": id}),
             )?;
-            tx.commit()?;
+            Ok(true)
+        })?;
+        if !found {
+            return Ok(None);
         }
         self.tool_review(id)
     }
@@ -255,7 +256,7 @@ impl Store {
         data: &Value,
         now: i64,
     ) -> Result<(), StoreError> {
-        self.write_lite(|tx| {
+        self.write(|tx| {
             let link: Option<String> = match approval_id {
                 Some(id) => tx
                     .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
@@ -263,7 +264,7 @@ impl Store {
                     .optional()?,
                 None => None,
             };
-            audit::append(lite(tx), now, "call.result", link.as_deref(), agent, data)?;
+            audit::append(**tx, now, "call.result", link.as_deref(), agent, data)?;
             Ok(())
         })
     }

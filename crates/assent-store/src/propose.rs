@@ -207,7 +207,7 @@ impl Store {
         let may = grant::may_use_grant(&verdict.triggers, p.target.is_some(), verdict.irreversible);
         if may
             && let Some((gid, scope)) =
-                find_grant(tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
+                find_grant(lite(tx), p.agent, p.session_id, p.call, p.call_hash, p.now)?
         {
             return self.use_grant(g, &gid, &scope);
         }
@@ -291,7 +291,7 @@ impl Store {
             &json!({"grant_id": gid, "scope": scope, "call_hash": p.call_hash}),
         )?;
         self.mint(
-            tx,
+            lite(tx),
             &id,
             p.agent,
             p.call_hash,

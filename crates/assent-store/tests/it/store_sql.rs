@@ -1,6 +1,6 @@
 //! A representative set of the store's own statements (copied from `propose.rs`, `decide.rs`,
 //! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `expiry.rs`, `outbox.rs`, `pins.rs`,
-//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`, `sessions.rs`, `usage.rs`, `plans.rs`; in the portable forms of the Postgres design where
+//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`, `sessions.rs`, `usage.rs`, `plans.rs`, `clarifications.rs`, `learning.rs`; in the portable forms of the Postgres design where
 //! the store's text is SQLite-only, named below) run through the kernel against the schema
 //! each dialect's migrations build: the Postgres DDL must have every table, column and type
 //! the store's SQL uses.
@@ -357,4 +357,35 @@ fn lifecycle_reads(c: Conn<'_>) {
         )
         .unwrap();
     assert!(kinds.is_empty());
+    // clarifications.rs, learning.rs.
+    let questions: Vec<String> = c
+        .query_map(
+            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
+            [None::<String>],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(questions.is_empty());
+    c.execute(
+        "UPDATE approvals SET status = 'rejected', decided_at = ?2 WHERE id = ?1",
+        params!["a2", 5_000i64],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE approvals SET status = 'cancelled' WHERE id = ?1",
+        ["a1"],
+    )
+    .unwrap();
+    let decided: Vec<String> = c
+        .query_map(
+            "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at NULLS FIRST, rowid",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        decided[..2],
+        ["a1", "a2"],
+        "NULL decided_at first, as SQLite"
+    );
 }
