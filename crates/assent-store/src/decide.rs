@@ -5,19 +5,19 @@
 //! `assent_core` functions; expiry calls `apply` from `expiry.rs`.
 
 use crate::audit;
+use crate::db::{self, Conn};
 use crate::emit::{emit, mplp_event};
 use crate::error::DecideError;
 use crate::events::{AaepEvent, ConfirmEvent};
+use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, EditedCall, read_approval};
-use crate::sql::lite;
 use crate::store::Store;
 use crate::stored;
 use crate::tokens::{self, NewGrant};
 use assent_core::approval::{self, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope};
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::grant;
-use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
 /// An operator decision with the seed 002 options.
@@ -136,87 +136,82 @@ impl Store {
         roles: Option<&[String]>,
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let s = Settle {
-            id,
-            event,
-            input,
-            reason,
-            actor,
-            now,
-            env: &*self.envelopes,
-        };
-        let (rec, next) = match admit(&tx, &s, roles) {
-            Ok(x) => x,
-            Err(e @ DecideError::Store(_)) => return Err(e),
-            Err(e) => {
-                tx.commit()?;
-                return Err(e);
-            }
-        };
-        let scope = input.map(|d| d.scope).unwrap_or_default();
-        let edited = input.and_then(|d| d.edited.as_ref());
-        let held = decision::Held {
-            target_type: &rec.target_type,
-            irreversible: rec.irreversible,
-            risk_tier: rec.risk_tier,
-        };
-        let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
-        let discouraged = decision::check_scope(&held, scope, edited.is_some(), confirm_workspace)
-            .map_err(|e| match e {
-                ScopeRefusal::WorkspaceNeedsConfirmation(t) => {
-                    DecideError::WorkspaceNeedsConfirmation(t.to_string())
-                }
-                e => DecideError::Invalid(e.to_string()),
-            })?;
-        let mplp_status = settle(&tx, &s, &rec, next, scope, edited)?;
-        if approval::mints_token(event) {
-            let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
-            let whole_tool = input.is_some_and(|d| d.whole_tool);
-            if let Some(terms) = grant::terms(scope, whole_tool, now) {
-                let g = NewGrant {
-                    rec: &rec,
-                    call_hash: hash,
-                    scope,
-                    terms,
-                    whole_tool,
-                    discouraged,
-                };
-                tokens::create_grant(lite(&tx), &g, actor, now)?;
-            }
-            let device = rec.device_id.as_deref();
-            self.mint(
-                lite(&tx),
+        // Refusals `admit` audited commit (`DecideError: Settles`); anything else rolls back.
+        self.write(|tx| {
+            let s = Settle {
                 id,
-                &rec.agent,
-                hash,
-                &scope.to_wire(),
-                device,
-                actor,
-                now,
-            )?;
-        }
-        if rec.target_type == "plan" {
-            plans::on_confirm_decided(
-                lite(&tx),
-                id,
-                &rec.target_id,
-                mplp_status,
-                actor,
+                event,
+                input,
                 reason,
+                actor,
                 now,
-            )?;
-        }
-        let rec = read_approval(lite(&tx), id)?.expect("exists");
-        let ev = AaepEvent::Resolution {
-            approval: &rec,
-            at: now,
-            courtesy_for: None,
-        };
-        emit(lite(&tx), &*self.envelopes, &ev, None, Some(id), now)?;
-        tx.commit()?;
-        Ok(rec)
+                env: &*self.envelopes,
+            };
+            let (rec, next) = admit(**tx, &s, roles)?;
+            let scope = input.map(|d| d.scope).unwrap_or_default();
+            let edited = input.and_then(|d| d.edited.as_ref());
+            let held = decision::Held {
+                target_type: &rec.target_type,
+                irreversible: rec.irreversible,
+                risk_tier: rec.risk_tier,
+            };
+            let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
+            let discouraged =
+                decision::check_scope(&held, scope, edited.is_some(), confirm_workspace).map_err(
+                    |e| match e {
+                        ScopeRefusal::WorkspaceNeedsConfirmation(t) => {
+                            DecideError::WorkspaceNeedsConfirmation(t.to_string())
+                        }
+                        e => DecideError::Invalid(e.to_string()),
+                    },
+                )?;
+            let mplp_status = settle(**tx, &s, &rec, next, scope, edited)?;
+            if approval::mints_token(event) {
+                let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
+                let whole_tool = input.is_some_and(|d| d.whole_tool);
+                if let Some(terms) = grant::terms(scope, whole_tool, now) {
+                    let g = NewGrant {
+                        rec: &rec,
+                        call_hash: hash,
+                        scope,
+                        terms,
+                        whole_tool,
+                        discouraged,
+                    };
+                    tokens::create_grant(**tx, &g, actor, now)?;
+                }
+                let device = rec.device_id.as_deref();
+                self.mint(
+                    **tx,
+                    id,
+                    &rec.agent,
+                    hash,
+                    &scope.to_wire(),
+                    device,
+                    actor,
+                    now,
+                )?;
+            }
+            if rec.target_type == "plan" {
+                plans::on_confirm_decided(
+                    **tx,
+                    id,
+                    &rec.target_id,
+                    mplp_status,
+                    actor,
+                    reason,
+                    now,
+                )?;
+            }
+            let rec = read_approval(**tx, id)?.expect("exists");
+            let ev = AaepEvent::Resolution {
+                approval: &rec,
+                at: now,
+                courtesy_for: None,
+            };
+            emit(**tx, &*self.envelopes, &ev, None, Some(id), now)?;
+            Ok(rec)
+        })
     }
 
     /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
@@ -243,8 +238,8 @@ impl Store {
                 Err(e) => return Err(plans::PlanError::Decide(e)),
             }
         }
-        self.write_lite(|tx| {
-            let p = plans::read_plan(lite(tx), id)?
+        self.write(|tx| {
+            let p = plans::read_plan(**tx, id)?
                 .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
             match p.status.as_str() {
                 "cancelled" => {}
@@ -255,7 +250,7 @@ impl Store {
                     ));
                 }
                 _ => plans::transition(
-                    lite(tx),
+                    **tx,
                     id,
                     "cancelled",
                     "plan.cancelled",
@@ -264,7 +259,7 @@ impl Store {
                     now,
                 )?,
             }
-            Ok(plans::read_plan(lite(tx), id)?.expect("exists"))
+            Ok(plans::read_plan(**tx, id)?.expect("exists"))
         })
     }
 }
@@ -287,45 +282,31 @@ struct Settle<'a> {
 /// refusal but `NotFound` is audited (`decision.refused`, `decision.late`) for the caller to
 /// commit. `Ok`: the approval and its next status.
 fn admit(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     s: &Settle<'_>,
     roles: Option<&[String]>,
 ) -> Result<(ApprovalRecord, ApprovalStatus), DecideError> {
-    let Some(rec) = read_approval(lite(tx), s.id)? else {
+    let Some(rec) = read_approval(tx, s.id)? else {
         return Err(DecideError::NotFound);
     };
     let name = approval_event_name(s.event);
     if !rec.damaged.is_empty() {
         let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
-        audit::append(
-            lite(tx),
-            s.now,
-            "decision.refused",
-            Some(s.id),
-            s.actor,
-            &data,
-        )?;
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
         return Err(DecideError::Damaged(rec.damaged));
     }
     if let Some(roles) = roles
         && !approval::may_decide(&rec.approvers, roles)
     {
         let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.approvers});
-        audit::append(
-            lite(tx),
-            s.now,
-            "decision.refused",
-            Some(s.id),
-            s.actor,
-            &data,
-        )?;
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
         return Err(DecideError::NotApprover(rec.approvers));
     }
     match approval::transition(rec.status, s.event) {
         Ok(next) => Ok((rec, next)),
         Err(e) => {
             let data = json!({"decision": name, "reason": s.reason, "status": rec.status});
-            audit::append(lite(tx), s.now, "decision.late", Some(s.id), s.actor, &data)?;
+            audit::append(tx, s.now, "decision.late", Some(s.id), s.actor, &data)?;
             Err(e.into())
         }
     }
@@ -337,20 +318,23 @@ fn admit(
 /// (`decision`, `approval.expired`, `approval.cancelled`; both calls when edited). Returns the
 /// MPLP Confirm status ([`decision::confirm_status`]).
 fn settle(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     s: &Settle<'_>,
     rec: &ApprovalRecord,
     next: ApprovalStatus,
     scope: GrantScope,
     edited: Option<&EditedCall>,
-) -> rusqlite::Result<&'static str> {
+) -> db::Result<&'static str> {
     let (id, now, actor, reason) = (s.id, s.now, s.actor, s.reason);
     if let Some(e) = edited.filter(|_| s.event == Event::Decide(DecisionKind::Approve)) {
         tx.prepare_cached("UPDATE usage SET arguments = ?2 WHERE approval_id = ?1")?
             .execute(params![id, e.canonical_arguments])?;
         if let Some(limit) = s.input.and_then(|d| d.edited_output_bytes) {
+            // The smaller of the stored limit and the edit's, computed here (SQLite's scalar
+            // `min` is `LEAST` on Postgres), from the row read in this transaction.
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            tx.prepare_cached("UPDATE approvals SET output_bytes = min(coalesce(output_bytes, ?2), ?2) WHERE id = ?1")?
+            let limit = rec.output_bytes.map_or(limit, |b| (b as i64).min(limit));
+            tx.prepare_cached("UPDATE approvals SET output_bytes = ?2 WHERE id = ?1")?
                 .execute(params![id, limit])?;
         }
     }
@@ -377,7 +361,7 @@ fn settle(
         decided_by_role: actor,
         reason,
     };
-    mplp_event(lite(tx), s.env, now, id, &rec.trace_id, actor, confirm)?;
+    mplp_event(tx, s.env, now, id, &rec.trace_id, actor, confirm)?;
     let kind = match s.event {
         Event::Decide(_) => "decision",
         Event::Expire(_) => "approval.expired",
@@ -393,6 +377,6 @@ fn settle(
         data["modified_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
             "arguments": e.arguments, "call_hash": e.call_hash});
     }
-    audit::append(lite(tx), now, kind, Some(id), actor, &data)?;
+    audit::append(tx, now, kind, Some(id), actor, &data)?;
     Ok(mplp_status)
 }
