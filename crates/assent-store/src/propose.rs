@@ -6,13 +6,14 @@
 
 use crate::audit;
 use crate::confirm::{self, ConfirmContext};
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
 use crate::kit::{random_id, to_json};
+use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
-use crate::sql::lite;
 use crate::store::Store;
 use crate::tokens::find_grant;
 use crate::usage::{pending_of, prior_calls};
@@ -22,7 +23,6 @@ use assent_core::summary::HumanSummary;
 use assent_core::triggers::PriorCall;
 use assent_core::{ToolCall, VerdictKind};
 use assent_core::{grant, transitions};
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::{Value, json};
 
 /// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
@@ -126,7 +126,7 @@ impl Store {
         };
         let data = json!({"session_id": session_id, "call": call, "call_hash": call_hash,
                           "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier});
-        self.write_lite(|tx| Ok(audit::append(lite(tx), now, kind, None, agent, &data)?))
+        self.write(|tx| Ok(audit::append(**tx, now, kind, None, agent, &data)?))
     }
 
     /// Stores proposal `p` as a new pending approval with the confirm `verdict` (message, tier,
@@ -139,9 +139,9 @@ impl Store {
         p: &Proposal<'_>,
         verdict: &Verdict,
     ) -> Result<ApprovalRecord, StoreError> {
-        self.write_lite(|tx| {
-            let id = insert_approval(tx, &*self.envelopes, p, verdict, "pending")?;
-            Ok(read_approval(lite(tx), &id)?.expect("just inserted"))
+        self.write(|tx| {
+            let id = insert_approval(**tx, &*self.envelopes, p, verdict, "pending")?;
+            Ok(read_approval(**tx, &id)?.expect("just inserted"))
         })
     }
 
@@ -163,36 +163,35 @@ impl Store {
         p: &Proposal<'_>,
         evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let plan = p.target.filter(|t| t.target_type == "plan");
-        if let Some(t) = plan {
-            check_submittable(&tx, p.agent, t.target_id)?;
-        }
-        let blocked = block(&tx, p)?;
-        let prior = prior_calls(lite(&tx), p.agent, p.session_id)?;
-        let mut verdict = evaluate(&prior);
-        transitions::apply_block(&mut verdict, blocked);
-        let g = Gate {
-            tx: &tx,
-            env: &*self.envelopes,
-            p,
-            verdict: &verdict,
-        };
-        let outcome = match verdict.kind {
-            VerdictKind::Deny => {
-                g.audit("call.denied", None, json!({}))?;
-                Proposed::Denied
+        self.write(|tx| {
+            let plan = p.target.filter(|t| t.target_type == "plan");
+            if let Some(t) = plan {
+                check_submittable(**tx, p.agent, t.target_id)?;
             }
-            VerdictKind::Allow => {
-                g.audit("call.allowed", None, json!({}))?;
-                g.add_usage(None)?;
-                Proposed::Allowed
-            }
-            VerdictKind::Confirm => self.confirm(&g, plan)?,
-        };
-        tx.commit()?;
-        Ok((verdict, outcome))
+            let blocked = block(**tx, p)?;
+            let prior = prior_calls(**tx, p.agent, p.session_id)?;
+            let mut verdict = evaluate(&prior);
+            transitions::apply_block(&mut verdict, blocked);
+            let g = Gate {
+                tx: **tx,
+                env: &*self.envelopes,
+                p,
+                verdict: &verdict,
+            };
+            let outcome = match verdict.kind {
+                VerdictKind::Deny => {
+                    g.audit("call.denied", None, json!({}))?;
+                    Proposed::Denied
+                }
+                VerdictKind::Allow => {
+                    g.audit("call.allowed", None, json!({}))?;
+                    g.add_usage(None)?;
+                    Proposed::Allowed
+                }
+                VerdictKind::Confirm => self.confirm(&g, plan)?,
+            };
+            Ok((verdict, outcome))
+        })
     }
 
     /// A confirm verdict: a covering grant lets it through ([`Store::use_grant`]); else it
@@ -207,7 +206,7 @@ impl Store {
         let may = grant::may_use_grant(&verdict.triggers, p.target.is_some(), verdict.irreversible);
         if may
             && let Some((gid, scope)) =
-                find_grant(lite(tx), p.agent, p.session_id, p.call, p.call_hash, p.now)?
+                find_grant(tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
         {
             return self.use_grant(g, &gid, &scope);
         }
@@ -218,11 +217,11 @@ impl Store {
         if let Some(id) = joined {
             g.audit("call.held", Some(&id), json!({"joined": true}))?;
             return Ok(Proposed::Held {
-                approval: Box::new(read_approval(lite(tx), &id)?.expect("exists")),
+                approval: Box::new(read_approval(tx, &id)?.expect("exists")),
                 joined: true,
             });
         }
-        let pending = pending_of(lite(tx), p.agent)?;
+        let pending = pending_of(tx, p.agent)?;
         if pending >= p.max_pending {
             g.audit(
                 "call.refused",
@@ -242,7 +241,7 @@ impl Store {
             .execute(params![t.target_id, id, p.canonical_arguments])?;
             let data = json!({"confirm_id": id, "diff": t.diff});
             plans::transition(
-                lite(tx),
+                tx,
                 t.target_id,
                 "proposed",
                 "plan.submitted",
@@ -252,7 +251,7 @@ impl Store {
             )?;
         }
         Ok(Proposed::Held {
-            approval: Box::new(read_approval(lite(tx), &id)?.expect("inserted")),
+            approval: Box::new(read_approval(tx, &id)?.expect("inserted")),
             joined: false,
         })
     }
@@ -281,9 +280,9 @@ impl Store {
             decided_by_role: &actor,
             reason: Some(&why),
         };
-        mplp_event(lite(tx), g.env, p.now, &id, &trace, &actor, confirm)?;
+        mplp_event(tx, g.env, p.now, &id, &trace, &actor, confirm)?;
         audit::append(
-            lite(tx),
+            tx,
             p.now,
             "grant.used",
             Some(&id),
@@ -291,7 +290,7 @@ impl Store {
             &json!({"grant_id": gid, "scope": scope, "call_hash": p.call_hash}),
         )?;
         self.mint(
-            lite(tx),
+            tx,
             &id,
             p.agent,
             p.call_hash,
@@ -302,14 +301,14 @@ impl Store {
         )?;
         g.add_usage(Some(&id))?;
         Ok(Proposed::Granted(Box::new(
-            read_approval(lite(tx), &id)?.expect("inserted"),
+            read_approval(tx, &id)?.expect("inserted"),
         )))
     }
 }
 
 /// One proposal being gated in its transaction, with its verdict.
 struct Gate<'a> {
-    tx: &'a Transaction<'a>,
+    tx: Conn<'a>,
     /// The store's event renderer.
     env: &'a dyn Envelopes,
     p: &'a Proposal<'a>,
@@ -319,7 +318,7 @@ struct Gate<'a> {
 impl Gate<'_> {
     /// Audits `kind` for the proposal: session, run, device, call, hash and the verdict, plus
     /// the fields of `extra` (an object).
-    fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> rusqlite::Result<()> {
+    fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> db::Result<()> {
         let (p, v) = (self.p, self.verdict);
         let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
             "call": p.call, "call_hash": p.call_hash, "verdict": v.kind, "reasons": v.reasons,
@@ -327,18 +326,11 @@ impl Gate<'_> {
         if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
             d.extend(e);
         }
-        Ok(audit::append(
-            lite(self.tx),
-            p.now,
-            kind,
-            approval_id,
-            p.agent,
-            &d,
-        )?)
+        audit::append(self.tx, p.now, kind, approval_id, p.agent, &d)
     }
 
     /// Records the call in `usage` (what later thresholds count), linked to its approval.
-    fn add_usage(&self, approval_id: Option<&str>) -> rusqlite::Result<()> {
+    fn add_usage(&self, approval_id: Option<&str>) -> db::Result<()> {
         let p = self.p;
         self.tx.prepare_cached("INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
             .execute(params![p.agent, p.session_id, p.call.tool, p.call.server, p.now, p.canonical_arguments, approval_id])?;
@@ -348,8 +340,8 @@ impl Gate<'_> {
 
 /// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]); else
 /// `Invalid` saying why (the server's 409 `WRONG_STATE`).
-fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
-    match plans::read_plan(lite(tx), plan_id)? {
+fn check_submittable(tx: Conn<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
+    match plans::read_plan(tx, plan_id)? {
         Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => Ok(()),
         Some(pl) if pl.agent == agent => Err(StoreError::Invalid(format!(
             "plan {plan_id} is {}; only a draft can be submitted",
@@ -361,15 +353,15 @@ fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result
 
 /// Why the proposal may not run now, if anything blocks it: its MPLP plan or step
 /// ([`plans::plan_block`]), else a pending review of its tool's changed definition.
-fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<String>> {
-    if let Some(why) = plans::plan_block(lite(tx), p.plan_id, p.step_id)? {
+fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
+    if let Some(why) = plans::plan_block(tx, p.plan_id, p.step_id)? {
         return Ok(Some(why));
     }
     let Some(server) = &p.call.server else {
         return Ok(None);
     };
     let review: Option<String> = tx
-        .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' LIMIT 1")?
+        .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at, rowid LIMIT 1")?
         .query_row(params![server, p.call.tool], |r| r.get(0))
         .optional()?;
     Ok(review.map(|id| {
@@ -386,7 +378,7 @@ fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<Stri
 /// `agent.awaiting.confirmation`. Returns its id. The human summary is generated from, and
 /// verified against, the canonical arguments (`Err(Invalid)` when that fails).
 fn insert_approval(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     env: &dyn Envelopes,
     p: &Proposal<'_>,
     verdict: &Verdict,
@@ -412,7 +404,7 @@ fn insert_approval(
     insert_row(tx, p, verdict, &row, status)?;
     let v = verdict;
     audit::append(
-        lite(tx),
+        tx,
         p.now,
         "approval.requested",
         Some(&row.id),
@@ -428,7 +420,7 @@ fn insert_approval(
         plan_id: p.plan_id.map(str::to_string),
         step_id: p.step_id.map(str::to_string),
     };
-    confirm::record(lite(tx), &row.id, &context)?;
+    confirm::record(tx, &row.id, &context)?;
     // A tool call of a plan step is shown with the step as its MPLP target (see
     // `docs/conformance.md`); the stored target id stays the call's own.
     let shown_target = match (&context.step_id, row.target_type) {
@@ -441,27 +433,19 @@ fn insert_approval(
         target_id: &shown_target,
         requested_by_role: p.agent,
     };
-    mplp_event(
-        lite(tx),
-        env,
-        p.now,
-        &row.id,
-        &row.trace_id,
-        p.agent,
-        confirm,
-    )?;
+    mplp_event(tx, env, p.now, &row.id, &row.trace_id, p.agent, confirm)?;
     if status == "pending" {
         // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
         // restarts; the confirmation event is written with the approval.
         let token = random_id("rpl_");
         tx.prepare_cached("UPDATE approvals SET reply_token = ?2 WHERE id = ?1")?
             .execute(params![row.id, token])?;
-        let rec = read_approval(lite(tx), &row.id)?.expect("just inserted");
+        let rec = read_approval(tx, &row.id)?.expect("just inserted");
         let event = AaepEvent::AwaitingConfirmation {
             approval: &rec,
             reply_token: &token,
         };
-        emit(lite(tx), env, &event, None, Some(&row.id), p.now)?;
+        emit(tx, env, &event, None, Some(&row.id), p.now)?;
     }
     Ok(row.id)
 }
@@ -495,12 +479,12 @@ fn group_key(p: &Proposal<'_>, v: &Verdict) -> String {
 
 /// The `INSERT INTO approvals` of [`insert_approval`].
 fn insert_row(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     p: &Proposal<'_>,
     v: &Verdict,
     row: &Row<'_>,
     status: &str,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let (esc_to, esc_after) = match &v.escalation {
         Some(e) => (to_json(&e.escalate_to), Some(millis(e.after_seconds))),
         None => ("[]".to_string(), None),
