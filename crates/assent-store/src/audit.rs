@@ -164,7 +164,7 @@ impl Store {
         data: &Value,
         now: i64,
     ) -> Result<(), StoreError> {
-        self.write_lite(|tx| Ok(append(lite(tx), now, kind, approval_id, actor, data)?))
+        self.write(|tx| Ok(append(**tx, now, kind, approval_id, actor, data)?))
     }
 
     /// Verifies the audit chain over this store's connection.

@@ -20,7 +20,7 @@ pub(crate) fn lite(c: &rusqlite::Connection) -> Conn<'_> {
 }
 
 impl From<DbError> for rusqlite::Error {
-    /// Transitional (see [`lite`]): a kernel error where unconverted code expects rusqlite's.
+    /// Transitional (see `sql::lite`): a kernel error where unconverted code expects rusqlite's.
     /// SQLite's own errors and "no rows" map back exactly (so `optional()` still works);
     /// the rest travel boxed.
     fn from(e: DbError) -> Self {

@@ -5,7 +5,7 @@ use crate::db::{Settles, Tx};
 use crate::error::StoreError;
 use crate::events::Envelopes;
 use crate::sql::lite;
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -42,7 +42,7 @@ impl Store {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The one write transaction over the kernel ([`Conn::write`]): runs `f` after `BEGIN
+    /// The one write transaction over the kernel ([`crate::db::Conn::write`]): runs `f` after `BEGIN
     /// IMMEDIATE` and commits when it returns `Ok` or an error that [`Settles::keeps_writes`]
     /// (an audited refusal); any other `Err` rolls every write of `f` back. This is how every
     /// state change is written together with its audit record.
@@ -52,18 +52,5 @@ impl Store {
     ) -> Result<T, E> {
         let conn = self.lock();
         lite(&conn).write(f)
-    }
-
-    /// Transitional, for modules not yet on the kernel (removed when `Store` holds a kernel
-    /// `Connection`): [`Store::write`] over a rusqlite `Transaction`, committing only on `Ok`.
-    pub(crate) fn write_lite<T, E: From<rusqlite::Error>>(
-        &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
-    ) -> Result<T, E> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
     }
 }
