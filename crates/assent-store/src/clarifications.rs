@@ -5,7 +5,7 @@
 
 use crate::aaep::{self, Clarification};
 use crate::audit;
-use crate::db::{self, Conn, OptionalExtension as _};
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
@@ -64,6 +64,7 @@ impl Store {
         let c = read_clarification(**tx, "id", &id)?.expect("inserted");
         let ev = AaepEvent::AwaitingClarification { clarification: &c };
         emit(**tx, &*self.envelopes, &ev, None, None, now)?;
+        tx.changed(Change::Clarification(c.id.clone()));
         Ok(Ok(c))
         })
     }
@@ -122,6 +123,7 @@ impl Store {
                 at: now,
             };
             emit(**tx, &*self.envelopes, &ev, None, None, now)?;
+            tx.changed(Change::Clarification(id.to_string()));
             Ok(Some(c))
         })
     }
@@ -152,6 +154,7 @@ impl Store {
                     at: now,
                 };
                 emit(**tx, &*self.envelopes, &ev, None, None, now)?;
+                tx.changed(Change::Clarification(id.clone()));
             }
             Ok(ids.len())
         })

@@ -5,7 +5,7 @@
 //! `assent_core` functions; expiry calls `apply` from `expiry.rs`.
 
 use crate::audit;
-use crate::db::{self, Conn};
+use crate::db::{self, Change, Conn};
 use crate::emit::{emit, mplp_event};
 use crate::error::DecideError;
 use crate::events::{AaepEvent, ConfirmEvent};
@@ -210,6 +210,7 @@ impl Store {
                 courtesy_for: None,
             };
             emit(**tx, &*self.envelopes, &ev, None, Some(id), now)?;
+            tx.changed(Change::Approval(id.to_string()));
             Ok(rec)
         })
     }

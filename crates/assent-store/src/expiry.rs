@@ -3,7 +3,7 @@
 //! toward the announced deadline. When each is due is an `assent_core::decision` rule.
 
 use crate::audit;
-use crate::db::{self, Conn};
+use crate::db::{self, Change, Conn};
 use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
@@ -48,6 +48,7 @@ impl Store {
                 }
                 if escalates(rec.escalation.as_ref(), rec.escalated_at) {
                     escalate(**tx, &*self.envelopes, &rec, now)?;
+                    tx.changed(Change::Approval(rec.id.clone()));
                     if rec.announced_deadline() > now {
                         return Ok(Step::Escalated);
                     }

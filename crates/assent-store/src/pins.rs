@@ -6,7 +6,7 @@
 //! Every pin, change and review decision is an audit record.
 
 use crate::audit;
-use crate::db::{self, Conn, OptionalExtension as _};
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::params;
 use crate::sql::lite;
@@ -238,6 +238,7 @@ impl Store {
                 actor,
                 &json!({"server": r.server, "tool": r.tool, "fingerprint": r.fingerprint, "review_id": id}),
             )?;
+            tx.changed(Change::Review(id.to_string()));
             Ok(true)
         })?;
         if !found {

@@ -6,7 +6,7 @@
 
 use crate::audit;
 use crate::confirm::{self, ConfirmContext};
-use crate::db::{self, Conn, OptionalExtension as _};
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
@@ -141,6 +141,7 @@ impl Store {
     ) -> Result<ApprovalRecord, StoreError> {
         self.write(|tx| {
             let id = insert_approval(**tx, &*self.envelopes, p, verdict, "pending")?;
+            tx.changed(Change::Approval(id.clone()));
             Ok(read_approval(**tx, &id)?.expect("just inserted"))
         })
     }
@@ -190,6 +191,9 @@ impl Store {
                 }
                 VerdictKind::Confirm => self.confirm(&g, plan)?,
             };
+            if let Proposed::Held { approval, .. } = &outcome {
+                tx.changed(Change::Approval(approval.id.clone()));
+            }
             Ok((verdict, outcome))
         })
     }

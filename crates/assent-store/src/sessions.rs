@@ -3,7 +3,7 @@
 //! `aaep:agent.session.cancelled` per agent and session, ever.
 
 use crate::audit;
-use crate::db::{self, Conn};
+use crate::db::{self, Change, Conn};
 use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
@@ -58,6 +58,9 @@ impl Store {
         }
         self.write(|tx| {
             out.clarifications = cancel_clarifications(**tx, &*self.envelopes, session_id, agent, actor, now)?;
+            for c in &out.clarifications {
+                tx.changed(Change::Clarification(c.clone()));
+            }
             let agents: Vec<String> = match agent {
                 Some(a) => vec![a.to_string()],
                 None => agents_of(**tx, session_id)?,

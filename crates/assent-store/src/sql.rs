@@ -5,31 +5,18 @@
 //! transactions (those are [`crate::Store::write`]'s).
 //!
 //! Transitional, until the store's handle is the kernel's `Connection` (issue 13): [`lite`]
-//! borrows a rusqlite connection or transaction as a kernel [`Conn`], and a kernel error
-//! converts back to a rusqlite one for the code not yet converted.
+//! borrows the store's rusqlite connection (or a read-only file opened offline) as a kernel
+//! [`Conn`].
 
-use crate::db::{self, ColumnIndex, Conn, DbError, FromValue, Params, Row};
+use crate::db::{self, ColumnIndex, Conn, FromValue, Params, Row};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// A rusqlite connection (or a transaction, which derefs to one) as a kernel session: the
-/// adapter for code that still holds rusqlite handles (removed when `Store` holds a kernel
-/// `Connection`).
+/// A rusqlite connection as a kernel session: the adapter where the store still holds a
+/// rusqlite handle (`Store::lock`, replaced by the kernel `Connection`'s `conn()` when `Store`
+/// holds one) and where an offline command opens the SQLite file read-only.
 pub(crate) fn lite(c: &rusqlite::Connection) -> Conn<'_> {
     Conn::Sqlite(c)
-}
-
-impl From<DbError> for rusqlite::Error {
-    /// Transitional (see `sql::lite`): a kernel error where unconverted code expects rusqlite's.
-    /// SQLite's own errors and "no rows" map back exactly (so `optional()` still works);
-    /// the rest travel boxed.
-    fn from(e: DbError) -> Self {
-        match e {
-            DbError::Sqlite(e) => e,
-            DbError::NoRows => rusqlite::Error::QueryReturnedNoRows,
-            e => rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
-        }
-    }
 }
 
 /// Every row of `sql` (a cached statement) run with `params`, mapped by `map`, in the order

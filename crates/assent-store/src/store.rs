@@ -1,7 +1,7 @@
 //! The [`Store`] handle: one SQLite connection behind a mutex, the token key, the audit key
 //! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
-use crate::db::{Settles, Tx};
+use crate::db::{Change, Settles, Tx};
 use crate::error::StoreError;
 use crate::events::Envelopes;
 use crate::sql::lite;
@@ -46,11 +46,19 @@ impl Store {
     /// IMMEDIATE` and commits when it returns `Ok` or an error that [`Settles::keeps_writes`]
     /// (an audited refusal); any other `Err` rolls every write of `f` back. This is how every
     /// state change is written together with its audit record.
+    ///
+    /// Every write reports [`Change::Events`] (nearly all append audit or AAEP records; a
+    /// spare notification costs a wake-up); the closures report what else they changed
+    /// (an approval, a clarification, a review, the subscriptions), NOTIFYed on Postgres at
+    /// commit.
     pub(crate) fn write<T, E: Settles>(
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
         let conn = self.lock();
-        lite(&conn).write(f)
+        lite(&conn).write(|tx| {
+            tx.changed(Change::Events);
+            f(tx)
+        })
     }
 }

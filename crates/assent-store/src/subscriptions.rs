@@ -4,7 +4,7 @@
 
 use crate::aaep::{self, Subscription};
 use crate::audit;
-use crate::db::{self, Conn, OptionalExtension as _};
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
@@ -26,7 +26,10 @@ impl Store {
         honored: &Value,
         now: i64,
     ) -> Result<aaep::Subscription, StoreError> {
-        self.write(|tx| Ok(new_subscription(**tx, principal, request, honored, now)?))
+        self.write(|tx| {
+            tx.changed(Change::Subscriptions);
+            Ok(new_subscription(**tx, principal, request, honored, now)?)
+        })
     }
 
     /// One subscription.
@@ -48,6 +51,7 @@ impl Store {
                 .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
                 .execute(params![id, principal, now])?;
             if n == 1 {
+                tx.changed(Change::Subscriptions);
                 let data = json!({"subscription_id": id});
                 audit::append(**tx, now, "aaep.closed", None, principal, &data)?;
             }
