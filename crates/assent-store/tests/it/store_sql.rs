@@ -1,6 +1,6 @@
 //! A representative set of the store's own statements (copied from `propose.rs`, `decide.rs`,
 //! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `expiry.rs`, `outbox.rs`, `pins.rs`,
-//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`, `sessions.rs`, `usage.rs`, `plans.rs`, `clarifications.rs`, `learning.rs`; in the portable forms of the Postgres design where
+//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`, `sessions.rs`, `usage.rs`, `plans.rs`, `clarifications.rs`, `learning.rs`, `decide.rs`, `propose.rs`; in the portable forms of the Postgres design where
 //! the store's text is SQLite-only, named below) run through the kernel against the schema
 //! each dialect's migrations build: the Postgres DDL must have every table, column and type
 //! the store's SQL uses.
@@ -388,4 +388,20 @@ fn lifecycle_reads(c: Conn<'_>) {
         ["a1", "a2"],
         "NULL decided_at first, as SQLite"
     );
+    // decide.rs: the edited result limit, computed in Rust and bound as one value; propose.rs:
+    // the pending review quoted in a refusal, ordered.
+    c.execute(
+        "UPDATE approvals SET output_bytes = ?2 WHERE id = ?1",
+        params!["a1", 5i64],
+    )
+    .unwrap();
+    let review: Option<String> = c
+        .query_row(
+            "SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at, rowid LIMIT 1",
+            ["nobody", "nothing"],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap();
+    assert_eq!(review, None);
 }
