@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::ops::ControlFlow;
 
 use crate::error::StoreError;
-use crate::sql::{from_row, lite};
+use crate::sql::from_row;
 use crate::store::Store;
 
 /// `prev_hash` of the first record.
@@ -169,6 +169,6 @@ impl Store {
 
     /// Verifies the audit chain over this store's connection.
     pub fn verify_audit(&self) -> Result<VerifyReport, StoreError> {
-        Ok(verify(lite(&self.lock()))?)
+        Ok(verify(self.lock().conn())?)
     }
 }

@@ -22,7 +22,6 @@ use crate::db::{self, Conn, OptionalExtension};
 use crate::error::StoreError;
 use crate::kit::{io, write_private};
 use crate::params;
-use crate::sql::lite;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
@@ -236,7 +235,7 @@ impl Store {
     /// link to it (the chain was altered: nothing is signed); SQLite errors.
     pub fn checkpoint_if_due(&self, due: Due, now: i64) -> Result<Option<Checkpoint>, StoreError> {
         // Read first: the write lock is taken only when a checkpoint is due.
-        if due_head(lite(&self.lock()), due, now)?.is_none() {
+        if due_head(self.lock().conn(), due, now)?.is_none() {
             return Ok(None);
         }
         self.write(|tx| {
@@ -268,7 +267,7 @@ impl Store {
 
     /// Every stored checkpoint, oldest first.
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
-        Ok(stored(lite(&self.lock()))?)
+        Ok(stored(self.lock().conn())?)
     }
 
     /// Stored checkpoints newest first: at most `limit`, only those with `seq < before_seq`
@@ -282,7 +281,7 @@ impl Store {
             "SELECT {COLUMNS} FROM audit_checkpoints WHERE CAST(?1 AS BIGINT) IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
         );
         Ok(sql::rows(
-            lite(&self.lock()),
+            self.lock().conn(),
             &sql,
             crate::params![before_seq, limit],
             row,
@@ -291,7 +290,7 @@ impl Store {
 
     /// The newest stored checkpoint, if any.
     pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(latest(lite(&self.lock()))?)
+        Ok(latest(self.lock().conn())?)
     }
 }
 

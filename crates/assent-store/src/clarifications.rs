@@ -11,7 +11,6 @@ use crate::error::StoreError;
 use crate::events::AaepEvent;
 use crate::kit::random_id;
 use crate::params;
-use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use crate::usage::pending_of;
@@ -76,7 +75,7 @@ impl Store {
         by_token: bool,
     ) -> Result<Option<aaep::Clarification>, StoreError> {
         let by = if by_token { "reply_token" } else { "id" };
-        Ok(read_clarification(lite(&self.lock()), by, key)?)
+        Ok(read_clarification(self.lock().conn(), by, key)?)
     }
 
     /// Clarifications, newest first, optionally only those with `status`.
@@ -85,7 +84,7 @@ impl Store {
         status: Option<&str>,
     ) -> Result<Vec<aaep::Clarification>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         let ids: Vec<String> = sql::column(
             conn,
             "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",

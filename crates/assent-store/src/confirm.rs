@@ -6,7 +6,7 @@
 use crate::db::{self, Conn, OptionalExtension};
 use crate::error::StoreError;
 use crate::params;
-use crate::sql::{from_row, json_or_default, lite};
+use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use serde::Serialize;
 
@@ -63,6 +63,6 @@ impl Store {
     /// What governed approval `id` when it was held ([`ConfirmContext`]; the default for an
     /// approval held before migration 0010 or with nothing to record).
     pub fn confirm_context(&self, id: &str) -> Result<ConfirmContext, StoreError> {
-        Ok(read(lite(&self.lock()), id)?)
+        Ok(read(self.lock().conn(), id)?)
     }
 }

@@ -10,7 +10,6 @@ use crate::events::{AaepEvent, Envelopes};
 use crate::params;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
-use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::{DefaultDecision, Event};
 use assent_core::decision::{countdown_due, escalated_approvers, escalates};
@@ -29,7 +28,7 @@ impl Store {
     /// ids that changed; `Err` only when the store fails.
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
         let due: Vec<String> = sql::column(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
             [now],
         )?;

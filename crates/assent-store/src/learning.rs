@@ -118,7 +118,7 @@ pub(crate) fn samples(conn: Conn<'_>) -> Result<Vec<Value>, StoreError> {
 impl crate::store::Store {
     /// Every settled approval as an MPLP learning sample (see the module documentation).
     pub fn learning_samples(&self) -> Result<Vec<Value>, StoreError> {
-        samples(lite(&self.lock()))
+        samples(self.lock().conn())
     }
 }
 

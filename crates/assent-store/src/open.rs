@@ -59,7 +59,7 @@ impl Store {
         let conn = connect(&db_path)?;
         migrate::migrate(Conn::Sqlite(&conn), &db_path.display().to_string())?;
         Ok(Store {
-            conn: Mutex::new(conn),
+            conn: Mutex::new(crate::db::Connection::Sqlite(conn)),
             key,
             audit_key,
             db_path,

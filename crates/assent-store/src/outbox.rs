@@ -5,7 +5,6 @@ use crate::audit::AuditRecord;
 use crate::db::{self, Conn, OptionalExtension as _, ToValue};
 use crate::error::StoreError;
 use crate::params;
-use crate::sql::lite;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use serde::Serialize;
@@ -65,7 +64,7 @@ impl Store {
         let mut p: Vec<&dyn ToValue> = vec![&after, &limit];
         p.extend(kinds.iter().map(|k| k as &dyn ToValue));
         Ok(sql::rows(
-            lite(&self.lock()),
+            self.lock().conn(),
             &sql,
             p.as_slice(),
             AuditRecord::read,
@@ -75,7 +74,7 @@ impl Store {
     /// The newest `limit` audit records, newest first.
     pub fn audit_tail(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError> {
         Ok(sql::rows(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq DESC LIMIT ?1",
             [limit],
             AuditRecord::read,
@@ -85,14 +84,14 @@ impl Store {
     /// The sequence number of the newest audit record (0 when empty).
     pub fn audit_head_seq(&self) -> Result<i64, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?)
     }
 
     /// Where `webhook` is in the audit log: `None` for a webhook never started.
     pub fn webhook_cursor(&self, webhook: &str) -> Result<Option<i64>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         Ok(conn
             .query_row(
                 "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
@@ -194,7 +193,7 @@ impl Store {
     /// The newest dry run of approval `approval_id`, if any.
     pub fn last_dry_run(&self, approval_id: &str) -> Result<Option<AuditRecord>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         Ok(conn
             .prepare_cached(
                 "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
@@ -207,7 +206,7 @@ impl Store {
     /// Every dead letter, newest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         Ok(sql::rows(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT id, webhook, audit_seq, event, body, attempts, last_error, failed_at
              FROM webhook_dead_letters ORDER BY id DESC",
             [],

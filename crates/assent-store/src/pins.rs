@@ -9,7 +9,6 @@ use crate::audit;
 use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::params;
-use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolState};
@@ -153,7 +152,7 @@ impl Store {
         server: &str,
         tool: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(lite(&self.lock()).prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
+        Ok(self.lock().conn().prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
             .query_row(params![server, tool], |r| r.get(0))
             .optional()?)
     }
@@ -161,7 +160,7 @@ impl Store {
     /// Reviews, newest first; only those with `status` when given.
     pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         let sql = format!(
             "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
         );
@@ -175,7 +174,7 @@ impl Store {
     /// One review.
     pub fn tool_review(&self, id: &str) -> Result<Option<ToolReview>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         let r = conn
             .prepare_cached(&format!(
                 "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
@@ -273,7 +272,7 @@ impl Store {
     /// Every pin, by server and tool.
     pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
         Ok(sql::rows(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool",
             [],
             |r| {

@@ -14,7 +14,6 @@ use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{DecideError, StoreError};
 use crate::kit::rfc3339;
 use crate::params;
-use crate::sql::lite;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use assent_core::transitions;
@@ -303,7 +302,7 @@ impl Store {
 
     /// Reads one plan.
     pub fn plan(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
-        Ok(read_plan(lite(&self.lock()), id)?)
+        Ok(read_plan(self.lock().conn(), id)?)
     }
 
     /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first: the
@@ -312,7 +311,7 @@ impl Store {
     /// the plan.
     pub fn pipeline_events(&self, plan_id: &str) -> Result<Vec<Value>, StoreError> {
         let mut events = crate::sql::json_values(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND approval_id IN (SELECT id FROM approvals WHERE target_id = ?1) ORDER BY seq",
             [plan_id],
         )?;

@@ -5,14 +5,13 @@ use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
-use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::ApprovalStatus;
 
 impl Store {
     /// Reads one approval with its decisions and token info.
     pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        Ok(read_approval(lite(&self.lock()), id)?)
+        Ok(read_approval(self.lock().conn(), id)?)
     }
 
     /// Lists approvals, newest first, optionally only those with `status`, at most `limit`.
@@ -22,7 +21,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         let ids: Vec<String> = sql::column(
             conn,
             "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
@@ -43,7 +42,7 @@ impl Store {
         token: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         let id: Option<String> = conn
             .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
             .query_row([token], |r| r.get(0))

@@ -9,7 +9,6 @@ use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
 use crate::params;
 use crate::sql;
-use crate::sql::lite;
 use crate::store::Store;
 use assent_core::approval::Canceller;
 use serde_json::json;
@@ -43,7 +42,7 @@ impl Store {
     ) -> Result<SessionCancelled, StoreError> {
         let (agent, actor) = (who.agent(), who.name());
         let ids: Vec<String> = sql::column(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT id FROM approvals WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
             crate::params![session_id, agent],
         )?;

@@ -4,17 +4,15 @@
 //! a row read into a struct by column name (`from_row!`). No approval logic and no
 //! transactions (those are [`crate::Store::write`]'s).
 //!
-//! Transitional, until the store's handle is the kernel's `Connection` (issue 13): [`lite`]
-//! borrows the store's rusqlite connection (or a read-only file opened offline) as a kernel
-//! [`Conn`].
+//! [`lite`] borrows a SQLite file opened read-only by an offline command (audit verify,
+//! learning export, the backup's checkpoints) as a kernel [`Conn`].
 
 use crate::db::{self, ColumnIndex, Conn, FromValue, Params, Row};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// A rusqlite connection as a kernel session: the adapter where the store still holds a
-/// rusqlite handle (`Store::lock`, replaced by the kernel `Connection`'s `conn()` when `Store`
-/// holds one) and where an offline command opens the SQLite file read-only.
+/// A rusqlite connection as a kernel session: for the offline commands that open the SQLite
+/// file read-only themselves (the store's own handle is a kernel `Connection`).
 pub(crate) fn lite(c: &rusqlite::Connection) -> Conn<'_> {
     Conn::Sqlite(c)
 }

@@ -1,15 +1,14 @@
-//! The [`Store`] handle: one SQLite connection behind a mutex, the token key, the audit key
+//! The [`Store`] handle: one kernel connection ([`crate::db::Connection`]; `Store::open` opens SQLite) behind a mutex, the token key, the audit key
 //! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
+use crate::db::Connection;
 use crate::db::{Change, Settles, Tx};
 use crate::error::StoreError;
 use crate::events::Envelopes;
-use crate::sql::lite;
-use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Handle to the SQLite store, its keys and its event renderer. Cheap to share behind an `Arc`.
+/// Handle to the store (its database through the storage kernel), its keys and its event renderer. Cheap to share behind an `Arc`.
 pub struct Store {
     /// The one connection; writers serialise on it ([`Store::lock`]).
     pub(crate) conn: Mutex<Connection>,
@@ -28,7 +27,11 @@ pub struct Store {
 impl Store {
     /// How long a write waits for a lock held by another process before failing (default 10 s).
     pub fn set_busy_timeout(&self, d: std::time::Duration) -> Result<(), StoreError> {
-        Ok(self.lock().busy_timeout(d)?)
+        match &*self.lock() {
+            Connection::Sqlite(c) => Ok(c.busy_timeout(d)?),
+            // Postgres waits on its `lock_timeout`, set when the session opens.
+            Connection::Postgres(_) => Ok(()),
+        }
     }
 
     /// Path of the database file.
@@ -56,7 +59,7 @@ impl Store {
         f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
         let conn = self.lock();
-        lite(&conn).write(|tx| {
+        conn.conn().write(|tx| {
             tx.changed(Change::Events);
             f(tx)
         })

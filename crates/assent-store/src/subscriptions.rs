@@ -11,7 +11,6 @@ use crate::events::AaepEvent;
 use crate::kit::random_id;
 use crate::params;
 use crate::record::ApprovalRecord;
-use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use serde_json::{Value, json};
@@ -34,7 +33,7 @@ impl Store {
 
     /// One subscription.
     pub fn subscription(&self, id: &str) -> Result<Option<aaep::Subscription>, StoreError> {
-        Ok(read_subscription(lite(&self.lock()), id)?)
+        Ok(read_subscription(self.lock().conn(), id)?)
     }
 
     /// Closes subscription `id` of `principal` (`aaep.closed`); `false` when it is not theirs
@@ -66,12 +65,14 @@ impl Store {
         seq: i64,
         limit: u32,
     ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
-        Ok(read_events_after(lite(&self.lock()), sub, seq, limit)?)
+        Ok(read_events_after(self.lock().conn(), sub, seq, limit)?)
     }
 
     /// The `seq` of event `event_id` (for `Last-Event-ID`).
     pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
-        Ok(lite(&self.lock())
+        Ok(self
+            .lock()
+            .conn()
             .prepare_cached("SELECT seq FROM aaep_events WHERE event_id = ?1")?
             .query_row([event_id], |r| r.get(0))
             .optional()?)
@@ -99,7 +100,7 @@ impl Store {
     /// added to new confirmations.
     pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {
         let honored = sql::json_values(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL",
             [],
         )?;

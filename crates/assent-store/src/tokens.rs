@@ -8,7 +8,6 @@ use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{RedeemError, StoreError};
 use crate::params;
 use crate::record::ApprovalRecord;
-use crate::sql::lite;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::RiskTier;
@@ -53,7 +52,7 @@ impl Store {
     /// The signed token string for a minted token of approval `id`, for its agent.
     pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
         let guard = self.lock();
-        let conn = lite(&guard);
+        let conn = guard.conn();
         let row: Option<(String, String, String, i64)> = conn
             .prepare_cached(
                 "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
@@ -128,7 +127,7 @@ impl Store {
     /// `all`.
     pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<Grant>, StoreError> {
         Ok(sql::rows(
-            lite(&self.lock()),
+            self.lock().conn(),
             "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
              FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
             crate::params![all, now],

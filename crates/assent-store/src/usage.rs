@@ -4,7 +4,6 @@
 
 use crate::db::{self, Conn};
 use crate::error::StoreError;
-use crate::sql::lite;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::triggers::PriorCall;
@@ -19,7 +18,7 @@ impl Store {
         except: Option<&str>,
     ) -> Result<Vec<PriorCall>, StoreError> {
         Ok(prior_calls_except(
-            lite(&self.lock()),
+            self.lock().conn(),
             agent,
             session_id,
             except,
