@@ -67,6 +67,32 @@ impl Store {
             envelopes,
         })
     }
+
+    /// Opens a store over `database` (SQLite or Postgres, issue 13), with its keys in
+    /// `data_dir` as [`Store::open`], and applies pending migrations. The SQLite-only
+    /// operations ([`Store::db_path`], backup, restore, readiness) concern
+    /// `<data_dir>/assent.db`; over Postgres readiness reports not ready (fail closed) until
+    /// its checks exist.
+    pub fn open_database(
+        data_dir: &Path,
+        database: &crate::db::Database,
+        token_ttl_ms: i64,
+        envelopes: Arc<dyn Envelopes>,
+    ) -> Result<Store, StoreError> {
+        create_private_dir(data_dir).map_err(io(data_dir))?;
+        let key = load_or_create_key(data_dir)?;
+        let audit_key = checkpoint::load_or_create_key(data_dir)?;
+        let conn = database.connect()?;
+        migrate::migrate(conn.conn(), &format!("{database:?}"))?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            key,
+            audit_key,
+            db_path: data_dir.join("assent.db"),
+            token_ttl_ms,
+            envelopes,
+        })
+    }
 }
 
 /// Verifies the audit chain of the database in `data_dir` without starting a server, read-only.

@@ -405,3 +405,78 @@ fn lifecycle_reads(c: Conn<'_>) {
         .unwrap();
     assert_eq!(review, None);
 }
+
+/// The store's life cycle through its public API on both backends: a held call, its approval,
+/// a late decision refused (audited `decision.late`, committed), the token redeemed once and
+/// refused the second time (audited `token.refused`, committed), and the audit chain verified.
+#[test]
+fn a_call_is_held_decided_and_redeemed_on_both_backends() {
+    use assent_core::gatekeeper::Verdict;
+    use assent_core::policy::Registry;
+    use assent_core::{ApprovalStatus, ToolCall, evaluate};
+    use assent_store::{DecideError, DecisionInput, Proposal, RedeemError, Store};
+    const AGENT: &str =
+        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open_database(
+            dir.path(),
+            db,
+            60_000,
+            std::sync::Arc::new(assent_server::WireEnvelopes),
+        )
+        .unwrap();
+        let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+        let call = ToolCall::new("pay", None, serde_json::json!({"amount": 5})).unwrap();
+        let v: Verdict = evaluate(&reg, "bot", &call);
+        let (c, h) = call.canonical_and_hash().unwrap();
+        let a = call.canonical_arguments().unwrap();
+        let ttl = |_: &Verdict| 60_000;
+        let p = Proposal {
+            agent: "bot",
+            session_id: "s1",
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            call: &call,
+            canonical_arguments: &a,
+            canonical: &c,
+            call_hash: &h,
+            now: 1_000,
+            timeout_ms: &ttl,
+            max_pending: u64::MAX,
+            target: None,
+            plan_id: None,
+            step_id: None,
+            governed_by: None,
+            policy_set_sha256: None,
+        };
+        let held = s.create_approval(&p, &v).unwrap();
+        assert_eq!(held.status, ApprovalStatus::Pending);
+        let ok = s
+            .decide(&held.id, &DecisionInput::approve(), "alice", &[], 2_000)
+            .unwrap();
+        assert_eq!(ok.status, ApprovalStatus::Approved);
+        let late = s.decide(&held.id, &DecisionInput::deny(None), "bob", &[], 2_100);
+        assert!(
+            matches!(late, Err(DecideError::AlreadyDecided(_))),
+            "{late:?}"
+        );
+        let t = s.token_string(&held.id).unwrap().expect("minted");
+        s.redeem(&t, "bot", &h, None, 3_000).unwrap();
+        let again = s.redeem(&t, "bot", &h, None, 3_100);
+        assert!(matches!(again, Err(RedeemError::Used)), "{again:?}");
+        let kinds: Vec<String> = s
+            .audit_tail(100)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.kind)
+            .collect();
+        for k in ["decision.late", "token.refused", "token.redeemed"] {
+            assert!(kinds.iter().any(|x| x == k), "{k} committed: {kinds:?}");
+        }
+        let rep = s.verify_audit().unwrap();
+        assert_eq!(rep.broken, None);
+        assert!(rep.records >= 5);
+    });
+}
