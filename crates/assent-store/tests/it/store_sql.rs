@@ -408,7 +408,8 @@ fn lifecycle_reads(c: Conn<'_>) {
 
 /// The store's life cycle through its public API on both backends: a held call, its approval,
 /// a late decision refused (audited `decision.late`, committed), the token redeemed once and
-/// refused the second time (audited `token.refused`, committed), and the audit chain verified.
+/// refused the second time (audited `token.refused`, committed), and the audit chain verified;
+/// on Postgres a listener hears the approval's change.
 #[test]
 fn a_call_is_held_decided_and_redeemed_on_both_backends() {
     use assent_core::gatekeeper::Verdict;
@@ -451,12 +452,43 @@ fn a_call_is_held_decided_and_redeemed_on_both_backends() {
             governed_by: None,
             policy_set_sha256: None,
         };
+        // On Postgres, another replica's listener hears the decision once it commits.
+        let (send, heard) = std::sync::mpsc::channel();
+        let _listener = match db {
+            assent_store::db::Database::Postgres { url } => {
+                let l = assent_store::db::listen(url, move |h| {
+                    let _ = send.send(h);
+                })
+                .unwrap();
+                let first = heard.recv_timeout(std::time::Duration::from_secs(30));
+                assert_eq!(first.unwrap(), assent_store::db::Heard::Resync);
+                Some(l)
+            }
+            assent_store::db::Database::Sqlite { .. } => None,
+        };
         let held = s.create_approval(&p, &v).unwrap();
         assert_eq!(held.status, ApprovalStatus::Pending);
         let ok = s
             .decide(&held.id, &DecisionInput::approve(), "alice", &[], 2_000)
             .unwrap();
         assert_eq!(ok.status, ApprovalStatus::Approved);
+        if _listener.is_some() {
+            let want = assent_store::db::Heard::Changed(assent_store::db::Change::Approval(
+                held.id.clone(),
+            ));
+            // Held, then decided: two transactions, each heard with the approval's change.
+            let mut all = Vec::new();
+            while all.iter().filter(|h| **h == want).count() < 2 {
+                all.push(
+                    heard
+                        .recv_timeout(std::time::Duration::from_secs(30))
+                        .unwrap(),
+                );
+            }
+            assert!(all.contains(&assent_store::db::Heard::Changed(
+                assent_store::db::Change::Events
+            )));
+        }
         let late = s.decide(&held.id, &DecisionInput::deny(None), "bob", &[], 2_100);
         assert!(
             matches!(late, Err(DecideError::AlreadyDecided(_))),
