@@ -4,9 +4,11 @@
 //! approval_id, actor, data])` with `prev_hash = hash_{n-1}` (64 zeros for the first record), so
 //! altering, inserting or removing any record before the newest breaks the chain at that record.
 
+use crate::db::{self, Conn, OptionalExtension, Row};
+use crate::params;
 use assent_core::canonical::{canonical_value, sha256_hex};
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
+use std::ops::ControlFlow;
 
 use crate::error::StoreError;
 use crate::sql::from_row;
@@ -39,7 +41,7 @@ pub struct AuditRecord {
 impl AuditRecord {
     /// Reads a row that selects `seq, at, kind, approval_id, actor, data, prev_hash, hash`
     /// (by name, in any order).
-    pub(crate) fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    pub(crate) fn read(r: &Row<'_>) -> db::Result<Self> {
         from_row!(r => AuditRecord { seq, at, kind, approval_id, actor, data, prev_hash, hash })
     }
 }
@@ -64,13 +66,13 @@ pub fn record_hash(
 
 /// Appends one record in `tx`. `data` is stored as its canonical JSON.
 pub(crate) fn append(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     at: i64,
     kind: &str,
     approval_id: Option<&str>,
     actor: &str,
     data: &Value,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let last: Option<(i64, String)> = tx
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -98,55 +100,58 @@ pub struct VerifyReport {
     pub broken: Option<(i64, String)>,
 }
 
-/// Walks the whole chain in `seq` order and reports the first record whose sequence number,
-/// `prev_hash` or `hash` does not fit.
-pub fn verify(conn: &Connection) -> rusqlite::Result<VerifyReport> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq",
-    )?;
-    let mut rows = stmt.query([])?;
+/// Walks the whole chain in `seq` order, streaming it ([`crate::db::Stmt::for_each`]: never
+/// all records in memory), and reports the first record whose sequence number, `prev_hash`
+/// or `hash` does not fit.
+pub fn verify(conn: Conn<'_>) -> db::Result<VerifyReport> {
     let mut expect_seq = 1;
     let mut prev = GENESIS.to_string();
     let mut n = 0;
-    while let Some(r) = rows.next()? {
+    let mut broken = None;
+    conn.prepare_cached(
+        "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq",
+    )?
+    .for_each([], |r| {
         let rec = AuditRecord::read(r)?;
         n += 1;
-        let broken = if rec.seq != expect_seq {
-            Some(format!(
-                "sequence number {} where {expect_seq} was expected (a record was removed or inserted)",
-                rec.seq
-            ))
-        } else if rec.prev_hash != prev {
-            Some("prev_hash does not match the previous record's hash (a record before it was removed, inserted or altered)".to_string())
-        } else if record_hash(
-            &rec.prev_hash,
-            rec.seq,
-            rec.at,
-            &rec.kind,
-            rec.approval_id.as_deref(),
-            &rec.actor,
-            &rec.data,
-        ) != rec.hash
-        {
-            Some("hash does not match the record's content (the record was altered)".to_string())
-        } else {
-            None
-        };
-        if let Some(why) = broken {
-            return Ok(VerifyReport {
-                records: n,
-                head: prev,
-                broken: Some((rec.seq, why)),
-            });
+        if let Some(why) = break_in(&rec, expect_seq, &prev) {
+            broken = Some((rec.seq, why));
+            return Ok(ControlFlow::Break(()));
         }
         expect_seq += 1;
         prev = rec.hash;
-    }
+        Ok(ControlFlow::Continue(()))
+    })?;
     Ok(VerifyReport {
         records: n,
         head: prev,
-        broken: None,
+        broken,
     })
+}
+
+/// Why `rec` does not continue a chain whose next record is `expect_seq` after `prev`.
+fn break_in(rec: &AuditRecord, expect_seq: i64, prev: &str) -> Option<String> {
+    if rec.seq != expect_seq {
+        Some(format!(
+            "sequence number {} where {expect_seq} was expected (a record was removed or inserted)",
+            rec.seq
+        ))
+    } else if rec.prev_hash != prev {
+        Some("prev_hash does not match the previous record's hash (a record before it was removed, inserted or altered)".to_string())
+    } else if record_hash(
+        &rec.prev_hash,
+        rec.seq,
+        rec.at,
+        &rec.kind,
+        rec.approval_id.as_deref(),
+        &rec.actor,
+        &rec.data,
+    ) != rec.hash
+    {
+        Some("hash does not match the record's content (the record was altered)".to_string())
+    } else {
+        None
+    }
 }
 
 impl Store {
@@ -159,11 +164,11 @@ impl Store {
         data: &Value,
         now: i64,
     ) -> Result<(), StoreError> {
-        self.write(|tx| Ok(append(tx, now, kind, approval_id, actor, data)?))
+        self.write(|tx| Ok(append(**tx, now, kind, approval_id, actor, data)?))
     }
 
     /// Verifies the audit chain over this store's connection.
     pub fn verify_audit(&self) -> Result<VerifyReport, StoreError> {
-        Ok(verify(&self.lock())?)
+        Ok(verify(self.lock().conn())?)
     }
 }

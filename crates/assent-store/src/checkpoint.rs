@@ -18,12 +18,14 @@
 //!   chain under the store's lock; `assent audit verify` checks it.)
 
 use crate::audit;
+use crate::db::{self, Conn, OptionalExtension};
 use crate::error::StoreError;
 use crate::kit::{io, write_private};
+use crate::params;
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::ops::ControlFlow;
 use std::path::Path;
 
 /// File name of the audit key in the data directory.
@@ -125,7 +127,7 @@ impl Due {
 }
 
 /// Reads a checkpoint row ([`COLUMNS`], by name).
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+fn row(r: &db::Row<'_>) -> db::Result<Checkpoint> {
     from_row!(r => Checkpoint { seq, head_hash, record_count, time, public_key, signature })
 }
 
@@ -133,20 +135,15 @@ const COLUMNS: &str = "seq, head_hash, record_count, time, public_key, signature
 
 /// Every stored checkpoint, oldest first. A database without the table (schema before v8)
 /// has none.
-pub fn stored(conn: &Connection) -> rusqlite::Result<Vec<Checkpoint>> {
-    let exists: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'audit_checkpoints'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !exists {
+pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Checkpoint>> {
+    if !conn.has_table("audit_checkpoints")? {
         return Ok(Vec::new());
     }
     let sql = format!("SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq");
     sql::rows(conn, &sql, [], row)
 }
 
-fn latest(conn: &Connection) -> rusqlite::Result<Option<Checkpoint>> {
+fn latest(conn: Conn<'_>) -> db::Result<Option<Checkpoint>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"
     ))?
@@ -157,7 +154,7 @@ fn latest(conn: &Connection) -> rusqlite::Result<Option<Checkpoint>> {
 /// Checks that the records after `prev` (to the head) still link to it: the record at
 /// `prev.seq` has `prev.head_hash`, and every later record's `prev_hash` and `hash` fit.
 /// Returns why not. Costs one hash per record since `prev` (none without a `prev`).
-fn extends(conn: &Connection, prev: Option<&Checkpoint>) -> rusqlite::Result<Option<String>> {
+fn extends(conn: Conn<'_>, prev: Option<&Checkpoint>) -> db::Result<Option<String>> {
     // Nothing to extend before the first checkpoint; `assent audit verify` checks the chain.
     let Some(p) = prev else {
         return Ok(None);
@@ -172,12 +169,12 @@ fn extends(conn: &Connection, prev: Option<&Checkpoint>) -> rusqlite::Result<Opt
             "record {from} no longer has the hash of the checkpoint signed at it"
         )));
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq",
-    )?;
-    let mut rows = stmt.query([from])?;
     let mut expect = from + 1;
-    while let Some(r) = rows.next()? {
+    let mut broken = None;
+    conn.prepare_cached(
+        "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 ORDER BY seq",
+    )?
+    .for_each([from], |r| {
         let seq: i64 = r.get(0)?;
         let aid: Option<String> = r.get(3)?;
         let (kind, actor, data): (String, String, String) = (r.get(2)?, r.get(4)?, r.get(5)?);
@@ -192,24 +189,24 @@ fn extends(conn: &Connection, prev: Option<&Checkpoint>) -> rusqlite::Result<Opt
             &data,
         );
         if seq != expect || prev_hash != hash || again != h {
-            return Ok(Some(format!(
-                "audit record {seq} does not link to the chain"
-            )));
+            broken = Some(format!("audit record {seq} does not link to the chain"));
+            return Ok(ControlFlow::Break(()));
         }
         expect += 1;
         hash = h;
-    }
-    Ok(None)
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(broken)
 }
 
 /// The head `(seq, hash)` and the previous checkpoint when a checkpoint is `due` at `now`:
 /// the chain grew since the previous checkpoint by `due.every_records` records, or by any and
 /// `due.every_ms` passed (the first checkpoint is due as soon as there is a record).
 fn due_head(
-    conn: &Connection,
+    conn: Conn<'_>,
     due: Due,
     now: i64,
-) -> rusqlite::Result<Option<(i64, String, Option<Checkpoint>)>> {
+) -> db::Result<Option<(i64, String, Option<Checkpoint>)>> {
     let head: Option<(i64, String)> = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -237,17 +234,16 @@ impl Store {
     /// Errors: [`StoreError::Invalid`] when the records after the previous checkpoint do not
     /// link to it (the chain was altered: nothing is signed); SQLite errors.
     pub fn checkpoint_if_due(&self, due: Due, now: i64) -> Result<Option<Checkpoint>, StoreError> {
-        let mut conn = self.lock();
         // Read first: the write lock is taken only when a checkpoint is due.
-        if due_head(&conn, due, now)?.is_none() {
+        if due_head(self.lock().conn(), due, now)?.is_none() {
             return Ok(None);
         }
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let Some((seq, hash, prev)) = due_head(&tx, due, now)? else {
+        self.write(|tx| {
+        let Some((seq, hash, prev)) = due_head(**tx, due, now)? else {
             return Ok(None);
         };
         let last_seq = prev.as_ref().map_or(0, |p| p.seq);
-        if let Some(why) = extends(&tx, prev.as_ref())? {
+        if let Some(why) = extends(**tx, prev.as_ref())? {
             return Err(StoreError::Invalid(format!(
                 "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
             )));
@@ -265,13 +261,13 @@ impl Store {
             cp.public_key,
             cp.signature
         ])?;
-        tx.commit()?;
         Ok(Some(cp))
+        })
     }
 
     /// Every stored checkpoint, oldest first.
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
-        Ok(stored(&self.lock())?)
+        Ok(stored(self.lock().conn())?)
     }
 
     /// Stored checkpoints newest first: at most `limit`, only those with `seq < before_seq`
@@ -282,19 +278,19 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Checkpoint>, StoreError> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_checkpoints WHERE ?1 IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE CAST(?1 AS BIGINT) IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"
         );
         Ok(sql::rows(
-            &self.lock(),
+            self.lock().conn(),
             &sql,
-            params![before_seq, limit],
+            crate::params![before_seq, limit],
             row,
         )?)
     }
 
     /// The newest stored checkpoint, if any.
     pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(latest(&self.lock())?)
+        Ok(latest(self.lock().conn())?)
     }
 }
 

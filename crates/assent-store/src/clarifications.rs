@@ -5,15 +5,16 @@
 
 use crate::aaep::{self, Clarification};
 use crate::audit;
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
 use crate::kit::random_id;
+use crate::params;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use crate::usage::pending_of;
 use assent_core::clarification::ClarificationStatus;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -36,36 +37,35 @@ impl Store {
     ) -> Result<Result<aaep::Clarification, u64>, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let token = random_id("rpl_");
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let pending = pending_of(&tx, agent)?;
+        self.write(|tx| {
+        let pending = pending_of(**tx, agent)?;
         if pending >= max_pending {
             audit::append(
-                &tx,
+                **tx,
                 now,
                 "clarification.refused",
                 None,
                 agent,
                 &json!({"session_id": session_id, "why": "too many pending approvals and questions", "pending": pending, "limit": max_pending}),
             )?;
-            tx.commit()?;
             return Ok(Err(max_pending));
         }
         tx.prepare_cached("INSERT INTO clarifications (id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,'pending')")?
             .execute(params![id, agent, session_id, question, json!(kinds).to_string(), json!(choices).to_string(), context, token, now, expires_at])?;
         audit::append(
-            &tx,
+            **tx,
             now,
             "clarification.requested",
             None,
             agent,
             &json!({"clarification_id": id, "session_id": session_id, "question": question, "accepted_response_kinds": kinds}),
         )?;
-        let c = read_clarification(&tx, "id", &id)?.expect("inserted");
+        let c = read_clarification(**tx, "id", &id)?.expect("inserted");
         let ev = AaepEvent::AwaitingClarification { clarification: &c };
-        emit(&tx, &*self.envelopes, &ev, None, None, now)?;
-        tx.commit()?;
+        emit(**tx, &*self.envelopes, &ev, None, None, now)?;
+        tx.changed(Change::Clarification(c.id.clone()));
         Ok(Ok(c))
+        })
     }
 
     /// A clarification by id, or (`by_token`) by reply token.
@@ -75,7 +75,7 @@ impl Store {
         by_token: bool,
     ) -> Result<Option<aaep::Clarification>, StoreError> {
         let by = if by_token { "reply_token" } else { "id" };
-        Ok(read_clarification(&self.lock(), by, key)?)
+        Ok(read_clarification(self.lock().conn(), by, key)?)
     }
 
     /// Clarifications, newest first, optionally only those with `status`.
@@ -83,15 +83,16 @@ impl Store {
         &self,
         status: Option<&str>,
     ) -> Result<Vec<aaep::Clarification>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = guard.conn();
         let ids: Vec<String> = sql::column(
-            &conn,
-            "SELECT id FROM clarifications WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
+            conn,
+            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
             [status],
         )?;
         let mut out = Vec::new();
         for id in ids {
-            out.extend(read_clarification(&conn, "id", &id)?);
+            out.extend(read_clarification(conn, "id", &id)?);
         }
         Ok(out)
     }
@@ -113,14 +114,15 @@ impl Store {
             if n == 0 {
                 return Ok(None);
             }
-            let c = read_clarification(tx, "id", id)?.expect("exists");
+            let c = read_clarification(**tx, "id", id)?.expect("exists");
             let data = json!({"clarification_id": id, "response": response});
-            audit::append(tx, now, "clarification.answered", None, actor, &data)?;
+            audit::append(**tx, now, "clarification.answered", None, actor, &data)?;
             let ev = AaepEvent::ClarificationResolved {
                 clarification: &c,
                 at: now,
             };
-            emit(tx, &*self.envelopes, &ev, None, None, now)?;
+            emit(**tx, &*self.envelopes, &ev, None, None, now)?;
+            tx.changed(Change::Clarification(id.to_string()));
             Ok(Some(c))
         })
     }
@@ -129,17 +131,17 @@ impl Store {
     pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
         self.write(|tx| {
             let ids: Vec<String> = sql::column(
-                tx,
+                **tx,
                 "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",
                 [now],
             )?;
             for id in &ids {
                 tx.prepare_cached("UPDATE clarifications SET status = 'expired' WHERE id = ?1")?
                     .execute([id])?;
-                let c = read_clarification(tx, "id", id)?.expect("exists");
+                let c = read_clarification(**tx, "id", id)?.expect("exists");
                 let data = json!({"clarification_id": id});
                 audit::append(
-                    tx,
+                    **tx,
                     now,
                     "clarification.expired",
                     None,
@@ -150,7 +152,8 @@ impl Store {
                     clarification: &c,
                     at: now,
                 };
-                emit(tx, &*self.envelopes, &ev, None, None, now)?;
+                emit(**tx, &*self.envelopes, &ev, None, None, now)?;
+                tx.changed(Change::Clarification(id.clone()));
             }
             Ok(ids.len())
         })
@@ -159,10 +162,10 @@ impl Store {
 
 /// One clarification, found by column `by` (`id` or `reply_token`) equal to `key`.
 pub(crate) fn read_clarification(
-    conn: &rusqlite::Connection,
+    conn: Conn<'_>,
     by: &str,
     key: &str,
-) -> rusqlite::Result<Option<aaep::Clarification>> {
+) -> db::Result<Option<aaep::Clarification>> {
     let sql = format!(
         "SELECT id, agent, session_id, question, kinds, choices, context, reply_token, requested_at, expires_at, status, response, answered_by, answered_at FROM clarifications WHERE {by} = ?1"
     );

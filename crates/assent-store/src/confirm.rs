@@ -3,10 +3,11 @@
 //! and step the call named. The MPLP Confirm of the approval shows them (its `governance`
 //! block, `target_id` and `trace.attributes`) even after the policies change.
 
+use crate::db::{self, Conn, OptionalExtension};
 use crate::error::StoreError;
+use crate::params;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 
 /// What governed one held call (see the module docs). `Default`: nothing recorded.
@@ -30,7 +31,7 @@ impl ConfirmContext {
 }
 
 /// Stores `ctx` for approval `id` (nothing when it is empty).
-pub(crate) fn record(tx: &Transaction<'_>, id: &str, ctx: &ConfirmContext) -> rusqlite::Result<()> {
+pub(crate) fn record(tx: Conn<'_>, id: &str, ctx: &ConfirmContext) -> db::Result<()> {
     if ctx.is_empty() {
         return Ok(());
     }
@@ -43,7 +44,7 @@ pub(crate) fn record(tx: &Transaction<'_>, id: &str, ctx: &ConfirmContext) -> ru
 }
 
 /// The context recorded for approval `id` (the default when none was).
-pub(crate) fn read(conn: &rusqlite::Connection, id: &str) -> rusqlite::Result<ConfirmContext> {
+pub(crate) fn read(conn: Conn<'_>, id: &str) -> db::Result<ConfirmContext> {
     let row = conn
         .prepare_cached(
             "SELECT policies, policy_set_sha256, plan_id, step_id FROM confirm_context WHERE approval_id = ?1",
@@ -62,6 +63,6 @@ impl Store {
     /// What governed approval `id` when it was held ([`ConfirmContext`]; the default for an
     /// approval held before migration 0010 or with nothing to record).
     pub fn confirm_context(&self, id: &str) -> Result<ConfirmContext, StoreError> {
-        Ok(read(&self.lock(), id)?)
+        Ok(read(self.lock().conn(), id)?)
     }
 }

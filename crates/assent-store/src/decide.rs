@@ -5,9 +5,11 @@
 //! `assent_core` functions; expiry calls `apply` from `expiry.rs`.
 
 use crate::audit;
+use crate::db::{self, Change, Conn};
 use crate::emit::{emit, mplp_event};
 use crate::error::DecideError;
 use crate::events::{AaepEvent, ConfirmEvent};
+use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, EditedCall, read_approval};
 use crate::store::Store;
@@ -16,7 +18,6 @@ use crate::tokens::{self, NewGrant};
 use assent_core::approval::{self, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope};
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::grant;
-use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
 /// An operator decision with the seed 002 options.
@@ -135,79 +136,83 @@ impl Store {
         roles: Option<&[String]>,
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let s = Settle {
-            id,
-            event,
-            input,
-            reason,
-            actor,
-            now,
-            env: &*self.envelopes,
-        };
-        let (rec, next) = match admit(&tx, &s, roles) {
-            Ok(x) => x,
-            Err(e @ DecideError::Store(_)) => return Err(e),
-            Err(e) => {
-                tx.commit()?;
-                return Err(e);
-            }
-        };
-        let scope = input.map(|d| d.scope).unwrap_or_default();
-        let edited = input.and_then(|d| d.edited.as_ref());
-        let held = decision::Held {
-            target_type: &rec.target_type,
-            irreversible: rec.irreversible,
-            risk_tier: rec.risk_tier,
-        };
-        let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
-        let discouraged = decision::check_scope(&held, scope, edited.is_some(), confirm_workspace)
-            .map_err(|e| match e {
-                ScopeRefusal::WorkspaceNeedsConfirmation(t) => {
-                    DecideError::WorkspaceNeedsConfirmation(t.to_string())
-                }
-                e => DecideError::Invalid(e.to_string()),
-            })?;
-        let mplp_status = settle(&tx, &s, &rec, next, scope, edited)?;
-        if approval::mints_token(event) {
-            let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
-            let whole_tool = input.is_some_and(|d| d.whole_tool);
-            if let Some(terms) = grant::terms(scope, whole_tool, now) {
-                let g = NewGrant {
-                    rec: &rec,
-                    call_hash: hash,
-                    scope,
-                    terms,
-                    whole_tool,
-                    discouraged,
-                };
-                tokens::create_grant(&tx, &g, actor, now)?;
-            }
-            let device = rec.device_id.as_deref();
-            self.mint(
-                &tx,
+        // Refusals `admit` audited commit (`DecideError: Settles`); anything else rolls back.
+        self.write(|tx| {
+            let s = Settle {
                 id,
-                &rec.agent,
-                hash,
-                &scope.to_wire(),
-                device,
+                event,
+                input,
+                reason,
                 actor,
                 now,
-            )?;
-        }
-        if rec.target_type == "plan" {
-            plans::on_confirm_decided(&tx, id, &rec.target_id, mplp_status, actor, reason, now)?;
-        }
-        let rec = read_approval(&tx, id)?.expect("exists");
-        let ev = AaepEvent::Resolution {
-            approval: &rec,
-            at: now,
-            courtesy_for: None,
-        };
-        emit(&tx, &*self.envelopes, &ev, None, Some(id), now)?;
-        tx.commit()?;
-        Ok(rec)
+                env: &*self.envelopes,
+            };
+            let (rec, next) = admit(**tx, &s, roles)?;
+            let scope = input.map(|d| d.scope).unwrap_or_default();
+            let edited = input.and_then(|d| d.edited.as_ref());
+            let held = decision::Held {
+                target_type: &rec.target_type,
+                irreversible: rec.irreversible,
+                risk_tier: rec.risk_tier,
+            };
+            let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
+            let discouraged =
+                decision::check_scope(&held, scope, edited.is_some(), confirm_workspace).map_err(
+                    |e| match e {
+                        ScopeRefusal::WorkspaceNeedsConfirmation(t) => {
+                            DecideError::WorkspaceNeedsConfirmation(t.to_string())
+                        }
+                        e => DecideError::Invalid(e.to_string()),
+                    },
+                )?;
+            let mplp_status = settle(**tx, &s, &rec, next, scope, edited)?;
+            if approval::mints_token(event) {
+                let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
+                let whole_tool = input.is_some_and(|d| d.whole_tool);
+                if let Some(terms) = grant::terms(scope, whole_tool, now) {
+                    let g = NewGrant {
+                        rec: &rec,
+                        call_hash: hash,
+                        scope,
+                        terms,
+                        whole_tool,
+                        discouraged,
+                    };
+                    tokens::create_grant(**tx, &g, actor, now)?;
+                }
+                let device = rec.device_id.as_deref();
+                self.mint(
+                    **tx,
+                    id,
+                    &rec.agent,
+                    hash,
+                    &scope.to_wire(),
+                    device,
+                    actor,
+                    now,
+                )?;
+            }
+            if rec.target_type == "plan" {
+                plans::on_confirm_decided(
+                    **tx,
+                    id,
+                    &rec.target_id,
+                    mplp_status,
+                    actor,
+                    reason,
+                    now,
+                )?;
+            }
+            let rec = read_approval(**tx, id)?.expect("exists");
+            let ev = AaepEvent::Resolution {
+                approval: &rec,
+                at: now,
+                courtesy_for: None,
+            };
+            emit(**tx, &*self.envelopes, &ev, None, Some(id), now)?;
+            tx.changed(Change::Approval(id.to_string()));
+            Ok(rec)
+        })
     }
 
     /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
@@ -235,7 +240,7 @@ impl Store {
             }
         }
         self.write(|tx| {
-            let p = plans::read_plan(tx, id)?
+            let p = plans::read_plan(**tx, id)?
                 .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
             match p.status.as_str() {
                 "cancelled" => {}
@@ -246,7 +251,7 @@ impl Store {
                     ));
                 }
                 _ => plans::transition(
-                    tx,
+                    **tx,
                     id,
                     "cancelled",
                     "plan.cancelled",
@@ -255,7 +260,7 @@ impl Store {
                     now,
                 )?,
             }
-            Ok(plans::read_plan(tx, id)?.expect("exists"))
+            Ok(plans::read_plan(**tx, id)?.expect("exists"))
         })
     }
 }
@@ -278,7 +283,7 @@ struct Settle<'a> {
 /// refusal but `NotFound` is audited (`decision.refused`, `decision.late`) for the caller to
 /// commit. `Ok`: the approval and its next status.
 fn admit(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     s: &Settle<'_>,
     roles: Option<&[String]>,
 ) -> Result<(ApprovalRecord, ApprovalStatus), DecideError> {
@@ -314,20 +319,23 @@ fn admit(
 /// (`decision`, `approval.expired`, `approval.cancelled`; both calls when edited). Returns the
 /// MPLP Confirm status ([`decision::confirm_status`]).
 fn settle(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     s: &Settle<'_>,
     rec: &ApprovalRecord,
     next: ApprovalStatus,
     scope: GrantScope,
     edited: Option<&EditedCall>,
-) -> rusqlite::Result<&'static str> {
+) -> db::Result<&'static str> {
     let (id, now, actor, reason) = (s.id, s.now, s.actor, s.reason);
     if let Some(e) = edited.filter(|_| s.event == Event::Decide(DecisionKind::Approve)) {
         tx.prepare_cached("UPDATE usage SET arguments = ?2 WHERE approval_id = ?1")?
             .execute(params![id, e.canonical_arguments])?;
         if let Some(limit) = s.input.and_then(|d| d.edited_output_bytes) {
+            // The smaller of the stored limit and the edit's, computed here (SQLite's scalar
+            // `min` is `LEAST` on Postgres), from the row read in this transaction.
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            tx.prepare_cached("UPDATE approvals SET output_bytes = min(coalesce(output_bytes, ?2), ?2) WHERE id = ?1")?
+            let limit = rec.output_bytes.map_or(limit, |b| (b as i64).min(limit));
+            tx.prepare_cached("UPDATE approvals SET output_bytes = ?2 WHERE id = ?1")?
                 .execute(params![id, limit])?;
         }
     }

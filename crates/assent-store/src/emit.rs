@@ -5,18 +5,19 @@
 
 use crate::audit;
 use crate::confirm;
+use crate::db::{self, Conn};
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
-use rusqlite::{Transaction, params};
+use crate::params;
 
 /// Renders `e` and appends it to the event log (to one subscription, or to all with `None`).
 pub(crate) fn emit(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     env: &dyn Envelopes,
     e: &AaepEvent<'_>,
     subscription: Option<&str>,
     approval_id: Option<&str>,
     at: i64,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let ev = env.aaep(e);
     let ty = ev["type"].as_str().unwrap_or("");
     tx.prepare_cached("INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
@@ -28,14 +29,14 @@ pub(crate) fn emit(
 /// from its [`confirm::ConfirmContext`]) and appends it to the audit chain with `kind` =
 /// `event_type` and `actor`.
 pub(crate) fn mplp_event(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     env: &dyn Envelopes,
     now: i64,
     approval_id: &str,
     trace_id: &str,
     actor: &str,
     confirm: ConfirmEvent<'_>,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let ctx = confirm::read(tx, approval_id)?;
     let e = MplpEvent {
         confirm,

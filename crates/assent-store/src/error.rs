@@ -94,6 +94,25 @@ pub enum RedeemError {
 
 impl crate::db::Settles for StoreError {}
 
+impl crate::db::Settles for DecideError {
+    /// The refusals `decide.rs`'s `admit` audited (`decision.refused`, `decision.late`)
+    /// commit; every other error rolls back.
+    fn keeps_writes(&self) -> bool {
+        matches!(
+            self,
+            DecideError::NotApprover(_) | DecideError::Damaged(_) | DecideError::AlreadyDecided(_)
+        )
+    }
+}
+
+impl crate::db::Settles for RedeemError {
+    /// Every refusal was audited and commits (with what the redemption wrote before it); a
+    /// store failure rolls back.
+    fn keeps_writes(&self) -> bool {
+        !matches!(self, RedeemError::Store(_))
+    }
+}
+
 impl From<crate::db::DbError> for StoreError {
     /// SQLite's errors as `Sqlite`, as before the kernel; text Postgres cannot store (a NUL
     /// character, SQLSTATE 22021 or 22P05, which SQLite stores) as `Invalid`, a backstop for

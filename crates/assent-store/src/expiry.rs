@@ -3,15 +3,16 @@
 //! toward the announced deadline. When each is due is an `assent_core::decision` rule.
 
 use crate::audit;
+use crate::db::{self, Change, Conn};
 use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
+use crate::params;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::store::Store;
-use assent_core::approval::Event;
+use assent_core::approval::{DefaultDecision, Event};
 use assent_core::decision::{countdown_due, escalated_approvers, escalates};
-use rusqlite::{Transaction, TransactionBehavior, params};
 use serde_json::json;
 
 impl Store {
@@ -27,33 +28,39 @@ impl Store {
     /// ids that changed; `Err` only when the store fails.
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
         let due: Vec<String> = sql::column(
-            &self.lock(),
+            self.lock().conn(),
             "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= ?1 ORDER BY expires_at",
             [now],
         )?;
         let mut done = Vec::new();
         for id in due {
-            let default = {
-                let mut conn = self.lock();
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let Some(rec) = read_approval(&tx, &id)? else {
-                    continue;
+            // The escalation (if due) commits on its own, before the expiry's transaction.
+            let step = self.write(|tx| -> Result<Step, StoreError> {
+                let Some(rec) = read_approval(**tx, &id)? else {
+                    return Ok(Step::Skip);
                 };
                 if !rec.damaged.is_empty()
                     || rec.status != assent_core::ApprovalStatus::Pending
                     || rec.expires_at > now
                 {
-                    continue;
+                    return Ok(Step::Skip);
                 }
                 if escalates(rec.escalation.as_ref(), rec.escalated_at) {
-                    escalate(&tx, &*self.envelopes, &rec, now)?;
-                    tx.commit()?;
+                    escalate(**tx, &*self.envelopes, &rec, now)?;
+                    tx.changed(Change::Approval(rec.id.clone()));
                     if rec.announced_deadline() > now {
-                        done.push(id);
-                        continue;
+                        return Ok(Step::Escalated);
                     }
                 }
-                rec.default_decision
+                Ok(Step::Expire(rec.default_decision))
+            })?;
+            let default = match step {
+                Step::Skip => continue,
+                Step::Escalated => {
+                    done.push(id);
+                    continue;
+                }
+                Step::Expire(d) => d,
             };
             match self.apply(
                 &id,
@@ -73,16 +80,21 @@ impl Store {
     }
 }
 
+/// What the expiry sweep does with one due approval after its first transaction.
+enum Step {
+    /// Gone, no longer pending or due, or damaged: nothing.
+    Skip,
+    /// Escalated, with time left until its announced deadline.
+    Escalated,
+    /// Expire it with this default decision.
+    Expire(DefaultDecision),
+}
+
 /// Extends pending approval `rec` once, to its announced deadline (the first wait plus the
 /// escalation's `after_seconds`), adding the escalation roles to its approvers (an approval
 /// any operator could decide stays so); audits `approval.escalated` and emits the AAEP
 /// `Escalated` event ([`AaepEvent::Escalated`]).
-fn escalate(
-    tx: &Transaction<'_>,
-    env: &dyn Envelopes,
-    rec: &ApprovalRecord,
-    now: i64,
-) -> rusqlite::Result<()> {
+fn escalate(tx: Conn<'_>, env: &dyn Envelopes, rec: &ApprovalRecord, now: i64) -> db::Result<()> {
     let Some(esc) = &rec.escalation else {
         return Ok(());
     };
@@ -121,8 +133,7 @@ impl Store {
     /// Emits the countdown events of AAEP §6.4.3 that are due: for pending confirmations whose
     /// timeout exceeds 60 s, one at 50% and one at 10% of the time remaining. Returns how many.
     pub fn emit_countdowns(&self, now: i64) -> Result<usize, StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.write(|tx| {
         let due: Vec<(String, i64)> = tx
             .prepare_cached(
                 // A pre-filter only (the announced deadline is never before expires_at); the
@@ -132,11 +143,10 @@ impl Store {
                  AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
                    OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
             )?
-            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
+            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let mut n = 0;
         for (id, marks) in due {
-            let Some(a) = read_approval(&tx, &id)? else {
+            let Some(a) = read_approval(**tx, &id)? else {
                 continue;
             };
             if !a.damaged.is_empty() {
@@ -152,12 +162,12 @@ impl Store {
                 percent,
                 at: now,
             };
-            emit(&tx, &*self.envelopes, &ev, None, Some(&id), now)?;
+            emit(**tx, &*self.envelopes, &ev, None, Some(&id), now)?;
             tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
                 .execute(params![id, marks])?;
             n += 1;
         }
-        tx.commit()?;
         Ok(n)
+        })
     }
 }

@@ -11,13 +11,15 @@
 
 use crate::audit::{self, GENESIS};
 use crate::checkpoint::{self, Checkpoint};
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::kit::io;
 use crate::sql;
+use crate::sql::lite;
 use ed25519_dalek::VerifyingKey;
-use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::Path;
 
 /// What to check besides the chain and the state tables.
@@ -78,8 +80,8 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
         Some(k) => Some(k),
         None => checkpoint::read_key(data_dir)?.map(|k| k.verifying_key()),
     };
-    let chain = audit::verify(&conn)?;
-    let stored = checkpoint::stored(&conn)?;
+    let chain = audit::verify(lite(&conn))?;
+    let stored = checkpoint::stored(lite(&conn))?;
     if key.is_none() && (!stored.is_empty() || opts.checkpoint_file.is_some()) {
         return Err(StoreError::Invalid(format!(
             "no {} in {}: give the audit public key with --public-key",
@@ -105,7 +107,7 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
     };
     if let Some(key) = &key {
         if rep.problem.is_none() {
-            rep.problem = check_stored(&conn, &stored, key, rep.records)?;
+            rep.problem = check_stored(lite(&conn), &stored, key, rep.records)?;
         }
         if let Some(file) = opts.checkpoint_file {
             let (cp, skipped) = checkpoint::newest_in_jsonl(file, key).map_err(io(file))?;
@@ -120,7 +122,7 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
                         checkpoint::public_key_hex(key)
                     ),
                 }),
-                Some(cp) => against_chain(&conn, cp, rep.records)?.map(|reason| Problem {
+                Some(cp) => against_chain(lite(&conn), cp, rep.records)?.map(|reason| Problem {
                     check: "checkpoint_file",
                     seq: Some(cp.seq),
                     reason: format!("{}: {reason}", file.display()),
@@ -138,7 +140,7 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
         .max()
         .unwrap_or(0);
     rep.unsigned_records = (rep.records - signed).max(0);
-    let state = cross_check(&conn)?;
+    let state = cross_check_on(lite(&conn))?;
     rep.state_disagreements = state.len();
     if rep.problem.is_none() {
         rep.problem = state.into_iter().next().map(|(seq, reason)| Problem {
@@ -152,11 +154,11 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
 
 /// Checks every stored checkpoint's signature under `key` and its place in the chain.
 fn check_stored(
-    conn: &Connection,
+    conn: Conn<'_>,
     stored: &[Checkpoint],
     key: &VerifyingKey,
     records: i64,
-) -> rusqlite::Result<Option<Problem>> {
+) -> db::Result<Option<Problem>> {
     for cp in stored {
         let reason = if !cp.verifies(key) {
             Some(format!(
@@ -180,11 +182,7 @@ fn check_stored(
 }
 
 /// Why the (whole, verified) chain of `records` records does not reach `cp` exactly.
-fn against_chain(
-    conn: &Connection,
-    cp: &Checkpoint,
-    records: i64,
-) -> rusqlite::Result<Option<String>> {
+fn against_chain(conn: Conn<'_>, cp: &Checkpoint, records: i64) -> db::Result<Option<String>> {
     if cp.seq > records {
         return Ok(Some(format!(
             "the chain ends at record {records}, but a checkpoint signed at {} covers {} records: records were removed from the end (or the audit table was emptied)",
@@ -224,19 +222,21 @@ struct Seen {
     redeemed: HashMap<String, i64>,
 }
 
-fn seen(conn: &Connection) -> rusqlite::Result<Seen> {
+fn seen(conn: Conn<'_>) -> db::Result<Seen> {
     let mut s = Seen::default();
-    let mut stmt = conn.prepare(
-        "SELECT seq, kind, approval_id, json_extract(data, '$.token_id'), json_extract(data, '$.status') FROM audit
+    // The token id and status are read from the JSON in Rust (SQLite's `json_extract` has no
+    // portable form); a value that is not a string counts as absent, as before.
+    conn.prepare_cached(
+        "SELECT seq, kind, approval_id, data FROM audit
          WHERE kind IN ('approval.requested', 'decision', 'approval.expired', 'approval.cancelled', 'grant.used', 'token.minted', 'token.redeemed')
          ORDER BY seq",
-    )?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
+    )?
+    .for_each([], |r| {
         let (seq, kind): (i64, String) = (r.get(0)?, r.get(1)?);
         let aid: Option<String> = r.get(2)?;
-        let tid: Option<String> = r.get(3).ok().flatten();
-        let status: Option<String> = r.get(4).ok().flatten();
+        let data = json_of(r)?;
+        let tid = text_at(&data, "token_id");
+        let status = text_at(&data, "status");
         match (kind.as_str(), aid, tid) {
             ("approval.requested", Some(a), _) => {
                 s.requested.entry(a).or_insert(seq);
@@ -252,8 +252,20 @@ fn seen(conn: &Connection) -> rusqlite::Result<Seen> {
             }
             _ => {}
         }
-    }
+        Ok(ControlFlow::Continue(()))
+    })?;
     Ok(s)
+}
+
+/// The `data` column (JSON text) of an audit row; `null` when it is not JSON.
+fn json_of(r: &db::Row<'_>) -> db::Result<serde_json::Value> {
+    let text: String = r.get("data")?;
+    Ok(serde_json::from_str(&text).unwrap_or_default())
+}
+
+/// The string at `key` of a JSON object; `None` when absent or not a string.
+fn text_at(v: &serde_json::Value, key: &str) -> Option<String> {
+    v[key].as_str().map(str::to_string)
 }
 
 /// The status an approval must have after the record that settled it.
@@ -271,15 +283,21 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
 /// approval with unreadable stored columns, [`crate::ApprovalRecord::damaged`], is one), then
 /// tokens, each with the audit record concerned (`seq`) when there is one. Call it inside a
 /// read transaction when the database may be written meanwhile (one snapshot for all tables).
-/// Reads every approval, token and settling audit record: linear in their number.
-pub fn cross_check(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, String)>> {
+/// Reads every approval, token and settling audit record: linear in their number. Over a
+/// SQLite file opened by the caller; [`cross_check_on`] over either backend.
+pub fn cross_check(conn: &rusqlite::Connection) -> db::Result<Vec<(Option<i64>, String)>> {
+    cross_check_on(lite(conn))
+}
+
+/// [`cross_check`] over a kernel session (either backend).
+pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> {
     let mut s = seen(conn)?;
     let mut out = Vec::new();
     let rows: Vec<(String, String)> = sql::rows(
         conn,
         "SELECT id, status FROM approvals ORDER BY requested_at, rowid",
         [],
-        |r| r.try_into(),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     for (id, status) in &rows {
         if let Some(rec) = crate::record::read_approval(conn, id)?
@@ -341,35 +359,30 @@ type GrantFields = (
 /// tool, server, call hash, scope and expiry): a grant inserted or widened behind the
 /// gateway's back would let calls through with no one's approval. A `grant.created` record
 /// whose grant is gone is reported too.
-fn grants(conn: &Connection, out: &mut Vec<(Option<i64>, String)>) -> rusqlite::Result<()> {
+fn grants(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
     let mut created: HashMap<String, (i64, GrantFields)> = HashMap::new();
-    let mut stmt = conn.prepare(
-        "SELECT seq, json_extract(data, '$.grant_id'), json_extract(data, '$.agent'), json_extract(data, '$.session_id'),
-                json_extract(data, '$.tool'), json_extract(data, '$.server'), json_extract(data, '$.call_hash'),
-                json_extract(data, '$.scope'), json_extract(data, '$.expires_at')
-         FROM audit WHERE kind = 'grant.created' ORDER BY seq",
-    )?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let Some(gid) = r.get::<_, Option<String>>(1)? else {
-            continue;
-        };
-        let fields: GrantFields = (
-            r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-            r.get(3)?,
-            r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-            r.get(5)?,
-            r.get(6)?,
-            r.get::<_, Option<String>>(7)?.unwrap_or_default(),
-            r.get(8)?,
-        );
-        created.entry(gid).or_insert((r.get(0)?, fields));
-    }
-    let mut stmt = conn.prepare(
+    conn.prepare_cached("SELECT seq, data FROM audit WHERE kind = 'grant.created' ORDER BY seq")?
+        .for_each([], |r| {
+            let d = json_of(r)?;
+            let Some(gid) = text_at(&d, "grant_id") else {
+                return Ok(ControlFlow::Continue(()));
+            };
+            let fields: GrantFields = (
+                text_at(&d, "agent").unwrap_or_default(),
+                text_at(&d, "session_id"),
+                text_at(&d, "tool").unwrap_or_default(),
+                text_at(&d, "server"),
+                text_at(&d, "call_hash"),
+                text_at(&d, "scope").unwrap_or_default(),
+                d["expires_at"].as_i64(),
+            );
+            created.entry(gid).or_insert((r.get(0)?, fields));
+            Ok(ControlFlow::Continue(()))
+        })?;
+    let rows: Vec<(String, GrantFields)> = conn.query_map(
         "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at FROM grants ORDER BY created_at, rowid",
-    )?;
-    let rows: Vec<(String, GrantFields)> = stmt
-        .query_map([], |r| {
+        [],
+        |r| {
             Ok((
                 r.get(0)?,
                 (
@@ -382,8 +395,8 @@ fn grants(conn: &Connection, out: &mut Vec<(Option<i64>, String)>) -> rusqlite::
                     r.get(7)?,
                 ),
             ))
-        })?
-        .collect::<Result<_, _>>()?;
+        },
+    )?;
     for (gid, fields) in rows {
         match created.remove(&gid) {
             None => out.push((None, format!(
@@ -406,16 +419,12 @@ fn grants(conn: &Connection, out: &mut Vec<(Option<i64>, String)>) -> rusqlite::
     Ok(())
 }
 
-fn tokens(
-    conn: &Connection,
-    s: &mut Seen,
-    out: &mut Vec<(Option<i64>, String)>,
-) -> rusqlite::Result<()> {
+fn tokens(conn: Conn<'_>, s: &mut Seen, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
     let rows: Vec<(String, String, Option<i64>)> = sql::rows(
         conn,
         "SELECT token_id, approval_id, used_at FROM tokens ORDER BY issued_at, rowid",
         [],
-        |r| r.try_into(),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
     for (tid, aid, used) in &rows {
         if s.minted.remove(tid).is_none() {

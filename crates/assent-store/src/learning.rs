@@ -14,15 +14,16 @@
 //! with `human_feedback_label` and the MPLP `confirm.*` event ids. The sample id is the id of
 //! the deciding MPLP decision, so exporting twice gives the same ids.
 
+use crate::db::{self, Conn};
 use crate::error::StoreError;
 use crate::kit::rfc3339;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
-use rusqlite::Connection;
+use crate::sql::lite;
 use serde_json::{Value, json};
 use std::path::Path;
 
-fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Value>> {
+fn sample(conn: Conn<'_>, a: &ApprovalRecord) -> db::Result<Option<Value>> {
     let Some(last) = a.decisions.last() else {
         return Ok(None);
     };
@@ -43,11 +44,15 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
         ("approval", _) => "good",
         _ => "poor",
     };
-    let events: Vec<String> = sql::column(
+    // The records' `event_id`s, read in Rust (SQLite's `json_extract` has no portable form).
+    let events: Vec<String> = sql::json_values(
         conn,
-        "SELECT json_extract(data, '$.event_id') FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",
+        "SELECT data FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",
         [&a.id],
-    )?;
+    )?
+    .iter()
+    .filter_map(|d| d["event_id"].as_str().map(str::to_string))
+    .collect();
     let feedback = json!({"source": source, "type": kind, "quality_label": quality,
                           "details": last.reason, "decided_by": last.actor});
     let meta = json!({"source_flow_id": "assent.confirm", "source_event_ids": events,
@@ -93,10 +98,10 @@ fn sample(conn: &Connection, a: &ApprovalRecord) -> rusqlite::Result<Option<Valu
 }
 
 /// Every settled approval as a learning sample, oldest decision first.
-pub(crate) fn samples(conn: &Connection) -> Result<Vec<Value>, StoreError> {
+pub(crate) fn samples(conn: Conn<'_>) -> Result<Vec<Value>, StoreError> {
     let ids: Vec<String> = sql::column(
         conn,
-        "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at, rowid",
+        "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at NULLS FIRST, rowid",
         [],
     )?;
     let mut out = Vec::with_capacity(ids.len());
@@ -113,12 +118,12 @@ pub(crate) fn samples(conn: &Connection) -> Result<Vec<Value>, StoreError> {
 impl crate::store::Store {
     /// Every settled approval as an MPLP learning sample (see the module documentation).
     pub fn learning_samples(&self) -> Result<Vec<Value>, StoreError> {
-        samples(&self.lock())
+        samples(self.lock().conn())
     }
 }
 
 /// [`crate::Store::learning_samples`] of the database in `data_dir`, opened read-only (the
 /// gateway may keep running).
 pub fn learning_samples_offline(data_dir: &Path) -> Result<Vec<Value>, StoreError> {
-    samples(&crate::open::open_read_only(data_dir)?)
+    samples(lite(&crate::open::open_read_only(data_dir)?))
 }

@@ -4,6 +4,7 @@
 //! `envelopes` module.
 
 use crate::error::StoreError;
+
 use crate::store::Store;
 use serde_json::Value;
 
@@ -12,7 +13,7 @@ impl Store {
     /// audit chain.
     pub fn mplp_events(&self, id: &str) -> Result<Vec<Value>, StoreError> {
         Ok(crate::sql::json_values(
-            &self.lock(),
+            self.lock().conn(),
             "SELECT data FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",
             [id],
         )?)

@@ -9,6 +9,7 @@ use crate::error::StoreError;
 use crate::events::Envelopes;
 use crate::kit::{create_private_dir, io, write_private};
 use crate::migrate;
+use crate::sql::lite;
 use crate::store::Store;
 use rusqlite::Connection;
 use std::path::Path;
@@ -58,10 +59,36 @@ impl Store {
         let conn = connect(&db_path)?;
         migrate::migrate(Conn::Sqlite(&conn), &db_path.display().to_string())?;
         Ok(Store {
-            conn: Mutex::new(conn),
+            conn: Mutex::new(crate::db::Connection::Sqlite(conn)),
             key,
             audit_key,
             db_path,
+            token_ttl_ms,
+            envelopes,
+        })
+    }
+
+    /// Opens a store over `database` (SQLite or Postgres, issue 13), with its keys in
+    /// `data_dir` as [`Store::open`], and applies pending migrations. The SQLite-only
+    /// operations ([`Store::db_path`], backup, restore, readiness) concern
+    /// `<data_dir>/assent.db`; over Postgres readiness reports not ready (fail closed) until
+    /// its checks exist.
+    pub fn open_database(
+        data_dir: &Path,
+        database: &crate::db::Database,
+        token_ttl_ms: i64,
+        envelopes: Arc<dyn Envelopes>,
+    ) -> Result<Store, StoreError> {
+        create_private_dir(data_dir).map_err(io(data_dir))?;
+        let key = load_or_create_key(data_dir)?;
+        let audit_key = checkpoint::load_or_create_key(data_dir)?;
+        let conn = database.connect()?;
+        migrate::migrate(conn.conn(), &format!("{database:?}"))?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            key,
+            audit_key,
+            db_path: data_dir.join("assent.db"),
             token_ttl_ms,
             envelopes,
         })
@@ -70,7 +97,7 @@ impl Store {
 
 /// Verifies the audit chain of the database in `data_dir` without starting a server, read-only.
 pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError> {
-    Ok(audit::verify(&open_read_only(data_dir)?)?)
+    Ok(audit::verify(lite(&open_read_only(data_dir)?))?)
 }
 
 /// Opens `<data_dir>/assent.db` read-only for the offline readers (audit verification,

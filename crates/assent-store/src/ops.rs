@@ -280,7 +280,7 @@ fn signed_by_other_key(
     key: Option<&VerifyingKey>,
 ) -> Result<(Vec<Checkpoint>, bool), StoreError> {
     let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let stored = checkpoint::stored(&conn)?;
+    let stored = checkpoint::stored(crate::sql::lite(&conn))?;
     let other = match key {
         None => !stored.is_empty(),
         Some(k) => {
@@ -491,7 +491,14 @@ impl Store {
     pub fn readiness(&self) -> Readiness {
         let conn = self.lock();
         let mut found = None;
-        let problem = self.ready_problem(&conn, &mut found).err();
+        let problem = match &*conn {
+            crate::db::Connection::Sqlite(c) => self.ready_problem(c, &mut found).err(),
+            // Fail closed until the Postgres checks exist (issue 13).
+            crate::db::Connection::Postgres(_) => Some(not_ready(
+                "database_error",
+                "readiness checks over Postgres are not implemented yet",
+            )),
+        };
         Readiness {
             schema_version: found,
             problem,

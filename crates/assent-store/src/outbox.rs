@@ -2,12 +2,16 @@
 //! and the webhooks' delivery state: each webhook's cursor into the log and its dead letters.
 
 use crate::audit::AuditRecord;
+use crate::db::{self, Conn, OptionalExtension as _, ToValue};
 use crate::error::StoreError;
+use crate::params;
 use crate::sql::{self, from_row};
 use crate::store::Store;
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
+
+/// The most audit kinds [`Store::audit_after`] filters on.
+const MAX_KINDS: usize = 32;
 
 /// A webhook delivery that failed every attempt.
 #[derive(Debug, Clone, Serialize)]
@@ -39,13 +43,30 @@ impl Store {
         kinds: &[&str],
         limit: u32,
     ) -> Result<Vec<AuditRecord>, StoreError> {
-        let kinds_json = serde_json::to_string(kinds).expect("kinds");
-        Ok(sql::rows(
-            &self.lock(),
+        // `kind IN (?3, ?4, …)`, one parameter per kind (no `json_each` on Postgres); the
+        // callers pass a fixed list, so the text (the statement cache's key) is stable.
+        if kinds.len() > MAX_KINDS {
+            return Err(StoreError::Invalid(format!(
+                "at most {MAX_KINDS} audit kinds may be asked for, not {}",
+                kinds.len()
+            )));
+        }
+        let filter = if kinds.is_empty() {
+            String::new()
+        } else {
+            let marks: Vec<String> = (3..3 + kinds.len()).map(|i| format!("?{i}")).collect();
+            format!(" AND kind IN ({})", marks.join(","))
+        };
+        let sql = format!(
             "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
-             WHERE seq > ?1 AND (?2 = '[]' OR kind IN (SELECT value FROM json_each(?2)))
-             ORDER BY seq LIMIT ?3",
-            params![after, kinds_json, limit],
+             WHERE seq > ?1{filter} ORDER BY seq LIMIT ?2"
+        );
+        let mut p: Vec<&dyn ToValue> = vec![&after, &limit];
+        p.extend(kinds.iter().map(|k| k as &dyn ToValue));
+        Ok(sql::rows(
+            self.lock().conn(),
+            &sql,
+            p.as_slice(),
             AuditRecord::read,
         )?)
     }
@@ -53,7 +74,7 @@ impl Store {
     /// The newest `limit` audit records, newest first.
     pub fn audit_tail(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError> {
         Ok(sql::rows(
-            &self.lock(),
+            self.lock().conn(),
             "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq DESC LIMIT ?1",
             [limit],
             AuditRecord::read,
@@ -62,13 +83,15 @@ impl Store {
 
     /// The sequence number of the newest audit record (0 when empty).
     pub fn audit_head_seq(&self) -> Result<i64, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = guard.conn();
         Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?)
     }
 
     /// Where `webhook` is in the audit log: `None` for a webhook never started.
     pub fn webhook_cursor(&self, webhook: &str) -> Result<Option<i64>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = guard.conn();
         Ok(conn
             .query_row(
                 "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
@@ -80,22 +103,20 @@ impl Store {
 
     /// Moves `webhook`'s cursor to `seq` (delivered, or dead-lettered, up to there).
     pub fn set_webhook_cursor(&self, webhook: &str, seq: i64) -> Result<(), StoreError> {
-        Ok(move_cursor(&self.lock(), webhook, seq)?)
+        self.write(|tx| Ok(move_cursor(**tx, webhook, seq)?))
     }
 
     /// Records a delivery that failed every attempt and moves the cursor past it, in one
     /// transaction.
     pub fn dead_letter(&self, d: &DeadLetter) -> Result<(), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        tx.execute(
-            "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![d.webhook, d.audit_seq, d.event, d.body, d.attempts, d.last_error, d.failed_at],
-        )?;
-        move_cursor(&tx, &d.webhook, d.audit_seq)?;
-        tx.commit()?;
-        Ok(())
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![d.webhook, d.audit_seq, d.event, d.body, d.attempts, d.last_error, d.failed_at],
+            )?;
+            Ok(move_cursor(**tx, &d.webhook, d.audit_seq)?)
+        })
     }
 
     /// Stores a single-use link to `approval_id`'s card (by the SHA-256 of its token, hex),
@@ -106,12 +127,13 @@ impl Store {
         approval_id: &str,
         expires_at: i64,
     ) -> Result<(), StoreError> {
-        let conn = self.lock();
-        conn.execute(
-            "INSERT INTO card_links (token_sha256, approval_id, expires_at) VALUES (?1, ?2, ?3)",
-            params![token_sha256, approval_id, expires_at],
-        )?;
-        Ok(())
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO card_links (token_sha256, approval_id, expires_at) VALUES (?1, ?2, ?3)",
+                params![token_sha256, approval_id, expires_at],
+            )?;
+            Ok(())
+        })
     }
 
     /// Uses a card link: the approval id when the link exists, is unused and has not expired
@@ -121,16 +143,17 @@ impl Store {
         token_sha256: &str,
         now: i64,
     ) -> Result<Option<String>, StoreError> {
-        let conn = self.lock();
-        Ok(conn
-            .query_row(
-                "UPDATE card_links SET used_at = ?2
-                 WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2
-                 RETURNING approval_id",
-                params![token_sha256, now],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.write(|tx| {
+            Ok(tx
+                .query_row(
+                    "UPDATE card_links SET used_at = ?2
+                     WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2
+                     RETURNING approval_id",
+                    params![token_sha256, now],
+                    |r| r.get(0),
+                )
+                .optional()?)
+        })
     }
 
     /// Appends a dry run of approval `approval_id`'s call (`dry_run` audit record: the tool,
@@ -157,7 +180,7 @@ impl Store {
         };
         self.write(|tx| {
             Ok(crate::audit::append(
-                tx,
+                **tx,
                 now,
                 "dry_run",
                 Some(approval_id),
@@ -169,7 +192,8 @@ impl Store {
 
     /// The newest dry run of approval `approval_id`, if any.
     pub fn last_dry_run(&self, approval_id: &str) -> Result<Option<AuditRecord>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = guard.conn();
         Ok(conn
             .prepare_cached(
                 "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit
@@ -182,7 +206,7 @@ impl Store {
     /// Every dead letter, newest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         Ok(sql::rows(
-            &self.lock(),
+            self.lock().conn(),
             "SELECT id, webhook, audit_seq, event, body, attempts, last_error, failed_at
              FROM webhook_dead_letters ORDER BY id DESC",
             [],
@@ -196,7 +220,7 @@ impl Store {
 }
 
 /// Moves `webhook`'s cursor into the audit log to `seq` (creating it for a new webhook).
-fn move_cursor(conn: &rusqlite::Connection, webhook: &str, seq: i64) -> rusqlite::Result<()> {
+fn move_cursor(conn: Conn<'_>, webhook: &str, seq: i64) -> db::Result<()> {
     conn.execute(
         "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
          ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq",

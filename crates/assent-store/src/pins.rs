@@ -6,11 +6,12 @@
 //! Every pin, change and review decision is an audit record.
 
 use crate::audit;
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::error::StoreError;
+use crate::params;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolState};
-use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
 /// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of
@@ -22,21 +23,17 @@ pub fn fingerprint(tool: &Value) -> String {
     assent_core::canonical::sha256_hex(text.as_bytes())
 }
 
-fn pinned(
-    conn: &rusqlite::Connection,
-    server: &str,
-    tool: &str,
-) -> rusqlite::Result<Option<(String, Value)>> {
+fn pinned(conn: Conn<'_>, server: &str, tool: &str) -> db::Result<Option<(String, Value)>> {
     conn.prepare_cached(
         "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2",
     )?
-    .query_row(params![server, tool], |r| {
+    .query_row(crate::params![server, tool], |r| {
         Ok((r.get(0)?, json_or_default(r, 1)?))
     })
     .optional()
 }
 
-fn review_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolReview> {
+fn review_row(r: &db::Row<'_>) -> db::Result<ToolReview> {
     let status: String = r.get("status")?;
     from_row!(r => ToolReview {
         id, server, tool, fingerprint, seen_by, decided_by, seen_at, decided_at,
@@ -78,7 +75,7 @@ impl Store {
                     continue;
                 };
                 let fp = fingerprint(t);
-                let pin = pinned(tx, server, name)?;
+                let pin = pinned(**tx, server, name)?;
                 match pin {
                     Some((pfp, def)) if pfp == fp => out.push(ToolState {
                         name: name.into(),
@@ -91,7 +88,7 @@ impl Store {
                         tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
                             .execute(params![server, name, fp, t.to_string(), now])?;
                         audit::append(
-                            tx,
+                            **tx,
                             now,
                             "tool.pinned",
                             None,
@@ -118,7 +115,7 @@ impl Store {
                                 tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
                                     .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
                                 audit::append(
-                                    tx,
+                                    **tx,
                                     now,
                                     if pin.is_some() {
                                         "tool.changed"
@@ -155,29 +152,29 @@ impl Store {
         server: &str,
         tool: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .lock()
-            .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
+        Ok(self.lock().conn().prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
             .query_row(params![server, tool], |r| r.get(0))
             .optional()?)
     }
 
     /// Reviews, newest first; only those with `status` when given.
     pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = guard.conn();
         let sql = format!(
-            "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (?1 IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
+            "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
         );
-        let mut list = sql::rows(&conn, &sql, [status], review_row)?;
+        let mut list = sql::rows(conn, &sql, [status], review_row)?;
         for r in &mut list {
-            r.pinned = pinned(&conn, &r.server, &r.tool)?.map(|p| p.1);
+            r.pinned = pinned(conn, &r.server, &r.tool)?.map(|p| p.1);
         }
         Ok(list)
     }
 
     /// One review.
     pub fn tool_review(&self, id: &str) -> Result<Option<ToolReview>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = guard.conn();
         let r = conn
             .prepare_cached(&format!(
                 "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
@@ -186,7 +183,7 @@ impl Store {
             .optional()?;
         Ok(match r {
             Some(mut r) => {
-                r.pinned = pinned(&conn, &r.server, &r.tool)?.map(|p| p.1);
+                r.pinned = pinned(conn, &r.server, &r.tool)?.map(|p| p.1);
                 Some(r)
             }
             None => None,
@@ -203,9 +200,7 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Option<ToolReview>, StoreError> {
-        {
-            let mut conn = self.lock();
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let found = self.write(|tx| {
             let Some(r) = tx
                 .prepare_cached(&format!(
                     "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
@@ -213,7 +208,7 @@ impl Store {
                 .query_row([id], review_row)
                 .optional()?
             else {
-                return Ok(None);
+                return Ok(false);
             };
             if r.status != ReviewStatus::Pending {
                 return Err(StoreError::Invalid(format!(
@@ -231,7 +226,7 @@ impl Store {
                 // Other pending versions of the same tool stay pending: each is reviewed alone.
             }
             audit::append(
-                &tx,
+                **tx,
                 now,
                 if accept {
                     "tool.accepted"
@@ -242,7 +237,11 @@ impl Store {
                 actor,
                 &json!({"server": r.server, "tool": r.tool, "fingerprint": r.fingerprint, "review_id": id}),
             )?;
-            tx.commit()?;
+            tx.changed(Change::Review(id.to_string()));
+            Ok(true)
+        })?;
+        if !found {
+            return Ok(None);
         }
         self.tool_review(id)
     }
@@ -265,7 +264,7 @@ impl Store {
                     .optional()?,
                 None => None,
             };
-            audit::append(tx, now, "call.result", link.as_deref(), agent, data)?;
+            audit::append(**tx, now, "call.result", link.as_deref(), agent, data)?;
             Ok(())
         })
     }
@@ -273,7 +272,7 @@ impl Store {
     /// Every pin, by server and tool.
     pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
         Ok(sql::rows(
-            &self.lock(),
+            self.lock().conn(),
             "SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool",
             [],
             |r| {

@@ -10,12 +10,13 @@
 //! in `decide.rs`, next to the cancellation it goes through.
 
 use crate::audit;
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{DecideError, StoreError};
 use crate::kit::rfc3339;
+use crate::params;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
 use assent_core::transitions;
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -103,6 +104,12 @@ impl From<rusqlite::Error> for PlanError {
         Self::Store(e.into())
     }
 }
+impl db::Settles for PlanError {}
+impl From<db::DbError> for PlanError {
+    fn from(e: db::DbError) -> Self {
+        Self::Store(e.into())
+    }
+}
 
 fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
     json!({"event_id": uuid::Uuid::new_v4().to_string(), "event_type": event_type,
@@ -110,16 +117,13 @@ fn event(now: i64, event_type: &str, trace_id: &str, data: Value) -> Value {
 }
 
 /// Reads plan `id` (its MPLP body, status, events and Confirm); `None` when there is none.
-pub(crate) fn read_plan(
-    conn: &rusqlite::Connection,
-    id: &str,
-) -> rusqlite::Result<Option<PlanRecord>> {
+pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecord>> {
     conn.prepare_cached("SELECT plan_id, agent, session_id, status, body, submitted, confirm_id, events, trace_id, created_at, updated_at FROM plans WHERE plan_id = ?1")?
         .query_row([id], |r| {
             from_row!(r => PlanRecord {
                 plan_id, agent, session_id, status, confirm_id, trace_id, created_at, updated_at,
                 body: json_or_default(r, "body")?,
-                submitted: r.get::<_, Option<String>>("submitted")?.and_then(|s| serde_json::from_str(&s).ok()),
+                submitted: r.get::<Option<String>>("submitted")?.and_then(|s| serde_json::from_str(&s).ok()),
                 events: json_or_default(r, "events")?,
             })
         })
@@ -129,14 +133,14 @@ pub(crate) fn read_plan(
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` to it and
 /// an audit record of the same kind.
 pub(crate) fn transition(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     plan_id: &str,
     status: &str,
     event_type: &str,
     actor: &str,
     data: Value,
     now: i64,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let Some(p) = read_plan(tx, plan_id)? else {
         return Ok(());
     };
@@ -160,14 +164,14 @@ pub(crate) fn transition(
 /// `cancelled` → plan `cancelled`. Approvals and rejections also append a `pipeline_stage`
 /// event (`plan_approved` / `plan_rejected`) to the audit chain.
 pub(crate) fn on_confirm_decided(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     confirm_id: &str,
     plan_id: &str,
     mplp_status: &str,
     actor: &str,
     reason: Option<&str>,
     now: i64,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let (status, kind) = transitions::plan_after_confirm(mplp_status);
     transition(
         tx,
@@ -201,15 +205,15 @@ pub(crate) fn on_confirm_decided(
 /// blocked (the reason returned) while a Confirm whose target is that plan or step is pending,
 /// and while a plan assent knows is not `approved` or `in_progress`. `None`: not blocked.
 pub(crate) fn plan_block(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     plan_id: Option<&str>,
     step_id: Option<&str>,
-) -> rusqlite::Result<Option<String>> {
+) -> db::Result<Option<String>> {
     for (what, id) in [("plan", plan_id), ("step", step_id)] {
         let Some(id) = id else { continue };
         let pending: Option<String> = tx
             .prepare_cached(
-                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' LIMIT 1",
+                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1",
             )?
             .query_row([id], |r| r.get(0))
             .optional()?;
@@ -256,7 +260,7 @@ impl Store {
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
-            if read_plan(tx, &id)?.is_some() {
+            if read_plan(**tx, &id)?.is_some() {
                 return Err(PlanError::Exists(id));
             }
             let trace = trace_id
@@ -265,8 +269,8 @@ impl Store {
             tx.prepare_cached("INSERT INTO plans (plan_id, agent, session_id, status, body, trace_id, created_at, updated_at) VALUES (?1,?2,?3,'draft',?4,?5,?6,?6)")?
                 .execute(params![id, agent, session_id, body.to_string(), trace, now])?;
             let created = json!({"agent": agent, "session_id": session_id});
-            transition(tx, &id, "draft", "plan.created", agent, created, now)?;
-            Ok(read_plan(tx, &id)?.expect("inserted"))
+            transition(**tx, &id, "draft", "plan.created", agent, created, now)?;
+            Ok(read_plan(**tx, &id)?.expect("inserted"))
         })
     }
 
@@ -280,7 +284,7 @@ impl Store {
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
-            let p = read_plan(tx, &id)?
+            let p = read_plan(**tx, &id)?
                 .filter(|p| p.agent == agent)
                 .ok_or_else(|| PlanError::NotFound(id.clone()))?;
             if !transitions::plan_editable(&p.status) {
@@ -291,22 +295,27 @@ impl Store {
             }
             tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?
                 .execute(params![id, body.to_string()])?;
-            transition(tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
-            Ok(read_plan(tx, &id)?.expect("exists"))
+            transition(**tx, &id, "draft", "plan.updated", agent, json!({}), now)?;
+            Ok(read_plan(**tx, &id)?.expect("exists"))
         })
     }
 
     /// Reads one plan.
     pub fn plan(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
-        Ok(read_plan(&self.lock(), id)?)
+        Ok(read_plan(self.lock().conn(), id)?)
     }
 
-    /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first.
+    /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first: the
+    /// stage records of the plan's Confirms (approvals whose `target_id` is the plan; an
+    /// indexed lookup instead of SQLite's `json_extract`), kept when their `pipeline_id` is
+    /// the plan.
     pub fn pipeline_events(&self, plan_id: &str) -> Result<Vec<Value>, StoreError> {
-        Ok(crate::sql::json_values(
-            &self.lock(),
-            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND json_extract(data, '$.pipeline_id') = ?1 ORDER BY seq",
+        let mut events = crate::sql::json_values(
+            self.lock().conn(),
+            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND approval_id IN (SELECT id FROM approvals WHERE target_id = ?1) ORDER BY seq",
             [plan_id],
-        )?)
+        )?;
+        events.retain(|e| e["pipeline_id"].as_str() == Some(plan_id));
+        Ok(events)
     }
 }

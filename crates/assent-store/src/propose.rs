@@ -6,10 +6,12 @@
 
 use crate::audit;
 use crate::confirm::{self, ConfirmContext};
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
 use crate::kit::{random_id, to_json};
+use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::store::Store;
@@ -21,7 +23,6 @@ use assent_core::summary::HumanSummary;
 use assent_core::triggers::PriorCall;
 use assent_core::{ToolCall, VerdictKind};
 use assent_core::{grant, transitions};
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::{Value, json};
 
 /// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
@@ -125,7 +126,7 @@ impl Store {
         };
         let data = json!({"session_id": session_id, "call": call, "call_hash": call_hash,
                           "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier});
-        self.write(|tx| Ok(audit::append(tx, now, kind, None, agent, &data)?))
+        self.write(|tx| Ok(audit::append(**tx, now, kind, None, agent, &data)?))
     }
 
     /// Stores proposal `p` as a new pending approval with the confirm `verdict` (message, tier,
@@ -139,8 +140,9 @@ impl Store {
         verdict: &Verdict,
     ) -> Result<ApprovalRecord, StoreError> {
         self.write(|tx| {
-            let id = insert_approval(tx, &*self.envelopes, p, verdict, "pending")?;
-            Ok(read_approval(tx, &id)?.expect("just inserted"))
+            let id = insert_approval(**tx, &*self.envelopes, p, verdict, "pending")?;
+            tx.changed(Change::Approval(id.clone()));
+            Ok(read_approval(**tx, &id)?.expect("just inserted"))
         })
     }
 
@@ -162,36 +164,38 @@ impl Store {
         p: &Proposal<'_>,
         evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let plan = p.target.filter(|t| t.target_type == "plan");
-        if let Some(t) = plan {
-            check_submittable(&tx, p.agent, t.target_id)?;
-        }
-        let blocked = block(&tx, p)?;
-        let prior = prior_calls(&tx, p.agent, p.session_id)?;
-        let mut verdict = evaluate(&prior);
-        transitions::apply_block(&mut verdict, blocked);
-        let g = Gate {
-            tx: &tx,
-            env: &*self.envelopes,
-            p,
-            verdict: &verdict,
-        };
-        let outcome = match verdict.kind {
-            VerdictKind::Deny => {
-                g.audit("call.denied", None, json!({}))?;
-                Proposed::Denied
+        self.write(|tx| {
+            let plan = p.target.filter(|t| t.target_type == "plan");
+            if let Some(t) = plan {
+                check_submittable(**tx, p.agent, t.target_id)?;
             }
-            VerdictKind::Allow => {
-                g.audit("call.allowed", None, json!({}))?;
-                g.add_usage(None)?;
-                Proposed::Allowed
+            let blocked = block(**tx, p)?;
+            let prior = prior_calls(**tx, p.agent, p.session_id)?;
+            let mut verdict = evaluate(&prior);
+            transitions::apply_block(&mut verdict, blocked);
+            let g = Gate {
+                tx: **tx,
+                env: &*self.envelopes,
+                p,
+                verdict: &verdict,
+            };
+            let outcome = match verdict.kind {
+                VerdictKind::Deny => {
+                    g.audit("call.denied", None, json!({}))?;
+                    Proposed::Denied
+                }
+                VerdictKind::Allow => {
+                    g.audit("call.allowed", None, json!({}))?;
+                    g.add_usage(None)?;
+                    Proposed::Allowed
+                }
+                VerdictKind::Confirm => self.confirm(&g, plan)?,
+            };
+            if let Proposed::Held { approval, .. } = &outcome {
+                tx.changed(Change::Approval(approval.id.clone()));
             }
-            VerdictKind::Confirm => self.confirm(&g, plan)?,
-        };
-        tx.commit()?;
-        Ok((verdict, outcome))
+            Ok((verdict, outcome))
+        })
     }
 
     /// A confirm verdict: a covering grant lets it through ([`Store::use_grant`]); else it
@@ -308,7 +312,7 @@ impl Store {
 
 /// One proposal being gated in its transaction, with its verdict.
 struct Gate<'a> {
-    tx: &'a Transaction<'a>,
+    tx: Conn<'a>,
     /// The store's event renderer.
     env: &'a dyn Envelopes,
     p: &'a Proposal<'a>,
@@ -318,7 +322,7 @@ struct Gate<'a> {
 impl Gate<'_> {
     /// Audits `kind` for the proposal: session, run, device, call, hash and the verdict, plus
     /// the fields of `extra` (an object).
-    fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> rusqlite::Result<()> {
+    fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> db::Result<()> {
         let (p, v) = (self.p, self.verdict);
         let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
             "call": p.call, "call_hash": p.call_hash, "verdict": v.kind, "reasons": v.reasons,
@@ -330,7 +334,7 @@ impl Gate<'_> {
     }
 
     /// Records the call in `usage` (what later thresholds count), linked to its approval.
-    fn add_usage(&self, approval_id: Option<&str>) -> rusqlite::Result<()> {
+    fn add_usage(&self, approval_id: Option<&str>) -> db::Result<()> {
         let p = self.p;
         self.tx.prepare_cached("INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
             .execute(params![p.agent, p.session_id, p.call.tool, p.call.server, p.now, p.canonical_arguments, approval_id])?;
@@ -340,7 +344,7 @@ impl Gate<'_> {
 
 /// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]); else
 /// `Invalid` saying why (the server's 409 `WRONG_STATE`).
-fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
+fn check_submittable(tx: Conn<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
     match plans::read_plan(tx, plan_id)? {
         Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => Ok(()),
         Some(pl) if pl.agent == agent => Err(StoreError::Invalid(format!(
@@ -353,7 +357,7 @@ fn check_submittable(tx: &Transaction<'_>, agent: &str, plan_id: &str) -> Result
 
 /// Why the proposal may not run now, if anything blocks it: its MPLP plan or step
 /// ([`plans::plan_block`]), else a pending review of its tool's changed definition.
-fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<String>> {
+fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
     if let Some(why) = plans::plan_block(tx, p.plan_id, p.step_id)? {
         return Ok(Some(why));
     }
@@ -361,7 +365,7 @@ fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<Stri
         return Ok(None);
     };
     let review: Option<String> = tx
-        .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' LIMIT 1")?
+        .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at, rowid LIMIT 1")?
         .query_row(params![server, p.call.tool], |r| r.get(0))
         .optional()?;
     Ok(review.map(|id| {
@@ -378,7 +382,7 @@ fn block(tx: &Transaction<'_>, p: &Proposal<'_>) -> rusqlite::Result<Option<Stri
 /// `agent.awaiting.confirmation`. Returns its id. The human summary is generated from, and
 /// verified against, the canonical arguments (`Err(Invalid)` when that fails).
 fn insert_approval(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     env: &dyn Envelopes,
     p: &Proposal<'_>,
     verdict: &Verdict,
@@ -479,12 +483,12 @@ fn group_key(p: &Proposal<'_>, v: &Verdict) -> String {
 
 /// The `INSERT INTO approvals` of [`insert_approval`].
 fn insert_row(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     p: &Proposal<'_>,
     v: &Verdict,
     row: &Row<'_>,
     status: &str,
-) -> rusqlite::Result<()> {
+) -> db::Result<()> {
     let (esc_to, esc_after) = match &v.escalation {
         Some(e) => (to_json(&e.escalate_to), Some(millis(e.after_seconds))),
         None => ("[]".to_string(), None),

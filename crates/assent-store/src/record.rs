@@ -3,6 +3,7 @@
 //! `damaged`, issue 10 §8). It writes nothing, and names no [`crate::Store`] (the read-only
 //! approval queries are `reads.rs`), so the events that borrow a record sit below the store.
 
+use crate::db::{self, Conn, OptionalExtension, Row};
 use crate::sql::{self, from_row};
 use crate::stored::{self, Settlement};
 use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
@@ -10,7 +11,6 @@ use assent_core::decision::{self, most_restrictive as worst};
 use assent_core::gatekeeper::Reason;
 use assent_core::triggers::Escalation;
 use assent_core::{RiskTier, ToolCall};
-use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -197,10 +197,7 @@ pub struct TokenInfo {
 }
 
 /// Reads approval `id` with its decisions and token strictly ([`ApprovalRecord::damaged`]).
-pub(crate) fn read_approval(
-    conn: &Connection,
-    id: &str,
-) -> rusqlite::Result<Option<ApprovalRecord>> {
+pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<ApprovalRecord>> {
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
@@ -236,7 +233,7 @@ pub(crate) fn read_approval(
 /// columns are named in `damaged` and hold their most restrictive value ([`stored::Columns`]).
 /// `decisions` and `token` are left empty. `Err` only for a wrong column index or a
 /// NOT NULL integer/text column of the wrong type.
-fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
     let mut c = stored::Columns::default();
     let arguments = c.json(r, 5, "arguments", Value::Null)?;
     let reasons = c.json(r, 11, "reasons", Vec::new())?;
@@ -305,14 +302,14 @@ fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
             after_seconds: (a / 1000) as u64,
         }),
         escalated_at: r.get(26)?,
-        output_bytes: r.get::<_, Option<i64>>(27)?.map(|b| b as u64),
+        output_bytes: r.get::<Option<i64>>(27)?.map(|b| b as u64),
         scope,
         grant_id: r.get(29)?,
         edited,
-        trace_id: r.get::<_, Option<String>>(33)?.unwrap_or_default(),
-        span_id: r.get::<_, Option<String>>(34)?.unwrap_or_default(),
+        trace_id: r.get::<Option<String>>(33)?.unwrap_or_default(),
+        span_id: r.get::<Option<String>>(34)?.unwrap_or_default(),
         target_type: r.get(35)?,
-        target_id: r.get::<_, Option<String>>(36)?.unwrap_or_default(),
+        target_id: r.get::<Option<String>>(36)?.unwrap_or_default(),
         reply_token: r.get(37)?,
         target_diff,
         in_client_approval: r.get(39)?,
@@ -327,7 +324,7 @@ fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
 /// One `decisions` row (`decision, reason, actor, at, default_applied, decision_id`) read
 /// strictly, with the names of its unreadable columns (`decisions.decision`,
 /// `decisions.default_applied`).
-fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(DecisionRecord, Vec<String>)> {
+fn decision_row(r: &Row<'_>) -> db::Result<(DecisionRecord, Vec<String>)> {
     let mut c = stored::Columns::default();
     let d = DecisionRecord {
         decision: c.parsed(
@@ -347,17 +344,14 @@ fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(DecisionRecord, Vec<
             DefaultDecision::parse,
             Some(worst::DEFAULT_DECISION),
         )?,
-        decision_id: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+        decision_id: r.get::<Option<String>>(5)?.unwrap_or_default(),
     };
     Ok((d, c.damaged))
 }
 
 /// The operator's edit stored with the approval (`edited_arguments`, read strictly, with
 /// `edited_canonical` and `edited_hash`, columns 30–32); `None` unless all three are present.
-fn edited_call(
-    r: &rusqlite::Row<'_>,
-    c: &mut stored::Columns,
-) -> rusqlite::Result<Option<EditedCall>> {
+fn edited_call(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<Option<EditedCall>> {
     let edited_args = c.parsed_opt(
         r,
         30,
@@ -372,8 +366,8 @@ fn edited_call(
     Ok(
         match (
             edited_args,
-            r.get::<_, Option<String>>(31)?,
-            r.get::<_, Option<String>>(32)?,
+            r.get::<Option<String>>(31)?,
+            r.get::<Option<String>>(32)?,
         ) {
             (Some((arguments, a)), Some(c), Some(h)) => Some(EditedCall {
                 arguments,

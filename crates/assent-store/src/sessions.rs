@@ -3,13 +3,14 @@
 //! `aaep:agent.session.cancelled` per agent and session, ever.
 
 use crate::audit;
+use crate::db::{self, Change, Conn};
 use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
+use crate::params;
 use crate::sql;
 use crate::store::Store;
 use assent_core::approval::Canceller;
-use rusqlite::{Connection, params};
 use serde_json::json;
 
 /// What [`Store::cancel_session`] did.
@@ -41,9 +42,9 @@ impl Store {
     ) -> Result<SessionCancelled, StoreError> {
         let (agent, actor) = (who.agent(), who.name());
         let ids: Vec<String> = sql::column(
-            &self.lock(),
-            "SELECT id FROM approvals WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
-            params![session_id, agent],
+            self.lock().conn(),
+            "SELECT id FROM approvals WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            crate::params![session_id, agent],
         )?;
         let mut out = SessionCancelled::default();
         for id in ids {
@@ -55,10 +56,13 @@ impl Store {
             }
         }
         self.write(|tx| {
-            out.clarifications = cancel_clarifications(tx, &*self.envelopes, session_id, agent, actor, now)?;
+            out.clarifications = cancel_clarifications(**tx, &*self.envelopes, session_id, agent, actor, now)?;
+            for c in &out.clarifications {
+                tx.changed(Change::Clarification(c.clone()));
+            }
             let agents: Vec<String> = match agent {
                 Some(a) => vec![a.to_string()],
-                None => agents_of(tx, session_id)?,
+                None => agents_of(**tx, session_id)?,
             };
             for a in agents {
                 let left: i64 = tx
@@ -68,7 +72,7 @@ impl Store {
                     continue;
                 }
                 let fresh = tx
-                    .prepare_cached("INSERT OR IGNORE INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4)")?
+                    .prepare_cached("INSERT INTO cancelled_sessions (agent, session_id, at, actor) VALUES (?1,?2,?3,?4) ON CONFLICT DO NOTHING")?
                     .execute(params![a, session_id, now, actor])?;
                 if fresh == 0 {
                     continue;
@@ -81,9 +85,9 @@ impl Store {
                     cancelled: n,
                     at: now,
                 };
-                emit(tx, &*self.envelopes, &ev, None, None, now)?;
+                emit(**tx, &*self.envelopes, &ev, None, None, now)?;
                 audit::append(
-                    tx,
+                    **tx,
                     now,
                     "session.cancelled",
                     None,
@@ -100,7 +104,7 @@ impl Store {
 /// Cancels the pending clarifications of the session (of `agent` only, when given); returns
 /// their ids. Their reply tokens no longer match a pending question.
 fn cancel_clarifications(
-    tx: &rusqlite::Transaction<'_>,
+    tx: Conn<'_>,
     env: &dyn Envelopes,
     session_id: &str,
     agent: Option<&str>,
@@ -109,8 +113,8 @@ fn cancel_clarifications(
 ) -> Result<Vec<String>, StoreError> {
     let ids: Vec<String> = sql::column(
         tx,
-        "SELECT id FROM clarifications WHERE session_id = ?1 AND (?2 IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
-        params![session_id, agent],
+        "SELECT id FROM clarifications WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+        crate::params![session_id, agent],
     )?;
     for id in &ids {
         tx.prepare_cached(
@@ -135,12 +139,15 @@ fn cancel_clarifications(
     Ok(ids)
 }
 
-/// Every agent that ever proposed a call or asked a question in `session_id`.
-fn agents_of(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
-    sql::column(
+/// Every agent that ever proposed a call or asked a question in `session_id`, sorted
+/// bytewise in Rust (a Postgres `ORDER BY` would follow the database's collation).
+fn agents_of(conn: Conn<'_>, session_id: &str) -> db::Result<Vec<String>> {
+    let mut agents: Vec<String> = sql::column(
         conn,
         "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
-         UNION SELECT agent FROM usage WHERE session_id = ?1 ORDER BY agent",
+         UNION SELECT agent FROM usage WHERE session_id = ?1",
         [session_id],
-    )
+    )?;
+    agents.sort();
+    Ok(agents)
 }

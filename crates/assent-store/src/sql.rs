@@ -1,41 +1,49 @@
-//! The SQL kit at the bottom of the crate: a query's rows as a typed list ([`rows`]), its
-//! first column ([`column`]), a column of JSON texts as values ([`json_values`]), one lenient
-//! JSON column ([`json_or_default`]) and a row read into a struct by column name
-//! (`from_row!`). No approval logic
-//! and no transactions (those are [`crate::Store::write`]'s).
+//! The SQL kit at the bottom of the crate, over the storage kernel ([`crate::db`], either
+//! backend): a query's rows as a typed list ([`rows`]), its first column ([`column`]), a column
+//! of JSON texts as values ([`json_values`]), one lenient JSON column ([`json_or_default`]) and
+//! a row read into a struct by column name (`from_row!`). No approval logic and no
+//! transactions (those are [`crate::Store::write`]'s).
+//!
+//! [`lite`] borrows a SQLite file opened read-only by an offline command (audit verify,
+//! learning export, the backup's checkpoints) as a kernel [`Conn`].
 
-use rusqlite::types::FromSql;
-use rusqlite::{Connection, Params, Row, RowIndex};
+use crate::db::{self, ColumnIndex, Conn, FromValue, Params, Row};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// A rusqlite connection as a kernel session: for the offline commands that open the SQLite
+/// file read-only themselves (the store's own handle is a kernel `Connection`).
+pub(crate) fn lite(c: &rusqlite::Connection) -> Conn<'_> {
+    Conn::Sqlite(c)
+}
+
 /// Every row of `sql` (a cached statement) run with `params`, mapped by `map`, in the order
 /// the query returns them. `Err` for an SQL error or a column `map` cannot read.
-pub(crate) fn rows<T, P: Params>(
-    conn: &Connection,
+pub(crate) fn rows<T>(
+    conn: Conn<'_>,
     sql: &str,
-    params: P,
-    map: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
-) -> rusqlite::Result<Vec<T>> {
-    conn.prepare_cached(sql)?.query_map(params, map)?.collect()
+    params: impl Params,
+    map: impl FnMut(&Row<'_>) -> db::Result<T>,
+) -> db::Result<Vec<T>> {
+    conn.query_map(sql, params, map)
 }
 
 /// The first column of every row of `sql` run with `params` (e.g. a list of ids).
-pub(crate) fn column<T: FromSql, P: Params>(
-    conn: &Connection,
+pub(crate) fn column<T: FromValue>(
+    conn: Conn<'_>,
     sql: &str,
-    params: P,
-) -> rusqlite::Result<Vec<T>> {
+    params: impl Params,
+) -> db::Result<Vec<T>> {
     rows(conn, sql, params, |r| r.get(0))
 }
 
 /// The first column of every row of `sql`, JSON text, parsed; texts that are not JSON are
 /// left out (they are audit data the store wrote itself).
-pub(crate) fn json_values<P: Params>(
-    conn: &Connection,
+pub(crate) fn json_values(
+    conn: Conn<'_>,
     sql: &str,
-    params: P,
-) -> rusqlite::Result<Vec<Value>> {
+    params: impl Params,
+) -> db::Result<Vec<Value>> {
     let texts: Vec<String> = column(conn, sql, params)?;
     Ok(texts
         .iter()
@@ -47,10 +55,10 @@ pub(crate) fn json_values<P: Params>(
 /// [`Value`], empty for a list) when the text is not JSON of that type. For columns the store
 /// wrote itself and only shows or passes on; decision-relevant columns are read strictly
 /// ([`crate::stored::Columns`]).
-pub(crate) fn json_or_default<T: DeserializeOwned + Default, I: RowIndex>(
+pub(crate) fn json_or_default<T: DeserializeOwned + Default>(
     r: &Row<'_>,
-    i: I,
-) -> rusqlite::Result<T> {
+    i: impl ColumnIndex,
+) -> db::Result<T> {
     let text: String = r.get(i)?;
     Ok(serde_json::from_str(&text).unwrap_or_default())
 }

@@ -1,13 +1,14 @@
-//! The [`Store`] handle: one SQLite connection behind a mutex, the token key, the audit key
+//! The [`Store`] handle: one kernel connection ([`crate::db::Connection`]; `Store::open` opens SQLite) behind a mutex, the token key, the audit key
 //! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
+use crate::db::Connection;
+use crate::db::{Change, Settles, Tx};
 use crate::error::StoreError;
 use crate::events::Envelopes;
-use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Handle to the SQLite store, its keys and its event renderer. Cheap to share behind an `Arc`.
+/// Handle to the store (its database through the storage kernel), its keys and its event renderer. Cheap to share behind an `Arc`.
 pub struct Store {
     /// The one connection; writers serialise on it ([`Store::lock`]).
     pub(crate) conn: Mutex<Connection>,
@@ -26,7 +27,11 @@ pub struct Store {
 impl Store {
     /// How long a write waits for a lock held by another process before failing (default 10 s).
     pub fn set_busy_timeout(&self, d: std::time::Duration) -> Result<(), StoreError> {
-        Ok(self.lock().busy_timeout(d)?)
+        match &*self.lock() {
+            Connection::Sqlite(c) => Ok(c.busy_timeout(d)?),
+            // Postgres waits on its `lock_timeout`, set when the session opens.
+            Connection::Postgres(_) => Ok(()),
+        }
     }
 
     /// Path of the database file.
@@ -40,17 +45,23 @@ impl Store {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits when it returns `Ok`; an
-    /// `Err` (of `f`, or of SQLite beginning or committing) rolls every write of `f` back.
-    /// This is how every state change is written together with its audit record.
-    pub(crate) fn write<T, E: From<rusqlite::Error>>(
+    /// The one write transaction over the kernel ([`crate::db::Conn::write`]): runs `f` after `BEGIN
+    /// IMMEDIATE` and commits when it returns `Ok` or an error that [`Settles::keeps_writes`]
+    /// (an audited refusal); any other `Err` rolls every write of `f` back. This is how every
+    /// state change is written together with its audit record.
+    ///
+    /// Every write reports [`Change::Events`] (nearly all append audit or AAEP records; a
+    /// spare notification costs a wake-up); the closures report what else they changed
+    /// (an approval, a clarification, a review, the subscriptions), NOTIFYed on Postgres at
+    /// commit.
+    pub(crate) fn write<T, E: Settles>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        let conn = self.lock();
+        conn.conn().write(|tx| {
+            tx.changed(Change::Events);
+            f(tx)
+        })
     }
 }

@@ -8,8 +8,7 @@
 //! event on such an approval ([`crate::DecideError::Damaged`]), the expiry sweep skips it, and
 //! `assent audit verify` reports it.
 
-use rusqlite::Row;
-use rusqlite::types::ValueRef;
+use crate::db::{self, Row, ValueRef};
 use serde::de::DeserializeOwned;
 
 /// The approver role that stands in for an unreadable `approvers` column: no configured role
@@ -25,7 +24,7 @@ pub(crate) struct Columns {
 }
 
 /// The column's text, `Ok(None)` for SQL NULL, `Err(())` for any other type or invalid UTF-8.
-fn text(r: &Row<'_>, i: usize) -> rusqlite::Result<Result<Option<String>, ()>> {
+fn text(r: &Row<'_>, i: usize) -> db::Result<Result<Option<String>, ()>> {
     Ok(match r.get_ref(i)? {
         ValueRef::Null => Ok(None),
         ValueRef::Text(b) => std::str::from_utf8(b)
@@ -41,7 +40,7 @@ fn read<T>(
     r: &Row<'_>,
     i: usize,
     parse: impl FnOnce(&str) -> Option<T>,
-) -> rusqlite::Result<Result<Option<T>, ()>> {
+) -> db::Result<Result<Option<T>, ()>> {
     Ok(match text(r, i)? {
         Ok(None) => Ok(None),
         Ok(Some(s)) => parse(&s).map(Some).ok_or(()),
@@ -64,7 +63,7 @@ impl Columns {
         name: &str,
         parse: impl FnOnce(&str) -> Option<T>,
         worst: T,
-    ) -> rusqlite::Result<T> {
+    ) -> db::Result<T> {
         Ok(match read(r, i, parse)? {
             Ok(Some(v)) => v,
             _ => self.damage(name, worst),
@@ -80,7 +79,7 @@ impl Columns {
         name: &str,
         parse: impl FnOnce(&str) -> Option<T>,
         worst: Option<T>,
-    ) -> rusqlite::Result<Option<T>> {
+    ) -> db::Result<Option<T>> {
         Ok(match read(r, i, parse)? {
             Ok(v) => v,
             Err(()) => self.damage(name, worst),
@@ -94,12 +93,12 @@ impl Columns {
         i: usize,
         name: &str,
         worst: T,
-    ) -> rusqlite::Result<T> {
+    ) -> db::Result<T> {
         self.parsed(r, i, name, |s| serde_json::from_str(s).ok(), worst)
     }
 
     /// A JSON list of strings (NOT NULL); empty when unreadable (for display-only lists).
-    pub fn list(&mut self, r: &Row<'_>, i: usize, name: &str) -> rusqlite::Result<Vec<String>> {
+    pub fn list(&mut self, r: &Row<'_>, i: usize, name: &str) -> db::Result<Vec<String>> {
         self.json(r, i, name, Vec::new())
     }
 }

@@ -4,14 +4,15 @@
 
 use crate::aaep::{self, Subscription};
 use crate::audit;
+use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
 use crate::kit::random_id;
+use crate::params;
 use crate::record::ApprovalRecord;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::{Value, json};
 
 impl Store {
@@ -24,12 +25,15 @@ impl Store {
         honored: &Value,
         now: i64,
     ) -> Result<aaep::Subscription, StoreError> {
-        self.write(|tx| Ok(new_subscription(tx, principal, request, honored, now)?))
+        self.write(|tx| {
+            tx.changed(Change::Subscriptions);
+            Ok(new_subscription(**tx, principal, request, honored, now)?)
+        })
     }
 
     /// One subscription.
     pub fn subscription(&self, id: &str) -> Result<Option<aaep::Subscription>, StoreError> {
-        Ok(read_subscription(&self.lock(), id)?)
+        Ok(read_subscription(self.lock().conn(), id)?)
     }
 
     /// Closes subscription `id` of `principal` (`aaep.closed`); `false` when it is not theirs
@@ -46,8 +50,9 @@ impl Store {
                 .prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?3 WHERE id = ?1 AND principal = ?2 AND closed_at IS NULL")?
                 .execute(params![id, principal, now])?;
             if n == 1 {
+                tx.changed(Change::Subscriptions);
                 let data = json!({"subscription_id": id});
-                audit::append(tx, now, "aaep.closed", None, principal, &data)?;
+                audit::append(**tx, now, "aaep.closed", None, principal, &data)?;
             }
             Ok(n == 1)
         })
@@ -60,13 +65,14 @@ impl Store {
         seq: i64,
         limit: u32,
     ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
-        Ok(read_events_after(&self.lock(), sub, seq, limit)?)
+        Ok(read_events_after(self.lock().conn(), sub, seq, limit)?)
     }
 
     /// The `seq` of event `event_id` (for `Last-Event-ID`).
     pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
         Ok(self
             .lock()
+            .conn()
             .prepare_cached("SELECT seq FROM aaep_events WHERE event_id = ?1")?
             .query_row([event_id], |r| r.get(0))
             .optional()?)
@@ -87,14 +93,14 @@ impl Store {
             courtesy_for: Some(token),
         };
         let env = &*self.envelopes;
-        self.write(|tx| Ok(emit(tx, env, &notice, Some(sub), Some(&a.id), now)?))
+        self.write(|tx| Ok(emit(**tx, env, &notice, Some(sub), Some(&a.id), now)?))
     }
 
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
     /// added to new confirmations.
     pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {
         let honored = sql::json_values(
-            &self.lock(),
+            self.lock().conn(),
             "SELECT honored FROM aaep_subscriptions WHERE closed_at IS NULL",
             [],
         )?;
@@ -110,12 +116,12 @@ impl Store {
 /// Stores a new subscription of `principal` starting after the newest event; audits
 /// `aaep.subscribed`.
 fn new_subscription(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     principal: &str,
     request: &Value,
     honored: &Value,
     now: i64,
-) -> rusqlite::Result<aaep::Subscription> {
+) -> db::Result<aaep::Subscription> {
     let id = random_id("sub_");
     let start: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
         r.get(0)
@@ -142,10 +148,7 @@ fn new_subscription(
 }
 
 /// One stored subscription.
-fn read_subscription(
-    conn: &rusqlite::Connection,
-    id: &str,
-) -> rusqlite::Result<Option<aaep::Subscription>> {
+fn read_subscription(conn: Conn<'_>, id: &str) -> db::Result<Option<aaep::Subscription>> {
     conn.prepare_cached("SELECT id, principal, subscriber_id, honored, start_seq, closed_at FROM aaep_subscriptions WHERE id = ?1")?
         .query_row([id], |r| {
             from_row!(r => Subscription {
@@ -159,16 +162,16 @@ fn read_subscription(
 /// Events for `sub` after `after_seq` (and after its start), oldest first, at most `limit`,
 /// each with its `sequence_number`.
 fn read_events_after(
-    conn: &rusqlite::Connection,
+    conn: Conn<'_>,
     sub: &aaep::Subscription,
     after_seq: i64,
     limit: u32,
-) -> rusqlite::Result<Vec<aaep::StoredEvent>> {
+) -> db::Result<Vec<aaep::StoredEvent>> {
     sql::rows(
         conn,
         "SELECT seq, event_id, type, critical, data FROM aaep_events
          WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
-        params![after_seq.max(sub.start_seq), sub.id, limit],
+        crate::params![after_seq.max(sub.start_seq), sub.id, limit],
         |r| {
         let seq: i64 = r.get(0)?;
         let mut v: Value = json_or_default(r, 4)?;

@@ -4,7 +4,9 @@
 //! call and what a new grant binds are `assent_core::grant` rules.
 
 use crate::audit;
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{RedeemError, StoreError};
+use crate::params;
 use crate::record::ApprovalRecord;
 use crate::sql::{self, from_row};
 use crate::store::Store;
@@ -14,7 +16,6 @@ use assent_core::approval::GrantScope;
 use assent_core::grant::{self, Grant};
 use assent_core::redeem::{self, Refusal};
 use assent_core::token::{self, TokenClaims};
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::json;
 
 impl Store {
@@ -23,7 +24,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn mint(
         &self,
-        tx: &rusqlite::Transaction<'_>,
+        tx: Conn<'_>,
         approval_id: &str,
         agent: &str,
         call_hash: &str,
@@ -31,7 +32,7 @@ impl Store {
         device_id: Option<&str>,
         actor: &str,
         now: i64,
-    ) -> rusqlite::Result<()> {
+    ) -> db::Result<()> {
         let tid = uuid::Uuid::new_v4().to_string();
         let exp = now.saturating_add(self.token_ttl_ms);
         tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
@@ -50,7 +51,8 @@ impl Store {
 
     /// The signed token string for a minted token of approval `id`, for its agent.
     pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.lock();
+        let guard = self.lock();
+        let conn = guard.conn();
         let row: Option<(String, String, String, i64)> = conn
             .prepare_cached(
                 "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
@@ -84,22 +86,23 @@ impl Store {
         now: i64,
     ) -> Result<TokenClaims, RedeemError> {
         let claims = token::verify(&self.key, token).ok();
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let presented = redeem::Presented {
             agent,
             call_hash,
             device_id,
             now,
         };
+        // A refusal is audited and commits (`RedeemError: Settles`); a store failure rolls
+        // back.
+        self.write(|tx| {
         let result = claims
             .clone()
             .ok_or(RedeemError::Invalid)
-            .and_then(|c| consume(&tx, c, &presented));
+            .and_then(|c| consume(**tx, c, &presented));
         let aid = claims.as_ref().map(|c| c.aid.as_str());
         match &result {
             Ok(c) => audit::append(
-                &tx,
+                **tx,
                 now,
                 "token.redeemed",
                 aid,
@@ -108,7 +111,7 @@ impl Store {
             )?,
             Err(RedeemError::Store(_)) => {}
             Err(e) => audit::append(
-                &tx,
+                **tx,
                 now,
                 "token.refused",
                 aid,
@@ -116,18 +119,18 @@ impl Store {
                 &json!({"token_id": claims.as_ref().map(|c| c.tid.clone()), "call_hash": call_hash, "device_id": device_id, "error": e.to_string()}),
             )?,
         }
-        tx.commit()?;
         result
+        })
     }
 
     /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
     /// `all`.
     pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<Grant>, StoreError> {
         Ok(sql::rows(
-            &self.lock(),
+            self.lock().conn(),
             "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
              FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
-            params![all, now],
+            crate::params![all, now],
             |r| {
                 let call_hash: Option<String> = r.get("call_hash")?;
                 let tier: String = r.get("risk_tier")?;
@@ -152,7 +155,7 @@ impl Store {
                 .optional()?;
             if let Some(aid) = &revoked {
                 let data = json!({"grant_id": id});
-                audit::append(tx, now, "grant.revoked", Some(aid), actor, &data)?;
+                audit::append(**tx, now, "grant.revoked", Some(aid), actor, &data)?;
             }
             Ok(revoked.is_some())
         })
@@ -163,13 +166,13 @@ impl Store {
 /// call hash unless widened to the tool, same session for `session` grants, not expired at
 /// `now` or revoked). Returns `(grant id, scope)`.
 pub(crate) fn find_grant(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     agent: &str,
     session_id: &str,
     call: &ToolCall,
     call_hash: &str,
     now: i64,
-) -> rusqlite::Result<Option<(String, String)>> {
+) -> db::Result<Option<(String, String)>> {
     type Row = (
         String,
         String,
@@ -181,9 +184,9 @@ pub(crate) fn find_grant(
     let rows: Vec<Row> = sql::rows(
         tx,
         "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
-         WHERE agent = ?1 AND tool = ?2 AND server IS ?3 ORDER BY created_at, rowid",
-        params![agent, call.tool, call.server],
-        |r| r.try_into(),
+         WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
+        crate::params![agent, call.tool, call.server],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
     )?;
     let c = grant::CallView {
         agent,
@@ -229,11 +232,11 @@ pub(crate) struct NewGrant<'a> {
 /// Stores grant `g` by `actor`, links it to its approval and audits `grant.created`; returns
 /// its id (UUID v4).
 pub(crate) fn create_grant(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     g: &NewGrant<'_>,
     actor: &str,
     now: i64,
-) -> rusqlite::Result<String> {
+) -> db::Result<String> {
     let (rec, t) = (g.rec, g.terms);
     let gid = uuid::Uuid::new_v4().to_string();
     let scope_wire = g.scope.to_wire();
@@ -261,7 +264,7 @@ pub(crate) fn create_grant(
 /// Checks token `c` against the attempt ([`redeem::check`] on its stored row) and marks it
 /// used, once (a concurrent redemption that got there first makes this one `Used`).
 fn consume(
-    tx: &Transaction<'_>,
+    tx: Conn<'_>,
     c: TokenClaims,
     p: &redeem::Presented<'_>,
 ) -> Result<TokenClaims, RedeemError> {

@@ -2,11 +2,11 @@
 //! approval still stands) for rate and cost triggers, and how many approvals and questions of
 //! an agent wait for a person (`max_pending_per_agent`). Reads only.
 
+use crate::db::{self, Conn};
 use crate::error::StoreError;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::triggers::PriorCall;
-use rusqlite::{Connection, params};
 
 impl Store {
     /// The earlier calls of `agent`'s session that count toward thresholds, without approval
@@ -17,41 +17,46 @@ impl Store {
         session_id: &str,
         except: Option<&str>,
     ) -> Result<Vec<PriorCall>, StoreError> {
-        Ok(prior_calls_except(&self.lock(), agent, session_id, except)?)
+        Ok(prior_calls_except(
+            self.lock().conn(),
+            agent,
+            session_id,
+            except,
+        )?)
     }
 }
 
 /// The earlier calls of `agent`'s session that count toward thresholds: allowed ones, and
 /// those whose approval is pending, approved or expired into an approval.
 pub(crate) fn prior_calls(
-    tx: &Connection,
+    tx: Conn<'_>,
     agent: &str,
     session_id: &str,
-) -> rusqlite::Result<Vec<PriorCall>> {
+) -> db::Result<Vec<PriorCall>> {
     prior_calls_except(tx, agent, session_id, None)
 }
 
 /// [`prior_calls`] without the usage of approval `except` (the call an edit replaces).
 pub(crate) fn prior_calls_except(
-    tx: &Connection,
+    tx: Conn<'_>,
     agent: &str,
     session_id: &str,
     except: Option<&str>,
-) -> rusqlite::Result<Vec<PriorCall>> {
+) -> db::Result<Vec<PriorCall>> {
     sql::rows(
         tx,
         "SELECT u.tool, u.server, u.at AS at_ms, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
-         WHERE u.agent = ?1 AND u.session_id = ?2 AND (?3 IS NULL OR u.approval_id IS NOT ?3)
+         WHERE u.agent = ?1 AND u.session_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR u.approval_id IS DISTINCT FROM ?3)
            AND (a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))
          ORDER BY u.at",
-        params![agent, session_id, except],
+        crate::params![agent, session_id, except],
         |r| from_row!(r => PriorCall { tool, server, at_ms, arguments: json_or_default(r, "arguments")? }),
     )
 }
 
 /// How many approvals and clarification questions of `agent` wait for a person: what
 /// `max_pending_per_agent` caps (issue 10 §16).
-pub(crate) fn pending_of(conn: &Connection, agent: &str) -> rusqlite::Result<u64> {
+pub(crate) fn pending_of(conn: Conn<'_>, agent: &str) -> db::Result<u64> {
     conn.prepare_cached(
         "SELECT (SELECT count(*) FROM approvals WHERE agent = ?1 AND status = 'pending')
               + (SELECT count(*) FROM clarifications WHERE agent = ?1 AND status = 'pending')",

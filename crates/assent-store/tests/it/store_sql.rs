@@ -1,12 +1,12 @@
 //! A representative set of the store's own statements (copied from `propose.rs`, `decide.rs`,
 //! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `expiry.rs`, `outbox.rs`, `pins.rs`,
-//! `record.rs`, `reads.rs`, `audit.rs`; in the portable forms of the Postgres design where
+//! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`, `sessions.rs`, `usage.rs`, `plans.rs`, `clarifications.rs`, `learning.rs`, `decide.rs`, `propose.rs`; in the portable forms of the Postgres design where
 //! the store's text is SQLite-only, named below) run through the kernel against the schema
 //! each dialect's migrations build: the Postgres DDL must have every table, column and type
 //! the store's SQL uses.
 
 use crate::pgkit::both;
-use assent_store::db::Conn;
+use assent_store::db::{Conn, OptionalExtension};
 use assent_store::migrate::migrate;
 use assent_store::params;
 
@@ -263,4 +263,252 @@ fn events_and_side_tables(c: Conn<'_>) {
         .map(|(s, t)| (s.to_string(), t.to_string()))
         .collect();
     assert_eq!(pins, want, "bytewise, as SQLite's BINARY collation");
+    checkpoints(c);
+    lifecycle_reads(c);
+}
+
+/// checkpoint.rs: the page before a sequence number, in the portable form of
+/// `?1 IS NULL OR seq < ?1` (`CAST(?1 AS BIGINT)`), and the newest one.
+fn checkpoints(c: Conn<'_>) {
+    assert!(c.has_table("audit_checkpoints").unwrap());
+    let cols = "seq, head_hash, record_count, time, public_key, signature";
+    for seq in [3i64, 7, 9] {
+        c.execute(
+            &format!("INSERT INTO audit_checkpoints ({cols}) VALUES (?1,?2,?3,?4,?5,?6)"),
+            params![seq, "h", seq, 1_000i64, "pk", "sig"],
+        )
+        .unwrap();
+    }
+    let page = |before: Option<i64>| -> Vec<i64> {
+        c.query_map(
+            &format!("SELECT {cols} FROM audit_checkpoints WHERE CAST(?1 AS BIGINT) IS NULL OR seq < ?1 ORDER BY seq DESC LIMIT ?2"),
+            params![before, 2u32],
+            |r| r.get("seq"),
+        )
+        .unwrap()
+    };
+    assert_eq!(page(None), [9, 7]);
+    assert_eq!(page(Some(7)), [3]);
+    let newest: i64 = c
+        .query_row(
+            &format!("SELECT {cols} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"),
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(newest, 9);
+}
+
+/// sessions.rs, usage.rs, plans.rs, outbox.rs: the forms edited for Postgres (`CAST(?2 AS
+/// TEXT)`, `IS DISTINCT FROM`, a UNION without ORDER BY, the plan's stage records by the
+/// Confirm's target, the pending Confirm ordered, audit kinds as parameters).
+fn lifecycle_reads(c: Conn<'_>) {
+    let pending = |agent: Option<&str>| -> Vec<String> {
+        c.query_map(
+            "SELECT id FROM approvals WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
+            params!["s1", agent],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(pending(Some("nobody")), Vec::<String>::new());
+    assert!(!pending(None).is_empty());
+    let agents: Vec<String> = c
+        .query_map(
+            "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
+             UNION SELECT agent FROM usage WHERE session_id = ?1",
+            ["s1"],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(agents, ["bot"]);
+    let prior = |except: Option<&str>| -> i64 {
+        c.query_row(
+            "SELECT count(*) FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
+             WHERE u.agent = ?1 AND u.session_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR u.approval_id IS DISTINCT FROM ?3)",
+            params!["bot", "s1", except],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(prior(None), prior(Some("a1")));
+    let confirm: Option<String> = c
+        .query_row(
+            "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1",
+            ["no-plan"],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap();
+    assert_eq!(confirm, None);
+    let stages: Vec<String> = c
+        .query_map(
+            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND approval_id IN (SELECT id FROM approvals WHERE target_id = ?1) ORDER BY seq",
+            ["no-plan"],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(stages.is_empty());
+    let kinds: Vec<i64> = c
+        .query_map(
+            "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 AND kind IN (?3,?4) ORDER BY seq LIMIT ?2",
+            params![0i64, 10u32, "nothing.such", "other.such"],
+            |r| r.get("seq"),
+        )
+        .unwrap();
+    assert!(kinds.is_empty());
+    // clarifications.rs, learning.rs.
+    let questions: Vec<String> = c
+        .query_map(
+            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
+            [None::<String>],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(questions.is_empty());
+    c.execute(
+        "UPDATE approvals SET status = 'rejected', decided_at = ?2 WHERE id = ?1",
+        params!["a2", 5_000i64],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE approvals SET status = 'cancelled' WHERE id = ?1",
+        ["a1"],
+    )
+    .unwrap();
+    let decided: Vec<String> = c
+        .query_map(
+            "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at NULLS FIRST, rowid",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        decided[..2],
+        ["a1", "a2"],
+        "NULL decided_at first, as SQLite"
+    );
+    // decide.rs: the edited result limit, computed in Rust and bound as one value; propose.rs:
+    // the pending review quoted in a refusal, ordered.
+    c.execute(
+        "UPDATE approvals SET output_bytes = ?2 WHERE id = ?1",
+        params!["a1", 5i64],
+    )
+    .unwrap();
+    let review: Option<String> = c
+        .query_row(
+            "SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at, rowid LIMIT 1",
+            ["nobody", "nothing"],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap();
+    assert_eq!(review, None);
+}
+
+/// The store's life cycle through its public API on both backends: a held call, its approval,
+/// a late decision refused (audited `decision.late`, committed), the token redeemed once and
+/// refused the second time (audited `token.refused`, committed), and the audit chain verified;
+/// on Postgres a listener hears the approval's change.
+#[test]
+fn a_call_is_held_decided_and_redeemed_on_both_backends() {
+    use assent_core::gatekeeper::Verdict;
+    use assent_core::policy::Registry;
+    use assent_core::{ApprovalStatus, ToolCall, evaluate};
+    use assent_store::{DecideError, DecisionInput, Proposal, RedeemError, Store};
+    const AGENT: &str =
+        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open_database(
+            dir.path(),
+            db,
+            60_000,
+            std::sync::Arc::new(assent_server::WireEnvelopes),
+        )
+        .unwrap();
+        let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
+        let call = ToolCall::new("pay", None, serde_json::json!({"amount": 5})).unwrap();
+        let v: Verdict = evaluate(&reg, "bot", &call);
+        let (c, h) = call.canonical_and_hash().unwrap();
+        let a = call.canonical_arguments().unwrap();
+        let ttl = |_: &Verdict| 60_000;
+        let p = Proposal {
+            agent: "bot",
+            session_id: "s1",
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            call: &call,
+            canonical_arguments: &a,
+            canonical: &c,
+            call_hash: &h,
+            now: 1_000,
+            timeout_ms: &ttl,
+            max_pending: u64::MAX,
+            target: None,
+            plan_id: None,
+            step_id: None,
+            governed_by: None,
+            policy_set_sha256: None,
+        };
+        // On Postgres, another replica's listener hears the decision once it commits.
+        let (send, heard) = std::sync::mpsc::channel();
+        let _listener = match db {
+            assent_store::db::Database::Postgres { url } => {
+                let l = assent_store::db::listen(url, move |h| {
+                    let _ = send.send(h);
+                })
+                .unwrap();
+                let first = heard.recv_timeout(std::time::Duration::from_secs(30));
+                assert_eq!(first.unwrap(), assent_store::db::Heard::Resync);
+                Some(l)
+            }
+            assent_store::db::Database::Sqlite { .. } => None,
+        };
+        let held = s.create_approval(&p, &v).unwrap();
+        assert_eq!(held.status, ApprovalStatus::Pending);
+        let ok = s
+            .decide(&held.id, &DecisionInput::approve(), "alice", &[], 2_000)
+            .unwrap();
+        assert_eq!(ok.status, ApprovalStatus::Approved);
+        if _listener.is_some() {
+            let want = assent_store::db::Heard::Changed(assent_store::db::Change::Approval(
+                held.id.clone(),
+            ));
+            // Held, then decided: two transactions, each heard with the approval's change.
+            let mut all = Vec::new();
+            while all.iter().filter(|h| **h == want).count() < 2 {
+                all.push(
+                    heard
+                        .recv_timeout(std::time::Duration::from_secs(30))
+                        .unwrap(),
+                );
+            }
+            assert!(all.contains(&assent_store::db::Heard::Changed(
+                assent_store::db::Change::Events
+            )));
+        }
+        let late = s.decide(&held.id, &DecisionInput::deny(None), "bob", &[], 2_100);
+        assert!(
+            matches!(late, Err(DecideError::AlreadyDecided(_))),
+            "{late:?}"
+        );
+        let t = s.token_string(&held.id).unwrap().expect("minted");
+        s.redeem(&t, "bot", &h, None, 3_000).unwrap();
+        let again = s.redeem(&t, "bot", &h, None, 3_100);
+        assert!(matches!(again, Err(RedeemError::Used)), "{again:?}");
+        let kinds: Vec<String> = s
+            .audit_tail(100)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.kind)
+            .collect();
+        for k in ["decision.late", "token.refused", "token.redeemed"] {
+            assert!(kinds.iter().any(|x| x == k), "{k} committed: {kinds:?}");
+        }
+        let rep = s.verify_audit().unwrap();
+        assert_eq!(rep.broken, None);
+        assert!(rep.records >= 5);
+    });
 }
