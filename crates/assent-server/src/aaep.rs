@@ -10,8 +10,8 @@
 //! checks shared with clarifications are in [`crate::replies`]; routes are mounted by
 //! [`crate::router`](mod@crate::router).
 
-use crate::calls::MAX_REASON_BYTES;
 use crate::auth::authenticate;
+use crate::calls::MAX_REASON_BYTES;
 use crate::config::Principal;
 use crate::envelopes::AAEP_VERSION;
 use crate::error::ApiError;

@@ -148,13 +148,21 @@ impl PgConn {
                 "a transaction was begun inside another".into(),
             ));
         }
-        self.batch(sql)?;
+        if let Err(e) = self.batch(sql) {
+            // BEGIN may have run and the lock wait failed (lock_timeout): leave no aborted
+            // transaction block behind, or every later statement of this session fails.
+            let _ = self.batch("ROLLBACK");
+            return Err(e);
+        }
         self.in_tx.set(true);
         Ok(())
     }
 
-    /// The NOTIFYs of `changes` and `COMMIT`, in one round trip. Postgres delivers the
-    /// notifications only once the commit is durable, and never for a rolled back write.
+    /// The NOTIFYs of `changes` (or a bare `SELECT 1`) and `COMMIT`, in one round trip.
+    /// Postgres delivers the notifications only once the commit is durable, and never for a
+    /// rolled back write. `Err` when the transaction was aborted by a failed statement (the
+    /// caller rolls back): a COMMIT Postgres would turn into a ROLLBACK is never reported as
+    /// a commit.
     pub(crate) fn commit(&self, changes: &[Change]) -> Result<(), DbError> {
         let mut sql = String::new();
         for (i, c) in changes.iter().enumerate() {
@@ -166,10 +174,13 @@ impl PgConn {
                 payload.replace('\'', "''")
             ));
         }
-        if !sql.is_empty() {
-            sql.push_str("; ");
+        // A statement always precedes COMMIT: in a transaction a failed statement aborted,
+        // Postgres answers COMMIT with a silent ROLLBACK, but this statement fails (25P02),
+        // so a write whose closure swallowed a database error is reported, never "committed".
+        if sql.is_empty() {
+            sql.push_str("SELECT 1");
         }
-        sql.push_str("COMMIT");
+        sql.push_str("; COMMIT");
         self.batch(&sql)?;
         self.in_tx.set(false);
         Ok(())

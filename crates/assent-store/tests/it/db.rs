@@ -597,3 +597,75 @@ fn a_postgres_session_prepares_each_statement_text_once() {
         .unwrap();
     assert_eq!(prepared, 1);
 }
+
+/// Found by review: on Postgres a statement that fails inside a transaction aborts it, and a
+/// COMMIT then silently rolls back. A write whose closure swallowed such an error used to be
+/// reported committed with nothing kept (an audited refusal lost). Now a write reports `Ok`
+/// only when its rows are there: on SQLite the failed statement leaves the rest to commit; on
+/// Postgres the commit fails and nothing is kept.
+#[test]
+fn a_write_that_swallowed_a_failed_statement_is_never_reported_committed() {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        let c = conn.conn();
+        table(c);
+        c.write(|tx| tx.execute(INSERT, params!["dup", 1i64, false, None::<String>]))
+            .unwrap();
+        let out: Result<(), DbError> = c.write(|tx| {
+            tx.execute(INSERT, params!["x", 1i64, false, None::<String>])?;
+            let _ = tx.execute(INSERT, params!["dup", 2i64, false, None::<String>]);
+            Ok(())
+        });
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM k WHERE id = 'x'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(out.is_ok(), n == 1, "{out:?}");
+        assert_eq!(out.is_err(), c.backend() == Backend::Postgres);
+        // The session is usable afterwards.
+        c.write(|tx| tx.execute(INSERT, params!["y", 1i64, false, None::<String>]))
+            .unwrap();
+    });
+}
+
+/// Found by review: a write that timed out waiting for the write lock left its Postgres
+/// session in an aborted transaction, so every later statement of the process failed. Now the
+/// timed-out write fails alone and the next write of the same session succeeds.
+#[test]
+fn a_write_that_times_out_on_the_write_lock_leaves_its_session_usable() {
+    let Some(db) = fresh_pg() else { return };
+    let holder = db.connect().unwrap();
+    table(holder.conn());
+    let waiter = db.connect().unwrap();
+    waiter.conn().batch("SET lock_timeout = '100ms'").unwrap();
+    let (held_tx, held) = mpsc::channel();
+    let (done_tx, done) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let h = s.spawn(move || {
+            holder
+                .conn()
+                .write(|tx| {
+                    tx.execute(INSERT, params!["h", 1i64, false, None::<String>])?;
+                    held_tx.send(()).unwrap();
+                    done.recv().unwrap();
+                    Ok::<_, DbError>(())
+                })
+                .unwrap();
+        });
+        held.recv().unwrap();
+        let timed_out: Result<usize, DbError> = waiter
+            .conn()
+            .write(|tx| tx.execute(INSERT, params!["w1", 1i64, false, None::<String>]));
+        assert!(timed_out.is_err());
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+    });
+    waiter
+        .conn()
+        .write(|tx| tx.execute(INSERT, params!["w2", 1i64, false, None::<String>]))
+        .unwrap();
+    let ids: Vec<String> = waiter
+        .conn()
+        .query_map("SELECT id FROM k ORDER BY id", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ids, ["h", "w2"]);
+}
