@@ -45,6 +45,10 @@ pub struct AppState {
     pub throttle: Arc<throttle::Throttle>,
     /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
     pub checkpoints: Arc<config::AuditCheckpoints>,
+    /// The last `/readyz` answer and when it was taken: at most one check a second, shared
+    /// by every caller (the route needs no key, so it must not reach the store per request).
+    pub readiness:
+        Arc<tokio::sync::Mutex<Option<(std::time::Instant, assent_store::ops::Readiness)>>>,
 }
 
 /// A future returned by [`DryRun::run`].
@@ -132,6 +136,7 @@ impl AppState {
             waiters: Arc::default(),
             throttle: Arc::default(),
             checkpoints: Arc::default(),
+            readiness: Arc::default(),
         }
     }
 

@@ -56,9 +56,21 @@ pub(crate) async fn declared_tools(
 /// `GET /readyz` (no key): `200` [`Ready`] `ready` when the store's readiness check passes
 /// (database file at its path, readable afresh, the one this gateway writes, this build's
 /// schema version, write lock free within 500 ms); `503` `not_ready` with the `reason`
-/// otherwise. A load balancer sends traffic only to a ready replica.
+/// otherwise. A load balancer sends traffic only to a ready replica. The check runs at most
+/// once a second (the answer is shared), so an unauthenticated flood cannot hold the store.
 pub(crate) async fn ready(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let r = st.store_task(|s| s.readiness()).await?;
+    let r = {
+        // One check a second, single-flight: concurrent callers wait for it and share it.
+        let mut last = st.readiness.lock().await;
+        match &*last {
+            Some((at, r)) if at.elapsed() < std::time::Duration::from_secs(1) => r.clone(),
+            _ => {
+                let r = st.store_task(|s| s.readiness()).await?;
+                *last = Some((std::time::Instant::now(), r.clone()));
+                r
+            }
+        }
+    };
     let (status, reason, message) = match r.problem {
         None => (StatusCode::OK, None, None),
         Some(p) => {

@@ -6,8 +6,10 @@ use crate::kit::*;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-/// `GET /readyz` without a key: status and body.
+/// `GET /readyz` without a key, checked afresh: the last answer (kept for a second) is
+/// forgotten first.
 async fn readyz(gw: &Gw) -> (StatusCode, Value) {
+    *gw.state.readiness.lock().await = None;
     gw.req("GET", "/readyz", None, None).await
 }
 
@@ -101,5 +103,25 @@ async fn readyz_is_503_while_the_database_file_is_moved_away_behind_the_gateway(
     not_ready(readyz(&gw).await, "database_missing");
     std::fs::rename(&away, &db).unwrap();
     assert_eq!(readyz(&gw).await.0, StatusCode::OK);
+    gw.stop().await;
+}
+
+/// Attack (found by review): `/readyz` needs no key and no rate limit applies to it, and each
+/// check held the store's connection, so a flood of probes stalled every proposal and
+/// decision. The check now runs at most once a second; every other probe gets its answer.
+#[tokio::test]
+async fn readyz_is_checked_at_most_once_a_second_however_often_it_is_asked() {
+    let gw = serve().await;
+    assert_eq!(readyz(&gw).await.0, StatusCode::OK);
+    let db = gw.state.store.db_path().to_path_buf();
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    // Within the second: the shared answer, not a new check (which would say locked).
+    let probes = (0..10).map(|_| gw.req("GET", "/readyz", None, None));
+    for (s, b) in futures::future::join_all(probes).await {
+        assert_eq!((s, &b["status"]), (StatusCode::OK, &Value::from("ready")));
+    }
+    not_ready(readyz(&gw).await, "database_locked");
+    other.execute_batch("ROLLBACK").unwrap();
     gw.stop().await;
 }
