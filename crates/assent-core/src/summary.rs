@@ -3,6 +3,7 @@
 //! arguments ("generated, but MUST be verified against canonical").
 
 use crate::canonical::ToolCall;
+use crate::template::visible;
 use serde_json::Value;
 
 /// Longest value shown in full; longer ones are cut (on a character boundary) and end in `…`.
@@ -35,20 +36,24 @@ impl HumanSummary {
         let on = call
             .server
             .as_deref()
-            .map(|s| format!(" on MCP server `{s}`"))
+            .map(|s| format!(" on MCP server `{}`", visible(s)))
             .unwrap_or_default();
         let parts: Vec<String> = shown
             .iter()
             .map(|(k, v)| {
                 let full = serde_json_canonicalizer::to_string(&args[k]).unwrap_or_default();
                 let cut = if full.len() > v.len() { "…" } else { "" };
-                format!("{k} = {v}{cut}")
+                format!("{} = {}{cut}", visible(k), visible(v))
             })
             .collect();
         let text = if parts.is_empty() {
-            format!("Call `{}`{on} with no arguments", call.tool)
+            format!("Call `{}`{on} with no arguments", visible(&call.tool))
         } else {
-            format!("Call `{}`{on} with {}", call.tool, parts.join(", "))
+            format!(
+                "Call `{}`{on} with {}",
+                visible(&call.tool),
+                parts.join(", ")
+            )
         };
         HumanSummary { text, shown }
     }

@@ -34,6 +34,26 @@ impl TemplateContext<'_> {
     }
 }
 
+/// `text` as it may be shown and stored: every control character (Unicode `Cc`: U+0000–U+001F,
+/// U+007F–U+009F) written as a visible `\u00XX` escape, so a value taken from a call's
+/// arguments can neither hold a NUL (which PostgreSQL text cannot store) nor move an
+/// operator's terminal cursor, rewrite a line with a carriage return, or start an escape
+/// sequence in a message, a summary or a card. Text without one is returned as is.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn value_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -62,8 +82,9 @@ fn resolve(ctx: &TemplateContext<'_>, name: &str) -> String {
     }
 }
 
-/// Renders `template`: each `{{ name }}` is replaced by its value (strings as-is, other JSON
-/// values as canonical JSON, missing ones as empty text). Text outside braces is kept as is,
+/// Renders `template`: each `{{ name }}` is replaced by its value (strings as they are, other
+/// JSON values as canonical JSON, missing ones as empty text), control characters made
+/// [`visible`]. Text outside braces is kept as is,
 /// including a lone `{{` with no closing `}}`.
 pub fn render(template: &str, ctx: &TemplateContext<'_>) -> String {
     let mut out = String::with_capacity(template.len() + 32);
@@ -73,7 +94,8 @@ pub fn render(template: &str, ctx: &TemplateContext<'_>) -> String {
         let after = &rest[start + 2..];
         match after.find("}}") {
             Some(end) => {
-                out.push_str(&resolve(ctx, after[..end].trim()));
+                // Values come from the call; the template's own text is the policy author's.
+                out.push_str(&visible(&resolve(ctx, after[..end].trim())));
                 rest = &after[end + 2..];
             }
             None => {
@@ -171,5 +193,18 @@ mod tests {
             m,
             r#"Agent financial_analyst_v2 wants to call broker/execute_trade with {"path":"/tmp/x"}"#
         );
+    }
+}
+
+#[cfg(test)]
+mod visible_tests {
+    use super::visible;
+
+    #[test]
+    fn control_characters_become_visible_escapes_and_other_text_is_kept() {
+        assert_eq!(visible("pay bob 5 €"), "pay bob 5 €");
+        assert_eq!(visible("a\u{0}b"), "a\\u0000b");
+        assert_eq!(visible("\u{1b}[2K\rok\n"), "\\u001b[2K\\u000dok\\u000a");
+        assert_eq!(visible("\u{7f}\u{9b}"), "\\u007f\\u009b");
     }
 }

@@ -110,7 +110,8 @@ pub(crate) fn check_id(what: &str, v: &Option<String>) -> Result<(), ApiError> {
     }
 }
 
-/// `400` unless `v` is 1 to [`MAX_ID_BYTES`] bytes long and holds no U+0000.
+/// `400` unless `v` is 1 to [`MAX_ID_BYTES`] bytes long and holds no control character (U+0000
+/// included).
 pub(crate) fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
     if v.is_empty() || v.len() > MAX_ID_BYTES {
         return Err(ApiError::bad_request(format!(
@@ -118,7 +119,15 @@ pub(crate) fn check_name(what: &str, v: &str) -> Result<(), ApiError> {
             v.len()
         )));
     }
-    check_text(what, v)
+    check_text(what, v)?;
+    // No id or name has a use for a control character, and one shown on an operator's
+    // terminal (`assent pending`, `watch`) could move the cursor or rewrite the card.
+    if v.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "{what} must not contain control characters"
+        )));
+    }
+    Ok(())
 }
 
 /// `400` when `reason` is over [`MAX_REASON_BYTES`] or holds U+0000.

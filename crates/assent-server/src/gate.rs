@@ -8,7 +8,7 @@
 
 use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
 use crate::body::{self, Body};
-use crate::calls::{Canonical, MAX_ID_BYTES, check_id, check_name, check_trace_id};
+use crate::calls::{Canonical, check_id, check_name, check_trace_id};
 use crate::calls::{is_uuid_v4, resolve_real_path};
 use crate::error::ApiError;
 use crate::extract::{AgentItself, ProposeCalls, ReportResults};
@@ -263,11 +263,11 @@ fn held_result(v: Verdict, b: &ToolResultRequest, limit: u64) -> Verdict {
     held
 }
 
-/// The size limits of one submission (issue 10 §14): identifiers of at most [`MAX_ID_BYTES`]
+/// The size limits of one submission (issue 10 §14): identifiers of at most [`crate::calls::MAX_ID_BYTES`], no control characters,
 /// and canonical arguments of at most `max_arguments_bytes` (`413 ARGUMENTS_TOO_LARGE`).
 fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<(), ApiError> {
     check_name("agent", &b.agent)?;
-    if b.session_id.len() > MAX_ID_BYTES {
+    if !b.session_id.is_empty() {
         // Empty is allowed here: a plan submitted without a session has none.
         check_name("session_id", &b.session_id)?;
     }

@@ -67,6 +67,13 @@ async fn a_nul_inside_a_calls_arguments_is_kept_exactly_and_binds_its_token() {
     let id = gw.pending("pay", args.clone()).await;
     let (_, a) = gw.approval(&id, OP).await;
     assert_eq!(a["call"]["arguments"], args, "{a}");
+    // Found by review: the summary and message rendered from the arguments are stored as
+    // text; they show the NUL as a visible escape and hold none.
+    for field in ["human_summary", "message"] {
+        let text = a[field].as_str().unwrap();
+        assert!(!text.contains('\u{0}'), "{field}: {text:?}");
+    }
+    assert_says(&a, "human_summary", "k\\u0000 = ");
     // An operator's edit may hold it too.
     let mut edited = args.clone();
     edited["memo"] = json!("c\u{0}d");
@@ -166,5 +173,27 @@ async fn a_nul_in_a_path_query_or_form_field_is_refused_before_any_handler() {
     let s = resp.status();
     refused((s, resp.json().await.unwrap()), "form field `key`");
     assert_eq!(records(&gw), before, "nothing was stored");
+    gw.stop().await;
+}
+
+/// Attack (found by review): terminal spoofing. An agent's session id or tool name holding an
+/// escape sequence or a carriage return would be printed raw on the operator's terminal by
+/// `assent pending` and `watch`, rewriting the card (for example the arguments line). No id
+/// has a use for a control character: refused, naming the field.
+#[tokio::test]
+async fn an_id_with_a_terminal_escape_sequence_is_refused() {
+    let gw = serve().await;
+    for (field, value) in [
+        ("session_id", "s1\u{1b}[2A\r"),
+        ("tool", "read\u{9b}"),
+        ("run_id", "r\n1"),
+    ] {
+        let mut body = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {}});
+        body[field] = json!(value);
+        let (s, b) = gw.post("/v1/tool-calls", BOT, body).await;
+        assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+        assert_says(&b, "message", field);
+        assert_says(&b, "message", "control characters");
+    }
     gw.stop().await;
 }
