@@ -310,6 +310,45 @@ fn check_assent_db(staged: &Path, version: i64, what: &str) -> Result<(), StoreE
             "{what} has schema version {version}, newer than this assent ({SCHEMA_VERSION}); restore it with the newer assent that wrote it"
         )));
     }
+    check_schema_objects(&conn, version, what)
+}
+
+/// The schema objects (tables, indexes, triggers, views) of a database, with their SQL,
+/// sorted; SQLite's own and the migration runner's record table left out.
+fn schema_objects(conn: &Connection) -> Result<Vec<(String, String, String)>, StoreError> {
+    let mut objects = conn
+        .prepare(
+            "SELECT type, name, coalesce(sql, '') FROM sqlite_master
+             WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND NOT (type = 'table' AND name = 'assent_schema')",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<Vec<(String, String, String)>>>()?;
+    objects.sort();
+    Ok(objects)
+}
+
+/// A backup's schema must be exactly what this build's migrations up to `version` create: a
+/// trigger, view, index or altered table planted in a file (say, a trigger that clears
+/// `tokens.used_at` after every redemption, making tokens replayable) would run inside the
+/// gateway's own transactions once restored. Refused, naming the first difference.
+fn check_schema_objects(conn: &Connection, version: i64, what: &str) -> Result<(), StoreError> {
+    let expected = Connection::open_in_memory()?;
+    for m in crate::migrate::MIGRATIONS.iter().take(version as usize) {
+        expected.execute_batch(m.sqlite)?;
+    }
+    let (want, have) = (schema_objects(&expected)?, schema_objects(conn)?);
+    if let Some(extra) = have.iter().find(|o| !want.contains(o)) {
+        return Err(refuse(format!(
+            "{what}: its schema has a {} `{}` that this assent's migrations do not create; it was altered, so it is not restored",
+            extra.0, extra.1
+        )));
+    }
+    if let Some(gone) = want.iter().find(|o| !have.contains(o)) {
+        return Err(refuse(format!(
+            "{what}: its schema lacks the {} `{}` this assent's migrations create; it was altered, so it is not restored",
+            gone.0, gone.1
+        )));
+    }
     Ok(())
 }
 
@@ -358,10 +397,10 @@ fn verify_staged(
     Ok((rep, other))
 }
 
-/// Refuses (unless `force`) a staged copy holding approval tokens that are neither redeemed
+/// Refuses (unless `allowed`) a staged copy holding approval tokens that are neither redeemed
 /// nor expired: any of them redeemed after the backup was taken is unredeemed again in the
 /// copy, so it could be redeemed a second time (a replay) until it expires.
-fn check_outstanding_tokens(staged: &Path, what: &str, force: bool) -> Result<(), StoreError> {
+fn check_outstanding_tokens(staged: &Path, what: &str, allowed: bool) -> Result<(), StoreError> {
     let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
     let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let (n, until): (i64, Option<i64>) = conn.query_row(
@@ -369,11 +408,11 @@ fn check_outstanding_tokens(staged: &Path, what: &str, force: bool) -> Result<()
         [now as i64],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    if n == 0 || force {
+    if n == 0 || allowed {
         return Ok(());
     }
     Err(refuse(format!(
-        "{what} holds {n} approval token(s) neither redeemed nor expired (until {}): one redeemed after the backup was taken could be redeemed again. Restore after that time, or --force and then replace token.key (every outstanding token is refused)",
+        "{what} holds {n} approval token(s) neither redeemed nor expired (until {}): one redeemed after the backup was taken could be redeemed again. Restore after that time, or --allow-outstanding-tokens and then replace token.key (every outstanding token is refused)",
         crate::rfc3339(until.unwrap_or(0))
     )))
 }
@@ -406,15 +445,21 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// check, assent's tables, a schema not newer than [`SCHEMA_VERSION`] (an older one is
 /// migrated when the gateway starts), and the offline verification (chain, checkpoints, state
 /// tables) with the audit key of `data_dir`: checkpoints signed by another audit key are
-/// refused unless `force`, and so are approval tokens neither redeemed nor expired (one
-/// redeemed after the backup would be redeemable again). Then the live database is taken exclusively (refused while a
+/// refused unless `force`; approval tokens neither redeemed nor expired (one redeemed after
+/// the backup would be redeemable again) are refused unless `outstanding_tokens` — a
+/// separate consent, so accepting other keys never silently accepts replayable tokens. Then the live database is taken exclusively (refused while a
 /// gateway or another program has it open), its write-ahead log folded in, kept as
 /// `assent.db.before-restore-<time>`, and the copy renamed over `assent.db` (atomic: the name
 /// always holds a whole database). A `data_dir` without a database gets the copy.
 ///
 /// Errors (nothing replaced): the refusals above, a stray `assent.db-wal` without its
 /// database, I/O and SQLite errors.
-pub fn restore(data_dir: &Path, input: &Path, force: bool) -> Result<Copied, StoreError> {
+pub fn restore(
+    data_dir: &Path,
+    input: &Path,
+    force: bool,
+    outstanding_tokens: bool,
+) -> Result<Copied, StoreError> {
     if !input.is_file() {
         return Err(refuse(format!("{}: no such file", input.display())));
     }
@@ -428,7 +473,7 @@ pub fn restore(data_dir: &Path, input: &Path, force: bool) -> Result<Copied, Sto
     check_assent_db(&staging.db(), version, &what)?;
     let key = audit_public_key(data_dir)?;
     let (rep, other_key) = verify_staged(&staging, key, data_dir, &what, force)?;
-    check_outstanding_tokens(&staging.db(), &what, force)?;
+    check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
     let live = data_dir.join(DB_FILE);
     let wal = data_dir.join(format!("{DB_FILE}-wal"));
     let (lock, set_aside) = if live.exists() {

@@ -272,6 +272,10 @@ pub(crate) enum Cmd {
         /// DATA_DIR has none).
         #[arg(long)]
         force: bool,
+        /// Restore even though the backup holds approval tokens neither redeemed nor expired
+        /// (one redeemed since the backup would be redeemable again: replace token.key after).
+        #[arg(long)]
+        allow_outstanding_tokens: bool,
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,

@@ -31,9 +31,10 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Restore {
             place,
             force,
+            allow_outstanding_tokens,
             json,
             input,
-        } => restore(&place, &input, force, json),
+        } => restore(&place, &input, (force, allow_outstanding_tokens), json),
         _ => Ok(2),
     }
 }
@@ -64,9 +65,9 @@ fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32>
 
 /// `assent restore`: replaces the database with the verified backup `input` and prints the
 /// report. Exit status 0; a refusal is an error (status 1).
-fn restore(place: &DataPlace, input: &Path, force: bool, json: bool) -> Result<i32> {
+fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> Result<i32> {
     let dir = data_dir(place)?;
-    let done = ops::restore(&dir, input, force)?;
+    let done = ops::restore(&dir, input, force.0, force.1)?;
     if json {
         println!("{}", serde_json::to_string(&done)?);
         return Ok(0);

@@ -209,7 +209,7 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
             .to_string_lossy()
             .contains("before-restore")
     }));
-    let out = restore(&data, &json_out, &["--force"]);
+    let out = restore(&data, &json_out, &["--allow-outstanding-tokens"]);
     let text = ok(&out);
     assert!(
         text.contains("restored") && text.contains("kept as"),
@@ -327,6 +327,20 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
         "does not verify (chain check at record",
     );
 
+    // Attack (found by review): a backup whose data verifies but whose schema carries a
+    // trigger that clears a token's redemption after it is redeemed (replayable tokens once
+    // restored). Its schema differs from what the migrations create: refused, even forced.
+    let planted = dir.path().join("planted.db");
+    std::fs::copy(&good, &planted).unwrap();
+    sqlite(
+        &planted,
+        "CREATE TRIGGER replay AFTER UPDATE OF used_at ON tokens BEGIN UPDATE tokens SET used_at = NULL WHERE rowid = NEW.rowid; END;",
+    );
+    refused(
+        &restore(&data, &planted, &["--force"]),
+        "has a trigger `replay` that this assent's migrations do not create",
+    );
+
     refused(
         &restore(&data, &dir.path().join("missing.db"), &[]),
         "no such file",
@@ -335,7 +349,7 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
     assert_eq!(std::fs::read(data.join("assent.db")).unwrap(), live_before);
     assert_nothing_set_aside(&data);
     refused(&restore(&data, &good, &[]), "neither redeemed nor expired");
-    ok(&restore(&data, &good, &["--force"]));
+    ok(&restore(&data, &good, &["--allow-outstanding-tokens"]));
 }
 
 #[test]
@@ -411,7 +425,7 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     );
 
     // --force restores, warns, and `audit verify` under B's key then fails on the checkpoints.
-    let out = restore(&data_b, &from_a, &["--force"]);
+    let out = restore(&data_b, &from_a, &["--force", "--allow-outstanding-tokens"]);
     ok(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains("another audit key"));
     let v = audit_verify(&data_b, &[]);
@@ -503,8 +517,13 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
         &restore(&data, &out, &[]),
         "1 approval token(s) neither redeemed nor expired",
     );
-    // Forced, with a new token key as the refusal says: the replayed token is refused.
-    ok(&restore(&data, &out, &["--force"]));
+    // Found by review: --force (another audit key) is no consent to replayable tokens.
+    refused(
+        &restore(&data, &out, &["--force"]),
+        "neither redeemed nor expired",
+    );
+    // Allowed, with a new token key as the refusal says: the replayed token is refused.
+    ok(&restore(&data, &out, &["--allow-outstanding-tokens"]));
     std::fs::remove_file(data.join("token.key")).unwrap();
     let s = serve(&cfg, port);
     assert_eq!(redeem(&s.url), reqwest::StatusCode::UNAUTHORIZED);
