@@ -12,7 +12,7 @@
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::StoreError;
 use crate::integrity::{self, Report, VerifyOptions};
-use crate::kit::{create_private_dir, io, random_id, write_private};
+use crate::kit::{create_private_dir, io, random_id};
 use crate::store::Store;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::backup::{Backup, StepResult};
@@ -74,9 +74,20 @@ impl Staging {
     /// Creates `<parent>/.assent-<what>-<random>` and an empty 0600 `assent.db` in it.
     fn new(parent: &Path, what: &str) -> Result<Staging, StoreError> {
         let dir = parent.join(format!(".assent-{what}-{}", random_id("")));
-        create_private_dir(&dir).map_err(io(&dir))?;
+        // Created here with mode 0700 from the start, failing if the name exists (never
+        // adopting a directory someone else planted); the file too is new, 0600.
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io(&dir))?;
         let s = Staging { dir };
-        write_private(&s.db(), &[]).map_err(io(&s.db()))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(s.db())
+            .map_err(io(&s.db()))?;
         Ok(s)
     }
     fn db(&self) -> PathBuf {
@@ -487,10 +498,12 @@ pub fn restore(
     } else {
         (None, None)
     };
-    std::fs::rename(staging.db(), &live).map_err(io(&live))?;
+    // The old write-ahead log (folded into the file set aside) goes before the copy takes the
+    // name, while the lock is held: a gateway opening the restored file must not find it.
     for stale in [wal, data_dir.join(format!("{DB_FILE}-shm"))] {
         let _ = std::fs::remove_file(stale);
     }
+    std::fs::rename(staging.db(), &live).map_err(io(&live))?;
     sync_dir(data_dir)?;
     drop(lock);
     let mut out = copied(live, version, &rep)?;
