@@ -112,14 +112,14 @@ fn bench_size(c: &mut Criterion, name: &str, size: PolicySize) {
         &[("bench.yaml".into(), governance_yaml(size))],
     )
     .unwrap();
-    let rules: usize = reg.policies.values().map(|p| p.rules.len()).sum();
+    let rules: usize = reg.policies().values().map(|p| p.rules.len()).sum();
     assert_eq!(rules, size.rules);
     let held = ToolCall::new("transfer", None, call_arguments()).unwrap();
     let allowed = ToolCall::new("transfer", None, allowed_call_arguments()).unwrap();
     let held_args = held.canonical_arguments().unwrap();
     eprintln!(
         "{name}: assent rules {rules} in {} policies; canonical calls {} and {} bytes",
-        reg.policies.len(),
+        reg.policies().len(),
         held.canonical_json().unwrap().len(),
         allowed.canonical_json().unwrap().len(),
     );

@@ -48,7 +48,7 @@ pub(crate) async fn serve(
     let extra = mount_mcp(&cfg, &listener, &mut state).await?;
     tracing::info!(
         listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
-        agents = cfg.registry.agents.len(), policies = cfg.registry.policies.len(),
+        agents = cfg.registry.agents.len(), policies = cfg.registry.policies().len(),
         principals = state.principals.len(), open_files = ?nofile,
         max_connections = state.limits.max_connections, "assent gateway ready"
     );

@@ -21,8 +21,9 @@ use std::collections::BTreeMap;
 pub struct Registry {
     /// Agents by `metadata.id`.
     pub agents: BTreeMap<String, Agent>,
-    /// Governance policies by id.
-    pub policies: BTreeMap<String, Policy>,
+    /// Governance policies by id (read them with [`Registry::policies`]: private, so the rule
+    /// index built from them at load can never go stale).
+    pub(crate) policies: BTreeMap<String, Policy>,
     /// Load-time warnings (e.g. a high-risk rule that defaults to approve).
     pub warnings: Vec<String>,
     /// SHA-256 (hex) of the governance policy set as loaded: of the RFC 8785 canonical JSON of
@@ -50,6 +51,11 @@ fn policy_set_sha256(governance_files: &[(String, String)]) -> String {
 }
 
 impl Registry {
+    /// Governance policies by id, as loaded.
+    pub fn policies(&self) -> &BTreeMap<String, Policy> {
+        &self.policies
+    }
+
     /// Builds a registry from `(file name, YAML text)` pairs of agent files and governance
     /// files. Collects every error (file, line, reason) instead of stopping at the first.
     ///

@@ -154,7 +154,7 @@ fn indexed(reg: &Registry, tool: &str, server: Option<&str>) -> Vec<(String, Str
 /// The ids of the policies behind `reasons` as a scan of every rule finds them: each policy
 /// with a rule labelled as a reason's rule, in that reason's file; sorted, each once.
 fn behind_scan(reg: &Registry, reasons: &[Reason]) -> Vec<String> {
-    reg.policies
+    reg.policies()
         .values()
         .filter(|p| {
             reasons
