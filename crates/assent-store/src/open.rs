@@ -4,7 +4,7 @@
 
 use crate::audit;
 use crate::checkpoint;
-use crate::db::Conn;
+use crate::db::Database;
 use crate::error::StoreError;
 use crate::events::Envelopes;
 use crate::kit::{create_private_dir, io, write_private};
@@ -14,11 +14,6 @@ use crate::store::Store;
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-/// Opens a connection with the pragmas assent relies on (the kernel's SQLite open).
-fn connect(path: &Path) -> Result<Connection, StoreError> {
-    Ok(crate::db_sqlite::open(path)?)
-}
 
 /// Reads `<dir>/token.key`, creating a random 32-byte key (mode 0600) when there is none.
 fn load_or_create_key(dir: &Path) -> Result<Vec<u8>, StoreError> {
@@ -52,20 +47,13 @@ impl Store {
         token_ttl_ms: i64,
         envelopes: Arc<dyn Envelopes>,
     ) -> Result<Store, StoreError> {
-        create_private_dir(data_dir).map_err(io(data_dir))?;
-        let key = load_or_create_key(data_dir)?;
-        let audit_key = checkpoint::load_or_create_key(data_dir)?;
-        let db_path = data_dir.join("assent.db");
-        let conn = connect(&db_path)?;
-        migrate::migrate(Conn::Sqlite(&conn), &db_path.display().to_string())?;
-        Ok(Store {
-            conn: Mutex::new(crate::db::Connection::Sqlite(conn)),
-            key,
-            audit_key,
-            db_path,
+        let path = data_dir.join("assent.db");
+        Self::open_database(
+            data_dir,
+            &Database::Sqlite { path },
             token_ttl_ms,
             envelopes,
-        })
+        )
     }
 
     /// Opens a store over `database` (SQLite or Postgres, issue 13), with its keys in

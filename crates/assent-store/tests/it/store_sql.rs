@@ -412,46 +412,13 @@ fn lifecycle_reads(c: Conn<'_>) {
 /// on Postgres a listener hears the approval's change.
 #[test]
 fn a_call_is_held_decided_and_redeemed_on_both_backends() {
-    use assent_core::gatekeeper::Verdict;
-    use assent_core::policy::Registry;
-    use assent_core::{ApprovalStatus, ToolCall, evaluate};
-    use assent_store::{DecideError, DecisionInput, Proposal, RedeemError, Store};
-    const AGENT: &str =
-        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+    use assent_core::ApprovalStatus;
+    use assent_store::{DecideError, DecisionInput, RedeemError, Store};
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open_database(
-            dir.path(),
-            db,
-            60_000,
-            std::sync::Arc::new(assent_server::WireEnvelopes),
-        )
-        .unwrap();
-        let reg = Registry::load(&[("a".into(), AGENT.into())], &[]).unwrap();
-        let call = ToolCall::new("pay", None, serde_json::json!({"amount": 5})).unwrap();
-        let v: Verdict = evaluate(&reg, "bot", &call);
-        let (c, h) = call.canonical_and_hash().unwrap();
-        let a = call.canonical_arguments().unwrap();
-        let ttl = |_: &Verdict| 60_000;
-        let p = Proposal {
-            agent: "bot",
-            session_id: "s1",
-            run_id: None,
-            device_id: None,
-            trace_id: None,
-            call: &call,
-            canonical_arguments: &a,
-            canonical: &c,
-            call_hash: &h,
-            now: 1_000,
-            timeout_ms: &ttl,
-            max_pending: u64::MAX,
-            target: None,
-            plan_id: None,
-            step_id: None,
-            governed_by: None,
-            policy_set_sha256: None,
-        };
+        let s = Store::open_database(dir.path(), db, 60_000, crate::wire()).unwrap();
+        let (call, v) = crate::pay(5);
+        let h = call.canonical_and_hash().unwrap().1;
         // On Postgres, another replica's listener hears the decision once it commits.
         let (send, heard) = std::sync::mpsc::channel();
         let _listener = match db {
@@ -466,7 +433,7 @@ fn a_call_is_held_decided_and_redeemed_on_both_backends() {
             }
             assent_store::db::Database::Sqlite { .. } => None,
         };
-        let held = s.create_approval(&p, &v).unwrap();
+        let held = crate::hold(&s, "s1", &call, &v, 1_000, 61_000);
         assert_eq!(held.status, ApprovalStatus::Pending);
         let ok = s
             .decide(&held.id, &DecisionInput::approve(), "alice", &[], 2_000)

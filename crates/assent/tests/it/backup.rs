@@ -307,39 +307,34 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
     );
     refused(&restore(&data, &other, &["--force"]), "not an assent one");
 
-    let newer = dir.path().join("newer.db");
-    std::fs::copy(&good, &newer).unwrap();
-    sqlite(&newer, "PRAGMA user_version = 99;");
-    refused(
-        &restore(&data, &newer, &["--force"]),
-        "schema version 99, newer than this assent",
-    );
-
-    // A backup edited after it was taken (a decision's actor rewritten): its chain is broken.
-    let tampered = dir.path().join("tampered.db");
-    std::fs::copy(&good, &tampered).unwrap();
-    sqlite(
-        &tampered,
-        "UPDATE audit SET actor = 'mallory' WHERE kind = 'decision';",
-    );
-    refused(
-        &restore(&data, &tampered, &["--force"]),
-        "does not verify (chain check at record",
-    );
-
-    // Attack (found by review): a backup whose data verifies but whose schema carries a
-    // trigger that clears a token's redemption after it is redeemed (replayable tokens once
-    // restored). Its schema differs from what the migrations create: refused, even forced.
-    let planted = dir.path().join("planted.db");
-    std::fs::copy(&good, &planted).unwrap();
-    sqlite(
-        &planted,
-        "CREATE TRIGGER replay AFTER UPDATE OF used_at ON tokens BEGIN UPDATE tokens SET used_at = NULL WHERE rowid = NEW.rowid; END;",
-    );
-    refused(
-        &restore(&data, &planted, &["--force"]),
-        "has a trigger `replay` that this assent's migrations do not create",
-    );
+    // Copies of the good backup, each edited after it was taken, each refused even forced:
+    // - a schema newer than this build;
+    // - a decision's actor rewritten: its chain is broken;
+    // - an attack found by review: data that verifies, but a schema carrying a trigger that
+    //   clears a token's redemption after it is redeemed (replayable tokens once restored),
+    //   which the migrations do not create.
+    for (name, sql, says) in [
+        (
+            "newer.db",
+            "PRAGMA user_version = 99;",
+            "schema version 99, newer than this assent",
+        ),
+        (
+            "tampered.db",
+            "UPDATE audit SET actor = 'mallory' WHERE kind = 'decision';",
+            "does not verify (chain check at record",
+        ),
+        (
+            "planted.db",
+            "CREATE TRIGGER replay AFTER UPDATE OF used_at ON tokens BEGIN UPDATE tokens SET used_at = NULL WHERE rowid = NEW.rowid; END;",
+            "has a trigger `replay` that this assent's migrations do not create",
+        ),
+    ] {
+        let edited = dir.path().join(name);
+        std::fs::copy(&good, &edited).unwrap();
+        sqlite(&edited, sql);
+        refused(&restore(&data, &edited, &["--force"]), says);
+    }
 
     refused(
         &restore(&data, &dir.path().join("missing.db"), &[]),
