@@ -11,7 +11,7 @@
 
 use crate::audit::{self, GENESIS};
 use crate::checkpoint::{self, Checkpoint};
-use crate::db::{self, Conn, OptionalExtension as _};
+use crate::db::{self, Conn, Database, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::kit::io;
 use crate::sql;
@@ -67,26 +67,55 @@ pub struct Report {
     pub state_disagreements: usize,
 }
 
-/// Verifies the database in `data_dir` read-only (a running gateway may keep writing).
-///
-/// Errors (usage or I/O, not findings): no database, an unreadable key or checkpoint file, or
-/// checkpoints to check without a public key (no `audit.key` and no `opts.public_key`).
-/// Findings are in [`Report::problem`].
+/// Verifies the SQLite database in `data_dir` read-only (a running gateway may keep
+/// writing), with the audit key of `data_dir`: [`verify_database`] over `<data_dir>/assent.db`.
 pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Report, StoreError> {
-    let conn = crate::open::open_read_only(data_dir)?;
-    // One read transaction: the chain, checkpoints and state are one snapshot.
-    conn.execute_batch("BEGIN")?;
+    let db = Database::Sqlite {
+        path: data_dir.join(crate::ops::DB_FILE),
+    };
+    verify_database(&db, data_dir, opts)
+}
+
+/// Verifies `database` (the SQLite file opened read-only, or a Postgres session) in one read
+/// snapshot, so the chain, the checkpoints and the state tables are seen at one moment while
+/// gateways keep writing. The audit public key is `opts.public_key`, else the public half of
+/// `<keys_dir>/audit.key`.
+///
+/// Errors (usage or I/O, not findings): no database, an unreachable one, an unreadable key or
+/// checkpoint file, or checkpoints to check without a public key (no `audit.key` and no
+/// `opts.public_key`). Findings are in [`Report::problem`].
+pub fn verify_database(
+    database: &Database,
+    keys_dir: &Path,
+    opts: &VerifyOptions<'_>,
+) -> Result<Report, StoreError> {
+    let conn = match database {
+        Database::Sqlite { path } => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            db::Connection::Sqlite(crate::open::open_read_only(dir)?)
+        }
+        Database::Postgres { .. } => database.connect()?,
+    };
+    conn.conn().snapshot(|c| Ok(verify_in(c, keys_dir, opts)))?
+}
+
+/// [`verify_database`] inside its snapshot `conn`.
+fn verify_in(
+    conn: Conn<'_>,
+    keys_dir: &Path,
+    opts: &VerifyOptions<'_>,
+) -> Result<Report, StoreError> {
     let key = match opts.public_key {
         Some(k) => Some(k),
-        None => checkpoint::read_key(data_dir)?.map(|k| k.verifying_key()),
+        None => checkpoint::read_key(keys_dir)?.map(|k| k.verifying_key()),
     };
-    let chain = audit::verify(lite(&conn))?;
-    let stored = checkpoint::stored(lite(&conn))?;
+    let chain = audit::verify(conn)?;
+    let stored = checkpoint::stored(conn)?;
     if key.is_none() && (!stored.is_empty() || opts.checkpoint_file.is_some()) {
         return Err(StoreError::Invalid(format!(
             "no {} in {}: give the audit public key with --public-key",
             checkpoint::KEY_FILE,
-            data_dir.display()
+            keys_dir.display()
         )));
     }
     let mut rep = Report {
@@ -107,7 +136,7 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
     };
     if let Some(key) = &key {
         if rep.problem.is_none() {
-            rep.problem = check_stored(lite(&conn), &stored, key, rep.records)?;
+            rep.problem = check_stored(conn, &stored, key, rep.records)?;
         }
         if let Some(file) = opts.checkpoint_file {
             let (cp, skipped) = checkpoint::newest_in_jsonl(file, key).map_err(io(file))?;
@@ -122,7 +151,7 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
                         checkpoint::public_key_hex(key)
                     ),
                 }),
-                Some(cp) => against_chain(lite(&conn), cp, rep.records)?.map(|reason| Problem {
+                Some(cp) => against_chain(conn, cp, rep.records)?.map(|reason| Problem {
                     check: "checkpoint_file",
                     seq: Some(cp.seq),
                     reason: format!("{}: {reason}", file.display()),
@@ -140,7 +169,7 @@ pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Repor
         .max()
         .unwrap_or(0);
     rep.unsigned_records = (rep.records - signed).max(0);
-    let state = cross_check_on(lite(&conn))?;
+    let state = cross_check_on(conn)?;
     rep.state_disagreements = state.len();
     if rep.problem.is_none() {
         rep.problem = state.into_iter().next().map(|(seq, reason)| Problem {

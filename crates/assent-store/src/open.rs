@@ -1,13 +1,13 @@
-//! Opening a store: the private data directory, the token key file, the connection (the
+//! Opening a store: the private data directory, the key files (`keys.rs`), the connection (the
 //! kernel's `db_sqlite::open`) and the schema migrations (`migrate.rs`); and the read-only offline audit verification (which, writing
 //! nothing, needs no event renderer). Nothing that reads or writes approvals.
 
 use crate::audit;
-use crate::checkpoint;
 use crate::db::Database;
 use crate::error::StoreError;
 use crate::events::Envelopes;
-use crate::kit::{create_private_dir, io, write_private};
+use crate::keys::{self, KeyFiles};
+use crate::kit::{create_private_dir, io};
 use crate::migrate;
 use crate::sql::lite;
 use crate::store::Store;
@@ -15,31 +15,9 @@ use rusqlite::Connection;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// Reads `<dir>/token.key`, creating a random 32-byte key (mode 0600) when there is none.
-fn load_or_create_key(dir: &Path) -> Result<Vec<u8>, StoreError> {
-    let path = dir.join("token.key");
-    match std::fs::read(&path) {
-        Ok(k) if k.len() >= 32 => Ok(k),
-        Ok(_) => Err(StoreError::Invalid(format!(
-            "{}: token key is shorter than 32 bytes; restore it or delete it (outstanding tokens become invalid)",
-            path.display()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut k = vec![0u8; 32];
-            getrandom::fill(&mut k)
-                .map_err(|e| StoreError::Invalid(format!("no randomness: {e}")))?;
-            let tmp = dir.join("token.key.tmp");
-            write_private(&tmp, &k).map_err(io(&tmp))?;
-            std::fs::rename(&tmp, &path).map_err(io(&path))?;
-            Ok(k)
-        }
-        Err(e) => Err(io(&path)(e)),
-    }
-}
-
 impl Store {
     /// Opens (creating when needed) `<data_dir>/assent.db`, `<data_dir>/token.key` and the
-    /// audit checkpoint key `<data_dir>/audit.key` ([`checkpoint`]), and applies pending
+    /// audit checkpoint key `<data_dir>/audit.key` ([`crate::checkpoint`]), and applies pending
     /// migrations. `token_ttl_ms` is how long a minted token stays redeemable; `envelopes`
     /// renders the AAEP and MPLP events state changes write (`assent_server::WireEnvelopes`).
     pub fn open(
@@ -50,32 +28,39 @@ impl Store {
         let path = data_dir.join("assent.db");
         Self::open_database(
             data_dir,
+            data_dir,
             &Database::Sqlite { path },
             token_ttl_ms,
             envelopes,
         )
     }
 
-    /// Opens a store over `database` (SQLite or Postgres, issue 13), with its keys in
-    /// `data_dir` as [`Store::open`], and applies pending migrations. The SQLite-only
-    /// operations ([`Store::db_path`], backup, restore, readiness) concern
-    /// `<data_dir>/assent.db`; over Postgres readiness reports not ready (fail closed) until
-    /// its checks exist.
+    /// Opens a store over `database` (SQLite or Postgres, issue 13) with its key files in
+    /// `keys_dir` ([`keys`]), and applies pending migrations. Over SQLite a missing key is
+    /// created (the embedded default); over Postgres both keys must exist (`assent keys init`
+    /// made them), because every replica of a shared database must sign with the same keys.
+    /// `data_dir` is created (0700) and holds what is local to this process: over SQLite the
+    /// database file itself, which [`Store::db_path`], backup, restore and readiness concern.
+    /// Errors: `Invalid` for a missing or damaged key or a newer schema; `Db`; `Io`.
     pub fn open_database(
         data_dir: &Path,
+        keys_dir: &Path,
         database: &crate::db::Database,
         token_ttl_ms: i64,
         envelopes: Arc<dyn Envelopes>,
     ) -> Result<Store, StoreError> {
         create_private_dir(data_dir).map_err(io(data_dir))?;
-        let key = load_or_create_key(data_dir)?;
-        let audit_key = checkpoint::load_or_create_key(data_dir)?;
+        let files = match database {
+            Database::Sqlite { .. } => KeyFiles::CreateMissing,
+            Database::Postgres { .. } => KeyFiles::MustExist,
+        };
+        let keys = keys::load(keys_dir, files)?;
         let conn = database.connect()?;
         migrate::migrate(conn.conn(), &format!("{database:?}"))?;
         Ok(Store {
             conn: Mutex::new(conn),
-            key,
-            audit_key,
+            key: keys.token,
+            audit_key: keys.audit,
             db_path: data_dir.join("assent.db"),
             token_ttl_ms,
             envelopes,

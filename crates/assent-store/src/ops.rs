@@ -1,6 +1,6 @@
 //! Operating the SQLite file: an online, verified [`backup`] of a running gateway's database,
-//! a checked [`restore`] into a stopped gateway's data directory, and the store's
-//! [`Store::readiness`] (`GET /readyz`). The checks on a copy are the offline verification's
+//! and a checked [`restore`] into a stopped gateway's data directory (whether a running one
+//! can serve is `readiness.rs`). The checks on a copy are the offline verification's
 //! ([`crate::integrity::verify_offline`]): nothing here decides what a valid chain is.
 //!
 //! The keys are not in the database: `token.key` and `audit.key` are backed up and restored
@@ -13,7 +13,6 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::error::StoreError;
 use crate::integrity::{self, Report, VerifyOptions};
 use crate::kit::{create_private_dir, io, random_id};
-use crate::store::Store;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
@@ -510,129 +509,4 @@ pub fn restore(
     out.set_aside = set_aside;
     out.other_audit_key = other_key;
     Ok(out)
-}
-
-/// Why a gateway is not ready: a stable `reason` and a sentence (no file paths: `/readyz`
-/// needs no key).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NotReady {
-    /// `database_missing`, `database_unreadable`, `database_locked`, `database_error`,
-    /// `schema_behind` or `schema_ahead`.
-    pub reason: &'static str,
-    /// What is wrong, in a sentence.
-    pub message: String,
-}
-
-/// The answer of [`Store::readiness`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Readiness {
-    /// The database's `PRAGMA user_version`, when it could be read.
-    pub schema_version: Option<i64>,
-    /// `None`: ready.
-    pub problem: Option<NotReady>,
-}
-
-/// `NotReady` with `reason` and `message`.
-fn not_ready(reason: &'static str, message: impl Into<String>) -> NotReady {
-    NotReady {
-        reason,
-        message: message.into(),
-    }
-}
-
-impl Store {
-    /// Whether this gateway can serve (`GET /readyz`): its database file is still at its path
-    /// and opens and reads afresh (what a restart would find), its schema version is
-    /// [`SCHEMA_VERSION`], and the write lock can be taken within 500 ms (the check writes
-    /// nothing). Holds the store's connection for the check (a fraction of a millisecond,
-    /// unless the write lock is held elsewhere). Never fails: a failure is the answer.
-    pub fn readiness(&self) -> Readiness {
-        let conn = self.lock();
-        let mut found = None;
-        let problem = match &*conn {
-            crate::db::Connection::Sqlite(c) => self.ready_problem(c, &mut found).err(),
-            // Fail closed until the Postgres checks exist (issue 13).
-            crate::db::Connection::Postgres(_) => Some(not_ready(
-                "database_error",
-                "readiness checks over Postgres are not implemented yet",
-            )),
-        };
-        Readiness {
-            schema_version: found,
-            problem,
-        }
-    }
-
-    /// The checks of [`Store::readiness`] in order; `found` gets the schema version read.
-    fn ready_problem(&self, live: &Connection, found: &mut Option<i64>) -> Result<(), NotReady> {
-        if !self.db_path.exists() {
-            return Err(not_ready(
-                "database_missing",
-                "the database file is no longer in the data directory (removed or moved)",
-            ));
-        }
-        let unreadable = |e: rusqlite::Error| {
-            not_ready(
-                "database_unreadable",
-                format!("the database file cannot be opened and read afresh: {e}"),
-            )
-        };
-        let fresh = Connection::open_with_flags(&self.db_path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(unreadable)?;
-        fresh
-            .busy_timeout(Duration::from_millis(500))
-            .map_err(unreadable)?;
-        let version: i64 = fresh
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(unreadable)?;
-        *found = Some(version);
-        fresh
-            .query_row("SELECT max(seq) FROM audit", [], |r| {
-                r.get::<_, Option<i64>>(0)
-            })
-            .map_err(unreadable)?;
-        if version < SCHEMA_VERSION {
-            return Err(not_ready(
-                "schema_behind",
-                format!("schema version {version}, this assent needs {SCHEMA_VERSION}"),
-            ));
-        }
-        if version > SCHEMA_VERSION {
-            return Err(not_ready(
-                "schema_ahead",
-                format!(
-                    "schema version {version} is newer than this assent ({SCHEMA_VERSION}); upgrade assent"
-                ),
-            ));
-        }
-        write_lock_free(live)
-    }
-}
-
-/// Takes and releases the write lock (`BEGIN IMMEDIATE; ROLLBACK`) within 500 ms, restoring
-/// the connection's busy timeout after.
-fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
-    let error = |e: rusqlite::Error| not_ready("database_error", format!("{e}"));
-    let old: i64 = live
-        .pragma_query_value(None, "busy_timeout", |r| r.get(0))
-        .map_err(error)?;
-    live.busy_timeout(Duration::from_millis(500))
-        .map_err(error)?;
-    let taken = live.execute_batch("BEGIN IMMEDIATE; ROLLBACK;");
-    let restored = live.busy_timeout(Duration::from_millis(old.max(0) as u64));
-    match taken {
-        Err(e)
-            if matches!(
-                e.sqlite_error_code(),
-                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-            ) =>
-        {
-            Err(not_ready(
-                "database_locked",
-                "another program holds the database's write lock; decisions cannot be written",
-            ))
-        }
-        Err(e) => Err(error(e)),
-        Ok(()) => restored.map_err(error),
-    }
 }

@@ -193,3 +193,30 @@ pub fn fresh_schema() -> Option<String> {
 pub fn fresh_schema_url() -> Option<String> {
     new_schema().map(|(c, s)| c.postgres_url(&s))
 }
+
+/// A fresh schema with everything a test may need to reach it.
+pub struct Schema {
+    /// Its name (`t_…`).
+    pub name: String,
+    /// The libpq `key=value` connection string ([`Cluster::url`]).
+    pub url: String,
+    /// The `postgresql://` URL ([`Cluster::postgres_url`]), what `database: {url_env}` takes.
+    pub postgres_url: String,
+}
+
+impl Schema {
+    /// A client with `search_path` set to this schema: for a test to look at the rows a
+    /// gateway wrote, independently of assent's own store code.
+    pub fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).unwrap()
+    }
+}
+
+/// A new empty [`Schema`]; `None` when `ASSENT_TEST_NO_PG=1`.
+pub fn schema() -> Option<Schema> {
+    new_schema().map(|(c, name)| Schema {
+        url: c.url(&name),
+        postgres_url: c.postgres_url(&name),
+        name,
+    })
+}

@@ -416,7 +416,8 @@ fn a_call_is_held_decided_and_redeemed_on_both_backends() {
     use assent_store::{DecideError, DecisionInput, RedeemError, Store};
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open_database(dir.path(), db, 60_000, crate::wire()).unwrap();
+        assent_store::keys::init(dir.path()).unwrap();
+        let s = Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire()).unwrap();
         let (call, v) = crate::pay(5);
         let h = call.canonical_and_hash().unwrap().1;
         // On Postgres, another replica's listener hears the decision once it commits.

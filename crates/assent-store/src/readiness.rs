@@ -1,0 +1,174 @@
+//! [`Store::readiness`] (`GET /readyz`): whether this gateway can serve now. Over SQLite the
+//! database file must still be at its path and open and read afresh, its schema be current,
+//! and its write lock be free; over Postgres the session must answer, the schema be current
+//! and the audit log readable. Never an error: a failure is the answer ([`NotReady`]).
+
+use crate::db::Conn;
+use crate::migrate::{SchemaState, schema_state};
+use crate::ops::SCHEMA_VERSION;
+use crate::store::Store;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Why a gateway is not ready: a stable `reason` and a sentence (no file paths: `/readyz`
+/// needs no key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotReady {
+    /// `database_missing`, `database_unreadable`, `database_locked`, `database_error`,
+    /// `schema_behind` or `schema_ahead`.
+    pub reason: &'static str,
+    /// What is wrong, in a sentence.
+    pub message: String,
+}
+
+/// The answer of [`Store::readiness`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Readiness {
+    /// The database's `PRAGMA user_version`, when it could be read.
+    pub schema_version: Option<i64>,
+    /// `None`: ready.
+    pub problem: Option<NotReady>,
+}
+
+/// `NotReady` with `reason` and `message`.
+fn not_ready(reason: &'static str, message: impl Into<String>) -> NotReady {
+    NotReady {
+        reason,
+        message: message.into(),
+    }
+}
+
+impl Store {
+    /// Whether this gateway can serve (`GET /readyz`): its database file is still at its path
+    /// and opens and reads afresh (what a restart would find), its schema version is
+    /// [`SCHEMA_VERSION`], and the write lock can be taken within 500 ms (the check writes
+    /// nothing). Holds the store's connection for the check (a fraction of a millisecond,
+    /// unless the write lock is held elsewhere). Never fails: a failure is the answer.
+    pub fn readiness(&self) -> Readiness {
+        let conn = self.lock();
+        let mut found = None;
+        let problem = match &*conn {
+            crate::db::Connection::Sqlite(c) => self.ready_problem(c, &mut found).err(),
+            crate::db::Connection::Postgres(_) => pg_problem(conn.conn(), &mut found).err(),
+        };
+        Readiness {
+            schema_version: found,
+            problem,
+        }
+    }
+
+    /// The checks of [`Store::readiness`] in order; `found` gets the schema version read.
+    fn ready_problem(&self, live: &Connection, found: &mut Option<i64>) -> Result<(), NotReady> {
+        if !self.db_path.exists() {
+            return Err(not_ready(
+                "database_missing",
+                "the database file is no longer in the data directory (removed or moved)",
+            ));
+        }
+        let unreadable = |e: rusqlite::Error| {
+            not_ready(
+                "database_unreadable",
+                format!("the database file cannot be opened and read afresh: {e}"),
+            )
+        };
+        let fresh = Connection::open_with_flags(&self.db_path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(unreadable)?;
+        fresh
+            .busy_timeout(Duration::from_millis(500))
+            .map_err(unreadable)?;
+        let version: i64 = fresh
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(unreadable)?;
+        *found = Some(version);
+        fresh
+            .query_row("SELECT max(seq) FROM audit", [], |r| {
+                r.get::<_, Option<i64>>(0)
+            })
+            .map_err(unreadable)?;
+        if version < SCHEMA_VERSION {
+            return Err(not_ready(
+                "schema_behind",
+                format!("schema version {version}, this assent needs {SCHEMA_VERSION}"),
+            ));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(not_ready(
+                "schema_ahead",
+                format!(
+                    "schema version {version} is newer than this assent ({SCHEMA_VERSION}); upgrade assent"
+                ),
+            ));
+        }
+        write_lock_free(live)
+    }
+}
+
+/// Takes and releases the write lock (`BEGIN IMMEDIATE; ROLLBACK`) within 500 ms, restoring
+/// the connection's busy timeout after.
+fn write_lock_free(live: &Connection) -> Result<(), NotReady> {
+    let error = |e: rusqlite::Error| not_ready("database_error", format!("{e}"));
+    let old: i64 = live
+        .pragma_query_value(None, "busy_timeout", |r| r.get(0))
+        .map_err(error)?;
+    live.busy_timeout(Duration::from_millis(500))
+        .map_err(error)?;
+    let taken = live.execute_batch("BEGIN IMMEDIATE; ROLLBACK;");
+    let restored = live.busy_timeout(Duration::from_millis(old.max(0) as u64));
+    match taken {
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+            ) =>
+        {
+            Err(not_ready(
+                "database_locked",
+                "another program holds the database's write lock; decisions cannot be written",
+            ))
+        }
+        Err(e) => Err(error(e)),
+        Ok(()) => restored.map_err(error),
+    }
+}
+
+/// The Postgres checks of [`Store::readiness`] over the store's own session: a round trip,
+/// the schema version recorded by the migrations, and a read of the audit log's head.
+fn pg_problem(conn: Conn<'_>, found: &mut Option<i64>) -> Result<(), NotReady> {
+    let unreachable = |e: String| {
+        not_ready(
+            "database_unreachable",
+            format!("the database does not answer: {e}"),
+        )
+    };
+    let state = schema_state(conn).map_err(|e| unreachable(e.to_string()))?;
+    conn.query_row("SELECT max(seq) FROM audit", [], |r| {
+        r.get::<Option<i64>>(0)
+    })
+    .map_err(|e| {
+        not_ready(
+            "database_unreadable",
+            format!("the audit log cannot be read: {e}"),
+        )
+    })?;
+    match state {
+        SchemaState::Current(v) => {
+            *found = Some(i64::from(v));
+            Ok(())
+        }
+        SchemaState::Behind { at, latest } => {
+            *found = Some(i64::from(at));
+            Err(not_ready(
+                "schema_behind",
+                format!("schema version {at}, this assent needs {latest}"),
+            ))
+        }
+        SchemaState::Newer { at, latest } => {
+            *found = Some(i64::from(at));
+            Err(not_ready(
+                "schema_ahead",
+                format!("schema version {at} is newer than this assent ({latest}); upgrade assent"),
+            ))
+        }
+    }
+}
