@@ -51,6 +51,7 @@ pub mod edge;
 pub mod edits;
 pub mod error;
 pub mod extract;
+pub mod replicas;
 pub mod replies;
 pub mod serve;
 pub mod state;

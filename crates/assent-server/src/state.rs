@@ -16,7 +16,7 @@ use tokio::sync::watch;
 /// Shared state of a running server.
 #[derive(Clone)]
 pub struct AppState {
-    /// The store (SQLite).
+    /// The store (SQLite or Postgres).
     pub store: Arc<Store>,
     /// Agents and governance policies.
     pub registry: Arc<Registry>,
@@ -24,7 +24,8 @@ pub struct AppState {
     pub principals: Arc<Vec<Principal>>,
     /// Gateway-wide settings from the config.
     pub settings: Settings,
-    /// Bumped after every approval state change; long-polls wait on it.
+    /// Bumped after every approval state change (also another replica's, heard through
+    /// [`crate::replicas`]); the event streams wait on it.
     pub changes: Arc<watch::Sender<u64>>,
     /// The longest AAEP timeout extension (ms) honoured for an open subscription.
     pub extension_ms: Arc<std::sync::atomic::AtomicI64>,
@@ -48,7 +49,10 @@ pub struct AppState {
     /// The last `/readyz` answer and when it was taken: at most one check a second, shared
     /// by every caller (the route needs no key, so it must not reach the store per request).
     pub readiness:
-        Arc<tokio::sync::Mutex<Option<(std::time::Instant, assent_store::ops::Readiness)>>>,
+        Arc<tokio::sync::Mutex<Option<(std::time::Instant, assent_store::readiness::Readiness)>>>,
+    /// On Postgres, the thread hearing other replicas' changes ([`crate::replicas`]); it
+    /// stops when the last clone of the state is dropped.
+    pub listener: Option<Arc<assent_store::db::Listener>>,
 }
 
 /// A future returned by [`DryRun::run`].
@@ -76,13 +80,16 @@ impl AppState {
     pub fn from_config(config: &Config) -> Result<Self, StartError> {
         let principals = config.principals()?;
         let webhooks = config.webhooks()?;
-        let store = Store::open(
+        let database = config.database()?;
+        let store = Store::open_database(
             &config.data_dir,
+            &config.keys_dir(),
+            &database,
             assent_core::approval::millis(config.token_ttl_seconds),
             std::sync::Arc::new(crate::envelopes::WireEnvelopes),
         )
         .map_err(|source| StartError::Store {
-            dir: config.data_dir.clone(),
+            at: format!("{database:?}"),
             source,
         })?;
         let mut state = Self::new(
@@ -111,6 +118,16 @@ impl AppState {
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());
+        if let assent_store::db::Database::Postgres { url } = &database {
+            let listener = crate::replicas::hear(
+                url,
+                state.waiters.clone(),
+                state.changes.clone(),
+                state.store.clone(),
+                state.extension_ms.clone(),
+            )?;
+            state.listener = Some(Arc::new(listener));
+        }
         Ok(state)
     }
 
@@ -137,6 +154,7 @@ impl AppState {
             throttle: Arc::default(),
             checkpoints: Arc::default(),
             readiness: Arc::default(),
+            listener: None,
         }
     }
 
@@ -199,14 +217,17 @@ impl Default for Settings {
 /// Why the server state could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot open the store in {dir}: {source}")]
+    #[error("cannot open the store ({at}): {source}")]
     /// The store could not be opened.
     Store {
-        /// The data directory.
-        dir: std::path::PathBuf,
+        /// Which database: `sqlite:<path>` or `postgres` (never the URL: it may hold a password).
+        at: String,
         /// Why.
         source: assent_store::StoreError,
     },
+    #[error("cannot hear the other replicas' changes: {0}")]
+    /// The Postgres listener could not be started.
+    Listen(#[from] assent_store::db::DbError),
     #[error(transparent)]
     /// The configuration is invalid.
     Config(#[from] config::ConfigError),

@@ -148,6 +148,15 @@ impl Waiters {
             n.notify_waiters();
         }
     }
+
+    /// Wakes every waiter to look again: after this replica's listener reconnected to the
+    /// database, when changes made meanwhile by other replicas were not heard.
+    pub fn wake_all(&self) {
+        let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        for (n, _) in k.values() {
+            n.notify_waiters();
+        }
+    }
 }
 
 /// One open wait (see [`Waiters::register`]).

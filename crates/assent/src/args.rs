@@ -67,7 +67,7 @@ pub(crate) struct DataPlace {
 // Every subcommand of `assent`.
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
-    /// Run the gateway (HTTP API on the embedded SQLite store).
+    /// Run the gateway (HTTP API; the store on the embedded SQLite file, or PostgreSQL).
     Serve {
         #[arg(long, default_value = "assent.yaml")]
         config: PathBuf,
@@ -298,6 +298,11 @@ pub(crate) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Key files: make the token and audit keys replicas share.
+    Keys {
+        #[command(subcommand)]
+        cmd: KeysCmd,
+    },
     /// Audit log commands.
     Audit {
         #[command(subcommand)]
@@ -352,6 +357,35 @@ pub(crate) enum ExportCmd {
     },
 }
 
+// `assent keys …`: the key files of a gateway.
+#[derive(Subcommand)]
+pub(crate) enum KeysCmd {
+    /// Create `token.key` and `audit.key` in a keys directory, keeping any that exist.
+    ///
+    /// An embedded (SQLite) gateway makes its keys on first start. Replicas sharing one
+    /// PostgreSQL database must all sign with the same keys, so `assent serve` never makes
+    /// them for such a database: run this once and give the directory (config `keys_dir`) to
+    /// every replica. An existing key is never replaced.
+    #[command(
+        after_help = "Exit codes: 0 both keys present (created now or before); 1 an existing key is damaged, or the directory cannot be written."
+    )]
+    Init {
+        /// The directory (created 0700 when missing).
+        #[arg(
+            long = "keys-dir",
+            conflicts_with = "config",
+            required_unless_present = "config"
+        )]
+        keys_dir: Option<PathBuf>,
+        /// The gateway's config: its `keys_dir` (default its `data_dir`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print `{"keys_dir", "created": [files], "audit_public_key"}`.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 // `assent audit …`: offline verification and the checkpoint key.
 #[derive(Subcommand)]
 pub(crate) enum AuditCmd {
@@ -367,8 +401,12 @@ pub(crate) enum AuditCmd {
     )]
     Verify {
         /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
-        #[arg(long = "data-dir")]
+        #[arg(long = "data-dir", conflicts_with = "config")]
         data_dir: Option<PathBuf>,
+        /// The gateway's config: verify its database (SQLite in its `data_dir`, or its
+        /// PostgreSQL database) with the audit key of its `keys_dir`.
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// A checkpoint sink file (JSONL, `audit_checkpoints.file`): the chain must reach its
         /// newest checkpoint signed by the audit key (detects a truncated or rewritten log).
         #[arg(long)]

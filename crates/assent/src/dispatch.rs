@@ -4,7 +4,8 @@
 
 use crate::args::{Cli, Cmd, ExportCmd};
 use crate::commands::{
-    approvals, audit, backup, check, clarifications, export, grants, mcp, migrate, tools, watch,
+    approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, tools,
+    watch,
 };
 use crate::remote::connect;
 use crate::render::one_line;
@@ -126,7 +127,9 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             )
             .await
         }
-        Cmd::Audit { cmd } => audit::audit(cmd),
+        // The PostgreSQL client blocks on its own runtime: never on this one's thread.
+        Cmd::Audit { cmd } => tokio::task::spawn_blocking(move || audit::audit(cmd)).await?,
+        Cmd::Keys { cmd } => keys::run(cmd),
         cmd @ (Cmd::Backup { .. } | Cmd::Restore { .. }) => backup::run(cmd),
         // The PostgreSQL client blocks on its own runtime: never on this one's thread.
         Cmd::Migrate { place, json } => {

@@ -29,18 +29,14 @@ pub(crate) async fn serve(
     if let Some(d) = data_dir {
         cfg.data_dir = d;
     }
-    if cfg.database != assent_server::config::DatabaseConfig::Sqlite {
-        cfg.database()?;
-        bail!(
-            "{}: database: this build serves its store from SQLite only; `assent migrate --config {}` prepares a PostgreSQL schema, but this build cannot serve it yet",
-            config.display(),
-            config.display()
-        );
-    }
     for w in &cfg.warnings {
         tracing::warn!("{w}");
     }
-    let mut state = assent_server::AppState::from_config(&cfg)?;
+    // The PostgreSQL client blocks on its own runtime: open the store off this one's threads.
+    let mut state = {
+        let cfg = cfg.clone();
+        tokio::task::spawn_blocking(move || assent_server::AppState::from_config(&cfg)).await??
+    };
     let nofile = assent_server::serve::raise_open_file_limit();
     state.limits.max_connections =
         assent_server::serve::effective_cap(state.limits.max_connections, nofile);

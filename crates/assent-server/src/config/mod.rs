@@ -34,6 +34,9 @@ pub struct Config {
     pub listen: String,
     /// `data_dir`: the store's directory (`--data-dir` overrides it).
     pub data_dir: PathBuf,
+    /// `keys_dir`: the directory of `token.key` and `audit.key` (relative to the file);
+    /// `None`: `data_dir` (see [`Config::keys_dir`]).
+    pub keys_dir: Option<PathBuf>,
     /// The agents and governance policies, validated.
     pub registry: Registry,
     /// Time an approval waits, in seconds, when no rule names `timeout_seconds`. `None` (the
@@ -206,6 +209,7 @@ impl Config {
             mcp_allowed_origins: raw.mcp_allowed_origins,
             listen: raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: base.join(raw.data_dir.unwrap_or_else(|| ".assent".into())),
+            keys_dir: raw.keys_dir.map(|k| base.join(k)),
             registry,
             approval_timeout_seconds: l.approval_timeout_seconds,
             max_pending_per_agent: l.max_pending_per_agent,
@@ -243,6 +247,14 @@ impl Config {
     /// variable, never the URL).
     pub fn database(&self) -> Result<assent_store::db::Database, ConfigError> {
         database::resolve(&self.file, &self.database, &self.data_dir)
+    }
+
+    /// Where the token and audit keys are: `keys_dir`, or `data_dir` when the file names
+    /// none (issue 13 §2: replicas sharing a database are all given one `keys_dir`).
+    pub fn keys_dir(&self) -> PathBuf {
+        self.keys_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.clone())
     }
 
     /// The webhooks with their secrets read from `secret_env`; an unset or empty variable

@@ -46,6 +46,8 @@ pub(crate) fn bounded(
 pub(crate) struct RawConfig {
     pub(crate) listen: Option<String>,
     pub(crate) data_dir: Option<String>,
+    /// `keys_dir`: where `token.key` and `audit.key` are (default `data_dir`).
+    pub(crate) keys_dir: Option<String>,
     pub(crate) agents: Vec<String>,
     pub(crate) governance: Vec<String>,
     pub(crate) principals: Vec<Spanned<RawPrincipal>>,

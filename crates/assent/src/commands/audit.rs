@@ -16,29 +16,44 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
     match cmd {
         AuditCmd::Verify {
             data_dir,
+            config,
             checkpoint,
             public_key,
             max_unsigned,
             json,
-        } => audit_verify(data_dir, checkpoint, public_key, max_unsigned, json),
+        } => {
+            let place = crate::args::DataPlace { config, data_dir };
+            audit_verify(place, checkpoint, public_key, max_unsigned, json)
+        }
         AuditCmd::Key { data_dir } => audit_key(data_dir),
     }
 }
 
-/// `assent audit verify` on `data_dir` (see [`data_dir_or_default`]): `checkpoint` a sink
+/// `assent audit verify` on `place`'s database (`--config`'s, SQLite or PostgreSQL, with its
+/// `keys_dir`; else `--data-dir`, see [`data_dir_or_default`]): `checkpoint` a sink
 /// file the chain must reach, `public_key` 64 hex (default: the data dir's key),
 /// `max_unsigned` records allowed after the newest checkpoint, `as_json` one JSON report.
 /// Returns the exit status: 0 verified, 1 a problem found, 2 usage or I/O error.
 fn audit_verify(
-    data_dir: Option<PathBuf>,
+    place: crate::args::DataPlace,
     checkpoint: Option<PathBuf>,
     public_key: Option<String>,
     max_unsigned: Option<i64>,
     as_json: bool,
 ) -> Result<i32> {
-    use assent_store::integrity::{Problem, VerifyOptions, verify_offline};
+    use assent_store::integrity::{Problem, VerifyOptions, verify_database};
     let run = || -> Result<assent_store::integrity::Report> {
-        let dir = data_dir_or_default(data_dir)?;
+        let (database, keys_dir) = match &place.config {
+            Some(f) => {
+                let cfg = assent_server::config::Config::load(f)?;
+                (cfg.database()?, cfg.keys_dir())
+            }
+            None => {
+                let dir = data_dir_or_default(place.data_dir.clone())?;
+                let path = dir.join(assent_store::ops::DB_FILE);
+                (assent_store::db::Database::Sqlite { path }, dir)
+            }
+        };
         let public_key = match public_key.as_deref() {
             Some(k) => Some(assent_store::checkpoint::parse_public_key(k)?),
             None => None,
@@ -47,7 +62,7 @@ fn audit_verify(
             public_key,
             checkpoint_file: checkpoint.as_deref(),
         };
-        Ok(verify_offline(&dir, &opts)?)
+        Ok(verify_database(&database, &keys_dir, &opts)?)
     };
     let mut rep = match run() {
         Ok(r) => r,

@@ -12,6 +12,7 @@ pub(crate) mod check;
 pub(crate) mod clarifications;
 pub(crate) mod export;
 pub(crate) mod grants;
+pub(crate) mod keys;
 pub(crate) mod mcp;
 pub(crate) mod migrate;
 pub(crate) mod tools;

@@ -2,7 +2,7 @@
 //! missing), the PostgreSQL database a config names through `database: {url_env}` (a real
 //! throw-away cluster, `assent_testkit::pg`), idempotent re-runs, and the refusals: a schema
 //! newer than the binary, an unset variable, a value that is not a `postgres://` URL (never
-//! echoed), and `serve` on a PostgreSQL config.
+//! echoed). Serving a PostgreSQL database is `replicas.rs`.
 
 use crate::{BIN, free_port, write_config};
 use serde_json::Value;
@@ -54,7 +54,7 @@ fn migrate_brings_a_new_sqlite_directory_to_the_schema_once_and_refuses_a_newer_
 }
 
 #[test]
-fn migrate_prepares_the_postgres_database_a_config_names_and_serve_refuses_it_for_now() {
+fn migrate_prepares_the_postgres_database_a_config_names() {
     let Some(url) = assent_testkit::pg::fresh_schema_url() else {
         return; // ASSENT_TEST_NO_PG=1: the SQLite half runs above.
     };
@@ -89,15 +89,4 @@ fn migrate_prepares_the_postgres_database_a_config_names_and_serve_refuses_it_fo
         err.contains("assent.yaml:9: database.url_env `$URL` is not"),
         "{err}"
     );
-
-    // `serve` on it stops before listening, saying why.
-    let out = Command::new(BIN)
-        .args(["serve", "--config", c])
-        .env("ASSENT_DATABASE_URL", &url)
-        .env("TEST_ALICE_KEY", crate::OP_KEY)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("serves its store from SQLite only"), "{err}");
 }
