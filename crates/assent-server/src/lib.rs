@@ -173,7 +173,8 @@ pub async fn run_with(
 ) -> std::io::Result<()> {
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
-    let hooks = webhooks::spawn(state.clone());
+    let holder = assent_store::random_id("replica_");
+    let hooks = webhooks::spawn(state.clone(), &holder);
     let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
     let limits = state.limits;
     let app = app(state.clone(), extra);
@@ -183,6 +184,7 @@ pub async fn run_with(
     for h in hooks {
         h.abort();
     }
+    webhooks::release(&state, &holder).await;
     // The last checkpoint covers everything written before the shutdown.
     checkpoints::sign_due(&state, assent_store::checkpoint::Due::NOW).await;
     res

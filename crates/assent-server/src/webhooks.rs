@@ -6,6 +6,11 @@
 //!   delivered or gave up on), so an event is never lost — not while the receiver is down, nor
 //!   across a gateway restart. Delivery is at least once and in order per webhook; receivers
 //!   de-duplicate by `X-Assent-Delivery` (`NAME-SEQ`).
+//! - Replicas of one database deliver each event once (issue 13 §2): only the holder of the
+//!   webhook's lease ([`LEASE`], renewed before every attempt, given up at shutdown) delivers
+//!   and moves the cursor, and a cursor move by a replica whose lease was taken is refused. If
+//!   the holder dies, another replica takes over when the lease runs out and resumes at the
+//!   cursor (the event in flight may then be sent twice: at least once, never lost).
 //! - Each request is signed: `X-Assent-Timestamp` (Unix seconds) and
 //!   `X-Assent-Signature: sha256=HEX`, the HMAC-SHA256 with the webhook's secret of
 //!   `TIMESTAMP.BODY`. Receivers recompute it and reject stale timestamps.
@@ -46,14 +51,28 @@ const KINDS: [&str; 4] = [
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Starts one delivery task per configured webhook.
-pub fn spawn(state: AppState) -> Vec<tokio::task::JoinHandle<()>> {
+/// How long a webhook's delivery lease lasts without renewal: longer than one attempt
+/// (5 s to connect, 15 s in all); a replica that died is replaced after at most this.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// Starts one delivery task per configured webhook; `holder` names this process in the
+/// webhooks' leases (a random id; see [`release`]).
+pub fn spawn(state: AppState, holder: &str) -> Vec<tokio::task::JoinHandle<()>> {
     (0..state.webhooks.len())
         .map(|i| {
-            let st = state.clone();
-            tokio::spawn(async move { run(st, i).await })
+            let (st, holder) = (state.clone(), holder.to_string());
+            tokio::spawn(async move { run(st, i, holder).await })
         })
         .collect()
+}
+
+/// Gives up `holder`'s webhook leases (at shutdown, after the tasks were stopped), so another
+/// replica resumes delivery at once instead of after [`LEASE`].
+pub async fn release(state: &AppState, holder: &str) {
+    for hook in state.webhooks.iter() {
+        let (name, holder) = (hook.name.clone(), holder.to_string());
+        store(state, move |s| s.release_webhook(&name, &holder)).await;
+    }
 }
 
 /// `sha256=HEX`: the HMAC-SHA256 of `TIMESTAMP.BODY` with `secret`.
@@ -80,7 +99,7 @@ async fn store<T: Send + 'static>(
     }
 }
 
-async fn run(st: AppState, index: usize) {
+async fn run(st: AppState, index: usize, holder: String) {
     let hook = st.webhooks[index].clone();
     let http = match reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
@@ -94,40 +113,52 @@ async fn run(st: AppState, index: usize) {
             return;
         }
     };
-    // A new webhook starts at the end of the log: it gets the events from now on.
-    let mut cursor = loop {
-        let name = hook.name.clone();
-        let found = store(&st, move |s| {
-            Ok(match s.webhook_cursor(&name)? {
-                Some(c) => c,
-                None => {
-                    let head = s.audit_head_seq()?;
-                    s.set_webhook_cursor(&name, head)?;
-                    head
-                }
-            })
-        })
-        .await;
-        match found {
-            Some(c) => break c,
-            None => tokio::time::sleep(Duration::from_secs(1)).await,
-        }
-    };
     let mut changes = st.changes.subscribe();
+    // The cursor as last read: a hint for when to take the lease (the lease gives the truth).
+    // The first lease also starts a new webhook at the end of the log (events from now on).
+    let mut seen = take_lease(&st, &hook.name, &holder).await.unwrap_or(0);
     loop {
+        let any = store(&st, move |s| s.audit_after(seen, &KINDS, 1))
+            .await
+            .is_some_and(|b| !b.is_empty());
+        let lease = match any {
+            true => take_lease(&st, &hook.name, &holder).await,
+            false => None,
+        };
+        let Some(cursor) = lease else {
+            // Nothing to send, or another replica holds the lease: wait for a change (or
+            // look again now and then: a holder that died leaves its lease to run out).
+            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
+            continue;
+        };
+        seen = cursor;
         let batch = store(&st, move |s| s.audit_after(cursor, &KINDS, 100))
             .await
             .unwrap_or_default();
-        if batch.is_empty() {
-            // Wait for a change (or poll now and then: an expiry by another process).
-            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
-            continue;
-        }
         for rec in batch {
-            deliver(&st, &http, &hook, &rec).await;
-            cursor = rec.seq;
+            if !deliver(&st, &http, &hook, &holder, &rec).await {
+                break; // the lease was lost: the new holder delivers from the cursor
+            }
+            seen = rec.seq;
         }
     }
+}
+
+/// Takes or renews `holder`'s lease of webhook `name`: the cursor when held.
+async fn take_lease(st: &AppState, name: &str, holder: &str) -> Option<i64> {
+    let (name, holder) = (name.to_string(), holder.to_string());
+    let ms = LEASE.as_millis() as i64;
+    store(st, move |s| s.lease_webhook(&name, &holder, now_ms(), ms))
+        .await
+        .flatten()
+}
+
+/// Moves the cursor of `hook` past `seq`; whether `holder` still holds the lease.
+async fn advance(st: &AppState, hook: &Webhook, holder: &str, seq: i64) -> bool {
+    let (name, holder) = (hook.name.clone(), holder.to_string());
+    store(st, move |s| s.advance_webhook(&name, &holder, seq))
+        .await
+        .unwrap_or(false)
 }
 
 fn event_of(kind: &str) -> &'static str {
@@ -138,8 +169,16 @@ fn event_of(kind: &str) -> &'static str {
     }
 }
 
-/// Delivers one audit record's event (retrying, then dead-lettering) and moves the cursor.
-async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &AuditRecord) {
+/// Delivers one audit record's event (retrying, then dead-lettering) and moves the cursor,
+/// renewing `holder`'s lease before every attempt. `false` when the lease was lost (nothing
+/// more is sent; the new holder resumes at the cursor).
+async fn deliver(
+    st: &AppState,
+    http: &reqwest::Client,
+    hook: &Webhook,
+    holder: &str,
+    rec: &AuditRecord,
+) -> bool {
     let event = event_of(&rec.kind);
     let approval = match &rec.approval_id {
         Some(id) if hook.events.iter().any(|e| e == event) => {
@@ -149,9 +188,7 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
         _ => None,
     };
     let Some(a) = approval else {
-        let (name, seq) = (hook.name.clone(), rec.seq);
-        store(st, move |s| s.set_webhook_cursor(&name, seq)).await;
-        return;
+        return advance(st, hook, holder, rec.seq).await;
     };
     let link = if event == "approval.requested" {
         single_use_link(st, &a).await
@@ -180,6 +217,9 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
     let mut delay = Duration::from_millis(hook.retry_initial_ms);
     let last_error = loop {
         attempt += 1;
+        if take_lease(st, &hook.name, holder).await.is_none() {
+            return false;
+        }
         let ts = now_ms() / 1000;
         let mut req = http.post(&hook.url);
         if let Some(c) = &checkpoint_header {
@@ -198,9 +238,7 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
         let error = match sent {
             Ok(r) if r.status().is_success() => {
                 tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
-                let (name, seq) = (hook.name.clone(), rec.seq);
-                store(st, move |s| s.set_webhook_cursor(&name, seq)).await;
-                return;
+                return advance(st, hook, holder, rec.seq).await;
             }
             Ok(r) => format!("HTTP {}", r.status().as_u16()),
             Err(e) => format!("{}", e.without_url()),
@@ -223,7 +261,10 @@ async fn deliver(st: &AppState, http: &reqwest::Client, hook: &Webhook, rec: &Au
         last_error,
         failed_at: now_ms(),
     };
-    store(st, move |s| s.dead_letter(&d)).await;
+    let holder = holder.to_string();
+    store(st, move |s| s.dead_letter(&d, &holder))
+        .await
+        .unwrap_or(false)
 }
 
 /// A single-use link to the card, valid until the approval expires (needs `public_url`).

@@ -2,7 +2,7 @@
 //! and the webhooks' delivery state: each webhook's cursor into the log and its dead letters.
 
 use crate::audit::AuditRecord;
-use crate::db::{self, Conn, OptionalExtension as _, ToValue};
+use crate::db::{self, OptionalExtension as _, ToValue};
 use crate::error::StoreError;
 use crate::params;
 use crate::sql::{self, from_row};
@@ -88,35 +88,88 @@ impl Store {
         Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?)
     }
 
-    /// Where `webhook` is in the audit log: `None` for a webhook never started.
-    pub fn webhook_cursor(&self, webhook: &str) -> Result<Option<i64>, StoreError> {
+    /// Takes or renews `webhook`'s delivery lease for `holder` (a random id per process)
+    /// until `now + lease_ms` (Unix ms), issue 13 §2: replicas of one database deliver each
+    /// event once because only the lease's holder delivers and moves the cursor. A webhook
+    /// never started begins at the end of the log (it gets the events from now on). Returns
+    /// the cursor (the last audit record delivered or given up on) when `holder` holds the
+    /// lease now, `None` while another holder's lease runs. Writes without waking the event
+    /// streams (renewals would wake every replica's delivery loop).
+    pub fn lease_webhook(
+        &self,
+        webhook: &str,
+        holder: &str,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let until = now.saturating_add(lease_ms);
         let guard = self.lock();
-        let conn = guard.conn();
-        Ok(conn
-            .query_row(
+        Ok(guard.conn().write(|tx| {
+            tx.execute(
+                "INSERT INTO webhook_cursors (webhook, last_seq)
+                 SELECT CAST(?1 AS TEXT), COALESCE(MAX(seq), 0) FROM audit WHERE true
+                 ON CONFLICT(webhook) DO NOTHING",
+                [webhook],
+            )?;
+            let taken = tx.execute(
+                "UPDATE webhook_cursors SET holder = ?2, lease_until = ?4
+                 WHERE webhook = ?1 AND (holder = ?2 OR holder IS NULL OR lease_until < ?3)",
+                params![webhook, holder, now, until],
+            )?;
+            if taken == 0 {
+                return Ok::<_, db::DbError>(None);
+            }
+            tx.query_row(
                 "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
                 [webhook],
                 |r| r.get(0),
             )
-            .optional()?)
+            .map(Some)
+        })?)
     }
 
-    /// Moves `webhook`'s cursor to `seq` (delivered, or dead-lettered, up to there).
-    pub fn set_webhook_cursor(&self, webhook: &str, seq: i64) -> Result<(), StoreError> {
-        self.write(|tx| Ok(move_cursor(**tx, webhook, seq)?))
+    /// Moves `webhook`'s cursor forward to `seq` (delivered, or skipped, up to there) if
+    /// `holder` still holds its lease. `false`: another replica took the lease (this one was
+    /// paused past it) and delivers from its own reading of the cursor; stop delivering.
+    pub fn advance_webhook(
+        &self,
+        webhook: &str,
+        holder: &str,
+        seq: i64,
+    ) -> Result<bool, StoreError> {
+        let guard = self.lock();
+        Ok(guard.conn().write(|tx| advance(tx, webhook, holder, seq))?)
     }
 
     /// Records a delivery that failed every attempt and moves the cursor past it, in one
-    /// transaction.
-    pub fn dead_letter(&self, d: &DeadLetter) -> Result<(), StoreError> {
-        self.write(|tx| {
+    /// transaction, if `holder` still holds the webhook's lease (`false`: it does not, and
+    /// nothing was written).
+    pub fn dead_letter(&self, d: &DeadLetter, holder: &str) -> Result<bool, StoreError> {
+        let guard = self.lock();
+        Ok(guard.conn().write(|tx| {
+            if !advance(tx, &d.webhook, holder, d.audit_seq)? {
+                return Ok::<_, db::DbError>(false);
+            }
             tx.execute(
                 "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![d.webhook, d.audit_seq, d.event, d.body, d.attempts, d.last_error, d.failed_at],
             )?;
-            Ok(move_cursor(**tx, &d.webhook, d.audit_seq)?)
-        })
+            Ok(true)
+        })?)
+    }
+
+    /// Gives `webhook`'s lease up (graceful shutdown) so another replica takes over at once.
+    pub fn release_webhook(&self, webhook: &str, holder: &str) -> Result<(), StoreError> {
+        let guard = self.lock();
+        guard.conn().write(|tx| {
+            tx.execute(
+                "UPDATE webhook_cursors SET holder = NULL, lease_until = 0 WHERE webhook = ?1 AND holder = ?2",
+                [webhook, holder],
+            )
+            .map(drop)
+        })?;
+        Ok(())
     }
 
     /// Stores a single-use link to `approval_id`'s card (by the SHA-256 of its token, hex),
@@ -219,12 +272,13 @@ impl Store {
     }
 }
 
-/// Moves `webhook`'s cursor into the audit log to `seq` (creating it for a new webhook).
-fn move_cursor(conn: Conn<'_>, webhook: &str, seq: i64) -> db::Result<()> {
-    conn.execute(
-        "INSERT INTO webhook_cursors (webhook, last_seq) VALUES (?1, ?2)
-         ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq",
-        params![webhook, seq],
-    )?;
-    Ok(())
+/// Moves the cursor to `seq` when `holder` holds the lease and it is behind `seq`; whether
+/// `holder` holds it.
+fn advance(tx: &db::Tx<'_>, webhook: &str, holder: &str, seq: i64) -> db::Result<bool> {
+    tx.execute(
+        "UPDATE webhook_cursors SET last_seq = CASE WHEN last_seq < ?3 THEN ?3 ELSE last_seq END
+         WHERE webhook = ?1 AND holder = ?2",
+        params![webhook, holder, seq],
+    )
+    .map(|n| n == 1)
 }

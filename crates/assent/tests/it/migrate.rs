@@ -64,7 +64,12 @@ fn migrate_prepares_the_postgres_database_a_config_names() {
     let c = cfg.to_str().unwrap();
     let env = [("ASSENT_DATABASE_URL", url.as_str())];
     let first = json_of(&migrate(&["--config", c, "--json"], &env));
-    assert_eq!(first["applied"].as_array().unwrap().len(), 10, "{first}");
+    let applied = first["applied"].as_array().unwrap();
+    assert_eq!(
+        applied.len() as u64,
+        first["version"].as_u64().unwrap(),
+        "{first}"
+    );
     let again = json_of(&migrate(&["--config", c, "--json"], &env));
     assert_eq!(again["applied"], serde_json::json!([]));
     assert!(!dir.path().join("data").join("assent.db").exists());

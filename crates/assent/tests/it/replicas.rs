@@ -20,8 +20,8 @@ const AGENT_KEY: &str = "ops-bot-key-0123456789";
 
 /// A config for replicas: an agent `ops_bot` with two R3 tools — `pay` (waits 300 s) and
 /// `nudge` (waits 1 s, then rejected by default) — on the database in `ASSENT_DATABASE_URL`,
-/// keys in `keys/`. Returns the config's path.
-fn replica_config(dir: &Path) -> PathBuf {
+/// keys in `keys/`, with the YAML lines `extra` appended. Returns the config's path.
+fn replica_config(dir: &Path, extra: &str) -> PathBuf {
     let agent = "schema_version: \"1.0.0\"\nmetadata: {id: ops_bot, name: Ops Bot, version: 1.0.0, description: Replica tests.}\nconstraints:\n  governance_policies:\n    - policy_ref: test.replicas-v1\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: nudge\n";
     let policy = "policies:\n  - id: test.replicas-v1\n    description: Replica tests.\n    rules:\n      - {tool: pay, risk_tier: R3, timeout_seconds: 300, default_decision: reject, approvers: [finance-admin]}\n      - {tool: nudge, risk_tier: R3, timeout_seconds: 1, default_decision: reject, approvers: [finance-admin]}\n";
     std::fs::write(dir.join("ops.agf.yaml"), agent).unwrap();
@@ -30,18 +30,18 @@ fn replica_config(dir: &Path) -> PathBuf {
         "listen: 127.0.0.1:{}\ndata_dir: data\nkeys_dir: keys\ndatabase: {{url_env: ASSENT_DATABASE_URL}}\nagents: [ops.agf.yaml]\ngovernance: [policy.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [finance-admin], key_env: TEST_ALICE_KEY}}\n  - {{name: ops, kind: agent, agent_id: ops_bot, key_sha256: \"{}\"}}\n",
         free_port(),
         crate::hex_sha256(AGENT_KEY)
-    );
+    ) + extra;
     let p = dir.join("assent.yaml");
     std::fs::write(&p, cfg).unwrap();
     p
 }
 
-/// A fresh schema, a config over it (keys made with `assent keys init --config`) and two
+/// A fresh schema, a config over it (with `extra`) (keys made with `assent keys init --config`) and two
 /// replicas serving it: `(schema, dir, config, [a, b])`. `None` with `ASSENT_TEST_NO_PG=1`.
-fn replicas() -> Option<(Schema, tempfile::TempDir, PathBuf, [Server; 2])> {
+fn replicas(extra: &str) -> Option<(Schema, tempfile::TempDir, PathBuf, [Server; 2])> {
     let schema = assent_testkit::pg::schema()?;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = replica_config(dir.path());
+    let cfg = replica_config(dir.path(), extra);
     let out = Command::new(BIN)
         .args(["keys", "init", "--json", "--config"])
         .arg(&cfg)
@@ -59,7 +59,8 @@ fn replica(cfg: &Path, schema: &Schema) -> Server {
     let port = free_port();
     let mut cmd = serve_cmd(cfg);
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("ASSENT_DATABASE_URL", &schema.postgres_url);
+        .env("ASSENT_DATABASE_URL", &schema.postgres_url)
+        .env("TEST_HOOK_SECRET", "hook-secret-0123456789");
     serve_with(cmd, port)
 }
 
@@ -180,7 +181,7 @@ fn serve_on_postgres_refuses_a_keys_dir_without_keys_and_starts_once_keys_init_m
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let cfg = replica_config(dir.path());
+    let cfg = replica_config(dir.path(), "");
     let out = serve_cmd(&cfg)
         .env("ASSENT_DATABASE_URL", &schema.postgres_url)
         .env("TEST_ALICE_KEY", OP_KEY)
@@ -229,7 +230,7 @@ fn serve_on_postgres_refuses_a_keys_dir_without_keys_and_starts_once_keys_init_m
 
 #[test]
 fn a_decision_through_one_replica_wakes_the_other_and_aaep_events_keep_one_order() {
-    let Some((_schema, _dir, _cfg, [a, b])) = replicas() else {
+    let Some((_schema, _dir, _cfg, [a, b])) = replicas("") else {
         return;
     };
     // An AAEP subscriber on B, before anything happens.
@@ -275,7 +276,7 @@ fn a_decision_through_one_replica_wakes_the_other_and_aaep_events_keep_one_order
 
 #[test]
 fn an_approval_expires_exactly_once_with_two_replicas_running() {
-    let Some((schema, _dir, _cfg, [a, b])) = replicas() else {
+    let Some((schema, _dir, _cfg, [a, b])) = replicas("") else {
         return;
     };
     let ids: Vec<String> = (0..3).map(|n| held(&a.url, "nudge", n)).collect();
@@ -302,7 +303,7 @@ fn an_approval_expires_exactly_once_with_two_replicas_running() {
 
 #[test]
 fn kill_9_of_one_replica_mid_burst_loses_no_acknowledged_decision_and_the_chain_verifies() {
-    let Some((schema, _dir, cfg, [a, b])) = replicas() else {
+    let Some((schema, _dir, cfg, [a, b])) = replicas("") else {
         return;
     };
     let urls = [a.url.clone(), b.url.clone()];
@@ -379,4 +380,92 @@ fn kill_9_of_one_replica_mid_burst_loses_no_acknowledged_decision_and_the_chain_
         rep["records"].as_i64().unwrap() >= 2 * acked.len() as i64,
         "{rep}"
     );
+}
+
+/// A webhook receiver on a free loopback port: answers every request `200` and sends the
+/// `X-Assent-Delivery` header of each; returns its URL and the deliveries.
+fn receiver() -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (send, recv) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let send = send.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let head_end = loop {
+                    let Ok(n) = conn.read(&mut chunk) else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                let header = |name: &str| {
+                    head.lines()
+                        .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+                };
+                let len: usize = header("content-length:")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                while buf.len() < head_end + len {
+                    let Ok(n) = conn.read(&mut chunk) else { return };
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                if let Some(d) = header("x-assent-delivery:") {
+                    let _ = send.send(d);
+                }
+            });
+        }
+    });
+    (url, recv)
+}
+
+#[test]
+fn each_webhook_event_is_delivered_once_with_two_replicas_running() {
+    let (hook, deliveries) = receiver();
+    let extra =
+        format!("webhooks:\n  - {{name: ops, url: \"{hook}\", secret_env: TEST_HOOK_SECRET}}\n");
+    let Some((_schema, _dir, _cfg, [a, b])) = replicas(&extra) else {
+        return;
+    };
+    // Five calls held through each replica, each decided through the other: 10 requested
+    // and 10 resolved events, each to be delivered exactly once although both replicas run
+    // a delivery loop.
+    for n in 0..10 {
+        let (p, d) = if n % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let id = held(&p.url, "pay", n);
+        let (code, body) = decide(&d.url, &id, if n % 3 == 0 { "deny" } else { "approve" });
+        assert_eq!(code, 200, "{body}");
+    }
+    let mut got = Vec::new();
+    while got.len() < 20 {
+        got.push(
+            deliveries
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("only {} deliveries: {got:?}", got.len())),
+        );
+    }
+    // Both loops have looked again several times since (every 2 s at the latest).
+    std::thread::sleep(Duration::from_secs(5));
+    got.extend(deliveries.try_iter());
+    let mut unique = got.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 20, "{got:?}");
+    assert_eq!(got.len(), 20, "an event was delivered twice: {got:?}");
+    crate::stop(a);
+    crate::stop(b);
 }
