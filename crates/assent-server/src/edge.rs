@@ -168,7 +168,11 @@ pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> R
     match principal_for_key(&st.principals, key) {
         None => {
             let locked = st.throttle.locked_out(addr, key, true);
-            if let Some(wait) = locked.or_else(|| st.throttle.failed(addr, key)) {
+            let wait = match locked {
+                Some(w) => Some(w),
+                None => st.throttle.failed(addr, key).await,
+            };
+            if let Some(wait) = wait {
                 tracing::warn!(addr = ?addr, "authentication failures throttled");
                 return too_many(
                     "AUTH_THROTTLED",

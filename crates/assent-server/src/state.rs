@@ -1,10 +1,9 @@
 //! The state of a running server ([`AppState`]: store, registry, principals, settings, the
-//! change signal, waiters, throttle, dashboard sessions, webhooks) and how it is built from a
-//! validated [`Config`]; [`now_ms`], the server's clock. Every handler receives it; it mounts
+//! change signal, waiters, throttle, webhooks; dashboard sessions are in the store) and how
+//! it is built from a validated [`Config`]; [`now_ms`], the server's clock. Every handler receives it; it mounts
 //! no route and calls no handler.
 
 use crate::config::{self, Config, Principal};
-use crate::dashboard::sessions::Sessions;
 use crate::{serve, throttle, waiters};
 use assent_core::policy::Registry;
 use assent_store::Store;
@@ -29,8 +28,6 @@ pub struct AppState {
     pub changes: Arc<watch::Sender<u64>>,
     /// The longest AAEP timeout extension (ms) honoured for an open subscription.
     pub extension_ms: Arc<std::sync::atomic::AtomicI64>,
-    /// Signed-in dashboard operators.
-    pub ui: Arc<Sessions>,
     /// Outgoing webhooks, secrets resolved.
     pub webhooks: Arc<Vec<config::Webhook>>,
     /// `public_url` without a trailing `/`, for links sent out.
@@ -119,6 +116,12 @@ impl AppState {
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());
         if let assent_store::db::Database::Postgres { url } = &database {
+            let shared = throttle::Throttle::with_proxies(
+                config.rate_limits,
+                config.trusted_proxies.clone(),
+            )
+            .shared(state.store.clone());
+            state.throttle = Arc::new(shared);
             let listener = crate::replicas::hear(
                 url,
                 state.waiters.clone(),
@@ -145,7 +148,6 @@ impl AppState {
             settings,
             changes: Arc::new(watch::channel(0).0),
             extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
-            ui: Arc::default(),
             webhooks: Arc::default(),
             public_url: None,
             dry_run: None,

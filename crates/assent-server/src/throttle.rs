@@ -11,6 +11,11 @@
 //!   AUTH_THROTTLED` without being checked, so guessing is held to that rate; a locked-out
 //!   prefix refuses only wrong keys (another address guessing at a key's prefix cannot lock
 //!   its owner out). The API, `/mcp` and the dashboard sign-in share it.
+//! - On PostgreSQL the failures are also counted in the database ([`Throttle::shared`]), so
+//!   that every replica charges one allowance: a lockout found there holds on the replica
+//!   that found it, and the others find it at the caller's next failure there. Request rate
+//!   limits stay per replica (a shared counter would put a database write on every request):
+//!   behind N replicas a principal may make up to N times `rate_limits`.
 //! - The client address is the TCP peer, or, when the peer is one of `trusted_proxies`, the
 //!   right-most `X-Forwarded-For` address that is not (so clients behind a reverse proxy are
 //!   told apart instead of sharing the proxy's address).
@@ -43,12 +48,27 @@ enum Who {
     Prefix(String),
 }
 
+impl Who {
+    /// Its row in the shared count: the SHA-256 (hex) of `addr:A` or `prefix:P`, so the
+    /// database holds neither addresses nor the beginnings of keys.
+    fn label(&self) -> String {
+        use sha2::Digest;
+        let text = match self {
+            Who::Addr(a) => format!("addr:{a}"),
+            Who::Prefix(p) => format!("prefix:{p}"),
+        };
+        hex::encode(sha2::Sha256::digest(text.as_bytes()))
+    }
+}
+
 /// The limiters of one gateway.
 pub struct Throttle {
     principals: DefaultKeyedRateLimiter<String>,
     failures: DefaultKeyedRateLimiter<Who>,
     locked: Mutex<HashMap<Who, Instant>>,
     trusted_proxies: Vec<IpAddr>,
+    /// The store failures are also counted in (replicas of one PostgreSQL database).
+    shared: Option<std::sync::Arc<assent_store::Store>>,
 }
 
 impl std::fmt::Debug for Throttle {
@@ -87,6 +107,16 @@ impl Throttle {
             ),
             locked: Mutex::default(),
             trusted_proxies: Vec::new(),
+            shared: None,
+        }
+    }
+
+    /// This throttle, also counting failures in `store`'s database, which other replicas
+    /// share (see the module doc).
+    pub fn shared(self, store: std::sync::Arc<assent_store::Store>) -> Self {
+        Self {
+            shared: Some(store),
+            ..self
         }
     }
 
@@ -142,9 +172,39 @@ impl Throttle {
             .max()
     }
 
-    /// Counts a failed authentication; `Some(wait)` when it used up the allowance of the
-    /// address or the prefix, which are locked out for `wait`.
-    pub fn failed(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
+    /// Counts a failed authentication, here and (on PostgreSQL) in the database the replicas
+    /// share; `Some(wait)` when it used up the allowance of the address or the prefix, which
+    /// are locked out for `wait`. A database that does not answer leaves the local count.
+    pub async fn failed(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
+        let mut wait = self.failed_here(addr, key);
+        let Some(store) = self.shared.clone() else {
+            return wait;
+        };
+        let who = Self::keys(addr, key);
+        let labels: Vec<String> = who.iter().map(Who::label).collect();
+        let interval = 1000 / i64::from(FAILURES_PER_SECOND);
+        let now = crate::state::now_ms();
+        let counted = tokio::task::spawn_blocking(move || {
+            store.count_auth_failure(&labels, now, interval, i64::from(FAILURE_BURST))
+        })
+        .await;
+        match counted {
+            Ok(Ok(over)) => {
+                for (w, ms) in who.into_iter().zip(over).filter(|(_, ms)| *ms > 0) {
+                    let d = Duration::from_millis(ms as u64).max(Duration::from_secs(1));
+                    let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
+                    locked.insert(w, Instant::now() + d);
+                    wait = Some(wait.map_or(d, |x| x.max(d)));
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "shared failure count unavailable"),
+            Err(_) => {}
+        }
+        wait
+    }
+
+    /// Counts a failed authentication in this process's limiter.
+    fn failed_here(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
         let clock = DefaultClock::default();
         let mut wait: Option<Duration> = None;
         for w in Self::keys(addr, key) {
@@ -214,7 +274,7 @@ mod tests {
         let attacker: IpAddr = "192.0.2.66".parse().unwrap();
         let mut locked = None;
         for i in 0..100 {
-            if let Some(w) = t.failed(Some(attacker), &format!("alice-de-guess-{i}")) {
+            if let Some(w) = t.failed_here(Some(attacker), &format!("alice-de-guess-{i}")) {
                 locked = Some(w);
                 break;
             }

@@ -47,6 +47,7 @@
 
 pub mod aaep;
 pub mod audit;
+pub mod auth_failures;
 pub mod checkpoint;
 mod clarifications;
 pub mod confirm;
@@ -82,6 +83,7 @@ mod store;
 pub mod stored;
 mod subscriptions;
 mod tokens;
+pub mod ui_sessions;
 mod usage;
 
 pub use confirm::ConfirmContext;

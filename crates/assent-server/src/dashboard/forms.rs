@@ -128,7 +128,10 @@ pub(crate) async fn answer_form(
     State(st): State<AppState>,
     form: PostedForm,
 ) -> Result<Response, Response> {
-    let (op, f) = form.check(&st, "Nothing was answered.").map_err(|r| *r)?;
+    let (op, f) = form
+        .check(&st, "Nothing was answered.")
+        .await
+        .map_err(|r| *r)?;
     let field = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
     let text = field("response");
     let response = match field("kind").as_str() {
@@ -173,7 +176,7 @@ pub(crate) async fn open_link(
         Err(e) => return secured(e.into_response()),
     };
     let Some(id) = found else {
-        let who = signed_in(&st, &headers);
+        let who = signed_in(&st, &headers).await;
         return page_with(
             StatusCode::GONE,
             &Message {
@@ -185,7 +188,7 @@ pub(crate) async fn open_link(
         );
     };
     let card = format!("/ui/approvals/{id}");
-    if signed_in(&st, &headers).is_some() {
+    if signed_in(&st, &headers).await.is_some() {
         secured(Redirect::to(&card).into_response())
     } else {
         secured(Redirect::to(&format!("/ui/login?next={card}")).into_response())
@@ -260,12 +263,12 @@ impl FromRequest<AppState> for PostedForm {
 impl PostedForm {
     /// The operator and the fields, once the session and the CSRF token were checked
     /// ([`operator_form`]); else the page to send, which says that `nothing` happened.
-    pub(crate) fn check(
+    pub(crate) async fn check(
         &self,
         st: &AppState,
         nothing: &str,
     ) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
-        operator_form(st, &self.headers, &self.body, nothing)
+        operator_form(st, &self.headers, &self.body, nothing).await
     }
 
     /// [`PostedForm::check`], then the approval `{id}` the card form is about; else the page to
@@ -275,7 +278,7 @@ impl PostedForm {
         st: &AppState,
         nothing: &str,
     ) -> Result<(Operator, HashMap<String, String>, Loaded), Response> {
-        let (op, f) = self.check(st, nothing).map_err(|r| *r)?;
+        let (op, f) = self.check(st, nothing).await.map_err(|r| *r)?;
         match load(st, &self.id).await {
             Ok(Some(loaded)) => Ok((op, f, loaded)),
             Ok(None) => Err(not_found(&op, "No such approval.")),

@@ -4,8 +4,8 @@
 //!
 //! - Sign-in with an operator key (`POST /ui/login`) starts a session: a random 256-bit id in
 //!   the `assent_ui` cookie (`HttpOnly`, `SameSite=Strict`, `Path=/ui`, `Secure` behind an
-//!   HTTPS proxy that sends `X-Forwarded-Proto: https`), valid 12 hours, kept in memory (a
-//!   restart signs everyone out). Every form carries the session's CSRF token, checked in
+//!   HTTPS proxy that sends `X-Forwarded-Proto: https`), valid 12 hours, stored by its SHA-256
+//!   (every replica knows it; a restart keeps it). Every form carries the session's CSRF token, checked in
 //!   constant time; a post without it is `403` and changes nothing. The sign-in form itself
 //!   is protected by a double-submit cookie.
 //! - `/ui`: the queue of pending approvals (similar calls grouped, each decided on its own)
@@ -32,5 +32,3 @@ pub mod page;
 pub mod session;
 pub mod sessions;
 pub mod views;
-
-pub use sessions::Sessions;

@@ -1,5 +1,5 @@
 //! Dashboard sign-in and sessions: operator keys start a session (a random 256-bit id in the
-//! `assent_ui` cookie, 12 hours, in memory), the sign-in form's double-submit cookie, the
+//! `assent_ui` cookie, 12 hours, stored by its SHA-256: `sessions.rs`), the sign-in form's double-submit cookie, the
 //! signed-in `Operator` of a request, and the CSRF check of every state-changing form
 //! (`operator_form`). It renders no queue or card.
 
@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::page::{Message, forbidden, page_with, secured, to_login};
-use super::sessions::{SESSION_TTL, Session, random_hex};
+use super::sessions::{self, SESSION_TTL, Session, random_hex};
 use std::collections::HashMap;
 use subtle::ConstantTimeEq;
 
@@ -42,8 +42,8 @@ pub(crate) struct Operator {
 
 /// The signed-in operator of a request: its `assent_ui` session cookie names a live session
 /// of a principal that is (still) an operator.
-pub(crate) fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
-    let session = st.ui.get(cookie(headers, COOKIE)?)?;
+pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
+    let session = sessions::get(st, cookie(headers, COOKIE)?).await?;
     let principal = st
         .principals
         .iter()
@@ -57,7 +57,7 @@ pub(crate) fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> 
 impl FromRequestParts<AppState> for Operator {
     type Rejection = Response;
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
-        signed_in(st, &parts.headers).ok_or_else(to_login)
+        signed_in(st, &parts.headers).await.ok_or_else(to_login)
     }
 }
 
@@ -76,13 +76,13 @@ fn form(body: &Bytes) -> Result<HashMap<String, String>, String> {
 /// token were checked. Otherwise the page to send (`403`; `400` for a body that is not a form),
 /// which says that `nothing` happened
 /// (e.g. "Nothing was decided.").
-pub(crate) fn operator_form(
+pub(crate) async fn operator_form(
     st: &AppState,
     headers: &HeaderMap,
     body: &Bytes,
     nothing: &str,
 ) -> Result<(Operator, HashMap<String, String>), Box<Response>> {
-    let Some(op) = signed_in(st, headers) else {
+    let Some(op) = signed_in(st, headers).await else {
         return Err(Box::new(forbidden(
             "Sign in first: this form needs an operator's dashboard session.",
         )));
@@ -143,7 +143,7 @@ pub(crate) async fn login_page(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let next = next_path(q.get("next"));
-    if signed_in(&st, &headers).is_some() {
+    if signed_in(&st, &headers).await.is_some() {
         return secured(Redirect::to(&next).into_response());
     }
     login_form(StatusCode::OK, "", &next)
@@ -215,7 +215,11 @@ pub(crate) async fn login(
     let Some(p) = principal_for_key(&st.principals, key).filter(|p| p.roles().is_some()) else {
         tracing::info!("dashboard sign-in refused");
         let locked = st.throttle.locked_out(addr, key, true);
-        if let Some(wait) = locked.or_else(|| st.throttle.failed(addr, key)) {
+        let wait = match locked {
+            Some(w) => Some(w),
+            None => st.throttle.failed(addr, key).await,
+        };
+        if let Some(wait) = wait {
             return throttled(wait);
         }
         return login_form(
@@ -224,7 +228,13 @@ pub(crate) async fn login(
             &next,
         );
     };
-    let (id, _) = st.ui.start(&p.name);
+    let Some((id, _)) = sessions::start(&st, &p.name).await else {
+        return login_form(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The gateway cannot record a sign-in right now; try again.",
+            &next,
+        );
+    };
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
     let c = format!(
@@ -244,14 +254,14 @@ pub(crate) async fn logout(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if signed_in(&st, &headers).is_none() {
+    if signed_in(&st, &headers).await.is_none() {
         return to_login();
     }
-    if let Err(r) = operator_form(&st, &headers, &body, "You are still signed in.") {
+    if let Err(r) = operator_form(&st, &headers, &body, "You are still signed in.").await {
         return *r;
     }
     if let Some(id) = cookie(&headers, COOKIE) {
-        st.ui.end(id);
+        sessions::end(&st, id).await;
     }
     let mut r = to_login();
     if let Ok(v) = HeaderValue::from_str(&format!(

@@ -1,27 +1,17 @@
-//! The dashboard's signed-in sessions (kept in memory, by the SHA-256 of their id; 12 hours;
-//! a restart signs everyone out) and the random tokens they are made of. A leaf: the server
-//! state holds [`Sessions`]; sign-in and CSRF checks are [`super::session`].
+//! The dashboard's signed-in sessions (12 hours) over the store's `ui_sessions`, so that a
+//! session works whichever replica a request reaches (issue 13 §2): the cookie's value is 256
+//! random bits, and only its SHA-256 is stored. The random tokens sessions are made of are
+//! here too. Sign-in and CSRF checks are [`super::session`].
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use crate::state::{AppState, now_ms};
+use assent_store::ui_sessions::UiSession;
+use std::time::Duration;
 
 /// How long a dashboard session lasts.
 pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 
-/// One signed-in operator.
-#[derive(Clone)]
-pub(crate) struct Session {
-    pub(crate) operator: String,
-    pub(crate) csrf: String,
-    pub(crate) expires: Instant,
-}
-
-/// The dashboard's sessions, by the SHA-256 of the cookie's value.
-#[derive(Default)]
-pub struct Sessions {
-    by_id: Mutex<HashMap<[u8; 32], Session>>,
-}
+/// One signed-in operator (the store's record).
+pub(crate) type Session = UiSession;
 
 /// 256 random bits as 64 hex digits (session ids, CSRF tokens).
 pub(crate) fn random_hex() -> String {
@@ -30,37 +20,50 @@ pub(crate) fn random_hex() -> String {
     hex::encode(b)
 }
 
-/// SHA-256 of `s`: sessions are kept by the digest of their id.
-fn digest(s: &str) -> [u8; 32] {
+/// SHA-256 of `s` in hex: sessions are kept by the digest of their id.
+fn digest(s: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(s.as_bytes()).into()
+    hex::encode(sha2::Sha256::digest(s.as_bytes()))
 }
 
-impl Sessions {
-    /// Starts a session for `operator`: its id (the cookie's value) and the session.
-    pub(crate) fn start(&self, operator: &str) -> (String, Session) {
-        let id = random_hex();
-        let s = Session {
-            operator: operator.to_string(),
-            csrf: random_hex(),
-            expires: Instant::now() + SESSION_TTL,
-        };
-        let mut map = self.by_id.lock().expect("sessions");
-        map.retain(|_, s| s.expires > Instant::now());
-        map.insert(digest(&id), s.clone());
-        (id, s)
+/// Starts a session for `operator`: its id (the cookie's value) and the session; `None` when
+/// the store could not record it (the sign-in then fails: no session that only one replica
+/// knows).
+pub(crate) async fn start(st: &AppState, operator: &str) -> Option<(String, Session)> {
+    let id = random_hex();
+    let s = Session {
+        operator: operator.to_string(),
+        csrf: random_hex(),
+        expires_at: now_ms().saturating_add(SESSION_TTL.as_millis() as i64),
+    };
+    let (key, stored) = (digest(&id), s.clone());
+    match st
+        .store_task(move |store| store.start_ui_session(&key, &stored, now_ms()))
+        .await
+    {
+        Ok(Ok(())) => Some((id, s)),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "dashboard session could not be stored");
+            None
+        }
+        Err(_) => None,
     }
+}
 
-    /// The live session with id `id`.
-    pub(crate) fn get(&self, id: &str) -> Option<Session> {
-        let map = self.by_id.lock().expect("sessions");
-        map.get(&digest(id))
-            .filter(|s| s.expires > Instant::now())
-            .cloned()
+/// The live session with id `id` (`None`: unknown, ended, or the store did not answer).
+pub(crate) async fn get(st: &AppState, id: &str) -> Option<Session> {
+    let key = digest(id);
+    match st
+        .store_task(move |store| store.ui_session(&key, now_ms()))
+        .await
+    {
+        Ok(Ok(s)) => s,
+        _ => None,
     }
+}
 
-    /// Ends session `id`.
-    pub(crate) fn end(&self, id: &str) {
-        self.by_id.lock().expect("sessions").remove(&digest(id));
-    }
+/// Ends session `id`.
+pub(crate) async fn end(st: &AppState, id: &str) {
+    let key = digest(id);
+    let _ = st.store_task(move |store| store.end_ui_session(&key)).await;
 }

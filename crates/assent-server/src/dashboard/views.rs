@@ -187,7 +187,7 @@ pub(crate) async fn queue_page(State(st): State<AppState>, op: Operator) -> Resp
 
 /// The queue's contents alone, for the live refresh.
 pub(crate) async fn queue_fragment(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(op) = signed_in(&st, &headers) else {
+    let Some(op) = signed_in(&st, &headers).await else {
         return secured(ApiError::unauthenticated().into_response());
     };
     match pending(&st).await {
@@ -204,7 +204,7 @@ pub(crate) async fn queue_fragment(State(st): State<AppState>, headers: HeaderMa
 /// `GET /ui/events`: an SSE stream with a `changed` event whenever an approval or
 /// clarification changes (and a comment every 15 s to keep proxies from closing it).
 pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    if signed_in(&st, &headers).is_none() {
+    if signed_in(&st, &headers).await.is_none() {
         return secured(ApiError::unauthenticated().into_response());
     }
     let rx = st.changes.subscribe();

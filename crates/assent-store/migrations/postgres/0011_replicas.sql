@@ -13,3 +13,12 @@ CREATE TABLE ui_sessions (
     expires_at  BIGINT NOT NULL
 );
 CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_at);
+
+-- Failed authentications counted across replicas (a GCRA: `tat` is the theoretical arrival
+-- time, Unix ms, of the next allowed failure of `who`, an address or a key prefix). UNLOGGED
+-- and written without waiting for a flush: losing it in a crash only forgets a throttle.
+CREATE UNLOGGED TABLE auth_failures (
+    who  TEXT COLLATE "C" PRIMARY KEY,
+    tat  BIGINT NOT NULL
+);
+CREATE INDEX auth_failures_tat ON auth_failures(tat);

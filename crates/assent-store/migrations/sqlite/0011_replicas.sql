@@ -13,3 +13,12 @@ CREATE TABLE ui_sessions (
     expires_at  INTEGER NOT NULL
 );
 CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_at);
+
+-- Failed authentications counted across replicas (a GCRA: `tat` is the theoretical arrival
+-- time, Unix ms, of the next allowed failure of `who`, an address or a key prefix). Used on
+-- PostgreSQL only (one SQLite process counts in memory); kept here so both schemas agree.
+CREATE TABLE auth_failures (
+    who  TEXT PRIMARY KEY,
+    tat  INTEGER NOT NULL
+);
+CREATE INDEX auth_failures_tat ON auth_failures(tat);

@@ -469,3 +469,112 @@ fn each_webhook_event_is_delivered_once_with_two_replicas_running() {
     crate::stop(a);
     crate::stop(b);
 }
+
+/// Signs alice in to the dashboard through `url`: the `assent_ui` cookie's value.
+fn sign_in(url: &str) -> String {
+    let csrf = "c".repeat(64);
+    let r = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{url}/ui/login"))
+        .header("cookie", format!("assent_ui_login={csrf}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&key={OP_KEY}&next=%2Fui"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303, "sign-in through {url}");
+    let set = r.headers()["set-cookie"].to_str().unwrap();
+    let v = set.strip_prefix("assent_ui=").unwrap();
+    v[..v.find(';').unwrap()].to_string()
+}
+
+/// `GET {url}/ui` with session `cookie`: the status (200 the queue, 303 to the sign-in) and
+/// the page.
+fn queue_page(url: &str, cookie: &str) -> (u16, String) {
+    let r = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{url}/ui"))
+        .header("cookie", format!("assent_ui={cookie}"))
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.text().unwrap())
+}
+
+#[test]
+fn a_dashboard_session_started_on_one_replica_works_on_the_other_until_signed_out_there() {
+    let Some((schema, _dir, _cfg, [a, b])) = replicas("") else {
+        return;
+    };
+    let cookie = sign_in(&a.url);
+    let (code, page) = queue_page(&b.url, &cookie);
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("alice"), "{page}");
+    // The database holds only the SHA-256 of the cookie's value, never the value.
+    let rows = schema
+        .client()
+        .query("SELECT id_sha256, csrf FROM ui_sessions", &[])
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let stored: String = rows[0].get(0);
+    assert_ne!(stored, cookie);
+    assert_eq!(stored, crate::hex_sha256(&cookie));
+    // Sign out through B (its form's CSRF token is the session's): A no longer knows it.
+    let csrf: String = rows[0].get(1);
+    let r = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/ui/logout", b.url))
+        .header("cookie", format!("assent_ui={cookie}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    let (code, _) = queue_page(&a.url, &cookie);
+    assert_eq!(code, 303, "the session ended on every replica");
+    crate::stop(a);
+    crate::stop(b);
+}
+
+#[test]
+fn a_key_guesser_alternating_replicas_gets_one_failure_allowance_not_one_per_replica() {
+    let Some((_schema, _dir, _cfg, [a, b])) = replicas("") else {
+        return;
+    };
+    // Wrong keys from one address, alternately to A and B. Each replica alone allows a burst
+    // of 20 failures (then 5 a second); counted in the shared database, the two together
+    // allow that once: the first 429 comes after about 20 failures, not about 40.
+    let http = reqwest::blocking::Client::new();
+    let started = Instant::now();
+    let mut unauthorised = 0u64;
+    let throttled_at = (0..80).find(|i| {
+        let url = if i % 2 == 0 { &a.url } else { &b.url };
+        let r = http
+            .get(format!("{url}/v1/whoami"))
+            .bearer_auth(format!("guess-{i:04}-0123456789abcdef"))
+            .send()
+            .unwrap();
+        match r.status().as_u16() {
+            401 => {
+                unauthorised += 1;
+                false
+            }
+            429 => true,
+            s => panic!("status {s}"),
+        }
+    });
+    assert!(throttled_at.is_some(), "80 wrong keys and no lockout");
+    // The shared allowance: a burst of 20, plus 5 a second for the time the guessing took.
+    let refilled = started.elapsed().as_millis() as u64 / 200;
+    assert!(
+        unauthorised <= 21 + refilled + 1,
+        "{unauthorised} wrong keys were checked in {:?} before a lockout",
+        started.elapsed()
+    );
+    crate::stop(a);
+    crate::stop(b);
+}

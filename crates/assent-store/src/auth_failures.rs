@@ -1,0 +1,63 @@
+//! Failed authentications counted across the replicas of one PostgreSQL database (issue 13
+//! §2), so that N replicas do not give a key guesser N times the allowance. A generic cell
+//! rate algorithm per caller (`who`: a client address or a key prefix) in one row: `tat`, the
+//! theoretical arrival time of the next allowed failure. The server's throttle keeps its
+//! in-memory limiter as the first line and asks this one on every failure.
+
+use crate::db::Backend;
+use crate::error::StoreError;
+use crate::params;
+use crate::store::Store;
+
+/// The most callers one failure may be counted for (an address and a key prefix).
+const MAX_WHO: usize = 4;
+/// Rows whose `tat` passed this long ago are removed when a failure is counted (ms).
+const FORGET_AFTER_MS: i64 = 60_000;
+
+impl Store {
+    /// Counts one failed authentication of each of `who` at `now` (Unix ms), allowing one
+    /// failure per `interval_ms` with bursts of `burst`; returns, for each of `who` in order,
+    /// how long (ms) it is now locked out for (`0`: within its allowance). Written without
+    /// waiting for a flush on Postgres (an UNLOGGED table). `Invalid` for more than 4 callers,
+    /// a `who` over 256 bytes, or a non-positive interval or burst.
+    pub fn count_auth_failure(
+        &self,
+        who: &[String],
+        now: i64,
+        interval_ms: i64,
+        burst: i64,
+    ) -> Result<Vec<i64>, StoreError> {
+        if who.len() > MAX_WHO || who.iter().any(|w| w.len() > 256) || interval_ms < 1 || burst < 1
+        {
+            return Err(StoreError::Invalid(
+                "at most 4 callers of at most 256 bytes, a positive interval and burst".into(),
+            ));
+        }
+        let tolerance = interval_ms.saturating_mul(burst);
+        let guard = self.lock();
+        let conn = guard.conn();
+        Ok(conn.write(|tx| {
+            if tx.backend() == Backend::Postgres {
+                tx.execute("SET LOCAL synchronous_commit = off", [])?;
+            }
+            tx.execute(
+                "DELETE FROM auth_failures WHERE tat < ?1",
+                [now.saturating_sub(FORGET_AFTER_MS)],
+            )?;
+            let mut out = Vec::with_capacity(who.len());
+            for w in who {
+                let tat: i64 = tx.query_row(
+                    "INSERT INTO auth_failures (who, tat) VALUES (?1, CAST(?2 AS BIGINT) + CAST(?3 AS BIGINT))
+                     ON CONFLICT(who) DO UPDATE SET tat =
+                       CASE WHEN auth_failures.tat > CAST(?2 AS BIGINT) THEN auth_failures.tat ELSE CAST(?2 AS BIGINT) END
+                       + CAST(?3 AS BIGINT)
+                     RETURNING tat",
+                    params![w, now, interval_ms],
+                    |r| r.get(0),
+                )?;
+                out.push(tat.saturating_sub(now).saturating_sub(tolerance).max(0));
+            }
+            Ok::<_, crate::db::DbError>(out)
+        })?)
+    }
+}

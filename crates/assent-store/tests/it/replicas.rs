@@ -1,0 +1,81 @@
+//! What replicas of one database share besides approvals (issue 13 §2), on both backends:
+//! dashboard sessions (stored by digest, ended everywhere, expired ones gone) and the failed
+//! authentication count (a GCRA across replicas). Two `Store`s over one database stand for two
+//! replicas.
+
+use crate::pgkit::both;
+use assent_store::Store;
+use assent_store::db::Database;
+use assent_store::ui_sessions::UiSession;
+
+/// Two stores (replicas) over `db`, with one keys directory.
+fn two(db: &Database) -> (tempfile::TempDir, Store, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    assent_store::keys::init(dir.path()).unwrap();
+    let open = || Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire()).unwrap();
+    let (a, b) = (open(), open());
+    (dir, a, b)
+}
+
+#[test]
+fn a_dashboard_session_stored_by_one_replica_is_read_and_ended_by_another() {
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let id = "ab".repeat(32);
+        let s = UiSession {
+            operator: "alice".into(),
+            csrf: "cd".repeat(32),
+            expires_at: 10_000,
+        };
+        a.start_ui_session(&id, &s, 1_000).unwrap();
+        assert_eq!(b.ui_session(&id, 9_999).unwrap(), Some(s.clone()));
+        // Past its end it is gone, and the next sign-in removes it.
+        assert_eq!(b.ui_session(&id, 10_000).unwrap(), None);
+        let other = "ef".repeat(32);
+        let fresh = UiSession {
+            expires_at: 50_000,
+            ..s.clone()
+        };
+        b.start_ui_session(&other, &fresh, 20_000).unwrap();
+        assert_eq!(
+            a.ui_session(&id, 1_000).unwrap(),
+            None,
+            "expired rows removed"
+        );
+        a.end_ui_session(&other).unwrap();
+        assert_eq!(b.ui_session(&other, 20_001).unwrap(), None);
+        // Only a digest is a key: a raw cookie value (or anything else) is refused.
+        assert!(a.ui_session("not-a-digest", 0).is_err());
+        assert!(a.start_ui_session(&"AB".repeat(32), &fresh, 0).is_err());
+    });
+}
+
+#[test]
+fn failed_authentications_counted_by_two_replicas_share_one_allowance() {
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let who = vec!["addr-digest".to_string(), "prefix-digest".to_string()];
+        // One failure per 200 ms, bursts of 5, all at one instant: five pass, the sixth
+        // (whichever replica counts it) is over by 200 ms on both callers.
+        for i in 0..5 {
+            let s = if i % 2 == 0 { &a } else { &b };
+            assert_eq!(
+                s.count_auth_failure(&who, 1_000, 200, 5).unwrap(),
+                vec![0, 0]
+            );
+        }
+        assert_eq!(
+            b.count_auth_failure(&who, 1_000, 200, 5).unwrap(),
+            vec![200, 200]
+        );
+        // Two seconds later the allowance has refilled.
+        assert_eq!(
+            a.count_auth_failure(&who, 3_400, 200, 5).unwrap(),
+            vec![0, 0]
+        );
+        // Bounded input.
+        let many: Vec<String> = (0..5).map(|i| i.to_string()).collect();
+        assert!(a.count_auth_failure(&many, 0, 200, 5).is_err());
+        assert!(a.count_auth_failure(&who, 0, 0, 5).is_err());
+    });
+}
