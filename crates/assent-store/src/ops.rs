@@ -164,9 +164,9 @@ fn parent_of(p: &Path) -> PathBuf {
     }
 }
 
-/// The public half of `<data_dir>/audit.key`, if there is one.
-fn audit_public_key(data_dir: &Path) -> Result<Option<VerifyingKey>, StoreError> {
-    Ok(checkpoint::read_key(data_dir)?.map(|k| k.verifying_key()))
+/// The public half of `<keys_dir>/audit.key`, if there is one.
+fn audit_public_key(keys_dir: &Path) -> Result<Option<VerifyingKey>, StoreError> {
+    Ok(checkpoint::read_key(keys_dir)?.map(|k| k.verifying_key()))
 }
 
 /// [`Copied`] of a verified copy at `path`.
@@ -201,13 +201,19 @@ fn unverified(what: &str, rep: &Report) -> Option<StoreError> {
 /// gateway serves and writes. The copy is one snapshot (SQLite's backup API in one step),
 /// written privately (mode 0600) into a staging directory beside `out`, fsynced, checked
 /// (`PRAGMA integrity_check`, then the offline verification: the hash chain, every stored
-/// checkpoint under the data directory's audit key, the state tables against the chain) and
+/// checkpoint under the audit key of `keys_dir` (the gateway's `keys_dir`, by default its data
+/// directory), the state tables against the chain) and
 /// only then moved to `out` — never over an existing file unless `force` (the placing is a
 /// hard link, which fails on an existing name, or with `force` a rename).
 ///
 /// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory, or
 /// its directory does not exist; no database in `data_dir`; the copy does not verify; I/O and SQLite errors.
-pub fn backup(data_dir: &Path, out: &Path, force: bool) -> Result<Copied, StoreError> {
+pub fn backup(
+    data_dir: &Path,
+    keys_dir: &Path,
+    out: &Path,
+    force: bool,
+) -> Result<Copied, StoreError> {
     if out.is_dir() {
         return Err(refuse(format!("{} is a directory", out.display())));
     }
@@ -229,7 +235,7 @@ pub fn backup(data_dir: &Path, out: &Path, force: bool) -> Result<Copied, StoreE
     let version = copy_db(&src, &staging.db(), &what)?;
     drop(src);
     let opts = VerifyOptions {
-        public_key: audit_public_key(data_dir)?,
+        public_key: audit_public_key(keys_dir)?,
         checkpoint_file: None,
     };
     let rep = integrity::verify_offline(&staging.dir, &opts)?;
@@ -362,14 +368,14 @@ fn check_schema_objects(conn: &Connection, version: i64, what: &str) -> Result<(
     Ok(())
 }
 
-/// Verifies the staged copy under the data directory's audit key `key`. When its checkpoints
+/// Verifies the staged copy under the audit key `key` of `keys_dir`. When its checkpoints
 /// were signed by another key (or there is no key): refused unless `force`, and with `force`
 /// verified under the key its checkpoints name (so the chain and state are still checked).
 /// Returns the report and whether another key signed it.
 fn verify_staged(
     staging: &Staging,
     key: Option<VerifyingKey>,
-    data_dir: &Path,
+    keys_dir: &Path,
     what: &str,
     force: bool,
 ) -> Result<(Report, bool), StoreError> {
@@ -384,7 +390,7 @@ fn verify_staged(
         return Err(refuse(format!(
             "{what}'s audit checkpoints were signed by audit key {}, but {} {}: put back the audit.key and token.key that were backed up with this database, or --force (audit verify will then fail on its checkpoints, and every token minted before the backup is refused)",
             theirs.map(|c| c.public_key.as_str()).unwrap_or("?"),
-            data_dir.display(),
+            keys_dir.display(),
             match &key {
                 Some(k) => format!("holds audit key {}", checkpoint::public_key_hex(k)),
                 None => "holds no audit.key".to_string(),
@@ -454,7 +460,7 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// API: a file that is not an SQLite database is refused) and checked: SQLite's integrity
 /// check, assent's tables, a schema not newer than [`SCHEMA_VERSION`] (an older one is
 /// migrated when the gateway starts), and the offline verification (chain, checkpoints, state
-/// tables) with the audit key of `data_dir`: checkpoints signed by another audit key are
+/// tables) with the audit key of `keys_dir`: checkpoints signed by another audit key are
 /// refused unless `force`; approval tokens neither redeemed nor expired (one redeemed after
 /// the backup would be redeemable again) are refused unless `outstanding_tokens` — a
 /// separate consent, so accepting other keys never silently accepts replayable tokens. Then the live database is taken exclusively (refused while a
@@ -466,6 +472,7 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// database, I/O and SQLite errors.
 pub fn restore(
     data_dir: &Path,
+    keys_dir: &Path,
     input: &Path,
     force: bool,
     outstanding_tokens: bool,
@@ -481,8 +488,8 @@ pub fn restore(
     let version = copy_db(&src, &staging.db(), &what)?;
     drop(src);
     check_assent_db(&staging.db(), version, &what)?;
-    let key = audit_public_key(data_dir)?;
-    let (rep, other_key) = verify_staged(&staging, key, data_dir, &what, force)?;
+    let key = audit_public_key(keys_dir)?;
+    let (rep, other_key) = verify_staged(&staging, key, keys_dir, &what, force)?;
     check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
     let live = data_dir.join(DB_FILE);
     let wal = data_dir.join(format!("{DB_FILE}-wal"));

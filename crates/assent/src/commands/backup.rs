@@ -10,12 +10,27 @@ use assent_server::config::Config;
 use assent_store::ops::{self, Copied};
 use std::path::{Path, PathBuf};
 
-/// The data directory of `place`: the `data_dir` of `--config FILE`, else `--data-dir`, else
-/// [`data_dir_or_default`].
-fn data_dir(place: &DataPlace) -> Result<PathBuf> {
+/// The data and keys directories of `place`: `--config FILE`'s `data_dir` and `keys_dir`,
+/// else `--data-dir` (or [`data_dir_or_default`]) for both. A config on PostgreSQL is refused:
+/// its database is backed up with `pg_dump` (README, "PostgreSQL").
+fn dirs(place: &DataPlace) -> Result<(PathBuf, PathBuf)> {
     match &place.config {
-        Some(f) => Ok(Config::load(f)?.data_dir),
-        None => data_dir_or_default(place.data_dir.clone()),
+        Some(f) => {
+            let cfg = Config::load(f)?;
+            if cfg.database != assent_server::config::DatabaseConfig::Sqlite {
+                anyhow::bail!(
+                    "{}: database: PostgreSQL — assent backup and restore copy the embedded SQLite file; back a PostgreSQL database up with pg_dump and restore it with pg_restore (README, \"PostgreSQL\"), and keep a copy of {} with it",
+                    f.display(),
+                    cfg.keys_dir().display()
+                );
+            }
+            let keys = cfg.keys_dir();
+            Ok((cfg.data_dir, keys))
+        }
+        None => {
+            let d = data_dir_or_default(place.data_dir.clone())?;
+            Ok((d.clone(), d))
+        }
     }
 }
 
@@ -42,8 +57,8 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
 /// `assent backup`: writes the verified copy of the database to `out` (replacing it only with
 /// `force`) and prints the report. Exit status 0; a refusal is an error (status 1).
 fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32> {
-    let dir = data_dir(place)?;
-    let done = ops::backup(&dir, out, force)?;
+    let (dir, keys) = dirs(place)?;
+    let done = ops::backup(&dir, &keys, out, force)?;
     if json {
         println!("{}", serde_json::to_string(&done)?);
         return Ok(0);
@@ -57,8 +72,8 @@ fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32>
     print_verified(&done);
     println!(
         "the keys are not in it: keep a copy of {} and {} with your backups",
-        dir.join("token.key").display(),
-        dir.join(assent_store::checkpoint::KEY_FILE).display()
+        keys.join(assent_store::keys::TOKEN_KEY_FILE).display(),
+        keys.join(assent_store::checkpoint::KEY_FILE).display()
     );
     Ok(0)
 }
@@ -66,8 +81,8 @@ fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32>
 /// `assent restore`: replaces the database with the verified backup `input` and prints the
 /// report. Exit status 0; a refusal is an error (status 1).
 fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> Result<i32> {
-    let dir = data_dir(place)?;
-    let done = ops::restore(&dir, input, force.0, force.1)?;
+    let (dir, keys) = dirs(place)?;
+    let done = ops::restore(&dir, &keys, input, force.0, force.1)?;
     if json {
         println!("{}", serde_json::to_string(&done)?);
         return Ok(0);
@@ -84,8 +99,8 @@ fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> 
     print_verified(&done);
     if done.other_audit_key {
         eprintln!(
-            "assent: warning: the backup's checkpoints were signed by another audit key than {}: `assent audit verify` fails until the audit.key backed up with it is put back, and tokens minted under another token.key are refused",
-            dir.display()
+            "assent: warning: the backup's checkpoints were signed by another audit key than {}'s: `assent audit verify` fails until the audit.key backed up with it is put back, and tokens minted under another token.key are refused",
+            keys.display()
         );
     }
     Ok(0)

@@ -219,6 +219,18 @@ fn serve_on_postgres_refuses_a_keys_dir_without_keys_and_starts_once_keys_init_m
         std::fs::read(dir.path().join("keys").join("token.key")).unwrap(),
         before
     );
+    // `assent backup` copies the embedded SQLite file: on PostgreSQL it points at pg_dump.
+    let out = Command::new(BIN)
+        .args(["backup", "--config"])
+        .arg(&cfg)
+        .arg(dir.path().join("b.db"))
+        .env("ASSENT_DATABASE_URL", &schema.postgres_url)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("pg_dump"), "{err}");
+    assert!(!dir.path().join("b.db").exists());
     let s = replica(&cfg, &schema);
     let ready: Value = reqwest::blocking::get(format!("{}/readyz", s.url))
         .unwrap()
