@@ -3,6 +3,11 @@
 //! Record `n` stores `hash_n = SHA-256(canonical JSON of [prev_hash, seq, at, kind,
 //! approval_id, actor, data])` with `prev_hash = hash_{n-1}` (64 zeros for the first record), so
 //! altering, inserting or removing any record before the newest breaks the chain at that record.
+//!
+//! Audit retention ([`crate::retention`]) deletes a prefix of the chain once it is archived in
+//! a signed export; its anchor (the newest `audit_archives` row: the last archived record's
+//! `seq` and hash) then stands in for genesis: the remaining chain must start at the record
+//! after it and link to its hash.
 
 use crate::db::{self, Conn, OptionalExtension, Row};
 use crate::params;
@@ -17,8 +22,9 @@ use crate::store::Store;
 /// `prev_hash` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// One audit record as stored.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// One audit record as stored (and as one line of an audit export, [`crate::retention`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AuditRecord {
     /// Position in the chain, from 1.
     pub seq: i64,
@@ -89,23 +95,42 @@ pub(crate) fn append(
     Ok(())
 }
 
+/// Where the stored chain starts: `(seq, hash)` of the last archived record (the newest
+/// `audit_archives` row, unchecked here: [`crate::integrity`] checks its signature), or
+/// `(0, GENESIS)` when nothing was archived (or the schema predates retention).
+pub fn anchor(conn: Conn<'_>) -> db::Result<(i64, String)> {
+    if !conn.has_table("audit_archives")? {
+        return Ok((0, GENESIS.to_string()));
+    }
+    Ok(conn
+        .prepare_cached(
+            "SELECT last_seq, last_hash FROM audit_archives ORDER BY last_seq DESC LIMIT 1",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .unwrap_or((0, GENESIS.to_string())))
+}
+
 /// Result of [`verify`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VerifyReport {
-    /// Records checked.
+    /// Records checked (the records in the store, after the archived ones).
     pub records: i64,
+    /// Records archived and deleted before them ([`anchor`]'s `seq`; 0 when none): the
+    /// newest record's `seq` is `archived + records`.
+    pub archived: i64,
     /// Hash of the newest record (GENESIS when empty).
     pub head: String,
     /// The first broken record and why, if any.
     pub broken: Option<(i64, String)>,
 }
 
-/// Walks the whole chain in `seq` order, streaming it ([`crate::db::Stmt::for_each`]: never
-/// all records in memory), and reports the first record whose sequence number, `prev_hash`
-/// or `hash` does not fit.
+/// Walks the whole stored chain in `seq` order from its [`anchor`] (genesis when nothing was
+/// archived), streaming it ([`crate::db::Stmt::for_each`]: never all records in memory), and
+/// reports the first record whose sequence number, `prev_hash` or `hash` does not fit.
 pub fn verify(conn: Conn<'_>) -> db::Result<VerifyReport> {
-    let mut expect_seq = 1;
-    let mut prev = GENESIS.to_string();
+    let (archived, mut prev) = anchor(conn)?;
+    let mut expect_seq = archived + 1;
     let mut n = 0;
     let mut broken = None;
     conn.prepare_cached(
@@ -124,13 +149,14 @@ pub fn verify(conn: Conn<'_>) -> db::Result<VerifyReport> {
     })?;
     Ok(VerifyReport {
         records: n,
+        archived,
         head: prev,
         broken,
     })
 }
 
 /// Why `rec` does not continue a chain whose next record is `expect_seq` after `prev`.
-fn break_in(rec: &AuditRecord, expect_seq: i64, prev: &str) -> Option<String> {
+pub(crate) fn break_in(rec: &AuditRecord, expect_seq: i64, prev: &str) -> Option<String> {
     if rec.seq != expect_seq {
         Some(format!(
             "sequence number {} where {expect_seq} was expected (a record was removed or inserted)",

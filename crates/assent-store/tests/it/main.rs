@@ -12,6 +12,7 @@ mod checkpoints;
 mod db;
 mod migrations;
 mod pgkit;
+mod retention;
 mod store_sql;
 
 const AGENT: &str =
