@@ -347,3 +347,53 @@ fn retention_never_archives_an_altered_chain() {
         assert_eq!(left, 6);
     });
 }
+
+/// Attack: once old records are archived, whoever can write the database plants rows whose
+/// records "must have been archived": a grant dated day 0 that never ends (it would let calls
+/// through), and a token dated day 0 that is neither used nor expired. Retention never
+/// archives the records of anything live, so both are still refused.
+#[test]
+fn retention_does_not_excuse_a_planted_live_grant_or_token_as_archived() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _) = archived_store(dir.path(), db);
+        let conn = db.connect().unwrap();
+        let aid: String = conn
+            .conn()
+            .query_row(
+                "SELECT min(id) FROM approvals WHERE status = 'approved'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        drop(conn);
+        let discouraged = match db {
+            Database::Sqlite { .. } => "0",
+            Database::Postgres { .. } => "false",
+        };
+        tamper(
+            db,
+            &format!(
+                "INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at)
+                 VALUES ('g-planted', 'bot', NULL, 'pay', NULL, NULL, 'workspace', 'R1', {discouraged}, '{aid}', 'alice', 1000, NULL)"
+            ),
+        );
+        let p = verify(&s, db).problem.expect("detected");
+        assert!(
+            p.reason
+                .contains("grant g-planted has no grant.created record"),
+            "{p:?}"
+        );
+        tamper(db, "DELETE FROM grants WHERE id = 'g-planted'");
+        assert_eq!(verify(&s, db).problem, None);
+        tamper(
+            db,
+            &format!(
+                "UPDATE tokens SET used_at = NULL, expires_at = {} WHERE approval_id = '{aid}'",
+                400 * DAY
+            ),
+        );
+        let p = verify(&s, db).problem.expect("detected");
+        assert!(p.reason.contains("has no token.minted record"), "{p:?}");
+    });
+}
