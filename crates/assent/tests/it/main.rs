@@ -17,6 +17,7 @@ mod in_client;
 mod mcp;
 mod migrate;
 mod operator;
+mod retention;
 mod security;
 mod tasks;
 mod watch;
