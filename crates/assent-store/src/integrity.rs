@@ -347,17 +347,18 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
 /// token neither used nor expired, no grant neither revoked nor expired). A state row whose
 /// records are missing passes only when it fits that; anything else still needs its records.
 struct Gone {
-    /// `(cutoff, archived_at)` of the newest anchor; `None`: nothing was archived.
+    /// The latest `(cutoff, archived_at)` of the anchors; `None`: nothing was archived.
     newest: Option<(i64, i64)>,
 }
 
 impl Gone {
     fn of(conn: Conn<'_>) -> db::Result<Gone> {
-        let newest = archive::stored(conn)?
-            .iter()
-            .map(|a| (a.cutoff, a.archived_at))
-            .max();
-        Ok(Gone { newest })
+        let all = archive::stored(conn)?;
+        let cutoff = all.iter().map(|a| a.cutoff).max();
+        let at = all.iter().map(|a| a.archived_at).max();
+        Ok(Gone {
+            newest: cutoff.zip(at),
+        })
     }
     /// Whether a record written at `t` may have been archived.
     fn before(&self, t: i64) -> bool {
