@@ -13,6 +13,7 @@ use crate::db::{self, Conn, OptionalExtension, Row};
 use crate::params;
 use assent_core::canonical::{canonical_value, sha256_hex};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use std::ops::ControlFlow;
 
 use crate::error::StoreError;
@@ -52,7 +53,14 @@ impl AuditRecord {
     }
 }
 
-/// The chain hash of one record's content.
+/// The chain hash of one record's content: SHA-256 (lowercase hex) of the RFC 8785
+/// canonical JSON of `[prev, seq, at, kind, approval_id, actor, data]`.
+///
+/// Streamed into the hash without building a JSON tree: an array of strings, integers and
+/// `null` has no keys to sort, a string's canonical form is serde_json's (RFC 8785 §3.2.2.2
+/// escapes exactly `"`, `\` and the control characters: `\b \t \n \f \r`, else lowercase
+/// `\u00xx`), and an integer within ±2^53 is its decimal text. Integers beyond that take the
+/// general canonicaliser.
 pub fn record_hash(
     prev: &str,
     seq: i64,
@@ -62,12 +70,47 @@ pub fn record_hash(
     actor: &str,
     data: &str,
 ) -> String {
-    let v = json!([prev, seq, at, kind, approval_id, actor, data]);
-    sha256_hex(
-        canonical_value(&v)
-            .expect("strings and integers canonicalise")
-            .as_bytes(),
-    )
+    const EXACT: i64 = 1 << 53;
+    if !(-EXACT..=EXACT).contains(&seq) || !(-EXACT..=EXACT).contains(&at) {
+        let v = json!([prev, seq, at, kind, approval_id, actor, data]);
+        return sha256_hex(
+            canonical_value(&v)
+                .expect("strings and integers canonicalise")
+                .as_bytes(),
+        );
+    }
+    let mut h = HashWriter(Sha256::new());
+    let text = |h: &mut HashWriter, t: &str| {
+        serde_json::to_writer(&mut *h, t).expect("hashing does not fail");
+    };
+    h.0.update(b"[");
+    text(&mut h, prev);
+    h.0.update(format!(",{seq},{at},").as_bytes());
+    text(&mut h, kind);
+    h.0.update(b",");
+    match approval_id {
+        Some(a) => text(&mut h, a),
+        None => h.0.update(b"null"),
+    }
+    h.0.update(b",");
+    text(&mut h, actor);
+    h.0.update(b",");
+    text(&mut h, data);
+    h.0.update(b"]");
+    hex::encode(h.0.finalize())
+}
+
+/// Bytes written to it go into the SHA-256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Appends one record in `tx`. `data` is stored as its canonical JSON.
