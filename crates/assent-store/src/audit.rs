@@ -51,6 +51,21 @@ impl AuditRecord {
     pub(crate) fn read(r: &Row<'_>) -> db::Result<Self> {
         from_row!(r => AuditRecord { seq, at, kind, approval_id, actor, data, prev_hash, hash })
     }
+
+    /// Reads a row that selects exactly `seq, at, kind, approval_id, actor, data, prev_hash,
+    /// hash` in that order, by position (no lookup of column names: the chain walks).
+    pub(crate) fn read_in_order(r: &Row<'_>) -> db::Result<Self> {
+        Ok(AuditRecord {
+            seq: r.get(0)?,
+            at: r.get(1)?,
+            kind: r.get(2)?,
+            approval_id: r.get(3)?,
+            actor: r.get(4)?,
+            data: r.get(5)?,
+            prev_hash: r.get(6)?,
+            hash: r.get(7)?,
+        })
+    }
 }
 
 /// The chain hash of one record's content: SHA-256 (lowercase hex) of the RFC 8785
@@ -97,7 +112,9 @@ pub fn record_hash(
     h.0.update(b",");
     text(&mut h, data);
     h.0.update(b"]");
-    hex::encode(h.0.finalize())
+    let mut out = [0u8; 64];
+    hex::encode_to_slice(h.0.finalize(), &mut out).expect("64 hex digits for 32 bytes");
+    String::from_utf8(out.to_vec()).expect("hex is ASCII")
 }
 
 /// Bytes written to it go into the SHA-256.
@@ -180,7 +197,7 @@ pub fn verify(conn: Conn<'_>) -> db::Result<VerifyReport> {
         "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq",
     )?
     .for_each([], |r| {
-        let rec = AuditRecord::read(r)?;
+        let rec = AuditRecord::read_in_order(r)?;
         n += 1;
         if let Some(why) = break_in(&rec, expect_seq, &prev) {
             broken = Some((rec.seq, why));

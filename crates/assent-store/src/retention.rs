@@ -277,7 +277,7 @@ impl Store {
                 "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
             )?
             .for_each(params![from, to], |r| {
-                let rec = AuditRecord::read(r)?;
+                let rec = AuditRecord::read_in_order(r)?;
                 match w.next(&rec, &checkpoints) {
                     Ok(line) => {
                         if let Err(e) = out.write_all(line.as_bytes()) {

@@ -64,7 +64,8 @@ fn migrate_prepares_the_postgres_database_a_config_names_and_serve_refuses_it_fo
     let c = cfg.to_str().unwrap();
     let env = [("ASSENT_DATABASE_URL", url.as_str())];
     let first = json_of(&migrate(&["--config", c, "--json"], &env));
-    assert_eq!(first["applied"].as_array().unwrap().len(), 10, "{first}");
+    let n = first["version"].as_u64().unwrap() as usize;
+    assert_eq!(first["applied"].as_array().unwrap().len(), n, "{first}");
     let again = json_of(&migrate(&["--config", c, "--json"], &env));
     assert_eq!(again["applied"], serde_json::json!([]));
     assert!(!dir.path().join("data").join("assent.db").exists());

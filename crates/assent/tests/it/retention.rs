@@ -6,15 +6,19 @@ use super::*;
 use assent_store::Store;
 use assent_store::checkpoint::Due;
 
-/// A data directory at `data` whose chain has three approvals settled on 1 January 1970
-/// (older than any retention period) and a checkpoint over them, then one record made now.
+/// A data directory at `data` whose chain has three records of 1 January 1970 (older than
+/// any retention period) and a checkpoint over them, then one record made now.
 fn old_history(data: &Path) {
-    let s = Store::open(
-        data,
-        60_000,
-        std::sync::Arc::new(assent_server::WireEnvelopes),
-    )
-    .unwrap();
+    let db = assent_store::db::Database::Sqlite {
+        path: data.join("assent.db"),
+    };
+    old_history_in(data, &db);
+}
+
+/// [`old_history`] in `db`, with the keys in `data`.
+fn old_history_in(data: &Path, db: &assent_store::db::Database) {
+    let envelopes = std::sync::Arc::new(assent_server::WireEnvelopes);
+    let s = Store::open_database(data, db, 60_000, envelopes).unwrap();
     for i in 0..3 {
         s.append_audit("note", None, "test", &json!({"i": i}), 1_000 + i)
             .unwrap();
@@ -163,4 +167,63 @@ fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused
     let out = run(&["audit", "verify-export", &f, "--public-key", key.trim()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not verify under audit key"));
+}
+
+/// The same on PostgreSQL: `archive`, `verify` and `verify-export` through `--config` and its
+/// `database: {url_env}`.
+#[test]
+fn audit_archive_and_verify_work_on_the_postgres_database_of_a_config() {
+    let Some(url) = assent_testkit::pg::fresh_schema_url() else {
+        return; // ASSENT_TEST_NO_PG=1: the SQLite tests above cover the commands.
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    old_history_in(
+        &data,
+        &assent_store::db::Database::Postgres { url: url.clone() },
+    );
+    let extra = "database: {url_env: ASSENT_DATABASE_URL}\n";
+    let cfg = write_config(dir.path(), free_port(), extra);
+    let c = cfg.to_str().unwrap();
+    let pg = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("ASSENT_DATABASE_URL", &url)
+            .output()
+            .unwrap()
+    };
+    let v: Value = serde_json::from_str(&ok(&pg(&[
+        "audit",
+        "archive",
+        "--config",
+        c,
+        "--older-than-days",
+        "1",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(v["archived"][0]["manifest"]["last_seq"], 3, "{v}");
+    let f = v["archived"][0]["path"].as_str().unwrap().to_string();
+    assert!(f.starts_with(data.join("archive").to_str().unwrap()), "{f}");
+    let rep: Value =
+        serde_json::from_str(&ok(&pg(&["audit", "verify", "--config", c, "--json"]))).unwrap();
+    assert_eq!(
+        (rep["ok"].clone(), rep["archived_records"].clone()),
+        (json!(true), json!(3)),
+        "{rep}"
+    );
+    ok(&pg(&["audit", "verify-export", &f, "--config", c]));
+    // The anchor deleted behind the gateway's back: the chain starts in the middle (exit 1).
+    let conn = assent_store::db::Database::Postgres { url: url.clone() }
+        .connect()
+        .unwrap();
+    conn.conn().batch("DELETE FROM audit_archives").unwrap();
+    drop(conn);
+    let out = pg(&["audit", "verify", "--config", c]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
