@@ -222,6 +222,13 @@ impl Store {
             )));
         }
         let Some(p) = p else { return Ok(None) };
+        // Never write exports (or chmod) through a link planted where the directory should be.
+        if std::fs::symlink_metadata(archive_dir).is_ok_and(|m| !m.file_type().is_dir()) {
+            return Err(refuse(format!(
+                "{} is not a directory (a symbolic link?); nothing archived",
+                archive_dir.display()
+            )));
+        }
         create_private_dir(archive_dir).map_err(io(archive_dir))?;
         let Some((manifest, partial, pairs)) = self.export(archive_dir, &p, cutoff, now)? else {
             return Ok(None);

@@ -397,3 +397,25 @@ fn retention_does_not_excuse_a_planted_live_grant_or_token_as_archived() {
         assert!(p.reason.contains("has no token.minted record"), "{p:?}");
     });
 }
+
+/// Attack: a symbolic link planted where the archive directory goes, to have the gateway
+/// write (and chmod) elsewhere: refused, nothing archived or deleted.
+#[test]
+fn retention_refuses_an_archive_directory_that_is_a_symlink() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let arch = dir.path().join("archive");
+        std::os::unix::fs::symlink(elsewhere.path(), &arch).unwrap();
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY)
+            .unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        assert_eq!(verify(&s, db).archived_records, 0);
+    });
+}
