@@ -39,6 +39,7 @@ pub mod dashboard;
 pub mod checkpoints;
 pub mod envelopes;
 pub mod formats;
+pub mod retention;
 pub mod webhooks;
 mod wire;
 // The kit at the bottom: state, extractors, store calls, checks, errors, config, the edge.

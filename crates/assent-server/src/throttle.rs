@@ -183,7 +183,9 @@ impl Throttle {
         let who = Self::keys(addr, key);
         let labels: Vec<String> = who.iter().map(Who::label).collect();
         let interval = 1000 / i64::from(FAILURES_PER_SECOND);
-        let now = crate::state::now_ms();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
         let counted = tokio::task::spawn_blocking(move || {
             store.count_auth_failure(&labels, now, interval, i64::from(FAILURE_BURST))
         })

@@ -3,11 +3,17 @@
 //! Record `n` stores `hash_n = SHA-256(canonical JSON of [prev_hash, seq, at, kind,
 //! approval_id, actor, data])` with `prev_hash = hash_{n-1}` (64 zeros for the first record), so
 //! altering, inserting or removing any record before the newest breaks the chain at that record.
+//!
+//! Audit retention ([`crate::retention`]) deletes a prefix of the chain once it is archived in
+//! a signed export; its anchor (the newest `audit_archives` row: the last archived record's
+//! `seq` and hash) then stands in for genesis: the remaining chain must start at the record
+//! after it and link to its hash.
 
 use crate::db::{self, Conn, OptionalExtension, Row};
 use crate::params;
 use assent_core::canonical::{canonical_value, sha256_hex};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use std::ops::ControlFlow;
 
 use crate::error::StoreError;
@@ -17,8 +23,9 @@ use crate::store::Store;
 /// `prev_hash` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// One audit record as stored.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// One audit record as stored (and as one line of an audit export, [`crate::retention`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AuditRecord {
     /// Position in the chain, from 1.
     pub seq: i64,
@@ -44,9 +51,31 @@ impl AuditRecord {
     pub(crate) fn read(r: &Row<'_>) -> db::Result<Self> {
         from_row!(r => AuditRecord { seq, at, kind, approval_id, actor, data, prev_hash, hash })
     }
+
+    /// Reads a row that selects exactly `seq, at, kind, approval_id, actor, data, prev_hash,
+    /// hash` in that order, by position (no lookup of column names: the chain walks).
+    pub(crate) fn read_in_order(r: &Row<'_>) -> db::Result<Self> {
+        Ok(AuditRecord {
+            seq: r.get(0)?,
+            at: r.get(1)?,
+            kind: r.get(2)?,
+            approval_id: r.get(3)?,
+            actor: r.get(4)?,
+            data: r.get(5)?,
+            prev_hash: r.get(6)?,
+            hash: r.get(7)?,
+        })
+    }
 }
 
-/// The chain hash of one record's content.
+/// The chain hash of one record's content: SHA-256 (lowercase hex) of the RFC 8785
+/// canonical JSON of `[prev, seq, at, kind, approval_id, actor, data]`.
+///
+/// Streamed into the hash without building a JSON tree: an array of strings, integers and
+/// `null` has no keys to sort, a string's canonical form is serde_json's (RFC 8785 §3.2.2.2
+/// escapes exactly `"`, `\` and the control characters: `\b \t \n \f \r`, else lowercase
+/// `\u00xx`), and an integer within ±2^53 is its decimal text. Integers beyond that take the
+/// general canonicaliser.
 pub fn record_hash(
     prev: &str,
     seq: i64,
@@ -56,12 +85,49 @@ pub fn record_hash(
     actor: &str,
     data: &str,
 ) -> String {
-    let v = json!([prev, seq, at, kind, approval_id, actor, data]);
-    sha256_hex(
-        canonical_value(&v)
-            .expect("strings and integers canonicalise")
-            .as_bytes(),
-    )
+    const EXACT: i64 = 1 << 53;
+    if !(-EXACT..=EXACT).contains(&seq) || !(-EXACT..=EXACT).contains(&at) {
+        let v = json!([prev, seq, at, kind, approval_id, actor, data]);
+        return sha256_hex(
+            canonical_value(&v)
+                .expect("strings and integers canonicalise")
+                .as_bytes(),
+        );
+    }
+    let mut h = HashWriter(Sha256::new());
+    let text = |h: &mut HashWriter, t: &str| {
+        serde_json::to_writer(&mut *h, t).expect("hashing does not fail");
+    };
+    h.0.update(b"[");
+    text(&mut h, prev);
+    h.0.update(format!(",{seq},{at},").as_bytes());
+    text(&mut h, kind);
+    h.0.update(b",");
+    match approval_id {
+        Some(a) => text(&mut h, a),
+        None => h.0.update(b"null"),
+    }
+    h.0.update(b",");
+    text(&mut h, actor);
+    h.0.update(b",");
+    text(&mut h, data);
+    h.0.update(b"]");
+    let mut out = [0u8; 64];
+    hex::encode_to_slice(h.0.finalize(), &mut out).expect("64 hex digits for 32 bytes");
+    String::from_utf8(out.to_vec()).expect("hex is ASCII")
+}
+
+/// Bytes written to it go into the SHA-256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Appends one record in `tx`. `data` is stored as its canonical JSON.
@@ -89,30 +155,49 @@ pub(crate) fn append(
     Ok(())
 }
 
+/// Where the stored chain starts: `(seq, hash)` of the last archived record (the newest
+/// `audit_archives` row, unchecked here: [`crate::integrity`] checks its signature), or
+/// `(0, GENESIS)` when nothing was archived (or the schema predates retention).
+pub fn anchor(conn: Conn<'_>) -> db::Result<(i64, String)> {
+    if !conn.has_table("audit_archives")? {
+        return Ok((0, GENESIS.to_string()));
+    }
+    Ok(conn
+        .prepare_cached(
+            "SELECT last_seq, last_hash FROM audit_archives ORDER BY last_seq DESC LIMIT 1",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .unwrap_or((0, GENESIS.to_string())))
+}
+
 /// Result of [`verify`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VerifyReport {
-    /// Records checked.
+    /// Records checked (the records in the store, after the archived ones).
     pub records: i64,
+    /// Records archived and deleted before them ([`anchor`]'s `seq`; 0 when none): the
+    /// newest record's `seq` is `archived + records`.
+    pub archived: i64,
     /// Hash of the newest record (GENESIS when empty).
     pub head: String,
     /// The first broken record and why, if any.
     pub broken: Option<(i64, String)>,
 }
 
-/// Walks the whole chain in `seq` order, streaming it ([`crate::db::Stmt::for_each`]: never
-/// all records in memory), and reports the first record whose sequence number, `prev_hash`
-/// or `hash` does not fit.
+/// Walks the whole stored chain in `seq` order from its [`anchor`] (genesis when nothing was
+/// archived), streaming it ([`crate::db::Stmt::for_each`]: never all records in memory), and
+/// reports the first record whose sequence number, `prev_hash` or `hash` does not fit.
 pub fn verify(conn: Conn<'_>) -> db::Result<VerifyReport> {
-    let mut expect_seq = 1;
-    let mut prev = GENESIS.to_string();
+    let (archived, mut prev) = anchor(conn)?;
+    let mut expect_seq = archived + 1;
     let mut n = 0;
     let mut broken = None;
     conn.prepare_cached(
         "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit ORDER BY seq",
     )?
     .for_each([], |r| {
-        let rec = AuditRecord::read(r)?;
+        let rec = AuditRecord::read_in_order(r)?;
         n += 1;
         if let Some(why) = break_in(&rec, expect_seq, &prev) {
             broken = Some((rec.seq, why));
@@ -124,13 +209,14 @@ pub fn verify(conn: Conn<'_>) -> db::Result<VerifyReport> {
     })?;
     Ok(VerifyReport {
         records: n,
+        archived,
         head: prev,
         broken,
     })
 }
 
 /// Why `rec` does not continue a chain whose next record is `expect_seq` after `prev`.
-fn break_in(rec: &AuditRecord, expect_seq: i64, prev: &str) -> Option<String> {
+pub(crate) fn break_in(rec: &AuditRecord, expect_seq: i64, prev: &str) -> Option<String> {
     if rec.seq != expect_seq {
         Some(format!(
             "sequence number {} where {expect_seq} was expected (a record was removed or inserted)",

@@ -7,8 +7,8 @@
 //!   characters (the 32 raw bytes of the RFC 8032 public key).
 //! - A checkpoint signs the RFC 8785 canonical JSON of `{"head_hash", "record_count", "seq",
 //!   "time"}`: `seq` is the audit sequence number of the newest record covered, `head_hash` that
-//!   record's chain hash, `record_count` the number of audit records then (equal to `seq` in a
-//!   whole chain), `time` Unix milliseconds. The signature is 128 hex characters.
+//!   record's chain hash, `record_count` the number of audit records then, archived ones
+//!   included (equal to `seq` in a whole chain), `time` Unix milliseconds. The signature is 128 hex characters.
 //! - Checkpoints are stored in their own table (`audit_checkpoints`, never as audit records)
 //!   and handed to the caller for external sinks: an append-only JSONL file
 //!   ([`append_jsonl`]) and the log.
@@ -17,6 +17,7 @@
 //!   a database, e.g. one older than checkpoints, signs the head as it is, without walking the
 //!   chain under the store's lock; `assent audit verify` checks it.)
 
+use crate::archive;
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension};
 use crate::error::StoreError;
@@ -153,21 +154,39 @@ fn latest(conn: Conn<'_>) -> db::Result<Option<Checkpoint>> {
 
 /// Checks that the records after `prev` (to the head) still link to it: the record at
 /// `prev.seq` has `prev.head_hash`, and every later record's `prev_hash` and `hash` fit.
-/// Returns why not. Costs one hash per record since `prev` (none without a `prev`).
-fn extends(conn: Conn<'_>, prev: Option<&Checkpoint>) -> db::Result<Option<String>> {
+/// When records up to or past `prev` were archived ([`crate::retention`]), the walk starts
+/// at the newest archive anchor instead, whose signature must verify under `key`. Returns
+/// why not. Costs one hash per record since `prev` (none without a `prev`).
+fn extends(
+    conn: Conn<'_>,
+    prev: Option<&Checkpoint>,
+    key: &VerifyingKey,
+) -> db::Result<Option<String>> {
     // Nothing to extend before the first checkpoint; `assent audit verify` checks the chain.
     let Some(p) = prev else {
         return Ok(None);
     };
-    let (from, mut hash) = (p.seq, p.head_hash.clone());
-    let at: Option<String> = conn
-        .prepare_cached("SELECT hash FROM audit WHERE seq = ?1")?
-        .query_row([from], |r| r.get(0))
-        .optional()?;
-    if at.as_deref() != Some(hash.as_str()) {
-        return Ok(Some(format!(
-            "record {from} no longer has the hash of the checkpoint signed at it"
-        )));
+    let (mut from, mut hash) = (p.seq, p.head_hash.clone());
+    if let Some(a) = archive::stored(conn)?.pop()
+        && a.last_seq >= from
+    {
+        if !a.verifies(key) || (a.last_seq == from && a.last_hash != hash) {
+            return Ok(Some(format!(
+                "the archive anchor at record {} does not verify or does not match the checkpoint",
+                a.last_seq
+            )));
+        }
+        (from, hash) = (a.last_seq, a.last_hash);
+    } else {
+        let at: Option<String> = conn
+            .prepare_cached("SELECT hash FROM audit WHERE seq = ?1")?
+            .query_row([from], |r| r.get(0))
+            .optional()?;
+        if at.as_deref() != Some(hash.as_str()) {
+            return Ok(Some(format!(
+                "record {from} no longer has the hash of the checkpoint signed at it"
+            )));
+        }
     }
     let mut expect = from + 1;
     let mut broken = None;
@@ -243,12 +262,14 @@ impl Store {
             return Ok(None);
         };
         let last_seq = prev.as_ref().map_or(0, |p| p.seq);
-        if let Some(why) = extends(**tx, prev.as_ref())? {
+        if let Some(why) = extends(**tx, prev.as_ref(), &self.audit_key.verifying_key())? {
             return Err(StoreError::Invalid(format!(
                 "audit chain altered since the checkpoint at record {last_seq}: {why}; no checkpoint signed (run assent audit verify)"
             )));
         }
-        let count: i64 = tx.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
+        // Records ever appended: those in the table and those archived before them.
+        let count: i64 = tx.query_row("SELECT count(*) FROM audit", [], |r| r.get::<i64>(0))?
+            + audit::anchor(**tx)?.0;
         let cp = sign(&self.audit_key, seq, &hash, count, now);
         tx.prepare_cached(&format!(
             "INSERT INTO audit_checkpoints ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6)"

@@ -9,6 +9,7 @@
 //! is still pending; every token has its `token.minted` record and every `token.minted`
 //! record its token; a token is marked used exactly when it has its `token.redeemed` record.
 
+use crate::archive::{self, Manifest};
 use crate::audit::{self, GENESIS};
 use crate::checkpoint::{self, Checkpoint};
 use crate::db::{self, Conn, Database, OptionalExtension as _};
@@ -34,7 +35,7 @@ pub struct VerifyOptions<'a> {
 /// The first thing found wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
-    /// Which check failed: `chain`, `checkpoint`, `checkpoint_file` or `state`.
+    /// Which check failed: `archive`, `chain`, `checkpoint`, `checkpoint_file` or `state`.
     pub check: &'static str,
     /// The audit record (or checkpoint `seq`) concerned, when there is one.
     pub seq: Option<i64>,
@@ -45,8 +46,10 @@ pub struct Problem {
 /// Result of [`verify_offline`].
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// Audit records in the chain (up to the first broken one).
+    /// Audit records in the store's chain (up to the first broken one).
     pub records: i64,
+    /// Records archived and deleted before them (the newest anchor's `last_seq`; 0: none).
+    pub archived_records: i64,
     /// Hash of the newest record ([`GENESIS`] when empty).
     pub head: String,
     /// The public key checkpoints were checked with (64 hex), if one was available.
@@ -55,6 +58,8 @@ pub struct Report {
     pub checkpoints: usize,
     /// The newest stored checkpoint.
     pub newest_checkpoint: Option<Checkpoint>,
+    /// The newest archive anchor (the signed manifest of the last export), if any.
+    pub anchor: Option<Manifest>,
     /// The newest valid checkpoint of the checkpoint file, when one was given.
     pub file_checkpoint: Option<Checkpoint>,
     /// Lines of the checkpoint file that were not checkpoints signed by the key.
@@ -71,19 +76,17 @@ pub struct Report {
 /// writing), with the audit key of `data_dir`: [`verify_database`] over `<data_dir>/assent.db`.
 pub fn verify_offline(data_dir: &Path, opts: &VerifyOptions<'_>) -> Result<Report, StoreError> {
     let db = Database::Sqlite {
-        path: data_dir.join(crate::ops::DB_FILE),
+        path: data_dir.join(crate::kit::DB_FILE),
     };
     verify_database(&db, data_dir, opts)
 }
 
-/// Verifies `database` (the SQLite file opened read-only, or a Postgres session) in one read
-/// snapshot, so the chain, the checkpoints and the state tables are seen at one moment while
-/// gateways keep writing. The audit public key is `opts.public_key`, else the public half of
-/// `<keys_dir>/audit.key`.
+/// Verifies `database` (the SQLite file opened read-only, or a Postgres session) with
+/// [`verify_on`]; the key is `opts.public_key`, else the public half of `<keys_dir>/audit.key`.
 ///
 /// Errors (usage or I/O, not findings): no database, an unreachable one, an unreadable key or
-/// checkpoint file, or checkpoints to check without a public key (no `audit.key` and no
-/// `opts.public_key`). Findings are in [`Report::problem`].
+/// checkpoint file, or checkpoints or archive anchors to check without a public key (no
+/// `audit.key` and no `opts.public_key`). Findings are in [`Report::problem`].
 pub fn verify_database(
     database: &Database,
     keys_dir: &Path,
@@ -96,47 +99,80 @@ pub fn verify_database(
         }
         Database::Postgres { .. } => database.connect()?,
     };
-    conn.conn().snapshot(|c| Ok(verify_in(c, keys_dir, opts)))?
-}
-
-/// [`verify_database`] inside its snapshot `conn`.
-fn verify_in(
-    conn: Conn<'_>,
-    keys_dir: &Path,
-    opts: &VerifyOptions<'_>,
-) -> Result<Report, StoreError> {
     let key = match opts.public_key {
         Some(k) => Some(k),
         None => checkpoint::read_key(keys_dir)?.map(|k| k.verifying_key()),
     };
+    let opts = VerifyOptions {
+        public_key: key,
+        checkpoint_file: opts.checkpoint_file,
+    };
+    let missing = format!("no {} in {}", checkpoint::KEY_FILE, keys_dir.display());
+    verify_on(conn.conn(), &opts, &missing)
+}
+
+/// Verifies the store behind `conn` (either backend) in one read snapshot: the archive
+/// anchors ([`crate::archive`]: signed by the key, one chain from genesis), the hash chain from the
+/// newest anchor, every stored checkpoint, the checkpoint file of `opts`, and the state tables
+/// against the chain. `opts.public_key` is the trusted key; `no_key` starts the error when it
+/// is needed and missing.
+///
+/// Errors (usage or I/O, not findings): an unreadable checkpoint file, or checkpoints or
+/// anchors to check without a key. Findings are in [`Report::problem`].
+pub fn verify_on(
+    conn: Conn<'_>,
+    opts: &VerifyOptions<'_>,
+    no_key: &str,
+) -> Result<Report, StoreError> {
+    conn.snapshot(|c| Ok(verify_snapshot(c, opts, no_key)))?
+}
+
+fn verify_snapshot(
+    conn: Conn<'_>,
+    opts: &VerifyOptions<'_>,
+    no_key: &str,
+) -> Result<Report, StoreError> {
+    let key = opts.public_key;
+    let anchors = archive::stored(conn)?;
     let chain = audit::verify(conn)?;
     let stored = checkpoint::stored(conn)?;
-    if key.is_none() && (!stored.is_empty() || opts.checkpoint_file.is_some()) {
+    if key.is_none()
+        && (!stored.is_empty() || !anchors.is_empty() || opts.checkpoint_file.is_some())
+    {
         return Err(StoreError::Invalid(format!(
-            "no {} in {}: give the audit public key with --public-key",
-            checkpoint::KEY_FILE,
-            keys_dir.display()
+            "{no_key}: give the audit public key with --public-key"
         )));
     }
+    let archive = key
+        .as_ref()
+        .and_then(|k| archive::check_anchors(&anchors, k))
+        .map(|(seq, reason)| Problem {
+            check: "archive",
+            seq: Some(seq),
+            reason,
+        });
     let mut rep = Report {
         records: chain.records,
+        archived_records: chain.archived,
         head: chain.head.clone(),
         public_key: key.as_ref().map(checkpoint::public_key_hex),
         checkpoints: stored.len(),
         newest_checkpoint: stored.last().cloned(),
+        anchor: anchors.last().cloned(),
         file_checkpoint: None,
         file_lines_skipped: 0,
         unsigned_records: 0,
-        problem: chain.broken.map(|(seq, reason)| Problem {
+        problem: archive.or(chain.broken.map(|(seq, reason)| Problem {
             check: "chain",
             seq: Some(seq),
             reason,
-        }),
+        })),
         state_disagreements: 0,
     };
+    let head_seq = rep.archived_records + rep.records;
     if let Some(key) = &key {
         if rep.problem.is_none() {
-            rep.problem = check_stored(conn, &stored, key, rep.records)?;
+            rep.problem = check_stored(conn, &stored, &anchors, key, head_seq)?;
         }
         if let Some(file) = opts.checkpoint_file {
             let (cp, skipped) = checkpoint::newest_in_jsonl(file, key).map_err(io(file))?;
@@ -151,7 +187,7 @@ fn verify_in(
                         checkpoint::public_key_hex(key)
                     ),
                 }),
-                Some(cp) => against_chain(conn, cp, rep.records)?.map(|reason| Problem {
+                Some(cp) => against_chain(conn, cp, &anchors, head_seq)?.map(|reason| Problem {
                     check: "checkpoint_file",
                     seq: Some(cp.seq),
                     reason: format!("{}: {reason}", file.display()),
@@ -163,12 +199,14 @@ fn verify_in(
             }
         }
     }
+    // A verified anchor signs the chain up to its last record, as a checkpoint does.
     let signed = [&rep.newest_checkpoint, &rep.file_checkpoint]
         .iter()
         .filter_map(|c| c.as_ref().map(|c| c.seq))
+        .chain([rep.archived_records])
         .max()
         .unwrap_or(0);
-    rep.unsigned_records = (rep.records - signed).max(0);
+    rep.unsigned_records = (head_seq - signed).max(0);
     let state = cross_check_on(conn)?;
     rep.state_disagreements = state.len();
     if rep.problem.is_none() {
@@ -185,8 +223,9 @@ fn verify_in(
 fn check_stored(
     conn: Conn<'_>,
     stored: &[Checkpoint],
+    anchors: &[Manifest],
     key: &VerifyingKey,
-    records: i64,
+    head_seq: i64,
 ) -> db::Result<Option<Problem>> {
     for cp in stored {
         let reason = if !cp.verifies(key) {
@@ -196,7 +235,7 @@ fn check_stored(
                 checkpoint::public_key_hex(key)
             ))
         } else {
-            against_chain(conn, cp, records)?
+            against_chain(conn, cp, anchors, head_seq)?
                 .map(|r| format!("stored checkpoint at record {}: {r}", cp.seq))
         };
         if let Some(reason) = reason {
@@ -210,8 +249,16 @@ fn check_stored(
     Ok(None)
 }
 
-/// Why the (whole, verified) chain of `records` records does not reach `cp` exactly.
-fn against_chain(conn: Conn<'_>, cp: &Checkpoint, records: i64) -> db::Result<Option<String>> {
+/// Why the (verified) chain ending at record `head_seq` does not reach `cp` exactly. A
+/// checkpoint at an archived record is checked against the anchor ending there, if one does
+/// (the others were checked against their records before those were archived).
+fn against_chain(
+    conn: Conn<'_>,
+    cp: &Checkpoint,
+    anchors: &[Manifest],
+    head_seq: i64,
+) -> db::Result<Option<String>> {
+    let records = head_seq;
     if cp.seq > records {
         return Ok(Some(format!(
             "the chain ends at record {records}, but a checkpoint signed at {} covers {} records: records were removed from the end (or the audit table was emptied)",
@@ -225,8 +272,14 @@ fn against_chain(conn: Conn<'_>, cp: &Checkpoint, records: i64) -> db::Result<Op
             cp.record_count, cp.seq
         )));
     }
+    let archived = anchors.last().map_or(0, |a| a.last_seq);
     let hash: Option<String> = if cp.seq == 0 {
         Some(GENESIS.to_string())
+    } else if cp.seq <= archived {
+        match anchors.iter().find(|a| a.last_seq == cp.seq) {
+            Some(a) => Some(a.last_hash.clone()),
+            None => return Ok(None),
+        }
     } else {
         conn.query_row("SELECT hash FROM audit WHERE seq = ?1", [cp.seq], |r| {
             r.get(0)
@@ -308,6 +361,34 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
     }
 }
 
+/// What audit retention took out of the store ([`crate::retention`]): records older than the newest
+/// anchor's `cutoff`, in a run at `archived_at`, of nothing live then (no pending approval, no
+/// token neither used nor expired, no grant neither revoked nor expired). A state row whose
+/// records are missing passes only when it fits that; anything else still needs its records.
+struct Gone {
+    /// The latest `(cutoff, archived_at)` of the anchors; `None`: nothing was archived.
+    newest: Option<(i64, i64)>,
+}
+
+impl Gone {
+    fn of(conn: Conn<'_>) -> db::Result<Gone> {
+        let all = archive::stored(conn)?;
+        let cutoff = all.iter().map(|a| a.cutoff).max();
+        let at = all.iter().map(|a| a.archived_at).max();
+        Ok(Gone {
+            newest: cutoff.zip(at),
+        })
+    }
+    /// Whether a record written at `t` may have been archived.
+    fn before(&self, t: i64) -> bool {
+        self.newest.is_some_and(|(cutoff, _)| t < cutoff)
+    }
+    /// Whether something that ended at `t` (used, expired, revoked) had ended by the run.
+    fn ended(&self, t: Option<i64>) -> bool {
+        matches!((self.newest, t), (Some((_, at)), Some(t)) if t <= at)
+    }
+}
+
 /// Every disagreement between the state tables and the audit chain, approvals first (an
 /// approval with unreadable stored columns, [`crate::ApprovalRecord::damaged`], is one), then
 /// tokens, each with the audit record concerned (`seq`) when there is one. Call it inside a
@@ -321,14 +402,15 @@ pub fn cross_check(conn: &rusqlite::Connection) -> db::Result<Vec<(Option<i64>, 
 /// [`cross_check`] over a kernel session (either backend).
 pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> {
     let mut s = seen(conn)?;
+    let gone = Gone::of(conn)?;
     let mut out = Vec::new();
-    let rows: Vec<(String, String)> = sql::rows(
+    let rows: Vec<(String, String, i64, Option<i64>)> = sql::rows(
         conn,
-        "SELECT id, status FROM approvals ORDER BY requested_at, rowid",
+        "SELECT id, status, requested_at, decided_at FROM approvals ORDER BY requested_at, rowid",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )?;
-    for (id, status) in &rows {
+    for (id, status, requested_at, decided_at) in &rows {
         if let Some(rec) = crate::record::read_approval(conn, id)?
             && !rec.damaged.is_empty()
         {
@@ -337,7 +419,9 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
                 rec.damaged.join(", ")
             )));
         }
-        if s.requested.remove(id).is_none() {
+        // A settled approval's records may have been archived (never a pending one's).
+        let archived = status != "pending" && gone.before(*requested_at);
+        if s.requested.remove(id).is_none() && !archived {
             out.push((
                 None,
                 format!("approval {id} has no approval.requested record"),
@@ -345,6 +429,7 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         }
         match (s.settled.remove(id), status.as_str()) {
             (None, "pending") => {}
+            (None, _) if archived && gone.before(decided_at.unwrap_or(*requested_at)) => {}
             (None, st) => out.push((None, format!(
                 "approval {id} is {st}, but the audit log has no decision, expiry, cancellation or grant record for it"
             ))),
@@ -368,8 +453,8 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         .drain()
         .map(|(a, (seq, _, _))| (seq, a, "settling"));
     orphans("approval", requested.chain(settling), &mut out);
-    tokens(conn, &mut s, &mut out)?;
-    grants(conn, &mut out)?;
+    tokens(conn, &mut s, &gone, &mut out)?;
+    grants(conn, &gone, &mut out)?;
     Ok(out)
 }
 
@@ -388,7 +473,7 @@ type GrantFields = (
 /// tool, server, call hash, scope and expiry): a grant inserted or widened behind the
 /// gateway's back would let calls through with no one's approval. A `grant.created` record
 /// whose grant is gone is reported too.
-fn grants(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
+fn grants(conn: Conn<'_>, gone: &Gone, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
     let mut created: HashMap<String, (i64, GrantFields)> = HashMap::new();
     conn.prepare_cached("SELECT seq, data FROM audit WHERE kind = 'grant.created' ORDER BY seq")?
         .for_each([], |r| {
@@ -428,6 +513,7 @@ fn grants(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()
     )?;
     for (gid, fields) in rows {
         match created.remove(&gid) {
+            None if grant_archived(conn, &gid, gone)? => {}
             None => out.push((None, format!(
                 "grant {gid} has no grant.created record: no approval created it, yet it would let calls through"
             ))),
@@ -448,21 +534,43 @@ fn grants(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()
     Ok(())
 }
 
-fn tokens(conn: Conn<'_>, s: &mut Seen, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
-    let rows: Vec<(String, String, Option<i64>)> = sql::rows(
-        conn,
-        "SELECT token_id, approval_id, used_at FROM tokens ORDER BY issued_at, rowid",
-        [],
+/// Whether grant `gid`'s `grant.created` record may have been archived: created before the
+/// cut-off and revoked or expired by the run (a grant still live then kept its records).
+fn grant_archived(conn: Conn<'_>, gid: &str, gone: &Gone) -> db::Result<bool> {
+    let (created, expires, revoked): (i64, Option<i64>, Option<i64>) = conn.query_row(
+        "SELECT created_at, expires_at, revoked_at FROM grants WHERE id = ?1",
+        [gid],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
-    for (tid, aid, used) in &rows {
-        if s.minted.remove(tid).is_none() {
+    Ok(gone.before(created) && (gone.ended(revoked) || gone.ended(expires)))
+}
+
+/// A token row: id, approval, used_at, issued_at, expires_at.
+type TokenRow = (String, String, Option<i64>, i64, i64);
+
+fn tokens(
+    conn: Conn<'_>,
+    s: &mut Seen,
+    gone: &Gone,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<()> {
+    let rows: Vec<TokenRow> = sql::rows(
+        conn,
+        "SELECT token_id, approval_id, used_at, issued_at, expires_at FROM tokens ORDER BY issued_at, rowid",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )?;
+    for (tid, aid, used, issued, expires) in &rows {
+        // Archived only when it was used or expired by the run (a live token kept its records).
+        let archived = gone.before(*issued) && (gone.ended(Some(*expires)) || gone.ended(*used));
+        if s.minted.remove(tid).is_none() && !archived {
             out.push((
                 None,
                 format!("token {tid} (approval {aid}) has no token.minted record"),
             ));
         }
         match (used, s.redeemed.remove(tid)) {
+            (Some(u), None) if archived && gone.before(*u) => {}
             (Some(_), None) => out.push((None, format!(
                 "token {tid} (approval {aid}) is marked used, but the audit log has no token.redeemed record for it"
             ))),

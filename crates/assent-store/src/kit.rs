@@ -7,6 +7,9 @@ use std::path::Path;
 
 pub use assent_core::stamp::rfc3339;
 
+/// The SQLite database's file name in the data directory.
+pub const DB_FILE: &str = "assent.db";
+
 /// `prefix` + 32 lowercase hex characters of 128 random bits: the ids the store mints and
 /// keeps (`rpl_` reply tokens, `sub_` subscriptions) and the `evt_` event ids the envelope
 /// renderer gives (AAEP §6.2.1).

@@ -31,8 +31,9 @@
 //! `emit` (writing rendered AAEP events and MPLP trace events) → `mplp` (reading Confirm
 //! trace events back), `reads` (approval queries), [`learning`], [`integrity`] → `open`
 //! (data directory, keys, migrations), [`pins`], [`outbox`], [`confirm`] → [`checkpoint`] →
-//! [`audit`] → the kit at the bottom: `store` (the [`Store`] handle, its renderer and its
-//! write transaction) → [`events`] (typed events, the [`Envelopes`] trait) → [`aaep`]
+//! [`retention`] (archiving old audit records) → [`archive`] (the signed export and its
+//! anchors) → [`audit`] → the kit at the bottom: `store` (the [`Store`] handle, its renderer
+//! and its write transaction) → [`events`] (typed events, the [`Envelopes`] trait) → [`aaep`]
 //! (subscription, stored-event and clarification types), `record` (the approval row and its
 //! strict reader) → [`stored`] (strict column reading), `sql` (typed rows, JSON columns, a
 //! row read by column name), `kit` (time, ids, files, JSON text), [`migrate`] (the numbered
@@ -46,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod aaep;
+pub mod archive;
 pub mod audit;
 pub mod auth_failures;
 pub mod checkpoint;
@@ -77,6 +79,7 @@ mod propose;
 pub mod readiness;
 mod reads;
 mod record;
+pub mod retention;
 pub mod sessions;
 mod sql;
 mod store;

@@ -54,6 +54,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(9, "0009_cancelled_sessions"),
     migration!(10, "0010_confirm_context"),
     migration!(11, "0011_replicas"),
+    migration!(12, "0012_audit_archives"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -25,7 +25,7 @@ use std::time::Duration;
 pub const SCHEMA_VERSION: i64 = crate::migrate::MIGRATIONS.len() as i64;
 
 /// The database's file name in the data directory.
-pub const DB_FILE: &str = "assent.db";
+pub use crate::kit::DB_FILE;
 
 /// How long [`backup`] retries a copy step the database answers busy or locked.
 const BUSY_PATIENCE: Duration = Duration::from_secs(10);

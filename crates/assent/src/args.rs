@@ -400,13 +400,8 @@ pub(crate) enum AuditCmd {
         after_help = "Exit codes: 0 verified; 1 the chain is broken, a checkpoint does not verify or is not reached, or the state tables disagree with the chain; 2 usage or I/O error (no database, unreadable file, no public key)."
     )]
     Verify {
-        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
-        #[arg(long = "data-dir", conflicts_with = "config")]
-        data_dir: Option<PathBuf>,
-        /// The gateway's config: verify its database (SQLite in its `data_dir`, or its
-        /// PostgreSQL database) with the audit key of its `keys_dir`.
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        place: DataPlace,
         /// A checkpoint sink file (JSONL, `audit_checkpoints.file`): the chain must reach its
         /// newest checkpoint signed by the audit key (detects a truncated or rewritten log).
         #[arg(long)]
@@ -421,6 +416,49 @@ pub(crate) enum AuditCmd {
         #[arg(long = "max-unsigned")]
         max_unsigned: Option<i64>,
         /// Print the report as one JSON object (`ok`, `records`, `head`, `problem`, …).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Archive old audit records into a signed export, then delete them from the store.
+    ///
+    /// Records older than --older-than-days (default: `audit_retention_days` of --config) go
+    /// to a new file in DATA_DIR/archive (JSONL, one record a line, then a manifest signed by
+    /// the audit key), written and synced before they are deleted; the store keeps the
+    /// manifest as its anchor, so the remaining chain still verifies. Records a pending
+    /// approval, a live token or grant, or an undelivered webhook still needs stay. Safe while
+    /// gateways run (replicas racing archive a range once).
+    #[command(
+        after_help = "Exit codes: 0 archived (or nothing due); 1 refused or failed (no retention period, no audit key, a chain that does not verify: nothing deleted)."
+    )]
+    Archive {
+        #[command(flatten)]
+        place: DataPlace,
+        /// Archive records older than this many days (1 to 36500).
+        #[arg(long = "older-than-days")]
+        older_than_days: Option<u64>,
+        /// Print `{"archived": [{manifest, path, bytes, more}], "cutoff": ms}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify an audit export (a file `assent audit archive` wrote) offline.
+    ///
+    /// Checks every record's chain link and hash, that the manifest's signature verifies
+    /// under the audit public key (--public-key, or DATA_DIR/audit.key) and that it describes
+    /// exactly the records in the file; with --config or --data-dir, also that the store's
+    /// archive anchor is this manifest (the store deleted these records on its strength).
+    #[command(
+        after_help = "Exit codes: 0 verified; 1 a record, the manifest or the store's anchor does not verify; 2 usage or I/O error."
+    )]
+    VerifyExport {
+        /// The export file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        #[command(flatten)]
+        place: DataPlace,
+        /// The audit public key (64 hex characters, from `assent audit key`).
+        #[arg(long = "public-key")]
+        public_key: Option<String>,
+        /// Print the report as one JSON object (`ok`, `records`, `manifest`, `problem`).
         #[arg(long)]
         json: bool,
     },

@@ -48,7 +48,12 @@ pub(crate) async fn serve(
         principals = state.principals.len(), open_files = ?nofile,
         max_connections = state.limits.max_connections, "assent gateway ready"
     );
+    let retention = cfg.audit_retention_days.map(|d| {
+        let dir = cfg.data_dir.join(assent_store::retention::ARCHIVE_DIR);
+        assent_server::retention::spawn(state.clone(), d, dir, assent_server::retention::EVERY)
+    });
     assent_server::run_with(listener, state, extra, shutdown()).await?;
+    retention.inspect(tokio::task::JoinHandle::abort);
     Ok(0)
 }
 

@@ -18,6 +18,9 @@ pub const EXTENSION_BOUNDS: (u64, u64) = (0, 86_400);
 /// Bounds of `max_arguments_bytes`: 1 KiB … 64 MiB.
 pub const ARGUMENTS_BYTES_BOUNDS: (u64, u64) = (1024, 64 * 1024 * 1024);
 
+/// Bounds of `audit_retention_days`: 1 day … 100 years (36,500 days).
+pub const AUDIT_RETENTION_DAYS_BOUNDS: (u64, u64) = (1, 36_500);
+
 /// Default `max_arguments_bytes`: 256 KiB.
 pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 256 * 1024;
 

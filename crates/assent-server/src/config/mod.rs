@@ -13,8 +13,8 @@ pub mod raw;
 
 pub use database::DatabaseConfig;
 pub use limits::{
-    ARGUMENTS_BYTES_BOUNDS, AuditCheckpoints, EXTENSION_BOUNDS, MAX_PENDING_BOUNDS, RateLimits,
-    TIMEOUT_BOUNDS, TOKEN_TTL_BOUNDS,
+    ARGUMENTS_BYTES_BOUNDS, AUDIT_RETENTION_DAYS_BOUNDS, AuditCheckpoints, EXTENSION_BOUNDS,
+    MAX_PENDING_BOUNDS, RateLimits, TIMEOUT_BOUNDS, TOKEN_TTL_BOUNDS,
 };
 pub use outbound::{McpUpstream, Webhook, WebhookFormat};
 pub use principals::{MIN_KEY_CHARS, Principal, PrincipalKind};
@@ -90,6 +90,10 @@ pub struct Config {
     pub mcp_allowed_origins: Vec<String>,
     /// `audit_checkpoints`: signed audit checkpoints.
     pub audit_checkpoints: AuditCheckpoints,
+    /// `audit_retention_days` (1 … 36,500): audit records older than this many days are
+    /// archived into a signed export in `data_dir/archive` and then deleted from the store
+    /// (`assent_store::retention`), hourly and at start-up. `None` (the default): kept forever.
+    pub audit_retention_days: Option<u64>,
     /// `database`: SQLite in `data_dir` (default) or PostgreSQL (see [`Config::database`]).
     pub database: DatabaseConfig,
     principals: Vec<principals::Declared>,
@@ -198,7 +202,14 @@ impl Config {
         let audit_checkpoints =
             limits::audit_checkpoints(path, &base, raw.audit_checkpoints.as_ref())?;
         let database = database::database(path, raw.database.as_ref())?;
+        let audit_retention_days = raw::bounded(
+            path,
+            "audit_retention_days",
+            &raw.audit_retention_days,
+            AUDIT_RETENTION_DAYS_BOUNDS,
+        )?;
         Ok(Config {
+            audit_retention_days,
             database,
             file: path.to_path_buf(),
             audit_checkpoints,

@@ -69,6 +69,7 @@ pub(crate) struct RawConfig {
     pub(crate) public_url: Option<String>,
     pub(crate) webhooks: Vec<Spanned<RawWebhook>>,
     pub(crate) audit_checkpoints: Option<Spanned<RawCheckpoints>>,
+    pub(crate) audit_retention_days: Option<Spanned<u64>>,
     pub(crate) database: Option<Spanned<RawDatabase>>,
 }
 

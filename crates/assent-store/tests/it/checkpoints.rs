@@ -152,3 +152,53 @@ fn verify_passes_untouched_and_names_each_attack() {
     };
     assert_eq!(verify_offline(dir.path(), &with_key).unwrap().problem, None);
 }
+
+/// `audit::record_hash` streams the canonical JSON into the hash; it must be the SHA-256 of
+/// the RFC 8785 canonical JSON of the record's array for every string (quotes, backslashes,
+/// every control character, DEL, non-ASCII, astral) and integer (up to i64's ends).
+#[test]
+fn record_hash_is_the_sha256_of_the_rfc8785_array() {
+    use assent_core::canonical::{canonical_value, sha256_hex};
+    let mut tricky: Vec<String> = (0u32..0x80)
+        .map(|c| char::from_u32(c).unwrap().to_string())
+        .collect();
+    tricky.extend(
+        [
+            "",
+            "a\"b\\c/d",
+            "é€𝄞\u{2028}\u{feff}",
+            "{\"k\":[1,\"\\n\"]}",
+            "\u{1f}\u{7f}",
+        ]
+        .map(str::to_string),
+    );
+    let ints = [
+        0,
+        1,
+        -1,
+        1 << 53,
+        -(1 << 53),
+        (1 << 53) + 1,
+        i64::MAX,
+        i64::MIN,
+    ];
+    for (i, t) in tricky.iter().enumerate() {
+        let n = ints[i % ints.len()];
+        let aid = (i % 2 == 0).then_some(t.as_str());
+        let want = sha256_hex(
+            canonical_value(&serde_json::json!([
+                t,
+                n,
+                -n.saturating_add(1),
+                t,
+                aid,
+                t,
+                t
+            ]))
+            .unwrap()
+            .as_bytes(),
+        );
+        let got = assent_store::audit::record_hash(t, n, -n.saturating_add(1), t, aid, t, t);
+        assert_eq!(got, want, "{t:?} {n}");
+    }
+}

@@ -13,6 +13,7 @@ mod db;
 mod migrations;
 mod pgkit;
 mod replicas;
+mod retention;
 mod store_sql;
 
 const AGENT: &str =

@@ -1,41 +1,56 @@
 //! `assent audit …`: offline checks of the audit log on the database file (read-only; the
 //! gateway may keep running). `verify` checks the hash chain, the signed checkpoints (stored
 //! and, with `--checkpoint`, a sink file) and the state tables against the chain, and names
-//! the first problem; `key` prints the checkpoint public key. The checks themselves are
-//! `assent_store::integrity`'s; this file maps them to text, JSON and exit statuses.
+//! the first problem; `key` prints the checkpoint public key. Audit retention (issue 13 §3):
+//! `archive` archives old records into a signed export in `data_dir/archive` and deletes them
+//! from the store; `verify-export` checks an export offline. Each works on SQLite or on the
+//! PostgreSQL database of `--config`. The checks themselves are `assent_store::integrity`'s,
+//! `retention`'s and `archive`'s; this file maps them to text, JSON and exit statuses.
 
-use crate::args::AuditCmd;
+use crate::args::{AuditCmd, DataPlace};
 use crate::render::one_line;
 use crate::setup::data_dir_or_default;
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
+use assent_server::config::Config;
+use assent_store::archive::{self, ExportReport};
+use assent_store::checkpoint;
+use assent_store::db::Database;
+use assent_store::retention::{self, Archived};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Runs one `assent audit` subcommand to its exit status.
 pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
     match cmd {
         AuditCmd::Verify {
-            data_dir,
-            config,
+            place,
             checkpoint,
             public_key,
             max_unsigned,
             json,
-        } => {
-            let place = crate::args::DataPlace { config, data_dir };
-            audit_verify(place, checkpoint, public_key, max_unsigned, json)
-        }
+        } => audit_verify(&place, checkpoint, public_key, max_unsigned, json),
         AuditCmd::Key { data_dir } => audit_key(data_dir),
+        AuditCmd::Archive {
+            place,
+            older_than_days,
+            json,
+        } => archive_run(&place, older_than_days, json),
+        AuditCmd::VerifyExport {
+            file,
+            place,
+            public_key,
+            json,
+        } => verify_export(&file, &place, public_key.as_deref(), json),
     }
 }
 
-/// `assent audit verify` on `place`'s database (`--config`'s, SQLite or PostgreSQL, with its
-/// `keys_dir`; else `--data-dir`, see [`data_dir_or_default`]): `checkpoint` a sink
+/// `assent audit verify` on `place` (`--config FILE`: its SQLite file or PostgreSQL
+/// database; else SQLite in `--data-dir` or [`data_dir_or_default`]): `checkpoint` a sink
 /// file the chain must reach, `public_key` 64 hex (default: the data dir's key),
 /// `max_unsigned` records allowed after the newest checkpoint, `as_json` one JSON report.
 /// Returns the exit status: 0 verified, 1 a problem found, 2 usage or I/O error.
 fn audit_verify(
-    place: crate::args::DataPlace,
+    place: &DataPlace,
     checkpoint: Option<PathBuf>,
     public_key: Option<String>,
     max_unsigned: Option<i64>,
@@ -43,26 +58,16 @@ fn audit_verify(
 ) -> Result<i32> {
     use assent_store::integrity::{Problem, VerifyOptions, verify_database};
     let run = || -> Result<assent_store::integrity::Report> {
-        let (database, keys_dir) = match &place.config {
-            Some(f) => {
-                let cfg = assent_server::config::Config::load(f)?;
-                (cfg.database()?, cfg.keys_dir())
-            }
-            None => {
-                let dir = data_dir_or_default(place.data_dir.clone())?;
-                let path = dir.join(assent_store::ops::DB_FILE);
-                (assent_store::db::Database::Sqlite { path }, dir)
-            }
-        };
+        let r = resolve(place)?;
         let public_key = match public_key.as_deref() {
-            Some(k) => Some(assent_store::checkpoint::parse_public_key(k)?),
+            Some(k) => Some(checkpoint::parse_public_key(k)?),
             None => None,
         };
         let opts = VerifyOptions {
             public_key,
             checkpoint_file: checkpoint.as_deref(),
         };
-        Ok(verify_database(&database, &keys_dir, &opts)?)
+        off_runtime(|| Ok(verify_database(&r.db, &r.keys_dir, &opts)?))
     };
     let mut rep = match run() {
         Ok(r) => r,
@@ -126,6 +131,12 @@ fn print_verified(rep: &assent_store::integrity::Report) {
         "audit chain verifies: {} records, head {}",
         rep.records, rep.head
     );
+    if let Some(a) = &rep.anchor {
+        println!(
+            "records 1..{} were archived (the newest export, {}, is signed and its manifest anchors the chain)",
+            rep.archived_records, a.file
+        );
+    }
     match (&rep.newest_checkpoint, &rep.public_key) {
         (Some(cp), Some(k)) => println!(
             "{} stored checkpoints verify under audit key {k}; the newest covers record {} ({})",
@@ -169,4 +180,223 @@ fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
         assent_store::checkpoint::public_key_hex(&key.verifying_key())
     );
     Ok(0)
+}
+
+/// Where `place`'s store is: `--config FILE`'s data directory, keys directory, database and
+/// `audit_retention_days`; else `--data-dir` (or [`data_dir_or_default`]) for both
+/// directories, its SQLite file, and no retention.
+struct Resolved {
+    data_dir: PathBuf,
+    keys_dir: PathBuf,
+    db: Database,
+    retention_days: Option<u64>,
+}
+
+/// [`Resolved`] of `place`.
+fn resolve(place: &DataPlace) -> Result<Resolved> {
+    Ok(match &place.config {
+        Some(f) => {
+            let c = Config::load(f)?;
+            Resolved {
+                db: c.database()?,
+                keys_dir: c.keys_dir(),
+                retention_days: c.audit_retention_days,
+                data_dir: c.data_dir,
+            }
+        }
+        None => {
+            let d = data_dir_or_default(place.data_dir.clone())?;
+            Resolved {
+                db: Database::Sqlite {
+                    path: d.join(assent_store::ops::DB_FILE),
+                },
+                keys_dir: d.clone(),
+                data_dir: d,
+                retention_days: None,
+            }
+        }
+    })
+}
+
+/// Runs `f` on a thread of its own: the PostgreSQL client blocks on its own runtime, never on
+/// the command runtime's thread.
+fn off_runtime<T: Send>(f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|s| s.spawn(f).join()).unwrap_or_else(|_| bail!("the command panicked"))
+}
+
+/// `assent audit archive`: archives every record due (`days` or the config's
+/// `audit_retention_days`), one export per run of at most
+/// [`retention::DEFAULT_MAX_RECORDS`], and prints what was archived (`--json`:
+/// `{"archived": [runs], "cutoff": ms}`). Exit status 0 (also when nothing was due); an
+/// error (no retention set, no audit key, a chain that does not verify) is returned.
+fn archive_run(place: &DataPlace, days: Option<u64>, as_json: bool) -> Result<i32> {
+    let Resolved {
+        data_dir: dir,
+        keys_dir: keys,
+        db,
+        retention_days: configured,
+    } = resolve(place)?;
+    let Some(days) = days.or(configured) else {
+        bail!(
+            "no retention period: set audit_retention_days in the config, or give --older-than-days N"
+        );
+    };
+    let bounds = assent_server::config::AUDIT_RETENTION_DAYS_BOUNDS;
+    if !(bounds.0..=bounds.1).contains(&days) {
+        bail!(
+            "--older-than-days is {days}; it must be from {} to {}",
+            bounds.0,
+            bounds.1
+        );
+    }
+    if checkpoint::read_key(&keys)?.is_none() {
+        bail!(
+            "no {} in {}: exports are signed with the gateway's audit key; run this where the gateway's keys are",
+            checkpoint::KEY_FILE,
+            keys.display()
+        );
+    }
+    if let Database::Sqlite { path } = &db
+        && !path.exists()
+    {
+        bail!("{}: no assent database here", path.display());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as i64;
+    let cutoff = now - (days as i64) * 86_400_000;
+    let runs = off_runtime(|| {
+        let store = assent_store::Store::open_database(
+            &dir,
+            &keys,
+            &db,
+            60_000,
+            std::sync::Arc::new(assent_server::WireEnvelopes),
+        )
+        .with_context(|| format!("cannot open the {db:?} database"))?;
+        let mut runs: Vec<Archived> = Vec::new();
+        while let Some(a) = store.archive_audit(
+            &dir.join(retention::ARCHIVE_DIR),
+            cutoff,
+            retention::DEFAULT_MAX_RECORDS,
+            now,
+        )? {
+            let more = a.more;
+            runs.push(a);
+            if !more {
+                break;
+            }
+        }
+        Ok(runs)
+    })?;
+    if as_json {
+        println!("{}", json!({"archived": runs, "cutoff": cutoff}));
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        println!(
+            "no audit records are due for archiving (older than {days} days, not needed by a pending approval, a live token or grant, or a webhook)"
+        );
+    }
+    for a in &runs {
+        let m = &a.manifest;
+        println!(
+            "archived audit records {}..{} ({} records) to {} ({} bytes), signed; the store's chain now starts at record {}",
+            m.first_seq,
+            m.last_seq,
+            m.record_count,
+            a.path.display(),
+            a.bytes,
+            m.last_seq + 1
+        );
+    }
+    Ok(0)
+}
+
+/// `assent audit verify-export FILE`: checks the export under `public_key` (64 hex) or the
+/// audit key of `place`'s data directory; with a store (`--config` or `--data-dir`), also
+/// that the store's anchor is exactly the export's manifest. Exit status 0 verified, 1 a
+/// problem found, 2 usage or I/O error.
+fn verify_export(
+    file: &Path,
+    place: &DataPlace,
+    public_key: Option<&str>,
+    as_json: bool,
+) -> Result<i32> {
+    let with_store = place.config.is_some() || place.data_dir.is_some();
+    let run = || -> Result<(ExportReport, Option<String>)> {
+        let Resolved {
+            keys_dir: dir, db, ..
+        } = resolve(place)?;
+        let key = match public_key {
+            Some(k) => checkpoint::parse_public_key(k)?,
+            None => checkpoint::read_key(&dir)?
+                .map(|k| k.verifying_key())
+                .with_context(|| {
+                    format!(
+                        "no {} in {}: give the audit public key with --public-key",
+                        checkpoint::KEY_FILE,
+                        dir.display()
+                    )
+                })?,
+        };
+        let mut rep = archive::verify_export(file, &key)?;
+        if rep.problem.is_none()
+            && with_store
+            && let Some(m) = &rep.manifest
+        {
+            if let Database::Sqlite { path } = &db
+                && !path.exists()
+            {
+                bail!("{}: no assent database here", path.display());
+            }
+            let m = m.clone();
+            rep.problem = off_runtime(move || {
+                let conn = db.connect()?;
+                Ok(archive::against_store(conn.conn(), &m)?)
+            })?;
+        }
+        Ok((rep, Some(checkpoint::public_key_hex(&key))))
+    };
+    let (rep, key) = match run() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("assent: {}", one_line(&e));
+            return Ok(2);
+        }
+    };
+    if as_json {
+        let mut v = serde_json::to_value(&rep)?;
+        v["ok"] = json!(rep.problem.is_none());
+        v["public_key"] = json!(key);
+        v["checked_against_store"] = json!(with_store);
+        println!("{v}");
+    }
+    match (&rep.problem, &rep.manifest) {
+        (None, Some(m)) => {
+            if !as_json {
+                println!(
+                    "audit export verifies: records {}..{} ({} records), signed by audit key {}{}",
+                    m.first_seq,
+                    m.last_seq,
+                    rep.records,
+                    key.unwrap_or_default(),
+                    if with_store {
+                        "; the store's anchor is this export's manifest"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Ok(0)
+        }
+        (problem, _) => {
+            eprintln!(
+                "assent: audit export {} does not verify: {}",
+                file.display(),
+                problem.as_deref().unwrap_or("no manifest")
+            );
+            Ok(1)
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! The subcommands other than `serve`, one file per group: `approvals` (pending, show,
 //! approve, deny, cancel), `grants` (grants, revoke), `clarifications` (clarifications,
 //! answer), `tools` (tool-list pinning reviews), `watch` (the terminal UI), `check` (offline
-//! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key), `backup`
+//! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key, and retention's archive and
+//! verify-export), `backup`
 //! (backup, restore), `migrate` (the schema) and `export` (learning samples). Each returns the process exit status;
 //! none imports another, only the kit below them (`args`, `remote`, `render`, `setup`).
 

@@ -18,6 +18,7 @@ mod mcp;
 mod migrate;
 mod operator;
 mod replicas;
+mod retention;
 mod security;
 mod tasks;
 mod watch;

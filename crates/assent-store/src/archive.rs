@@ -1,0 +1,297 @@
+//! The audit export format and its checks (issue 13 §3, retention): the signed
+//! [`Manifest`] that ends an export file and is stored as the store's archive anchor
+//! (`audit_archives`), reading the anchors back ([`stored`], [`check_anchors`]), and
+//! verifying an export offline ([`verify_export`]) and against the store ([`against_store`]).
+//! Writing exports and deleting what they hold is [`crate::retention`].
+//!
+//! An export is JSONL: one line per audit record ([`AuditRecord`], oldest first), then one
+//! line `{"manifest": …}`. The manifest's signature is Ed25519 by the audit key over the
+//! RFC 8785 canonical JSON of its other fields plus `"format": "assent-audit-export/1"`.
+
+use crate::audit::{self, AuditRecord, GENESIS};
+use crate::db::{self, Conn};
+use crate::error::StoreError;
+use crate::kit::io;
+use crate::sql::{self, from_row};
+use assent_core::canonical::canonical_value;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::io::BufRead;
+use std::path::Path;
+
+/// The export format, part of what is signed.
+pub const FORMAT: &str = "assent-audit-export/1";
+
+/// The longest line [`verify_export`] reads (a record's `data` is bounded by the gateway's
+/// `max_arguments_bytes`, at most 64 MiB, plus its escaping).
+pub const MAX_LINE_BYTES: u64 = 160 * 1024 * 1024;
+
+/// The signed manifest of one export, stored as the store's anchor once its records are
+/// deleted. Times are Unix milliseconds; hashes and keys lowercase hex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// `seq` of the first record in the export.
+    pub first_seq: i64,
+    /// `seq` of the last record in the export.
+    pub last_seq: i64,
+    /// The first record's `prev_hash`: the previous export's `last_hash`, or [`GENESIS`].
+    pub first_prev_hash: String,
+    /// The last record's chain hash: the remaining chain's first record links to it.
+    pub last_hash: String,
+    /// Records in the export (`last_seq - first_seq + 1`).
+    pub record_count: i64,
+    /// SHA-256 of the bytes of the export's record lines (each with its `\n`).
+    pub records_sha256: String,
+    /// The export's file name (in `<data_dir>/archive`).
+    pub file: String,
+    /// Records older than this were due.
+    pub cutoff: i64,
+    /// When the export was written.
+    pub archived_at: i64,
+    /// The audit public key that signed it (64 hex; not trusted by the checks).
+    pub public_key: String,
+    /// Ed25519 signature of [`Manifest::signed_bytes`] (128 hex).
+    pub signature: String,
+}
+
+impl Manifest {
+    /// What is signed: the canonical JSON of every field but `signature`, with `"format"`.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let v = json!({"format": FORMAT, "first_seq": self.first_seq, "last_seq": self.last_seq,
+            "first_prev_hash": self.first_prev_hash, "last_hash": self.last_hash,
+            "record_count": self.record_count, "records_sha256": self.records_sha256,
+            "file": self.file, "cutoff": self.cutoff, "archived_at": self.archived_at,
+            "public_key": self.public_key});
+        canonical_value(&v)
+            .expect("strings and integers canonicalise")
+            .into_bytes()
+    }
+
+    /// Whether the signature is valid under `key` (strict RFC 8032).
+    pub fn verifies(&self, key: &VerifyingKey) -> bool {
+        let Some(sig) = hex::decode(&self.signature)
+            .ok()
+            .and_then(|b| <[u8; 64]>::try_from(b).ok())
+        else {
+            return false;
+        };
+        key.verify_strict(&self.signed_bytes(), &Signature::from_bytes(&sig))
+            .is_ok()
+    }
+
+    /// `self` with `public_key` and `signature` set: signed by `key`.
+    pub(crate) fn signed(mut self, key: &SigningKey) -> Manifest {
+        self.public_key = hex::encode(key.verifying_key().to_bytes());
+        self.signature = hex::encode(key.sign(&self.signed_bytes()).to_bytes());
+        self
+    }
+}
+
+/// The columns of `audit_archives`, in [`Manifest`] order.
+pub(crate) const COLUMNS: &str = "first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature";
+
+fn row(r: &db::Row<'_>) -> db::Result<Manifest> {
+    from_row!(r => Manifest { first_seq, last_seq, first_prev_hash, last_hash, record_count,
+        records_sha256, file, cutoff, archived_at, public_key, signature })
+}
+
+/// Every stored anchor, oldest first (none before schema 11).
+pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Manifest>> {
+    if !conn.has_table("audit_archives")? {
+        return Ok(Vec::new());
+    }
+    let sql = format!("SELECT {COLUMNS} FROM audit_archives ORDER BY last_seq");
+    sql::rows(conn, &sql, [], row)
+}
+
+/// Why the stored anchors are not one signed chain from genesis under `key`; `None` when
+/// they are. Checks each signature, that the first starts at record 1 after [`GENESIS`], and
+/// that each next one starts where the previous ended (`first_seq`, `first_prev_hash`).
+pub fn check_anchors(anchors: &[Manifest], key: &VerifyingKey) -> Option<(i64, String)> {
+    let (mut seq, mut hash) = (0, GENESIS.to_string());
+    for a in anchors {
+        let why = if !a.verifies(key) {
+            format!(
+                "the archive anchor ending at record {}: its signature does not verify under audit key {} (forged or edited)",
+                a.last_seq,
+                hex::encode(key.to_bytes())
+            )
+        } else if a.first_seq != seq + 1 || a.first_prev_hash != hash {
+            format!(
+                "the archive anchor ending at record {} does not continue the one before it (records {}..{} are unaccounted for)",
+                a.last_seq,
+                seq + 1,
+                a.first_seq - 1
+            )
+        } else if a.record_count != a.last_seq - a.first_seq + 1 {
+            format!(
+                "the archive anchor ending at record {} has a wrong record count",
+                a.last_seq
+            )
+        } else {
+            seq = a.last_seq;
+            hash = a.last_hash.clone();
+            continue;
+        };
+        return Some((a.last_seq, why));
+    }
+    None
+}
+
+/// Result of [`verify_export`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportReport {
+    /// Record lines read.
+    pub records: i64,
+    /// The manifest, when the file has one.
+    pub manifest: Option<Manifest>,
+    /// The first problem; `None`: the export verifies.
+    pub problem: Option<String>,
+}
+
+/// Reads one line of at most [`MAX_LINE_BYTES`] into `buf`; `false` at the end of the file.
+fn read_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    buf.clear();
+    let n = std::io::Read::take(r, MAX_LINE_BYTES + 1).read_until(b'\n', buf)?;
+    if n as u64 > MAX_LINE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "a line is longer than {MAX_LINE_BYTES} bytes"
+        )));
+    }
+    Ok(n > 0)
+}
+
+/// Verifies the export `path` offline under the audit public key `key`: every record line
+/// links to the one before (seq, `prev_hash`, recomputed hash), the file ends with one
+/// manifest whose signature verifies under `key`, and the manifest's range, hashes, count and
+/// `records_sha256` are what the records are. Streams the file (one line in memory).
+/// Errors: the file cannot be read (or has a line over [`MAX_LINE_BYTES`]); findings are in
+/// [`ExportReport::problem`].
+pub fn verify_export(path: &Path, key: &VerifyingKey) -> Result<ExportReport, StoreError> {
+    let f = std::fs::File::open(path).map_err(io(path))?;
+    let mut r = std::io::BufReader::new(f);
+    let mut buf = Vec::new();
+    let mut lines = Sha256::new();
+    let mut rep = ExportReport {
+        records: 0,
+        manifest: None,
+        problem: None,
+    };
+    let mut start: Option<(i64, String)> = None;
+    let (mut expect, mut prev) = (0, String::new());
+    let mut problem = None;
+    while read_line(&mut r, &mut buf).map_err(io(path))? {
+        if rep.manifest.is_some() {
+            problem.get_or_insert("there are lines after the manifest".to_string());
+            break;
+        }
+        let text = String::from_utf8_lossy(&buf);
+        if let Ok(t) = serde_json::from_str::<Trailer>(&text) {
+            rep.manifest = Some(t.manifest);
+            continue;
+        }
+        let rec: AuditRecord = match serde_json::from_str(&text) {
+            Ok(rec) => rec,
+            Err(e) => {
+                problem = Some(format!(
+                    "line {} is neither an audit record nor the manifest: {e}",
+                    rep.records + 1
+                ));
+                break;
+            }
+        };
+        if start.is_none() {
+            start = Some((rec.seq, rec.prev_hash.clone()));
+            (expect, prev) = (rec.seq, rec.prev_hash.clone());
+        }
+        if let Some(why) = audit::break_in(&rec, expect, &prev) {
+            problem = Some(format!("audit record {}: {why}", rec.seq));
+            break;
+        }
+        lines.update(&buf);
+        rep.records += 1;
+        expect += 1;
+        prev = rec.hash;
+    }
+    rep.problem = problem.or_else(|| {
+        let start = start.unwrap_or((0, GENESIS.to_string()));
+        manifest_problem(
+            rep.manifest.as_ref(),
+            key,
+            start,
+            (expect - 1, &prev),
+            rep.records,
+            &hex::encode(lines.finalize()),
+        )
+    });
+    Ok(rep)
+}
+
+/// The manifest line of an export.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Trailer {
+    manifest: Manifest,
+}
+
+/// Why manifest `m` does not describe records `start.0 ..= last.0` (first `prev_hash`
+/// `start.1`, last hash `last.1`, `n` records, lines hashing to `sha`) or is not signed by `key`.
+fn manifest_problem(
+    m: Option<&Manifest>,
+    key: &VerifyingKey,
+    start: (i64, String),
+    last: (i64, &str),
+    n: i64,
+    sha: &str,
+) -> Option<String> {
+    let Some(m) = m else {
+        return Some(
+            "the export has no manifest (truncated, or not an assent audit export)".into(),
+        );
+    };
+    if !m.verifies(key) {
+        return Some(format!(
+            "the manifest's signature does not verify under audit key {} (signed by another key, forged, or edited)",
+            hex::encode(key.to_bytes())
+        ));
+    }
+    let checks = [
+        (
+            m.first_seq == start.0 && m.first_prev_hash == start.1,
+            "its first record",
+        ),
+        (
+            m.last_seq == last.0 && m.last_hash == last.1,
+            "its last record",
+        ),
+        (m.record_count == n, "its record count"),
+        (m.records_sha256 == sha, "the SHA-256 of its record lines"),
+    ];
+    checks.iter().find(|c| !c.0).map(|c| {
+        format!(
+            "the signed manifest does not match {} (records {}..{} were edited, removed or added)",
+            c.1, m.first_seq, m.last_seq
+        )
+    })
+}
+
+/// Why the store's anchors do not include `m` exactly (the export's manifest); `None` when
+/// the store has an anchor equal to it. A store without one never deleted these records
+/// (say, the export of a run that lost a race or crashed before its transaction).
+pub fn against_store(conn: Conn<'_>, m: &Manifest) -> db::Result<Option<String>> {
+    let stored = stored(conn)?;
+    Ok(match stored.iter().find(|a| a.last_seq == m.last_seq) {
+        Some(a) if a == m => None,
+        Some(_) => Some(format!(
+            "the store's archive anchor at record {} differs from this export's manifest (another export, or an edited anchor)",
+            m.last_seq
+        )),
+        None => Some(format!(
+            "the store has no archive anchor for records {}..{}: these records were not deleted on the strength of this export",
+            m.first_seq, m.last_seq
+        )),
+    })
+}

@@ -1,0 +1,438 @@
+//! Audit retention (issue 13 §3, `audit_retention_days`): old audit records are first written
+//! to a signed, verifiable export file and only then deleted; what remains still verifies.
+//!
+//! - **The export** (one file per run, `<data_dir>/archive/audit-FIRST-LAST-RANDOM.jsonl`,
+//!   directory 0700, file 0600, created new, fsynced before anything is deleted): one JSON
+//!   line per record ([`AuditRecord`], oldest first), then one line `{"manifest": …}` — the
+//!   [`Manifest`]: the range, the first record's `prev_hash`, the last record's hash, the
+//!   SHA-256 of the record lines' bytes, and an Ed25519 signature by the audit key over the
+//!   RFC 8785 canonical JSON of the manifest's other fields plus `"format":
+//!   "assent-audit-export/1"`.
+//! - **The anchor**: the same signed manifest stored in `audit_archives` in the transaction
+//!   that deletes the records. The remaining chain starts at `last_seq + 1` and links to
+//!   `last_hash` ([`crate::audit::verify`]); the anchors chain from genesis, and their
+//!   signatures are checked by [`crate::integrity::verify_offline`], so deleting more records
+//!   or editing an anchor is found.
+//! - **What may go**: a prefix of the chain whose every record is older than the cut-off,
+//!   never the newest record, never a record of an approval that is pending, has a token
+//!   neither used nor expired or a grant neither revoked nor expired, never a record a
+//!   webhook has not delivered yet (its cursor), at most `max_records` per run. The AAEP event
+//!   log (`aaep_events`) and the state tables are not touched.
+//! - **Replicas racing** (Postgres): each writes its own export (a random name) before its
+//!   write transaction; the transaction (serialised by the database's write lock) deletes only
+//!   when the newest anchor is still the one the run started from and the records still have
+//!   the hashes exported, so exactly one run deletes a range and its anchor names a file that
+//!   was written and synced; a run that lost removes its own file.
+//!
+//! The format, the anchors and the offline checks of an export are [`crate::archive`].
+
+use crate::archive::{COLUMNS, Manifest};
+use crate::audit::{self, AuditRecord};
+use crate::db::{self, Conn, OptionalExtension as _};
+use crate::error::StoreError;
+use crate::kit::{create_private_dir, io, random_id};
+use crate::params;
+use crate::sql::{self, from_row};
+use crate::store::Store;
+use assent_core::checkpoint::Checkpoint;
+use ed25519_dalek::VerifyingKey;
+use serde::Serialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+/// The directory of the exports, in the data directory.
+pub const ARCHIVE_DIR: &str = "archive";
+/// Records one run archives at most (a bigger backlog takes several runs, one file each).
+pub const DEFAULT_MAX_RECORDS: i64 = 100_000;
+/// Records read per lock of the store's connection while exporting.
+const CHUNK: i64 = 5_000;
+
+/// What one run archived.
+#[derive(Debug, Clone, Serialize)]
+pub struct Archived {
+    /// The export's signed manifest (now the store's anchor).
+    pub manifest: Manifest,
+    /// The export file.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// The run stopped at `max_records`: more records are due (run again).
+    pub more: bool,
+}
+
+/// The range a run archives: records `prev_seq + 1 ..= cut`, after `prev_hash`.
+struct Plan {
+    prev_seq: i64,
+    prev_hash: String,
+    cut: i64,
+    more: bool,
+}
+
+/// The least of `cut` and (the first record from `after + 1` that `sql` selects, `?1` the
+/// lower bound, `?2` `cut`, `?3` `p3`) minus one.
+fn hold(conn: Conn<'_>, sql: &str, after: i64, cut: i64, p3: i64) -> db::Result<i64> {
+    let first: Option<i64> = conn
+        .query_row(sql, params![after, cut, p3], |r| r.get(0))
+        .optional()?;
+    Ok(first.map_or(cut, |s| cut.min(s - 1)))
+}
+
+/// The range due at `now` for records older than `cutoff`, at most `max` records; `None`
+/// when nothing is due.
+fn plan(conn: Conn<'_>, cutoff: i64, now: i64, max: i64) -> db::Result<Option<Plan>> {
+    let (prev_seq, prev_hash) = audit::anchor(conn)?;
+    let head: Option<i64> = conn.query_row("SELECT max(seq) FROM audit", [], |r| r.get(0))?;
+    let Some(head) = head else {
+        return Ok(None);
+    };
+    // The newest record always stays: the chain goes on from it.
+    let capped = prev_seq.saturating_add(max);
+    let mut cut = (head - 1).min(capped);
+    cut = hold(
+        conn,
+        "SELECT seq FROM audit WHERE seq > ?1 AND seq <= ?2 AND at >= ?3 ORDER BY seq LIMIT 1",
+        prev_seq,
+        cut,
+        cutoff,
+    )?;
+    cut = hold(
+        conn,
+        "SELECT seq FROM audit WHERE seq > ?1 AND seq <= ?2 AND approval_id IN (
+             SELECT id FROM approvals WHERE status = 'pending'
+             UNION SELECT approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?3
+             UNION SELECT approval_id FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?3))
+         ORDER BY seq LIMIT 1",
+        prev_seq,
+        cut,
+        now,
+    )?;
+    let cursor: Option<i64> =
+        conn.query_row("SELECT min(last_seq) FROM webhook_cursors", [], |r| {
+            r.get(0)
+        })?;
+    if let Some(c) = cursor {
+        cut = cut.min(c);
+    }
+    Ok((cut > prev_seq).then_some(Plan {
+        prev_seq,
+        prev_hash,
+        cut,
+        more: cut == capped,
+    }))
+}
+
+/// An export being written: removed when dropped unless [`Partial::keep`] was called.
+struct Partial {
+    path: PathBuf,
+    kept: bool,
+}
+
+impl Partial {
+    fn keep(mut self) -> PathBuf {
+        self.kept = true;
+        std::mem::take(&mut self.path)
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Running digests of an export: of the record lines, and of `seq:hash` pairs (compared
+/// again in the deleting transaction).
+struct Written {
+    lines: Sha256,
+    pairs: Sha256,
+    expect: i64,
+    prev: String,
+}
+
+impl Written {
+    /// Checks `rec` continues the chain (and matches a stored checkpoint at it, if any) and
+    /// returns its line; `Err` says why not.
+    fn next(
+        &mut self,
+        rec: &AuditRecord,
+        checkpoints: &[(i64, String, bool)],
+    ) -> Result<String, String> {
+        if let Some(why) = audit::break_in(rec, self.expect, &self.prev) {
+            return Err(format!("audit record {}: {why}", rec.seq));
+        }
+        if let Some((_, h, ok)) = checkpoints.iter().find(|c| c.0 == rec.seq)
+            && (!ok || *h != rec.hash)
+        {
+            return Err(format!(
+                "the stored checkpoint at record {} does not verify or does not match it (the chain was rewritten)",
+                rec.seq
+            ));
+        }
+        let mut line = serde_json::to_string(rec).expect("a record serialises");
+        line.push('\n');
+        self.lines.update(line.as_bytes());
+        self.pairs.update(format!("{}:{}\n", rec.seq, rec.hash));
+        self.expect += 1;
+        self.prev = rec.hash.clone();
+        Ok(line)
+    }
+}
+
+/// A refusal: `StoreError::Invalid`.
+fn refuse(msg: impl Into<String>) -> StoreError {
+    StoreError::Invalid(msg.into())
+}
+
+impl Store {
+    /// One retention run at `now`: archives the records older than `cutoff` (Unix ms) that
+    /// may go (see the module doc), at most `max_records`, into a new export in `archive_dir`
+    /// (created 0700), then deletes them and stores the export's manifest as the anchor, in
+    /// one write transaction. `Ok(None)`: nothing due, or another run (a replica) archived
+    /// first (its export stands; this run's file is removed).
+    ///
+    /// Errors (nothing deleted; a partial export is removed): the records to archive do not
+    /// verify from the anchor, a stored checkpoint among them does not verify or match, the
+    /// newest anchor's signature does not verify (a broken chain is never archived away),
+    /// the records changed between the export and the transaction; I/O and database errors.
+    pub fn archive_audit(
+        &self,
+        archive_dir: &Path,
+        cutoff: i64,
+        max_records: i64,
+        now: i64,
+    ) -> Result<Option<Archived>, StoreError> {
+        let key = self.audit_key.verifying_key();
+        let (p, newest) = {
+            let guard = self.lock();
+            let conn = guard.conn();
+            (
+                plan(conn, cutoff, now, max_records.max(1))?,
+                crate::archive::stored(conn)?.pop(),
+            )
+        };
+        if let Some(a) = newest.filter(|a| !a.verifies(&key)) {
+            return Err(refuse(format!(
+                "the archive anchor ending at record {} does not verify under this gateway's audit key; nothing archived (run assent audit verify)",
+                a.last_seq
+            )));
+        }
+        let Some(p) = p else { return Ok(None) };
+        // Never write exports (or chmod) through a link planted where the directory should be.
+        if std::fs::symlink_metadata(archive_dir).is_ok_and(|m| !m.file_type().is_dir()) {
+            return Err(refuse(format!(
+                "{} is not a directory (a symbolic link?); nothing archived",
+                archive_dir.display()
+            )));
+        }
+        create_private_dir(archive_dir).map_err(io(archive_dir))?;
+        let Some((manifest, partial, pairs)) = self.export(archive_dir, &p, cutoff, now)? else {
+            return Ok(None);
+        };
+        let done = self.write(|tx| commit(tx, &p, &manifest, &pairs))?;
+        if !done {
+            return Ok(None);
+        }
+        let path = partial.keep();
+        let bytes = std::fs::metadata(&path).map_err(io(&path))?.len();
+        Ok(Some(Archived {
+            manifest,
+            path,
+            bytes,
+            more: p.more,
+        }))
+    }
+
+    /// Writes the export of `p` (chunk by chunk, the store's connection locked per chunk),
+    /// signed, synced; returns its manifest, the file (removed if dropped) and the digest of
+    /// its `seq:hash` pairs; `None` when another run archived the records meanwhile.
+    fn export(
+        &self,
+        dir: &Path,
+        p: &Plan,
+        cutoff: i64,
+        now: i64,
+    ) -> Result<Option<(Manifest, Partial, Vec<u8>)>, StoreError> {
+        let (first, last) = (p.prev_seq + 1, p.cut);
+        let name = format!("audit-{first:012}-{last:012}-{}.jsonl", &random_id("")[..8]);
+        let path = dir.join(&name);
+        let file = create_new_private(&path)?;
+        let partial = Partial {
+            path: path.clone(),
+            kept: false,
+        };
+        let mut out = std::io::BufWriter::new(file);
+        let mut w = Written {
+            lines: Sha256::new(),
+            pairs: Sha256::new(),
+            expect: first,
+            prev: p.prev_hash.clone(),
+        };
+        let key = self.audit_key.verifying_key();
+        let mut from = p.prev_seq;
+        while from < last {
+            let to = last.min(from + CHUNK);
+            let guard = self.lock();
+            let conn = guard.conn();
+            let checkpoints = checkpoints_in(conn, from, to, &key)?;
+            let mut failed: Option<StoreError> = None;
+            conn.prepare_cached(
+                "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
+            )?
+            .for_each(params![from, to], |r| {
+                let rec = AuditRecord::read_in_order(r)?;
+                match w.next(&rec, &checkpoints) {
+                    Ok(line) => {
+                        if let Err(e) = out.write_all(line.as_bytes()) {
+                            failed = Some(io(&path)(e));
+                        }
+                    }
+                    Err(why) => failed = Some(refuse(format!("{why}; nothing archived"))),
+                }
+                Ok(if failed.is_some() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+            })?;
+            if w.expect != to + 1 && failed.is_none() {
+                failed = Some(refuse(format!(
+                    "audit record {} is missing (a record was removed); nothing archived",
+                    w.expect
+                )));
+            }
+            if let Some(e) = failed {
+                // Another run (a replica) archived and deleted these records meanwhile.
+                if audit::anchor(conn)?.0 != p.prev_seq {
+                    return Ok(None);
+                }
+                return Err(e);
+            }
+            drop(guard);
+            from = to;
+        }
+        let manifest = Manifest {
+            first_seq: first,
+            last_seq: last,
+            first_prev_hash: p.prev_hash.clone(),
+            last_hash: w.prev.clone(),
+            record_count: last - first + 1,
+            records_sha256: hex::encode(w.lines.finalize()),
+            file: name,
+            cutoff,
+            archived_at: now,
+            public_key: String::new(),
+            signature: String::new(),
+        }
+        .signed(&self.audit_key);
+        let trailer = format!("{}\n", json!({ "manifest": manifest }));
+        out.write_all(trailer.as_bytes()).map_err(io(&path))?;
+        let file = out.into_inner().map_err(|e| io(&path)(e.into_error()))?;
+        file.sync_all().map_err(io(&path))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(dir))?;
+        Ok(Some((manifest, partial, w.pairs.finalize().to_vec())))
+    }
+}
+
+/// Creates `path` new (never an existing name), mode 0600.
+fn create_new_private(path: &Path) -> Result<std::fs::File, StoreError> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path).map_err(io(path))
+}
+
+/// The stored checkpoints at records `from + 1 ..= to`: `(seq, head_hash, signature valid
+/// under key and signed over a whole chain)`.
+fn checkpoints_in(
+    conn: Conn<'_>,
+    from: i64,
+    to: i64,
+    key: &VerifyingKey,
+) -> db::Result<Vec<(i64, String, bool)>> {
+    if !conn.has_table("audit_checkpoints")? {
+        return Ok(Vec::new());
+    }
+    sql::rows(
+        conn,
+        "SELECT seq, head_hash, record_count, time, public_key, signature FROM audit_checkpoints WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
+        params![from, to],
+        |r| {
+            let cp: db::Result<Checkpoint> = from_row!(r => Checkpoint {
+                seq, head_hash, record_count, time, public_key, signature
+            });
+            let cp = cp?;
+            let ok = cp.verifies(key) && cp.record_count == cp.seq;
+            Ok((cp.seq, cp.head_hash, ok))
+        },
+    )
+}
+
+/// The deleting transaction: `Ok(false)` when the newest anchor moved since the plan (another
+/// run archived); otherwise checks the records still have the exported hashes and the next
+/// record links to the last, deletes them and stores the anchor.
+fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool, StoreError> {
+    let (now_prev, _) = audit::anchor(**tx)?;
+    if now_prev != p.prev_seq {
+        return Ok(false);
+    }
+    let mut d = Sha256::new();
+    let mut n = 0i64;
+    tx.prepare_cached("SELECT seq, hash FROM audit WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq")?
+        .for_each(params![m.first_seq, m.last_seq], |r| {
+            let (seq, hash): (i64, String) = (r.get(0)?, r.get(1)?);
+            d.update(format!("{seq}:{hash}\n"));
+            n += 1;
+            Ok(ControlFlow::Continue(()))
+        })?;
+    if n != m.record_count || d.finalize().as_slice() != pairs {
+        return Err(refuse(
+            "audit records changed while they were being archived; nothing deleted",
+        ));
+    }
+    let next: Option<String> = tx
+        .query_row(
+            "SELECT prev_hash FROM audit WHERE seq = ?1",
+            [m.last_seq + 1],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if next.as_deref() != Some(m.last_hash.as_str()) {
+        return Err(refuse(format!(
+            "audit record {} does not link to record {}; nothing deleted",
+            m.last_seq + 1,
+            m.last_seq
+        )));
+    }
+    let gone = tx.execute(
+        "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",
+        params![m.first_seq, m.last_seq],
+    )?;
+    if gone as i64 != m.record_count {
+        return Err(refuse(
+            "audit records changed while they were being deleted",
+        ));
+    }
+    tx.execute(
+        &format!(
+            "INSERT INTO audit_archives ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+        ),
+        params![
+            m.first_seq,
+            m.last_seq,
+            m.first_prev_hash,
+            m.last_hash,
+            m.record_count,
+            m.records_sha256,
+            m.file,
+            m.cutoff,
+            m.archived_at,
+            m.public_key,
+            m.signature
+        ],
+    )?;
+    Ok(true)
+}

@@ -1,0 +1,422 @@
+//! Audit retention (issue 13 §3): old records archived into a signed export, then deleted;
+//! the export and the remaining chain verify, and each way of tampering with either is
+//! refused. Every test runs on SQLite and on Postgres ([`both`]).
+
+use super::pgkit::both;
+use super::{approved, pending, wire};
+use assent_store::Store;
+use assent_store::archive::{self as retention, verify_export};
+use assent_store::checkpoint::Due;
+use assent_store::db::Database;
+use assent_store::integrity::{Report, VerifyOptions, verify_on};
+use assent_store::retention::Archived;
+use std::path::Path;
+
+const DAY: i64 = 86_400_000;
+
+/// A store over `db` with its keys in `dir`.
+fn open(dir: &Path, db: &Database) -> Store {
+    assent_store::keys::init(dir).unwrap();
+    Store::open_database(dir, dir, db, 60_000, wire()).unwrap()
+}
+
+/// The store's full verification under its own audit key.
+fn verify(s: &Store, db: &Database) -> Report {
+    let conn = db.connect().unwrap();
+    let opts = VerifyOptions {
+        public_key: Some(s.audit_public_key()),
+        checkpoint_file: None,
+    };
+    verify_on(conn.conn(), &opts, "no key").unwrap()
+}
+
+/// Runs `sql` on the database behind the store's back.
+fn tamper(db: &Database, sql: &str) {
+    db.connect().unwrap().conn().batch(sql).unwrap();
+}
+
+/// Three approvals approved on day 0 (tokens long expired), a checkpoint, one approval still
+/// pending from day 0, and one record on day 10; then a retention run on day 10 keeping 5 days.
+fn archived_store(dir: &Path, db: &Database) -> (Store, Archived) {
+    let s = open(dir, db);
+    for i in 0..3 {
+        approved(&s, i, 5_000, false);
+    }
+    s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
+    let (held, _) = pending(&s, 9, 4_000, 100 * DAY, false);
+    s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+        .unwrap();
+    let before = verify(&s, db);
+    assert_eq!(before.problem, None, "{before:?}");
+    let a = s
+        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY)
+        .unwrap()
+        .expect("records were due");
+    // The pending approval's records (and everything after them) stay.
+    let conn = db.connect().unwrap();
+    let first_held: i64 = conn
+        .conn()
+        .query_row(
+            "SELECT min(seq) FROM audit WHERE approval_id = ?1",
+            [&held],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(a.manifest.last_seq, first_held - 1);
+    (s, a)
+}
+
+#[test]
+fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_verifies() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, a) = archived_store(dir.path(), db);
+        // Per approval: requested, confirm.requested, confirm.approved, decision, token.minted.
+        assert_eq!((a.manifest.first_seq, a.manifest.last_seq), (1, 15));
+        assert!(!a.more);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&a.path), 0o600);
+        assert_eq!(mode(&dir.path().join("archive")), 0o700);
+        let exp = verify_export(&a.path, &s.audit_public_key()).unwrap();
+        assert_eq!((exp.records, exp.problem.clone()), (15, None), "{exp:?}");
+        assert_eq!(exp.manifest.as_ref(), Some(&a.manifest));
+        let conn = db.connect().unwrap();
+        assert_eq!(
+            retention::against_store(conn.conn(), &a.manifest).unwrap(),
+            None
+        );
+        let left: i64 = conn
+            .conn()
+            .query_row("SELECT count(*) FROM audit WHERE seq <= 15", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(left, 0);
+        let rep = verify(&s, db);
+        assert_eq!(rep.problem, None, "{rep:?}");
+        assert_eq!((rep.archived_records, rep.records), (15, 3));
+        // Nothing more is due; the chain goes on, checkpoints are still signed over it, and
+        // it still verifies (the checkpoint's record count includes the archived records).
+        assert!(
+            s.archive_audit(&dir.path().join("archive"), 5 * DAY, 1_000, 10 * DAY)
+                .unwrap()
+                .is_none()
+        );
+        s.append_audit("note", None, "test", &serde_json::json!({}), 11 * DAY)
+            .unwrap();
+        let cp = s.checkpoint_if_due(Due::NOW, 11 * DAY).unwrap().unwrap();
+        assert_eq!((cp.seq, cp.record_count), (19, 19));
+        assert_eq!(verify(&s, db).problem, None);
+    });
+}
+
+#[test]
+fn retention_archives_a_backlog_in_runs_that_chain() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        for i in 0..4 {
+            approved(&s, i, 5_000, false);
+        }
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let arch = dir.path().join("archive");
+        let one = s
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
+            .unwrap()
+            .unwrap();
+        assert!(one.more);
+        let two = s
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
+            .unwrap()
+            .unwrap();
+        let three = s
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            [
+                one.manifest.last_seq,
+                two.manifest.last_seq,
+                three.manifest.last_seq
+            ],
+            [8, 16, 20]
+        );
+        assert_eq!(two.manifest.first_prev_hash, one.manifest.last_hash);
+        for a in [&one, &two, &three] {
+            let r = verify_export(&a.path, &s.audit_public_key()).unwrap();
+            assert_eq!(r.problem, None);
+        }
+        assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 3);
+        assert_eq!(verify(&s, db).problem, None);
+    });
+}
+
+/// Attack: whoever can write the database deletes a record of the remaining chain (the first
+/// one after the anchor, or one in the middle).
+#[test]
+fn retention_refuses_a_record_deleted_from_the_remainder() {
+    for victim in [16, 17] {
+        both(|db| {
+            let dir = tempfile::tempdir().unwrap();
+            let (s, _) = archived_store(dir.path(), db);
+            tamper(db, &format!("DELETE FROM audit WHERE seq = {victim}"));
+            let p = verify(&s, db).problem.expect("detected");
+            assert_eq!((p.check, p.seq), ("chain", Some(victim + 1)), "{p:?}");
+        });
+    }
+}
+
+/// Attack: deleting more records and moving the anchor over them (or removing the anchor).
+#[test]
+fn retention_refuses_an_edited_anchor() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, a) = archived_store(dir.path(), db);
+        let conn = db.connect().unwrap();
+        let (next_hash,): (String,) = conn
+            .conn()
+            .query_row("SELECT hash FROM audit WHERE seq = 16", [], |r| {
+                Ok((r.get(0)?,))
+            })
+            .unwrap();
+        drop(conn);
+        tamper(
+            db,
+            &format!(
+                "DELETE FROM audit WHERE seq = 16; UPDATE audit_archives SET last_seq = 16, record_count = 16, last_hash = '{next_hash}'"
+            ),
+        );
+        let p = verify(&s, db).problem.expect("detected");
+        assert_eq!((p.check, p.seq), ("archive", Some(16)), "{p:?}");
+        // The checkpoint signer refuses to extend it too.
+        s.append_audit("note", None, "test", &serde_json::json!({}), 11 * DAY)
+            .unwrap();
+        assert!(s.checkpoint_if_due(Due::NOW, 11 * DAY).is_err());
+        // And removing the anchor leaves a chain that starts in the middle.
+        tamper(db, "DELETE FROM audit_archives");
+        let p = verify(&s, db).problem.expect("detected");
+        assert_eq!(p.check, "chain", "{p:?}");
+        let _ = a;
+    });
+}
+
+/// Rewrites line `n` (from 0) of the export `path` with `f`.
+fn edit_line(path: &Path, n: usize, f: impl Fn(&mut serde_json::Value)) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut v: serde_json::Value = serde_json::from_str(&lines[n]).unwrap();
+    f(&mut v);
+    lines[n] = v.to_string();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Attack: an archived record is altered in the export (with its hash recomputed, and the
+/// next record relinked, so the chain inside the file holds; the signed manifest does not).
+#[test]
+fn retention_refuses_an_edited_export_record() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, a) = archived_store(dir.path(), db);
+        let key = s.audit_public_key();
+        edit_line(&a.path, 3, |v| v["actor"] = "mallory".into());
+        let r = verify_export(&a.path, &key).unwrap();
+        assert!(r.problem.unwrap().contains("altered"));
+        // Rehash the whole chain in the file from the edited record on.
+        let text = std::fs::read_to_string(&a.path).unwrap();
+        let mut prev = String::new();
+        let mut out = String::new();
+        for (i, line) in text.lines().enumerate() {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v.get("manifest").is_none() && i >= 3 {
+                if i > 3 {
+                    v["prev_hash"] = prev.clone().into();
+                }
+                let h = assent_store::audit::record_hash(
+                    v["prev_hash"].as_str().unwrap(),
+                    v["seq"].as_i64().unwrap(),
+                    v["at"].as_i64().unwrap(),
+                    v["kind"].as_str().unwrap(),
+                    v["approval_id"].as_str(),
+                    v["actor"].as_str().unwrap(),
+                    v["data"].as_str().unwrap(),
+                );
+                v["hash"] = h.clone().into();
+            }
+            prev = v["hash"].as_str().unwrap_or_default().to_string();
+            out.push_str(&v.to_string());
+            out.push('\n');
+        }
+        std::fs::write(&a.path, out).unwrap();
+        let r = verify_export(&a.path, &key).unwrap();
+        let why = r.problem.expect("detected");
+        assert!(why.contains("signed manifest does not match"), "{why}");
+    });
+}
+
+/// Attack: an export re-signed (or made up) with another Ed25519 key, and the store's
+/// anchor replaced by its manifest.
+#[test]
+fn retention_refuses_an_export_signed_by_another_key() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, a) = archived_store(dir.path(), db);
+        let other = Store::open(&dir.path().join("other"), 60_000, wire()).unwrap();
+        let r = verify_export(&a.path, &other.audit_public_key()).unwrap();
+        assert!(r.problem.unwrap().contains("does not verify"));
+        // A manifest signed by another key: edit the public key and signature in place.
+        let forged = "ab".repeat(64);
+        edit_line(&a.path, 15, |v| {
+            v["manifest"]["public_key"] = hex::encode(other.audit_public_key().to_bytes()).into();
+            v["manifest"]["signature"] = forged.clone().into();
+        });
+        let r = verify_export(&a.path, &s.audit_public_key()).unwrap();
+        assert!(r.problem.unwrap().contains("does not verify"));
+        tamper(
+            db,
+            &format!("UPDATE audit_archives SET signature = '{forged}'"),
+        );
+        let p = verify(&s, db).problem.expect("detected");
+        assert_eq!(p.check, "archive", "{p:?}");
+        // A retention run refuses to build on an anchor it cannot verify.
+        let e = s
+            .archive_audit(&dir.path().join("archive"), 20 * DAY, 1_000, 20 * DAY)
+            .unwrap_err();
+        assert!(e.to_string().contains("does not verify"), "{e}");
+    });
+}
+
+/// Two runs racing (two replicas on one database, each with its own connection): exactly one
+/// deletes the range and stores the anchor; the other deletes nothing and leaves no export.
+#[test]
+fn retention_runs_racing_delete_once() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        for i in 0..2 {
+            approved(&s, i, 5_000, false);
+        }
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let arch = dir.path().join("archive");
+        let replicas: Vec<Store> = (0..2).map(|_| open(dir.path(), db)).collect();
+        let go = std::sync::Barrier::new(2);
+        let done: Vec<Option<Archived>> = std::thread::scope(|t| {
+            let runs: Vec<_> = replicas
+                .iter()
+                .map(|r| {
+                    let (go, arch) = (&go, &arch);
+                    t.spawn(move || {
+                        go.wait();
+                        r.archive_audit(arch, 5 * DAY, 1_000, 10 * DAY).unwrap()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(done.iter().filter(|d| d.is_some()).count(), 1);
+        assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 1);
+        let rep = verify(&s, db);
+        assert_eq!((rep.problem, rep.archived_records), (None, 10));
+    });
+}
+
+/// Attack: a record altered before its retention run: the run refuses to archive (and so
+/// to delete the evidence of) a chain that does not verify, and leaves no export.
+#[test]
+fn retention_never_archives_an_altered_chain() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        tamper(db, "UPDATE audit SET actor = 'mallory' WHERE seq = 2");
+        let arch = dir.path().join("archive");
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY)
+            .unwrap_err();
+        assert!(e.to_string().contains("nothing archived"), "{e}");
+        assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 0);
+        let left: i64 = db
+            .connect()
+            .unwrap()
+            .conn()
+            .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 6);
+    });
+}
+
+/// Attack: once old records are archived, whoever can write the database plants rows whose
+/// records "must have been archived": a grant dated day 0 that never ends (it would let calls
+/// through), and a token dated day 0 that is neither used nor expired. Retention never
+/// archives the records of anything live, so both are still refused.
+#[test]
+fn retention_does_not_excuse_a_planted_live_grant_or_token_as_archived() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _) = archived_store(dir.path(), db);
+        let conn = db.connect().unwrap();
+        let aid: String = conn
+            .conn()
+            .query_row(
+                "SELECT min(id) FROM approvals WHERE status = 'approved'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        drop(conn);
+        let discouraged = match db {
+            Database::Sqlite { .. } => "0",
+            Database::Postgres { .. } => "false",
+        };
+        tamper(
+            db,
+            &format!(
+                "INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at)
+                 VALUES ('g-planted', 'bot', NULL, 'pay', NULL, NULL, 'workspace', 'R1', {discouraged}, '{aid}', 'alice', 1000, NULL)"
+            ),
+        );
+        let p = verify(&s, db).problem.expect("detected");
+        assert!(
+            p.reason
+                .contains("grant g-planted has no grant.created record"),
+            "{p:?}"
+        );
+        tamper(db, "DELETE FROM grants WHERE id = 'g-planted'");
+        assert_eq!(verify(&s, db).problem, None);
+        tamper(
+            db,
+            &format!(
+                "UPDATE tokens SET used_at = NULL, expires_at = {} WHERE approval_id = '{aid}'",
+                400 * DAY
+            ),
+        );
+        let p = verify(&s, db).problem.expect("detected");
+        assert!(p.reason.contains("has no token.minted record"), "{p:?}");
+    });
+}
+
+/// Attack: a symbolic link planted where the archive directory goes, to have the gateway
+/// write (and chmod) elsewhere: refused, nothing archived or deleted.
+#[test]
+fn retention_refuses_an_archive_directory_that_is_a_symlink() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        approved(&s, 1, 5_000, false);
+        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+            .unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let arch = dir.path().join("archive");
+        std::os::unix::fs::symlink(elsewhere.path(), &arch).unwrap();
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY)
+            .unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        assert_eq!(verify(&s, db).archived_records, 0);
+    });
+}

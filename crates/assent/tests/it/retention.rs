@@ -1,0 +1,230 @@
+//! Audit retention as a user runs it (issue 13 §3): `audit_retention_days` bounded with file
+//! and line; `assent serve` archiving at start-up; `assent audit archive` and `assent audit
+//! verify-export`; `assent audit verify` after both.
+
+use super::*;
+use assent_store::Store;
+use assent_store::checkpoint::Due;
+
+/// A data directory at `data` whose chain has three records of 1 January 1970 (older than
+/// any retention period) and a checkpoint over them, then one record made now.
+fn old_history(data: &Path) {
+    let db = assent_store::db::Database::Sqlite {
+        path: data.join("assent.db"),
+    };
+    old_history_in(data, &db);
+}
+
+/// [`old_history`] in `db`, with the keys in `data`.
+fn old_history_in(data: &Path, db: &assent_store::db::Database) {
+    let envelopes = std::sync::Arc::new(assent_server::WireEnvelopes);
+    assent_store::keys::init(data).unwrap();
+    let s = Store::open_database(data, data, db, 60_000, envelopes).unwrap();
+    for i in 0..3 {
+        s.append_audit("note", None, "test", &json!({"i": i}), 1_000 + i)
+            .unwrap();
+    }
+    s.checkpoint_if_due(Due::NOW, 2_000).unwrap().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    s.append_audit("note", None, "test", &json!({"i": "now"}), now)
+        .unwrap();
+}
+
+/// The export files in `data/archive`.
+fn exports(data: &Path) -> Vec<PathBuf> {
+    match std::fs::read_dir(data.join("archive")) {
+        Ok(d) => d.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn audit_retention_days_out_of_bounds_stops_start_up_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (line, why) in [
+        (
+            "audit_retention_days: 0",
+            "audit_retention_days is 0; it must be from 1 to 36500",
+        ),
+        (
+            "audit_retention_days: 99999999",
+            "audit_retention_days is 99999999; it must be from 1 to 36500",
+        ),
+        ("audit_retention_days: -1", "invalid u64"),
+    ] {
+        let p = dir.path().join("assent.yaml");
+        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{line}\n")).unwrap();
+        let out = serve_cmd(&p).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1)
+                && err.contains(&format!("{}:2", p.display()))
+                && err.contains(why),
+            "{line}: {err}"
+        );
+    }
+}
+
+#[test]
+fn serve_archives_old_audit_records_at_start_up_and_both_still_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    old_history(&data);
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "audit_retention_days: 1\n");
+    let s = serve(&cfg, port);
+    let start = Instant::now();
+    while exports(&data).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "nothing archived"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crate::stop(s);
+    let files = exports(&data);
+    assert_eq!(files.len(), 1);
+    let text = ok(&audit_verify(&data, &[]));
+    assert!(text.contains("records 1..3 were archived"), "{text}");
+    let cfg_s = cfg.to_str().unwrap();
+    let f = files[0].to_str().unwrap();
+    let text = ok(&run(&["audit", "verify-export", f, "--config", cfg_s]));
+    assert!(text.contains("records 1..3 (3 records)"), "{text}");
+    // An export edited after the fact no longer verifies (exit 1).
+    let edited = std::fs::read_to_string(f).unwrap().replacen(
+        "\"actor\":\"test\"",
+        "\"actor\":\"mallory\"",
+        1,
+    );
+    std::fs::write(f, edited).unwrap();
+    let out = run(&["audit", "verify-export", f, "--config", cfg_s]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("altered"));
+}
+
+#[test]
+fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    old_history(&data);
+    let d = data.to_str().unwrap();
+    // Without a period there is nothing to go by.
+    let out = run(&["audit", "archive", "--data-dir", d]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = ok(&run(&[
+        "audit",
+        "archive",
+        "--data-dir",
+        d,
+        "--older-than-days",
+        "1",
+        "--json",
+    ]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["archived"][0]["manifest"]["last_seq"], 3, "{v}");
+    let f = v["archived"][0]["path"].as_str().unwrap().to_string();
+    // Again: nothing more is due.
+    let again: Value = serde_json::from_str(&ok(&run(&[
+        "audit",
+        "archive",
+        "--data-dir",
+        d,
+        "--older-than-days",
+        "1",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(again["archived"], json!([]));
+    let rep: Value = serde_json::from_str(&ok(&audit_verify(&data, &["--json"]))).unwrap();
+    assert_eq!(
+        (rep["ok"].clone(), rep["archived_records"].clone()),
+        (json!(true), json!(3))
+    );
+    let rep: Value = serde_json::from_str(&ok(&run(&[
+        "audit",
+        "verify-export",
+        &f,
+        "--data-dir",
+        d,
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(rep["ok"], true, "{rep}");
+    // Another gateway's key does not verify it.
+    let other = dir.path().join("other");
+    let key = ok(&run(&[
+        "audit",
+        "key",
+        "--data-dir",
+        other.to_str().unwrap(),
+    ]));
+    let out = run(&["audit", "verify-export", &f, "--public-key", key.trim()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not verify under audit key"));
+}
+
+/// The same on PostgreSQL: `archive`, `verify` and `verify-export` through `--config` and its
+/// `database: {url_env}`.
+#[test]
+fn audit_archive_and_verify_work_on_the_postgres_database_of_a_config() {
+    let Some(url) = assent_testkit::pg::fresh_schema_url() else {
+        return; // ASSENT_TEST_NO_PG=1: the SQLite tests above cover the commands.
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    old_history_in(
+        &data,
+        &assent_store::db::Database::Postgres { url: url.clone() },
+    );
+    let extra = "database: {url_env: ASSENT_DATABASE_URL}\n";
+    let cfg = write_config(dir.path(), free_port(), extra);
+    let c = cfg.to_str().unwrap();
+    let pg = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("ASSENT_DATABASE_URL", &url)
+            .output()
+            .unwrap()
+    };
+    let v: Value = serde_json::from_str(&ok(&pg(&[
+        "audit",
+        "archive",
+        "--config",
+        c,
+        "--older-than-days",
+        "1",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(v["archived"][0]["manifest"]["last_seq"], 3, "{v}");
+    let f = v["archived"][0]["path"].as_str().unwrap().to_string();
+    assert!(f.starts_with(data.join("archive").to_str().unwrap()), "{f}");
+    let rep: Value =
+        serde_json::from_str(&ok(&pg(&["audit", "verify", "--config", c, "--json"]))).unwrap();
+    assert_eq!(
+        (rep["ok"].clone(), rep["archived_records"].clone()),
+        (json!(true), json!(3)),
+        "{rep}"
+    );
+    ok(&pg(&["audit", "verify-export", &f, "--config", c]));
+    // The anchor deleted behind the gateway's back: the chain starts in the middle (exit 1).
+    let conn = assent_store::db::Database::Postgres { url: url.clone() }
+        .connect()
+        .unwrap();
+    conn.conn().batch("DELETE FROM audit_archives").unwrap();
+    drop(conn);
+    let out = pg(&["audit", "verify", "--config", c]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
