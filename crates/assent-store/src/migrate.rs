@@ -53,6 +53,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(8, "0008_audit_checkpoints"),
     migration!(9, "0009_cancelled_sessions"),
     migration!(10, "0010_confirm_context"),
+    migration!(11, "0011_usage_windows"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -13,6 +13,7 @@ mod db;
 mod migrations;
 mod pgkit;
 mod store_sql;
+mod windows;
 
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
