@@ -10,6 +10,7 @@ use serde_json::json;
 
 mod checkpoints;
 mod db;
+mod group;
 mod migrations;
 mod pgkit;
 mod store_sql;
