@@ -68,6 +68,18 @@ fn propose(s: &Store, reg: &Registry, needs: Option<&WindowNeeds>, now: i64, kee
     .unwrap();
 }
 
+/// The gatekeeper's verdict on the measured call with the session's earlier calls `prior`.
+fn verdict(reg: &Registry, prior: &[assent_core::triggers::PriorCall], now: i64) -> VerdictKind {
+    let call = ToolCall::new("pay", None, json!({"amount": 3, "memo": "b1c"})).unwrap();
+    let a = call.canonical_arguments().unwrap();
+    let obs = Observations {
+        now_ms: now,
+        prior_calls: prior,
+        resolve_path: &assent_core::triggers::lexical_only,
+    };
+    evaluate_in(reg, "bot", &call, Some(&a), &obs).kind
+}
+
 fn bench(c: &mut Criterion) {
     let reg = Registry::load(
         &[("a".into(), AGENT.into())],
@@ -94,6 +106,21 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("history", calls), |b| {
             b.iter(|| propose(&s, &reg, None, now, false))
+        });
+        // The part of a proposal that may grow with the session, without the commit's fsync
+        // (which dominates the figures above and varies with the disk): the read of what the
+        // thresholds need, and the verdict over it.
+        g.bench_function(BenchmarkId::new("window_read_and_verdict", calls), |b| {
+            b.iter(|| {
+                let prior = s.session_window("bot", "s", None, &needs, now).unwrap();
+                verdict(&reg, &prior, now)
+            })
+        });
+        g.bench_function(BenchmarkId::new("history_read_and_verdict", calls), |b| {
+            b.iter(|| {
+                let prior = s.session_calls("bot", "s", None).unwrap();
+                verdict(&reg, &prior, now)
+            })
         });
     }
     g.finish();

@@ -228,8 +228,21 @@ impl<'c> Conn<'c> {
     /// [`Conn::rollback_write`]; its members run with [`Conn::member`].
     pub fn begin_write(self) -> Result<()> {
         match self {
-            Conn::Sqlite(c) => Ok(c.execute_batch("BEGIN IMMEDIATE")?),
+            Conn::Sqlite(_) => self.control("BEGIN IMMEDIATE"),
             Conn::Postgres(c) => c.begin_write(),
+        }
+    }
+
+    /// Runs one transaction-control statement (`SAVEPOINT`, `RELEASE`, …): on SQLite a cached
+    /// prepared statement (parsed once per connection, not per write), on Postgres a simple
+    /// query.
+    fn control(self, sql: &str) -> Result<()> {
+        match self {
+            Conn::Sqlite(c) => {
+                c.prepare_cached(sql)?.execute([])?;
+                Ok(())
+            }
+            Conn::Postgres(c) => c.batch(sql),
         }
     }
 
@@ -245,7 +258,7 @@ impl<'c> Conn<'c> {
         isolated: bool,
         f: impl FnOnce(&Tx<'c>) -> Result<T, E>,
     ) -> (Result<T, E>, Vec<Change>) {
-        if isolated && let Err(e) = self.batch("SAVEPOINT assent_member") {
+        if isolated && let Err(e) = self.control("SAVEPOINT assent_member") {
             return (Err(e.into()), Vec::new());
         }
         let tx = Tx {
@@ -258,11 +271,12 @@ impl<'c> Conn<'c> {
             return (out, if kept { tx.changes() } else { Vec::new() });
         }
         let end = if kept {
-            "RELEASE SAVEPOINT assent_member"
+            self.control("RELEASE SAVEPOINT assent_member")
         } else {
-            "ROLLBACK TO SAVEPOINT assent_member; RELEASE SAVEPOINT assent_member"
+            self.control("ROLLBACK TO SAVEPOINT assent_member")
+                .and_then(|()| self.control("RELEASE SAVEPOINT assent_member"))
         };
-        match self.batch(end) {
+        match end {
             Ok(()) if kept => (out, tx.changes()),
             Ok(()) => (out, Vec::new()),
             Err(e) => (Err(e.into()), Vec::new()),
@@ -274,7 +288,7 @@ impl<'c> Conn<'c> {
     /// returned): nothing of it is kept.
     pub fn commit_write(self, changes: &[Change]) -> Result<()> {
         let out = match self {
-            Conn::Sqlite(c) => c.execute_batch("COMMIT").map_err(DbError::from),
+            Conn::Sqlite(_) => self.control("COMMIT"),
             Conn::Postgres(c) => c.commit(changes),
         };
         if out.is_err() {

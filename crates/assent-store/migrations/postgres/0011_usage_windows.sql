@@ -13,7 +13,7 @@ UPDATE usage SET folded = CASE
         ELSE 2 END
     WHERE approval_id IS NOT NULL
       AND (SELECT a.status FROM approvals a WHERE a.id = usage.approval_id) <> 'pending';
-CREATE INDEX usage_live ON usage(agent, session_id) WHERE folded = 0;
+CREATE INDEX usage_live ON usage(agent, session_id, at) WHERE folded = 0;
 CREATE INDEX usage_approval ON usage(approval_id);
 
 -- Session totals of one cost argument over the folded, counting calls of one tool (on one
