@@ -4,8 +4,9 @@
 //! same decision writes (the approval's status, the decision row, the token, two audit
 //! records) with ideal group commit — as many decisions per `COMMIT` as there are writers.
 //!
-//! A plain program (`cargo bench -p assent-bench --bench group_commit`): each figure is the
-//! best of three runs of `DECISIONS` decisions.
+//! Beside them, the store with its writers taking turns: each decision commits alone, as
+//! before group commit. A plain program (`cargo bench -p assent-bench --bench group_commit`):
+//! each figure is the best of three runs of `DECISIONS` decisions.
 
 use assent_core::ToolCall;
 use assent_core::gatekeeper::Verdict;
@@ -73,8 +74,10 @@ fn hold(s: &Store, call: &ToolCall, v: &Verdict) -> String {
     s.create_approval(&p, v).unwrap().id
 }
 
-/// Decisions per second through the store with `writers` threads.
-fn store_rate(writers: usize) -> f64 {
+/// Decisions per second through the store with `writers` threads; `serial`: the writers take
+/// turns (one at a time), so each decision commits alone, as every write did before group
+/// commit.
+fn store_rate(writers: usize, serial: bool) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(
         dir.path(),
@@ -83,14 +86,17 @@ fn store_rate(writers: usize) -> f64 {
     )
     .unwrap();
     let ids = hold_many(&s, DECISIONS);
+    let turns = std::sync::Mutex::new(());
     let start = Instant::now();
     std::thread::scope(|scope| {
         for chunk in ids.chunks(DECISIONS / writers) {
-            let s = &s;
+            let (s, turns) = (&s, &turns);
             scope.spawn(move || {
                 for id in chunk {
+                    let turn = serial.then(|| turns.lock().unwrap());
                     s.decide(id, &DecisionInput::approve(), "alice", &[], 2_000)
                         .unwrap();
+                    drop(turn);
                 }
             });
         }
@@ -150,10 +156,14 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    println!("writers  store decisions/s  bare ceiling/s  ratio");
+    println!("writers  store/s  one commit each/s  bare ceiling/s  store/ceiling");
     for w in WRITERS {
-        let store = best(|| store_rate(w));
+        let store = best(|| store_rate(w, false));
+        let alone = best(|| store_rate(w, true));
         let bare = best(|| bare_rate(w));
-        println!("{w:>7}  {store:>17.0}  {bare:>14.0}  {:>5.2}", store / bare);
+        println!(
+            "{w:>7}  {store:>7.0}  {alone:>17.0}  {bare:>14.0}  {:>13.2}",
+            store / bare
+        );
     }
 }
