@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ASSENT = os.environ.get("ASSENT_BIN", str(ROOT / "target" / "release" / "assent"))
 OP_KEY = "bench-operator-key"
-AGENTS = 4  # agent principals sharing the agent id `bench`; long-polls are spread over them
+AGENTS = 10  # agent principals sharing the agent id `bench`; long-polls are spread over them
 
 
 def agent_key(i):
@@ -143,8 +143,9 @@ async def propose(port, n, tool, session="s"):
 
     async def worker(c, k):
         for i in range(k, n, len(conns)):
+            # A session of 100 calls at most: what is measured is waiting, not a long session.
             st, _, b = await c.request("POST", "/v1/tool-calls", agent_key(0),
-                                       {"agent": "bench", "session_id": session, "tool": tool,
+                                       {"agent": "bench", "session_id": f"{session}{i // 100}", "tool": tool,
                                         "arguments": {"n": i, "s": session}})
             if st != 202:
                 raise RuntimeError(f"held call: {st} {b[:300]!r}")
@@ -341,7 +342,7 @@ async def memory(a, port, pid):
 
     async def idle():
         conns = []
-        for _ in range(a.waiters):
+        for _ in range(a.idle):
             c = await Conn(port).open()
             st, _, _ = await c.request("GET", "/healthz")
             if st != 200:
@@ -359,7 +360,8 @@ async def memory(a, port, pid):
         await st.open()
         return st
 
-    await step("idle keep-alive connection (one /healthz served)", a.waiters, idle)
+    if a.idle:
+        await step("idle keep-alive connection (one /healthz served)", a.idle, idle)
     await step("waiting long-poll", a.waiters, polls)
     if a.sse:
         await step("AAEP SSE subscriber", a.sse, lambda: streams("/aaep/v1/events", key=OP_KEY), changes=20)
@@ -415,7 +417,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10, help="length of each throughput phase")
     ap.add_argument("--clients", type=int, default=8, help="concurrent proposing connections")
-    ap.add_argument("--waiters", type=int, default=3000, help="long-polls to hold open (<= 4 * 1024)")
+    ap.add_argument("--waiters", type=int, default=3000, help=f"long-polls to hold open (<= {AGENTS} * 1024)")
+    ap.add_argument("--idle", type=int, help="idle keep-alive connections measured first (default: --waiters)")
     ap.add_argument("--rate", type=float, default=10, help="decisions per second during throughput phases")
     ap.add_argument("--sse", type=int, default=500, help="SSE subscribers per stream (0: skip)")
     ap.add_argument("--rounds", type=int, default=2, help="with-waiters phases (each between two without)")
@@ -426,9 +429,11 @@ def main():
         sys.exit(f"--waiters at most {AGENTS * 1024} (1,024 per agent principal)")
     if not Path(ASSENT).exists():
         sys.exit("build assent first: cargo build --release -p assent")
-    # Every open request is a socket here and in the server (which inherits this limit).
+    # Every open request is a socket here and one in the server (which inherits this limit);
+    # each process has its own count.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 2 * a.waiters + 2 * a.sse + 256
+    a.idle = a.waiters if a.idle is None else a.idle
+    need = a.waiters + a.idle + 2 * a.sse + 256
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if hard < need:
         sys.exit(f"the open-file limit is {hard}; this run needs about {need}")
@@ -458,6 +463,8 @@ def with_server(a, body, deadline):
         (d / "assent.yaml").write_text(
             f"listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [a.agf.yaml]\n"
             "approval_timeout_seconds: 3600\nmax_pending_per_agent: 100000\n"
+            # What is measured is the gateway, not its per-principal limiter or connection cap.
+            "rate_limits: {requests_per_second: 1000000, burst: 1000000}\nmax_connections: 30000\n"
             "principals:\n" + "\n".join(principals) + "\n")
         log = open(d / "serve.log", "w")
         serve = subprocess.Popen([ASSENT, "serve", "--config", str(d / "assent.yaml")],

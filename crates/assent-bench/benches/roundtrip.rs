@@ -72,11 +72,16 @@ async fn body(req: reqwest::RequestBuilder) -> Value {
     req.send().await.unwrap().json().await.unwrap()
 }
 
-async fn assent_cycle(http: &reqwest::Client, url: &str, args: &Value) {
+/// One cycle in session `session`. The bench starts a new session every 50 cycles: the server
+/// still hands the gatekeeper a session's whole history on every proposal (`Store::propose`;
+/// B1c), so one session growing over the run would make the cycle's cost grow with the run.
+async fn assent_cycle(http: &reqwest::Client, url: &str, args: &Value, session: &str) {
     let propose = http
         .post(format!("{url}/v1/tool-calls"))
         .bearer_auth("bot-key")
-        .json(&json!({"agent": "bot", "session_id": "s", "tool": "transfer", "arguments": args}));
+        .json(
+            &json!({"agent": "bot", "session_id": session, "tool": "transfer", "arguments": args}),
+        );
     let b = body(propose).await;
     let id = b["approval_id"].as_str().expect("pending");
     let d = http
@@ -159,7 +164,12 @@ fn bench(c: &mut Criterion) {
         (served.url.clone(), reqwest::Client::new(), served)
     });
     g.bench_function("assent_http_sqlite", |b| {
-        b.iter(|| rt.block_on(assent_cycle(&http, &url, &args)))
+        let mut n = 0_u64;
+        b.iter(|| {
+            n += 1;
+            let session = format!("s{}", n / 50);
+            rt.block_on(assent_cycle(&http, &url, &args, &session))
+        })
     });
     g.finish();
 }

@@ -9,12 +9,15 @@
 //! domains: {arguments: [url], allow: ["*.example.com"]}}`.
 //!
 //! Everything here is pure: the caller passes the session's earlier calls and a function that
-//! resolves symlinks ([`Observations`]).
+//! resolves symlinks ([`Observations`]). What the thresholds need from the history, kept small
+//! by the store, is [`window`].
 
 use crate::condition::lookup;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
+
+pub mod window;
 
 /// `thresholds` of a governance rule.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

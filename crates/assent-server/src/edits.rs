@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 /// An operator's edit of approval `rec` (holding `roles`): reads the session's earlier calls
-/// (the held call left out) and [`regate`]s `arguments` with them. Errors as [`regate`]'s, and
+/// that the policy's windows reach (the held call left out) and [`regate`]s `arguments` with them. Errors as [`regate`]'s, and
 /// `503 STORE_UNAVAILABLE` when the calls cannot be read.
 pub(crate) async fn edit(
     st: &AppState,
@@ -22,10 +22,11 @@ pub(crate) async fn edit(
     roles: &[String],
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
+    let (needs, now) = (st.window_needs.clone(), now_ms());
     let prior = st
-        .store_call(move |s| s.session_calls(&agent, &session, Some(&id)))
+        .store_call(move |s| s.session_window(&agent, &session, Some(&id), &needs, now))
         .await?;
-    regate(st, rec, arguments, &prior, roles)
+    regate(st, rec, arguments, &prior, roles, now)
 }
 
 /// Re-canonicalises and re-hashes `arguments` as an edit of approval `rec`, evaluates the
@@ -40,6 +41,7 @@ fn regate(
     arguments: Value,
     prior: &[PriorCall],
     roles: &[String],
+    now: i64,
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
     let c = Canonical::call(rec.call.tool.clone(), rec.call.server.clone(), arguments)?;
     let v = evaluate_in(
@@ -48,7 +50,7 @@ fn regate(
         c.call(),
         Some(c.arguments()),
         &Observations {
-            now_ms: now_ms(),
+            now_ms: now,
             prior_calls: prior,
             resolve_path: &resolve_real_path,
         },

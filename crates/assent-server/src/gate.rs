@@ -301,9 +301,9 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
 }
 
 /// Runs the store's proposal transaction for `b`, with the gatekeeper asked inside it (with
-/// the session's prior calls), unless `b` carries its verdict already.
+/// the session's prior calls its thresholds' windows reach), unless `b` carries its verdict already.
 async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Proposed), ApiError> {
-    let reg = st.registry.clone();
+    let (reg, needs) = (st.registry.clone(), st.window_needs.clone());
     let settings = st.settings;
     let extension_ms = st.extension_ms.load(std::sync::atomic::Ordering::Relaxed);
     let res = st
@@ -323,7 +323,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             proposal.governed_by = Some(&governed_by);
             proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
             let c = &b.call;
-            s.propose(&proposal, |prior| {
+            s.propose_within(&proposal, &needs, |prior| {
                 if let Some(v) = b.verdict.clone() {
                     return v;
                 }

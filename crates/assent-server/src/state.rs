@@ -19,6 +19,9 @@ pub struct AppState {
     pub store: Arc<Store>,
     /// Agents and governance policies.
     pub registry: Arc<Registry>,
+    /// What the registry's thresholds need of a session's history (the longest rate window,
+    /// the cost arguments): what a proposal reads instead of the whole history (issue 13 §5).
+    pub window_needs: Arc<assent_core::triggers::window::WindowNeeds>,
     /// Who may call the API.
     pub principals: Arc<Vec<Principal>>,
     /// Gateway-wide settings from the config.
@@ -143,6 +146,7 @@ impl AppState {
     ) -> Self {
         Self {
             store: Arc::new(store),
+            window_needs: Arc::new(assent_core::triggers::window::WindowNeeds::of(&registry)),
             registry: Arc::new(registry),
             principals: Arc::new(principals),
             settings,

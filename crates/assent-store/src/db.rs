@@ -223,6 +223,89 @@ impl<'c> Conn<'c> {
         }
     }
 
+    /// Opens the one write transaction for a group commit ([`Conn::write`]'s `BEGIN`, taking
+    /// the global write lock), to be ended by [`Conn::commit_write`] or
+    /// [`Conn::rollback_write`]; its members run with [`Conn::member`].
+    pub fn begin_write(self) -> Result<()> {
+        match self {
+            Conn::Sqlite(_) => self.control("BEGIN IMMEDIATE"),
+            Conn::Postgres(c) => c.begin_write(),
+        }
+    }
+
+    /// Runs one transaction-control statement (`SAVEPOINT`, `RELEASE`, …): on SQLite a cached
+    /// prepared statement (parsed once per connection, not per write), on Postgres a simple
+    /// query.
+    fn control(self, sql: &str) -> Result<()> {
+        match self {
+            Conn::Sqlite(c) => {
+                c.prepare_cached(sql)?.execute([])?;
+                Ok(())
+            }
+            Conn::Postgres(c) => c.batch(sql),
+        }
+    }
+
+    /// Runs `f`, one member of the write transaction [`Conn::begin_write`] opened. `isolated`:
+    /// inside its own `SAVEPOINT`, so that an `Err` that does not [`Settles::keeps_writes`]
+    /// undoes this member's writes alone (`ROLLBACK TO`), leaving the others' and the
+    /// transaction usable; without it such an `Err` leaves the undoing to the caller (the
+    /// first member of a transaction rolls it all back). Returns `f`'s result and the
+    /// changes it reported, none when its writes were undone. `Err` from the savepoint
+    /// statements themselves is `f`'s result.
+    pub fn member<T, E: Settles>(
+        self,
+        isolated: bool,
+        f: impl FnOnce(&Tx<'c>) -> Result<T, E>,
+    ) -> (Result<T, E>, Vec<Change>) {
+        if isolated && let Err(e) = self.control("SAVEPOINT assent_member") {
+            return (Err(e.into()), Vec::new());
+        }
+        let tx = Tx {
+            conn: self,
+            changes: RefCell::new(Vec::new()),
+        };
+        let out = f(&tx);
+        let kept = out.as_ref().err().is_none_or(Settles::keeps_writes);
+        if !isolated {
+            return (out, if kept { tx.changes() } else { Vec::new() });
+        }
+        let end = if kept {
+            self.control("RELEASE SAVEPOINT assent_member")
+        } else {
+            self.control("ROLLBACK TO SAVEPOINT assent_member")
+                .and_then(|()| self.control("RELEASE SAVEPOINT assent_member"))
+        };
+        match end {
+            Ok(()) if kept => (out, tx.changes()),
+            Ok(()) => (out, Vec::new()),
+            Err(e) => (Err(e.into()), Vec::new()),
+        }
+    }
+
+    /// Commits the transaction [`Conn::begin_write`] opened; on Postgres with the NOTIFYs of
+    /// `changes` in the same round trip. Rolled back when the commit fails (the error is
+    /// returned): nothing of it is kept.
+    pub fn commit_write(self, changes: &[Change]) -> Result<()> {
+        let out = match self {
+            Conn::Sqlite(_) => self.control("COMMIT"),
+            Conn::Postgres(c) => c.commit(changes),
+        };
+        if out.is_err() {
+            let _ = self.rollback_write();
+        }
+        out
+    }
+
+    /// Rolls back the transaction [`Conn::begin_write`] opened (a no-op when none is open).
+    pub fn rollback_write(self) -> Result<()> {
+        match self {
+            Conn::Sqlite(c) if c.is_autocommit() => Ok(()),
+            Conn::Sqlite(c) => Ok(c.execute_batch("ROLLBACK")?),
+            Conn::Postgres(c) => c.rollback(),
+        }
+    }
+
     /// Runs `f` in one read snapshot: SQLite `BEGIN` (deferred), Postgres `BEGIN ISOLATION
     /// LEVEL REPEATABLE READ, READ ONLY`; ends it with `ROLLBACK` (nothing was written).
     pub fn snapshot<T>(self, f: impl FnOnce(Conn<'c>) -> Result<T>) -> Result<T> {

@@ -55,6 +55,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(10, "0010_confirm_context"),
     migration!(11, "0011_replicas"),
     migration!(12, "0012_audit_archives"),
+    migration!(13, "0013_usage_windows"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -16,11 +16,13 @@ use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::store::Store;
 use crate::tokens::find_grant;
+use crate::usage::windows;
 use crate::usage::{pending_of, prior_calls};
 use assent_core::approval::millis;
 use assent_core::gatekeeper::Verdict;
 use assent_core::summary::HumanSummary;
 use assent_core::triggers::PriorCall;
+use assent_core::triggers::window::WindowNeeds;
 use assent_core::{ToolCall, VerdictKind};
 use assent_core::{grant, transitions};
 use serde_json::{Value, json};
@@ -159,9 +161,36 @@ impl Store {
     ///
     /// Allowed, granted and held calls count toward later thresholds. `Err(Invalid)` when a
     /// `plan` target is not a draft of the agent.
+    ///
+    /// `evaluate` is given the session's whole history; [`Store::propose_within`] gives it
+    /// only what the policy's windows reach.
     pub fn propose(
         &self,
         p: &Proposal<'_>,
+        evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
+    ) -> Result<(Verdict, Proposed), StoreError> {
+        self.gate(p, None, evaluate)
+    }
+
+    /// [`Store::propose`], with `evaluate` given the session's earlier calls as core's compact
+    /// list for `needs` ([`assent_core::triggers::window`]: kept totals, the calls inside the
+    /// longest rate window, the pending ones), so a proposal costs the same at the session's
+    /// 10,000th call as at its 10th (issue 13 §5). `needs` must be
+    /// [`WindowNeeds::of`] the registry `evaluate` asks.
+    pub fn propose_within(
+        &self,
+        p: &Proposal<'_>,
+        needs: &WindowNeeds,
+        evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
+    ) -> Result<(Verdict, Proposed), StoreError> {
+        self.gate(p, Some(needs), evaluate)
+    }
+
+    /// [`Store::propose`] with the history (`needs: None`) or the window of `needs`.
+    fn gate(
+        &self,
+        p: &Proposal<'_>,
+        needs: Option<&WindowNeeds>,
         evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
         self.write(|tx| {
@@ -170,7 +199,14 @@ impl Store {
                 check_submittable(**tx, p.agent, t.target_id)?;
             }
             let blocked = block(**tx, p)?;
-            let prior = prior_calls(**tx, p.agent, p.session_id)?;
+            windows::fold(**tx, p.agent, p.session_id)?;
+            let prior = match needs {
+                None => prior_calls(**tx, p.agent, p.session_id)?,
+                Some(n) => {
+                    windows::track(**tx, p.agent, p.session_id, &n.cost_arguments)?;
+                    windows::window(**tx, p.agent, p.session_id, None, n, p.now)?
+                }
+            };
             let mut verdict = evaluate(&prior);
             transitions::apply_block(&mut verdict, blocked);
             let g = Gate {
@@ -336,9 +372,15 @@ impl Gate<'_> {
     /// Records the call in `usage` (what later thresholds count), linked to its approval.
     fn add_usage(&self, approval_id: Option<&str>) -> db::Result<()> {
         let p = self.p;
-        self.tx.prepare_cached("INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
-            .execute(params![p.agent, p.session_id, p.call.tool, p.call.server, p.now, p.canonical_arguments, approval_id])?;
-        Ok(())
+        windows::record_call(
+            self.tx,
+            p.agent,
+            p.session_id,
+            p.call,
+            p.canonical_arguments,
+            p.now,
+            approval_id,
+        )
     }
 }
 

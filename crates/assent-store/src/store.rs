@@ -2,11 +2,13 @@
 //! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
 use crate::db::Connection;
-use crate::db::{Change, Settles, Tx};
+use crate::db::{Change, DbError, Settles, Tx};
 use crate::error::StoreError;
 use crate::events::Envelopes;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 
 /// Handle to the store (its database through the storage kernel), its keys and its event renderer. Cheap to share behind an `Arc`.
 pub struct Store {
@@ -39,29 +41,277 @@ impl Store {
         &self.db_path
     }
 
-    /// The connection, waiting for other in-process writers; a poisoned lock is taken over.
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // A panic while holding the lock leaves SQLite consistent (transactions roll back on drop).
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    /// The connection for a read or a write outside [`Store::write`], waiting for other
+    /// in-process writers and for an open group commit to end (its uncommitted writes are on
+    /// this connection and must not be read); a poisoned lock is taken over.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
+        let gate = gate_of(self);
+        loop {
+            // A panic while holding the lock leaves the database consistent (a write's
+            // transaction is rolled back by `Member`'s drop).
+            let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(open) = gate.open() else {
+                return conn;
+            };
+            drop(conn);
+            drop(gate.wait_closed(open));
+        }
     }
 
-    /// The one write transaction over the kernel ([`crate::db::Conn::write`]): runs `f` after `BEGIN
-    /// IMMEDIATE` and commits when it returns `Ok` or an error that [`Settles::keeps_writes`]
-    /// (an audited refusal); any other `Err` rolls every write of `f` back. This is how every
-    /// state change is written together with its audit record.
+    /// The one write transaction, group-committed (issue 13 §4): runs `f` and commits what it
+    /// wrote when it returns `Ok` or an error that [`Settles::keeps_writes`] (an audited
+    /// refusal); any other `Err` undoes every write of `f`. This is how every state change is
+    /// written together with its audit record.
+    ///
+    /// Writers arriving while another's transaction is open join it (leader/follower, all on
+    /// their own threads): the first opens it (`BEGIN IMMEDIATE`; on Postgres `BEGIN` and the
+    /// advisory write lock) and runs `f` in it; each writer that was waiting meanwhile runs
+    /// its `f` in the same transaction inside its own `SAVEPOINT`, so its `Err` undoes its
+    /// writes only; the writer that finds nobody else waiting (or the 64th) commits them all
+    /// with one `COMMIT` (one fsync), and every member returns only after that commit
+    /// succeeded, or with its error when it failed. Members run one after another, so audit
+    /// records chain in order. A writer alone commits alone, as before.
     ///
     /// Every write reports [`Change::Events`] (nearly all append audit or AAEP records; a
-    /// spare notification costs a wake-up); the closures report what else they changed
-    /// (an approval, a clarification, a review, the subscriptions), NOTIFYed on Postgres at
-    /// commit.
+    /// spare notification costs a wake-up); the closures report what else they changed (an
+    /// approval, a clarification, a review, the subscriptions), NOTIFYed on Postgres at the
+    /// commit, those of every member whose writes it holds.
     pub(crate) fn write<T, E: Settles>(
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let conn = self.lock();
-        conn.conn().write(|tx| {
+        let gate = gate_of(self);
+        gate.queued.fetch_add(1, Ordering::SeqCst);
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        gate.queued.fetch_sub(1, Ordering::SeqCst);
+        let c = conn.conn();
+        let (batch, first) = match gate.join() {
+            Some(b) => (b, false),
+            None => {
+                c.begin_write()?;
+                (gate.open_batch(), true)
+            }
+        };
+        let mut member = Member {
+            gate: &gate,
+            conn: c,
+            batch,
+            armed: true,
+        };
+        let (out, changes) = c.member(!first, |tx| {
             tx.changed(Change::Events);
             f(tx)
-        })
+        });
+        let kept = out.as_ref().err().is_none_or(Settles::keeps_writes);
+        if first && !kept {
+            // Nobody joined while `f` ran (they wait for the lock): undo it all.
+            member.armed = false;
+            drop(member);
+            let undone = c.rollback_write();
+            gate.finish(batch, Ok(()));
+            undone?;
+            return out;
+        }
+        gate.add(batch, changes);
+        let commit = gate.queued.load(Ordering::SeqCst) == 0 || gate.members(batch) >= MAX_BATCH;
+        member.armed = false;
+        drop(member);
+        if commit {
+            let result = c.commit_write(&gate.take_changes(batch));
+            let shared = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+            gate.finish(batch, shared);
+            drop(conn);
+            result?;
+            return out;
+        }
+        gate.will_wait(batch);
+        drop(conn);
+        match gate.outcome(batch) {
+            Ok(()) => out,
+            Err(why) => {
+                Err(DbError::Unusable(format!("the write was not committed: {why}")).into())
+            }
+        }
+    }
+}
+
+/// The group-commit state of every open store, by the address of its token key's bytes
+/// (unique among live stores and fixed for a store's life, wherever the `Store` value moves).
+/// Removed when the store is dropped. (A field of `Store` would do, but `Store` is built in
+/// `open.rs`.)
+fn gate_of(store: &Store) -> Arc<Gate> {
+    let id = store.key.as_ptr() as usize;
+    if let Some(g) = gates().read().unwrap_or_else(|p| p.into_inner()).get(&id) {
+        return g.clone();
+    }
+    gates()
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(id)
+        .or_default()
+        .clone()
+}
+
+fn gates() -> &'static RwLock<HashMap<usize, Arc<Gate>>> {
+    static GATES: OnceLock<RwLock<HashMap<usize, Arc<Gate>>>> = OnceLock::new();
+    GATES.get_or_init(Default::default)
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let id = self.key.as_ptr() as usize;
+        gates()
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+}
+
+/// The most writers one group commit holds; the one that fills it commits.
+const MAX_BATCH: usize = 64;
+
+/// A member running in an open group commit. Dropped armed (its `f` panicked), it rolls the
+/// whole transaction back and fails the group, so no member waits forever and the session
+/// never keeps the write lock.
+struct Member<'a, 'c> {
+    gate: &'a Gate,
+    conn: crate::db::Conn<'c>,
+    batch: u64,
+    armed: bool,
+}
+
+impl Drop for Member<'_, '_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.conn.rollback_write();
+            self.gate.finish(
+                self.batch,
+                Err("another writer of its group commit panicked".into()),
+            );
+        }
+    }
+}
+
+/// The group-commit state of one [`Store`]: how many writers wait for its connection, the
+/// open transaction's group (its number, its members, their changes) and the outcome of
+/// groups some member still waits for.
+#[derive(Default)]
+pub(crate) struct Gate {
+    /// Writers waiting for the connection's mutex (counted before they lock it).
+    queued: AtomicUsize,
+    state: Mutex<GateState>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// The open group: its number, members and their changes.
+    open: Option<(u64, usize, Vec<Change>)>,
+    /// The last group's number.
+    last: u64,
+    /// Outcomes of ended groups whose members still wait (`Err(why)` when the commit
+    /// failed); removed when the last of them has read it.
+    ended: std::collections::BTreeMap<u64, Result<(), String>>,
+    /// Members still waiting, per group.
+    waiting: std::collections::BTreeMap<u64, usize>,
+}
+
+impl Gate {
+    fn state(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The open group's number, if any.
+    fn open(&self) -> Option<u64> {
+        self.state().open.as_ref().map(|o| o.0)
+    }
+
+    /// Joins the open group as one more member.
+    fn join(&self) -> Option<u64> {
+        let mut s = self.state();
+        let o = s.open.as_mut()?;
+        o.1 += 1;
+        Some(o.0)
+    }
+
+    /// Opens a new group with one member; its number.
+    fn open_batch(&self) -> u64 {
+        let mut s = self.state();
+        s.last += 1;
+        let n = s.last;
+        s.open = Some((n, 1, Vec::new()));
+        n
+    }
+
+    fn members(&self, batch: u64) -> usize {
+        self.state()
+            .open
+            .as_ref()
+            .filter(|o| o.0 == batch)
+            .map_or(0, |o| o.1)
+    }
+
+    /// Adds a member's changes to its group (each once).
+    fn add(&self, batch: u64, changes: Vec<Change>) {
+        if let Some(o) = self.state().open.as_mut().filter(|o| o.0 == batch) {
+            for c in changes {
+                if !o.2.contains(&c) {
+                    o.2.push(c);
+                }
+            }
+        }
+    }
+
+    fn take_changes(&self, batch: u64) -> Vec<Change> {
+        self.state()
+            .open
+            .as_mut()
+            .filter(|o| o.0 == batch)
+            .map(|o| std::mem::take(&mut o.2))
+            .unwrap_or_default()
+    }
+
+    /// Ends group `batch` with `outcome` and wakes its waiting members and readers.
+    fn finish(&self, batch: u64, outcome: Result<(), String>) {
+        let mut s = self.state();
+        if s.open.as_ref().is_some_and(|o| o.0 == batch) {
+            s.open = None;
+        }
+        if s.waiting.contains_key(&batch) {
+            s.ended.insert(batch, outcome);
+        }
+        drop(s);
+        self.done.notify_all();
+    }
+
+    /// Registers a member of group `batch` that will wait for its [`Gate::outcome`] (before
+    /// it lets go of the connection, so the outcome is kept for it).
+    fn will_wait(&self, batch: u64) {
+        *self.state().waiting.entry(batch).or_default() += 1;
+    }
+
+    /// Waits until group `batch` is no longer open.
+    fn wait_closed(&self, batch: u64) -> MutexGuard<'_, GateState> {
+        let mut s = self.state();
+        while s.open.as_ref().is_some_and(|o| o.0 == batch) {
+            s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s
+    }
+
+    /// Waits until group `batch` ended (the caller registered with [`Gate::will_wait`]); its
+    /// outcome: `Err(why)` when its commit failed or a member panicked.
+    fn outcome(&self, batch: u64) -> Result<(), String> {
+        let mut s = self.wait_closed(batch);
+        let left = s.waiting.get_mut(&batch).map(|n| {
+            *n -= 1;
+            *n
+        });
+        let outcome = s.ended.get(&batch).cloned().unwrap_or(Ok(()));
+        if left == Some(0) {
+            s.waiting.remove(&batch);
+            s.ended.remove(&batch);
+        }
+        outcome
     }
 }

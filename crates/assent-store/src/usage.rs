@@ -7,6 +7,9 @@ use crate::error::StoreError;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::triggers::PriorCall;
+use assent_core::triggers::window::WindowNeeds;
+
+pub(crate) mod windows;
 
 impl Store {
     /// The earlier calls of `agent`'s session that count toward thresholds, without approval
@@ -23,6 +26,27 @@ impl Store {
             session_id,
             except,
         )?)
+    }
+}
+
+impl Store {
+    /// What an edit of approval `except` is re-gated with (issue 10 §3), bounded by the policy's
+    /// windows (issue 13 §5): the session's earlier calls as core's compact list
+    /// ([`assent_core::triggers::window::compact`]) for `needs` at `now` (Unix ms), without
+    /// `except`'s own call. Answers every threshold of the policy set `needs` came from as
+    /// [`Store::session_calls`] does.
+    pub fn session_window(
+        &self,
+        agent: &str,
+        session_id: &str,
+        except: Option<&str>,
+        needs: &WindowNeeds,
+        now: i64,
+    ) -> Result<Vec<PriorCall>, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .conn()
+            .snapshot(|c| windows::window(c, agent, session_id, except, needs, now))?)
     }
 }
 

@@ -10,11 +10,13 @@ use serde_json::json;
 
 mod checkpoints;
 mod db;
+mod group;
 mod migrations;
 mod pgkit;
 mod replicas;
 mod retention;
 mod store_sql;
+mod windows;
 
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
