@@ -87,6 +87,12 @@ impl PgConn {
         })
     }
 
+    /// Whether the session's connection has ended (the server closed it, the network failed):
+    /// every further statement would fail, so the store opens a new session.
+    pub fn is_closed(&self) -> bool {
+        self.client.try_borrow().is_ok_and(|c| c.is_closed())
+    }
+
     /// The schema this session works in (the first existing one of its `search_path`).
     pub fn schema(&self) -> &str {
         &self.schema

@@ -59,6 +59,7 @@ impl Store {
         migrate::migrate(conn.conn(), &format!("{database:?}"))?;
         Ok(Store {
             conn: Mutex::new(conn),
+            database: database.clone(),
             key: keys.token,
             audit_key: keys.audit,
             db_path: data_dir.join("assent.db"),

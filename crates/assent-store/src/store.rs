@@ -14,6 +14,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 pub struct Store {
     /// The one connection; writers serialise on it ([`Store::lock`]).
     pub(crate) conn: Mutex<Connection>,
+    /// Where the connection goes: a closed PostgreSQL session is replaced from it.
+    pub(crate) database: crate::db::Database,
     /// HMAC key of approval tokens (`token.key`, at least 32 bytes).
     pub(crate) key: Vec<u8>,
     /// Ed25519 key that signs audit checkpoints (`audit.key`).
@@ -49,8 +51,9 @@ impl Store {
         loop {
             // A panic while holding the lock leaves the database consistent (a write's
             // transaction is rolled back by `Member`'s drop).
-            let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
             let Some(open) = gate.open() else {
+                reconnect_if_closed(&mut conn, &self.database);
                 return conn;
             };
             drop(conn);
@@ -82,10 +85,15 @@ impl Store {
     ) -> Result<T, E> {
         let gate = gate_of(self);
         gate.queued.fetch_add(1, Ordering::SeqCst);
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         gate.queued.fetch_sub(1, Ordering::SeqCst);
+        let joined = gate.join();
+        if joined.is_none() {
+            // Between groups: a session the server closed is replaced before the next one.
+            reconnect_if_closed(&mut conn, &self.database);
+        }
         let c = conn.conn();
-        let (batch, first) = match gate.join() {
+        let (batch, first) = match joined {
             Some(b) => (b, false),
             None => {
                 c.begin_write()?;
@@ -313,5 +321,18 @@ impl Gate {
             s.ended.remove(&batch);
         }
         outcome
+    }
+}
+
+/// Replaces a PostgreSQL session that has ended (the server restarted or dropped it) with a
+/// new one, so one lost connection costs the request that found it, not every later one. A
+/// failed reconnection keeps the closed session: its statements fail (the server answers 503)
+/// and the next caller tries again.
+fn reconnect_if_closed(conn: &mut Connection, database: &crate::db::Database) {
+    if let Connection::Postgres(c) = conn
+        && c.is_closed()
+        && let Ok(fresh) = database.connect()
+    {
+        *conn = fresh;
     }
 }

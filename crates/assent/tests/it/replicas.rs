@@ -590,3 +590,58 @@ fn a_key_guesser_alternating_replicas_gets_one_failure_allowance_not_one_per_rep
     crate::stop(a);
     crate::stop(b);
 }
+
+#[test]
+fn a_replica_whose_database_sessions_were_dropped_reconnects_and_still_hears_the_other() {
+    let Some((schema, _dir, _cfg, [a, b])) = replicas("") else {
+        return;
+    };
+    let id = held(&a.url, "pay", 1);
+    // The database drops every session of the schema's user but the admin's (a failover, a
+    // restart, an idle-connection reaper): the store's and the listener's.
+    let mut admin = schema.client();
+    let dropped: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE usename = current_user AND pid <> pg_backend_pid() AND datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(dropped >= 4, "{dropped} sessions dropped");
+    // The request that finds a session gone may fail (503); the next ones reconnect.
+    let mut answered = None;
+    for _ in 0..5 {
+        let v = read(&a.url, &id, 0);
+        if v["status"] == "pending" {
+            answered = Some(v);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(answered.is_some(), "replica A never reconnected");
+    // A decision through B (which reconnects too) still wakes a long-poll on A: its listener
+    // reconnected (and re-read everything waiting).
+    let (poll_url, poll_id) = (a.url.clone(), id.clone());
+    let poll = std::thread::spawn(move || read(&poll_url, &poll_id, 50));
+    std::thread::sleep(Duration::from_millis(500));
+    let mut decided = None;
+    for _ in 0..5 {
+        let (code, body) = decide(&b.url, &id, "approve");
+        if code == 200 {
+            decided = Some(body);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(decided.is_some(), "replica B never reconnected");
+    let started = Instant::now();
+    let v = poll.join().unwrap();
+    assert_eq!(v["status"], "approved", "{v}");
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "woken, not timed out"
+    );
+    crate::stop(a);
+    crate::stop(b);
+}
