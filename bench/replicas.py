@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""B3 over HTTP (issue 13): durable decisions per second and decision-to-wake-up latency with
+1, 16 and 64 agents, on SQLite (one gateway) and on PostgreSQL with one and two replicas.
+
+  cargo build --release -p assent
+  python3 bench/replicas.py [--seconds 8] [--agents 1,16,64] [--modes sqlite,pg1,pg2]
+
+Each agent runs cycles: propose a call that must be approved (`POST /v1/tool-calls` on its
+replica), long-poll it (`GET /v1/approvals/{id}?wait=30`, same replica), while its operator
+decides it (`POST /v1/approvals/{id}/decision`) on the *other* replica when there are two. A
+cycle is two durable writes (the held call, the decision). Reported: cycles (decisions) per
+second, and the time from the decision being sent to the agent's long-poll returning, p50 and
+p99. PostgreSQL is a throw-away cluster made with initdb/pg_ctl in a temporary directory
+(Debian's `postgresql` package; run as the `postgres` user when this runs as root), default
+settings (fsync on, synchronous_commit on). Python standard library only (http.client, one
+keep-alive connection per thread). Bounded: every cell runs a fixed time; every server and the
+cluster are stopped at the end in every case.
+"""
+
+import argparse
+import glob
+import hashlib
+import http.client
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSENT = os.environ.get("ASSENT_BIN", str(ROOT / "target" / "release" / "assent"))
+OP_KEY = "bench-operator-key-0123456789abcdef"
+
+
+def sha(k):
+    return hashlib.sha256(k.encode()).hexdigest()
+
+
+def agent_key(i):
+    return f"bench-agent-key-{i:03}-0123456789"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A throw-away PostgreSQL cluster on a Unix socket in a temporary directory."""
+
+    def __init__(self):
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+        if not bins:
+            sys.exit("no /usr/lib/postgresql/*/bin: install the postgresql package")
+        self.bin = bins[-1]
+        self.dir = tempfile.mkdtemp(prefix="assent-bench-pg-")
+        self.port = free_port()
+        self.as_postgres = os.geteuid() == 0
+        if self.as_postgres:
+            shutil.chown(self.dir, "postgres", "postgres")
+        data = os.path.join(self.dir, "data")
+        self.run(["initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8"])
+        opts = f"-k {self.dir} -p {self.port} -c listen_addresses='' -c max_connections=300"
+        self.run(["pg_ctl", "-D", data, "-o", opts, "-w", "-l", os.path.join(self.dir, "log"), "start"])
+        self.data = data
+        self.schemas = 0
+
+    def run(self, cmd):
+        cmd = [os.path.join(self.bin, cmd[0])] + cmd[1:]
+        if self.as_postgres:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def fresh_url(self):
+        self.schemas += 1
+        name = f"b{self.schemas}"
+        psql = [os.path.join(self.bin, "psql"), "-h", self.dir, "-p", str(self.port), "-U", "postgres",
+                "-d", "postgres", "-qc", f"CREATE SCHEMA {name}"]
+        subprocess.run(psql, check=True, stdout=subprocess.DEVNULL)
+        return (f"postgresql://postgres@/postgres?host={self.dir}&port={self.port}"
+                f"&options=-c%20search_path%3D{name}")
+
+    def stop(self):
+        try:
+            self.run(["pg_ctl", "-D", self.data, "-m", "immediate", "stop"])
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def write_config(d, agents, url):
+    Path(d, "bench.agf.yaml").write_text(
+        'schema_version: "1.0.0"\nmetadata: {id: bench, name: Bench, version: 1.0.0, description: B3.}\n'
+        "constraints:\n  governance_policies:\n    - policy_ref: bench.b3-v1\n"
+        "action_space:\n  local_tools:\n    - alias: pay\n")
+    Path(d, "policy.yaml").write_text(
+        "policies:\n  - id: bench.b3-v1\n    description: B3.\n    rules:\n"
+        "      - {tool: pay, risk_tier: R3, timeout_seconds: 300, default_decision: reject, approvers: [finance-admin]}\n")
+    principals = [f"  - {{name: op, kind: operator, roles: [finance-admin], key_sha256: \"{sha(OP_KEY)}\"}}"]
+    principals += [f"  - {{name: a{i}, kind: agent, agent_id: bench, key_sha256: \"{sha(agent_key(i))}\"}}"
+                   for i in range(agents)]
+    db = "database: {url_env: ASSENT_DATABASE_URL}\nkeys_dir: keys\n" if url else ""
+    cfg = (f"listen: 127.0.0.1:0\ndata_dir: data\n{db}agents: [bench.agf.yaml]\ngovernance: [policy.yaml]\n"
+           "max_pending_per_agent: 10000\nrate_limits: {requests_per_second: 1000000, burst: 1000000}\n"
+           "principals:\n" + "\n".join(principals) + "\n")
+    p = Path(d, "assent.yaml")
+    p.write_text(cfg)
+    return p
+
+
+def start(cfg, url):
+    port = free_port()
+    env = dict(os.environ)
+    if url:
+        env["ASSENT_DATABASE_URL"] = url
+    proc = subprocess.Popen([ASSENT, "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("a gateway did not start")
+
+
+def call(conn, method, path, key, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"authorization": f"Bearer {key}"}
+    if data is not None:
+        headers["content-type"] = "application/json"
+    conn.request(method, path, body=data, headers=headers)
+    r = conn.getresponse()
+    return r.status, json.loads(r.read() or b"null")
+
+
+def cell(ports, agents, seconds):
+    """Runs `agents` agent/operator pairs for `seconds`; (cycles, latencies in ms)."""
+    stop = time.time() + seconds
+    lat, counts, lock = [], [0], threading.Lock()
+
+    def pair(i):
+        mine, other = ports[i % len(ports)], ports[(i + 1) % len(ports)]
+        agent = http.client.HTTPConnection("127.0.0.1", mine, timeout=60)
+        ids, sent = queue.Queue(), queue.Queue()
+
+        def operator():
+            op = http.client.HTTPConnection("127.0.0.1", other, timeout=60)
+            while True:
+                aid = ids.get()
+                if aid is None:
+                    return
+                sent.put(time.perf_counter())
+                call(op, "POST", f"/v1/approvals/{aid}/decision", OP_KEY, {"decision": "approve"})
+
+        t = threading.Thread(target=operator, daemon=True)
+        t.start()
+        n = 0
+        while time.time() < stop:
+            n += 1
+            s, v = call(agent, "POST", "/v1/tool-calls", agent_key(i),
+                        {"agent": "bench", "session_id": f"s{i}-{n // 50}", "tool": "pay", "arguments": {"n": n}})
+            if s != 202:
+                raise SystemExit(f"propose answered {s}: {v}")
+            aid = v["approval_id"]
+            ids.put(aid)
+            s, v = call(agent, "GET", f"/v1/approvals/{aid}?wait=30", agent_key(i))
+            woke = time.perf_counter()
+            if v.get("status") != "approved":
+                raise SystemExit(f"long-poll answered {s}: {v}")
+            with lock:
+                counts[0] += 1
+                lat.append((woke - sent.get()) * 1000)
+        ids.put(None)
+        t.join()
+
+    threads = [threading.Thread(target=pair, args=(i,)) for i in range(agents)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts[0], sorted(lat)
+
+
+def pct(xs, p):
+    return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=8)
+    ap.add_argument("--agents", default="1,16,64")
+    ap.add_argument("--modes", default="sqlite,pg1,pg2")
+    a = ap.parse_args()
+    modes = a.modes.split(",")
+    cluster = Cluster() if any(m.startswith("pg") for m in modes) else None
+    rows = []
+    try:
+        for mode in modes:
+            for n in [int(x) for x in a.agents.split(",")]:
+                with tempfile.TemporaryDirectory() as d:
+                    url = cluster.fresh_url() if mode.startswith("pg") else None
+                    cfg = write_config(d, n, url)
+                    if url:
+                        subprocess.run([ASSENT, "keys", "init", "--config", str(cfg)], check=True,
+                                       stdout=subprocess.DEVNULL)
+                    procs = [start(cfg, url) for _ in range(2 if mode == "pg2" else 1)]
+                    try:
+                        cycles, lat = cell([p for _, p in procs], n, a.seconds)
+                    finally:
+                        for p, _ in procs:
+                            p.terminate()
+                            p.wait(timeout=30)
+                rate = cycles / a.seconds
+                rows.append((mode, n, rate, pct(lat, 0.5), pct(lat, 0.99)))
+                print(f"{mode:6} agents={n:3} decisions/s={rate:8.1f} wake p50={pct(lat, .5):7.2f} ms "
+                      f"p99={pct(lat, .99):7.2f} ms", flush=True)
+    finally:
+        if cluster:
+            cluster.stop()
+    print(json.dumps([dict(zip(["mode", "agents", "decisions_per_s", "wake_p50_ms", "wake_p99_ms"], r))
+                      for r in rows]))
+
+
+if __name__ == "__main__":
+    main()
