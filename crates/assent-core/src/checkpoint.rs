@@ -41,13 +41,20 @@ impl Checkpoint {
     /// Whether the signature is valid under `key` (strict RFC 8032 verification). The
     /// checkpoint's own `public_key` field is not trusted.
     pub fn verifies(&self, key: &VerifyingKey) -> bool {
-        let Some(sig) = hex::decode(&self.signature)
-            .ok()
-            .and_then(|b| <[u8; 64]>::try_from(b).ok())
-        else {
-            return false;
-        };
-        key.verify_strict(&self.signed_bytes(), &Signature::from_bytes(&sig))
-            .is_ok()
+        signature_verifies(key, &self.signed_bytes(), &self.signature)
     }
+}
+
+/// Whether `signature_hex` (128 hex digits, an Ed25519 signature) signs `bytes` under `key`
+/// (strict RFC 8032 verification); `false` for anything that is not such a signature. Shared
+/// by the checkpoints and the signed audit exports.
+pub fn signature_verifies(key: &VerifyingKey, bytes: &[u8], signature_hex: &str) -> bool {
+    let Some(sig) = hex::decode(signature_hex)
+        .ok()
+        .and_then(|b| <[u8; 64]>::try_from(b).ok())
+    else {
+        return false;
+    };
+    key.verify_strict(bytes, &Signature::from_bytes(&sig))
+        .is_ok()
 }

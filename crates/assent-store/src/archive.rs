@@ -14,7 +14,7 @@ use crate::error::StoreError;
 use crate::kit::io;
 use crate::sql::{self, from_row};
 use assent_core::canonical::canonical_value;
-use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -72,14 +72,7 @@ impl Manifest {
 
     /// Whether the signature is valid under `key` (strict RFC 8032).
     pub fn verifies(&self, key: &VerifyingKey) -> bool {
-        let Some(sig) = hex::decode(&self.signature)
-            .ok()
-            .and_then(|b| <[u8; 64]>::try_from(b).ok())
-        else {
-            return false;
-        };
-        key.verify_strict(&self.signed_bytes(), &Signature::from_bytes(&sig))
-            .is_ok()
+        assent_core::checkpoint::signature_verifies(key, &self.signed_bytes(), &self.signature)
     }
 
     /// `self` with `public_key` and `signature` set: signed by `key`.
