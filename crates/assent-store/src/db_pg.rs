@@ -30,7 +30,8 @@ const SESSION: &str = "SET lock_timeout = '10s'; \
 /// One Postgres session in the schema its `search_path` names. Methods take `&self`, as
 /// rusqlite's do: the client sits in a `RefCell`, borrowed for one statement at a time.
 pub struct PgConn {
-    client: RefCell<postgres::Client>,
+    /// `None` only while the session is dropped (see the `Drop` impl).
+    client: RefCell<Option<postgres::Client>>,
     stmts: RefCell<HashMap<Box<str>, postgres::Statement>>,
     schema: String,
     schema_oid: u32,
@@ -74,12 +75,27 @@ pub(crate) fn channel(oid: u32, kind: &str) -> String {
     format!("assent_{oid}_{kind}")
 }
 
+/// Found by the server's suite on PostgreSQL: the sync client ends
+/// its connection by blocking on a runtime of its own, which panics on a thread that is
+/// driving an async runtime — a gateway dropping its store at shutdown, or a session being
+/// replaced, inside the server's runtime. The client is therefore dropped on a thread of its
+/// own, which this waits for.
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.get_mut().take() {
+            std::thread::scope(|s| {
+                s.spawn(move || drop(client));
+            });
+        }
+    }
+}
+
 impl PgConn {
     /// Connects (see [`connect_client`]).
     pub fn connect(url: &str) -> Result<PgConn, DbError> {
         let (client, schema, schema_oid) = connect_client(url)?;
         Ok(PgConn {
-            client: RefCell::new(client),
+            client: RefCell::new(Some(client)),
             stmts: RefCell::new(HashMap::new()),
             schema,
             schema_oid,
@@ -90,7 +106,9 @@ impl PgConn {
     /// Whether the session's connection has ended (the server closed it, the network failed):
     /// every further statement would fail, so the store opens a new session.
     pub fn is_closed(&self) -> bool {
-        self.client.try_borrow().is_ok_and(|c| c.is_closed())
+        self.client
+            .try_borrow()
+            .is_ok_and(|c| c.as_ref().is_none_or(postgres::Client::is_closed))
     }
 
     /// The schema this session works in (the first existing one of its `search_path`).
@@ -106,9 +124,11 @@ impl PgConn {
     /// The client, for one statement. `Unusable` instead of a panic when a statement is run
     /// while another streams its rows (inside a `for_each` callback).
     pub(crate) fn client(&self) -> Result<std::cell::RefMut<'_, postgres::Client>, DbError> {
-        self.client.try_borrow_mut().map_err(|_| {
-            DbError::Unusable("a statement ran while another was streaming its rows".into())
-        })
+        let busy =
+            || DbError::Unusable("a statement ran while another was streaming its rows".into());
+        let client = self.client.try_borrow_mut().map_err(|_| busy())?;
+        std::cell::RefMut::filter_map(client, Option::as_mut)
+            .map_err(|_| DbError::Unusable("the session is closing".into()))
     }
 
     /// The prepared statement of `sql` (written with `?N`), from this session's cache or
