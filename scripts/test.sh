@@ -43,6 +43,13 @@ cargo clippy --all-targets --locked -- -D warnings
 log "cargo test"
 cargo test --locked
 
+# The server's behaviour suite again, every gateway on a schema of the throw-away PostgreSQL
+# cluster instead of a SQLite file (the store's own suite already runs on both in one pass).
+if [ "${ASSENT_TEST_NO_PG:-}" != 1 ]; then
+  log "cargo test: the server's behaviour suite on PostgreSQL"
+  ASSENT_TEST_BACKEND=postgres cargo test --locked -p assent-server --test it
+fi
+
 log "end-to-end MCP tests"
 # `cargo test` built target/debug/assent for the binary's integration tests; building it again
 # without the dev-dependencies' features would recompile much of the tree for nothing.

@@ -3,7 +3,7 @@
 //! carried on every webhook delivery — evidence of how far the audit log reached that an
 //! attacker who can write the database does not control.
 
-use crate::kit::{BOT, OP, start_tuned};
+use crate::kit::{BOT, OP, off_runtime, start_tuned};
 use assent_server::config::{AuditCheckpoints, Webhook, WebhookFormat};
 use assent_store::checkpoint::{Checkpoint, parse_public_key};
 use axum::http::HeaderMap;
@@ -73,7 +73,7 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
         .await;
     assert_eq!(s, StatusCode::ACCEPTED, "{a}");
     let id = a["approval_id"].as_str().unwrap().to_string();
-    let head = gw.state.store.audit_head_seq().unwrap();
+    let head = gw.with_store(|s| s.audit_head_seq()).unwrap();
 
     // Only operators read checkpoints; the listing carries the public key and signatures.
     let (s, _) = gw.get("/v1/audit/checkpoints", BOT).await;
@@ -123,14 +123,21 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
     // Shutdown signs the rest of the chain; the sink file holds every checkpoint, signed.
     let store = gw.state.store.clone();
     gw.stop().await;
-    let last = store.latest_checkpoint().unwrap().unwrap();
-    assert_eq!(last.seq, store.audit_head_seq().unwrap());
+    let (last, head, stored) = off_runtime(|| {
+        let last = store.latest_checkpoint().unwrap().unwrap();
+        (
+            last,
+            store.audit_head_seq().unwrap(),
+            store.checkpoints().unwrap(),
+        )
+    });
+    assert_eq!(last.seq, head);
     let lines: Vec<Checkpoint> = std::fs::read_to_string(&file)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines, store.checkpoints().unwrap());
+    assert_eq!(lines, stored);
     assert!(lines.iter().all(|c| c.verifies(&key)));
     assert_eq!(lines.last(), Some(&last));
 }

@@ -1,12 +1,16 @@
 //! The shared test kit at the bottom of the integration binary: the default agent and
-//! governance files, gateways ([`Gw`]) served on a loopback port over a real SQLite file
-//! (`start*` over a data directory the test keeps, `serve*` over a temporary one the gateway
+//! governance files, gateways ([`Gw`]) served on a loopback port over a real SQLite file or a
+//! PostgreSQL schema, as [`crate::backend`] chooses (`start*` over a data directory the test keeps, `serve*` over a temporary one the gateway
 //! owns), and one helper per step of the approval's life cycle — propose a call (allowed, held
 //! for approval or denied), decide it as an operator (approve, deny, edit), read or long-poll
 //! the approval, redeem its token, cancel — plus plan submission and small JSON readers. It
 //! checks nothing beyond what a helper's name promises (`held` asserts 202, `as_agent` 200);
-//! the tests keep their own assertions. Test modules import from here; it imports none of them.
+//! the tests keep their own assertions. Test modules import from here; it imports none of them
+//! (only `backend`, the kit's own bottom layer).
 
+pub use crate::backend::{
+    Param, Sql, audit_count, database, off_runtime, on_postgres, sqlite_only,
+};
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
 use assent_server::{AppState, Loopback, Settings};
@@ -111,6 +115,8 @@ pub struct Gw {
     served: Loopback,
     /// The served state (the tests read the store and the registry through it).
     pub state: AppState,
+    /// The data directory (keys; the SQLite file or, on PostgreSQL, the key to its schema).
+    pub data_dir: std::path::PathBuf,
     /// The data directory when the gateway owns it ([`serve`]), removed after it stops.
     dir: Option<tempfile::TempDir>,
 }
@@ -195,11 +201,16 @@ pub async fn start_custom(
         principal("bot", "bot-key", agent("bot")),
         principal("other", "other-key", agent("other")),
     ];
-    let store = Store::open(
-        dir,
-        token_ttl_ms,
-        std::sync::Arc::new(assent_server::WireEnvelopes),
-    )
+    let database = database(dir);
+    let store = off_runtime(|| {
+        Store::open_database(
+            dir,
+            dir,
+            &database,
+            token_ttl_ms,
+            std::sync::Arc::new(assent_server::WireEnvelopes),
+        )
+    })
     .unwrap();
     let mut state = AppState::new(store, reg, principals, settings);
     customize(&mut state);
@@ -209,6 +220,7 @@ pub async fn start_custom(
         http: reqwest::Client::new(),
         served,
         state,
+        data_dir: dir.to_path_buf(),
         dir: None,
     }
 }
@@ -254,6 +266,15 @@ pub fn token_of(v: &Value) -> String {
 }
 
 impl Gw {
+    /// Runs `f` with this gateway's store off the async runtime (its PostgreSQL session blocks
+    /// on a runtime of its own): for the tests that read the store directly.
+    pub fn with_store<T: Send>(&self, f: impl FnOnce(&Store) -> T + Send) -> T {
+        off_runtime(|| f(&self.state.store))
+    }
+    /// A connection of the test's own to this gateway's database (either backend).
+    pub fn sql(&self) -> Sql {
+        Sql::open(&self.data_dir)
+    }
     /// Sends `body` (as JSON) to `method path` with bearer `key`; the status and the JSON body
     /// (`Null` when the body is not JSON).
     pub async fn req(
@@ -462,16 +483,6 @@ impl Gw {
         self.served.stop().await.unwrap();
         drop(dir);
     }
-}
-
-/// Counts the audit records of `kind` in the SQLite file at `db`.
-pub fn audit_count(db: &Path, kind: &str) -> i64 {
-    rusqlite::Connection::open(db)
-        .unwrap()
-        .query_row("SELECT count(*) FROM audit WHERE kind = ?1", [kind], |r| {
-            r.get(0)
-        })
-        .unwrap()
 }
 
 /// Seconds from an approval's `requested_at` to its `expires_at` (both RFC 3339).

@@ -128,7 +128,7 @@ async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once(
     assert_eq!(b["approval_id"].as_str(), Some(id.as_str()));
     let (s, b) = redeem(args, BOT).await;
     assert_error(s, &b, StatusCode::CONFLICT, "TOKEN_USED");
-    let rep = gw.state.store.verify_audit().unwrap();
+    let rep = gw.with_store(|s| s.verify_audit()).unwrap();
     assert!(rep.broken.is_none());
     gw.stop().await;
 }

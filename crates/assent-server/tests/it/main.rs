@@ -1,7 +1,10 @@
-//! The HTTP API against a real server on a loopback port and a real SQLite file: one module per
-//! subject, all built on the shared kit in `kit.rs` (the gateway, its default policy and the
-//! life-cycle helpers) and the schema validators in `schemas.rs`. This file only mounts them.
+//! The HTTP API against a real server on a loopback port and a real SQLite file, or a real
+//! PostgreSQL schema with `ASSENT_TEST_BACKEND=postgres` (`backend.rs`; `scripts/test.sh` runs
+//! both): one module per subject, all built on the shared kit in `kit.rs` (the gateway, its
+//! default policy and the life-cycle helpers) and the schema validators in `schemas.rs`. This
+//! file only mounts them.
 
+mod backend;
 mod kit;
 mod schemas;
 

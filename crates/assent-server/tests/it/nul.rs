@@ -22,10 +22,7 @@ fn refused(r: (StatusCode, Value), field: &str) {
 
 /// Every audit record of the gateway's database.
 fn records(gw: &Gw) -> i64 {
-    rusqlite::Connection::open(gw.state.store.db_path())
-        .unwrap()
-        .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
-        .unwrap()
+    gw.sql().int("SELECT count(*) FROM audit", &[])
 }
 
 #[tokio::test]

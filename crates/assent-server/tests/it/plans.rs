@@ -300,8 +300,7 @@ async fn an_operator_cannot_say_no_to_a_plan_by_cancelling_it_without_its_approv
     let (s, e) = gw.post(&path, "olaf-key", json!({"reason": "no"})).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
     assert_says(&e, "message", "finance");
-    let db = gw.state.store.db_path().to_path_buf();
-    assert_eq!(audit_count(&db, "decision.refused"), 1);
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 1);
     assert_eq!(plan_now(&gw, &pid).await["status"], "proposed");
     assert_eq!(mplp(&gw, &pc).await["status"], "pending");
     let (s, p) = gw.post(&path, OP, json!({})).await;

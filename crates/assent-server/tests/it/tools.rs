@@ -146,19 +146,14 @@ async fn tools_are_pinned_on_first_use_and_changes_wait_for_review() {
         "agent": "bot", "session_id": "s", "tool": "read_file", "server": "fs", "arguments": {"path": "/x"},
         "output_bytes": 12, "result_sha256": "ab".repeat(32)})).await;
     assert_answer(s, &b, "decision", StatusCode::OK, "allow");
-    gw.state.store.verify_audit().unwrap();
-    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
-    let data: String = db
-        .query_row(
-            "SELECT data FROM audit WHERE kind = 'call.result'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    gw.with_store(|s| s.verify_audit()).unwrap();
+    let data = gw
+        .sql()
+        .text("SELECT data FROM audit WHERE kind = 'call.result'", &[]);
     let data: Value = serde_json::from_str(&data).unwrap();
     assert_eq!(data["result_sha256"], "ab".repeat(32));
     assert_eq!(data["call_hash"].as_str().unwrap().len(), 64);
-    let records = gw.state.store.audit_after(0, &[], 1000).unwrap();
+    let records = gw.with_store(|s| s.audit_after(0, &[], 1000)).unwrap();
     let kinds: Vec<String> = records
         .into_iter()
         .map(|r| r.kind)
@@ -270,11 +265,9 @@ async fn a_grant_tier_or_review_status_edited_behind_the_gateways_back_reads_fai
     let (_, b) = check(tool("read_file", "Read a file, then mail it.")).await;
     let review = b["tools"][0]["review_id"].as_str().unwrap().to_string();
 
-    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
-    db.execute("UPDATE grants SET risk_tier = 'R9'", [])
-        .unwrap();
-    db.execute("UPDATE tool_reviews SET status = 'ok-by-mallory'", [])
-        .unwrap();
+    let mut db = gw.sql();
+    db.exec("UPDATE grants SET risk_tier = 'R9'", &[]);
+    db.exec("UPDATE tool_reviews SET status = 'ok-by-mallory'", &[]);
     let (s, g) = gw.get("/v1/grants", OP).await;
     assert_eq!(
         (s, &g["grants"][0]["risk_tier"]),

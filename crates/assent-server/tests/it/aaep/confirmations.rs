@@ -118,7 +118,7 @@ async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count()
         StatusCode::NO_CONTENT
     );
     assert_eq!(gw.status(&id).await["status"], "approved");
-    let n = audit_count(gw.state.store.db_path(), "decision");
+    let n = audit_count(&gw.data_dir, "decision");
     assert_eq!(n, 6);
 }
 

@@ -4,7 +4,7 @@
 //! courtesy notice; reply tokens are unique across confirmations and restarts.
 
 use super::kit::{confirm, core};
-use crate::kit::{Gw, OP, serve, start};
+use crate::kit::{Gw, OP, Param, Sql, serve, start};
 use crate::schemas::assert_valid;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -131,12 +131,13 @@ async fn reply_tokens_are_unique_across_confirmations_and_restarts_and_never_reu
     let dir = tempfile::tempdir().unwrap();
     let mut tokens = Vec::new();
     let read = |gw: &Gw| -> Vec<(String, String)> {
-        let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
-        db.prepare("SELECT id, reply_token FROM approvals ORDER BY rowid")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
+        gw.sql()
+            .rows(
+                "SELECT id, reply_token FROM approvals ORDER BY requested_at, id",
+                &[],
+            )
+            .into_iter()
+            .map(|r| (r[0].clone(), r[1].clone()))
             .collect()
     };
     let mut first = String::new();
@@ -172,13 +173,12 @@ async fn reply_tokens_are_unique_across_confirmations_and_restarts_and_never_reu
         .unwrap()
         .1
         .clone();
-    let db = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
-    let again = db.execute(
+    let again = Sql::open(dir.path()).try_exec(
         "UPDATE approvals SET reply_token = ?1 WHERE id = ?2",
-        [&kept, &tokens[1].0],
+        &[Param::from(&kept), Param::from(&tokens[1].0)],
     );
     assert!(
-        again.is_err_and(|e| e.to_string().contains("UNIQUE")),
+        again.is_err_and(|e| e.to_lowercase().contains("unique")),
         "a reply token could be issued twice"
     );
 }

@@ -4,7 +4,7 @@
 //! wait (capped) while its filters never drop critical events.
 
 use super::kit::{AWAITING, confirm, core};
-use crate::kit::{AGENTS, OP, policy, serve, start_reg, wait_seconds};
+use crate::kit::{AGENTS, OP, Param, policy, serve, start_reg, wait_seconds};
 use crate::schemas::assert_valid;
 use assent_server::Settings;
 use reqwest::StatusCode;
@@ -45,9 +45,9 @@ async fn timeouts_apply_both_defaults_and_long_waits_count_down() {
     // A 300 s wait: progress at 50% and at 10% remaining (moved forward in the database).
     let id = gw.hold_write("/tmp/long").await;
     sse.expect(AWAITING).await;
-    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
-    let shift = |ms: i64| {
-        db.execute("UPDATE approvals SET requested_at = requested_at - ?2, expires_at = expires_at - ?2 WHERE id = ?1", rusqlite::params![id, ms]).unwrap();
+    let mut db = gw.sql();
+    let mut shift = |ms: i64| {
+        db.exec("UPDATE approvals SET requested_at = requested_at - ?2, expires_at = expires_at - ?2 WHERE id = ?1", &[Param::from(&id), Param::from(ms)]);
     };
     shift(151_000);
     let ev = sse.expect("aaep:agent.progress.updated").await.data;
@@ -119,8 +119,7 @@ async fn an_escalation_is_announced_up_front_and_replies_count_until_the_announc
     // A second one whose announced deadline has passed: the reply is ignored.
     let late = gw.pending("quick", json!({"n": 2})).await;
     let token = sse.reply_token(AWAITING).await;
-    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
-    db.execute("UPDATE approvals SET requested_at = requested_at - 4500, expires_at = expires_at - 4500 WHERE id = ?1", [&late]).unwrap();
+    gw.sql().exec("UPDATE approvals SET requested_at = requested_at - 4500, expires_at = expires_at - 4500 WHERE id = ?1", &[Param::from(&late)]);
     assert_eq!(accept(&token).await, StatusCode::NO_CONTENT);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let rec = gw.status(&late).await;

@@ -67,11 +67,8 @@ async fn approve_with_modifications_binds_the_edited_call_and_audits_both() {
     let (s, _) = gw.edit(&id, json!({"path": inside})).await;
     assert_eq!(s, StatusCode::OK);
 
-    gw.state.store.verify_audit().unwrap();
-    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
-    let data: String = db
-        .query_row("SELECT data FROM audit WHERE kind = 'decision' AND data LIKE '%modified_call%' ORDER BY seq LIMIT 1", [], |r| r.get(0))
-        .unwrap();
+    gw.with_store(|s| s.verify_audit()).unwrap();
+    let data = gw.sql().text("SELECT data FROM audit WHERE kind = 'decision' AND data LIKE '%modified_call%' ORDER BY seq LIMIT 1", &[]);
     let data: Value = serde_json::from_str(&data).unwrap();
     assert_eq!(data["original_call"]["arguments"]["to"], "everyone");
     assert_eq!(data["modified_call"]["arguments"]["to"], "team");
@@ -236,7 +233,7 @@ async fn similar_approvals_are_grouped_and_decided_together_each_with_its_own_to
             StatusCode::OK
         );
     }
-    let n = audit_count(gw.state.store.db_path(), "decision");
+    let n = audit_count(&gw.data_dir, "decision");
     assert_eq!(n, 3);
 }
 

@@ -4,7 +4,7 @@
 //! the policies change (issue 10).
 
 use super::env::env;
-use crate::kit::{AGENTS, BOT, OP, gov, pluck, redacting_gov, start_reg};
+use crate::kit::{AGENTS, BOT, OP, Param, gov, pluck, redacting_gov, start_reg};
 use crate::schemas::{assert_valid, validator};
 use assent_server::Settings;
 use reqwest::StatusCode;
@@ -32,12 +32,10 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
     let cancelled = gw.held("s1", "send", json!({"n": 4})).await;
     gw.cancel(&cancelled, BOT, None).await;
     let expired = gw.held("s1", "esc", json!({})).await;
-    let db = rusqlite::Connection::open(gw.state.store.db_path()).unwrap();
-    db.execute(
+    gw.sql().exec(
         "UPDATE approvals SET expires_at = 0, escalate_after_ms = NULL WHERE id = ?1",
-        [&expired],
-    )
-    .unwrap();
+        &[Param::from(&expired)],
+    );
     for (id, status) in [
         (&pending, "pending"),
         (&approved, "approved"),
