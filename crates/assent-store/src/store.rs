@@ -29,12 +29,16 @@ pub struct Store {
 }
 
 impl Store {
-    /// How long a write waits for a lock held by another process before failing (default 10 s).
+    /// How long a write waits for a lock held by another process before failing (default 10 s):
+    /// SQLite's `busy_timeout`, PostgreSQL's `lock_timeout` (at least 1 ms: 0 would mean
+    /// "wait forever" there). A reconnected PostgreSQL session is back at 10 s.
     pub fn set_busy_timeout(&self, d: std::time::Duration) -> Result<(), StoreError> {
         match &*self.lock() {
             Connection::Sqlite(c) => Ok(c.busy_timeout(d)?),
-            // Postgres waits on its `lock_timeout`, set when the session opens.
-            Connection::Postgres(_) => Ok(()),
+            Connection::Postgres(p) => {
+                let ms = d.as_millis().clamp(1, i32::MAX as u128);
+                Ok(p.batch(&format!("SET lock_timeout = '{ms}ms'"))?)
+            }
         }
     }
 

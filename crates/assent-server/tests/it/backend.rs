@@ -6,7 +6,7 @@
 //! SQLite file in the test's data directory. A data directory keeps its schema for the life of
 //! the test binary, so a test that stops a gateway and starts another over the same directory
 //! (a restart) finds its rows again, as it does with the file. `scripts/test.sh` runs the suite
-//! once per backend. A test that only one backend can run (it holds SQLite's file lock, renames
+//! once per backend. A test that only one backend can run (it renames
 //! the file) calls [`sqlite_only`] with the reason, which is printed when it is skipped.
 
 use assent_store::db::Database;
@@ -215,4 +215,55 @@ pub fn audit_count(dir: &Path, kind: &str) -> i64 {
         "SELECT count(*) FROM audit WHERE kind = ?1",
         &[Param::from(kind)],
     )
+}
+
+/// Another program holding the database's write lock until this is dropped: on SQLite a
+/// connection in `BEGIN IMMEDIATE`; on PostgreSQL a session in a transaction holding
+/// `LOCK TABLE audit IN ACCESS EXCLUSIVE MODE` (every write of the gateway appends an audit
+/// record, so none can commit), on a thread of its own.
+pub enum WriteBlocker {
+    /// The SQLite connection in its transaction.
+    Lite(rusqlite::Connection),
+    /// The PostgreSQL session's thread and the sender that tells it to roll back.
+    Pg(Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>),
+}
+
+/// Takes the write lock of the database of the gateway over `dir` (held once this returns).
+pub fn block_writes(dir: &Path) -> WriteBlocker {
+    match database(dir) {
+        Database::Sqlite { path } => {
+            let c = rusqlite::Connection::open(path).unwrap();
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            WriteBlocker::Lite(c)
+        }
+        Database::Postgres { url } => {
+            let (held_tx, held) = std::sync::mpsc::channel();
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                c.batch_execute("BEGIN; LOCK TABLE audit IN ACCESS EXCLUSIVE MODE")
+                    .unwrap();
+                held_tx.send(()).unwrap();
+                let _ = released.recv();
+                c.batch_execute("ROLLBACK").unwrap();
+            });
+            held.recv().unwrap();
+            WriteBlocker::Pg(Some((release, thread)))
+        }
+    }
+}
+
+impl Drop for WriteBlocker {
+    /// Releases the lock (rolls the blocking transaction back) and waits until it is released.
+    fn drop(&mut self) {
+        match self {
+            WriteBlocker::Lite(c) => c.execute_batch("ROLLBACK").unwrap(),
+            WriteBlocker::Pg(held) => {
+                if let Some((release, thread)) = held.take() {
+                    let _ = release.send(());
+                    thread.join().unwrap();
+                }
+            }
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! pending approvals and minted tokens surviving a restart, expiry that fell due while the
 //! server was down, and a store that cannot be written (nothing is allowed).
 
-use crate::kit::{BOT, OP, Sql, assert_error, audit_count, serve, sqlite_only, start};
+use crate::kit::{BOT, OP, Sql, assert_error, audit_count, block_writes, serve, start};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
@@ -125,26 +125,18 @@ async fn expiry_while_the_server_was_down_applies_the_default() {
 
 #[tokio::test]
 async fn a_store_that_cannot_be_written_allows_nothing() {
-    if sqlite_only(
-        "another program holding SQLite's file write lock (PostgreSQL's lock_timeout case is a store test)",
-    ) {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path()).await;
-    gw.state
-        .store
-        .set_busy_timeout(Duration::from_millis(200))
+    gw.with_store(|s| s.set_busy_timeout(Duration::from_millis(200)))
         .unwrap();
-    // Another process holds the write lock past the busy timeout.
-    let blocker = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
-    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // Another program holds the write lock past the busy (lock) timeout.
+    let blocker = block_writes(dir.path());
     let (s, b) = gw.propose("read", json!({})).await;
     assert_error(s, &b, StatusCode::SERVICE_UNAVAILABLE, "STORE_UNAVAILABLE");
     assert_ne!(b["decision"], "allow");
     let (s, _) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
-    blocker.execute_batch("ROLLBACK").unwrap();
+    drop(blocker);
     let (s, _) = gw.propose("read", json!({})).await;
     assert_eq!(s, StatusCode::OK);
     gw.stop().await;

@@ -9,7 +9,7 @@
 //! (only `backend`, the kit's own bottom layer).
 
 pub use crate::backend::{
-    Param, Sql, audit_count, database, off_runtime, on_postgres, sqlite_only,
+    Param, Sql, audit_count, block_writes, database, off_runtime, on_postgres, sqlite_only,
 };
 use assent_core::policy::Registry;
 use assent_server::config::{Principal, PrincipalKind};
