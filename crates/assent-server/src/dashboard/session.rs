@@ -65,11 +65,30 @@ fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
-/// The fields of a urlencoded form body; `Err` names what was wrong.
+/// The fields of a urlencoded form body, whatever its `Content-Type` says; `Err` names what was
+/// wrong: a body that is not a form, a field sent twice, or a U+0000 in a name or value.
+///
+/// Attack (found by review): the NUL middleware (`calls::refuse_nul`) reads only bodies sent
+/// as `application/x-www-form-urlencoded`, but this parses any body, so the same form sent as
+/// `text/plain` carried a NUL into a stored reason. And a field sent twice was read as its last
+/// value, while anything in front of the gateway that reads the first saw another form.
 fn form(body: &Bytes) -> Result<HashMap<String, String>, String> {
-    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body)
-        .map(|v| v.into_iter().collect())
-        .map_err(|e| format!("the form could not be read: {e}"))
+    let fields = serde_urlencoded::from_bytes::<Vec<(String, String)>>(body)
+        .map_err(|e| format!("the form could not be read: {e}"))?;
+    let mut out = HashMap::with_capacity(fields.len());
+    for (k, v) in fields {
+        if k.contains('\0') || v.contains('\0') {
+            return Err(format!(
+                "form field `{}` contains U+0000 (NUL), which no text the gateway stores may hold.",
+                k.replace('\0', "\\u0000")
+            ));
+        }
+        if out.contains_key(&k) {
+            return Err(format!("form field `{k}` is sent twice."));
+        }
+        out.insert(k, v);
+    }
+    Ok(out)
 }
 
 /// A state-changing form from a signed-in operator: its fields, once the session and the CSRF
