@@ -40,7 +40,7 @@ pub(crate) fn print_json<B: Serialize>(body: &B) -> Result<()> {
 
 /// Prints a list answer and returns exit status 0: with `as_json` the whole `body`
 /// ([`print_json`]); else `empty` (when given) if `items` is empty, then each item's text as
-/// `show` writes it (its own line ends included).
+/// `show` writes it (its own line ends included), each line made [`crate::render::inert`].
 pub(crate) fn print_list<B: Serialize, T>(
     body: &B,
     items: &[T],
@@ -56,7 +56,11 @@ pub(crate) fn print_list<B: Serialize, T>(
         println!("{empty}");
     }
     for t in items {
-        print!("{}", show(t));
+        // An item's text quotes what agents and MCP servers sent (questions, tool
+        // descriptions): no control character acts on the terminal.
+        for line in show(t).lines() {
+            println!("{}", crate::render::inert(line));
+        }
     }
     Ok(0)
 }

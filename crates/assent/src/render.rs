@@ -9,9 +9,44 @@ use assent_api::approvals::Approval;
 use assent_api::{ApprovalStatus, Reason};
 use serde_json::Value;
 
-/// An error with its causes (`{e:#}`) on one line: newlines become `; `.
+/// An error with its causes (`{e:#}`) on one line: newlines become `; `, and the line is
+/// made [`inert`] (a gateway's error message may quote what an agent sent).
 pub(crate) fn one_line(e: &anyhow::Error) -> String {
-    format!("{e:#}").replace('\n', "; ")
+    inert(&format!("{e:#}").replace('\n', "; "))
+}
+
+/// `text` safe to print on an operator's terminal: every control character (C0 including
+/// newline and carriage return, DEL, C1 such as U+009B, the one-byte CSI) and every
+/// bidirectional formatting character (U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069) is
+/// shown as its escape `\u{1b}` instead of acting.
+///
+/// Attack (found by review): terminal spoofing. A held call's message and side effects are
+/// rendered from its arguments, so an agent could put an escape sequence or a right-to-left
+/// override in an argument and have `assent pending`, `show` or `watch` rewrite what the
+/// operator reads (move the cursor up over the arguments line, erase it, reverse a name).
+pub(crate) fn inert(text: &str) -> String {
+    let acts = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(acts) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if acts(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Appends one card line: `line` made [`inert`] (its own trailing `\n` aside), then `\n`.
+fn put(out: &mut String, line: String) {
+    out.push_str(&inert(line.strip_suffix('\n').unwrap_or(&line)));
+    out.push('\n');
 }
 
 /// Time left until `expires_at` (RFC 3339): `42s left`, `3m 07s left`, or `expiring now`;
@@ -59,7 +94,8 @@ pub(crate) fn canonical(v: &Value) -> String {
 }
 
 /// The human card of one approval: exact call, risk and why, time left, message, side
-/// effects and rollback, decisions, `call_hash`; one field a line, each ending in `\n`.
+/// effects and rollback, decisions, `call_hash`; one field a line, each ending in `\n`, every
+/// line made [`inert`] (an agent's arguments reach the message and the side effects).
 pub(crate) fn card(a: &Approval) -> String {
     let mut out = String::new();
     card_call(a, &mut out);
@@ -73,87 +109,112 @@ pub(crate) fn card(a: &Approval) -> String {
 fn card_call(a: &Approval, out: &mut String) {
     let pending = a.status == ApprovalStatus::Pending;
     let when = time_left_or_status(pending, &a.expires_at, a.status.as_str());
-    out.push_str(&format!("{}  [{when}]\n", a.id));
-    out.push_str(&format!(
-        "  agent:     {} (session {})\n",
-        a.agent, a.session_id
-    ));
-    out.push_str(&format!("  call:      {}\n", a.target()));
-    out.push_str(&format!("  arguments: {}\n", canonical(&a.call.arguments)));
-    out.push_str(&format!(
-        "  risk:      {} ({}){}\n",
-        a.risk_tier.as_str(),
-        a.risk_level.as_str(),
-        if a.irreversible { ", irreversible" } else { "" }
-    ));
-    out.push_str(&format!("  message:   {}\n", a.message));
+    put(out, format!("{}  [{when}]\n", a.id));
+    put(
+        out,
+        format!("  agent:     {} (session {})\n", a.agent, a.session_id),
+    );
+    put(out, format!("  call:      {}\n", a.target()));
+    put(
+        out,
+        format!("  arguments: {}\n", canonical(&a.call.arguments)),
+    );
+    put(
+        out,
+        format!(
+            "  risk:      {} ({}){}\n",
+            a.risk_tier.as_str(),
+            a.risk_level.as_str(),
+            if a.irreversible { ", irreversible" } else { "" }
+        ),
+    );
+    put(out, format!("  message:   {}\n", a.message));
     if !a.triggers.is_empty() {
-        out.push_str(&format!("  triggers:  {}\n", a.triggers.join(", ")));
+        put(out, format!("  triggers:  {}\n", a.triggers.join(", ")));
     }
 }
 
 /// Side effects, rollback, the dry-run tool and suggested alternatives.
 fn card_effects(a: &Approval, out: &mut String) {
     match a.side_effects.as_slice() {
-        [] => out.push_str("  side effects: not described by any rule\n"),
-        l => out.push_str(&format!("  side effects: {}\n", l.join("; "))),
+        [] => put(
+            out,
+            String::from("  side effects: not described by any rule\n"),
+        ),
+        l => put(out, format!("  side effects: {}\n", l.join("; "))),
     }
     match a.rollback.as_slice() {
-        [] if a.irreversible => out.push_str("  rollback:  none: the action is irreversible\n"),
-        [] => out.push_str("  rollback:  not described by any rule\n"),
-        l => out.push_str(&format!("  rollback:  {}\n", l.join("; "))),
+        [] if a.irreversible => put(
+            out,
+            String::from("  rollback:  none: the action is irreversible\n"),
+        ),
+        [] => put(
+            out,
+            String::from("  rollback:  not described by any rule\n"),
+        ),
+        l => put(out, format!("  rollback:  {}\n", l.join("; "))),
     }
     if let Some(t) = &a.dry_run_tool {
-        out.push_str(&format!(
-            "  dry run:   {t} (from the dashboard, through the MCP hub)\n"
-        ));
+        put(
+            out,
+            format!("  dry run:   {t} (from the dashboard, through the MCP hub)\n"),
+        );
     }
     for alt in &a.suggested_alternatives {
-        out.push_str(&format!("  alternative: {alt}\n"));
+        put(out, format!("  alternative: {alt}\n"));
     }
 }
 
 /// Why the call is held (each reason's file, rule and text) and who may decide it.
 fn card_why(a: &Approval, out: &mut String) {
-    out.push_str("  why:\n");
+    put(out, String::from("  why:\n"));
     for r in &a.reasons {
-        out.push_str(&format!("    - {}\n", reason_line(r)));
+        put(out, format!("    - {}\n", reason_line(r)));
     }
     if !a.approvers.is_empty() {
-        out.push_str(&format!("  approvers: {}\n", a.approvers.join(", ")));
+        put(out, format!("  approvers: {}\n", a.approvers.join(", ")));
     }
 }
 
 /// The default decision on timeout, the decisions taken, `call_hash`, edited arguments and
 /// the grant scope.
 fn card_outcome(a: &Approval, out: &mut String) {
-    out.push_str(&format!(
-        "  on timeout: {} (expires {})\n",
-        a.default_decision.as_str(),
-        a.expires_at
-    ));
+    put(
+        out,
+        format!(
+            "  on timeout: {} (expires {})\n",
+            a.default_decision.as_str(),
+            a.expires_at
+        ),
+    );
     for d in &a.decisions {
-        out.push_str(&format!(
-            "  decision:  {} by {} at {}{}\n",
-            d.decision.as_str(),
-            d.by,
-            d.at,
-            d.reason
-                .as_ref()
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default()
-        ));
+        put(
+            out,
+            format!(
+                "  decision:  {} by {} at {}{}\n",
+                d.decision.as_str(),
+                d.by,
+                d.at,
+                d.reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+        );
     }
-    out.push_str(&format!("  call_hash: {}\n", a.call_hash));
+    put(out, format!("  call_hash: {}\n", a.call_hash));
     if a.arguments_changed {
-        out.push_str(&format!(
-            "  approved arguments: {} (call_hash {})\n",
-            edited_arguments(a),
-            a.approved_call_hash.as_deref().unwrap_or("")
-        ));
+        put(
+            out,
+            format!(
+                "  approved arguments: {} (call_hash {})\n",
+                edited_arguments(a),
+                a.approved_call_hash.as_deref().unwrap_or("")
+            ),
+        );
     }
     if let Some(s) = &a.scope {
-        out.push_str(&format!("  scope:     {s}\n"));
+        put(out, format!("  scope:     {s}\n"));
     }
 }
 

@@ -21,6 +21,7 @@ mod replicas;
 mod retention;
 mod security;
 mod tasks;
+mod terminal;
 mod watch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_assent");

@@ -1,0 +1,42 @@
+//! What the operator's terminal receives: `assent pending` and `assent show` print an agent's
+//! text (the held call's message is rendered from its arguments) with every control and
+//! bidirectional formatting character shown as an escape, never acting.
+
+use crate::{BOT_KEY, cli, ok, served};
+use serde_json::{Value, json};
+
+/// Attack (found by review): terminal spoofing. An agent's arguments reach the card three
+/// ways: as canonical JSON (which escapes only U+0000–U+001F), quoted in the reasons
+/// ("recipient = …"), and through the message and side-effect templates (which the gateway
+/// escapes, but not a bidi override). So the one-byte CSI U+009B and a right-to-left override
+/// U+202E reached the operator's terminal raw: a CSI sequence can move the cursor and erase
+/// the arguments line, an override reverses the recipient. The CLI now makes every card line
+/// inert itself, whatever the gateway sent.
+#[test]
+fn an_agents_escape_sequences_reach_the_operators_terminal_as_visible_text() {
+    let s = served("");
+    let recipient = "ext-1\u{1b}[1A\u{1b}[2K\r\u{9b}2K\u{202e}eciffo-tsop";
+    let b: Value = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/tool-calls", s.server.url))
+        .bearer_auth(BOT_KEY)
+        .json(
+            &json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds",
+                      "arguments": {"amount": 5000, "currency": "EUR", "recipient": recipient}}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(b["decision"], "pending", "{b}");
+    let id = b["approval_id"].as_str().unwrap();
+    for args in [vec!["pending"], vec!["show", id]] {
+        let out = ok(&cli(&s.server.url, &args));
+        for acting in ['\u{1b}', '\r', '\u{9b}', '\u{202e}'] {
+            assert!(
+                !out.contains(acting),
+                "{args:?} printed {acting:?} raw: {out:?}"
+            );
+        }
+        assert!(out.contains(r"2K\u{202e}eciffo-tsop?"), "{args:?}: {out}");
+    }
+}
