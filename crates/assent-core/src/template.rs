@@ -35,23 +35,51 @@ impl TemplateContext<'_> {
 }
 
 /// `text` as it may be shown and stored: every control character (Unicode `Cc`: U+0000–U+001F,
-/// U+007F–U+009F) written as a visible `\u00XX` escape, so a value taken from a call's
-/// arguments can neither hold a NUL (which PostgreSQL text cannot store) nor move an
-/// operator's terminal cursor, rewrite a line with a carriage return, or start an escape
-/// sequence in a message, a summary or a card. Text without one is returned as is.
+/// U+007F–U+009F) and every bidirectional formatting character (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069) written as a visible `\uXXXX` escape, so a value taken from a
+/// call's arguments can neither hold a NUL (which PostgreSQL text cannot store) nor move an
+/// operator's terminal cursor, rewrite a line with a carriage return, start an escape
+/// sequence (also the one-byte CSI U+009B), or reverse what follows it (a right-to-left
+/// override) in a message, a summary or a card. Text without one is returned as is. The
+/// escape is JSON's own, so JSON text passed through this is still JSON of the same value.
 pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(acts_on_display) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if c.is_control() {
+        if acts_on_display(c) {
             out.push_str(&format!("\\u{:04x}", u32::from(c)));
         } else {
             out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// Whether `c` changes how the text around it is shown rather than being shown: a control
+/// character or a bidirectional formatting character.
+fn acts_on_display(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `v` as JSON text that is safe to show ([`visible`] over `serde_json`'s text: C1 controls,
+/// DEL and bidi formatting characters, which JSON may carry raw, written as `\uXXXX`
+/// escapes). Still valid JSON, of the same value.
+pub fn visible_json(v: &Value) -> String {
+    visible(&v.to_string()).into_owned()
+}
+
+/// [`visible_json`] pretty-printed (two-space indent): each line made [`visible`] on its own,
+/// since the line breaks between members are JSON's, not the value's (a newline inside a
+/// string is already the escape `\n`).
+pub fn visible_json_pretty(v: &Value) -> String {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    text.split('\n').map(visible).collect::<Vec<_>>().join("\n")
 }
 
 fn value_text(v: &Value) -> String {
@@ -198,13 +226,22 @@ mod tests {
 
 #[cfg(test)]
 mod visible_tests {
-    use super::visible;
+    use super::{visible, visible_json, visible_json_pretty};
+    use serde_json::Value;
 
     #[test]
     fn control_characters_become_visible_escapes_and_other_text_is_kept() {
         assert_eq!(visible("pay bob 5 €"), "pay bob 5 €");
         assert_eq!(visible("a\u{0}b"), "a\\u0000b");
         assert_eq!(visible("\u{1b}[2K\rok\n"), "\\u001b[2K\\u000dok\\u000a");
-        assert_eq!(visible("\u{7f}\u{9b}"), "\\u007f\\u009b");
+        assert_eq!(visible("\u{9b}2K\u{7f}"), "\\u009b2K\\u007f");
+        assert_eq!(visible("ab\u{202e}cd\u{2066}"), "ab\\u202ecd\\u2066");
+        let v = serde_json::json!({"to": "x\u{202e}y\u{9b}\u{1b}"});
+        let shown = visible_json(&v);
+        assert_eq!(shown, r#"{"to":"x\u202ey\u009b\u001b"}"#);
+        assert_eq!(serde_json::from_str::<Value>(&shown).unwrap(), v);
+        let pretty = visible_json_pretty(&v);
+        assert_eq!(pretty, "{\n  \"to\": \"x\\u202ey\\u009b\\u001b\"\n}");
+        assert_eq!(serde_json::from_str::<Value>(&pretty).unwrap(), v);
     }
 }

@@ -87,10 +87,12 @@ pub(crate) fn reason_line(r: &Reason) -> String {
     }
 }
 
-/// `v` as canonical JSON (RFC 8785, the text `call_hash` is taken over); plain JSON when it
-/// cannot be canonicalised.
+/// `v` as canonical JSON (RFC 8785, the text `call_hash` is taken over; plain JSON when it
+/// cannot be canonicalised) with C1 controls, DEL and bidi formatting characters written as
+/// JSON's `\uXXXX` escapes (`assent_core::template::visible`): still JSON of the same value.
 pub(crate) fn canonical(v: &Value) -> String {
-    assent_core::canonical::canonical_value(v).unwrap_or_else(|_| v.to_string())
+    let text = assent_core::canonical::canonical_value(v).unwrap_or_else(|_| v.to_string());
+    assent_core::template::visible(&text).into_owned()
 }
 
 /// The human card of one approval: exact call, risk and why, time left, message, side

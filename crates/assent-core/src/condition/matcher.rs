@@ -236,9 +236,10 @@ impl Matcher {
     }
 }
 
-/// A JSON value as it appears in a rendered clause: compact JSON (`5000`, `"EUR"`, `["a","b"]`).
+/// A JSON value as it appears in a rendered clause: compact JSON (`5000`, `"EUR"`, `["a","b"]`),
+/// [`crate::template::visible_json`]: an argument quoted in a reason cannot act on a display.
 fn json_text(v: &Value) -> String {
-    v.to_string()
+    crate::template::visible_json(v)
 }
 
 /// A bound, readably: `1000` (an integer without `.0`), `0.5`, `1e300` (an exponent rather

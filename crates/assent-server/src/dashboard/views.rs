@@ -7,6 +7,7 @@ use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
 use askama::Template;
 use assent_core::approval::ApprovalStatus;
+use assent_core::template::{visible, visible_json_pretty};
 use assent_store::ApprovalRecord;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -329,7 +330,9 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         }
         None => (String::new(), String::new()),
     };
-    let pretty = serde_json::to_string_pretty(&a.call.arguments).unwrap_or_default();
+    // Shown and edited as JSON whose C1 and bidi characters are `\uXXXX` escapes (the same
+    // value, so an unchanged form is no edit): an agent's argument cannot act on the page.
+    let pretty = visible_json_pretty(&a.call.arguments);
     Card {
         who: op.principal.name.clone(),
         csrf: op.session.csrf.clone(),
@@ -341,7 +344,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         session_id: a.session_id.clone(),
         target: target(a),
         arguments: pretty,
-        canonical_arguments: a.canonical_arguments(),
+        canonical_arguments: visible(&a.canonical_arguments()).into_owned(),
         call_hash: a.call_hash.clone(),
         risk_tier: a.risk_tier.to_string(),
         risk_level: level(a.risk_tier),
@@ -384,7 +387,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         edited: a
             .edited
             .as_ref()
-            .map(|e| e.canonical_arguments.clone())
+            .map(|e| visible(&e.canonical_arguments).into_owned())
             .unwrap_or_default(),
         similar,
         dry_run_tool: a.dry_run_tool.clone().unwrap_or_default(),

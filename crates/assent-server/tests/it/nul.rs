@@ -3,6 +3,8 @@
 //! each of the agent's proposals on a Postgres store) or be cut short. Every identifier and
 //! text the gateway stores is refused with a `400` naming the field, and nothing is stored; a
 //! call's arguments (kept only as canonical JSON text, where it is escaped) keep it, exactly.
+//! The same for the other characters that act on a display rather than being shown (ESC, the
+//! C1 CSI, bidi overrides): refused in ids, shown as escapes where arguments are displayed.
 
 use crate::kit::*;
 use reqwest::StatusCode;
@@ -281,5 +283,84 @@ async fn a_dashboard_form_with_a_nul_or_a_field_sent_twice_is_refused_whatever_i
     }
     assert_eq!(gw.approval(&id, OP).await.1["status"], "pending");
     assert_eq!(records(&gw), before, "nothing was stored");
+    gw.stop().await;
+}
+
+/// Attack (found by review): display spoofing on the dashboard. An argument with a
+/// right-to-left override (U+202E) or the one-byte CSI (U+009B) was shown raw in the card's
+/// message, its reason ("to = …") and its arguments, so `ext-<RLO>eciffo-tsop` read as
+/// another recipient. Each is now a visible `\uXXXX` escape (JSON's own in the arguments, so
+/// the approve form still sends the same value: approving unchanged is no edit).
+#[tokio::test]
+async fn an_argument_with_a_bidi_override_or_c1_control_is_shown_escaped_on_the_dashboard() {
+    let gw = serve().await;
+    let to = "bob\u{202e}eciffo-tsop\u{9b}2K";
+    let id = gw.pending("pay", json!({"amount": 500, "to": to})).await;
+    let cookie = dashboard_session(&gw).await;
+    let page = gw
+        .http
+        .get(format!("{}/ui/approvals/{id}", gw.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !page.contains('\u{202e}') && !page.contains('\u{9b}'),
+        "{page}"
+    );
+    assert!(
+        page.contains(r"Pay 500 to bob\u202eeciffo-tsop\u009b2K?"),
+        "{page}"
+    );
+    assert!(
+        page.contains(r"bob\u202eeciffo-tsop\u009b2K&#34;"),
+        "{page}"
+    );
+    let csrf = csrf_of(&page);
+    let editor = page.split("name=\"arguments\"").nth(1).unwrap();
+    let editor = editor
+        .split('>')
+        .nth(1)
+        .unwrap()
+        .split("</textarea")
+        .next()
+        .unwrap();
+    let shown: Value = serde_json::from_str(&editor.replace("&#34;", "\"")).unwrap();
+    assert_eq!(
+        shown,
+        json!({"amount": 500, "to": to}),
+        "the editor holds the same value"
+    );
+    let resp = gw
+        .http
+        .post(format!("{}/ui/approvals/{id}/decide", gw.url))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            serde_urlencoded::to_string([
+                ("csrf", csrf.as_str()),
+                ("decision", "approve"),
+                ("scope", "once"),
+                ("arguments", editor.replace("&#34;", "\"").as_str()),
+            ])
+            .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.status().is_success() || resp.status().is_redirection(),
+        "{}",
+        resp.status()
+    );
+    let (_, a) = gw.approval(&id, OP).await;
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(
+        a["arguments_changed"], false,
+        "approving the shown arguments is no edit: {a}"
+    );
     gw.stop().await;
 }

@@ -37,6 +37,16 @@ fn an_agents_escape_sequences_reach_the_operators_terminal_as_visible_text() {
                 "{args:?} printed {acting:?} raw: {out:?}"
             );
         }
-        assert!(out.contains(r"2K\u{202e}eciffo-tsop?"), "{args:?}: {out}");
+        // The message, the quoted reason and the arguments' JSON each show the escapes (the
+        // JSON ones as JSON's own `\uXXXX`, so the line is still the same JSON value).
+        let escaped = r"ext-1\u001b[1A\u001b[2K";
+        let tail = r"\u009b2K\u202eeciffo-tsop";
+        for shown in [
+            format!(r"to {escaped}\u000d{tail}?"),
+            format!(r#"(recipient = "{escaped}\r{tail}")"#),
+            format!(r#""recipient":"{escaped}\r{tail}"}}"#),
+        ] {
+            assert!(out.contains(&shown), "{args:?}: {shown} not in {out}");
+        }
     }
 }
