@@ -40,15 +40,16 @@ pub struct PgConn {
 }
 
 /// Connects with `url` (a `postgres://` URL or `key=value` string; `connect_timeout` 10 s
-/// unless it says otherwise), applies the session
-/// settings and finds the schema. `Unusable` when the `search_path` names no existing schema
-/// or the server's encoding is not UTF8 (text must round-trip byte for byte).
+/// unless it says otherwise; TLS by its `sslmode` and `sslrootcert`, see [`crate::db_tls`]),
+/// applies the session settings and finds the schema. `Unusable` when the `search_path` names
+/// no existing schema or the server's encoding is not UTF8 (text must round-trip byte for
+/// byte), or when the URL's TLS keys are wrong.
 pub(crate) fn connect_client(url: &str) -> Result<(postgres::Client, String, u32), DbError> {
-    let mut config: postgres::Config = url.parse()?;
+    let crate::db_tls::PgTarget { mut config, tls } = crate::db_tls::target(url)?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(std::time::Duration::from_secs(10));
     }
-    let mut client = config.connect(postgres::NoTls)?;
+    let mut client = config.connect(tls).map_err(crate::db_tls::explain)?;
     client.batch_execute(SESSION)?;
     let row = client.query_one(
         "SELECT current_schema()::text, (SELECT oid FROM pg_namespace WHERE nspname = current_schema()), current_setting('server_encoding')",

@@ -58,6 +58,7 @@ mod db_listen;
 mod db_pg;
 mod db_sql;
 mod db_sqlite;
+mod db_tls;
 mod db_value;
 mod decide;
 mod emit;

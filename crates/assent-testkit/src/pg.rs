@@ -70,6 +70,26 @@ fn run(c: &mut Command, what: &str) {
 }
 
 fn start() -> Cluster {
+    let (dir, watchdog) = boot(
+        "assent-pg-",
+        |d| format!("-p {PORT} -k {d} -c listen_addresses='' -c fsync=off -c max_connections=200"),
+        |_| {},
+    );
+    Cluster {
+        dir,
+        _watchdog: Mutex::new(watchdog),
+    }
+}
+
+/// Starts a cluster in a new temporary directory named `prefix…`: `prepare(dir)` (to add files
+/// the server options name, before the directory is handed to the `postgres` user), `initdb`
+/// into `data/`, then `pg_ctl start` with the options `opts(dir)`. The directory and the
+/// watchdog process that stops the cluster and removes the directory when this process exits.
+pub(crate) fn boot(
+    prefix: &str,
+    opts: impl FnOnce(&str) -> String,
+    prepare: impl FnOnce(&Path),
+) -> (PathBuf, Child) {
     let bin = bin_dir().unwrap_or_else(|| {
         panic!(
             "no Postgres binaries (initdb) under /usr/lib/postgresql/*/bin or $ASSENT_PG_BIN: \
@@ -80,7 +100,7 @@ fn start() -> Cluster {
     let started = std::time::Instant::now();
     let root = is_root();
     let dir = tempfile::Builder::new()
-        .prefix("assent-pg-")
+        .prefix(prefix)
         .tempdir()
         .unwrap()
         .keep();
@@ -102,8 +122,9 @@ fn start() -> Cluster {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    prepare(&dir);
     if root {
-        run(Command::new("chown").args(["postgres:", d]), "chown");
+        run(Command::new("chown").args(["-R", "postgres:", d]), "chown");
     }
     let initdb = bin.join("initdb");
     let init = ["-D", data, "-A", "trust", "-U", "assent", "-E", "UTF8"];
@@ -111,8 +132,7 @@ fn start() -> Cluster {
         as_pg(root, &initdb, &init).args(["--locale=C.UTF-8", "-N"]),
         "initdb",
     );
-    let opts =
-        format!("-p {PORT} -k {d} -c listen_addresses='' -c fsync=off -c max_connections=200");
+    let opts = opts(d);
     let log = dir.join("log");
     let args = [
         "-D",
@@ -129,10 +149,7 @@ fn start() -> Cluster {
         "postgres test cluster in {d} started in {} ms",
         started.elapsed().as_millis()
     );
-    Cluster {
-        dir,
-        _watchdog: Mutex::new(watchdog),
-    }
+    (dir, watchdog)
 }
 
 /// The cluster, started on first use; `None` when `ASSENT_TEST_NO_PG=1`.

@@ -16,6 +16,7 @@ mod pgkit;
 mod replicas;
 mod retention;
 mod store_sql;
+mod tls;
 mod windows;
 
 const AGENT: &str =
