@@ -15,6 +15,7 @@ need=()
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the dashboard's browser tests
 command -v tmux >/dev/null 2>&1 || need+=(tmux)           # `assent watch` under tmux
+command -v openssl >/dev/null 2>&1 || need+=(openssl)     # certificates for the PostgreSQL TLS tests
 # The store's tests start a throw-away Postgres cluster (initdb, pg_ctl) from Debian's
 # postgresql, found under /usr/lib/postgresql/*/bin (ASSENT_TEST_NO_PG=1 skips that half).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
