@@ -1,12 +1,11 @@
 //! A second throw-away PostgreSQL cluster that speaks TLS on a loopback TCP port, for the tests
 //! of how assent connects to a database across a network (`sslmode`, `sslrootcert`). Started
-//! on first use, once per test binary, like [`crate::pg`]'s; its certificates are made with
-//! the `openssl` command: a test CA, a server certificate it signs for `localhost` only (so a
-//! connection to `127.0.0.1` is a name mismatch), and a second, unrelated CA.
+//! on first use, once per test binary, like [`crate::pg`]'s, with [`crate::certs`]'s
+//! certificates (for `localhost` only, so a connection to `127.0.0.1` is a name mismatch).
 
 use crate::pg::boot;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Child;
 use std::sync::{Mutex, OnceLock};
 
 /// The running TLS cluster.
@@ -60,7 +59,9 @@ fn start() -> TlsCluster {
                  -c ssl_cert_file={d}/server.crt -c ssl_key_file={d}/server.key"
             )
         },
-        certificates,
+        |d| {
+            crate::certs::make(d);
+        },
     );
     TlsCluster {
         port,
@@ -68,51 +69,4 @@ fn start() -> TlsCluster {
         other_ca_file: dir.join("other-ca.crt"),
         _watchdog: Mutex::new(watchdog),
     }
-}
-
-/// Writes `ca.crt`, `server.crt` and `server.key` (0600; for `localhost`, signed by the CA) and
-/// `other-ca.crt` into `dir`.
-fn certificates(dir: &Path) {
-    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2";
-    for (name, cn) in [("ca", "assent-test-ca"), ("other-ca", "unrelated-test-ca")] {
-        openssl(
-            dir,
-            &format!("req -x509 {ec} -subj /CN={cn} -keyout {name}.key -out {name}.crt"),
-        );
-    }
-    openssl(
-        dir,
-        &format!("req {ec} -subj /CN=localhost -keyout server.key -out server.csr"),
-    );
-    std::fs::write(
-        dir.join("server.ext"),
-        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
-         -extfile server.ext -out server.crt",
-    );
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        dir.join("server.key"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
-}
-
-/// Runs `openssl ARGS` (split at whitespace) in `dir`; panics with its stderr.
-fn openssl(dir: &Path, args: &str) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args.split_whitespace())
-        .stdin(Stdio::null())
-        .output()
-        .expect("the openssl command (Debian's openssl package)");
-    assert!(
-        out.status.success(),
-        "openssl {args} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

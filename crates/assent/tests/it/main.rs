@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 mod audit;
 mod backup;
 mod config;
+mod https;
 mod in_client;
 mod mcp;
 mod migrate;
