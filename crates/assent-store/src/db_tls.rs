@@ -69,19 +69,27 @@ fn split_tls_keys(url: &str) -> Result<(String, SslMode, Option<String>), DbErro
         Ok(true)
     };
     let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let mut parsed = url::Url::parse(url)
-            .map_err(|e| DbError::Unusable(format!("the database URL cannot be read: {e}")))?;
+        // The query's other parameters are kept as written: re-encoding them would turn a
+        // `%20` into a `+`, which the driver does not read as a space.
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
-        for (k, v) in parsed.query_pairs() {
-            if !take(&k, v.to_string())? {
-                kept.push((k.into_owned(), v.into_owned()));
+        for segment in query.split('&').filter(|s| !s.is_empty()) {
+            let (k, v) = segment.split_once('=').unwrap_or((segment, ""));
+            // libpq decodes a URI's parameters by percent-decoding alone (`+` is a `+`).
+            let decode = |t: &str| {
+                percent_encoding::percent_decode_str(t)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            if !take(&decode(k), decode(v))? {
+                kept.push(segment);
             }
         }
-        parsed.set_query(None);
-        if !kept.is_empty() {
-            parsed.query_pairs_mut().extend_pairs(kept);
+        if kept.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", kept.join("&"))
         }
-        parsed.to_string()
     } else {
         let mut kept = Vec::new();
         for (k, v, span) in libpq_pairs(url)? {
@@ -185,15 +193,15 @@ mod tests {
     #[test]
     fn tls_keys_are_taken_out_of_either_form_and_the_rest_is_kept() {
         let (rest, mode, root) = split_tls_keys(
-            "postgres://u:p%40ss@db.example:6432/assent?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=a",
+            "postgres://u:p%40ss@db.example:6432/assent?sslmode=verify-full&sslrootcert=%2Fetc%2Fc+a.pem&options=-c%20search_path%3Dx",
         )
         .unwrap();
         assert_eq!(
             rest,
-            "postgres://u:p%40ss@db.example:6432/assent?application_name=a"
+            "postgres://u:p%40ss@db.example:6432/assent?options=-c%20search_path%3Dx"
         );
         assert!(matches!(mode, SslMode::Require));
-        assert_eq!(root.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(root.as_deref(), Some("/etc/c+a.pem"));
         let (rest, mode, root) = split_tls_keys(
             "host=/tmp port = 5432 sslmode='disable' options='-c  search_path=t\\'s' user=assent",
         )
