@@ -175,7 +175,7 @@ pub async fn run_with(
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let holder = assent_store::random_id("replica_");
-    let hooks = webhooks::spawn(state.clone(), &holder);
+    let hooks = webhooks::spawn(state.clone(), &holder).await;
     let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
     let limits = state.limits;
     let app = app(state.clone(), extra);

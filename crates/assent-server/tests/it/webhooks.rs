@@ -105,8 +105,8 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
         },
     )
     .await;
-    // Let the delivery tasks take their place at the end of the log.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // No pause here: the webhooks' cursors are placed before the gateway serves, so the
+    // first proposal's event is delivered (it used to need a pause: found under load).
 
     let card = json!({"number": "4111111111111111", "exp": "12/30"});
     let (s, a) = gw
@@ -300,5 +300,36 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
     );
     let (s, _) = gw.get("/v1/webhooks/dead-letters", BOT).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
+    gw.stop().await;
+}
+
+/// Found by a test under load: a webhook new to the database got its cursor (at the end of
+/// the log) on its delivery task's first turn, which could come after the gateway had answered
+/// its first requests, so their events were never sent. Now the cursors are placed before
+/// `spawn` returns, which the gateway awaits before it serves.
+#[tokio::test]
+async fn a_new_webhooks_cursor_is_placed_before_delivery_starts_so_no_first_event_is_skipped() {
+    let gw = crate::kit::serve().await;
+    let (s, _) = gw.propose("read", json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let head = gw.sql().int("SELECT max(seq) FROM audit", &[]);
+    let mut st = gw.state.clone();
+    st.webhooks = Arc::new(vec![hook(
+        "late",
+        "http://127.0.0.1:1/never".into(),
+        WebhookFormat::Json,
+        1,
+        10,
+    )]);
+    let tasks = assent_server::webhooks::spawn(st, "replica_test").await;
+    // Nothing awaited in between: the delivery task has not had a turn yet.
+    let cursor = gw.sql().rows(
+        "SELECT CAST(last_seq AS TEXT) FROM webhook_cursors WHERE webhook = 'late'",
+        &[],
+    );
+    assert_eq!(cursor, [[head.to_string()]], "the new webhook's cursor");
+    for t in tasks {
+        t.abort();
+    }
     gw.stop().await;
 }

@@ -128,7 +128,8 @@ fn aaep_stream(
         req = req.header("last-event-id", l);
     }
     let resp = req.send().unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
+    let status = resp.status().as_u16();
+    assert_eq!(status, 200, "{}", resp.text().unwrap_or_default());
     let (send, recv) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let (mut id, mut event, mut data) = (String::new(), String::new(), String::new());
