@@ -25,8 +25,7 @@ fn signed_gateway() -> Signed {
         server: s,
         ..
     } = served(checkpoints);
-    let a = held(&s.url, 5000);
-    assert!(cli(&s.url, &["approve", &a]).status.success());
+    let a = approved(&s.url, 5000);
     let v: Value = http()
         .get(format!("{}/v1/approvals/{a}", s.url))
         .bearer_auth(BOT_KEY)

@@ -125,8 +125,7 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
         port,
         server: s,
     } = served(SIGNING);
-    let before = held(&s.url, 5000);
-    ok(&cli(&s.url, &["approve", &before]));
+    let before = approved(&s.url, 5000);
     let stop_writing = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
     let w = writer(s.url.clone(), stop_writing.clone(), written.clone());
@@ -169,8 +168,7 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
     );
 
     // After the backup: one more approval, decided; then the gateway stops.
-    let after = held(&s.url, 6000);
-    ok(&cli(&s.url, &["approve", &after]));
+    let after = approved(&s.url, 6000);
     stop(s);
     let live_approvals = count(&data.join("assent.db"), "approvals");
 
@@ -247,8 +245,7 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
         server: s,
         ..
     } = served(SIGNING);
-    let id = held(&s.url, 5000);
-    ok(&cli(&s.url, &["approve", &id]));
+    approved(&s.url, 5000);
     stop(s);
     let good = dir.path().join("good.db");
     ok(&backup(&cfg, &good, &[]));
@@ -357,8 +354,7 @@ fn backup_never_writes_over_an_existing_file_without_force() {
 #[test]
 fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     let a = served(SIGNING);
-    let id = held(&a.server.url, 5000);
-    ok(&cli(&a.server.url, &["approve", &id]));
+    approved(&a.server.url, 5000);
     stop(a.server);
     let from_a = a.dir.path().join("a.db");
     ok(&backup(&a.cfg, &from_a, &[]));
@@ -406,8 +402,7 @@ fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
     let out = dir.path().join("b.db");
     ok(&backup(&cfg, &out, &[]));
     // After the backup: an approval decided, then SIGKILL (no checkpoint of the log).
-    let late = held(&s.url, 6000);
-    ok(&cli(&s.url, &["approve", &late]));
+    let late = approved(&s.url, 6000);
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     ok(&restore(&data, &out, &[]));
@@ -439,8 +434,7 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
         server: s,
     } = served("");
     let args = json!({"amount": 5000, "currency": "EUR", "recipient": "ext-1"});
-    let id = held(&s.url, 5000);
-    ok(&cli(&s.url, &["approve", &id]));
+    let id = approved(&s.url, 5000);
     let http = reqwest::blocking::Client::new();
     let v: Value = http
         .get(format!("{}/v1/approvals/{id}", s.url))

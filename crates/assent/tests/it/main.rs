@@ -314,3 +314,12 @@ fn held(url: &str, amount: i64) -> String {
     assert_eq!(b["decision"], "pending", "{b}");
     b["approval_id"].as_str().unwrap().to_string()
 }
+
+/// [`held`], then approved by alice through `assent approve` (which must succeed): the
+/// approval id.
+#[track_caller]
+fn approved(url: &str, amount: i64) -> String {
+    let id = held(url, amount);
+    ok(&cli(url, &["approve", &id]));
+    id
+}
