@@ -8,10 +8,11 @@
 //! before group commit. A plain program (`cargo bench -p assent-bench --bench group_commit`):
 //! each figure is the best of three runs of `DECISIONS` decisions.
 
-use assent_core::ToolCall;
+use assent_bench::{open_store, proposal};
 use assent_core::gatekeeper::Verdict;
 use assent_core::policy::Registry;
-use assent_store::{DecisionInput, Proposal, Store};
+use assent_core::{CanonicalCall, ToolCall};
+use assent_store::{DecisionInput, Store};
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde_json::json;
 use std::time::Instant;
@@ -48,30 +49,13 @@ fn hold_many(s: &Store, n: usize) -> Vec<String> {
     })
 }
 
+/// Holds `call` with verdict `v` at 1 000 for an hour ([`Store::create_approval`]): its id.
 fn hold(s: &Store, call: &ToolCall, v: &Verdict) -> String {
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
+    let call = CanonicalCall::new(call.clone()).unwrap();
     let ttl = |_: &Verdict| 3_600_000;
-    let p = Proposal {
-        agent: "bot",
-        session_id: "s",
-        run_id: None,
-        device_id: None,
-        trace_id: None,
-        call,
-        canonical_arguments: &a,
-        canonical: &c,
-        call_hash: &h,
-        now: 1_000,
-        timeout_ms: &ttl,
-        max_pending: u64::MAX,
-        target: None,
-        plan_id: None,
-        step_id: None,
-        governed_by: None,
-        policy_set_sha256: None,
-    };
-    s.create_approval(&p, v).unwrap().id
+    s.create_approval(&proposal(&call, 1_000, &ttl, u64::MAX), v)
+        .unwrap()
+        .id
 }
 
 /// Decisions per second through the store with `writers` threads; `serial`: the writers take
@@ -79,12 +63,7 @@ fn hold(s: &Store, call: &ToolCall, v: &Verdict) -> String {
 /// commit.
 fn store_rate(writers: usize, serial: bool) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(
-        dir.path(),
-        60_000,
-        std::sync::Arc::new(assent_server::WireEnvelopes),
-    )
-    .unwrap();
+    let s = open_store(dir.path());
     let ids = hold_many(&s, DECISIONS);
     let turns = std::sync::Mutex::new(());
     let start = Instant::now();

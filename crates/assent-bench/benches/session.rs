@@ -9,11 +9,12 @@
 //! session keeps its length however many times criterion runs it (a denial reads the window
 //! and appends its audit record, like any proposal; it adds no call).
 
+use assent_bench::{open_store, proposal};
 use assent_core::policy::Registry;
 use assent_core::triggers::Observations;
 use assent_core::triggers::window::WindowNeeds;
-use assent_core::{ToolCall, VerdictKind, evaluate_in};
-use assent_store::{Proposal, Store};
+use assent_core::{CanonicalCall, ToolCall, VerdictKind, evaluate_in};
+use assent_store::Store;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use std::time::Duration;
@@ -26,35 +27,16 @@ const GOVERNANCE: &str = "policies:\n  - id: b1c.pay-v1\n    rules:\n      - too
 /// recorded as allowed (`keep`) or as denied (the session does not grow).
 fn propose(s: &Store, reg: &Registry, needs: Option<&WindowNeeds>, now: i64, keep: bool) {
     let call = ToolCall::new("pay", None, json!({"amount": 3, "memo": "b1c"})).unwrap();
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
+    let call = CanonicalCall::new(call).unwrap();
     let timeout = |_: &assent_core::gatekeeper::Verdict| 60_000;
-    let p = Proposal {
-        agent: "bot",
-        session_id: "s",
-        run_id: None,
-        device_id: None,
-        trace_id: None,
-        call: &call,
-        canonical_arguments: &a,
-        canonical: &c,
-        call_hash: &h,
-        now,
-        timeout_ms: &timeout,
-        max_pending: 64,
-        target: None,
-        plan_id: None,
-        step_id: None,
-        governed_by: None,
-        policy_set_sha256: None,
-    };
+    let p = proposal(&call, now, &timeout, 64);
     let evaluate = |prior: &[assent_core::triggers::PriorCall]| {
         let obs = Observations {
             now_ms: now,
             prior_calls: prior,
             resolve_path: &assent_core::triggers::lexical_only,
         };
-        let mut v = evaluate_in(reg, "bot", &call, Some(&a), &obs);
+        let mut v = evaluate_in(reg, "bot", call.call(), Some(call.arguments()), &obs);
         assert_eq!(v.kind, VerdictKind::Allow, "{:?}", v.reasons);
         if !keep {
             v.kind = VerdictKind::Deny;
@@ -91,12 +73,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20).measurement_time(Duration::from_secs(4));
     for calls in [10_i64, 1_000, 10_000] {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(
-            dir.path(),
-            60_000,
-            std::sync::Arc::new(assent_server::WireEnvelopes),
-        )
-        .unwrap();
+        let s = open_store(dir.path());
         for i in 1..calls {
             propose(&s, &reg, Some(&needs), i * 1000, true);
         }

@@ -1,9 +1,14 @@
 //! Shared fixtures for assent's benchmarks (see BENCHMARKS.md): a policy of any size written
 //! both as assent governance YAML and as Cedar ([`PolicySize`], [`governance_yaml`],
 //! [`cedar_policies`]), the agent it governs, and a ~1 KiB tool call that needs approval and
-//! one of the same size that does not.
+//! one of the same size that does not; for the store benchmarks, the store they measure
+//! ([`open_store`]) and a proposal of a call ([`proposal`]).
 
+use assent_core::CanonicalCall;
+use assent_core::gatekeeper::Verdict;
+use assent_store::{Proposal, Store};
 use serde_json::{Value, json};
+use std::path::Path;
 
 /// Number of rules of the small benchmark policy.
 pub const RULES: usize = 50;
@@ -172,4 +177,45 @@ fn arguments(amount: u64, recipient: &str) -> Value {
         ]},
         "tags": ["supplier", "quarterly", "approved-vendor"]
     })
+}
+
+/// The store the store benchmarks measure: a real SQLite file in `dir` (WAL,
+/// `synchronous=FULL`), tokens valid for 60 s, the gateway's own envelope renderer.
+pub fn open_store(dir: &Path) -> Store {
+    Store::open(
+        dir,
+        60_000,
+        std::sync::Arc::new(assent_server::WireEnvelopes),
+    )
+    .unwrap()
+}
+
+/// A proposal of `call` by agent `bot` in session `s` at `now` (Unix ms): held approvals wait
+/// `ttl` ms, at most `max_pending` pending; no run, device or trace id, no target, plan or
+/// policies.
+pub fn proposal<'a>(
+    call: &'a CanonicalCall,
+    now: i64,
+    ttl: &'a dyn Fn(&Verdict) -> i64,
+    max_pending: u64,
+) -> Proposal<'a> {
+    Proposal {
+        agent: "bot",
+        session_id: "s",
+        run_id: None,
+        device_id: None,
+        trace_id: None,
+        call: call.call(),
+        canonical_arguments: call.arguments(),
+        canonical: call.canonical(),
+        call_hash: call.call_hash(),
+        now,
+        timeout_ms: ttl,
+        max_pending,
+        target: None,
+        plan_id: None,
+        step_id: None,
+        governed_by: None,
+        policy_set_sha256: None,
+    }
 }

@@ -1,9 +1,10 @@
 //! The storage kernel (`assent_store::db`) against a real SQLite file and a real Postgres
 //! cluster: the same statements, through the same API, must answer the same on both.
 
-use crate::pgkit::{both, cluster, fresh_pg};
+use crate::Refused;
+use crate::pgkit::{both, both_connected, cluster, fresh_pg};
 use assent_store::db::{
-    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, Settles, ToValue, ValueRef,
+    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, ToValue, ValueRef,
     dollar_params, listen,
 };
 use assent_store::params;
@@ -26,14 +27,19 @@ fn table(c: Conn<'_>) {
     .unwrap();
 }
 
+/// [`both_connected`] over [`table`]'s tables.
+fn with_table(mut f: impl FnMut(&Database, Conn<'_>)) {
+    both_connected(|db, c| {
+        table(c);
+        f(db, c)
+    });
+}
+
 const INSERT: &str = "INSERT INTO k (id, n, flag, note) VALUES (?1, ?2, ?3, ?4)";
 
 #[test]
 fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|_, c| {
         assert!(c.has_table("k").unwrap() && !c.has_table("nope").unwrap());
         let none: Option<&str> = None;
         assert_eq!(c.execute(INSERT, params!["a", 1i64, true, "x"]).unwrap(), 1);
@@ -127,10 +133,7 @@ fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
 
 #[test]
 fn the_strict_reader_tells_null_integers_booleans_and_text_apart() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|db, c| {
         c.execute(INSERT, params!["a", 7i64, true, None::<String>])
             .unwrap();
         c.query_row("SELECT id, n, flag, note FROM k", [], |r| {
@@ -158,10 +161,7 @@ fn the_strict_reader_tells_null_integers_booleans_and_text_apart() {
 
 #[test]
 fn a_row_callback_may_run_other_statements_on_the_same_session() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|_, c| {
         c.execute(INSERT, params!["a", 1i64, false, "b"]).unwrap();
         c.execute(INSERT, params!["b", 2i64, true, None::<String>])
             .unwrap();
@@ -185,10 +185,7 @@ fn a_row_callback_may_run_other_statements_on_the_same_session() {
 
 #[test]
 fn for_each_streams_rows_until_told_to_stop() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|_, c| {
         for i in 0..50i64 {
             c.execute(INSERT, params![format!("{i:03}"), i, false, None::<String>])
                 .unwrap();
@@ -216,10 +213,7 @@ fn for_each_streams_rows_until_told_to_stop() {
 
 #[test]
 fn a_write_commits_on_ok_and_rolls_back_on_error_unless_the_error_keeps_writes() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|_, c| {
         let failed: Result<(), DbError> = c.write(|tx| {
             tx.execute(INSERT, params!["gone", 1i64, false, None::<String>])?;
             Err(DbError::Unusable("refused".into()))
@@ -252,29 +246,9 @@ fn a_write_commits_on_ok_and_rolls_back_on_error_unless_the_error_keeps_writes()
     });
 }
 
-/// A closure's error that, like the store's audited refusals, keeps what was written.
-#[derive(Debug)]
-enum Refused {
-    Audited,
-    Db(#[allow(dead_code)] DbError),
-}
-impl From<DbError> for Refused {
-    fn from(e: DbError) -> Self {
-        Refused::Db(e)
-    }
-}
-impl Settles for Refused {
-    fn keeps_writes(&self) -> bool {
-        matches!(self, Refused::Audited)
-    }
-}
-
 #[test]
 fn a_transaction_inside_a_write_is_refused_and_the_outer_write_rolls_back() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|_, c| {
         let nested: Result<(), DbError> = c.write(|tx| {
             tx.execute(INSERT, params!["outer", 1i64, false, None::<String>])?;
             (**tx).write(|_| Ok::<_, DbError>(()))?;
@@ -494,10 +468,7 @@ fn text_with_a_nul_character_is_invalid_input_on_postgres_never_a_database_failu
     // An agent could otherwise turn each of its proposals into a 503 on Postgres, which
     // cannot store U+0000 in TEXT (SQLite can). The edge should refuse NUL; this is the
     // backstop: the error is `Invalid` (a 4xx), not `Database`.
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|db, c| {
         let out = c.execute(INSERT, params!["a\0b", 1i64, false, None::<String>]);
         match db {
             Database::Sqlite { .. } => assert_eq!(out.unwrap(), 1),
@@ -553,10 +524,7 @@ fn stores_in_different_postgres_schemas_do_not_share_the_write_lock() {
 
 #[test]
 fn a_write_that_panics_rolls_back_and_frees_the_write_lock() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|db, c| {
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _: Result<(), DbError> = c.write(|tx| {
                 tx.execute(INSERT, params!["half", 1i64, false, None::<String>])?;
@@ -605,10 +573,7 @@ fn a_postgres_session_prepares_each_statement_text_once() {
 /// Postgres the commit fails and nothing is kept.
 #[test]
 fn a_write_that_swallowed_a_failed_statement_is_never_reported_committed() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
-        table(c);
+    with_table(|_, c| {
         c.write(|tx| tx.execute(INSERT, params!["dup", 1i64, false, None::<String>]))
             .unwrap();
         let out: Result<(), DbError> = c.write(|tx| {

@@ -3,35 +3,16 @@
 //! undoes its own writes only, an audited refusal is kept, a member that panics fails its
 //! group without losing what others committed, and the audit chain verifies after a burst.
 
-use crate::pgkit::both;
-use assent_store::db::{Database, DbError, Settles};
+use crate::Refused;
+use crate::pgkit::{both, both_connected};
+use assent_store::db::{Database, DbError};
 use assent_store::{DecideError, DecisionInput, Store};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-/// An error that keeps what was written before it (an audited refusal).
-#[derive(Debug)]
-enum Refusal {
-    Kept,
-    Db(#[allow(dead_code)] DbError),
-}
-impl From<DbError> for Refusal {
-    fn from(e: DbError) -> Self {
-        Refusal::Db(e)
-    }
-}
-impl Settles for Refusal {
-    fn keeps_writes(&self) -> bool {
-        matches!(self, Refusal::Kept)
-    }
-}
-
+/// [`crate::open`] in `dir`.
 fn open(dir: &tempfile::TempDir, db: &Database) -> Store {
-    {
-        assent_store::keys::init(dir.path()).unwrap();
-        Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire())
-    }
-    .unwrap()
+    crate::open(dir.path(), db)
 }
 
 /// The `data` of every audit record of `kind`, read through a store of its own (a connection
@@ -83,9 +64,7 @@ fn concurrent_writers_all_find_their_writes_committed_and_chained() {
 /// and one commit holds the rest.
 #[test]
 fn a_failing_member_undoes_only_its_own_writes_and_a_refusal_keeps_them() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
+    both_connected(|db, c| {
         c.batch("CREATE TABLE member_test (v TEXT NOT NULL)")
             .unwrap();
         let insert = |v: &'static str| {
@@ -107,11 +86,11 @@ fn a_failing_member_undoes_only_its_own_writes_and_a_refusal_keeps_them() {
         });
         assert!(failed.is_err());
         assert!(changes.is_empty(), "an undone member reports no change");
-        let (refused, _) = c.member(true, |tx| -> Result<(), Refusal> {
+        let (refused, _) = c.member(true, |tx| -> Result<(), Refused> {
             tx.execute("INSERT INTO member_test (v) VALUES ('refused')", [])?;
-            Err(Refusal::Kept)
+            Err(Refused::Audited)
         });
-        assert!(matches!(refused, Err(Refusal::Kept)));
+        assert!(matches!(refused, Err(Refused::Audited)));
         let (last, _) = c.member(true, insert("last"));
         last.unwrap();
         c.commit_write(&[]).unwrap();
@@ -180,27 +159,11 @@ fn a_writer_panicking_in_a_group_leaves_exactly_the_acknowledged_writes() {
                 let s = &s;
                 scope.spawn(move || {
                     let (call, v) = crate::pay(5);
-                    let h = call.canonical_and_hash().unwrap();
-                    let a = call.canonical_arguments().unwrap();
+                    let c = assent_core::CanonicalCall::new(call.clone()).unwrap();
                     let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
                     let p = assent_store::Proposal {
-                        agent: "bot",
-                        session_id: "s",
-                        run_id: None,
-                        device_id: None,
-                        trace_id: None,
-                        call: &call,
-                        canonical_arguments: &a,
-                        canonical: &h.0,
-                        call_hash: &h.1,
-                        now: 1,
-                        timeout_ms: &ttl,
                         max_pending: 10,
-                        target: None,
-                        plan_id: None,
-                        step_id: None,
-                        governed_by: None,
-                        policy_set_sha256: None,
+                        ..crate::proposal(&c, "s", 1, &ttl)
                     };
                     let _ = s.propose(&p, |_| -> assent_core::gatekeeper::Verdict {
                         std::thread::sleep(std::time::Duration::from_millis(20));

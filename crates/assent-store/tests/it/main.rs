@@ -2,7 +2,8 @@
 
 use assent_core::gatekeeper::Verdict;
 use assent_core::policy::Registry;
-use assent_core::{ApprovalStatus, ToolCall, evaluate};
+use assent_core::{ApprovalStatus, CanonicalCall, ToolCall, evaluate};
+use assent_store::db::{DbError, Settles};
 use assent_store::{
     ApprovalRecord, DecideError, DecisionInput, Proposal, RedeemError, Store, verify_offline,
 };
@@ -22,9 +23,33 @@ mod windows;
 const AGENT: &str =
     "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
 
+/// A write closure's error that, like the store's audited refusals, keeps what was written
+/// before it ([`Settles::keeps_writes`]).
+#[derive(Debug)]
+enum Refused {
+    Audited,
+    Db(#[allow(dead_code)] DbError),
+}
+impl From<DbError> for Refused {
+    fn from(e: DbError) -> Self {
+        Refused::Db(e)
+    }
+}
+impl Settles for Refused {
+    fn keeps_writes(&self) -> bool {
+        matches!(self, Refused::Audited)
+    }
+}
+
 /// The server's envelope renderer, the one the gateway opens its store with.
 fn wire() -> std::sync::Arc<dyn assent_store::Envelopes> {
     std::sync::Arc::new(assent_server::WireEnvelopes)
+}
+
+/// A store over `db` with its keys (made if missing) in `dir`, tokens valid for 60 s.
+fn open(dir: &std::path::Path, db: &assent_store::db::Database) -> Store {
+    assent_store::keys::init(dir).unwrap();
+    Store::open_database(dir, dir, db, 60_000, wire()).unwrap()
 }
 
 /// A store in a fresh temporary data directory (kept while the `TempDir` lives), tokens valid
@@ -43,6 +68,36 @@ fn pay(amount: i64) -> (ToolCall, Verdict) {
     (call, v)
 }
 
+/// A proposal of `call` by agent `bot` in `session` at `now`: held approvals wait `ttl` ms;
+/// no run, device or trace id, no target, plan or policies, no cap on pending approvals
+/// (override fields with `Proposal { …, ..proposal(…) }`).
+fn proposal<'a>(
+    call: &'a CanonicalCall,
+    session: &'a str,
+    now: i64,
+    ttl: &'a dyn Fn(&Verdict) -> i64,
+) -> Proposal<'a> {
+    Proposal {
+        agent: "bot",
+        session_id: session,
+        run_id: None,
+        device_id: None,
+        trace_id: None,
+        call: call.call(),
+        canonical_arguments: call.arguments(),
+        canonical: call.canonical(),
+        call_hash: call.call_hash(),
+        now,
+        timeout_ms: ttl,
+        max_pending: u64::MAX,
+        target: None,
+        plan_id: None,
+        step_id: None,
+        governed_by: None,
+        policy_set_sha256: None,
+    }
+}
+
 /// Holds `call` of agent `bot` in `session` with verdict `v` at `now`, expiring at
 /// `expires_at`, without gating it ([`Store::create_approval`]).
 fn hold(
@@ -53,29 +108,11 @@ fn hold(
     now: i64,
     expires_at: i64,
 ) -> ApprovalRecord {
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
+    let call = CanonicalCall::new(call.clone()).unwrap();
     let ttl = move |_: &Verdict| expires_at - now;
-    let p = Proposal {
-        agent: "bot",
-        session_id: session,
-        run_id: None,
-        device_id: None,
-        trace_id: None,
-        call,
-        canonical_arguments: &a,
-        canonical: &c,
-        call_hash: &h,
-        now,
-        timeout_ms: &ttl,
-        max_pending: u64::MAX,
-        target: None,
-        plan_id: None,
-        step_id: None,
-        governed_by: None,
-        policy_set_sha256: None,
-    };
-    store.create_approval(&p, v).unwrap()
+    store
+        .create_approval(&proposal(&call, session, now, &ttl), v)
+        .unwrap()
 }
 
 fn pending(

@@ -2,7 +2,7 @@
 //! newer schema or an edited migration, the adoption of a SQLite file migrated before the
 //! runner existed, and the store's own statements against the schema both dialects build.
 
-use crate::pgkit::{both, fresh_sqlite};
+use crate::pgkit::{both, both_connected, fresh_sqlite};
 use assent_store::db::{Backend, Conn, Database};
 use assent_store::migrate::{MIGRATIONS, SchemaState, latest, migrate, schema_state};
 
@@ -99,9 +99,7 @@ fn two_processes_migrating_at_once_apply_each_migration_once() {
 
 #[test]
 fn a_schema_newer_than_this_binary_is_refused_on_both_backends() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
+    both_connected(|_, c| {
         migrate(c, "the db").unwrap();
         let next = latest() + 1;
         c.execute(
@@ -150,9 +148,7 @@ fn a_sqlite_file_from_before_the_runner_is_adopted_and_one_marked_newer_refused(
 
 #[test]
 fn a_released_migration_edited_after_it_was_applied_is_refused() {
-    both(|db| {
-        let conn = db.connect().unwrap();
-        let c = conn.conn();
+    both_connected(|_, c| {
         migrate(c, "db").unwrap();
         c.execute(
             "UPDATE assent_schema SET sha256 = 'edited' WHERE version = 3",

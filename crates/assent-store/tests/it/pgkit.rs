@@ -1,7 +1,7 @@
 //! The store tests' databases: a fresh SQLite file or a fresh schema of the shared throw-away
 //! Postgres cluster (`assent_testkit::pg`), and [`both`] to run one test on each.
 
-use assent_store::db::Database;
+use assent_store::db::{Conn, Database};
 pub use assent_testkit::pg::cluster;
 
 /// A new empty schema of its own for one test, as a [`Database`]; `None` when
@@ -24,4 +24,12 @@ pub fn both(mut f: impl FnMut(&Database)) {
     if let Some(pg) = fresh_pg() {
         f(&pg);
     }
+}
+
+/// [`both`] with one session of each database: runs `f` with the database and the session.
+pub fn both_connected(mut f: impl FnMut(&Database, Conn<'_>)) {
+    both(|db| {
+        let conn = db.connect().unwrap();
+        f(db, conn.conn());
+    });
 }

@@ -11,9 +11,7 @@ use assent_store::ui_sessions::UiSession;
 /// Two stores (replicas) over `db`, with one keys directory.
 fn two(db: &Database) -> (tempfile::TempDir, Store, Store) {
     let dir = tempfile::tempdir().unwrap();
-    assent_store::keys::init(dir.path()).unwrap();
-    let open = || Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire()).unwrap();
-    let (a, b) = (open(), open());
+    let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
     (dir, a, b)
 }
 

@@ -3,22 +3,16 @@
 //! refused. Every test runs on SQLite and on Postgres ([`both`]).
 
 use super::pgkit::both;
-use super::{approved, pending, wire};
+use super::{approved, open, pending, wire};
 use assent_store::Store;
 use assent_store::archive::{self as retention, verify_export};
 use assent_store::checkpoint::Due;
-use assent_store::db::Database;
+use assent_store::db::{Database, FromValue, Params};
 use assent_store::integrity::{Report, VerifyOptions, verify_on};
 use assent_store::retention::Archived;
 use std::path::Path;
 
 const DAY: i64 = 86_400_000;
-
-/// A store over `db` with its keys in `dir`.
-fn open(dir: &Path, db: &Database) -> Store {
-    assent_store::keys::init(dir).unwrap();
-    Store::open_database(dir, dir, db, 60_000, wire()).unwrap()
-}
 
 /// The store's full verification under its own audit key.
 fn verify(s: &Store, db: &Database) -> Report {
@@ -28,6 +22,27 @@ fn verify(s: &Store, db: &Database) -> Report {
         checkpoint_file: None,
     };
     verify_on(conn.conn(), &opts, "no key").unwrap()
+}
+
+/// The one value the query `sql` (with `params`) reads from `db`, through a session of its own.
+fn scalar<T: FromValue>(db: &Database, sql: &str, params: impl Params) -> T {
+    db.connect()
+        .unwrap()
+        .conn()
+        .query_row(sql, params, |r| r.get(0))
+        .unwrap()
+}
+
+/// A store over `db` in `dir` with one approval approved on day 0 for each of `amounts`
+/// (see [`approved`]) and then one record on day 10.
+fn aged(dir: &Path, db: &Database, amounts: std::ops::Range<i64>) -> Store {
+    let s = open(dir, db);
+    for i in amounts {
+        approved(&s, i, 5_000, false);
+    }
+    s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+        .unwrap();
+    s
 }
 
 /// Runs `sql` on the database behind the store's back.
@@ -53,15 +68,11 @@ fn archived_store(dir: &Path, db: &Database) -> (Store, Archived) {
         .unwrap()
         .expect("records were due");
     // The pending approval's records (and everything after them) stay.
-    let conn = db.connect().unwrap();
-    let first_held: i64 = conn
-        .conn()
-        .query_row(
-            "SELECT min(seq) FROM audit WHERE approval_id = ?1",
-            [&held],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let first_held: i64 = scalar(
+        db,
+        "SELECT min(seq) FROM audit WHERE approval_id = ?1",
+        [&held],
+    );
     assert_eq!(a.manifest.last_seq, first_held - 1);
     (s, a)
 }
@@ -115,12 +126,7 @@ fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_veri
 fn retention_archives_a_backlog_in_runs_that_chain() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = open(dir.path(), db);
-        for i in 0..4 {
-            approved(&s, i, 5_000, false);
-        }
-        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
-            .unwrap();
+        let s = aged(dir.path(), db, 0..4);
         let arch = dir.path().join("archive");
         let one = s
             .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
@@ -174,14 +180,7 @@ fn retention_refuses_an_edited_anchor() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let (s, a) = archived_store(dir.path(), db);
-        let conn = db.connect().unwrap();
-        let (next_hash,): (String,) = conn
-            .conn()
-            .query_row("SELECT hash FROM audit WHERE seq = 16", [], |r| {
-                Ok((r.get(0)?,))
-            })
-            .unwrap();
-        drop(conn);
+        let next_hash: String = scalar(db, "SELECT hash FROM audit WHERE seq = 16", []);
         tamper(
             db,
             &format!(
@@ -293,12 +292,7 @@ fn retention_refuses_an_export_signed_by_another_key() {
 fn retention_runs_racing_delete_once() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = open(dir.path(), db);
-        for i in 0..2 {
-            approved(&s, i, 5_000, false);
-        }
-        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
-            .unwrap();
+        let s = aged(dir.path(), db, 0..2);
         let arch = dir.path().join("archive");
         let replicas: Vec<Store> = (0..2).map(|_| open(dir.path(), db)).collect();
         let go = std::sync::Barrier::new(2);
@@ -328,10 +322,7 @@ fn retention_runs_racing_delete_once() {
 fn retention_never_archives_an_altered_chain() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = open(dir.path(), db);
-        approved(&s, 1, 5_000, false);
-        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
-            .unwrap();
+        let s = aged(dir.path(), db, 1..2);
         tamper(db, "UPDATE audit SET actor = 'mallory' WHERE seq = 2");
         let arch = dir.path().join("archive");
         let e = s
@@ -339,12 +330,7 @@ fn retention_never_archives_an_altered_chain() {
             .unwrap_err();
         assert!(e.to_string().contains("nothing archived"), "{e}");
         assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 0);
-        let left: i64 = db
-            .connect()
-            .unwrap()
-            .conn()
-            .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
-            .unwrap();
+        let left: i64 = scalar(db, "SELECT count(*) FROM audit", []);
         assert_eq!(left, 6);
     });
 }
@@ -358,16 +344,11 @@ fn retention_does_not_excuse_a_planted_live_grant_or_token_as_archived() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let (s, _) = archived_store(dir.path(), db);
-        let conn = db.connect().unwrap();
-        let aid: String = conn
-            .conn()
-            .query_row(
-                "SELECT min(id) FROM approvals WHERE status = 'approved'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        drop(conn);
+        let aid: String = scalar(
+            db,
+            "SELECT min(id) FROM approvals WHERE status = 'approved'",
+            [],
+        );
         let discouraged = match db {
             Database::Sqlite { .. } => "0",
             Database::Postgres { .. } => "false",
@@ -405,10 +386,7 @@ fn retention_does_not_excuse_a_planted_live_grant_or_token_as_archived() {
 fn retention_refuses_an_archive_directory_that_is_a_symlink() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = open(dir.path(), db);
-        approved(&s, 1, 5_000, false);
-        s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
-            .unwrap();
+        let s = aged(dir.path(), db, 1..2);
         let elsewhere = tempfile::tempdir().unwrap();
         let arch = dir.path().join("archive");
         std::os::unix::fs::symlink(elsewhere.path(), &arch).unwrap();

@@ -413,11 +413,10 @@ fn lifecycle_reads(c: Conn<'_>) {
 #[test]
 fn a_call_is_held_decided_and_redeemed_on_both_backends() {
     use assent_core::ApprovalStatus;
-    use assent_store::{DecideError, DecisionInput, RedeemError, Store};
+    use assent_store::{DecideError, DecisionInput, RedeemError};
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        assent_store::keys::init(dir.path()).unwrap();
-        let s = Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire()).unwrap();
+        let s = crate::open(dir.path(), db);
         let (call, v) = crate::pay(5);
         let h = call.canonical_and_hash().unwrap().1;
         // On Postgres, another replica's listener hears the decision once it commits.

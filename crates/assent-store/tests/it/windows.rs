@@ -10,8 +10,8 @@ use assent_core::VerdictKind;
 use assent_core::gatekeeper::Verdict;
 use assent_core::triggers::window::{WindowNeeds, add_cost};
 use assent_core::triggers::{PriorCall, window_start_ms};
-use assent_core::{DefaultDecision, ToolCall};
-use assent_store::{DecisionInput, EditedCall, Proposal, Proposed, Store};
+use assent_core::{CanonicalCall, DefaultDecision, ToolCall};
+use assent_store::{DecisionInput, EditedCall, Proposed, Store};
 use serde_json::json;
 
 const AGENT: &str = "bot";
@@ -53,28 +53,9 @@ fn propose(
     if allow {
         v.kind = VerdictKind::Allow;
     }
-    let (c, h) = call.canonical_and_hash().unwrap();
-    let a = call.canonical_arguments().unwrap();
+    let call = CanonicalCall::new(call).unwrap();
     let timeout = move |_: &Verdict| ttl;
-    let p = Proposal {
-        agent: AGENT,
-        session_id: SESSION,
-        run_id: None,
-        device_id: None,
-        trace_id: None,
-        call: &call,
-        canonical_arguments: &a,
-        canonical: &c,
-        call_hash: &h,
-        now,
-        timeout_ms: &timeout,
-        max_pending: u64::MAX,
-        target: None,
-        plan_id: None,
-        step_id: None,
-        governed_by: None,
-        policy_set_sha256: None,
-    };
+    let p = crate::proposal(&call, SESSION, now, &timeout);
     let mut saw = None;
     let (_, outcome) = s
         .propose_within(&p, needs, |prior| {
@@ -126,11 +107,7 @@ fn edit(amount: i64) -> EditedCall {
 fn the_kept_window_answers_as_the_history_after_every_change() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = {
-            assent_store::keys::init(dir.path()).unwrap();
-            Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire())
-        }
-        .unwrap();
+        let s = crate::open(dir.path(), db);
         let n = needs(&["amount"]);
         let (hour, reject, approve) =
             (3_600_000, DefaultDecision::Reject, DefaultDecision::Approve);
@@ -186,11 +163,7 @@ fn the_kept_window_answers_as_the_history_after_every_change() {
 fn a_cost_argument_named_mid_session_is_summed_from_the_history() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
-        let s = {
-            assent_store::keys::init(dir.path()).unwrap();
-            Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire())
-        }
-        .unwrap();
+        let s = crate::open(dir.path(), db);
         let (amount, both_args) = (needs(&["amount"]), needs(&["amount", "fee"]));
         let hour = 3_600_000;
         for (i, allow) in [true, false, true, true].into_iter().enumerate() {

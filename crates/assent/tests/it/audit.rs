@@ -19,12 +19,13 @@ fn http() -> reqwest::blocking::Client {
 fn signed_gateway() -> Signed {
     let checkpoints =
         "audit_checkpoints: {every_records: 1, every_seconds: 1, file: checkpoints.jsonl}\n";
-    let Served { dir, server: s, .. } = served(checkpoints);
-    let a = propose(&s.url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(cli(&s.url, &["approve", &a]).status.success());
+    let Served {
+        dir,
+        data,
+        server: s,
+        ..
+    } = served(checkpoints);
+    let a = approved(&s.url, 5000);
     let v: Value = http()
         .get(format!("{}/v1/approvals/{a}", s.url))
         .bearer_auth(BOT_KEY)
@@ -42,10 +43,7 @@ fn signed_gateway() -> Signed {
     assert!(r.status().is_success(), "{:?}", r.text());
     // A checkpoint in the middle of the chain, then one at shutdown.
     std::thread::sleep(Duration::from_millis(1500));
-    let b = propose(&s.url, 7000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let b = held(&s.url, 7000);
     assert!(cli(&s.url, &["deny", &b]).status.success());
     // Two calls allowed outright: the newest records touch no state table.
     for _ in 0..2 {
@@ -61,7 +59,7 @@ fn signed_gateway() -> Signed {
     }
     crate::stop(s);
     Signed {
-        data: dir.path().join("data"),
+        data,
         file: dir.path().join("checkpoints.jsonl"),
         dir,
     }
@@ -289,14 +287,14 @@ fn a_grant_inserted_behind_the_gateways_back_is_caught() {
 #[test]
 fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all() {
     let Served {
-        dir, server: mut s, ..
+        dir,
+        data,
+        server: mut s,
+        ..
     } = served("");
-    let a = propose(&s.url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let a = held(&s.url, 5000);
     let g = Signed {
-        data: dir.path().join("data"),
+        data,
         file: dir.path().join("unused"),
         dir,
     };

@@ -9,31 +9,34 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// Checkpoints signed often, so every backup has some to check keys against.
 const SIGNING: &str = "audit_checkpoints: {every_records: 1, every_seconds: 1}\n";
 
-/// `assent ARGS…` to its end.
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).args(args).output().unwrap()
+/// `assent COMMAND FLAG FROM [EXTRA…] FILE` to its end (`backup --config` and `restore
+/// --data-dir`).
+fn with_file(command: [&str; 2], from: &Path, extra: &[&str], file: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(command)
+        .arg(from)
+        .args(extra)
+        .arg(file)
+        .output()
+        .unwrap()
 }
 
 /// `assent backup --config CFG [EXTRA…] OUT`.
 fn backup(cfg: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .args(["backup", "--config"])
-        .arg(cfg)
-        .args(extra)
-        .arg(out)
-        .output()
-        .unwrap()
+    with_file(["backup", "--config"], cfg, extra, out)
 }
 
 /// `assent restore --data-dir DATA [EXTRA…] IN`.
 fn restore(data: &Path, input: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .args(["restore", "--data-dir"])
-        .arg(data)
-        .args(extra)
-        .arg(input)
-        .output()
-        .unwrap()
+    with_file(["restore", "--data-dir"], data, extra, input)
+}
+
+/// Asserts that restoring `input` into `data` is refused, with `text` in stderr, both
+/// without and with `--force` (which overrides only the audit-key check).
+#[track_caller]
+fn refused_even_forced(data: &Path, input: &Path, text: &str) {
+    refused(&restore(data, input, &[]), text);
+    refused(&restore(data, input, &["--force"]), text);
 }
 
 /// Asserts that `out` failed with exit status 1 and a stderr containing `text`.
@@ -66,23 +69,9 @@ fn sqlite(db: &Path, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// The status of approval `id` as the gateway at `url` reports it.
-/// Proposes a transfer of 5000 (held for `finance-admin`) and returns its approval id.
-fn held(url: &str) -> String {
-    propose(url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
+/// The status of approval `id` as the gateway at `url` reports it (empty when unknown).
 fn status(url: &str, id: &str) -> String {
-    let v: Value = reqwest::blocking::Client::new()
-        .get(format!("{url}/v1/approvals/{id}"))
-        .bearer_auth(OP_KEY)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let v = get_op(url, &format!("/v1/approvals/{id}"));
     v["status"].as_str().unwrap_or_default().to_string()
 }
 
@@ -95,10 +84,7 @@ fn writer(
     std::thread::spawn(move || {
         let http = reqwest::blocking::Client::new();
         while !stop.load(Ordering::Relaxed) {
-            let id = propose(&url, 5000)["approval_id"]
-                .as_str()
-                .unwrap()
-                .to_string();
+            let id = held(&url, 5000);
             let r = http
                 .post(format!("{url}/v1/approvals/{id}/decision"))
                 .bearer_auth(OP_KEY)
@@ -113,13 +99,7 @@ fn writer(
 
 /// Whether the gateway at `url` has signed an audit checkpoint.
 fn signed(url: &str) -> bool {
-    let v: Value = reqwest::blocking::Client::new()
-        .get(format!("{url}/v1/audit/checkpoints"))
-        .bearer_auth(OP_KEY)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let v = get_op(url, "/v1/audit/checkpoints");
     v["checkpoints"].as_array().is_some_and(|c| !c.is_empty())
 }
 
@@ -141,12 +121,11 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
     let Served {
         dir,
         cfg,
+        data,
         port,
         server: s,
     } = served(SIGNING);
-    let data = dir.path().join("data");
-    let before = held(&s.url);
-    ok(&cli(&s.url, &["approve", &before]));
+    let before = approved(&s.url, 5000);
     let stop_writing = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
     let w = writer(s.url.clone(), stop_writing.clone(), written.clone());
@@ -189,11 +168,7 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
     );
 
     // After the backup: one more approval, decided; then the gateway stops.
-    let after = propose(&s.url, 6000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    ok(&cli(&s.url, &["approve", &after]));
+    let after = approved(&s.url, 6000);
     stop(s);
     let live_approvals = count(&data.join("assent.db"), "approvals");
 
@@ -203,12 +178,7 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
         &restore(&data, &json_out, &[]),
         "neither redeemed nor expired",
     );
-    assert!(!std::fs::read_dir(&data).unwrap().any(|e| {
-        e.unwrap()
-            .file_name()
-            .to_string_lossy()
-            .contains("before-restore")
-    }));
+    assert_nothing_set_aside(&data);
     let out = restore(&data, &json_out, &["--allow-outstanding-tokens"]);
     let text = ok(&out);
     assert!(
@@ -251,22 +221,15 @@ fn restore_refuses_while_a_gateway_has_the_database_open() {
     let Served {
         dir,
         cfg,
+        data,
         server: s,
         ..
     } = served(SIGNING);
-    let data = dir.path().join("data");
-    let id = held(&s.url);
+    let id = held(&s.url, 5000);
     let out = dir.path().join("b.db");
     ok(&backup(&cfg, &out, &[]));
     ok(&cli(&s.url, &["approve", &id]));
-    refused(
-        &restore(&data, &out, &[]),
-        "stop the gateway before restoring",
-    );
-    refused(
-        &restore(&data, &out, &["--force"]),
-        "stop the gateway before restoring",
-    );
+    refused_even_forced(&data, &out, "stop the gateway before restoring");
     // Nothing replaced, nothing set aside, and the gateway still serves what it wrote.
     assert_eq!(status(&s.url, &id), "approved");
     assert_nothing_set_aside(&data);
@@ -278,12 +241,11 @@ fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered(
     let Served {
         dir,
         cfg,
+        data,
         server: s,
         ..
     } = served(SIGNING);
-    let data = dir.path().join("data");
-    let id = held(&s.url);
-    ok(&cli(&s.url, &["approve", &id]));
+    approved(&s.url, 5000);
     stop(s);
     let good = dir.path().join("good.db");
     ok(&backup(&cfg, &good, &[]));
@@ -372,12 +334,7 @@ fn backup_never_writes_over_an_existing_file_without_force() {
     ok(&backup(&cfg, &out, &["--force"]));
     assert_eq!(sqlite(&out, "SELECT count(*) FROM approvals"), "1");
     // Nothing is left in the directory but the file itself.
-    assert!(!std::fs::read_dir(dir.path()).unwrap().any(|e| {
-        e.unwrap()
-            .file_name()
-            .to_string_lossy()
-            .starts_with(".assent-")
-    }));
+    assert_nothing_set_aside(dir.path());
     // No database there: refused, nothing written.
     let empty = tempfile::tempdir().unwrap();
     let none = empty.path().join("none.db");
@@ -397,11 +354,7 @@ fn backup_never_writes_over_an_existing_file_without_force() {
 #[test]
 fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     let a = served(SIGNING);
-    let id = propose(&a.server.url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    ok(&cli(&a.server.url, &["approve", &id]));
+    approved(&a.server.url, 5000);
     stop(a.server);
     let from_a = a.dir.path().join("a.db");
     ok(&backup(&a.cfg, &from_a, &[]));
@@ -409,7 +362,7 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     let b = served(SIGNING);
     propose(&b.server.url, 7000);
     stop(b.server);
-    let data_b = b.dir.path().join("data");
+    let data_b = b.data;
     let live_before = std::fs::read(data_b.join("assent.db")).unwrap();
     let out = restore(&data_b, &from_a, &[]);
     refused(&out, "were signed by audit key");
@@ -431,7 +384,7 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     );
     // With A's keys put back, it verifies.
     for k in ["audit.key", "token.key"] {
-        std::fs::copy(a.dir.path().join("data").join(k), data_b.join(k)).unwrap();
+        std::fs::copy(a.data.join(k), data_b.join(k)).unwrap();
     }
     ok(&audit_verify(&data_b, &[]));
 }
@@ -441,19 +394,15 @@ fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
     let Served {
         dir,
         cfg,
+        data,
         server: mut s,
         ..
     } = served(SIGNING);
-    let data = dir.path().join("data");
     propose(&s.url, 5000);
     let out = dir.path().join("b.db");
     ok(&backup(&cfg, &out, &[]));
     // After the backup: an approval decided, then SIGKILL (no checkpoint of the log).
-    let late = propose(&s.url, 6000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    ok(&cli(&s.url, &["approve", &late]));
+    let late = approved(&s.url, 6000);
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     ok(&restore(&data, &out, &[]));
@@ -480,13 +429,12 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
     let Served {
         dir,
         cfg,
+        data,
         port,
         server: s,
     } = served("");
-    let data = dir.path().join("data");
     let args = json!({"amount": 5000, "currency": "EUR", "recipient": "ext-1"});
-    let id = held(&s.url);
-    ok(&cli(&s.url, &["approve", &id]));
+    let id = approved(&s.url, 5000);
     let http = reqwest::blocking::Client::new();
     let v: Value = http
         .get(format!("{}/v1/approvals/{id}", s.url))
@@ -508,14 +456,11 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
     // Redeemed after the backup: in the backup the token is still unredeemed.
     assert!(redeem(&s.url).is_success());
     stop(s);
-    refused(
-        &restore(&data, &out, &[]),
-        "1 approval token(s) neither redeemed nor expired",
-    );
     // Found by review: --force (another audit key) is no consent to replayable tokens.
-    refused(
-        &restore(&data, &out, &["--force"]),
-        "neither redeemed nor expired",
+    refused_even_forced(
+        &data,
+        &out,
+        "1 approval token(s) neither redeemed nor expired",
     );
     // Allowed, with a new token key as the refusal says: the replayed token is refused.
     ok(&restore(&data, &out, &["--allow-outstanding-tokens"]));

@@ -88,6 +88,8 @@ struct Served {
     dir: tempfile::TempDir,
     /// The config file.
     cfg: PathBuf,
+    /// The gateway's data directory (`data/` in `dir`).
+    data: PathBuf,
     /// The port the gateway listens on.
     port: u16,
     /// The running `assent serve`.
@@ -101,6 +103,7 @@ fn served(extra: &str) -> Served {
     let cfg = write_config(dir.path(), port, extra);
     let server = serve(&cfg, port);
     Served {
+        data: dir.path().join("data"),
         dir,
         cfg,
         port,
@@ -200,6 +203,42 @@ fn cli(url: &str, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `assent ARGS…` to its end.
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// `GET {url}{path}` with alice's operator key: the JSON body.
+fn get_op(url: &str, path: &str) -> Value {
+    reqwest::blocking::Client::new()
+        .get(format!("{url}{path}"))
+        .bearer_auth(OP_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+/// Writes each `(line, why)` of `cases` as a config (`listen: 127.0.0.1:0` then `line`) in
+/// `dir` and asserts that `assent serve` stops with exit status 1 and a stderr naming the
+/// file and line 2 (`FILE:2:`) and `why`.
+#[track_caller]
+fn start_up_refused(dir: &Path, cases: &[(&str, &str)]) {
+    for (line, why) in cases {
+        let p = dir.join("assent.yaml");
+        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{line}\n")).unwrap();
+        let out = serve_cmd(&p).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1)
+                && err.contains(&format!("{}:2:", p.display()))
+                && err.contains(why),
+            "{line}: {err}"
+        );
+    }
+}
+
+/// The agent bot proposes a transfer of `amount` EUR to `ext-1`: the gateway's answer.
 fn propose(url: &str, amount: i64) -> Value {
     reqwest::blocking::Client::new()
         .post(format!("{url}/v1/tool-calls"))
@@ -214,14 +253,13 @@ fn propose(url: &str, amount: i64) -> Value {
 #[test]
 fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
     let Served {
-        dir,
+        dir: _dir,
         cfg,
+        data,
         port,
         server: mut s,
     } = served("");
-    let b = propose(&s.url, 5000);
-    assert_eq!(b["decision"], "pending", "{b}");
-    let id = b["approval_id"].as_str().unwrap().to_string();
+    let id = held(&s.url, 5000);
     let out = cli(&s.url, &["pending"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -254,7 +292,6 @@ fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("NOT_FOUND"));
 
     // The chain verifies on the live database, then fails naming the row altered with sqlite3.
-    let data = dir.path().join("data");
     ok(&audit_verify(&data, &[]));
     let db = data.join("assent.db");
     let st = Command::new("sqlite3")
@@ -269,4 +306,22 @@ fn a_pending_approval_survives_kill_9_and_is_decided_after_restart() {
     assert!(err.contains("broken at record 2"), "{err}");
     s.child.kill().unwrap();
     s.child.wait().unwrap();
+}
+
+/// [`propose`] (a transfer of `amount`, held for `finance-admin` from 1000 up): the approval id
+/// of the pending answer (the test fails on any other answer).
+#[track_caller]
+fn held(url: &str, amount: i64) -> String {
+    let b = propose(url, amount);
+    assert_eq!(b["decision"], "pending", "{b}");
+    b["approval_id"].as_str().unwrap().to_string()
+}
+
+/// [`held`], then approved by alice through `assent approve` (which must succeed): the
+/// approval id.
+#[track_caller]
+fn approved(url: &str, amount: i64) -> String {
+    let id = held(url, amount);
+    ok(&cli(url, &["approve", &id]));
+    id
 }

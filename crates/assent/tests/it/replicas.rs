@@ -54,6 +54,13 @@ fn replicas(extra: &str) -> Option<(Schema, tempfile::TempDir, PathBuf, [Server;
     Some((schema, dir, cfg, [a, b]))
 }
 
+/// Stops both replicas with SIGTERM ([`crate::stop`]).
+fn stop_both(replicas: [Server; 2]) {
+    for r in replicas {
+        crate::stop(r);
+    }
+}
+
 /// One more `assent serve --config CFG --listen 127.0.0.1:PORT` on `schema`, once healthy.
 fn replica(cfg: &Path, schema: &Schema) -> Server {
     let port = free_port();
@@ -283,8 +290,7 @@ fn a_decision_through_one_replica_wakes_the_other_and_aaep_events_keep_one_order
     let resumed = events_about(&on_a, &ids, 2);
     assert_eq!(resumed[0].0, seen[1].0);
     assert_eq!(resumed[1].0, seen[2].0);
-    crate::stop(a);
-    crate::stop(b);
+    stop_both([a, b]);
 }
 
 #[test]
@@ -310,8 +316,7 @@ fn an_approval_expires_exactly_once_with_two_replicas_running() {
             .get(0);
         assert_eq!(n, 1, "approval {id} expired {n} times");
     }
-    crate::stop(a);
-    crate::stop(b);
+    stop_both([a, b]);
 }
 
 #[test]
@@ -479,17 +484,21 @@ fn each_webhook_event_is_delivered_once_with_two_replicas_running() {
     unique.dedup();
     assert_eq!(unique.len(), 20, "{got:?}");
     assert_eq!(got.len(), 20, "an event was delivered twice: {got:?}");
-    crate::stop(a);
-    crate::stop(b);
+    stop_both([a, b]);
+}
+
+/// A client that, like a browser's dashboard tab, keeps `303` redirects as answers.
+fn browser() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
 }
 
 /// Signs alice in to the dashboard through `url`: the `assent_ui` cookie's value.
 fn sign_in(url: &str) -> String {
     let csrf = "c".repeat(64);
-    let r = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+    let r = browser()
         .post(format!("{url}/ui/login"))
         .header("cookie", format!("assent_ui_login={csrf}"))
         .header("content-type", "application/x-www-form-urlencoded")
@@ -505,10 +514,7 @@ fn sign_in(url: &str) -> String {
 /// `GET {url}/ui` with session `cookie`: the status (200 the queue, 303 to the sign-in) and
 /// the page.
 fn queue_page(url: &str, cookie: &str) -> (u16, String) {
-    let r = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+    let r = browser()
         .get(format!("{url}/ui"))
         .header("cookie", format!("assent_ui={cookie}"))
         .send()
@@ -536,10 +542,7 @@ fn a_dashboard_session_started_on_one_replica_works_on_the_other_until_signed_ou
     assert_eq!(stored, crate::hex_sha256(&cookie));
     // Sign out through B (its form's CSRF token is the session's): A no longer knows it.
     let csrf: String = rows[0].get(1);
-    let r = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+    let r = browser()
         .post(format!("{}/ui/logout", b.url))
         .header("cookie", format!("assent_ui={cookie}"))
         .header("content-type", "application/x-www-form-urlencoded")
@@ -549,8 +552,7 @@ fn a_dashboard_session_started_on_one_replica_works_on_the_other_until_signed_ou
     assert_eq!(r.status().as_u16(), 303);
     let (code, _) = queue_page(&a.url, &cookie);
     assert_eq!(code, 303, "the session ended on every replica");
-    crate::stop(a);
-    crate::stop(b);
+    stop_both([a, b]);
 }
 
 #[test]
@@ -588,8 +590,7 @@ fn a_key_guesser_alternating_replicas_gets_one_failure_allowance_not_one_per_rep
         "{unauthorised} wrong keys were checked in {:?} before a lockout",
         started.elapsed()
     );
-    crate::stop(a);
-    crate::stop(b);
+    stop_both([a, b]);
 }
 
 #[test]
@@ -643,6 +644,5 @@ fn a_replica_whose_database_sessions_were_dropped_reconnects_and_still_hears_the
         started.elapsed() < Duration::from_secs(40),
         "woken, not timed out"
     );
-    crate::stop(a);
-    crate::stop(b);
+    stop_both([a, b]);
 }

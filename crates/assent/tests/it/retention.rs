@@ -41,35 +41,23 @@ fn exports(data: &Path) -> Vec<PathBuf> {
     }
 }
 
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
 #[test]
 fn audit_retention_days_out_of_bounds_stops_start_up_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    for (line, why) in [
-        (
-            "audit_retention_days: 0",
-            "audit_retention_days is 0; it must be from 1 to 36500",
-        ),
-        (
-            "audit_retention_days: 99999999",
-            "audit_retention_days is 99999999; it must be from 1 to 36500",
-        ),
-        ("audit_retention_days: -1", "invalid u64"),
-    ] {
-        let p = dir.path().join("assent.yaml");
-        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{line}\n")).unwrap();
-        let out = serve_cmd(&p).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.code() == Some(1)
-                && err.contains(&format!("{}:2", p.display()))
-                && err.contains(why),
-            "{line}: {err}"
-        );
-    }
+    start_up_refused(
+        dir.path(),
+        &[
+            (
+                "audit_retention_days: 0",
+                "audit_retention_days is 0; it must be from 1 to 36500",
+            ),
+            (
+                "audit_retention_days: 99999999",
+                "audit_retention_days is 99999999; it must be from 1 to 36500",
+            ),
+            ("audit_retention_days: -1", "invalid u64"),
+        ],
+    );
 }
 
 #[test]
@@ -118,29 +106,22 @@ fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused
     // Without a period there is nothing to go by.
     let out = run(&["audit", "archive", "--data-dir", d]);
     assert_eq!(out.status.code(), Some(1));
-    let out = ok(&run(&[
-        "audit",
-        "archive",
-        "--data-dir",
-        d,
-        "--older-than-days",
-        "1",
-        "--json",
-    ]));
-    let v: Value = serde_json::from_str(&out).unwrap();
+    let archive = || -> Value {
+        let args = [
+            "audit",
+            "archive",
+            "--data-dir",
+            d,
+            "--older-than-days",
+            "1",
+        ];
+        serde_json::from_str(&ok(&run(&[&args[..], &["--json"]].concat()))).unwrap()
+    };
+    let v = archive();
     assert_eq!(v["archived"][0]["manifest"]["last_seq"], 3, "{v}");
     let f = v["archived"][0]["path"].as_str().unwrap().to_string();
     // Again: nothing more is due.
-    let again: Value = serde_json::from_str(&ok(&run(&[
-        "audit",
-        "archive",
-        "--data-dir",
-        d,
-        "--older-than-days",
-        "1",
-        "--json",
-    ])))
-    .unwrap();
+    let again = archive();
     assert_eq!(again["archived"], json!([]));
     let rep: Value = serde_json::from_str(&ok(&audit_verify(&data, &["--json"]))).unwrap();
     assert_eq!(

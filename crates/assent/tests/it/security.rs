@@ -1,7 +1,10 @@
 //! Attacks through the real binary (issue 10): an MCP client that sends JSON two parsers read
 //! differently, against an upstream whose parser keeps the first duplicate key.
 
-use crate::{BIN, OP_KEY, free_port, hex_sha256, serve, serve_cmd, spawn_piped, write_config};
+use crate::{
+    BIN, OP_KEY, free_port, hex_sha256, serve, serve_cmd, spawn_piped, start_up_refused,
+    write_config,
+};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -255,35 +258,27 @@ fn a_duration_that_would_wrap_stops_start_up_instead_of_approving_at_once() {
     // 2^64 - 1 seconds wrapped to a negative wait: the approval expired at once and its
     // default applied. Every duration and count is range-checked with file and line.
     let dir = tempfile::tempdir().unwrap();
-    for (line, why) in [
-        (
-            "approval_timeout_seconds: 18446744073709551615",
-            "approval_timeout_seconds is 18446744073709551615; it must be from 1 to 604800",
-        ),
-        (
-            "token_ttl_seconds: 0",
-            "token_ttl_seconds is 0; it must be from 1 to 86400",
-        ),
-        ("max_pending_per_agent: 9999999999", "max_pending_per_agent"),
-        ("max_arguments_bytes: 10", "max_arguments_bytes is 10"),
-        (
-            "header_read_timeout_seconds: 3600",
-            "header_read_timeout_seconds",
-        ),
-        (
-            "rate_limits: {requests_per_second: 0}",
-            "rate_limits.requests_per_second is 0",
-        ),
-    ] {
-        let p = dir.path().join("assent.yaml");
-        std::fs::write(&p, format!("listen: 127.0.0.1:0\n{line}\n")).unwrap();
-        let out = serve_cmd(&p).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.code() == Some(1)
-                && err.contains(&format!("{}:2:", p.display()))
-                && err.contains(why),
-            "{line}: {err}"
-        );
-    }
+    start_up_refused(
+        dir.path(),
+        &[
+            (
+                "approval_timeout_seconds: 18446744073709551615",
+                "approval_timeout_seconds is 18446744073709551615; it must be from 1 to 604800",
+            ),
+            (
+                "token_ttl_seconds: 0",
+                "token_ttl_seconds is 0; it must be from 1 to 86400",
+            ),
+            ("max_pending_per_agent: 9999999999", "max_pending_per_agent"),
+            ("max_arguments_bytes: 10", "max_arguments_bytes is 10"),
+            (
+                "header_read_timeout_seconds: 3600",
+                "header_read_timeout_seconds",
+            ),
+            (
+                "rate_limits: {requests_per_second: 0}",
+                "rate_limits.requests_per_second is 0",
+            ),
+        ],
+    );
 }

@@ -1,7 +1,7 @@
 //! `assent watch` in a real terminal: tmux runs it, `send-keys` works the queue and
 //! `capture-pane` reads the screen.
 
-use super::{BIN, OP_KEY, Served, propose, served};
+use super::{BIN, OP_KEY, Served, get_op, held, served};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -54,14 +54,9 @@ impl Drop for Tmux {
     }
 }
 
+/// Approval `id` as the operator reads it.
 fn status(url: &str, id: &str) -> Value {
-    reqwest::blocking::Client::new()
-        .get(format!("{url}/v1/approvals/{id}"))
-        .bearer_auth(OP_KEY)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap()
+    get_op(url, &format!("/v1/approvals/{id}"))
 }
 
 #[test]
@@ -72,14 +67,8 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
         ..
     } = served("");
     let url = server.url.clone();
-    let first = propose(&url, 5000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let second = propose(&url, 7000)["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let first = held(&url, 5000);
+    let second = held(&url, 7000);
 
     let tmux = Tmux {
         socket: format!("assent-test-{}", std::process::id()),
