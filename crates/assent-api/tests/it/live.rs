@@ -18,19 +18,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-const AGENTS: &str = r#"
-metadata: {id: bot, name: Bot}
-action_space:
-  local_tools:
-    - alias: read
-    - alias: pay
-      approval:
-        message_template: "Pay {{tool_args.amount}} to {{tool_args.to}}?"
-        condition: {args_match: {amount: {gt: 100}}}
-  mcp_servers:
-    - alias: fs
-      allowed_tools: [read_file, {name: write_file, approval: true}]
-"#;
+/// Agent `bot` (`read`, `pay` held over 100, MCP server `fs`…): the server test kit's.
+const AGENTS: &str = assent_testkit::fixtures::BOT_AGENT;
 const GOV: &str = r#"
 policies:
   - id: acme.test.rules-v1

@@ -84,32 +84,7 @@ async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
         .unwrap();
     assert!((1..=10).contains(&wait), "{wait}");
     // The dashboard's sign-in shares the lock-out.
-    let login = gw.raw("GET", "/ui/login", None).await;
-    let cookie = login.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let html = login.text().await.unwrap();
-    let csrf = html
-        .split(r#"name="csrf" value=""#)
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_string();
-    let resp = gw
-        .http
-        .post(format!("{}/ui/login", gw.url))
-        .header("cookie", cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}&key={OP}&next=/ui"))
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.dashboard_sign_in(OP).await;
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
     let (s, b) = gw.get("/v1/whoami", OP).await;

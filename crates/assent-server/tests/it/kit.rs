@@ -27,21 +27,7 @@ pub const BOT: &str = "bot-key";
 
 /// Agent `bot`: `read`, `pay` (held over 100, with a message template), `quick`, `lenient`,
 /// and MCP server `fs` with `read_file` and `write_file` (always held).
-pub const AGENTS: &str = r#"
-metadata: {id: bot, name: Bot}
-action_space:
-  local_tools:
-    - alias: read
-    - alias: pay
-      approval:
-        message_template: "Pay {{tool_args.amount}} to {{tool_args.to}}?"
-        condition: {args_match: {amount: {gt: 100}}}
-    - alias: quick
-    - alias: lenient
-  mcp_servers:
-    - alias: fs
-      allowed_tools: [read_file, {name: write_file, approval: true}]
-"#;
+pub const AGENTS: &str = assent_testkit::fixtures::BOT_AGENT;
 /// One governance file: policy `id` for every agent, with `rules` as its rule list — YAML list
 /// items written flush left (`- tool: pay` and their keys below), which this indents under
 /// `rules:`.
@@ -477,12 +463,49 @@ impl Gw {
             .map(Result::unwrap)
             .collect()
     }
+    /// Signs in to the dashboard with `key` as a browser does (`GET /ui/login` for its cookie
+    /// and CSRF token, then the form): the answer, redirects not followed.
+    pub async fn dashboard_sign_in(&self, key: &str) -> reqwest::Response {
+        let login = self.raw("GET", "/ui/login", None).await;
+        let cookie = cookie_of(&login);
+        let csrf = csrf_of(&login.text().await.unwrap());
+        let no_redirects = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        no_redirects
+            .post(format!("{}/ui/login", self.url))
+            .header("cookie", cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}&key={key}&next=/ui"))
+            .send()
+            .await
+            .unwrap()
+    }
+    /// [`Gw::dashboard_sign_in`] as [`OP`], which must succeed: the session cookie.
+    pub async fn dashboard_session(&self) -> String {
+        let resp = self.dashboard_sign_in(OP).await;
+        assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+        cookie_of(&resp)
+    }
     /// Stops serving and waits for the server task (signing the last audit checkpoint).
     pub async fn stop(mut self) {
         let dir = self.dir.take();
         self.served.stop().await.unwrap();
         drop(dir);
     }
+}
+
+/// The value of the first `name="csrf"` hidden field of a dashboard page.
+pub fn csrf_of(html: &str) -> String {
+    let rest = html.split(r#"name="csrf" value=""#).nth(1).unwrap();
+    rest.split('"').next().unwrap().to_string()
+}
+
+/// The `name=value` of a response's `Set-Cookie`.
+pub fn cookie_of(r: &reqwest::Response) -> String {
+    let c = r.headers()["set-cookie"].to_str().unwrap();
+    c.split(';').next().unwrap().to_string()
 }
 
 /// Seconds from an approval's `requested_at` to its `expires_at` (both RFC 3339).

@@ -197,39 +197,6 @@ async fn an_id_with_a_terminal_escape_sequence_is_refused() {
     gw.stop().await;
 }
 
-/// The value of the first `name="csrf"` hidden field of a dashboard page.
-fn csrf_of(html: &str) -> String {
-    let rest = html.split(r#"name="csrf" value=""#).nth(1).unwrap();
-    rest.split('"').next().unwrap().to_string()
-}
-
-/// The `name=value` of a response's `Set-Cookie`.
-fn cookie_of(r: &reqwest::Response) -> String {
-    let c = r.headers()["set-cookie"].to_str().unwrap();
-    c.split(';').next().unwrap().to_string()
-}
-
-/// Signs `OP` in to the dashboard: the session cookie.
-async fn dashboard_session(gw: &Gw) -> String {
-    let login = gw.raw("GET", "/ui/login", None).await;
-    let cookie = cookie_of(&login);
-    let csrf = csrf_of(&login.text().await.unwrap());
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let resp = no_redirects
-        .post(format!("{}/ui/login", gw.url))
-        .header("cookie", cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}&key={OP}&next=/ui"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    cookie_of(&resp)
-}
-
 /// Attack (found by review): the NUL check in front of every route reads only bodies labelled
 /// `application/x-www-form-urlencoded`, and the dashboard parsed any body as a form, so a
 /// decision form sent as `text/plain` carried a NUL into the stored reason (and on PostgreSQL,
@@ -240,7 +207,7 @@ async fn dashboard_session(gw: &Gw) -> String {
 async fn a_dashboard_form_with_a_nul_or_a_field_sent_twice_is_refused_whatever_its_content_type() {
     let gw = serve().await;
     let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
-    let cookie = dashboard_session(&gw).await;
+    let cookie = gw.dashboard_session().await;
     let card = gw
         .http
         .get(format!("{}/ui/approvals/{id}", gw.url))
@@ -296,7 +263,7 @@ async fn an_argument_with_a_bidi_override_or_c1_control_is_shown_escaped_on_the_
     let gw = serve().await;
     let to = "bob\u{202e}eciffo-tsop\u{9b}2K";
     let id = gw.pending("pay", json!({"amount": 500, "to": to})).await;
-    let cookie = dashboard_session(&gw).await;
+    let cookie = gw.dashboard_session().await;
     let page = gw
         .http
         .get(format!("{}/ui/approvals/{id}", gw.url))

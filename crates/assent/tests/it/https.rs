@@ -3,7 +3,7 @@
 //! (`SSL_CERT_FILE` names the test CA here, as an operator's image would add a private CA),
 //! and refused when the certificate was signed by a CA nobody trusts.
 
-use crate::{free_port, serve_cmd, serve_with, write_config};
+use crate::{free_port, held, serve_cmd, serve_with, write_config};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -59,16 +59,7 @@ fn gateway_with_webhook(dir: &std::path::Path, hook: &str, ca_file: &std::path::
     cmd.env("TEST_HOOK_SECRET", "hook-secret-0123456789")
         .env("SSL_CERT_FILE", ca_file);
     let s = serve_with(cmd, port);
-    let held: serde_json::Value = reqwest::blocking::Client::new()
-        .post(format!("{}/v1/tool-calls", s.url))
-        .bearer_auth(crate::BOT_KEY)
-        .json(&serde_json::json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds",
-                                  "arguments": {"amount": 5000, "currency": "EUR", "recipient": "ext-1"}}))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    assert_eq!(held["decision"], "pending", "{held}");
+    held(&s.url, 5000);
     s.child
 }
 

@@ -1,0 +1,20 @@
+//! Policy fixtures more than one crate's tests serve a gateway with.
+
+/// Agent `bot`: `read`, `pay` (held over 100, with a message template), `quick`, `lenient`,
+/// and MCP server `fs` with `read_file` and `write_file` (always held). The server's test kit
+/// (`AGENTS`) and the API client's live tests use it.
+pub const BOT_AGENT: &str = r#"
+metadata: {id: bot, name: Bot}
+action_space:
+  local_tools:
+    - alias: read
+    - alias: pay
+      approval:
+        message_template: "Pay {{tool_args.amount}} to {{tool_args.to}}?"
+        condition: {args_match: {amount: {gt: 100}}}
+    - alias: quick
+    - alias: lenient
+  mcp_servers:
+    - alias: fs
+      allowed_tools: [read_file, {name: write_file, approval: true}]
+"#;
