@@ -73,6 +73,7 @@ mod mplp;
 mod open;
 pub mod ops;
 pub mod outbox;
+mod pin_reads;
 pub mod pins;
 pub mod plans;
 mod propose;
@@ -88,6 +89,7 @@ mod subscriptions;
 mod tokens;
 pub mod ui_sessions;
 mod usage;
+pub mod wal;
 
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;

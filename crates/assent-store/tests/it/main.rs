@@ -13,9 +13,11 @@ mod db;
 mod group;
 mod migrations;
 mod pgkit;
+mod pin_reads;
 mod replicas;
 mod retention;
 mod store_sql;
+mod wal;
 mod windows;
 
 const AGENT: &str =
