@@ -77,6 +77,7 @@ mod pin_reads;
 pub mod pins;
 pub mod plans;
 mod propose;
+mod readers;
 pub mod readiness;
 mod reads;
 mod record;

@@ -73,6 +73,7 @@ impl Store {
             token_ttl_ms,
             envelopes,
             checkpointer,
+            readers: Default::default(),
         })
     }
 }

@@ -28,6 +28,8 @@ pub struct Store {
     pub(crate) envelopes: Arc<dyn Envelopes>,
     /// SQLite: the WAL checkpoint thread (`wal.rs`); `None` on Postgres.
     pub(crate) checkpointer: Option<crate::wal::Checkpointer>,
+    /// Idle read sessions beside the writer (`readers.rs`).
+    pub(crate) readers: crate::readers::Readers,
 }
 
 impl Store {

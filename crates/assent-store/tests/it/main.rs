@@ -14,6 +14,7 @@ mod group;
 mod migrations;
 mod pgkit;
 mod pin_reads;
+mod readers;
 mod replicas;
 mod retention;
 mod store_sql;
