@@ -22,7 +22,9 @@
 //!   wait and are never forwarded until the new definition is accepted, and `tools/list`
 //!   shows the client the pinned definition (a new tool not at all) until then.
 //! - Every forwarded call's result is reported (`POST /v1/tool-results`: its SHA-256 and size
-//!   go to the audit log, linked to the approval). A result larger than the call's
+//!   go to the audit log, linked to the approval) before it is relayed: the client never has
+//!   a result whose `call.result` record is not committed (issue 13 §4), and a result whose
+//!   report fails is withheld (`TOOL_DENIED: result withheld …`). A result larger than the call's
 //!   `thresholds.output_bytes` (the JSON of its `result`) is held for an operator and relayed
 //!   only after the approval's token was redeemed for that exact result; otherwise the client
 //!   gets `TOOL_DENIED: result withheld …`.

@@ -118,19 +118,16 @@ async fn read_once(
 ) -> Result<Read, ApiError> {
     let id = id.to_string();
     st.store_call(move |s| {
-        let mut rec = s.get_approval(&id)?;
+        // On a read session: a decided approval's long-poll does not queue behind writes.
+        let (mut rec, mut token) = s.approval_and_token(&id, is_agent)?;
         let overdue = rec
             .as_ref()
             .is_some_and(|r| r.status == ApprovalStatus::Pending && r.expires_at <= now_ms());
         let mut expired = Vec::new();
         if overdue {
             expired = s.expire_due(now_ms())?;
-            rec = s.get_approval(&id)?;
+            (rec, token) = s.approval_and_token(&id, is_agent)?;
         }
-        let token = match &rec {
-            Some(r) if is_agent && r.token.is_some() => s.token_string(&id)?,
-            _ => None,
-        };
         let events = if want_events {
             (s.mplp_events(&id)?, s.confirm_context(&id)?)
         } else {

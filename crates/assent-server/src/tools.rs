@@ -63,7 +63,7 @@ pub(crate) async fn check(
         ));
     }
     let list = st
-        .store_call(move |s| s.check_tools(&b.server, &b.tools, &b.agent, now_ms()))
+        .store_call(move |s| s.check_tools_read_first(&b.server, &b.tools, &b.agent, now_ms()))
         .await?;
     if list.iter().any(|t| t.state != PinState::Pinned) {
         st.changed();

@@ -57,6 +57,13 @@ impl Store {
         let keys = keys::load(keys_dir, files)?;
         let conn = database.connect()?;
         migrate::migrate(conn.conn(), &format!("{database:?}"))?;
+        let checkpointer = match database {
+            Database::Sqlite { path } => {
+                conn.conn().batch(crate::wal::WRITER_PRAGMAS)?;
+                Some(crate::wal::Checkpointer::start(path)?)
+            }
+            Database::Postgres { .. } => None,
+        };
         Ok(Store {
             conn: Mutex::new(conn),
             database: database.clone(),
@@ -65,6 +72,8 @@ impl Store {
             db_path: data_dir.join("assent.db"),
             token_ttl_ms,
             envelopes,
+            checkpointer,
+            readers: Default::default(),
         })
     }
 }

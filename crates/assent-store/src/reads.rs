@@ -1,39 +1,68 @@
 //! The store's read-only approval queries: one approval, a list by status, the approval of
 //! an AAEP reply token. Reading a row strictly is `record.rs`; this file writes nothing.
 
-use crate::db::OptionalExtension as _;
+use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::store::Store;
 use assent_core::approval::ApprovalStatus;
+use assent_core::token::{self, TokenClaims};
 
 impl Store {
-    /// Reads one approval with its decisions and token info.
-    pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        Ok(read_approval(self.lock().conn(), id)?)
+    /// Runs `f` in one read snapshot on a read session beside the writer
+    /// ([`crate::readers::Readers::read`]).
+    pub(crate) fn read<T>(&self, f: impl Fn(Conn<'_>) -> db::Result<T>) -> Result<T, StoreError> {
+        self.readers.read(&self.database, f)
     }
 
-    /// Lists approvals, newest first, optionally only those with `status`, at most `limit`.
+    /// Reads one approval with its decisions and token info (on a read session, beside the
+    /// writer: `readers.rs`).
+    pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.read(|c| read_approval(c, id))
+    }
+
+    /// [`Store::get_approval`] and, when `with_token` and the approval has a minted token, its
+    /// signed token string (what [`Store::token_string`] gives), read in one snapshot on a
+    /// read session: the agent's long-poll answer, which does not wait for the writer.
+    pub fn approval_and_token(
+        &self,
+        id: &str,
+        with_token: bool,
+    ) -> Result<(Option<ApprovalRecord>, Option<String>), StoreError> {
+        self.read(|c| {
+            let rec = read_approval(c, id)?;
+            let minted = rec.as_ref().is_some_and(|r| r.token.is_some());
+            let token = if with_token && minted {
+                signed_token(c, &self.key, id)?
+            } else {
+                None
+            };
+            Ok((rec, token))
+        })
+    }
+
+    /// Lists approvals, newest first, optionally only those with `status`, at most `limit`
+    /// (one snapshot on a read session).
     pub fn list_approvals(
         &self,
         status: Option<ApprovalStatus>,
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let guard = self.lock();
-        let conn = guard.conn();
-        let ids: Vec<String> = sql::column(
-            conn,
-            "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
-            crate::params![status.map(|s| s.as_str()), limit],
-        )?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(a) = read_approval(conn, &id)? {
-                out.push(a);
+        self.read(|conn| {
+            let ids: Vec<String> = sql::column(
+                conn,
+                "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
+                crate::params![status.map(|s| s.as_str()), limit],
+            )?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(a) = read_approval(conn, &id)? {
+                    out.push(a);
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// The approval whose confirmation carries `reply_token`.
@@ -41,15 +70,39 @@ impl Store {
         &self,
         token: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        let guard = self.lock();
-        let conn = guard.conn();
-        let id: Option<String> = conn
-            .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
-            .query_row([token], |r| r.get(0))
-            .optional()?;
-        match id {
-            Some(id) => Ok(read_approval(conn, &id)?),
-            None => Ok(None),
-        }
+        self.read(|conn| {
+            let id: Option<String> = conn
+                .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
+                .query_row([token], |r| r.get(0))
+                .optional()?;
+            match id {
+                Some(id) => read_approval(conn, &id),
+                None => Ok(None),
+            }
+        })
     }
+}
+
+/// The signed token string of approval `id`'s minted token, if any: its `tokens` row signed
+/// with the token key `key` (the claims [`Store::token_string`] signs).
+fn signed_token(c: Conn<'_>, key: &[u8], id: &str) -> db::Result<Option<String>> {
+    let row: Option<(String, String, String, i64)> = c
+        .prepare_cached(
+            "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    Ok(row.map(|(tid, agent, h, exp)| {
+        let aid = id.to_string();
+        token::sign(
+            key,
+            &TokenClaims {
+                tid,
+                aid,
+                agent,
+                h,
+                exp,
+            },
+        )
+    }))
 }

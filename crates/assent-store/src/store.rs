@@ -26,6 +26,10 @@ pub struct Store {
     pub(crate) token_ttl_ms: i64,
     /// Renders the AAEP and MPLP events the store writes (the server's `WireEnvelopes`).
     pub(crate) envelopes: Arc<dyn Envelopes>,
+    /// SQLite: the WAL checkpoint thread (`wal.rs`); `None` on Postgres.
+    pub(crate) checkpointer: Option<crate::wal::Checkpointer>,
+    /// Idle read sessions beside the writer (`readers.rs`).
+    pub(crate) readers: crate::readers::Readers,
 }
 
 impl Store {
@@ -132,7 +136,11 @@ impl Store {
             let result = c.commit_write(&gate.take_changes(batch));
             let shared = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
             gate.finish(batch, shared);
+            self.bound_wal(&conn);
             drop(conn);
+            if let Some(cp) = &self.checkpointer {
+                cp.nudge();
+            }
             result?;
             return out;
         }
@@ -143,6 +151,21 @@ impl Store {
             Err(why) => {
                 Err(DbError::Unusable(format!("the write was not committed: {why}")).into())
             }
+        }
+    }
+}
+
+impl Store {
+    /// After a commit, still holding the connection (the group's members are answered): when
+    /// the WAL file is over [`crate::wal::WAL_LIMIT`] (the background checkpoint fell behind),
+    /// checkpoints it here, where no other write can interleave, so the next write restarts
+    /// the WAL and it never grows without bound. A failed checkpoint is tried again at the
+    /// next commit.
+    fn bound_wal(&self, conn: &Connection) {
+        if let (Connection::Sqlite(c), Some(cp)) = (conn, &self.checkpointer)
+            && cp.over_limit()
+        {
+            let _ = crate::wal::checkpoint(c);
         }
     }
 }

@@ -73,7 +73,7 @@ impl Call {
             }
             None => gw.gate_asking(tool, args, held, ask).await,
         };
-        let (edited, limit, approval_id) = match outcome {
+        let (edited, approval_id) = match outcome {
             Outcome::Denied(why) => return denied_result(&why).into(),
             Outcome::AskClient {
                 approval_id,
@@ -86,13 +86,13 @@ impl Call {
             }
             Outcome::Forward {
                 edited,
-                output_limit,
                 approval_id,
-            } => (edited, output_limit, approval_id),
+                ..
+            } => (edited, approval_id),
         };
         held.send_replace(Hold::Forwarding);
         let run_with = edited.unwrap_or_else(|| args.clone());
-        self.forward(peer, run_with, limit, approval_id).await
+        self.forward(peer, run_with, approval_id).await
     }
 
     /// The pin check: first the upstream's whole list, once (as `tools/list` does): a server
@@ -141,14 +141,13 @@ impl Call {
         }
     }
 
-    /// Runs the cleared call upstream with `run_with` and reports its result: one over the
-    /// call's `limit` reaches the client only once released, otherwise it is relayed at once
-    /// and reported alongside.
+    /// Runs the cleared call upstream with `run_with` and reports its result before relaying
+    /// it: its `call.result` record is committed first, and one over the call's output
+    /// limit reaches the client only once released.
     async fn forward(
         &self,
         peer: &Peer<RoleClient>,
         run_with: Value,
-        limit: Option<u64>,
         approval_id: Option<String>,
     ) -> CallToolResponse {
         let (gw, tool) = (self.gw.clone(), self.tool.clone());
@@ -160,23 +159,14 @@ impl Call {
             Ok(r) => r,
             Err(e) => return failed(&format!("upstream `{}` failed: {e}", self.alias)).into(),
         };
+        // Reported before it is relayed (issue 13 §4: its `call.result` record is durable
+        // first; one over its output limit also waits for an operator); withheld when that fails.
         let text = serde_json::to_string(&result).unwrap_or_default();
-        if limit.is_some_and(|l| text.len() as u64 > l) {
-            if let Err(why) = gw
-                .release(&tool, &run_with, &text, approval_id.as_deref())
-                .await
-            {
-                return denied_result(&format!("result withheld: {why}")).into();
-            }
-        } else {
-            tokio::spawn(async move {
-                if let Err(e) = gw
-                    .release(&tool, &run_with, &text, approval_id.as_deref())
-                    .await
-                {
-                    tracing::warn!(error = %e, "result hash not recorded");
-                }
-            });
+        if let Err(why) = gw
+            .release(&tool, &run_with, &text, approval_id.as_deref())
+            .await
+        {
+            return denied_result(&format!("result withheld: {why}")).into();
         }
         // Relayed in the client's era: tagged `complete` here (a legacy upstream sends no
         // tag); rmcp removes the tag again for a legacy client.

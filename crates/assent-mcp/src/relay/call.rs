@@ -189,9 +189,9 @@ impl CallJob {
             }
             Some(Outcome::Forward {
                 edited,
-                output_limit,
                 approval_id,
-            }) => self.forward(edited, output_limit, approval_id, task),
+                ..
+            }) => self.forward(edited, approval_id, task),
             Some(Outcome::AskClient {
                 approval_id,
                 question,
@@ -299,7 +299,6 @@ impl CallJob {
     fn forward(
         self,
         edited: Option<Value>,
-        output_limit: Option<u64>,
         approval_id: Option<String>,
         task: Option<(TaskDone, String)>,
     ) {
@@ -330,7 +329,6 @@ impl CallJob {
             Forwarded {
                 tool: tool.clone(),
                 arguments: run_with,
-                limit: output_limit,
                 approval_id,
                 task,
             },

@@ -20,11 +20,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// A forwarded call waiting for its upstream response: the tool, the arguments it ran with,
-/// the output limit and the approval it ran under.
+/// and the approval it ran under.
 pub(super) struct Forwarded {
     pub(super) tool: String,
     pub(super) arguments: Value,
-    pub(super) limit: Option<u64>,
     pub(super) approval_id: Option<String>,
     /// The MCP task awaiting this result, when the call became one.
     pub(super) task: Option<TaskDone>,

@@ -109,8 +109,8 @@ fn resume_task(
         match outcome {
             Outcome::Forward {
                 edited,
-                output_limit,
                 approval_id,
+                ..
             } => {
                 held.send_replace(Hold::Forwarding);
                 let run_with = edited.unwrap_or(args);
@@ -120,7 +120,6 @@ fn resume_task(
                     Forwarded {
                         tool: tool.clone(),
                         arguments: run_with.clone(),
-                        limit: output_limit,
                         approval_id,
                         task: Some(done_tx),
                     },

@@ -88,7 +88,8 @@ impl UpstreamSide {
             let v = self.client_tools_list(v.clone()).await;
             return self.relay(v.to_string());
         }
-        // A forwarded call's result: reported; over its limit, held for an operator.
+        // A forwarded call's result: reported (its record committed) before it is relayed;
+        // over its limit, held for an operator.
         let entry = st.forwarded.lock().expect("forwarded").remove(&key);
         match entry {
             Some(f) => match self.on_result(f, v, line) {
@@ -168,12 +169,13 @@ impl UpstreamSide {
         v
     }
 
-    /// A forwarded call's answer `v` (its text `line`): the result is reported; a task's goes
-    /// to the task; one over its limit is relayed only once released. Returns the line when
-    /// it is to be relayed now (within the limit, the report running alongside).
+    /// A forwarded call's answer `v` (its text `line`): the result is reported (its
+    /// `call.result` record committed, issue 13 §4: no answer before its record is durable;
+    /// one over its limit also waits for an operator's release), and only then relayed, or
+    /// handed to its task; a result whose report fails is withheld (fail closed). Always
+    /// `None`: the line is sent by the task this spawns.
     fn on_result(&self, mut f: Forwarded, v: &Value, line: String) -> Option<String> {
         let result = v.get("result").map(Value::to_string).unwrap_or_default();
-        let over = f.limit.is_some_and(|l| result.len() as u64 > l);
         let (gw, tc, v) = (self.state.gw.clone(), self.to_client.clone(), v.clone());
         let task = f.task.take();
         let report = async move {
@@ -183,21 +185,10 @@ impl UpstreamSide {
         // A task's call: its result goes to the task, not to the client.
         if let Some(done) = task {
             tokio::spawn(async move {
-                let reported = if over {
-                    Some(report.await)
-                } else {
-                    tokio::spawn(async move {
-                        if let Err(e) = report.await {
-                            tracing::warn!(error = %e, "result hash not recorded");
-                        }
-                    });
-                    None
-                };
+                let reported = report.await;
                 let outcome = match (v.get("result"), reported) {
-                    (Some(_), Some(Err(why))) => {
-                        Ok(denied_value(&format!("result withheld: {why}")))
-                    }
-                    (Some(r), _) => Ok(r.clone()),
+                    (Some(_), Err(why)) => Ok(denied_value(&format!("result withheld: {why}"))),
+                    (Some(r), Ok(())) => Ok(r.clone()),
                     (None, _) => Err(TaskExit::Error(
                         serde_json::from_value(v["error"].clone()).unwrap_or_else(|_| {
                             rmcp::ErrorData::internal_error("the upstream failed", None)
@@ -208,25 +199,16 @@ impl UpstreamSide {
             });
             return None;
         }
-        if over {
-            tokio::spawn(async move {
-                let out = match report.await {
-                    Ok(()) => line,
-                    Err(why) => {
-                        tracing::info!(reason = %why, "result withheld");
-                        denied_result(&v["id"], &format!("result withheld: {why}"))
-                    }
-                };
-                let _ = tc.send(out);
-            });
-            return None;
-        }
-        // Within the limit: relay now, record the result hash alongside.
         tokio::spawn(async move {
-            if let Err(e) = report.await {
-                tracing::warn!(error = %e, "result hash not recorded");
-            }
+            let out = match report.await {
+                Ok(()) => line,
+                Err(why) => {
+                    tracing::info!(reason = %why, "result withheld");
+                    denied_result(&v["id"], &format!("result withheld: {why}"))
+                }
+            };
+            let _ = tc.send(out);
         });
-        Some(line)
+        None
     }
 }

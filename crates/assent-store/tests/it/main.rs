@@ -14,10 +14,13 @@ mod db;
 mod group;
 mod migrations;
 mod pgkit;
+mod pin_reads;
+mod readers;
 mod replicas;
 mod retention;
 mod store_sql;
 mod tls;
+mod wal;
 mod windows;
 
 const AGENT: &str =

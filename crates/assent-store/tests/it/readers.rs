@@ -1,0 +1,51 @@
+//! Reads on the read sessions beside the writer (`readers.rs`, issue 13 §4 and item 5), on
+//! both backends: whatever a write acknowledged is what a read then finds, from many threads
+//! at once (more than the pool's sessions), and a decided approval's long-poll answer (the
+//! record and its signed token, one snapshot) matches the writer's.
+
+use crate::pgkit::both;
+use assent_core::ApprovalStatus;
+use assent_store::{DecisionInput, Store};
+
+/// 12 threads (the pool has 4 sessions) each hold and decide approvals and read each one back
+/// right after every acknowledged write: pending after the hold, approved with its one
+/// decision and its token after the decision; the token is the one `token_string` signs.
+#[test]
+fn every_acknowledged_write_is_read_back_from_the_read_sessions() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        assent_store::keys::init(dir.path()).unwrap();
+        let s = Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire()).unwrap();
+        let (call, v) = crate::pay(7);
+        std::thread::scope(|scope| {
+            for t in 0..12 {
+                let (s, call, v) = (&s, &call, &v);
+                scope.spawn(move || {
+                    for k in 0..4 {
+                        let id = crate::hold(s, &format!("s{t}-{k}"), call, v, 1_000, 100_000).id;
+                        let (rec, token) = s.approval_and_token(&id, true).unwrap();
+                        assert_eq!(rec.unwrap().status, ApprovalStatus::Pending);
+                        assert_eq!(token, None);
+                        s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
+                            .unwrap();
+                        let (rec, token) = s.approval_and_token(&id, true).unwrap();
+                        let rec = rec.unwrap();
+                        assert_eq!(
+                            (rec.status, rec.decisions.len()),
+                            (ApprovalStatus::Approved, 1)
+                        );
+                        assert_eq!(token, s.token_string(&id).unwrap());
+                        assert!(token.is_some());
+                        // Without asking for the token (an operator's read), none is given.
+                        assert_eq!(s.approval_and_token(&id, false).unwrap().1, None);
+                    }
+                });
+            }
+        });
+        let all = s
+            .list_approvals(Some(ApprovalStatus::Approved), 100)
+            .unwrap();
+        assert_eq!(all.len(), 48);
+        assert!(s.get_approval("no-such-id").unwrap().is_none());
+    });
+}
