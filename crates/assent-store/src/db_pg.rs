@@ -22,10 +22,13 @@ pub(crate) const MIGRATE_LOCK: i32 = 0x6d69_6772;
 const CACHE_CAP: usize = 1024;
 /// Per-session settings: the wait for the write lock (as SQLite's `busy_timeout`), how long a
 /// session may sit idle inside a transaction before Postgres ends it (and frees the lock),
-/// and standard strings (so the NOTIFY literals need only doubled quotes).
+/// standard strings (so the NOTIFY literals need only doubled quotes), and no notices below
+/// warnings (the migration runner's `CREATE TABLE IF NOT EXISTS` sent one per session, logged
+/// at every start of every replica).
 const SESSION: &str = "SET lock_timeout = '10s'; \
     SET idle_in_transaction_session_timeout = '10s'; \
-    SET standard_conforming_strings = on";
+    SET standard_conforming_strings = on; \
+    SET client_min_messages = warning";
 
 /// One Postgres session in the schema its `search_path` names. Methods take `&self`, as
 /// rusqlite's do: the client sits in a `RefCell`, borrowed for one statement at a time.

@@ -233,8 +233,9 @@ pub enum DbError {
     /// SQLite failed (locked past the busy timeout, disk full, corrupt file, bad SQL).
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
-    /// Postgres failed (unreachable, lock timeout, bad SQL, constraint).
-    #[error(transparent)]
+    /// Postgres failed (unreachable, lock timeout, bad SQL, constraint). Shown with the
+    /// server's own message and SQLSTATE ([`pg_text`]), not the driver's bare "db error".
+    #[error("{}", pg_text(.0))]
     Postgres(#[from] postgres::Error),
     /// A query that must return a row returned none ([`OptionalExtension::optional`] makes
     /// it `None`).
@@ -254,6 +255,24 @@ pub enum DbError {
     /// The database is not one this kernel serves (encoding, missing schema, misuse).
     #[error("{0}")]
     Unusable(String),
+}
+
+/// A Postgres error as a log line can use: the server's severity, message and SQLSTATE for an
+/// error the server sent (`ERROR: canceling statement due to lock timeout (55P03)`), else the
+/// driver's text with its cause (`error connecting to server: Connection refused`).
+pub fn pg_text(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!(
+            "{}: {} ({})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+    }
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
 }
 
 /// `Err(NoRows)` as `Ok(None)`, as rusqlite's `OptionalExtension`.

@@ -403,11 +403,20 @@ fn notify_reaches_a_listener_after_commit_and_never_after_rollback() {
         Heard::Changed(Change::Events)
     );
     // After its connection is cut, the listener reconnects and says so with a Resync.
+    // Only this schema's listener: the cluster is shared with the tests running alongside,
+    // whose listeners would otherwise hear a Resync they do not expect.
+    let oid: i64 = c
+        .query_row(
+            "SELECT CAST(oid AS BIGINT) FROM pg_namespace WHERE nspname = current_schema()",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     let mut admin = cluster().unwrap().admin();
     admin
-        .batch_execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'",
-        )
+        .batch_execute(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN assent\\_{oid}\\_%'"
+        ))
         .unwrap();
     assert_eq!(heard.recv_timeout(wait).unwrap(), Heard::Resync);
     c.write(|tx| {
@@ -633,4 +642,18 @@ fn a_write_that_times_out_on_the_write_lock_leaves_its_session_usable() {
         .query_map("SELECT id FROM k ORDER BY id", [], |r| r.get(0))
         .unwrap();
     assert_eq!(ids, ["h", "w2"]);
+}
+
+/// Found in the replica tests' logs: a Postgres failure was logged as the driver's bare
+/// "db error", which says nothing to an operator. The store's errors carry the server's
+/// severity, message and SQLSTATE.
+#[test]
+fn a_postgres_error_says_what_the_server_said() {
+    let Some(db) = fresh_pg() else { return };
+    let conn = db.connect().unwrap();
+    let e = conn.conn().batch("SELEC 1").unwrap_err().to_string();
+    assert!(
+        e.contains("ERROR") && e.contains("syntax error") && e.contains("(42601)"),
+        "{e}"
+    );
 }

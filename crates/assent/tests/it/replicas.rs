@@ -66,7 +66,12 @@ fn replica(cfg: &Path, schema: &Schema) -> Server {
     let port = free_port();
     let mut cmd = serve_cmd(cfg);
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("ASSENT_DATABASE_URL", &schema.postgres_url)
+        // Tagged with the schema's name, so a test can drop this test's sessions only (the
+        // cluster is shared with the tests running alongside).
+        .env(
+            "ASSENT_DATABASE_URL",
+            format!("{}&application_name={}", schema.postgres_url, schema.name),
+        )
         .env("TEST_HOOK_SECRET", "hook-secret-0123456789");
     serve_with(cmd, port)
 }
@@ -599,14 +604,15 @@ fn a_replica_whose_database_sessions_were_dropped_reconnects_and_still_hears_the
         return;
     };
     let id = held(&a.url, "pay", 1);
-    // The database drops every session of the schema's user but the admin's (a failover, a
-    // restart, an idle-connection reaper): the store's and the listener's.
+    // The database drops every session of both replicas (a failover, a restart, an
+    // idle-connection reaper): the stores', the readers' and the listeners'. Found: this used
+    // to drop every session of the shared cluster, failing the tests running alongside.
     let mut admin = schema.client();
     let dropped: i64 = admin
         .query_one(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-             WHERE usename = current_user AND pid <> pg_backend_pid() AND datname = current_database()",
-            &[],
+             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+            &[&schema.name],
         )
         .unwrap()
         .get(0);
