@@ -25,7 +25,8 @@ use std::sync::Arc;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// A database URL as the session connects with it: the driver's configuration (without the
-/// TLS keys it does not know) and the connector that verifies the server.
+/// TLS keys it does not know; `application_name` `assent` unless the URL names one) and the
+/// connector that verifies the server.
 pub(crate) struct PgTarget {
     /// The driver's configuration, `sslmode` mapped onto its three modes.
     pub(crate) config: postgres::Config,
@@ -40,6 +41,10 @@ pub(crate) fn target(url: &str) -> Result<PgTarget, DbError> {
     let (rest, mode, root_file) = split_tls_keys(url)?;
     let mut config: postgres::Config = rest.parse()?;
     config.ssl_mode(mode);
+    // Named in `pg_stat_activity` unless the URL names it otherwise.
+    if config.get_application_name().is_none() {
+        config.application_name("assent");
+    }
     let roots = match (mode, root_file) {
         (SslMode::Disable, _) => rustls::RootCertStore::empty(),
         (_, Some(file)) => roots_from_file(&file)?,

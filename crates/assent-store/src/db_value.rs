@@ -262,12 +262,7 @@ pub enum DbError {
 /// driver's text with its cause (`error connecting to server: Connection refused`).
 pub fn pg_text(e: &postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
-        return format!(
-            "{}: {} ({})",
-            db.severity(),
-            db.message(),
-            db.code().code()
-        );
+        return format!("{}: {} ({})", db.severity(), db.message(), db.code().code());
     }
     match std::error::Error::source(e) {
         Some(cause) => format!("{e}: {cause}"),

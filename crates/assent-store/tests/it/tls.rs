@@ -87,3 +87,19 @@ fn wrong_tls_keys_in_the_url_are_named() {
         .unwrap();
     assert!(e.contains("sslrootcert=/nonexistent/ca.pem"), "{e}");
 }
+
+#[test]
+fn sessions_are_named_assent_in_pg_stat_activity_unless_the_url_names_them() {
+    let Some(c) = tls_cluster() else { return };
+    let name = |s: &Connection| -> String {
+        s.conn()
+            .query_row("SELECT current_setting('application_name')", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    };
+    let s = connect(c.url("localhost", "sslmode=disable")).unwrap();
+    assert_eq!(name(&s), "assent");
+    let s = connect(c.url("localhost", "sslmode=disable&application_name=replica-a")).unwrap();
+    assert_eq!(name(&s), "replica-a");
+}
