@@ -3,7 +3,7 @@
 1, 16 and 64 agents, on SQLite (one gateway) and on PostgreSQL with one and two replicas.
 
   cargo build --release -p assent
-  python3 bench/replicas.py [--seconds 8] [--agents 1,16,64] [--modes sqlite,pg1,pg2]
+  python3 bench/replicas.py [--seconds 8] [--agents 1,16,64] [--modes sqlite,pg1,pg2] [--no-ceiling]
 
 Each agent runs cycles: propose a call that must be approved (`POST /v1/tool-calls` on its
 replica), long-poll it (`GET /v1/approvals/{id}?wait=30`, same replica), while its operator
@@ -15,6 +15,13 @@ p99. PostgreSQL is a throw-away cluster made with initdb/pg_ctl in a temporary d
 settings (fsync on, synchronous_commit on). Python standard library only (http.client, one
 keep-alive connection per thread). Bounded: every cell runs a fixed time; every server and the
 cluster are stopped at the end in every case.
+
+Also per row: the gateways' own CPU per cycle (user + system time of the `assent serve`
+processes over the cell, from /proc, divided by the cycles; PostgreSQL's own processes are not
+counted), and the ratio to the bare-write ceiling measured in the same run: first, this runs
+`cargo bench -p assent-bench --bench ceiling` (crates/assent-bench/benches/ceiling.rs: the same
+two writes per cycle with rusqlite and ideal group commit, at the same numbers of agents;
+`CEILING_BIN` runs a prebuilt binary instead).
 """
 
 import argparse
@@ -192,6 +199,28 @@ def cell(ports, agents, seconds):
     return counts[0], sorted(lat)
 
 
+def cpu_seconds(pids):
+    """User + system CPU seconds used so far by the processes `pids` (/proc/PID/stat)."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def ceiling(agents):
+    """The bare-write ceiling (cycles/s) at each number of agents, measured now."""
+    args = ["--agents", ",".join(str(n) for n in agents)]
+    if os.environ.get("CEILING_BIN"):
+        cmd = [os.environ["CEILING_BIN"], "--bench", *args]
+    else:
+        cmd = ["cargo", "bench", "-q", "-p", "assent-bench", "--bench", "ceiling", "--", *args]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    rows = json.loads(out.strip().splitlines()[-1])
+    return {r["agents"]: r["cycles_per_s"] for r in rows}
+
+
 def pct(xs, p):
     return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else float("nan")
 
@@ -201,13 +230,19 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--agents", default="1,16,64")
     ap.add_argument("--modes", default="sqlite,pg1,pg2")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the bare-write ceiling")
     a = ap.parse_args()
     modes = a.modes.split(",")
+    levels = [int(x) for x in a.agents.split(",")]
+    ceil = {} if a.no_ceiling else ceiling(levels)
+    for n in levels:
+        if n in ceil:
+            print(f"ceiling agents={n:3} cycles/s={ceil[n]:8.1f} (bare rusqlite, ideal group commit)", flush=True)
     cluster = Cluster() if any(m.startswith("pg") for m in modes) else None
     rows = []
     try:
         for mode in modes:
-            for n in [int(x) for x in a.agents.split(",")]:
+            for n in levels:
                 with tempfile.TemporaryDirectory() as d:
                     url = cluster.fresh_url() if mode.startswith("pg") else None
                     cfg = write_config(d, n, url)
@@ -216,19 +251,26 @@ def main():
                                        stdout=subprocess.DEVNULL)
                     procs = [start(cfg, url) for _ in range(2 if mode == "pg2" else 1)]
                     try:
+                        pids = [p.pid for p, _ in procs]
+                        cpu0 = cpu_seconds(pids)
                         cycles, lat = cell([p for _, p in procs], n, a.seconds)
+                        cpu = cpu_seconds(pids) - cpu0
                     finally:
                         for p, _ in procs:
                             p.terminate()
                             p.wait(timeout=30)
                 rate = cycles / a.seconds
-                rows.append((mode, n, rate, pct(lat, 0.5), pct(lat, 0.99)))
+                cpu_ms = cpu * 1000 / cycles if cycles else float("nan")
+                ratio = rate / ceil[n] if n in ceil else float("nan")
+                rows.append((mode, n, rate, pct(lat, 0.5), pct(lat, 0.99), cpu_ms, ratio))
                 print(f"{mode:6} agents={n:3} decisions/s={rate:8.1f} wake p50={pct(lat, .5):7.2f} ms "
-                      f"p99={pct(lat, .99):7.2f} ms", flush=True)
+                      f"p99={pct(lat, .99):7.2f} ms server CPU/cycle={cpu_ms:6.2f} ms "
+                      f"/ceiling={ratio:6.3f}", flush=True)
     finally:
         if cluster:
             cluster.stop()
-    print(json.dumps([dict(zip(["mode", "agents", "decisions_per_s", "wake_p50_ms", "wake_p99_ms"], r))
+    print(json.dumps([dict(zip(["mode", "agents", "decisions_per_s", "wake_p50_ms", "wake_p99_ms",
+                                    "server_cpu_ms_per_cycle", "ratio_to_ceiling"], r))
                       for r in rows]))
 
 

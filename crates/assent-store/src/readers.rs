@@ -1,8 +1,9 @@
 //! Reads beside the writer (issue 13 §4 and item 5): a small pool of read sessions, so a read
 //! (an agent's long-poll finding its approval decided) does not queue behind the group
-//! commits that hold the one writer connection. SQLite in WAL mode and Postgres both let a
-//! reader see the last committed state while a write is open; a write's answer is sent only
-//! after its commit, so whatever that answer led to reads it back.
+//! commits that hold the one writer session. Postgres lets a reader see the last committed
+//! state while a write is open; a write's answer is sent only after its commit, so whatever
+//! that answer led to reads it back. Used on Postgres only (`Store::read` in `reads.rs`
+//! says why SQLite reads stay on the writer connection), though it works over either.
 //!
 //! Each read runs in one snapshot ([`crate::db::Conn::snapshot`]: SQLite `BEGIN`, Postgres
 //! `REPEATABLE READ, READ ONLY`), so a record read in several statements is one state. A

@@ -10,10 +10,18 @@ use assent_core::approval::ApprovalStatus;
 use assent_core::token::{self, TokenClaims};
 
 impl Store {
-    /// Runs `f` in one read snapshot on a read session beside the writer
-    /// ([`crate::readers::Readers::read`]).
+    /// Runs `f` in one read snapshot. On Postgres on a read session beside the writer
+    /// session ([`crate::readers::Readers::read`]), so reads do not queue behind the writes'
+    /// round trips; on SQLite on the writer connection, between group commits: measured with
+    /// `bench/replicas.py`, SQLite read connections beside the writer halved the median
+    /// decision-to-wake time at 64 agents but doubled its p99 at 16 (each read on another
+    /// connection starts with a page cache the writer's commits invalidated), so SQLite keeps
+    /// its reads on the writer (BENCHMARKS.md, B3 over HTTP).
     pub(crate) fn read<T>(&self, f: impl Fn(Conn<'_>) -> db::Result<T>) -> Result<T, StoreError> {
-        self.readers.read(&self.database, f)
+        match self.database {
+            crate::db::Database::Postgres { .. } => self.readers.read(&self.database, f),
+            crate::db::Database::Sqlite { .. } => Ok(self.lock().conn().snapshot(&f)?),
+        }
     }
 
     /// Reads one approval with its decisions and token info (on a read session, beside the

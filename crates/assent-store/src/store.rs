@@ -156,14 +156,14 @@ impl Store {
 }
 
 impl Store {
-    /// After a commit, still holding the connection (the group's members are answered): when
-    /// the WAL file is over [`crate::wal::WAL_LIMIT`] (the background checkpoint fell behind),
-    /// checkpoints it here, where no other write can interleave, so the next write restarts
-    /// the WAL and it never grows without bound. A failed checkpoint is tried again at the
-    /// next commit.
+    /// After a commit, still holding the connection (the group's members are answered): after
+    /// a background checkpoint pass, or when the WAL file is over [`crate::wal::WAL_LIMIT`],
+    /// finishes the checkpoint here, where no other write can interleave, so the next write
+    /// restarts the WAL and it stays small (`wal.rs`). A failed checkpoint is tried again
+    /// after the next pass or commit.
     fn bound_wal(&self, conn: &Connection) {
         if let (Connection::Sqlite(c), Some(cp)) = (conn, &self.checkpointer)
-            && cp.over_limit()
+            && cp.writer_due()
         {
             let _ = crate::wal::checkpoint(c);
         }

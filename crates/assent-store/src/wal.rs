@@ -6,13 +6,18 @@
 //! connection turns it off (`wal_autocheckpoint=0`, [`WRITER_PRAGMAS`]); instead
 //!
 //! - a [`Checkpointer`] thread with its own connection runs `PRAGMA wal_checkpoint(PASSIVE)`
-//!   when a commit nudged it (at most once per [`PAUSE`]), beside the writers, never blocking
-//!   them (a passive checkpoint copies what is committed and stops at anything newer);
-//! - the WAL stays bounded whatever the load: a writer that commits while the WAL file is over
-//!   [`WAL_LIMIT`] bytes checkpoints inline, still holding the connection (so no other write
-//!   interleaves and the checkpoint completes), after its group's members were answered; the
-//!   next write then restarts the WAL from its start, and `journal_size_limit` truncates the
-//!   file back to [`WAL_KEEP`] bytes.
+//!   after every [`EVERY`] commits (at most once per [`PAUSE`]), beside the writers, never
+//!   blocking them (a passive checkpoint copies what is committed and stops at anything
+//!   newer); about as often as SQLite's own 1,000-page checkpoint, not after every commit;
+//! - the WAL stays small: a passive checkpoint beside busy writers never catches up with the
+//!   newest frames, so SQLite never restarts the WAL from its start. After each background
+//!   pass, the next committing writer checkpoints inline what is left (the frames of the
+//!   commits made during the pass: little), still holding the connection, so no other write
+//!   interleaves and the checkpoint completes; the next write then restarts the WAL, and
+//!   `journal_size_limit` truncates the file back to [`WAL_KEEP`] bytes. The writer does this
+//!   after its group's members were answered;
+//! - and bounded whatever the load: a writer that commits while the WAL file is over
+//!   [`WAL_LIMIT`] bytes (the background thread fell behind) checkpoints inline the same way.
 //!
 //! Nothing here is about durability: a commit is durable in the WAL (fsync, `synchronous=FULL`)
 //! before any answer; a checkpoint only moves committed pages into the database file.
@@ -32,6 +37,9 @@ pub const WAL_KEEP: u64 = 4 << 20;
 /// The least time between two background checkpoints.
 pub const PAUSE: Duration = Duration::from_millis(100);
 
+/// Commits between two background checkpoints (a commit writes a few pages to the WAL).
+pub const EVERY: u32 = 200;
+
 /// Pragmas of the store's writer connection: no automatic checkpoint inside a commit, the WAL
 /// truncated to [`WAL_KEEP`] when it restarts, and temporary files in memory: each member of a
 /// group commit runs in a `SAVEPOINT`, whose sub-journal (a copy of every page the member is
@@ -47,7 +55,7 @@ pub(crate) struct Checkpointer {
     wal: PathBuf,
 }
 
-/// What the store tells its thread: a commit happened since the last checkpoint (`due`), stop.
+/// What the store tells its thread: commits since the last checkpoint, stop.
 #[derive(Default)]
 struct Shared {
     flags: Mutex<Flags>,
@@ -56,8 +64,10 @@ struct Shared {
 
 #[derive(Default)]
 struct Flags {
-    due: bool,
+    commits: u32,
     stop: bool,
+    /// A background pass ended since the writer last finished a checkpoint.
+    passed: bool,
 }
 
 impl Shared {
@@ -86,15 +96,21 @@ impl Checkpointer {
         })
     }
 
-    /// A commit happened: the thread checkpoints soon (never waits).
+    /// A commit happened: the thread checkpoints after [`EVERY`] of them (never waits).
     pub(crate) fn nudge(&self) {
-        self.shared.flags().due = true;
-        self.shared.cv.notify_one();
+        let mut f = self.shared.flags();
+        f.commits = f.commits.saturating_add(1);
+        if f.commits >= EVERY {
+            self.shared.cv.notify_one();
+        }
     }
 
-    /// Whether the WAL file is over [`WAL_LIMIT`] (the committing writer must checkpoint).
-    pub(crate) fn over_limit(&self) -> bool {
-        std::fs::metadata(&self.wal).is_ok_and(|m| m.len() > WAL_LIMIT)
+    /// Whether the committing writer should finish a checkpoint inline: a background pass
+    /// ended since it last did (once per pass: this resets it), or the WAL file is over
+    /// [`WAL_LIMIT`].
+    pub(crate) fn writer_due(&self) -> bool {
+        std::mem::take(&mut self.shared.flags().passed)
+            || std::fs::metadata(&self.wal).is_ok_and(|m| m.len() > WAL_LIMIT)
     }
 }
 
@@ -108,23 +124,25 @@ impl Drop for Checkpointer {
     }
 }
 
-/// The thread: waits for a nudge, checkpoints, pauses [`PAUSE`]; until told to stop.
+/// The thread: waits for [`EVERY`] commits, checkpoints, pauses [`PAUSE`]; until told to
+/// stop.
 fn run(conn: &rusqlite::Connection, s: &Shared) {
     loop {
         {
             let mut f = s.flags();
-            while !f.due && !f.stop {
+            while f.commits < EVERY && !f.stop {
                 f = s.cv.wait(f).unwrap_or_else(|p| p.into_inner());
             }
             if f.stop {
                 return;
             }
-            f.due = false;
+            f.commits = 0;
         }
         // A failed checkpoint (busy, I/O) is retried at the next nudge; the writer's inline
         // checkpoint bounds the WAL meanwhile.
         let _ = checkpoint(conn);
-        let f = s.flags();
+        let mut f = s.flags();
+        f.passed = true;
         drop(
             s.cv.wait_timeout_while(f, PAUSE, |f| !f.stop)
                 .unwrap_or_else(|p| p.into_inner()),
