@@ -92,8 +92,8 @@ impl Store {
 }
 
 /// The signed token string of approval `id`'s minted token, if any: its `tokens` row signed
-/// with the token key `key` (the claims [`Store::token_string`] signs).
-fn signed_token(c: Conn<'_>, key: &[u8], id: &str) -> db::Result<Option<String>> {
+/// with the token key `key` (what [`Store::token_string`] returns).
+pub(crate) fn signed_token(c: Conn<'_>, key: &[u8], id: &str) -> db::Result<Option<String>> {
     let row: Option<(String, String, String, i64)> = c
         .prepare_cached(
             "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",

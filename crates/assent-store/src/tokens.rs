@@ -52,25 +52,7 @@ impl Store {
     /// The signed token string for a minted token of approval `id`, for its agent.
     pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
         let guard = self.lock();
-        let conn = guard.conn();
-        let row: Option<(String, String, String, i64)> = conn
-            .prepare_cached(
-                "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
-            )?
-            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .optional()?;
-        Ok(row.map(|(tid, agent, h, exp)| {
-            token::sign(
-                &self.key,
-                &TokenClaims {
-                    tid,
-                    aid: id.to_string(),
-                    agent,
-                    h,
-                    exp,
-                },
-            )
-        }))
+        Ok(crate::reads::signed_token(guard.conn(), &self.key, id)?)
     }
 
     /// Redeems `token` for `agent`'s call with hash `call_hash`, from client device
