@@ -1,5 +1,6 @@
 //! `assent mcp` and `mcp_upstreams` through the real binary: the stdio proxy forwards nothing
-//! it could not gate, and a URL upstream gets its bearer token, which is never logged.
+//! it could not gate nor relays a result it could not record, and a URL upstream gets its
+//! bearer token, which is never logged.
 
 use crate::{BIN, free_port, serve_cmd, spawn_piped, wait_healthy};
 use serde_json::{Value, json};
@@ -146,4 +147,68 @@ fn a_url_upstream_gets_its_bearer_token_which_is_never_logged() {
         !log.contains("sekret-upstream-token"),
         "the token was logged: {log}"
     );
+}
+
+/// Issue 13 §4: no answer before its record is durable. A forwarded call's result reaches the
+/// client only once its `call.result` record is committed; when the gateway cannot record it
+/// (here: killed while the upstream works), the result is withheld, never relayed unrecorded.
+#[test]
+fn a_result_the_gateway_could_not_record_is_withheld_from_the_client() {
+    use std::io::{BufRead, Write};
+    let s = crate::served("");
+    let dir = tempfile::tempdir().unwrap();
+    let (go, forwarded) = (dir.path().join("go"), dir.path().join("forwarded"));
+    // An upstream with `read_file`; a call is answered only once the file `go` exists.
+    let upstream = format!(
+        r#"import json, os, sys, time
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m: continue
+    r = {{}}
+    if m["method"] == "tools/list":
+        r = {{"tools": [{{"name": "read_file", "description": "Read a file.", "inputSchema": {{"type": "object"}}}}]}}
+    elif m["method"] == "tools/call":
+        open({forwarded:?}, "w").close()
+        while not os.path.exists({go:?}): time.sleep(0.02)
+        r = {{"content": [{{"type": "text", "text": "secret contents"}}]}}
+    print(json.dumps({{"jsonrpc": "2.0", "id": m["id"], "result": r}}), flush=True)
+"#,
+        go = go.display().to_string(),
+        forwarded = forwarded.display().to_string()
+    );
+    let (mut proxy, mut stdin, mut out) = spawn_piped(
+        Command::new(BIN)
+            .args([
+                "mcp", "--agent", "fs_agent", "--server", "fs", "--", "python3", "-c",
+            ])
+            .arg(&upstream)
+            .env("ASSENT_URL", &s.server.url)
+            .env("ASSENT_API_KEY", crate::FS_KEY),
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "read_file", "arguments": {"path": "/tmp/a.txt"}}});
+    writeln!(stdin, "{call}").unwrap();
+    // The call is allowed and forwarded (its call.allowed record committed); then the gateway
+    // goes away before the result comes back.
+    let mut gw = s.server;
+    let start = Instant::now();
+    while !forwarded.exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "never forwarded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gw.child.kill().unwrap();
+    gw.child.wait().unwrap();
+    std::fs::write(&go, "").unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], 7, "{v}");
+    let text = v.to_string();
+    assert!(text.contains("result withheld"), "{v}");
+    assert!(
+        !text.contains("secret contents"),
+        "an unrecorded result reached the client: {v}"
+    );
+    proxy.kill().unwrap();
+    proxy.wait().unwrap();
 }
