@@ -199,23 +199,5 @@ pub fn proposal<'a>(
     ttl: &'a dyn Fn(&Verdict) -> i64,
     max_pending: u64,
 ) -> Proposal<'a> {
-    Proposal {
-        agent: "bot",
-        session_id: "s",
-        run_id: None,
-        device_id: None,
-        trace_id: None,
-        call: call.call(),
-        canonical_arguments: call.arguments(),
-        canonical: call.canonical(),
-        call_hash: call.call_hash(),
-        now,
-        timeout_ms: ttl,
-        max_pending,
-        target: None,
-        plan_id: None,
-        step_id: None,
-        governed_by: None,
-        policy_set_sha256: None,
-    }
+    Proposal::for_call("bot", "s", call, now, ttl, max_pending)
 }

@@ -85,20 +85,10 @@ impl Submission {
         timeout_ms: &'a dyn Fn(&Verdict) -> i64,
         max_pending: u64,
     ) -> Proposal<'a> {
-        let c = &self.call;
         Proposal {
-            agent: &self.agent,
-            session_id: &self.session_id,
             run_id: self.run_id.as_deref(),
             device_id: self.device_id.as_deref(),
             trace_id: self.trace_id.as_deref(),
-            call: c.call(),
-            canonical_arguments: c.arguments(),
-            canonical: c.canonical(),
-            call_hash: c.call_hash(),
-            now,
-            timeout_ms,
-            max_pending,
             target: self.target.as_ref().map(|(t, id, diff)| ConfirmTarget {
                 target_type: t,
                 target_id: id,
@@ -106,8 +96,14 @@ impl Submission {
             }),
             plan_id: self.plan_id.as_deref(),
             step_id: self.step_id.as_deref(),
-            governed_by: None,
-            policy_set_sha256: None,
+            ..Proposal::for_call(
+                &self.agent,
+                &self.session_id,
+                &self.call,
+                now,
+                timeout_ms,
+                max_pending,
+            )
         }
     }
 }

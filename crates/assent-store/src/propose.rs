@@ -73,6 +73,41 @@ pub struct Proposal<'a> {
     pub policy_set_sha256: Option<&'a str>,
 }
 
+impl<'a> Proposal<'a> {
+    /// A proposal of `call` by `agent` in `session_id` at `now` (Unix ms): its canonical texts
+    /// and `call_hash` from the [`CanonicalCall`], held approvals waiting `timeout_ms(verdict)`
+    /// ms, at most `max_pending` pending; no run, device or trace id, no Confirm target, plan
+    /// or governance policies (set those fields on it: `Proposal { plan_id, ..for_call(…) }`).
+    pub fn for_call(
+        agent: &'a str,
+        session_id: &'a str,
+        call: &'a assent_core::canonical::CanonicalCall,
+        now: i64,
+        timeout_ms: &'a dyn Fn(&Verdict) -> i64,
+        max_pending: u64,
+    ) -> Proposal<'a> {
+        Proposal {
+            agent,
+            session_id,
+            run_id: None,
+            device_id: None,
+            trace_id: None,
+            call: call.call(),
+            canonical_arguments: call.arguments(),
+            canonical: call.canonical(),
+            call_hash: call.call_hash(),
+            now,
+            timeout_ms,
+            max_pending,
+            target: None,
+            plan_id: None,
+            step_id: None,
+            governed_by: None,
+            policy_set_sha256: None,
+        }
+    }
+}
+
 /// What [`Store::propose`] did.
 #[derive(Debug, Clone)]
 pub enum Proposed {

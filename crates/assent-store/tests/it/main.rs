@@ -80,25 +80,7 @@ fn proposal<'a>(
     now: i64,
     ttl: &'a dyn Fn(&Verdict) -> i64,
 ) -> Proposal<'a> {
-    Proposal {
-        agent: "bot",
-        session_id: session,
-        run_id: None,
-        device_id: None,
-        trace_id: None,
-        call: call.call(),
-        canonical_arguments: call.arguments(),
-        canonical: call.canonical(),
-        call_hash: call.call_hash(),
-        now,
-        timeout_ms: ttl,
-        max_pending: u64::MAX,
-        target: None,
-        plan_id: None,
-        step_id: None,
-        governed_by: None,
-        policy_set_sha256: None,
-    }
+    Proposal::for_call("bot", session, call, now, ttl, u64::MAX)
 }
 
 /// Holds `call` of agent `bot` in `session` with verdict `v` at `now`, expiring at
