@@ -46,9 +46,21 @@ cargo test --locked
 
 # The server's behaviour suite again, every gateway on a schema of the throw-away PostgreSQL
 # cluster instead of a SQLite file (the store's own suite already runs on both in one pass).
+# The binary `cargo test` just built is run again (asked for by `--no-run` over the same
+# packages, so nothing is rebuilt: `-p assent-server` alone would resolve other features and
+# recompile half the tree), from its crate's directory as cargo runs it.
 if [ "${ASSENT_TEST_NO_PG:-}" != 1 ]; then
   log "cargo test: the server's behaviour suite on PostgreSQL"
-  ASSENT_TEST_BACKEND=postgres cargo test --locked -p assent-server --test it
+  server_it=$(cargo test --locked --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+            and m["target"]["name"] == "it" and "/crates/assent-server#" in m["package_id"]:
+        print(m["executable"])
+')
+  [ -n "$server_it" ] || { echo "the server's test binary was not found" >&2; exit 1; }
+  (cd crates/assent-server && ASSENT_TEST_BACKEND=postgres "$server_it")
 fi
 
 log "end-to-end MCP tests"
