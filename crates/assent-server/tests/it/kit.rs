@@ -488,6 +488,26 @@ impl Gw {
         assert_eq!(resp.status(), StatusCode::SEE_OTHER);
         cookie_of(&resp)
     }
+    /// The text of dashboard page `path` as the signed-in browser with session `cookie` gets it.
+    pub async fn dashboard_page(&self, path: &str, cookie: &str) -> String {
+        let r = self.http.get(format!("{}{path}", self.url));
+        let r = r.header("cookie", cookie).send().await.unwrap();
+        r.text().await.unwrap()
+    }
+    /// `POST path` of the dashboard with session `cookie` and `body` labelled `content_type`.
+    pub async fn dashboard_post(
+        &self,
+        path: &str,
+        cookie: &str,
+        content_type: &str,
+        body: String,
+    ) -> reqwest::Response {
+        let r = self.http.post(format!("{}{path}", self.url));
+        let r = r
+            .header("cookie", cookie)
+            .header("content-type", content_type);
+        r.body(body).send().await.unwrap()
+    }
     /// Stops serving and waits for the server task (signing the last audit checkpoint).
     pub async fn stop(mut self) {
         let dir = self.dir.take();

@@ -208,14 +208,8 @@ async fn a_dashboard_form_with_a_nul_or_a_field_sent_twice_is_refused_whatever_i
     let gw = serve().await;
     let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
     let cookie = gw.dashboard_session().await;
-    let card = gw
-        .http
-        .get(format!("{}/ui/approvals/{id}", gw.url))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
-    let csrf = csrf_of(&card.text().await.unwrap());
+    let card_path = format!("/ui/approvals/{id}");
+    let csrf = csrf_of(&gw.dashboard_page(&card_path, &cookie).await);
     let before = records(&gw);
     for (content_type, body, says) in [
         (
@@ -235,14 +229,8 @@ async fn a_dashboard_form_with_a_nul_or_a_field_sent_twice_is_refused_whatever_i
         ),
     ] {
         let resp = gw
-            .http
-            .post(format!("{}/ui/approvals/{id}/decide", gw.url))
-            .header("cookie", &cookie)
-            .header("content-type", content_type)
-            .body(body)
-            .send()
-            .await
-            .unwrap();
+            .dashboard_post(&format!("{card_path}/decide"), &cookie, content_type, body)
+            .await;
         assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{content_type}");
         let page = resp.text().await.unwrap();
         assert!(page.contains(says), "{content_type}: {page}");
@@ -264,16 +252,8 @@ async fn an_argument_with_a_bidi_override_or_c1_control_is_shown_escaped_on_the_
     let to = "bob\u{202e}eciffo-tsop\u{9b}2K";
     let id = gw.pending("pay", json!({"amount": 500, "to": to})).await;
     let cookie = gw.dashboard_session().await;
-    let page = gw
-        .http
-        .get(format!("{}/ui/approvals/{id}", gw.url))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let card_path = format!("/ui/approvals/{id}");
+    let page = gw.dashboard_page(&card_path, &cookie).await;
     assert!(
         !page.contains('\u{202e}') && !page.contains('\u{9b}'),
         "{page}"
@@ -301,23 +281,21 @@ async fn an_argument_with_a_bidi_override_or_c1_control_is_shown_escaped_on_the_
         json!({"amount": 500, "to": to}),
         "the editor holds the same value"
     );
+    let form = serde_urlencoded::to_string([
+        ("csrf", csrf.as_str()),
+        ("decision", "approve"),
+        ("scope", "once"),
+        ("arguments", editor.replace("&#34;", "\"").as_str()),
+    ])
+    .unwrap();
     let resp = gw
-        .http
-        .post(format!("{}/ui/approvals/{id}/decide", gw.url))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", csrf.as_str()),
-                ("decision", "approve"),
-                ("scope", "once"),
-                ("arguments", editor.replace("&#34;", "\"").as_str()),
-            ])
-            .unwrap(),
+        .dashboard_post(
+            &format!("{card_path}/decide"),
+            &cookie,
+            "application/x-www-form-urlencoded",
+            form,
         )
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert!(
         resp.status().is_success() || resp.status().is_redirection(),
         "{}",
