@@ -171,12 +171,18 @@ fn roots_from_file(file: &str) -> Result<rustls::RootCertStore, DbError> {
 }
 
 /// The system's trusted roots (none on a system without a CA bundle: a server that offers TLS
-/// is then refused, see [`explain`]).
+/// is then refused, see [`explain`]), read from disk once per process: every session, read
+/// session, LISTEN thread and reconnect connects with them.
 fn system_roots() -> rustls::RootCertStore {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(found.certs);
-    roots
+    static ROOTS: std::sync::OnceLock<rustls::RootCertStore> = std::sync::OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let found = rustls_native_certs::load_native_certs();
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add_parsable_certificates(found.certs);
+            roots
+        })
+        .clone()
 }
 
 /// A failed connection's error, with what to do when it was the TLS handshake (a certificate

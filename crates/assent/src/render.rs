@@ -15,32 +15,17 @@ pub(crate) fn one_line(e: &anyhow::Error) -> String {
     inert(&format!("{e:#}").replace('\n', "; "))
 }
 
-/// `text` safe to print on an operator's terminal: every control character (C0 including
-/// newline and carriage return, DEL, C1 such as U+009B, the one-byte CSI) and every
-/// bidirectional formatting character (U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069) is
-/// shown as its escape `\u{1b}` instead of acting.
+/// `text` safe to print on an operator's terminal: core's [`assent_core::template::visible`]
+/// (every control character — C0 including newline and carriage return, DEL, C1 such as the
+/// one-byte CSI U+009B — and every bidirectional formatting character shown as its `\uXXXX`
+/// escape instead of acting).
 ///
 /// Attack (found by review): terminal spoofing. A held call's message and side effects are
 /// rendered from its arguments, so an agent could put an escape sequence or a right-to-left
 /// override in an argument and have `assent pending`, `show` or `watch` rewrite what the
 /// operator reads (move the cursor up over the arguments line, erase it, reverse a name).
 pub(crate) fn inert(text: &str) -> String {
-    let acts = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !text.chars().any(acts) {
-        return text.to_string();
-    }
-    text.chars()
-        .map(|c| {
-            if acts(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    assent_core::template::visible(text).into_owned()
 }
 
 /// Appends one card line: `line` made [`inert`] (its own trailing `\n` aside), then `\n`.
