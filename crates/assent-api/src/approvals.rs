@@ -6,7 +6,8 @@
 
 use crate::gate::{Call, HeldResult};
 use crate::kit::{
-    ApprovalStatus, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier, present,
+    ApprovalStatus, ApprovalTerms, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier,
+    present,
 };
 use crate::tokens::ApprovalToken;
 use serde::{Deserialize, Serialize};
@@ -35,32 +36,18 @@ pub struct Approval {
     pub call_hash: String,
     /// RFC 8785 canonical JSON of the call.
     pub canonical: String,
-    /// The rendered approval message.
-    pub message: String,
+    /// What the verdict asked of this approval, serialised flat: `message`, `reasons`,
+    /// `risk_tier`, `irreversible`, `default_decision`, `approvers` (empty: any operator),
+    /// `triggers`, `suggested_alternatives`, `escalation`, `output_bytes`,
+    /// `in_client_approval`, `side_effects`, `rollback`, `dry_run_tool`, `redact`.
+    #[serde(flatten)]
+    pub terms: ApprovalTerms,
     /// Seed 002 `humanSummary`.
     pub human_summary: String,
-    /// Risk tier.
-    pub risk_tier: RiskTier,
     /// AAEP risk level of the tier.
     pub risk_level: RiskLevel,
-    /// Whether a rule marks the action irreversible.
-    pub irreversible: bool,
-    /// Why approval is required.
-    pub reasons: Vec<Reason>,
-    /// Threshold and scope triggers that fired.
-    pub triggers: Vec<String>,
-    /// Operator roles that may decide (empty: any operator).
-    pub approvers: Vec<String>,
-    /// Applied at expiry.
-    pub default_decision: DefaultDecision,
-    /// Seed 002 `suggestedAlternatives`.
-    pub suggested_alternatives: Vec<String>,
-    /// `on_timeout` of the covering rules, if any.
-    pub escalation: Option<Escalation>,
     /// When the wait was extended to the escalation roles, RFC 3339.
     pub escalated_at: Option<String>,
-    /// `thresholds.output_bytes` of the covering rules, in bytes.
-    pub output_bytes: Option<u64>,
     /// The decision that settled it (at most one), oldest first.
     pub decisions: Vec<DecisionEntry>,
     /// When it was requested, RFC 3339.
@@ -81,16 +68,6 @@ pub struct Approval {
     pub target_type: String,
     /// MPLP Confirm `target_id` (UUID v4).
     pub target_id: String,
-    /// Whether the agent's own user may decide it in the MCP client.
-    pub in_client_approval: bool,
-    /// Predicted side effects (rendered).
-    pub side_effects: Vec<String>,
-    /// Rollback and safety notes (rendered).
-    pub rollback: Vec<String>,
-    /// The tool that previews this call (`dry_run_tool`), if a rule names one.
-    pub dry_run_tool: Option<String>,
-    /// Argument paths masked in what leaves the gateway (`redact`).
-    pub redact: Vec<String>,
     /// RFC 6902 patch: from the proposed to the edited arguments (when edited), or from a
     /// plan's previous submission. Absent otherwise.
     #[serde(
@@ -155,18 +132,9 @@ impl Approval {
     }
 }
 
-/// `on_timeout` of a governance rule: at expiry the wait is extended once by
-/// `after_seconds` and `escalate_to` roles may decide too.
-/// Not `assent-core`'s `triggers::Escalation`: its serde form is the same, but it refuses
-/// unknown keys (it reads governance files), and a client must still read the approval of a
-/// newer gateway that adds one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Escalation {
-    /// Operator roles added to the approvers.
-    pub escalate_to: Vec<String>,
-    /// The extension, in seconds.
-    pub after_seconds: u64,
-}
+/// `on_timeout` of the covering rules, `{"escalate_to": [role…], "after_seconds": N}`:
+/// `assent-core`'s own type, whose serde form is the wire's (unknown keys are accepted).
+pub use assent_core::triggers::Escalation;
 
 /// What a recorded decision did: `assent-core`'s `Settlement` (`"approve"`, `"deny"`,
 /// `"expire"` or `"cancel"`).

@@ -28,6 +28,11 @@ pub use assent_core::DefaultDecision;
 /// `{"file", "rule", "text"}`: `assent-core`'s own type, whose serde form is the wire's.
 pub use assent_core::Reason;
 
+/// What a verdict asks of the approval that holds its call (`message`, `reasons`,
+/// `risk_tier`, `approvers`, `default_decision`, notes and limits), serialised flat inside an
+/// approval: `assent-core`'s own type, whose serde form is the wire's.
+pub use assent_core::ApprovalTerms;
+
 /// AAEP `risk_level` of a [`RiskTier`]: `"low"`, `"medium"` or `"high"`. Kept here because
 /// `assent-core` has no type for it (its `RiskTier::risk_level` answers the wire text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -38,5 +38,7 @@ pub mod kit;
 
 pub use client::{Client, ClientError, RawResponse};
 pub use error::ApiErrorBody;
-pub use kit::{ApprovalStatus, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier};
+pub use kit::{
+    ApprovalStatus, ApprovalTerms, DecisionKind, DefaultDecision, Reason, RiskLevel, RiskTier,
+};
 pub use reqwest::Method;

@@ -125,7 +125,11 @@ fn bench_size(c: &mut Criterion, name: &str, size: PolicySize) {
     );
     let v = evaluate(&reg, "bot", &held);
     assert_eq!(v.kind, VerdictKind::Confirm);
-    assert!(v.message.starts_with("Send 5000 EUR to ext-acme-supplies"));
+    assert!(
+        v.terms
+            .message
+            .starts_with("Send 5000 EUR to ext-acme-supplies")
+    );
     assert_eq!(evaluate(&reg, "bot", &allowed).kind, VerdictKind::Allow);
 
     let cedar = CedarSlices::new(&cedar_policies(size));

@@ -37,7 +37,7 @@ fn propose(s: &Store, reg: &Registry, needs: Option<&WindowNeeds>, now: i64, kee
             resolve_path: &assent_core::triggers::lexical_only,
         };
         let mut v = evaluate_in(reg, "bot", call.call(), Some(call.arguments()), &obs);
-        assert_eq!(v.kind, VerdictKind::Allow, "{:?}", v.reasons);
+        assert_eq!(v.kind, VerdictKind::Allow, "{:?}", v.terms.reasons);
         if !keep {
             v.kind = VerdictKind::Deny;
         }

@@ -73,10 +73,11 @@ pub fn check_edit(
     roles: &[String],
 ) -> Result<(), EditRefusal> {
     if edited.kind == VerdictKind::Deny {
-        return Err(EditRefusal::Denied(edited.message.clone()));
+        return Err(EditRefusal::Denied(edited.terms.message.clone()));
     }
     let fired = |names: &[&str]| -> Vec<String> {
         edited
+            .terms
             .triggers
             .iter()
             .filter(|t| names.contains(&t.as_str()))
@@ -94,16 +95,16 @@ pub fn check_edit(
     if !new.is_empty() {
         return Err(EditRefusal::OverThreshold(new));
     }
-    let irreversible = edited.irreversible && !original.irreversible;
-    if edited.risk_tier > original.risk_tier || irreversible {
+    let irreversible = edited.terms.irreversible && !original.irreversible;
+    if edited.terms.risk_tier > original.risk_tier || irreversible {
         return Err(EditRefusal::RaisesRisk {
             from: original.risk_tier,
-            to: edited.risk_tier,
+            to: edited.terms.risk_tier,
             irreversible,
         });
     }
-    if !may_decide(&edited.approvers, roles) {
-        return Err(EditRefusal::NeedsRole(edited.approvers.clone()));
+    if !may_decide(&edited.terms.approvers, roles) {
+        return Err(EditRefusal::NeedsRole(edited.terms.approvers.clone()));
     }
     Ok(())
 }
@@ -181,9 +182,9 @@ policies:
         .unwrap();
         let held = verdict(&reg, 50, &[]);
         let original = Original {
-            risk_tier: held.risk_tier,
-            irreversible: held.irreversible,
-            triggers: &held.triggers,
+            risk_tier: held.terms.risk_tier,
+            irreversible: held.terms.irreversible,
+            triggers: &held.terms.triggers,
         };
         let ops = ["ops".to_string()];
         assert_eq!(check_edit(&original, &verdict(&reg, 20, &[]), &ops), Ok(()));
@@ -207,9 +208,9 @@ policies:
         // A held call that crossed the threshold already may be edited within it.
         let over = verdict(&reg, 500, &[]);
         let original = Original {
-            risk_tier: over.risk_tier,
-            irreversible: over.irreversible,
-            triggers: &over.triggers,
+            risk_tier: over.terms.risk_tier,
+            irreversible: over.terms.irreversible,
+            triggers: &over.terms.triggers,
         };
         assert_eq!(
             check_edit(&original, &verdict(&reg, 600, &[]), &ops),
@@ -226,7 +227,7 @@ policies:
         let low = Original {
             risk_tier: RiskTier::R1,
             irreversible: false,
-            triggers: &over.triggers,
+            triggers: &over.terms.triggers,
         };
         assert!(matches!(
             check_edit(&low, &verdict(&reg, 600, &[]), &ops),

@@ -46,4 +46,4 @@ pub use gatekeeper::{
 };
 pub use policy::Registry;
 pub use risk::RiskTier;
-pub use verdict::{Reason, Verdict, VerdictKind};
+pub use verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};

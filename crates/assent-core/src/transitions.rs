@@ -39,12 +39,12 @@ pub fn apply_block(verdict: &mut Verdict, why: Option<String>) {
         return;
     }
     verdict.kind = VerdictKind::Deny;
-    verdict.reasons.push(Reason {
+    verdict.terms.reasons.push(Reason {
         file: String::new(),
         rule: "mplp plan".into(),
         text: why.clone(),
     });
-    verdict.message = why;
+    verdict.terms.message = why;
 }
 
 #[cfg(test)]
@@ -90,8 +90,8 @@ mod tests {
         assert_eq!(v, before);
         apply_block(&mut v, Some("plan p is draft".into()));
         assert_eq!(v.kind, VerdictKind::Deny);
-        assert_eq!(v.message, "plan p is draft");
-        let last = v.reasons.last().unwrap();
+        assert_eq!(v.terms.message, "plan p is draft");
+        let last = v.terms.reasons.last().unwrap();
         assert_eq!((last.file.as_str(), last.rule.as_str()), ("", "mplp plan"));
         assert_eq!(last.text, "plan p is draft");
         let denied = v.clone();

@@ -1,6 +1,7 @@
 //! The gatekeeper's answer for one call: [`Verdict`] (allow, confirm or deny, with every
 //! reason, the risk tier, the approvers, the wait and its default, the rendered message and
-//! the notes for the operator), [`VerdictKind`] and [`Reason`]. Plain data: how a verdict is
+//! the notes for the operator), [`VerdictKind`], [`Reason`], and the [`ApprovalTerms`] part of a
+//! verdict that an approval keeps. Plain data: how a verdict is
 //! decided is the gatekeeper's job; the policy registry reads [`Reason`]s to name the policies
 //! behind a verdict.
 
@@ -43,11 +44,27 @@ pub struct Reason {
     pub text: String,
 }
 
-/// The gatekeeper's answer for one call.
+/// The gatekeeper's answer for one call: its kind, the wait, and the [`ApprovalTerms`] an
+/// approval that holds the call keeps (serialised flat, as one object).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     /// Allow, confirm or deny.
     pub kind: VerdictKind,
+    /// Shortest `timeout_seconds` of the covering rules, if any names one.
+    pub timeout_seconds: Option<u64>,
+    /// Everything else the verdict says: reasons, tier, approvers, message, notes.
+    #[serde(flatten)]
+    pub terms: ApprovalTerms,
+}
+
+/// What a verdict asks of the approval that holds its call, kept unchanged by that approval
+/// (store record and `GET /v1/approvals/{id}`, where it is serialised flat): who may decide,
+/// what they are shown, what happens when nobody does, and the limits on the call's result.
+/// The last five fields default when absent on input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalTerms {
+    /// The rendered approval message (confirm), or the denial reason (deny), or empty (allow).
+    pub message: String,
     /// Every source consulted, in order: the declaration, governance rules, the risk tier.
     pub reasons: Vec<Reason>,
     /// Highest tier any covering rule gives; R2 when none does.
@@ -55,23 +72,20 @@ pub struct Verdict {
     /// True when any covering rule marks the action irreversible; such a call is never
     /// `allow` (seed 001, AAEP §6.4.1) and its `default_decision` is `reject`.
     pub irreversible: bool,
-    /// Shortest `timeout_seconds` of the covering rules, if any names one.
-    pub timeout_seconds: Option<u64>,
     /// Default applied at expiry: `approve` only if every covering rule that names one says so
     /// and the action is reversible; `reject` otherwise.
     pub default_decision: DefaultDecision,
     /// Operator roles allowed to decide (union over covering rules; empty = any operator).
     pub approvers: Vec<String>,
-    /// The rendered approval message (confirm), or the denial reason (deny), or empty (allow).
-    pub message: String,
     /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`); their
     /// texts are in `reasons`. A grant never covers a call with any (seed 002).
     pub triggers: Vec<String>,
-    /// `suggested_alternatives` of the covering rules, in order, without repeats.
+    /// Seed 002 `suggestedAlternatives`: those of the covering rules, in order, no repeats.
     pub suggested_alternatives: Vec<String>,
     /// `on_timeout` of the covering rules merged: every role, the shortest extension.
     pub escalation: Option<Escalation>,
-    /// Smallest `thresholds.output_bytes` of the covering rules.
+    /// Smallest `thresholds.output_bytes` of the covering rules, in bytes: a larger result is
+    /// held (MCP proxy and hub).
     pub output_bytes: Option<u64>,
     /// The agent's own user may approve in the MCP client (issue 4): a covering rule sets
     /// `in_client_approval`, the verdict is `confirm`, the tier is below R3 and no covering
@@ -79,15 +93,41 @@ pub struct Verdict {
     #[serde(default)]
     pub in_client_approval: bool,
     /// `side_effects` of the covering rules, rendered (confirm only), in rule order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub side_effects: Vec<String>,
     /// `rollback` notes of the covering rules, rendered (confirm only), in rule order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub rollback: Vec<String>,
-    /// The first covering rule's `dry_run_tool`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The first covering rule's `dry_run_tool`: the tool that previews this call.
+    #[serde(default)]
     pub dry_run_tool: Option<String>,
-    /// Argument paths to mask outside the gateway: the union of the covering rules' `redact`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Argument paths masked in everything that leaves the gateway: the union of the covering
+    /// rules' `redact`.
+    #[serde(default)]
     pub redact: Vec<String>,
+}
+
+impl ApprovalTerms {
+    /// Terms that say only `message`, `reasons` and `risk_tier`: reversible, default `reject`,
+    /// any operator, no triggers, notes or limits (a deny verdict's, or a test's starting
+    /// point).
+    pub fn plain(message: String, reasons: Vec<Reason>, risk_tier: RiskTier) -> Self {
+        Self {
+            message,
+            reasons,
+            risk_tier,
+            irreversible: false,
+            default_decision: DefaultDecision::Reject,
+            approvers: Vec::new(),
+            triggers: Vec::new(),
+            suggested_alternatives: Vec::new(),
+            escalation: None,
+            output_bytes: None,
+            in_client_approval: false,
+            side_effects: Vec::new(),
+            rollback: Vec::new(),
+            dry_run_tool: None,
+            redact: Vec::new(),
+        }
+    }
 }

@@ -261,7 +261,7 @@ impl Gateway {
             .arguments_changed
             .then(|| rec.arguments.clone().unwrap_or(Value::Null));
         let run_with = edited.as_ref().unwrap_or(arguments);
-        let (limit, id) = (rec.output_bytes, Some(id.to_string()));
+        let (limit, id) = (rec.terms.output_bytes, Some(id.to_string()));
         self.redeem(token, tool, run_with, edited.clone(), limit, id)
             .await
     }

@@ -88,7 +88,7 @@ pub(crate) async fn list_approvals(
                 agent: v[0].agent.clone(),
                 server: v[0].call.server.clone(),
                 tool: v[0].call.tool.clone(),
-                reasons: v[0].reasons.clone(),
+                reasons: v[0].terms.reasons.clone(),
                 count: v.len(),
                 approvals: v.iter().map(|a| approval(a, None)).collect(),
             })

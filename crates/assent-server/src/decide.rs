@@ -220,7 +220,7 @@ pub(crate) async fn user_decision(
         .await?
         .filter(|a| a.agent == agent)
         .ok_or_else(|| ApiError::not_found("no such approval"))?;
-    if !rec.in_client_approval {
+    if !rec.terms.in_client_approval {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "IN_CLIENT_NOT_ALLOWED",

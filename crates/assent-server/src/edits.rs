@@ -56,11 +56,11 @@ fn regate(
         },
     );
     let original = Original {
-        risk_tier: rec.risk_tier,
-        irreversible: rec.irreversible,
-        triggers: &rec.triggers,
+        risk_tier: rec.terms.risk_tier,
+        irreversible: rec.terms.irreversible,
+        triggers: &rec.terms.triggers,
     };
-    let raised = if rec.triggers.iter().any(|t| t == "cost") {
+    let raised = if rec.terms.triggers.iter().any(|t| t == "cost") {
         assent_core::edit::raised_costs(&st.registry, &rec.agent, &rec.call, c.call())
     } else {
         Vec::new()
@@ -83,7 +83,8 @@ fn regate(
             EditRefusal::NeedsRole(_) => StatusCode::FORBIDDEN,
             _ => StatusCode::UNPROCESSABLE_ENTITY,
         };
-        ApiError::new(status, e.code(), e.to_string()).with_verdict(&v.reasons, &v.triggers)
+        ApiError::new(status, e.code(), e.to_string())
+            .with_verdict(&v.terms.reasons, &v.terms.triggers)
     })?;
     let (call, canonical_arguments, canonical, call_hash) = c.into_parts();
     Ok((
@@ -93,6 +94,6 @@ fn regate(
             canonical,
             call_hash,
         },
-        v.output_bytes,
+        v.terms.output_bytes,
     ))
 }

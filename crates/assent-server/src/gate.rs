@@ -205,7 +205,7 @@ pub(crate) async fn tool_result(
         Some(original.arguments()),
         &Observations::none(now_ms()),
     );
-    match v.output_bytes {
+    match v.terms.output_bytes {
         Some(limit) if b.output_bytes > limit && v.kind != VerdictKind::Deny => {
             let held = held_result(v, &b, limit);
             let preview: Option<String> = b.preview.map(|p| p.chars().take(2048).collect());
@@ -225,7 +225,7 @@ pub(crate) async fn tool_result(
             gate(&st, sub).await
         }
         _ => Ok(Body(GateAnswer::Allow(Allowed {
-            output_bytes: v.output_bytes,
+            output_bytes: v.terms.output_bytes,
             verdict: None,
             grant: None,
         }))
@@ -238,9 +238,9 @@ pub(crate) async fn tool_result(
 fn held_result(v: Verdict, b: &ToolResultRequest, limit: u64) -> Verdict {
     let mut held = v;
     held.kind = VerdictKind::Confirm;
-    held.in_client_approval = false; // an operator releases a held result
-    if !held.triggers.iter().any(|t| t == "output_bytes") {
-        held.triggers.push("output_bytes".into());
+    held.terms.in_client_approval = false; // an operator releases a held result
+    if !held.terms.triggers.iter().any(|t| t == "output_bytes") {
+        held.terms.triggers.push("output_bytes".into());
     }
     let target = match &b.server {
         Some(s) => format!("{s}/{}", b.tool),
@@ -250,12 +250,12 @@ fn held_result(v: Verdict, b: &ToolResultRequest, limit: u64) -> Verdict {
         "the result of {target} is {} bytes, over the output_bytes threshold of {limit}",
         b.output_bytes
     );
-    held.reasons.push(assent_core::Reason {
+    held.terms.reasons.push(assent_core::Reason {
         file: String::new(),
         rule: "thresholds.output_bytes".into(),
         text: why.clone(),
     });
-    held.message = format!("Release the result to agent {}? ({why})", b.agent);
+    held.terms.message = format!("Release the result to agent {}? ({why})", b.agent);
     held
 }
 
@@ -310,11 +310,11 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                     .map(assent_core::approval::millis)
                     .or(settings.approval_timeout_ms)
                     .unwrap_or(assent_core::approval::millis(default_timeout_seconds(
-                        v.risk_tier,
+                        v.terms.risk_tier,
                     )))
                     .saturating_add(extension_ms)
             };
-            let governed_by = |v: &Verdict| reg.policies_behind(&v.reasons);
+            let governed_by = |v: &Verdict| reg.policies_behind(&v.terms.reasons);
             let mut proposal = b.proposal(now, &timeout, settings.max_pending_per_agent);
             proposal.governed_by = Some(&governed_by);
             proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
@@ -359,15 +359,15 @@ async fn answer(
     let echo = |reasons: &[assent_core::Reason]| VerdictEcho {
         call_hash: call_hash.to_string(),
         reasons: reasons.to_vec(),
-        risk_tier: verdict.risk_tier,
-        triggers: verdict.triggers.clone(),
+        risk_tier: verdict.terms.risk_tier,
+        triggers: verdict.terms.triggers.clone(),
     };
     let answer = match outcome {
         Proposed::Allowed => {
             tracing::info!(agent = %agent, verdict = "allow", "tool call decided");
             GateAnswer::Allow(Allowed {
-                output_bytes: verdict.output_bytes,
-                verdict: Some(echo(&verdict.reasons)),
+                output_bytes: verdict.terms.output_bytes,
+                verdict: Some(echo(&verdict.terms.reasons)),
                 grant: None,
             })
         }
@@ -375,9 +375,9 @@ async fn answer(
             tracing::info!(agent = %agent, verdict = "deny", "tool call decided");
             GateAnswer::Deny(Denied {
                 code: "TOOL_DENIED".into(),
-                reason: verdict.message.clone(),
-                message: verdict.message.clone(),
-                verdict: echo(&verdict.reasons),
+                reason: verdict.terms.message.clone(),
+                message: verdict.terms.message.clone(),
+                verdict: echo(&verdict.terms.reasons),
             })
         }
         Proposed::Granted(rec) => {
@@ -386,8 +386,8 @@ async fn answer(
             let token = st.store_call(move |s| s.token_string(&id)).await?;
             tracing::info!(approval_id = %rec.id, grant_id = ?rec.grant_id, "tool call allowed by a grant");
             GateAnswer::Allow(Allowed {
-                output_bytes: rec.output_bytes,
-                verdict: Some(echo(&verdict.reasons)),
+                output_bytes: rec.terms.output_bytes,
+                verdict: Some(echo(&verdict.terms.reasons)),
                 grant: Some(Granted {
                     approval_token: formats::approval_token(&rec),
                     token_expires_at: rec.token.as_ref().map(|t| rfc3339(t.expires_at)),
@@ -405,19 +405,19 @@ async fn answer(
             if !joined {
                 st.changed();
             }
-            tracing::info!(approval_id = %rec.id, agent = %rec.agent, risk_tier = %rec.risk_tier, joined, "approval requested");
+            tracing::info!(approval_id = %rec.id, agent = %rec.agent, risk_tier = %rec.terms.risk_tier, joined, "approval requested");
             GateAnswer::Pending(Pending {
                 code: "TOOL_BLOCKED_PENDING_APPROVAL".into(),
                 joined,
                 expires_at: rfc3339(rec.expires_at),
-                verdict: echo(&rec.reasons),
+                verdict: echo(&rec.terms.reasons),
                 approval_id: rec.id,
-                message: rec.message,
+                message: rec.terms.message,
                 human_summary: rec.human_summary,
-                in_client_approval: rec.in_client_approval,
-                suggested_alternatives: rec.suggested_alternatives,
-                side_effects: rec.side_effects,
-                rollback: rec.rollback,
+                in_client_approval: rec.terms.in_client_approval,
+                suggested_alternatives: rec.terms.suggested_alternatives,
+                side_effects: rec.terms.side_effects,
+                rollback: rec.terms.rollback,
             })
         }
         Proposed::TooManyPending { limit } => {

@@ -152,8 +152,8 @@ impl Store {
             let edited = input.and_then(|d| d.edited.as_ref());
             let held = decision::Held {
                 target_type: &rec.target_type,
-                irreversible: rec.irreversible,
-                risk_tier: rec.risk_tier,
+                irreversible: rec.terms.irreversible,
+                risk_tier: rec.terms.risk_tier,
             };
             let confirm_workspace = input.is_some_and(|d| d.confirm_workspace);
             let discouraged =
@@ -297,11 +297,11 @@ fn admit(
         return Err(DecideError::Damaged(rec.damaged));
     }
     if let Some(roles) = roles
-        && !approval::may_decide(&rec.approvers, roles)
+        && !approval::may_decide(&rec.terms.approvers, roles)
     {
-        let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.approvers});
+        let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.terms.approvers});
         audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
-        return Err(DecideError::NotApprover(rec.approvers));
+        return Err(DecideError::NotApprover(rec.terms.approvers));
     }
     match approval::transition(rec.status, s.event) {
         Ok(next) => Ok((rec, next)),
@@ -334,7 +334,10 @@ fn settle(
             // The smaller of the stored limit and the edit's, computed here (SQLite's scalar
             // `min` is `LEAST` on Postgres), from the row read in this transaction.
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let limit = rec.output_bytes.map_or(limit, |b| (b as i64).min(limit));
+            let limit = rec
+                .terms
+                .output_bytes
+                .map_or(limit, |b| (b as i64).min(limit));
             tx.prepare_cached("UPDATE approvals SET output_bytes = ?2 WHERE id = ?1")?
                 .execute(params![id, limit])?;
         }

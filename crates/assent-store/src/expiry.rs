@@ -45,14 +45,14 @@ impl Store {
                 {
                     return Ok(Step::Skip);
                 }
-                if escalates(rec.escalation.as_ref(), rec.escalated_at) {
+                if escalates(rec.terms.escalation.as_ref(), rec.escalated_at) {
                     escalate(**tx, &*self.envelopes, &rec, now)?;
                     tx.changed(Change::Approval(rec.id.clone()));
                     if rec.announced_deadline() > now {
                         return Ok(Step::Escalated);
                     }
                 }
-                Ok(Step::Expire(rec.default_decision))
+                Ok(Step::Expire(rec.terms.default_decision))
             })?;
             let default = match step {
                 Step::Skip => continue,
@@ -95,10 +95,10 @@ enum Step {
 /// any operator could decide stays so); audits `approval.escalated` and emits the AAEP
 /// `Escalated` event ([`AaepEvent::Escalated`]).
 fn escalate(tx: Conn<'_>, env: &dyn Envelopes, rec: &ApprovalRecord, now: i64) -> db::Result<()> {
-    let Some(esc) = &rec.escalation else {
+    let Some(esc) = &rec.terms.escalation else {
         return Ok(());
     };
-    let approvers = escalated_approvers(&rec.approvers, &esc.escalate_to);
+    let approvers = escalated_approvers(&rec.terms.approvers, &esc.escalate_to);
     let new_exp = rec.announced_deadline();
     tx.prepare_cached(
         "UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1",
@@ -118,7 +118,7 @@ fn escalate(tx: Conn<'_>, env: &dyn Envelopes, rec: &ApprovalRecord, now: i64) -
         &json!({"escalate_to": esc.escalate_to, "approvers": approvers, "expires_at": new_exp}),
     )?;
     let mut after = rec.clone();
-    after.approvers = approvers;
+    after.terms.approvers = approvers;
     after.expires_at = new_exp;
     after.escalated_at = Some(now);
     let ev = AaepEvent::Escalated {

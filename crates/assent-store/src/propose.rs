@@ -162,7 +162,7 @@ impl Store {
             assent_core::VerdictKind::Confirm => "call.held",
         };
         let data = json!({"session_id": session_id, "call": call, "call_hash": call_hash,
-                          "verdict": verdict.kind, "reasons": verdict.reasons, "risk_tier": verdict.risk_tier});
+                          "verdict": verdict.kind, "reasons": verdict.terms.reasons, "risk_tier": verdict.terms.risk_tier});
         self.write(|tx| Ok(audit::append(**tx, now, kind, None, agent, &data)?))
     }
 
@@ -278,7 +278,11 @@ impl Store {
         plan: Option<ConfirmTarget<'_>>,
     ) -> Result<Proposed, StoreError> {
         let (tx, p, verdict) = (g.tx, g.p, g.verdict);
-        let may = grant::may_use_grant(&verdict.triggers, p.target.is_some(), verdict.irreversible);
+        let may = grant::may_use_grant(
+            &verdict.terms.triggers,
+            p.target.is_some(),
+            verdict.terms.irreversible,
+        );
         if may
             && let Some((gid, scope)) =
                 find_grant(tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
@@ -396,8 +400,8 @@ impl Gate<'_> {
     fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> db::Result<()> {
         let (p, v) = (self.p, self.verdict);
         let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
-            "call": p.call, "call_hash": p.call_hash, "verdict": v.kind, "reasons": v.reasons,
-            "risk_tier": v.risk_tier, "triggers": v.triggers});
+            "call": p.call, "call_hash": p.call_hash, "verdict": v.kind, "reasons": v.terms.reasons,
+            "risk_tier": v.terms.risk_tier, "triggers": v.terms.triggers});
         if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
             d.extend(e);
         }
@@ -491,9 +495,9 @@ fn insert_approval(
         Some(&row.id),
         p.agent,
         &json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id, "call": p.call,
-                "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.reasons, "risk_tier": v.risk_tier,
-                "irreversible": v.irreversible, "message": v.message, "expires_at": row.expires_at,
-                "default_decision": v.default_decision, "triggers": v.triggers}),
+                "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.terms.reasons, "risk_tier": v.terms.risk_tier,
+                "irreversible": v.terms.irreversible, "message": v.terms.message, "expires_at": row.expires_at,
+                "default_decision": v.terms.default_decision, "triggers": v.terms.triggers}),
     )?;
     let context = ConfirmContext {
         policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),
@@ -544,6 +548,7 @@ struct Row<'a> {
 /// Approvals with the same key are "similar": same agent, server, tool and (sorted) rules.
 fn group_key(p: &Proposal<'_>, v: &Verdict) -> String {
     let mut rules: Vec<String> = v
+        .terms
         .reasons
         .iter()
         .map(|r| format!("{}#{}", r.file, r.rule))
@@ -566,7 +571,7 @@ fn insert_row(
     row: &Row<'_>,
     status: &str,
 ) -> db::Result<()> {
-    let (esc_to, esc_after) = match &v.escalation {
+    let (esc_to, esc_after) = match &v.terms.escalation {
         Some(e) => (to_json(&e.escalate_to), Some(millis(e.after_seconds))),
         None => ("[]".to_string(), None),
     };
@@ -574,11 +579,11 @@ fn insert_row(
     tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact)
          VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36)")?.execute(
-        params![row.id, p.agent, p.session_id, p.call.tool, p.call.server, p.canonical_arguments, p.canonical, p.call_hash, v.message,
-                v.risk_tier.as_str(), v.irreversible, to_json(&v.reasons), to_json(&v.approvers), v.default_decision.as_str(), p.now, row.expires_at, status,
-                p.run_id, p.device_id, group_key(p, v), row.summary, to_json(&v.triggers), to_json(&v.suggested_alternatives), esc_to, esc_after,
-                v.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), row.trace_id, uuid::Uuid::new_v4().to_string(), row.target_id, row.target_type, diff, v.in_client_approval,
-                to_json(&v.side_effects), to_json(&v.rollback), v.dry_run_tool, to_json(&v.redact)],
+        params![row.id, p.agent, p.session_id, p.call.tool, p.call.server, p.canonical_arguments, p.canonical, p.call_hash, v.terms.message,
+                v.terms.risk_tier.as_str(), v.terms.irreversible, to_json(&v.terms.reasons), to_json(&v.terms.approvers), v.terms.default_decision.as_str(), p.now, row.expires_at, status,
+                p.run_id, p.device_id, group_key(p, v), row.summary, to_json(&v.terms.triggers), to_json(&v.terms.suggested_alternatives), esc_to, esc_after,
+                v.terms.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), row.trace_id, uuid::Uuid::new_v4().to_string(), row.target_id, row.target_type, diff, v.terms.in_client_approval,
+                to_json(&v.terms.side_effects), to_json(&v.terms.rollback), v.terms.dry_run_tool, to_json(&v.terms.redact)],
     )?;
     Ok(())
 }

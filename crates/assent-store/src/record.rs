@@ -8,7 +8,7 @@ use crate::sql::{self, from_row};
 use crate::stored::{self, Settlement};
 use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
 use assent_core::decision::{self, most_restrictive as worst};
-use assent_core::gatekeeper::Reason;
+use assent_core::gatekeeper::ApprovalTerms;
 use assent_core::triggers::Escalation;
 use assent_core::{RiskTier, ToolCall};
 use serde::Serialize;
@@ -48,19 +48,11 @@ pub struct ApprovalRecord {
     pub canonical: String,
     /// SHA-256 of `canonical`, lowercase hex.
     pub call_hash: String,
-    /// The rendered approval message.
-    pub message: String,
-    /// `R0`…`R4`; `R4` when the stored value is unreadable (see `damaged`).
-    pub risk_tier: RiskTier,
-    /// Whether a rule marks the action irreversible.
-    pub irreversible: bool,
-    /// Why approval is required.
-    pub reasons: Vec<Reason>,
-    /// Operator roles that may decide (empty: any operator). When the stored list is
-    /// unreadable it is `[`[`stored::UNREADABLE_ROLE`]`]`, a role nobody holds (see `damaged`).
-    pub approvers: Vec<String>,
-    /// Applied at expiry; `reject` when the stored value is unreadable (see `damaged`).
-    pub default_decision: DefaultDecision,
+    /// What the verdict asked of this approval (serialised flat). Read strictly: an
+    /// unreadable `risk_tier` is `R4`, `approvers` `[`[`stored::UNREADABLE_ROLE`]`]` (a role
+    /// nobody holds), `default_decision` `reject`, a list `[]` (see `damaged`).
+    #[serde(flatten)]
+    pub terms: ApprovalTerms,
     /// Unix milliseconds.
     pub requested_at: i64,
     /// Unix milliseconds; the approval expires at this time.
@@ -81,16 +73,8 @@ pub struct ApprovalRecord {
     pub group_key: String,
     /// Seed 002 `humanSummary`, verified against the canonical arguments at creation.
     pub human_summary: String,
-    /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`).
-    pub triggers: Vec<String>,
-    /// Seed 002 `suggestedAlternatives` from the covering rules.
-    pub suggested_alternatives: Vec<String>,
-    /// `on_timeout` of the covering rules, if any.
-    pub escalation: Option<Escalation>,
     /// Unix milliseconds when the wait was extended to the escalation roles.
     pub escalated_at: Option<i64>,
-    /// `thresholds.output_bytes`: results larger than this are held (MCP proxy).
-    pub output_bytes: Option<u64>,
     /// The decided scope (wire form `once`, `session`, `15m`, `workspace`) once approved;
     /// `once` when the stored value is unreadable (see `damaged`).
     pub scope: Option<GrantScope>,
@@ -110,16 +94,6 @@ pub struct ApprovalRecord {
     pub reply_token: Option<String>,
     /// RFC 6902 patch from the target's previous submission (a resubmitted plan), if any.
     pub target_diff: Option<Value>,
-    /// The agent's own user may decide it in the MCP client (`in_client_approval`).
-    pub in_client_approval: bool,
-    /// Predicted side effects from the covering rules' `side_effects` (rendered).
-    pub side_effects: Vec<String>,
-    /// Rollback / safety notes from the covering rules' `rollback` (rendered).
-    pub rollback: Vec<String>,
-    /// The tool that previews this call (`dry_run_tool`), if a rule names one.
-    pub dry_run_tool: Option<String>,
-    /// Argument paths masked in everything that leaves the gateway (`redact`).
-    pub redact: Vec<String>,
     /// Names of the stored columns that could not be read (issue 10 §8), e.g. `["approvers"]`;
     /// each holds its most restrictive value above. Non-empty: nobody may decide, cancel or
     /// expire the approval ([`crate::DecideError::Damaged`]) and `assent audit verify` reports it.
@@ -131,7 +105,7 @@ pub struct ApprovalRecord {
 impl ApprovalRecord {
     /// Masks this call's `redact` paths in what leaves the gateway.
     pub fn redactor(&self) -> assent_core::redact::Redactor {
-        assent_core::redact::Redactor::new(&self.call.arguments, &self.redact)
+        assent_core::redact::Redactor::new(&self.call.arguments, &self.terms.redact)
     }
 
     /// RFC 8785 canonical JSON of the proposed arguments.
@@ -152,7 +126,11 @@ impl ApprovalRecord {
     /// sets `expires_at` to this same deadline). Replies are accepted before it, countdowns
     /// count toward it.
     pub fn announced_deadline(&self) -> i64 {
-        decision::announced_deadline(self.expires_at, self.escalation.as_ref(), self.escalated_at)
+        decision::announced_deadline(
+            self.expires_at,
+            self.terms.escalation.as_ref(),
+            self.escalated_at,
+        )
     }
 
     /// The hash the token binds: of the edited call, else of the proposed one.
@@ -260,7 +238,8 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         Some(worst::SCOPE),
     )?;
     let escalate_to = c.list(r, 24, "escalate_to")?;
-    let after: Option<i64> = r.get(25)?;
+    let after = c.count(r, 25, "escalate_after_ms", 0)?;
+    let output_bytes = c.count(r, 27, "output_bytes", 0)?;
     let edited = edited_call(r, &mut c)?;
     let triggers = c.list(r, 22, "triggers")?;
     let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
@@ -279,12 +258,26 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         },
         canonical: r.get(6)?,
         call_hash: r.get(7)?,
-        message: r.get(8)?,
-        risk_tier,
-        irreversible: r.get(10)?,
-        reasons,
-        approvers,
-        default_decision,
+        terms: ApprovalTerms {
+            message: r.get(8)?,
+            reasons,
+            risk_tier,
+            irreversible: r.get(10)?,
+            default_decision,
+            approvers,
+            triggers,
+            suggested_alternatives,
+            escalation: after.map(|a| Escalation {
+                escalate_to,
+                after_seconds: a / 1000,
+            }),
+            output_bytes,
+            in_client_approval: r.get(39)?,
+            side_effects,
+            rollback,
+            dry_run_tool: r.get(42)?,
+            redact,
+        },
         requested_at: r.get(14)?,
         expires_at: r.get(15)?,
         status,
@@ -295,14 +288,7 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         device_id: r.get(19)?,
         group_key: r.get(20)?,
         human_summary: r.get(21)?,
-        triggers,
-        suggested_alternatives,
-        escalation: after.map(|a| Escalation {
-            escalate_to,
-            after_seconds: (a / 1000) as u64,
-        }),
         escalated_at: r.get(26)?,
-        output_bytes: r.get::<Option<i64>>(27)?.map(|b| b as u64),
         scope,
         grant_id: r.get(29)?,
         edited,
@@ -312,11 +298,6 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         target_id: r.get::<Option<String>>(36)?.unwrap_or_default(),
         reply_token: r.get(37)?,
         target_diff,
-        in_client_approval: r.get(39)?,
-        side_effects,
-        rollback,
-        dry_run_tool: r.get(42)?,
-        redact,
         damaged: c.damaged,
     })
 }

@@ -97,6 +97,22 @@ impl Columns {
         self.parsed(r, i, name, |s| serde_json::from_str(s).ok(), worst)
     }
 
+    /// A nullable count (bytes, milliseconds): `None` for NULL; `worst` when it is negative or
+    /// not an integer (a stored `-1` must not turn into 2^64 - 1 and lift a limit).
+    pub fn count(
+        &mut self,
+        r: &Row<'_>,
+        i: usize,
+        name: &str,
+        worst: u64,
+    ) -> db::Result<Option<u64>> {
+        Ok(match r.get_ref(i)? {
+            ValueRef::Null => None,
+            ValueRef::Int(n) if n >= 0 => Some(n as u64),
+            _ => Some(self.damage(name, worst)),
+        })
+    }
+
     /// A JSON list of strings (NOT NULL); empty when unreadable (for display-only lists).
     pub fn list(&mut self, r: &Row<'_>, i: usize, name: &str) -> db::Result<Vec<String>> {
         self.json(r, i, name, Vec::new())

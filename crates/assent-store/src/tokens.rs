@@ -226,7 +226,7 @@ pub(crate) fn create_grant(
     let hash = t.exact_call.then_some(g.call_hash);
     tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
         .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, hash,
-            scope_wire, rec.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at])?;
+            scope_wire, rec.terms.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at])?;
     tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
         .execute(params![rec.id, gid])?;
     audit::append(

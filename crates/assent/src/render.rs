@@ -110,28 +110,35 @@ fn card_call(a: &Approval, out: &mut String) {
         out,
         format!(
             "  risk:      {} ({}){}\n",
-            a.risk_tier.as_str(),
+            a.terms.risk_tier.as_str(),
             a.risk_level.as_str(),
-            if a.irreversible { ", irreversible" } else { "" }
+            if a.terms.irreversible {
+                ", irreversible"
+            } else {
+                ""
+            }
         ),
     );
-    put(out, format!("  message:   {}\n", a.message));
-    if !a.triggers.is_empty() {
-        put(out, format!("  triggers:  {}\n", a.triggers.join(", ")));
+    put(out, format!("  message:   {}\n", a.terms.message));
+    if !a.terms.triggers.is_empty() {
+        put(
+            out,
+            format!("  triggers:  {}\n", a.terms.triggers.join(", ")),
+        );
     }
 }
 
 /// Side effects, rollback, the dry-run tool and suggested alternatives.
 fn card_effects(a: &Approval, out: &mut String) {
-    match a.side_effects.as_slice() {
+    match a.terms.side_effects.as_slice() {
         [] => put(
             out,
             String::from("  side effects: not described by any rule\n"),
         ),
         l => put(out, format!("  side effects: {}\n", l.join("; "))),
     }
-    match a.rollback.as_slice() {
-        [] if a.irreversible => put(
+    match a.terms.rollback.as_slice() {
+        [] if a.terms.irreversible => put(
             out,
             String::from("  rollback:  none: the action is irreversible\n"),
         ),
@@ -141,13 +148,13 @@ fn card_effects(a: &Approval, out: &mut String) {
         ),
         l => put(out, format!("  rollback:  {}\n", l.join("; "))),
     }
-    if let Some(t) = &a.dry_run_tool {
+    if let Some(t) = &a.terms.dry_run_tool {
         put(
             out,
             format!("  dry run:   {t} (from the dashboard, through the MCP hub)\n"),
         );
     }
-    for alt in &a.suggested_alternatives {
+    for alt in &a.terms.suggested_alternatives {
         put(out, format!("  alternative: {alt}\n"));
     }
 }
@@ -155,11 +162,14 @@ fn card_effects(a: &Approval, out: &mut String) {
 /// Why the call is held (each reason's file, rule and text) and who may decide it.
 fn card_why(a: &Approval, out: &mut String) {
     put(out, String::from("  why:\n"));
-    for r in &a.reasons {
+    for r in &a.terms.reasons {
         put(out, format!("    - {}\n", reason_line(r)));
     }
-    if !a.approvers.is_empty() {
-        put(out, format!("  approvers: {}\n", a.approvers.join(", ")));
+    if !a.terms.approvers.is_empty() {
+        put(
+            out,
+            format!("  approvers: {}\n", a.terms.approvers.join(", ")),
+        );
     }
 }
 
@@ -170,7 +180,7 @@ fn card_outcome(a: &Approval, out: &mut String) {
         out,
         format!(
             "  on timeout: {} (expires {})\n",
-            a.default_decision.as_str(),
+            a.terms.default_decision.as_str(),
             a.expires_at
         ),
     );

@@ -63,7 +63,7 @@ fn pending_approval() -> Value {
 fn approvals_in_every_state_write_back_what_they_read() {
     let a: Approval = round_trip(&pending_approval());
     assert_eq!(
-        (a.status, a.risk_tier),
+        (a.status, a.terms.risk_tier),
         (ApprovalStatus::Pending, RiskTier::R2)
     );
     // Approved with an edit, read by its agent: token, edit, diff, escalation, scope.

@@ -14,7 +14,7 @@ use crate::template::{TemplateContext, default_message, render};
 use crate::triggers::{
     Escalation, Observations, cost_exceeded, domain_violations, path_violations, rate_exceeded,
 };
-use crate::verdict::{Reason, Verdict, VerdictKind};
+use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 
 /// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
 const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
@@ -236,22 +236,24 @@ impl<'a> Composed<'a> {
         }
         Verdict {
             kind,
-            reasons: self.reasons,
-            risk_tier,
-            irreversible: self.irreversible,
             timeout_seconds: self.timeout,
-            default_decision: effective_default(self.irreversible, configured),
-            approvers: self.approvers,
-            message,
-            triggers: self.triggers,
-            suggested_alternatives: self.alternatives,
-            escalation: self.escalation,
-            output_bytes: self.output_bytes,
-            in_client_approval: in_client_ok,
-            side_effects,
-            rollback,
-            dry_run_tool: self.dry_run_tool,
-            redact: self.redact,
+            terms: ApprovalTerms {
+                message,
+                reasons: self.reasons,
+                risk_tier,
+                irreversible: self.irreversible,
+                default_decision: effective_default(self.irreversible, configured),
+                approvers: self.approvers,
+                triggers: self.triggers,
+                suggested_alternatives: self.alternatives,
+                escalation: self.escalation,
+                output_bytes: self.output_bytes,
+                in_client_approval: in_client_ok,
+                side_effects,
+                rollback,
+                dry_run_tool: self.dry_run_tool,
+                redact: self.redact,
+            },
         }
     }
 
@@ -352,24 +354,24 @@ mod tests {
         let call = ToolCall::new("pay", None, json!({})).unwrap();
         let v = evaluate(&reg, "bot", &call);
         assert_eq!(v.kind, VerdictKind::Confirm);
-        assert_eq!(v.risk_tier, RiskTier::R3);
+        assert_eq!(v.terms.risk_tier, RiskTier::R3);
         assert_eq!(v.timeout_seconds, Some(30));
-        assert_eq!(v.approvers, ["ops", "cfo"]);
+        assert_eq!(v.terms.approvers, ["ops", "cfo"]);
         assert_eq!(
-            v.escalation,
+            v.terms.escalation,
             Some(Escalation {
                 escalate_to: vec!["lead".into(), "cfo".into()],
                 after_seconds: 50
             })
         );
-        assert_eq!(v.output_bytes, Some(500));
-        assert_eq!(v.suggested_alternatives, ["quote", "wait"]);
-        assert_eq!(v.default_decision.as_str(), "approve");
-        let rules: Vec<&str> = v.reasons.iter().map(|r| r.rule.as_str()).collect();
+        assert_eq!(v.terms.output_bytes, Some(500));
+        assert_eq!(v.terms.suggested_alternatives, ["quote", "wait"]);
+        assert_eq!(v.terms.default_decision.as_str(), "approve");
+        let rules: Vec<&str> = v.terms.reasons.iter().map(|r| r.rule.as_str()).collect();
         assert_eq!(rules.len(), 4, "{rules:?}");
         assert!(rules[1].starts_with("a.fold-v1 rules[0]"), "{rules:?}");
         assert!(rules[2].starts_with("a.fold-v1 rules[1]"), "{rules:?}");
         assert_eq!(rules[3], "risk tier");
-        assert!(!v.in_client_approval);
+        assert!(!v.terms.in_client_approval);
     }
 }

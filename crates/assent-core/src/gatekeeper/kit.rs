@@ -3,11 +3,10 @@
 //! ([`requires`], [`template_of`]). It imports nothing else of the gatekeeper and decides
 //! nothing on its own.
 
-use crate::approval::DefaultDecision;
 use crate::condition::Outcome;
 use crate::policy::ApprovalSpec;
 use crate::risk::RiskTier;
-use crate::verdict::{Reason, Verdict, VerdictKind};
+use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 
 /// A [`Reason`] from `file` (empty for built-in rules), `rule` and what it said.
 pub(super) fn reason(file: &str, rule: impl Into<String>, text: impl Into<String>) -> Reason {
@@ -47,22 +46,12 @@ impl Denial {
     pub fn into_verdict(self) -> Verdict {
         Verdict {
             kind: VerdictKind::Deny,
-            reasons: vec![reason(&self.file, self.rule, self.why)],
-            risk_tier: RiskTier::R2,
-            irreversible: false,
             timeout_seconds: None,
-            default_decision: DefaultDecision::Reject,
-            approvers: Vec::new(),
-            message: self.message,
-            triggers: Vec::new(),
-            suggested_alternatives: Vec::new(),
-            escalation: None,
-            output_bytes: None,
-            in_client_approval: false,
-            side_effects: Vec::new(),
-            rollback: Vec::new(),
-            dry_run_tool: None,
-            redact: Vec::new(),
+            terms: ApprovalTerms::plain(
+                self.message,
+                vec![reason(&self.file, self.rule, self.why)],
+                RiskTier::R2,
+            ),
         }
     }
 }

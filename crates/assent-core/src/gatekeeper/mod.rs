@@ -21,7 +21,7 @@ use declared::Mode;
 use kit::Denial;
 
 pub use crate::risk::default_timeout_seconds;
-pub use crate::verdict::{Reason, Verdict, VerdictKind};
+pub use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 pub use delegation::delegation_call;
 
 /// Decides `call` for `agent_id`.

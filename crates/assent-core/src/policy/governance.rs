@@ -55,7 +55,7 @@ struct RawRule {
     #[serde(default)]
     suggested_alternatives: Vec<String>,
     #[serde(default)]
-    on_timeout: Option<Escalation>,
+    on_timeout: Option<RawEscalation>,
     #[serde(default)]
     deny: Option<Value>,
     #[serde(default)]
@@ -71,6 +71,13 @@ struct RawRule {
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
+}
+/// `on_timeout` as written: the [`Escalation`] keys and no others.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEscalation {
+    escalate_to: Vec<String>,
+    after_seconds: u64,
 }
 
 /// Longest approval wait a rule may set, and longest `on_timeout` extension: 7 days, in
@@ -142,7 +149,10 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
         thresholds: rr.thresholds.clone(),
         scope: rr.scope.clone(),
         suggested_alternatives: rr.suggested_alternatives.clone(),
-        on_timeout: rr.on_timeout.clone(),
+        on_timeout: rr.on_timeout.as_ref().map(|e| Escalation {
+            escalate_to: e.escalate_to.clone(),
+            after_seconds: e.after_seconds,
+        }),
         in_client_approval: rr.in_client_approval,
         side_effects: rr.side_effects.clone(),
         rollback: rr.rollback.clone(),

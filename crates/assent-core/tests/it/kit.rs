@@ -88,7 +88,8 @@ pub fn verdict(r: &Registry, tool: &str, server: Option<&str>, args: Value) -> V
 }
 
 pub fn texts(v: &Verdict) -> String {
-    v.reasons
+    v.terms
+        .reasons
         .iter()
         .map(|r| r.text.as_str())
         .collect::<Vec<_>>()
@@ -105,7 +106,7 @@ pub fn assert_reason(v: &Verdict, want: &str) {
 #[track_caller]
 pub fn assert_denied(v: &Verdict, want: &str) {
     assert_eq!(v.kind, VerdictKind::Deny);
-    assert!(v.message.contains(want), "{}", v.message);
+    assert!(v.terms.message.contains(want), "{}", v.terms.message);
 }
 
 /// A governance file of one policy, `id`, selecting `treasury_bot`, with `rules` (YAML list

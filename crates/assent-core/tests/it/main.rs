@@ -30,14 +30,15 @@ fn three_forms_of_approval_and_conditions() {
     let v = verdict(&r, "transfer", None, json!({"amount": 5}));
     assert_eq!(v.kind, VerdictKind::Confirm);
     assert!(
-        v.reasons
+        v.terms
+            .reasons
             .iter()
             .any(|x| x.text.contains("argument `to` is missing")),
         "{:?}",
-        v.reasons
+        v.terms.reasons
     );
     let v = verdict(&r, "transfer", None, json!({"amount": 5000, "to": "bob"}));
-    assert_eq!(v.message, "Send $5000 to bob for treasury_bot?");
+    assert_eq!(v.terms.message, "Send $5000 to bob for treasury_bot?");
 }
 
 #[test]
@@ -53,7 +54,7 @@ fn server_blanket_and_per_tool_override() {
     );
     let v = verdict(&r, "pay", Some("bank"), json!({"x": 1}));
     assert_eq!(
-        (v.kind, v.message.as_str()),
+        (v.kind, v.terms.message.as_str()),
         (VerdictKind::Confirm, "pay 1")
     );
     // allowed_tools present: only listed tools are declared.
@@ -78,10 +79,11 @@ fn undeclared_tools_servers_and_agents_are_denied_by_name() {
     assert_denied(&v, "tool `rm_rf` is not declared");
     let v = verdict(&r, "x", Some("mail"), json!({}));
     assert!(
-        v.message
+        v.terms
+            .message
             .contains("MCP server alias `mail` is not declared"),
         "{}",
-        v.message
+        v.terms.message
     );
     let v = evaluate(&r, "ghost", &call("x", None, json!({})));
     assert_denied(&v, "agent `ghost`");
@@ -93,12 +95,20 @@ fn governance_is_union_and_tighten_only() {
     // agent says approval: false, governance requires it: governance wins.
     let v = verdict(&r, "note", None, json!({}));
     assert_eq!(v.kind, VerdictKind::Confirm);
-    assert_eq!(v.approvers, vec!["finance-admin".to_string()]);
-    assert!(v.reasons.iter().any(|x| x.file == "governance/finance.yaml"
-        && x.rule.starts_with("acme.finance.payments-v1 rules[0]")));
+    assert_eq!(v.terms.approvers, vec!["finance-admin".to_string()]);
+    assert!(
+        v.terms
+            .reasons
+            .iter()
+            .any(|x| x.file == "governance/finance.yaml"
+                && x.rule.starts_with("acme.finance.payments-v1 rules[0]"))
+    );
     // selector by label: lookup is R3 → confirm even though no file asks for approval.
     let v = verdict(&r, "lookup", None, json!({}));
-    assert_eq!((v.kind, v.risk_tier.as_str()), (VerdictKind::Confirm, "R3"));
+    assert_eq!(
+        (v.kind, v.terms.risk_tier.as_str()),
+        (VerdictKind::Confirm, "R3")
+    );
     // server-scoped rule with condition.
     assert_eq!(
         kind(&r, "write_file", Some("fs"), json!({"path": "/tmp/x"})),
@@ -111,7 +121,10 @@ fn governance_is_union_and_tighten_only() {
     );
     // default tier is R2 (medium).
     assert_eq!(
-        verdict(&r, "wipe", None, json!({})).risk_tier.risk_level(),
+        verdict(&r, "wipe", None, json!({}))
+            .terms
+            .risk_tier
+            .risk_level(),
         "medium"
     );
 }
@@ -129,7 +142,11 @@ fn irreversible_forces_reject_default() {
     let r = Registry::load(&[("a".into(), agent)], &[("g".into(), GOV.into())]).unwrap();
     let v = verdict(&r, "wire_out", None, json!({}));
     assert_eq!(
-        (v.kind, v.irreversible, v.default_decision.as_str()),
+        (
+            v.kind,
+            v.terms.irreversible,
+            v.terms.default_decision.as_str()
+        ),
         (VerdictKind::Confirm, true, "reject")
     );
 }
@@ -155,16 +172,21 @@ fn irreversible_action_never_runs_without_a_human() {
     for tool in ["shred", "purge"] {
         let v = verdict(&r, tool, None, json!({}));
         assert_eq!(
-            (v.kind, v.irreversible, v.default_decision.as_str()),
+            (
+                v.kind,
+                v.terms.irreversible,
+                v.terms.default_decision.as_str()
+            ),
             (VerdictKind::Confirm, true, "reject"),
             "{tool}: {:?}",
-            v.reasons
+            v.terms.reasons
         );
         let why = v
+            .terms
             .reasons
             .iter()
             .find(|x| x.file == "ops.yaml" && x.text.contains("irreversible"))
-            .unwrap_or_else(|| panic!("{tool}: {:?}", v.reasons));
+            .unwrap_or_else(|| panic!("{tool}: {:?}", v.terms.reasons));
         assert!(why.rule.starts_with("acme.ops.shred-v1 rules["), "{why:?}");
         assert!(
             why.text.contains("explicit human consent") && why.text.contains("reject"),
@@ -173,7 +195,7 @@ fn irreversible_action_never_runs_without_a_human() {
     }
     // R0 irreversible: the tier does not lower the requirement.
     let v = verdict(&r, "shred", None, json!({}));
-    assert_eq!(v.risk_tier.as_str(), "R0");
+    assert_eq!(v.terms.risk_tier.as_str(), "R0");
 }
 
 // Groups of tests in files of their own, and the shared fixtures (`kit`) at the bottom.

@@ -23,6 +23,7 @@ fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
     );
     let v = verdict(&r, "write_file", Some("fs"), json!({"path": "/etc/x"}));
     let gov = v
+        .terms
         .reasons
         .iter()
         .find(|x| x.file == "governance/finance.yaml")
@@ -50,7 +51,7 @@ fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
     let r = reg_plus(AGENT, "d.yaml", &bot_policy("acme.fs.etc-v1", deny));
     let v = verdict(&r, "read_file", Some("fs"), json!({"path": "/etc/shadow"}));
     assert_eq!(
-        (v.kind, v.message.as_str()),
+        (v.kind, v.terms.message.as_str()),
         (VerdictKind::Deny, "no secrets")
     );
     assert_reason(

@@ -167,7 +167,8 @@ fn behind_scan(reg: &Registry, reasons: &[Reason]) -> Vec<String> {
 
 /// The rule labels among `v`'s reasons, in order.
 fn rule_reasons(v: &Verdict) -> Vec<String> {
-    v.reasons
+    v.terms
+        .reasons
         .iter()
         .filter(|r| r.rule.contains(" rules["))
         .map(|r| r.rule.clone())
@@ -236,9 +237,9 @@ proptest! {
             prop_assert_eq!(rule_reasons(&v), labels);
             // The policies behind the reasons, also when a reason names a rule of another
             // file (which names no policy).
-            let mut reasons = v.reasons.clone();
-            reasons.extend(v.reasons.iter().map(|r| Reason { file: "g9.yaml".into(), ..r.clone() }));
-            prop_assert_eq!(reg.policies_behind(&v.reasons), behind_scan(&reg, &v.reasons));
+            let mut reasons = v.terms.reasons.clone();
+            reasons.extend(v.terms.reasons.iter().map(|r| Reason { file: "g9.yaml".into(), ..r.clone() }));
+            prop_assert_eq!(reg.policies_behind(&v.terms.reasons), behind_scan(&reg, &v.terms.reasons));
             prop_assert_eq!(reg.policies_behind(&reasons), behind_scan(&reg, &reasons));
             let wrong_file: Vec<Reason> = reasons.into_iter().filter(|r| r.file == "g9.yaml").collect();
             prop_assert!(reg.policies_behind(&wrong_file).is_empty());

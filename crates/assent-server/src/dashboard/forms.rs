@@ -212,7 +212,7 @@ pub(crate) async fn dry_run_form(
         )
     };
     let (Some(tool), Some(server), Some(runner)) = (
-        a.dry_run_tool.clone(),
+        a.terms.dry_run_tool.clone(),
         a.call.server.clone(),
         st.dry_run.clone(),
     ) else {

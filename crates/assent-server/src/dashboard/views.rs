@@ -82,10 +82,10 @@ fn item(a: &ApprovalRecord) -> Item {
         id: a.id.clone(),
         agent: a.agent.clone(),
         target: target(a),
-        risk_tier: a.risk_tier.to_string(),
-        risk_level: level(a.risk_tier),
-        irreversible: a.irreversible,
-        message: a.message.clone(),
+        risk_tier: a.terms.risk_tier.to_string(),
+        risk_level: level(a.terms.risk_tier),
+        irreversible: a.terms.irreversible,
+        message: a.terms.message.clone(),
         expires_at: rfc3339(a.expires_at),
         expires_ms: a.expires_at,
         left: left(a.expires_at),
@@ -309,7 +309,7 @@ pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiE
 pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
     let (a, similar) = (&l.rec, l.similar.clone());
     let dry_run_available = a.status == ApprovalStatus::Pending
-        && a.dry_run_tool.is_some()
+        && a.terms.dry_run_tool.is_some()
         && a.call
             .server
             .as_deref()
@@ -346,12 +346,13 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         arguments: pretty,
         canonical_arguments: visible(&a.canonical_arguments()).into_owned(),
         call_hash: a.call_hash.clone(),
-        risk_tier: a.risk_tier.to_string(),
-        risk_level: level(a.risk_tier),
-        irreversible: a.irreversible,
-        message: a.message.clone(),
+        risk_tier: a.terms.risk_tier.to_string(),
+        risk_level: level(a.terms.risk_tier),
+        irreversible: a.terms.irreversible,
+        message: a.terms.message.clone(),
         human_summary: a.human_summary.clone(),
         reasons: a
+            .terms
             .reasons
             .iter()
             .map(|r| {
@@ -363,12 +364,12 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
                 (src, r.text.clone())
             })
             .collect(),
-        triggers: a.triggers.clone(),
-        side_effects: a.side_effects.clone(),
-        rollback: a.rollback.clone(),
-        alternatives: a.suggested_alternatives.clone(),
-        approvers: a.approvers.clone(),
-        default_decision: a.default_decision.as_str().to_string(),
+        triggers: a.terms.triggers.clone(),
+        side_effects: a.terms.side_effects.clone(),
+        rollback: a.terms.rollback.clone(),
+        alternatives: a.terms.suggested_alternatives.clone(),
+        approvers: a.terms.approvers.clone(),
+        default_decision: a.terms.default_decision.as_str().to_string(),
         expires_at: rfc3339(a.expires_at),
         expires_ms: a.expires_at,
         left: left(a.expires_at),
@@ -390,7 +391,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
             .map(|e| visible(&e.canonical_arguments).into_owned())
             .unwrap_or_default(),
         similar,
-        dry_run_tool: a.dry_run_tool.clone().unwrap_or_default(),
+        dry_run_tool: a.terms.dry_run_tool.clone().unwrap_or_default(),
         dry_run_available,
         dry_run_by,
         dry_run_result,
@@ -485,7 +486,7 @@ pub(crate) async fn history_page(
                 requested_at: rfc3339(a.requested_at),
                 agent: a.agent.clone(),
                 target: target(a),
-                risk_tier: a.risk_tier.to_string(),
+                risk_tier: a.terms.risk_tier.to_string(),
                 status: a.status.as_str().to_string(),
                 decided_by: by,
                 reason: last.and_then(|d| d.reason.clone()).unwrap_or_default(),

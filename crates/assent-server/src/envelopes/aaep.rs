@@ -98,7 +98,7 @@ fn cut(s: &str, max: usize) -> String {
 
 /// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6).
 pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
-    let level = a.risk_tier.risk_level();
+    let level = a.terms.risk_tier.risk_level();
     let deadline = a.announced_deadline();
     let timeout = ((deadline - a.requested_at + 999) / 1000).clamp(1, 86_400);
     let target = match &a.call.server {
@@ -113,19 +113,19 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         "{} runs {target} with exactly these arguments: {}.{} Risk {} ({level}).",
         a.agent,
         arguments,
-        if a.irreversible {
+        if a.terms.irreversible {
             " It cannot be undone."
         } else {
             ""
         },
-        a.risk_tier
+        a.terms.risk_tier
     );
-    let action = r.text(if a.message.is_empty() {
+    let action = r.text(if a.terms.message.is_empty() {
         &a.human_summary
     } else {
-        &a.message
+        &a.terms.message
     });
-    let reasons: Vec<String> = a.reasons.iter().map(|x| r.text(&x.text)).collect();
+    let reasons: Vec<String> = a.terms.reasons.iter().map(|x| r.text(&x.text)).collect();
     let mut ev = envelope(
         &a.agent,
         &a.session_id,
@@ -135,19 +135,19 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "type": "aaep:agent.awaiting.confirmation", "urgency": "critical",
             "action": cut(&action, 16_384), "consequence": cut(&consequence, 16_384),
             "reply_token": reply_token, "timeout_seconds": timeout,
-            "default_decision": if a.default_decision == DefaultDecision::Approve { "accept" } else { "reject" },
-            "risk_level": level, "irreversible": a.irreversible,
-            "reversibility": if a.irreversible { "irreversible" } else { "reversible" },
+            "default_decision": if a.terms.default_decision == DefaultDecision::Approve { "accept" } else { "reject" },
+            "risk_level": level, "irreversible": a.terms.irreversible,
+            "reversibility": if a.terms.irreversible { "irreversible" } else { "reversible" },
             "allowed_replies": ["accept", "reject"],
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
-                if a.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
+                if a.terms.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
             "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", r.text(&a.human_summary), reasons.join("; "), a.call_hash), 16_384),
             "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
-                              "server": a.call.server, "risk_tier": a.risk_tier},
+                              "server": a.call.server, "risk_tier": a.terms.risk_tier},
         }),
     );
-    if let Some(e) = &a.escalation {
+    if let Some(e) = &a.terms.escalation {
         ev["extensions"] = json!({"assent": {"escalation": {
             "after_seconds": e.after_seconds, "escalate_to": e.escalate_to,
             "deadline": rfc3339(deadline)}}});
@@ -169,6 +169,7 @@ pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
     let span = (deadline - a.requested_at).max(1);
     let percent = ((at - a.requested_at).clamp(0, span) * 100 / span) as u64;
     let to = a
+        .terms
         .escalation
         .as_ref()
         .map(|e| e.escalate_to.clone())
@@ -183,12 +184,12 @@ pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
                 "description": cut(&format!("Escalated to {}", to.join(", ")), 1024)},
             "summary_terse": format!("Escalated to {}; {left} s left to confirm.", to.join(", ")),
             "summary_normal": format!("No decision yet: the confirmation was escalated to {}; {left} seconds left. {}",
-                to.join(", "), a.redactor().text(&a.message)),
+                to.join(", "), a.redactor().text(&a.terms.message)),
             "eta_ms": left_ms,
         }),
     );
     ev["extensions"] = json!({"assent": {"escalation": {
-        "escalate_to": to, "approvers": a.approvers, "deadline": rfc3339(deadline)}}});
+        "escalate_to": to, "approvers": a.terms.approvers, "deadline": rfc3339(deadline)}}});
     ev
 }
 
@@ -237,7 +238,7 @@ pub fn countdown(a: &ApprovalRecord, percent: u8, at: i64) -> Value {
         json!({
             "type": "aaep:agent.progress.updated", "progress": {"percent": percent},
             "summary_terse": format!("{left} s left to confirm."),
-            "summary_normal": format!("Still waiting for confirmation: {left} seconds left. {}", a.redactor().text(&a.message)),
+            "summary_normal": format!("Still waiting for confirmation: {left} seconds left. {}", a.redactor().text(&a.terms.message)),
             "eta_ms": (a.announced_deadline() - at).max(0),
         }),
     )

@@ -109,7 +109,7 @@ fn pending(
 ) -> (String, String) {
     let (call, mut v) = pay(amount);
     if default_approve {
-        v.default_decision = assent_core::DefaultDecision::Approve;
+        v.terms.default_decision = assent_core::DefaultDecision::Approve;
     }
     let rec = hold(store, "s1", &call, &v, now, now + ttl);
     assert_eq!(rec.status, ApprovalStatus::Pending);
@@ -287,7 +287,7 @@ fn data_dir_and_key_are_private() {
 fn only_an_approver_role_may_decide_and_refusals_are_audited() {
     let (dir, s) = fresh();
     let (call, mut v) = pay(1);
-    v.approvers = vec!["finance".into()];
+    v.terms.approvers = vec!["finance".into()];
     let id = hold(&s, "s", &call, &v, 1, 10_000).id;
     let e = s
         .decide(&id, &DecisionInput::approve(), "olaf", &["ops".into()], 2)
@@ -333,7 +333,7 @@ fn only_an_approver_role_may_decide_and_refusals_are_audited() {
 
 /// Attack (issue 10 §8): whoever can write the database corrupts one decision-relevant column
 /// of a pending approval, hoping a lenient reader widens who may approve it or what happens at
-/// expiry. Each unreadable column is named in `damaged`, holds its most restrictive value, and
+/// expiry, or lifts a limit with a negative count. Each unreadable column is named in `damaged`, holds its most restrictive value, and
 /// nobody may decide, cancel or expire the approval; every refusal is audited.
 #[test]
 fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
@@ -347,6 +347,9 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
         ("reasons", "x'00ff'"),
         ("scope", "'forever'"),
         ("status", "'limbo'"),
+        // A negative count read as u64 would be 2^64 - 1: no limit on the result's size.
+        ("output_bytes", "-1"),
+        ("escalate_after_ms", "-5000"),
     ];
     for (col, bad) in cases {
         let (_dir, s) = fresh();
@@ -362,13 +365,22 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
         let rec = s.get_approval(&id).unwrap().unwrap();
         assert_eq!(rec.damaged, vec![col.to_string()], "{col} = {bad}");
         match *col {
-            "approvers" => assert_eq!(rec.approvers, [assent_store::stored::UNREADABLE_ROLE]),
-            "risk_tier" => assert_eq!(rec.risk_tier, assent_core::RiskTier::R4),
+            "approvers" => assert_eq!(rec.terms.approvers, [assent_store::stored::UNREADABLE_ROLE]),
+            "risk_tier" => assert_eq!(rec.terms.risk_tier, assent_core::RiskTier::R4),
             "default_decision" => {
-                assert_eq!(rec.default_decision, assent_core::DefaultDecision::Reject)
+                assert_eq!(
+                    rec.terms.default_decision,
+                    assent_core::DefaultDecision::Reject
+                )
             }
             "status" => assert_eq!(rec.status, ApprovalStatus::Cancelled),
             "scope" => assert_eq!(rec.scope, Some(assent_core::approval::GrantScope::Once)),
+            "output_bytes" => assert_eq!(rec.terms.output_bytes, Some(0)),
+            "escalate_after_ms" => assert!(
+                rec.terms.escalation.iter().all(|e| e.after_seconds == 0),
+                "{:?}",
+                rec.terms.escalation
+            ),
             _ => {}
         }
         let e = s
@@ -412,11 +424,11 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
 fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
     let (_dir, s) = fresh();
     let (call, mut v) = pay(1);
-    v.escalation = Some(assent_core::triggers::Escalation {
+    v.terms.escalation = Some(assent_core::triggers::Escalation {
         escalate_to: vec!["ops".into()],
         after_seconds: 100,
     });
-    v.approvers = vec!["finance".into()];
+    v.terms.approvers = vec!["finance".into()];
     let rec = hold(&s, "s1", &call, &v, 1_000, 101_000);
     assert_eq!(rec.announced_deadline(), 201_000);
     let db = rusqlite::Connection::open(s.db_path()).unwrap();

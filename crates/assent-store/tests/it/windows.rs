@@ -49,7 +49,7 @@ fn propose(
 ) -> ((usize, f64), Option<String>) {
     let (call, mut v): (ToolCall, Verdict) = crate::pay(amount);
     let call = ToolCall::new(&call.tool, None, json!({"amount": amount, "fee": 1})).unwrap();
-    v.default_decision = default;
+    v.terms.default_decision = default;
     if allow {
         v.kind = VerdictKind::Allow;
     }

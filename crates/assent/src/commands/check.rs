@@ -61,15 +61,15 @@ pub(crate) fn check(
 
 /// The verdict as one JSON object on one line.
 fn print_json(v: &Verdict, call: &ToolCall) {
-    let mut out = json!({"verdict": v.kind.as_str(), "reasons": v.reasons, "risk_tier": v.risk_tier.as_str(), "irreversible": v.irreversible});
+    let mut out = json!({"verdict": v.kind.as_str(), "reasons": v.terms.reasons, "risk_tier": v.terms.risk_tier.as_str(), "irreversible": v.terms.irreversible});
     if let Ok((_, h)) = call.canonical_and_hash() {
         out["call_hash"] = Value::String(h);
     }
     if v.kind == VerdictKind::Confirm {
-        out["message"] = Value::String(v.message.clone());
-        out["side_effects"] = json!(v.side_effects);
-        out["rollback"] = json!(v.rollback);
-        out["dry_run_tool"] = json!(v.dry_run_tool);
+        out["message"] = Value::String(v.terms.message.clone());
+        out["side_effects"] = json!(v.terms.side_effects);
+        out["rollback"] = json!(v.terms.rollback);
+        out["dry_run_tool"] = json!(v.terms.dry_run_tool);
     }
     println!("{out}");
 }
@@ -78,24 +78,28 @@ fn print_json(v: &Verdict, call: &ToolCall) {
 /// approver would be shown.
 fn print_text(v: &Verdict) {
     println!("{}", v.kind.as_str());
-    for r in &v.reasons {
+    for r in &v.terms.reasons {
         println!("  - {}", reason_line(r));
     }
     println!(
         "  risk tier {} ({}){}",
-        v.risk_tier.as_str(),
-        v.risk_tier.risk_level(),
-        if v.irreversible { ", irreversible" } else { "" }
+        v.terms.risk_tier.as_str(),
+        v.terms.risk_tier.risk_level(),
+        if v.terms.irreversible {
+            ", irreversible"
+        } else {
+            ""
+        }
     );
     if v.kind == VerdictKind::Confirm {
-        println!("  message: {}", v.message);
-        for e in &v.side_effects {
+        println!("  message: {}", v.terms.message);
+        for e in &v.terms.side_effects {
             println!("  side effects: {e}");
         }
-        for r in &v.rollback {
+        for r in &v.terms.rollback {
             println!("  rollback: {r}");
         }
-        if let Some(t) = &v.dry_run_tool {
+        if let Some(t) = &v.terms.dry_run_tool {
             println!("  dry run: {t}");
         }
     }

@@ -296,7 +296,7 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
         .approvals
         .iter()
         .map(|a| {
-            let tier = a.risk_tier.as_str();
+            let tier = a.terms.risk_tier.as_str();
             let high = a.risk_level == RiskLevel::High;
             ListItem::new(Line::from(vec![
                 Span::styled(
@@ -308,7 +308,7 @@ fn draw_list(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
                     format!("{} → {}  ", a.agent, a.target()),
                     Style::default().add_modifier(Modifier::BOLD),
                 ),
-                Span::raw(a.message.clone()),
+                Span::raw(a.terms.message.clone()),
             ]))
         })
         .collect();
