@@ -50,6 +50,10 @@ pub struct Approval {
     pub escalated_at: Option<String>,
     /// The decision that settled it (at most one), oldest first.
     pub decisions: Vec<DecisionEntry>,
+    /// When `quorum` is present: the votes cast so far, in voting order, and how they count
+    /// (issue 14 §1). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub votes: Option<Votes>,
     /// When it was requested, RFC 3339.
     pub requested_at: String,
     /// When it expires (or expired), RFC 3339.
@@ -139,6 +143,37 @@ pub use assent_core::triggers::Escalation;
 /// What a recorded decision did: `assent-core`'s `Settlement` (`"approve"`, `"deny"`,
 /// `"expire"` or `"cancel"`).
 pub use assent_core::approval::Settlement;
+
+/// The votes on an approval that needs a quorum (`votes` of an approval).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Votes {
+    /// Every vote, in voting order.
+    pub cast: Vec<Vote>,
+    /// The approving votes against the quorum: whether it is met and who counted in which
+    /// group (a person counts once).
+    pub approvals: Tally,
+    /// Places the quorum has in all (`"1 of 2"` is `approvals`' counted over this).
+    pub required: u32,
+}
+
+/// One vote (`votes.cast[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Vote {
+    /// The principal who voted.
+    pub by: String,
+    /// `approve` or `deny`.
+    pub decision: DecisionKind,
+    /// Their roles when they voted.
+    pub roles: Vec<String>,
+    /// Their reason, if any.
+    pub reason: Option<String>,
+    /// When, RFC 3339.
+    pub at: String,
+}
+
+/// Whether votes meet a quorum and who counted where: `assent-core`'s own type
+/// (`{"met": bool, "groups": [{"roles", "count", "counted": [principal…]}]}`).
+pub use assent_core::quorum::Tally;
 
 /// One recorded decision (`decisions[]` of an approval).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -54,6 +54,24 @@ pub enum DecisionKind {
     Deny,
 }
 
+impl DecisionKind {
+    /// `"approve"` or `"deny"`, as stored and on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Deny => "deny",
+        }
+    }
+    /// The inverse of [`DecisionKind::as_str`]; `None` for any other text.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "approve" => Some(Self::Approve),
+            "deny" => Some(Self::Deny),
+            _ => None,
+        }
+    }
+}
+
 /// How an approval left `pending` (`decisions.decision`; an approval's `decisions[]` on the
 /// wire, MPLP Confirm §2.4): an approve or deny (an operator, a grant or the agent's user), the
 /// expiry sweep's `expire` (the default decision says what applied), or a `cancel`.

@@ -28,6 +28,7 @@ pub mod grant;
 pub mod json;
 pub mod pin;
 pub mod policy;
+pub mod quorum;
 pub mod redact;
 pub mod redeem;
 pub mod risk;

@@ -6,6 +6,7 @@
 //! behind a verdict.
 
 use crate::approval::DefaultDecision;
+use crate::quorum::Quorum;
 use crate::risk::RiskTier;
 use crate::triggers::Escalation;
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,10 @@ pub struct ApprovalTerms {
     pub default_decision: DefaultDecision,
     /// Operator roles allowed to decide (union over covering rules; empty = any operator).
     pub approvers: Vec<String>,
+    /// When several distinct people must approve (issue 14 §1): the merged quorum of the
+    /// covering rules ([`crate::quorum::merge`]); absent: one approval decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<Quorum>,
     /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`); their
     /// texts are in `reasons`. A grant never covers a call with any (seed 002).
     pub triggers: Vec<String>,
@@ -119,6 +124,7 @@ impl ApprovalTerms {
             irreversible: false,
             default_decision: DefaultDecision::Reject,
             approvers: Vec::new(),
+            quorum: None,
             triggers: Vec::new(),
             suggested_alternatives: Vec::new(),
             escalation: None,

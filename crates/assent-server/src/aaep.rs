@@ -376,6 +376,11 @@ async fn confirmation(
         .await
         .map_err(|_| "store")?;
     match res {
+        Ok(rec) if rec.status == ApprovalStatus::Pending => {
+            // A vote toward a quorum (issue 14 §1): the confirmation stays open.
+            st.settled(std::slice::from_ref(&rec.id));
+            Ok("vote counted; the quorum is not met yet")
+        }
         Ok(rec) => {
             st.settled(std::slice::from_ref(&rec.id));
             Ok(if accept {
@@ -391,6 +396,9 @@ async fn confirmation(
                 late(st, a, sub.id, token).await;
             }
             Err("already resolved (courtesy notice sent)")
+        }
+        Err(DecideError::AlreadyVoted(_)) => {
+            Err("this sender has already voted (a quorum counts each person once)")
         }
         Err(_) => Err("decision refused (approver role, scope or store)"),
     }

@@ -21,7 +21,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 /// The API error of a refused decision or cancellation by `operator`: `404`, `403` (missing
-/// approver role), `409 ALREADY_DECIDED` (with `status`), `422 WORKSPACE_NEEDS_CONFIRMATION`,
+/// approver role), `409 ALREADY_DECIDED` (with `status`), `409 ALREADY_VOTED` (a quorum's
+/// voter voting again), `422 WORKSPACE_NEEDS_CONFIRMATION`,
 /// `400`, `409 APPROVAL_DAMAGED` (with `damaged` columns) or `503`.
 pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
     match e {
@@ -32,6 +33,9 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
         )),
         DecideError::AlreadyDecided(e) => {
             ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string()).with_status(e.0)
+        }
+        DecideError::AlreadyVoted(_) => {
+            ApiError::new(StatusCode::CONFLICT, "ALREADY_VOTED", e.to_string())
         }
         DecideError::WorkspaceNeedsConfirmation(_) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -6,7 +6,7 @@
 
 use crate::body::to_value;
 use crate::wire;
-use assent_api::approvals::{Approval, ApprovalRequestDoc, DecisionEntry};
+use assent_api::approvals::{Approval, ApprovalRequestDoc, DecisionEntry, Vote, Votes};
 use assent_api::gate::Call;
 use assent_api::tokens::ApprovalToken;
 use assent_core::ApprovalStatus;
@@ -111,6 +111,7 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
         risk_level: wire::api(&a.terms.risk_tier.risk_level()),
         escalated_at: a.escalated_at.map(rfc3339),
         decisions: a.decisions.iter().map(decision_entry).collect(),
+        votes: votes(a),
         requested_at: rfc3339(a.requested_at),
         expires_at: rfc3339(a.expires_at),
         decided_at: a.decided_at.map(rfc3339),
@@ -132,6 +133,27 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
         token,
         token_expires_at,
     }
+}
+
+/// The votes of an approval that needs a quorum, with the approving ones tallied against the
+/// quorum that applies now (widened after an escalation); `None` without a quorum.
+fn votes(a: &ApprovalRecord) -> Option<Votes> {
+    let (q, approvals) = a.quorum_tally()?;
+    Some(Votes {
+        cast: a
+            .votes
+            .iter()
+            .map(|v| Vote {
+                by: v.principal.clone(),
+                decision: v.decision,
+                roles: v.roles.clone(),
+                reason: v.reason.clone(),
+                at: rfc3339(v.at),
+            })
+            .collect(),
+        approvals,
+        required: q.required(),
+    })
 }
 
 /// One recorded decision of an approval (`decisions[]`).

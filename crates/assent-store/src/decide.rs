@@ -1,7 +1,7 @@
 //! Deciding a held approval (seed 002 decisions, MPLP Confirm): an operator's approve or
 //! deny with its options ([`DecisionInput`]), cancelling, and the one transition every
-//! settlement goes through (`apply`: damaged and approver checks, the first event wins, the
-//! decision row, MPLP and AAEP records, the token and the grant). The rules it applies are
+//! settlement goes through (`apply`: damaged and approver checks, the first event wins, a
+//! quorum's votes (`votes.rs`), the decision row, MPLP and AAEP records, the token and the grant). The rules it applies are
 //! `assent_core` functions; expiry calls `apply` from `expiry.rs`.
 
 use crate::audit;
@@ -15,6 +15,7 @@ use crate::record::{ApprovalRecord, EditedCall, read_approval};
 use crate::store::Store;
 use crate::stored;
 use crate::tokens::{self, NewGrant};
+use crate::votes::{self, Cast, VoteInput};
 use assent_core::approval::{self, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope};
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::grant;
@@ -55,6 +56,54 @@ impl DecisionInput {
             reason: reason.map(str::to_string),
             ..Default::default()
         }
+    }
+}
+
+/// When `rec` needs a quorum and `s` is an operator's decision (`roles`): casts it as a vote
+/// ([`votes::cast`]); a vote that leaves the quorum unmet is announced
+/// ([`AaepEvent::VoteCounted`]) and answered with the approval, still pending (`Some`).
+/// `None`: no quorum, or this vote settles it — the caller settles as usual.
+fn counted_vote(
+    tx: Conn<'_>,
+    s: &Settle<'_>,
+    rec: &ApprovalRecord,
+    roles: Option<&[String]>,
+) -> Result<Option<ApprovalRecord>, DecideError> {
+    let (Event::Decide(kind), Some(roles), Some((q, _))) = (s.event, roles, rec.quorum_tally())
+    else {
+        return Ok(None);
+    };
+    let v = vote(kind, s.input, s.actor, roles, s.now);
+    if let Cast::Settles = votes::cast(tx, rec, &q, &v)? {
+        return Ok(None);
+    }
+    let rec = read_approval(tx, s.id)?.expect("exists");
+    let ev = AaepEvent::VoteCounted {
+        approval: &rec,
+        by: s.actor,
+        decision: kind,
+        at: s.now,
+    };
+    emit(tx, s.env, &ev, None, Some(s.id), s.now)?;
+    Ok(Some(rec))
+}
+
+/// Operator decision `d` of `kind` by `actor` as a vote on a quorum ([`votes::cast`]).
+fn vote<'a>(
+    kind: DecisionKind,
+    d: Option<&'a DecisionInput>,
+    actor: &'a str,
+    roles: &'a [String],
+    now: i64,
+) -> VoteInput<'a> {
+    VoteInput {
+        kind,
+        widens: d
+            .is_some_and(|d| d.scope != GrantScope::Once || d.edited.is_some() || d.whole_tool),
+        reason: d.and_then(|d| d.reason.as_deref()),
+        actor,
+        roles,
+        now,
     }
 }
 
@@ -148,6 +197,10 @@ impl Store {
                 env: &*self.envelopes,
             };
             let (rec, next) = admit(**tx, &s, roles)?;
+            if let Some(rec) = counted_vote(**tx, &s, &rec, roles)? {
+                tx.changed(Change::Approval(id.to_string()));
+                return Ok(rec);
+            }
             let scope = input.map(|d| d.scope).unwrap_or_default();
             let edited = input.and_then(|d| d.edited.as_ref());
             let held = decision::Held {

@@ -41,6 +41,10 @@ pub enum DecideError {
     /// `ALREADY_DECIDED`: the approval had left `pending`; the attempt was audited as late.
     #[error(transparent)]
     AlreadyDecided(#[from] AlreadyDecided),
+    /// `ALREADY_VOTED` (409): the principal (named) has voted on this approval, which needs a
+    /// quorum of distinct people (issue 14 §1); audited as `decision.refused`.
+    #[error("`{0}` has already voted on this approval; a quorum counts each person once")]
+    AlreadyVoted(String),
     /// `workspace` scope on an R3/R4 tool without the explicit confirmation flag.
     #[error(
         "scope `workspace` on a {0} tool is discouraged and needs explicit confirmation (confirm_workspace: true, or --yes-workspace)"
@@ -100,7 +104,10 @@ impl crate::db::Settles for DecideError {
     fn keeps_writes(&self) -> bool {
         matches!(
             self,
-            DecideError::NotApprover(_) | DecideError::Damaged(_) | DecideError::AlreadyDecided(_)
+            DecideError::NotApprover(_)
+                | DecideError::Damaged(_)
+                | DecideError::AlreadyDecided(_)
+                | DecideError::AlreadyVoted(_)
         )
     }
 }

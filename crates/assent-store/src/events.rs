@@ -30,6 +30,18 @@ pub enum AaepEvent<'a> {
         /// Unix milliseconds.
         at: i64,
     },
+    /// `aaep:agent.progress.updated`: a vote was counted on a pending approval that needs a
+    /// quorum (issue 14 §1) and the quorum is not met yet (when it is, [`Self::Resolution`]).
+    VoteCounted {
+        /// The approval with the vote recorded.
+        approval: &'a ApprovalRecord,
+        /// The principal who voted.
+        by: &'a str,
+        /// Their vote.
+        decision: assent_core::approval::DecisionKind,
+        /// Unix milliseconds.
+        at: i64,
+    },
     /// `aaep:agent.state.changed`: how a confirmation was resolved (AAEP §6.7.2, §6.1); with
     /// `courtesy_for` (a late reply's token) a courtesy notice to one subscription.
     Resolution {

@@ -91,6 +91,7 @@ mod subscriptions;
 mod tokens;
 pub mod ui_sessions;
 mod usage;
+mod votes;
 pub mod wal;
 
 pub use confirm::ConfirmContext;
@@ -100,6 +101,6 @@ pub use events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
 pub use kit::{random_id, rfc3339};
 pub use open::verify_offline;
 pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
-pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo};
+pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};
 pub use store::Store;
 pub use stored::Settlement;

@@ -56,6 +56,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(11, "0011_replicas"),
     migration!(12, "0012_audit_archives"),
     migration!(13, "0013_usage_windows"),
+    migration!(14, "0014_quorum_votes"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

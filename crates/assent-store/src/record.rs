@@ -6,9 +6,10 @@
 use crate::db::{self, Conn, OptionalExtension, Row};
 use crate::sql::{self, from_row};
 use crate::stored::{self, Settlement};
-use assent_core::approval::{ApprovalStatus, DefaultDecision, GrantScope};
+use assent_core::approval::{ApprovalStatus, DecisionKind, DefaultDecision, GrantScope};
 use assent_core::decision::{self, most_restrictive as worst};
 use assent_core::gatekeeper::ApprovalTerms;
+use assent_core::quorum::{Ballot, DenyRule, Quorum, QuorumGroup, Tally, in_force, tally};
 use assent_core::triggers::Escalation;
 use assent_core::{RiskTier, ToolCall};
 use serde::Serialize;
@@ -31,6 +32,21 @@ pub struct DecisionRecord {
     pub default_applied: Option<DefaultDecision>,
     /// MPLP `decision_id` (UUID v4).
     pub decision_id: String,
+}
+
+/// One vote on an approval that needs a quorum (issue 14 §1), as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VoteRecord {
+    /// The principal who cast it (at most one vote each).
+    pub principal: String,
+    /// Approve or deny; `deny` when the stored value is unreadable (see `damaged`).
+    pub decision: DecisionKind,
+    /// Their roles when they voted; `[]` when unreadable (see `damaged`).
+    pub roles: Vec<String>,
+    /// Their reason, if they gave one.
+    pub reason: Option<String>,
+    /// Unix milliseconds.
+    pub at: i64,
 }
 
 /// An approval as stored (seed 002 ApprovalRequest, MPLP Confirm).
@@ -63,6 +79,8 @@ pub struct ApprovalRecord {
     pub decided_at: Option<i64>,
     /// The decision that settled it (at most one).
     pub decisions: Vec<DecisionRecord>,
+    /// The votes cast on it when its terms carry a quorum, in voting order.
+    pub votes: Vec<VoteRecord>,
     /// The token's id and expiry once one was minted.
     pub token: Option<TokenInfo>,
     /// The agent's run id (seed 002 `runId`), if it sent one.
@@ -133,6 +151,32 @@ impl ApprovalRecord {
         )
     }
 
+    /// The quorum in force ([`assent_core::quorum::in_force`]: widened once escalated) and the
+    /// approving votes tallied against it (issue 14 §1); `None` when one approval decides.
+    pub fn quorum_tally(&self) -> Option<(Quorum, Tally)> {
+        let q = in_force(
+            self.terms.quorum.as_ref(),
+            self.terms.escalation.as_ref(),
+            self.escalated_at.is_some(),
+        )?;
+        let t = self.tally_of(&q, DecisionKind::Approve);
+        Some((q, t))
+    }
+
+    /// The votes of `kind` cast so far, tallied against `q`.
+    pub fn tally_of(&self, q: &Quorum, kind: DecisionKind) -> Tally {
+        let ballots: Vec<Ballot<'_>> = self
+            .votes
+            .iter()
+            .filter(|v| v.decision == kind)
+            .map(|v| Ballot {
+                principal: &v.principal,
+                roles: &v.roles,
+            })
+            .collect();
+        tally(q, &ballots)
+    }
+
     /// The hash the token binds: of the edited call, else of the proposed one.
     pub fn effective_hash(&self) -> &str {
         self.edited
@@ -179,7 +223,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
-            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact
+            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             approval_row,
@@ -195,6 +239,16 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     for (d, damaged) in rows {
         rec.damaged.extend(damaged);
         rec.decisions.push(d);
+    }
+    let votes = sql::rows(
+        conn,
+        "SELECT principal, decision, roles, reason, at FROM votes WHERE approval_id = ?1 ORDER BY rowid",
+        [id],
+        vote_row,
+    )?;
+    for (v, damaged) in votes {
+        rec.damaged.extend(damaged);
+        rec.votes.push(v);
     }
     rec.token = conn
         .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
@@ -213,22 +267,8 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
 /// NOT NULL integer/text column of the wrong type.
 fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
     let mut c = stored::Columns::default();
+    let terms = terms_of(r, &mut c)?;
     let arguments = c.json(r, 5, "arguments", Value::Null)?;
-    let reasons = c.json(r, 11, "reasons", Vec::new())?;
-    let approvers = c.json(
-        r,
-        12,
-        "approvers",
-        vec![stored::UNREADABLE_ROLE.to_string()],
-    )?;
-    let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, worst::RISK_TIER)?;
-    let default_decision = c.parsed(
-        r,
-        13,
-        "default_decision",
-        DefaultDecision::parse,
-        worst::DEFAULT_DECISION,
-    )?;
     let status = c.parsed(r, 16, "status", ApprovalStatus::parse, worst::STATUS)?;
     let scope = c.parsed_opt(
         r,
@@ -237,16 +277,8 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         |s| GrantScope::parse(s).ok(),
         Some(worst::SCOPE),
     )?;
-    let escalate_to = c.list(r, 24, "escalate_to")?;
-    let after = c.count(r, 25, "escalate_after_ms", 0)?;
-    let output_bytes = c.count(r, 27, "output_bytes", 0)?;
     let edited = edited_call(r, &mut c)?;
-    let triggers = c.list(r, 22, "triggers")?;
-    let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
     let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
-    let side_effects = c.list(r, 40, "side_effects")?;
-    let rollback = c.list(r, 41, "rollback")?;
-    let redact = c.list(r, 43, "redact")?;
     Ok(ApprovalRecord {
         id: r.get(0)?,
         agent: r.get(1)?,
@@ -258,31 +290,13 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         },
         canonical: r.get(6)?,
         call_hash: r.get(7)?,
-        terms: ApprovalTerms {
-            message: r.get(8)?,
-            reasons,
-            risk_tier,
-            irreversible: r.get(10)?,
-            default_decision,
-            approvers,
-            triggers,
-            suggested_alternatives,
-            escalation: after.map(|a| Escalation {
-                escalate_to,
-                after_seconds: a / 1000,
-            }),
-            output_bytes,
-            in_client_approval: r.get(39)?,
-            side_effects,
-            rollback,
-            dry_run_tool: r.get(42)?,
-            redact,
-        },
+        terms,
         requested_at: r.get(14)?,
         expires_at: r.get(15)?,
         status,
         decided_at: r.get(17)?,
         decisions: Vec::new(),
+        votes: Vec::new(),
         token: None,
         run_id: r.get(18)?,
         device_id: r.get(19)?,
@@ -300,6 +314,87 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         target_diff,
         damaged: c.damaged,
     })
+}
+
+/// The [`ApprovalTerms`] columns of one `approvals` row, read strictly into `c`.
+fn terms_of(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<ApprovalTerms> {
+    let reasons = c.json(r, 11, "reasons", Vec::new())?;
+    let approvers = c.json(
+        r,
+        12,
+        "approvers",
+        vec![stored::UNREADABLE_ROLE.to_string()],
+    )?;
+    let risk_tier = c.parsed(r, 9, "risk_tier", RiskTier::parse, worst::RISK_TIER)?;
+    let default_decision = c.parsed(
+        r,
+        13,
+        "default_decision",
+        DefaultDecision::parse,
+        worst::DEFAULT_DECISION,
+    )?;
+    let escalate_to = c.list(r, 24, "escalate_to")?;
+    let after = c.count(r, 25, "escalate_after_ms", 0)?;
+    let output_bytes = c.count(r, 27, "output_bytes", 0)?;
+    let triggers = c.list(r, 22, "triggers")?;
+    let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
+    let side_effects = c.list(r, 40, "side_effects")?;
+    let rollback = c.list(r, 41, "rollback")?;
+    let redact = c.list(r, 43, "redact")?;
+    let quorum = c.parsed_opt(
+        r,
+        44,
+        "quorum",
+        |q| serde_json::from_str(q).ok(),
+        Some(Quorum {
+            groups: vec![QuorumGroup {
+                roles: vec![stored::UNREADABLE_ROLE.to_string()],
+                count: 1,
+            }],
+            deny: DenyRule::Any,
+        }),
+    )?;
+    Ok(ApprovalTerms {
+        message: r.get(8)?,
+        reasons,
+        risk_tier,
+        irreversible: r.get(10)?,
+        default_decision,
+        approvers,
+        quorum,
+        triggers,
+        suggested_alternatives,
+        escalation: after.map(|a| Escalation {
+            escalate_to,
+            after_seconds: a / 1000,
+        }),
+        output_bytes,
+        in_client_approval: r.get(39)?,
+        side_effects,
+        rollback,
+        dry_run_tool: r.get(42)?,
+        redact,
+    })
+}
+
+/// One `votes` row (`principal, decision, roles, reason, at`) read strictly, with the names
+/// of its unreadable columns (`votes.decision`, `votes.roles`).
+fn vote_row(r: &Row<'_>) -> db::Result<(VoteRecord, Vec<String>)> {
+    let mut c = stored::Columns::default();
+    let v = VoteRecord {
+        principal: r.get(0)?,
+        decision: c.parsed(
+            r,
+            1,
+            "votes.decision",
+            DecisionKind::parse,
+            DecisionKind::Deny,
+        )?,
+        roles: c.json(r, 2, "votes.roles", Vec::new())?,
+        reason: r.get(3)?,
+        at: r.get(4)?,
+    };
+    Ok((v, c.damaged))
 }
 
 /// One `decisions` row (`decision, reason, actor, at, default_applied, decision_id`) read

@@ -9,6 +9,7 @@ use super::kit::{Denial, reason, requires, template_of, unevaluable};
 use crate::approval::{DefaultDecision, effective_default};
 use crate::condition::Outcome;
 use crate::policy::{Agent, ApprovalSpec, Rule};
+use crate::quorum::{Quorum, merge};
 use crate::risk::RiskTier;
 use crate::template::{TemplateContext, default_message, render};
 use crate::triggers::{
@@ -41,6 +42,9 @@ pub(super) struct Composed<'a> {
     timeout: Option<u64>,
     approve_default: Option<bool>,
     approvers: Vec<String>,
+    /// Roles of the covering rules without a quorum, and the quorums of the others.
+    plain_approvers: Vec<String>,
+    quorums: Vec<Quorum>,
     triggers: Vec<String>,
     alternatives: Vec<String>,
     escalation: Option<Escalation>,
@@ -112,6 +116,10 @@ impl<'a> Composed<'a> {
             self.approve_default = Some(self.approve_default.unwrap_or(true) && a);
         }
         push_new(&mut self.approvers, &r.approvers);
+        match &r.quorum {
+            Some(q) => self.quorums.push(q.clone()),
+            None => push_new(&mut self.plain_approvers, &r.approvers),
+        }
         self.add_triggers(r, args, obs, &mut notes);
         self.merge(r);
         if notes.is_empty() {
@@ -211,8 +219,12 @@ impl<'a> Composed<'a> {
             self.required = true;
         }
         let required = self.required;
-        let in_client_ok =
-            self.in_client && required && risk_tier < RiskTier::R3 && self.approvers.is_empty();
+        let quorum = merge(&self.quorums, &self.plain_approvers);
+        let in_client_ok = self.in_client
+            && required
+            && risk_tier < RiskTier::R3
+            && self.approvers.is_empty()
+            && quorum.is_none();
         let configured = if self.approve_default == Some(true) {
             DefaultDecision::Approve
         } else {
@@ -244,6 +256,7 @@ impl<'a> Composed<'a> {
                 irreversible: self.irreversible,
                 default_decision: effective_default(self.irreversible, configured),
                 approvers: self.approvers,
+                quorum,
                 triggers: self.triggers,
                 suggested_alternatives: self.alternatives,
                 escalation: self.escalation,

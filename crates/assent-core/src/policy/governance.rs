@@ -47,7 +47,7 @@ struct RawRule {
     #[serde(default)]
     default_decision: Option<String>,
     #[serde(default)]
-    approvers: Vec<String>,
+    approvers: Value,
     #[serde(default)]
     thresholds: Thresholds,
     #[serde(default)]
@@ -131,6 +131,7 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
             "seconds",
         )?;
     }
+    let approvers = crate::quorum::parse_approvers(&rr.approvers)?;
     let warning = check_default_decision(
         rr.irreversible,
         risk_tier.unwrap_or(RiskTier::R2),
@@ -145,7 +146,8 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
         irreversible: rr.irreversible,
         timeout_seconds: rr.timeout_seconds,
         default_decision,
-        approvers: rr.approvers.clone(),
+        approvers: approvers.roles,
+        quorum: approvers.quorum,
         thresholds: rr.thresholds.clone(),
         scope: rr.scope.clone(),
         suggested_alternatives: rr.suggested_alternatives.clone(),

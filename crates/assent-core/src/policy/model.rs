@@ -214,8 +214,11 @@ pub struct Rule {
     pub timeout_seconds: Option<u64>,
     /// `default_decision` applied at expiry.
     pub default_decision: Option<DefaultDecision>,
-    /// `approvers`: operator roles that may decide.
+    /// `approvers`: operator roles that may decide (every role any group names; empty: any
+    /// operator).
     pub approvers: Vec<String>,
+    /// `approvers` as a quorum, when it asks for more than one approval (issue 14 §1).
+    pub quorum: Option<crate::quorum::Quorum>,
     /// `thresholds`: rate, cost and output-size limits beyond which a call needs confirmation.
     pub thresholds: Thresholds,
     /// `scope`: path roots and URL domains the call's targets must stay inside.

@@ -203,5 +203,6 @@ mod agent_format;
 mod kit;
 mod loading;
 mod protocol;
+mod quorum;
 mod reasons;
 mod rule_index;

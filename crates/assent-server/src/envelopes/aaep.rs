@@ -5,6 +5,7 @@
 //! store's, serving it to subscribers is [`crate::aaep`].
 
 use assent_core::DefaultDecision;
+use assent_core::approval::DecisionKind;
 use assent_core::clarification::{Clarification, ClarificationStatus};
 use assent_store::{AaepEvent, ApprovalRecord, random_id, rfc3339};
 use serde_json::{Value, json};
@@ -26,6 +27,12 @@ pub fn render(e: &AaepEvent<'_>) -> Value {
             reply_token,
         } => awaiting_confirmation(approval, reply_token),
         AaepEvent::Escalated { approval, at } => escalated(approval, at),
+        AaepEvent::VoteCounted {
+            approval,
+            by,
+            decision,
+            at,
+        } => vote_counted(approval, by, decision, at),
         AaepEvent::Resolution {
             approval,
             at,
@@ -190,6 +197,42 @@ pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
     );
     ev["extensions"] = json!({"assent": {"escalation": {
         "escalate_to": to, "approvers": a.terms.approvers, "deadline": rfc3339(deadline)}}});
+    ev
+}
+
+/// `aaep:agent.progress.updated` for a vote counted on a confirmation that needs a quorum
+/// (issue 14 §1; docs/conformance.md reads it against AAEP §6.3.5): `progress.percent` is the
+/// share of the quorum's places filled, the description says who voted and what is missing,
+/// and `extensions.assent.votes` carries the tally. The confirmation stays open.
+pub fn vote_counted(a: &ApprovalRecord, by: &str, decision: DecisionKind, at: i64) -> Value {
+    // Emitted only for an approval with a quorum; without one, one vote is all it takes.
+    let tally = a.quorum_tally();
+    let (counted, required) = tally.as_ref().map_or((1, 1), |(q, t)| {
+        let counted: usize = t.groups.iter().map(|g| g.counted.len()).sum();
+        (counted, q.required().max(1) as usize)
+    });
+    let what = match decision {
+        DecisionKind::Approve => "approved",
+        DecisionKind::Deny => "voted to reject",
+    };
+    let text = format!("{by} {what}; {counted} of {required} approvals so far");
+    let mut ev = envelope(
+        &a.agent,
+        &a.session_id,
+        at,
+        Some(&a.trace_id),
+        json!({
+            "type": "aaep:agent.progress.updated",
+            "progress": {"percent": (counted * 100 / required).min(100) as u64,
+                "description": cut(&text, 1024)},
+            "summary_terse": format!("Vote counted: {counted} of {required}."),
+            "summary_normal": format!("Still awaiting confirmation: {text}. {}",
+                a.redactor().text(&a.terms.message)),
+        }),
+    );
+    ev["extensions"] = json!({"assent": {"votes": {"by": by, "decision": decision,
+        "counted": counted, "required": required,
+        "quorum": tally.as_ref().map(|t| &t.0), "approvals": tally.as_ref().map(|t| &t.1)}}});
     ev
 }
 

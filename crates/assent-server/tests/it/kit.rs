@@ -84,6 +84,16 @@ pub fn gov() -> String {
     policy("acme.test.rules-v1", GOV_RULES)
 }
 
+/// Operator `name` holding `roles`, whose key is `NAME-key`.
+pub fn operator(name: &str, roles: &[&str]) -> Principal {
+    let roles = roles.iter().map(|r| r.to_string()).collect();
+    principal(
+        name,
+        &format!("{name}-key"),
+        PrincipalKind::Operator { roles },
+    )
+}
+
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
     Principal {
         name: name.into(),

@@ -19,6 +19,7 @@ mod lifecycle;
 mod nul;
 mod plans;
 mod protocol;
+mod quorum;
 mod ready;
 mod security;
 mod tools;

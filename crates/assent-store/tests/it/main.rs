@@ -350,6 +350,7 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
         // A negative count read as u64 would be 2^64 - 1: no limit on the result's size.
         ("output_bytes", "-1"),
         ("escalate_after_ms", "-5000"),
+        ("quorum", "'{\"groups\": 2'"),
     ];
     for (col, bad) in cases {
         let (_dir, s) = fresh();
@@ -376,6 +377,10 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
             "status" => assert_eq!(rec.status, ApprovalStatus::Cancelled),
             "scope" => assert_eq!(rec.scope, Some(assent_core::approval::GrantScope::Once)),
             "output_bytes" => assert_eq!(rec.terms.output_bytes, Some(0)),
+            "quorum" => {
+                let q = rec.terms.quorum.as_ref().unwrap();
+                assert_eq!(q.groups[0].roles, [assent_store::stored::UNREADABLE_ROLE]);
+            }
             "escalate_after_ms" => assert!(
                 rec.terms.escalation.iter().all(|e| e.after_seconds == 0),
                 "{:?}",

@@ -6,6 +6,7 @@ mod kit;
 
 mod clarifications;
 mod confirmations;
+mod quorum;
 mod replies;
 mod streams;
 mod timeouts;

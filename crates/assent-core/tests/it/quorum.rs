@@ -1,0 +1,185 @@
+//! Quorum approvals (issue 14 §1): reading `approvers`, merging covering rules' quorums, and
+//! the tally — distinct people, each counted once, placed where they are needed.
+
+use assent_core::quorum::{Ballot, DenyRule, Quorum, QuorumGroup, merge, parse_approvers, tally};
+use serde_json::json;
+
+fn roles(r: &[&str]) -> Vec<String> {
+    r.iter().map(|s| s.to_string()).collect()
+}
+
+fn group(r: &[&str], count: u32) -> QuorumGroup {
+    QuorumGroup {
+        roles: roles(r),
+        count,
+    }
+}
+
+#[test]
+fn approvers_read_every_form_and_the_plain_ones_need_no_quorum() {
+    let plain = parse_approvers(&json!(["ops", "cfo", "ops"])).unwrap();
+    assert_eq!(plain.roles, ["ops", "cfo"]);
+    assert_eq!(plain.quorum, None);
+    let one = parse_approvers(&json!({"roles": ["ops"], "count": 1})).unwrap();
+    assert_eq!((one.roles, one.quorum), (roles(&["ops"]), None));
+    let two = parse_approvers(&json!({"roles": ["finance-admin"], "count": 2})).unwrap();
+    assert_eq!(
+        two.quorum,
+        Some(Quorum {
+            groups: vec![group(&["finance-admin"], 2)],
+            deny: DenyRule::Any
+        })
+    );
+    let both = parse_approvers(&json!([
+        {"role": "finance-admin", "count": 1},
+        {"role": "security"}
+    ]))
+    .unwrap();
+    assert_eq!(both.roles, ["finance-admin", "security"]);
+    assert_eq!(
+        both.quorum.unwrap().groups,
+        [group(&["finance-admin"], 1), group(&["security"], 1)]
+    );
+    let deny =
+        parse_approvers(&json!({"groups": [{"role": "a"}, {"role": "b"}], "deny": "quorum"}))
+            .unwrap();
+    assert_eq!(deny.quorum.unwrap().deny, DenyRule::Quorum);
+    let anyone = parse_approvers(&json!({"count": 2})).unwrap();
+    assert!(anyone.roles.is_empty(), "any operator");
+    assert_eq!(anyone.quorum.unwrap().groups, [group(&[], 2)]);
+}
+
+#[test]
+fn bad_approvers_are_refused_with_what_is_wrong() {
+    for (v, want) in [
+        (json!({"roles": ["a"], "count": 0}), "count must be 1 to 16"),
+        (
+            json!({"roles": ["a"], "count": 17}),
+            "count must be 1 to 16",
+        ),
+        (
+            json!({"roles": ["a"], "count": 2.5}),
+            "count must be 1 to 16",
+        ),
+        (json!({"roles": ["a"], "cuont": 2}), "unknown key `cuont`"),
+        (json!({"roles": ["a"], "role": "b"}), "not both"),
+        (json!(["a", {"role": "b"}]), "not both"),
+        (json!({"roles": [""]}), "1 to 128 bytes"),
+        (json!({"roles": "a"}), "must be a list"),
+        (json!({"roles": ["a"], "deny": "all"}), "deny must be"),
+        (json!({"groups": []}), "1 to 8 groups"),
+        (json!(7), "approvers must be"),
+    ] {
+        let e = parse_approvers(&v).unwrap_err();
+        assert!(e.contains(want), "{v}: {e}");
+    }
+}
+
+#[test]
+fn two_of_three_needs_two_distinct_principals() {
+    let q = parse_approvers(&json!({"roles": ["finance"], "count": 2}))
+        .unwrap()
+        .quorum
+        .unwrap();
+    let fin = roles(&["finance"]);
+    let alice = Ballot {
+        principal: "alice",
+        roles: &fin,
+    };
+    let bob = Ballot {
+        principal: "bob",
+        roles: &fin,
+    };
+    assert!(!tally(&q, &[alice]).met);
+    assert!(
+        !tally(&q, &[alice, alice]).met,
+        "the same principal counts once"
+    );
+    let t = tally(&q, &[alice, alice, bob]);
+    assert!(t.met);
+    assert_eq!(t.groups[0].counted, ["alice", "bob"]);
+    let other = roles(&["ops"]);
+    assert!(!q.qualifies(&other));
+    assert!(
+        !tally(
+            &q,
+            &[
+                alice,
+                Ballot {
+                    principal: "eve",
+                    roles: &other
+                }
+            ]
+        )
+        .met
+    );
+}
+
+#[test]
+fn a_principal_with_two_roles_fills_one_place_and_is_placed_where_needed() {
+    let q = Quorum {
+        groups: vec![group(&["finance"], 1), group(&["security"], 1)],
+        deny: DenyRule::Any,
+    };
+    let both = roles(&["finance", "security"]);
+    let fin = roles(&["finance"]);
+    let carol = Ballot {
+        principal: "carol",
+        roles: &both,
+    };
+    assert!(
+        !tally(&q, &[carol]).met,
+        "one person never fills two groups"
+    );
+    // carol voted first and would take the finance place; dave can only fill finance, so
+    // carol is moved to security.
+    let t = tally(
+        &q,
+        &[
+            carol,
+            Ballot {
+                principal: "dave",
+                roles: &fin,
+            },
+        ],
+    );
+    assert!(t.met);
+    assert_eq!(t.groups[0].counted, ["dave"]);
+    assert_eq!(t.groups[1].counted, ["carol"]);
+}
+
+#[test]
+fn covering_rules_quorums_merge_and_escalation_widens_the_groups() {
+    let a = Quorum {
+        groups: vec![group(&["finance"], 2)],
+        deny: DenyRule::Quorum,
+    };
+    let b = Quorum {
+        groups: vec![group(&["finance"], 3), group(&["security"], 1)],
+        deny: DenyRule::Quorum,
+    };
+    let m = merge([&a, &b], &roles(&["ops"])).unwrap();
+    assert_eq!(
+        m.groups,
+        [
+            group(&["finance"], 3),
+            group(&["security"], 1),
+            group(&["ops"], 1)
+        ]
+    );
+    assert_eq!(m.deny, DenyRule::Quorum);
+    assert_eq!(m.required(), 5);
+    let any = Quorum {
+        deny: DenyRule::Any,
+        ..a.clone()
+    };
+    assert_eq!(merge([&a, &any], &[]).unwrap().deny, DenyRule::Any);
+    assert_eq!(merge([], &roles(&["ops"])), None, "no quorum: one approval");
+    let w = m.widened(&roles(&["cfo"]));
+    assert!(
+        w.groups
+            .iter()
+            .all(|g| g.roles.contains(&"cfo".to_string()))
+    );
+    assert_eq!(w.required(), 5, "escalation widens who, not how many");
+}

@@ -1,0 +1,175 @@
+//! Quorum approvals through the HTTP API (issue 14 §1): several distinct people must approve
+//! before one token is minted; the same person never counts twice; one qualified deny rejects
+//! unless the rule says `deny: quorum`; a quorum's votes approve the call as proposed, once.
+
+use crate::backend::audit_count;
+use crate::kit::{AGENTS, Gw, assert_error, operator, policy, start_custom, token_of};
+use assent_server::Settings;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A gateway whose `pay` rule has `approvers` = `approvers` (YAML), with operators alice
+/// (finance), fred (finance), gina (finance), sam (security), carol (finance and security)
+/// beside the kit's olaf (ops).
+pub async fn gateway(dir: &std::path::Path, approvers: &str) -> Gw {
+    let gov = policy(
+        "acme.test.quorum",
+        &format!("- tool: pay\n  approvers: {approvers}\n"),
+    );
+    start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
+        let mut all = (*st.principals).clone();
+        for (name, roles) in [
+            ("fred", &["finance"][..]),
+            ("gina", &["finance"]),
+            ("sam", &["security"]),
+            ("carol", &["finance", "security"]),
+        ] {
+            all.push(operator(name, roles));
+        }
+        st.principals = std::sync::Arc::new(all);
+    })
+    .await
+}
+
+pub fn args() -> Value {
+    json!({"amount": 500, "to": "acme"})
+}
+
+/// `votes.approvals` as (counted, required, met).
+fn progress(a: &Value) -> (usize, u64, bool) {
+    let v = &a["votes"];
+    let counted = v["approvals"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["counted"].as_array().unwrap().len())
+        .sum();
+    let required = v["required"].as_u64().unwrap();
+    (counted, required, v["approvals"]["met"].as_bool().unwrap())
+}
+
+#[tokio::test]
+async fn two_of_three_approvers_mint_one_token_and_nobody_counts_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(
+        a["quorum"]["groups"],
+        json!([{"roles": ["finance"], "count": 2}]),
+        "{a}"
+    );
+    assert_eq!(progress(&a), (0, 2, false));
+
+    let (s, a) = gw.decide(&id, "alice-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["status"], "pending", "one vote of two leaves it pending");
+    assert_eq!(progress(&a), (1, 2, false));
+    assert_eq!(a["votes"]["cast"][0]["by"], "alice");
+    assert!(
+        gw.as_agent(&id).await.get("token").is_none(),
+        "no token yet"
+    );
+
+    // Attack: the same approver votes again to make up the quorum alone.
+    let (s, b) = gw.decide(&id, "alice-key", "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "ALREADY_VOTED");
+    // An operator who holds none of the roles cannot vote.
+    let (s, b) = gw.decide(&id, "olaf-key", "approve").await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 2);
+
+    let (s, a) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(progress(&a), (2, 2, true));
+    assert_eq!(
+        a["decisions"][0]["by"], "fred",
+        "the vote that met the quorum settles it"
+    );
+    let (s, b) = gw.decide(&id, "gina-key", "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "ALREADY_DECIDED");
+
+    let token = token_of(&gw.as_agent(&id).await);
+    let (s, b) = gw.redeem(&token, "pay", args(), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "decision.vote"), 2);
+    assert_eq!(
+        audit_count(&gw.data_dir, "token.minted"),
+        1,
+        "one token for the quorum"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn two_groups_need_both_and_one_person_with_both_roles_fills_only_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(
+        dir.path(),
+        "[{role: finance, count: 1}, {role: security, count: 1}]",
+    )
+    .await;
+    let id = gw.held("s1", "pay", args()).await;
+    let (_, a) = gw.decide(&id, "carol-key", "approve").await;
+    assert_eq!(
+        a["status"], "pending",
+        "carol holds both roles but is one person: {a}"
+    );
+    assert_eq!(progress(&a), (1, 2, false));
+    // alice can only fill finance; carol is placed in security instead.
+    let (_, a) = gw.decide(&id, "alice-key", "approve").await;
+    assert_eq!(a["status"], "approved", "{a}");
+    let groups = &a["votes"]["approvals"]["groups"];
+    assert_eq!(groups[0]["counted"], json!(["alice"]));
+    assert_eq!(groups[1]["counted"], json!(["carol"]));
+
+    // Two people of the same group do not make up for the missing one.
+    let id = gw.held("s2", "pay", args()).await;
+    gw.decide(&id, "alice-key", "approve").await;
+    let (_, a) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let (_, a) = gw.decide(&id, "sam-key", "approve").await;
+    assert_eq!(a["status"], "approved", "{a}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn one_qualified_deny_rejects_unless_the_rule_says_deny_quorum() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    gw.decide(&id, "alice-key", "approve").await;
+    let (_, a) = gw.decide(&id, "fred-key", "deny").await;
+    assert_eq!(a["status"], "rejected", "{a}");
+    assert!(gw.as_agent(&id).await.get("token").is_none());
+    gw.stop().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 2, deny: quorum}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    let (_, a) = gw.decide(&id, "alice-key", "deny").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let (_, a) = gw.decide(&id, "fred-key", "deny").await;
+    assert_eq!(a["status"], "rejected", "{a}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_quorum_vote_approves_the_call_as_proposed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    for body in [
+        json!({"decision": "approve", "scope": "session"}),
+        json!({"decision": "approve", "arguments": {"amount": 5, "to": "acme"}}),
+    ] {
+        let (s, b) = gw.decide_with(&id, "alice-key", body.clone()).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {b}");
+        assert!(b["message"].as_str().unwrap().contains("quorum"), "{b}");
+    }
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(progress(&a), (0, 2, false), "a refused vote is not counted");
+    assert_eq!(a["status"], "pending");
+    gw.stop().await;
+}

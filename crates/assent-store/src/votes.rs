@@ -1,0 +1,110 @@
+//! Votes on an approval that needs a quorum (issue 14 §1): one operator decision becomes one
+//! vote, recorded with the voter's roles in the decision's transaction; the approval settles
+//! only when the votes meet its quorum ([`assent_core::quorum::tally`]) — or, for a deny, at
+//! the first qualified deny unless the quorum says `deny: quorum`. Who may vote and what
+//! counts are `assent_core::quorum` rules; this file only reads and writes the rows.
+
+use crate::audit;
+use crate::db::Conn;
+use crate::error::DecideError;
+use crate::params;
+use crate::record::{ApprovalRecord, VoteRecord};
+use assent_core::approval::DecisionKind;
+use assent_core::quorum::{DenyRule, Quorum};
+use serde_json::json;
+
+/// What one vote did.
+pub(crate) enum Cast {
+    /// Counted; the quorum is not met yet: the approval stays pending.
+    Counted,
+    /// Counted, and it settles the approval with the vote's decision.
+    Settles,
+}
+
+/// One operator's vote, as [`cast`] takes it.
+pub(crate) struct VoteInput<'a> {
+    /// Approve or deny.
+    pub kind: DecisionKind,
+    /// The decision asked for more than the call as proposed, once: a scope wider than
+    /// `once`, an edit or `whole_tool`.
+    pub widens: bool,
+    /// The voter's reason.
+    pub reason: Option<&'a str>,
+    /// The principal voting.
+    pub actor: &'a str,
+    /// Their roles.
+    pub roles: &'a [String],
+    /// Unix milliseconds.
+    pub now: i64,
+}
+
+/// Records vote `v` on `rec` (which needs quorum `q`) and says whether it settles the
+/// approval. Refusals, each audited `decision.refused` and kept: a voter who fits no group
+/// (`NotApprover`), a second vote by the same principal (`AlreadyVoted`). A vote that
+/// `widens` is `Invalid` and writes nothing: several people approve the same call, as
+/// proposed, once.
+pub(crate) fn cast(
+    tx: Conn<'_>,
+    rec: &ApprovalRecord,
+    q: &Quorum,
+    v: &VoteInput<'_>,
+) -> Result<Cast, DecideError> {
+    let VoteInput {
+        kind,
+        reason,
+        actor,
+        roles,
+        now,
+        ..
+    } = *v;
+    if v.widens {
+        return Err(DecideError::Invalid(format!(
+            "approval {} needs a quorum of {}: each vote approves the call as proposed, once (no scope, edit or whole_tool)",
+            rec.id,
+            q.required()
+        )));
+    }
+    let refuse = |why: &str| -> Result<(), DecideError> {
+        let data = json!({"decision": kind.as_str(), "why": why, "quorum": q});
+        audit::append(tx, now, "decision.refused", Some(&rec.id), actor, &data)?;
+        Ok(())
+    };
+    if !q.qualifies(roles) {
+        refuse("operator fits no group of the quorum")?;
+        return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
+    }
+    if rec.votes.iter().any(|v| v.principal == actor) {
+        refuse("the principal has already voted on this approval")?;
+        return Err(DecideError::AlreadyVoted(actor.to_string()));
+    }
+    tx.prepare_cached(
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        rec.id,
+        actor,
+        kind.as_str(),
+        serde_json::to_string(roles).expect("serialisable"),
+        reason,
+        now
+    ])?;
+    let mut after = rec.clone();
+    after.votes.push(VoteRecord {
+        principal: actor.to_string(),
+        decision: kind,
+        roles: roles.to_vec(),
+        reason: reason.map(str::to_string),
+        at: now,
+    });
+    let t = after.tally_of(q, kind);
+    let settles = t.met || (kind == DecisionKind::Deny && q.deny == DenyRule::Any);
+    let counted: usize = t.groups.iter().map(|g| g.counted.len()).sum();
+    let data = json!({"decision": kind.as_str(), "roles": roles, "reason": reason,
+        "counted": counted, "required": q.required(), "met": t.met, "groups": t.groups});
+    audit::append(tx, now, "decision.vote", Some(&rec.id), actor, &data)?;
+    Ok(if settles {
+        Cast::Settles
+    } else {
+        Cast::Counted
+    })
+}
