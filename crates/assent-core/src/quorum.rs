@@ -130,6 +130,41 @@ pub fn in_force(
     })
 }
 
+impl Tally {
+    /// Places filled, over all groups.
+    pub fn counted(&self) -> usize {
+        self.groups.iter().map(|g| g.counted.len()).sum()
+    }
+
+    /// One line for people: `1 of 2 approvals (finance 1 of 2: alice)`, each group with who
+    /// counted in it, `any operator` for a group without roles.
+    pub fn describe(&self) -> String {
+        let required: u32 = self.groups.iter().map(|g| g.count).sum();
+        let groups: Vec<String> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let who = if g.roles.is_empty() {
+                    "any operator".to_string()
+                } else {
+                    g.roles.join("/")
+                };
+                let by = if g.counted.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", g.counted.join(", "))
+                };
+                format!("{who} {} of {}{by}", g.counted.len(), g.count)
+            })
+            .collect();
+        format!(
+            "{} of {required} approvals ({})",
+            self.counted(),
+            groups.join("; ")
+        )
+    }
+}
+
 /// Reads a rule's `approvers`: absent or `null` (any operator, one approval); a list of role
 /// names (any one of them, one approval: the form before quorums); one group
 /// `{roles: [..] | role: R, count: N, deny: any|quorum}`; a list of groups

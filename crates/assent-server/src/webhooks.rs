@@ -1,5 +1,6 @@
 //! Outgoing webhooks (issue 5): every new approval (`approval.requested`) and every
-//! resolution (`approval.resolved`: decided, expired or cancelled), POSTed to each configured
+//! resolution (`approval.resolved`: decided, expired or cancelled), and every vote counted toward
+//! a quorum (`approval.vote`, issue 14 §1), POSTed to each configured
 //! `webhooks[].url`.
 //!
 //! - Delivery reads the audit log: each webhook keeps a cursor (the last audit record it
@@ -41,9 +42,10 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 /// Audit kinds that produce webhook events.
-const KINDS: [&str; 4] = [
+const KINDS: [&str; 5] = [
     "approval.requested",
     "decision",
+    "decision.vote",
     "approval.expired",
     "approval.cancelled",
 ];
@@ -171,10 +173,10 @@ async fn advance(st: &AppState, hook: &Webhook, holder: &str, seq: i64) -> bool 
 }
 
 fn event_of(kind: &str) -> &'static str {
-    if kind == "approval.requested" {
-        "approval.requested"
-    } else {
-        "approval.resolved"
+    match kind {
+        "approval.requested" => "approval.requested",
+        "decision.vote" => "approval.vote",
+        _ => "approval.resolved",
     }
 }
 
@@ -307,6 +309,10 @@ fn approval_out(a: &ApprovalRecord) -> Value {
         "decided_by": last.map(|d| d.actor.clone()),
         "reason": last.and_then(|d| d.reason.as_deref().map(|x| r.text(x))),
         "scope": a.scope,
+        "quorum": a.quorum_tally().map(|(_, t)| t.describe()),
+        "votes": a.votes.iter().map(|v| json!({"by": v.principal, "decision": v.decision,
+            "at": rfc3339(v.at), "reason": v.reason.as_deref().map(|x| r.text(x))}))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -336,6 +342,9 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
     };
     let title = if event == "approval.requested" {
         format!("{} wants to run {target}", a.agent)
+    } else if event == "approval.vote" {
+        let progress = o["quorum"].as_str().unwrap_or("vote counted");
+        format!("{} → {target}: {progress}", a.agent)
     } else {
         format!("{} → {target}: {}", a.agent, a.status.as_str())
     };

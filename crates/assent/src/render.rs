@@ -171,6 +171,25 @@ fn card_why(a: &Approval, out: &mut String) {
             format!("  approvers: {}\n", a.terms.approvers.join(", ")),
         );
     }
+    if let Some(v) = &a.votes {
+        put(out, format!("  quorum: {}\n", v.approvals.describe()));
+        for c in &v.cast {
+            let why = c
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            put(
+                out,
+                format!(
+                    "    - {} by {} at {}{why}\n",
+                    c.decision.as_str(),
+                    c.by,
+                    c.at
+                ),
+            );
+        }
+    }
 }
 
 /// The default decision on timeout, the decisions taken, `call_hash`, edited arguments and

@@ -146,6 +146,18 @@ fn a_principal_with_two_roles_fills_one_place_and_is_placed_where_needed() {
     assert!(t.met);
     assert_eq!(t.groups[0].counted, ["dave"]);
     assert_eq!(t.groups[1].counted, ["carol"]);
+    assert_eq!(
+        t.describe(),
+        "2 of 2 approvals (finance 1 of 1: dave; security 1 of 1: carol)"
+    );
+    let open = Quorum {
+        groups: vec![group(&[], 2)],
+        deny: DenyRule::Any,
+    };
+    assert_eq!(
+        tally(&open, &[carol]).describe(),
+        "1 of 2 approvals (any operator 1 of 2: carol)"
+    );
 }
 
 #[test]

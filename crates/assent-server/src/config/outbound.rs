@@ -30,7 +30,8 @@ pub struct Webhook {
     pub secret: String,
     /// `format`: `json` (default) or `slack`.
     pub format: WebhookFormat,
-    /// `events`: `approval.requested` and/or `approval.resolved` (default both).
+    /// `events`: any of `approval.requested`, `approval.resolved` and `approval.vote` (a
+    /// vote counted toward a quorum, issue 14 §1); default all three.
     pub events: Vec<String>,
     /// `max_attempts` before a delivery is dead-lettered (default 10).
     pub max_attempts: u32,
@@ -154,8 +155,8 @@ fn upstream_ok(alias: &str, u: &RawUpstream) -> Result<(), String> {
     Ok(())
 }
 
-/// The events a webhook may subscribe to (default: both).
-const EVENTS: [&str; 2] = ["approval.requested", "approval.resolved"];
+/// The events a webhook may subscribe to (default: all).
+const EVENTS: [&str; 3] = ["approval.requested", "approval.resolved", "approval.vote"];
 
 /// Checks `webhooks[]`: unique names of letters, digits, `_` and `-`, an http(s) `url`, a
 /// known `format` and events, a `secret_env`, `max_attempts` 1–1000, `retry_initial_ms`

@@ -253,6 +253,10 @@ pub(crate) struct Card {
     rollback: Vec<String>,
     alternatives: Vec<String>,
     approvers: Vec<String>,
+    /// A quorum's progress (`1 of 2 approvals (finance 1 of 2: alice)`) and each vote cast;
+    /// empty without a quorum.
+    quorum: String,
+    votes: Vec<String>,
     default_decision: String,
     expires_at: String,
     expires_ms: i64,
@@ -268,6 +272,21 @@ pub(crate) struct Card {
     /// The newest dry run: who ran it and when, and its result (or error).
     dry_run_by: String,
     dry_run_result: String,
+}
+
+/// One vote as the card lists it: `approve by alice at T: reason`.
+fn vote_line(v: &assent_store::VoteRecord) -> String {
+    let why = v
+        .reason
+        .as_deref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    format!(
+        "{} by {} at {}{why}",
+        v.decision.as_str(),
+        v.principal,
+        rfc3339(v.at)
+    )
 }
 
 /// An approval with what its card shows besides: similar pending calls, the newest dry run.
@@ -369,6 +388,11 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         rollback: a.terms.rollback.clone(),
         alternatives: a.terms.suggested_alternatives.clone(),
         approvers: a.terms.approvers.clone(),
+        quorum: a
+            .quorum_tally()
+            .map(|(_, t)| t.describe())
+            .unwrap_or_default(),
+        votes: a.votes.iter().map(vote_line).collect(),
         default_decision: a.terms.default_decision.as_str().to_string(),
         expires_at: rfc3339(a.expires_at),
         expires_ms: a.expires_at,

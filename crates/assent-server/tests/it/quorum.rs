@@ -3,7 +3,7 @@
 //! unless the rule says `deny: quorum`; a quorum's votes approve the call as proposed, once.
 
 use crate::backend::audit_count;
-use crate::kit::{AGENTS, Gw, assert_error, operator, policy, start_custom, token_of};
+use crate::kit::{AGENTS, Gw, assert_error, csrf_of, operator, policy, start_custom, token_of};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -171,5 +171,42 @@ async fn a_quorum_vote_approves_the_call_as_proposed_once() {
     let (_, a) = gw.approval(&id, "alice-key").await;
     assert_eq!(progress(&a), (0, 2, false), "a refused vote is not counted");
     assert_eq!(a["status"], "pending");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn the_dashboard_card_shows_the_quorum_and_a_vote_from_it_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    let cookie = gw.dashboard_session().await;
+    let card_path = format!("/ui/approvals/{id}");
+    let page = gw.dashboard_page(&card_path, &cookie).await;
+    assert!(
+        page.contains("Quorum: 0 of 2 approvals (finance 0 of 2)"),
+        "{page}"
+    );
+    let csrf = csrf_of(&page);
+    let resp = gw
+        .dashboard_post(
+            &format!("{card_path}/decide"),
+            &cookie,
+            "application/x-www-form-urlencoded",
+            format!("csrf={csrf}&decision=approve&reason=checked+the+invoice"),
+        )
+        .await;
+    assert!(
+        resp.status().is_success() || resp.status().is_redirection(),
+        "{}",
+        resp.status()
+    );
+    let page = gw.dashboard_page(&card_path, &cookie).await;
+    assert!(
+        page.contains("Quorum: 1 of 2 approvals (finance 1 of 2: alice)"),
+        "{page}"
+    );
+    assert!(page.contains("approve by alice at"), "{page}");
+    assert!(page.contains("checked the invoice"), "{page}");
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
     gw.stop().await;
 }

@@ -333,3 +333,81 @@ async fn a_new_webhooks_cursor_is_placed_before_delivery_starts_so_no_first_even
     }
     gw.stop().await;
 }
+
+/// Issue 14 §1: a vote counted toward a quorum is an `approval.vote` event whose approval
+/// carries the progress and the votes; the vote that meets the quorum resolves it.
+#[tokio::test]
+async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv = Receiver::default();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(receive))
+        .with_state(recv.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let gov = crate::kit::policy(
+        "acme.test.quorum",
+        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
+    );
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &gov,
+        |st| {
+            let mut all = (*st.principals).clone();
+            all.push(crate::kit::operator("fred", &["finance"]));
+            st.principals = Arc::new(all);
+            let mut h = hook(
+                "ops",
+                format!("http://127.0.0.1:{port}/hook"),
+                WebhookFormat::Json,
+                5,
+                50,
+            );
+            h.events.push("approval.vote".into());
+            st.webhooks = Arc::new(vec![h]);
+        },
+    )
+    .await;
+    let id = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    gw.decide(&id, OP, "approve").await;
+    gw.decide(&id, "fred-key", "approve").await;
+    let bodies = || -> Vec<Value> {
+        let got = recv.got.lock().unwrap();
+        got.iter()
+            .map(|(_, _, b)| serde_json::from_str(b).unwrap())
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    while bodies().len() < 4 {
+        assert!(start.elapsed() < Duration::from_secs(30), "{:?}", bodies());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let got = bodies();
+    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        events,
+        [
+            "approval.requested",
+            "approval.vote",
+            "approval.vote",
+            "approval.resolved"
+        ]
+    );
+    let first_vote = &got[1]["approval"];
+    assert_eq!(first_vote["votes"][0]["by"], "alice", "{first_vote}");
+    let resolved = &got[3]["approval"];
+    assert_eq!(resolved["status"], "approved");
+    assert_eq!(
+        resolved["quorum"],
+        "2 of 2 approvals (finance 2 of 2: alice, fred)"
+    );
+    gw.stop().await;
+}

@@ -5,7 +5,7 @@
 
 use crate::args::Remote;
 use crate::remote::{connect, print_json, print_list};
-use crate::render::{card, edited_arguments};
+use crate::render::{card, edited_arguments, inert};
 use anyhow::{Result, anyhow, bail};
 use assent_api::approvals::{Approval, BatchDecisionRequest, CancelRequest, DecisionRequest};
 use assent_api::{ApprovalStatus, DecisionKind};
@@ -32,7 +32,7 @@ pub(crate) async fn show(r: &Remote, id: &str, as_json: bool) -> Result<i32> {
 }
 
 /// The line a decision prints: `ID STATUS`, the scope and grant id of a scoped approval, and
-/// the edited arguments when the approver changed them.
+/// the edited arguments when the approver changed them, a quorum's progress while it is unmet.
 fn decided_line(a: &Approval) -> String {
     let mut line = format!("{} {}", a.id, a.status.as_str());
     if let Some(s) = a.scope.as_deref().filter(|s| *s != "once") {
@@ -44,7 +44,14 @@ fn decided_line(a: &Approval) -> String {
     if a.arguments_changed {
         line.push_str(&format!(" with arguments {}", edited_arguments(a)));
     }
-    line
+    if let Some(v) = a
+        .votes
+        .as_ref()
+        .filter(|_| a.status == ApprovalStatus::Pending)
+    {
+        line.push_str(&format!(" (vote counted: {})", v.approvals.describe()));
+    }
+    inert(&line)
 }
 
 /// Decides `ids` with `req`. One id: `POST /v1/approvals/{id}/decision`; several:
