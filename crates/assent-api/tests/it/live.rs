@@ -20,16 +20,13 @@ use sha2::{Digest, Sha256};
 
 /// Agent `bot` (`read`, `pay` held over 100, MCP server `fs`…): the server test kit's.
 const AGENTS: &str = assent_testkit::fixtures::BOT_AGENT;
-const GOV: &str = r#"
-policies:
-  - id: acme.test.rules-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: pay
-        approvers: [finance]
-      - tool: read
-        thresholds: {output_bytes: 100}
-"#;
+/// Governance `acme.test.rules-v1`: `pay` needs the finance role; a `read` result over 100
+/// bytes is held.
+fn gov() -> String {
+    let rules =
+        "- tool: pay\n  approvers: [finance]\n- tool: read\n  thresholds: {output_bytes: 100}\n";
+    assent_testkit::fixtures::policy("acme.test.rules-v1", rules)
+}
 
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
     Principal {
@@ -51,7 +48,7 @@ pub(crate) async fn start() -> Gw {
     let dir = tempfile::tempdir().unwrap();
     let reg = Registry::load(
         &[("bot.agf.yaml".into(), AGENTS.into())],
-        &[("gov.yaml".into(), GOV.into())],
+        &[("gov.yaml".into(), gov())],
     )
     .unwrap();
     let operator = |roles: &[&str]| PrincipalKind::Operator {

@@ -92,6 +92,25 @@ fn agent_yaml(refs: &[String]) -> String {
     s
 }
 
+/// One item of a governance file's `policies:` list: `id`, its `selector` line (one of
+/// [`SELECTORS`]), and a rule for each (tool pattern, server, risk tier R1?) of `rules`.
+fn policy_item(id: &str, selector: &str, rules: &[(&str, Option<&str>, bool)]) -> String {
+    let mut f = format!("  - id: {id}\n{selector}    rules:\n");
+    if rules.is_empty() {
+        f.push_str("      []\n");
+    }
+    for &(tool, server, tier) in rules {
+        f.push_str(&format!("      - tool: \"{tool}\"\n"));
+        if let Some(s) = server {
+            f.push_str(&format!("        server: {s}\n"));
+        }
+        if tier {
+            f.push_str("        risk_tier: R1\n");
+        }
+    }
+    f
+}
+
 /// The registry of `policies`, spread over three governance files by their `file`.
 fn registry(policies: &[GenPolicy]) -> Registry {
     let mut files = vec![String::from("policies:\n"); 3];
@@ -101,23 +120,12 @@ fn registry(policies: &[GenPolicy]) -> Registry {
         if p.referenced {
             refs.push(id.clone());
         }
-        let f = &mut files[p.file];
-        f.push_str(&format!(
-            "  - id: {id}\n{}    rules:\n",
-            SELECTORS[p.selector]
-        ));
-        if p.rules.is_empty() {
-            f.push_str("      []\n");
-        }
-        for &(tool, server, tier) in &p.rules {
-            f.push_str(&format!("      - tool: \"{}\"\n", RULE_TOOLS[tool]));
-            if let Some(s) = SERVERS[server] {
-                f.push_str(&format!("        server: {s}\n"));
-            }
-            if tier {
-                f.push_str("        risk_tier: R1\n");
-            }
-        }
+        let rules: Vec<_> = p
+            .rules
+            .iter()
+            .map(|&(tool, server, tier)| (RULE_TOOLS[tool], SERVERS[server], tier))
+            .collect();
+        files[p.file].push_str(&policy_item(&id, SELECTORS[p.selector], &rules));
     }
     let gov: Vec<(String, String)> = files
         .into_iter()
@@ -251,35 +259,36 @@ proptest! {
 /// reasons by policy id, then file order: the index keeps them apart but must not reorder them.
 #[test]
 fn exact_and_glob_rules_keep_policy_then_file_order_in_the_reasons() {
-    let gov_b = "policies:
-  - id: b.late-v1
-    selector: {agents: [bot]}
-    rules:
-      - tool: \"pay*\"
-      - tool: pay
-        server: s1
-      - tool: pay
-  - id: a.early-v1
-    selector: {agents: [\"*\"]}
-    rules:
-      - tool: pay
-      - tool: \"*\"
-      - tool: fs_read
-";
-    let gov_a = "policies:
-  - id: c.last-v1
-    selector: {labels: {team: t}}
-    rules:
-      - tool: \"?ay\"
-        server: s2
-      - tool: pay
-";
+    let rule = |tool, server| (tool, server, false);
+    let gov_b = [
+        "policies:\n".to_string(),
+        policy_item(
+            "b.late-v1",
+            SELECTORS[1], // agents: [bot]
+            &[
+                rule("pay*", None),
+                rule("pay", Some("s1")),
+                rule("pay", None),
+            ],
+        ),
+        policy_item(
+            "a.early-v1",
+            SELECTORS[2], // agents: ["*"]
+            &[rule("pay", None), rule("*", None), rule("fs_read", None)],
+        ),
+    ]
+    .concat();
+    let gov_a = format!(
+        "policies:\n{}",
+        policy_item(
+            "c.last-v1",
+            SELECTORS[4], // labels: {team: t}
+            &[rule("?ay", Some("s2")), rule("pay", None)],
+        )
+    );
     let reg = Registry::load(
         &[("a.agf.yaml".into(), agent_yaml(&[]))],
-        &[
-            ("gb.yaml".into(), gov_b.into()),
-            ("ga.yaml".into(), gov_a.into()),
-        ],
+        &[("gb.yaml".into(), gov_b), ("ga.yaml".into(), gov_a)],
     )
     .unwrap();
     let v = evaluate(&reg, "bot", &ToolCall::new("pay", None, json!({})).unwrap());

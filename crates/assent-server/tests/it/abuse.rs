@@ -7,16 +7,14 @@ use crate::kit::{
     BOT, COST_RULE, Gw, OP, assert_answer, assert_error, assert_says, assert_within,
     one_tool_agent, policy, serve, serve_policy, serve_with, start_tuned,
 };
-use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
-    let gw = serve_with(Settings {
-        approval_timeout_ms: Some(300_000),
-        max_pending_per_agent: 2,
-        ..Settings::default()
+    let gw = serve_with(|s| {
+        s.approval_timeout_ms = Some(300_000);
+        s.max_pending_per_agent = 2;
     })
     .await;
     let ask = json!({"agent": "bot", "session_id": "s", "question": "Which account?", "accepted_response_kinds": ["freetext"]});
@@ -127,11 +125,7 @@ async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
 #[tokio::test]
 async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let gw = serve_with(Settings {
-        body_read_timeout: std::time::Duration::from_secs(1),
-        ..Settings::default()
-    })
-    .await;
+    let gw = serve_with(|s| s.body_read_timeout = std::time::Duration::from_secs(1)).await;
     let addr = gw.url.trim_start_matches("http://").to_string();
     // Authenticated or not, on the API, the AAEP replies and the dashboard's sign-in alike.
     for (path, auth) in [

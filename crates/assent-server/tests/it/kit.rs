@@ -28,19 +28,7 @@ pub const BOT: &str = "bot-key";
 /// Agent `bot`: `read`, `pay` (held over 100, with a message template), `quick`, `lenient`,
 /// and MCP server `fs` with `read_file` and `write_file` (always held).
 pub const AGENTS: &str = assent_testkit::fixtures::BOT_AGENT;
-/// One governance file: policy `id` for every agent, with `rules` as its rule list — YAML list
-/// items written flush left (`- tool: pay` and their keys below), which this indents under
-/// `rules:`.
-pub fn policy(id: &str, rules: &str) -> String {
-    let mut gov =
-        format!("\npolicies:\n  - id: {id}\n    selector: {{agents: [\"*\"]}}\n    rules:\n");
-    for line in rules.lines().filter(|l| !l.trim().is_empty()) {
-        gov.push_str("      ");
-        gov.push_str(line);
-        gov.push('\n');
-    }
-    gov
-}
+pub use assent_testkit::fixtures::policy;
 
 /// A rule list: `pay` counts its `amount` argument against a cost threshold of 100 a session.
 pub const COST_RULE: &str =
@@ -227,8 +215,11 @@ pub async fn serve() -> Gw {
     serve_in(async |dir| start(dir).await).await
 }
 
-/// [`start_opts`] with `settings` and 300 s tokens over a data directory the gateway owns.
-pub async fn serve_with(settings: Settings) -> Gw {
+/// [`start_opts`] with the default [`Settings`] changed by `tune` (e.g. a lower pending cap)
+/// and 300 s tokens, over a data directory the gateway owns.
+pub async fn serve_with(tune: impl FnOnce(&mut Settings)) -> Gw {
+    let mut settings = Settings::default();
+    tune(&mut settings);
     serve_in(async |dir| start_opts(dir, 300_000, settings).await).await
 }
 

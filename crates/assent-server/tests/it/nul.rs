@@ -93,34 +93,27 @@ async fn a_nul_inside_a_calls_arguments_is_kept_exactly_and_binds_its_token() {
 async fn a_nul_in_a_reason_scope_question_or_answer_is_refused_and_changes_nothing() {
     let gw = serve().await;
     let id = gw.pending("pay", json!({"amount": 500, "to": "bob"})).await;
-    let decide = format!("/v1/approvals/{id}/decision");
-    refused(
-        gw.post(
+    let (decide, cancel) = (
+        format!("/v1/approvals/{id}/decision"),
+        format!("/v1/approvals/{id}/cancel"),
+    );
+    for (path, key, body, field) in [
+        (
             &decide,
             OP,
             json!({"decision": "deny", "reason": "no\u{0}"}),
-        )
-        .await,
-        "`/reason`",
-    );
-    refused(
-        gw.post(
+            "`/reason`",
+        ),
+        (
             &decide,
             OP,
             json!({"decision": "approve", "scope": "session\u{0}"}),
-        )
-        .await,
-        "`/scope`",
-    );
-    refused(
-        gw.post(
-            &format!("/v1/approvals/{id}/cancel"),
-            BOT,
-            json!({"reason": "\u{0}"}),
-        )
-        .await,
-        "`/reason`",
-    );
+            "`/scope`",
+        ),
+        (&cancel, BOT, json!({"reason": "\u{0}"}), "`/reason`"),
+    ] {
+        refused(gw.post(path, key, body).await, field);
+    }
     let (_, a) = gw.approval(&id, OP).await;
     assert_eq!(a["status"], "pending", "{a}");
 

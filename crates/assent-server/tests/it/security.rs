@@ -4,7 +4,6 @@
 //! Attacks on the API's limits (floods, slow bodies, the pending cap) are in `abuse.rs`.
 
 use crate::kit::{BOT, Gw, OP, assert_error, assert_says, serve, serve_with, token_of};
-use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -143,11 +142,7 @@ async fn an_unauthenticated_body_is_refused_before_it_is_read() {
 
 #[tokio::test]
 async fn oversized_names_and_arguments_are_refused_before_they_reach_the_audit_log() {
-    let gw = serve_with(Settings {
-        max_arguments_bytes: 4096,
-        ..Settings::default()
-    })
-    .await;
+    let gw = serve_with(|s| s.max_arguments_bytes = 4096).await;
     let long = "t".repeat(257);
     for body in [
         json!({"agent": "bot", "session_id": "s", "tool": long, "arguments": {}}),

@@ -251,11 +251,11 @@ async fn a_rest_agent_reports_a_large_result_and_redeems_its_release() {
 #[tokio::test]
 async fn a_grant_tier_or_review_status_edited_behind_the_gateways_back_reads_fail_closed() {
     let gw = serve().await;
-    let (s, b) = gw.propose("pay", json!({"amount": 500, "to": "bob"})).await;
-    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
-    let id = b["approval_id"].as_str().unwrap();
+    let id = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "bob"}))
+        .await;
     let scope = json!({"decision": "approve", "scope": "session"});
-    let (s, b) = gw.decide_with(id, OP, scope).await;
+    let (s, b) = gw.decide_with(&id, OP, scope).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let check = |t: Value| {
         let body = json!({"agent": "bot", "server": "fs", "tools": [t]});

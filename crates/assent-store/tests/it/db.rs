@@ -2,10 +2,10 @@
 //! cluster: the same statements, through the same API, must answer the same on both.
 
 use crate::Refused;
-use crate::pgkit::{both, both_connected, cluster, fresh_pg};
+use crate::pgkit::{both, both_connected, cluster, column, fresh_pg, value};
 use assent_store::db::{
-    Backend, Change, Conn, Database, DbError, Heard, OptionalExtension, ToValue, ValueRef,
-    dollar_params, listen,
+    Backend, Change, Conn, Connection, Database, DbError, Heard, OptionalExtension, ToValue,
+    ValueRef, dollar_params, listen,
 };
 use assent_store::params;
 use std::ops::ControlFlow;
@@ -27,6 +27,15 @@ fn table(c: Conn<'_>) {
     .unwrap();
 }
 
+/// A fresh Postgres schema with [`table`]'s tables and one session of it; `None` when
+/// `ASSENT_TEST_NO_PG=1` (the Postgres-only tests then pass without running).
+fn pg_table() -> Option<(Database, Connection)> {
+    let db = fresh_pg()?;
+    let conn = db.connect().unwrap();
+    table(conn.conn());
+    Some((db, conn))
+}
+
 /// [`both_connected`] over [`table`]'s tables.
 fn with_table(mut f: impl FnMut(&Database, Conn<'_>)) {
     both_connected(|db, c| {
@@ -36,6 +45,11 @@ fn with_table(mut f: impl FnMut(&Database, Conn<'_>)) {
 }
 
 const INSERT: &str = "INSERT INTO k (id, n, flag, note) VALUES (?1, ?2, ?3, ?4)";
+
+/// Inserts the row `id` into [`table`]'s `k` (n 1, flag false, no note) on `c`.
+fn put(c: &Conn<'_>, id: &str) -> Result<usize, DbError> {
+    c.execute(INSERT, params![id, 1i64, false, None::<String>])
+}
 
 #[test]
 fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
@@ -62,12 +76,11 @@ fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
         assert_eq!((n, flag, note), (None, false, None));
         // The untyped-NULL filter in the form both engines accept.
         let by_note = |note: Option<&str>| -> Vec<String> {
-            c.query_map(
+            column(
+                c,
                 "SELECT id FROM k WHERE CAST(?1 AS TEXT) IS NULL OR note = ?1 ORDER BY id",
                 [note],
-                |r| r.get(0),
             )
-            .unwrap()
         };
         assert_eq!(by_note(Some("x")), ["B", "a"]);
         assert_eq!(
@@ -77,25 +90,22 @@ fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
         );
         // A bare boolean parameter.
         let flagged = |all: bool| -> Vec<String> {
-            c.query_map(
+            column(
+                c,
                 "SELECT id FROM k WHERE ?1 OR flag ORDER BY id",
                 params![all],
-                |r| r.get(0),
             )
-            .unwrap()
         };
         assert_eq!(flagged(false), ["_", "a"]);
         assert_eq!(flagged(true).len(), 4);
         // A list built at run time binds as a slice.
         let wanted = ["a", "B"];
         let list: Vec<&dyn ToValue> = wanted.iter().map(|s| s as &dyn ToValue).collect();
-        let listed: Vec<String> = c
-            .query_map(
-                "SELECT id FROM k WHERE id IN (?1, ?2) ORDER BY id",
-                &list[..],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let listed: Vec<String> = column(
+            c,
+            "SELECT id FROM k WHERE id IN (?1, ?2) ORDER BY id",
+            &list[..],
+        );
         assert_eq!(listed, ["B", "a"]);
         // No row: NoRows, made None by optional(); a row: Some.
         let missing = c.query_row("SELECT id FROM k WHERE id = ?1", ["zz"], |r| {
@@ -112,21 +122,9 @@ fn parameters_nulls_booleans_and_reads_answer_alike_on_both_backends() {
         // ON CONFLICT DO NOTHING counts no row changed; RETURNING gives the row's value.
         let again = "INSERT INTO k (id, n, flag) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING";
         assert_eq!(c.execute(again, params!["a", 9i64, true]).unwrap(), 0);
-        let n: i64 = c
-            .query_row(
-                "UPDATE k SET n = n + 1 WHERE id = ?1 RETURNING n",
-                ["a"],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let n: i64 = value(c, "UPDATE k SET n = n + 1 WHERE id = ?1 RETURNING n", ["a"]);
         assert_eq!(n, 2);
-        let seq: i64 = c
-            .query_row(
-                "INSERT INTO seqd (v) VALUES (?1) RETURNING seq",
-                ["v"],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let seq: i64 = value(c, "INSERT INTO seqd (v) VALUES (?1) RETURNING seq", ["v"]);
         assert_eq!(seq, 1);
     });
 }
@@ -204,9 +202,7 @@ fn for_each_streams_rows_until_told_to_stop() {
             .unwrap();
         assert_eq!(seen, (0..10).collect::<Vec<_>>());
         // The session is usable again after a stopped stream.
-        let n: i64 = c
-            .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
-            .unwrap();
+        let n: i64 = value(c, "SELECT count(*) FROM k", []);
         assert_eq!(n, 50);
     });
 }
@@ -215,33 +211,28 @@ fn for_each_streams_rows_until_told_to_stop() {
 fn a_write_commits_on_ok_and_rolls_back_on_error_unless_the_error_keeps_writes() {
     with_table(|_, c| {
         let failed: Result<(), DbError> = c.write(|tx| {
-            tx.execute(INSERT, params!["gone", 1i64, false, None::<String>])?;
+            put(tx, "gone")?;
             Err(DbError::Unusable("refused".into()))
         });
         assert!(failed.is_err());
-        c.write(|tx| tx.execute(INSERT, params!["kept", 1i64, false, None::<String>]))
-            .unwrap();
-        let ids: Vec<String> = c.query_map("SELECT id FROM k", [], |r| r.get(0)).unwrap();
+        c.write(|tx| put(tx, "kept")).unwrap();
+        let ids: Vec<String> = column(c, "SELECT id FROM k", []);
         assert_eq!(ids, ["kept"]);
         // A failed statement inside the closure rolls the whole write back on both engines.
         let dup: Result<usize, DbError> = c.write(|tx| {
-            tx.execute(INSERT, params!["more", 1i64, false, None::<String>])?;
-            tx.execute(INSERT, params!["kept", 1i64, false, None::<String>])
+            put(tx, "more")?;
+            put(tx, "kept")
         });
         assert!(dup.is_err());
-        let n: i64 = c
-            .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
-            .unwrap();
+        let n: i64 = value(c, "SELECT count(*) FROM k", []);
         assert_eq!(n, 1);
         // An error that keeps its writes (an audited refusal) commits them.
         let refused: Result<(), Refused> = c.write(|tx| {
-            tx.execute(INSERT, params!["audited", 1i64, false, None::<String>])?;
+            put(tx, "audited")?;
             Err(Refused::Audited)
         });
         assert!(matches!(refused, Err(Refused::Audited)));
-        let ids: Vec<String> = c
-            .query_map("SELECT id FROM k ORDER BY id", [], |r| r.get(0))
-            .unwrap();
+        let ids: Vec<String> = column(c, "SELECT id FROM k ORDER BY id", []);
         assert_eq!(ids, ["audited", "kept"]);
     });
 }
@@ -250,18 +241,15 @@ fn a_write_commits_on_ok_and_rolls_back_on_error_unless_the_error_keeps_writes()
 fn a_transaction_inside_a_write_is_refused_and_the_outer_write_rolls_back() {
     with_table(|_, c| {
         let nested: Result<(), DbError> = c.write(|tx| {
-            tx.execute(INSERT, params!["outer", 1i64, false, None::<String>])?;
+            put(tx, "outer")?;
             (**tx).write(|_| Ok::<_, DbError>(()))?;
             Ok(())
         });
         assert!(nested.is_err());
-        let n: i64 = c
-            .query_row("SELECT count(*) FROM k", [], |r| r.get(0))
-            .unwrap();
+        let n: i64 = value(c, "SELECT count(*) FROM k", []);
         assert_eq!(n, 0, "nothing of the refused write was committed");
         // The session is usable for the next write.
-        c.write(|tx| tx.execute(INSERT, params!["next", 1i64, false, None::<String>]))
-            .unwrap();
+        c.write(|tx| put(tx, "next")).unwrap();
     });
 }
 
@@ -271,18 +259,12 @@ fn a_read_snapshot_does_not_see_writes_committed_meanwhile() {
         let reader = db.connect().unwrap();
         let writer = db.connect().unwrap();
         table(reader.conn());
-        let count = |c: Conn<'_>| -> i64 {
-            c.query_row("SELECT count(*) FROM k", [], |r| r.get(0))
-                .unwrap()
-        };
+        let count = |c: Conn<'_>| -> i64 { value(c, "SELECT count(*) FROM k", []) };
         let (before, after) = reader
             .conn()
             .snapshot(|c| {
                 let before = count(c);
-                writer
-                    .conn()
-                    .write(|tx| tx.execute(INSERT, params!["w", 1i64, false, None::<String>]))
-                    .unwrap();
+                writer.conn().write(|tx| put(tx, "w")).unwrap();
                 Ok((before, count(c)))
             })
             .unwrap();
@@ -302,17 +284,7 @@ fn the_write_lock_serialises_two_connections() {
         std::thread::scope(|s| {
             // Owned here, so a failing assertion drops it and the first writer gives up.
             let go_tx = go_tx;
-            let a = s.spawn(move || {
-                first
-                    .conn()
-                    .write(|tx| {
-                        tx.execute(INSERT, params!["a1", 1i64, false, None::<String>])?;
-                        started_tx.send(()).unwrap();
-                        go.recv().unwrap();
-                        tx.execute(INSERT, params!["a2", 2i64, false, None::<String>])
-                    })
-                    .unwrap();
-            });
+            let a = s.spawn(move || hold_the_write_lock(&first, "a1", started_tx, go, Some("a2")));
             started.recv().unwrap();
             let b = s.spawn(move || {
                 let second = db2.connect().unwrap();
@@ -332,6 +304,26 @@ fn the_write_lock_serialises_two_connections() {
             assert_eq!(b.join().unwrap(), 2);
         });
     });
+}
+
+/// One write on `conn` that inserts `id`, says so on `held`, and keeps the write lock until
+/// `release` receives (if its sender is dropped instead, the write panics and rolls back);
+/// then inserts `then` (when given) and commits.
+fn hold_the_write_lock(
+    conn: &Connection,
+    id: &str,
+    held: mpsc::Sender<()>,
+    release: mpsc::Receiver<()>,
+    then: Option<&str>,
+) {
+    conn.conn()
+        .write(|tx| {
+            put(tx, id)?;
+            held.send(()).unwrap();
+            release.recv().unwrap();
+            then.map_or(Ok(0), |then| put(tx, then))
+        })
+        .unwrap();
 }
 
 /// Returns once a session waits for the write lock (Postgres: an ungranted advisory lock in
@@ -405,13 +397,11 @@ fn notify_reaches_a_listener_after_commit_and_never_after_rollback() {
     // After its connection is cut, the listener reconnects and says so with a Resync.
     // Only this schema's listener: the cluster is shared with the tests running alongside,
     // whose listeners would otherwise hear a Resync they do not expect.
-    let oid: i64 = c
-        .query_row(
-            "SELECT CAST(oid AS BIGINT) FROM pg_namespace WHERE nspname = current_schema()",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let oid: i64 = value(
+        c,
+        "SELECT CAST(oid AS BIGINT) FROM pg_namespace WHERE nspname = current_schema()",
+        [],
+    );
     let mut admin = cluster().unwrap().admin();
     admin
         .batch_execute(&format!(
@@ -478,7 +468,7 @@ fn text_with_a_nul_character_is_invalid_input_on_postgres_never_a_database_failu
     // cannot store U+0000 in TEXT (SQLite can). The edge should refuse NUL; this is the
     // backstop: the error is `Invalid` (a 4xx), not `Database`.
     with_table(|db, c| {
-        let out = c.execute(INSERT, params!["a\0b", 1i64, false, None::<String>]);
+        let out = put(&c, "a\0b");
         match db {
             Database::Sqlite { .. } => assert_eq!(out.unwrap(), 1),
             Database::Postgres { .. } => {
@@ -518,14 +508,11 @@ fn stores_in_different_postgres_schemas_do_not_share_the_write_lock() {
     table(b.conn());
     a.conn()
         .write(|tx| {
-            tx.execute(INSERT, params!["a", 1i64, false, None::<String>])?;
+            put(tx, "a")?;
             std::thread::scope(|s| {
-                s.spawn(move || {
-                    b.conn()
-                        .write(|tx| tx.execute(INSERT, params!["b", 1i64, false, None::<String>]))
-                })
-                .join()
-                .unwrap()
+                s.spawn(move || b.conn().write(|tx| put(tx, "b")))
+                    .join()
+                    .unwrap()
             })
         })
         .unwrap();
@@ -536,7 +523,7 @@ fn a_write_that_panics_rolls_back_and_frees_the_write_lock() {
     with_table(|db, c| {
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _: Result<(), DbError> = c.write(|tx| {
-                tx.execute(INSERT, params!["half", 1i64, false, None::<String>])?;
+                put(tx, "half")?;
                 panic!("a bug in the middle of a write");
             });
         }));
@@ -548,8 +535,7 @@ fn a_write_that_panics_rolls_back_and_frees_the_write_lock() {
             .write(|tx| tx.query_row("SELECT count(*) FROM k", [], |r| r.get(0)))
             .unwrap();
         assert_eq!(n, 0);
-        c.write(|tx| tx.execute(INSERT, params!["next", 1i64, false, None::<String>]))
-            .unwrap();
+        c.write(|tx| put(tx, "next")).unwrap();
     });
 }
 
@@ -557,21 +543,19 @@ fn a_write_that_panics_rolls_back_and_frees_the_write_lock() {
 fn a_postgres_session_prepares_each_statement_text_once() {
     // Postgres only (rusqlite keeps SQLite's cache): without the kernel's cache every call
     // would pay a Parse round trip.
-    let Some(db) = fresh_pg() else { return };
-    let conn = db.connect().unwrap();
+    let Some((_db, conn)) = pg_table() else {
+        return;
+    };
     let c = conn.conn();
-    table(c);
     for i in 0..5i64 {
         c.execute(INSERT, params![format!("id{i}"), i, false, None::<String>])
             .unwrap();
     }
-    let prepared: i64 = c
-        .query_row(
-            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO k %'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let prepared: i64 = value(
+        c,
+        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO k %'",
+        [],
+    );
     assert_eq!(prepared, 1);
 }
 
@@ -583,21 +567,17 @@ fn a_postgres_session_prepares_each_statement_text_once() {
 #[test]
 fn a_write_that_swallowed_a_failed_statement_is_never_reported_committed() {
     with_table(|_, c| {
-        c.write(|tx| tx.execute(INSERT, params!["dup", 1i64, false, None::<String>]))
-            .unwrap();
+        c.write(|tx| put(tx, "dup")).unwrap();
         let out: Result<(), DbError> = c.write(|tx| {
-            tx.execute(INSERT, params!["x", 1i64, false, None::<String>])?;
+            put(tx, "x")?;
             let _ = tx.execute(INSERT, params!["dup", 2i64, false, None::<String>]);
             Ok(())
         });
-        let n: i64 = c
-            .query_row("SELECT count(*) FROM k WHERE id = 'x'", [], |r| r.get(0))
-            .unwrap();
+        let n: i64 = value(c, "SELECT count(*) FROM k WHERE id = 'x'", []);
         assert_eq!(out.is_ok(), n == 1, "{out:?}");
         assert_eq!(out.is_err(), c.backend() == Backend::Postgres);
         // The session is usable afterwards.
-        c.write(|tx| tx.execute(INSERT, params!["y", 1i64, false, None::<String>]))
-            .unwrap();
+        c.write(|tx| put(tx, "y")).unwrap();
     });
 }
 
@@ -606,37 +586,22 @@ fn a_write_that_swallowed_a_failed_statement_is_never_reported_committed() {
 /// timed-out write fails alone and the next write of the same session succeeds.
 #[test]
 fn a_write_that_times_out_on_the_write_lock_leaves_its_session_usable() {
-    let Some(db) = fresh_pg() else { return };
-    let holder = db.connect().unwrap();
-    table(holder.conn());
+    let Some((db, holder)) = pg_table() else {
+        return;
+    };
     let waiter = db.connect().unwrap();
     waiter.conn().batch("SET lock_timeout = '100ms'").unwrap();
     let (held_tx, held) = mpsc::channel();
     let (done_tx, done) = mpsc::channel::<()>();
     std::thread::scope(|s| {
-        let h = s.spawn(move || {
-            holder
-                .conn()
-                .write(|tx| {
-                    tx.execute(INSERT, params!["h", 1i64, false, None::<String>])?;
-                    held_tx.send(()).unwrap();
-                    done.recv().unwrap();
-                    Ok::<_, DbError>(())
-                })
-                .unwrap();
-        });
+        let h = s.spawn(move || hold_the_write_lock(&holder, "h", held_tx, done, None));
         held.recv().unwrap();
-        let timed_out: Result<usize, DbError> = waiter
-            .conn()
-            .write(|tx| tx.execute(INSERT, params!["w1", 1i64, false, None::<String>]));
+        let timed_out: Result<usize, DbError> = waiter.conn().write(|tx| put(tx, "w1"));
         assert!(timed_out.is_err());
         done_tx.send(()).unwrap();
         h.join().unwrap();
     });
-    waiter
-        .conn()
-        .write(|tx| tx.execute(INSERT, params!["w2", 1i64, false, None::<String>]))
-        .unwrap();
+    waiter.conn().write(|tx| put(tx, "w2")).unwrap();
     let ids: Vec<String> = waiter
         .conn()
         .query_map("SELECT id FROM k ORDER BY id", [], |r| r.get(0))

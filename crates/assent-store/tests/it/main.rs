@@ -55,6 +55,24 @@ fn open(dir: &std::path::Path, db: &assent_store::db::Database) -> Store {
     Store::open_database(dir, dir, db, 60_000, wire()).unwrap()
 }
 
+/// The kinds of the store's newest `limit` audit records, newest first.
+fn audit_kinds(s: &Store, limit: u32) -> Vec<String> {
+    s.audit_tail(limit)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.kind)
+        .collect()
+}
+
+/// Runs `f` with a store (see [`open`], in a temporary directory of its own) over a fresh
+/// SQLite file and then over a fresh Postgres schema ([`pgkit::both`]).
+fn both_stores(mut f: impl FnMut(&assent_store::db::Database, &Store)) {
+    pgkit::both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        f(db, &open(dir.path(), db));
+    });
+}
+
 /// A store in a fresh temporary data directory (kept while the `TempDir` lives), tokens valid
 /// for 60 s.
 fn fresh() -> (tempfile::TempDir, Store) {

@@ -1,7 +1,7 @@
 //! The store tests' databases: a fresh SQLite file or a fresh schema of the shared throw-away
 //! Postgres cluster (`assent_testkit::pg`), and [`both`] to run one test on each.
 
-use assent_store::db::{Conn, Database};
+use assent_store::db::{Conn, Database, FromValue, Params};
 pub use assent_testkit::pg::cluster;
 
 /// A new empty schema of its own for one test, as a [`Database`]; `None` when
@@ -32,4 +32,15 @@ pub fn both_connected(mut f: impl FnMut(&Database, Conn<'_>)) {
         let conn = db.connect().unwrap();
         f(db, conn.conn());
     });
+}
+
+/// The first column of every row `sql` (with `p`) reads on `c`, in order; panics on an error.
+pub fn column<T: FromValue>(c: Conn<'_>, sql: &str, p: impl Params) -> Vec<T> {
+    c.query_map(sql, p, |r| r.get(0)).unwrap()
+}
+
+/// The first column of the first row `sql` (with `p`) reads on `c`; panics on an error or
+/// when there is no row.
+pub fn value<T: FromValue>(c: Conn<'_>, sql: &str, p: impl Params) -> T {
+    c.query_row(sql, p, |r| r.get(0)).unwrap()
 }

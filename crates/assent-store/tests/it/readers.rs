@@ -3,19 +3,16 @@
 //! at once (more than the pool's sessions), and a decided approval's long-poll answer (the
 //! record and its signed token, one snapshot) matches the writer's.
 
-use crate::pgkit::both;
+use crate::both_stores;
 use assent_core::ApprovalStatus;
-use assent_store::{DecisionInput, Store};
+use assent_store::DecisionInput;
 
 /// 12 threads (the pool has 4 sessions) each hold and decide approvals and read each one back
 /// right after every acknowledged write: pending after the hold, approved with its one
 /// decision and its token after the decision; the token is the one `token_string` signs.
 #[test]
 fn every_acknowledged_write_is_read_back_from_the_read_sessions() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        assent_store::keys::init(dir.path()).unwrap();
-        let s = Store::open_database(dir.path(), dir.path(), db, 60_000, crate::wire()).unwrap();
+    both_stores(|_, s| {
         let (call, v) = crate::pay(7);
         std::thread::scope(|scope| {
             for t in 0..12 {

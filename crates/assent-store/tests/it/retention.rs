@@ -9,8 +9,9 @@ use assent_store::archive::{self as retention, verify_export};
 use assent_store::checkpoint::Due;
 use assent_store::db::{Database, FromValue, Params};
 use assent_store::integrity::{Report, VerifyOptions, verify_on};
+use assent_store::retention::ARCHIVE_DIR;
 use assent_store::retention::Archived;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const DAY: i64 = 86_400_000;
 
@@ -33,16 +34,19 @@ fn scalar<T: FromValue>(db: &Database, sql: &str, params: impl Params) -> T {
         .unwrap()
 }
 
-/// A store over `db` in `dir` with one approval approved on day 0 for each of `amounts`
-/// (see [`approved`]) and then one record on day 10.
-fn aged(dir: &Path, db: &Database, amounts: std::ops::Range<i64>) -> Store {
-    let s = open(dir, db);
+/// A store over `db` in a new temporary directory (kept while the `TempDir` lives) with one
+/// approval approved on day 0 for each of `amounts` (see [`approved`]) and then one record on
+/// day 10; with the path of its archive directory (not made yet).
+fn aged(db: &Database, amounts: std::ops::Range<i64>) -> (tempfile::TempDir, Store, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), db);
     for i in amounts {
         approved(&s, i, 5_000, false);
     }
     s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
         .unwrap();
-    s
+    let arch = dir.path().join(ARCHIVE_DIR);
+    (dir, s, arch)
 }
 
 /// Runs `sql` on the database behind the store's back.
@@ -125,9 +129,7 @@ fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_veri
 #[test]
 fn retention_archives_a_backlog_in_runs_that_chain() {
     both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = aged(dir.path(), db, 0..4);
-        let arch = dir.path().join("archive");
+        let (_dir, s, arch) = aged(db, 0..4);
         let one = s
             .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
             .unwrap()
@@ -291,9 +293,7 @@ fn retention_refuses_an_export_signed_by_another_key() {
 #[test]
 fn retention_runs_racing_delete_once() {
     both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = aged(dir.path(), db, 0..2);
-        let arch = dir.path().join("archive");
+        let (dir, s, arch) = aged(db, 0..2);
         let replicas: Vec<Store> = (0..2).map(|_| open(dir.path(), db)).collect();
         let go = std::sync::Barrier::new(2);
         let done: Vec<Option<Archived>> = std::thread::scope(|t| {
@@ -321,10 +321,8 @@ fn retention_runs_racing_delete_once() {
 #[test]
 fn retention_never_archives_an_altered_chain() {
     both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = aged(dir.path(), db, 1..2);
+        let (_dir, s, arch) = aged(db, 1..2);
         tamper(db, "UPDATE audit SET actor = 'mallory' WHERE seq = 2");
-        let arch = dir.path().join("archive");
         let e = s
             .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY)
             .unwrap_err();
@@ -385,10 +383,8 @@ fn retention_does_not_excuse_a_planted_live_grant_or_token_as_archived() {
 #[test]
 fn retention_refuses_an_archive_directory_that_is_a_symlink() {
     both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = aged(dir.path(), db, 1..2);
+        let (_dir, s, arch) = aged(db, 1..2);
         let elsewhere = tempfile::tempdir().unwrap();
-        let arch = dir.path().join("archive");
         std::os::unix::fs::symlink(elsewhere.path(), &arch).unwrap();
         let e = s
             .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY)

@@ -1,11 +1,11 @@
 //! A representative set of the store's own statements (copied from `propose.rs`, `decide.rs`,
-//! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `expiry.rs`, `outbox.rs`, `pins.rs`,
+//! `tokens.rs`, `emit.rs`, `subscriptions.rs`, `outbox.rs`, `pins.rs`,
 //! `record.rs`, `reads.rs`, `audit.rs`, `checkpoint.rs`, `sessions.rs`, `usage.rs`, `plans.rs`, `clarifications.rs`, `learning.rs`, `decide.rs`, `propose.rs`; in the portable forms of the Postgres design where
 //! the store's text is SQLite-only, named below) run through the kernel against the schema
 //! each dialect's migrations build: the Postgres DDL must have every table, column and type
 //! the store's SQL uses.
 
-use crate::pgkit::both;
+use crate::pgkit::{both, column, value};
 use assent_store::db::{Conn, OptionalExtension};
 use assent_store::migrate::migrate;
 use assent_store::params;
@@ -69,13 +69,11 @@ fn the_stores_statements_run_on_the_schema_of_both_dialects() {
         hold(c, "a1", 1_000);
         hold(c, "a2", 1_000);
         // reads.rs, in the portable form of `?1 IS NULL OR status = ?1`; rowid breaks the tie.
-        let ids: Vec<String> = c
-            .query_map(
-                "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
-                params![None::<String>, 10u32],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let ids: Vec<String> = column(
+            c,
+            "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
+            params![None::<String>, 10u32],
+        );
         assert_eq!(ids, ["a2", "a1"]);
         let (irreversible, in_client): (bool, bool) = c
             .query_row(
@@ -85,18 +83,6 @@ fn the_stores_statements_run_on_the_schema_of_both_dialects() {
             )
             .unwrap();
         assert_eq!((irreversible, in_client), (true, false));
-        // expiry.rs: the countdown marks, a bit test on a BIGINT.
-        let due: Vec<(String, i64)> = c
-            .query_map(
-                "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
-                 AND expires_at + COALESCE(escalate_after_ms, 0) - requested_at > 60000 AND progress_marks != 3
-                 AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
-                   OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
-                [400_000i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
-        assert_eq!(due.len(), 2);
         // decide.rs: settle, then the decision row.
         let settled = c
             .execute(
@@ -141,19 +127,24 @@ fn the_stores_statements_run_on_the_schema_of_both_dialects() {
         };
         assert_eq!(grants(false), [("g1".to_string(), true)]);
         // tokens.rs `server IS ?3`, in the portable form IS NOT DISTINCT FROM.
-        let found: Vec<String> = c
-            .query_map(
-                "SELECT id FROM grants WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
-                params!["bot", "pay", None::<String>],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let found: Vec<String> = column(
+            c,
+            "SELECT id FROM grants WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
+            params!["bot", "pay", None::<String>],
+        );
         assert_eq!(found, ["g1"]);
         // tokens.rs: redeem once.
         let used = "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL";
         assert_eq!(c.execute(used, params!["t1", 3_000i64]).unwrap(), 1);
         assert_eq!(c.execute(used, params!["t1", 3_001i64]).unwrap(), 0);
         events_and_side_tables(c);
+        // expiry.rs: the countdown marks, a bit test on a BIGINT. Not a copy: the store's own
+        // statement, run by `emit_countdowns` on two rows held here (both halfway at 400 s).
+        hold(c, "a3", 1_000);
+        hold(c, "a4", 1_000);
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::open(dir.path(), db);
+        assert_eq!(store.emit_countdowns(400_000).unwrap(), 2);
     });
 }
 
@@ -214,22 +205,15 @@ fn events_and_side_tables(c: Conn<'_>) {
          ON CONFLICT(webhook) DO UPDATE SET last_seq = excluded.last_seq";
     c.execute(cursor, params!["w", 1i64]).unwrap();
     c.execute(cursor, params!["w", 7i64]).unwrap();
-    let last: i64 = c
-        .query_row(
-            "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
-            ["w"],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let last: i64 = value(
+        c,
+        "SELECT last_seq FROM webhook_cursors WHERE webhook = ?1",
+        ["w"],
+    );
     assert_eq!(last, 7);
-    let dead: i64 = c
-        .query_row(
-            "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
+    let dead: i64 = value(c, "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
-            params!["w", 1i64, "e", "{}", 3u32, "timeout", 9i64],
-            |r| r.get(0),
-        )
-        .unwrap();
+            params!["w", 1i64, "e", "{}", 3u32, "timeout", 9i64]);
     assert_eq!(dead, 1);
     // pins.rs: reviews ordered newest first, rowid breaking the tie; pins in byte order.
     let review = "INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')";
@@ -237,13 +221,11 @@ fn events_and_side_tables(c: Conn<'_>) {
         .unwrap();
     c.execute(review, params!["r2", "srv", "t", "f2", "{}", 5i64, "bot"])
         .unwrap();
-    let reviews: Vec<String> = c
-        .query_map(
-            "SELECT id FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC",
-            ["pending"],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let reviews: Vec<String> = column(
+        c,
+        "SELECT id FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC",
+        ["pending"],
+    );
     assert_eq!(reviews, ["r2", "r1"]);
     let pin = "INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6)";
     for (s, t) in [("b", "x"), ("B", "x"), ("a", "Z"), ("a", "y")] {
@@ -289,13 +271,11 @@ fn checkpoints(c: Conn<'_>) {
     };
     assert_eq!(page(None), [9, 7]);
     assert_eq!(page(Some(7)), [3]);
-    let newest: i64 = c
-        .query_row(
-            &format!("SELECT {cols} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"),
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let newest: i64 = value(
+        c,
+        &format!("SELECT {cols} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"),
+        [],
+    );
     assert_eq!(newest, 9);
 }
 
@@ -304,32 +284,22 @@ fn checkpoints(c: Conn<'_>) {
 /// Confirm's target, the pending Confirm ordered, audit kinds as parameters).
 fn lifecycle_reads(c: Conn<'_>) {
     let pending = |agent: Option<&str>| -> Vec<String> {
-        c.query_map(
+        column(
+            c,
             "SELECT id FROM approvals WHERE session_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent = ?2) AND status = 'pending' ORDER BY requested_at",
             params!["s1", agent],
-            |r| r.get(0),
         )
-        .unwrap()
     };
     assert_eq!(pending(Some("nobody")), Vec::<String>::new());
     assert!(!pending(None).is_empty());
-    let agents: Vec<String> = c
-        .query_map(
-            "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
+    let agents: Vec<String> = column(c, "SELECT agent FROM approvals WHERE session_id = ?1 UNION SELECT agent FROM clarifications WHERE session_id = ?1
              UNION SELECT agent FROM usage WHERE session_id = ?1",
-            ["s1"],
-            |r| r.get(0),
-        )
-        .unwrap();
+            ["s1"]);
     assert_eq!(agents, ["bot"]);
     let prior = |except: Option<&str>| -> i64 {
-        c.query_row(
-            "SELECT count(*) FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
+        value(c, "SELECT count(*) FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
              WHERE u.agent = ?1 AND u.session_id = ?2 AND (CAST(?3 AS TEXT) IS NULL OR u.approval_id IS DISTINCT FROM ?3)",
-            params!["bot", "s1", except],
-            |r| r.get(0),
-        )
-        .unwrap()
+            params!["bot", "s1", except])
     };
     assert_eq!(prior(None), prior(Some("a1")));
     let confirm: Option<String> = c
@@ -341,13 +311,11 @@ fn lifecycle_reads(c: Conn<'_>) {
         .optional()
         .unwrap();
     assert_eq!(confirm, None);
-    let stages: Vec<String> = c
-        .query_map(
-            "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND approval_id IN (SELECT id FROM approvals WHERE target_id = ?1) ORDER BY seq",
-            ["no-plan"],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let stages: Vec<String> = column(
+        c,
+        "SELECT data FROM audit WHERE kind = 'pipeline_stage' AND approval_id IN (SELECT id FROM approvals WHERE target_id = ?1) ORDER BY seq",
+        ["no-plan"],
+    );
     assert!(stages.is_empty());
     let kinds: Vec<i64> = c
         .query_map(
@@ -358,13 +326,11 @@ fn lifecycle_reads(c: Conn<'_>) {
         .unwrap();
     assert!(kinds.is_empty());
     // clarifications.rs, learning.rs.
-    let questions: Vec<String> = c
-        .query_map(
-            "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
-            [None::<String>],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let questions: Vec<String> = column(
+        c,
+        "SELECT id FROM clarifications WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC LIMIT 500",
+        [None::<String>],
+    );
     assert!(questions.is_empty());
     c.execute(
         "UPDATE approvals SET status = 'rejected', decided_at = ?2 WHERE id = ?1",
@@ -376,13 +342,11 @@ fn lifecycle_reads(c: Conn<'_>) {
         ["a1"],
     )
     .unwrap();
-    let decided: Vec<String> = c
-        .query_map(
-            "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at NULLS FIRST, rowid",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let decided: Vec<String> = column(
+        c,
+        "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at NULLS FIRST, rowid",
+        [],
+    );
     assert_eq!(
         decided[..2],
         ["a1", "a2"],
@@ -414,9 +378,7 @@ fn lifecycle_reads(c: Conn<'_>) {
 fn a_call_is_held_decided_and_redeemed_on_both_backends() {
     use assent_core::ApprovalStatus;
     use assent_store::{DecideError, DecisionInput, RedeemError};
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    crate::both_stores(|db, s| {
         let (call, v) = crate::pay(5);
         let h = call.canonical_and_hash().unwrap().1;
         // On Postgres, another replica's listener hears the decision once it commits.
@@ -433,7 +395,7 @@ fn a_call_is_held_decided_and_redeemed_on_both_backends() {
             }
             assent_store::db::Database::Sqlite { .. } => None,
         };
-        let held = crate::hold(&s, "s1", &call, &v, 1_000, 61_000);
+        let held = crate::hold(s, "s1", &call, &v, 1_000, 61_000);
         assert_eq!(held.status, ApprovalStatus::Pending);
         let ok = s
             .decide(&held.id, &DecisionInput::approve(), "alice", &[], 2_000)
@@ -465,12 +427,7 @@ fn a_call_is_held_decided_and_redeemed_on_both_backends() {
         s.redeem(&t, "bot", &h, None, 3_000).unwrap();
         let again = s.redeem(&t, "bot", &h, None, 3_100);
         assert!(matches!(again, Err(RedeemError::Used)), "{again:?}");
-        let kinds: Vec<String> = s
-            .audit_tail(100)
-            .unwrap()
-            .into_iter()
-            .map(|r| r.kind)
-            .collect();
+        let kinds = crate::audit_kinds(s, 100);
         for k in ["decision.late", "token.refused", "token.redeemed"] {
             assert!(kinds.iter().any(|x| x == k), "{k} committed: {kinds:?}");
         }

@@ -5,7 +5,7 @@
 //! approval or a rejection, a window that slides past calls, a cost argument a policy names
 //! for the first time mid-session.
 
-use crate::pgkit::both;
+use crate::both_stores;
 use assent_core::VerdictKind;
 use assent_core::gatekeeper::Verdict;
 use assent_core::triggers::window::{WindowNeeds, add_cost};
@@ -105,21 +105,19 @@ fn edit(amount: i64) -> EditedCall {
 /// the rate window but stays in the totals, and an edit's re-gate leaves its own call out.
 #[test]
 fn the_kept_window_answers_as_the_history_after_every_change() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    both_stores(|_, s| {
         let n = needs(&["amount"]);
         let (hour, reject, approve) =
             (3_600_000, DefaultDecision::Reject, DefaultDecision::Approve);
-        assert_eq!(propose(&s, &n, 10, true, 1_000, hour, reject).0, (0, 0.0));
-        let (saw, a1) = propose(&s, &n, 20, false, 2_000, hour, reject);
+        assert_eq!(propose(s, &n, 10, true, 1_000, hour, reject).0, (0, 0.0));
+        let (saw, a1) = propose(s, &n, 20, false, 2_000, hour, reject);
         assert_eq!(saw, (1, 10.0));
-        let (saw, a2) = propose(&s, &n, 40, false, 3_000, 5_000, approve);
+        let (saw, a2) = propose(s, &n, 40, false, 3_000, 5_000, approve);
         assert_eq!(saw, (2, 30.0));
-        let (saw, a3) = propose(&s, &n, 100, false, 4_000, hour, reject);
+        let (saw, a3) = propose(s, &n, 100, false, 4_000, hour, reject);
         assert_eq!(saw, (3, 70.0));
-        let (_, a4) = propose(&s, &n, 1000, false, 4_100, 1_000, reject);
-        let (_, a5) = propose(&s, &n, 500, false, 4_200, hour, reject);
+        let (_, a4) = propose(s, &n, 1000, false, 4_100, 1_000, reject);
+        let (_, a5) = propose(s, &n, 500, false, 4_200, hour, reject);
         let (a1, a2, a3, a4, a5) = (
             a1.unwrap(),
             a2.unwrap(),
@@ -128,32 +126,32 @@ fn the_kept_window_answers_as_the_history_after_every_change() {
             a5.unwrap(),
         );
         // An edit's re-gate leaves the held call out, live or not.
-        assert_eq!(agree(&s, &n, Some(&a3), 4_300), (5, 1570.0, 5.0));
+        assert_eq!(agree(s, &n, Some(&a3), 4_300), (5, 1570.0, 5.0));
         s.decide(&a1, &DecisionInput::deny(None), "alice", &[], 4_500)
             .unwrap();
         s.cancel(&a5, None, AGENT, 4_600).unwrap();
         // The rejection and the cancellation count at once, before any proposal folds them.
-        assert_eq!(agree(&s, &n, None, 4_700), (4, 1150.0, 4.0));
-        let (saw, _) = propose(&s, &n, 1, true, 5_000, hour, reject);
+        assert_eq!(agree(s, &n, None, 4_700), (4, 1150.0, 4.0));
+        let (saw, _) = propose(s, &n, 1, true, 5_000, hour, reject);
         assert_eq!(saw, (4, 1150.0));
         let approve_edit = DecisionInput {
             edited: Some(edit(7)),
             ..DecisionInput::approve()
         };
         s.decide(&a3, &approve_edit, "alice", &[], 5_500).unwrap();
-        assert_eq!(agree(&s, &n, None, 5_600), (5, 1058.0, 5.0));
+        assert_eq!(agree(s, &n, None, 5_600), (5, 1058.0, 5.0));
         // a4 expires into a rejection, a2 into an approval.
         s.expire_due(9_000).unwrap();
-        assert_eq!(agree(&s, &n, None, 9_100), (4, 58.0, 4.0));
-        let (saw, _) = propose(&s, &n, 2, true, 10_000, hour, reject);
+        assert_eq!(agree(s, &n, None, 9_100), (4, 58.0, 4.0));
+        let (saw, _) = propose(s, &n, 2, true, 10_000, hour, reject);
         assert_eq!(saw, (4, 58.0));
         // Folded now: an edit's re-gate still leaves a settled counting call out.
-        assert_eq!(agree(&s, &n, Some(&a2), 10_100), (4, 20.0, 4.0));
-        assert_eq!(agree(&s, &n, Some(&a4), 10_100), (5, 60.0, 5.0));
+        assert_eq!(agree(s, &n, Some(&a2), 10_100), (4, 20.0, 4.0));
+        assert_eq!(agree(s, &n, Some(&a4), 10_100), (5, 60.0, 5.0));
         // Past the window: no call in it, every one still in the totals.
-        let (saw, _) = propose(&s, &n, 3, true, 100_000, hour, reject);
+        let (saw, _) = propose(s, &n, 3, true, 100_000, hour, reject);
         assert_eq!(saw, (0, 60.0));
-        assert_eq!(agree(&s, &n, None, 100_100), (1, 63.0, 6.0));
+        assert_eq!(agree(s, &n, None, 100_100), (1, 63.0, 6.0));
     });
 }
 
@@ -161,29 +159,19 @@ fn the_kept_window_answers_as_the_history_after_every_change() {
 /// totals are summed from the history once and kept from then on.
 #[test]
 fn a_cost_argument_named_mid_session_is_summed_from_the_history() {
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = crate::open(dir.path(), db);
+    both_stores(|_, s| {
         let (amount, both_args) = (needs(&["amount"]), needs(&["amount", "fee"]));
         let hour = 3_600_000;
         for (i, allow) in [true, false, true, true].into_iter().enumerate() {
             let now = 1_000 * (i as i64 + 1);
-            propose(&s, &amount, 5, allow, now, hour, DefaultDecision::Reject);
+            propose(s, &amount, 5, allow, now, hour, DefaultDecision::Reject);
         }
-        assert_eq!(agree(&s, &both_args, None, 4_500), (4, 20.0, 4.0));
-        let (saw, _) = propose(
-            &s,
-            &both_args,
-            5,
-            true,
-            5_000,
-            hour,
-            DefaultDecision::Reject,
-        );
+        assert_eq!(agree(s, &both_args, None, 4_500), (4, 20.0, 4.0));
+        let (saw, _) = propose(s, &both_args, 5, true, 5_000, hour, DefaultDecision::Reject);
         assert_eq!(saw, (4, 20.0));
         for now in [6_000, 7_000] {
-            propose(&s, &both_args, 5, true, now, hour, DefaultDecision::Reject);
+            propose(s, &both_args, 5, true, now, hour, DefaultDecision::Reject);
         }
-        assert_eq!(agree(&s, &both_args, None, 7_500), (7, 35.0, 7.0));
+        assert_eq!(agree(s, &both_args, None, 7_500), (7, 35.0, 7.0));
     });
 }

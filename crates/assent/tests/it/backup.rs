@@ -110,6 +110,16 @@ fn count(db: &Path, table: &str) -> i64 {
         .unwrap()
 }
 
+impl Served {
+    /// `assent backup` of this gateway into the file `name` in its directory (it must
+    /// succeed); the file's path.
+    fn backup(&self, name: &str) -> PathBuf {
+        let out = self.dir.path().join(name);
+        ok(&backup(&self.cfg, &out, &[]));
+        out
+    }
+}
+
 #[cfg(unix)]
 fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -218,16 +228,12 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
 
 #[test]
 fn restore_refuses_while_a_gateway_has_the_database_open() {
+    let gw = served(SIGNING);
+    let id = held(&gw.server.url, 5000);
+    let out = gw.backup("b.db");
     let Served {
-        dir,
-        cfg,
-        data,
-        server: s,
-        ..
-    } = served(SIGNING);
-    let id = held(&s.url, 5000);
-    let out = dir.path().join("b.db");
-    ok(&backup(&cfg, &out, &[]));
+        data, server: s, ..
+    } = gw;
     ok(&cli(&s.url, &["approve", &id]));
     refused_even_forced(&data, &out, "stop the gateway before restoring");
     // Nothing replaced, nothing set aside, and the gateway still serves what it wrote.
@@ -391,16 +397,14 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
 
 #[test]
 fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
+    let gw = served(SIGNING);
+    propose(&gw.server.url, 5000);
+    let out = gw.backup("b.db");
     let Served {
-        dir,
-        cfg,
         data,
         server: mut s,
         ..
-    } = served(SIGNING);
-    propose(&s.url, 5000);
-    let out = dir.path().join("b.db");
-    ok(&backup(&cfg, &out, &[]));
+    } = gw;
     // After the backup: an approval decided, then SIGKILL (no checkpoint of the log).
     let late = approved(&s.url, 6000);
     s.child.kill().unwrap();
@@ -426,13 +430,8 @@ fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
 
 #[test]
 fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore() {
-    let Served {
-        dir,
-        cfg,
-        data,
-        port,
-        server: s,
-    } = served("");
+    let gw = served("");
+    let (s, data) = (&gw.server, &gw.data);
     let args = json!({"amount": 5000, "currency": "EUR", "recipient": "ext-1"});
     let id = approved(&s.url, 5000);
     let http = reqwest::blocking::Client::new();
@@ -451,19 +450,21 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
             .unwrap()
             .status()
     };
-    let out = dir.path().join("b.db");
-    ok(&backup(&cfg, &out, &[]));
+    let out = gw.backup("b.db");
     // Redeemed after the backup: in the backup the token is still unredeemed.
     assert!(redeem(&s.url).is_success());
-    stop(s);
+    let Served {
+        cfg, port, server, ..
+    } = gw;
+    stop(server);
     // Found by review: --force (another audit key) is no consent to replayable tokens.
     refused_even_forced(
-        &data,
+        data,
         &out,
         "1 approval token(s) neither redeemed nor expired",
     );
     // Allowed, with a new token key as the refusal says: the replayed token is refused.
-    ok(&restore(&data, &out, &["--allow-outstanding-tokens"]));
+    ok(&restore(data, &out, &["--allow-outstanding-tokens"]));
     std::fs::remove_file(data.join("token.key")).unwrap();
     let s = serve(&cfg, port);
     assert_eq!(redeem(&s.url), reqwest::StatusCode::UNAUTHORIZED);

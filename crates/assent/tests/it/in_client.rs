@@ -27,16 +27,14 @@ for line in sys.stdin:
 
 const AGENT: &str = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [{name: echo, approval: true}]\n";
 
-const GOV: &str = r#"
-policies:
-  - id: acme.test.client-v1
-    selector: {agents: ["*"]}
-    rules:
-      - tool: echo
-        risk_tier: R1
-        in_client_approval: true
-        side_effects: "Prints {{tool_args.message}} to the log."
-        rollback: "Nothing to undo: the log rotates daily."
+/// Governance `acme.test.client-v1`: `echo` (R1) may be approved in the client, with its
+/// side effects and rollback notes.
+const GOV_RULES: &str = r#"
+- tool: echo
+  risk_tier: R1
+  in_client_approval: true
+  side_effects: "Prints {{tool_args.message}} to the log."
+  rollback: "Nothing to undo: the log rotates daily."
 "#;
 
 #[test]
@@ -44,7 +42,11 @@ fn the_in_client_question_shows_why_side_effects_and_rollback_and_relays_the_rea
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     std::fs::write(dir.path().join("helper.agf.yaml"), AGENT).unwrap();
-    std::fs::write(dir.path().join("gov.yaml"), GOV).unwrap();
+    std::fs::write(
+        dir.path().join("gov.yaml"),
+        assent_testkit::fixtures::policy("acme.test.client-v1", GOV_RULES),
+    )
+    .unwrap();
     let cfg = dir.path().join("assent.yaml");
     std::fs::write(
         &cfg,

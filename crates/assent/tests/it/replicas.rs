@@ -54,6 +54,17 @@ fn replicas(extra: &str) -> Option<(Schema, tempfile::TempDir, PathBuf, [Server;
     Some((schema, dir, cfg, [a, b]))
 }
 
+/// Runs `test` with [`replicas`] (`extra` appended to their config) — the schema, the config
+/// and the two replicas — then stops both ([`stop_both`]); returns at once with
+/// `ASSENT_TEST_NO_PG=1`.
+fn with_replicas(extra: &str, test: impl FnOnce(&Schema, &Path, &Server, &Server)) {
+    let Some((schema, _dir, cfg, [a, b])) = replicas(extra) else {
+        return;
+    };
+    test(&schema, &cfg, &a, &b);
+    stop_both([a, b]);
+}
+
 /// Stops both replicas with SIGTERM ([`crate::stop`]).
 fn stop_both(replicas: [Server; 2]) {
     for r in replicas {
@@ -255,73 +266,69 @@ fn serve_on_postgres_refuses_a_keys_dir_without_keys_and_starts_once_keys_init_m
 
 #[test]
 fn a_decision_through_one_replica_wakes_the_other_and_aaep_events_keep_one_order() {
-    let Some((_schema, _dir, _cfg, [a, b])) = replicas("") else {
-        return;
-    };
-    // An AAEP subscriber on B, before anything happens.
-    let on_b = aaep_stream(&b.url, None, None);
-    let (_, accepted) = on_b.recv_timeout(Duration::from_secs(30)).unwrap();
-    let sub = accepted["subscription_id"].as_str().unwrap().to_string();
+    with_replicas("", |_schema, _cfg, a, b| {
+        // An AAEP subscriber on B, before anything happens.
+        let on_b = aaep_stream(&b.url, None, None);
+        let (_, accepted) = on_b.recv_timeout(Duration::from_secs(30)).unwrap();
+        let sub = accepted["subscription_id"].as_str().unwrap().to_string();
 
-    // The agent proposes through A and long-polls A; the operator decides through B.
-    let id = held(&a.url, "pay", 1);
-    let (poll_url, poll_id) = (a.url.clone(), id.clone());
-    let poll = std::thread::spawn(move || {
-        let v = read(&poll_url, &poll_id, 50);
-        (v, Instant::now())
+        // The agent proposes through A and long-polls A; the operator decides through B.
+        let id = held(&a.url, "pay", 1);
+        let (poll_url, poll_id) = (a.url.clone(), id.clone());
+        let poll = std::thread::spawn(move || {
+            let v = read(&poll_url, &poll_id, 50);
+            (v, Instant::now())
+        });
+        std::thread::sleep(Duration::from_millis(500)); // let the long-poll start waiting
+        let decided = Instant::now();
+        let (code, body) = decide(&b.url, &id, "approve");
+        assert_eq!(code, 200, "{body}");
+        let (v, woke) = poll.join().unwrap();
+        assert_eq!(v["status"], "approved", "{v}");
+        // Woken by the other replica's notification, not by the 50 s deadline (the acceptance's
+        // "within 1 s" is measured in BENCHMARKS.md B3, not asserted here: no timing in tests).
+        let waited = woke.saturating_duration_since(decided);
+        assert!(waited < Duration::from_secs(20), "{waited:?}");
+        eprintln!("decision on B to wake-up on A: {waited:?}");
+
+        // Three more proposals through A: B's subscriber sees them, in order.
+        let ids: Vec<String> = (2..5).map(|n| held(&a.url, "pay", n)).collect();
+        let mut all = vec![id.clone()];
+        all.extend(ids.iter().cloned());
+        let seen = events_about(&on_b, &ids, 3);
+        for (i, (_, v)) in seen.iter().enumerate() {
+            assert!(v.to_string().contains(&ids[i]), "event {i} of B: {v}");
+        }
+        // Resuming the same subscription on A after the first of them: the same next events.
+        let on_a = aaep_stream(&a.url, Some(&sub), Some(&seen[0].0));
+        let resumed = events_about(&on_a, &ids, 2);
+        assert_eq!(resumed[0].0, seen[1].0);
+        assert_eq!(resumed[1].0, seen[2].0);
     });
-    std::thread::sleep(Duration::from_millis(500)); // let the long-poll start waiting
-    let decided = Instant::now();
-    let (code, body) = decide(&b.url, &id, "approve");
-    assert_eq!(code, 200, "{body}");
-    let (v, woke) = poll.join().unwrap();
-    assert_eq!(v["status"], "approved", "{v}");
-    // Woken by the other replica's notification, not by the 50 s deadline (the acceptance's
-    // "within 1 s" is measured in BENCHMARKS.md B3, not asserted here: no timing in tests).
-    let waited = woke.saturating_duration_since(decided);
-    assert!(waited < Duration::from_secs(20), "{waited:?}");
-    eprintln!("decision on B to wake-up on A: {waited:?}");
-
-    // Three more proposals through A: B's subscriber sees them, in order.
-    let ids: Vec<String> = (2..5).map(|n| held(&a.url, "pay", n)).collect();
-    let mut all = vec![id.clone()];
-    all.extend(ids.iter().cloned());
-    let seen = events_about(&on_b, &ids, 3);
-    for (i, (_, v)) in seen.iter().enumerate() {
-        assert!(v.to_string().contains(&ids[i]), "event {i} of B: {v}");
-    }
-    // Resuming the same subscription on A after the first of them: the same next events.
-    let on_a = aaep_stream(&a.url, Some(&sub), Some(&seen[0].0));
-    let resumed = events_about(&on_a, &ids, 2);
-    assert_eq!(resumed[0].0, seen[1].0);
-    assert_eq!(resumed[1].0, seen[2].0);
-    stop_both([a, b]);
 }
 
 #[test]
 fn an_approval_expires_exactly_once_with_two_replicas_running() {
-    let Some((schema, _dir, _cfg, [a, b])) = replicas("") else {
-        return;
-    };
-    let ids: Vec<String> = (0..3).map(|n| held(&a.url, "nudge", n)).collect();
-    for id in &ids {
-        let v = read(&b.url, id, 30);
-        assert_eq!(v["status"], "expired", "{v}");
-    }
-    // Both replicas' expiry sweeps (every second) have run several times since.
-    std::thread::sleep(Duration::from_secs(3));
-    let mut db = schema.client();
-    for id in &ids {
-        let n: i64 = db
-            .query_one(
-                "SELECT count(*) FROM audit WHERE approval_id = $1 AND kind = 'approval.expired'",
-                &[id],
-            )
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 1, "approval {id} expired {n} times");
-    }
-    stop_both([a, b]);
+    with_replicas("", |schema, _cfg, a, b| {
+        let ids: Vec<String> = (0..3).map(|n| held(&a.url, "nudge", n)).collect();
+        for id in &ids {
+            let v = read(&b.url, id, 30);
+            assert_eq!(v["status"], "expired", "{v}");
+        }
+        // Both replicas' expiry sweeps (every second) have run several times since.
+        std::thread::sleep(Duration::from_secs(3));
+        let mut db = schema.client();
+        for id in &ids {
+            let n: i64 = db
+                .query_one(
+                    "SELECT count(*) FROM audit WHERE approval_id = $1 AND kind = 'approval.expired'",
+                    &[id],
+                )
+                .unwrap()
+                .get(0);
+            assert_eq!(n, 1, "approval {id} expired {n} times");
+        }
+    });
 }
 
 #[test]
@@ -461,35 +468,33 @@ fn each_webhook_event_is_delivered_once_with_two_replicas_running() {
     let (hook, deliveries) = receiver();
     let extra =
         format!("webhooks:\n  - {{name: ops, url: \"{hook}\", secret_env: TEST_HOOK_SECRET}}\n");
-    let Some((_schema, _dir, _cfg, [a, b])) = replicas(&extra) else {
-        return;
-    };
-    // Five calls held through each replica, each decided through the other: 10 requested
-    // and 10 resolved events, each to be delivered exactly once although both replicas run
-    // a delivery loop.
-    for n in 0..10 {
-        let (p, d) = if n % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        let id = held(&p.url, "pay", n);
-        let (code, body) = decide(&d.url, &id, if n % 3 == 0 { "deny" } else { "approve" });
-        assert_eq!(code, 200, "{body}");
-    }
-    let mut got = Vec::new();
-    while got.len() < 20 {
-        got.push(
-            deliveries
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("only {} deliveries: {got:?}", got.len())),
-        );
-    }
-    // Both loops have looked again several times since (every 2 s at the latest).
-    std::thread::sleep(Duration::from_secs(5));
-    got.extend(deliveries.try_iter());
-    let mut unique = got.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), 20, "{got:?}");
-    assert_eq!(got.len(), 20, "an event was delivered twice: {got:?}");
-    stop_both([a, b]);
+    with_replicas(&extra, |_schema, _cfg, a, b| {
+        // Five calls held through each replica, each decided through the other: 10 requested
+        // and 10 resolved events, each to be delivered exactly once although both replicas run
+        // a delivery loop.
+        for n in 0..10 {
+            let (p, d) = if n % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            let id = held(&p.url, "pay", n);
+            let (code, body) = decide(&d.url, &id, if n % 3 == 0 { "deny" } else { "approve" });
+            assert_eq!(code, 200, "{body}");
+        }
+        let mut got = Vec::new();
+        while got.len() < 20 {
+            got.push(
+                deliveries
+                    .recv_timeout(Duration::from_secs(60))
+                    .unwrap_or_else(|_| panic!("only {} deliveries: {got:?}", got.len())),
+            );
+        }
+        // Both loops have looked again several times since (every 2 s at the latest).
+        std::thread::sleep(Duration::from_secs(5));
+        got.extend(deliveries.try_iter());
+        let mut unique = got.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 20, "{got:?}");
+        assert_eq!(got.len(), 20, "an event was delivered twice: {got:?}");
+    });
 }
 
 /// A client that, like a browser's dashboard tab, keeps `303` redirects as answers.
@@ -529,126 +534,120 @@ fn queue_page(url: &str, cookie: &str) -> (u16, String) {
 
 #[test]
 fn a_dashboard_session_started_on_one_replica_works_on_the_other_until_signed_out_there() {
-    let Some((schema, _dir, _cfg, [a, b])) = replicas("") else {
-        return;
-    };
-    let cookie = sign_in(&a.url);
-    let (code, page) = queue_page(&b.url, &cookie);
-    assert_eq!(code, 200, "{page}");
-    assert!(page.contains("alice"), "{page}");
-    // The database holds only the SHA-256 of the cookie's value, never the value.
-    let rows = schema
-        .client()
-        .query("SELECT id_sha256, csrf FROM ui_sessions", &[])
-        .unwrap();
-    assert_eq!(rows.len(), 1);
-    let stored: String = rows[0].get(0);
-    assert_ne!(stored, cookie);
-    assert_eq!(stored, crate::hex_sha256(&cookie));
-    // Sign out through B (its form's CSRF token is the session's): A no longer knows it.
-    let csrf: String = rows[0].get(1);
-    let r = browser()
-        .post(format!("{}/ui/logout", b.url))
-        .header("cookie", format!("assent_ui={cookie}"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}"))
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 303);
-    let (code, _) = queue_page(&a.url, &cookie);
-    assert_eq!(code, 303, "the session ended on every replica");
-    stop_both([a, b]);
+    with_replicas("", |schema, _cfg, a, b| {
+        let cookie = sign_in(&a.url);
+        let (code, page) = queue_page(&b.url, &cookie);
+        assert_eq!(code, 200, "{page}");
+        assert!(page.contains("alice"), "{page}");
+        // The database holds only the SHA-256 of the cookie's value, never the value.
+        let rows = schema
+            .client()
+            .query("SELECT id_sha256, csrf FROM ui_sessions", &[])
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        let stored: String = rows[0].get(0);
+        assert_ne!(stored, cookie);
+        assert_eq!(stored, crate::hex_sha256(&cookie));
+        // Sign out through B (its form's CSRF token is the session's): A no longer knows it.
+        let csrf: String = rows[0].get(1);
+        let r = browser()
+            .post(format!("{}/ui/logout", b.url))
+            .header("cookie", format!("assent_ui={cookie}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}"))
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 303);
+        let (code, _) = queue_page(&a.url, &cookie);
+        assert_eq!(code, 303, "the session ended on every replica");
+    });
 }
 
 #[test]
 fn a_key_guesser_alternating_replicas_gets_one_failure_allowance_not_one_per_replica() {
-    let Some((_schema, _dir, _cfg, [a, b])) = replicas("") else {
-        return;
-    };
-    // Wrong keys from one address, alternately to A and B. Each replica alone allows a burst
-    // of 20 failures (then 5 a second); counted in the shared database, the two together
-    // allow that once: the first 429 comes after about 20 failures, not about 40.
-    let http = reqwest::blocking::Client::new();
-    let started = Instant::now();
-    let mut unauthorised = 0u64;
-    let throttled_at = (0..80).find(|i| {
-        let url = if i % 2 == 0 { &a.url } else { &b.url };
-        let r = http
-            .get(format!("{url}/v1/whoami"))
-            .bearer_auth(format!("guess-{i:04}-0123456789abcdef"))
-            .send()
-            .unwrap();
-        match r.status().as_u16() {
-            401 => {
-                unauthorised += 1;
-                false
+    with_replicas("", |_schema, _cfg, a, b| {
+        // Wrong keys from one address, alternately to A and B. Each replica alone allows a burst
+        // of 20 failures (then 5 a second); counted in the shared database, the two together
+        // allow that once: the first 429 comes after about 20 failures, not about 40.
+        let http = reqwest::blocking::Client::new();
+        let started = Instant::now();
+        let mut unauthorised = 0u64;
+        let throttled_at = (0..80).find(|i| {
+            let url = if i % 2 == 0 { &a.url } else { &b.url };
+            let r = http
+                .get(format!("{url}/v1/whoami"))
+                .bearer_auth(format!("guess-{i:04}-0123456789abcdef"))
+                .send()
+                .unwrap();
+            match r.status().as_u16() {
+                401 => {
+                    unauthorised += 1;
+                    false
+                }
+                429 => true,
+                s => panic!("status {s}"),
             }
-            429 => true,
-            s => panic!("status {s}"),
-        }
+        });
+        assert!(throttled_at.is_some(), "80 wrong keys and no lockout");
+        // The shared allowance: a burst of 20, plus 5 a second for the time the guessing took.
+        let refilled = started.elapsed().as_millis() as u64 / 200;
+        assert!(
+            unauthorised <= 21 + refilled + 1,
+            "{unauthorised} wrong keys were checked in {:?} before a lockout",
+            started.elapsed()
+        );
     });
-    assert!(throttled_at.is_some(), "80 wrong keys and no lockout");
-    // The shared allowance: a burst of 20, plus 5 a second for the time the guessing took.
-    let refilled = started.elapsed().as_millis() as u64 / 200;
-    assert!(
-        unauthorised <= 21 + refilled + 1,
-        "{unauthorised} wrong keys were checked in {:?} before a lockout",
-        started.elapsed()
-    );
-    stop_both([a, b]);
 }
 
 #[test]
 fn a_replica_whose_database_sessions_were_dropped_reconnects_and_still_hears_the_other() {
-    let Some((schema, _dir, _cfg, [a, b])) = replicas("") else {
-        return;
-    };
-    let id = held(&a.url, "pay", 1);
-    // The database drops every session of both replicas (a failover, a restart, an
-    // idle-connection reaper): the stores', the readers' and the listeners'. Found: this used
-    // to drop every session of the shared cluster, failing the tests running alongside.
-    let mut admin = schema.client();
-    let dropped: i64 = admin
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-             WHERE application_name = $1 AND pid <> pg_backend_pid()",
-            &[&schema.name],
-        )
-        .unwrap()
-        .get(0);
-    assert!(dropped >= 4, "{dropped} sessions dropped");
-    // The request that finds a session gone may fail (503); the next ones reconnect.
-    let mut answered = None;
-    for _ in 0..5 {
-        let v = read(&a.url, &id, 0);
-        if v["status"] == "pending" {
-            answered = Some(v);
-            break;
+    with_replicas("", |schema, _cfg, a, b| {
+        let id = held(&a.url, "pay", 1);
+        // The database drops every session of both replicas (a failover, a restart, an
+        // idle-connection reaper): the stores', the readers' and the listeners'. Found: this used
+        // to drop every session of the shared cluster, failing the tests running alongside.
+        let mut admin = schema.client();
+        let dropped: i64 = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE application_name = $1 AND pid <> pg_backend_pid()",
+                &[&schema.name],
+            )
+            .unwrap()
+            .get(0);
+        assert!(dropped >= 4, "{dropped} sessions dropped");
+        // The request that finds a session gone may fail (503); the next ones reconnect.
+        let mut answered = None;
+        for _ in 0..5 {
+            let v = read(&a.url, &id, 0);
+            if v["status"] == "pending" {
+                answered = Some(v);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(answered.is_some(), "replica A never reconnected");
-    // A decision through B (which reconnects too) still wakes a long-poll on A: its listener
-    // reconnected (and re-read everything waiting).
-    let (poll_url, poll_id) = (a.url.clone(), id.clone());
-    let poll = std::thread::spawn(move || read(&poll_url, &poll_id, 50));
-    std::thread::sleep(Duration::from_millis(500));
-    let mut decided = None;
-    for _ in 0..5 {
-        let (code, body) = decide(&b.url, &id, "approve");
-        if code == 200 {
-            decided = Some(body);
-            break;
+        assert!(answered.is_some(), "replica A never reconnected");
+        // A decision through B (which reconnects too) still wakes a long-poll on A: its listener
+        // reconnected (and re-read everything waiting).
+        let (poll_url, poll_id) = (a.url.clone(), id.clone());
+        let poll = std::thread::spawn(move || read(&poll_url, &poll_id, 50));
+        std::thread::sleep(Duration::from_millis(500));
+        let mut decided = None;
+        for _ in 0..5 {
+            let (code, body) = decide(&b.url, &id, "approve");
+            if code == 200 {
+                decided = Some(body);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(decided.is_some(), "replica B never reconnected");
-    let started = Instant::now();
-    let v = poll.join().unwrap();
-    assert_eq!(v["status"], "approved", "{v}");
-    assert!(
-        started.elapsed() < Duration::from_secs(40),
-        "woken, not timed out"
-    );
-    stop_both([a, b]);
+        assert!(decided.is_some(), "replica B never reconnected");
+        let started = Instant::now();
+        let v = poll.join().unwrap();
+        assert_eq!(v["status"], "approved", "{v}");
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "woken, not timed out"
+        );
+    });
 }

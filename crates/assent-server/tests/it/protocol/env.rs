@@ -60,8 +60,10 @@ pub struct Env {
     _dir: tempfile::TempDir,
 }
 
-/// [`Env`] with `settings` (e.g. a lower pending cap).
-pub async fn env_with(settings: Settings) -> Env {
+/// [`Env`] with the default [`Settings`] changed by `tune` (e.g. a lower pending cap).
+pub async fn env_with(tune: impl FnOnce(&mut Settings)) -> Env {
+    let mut settings = Settings::default();
+    tune(&mut settings);
     let dir = tempfile::tempdir().unwrap();
     let root = tempfile::tempdir().unwrap();
     let real = std::fs::canonicalize(root.path()).unwrap();
@@ -75,5 +77,5 @@ pub async fn env_with(settings: Settings) -> Env {
 
 /// [`Env`] with default settings.
 pub async fn env() -> Env {
-    env_with(Settings::default()).await
+    env_with(|_| {}).await
 }

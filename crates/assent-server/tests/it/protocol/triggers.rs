@@ -5,7 +5,6 @@
 
 use super::env::{env, env_with};
 use crate::kit::{OP, assert_error, wait_seconds};
-use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -150,11 +149,7 @@ async fn timeouts_follow_risk_and_escalation_extends_the_wait_once_to_another_ro
 
 #[tokio::test]
 async fn the_pending_cap_answers_429_and_identical_calls_join_the_pending_one() {
-    let e = env_with(Settings {
-        max_pending_per_agent: 2,
-        ..Settings::default()
-    })
-    .await;
+    let e = env_with(|s| s.max_pending_per_agent = 2).await;
     let gw = &e.gw;
     let a = gw.held("s1", "send", json!({"n": 1})).await;
     gw.held("s1", "send", json!({"n": 2})).await;
