@@ -181,11 +181,9 @@ pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
         .as_ref()
         .map(|e| e.escalate_to.clone())
         .unwrap_or_default();
-    let mut ev = envelope(
-        &a.agent,
-        &a.session_id,
+    let mut ev = about(
+        a,
         at,
-        Some(&a.trace_id),
         json!({
             "type": "aaep:agent.progress.updated", "progress": {"percent": percent,
                 "description": cut(&format!("Escalated to {}", to.join(", ")), 1024)},
@@ -200,6 +198,11 @@ pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
     ev
 }
 
+/// An event about approval `a` at `at` (its agent, session and trace) around `body`.
+fn about(a: &ApprovalRecord, at: i64, body: Value) -> Value {
+    envelope(&a.agent, &a.session_id, at, Some(&a.trace_id), body)
+}
+
 /// `aaep:agent.progress.updated` for a vote counted on a confirmation that needs a quorum
 /// (issue 14 §1; docs/conformance.md reads it against AAEP §6.3.5): `progress.percent` is the
 /// share of the quorum's places filled, the description says who voted and what is missing,
@@ -207,20 +210,17 @@ pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
 pub fn vote_counted(a: &ApprovalRecord, by: &str, decision: DecisionKind, at: i64) -> Value {
     // Emitted only for an approval with a quorum; without one, one vote is all it takes.
     let tally = a.quorum_tally();
-    let (counted, required) = tally.as_ref().map_or((1, 1), |(q, t)| {
-        let counted: usize = t.groups.iter().map(|g| g.counted.len()).sum();
-        (counted, q.required().max(1) as usize)
-    });
+    let (counted, required) = tally
+        .as_ref()
+        .map_or((1, 1), |(q, t)| (t.counted(), q.required().max(1) as usize));
     let what = match decision {
         DecisionKind::Approve => "approved",
         DecisionKind::Deny => "voted to reject",
     };
     let text = format!("{by} {what}; {counted} of {required} approvals so far");
-    let mut ev = envelope(
-        &a.agent,
-        &a.session_id,
+    let mut ev = about(
+        a,
         at,
-        Some(&a.trace_id),
         json!({
             "type": "aaep:agent.progress.updated",
             "progress": {"percent": (counted * 100 / required).min(100) as u64,
@@ -273,11 +273,9 @@ pub fn resolution(a: &ApprovalRecord, at: i64, courtesy_for: Option<&str>) -> Va
 /// (AAEP §6.4.3: at 50% and 10% remaining).
 pub fn countdown(a: &ApprovalRecord, percent: u8, at: i64) -> Value {
     let left = ((a.announced_deadline() - at).max(0) + 999) / 1000;
-    envelope(
-        &a.agent,
-        &a.session_id,
+    about(
+        a,
         at,
-        Some(&a.trace_id),
         json!({
             "type": "aaep:agent.progress.updated", "progress": {"percent": percent},
             "summary_terse": format!("{left} s left to confirm."),

@@ -31,6 +31,16 @@ pub async fn gateway(dir: &std::path::Path, approvers: &str) -> Gw {
     .await
 }
 
+/// A [`gateway`] whose `pay` needs two finance approvers, with one `pay` held: its data
+/// directory (keep it alive), the gateway and the approval id.
+async fn two_of_finance() -> (tempfile::TempDir, Gw, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    (dir, gw, id)
+}
+
+/// The arguments of the held `pay` call (500: over the agent file's threshold of 100).
 pub fn args() -> Value {
     json!({"amount": 500, "to": "acme"})
 }
@@ -50,9 +60,7 @@ fn progress(a: &Value) -> (usize, u64, bool) {
 
 #[tokio::test]
 async fn two_of_three_approvers_mint_one_token_and_nobody_counts_twice() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) = two_of_finance().await;
     let (_, a) = gw.approval(&id, "alice-key").await;
     assert_eq!(
         a["quorum"]["groups"],
@@ -136,30 +144,31 @@ async fn two_groups_need_both_and_one_person_with_both_roles_fills_only_one() {
 
 #[tokio::test]
 async fn one_qualified_deny_rejects_unless_the_rule_says_deny_quorum() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
-    let id = gw.held("s1", "pay", args()).await;
-    gw.decide(&id, "alice-key", "approve").await;
-    let (_, a) = gw.decide(&id, "fred-key", "deny").await;
-    assert_eq!(a["status"], "rejected", "{a}");
-    assert!(gw.as_agent(&id).await.get("token").is_none());
-    gw.stop().await;
-
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "{roles: [finance], count: 2, deny: quorum}").await;
-    let id = gw.held("s1", "pay", args()).await;
-    let (_, a) = gw.decide(&id, "alice-key", "deny").await;
-    assert_eq!(a["status"], "pending", "{a}");
-    let (_, a) = gw.decide(&id, "fred-key", "deny").await;
-    assert_eq!(a["status"], "rejected", "{a}");
-    gw.stop().await;
+    // With `deny: any` fred's deny rejects after alice approved; with `deny: quorum` alice's
+    // deny alone leaves it pending and fred's second deny rejects.
+    for (approvers, first, after_first) in [
+        ("{roles: [finance], count: 2}", "approve", "pending"),
+        (
+            "{roles: [finance], count: 2, deny: quorum}",
+            "deny",
+            "pending",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(dir.path(), approvers).await;
+        let id = gw.held("s1", "pay", args()).await;
+        let (_, a) = gw.decide(&id, "alice-key", first).await;
+        assert_eq!(a["status"], after_first, "{approvers}: {a}");
+        let (_, a) = gw.decide(&id, "fred-key", "deny").await;
+        assert_eq!(a["status"], "rejected", "{approvers}: {a}");
+        assert!(gw.as_agent(&id).await.get("token").is_none());
+        gw.stop().await;
+    }
 }
 
 #[tokio::test]
 async fn a_quorum_vote_approves_the_call_as_proposed_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) = two_of_finance().await;
     for body in [
         json!({"decision": "approve", "scope": "session"}),
         json!({"decision": "approve", "arguments": {"amount": 5, "to": "acme"}}),
@@ -176,9 +185,7 @@ async fn a_quorum_vote_approves_the_call_as_proposed_once() {
 
 #[tokio::test]
 async fn the_dashboard_card_shows_the_quorum_and_a_vote_from_it_counts() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) = two_of_finance().await;
     let cookie = gw.dashboard_session().await;
     let card_path = format!("/ui/approvals/{id}");
     let page = gw.dashboard_page(&card_path, &cookie).await;
