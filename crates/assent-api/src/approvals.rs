@@ -28,6 +28,9 @@ pub struct Approval {
     pub session_id: String,
     /// Seed 002 `runId`, if the agent sent one.
     pub run_id: Option<String>,
+    /// The person the call acts for (`on_behalf_of`), if the agent named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<String>,
     /// The client device id the token is bound to, if the agent sent one.
     pub device_id: Option<String>,
     /// The call as proposed.
@@ -170,6 +173,11 @@ pub struct Vote {
     /// When, RFC 3339.
     pub at: String,
 }
+
+/// An approval's signed receipt (`GET /v1/approvals/{id}/receipt`, issue 14 §5;
+/// `docs/schemas/approval-receipt.schema.json`): `assent-core`'s own type, with its offline
+/// check (`Receipt::check`).
+pub use assent_core::receipt::Receipt;
 
 /// Whether votes meet a quorum and who counted where: `assent-core`'s own type
 /// (`{"met": bool, "groups": [{"roles", "count", "counted": [principal…]}]}`).

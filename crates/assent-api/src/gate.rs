@@ -42,6 +42,10 @@ pub struct ToolCallRequest {
     /// MPLP step id (lowercase UUID v4); blocked while a Confirm on it is pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_id: Option<String>,
+    /// The person the call acts for (a principal name, 1 to 256 bytes): under separation of
+    /// duties they may not approve it (issue 14 §2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<String>,
 }
 
 impl ToolCallRequest {
@@ -65,6 +69,7 @@ impl ToolCallRequest {
             trace_id: None,
             plan_id: None,
             step_id: None,
+            on_behalf_of: None,
         }
     }
 }

@@ -5,7 +5,8 @@
 
 use crate::approvals::{
     Approval, ApprovalGroups, ApprovalList, ApprovalRequestDoc, BatchDecisionRequest,
-    BatchDecisionResponse, CancelRequest, DecisionRequest, SessionCancelled, UserDecisionRequest,
+    BatchDecisionResponse, CancelRequest, DecisionRequest, Receipt, SessionCancelled,
+    UserDecisionRequest,
 };
 use crate::audit::{CheckpointList, DeadLetterList};
 use crate::clarify::{AnswerRequest, AskRequest, Clarification, ClarificationList};
@@ -88,6 +89,12 @@ impl Client {
     /// `token` once minted).
     pub async fn approval(&self, id: &str) -> Result<Approval, ClientError> {
         self.get(&["v1", "approvals", id], &[]).await
+    }
+
+    /// `GET /v1/approvals/{id}/receipt`: the approval's receipt, signed now by the gateway's
+    /// audit key (issue 14 §5; [`crate::approvals::Receipt`]).
+    pub async fn receipt(&self, id: &str) -> Result<Receipt, ClientError> {
+        self.get(&["v1", "approvals", id, "receipt"], &[]).await
     }
 
     /// `GET /v1/approvals/{id}?wait=S`: one long-poll, answered as soon as the approval leaves

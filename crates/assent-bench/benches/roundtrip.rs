@@ -21,6 +21,7 @@ fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
         name: name.into(),
         kind,
         key_sha256: Sha256::digest(key.as_bytes()).into(),
+        owns: Vec::new(),
     }
 }
 

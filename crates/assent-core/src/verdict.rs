@@ -97,6 +97,11 @@ pub struct ApprovalTerms {
     /// rule names approver roles.
     #[serde(default)]
     pub in_client_approval: bool,
+    /// Separation of duties (issue 14 §2): the agent's owners and the person the call acts for
+    /// may not approve it. On when a covering rule says `separation_of_duties: true`, or the
+    /// tier is R4 and no covering rule says `false`. Serialised only when on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub separation_of_duties: bool,
     /// `side_effects` of the covering rules, rendered (confirm only), in rule order.
     #[serde(default)]
     pub side_effects: Vec<String>,
@@ -130,6 +135,7 @@ impl ApprovalTerms {
             escalation: None,
             output_bytes: None,
             in_client_approval: false,
+            separation_of_duties: false,
             side_effects: Vec::new(),
             rollback: Vec::new(),
             dry_run_tool: None,

@@ -369,7 +369,8 @@ async fn confirmation(
         return Err("reply timestamp is after the confirmation's timeout");
     }
     let accept = msg["decision"] == "accept";
-    let input = reply_input(st, msg, &a, &sub.id, &roles).await?;
+    let mut input = reply_input(st, msg, &a, &sub.id, &roles).await?;
+    input.decider_owns = p.owns.clone();
     let (id, name) = (a.id.clone(), p.name.clone());
     let res = st
         .store_task(move |s| s.decide(&id, &input, &name, &roles, now_ms()))

@@ -34,6 +34,9 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
         DecideError::AlreadyDecided(e) => {
             ApiError::new(StatusCode::CONFLICT, "ALREADY_DECIDED", e.to_string()).with_status(e.0)
         }
+        DecideError::SelfApproval(why) => {
+            ApiError::new(StatusCode::FORBIDDEN, "SELF_APPROVAL", why)
+        }
         DecideError::AlreadyVoted(_) => {
             ApiError::new(StatusCode::CONFLICT, "ALREADY_VOTED", e.to_string())
         }
@@ -64,6 +67,7 @@ async fn decision_input(
     st: &AppState,
     id: Option<&str>,
     b: DecisionRequest,
+    name: &str,
     roles: &[String],
 ) -> Result<DecisionInput, ApiError> {
     check_reason(&b.reason)?;
@@ -95,6 +99,7 @@ async fn decision_input(
         confirm_workspace: b.confirm_workspace,
         edited,
         edited_output_bytes,
+        decider_owns: st.owns_of(name),
     })
 }
 
@@ -121,7 +126,7 @@ pub(crate) async fn decide_as(
     id: String,
     b: DecisionRequest,
 ) -> Result<ApprovalRecord, ApiError> {
-    let input = decision_input(st, Some(&id), b, roles).await?;
+    let input = decision_input(st, Some(&id), b, name, roles).await?;
     let (actor, roles2) = (name.to_string(), roles.to_vec());
     // One trip to the blocking pool: settle expiries, then decide (the store checks the
     // approver role in the same transaction).
@@ -153,7 +158,7 @@ pub(crate) async fn decide_batch(
     if b.ids.is_empty() || b.ids.len() > 500 {
         return Err(ApiError::bad_request("ids must list 1 to 500 approval ids"));
     }
-    let input = decision_input(&st, None, b.decision, op.roles()).await?;
+    let input = decision_input(&st, None, b.decision, op.name(), op.roles()).await?;
     let (ids, name, roles) = (b.ids.clone(), op.name().to_string(), op.roles().to_vec());
     let results = st
         .store_call(move |s| {

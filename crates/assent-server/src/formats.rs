@@ -99,6 +99,7 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
         session_id: a.session_id.clone(),
         run_id: a.run_id.clone(),
         device_id: a.device_id.clone(),
+        on_behalf_of: a.on_behalf_of.clone(),
         call: Call {
             tool: a.call.tool.clone(),
             server: a.call.server.clone(),

@@ -42,6 +42,8 @@ pub(crate) struct Submission {
     pub device_id: Option<String>,
     /// MPLP trace id (UUID v4).
     pub trace_id: Option<String>,
+    /// The person the call acts for (`on_behalf_of`, issue 14 §2).
+    pub on_behalf_of: Option<String>,
     /// The call, canonicalised, with its `call_hash`.
     pub call: CanonicalCall,
     /// `(target_type, target_id, diff)` of an MPLP Confirm target.
@@ -65,6 +67,7 @@ impl Submission {
             run_id: None,
             device_id: None,
             trace_id: None,
+            on_behalf_of: None,
             call,
             target: None,
             plan_id: None,
@@ -86,6 +89,7 @@ impl Submission {
         max_pending: u64,
     ) -> Proposal<'a> {
         Proposal {
+            on_behalf_of: self.on_behalf_of.as_deref(),
             run_id: self.run_id.as_deref(),
             device_id: self.device_id.as_deref(),
             trace_id: self.trace_id.as_deref(),
@@ -118,6 +122,7 @@ pub(crate) async fn propose(
     }
     check_id("run_id", &b.run_id)?;
     check_id("device_id", &b.device_id)?;
+    check_id("on_behalf_of", &b.on_behalf_of)?;
     check_trace_id(b.trace_id.as_deref())?;
     for (what, v) in [("plan_id", &b.plan_id), ("step_id", &b.step_id)] {
         if v.as_deref().is_some_and(|v| !is_uuid_v4(v)) {
@@ -130,6 +135,7 @@ pub(crate) async fn propose(
     let mut sub = Submission::new(b.agent, b.session_id, call);
     (sub.run_id, sub.device_id, sub.trace_id) = (b.run_id, b.device_id, b.trace_id);
     (sub.plan_id, sub.step_id) = (b.plan_id, b.step_id);
+    sub.on_behalf_of = b.on_behalf_of;
     gate(&st, sub).await
 }
 

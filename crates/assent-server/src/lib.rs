@@ -29,6 +29,7 @@ pub mod decide;
 pub mod gate;
 pub mod learning;
 pub mod plans;
+pub mod receipts;
 pub mod router;
 pub mod tokens;
 pub mod tools;

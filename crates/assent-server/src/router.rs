@@ -7,7 +7,7 @@
 use crate::body::Body;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate};
+use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate, receipts};
 use crate::{learning, plans, tokens, tools, webhooks, whoami};
 use assent_api::identity::Health;
 use axum::Router;
@@ -73,6 +73,7 @@ fn decide() -> Router<AppState> {
         .route("/v1/approvals/{id}", get(approvals::get_approval))
         .route("/v1/approvals/decisions", post(decide::decide_batch))
         .route("/v1/approvals/{id}/decision", post(decide::decide))
+        .route("/v1/approvals/{id}/receipt", get(receipts::receipt))
         .route("/v1/approvals/{id}/cancel", post(decide::cancel_approval))
         .route(
             "/v1/approvals/{id}/user-decision",

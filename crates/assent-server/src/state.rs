@@ -177,6 +177,15 @@ impl AppState {
         self.changes.send_modify(|v| *v += 1);
     }
 
+    /// The agent ids principal `name` owns (`principals[].owns`; empty for an unknown name).
+    pub fn owns_of(&self, name: &str) -> Vec<String> {
+        self.principals
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.owns.clone())
+            .unwrap_or_default()
+    }
+
     /// Approvals `ids` left `pending` (or changed): wakes their long-polls, and the streams.
     pub fn settled(&self, ids: &[String]) {
         for id in ids {

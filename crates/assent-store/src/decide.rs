@@ -18,6 +18,7 @@ use crate::tokens::{self, NewGrant};
 use crate::votes::{self, Cast, VoteInput};
 use assent_core::approval::{self, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope};
 use assent_core::decision::{self, ScopeRefusal};
+use assent_core::duties;
 use assent_core::grant;
 use serde_json::json;
 
@@ -39,6 +40,9 @@ pub struct DecisionInput {
     /// The `thresholds.output_bytes` of the edited call, if a rule names one: the approval's
     /// result limit becomes the smaller of the two.
     pub edited_output_bytes: Option<u64>,
+    /// The agent ids the deciding principal owns (`principals[].owns`): with separation of
+    /// duties they may not approve those agents' calls (issue 14 §2).
+    pub decider_owns: Vec<String>,
 }
 
 impl DecisionInput {
@@ -355,6 +359,22 @@ fn admit(
         let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.terms.approvers});
         audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
         return Err(DecideError::NotApprover(rec.terms.approvers));
+    }
+    if let Event::Decide(kind) = s.event
+        && roles.is_some()
+    {
+        let owns = s.input.map_or(&[][..], |d| &d.decider_owns[..]);
+        let decider = duties::Decider {
+            name: s.actor,
+            owns,
+        };
+        let on_behalf_of = rec.on_behalf_of.as_deref();
+        let sod = rec.terms.separation_of_duties;
+        if let Some(why) = duties::self_approval(sod, kind, &rec.agent, on_behalf_of, &decider) {
+            let data = json!({"decision": name, "why": why});
+            audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+            return Err(DecideError::SelfApproval(why));
+        }
     }
     match approval::transition(rec.status, s.event) {
         Ok(next) => Ok((rec, next)),

@@ -41,6 +41,10 @@ pub enum DecideError {
     /// `ALREADY_DECIDED`: the approval had left `pending`; the attempt was audited as late.
     #[error(transparent)]
     AlreadyDecided(#[from] AlreadyDecided),
+    /// `SELF_APPROVAL` (403): separation of duties (issue 14 §2) — the decider owns the agent
+    /// or the call acts for them (why, here); audited as `decision.refused`.
+    #[error("{0}")]
+    SelfApproval(String),
     /// `ALREADY_VOTED` (409): the principal (named) has voted on this approval, which needs a
     /// quorum of distinct people (issue 14 §1); audited as `decision.refused`.
     #[error("`{0}` has already voted on this approval; a quorum counts each person once")]
@@ -108,6 +112,7 @@ impl crate::db::Settles for DecideError {
                 | DecideError::Damaged(_)
                 | DecideError::AlreadyDecided(_)
                 | DecideError::AlreadyVoted(_)
+                | DecideError::SelfApproval(_)
         )
     }
 }

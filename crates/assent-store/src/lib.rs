@@ -81,6 +81,7 @@ mod propose;
 mod readers;
 pub mod readiness;
 mod reads;
+mod receipts;
 mod record;
 pub mod retention;
 pub mod sessions;

@@ -57,6 +57,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(12, "0012_audit_archives"),
     migration!(13, "0013_usage_windows"),
     migration!(14, "0014_quorum_votes"),
+    migration!(15, "0015_separation_of_duties"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

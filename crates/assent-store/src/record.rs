@@ -85,6 +85,8 @@ pub struct ApprovalRecord {
     pub token: Option<TokenInfo>,
     /// The agent's run id (seed 002 `runId`), if it sent one.
     pub run_id: Option<String>,
+    /// The principal the call acts for (`on_behalf_of`, issue 14 §2), as the agent said.
+    pub on_behalf_of: Option<String>,
     /// The client device id the agent sent; the token is bound to it.
     pub device_id: Option<String>,
     /// Approvals with the same key are "similar" (same agent, server, tool and rules).
@@ -223,7 +225,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
-            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum
+            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             approval_row,
@@ -298,6 +300,7 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         decisions: Vec::new(),
         votes: Vec::new(),
         token: None,
+        on_behalf_of: r.get(45)?,
         run_id: r.get(18)?,
         device_id: r.get(19)?,
         group_key: r.get(20)?,
@@ -370,6 +373,7 @@ fn terms_of(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<ApprovalTerms> {
         }),
         output_bytes,
         in_client_approval: r.get(39)?,
+        separation_of_duties: r.get(46)?,
         side_effects,
         rollback,
         dry_run_tool: r.get(42)?,

@@ -308,6 +308,11 @@ pub(crate) enum Cmd {
         #[command(subcommand)]
         cmd: AuditCmd,
     },
+    /// Approval receipts: fetch one, verify one offline (issue 14 §5).
+    Receipt {
+        #[command(subcommand)]
+        cmd: ReceiptCmd,
+    },
     /// Export data for other tools.
     Export {
         #[command(subcommand)]
@@ -319,6 +324,33 @@ pub(crate) enum Cmd {
         cmd: ToolsCmd,
         #[command(flatten)]
         remote: Remote,
+    },
+}
+
+// `assent receipt …`: approval receipts.
+#[derive(Subcommand)]
+pub(crate) enum ReceiptCmd {
+    /// Print approval ID's receipt (JSON), signed now by the gateway's audit key.
+    Get {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Verify a receipt FILE offline: its call against its canonical form and call_hash, and
+    /// its signature under the audit public key (--public-key, or the audit key of the data
+    /// directory).
+    #[command(
+        after_help = "Exit codes: 0 verified; 1 the receipt does not verify (edited call, vote or signature); 2 usage or I/O error (unreadable file, not a receipt, no public key)."
+    )]
+    Verify {
+        /// The receipt file (as `assent receipt get` prints it).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The audit public key (64 hex characters, from `assent audit key`).
+        #[arg(long = "public-key")]
+        public_key: Option<String>,
+        #[command(flatten)]
+        place: DataPlace,
     },
 }
 

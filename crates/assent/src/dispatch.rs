@@ -2,10 +2,10 @@
 //! each subcommand onto `serve` or its file under `commands/`, turning an error into one
 //! `assent: …` line on stderr and exit status 1. It holds no command's logic.
 
-use crate::args::{Cli, Cmd, ExportCmd};
+use crate::args::{Cli, Cmd};
 use crate::commands::{
-    approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, tools,
-    watch,
+    approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, receipt,
+    tools, watch,
 };
 use crate::remote::connect;
 use crate::render::one_line;
@@ -136,8 +136,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
             tokio::task::spawn_blocking(move || migrate::run(&place, json)).await?
         }
         Cmd::Tools { cmd, remote } => tools::tools(&remote, cmd).await,
-        Cmd::Export {
-            cmd: ExportCmd::LearningSamples { data_dir, out },
-        } => export::learning_samples(data_dir, out),
+        Cmd::Receipt { cmd } => receipt::run(cmd).await,
+        Cmd::Export { cmd } => export::run(cmd),
     }
 }

@@ -50,6 +50,9 @@ pub(super) struct Composed<'a> {
     escalation: Option<Escalation>,
     output_bytes: Option<u64>,
     in_client: bool,
+    /// `separation_of_duties` as the covering rules say it: any `true`, any `false`.
+    duties_on: bool,
+    duties_off: bool,
     side_effects: Vec<&'a str>,
     rollback: Vec<&'a str>,
     dry_run_tool: Option<String>,
@@ -181,6 +184,8 @@ impl<'a> Composed<'a> {
     /// redaction, output size, alternatives, escalation.
     fn merge(&mut self, r: &'a Rule) {
         self.in_client |= r.in_client_approval;
+        self.duties_on |= r.separation_of_duties == Some(true);
+        self.duties_off |= r.separation_of_duties == Some(false);
         self.side_effects.extend(r.side_effects.as_deref());
         self.rollback.extend(r.rollback.as_deref());
         if self.dry_run_tool.is_none() {
@@ -262,6 +267,8 @@ impl<'a> Composed<'a> {
                 escalation: self.escalation,
                 output_bytes: self.output_bytes,
                 in_client_approval: in_client_ok,
+                separation_of_duties: self.duties_on
+                    || (risk_tier == RiskTier::R4 && !self.duties_off),
                 side_effects,
                 rollback,
                 dry_run_tool: self.dry_run_tool,

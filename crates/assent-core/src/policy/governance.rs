@@ -61,6 +61,8 @@ struct RawRule {
     #[serde(default)]
     in_client_approval: bool,
     #[serde(default)]
+    separation_of_duties: Option<bool>,
+    #[serde(default)]
     side_effects: Option<String>,
     #[serde(default)]
     rollback: Option<String>,
@@ -156,6 +158,7 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
             after_seconds: e.after_seconds,
         }),
         in_client_approval: rr.in_client_approval,
+        separation_of_duties: rr.separation_of_duties,
         side_effects: rr.side_effects.clone(),
         rollback: rr.rollback.clone(),
         dry_run_tool: rr.dry_run_tool.clone(),

@@ -231,6 +231,9 @@ pub struct Rule {
     /// only when the condition matches (a condition that cannot be evaluated requires
     /// approval instead). The rendered template is the denial reason.
     pub deny: Option<ApprovalSpec>,
+    /// `separation_of_duties`: refuse an approval from the agent's owner or from the person the
+    /// call acts for (issue 14 §2); absent: on for R4.
+    pub separation_of_duties: Option<bool>,
     /// `in_client_approval`: the person driving the agent may approve in the MCP client
     /// (elicitation). Never effective for R3/R4 or when any covering rule names approvers.
     pub in_client_approval: bool,

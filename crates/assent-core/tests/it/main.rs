@@ -200,6 +200,7 @@ fn irreversible_action_never_runs_without_a_human() {
 
 // Groups of tests in files of their own, and the shared fixtures (`kit`) at the bottom.
 mod agent_format;
+mod duties;
 mod kit;
 mod loading;
 mod protocol;

@@ -40,6 +40,9 @@ pub struct Principal {
     pub kind: PrincipalKind,
     /// SHA-256 of the key.
     pub key_sha256: [u8; 32],
+    /// `owns`: the agent ids this principal owns; with separation of duties they may not
+    /// approve those agents' calls (issue 14 §2).
+    pub owns: Vec<String>,
 }
 
 /// Where a principal's key comes from, before it is resolved.
@@ -54,6 +57,7 @@ enum KeySource {
 pub(crate) struct Declared {
     name: String,
     kind: PrincipalKind,
+    owns: Vec<String>,
     key: KeySource,
     line: Option<u64>,
 }
@@ -72,7 +76,7 @@ fn parse_hex32(s: &str) -> Option<[u8; 32]> {
 
 /// Checks `principals[]` of `path`: unique names, a known kind (an operator has no
 /// `agent_id`, an agent has one and no roles), exactly one of `key_env` / `key_sha256` (64
-/// lowercase hex). Errors name the principal's line.
+/// lowercase hex), `owns` agent ids of 1 to 256 bytes. Errors name the principal's line.
 pub(crate) fn declare(
     path: &Path,
     raw: &[Spanned<RawPrincipal>],
@@ -91,9 +95,20 @@ pub(crate) fn declare(
         }
         let kind = kind_of(r).map_err(|m| at(path, line, m))?;
         let key = key_of(r).map_err(|m| at(path, line, m))?;
+        if let Some(bad) = r.owns.iter().find(|a| a.is_empty() || a.len() > 256) {
+            return Err(at(
+                path,
+                line,
+                format!(
+                    "principal `{}`: owns `{bad}` is not an agent id (1 to 256 bytes)",
+                    r.name
+                ),
+            ));
+        }
         out.push(Declared {
             name: r.name.clone(),
             kind,
+            owns: r.owns.clone(),
             key,
             line,
         });
@@ -197,6 +212,7 @@ pub(crate) fn resolve(
         out.push(Principal {
             name: name.clone(),
             kind: d.kind.clone(),
+            owns: d.owns.clone(),
             key_sha256,
         });
     }

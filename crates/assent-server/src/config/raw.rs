@@ -138,4 +138,6 @@ pub(crate) struct RawPrincipal {
     pub(crate) key_env: Option<String>,
     #[serde(default)]
     pub(crate) key_sha256: Option<String>,
+    #[serde(default)]
+    pub(crate) owns: Vec<String>,
 }

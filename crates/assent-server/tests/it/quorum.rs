@@ -8,14 +8,16 @@ use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-/// A gateway whose `pay` rule has `approvers` = `approvers` (YAML), with operators alice
-/// (finance), fred (finance), gina (finance), sam (security), carol (finance and security)
-/// beside the kit's olaf (ops).
+/// A gateway whose `pay` rule has `approvers` = `approvers` (YAML); see [`gateway_rules`].
 pub async fn gateway(dir: &std::path::Path, approvers: &str) -> Gw {
-    let gov = policy(
-        "acme.test.quorum",
-        &format!("- tool: pay\n  approvers: {approvers}\n"),
-    );
+    gateway_rules(dir, &format!("- tool: pay\n  approvers: {approvers}\n")).await
+}
+
+/// A gateway under governance `rules` (a YAML rule list), with operators alice (finance),
+/// fred (finance), gina (finance), sam (security), carol (finance and security) and olga
+/// (finance, owner of agent `bot`) beside the kit's olaf (ops).
+pub async fn gateway_rules(dir: &std::path::Path, rules: &str) -> Gw {
+    let gov = policy("acme.test.quorum", rules);
     start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
         let mut all = (*st.principals).clone();
         for (name, roles) in [
@@ -23,9 +25,11 @@ pub async fn gateway(dir: &std::path::Path, approvers: &str) -> Gw {
             ("gina", &["finance"]),
             ("sam", &["security"]),
             ("carol", &["finance", "security"]),
+            ("olga", &["finance"]),
         ] {
             all.push(operator(name, roles));
         }
+        all.last_mut().unwrap().owns = vec!["bot".into()];
         st.principals = std::sync::Arc::new(all);
     })
     .await

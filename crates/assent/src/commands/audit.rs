@@ -185,15 +185,15 @@ fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
 /// Where `place`'s store is: `--config FILE`'s data directory, keys directory, database and
 /// `audit_retention_days`; else `--data-dir` (or [`data_dir_or_default`]) for both
 /// directories, its SQLite file, and no retention.
-struct Resolved {
+pub(crate) struct Resolved {
     data_dir: PathBuf,
-    keys_dir: PathBuf,
+    pub(crate) keys_dir: PathBuf,
     db: Database,
     retention_days: Option<u64>,
 }
 
 /// [`Resolved`] of `place`.
-fn resolve(place: &DataPlace) -> Result<Resolved> {
+pub(crate) fn resolve(place: &DataPlace) -> Result<Resolved> {
     Ok(match &place.config {
         Some(f) => {
             let c = Config::load(f)?;

@@ -16,5 +16,6 @@ pub(crate) mod grants;
 pub(crate) mod keys;
 pub(crate) mod mcp;
 pub(crate) mod migrate;
+pub(crate) mod receipt;
 pub(crate) mod tools;
 pub(crate) mod watch;

@@ -42,6 +42,13 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
         code == Some(1) && err.contains("ASSENT_TEST_UNSET_VAR") && err.contains(":3:"),
         "{err}"
     );
+    // `owns` names agent ids (issue 14 §2): an empty one is refused with the line.
+    let cfg = "listen: 127.0.0.1:0\nprincipals:\n  - {name: o, kind: operator, key_env: X, owns: [\"\"]}\n";
+    let (code, err) = serve_on(&p, cfg, None);
+    assert!(
+        code == Some(1) && err.contains(":3:") && err.contains("owns `` is not an agent id"),
+        "{err}"
+    );
     // MCP upstreams: each mistake names the alias and the line.
     for (cfg, why) in [
         (

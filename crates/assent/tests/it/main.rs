@@ -18,6 +18,7 @@ mod in_client;
 mod mcp;
 mod migrate;
 mod operator;
+mod receipt;
 mod replicas;
 mod retention;
 mod security;

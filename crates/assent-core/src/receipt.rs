@@ -1,0 +1,155 @@
+//! Approval receipts (issue 14 §5): a self-contained JSON account of one approval — the
+//! canonical call and its `call_hash`, every vote and the decision that settled it, the
+//! policies that held it — signed with the gateway's Ed25519 audit key, so that anyone with
+//! that public key can check offline what was approved, by whom, under which policy.
+//! `docs/schemas/approval-receipt.schema.json` describes the format. Building one from a
+//! stored approval is the store's; signing and checking are here (pure: no key is read).
+
+use crate::approval::{ApprovalStatus, DecisionKind, Settlement};
+use crate::canonical::{CanonicalCall, ToolCall};
+use crate::checkpoint::signature_verifies;
+use crate::quorum::Quorum;
+use crate::risk::RiskTier;
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+/// The receipt format this code writes and checks.
+pub const RECEIPT_VERSION: u32 = 1;
+
+/// One approval's receipt. Times are RFC 3339 (UTC, milliseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// [`RECEIPT_VERSION`].
+    pub receipt_version: u32,
+    /// The approval id (UUID v4).
+    pub approval_id: String,
+    /// The agent that proposed the call.
+    pub agent: String,
+    /// Its session id.
+    pub session_id: String,
+    /// The person the call acts for, if the agent named one.
+    pub on_behalf_of: Option<String>,
+    /// The approval's status when the receipt was issued.
+    pub status: ApprovalStatus,
+    /// The call as proposed.
+    pub call: ToolCall,
+    /// RFC 8785 canonical JSON of `call`.
+    pub canonical: String,
+    /// SHA-256 of `canonical`, lowercase hex.
+    pub call_hash: String,
+    /// The hash of the operator's edited call when it was approved with edits (what the
+    /// token binds); `None` otherwise.
+    pub approved_call_hash: Option<String>,
+    /// The call's risk tier.
+    pub risk_tier: RiskTier,
+    /// The quorum it needed (`None`: one approval).
+    pub quorum: Option<Quorum>,
+    /// Every vote cast on it, in voting order.
+    pub votes: Vec<ReceiptVote>,
+    /// The decision that settled it (at most one).
+    pub decisions: Vec<ReceiptDecision>,
+    /// Ids of the governance policies whose rules held it, sorted.
+    pub policies: Vec<String>,
+    /// SHA-256 (hex) of the policy set loaded when it was held, when recorded.
+    pub policy_set_sha256: Option<String>,
+    /// When the call was proposed.
+    pub requested_at: String,
+    /// When it was settled, if it was.
+    pub decided_at: Option<String>,
+    /// When this receipt was issued.
+    pub issued_at: String,
+    /// The signer's Ed25519 public key, 64 lowercase hex (informative: a verifier uses the
+    /// key it trusts, not this field).
+    pub public_key: String,
+    /// Ed25519 signature of [`Receipt::signed_bytes`], 128 lowercase hex.
+    pub signature: String,
+}
+
+/// One vote in a receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptVote {
+    /// The principal who voted.
+    pub by: String,
+    /// `approve` or `deny`.
+    pub decision: DecisionKind,
+    /// Their roles when they voted.
+    pub roles: Vec<String>,
+    /// When.
+    pub at: String,
+    /// Their reason, if any.
+    pub reason: Option<String>,
+}
+
+/// The decision that settled an approval, in a receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptDecision {
+    /// `approve`, `deny`, `expire` or `cancel`.
+    pub decision: Settlement,
+    /// The principal (or `system:expiry`).
+    pub by: String,
+    /// When.
+    pub at: String,
+    /// The reason given, if any.
+    pub reason: Option<String>,
+}
+
+/// Why a receipt does not check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiptError {
+    /// Another receipt format.
+    #[error("receipt_version {0} is not {RECEIPT_VERSION}")]
+    Version(u32),
+    /// `canonical` is not the canonical form of `call`, or `call_hash` not its SHA-256.
+    #[error("the call does not match its canonical form and call_hash: {0}")]
+    Call(String),
+    /// The signature does not hold under the key the verifier trusts.
+    #[error("the signature does not verify under the given public key")]
+    Signature,
+}
+
+impl Receipt {
+    /// The bytes signed: RFC 8785 canonical JSON of the receipt without `signature`.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let mut v = serde_json::to_value(self).expect("a receipt serialises");
+        if let Some(m) = v.as_object_mut() {
+            m.remove("signature");
+        }
+        crate::canonical::canonical_value(&v)
+            .expect("a receipt's JSON canonicalises")
+            .into_bytes()
+    }
+
+    /// This receipt with `public_key` and `signature` set by `key`.
+    pub fn signed(mut self, key: &SigningKey) -> Receipt {
+        self.public_key = hex::encode(key.verifying_key().to_bytes());
+        self.signature = String::new();
+        self.signature = hex::encode(key.sign(&self.signed_bytes()).to_bytes());
+        self
+    }
+
+    /// Checks, in this order: the format version; that `canonical` is the canonical form of
+    /// `call` and `call_hash` its SHA-256; that the signature holds under `key` (strict RFC
+    /// 8032; the receipt's own `public_key` is not trusted).
+    pub fn check(&self, key: &VerifyingKey) -> Result<(), ReceiptError> {
+        if self.receipt_version != RECEIPT_VERSION {
+            return Err(ReceiptError::Version(self.receipt_version));
+        }
+        let c =
+            CanonicalCall::new(self.call.clone()).map_err(|e| ReceiptError::Call(e.to_string()))?;
+        if c.canonical() != self.canonical {
+            return Err(ReceiptError::Call("canonical differs from the call".into()));
+        }
+        if c.call_hash() != self.call_hash {
+            return Err(ReceiptError::Call(
+                "call_hash is not the SHA-256 of canonical".into(),
+            ));
+        }
+        if !signature_verifies(key, &self.signed_bytes(), &self.signature) {
+            return Err(ReceiptError::Signature);
+        }
+        Ok(())
+    }
+}

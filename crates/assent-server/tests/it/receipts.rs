@@ -1,0 +1,102 @@
+//! Approval receipts (issue 14 §5): `GET /v1/approvals/{id}/receipt` answers a receipt that
+//! validates against `docs/schemas/approval-receipt.schema.json` and checks offline under the
+//! gateway's audit public key — and stops checking after any change to the call, a vote or
+//! the decision, or a signature by another key.
+
+use crate::quorum::{args, gateway};
+use crate::schemas::{assert_valid, validator};
+use assent_core::receipt::{Receipt, ReceiptError};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn a_receipt_verifies_offline_and_fails_after_any_change_to_the_call_or_a_vote() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    gw.decide(&id, "alice-key", "approve").await;
+    gw.decide(&id, "fred-key", "approve").await;
+    let (s, v) = gw
+        .get(&format!("/v1/approvals/{id}/receipt"), "alice-key")
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_valid(
+        &validator("docs/schemas/approval-receipt.schema.json"),
+        &v,
+        "receipt",
+    );
+    let key = assent_store::checkpoint::read_key(&gw.data_dir)
+        .unwrap()
+        .unwrap()
+        .verifying_key();
+    let r: Receipt = serde_json::from_value(v.clone()).unwrap();
+    r.check(&key).unwrap();
+    assert_eq!(r.status, assent_core::ApprovalStatus::Approved);
+    let voters: Vec<&str> = r.votes.iter().map(|v| v.by.as_str()).collect();
+    assert_eq!(voters, ["alice", "fred"]);
+    assert_eq!(r.policies, ["acme.test.quorum"]);
+    assert_eq!(r.decisions[0].by, "fred");
+
+    // Attack: each edit of a receipt someone hopes to pass off as the gateway's.
+    let tampered = |path: &[&str], value: Value| {
+        let mut t = v.clone();
+        let mut at = &mut t;
+        for p in path {
+            at = if let Ok(i) = p.parse::<usize>() {
+                &mut at[i]
+            } else {
+                &mut at[*p]
+            };
+        }
+        *at = value;
+        serde_json::from_value::<Receipt>(t).unwrap()
+    };
+    let bigger = tampered(&["call", "arguments", "amount"], json!(501));
+    assert!(matches!(bigger.check(&key), Err(ReceiptError::Call(_))));
+    // The call, its canonical form and its hash changed together: the signature fails.
+    let mut moved = r.clone();
+    moved.call.arguments["amount"] = json!(501);
+    let c = assent_core::canonical::CanonicalCall::new(moved.call.clone()).unwrap();
+    (moved.canonical, moved.call_hash) = (c.canonical().into(), c.call_hash().into());
+    assert_eq!(moved.check(&key), Err(ReceiptError::Signature));
+    for (path, value) in [
+        (&["votes", "0", "by"][..], json!("mallory")),
+        (&["votes", "1", "decision"][..], json!("deny")),
+        (&["decisions", "0", "by"][..], json!("mallory")),
+        (&["status"][..], json!("rejected")),
+        (&["policies"][..], json!([])),
+    ] {
+        let t = tampered(path, value);
+        assert_eq!(t.check(&key), Err(ReceiptError::Signature), "{path:?}");
+    }
+    // Re-signed by another key (naming it in `public_key`): not the gateway's.
+    let other = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]);
+    let forged = bigger.clone().signed(&other);
+    assert!(
+        forged.check(&other.verifying_key()).is_err(),
+        "the call still mismatches"
+    );
+    let forged = moved.signed(&other);
+    assert_eq!(forged.check(&key), Err(ReceiptError::Signature));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_receipt_is_for_operators_and_the_agent_that_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "[finance]").await;
+    let id = gw.held("s1", "pay", args()).await;
+    let path = format!("/v1/approvals/{id}/receipt");
+    let (s, r) = gw.get(&path, "bot-key").await;
+    assert_eq!(
+        (s, r["status"].as_str()),
+        (StatusCode::OK, Some("pending")),
+        "{r}"
+    );
+    assert_eq!(r["votes"], json!([]));
+    let (s, b) = gw.get(&path, "other-key").await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "another agent: {b}");
+    let (s, _) = gw.get("/v1/approvals/nope/receipt", "alice-key").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    gw.stop().await;
+}

@@ -1,0 +1,84 @@
+//! `assent receipt get ID` and `assent receipt verify FILE` (issue 14 §5): an approval's
+//! signed receipt from the gateway, and its offline check (`Receipt::check`: the call against
+//! its canonical form and `call_hash`, the signature under the audit public key).
+
+use crate::args::{DataPlace, ReceiptCmd};
+use crate::commands::audit::resolve;
+use crate::remote::{connect, print_json};
+use crate::render::one_line;
+use anyhow::{Context, Result};
+use assent_api::approvals::Receipt;
+use assent_store::checkpoint;
+use ed25519_dalek::VerifyingKey;
+
+/// Runs one `assent receipt` command; its exit status.
+pub(crate) async fn run(cmd: ReceiptCmd) -> Result<i32> {
+    match cmd {
+        ReceiptCmd::Get { id, remote } => {
+            print_json(&connect(&remote)?.receipt(&id).await?)?;
+            Ok(0)
+        }
+        ReceiptCmd::Verify {
+            file,
+            public_key,
+            place,
+        } => verify(&file, public_key.as_deref(), &place),
+    }
+}
+
+/// Verifies receipt `file` under `public_key` (64 hex) or the audit key of `place`'s keys
+/// directory: prints `verified: approval ID (STATUS), call_hash H` and exits 0, or the
+/// problem and exits 1. An unreadable file, a file that is not a receipt, or no key is an
+/// error (exit 2).
+fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -> Result<i32> {
+    let (receipt, key) = match read(file, public_key, place) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("assent: {}", one_line(&e));
+            return Ok(2);
+        }
+    };
+    match receipt.check(&key) {
+        Ok(()) => {
+            println!(
+                "verified: approval {} ({}), call_hash {}",
+                receipt.approval_id,
+                receipt.status.as_str(),
+                receipt.call_hash
+            );
+            Ok(0)
+        }
+        Err(e) => {
+            println!("NOT VERIFIED: {e}");
+            Ok(1)
+        }
+    }
+}
+
+/// Receipt `file`, read strictly (a duplicate key or an inexact number is refused), and the
+/// key to check it under: `public_key`, else the audit key of `place`'s keys directory.
+fn read(
+    file: &std::path::Path,
+    public_key: Option<&str>,
+    place: &DataPlace,
+) -> Result<(Receipt, VerifyingKey)> {
+    let text = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let receipt: Receipt = assent_core::json::parse(&text)
+        .with_context(|| format!("{} is not an approval receipt", file.display()))?;
+    let key = match public_key {
+        Some(k) => checkpoint::parse_public_key(k)?,
+        None => {
+            let dir = resolve(place)?.keys_dir;
+            checkpoint::read_key(&dir)?
+                .map(|k| k.verifying_key())
+                .with_context(|| {
+                    format!(
+                        "no {} in {}: give the audit public key with --public-key",
+                        checkpoint::KEY_FILE,
+                        dir.display()
+                    )
+                })?
+        }
+    };
+    Ok((receipt, key))
+}

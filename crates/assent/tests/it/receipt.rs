@@ -1,0 +1,65 @@
+//! `assent receipt get` and `assent receipt verify` (issue 14 §5) against a real `assent
+//! serve`: a receipt fetched from the gateway verifies offline under the audit key; an edited
+//! call or vote, a receipt with a duplicate key, and a missing key are each refused with their
+//! own exit code.
+
+use crate::{Served, approved, cli, ok, run, served};
+
+#[test]
+fn a_fetched_receipt_verifies_offline_and_an_edited_one_does_not() {
+    let Served {
+        dir, data, server, ..
+    } = served("");
+    let url = server.url.clone();
+    let id = approved(&url, 5000);
+    let text = ok(&cli(&url, &["receipt", "get", &id]));
+    let file = dir.path().join("receipt.json");
+    std::fs::write(&file, &text).unwrap();
+    let key = ok(&run(&[
+        "audit",
+        "key",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]));
+    let verify = |f: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["receipt", "verify", f.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let out = ok(&verify(&file, &["--public-key", key.trim()]));
+    assert!(
+        out.contains(&format!("verified: approval {id} (approved)")),
+        "{out}"
+    );
+    // The data directory's own key works too.
+    ok(&verify(&file, &["--data-dir", data.to_str().unwrap()]));
+
+    // Attack: the amount edited in the call (and, separately, the approver's name).
+    for (from, to) in [("5000", "50000"), ("\"alice\"", "\"mallory\"")] {
+        let edited = dir.path().join("edited.json");
+        assert!(text.contains(from));
+        std::fs::write(&edited, text.replacen(from, to, 1)).unwrap();
+        let out = verify(&edited, &["--public-key", key.trim()]);
+        assert_eq!(out.status.code(), Some(1), "{from}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("NOT VERIFIED"));
+    }
+    // Attack: a second `status` key that a lenient reader would take.
+    let doubled = dir.path().join("doubled.json");
+    std::fs::write(
+        &doubled,
+        text.replacen('{', "{\"status\": \"rejected\",", 1),
+    )
+    .unwrap();
+    let out = verify(&doubled, &["--public-key", key.trim()]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // No key: a usage error, not a pass.
+    let empty = tempfile::tempdir().unwrap();
+    let out = verify(&file, &["--data-dir", empty.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    drop(server);
+}
