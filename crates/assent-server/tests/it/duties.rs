@@ -5,20 +5,14 @@
 
 use crate::backend::audit_count;
 use crate::kit::assert_error;
-use crate::quorum::{args, gateway_rules};
+use crate::quorum::{args, gateway_rules, held_under};
 use reqwest::StatusCode;
 use serde_json::json;
 
 /// Attack: the operator who owns agent `bot` approves its R4 payment themself.
 #[tokio::test]
 async fn the_owner_of_an_agent_may_not_approve_its_r4_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway_rules(
-        dir.path(),
-        "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n",
-    )
-    .await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) = held_under("- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n").await;
     let (s, b) = gw.decide(&id, "olga-key", "approve").await;
     assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
     assert!(
@@ -85,9 +79,7 @@ async fn separation_of_duties_is_off_below_r4_unless_a_rule_says_so_and_a_rule_m
             false,
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let gw = gateway_rules(dir.path(), rules).await;
-        let id = gw.held("s1", "pay", args()).await;
+        let (_dir, gw, id) = held_under(rules).await;
         let (s, b) = gw.decide(&id, "olga-key", "approve").await;
         assert_eq!(s == StatusCode::OK, owner_may, "{rules}: {b}");
         gw.stop().await;
@@ -97,10 +89,8 @@ async fn separation_of_duties_is_off_below_r4_unless_a_rule_says_so_and_a_rule_m
 /// On a quorum, the owner's vote is refused and does not count.
 #[tokio::test]
 async fn an_owners_vote_on_a_quorum_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
     let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n  risk_tier: R4\n";
-    let gw = gateway_rules(dir.path(), rules).await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) = held_under(rules).await;
     let (s, b) = gw.decide(&id, "olga-key", "approve").await;
     assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
     gw.decide(&id, "alice-key", "approve").await;

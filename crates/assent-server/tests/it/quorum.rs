@@ -35,13 +35,18 @@ pub async fn gateway_rules(dir: &std::path::Path, rules: &str) -> Gw {
     .await
 }
 
-/// A [`gateway`] whose `pay` needs two finance approvers, with one `pay` held: its data
-/// directory (keep it alive), the gateway and the approval id.
-async fn two_of_finance() -> (tempfile::TempDir, Gw, String) {
+/// A [`gateway_rules`] under `rules` with one `pay` held: its data directory (keep it alive),
+/// the gateway and the approval id.
+pub async fn held_under(rules: &str) -> (tempfile::TempDir, Gw, String) {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
+    let gw = gateway_rules(dir.path(), rules).await;
     let id = gw.held("s1", "pay", args()).await;
     (dir, gw, id)
+}
+
+/// [`held_under`] a `pay` rule that needs two finance approvers.
+pub async fn two_of_finance() -> (tempfile::TempDir, Gw, String) {
+    held_under("- tool: pay\n  approvers: {roles: [finance], count: 2}\n").await
 }
 
 /// The arguments of the held `pay` call (500: over the agent file's threshold of 100).
@@ -116,13 +121,9 @@ async fn two_of_three_approvers_mint_one_token_and_nobody_counts_twice() {
 
 #[tokio::test]
 async fn two_groups_need_both_and_one_person_with_both_roles_fills_only_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(
-        dir.path(),
-        "[{role: finance, count: 1}, {role: security, count: 1}]",
-    )
-    .await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) =
+        held_under("- tool: pay\n  approvers: [{role: finance, count: 1}, {role: security}]\n")
+            .await;
     let (_, a) = gw.decide(&id, "carol-key", "approve").await;
     assert_eq!(
         a["status"], "pending",

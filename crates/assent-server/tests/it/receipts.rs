@@ -3,7 +3,7 @@
 //! gateway's audit public key — and stops checking after any change to the call, a vote or
 //! the decision, or a signature by another key.
 
-use crate::quorum::{args, gateway};
+use crate::quorum::{held_under, two_of_finance};
 use crate::schemas::{assert_valid, validator};
 use assent_core::receipt::{Receipt, ReceiptError};
 use reqwest::StatusCode;
@@ -11,9 +11,7 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn a_receipt_verifies_offline_and_fails_after_any_change_to_the_call_or_a_vote() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "{roles: [finance], count: 2}").await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) = two_of_finance().await;
     gw.decide(&id, "alice-key", "approve").await;
     gw.decide(&id, "fred-key", "approve").await;
     let (s, v) = gw
@@ -83,9 +81,7 @@ async fn a_receipt_verifies_offline_and_fails_after_any_change_to_the_call_or_a_
 
 #[tokio::test]
 async fn a_receipt_is_for_operators_and_the_agent_that_asked() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), "[finance]").await;
-    let id = gw.held("s1", "pay", args()).await;
+    let (_dir, gw, id) = held_under("- tool: pay\n  approvers: [finance]\n").await;
     let path = format!("/v1/approvals/{id}/receipt");
     let (s, r) = gw.get(&path, "bot-key").await;
     assert_eq!(

@@ -192,6 +192,26 @@ pub(crate) struct Resolved {
     retention_days: Option<u64>,
 }
 
+/// The audit public key a verifier trusts: `public_key` (64 hex), else the public half of
+/// the audit key in `keys_dir`. Errors say what to give instead.
+pub(crate) fn audit_public_key(
+    public_key: Option<&str>,
+    keys_dir: &Path,
+) -> Result<ed25519_dalek::VerifyingKey> {
+    match public_key {
+        Some(k) => Ok(checkpoint::parse_public_key(k)?),
+        None => checkpoint::read_key(keys_dir)?
+            .map(|k| k.verifying_key())
+            .with_context(|| {
+                format!(
+                    "no {} in {}: give the audit public key with --public-key",
+                    checkpoint::KEY_FILE,
+                    keys_dir.display()
+                )
+            }),
+    }
+}
+
 /// [`Resolved`] of `place`.
 pub(crate) fn resolve(place: &DataPlace) -> Result<Resolved> {
     Ok(match &place.config {
@@ -328,18 +348,7 @@ fn verify_export(
         let Resolved {
             keys_dir: dir, db, ..
         } = resolve(place)?;
-        let key = match public_key {
-            Some(k) => checkpoint::parse_public_key(k)?,
-            None => checkpoint::read_key(&dir)?
-                .map(|k| k.verifying_key())
-                .with_context(|| {
-                    format!(
-                        "no {} in {}: give the audit public key with --public-key",
-                        checkpoint::KEY_FILE,
-                        dir.display()
-                    )
-                })?,
-        };
+        let key = audit_public_key(public_key, &dir)?;
         let mut rep = archive::verify_export(file, &key)?;
         if rep.problem.is_none()
             && with_store

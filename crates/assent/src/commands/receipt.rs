@@ -3,12 +3,11 @@
 //! its canonical form and `call_hash`, the signature under the audit public key).
 
 use crate::args::{DataPlace, ReceiptCmd};
-use crate::commands::audit::resolve;
+use crate::commands::audit::{audit_public_key, resolve};
 use crate::remote::{connect, print_json};
 use crate::render::one_line;
 use anyhow::{Context, Result};
 use assent_api::approvals::Receipt;
-use assent_store::checkpoint;
 use ed25519_dalek::VerifyingKey;
 
 /// Runs one `assent receipt` command; its exit status.
@@ -66,19 +65,8 @@ fn read(
     let receipt: Receipt = assent_core::json::parse(&text)
         .with_context(|| format!("{} is not an approval receipt", file.display()))?;
     let key = match public_key {
-        Some(k) => checkpoint::parse_public_key(k)?,
-        None => {
-            let dir = resolve(place)?.keys_dir;
-            checkpoint::read_key(&dir)?
-                .map(|k| k.verifying_key())
-                .with_context(|| {
-                    format!(
-                        "no {} in {}: give the audit public key with --public-key",
-                        checkpoint::KEY_FILE,
-                        dir.display()
-                    )
-                })?
-        }
+        Some(_) => audit_public_key(public_key, std::path::Path::new("."))?,
+        None => audit_public_key(None, &resolve(place)?.keys_dir)?,
     };
     Ok((receipt, key))
 }
