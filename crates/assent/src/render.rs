@@ -171,6 +171,20 @@ fn card_why(a: &Approval, out: &mut String) {
             format!("  approvers: {}\n", a.terms.approvers.join(", ")),
         );
     }
+    if a.terms.separation_of_duties {
+        let acts_for = a
+            .on_behalf_of
+            .as_deref()
+            .map(|p| format!(", nor {p} (the call acts for them)"))
+            .unwrap_or_default();
+        put(
+            out,
+            format!(
+                "  separation of duties: not by the owners of agent {}{acts_for}\n",
+                a.agent
+            ),
+        );
+    }
     if let Some(v) = &a.votes {
         put(out, format!("  quorum: {}\n", v.approvals.describe()));
         for c in &v.cast {

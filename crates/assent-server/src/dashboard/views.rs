@@ -253,6 +253,9 @@ pub(crate) struct Card {
     rollback: Vec<String>,
     alternatives: Vec<String>,
     approvers: Vec<String>,
+    /// Who may not approve under separation of duties (empty when it is off): the agent's
+    /// owners and the person the call acts for.
+    not_by: String,
     /// A quorum's progress (`1 of 2 approvals (finance 1 of 2: alice)`) and each vote cast;
     /// empty without a quorum.
     quorum: String,
@@ -272,6 +275,21 @@ pub(crate) struct Card {
     /// The newest dry run: who ran it and when, and its result (or error).
     dry_run_by: String,
     dry_run_result: String,
+}
+
+/// The separation-of-duties line of the card: `the owners of agent A` and, when the call
+/// acts for someone, `P (the call acts for them)`; empty when separation of duties is off.
+fn not_by(a: &ApprovalRecord) -> String {
+    if !a.terms.separation_of_duties {
+        return String::new();
+    }
+    match &a.on_behalf_of {
+        Some(p) => format!(
+            "the owners of agent {}, nor {p} (the call acts for them)",
+            a.agent
+        ),
+        None => format!("the owners of agent {}", a.agent),
+    }
 }
 
 /// One vote as the card lists it: `approve by alice at T: reason`.
@@ -388,6 +406,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         rollback: a.terms.rollback.clone(),
         alternatives: a.terms.suggested_alternatives.clone(),
         approvers: a.terms.approvers.clone(),
+        not_by: not_by(a),
         quorum: a
             .quorum_tally()
             .map(|(_, t)| t.describe())

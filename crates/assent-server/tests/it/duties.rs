@@ -51,6 +51,15 @@ async fn the_person_a_call_acts_for_may_not_approve_it() {
     let id = b["approval_id"].as_str().unwrap().to_string();
     let (_, a) = gw.approval(&id, "fred-key").await;
     assert_eq!(a["on_behalf_of"], "alice", "{a}");
+    // The card says who may not approve it.
+    let cookie = gw.dashboard_session().await;
+    let page = gw
+        .dashboard_page(&format!("/ui/approvals/{id}"), &cookie)
+        .await;
+    assert!(
+        page.contains("Separation of duties: not to be approved by the owners of agent bot, nor alice (the call acts for them)."),
+        "{page}"
+    );
     let (s, b) = gw.decide(&id, "alice-key", "approve").await;
     assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
     // The owner is refused here too (the rule turns it on below R4).
