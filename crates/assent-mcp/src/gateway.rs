@@ -143,13 +143,16 @@ impl Gateway {
     /// is held), `Err` the outcome when it is settled at once — forwarded (after redeeming a
     /// grant's token) or denied (by the policy, or because the gateway could not be asked).
     async fn propose(&self, tool: &str, arguments: &Value) -> Result<Pending, Outcome> {
-        let req = ToolCallRequest::new(
-            &self.cfg.agent,
-            &self.cfg.session_id,
-            tool,
-            Some(self.cfg.server.clone()),
-            arguments.clone(),
-        );
+        let req = ToolCallRequest {
+            on_behalf_of: self.cfg.on_behalf_of.clone(),
+            ..ToolCallRequest::new(
+                &self.cfg.agent,
+                &self.cfg.session_id,
+                tool,
+                Some(self.cfg.server.clone()),
+                arguments.clone(),
+            )
+        };
         match self.api.propose(&req).await {
             Ok(GateAnswer::Pending(p)) => Ok(p),
             Ok(GateAnswer::Allow(a)) => Err(match a.grant {

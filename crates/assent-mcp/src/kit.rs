@@ -27,6 +27,8 @@ pub struct ProxyConfig {
     pub server: String,
     /// Session id sent with every call.
     pub session_id: String,
+    /// The person the agent acts for, sent with every call as `on_behalf_of` (issue 14 §2).
+    pub on_behalf_of: Option<String>,
     /// Upstream command and arguments.
     pub command: Vec<String>,
     /// Seconds per long-poll request while a call is held (at most 60).

@@ -216,6 +216,10 @@ pub(crate) enum Cmd {
         /// Session id for every call (default: a new UUID per proxy process).
         #[arg(long)]
         session: Option<String>,
+        /// The person this agent acts for (a principal name), sent with every call as
+        /// `on_behalf_of`: under separation of duties they may not approve its calls.
+        #[arg(long = "on-behalf-of", env = "ASSENT_ON_BEHALF_OF")]
+        on_behalf_of: Option<String>,
         /// Seconds per long-poll while a call waits for a human.
         #[arg(long, default_value_t = 25)]
         poll_seconds: u64,

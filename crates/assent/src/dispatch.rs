@@ -101,32 +101,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         } => Ok(check::check(
             &config, &agent, &tool, server, &args, json, strict,
         )),
-        Cmd::Mcp {
-            agent,
-            server,
-            config,
-            session,
-            poll_seconds,
-            progress_seconds,
-            remote,
-            command,
-        } => {
-            let upstream = match server {
-                Some(server) => mcp::Upstream::Command { server, command },
-                None => {
-                    mcp::Upstream::Hub(config.expect("clap requires --config without --server"))
-                }
-            };
-            mcp::mcp(
-                &remote,
-                agent,
-                upstream,
-                session,
-                poll_seconds,
-                progress_seconds,
-            )
-            .await
-        }
+        cmd @ Cmd::Mcp { .. } => mcp::run(cmd).await,
         // The PostgreSQL client blocks on its own runtime: never on this one's thread.
         Cmd::Audit { cmd } => tokio::task::spawn_blocking(move || audit::audit(cmd)).await?,
         Cmd::Keys { cmd } => keys::run(cmd),

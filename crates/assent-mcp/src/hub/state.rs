@@ -74,6 +74,8 @@ impl Hub {
                 agent: agent.to_string(),
                 server: server.to_string(),
                 session_id: session.to_string(),
+                // The hub serves many agents' people; it names none of them.
+                on_behalf_of: None,
                 command: Vec::new(),
                 poll_seconds: self.poll_seconds,
                 progress_seconds: self.progress_seconds,

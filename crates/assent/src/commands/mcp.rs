@@ -3,14 +3,14 @@
 //! is the hub in front of every `mcp_upstreams` entry, tools named `ALIAS__TOOL`
 //! (`assent_mcp::hub`). Gating happens in the gateway; this file only wires the two up.
 
-use crate::args::Remote;
+use crate::args::{Cmd, Remote};
 use crate::setup::{init_tracing, upstream_specs};
 use anyhow::{Result, anyhow, bail};
 use assent_server::config::Config;
 use std::path::PathBuf;
 
 /// What `assent mcp` fronts: one upstream command under an alias, or a config's hub.
-pub(crate) enum Upstream {
+enum Upstream {
     /// `--server ALIAS -- CMD ARGS…`: the agent file's alias and the command line.
     Command {
         server: String,
@@ -20,16 +20,42 @@ pub(crate) enum Upstream {
     Hub(PathBuf),
 }
 
+/// Runs `assent mcp` ([`Cmd::Mcp`]): the stdio proxy with `--server` and a command, else
+/// the hub of `--config`.
+pub(crate) async fn run(cmd: Cmd) -> Result<i32> {
+    let Cmd::Mcp {
+        agent,
+        server,
+        config,
+        session,
+        on_behalf_of,
+        poll_seconds,
+        progress_seconds,
+        remote,
+        command,
+    } = cmd
+    else {
+        bail!("not an mcp command");
+    };
+    let upstream = match server {
+        Some(server) => Upstream::Command { server, command },
+        None => Upstream::Hub(config.ok_or_else(|| anyhow!("give --server or --config"))?),
+    };
+    let waits = (poll_seconds, progress_seconds);
+    mcp(&remote, agent, upstream, session, on_behalf_of, waits).await
+}
+
 /// Runs the proxy or hub for `agent` until stdin closes. The key (`ASSENT_API_KEY`) must be
-/// an agent's; `session` defaults to a new UUID; `poll_seconds` (clamped to 1–60) is each
-/// long-poll while a call waits, `progress_seconds` (1–3600) the progress interval.
-pub(crate) async fn mcp(
+/// an agent's; `session` defaults to a new UUID; `on_behalf_of` (the proxy only) is sent with
+/// every call; `poll_seconds` (clamped to 1–60) is each long-poll while a call waits,
+/// `progress_seconds` (1–3600) the progress interval.
+async fn mcp(
     remote: &Remote,
     agent: String,
     upstream: Upstream,
     session: Option<String>,
-    poll_seconds: u64,
-    progress_seconds: u64,
+    on_behalf_of: Option<String>,
+    (poll_seconds, progress_seconds): (u64, u64),
 ) -> Result<i32> {
     init_tracing("warn");
     let api_key = remote
@@ -63,6 +89,7 @@ pub(crate) async fn mcp(
         server,
         session_id,
         command,
+        on_behalf_of,
         poll_seconds: poll_seconds.clamp(1, 60),
         progress_seconds: progress_seconds.clamp(1, 3600),
     };

@@ -212,3 +212,46 @@ for line in sys.stdin:
     proxy.kill().unwrap();
     proxy.wait().unwrap();
 }
+
+/// Issue 14 §2: `assent mcp --on-behalf-of NAME` (or `ASSENT_ON_BEHALF_OF`) sends the person
+/// the agent acts for with every call, so separation of duties can refuse their approval.
+#[test]
+fn the_proxy_names_the_person_it_acts_for_on_every_call() {
+    use std::io::Write;
+    let s = crate::served("");
+    let upstream = r#"import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m: continue
+    r = {"tools": [{"name": "write_file", "description": "Write.", "inputSchema": {"type": "object"}}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"#;
+    let (mut proxy, mut stdin, _out) = spawn_piped(
+        Command::new(BIN)
+            .args([
+                "mcp", "--agent", "fs_agent", "--server", "fs", "--", "python3", "-c",
+            ])
+            .arg(upstream)
+            .env("ASSENT_URL", &s.server.url)
+            .env("ASSENT_API_KEY", crate::FS_KEY)
+            .env("ASSENT_ON_BEHALF_OF", "alice"),
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "/tmp/x", "content": "y"}}});
+    writeln!(stdin, "{call}").unwrap();
+    let start = Instant::now();
+    let held = loop {
+        let list = crate::get_op(&s.server.url, "/v1/approvals?status=pending");
+        if let Some(a) = list["approvals"].as_array().and_then(|l| l.first()) {
+            break a.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never held: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(held["on_behalf_of"], "alice", "{held}");
+    proxy.kill().unwrap();
+    proxy.wait().unwrap();
+}
