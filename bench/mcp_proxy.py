@@ -242,7 +242,9 @@ def main():
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--clients", default="1,8", help="comma-separated concurrency levels")
+    ap.add_argument("--transports", default="stdio,http", help="comma-separated: stdio, http")
     a = ap.parse_args()
+    transports = a.transports.split(",")
     levels = [int(x) for x in a.clients.split(",")]
     if not Path(ASSENT).exists() or not EVERYTHING.exists():
         sys.exit("build assent (cargo build --release -p assent) and run `npm ci` in tests/e2e first")
@@ -269,13 +271,15 @@ def main():
             upstream = ["node", str(EVERYTHING), "stdio"]
             env = dict(os.environ, ASSENT_URL=url, ASSENT_API_KEY=AGENT_KEY)
             proxy = [ASSENT, "mcp", "--agent", "bench", "--server", "everything", "--", *upstream]
-            for n in levels:
+            for n in levels if "stdio" in transports else []:
                 direct, _ = stdio_cell(upstream, env, n, a.calls, a.warmup)
                 rows.append(("stdio", n, "direct to upstream", direct, direct, None))
                 # CPU: the `assent mcp` process and `assent serve` (not the upstream's node).
                 proxied, cpu = stdio_cell(proxy, env, n, a.calls, a.warmup, [serve.pid])
                 rows.append(("stdio", n, "through assent mcp", proxied, direct, cpu))
             # Streamable HTTP: server-everything serving HTTP itself, against the hub's /mcp.
+            if "http" not in transports:
+                return print_rows(rows, a)
             hport = free_port()
             node = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"], env=dict(os.environ, PORT=str(hport)),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -293,6 +297,11 @@ def main():
         finally:
             serve.terminate()
             serve.wait(10)
+    print_rows(rows, a)
+
+
+def print_rows(rows, a):
+    """Prints the table of `rows` (transport, clients, path, times, direct times, CPU)."""
     print(f"tools/call echo, {a.calls} timed calls per row (after {a.warmup} warm-up), milliseconds")
     print("(added: median minus the direct median; assent CPU: user+system ms per call of `assent serve`,")
     print(" plus the `assent mcp` process over stdio, warm-up calls included)")

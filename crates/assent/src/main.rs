@@ -14,6 +14,11 @@ mod render;
 mod serve;
 mod setup;
 
+/// mimalloc instead of glibc's malloc: a call's many small short-lived allocations (JSON,
+/// HTTP headers, SQL values) cost less and contend less across threads (BENCHMARKS.md B2/B3).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     std::process::exit(dispatch::main());
 }

@@ -17,7 +17,7 @@ mod upstream;
 
 use crate::kit::ProxyConfig;
 use anyhow::Context;
-use state::{Relay, State, write_lines};
+use state::{Relay, State, write_lines, write_stdout_lines};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::process::{Child, Command};
@@ -36,7 +36,7 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
     let (to_upstream, upstream_rx) = mpsc::unbounded_channel::<String>();
     let ends = state.ends.clone();
-    let client_writer = write_lines(client_rx, tokio::io::stdout(), move |l| ends.to_client(l));
+    let client_writer = write_stdout_lines(client_rx, move |l| ends.to_client(l));
     let ends = state.ends.clone();
     write_lines(upstream_rx, child_in, move |l| ends.to_upstream(l));
     let relay = Relay {

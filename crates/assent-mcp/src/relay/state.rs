@@ -137,22 +137,70 @@ pub(super) fn ask_pins_once(asked: &AtomicBool, tu: &mpsc::UnboundedSender<Strin
     }
 }
 
-/// Writes each line from `rx` to `out` as `era(line)` and a newline, flushed, until `rx` closes
-/// or `out` fails: one writer per direction, so concurrent tasks never interleave lines, and
-/// every line crosses in its receiver's era ([`Ends`]).
+/// Writes each line from `rx` to `out` as `era(line)` and a newline, until `rx` closes or
+/// `out` fails: one writer per direction, so concurrent tasks never interleave lines, and
+/// every line crosses in its receiver's era ([`Ends`]). The lines waiting when it wakes go out
+/// in one write (one syscall, not two per line), then it flushes.
 pub(super) fn write_lines<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
     mut rx: mpsc::UnboundedReceiver<String>,
     mut out: W,
     era: impl Fn(String) -> String + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let mut buf = Vec::new();
         while let Some(line) = rx.recv().await {
-            let line = era(line);
-            if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err()
-            {
+            buf.clear();
+            take_lines(&mut buf, line, &mut rx, &era);
+            if out.write_all(&buf).await.is_err() {
                 break;
             }
             let _ = out.flush().await;
         }
     })
+}
+
+/// [`write_lines`] to the process's stdout, on a thread of its own with blocking writes (not
+/// `tokio::io::stdout`, whose every write and flush is a hop through the runtime's blocking
+/// pool and back: two or three per answer). The receiver completes when the writer ends
+/// (`rx` closed and drained, or stdout failed).
+pub(super) fn write_stdout_lines(
+    mut rx: mpsc::UnboundedReceiver<String>,
+    era: impl Fn(String) -> String + Send + 'static,
+) -> oneshot::Receiver<()> {
+    let (done, ended) = oneshot::channel();
+    std::thread::spawn(move || {
+        use std::io::Write as _;
+        let mut buf = Vec::new();
+        let mut out = std::io::stdout().lock();
+        while let Some(line) = rx.blocking_recv() {
+            buf.clear();
+            take_lines(&mut buf, line, &mut rx, &era);
+            if out.write_all(&buf).and_then(|()| out.flush()).is_err() {
+                break;
+            }
+        }
+        let _ = done.send(());
+    });
+    ended
+}
+
+/// Appends `era(line)` and a newline to `buf`, then every line already waiting in `rx` the
+/// same way (at most 64 KiB more, so one slow writer does not gather without bound).
+fn take_lines(
+    buf: &mut Vec<u8>,
+    line: String,
+    rx: &mut mpsc::UnboundedReceiver<String>,
+    era: &impl Fn(String) -> String,
+) {
+    let push = |buf: &mut Vec<u8>, line: String| {
+        buf.extend_from_slice(era(line).as_bytes());
+        buf.push(b'\n');
+    };
+    push(buf, line);
+    while buf.len() < 64 * 1024 {
+        match rx.try_recv() {
+            Ok(next) => push(buf, next),
+            Err(_) => break,
+        }
+    }
 }
