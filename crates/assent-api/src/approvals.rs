@@ -57,6 +57,11 @@ pub struct Approval {
     /// (issue 14 §1). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub votes: Option<Votes>,
+    /// When `escalation` is present: when each step happens (or happened) and when the
+    /// default decision applies, fixed when the approval was raised (issue 14 §3). Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
     /// When it was requested, RFC 3339.
     pub requested_at: String,
     /// When it expires (or expired), RFC 3339.
@@ -157,6 +162,42 @@ pub struct Votes {
     pub approvals: Tally,
     /// Places the quorum has in all (`"1 of 2"` is `approvals`' counted over this).
     pub required: u32,
+}
+
+/// An approval's escalation schedule (`schedule` of an approval, issue 14 §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// The steps in time order.
+    pub steps: Vec<ScheduledStep>,
+    /// When the default decision applies (RFC 3339): the deadline AAEP announced.
+    pub deadline: String,
+}
+
+impl Schedule {
+    /// One line for people: `lead at T (joined); cfo at T; default decision at D`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .steps
+            .iter()
+            .map(|s| {
+                let joined = if s.taken { " (joined)" } else { "" };
+                format!("{} at {}{joined}", s.approvers.join(", "), s.at)
+            })
+            .collect();
+        parts.push(format!("default decision at {}", self.deadline));
+        parts.join("; ")
+    }
+}
+
+/// One escalation step (`schedule.steps[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledStep {
+    /// When it happens (RFC 3339).
+    pub at: String,
+    /// The roles that join the approvers.
+    pub approvers: Vec<String>,
+    /// Whether it was taken.
+    pub taken: bool,
 }
 
 /// One vote (`votes.cast[]`).

@@ -1,16 +1,15 @@
 //! The rules of deciding a held approval (seed 002 "Operator decision options", MPLP Confirm
 //! §2.3): which options a decision may combine, which scope it may take on a given approval
 //! (Confirm targets, irreversible actions, `workspace` on R3/R4), what MPLP status a settlement
-//! has, and who may decide after an `on_timeout` escalation. Pure functions the store calls
+//! has, who may decide after an escalation step, and the deadline it announces. Pure functions the store calls
 //! inside its transaction; who may decide at all is [`crate::approval::may_decide`]. Not the
 //! state machine itself ([`crate::approval::transition`]) nor any storage.
 
-use crate::approval::millis;
 use crate::approval::{
     ApprovalStatus, DecisionKind, DefaultDecision, Event, GrantScope, mints_token,
 };
+use crate::escalation::Schedule;
 use crate::risk::RiskTier;
-use crate::triggers::Escalation;
 
 /// Checks the options of one operator decision on their own: a decision kind is required; a
 /// deny takes no scope, no `whole_tool` and no edited arguments; `whole_tool` widens a grant,
@@ -115,26 +114,11 @@ pub fn escalated_approvers(approvers: &[String], escalate_to: &[String]) -> Vec<
     out
 }
 
-/// Whether an approval that reached `expires_at` is extended by its `on_timeout` escalation
-/// instead of expiring: it has one and has not used it (an escalation applies once).
-pub fn escalates(escalation: Option<&Escalation>, escalated_at: Option<i64>) -> bool {
-    escalation.is_some() && escalated_at.is_none()
-}
-
 /// The AAEP deadline (Unix ms) announced in `agent.awaiting.confirmation`'s `timeout_seconds`
-/// (AAEP §6.1, §6.4; issue 10 §5): when the default decision really applies. With an
-/// escalation not yet used ([`escalates`]), `expires_at` (the first wait) plus its
-/// `after_seconds`, saturating; otherwise `expires_at` (an escalation sets `expires_at` to
-/// this same deadline).
-pub fn announced_deadline(
-    expires_at: i64,
-    escalation: Option<&Escalation>,
-    escalated_at: Option<i64>,
-) -> i64 {
-    match escalation {
-        Some(e) if escalated_at.is_none() => expires_at.saturating_add(millis(e.after_seconds)),
-        _ => expires_at,
-    }
+/// (AAEP §6.1, §6.4; issue 10 §5, issue 14 §3): when the default decision really applies —
+/// the escalation schedule's deadline when the approval has one, else `expires_at`.
+pub fn announced_deadline(expires_at: i64, schedule: Option<&Schedule>) -> i64 {
+    schedule.map_or(expires_at, |s| s.deadline)
 }
 
 /// The AAEP §6.4.3 countdown due at `now` (Unix ms) for a confirmation requested at
@@ -300,25 +284,13 @@ mod tests {
     }
 
     #[test]
-    fn escalation_extends_the_deadline_once() {
-        let e = Escalation {
-            escalate_to: s(&["ops"]),
-            after_seconds: 100,
+    fn the_announced_deadline_is_the_schedules() {
+        let sched = Schedule {
+            steps: vec![],
+            deadline: 201_000,
         };
-        assert!(escalates(Some(&e), None));
-        assert!(!escalates(Some(&e), Some(5)));
-        assert!(!escalates(None, None));
-        assert_eq!(announced_deadline(101_000, Some(&e), None), 201_000);
-        assert_eq!(
-            announced_deadline(201_000, Some(&e), Some(101_000)),
-            201_000
-        );
-        assert_eq!(announced_deadline(101_000, None, None), 101_000);
-        let long = Escalation {
-            escalate_to: vec![],
-            after_seconds: u64::MAX,
-        };
-        assert_eq!(announced_deadline(1, Some(&long), None), i64::MAX);
+        assert_eq!(announced_deadline(101_000, Some(&sched)), 201_000);
+        assert_eq!(announced_deadline(101_000, None), 101_000);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod condition;
 pub mod decision;
 pub mod duties;
 pub mod edit;
+pub mod escalation;
 pub mod gatekeeper;
 pub mod grant;
 pub mod json;

@@ -96,7 +96,7 @@ impl Quorum {
         self.groups.iter().any(|g| g.admits(roles))
     }
 
-    /// The quorum after an `on_timeout` escalation: `escalate_to` roles join every group that
+    /// The quorum after escalation steps: the roles they added join every group that
     /// names roles (a group open to any operator stays so); the counts do not change.
     pub fn widened(&self, escalate_to: &[String]) -> Quorum {
         let mut q = self.clone();
@@ -116,17 +116,15 @@ impl Quorum {
     }
 }
 
-/// The quorum in force on an approval: its own, widened by its `on_timeout` roles
-/// ([`Quorum::widened`]) once it has escalated. `None`: one approval decides.
-pub fn in_force(
-    quorum: Option<&Quorum>,
-    escalation: Option<&crate::triggers::Escalation>,
-    escalated: bool,
-) -> Option<Quorum> {
+/// The quorum in force on an approval: its own, widened by the roles its escalation steps
+/// done so far added ([`Quorum::widened`]; `added` is [`crate::escalation::Schedule::added`]).
+/// `None`: one approval decides.
+pub fn in_force(quorum: Option<&Quorum>, added: &[String]) -> Option<Quorum> {
     let q = quorum?;
-    Some(match escalation {
-        Some(e) if escalated => q.widened(&e.escalate_to),
-        _ => q.clone(),
+    Some(if added.is_empty() {
+        q.clone()
+    } else {
+        q.widened(added)
     })
 }
 

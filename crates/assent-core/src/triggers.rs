@@ -174,18 +174,7 @@ impl ScopeSpec {
     }
 }
 
-/// `on_timeout` of a governance rule: when the approval times out, extend the wait once by
-/// `after_seconds` and let `escalate_to` roles decide too; the default decision applies after.
-/// Also the wire form (`escalation` of an approval), so it accepts unknown keys: a client must
-/// read the approval of a newer gateway; governance files are read strictly by their own raw
-/// form.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Escalation {
-    /// Operator roles added to the approvers.
-    pub escalate_to: Vec<String>,
-    /// The extension, in seconds.
-    pub after_seconds: u64,
-}
+pub use crate::escalation::{Escalation, EscalationStep};
 
 /// An earlier call of the same agent session that counts toward thresholds: one that was
 /// allowed, is pending or was approved (not one that was denied, rejected or cancelled).

@@ -6,7 +6,9 @@
 
 use crate::body::to_value;
 use crate::wire;
-use assent_api::approvals::{Approval, ApprovalRequestDoc, DecisionEntry, Vote, Votes};
+use assent_api::approvals::{
+    Approval, ApprovalRequestDoc, DecisionEntry, Schedule, ScheduledStep, Vote, Votes,
+};
 use assent_api::gate::Call;
 use assent_api::tokens::ApprovalToken;
 use assent_core::ApprovalStatus;
@@ -81,6 +83,24 @@ pub fn approval_request(a: &ApprovalRecord) -> ApprovalRequestDoc {
     }
 }
 
+/// The approval's escalation schedule as the API shows it (issue 14 §3): each step's time
+/// (RFC 3339), roles and whether it was taken, and the deadline.
+pub fn schedule(a: &ApprovalRecord) -> Option<Schedule> {
+    a.escalation_schedule.as_ref().map(|s| Schedule {
+        steps: s
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, st)| ScheduledStep {
+                at: rfc3339(st.at),
+                approvers: st.approvers.clone(),
+                taken: i < a.escalation_steps,
+            })
+            .collect(),
+        deadline: rfc3339(s.deadline),
+    })
+}
+
 /// assent's approval record. `token` (the signed string) is given only to the agent that
 /// asked; it binds `arguments` (the operator's edit when `arguments_changed`). `damaged` (the
 /// unreadable stored columns) appears only when there are some; `diff` is the edit's patch
@@ -113,6 +133,7 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
         escalated_at: a.escalated_at.map(rfc3339),
         decisions: a.decisions.iter().map(decision_entry).collect(),
         votes: votes(a),
+        schedule: schedule(a),
         requested_at: rfc3339(a.requested_at),
         expires_at: rfc3339(a.expires_at),
         decided_at: a.decided_at.map(rfc3339),

@@ -1,7 +1,8 @@
 //! Outgoing webhooks (issue 5): every new approval (`approval.requested`) and every
 //! resolution (`approval.resolved`: decided, expired or cancelled), and every vote counted toward
-//! a quorum (`approval.vote`, issue 14 §1), POSTed to each configured
-//! `webhooks[].url`.
+//! a quorum (`approval.vote`, issue 14 §1), and every escalation step (`approval.escalated`,
+//! issue 14 §3: a new notification for the roles that joined, with the step in `escalation`),
+//! POSTed to each configured `webhooks[].url`.
 //!
 //! - Delivery reads the audit log: each webhook keeps a cursor (the last audit record it
 //!   delivered or gave up on), so an event is never lost — not while the receiver is down, nor
@@ -42,8 +43,9 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 /// Audit kinds that produce webhook events.
-const KINDS: [&str; 5] = [
+const KINDS: [&str; 6] = [
     "approval.requested",
+    "approval.escalated",
     "decision",
     "decision.vote",
     "approval.expired",
@@ -176,6 +178,7 @@ fn event_of(kind: &str) -> &'static str {
     match kind {
         "approval.requested" => "approval.requested",
         "decision.vote" => "approval.vote",
+        "approval.escalated" => "approval.escalated",
         _ => "approval.resolved",
     }
 }
@@ -309,6 +312,7 @@ fn approval_out(a: &ApprovalRecord) -> Value {
         "decided_by": last.map(|d| d.actor.clone()),
         "reason": last.and_then(|d| d.reason.as_deref().map(|x| r.text(x))),
         "scope": a.scope,
+        "approvers": a.terms.approvers,
         "quorum": a.quorum_tally().map(|(_, t)| t.describe()),
         "votes": a.votes.iter().map(|v| json!({"by": v.principal, "decision": v.decision,
             "at": rfc3339(v.at), "reason": v.reason.as_deref().map(|x| r.text(x))}))
@@ -328,10 +332,25 @@ fn json_body(
         "event": event, "delivery_id": format!("{}-{}", hook.name, rec.seq),
         "audit_seq": rec.seq, "at": rfc3339(rec.at), "approval": approval_out(a),
     });
+    if event == "approval.escalated" {
+        v["escalation"] = escalation_of(rec);
+    }
     if let Some(base) = st.public_url.as_deref() {
         v["links"] = json!({"card": format!("{base}/ui/approvals/{}", a.id), "open_once": link});
     }
     v
+}
+
+/// The step an `approval.escalated` audit record took (its data, times as RFC 3339): `step`,
+/// `steps`, `added` (the roles that joined), `approvers`, `expires_at`, `deadline`.
+fn escalation_of(rec: &AuditRecord) -> Value {
+    let mut d: Value = serde_json::from_str(&rec.data).unwrap_or(Value::Null);
+    for k in ["expires_at", "deadline"] {
+        if let Some(ms) = d.get(k).and_then(Value::as_i64) {
+            d[k] = json!(rfc3339(ms));
+        }
+    }
+    d
 }
 
 fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>) -> Value {
@@ -342,6 +361,9 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
     };
     let title = if event == "approval.requested" {
         format!("{} wants to run {target}", a.agent)
+    } else if event == "approval.escalated" {
+        let roles = escalated_roles(a).join(", ");
+        format!("{} wants to run {target}: escalated to {roles}", a.agent)
     } else if event == "approval.vote" {
         let progress = o["quorum"].as_str().unwrap_or("vote counted");
         format!("{} → {target}: {progress}", a.agent)
@@ -369,6 +391,15 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
         ]}));
     }
     json!({"text": cut(&format!("{title}: {}", o["message"].as_str().unwrap_or("")), 3000), "blocks": blocks})
+}
+
+/// The roles the approval's last escalation step added.
+fn escalated_roles(a: &ApprovalRecord) -> Vec<String> {
+    a.escalation_schedule
+        .as_ref()
+        .and_then(|s| s.steps.get(a.escalation_steps.checked_sub(1)?))
+        .map(|s| s.approvers.clone())
+        .unwrap_or_default()
 }
 
 fn cut(s: &str, max: usize) -> String {

@@ -1,4 +1,4 @@
-//! The expiry sweep: escalation once, then the default decision (AAEP §6.4), skipping
+//! The expiry sweep: escalation steps, then the default decision (AAEP §6.4), skipping
 //! approvals whose stored data is damaged (issue 10 §8); and the AAEP §6.4.3 countdown events
 //! toward the announced deadline. When each is due is an `assent_core::decision` rule.
 
@@ -7,23 +7,24 @@ use crate::db::{self, Change, Conn};
 use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
+use crate::kit::to_json;
 use crate::params;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::store::Store;
 use assent_core::approval::{DefaultDecision, Event};
-use assent_core::decision::{countdown_due, escalated_approvers, escalates};
+use assent_core::decision::{countdown_due, escalated_approvers};
+use assent_core::escalation::{Escalation, Schedule};
 use serde_json::json;
 
 impl Store {
-    /// Settles every pending approval whose `expires_at <= now` (Unix ms): one with an unused
-    /// `on_timeout` escalation is extended once, to the deadline its `awaiting.confirmation`
-    /// announced ([`ApprovalRecord::announced_deadline`]: the first wait plus `after_seconds`),
-    /// its escalation roles added to the approvers (`approval.escalated`, and an AAEP
-    /// `agent.progress.updated` saying so, issue 10 §5); every other one expires with its
-    /// default decision (a token is minted only for `approve`), as does an escalated one
-    /// whose announced deadline had passed already. Also catches up on approvals that
-    /// expired while the server was down. An approval with unreadable stored columns
+    /// Settles every pending approval whose `expires_at <= now` (Unix ms): one whose
+    /// escalation schedule has steps due takes them, in order (each adds its roles to the
+    /// approvers, audited `approval.escalated`, and an AAEP `agent.progress.updated` saying
+    /// so: issues 10 §5, 14 §3), its `expires_at` moving to its next step or its deadline;
+    /// every other one, and one whose deadline has passed too, expires with its default
+    /// decision (a token is minted only for `approve`). Also catches up on approvals that
+    /// were due while the server was down. An approval with unreadable stored columns
     /// ([`ApprovalRecord::damaged`]) is skipped: it stays pending until repaired. Returns the
     /// ids that changed; `Err` only when the store fails.
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
@@ -45,10 +46,12 @@ impl Store {
                 {
                     return Ok(Step::Skip);
                 }
-                if escalates(rec.terms.escalation.as_ref(), rec.escalated_at) {
-                    escalate(**tx, &*self.envelopes, &rec, now)?;
+                if let Some(s) = &rec.escalation_schedule
+                    && s.due(now) > rec.escalation_steps
+                {
+                    escalate(**tx, &*self.envelopes, &rec, s, now)?;
                     tx.changed(Change::Approval(rec.id.clone()));
-                    if rec.announced_deadline() > now {
+                    if s.next(s.due(now)) > now {
                         return Ok(Step::Escalated);
                     }
                 }
@@ -90,42 +93,56 @@ enum Step {
     Expire(DefaultDecision),
 }
 
-/// Extends pending approval `rec` once, to its announced deadline (the first wait plus the
-/// escalation's `after_seconds`), adding the escalation roles to its approvers (an approval
-/// any operator could decide stays so); audits `approval.escalated` and emits the AAEP
-/// `Escalated` event ([`AaepEvent::Escalated`]).
-fn escalate(tx: Conn<'_>, env: &dyn Envelopes, rec: &ApprovalRecord, now: i64) -> db::Result<()> {
-    let Some(esc) = &rec.terms.escalation else {
-        return Ok(());
-    };
-    let approvers = escalated_approvers(&rec.terms.approvers, &esc.escalate_to);
-    let new_exp = rec.announced_deadline();
-    tx.prepare_cached(
-        "UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4 WHERE id = ?1",
-    )?
-    .execute(params![
-        rec.id,
-        serde_json::to_string(&approvers).expect("roles"),
-        new_exp,
-        now
-    ])?;
-    audit::append(
-        tx,
-        now,
-        "approval.escalated",
-        Some(&rec.id),
-        "system:expiry",
-        &json!({"escalate_to": esc.escalate_to, "approvers": approvers, "expires_at": new_exp}),
-    )?;
+/// Takes the steps of `sched` due at `now` that pending approval `rec` has not taken, in
+/// order: each adds its roles to the approvers (an approval any operator could decide stays
+/// so) and moves `expires_at` to the next step or the deadline; each is audited
+/// `approval.escalated` (step, roles added, approvers, new `expires_at`, deadline) and emitted
+/// as the AAEP `Escalated` event ([`AaepEvent::Escalated`]). The schedule is written back, so a
+/// row from before escalation chains becomes one of them.
+fn escalate(
+    tx: Conn<'_>,
+    env: &dyn Envelopes,
+    rec: &ApprovalRecord,
+    sched: &Schedule,
+    now: i64,
+) -> db::Result<()> {
     let mut after = rec.clone();
-    after.terms.approvers = approvers;
-    after.expires_at = new_exp;
-    after.escalated_at = Some(now);
-    let ev = AaepEvent::Escalated {
-        approval: &after,
-        at: now,
-    };
-    emit(tx, env, &ev, None, Some(&rec.id), now)?;
+    for k in rec.escalation_steps..sched.due(now) {
+        let step = &sched.steps[k];
+        let approvers = escalated_approvers(&after.terms.approvers, &step.approvers);
+        let new_exp = sched.next(k + 1);
+        tx.prepare_cached(
+            "UPDATE approvals SET approvers = ?2, expires_at = ?3, escalated_at = ?4, escalation_steps = ?5,
+             escalation_schedule = ?6, escalation = ?7 WHERE id = ?1",
+        )?
+        .execute(params![
+            rec.id,
+            to_json(&approvers),
+            new_exp,
+            now,
+            (k + 1) as i64,
+            to_json(sched),
+            rec.terms.escalation.as_ref().map(to_json::<Escalation>)
+        ])?;
+        audit::append(
+            tx,
+            now,
+            "approval.escalated",
+            Some(&rec.id),
+            "system:expiry",
+            &json!({"step": k + 1, "steps": sched.steps.len(), "added": step.approvers,
+                    "approvers": approvers, "expires_at": new_exp, "deadline": sched.deadline}),
+        )?;
+        after.terms.approvers = approvers;
+        after.expires_at = new_exp;
+        after.escalated_at = Some(now);
+        after.escalation_steps = k + 1;
+        let ev = AaepEvent::Escalated {
+            approval: &after,
+            at: now,
+        };
+        emit(tx, env, &ev, None, Some(&rec.id), now)?;
+    }
     Ok(())
 }
 
@@ -139,7 +156,8 @@ impl Store {
                 // A pre-filter only (the announced deadline is never before expires_at); the
                 // marks are computed from ApprovalRecord::announced_deadline below.
                 "SELECT id, progress_marks FROM approvals WHERE status = 'pending'
-                 AND expires_at + COALESCE(escalate_after_ms, 0) - requested_at > 60000 AND progress_marks != 3
+                 AND (expires_at - requested_at > 60000 OR escalation_schedule IS NOT NULL OR escalate_after_ms IS NOT NULL)
+                 AND progress_marks != 3
                  AND ((progress_marks & 1 = 0 AND ?1 >= requested_at + (expires_at - requested_at) / 2)
                    OR (progress_marks & 2 = 0 AND ?1 >= expires_at - (expires_at - requested_at) / 10))",
             )?

@@ -58,6 +58,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(13, "0013_usage_windows"),
     migration!(14, "0014_quorum_votes"),
     migration!(15, "0015_separation_of_duties"),
+    migration!(16, "0016_escalation_chains"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

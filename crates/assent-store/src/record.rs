@@ -3,14 +3,14 @@
 //! `damaged`, issue 10 §8). It writes nothing, and names no [`crate::Store`] (the read-only
 //! approval queries are `reads.rs`), so the events that borrow a record sit below the store.
 
-use crate::db::{self, Conn, OptionalExtension, Row};
+use crate::db::{self, Conn, OptionalExtension, Row, ValueRef};
 use crate::sql::{self, from_row};
 use crate::stored::{self, Settlement};
 use assent_core::approval::{ApprovalStatus, DecisionKind, DefaultDecision, GrantScope};
 use assent_core::decision::{self, most_restrictive as worst};
+use assent_core::escalation::{Escalation, EscalationStep, Schedule, ScheduledStep};
 use assent_core::gatekeeper::ApprovalTerms;
 use assent_core::quorum::{Ballot, DenyRule, Quorum, QuorumGroup, Tally, in_force, tally};
-use assent_core::triggers::Escalation;
 use assent_core::{RiskTier, ToolCall};
 use serde::Serialize;
 use serde_json::Value;
@@ -93,8 +93,14 @@ pub struct ApprovalRecord {
     pub group_key: String,
     /// Seed 002 `humanSummary`, verified against the canonical arguments at creation.
     pub human_summary: String,
-    /// Unix milliseconds when the wait was extended to the escalation roles.
+    /// Unix milliseconds of the last escalation step taken.
     pub escalated_at: Option<i64>,
+    /// When its escalation steps happen and when its default decision applies (issue 14 §3),
+    /// fixed when it was raised; `None` without an escalation (or when unreadable: see
+    /// `damaged`).
+    pub escalation_schedule: Option<Schedule>,
+    /// How many steps of `escalation_schedule` were taken.
+    pub escalation_steps: usize,
     /// The decided scope (wire form `once`, `session`, `15m`, `workspace`) once approved;
     /// `once` when the stored value is unreadable (see `damaged`).
     pub scope: Option<GrantScope>,
@@ -140,27 +146,25 @@ impl ApprovalRecord {
             .map_or(&self.call.arguments, |e| &e.arguments)
     }
     /// The AAEP deadline (Unix ms) announced in `agent.awaiting.confirmation`'s
-    /// `timeout_seconds` (AAEP §6.1, §6.4; issue 10 §5): when the default decision really
-    /// applies. For an approval with an `on_timeout` escalation not yet used, `expires_at` (the
-    /// first wait) plus the escalation's `after_seconds`; otherwise `expires_at` (an escalation
-    /// sets `expires_at` to this same deadline). Replies are accepted before it, countdowns
-    /// count toward it.
+    /// `timeout_seconds` (AAEP §6.1, §6.4; issues 10 §5, 14 §3): when the default decision
+    /// really applies — the escalation schedule's deadline, else `expires_at`. Replies are
+    /// accepted before it, countdowns count toward it.
     pub fn announced_deadline(&self) -> i64 {
-        decision::announced_deadline(
-            self.expires_at,
-            self.terms.escalation.as_ref(),
-            self.escalated_at,
-        )
+        decision::announced_deadline(self.expires_at, self.escalation_schedule.as_ref())
+    }
+
+    /// The roles the escalation steps taken so far added to the approvers.
+    pub fn escalated_roles(&self) -> Vec<String> {
+        self.escalation_schedule
+            .as_ref()
+            .map(|s| s.added(self.escalation_steps))
+            .unwrap_or_default()
     }
 
     /// The quorum in force ([`assent_core::quorum::in_force`]: widened once escalated) and the
     /// approving votes tallied against it (issue 14 §1); `None` when one approval decides.
     pub fn quorum_tally(&self) -> Option<(Quorum, Tally)> {
-        let q = in_force(
-            self.terms.quorum.as_ref(),
-            self.terms.escalation.as_ref(),
-            self.escalated_at.is_some(),
-        )?;
+        let q = in_force(self.terms.quorum.as_ref(), &self.escalated_roles())?;
         let t = self.tally_of(&q, DecisionKind::Approve);
         Some((q, t))
     }
@@ -225,7 +229,8 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     let rec = conn
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
-            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties
+            trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties,
+            escalation, escalation_schedule, escalation_steps
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             approval_row,
@@ -280,6 +285,10 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         Some(worst::SCOPE),
     )?;
     let edited = edited_call(r, &mut c)?;
+    let expires_at: i64 = r.get(15)?;
+    let escalated_at: Option<i64> = r.get(26)?;
+    let (escalation_schedule, escalation_steps) =
+        schedule_of(r, &mut c, &terms, expires_at, escalated_at)?;
     let target_diff = c.parsed_opt(r, 38, "target_diff", |d| serde_json::from_str(d).ok(), None)?;
     Ok(ApprovalRecord {
         id: r.get(0)?,
@@ -294,7 +303,7 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         call_hash: r.get(7)?,
         terms,
         requested_at: r.get(14)?,
-        expires_at: r.get(15)?,
+        expires_at,
         status,
         decided_at: r.get(17)?,
         decisions: Vec::new(),
@@ -305,7 +314,9 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         device_id: r.get(19)?,
         group_key: r.get(20)?,
         human_summary: r.get(21)?,
-        escalated_at: r.get(26)?,
+        escalated_at,
+        escalation_schedule,
+        escalation_steps,
         scope,
         grant_id: r.get(29)?,
         edited,
@@ -336,8 +347,7 @@ fn terms_of(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<ApprovalTerms> {
         DefaultDecision::parse,
         worst::DEFAULT_DECISION,
     )?;
-    let escalate_to = c.list(r, 24, "escalate_to")?;
-    let after = c.count(r, 25, "escalate_after_ms", 0)?;
+    let escalation = escalation_of(r, c)?;
     let output_bytes = c.count(r, 27, "output_bytes", 0)?;
     let triggers = c.list(r, 22, "triggers")?;
     let suggested_alternatives = c.list(r, 23, "suggested_alternatives")?;
@@ -367,10 +377,7 @@ fn terms_of(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<ApprovalTerms> {
         quorum,
         triggers,
         suggested_alternatives,
-        escalation: after.map(|a| Escalation {
-            escalate_to,
-            after_seconds: a / 1000,
-        }),
+        escalation,
         output_bytes,
         in_client_approval: r.get(39)?,
         separation_of_duties: r.get(46)?,
@@ -458,4 +465,86 @@ fn edited_call(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<Option<Edited
             _ => None,
         },
     )
+}
+
+/// The approval's escalation as its rules gave it: the `escalation` column (issue 14 §3), or
+/// for a row written before it, the `on_timeout` of `escalate_to` and `escalate_after_ms`.
+fn escalation_of(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<Option<Escalation>> {
+    if !matches!(r.get_ref(47)?, ValueRef::Null) {
+        let worst = Escalation {
+            steps: Vec::new(),
+            last_wait_seconds: None,
+        };
+        return c.parsed_opt(
+            r,
+            47,
+            "escalation",
+            |s| serde_json::from_str(s).ok(),
+            Some(worst),
+        );
+    }
+    let escalate_to = c.list(r, 24, "escalate_to")?;
+    Ok(c.count(r, 25, "escalate_after_ms", 0)?
+        .map(|ms| Escalation {
+            steps: vec![EscalationStep {
+                after_seconds: None,
+                approvers: escalate_to,
+            }],
+            last_wait_seconds: Some(ms / 1000),
+        }))
+}
+
+/// The approval's escalation schedule and the steps taken: the `escalation_schedule` and
+/// `escalation_steps` columns, or for a row written before them, its one `on_timeout` step at
+/// the first wait's end (taken when `escalated_at` is set). An unreadable schedule is `None`
+/// and damages the record; a step count beyond the schedule damages it too.
+fn schedule_of(
+    r: &Row<'_>,
+    c: &mut stored::Columns,
+    terms: &ApprovalTerms,
+    expires_at: i64,
+    escalated_at: Option<i64>,
+) -> db::Result<(Option<Schedule>, usize)> {
+    if matches!(r.get_ref(48)?, ValueRef::Null) {
+        // Without a schedule no step can have been counted.
+        if c.count(r, 49, "escalation_steps", 0)?
+            .is_some_and(|n| n > 0)
+        {
+            c.damaged.push("escalation_steps".into());
+        }
+        // `escalation_of` read (and judged) this column already.
+        let legacy = match r.get_ref(25)? {
+            ValueRef::Int(n) if n >= 0 => Some(n),
+            _ => None,
+        };
+        let (Some(ms), Some(e)) = (legacy, &terms.escalation) else {
+            return Ok((None, 0));
+        };
+        let approvers = e
+            .steps
+            .first()
+            .map(|s| s.approvers.clone())
+            .unwrap_or_default();
+        let (at, deadline) = match escalated_at {
+            None => (expires_at, expires_at.saturating_add(ms)),
+            Some(_) => (expires_at.saturating_sub(ms), expires_at),
+        };
+        let steps = vec![ScheduledStep { at, approvers }];
+        return Ok((
+            Some(Schedule { steps, deadline }),
+            escalated_at.is_some() as usize,
+        ));
+    }
+    let parse = |s: &str| serde_json::from_str::<Schedule>(s).ok();
+    let schedule = c.parsed_opt(r, 48, "escalation_schedule", parse, None)?;
+    let taken = c.count(r, 49, "escalation_steps", 0)?.unwrap_or(0);
+    let max = schedule.as_ref().map_or(0, |s| s.steps.len());
+    let taken = match usize::try_from(taken) {
+        Ok(n) if n <= max => n,
+        _ => {
+            c.damaged.push("escalation_steps".into());
+            max
+        }
+    };
+    Ok((schedule, taken))
 }

@@ -171,6 +171,9 @@ fn card_why(a: &Approval, out: &mut String) {
             format!("  approvers: {}\n", a.terms.approvers.join(", ")),
         );
     }
+    if let Some(s) = &a.schedule {
+        put(out, format!("  escalation: {}\n", s.describe()));
+    }
     if a.terms.separation_of_duties {
         let acts_for = a
             .on_behalf_of

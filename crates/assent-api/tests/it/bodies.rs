@@ -75,9 +75,15 @@ fn approvals_in_every_state_write_back_what_they_read() {
         ("device_id", json!("d1")),
         (
             "escalation",
-            json!({"escalate_to": ["cfo"], "after_seconds": 60}),
+            json!({"steps": [{"after_seconds": 300, "approvers": ["cfo"]}],
+                   "last_wait_seconds": null}),
         ),
         ("escalated_at", json!("2026-01-01T00:05:00Z")),
+        (
+            "schedule",
+            json!({"steps": [{"at": "2026-01-01T00:05:00Z", "approvers": ["cfo"], "taken": true}],
+                   "deadline": "2026-01-01T00:07:00Z"}),
+        ),
         ("output_bytes", json!(4096)),
         (
             "decisions",

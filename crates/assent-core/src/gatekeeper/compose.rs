@@ -196,13 +196,11 @@ impl<'a> Composed<'a> {
             self.output_bytes = Some(self.output_bytes.map_or(n, |x| x.min(n)));
         }
         push_new(&mut self.alternatives, &r.suggested_alternatives);
-        if let Some(e) = &r.on_timeout {
-            let m = self.escalation.get_or_insert_with(|| Escalation {
-                escalate_to: Vec::new(),
-                after_seconds: e.after_seconds,
-            });
-            m.after_seconds = m.after_seconds.min(e.after_seconds);
-            push_new(&mut m.escalate_to, &e.escalate_to);
+        if let Some(e) = &r.escalation {
+            match &mut self.escalation {
+                Some(m) => m.merge(e),
+                None => self.escalation = Some(e.clone()),
+            }
         }
     }
 
@@ -334,9 +332,16 @@ fn denied(file: &str, r: &Rule, ctx: &TemplateContext<'_>) -> Result<Option<Stri
 #[cfg(test)]
 mod tests {
     use crate::policy::Registry;
-    use crate::triggers::Escalation;
+    use crate::triggers::{Escalation, EscalationStep};
     use crate::{RiskTier, ToolCall, VerdictKind, evaluate};
     use serde_json::json;
+
+    fn step(roles: &[&str]) -> EscalationStep {
+        EscalationStep {
+            after_seconds: None,
+            approvers: roles.iter().map(|r| r.to_string()).collect(),
+        }
+    }
 
     const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
 
@@ -380,8 +385,8 @@ mod tests {
         assert_eq!(
             v.terms.escalation,
             Some(Escalation {
-                escalate_to: vec!["lead".into(), "cfo".into()],
-                after_seconds: 50
+                steps: vec![step(&["lead"]), step(&["cfo"])],
+                last_wait_seconds: Some(50)
             })
         );
         assert_eq!(v.terms.output_bytes, Some(500));

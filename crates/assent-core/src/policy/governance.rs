@@ -7,7 +7,7 @@ use super::error::{LoadError, yaml_err};
 use super::model::{ApprovalSpec, Policy, Rule, Selector};
 use crate::approval::{DefaultDecision, check_default_decision};
 use crate::risk::RiskTier;
-use crate::triggers::{Escalation, ScopeSpec, Thresholds, in_range};
+use crate::triggers::{Escalation, EscalationStep, ScopeSpec, Thresholds, in_range};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
@@ -57,6 +57,8 @@ struct RawRule {
     #[serde(default)]
     on_timeout: Option<RawEscalation>,
     #[serde(default)]
+    escalation: Option<Vec<RawStep>>,
+    #[serde(default)]
     deny: Option<Value>,
     #[serde(default)]
     in_client_approval: bool,
@@ -81,6 +83,26 @@ struct RawEscalation {
     escalate_to: Vec<String>,
     after_seconds: u64,
 }
+
+/// One step of an `escalation` chain as written: `after` (seconds, or a duration such as
+/// `10m`, `1h 30m`) and the roles that join.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    after: RawAfter,
+    approvers: Vec<String>,
+}
+
+/// `after` of an escalation step: whole seconds, or a duration text (`humantime` syntax).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawAfter {
+    Seconds(u64),
+    Text(String),
+}
+
+/// Most steps an `escalation` chain may have.
+pub const MAX_ESCALATION_STEPS: usize = 8;
 
 /// Longest approval wait a rule may set, and longest `on_timeout` extension: 7 days, in
 /// seconds (issue 10 §10). Policy `timeout_seconds` and `on_timeout.after_seconds` must lie in
@@ -121,18 +143,7 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
         in_range("timeout_seconds", t, 1, MAX_WAIT_SECONDS, "seconds")?;
     }
     rr.thresholds.validate().and(rr.scope.validate())?;
-    if let Some(e) = &rr.on_timeout {
-        if e.escalate_to.is_empty() {
-            return Err("on_timeout.escalate_to must name at least one role".into());
-        }
-        in_range(
-            "on_timeout.after_seconds",
-            e.after_seconds,
-            1,
-            MAX_WAIT_SECONDS,
-            "seconds",
-        )?;
-    }
+    let escalation = escalation(rr)?;
     let approvers = crate::quorum::parse_approvers(&rr.approvers)?;
     let warning = check_default_decision(
         rr.irreversible,
@@ -153,10 +164,7 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
         thresholds: rr.thresholds.clone(),
         scope: rr.scope.clone(),
         suggested_alternatives: rr.suggested_alternatives.clone(),
-        on_timeout: rr.on_timeout.as_ref().map(|e| Escalation {
-            escalate_to: e.escalate_to.clone(),
-            after_seconds: e.after_seconds,
-        }),
+        escalation,
         in_client_approval: rr.in_client_approval,
         separation_of_duties: rr.separation_of_duties,
         side_effects: rr.side_effects.clone(),
@@ -243,4 +251,88 @@ pub(super) fn load_governance(
             },
         );
     }
+}
+
+/// The rule's `escalation` chain or `on_timeout` (not both), checked: at most
+/// [`MAX_ESCALATION_STEPS`] steps, each naming a role, `after` 1 s to [`MAX_WAIT_SECONDS`] and
+/// strictly increasing; `on_timeout.after_seconds` in the same bounds.
+fn escalation(rr: &RawRule) -> Result<Option<Escalation>, String> {
+    match (&rr.on_timeout, &rr.escalation) {
+        (Some(_), Some(_)) => Err(
+            "a rule has either on_timeout or escalation, not both (on_timeout is a one-step escalation)"
+                .into(),
+        ),
+        (Some(e), None) => {
+            if e.escalate_to.is_empty() {
+                return Err("on_timeout.escalate_to must name at least one role".into());
+            }
+            let after = e.after_seconds;
+            in_range("on_timeout.after_seconds", after, 1, MAX_WAIT_SECONDS, "seconds")?;
+            Ok(Some(Escalation {
+                steps: vec![EscalationStep {
+                    after_seconds: None,
+                    approvers: e.escalate_to.clone(),
+                }],
+                last_wait_seconds: Some(after),
+            }))
+        }
+        (None, Some(chain)) => chain_of(chain).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Checks an `escalation` chain (see [`escalation`]).
+fn chain_of(chain: &[RawStep]) -> Result<Escalation, String> {
+    if chain.is_empty() || chain.len() > MAX_ESCALATION_STEPS {
+        return Err(format!(
+            "escalation has {} steps (1 to {MAX_ESCALATION_STEPS})",
+            chain.len()
+        ));
+    }
+    let mut steps: Vec<EscalationStep> = Vec::with_capacity(chain.len());
+    for (i, st) in chain.iter().enumerate() {
+        let after = match &st.after {
+            RawAfter::Seconds(s) => *s,
+            RawAfter::Text(t) => {
+                seconds_of(t).map_err(|e| format!("escalation[{i}].after: {e}"))?
+            }
+        };
+        in_range(
+            &format!("escalation[{i}].after"),
+            after,
+            1,
+            MAX_WAIT_SECONDS,
+            "seconds",
+        )?;
+        if st.approvers.is_empty() || st.approvers.iter().any(|r| r.trim().is_empty()) {
+            return Err(format!(
+                "escalation[{i}].approvers must name at least one role"
+            ));
+        }
+        if let Some(prev) = steps.last().and_then(|p| p.after_seconds)
+            && after <= prev
+        {
+            return Err(format!(
+                "escalation[{i}].after ({after} s) must come after the step before it ({prev} s)"
+            ));
+        }
+        steps.push(EscalationStep {
+            after_seconds: Some(after),
+            approvers: st.approvers.clone(),
+        });
+    }
+    Ok(Escalation {
+        steps,
+        last_wait_seconds: None,
+    })
+}
+
+/// Whole seconds of a duration text such as `10m`, `90s`, `1h 30m` (`humantime`).
+fn seconds_of(text: &str) -> Result<u64, String> {
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration (e.g. 90s, 10m, 1h 30m): {e}"))?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("`{text}` is not a whole number of seconds"));
+    }
+    Ok(d.as_secs())
 }

@@ -225,8 +225,9 @@ pub struct Rule {
     pub scope: ScopeSpec,
     /// `suggested_alternatives`: shown to the operator and the agent with the approval request.
     pub suggested_alternatives: Vec<String>,
-    /// `on_timeout`: extend the wait once to other roles before the default decision applies.
-    pub on_timeout: Option<Escalation>,
+    /// `escalation` (a chain of steps, issue 14 §3) or `on_timeout` (one step at the timeout,
+    /// issue 10 §5): roles that join the approvers while the approval waits.
+    pub escalation: Option<Escalation>,
     /// `deny`: refuse the call outright — `true`, or `{condition, message_template}` to refuse
     /// only when the condition matches (a condition that cannot be evaluated requires
     /// approval instead). The rendered template is the denial reason.

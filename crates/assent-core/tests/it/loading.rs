@@ -164,3 +164,71 @@ fn out_of_range_durations_and_counts_are_refused_at_load() {
     let low = "        timeout_seconds: 1\n        on_timeout: {escalate_to: [cfo], after_seconds: 1}\n        thresholds: {rate: {max: 1, per_seconds: 1}, output_bytes: 1}\n";
     assert_eq!(rule_err(low), "");
 }
+
+/// Issue 14 §3: an `escalation` chain takes `after` as seconds or a duration, counted from the
+/// raise; its steps must name roles and come in time order, within the 7-day bound, at most
+/// eight of them, and a rule has either `on_timeout` or `escalation`. Each mistake is refused at
+/// load with the file, the rule's line and the step.
+#[test]
+fn escalation_chains_are_checked_at_load() {
+    let ok = "        escalation:\n          - {after: 10m, approvers: [oncall-lead]}\n          - {after: 1800, approvers: [cfo]}\n";
+    assert_eq!(rule_err(ok), "");
+    let edge = "        escalation: [{after: 1s, approvers: [a]}, {after: 7d, approvers: [b]}]\n";
+    assert_eq!(rule_err(edge), "");
+    let nine = (1..=9)
+        .map(|i| format!("{{after: {i}, approvers: [r]}}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (keys, want) in [
+        (
+            "        escalation: [{after: 30m, approvers: [a]}, {after: 10m, approvers: [b]}]\n"
+                .to_string(),
+            "escalation[1].after (600 s) must come after the step before it (1800 s)",
+        ),
+        (
+            "        escalation: [{after: 0, approvers: [a]}]\n".into(),
+            "escalation[0].after 0 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        escalation: [{after: 8d, approvers: [a]}]\n".into(),
+            "escalation[0].after 691200 is out of range",
+        ),
+        (
+            "        escalation: [{after: 18446744073709551615, approvers: [a]}]\n".into(),
+            "escalation[0].after 18446744073709551615 is out of range",
+        ),
+        (
+            "        escalation: [{after: ten minutes, approvers: [a]}]\n".into(),
+            "escalation[0].after: `ten minutes` is not a duration",
+        ),
+        (
+            "        escalation: [{after: 1500ms, approvers: [a]}]\n".into(),
+            "`1500ms` is not a whole number of seconds",
+        ),
+        (
+            "        escalation: [{after: 60, approvers: []}]\n".into(),
+            "escalation[0].approvers must name at least one role",
+        ),
+        (
+            "        escalation: []\n".into(),
+            "escalation has 0 steps (1 to 8)",
+        ),
+        (
+            format!("        escalation: [{nine}]\n"),
+            "escalation has 9 steps (1 to 8)",
+        ),
+        (
+            "        escalation: [{after: 60, approvers: [a]}]\n        on_timeout: {escalate_to: [b], after_seconds: 60}\n".into(),
+            "either on_timeout or escalation, not both",
+        ),
+    ] {
+        let e = rule_err(&keys);
+        assert!(
+            e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: ") && e.contains(want),
+            "{keys}: {e}"
+        );
+    }
+    // An unknown key in a step is a YAML error with its line.
+    let e = rule_err("        escalation: [{after: 60, approvers: [a], role: b}]\n");
+    assert!(e.starts_with("g.yaml:5"), "{e}");
+}

@@ -30,7 +30,7 @@ pub struct Webhook {
     pub secret: String,
     /// `format`: `json` (default) or `slack`.
     pub format: WebhookFormat,
-    /// `events`: any of `approval.requested`, `approval.resolved` and `approval.vote` (a
+    /// `events`: any of `approval.requested`, `approval.resolved`, `approval.escalated` and `approval.vote` (a
     /// vote counted toward a quorum, issue 14 §1); default all three.
     pub events: Vec<String>,
     /// `max_attempts` before a delivery is dead-lettered (default 10).
@@ -156,7 +156,12 @@ fn upstream_ok(alias: &str, u: &RawUpstream) -> Result<(), String> {
 }
 
 /// The events a webhook may subscribe to (default: all).
-const EVENTS: [&str; 3] = ["approval.requested", "approval.resolved", "approval.vote"];
+const EVENTS: [&str; 4] = [
+    "approval.requested",
+    "approval.resolved",
+    "approval.vote",
+    "approval.escalated",
+];
 
 /// Checks `webhooks[]`: unique names of letters, digits, `_` and `-`, an http(s) `url`, a
 /// known `format` and events, a `secret_env`, `max_attempts` 1–1000, `retry_initial_ms`
@@ -204,7 +209,7 @@ fn webhook(r: &RawWebhook) -> Result<Webhook, String> {
     };
     if let Some(e) = r.events.iter().find(|e| !EVENTS.contains(&e.as_str())) {
         return Err(format!(
-            "event `{e}`: use approval.requested and/or approval.resolved"
+            "event `{e}`: use approval.requested, approval.resolved, approval.vote and/or approval.escalated"
         ));
     }
     if r.secret_env.is_empty() {

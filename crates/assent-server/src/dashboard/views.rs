@@ -260,6 +260,9 @@ pub(crate) struct Card {
     /// empty without a quorum.
     quorum: String,
     votes: Vec<String>,
+    /// The escalation schedule (`lead at T (joined); cfo at T; default decision at D`);
+    /// empty without one.
+    escalation: String,
     default_decision: String,
     expires_at: String,
     expires_ms: i64,
@@ -412,6 +415,9 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
             .map(|(_, t)| t.describe())
             .unwrap_or_default(),
         votes: a.votes.iter().map(vote_line).collect(),
+        escalation: crate::formats::schedule(a)
+            .map(|s| s.describe())
+            .unwrap_or_default(),
         default_decision: a.terms.default_decision.as_str().to_string(),
         expires_at: rfc3339(a.expires_at),
         expires_ms: a.expires_at,

@@ -154,47 +154,53 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
                               "server": a.call.server, "risk_tier": a.terms.risk_tier},
         }),
     );
-    if let Some(e) = &a.terms.escalation {
+    if let Some(s) = &a.escalation_schedule {
         ev["extensions"] = json!({"assent": {"escalation": {
-            "after_seconds": e.after_seconds, "escalate_to": e.escalate_to,
+            "steps": s.steps.iter().map(|st| json!({"at": rfc3339(st.at), "approvers": st.approvers}))
+                .collect::<Vec<_>>(),
             "deadline": rfc3339(deadline)}}});
     }
     ev
 }
 
-/// `aaep:agent.progress.updated` announcing that pending approval `a` was escalated at `at`
-/// (Unix ms) to its `on_timeout.escalate_to` roles (issue 10 §5): AAEP has no
-/// timeout-extension event and §6.1 forbids a second `awaiting.confirmation`, so this progress
-/// event names the new approvers and the seconds left until the deadline already announced
-/// in `timeout_seconds` ([`ApprovalRecord::announced_deadline`]). `progress.percent` is the
-/// share of the announced wait that has passed; `extensions.assent.escalation` carries
-/// `escalate_to`, `approvers` and `deadline` (RFC 3339).
+/// `aaep:agent.progress.updated` announcing that pending approval `a` took escalation step
+/// `a.escalation_steps` at `at` (Unix ms; issues 10 §5, 14 §3): AAEP has no timeout-extension
+/// event and §6.1 forbids a second `awaiting.confirmation`, so this progress event names the
+/// roles that joined, the approvers now, when the step's wait ends (`expires_at`: the next
+/// step, or the deadline) and the seconds left until the deadline already announced in
+/// `timeout_seconds` ([`ApprovalRecord::announced_deadline`]). `progress.percent` is the share
+/// of the announced wait that has passed; `extensions.assent.escalation` carries `step`,
+/// `steps`, `added`, `approvers`, `expires_at` and `deadline` (RFC 3339).
 pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
     let deadline = a.announced_deadline();
     let left_ms = (deadline - at).max(0);
     let left = (left_ms + 999) / 1000;
     let span = (deadline - a.requested_at).max(1);
     let percent = ((at - a.requested_at).clamp(0, span) * 100 / span) as u64;
-    let to = a
-        .terms
-        .escalation
-        .as_ref()
-        .map(|e| e.escalate_to.clone())
-        .unwrap_or_default();
+    let (step, steps, added) = match &a.escalation_schedule {
+        Some(s) => {
+            let k = a.escalation_steps.clamp(1, s.steps.len().max(1));
+            let added = s.steps.get(k - 1).map(|x| x.approvers.clone());
+            (k, s.steps.len(), added.unwrap_or_default())
+        }
+        None => (0, 0, Vec::new()),
+    };
+    let to = added.join(", ");
     let mut ev = about(
         a,
         at,
         json!({
             "type": "aaep:agent.progress.updated", "progress": {"percent": percent,
-                "description": cut(&format!("Escalated to {}", to.join(", ")), 1024)},
-            "summary_terse": format!("Escalated to {}; {left} s left to confirm.", to.join(", ")),
-            "summary_normal": format!("No decision yet: the confirmation was escalated to {}; {left} seconds left. {}",
-                to.join(", "), a.redactor().text(&a.terms.message)),
+                "description": cut(&format!("Escalated to {to} (step {step} of {steps})"), 1024)},
+            "summary_terse": format!("Escalated to {to}; {left} s left to confirm."),
+            "summary_normal": format!("No decision yet: the confirmation was escalated to {to}; {left} seconds left. {}",
+                a.redactor().text(&a.terms.message)),
             "eta_ms": left_ms,
         }),
     );
     ev["extensions"] = json!({"assent": {"escalation": {
-        "escalate_to": to, "approvers": a.terms.approvers, "deadline": rfc3339(deadline)}}});
+        "step": step, "steps": steps, "added": added, "approvers": a.terms.approvers,
+        "expires_at": rfc3339(a.expires_at), "deadline": rfc3339(deadline)}}});
     ev
 }
 

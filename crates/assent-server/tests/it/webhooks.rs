@@ -411,3 +411,104 @@ async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
     );
     gw.stop().await;
 }
+
+/// Issue 14 §3: each escalation step is a new `approval.escalated` notification naming the
+/// roles that joined (for the people who can now decide), and those people may decide from
+/// that step on — not before.
+#[tokio::test]
+async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv = Receiver::default();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(receive))
+        .with_state(recv.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let gov = crate::kit::policy(
+        "acme.test.chain",
+        "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 120\n  escalation:\n    - {after: 1s, approvers: [lead]}\n    - {after: 3s, approvers: [cfo]}\n",
+    );
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &gov,
+        |st| {
+            let mut all = (*st.principals).clone();
+            all.push(crate::kit::operator("carl", &["cfo"]));
+            st.principals = Arc::new(all);
+            let mut h = hook(
+                "ops",
+                format!("http://127.0.0.1:{port}/hook"),
+                WebhookFormat::Json,
+                5,
+                50,
+            );
+            h.events.push("approval.escalated".into());
+            st.webhooks = Arc::new(vec![h]);
+        },
+    )
+    .await;
+    let id = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    // Three seconds before the cfo's step: carl may not decide yet.
+    let (s, b) = gw
+        .decide_with(&id, "carl-key", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    let bodies = || -> Vec<Value> {
+        let got = recv.got.lock().unwrap();
+        got.iter()
+            .map(|(_, _, b)| serde_json::from_str(b).unwrap())
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    while bodies().len() < 3 {
+        assert!(start.elapsed() < Duration::from_secs(30), "{:?}", bodies());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let got = bodies();
+    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        events,
+        [
+            "approval.requested",
+            "approval.escalated",
+            "approval.escalated"
+        ]
+    );
+    for (body, step, added, approvers) in [
+        (&got[1], 1, json!(["lead"]), json!(["finance", "lead"])),
+        (
+            &got[2],
+            2,
+            json!(["cfo"]),
+            json!(["finance", "lead", "cfo"]),
+        ),
+    ] {
+        let e = &body["escalation"];
+        assert_eq!(
+            (&e["step"], &e["steps"], &e["added"], &e["approvers"]),
+            (&json!(step), &json!(2), &added, &approvers),
+            "{body}"
+        );
+        assert!(
+            e["expires_at"].is_string() && e["deadline"].is_string(),
+            "{body}"
+        );
+    }
+    let (s, b) = gw
+        .decide_with(&id, "carl-key", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(
+        (s, &b["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{b}"
+    );
+    gw.stop().await;
+}

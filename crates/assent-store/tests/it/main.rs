@@ -11,6 +11,7 @@ use serde_json::json;
 
 mod checkpoints;
 mod db;
+mod escalation;
 mod group;
 mod migrations;
 mod pgkit;
@@ -369,6 +370,12 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
         ("output_bytes", "-1"),
         ("escalate_after_ms", "-5000"),
         ("quorum", "'{\"groups\": 2'"),
+        // Escalation chains (issue 14 §3): a schedule or step count nobody can read must not
+        // skip steps or lift the deadline.
+        ("escalation", "'{'"),
+        ("escalation_schedule", "'{\"steps\": 1}'"),
+        ("escalation_steps", "-1"),
+        ("escalation_steps", "7"),
     ];
     for (col, bad) in cases {
         let (_dir, s) = fresh();
@@ -400,7 +407,10 @@ fn a_corrupted_column_makes_an_approval_damaged_and_undecidable() {
                 assert_eq!(q.groups[0].roles, [assent_store::stored::UNREADABLE_ROLE]);
             }
             "escalate_after_ms" => assert!(
-                rec.terms.escalation.iter().all(|e| e.after_seconds == 0),
+                rec.terms
+                    .escalation
+                    .iter()
+                    .all(|e| e.last_wait_seconds == Some(0)),
                 "{:?}",
                 rec.terms.escalation
             ),
@@ -448,8 +458,11 @@ fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
     let (_dir, s) = fresh();
     let (call, mut v) = pay(1);
     v.terms.escalation = Some(assent_core::triggers::Escalation {
-        escalate_to: vec!["ops".into()],
-        after_seconds: 100,
+        steps: vec![assent_core::triggers::EscalationStep {
+            after_seconds: None,
+            approvers: vec!["ops".into()],
+        }],
+        last_wait_seconds: Some(100),
     });
     v.terms.approvers = vec!["finance".into()];
     let rec = hold(&s, "s1", &call, &v, 1_000, 101_000);

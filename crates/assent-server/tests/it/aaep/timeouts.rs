@@ -94,10 +94,8 @@ async fn an_escalation_is_announced_up_front_and_replies_count_until_the_announc
     );
     assert_eq!(ev["timeout_seconds"], 4, "{ev}");
     let esc = &ev["extensions"]["assent"]["escalation"];
-    assert_eq!(
-        (&esc["after_seconds"], &esc["escalate_to"]),
-        (&json!(3), &json!(["ops"]))
-    );
+    assert_eq!(esc["steps"][0]["approvers"], json!(["ops"]), "{ev}");
+    assert_eq!(esc["steps"].as_array().map(Vec::len), Some(1), "{ev}");
     let deadline = esc["deadline"].as_str().unwrap().to_string();
     let token = ev["reply_token"].as_str().unwrap().to_string();
     // The escalation (after the first second) is announced; the deadline stays.
@@ -105,7 +103,9 @@ async fn an_escalation_is_announced_up_front_and_replies_count_until_the_announc
     assert_valid(&core("agent.progress.updated"), &ev, "escalation progress");
     let esc = &ev["extensions"]["assent"]["escalation"];
     assert_eq!(esc["approvers"], json!(["finance", "ops"]), "{ev}");
+    assert_eq!((&esc["step"], &esc["added"]), (&json!(1), &json!(["ops"])));
     assert_eq!(esc["deadline"], deadline.as_str());
+    assert_eq!(esc["expires_at"], deadline.as_str());
     assert!(ev["eta_ms"].as_i64().unwrap() <= 3000, "{ev}");
     // Past the first wait, before the announced deadline: olaf (ops) may now accept.
     assert_eq!(gw.status(&id).await["status"], "pending");
@@ -119,7 +119,16 @@ async fn an_escalation_is_announced_up_front_and_replies_count_until_the_announc
     // A second one whose announced deadline has passed: the reply is ignored.
     let late = gw.pending("quick", json!({"n": 2})).await;
     let token = sse.reply_token(AWAITING).await;
-    gw.sql().exec("UPDATE approvals SET requested_at = requested_at - 4500, expires_at = expires_at - 4500 WHERE id = ?1", &[Param::from(&late)]);
+    let mut sql = gw.sql();
+    let stored = sql.rows(
+        "SELECT escalation_schedule FROM approvals WHERE id = ?1",
+        &[Param::from(&late)],
+    );
+    let mut sched: serde_json::Value = serde_json::from_str(&stored[0][0]).unwrap();
+    sched["deadline"] = json!(sched["deadline"].as_i64().unwrap() - 4500);
+    sched["steps"][0]["at"] = json!(sched["steps"][0]["at"].as_i64().unwrap() - 4500);
+    sql.exec("UPDATE approvals SET requested_at = requested_at - 4500, expires_at = expires_at - 4500, escalation_schedule = ?2 WHERE id = ?1",
+        &[Param::from(&late), Param::from(&sched.to_string())]);
     assert_eq!(accept(&token).await, StatusCode::NO_CONTENT);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let rec = gw.status(&late).await;
@@ -144,4 +153,87 @@ async fn filters_never_drop_critical_events_and_extensions_lengthen_timeouts() {
     // state.changed is not critical and not included: filtered out.
     sse.none_of("aaep:agent.state.changed", Duration::from_millis(800))
         .await;
+}
+
+/// Issue 14 §3: an escalation chain is announced up front (every step, the deadline after the
+/// last one in `timeout_seconds`), and each step, when it is taken, is an
+/// `agent.progress.updated` naming the roles that joined, the approvers now, and the new end of
+/// the wait (`expires_at`: the next step, then the deadline).
+#[tokio::test]
+async fn each_step_of_an_escalation_chain_is_announced_with_its_new_deadline() {
+    let gov = policy(
+        "acme.test.chain-v1",
+        r#"
+- tool: quick
+  approval: true
+  approvers: [finance]
+  timeout_seconds: 60
+  escalation:
+    - {after: 1s, approvers: [ops]}
+    - {after: 2, approvers: [cfo]}
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, &gov).await;
+    let (_sub, mut sse) = gw.subscribe("olaf-key", true, json!({})).await;
+    let id = gw.pending("quick", json!({})).await;
+    let ev = sse.expect(AWAITING).await.data;
+    assert_valid(
+        &core("agent.awaiting.confirmation"),
+        &ev,
+        "chained confirmation",
+    );
+    assert_eq!(ev["timeout_seconds"], 62, "{ev}");
+    let esc = &ev["extensions"]["assent"]["escalation"];
+    let roles: Vec<_> = esc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["approvers"].clone())
+        .collect();
+    assert_eq!(roles, [json!(["ops"]), json!(["cfo"])], "{ev}");
+    let deadline = esc["deadline"].as_str().unwrap().to_string();
+    let second_at = esc["steps"][1]["at"].as_str().unwrap().to_string();
+    for (step, added, approvers, ends) in [
+        (
+            1,
+            json!(["ops"]),
+            json!(["finance", "ops"]),
+            second_at.as_str(),
+        ),
+        (
+            2,
+            json!(["cfo"]),
+            json!(["finance", "ops", "cfo"]),
+            deadline.as_str(),
+        ),
+    ] {
+        let ev = sse.expect("aaep:agent.progress.updated").await.data;
+        assert_valid(&core("agent.progress.updated"), &ev, "escalation step");
+        let esc = &ev["extensions"]["assent"]["escalation"];
+        assert_eq!(
+            (
+                &esc["step"],
+                &esc["steps"],
+                &esc["added"],
+                &esc["approvers"]
+            ),
+            (&json!(step), &json!(2), &added, &approvers),
+            "{ev}"
+        );
+        assert_eq!(
+            (esc["expires_at"].as_str(), esc["deadline"].as_str()),
+            (Some(ends), Some(deadline.as_str()))
+        );
+    }
+    let rec = gw.status(&id).await;
+    assert_eq!(rec["status"], "pending", "{rec}");
+    let taken: Vec<_> = rec["schedule"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["taken"].clone())
+        .collect();
+    assert_eq!(taken, [json!(true), json!(true)], "{rec}");
+    assert_eq!(rec["schedule"]["deadline"], deadline.as_str());
 }

@@ -33,7 +33,7 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
     gw.cancel(&cancelled, BOT, None).await;
     let expired = gw.held("s1", "esc", json!({})).await;
     gw.sql().exec(
-        "UPDATE approvals SET expires_at = 0, escalate_after_ms = NULL WHERE id = ?1",
+        "UPDATE approvals SET expires_at = 0, escalation = NULL, escalation_schedule = NULL WHERE id = ?1",
         &[Param::from(&expired)],
     );
     for (id, status) in [

@@ -1,0 +1,141 @@
+//! Escalation chains (issue 14 §3) in the store: each step widens who may decide at its time,
+//! moves `expires_at` to the next step, is audited; a sweep that was away catches up step by
+//! step; the default decision applies after the last step; a row written before chains keeps
+//! its one `on_timeout` step.
+
+use super::{both_stores, fresh, hold, pay};
+use assent_core::ApprovalStatus;
+use assent_core::triggers::{Escalation, EscalationStep};
+use assent_store::{DecideError, DecisionInput, Store};
+
+fn step(after: u64, role: &str) -> EscalationStep {
+    EscalationStep {
+        after_seconds: Some(after),
+        approvers: vec![role.to_string()],
+    }
+}
+
+/// A held `pay` call raised at 1 s by approvers `finance`, escalating to `lead` at 100 s and
+/// `cfo` at 300 s after the raise; the last group then has the 50 s timeout.
+fn chained(s: &Store, session: &str) -> String {
+    let (call, mut v) = pay(1);
+    v.terms.approvers = vec!["finance".into()];
+    v.terms.escalation = Some(Escalation {
+        steps: vec![step(100, "lead"), step(300, "cfo")],
+        last_wait_seconds: None,
+    });
+    hold(s, session, &call, &v, 1_000, 51_000).id
+}
+
+fn escalations(s: &Store) -> Vec<serde_json::Value> {
+    s.audit_tail(50)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.kind == "approval.escalated")
+        .map(|r| serde_json::from_str(&r.data).unwrap())
+        .collect()
+}
+
+#[test]
+fn each_step_widens_the_approvers_at_its_time_and_the_default_applies_after_the_last() {
+    both_stores(|_, s| {
+        let id = chained(s, "s1");
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        // The first wait ends at the first step, not at the 50 s timeout.
+        assert_eq!(rec.expires_at, 101_000);
+        assert_eq!(rec.announced_deadline(), 351_000);
+        assert!(s.expire_due(100_999).unwrap().is_empty());
+        // Before its step, the cfo may not decide.
+        let cfo = vec!["cfo".to_string()];
+        let early = s.decide(&id, &DecisionInput::approve(), "carol", &cfo, 50_000);
+        assert!(
+            matches!(early, Err(DecideError::NotApprover(_))),
+            "{early:?}"
+        );
+        assert_eq!(s.expire_due(101_000).unwrap(), vec![id.clone()]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Pending);
+        assert_eq!(rec.terms.approvers, ["finance", "lead"]);
+        assert_eq!((rec.expires_at, rec.escalation_steps), (301_000, 1));
+        assert_eq!(rec.announced_deadline(), 351_000);
+        let after_lead = s.decide(&id, &DecisionInput::approve(), "carol", &cfo, 200_000);
+        assert!(matches!(after_lead, Err(DecideError::NotApprover(_))));
+        assert_eq!(s.expire_due(301_000).unwrap(), vec![id.clone()]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.terms.approvers, ["finance", "lead", "cfo"]);
+        assert_eq!((rec.expires_at, rec.escalation_steps), (351_000, 2));
+        let audited = escalations(s);
+        assert_eq!(audited.len(), 2, "{audited:?}");
+        assert_eq!(audited[0]["step"], 2);
+        assert_eq!(audited[0]["added"], serde_json::json!(["cfo"]));
+        assert_eq!(audited[0]["expires_at"], 351_000);
+        assert!(s.expire_due(350_999).unwrap().is_empty());
+        assert_eq!(s.expire_due(351_000).unwrap(), vec![id.clone()]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Expired);
+    });
+}
+
+#[test]
+fn the_cfo_decides_once_the_last_step_is_taken() {
+    both_stores(|_, s| {
+        let id = chained(s, "s2");
+        s.expire_due(301_000).unwrap();
+        let cfo = vec!["cfo".to_string()];
+        let rec = s
+            .decide(&id, &DecisionInput::approve(), "carol", &cfo, 302_000)
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
+    });
+}
+
+/// A sweep that ran late (the server was down) takes every due step, in order, each audited,
+/// and expires the approval too when its deadline has passed.
+#[test]
+fn a_late_sweep_takes_every_due_step_in_order() {
+    both_stores(|_, s| {
+        let id = chained(s, "s3");
+        assert_eq!(s.expire_due(320_000).unwrap(), vec![id.clone()]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Pending);
+        assert_eq!(rec.escalation_steps, 2);
+        let steps: Vec<_> = escalations(s).iter().map(|e| e["step"].clone()).collect();
+        assert_eq!(steps, [2, 1]);
+        let late = chained(s, "s4");
+        assert_eq!(s.expire_due(900_000).unwrap(), vec![late.clone(), id]);
+        let rec = s.get_approval(&late).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Expired);
+        assert_eq!(rec.escalation_steps, 2);
+    });
+}
+
+/// An approval stored before escalation chains (its `on_timeout` in `escalate_to` and
+/// `escalate_after_ms`, no schedule) still escalates once at its first wait's end and
+/// expires after the extension.
+#[test]
+fn a_row_from_before_chains_keeps_its_on_timeout_step() {
+    let (_dir, s) = fresh();
+    let (call, mut v) = pay(1);
+    v.terms.approvers = vec!["finance".into()];
+    let id = hold(&s, "s1", &call, &v, 1_000, 101_000).id;
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    db.execute(
+        "UPDATE approvals SET escalate_to = '[\"ops\"]', escalate_after_ms = 100000 WHERE id = ?1",
+        [&id],
+    )
+    .unwrap();
+    let rec = s.get_approval(&id).unwrap().unwrap();
+    assert!(rec.damaged.is_empty(), "{:?}", rec.damaged);
+    assert_eq!(rec.announced_deadline(), 201_000);
+    assert_eq!(s.expire_due(101_000).unwrap(), vec![id.clone()]);
+    let rec = s.get_approval(&id).unwrap().unwrap();
+    assert_eq!(rec.terms.approvers, ["finance", "ops"]);
+    assert_eq!((rec.expires_at, rec.escalation_steps), (201_000, 1));
+    assert_eq!(rec.announced_deadline(), 201_000);
+    assert!(s.expire_due(200_999).unwrap().is_empty());
+    assert_eq!(s.expire_due(201_000).unwrap(), vec![id.clone()]);
+    assert_eq!(
+        s.get_approval(&id).unwrap().unwrap().status,
+        ApprovalStatus::Expired
+    );
+}
