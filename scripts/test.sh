@@ -16,6 +16,9 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the dashboard's browser tests
 command -v tmux >/dev/null 2>&1 || need+=(tmux)           # `assent watch` under tmux
 command -v openssl >/dev/null 2>&1 || need+=(openssl)     # certificates for the PostgreSQL TLS tests
+# webauthn-rs (passkeys) links OpenSSL: its headers and pkg-config (in the machine image, checked).
+dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # The store's tests start a throw-away Postgres cluster (initdb, pg_ctl) from Debian's
 # postgresql, found under /usr/lib/postgresql/*/bin (ASSENT_TEST_NO_PG=1 skips that half).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)

@@ -334,6 +334,34 @@ pub struct DecisionRequest {
     /// Edited arguments (approve only): re-canonicalised, re-hashed and gated again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
+    /// The passkey assertion signing an approval (issue 14 §4): required when the approval
+    /// says `require_passkey`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passkey: Option<PasskeyAssertion>,
+}
+
+/// A passkey assertion for a vote (`passkey` of a decision): the ceremony the gateway started
+/// (`POST /v1/approvals/{id}/passkey`) and the browser's `PublicKeyCredential` from
+/// `navigator.credentials.get()` as JSON (ids and buffers base64url).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyAssertion {
+    /// The ceremony id.
+    pub ceremony: String,
+    /// The credential (`{"id", "rawId", "type", "response": {"authenticatorData",
+    /// "clientDataJSON", "signature", "userHandle"}, "extensions"}`).
+    pub credential: Value,
+}
+
+/// A passkey ceremony the gateway started (`POST /v1/approvals/{id}/passkey`, and the
+/// dashboard's registration): its id, to send back, and the options for the browser's
+/// `navigator.credentials.get()` / `create()` (`{"publicKey": …}`, buffers base64url).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PasskeyChallenge {
+    /// The ceremony id (single use, valid for 5 minutes).
+    pub ceremony: String,
+    /// The WebAuthn options.
+    pub options: Value,
 }
 
 impl DecisionRequest {
@@ -346,6 +374,7 @@ impl DecisionRequest {
             whole_tool: false,
             confirm_workspace: false,
             arguments: None,
+            passkey: None,
         }
     }
 }

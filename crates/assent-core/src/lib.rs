@@ -28,6 +28,7 @@ pub mod escalation;
 pub mod gatekeeper;
 pub mod grant;
 pub mod json;
+pub mod passkey;
 pub mod pin;
 pub mod policy;
 pub mod quorum;

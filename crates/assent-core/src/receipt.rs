@@ -8,6 +8,7 @@
 use crate::approval::{ApprovalStatus, DecisionKind, Settlement};
 use crate::canonical::{CanonicalCall, ToolCall};
 use crate::checkpoint::signature_verifies;
+use crate::passkey::{PasskeyError, PasskeyProof};
 use crate::quorum::Quorum;
 use crate::risk::RiskTier;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
@@ -80,6 +81,10 @@ pub struct ReceiptVote {
     pub at: String,
     /// Their reason, if any.
     pub reason: Option<String>,
+    /// The passkey assertion that signed an approving vote, with the credential's public key
+    /// (issue 14 §4); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passkey: Option<PasskeyProof>,
 }
 
 /// The decision that settled an approval, in a receipt.
@@ -94,6 +99,10 @@ pub struct ReceiptDecision {
     pub at: String,
     /// The reason given, if any.
     pub reason: Option<String>,
+    /// The passkey assertion that signed an approving decision (issue 14 §4); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passkey: Option<PasskeyProof>,
 }
 
 /// Why a receipt does not check.
@@ -108,6 +117,10 @@ pub enum ReceiptError {
     /// The signature does not hold under the key the verifier trusts.
     #[error("the signature does not verify under the given public key")]
     Signature,
+    /// A vote's or decision's passkey assertion (by whom, and why) does not prove an approval
+    /// of this approval's call (issue 14 §4).
+    #[error("the passkey assertion of {0} does not verify: {1}")]
+    Passkey(String, PasskeyError),
 }
 
 impl Receipt {
@@ -149,6 +162,20 @@ impl Receipt {
         }
         if !signature_verifies(key, &self.signed_bytes(), &self.signature) {
             return Err(ReceiptError::Signature);
+        }
+        self.check_passkeys()
+    }
+
+    /// Checks every passkey assertion offline ([`crate::passkey::check`]): each must sign an
+    /// approval of this approval id and `call_hash`, by its credential's key.
+    pub fn check_passkeys(&self) -> Result<(), ReceiptError> {
+        let votes = self.votes.iter().map(|v| (&v.by, &v.passkey));
+        let decisions = self.decisions.iter().map(|d| (&d.by, &d.passkey));
+        for (by, proof) in votes.chain(decisions) {
+            if let Some(p) = proof {
+                crate::passkey::check(p, &self.approval_id, &self.call_hash, "approve")
+                    .map_err(|e| ReceiptError::Passkey(by.clone(), e))?;
+            }
         }
         Ok(())
     }

@@ -102,6 +102,11 @@ pub struct ApprovalTerms {
     /// tier is R4 and no covering rule says `false`. Serialised only when on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub separation_of_duties: bool,
+    /// Whether an approving vote needs a passkey assertion bound to this approval and its
+    /// `call_hash` (issue 14 §4). On when a covering rule says `require_passkey: true`, or
+    /// the risk tier is R4 and no covering rule says `false`. Absent on the wire when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_passkey: bool,
     /// `side_effects` of the covering rules, rendered (confirm only), in rule order.
     #[serde(default)]
     pub side_effects: Vec<String>,
@@ -136,6 +141,7 @@ impl ApprovalTerms {
             output_bytes: None,
             in_client_approval: false,
             separation_of_duties: false,
+            require_passkey: false,
             side_effects: Vec::new(),
             rollback: Vec::new(),
             dry_run_tool: None,

@@ -37,6 +37,9 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
         DecideError::SelfApproval(why) => {
             ApiError::new(StatusCode::FORBIDDEN, "SELF_APPROVAL", why)
         }
+        DecideError::PasskeyRequired(why) => {
+            ApiError::new(StatusCode::FORBIDDEN, "PASSKEY_REQUIRED", why)
+        }
         DecideError::AlreadyVoted(_) => {
             ApiError::new(StatusCode::CONFLICT, "ALREADY_VOTED", e.to_string())
         }
@@ -91,7 +94,20 @@ async fn decision_input(
             (Some(e), limit)
         }
     };
+    let passkey = match (b.passkey, id) {
+        (None, _) => None,
+        (Some(_), _) if b.decision == assent_api::DecisionKind::Deny => {
+            return Err(ApiError::bad_request("a passkey signs approvals only"));
+        }
+        (Some(_), None) => {
+            return Err(ApiError::bad_request(
+                "a passkey signs one approval: decide it on its own",
+            ));
+        }
+        (Some(a), Some(id)) => Some(crate::passkeys::finish_vote(st, name, id, a).await?),
+    };
     Ok(DecisionInput {
+        passkey,
         kind: Some(b.decision),
         reason: b.reason,
         scope,

@@ -28,6 +28,7 @@ pub mod clarify;
 pub mod decide;
 pub mod gate;
 pub mod learning;
+pub mod passkeys;
 pub mod plans;
 pub mod receipts;
 pub mod router;

@@ -73,6 +73,10 @@ fn decide() -> Router<AppState> {
         .route("/v1/approvals/{id}", get(approvals::get_approval))
         .route("/v1/approvals/decisions", post(decide::decide_batch))
         .route("/v1/approvals/{id}/decision", post(decide::decide))
+        .route(
+            "/v1/approvals/{id}/passkey",
+            post(crate::passkeys::vote_ceremony),
+        )
         .route("/v1/approvals/{id}/receipt", get(receipts::receipt))
         .route("/v1/approvals/{id}/cancel", post(decide::cancel_approval))
         .route(
@@ -131,6 +135,20 @@ fn ui() -> Router<AppState> {
         .route("/ui/approvals/{id}", get(views::card_page))
         .route("/ui/approvals/{id}/decide", post(forms::decide_form))
         .route("/ui/approvals/{id}/dry-run", post(forms::dry_run_form))
+        .route(
+            "/ui/approvals/{id}/passkey",
+            post(dashboard::passkeys::vote_start),
+        )
+        .route("/ui/passkeys", get(dashboard::passkeys::passkeys_page))
+        .route(
+            "/ui/passkeys/register/start",
+            post(dashboard::passkeys::register_start),
+        )
+        .route(
+            "/ui/passkeys/register/finish",
+            post(dashboard::passkeys::register_finish),
+        )
+        .route("/ui/passkeys/remove", post(dashboard::passkeys::remove))
         .route("/ui/clarifications/{id}/answer", post(forms::answer_form))
         .route("/ui/history", get(views::history_page))
         .route("/ui/audit", get(views::audit_page))

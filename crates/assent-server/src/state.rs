@@ -35,6 +35,9 @@ pub struct AppState {
     pub webhooks: Arc<Vec<config::Webhook>>,
     /// `public_url` without a trailing `/`, for links sent out.
     pub public_url: Option<Arc<str>>,
+    /// The WebAuthn relying party when `passkeys` is configured (issue 14 §4); `None`: an
+    /// approval that needs a passkey cannot be approved.
+    pub relying: Option<Arc<config::passkeys::Relying>>,
     /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
     /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
     pub dry_run: Option<Arc<dyn DryRun>>,
@@ -108,6 +111,11 @@ impl AppState {
         );
         state.webhooks = Arc::new(webhooks);
         state.public_url = config.public_url.as_deref().map(Arc::from);
+        if let Some(p) = &config.passkeys {
+            let rp = config::passkeys::Relying::new(p)
+                .map_err(|e| config::ConfigError(format!("passkeys: {e}")))?;
+            state.relying = Some(Arc::new(rp));
+        }
         state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
         state.throttle = Arc::new(throttle::Throttle::with_proxies(
             config.rate_limits,
@@ -154,6 +162,7 @@ impl AppState {
             extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
             webhooks: Arc::default(),
             public_url: None,
+            relying: None,
             dry_run: None,
             limits: serve::ConnLimits::default(),
             waiters: Arc::default(),

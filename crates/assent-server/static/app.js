@@ -81,4 +81,85 @@
       }
     });
   }
+  // Passkeys (issue 14 §4): buffers travel as base64url; the gateway's forms and their CSRF
+  // token carry every request.
+  const b64u = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf)))
+    .replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  const unb64u = (s) => Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
+  const post = async (url, fields) => {
+    const r = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams(fields),
+    });
+    const body = await r.json().catch(() => null);
+    if (!r.ok) throw new Error((body && body.message) || `the gateway answered ${r.status}`);
+    return body;
+  };
+  const assertion = (c) => ({
+    id: c.id, rawId: b64u(c.rawId), type: c.type, extensions: {},
+    response: {
+      authenticatorData: b64u(c.response.authenticatorData),
+      clientDataJSON: b64u(c.response.clientDataJSON),
+      signature: b64u(c.response.signature),
+      userHandle: c.response.userHandle ? b64u(c.response.userHandle) : null,
+    },
+  });
+
+  // Approving with a passkey: ask the gateway for the vote's challenge, sign it, send the
+  // assertion with the form.
+  for (const form of document.querySelectorAll("form[data-passkey]")) {
+    const status = document.getElementById("passkey-status");
+    form.addEventListener("submit", async (ev) => {
+      if (form.elements.passkey.value) return;
+      ev.preventDefault();
+      try {
+        status.textContent = "Waiting for your passkey…";
+        const ch = await post(form.dataset.passkey, { csrf: form.elements.csrf.value });
+        const pk = ch.options.publicKey;
+        pk.challenge = unb64u(pk.challenge);
+        for (const a of pk.allowCredentials || []) a.id = unb64u(a.id);
+        const c = await navigator.credentials.get({ publicKey: pk });
+        form.elements.passkey.value = JSON.stringify({ ceremony: ch.ceremony, credential: assertion(c) });
+        form.submit();
+      } catch (e) {
+        status.textContent = `Not approved: ${e.message}`;
+      }
+    });
+  }
+
+  // Registering a passkey.
+  const reg = document.querySelector("form[data-passkey-register]");
+  if (reg) {
+    const status = document.getElementById("passkey-status");
+    reg.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const base = reg.dataset.passkeyRegister;
+      const csrf = reg.elements.csrf.value;
+      try {
+        status.textContent = "Waiting for your authenticator…";
+        const ch = await post(`${base}/start`, { csrf });
+        const pk = ch.options.publicKey;
+        pk.challenge = unb64u(pk.challenge);
+        pk.user.id = unb64u(pk.user.id);
+        for (const e of pk.excludeCredentials || []) e.id = unb64u(e.id);
+        const c = await navigator.credentials.create({ publicKey: pk });
+        const credential = {
+          id: c.id, rawId: b64u(c.rawId), type: c.type, extensions: {},
+          response: {
+            attestationObject: b64u(c.response.attestationObject),
+            clientDataJSON: b64u(c.response.clientDataJSON),
+            transports: c.response.getTransports ? c.response.getTransports() : [],
+          },
+        };
+        await post(`${base}/finish`, {
+          csrf, ceremony: ch.ceremony, label: reg.elements.label.value,
+          credential: JSON.stringify(credential),
+        });
+        window.location.reload();
+      } catch (e) {
+        status.textContent = `Not registered: ${e.message}`;
+      }
+    });
+  }
 })();

@@ -43,6 +43,10 @@ pub struct DecisionInput {
     /// The agent ids the deciding principal owns (`principals[].owns`): with separation of
     /// duties they may not approve those agents' calls (issue 14 §2).
     pub decider_owns: Vec<String>,
+    /// The passkey assertion signing an approval (issue 14 §4), checked by the gateway's live
+    /// ceremony; the store checks it belongs to the decider and binds this approval, its
+    /// `call_hash` and `approve`, and stores it with the vote or decision.
+    pub passkey: Option<assent_core::passkey::PasskeyProof>,
 }
 
 impl DecisionInput {
@@ -108,6 +112,7 @@ fn vote<'a>(
         actor,
         roles,
         now,
+        passkey: d.and_then(|d| d.passkey.as_ref()),
     }
 }
 
@@ -376,6 +381,14 @@ fn admit(
             return Err(DecideError::SelfApproval(why));
         }
     }
+    if let (Event::Decide(DecisionKind::Approve), true) = (s.event, roles.is_some())
+        && rec.terms.require_passkey
+        && let Err(why) = passkey_ok(tx, &rec, s)?
+    {
+        let data = json!({"decision": name, "why": why});
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        return Err(DecideError::PasskeyRequired(why));
+    }
     match approval::transition(rec.status, s.event) {
         Ok(next) => Ok((rec, next)),
         Err(e) => {
@@ -384,6 +397,40 @@ fn admit(
             Err(e.into())
         }
     }
+}
+
+/// Whether the approving decision `s` on `rec` carries a passkey proof that makes it a
+/// passkey-signed approval (issue 14 §4): a proof, of a credential registered to the decider
+/// with the same public key, that verifies for this approval, its `call_hash` and `approve`
+/// ([`assent_core::passkey::check`]), and no edit (the assertion signs the call as proposed).
+/// `Ok(Err(why))` when it does not.
+fn passkey_ok(
+    tx: Conn<'_>,
+    rec: &ApprovalRecord,
+    s: &Settle<'_>,
+) -> db::Result<Result<(), String>> {
+    let Some(d) = s.input else {
+        return Ok(Err("this approval needs a passkey-signed approval".into()));
+    };
+    let Some(p) = &d.passkey else {
+        return Ok(Err(
+            "this approval needs a passkey-signed approval (rule key require_passkey, on by default for R4): approve it in the dashboard with your passkey".into(),
+        ));
+    };
+    if d.edited.is_some() || d.scope != GrantScope::Once || d.whole_tool {
+        return Ok(Err(
+            "an approval that needs a passkey is approved as proposed, once (the passkey signs that one call)"
+                .into(),
+        ));
+    }
+    match crate::passkeys::owner_of(tx, &p.credential_id)? {
+        Some((owner, Some(key))) if owner == s.actor && key == p.public_key => {}
+        _ => return Ok(Err("the passkey is not one registered to you".into())),
+    }
+    Ok(
+        assent_core::passkey::check(p, &rec.id, &rec.call_hash, "approve")
+            .map_err(|e| e.to_string()),
+    )
 }
 
 /// Writes the settlement of `rec` (moving to `next` with `scope`): what ran is the edit (the
@@ -427,8 +474,13 @@ fn settle(
         _ => None,
     };
     let decision_id = uuid::Uuid::new_v4().to_string();
-    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id) VALUES (?1,?2,?3,?4,?5,?6,?7)")?.execute(
-        params![id, name, reason, actor, now, default_applied, decision_id],
+    let passkey = s
+        .input
+        .and_then(|d| d.passkey.as_ref())
+        .filter(|_| mints_by_person(s.event))
+        .map(|p| serde_json::to_string(p).expect("proof"));
+    tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id, passkey) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
+        params![id, name, reason, actor, now, default_applied, decision_id, passkey],
     )?;
     let mplp_status = decision::confirm_status(next, s.event);
     let confirm = ConfirmEvent::Decided {
@@ -456,4 +508,9 @@ fn settle(
     }
     audit::append(tx, now, kind, Some(id), actor, &data)?;
     Ok(mplp_status)
+}
+
+/// Whether `e` is a person's approval (the decisions a passkey may sign).
+fn mints_by_person(e: Event) -> bool {
+    e == Event::Decide(DecisionKind::Approve)
 }

@@ -54,6 +54,11 @@ pub enum DecideError {
         "scope `workspace` on a {0} tool is discouraged and needs explicit confirmation (confirm_workspace: true, or --yes-workspace)"
     )]
     WorkspaceNeedsConfirmation(String),
+    /// `PASSKEY_REQUIRED` (403): the approval needs a passkey-signed approval (issue 14 §4)
+    /// and none came, or the one that came is not the decider's or not for this approval,
+    /// call and decision (why, here); audited as `decision.refused`.
+    #[error("{0}")]
+    PasskeyRequired(String),
     /// A scope or an edit was given with a deny, or an edit changed the tool.
     #[error("{0}")]
     Invalid(String),
@@ -113,6 +118,7 @@ impl crate::db::Settles for DecideError {
                 | DecideError::AlreadyDecided(_)
                 | DecideError::AlreadyVoted(_)
                 | DecideError::SelfApproval(_)
+                | DecideError::PasskeyRequired(_)
         )
     }
 }

@@ -74,6 +74,7 @@ mod mplp;
 mod open;
 pub mod ops;
 pub mod outbox;
+pub mod passkeys;
 mod pin_reads;
 pub mod pins;
 pub mod plans;

@@ -59,6 +59,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "0014_quorum_votes"),
     migration!(15, "0015_separation_of_duties"),
     migration!(16, "0016_escalation_chains"),
+    migration!(17, "0017_passkeys"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

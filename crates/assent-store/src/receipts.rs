@@ -51,6 +51,7 @@ fn unsigned(
                 roles: v.roles.clone(),
                 at: rfc3339(v.at),
                 reason: v.reason.clone(),
+                passkey: v.passkey.clone(),
             })
             .collect(),
         decisions: rec
@@ -61,6 +62,7 @@ fn unsigned(
                 by: d.actor.clone(),
                 at: rfc3339(d.at),
                 reason: d.reason.clone(),
+                passkey: d.passkey.clone(),
             })
             .collect(),
         policies,

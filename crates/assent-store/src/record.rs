@@ -10,6 +10,7 @@ use assent_core::approval::{ApprovalStatus, DecisionKind, DefaultDecision, Grant
 use assent_core::decision::{self, most_restrictive as worst};
 use assent_core::escalation::{Escalation, EscalationStep, Schedule, ScheduledStep};
 use assent_core::gatekeeper::ApprovalTerms;
+use assent_core::passkey::PasskeyProof;
 use assent_core::quorum::{Ballot, DenyRule, Quorum, QuorumGroup, Tally, in_force, tally};
 use assent_core::{RiskTier, ToolCall};
 use serde::Serialize;
@@ -32,6 +33,8 @@ pub struct DecisionRecord {
     pub default_applied: Option<DefaultDecision>,
     /// MPLP `decision_id` (UUID v4).
     pub decision_id: String,
+    /// The passkey assertion that signed an approving decision (issue 14 §4).
+    pub passkey: Option<PasskeyProof>,
 }
 
 /// One vote on an approval that needs a quorum (issue 14 §1), as stored.
@@ -47,6 +50,8 @@ pub struct VoteRecord {
     pub reason: Option<String>,
     /// Unix milliseconds.
     pub at: i64,
+    /// The passkey assertion that signed an approving vote (issue 14 §4).
+    pub passkey: Option<PasskeyProof>,
 }
 
 /// An approval as stored (seed 002 ApprovalRequest, MPLP Confirm).
@@ -230,7 +235,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
             trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties,
-            escalation, escalation_schedule, escalation_steps
+            escalation, escalation_schedule, escalation_steps, require_passkey
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             approval_row,
@@ -239,7 +244,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     let Some(mut rec) = rec else { return Ok(None) };
     let rows = sql::rows(
         conn,
-        "SELECT decision, reason, actor, at, default_applied, decision_id FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
+        "SELECT decision, reason, actor, at, default_applied, decision_id, passkey FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
         [id],
         decision_row,
     )?;
@@ -249,7 +254,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     }
     let votes = sql::rows(
         conn,
-        "SELECT principal, decision, roles, reason, at FROM votes WHERE approval_id = ?1 ORDER BY rowid",
+        "SELECT principal, decision, roles, reason, at, passkey FROM votes WHERE approval_id = ?1 ORDER BY rowid",
         [id],
         vote_row,
     )?;
@@ -381,6 +386,7 @@ fn terms_of(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<ApprovalTerms> {
         output_bytes,
         in_client_approval: r.get(39)?,
         separation_of_duties: r.get(46)?,
+        require_passkey: r.get(50)?,
         side_effects,
         rollback,
         dry_run_tool: r.get(42)?,
@@ -404,6 +410,7 @@ fn vote_row(r: &Row<'_>) -> db::Result<(VoteRecord, Vec<String>)> {
         roles: c.json(r, 2, "votes.roles", Vec::new())?,
         reason: r.get(3)?,
         at: r.get(4)?,
+        passkey: c.parsed_opt(r, 5, "votes.passkey", proof, None)?,
     };
     Ok((v, c.damaged))
 }
@@ -432,8 +439,14 @@ fn decision_row(r: &Row<'_>) -> db::Result<(DecisionRecord, Vec<String>)> {
             Some(worst::DEFAULT_DECISION),
         )?,
         decision_id: r.get::<Option<String>>(5)?.unwrap_or_default(),
+        passkey: c.parsed_opt(r, 6, "decisions.passkey", proof, None)?,
     };
     Ok((d, c.damaged))
+}
+
+/// A stored passkey proof (JSON); `None` when it does not parse.
+fn proof(s: &str) -> Option<PasskeyProof> {
+    serde_json::from_str(s).ok()
 }
 
 /// The operator's edit stored with the approval (`edited_arguments`, read strictly, with

@@ -36,6 +36,8 @@ pub(crate) struct VoteInput<'a> {
     pub roles: &'a [String],
     /// Unix milliseconds.
     pub now: i64,
+    /// The passkey proof signing an approving vote (checked by `decide::admit`).
+    pub passkey: Option<&'a assent_core::passkey::PasskeyProof>,
 }
 
 /// Records vote `v` on `rec` (which needs quorum `q`) and says whether it settles the
@@ -78,7 +80,7 @@ pub(crate) fn cast(
         return Err(DecideError::AlreadyVoted(actor.to_string()));
     }
     tx.prepare_cached(
-        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         rec.id,
@@ -86,7 +88,10 @@ pub(crate) fn cast(
         kind.as_str(),
         serde_json::to_string(roles).expect("serialisable"),
         reason,
-        now
+        now,
+        v.passkey
+            .filter(|_| kind == DecisionKind::Approve)
+            .map(|p| serde_json::to_string(p).expect("proof"))
     ])?;
     let mut after = rec.clone();
     after.votes.push(VoteRecord {
@@ -95,6 +100,7 @@ pub(crate) fn cast(
         roles: roles.to_vec(),
         reason: reason.map(str::to_string),
         at: now,
+        passkey: v.passkey.cloned(),
     });
     let t = after.tally_of(q, kind);
     let settles = t.met || (kind == DecisionKind::Deny && q.deny == DenyRule::Any);

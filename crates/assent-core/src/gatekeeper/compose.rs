@@ -53,6 +53,9 @@ pub(super) struct Composed<'a> {
     /// `separation_of_duties` as the covering rules say it: any `true`, any `false`.
     duties_on: bool,
     duties_off: bool,
+    /// `require_passkey` as the covering rules say it: any `true`, any `false`.
+    passkey_on: bool,
+    passkey_off: bool,
     side_effects: Vec<&'a str>,
     rollback: Vec<&'a str>,
     dry_run_tool: Option<String>,
@@ -186,6 +189,8 @@ impl<'a> Composed<'a> {
         self.in_client |= r.in_client_approval;
         self.duties_on |= r.separation_of_duties == Some(true);
         self.duties_off |= r.separation_of_duties == Some(false);
+        self.passkey_on |= r.require_passkey == Some(true);
+        self.passkey_off |= r.require_passkey == Some(false);
         self.side_effects.extend(r.side_effects.as_deref());
         self.rollback.extend(r.rollback.as_deref());
         if self.dry_run_tool.is_none() {
@@ -267,6 +272,8 @@ impl<'a> Composed<'a> {
                 in_client_approval: in_client_ok,
                 separation_of_duties: self.duties_on
                     || (risk_tier == RiskTier::R4 && !self.duties_off),
+                require_passkey: required
+                    && (self.passkey_on || (risk_tier == RiskTier::R4 && !self.passkey_off)),
                 side_effects,
                 rollback,
                 dry_run_tool: self.dry_run_tool,

@@ -65,6 +65,8 @@ struct RawRule {
     #[serde(default)]
     separation_of_duties: Option<bool>,
     #[serde(default)]
+    require_passkey: Option<bool>,
+    #[serde(default)]
     side_effects: Option<String>,
     #[serde(default)]
     rollback: Option<String>,
@@ -167,6 +169,7 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
         escalation,
         in_client_approval: rr.in_client_approval,
         separation_of_duties: rr.separation_of_duties,
+        require_passkey: rr.require_passkey,
         side_effects: rr.side_effects.clone(),
         rollback: rr.rollback.clone(),
         dry_run_tool: rr.dry_run_tool.clone(),

@@ -235,6 +235,9 @@ pub struct Rule {
     /// `separation_of_duties`: refuse an approval from the agent's owner or from the person the
     /// call acts for (issue 14 §2); absent: on for R4.
     pub separation_of_duties: Option<bool>,
+    /// `require_passkey`: an approving vote needs a passkey assertion bound to the approval and
+    /// its `call_hash` (issue 14 §4); absent: on for R4.
+    pub require_passkey: Option<bool>,
     /// `in_client_approval`: the person driving the agent may approve in the MCP client
     /// (elicitation). Never effective for R3/R4 or when any covering rule names approvers.
     pub in_client_approval: bool,

@@ -8,6 +8,7 @@
 pub mod database;
 pub mod limits;
 pub mod outbound;
+pub mod passkeys;
 pub mod principals;
 pub mod raw;
 
@@ -82,6 +83,9 @@ pub struct Config {
     /// `public_url`: how people reach this gateway (`https://assent.example.com`), for the
     /// dashboard links in webhooks; without it, webhooks carry no links.
     pub public_url: Option<String>,
+    /// `passkeys`: the WebAuthn relying party for passkey-signed approvals (issue 14 §4);
+    /// `None`: passkeys are off, and an approval that needs one cannot be approved.
+    pub passkeys: Option<passkeys::PasskeysConfig>,
     /// `webhooks`: outgoing notifications (secrets not yet resolved; see [`Config::webhooks`]).
     pub webhooks: Vec<Webhook>,
     /// `mcp_allowed_hosts`: `Host` values `/mcp` answers (empty: loopback names only).
@@ -199,6 +203,7 @@ impl Config {
         let mcp_upstreams = outbound::mcp_upstreams(path, &raw.mcp_upstreams)?;
         let public_url = outbound::public_url(path, &raw)?;
         let webhooks = outbound::webhooks(path, &raw.webhooks)?;
+        let passkeys = passkeys::passkeys(path, raw.passkeys.as_ref(), public_url.as_deref())?;
         let audit_checkpoints =
             limits::audit_checkpoints(path, &base, raw.audit_checkpoints.as_ref())?;
         let database = database::database(path, raw.database.as_ref())?;
@@ -214,6 +219,7 @@ impl Config {
             file: path.to_path_buf(),
             audit_checkpoints,
             public_url,
+            passkeys,
             webhooks,
             mcp_upstreams,
             mcp_allowed_hosts: raw.mcp_allowed_hosts,

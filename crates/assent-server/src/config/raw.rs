@@ -51,6 +51,7 @@ pub(crate) struct RawConfig {
     pub(crate) agents: Vec<String>,
     pub(crate) governance: Vec<String>,
     pub(crate) principals: Vec<Spanned<RawPrincipal>>,
+    pub(crate) passkeys: Option<Spanned<RawPasskeys>>,
     pub(crate) approval_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) token_ttl_seconds: Option<Spanned<u64>>,
     pub(crate) max_pending_per_agent: Option<Spanned<u64>>,
@@ -140,4 +141,14 @@ pub(crate) struct RawPrincipal {
     pub(crate) key_sha256: Option<String>,
     #[serde(default)]
     pub(crate) owns: Vec<String>,
+}
+
+/// `passkeys` as written.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPasskeys {
+    #[serde(default)]
+    pub(crate) origin: Option<String>,
+    #[serde(default)]
+    pub(crate) rp_id: Option<String>,
 }

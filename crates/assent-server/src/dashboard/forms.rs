@@ -95,6 +95,13 @@ fn decision_body(
                     }
                 }
             };
+            let passkey = match field("passkey").as_str() {
+                "" => None,
+                text => Some(
+                    serde_json::from_str(text)
+                        .map_err(|e| format!("The passkey's answer could not be read: {e}."))?,
+                ),
+            };
             DecisionRequest {
                 decision: DecisionKind::Approve,
                 reason: Some(field("reason")).filter(|r| !r.is_empty()),
@@ -102,6 +109,7 @@ fn decision_body(
                 whole_tool: f.contains_key("whole_tool"),
                 confirm_workspace: f.contains_key("confirm_workspace"),
                 arguments,
+                passkey,
             }
         }
         "deny" => {
@@ -116,6 +124,7 @@ fn decision_body(
                 whole_tool: false,
                 confirm_workspace: false,
                 arguments: None,
+                passkey: None,
             }
         }
         _ => return Err("Choose approve or deny.".into()),

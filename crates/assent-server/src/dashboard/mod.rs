@@ -16,6 +16,8 @@
 //!   `rollback`), the rendered message, and the decision options (once, session, a duration,
 //!   workspace with its warning, an edit of the arguments checked before submit, deny with a
 //!   reason).
+//! - `/ui/passkeys`: the operator's passkeys, registered here (issue 14 §4); an approval that
+//!   needs one is approved from its card with the passkey (`navigator.credentials.get()`).
 //! - `/ui/history` (filters: agent, tool, status, decided by) and `/ui/audit` (whether the
 //!   audit chain verifies, and its newest records).
 //!
@@ -29,6 +31,7 @@
 
 pub mod forms;
 pub mod page;
+pub mod passkeys;
 pub mod session;
 pub mod sessions;
 pub mod views;

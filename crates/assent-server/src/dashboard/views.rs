@@ -260,6 +260,8 @@ pub(crate) struct Card {
     /// empty without a quorum.
     quorum: String,
     votes: Vec<String>,
+    /// Approving needs a passkey (issue 14 §4).
+    require_passkey: bool,
     /// The escalation schedule (`lead at T (joined); cfo at T; default decision at D`);
     /// empty without one.
     escalation: String,
@@ -302,8 +304,13 @@ fn vote_line(v: &assent_store::VoteRecord) -> String {
         .as_deref()
         .map(|r| format!(": {r}"))
         .unwrap_or_default();
+    let signed = if v.passkey.is_some() {
+        " (passkey-signed)"
+    } else {
+        ""
+    };
     format!(
-        "{} by {} at {}{why}",
+        "{} by {} at {}{signed}{why}",
         v.decision.as_str(),
         v.principal,
         rfc3339(v.at)
@@ -391,19 +398,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         irreversible: a.terms.irreversible,
         message: a.terms.message.clone(),
         human_summary: a.human_summary.clone(),
-        reasons: a
-            .terms
-            .reasons
-            .iter()
-            .map(|r| {
-                let src = if r.file.is_empty() {
-                    r.rule.clone()
-                } else {
-                    format!("{} {}", r.file, r.rule)
-                };
-                (src, r.text.clone())
-            })
-            .collect(),
+        reasons: a.terms.reasons.iter().map(reason_line).collect(),
         triggers: a.terms.triggers.clone(),
         side_effects: a.terms.side_effects.clone(),
         rollback: a.terms.rollback.clone(),
@@ -415,6 +410,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
             .map(|(_, t)| t.describe())
             .unwrap_or_default(),
         votes: a.votes.iter().map(vote_line).collect(),
+        require_passkey: a.terms.require_passkey,
         escalation: crate::formats::schedule(a)
             .map(|s| s.describe())
             .unwrap_or_default(),
@@ -422,17 +418,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         expires_at: rfc3339(a.expires_at),
         expires_ms: a.expires_at,
         left: left(a.expires_at),
-        decisions: a
-            .decisions
-            .iter()
-            .map(|d| {
-                let mut line = format!("{} by {} at {}", d.decision, d.actor, rfc3339(d.at));
-                if let Some(r) = d.reason.as_deref().filter(|r| !r.is_empty()) {
-                    line.push_str(&format!(": {r}"));
-                }
-                line
-            })
-            .collect(),
+        decisions: a.decisions.iter().map(decision_line).collect(),
         scope: a.scope.map(|s| s.to_wire()).unwrap_or_default(),
         edited: a
             .edited
@@ -445,6 +431,28 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         dry_run_by,
         dry_run_result,
     }
+}
+
+/// A reason as the card lists it: (its file and rule, its text).
+fn reason_line(r: &assent_core::Reason) -> (String, String) {
+    let src = if r.file.is_empty() {
+        r.rule.clone()
+    } else {
+        format!("{} {}", r.file, r.rule)
+    };
+    (src, r.text.clone())
+}
+
+/// A decision as the card lists it: `approve by alice at T (passkey-signed): reason`.
+fn decision_line(d: &assent_store::DecisionRecord) -> String {
+    let mut line = format!("{} by {} at {}", d.decision, d.actor, rfc3339(d.at));
+    if d.passkey.is_some() {
+        line.push_str(" (passkey-signed)");
+    }
+    if let Some(r) = d.reason.as_deref().filter(|r| !r.is_empty()) {
+        line.push_str(&format!(": {r}"));
+    }
+    line
 }
 
 /// `GET /ui/approvals/{id}`: the approval card.

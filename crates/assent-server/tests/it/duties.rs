@@ -12,7 +12,10 @@ use serde_json::json;
 /// Attack: the operator who owns agent `bot` approves its R4 payment themself.
 #[tokio::test]
 async fn the_owner_of_an_agent_may_not_approve_its_r4_call() {
-    let (_dir, gw, id) = held_under("- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n").await;
+    let (_dir, gw, id) = held_under(
+        "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n  require_passkey: false\n",
+    )
+    .await;
     let (s, b) = gw.decide(&id, "olga-key", "approve").await;
     assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
     assert!(
@@ -80,11 +83,11 @@ async fn separation_of_duties_is_off_below_r4_unless_a_rule_says_so_and_a_rule_m
     for (rules, owner_may) in [
         ("- tool: pay\n  approvers: [finance]\n", true),
         (
-            "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n  separation_of_duties: false\n",
+            "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n  require_passkey: false\n  separation_of_duties: false\n",
             true,
         ),
         (
-            "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n",
+            "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n  require_passkey: false\n",
             false,
         ),
     ] {
@@ -98,7 +101,7 @@ async fn separation_of_duties_is_off_below_r4_unless_a_rule_says_so_and_a_rule_m
 /// On a quorum, the owner's vote is refused and does not count.
 #[tokio::test]
 async fn an_owners_vote_on_a_quorum_is_refused() {
-    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n  risk_tier: R4\n";
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n  risk_tier: R4\n  require_passkey: false\n";
     let (_dir, gw, id) = held_under(rules).await;
     let (s, b) = gw.decide(&id, "olga-key", "approve").await;
     assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");

@@ -18,6 +18,7 @@ mod duties;
 mod learning;
 mod lifecycle;
 mod nul;
+mod passkeys;
 mod plans;
 mod protocol;
 mod quorum;

@@ -1,0 +1,142 @@
+//! The dashboard's passkeys (issue 14 §4): the list of the signed-in operator's passkeys,
+//! registering one (`/ui/passkeys/register/start` and `…/finish`, called by the page's
+//! script around `navigator.credentials.create()`), removing one, and starting the vote
+//! ceremony an approval that needs a passkey asks for (`/ui/approvals/{id}/passkey`, called
+//! around `navigator.credentials.get()`; the assertion goes back in the decide form's
+//! `passkey` field). Every post is CSRF-checked by `session::operator_form`; the ceremonies are
+//! `crate::passkeys`'.
+
+use crate::error::ApiError;
+use crate::formats::rfc3339;
+use crate::state::{AppState, now_ms};
+use askama::Template;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::page::{page, secured};
+use super::session::{Operator, operator_form};
+
+/// `GET /ui/passkeys`.
+#[derive(Template)]
+#[template(path = "passkeys.html")]
+struct PasskeysPage {
+    who: String,
+    csrf: String,
+    enabled: bool,
+    /// (credential id, label, added at).
+    keys: Vec<(String, String, String)>,
+}
+
+/// `GET /ui/passkeys`: the signed-in operator's passkeys and the registration form.
+pub(crate) async fn passkeys_page(State(st): State<AppState>, op: Operator) -> Response {
+    let name = op.principal.name.clone();
+    let keys = st
+        .store_call(move |s| s.passkeys_of(&name))
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|k| (k.credential_id, k.label, rfc3339(k.created_at)))
+        .collect();
+    page(&PasskeysPage {
+        who: op.principal.name.clone(),
+        csrf: op.session.csrf.clone(),
+        enabled: st.relying.is_some(),
+        keys,
+    })
+}
+
+/// A JSON answer with the dashboard's headers; an error is its API body and status.
+fn json<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
+    secured(match r {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    })
+}
+
+/// `POST /ui/passkeys/register/start` (`csrf`): the options for `navigator.credentials
+/// .create()` and the ceremony id, as JSON.
+pub(crate) async fn register_start(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (op, _) = match operator_form(&st, &headers, &body, "No passkey was registered.").await {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    json(crate::passkeys::start_registration(&st, &op.principal.name).await)
+}
+
+/// `POST /ui/passkeys/register/finish` (`csrf`, `ceremony`, `credential`: the
+/// `PublicKeyCredential` as JSON, `label`): stores the passkey; `{"credential_id"}`.
+pub(crate) async fn register_finish(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (op, f) = match operator_form(&st, &headers, &body, "No passkey was registered.").await {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let field = |k: &str| f.get(k).cloned().unwrap_or_default();
+    let r = async {
+        let credential = assent_core::json::parse_value(field("credential").as_bytes())
+            .map_err(|e| ApiError::bad_request(format!("credential: {e}")))?;
+        let label = Some(field("label").trim().to_string())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| "passkey".into());
+        let k = crate::passkeys::finish_registration(
+            &st,
+            &op.principal.name,
+            &field("ceremony"),
+            credential,
+            &label,
+        )
+        .await?;
+        Ok(serde_json::json!({"credential_id": k.credential_id, "label": k.label}))
+    }
+    .await;
+    json(r)
+}
+
+/// `POST /ui/passkeys/remove` (`csrf`, `credential_id`): removes one of the operator's
+/// passkeys and shows the list again.
+pub(crate) async fn remove(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (op, f) = match operator_form(&st, &headers, &body, "No passkey was removed.").await {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let (name, cid) = (
+        op.principal.name.clone(),
+        f.get("credential_id").cloned().unwrap_or_default(),
+    );
+    if let Err(e) = st
+        .store_call(move |s| s.remove_passkey(&name, &cid, now_ms()))
+        .await
+    {
+        return secured(e.into_response());
+    }
+    secured(Redirect::to("/ui/passkeys").into_response())
+}
+
+/// `POST /ui/approvals/{id}/passkey` (`csrf`): starts the operator's vote ceremony on approval
+/// `id` ([`crate::passkeys::start_vote`]), as JSON.
+pub(crate) async fn vote_start(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (op, _) = match operator_form(&st, &headers, &body, "Nothing was decided.").await {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    json(crate::passkeys::start_vote(&st, &op.principal.name, &id).await)
+}

@@ -1,0 +1,314 @@
+//! Passkey-signed approvals (issue 14 §4): the WebAuthn relying party (`webauthn-rs`), the
+//! registration of an operator's passkeys (from the dashboard), and the vote ceremony whose
+//! challenge binds the approval id, its `call_hash` and the decision
+//! ([`assent_core::passkey::vote_challenge`]) — `POST /v1/approvals/{id}/passkey` starts it,
+//! the decision carries the assertion back, and [`finish_vote`] turns it into the
+//! [`PasskeyProof`] the store checks and keeps with the vote.
+//!
+//! `webauthn-rs` makes a random challenge; ours replaces it in both the browser's options and
+//! the stored ceremony state (serialised with its `danger-allow-state-serialisation` feature),
+//! so the library still checks the origin, the RP id, user verification, the signature and the
+//! counter against exactly that challenge. Ceremony states live in the store (any replica
+//! finishes them), single use, for [`CEREMONY_MS`].
+
+use crate::config::passkeys::Relying;
+use crate::error::ApiError;
+use crate::state::{AppState, now_ms};
+use assent_api::approvals::{PasskeyAssertion, PasskeyChallenge};
+use assent_core::passkey::{PasskeyProof, PublicJwk, vote_challenge};
+use assent_store::passkeys::{Ceremony, StoredPasskey};
+use axum::http::StatusCode;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use serde_json::Value;
+use webauthn_rs::prelude::{
+    COSEKeyType, Passkey, PasskeyAuthentication, PasskeyRegistration, PublicKeyCredential,
+    RegisterPublicKeyCredential, Uuid,
+};
+
+/// How long a ceremony may take, in ms (the browser's own timeout is the same).
+pub const CEREMONY_MS: i64 = 300_000;
+
+/// A `500` for what should not happen (the library's state changed shape, the OS random
+/// source failed): never caused by input.
+fn internal(m: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", m)
+}
+
+fn relying(st: &AppState) -> Result<&Relying, ApiError> {
+    st.relying.as_deref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "PASSKEYS_OFF",
+            "passkeys are not configured on this gateway (`passkeys` in the config)",
+        )
+    })
+}
+
+fn random_hex() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source");
+    hex::encode(b)
+}
+
+/// `value` with the base64url challenge at `path` replaced by `challenge`.
+fn with_challenge(mut value: Value, path: &[&str], challenge: &str) -> Result<Value, ApiError> {
+    let mut v = &mut value;
+    for k in path {
+        v = v
+            .get_mut(*k)
+            .ok_or_else(|| internal("the WebAuthn state has an unknown shape"))?;
+    }
+    *v = Value::String(challenge.to_string());
+    Ok(value)
+}
+
+/// The user handle of `principal`: stable, and no personal data (the SHA-256 of the name).
+fn user_id(principal: &str) -> Uuid {
+    let h = assent_core::canonical::sha256_hex(principal.as_bytes());
+    Uuid::from_slice(&hex::decode(&h[..32]).expect("hex")).expect("16 bytes")
+}
+
+async fn passkeys_of(st: &AppState, principal: &str) -> Result<Vec<StoredPasskey>, ApiError> {
+    let p = principal.to_string();
+    st.store_call(move |s| s.passkeys_of(&p)).await
+}
+
+/// Starts registering a passkey for `principal`: the options for `navigator.credentials
+/// .create()` (ES256 only: receipts verify ES256 offline) and the ceremony id.
+pub async fn start_registration(
+    st: &AppState,
+    principal: &str,
+) -> Result<PasskeyChallenge, ApiError> {
+    let rp = relying(st)?;
+    let have = passkeys_of(st, principal).await?;
+    let exclude = have
+        .iter()
+        .filter_map(|p| serde_json::from_str::<Passkey>(&p.passkey).ok())
+        .map(|p| p.cred_id().clone())
+        .collect::<Vec<_>>();
+    let (ccr, state) = rp
+        .webauthn()
+        .start_passkey_registration(user_id(principal), principal, principal, Some(exclude))
+        .map_err(|e| internal(format!("passkey registration: {e}")))?;
+    let mut options = serde_json::to_value(&ccr).expect("options serialise");
+    options["publicKey"]["pubKeyCredParams"] =
+        serde_json::json!([{"type": "public-key", "alg": -7}]);
+    let mut state = serde_json::to_value(&state).expect("state serialises");
+    state["rs"]["credential_algorithms"] = serde_json::json!(["ES256"]);
+    let c = Ceremony {
+        id: random_hex(),
+        principal: principal.to_string(),
+        purpose: "register".into(),
+        approval_id: None,
+        call_hash: None,
+        decision: None,
+        nonce: None,
+        state: state.to_string(),
+        expires_at: now_ms() + CEREMONY_MS,
+    };
+    let id = c.id.clone();
+    st.store_call(move |s| s.put_ceremony(&c, now_ms())).await?;
+    Ok(PasskeyChallenge {
+        ceremony: id,
+        options,
+    })
+}
+
+/// Finishes registration `ceremony` of `principal` with the browser's `credential`; stores the
+/// passkey under `label`. `400` for a ceremony that is unknown, someone else's, expired or
+/// used, or a credential the relying party refuses.
+pub async fn finish_registration(
+    st: &AppState,
+    principal: &str,
+    ceremony: &str,
+    credential: Value,
+    label: &str,
+) -> Result<StoredPasskey, ApiError> {
+    let rp = relying(st)?;
+    let c = take(st, ceremony, principal, "register").await?;
+    let state: PasskeyRegistration = serde_json::from_str(&c.state)
+        .map_err(|_| ApiError::bad_request("the ceremony state cannot be read"))?;
+    let cred: RegisterPublicKeyCredential = serde_json::from_value(credential)
+        .map_err(|e| ApiError::bad_request(format!("credential: {e}")))?;
+    let pk = rp
+        .webauthn()
+        .finish_passkey_registration(&cred, &state)
+        .map_err(|e| ApiError::bad_request(format!("the passkey was not accepted: {e}")))?;
+    let public_key = jwk(&pk)
+        .ok_or_else(|| ApiError::bad_request("only ES256 (P-256) passkeys are accepted"))?;
+    let stored = StoredPasskey {
+        credential_id: B64.encode(pk.cred_id().as_slice()),
+        principal: principal.to_string(),
+        passkey: serde_json::to_string(&pk).expect("passkey serialises"),
+        public_key,
+        label: label.chars().take(100).collect(),
+        created_at: now_ms(),
+    };
+    let s2 = stored.clone();
+    st.store_call(move |s| s.add_passkey(&s2)).await?;
+    Ok(stored)
+}
+
+/// The public key of `pk` as a JWK, for a P-256 key.
+fn jwk(pk: &Passkey) -> Option<PublicJwk> {
+    match &pk.get_public_key().key {
+        COSEKeyType::EC_EC2(k) => Some(PublicJwk {
+            kty: "EC".into(),
+            crv: "P-256".into(),
+            x: B64.encode(k.x.as_ref()),
+            y: Some(B64.encode(k.y.as_ref())),
+        })
+        .filter(|_| format!("{:?}", k.curve) == "SECP256R1"),
+        _ => None,
+    }
+}
+
+async fn take(
+    st: &AppState,
+    id: &str,
+    principal: &str,
+    purpose: &'static str,
+) -> Result<Ceremony, ApiError> {
+    let (id, p) = (id.to_string(), principal.to_string());
+    st.store_call(move |s| s.take_ceremony(&id, &p, purpose, now_ms()))
+        .await?
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "no such passkey ceremony of yours in progress (unknown, expired or used: start again)",
+            )
+        })
+}
+
+/// `POST /v1/approvals/{id}/passkey` and the dashboard's: starts the vote ceremony of
+/// `principal` on pending approval `id`; the challenge binds `id`, its `call_hash` and
+/// `approve`. `404` for no such approval, `409` when it is not pending, `409 NO_PASSKEY` when
+/// the principal has none registered, `409 PASSKEYS_OFF`.
+pub async fn start_vote(
+    st: &AppState,
+    principal: &str,
+    id: &str,
+) -> Result<PasskeyChallenge, ApiError> {
+    let rp = relying(st)?;
+    let aid = id.to_string();
+    let rec = st
+        .store_call(move |s| s.get_approval(&aid))
+        .await?
+        .ok_or_else(|| ApiError::not_found("no such approval"))?;
+    if rec.status != assent_core::ApprovalStatus::Pending {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "ALREADY_DECIDED",
+            "the approval is no longer pending",
+        )
+        .with_status(rec.status));
+    }
+    let keys: Vec<Passkey> = passkeys_of(st, principal)
+        .await?
+        .iter()
+        .filter_map(|p| serde_json::from_str(&p.passkey).ok())
+        .collect();
+    if keys.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "NO_PASSKEY",
+            format!("`{principal}` has no passkey: register one in the dashboard (Passkeys)"),
+        ));
+    }
+    let (rcr, state) = rp
+        .webauthn()
+        .start_passkey_authentication(&keys)
+        .map_err(|e| internal(format!("passkey authentication: {e}")))?;
+    let nonce = random_hex();
+    let challenge = B64.encode(vote_challenge(&rec.id, &rec.call_hash, "approve", &nonce));
+    let options = with_challenge(
+        serde_json::to_value(&rcr).expect("options serialise"),
+        &["publicKey", "challenge"],
+        &challenge,
+    )?;
+    let state = with_challenge(
+        serde_json::to_value(&state).expect("state serialises"),
+        &["ast", "challenge"],
+        &challenge,
+    )?;
+    let c = Ceremony {
+        id: random_hex(),
+        principal: principal.to_string(),
+        purpose: "vote".into(),
+        approval_id: Some(rec.id.clone()),
+        call_hash: Some(rec.call_hash.clone()),
+        decision: Some("approve".into()),
+        nonce: Some(nonce),
+        state: state.to_string(),
+        expires_at: now_ms() + CEREMONY_MS,
+    };
+    let cid = c.id.clone();
+    st.store_call(move |s| s.put_ceremony(&c, now_ms())).await?;
+    Ok(PasskeyChallenge {
+        ceremony: cid,
+        options,
+    })
+}
+
+/// Finishes `principal`'s vote ceremony `a` for approval `id`: `webauthn-rs` checks the
+/// assertion against the ceremony's challenge, origin, RP id, user verification and one of the
+/// principal's passkeys; the counter is stored; the proof for the store is returned. `400`
+/// (`PASSKEY_INVALID`) when any of it fails, or the ceremony was for another approval.
+pub async fn finish_vote(
+    st: &AppState,
+    principal: &str,
+    id: &str,
+    a: PasskeyAssertion,
+) -> Result<PasskeyProof, ApiError> {
+    let rp = relying(st)?;
+    let invalid = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "PASSKEY_INVALID", m);
+    let c = take(st, &a.ceremony, principal, "vote").await?;
+    if c.approval_id.as_deref() != Some(id) {
+        return Err(invalid(
+            "the passkey ceremony was started for another approval".into(),
+        ));
+    }
+    let state: PasskeyAuthentication = serde_json::from_str(&c.state)
+        .map_err(|_| invalid("the ceremony state cannot be read".into()))?;
+    let cred: PublicKeyCredential =
+        serde_json::from_value(a.credential).map_err(|e| invalid(format!("credential: {e}")))?;
+    let res = rp
+        .webauthn()
+        .finish_passkey_authentication(&cred, &state)
+        .map_err(|e| invalid(format!("the passkey assertion was not accepted: {e}")))?;
+    let credential_id = B64.encode(cred.raw_id.as_slice());
+    let stored = passkeys_of(st, principal)
+        .await?
+        .into_iter()
+        .find(|p| p.credential_id == credential_id)
+        .ok_or_else(|| invalid("the passkey is not one registered to you".into()))?;
+    if let Ok(mut pk) = serde_json::from_str::<Passkey>(&stored.passkey)
+        && pk.update_credential(&res) == Some(true)
+    {
+        let (cid, json) = (
+            credential_id.clone(),
+            serde_json::to_string(&pk).expect("passkey"),
+        );
+        st.store_call(move |s| s.update_passkey(&cid, &json))
+            .await?;
+    }
+    Ok(PasskeyProof {
+        credential_id,
+        public_key: stored.public_key,
+        rp_id: rp.rp_id().to_string(),
+        nonce: c.nonce.unwrap_or_default(),
+        authenticator_data: B64.encode(cred.response.authenticator_data.as_slice()),
+        client_data_json: B64.encode(cred.response.client_data_json.as_slice()),
+        signature: B64.encode(cred.response.signature.as_slice()),
+    })
+}
+
+/// `POST /v1/approvals/{id}/passkey` (operators who may decide): starts the caller's vote
+/// ceremony on approval `id` ([`start_vote`]).
+pub(crate) async fn vote_ceremony(
+    axum::extract::State(st): axum::extract::State<AppState>,
+    op: crate::extract::Operator<crate::extract::DecideApprovals>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<crate::body::Body<PasskeyChallenge>, ApiError> {
+    Ok(crate::body::Body(start_vote(&st, op.name(), &id).await?))
+}

@@ -1,0 +1,211 @@
+//! Operators' passkeys and the WebAuthn ceremonies in progress (issue 14 §4). A passkey is
+//! stored as `webauthn-rs` left it (opaque JSON, updated after each use for its signature
+//! counter) with its public key as a JWK for receipts. A ceremony's state is kept in the
+//! database, so a ceremony started on one replica finishes on any other; it is bound to a
+//! principal (and, for a vote, to an approval, its `call_hash` and the decision) and taken
+//! once. Registration and removal are audited (`passkey.registered`, `passkey.removed`).
+
+use crate::audit;
+use crate::db::OptionalExtension as _;
+use crate::error::StoreError;
+use crate::params;
+use crate::sql;
+use crate::store::Store;
+use assent_core::passkey::PublicJwk;
+use serde_json::json;
+
+/// One registered passkey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPasskey {
+    /// The credential id (base64url).
+    pub credential_id: String,
+    /// The principal it belongs to.
+    pub principal: String,
+    /// The `webauthn-rs` credential (JSON).
+    pub passkey: String,
+    /// Its public key.
+    pub public_key: PublicJwk,
+    /// A name for people (`passkey 2026-11-24`, the browser's, …), at most 100 characters.
+    pub label: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// A WebAuthn ceremony in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ceremony {
+    /// Random id the client echoes.
+    pub id: String,
+    /// Who started it; only they may finish it.
+    pub principal: String,
+    /// `register` or `vote`.
+    pub purpose: String,
+    /// For a vote: the approval, its `call_hash` and the decision the challenge binds, and
+    /// the challenge's nonce (`assent_core::passkey::vote_challenge`).
+    pub approval_id: Option<String>,
+    /// See `approval_id`.
+    pub call_hash: Option<String>,
+    /// See `approval_id`.
+    pub decision: Option<String>,
+    /// See `approval_id`.
+    pub nonce: Option<String>,
+    /// The `webauthn-rs` ceremony state (JSON).
+    pub state: String,
+    /// Unix milliseconds; a ceremony is not taken after it.
+    pub expires_at: i64,
+}
+
+impl Store {
+    /// Stores passkey `p` (audited `passkey.registered` with its id and label). `Invalid` when
+    /// the credential id is registered already (to anyone).
+    pub fn add_passkey(&self, p: &StoredPasskey) -> Result<(), StoreError> {
+        self.write(|tx| {
+            let taken: Option<String> = tx
+                .query_row(
+                    "SELECT principal FROM passkeys WHERE credential_id = ?1",
+                    [&p.credential_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if taken.is_some() {
+                return Err(StoreError::Invalid(
+                    "this passkey is registered already".into(),
+                ));
+            }
+            tx.execute(
+                "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES (?1,?2,?3,?4,?5,?6)",
+                params![p.credential_id, p.principal, p.passkey,
+                        serde_json::to_string(&p.public_key).expect("jwk"), p.label, p.created_at],
+            )?;
+            let data = json!({"credential_id": p.credential_id, "label": p.label});
+            audit::append(**tx, p.created_at, "passkey.registered", None, &p.principal, &data)?;
+            Ok(())
+        })
+    }
+
+    /// The passkeys of `principal`, oldest first. A row whose public key does not parse is
+    /// left out (it cannot sign anything we would accept).
+    pub fn passkeys_of(&self, principal: &str) -> Result<Vec<StoredPasskey>, StoreError> {
+        let rows = sql::rows(
+            self.lock().conn(),
+            "SELECT credential_id, principal, passkey, public_key, label, created_at FROM passkeys WHERE principal = ?1 ORDER BY created_at, credential_id",
+            [principal],
+            |r| {
+                let jwk: String = r.get(3)?;
+                Ok(serde_json::from_str::<PublicJwk>(&jwk)
+                    .ok()
+                    .map(|public_key| {
+                        Ok::<_, crate::db::DbError>(StoredPasskey {
+                            credential_id: r.get(0)?,
+                            principal: r.get(1)?,
+                            passkey: r.get(2)?,
+                            public_key,
+                            label: r.get(4)?,
+                            created_at: r.get(5)?,
+                        })
+                    }))
+            },
+        )?;
+        Ok(rows.into_iter().flatten().collect::<Result<_, _>>()?)
+    }
+
+    /// Replaces the stored `webauthn-rs` credential of `credential_id` (its counter moved).
+    pub fn update_passkey(&self, credential_id: &str, passkey: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE passkeys SET passkey = ?2 WHERE credential_id = ?1",
+                params![credential_id, passkey],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Removes `principal`'s passkey `credential_id` (audited `passkey.removed`); `false`
+    /// when they have no such passkey.
+    pub fn remove_passkey(
+        &self,
+        principal: &str,
+        credential_id: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "DELETE FROM passkeys WHERE credential_id = ?1 AND principal = ?2",
+                params![credential_id, principal],
+            )?;
+            if n == 1 {
+                let data = json!({"credential_id": credential_id});
+                audit::append(**tx, now, "passkey.removed", None, principal, &data)?;
+            }
+            Ok(n == 1)
+        })
+    }
+
+    /// Stores ceremony `c`, removing the ceremonies that ended before `now`.
+    pub fn put_ceremony(&self, c: &Ceremony, now: i64) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM passkey_ceremonies WHERE expires_at <= ?1", [now])?;
+            tx.execute(
+                "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+                params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Takes ceremony `id` once: it is removed, and returned when `principal` started it for
+    /// `purpose` and it has not ended by `now`; `None` otherwise (unknown, someone else's,
+    /// another purpose, expired, or taken already).
+    pub fn take_ceremony(
+        &self,
+        id: &str,
+        principal: &str,
+        purpose: &str,
+        now: i64,
+    ) -> Result<Option<Ceremony>, StoreError> {
+        self.write(|tx| {
+            let c = tx
+                .query_row(
+                    "SELECT id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at FROM passkey_ceremonies WHERE id = ?1",
+                    [id],
+                    |r| {
+                        Ok(Ceremony {
+                            id: r.get(0)?,
+                            principal: r.get(1)?,
+                            purpose: r.get(2)?,
+                            approval_id: r.get(3)?,
+                            call_hash: r.get(4)?,
+                            decision: r.get(5)?,
+                            nonce: r.get(6)?,
+                            state: r.get(7)?,
+                            expires_at: r.get(8)?,
+                        })
+                    },
+                )
+                .optional()?;
+            let Some(c) = c else { return Ok(None) };
+            if c.principal != principal {
+                // Someone else's: leave it to its owner.
+                return Ok(None);
+            }
+            tx.execute("DELETE FROM passkey_ceremonies WHERE id = ?1", [id])?;
+            Ok((c.purpose == purpose && c.expires_at > now).then_some(c))
+        })
+    }
+}
+
+/// The principal and public key a registered credential belongs to, read in the decision's
+/// transaction (`None`: not registered).
+pub(crate) fn owner_of(
+    tx: crate::db::Conn<'_>,
+    credential_id: &str,
+) -> crate::db::Result<Option<(String, Option<PublicJwk>)>> {
+    let row: Option<(String, String)> = tx
+        .query_row(
+            "SELECT principal, public_key FROM passkeys WHERE credential_id = ?1",
+            [credential_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(row.map(|(p, k)| (p, serde_json::from_str(&k).ok())))
+}

@@ -1,0 +1,115 @@
+// Passkey-signed approvals (issue 14 §4) in Debian's Chromium with a virtual WebAuthn
+// authenticator (CDP `WebAuthn.addVirtualAuthenticator`): an operator registers a passkey in
+// the dashboard, an R4 call is refused without one over the API, and approved from its card
+// with the passkey; the receipt is written to RECEIPT for the Python side to verify offline.
+// Env: ASSENT_URL (http://localhost:PORT), OPERATOR_KEY, AGENT_KEY, CHROMIUM, RECEIPT.
+import { chromium } from "playwright-core";
+import { createRequire } from "node:module";
+import { readFileSync, writeFileSync } from "node:fs";
+import assert from "node:assert/strict";
+
+const require = createRequire(import.meta.url);
+const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const URL = process.env.ASSENT_URL;
+const OP = process.env.OPERATOR_KEY;
+const AGENT = process.env.AGENT_KEY;
+
+const api = async (method, path, key, body) => {
+  const r = await fetch(URL + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: r.status, body: await r.json().catch(() => null) };
+};
+const step = (s) => console.log(`- ${s}`);
+const axe = async (page, what) => {
+  await page.addScriptTag({ content: AXE });
+  const result = await page.evaluate(async () => await window.axe.run(document, { resultTypes: ["violations"] }));
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(bad.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`), [],
+    `axe-core: serious or critical violations on the ${what}`);
+};
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+try {
+  const context = await browser.newContext({ bypassCSP: true });
+  const page = await context.newPage();
+  page.setDefaultTimeout(15000);
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("WebAuthn.enable");
+  const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
+    options: { protocol: "ctap2", transport: "internal", hasResidentKey: true,
+               hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+  });
+
+  step("an R4 call is held; the operator's API approval without a passkey is refused");
+  const p = await api("POST", "/v1/tool-calls", AGENT, {
+    agent: "pay_bot", session_id: "pk", tool: "wire_transfer", arguments: { amount: 250000, to: "ACME" },
+  });
+  assert.equal(p.status, 202, JSON.stringify(p.body));
+  const id = p.body.approval_id;
+  const held = await api("GET", `/v1/approvals/${id}`, OP);
+  assert.equal(held.body.require_passkey, true, JSON.stringify(held.body));
+  const bare = await api("POST", `/v1/approvals/${id}/decision`, OP, { decision: "approve" });
+  assert.equal(bare.status, 403, JSON.stringify(bare.body));
+  assert.equal(bare.body.code, "PASSKEY_REQUIRED");
+  const none = await api("POST", `/v1/approvals/${id}/passkey`, OP, {});
+  assert.equal(none.status, 409, JSON.stringify(none.body));
+  assert.equal(none.body.code, "NO_PASSKEY");
+
+  step("sign in and register a passkey");
+  await page.goto(`${URL}/ui/login`);
+  await page.fill("#key", OP);
+  await page.click("button[type=submit]");
+  await page.waitForURL(`${URL}/ui`);
+  await page.goto(`${URL}/ui/passkeys`);
+  await page.waitForSelector("#no-passkeys");
+  await axe(page, "passkeys page");
+  await page.fill("#passkey-label", "laptop");
+  await page.click("#register-passkey button[type=submit]");
+  await page.waitForSelector("#passkeys li[data-credential-id]");
+  assert.match(await page.textContent("#passkeys li"), /laptop/);
+  const creds = await cdp.send("WebAuthn.getCredentials", { authenticatorId });
+  assert.equal(creds.credentials.length, 1);
+
+  step("approve from the card with the passkey");
+  await page.goto(`${URL}/ui/approvals/${id}`);
+  await page.waitForSelector("p.passkey-note");
+  await axe(page, "card needing a passkey");
+  await page.click("#approve-form button.approve");
+  await page.waitForSelector("#decisions li");
+  assert.match(await page.textContent("#decisions"), /approve by alice/);
+  const done = await api("GET", `/v1/approvals/${id}`, OP);
+  assert.equal(done.body.status, "approved", JSON.stringify(done.body));
+
+  step("the receipt carries the passkey assertion and the credential's public key");
+  const receipt = await api("GET", `/v1/approvals/${id}/receipt`, OP);
+  assert.equal(receipt.status, 200, JSON.stringify(receipt.body));
+  const proof = receipt.body.decisions[0].passkey;
+  assert.ok(proof && proof.signature && proof.public_key.crv === "P-256", JSON.stringify(receipt.body));
+  writeFileSync(process.env.RECEIPT, JSON.stringify(receipt.body));
+
+  step("an assertion made for one approval does not approve another");
+  const q = await api("POST", "/v1/tool-calls", AGENT, {
+    agent: "pay_bot", session_id: "pk", tool: "wire_transfer", arguments: { amount: 1, to: "ACME" },
+  });
+  const ch = await api("POST", `/v1/approvals/${q.body.approval_id}/passkey`, OP, {});
+  assert.equal(ch.status, 200, JSON.stringify(ch.body));
+  const forged = await api("POST", `/v1/approvals/${q.body.approval_id}/decision`, OP, {
+    decision: "approve",
+    passkey: { ceremony: ch.body.ceremony, credential: {
+      id: proof.credential_id, rawId: proof.credential_id, type: "public-key", extensions: {},
+      response: { authenticatorData: proof.authenticator_data, clientDataJSON: proof.client_data_json,
+                  signature: proof.signature, userHandle: null } } },
+  });
+  assert.equal(forged.status, 400, JSON.stringify(forged.body));
+  assert.equal(forged.body.code, "PASSKEY_INVALID");
+  console.log("passkeys: all steps passed");
+} finally {
+  await browser.close();
+}
