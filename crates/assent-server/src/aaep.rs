@@ -233,7 +233,8 @@ pub(crate) async fn replies(
 ) -> Response {
     // The sender is authenticated before the body is parsed; a reply without a valid key is
     // ignored like any other failing reply (§6.3.4: 204, no reason given).
-    let Ok(p) = authenticate(&st.principals, &headers) else {
+    let principals = st.principals();
+    let Ok(p) = authenticate(&principals, &headers) else {
         tracing::info!(why = "unauthenticated", "AAEP reply ignored");
         return StatusCode::NO_CONTENT.into_response();
     };

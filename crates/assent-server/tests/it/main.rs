@@ -23,6 +23,7 @@ mod protocol;
 mod quorum;
 mod ready;
 mod receipts;
+mod reload;
 mod security;
 mod tools;
 mod webhooks;
