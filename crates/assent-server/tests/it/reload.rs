@@ -330,3 +330,33 @@ async fn a_reload_names_the_settings_only_a_restart_applies_and_leaves_them() {
     );
     assert_eq!(gw.state.settings.max_pending_per_agent, 100);
 }
+
+#[tokio::test]
+async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let mut stream = gw
+        .http
+        .get(format!("{}/aaep/v1/events", gw.url))
+        .bearer_auth(OP)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let first = stream.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("aaep.subscription"));
+    let without_alice = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
+    assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
+    // The stream ends (a guard against a hang, not a timing assertion: it ends on the reload).
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(c) = stream.chunk().await.unwrap() {
+            assert!(!String::from_utf8_lossy(&c).contains("aaep.event"));
+        }
+    })
+    .await;
+    assert!(rest.is_ok(), "the revoked operator's stream stayed open");
+}
