@@ -131,6 +131,15 @@ async fn every_verdict_and_approval_records_the_policy_set_it_was_decided_under(
     let (s, r) = gw.get(&format!("/v1/approvals/{first}/receipt"), OP).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["policy_set_sha256"], old.as_str());
+    // The dashboard card shows it.
+    let cookie = gw.dashboard_session().await;
+    let card = gw
+        .dashboard_page(&format!("/ui/approvals/{second}"), &cookie)
+        .await;
+    assert!(
+        card.contains(&format!("<code id=\"policy-set\">{new}</code>")),
+        "{card}"
+    );
     // The audit records of the verdicts name the set too: the allowed `read` and the holds.
     let allowed = gw.sql().text(
         "SELECT data FROM audit WHERE kind = 'call.allowed' ORDER BY seq LIMIT 1",
@@ -359,4 +368,23 @@ async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
     })
     .await;
     assert!(rest.is_ok(), "the revoked operator's stream stayed open");
+}
+
+#[tokio::test]
+async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let cookie = gw.dashboard_session().await;
+    let queue = |cookie: String| {
+        let r = gw.http.get(format!("{}/ui/queue", gw.url));
+        async move { r.header("cookie", cookie).send().await.unwrap().status() }
+    };
+    assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
+    let without_alice = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
+    assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
+    assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
 }

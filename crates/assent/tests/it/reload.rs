@@ -1,9 +1,10 @@
 //! Live reload through the real binary (issue 14 §8): SIGHUP makes a running `assent serve`
 //! re-read its config file (a removed agent key then gets 401), a file with errors keeps the
 //! old set and `assent reload` prints the errors as `FILE:LINE: reason` (exit 1), an applied
-//! `assent reload` prints whose keys were revoked, and an agent's key cannot reload.
+//! `assent reload` prints whose keys were revoked, an agent's key cannot reload, and `assent
+//! show` names the policy set a call was held under.
 
-use crate::{BOT_KEY, FS_KEY, Served, cli, ok, served, stop};
+use crate::{BOT_KEY, FS_KEY, Served, cli, get_op, held, ok, served, stop};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -102,5 +103,27 @@ fn assent_reload_with_an_agent_key_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("FORBIDDEN"), "{err}");
+    stop(server);
+}
+
+#[test]
+fn assent_show_names_the_policy_set_a_call_was_held_under() {
+    let Served {
+        dir: _dir, server, ..
+    } = served("");
+    let url = server.url.clone();
+    let id = held(&url, 5000);
+    let hash = get_op(&url, &format!("/v1/approvals/{id}"))["policy_set_sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(hash.len(), 64);
+    let card = ok(&cli(&url, &["show", &id]));
+    assert!(
+        card.contains(&format!(
+            "policy set: sha256:{hash} (in force when it was held)"
+        )),
+        "{card}"
+    );
     stop(server);
 }
