@@ -28,6 +28,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::stream::unfold;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -175,10 +176,19 @@ pub(crate) async fn events(
     Ok(resp)
 }
 
+/// Whether an operator in force now holds the key whose SHA-256 is `key` (issue 14 §8: a
+/// reload that removed or re-keyed them ends what they opened).
+fn still_holds(st: &AppState, key: &[u8; 32]) -> bool {
+    let principals = st.principals();
+    principals
+        .iter()
+        .any(|p| &p.key_sha256 == key && p.roles().is_some())
+}
+
 /// The events of subscription `sub` after sequence `after`, `queue` first: read from the
 /// store on every change (or every 15 s); ends when the subscription is closed (§5.8.2), the
 /// store fails (the subscriber reconnects), or no operator holds the key `key` (SHA-256) it was
-/// opened with any more (a reload removed or re-keyed them, issue 14 §8).
+/// opened with any more ([`still_holds`]).
 fn stream(
     st: AppState,
     sub: Subscription,
@@ -187,20 +197,16 @@ fn stream(
     queue: VecDeque<Event>,
 ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
     let rx = st.changes.subscribe();
-    let init = (st, sub, after, queue, rx);
-    futures_util::stream::unfold(
+    let init = (st, sub, after, queue, rx, key);
+    unfold(
         init,
-        move |(st, sub, mut after, mut queue, mut rx)| async move {
+        |(st, sub, mut after, mut queue, mut rx, key)| async move {
             loop {
-                let live = st.principals();
-                if !live
-                    .iter()
-                    .any(|p| p.key_sha256 == key && p.roles().is_some())
-                {
-                    return None; // the key was revoked by a reload
+                if !still_holds(&st, &key) {
+                    return None; // revoked by a reload
                 }
                 if let Some(e) = queue.pop_front() {
-                    return Some((Ok::<_, Infallible>(e), (st, sub, after, queue, rx)));
+                    return Some((Ok::<_, Infallible>(e), (st, sub, after, queue, rx, key)));
                 }
                 let sub2 = sub.clone();
                 let got = st
