@@ -101,6 +101,11 @@ pub struct Approval {
     /// The edited call's hash; only when `arguments_changed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_call_hash: Option<String>,
+    /// SHA-256 (lowercase hex) of the policy set in force when the call was held: the RFC 8785
+    /// canonical JSON of the sorted texts of the governance files then loaded (issue 14 §8;
+    /// a reload that changes any governance file changes it). Absent when none was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_set_sha256: Option<String>,
     /// [`crate::error::TOOL_DENIED`] when the call will not run because of this approval's
     /// outcome (rejected, cancelled, expired without a token); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]

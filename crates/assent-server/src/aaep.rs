@@ -28,6 +28,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::stream::unfold;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -166,7 +167,8 @@ pub(crate) async fn events(
                 .data(accepted(&sub).to_string()),
         );
     }
-    let mut resp = Sse::new(stream(st, sub, after, queue))
+    let key = op.principal.key_sha256;
+    let mut resp = Sse::new(stream(st, sub, key, after, queue))
         .keep_alive(KeepAlive::default())
         .into_response();
     resp.headers_mut()
@@ -174,55 +176,72 @@ pub(crate) async fn events(
     Ok(resp)
 }
 
+/// Whether an operator in force now holds the key whose SHA-256 is `key` (issue 14 §8: a
+/// reload that removed or re-keyed them ends what they opened).
+fn still_holds(st: &AppState, key: &[u8; 32]) -> bool {
+    let principals = st.principals();
+    principals
+        .iter()
+        .any(|p| &p.key_sha256 == key && p.roles().is_some())
+}
+
 /// The events of subscription `sub` after sequence `after`, `queue` first: read from the
-/// store on every change (or every 15 s); ends when the subscription is closed (§5.8.2) or
-/// the store fails (the subscriber reconnects).
+/// store on every change (or every 15 s); ends when the subscription is closed (§5.8.2), the
+/// store fails (the subscriber reconnects), or no operator holds the key `key` (SHA-256) it was
+/// opened with any more ([`still_holds`]).
 fn stream(
     st: AppState,
     sub: Subscription,
+    key: [u8; 32],
     after: i64,
     queue: VecDeque<Event>,
 ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
     let rx = st.changes.subscribe();
-    let init = (st, sub, after, queue, rx);
-    futures_util::stream::unfold(init, |(st, sub, mut after, mut queue, mut rx)| async move {
-        loop {
-            if let Some(e) = queue.pop_front() {
-                return Some((Ok::<_, Infallible>(e), (st, sub, after, queue, rx)));
-            }
-            let sub2 = sub.clone();
-            let got = st
-                .store_task(move |s| {
-                    let open = s
-                        .subscription(&sub2.id)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|x| x.closed_at.is_none());
-                    (open, s.events_after(&sub2, after, 200))
-                })
-                .await;
-            let Ok((open, Ok(events))) = got else {
-                return None; // the store failed: end the stream; the subscriber reconnects
-            };
-            if !open {
-                return None; // closed (§5.8.2: stop emitting)
-            }
-            for e in events {
-                after = e.seq;
-                if sub.wants(&e.ty, e.critical) {
-                    queue.push_back(
-                        Event::default()
-                            .event("aaep.event")
-                            .id(e.event_id)
-                            .data(e.data.to_string()),
-                    );
+    let init = (st, sub, after, queue, rx, key);
+    unfold(
+        init,
+        |(st, sub, mut after, mut queue, mut rx, key)| async move {
+            loop {
+                if !still_holds(&st, &key) {
+                    return None; // revoked by a reload
+                }
+                if let Some(e) = queue.pop_front() {
+                    return Some((Ok::<_, Infallible>(e), (st, sub, after, queue, rx, key)));
+                }
+                let sub2 = sub.clone();
+                let got = st
+                    .store_task(move |s| {
+                        let open = s
+                            .subscription(&sub2.id)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|x| x.closed_at.is_none());
+                        (open, s.events_after(&sub2, after, 200))
+                    })
+                    .await;
+                let Ok((open, Ok(events))) = got else {
+                    return None; // the store failed: end the stream; the subscriber reconnects
+                };
+                if !open {
+                    return None; // closed (§5.8.2: stop emitting)
+                }
+                for e in events {
+                    after = e.seq;
+                    if sub.wants(&e.ty, e.critical) {
+                        queue.push_back(
+                            Event::default()
+                                .event("aaep.event")
+                                .id(e.event_id)
+                                .data(e.data.to_string()),
+                        );
+                    }
+                }
+                if queue.is_empty() {
+                    let _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()).await;
                 }
             }
-            if queue.is_empty() {
-                let _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()).await;
-            }
-        }
-    })
+        },
+    )
 }
 
 /// `POST /aaep/v1/replies`: `204` for every JSON body; `400` only when it is not JSON.
@@ -233,7 +252,8 @@ pub(crate) async fn replies(
 ) -> Response {
     // The sender is authenticated before the body is parsed; a reply without a valid key is
     // ignored like any other failing reply (§6.3.4: 204, no reason given).
-    let Ok(p) = authenticate(&st.principals, &headers) else {
+    let principals = st.principals();
+    let Ok(p) = authenticate(&principals, &headers) else {
         tracing::info!(why = "unauthenticated", "AAEP reply ignored");
         return StatusCode::NO_CONTENT.into_response();
     };

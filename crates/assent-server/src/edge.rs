@@ -165,7 +165,7 @@ pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> R
             wait,
         );
     }
-    match principal_for_key(&st.principals, key) {
+    match principal_for_key(&st.principals(), key) {
         None => {
             let locked = st.throttle.locked_out(addr, key, true);
             let wait = match locked {

@@ -22,11 +22,12 @@ pub(crate) async fn edit(
     roles: &[String],
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
-    let (needs, now) = (st.window_needs.clone(), now_ms());
+    let live = st.live();
+    let (needs, now) = (live.window_needs.clone(), now_ms());
     let prior = st
         .store_call(move |s| s.session_window(&agent, &session, Some(&id), &needs, now))
         .await?;
-    regate(st, rec, arguments, &prior, roles, now)
+    regate(&live.registry, rec, arguments, &prior, roles, now)
 }
 
 /// Re-canonicalises and re-hashes `arguments` as an edit of approval `rec`, evaluates the
@@ -36,7 +37,7 @@ pub(crate) async fn edit(
 /// `422 EDIT_DENIED` / `EDIT_OUT_OF_SCOPE` / `EDIT_OVER_THRESHOLD` / `EDIT_RAISES_RISK`, `403`
 /// for a missing approver role; each names the reasons.
 fn regate(
-    st: &AppState,
+    reg: &assent_core::policy::Registry,
     rec: &ApprovalRecord,
     arguments: Value,
     prior: &[PriorCall],
@@ -45,7 +46,7 @@ fn regate(
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
     let c = Canonical::call(rec.call.tool.clone(), rec.call.server.clone(), arguments)?;
     let v = evaluate_in(
-        &st.registry,
+        reg,
         &rec.agent,
         c.call(),
         Some(c.arguments()),
@@ -61,7 +62,7 @@ fn regate(
         triggers: &rec.terms.triggers,
     };
     let raised = if rec.terms.triggers.iter().any(|t| t == "cost") {
-        assent_core::edit::raised_costs(&st.registry, &rec.agent, &rec.call, c.call())
+        assent_core::edit::raised_costs(reg, &rec.agent, &rec.call, c.call())
     } else {
         Vec::new()
     };

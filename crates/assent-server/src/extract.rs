@@ -43,7 +43,7 @@ pub struct Caller(pub Principal);
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
-        authenticate(&st.principals, &parts.headers).map(|p| Caller(p.clone()))
+        authenticate(&st.principals(), &parts.headers).map(|p| Caller(p.clone()))
     }
 }
 
@@ -142,7 +142,8 @@ impl<R> Operator<R> {
 impl<R: Refusal> FromRequestParts<AppState> for Operator<R> {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
-        let p = authenticate(&st.principals, &parts.headers)?;
+        let principals = st.principals();
+        let p = authenticate(&principals, &parts.headers)?;
         p.roles().ok_or_else(|| ApiError::forbidden(R::MESSAGE))?;
         Ok(Operator {
             principal: p.clone(),
@@ -187,7 +188,8 @@ impl<R: Refusal> Agent<R> {
 impl<R: Refusal> FromRequestParts<AppState> for Agent<R> {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
-        let p = authenticate(&st.principals, &parts.headers)?;
+        let principals = st.principals();
+        let p = authenticate(&principals, &parts.headers)?;
         let agent_id = p
             .agent_id()
             .ok_or_else(|| ApiError::forbidden(R::MESSAGE))?
@@ -288,7 +290,7 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
 
 /// Checks the bearer key, then takes the body (already buffered by the edge).
 async fn authenticated_body(req: Request, st: &AppState) -> Result<Bytes, ApiError> {
-    authenticate(&st.principals, req.headers())?;
+    authenticate(&st.principals(), req.headers())?;
     read_body(req, st).await
 }
 

@@ -149,6 +149,7 @@ pub fn approval(a: &ApprovalRecord, token: Option<String>) -> Approval {
         damaged: a.damaged.clone(),
         arguments: a.edited.as_ref().map(|e| e.arguments.clone()),
         approved_call_hash: a.edited.as_ref().map(|e| e.call_hash.clone()),
+        policy_set_sha256: a.policy_set_sha256.clone(),
         code: denial.is_some().then(|| "TOOL_DENIED".to_string()),
         reason: denial,
         approval_token: approval_token(a),

@@ -205,7 +205,7 @@ pub(crate) async fn tool_result(
     st.store_call(move |s| s.record_result(&who, approval.as_deref(), &record, now_ms()))
         .await?;
     let v = evaluate_in(
-        &st.registry,
+        &st.registry(),
         &b.agent,
         original.call(),
         Some(original.arguments()),
@@ -305,7 +305,8 @@ pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiEr
 /// Runs the store's proposal transaction for `b`, with the gatekeeper asked inside it (with
 /// the session's prior calls its thresholds' windows reach), unless `b` carries its verdict already.
 async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Proposed), ApiError> {
-    let (reg, needs) = (st.registry.clone(), st.window_needs.clone());
+    let live = st.live();
+    let (reg, needs) = (live.registry.clone(), live.window_needs.clone());
     let settings = st.settings;
     let extension_ms = st.extension_ms.load(std::sync::atomic::Ordering::Relaxed);
     let res = st

@@ -11,7 +11,8 @@
 //!
 //! Layout, by the approval's life cycle (the same names as the store's): [`gate`] (propose),
 //! [`approvals`] and [`decide`] (read, decide, cancel), [`tokens`] (redeem, grants), with
-//! [`plans`], [`clarify`], [`aaep`], [`tools`], [`learning`], [`whoami`] and the
+//! [`plans`], [`clarify`], [`aaep`], [`tools`], [`learning`], [`whoami`], [`reload`] (live
+//! reload of principals, agents and policies) and the
 //! [`dashboard`] beside them; [`router`](mod@router) is the only module that mounts routes. Below them a
 //! kit nothing imports back: [`state`], [`extract`] (extractors), [`agent_json`] (an agent's body for itself), [`store_call`], [`calls`],
 //! [`body`] (responses written from `assent-api` types), `wire` (core → api vocabulary),
@@ -31,6 +32,7 @@ pub mod learning;
 pub mod passkeys;
 pub mod plans;
 pub mod receipts;
+pub mod reload;
 pub mod router;
 pub mod tokens;
 pub mod tools;
@@ -64,7 +66,7 @@ pub mod waiters;
 
 pub use envelopes::WireEnvelopes;
 pub use state::{
-    AppState, DEFAULT_MAX_ARGUMENTS_BYTES, DryRun, DryRunFuture, Settings, StartError, now_ms,
+    AppState, DEFAULT_MAX_ARGUMENTS_BYTES, DryRun, DryRunFuture, Live, Settings, StartError, now_ms,
 };
 
 use assent_store::Store;

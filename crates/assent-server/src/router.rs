@@ -8,7 +8,7 @@ use crate::body::Body;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate, receipts};
-use crate::{learning, plans, tokens, tools, webhooks, whoami};
+use crate::{learning, plans, reload, tokens, tools, webhooks, whoami};
 use assent_api::identity::Health;
 use axum::Router;
 use axum::http::StatusCode;
@@ -95,7 +95,7 @@ fn redeem() -> Router<AppState> {
 }
 
 /// Around the life cycle: who a key is, declared and pinned tools, learning samples, audit
-/// checkpoints, webhook dead letters.
+/// checkpoints, webhook dead letters, live reload.
 fn around() -> Router<AppState> {
     Router::new()
         .route("/v1/whoami", get(whoami::whoami))
@@ -112,6 +112,7 @@ fn around() -> Router<AppState> {
         .route("/v1/tools/pins", get(tools::pins))
         .route("/v1/audit/checkpoints", get(checkpoints::list))
         .route("/v1/webhooks/dead-letters", get(webhooks::dead_letters))
+        .route("/v1/reload", post(reload::reload_route))
 }
 
 /// The AAEP HTTP binding (Appendix B.1).

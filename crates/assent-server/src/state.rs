@@ -1,6 +1,7 @@
-//! The state of a running server ([`AppState`]: store, registry, principals, settings, the
-//! change signal, waiters, throttle, webhooks; dashboard sessions are in the store) and how
-//! it is built from a validated [`Config`]; [`now_ms`], the server's clock. Every handler receives it; it mounts
+//! The state of a running server ([`AppState`]: store, the live set of principals, agents and
+//! policies ([`Live`], swapped whole by a reload), settings, the change signal, waiters,
+//! throttle, webhooks; dashboard sessions are in the store) and how it is built from a
+//! validated [`Config`]; [`now_ms`], the server's clock. Every handler receives it; it mounts
 //! no route and calls no handler.
 
 use crate::config::{self, Config, Principal};
@@ -8,7 +9,7 @@ use crate::{serve, throttle, waiters};
 use assent_core::policy::Registry;
 use assent_store::Store;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -17,13 +18,13 @@ use tokio::sync::watch;
 pub struct AppState {
     /// The store (SQLite or Postgres).
     pub store: Arc<Store>,
-    /// Agents and governance policies.
-    pub registry: Arc<Registry>,
-    /// What the registry's thresholds need of a session's history (the longest rate window,
-    /// the cost arguments): what a proposal reads instead of the whole history (issue 13 §5).
-    pub window_needs: Arc<assent_core::triggers::window::WindowNeeds>,
-    /// Who may call the API.
-    pub principals: Arc<Vec<Principal>>,
+    /// The principals, agents and policies in force, replaced whole by a reload (issue 14
+    /// §8): read it with [`AppState::live`] (one consistent snapshot), swap it with
+    /// [`AppState::swap_live`].
+    live: Arc<RwLock<Arc<Live>>>,
+    /// Where a reload re-reads the configuration from (`None`: this state was built from
+    /// parts, and `POST /v1/reload` answers `409 RELOAD_UNAVAILABLE`).
+    pub reload: Option<Arc<config::ReloadSource>>,
     /// Gateway-wide settings from the config.
     pub settings: Settings,
     /// Bumped after every approval state change (also another replica's, heard through
@@ -56,6 +57,30 @@ pub struct AppState {
     /// On Postgres, the thread hearing other replicas' changes ([`crate::replicas`]); it
     /// stops when the last clone of the state is dropped.
     pub listener: Option<Arc<assent_store::db::Listener>>,
+}
+
+/// The part of the configuration a reload replaces (issue 14 §8), as one snapshot: a request
+/// that read it keeps using it to the end, while the next request reads the new one.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// Agents and governance policies.
+    pub registry: Arc<Registry>,
+    /// What the registry's thresholds need of a session's history (the longest rate window,
+    /// the cost arguments): what a proposal reads instead of the whole history (issue 13 §5).
+    pub window_needs: Arc<assent_core::triggers::window::WindowNeeds>,
+    /// Who may call the API.
+    pub principals: Arc<Vec<Principal>>,
+}
+
+impl Live {
+    /// The snapshot of `registry` (its window needs derived) and `principals`.
+    pub fn new(registry: Registry, principals: Vec<Principal>) -> Self {
+        Self {
+            window_needs: Arc::new(assent_core::triggers::window::WindowNeeds::of(&registry)),
+            registry: Arc::new(registry),
+            principals: Arc::new(principals),
+        }
+    }
 }
 
 /// A future returned by [`DryRun::run`].
@@ -126,6 +151,7 @@ impl AppState {
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());
+        state.reload = Some(Arc::new(config::ReloadSource::new(config, false)));
         if let assent_store::db::Database::Postgres { url } = &database {
             let shared = throttle::Throttle::with_proxies(
                 config.rate_limits,
@@ -154,9 +180,8 @@ impl AppState {
     ) -> Self {
         Self {
             store: Arc::new(store),
-            window_needs: Arc::new(assent_core::triggers::window::WindowNeeds::of(&registry)),
-            registry: Arc::new(registry),
-            principals: Arc::new(principals),
+            live: Arc::new(RwLock::new(Arc::new(Live::new(registry, principals)))),
+            reload: None,
             settings,
             changes: Arc::new(watch::channel(0).0),
             extension_ms: Arc::new(std::sync::atomic::AtomicI64::new(0)),
@@ -171,6 +196,29 @@ impl AppState {
             readiness: Arc::default(),
             listener: None,
         }
+    }
+
+    /// The principals, agents and policies in force now (one snapshot: read it once per
+    /// request where they must agree, e.g. the gatekeeper's registry and window needs).
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The principals in force now (see [`AppState::live`]).
+    pub fn principals(&self) -> Arc<Vec<Principal>> {
+        self.live().principals.clone()
+    }
+
+    /// The agents and governance policies in force now (see [`AppState::live`]).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.live().registry.clone()
+    }
+
+    /// Puts `live` in force for every clone of this state at once (the next request reads
+    /// it; requests that read the old one finish with it) and returns the old one.
+    pub fn swap_live(&self, live: Live) -> Arc<Live> {
+        let mut slot = self.live.write().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *slot, Arc::new(live))
     }
 
     /// Re-reads the longest timeout extension of the open AAEP subscriptions.
@@ -188,7 +236,7 @@ impl AppState {
 
     /// The agent ids principal `name` owns (`principals[].owns`; empty for an unknown name).
     pub fn owns_of(&self, name: &str) -> Vec<String> {
-        self.principals
+        self.principals()
             .iter()
             .find(|p| p.name == name)
             .map(|p| p.owns.clone())

@@ -47,7 +47,7 @@ pub(crate) async fn check(
     AgentJson(_, b): AgentJsonOneRefusal<ReportTools, ToolCheckRequest>,
 ) -> Result<Body<ToolCheckResponse>, ApiError> {
     let declared = st
-        .registry
+        .registry()
         .agents
         .get(&b.agent)
         .is_some_and(|a| a.mcp_servers.iter().any(|m| m.alias == b.server));

@@ -43,7 +43,7 @@ pub(crate) async fn declared_tools(
         )));
     }
     let tools = st
-        .registry
+        .registry()
         .declared_tools(&agent, &alias)
         .map_err(ApiError::not_found)?;
     Ok(Body(DeclaredTools {

@@ -399,13 +399,16 @@ struct Gate<'a> {
 }
 
 impl Gate<'_> {
-    /// Audits `kind` for the proposal: session, run, device, call, hash and the verdict, plus
-    /// the fields of `extra` (an object).
+    /// Audits `kind` for the proposal: session, run, device, call, hash, the verdict and the
+    /// policy set's hash (when given), plus the fields of `extra` (an object).
     fn audit(&self, kind: &str, approval_id: Option<&str>, extra: Value) -> db::Result<()> {
         let (p, v) = (self.p, self.verdict);
         let mut d = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id,
             "call": p.call, "call_hash": p.call_hash, "verdict": v.kind, "reasons": v.terms.reasons,
             "risk_tier": v.terms.risk_tier, "triggers": v.terms.triggers});
+        if let Some(h) = p.policy_set_sha256 {
+            d["policy_set_sha256"] = json!(h);
+        }
         if let (Value::Object(d), Value::Object(e)) = (&mut d, extra) {
             d.extend(e);
         }
@@ -501,16 +504,20 @@ fn insert_approval(
     };
     insert_row(tx, p, verdict, &row, status)?;
     let v = verdict;
+    let mut requested = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id, "call": p.call,
+                "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.terms.reasons, "risk_tier": v.terms.risk_tier,
+                "irreversible": v.terms.irreversible, "message": v.terms.message, "expires_at": row.expires_at,
+                "default_decision": v.terms.default_decision, "triggers": v.terms.triggers});
+    if let Some(h) = p.policy_set_sha256 {
+        requested["policy_set_sha256"] = json!(h);
+    }
     audit::append(
         tx,
         p.now,
         "approval.requested",
         Some(&row.id),
         p.agent,
-        &json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id, "call": p.call,
-                "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.terms.reasons, "risk_tier": v.terms.risk_tier,
-                "irreversible": v.terms.irreversible, "message": v.terms.message, "expires_at": row.expires_at,
-                "default_decision": v.terms.default_decision, "triggers": v.terms.triggers}),
+        &requested,
     )?;
     let context = ConfirmContext {
         policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),

@@ -125,6 +125,10 @@ pub struct ApprovalRecord {
     pub reply_token: Option<String>,
     /// RFC 6902 patch from the target's previous submission (a resubmitted plan), if any.
     pub target_diff: Option<Value>,
+    /// SHA-256 (hex) of the policy set in force when the call was held
+    /// (`Registry::policy_set_sha256`; stored with the approval, in the same transaction, in
+    /// its `confirm_context` row, issue 14 §8); `None` when none was recorded.
+    pub policy_set_sha256: Option<String>,
     /// Names of the stored columns that could not be read (issue 10 §8), e.g. `["approvers"]`;
     /// each holds its most restrictive value above. Non-empty: nobody may decide, cancel or
     /// expire the approval ([`crate::DecideError::Damaged`]) and `assent audit verify` reports it.
@@ -235,7 +239,8 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
         .prepare_cached("SELECT id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status, decided_at,
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
             trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties,
-            escalation, escalation_schedule, escalation_steps, require_passkey
+            escalation, escalation_schedule, escalation_steps, require_passkey,
+            (SELECT policy_set_sha256 FROM confirm_context WHERE confirm_context.approval_id = approvals.id)
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             approval_row,
@@ -331,6 +336,7 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         target_id: r.get::<Option<String>>(36)?.unwrap_or_default(),
         reply_token: r.get(37)?,
         target_diff,
+        policy_set_sha256: r.get(51)?,
         damaged: c.damaged,
     })
 }

@@ -164,6 +164,19 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Make the running gateway re-read its config file's principals, agents and policies
+    /// (an operator's key; SIGHUP does the same). A file with errors is refused and the
+    /// gateway keeps the set it had; a removed or changed key stops working at once.
+    #[command(
+        after_help = "Exit codes: 0 reloaded; 1 refused (the errors are printed as FILE:LINE: reason) or the gateway could not be reached."
+    )]
+    Reload {
+        /// Print the API's JSON answer.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// List clarification questions agents are waiting on (pending unless --all).
     Clarifications {
         #[command(flatten)]

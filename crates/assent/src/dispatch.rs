@@ -5,7 +5,7 @@
 use crate::args::{Cli, Cmd};
 use crate::commands::{
     approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, receipt,
-    tools, watch,
+    reload, tools, watch,
 };
 use crate::remote::connect;
 use crate::render::one_line;
@@ -86,6 +86,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         } => approvals::cancel(&remote, &id, session, reason).await,
         Cmd::Grants { list, remote } => grants::grants(&remote, list.all, list.json).await,
         Cmd::Revoke { id, remote } => grants::revoke(&remote, &id).await,
+        Cmd::Reload { json, remote } => reload::run(&remote, json).await,
         Cmd::Clarifications { list, remote } => {
             clarifications::clarifications(&remote, list.all, list.json).await
         }

@@ -209,8 +209,8 @@ fn card_why(a: &Approval, out: &mut String) {
     }
 }
 
-/// The default decision on timeout, the decisions taken, `call_hash`, edited arguments and
-/// the grant scope.
+/// The default decision on timeout, the decisions taken, `call_hash`, the policy set's hash,
+/// edited arguments and the grant scope.
 fn card_outcome(a: &Approval, out: &mut String) {
     put(
         out,
@@ -236,6 +236,12 @@ fn card_outcome(a: &Approval, out: &mut String) {
         );
     }
     put(out, format!("  call_hash: {}\n", a.call_hash));
+    if let Some(h) = &a.policy_set_sha256 {
+        put(
+            out,
+            format!("  policy set: sha256:{h} (in force when it was held)\n"),
+        );
+    }
     if a.arguments_changed {
         put(
             out,

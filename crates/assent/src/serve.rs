@@ -2,7 +2,9 @@
 //! `assent_server::AppState`, binds the listener (refusing demo keys beyond loopback), starts
 //! the MCP hub when `mcp_upstreams` is set and mounts it at `/mcp` behind a strict-JSON,
 //! agent-key check, hands the hub to the dashboard as its dry-run, and runs until SIGINT or
-//! SIGTERM. The routes themselves live in `assent-server`, the hub in `assent-mcp`.
+//! SIGTERM; SIGHUP re-reads the config file's principals, agents and policies
+//! (`assent_server::reload`). The routes themselves live in `assent-server`, the hub in
+//! `assent-mcp`.
 
 use crate::setup::{init_tracing, upstream_specs};
 use anyhow::{Context, Result, bail};
@@ -23,6 +25,8 @@ pub(crate) async fn serve(
     init_tracing("info");
     let mut cfg = Config::load_with(&config, strict)?;
     cfg.insecure_demo_keys = insecure_demo_keys;
+    // What a reload compares the file with: as read, before the command line's overrides.
+    let reloader = assent_server::config::ReloadSource::new(&cfg, strict);
     if let Some(l) = listen {
         cfg.listen = l;
     }
@@ -37,6 +41,7 @@ pub(crate) async fn serve(
         let cfg = cfg.clone();
         tokio::task::spawn_blocking(move || assent_server::AppState::from_config(&cfg)).await??
     };
+    state.reload = Some(std::sync::Arc::new(reloader));
     let nofile = assent_server::serve::raise_open_file_limit();
     state.limits.max_connections =
         assent_server::serve::effective_cap(state.limits.max_connections, nofile);
@@ -45,15 +50,17 @@ pub(crate) async fn serve(
     tracing::info!(
         listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
         agents = cfg.registry.agents.len(), policies = cfg.registry.policies().len(),
-        principals = state.principals.len(), open_files = ?nofile,
+        principals = state.principals().len(), open_files = ?nofile,
         max_connections = state.limits.max_connections, "assent gateway ready"
     );
     let retention = cfg.audit_retention_days.map(|d| {
         let dir = cfg.data_dir.join(assent_store::retention::ARCHIVE_DIR);
         assent_server::retention::spawn(state.clone(), d, dir, assent_server::retention::EVERY)
     });
+    let hangups = on_hangup(state.clone());
     assent_server::run_with(listener, state, extra, shutdown()).await?;
     retention.inspect(tokio::task::JoinHandle::abort);
+    hangups.inspect(tokio::task::JoinHandle::abort);
     Ok(0)
 }
 
@@ -113,12 +120,42 @@ async fn mount_mcp(
                 ),
             )
             .layer(axum::middleware::from_fn_with_state(
-                state.principals.clone(),
+                state.clone(),
                 strict_mcp_bodies,
             ));
         tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
     }
     Ok(extra)
+}
+
+/// On Unix, reloads the configuration's principals, agents and policies on every SIGHUP
+/// (issue 14 §8; the outcome is logged, a refused file keeps the old set) until aborted;
+/// `None` elsewhere, or when the handler cannot be installed (logged).
+fn on_hangup(state: assent_server::AppState) -> Option<tokio::task::JoinHandle<()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGHUP: reload with `assent reload`");
+                return None;
+            }
+        };
+        Some(tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the configuration");
+                let by = assent_server::reload::Trigger::Signal;
+                // The outcome (applied, or refused with its errors) is logged by `reload`.
+                let _ = assent_server::reload::reload(&state, by).await;
+            }
+        }))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = state;
+        None
+    }
 }
 
 /// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM, logging the shutdown.
@@ -138,11 +175,10 @@ async fn shutdown() {
 /// Reads a `/mcp` request body strictly before rmcp sees it (issue 10 §1–2): a body with a
 /// duplicate key or a number a double would change is answered `400` with a JSON-RPC error
 /// naming the JSON pointer, and never gated or forwarded. A request without an agent's valid
-/// bearer key is `401` before its body is parsed (the edge bounds its size and read time).
+/// bearer key (among the principals in force now: a reload revokes at once) is `401` before
+/// its body is parsed (the edge bounds its size and read time).
 async fn strict_mcp_bodies(
-    axum::extract::State(principals): axum::extract::State<
-        std::sync::Arc<Vec<assent_server::config::Principal>>,
-    >,
+    axum::extract::State(state): axum::extract::State<assent_server::AppState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -155,6 +191,7 @@ async fn strict_mcp_bodies(
         )
             .into_response()
     };
+    let principals = state.principals();
     let agent = assent_server::auth::authenticate(&principals, req.headers())
         .ok()
         .and_then(|p| p.agent_id());

@@ -3,7 +3,7 @@
 //! [`raw`] (the file as written, and the error type), [`principals`], [`limits`] (numbers,
 //! rate limits, audit checkpoints), [`database`] (SQLite or PostgreSQL), [`outbound`] (MCP upstreams, webhooks, `public_url`);
 //! this file reads the file, expands the agent and governance globs, loads the registry and
-//! assembles the result.
+//! assembles the result, and keeps where a live reload re-reads it from ([`ReloadSource`]).
 
 pub mod database;
 pub mod limits;
@@ -279,4 +279,76 @@ impl Config {
     pub fn webhooks(&self) -> Result<Vec<Webhook>, ConfigError> {
         outbound::resolve_secrets(&self.file, &self.webhooks)
     }
+}
+
+/// Where and how a running server re-reads its configuration (issue 14 §8, see
+/// `crate::reload`): the file, the flags `assent serve` was given, and the settings only a
+/// restart applies as they were at start-up.
+pub struct ReloadSource {
+    /// The configuration file it was started with.
+    pub(crate) file: PathBuf,
+    /// `assent serve --strict` (unknown agent-file fields are errors).
+    pub(crate) strict: bool,
+    /// `assent serve --insecure-demo-keys` (short `key_env` keys accepted, loopback only).
+    pub(crate) insecure_demo_keys: bool,
+    /// The settings a reload does not apply, as the file gave them at start-up.
+    pub(crate) restart_only: BTreeMap<&'static str, String>,
+    /// One reload at a time.
+    pub(crate) lock: tokio::sync::Mutex<()>,
+}
+
+impl ReloadSource {
+    /// Reloads of `config.file` (as loaded at start-up, before command-line overrides), with
+    /// `strict` and `config.insecure_demo_keys` as `assent serve` was given them.
+    pub fn new(config: &Config, strict: bool) -> Self {
+        Self {
+            file: config.file.clone(),
+            strict,
+            insecure_demo_keys: config.insecure_demo_keys,
+            restart_only: restart_only(config),
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The configuration file a reload reads.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+}
+
+/// The settings of `c` that only a restart applies, by key, as comparable text.
+pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
+    let mut m = BTreeMap::new();
+    let mut put = |k: &'static str, v: &dyn std::fmt::Debug| {
+        m.insert(k, format!("{v:?}"));
+    };
+    put("listen", &c.listen);
+    put("data_dir", &c.data_dir);
+    put("keys_dir", &c.keys_dir);
+    put("database", &c.database);
+    put("approval_timeout_seconds", &c.approval_timeout_seconds);
+    put("max_pending_per_agent", &c.max_pending_per_agent);
+    put(
+        "aaep_max_timeout_extension_seconds",
+        &c.aaep_max_timeout_extension_seconds,
+    );
+    put("token_ttl_seconds", &c.token_ttl_seconds);
+    put("max_arguments_bytes", &c.max_arguments_bytes);
+    put("max_connections", &c.max_connections);
+    put(
+        "header_read_timeout_seconds",
+        &c.header_read_timeout_seconds,
+    );
+    put("body_read_timeout_seconds", &c.body_read_timeout_seconds);
+    put("max_waiters_per_principal", &c.max_waiters_per_principal);
+    put("rate_limits", &c.rate_limits);
+    put("trusted_proxies", &c.trusted_proxies);
+    put("mcp_upstreams", &c.mcp_upstreams);
+    put("mcp_allowed_hosts", &c.mcp_allowed_hosts);
+    put("mcp_allowed_origins", &c.mcp_allowed_origins);
+    put("public_url", &c.public_url);
+    put("webhooks", &c.webhooks);
+    put("audit_checkpoints", &c.audit_checkpoints);
+    put("audit_retention_days", &c.audit_retention_days);
+    m
 }

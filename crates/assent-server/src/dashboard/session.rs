@@ -45,7 +45,7 @@ pub(crate) struct Operator {
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
     let session = sessions::get(st, cookie(headers, COOKIE)?).await?;
     let principal = st
-        .principals
+        .principals()
         .iter()
         .find(|p| p.name == session.operator && p.roles().is_some())?
         .clone();
@@ -231,7 +231,8 @@ pub(crate) async fn login(
     if let Some(wait) = st.throttle.locked_out(addr, key, false) {
         return throttled(wait);
     }
-    let Some(p) = principal_for_key(&st.principals, key).filter(|p| p.roles().is_some()) else {
+    let principals = st.principals();
+    let Some(p) = principal_for_key(&principals, key).filter(|p| p.roles().is_some()) else {
         tracing::info!("dashboard sign-in refused");
         let locked = st.throttle.locked_out(addr, key, true);
         let wait = match locked {

@@ -242,6 +242,8 @@ pub(crate) struct Card {
     arguments: String,
     canonical_arguments: String,
     call_hash: String,
+    /// SHA-256 of the policy set the call was held under (empty when none was recorded).
+    policy_set_sha256: String,
     risk_tier: String,
     risk_level: String,
     irreversible: bool,
@@ -393,6 +395,7 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
         arguments: pretty,
         canonical_arguments: visible(&a.canonical_arguments()).into_owned(),
         call_hash: a.call_hash.clone(),
+        policy_set_sha256: a.policy_set_sha256.clone().unwrap_or_default(),
         risk_tier: a.terms.risk_tier.to_string(),
         risk_level: level(a.terms.risk_tier),
         irreversible: a.terms.irreversible,

@@ -24,6 +24,7 @@ mod protocol;
 mod quorum;
 mod ready;
 mod receipts;
+mod reload;
 mod security;
 mod tools;
 mod webhooks;

@@ -19,7 +19,7 @@ pub async fn gateway(dir: &std::path::Path, approvers: &str) -> Gw {
 pub async fn gateway_rules(dir: &std::path::Path, rules: &str) -> Gw {
     let gov = policy("acme.test.quorum", rules);
     start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
-        let mut all = (*st.principals).clone();
+        let mut all = (*st.principals()).clone();
         for (name, roles) in [
             ("fred", &["finance"][..]),
             ("gina", &["finance"]),
@@ -30,7 +30,7 @@ pub async fn gateway_rules(dir: &std::path::Path, rules: &str) -> Gw {
             all.push(operator(name, roles));
         }
         all.last_mut().unwrap().owns = vec!["bot".into()];
-        st.principals = std::sync::Arc::new(all);
+        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
     })
     .await
 }

@@ -359,9 +359,9 @@ async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
         AGENTS,
         &gov,
         |st| {
-            let mut all = (*st.principals).clone();
+            let mut all = (*st.principals()).clone();
             all.push(crate::kit::operator("fred", &["finance"]));
-            st.principals = Arc::new(all);
+            st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
             let mut h = hook(
                 "ops",
                 format!("http://127.0.0.1:{port}/hook"),
@@ -438,9 +438,9 @@ async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
         AGENTS,
         &gov,
         |st| {
-            let mut all = (*st.principals).clone();
+            let mut all = (*st.principals()).clone();
             all.push(crate::kit::operator("carl", &["cfo"]));
-            st.principals = Arc::new(all);
+            st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
             let mut h = hook(
                 "ops",
                 format!("http://127.0.0.1:{port}/hook"),

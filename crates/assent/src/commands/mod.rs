@@ -3,7 +3,8 @@
 //! answer), `tools` (tool-list pinning reviews), `watch` (the terminal UI), `check` (offline
 //! policy evaluation), `mcp` (the stdio proxy and hub), `audit` (verify, key, and retention's archive and
 //! verify-export), `backup`
-//! (backup, restore), `migrate` (the schema) and `export` (learning samples). Each returns the process exit status;
+//! (backup, restore), `migrate` (the schema), `export` (learning samples) and `reload` (the
+//! running gateway re-reads its principals, agents and policies). Each returns the process exit status;
 //! none imports another, only the kit below them (`args`, `remote`, `render`, `setup`).
 
 pub(crate) mod approvals;
@@ -17,5 +18,6 @@ pub(crate) mod keys;
 pub(crate) mod mcp;
 pub(crate) mod migrate;
 pub(crate) mod receipt;
+pub(crate) mod reload;
 pub(crate) mod tools;
 pub(crate) mod watch;

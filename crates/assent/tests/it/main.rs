@@ -19,6 +19,7 @@ mod mcp;
 mod migrate;
 mod operator;
 mod receipt;
+mod reload;
 mod replicas;
 mod retention;
 mod security;

@@ -73,7 +73,7 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
             assert_eq!(ev["trace_id"], c["trace"]["trace_id"]);
         }
         // The governance block names the policy set that governed it (issue 10).
-        let hash = &gw.state.registry.policy_set_sha256;
+        let hash = &gw.state.registry().policy_set_sha256;
         let phase = if status == "pending" {
             "review"
         } else {
@@ -137,7 +137,7 @@ async fn approval_request_and_mplp_confirm_validate_in_every_state() {
 async fn a_confirm_keeps_the_policy_set_it_was_held_under_after_the_policies_change() {
     let dir = tempfile::tempdir().unwrap();
     let gw = start_reg(dir.path(), 300_000, Settings::default(), AGENTS, &gov()).await;
-    let before = gw.state.registry.policy_set_sha256.clone();
+    let before = gw.state.registry().policy_set_sha256.clone();
     assert_eq!(before.len(), 64);
     let old = gw
         .held("s1", "pay", json!({"amount": 500, "to": "bob"}))
@@ -151,7 +151,7 @@ async fn a_confirm_keeps_the_policy_set_it_was_held_under_after_the_policies_cha
         &redacting_gov(),
     )
     .await;
-    let after = gw.state.registry.policy_set_sha256.clone();
+    let after = gw.state.registry().policy_set_sha256.clone();
     assert_ne!(before, after);
     let new = gw
         .held("s2", "pay", json!({"amount": 600, "to": "bob"}))

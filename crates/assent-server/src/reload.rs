@@ -1,0 +1,301 @@
+//! Live reload (issue 14 §8): `POST /v1/reload` (an operator's key) and SIGHUP re-read the
+//! configuration file the server was started with and put its principals, agents and
+//! governance policies in force without a restart. Everything is validated first, with the
+//! checks start-up makes (file, line, reason); a file that fails keeps the old set in force
+//! and the errors are answered (`422 CONFIG_INVALID`) and logged. A valid file is audited
+//! (`config.reloaded`, with the old and new policy-set hashes and whose keys changed) and then
+//! swapped in whole ([`AppState::swap_live`]): a removed or changed key fails from the very
+//! next request, while requests that already read the old set finish with it. Reloads are
+//! one at a time (a second API call meanwhile is `409 RELOAD_IN_PROGRESS`; a signal waits).
+//! Settings a reload cannot change (listen address, database, directories, limits, webhooks,
+//! MCP upstreams…) are named in `needs_restart` when the file changed them, and left as they
+//! were. A reload applies to the replica it reached.
+
+use crate::config::{Config, ConfigError, Principal, ReloadSource, restart_only};
+use crate::error::ApiError;
+use crate::extract::{Operator, Refusal};
+use crate::state::{AppState, Live, now_ms};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// The answer to a reload that was applied (`200`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Reloaded {
+    /// The configuration file read.
+    pub file: String,
+    /// Agents, governance policies and principals now in force.
+    pub agents: usize,
+    /// See `agents`.
+    pub policies: usize,
+    /// See `agents`.
+    pub principals: usize,
+    /// SHA-256 (hex) of the policy set now in force (`Registry::policy_set_sha256`).
+    pub policy_set_sha256: String,
+    /// The policy set's hash before the reload.
+    pub previous_policy_set_sha256: String,
+    /// Principals added, by name.
+    pub added: Vec<String>,
+    /// Principals removed, by name: their keys stopped working.
+    pub removed: Vec<String>,
+    /// Principals whose key, kind, roles, agent or owned agents changed, by name (a changed
+    /// key: the old one stopped working).
+    pub changed: Vec<String>,
+    /// Settings the file changed that only a restart applies (still as at start-up).
+    pub needs_restart: Vec<String>,
+    /// The file's warnings (globs matching nothing, the registry's warnings), and a note when
+    /// the principal who asked is no longer an operator.
+    pub warnings: Vec<String>,
+}
+
+/// One problem of a configuration that was refused: `file` and `line` when the message
+/// names them (`FILE:LINE: reason`, as start-up prints it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Problem {
+    /// The file at fault, if named.
+    pub file: Option<String>,
+    /// Its line (1-based), if named.
+    pub line: Option<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Why a reload was not applied; the old set stays in force.
+#[derive(Debug)]
+pub enum ReloadError {
+    /// The configuration is invalid (`422 CONFIG_INVALID` with `errors`).
+    Invalid(Vec<Problem>),
+    /// Another reload is running (`409 RELOAD_IN_PROGRESS`).
+    Busy,
+    /// This server was not started from a configuration file (`409 RELOAD_UNAVAILABLE`).
+    Unavailable,
+    /// The audit record could not be written (`503 STORE_UNAVAILABLE`).
+    Store(String),
+}
+
+impl IntoResponse for ReloadError {
+    fn into_response(self) -> Response {
+        match self {
+            ReloadError::Invalid(errors) => {
+                let message = format!(
+                    "the configuration was not reloaded: {} error(s); the previous principals, agents and policies stay in force",
+                    errors.len()
+                );
+                let body = json!({"code": "CONFIG_INVALID", "message": message, "errors": errors});
+                (StatusCode::UNPROCESSABLE_ENTITY, crate::body::Body(body)).into_response()
+            }
+            ReloadError::Busy => ApiError::new(
+                StatusCode::CONFLICT,
+                "RELOAD_IN_PROGRESS",
+                "another reload is running; try again when it has finished",
+            )
+            .into_response(),
+            ReloadError::Unavailable => ApiError::new(
+                StatusCode::CONFLICT,
+                "RELOAD_UNAVAILABLE",
+                "this gateway was not started from a configuration file",
+            )
+            .into_response(),
+            ReloadError::Store(e) => ApiError::unavailable(e).into_response(),
+        }
+    }
+}
+
+/// The problems of `e`, one per line of its message (`FILE:LINE: reason`, `FILE: reason`).
+pub fn problems(e: &ConfigError) -> Vec<Problem> {
+    e.0.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(problem)
+        .collect()
+}
+
+/// One line of a configuration error as a [`Problem`].
+fn problem(l: &str) -> Problem {
+    // `FILE:LINE: reason`: the first `:DIGITS: ` (a path may contain `:` but seldom that).
+    let bytes = l.as_bytes();
+    for (i, _) in l.match_indices(':') {
+        let digits = bytes[i + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let after = i + 1 + digits;
+        if digits > 0 && l[after..].starts_with(": ") && i > 0 {
+            return Problem {
+                file: Some(l[..i].to_string()),
+                line: l[i + 1..after].parse().ok(),
+                reason: l[after + 2..].to_string(),
+            };
+        }
+    }
+    match l.split_once(": ") {
+        Some((f, r)) if !f.is_empty() => Problem {
+            file: Some(f.to_string()),
+            line: None,
+            reason: r.to_string(),
+        },
+        _ => Problem {
+            file: None,
+            line: None,
+            reason: l.to_string(),
+        },
+    }
+}
+
+/// Who asked for a reload, as its log and audit records name them.
+#[derive(Debug, Clone, Copy)]
+pub enum Trigger<'a> {
+    /// An operator's `POST /v1/reload` (a reload meanwhile refuses it).
+    Operator(&'a str),
+    /// SIGHUP (waits for a reload meanwhile).
+    Signal,
+}
+
+impl Trigger<'_> {
+    /// The audit actor: the operator's name, or `system:sighup`.
+    fn actor(&self) -> String {
+        match self {
+            Trigger::Operator(n) => (*n).to_string(),
+            Trigger::Signal => "system:sighup".into(),
+        }
+    }
+}
+
+/// Re-reads the configuration, validates it as start-up does, and puts its principals, agents
+/// and policies in force; on any error keeps the old set (the errors are logged and returned).
+pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadError> {
+    let r = st.reload.clone().ok_or(ReloadError::Unavailable)?;
+    let _one = match by {
+        Trigger::Operator(_) => r.lock.try_lock().map_err(|_| ReloadError::Busy)?,
+        Trigger::Signal => r.lock.lock().await,
+    };
+    let actor = by.actor();
+    let loaded = {
+        let r = r.clone();
+        tokio::task::spawn_blocking(move || load(&r))
+            .await
+            .map_err(|e| ReloadError::Store(e.to_string()))?
+    };
+    let (cfg, principals) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            let errors = problems(&e);
+            for p in &errors {
+                tracing::warn!(by = %actor, file = ?p.file, line = ?p.line, reason = %p.reason, "configuration reload refused; the previous set stays in force");
+            }
+            return Err(ReloadError::Invalid(errors));
+        }
+    };
+    let old = st.live();
+    let answer = describe(&r, &cfg, &old, &principals, by);
+    let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
+        "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
+        "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
+    let audited = {
+        let actor = actor.clone();
+        st.store_task(move |s| s.append_audit("config.reloaded", None, &actor, &data, now_ms()))
+            .await
+    };
+    match audited {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(ReloadError::Store(e.to_string())),
+        Err(e) => return Err(ReloadError::Store(format!("{e:?}"))),
+    }
+    st.swap_live(Live::new(cfg.registry, principals));
+    st.changed();
+    tracing::info!(by = %actor, agents = answer.agents, policies = answer.policies,
+        principals = answer.principals, policy_set_sha256 = %answer.policy_set_sha256,
+        removed = ?answer.removed, changed = ?answer.changed, "configuration reloaded");
+    for k in &answer.needs_restart {
+        tracing::warn!(setting = %k, "the reloaded file changes a setting only a restart applies; it is unchanged");
+    }
+    Ok(answer)
+}
+
+/// Reads and validates the file as start-up does: the configuration and every principal's
+/// key (`key_env` variables are read from this process's environment, as at start-up).
+fn load(r: &ReloadSource) -> Result<(Config, Vec<Principal>), ConfigError> {
+    let mut cfg = Config::load_with(&r.file, r.strict)?;
+    cfg.insecure_demo_keys = r.insecure_demo_keys;
+    let principals = cfg.principals()?;
+    Ok((cfg, principals))
+}
+
+/// The answer to a reload of `cfg` (with its resolved `new` principals) over `old`.
+fn describe(
+    r: &ReloadSource,
+    cfg: &Config,
+    old: &Live,
+    new: &[Principal],
+    by: Trigger<'_>,
+) -> Reloaded {
+    let before: BTreeMap<&str, &Principal> = old
+        .principals
+        .iter()
+        .map(|p| (p.name.as_str(), p))
+        .collect();
+    let after: BTreeMap<&str, &Principal> = new.iter().map(|p| (p.name.as_str(), p)).collect();
+    let names = |f: &dyn Fn(&str) -> bool, m: &BTreeMap<&str, &Principal>| -> Vec<String> {
+        m.keys().filter(|n| f(n)).map(|n| n.to_string()).collect()
+    };
+    let added = names(&|n| !before.contains_key(n), &after);
+    let removed = names(&|n| !after.contains_key(n), &before);
+    let changed = names(
+        &|n| after.get(n).is_some_and(|p| !same_principal(p, before[n])),
+        &before,
+    );
+    let now = restart_only(cfg);
+    let needs_restart = r
+        .restart_only
+        .iter()
+        .filter(|(k, v)| now.get(*k) != Some(v))
+        .map(|(k, _)| k.to_string())
+        .collect();
+    let mut warnings = cfg.warnings.clone();
+    if let Trigger::Operator(n) = by
+        && after.get(n).is_none_or(|p| p.roles().is_none())
+    {
+        warnings.push(format!(
+            "the principal `{n}` who asked for this reload is no longer an operator: its key stops working now"
+        ));
+    }
+    Reloaded {
+        file: r.file.display().to_string(),
+        agents: cfg.registry.agents.len(),
+        policies: cfg.registry.policies().len(),
+        principals: new.len(),
+        policy_set_sha256: cfg.registry.policy_set_sha256.clone(),
+        previous_policy_set_sha256: old.registry.policy_set_sha256.clone(),
+        added,
+        removed,
+        changed,
+        needs_restart,
+        warnings,
+    }
+}
+
+/// Whether `a` and `b` are the same principal in every field (key digest, kind, roles, agent,
+/// owned agents): compared whole, so a field added to [`Principal`] is compared too.
+fn same_principal(a: &Principal, b: &Principal) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+/// Why an agent key cannot reload.
+pub struct ReloadRefusal;
+
+impl Refusal for ReloadRefusal {
+    const MESSAGE: &'static str = "only an operator's key may reload the configuration";
+}
+
+/// `POST /v1/reload`: an operator re-reads the configuration ([`reload`]). `200` with
+/// [`Reloaded`]; `401` without a known key; `403` for an agent's key; `422 CONFIG_INVALID`
+/// with `errors` (`file`, `line`, `reason`) when the file is refused (the old set stays);
+/// `409 RELOAD_IN_PROGRESS`, `409 RELOAD_UNAVAILABLE`, `503 STORE_UNAVAILABLE`.
+pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal>) -> Response {
+    match reload(&st, Trigger::Operator(op.name())).await {
+        Ok(r) => crate::body::Body(r).into_response(),
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,390 @@
+//! Live reload (issue 14 §8) through `POST /v1/reload`, over a real configuration file on
+//! disk: a reload swaps the policies (a call allowed before is held after) and revokes a
+//! removed or changed key at once; a broken, truncated or dangling file keeps the old set and
+//! answers the errors with file and line; an agent's key cannot reload; concurrent reloads
+//! leave one consistent set; approvals and the verdicts' audit records carry the hash of the
+//! policy set they were decided under, which a reload changes.
+
+use crate::kit::{AGENTS, Gw, audit_count, policy, start_custom};
+use assent_server::config::{Config, ReloadSource};
+use assent_server::{Live, Settings};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The operator key (alice, finance) and the agent key (bot) of [`principals`].
+const OP: &str = "alice-key";
+const BOT: &str = "bot-key";
+
+/// A governance file with no rule for `read` (so it is allowed).
+fn gov_allowing_read() -> String {
+    policy("acme.test.reload", "- tool: pay\n  approvers: [finance]\n")
+}
+
+/// A governance file that holds every `read`.
+fn gov_holding_read() -> String {
+    policy(
+        "acme.test.reload",
+        "- tool: pay\n  approvers: [finance]\n- tool: read\n  approval: true\n",
+    )
+}
+
+/// The `principals:` list of a configuration: each `(name, kind and roles/agent, key)`.
+fn principals(list: &[(&str, &str, &str)]) -> String {
+    let mut out = String::from("principals:\n");
+    for (name, what, key) in list {
+        let hash = hex::encode(Sha256::digest(key.as_bytes()));
+        out.push_str(&format!(
+            "  - {{name: {name}, {what}, key_sha256: \"{hash}\"}}\n"
+        ));
+    }
+    out
+}
+
+/// Alice (operator, finance), olaf (operator, ops) and bot (the agent `bot`).
+fn everyone() -> String {
+    principals(&[
+        ("alice", "kind: operator, roles: [finance]", OP),
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ])
+}
+
+/// A configuration file naming `bot.agf.yaml` and `gov.yaml` beside it, with `rest` after.
+fn config_text(rest: &str) -> String {
+    format!("agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\n{rest}")
+}
+
+/// A gateway whose principals, agents and policies come from `conf/assent.yaml` (written from
+/// `config` with `gov` as `gov.yaml` and the kit's `bot` agent) and that reloads that file;
+/// its store is the kit's (either backend) in `dir/data`.
+async fn reloadable(dir: &Path, config: &str, gov: &str) -> (Gw, PathBuf) {
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    std::fs::write(conf.join("gov.yaml"), gov).unwrap();
+    let file = conf.join("assent.yaml");
+    std::fs::write(&file, config).unwrap();
+    let cfg = Config::load(&file).unwrap();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let gw = start_custom(&data, 300_000, Settings::default(), AGENTS, gov, |st| {
+        st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
+        st.reload = Some(Arc::new(ReloadSource::new(&cfg, false)));
+    })
+    .await;
+    (gw, conf)
+}
+
+/// `POST /v1/reload` with `key`.
+async fn reload(gw: &Gw, key: &str) -> (StatusCode, Value) {
+    gw.req("POST", "/v1/reload", Some(key), None).await
+}
+
+/// `read` as bot: its status.
+async fn read(gw: &Gw, key: &str) -> (StatusCode, Value) {
+    let body = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {}});
+    gw.req("POST", "/v1/tool-calls", Some(key), Some(body))
+        .await
+}
+
+#[tokio::test]
+async fn a_reload_swaps_the_policies_a_call_allowed_before_is_held_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let before_hash = gw.state.registry().policy_set_sha256.clone();
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
+    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["previous_policy_set_sha256"], before_hash.as_str());
+    let after_hash = b["policy_set_sha256"].as_str().unwrap().to_string();
+    assert_ne!(after_hash, before_hash);
+    assert_eq!(gw.state.registry().policy_set_sha256, after_hash);
+    let (s, held) = read(&gw, BOT).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{held}");
+    let id = held["approval_id"].as_str().unwrap();
+    let (_, a) = gw.get(&format!("/v1/approvals/{id}"), OP).await;
+    assert_eq!(a["policy_set_sha256"], after_hash.as_str(), "{a}");
+    assert_eq!(audit_count(&gw.data_dir, "config.reloaded"), 1);
+}
+
+#[tokio::test]
+async fn every_verdict_and_approval_records_the_policy_set_it_was_decided_under() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let old = gw.state.registry().policy_set_sha256.clone();
+    let pay = json!({"amount": 500, "to": "acme"});
+    let first = gw.held("s1", "pay", pay.clone()).await;
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
+    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+    let (_, b) = reload(&gw, OP).await;
+    let new = b["policy_set_sha256"].as_str().unwrap().to_string();
+    let second = gw.held("s2", "pay", pay).await;
+    // The approval held before the reload keeps the set it was held under; the receipt too.
+    let (_, a1) = gw.get(&format!("/v1/approvals/{first}"), OP).await;
+    let (_, a2) = gw.get(&format!("/v1/approvals/{second}"), OP).await;
+    assert_eq!(a1["policy_set_sha256"], old.as_str());
+    assert_eq!(a2["policy_set_sha256"], new.as_str());
+    let (s, r) = gw.get(&format!("/v1/approvals/{first}/receipt"), OP).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["policy_set_sha256"], old.as_str());
+    // The dashboard card shows it.
+    let cookie = gw.dashboard_session().await;
+    let card = gw
+        .dashboard_page(&format!("/ui/approvals/{second}"), &cookie)
+        .await;
+    assert!(
+        card.contains(&format!("<code id=\"policy-set\">{new}</code>")),
+        "{card}"
+    );
+    // The audit records of the verdicts name the set too: the allowed `read` and the holds.
+    let allowed = gw.sql().text(
+        "SELECT data FROM audit WHERE kind = 'call.allowed' ORDER BY seq LIMIT 1",
+        &[],
+    );
+    let allowed: Value = serde_json::from_str(&allowed).unwrap();
+    assert_eq!(allowed["policy_set_sha256"], old.as_str());
+    let requested = gw.sql().text(
+        "SELECT data FROM audit WHERE kind = 'approval.requested' ORDER BY seq DESC LIMIT 1",
+        &[],
+    );
+    let requested: Value = serde_json::from_str(&requested).unwrap();
+    assert_eq!(requested["policy_set_sha256"], new.as_str());
+}
+
+#[tokio::test]
+async fn a_reload_revokes_a_removed_agent_key_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
+    let without_bot = principals(&[
+        ("alice", "kind: operator, roles: [finance]", OP),
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_bot)).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["removed"], json!(["bot"]));
+    // The very next request with the removed key is refused; the others still work.
+    let (s, e) = read(&gw, BOT).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{e}");
+    assert_eq!(e["code"], "UNAUTHENTICATED");
+    assert_eq!(gw.get("/v1/whoami", "olaf-key").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_a_key_refuses_the_old_key_and_accepts_the_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let rotated = principals(&[
+        ("alice", "kind: operator, roles: [finance]", OP),
+        ("bot", "kind: agent, agent_id: bot", "bot-key-2"),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&rotated)).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["changed"], json!(["bot"]));
+    assert_eq!(b["removed"], json!(["olaf"]));
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(read(&gw, "bot-key-2").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_broken_file_keeps_the_old_set_and_answers_the_error_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let hash = gw.state.registry().policy_set_sha256.clone();
+    // Line 4 of the governance file is not a valid rule (a mapping where a list belongs).
+    let broken = "policies:\n  - id: acme.test.reload\n    selector: {agents: [\"*\"]}\n    rules: {tool: read}\n";
+    std::fs::write(conf.join("gov.yaml"), broken).unwrap();
+    // And the agent key is removed in the same (refused) edit.
+    let without_bot = principals(&[("alice", "kind: operator, roles: [finance]", OP)]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_bot)).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["code"], "CONFIG_INVALID");
+    let e = &b["errors"][0];
+    assert!(e["file"].as_str().unwrap().ends_with("gov.yaml"), "{b}");
+    assert_eq!(e["line"], 4, "{b}");
+    assert!(!e["reason"].as_str().unwrap().is_empty());
+    // Nothing changed: the same policy set, the removed key still works, nothing audited.
+    assert_eq!(gw.state.registry().policy_set_sha256, hash);
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
+    assert_eq!(audit_count(&gw.data_dir, "config.reloaded"), 0);
+}
+
+#[tokio::test]
+async fn a_half_written_config_file_keeps_the_old_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(&everyone());
+    let (gw, conf) = reloadable(dir.path(), &text, &gov_allowing_read()).await;
+    // A write caught half way: the file ends inside the last principal's mapping.
+    let cut = text.rfind("key_sha256").unwrap() + 14;
+    std::fs::write(conf.join("assent.yaml"), &text[..cut]).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert!(
+        b["errors"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("assent.yaml"),
+        "{b}"
+    );
+    assert!(b["errors"][0]["line"].is_u64(), "{b}");
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_config_swapped_for_a_symlink_is_read_through_it_and_a_dangling_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let file = conf.join("assent.yaml");
+    // A dangling link (the target not yet written): refused, the old set stays.
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(conf.join("next.yaml"), &file).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert!(
+        b["errors"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("assent.yaml"),
+        "{b}"
+    );
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
+    // The link's target written (the atomic swap of a Kubernetes ConfigMap): applied.
+    let only_alice = principals(&[("alice", "kind: operator, roles: [finance]", OP)]);
+    std::fs::write(conf.join("next.yaml"), config_text(&only_alice)).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn an_agent_key_cannot_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+    let (s, b) = reload(&gw, BOT).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    assert_eq!(b["code"], "FORBIDDEN");
+    let (s, _) = gw.req("POST", "/v1/reload", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) = reload(&gw, "not-a-key").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Nothing was reloaded: `read` is still allowed.
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_operator_who_reloads_themselves_away_gets_the_answer_and_then_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let without_alice = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["removed"], json!(["alice"]));
+    let warned = b["warnings"].as_array().unwrap();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("`alice`")),
+        "{b}"
+    );
+    assert_eq!(reload(&gw, OP).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn concurrent_reloads_apply_one_at_a_time_and_leave_one_consistent_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+    let answers = futures::future::join_all((0..8).map(|_| reload(&gw, OP))).await;
+    let mut applied = 0;
+    for (s, b) in &answers {
+        match *s {
+            StatusCode::OK => applied += 1,
+            StatusCode::CONFLICT => assert_eq!(b["code"], "RELOAD_IN_PROGRESS", "{b}"),
+            other => panic!("unexpected {other}: {b}"),
+        }
+    }
+    assert!(applied >= 1);
+    assert_eq!(audit_count(&gw.data_dir, "config.reloaded"), applied);
+    assert_eq!(read(&gw, BOT).await.0, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn a_reload_names_the_settings_only_a_restart_applies_and_leaves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let more = format!(
+        "max_pending_per_agent: 3\nlisten: 127.0.0.1:1\n{}",
+        everyone()
+    );
+    std::fs::write(conf.join("assent.yaml"), config_text(&more)).unwrap();
+    let (s, b) = reload(&gw, OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        b["needs_restart"],
+        json!(["listen", "max_pending_per_agent"])
+    );
+    assert_eq!(gw.state.settings.max_pending_per_agent, 100);
+}
+
+#[tokio::test]
+async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let mut stream = gw
+        .http
+        .get(format!("{}/aaep/v1/events", gw.url))
+        .bearer_auth(OP)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let first = stream.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("aaep.subscription"));
+    let without_alice = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
+    assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
+    // The stream ends (a guard against a hang, not a timing assertion: it ends on the reload).
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(c) = stream.chunk().await.unwrap() {
+            assert!(!String::from_utf8_lossy(&c).contains("aaep.event"));
+        }
+    })
+    .await;
+    assert!(rest.is_ok(), "the revoked operator's stream stayed open");
+}
+
+#[tokio::test]
+async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let cookie = gw.dashboard_session().await;
+    let queue = |cookie: String| {
+        let r = gw.http.get(format!("{}/ui/queue", gw.url));
+        async move { r.header("cookie", cookie).send().await.unwrap().status() }
+    };
+    assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
+    let without_alice = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
+    assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
+    assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
+}
