@@ -26,10 +26,11 @@ pub struct Registry {
     pub(crate) policies: BTreeMap<String, Policy>,
     /// Load-time warnings (e.g. a high-risk rule that defaults to approve).
     pub warnings: Vec<String>,
-    /// SHA-256 (hex) of the governance policy set as loaded: of the RFC 8785 canonical JSON of
-    /// the array of the governance files' texts, sorted (so neither file names nor load order
-    /// change it; any edit of a policy does). Recorded with each held call (MPLP Confirm
-    /// `governance`, `docs/conformance.md`).
+    /// SHA-256 (hex) of the policy set as loaded — everything that decides a verdict: of the
+    /// RFC 8785 canonical JSON of `{"agents": [...], "governance": [...]}`, each the array of
+    /// those files' texts, sorted (so neither file names nor load order change it; any edit of
+    /// an agent file's `approval` or of a governance policy does). Recorded with each verdict
+    /// and held call (MPLP Confirm `governance`, `docs/conformance.md`; issue 14 §8).
     pub policy_set_sha256: String,
     /// The governance rules by tool name and server, built by [`Registry::load_with`].
     index: RuleIndex,
@@ -41,12 +42,20 @@ fn applies(p: &Policy, agent: &Agent) -> bool {
     agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
 }
 
-/// [`Registry::policy_set_sha256`] of these governance files.
-fn policy_set_sha256(governance_files: &[(String, String)]) -> String {
-    let mut texts: Vec<&str> = governance_files.iter().map(|(_, t)| t.as_str()).collect();
-    texts.sort_unstable();
-    let canonical = crate::canonical::canonical_value(&serde_json::json!(texts))
-        .expect("an array of strings is canonical");
+/// [`Registry::policy_set_sha256`] of these agent and governance files.
+fn policy_set_sha256(
+    agent_files: &[(String, String)],
+    governance_files: &[(String, String)],
+) -> String {
+    let sorted = |files: &[(String, String)]| {
+        let mut texts: Vec<String> = files.iter().map(|(_, t)| t.clone()).collect();
+        texts.sort_unstable();
+        texts
+    };
+    let set =
+        serde_json::json!({"agents": sorted(agent_files), "governance": sorted(governance_files)});
+    let canonical =
+        crate::canonical::canonical_value(&set).expect("an object of string arrays is canonical");
     crate::canonical::sha256_hex(canonical.as_bytes())
 }
 
@@ -86,7 +95,7 @@ impl Registry {
     ) -> Result<Registry, LoadErrors> {
         let mut reg = Registry::default();
         let mut errs = reg.unknown_fields(agent_files, strict);
-        reg.policy_set_sha256 = policy_set_sha256(governance_files);
+        reg.policy_set_sha256 = policy_set_sha256(agent_files, governance_files);
         for (file, text) in governance_files {
             load_governance(file, text, &mut reg.policies, &mut reg.warnings, &mut errs);
         }

@@ -232,3 +232,34 @@ fn escalation_chains_are_checked_at_load() {
     let e = rule_err("        escalation: [{after: 60, approvers: [a], role: b}]\n");
     assert!(e.starts_with("g.yaml:5"), "{e}");
 }
+
+/// Issue 14 §8: the policy set's hash covers everything that decides a verdict — an edit of an
+/// agent file's `approval` changes it as an edit of a governance policy does; file names and
+/// load order do not.
+#[test]
+fn the_policy_set_hash_covers_agent_and_governance_files_not_their_names() {
+    let hash = |agents: &[(&str, &str)], gov: &[(&str, &str)]| {
+        let own = |f: &[(&str, &str)]| -> Vec<(String, String)> {
+            f.iter()
+                .map(|(n, t)| (n.to_string(), t.to_string()))
+                .collect()
+        };
+        Registry::load(&own(agents), &own(gov))
+            .unwrap()
+            .policy_set_sha256
+    };
+    let base = hash(&[("a.agf.yaml", AGENT)], &[("g.yaml", GOV)]);
+    assert_eq!(
+        base,
+        hash(&[("renamed.agf.yaml", AGENT)], &[("other.yaml", GOV)])
+    );
+    let looser = format!("{AGENT}\n# edited\n");
+    assert_ne!(base, hash(&[("a.agf.yaml", &looser)], &[("g.yaml", GOV)]));
+    assert_ne!(
+        base,
+        hash(
+            &[("a.agf.yaml", AGENT)],
+            &[("g.yaml", &format!("{GOV}\n# edited\n"))]
+        )
+    );
+}
