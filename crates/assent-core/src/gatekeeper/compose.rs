@@ -238,6 +238,15 @@ impl<'a> Composed<'a> {
         } else {
             DefaultDecision::Reject
         };
+        let require_passkey =
+            required && (self.passkey_on || (risk_tier == RiskTier::R4 && !self.passkey_off));
+        // A call that needs a passkey-signed approval is never approved without one: not by
+        // the default decision at the timeout either (issue 14 §4).
+        let configured = if require_passkey {
+            DefaultDecision::Reject
+        } else {
+            configured
+        };
         let kind = if required {
             VerdictKind::Confirm
         } else {
@@ -272,8 +281,7 @@ impl<'a> Composed<'a> {
                 in_client_approval: in_client_ok,
                 separation_of_duties: self.duties_on
                     || (risk_tier == RiskTier::R4 && !self.duties_off),
-                require_passkey: required
-                    && (self.passkey_on || (risk_tier == RiskTier::R4 && !self.passkey_off)),
+                require_passkey,
                 side_effects,
                 rollback,
                 dry_run_tool: self.dry_run_tool,
