@@ -86,6 +86,8 @@ try {
   assert.match(await page.textContent("#decisions"), /approve by alice/);
   const done = await api("GET", `/v1/approvals/${id}`, OP);
   assert.equal(done.body.status, "approved", JSON.stringify(done.body));
+  assert.equal(done.body.decisions[0].passkey_signed, true, JSON.stringify(done.body));
+  assert.match(await page.textContent("#decisions"), /passkey-signed/);
 
   step("the receipt carries the passkey assertion and the credential's public key");
   const receipt = await api("GET", `/v1/approvals/${id}/receipt`, OP);

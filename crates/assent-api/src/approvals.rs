@@ -218,6 +218,9 @@ pub struct Vote {
     pub reason: Option<String>,
     /// When, RFC 3339.
     pub at: String,
+    /// Whether a passkey signed it (issue 14 §4; the assertion is in the receipt).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub passkey_signed: bool,
 }
 
 /// An approval's signed receipt (`GET /v1/approvals/{id}/receipt`, issue 14 §5;
@@ -242,6 +245,9 @@ pub struct DecisionEntry {
     pub at: String,
     /// For an expiry: the default decision that applied.
     pub default_applied: Option<DefaultDecision>,
+    /// Whether a passkey signed it (issue 14 §4; the assertion is in the receipt).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub passkey_signed: bool,
 }
 
 /// `GET /v1/approvals[?status=S&limit=N]` (operator): newest first; `status` is `pending`,

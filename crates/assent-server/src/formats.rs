@@ -172,6 +172,7 @@ fn votes(a: &ApprovalRecord) -> Option<Votes> {
                 roles: v.roles.clone(),
                 reason: v.reason.clone(),
                 at: rfc3339(v.at),
+                passkey_signed: v.passkey.is_some(),
             })
             .collect(),
         approvals,
@@ -187,6 +188,7 @@ fn decision_entry(d: &assent_store::DecisionRecord) -> DecisionEntry {
         by: d.actor.clone(),
         at: rfc3339(d.at),
         default_applied: d.default_applied,
+        passkey_signed: d.passkey.is_some(),
     }
 }
 

@@ -199,14 +199,20 @@ fn card_why(a: &Approval, out: &mut String) {
             put(
                 out,
                 format!(
-                    "    - {} by {} at {}{why}\n",
+                    "    - {} by {} at {}{}{why}\n",
                     c.decision.as_str(),
                     c.by,
-                    c.at
+                    c.at,
+                    signed(c.passkey_signed)
                 ),
             );
         }
     }
+}
+
+/// ` (passkey-signed)` for a vote or decision a passkey signed (issue 14 §4).
+fn signed(passkey: bool) -> &'static str {
+    if passkey { " (passkey-signed)" } else { "" }
 }
 
 /// The default decision on timeout, the decisions taken, `call_hash`, the policy set's hash,
@@ -224,10 +230,11 @@ fn card_outcome(a: &Approval, out: &mut String) {
         put(
             out,
             format!(
-                "  decision:  {} by {} at {}{}\n",
+                "  decision:  {} by {} at {}{}{}\n",
                 d.decision.as_str(),
                 d.by,
                 d.at,
+                signed(d.passkey_signed),
                 d.reason
                     .as_ref()
                     .map(|r| format!(" ({r})"))
