@@ -52,12 +52,18 @@ pub struct Grant {
     pub revoked_by: Option<String>,
 }
 
-/// Whether a grant may let a confirm verdict through at all: only when no threshold or scope
-/// trigger fired (`triggers` empty), the call is a plain tool call (no MPLP Confirm `target`
-/// such as a plan), and the action is reversible — a grant never stands in for the consent an
-/// irreversible call needs each time (seed 001).
-pub fn may_use_grant(triggers: &[String], has_target: bool, irreversible: bool) -> bool {
-    triggers.is_empty() && !has_target && !irreversible
+/// Whether a grant may let a confirm verdict with `terms` through at all: only when no
+/// threshold or scope trigger fired (`triggers` empty), the call is a plain tool call (no MPLP
+/// Confirm `target` such as a plan), the action is reversible — a grant never stands in for
+/// the consent an irreversible call needs each time (seed 001) —, and the call needs neither a
+/// passkey-signed approval nor a quorum (issue 14 §1, §4): a grant made while the rules asked
+/// for less (before a reload) never stands in for what they ask now.
+pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool) -> bool {
+    terms.triggers.is_empty()
+        && !has_target
+        && !terms.irreversible
+        && !terms.require_passkey
+        && terms.quorum.is_none()
 }
 
 /// A stored grant, as far as coverage is concerned.
@@ -160,10 +166,33 @@ mod tests {
 
     #[test]
     fn a_grant_never_replaces_consent_for_triggers_targets_or_irreversible_calls() {
-        assert!(may_use_grant(&[], false, false));
-        assert!(!may_use_grant(&["rate".into()], false, false));
-        assert!(!may_use_grant(&[], true, false));
-        assert!(!may_use_grant(&[], false, true));
+        let plain =
+            crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+        assert!(may_use_grant(&plain, false));
+        let rated = crate::gatekeeper::ApprovalTerms {
+            triggers: vec!["rate".into()],
+            ..plain.clone()
+        };
+        assert!(!may_use_grant(&rated, false));
+        assert!(!may_use_grant(&plain, true));
+        for terms in [
+            crate::gatekeeper::ApprovalTerms {
+                irreversible: true,
+                ..plain.clone()
+            },
+            crate::gatekeeper::ApprovalTerms {
+                require_passkey: true,
+                ..plain.clone()
+            },
+            crate::gatekeeper::ApprovalTerms {
+                quorum: crate::quorum::parse_approvers(&serde_json::json!({"count": 2}))
+                    .unwrap()
+                    .quorum,
+                ..plain.clone()
+            },
+        ] {
+            assert!(!may_use_grant(&terms, false), "{terms:?}");
+        }
     }
 
     #[test]

@@ -55,7 +55,13 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                Ok(Step::Expire(rec.terms.default_decision))
+                // What needs a passkey-signed approval is never approved by its timeout,
+                // whatever the stored default says (issue 14 §4).
+                Ok(Step::Expire(if rec.terms.require_passkey {
+                    DefaultDecision::Reject
+                } else {
+                    rec.terms.default_decision
+                }))
             })?;
             let default = match step {
                 Step::Skip => continue,

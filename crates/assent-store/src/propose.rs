@@ -14,6 +14,7 @@ use crate::kit::{random_id, to_json};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
+use crate::sql;
 use crate::store::Store;
 use crate::tokens::find_grant;
 use crate::usage::windows;
@@ -282,21 +283,30 @@ impl Store {
         plan: Option<ConfirmTarget<'_>>,
     ) -> Result<Proposed, StoreError> {
         let (tx, p, verdict) = (g.tx, g.p, g.verdict);
-        let may = grant::may_use_grant(
-            &verdict.terms.triggers,
-            p.target.is_some(),
-            verdict.terms.irreversible,
-        );
+        let may = grant::may_use_grant(&verdict.terms, p.target.is_some());
         if may
             && let Some((gid, scope)) =
                 find_grant(tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
         {
             return self.use_grant(g, &gid, &scope);
         }
-        let joined: Option<String> = tx
-            .prepare_cached("SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at LIMIT 1")?
-            .query_row(params![p.agent, p.session_id, p.call_hash], |r| r.get(0))
-            .optional()?;
+        // Join the oldest identical pending call held under terms at least as strict (a reload
+        // may have added a quorum or a passkey since an older one was held).
+        let same: Vec<String> = sql::column(
+            tx,
+            "SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at",
+            params![p.agent, p.session_id, p.call_hash],
+        )?;
+        let mut joined = None;
+        for id in same {
+            if read_approval(tx, &id)?.is_some_and(|held| {
+                (held.terms.require_passkey || !verdict.terms.require_passkey)
+                    && (held.terms.quorum.is_some() || verdict.terms.quorum.is_none())
+            }) {
+                joined = Some(id);
+                break;
+            }
+        }
         if let Some(id) = joined {
             g.audit("call.held", Some(&id), json!({"joined": true}))?;
             return Ok(Proposed::Held {

@@ -525,6 +525,14 @@ fn schedule_of(
     escalated_at: Option<i64>,
 ) -> db::Result<(Option<Schedule>, usize)> {
     if matches!(r.get_ref(48)?, ValueRef::Null) {
+        // An escalation written since chains always has its schedule: a nulled one would
+        // skip every step and the real deadline.
+        if !matches!(r.get_ref(47)?, ValueRef::Null) {
+            if !c.damaged.iter().any(|d| d == "escalation") {
+                c.damaged.push("escalation_schedule".into());
+            }
+            return Ok((None, 0));
+        }
         // Without a schedule no step can have been counted.
         if c.count(r, 49, "escalation_steps", 0)?
             .is_some_and(|n| n > 0)
@@ -565,5 +573,21 @@ fn schedule_of(
             max
         }
     };
+    // A schedule someone edited out of shape (steps out of order, a deadline before the last
+    // step, an `expires_at` that is not the next step or the deadline) is not trusted.
+    if let Some(s) = &schedule
+        && !consistent(s, taken, expires_at)
+    {
+        c.damaged.push("escalation_schedule".into());
+    }
     Ok((schedule, taken))
+}
+
+/// Whether schedule `s` with `taken` steps done is one the gateway could have written for an
+/// approval now due at `expires_at`: steps strictly in time order, the deadline not before
+/// the last step, and `expires_at` the next step (or the deadline).
+fn consistent(s: &Schedule, taken: usize, expires_at: i64) -> bool {
+    let ordered = s.steps.windows(2).all(|w| w[0].at < w[1].at);
+    let last = s.steps.last().map_or(i64::MIN, |l| l.at);
+    ordered && s.deadline >= last && s.next(taken) == expires_at
 }

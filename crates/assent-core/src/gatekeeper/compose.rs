@@ -278,7 +278,8 @@ impl<'a> Composed<'a> {
                 suggested_alternatives: self.alternatives,
                 escalation: self.escalation,
                 output_bytes: self.output_bytes,
-                in_client_approval: in_client_ok,
+                // The MCP client cannot carry a passkey assertion.
+                in_client_approval: in_client_ok && !require_passkey,
                 separation_of_duties: self.duties_on
                     || (risk_tier == RiskTier::R4 && !self.duties_off),
                 require_passkey,

@@ -145,7 +145,8 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "default_decision": if a.terms.default_decision == DefaultDecision::Approve { "accept" } else { "reject" },
             "risk_level": level, "irreversible": a.terms.irreversible,
             "reversibility": if a.terms.irreversible { "irreversible" } else { "reversible" },
-            "allowed_replies": ["accept", "reject"],
+            // A reply cannot carry a passkey assertion: only rejecting is offered (issue 14 §4).
+            "allowed_replies": if a.terms.require_passkey { json!(["reject"]) } else { json!(["accept", "reject"]) },
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
                 if a.terms.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
@@ -173,10 +174,11 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
 /// `steps`, `added`, `approvers`, `expires_at` and `deadline` (RFC 3339).
 pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
     let deadline = a.announced_deadline();
-    let left_ms = (deadline - at).max(0);
-    let left = (left_ms + 999) / 1000;
-    let span = (deadline - a.requested_at).max(1);
-    let percent = ((at - a.requested_at).clamp(0, span) * 100 / span) as u64;
+    let left_ms = deadline.saturating_sub(at).max(0);
+    let left = left_ms / 1000 + i64::from(left_ms % 1000 != 0);
+    let span = deadline.saturating_sub(a.requested_at).max(1);
+    let passed = at.saturating_sub(a.requested_at).clamp(0, span);
+    let percent = (i128::from(passed) * 100 / i128::from(span)) as u64;
     let (step, steps, added) = match &a.escalation_schedule {
         Some(s) => {
             let k = a.escalation_steps.clamp(1, s.steps.len().max(1));

@@ -334,11 +334,15 @@ async fn a_new_webhooks_cursor_is_placed_before_delivery_starts_so_no_first_even
     gw.stop().await;
 }
 
-/// Issue 14 §1: a vote counted toward a quorum is an `approval.vote` event whose approval
-/// carries the progress and the votes; the vote that meets the quorum resolves it.
-#[tokio::test]
-async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
-    let dir = tempfile::tempdir().unwrap();
+/// A receiver on a free port, and a gateway under the `rules` of one policy with operator
+/// `extra` (name, roles) besides the usual ones and one JSON webhook to the receiver that gets
+/// `event` besides `approval.requested` and `approval.resolved`.
+async fn hooked(
+    dir: &std::path::Path,
+    rules: &str,
+    extra: (&str, &[&str]),
+    event: &str,
+) -> (Receiver, crate::kit::Gw) {
     let recv = Receiver::default();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -348,49 +352,49 @@ async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
         .fallback(axum::routing::post(receive))
         .with_state(recv.clone());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let gov = crate::kit::policy(
-        "acme.test.quorum",
-        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
-    );
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        &gov,
-        |st| {
-            let mut all = (*st.principals()).clone();
-            all.push(crate::kit::operator("fred", &["finance"]));
-            st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
-            let mut h = hook(
-                "ops",
-                format!("http://127.0.0.1:{port}/hook"),
-                WebhookFormat::Json,
-                5,
-                50,
-            );
-            h.events.push("approval.vote".into());
-            st.webhooks = Arc::new(vec![h]);
-        },
-    )
+    let gov = crate::kit::policy("acme.test.hooked", rules);
+    let gw = start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
+        let mut all = (*st.principals()).clone();
+        all.push(crate::kit::operator(extra.0, extra.1));
+        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+        let url = format!("http://127.0.0.1:{port}/hook");
+        let mut h = hook("ops", url, WebhookFormat::Json, 5, 50);
+        h.events.push(event.into());
+        st.webhooks = Arc::new(vec![h]);
+    })
     .await;
-    let id = gw
-        .pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
-    gw.decide(&id, OP, "approve").await;
-    gw.decide(&id, "fred-key", "approve").await;
-    let bodies = || -> Vec<Value> {
+    (recv, gw)
+}
+
+/// The JSON bodies `recv` got, once there are `n` of them (at most 30 s).
+async fn bodies(recv: &Receiver, n: usize) -> Vec<Value> {
+    let got = || -> Vec<Value> {
         let got = recv.got.lock().unwrap();
         got.iter()
             .map(|(_, _, b)| serde_json::from_str(b).unwrap())
             .collect()
     };
     let start = std::time::Instant::now();
-    while bodies().len() < 4 {
-        assert!(start.elapsed() < Duration::from_secs(30), "{:?}", bodies());
+    while got().len() < n {
+        assert!(start.elapsed() < Duration::from_secs(30), "{:?}", got());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let got = bodies();
+    got()
+}
+
+/// Issue 14 §1: a vote counted toward a quorum is an `approval.vote` event whose approval
+/// carries the progress and the votes; the vote that meets the quorum resolves it.
+#[tokio::test]
+async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    let (recv, gw) = hooked(dir.path(), rules, ("fred", &["finance"]), "approval.vote").await;
+    let id = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    gw.decide(&id, OP, "approve").await;
+    gw.decide(&id, "fred-key", "approve").await;
+    let got = bodies(&recv, 4).await;
     let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
     assert_eq!(
         events,
@@ -418,41 +422,8 @@ async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
 #[tokio::test]
 async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
     let dir = tempfile::tempdir().unwrap();
-    let recv = Receiver::default();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new()
-        .fallback(axum::routing::post(receive))
-        .with_state(recv.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let gov = crate::kit::policy(
-        "acme.test.chain",
-        "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 120\n  escalation:\n    - {after: 1s, approvers: [lead]}\n    - {after: 3s, approvers: [cfo]}\n",
-    );
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        &gov,
-        |st| {
-            let mut all = (*st.principals()).clone();
-            all.push(crate::kit::operator("carl", &["cfo"]));
-            st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
-            let mut h = hook(
-                "ops",
-                format!("http://127.0.0.1:{port}/hook"),
-                WebhookFormat::Json,
-                5,
-                50,
-            );
-            h.events.push("approval.escalated".into());
-            st.webhooks = Arc::new(vec![h]);
-        },
-    )
-    .await;
+    let rules = "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 120\n  escalation:\n    - {after: 1s, approvers: [lead]}\n    - {after: 3s, approvers: [cfo]}\n";
+    let (recv, gw) = hooked(dir.path(), rules, ("carl", &["cfo"]), "approval.escalated").await;
     let id = gw
         .pending("pay", json!({"amount": 500, "to": "acme"}))
         .await;
@@ -461,18 +432,7 @@ async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
         .decide_with(&id, "carl-key", json!({"decision": "approve"}))
         .await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
-    let bodies = || -> Vec<Value> {
-        let got = recv.got.lock().unwrap();
-        got.iter()
-            .map(|(_, _, b)| serde_json::from_str(b).unwrap())
-            .collect()
-    };
-    let start = std::time::Instant::now();
-    while bodies().len() < 3 {
-        assert!(start.elapsed() < Duration::from_secs(30), "{:?}", bodies());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let got = bodies();
+    let got = bodies(&recv, 3).await;
     let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
     assert_eq!(
         events,

@@ -139,3 +139,42 @@ fn a_row_from_before_chains_keeps_its_on_timeout_step() {
         ApprovalStatus::Expired
     );
 }
+
+/// Attack (found by review): whoever can write the database nulls a chained approval's
+/// schedule (every step and the real deadline would be skipped: it expired at its first step
+/// with its default), or moves `expires_at` earlier than the schedule's next moment. Either
+/// makes the approval damaged: nobody decides it and the sweep leaves it alone.
+#[test]
+fn a_nulled_or_reshaped_escalation_schedule_damages_the_approval() {
+    for edit in [
+        "UPDATE approvals SET escalation_schedule = NULL WHERE id = ?1",
+        "UPDATE approvals SET expires_at = expires_at - 50000 WHERE id = ?1",
+        "UPDATE approvals SET escalation_steps = 2 WHERE id = ?1",
+    ] {
+        let (_dir, s) = fresh();
+        let id = chained(&s, "s1");
+        let db = rusqlite::Connection::open(s.db_path()).unwrap();
+        db.execute(edit, [&id]).unwrap();
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.damaged, ["escalation_schedule"], "{edit}");
+        assert!(s.expire_due(400_000).unwrap().is_empty(), "{edit}");
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Pending, "{edit}");
+    }
+}
+
+/// Attack (found by review): an approval that needs a passkey stored with `default_decision:
+/// approve` (by an older gateway, or edited) would be approved by its timeout with no passkey.
+/// The sweep rejects it.
+#[test]
+fn an_approval_that_needs_a_passkey_expires_rejected_whatever_its_stored_default() {
+    let (_dir, s) = fresh();
+    let (call, mut v) = pay(1);
+    v.terms.require_passkey = true;
+    v.terms.default_decision = assent_core::DefaultDecision::Approve;
+    let id = hold(&s, "s1", &call, &v, 1_000, 2_000).id;
+    assert_eq!(s.expire_due(2_000).unwrap(), vec![id.clone()]);
+    let rec = s.get_approval(&id).unwrap().unwrap();
+    assert_eq!(rec.status, ApprovalStatus::Expired);
+    assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
+}

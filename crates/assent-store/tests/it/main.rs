@@ -20,6 +20,7 @@ mod readers;
 mod replicas;
 mod retention;
 mod store_sql;
+mod stricter;
 mod tls;
 mod wal;
 mod windows;

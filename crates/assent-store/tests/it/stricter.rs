@@ -1,0 +1,79 @@
+//! Attack (issue 14, found by review): a grant or a pending approval made while the rules
+//! asked for less must not stand in for what they ask after a reload — a call that now needs a
+//! passkey-signed approval or a quorum is held on its own, not let through by the session
+//! grant, and does not join the pending approval held under the weaker terms.
+
+use super::{fresh, pay, proposal};
+use assent_core::CanonicalCall;
+use assent_core::approval::GrantScope;
+use assent_store::{DecisionInput, Proposed};
+
+#[test]
+fn a_grant_or_a_weaker_pending_approval_does_not_cover_a_call_that_now_needs_a_passkey() {
+    let (_dir, s) = fresh();
+    let (call, v) = pay(5);
+    let canon = CanonicalCall::new(call.clone()).unwrap();
+    let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
+    let p = proposal(&canon, "s1", 1_000, &ttl);
+    let (_, held) = s.propose(&p, |_| v.clone()).unwrap();
+    let Proposed::Held { approval, .. } = held else {
+        panic!("held expected")
+    };
+    let session = DecisionInput {
+        scope: GrantScope::Session,
+        ..DecisionInput::approve()
+    };
+    s.decide(&approval.id, &session, "alice", &[], 2_000)
+        .unwrap();
+    // The session grant covers the same call under the same rules ...
+    let p = proposal(&canon, "s1", 3_000, &ttl);
+    let (_, again) = s.propose(&p, |_| v.clone()).unwrap();
+    assert!(matches!(again, Proposed::Granted(_)), "{again:?}");
+    // ... but not once the rules ask for a passkey (or a quorum).
+    let mut strict = v.clone();
+    strict.terms.require_passkey = true;
+    let p = proposal(&canon, "s1", 4_000, &ttl);
+    let (_, now) = s.propose(&p, |_| strict.clone()).unwrap();
+    let Proposed::Held {
+        approval: first,
+        joined,
+    } = now
+    else {
+        panic!("held expected: {now:?}")
+    };
+    assert!(!joined && first.terms.require_passkey);
+    let mut quorum = v.clone();
+    quorum.terms.quorum = assent_core::quorum::parse_approvers(&serde_json::json!({"count": 2}))
+        .unwrap()
+        .quorum;
+    let p = proposal(&canon, "s1", 5_000, &ttl);
+    let (_, q) = s.propose(&p, |_| quorum.clone()).unwrap();
+    assert!(matches!(q, Proposed::Held { joined: false, .. }), "{q:?}");
+    // A pending approval held under weaker terms is not joined by the stricter call.
+    let (other, weak) = pay(7);
+    let canon = CanonicalCall::new(other).unwrap();
+    let p = proposal(&canon, "s2", 6_000, &ttl);
+    let (_, w) = s.propose(&p, |_| weak.clone()).unwrap();
+    let Proposed::Held {
+        approval: weak_held,
+        ..
+    } = w
+    else {
+        panic!("held expected")
+    };
+    let mut strict = weak.clone();
+    strict.terms.require_passkey = true;
+    let p = proposal(&canon, "s2", 7_000, &ttl);
+    let (_, st) = s.propose(&p, |_| strict.clone()).unwrap();
+    let Proposed::Held { approval, joined } = st else {
+        panic!("held expected")
+    };
+    assert!(!joined && approval.id != weak_held.id && approval.terms.require_passkey);
+    // The same stricter call again joins the stricter one.
+    let p = proposal(&canon, "s2", 8_000, &ttl);
+    let (_, j) = s.propose(&p, |_| strict.clone()).unwrap();
+    assert!(
+        matches!(&j, Proposed::Held { joined: true, approval: a } if a.id == approval.id),
+        "{j:?}"
+    );
+}
