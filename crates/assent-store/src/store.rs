@@ -17,7 +17,7 @@ pub struct Store {
     /// Where the connection goes: a closed PostgreSQL session is replaced from it.
     pub(crate) database: crate::db::Database,
     /// Ed25519 keys of approval tokens (`token.key` and the retired keys still verifying).
-    pub(crate) key: crate::keys::TokenKeys,
+    pub(crate) key: crate::token_keys::TokenKeys,
     /// Ed25519 key that signs audit checkpoints (`audit.key`).
     pub(crate) audit_key: ed25519_dalek::SigningKey,
     /// `<data_dir>/assent.db`.

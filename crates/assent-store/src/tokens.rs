@@ -270,7 +270,7 @@ pub(crate) fn create_grant(
 /// [`Store::token_string`] returns).
 pub(crate) fn signed_token(
     c: Conn<'_>,
-    keys: &crate::keys::TokenKeys,
+    keys: &crate::token_keys::TokenKeys,
     id: &str,
 ) -> db::Result<Option<String>> {
     type Row = (String, String, String, i64, i64, Option<String>);

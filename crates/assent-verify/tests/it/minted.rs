@@ -4,115 +4,15 @@
 //! `GET /v1/keys` and `GET /.well-known/jwks.json`, and with the Python recipe of
 //! `docs/tokens.md` (`cryptography`, and PyJWT).
 
-use assent_api::approvals::DecisionRequest;
-use assent_api::gate::{GateAnswer, ToolCallRequest};
-use assent_api::{Client, DecisionKind};
-use assent_core::policy::Registry;
-use assent_server::config::{Principal, PrincipalKind};
-use assent_server::{AppState, Loopback, Settings};
-use assent_store::Store;
+use crate::gateway::{get_open, minted, now_s, start};
 use assent_verify::{Expected, Jwks, VerifyError, call_hash, verify};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
-fn principal(name: &str, kind: PrincipalKind) -> Principal {
-    use sha2::Digest as _;
-    Principal {
-        name: name.into(),
-        kind,
-        key_sha256: sha2::Sha256::digest(format!("{name}-key").as_bytes()).into(),
-        owns: Vec::new(),
-    }
-}
-
-/// A gateway with agent `bot` (`pay` over 100 held for role `finance`) and operator `alice`
-/// (`finance`); keys `NAME-key`.
-async fn start(dir: &Path) -> Loopback {
-    let gov = assent_testkit::fixtures::policy(
-        "acme.test.pay-v1",
-        "- tool: pay\n  approvers: [finance]\n",
-    );
-    let reg = Registry::load(
-        &[(
-            "bot.agf.yaml".into(),
-            assent_testkit::fixtures::BOT_AGENT.into(),
-        )],
-        &[("gov.yaml".into(), gov)],
-    )
-    .unwrap();
-    let principals = vec![
-        principal(
-            "alice",
-            PrincipalKind::Operator {
-                roles: vec!["finance".into()],
-            },
-        ),
-        principal(
-            "bot",
-            PrincipalKind::Agent {
-                agent_id: "bot".into(),
-            },
-        ),
-    ];
-    let store = Store::open(
-        dir,
-        300_000,
-        std::sync::Arc::new(assent_server::WireEnvelopes),
-    )
-    .unwrap();
-    let settings = Settings {
-        approval_timeout_ms: Some(300_000),
-        ..Settings::default()
-    };
-    Loopback::start(AppState::new(store, reg, principals, settings))
-        .await
-        .unwrap()
-}
-
-/// A token minted for `pay(amount, to: bob)`: proposed by `bot`, approved by `alice`, read by
-/// `bot`. Returns (token, canonical call, approval id).
-async fn minted(url: &str, amount: u64) -> (String, String, String) {
-    let bot = Client::new(url, "bot-key").unwrap();
-    let alice = Client::new(url, "alice-key").unwrap();
-    let call = ToolCallRequest::new(
-        "bot",
-        "s1",
-        "pay",
-        None,
-        json!({"amount": amount, "to": "bob"}),
-    );
-    let GateAnswer::Pending(p) = bot.propose(&call).await.unwrap() else {
-        panic!("pay {amount} should be held")
-    };
-    alice
-        .decide(&p.approval_id, &DecisionRequest::new(DecisionKind::Approve))
-        .await
-        .unwrap();
-    let a = bot.approval(&p.approval_id).await.unwrap();
-    (
-        a.token.expect("the agent gets its token"),
-        a.canonical,
-        a.id,
-    )
-}
-
-/// `GET path` without any key: status and body.
-async fn get_open(url: &str, path: &str) -> (u16, String) {
-    let r = reqwest::get(format!("{url}{path}")).await.unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
-}
-
-fn now_s() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
 #[tokio::test]
 async fn a_token_the_gateway_minted_verifies_offline_against_its_jwks() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = start(dir.path(), 300_000).await;
     let (token, canonical, aid) = minted(&gw.url, 500).await;
     let (s, keys) = get_open(&gw.url, "/v1/keys").await;
     assert_eq!(s, 200, "{keys}");
@@ -241,7 +141,7 @@ fn has_pyjwt() -> bool {
 #[tokio::test]
 async fn the_python_recipe_verifies_a_minted_token_and_refuses_an_edited_one() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let gw = start(dir.path(), 300_000).await;
     let (token, canonical, aid) = minted(&gw.url, 700).await;
     let (_, keys) = get_open(&gw.url, "/.well-known/jwks.json").await;
     let mut recipes = vec!["cryptography"];
