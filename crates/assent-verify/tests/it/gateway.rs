@@ -3,8 +3,7 @@
 //! it). Agent `bot` (`pay` over 100 held for role `finance`; MCP server `fs` with
 //! `write_file` always held), agent `other`, operator `alice` (`finance`), and three
 //! executors: `fs-runner` (`servers: [fs]`), `db-runner` (`servers: [db]`) and `pay-runner`
-//! (`tools: [pay]`). Every key is
-//! `NAME-key`.
+//! (`tools: [pay]`). Every key is `NAME-key`.
 
 use assent_api::approvals::DecisionRequest;
 use assent_api::gate::{GateAnswer, ToolCallRequest};
