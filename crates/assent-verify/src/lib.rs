@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 /// another purpose with the same key would carry another type.
 pub const TYP: &str = "assent-approval+jwt";
 
-/// Longest token accepted, in bytes. A real one is about 500; anything longer is refused
+/// Longest token accepted, in bytes. A real one is about 540; anything longer is refused
 /// before it is decoded.
 pub const MAX_TOKEN_BYTES: usize = 2048;
 

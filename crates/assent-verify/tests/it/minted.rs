@@ -14,7 +14,7 @@ async fn a_token_the_gateway_minted_verifies_offline_against_its_jwks() {
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path(), 300_000).await;
     let (token, canonical, aid) = minted(&gw.url, 500).await;
-    // About 500 bytes (docs/tokens.md), far under the verifiers' limit.
+    // About 540 bytes (docs/tokens.md), far under the verifiers' limit.
     assert!((400..600).contains(&token.len()), "{}", token.len());
     let (s, keys) = get_open(&gw.url, "/v1/keys").await;
     assert_eq!(s, 200, "{keys}");
