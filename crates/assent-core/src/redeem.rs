@@ -1,7 +1,8 @@
-//! The redemption rule of an approval token (seed 002 "Execution requires"): a minted token
-//! runs one call only for the agent it was issued to, once, before it expires, from the client
-//! device it was bound to, and only for the call hash it approved. A pure check of the token's
-//! stored row and signed claims against the presented call; verifying the signature
+//! The redemption rule of an approval token (seed 002 "Execution requires"; issue 14 §6): a
+//! minted token runs one call only when presented by the agent it was issued to or by an
+//! executor of that call's server or tool, once, before it expires, from the client device it
+//! was bound to, and only for the call hash it approved. A pure check of the token's stored row
+//! and signed claims against the presented call; verifying the signature
 //! ([`crate::token::verify`]) and marking the token used atomically are the store's job.
 
 use crate::token::TokenClaims;
@@ -21,11 +22,58 @@ pub struct Minted<'a> {
     pub device_id: Option<&'a str>,
 }
 
+/// Who presents a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presenter<'a> {
+    /// The authenticated agent (its agent id): it may redeem the tokens issued to it.
+    Agent(&'a str),
+    /// An authenticated executor (principal kind `executor`): it may redeem any agent's token
+    /// for a call on what it executes. `servers` / `tools`: the MCP server aliases / tool
+    /// names it executes (`None`: not restricted by that list; the config refuses an executor
+    /// with neither). `tool` / `server`: those of the presented call, bound to the token by
+    /// its `call_hash`.
+    Executor {
+        /// The executor's principal name.
+        name: &'a str,
+        /// Server aliases it executes, if restricted.
+        servers: Option<&'a [String]>,
+        /// Tool names it executes, if restricted.
+        tools: Option<&'a [String]>,
+        /// The presented call's tool.
+        tool: &'a str,
+        /// The presented call's server alias (`None`: a local tool).
+        server: Option<&'a str>,
+    },
+}
+
+impl Presenter<'_> {
+    /// Whether an executor executes the presented call (an agent: always `true`, its own
+    /// tokens are checked by agent id): the server is in `servers` and the tool in `tools`,
+    /// for each list given. A local tool (no server) is never covered by a `servers` list.
+    pub fn executes(&self) -> bool {
+        match self {
+            Presenter::Agent(_) => true,
+            Presenter::Executor {
+                servers,
+                tools,
+                tool,
+                server,
+                ..
+            } => {
+                let by_server =
+                    servers.is_none_or(|s| server.is_some_and(|x| s.iter().any(|a| a == x)));
+                let by_tool = tools.is_none_or(|t| t.iter().any(|n| n == tool));
+                (servers.is_some() || tools.is_some()) && by_server && by_tool
+            }
+        }
+    }
+}
+
 /// A redemption attempt: who presents the token for which call, from which device, when.
 #[derive(Debug, Clone, Copy)]
 pub struct Presented<'a> {
-    /// The authenticated agent presenting it.
-    pub agent: &'a str,
+    /// The authenticated principal presenting it.
+    pub by: Presenter<'a>,
     /// The `call_hash` of the call it is presented with.
     pub call_hash: &'a str,
     /// The client device id sent with the call, if any.
@@ -39,6 +87,8 @@ pub struct Presented<'a> {
 pub enum Refusal {
     /// Issued to another agent (by the stored row or the signed claims).
     WrongAgent,
+    /// Presented by an executor that does not execute the call's server or tool: its name.
+    NotExecutor(String),
     /// Redeemed already.
     Used,
     /// Expired (`now >= expires_at`).
@@ -49,11 +99,19 @@ pub enum Refusal {
     Mismatch(String),
 }
 
-/// Checks, in this order, agent, single use, expiry, device and call hash of token `m` (with
-/// its signed `claims`) against attempt `p`. `Ok` when the token may run the call.
+/// Checks, in this order, presenter (the agent it was issued to, or an executor of the call),
+/// single use, expiry, device and call hash of token `m` (with its signed `claims`) against
+/// attempt `p`. `Ok` when the token may run the call.
 pub fn check(m: &Minted<'_>, claims: &TokenClaims, p: &Presented<'_>) -> Result<(), Refusal> {
-    if m.agent != p.agent || claims.agent != p.agent {
+    if m.agent != claims.sub {
         return Err(Refusal::WrongAgent);
+    }
+    match p.by {
+        Presenter::Agent(agent) if agent != m.agent => return Err(Refusal::WrongAgent),
+        Presenter::Executor { name, .. } if !p.by.executes() => {
+            return Err(Refusal::NotExecutor(name.to_string()));
+        }
+        _ => {}
     }
     if m.used {
         return Err(Refusal::Used);
@@ -64,7 +122,7 @@ pub fn check(m: &Minted<'_>, claims: &TokenClaims, p: &Presented<'_>) -> Result<
     if m.device_id.is_some() && m.device_id != p.device_id {
         return Err(Refusal::DeviceMismatch);
     }
-    if m.call_hash != p.call_hash || claims.h != p.call_hash {
+    if m.call_hash != p.call_hash || claims.call_hash != p.call_hash {
         return Err(Refusal::Mismatch(m.call_hash.to_string()));
     }
     Ok(())
@@ -82,7 +140,7 @@ mod tests {
         device_id: Some("d1"),
     };
     const P: Presented<'static> = Presented {
-        agent: "bot",
+        by: Presenter::Agent("bot"),
         call_hash: "h1",
         device_id: Some("d1"),
         now: 5,
@@ -90,19 +148,52 @@ mod tests {
 
     fn claims(agent: &str, h: &str) -> TokenClaims {
         TokenClaims {
-            tid: "t".into(),
+            jti: "t".into(),
+            sub: agent.into(),
             aid: "a".into(),
-            agent: agent.into(),
-            h: h.into(),
+            call_hash: h.into(),
+            scope: "once".into(),
+            iat: 0,
             exp: 10,
         }
+    }
+
+    #[test]
+    fn an_executor_redeems_only_for_what_it_executes() {
+        let c = claims("bot", "h1");
+        let fs = ["fs".to_string()];
+        let pay = ["pay".to_string()];
+        let exec = |servers, tools, tool, server| Presented {
+            by: Presenter::Executor {
+                name: "runner",
+                servers,
+                tools,
+                tool,
+                server,
+            },
+            ..P
+        };
+        let s: Option<&[String]> = Some(&fs);
+        let t: Option<&[String]> = Some(&pay);
+        assert_eq!(check(&M, &c, &exec(s, None, "read", Some("fs"))), Ok(()));
+        let refused = Err(Refusal::NotExecutor("runner".into()));
+        assert_eq!(check(&M, &c, &exec(s, None, "read", Some("db"))), refused);
+        assert_eq!(check(&M, &c, &exec(s, None, "read", None)), refused);
+        assert_eq!(check(&M, &c, &exec(None, t, "pay", None)), Ok(()));
+        assert_eq!(check(&M, &c, &exec(None, t, "read", None)), refused);
+        assert_eq!(check(&M, &c, &exec(s, t, "pay", Some("fs"))), Ok(()));
+        assert_eq!(check(&M, &c, &exec(s, t, "read", Some("fs"))), refused);
+        assert_eq!(check(&M, &c, &exec(None, None, "pay", None)), refused);
     }
 
     #[test]
     fn each_condition_refuses_in_order() {
         let c = claims("bot", "h1");
         assert_eq!(check(&M, &c, &P), Ok(()));
-        let other = Presented { agent: "eve", ..P };
+        let other = Presented {
+            by: Presenter::Agent("eve"),
+            ..P
+        };
         assert_eq!(check(&M, &c, &other), Err(Refusal::WrongAgent));
         assert_eq!(
             check(&M, &claims("eve", "h1"), &P),

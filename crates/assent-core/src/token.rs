@@ -1,63 +1,83 @@
-//! The seed 002 approval token: HMAC-SHA256-signed claims binding one approval to one
-//! `call_hash`, for one agent, until an expiry. Single use is enforced by the store.
+//! The approval token (seed 002 approval token; issue 14 §6): a JWS compact serialisation
+//! signed with Ed25519 (`alg: EdDSA`, RFC 8037) binding one approval to one `call_hash`, for
+//! one agent, until an expiry, so any JOSE library verifies it against the gateway's JWKS.
+//! Single use is enforced by the store (the `jti` is burnt).
 //!
-//! Wire form: `at1.<base64url(claims JSON)>.<base64url(HMAC-SHA256(key, "at1." + claims part))>`.
+//! Wire form: `base64url(header) "." base64url(claims) "." base64url(signature)`, header
+//! `{"typ": "assent-approval+jwt", "alg": "EdDSA", "kid"}` (the `kid` is the RFC 7638
+//! thumbprint of the public key), claims [`TokenClaims`]. Signing is `jsonwebtoken`'s;
+//! checking is [`assent_verify`]'s (one implementation for the gateway and executors).
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use hmac::{Hmac, KeyInit, Mac};
-use serde::{Deserialize, Serialize};
-use sha2::Sha256;
+use ed25519_dalek::SigningKey;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
 
-const PREFIX: &str = "at1.";
+pub use assent_verify::{
+    Claims as TokenClaims, Jwks, MAX_TOKEN_BYTES, PublicKey, TYP, VerifyError,
+};
 
-/// What a token asserts (seed 002 Token: `tokenId`, `approvalId`, `toolCallHash`, `expiresAt`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenClaims {
-    /// `tokenId`, a UUID v4.
-    pub tid: String,
-    /// `approvalId`.
-    pub aid: String,
-    /// The agent id the token was issued to; only it may redeem.
-    pub agent: String,
-    /// `toolCallHash`: lowercase hex SHA-256 of the canonical call.
-    pub h: String,
-    /// `expiresAt` in Unix milliseconds.
-    pub exp: i64,
-}
-
-/// A token that is not one of ours (bad shape, bad signature) — `TOKEN_INVALID`.
+/// A token that is not one of ours (bad shape, algorithm, key or signature) —
+/// `TOKEN_INVALID`: which check refused it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("token is not valid: {0}")]
-pub struct InvalidToken(pub &'static str);
+pub struct InvalidToken(pub VerifyError);
 
-fn mac(key: &[u8], data: &[u8]) -> Hmac<Sha256> {
-    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("hmac takes any key length");
-    m.update(data);
-    m
+/// The RFC 8410 PKCS#8 v1 prefix of an Ed25519 private key (a 32-byte seed follows): the
+/// form `jsonwebtoken` reads an EdDSA signing key in.
+const PKCS8_ED25519_PREFIX: [u8; 16] = [
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
+
+/// The current token signing key: an Ed25519 key and its `kid`.
+pub struct TokenSigner {
+    key: EncodingKey,
+    public: PublicKey,
 }
 
-/// Signs `claims` with `key` (at least 32 random bytes from the store's key file).
-pub fn sign(key: &[u8], claims: &TokenClaims) -> String {
-    let body = serde_json::to_vec(claims).expect("claims serialise");
-    let signed = format!("{PREFIX}{}", B64.encode(body));
-    let tag = mac(key, signed.as_bytes()).finalize().into_bytes();
-    format!("{signed}.{}", B64.encode(tag))
+impl std::fmt::Debug for TokenSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSigner")
+            .field("kid", &self.public.kid)
+            .finish_non_exhaustive()
+    }
 }
 
-/// Verifies the signature (constant time) and decodes the claims. Expiry, agent and hash are
-/// checked by the caller, which knows the time and the call.
-pub fn verify(key: &[u8], token: &str) -> Result<TokenClaims, InvalidToken> {
-    let (signed, tag) = token.rsplit_once('.').ok_or(InvalidToken("malformed"))?;
-    let body = signed
-        .strip_prefix(PREFIX)
-        .ok_or(InvalidToken("malformed"))?;
-    let tag = B64.decode(tag).map_err(|_| InvalidToken("malformed"))?;
-    mac(key, signed.as_bytes())
-        .verify_slice(&tag)
-        .map_err(|_| InvalidToken("bad signature"))?;
-    let body = B64.decode(body).map_err(|_| InvalidToken("malformed"))?;
-    serde_json::from_slice(&body).map_err(|_| InvalidToken("malformed"))
+impl TokenSigner {
+    /// The signer of the Ed25519 key whose 32-byte seed is `seed` (RFC 8032).
+    pub fn from_seed(seed: &[u8; 32]) -> TokenSigner {
+        let x = SigningKey::from_bytes(seed).verifying_key().to_bytes();
+        let mut der = PKCS8_ED25519_PREFIX.to_vec();
+        der.extend_from_slice(seed);
+        TokenSigner {
+            key: EncodingKey::from_ed_der(&der),
+            public: PublicKey::new(x),
+        }
+    }
+
+    /// The public half, with its `kid`.
+    pub fn public_key(&self) -> &PublicKey {
+        &self.public
+    }
+
+    /// The `kid` tokens signed by this key carry.
+    pub fn kid(&self) -> &str {
+        &self.public.kid
+    }
+
+    /// Signs `claims` as a JWS compact serialisation. Ed25519 is deterministic: the same
+    /// claims and key give the same token.
+    pub fn sign(&self, claims: &TokenClaims) -> String {
+        let mut h = Header::new(Algorithm::EdDSA);
+        h.typ = Some(TYP.to_string());
+        h.kid = Some(self.public.kid.clone());
+        jsonwebtoken::encode(&h, claims, &self.key).expect("an Ed25519 key signs any claims")
+    }
+}
+
+/// Verifies size, shape, header, key and signature of `token` against `keys` and decodes its
+/// claims ([`assent_verify::verify_signature`]). Expiry, agent and hash are checked by the
+/// caller, which knows the time, the stored row and the call.
+pub fn verify(keys: &Jwks, token: &str) -> Result<TokenClaims, InvalidToken> {
+    assent_verify::verify_signature(token, keys).map_err(InvalidToken)
 }
 
 #[cfg(test)]
@@ -66,28 +86,55 @@ mod tests {
 
     fn claims() -> TokenClaims {
         TokenClaims {
-            tid: "t".into(),
+            jti: "t".into(),
+            sub: "bot".into(),
             aid: "a".into(),
-            agent: "bot".into(),
-            h: "ab".repeat(32),
-            exp: 1_700_000_000_000,
+            call_hash: "ab".repeat(32),
+            scope: "once".into(),
+            iat: 1_700_000_000,
+            exp: 1_700_000_300,
         }
     }
 
     #[test]
     fn round_trip_and_forgery() {
-        let key = [7u8; 32];
-        let t = sign(&key, &claims());
-        assert_eq!(verify(&key, &t), Ok(claims()));
-        assert_eq!(verify(&[8u8; 32], &t), Err(InvalidToken("bad signature")));
-        // A forged body with the old signature fails.
+        let signer = TokenSigner::from_seed(&[7u8; 32]);
+        let keys = Jwks {
+            keys: vec![signer.public_key().clone()],
+        };
+        let t = signer.sign(&claims());
+        assert_eq!(t, signer.sign(&claims()), "deterministic");
+        assert_eq!(verify(&keys, &t), Ok(claims()));
+        let other = TokenSigner::from_seed(&[8u8; 32]);
+        let other_keys = Jwks {
+            keys: vec![other.public_key().clone()],
+        };
+        assert!(matches!(
+            verify(&other_keys, &t),
+            Err(InvalidToken(VerifyError::UnknownKey(_)))
+        ));
+        // The other key under our kid: the signature fails.
+        let swapped = Jwks {
+            keys: vec![PublicKey {
+                kid: signer.kid().to_string(),
+                x: other.public_key().x,
+            }],
+        };
+        assert_eq!(
+            verify(&swapped, &t),
+            Err(InvalidToken(VerifyError::BadSignature))
+        );
+        // Another body under the old signature fails.
         let mut c = claims();
-        c.h = "cd".repeat(32);
-        let forged_body = sign(&key, &c);
-        let (fb, _) = forged_body.rsplit_once('.').unwrap();
-        let (_, tag) = t.rsplit_once('.').unwrap();
-        assert!(verify(&key, &format!("{fb}.{tag}")).is_err());
-        assert!(verify(&key, "garbage").is_err());
-        assert!(verify(&key, "at1.e30.AAAA").is_err());
+        c.call_hash = "cd".repeat(32);
+        let forged = signer.sign(&c);
+        let body = forged.split('.').nth(1).unwrap();
+        let parts: Vec<&str> = t.split('.').collect();
+        let spliced = format!("{}.{body}.{}", parts[0], parts[2]);
+        assert_eq!(
+            verify(&keys, &spliced),
+            Err(InvalidToken(VerifyError::BadSignature))
+        );
+        assert!(verify(&keys, "garbage").is_err());
     }
 }

@@ -28,6 +28,7 @@ pub mod approvals;
 pub mod clarify;
 pub mod decide;
 pub mod gate;
+pub mod jwks;
 pub mod learning;
 pub mod passkeys;
 pub mod plans;

@@ -8,7 +8,7 @@ use crate::body::Body;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate, receipts};
-use crate::{learning, plans, reload, tokens, tools, webhooks, whoami};
+use crate::{jwks, learning, plans, reload, tokens, tools, webhooks, whoami};
 use assent_api::identity::Health;
 use axum::Router;
 use axum::http::StatusCode;
@@ -86,10 +86,12 @@ fn decide() -> Router<AppState> {
         .route("/v1/sessions/{id}/cancel", post(decide::cancel_session))
 }
 
-/// Redeeming tokens and managing grants.
+/// Redeeming tokens, the token keys (JWKS, no key needed) and managing grants.
 fn redeem() -> Router<AppState> {
     Router::new()
         .route("/v1/tokens/redeem", post(tokens::redeem))
+        .route("/v1/keys", get(jwks::jwks))
+        .route("/.well-known/jwks.json", get(jwks::jwks))
         .route("/v1/grants", get(tokens::list_grants))
         .route("/v1/grants/{id}", delete(tokens::revoke_grant))
 }

@@ -1,20 +1,23 @@
-//! Redeeming: an agent redeems an approval token for the exact call it was minted for
-//! (`POST /v1/tokens/redeem`, bound to the agent, the `call_hash` and the device; once), and
+//! Redeeming: an agent — or an executor of the call's server or tool (issue 14 §6) — redeems
+//! an approval token for the exact call it was minted for (`POST /v1/tokens/redeem`, bound to
+//! the agent, the `call_hash` and the device; once), and
 //! operators list and revoke grants (`GET /v1/grants`, `DELETE /v1/grants/{id}`). Minting is
 //! the store's; routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::auth::Redeemer;
 use crate::body::Body;
 use crate::calls::call_hash;
 use crate::error::ApiError;
-use crate::extract::{Agent, ApiJson, ListGrants, Operator, RedeemTokens, RevokeGrants};
+use crate::extract::{ListGrants, Operator, RevokeGrants, parse_body, read_body};
 use crate::state::{AppState, now_ms};
 use assent_api::tokens::{GrantList, RedeemRequest, Redeemed};
 use assent_store::RedeemError;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use std::collections::HashMap;
 
 /// The API error of a refused redemption: `401 TOKEN_INVALID`, `403` (another agent's),
+/// `403 NOT_EXECUTOR` (an executor's for a call it does not execute),
 /// `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`, `403 TOKEN_MISMATCH`, `503`.
 fn redeem_error(e: RedeemError) -> ApiError {
     match e {
@@ -22,6 +25,9 @@ fn redeem_error(e: RedeemError) -> ApiError {
             ApiError::new(StatusCode::UNAUTHORIZED, "TOKEN_INVALID", e.to_string())
         }
         RedeemError::WrongAgent => ApiError::forbidden(e.to_string()),
+        RedeemError::NotExecutor { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "NOT_EXECUTOR", e.to_string())
+        }
         RedeemError::Used => ApiError::new(StatusCode::CONFLICT, "TOKEN_USED", e.to_string()),
         RedeemError::Expired => ApiError::new(StatusCode::GONE, "TOKEN_EXPIRED", e.to_string()),
         RedeemError::DeviceMismatch => {
@@ -34,25 +40,36 @@ fn redeem_error(e: RedeemError) -> ApiError {
     }
 }
 
-/// `POST /v1/tokens/redeem` (agents): `{"token", "tool", "server"?, "arguments",
-/// "device_id"?}` → `{"call_hash", "approval_id", "token_id"}` when the token was minted for
-/// exactly this call to this agent (and device) and is unused and unexpired.
+/// `POST /v1/tokens/redeem` (the agent, or an executor: [`Redeemer`]): `{"token", "tool",
+/// "server"?, "arguments", "device_id"?}` (strict JSON) → `{"call_hash", "approval_id",
+/// "token_id"}` when the token was minted for exactly this call (and device), to this agent
+/// or for a call this executor executes, and is unused and unexpired. Every refusal is
+/// audited.
 pub(crate) async fn redeem(
     State(st): State<AppState>,
-    agent: Agent<RedeemTokens>,
-    ApiJson(b): ApiJson<RedeemRequest>,
+    Redeemer(p): Redeemer,
+    req: Request,
 ) -> Result<Body<Redeemed>, ApiError> {
-    let who = agent.agent_id;
-    let hash = call_hash(b.tool, b.server, b.arguments)?;
-    let h2 = hash.clone();
+    let bytes = read_body(req, &st).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "request body is empty; expected a JSON object",
+        ));
+    }
+    let b: RedeemRequest = parse_body(&bytes)?;
+    let hash = call_hash(b.tool.clone(), b.server.clone(), b.arguments)?;
+    let (h2, tool, server, token, device) = (hash.clone(), b.tool, b.server, b.token, b.device_id);
     let c = st
-        .store_task(move |s| s.redeem(&b.token, &who, &h2, b.device_id.as_deref(), now_ms()))
+        .store_task(move |s| match p.presenter(&tool, server.as_deref()) {
+            Some(by) => s.redeem_as(&token, by, &h2, device.as_deref(), now_ms()),
+            None => Err(RedeemError::WrongAgent),
+        })
         .await?
         .map_err(redeem_error)?;
     Ok(Body(Redeemed {
         call_hash: hash,
         approval_id: c.aid,
-        token_id: c.tid,
+        token_id: c.jti,
     }))
 }
 

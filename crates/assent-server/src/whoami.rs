@@ -26,6 +26,10 @@ pub(crate) async fn whoami(Caller(p): Caller) -> Result<Body<WhoAmI>, ApiError> 
             name: p.name.clone(),
             roles: roles.clone(),
         },
+        // Unreachable: `Caller` refuses an executor's key (`auth::authenticate`).
+        PrincipalKind::Executor { .. } => {
+            return Err(ApiError::forbidden(crate::auth::EXECUTOR_ONLY_REDEEMS));
+        }
     }))
 }
 

@@ -81,6 +81,13 @@ pub enum RedeemError {
     /// 403: issued to another agent.
     #[error("token was issued to another agent")]
     WrongAgent,
+    /// 403 `NOT_EXECUTOR`: an executor presented a token for a call on a server or tool it
+    /// does not execute.
+    #[error("executor `{executor}` does not execute this call's server or tool")]
+    NotExecutor {
+        /// The executor's principal name.
+        executor: String,
+    },
     /// `TOKEN_USED` (409).
     #[error("token has already been used")]
     Used,

@@ -1,21 +1,32 @@
-//! The key files a store signs with (issue 13 §2): `token.key` (HMAC-SHA256 of approval
-//! tokens, at least 32 bytes) and `audit.key` (the Ed25519 seed that signs audit
-//! checkpoints, [`crate::checkpoint`]), both in one `keys_dir` (default `data_dir`).
+//! The key files a store signs with (issue 13 §2, issue 14 §6): `token.key` (the 32-byte
+//! Ed25519 seed that signs approval tokens, [`assent_core::token`]) and `audit.key` (the
+//! Ed25519 seed that signs audit checkpoints, [`crate::checkpoint`]), both in one `keys_dir`
+//! (default `data_dir`). They are separate so that rotating the token key never touches the
+//! audit chain.
 //!
-//! An embedded SQLite store creates them the first time it opens ([`KeyFiles::CreateMissing`]).
-//! Replicas sharing one Postgres database must share the keys: a token minted by one is
-//! redeemed at another, and every checkpoint must verify under one public key. So a Postgres
-//! store never creates keys ([`KeyFiles::MustExist`]); `assent keys init --keys-dir DIR`
-//! ([`init`]) makes them once, and every replica is given the directory.
+//! Rotation ([`rotate_token_key`], `assent keys rotate-token-key`): the current `token.key` is
+//! copied to `token-retired-<unix ms>.key` and a new `token.key` written. A retired key keeps
+//! verifying — and stays in the JWKS — until every token it can have signed has expired: its
+//! retirement time plus the token lifetime plus [`RETIRED_GRACE_MS`]; after that it is
+//! ignored (the file may be deleted). A running store re-reads the directory every
+//! [`REREAD_AFTER`] (and when it meets a `kid` it does not know), so replicas sharing
+//! `keys_dir` move to the new key without a restart.
+//!
+//! An embedded SQLite store creates missing keys the first time it opens
+//! ([`KeyFiles::CreateMissing`]). Replicas sharing one Postgres database must share the keys: a
+//! token minted by one is redeemed at another, and every checkpoint must verify under one
+//! public key. So a Postgres store never creates keys ([`KeyFiles::MustExist`]); `assent keys
+//! init --keys-dir DIR` ([`init`]) makes them once, and every replica is given the directory.
 
 use crate::checkpoint;
 use crate::error::StoreError;
 use crate::kit::{create_private_dir, io, write_private};
+use crate::token_keys::{TokenKeys, read_seed};
+use assent_core::token::TokenSigner;
 use ed25519_dalek::SigningKey;
 use std::path::Path;
 
-/// The token key's file name in `keys_dir`.
-pub const TOKEN_KEY_FILE: &str = "token.key";
+pub use crate::token_keys::{REREAD_AFTER, RETIRED_GRACE_MS, RETIRED_PREFIX, TOKEN_KEY_FILE};
 
 /// What opening a store may do with missing key files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +40,8 @@ pub enum KeyFiles {
 
 /// The store's two keys.
 pub(crate) struct Keys {
-    /// HMAC key of approval tokens (at least 32 bytes).
-    pub(crate) token: Vec<u8>,
+    /// The token keys: the current signer and the retired keys that still verify.
+    pub(crate) token: TokenKeys,
     /// Ed25519 key that signs audit checkpoints.
     pub(crate) audit: SigningKey,
 }
@@ -41,15 +52,19 @@ pub(crate) struct Keys {
 pub(crate) fn load(dir: &Path, files: KeyFiles) -> Result<Keys, StoreError> {
     if files == KeyFiles::CreateMissing {
         create_private_dir(dir).map_err(io(dir))?;
+        load_or_create_token_key(dir)?;
         return Ok(Keys {
-            token: load_or_create_token_key(dir)?,
+            token: TokenKeys::load(dir)?,
             audit: checkpoint::load_or_create_key(dir)?,
         });
     }
     let token = read_token_key(dir)?;
     let audit = checkpoint::read_key(dir)?;
     match (token, audit) {
-        (Some(token), Some(audit)) => Ok(Keys { token, audit }),
+        (Some(_), Some(audit)) => Ok(Keys {
+            token: TokenKeys::load(dir)?,
+            audit,
+        }),
         (token, _) => Err(StoreError::Invalid(format!(
             "keys_dir {}: no {}: a shared (PostgreSQL) database needs the same keys on every replica, so assent never makes them per replica; run `assent keys init --keys-dir {}` once and give that directory to every replica",
             dir.display(),
@@ -74,9 +89,9 @@ pub struct Initialised {
 
 /// `assent keys init`: creates `dir` (0700) and whichever of `token.key` and `audit.key` it
 /// lacks (random, 0600, written to a temporary file and renamed). An existing key is kept,
-/// never overwritten (replacing `token.key` invalidates every outstanding token; replacing
-/// `audit.key` makes the signed checkpoints unverifiable). Errors: `Invalid` for a damaged
-/// existing key; `Io`.
+/// never overwritten (replacing `token.key` outside [`rotate_token_key`] invalidates every
+/// outstanding token; replacing `audit.key` makes the signed checkpoints unverifiable).
+/// Errors: `Invalid` for a damaged existing key; `Io`.
 pub fn init(dir: &Path) -> Result<Initialised, StoreError> {
     create_private_dir(dir).map_err(io(dir))?;
     let mut created = Vec::new();
@@ -93,30 +108,77 @@ pub fn init(dir: &Path) -> Result<Initialised, StoreError> {
     })
 }
 
-/// `<dir>/token.key`, `None` when absent. `Invalid` when shorter than 32 bytes.
-fn read_token_key(dir: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-    let path = dir.join(TOKEN_KEY_FILE);
-    match std::fs::read(&path) {
-        Ok(k) if k.len() >= 32 => Ok(Some(k)),
-        Ok(_) => Err(StoreError::Invalid(format!(
-            "{}: token key is shorter than 32 bytes; restore it or delete it (outstanding tokens become invalid)",
-            path.display()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io(&path)(e)),
-    }
+/// `<dir>/token.key`, `None` when absent. `Invalid` when it is not 32 bytes.
+fn read_token_key(dir: &Path) -> Result<Option<[u8; 32]>, StoreError> {
+    read_seed(&dir.join(TOKEN_KEY_FILE))
 }
 
-/// Reads `<dir>/token.key`, creating a random 32-byte key (mode 0600) when there is none.
-fn load_or_create_token_key(dir: &Path) -> Result<Vec<u8>, StoreError> {
-    if let Some(k) = read_token_key(dir)? {
-        return Ok(k);
-    }
-    let mut k = vec![0u8; 32];
+/// 32 random bytes written to `<dir>/<name>` (mode 0600) through a temporary file and a rename.
+fn write_seed(dir: &Path, name: &str, seed: &[u8; 32]) -> Result<(), StoreError> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    write_private(&tmp, seed).map_err(io(&tmp))?;
+    let path = dir.join(name);
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
+
+fn random_seed() -> Result<[u8; 32], StoreError> {
+    let mut k = [0u8; 32];
     getrandom::fill(&mut k).map_err(|e| StoreError::Invalid(format!("no randomness: {e}")))?;
-    let tmp = dir.join("token.key.tmp");
-    write_private(&tmp, &k).map_err(io(&tmp))?;
-    let path = dir.join(TOKEN_KEY_FILE);
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
     Ok(k)
+}
+
+/// Creates `<dir>/token.key` (a random Ed25519 seed) when there is none.
+fn load_or_create_token_key(dir: &Path) -> Result<(), StoreError> {
+    if read_token_key(dir)?.is_none() {
+        write_seed(dir, TOKEN_KEY_FILE, &random_seed()?)?;
+    }
+    Ok(())
+}
+
+/// What [`rotate_token_key`] did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Rotated {
+    /// The `kid` of the new current key.
+    pub kid: String,
+    /// The `kid` of the key it replaced, which keeps verifying until its tokens expired.
+    pub retired_kid: String,
+    /// The retired key's file name in `keys_dir`.
+    pub retired_file: String,
+}
+
+/// `assent keys rotate-token-key`: copies `<dir>/token.key` to `token-retired-<now ms>.key`
+/// and writes a new random `token.key` (both 0600, through a temporary file and a rename, in
+/// that order, so a store reading the directory meanwhile always finds the old key). Errors:
+/// `Invalid` when there is no token key (run `assent keys init`) or it is damaged; `Io`.
+pub fn rotate_token_key(dir: &Path) -> Result<Rotated, StoreError> {
+    let old = read_token_key(dir)?.ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "keys_dir {}: no {TOKEN_KEY_FILE} to rotate; run `assent keys init --keys-dir {}` first",
+            dir.display(),
+            dir.display()
+        ))
+    })?;
+    let mut at = now_ms();
+    while dir.join(retired_name(at)).exists() {
+        at += 1;
+    }
+    let retired_file = retired_name(at);
+    write_seed(dir, &retired_file, &old)?;
+    let new = random_seed()?;
+    write_seed(dir, TOKEN_KEY_FILE, &new)?;
+    Ok(Rotated {
+        kid: TokenSigner::from_seed(&new).kid().to_string(),
+        retired_kid: TokenSigner::from_seed(&old).kid().to_string(),
+        retired_file,
+    })
+}
+
+fn retired_name(at_ms: i64) -> String {
+    format!("{RETIRED_PREFIX}{at_ms}.key")
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -90,6 +90,7 @@ mod sql;
 mod store;
 pub mod stored;
 mod subscriptions;
+mod token_keys;
 mod tokens;
 pub mod ui_sessions;
 mod usage;

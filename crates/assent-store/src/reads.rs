@@ -6,8 +6,8 @@ use crate::error::StoreError;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::store::Store;
+use crate::tokens::signed_token;
 use assent_core::approval::ApprovalStatus;
-use assent_core::token::{self, TokenClaims};
 
 impl Store {
     /// Runs `f` in one read snapshot. On Postgres on a read session beside the writer
@@ -89,28 +89,4 @@ impl Store {
             }
         })
     }
-}
-
-/// The signed token string of approval `id`'s minted token, if any: its `tokens` row signed
-/// with the token key `key` (what [`Store::token_string`] returns).
-pub(crate) fn signed_token(c: Conn<'_>, key: &[u8], id: &str) -> db::Result<Option<String>> {
-    let row: Option<(String, String, String, i64)> = c
-        .prepare_cached(
-            "SELECT token_id, agent, call_hash, expires_at FROM tokens WHERE approval_id = ?1",
-        )?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
-    Ok(row.map(|(tid, agent, h, exp)| {
-        let aid = id.to_string();
-        token::sign(
-            key,
-            &TokenClaims {
-                tid,
-                aid,
-                agent,
-                h,
-                exp,
-            },
-        )
-    }))
 }

@@ -16,8 +16,8 @@ pub struct Store {
     pub(crate) conn: Mutex<Connection>,
     /// Where the connection goes: a closed PostgreSQL session is replaced from it.
     pub(crate) database: crate::db::Database,
-    /// HMAC key of approval tokens (`token.key`, at least 32 bytes).
-    pub(crate) key: Vec<u8>,
+    /// Ed25519 keys of approval tokens (`token.key` and the retired keys still verifying).
+    pub(crate) key: crate::token_keys::TokenKeys,
     /// Ed25519 key that signs audit checkpoints (`audit.key`).
     pub(crate) audit_key: ed25519_dalek::SigningKey,
     /// `<data_dir>/assent.db`.

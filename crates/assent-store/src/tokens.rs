@@ -1,5 +1,7 @@
-//! Approval tokens and grants (seed 002 "Execution requires", "Approve with scope"): minting
-//! a token in a decision's transaction, signing it for the agent, redeeming it once, and the
+//! Approval tokens and grants (seed 002 "Execution requires", "Approve with scope"; issue 14
+//! §6): minting a token in a decision's transaction, signing it (a JWS with the current
+//! Ed25519 token key, [`crate::keys`]), publishing the public keys (JWKS), redeeming it once
+//! (by its agent or an executor of the call), and the
 //! stored grants (listing, revoking, finding the one that covers a call). Which grant covers a
 //! call and what a new grant binds are `assent_core::grant` rules.
 
@@ -14,8 +16,8 @@ use assent_core::RiskTier;
 use assent_core::ToolCall;
 use assent_core::approval::GrantScope;
 use assent_core::grant::{self, Grant};
-use assent_core::redeem::{self, Refusal};
-use assent_core::token::{self, TokenClaims};
+use assent_core::redeem::{self, Presenter, Refusal};
+use assent_core::token::{Jwks, TokenClaims};
 use serde_json::json;
 
 impl Store {
@@ -52,13 +54,17 @@ impl Store {
     /// The signed token string for a minted token of approval `id`, for its agent.
     pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
         let guard = self.lock();
-        Ok(crate::reads::signed_token(guard.conn(), &self.key, id)?)
+        Ok(signed_token(guard.conn(), &self.key, id)?)
+    }
+
+    /// The public token keys that verify at `now` (Unix ms): the current key and the retired
+    /// ones whose tokens may not have expired yet ([`crate::keys`]), for `GET /v1/keys`.
+    pub fn token_jwks(&self, now: i64) -> Jwks {
+        self.key.jwks(now, self.token_ttl_ms)
     }
 
     /// Redeems `token` for `agent`'s call with hash `call_hash`, from client device
-    /// `device_id`, atomically and once. A token bound to a device (the agent sent a
-    /// `device_id` with the call) is refused from any other or no device. Every attempt,
-    /// successful or not, is audited (`token.redeemed` / `token.refused`).
+    /// `device_id`, atomically and once ([`Store::redeem_as`] by the agent itself).
     pub fn redeem(
         &self,
         token: &str,
@@ -67,41 +73,56 @@ impl Store {
         device_id: Option<&str>,
         now: i64,
     ) -> Result<TokenClaims, RedeemError> {
-        let claims = token::verify(&self.key, token).ok();
+        self.redeem_as(token, Presenter::Agent(agent), call_hash, device_id, now)
+    }
+
+    /// Redeems `token`, presented by `by` (the agent it was issued to, or an executor of the
+    /// call: [`redeem::check`]), for the call with hash `call_hash` from client device
+    /// `device_id`, atomically and once. A token bound to a device (the agent sent a
+    /// `device_id` with the call) is refused from any other or no device. Every attempt,
+    /// successful or not, is audited (`token.redeemed` / `token.refused`, actor the presenting
+    /// principal: the agent id, or the executor's name with `"executor": true`).
+    pub fn redeem_as(
+        &self,
+        token: &str,
+        by: Presenter<'_>,
+        call_hash: &str,
+        device_id: Option<&str>,
+        now: i64,
+    ) -> Result<TokenClaims, RedeemError> {
+        let claims = self.key.verify(token, now, self.token_ttl_ms).ok();
         let presented = redeem::Presented {
-            agent,
+            by,
             call_hash,
             device_id,
             now,
         };
+        let (actor, executor) = match by {
+            Presenter::Agent(a) => (a, false),
+            Presenter::Executor { name, .. } => (name, true),
+        };
         // A refusal is audited and commits (`RedeemError: Settles`); a store failure rolls
         // back.
         self.write(|tx| {
-        let result = claims
-            .clone()
-            .ok_or(RedeemError::Invalid)
-            .and_then(|c| consume(**tx, c, &presented));
-        let aid = claims.as_ref().map(|c| c.aid.as_str());
-        match &result {
-            Ok(c) => audit::append(
-                **tx,
-                now,
-                "token.redeemed",
-                aid,
-                agent,
-                &json!({"token_id": c.tid, "call_hash": call_hash, "device_id": device_id}),
-            )?,
-            Err(RedeemError::Store(_)) => {}
-            Err(e) => audit::append(
-                **tx,
-                now,
-                "token.refused",
-                aid,
-                agent,
-                &json!({"token_id": claims.as_ref().map(|c| c.tid.clone()), "call_hash": call_hash, "device_id": device_id, "error": e.to_string()}),
-            )?,
-        }
-        result
+            let result = claims
+                .clone()
+                .ok_or(RedeemError::Invalid)
+                .and_then(|c| consume(**tx, c, &presented));
+            let aid = claims.as_ref().map(|c| c.aid.as_str());
+            let jti = claims.as_ref().map(|c| c.jti.clone());
+            let mut data = json!({"token_id": jti, "call_hash": call_hash, "device_id": device_id});
+            if executor {
+                data["executor"] = json!(true);
+            }
+            match &result {
+                Ok(_) => audit::append(**tx, now, "token.redeemed", aid, actor, &data)?,
+                Err(RedeemError::Store(_)) => {}
+                Err(e) => {
+                    data["error"] = json!(e.to_string());
+                    audit::append(**tx, now, "token.refused", aid, actor, &data)?
+                }
+            }
+            result
         })
     }
 
@@ -243,6 +264,37 @@ pub(crate) fn create_grant(
     Ok(gid)
 }
 
+/// The signed token string of approval `id`'s minted token, if any: its `tokens` row as
+/// [`TokenClaims`] (times in whole seconds, rounded down: an offline verifier never accepts
+/// it longer than the store does) signed with the current token key of `keys` (what
+/// [`Store::token_string`] returns).
+pub(crate) fn signed_token(
+    c: Conn<'_>,
+    keys: &crate::token_keys::TokenKeys,
+    id: &str,
+) -> db::Result<Option<String>> {
+    type Row = (String, String, String, i64, i64, Option<String>);
+    let row: Option<Row> = c
+        .prepare_cached(
+            "SELECT token_id, agent, call_hash, issued_at, expires_at, scope FROM tokens WHERE approval_id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })
+        .optional()?;
+    Ok(row.map(|(jti, sub, call_hash, iat, exp, scope)| {
+        keys.signer().sign(&TokenClaims {
+            jti,
+            sub,
+            aid: id.to_string(),
+            call_hash,
+            scope: scope.unwrap_or_else(|| "once".to_string()),
+            iat: iat.div_euclid(1000),
+            exp: exp.div_euclid(1000),
+        })
+    }))
+}
+
 /// Checks token `c` against the attempt ([`redeem::check`] on its stored row) and marks it
 /// used, once (a concurrent redemption that got there first makes this one `Used`).
 fn consume(
@@ -253,7 +305,7 @@ fn consume(
     type Row = (String, String, i64, Option<i64>, Option<String>);
     let row: Option<Row> = tx
         .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?
-        .query_row(params![c.tid, c.aid], |r| {
+        .query_row(params![c.jti, c.aid], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })
         .optional()?;
@@ -267,6 +319,7 @@ fn consume(
     };
     redeem::check(&minted, &c, p).map_err(|r| match r {
         Refusal::WrongAgent => RedeemError::WrongAgent,
+        Refusal::NotExecutor(executor) => RedeemError::NotExecutor { executor },
         Refusal::Used => RedeemError::Used,
         Refusal::Expired => RedeemError::Expired,
         Refusal::DeviceMismatch => RedeemError::DeviceMismatch,
@@ -277,7 +330,7 @@ fn consume(
     })?;
     let n = tx
         .prepare_cached("UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL")?
-        .execute(params![c.tid, p.now])?;
+        .execute(params![c.jti, p.now])?;
     if n != 1 {
         return Err(RedeemError::Used);
     }

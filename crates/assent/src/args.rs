@@ -433,6 +433,31 @@ pub(crate) enum KeysCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Make a new current token signing key (`token.key`); the old one is kept as
+    /// `token-retired-<ms>.key` and keeps verifying (and stays in the JWKS) until every token
+    /// it signed has expired. The audit key is not touched.
+    ///
+    /// Running gateways sharing the directory pick the new key up within 10 seconds, without
+    /// a restart.
+    #[command(
+        name = "rotate-token-key",
+        after_help = "Exit codes: 0 rotated; 1 no token key yet (run `assent keys init`), a damaged key, or the directory cannot be written."
+    )]
+    RotateTokenKey {
+        /// The keys directory.
+        #[arg(
+            long = "keys-dir",
+            conflicts_with = "config",
+            required_unless_present = "config"
+        )]
+        keys_dir: Option<PathBuf>,
+        /// The gateway's config: its `keys_dir` (default its `data_dir`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print `{"keys_dir", "kid", "retired_kid", "retired_file"}`.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 // `assent audit …`: offline verification and the checkpoint key.

@@ -530,15 +530,34 @@ fn bound_probe(hi: u64) -> impl Strategy<Value = u64> {
 // ---- (4) token parsing never panics ----
 
 fn claims() -> impl Strategy<Value = TokenClaims> {
-    (text(), text(), text(), "[0-9a-f]{64}", any::<i64>()).prop_map(|(tid, aid, agent, h, exp)| {
-        TokenClaims {
-            tid,
-            aid,
-            agent,
-            h,
-            exp,
-        }
-    })
+    let t = || "\\PC{1,40}";
+    (
+        (t(), t(), t(), t()),
+        "[0-9a-f]{64}",
+        any::<i64>(),
+        any::<i64>(),
+    )
+        .prop_map(
+            |((jti, sub, aid, scope), call_hash, iat, exp)| TokenClaims {
+                jti,
+                sub,
+                aid,
+                call_hash,
+                scope,
+                iat,
+                exp,
+            },
+        )
+}
+
+fn signer() -> token::TokenSigner {
+    token::TokenSigner::from_seed(&[7u8; 32])
+}
+
+fn keys_of(s: &token::TokenSigner) -> token::Jwks {
+    token::Jwks {
+        keys: vec![s.public_key().clone()],
+    }
 }
 
 proptest! {
@@ -550,12 +569,13 @@ proptest! {
         s in prop_oneof![
             text(),
             "\\PC{0,120}",
-            "at1\\.[A-Za-z0-9_=+/.-]{0,80}",
-            "at1\\.[A-Za-z0-9_-]{0,60}\\.[A-Za-z0-9_-]{0,60}",
+            "eyJ[A-Za-z0-9_=+/.-]{0,80}",
+            "[A-Za-z0-9_-]{0,60}\\.[A-Za-z0-9_-]{0,60}\\.[A-Za-z0-9_-]{0,90}",
         ],
-        key in prop::collection::vec(any::<u8>(), 0..64),
+        seed in any::<[u8; 32]>(),
     ) {
-        prop_assert!(token::verify(&key, &s).is_err());
+        let s2 = token::TokenSigner::from_seed(&seed);
+        prop_assert!(token::verify(&keys_of(&s2), &s).is_err());
     }
 
     /// A signed token verifies to its claims; any edit of one character, or another key,
@@ -566,10 +586,11 @@ proptest! {
         at in any::<prop::sample::Index>(),
         ch in any::<char>(),
     ) {
-        let key = [7u8; 32];
-        let t = token::sign(&key, &c);
+        let (signer, other) = (signer(), token::TokenSigner::from_seed(&[8u8; 32]));
+        let key = keys_of(&signer);
+        let t = signer.sign(&c);
         prop_assert_eq!(token::verify(&key, &t), Ok(c.clone()));
-        prop_assert!(token::verify(&[8u8; 32], &t).is_err());
+        prop_assert!(token::verify(&keys_of(&other), &t).is_err());
         let mut chars: Vec<char> = t.chars().collect();
         let i = at.index(chars.len());
         chars[i] = ch;

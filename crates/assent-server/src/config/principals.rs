@@ -1,5 +1,7 @@
 //! Principals of the configuration (`principals[]`): who may call the API, as an operator
-//! with roles or as an agent bound to one agent id, and where each key comes from. Declared
+//! with roles, as an agent bound to one agent id, or as an executor of some MCP servers or
+//! tools (issue 14 §6: it may only redeem tokens for calls on those), and where each key
+//! comes from. Declared
 //! principals are checked when the file loads (`declare`); their keys are resolved from the
 //! environment only when the server starts (`resolve`), so `assent check` needs no keys.
 //! Authentication itself is [`crate::auth`].
@@ -28,6 +30,15 @@ pub enum PrincipalKind {
     Agent {
         /// `metadata.id` of the agent.
         agent_id: String,
+    },
+    /// An executor (issue 14 §6): it may redeem any agent's token for a call on what it
+    /// executes, and nothing else. `servers` / `tools`: the MCP server aliases / tool names
+    /// it executes (`None`: that list does not restrict; at least one is given, non-empty).
+    Executor {
+        /// Server aliases it executes, if restricted by them.
+        servers: Option<Vec<String>>,
+        /// Tool names it executes, if restricted by them.
+        tools: Option<Vec<String>>,
     },
 }
 
@@ -75,7 +86,8 @@ fn parse_hex32(s: &str) -> Option<[u8; 32]> {
 }
 
 /// Checks `principals[]` of `path`: unique names, a known kind (an operator has no
-/// `agent_id`, an agent has one and no roles), exactly one of `key_env` / `key_sha256` (64
+/// `agent_id`, an agent has one and no roles, an executor has neither and a non-empty
+/// `servers` or `tools` list of names of 1 to 256 bytes; only an executor has those lists), exactly one of `key_env` / `key_sha256` (64
 /// lowercase hex), `owns` agent ids of 1 to 256 bytes. Errors name the principal's line.
 pub(crate) fn declare(
     path: &Path,
@@ -118,7 +130,15 @@ pub(crate) fn declare(
 
 /// The kind of principal `r`, or why it is not one.
 fn kind_of(r: &RawPrincipal) -> Result<PrincipalKind, String> {
+    let lists = r.servers.is_some() || r.tools.is_some();
+    if lists && r.kind != "executor" {
+        return Err(format!(
+            "principal `{}`: only an executor has servers or tools",
+            r.name
+        ));
+    }
     match r.kind.as_str() {
+        "executor" => executor_of(r),
         "operator" if r.agent_id.is_some() => Err(format!(
             "principal `{}`: an operator has no agent_id",
             r.name
@@ -136,10 +156,41 @@ fn kind_of(r: &RawPrincipal) -> Result<PrincipalKind, String> {
             None => Err(format!("principal `{}`: kind agent needs agent_id", r.name)),
         },
         other => Err(format!(
-            "principal `{}`: unknown kind `{other}` (expected operator or agent)",
+            "principal `{}`: unknown kind `{other}` (expected operator, agent or executor)",
             r.name
         )),
     }
+}
+
+/// Executor `r`'s lists, or why they do not say what it executes.
+fn executor_of(r: &RawPrincipal) -> Result<PrincipalKind, String> {
+    let name = &r.name;
+    if r.agent_id.is_some() || !r.roles.is_empty() {
+        return Err(format!(
+            "principal `{name}`: an executor has no agent_id and no roles"
+        ));
+    }
+    for (what, list) in [("servers", &r.servers), ("tools", &r.tools)] {
+        if let Some(l) = list {
+            if l.is_empty() {
+                return Err(format!("principal `{name}`: {what} is empty"));
+            }
+            if let Some(bad) = l.iter().find(|n| n.is_empty() || n.len() > 256) {
+                return Err(format!(
+                    "principal `{name}`: {what} entry `{bad}` is not a name (1 to 256 bytes)"
+                ));
+            }
+        }
+    }
+    if r.servers.is_none() && r.tools.is_none() {
+        return Err(format!(
+            "principal `{name}`: an executor names what it executes: servers [ALIAS…], tools [NAME…] or both"
+        ));
+    }
+    Ok(PrincipalKind::Executor {
+        servers: r.servers.clone(),
+        tools: r.tools.clone(),
+    })
 }
 
 /// Where principal `r`'s key comes from, or why that is unclear.

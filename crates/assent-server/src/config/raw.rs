@@ -141,6 +141,12 @@ pub(crate) struct RawPrincipal {
     pub(crate) key_sha256: Option<String>,
     #[serde(default)]
     pub(crate) owns: Vec<String>,
+    /// An executor's MCP server aliases (issue 14 §6).
+    #[serde(default)]
+    pub(crate) servers: Option<Vec<String>>,
+    /// An executor's tool names (issue 14 §6).
+    #[serde(default)]
+    pub(crate) tools: Option<Vec<String>>,
 }
 
 /// `passkeys` as written.

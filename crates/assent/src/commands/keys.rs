@@ -1,11 +1,23 @@
-//! `assent keys init`: makes the token and audit keys of a keys directory (issue 13 §2), the
-//! one set every replica of a shared PostgreSQL database is given. The files and what may
-//! never happen to them (no overwrite) are the store's `assent_store::keys`.
+//! `assent keys init` and `assent keys rotate-token-key`: make the token and audit keys of a
+//! keys directory (issue 13 §2), the one set every replica of a shared PostgreSQL database is
+//! given, and rotate the token key by `kid` (issue 14 §6). The files and what may never
+//! happen to them (no overwrite, no rotation of the audit key) are the store's
+//! `assent_store::keys`.
 
 use crate::args::KeysCmd;
 use anyhow::Result;
 use assent_server::config::Config;
 use serde_json::json;
+use std::path::PathBuf;
+
+/// The directory an `assent keys` subcommand works on: `--keys-dir`, or the config's.
+fn dir_of(keys_dir: Option<PathBuf>, config: Option<PathBuf>) -> Result<PathBuf> {
+    match (keys_dir, config) {
+        (Some(d), _) => Ok(d),
+        (None, Some(f)) => Ok(Config::load(&f)?.keys_dir()),
+        (None, None) => anyhow::bail!("name the directory: --keys-dir DIR or --config FILE"),
+    }
+}
 
 /// Runs one `assent keys` subcommand to its exit status (0; errors are returned: exit 1).
 pub(crate) fn run(cmd: KeysCmd) -> Result<i32> {
@@ -15,13 +27,7 @@ pub(crate) fn run(cmd: KeysCmd) -> Result<i32> {
             config,
             json: as_json,
         } => {
-            let dir = match (keys_dir, config) {
-                (Some(d), _) => d,
-                (None, Some(f)) => Config::load(&f)?.keys_dir(),
-                (None, None) => {
-                    anyhow::bail!("name the directory: --keys-dir DIR or --config FILE")
-                }
-            };
+            let dir = dir_of(keys_dir, config)?;
             let done = assent_store::keys::init(&dir)?;
             if as_json {
                 println!(
@@ -37,6 +43,29 @@ pub(crate) fn run(cmd: KeysCmd) -> Result<i32> {
                     "{}: {what}. Give this directory to every replica (config `keys_dir`). Audit public key: {}",
                     dir.display(),
                     done.audit_public_key
+                );
+            }
+            Ok(0)
+        }
+        KeysCmd::RotateTokenKey {
+            keys_dir,
+            config,
+            json: as_json,
+        } => {
+            let dir = dir_of(keys_dir, config)?;
+            let done = assent_store::keys::rotate_token_key(&dir)?;
+            if as_json {
+                println!(
+                    "{}",
+                    json!({"keys_dir": dir, "kid": done.kid, "retired_kid": done.retired_kid, "retired_file": done.retired_file})
+                );
+            } else {
+                println!(
+                    "{}: new token key {}; the old key {} ({}) keeps verifying until its tokens have expired. Gateways using this directory sign with the new key within 10 s.",
+                    dir.display(),
+                    done.kid,
+                    done.retired_kid,
+                    done.retired_file
                 );
             }
             Ok(0)

@@ -25,6 +25,7 @@ mod retention;
 mod security;
 mod tasks;
 mod terminal;
+mod token_keys;
 mod watch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_assent");

@@ -1,0 +1,125 @@
+//! Executors (issue 14 §6): a principal of kind `executor` redeems any agent's token for a
+//! call on what it executes (its `servers` / `tools`), is refused — `403 NOT_EXECUTOR`,
+//! audited — for anything else, and its key opens no other route.
+
+use crate::gateway::{audit_actors, minted, minted_call, pay_body, redeem, start};
+use serde_json::{Value, json};
+
+fn write_body(token: &str) -> Value {
+    json!({"token": token, "tool": "write_file", "server": "fs",
+           "arguments": {"path": "/tmp/x", "content": "hi"}})
+}
+
+#[tokio::test]
+async fn an_executor_redeems_a_token_for_its_server_and_not_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), 300_000).await;
+    let args = json!({"path": "/tmp/x", "content": "hi"});
+    let (token, _, aid) = minted_call(&gw.url, "bot", "write_file", Some("fs"), args).await;
+    // The executor of server `db`, and the one of tool `pay`: refused, audited under their
+    // names; the token is not burnt.
+    for who in ["db-runner", "pay-runner"] {
+        let (s, b) = redeem(&gw.url, &format!("{who}-key"), write_body(&token)).await;
+        assert_eq!((s, b["code"].as_str()), (403, Some("NOT_EXECUTOR")), "{b}");
+        assert!(b["message"].as_str().unwrap().contains(who), "{b}");
+    }
+    assert_eq!(
+        audit_actors(dir.path(), "token.refused"),
+        ["db-runner", "pay-runner"]
+    );
+    // The executor of `fs` redeems it, once.
+    let (s, b) = redeem(&gw.url, "fs-runner-key", write_body(&token)).await;
+    assert_eq!(
+        (s, b["approval_id"].as_str()),
+        (200, Some(aid.as_str())),
+        "{b}"
+    );
+    assert_eq!(audit_actors(dir.path(), "token.redeemed"), ["fs-runner"]);
+    let (s, b) = redeem(&gw.url, "fs-runner-key", write_body(&token)).await;
+    assert_eq!((s, b["code"].as_str()), (409, Some("TOKEN_USED")), "{b}");
+    // Neither may the agent itself now.
+    assert_eq!(redeem(&gw.url, "bot-key", write_body(&token)).await.0, 409);
+    let _ = gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_executor_of_a_tool_redeems_any_agents_token_for_that_tool_and_the_exact_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), 300_000).await;
+    let (token, _, _) = minted(&gw.url, 500).await;
+    let (theirs, _, _) = minted_call(&gw.url, "other", "pay", None, json!({"amount": 7})).await;
+    // Another call under the token: the binding holds for executors too.
+    let (s, b) = redeem(&gw.url, "pay-runner-key", pay_body(&token, 501)).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (403, Some("TOKEN_MISMATCH")),
+        "{b}"
+    );
+    // A server executor for a local tool: not covered.
+    let (s, b) = redeem(&gw.url, "fs-runner-key", pay_body(&token, 500)).await;
+    assert_eq!((s, b["code"].as_str()), (403, Some("NOT_EXECUTOR")), "{b}");
+    assert_eq!(
+        redeem(&gw.url, "pay-runner-key", pay_body(&token, 500))
+            .await
+            .0,
+        200
+    );
+    let body = json!({"token": theirs, "tool": "pay", "arguments": {"amount": 7}});
+    assert_eq!(redeem(&gw.url, "pay-runner-key", body).await.0, 200);
+    let _ = gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_executor_key_opens_no_route_but_redeem_and_an_operator_may_not_redeem() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), 300_000).await;
+    let (token, _, aid) = minted(&gw.url, 500).await;
+    let http = reqwest::Client::new();
+    let send = async |method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut r = http
+            .request(method, format!("{}{path}", gw.url))
+            .bearer_auth("pay-runner-key");
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+    use reqwest::Method;
+    let call =
+        json!({"agent": "bot", "session_id": "s", "tool": "pay", "arguments": {"amount": 1}});
+    for (m, path, body) in [
+        (Method::GET, "/v1/whoami".to_string(), None),
+        (Method::GET, format!("/v1/approvals/{aid}"), None),
+        (Method::GET, "/v1/approvals".to_string(), None),
+        (Method::POST, "/v1/tool-calls".to_string(), Some(call)),
+        (
+            Method::POST,
+            format!("/v1/approvals/{aid}/decision"),
+            Some(json!({"decision": "approve"})),
+        ),
+        (
+            Method::POST,
+            format!("/v1/approvals/{aid}/cancel"),
+            Some(json!({})),
+        ),
+        (Method::GET, "/v1/grants".to_string(), None),
+    ] {
+        let (s, b) = send(m, &path, body).await;
+        assert_eq!(s, 403, "{path}: {b}");
+        assert!(
+            b["message"].as_str().unwrap().contains("executor"),
+            "{path}: {b}"
+        );
+    }
+    let (s, b) = redeem(&gw.url, "alice-key", pay_body(&token, 500)).await;
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(
+        redeem(&gw.url, "bot-key", pay_body(&token, 500)).await.0,
+        200
+    );
+    let _ = gw.stop().await;
+}

@@ -1,0 +1,110 @@
+//! The token key and executors through the real binary (issue 14 §6): `assent keys
+//! rotate-token-key` makes a new current key and keeps the old one as a retired file, never
+//! touching `audit.key`; and `principals[]` of kind `executor` are checked at start-up (file,
+//! line, reason).
+
+use crate::{BIN, ok, serve_cmd};
+use serde_json::Value;
+use std::process::Command;
+
+fn keys(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new(BIN)
+        .arg("keys")
+        .args(args)
+        .arg("--keys-dir")
+        .arg(dir)
+        .arg("--json")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn keys_rotate_token_key_makes_a_new_current_key_and_retires_the_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("keys");
+    // Nothing to rotate yet: exit 1 naming `assent keys init`.
+    let out = keys(&["rotate-token-key"], &d);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("assent keys init"), "{err}");
+
+    ok(&keys(&["init"], &d));
+    let (token, audit) = (
+        std::fs::read(d.join("token.key")).unwrap(),
+        std::fs::read(d.join("audit.key")).unwrap(),
+    );
+    let done: Value = serde_json::from_str(&ok(&keys(&["rotate-token-key"], &d))).unwrap();
+    let (kid, retired_kid) = (
+        done["kid"].as_str().unwrap(),
+        done["retired_kid"].as_str().unwrap(),
+    );
+    assert_ne!(kid, retired_kid);
+    assert_eq!(kid.len(), 43, "an RFC 7638 thumbprint: {done}");
+    let retired = d.join(done["retired_file"].as_str().unwrap());
+    assert_eq!(std::fs::read(&retired).unwrap(), token, "the old key, kept");
+    assert_ne!(std::fs::read(d.join("token.key")).unwrap(), token);
+    assert_eq!(
+        std::fs::read(d.join("audit.key")).unwrap(),
+        audit,
+        "audit key untouched"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for f in [retired, d.join("token.key")] {
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+    // Twice in a row: each rotation retires the key before it.
+    let again: Value = serde_json::from_str(&ok(&keys(&["rotate-token-key"], &d))).unwrap();
+    assert_eq!(again["retired_kid"].as_str(), Some(kid));
+}
+
+#[test]
+fn an_executor_principal_is_checked_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    let run = |principal: &str| {
+        let cfg = format!("listen: 127.0.0.1:0\nprincipals:\n  - {principal}\n");
+        std::fs::write(&p, cfg).unwrap();
+        let out = serve_cmd(&p)
+            .env_remove("ASSENT_TEST_EXEC_KEY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (principal, why) in [
+        (
+            "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY}",
+            "an executor names what it executes",
+        ),
+        (
+            "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY, servers: []}",
+            "servers is empty",
+        ),
+        (
+            "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY, tools: [pay], roles: [a]}",
+            "an executor has no agent_id and no roles",
+        ),
+        (
+            "{name: x, kind: operator, key_env: ASSENT_TEST_EXEC_KEY, servers: [fs]}",
+            "only an executor has servers or tools",
+        ),
+    ] {
+        let (code, err) = run(principal);
+        assert!(
+            code == Some(1) && err.contains(&format!("{}:3:", p.display())) && err.contains(why),
+            "{principal}: {err}"
+        );
+    }
+    // A well-formed executor passes the declaration; start-up then stops only at its unset
+    // key.
+    let (code, err) = run(
+        "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY, servers: [fs], tools: [write_file]}",
+    );
+    assert!(
+        code == Some(1) && err.contains("ASSENT_TEST_EXEC_KEY") && err.contains("is not set"),
+        "{err}"
+    );
+}
