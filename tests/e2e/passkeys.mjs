@@ -13,6 +13,7 @@ const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const URL = process.env.ASSENT_URL;
 const OP = process.env.OPERATOR_KEY;
 const AGENT = process.env.AGENT_KEY;
+const CODE = process.env.ENROLMENT_CODE;
 
 const api = async (method, path, key, body) => {
   const r = await fetch(URL + path, {
@@ -62,7 +63,7 @@ try {
   assert.equal(none.status, 409, JSON.stringify(none.body));
   assert.equal(none.body.code, "NO_PASSKEY");
 
-  step("sign in and register a passkey");
+  step("sign in; a passkey cannot be registered without an enrolment code (a stolen key alone cannot)");
   await page.goto(`${URL}/ui/login`);
   await page.fill("#key", OP);
   await page.click("button[type=submit]");
@@ -70,12 +71,24 @@ try {
   await page.goto(`${URL}/ui/passkeys`);
   await page.waitForSelector("#no-passkeys");
   await axe(page, "passkeys page");
+  await page.fill("#passkey-code", "0".repeat(40));
+  await page.click("#register-passkey button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("passkey-status").textContent.startsWith("Not registered"));
+  assert.match(await page.textContent("#passkey-status"), /enrolment code/);
+  assert.equal((await cdp.send("WebAuthn.getCredentials", { authenticatorId })).credentials.length, 0);
+
+  step("register a passkey with the administrator's one-time code");
+  await page.fill("#passkey-code", CODE);
   await page.fill("#passkey-label", "laptop");
   await page.click("#register-passkey button[type=submit]");
   await page.waitForSelector("#passkeys li[data-credential-id]");
   assert.match(await page.textContent("#passkeys li"), /laptop/);
   const creds = await cdp.send("WebAuthn.getCredentials", { authenticatorId });
   assert.equal(creds.credentials.length, 1);
+  step("the code is used up: it does not enrol a second passkey");
+  await page.fill("#passkey-code", CODE);
+  await page.click("#register-passkey button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("passkey-status").textContent.startsWith("Not registered"));
 
   step("approve from the card with the passkey");
   await page.goto(`${URL}/ui/approvals/${id}`);

@@ -63,8 +63,13 @@ def test_passkey_signed_approval_in_a_real_browser(tmp_path):
     proc, url, log = serve(tmp_path)
     try:
         receipt = tmp_path / "receipt.json"
+        enrol = subprocess.run([ASSENT, "passkeys", "enrol", "alice", "--config",
+                                str(tmp_path / "assent.yaml"), "--json"],
+                               capture_output=True, text=True, timeout=60)
+        assert enrol.returncode == 0, enrol.stdout + enrol.stderr
+        code = json.loads(enrol.stdout)["code"]
         env = dict(os.environ, ASSENT_URL=url, OPERATOR_KEY=OPERATOR_KEY, AGENT_KEY=AGENT_KEY,
-                   CHROMIUM=CHROMIUM, RECEIPT=str(receipt))
+                   CHROMIUM=CHROMIUM, RECEIPT=str(receipt), ENROLMENT_CODE=code)
         r = subprocess.run(["node", str(HERE / "passkeys.mjs")], env=env, capture_output=True,
                            text=True, timeout=240)
         print(r.stdout)

@@ -94,7 +94,7 @@ fn b64(s: &str, what: &'static str) -> Result<Vec<u8>, PasskeyError> {
 /// the client data is a `webauthn.get` whose challenge is [`vote_challenge`] of these values
 /// and `p.nonce`; the authenticator data's RP id hash is SHA-256 of `p.rp_id`, with the
 /// user-present and user-verified flags; and the signature over `authenticatorData ||
-/// SHA-256(clientDataJSON)` verifies with `p.public_key` (ES256 or EdDSA).
+/// SHA-256(clientDataJSON)` verifies with `p.public_key` (ES256).
 pub fn check(
     p: &PasskeyProof,
     approval_id: &str,
@@ -131,7 +131,8 @@ pub fn check(
     verify(&p.public_key, &signed, &sig)
 }
 
-/// Verifies `sig` over `msg` with `key` (ES256 with a DER signature, or EdDSA).
+/// Verifies `sig` over `msg` with `key` (ES256, a DER signature: the only algorithm passkeys
+/// are registered with).
 fn verify(key: &PublicJwk, msg: &[u8], sig: &[u8]) -> Result<(), PasskeyError> {
     match (key.kty.as_str(), key.crv.as_str()) {
         ("EC", "P-256") => {
@@ -149,18 +150,8 @@ fn verify(key: &PublicJwk, msg: &[u8], sig: &[u8]) -> Result<(), PasskeyError> {
             let s = p256::ecdsa::Signature::from_der(sig).map_err(|_| PasskeyError::Signature)?;
             vk.verify(msg, &s).map_err(|_| PasskeyError::Signature)
         }
-        ("OKP", "Ed25519") => {
-            let x: [u8; 32] = b64(&key.x, "x")?
-                .try_into()
-                .map_err(|_| PasskeyError::Malformed("Ed25519 key"))?;
-            let vk = ed25519_dalek::VerifyingKey::from_bytes(&x)
-                .map_err(|_| PasskeyError::Malformed("Ed25519 key"))?;
-            let s =
-                ed25519_dalek::Signature::from_slice(sig).map_err(|_| PasskeyError::Signature)?;
-            vk.verify_strict(msg, &s)
-                .map_err(|_| PasskeyError::Signature)
-        }
-        _ => Err(PasskeyError::Malformed("key type (P-256 or Ed25519)")),
+        // Only ES256 is ever registered (registration offers nothing else).
+        _ => Err(PasskeyError::Malformed("key type (P-256 only)")),
     }
 }
 

@@ -46,6 +46,10 @@ pub struct Receipt {
     pub risk_tier: RiskTier,
     /// The quorum it needed (`None`: one approval).
     pub quorum: Option<Quorum>,
+    /// Whether approving needed a passkey (issue 14 §4): then every approving vote and
+    /// decision must carry a passkey proof, or the receipt does not check. Absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_passkey: bool,
     /// Every vote cast on it, in voting order.
     pub votes: Vec<ReceiptVote>,
     /// The decision that settled it (at most one).
@@ -167,14 +171,30 @@ impl Receipt {
     }
 
     /// Checks every passkey assertion offline ([`crate::passkey::check`]): each must sign an
-    /// approval of this approval id and `call_hash`, by its credential's key.
+    /// approval of this approval id and `call_hash`, by its credential's key; and when the
+    /// approval needed a passkey, every approving vote and decision must carry one.
     pub fn check_passkeys(&self) -> Result<(), ReceiptError> {
-        let votes = self.votes.iter().map(|v| (&v.by, &v.passkey));
-        let decisions = self.decisions.iter().map(|d| (&d.by, &d.passkey));
-        for (by, proof) in votes.chain(decisions) {
-            if let Some(p) = proof {
-                crate::passkey::check(p, &self.approval_id, &self.call_hash, "approve")
-                    .map_err(|e| ReceiptError::Passkey(by.clone(), e))?;
+        let votes = self
+            .votes
+            .iter()
+            .map(|v| (&v.by, v.decision == DecisionKind::Approve, &v.passkey));
+        let decisions = self
+            .decisions
+            .iter()
+            .map(|d| (&d.by, d.decision == Settlement::Approve, &d.passkey));
+        for (by, approves, proof) in votes.chain(decisions) {
+            match proof {
+                Some(p) => crate::passkey::check(p, &self.approval_id, &self.call_hash, "approve")
+                    .map_err(|e| ReceiptError::Passkey(by.clone(), e))?,
+                None if approves && self.require_passkey => {
+                    return Err(ReceiptError::Passkey(
+                        by.clone(),
+                        crate::passkey::PasskeyError::Malformed(
+                            "no passkey proof, and one was required",
+                        ),
+                    ));
+                }
+                None => {}
             }
         }
         Ok(())

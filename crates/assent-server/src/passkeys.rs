@@ -74,13 +74,30 @@ async fn passkeys_of(st: &AppState, principal: &str) -> Result<Vec<StoredPasskey
     st.store_call(move |s| s.passkeys_of(&p)).await
 }
 
-/// Starts registering a passkey for `principal`: the options for `navigator.credentials
-/// .create()` (ES256 only: receipts verify ES256 offline) and the ceremony id.
+/// Starts registering a passkey for `principal` with the one-time enrolment `code` an
+/// administrator issued (`assent passkeys enrol NAME`; used up here): the options for
+/// `navigator.credentials.create()` (ES256 only: receipts verify ES256 offline) and the
+/// ceremony id. `403 ENROLMENT_REQUIRED` without a valid code: a stolen operator key or session
+/// alone cannot enrol its own passkey.
 pub async fn start_registration(
     st: &AppState,
     principal: &str,
+    code: &str,
 ) -> Result<PasskeyChallenge, ApiError> {
     let rp = relying(st)?;
+    let digest = assent_core::canonical::sha256_hex(code.trim().as_bytes());
+    let who = principal.to_string();
+    let ok = !code.trim().is_empty()
+        && st
+            .store_call(move |s| s.take_enrolment(&who, &digest, now_ms()))
+            .await?;
+    if !ok {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ENROLMENT_REQUIRED",
+            "a passkey is registered with a one-time enrolment code: ask an administrator (`assent passkeys enrol NAME`)",
+        ));
+    }
     let have = passkeys_of(st, principal).await?;
     let exclude = have
         .iter()
@@ -187,6 +204,7 @@ async fn take(
 pub async fn start_vote(
     st: &AppState,
     principal: &str,
+    roles: &[String],
     id: &str,
 ) -> Result<PasskeyChallenge, ApiError> {
     let rp = relying(st)?;
@@ -195,6 +213,14 @@ pub async fn start_vote(
         .store_call(move |s| s.get_approval(&aid))
         .await?
         .ok_or_else(|| ApiError::not_found("no such approval"))?;
+    // Only someone who may decide it starts a ceremony on it (no ceremonies piled up by
+    // operators who could never use them).
+    if !assent_core::approval::may_decide(&rec.terms.approvers, roles) {
+        return Err(ApiError::forbidden(format!(
+            "`{principal}` has none of the approver roles of this approval ({})",
+            rec.terms.approvers.join(", ")
+        )));
+    }
     if rec.status != assent_core::ApprovalStatus::Pending {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -310,5 +336,7 @@ pub(crate) async fn vote_ceremony(
     op: crate::extract::Operator<crate::extract::DecideApprovals>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<crate::body::Body<PasskeyChallenge>, ApiError> {
-    Ok(crate::body::Body(start_vote(&st, op.name(), &id).await?))
+    Ok(crate::body::Body(
+        start_vote(&st, op.name(), op.roles(), &id).await?,
+    ))
 }

@@ -138,7 +138,7 @@
       const csrf = reg.elements.csrf.value;
       try {
         status.textContent = "Waiting for your authenticator…";
-        const ch = await post(`${base}/start`, { csrf });
+        const ch = await post(`${base}/start`, { csrf, code: reg.elements.code.value });
         const pk = ch.options.publicKey;
         pk.challenge = unb64u(pk.challenge);
         pk.user.id = unb64u(pk.user.id);

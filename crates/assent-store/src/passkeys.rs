@@ -77,7 +77,9 @@ impl Store {
                 params![p.credential_id, p.principal, p.passkey,
                         serde_json::to_string(&p.public_key).expect("jwk"), p.label, p.created_at],
             )?;
-            let data = json!({"credential_id": p.credential_id, "label": p.label});
+            // The public key goes into the hash chain, so a receipt's passkey can be matched to
+            // a registration no one can have rewritten since.
+            let data = json!({"credential_id": p.credential_id, "label": p.label, "public_key": p.public_key});
             audit::append(**tx, p.created_at, "passkey.registered", None, &p.principal, &data)?;
             Ok(())
         })
@@ -208,4 +210,60 @@ pub(crate) fn owner_of(
         )
         .optional()?;
     Ok(row.map(|(p, k)| (p, serde_json::from_str(&k).ok())))
+}
+
+/// Issues a one-time passkey enrolment code for `principal` (stored by `code_sha256`, 64 hex)
+/// on the database behind `conn` — `assent passkeys enrol`, an administrator with access to
+/// the database, never an API call: a stolen operator key cannot enrol its own passkey
+/// (issue 14 §4). Audited `passkey.enrolment_issued` by `issued_by`. `Invalid` when the
+/// schema is not current (run `assent migrate`) or the digest is not 64 hex digits.
+pub fn issue_enrolment(
+    conn: crate::db::Conn<'_>,
+    principal: &str,
+    code_sha256: &str,
+    expires_at: i64,
+    issued_by: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    if let crate::migrate::SchemaState::Behind { at, latest } = crate::migrate::schema_state(conn)?
+    {
+        return Err(StoreError::Invalid(format!(
+            "the database is at schema version {at}, this assent needs {latest}: run `assent migrate` first"
+        )));
+    }
+    if code_sha256.len() != 64 || !code_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(StoreError::Invalid(
+            "the code digest is not 64 hex digits".into(),
+        ));
+    }
+    conn.write(|tx| -> Result<(), StoreError> {
+        tx.execute("DELETE FROM passkey_enrolments WHERE expires_at <= ?1", [now])?;
+        tx.execute(
+            "INSERT INTO passkey_enrolments (code_sha256, principal, issued_by, expires_at) VALUES (?1,?2,?3,?4)",
+            params![code_sha256, principal, issued_by, expires_at],
+        )?;
+        let data = json!({"principal": principal, "expires_at": expires_at});
+        audit::append(**tx, now, "passkey.enrolment_issued", None, issued_by, &data)?;
+        Ok(())
+    })
+}
+
+impl Store {
+    /// Takes `principal`'s enrolment code `code_sha256` once: `true` when it was issued for
+    /// them and has not expired by `now` (it is then used up); `false` otherwise (a wrong or
+    /// someone else's code is left alone).
+    pub fn take_enrolment(
+        &self,
+        principal: &str,
+        code_sha256: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "DELETE FROM passkey_enrolments WHERE code_sha256 = ?1 AND principal = ?2 AND expires_at > ?3",
+                params![code_sha256, principal, now],
+            )?;
+            Ok(n == 1)
+        })
+    }
 }

@@ -42,6 +42,7 @@ fn unsigned(
         approved_call_hash: rec.edited.as_ref().map(|e| e.call_hash.clone()),
         risk_tier: rec.terms.risk_tier,
         quorum: rec.terms.quorum.clone(),
+        require_passkey: rec.terms.require_passkey,
         votes: rec
             .votes
             .iter()

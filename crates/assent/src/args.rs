@@ -315,6 +315,11 @@ pub(crate) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Passkeys (issue 14 §4): issue a one-time enrolment code, on the gateway's database.
+    Passkeys {
+        #[command(subcommand)]
+        cmd: PasskeysCmd,
+    },
     /// Key files: make the token and audit keys replicas share.
     Keys {
         #[command(subcommand)]
@@ -403,6 +408,29 @@ pub(crate) enum ExportCmd {
         /// Write to this file instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+}
+
+// `assent passkeys …`: enrolment of operators' passkeys.
+#[derive(Subcommand)]
+pub(crate) enum PasskeysCmd {
+    /// Issue a one-time code with which operator NAME registers a passkey in the dashboard
+    /// (Passkeys page). Written straight to the gateway's database: whoever runs this has its
+    /// data directory or database, which a stolen operator key does not give.
+    #[command(
+        after_help = "Exit codes: 0 issued (the code is printed once); 1 the database cannot be written or its schema is behind (run assent migrate)."
+    )]
+    Enrol {
+        /// The operator principal's name.
+        name: String,
+        #[command(flatten)]
+        place: DataPlace,
+        /// How long the code is valid, in hours (1 to 168).
+        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=168))]
+        hours: u64,
+        /// Print `{"principal", "code", "expires_at"}`.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -4,8 +4,8 @@
 
 use crate::args::{Cli, Cmd};
 use crate::commands::{
-    approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, receipt,
-    reload, tools, watch,
+    approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, passkeys,
+    receipt, reload, tools, watch,
 };
 use crate::remote::connect;
 use crate::render::one_line;
@@ -106,6 +106,8 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         // The PostgreSQL client blocks on its own runtime: never on this one's thread.
         Cmd::Audit { cmd } => tokio::task::spawn_blocking(move || audit::audit(cmd)).await?,
         Cmd::Keys { cmd } => keys::run(cmd),
+        // The PostgreSQL client blocks on its own runtime: never on this one's thread.
+        Cmd::Passkeys { cmd } => tokio::task::spawn_blocking(move || passkeys::run(cmd)).await?,
         cmd @ (Cmd::Backup { .. } | Cmd::Restore { .. }) => backup::run(cmd),
         // The PostgreSQL client blocks on its own runtime: never on this one's thread.
         Cmd::Migrate { place, json } => {

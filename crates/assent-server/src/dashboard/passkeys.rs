@@ -56,18 +56,19 @@ fn json<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
     })
 }
 
-/// `POST /ui/passkeys/register/start` (`csrf`): the options for `navigator.credentials
-/// .create()` and the ceremony id, as JSON.
+/// `POST /ui/passkeys/register/start` (`csrf`, `code`: the one-time enrolment code): the
+/// options for `navigator.credentials.create()` and the ceremony id, as JSON.
 pub(crate) async fn register_start(
     State(st): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (op, _) = match operator_form(&st, &headers, &body, "No passkey was registered.").await {
+    let (op, f) = match operator_form(&st, &headers, &body, "No passkey was registered.").await {
         Ok(x) => x,
         Err(r) => return *r,
     };
-    json(crate::passkeys::start_registration(&st, &op.principal.name).await)
+    let code = f.get("code").map(String::as_str).unwrap_or("");
+    json(crate::passkeys::start_registration(&st, &op.principal.name, code).await)
 }
 
 /// `POST /ui/passkeys/register/finish` (`csrf`, `ceremony`, `credential`: the
@@ -138,5 +139,6 @@ pub(crate) async fn vote_start(
         Ok(x) => x,
         Err(r) => return *r,
     };
-    json(crate::passkeys::start_vote(&st, &op.principal.name, &id).await)
+    let roles = op.principal.roles().unwrap_or_default();
+    json(crate::passkeys::start_vote(&st, &op.principal.name, roles, &id).await)
 }

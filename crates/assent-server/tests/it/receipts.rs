@@ -76,6 +76,19 @@ async fn a_receipt_verifies_offline_and_fails_after_any_change_to_the_call_or_a_
     );
     let forged = moved.signed(&other);
     assert_eq!(forged.check(&key), Err(ReceiptError::Signature));
+    // Attack (found by review): an approval that needed a passkey, its proofs gone (a database
+    // edited behind the gateway's back, then a receipt signed): it does not check.
+    let signer = assent_store::checkpoint::read_key(&gw.data_dir)
+        .unwrap()
+        .unwrap();
+    let mut bare = r.clone();
+    bare.require_passkey = true;
+    let bare = bare.signed(&signer);
+    assert!(
+        matches!(bare.check(&key), Err(ReceiptError::Passkey(by, _)) if by == "alice"),
+        "{:?}",
+        bare.check(&key)
+    );
     gw.stop().await;
 }
 

@@ -15,7 +15,7 @@ use serde_json::json;
 /// The database `place` names: `--config FILE`'s (SQLite in its `data_dir`, or its
 /// PostgreSQL URL), else SQLite in `--data-dir` or the default data directory, which is
 /// created (mode 0700) when missing.
-fn database(place: &DataPlace) -> Result<Database> {
+pub(crate) fn database(place: &DataPlace) -> Result<Database> {
     let db = match &place.config {
         Some(f) => Config::load(f)?.database()?,
         None => Database::Sqlite {
