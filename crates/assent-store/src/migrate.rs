@@ -60,6 +60,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(15, "0015_separation_of_duties"),
     migration!(16, "0016_escalation_chains"),
     migration!(17, "0017_passkeys"),
+    migration!(18, "0018_oidc"),
 ];
 
 /// The schema version this binary writes (the last migration's number).
