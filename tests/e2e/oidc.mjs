@@ -86,7 +86,7 @@ const toProvider = async ({ context, page }) => {
   await page.goto(`${URL}/ui/login`);
   await page.click("#sso");
   await page.waitForSelector("input[name=login]");
-  const c = (await context.cookies(URL)).find((c) => c.name === "assent_oidc");
+  const c = (await context.cookies(CALLBACK)).find((c) => c.name === "assent_oidc");
   assert.ok(c, "the SSO start sets the browser cookie");
   assert.equal(c.httpOnly, true);
   assert.equal(c.sameSite, "Lax");
@@ -100,7 +100,7 @@ const atProvider = async (page, user) => {
   await page.waitForSelector("button[type=submit]");
   await page.click("button[type=submit]");
 };
-const session = async (context) => (await context.cookies(URL)).find((c) => c.name === "assent_ui");
+const session = async (context) => (await context.cookies(`${URL}/ui`)).find((c) => c.name === "assent_ui");
 
 try {
   step("an agent's finance call is held");
@@ -121,7 +121,7 @@ try {
   assert.equal(cookie.httpOnly, true);
   assert.equal(cookie.sameSite, "Strict");
   assert.equal(cookie.path, "/ui");
-  assert.ok(!(await a.context.cookies(URL)).some((c) => c.name === "assent_oidc"), "browser cookie cleared");
+  assert.ok(!(await a.context.cookies(CALLBACK)).some((c) => c.name === "assent_oidc"), "browser cookie cleared");
 
   step("she decides the finance approval from its card, recorded under her SSO name");
   await a.page.goto(`${URL}/ui/approvals/${id}`);
@@ -158,33 +158,35 @@ try {
   await r.context.close();
 
   step("a callback with another browser's state is refused, and that state is spent");
+  // The victim's callback (its state and code) arrives in the attacker's browser, which holds
+  // a browser cookie of its own: here, the victim's cookie is swapped for the attacker's.
+  const attacker = await fresh();
+  const attackerCookie = await toProvider(attacker);
   const victim = await fresh();
   const victimCookie = await toProvider(victim);
-  let stolen;
-  await victim.page.route(`${CALLBACK}**`, (route) => { stolen = route.request().url(); return route.abort(); });
-  await atProvider(victim.page, "alice").catch(() => {});
-  await victim.page.waitForTimeout(0);
-  for (let i = 0; !stolen && i < 100; i++) await new Promise((ok) => setTimeout(ok, 100));
-  assert.ok(stolen, "the victim's callback was caught");
-  const attacker = await fresh();
-  await toProvider(attacker);
-  const res = await attacker.page.goto(stolen);
-  assert.equal(res.status(), 403);
-  assert.match(await attacker.page.textContent("body"), /another browser/);
-  assert.equal(await session(attacker.context), undefined);
-  const late = await fetch(stolen, { headers: { cookie: `assent_oidc=${victimCookie}` }, redirect: "manual" });
+  await victim.context.clearCookies({ name: "assent_oidc" });
+  await victim.context.addCookies([{ name: "assent_oidc", value: attackerCookie, domain: "localhost",
+    path: "/ui/oidc", httpOnly: true, sameSite: "Lax" }]);
+  const vc = victim.page.waitForResponse((x) => x.url().startsWith(CALLBACK));
+  await atProvider(victim.page, "alice");
+  const stolen = await vc;
+  assert.equal(stolen.status(), 403);
+  assert.match(await victim.page.textContent("body"), /another browser/);
+  assert.equal(await session(victim.context), undefined);
+  const late = await fetch(stolen.url(), { headers: { cookie: `assent_oidc=${victimCookie}` }, redirect: "manual" });
   assert.equal(late.status, 403, "a state is spent by a wrong first try");
   await victim.context.close();
   await attacker.context.close();
 
   step("a code the provider issued to another client is not redeemed");
   const o = await fresh();
-  await o.page.route(`${ISSUER}/auth?**`, (route) => {
-    const u = new global.URL(route.request().url());
-    u.searchParams.set("client_id", "other");
-    return route.continue({ url: u.toString() });
-  });
-  await toProvider(o);
+  const started = await o.context.request.get(`${URL}/ui/oidc/start`, { maxRedirects: 0 });
+  assert.equal(started.status(), 303);
+  const auth = new global.URL(started.headers()["location"]);
+  assert.equal(auth.searchParams.get("code_challenge_method"), "S256", "PKCE");
+  auth.searchParams.set("client_id", "other");
+  await o.page.goto(auth.toString());
+  await o.page.waitForSelector("input[name=login]");
   const oc = o.page.waitForResponse((x) => x.url().startsWith(CALLBACK));
   await atProvider(o.page, "alice");
   assert.equal((await oc).status(), 403);
