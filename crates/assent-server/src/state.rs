@@ -41,7 +41,7 @@ pub struct AppState {
     pub relying: Option<Arc<config::passkeys::Relying>>,
     /// The single sign-on provider when `oidc` is configured (issue 14 §7); `None`: operators
     /// sign in to the dashboard with their keys only.
-    pub oidc: Option<Arc<crate::dashboard::oidc::Sso>>,
+    pub oidc: Option<Arc<config::oidc::Sso>>,
     /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
     /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
     pub dry_run: Option<Arc<dyn DryRun>>,
@@ -112,7 +112,7 @@ impl AppState {
         let principals = config.principals()?;
         let webhooks = config.webhooks()?;
         let oidc = (config.oidc.as_ref())
-            .map(|o| crate::dashboard::oidc::Sso::new(&config.file, o))
+            .map(|o| crate::config::oidc::Sso::new(&config.file, o))
             .transpose()?;
         let database = config.database()?;
         let store = Store::open_database(

@@ -22,6 +22,9 @@ pub struct UiSession {
     pub expires_at: i64,
 }
 
+/// A session and, for a single sign-on session, the roles it carries (`None`: a key's).
+pub type SessionWithRoles = (UiSession, Option<Vec<String>>);
+
 impl Store {
     /// Stores session `s` under `id_sha256` (64 hex: the SHA-256 of the cookie's value) and
     /// removes the sessions that ended before `now` (Unix ms). `Invalid` for an id that is not
@@ -89,7 +92,7 @@ impl Store {
         &self,
         id_sha256: &str,
         now: i64,
-    ) -> Result<Option<(UiSession, Option<Vec<String>>)>, StoreError> {
+    ) -> Result<Option<SessionWithRoles>, StoreError> {
         check_digest(id_sha256)?;
         let guard = self.lock();
         let row = guard

@@ -1,6 +1,6 @@
 //! `oidc`: single sign-on for the dashboard through an OpenID Connect provider (issue 14 §7).
-//! One validation step of [`crate::config`]; the sign-in itself is
-//! `crate::dashboard::oidc`.
+//! One validation step of [`crate::config`], and the provider's client built from it
+//! ([`Sso`]: discovery, cached); the sign-in itself is `crate::dashboard::oidc`.
 //!
 //! ```yaml
 //! oidc:
@@ -15,9 +15,20 @@
 //! ```
 
 use super::raw::{ConfigError, RawOidc, RawPrincipal, at};
+use openidconnect::core::{
+    CoreAuthDisplay, CoreAuthPrompt, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,
+    CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm, CoreProviderMetadata,
+    CoreRevocableToken, CoreRevocationErrorResponse, CoreTokenIntrospectionResponse, CoreTokenType,
+};
+use openidconnect::{
+    AdditionalClaims, Client, ClientId, ClientSecret, EmptyExtraTokenFields, EndpointMaybeSet,
+    EndpointNotSet, EndpointSet, IdTokenFields, IssuerUrl, RedirectUrl, StandardErrorResponse,
+    StandardTokenResponse,
+};
 use serde_saphyr::Spanned;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// The prefix of every single sign-on operator's name (`oidc:<name_claim's value>`); no
 /// configured principal may use it, so an SSO session never acts as a configured principal.
@@ -197,4 +208,125 @@ impl OidcConfig {
         out.truncate(256);
         out
     }
+}
+
+/// How long discovered provider metadata (and its signing keys) is used.
+const METADATA_TTL: Duration = Duration::from_secs(300);
+
+/// The ID token's claims besides the standard ones (the groups claim is one of them).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Extra(pub(crate) HashMap<String, serde_json::Value>);
+impl AdditionalClaims for Extra {}
+
+/// The ID token fields with [`Extra`] claims.
+type Fields = IdTokenFields<
+    Extra,
+    EmptyExtraTokenFields,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm,
+>;
+/// The client of the configured provider.
+pub(crate) type SsoClient = Client<
+    Extra,
+    CoreAuthDisplay,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJsonWebKey,
+    CoreAuthPrompt,
+    StandardErrorResponse<CoreErrorResponseType>,
+    StandardTokenResponse<Fields, CoreTokenType>,
+    CoreTokenIntrospectionResponse,
+    CoreRevocableToken,
+    CoreRevocationErrorResponse,
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointMaybeSet,
+    EndpointMaybeSet,
+>;
+
+/// The configured provider: settings, the client secret, an HTTP client that follows no
+/// redirect, and the discovered metadata.
+pub struct Sso {
+    pub(crate) config: OidcConfig,
+    secret: ClientSecret,
+    /// The HTTP client (no redirects, 10 s timeout) the provider is reached with.
+    pub(crate) http: reqwest::Client,
+    metadata: tokio::sync::Mutex<Option<(Instant, CoreProviderMetadata)>>,
+}
+
+impl Sso {
+    /// The provider of `c` (from config file `file`): reads the client secret now (unset is
+    /// an error naming the file, the line and the variable). Discovery happens at the first
+    /// sign-in.
+    pub fn new(file: &Path, c: &OidcConfig) -> Result<Sso, ConfigError> {
+        Self::with_secret(c, resolve_secret(file, c)?)
+    }
+
+    /// The provider of `c` with client secret `secret` (given, not read from the
+    /// environment).
+    pub fn with_secret(c: &OidcConfig, secret: String) -> Result<Sso, ConfigError> {
+        let secret = ClientSecret::new(secret);
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ConfigError(format!("oidc: HTTP client: {e}")))?;
+        Ok(Sso {
+            config: c.clone(),
+            secret,
+            http,
+            metadata: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The client, from metadata discovered at most [`METADATA_TTL`] ago; `Err` names the
+    /// issuer and why it could not be discovered.
+    pub(crate) async fn client(&self) -> Result<SsoClient, String> {
+        let mut m = self.metadata.lock().await;
+        let fresh = m.as_ref().is_some_and(|(t, _)| t.elapsed() < METADATA_TTL);
+        if !fresh {
+            let issuer = IssuerUrl::new(self.config.issuer.clone()).map_err(|e| e.to_string())?;
+            match CoreProviderMetadata::discover_async(issuer, &self.http).await {
+                Ok(md) => *m = Some((Instant::now(), md)),
+                Err(e) => {
+                    let why = error_chain(&e);
+                    tracing::warn!(issuer = %self.config.issuer, error = %why, "OIDC discovery failed");
+                    return Err(format!(
+                        "The single sign-on provider `{}` could not be discovered: {why}",
+                        self.config.issuer
+                    ));
+                }
+            }
+        }
+        let md = m.as_ref().map(|(_, md)| md.clone()).expect("set above");
+        let redirect =
+            RedirectUrl::new(self.config.redirect_url.clone()).map_err(|e| e.to_string())?;
+        Ok(Client::from_provider_metadata(
+            md,
+            ClientId::new(self.config.client_id.clone()),
+            Some(self.secret.clone()),
+        )
+        .set_redirect_uri(redirect))
+    }
+
+    /// Forgets the discovered metadata (the provider may have rotated its keys).
+    pub(crate) async fn forget(&self) {
+        *self.metadata.lock().await = None;
+    }
+}
+
+/// `e` and its sources, `: `-separated.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }

@@ -19,149 +19,23 @@
 use super::page::{Message, forbidden, page_with, secured};
 use super::session::{cookie, next_path, secure_attr, set_session_cookie};
 use super::sessions::{self, digest, random_hex};
-use crate::config::ConfigError;
-use crate::config::oidc::{NAME_PREFIX, OidcConfig, resolve_secret};
+use crate::config::oidc::{Extra, NAME_PREFIX, OidcConfig, Sso, error_chain};
 use crate::state::{AppState, now_ms};
 use assent_store::oidc_logins::OidcLogin;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use openidconnect::core::{
-    CoreAuthDisplay, CoreAuthPrompt, CoreAuthenticationFlow, CoreErrorResponseType,
-    CoreGenderClaim, CoreJsonWebKey, CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm,
-    CoreProviderMetadata, CoreRevocableToken, CoreRevocationErrorResponse,
-    CoreTokenIntrospectionResponse, CoreTokenType,
-};
+use openidconnect::core::{CoreAuthenticationFlow, CoreGenderClaim};
 use openidconnect::{
-    AdditionalClaims, AuthorizationCode, Client, ClientId, ClientSecret, CsrfToken,
-    EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet, IdTokenClaims,
-    IdTokenFields, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope,
-    StandardErrorResponse, StandardTokenResponse, TokenResponse as _,
+    AuthorizationCode, CsrfToken, IdTokenClaims, Nonce, PkceCodeChallenge, PkceCodeVerifier, Scope,
+    TokenResponse as _,
 };
 use std::collections::HashMap;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BROWSER_COOKIE: &str = "assent_oidc";
 /// How long a sign-in at the provider may take.
 const LOGIN_TTL: Duration = Duration::from_secs(600);
-/// How long discovered provider metadata (and its signing keys) is used.
-const METADATA_TTL: Duration = Duration::from_secs(300);
-
-/// The ID token's claims besides the standard ones (the groups claim is one of them).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-#[serde(transparent)]
-struct Extra(HashMap<String, serde_json::Value>);
-impl AdditionalClaims for Extra {}
-
-type Fields = IdTokenFields<
-    Extra,
-    EmptyExtraTokenFields,
-    CoreGenderClaim,
-    CoreJweContentEncryptionAlgorithm,
-    CoreJwsSigningAlgorithm,
->;
-type SsoClient = Client<
-    Extra,
-    CoreAuthDisplay,
-    CoreGenderClaim,
-    CoreJweContentEncryptionAlgorithm,
-    CoreJsonWebKey,
-    CoreAuthPrompt,
-    StandardErrorResponse<CoreErrorResponseType>,
-    StandardTokenResponse<Fields, CoreTokenType>,
-    CoreTokenIntrospectionResponse,
-    CoreRevocableToken,
-    CoreRevocationErrorResponse,
-    EndpointSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointMaybeSet,
-    EndpointMaybeSet,
->;
-
-/// The configured provider: settings, the client secret, an HTTP client that follows no
-/// redirect, and the discovered metadata.
-pub struct Sso {
-    config: OidcConfig,
-    secret: ClientSecret,
-    http: reqwest::Client,
-    metadata: tokio::sync::Mutex<Option<(Instant, CoreProviderMetadata)>>,
-}
-
-impl Sso {
-    /// The provider of `c` (from config file `file`): reads the client secret now (unset is
-    /// an error naming the file, the line and the variable). Discovery happens at the first
-    /// sign-in.
-    pub fn new(file: &Path, c: &OidcConfig) -> Result<Sso, ConfigError> {
-        Self::with_secret(c, resolve_secret(file, c)?)
-    }
-
-    /// The provider of `c` with client secret `secret` (given, not read from the
-    /// environment).
-    pub fn with_secret(c: &OidcConfig, secret: String) -> Result<Sso, ConfigError> {
-        let secret = ClientSecret::new(secret);
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| ConfigError(format!("oidc: HTTP client: {e}")))?;
-        Ok(Sso {
-            config: c.clone(),
-            secret,
-            http,
-            metadata: tokio::sync::Mutex::new(None),
-        })
-    }
-
-    /// The client, from metadata discovered at most [`METADATA_TTL`] ago; `Err` names the
-    /// issuer and why it could not be discovered.
-    async fn client(&self) -> Result<SsoClient, String> {
-        let mut m = self.metadata.lock().await;
-        let fresh = m.as_ref().is_some_and(|(t, _)| t.elapsed() < METADATA_TTL);
-        if !fresh {
-            let issuer = IssuerUrl::new(self.config.issuer.clone()).map_err(|e| e.to_string())?;
-            match CoreProviderMetadata::discover_async(issuer, &self.http).await {
-                Ok(md) => *m = Some((Instant::now(), md)),
-                Err(e) => {
-                    let why = error_chain(&e);
-                    tracing::warn!(issuer = %self.config.issuer, error = %why, "OIDC discovery failed");
-                    return Err(format!(
-                        "The single sign-on provider `{}` could not be discovered: {why}",
-                        self.config.issuer
-                    ));
-                }
-            }
-        }
-        let md = m.as_ref().map(|(_, md)| md.clone()).expect("set above");
-        let redirect =
-            RedirectUrl::new(self.config.redirect_url.clone()).map_err(|e| e.to_string())?;
-        Ok(Client::from_provider_metadata(
-            md,
-            ClientId::new(self.config.client_id.clone()),
-            Some(self.secret.clone()),
-        )
-        .set_redirect_uri(redirect))
-    }
-
-    /// Forgets the discovered metadata (the provider may have rotated its keys).
-    async fn forget(&self) {
-        *self.metadata.lock().await = None;
-    }
-}
-
-/// `e` and its sources, `: `-separated.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
 
 /// A page with `status`, `title` and `text` for someone not signed in.
 fn refused(status: StatusCode, title: &str, text: &str) -> Response {

@@ -6,7 +6,7 @@
 
 use crate::kit::{Gw, start_tuned};
 use assent_server::config::Config;
-use assent_server::dashboard::oidc::Sso;
+use assent_server::config::oidc::Sso;
 use assent_store::oidc_logins::OidcLogin;
 use assent_store::ui_sessions::UiSession;
 use reqwest::StatusCode;
@@ -35,7 +35,7 @@ const GOOD: &str = "oidc: {issuer: 'http://127.0.0.1:9/', client_id: assent, cli
 fn load_err(oidc: &str, principals: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let file = write_config(dir.path(), oidc, principals);
-    Config::load(&file).err().expect("refused").to_string()
+    Config::load(&file).expect_err("refused").to_string()
 }
 
 #[test]
