@@ -29,10 +29,14 @@ pub struct OidcLogin {
 /// Longest `nonce`, `pkce_verifier` or `next` stored, in bytes.
 const MAX_FIELD: usize = 4096;
 
+/// Most sign-ins in progress at once: starting one needs no key, so the table is bounded
+/// (past it, new SSO sign-ins wait until some expire; key sign-in is unaffected).
+pub const MAX_IN_PROGRESS: i64 = 10_000;
+
 impl Store {
     /// Stores sign-in `l` under `state_sha256` (64 hex) and removes those that expired before
-    /// `now` (Unix ms). `Invalid` for a digest that is not 64 lowercase hex digits or a field
-    /// longer than 4096 bytes.
+    /// `now` (Unix ms). `Invalid` for a digest that is not 64 lowercase hex digits, a field
+    /// longer than 4096 bytes, or when [`MAX_IN_PROGRESS`] sign-ins are in progress already.
     pub fn put_oidc_login(
         &self,
         state_sha256: &str,
@@ -51,6 +55,12 @@ impl Store {
         }
         self.write(|tx| {
             tx.execute("DELETE FROM oidc_logins WHERE expires_at <= ?1", [now])?;
+            let n: i64 = tx.query_row("SELECT COUNT(*) FROM oidc_logins", [], |r| r.get(0))?;
+            if n >= MAX_IN_PROGRESS {
+                return Err(StoreError::Invalid(format!(
+                    "{n} single sign-on sign-ins are in progress; wait until some expire"
+                )));
+            }
             tx.execute(
                 "INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at) VALUES (?1,?2,?3,?4,?5,?6)",
                 params![state_sha256, l.browser_sha256, l.nonce, l.pkce_verifier, l.next, l.expires_at],

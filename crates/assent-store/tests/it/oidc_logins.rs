@@ -92,3 +92,29 @@ fn an_sso_session_carries_its_roles_and_a_keys_none() {
         );
     });
 }
+
+/// Attack: starting an SSO sign-in needs no key, so a flood of starts would grow the table
+/// without end; past `MAX_IN_PROGRESS` live ones, new starts are refused until some expire.
+#[test]
+fn sign_ins_in_progress_are_bounded() {
+    use assent_store::oidc_logins::MAX_IN_PROGRESS;
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::open(dir.path(), db);
+        let conn = db.connect().unwrap();
+        conn.conn()
+            .execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
+                 INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at) \
+                 SELECT 'flood-' || i, 'b', 'n', 'v', '/ui', 10000 FROM n",
+                [MAX_IN_PROGRESS],
+            )
+            .unwrap();
+        let e = store.put_oidc_login(&"01".repeat(32), &login("aa", 20_000), 5_000);
+        assert!(e.is_err(), "the bound holds");
+        // Once they expired, a sign-in starts again (and the expired ones are gone).
+        store
+            .put_oidc_login(&"01".repeat(32), &login("aa", 20_000), 10_000)
+            .unwrap();
+    });
+}
