@@ -10,7 +10,12 @@ import { chromium } from "playwright-core";
 import Provider from "oidc-provider";
 import { SignJWT, decodeJwt, exportJWK, generateKeyPair } from "jose";
 import http from "node:http";
+import { createRequire } from "node:module";
+import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
+
+const require = createRequire(import.meta.url);
+const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 const URL = process.env.ASSENT_URL;
 const ISSUER = process.env.ISSUER;
@@ -75,15 +80,15 @@ const browser = await chromium.launch({
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
-const fresh = async () => {
-  const context = await browser.newContext();
+const fresh = async (options = {}) => {
+  const context = await browser.newContext(options);
   const page = await context.newPage();
   page.setDefaultTimeout(15000);
   return { context, page };
 };
 // From the sign-in page to the provider's login form; returns the browser cookie's value.
-const toProvider = async ({ context, page }) => {
-  await page.goto(`${URL}/ui/login`);
+const toProvider = async ({ context, page }, next) => {
+  await page.goto(`${URL}/ui/login` + (next ? `?next=${encodeURIComponent(next)}` : ""));
   await page.click("#sso");
   await page.waitForSelector("input[name=login]");
   const c = (await context.cookies(CALLBACK)).find((c) => c.name === "assent_oidc");
@@ -111,10 +116,15 @@ try {
   const id = p.body.approval_id;
 
   step("alice (group finance-team -> role finance) signs in through the provider");
-  const a = await fresh();
-  await toProvider(a);
+  const a = await fresh({ bypassCSP: true }); // for axe-core's script
+  await a.page.goto(`${URL}/ui/login`);
+  await a.page.addScriptTag({ content: AXE });
+  const result = await a.page.evaluate(async () => await window.axe.run(document, { resultTypes: ["violations"] }));
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(bad.map((v) => v.id), [], "axe-core: serious or critical violations on the sign-in page");
+  await toProvider(a, "/ui/history");
   await atProvider(a.page, "alice");
-  await a.page.waitForURL(`${URL}/ui`);
+  await a.page.waitForURL(`${URL}/ui/history`);
   assert.match(await a.page.textContent("body"), /Signed in as\s+oidc:alice/);
   const cookie = await session(a.context);
   assert.ok(cookie, "a session cookie");
