@@ -133,6 +133,8 @@ fn ui() -> Router<AppState> {
         .route("/ui/", get(|| async { Redirect::to("/ui") }))
         .route("/ui/login", get(session::login_page).post(session::login))
         .route("/ui/logout", post(session::logout))
+        .route("/ui/oidc/start", get(dashboard::oidc::start))
+        .route("/ui/oidc/callback", get(dashboard::oidc::callback))
         .route("/ui/queue", get(views::queue_fragment))
         .route("/ui/events", get(views::events))
         .route("/ui/approvals/{id}", get(views::card_page))

@@ -39,6 +39,9 @@ pub struct AppState {
     /// The WebAuthn relying party when `passkeys` is configured (issue 14 §4); `None`: an
     /// approval that needs a passkey cannot be approved.
     pub relying: Option<Arc<config::passkeys::Relying>>,
+    /// The single sign-on provider when `oidc` is configured (issue 14 §7); `None`: operators
+    /// sign in to the dashboard with their keys only.
+    pub oidc: Option<Arc<config::oidc::Sso>>,
     /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
     /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
     pub dry_run: Option<Arc<dyn DryRun>>,
@@ -108,6 +111,9 @@ impl AppState {
     pub fn from_config(config: &Config) -> Result<Self, StartError> {
         let principals = config.principals()?;
         let webhooks = config.webhooks()?;
+        let oidc = (config.oidc.as_ref())
+            .map(|o| crate::config::oidc::Sso::new(&config.file, o))
+            .transpose()?;
         let database = config.database()?;
         let store = Store::open_database(
             &config.data_dir,
@@ -141,6 +147,7 @@ impl AppState {
                 .map_err(|e| config::ConfigError(format!("passkeys: {e}")))?;
             state.relying = Some(Arc::new(rp));
         }
+        state.oidc = oidc.map(Arc::new);
         state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
         state.throttle = Arc::new(throttle::Throttle::with_proxies(
             config.rate_limits,
@@ -188,6 +195,7 @@ impl AppState {
             webhooks: Arc::default(),
             public_url: None,
             relying: None,
+            oidc: None,
             dry_run: None,
             limits: serve::ConnLimits::default(),
             waiters: Arc::default(),

@@ -71,6 +71,7 @@ mod kit;
 pub mod learning;
 pub mod migrate;
 mod mplp;
+pub mod oidc_logins;
 mod open;
 pub mod ops;
 pub mod outbox;

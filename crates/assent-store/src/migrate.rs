@@ -61,6 +61,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(16, "0016_escalation_chains"),
     migration!(17, "0017_passkeys"),
     migration!(18, "0018_passkey_enrolments"),
+    migration!(19, "0019_oidc"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

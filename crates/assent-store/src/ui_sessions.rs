@@ -2,7 +2,9 @@
 //! started on one replica is known to every other and survives a restart, by the SHA-256 of
 //! the cookie's value (the database never holds a value that signs anyone in). Expired
 //! sessions are removed when a new one starts. Not audited (sign-ins are logged by the
-//! server) and not announced to the event streams.
+//! server) and not announced to the event streams. A session is started by an operator key
+//! (its roles are the principal's, looked up on every request) or by single sign-on (issue 14
+//! §7: `kind = 'oidc'`, and the roles the provider's claims mapped to are kept with it).
 
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
@@ -19,6 +21,9 @@ pub struct UiSession {
     /// When it ends, Unix ms.
     pub expires_at: i64,
 }
+
+/// A session and, for a single sign-on session, the roles it carries (`None`: a key's).
+pub type SessionWithRoles = (UiSession, Option<Vec<String>>);
 
 impl Store {
     /// Stores session `s` under `id_sha256` (64 hex: the SHA-256 of the cookie's value) and
@@ -43,24 +48,76 @@ impl Store {
         Ok(())
     }
 
+    /// Stores a single sign-on session `s` (issue 14 §7) with the `roles` its claims mapped
+    /// to, like [`Store::start_ui_session`]. `Invalid` for a bad id, no role, more than 256
+    /// roles, or a role that is empty or over 256 bytes.
+    pub fn start_sso_ui_session(
+        &self,
+        id_sha256: &str,
+        s: &UiSession,
+        roles: &[String],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        check_digest(id_sha256)?;
+        if roles.is_empty()
+            || roles.len() > 256
+            || roles.iter().any(|r| r.is_empty() || r.len() > 256)
+        {
+            return Err(StoreError::Invalid(
+                "an SSO session has 1 to 256 roles of 1 to 256 bytes".into(),
+            ));
+        }
+        let roles = serde_json::to_string(roles).expect("strings serialise");
+        let guard = self.lock();
+        guard.conn().write(|tx| {
+            tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
+            tx.execute(
+                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles) VALUES (?1, ?2, ?3, ?4, 'oidc', ?5)",
+                params![id_sha256, s.operator, s.csrf, s.expires_at, roles],
+            )
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
     /// The session stored under `id_sha256` if it has not ended by `now` (Unix ms).
     pub fn ui_session(&self, id_sha256: &str, now: i64) -> Result<Option<UiSession>, StoreError> {
+        Ok(self.ui_session_with_roles(id_sha256, now)?.map(|(s, _)| s))
+    }
+
+    /// [`Store::ui_session`] with, for a single sign-on session, the roles it carries
+    /// (`None`: a key's session, whose roles are its principal's). An SSO session whose stored
+    /// roles do not read back is treated as unknown (fail closed).
+    pub fn ui_session_with_roles(
+        &self,
+        id_sha256: &str,
+        now: i64,
+    ) -> Result<Option<SessionWithRoles>, StoreError> {
         check_digest(id_sha256)?;
         let guard = self.lock();
-        Ok(guard
+        let row = guard
             .conn()
             .query_row(
-                "SELECT operator, csrf, expires_at FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                "SELECT operator, csrf, expires_at, kind, roles FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
                 params![id_sha256, now],
                 |r| {
-                    Ok(UiSession {
+                    let s = UiSession {
                         operator: r.get(0)?,
                         csrf: r.get(1)?,
                         expires_at: r.get(2)?,
-                    })
+                    };
+                    Ok((s, r.get::<String>(3)?, r.get::<String>(4)?))
                 },
             )
-            .optional()?)
+            .optional()?;
+        Ok(row.and_then(|(s, kind, roles)| match kind.as_str() {
+            "key" => Some((s, None)),
+            "oidc" => serde_json::from_str::<Vec<String>>(&roles)
+                .ok()
+                .filter(|r| !r.is_empty())
+                .map(|r| (s, Some(r))),
+            _ => None,
+        }))
     }
 
     /// Ends the session stored under `id_sha256` (on every replica at once).

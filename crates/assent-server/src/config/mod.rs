@@ -7,6 +7,7 @@
 
 pub mod database;
 pub mod limits;
+pub mod oidc;
 pub mod outbound;
 pub mod passkeys;
 pub mod principals;
@@ -86,6 +87,8 @@ pub struct Config {
     /// `passkeys`: the WebAuthn relying party for passkey-signed approvals (issue 14 §4);
     /// `None`: passkeys are off, and an approval that needs one cannot be approved.
     pub passkeys: Option<passkeys::PasskeysConfig>,
+    /// `oidc`: single sign-on for the dashboard (issue 14 §7); `None`: key sign-in only.
+    pub oidc: Option<oidc::OidcConfig>,
     /// `webhooks`: outgoing notifications (secrets not yet resolved; see [`Config::webhooks`]).
     pub webhooks: Vec<Webhook>,
     /// `mcp_allowed_hosts`: `Host` values `/mcp` answers (empty: loopback names only).
@@ -204,6 +207,12 @@ impl Config {
         let public_url = outbound::public_url(path, &raw)?;
         let webhooks = outbound::webhooks(path, &raw.webhooks)?;
         let passkeys = passkeys::passkeys(path, raw.passkeys.as_ref(), public_url.as_deref())?;
+        let oidc = oidc::oidc(
+            path,
+            raw.oidc.as_ref(),
+            public_url.as_deref(),
+            &raw.principals,
+        )?;
         let audit_checkpoints =
             limits::audit_checkpoints(path, &base, raw.audit_checkpoints.as_ref())?;
         let database = database::database(path, raw.database.as_ref())?;
@@ -220,6 +229,7 @@ impl Config {
             audit_checkpoints,
             public_url,
             passkeys,
+            oidc,
             webhooks,
             mcp_upstreams,
             mcp_allowed_hosts: raw.mcp_allowed_hosts,
@@ -348,6 +358,7 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     put("mcp_allowed_origins", &c.mcp_allowed_origins);
     put("public_url", &c.public_url);
     put("webhooks", &c.webhooks);
+    put("oidc", &c.oidc);
     put("audit_checkpoints", &c.audit_checkpoints);
     put("audit_retention_days", &c.audit_retention_days);
     m

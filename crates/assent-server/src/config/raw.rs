@@ -52,6 +52,7 @@ pub(crate) struct RawConfig {
     pub(crate) governance: Vec<String>,
     pub(crate) principals: Vec<Spanned<RawPrincipal>>,
     pub(crate) passkeys: Option<Spanned<RawPasskeys>>,
+    pub(crate) oidc: Option<Spanned<RawOidc>>,
     pub(crate) approval_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) token_ttl_seconds: Option<Spanned<u64>>,
     pub(crate) max_pending_per_agent: Option<Spanned<u64>>,
@@ -157,4 +158,22 @@ pub(crate) struct RawPasskeys {
     pub(crate) origin: Option<String>,
     #[serde(default)]
     pub(crate) rp_id: Option<String>,
+}
+
+/// `oidc` as written (dashboard single sign-on, issue 14 §7; checked by `config::oidc`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOidc {
+    pub(crate) issuer: String,
+    pub(crate) client_id: String,
+    pub(crate) client_secret_env: String,
+    pub(crate) roles_claim: String,
+    #[serde(default)]
+    pub(crate) roles: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    pub(crate) name_claim: Option<String>,
+    #[serde(default)]
+    pub(crate) redirect_url: Option<String>,
+    #[serde(default)]
+    pub(crate) scopes: Vec<String>,
 }

@@ -8,6 +8,9 @@
 //!   (every replica knows it; a restart keeps it). Every form carries the session's CSRF token, checked in
 //!   constant time; a post without it is `403` and changes nothing. The sign-in form itself
 //!   is protected by a double-submit cookie.
+//! - Single sign-on (issue 14 §7, [`oidc`]): with `oidc` configured, the sign-in page offers
+//!   "Sign in with SSO" (OpenID Connect, code + PKCE); the session is an operator named
+//!   `oidc:…` carrying the roles the provider's groups claim mapped to.
 //! - `/ui`: the queue of pending approvals (similar calls grouped, each decided on its own)
 //!   and pending clarification questions, refreshed when the server signals a change over
 //!   SSE (`/ui/events`), with count-downs to expiry and an `aria-live` announcement.
@@ -30,6 +33,7 @@
 //! runs, card links). Its routes are mounted by [`crate::router`](mod@crate::router).
 
 pub mod forms;
+pub mod oidc;
 pub mod page;
 pub mod passkeys;
 pub mod session;

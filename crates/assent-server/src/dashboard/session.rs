@@ -22,7 +22,7 @@ const COOKIE: &str = "assent_ui";
 const LOGIN_COOKIE: &str = "assent_ui_login";
 
 /// The value of cookie `name` in the request's `Cookie` headers.
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -42,13 +42,35 @@ pub(crate) struct Operator {
 
 /// The signed-in operator of a request: its `assent_ui` session cookie names a live session
 /// of a principal that is (still) an operator.
+///
+/// A single sign-on session (issue 14 §7) is an operator named `oidc:…` with the roles its
+/// claims mapped to, owning no agent; it holds only while `oidc` is configured and no
+/// configured principal has taken its name (a reload cannot make it someone else).
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
-    let session = sessions::get(st, cookie(headers, COOKIE)?).await?;
-    let principal = st
-        .principals()
-        .iter()
-        .find(|p| p.name == session.operator && p.roles().is_some())?
-        .clone();
+    let (session, sso_roles) = sessions::get(st, cookie(headers, COOKIE)?).await?;
+    let principals = st.principals();
+    let principal = match sso_roles {
+        None => principals
+            .iter()
+            .find(|p| p.name == session.operator && p.roles().is_some())?
+            .clone(),
+        Some(roles) => {
+            st.oidc.as_ref()?;
+            if !session
+                .operator
+                .starts_with(crate::config::oidc::NAME_PREFIX)
+                || principals.iter().any(|p| p.name == session.operator)
+            {
+                return None;
+            }
+            Principal {
+                name: session.operator.clone(),
+                kind: crate::config::PrincipalKind::Operator { roles },
+                key_sha256: [0; 32],
+                owns: Vec::new(),
+            }
+        }
+    };
     Some(Operator { session, principal })
 }
 
@@ -133,6 +155,7 @@ pub(crate) async fn operator_form(
 #[template(path = "login.html")]
 struct Login {
     csrf: String,
+    sso: bool,
     error: String,
     who: String,
     next: String,
@@ -140,7 +163,7 @@ struct Login {
 
 /// Where to go after signing in: a dashboard path only (never another site), of visible
 /// ASCII only (a control character cannot go into a `Location` header).
-fn next_path(next: Option<&String>) -> String {
+pub(crate) fn next_path(next: Option<&String>) -> String {
     match next {
         Some(n)
             if n.starts_with("/ui/")
@@ -165,14 +188,15 @@ pub(crate) async fn login_page(
     if signed_in(&st, &headers).await.is_some() {
         return secured(Redirect::to(&next).into_response());
     }
-    login_form(StatusCode::OK, "", &next)
+    login_form(&st, StatusCode::OK, "", &next)
 }
 
-fn login_form(status: StatusCode, error: &str, next: &str) -> Response {
+fn login_form(st: &AppState, status: StatusCode, error: &str, next: &str) -> Response {
     let csrf = random_hex();
     let mut r = page_with(
         status,
         &Login {
+            sso: st.oidc.is_some(),
             csrf: csrf.clone(),
             error: error.into(),
             who: String::new(),
@@ -187,7 +211,7 @@ fn login_form(status: StatusCode, error: &str, next: &str) -> Response {
     r
 }
 
-fn secure_attr(headers: &HeaderMap) -> &'static str {
+pub(crate) fn secure_attr(headers: &HeaderMap) -> &'static str {
     let https = headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
@@ -207,6 +231,7 @@ pub(crate) async fn login(
     let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
     let Ok(f) = form(&body) else {
         return login_form(
+            &st,
             StatusCode::BAD_REQUEST,
             "The form could not be read.",
             "/ui",
@@ -243,6 +268,7 @@ pub(crate) async fn login(
             return throttled(wait);
         }
         return login_form(
+            &st,
             StatusCode::UNAUTHORIZED,
             "That key is not an operator's key.",
             &next,
@@ -250,6 +276,7 @@ pub(crate) async fn login(
     };
     let Some((id, _)) = sessions::start(&st, &p.name).await else {
         return login_form(
+            &st,
             StatusCode::SERVICE_UNAVAILABLE,
             "The gateway cannot record a sign-in right now; try again.",
             &next,
@@ -257,15 +284,19 @@ pub(crate) async fn login(
     };
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
+    set_session_cookie(&mut r, &id, secure_attr(&headers));
+    r
+}
+
+/// Adds the `Set-Cookie` of session `id` to `r` (`secure`: `"; Secure"` or `""`).
+pub(crate) fn set_session_cookie(r: &mut Response, id: &str, secure: &str) {
     let c = format!(
-        "{COOKIE}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        "{COOKIE}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
         SESSION_TTL.as_secs(),
-        secure_attr(&headers)
     );
     if let Ok(v) = HeaderValue::from_str(&c) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
-    r
 }
 
 /// `POST /ui/logout` (`csrf`): ends the session and clears its cookie.

@@ -1,7 +1,7 @@
 //! The dashboard's signed-in sessions (12 hours) over the store's `ui_sessions`, so that a
 //! session works whichever replica a request reaches (issue 13 §2): the cookie's value is 256
 //! random bits, and only its SHA-256 is stored. The random tokens sessions are made of are
-//! here too. Sign-in and CSRF checks are [`super::session`].
+//! here too. Sign-in and CSRF checks are [`super::session`]; single sign-on is [`super::oidc`].
 
 use crate::state::{AppState, now_ms};
 use assent_store::ui_sessions::UiSession;
@@ -21,7 +21,7 @@ pub(crate) fn random_hex() -> String {
 }
 
 /// SHA-256 of `s` in hex: sessions are kept by the digest of their id.
-fn digest(s: &str) -> String {
+pub(crate) fn digest(s: &str) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(s.as_bytes()))
 }
@@ -50,11 +50,39 @@ pub(crate) async fn start(st: &AppState, operator: &str) -> Option<(String, Sess
     }
 }
 
-/// The live session with id `id` (`None`: unknown, ended, or the store did not answer).
-pub(crate) async fn get(st: &AppState, id: &str) -> Option<Session> {
+/// Starts a single sign-on session (issue 14 §7) for `operator` (`oidc:…`) with `roles`, like
+/// [`start`].
+pub(crate) async fn start_sso(
+    st: &AppState,
+    operator: &str,
+    roles: Vec<String>,
+) -> Option<(String, Session)> {
+    let id = random_hex();
+    let s = Session {
+        operator: operator.to_string(),
+        csrf: random_hex(),
+        expires_at: now_ms().saturating_add(SESSION_TTL.as_millis() as i64),
+    };
+    let (key, stored) = (digest(&id), s.clone());
+    match st
+        .store_task(move |store| store.start_sso_ui_session(&key, &stored, &roles, now_ms()))
+        .await
+    {
+        Ok(Ok(())) => Some((id, s)),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "SSO dashboard session could not be stored");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// The live session with id `id` and, for a single sign-on session, its roles (`None`:
+/// unknown, ended, or the store did not answer).
+pub(crate) async fn get(st: &AppState, id: &str) -> Option<(Session, Option<Vec<String>>)> {
     let key = digest(id);
     match st
-        .store_task(move |store| store.ui_session(&key, now_ms()))
+        .store_task(move |store| store.ui_session_with_roles(&key, now_ms()))
         .await
     {
         Ok(Ok(s)) => s,

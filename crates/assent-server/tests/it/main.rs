@@ -26,5 +26,6 @@ mod ready;
 mod receipts;
 mod reload;
 mod security;
+mod sso;
 mod tools;
 mod webhooks;

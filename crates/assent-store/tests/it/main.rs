@@ -14,6 +14,7 @@ mod db;
 mod escalation;
 mod group;
 mod migrations;
+mod oidc_logins;
 mod pgkit;
 mod pin_reads;
 mod readers;

@@ -1,0 +1,304 @@
+//! Single sign-on for the dashboard (issue 14 §7) without a provider (the whole sign-in
+//! against a real OpenID Connect provider is `tests/e2e/test_oidc.py`): the `oidc` section's
+//! errors name file and line, a missing client secret stops start-up, the callback's refusal
+//! paths (unknown, replayed or another browser's `state`, the provider's error, a bad query),
+//! an unreachable issuer, and an SSO session deciding through the same code as a key's.
+
+use crate::kit::{Gw, start_tuned};
+use assent_server::config::Config;
+use assent_server::config::oidc::Sso;
+use assent_store::oidc_logins::OidcLogin;
+use assent_store::ui_sessions::UiSession;
+use reqwest::StatusCode;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+
+fn sha(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// A config file in `dir` whose `oidc` section (at line 3) is `oidc`, and its path.
+fn write_config(dir: &Path, oidc: &str, principals: &str) -> std::path::PathBuf {
+    let file = dir.join("assent.yaml");
+    std::fs::write(
+        &file,
+        format!("data_dir: data\npublic_url: http://localhost:7878\n{oidc}\n{principals}"),
+    )
+    .unwrap();
+    file
+}
+
+const GOOD: &str = "oidc: {issuer: 'http://127.0.0.1:9/', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {fin: [finance]}}";
+
+fn load_err(oidc: &str, principals: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_config(dir.path(), oidc, principals);
+    Config::load(&file).expect_err("refused").to_string()
+}
+
+#[test]
+fn oidc_config_errors_name_the_file_and_line() {
+    let bad_url = load_err(&GOOD.replace("http://127.0.0.1:9/", "not a url"), "");
+    assert!(
+        bad_url.contains("assent.yaml:3: oidc: issuer `not a url`"),
+        "{bad_url}"
+    );
+    // Plain http is for loopback only: an ID token's keys must not travel in the clear.
+    let http = load_err(
+        &GOOD.replace("http://127.0.0.1:9/", "http://idp.example.com"),
+        "",
+    );
+    assert!(
+        http.contains("assent.yaml:3: oidc:") && http.contains("https"),
+        "{http}"
+    );
+    let empty_roles = load_err(&GOOD.replace("[finance]", "[]"), "");
+    assert!(
+        empty_roles.contains("assent.yaml:3: oidc: roles: group `fin`"),
+        "{empty_roles}"
+    );
+    let no_env = load_err(
+        &GOOD.replace("ASSENT_TEST_OIDC_SECRET_NEVER_SET", "'A B'"),
+        "",
+    );
+    assert!(
+        no_env.contains("assent.yaml:3: oidc: client_secret_env"),
+        "{no_env}"
+    );
+    let unknown = load_err(&GOOD.replace("roles_claim", "role_claim"), "");
+    assert!(unknown.contains("assent.yaml:3"), "{unknown}");
+    let redirect = load_err(
+        &GOOD.replace(
+            "roles_claim: groups",
+            "roles_claim: groups, redirect_url: 'http://localhost:7878/elsewhere'",
+        ),
+        "",
+    );
+    assert!(
+        redirect.contains("must end in /ui/oidc/callback"),
+        "{redirect}"
+    );
+}
+
+/// Attack: a configured principal named like an SSO operator (`oidc:alice`) would let the
+/// provider's alice act as that principal, or the reverse.
+#[test]
+fn a_principal_named_with_the_sso_prefix_is_refused() {
+    let p = "principals:\n  - {name: 'oidc:alice', kind: operator, roles: [finance], key_sha256: '0000000000000000000000000000000000000000000000000000000000000000'}\n";
+    let e = load_err(GOOD, p);
+    assert!(e.contains("assent.yaml:5: principal `oidc:alice`"), "{e}");
+}
+
+#[test]
+fn a_missing_client_secret_variable_stops_start_up_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_config(dir.path(), GOOD, "");
+    let cfg = Config::load(&file).unwrap();
+    let e = assent_server::state::AppState::from_config(&cfg)
+        .err()
+        .expect("start-up refused")
+        .to_string();
+    assert!(
+        e.contains("assent.yaml:3: oidc: the client secret variable `ASSENT_TEST_OIDC_SECRET_NEVER_SET` is not set"),
+        "{e}"
+    );
+}
+
+/// A gateway whose `oidc` issuer is a loopback port nothing answers on.
+async fn with_sso(dir: &Path) -> Gw {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let file = write_config(cfg_dir.path(), GOOD, "");
+    let cfg = Config::load(&file).unwrap();
+    let sso = Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into()).unwrap();
+    start_tuned(dir, |st| st.oidc = Some(Arc::new(sso))).await
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn get(gw: &Gw, path: &str, cookie: &str) -> (StatusCode, String, Vec<String>) {
+    let r = no_redirects()
+        .get(format!("{}{path}", gw.url))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    let cookies = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    (r.status(), r.text().await.unwrap(), cookies)
+}
+
+fn started_session(cookies: &[String]) -> bool {
+    cookies
+        .iter()
+        .any(|c| c.starts_with("assent_ui=") && !c.starts_with("assent_ui=;"))
+}
+
+/// Attacks: a callback with a `state` the gateway never issued, one replayed, and one
+/// carried to another browser; each is `403` and starts no session, and a state is spent by
+/// a wrong first try.
+#[tokio::test]
+async fn callbacks_with_unknown_replayed_or_another_browsers_state_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_sso(dir.path()).await;
+    let (s, page, cookies) = get(&gw, "/ui/oidc/callback?state=made-up&code=x", "").await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("unknown, was used already"), "{page}");
+    assert!(!started_session(&cookies));
+    let login = |browser: &str| OidcLogin {
+        browser_sha256: sha(browser),
+        nonce: "n".into(),
+        pkce_verifier: "v".repeat(43),
+        next: "/ui".into(),
+        expires_at: i64::MAX,
+    };
+    let victims = login("victim-browser");
+    gw.with_store(|s| s.put_oidc_login(&sha("state-1"), &victims, 0))
+        .unwrap();
+    let (s, page, cookies) = get(
+        &gw,
+        "/ui/oidc/callback?state=state-1&code=x",
+        "assent_oidc=attacker-browser",
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("another browser"), "{page}");
+    assert!(!started_session(&cookies));
+    // The victim's own callback now finds the state spent.
+    let (s, _, cookies) = get(
+        &gw,
+        "/ui/oidc/callback?state=state-1&code=x",
+        "assent_oidc=victim-browser",
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(!started_session(&cookies));
+    // Taken once: the store gives a state out a single time, even to its browser.
+    gw.with_store(|s| s.put_oidc_login(&sha("state-2"), &victims, 0))
+        .unwrap();
+    let take = || gw.with_store(|s| s.take_oidc_login(&sha("state-2"), &sha("victim-browser"), 1));
+    assert!(take().unwrap().is_some());
+    assert!(take().unwrap().is_none(), "a replayed state is refused");
+    // An expired one is refused.
+    let mut old = login("b");
+    old.expires_at = 10;
+    gw.with_store(|s| s.put_oidc_login(&sha("state-3"), &old, 0))
+        .unwrap();
+    assert!(
+        gw.with_store(|s| s.take_oidc_login(&sha("state-3"), &sha("b"), 11))
+            .unwrap()
+            .is_none()
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn provider_errors_bad_queries_and_an_unreachable_issuer_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_sso(dir.path()).await;
+    let (s, page, _) = get(&gw, "/ui/oidc/callback?error=access_denied&state=x", "").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(page.contains("access_denied"), "{page}");
+    let (s, _, _) = get(&gw, "/ui/oidc/callback?state=a&state=b&code=c", "").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "a field sent twice");
+    let (s, _, _) = get(&gw, "/ui/oidc/callback", "").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, page, _) = get(&gw, "/ui/oidc/start", "").await;
+    assert_eq!(s, StatusCode::BAD_GATEWAY, "{page}");
+    assert!(
+        page.contains("http://127.0.0.1:9/"),
+        "the page names the issuer: {page}"
+    );
+    let (s, page, _) = get(&gw, "/ui/login", "").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(page.contains("Sign in with SSO"), "{page}");
+    gw.stop().await;
+    // Without `oidc`: no SSO button, and the callback is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |_| {}).await;
+    let (_, page, _) = get(&gw, "/ui/login", "").await;
+    assert!(!page.contains("Sign in with SSO"), "{page}");
+    let (s, _, _) = get(&gw, "/ui/oidc/callback?state=x&code=y", "").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    gw.stop().await;
+}
+
+/// An SSO session (as the callback stores it) with `roles`, and its cookie.
+fn sso_session(gw: &Gw, name: &str, roles: &[&str]) -> (String, String) {
+    let id = format!("session-of-{name}");
+    let s = UiSession {
+        operator: name.into(),
+        csrf: "c".repeat(64),
+        expires_at: i64::MAX,
+    };
+    let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
+    gw.with_store(|st| st.start_sso_ui_session(&sha(&id), &s, &roles, 0))
+        .unwrap();
+    (format!("assent_ui={id}"), s.csrf)
+}
+
+async fn decide(gw: &Gw, id: &str, cookie: &str, csrf: &str) -> StatusCode {
+    no_redirects()
+        .post(format!("{}/ui/approvals/{id}/decide", gw.url))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("decision=approve&scope=once&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// An SSO operator decides through the same role check as a key's: the session's roles
+/// count, a role it lacks is refused, and the decision is recorded under `oidc:…`.
+#[tokio::test]
+async fn an_sso_session_decides_with_its_own_roles() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_sso(dir.path()).await;
+    let id = gw.held("s", "pay", json!({"amount": 500})).await;
+    let (ops, csrf) = sso_session(&gw, "oidc:olga", &["ops"]);
+    let (s, page, _) = get(&gw, "/ui", &ops).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(page.contains("oidc:olga"), "{page}");
+    assert_eq!(decide(&gw, &id, &ops, &csrf).await, StatusCode::FORBIDDEN);
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+    let (fin, csrf) = sso_session(&gw, "oidc:fiona", &["finance"]);
+    let s = decide(&gw, &id, &fin, &csrf).await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(a["decisions"][0]["by"], "oidc:fiona", "{a}");
+    gw.stop().await;
+}
+
+/// Attack: an SSO session whose name is not an `oidc:` name (or that a configured principal
+/// took since), or one on a gateway whose `oidc` was removed, signs no one in.
+#[tokio::test]
+async fn sso_sessions_never_act_as_configured_principals_or_without_oidc() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_sso(dir.path()).await;
+    let (alice, _) = sso_session(&gw, "alice", &["finance"]);
+    let (s, _, _) = get(&gw, "/ui", &alice).await;
+    assert_eq!(s, StatusCode::SEE_OTHER, "to the sign-in page");
+    gw.stop().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |_| {}).await;
+    let (carol, _) = sso_session(&gw, "oidc:carol", &["finance"]);
+    let (s, _, _) = get(&gw, "/ui", &carol).await;
+    assert_eq!(
+        s,
+        StatusCode::SEE_OTHER,
+        "no oidc configured: no SSO session holds"
+    );
+    gw.stop().await;
+}

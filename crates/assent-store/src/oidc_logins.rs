@@ -1,0 +1,119 @@
+//! Dashboard sign-ins through an OpenID Connect provider in progress (issue 14 §7): kept in
+//! the database by the SHA-256 of their `state`, so that the provider's redirect may reach any
+//! replica; bound to the browser that started them (the SHA-256 of a cookie's value); taken
+//! once, and only before they expire. The database never holds a value that finishes a sign-in
+//! on its own: the `state` and the browser cookie are stored as digests (the nonce and PKCE
+//! verifier are useless without the provider's one-time code). Not audited: sign-ins are
+//! logged by the server.
+
+use crate::db::OptionalExtension as _;
+use crate::error::StoreError;
+use crate::params;
+use crate::store::Store;
+
+/// One sign-in in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcLogin {
+    /// SHA-256 (64 hex) of the random value in the browser's sign-in cookie.
+    pub browser_sha256: String,
+    /// The nonce the ID token must carry.
+    pub nonce: String,
+    /// The PKCE code verifier (RFC 7636) sent with the code.
+    pub pkce_verifier: String,
+    /// The dashboard path to go to afterwards.
+    pub next: String,
+    /// Unix ms; the sign-in cannot be finished after it.
+    pub expires_at: i64,
+}
+
+/// Longest `nonce`, `pkce_verifier` or `next` stored, in bytes.
+const MAX_FIELD: usize = 4096;
+
+/// Most sign-ins in progress at once: starting one needs no key, so the table is bounded
+/// (past it, new SSO sign-ins wait until some expire; key sign-in is unaffected).
+pub const MAX_IN_PROGRESS: i64 = 10_000;
+
+impl Store {
+    /// Stores sign-in `l` under `state_sha256` (64 hex) and removes those that expired before
+    /// `now` (Unix ms). `Invalid` for a digest that is not 64 lowercase hex digits, a field
+    /// longer than 4096 bytes, or when [`MAX_IN_PROGRESS`] sign-ins are in progress already.
+    pub fn put_oidc_login(
+        &self,
+        state_sha256: &str,
+        l: &OidcLogin,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        check_digest(state_sha256)?;
+        check_digest(&l.browser_sha256)?;
+        if [&l.nonce, &l.pkce_verifier, &l.next]
+            .iter()
+            .any(|f| f.len() > MAX_FIELD)
+        {
+            return Err(StoreError::Invalid(
+                "an SSO sign-in's nonce, verifier and next path are at most 4096 bytes".into(),
+            ));
+        }
+        self.write(|tx| {
+            tx.execute("DELETE FROM oidc_logins WHERE expires_at <= ?1", [now])?;
+            let n: i64 = tx.query_row("SELECT COUNT(*) FROM oidc_logins", [], |r| r.get(0))?;
+            if n >= MAX_IN_PROGRESS {
+                return Err(StoreError::Invalid(format!(
+                    "{n} single sign-on sign-ins are in progress; wait until some expire"
+                )));
+            }
+            tx.execute(
+                "INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at) VALUES (?1,?2,?3,?4,?5,?6)",
+                params![state_sha256, l.browser_sha256, l.nonce, l.pkce_verifier, l.next, l.expires_at],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Takes the sign-in stored under `state_sha256` once: it is removed whatever follows, and
+    /// returned when it has not expired by `now` and was started by the browser whose cookie
+    /// digest is `browser_sha256`; `None` otherwise (unknown, taken already, expired, or
+    /// another browser's: a `state` is never usable twice, even by a wrong first try).
+    pub fn take_oidc_login(
+        &self,
+        state_sha256: &str,
+        browser_sha256: &str,
+        now: i64,
+    ) -> Result<Option<OidcLogin>, StoreError> {
+        check_digest(state_sha256)?;
+        check_digest(browser_sha256)?;
+        self.write(|tx| {
+            let l = tx
+                .query_row(
+                    "SELECT browser_sha256, nonce, pkce_verifier, next, expires_at FROM oidc_logins WHERE state_sha256 = ?1",
+                    [state_sha256],
+                    |r| {
+                        Ok(OidcLogin {
+                            browser_sha256: r.get(0)?,
+                            nonce: r.get(1)?,
+                            pkce_verifier: r.get(2)?,
+                            next: r.get(3)?,
+                            expires_at: r.get(4)?,
+                        })
+                    },
+                )
+                .optional()?;
+            let Some(l) = l else { return Ok(None) };
+            tx.execute(
+                "DELETE FROM oidc_logins WHERE state_sha256 = ?1",
+                [state_sha256],
+            )?;
+            Ok((l.expires_at > now && l.browser_sha256 == browser_sha256).then_some(l))
+        })
+    }
+}
+
+/// `Invalid` unless `d` is 64 lowercase hex digits.
+fn check_digest(d: &str) -> Result<(), StoreError> {
+    if d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(
+            "an SSO sign-in is stored by SHA-256 digests of 64 hex digits".into(),
+        ))
+    }
+}

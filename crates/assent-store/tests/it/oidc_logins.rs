@@ -1,0 +1,120 @@
+//! Single sign-on state shared by replicas (issue 14 §7), on both backends: a sign-in started
+//! on one replica is finished on another, once; it is bound to its browser and expires; an SSO
+//! dashboard session carries its roles, a key's none.
+
+use crate::pgkit::both;
+use assent_store::oidc_logins::OidcLogin;
+use assent_store::ui_sessions::UiSession;
+
+fn login(browser: &str, expires_at: i64) -> OidcLogin {
+    OidcLogin {
+        browser_sha256: browser.repeat(32),
+        nonce: "nonce".into(),
+        pkce_verifier: "v".repeat(43),
+        next: "/ui/history".into(),
+        expires_at,
+    }
+}
+
+/// Attacks: a replayed callback (the state taken twice), one carried to another browser (the
+/// state is spent by it), an expired one.
+#[test]
+fn an_sso_sign_in_is_taken_once_by_its_browser_on_any_replica() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
+        let (s1, s2, s3) = ("01".repeat(32), "02".repeat(32), "03".repeat(32));
+        a.put_oidc_login(&s1, &login("aa", 10_000), 0).unwrap();
+        assert_eq!(
+            b.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
+            Some(login("aa", 10_000))
+        );
+        assert_eq!(
+            b.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
+            None
+        );
+        assert_eq!(
+            a.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
+            None
+        );
+        a.put_oidc_login(&s2, &login("aa", 10_000), 0).unwrap();
+        assert_eq!(
+            b.take_oidc_login(&s2, &"bb".repeat(32), 5_000).unwrap(),
+            None
+        );
+        assert_eq!(
+            a.take_oidc_login(&s2, &"aa".repeat(32), 5_000).unwrap(),
+            None,
+            "spent"
+        );
+        a.put_oidc_login(&s3, &login("aa", 10_000), 0).unwrap();
+        assert_eq!(
+            b.take_oidc_login(&s3, &"aa".repeat(32), 10_000).unwrap(),
+            None,
+            "expired"
+        );
+        // Only digests are keys; fields are bounded.
+        assert!(a.put_oidc_login("state", &login("aa", 1), 0).is_err());
+        let mut long = login("aa", 1);
+        long.next = "x".repeat(5000);
+        assert!(a.put_oidc_login(&s1, &long, 0).is_err());
+    });
+}
+
+#[test]
+fn an_sso_session_carries_its_roles_and_a_keys_none() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::open(dir.path(), db);
+        let s = UiSession {
+            operator: "oidc:alice".into(),
+            csrf: "cd".repeat(32),
+            expires_at: 10_000,
+        };
+        let roles = vec!["finance".to_string(), "ops".to_string()];
+        store
+            .start_sso_ui_session(&"ab".repeat(32), &s, &roles, 0)
+            .unwrap();
+        store.start_ui_session(&"ef".repeat(32), &s, 0).unwrap();
+        assert_eq!(
+            store.ui_session_with_roles(&"ab".repeat(32), 1).unwrap(),
+            Some((s.clone(), Some(roles)))
+        );
+        assert_eq!(
+            store.ui_session_with_roles(&"ef".repeat(32), 1).unwrap(),
+            Some((s.clone(), None))
+        );
+        assert!(
+            store
+                .start_sso_ui_session(&"12".repeat(32), &s, &[], 0)
+                .is_err(),
+            "no role"
+        );
+    });
+}
+
+/// Attack: starting an SSO sign-in needs no key, so a flood of starts would grow the table
+/// without end; past `MAX_IN_PROGRESS` live ones, new starts are refused until some expire.
+#[test]
+fn sign_ins_in_progress_are_bounded() {
+    use assent_store::oidc_logins::MAX_IN_PROGRESS;
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::open(dir.path(), db);
+        let conn = db.connect().unwrap();
+        conn.conn()
+            .execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
+                 INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at) \
+                 SELECT 'flood-' || i, 'b', 'n', 'v', '/ui', 10000 FROM n",
+                [MAX_IN_PROGRESS],
+            )
+            .unwrap();
+        let e = store.put_oidc_login(&"01".repeat(32), &login("aa", 20_000), 5_000);
+        assert!(e.is_err(), "the bound holds");
+        // Once they expired, a sign-in starts again (and the expired ones are gone).
+        store
+            .put_oidc_login(&"01".repeat(32), &login("aa", 20_000), 10_000)
+            .unwrap();
+    });
+}
