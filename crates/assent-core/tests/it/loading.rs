@@ -270,30 +270,22 @@ fn the_policy_set_hash_covers_agent_and_governance_files_not_their_names() {
 #[test]
 fn a_call_that_needs_a_passkey_is_never_approved_by_its_timeout() {
     let gov = "policies:\n  - id: acme.finance.payments-v1\n    rules:\n      - {tool: transfer, risk_tier: R2, require_passkey: true, default_decision: approve}\n";
-    let r = Registry::load(
-        &[("a.agf.yaml".into(), AGENT.into())],
-        &[("g.yaml".into(), gov.into())],
-    )
-    .unwrap();
-    let v = verdict(
-        &r,
-        "transfer",
-        None,
-        json!({"amount": 5000, "to": "ext-acme"}),
-    );
+    let under = |gov: String| {
+        let r = Registry::load(
+            &[("a.agf.yaml".into(), AGENT.into())],
+            &[("g.yaml".into(), gov)],
+        )
+        .unwrap();
+        verdict(
+            &r,
+            "transfer",
+            None,
+            json!({"amount": 5000, "to": "ext-acme"}),
+        )
+    };
+    let v = under(gov.to_string());
     assert!(v.terms.require_passkey, "{v:?}");
     assert_eq!(v.terms.default_decision.as_str(), "reject");
-    let gov_off = gov.replace("require_passkey: true", "require_passkey: false");
-    let r = Registry::load(
-        &[("a.agf.yaml".into(), AGENT.into())],
-        &[("g.yaml".into(), gov_off)],
-    )
-    .unwrap();
-    let v = verdict(
-        &r,
-        "transfer",
-        None,
-        json!({"amount": 5000, "to": "ext-acme"}),
-    );
+    let v = under(gov.replace("require_passkey: true", "require_passkey: false"));
     assert_eq!(v.terms.default_decision.as_str(), "approve");
 }

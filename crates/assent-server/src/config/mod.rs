@@ -359,6 +359,7 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     put("public_url", &c.public_url);
     put("webhooks", &c.webhooks);
     put("oidc", &c.oidc);
+    put("passkeys", &c.passkeys);
     put("audit_checkpoints", &c.audit_checkpoints);
     put("audit_retention_days", &c.audit_retention_days);
     m

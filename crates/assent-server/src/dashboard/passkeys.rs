@@ -56,19 +56,31 @@ fn json<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
     })
 }
 
+/// The signed-in operator and fields of a CSRF-checked form ([`operator_form`]), or the page
+/// that says `nothing` happened.
+async fn checked(
+    st: &AppState,
+    headers: &HeaderMap,
+    body: &Bytes,
+    nothing: &str,
+) -> Result<(Operator, std::collections::HashMap<String, String>), Response> {
+    operator_form(st, headers, body, nothing)
+        .await
+        .map_err(|r| *r)
+}
+
 /// `POST /ui/passkeys/register/start` (`csrf`, `code`: the one-time enrolment code): the
 /// options for `navigator.credentials.create()` and the ceremony id, as JSON.
 pub(crate) async fn register_start(
     State(st): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    let (op, f) = match operator_form(&st, &headers, &body, "No passkey was registered.").await {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
+) -> Result<Response, Response> {
+    let (op, f) = checked(&st, &headers, &body, "No passkey was registered.").await?;
     let code = f.get("code").map(String::as_str).unwrap_or("");
-    json(crate::passkeys::start_registration(&st, &op.principal.name, code).await)
+    Ok(json(
+        crate::passkeys::start_registration(&st, &op.principal.name, code).await,
+    ))
 }
 
 /// `POST /ui/passkeys/register/finish` (`csrf`, `ceremony`, `credential`: the
@@ -77,11 +89,8 @@ pub(crate) async fn register_finish(
     State(st): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    let (op, f) = match operator_form(&st, &headers, &body, "No passkey was registered.").await {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
+) -> Result<Response, Response> {
+    let (op, f) = checked(&st, &headers, &body, "No passkey was registered.").await?;
     let field = |k: &str| f.get(k).cloned().unwrap_or_default();
     let r = async {
         let credential = assent_core::json::parse_value(field("credential").as_bytes())
@@ -100,7 +109,7 @@ pub(crate) async fn register_finish(
         Ok(serde_json::json!({"credential_id": k.credential_id, "label": k.label}))
     }
     .await;
-    json(r)
+    Ok(json(r))
 }
 
 /// `POST /ui/passkeys/remove` (`csrf`, `credential_id`): removes one of the operator's
@@ -109,22 +118,16 @@ pub(crate) async fn remove(
     State(st): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    let (op, f) = match operator_form(&st, &headers, &body, "No passkey was removed.").await {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
+) -> Result<Response, Response> {
+    let (op, f) = checked(&st, &headers, &body, "No passkey was removed.").await?;
     let (name, cid) = (
         op.principal.name.clone(),
         f.get("credential_id").cloned().unwrap_or_default(),
     );
-    if let Err(e) = st
-        .store_call(move |s| s.remove_passkey(&name, &cid, now_ms()))
+    st.store_call(move |s| s.remove_passkey(&name, &cid, now_ms()))
         .await
-    {
-        return secured(e.into_response());
-    }
-    secured(Redirect::to("/ui/passkeys").into_response())
+        .map_err(|e| secured(e.into_response()))?;
+    Ok(secured(Redirect::to("/ui/passkeys").into_response()))
 }
 
 /// `POST /ui/approvals/{id}/passkey` (`csrf`): starts the operator's vote ceremony on approval
@@ -134,11 +137,10 @@ pub(crate) async fn vote_start(
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    let (op, _) = match operator_form(&st, &headers, &body, "Nothing was decided.").await {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
+) -> Result<Response, Response> {
+    let (op, _) = checked(&st, &headers, &body, "Nothing was decided.").await?;
     let roles = op.principal.roles().unwrap_or_default();
-    json(crate::passkeys::start_vote(&st, &op.principal.name, roles, &id).await)
+    Ok(json(
+        crate::passkeys::start_vote(&st, &op.principal.name, roles, &id).await,
+    ))
 }
