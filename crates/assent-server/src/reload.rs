@@ -204,6 +204,17 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         Err(e) => return Err(ReloadError::Store(format!("{e:?}"))),
     }
     st.swap_live(Live::new(cfg.registry, principals));
+    // A changed key or role set signs the person out of the dashboard too: a session started
+    // with the old key must not outlive it (a removed operator's sessions fail on their own).
+    for name in answer.changed.clone() {
+        let ended = st.store_task(move |s| s.end_ui_sessions_of(&name)).await;
+        if !matches!(ended, Ok(Ok(_))) {
+            tracing::warn!(
+                ?ended,
+                "dashboard sessions of a changed principal were not ended"
+            );
+        }
+    }
     st.changed();
     tracing::info!(by = %actor, agents = answer.agents, policies = answer.policies,
         principals = answer.principals, policy_set_sha256 = %answer.policy_set_sha256,

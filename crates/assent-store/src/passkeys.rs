@@ -55,6 +55,9 @@ pub struct Ceremony {
     pub expires_at: i64,
 }
 
+/// Most passkey ceremonies one principal may have in progress at once.
+pub const MAX_CEREMONIES: i64 = 16;
+
 impl Store {
     /// Stores passkey `p` (audited `passkey.registered` with its id and label). `Invalid` when
     /// the credential id is registered already (to anyone).
@@ -143,10 +146,21 @@ impl Store {
         })
     }
 
-    /// Stores ceremony `c`, removing the ceremonies that ended before `now`.
+    /// Stores ceremony `c`, removing the ceremonies that ended before `now`. `Invalid` when
+    /// its principal has [`MAX_CEREMONIES`] in progress already (no one piles up state).
     pub fn put_ceremony(&self, c: &Ceremony, now: i64) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute("DELETE FROM passkey_ceremonies WHERE expires_at <= ?1", [now])?;
+            let open: i64 = tx.query_row(
+                "SELECT count(*) FROM passkey_ceremonies WHERE principal = ?1",
+                [&c.principal],
+                |r| r.get(0),
+            )?;
+            if open >= MAX_CEREMONIES {
+                return Err(StoreError::Invalid(format!(
+                    "{MAX_CEREMONIES} passkey ceremonies of yours are in progress already: finish one or wait 5 minutes"
+                )));
+            }
             tx.execute(
                 "INSERT INTO passkey_ceremonies (id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
                 params![c.id, c.principal, c.purpose, c.approval_id, c.call_hash, c.decision, c.nonce, c.state, c.expires_at],

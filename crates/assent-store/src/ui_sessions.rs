@@ -120,6 +120,15 @@ impl Store {
         }))
     }
 
+    /// Ends every dashboard session of `operator` (on every replica at once): a reload that
+    /// changed their key or roles signs them out (issue 14 §8). Returns how many ended.
+    pub fn end_ui_sessions_of(&self, operator: &str) -> Result<usize, StoreError> {
+        let guard = self.lock();
+        Ok(guard
+            .conn()
+            .write(|tx| tx.execute("DELETE FROM ui_sessions WHERE operator = ?1", [operator]))?)
+    }
+
     /// Ends the session stored under `id_sha256` (on every replica at once).
     pub fn end_ui_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         check_digest(id_sha256)?;

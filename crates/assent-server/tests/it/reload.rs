@@ -388,3 +388,28 @@ async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
     assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
     assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
 }
+
+/// Attack (noted at the reload's merge): an operator's key leaked, the administrator changed it
+/// and reloaded — a dashboard session started with the old key must end too, not run on until
+/// it expires.
+#[tokio::test]
+async fn a_reload_that_changes_an_operators_key_signs_their_dashboard_session_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let cookie = gw.dashboard_session().await;
+    let queue = |cookie: String| {
+        let r = gw.http.get(format!("{}/ui/queue", gw.url));
+        async move { r.header("cookie", cookie).send().await.unwrap().status() }
+    };
+    assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
+    let new_key = principals(&[
+        ("alice", "kind: operator, roles: [finance]", "alice-new-key"),
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    std::fs::write(conf.join("assent.yaml"), config_text(&new_key)).unwrap();
+    let (s, b) = reload(&gw, "olaf-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["changed"], serde_json::json!(["alice"]), "{b}");
+    assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
+}
