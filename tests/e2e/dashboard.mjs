@@ -2,26 +2,16 @@
 // an agent (plain HTTP calls with its key) proposes calls and waits for the decisions.
 // Env: ASSENT_URL, OPERATOR_KEY, AGENT_KEY, CHROMIUM, PROFILE_DIR, and SCREENSHOTS (a folder:
 // the queue and card screenshots are written there; docs/screenshots in the repository).
-import { chromium } from "playwright-core";
-import { createRequire } from "node:module";
-import { readFileSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import assert from "node:assert/strict";
+import { apiAt, axe, launch, step } from "./kit.mjs";
 
-const require = createRequire(import.meta.url);
-const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const URL = process.env.ASSENT_URL;
 const OP = process.env.OPERATOR_KEY;
 const AGENT = process.env.AGENT_KEY;
 const SHOTS = process.env.SCREENSHOTS;
 
-const api = async (method, path, key, body) => {
-  const r = await fetch(URL + path, {
-    method,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: r.status, body: await r.json().catch(() => null) };
-};
+const api = apiAt(URL);
 
 // The agent: propose a payment; the gateway holds it for a human.
 const propose = async (amount, to, session = "browser-e2e") => {
@@ -40,25 +30,8 @@ const wait = async (id) => {
   }
 };
 
-const axe = async (page, what) => {
-  await page.addScriptTag({ content: AXE });
-  const result = await page.evaluate(async () => await window.axe.run(document, { resultTypes: ["violations"] }));
-  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  assert.deepEqual(
-    bad.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
-    [],
-    `axe-core: serious or critical violations on the ${what}`,
-  );
-  console.log(`axe: ${what}: ${result.violations.length} violations, none serious or critical`);
-};
+const browser = await launch();
 
-const step = (s) => console.log(`- ${s}`);
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
 try {
   // bypassCSP: only so that axe-core can be injected; the pages themselves run under the CSP.
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, bypassCSP: true });

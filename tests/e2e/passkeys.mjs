@@ -3,40 +3,19 @@
 // the dashboard, an R4 call is refused without one over the API, and approved from its card
 // with the passkey; the receipt is written to RECEIPT for the Python side to verify offline.
 // Env: ASSENT_URL (http://localhost:PORT), OPERATOR_KEY, AGENT_KEY, CHROMIUM, RECEIPT.
-import { chromium } from "playwright-core";
-import { createRequire } from "node:module";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import assert from "node:assert/strict";
+import { apiAt, axe, launch, step } from "./kit.mjs";
 
-const require = createRequire(import.meta.url);
-const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const URL = process.env.ASSENT_URL;
 const OP = process.env.OPERATOR_KEY;
 const AGENT = process.env.AGENT_KEY;
 const CODE = process.env.ENROLMENT_CODE;
 
-const api = async (method, path, key, body) => {
-  const r = await fetch(URL + path, {
-    method,
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: r.status, body: await r.json().catch(() => null) };
-};
-const step = (s) => console.log(`- ${s}`);
-const axe = async (page, what) => {
-  await page.addScriptTag({ content: AXE });
-  const result = await page.evaluate(async () => await window.axe.run(document, { resultTypes: ["violations"] }));
-  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  assert.deepEqual(bad.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`), [],
-    `axe-core: serious or critical violations on the ${what}`);
-};
+const api = apiAt(URL);
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
+
 try {
   const context = await browser.newContext({ bypassCSP: true });
   const page = await context.newPage();

@@ -370,8 +370,9 @@ async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
     assert!(rest.is_ok(), "the revoked operator's stream stayed open");
 }
 
-#[tokio::test]
-async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
+/// Alice signs in to the dashboard; the file becomes `after` and olaf reloads it: the answer's
+/// `changed` list, and alice's session is refused from then on.
+async fn alice_signed_out_by_reloading(after: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
     let cookie = gw.dashboard_session().await;
@@ -380,13 +381,20 @@ async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
         async move { r.header("cookie", cookie).send().await.unwrap().status() }
     };
     assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
-    let without_alice = principals(&[
+    std::fs::write(conf.join("assent.yaml"), config_text(after)).unwrap();
+    let (s, b) = reload(&gw, "olaf-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
+    b["changed"].clone()
+}
+
+#[tokio::test]
+async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
+    alice_signed_out_by_reloading(&principals(&[
         ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
         ("bot", "kind: agent, agent_id: bot", BOT),
-    ]);
-    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
-    assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
-    assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
+    ]))
+    .await;
 }
 
 /// Attack (noted at the reload's merge): an operator's key leaked, the administrator changed it
@@ -394,22 +402,11 @@ async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
 /// it expires.
 #[tokio::test]
 async fn a_reload_that_changes_an_operators_key_signs_their_dashboard_session_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
-    let cookie = gw.dashboard_session().await;
-    let queue = |cookie: String| {
-        let r = gw.http.get(format!("{}/ui/queue", gw.url));
-        async move { r.header("cookie", cookie).send().await.unwrap().status() }
-    };
-    assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
-    let new_key = principals(&[
+    let changed = alice_signed_out_by_reloading(&principals(&[
         ("alice", "kind: operator, roles: [finance]", "alice-new-key"),
         ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
         ("bot", "kind: agent, agent_id: bot", BOT),
-    ]);
-    std::fs::write(conf.join("assent.yaml"), config_text(&new_key)).unwrap();
-    let (s, b) = reload(&gw, "olaf-key").await;
-    assert_eq!(s, StatusCode::OK, "{b}");
-    assert_eq!(b["changed"], serde_json::json!(["alice"]), "{b}");
-    assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
+    ]))
+    .await;
+    assert_eq!(changed, serde_json::json!(["alice"]));
 }
