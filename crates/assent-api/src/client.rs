@@ -198,6 +198,10 @@ impl Client {
         body: Option<&B>,
     ) -> Result<(u16, Vec<u8>), ClientError> {
         let mut req = self.http.request(method, url).bearer_auth(&self.key);
+        // The caller's span continues in the gateway's trace (issue 15 §1); none when off.
+        if let Some(tp) = crate::trace::traceparent(&tracing::Span::current()) {
+            req = req.header("traceparent", tp);
+        }
         if let Some(b) = body {
             req = req.json(b);
         }

@@ -20,7 +20,7 @@
 //! samples and pipeline events are `serde_json::Value`), webhook bodies and the dashboard
 //! (`/ui`); nor any policy, storage or server code — this crate depends only on
 //! `assent-core` (pure, no I/O: the vocabulary it re-exports), serde, serde_json, reqwest and
-//! thiserror.
+//! thiserror, and on `tracing` and OpenTelemetry's API for W3C Trace Context ([`trace`]).
 
 pub mod approvals;
 pub mod audit;
@@ -33,6 +33,7 @@ pub mod plans;
 mod routes;
 pub mod tokens;
 pub mod tools;
+pub mod trace;
 
 pub mod kit;
 

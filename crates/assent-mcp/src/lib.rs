@@ -62,6 +62,7 @@ pub mod hub;
 mod kit;
 mod relay;
 mod tasks;
+mod trace;
 
 pub use ask::{AskUser, Asker, UserAnswer, elicitation_schema, in_client_question, user_answer};
 pub use gateway::Gateway;

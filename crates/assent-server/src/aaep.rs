@@ -399,11 +399,11 @@ async fn confirmation(
     match res {
         Ok(rec) if rec.status == ApprovalStatus::Pending => {
             // A vote toward a quorum (issue 14 §1): the confirmation stays open.
-            st.settled(std::slice::from_ref(&rec.id));
+            st.decided(&rec);
             Ok("vote counted; the quorum is not met yet")
         }
         Ok(rec) => {
-            st.settled(std::slice::from_ref(&rec.id));
+            st.decided(&rec);
             Ok(if accept {
                 "confirmation accepted"
             } else {

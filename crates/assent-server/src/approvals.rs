@@ -192,9 +192,15 @@ pub(crate) async fn get_approval(
         let until_expiry = Duration::from_millis((rec.expires_at - now_ms()).max(0) as u64 + 5);
         Ok(Look::Pending(body, until_expiry))
     };
-    let body = st
-        .waiters
-        .long_poll(&approval_key(id), &p.name, wait, look)
-        .await?;
+    let span = crate::telemetry::step_span(crate::telemetry::Step::Wait);
+    crate::telemetry::record(&span, "assent.approval_id", id);
+    let body = tracing::Instrument::instrument(
+        st.waiters.long_poll(&approval_key(id), &p.name, wait, look),
+        span.clone(),
+    )
+    .await?;
+    if let Some(s) = body.get("status").and_then(Value::as_str) {
+        crate::telemetry::record(&span, "assent.outcome", s);
+    }
     Ok(Json(body))
 }

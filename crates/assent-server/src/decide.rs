@@ -155,7 +155,7 @@ pub(crate) async fn decide_as(
         .await?;
     match res {
         Ok(rec) => {
-            st.settled(std::slice::from_ref(&rec.id));
+            st.decided(&rec);
             tracing::info!(approval_id = %rec.id, operator = %name, status = rec.status.as_str(), scope = ?rec.scope, edited = rec.edited.is_some(), "approval decided");
             Ok(rec)
         }
@@ -186,11 +186,9 @@ pub(crate) async fn decide_batch(
                 .collect::<Vec<_>>())
         })
         .await?;
-    let decided: Vec<String> = results
-        .iter()
-        .filter_map(|r| r.as_ref().ok().map(|a| a.id.clone()))
-        .collect();
-    st.settled(&decided);
+    for a in results.iter().filter_map(|r| r.as_ref().ok()) {
+        st.decided(a);
+    }
     st.changed();
     let results = b
         .ids
@@ -265,7 +263,7 @@ pub(crate) async fn user_decision(
         .store_task(move |s| s.decide(&id, &input, &actor, &[], now_ms()))
         .await?
         .map_err(|e| decide_error(e, "the agent's user"))?;
-    st.settled(std::slice::from_ref(&rec.id));
+    st.decided(&rec);
     Ok(Body(approval(&rec, None)))
 }
 
@@ -291,7 +289,7 @@ pub(crate) async fn cancel_approval(
         .await?;
     match res {
         Ok(rec) => {
-            st.settled(std::slice::from_ref(&rec.id));
+            st.decided(&rec);
             Ok(Body(approval(&rec, None)))
         }
         Err(e) => Err(decide_error(e, &name)),
@@ -313,8 +311,10 @@ pub(crate) async fn cancel_session(
     let out = st
         .store_call(move |s| s.cancel_session(&s2, &p.canceller(), reason.as_deref(), now_ms()))
         .await?;
+    for a in &out.cancelled {
+        st.decided(a);
+    }
     let cancelled: Vec<String> = out.cancelled.iter().map(|a| a.id.clone()).collect();
-    st.settled(&cancelled);
     for c in &out.clarifications {
         st.waiters.wake(&clarification_key(c));
     }

@@ -150,6 +150,37 @@ async fn json_errors(req: Request, next: Next) -> Response {
     out
 }
 
+/// Headers a reverse proxy sets to describe the client's connection (RFC 7239 and the
+/// de-facto `X-Forwarded-*`).
+const FORWARDED_HEADERS: [&str; 5] = [
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-real-ip",
+];
+
+/// Removes every `Forwarded` / `X-Forwarded-*` / `X-Real-IP` header from a request whose TCP
+/// peer is not one of `trusted_proxies` (or unknown), before anything reads them: a client
+/// that talks to assent directly cannot pose as another address (the throttle) or as https
+/// (the dashboard's `Secure` cookies). Behind a trusted proxy they pass as the proxy set them.
+pub async fn forwarded_from_proxies(
+    State(st): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    if !peer.is_some_and(|p| st.throttle.trusts(p)) {
+        for h in FORWARDED_HEADERS {
+            req.headers_mut().remove(h);
+        }
+    }
+    next.run(req).await
+}
+
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
 /// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
 /// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
@@ -157,6 +188,9 @@ pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> R
     let Some(key) = bearer_key(req.headers()) else {
         return next.run(req).await;
     };
+    if crate::scrape::is_scrape_key(&st, key) {
+        return next.run(req).await;
+    }
     let addr = st.throttle.client_addr(&req);
     if let Some(wait) = st.throttle.locked_out(addr, key, false) {
         return too_many(

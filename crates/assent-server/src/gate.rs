@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::extract::{AgentItself, ProposeCalls, ReportResults};
 use crate::formats::{self, rfc3339};
 use crate::state::{AppState, now_ms};
+use crate::telemetry;
 use crate::wire;
 use assent_api::gate::{
     Allowed, Call, DelegationRequest, Denied, GateAnswer, Granted, HeldResult, Pending,
@@ -28,6 +29,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 /// One thing to gate: a tool call, a delegation, a held tool result, or the synthetic call of
 /// an MPLP Confirm target.
@@ -42,6 +44,8 @@ pub(crate) struct Submission {
     pub device_id: Option<String>,
     /// MPLP trace id (UUID v4).
     pub trace_id: Option<String>,
+    /// W3C `traceparent` of the span that proposes it (issue 15 §1); set by [`gate`].
+    pub traceparent: Option<String>,
     /// The person the call acts for (`on_behalf_of`, issue 14 §2).
     pub on_behalf_of: Option<String>,
     /// The call, canonicalised, with its `call_hash`.
@@ -67,6 +71,7 @@ impl Submission {
             run_id: None,
             device_id: None,
             trace_id: None,
+            traceparent: None,
             on_behalf_of: None,
             call,
             target: None,
@@ -93,6 +98,7 @@ impl Submission {
             run_id: self.run_id.as_deref(),
             device_id: self.device_id.as_deref(),
             trace_id: self.trace_id.as_deref(),
+            traceparent: self.traceparent.as_deref(),
             target: self.target.as_ref().map(|(t, id, diff)| ConfirmTarget {
                 target_type: t,
                 target_id: id,
@@ -294,12 +300,49 @@ fn check_sizes(b: &Submission, max_arguments_bytes: usize) -> Result<(), ApiErro
 /// 200 allow (with a token when a grant covers it), 403 `TOOL_DENIED`, 202 pending, 429
 /// `TOO_MANY_PENDING`; `409 WRONG_STATE` when the store refuses it (a plan not approved, a
 /// step under a pending Confirm).
-pub(crate) async fn gate(st: &AppState, b: Submission) -> Result<Response, ApiError> {
+pub(crate) async fn gate(st: &AppState, mut b: Submission) -> Result<Response, ApiError> {
     check_sizes(&b, st.settings.max_arguments_bytes)?;
     let agent = b.agent.clone();
     let call_hash = b.call.call_hash().to_string();
-    let (verdict, outcome) = propose_in_store(st, b).await?;
-    answer(st, &agent, &call_hash, verdict, outcome).await
+    let step = match b.verdict {
+        Some(_) => telemetry::Step::Result,
+        None => telemetry::Step::Propose,
+    };
+    let span = telemetry::step_span(step);
+    telemetry::record(&span, "assent.agent", &agent);
+    telemetry::record(&span, "assent.tool", &b.call.call().tool);
+    telemetry::record(&span, "assent.call_hash", &call_hash);
+    b.traceparent = telemetry::traceparent(&span);
+    if b.trace_id.is_none() {
+        b.trace_id = b.traceparent.as_deref().and_then(telemetry::mplp_trace_id);
+    }
+    let started = std::time::Instant::now();
+    let (verdict, outcome) = propose_in_store(st, b).instrument(span.clone()).await?;
+    let (kind, how) = (verdict.kind.as_str(), outcome_label(&outcome));
+    st.metrics.verdict(kind, how, started.elapsed());
+    telemetry::record(&span, "assent.verdict", kind);
+    telemetry::record(&span, "assent.outcome", how);
+    telemetry::record(&span, "assent.risk_tier", verdict.terms.risk_tier.as_str());
+    if let Proposed::Granted(a) | Proposed::Held { approval: a, .. } = &outcome {
+        telemetry::record(&span, "assent.approval_id", &a.id);
+    }
+    answer(st, &agent, &call_hash, verdict, outcome)
+        .instrument(span)
+        .await
+}
+
+/// What became of a gated call, for metrics and traces: `allowed`, `denied`, `granted`
+/// (allowed by a grant), `held`, `joined` (an identical call's pending approval) or
+/// `too_many_pending` (refused: the agent's pending cap).
+fn outcome_label(o: &Proposed) -> &'static str {
+    match o {
+        Proposed::Allowed => "allowed",
+        Proposed::Denied => "denied",
+        Proposed::Granted(_) => "granted",
+        Proposed::Held { joined: true, .. } => "joined",
+        Proposed::Held { .. } => "held",
+        Proposed::TooManyPending { .. } => "too_many_pending",
+    }
 }
 
 /// Runs the store's proposal transaction for `b`, with the gatekeeper asked inside it (with

@@ -30,11 +30,13 @@ pub mod decide;
 pub mod gate;
 pub mod jwks;
 pub mod learning;
+pub mod metrics;
 pub mod passkeys;
 pub mod plans;
 pub mod receipts;
 pub mod reload;
 pub mod router;
+pub mod scrape;
 pub mod tokens;
 pub mod tools;
 pub mod whoami;
@@ -62,6 +64,7 @@ pub mod replies;
 pub mod serve;
 pub mod state;
 pub mod store_call;
+pub mod telemetry;
 pub mod throttle;
 pub mod waiters;
 
@@ -91,7 +94,15 @@ pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
     let read_timeout = state.settings.body_read_timeout;
     let routes = router::routes(state.clone())
         .merge(extra)
-        .layer(axum::middleware::from_fn_with_state(state, edge::throttle));
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            edge::throttle,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            edge::forwarded_from_proxies,
+        ))
+        .layer(axum::middleware::from_fn(telemetry::trace_request));
     edge::wrap(routes, max_body, read_timeout)
 }
 
@@ -103,14 +114,21 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
                 let now = now_ms();
                 let ids = s.expire_due(now)?;
                 let other = s.emit_countdowns(now)? + s.expire_clarifications(now)?;
-                Ok((ids, other))
+                let mut recs = Vec::with_capacity(ids.len());
+                for id in &ids {
+                    recs.extend(s.get_approval(id)?);
+                }
+                Ok((ids, recs, other))
             };
             match state.store_task(sweep).await {
-                Ok(Ok((ids, other))) if !ids.is_empty() || other > 0 => {
+                Ok(Ok((ids, recs, other))) if !ids.is_empty() || other > 0 => {
                     for id in &ids {
                         tracing::info!(approval_id = %id, "approval expired or escalated");
                     }
                     state.settled(&ids);
+                    for a in &recs {
+                        state.decided(a);
+                    }
                     state.changed();
                 }
                 Ok(Err(e)) => tracing::error!(error = %e, "expiry sweep failed"),

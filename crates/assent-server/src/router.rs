@@ -28,6 +28,7 @@ pub fn routes(state: AppState) -> Router {
             }),
         )
         .route("/readyz", get(whoami::ready))
+        .route("/metrics", get(crate::scrape::scrape))
         .merge(propose())
         .merge(decide())
         .merge(redeem())

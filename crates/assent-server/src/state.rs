@@ -57,6 +57,10 @@ pub struct AppState {
     /// by every caller (the route needs no key, so it must not reach the store per request).
     pub readiness:
         Arc<tokio::sync::Mutex<Option<(std::time::Instant, assent_store::readiness::Readiness)>>>,
+    /// The Prometheus metric families served at `/metrics` (issue 15 §2).
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// SHA-256 of the scrape key in `metrics_key_env`, which may read `/metrics` only.
+    pub metrics_key_sha256: Option<Arc<[u8; 32]>>,
     /// On Postgres, the thread hearing other replicas' changes ([`crate::replicas`]); it
     /// stops when the last clone of the state is dropped.
     pub listener: Option<Arc<assent_store::db::Listener>>,
@@ -158,6 +162,7 @@ impl AppState {
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());
+        state.metrics_key_sha256 = config.metrics_key()?.map(Arc::new);
         state.reload = Some(Arc::new(config::ReloadSource::new(config, false)));
         if let assent_store::db::Database::Postgres { url } = &database {
             let shared = throttle::Throttle::with_proxies(
@@ -185,7 +190,7 @@ impl AppState {
         principals: Vec<Principal>,
         settings: Settings,
     ) -> Self {
-        Self {
+        let state = Self {
             store: Arc::new(store),
             live: Arc::new(RwLock::new(Arc::new(Live::new(registry, principals)))),
             reload: None,
@@ -198,12 +203,16 @@ impl AppState {
             oidc: None,
             dry_run: None,
             limits: serve::ConnLimits::default(),
+            metrics: Arc::default(),
+            metrics_key_sha256: None,
             waiters: Arc::default(),
             throttle: Arc::default(),
             checkpoints: Arc::default(),
             readiness: Arc::default(),
             listener: None,
-        }
+        };
+        crate::metrics::observe_store(&state.store, &state.metrics);
+        state
     }
 
     /// The principals, agents and policies in force now (one snapshot: read it once per
@@ -249,6 +258,16 @@ impl AppState {
             .find(|p| p.name == name)
             .map(|p| p.owns.clone())
             .unwrap_or_default()
+    }
+
+    /// Approval `a` was decided, cancelled or voted on (its record after the change): wakes
+    /// its long-polls and the streams ([`AppState::settled`]), and when it left `pending`
+    /// counts it in the metrics and traces the decision in its trace (issue 15 §1, §2).
+    pub fn decided(&self, a: &assent_store::ApprovalRecord) {
+        self.settled(std::slice::from_ref(&a.id));
+        if a.status != assent_core::approval::ApprovalStatus::Pending {
+            crate::telemetry::settled(&self.metrics, a);
+        }
     }
 
     /// Approvals `ids` left `pending` (or changed): wakes their long-polls, and the streams.

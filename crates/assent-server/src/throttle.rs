@@ -130,6 +130,11 @@ impl Throttle {
         self.addr_from(peer, req.headers())
     }
 
+    /// Whether `peer` is one of `trusted_proxies` (its forwarding headers are believed).
+    pub fn trusts(&self, peer: IpAddr) -> bool {
+        self.trusted_proxies.contains(&peer)
+    }
+
     /// [`Throttle::client_addr`] from the TCP peer and the request headers.
     pub fn addr_from(
         &self,

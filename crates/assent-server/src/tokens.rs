@@ -10,11 +10,13 @@ use crate::calls::call_hash;
 use crate::error::ApiError;
 use crate::extract::{ListGrants, Operator, RevokeGrants, parse_body, read_body};
 use crate::state::{AppState, now_ms};
+use crate::telemetry;
 use assent_api::tokens::{GrantList, RedeemRequest, Redeemed};
 use assent_store::RedeemError;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use std::collections::HashMap;
+use tracing::Instrument;
 
 /// The API error of a refused redemption: `401 TOKEN_INVALID`, `403` (another agent's),
 /// `403 NOT_EXECUTOR` (an executor's for a call it does not execute),
@@ -58,14 +60,23 @@ pub(crate) async fn redeem(
     }
     let b: RedeemRequest = parse_body(&bytes)?;
     let hash = call_hash(b.tool.clone(), b.server.clone(), b.arguments)?;
+    let span = telemetry::step_span(telemetry::Step::Redeem);
+    telemetry::record(&span, "assent.call_hash", &hash);
+    telemetry::record(&span, "assent.tool", &b.tool);
     let (h2, tool, server, token, device) = (hash.clone(), b.tool, b.server, b.token, b.device_id);
     let c = st
         .store_task(move |s| match p.presenter(&tool, server.as_deref()) {
             Some(by) => s.redeem_as(&token, by, &h2, device.as_deref(), now_ms()),
             None => Err(RedeemError::WrongAgent),
         })
+        .instrument(span.clone())
         .await?
-        .map_err(redeem_error)?;
+        .map_err(redeem_error);
+    let result = c.as_ref().map_or_else(|e| e.code, |_| "redeemed");
+    st.metrics.redemption(result);
+    telemetry::record(&span, "assent.outcome", &result.to_ascii_lowercase());
+    let c = c?;
+    telemetry::record(&span, "assent.approval_id", &c.aid);
     Ok(Body(Redeemed {
         call_hash: hash,
         approval_id: c.aid,

@@ -141,6 +141,12 @@ impl Waiters {
         }
     }
 
+    /// How many requests wait in a long-poll now (every principal's).
+    pub fn waiting(&self) -> usize {
+        let p = self.principals.lock().unwrap_or_else(|e| e.into_inner());
+        p.values().sum()
+    }
+
     /// Wakes every request waiting on `key` (no-op when none waits).
     pub fn wake(&self, key: &str) {
         let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());

@@ -252,12 +252,14 @@ async fn deliver(
         let error = match sent {
             Ok(r) if r.status().is_success() => {
                 tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
+                st.metrics.delivery(true, false);
                 return advance(st, hook, holder, rec.seq).await;
             }
             Ok(r) => format!("HTTP {}", r.status().as_u16()),
             Err(e) => format!("{}", e.without_url()),
         };
         tracing::warn!(webhook = %hook.name, delivery = %delivery, attempt, error = %error, "webhook delivery failed");
+        st.metrics.delivery(false, attempt >= hook.max_attempts);
         if attempt >= hook.max_attempts {
             break error;
         }

@@ -46,6 +46,10 @@ pub struct Proposal<'a> {
     pub device_id: Option<&'a str>,
     /// MPLP trace id (UUID v4) the agent sent; generated when `None`.
     pub trace_id: Option<&'a str>,
+    /// W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`) of the span that proposes, kept with
+    /// a held approval so that its later steps join that trace (issue 15 §1); `None` when
+    /// tracing is off.
+    pub traceparent: Option<&'a str>,
     /// The call.
     pub call: &'a ToolCall,
     /// Canonical JSON of its arguments.
@@ -97,6 +101,7 @@ impl<'a> Proposal<'a> {
             run_id: None,
             device_id: None,
             trace_id: None,
+            traceparent: None,
             call: call.call(),
             canonical_arguments: call.arguments(),
             canonical: call.canonical(),
@@ -608,15 +613,15 @@ fn insert_row(
     let schedule = row.schedule.as_ref().map(to_json::<escalation::Schedule>);
     let diff = p.target.and_then(|t| t.diff).map(|d| d.to_string());
     tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
-            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalation, escalation_schedule, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties, require_passkey)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,'[]',?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36,?37,?38,?39,?40)")?.execute(
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalation, escalation_schedule, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties, require_passkey, traceparent)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,'[]',?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36,?37,?38,?39,?40,?41)")?.execute(
         params![row.id, p.agent, p.session_id, p.call.tool, p.call.server, p.canonical_arguments, p.canonical, p.call_hash, v.terms.message,
                 v.terms.risk_tier.as_str(), v.terms.irreversible, to_json(&v.terms.reasons), to_json(&v.terms.approvers), v.terms.default_decision.as_str(), p.now, row.expires_at, status,
                 p.run_id, p.device_id, group_key(p, v), row.summary, to_json(&v.terms.triggers), to_json(&v.terms.suggested_alternatives), escalation, schedule,
                 v.terms.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), row.trace_id, uuid::Uuid::new_v4().to_string(), row.target_id, row.target_type, diff, v.terms.in_client_approval,
                 to_json(&v.terms.side_effects), to_json(&v.terms.rollback), v.terms.dry_run_tool, to_json(&v.terms.redact),
                 v.terms.quorum.as_ref().map(to_json::<Quorum>), p.on_behalf_of, v.terms.separation_of_duties,
-                v.terms.require_passkey],
+                v.terms.require_passkey, p.traceparent],
     )?;
     Ok(())
 }

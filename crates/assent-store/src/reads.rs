@@ -73,6 +73,20 @@ impl Store {
         })
     }
 
+    /// How many approvals are pending, per risk tier (`("R2", 3)`, …; tiers with none are
+    /// left out), for the server's `/metrics` (issue 15 §2). One grouped count on a read
+    /// session, served by the `status` index.
+    pub fn pending_by_tier(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.read(|conn| {
+            crate::sql::rows(
+                conn,
+                "SELECT risk_tier, count(*) FROM approvals WHERE status = 'pending' GROUP BY risk_tier ORDER BY risk_tier",
+                crate::params![],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        })
+    }
+
     /// The approval whose confirmation carries `reply_token`.
     pub fn approval_by_reply_token(
         &self,

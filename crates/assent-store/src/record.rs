@@ -117,6 +117,9 @@ pub struct ApprovalRecord {
     pub trace_id: String,
     /// MPLP span id of this approval (UUID v4).
     pub span_id: String,
+    /// W3C `traceparent` of the span that raised it (issue 15 §1), as proposed; `None` when
+    /// tracing was off. Not checked: it only places spans in a trace.
+    pub traceparent: Option<String>,
     /// MPLP Confirm `target_type` (`other` for a tool call).
     pub target_type: String,
     /// MPLP Confirm `target_id` (UUID v4): the held tool call, plan or other target.
@@ -240,7 +243,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
             run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalate_after_ms, escalated_at, output_bytes, scope, grant_id, edited_arguments, edited_canonical, edited_hash,
             trace_id, span_id, target_type, target_id, reply_token, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties,
             escalation, escalation_schedule, escalation_steps, require_passkey,
-            (SELECT policy_set_sha256 FROM confirm_context WHERE confirm_context.approval_id = approvals.id)
+            (SELECT policy_set_sha256 FROM confirm_context WHERE confirm_context.approval_id = approvals.id), traceparent
             FROM approvals WHERE id = ?1")?.query_row(
             [id],
             approval_row,
@@ -337,6 +340,7 @@ fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
         reply_token: r.get(37)?,
         target_diff,
         policy_set_sha256: r.get(51)?,
+        traceparent: r.get(52)?,
         damaged: c.damaged,
     })
 }

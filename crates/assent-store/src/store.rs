@@ -133,7 +133,11 @@ impl Store {
         member.armed = false;
         drop(member);
         if commit {
+            let started = std::time::Instant::now();
             let result = c.commit_write(&gate.take_changes(batch));
+            if let Some(observe) = gate.on_commit.get() {
+                observe(started.elapsed());
+            }
             let shared = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
             gate.finish(batch, shared);
             self.bound_wal(&conn);
@@ -236,6 +240,21 @@ pub(crate) struct Gate {
     queued: AtomicUsize,
     state: Mutex<GateState>,
     done: Condvar,
+    /// Told how long each commit took ([`Store::observe_commits`]).
+    on_commit: OnceLock<CommitObserver>,
+}
+
+/// Told the duration of each commit of a store (one per group commit), on the writer's
+/// thread while it still holds the connection: keep it cheap (a histogram's `observe`).
+pub type CommitObserver = Box<dyn Fn(std::time::Duration) + Send + Sync>;
+
+impl Store {
+    /// Has `observe` told the duration of every later commit (the `COMMIT` of a group commit:
+    /// one fsync on SQLite, one round trip on PostgreSQL), for the server's metrics (issue 15
+    /// §2). The first observer stays; a second call is ignored and returns `false`.
+    pub fn observe_commits(&self, observe: CommitObserver) -> bool {
+        gate_of(self).on_commit.set(observe).is_ok()
+    }
 }
 
 #[derive(Default)]

@@ -4,11 +4,12 @@
 //! exit status) → `serve` (the composition root) and `commands/` (one file per group of
 //! subcommands) → the kit: `remote` (the gateway's `/v1` API through `assent_api::Client`, and
 //! printing list answers), `args` (the clap tree), `render` (cards, time left, canonical JSON)
-//! and `setup` (tracing, upstream specs, data dir).
+//! and `setup` (tracing, upstream specs, data dir), with `otel` (logs and OTLP traces).
 
 mod args;
 mod commands;
 mod dispatch;
+mod otel;
 mod remote;
 mod render;
 mod serve;
@@ -20,5 +21,7 @@ mod setup;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    std::process::exit(dispatch::main());
+    let code = dispatch::main();
+    otel::flush();
+    std::process::exit(code);
 }

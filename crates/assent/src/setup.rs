@@ -1,4 +1,4 @@
-//! Start-up steps shared by `serve` and the commands: tracing to stderr, the MCP hub's
+//! Start-up steps shared by `serve` and the commands: tracing (`otel.rs`), the MCP hub's
 //! upstream specs from the config, and the data directory an offline command reads. It runs
 //! nothing itself and knows no subcommand.
 
@@ -6,17 +6,10 @@ use anyhow::{Result, anyhow};
 use assent_server::config::Config;
 use std::path::PathBuf;
 
-/// Logs to stderr at `default` level unless `ASSENT_LOG` gives a filter; colour only on a
-/// terminal and without `NO_COLOR`. A second call is a no-op.
+/// Logs to stderr, and traces over OTLP when the OTel variables ask for it
+/// ([`crate::otel::init`]). A second call is a no-op.
 pub(crate) fn init_tracing(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ASSENT_LOG")
-        .unwrap_or_else(|_| default.into());
-    use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-        .with_writer(std::io::stderr)
-        .try_init();
+    crate::otel::init(default);
 }
 
 /// The hub's upstreams from the config; a `bearer_token_env` that is unset or empty stops

@@ -155,7 +155,15 @@ impl Call {
         if let Value::Object(m) = &run_with {
             params = params.with_arguments(m.clone());
         }
-        let mut result = match peer.call_tool(params).await {
+        let span = crate::trace::upstream_span(&tool, approval_id.as_deref());
+        let mut meta = serde_json::json!({});
+        if crate::trace::stamp(&mut meta, &span)
+            && let Ok(m) = serde_json::from_value(meta["_meta"].take())
+        {
+            params.meta = Some(m);
+        }
+        let called = tracing::Instrument::instrument(peer.call_tool(params), span);
+        let mut result = match called.await {
             Ok(r) => r,
             Err(e) => return failed(&format!("upstream `{}` failed: {e}", self.alias)).into(),
         };

@@ -216,8 +216,10 @@ impl ServerHandler for HubHandler {
                 let _ = ctx.peer.notify_progress(p).await;
             }
         };
+        let meta = json!({"_meta": serde_json::to_value(&ctx.meta).unwrap_or_default()});
+        let span = crate::trace::call_span(&name, &meta);
         tokio::select! {
-            r = call.run(ask, resume) => Ok(r),
+            r = tracing::Instrument::instrument(call.run(ask, resume), span) => Ok(r),
             _ = ticker => unreachable!("the ticker never ends"),
             _ = ctx.ct.cancelled() => {
                 let approval = held.borrow().approval();

@@ -75,6 +75,7 @@ impl Relay {
                 task: became_task.clone(),
             },
         );
+        let span = crate::trace::call_span(&tool, &msg["params"]);
         let job = CallJob {
             relay: self.clone(),
             msg,
@@ -88,7 +89,10 @@ impl Relay {
             as_task,
             became_task,
         };
-        tokio::spawn(job.run(asker, resume, cancel_rx));
+        tokio::spawn(tracing::Instrument::instrument(
+            job.run(asker, resume, cancel_rx),
+            span,
+        ));
     }
 
     /// In-client approval: a modern client is asked in an input_required result, a legacy one
@@ -313,6 +317,10 @@ impl CallJob {
             ..
         } = self;
         approval.send_replace(Hold::Forwarding);
+        // In a trace, the upstream gets the upstream call's span as its parent.
+        let span = crate::trace::upstream_span(&tool, approval_id.as_deref());
+        let mut msg = msg;
+        let traced = crate::trace::stamp(&mut msg["params"], &span);
         let run_with = edited.clone().unwrap_or_else(|| args.clone());
         let (task, key, msg) = match task {
             Some((done, task_id)) => {
@@ -335,7 +343,7 @@ impl CallJob {
         );
         let tu = &relay.to_upstream;
         match edited {
-            None if !renumbered => {
+            None if !renumbered && !traced => {
                 let _ = tu.send(line);
             }
             None => {

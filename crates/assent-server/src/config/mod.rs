@@ -70,6 +70,9 @@ pub struct Config {
     /// `trusted_proxies`: addresses of reverse proxies whose `X-Forwarded-For` names the client
     /// (for the failed-authentication throttle); empty by default.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// `metrics_key_env`: the variable holding a key that may read `GET /metrics` and nothing
+    /// else (issue 15 §2); without it only operator keys may.
+    pub metrics_key_env: Option<String>,
     /// Keys from `key_env` shorter than [`MIN_KEY_CHARS`] are allowed (`serve
     /// --insecure-demo-keys`, loopback only); false by default.
     pub insecure_demo_keys: bool,
@@ -248,6 +251,7 @@ impl Config {
             body_read_timeout_seconds: l.body_read_timeout_seconds,
             rate_limits: l.rate_limits,
             trusted_proxies: l.trusted_proxies,
+            metrics_key_env: raw.metrics_key_env,
             insecure_demo_keys: false,
             max_waiters_per_principal: l.max_waiters_per_principal,
             agent_files,
@@ -282,6 +286,30 @@ impl Config {
         self.keys_dir
             .clone()
             .unwrap_or_else(|| self.data_dir.clone())
+    }
+
+    /// SHA-256 of the scrape key read now from `metrics_key_env` (`None` without one). The
+    /// variable must be set and hold at least [`principals::MIN_KEY_CHARS`] characters (fewer
+    /// only with `--insecure-demo-keys`); the error names the variable, never the key.
+    pub fn metrics_key(&self) -> Result<Option<[u8; 32]>, ConfigError> {
+        use sha2::{Digest, Sha256};
+        let Some(var) = &self.metrics_key_env else {
+            return Ok(None);
+        };
+        let key = std::env::var(var).unwrap_or_default();
+        let at = self.file.display();
+        if key.is_empty() {
+            return Err(ConfigError(format!(
+                "{at}: metrics_key_env: environment variable {var} is not set or empty"
+            )));
+        }
+        if key.chars().count() < principals::MIN_KEY_CHARS && !self.insecure_demo_keys {
+            return Err(ConfigError(format!(
+                "{at}: metrics_key_env: the key in {var} is shorter than {} characters",
+                principals::MIN_KEY_CHARS
+            )));
+        }
+        Ok(Some(Sha256::digest(key.as_bytes()).into()))
     }
 
     /// The webhooks with their secrets read from `secret_env`; an unset or empty variable
@@ -353,6 +381,7 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     put("max_waiters_per_principal", &c.max_waiters_per_principal);
     put("rate_limits", &c.rate_limits);
     put("trusted_proxies", &c.trusted_proxies);
+    put("metrics_key_env", &c.metrics_key_env);
     put("mcp_upstreams", &c.mcp_upstreams);
     put("mcp_allowed_hosts", &c.mcp_allowed_hosts);
     put("mcp_allowed_origins", &c.mcp_allowed_origins);

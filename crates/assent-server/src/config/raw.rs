@@ -64,6 +64,7 @@ pub(crate) struct RawConfig {
     pub(crate) max_waiters_per_principal: Option<Spanned<u64>>,
     pub(crate) rate_limits: Option<Spanned<RawRateLimits>>,
     pub(crate) trusted_proxies: Vec<String>,
+    pub(crate) metrics_key_env: Option<String>,
     pub(crate) strict_agent_files: bool,
     pub(crate) mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
     pub(crate) mcp_allowed_hosts: Vec<String>,

@@ -71,6 +71,13 @@ pub fn session_id(agent: &str, session: &str) -> String {
     format!("sess_{}", &hex::encode(h)[..32])
 }
 
+/// The `correlation_id` of approval `a`'s events: the W3C `traceparent` of the span that
+/// raised it when it was traced (AAEP §3: "compatible with W3C Trace Context"; issue 15 §1),
+/// else its MPLP trace id.
+fn correlation(a: &ApprovalRecord) -> &str {
+    a.traceparent.as_deref().unwrap_or(&a.trace_id)
+}
+
 /// An event with the chapter 3 envelope around `body` (which holds `type` and the payload).
 pub fn envelope(
     agent: &str,
@@ -137,7 +144,7 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         &a.agent,
         &a.session_id,
         a.requested_at,
-        Some(&a.trace_id),
+        Some(correlation(a)),
         json!({
             "type": "aaep:agent.awaiting.confirmation", "urgency": "critical",
             "action": cut(&action, 16_384), "consequence": cut(&consequence, 16_384),
@@ -208,7 +215,7 @@ pub fn escalated(a: &ApprovalRecord, at: i64) -> Value {
 
 /// An event about approval `a` at `at` (its agent, session and trace) around `body`.
 fn about(a: &ApprovalRecord, at: i64, body: Value) -> Value {
-    envelope(&a.agent, &a.session_id, at, Some(&a.trace_id), body)
+    envelope(&a.agent, &a.session_id, at, Some(correlation(a)), body)
 }
 
 /// `aaep:agent.progress.updated` for a vote counted on a confirmation that needs a quorum
@@ -270,7 +277,7 @@ pub fn resolution(a: &ApprovalRecord, at: i64, courtesy_for: Option<&str>) -> Va
         body["extensions"] =
             json!({"assent": {"courtesy_notice": true, "reply_token": token, "approval_id": a.id}});
     }
-    let mut ev = envelope(&a.agent, &a.session_id, at, Some(&a.trace_id), body);
+    let mut ev = envelope(&a.agent, &a.session_id, at, Some(correlation(a)), body);
     if courtesy_for.is_some() {
         ev["@context"] = json!([CONTEXT, ASSENT_CONTEXT]);
     }

@@ -102,6 +102,28 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
         code == Some(1) && err.contains("ASSENT_TEST_UNSET_SECRET (secret_env) is not set"),
         "{err}"
     );
+    // The metrics scrape key (issue 15 §2): unset, or too short to resist guessing.
+    let cfg = "listen: 127.0.0.1:0\nmetrics_key_env: ASSENT_TEST_UNSET_METRICS\n";
+    let (code, err) = serve_on(&p, cfg, Some("ASSENT_TEST_UNSET_METRICS"));
+    assert!(
+        code == Some(1)
+            && err.contains(
+                "metrics_key_env: environment variable ASSENT_TEST_UNSET_METRICS is not set"
+            ),
+        "{err}"
+    );
+    let cfg = "listen: 127.0.0.1:0\nmetrics_key_env: ASSENT_TEST_SHORT_METRICS\n";
+    std::fs::write(&p, cfg).unwrap();
+    let out = serve_cmd(&p)
+        .env("ASSENT_TEST_SHORT_METRICS", "guessable")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains("the key in ASSENT_TEST_SHORT_METRICS is shorter than 32"),
+        "{err}"
+    );
     assert!(
         !dir.path().join(".assent").exists(),
         "nothing is created when the config is bad"

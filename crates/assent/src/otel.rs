@@ -1,0 +1,89 @@
+//! Where the binary's logs and traces go (issue 15 §1): logs to stderr (`ASSENT_LOG`
+//! filter), and — when the standard OpenTelemetry variables ask for it — every span to an
+//! OTLP collector over HTTP/protobuf. Tracing is on when `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, unless `OTEL_SDK_DISABLED=true` or
+//! `OTEL_TRACES_EXPORTER=none`; the exporter reads its other settings (headers, timeout,
+//! compression) from `OTEL_EXPORTER_OTLP_*`, the batch processor from `OTEL_BSP_*`, the
+//! resource from `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` (service name `assent` when
+//! unset). W3C Trace Context is then the propagator (`traceparent`, `tracestate`).
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::sync::OnceLock;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
+
+/// The tracer provider while tracing is on, to flush at exit.
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// Whether the OTel variables turn trace export on (see the module doc).
+fn wanted() -> bool {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.trim().is_empty());
+    let is = |k: &str, v: &str| std::env::var(k).is_ok_and(|x| x.trim().eq_ignore_ascii_case(v));
+    (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+        && !is("OTEL_SDK_DISABLED", "true")
+        && !is("OTEL_TRACES_EXPORTER", "none")
+}
+
+/// The OTLP/HTTP tracer provider the variables describe; `Err` says why it cannot be built.
+fn provider() -> Result<SdkTracerProvider, String> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("assent");
+    }
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build())
+}
+
+/// Logs to stderr at `default` level unless `ASSENT_LOG` gives a filter (colour only on a
+/// terminal and without `NO_COLOR`), and exports spans when the OTel variables say so (a
+/// provider that cannot be built is logged and tracing stays off). A second call is a no-op.
+pub(crate) fn init(default: &str) {
+    let filter = EnvFilter::try_from_env("ASSENT_LOG").unwrap_or_else(|_| default.into());
+    use std::io::IsTerminal;
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let (otel, why) = match wanted().then(provider) {
+        Some(Ok(p)) => {
+            opentelemetry::global::set_text_map_propagator(
+                opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+            );
+            let tracer = p.tracer("assent");
+            let _ = PROVIDER.set(p);
+            // Our spans and events at info; the HTTP stack's own stay out (the exporter uses it).
+            let spans = EnvFilter::new(
+                "info,h2=off,hyper=off,hyper_util=off,reqwest=off,opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off,rmcp=warn",
+            );
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(spans);
+            (Some(layer), None)
+        }
+        Some(Err(e)) => (None, Some(e)),
+        None => (None, None),
+    };
+    let ok = tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .try_init()
+        .is_ok();
+    if let (true, Some(why)) = (ok, why) {
+        tracing::error!(error = %why, "OpenTelemetry export could not start; tracing is off");
+    }
+}
+
+/// Exports the spans still buffered (at most 5 s), when tracing is on: call before exiting.
+pub(crate) fn flush() {
+    if let Some(p) = PROVIDER.get() {
+        let _ = p.shutdown_with_timeout(std::time::Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,221 @@
+"""End to end: assent behind a real Caddy from Debian with TLS on loopback (issue 15 §6).
+Caddy's own local CA (`tls internal`) signs the certificate; clients trust only that root.
+
+Checked through the proxy and around it, with clients on distinct loopback addresses:
+- the dashboard's session cookie is `Secure` over https, and a client that reaches assent
+  directly cannot make it so by sending `X-Forwarded-Proto: https`;
+- `X-Forwarded-For` is believed only from the configured proxy: behind Caddy two clients are
+  told apart by the failed-authentication throttle, and neither a direct client nor one
+  behind the proxy escapes a lock-out by sending a forged `X-Forwarded-For`;
+- the dashboard's SSE stream passes through unbuffered (an event arrives while the stream is
+  open), and a long-poll through the proxy is answered when the approval is decided.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+from test_dashboard import ASSENT, free_port
+
+OPERATOR_KEY = "op-" + os.urandom(16).hex()
+AGENT_KEY = "agent-" + os.urandom(16).hex()
+CADDY = shutil.which("caddy") or "/usr/bin/caddy"
+
+
+@pytest.fixture()
+def stack(tmp_path):
+    if not os.path.exists(CADDY):
+        pytest.fail("caddy is not installed (scripts/test.sh installs Debian's)")
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "ops.agf.yaml").write_text(
+        "metadata: {id: ops_bot, name: Ops Bot, version: 1.0.0, description: proxy e2e}\n"
+        "action_space:\n  local_tools:\n    - alias: deploy\n      approval: true\n"
+    )
+    port, tls_port = free_port(), free_port()
+    (tmp_path / "assent.yaml").write_text(f"""
+listen: 127.0.0.1:{port}
+data_dir: data
+agents: ["agents/*.agf.yaml"]
+public_url: https://127.0.0.1:{tls_port}
+trusted_proxies: [127.0.0.1]
+principals:
+  - {{name: alice, kind: operator, key_env: E2E_ALICE_KEY}}
+  - {{name: ops-bot, kind: agent, agent_id: ops_bot, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
+""")
+    caddy_home = tmp_path / "caddy"
+    caddy_home.mkdir()
+    (tmp_path / "Caddyfile").write_text(f"""
+{{
+	admin off
+	grace_period 2s
+	skip_install_trust
+	storage file_system {caddy_home}
+}}
+https://127.0.0.1:{tls_port} {{
+	tls internal
+	reverse_proxy 127.0.0.1:{port} {{
+		flush_interval -1
+	}}
+}}
+""")
+    log = open(tmp_path / "serve.log", "a")
+    env = dict(os.environ, E2E_ALICE_KEY=OPERATOR_KEY, HOME=str(caddy_home),
+               XDG_DATA_HOME=str(caddy_home), XDG_CONFIG_HOME=str(caddy_home))
+    gw = subprocess.Popen([ASSENT, "serve", "--config", str(tmp_path / "assent.yaml")],
+                          env=env, stdout=log, stderr=log)
+    caddy = subprocess.Popen([CADDY, "run", "--adapter", "caddyfile", "--config",
+                              str(tmp_path / "Caddyfile")], env=env, stdout=log, stderr=log)
+    root = caddy_home / "pki" / "authorities" / "local" / "root.crt"
+    try:
+        ctx = None
+        for _ in range(200):
+            if root.exists():
+                ctx = ssl.create_default_context(cafile=str(root))
+                try:
+                    if request(("127.0.0.1", tls_port), "GET", "/healthz", ctx=ctx)[0] == 200:
+                        break
+                except (OSError, ssl.SSLError):
+                    pass
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("caddy/assent did not start: " + (tmp_path / "serve.log").read_text())
+        yield {"direct": ("127.0.0.1", port), "proxy": ("127.0.0.1", tls_port), "ctx": ctx}
+    finally:
+        for p in (caddy, gw):
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+        log.close()
+
+
+def connect(addr, ctx=None, source="127.0.0.1", timeout=60):
+    if ctx is None:
+        return http.client.HTTPConnection(*addr, timeout=timeout, source_address=(source, 0))
+    return http.client.HTTPSConnection(*addr, timeout=timeout, context=ctx,
+                                       source_address=(source, 0))
+
+
+def request(addr, method, path, key=None, body=None, headers=None, ctx=None,
+            source="127.0.0.1"):
+    """One request on a fresh connection from `source`: (status, headers, body text)."""
+    c = connect(addr, ctx, source)
+    h = dict(headers or {})
+    if key:
+        h["Authorization"] = "Bearer " + key
+    data = None
+    if body is not None:
+        data = body if isinstance(body, str) else json.dumps(body)
+        h.setdefault("Content-Type", "application/json")
+    c.request(method, path, body=data, headers=h)
+    r = c.getresponse()
+    out = (r.status, r.getheaders(), r.read().decode())
+    c.close()
+    return out
+
+
+def set_cookies(headers):
+    return [v for k, v in headers if k.lower() == "set-cookie"]
+
+
+def sign_in(addr, ctx=None, source="127.0.0.1", headers=None):
+    """The dashboard's sign-in form, then the form posted: the session's Set-Cookie."""
+    status, h, page = request(addr, "GET", "/ui/login", ctx=ctx, source=source, headers=headers)
+    assert status == 200, page
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+    login_cookie = set_cookies(h)[0].split(";")[0]
+    form = urllib.parse.urlencode({"key": OPERATOR_KEY, "csrf": csrf, "next": "/ui"})
+    status, h, page = request(addr, "POST", "/ui/login", body=form, ctx=ctx, source=source,
+                              headers={**(headers or {}), "Cookie": login_cookie,
+                                       "Content-Type": "application/x-www-form-urlencoded"})
+    assert status in (302, 303), (status, page)
+    return [c for c in set_cookies(h) if c.startswith("assent_ui=")][0]
+
+
+def test_dashboard_cookies_are_secure_over_tls_and_not_by_a_forged_header(stack):
+    through_proxy = sign_in(stack["proxy"], stack["ctx"], source="127.0.0.3")
+    assert "; Secure" in through_proxy
+    # A client talking to assent directly claims https: assent does not believe it.
+    direct = sign_in(stack["direct"], source="127.0.0.2", headers={"X-Forwarded-Proto": "https"})
+    assert "Secure" not in direct
+
+
+def lock_out(addr, ctx=None, source="127.0.0.1", headers=None):
+    wrong = "wrong-" + os.urandom(16).hex()
+    for _ in range(40):
+        status, _, _ = request(addr, "GET", "/v1/approvals", wrong, ctx=ctx, source=source,
+                               headers=headers)
+        if status == 429:
+            return
+    pytest.fail("40 wrong keys in a row were never throttled")
+
+
+def test_forwarded_for_is_believed_only_from_the_proxy(stack):
+    proxy, ctx, direct = stack["proxy"], stack["ctx"], stack["direct"]
+    # Behind Caddy, a guessing client is locked out, and another is not: told apart by the
+    # X-Forwarded-For Caddy sets, not lumped together as the proxy's address.
+    lock_out(proxy, ctx, source="127.0.0.3")
+    assert request(proxy, "GET", "/v1/approvals", OPERATOR_KEY, ctx=ctx, source="127.0.0.3")[0] == 429
+    assert request(proxy, "GET", "/v1/approvals", OPERATOR_KEY, ctx=ctx, source="127.0.0.4")[0] == 200
+    # A forged X-Forwarded-For through the proxy does not lift the lock-out (Caddy replaces it).
+    forged = {"X-Forwarded-For": "10.9.9.9"}
+    assert request(proxy, "GET", "/v1/approvals", OPERATOR_KEY, ctx=ctx, source="127.0.0.3",
+                   headers=forged)[0] == 429
+    # Directly, X-Forwarded-For is not believed: guessing "from" rotating addresses still
+    # locks out the real peer, and a forged address does not get it out again.
+    for i in range(40):
+        status, _, _ = request(direct, "GET", "/v1/approvals", "wrong-" + os.urandom(16).hex(),
+                               source="127.0.0.2", headers={"X-Forwarded-For": f"10.0.0.{i}"})
+        if status == 429:
+            break
+    assert status == 429
+    assert request(direct, "GET", "/v1/approvals", OPERATOR_KEY, source="127.0.0.2",
+                   headers={"X-Forwarded-For": "10.1.1.1"})[0] == 429
+    assert request(direct, "GET", "/v1/approvals", OPERATOR_KEY, source="127.0.0.5")[0] == 200
+
+
+def test_sse_and_long_polls_pass_through_the_proxy(stack):
+    proxy, ctx = stack["proxy"], stack["ctx"]
+    session = sign_in(proxy, ctx, source="127.0.0.6").split(";")[0]
+    stream = connect(proxy, ctx, timeout=20)
+    stream.request("GET", "/ui/events", headers={"Cookie": session, "Accept": "text/event-stream"})
+    events = stream.getresponse()
+    assert events.status == 200
+    assert events.getheader("Content-Type").startswith("text/event-stream")
+
+    deploy = {"agent": "ops_bot", "session_id": "s1", "tool": "deploy",
+              "arguments": {"service": "api"}}
+    status, _, body = request(proxy, "POST", "/v1/tool-calls", AGENT_KEY, deploy, ctx=ctx)
+    assert status == 202, body
+    aid = json.loads(body)["approval_id"]
+    # The change reaches the open stream through Caddy (a buffering proxy would hold it).
+    seen = []
+    while not any(line.startswith("event: changed") for line in seen):
+        line = events.fp.readline().decode()
+        assert line, "the stream ended"
+        seen.append(line)
+    stream.close()
+
+    polled = {}
+    poll = threading.Thread(target=lambda: polled.update(r=request(
+        proxy, "GET", f"/v1/approvals/{aid}?wait=30", AGENT_KEY, ctx=ctx)))
+    poll.start()
+    time.sleep(0.3)
+    status, _, body = request(proxy, "POST", f"/v1/approvals/{aid}/decision", OPERATOR_KEY,
+                              {"decision": "approve", "reason": "behind caddy"}, ctx=ctx)
+    assert status == 200, body
+    poll.join(40)
+    status, _, body = polled["r"]
+    assert status == 200 and json.loads(body)["status"] == "approved", body
