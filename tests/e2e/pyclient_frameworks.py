@@ -1,0 +1,152 @@
+"""The agent runs of test_python_client.py: the real OpenAI Agents SDK and the real LangChain
+`create_agent` graph with human-in-the-loop middleware, each with a scripted model (no
+network) and tools that record what really ran. Both scripts are the same: the model asks to
+pay (`transfer_funds`); when that is approved it answers "Paid."; when it reads a rejection it
+re-plans with `get_balance` and then answers "Checked the balance instead."."""
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+PAYMENT = {"amount": 5000, "currency": "EUR", "recipient": "ext-acme"}
+
+
+@dataclass
+class Outcome:
+    ran: list = field(default_factory=list)  # (tool, arguments) of every tool body that ran
+    final: str = ""
+    rejection_seen: str = ""  # what the model read after the first tool call
+
+
+# --- OpenAI Agents SDK ----------------------------------------------------------------------
+
+
+def agents_run(aclient, session_id, steps):
+    """`steps`: "approve", "deny" (the model re-plans) or "bypass" (the interruption is
+    approved in the RunState directly, not by assent)."""
+    from agents import Agent, Runner, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    from assent_client import AsyncApprover
+    from assent_client.openai_agents import AssentAgents
+
+    out = Outcome()
+
+    @function_tool
+    def transfer_funds(amount: int, currency: str, recipient: str) -> str:
+        """Moves money out of the treasury account."""
+        out.ran.append(("transfer_funds", {"amount": amount, "currency": currency, "recipient": recipient}))
+        return "transferred"
+
+    @function_tool
+    def get_balance(account: str) -> str:
+        """Reads an account's balance."""
+        out.ran.append(("get_balance", {"account": account}))
+        return "12000 EUR"
+
+    def replan(call):
+        out.rejection_seen = json.dumps(call.input, default=str)
+        if steps == "bypass":
+            return [assistant_message("Gave up.")]
+        return [function_call("get_balance", {"account": "eur"}, call_id="c2")]
+
+    script = [[function_call("transfer_funds", PAYMENT, call_id="c1")]]
+    if steps == "approve":
+        script.append([assistant_message("Paid.")])
+    else:
+        script += [ModelStep.respond(replan), [assistant_message("Checked the balance instead.")]]
+    model = ScriptedModel(script)
+    adapter = AssentAgents(AsyncApprover(aclient, session_id=session_id))
+    agent = Agent(name="helper", instructions="Pay invoices.", model=model,
+                  tools=[adapter.gate(transfer_funds), adapter.gate(get_balance)])
+
+    async def go():
+        try:
+            if steps == "bypass":
+                result = await Runner.run(agent, "Pay invoice 4711.")
+                state = result.to_state()
+                for item in result.interruptions:
+                    state.approve(item)  # not assent's approval: no token for the call
+                return await Runner.run(agent, state)
+            return await adapter.run(agent, "Pay invoice 4711.")
+        finally:
+            await aclient.aclose()
+
+    out.final = str(asyncio.run(go()).final_output)
+    return out
+
+
+# --- LangChain / LangGraph ------------------------------------------------------------------
+
+
+def _scripted_chat():
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class ScriptedChat(BaseChatModel):
+        """A chat model that answers from a script: an AIMessage, or a function of the
+        messages it was sent. `bind_tools` keeps the script (the tools are the agent's)."""
+
+        script: list[Any]
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def bind_tools(self, tools, **kwargs):
+            return self
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            step = self.script.pop(0)
+            msg = step(messages) if callable(step) else step
+            return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    return ScriptedChat
+
+
+def langchain_run(approver, mode, steps):
+    """`steps`: "approve" or "deny" (the model re-plans); `mode`: the HITL interrupt mode."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from assent_client.langchain_hitl import AssentHITL
+
+    out = Outcome()
+
+    @tool
+    def transfer_funds(amount: int, currency: str, recipient: str) -> str:
+        """Moves money out of the treasury account."""
+        out.ran.append(("transfer_funds", {"amount": amount, "currency": currency, "recipient": recipient}))
+        return "transferred"
+
+    @tool
+    def get_balance(account: str) -> str:
+        """Reads an account's balance."""
+        out.ran.append(("get_balance", {"account": account}))
+        return "12000 EUR"
+
+    def call(name, args, id):
+        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": id, "type": "tool_call"}])
+
+    def replan(messages):
+        out.rejection_seen = "\n".join(str(m.content) for m in messages if isinstance(m, ToolMessage))
+        return call("get_balance", {"account": "eur"}, "c2")
+
+    script = [call("transfer_funds", PAYMENT, "c1")]
+    if steps == "approve":
+        script.append(AIMessage(content="Paid."))
+    else:
+        script += [replan, AIMessage(content="Checked the balance instead.")]
+    hitl = AssentHITL(approver, ["transfer_funds", "get_balance"], interrupt_mode=mode)
+    graph = create_agent(_scripted_chat()(script=script), tools=[transfer_funds, get_balance],
+                         middleware=hitl.middleware, checkpointer=InMemorySaver())
+    try:
+        result = hitl.invoke(graph, {"messages": [{"role": "user", "content": "Pay invoice 4711."}]},
+                             {"configurable": {"thread_id": approver.session_id}})
+    finally:
+        approver.client.close()
+    out.final = str(result.value["messages"][-1].content)
+    return out
