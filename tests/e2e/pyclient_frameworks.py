@@ -5,11 +5,11 @@ pay (`transfer_funds`); when that is approved it answers "Paid."; when it reads 
 re-plans with `get_balance` and then answers "Checked the balance instead."."""
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 PAYMENT = {"amount": 5000, "currency": "EUR", "recipient": "ext-acme"}
+EDITED = {**PAYMENT, "amount": 900}  # what the operator approves instead (`assent approve --args`)
 
 
 @dataclass
@@ -23,7 +23,8 @@ class Outcome:
 
 
 def agents_run(aclient, session_id, steps):
-    """`steps`: "approve", "deny" (the model re-plans) or "bypass" (the interruption is
+    """`steps`: "approve", "deny" (the model re-plans), "edit" (the operator approved other
+    arguments: the model reads them and makes that call) or "bypass" (the interruption is
     approved in the RunState directly, not by assent)."""
     from agents import Agent, Runner, function_tool
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
@@ -46,14 +47,20 @@ def agents_run(aclient, session_id, steps):
         return "12000 EUR"
 
     def replan(call):
-        out.rejection_seen = json.dumps(call.input, default=str)
+        # What the model reads: the outputs given back for its tool calls.
+        out.rejection_seen = "\n".join(str(i.get("output")) for i in call.input
+                                       if isinstance(i, dict) and i.get("type") == "function_call_output")
         if steps == "bypass":
             return [assistant_message("Gave up.")]
+        if steps == "edit":
+            return [function_call("transfer_funds", EDITED, call_id="c3")]
         return [function_call("get_balance", {"account": "eur"}, call_id="c2")]
 
     script = [[function_call("transfer_funds", PAYMENT, call_id="c1")]]
     if steps == "approve":
         script.append([assistant_message("Paid.")])
+    elif steps == "edit":
+        script += [ModelStep.respond(replan), [assistant_message("Paid.")]]
     else:
         script += [ModelStep.respond(replan), [assistant_message("Checked the balance instead.")]]
     model = ScriptedModel(script)
@@ -106,11 +113,13 @@ def _scripted_chat():
 
 
 def langchain_run(approver, mode, steps):
-    """`steps`: "approve" or "deny" (the model re-plans); `mode`: the HITL interrupt mode."""
+    """`steps`: "approve", "deny" (the model re-plans) or "bypass" (the interrupt is answered
+    with an approval by someone else than assent); `mode`: the HITL interrupt mode."""
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, ToolMessage
     from langchain_core.tools import tool
     from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
 
     from assent_client.langchain_hitl import AssentHITL
 
@@ -138,14 +147,27 @@ def langchain_run(approver, mode, steps):
     script = [call("transfer_funds", PAYMENT, "c1")]
     if steps == "approve":
         script.append(AIMessage(content="Paid."))
+    elif steps == "bypass":
+        def give_up(messages):
+            replan(messages)
+            return AIMessage(content="Gave up.")
+
+        script.append(give_up)
     else:
         script += [replan, AIMessage(content="Checked the balance instead.")]
     hitl = AssentHITL(approver, ["transfer_funds", "get_balance"], interrupt_mode=mode)
     graph = create_agent(_scripted_chat()(script=script), tools=[transfer_funds, get_balance],
                          middleware=hitl.middleware, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": approver.session_id}}
+    start = {"messages": [{"role": "user", "content": "Pay invoice 4711."}]}
     try:
-        result = hitl.invoke(graph, {"messages": [{"role": "user", "content": "Pay invoice 4711."}]},
-                             {"configurable": {"thread_id": approver.session_id}})
+        if steps == "bypass":
+            first = graph.invoke(start, config, version="v2")
+            approve = {"decisions": [{"type": "approve"}]} if mode == "batched" else {"type": "approve"}
+            result = graph.invoke(Command(resume={i.id: approve for i in first.interrupts}), config,
+                                  version="v2")
+        else:
+            result = hitl.invoke(graph, start, config)
     finally:
         approver.client.close()
     out.final = str(result.value["messages"][-1].content)

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -226,7 +227,7 @@ def test_async_client_waits_for_a_denial(gateway):
 
 # --- OpenAI Agents SDK ----------------------------------------------------------------------
 
-from pyclient_frameworks import agents_run, langchain_run  # noqa: E402
+from pyclient_frameworks import EDITED, agents_run, langchain_run  # noqa: E402
 
 
 def test_agents_sdk_held_call_runs_once_after_assent_approve(gateway):
@@ -256,6 +257,21 @@ def test_agents_sdk_denied_call_is_replanned(gateway):
     assert out.ran == [("get_balance", {"account": "eur"})]  # not the transfer
     assert "use the EUR account" in out.rejection_seen
     assert out.final == "Checked the balance instead."
+
+
+def test_agents_sdk_operator_edit_runs_only_the_edited_call(gateway):
+    """The SDK cannot change a pending call's arguments: the adapter rejects the model's call
+    with the approved arguments, keeps the token, and the model's call with exactly those
+    arguments runs under it (no second approval)."""
+    s = session()
+    human = Human(gateway, s, ("approve", "--args", json.dumps(EDITED)))
+    human.start()
+    out = agents_run(AsyncAssentClient(gateway, AGENT_KEY, AGENT), s, steps="edit")
+    human.finish()
+    assert out.ran == [("transfer_funds", EDITED)]
+    assert '"amount": 900' in out.rejection_seen
+    assert out.final == "Paid."
+    assert pending_of(gateway, s) == []
 
 
 def test_agents_sdk_approval_outside_assent_does_not_run_the_tool(gateway):
@@ -296,12 +312,20 @@ def test_langchain_denied_call_is_replanned(gateway):
 
 def test_langchain_operator_edit_runs_the_edited_call(gateway):
     s = session()
-    edited = {**PAYMENT, "amount": 900}
-    human = Human(gateway, s, ("approve", "--args", json.dumps(edited)))
+    human = Human(gateway, s, ("approve", "--args", json.dumps(EDITED)))
     human.start()
     out = langchain_run(Approver(client(gateway), session_id=s), "batched", "approve")
     human.finish()
-    assert out.ran == [("transfer_funds", edited)]
+    assert out.ran == [("transfer_funds", EDITED)]
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_langchain_approval_outside_assent_does_not_run_the_tool(gateway, mode):
+    """The interrupt answered `approve` by someone else than assent: the redeeming middleware
+    finds no approval for the call, so the tool does not run and the model reads why."""
+    out = langchain_run(Approver(client(gateway), session_id=session()), mode, "bypass")
+    assert out.ran == []
+    assert NOT_APPROVED in out.rejection_seen
 
 
 def test_async_approver_refuses_a_call_it_never_approved(gateway):
@@ -309,8 +333,14 @@ def test_async_approver_refuses_a_call_it_never_approved(gateway):
     assert asyncio.run(approver.redeem_for("transfer_funds", PAYMENT)) == NOT_APPROVED
 
 
-def test_package_type_checks_strictly():
-    """mypy --strict over the package, when mypy is installed (it is in tests/e2e/requirements)."""
-    mypy = pytest.importorskip("mypy.api")
-    out, err, code = mypy.run(["--strict", "--no-incremental", str(ROOT / "clients" / "python" / "src" / "assent_client")])
-    assert code == 0, out + err
+def test_client_type_checks_strictly(tmp_path):
+    """mypy --strict over the client and the shared approval logic (the adapters too, when
+    ASSENT_MYPY_ADAPTERS=1: that pulls in both frameworks' sources and takes a minute)."""
+    pytest.importorskip("mypy")
+    src = ROOT / "clients" / "python" / "src" / "assent_client"
+    files = ["__init__.py", "client.py", "wire.py", "gate.py"]
+    if os.environ.get("ASSENT_MYPY_ADAPTERS") == "1":
+        files += ["openai_agents.py", "langchain_hitl.py"]
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
+                        *(str(src / f) for f in files)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

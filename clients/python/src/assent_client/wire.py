@@ -138,13 +138,8 @@ def parse_gate_answer(body: JSON) -> GateAnswer:
     """Reads the answer to ``POST /v1/tool-calls`` (200, 202 or 403 TOOL_DENIED)."""
     d = _obj(body, "the gate answer")
     kind = d.get("decision")
-    common = dict(
-        call_hash=_str(d, "call_hash"),
-        risk_tier=_str(d, "risk_tier"),
-        reasons=_reasons(d),
-        triggers=_strs(d, "triggers"),
-        raw=d,
-    )
+    call_hash, risk_tier = _str(d, "call_hash"), _str(d, "risk_tier")
+    reasons, triggers = _reasons(d), _strs(d, "triggers")
     if kind == "allow":
         approval_id = _opt_str(d, "approval_id")
         if approval_id is None and any(d.get(k) is not None for k in _GRANT_FIELDS):
@@ -158,10 +153,21 @@ def parse_gate_answer(body: JSON) -> GateAnswer:
             scope=_opt_str(d, "scope"),
             token=token,
             token_expires_at=_opt_str(d, "token_expires_at"),
-            **common,
+            call_hash=call_hash,
+            risk_tier=risk_tier,
+            reasons=reasons,
+            triggers=triggers,
+            raw=d,
         )
     if kind == "deny":
-        return Denied(reason=_str(d, "reason"), **common)
+        return Denied(
+            call_hash=call_hash,
+            risk_tier=risk_tier,
+            reason=_str(d, "reason"),
+            reasons=reasons,
+            triggers=triggers,
+            raw=d,
+        )
     if kind == "pending":
         joined = d.get("joined", False)
         return Pending(
@@ -169,7 +175,11 @@ def parse_gate_answer(body: JSON) -> GateAnswer:
             message=_str(d, "message"),
             expires_at=_str(d, "expires_at"),
             joined=joined is True,
-            **common,
+            call_hash=call_hash,
+            risk_tier=risk_tier,
+            reasons=reasons,
+            triggers=triggers,
+            raw=d,
         )
     raise bad(f"unknown decision {kind!r}")
 
