@@ -112,7 +112,7 @@ def _scripted_chat():
     return ScriptedChat
 
 
-def langchain_run(approver, mode, steps):
+def langchain_run(approver, mode, steps, use_async=False):
     """`steps`: "approve", "deny" (the model re-plans) or "bypass" (the interrupt is answered
     with an approval by someone else than assent); `mode`: the HITL interrupt mode."""
     from langchain.agents import create_agent
@@ -166,6 +166,8 @@ def langchain_run(approver, mode, steps):
             approve = {"decisions": [{"type": "approve"}]} if mode == "batched" else {"type": "approve"}
             result = graph.invoke(Command(resume={i.id: approve for i in first.interrupts}), config,
                                   version="v2")
+        elif use_async:
+            result = asyncio.run(hitl.ainvoke(graph, start, config))
         else:
             result = hitl.invoke(graph, start, config)
     finally:

@@ -209,6 +209,22 @@ def test_client_errors_carry_the_gateways_code(gateway):
     assert e.value.code == "TOKEN_INVALID"
 
 
+def test_client_refuses_an_allow_that_carries_a_token_without_its_approval(gateway):
+    """A gateway answer (or a proxy's rewrite of one) that says `allow` with a grant's token
+    but no `approval_id` is refused, not read as a plain allow: a token must never be skipped.
+    The answer is the live gateway's own `allow`, with the `approval_id` taken out."""
+    real = httpx.post(gateway + "/v1/tool-calls", headers={"Authorization": f"Bearer {AGENT_KEY}"},
+                      json={"agent": AGENT, "session_id": session(), "tool": "get_balance",
+                            "arguments": {}}, timeout=10).json()
+    assert real["decision"] == "allow"
+    forged = {**real, "token": "eyJhbGciOiJFZERTQSJ9.e30.AAAA", "scope": "session"}
+    forged.pop("approval_id", None)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=forged))
+    with AssentClient(gateway, AGENT_KEY, AGENT, transport=transport) as c, pytest.raises(AssentError) as e:
+        c.propose("get_balance", {}, session_id=session())
+    assert e.value.code == "BAD_RESPONSE"
+
+
 def test_async_client_waits_for_a_denial(gateway):
     s = session()
 
@@ -285,12 +301,12 @@ def test_agents_sdk_approval_outside_assent_does_not_run_the_tool(gateway):
 # --- LangChain / LangGraph human-in-the-loop ------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["batched", "per_call"])
-def test_langchain_held_call_runs_once_after_assent_approve(gateway, mode):
+@pytest.mark.parametrize("mode,use_async", [("batched", False), ("per_call", False), ("per_call", True)])
+def test_langchain_held_call_runs_once_after_assent_approve(gateway, mode, use_async):
     s = session()
     human = Human(gateway, s, ("approve", "--reason", "ok"))
     human.start()
-    out = langchain_run(Approver(client(gateway), session_id=s), mode, "approve")
+    out = langchain_run(Approver(client(gateway), session_id=s), mode, "approve", use_async)
     (decided,) = human.finish()
     assert out.ran == [("transfer_funds", PAYMENT)]
     assert out.final == "Paid."

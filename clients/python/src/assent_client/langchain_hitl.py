@@ -149,3 +149,19 @@ class AssentHITL:
         if out.interrupts:
             raise RuntimeError(f"the graph was still interrupted after {max_resumes} resumes")
         return out
+
+    async def ainvoke(
+        self, graph: Any, input: Any, config: Any, *, max_resumes: int = 100, **kwargs: Any
+    ) -> GraphOutput[Any]:
+        """:meth:`invoke` with ``graph.ainvoke``; assent is asked in a worker thread (the
+        approver's client is synchronous), so the event loop keeps running while a person
+        decides."""
+        out: GraphOutput[Any] = await graph.ainvoke(input, config, version="v2", **kwargs)
+        for _ in range(max_resumes):
+            if not out.interrupts:
+                return out
+            command = await asyncio.to_thread(self.resume, out.interrupts)
+            out = await graph.ainvoke(command, config, version="v2", **kwargs)
+        if out.interrupts:
+            raise RuntimeError(f"the graph was still interrupted after {max_resumes} resumes")
+        return out
