@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -202,7 +203,11 @@ class AssentClient:
     def _send(self, q: _Request) -> httpx.Response:
         try:
             return self._http.request(
-                q.method, q.path, json=q.body, params=q.params, timeout=self._timeout + q.extra_timeout
+                q.method,
+                q.path,
+                json=q.body,
+                params=q.params,
+                timeout=self._timeout + q.extra_timeout,
             )
         except httpx.HTTPError as e:
             raise AssentError("UNREACHABLE", str(e)) from e
@@ -245,7 +250,9 @@ class AssentClient:
     ) -> Redeemed:
         """Redeems a single-use token for exactly this call, just before it runs: ``409
         TOKEN_USED`` the second time, ``403 TOKEN_MISMATCH`` for any other call."""
-        return _read(self._send(self._req.redeem(token, tool, arguments, server, device_id)), parse_redeemed)
+        return _read(
+            self._send(self._req.redeem(token, tool, arguments, server, device_id)), parse_redeemed
+        )
 
     def cancel(self, approval_id: str, *, reason: str | None = None) -> Approval:
         """Withdraws a pending approval (nobody can approve it afterwards)."""
@@ -306,7 +313,11 @@ class AsyncAssentClient:
     async def _send(self, q: _Request) -> httpx.Response:
         try:
             return await self._http.request(
-                q.method, q.path, json=q.body, params=q.params, timeout=self._timeout + q.extra_timeout
+                q.method,
+                q.path,
+                json=q.body,
+                params=q.params,
+                timeout=self._timeout + q.extra_timeout,
             )
         except httpx.HTTPError as e:
             raise AssentError("UNREACHABLE", str(e)) from e
@@ -321,7 +332,9 @@ class AsyncAssentClient:
         **extra: Any,
     ) -> GateAnswer:
         """See :meth:`AssentClient.propose`."""
-        return _read_gate(await self._send(self._req.propose(tool, arguments, session_id, server, extra)))
+        return _read_gate(
+            await self._send(self._req.propose(tool, arguments, session_id, server, extra))
+        )
 
     async def approval(self, approval_id: str, *, wait: float | None = None) -> Approval:
         """See :meth:`AssentClient.approval`."""

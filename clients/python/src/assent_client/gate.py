@@ -46,7 +46,9 @@ def call_key(tool: str, server: str | None, arguments: JSON) -> Key:
     return (tool, server, json.dumps(arguments, sort_keys=True, separators=(",", ":")))
 
 
-def from_answer(tool: str, server: str | None, args: dict[str, JSON], a: Allowed | Denied) -> Verdict:
+def from_answer(
+    tool: str, server: str | None, args: dict[str, JSON], a: Allowed | Denied
+) -> Verdict:
     """The verdict an allow or a deny settles (a pending call waits for its approval)."""
     if isinstance(a, Allowed):
         return Verdict(True, tool, server, args, approval_id=a.approval_id, token=a.token)
@@ -57,7 +59,15 @@ def from_approval(tool: str, server: str | None, args: dict[str, JSON], a: Appro
     """The verdict a settled (or timed-out) approval gives."""
     if a.token is not None:
         edited = a.arguments_changed
-        return Verdict(True, tool, server, a.effective_arguments, approval_id=a.id, token=a.token, edited=edited)
+        return Verdict(
+            True,
+            tool,
+            server,
+            a.effective_arguments,
+            approval_id=a.id,
+            token=a.token,
+            edited=edited,
+        )
     if a.status == "pending":
         why = "nobody decided in time; the request was withdrawn"
     elif a.status == "approved":
@@ -213,7 +223,9 @@ class AsyncApprover(_Base):
         if (v := self._kept(tool, arguments)) is not None:
             return replace(v, edited=False)
         server = self.server_of(tool)
-        answer = await self.client.propose(tool, arguments, session_id=self.session_id, server=server)
+        answer = await self.client.propose(
+            tool, arguments, session_id=self.session_id, server=server
+        )
         if not isinstance(answer, Pending):
             return from_answer(tool, server, arguments, answer)
         a = await self.client.wait(answer.approval_id, timeout=self.timeout)

@@ -41,7 +41,9 @@ class AssentRedeemMiddleware(AgentMiddleware[Any, Any, Any]):
 
     def _refused(self, request: ToolCallRequest, refusal: str) -> ToolMessage:
         call = request.tool_call
-        return ToolMessage(content=refusal, name=call["name"], tool_call_id=call["id"] or "", status="error")
+        return ToolMessage(
+            content=refusal, name=call["name"], tool_call_id=call["id"] or "", status="error"
+        )
 
     def wrap_tool_call(
         self,
@@ -101,7 +103,9 @@ class AssentHITL:
         )
         return [hitl, AssentRedeemMiddleware(self.approver, self.tools)]
 
-    def decide(self, name: str, args: dict[str, JSON], allowed: Sequence[str] = DECISIONS) -> Decision:
+    def decide(
+        self, name: str, args: dict[str, JSON], allowed: Sequence[str] = DECISIONS
+    ) -> Decision:
         """assent's decision on one call, as the HITL middleware reads it."""
         if "reject" not in allowed:
             raise ValueError(f"`{name}` must allow the reject decision to be gated by assent")
@@ -123,7 +127,9 @@ class AssentHITL:
         if isinstance(value, dict) and value.get("type") == "tool_approval":
             return self.decide(value["name"], value["args"])
         if isinstance(value, dict) and isinstance(value.get("action_requests"), list):
-            allowed = {c["action_name"]: c["allowed_decisions"] for c in value.get("review_configs", [])}
+            allowed = {
+                c["action_name"]: c["allowed_decisions"] for c in value.get("review_configs", [])
+            }
             decisions = [
                 self.decide(r["name"], r["args"], allowed.get(r["name"], DECISIONS))
                 for r in value["action_requests"]

@@ -1,4 +1,5 @@
-"""assent as the approver of an OpenAI Agents SDK run (``pip install 'assent-client[openai-agents]'``).
+"""assent as the approver of an OpenAI Agents SDK run
+(``pip install 'assent-client[openai-agents]'``).
 
 A tool made with :meth:`AssentAgents.gate` needs approval (``needs_approval=True``), so the
 SDK stops the run with an interruption at each call of it. :meth:`AssentAgents.run` proposes
@@ -16,7 +17,7 @@ import dataclasses
 import json
 from typing import Any
 
-from agents import Agent, FunctionTool, RunResult, Runner, RunState
+from agents import Agent, FunctionTool, Runner, RunResult, RunState
 from agents.items import ToolApprovalItem
 from agents.tool_guardrails import (
     ToolGuardrailFunctionOutput,
@@ -60,7 +61,9 @@ class AssentAgents:
         ctx = data.context
         args = _arguments(ctx.tool_arguments)
         if args is None:
-            return ToolGuardrailFunctionOutput.reject_content("the tool's arguments are not a JSON object")
+            return ToolGuardrailFunctionOutput.reject_content(
+                "the tool's arguments are not a JSON object"
+            )
         refusal = await self.approver.redeem_for(ctx.tool_name, args)
         if refusal is None:
             return ToolGuardrailFunctionOutput.allow()

@@ -6,7 +6,7 @@ answer is an :class:`AssentError` with code ``BAD_RESPONSE``, never a silent all
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 JSON = Any
 """A decoded JSON value."""
@@ -128,7 +128,7 @@ class Pending:
     decision: Literal["pending"] = "pending"
 
 
-GateAnswer = Union[Allowed, Denied, Pending]
+GateAnswer = Allowed | Denied | Pending
 """The gate's answer to a proposed call."""
 
 _GRANT_FIELDS = ("grant_id", "scope", "token", "approval_token", "token_expires_at")
