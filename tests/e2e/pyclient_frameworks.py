@@ -2,7 +2,9 @@
 `create_agent` graph with human-in-the-loop middleware, each with a scripted model (no
 network) and tools that record what really ran. Both scripts are the same: the model asks to
 pay (`transfer_funds`); when that is approved it answers "Paid."; when it reads a rejection it
-re-plans with `get_balance` and then answers "Checked the balance instead."."""
+re-plans with `get_balance` and then answers "Checked the balance instead.". In the "approve"
+script the first turn also reads a balance (allowed by policy, no person), so one turn holds two
+gated calls."""
 
 import asyncio
 from dataclasses import dataclass, field
@@ -58,6 +60,7 @@ def agents_run(aclient, session_id, steps):
 
     script = [[function_call("transfer_funds", PAYMENT, call_id="c1")]]
     if steps == "approve":
+        script[0].append(function_call("get_balance", {"account": "main"}, call_id="c0"))
         script.append([assistant_message("Paid.")])
     elif steps == "edit":
         script += [ModelStep.respond(replan), [assistant_message("Paid.")]]
@@ -137,8 +140,10 @@ def langchain_run(approver, mode, steps, use_async=False):
         out.ran.append(("get_balance", {"account": account}))
         return "12000 EUR"
 
-    def call(name, args, id):
-        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": id, "type": "tool_call"}])
+    def call(name, args, id, *more):
+        calls = [(name, args, id), *more]
+        return AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"}
+                                                 for n, a, i in calls])
 
     def replan(messages):
         out.rejection_seen = "\n".join(str(m.content) for m in messages if isinstance(m, ToolMessage))
@@ -146,6 +151,7 @@ def langchain_run(approver, mode, steps, use_async=False):
 
     script = [call("transfer_funds", PAYMENT, "c1")]
     if steps == "approve":
+        script[0] = call("transfer_funds", PAYMENT, "c1", ("get_balance", {"account": "main"}, "c0"))
         script.append(AIMessage(content="Paid."))
     elif steps == "bypass":
         def give_up(messages):

@@ -252,7 +252,7 @@ def test_agents_sdk_held_call_runs_once_after_assent_approve(gateway):
     human.start()
     out = agents_run(AsyncAssentClient(gateway, AGENT_KEY, AGENT), s, steps="approve")
     (decided,) = human.finish()
-    assert out.ran == [("transfer_funds", PAYMENT)]
+    assert sorted(out.ran) == [("get_balance", {"account": "main"}), ("transfer_funds", PAYMENT)]
     assert out.final == "Paid."
     assert decided["call"]["arguments"] == PAYMENT
     # The token was spent by the tool's guardrail, for that call.
@@ -308,7 +308,7 @@ def test_langchain_held_call_runs_once_after_assent_approve(gateway, mode, use_a
     human.start()
     out = langchain_run(Approver(client(gateway), session_id=s), mode, "approve", use_async)
     (decided,) = human.finish()
-    assert out.ran == [("transfer_funds", PAYMENT)]
+    assert sorted(out.ran) == [("get_balance", {"account": "main"}), ("transfer_funds", PAYMENT)]
     assert out.final == "Paid."
     with client(gateway) as c, pytest.raises(AssentError) as e:
         c.redeem(c.approval(decided["id"]).token, "transfer_funds", PAYMENT)
@@ -332,7 +332,7 @@ def test_langchain_operator_edit_runs_the_edited_call(gateway):
     human.start()
     out = langchain_run(Approver(client(gateway), session_id=s), "batched", "approve")
     human.finish()
-    assert out.ran == [("transfer_funds", EDITED)]
+    assert sorted(out.ran) == [("get_balance", {"account": "main"}), ("transfer_funds", EDITED)]
 
 
 @pytest.mark.parametrize("mode", ["batched", "per_call"])

@@ -11,6 +11,7 @@ Anything not registered is refused: fail closed."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -78,25 +79,27 @@ def from_approval(tool: str, server: str | None, args: dict[str, JSON], a: Appro
 
 
 class _Passes:
-    """Approved calls waiting to run, and edited approvals kept for a later identical call."""
+    """Approved calls waiting to run, and edited approvals kept for a later identical call.
+    A lock guards them: LangGraph runs a turn's tool calls in parallel threads."""
 
     def __init__(self) -> None:
         self.ready: dict[Key, list[Verdict]] = {}
         self.kept: dict[Key, list[Verdict]] = {}
+        self._lock = threading.Lock()
 
-    @staticmethod
-    def _push(d: dict[Key, list[Verdict]], v: Verdict) -> None:
-        d.setdefault(call_key(v.tool, v.server, v.arguments), []).append(v)
+    def push(self, d: dict[Key, list[Verdict]], v: Verdict) -> None:
+        with self._lock:
+            d.setdefault(call_key(v.tool, v.server, v.arguments), []).append(v)
 
-    @staticmethod
-    def _pop(d: dict[Key, list[Verdict]], key: Key) -> Verdict | None:
-        vs = d.get(key)
-        if not vs:
-            return None
-        v = vs.pop(0)
-        if not vs:
-            del d[key]
-        return v
+    def pop(self, d: dict[Key, list[Verdict]], key: Key) -> Verdict | None:
+        with self._lock:
+            vs = d.get(key)
+            if not vs:
+                return None
+            v = vs.pop(0)
+            if not vs:
+                del d[key]
+            return v
 
 
 def _edit_message(v: Verdict) -> str:
@@ -121,23 +124,23 @@ class _Base:
         return self.servers.get(tool)
 
     def _kept(self, tool: str, args: dict[str, JSON]) -> Verdict | None:
-        return _Passes._pop(self._passes.kept, call_key(tool, self.server_of(tool), args))
+        return self._passes.pop(self._passes.kept, call_key(tool, self.server_of(tool), args))
 
     def allow(self, v: Verdict) -> None:
         """Registers an approved verdict for the call that will run (its ``arguments``)."""
         if not v.approved:
             raise ValueError("only an approved verdict may be registered to run")
-        _Passes._push(self._passes.ready, v)
+        self._passes.push(self._passes.ready, v)
 
     def keep(self, v: Verdict) -> str:
         """Keeps an approval edited by an operator for a later call with exactly its arguments
         (for frameworks that cannot change a pending call's arguments); answers the message
         that tells the model so."""
-        _Passes._push(self._passes.kept, v)
+        self._passes.push(self._passes.kept, v)
         return _edit_message(v)
 
     def _take(self, tool: str, args: JSON) -> Verdict | None:
-        return _Passes._pop(self._passes.ready, call_key(tool, self.server_of(tool), args))
+        return self._passes.pop(self._passes.ready, call_key(tool, self.server_of(tool), args))
 
 
 def _refusal(tool: str, e: AssentError) -> str:
