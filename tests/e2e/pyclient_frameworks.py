@@ -28,12 +28,13 @@ def agents_run(aclient, session_id, steps):
     """`steps`: "approve", "deny" (the model re-plans), "edit" (the operator approved other
     arguments: the model reads them and makes that call) or "bypass" (the interruption is
     approved in the RunState directly, not by assent)."""
-    from agents import Agent, Runner, function_tool
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
     from assent_client import AsyncApprover
     from assent_client.openai_agents import AssentAgents
 
+    set_tracing_disabled(True)  # no trace export: nothing leaves the machine
     out = Outcome()
 
     @function_tool

@@ -20,7 +20,8 @@ import pytest
 
 from test_dashboard import ASSENT, ROOT, free_port
 
-os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # nothing leaves the machine
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # nothing leaves the machine
+os.environ["LANGSMITH_TRACING"] = "false"
 
 from assent_client import (  # noqa: E402
     NOT_APPROVED,
