@@ -115,6 +115,7 @@ impl AppState {
     pub fn from_config(config: &Config) -> Result<Self, StartError> {
         let principals = config.principals()?;
         let webhooks = config.webhooks()?;
+        let metrics_key = config.metrics_key()?;
         let oidc = (config.oidc.as_ref())
             .map(|o| crate::config::oidc::Sso::new(&config.file, o))
             .transpose()?;
@@ -162,7 +163,7 @@ impl AppState {
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());
-        state.metrics_key_sha256 = config.metrics_key()?.map(Arc::new);
+        state.metrics_key_sha256 = metrics_key.map(Arc::new);
         state.reload = Some(Arc::new(config::ReloadSource::new(config, false)));
         if let assent_store::db::Database::Postgres { url } = &database {
             let shared = throttle::Throttle::with_proxies(
