@@ -62,6 +62,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(17, "0017_passkeys"),
     migration!(18, "0018_passkey_enrolments"),
     migration!(19, "0019_oidc"),
+    migration!(20, "0020_slack"),
 ];
 
 /// The schema version this binary writes (the last migration's number).
