@@ -5,11 +5,13 @@
 //! `v0:TIMESTAMP:BODY`, computed here with `hmac`). Each refusal test is named for the attack it
 //! stops and checks that nothing was decided.
 
+mod config;
 mod refusals;
 
 use crate::kit::{AGENTS, Gw, operator, policy, start_custom};
 use assent_server::Settings;
 use assent_server::config::slack::{Slack, SlackConfig};
+use assent_server::config::{Webhook, WebhookFormat};
 use hmac::{KeyInit, Mac};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -298,6 +300,20 @@ async fn a_decision_made_elsewhere_updates_the_slack_message() {
 }
 
 #[tokio::test]
+async fn an_expiry_updates_the_slack_message() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let rules = "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 1\n";
+    let gw = gateway(dir.path(), &fake, rules).await;
+    let id = gw.held("s1", "pay", args()).await;
+    buttons(&fake, &id).await;
+    let u = fake.wait_for("/api/chat.update", "Expired").await;
+    assert!(!u.to_string().contains("assent_approve_once"), "{u}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "expired", "{a}");
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn deny_asks_for_a_reason_in_a_modal_and_denies_with_it() {
     let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
     let gw = gateway(dir.path(), &fake, PAY).await;
@@ -390,7 +406,7 @@ async fn approve_for_the_session_grants_the_rest_of_the_session() {
 #[tokio::test]
 async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_response_url() {
     let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let s = slack(&fake, false);
+    let (s, hook) = (slack(&fake, false), fake.url.clone());
     let gw = start_custom(
         dir.path(),
         300_000,
@@ -399,12 +415,30 @@ async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_resp
         &policy("acme.test.slack", PAY),
         |st| {
             st.slack = Some(Arc::new(s));
+            st.webhooks = Arc::new(vec![Webhook {
+                name: "slack".into(),
+                url: format!("{hook}/hook"),
+                secret_env: "UNUSED".into(),
+                secret: "hook-secret".into(),
+                format: WebhookFormat::Slack,
+                events: vec!["approval.requested".into()],
+                max_attempts: 3,
+                retry_initial_ms: 10,
+            }]);
         },
     )
     .await;
     let id = gw.held("s1", "pay", args()).await;
+    // The incoming webhook's message carries the buttons, valued with the id and call hash.
+    let m = fake.wait_for("/hook", &id).await;
     let (_, a) = gw.approval(&id, "alice-key").await;
     let v = format!("{id}|{}", a["call_hash"].as_str().unwrap());
+    let elements = &m["blocks"][3]["elements"];
+    assert_eq!(
+        (&elements[0]["action_id"], &elements[0]["value"]),
+        (&json!("assent_approve_once"), &json!(v)),
+        "{m}"
+    );
     // Deny without a bot token: no modal can open, so the click denies with no reason.
     let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_deny", &v)).await;
     assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
