@@ -105,3 +105,26 @@ pub async fn verify(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::signature_ok;
+
+    /// The worked example of Slack's "Verifying requests from Slack" page.
+    #[test]
+    fn slacks_documented_example_verifies_and_a_changed_byte_does_not() {
+        let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+        let body = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        let sig = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+        assert!(signature_ok(secret, "1531420618", body.as_bytes(), sig));
+        assert!(!signature_ok(secret, "1531420619", body.as_bytes(), sig));
+        assert!(!signature_ok(secret, "1531420618", b"token=x", sig));
+        assert!(!signature_ok("other", "1531420618", body.as_bytes(), sig));
+        assert!(!signature_ok(
+            secret,
+            "1531420618",
+            body.as_bytes(),
+            &sig[3..]
+        ));
+    }
+}

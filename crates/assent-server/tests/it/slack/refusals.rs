@@ -308,3 +308,31 @@ async fn an_oversized_or_malformed_body_is_refused_with_json() {
     }
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_flood_of_signed_requests_cannot_grow_the_replay_memory_without_bound() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    // The memory of accepted signatures is full (and none has left the window yet).
+    let max = assent_store::slack::MAX_SEEN;
+    let until = now_s() * 1000 + 600_000;
+    let fill = format!(
+        "INSERT INTO slack_seen (signature_sha256, until) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {max}) SELECT 'fill' || CAST(i AS TEXT), {until} FROM n"
+    );
+    assert_eq!(gw.sql().exec(&fill, &[]), max as u64);
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::SERVICE_UNAVAILABLE, &json!("SLACK_BUSY")),
+        "{r}"
+    );
+    undecided(&gw, &id).await;
+    // Once those leave the window they are forgotten, and Slack is heard again.
+    gw.sql().exec("UPDATE slack_seen SET until = 1", &[]);
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    assert_eq!(gw.sql().int("SELECT COUNT(*) FROM slack_seen", &[]), 1);
+    gw.stop().await;
+}
