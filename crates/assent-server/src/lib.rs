@@ -62,6 +62,7 @@ pub mod extract;
 pub mod replicas;
 pub mod replies;
 pub mod serve;
+pub mod slack;
 pub mod state;
 pub mod store_call;
 pub mod telemetry;

@@ -116,6 +116,10 @@ fn around() -> Router<AppState> {
         .route("/v1/audit/checkpoints", get(checkpoints::list))
         .route("/v1/webhooks/dead-letters", get(webhooks::dead_letters))
         .route("/v1/reload", post(reload::reload_route))
+        .route(
+            "/v1/integrations/slack/interactions",
+            post(crate::slack::interactions),
+        )
 }
 
 /// The AAEP HTTP binding (Appendix B.1).

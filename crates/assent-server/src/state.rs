@@ -42,6 +42,9 @@ pub struct AppState {
     /// The single sign-on provider when `oidc` is configured (issue 14 §7); `None`: operators
     /// sign in to the dashboard with their keys only.
     pub oidc: Option<Arc<config::oidc::Sso>>,
+    /// Approving from Slack when `slack` is configured (issue 15 §4); `None`: the
+    /// interactivity endpoint answers 404.
+    pub slack: Option<Arc<config::slack::Slack>>,
     /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
     /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
     pub dry_run: Option<Arc<dyn DryRun>>,
@@ -153,6 +156,7 @@ impl AppState {
             state.relying = Some(Arc::new(rp));
         }
         state.oidc = oidc.map(Arc::new);
+        state.slack = config.slack()?.map(Arc::new);
         state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
         state.throttle = Arc::new(throttle::Throttle::with_proxies(
             config.rate_limits,
@@ -202,6 +206,7 @@ impl AppState {
             public_url: None,
             relying: None,
             oidc: None,
+            slack: None,
             dry_run: None,
             limits: serve::ConnLimits::default(),
             metrics: Arc::default(),

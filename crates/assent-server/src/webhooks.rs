@@ -28,7 +28,9 @@
 //! - `format: slack` sends a Slack-compatible message (`text` and `blocks`) with the card's
 //!   essentials; with `public_url` set, every body links the card, and `approval.requested`
 //!   carries a single-use link (`/ui/l/TOKEN`, valid until the approval expires) that opens the
-//!   card — deciding still needs a signed-in operator.
+//!   card — deciding still needs a signed-in operator. With `slack` configured the message
+//!   also carries the decision buttons ([`crate::slack`]); with its bot token, the Slack
+//!   integration posts and updates its own messages ([`crate::slack::outbox`]).
 
 use crate::config::{Webhook, WebhookFormat};
 use crate::extract::{Operator, ReadDeadLetters};
@@ -71,12 +73,14 @@ pub async fn spawn(state: AppState, holder: &str) -> Vec<tokio::task::JoinHandle
     for hook in state.webhooks.iter() {
         take_lease(&state, &hook.name, holder).await;
     }
-    (0..state.webhooks.len())
+    let mut tasks: Vec<_> = (0..state.webhooks.len())
         .map(|i| {
             let (st, holder) = (state.clone(), holder.to_string());
             tokio::spawn(async move { run(st, i, holder).await })
         })
-        .collect()
+        .collect();
+    tasks.extend(crate::slack::outbox::spawn(state, holder).await);
+    tasks
 }
 
 /// Gives up `holder`'s webhook leases (at shutdown, after the tasks were stopped), so another
@@ -86,6 +90,7 @@ pub async fn release(state: &AppState, holder: &str) {
         let (name, holder) = (hook.name.clone(), holder.to_string());
         store(state, move |s| s.release_webhook(&name, &holder)).await;
     }
+    crate::slack::outbox::release(state, holder).await;
 }
 
 /// `sha256=HEX`: the HMAC-SHA256 of `TIMESTAMP.BODY` with `secret`.
@@ -355,62 +360,15 @@ fn escalation_of(rec: &AuditRecord) -> Value {
     d
 }
 
+/// The `format: slack` body: [`crate::slack::blocks::message`], with the card link (the
+/// single-use one when there is one) and, when `slack` is configured, the decision buttons.
 fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>) -> Value {
-    let o = approval_out(a);
-    let target = match &a.call.server {
-        Some(s) => format!("{s}/{}", a.call.tool),
-        None => a.call.tool.clone(),
-    };
-    let title = if event == "approval.requested" {
-        format!("{} wants to run {target}", a.agent)
-    } else if event == "approval.escalated" {
-        let roles = escalated_roles(a).join(", ");
-        format!("{} wants to run {target}: escalated to {roles}", a.agent)
-    } else if event == "approval.vote" {
-        let progress = o["quorum"].as_str().unwrap_or("vote counted");
-        format!("{} → {target}: {progress}", a.agent)
-    } else {
-        format!("{} → {target}: {}", a.agent, a.status.as_str())
-    };
-    let args = assent_core::canonical::canonical_value(&o["arguments"]).unwrap_or_default();
-    let mut blocks = vec![
-        json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, 150)}}),
-        json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(o["message"].as_str().unwrap_or(""), 2900)}}),
-        json!({"type": "section", "fields": [
-            {"type": "mrkdwn", "text": format!("*Risk*\n{} ({}){}", a.terms.risk_tier, o["risk_level"].as_str().unwrap_or(""), if a.terms.irreversible { ", irreversible" } else { "" })},
-            {"type": "mrkdwn", "text": format!("*Expires*\n{}", rfc3339(a.expires_at))},
-            {"type": "mrkdwn", "text": format!("*Arguments*\n`{}`", cut(&args, 1900))},
-            {"type": "mrkdwn", "text": format!("*Side effects*\n{}", cut(&o["side_effects"].as_array().map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("; ")).filter(|s| !s.is_empty()).unwrap_or_else(|| "not described".into()), 1900))},
-        ]}),
-    ];
-    if let Some(url) = link.map(str::to_string).or_else(|| {
+    let url = link.map(str::to_string).or_else(|| {
         st.public_url
             .as_deref()
             .map(|b| format!("{b}/ui/approvals/{}", a.id))
-    }) {
-        blocks.push(json!({"type": "actions", "elements": [
-            {"type": "button", "text": {"type": "plain_text", "text": "Open in assent"}, "url": url}
-        ]}));
-    }
-    json!({"text": cut(&format!("{title}: {}", o["message"].as_str().unwrap_or("")), 3000), "blocks": blocks})
-}
-
-/// The roles the approval's last escalation step added.
-fn escalated_roles(a: &ApprovalRecord) -> Vec<String> {
-    a.escalation_schedule
-        .as_ref()
-        .and_then(|s| s.steps.get(a.escalation_steps.checked_sub(1)?))
-        .map(|s| s.approvers.clone())
-        .unwrap_or_default()
-}
-
-fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut t: String = s.chars().take(max - 1).collect();
-    t.push('…');
-    t
+    });
+    crate::slack::blocks::message(event, a, url.as_deref(), st.slack.is_some())
 }
 
 /// `GET /v1/webhooks/dead-letters` (operator): deliveries that failed every attempt, newest

@@ -87,6 +87,7 @@ mod receipts;
 mod record;
 pub mod retention;
 pub mod sessions;
+pub mod slack;
 mod sql;
 mod store;
 pub mod stored;

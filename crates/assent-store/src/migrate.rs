@@ -63,6 +63,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(18, "0018_passkey_enrolments"),
     migration!(19, "0019_oidc"),
     migration!(20, "0020_traceparent"),
+    migration!(21, "0021_slack"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

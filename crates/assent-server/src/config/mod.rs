@@ -12,6 +12,7 @@ pub mod outbound;
 pub mod passkeys;
 pub mod principals;
 pub mod raw;
+pub mod slack;
 
 pub use database::DatabaseConfig;
 pub use limits::{
@@ -106,6 +107,9 @@ pub struct Config {
     pub audit_retention_days: Option<u64>,
     /// `database`: SQLite in `data_dir` (default) or PostgreSQL (see [`Config::database`]).
     pub database: DatabaseConfig,
+    /// `slack`: approving from Slack (issue 15 §4); `None` without it (the interactivity
+    /// endpoint then answers 404).
+    pub slack: Option<slack::SlackConfig>,
     principals: Vec<principals::Declared>,
 }
 
@@ -219,6 +223,7 @@ impl Config {
         let audit_checkpoints =
             limits::audit_checkpoints(path, &base, raw.audit_checkpoints.as_ref())?;
         let database = database::database(path, raw.database.as_ref())?;
+        let slack = slack::slack(path, raw.slack.as_ref(), &raw.principals)?;
         let audit_retention_days = raw::bounded(
             path,
             "audit_retention_days",
@@ -226,6 +231,7 @@ impl Config {
             AUDIT_RETENTION_DAYS_BOUNDS,
         )?;
         Ok(Config {
+            slack,
             audit_retention_days,
             database,
             file: path.to_path_buf(),
@@ -312,6 +318,14 @@ impl Config {
         Ok(Some(Sha256::digest(key.as_bytes()).into()))
     }
 
+    /// The Slack integration with its secrets read from the environment (`None` without
+    /// `slack:`); an unset or empty variable stops start-up naming it.
+    pub fn slack(&self) -> Result<Option<slack::Slack>, ConfigError> {
+        (self.slack.as_ref())
+            .map(|c| slack::resolve(&self.file, c))
+            .transpose()
+    }
+
     /// The webhooks with their secrets read from `secret_env`; an unset or empty variable
     /// stops start-up naming it (the secret itself is never printed).
     pub fn webhooks(&self) -> Result<Vec<Webhook>, ConfigError> {
@@ -391,5 +405,6 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     put("passkeys", &c.passkeys);
     put("audit_checkpoints", &c.audit_checkpoints);
     put("audit_retention_days", &c.audit_retention_days);
+    put("slack", &c.slack);
     m
 }

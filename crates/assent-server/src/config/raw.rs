@@ -74,6 +74,20 @@ pub(crate) struct RawConfig {
     pub(crate) audit_checkpoints: Option<Spanned<RawCheckpoints>>,
     pub(crate) audit_retention_days: Option<Spanned<u64>>,
     pub(crate) database: Option<Spanned<RawDatabase>>,
+    pub(crate) slack: Option<Spanned<RawSlack>>,
+}
+
+/// `slack` as written (approving from Slack, issue 15 §4; checked by `config::slack`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSlack {
+    pub(crate) signing_secret_env: String,
+    #[serde(default)]
+    pub(crate) bot_token_env: Option<String>,
+    #[serde(default)]
+    pub(crate) channel: Option<String>,
+    #[serde(default)]
+    pub(crate) api_url: Option<String>,
 }
 
 /// `database`.
@@ -149,6 +163,9 @@ pub(crate) struct RawPrincipal {
     /// An executor's tool names (issue 14 §6).
     #[serde(default)]
     pub(crate) tools: Option<Vec<String>>,
+    /// An operator's Slack user id (issue 15 §4).
+    #[serde(default)]
+    pub(crate) slack_user_id: Option<String>,
 }
 
 /// `passkeys` as written.

@@ -26,6 +26,7 @@ mod ready;
 mod receipts;
 mod reload;
 mod security;
+mod slack;
 mod sso;
 mod tools;
 mod webhooks;

@@ -1,0 +1,96 @@
+//! Calls out to Slack (issue 15 §4) under the webhooks' outbound rules: only URLs the
+//! configuration names (the Web API at `slack.api_url`) or that Slack's signed payload names
+//! and that lie on Slack's own host (`response_url` on `https://hooks.slack.com`, or on the
+//! configured `api_url`'s origin), 5 s to connect and 15 s in all, no redirects followed. Web
+//! API methods are POSTed as JSON with the bot token; an answer whose `ok` is not `true` is an
+//! error naming Slack's `error`.
+
+use crate::config::slack::Slack;
+use serde_json::Value;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The one HTTP client for Slack (no redirects; 5 s to connect, 15 s per request).
+fn http() -> Option<&'static reqwest::Client> {
+    static CLIENT: OnceLock<Option<reqwest::Client>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .timeout(Duration::from_secs(15))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Calls Web API `method` (e.g. `chat.postMessage`) with `body`: Slack's answer when it says
+/// `ok: true`; else why not (network error, HTTP status, or Slack's `error`). Needs the bot
+/// token.
+pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, String> {
+    let token = slack.bot_token.as_deref().ok_or("no bot token")?;
+    let http = http().ok_or("no HTTP client")?;
+    let url = format!("{}/{method}", slack.config.api_url);
+    let r = http
+        .post(&url)
+        .bearer_auth(token)
+        .header("content-type", "application/json; charset=utf-8")
+        .header("user-agent", "assent-slack")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| e.without_url().to_string())?;
+    if !r.status().is_success() {
+        return Err(format!("{method}: HTTP {}", r.status().as_u16()));
+    }
+    let v: Value = r
+        .json()
+        .await
+        .map_err(|e| format!("{method}: {}", e.without_url()))?;
+    if v["ok"] != Value::Bool(true) {
+        let why = v["error"].as_str().unwrap_or("not ok");
+        return Err(format!("{method}: {why}"));
+    }
+    Ok(v)
+}
+
+/// Whether `url` is a `response_url` the gateway may POST to: `https://hooks.slack.com/…`
+/// (no credentials, default port), or a URL on the origin of the configured `api_url` (a
+/// Slack-compatible host the operator chose, e.g. a test's).
+pub fn response_url_ok(slack: &Slack, url: &str) -> bool {
+    let Ok(u) = url::Url::parse(url) else {
+        return false;
+    };
+    if !u.username().is_empty() || u.password().is_some() {
+        return false;
+    }
+    let slack_host =
+        u.scheme() == "https" && u.host_str() == Some("hooks.slack.com") && u.port().is_none();
+    let api_origin = url::Url::parse(&slack.config.api_url)
+        .is_ok_and(|api| api.origin() == u.origin() && api.host_str() != Some("slack.com"));
+    slack_host || api_origin
+}
+
+/// POSTs `body` to `response_url` (Slack's reply channel for one interaction), if it is one
+/// the gateway may reach ([`response_url_ok`]); a failure is logged (the decision, if any,
+/// stands).
+pub async fn respond(slack: &Slack, response_url: &str, body: &Value) {
+    if !response_url_ok(slack, response_url) {
+        tracing::warn!("slack: response_url is not on Slack's host; no reply sent");
+        return;
+    }
+    let Some(http) = http() else { return };
+    let sent = http
+        .post(response_url)
+        .header("content-type", "application/json")
+        .header("user-agent", "assent-slack")
+        .body(body.to_string())
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => tracing::warn!(status = r.status().as_u16(), "slack: response_url refused"),
+        Err(e) => tracing::warn!(error = %e.without_url(), "slack: response_url unreachable"),
+    }
+}

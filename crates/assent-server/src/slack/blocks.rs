@@ -1,0 +1,194 @@
+//! The Slack messages of an approval (Block Kit, issue 15 §4): the card's essentials (redacted
+//! as every message leaving the gateway), the outcome and who decided once it is settled, and
+//! — while it is pending and `slack` is configured — the buttons: approve once, approve for
+//! the session (only where the dashboard offers it), deny. Each button's `value` is
+//! [`button_value`]: the approval id and the `call_hash` the message showed, so that a click
+//! decides that call or nothing. Also the deny modal asking for a reason. Kit of the Slack
+//! interactivity endpoint and of the `format: slack` webhooks; it imports neither.
+
+use crate::formats::rfc3339;
+use assent_core::ApprovalStatus;
+use assent_store::ApprovalRecord;
+use serde_json::{Value, json};
+
+/// `action_id` of the approve-once button.
+pub const APPROVE_ONCE: &str = "assent_approve_once";
+/// `action_id` of the approve-for-the-session button.
+pub const APPROVE_SESSION: &str = "assent_approve_session";
+/// `action_id` of the deny button.
+pub const DENY: &str = "assent_deny";
+/// `callback_id` of the deny modal.
+pub const DENY_MODAL: &str = "assent_deny";
+/// `block_id` and `action_id` of the deny modal's reason input.
+pub const REASON: &str = "reason";
+
+/// A button's `value`: `APPROVAL_ID|CALL_HASH`.
+pub fn button_value(a: &ApprovalRecord) -> String {
+    format!("{}|{}", a.id, a.call_hash)
+}
+
+/// Whether approving `a` for the rest of its session is offered (as the dashboard decides: a
+/// tool call, not irreversible, no passkey required).
+pub fn offers_session(a: &ApprovalRecord) -> bool {
+    a.target_type == "other" && !a.terms.irreversible && !a.terms.require_passkey
+}
+
+/// The message about approval `a` for `event` (`approval.requested`, `approval.escalated`,
+/// `approval.vote`, `approval.resolved`): `text` and `blocks`. `card_url` adds an "Open in
+/// assent" link button; `interactive` adds the decision buttons while `a` is pending.
+pub fn message(
+    event: &str,
+    a: &ApprovalRecord,
+    card_url: Option<&str>,
+    interactive: bool,
+) -> Value {
+    let r = a.redactor();
+    let target = match &a.call.server {
+        Some(s) => format!("{s}/{}", a.call.tool),
+        None => a.call.tool.clone(),
+    };
+    let title = match event {
+        "approval.requested" => format!("{} wants to run {target}", a.agent),
+        "approval.escalated" => format!(
+            "{} wants to run {target}: escalated to {}",
+            a.agent,
+            escalated_roles(a).join(", ")
+        ),
+        "approval.vote" => format!("{} → {target}: {}", a.agent, progress(a)),
+        _ => format!("{} → {target}: {}", a.agent, a.status.as_str()),
+    };
+    let message = r.text(&a.terms.message);
+    let args = assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
+        .unwrap_or_default();
+    let effects: Vec<String> = a.terms.side_effects.iter().map(|x| r.text(x)).collect();
+    let effects = Some(effects.join("; "))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "not described".into());
+    let tier = a.terms.risk_tier;
+    let irreversible = if a.terms.irreversible {
+        ", irreversible"
+    } else {
+        ""
+    };
+    let mut blocks = vec![
+        json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, 150)}}),
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&message, 2900)}}),
+        json!({"type": "section", "fields": [
+            {"type": "mrkdwn", "text": format!("*Risk*\n{tier} ({}){irreversible}", tier.risk_level())},
+            {"type": "mrkdwn", "text": format!("*Expires*\n{}", rfc3339(a.expires_at))},
+            {"type": "mrkdwn", "text": format!("*Arguments*\n`{}`", cut(&args, 1900))},
+            {"type": "mrkdwn", "text": format!("*Side effects*\n{}", cut(&effects, 1900))},
+        ]}),
+    ];
+    let mut actions = Vec::new();
+    if interactive && a.status == ApprovalStatus::Pending {
+        actions.extend(buttons(a));
+    }
+    if let Some(url) = card_url {
+        actions.push(json!({"type": "button", "text": {"type": "plain_text", "text": "Open in assent"}, "url": url}));
+    }
+    if !actions.is_empty() {
+        blocks.push(json!({"type": "actions", "block_id": "assent", "elements": actions}));
+    }
+    // After the actions, so the actions stay the fourth block of every message.
+    if a.status != ApprovalStatus::Pending || !a.votes.is_empty() {
+        blocks.push(json!({"type": "context", "elements": [
+            {"type": "mrkdwn", "text": cut(&outcome(a), 2900)}
+        ]}));
+    }
+    json!({"text": cut(&format!("{title}: {message}"), 3000), "blocks": blocks})
+}
+
+/// The decision buttons of pending approval `a`.
+fn buttons(a: &ApprovalRecord) -> Vec<Value> {
+    let value = button_value(a);
+    let mut out = vec![
+        json!({"type": "button", "action_id": APPROVE_ONCE, "style": "primary",
+        "text": {"type": "plain_text", "text": "Approve once"}, "value": value}),
+    ];
+    if offers_session(a) {
+        out.push(json!({"type": "button", "action_id": APPROVE_SESSION,
+            "text": {"type": "plain_text", "text": "Approve for the session"}, "value": value}));
+    }
+    out.push(
+        json!({"type": "button", "action_id": DENY, "style": "danger",
+        "text": {"type": "plain_text", "text": "Deny…"}, "value": value}),
+    );
+    out
+}
+
+/// The quorum's progress, or "vote counted".
+fn progress(a: &ApprovalRecord) -> String {
+    a.quorum_tally()
+        .map(|(_, t)| t.describe())
+        .unwrap_or_else(|| "vote counted".into())
+}
+
+/// What became of `a` and by whom: "Approved by alice (once)", "Denied by bob: reason",
+/// "Expired", "Cancelled", or the votes so far while it is pending.
+pub fn outcome(a: &ApprovalRecord) -> String {
+    let r = a.redactor();
+    let last = a.decisions.last();
+    let by = last.map(|d| format!(" by {}", d.actor)).unwrap_or_default();
+    let reason = last
+        .and_then(|d| d.reason.as_deref())
+        .map(|x| format!(": {}", r.text(x)))
+        .unwrap_or_default();
+    match a.status {
+        ApprovalStatus::Pending => {
+            let voters: Vec<&str> = a.votes.iter().map(|v| v.principal.as_str()).collect();
+            format!("{} (votes: {})", progress(a), voters.join(", "))
+        }
+        ApprovalStatus::Approved => {
+            let scope = a
+                .scope
+                .map(|s| s.to_wire())
+                .unwrap_or_else(|| "once".into());
+            format!(":white_check_mark: *Approved*{by} ({scope}){reason}")
+        }
+        ApprovalStatus::Rejected => format!(":no_entry: *Denied*{by}{reason}"),
+        ApprovalStatus::Expired => format!(":hourglass: *Expired* at {}", rfc3339(a.expires_at)),
+        ApprovalStatus::Cancelled => format!(":heavy_multiplication_x: *Cancelled*{by}{reason}"),
+    }
+}
+
+/// The modal asking why approval `a` is denied; `metadata` comes back in the submission.
+pub fn deny_modal(a: &ApprovalRecord, metadata: &str) -> Value {
+    let target = match &a.call.server {
+        Some(s) => format!("{s}/{}", a.call.tool),
+        None => a.call.tool.clone(),
+    };
+    json!({
+        "type": "modal", "callback_id": DENY_MODAL, "private_metadata": metadata,
+        "title": {"type": "plain_text", "text": "Deny the call"},
+        "submit": {"type": "plain_text", "text": "Deny"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn",
+                "text": cut(&format!("Deny *{}*'s call of `{target}`?", a.agent), 2900)}},
+            {"type": "input", "block_id": REASON,
+                "label": {"type": "plain_text", "text": "Reason (the agent is told)"},
+                "element": {"type": "plain_text_input", "action_id": REASON,
+                    "multiline": true, "max_length": 3000}},
+        ],
+    })
+}
+
+/// The roles the approval's last escalation step added.
+fn escalated_roles(a: &ApprovalRecord) -> Vec<String> {
+    a.escalation_schedule
+        .as_ref()
+        .and_then(|s| s.steps.get(a.escalation_steps.checked_sub(1)?))
+        .map(|s| s.approvers.clone())
+        .unwrap_or_default()
+}
+
+/// `s` cut to at most `max` characters (an ellipsis ends a cut text).
+pub fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max - 1).collect();
+    t.push('…');
+    t
+}

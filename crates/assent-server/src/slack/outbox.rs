@@ -1,0 +1,211 @@
+//! The Slack messages of approvals, kept up to date by the bot (issue 15 §4; with
+//! `slack.bot_token_env` only): a new approval is posted to `slack.channel` with
+//! `chat.postMessage` (its channel and `ts` stored, migration 0020), and every later event of
+//! it — a decision on any surface (dashboard, CLI, API, Slack), a quorum vote, an escalation,
+//! an expiry or a cancellation — updates that message with `chat.update` to show the outcome
+//! and who decided.
+//!
+//! Delivery follows the outgoing webhooks' rules: it reads the audit log from a
+//! cursor of its own (named [`CURSOR`], which no webhook can be named), so no event is lost
+//! while Slack is unreachable or the gateway restarts; on Postgres only the holder of the
+//! cursor's lease posts, so replicas post each message once. A failed call is retried after
+//! 1 s, doubling, [`MAX_ATTEMPTS`] times in all, then recorded as a dead letter (`GET
+//! /v1/webhooks/dead-letters`, webhook `slack:bot`). A message always shows the approval as
+//! it is when sent, so a late or repeated update is harmless.
+
+use crate::config::slack::Slack;
+use crate::slack::api;
+use crate::slack::blocks;
+use crate::state::{AppState, now_ms};
+use assent_core::ApprovalStatus;
+use assent_store::audit::AuditRecord;
+use assent_store::outbox::DeadLetter;
+use assent_store::slack::SlackMessage;
+use assent_store::{ApprovalRecord, Store, StoreError};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The cursor's name in the webhooks' delivery state (`:` is never in a webhook's name).
+pub const CURSOR: &str = "slack:bot";
+
+/// Attempts per event before it is dead-lettered.
+pub const MAX_ATTEMPTS: u32 = 6;
+
+/// The audit kinds that post or update a message.
+const KINDS: [&str; 6] = [
+    "approval.requested",
+    "approval.escalated",
+    "decision",
+    "decision.vote",
+    "approval.expired",
+    "approval.cancelled",
+];
+
+/// How long the cursor's lease lasts without renewal (as a webhook's lease).
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Starts the delivery task when the bot token is configured (none otherwise); takes the
+/// cursor's lease once first, so that a cursor new to the database starts at the end of the
+/// log before the gateway serves (as the webhooks' start does).
+pub async fn spawn(state: AppState, holder: &str) -> Vec<tokio::task::JoinHandle<()>> {
+    let Some(slack) = state.slack.clone().filter(|s| s.bot_token.is_some()) else {
+        return Vec::new();
+    };
+    take_lease(&state, holder).await;
+    let holder = holder.to_string();
+    vec![tokio::spawn(async move { run(state, slack, holder).await })]
+}
+
+/// Gives up `holder`'s lease of the cursor (at shutdown).
+pub async fn release(state: &AppState, holder: &str) {
+    if state.slack.as_ref().is_some_and(|s| s.bot_token.is_some()) {
+        let holder = holder.to_string();
+        store(state, move |s| s.release_webhook(CURSOR, &holder)).await;
+    }
+}
+
+/// Runs `f` with the store on the blocking pool; a failure is logged and `None`.
+async fn store<T: Send + 'static>(
+    st: &AppState,
+    f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Option<T> {
+    match st.store_task(f).await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "slack: store access failed");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Takes or renews the cursor's lease: the cursor when held.
+async fn take_lease(st: &AppState, holder: &str) -> Option<i64> {
+    let holder = holder.to_string();
+    let ms = LEASE.as_millis() as i64;
+    store(st, move |s| s.lease_webhook(CURSOR, &holder, now_ms(), ms))
+        .await
+        .flatten()
+}
+
+/// Moves the cursor past `seq`; whether `holder` still holds the lease.
+async fn advance(st: &AppState, holder: &str, seq: i64) -> bool {
+    let holder = holder.to_string();
+    store(st, move |s| s.advance_webhook(CURSOR, &holder, seq))
+        .await
+        .unwrap_or(false)
+}
+
+async fn run(st: AppState, slack: Arc<Slack>, holder: String) {
+    let mut changes = st.changes.subscribe();
+    let mut seen = take_lease(&st, &holder).await.unwrap_or(0);
+    loop {
+        let any = store(&st, move |s| s.audit_after(seen, &KINDS, 1))
+            .await
+            .is_some_and(|b| !b.is_empty());
+        let lease = match any {
+            true => take_lease(&st, &holder).await,
+            false => None,
+        };
+        let Some(cursor) = lease else {
+            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
+            continue;
+        };
+        seen = cursor;
+        let batch = store(&st, move |s| s.audit_after(cursor, &KINDS, 100))
+            .await
+            .unwrap_or_default();
+        for rec in batch {
+            if !deliver(&st, &slack, &holder, &rec).await {
+                break;
+            }
+            seen = rec.seq;
+        }
+    }
+}
+
+/// Posts or updates the message of `rec`'s approval (retrying, then dead-lettering) and
+/// moves the cursor; `false` when the lease was lost.
+async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) -> bool {
+    let Some(id) = rec.approval_id.clone() else {
+        return advance(st, holder, rec.seq).await;
+    };
+    let (mut attempt, mut delay) = (0u32, Duration::from_secs(1));
+    let last_error = loop {
+        attempt += 1;
+        if take_lease(st, holder).await.is_none() {
+            return false;
+        }
+        let id2 = id.clone();
+        let Some(a) = store(st, move |s| s.get_approval(&id2)).await.flatten() else {
+            return advance(st, holder, rec.seq).await;
+        };
+        match send(st, slack, &rec.kind, &a).await {
+            Ok(()) => return advance(st, holder, rec.seq).await,
+            Err(e) if attempt >= MAX_ATTEMPTS => break e,
+            Err(e) => {
+                tracing::warn!(approval_id = %id, attempt, error = %e, "slack: message not sent; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(300));
+            }
+        }
+    };
+    tracing::error!(approval_id = %id, attempts = attempt, error = %last_error, "slack: message dead-lettered");
+    let d = DeadLetter {
+        id: 0,
+        webhook: CURSOR.into(),
+        audit_seq: rec.seq,
+        event: rec.kind.clone(),
+        body: json!({"approval_id": id}).to_string(),
+        attempts: attempt as i64,
+        last_error,
+        failed_at: now_ms(),
+    };
+    let holder = holder.to_string();
+    store(st, move |s| s.dead_letter(&d, &holder))
+        .await
+        .unwrap_or(false)
+}
+
+/// The message of `a` as it is now (buttons while pending).
+pub fn current(st: &AppState, a: &ApprovalRecord) -> serde_json::Value {
+    let event = match a.status {
+        ApprovalStatus::Pending if !a.votes.is_empty() => "approval.vote",
+        ApprovalStatus::Pending => "approval.requested",
+        _ => "approval.resolved",
+    };
+    let card = (st.public_url.as_deref()).map(|b| format!("{b}/ui/approvals/{}", a.id));
+    blocks::message(event, a, card.as_deref(), true)
+}
+
+/// Posts `a`'s message (a new approval without one) or updates it (any later event).
+async fn send(st: &AppState, slack: &Slack, kind: &str, a: &ApprovalRecord) -> Result<(), String> {
+    let id = a.id.clone();
+    let posted = st
+        .store_call(move |s| s.slack_message(&id))
+        .await
+        .map_err(|e| e.message)?;
+    let mut body = current(st, a);
+    match posted {
+        Some(m) => {
+            body["channel"] = json!(m.channel);
+            body["ts"] = json!(m.ts);
+            api::call(slack, "chat.update", &body).await.map(drop)
+        }
+        None if kind == "approval.requested" => {
+            body["channel"] = json!(slack.config.channel);
+            let r = api::call(slack, "chat.postMessage", &body).await?;
+            let m = SlackMessage {
+                channel: r["channel"].as_str().unwrap_or_default().to_string(),
+                ts: r["ts"].as_str().unwrap_or_default().to_string(),
+            };
+            let id = a.id.clone();
+            st.store_call(move |s| s.put_slack_message(&id, &m, now_ms()))
+                .await
+                .map_err(|e| format!("chat.postMessage answered no channel/ts: {}", e.message))
+        }
+        // Requested before the bot posted messages: nothing to update.
+        None => Ok(()),
+    }
+}

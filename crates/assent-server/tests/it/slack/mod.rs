@@ -1,0 +1,449 @@
+//! Approving from Slack (issue 15 §4) against a fake Slack: a local HTTP server standing for
+//! Slack's Web API (`chat.postMessage`, `chat.update`, `views.open`) and its `response_url`s,
+//! recording every call. Interactions are sent as Slack sends them — a form with `payload=`
+//! JSON, signed with the signing secret as Slack documents (`v0=` + hex HMAC-SHA256 of
+//! `v0:TIMESTAMP:BODY`, computed here with `hmac`). Each refusal test is named for the attack it
+//! stops and checks that nothing was decided.
+
+mod config;
+mod refusals;
+
+use crate::kit::{AGENTS, Gw, operator, policy, start_custom};
+use assent_server::Settings;
+use assent_server::config::slack::{Slack, SlackConfig};
+use assent_server::config::{Webhook, WebhookFormat};
+use hmac::{KeyInit, Mac};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::Sha256;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const BOT_TOKEN: &str = "xoxb-test-token";
+
+/// The fake Slack: every call as (path, JSON body).
+#[derive(Clone, Default)]
+struct FakeSlack {
+    calls: Arc<Mutex<Vec<(String, Value)>>>,
+    url: String,
+}
+
+async fn fake_answer(
+    axum::extract::State(f): axum::extract::State<FakeSlack>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: String,
+) -> axum::Json<Value> {
+    let path = uri.path().to_string();
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    if path.starts_with("/api/") {
+        let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
+        if auth != Some(&format!("Bearer {BOT_TOKEN}")) {
+            return axum::Json(json!({"ok": false, "error": "not_authed"}));
+        }
+    }
+    f.calls.lock().unwrap().push((path.clone(), body));
+    axum::Json(match path.as_str() {
+        "/api/chat.postMessage" => {
+            json!({"ok": true, "channel": "C0APPROVE", "ts": "1700000000.000100"})
+        }
+        _ => json!({"ok": true}),
+    })
+}
+
+impl FakeSlack {
+    async fn start() -> FakeSlack {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let f = FakeSlack {
+            url: format!("http://{}", listener.local_addr().unwrap()),
+            ..FakeSlack::default()
+        };
+        let app = axum::Router::new()
+            .fallback(fake_answer)
+            .with_state(f.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        f
+    }
+
+    /// The calls to `path` so far.
+    fn to(&self, path: &str) -> Vec<Value> {
+        let calls = self.calls.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
+    /// Waits (at most 20 s) for a call to `path` whose body contains `text`.
+    async fn wait_for(&self, path: &str, text: &str) -> Value {
+        for _ in 0..400 {
+            if let Some(b) = self
+                .to(path)
+                .into_iter()
+                .find(|b| b.to_string().contains(text))
+            {
+                return b;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "no call to {path} containing {text:?}: {:?}",
+            self.calls.lock().unwrap()
+        );
+    }
+}
+
+/// The Slack integration with the bot token: alice (finance) is U0ALICE, olaf (ops) U0OLAF,
+/// fred (finance) U0FRED.
+fn slack(fake: &FakeSlack, bot: bool) -> Slack {
+    let users = [("U0ALICE", "alice"), ("U0OLAF", "olaf"), ("U0FRED", "fred")]
+        .into_iter()
+        .map(|(u, n)| (u.to_string(), n.to_string()))
+        .collect();
+    Slack {
+        config: SlackConfig {
+            signing_secret_env: "SLACK_SIGNING_SECRET".into(),
+            bot_token_env: bot.then(|| "SLACK_BOT_TOKEN".into()),
+            channel: bot.then(|| "C0APPROVE".into()),
+            api_url: format!("{}/api", fake.url),
+            users,
+        },
+        signing_secret: SECRET.into(),
+        bot_token: bot.then(|| BOT_TOKEN.into()),
+    }
+}
+
+/// A gateway with Slack under `rules` (a YAML rule list for `pay`), with fred (finance).
+async fn gateway(dir: &std::path::Path, fake: &FakeSlack, rules: &str) -> Gw {
+    let gov = policy("acme.test.slack", rules);
+    let s = slack(fake, true);
+    start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
+        let mut all = (*st.principals()).clone();
+        all.push(operator("fred", &["finance"]));
+        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+        st.slack = Some(Arc::new(s));
+    })
+    .await
+}
+
+const PAY: &str = "- tool: pay\n  approvers: [finance]\n";
+
+fn args() -> Value {
+    json!({"amount": 500, "to": "acme"})
+}
+
+fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// Slack's signature of `body` at `ts` with `secret`, computed as Slack documents it.
+fn sign(secret: &str, ts: i64, body: &str) -> String {
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("v0:{ts}:{body}").as_bytes());
+    format!("v0={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// The form body Slack sends for `payload`.
+fn form(payload: &Value) -> String {
+    serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap()
+}
+
+/// Posts `body` to the interactivity endpoint with timestamp `ts` and `signature`.
+async fn send(gw: &Gw, body: &str, ts: i64, signature: &str) -> (StatusCode, Value) {
+    let r = gw
+        .http
+        .post(format!("{}/v1/integrations/slack/interactions", gw.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", signature)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Sends `payload` signed now with the signing secret.
+async fn signed(gw: &Gw, payload: &Value) -> (StatusCode, Value) {
+    let (body, ts) = (form(payload), now_s());
+    send(gw, &body, ts, &sign(SECRET, ts, &body)).await
+}
+
+/// A `block_actions` payload: `user` clicked `action` whose value is `value`.
+fn click(fake: &FakeSlack, user: &str, action: &str, value: &str) -> Value {
+    json!({
+        "type": "block_actions", "api_app_id": "A0APP", "token": "legacy-token",
+        "user": {"id": user, "username": user.to_lowercase(), "team_id": "T0TEAM"},
+        "team": {"id": "T0TEAM", "domain": "acme"}, "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+        "container": {"type": "message", "message_ts": "1700000000.000100", "channel_id": "C0APPROVE"},
+        "channel": {"id": "C0APPROVE", "name": "approvals"},
+        "response_url": format!("{}/respond/{user}", fake.url),
+        "actions": [{"type": "button", "action_id": action, "block_id": "assent",
+            "value": value, "action_ts": "1700000001.000200"}],
+    })
+}
+
+/// The buttons of the message posted for approval `id`: action id → value.
+async fn buttons(fake: &FakeSlack, id: &str) -> Vec<(String, String)> {
+    let m = fake.wait_for("/api/chat.postMessage", id).await;
+    assert_eq!(m["channel"], "C0APPROVE", "{m}");
+    let blocks = m["blocks"].as_array().unwrap();
+    let actions = blocks.iter().find(|b| b["type"] == "actions").unwrap();
+    actions["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["action_id"].as_str()?.to_string(),
+                e["value"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn value_of(buttons: &[(String, String)], action: &str) -> String {
+    buttons
+        .iter()
+        .find(|(a, _)| a == action)
+        .unwrap_or_else(|| panic!("no {action} in {buttons:?}"))
+        .1
+        .clone()
+}
+
+/// Asserts approval `id` is still pending with no decision and no vote.
+async fn undecided(gw: &Gw, id: &str) {
+    let (_, a) = gw.approval(id, "alice-key").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert!(a["decisions"].as_array().is_none_or(Vec::is_empty), "{a}");
+    let counted = a["votes"]["approvals"]["groups"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .map(|x| x["counted"].as_array().map_or(0, Vec::len))
+                .sum::<usize>()
+        })
+        .unwrap_or(0);
+    assert_eq!(counted, 0, "{a}");
+}
+
+#[tokio::test]
+async fn approve_once_from_slack_decides_as_the_mapped_operator_and_the_message_shows_it() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let b = buttons(&fake, &id).await;
+    let ids: Vec<&str> = b.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "assent_approve_once",
+            "assent_approve_session",
+            "assent_deny"
+        ]
+    );
+    let (s, r) = signed(
+        &gw,
+        &click(
+            &fake,
+            "U0ALICE",
+            "assent_approve_once",
+            &value_of(&b, "assent_approve_once"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, &r["ok"], &r["code"]),
+        (StatusCode::OK, &json!(true), &json!("DECIDED")),
+        "{r}"
+    );
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(
+        (&a["status"], &a["decisions"][0]["by"], &a["scope"]),
+        (&json!("approved"), &json!("alice"), &json!("once")),
+        "{a}"
+    );
+    // The message is updated with the outcome and who decided; the clicker is told.
+    let u = fake
+        .wait_for("/api/chat.update", "Approved* by alice")
+        .await;
+    assert_eq!(
+        (&u["channel"], &u["ts"]),
+        (&json!("C0APPROVE"), &json!("1700000000.000100")),
+        "{u}"
+    );
+    assert!(
+        !u.to_string().contains("assent_approve_once"),
+        "no buttons once decided: {u}"
+    );
+    let e = fake.wait_for("/respond/U0ALICE", "Approved").await;
+    assert_eq!(e["response_type"], "ephemeral", "{e}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_decision_made_elsewhere_updates_the_slack_message() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    buttons(&fake, &id).await;
+    let (s, b) = gw.decide(&id, "fred-key", "deny").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    fake.wait_for("/api/chat.update", "Denied* by fred: test")
+        .await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_expiry_updates_the_slack_message() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let rules = "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 1\n";
+    let gw = gateway(dir.path(), &fake, rules).await;
+    let id = gw.held("s1", "pay", args()).await;
+    buttons(&fake, &id).await;
+    let u = fake.wait_for("/api/chat.update", "Expired").await;
+    assert!(!u.to_string().contains("assent_approve_once"), "{u}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "expired", "{a}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn deny_asks_for_a_reason_in_a_modal_and_denies_with_it() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let b = buttons(&fake, &id).await;
+    let (s, r) = signed(
+        &gw,
+        &click(
+            &fake,
+            "U0ALICE",
+            "assent_deny",
+            &value_of(&b, "assent_deny"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::OK, &json!("MODAL_OPENED")),
+        "{r}"
+    );
+    undecided(&gw, &id).await;
+    let open = fake.wait_for("/api/views.open", "assent_deny").await;
+    assert_eq!(
+        open["trigger_id"], "13345224609.738474920.8088930838d88f008e0",
+        "{open}"
+    );
+    let view = &open["view"];
+    // Slack sends the modal back with what was typed.
+    let submission = json!({
+        "type": "view_submission", "team": {"id": "T0TEAM"},
+        "user": {"id": "U0ALICE", "username": "alice", "team_id": "T0TEAM"},
+        "view": {"id": "V0MODAL", "type": "modal", "callback_id": view["callback_id"],
+            "private_metadata": view["private_metadata"],
+            "state": {"values": {"reason": {"reason": {"type": "plain_text_input", "value": "not this vendor"}}}}},
+    });
+    let (s, r) = signed(&gw, &submission).await;
+    assert_eq!(
+        (s, &r["response_action"]),
+        (StatusCode::OK, &json!("clear")),
+        "{r}"
+    );
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(
+        (
+            &a["status"],
+            &a["decisions"][0]["by"],
+            &a["decisions"][0]["reason"]
+        ),
+        (
+            &json!("rejected"),
+            &json!("alice"),
+            &json!("not this vendor")
+        ),
+        "{a}"
+    );
+    fake.wait_for("/api/chat.update", "Denied* by alice: not this vendor")
+        .await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn approve_for_the_session_grants_the_rest_of_the_session() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let b = buttons(&fake, &id).await;
+    let (s, r) = signed(
+        &gw,
+        &click(
+            &fake,
+            "U0ALICE",
+            "assent_approve_session",
+            &value_of(&b, "assent_approve_session"),
+        ),
+    )
+    .await;
+    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(
+        (&a["status"], &a["scope"]),
+        (&json!("approved"), &json!("session")),
+        "{a}"
+    );
+    // The same call again in that session is allowed without asking.
+    let (s, again) = gw.propose_in("s1", "pay", args()).await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_response_url() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let (s, hook) = (slack(&fake, false), fake.url.clone());
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &policy("acme.test.slack", PAY),
+        |st| {
+            st.slack = Some(Arc::new(s));
+            st.webhooks = Arc::new(vec![Webhook {
+                name: "slack".into(),
+                url: format!("{hook}/hook"),
+                secret_env: "UNUSED".into(),
+                secret: "hook-secret".into(),
+                format: WebhookFormat::Slack,
+                events: vec!["approval.requested".into()],
+                max_attempts: 3,
+                retry_initial_ms: 10,
+            }]);
+        },
+    )
+    .await;
+    let id = gw.held("s1", "pay", args()).await;
+    // The incoming webhook's message carries the buttons, valued with the id and call hash.
+    let m = fake.wait_for("/hook", &id).await;
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    let v = format!("{id}|{}", a["call_hash"].as_str().unwrap());
+    let elements = &m["blocks"][3]["elements"];
+    assert_eq!(
+        (&elements[0]["action_id"], &elements[0]["value"]),
+        (&json!("assent_approve_once"), &json!(v)),
+        "{m}"
+    );
+    // Deny without a bot token: no modal can open, so the click denies with no reason.
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_deny", &v)).await;
+    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    let m = fake.wait_for("/respond/U0ALICE", "Denied* by alice").await;
+    assert_eq!(m["replace_original"], true, "{m}");
+    assert!(fake.to("/api/chat.postMessage").is_empty());
+    gw.stop().await;
+}

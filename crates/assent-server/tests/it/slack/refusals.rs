@@ -1,0 +1,338 @@
+//! Approving from Slack: the requests that must decide nothing, each named for the attack it
+//! stops (forged, stale, future-dated or replayed requests, a click naming another call, an
+//! unmapped Slack user, a user without the role, an R4 call needing a passkey, a session grant
+//! the approval does not offer) and the endpoint's answers to bad bodies and to a gateway
+//! without `slack:`. Each checks that the approval is still pending with no decision or vote.
+
+use super::{
+    FakeSlack, PAY, SECRET, args, buttons, click, form, gateway, now_s, send, sign, signed,
+    undecided, value_of,
+};
+use crate::kit::start;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn an_irreversible_call_offers_no_session_button_and_refuses_a_forged_one() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(
+        dir.path(),
+        &fake,
+        "- tool: pay\n  approvers: [finance]\n  irreversible: true\n",
+    )
+    .await;
+    let id = gw.held("s1", "pay", args()).await;
+    let b = buttons(&fake, &id).await;
+    assert!(
+        b.iter().all(|(a, _)| a != "assent_approve_session"),
+        "{b:?}"
+    );
+    let (s, r) = signed(
+        &gw,
+        &click(
+            &fake,
+            "U0ALICE",
+            "assent_approve_session",
+            &value_of(&b, "assent_approve_once"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::OK, &json!("SESSION_NOT_OFFERED")),
+        "{r}"
+    );
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_forged_signature_decides_nothing() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
+    let ts = now_s();
+    for sig in [
+        sign("not-the-secret", ts, &body),
+        "v0=00".into(),
+        "garbage".into(),
+        sign(SECRET, ts, &format!("{body}x")),
+    ] {
+        let (s, r) = send(&gw, &body, ts, &sig).await;
+        assert_eq!(
+            (s, &r["code"]),
+            (StatusCode::UNAUTHORIZED, &json!("SLACK_SIGNATURE_INVALID")),
+            "{r}"
+        );
+    }
+    // No signature at all (and no API key: the route needs none, the signature is all).
+    let r = gw
+        .http
+        .post(format!("{}/v1/integrations/slack/interactions", gw.url))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "SLACK_SIGNATURE_MISSING", "{b}");
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_stale_request_older_than_five_minutes_decides_nothing() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
+    let ts = now_s() - 301;
+    let (s, r) = send(&gw, &body, ts, &sign(SECRET, ts, &body)).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::UNAUTHORIZED, &json!("SLACK_STALE")),
+        "{r}"
+    );
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_dated_in_the_future_decides_nothing() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
+    let ts = now_s() + 301;
+    let (s, r) = send(&gw, &body, ts, &sign(SECRET, ts, &body)).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::UNAUTHORIZED, &json!("SLACK_STALE")),
+        "{r}"
+    );
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_replayed_request_is_refused_and_one_slack_vote_counts_once_toward_a_quorum() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(
+        dir.path(),
+        &fake,
+        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
+    )
+    .await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
+    let ts = now_s();
+    let sig = sign(SECRET, ts, &body);
+    let (s, r) = send(&gw, &body, ts, &sig).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::OK, &json!("VOTE_COUNTED")),
+        "{r}"
+    );
+    // The same signed request again: refused before anything is looked at.
+    let (s, r) = send(&gw, &body, ts, &sig).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::UNAUTHORIZED, &json!("SLACK_REPLAYED")),
+        "{r}"
+    );
+    // A fresh click by the same person (another action_ts, so another signed body) is her
+    // second try, not a second vote.
+    let mut again = click(&fake, "U0ALICE", "assent_approve_once", &v);
+    again["actions"][0]["action_ts"] = json!("1700000002.000300");
+    let (s, r) = signed(&gw, &again).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::OK, &json!("ALREADY_VOTED")),
+        "{r}"
+    );
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    fake.wait_for("/api/chat.update", "alice").await;
+    // A second approver's click meets the quorum.
+    let (s, r) = signed(&gw, &click(&fake, "U0FRED", "assent_approve_once", &v)).await;
+    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "approved", "{a}");
+    fake.wait_for("/api/chat.update", "Approved* by fred").await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_click_naming_another_call_hash_decides_nothing() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    buttons(&fake, &id).await;
+    let forged = format!("{id}|{}", "0".repeat(64));
+    let (s, r) = signed(
+        &gw,
+        &click(&fake, "U0ALICE", "assent_approve_once", &forged),
+    )
+    .await;
+    assert_eq!(
+        (s, &r["ok"], &r["code"]),
+        (StatusCode::OK, &json!(false), &json!("CALL_CHANGED")),
+        "{r}"
+    );
+    for bad in [id.clone(), format!("{id}|"), "|".into()] {
+        let (_, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &bad)).await;
+        assert_eq!(r["code"], "BAD_VALUE", "{r}");
+    }
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_unmapped_slack_user_decides_nothing_at_any_tier() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(
+        dir.path(),
+        &fake,
+        "- tool: pay\n  approvers: [finance]\n  risk_tier: R3\n",
+    )
+    .await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    for action in ["assent_approve_once", "assent_deny"] {
+        let (s, r) = signed(&gw, &click(&fake, "U0MALLORY", action, &v)).await;
+        assert_eq!(
+            (s, &r["ok"], &r["code"]),
+            (StatusCode::OK, &json!(false), &json!("SLACK_USER_UNMAPPED")),
+            "{r}"
+        );
+    }
+    let e = fake.wait_for("/respond/U0MALLORY", "not mapped").await;
+    assert_eq!(e["response_type"], "ephemeral", "{e}");
+    assert!(fake.to("/api/views.open").is_empty());
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_slack_user_without_the_approver_role_decides_nothing() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let (s, r) = signed(&gw, &click(&fake, "U0OLAF", "assent_approve_once", &v)).await;
+    assert_eq!(
+        (s, &r["ok"], &r["code"]),
+        (StatusCode::OK, &json!(false), &json!("FORBIDDEN")),
+        "{r}"
+    );
+    assert!(r["text"].as_str().unwrap().contains("olaf"), "{r}");
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_r4_call_needing_a_passkey_cannot_be_approved_from_slack() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(
+        dir.path(),
+        &fake,
+        "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n",
+    )
+    .await;
+    let id = gw.held("s1", "pay", args()).await;
+    let b = buttons(&fake, &id).await;
+    assert!(
+        b.iter().all(|(a, _)| a != "assent_approve_session"),
+        "{b:?}"
+    );
+    let (s, r) = signed(
+        &gw,
+        &click(
+            &fake,
+            "U0ALICE",
+            "assent_approve_once",
+            &value_of(&b, "assent_approve_once"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, &r["ok"], &r["code"]),
+        (StatusCode::OK, &json!(false), &json!("PASSKEY_REQUIRED")),
+        "{r}"
+    );
+    assert!(r["text"].as_str().unwrap().contains("dashboard"), "{r}");
+    fake.wait_for("/respond/U0ALICE", "dashboard").await;
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn without_slack_configured_the_endpoint_is_not_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let body = "payload=%7B%7D";
+    let ts = now_s();
+    let (s, r) = send(&gw, body, ts, &sign(SECRET, ts, body)).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::NOT_FOUND, &json!("NOT_FOUND")),
+        "{r}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_oversized_or_malformed_body_is_refused_with_json() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let big = format!("payload={}", "a".repeat(300 * 1024));
+    let ts = now_s();
+    let (s, r) = send(&gw, &big, ts, &sign(SECRET, ts, &big)).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::PAYLOAD_TOO_LARGE, &json!("PAYLOAD_TOO_LARGE")),
+        "{r}"
+    );
+    for body in ["payload=notjson", "other=1", "payload=%5B%5D"] {
+        let (s, r) = send(&gw, body, ts, &sign(SECRET, ts, body)).await;
+        assert_eq!(
+            (s, &r["code"]),
+            (StatusCode::BAD_REQUEST, &json!("BAD_REQUEST")),
+            "{body}: {r}"
+        );
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_signed_requests_cannot_grow_the_replay_memory_without_bound() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    // The memory of accepted signatures is full (and none has left the window yet).
+    let max = assent_store::slack::MAX_SEEN;
+    let until = now_s() * 1000 + 600_000;
+    let fill = format!(
+        "INSERT INTO slack_seen (signature_sha256, until) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {max}) SELECT 'fill' || CAST(i AS TEXT), {until} FROM n"
+    );
+    assert_eq!(gw.sql().exec(&fill, &[]), max as u64);
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::SERVICE_UNAVAILABLE, &json!("SLACK_BUSY")),
+        "{r}"
+    );
+    undecided(&gw, &id).await;
+    // Once those leave the window they are forgotten, and Slack is heard again.
+    gw.sql().exec("UPDATE slack_seen SET until = 1", &[]);
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    assert_eq!(gw.sql().int("SELECT COUNT(*) FROM slack_seen", &[]), 1);
+    gw.stop().await;
+}

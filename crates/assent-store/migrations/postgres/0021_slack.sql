@@ -1,0 +1,15 @@
+-- assent store schema: approving from Slack (issue 15 §4). The Slack message posted for an
+-- approval (its channel and `ts`), so that any replica updates it with the outcome; and the
+-- request signatures already accepted from Slack (by SHA-256), until their timestamp leaves
+-- the 5-minute window, so that a replayed request is refused by every replica.
+CREATE TABLE slack_messages (
+    approval_id TEXT COLLATE "C" PRIMARY KEY,
+    channel     TEXT COLLATE "C" NOT NULL,
+    ts          TEXT COLLATE "C" NOT NULL,
+    posted_at   BIGINT NOT NULL
+);
+CREATE TABLE slack_seen (
+    signature_sha256 TEXT COLLATE "C" PRIMARY KEY,
+    until            BIGINT NOT NULL
+);
+CREATE INDEX slack_seen_until ON slack_seen(until);

@@ -1,0 +1,111 @@
+//! Approving from Slack (issue 15 §4): where the Slack message of an approval is (its channel
+//! and `ts`, so that whichever replica sees the decision updates it), and the request
+//! signatures already accepted from Slack (by SHA-256) until their timestamp leaves the
+//! 5-minute window, so that a replayed request is refused on every replica sharing the
+//! database. Not audited: the decision a Slack request makes is audited as every decision.
+
+use crate::db::OptionalExtension as _;
+use crate::error::StoreError;
+use crate::params;
+use crate::store::Store;
+
+/// Most accepted signatures remembered at once. Only requests whose signature verified are
+/// remembered (only a holder of the signing secret adds rows), and rows leave when their
+/// window ends; past this, new requests are refused until some leave (fail closed).
+pub const MAX_SEEN: i64 = 100_000;
+
+/// Longest channel id or message `ts` stored, in bytes.
+const MAX_REF: usize = 64;
+
+/// Where an approval's Slack message is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackMessage {
+    /// The channel id (`C…`) Slack answered `chat.postMessage` with.
+    pub channel: String,
+    /// The message's `ts` (its id within the channel).
+    pub ts: String,
+}
+
+impl Store {
+    /// Remembers the accepted request signature whose SHA-256 (64 hex) is `signature_sha256`
+    /// until `until` (Unix ms), after removing those whose window ended by `now`. `Ok(true)`:
+    /// first seen; `Ok(false)`: seen before (a replay: refuse it). `Invalid` for a digest that
+    /// is not 64 lowercase hex digits, or when [`MAX_SEEN`] signatures are remembered.
+    pub fn slack_first_seen(
+        &self,
+        signature_sha256: &str,
+        until: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        if signature_sha256.len() != 64
+            || !signature_sha256
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err(StoreError::Invalid(
+                "a Slack signature is remembered by its SHA-256 (64 hex digits)".into(),
+            ));
+        }
+        let guard = self.lock();
+        guard.conn().write(|tx| {
+            tx.execute("DELETE FROM slack_seen WHERE until <= ?1", [now])?;
+            let n: i64 = tx.query_row("SELECT COUNT(*) FROM slack_seen", [], |r| r.get(0))?;
+            if n >= MAX_SEEN {
+                return Ok(Err(StoreError::Invalid(format!(
+                    "{n} Slack requests are remembered in the replay window; wait until some leave it"
+                ))));
+            }
+            let added = tx.execute(
+                "INSERT INTO slack_seen (signature_sha256, until) VALUES (?1, ?2) ON CONFLICT(signature_sha256) DO NOTHING",
+                params![signature_sha256, until],
+            )?;
+            Ok::<_, crate::db::DbError>(Ok(added == 1))
+        })?
+    }
+
+    /// Records that approval `approval_id`'s Slack message is `m` (posted at `now`, Unix ms);
+    /// a message recorded before is kept (the first post wins). `Invalid` for a channel or `ts`
+    /// that is empty or longer than 64 bytes.
+    pub fn put_slack_message(
+        &self,
+        approval_id: &str,
+        m: &SlackMessage,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        if [&m.channel, &m.ts]
+            .iter()
+            .any(|f| f.is_empty() || f.len() > MAX_REF)
+        {
+            return Err(StoreError::Invalid(
+                "a Slack channel id and message ts are 1 to 64 bytes".into(),
+            ));
+        }
+        let guard = self.lock();
+        guard.conn().write(|tx| {
+            tx.execute(
+                "INSERT INTO slack_messages (approval_id, channel, ts, posted_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT(approval_id) DO NOTHING",
+                params![approval_id, m.channel, m.ts, now],
+            )
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// Approval `approval_id`'s Slack message, if one was recorded.
+    pub fn slack_message(&self, approval_id: &str) -> Result<Option<SlackMessage>, StoreError> {
+        let guard = self.lock();
+        Ok(guard
+            .conn()
+            .query_row(
+                "SELECT channel, ts FROM slack_messages WHERE approval_id = ?1",
+                [approval_id],
+                |r| {
+                    Ok(SlackMessage {
+                        channel: r.get(0)?,
+                        ts: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+}
