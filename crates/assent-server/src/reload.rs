@@ -203,7 +203,8 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         Ok(Err(e)) => return Err(ReloadError::Store(e.to_string())),
         Err(e) => return Err(ReloadError::Store(format!("{e:?}"))),
     }
-    st.swap_live(Live::new(cfg.registry, principals));
+    let slack_users = cfg.slack_users();
+    st.swap_live(Live::new(cfg.registry, principals).with_slack_users(slack_users));
     // A changed key or role set signs the person out of the dashboard too: a session started
     // with the old key must not outlive it (a removed operator's sessions fail on their own).
     for name in answer.changed.clone() {

@@ -80,6 +80,9 @@ pub struct Live {
     pub window_needs: Arc<assent_core::triggers::window::WindowNeeds>,
     /// Who may call the API.
     pub principals: Arc<Vec<Principal>>,
+    /// Slack user id → principal name (`principals[].slack_user_id`, issue 15 §4): replaced
+    /// by a reload with the principals, so an unmapped Slack user stops deciding at once.
+    pub slack_users: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl Live {
@@ -89,7 +92,14 @@ impl Live {
             window_needs: Arc::new(assent_core::triggers::window::WindowNeeds::of(&registry)),
             registry: Arc::new(registry),
             principals: Arc::new(principals),
+            slack_users: Arc::default(),
         }
+    }
+
+    /// This snapshot with the Slack user map `users` (Slack user id → principal name).
+    pub fn with_slack_users(mut self, users: std::collections::BTreeMap<String, String>) -> Self {
+        self.slack_users = Arc::new(users);
+        self
     }
 }
 
@@ -157,6 +167,11 @@ impl AppState {
         }
         state.oidc = oidc.map(Arc::new);
         state.slack = config.slack()?.map(Arc::new);
+        state.swap_live(
+            (*state.live())
+                .clone()
+                .with_slack_users(config.slack_users()),
+        );
         state.waiters = Arc::new(waiters::Waiters::new(config.max_waiters_per_principal));
         state.throttle = Arc::new(throttle::Throttle::with_proxies(
             config.rate_limits,

@@ -320,10 +320,20 @@ impl Config {
 
     /// The Slack integration with its secrets read from the environment (`None` without
     /// `slack:`); an unset or empty variable stops start-up naming it.
+    /// (Its user map is read from [`Config::slack_users`], which a reload replaces.)
     pub fn slack(&self) -> Result<Option<slack::Slack>, ConfigError> {
         (self.slack.as_ref())
             .map(|c| slack::resolve(&self.file, c))
             .transpose()
+    }
+
+    /// Slack user id → principal name from `principals[].slack_user_id` (empty without
+    /// `slack:`).
+    pub fn slack_users(&self) -> std::collections::BTreeMap<String, String> {
+        self.slack
+            .as_ref()
+            .map(|s| s.users.clone())
+            .unwrap_or_default()
     }
 
     /// The webhooks with their secrets read from `secret_env`; an unset or empty variable
@@ -405,6 +415,11 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     put("passkeys", &c.passkeys);
     put("audit_checkpoints", &c.audit_checkpoints);
     put("audit_retention_days", &c.audit_retention_days);
-    put("slack", &c.slack);
+    // The Slack user map follows a reload (with the principals); the rest needs a restart.
+    let slack = c.slack.clone().map(|mut s| {
+        s.users.clear();
+        s
+    });
+    put("slack", &slack);
     m
 }

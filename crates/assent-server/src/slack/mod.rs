@@ -124,7 +124,7 @@ fn split_value(v: &str) -> Option<(String, String)> {
 }
 
 /// The operator Slack user `user` is (its name and roles), or why nobody.
-fn operator_of(st: &AppState, slack: &Slack, user: &str) -> Result<(String, Vec<String>), Reply> {
+fn operator_of(st: &AppState, user: &str) -> Result<(String, Vec<String>), Reply> {
     let unmapped = || {
         Reply::no(
             "SLACK_USER_UNMAPPED",
@@ -133,8 +133,9 @@ fn operator_of(st: &AppState, slack: &Slack, user: &str) -> Result<(String, Vec<
             ),
         )
     };
-    let name = slack.config.users.get(user).ok_or_else(unmapped)?;
-    let principals = st.principals();
+    let live = st.live();
+    let name = live.slack_users.get(user).ok_or_else(unmapped)?;
+    let principals = &live.principals;
     let p = principals
         .iter()
         .find(|p| &p.name == name)
@@ -240,7 +241,7 @@ async fn click(
             "This button is not an assent decision.",
         ));
     };
-    let who = match operator_of(st, slack, p["user"]["id"].as_str().unwrap_or("")) {
+    let who = match operator_of(st, p["user"]["id"].as_str().unwrap_or("")) {
         Ok(w) => w,
         Err(r) => return Some(r),
     };
@@ -322,7 +323,7 @@ async fn view_submission(st: &AppState, slack: &Arc<Slack>, p: &Value) -> Respon
     let Some(reason) = reason else {
         return modal_error("Give a reason: the agent is told.");
     };
-    let reply = match operator_of(st, slack, p["user"]["id"].as_str().unwrap_or("")) {
+    let reply = match operator_of(st, p["user"]["id"].as_str().unwrap_or("")) {
         Err(r) => r,
         Ok((name, roles)) => match approval_for(st, &value.0, &value.1).await {
             Err(r) => r,

@@ -123,9 +123,17 @@ async fn gateway(dir: &std::path::Path, fake: &FakeSlack, rules: &str) -> Gw {
         let mut all = (*st.principals()).clone();
         all.push(operator("fred", &["finance"]));
         st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
-        st.slack = Some(Arc::new(s));
+        with_slack(st, s);
     })
     .await
+}
+
+/// Sets `s` as the state's Slack integration, its user map in the live snapshot (where the
+/// endpoint reads it, and where a reload replaces it).
+fn with_slack(st: &mut assent_server::AppState, s: Slack) {
+    let users = s.config.users.clone();
+    st.swap_live((*st.live()).clone().with_slack_users(users));
+    st.slack = Some(Arc::new(s));
 }
 
 const PAY: &str = "- tool: pay\n  approvers: [finance]\n";
@@ -414,7 +422,7 @@ async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_resp
         AGENTS,
         &policy("acme.test.slack", PAY),
         |st| {
-            st.slack = Some(Arc::new(s));
+            with_slack(st, s);
             st.webhooks = Arc::new(vec![Webhook {
                 name: "slack".into(),
                 url: format!("{hook}/hook"),

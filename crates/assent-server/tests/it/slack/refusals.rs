@@ -1,16 +1,18 @@
 //! Approving from Slack: the requests that must decide nothing, each named for the attack it
 //! stops (forged, stale, future-dated or replayed requests, a click naming another call, an
-//! unmapped Slack user, a user without the role, an R4 call needing a passkey, a session grant
+//! unmapped Slack user — also one unmapped by a reload —, a user without the role, an R4 call needing a passkey, a session grant
 //! the approval does not offer) and the endpoint's answers to bad bodies and to a gateway
 //! without `slack:`. Each checks that the approval is still pending with no decision or vote.
 
 use super::{
-    FakeSlack, PAY, SECRET, args, buttons, click, form, gateway, now_s, send, sign, signed,
-    undecided, value_of,
+    FakeSlack, PAY, SECRET, args, buttons, click, form, gateway, now_s, send, sign, signed, slack,
+    undecided, value_of, with_slack,
 };
-use crate::kit::start;
+use crate::kit::{AGENTS, policy, start, start_custom};
+use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 #[tokio::test]
 async fn an_irreversible_call_offers_no_session_button_and_refuses_a_forged_one() {
@@ -89,7 +91,7 @@ async fn a_stale_request_older_than_five_minutes_decides_nothing() {
     let id = gw.held("s1", "pay", args()).await;
     let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
     let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
-    let ts = now_s() - 301;
+    let ts = now_s() - 330; // clear of the 300 s window even when a second turns over mid-test
     let (s, r) = send(&gw, &body, ts, &sign(SECRET, ts, &body)).await;
     assert_eq!(
         (s, &r["code"]),
@@ -107,7 +109,7 @@ async fn a_request_dated_in_the_future_decides_nothing() {
     let id = gw.held("s1", "pay", args()).await;
     let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
     let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
-    let ts = now_s() + 301;
+    let ts = now_s() + 330; // clear of the 300 s window even when a second turns over mid-test
     let (s, r) = send(&gw, &body, ts, &sign(SECRET, ts, &body)).await;
     assert_eq!(
         (s, &r["code"]),
@@ -334,5 +336,73 @@ async fn a_flood_of_signed_requests_cannot_grow_the_replay_memory_without_bound(
     let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
     assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
     assert_eq!(gw.sql().int("SELECT COUNT(*) FROM slack_seen", &[]), 1);
+    gw.stop().await;
+}
+
+/// Attack: a Slack account whose mapping was removed from the configuration (a person who
+/// left, a mapping made by mistake) keeps approving until the next restart. A live reload
+/// replaces the map with the principals: its clicks are unmapped from then on.
+#[tokio::test]
+async fn a_slack_mapping_removed_by_a_reload_decides_nothing() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let conf = dir.path().join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    std::fs::write(conf.join("gov.yaml"), policy("acme.test.slack", PAY)).unwrap();
+    let key = |k: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(k.as_bytes()));
+    let text = |alice_slack: &str| {
+        format!(
+            "agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\nslack: {{signing_secret_env: S, bot_token_env: T, channel: C0APPROVE}}\nprincipals:\n  - {{name: alice, kind: operator, roles: [finance], key_sha256: \"{}\"{alice_slack}}}\n  - {{name: bot, kind: agent, agent_id: bot, key_sha256: \"{}\"}}\n",
+            key(crate::kit::OP),
+            key(crate::kit::BOT),
+        )
+    };
+    let file = conf.join("assent.yaml");
+    std::fs::write(&file, text(", slack_user_id: U0ALICE")).unwrap();
+    let cfg = assent_server::config::Config::load(&file).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let s = slack(&fake, true);
+    let gw = start_custom(
+        &data,
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &policy("acme.test.slack", PAY),
+        |st| {
+            st.swap_live(assent_server::Live::new(
+                cfg.registry.clone(),
+                cfg.principals().unwrap(),
+            ));
+            with_slack(st, s);
+            st.reload = Some(Arc::new(assent_server::config::ReloadSource::new(
+                &cfg, false,
+            )));
+        },
+    )
+    .await;
+    let first = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &first).await, "assent_approve_once");
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_eq!((s, &r["ok"]), (StatusCode::OK, &json!(true)), "{r}");
+    // The mapping is removed from the file and the configuration reloaded.
+    std::fs::write(&file, text("")).unwrap();
+    let (s, b) = gw
+        .req("POST", "/v1/reload", Some(crate::kit::OP), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(
+        !b["needs_restart"].to_string().contains("slack"),
+        "the user map follows a reload: {b}"
+    );
+    let second = gw.held("s2", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &second).await, "assent_approve_once");
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::OK, &json!("SLACK_USER_UNMAPPED")),
+        "{r}"
+    );
+    undecided(&gw, &second).await;
     gw.stop().await;
 }
