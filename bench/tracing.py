@@ -13,7 +13,8 @@ load is allowed `POST /v1/tool-calls` (each a committed `call.allowed` audit rec
 span and an `assent.propose` span) from N keep-alive connections; phases alternate off, on,
 off, on, ... so both see the same machine noise, and each "on" phase is compared with the
 mean of the "off" phases beside it. Reported per client count: requests/s and per-request
-latency (median, p99) of each, and the ratios on/off.
+latency (median, p99) of each, and the ratios on/off; and what the sink received (exports,
+bytes), which must not be nothing.
 
 Python standard library only (the client is `bench/waiters.py`'s raw HTTP/1.1 connection).
 """
@@ -28,17 +29,30 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from waiters import ASSENT, Conn, agent_key, free_port, sha  # noqa: E402
 
 SINK = r"""
-import sys
+import json, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+seen = {"exports": 0, "bytes": 0}
+lock = threading.Lock()
 class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        with lock:
+            out = json.dumps(seen).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
     def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
+        n = len(self.rfile.read(int(self.headers["Content-Length"])))
+        with lock:
+            seen["exports"] += 1
+            seen["bytes"] += n
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", "0")
@@ -144,6 +158,11 @@ def main():
                 row["median_added_ms"] = round(row["on"]["median_ms"] - row["off"]["median_ms"], 3)
                 results[f"{clients}_clients"] = row
                 print(clients, "clients:", json.dumps(row), flush=True)
+            time.sleep(6)  # the batch processor's 5 s schedule: the last spans reach the sink
+            with urllib.request.urlopen(f"http://127.0.0.1:{sink_port}/") as r:
+                results["sink"] = json.loads(r.read())
+            if results["sink"]["exports"] == 0:
+                sys.exit("the traced gateway exported nothing: tracing was not on")
         finally:
             for p in (off, on, sink):
                 p.terminate()
