@@ -78,7 +78,7 @@ def otel_env(otlp_port, service="assent-e2e"):
                 OTEL_BSP_SCHEDULE_DELAY="100", OTEL_SERVICE_NAME=service)
 
 
-def serve(tmp_path, otlp_port):
+def serve(tmp_path, otlp_port, extra=""):
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "ops.agf.yaml").write_text(
         "metadata: {id: ops_bot, name: Ops Bot, version: 1.0.0, description: observability e2e}\n"
@@ -92,6 +92,7 @@ listen: 127.0.0.1:{port}
 data_dir: data
 agents: ["agents/*.agf.yaml"]
 metrics_key_env: E2E_SCRAPE_KEY
+{extra}
 principals:
   - {{name: alice, kind: operator, key_env: E2E_ALICE_KEY}}
   - {{name: ops-bot, kind: agent, agent_id: ops_bot, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
@@ -380,4 +381,55 @@ def test_an_mcp_call_carries_its_trace_to_the_gateway_and_the_upstream(tmp_path)
                        "the gateway's assent.propose span")[0]
     assert attrs(propose)["assent.tool"] == "echo"
     assert attrs(propose)["assent.outcome"] == "allowed"
+    otlp.shutdown()
+
+
+def test_a_call_through_the_hub_carries_its_trace_to_the_upstream(tmp_path):
+    """The same through `/mcp` on `assent serve` (the hub), with the MCP Python SDK's client
+    sending `_meta.traceparent`."""
+    import asyncio
+
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with Receiver.lock:
+        Receiver.spans.clear()
+    otlp = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=otlp.serve_forever, daemon=True).start()
+    meta_log = tmp_path / "meta.jsonl"
+    (tmp_path / "upstream.py").write_text(UPSTREAM)
+    upstreams = (f'mcp_upstreams:\n  up: {{command: ["{sys.executable}", "{tmp_path / "upstream.py"}"], '
+                 f'env: {{META_LOG: "{meta_log}"}}}}\n')
+    proc, url, log = serve(tmp_path, otlp.server_address[1], upstreams)
+    trace_id, client_span = os.urandom(16).hex(), os.urandom(8).hex()
+
+    async def call():
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {AGENT_KEY}"},
+                                  timeout=httpx2.Timeout(30))
+        async with streamable_http_client(url + "/mcp", http_client=http) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool(
+                    "up__echo", {"text": "via the hub"},
+                    meta={"traceparent": f"00-{trace_id}-{client_span}-01"})
+
+    try:
+        result = asyncio.run(call())
+        assert result.content[0].text == "via the hub", result
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+    got = json.loads(meta_log.read_text().splitlines()[0])["traceparent"].split("-")
+    assert got[1] == trace_id and got[2] != client_span, got
+    tid = bytes.fromhex(trace_id)
+    call_span = wait_for(lambda ss: [s for _, s in ss if s.name == "assent.mcp.call"
+                                     and s.trace_id == tid], "the hub's assent.mcp.call span")[0]
+    assert call_span.parent_span_id == bytes.fromhex(client_span)
+    upstream = wait_for(lambda ss: [s for _, s in ss if s.name == "assent.upstream_call"
+                                    and s.trace_id == tid], "assent.upstream_call span")[0]
+    assert upstream.span_id == bytes.fromhex(got[2])
+    wait_for(lambda ss: [s for _, s in ss if s.name == "assent.propose" and s.trace_id == tid
+                         and attrs(s)["assent.tool"] == "echo"], "the propose span of the hub call")
     otlp.shutdown()
