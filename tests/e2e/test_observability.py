@@ -6,7 +6,8 @@ the ecosystem's own decoders against a real `assent serve`:
   span; propose, wait, decision and redeem spans carry the approval's attributes; the
   decision is in the proposal's trace; AAEP `correlation_id` and MPLP `trace_id` carry the
   trace id;
-- `/metrics` parsed with the official Prometheus client's parser (`prometheus-client`), who
+- `/metrics` parsed with the official Prometheus client's OpenMetrics parser
+  (`prometheus-client`, which also checks the format: `# EOF`, names, types), who
   may read it, and the families moving with a real approval's life.
 """
 
@@ -26,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from test_dashboard import ASSENT, free_port
 
@@ -208,6 +209,18 @@ def test_an_approval_life_is_one_trace_and_moves_the_metrics(tmp_path):
         assert sample(m, "assent_token_redemptions_total", result="redeemed") == 1
         assert sample(m, "assent_token_redemptions_total", result="token_used") == 1
         assert sample(m, "assent_long_poll_waiters") == 0
+
+        # tracestate travels with the trace, but one over W3C's 512 bytes is dropped (a caller
+        # must not make every span of its trace carry a large header into the export queue).
+        small, big = os.urandom(16).hex(), os.urandom(16).hex()
+        status_call = {**deploy, "tool": "status", "arguments": {}}
+        for tid_, state in ((small, "vendor=abc"), (big, "vendor=" + "x" * 600)):
+            assert call(url, "POST", "/v1/tool-calls", AGENT_KEY, status_call,
+                        {"traceparent": f"00-{tid_}-{AGENT_SPAN}-01", "tracestate": state})[0] == 200
+        for tid_, want in ((small, "vendor=abc"), (big, "")):
+            span = wait_for(lambda ss: [s for _, s in ss if s.name == "POST /v1/tool-calls"
+                                        and s.trace_id == bytes.fromhex(tid_)], "tracestate span")
+            assert span[0].trace_state == want, span[0].trace_state
 
         # The scrape key reads the metrics and nothing else; an agent's key reads neither.
         assert call(url, "GET", "/metrics", SCRAPE_KEY)[0] == 200

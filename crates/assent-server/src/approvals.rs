@@ -73,7 +73,7 @@ pub(crate) async fn list_approvals(
             Ok((expired, s.list_approvals(status, limit)?))
         })
         .await?;
-    st.settled(&expired);
+    st.expired(expired);
     if group {
         let mut groups: Vec<(String, Vec<&ApprovalRecord>)> = Vec::new();
         for a in list.iter().rev() {
@@ -175,7 +175,7 @@ pub(crate) async fn get_approval(
     let (st, id, p) = (&st, &id, &p);
     let look = || async move {
         let (expired, rec, token, events) = read_once(st, id, is_agent, format == "mplp").await?;
-        st.settled(&expired);
+        st.expired(expired);
         // An agent sees only its own approvals; others get the same 404 as a missing id.
         let rec = rec
             .filter(|r| p.sees(&r.agent))

@@ -12,6 +12,7 @@ use crate::extract::ApiJson;
 use crate::extract::{Agent, Cancelling, DecideApprovals, Operator, RelayUserDecision};
 use crate::formats::approval;
 use crate::state::{AppState, now_ms};
+use crate::store_call::Expired;
 use crate::waiters::clarification_key;
 use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
 use assent_api::approvals::{DecisionRequest, SessionCancelled, UserDecisionRequest};
@@ -146,13 +147,16 @@ pub(crate) async fn decide_as(
     let (actor, roles2) = (name.to_string(), roles.to_vec());
     // One trip to the blocking pool: settle expiries, then decide (the store checks the
     // approver role in the same transaction).
+    let expired = Expired::default();
+    let found = expired.clone();
     let res = st
         .store_task(move |s| {
             let now = now_ms();
-            s.expire_due(now)?;
+            found.sweep(s, now)?;
             s.decide(&id, &input, &actor, &roles2, now)
         })
         .await?;
+    st.expired(expired.take());
     match res {
         Ok(rec) => {
             st.decided(&rec);
@@ -176,16 +180,19 @@ pub(crate) async fn decide_batch(
     }
     let input = decision_input(&st, None, b.decision, op.name(), op.roles()).await?;
     let (ids, name, roles) = (b.ids.clone(), op.name().to_string(), op.roles().to_vec());
+    let expired = Expired::default();
+    let found = expired.clone();
     let results = st
         .store_call(move |s| {
             let now = now_ms();
-            s.expire_due(now)?;
+            found.sweep(s, now)?;
             Ok(ids
                 .iter()
                 .map(|id| s.decide(id, &input, &name, &roles, now))
                 .collect::<Vec<_>>())
         })
         .await?;
+    st.expired(expired.take());
     for a in results.iter().filter_map(|r| r.as_ref().ok()) {
         st.decided(a);
     }
@@ -275,10 +282,12 @@ pub(crate) async fn cancel_approval(
 ) -> Result<Body<Approval>, ApiError> {
     let (p, id, reason) = (c.principal, c.id, c.reason);
     let name = p.name.clone();
+    let expired = Expired::default();
+    let found = expired.clone();
     let res = st
         .store_call(move |s| {
             let now = now_ms();
-            s.expire_due(now)?;
+            found.sweep(s, now)?;
             match s.get_approval(&id)? {
                 Some(r) if p.sees(&r.agent) => {
                     Ok(s.cancel_as(&id, &p.canceller(), reason.as_deref(), now))
@@ -287,6 +296,7 @@ pub(crate) async fn cancel_approval(
             }
         })
         .await?;
+    st.expired(expired.take());
     match res {
         Ok(rec) => {
             st.decided(&rec);

@@ -115,22 +115,14 @@ pub fn spawn_expiry(state: AppState, interval: Duration) -> tokio::task::JoinHan
                 let now = now_ms();
                 let ids = s.expire_due(now)?;
                 let other = s.emit_countdowns(now)? + s.expire_clarifications(now)?;
-                // For the metrics and traces only: a failed read loses a data point, not a wake-up.
-                let recs: Vec<_> = ids
-                    .iter()
-                    .filter_map(|id| s.get_approval(id).ok().flatten())
-                    .collect();
-                Ok((ids, recs, other))
+                Ok((ids, other))
             };
             match state.store_task(sweep).await {
-                Ok(Ok((ids, recs, other))) if !ids.is_empty() || other > 0 => {
+                Ok(Ok((ids, other))) if !ids.is_empty() || other > 0 => {
                     for id in &ids {
                         tracing::info!(approval_id = %id, "approval expired or escalated");
                     }
-                    state.settled(&ids);
-                    for a in &recs {
-                        state.decided(a);
-                    }
+                    state.expired(ids);
                     state.changed();
                 }
                 Ok(Err(e)) => tracing::error!(error = %e, "expiry sweep failed"),

@@ -1,5 +1,5 @@
-//! `GET /metrics` (issue 15 §2): the Prometheus text exposition (`text/plain;
-//! version=0.0.4`) of [`crate::metrics`], for an operator key or the scrape key in
+//! `GET /metrics` (issue 15 §2): the OpenMetrics text exposition
+//! (`application/openmetrics-text; version=1.0.0`, which Prometheus reads) of [`crate::metrics`], for an operator key or the scrape key in
 //! `metrics_key_env` (which reads nothing else); `401` without a known key, `403` for an
 //! agent's or executor's, with the API's JSON error body. The scrape key passes the
 //! failed-authentication throttle as a known key.
@@ -50,7 +50,7 @@ pub async fn scrape(State(st): State<AppState>, headers: HeaderMap) -> Result<Re
     let mut r = body.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
     );
     Ok(r)
 }

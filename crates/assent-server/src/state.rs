@@ -291,6 +291,34 @@ impl AppState {
         }
     }
 
+    /// Approvals `ids` were expired (or took an escalation step) by a sweep: wakes their
+    /// long-polls and the streams now, and in the background reads them back to count and
+    /// trace those that left `pending` ([`AppState::decided`]'s bookkeeping; a failed read
+    /// loses a data point, never a wake-up).
+    pub fn expired(&self, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        self.settled(&ids);
+        let st = self.clone();
+        tokio::spawn(async move {
+            let read = move |s: &Store| -> Result<Vec<_>, assent_store::StoreError> {
+                Ok(ids
+                    .iter()
+                    .filter_map(|id| s.get_approval(id).ok().flatten())
+                    .collect())
+            };
+            if let Ok(Ok(recs)) = st.store_task(read).await {
+                for a in recs
+                    .iter()
+                    .filter(|a| a.status != assent_core::approval::ApprovalStatus::Pending)
+                {
+                    crate::telemetry::settled(&st.metrics, a);
+                }
+            }
+        });
+    }
+
     /// Approvals `ids` left `pending` (or changed): wakes their long-polls, and the streams.
     pub fn settled(&self, ids: &[String]) {
         for id in ids {

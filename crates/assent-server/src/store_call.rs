@@ -40,3 +40,23 @@ impl AppState {
         blocking(move || f(&s)).await
     }
 }
+
+/// The approvals a request's store call expired on its way (`Store::expire_due` before a
+/// decision or a read), collected inside the blocking closure and handed to
+/// [`AppState::expired`] after it, so they are counted and traced like the sweep's.
+#[derive(Clone, Default)]
+pub(crate) struct Expired(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Expired {
+    /// Applies expiry at `now` (Unix ms) with `s`, remembering what it settled.
+    pub(crate) fn sweep(&self, s: &Store, now: i64) -> Result<(), StoreError> {
+        let ids = s.expire_due(now)?;
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend(ids);
+        Ok(())
+    }
+
+    /// What the sweeps settled, taken out.
+    pub(crate) fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}

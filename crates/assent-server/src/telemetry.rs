@@ -145,12 +145,26 @@ pub async fn trace_request(req: Request, next: Next) -> Response {
     resp
 }
 
-/// Request headers as an OpenTelemetry [`Extractor`].
+/// Longest `tracestate` taken from a request, in bytes, and most list members (W3C Trace
+/// Context §3.3: 512 characters and 32 members are what a vendor must be able to carry); a
+/// longer one is ignored, so a caller cannot make every span of its trace carry a large header
+/// into the export queue.
+const MAX_TRACESTATE_BYTES: usize = 512;
+/// See [`MAX_TRACESTATE_BYTES`].
+const MAX_TRACESTATE_MEMBERS: usize = 32;
+
+/// Request headers as an OpenTelemetry [`Extractor`] (`tracestate` bounded).
 struct HeaderCarrier<'a>(&'a HeaderMap);
 
 impl Extractor for HeaderCarrier<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        let v = self.0.get(key).and_then(|v| v.to_str().ok())?;
+        if key.eq_ignore_ascii_case("tracestate")
+            && (v.len() > MAX_TRACESTATE_BYTES || v.split(',').count() > MAX_TRACESTATE_MEMBERS)
+        {
+            return None;
+        }
+        Some(v)
     }
     fn keys(&self) -> Vec<&str> {
         self.0.keys().map(|k| k.as_str()).collect()

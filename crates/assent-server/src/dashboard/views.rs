@@ -5,6 +5,7 @@
 use crate::error::ApiError;
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
+use crate::store_call::Expired;
 use askama::Template;
 use assent_core::approval::ApprovalStatus;
 use assent_core::template::{visible, visible_json_pretty};
@@ -112,15 +113,18 @@ struct QueueItems {
 }
 
 async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), ApiError> {
+    let expired = Expired::default();
+    let found = expired.clone();
     let (list, questions) = st
         .store_call(move |s| {
-            s.expire_due(now_ms())?;
+            found.sweep(s, now_ms())?;
             Ok((
                 s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
                 s.list_clarifications(Some("pending"))?,
             ))
         })
         .await?;
+    st.expired(expired.take());
     let count = list.len();
     // Oldest first (most urgent), grouped by similarity in order of first appearance.
     let mut groups: Vec<(String, Group)> = Vec::new();
@@ -330,9 +334,11 @@ pub(crate) struct Loaded {
 /// `None` when there is no such approval.
 pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiError> {
     let id = id.to_string();
+    let expired = Expired::default();
+    let found = expired.clone();
     let (rec, pending, dry_run) = st
         .store_call(move |s| {
-            s.expire_due(now_ms())?;
+            found.sweep(s, now_ms())?;
             Ok((
                 s.get_approval(&id)?,
                 s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
@@ -340,6 +346,7 @@ pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiE
             ))
         })
         .await?;
+    st.expired(expired.take());
     Ok(rec.map(|r| {
         let similar = pending
             .iter()

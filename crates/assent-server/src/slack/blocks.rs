@@ -72,12 +72,14 @@ pub fn message(
     };
     let mut blocks = vec![
         json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, 150)}}),
-        json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(&message, 2900)}}),
+        // What the agent wrote (the message, its arguments, the rule's side effects rendered
+        // with them) is plain text: no mrkdwn, links or mentions of its making on the card.
+        json!({"type": "section", "text": {"type": "plain_text", "text": cut(&message, 2900), "emoji": false}}),
         json!({"type": "section", "fields": [
             {"type": "mrkdwn", "text": format!("*Risk*\n{tier} ({}){irreversible}", tier.risk_level())},
             {"type": "mrkdwn", "text": format!("*Expires*\n{}", rfc3339(a.expires_at))},
-            {"type": "mrkdwn", "text": format!("*Arguments*\n`{}`", cut(&args, 1900))},
-            {"type": "mrkdwn", "text": format!("*Side effects*\n{}", cut(&effects, 1900))},
+            {"type": "plain_text", "text": format!("Arguments:\n{}", cut(&args, 1900)), "emoji": false},
+            {"type": "plain_text", "text": format!("Side effects:\n{}", cut(&effects, 1900)), "emoji": false},
         ]}),
     ];
     let mut actions = Vec::new();
@@ -96,7 +98,7 @@ pub fn message(
             {"type": "mrkdwn", "text": cut(&outcome(a), 2900)}
         ]}));
     }
-    json!({"text": cut(&format!("{title}: {message}"), 3000), "blocks": blocks})
+    json!({"text": cut(&escape(&format!("{title}: {message}")), 3000), "blocks": blocks})
 }
 
 /// The decision buttons of pending approval `a`.
@@ -124,6 +126,15 @@ fn progress(a: &ApprovalRecord) -> String {
         .unwrap_or_else(|| "vote counted".into())
 }
 
+/// `s` with Slack's three control characters escaped (`&`, `<`, `>`: Slack's "escaping text"),
+/// so text of someone else's making inside mrkdwn cannot link, mention (`<!channel>`) or
+/// name a user.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// What became of `a` and by whom: "Approved by alice (once)", "Denied by bob: reason",
 /// "Expired", "Cancelled", or the votes so far while it is pending.
 pub fn outcome(a: &ApprovalRecord) -> String {
@@ -132,7 +143,7 @@ pub fn outcome(a: &ApprovalRecord) -> String {
     let by = last.map(|d| format!(" by {}", d.actor)).unwrap_or_default();
     let reason = last
         .and_then(|d| d.reason.as_deref())
-        .map(|x| format!(": {}", r.text(x)))
+        .map(|x| format!(": {}", escape(&r.text(x))))
         .unwrap_or_default();
     match a.status {
         ApprovalStatus::Pending => {

@@ -24,12 +24,21 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Whether `signature` (`v0=` + 64 hex) is the HMAC-SHA256 with `secret` of
-/// `v0:{timestamp}:{body}`; the MAC is compared in constant time.
+/// Whether `signature` (`v0=` + 64 lower-case hex digits, as Slack sends it: one spelling
+/// per MAC, so the replay memory, which remembers the header, cannot be dodged by changing a
+/// digit's case) is the HMAC-SHA256 with `secret` of `v0:{timestamp}:{body}`; the MAC is
+/// compared in constant time.
 pub fn signature_ok(secret: &str, timestamp: &str, body: &[u8], signature: &str) -> bool {
     let Some(hex_sig) = signature.strip_prefix("v0=") else {
         return false;
     };
+    if hex_sig.len() != 64
+        || !hex_sig
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return false;
+    }
     let Ok(given) = hex::decode(hex_sig) else {
         return false;
     };

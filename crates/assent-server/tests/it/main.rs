@@ -16,7 +16,9 @@ mod delegation;
 mod durability;
 mod duties;
 mod learning;
+
 mod lifecycle;
+mod metrics;
 mod nul;
 mod passkeys;
 mod plans;

@@ -147,6 +147,15 @@ async fn a_replayed_request_is_refused_and_one_slack_vote_counts_once_toward_a_q
         (StatusCode::UNAUTHORIZED, &json!("SLACK_REPLAYED")),
         "{r}"
     );
+    // Nor with the same MAC spelled in upper case (the same bytes, another header): the
+    // replay memory cannot be dodged, or flooded, by re-spelling one captured request.
+    let upper = format!("v0={}", sig["v0=".len()..].to_ascii_uppercase());
+    let (s, r) = send(&gw, &body, ts, &upper).await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::UNAUTHORIZED, &json!("SLACK_SIGNATURE_INVALID")),
+        "{r}"
+    );
     // A fresh click by the same person (another action_ts, so another signed body) is her
     // second try, not a second vote.
     let mut again = click(&fake, "U0ALICE", "assent_approve_once", &v);
@@ -405,4 +414,64 @@ async fn a_slack_mapping_removed_by_a_reload_decides_nothing() {
     );
     undecided(&gw, &second).await;
     gw.stop().await;
+}
+
+/// Attack: the agent writes Slack markup into its call — a mention that pings the channel, a
+/// link dressed as something else, a fake "Risk R0" line, a backtick breaking out of the code
+/// span — so that the card with the Approve button lies about the call. What the agent wrote
+/// reaches Slack as plain text; the one mrkdwn text that carries others' words (the outcome
+/// with the decider's reason) and the notification text escape `&`, `<` and `>`.
+#[tokio::test]
+async fn slack_markup_in_a_call_cannot_dress_up_the_card() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let evil = "acme` <!channel> *Risk* R0 <https://evil.example|the invoice>";
+    let id = gw
+        .held("s1", "pay", json!({"amount": 500, "to": evil}))
+        .await;
+    let posted = fake.wait_for("/api/chat.postMessage", &id).await;
+    let mut mrkdwn = vec![];
+    collect_mrkdwn(&posted["blocks"], &mut mrkdwn);
+    assert!(!mrkdwn.is_empty());
+    for t in &mrkdwn {
+        assert!(!t.contains('<') && !t.contains("evil.example"), "{t}");
+    }
+    assert!(
+        posted["blocks"].to_string().contains("<!channel>"),
+        "shown, as plain text"
+    );
+    assert!(!posted["text"].as_str().unwrap().contains('<'), "{posted}");
+    // The decider's reason, shown in mrkdwn with the outcome, is escaped too.
+    let (s, _) = gw
+        .req(
+            "POST",
+            &format!("/v1/approvals/{id}/decision"),
+            Some("alice-key"),
+            Some(json!({"decision": "deny", "reason": "no <!here> <https://x.example|y>"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let updated = fake.wait_for("/api/chat.update", "Denied").await;
+    let mut mrkdwn = vec![];
+    collect_mrkdwn(&updated["blocks"], &mut mrkdwn);
+    assert!(
+        mrkdwn.iter().any(|t| t.contains("&lt;!here&gt;")),
+        "{mrkdwn:?}"
+    );
+    assert!(mrkdwn.iter().all(|t| !t.contains('<')), "{mrkdwn:?}");
+    gw.stop().await;
+}
+
+/// Every `text` of a `mrkdwn` object in `v`.
+fn collect_mrkdwn(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if m.get("type") == Some(&json!("mrkdwn")) {
+                out.push(m["text"].as_str().unwrap_or("").to_string());
+            }
+            m.values().for_each(|x| collect_mrkdwn(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_mrkdwn(x, out)),
+        _ => {}
+    }
 }
