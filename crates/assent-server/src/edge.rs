@@ -188,7 +188,8 @@ pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> R
     let Some(key) = bearer_key(req.headers()) else {
         return next.run(req).await;
     };
-    if crate::scrape::is_scrape_key(&st, key) {
+    // The scrape key is known, but only for what it may read: elsewhere it is a wrong key.
+    if req.uri().path() == "/metrics" && crate::scrape::is_scrape_key(&st, key) {
         return next.run(req).await;
     }
     let addr = st.throttle.client_addr(&req);

@@ -319,7 +319,10 @@ pub(crate) async fn gate(st: &AppState, mut b: Submission) -> Result<Response, A
     let started = std::time::Instant::now();
     let (verdict, outcome) = propose_in_store(st, b).instrument(span.clone()).await?;
     let (kind, how) = (verdict.kind.as_str(), outcome_label(&outcome));
-    st.metrics.verdict(kind, how, started.elapsed());
+    if step == telemetry::Step::Propose {
+        // Held tool results are not proposals: traced, not counted among the verdicts.
+        st.metrics.verdict(kind, how, started.elapsed());
+    }
     telemetry::record(&span, "assent.verdict", kind);
     telemetry::record(&span, "assent.outcome", how);
     telemetry::record(&span, "assent.risk_tier", verdict.terms.risk_tier.as_str());

@@ -54,6 +54,7 @@ pub struct Metrics {
     deliveries: Family<Labels, Counter>,
     dead_letters: Counter,
     redemptions: Family<Labels, Counter>,
+    rendering: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -83,6 +84,7 @@ impl Metrics {
             deliveries: Family::default(),
             dead_letters: Counter::default(),
             redemptions: Family::default(),
+            rendering: std::sync::Mutex::new(()),
         };
         m.register();
         m
@@ -192,9 +194,17 @@ impl Metrics {
             .inc();
     }
 
-    /// The text exposition with the gauges read now: `pending` per tier and `waiting`.
+    /// The text exposition with the gauges read now: `pending` per tier (every tier listed,
+    /// 0 when none waits) and `waiting`. One render at a time, so two scrapes never see each
+    /// other's half-set gauges.
     pub fn render(&self, pending: &[(String, i64)], waiting: usize) -> String {
+        let _one = self.rendering.lock().unwrap_or_else(|p| p.into_inner());
         self.pending.clear();
+        for tier in ["R0", "R1", "R2", "R3", "R4"] {
+            self.pending
+                .get_or_create(&vec![("risk_tier", tier.to_string())])
+                .set(0);
+        }
         for (tier, n) in pending {
             self.pending
                 .get_or_create(&vec![("risk_tier", tier.clone())])

@@ -131,8 +131,9 @@ impl Throttle {
     }
 
     /// Whether `peer` is one of `trusted_proxies` (its forwarding headers are believed).
+    /// An IPv4 peer seen on an IPv6 socket (`::ffff:127.0.0.1`) is its IPv4 address.
     pub fn trusts(&self, peer: IpAddr) -> bool {
-        self.trusted_proxies.contains(&peer)
+        self.trusted_proxies.contains(&peer.to_canonical())
     }
 
     /// [`Throttle::client_addr`] from the TCP peer and the request headers.
@@ -141,8 +142,8 @@ impl Throttle {
         peer: Option<IpAddr>,
         headers: &axum::http::HeaderMap,
     ) -> Option<IpAddr> {
-        let peer = peer?;
-        if !self.trusted_proxies.contains(&peer) {
+        let peer = peer?.to_canonical();
+        if !self.trusts(peer) {
             return Some(peer);
         }
         let forwarded = headers
@@ -150,12 +151,12 @@ impl Throttle {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+            .filter_map(|a| a.trim().parse::<IpAddr>().ok().map(|a| a.to_canonical()))
             .collect::<Vec<_>>();
         forwarded
             .into_iter()
             .rev()
-            .find(|a| !self.trusted_proxies.contains(a))
+            .find(|a| !self.trusts(*a))
             .or(Some(peer))
     }
 

@@ -193,7 +193,8 @@ class Approver(_Base):
             return self.client.approval(a.id)
 
     def redeem_for(self, tool: str, arguments: JSON) -> str | None:
-        """Just before ``tool`` runs with ``arguments``: redeems its approval's token.
+        """Just before ``tool`` runs with ``arguments``: redeems its approval's token for exactly
+        those arguments (the gateway checks their hash against the approved call).
         ``None`` when it may run; otherwise the refusal to give the model instead."""
         v = self._take(tool, arguments)
         if v is None:
@@ -201,7 +202,7 @@ class Approver(_Base):
         if v.token is None:
             return None
         try:
-            self.client.redeem(v.token, tool, v.arguments, server=v.server)
+            self.client.redeem(v.token, tool, arguments, server=v.server)
         except AssentError as e:
             return _refusal(tool, e)
         return None
@@ -252,7 +253,7 @@ class AsyncApprover(_Base):
         if v.token is None:
             return None
         try:
-            await self.client.redeem(v.token, tool, v.arguments, server=v.server)
+            await self.client.redeem(v.token, tool, arguments, server=v.server)
         except AssentError as e:
             return _refusal(tool, e)
         return None

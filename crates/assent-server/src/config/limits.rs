@@ -108,13 +108,16 @@ pub(crate) fn limits(path: &Path, raw: &RawConfig) -> Result<Limits, ConfigError
         .trusted_proxies
         .iter()
         .map(|a| {
-            a.parse::<std::net::IpAddr>().map_err(|_| {
-                at(
-                    path,
-                    None,
-                    format!("trusted_proxies: `{a}` is not an IP address"),
-                )
-            })
+            // `::ffff:127.0.0.1` is 127.0.0.1, as the peer it will be compared with.
+            a.parse::<std::net::IpAddr>()
+                .map(|a| a.to_canonical())
+                .map_err(|_| {
+                    at(
+                        path,
+                        None,
+                        format!("trusted_proxies: `{a}` is not an IP address"),
+                    )
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Limits {

@@ -295,8 +295,9 @@ impl Config {
     }
 
     /// SHA-256 of the scrape key read now from `metrics_key_env` (`None` without one). The
-    /// variable must be set and hold at least [`principals::MIN_KEY_CHARS`] characters (fewer
-    /// only with `--insecure-demo-keys`); the error names the variable, never the key.
+    /// variable must be set, hold at least [`principals::MIN_KEY_CHARS`] characters (fewer
+    /// only with `--insecure-demo-keys`) and be no principal's key; the error names the
+    /// variable, never the key.
     pub fn metrics_key(&self) -> Result<Option<[u8; 32]>, ConfigError> {
         use sha2::{Digest, Sha256};
         let Some(var) = &self.metrics_key_env else {
@@ -315,7 +316,13 @@ impl Config {
                 principals::MIN_KEY_CHARS
             )));
         }
-        Ok(Some(Sha256::digest(key.as_bytes()).into()))
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        if self.principals()?.iter().any(|p| p.key_sha256 == digest) {
+            return Err(ConfigError(format!(
+                "{at}: metrics_key_env: the key in {var} is also a principal's key; give the scrape key its own"
+            )));
+        }
+        Ok(Some(digest))
     }
 
     /// The Slack integration with its secrets read from the environment (`None` without

@@ -49,9 +49,8 @@ async fn an_approval_expiring_under_a_long_poll_is_counted_once_as_expired() {
         (StatusCode::OK, Some("expired")),
         "{a}"
     );
-    let mut text = String::new();
     for _ in 0..100 {
-        text = scrape(&gw, Some(OP)).await.1;
+        let text = scrape(&gw, Some(OP)).await.1;
         if sample(&text, "assent_decisions_total{outcome=\"expired\"}") >= 1.0 {
             break;
         }

@@ -124,6 +124,19 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
             && err.contains("the key in ASSENT_TEST_SHORT_METRICS is shorter than 32"),
         "{err}"
     );
+    // Attack: the scrape key is an operator's key, which then also passes the throttle as a
+    // scrape key would; start-up refuses the pair.
+    let cfg = "listen: 127.0.0.1:0\nmetrics_key_env: ASSENT_TEST_SHARED_KEY\nprincipals:\n  - {name: a, kind: operator, key_env: ASSENT_TEST_SHARED_KEY}\n";
+    std::fs::write(&p, cfg).unwrap();
+    let out = serve_cmd(&p)
+        .env("ASSENT_TEST_SHARED_KEY", "k".repeat(40))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("is also a principal's key"),
+        "{err}"
+    );
     assert!(
         !dir.path().join(".assent").exists(),
         "nothing is created when the config is bad"
