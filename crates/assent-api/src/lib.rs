@@ -35,6 +35,7 @@ pub mod tokens;
 pub mod tools;
 
 pub mod kit;
+pub mod schema;
 
 pub use client::{Client, ClientError, RawResponse};
 pub use error::ApiErrorBody;

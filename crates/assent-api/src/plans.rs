@@ -11,7 +11,7 @@ use serde_json::Value;
 /// `POST /v1/plans` (an agent key): a plan (it must validate against
 /// `mplp-plan.schema.json`; its `status`, if given, must be `draft`). Answered `201` with the
 /// stored MPLP plan and a `Location`; `409 PLAN_EXISTS`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreatePlanRequest {
     /// The agent; must be the key's own agent.
@@ -28,7 +28,7 @@ pub struct CreatePlanRequest {
 
 /// `PUT /v1/plans/{id}` (an agent key): revises a `draft` plan (after a rejection); the plan's
 /// `plan_id` must be the one in the path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdatePlanRequest {
     /// The agent; must be the key's own agent.
@@ -39,7 +39,7 @@ pub struct UpdatePlanRequest {
 
 /// `POST /v1/plans/{id}/submit` (an agent key): a `draft` plan goes to `proposed` and a
 /// Confirm with `target_type: plan` is held (`409 WRONG_STATE` for a plan that is not a draft).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitPlanRequest {
     /// The agent; must be the key's own agent.
@@ -54,7 +54,7 @@ pub struct SubmitPlanRequest {
 
 /// `POST /v1/confirms` (an agent key): a Confirm on a target other than a tool call or a
 /// plan, gated as the synthetic call `mplp.TARGET_TYPE`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfirmRequest {
     /// The agent; must be the key's own agent.
@@ -81,7 +81,7 @@ pub struct ConfirmRequest {
 }
 
 /// `GET /v1/plans/{id}/pipeline-events` (the plan's agent or an operator).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PipelineEvents {
     /// The MPLP `pipeline_stage` events of the plan's decisions.
     pub events: Vec<Value>,

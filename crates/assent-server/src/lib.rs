@@ -30,6 +30,7 @@ pub mod decide;
 pub mod gate;
 pub mod jwks;
 pub mod learning;
+pub mod openapi;
 pub mod passkeys;
 pub mod plans;
 pub mod receipts;

@@ -18,6 +18,7 @@ mod duties;
 mod learning;
 mod lifecycle;
 mod nul;
+mod openapi;
 mod passkeys;
 mod plans;
 mod protocol;
