@@ -335,6 +335,7 @@ pub struct ApprovalRequestDoc {
 /// `422 WORKSPACE_NEEDS_CONFIRMATION`, `400`/`422 EDIT_*` for a refused edit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"decision": "approve", "reason": "checked the invoice", "scope": "once"}))]
 pub struct DecisionRequest {
     /// Approve or deny.
     #[schema(value_type = crate::schema::DecisionKind)]
@@ -473,8 +474,10 @@ pub struct CancelRequest {
 /// (`403 IN_CLIENT_NOT_ALLOWED` otherwise); recorded as decided by `user-of:AGENT`, scope once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"decision": "deny", "reason": "not now"}))]
 pub struct UserDecisionRequest {
     /// `"approve"` or `"deny"` (a string: anything else is a `400` naming it).
+    #[schema(value_type = crate::schema::DecisionKind)]
     pub decision: String,
     /// The user's reason; recorded as `in the MCP client: REASON`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

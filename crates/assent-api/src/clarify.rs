@@ -10,10 +10,12 @@ use serde_json::Value;
 /// [`Clarification`]; `429 TOO_MANY_PENDING` past `max_pending_per_agent`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "question": "Which account?", "accepted_response_kinds": ["freetext"]}))]
 pub struct AskRequest {
     /// The asking agent; must be the key's own agent.
     pub agent: String,
     /// Its session id (not empty).
+    #[schema(min_length = 1)]
     pub session_id: String,
     /// The question, 1 to 16384 bytes.
     pub question: String,

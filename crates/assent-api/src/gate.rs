@@ -13,10 +13,12 @@ use serde_json::Value;
 /// `POST /v1/tool-calls` (an agent key): one tool call to gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "tool": "send_payment", "server": "bank", "arguments": {"amount": 120, "to": "acme"}}))]
 pub struct ToolCallRequest {
     /// The agent id; must be the key's own agent (`403` otherwise).
     pub agent: String,
     /// The agent's session id, 1 to 256 bytes.
+    #[schema(min_length = 1)]
     pub session_id: String,
     /// Tool name, 1 to 256 bytes.
     pub tool: String,
@@ -78,12 +80,15 @@ impl ToolCallRequest {
 /// the synthetic call `delegate.TARGET` with arguments `{input, skill_id, skill_args}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "target": "researcher", "input": {"question": "rates?"}}))]
 pub struct DelegationRequest {
     /// The delegating agent; must be the key's own agent.
     pub agent: String,
     /// Its session id (not empty).
+    #[schema(min_length = 1)]
     pub session_id: String,
     /// The sub-agent's alias in the agent file (not empty).
+    #[schema(min_length = 1)]
     pub target: String,
     /// The input handed to the sub-agent: a JSON object; `null` (or absent) is `{}`.
     #[serde(default, skip_serializing_if = "Value::is_null")]
@@ -111,6 +116,7 @@ pub struct DelegationRequest {
 /// as an approval of the synthetic call `result.TOOL` ([`GateAnswer::Pending`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "tool": "balance", "server": "bank", "arguments": {}, "output_bytes": 2, "result_sha256": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"}))]
 pub struct ToolResultRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,
@@ -126,6 +132,7 @@ pub struct ToolResultRequest {
     /// Length of the result's JSON text, in bytes.
     pub output_bytes: u64,
     /// SHA-256 of the result's JSON text, 64 hex digits.
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub result_sha256: String,
     /// The start of the result for the operator (the server keeps 2048 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -41,6 +41,7 @@ pub struct UpdatePlanRequest {
 /// Confirm with `target_type: plan` is held (`409 WRONG_STATE` for a plan that is not a draft).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1"}))]
 pub struct SubmitPlanRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,
@@ -56,6 +57,7 @@ pub struct SubmitPlanRequest {
 /// plan, gated as the synthetic call `mplp.TARGET_TYPE`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "target_type": "context", "target_id": "6f1c1f44-6f53-4b0e-9d43-35e8d5b7f0a1", "reason": "share the context"}))]
 pub struct ConfirmRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,

@@ -34,6 +34,7 @@ pub struct ApprovalToken {
 /// `403 TOKEN_MISMATCH` (another call).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"token": "eyJ...", "tool": "send_payment", "server": "bank", "arguments": {"amount": 120, "to": "acme"}}))]
 pub struct RedeemRequest {
     /// The signed token string (`token` of an approval or a grant's `allow`).
     pub token: String,

@@ -11,6 +11,7 @@ use serde_json::Value;
 /// `POST /v1/tools/check` (an agent key; the MCP proxy): the upstream's `tools/list` entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "server": "bank", "tools": [{"name": "balance", "inputSchema": {"type": "object"}}]}))]
 pub struct ToolCheckRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,

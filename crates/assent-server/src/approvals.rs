@@ -165,7 +165,7 @@ fn get_format(q: &HashMap<String, String>) -> Result<&str, ApiError> {
 /// approval; with `wait`, once it leaves `pending` or after `wait` seconds (at most 60). An
 /// agent gets the same `404` for another agent's approval as for a missing id.
 #[utoipa::path(get, path = "/v1/approvals/{id}", tag = "decide",
-    params(("id" = String, Path, description = "The item's id"), ("wait" = Option<u64>, Query, maximum = 60, description = "Long-poll: seconds to wait for a change (0 to 60)"), ("format" = Option<String>, Query, description = "`assent` (default), `approval-request` or `mplp`")),
+    params(("id" = String, Path, description = "The item's id"), ("wait" = Option<u64>, Query, maximum = 60, description = "Long-poll: seconds to wait for a change (0 to 60)"), ("format" = Option<String>, Query, pattern = "^(assent|approval-request|mplp)$", description = "`assent` (default), `approval-request` or `mplp`")),
     responses((status = 200, description = "The approval; with `format=approval-request` the seed 002 ApprovalRequest, with `format=mplp` the MPLP Confirm", body = assent_api::approvals::Approval)),
     security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn get_approval(

@@ -77,7 +77,7 @@ pub(crate) async fn check(
 
 /// `GET /v1/tools/reviews[?status=…]` (operators).
 #[utoipa::path(get, path = "/v1/tools/reviews", operation_id = "list_tool_reviews", tag = "around",
-    params(("status" = Option<String>, Query, description = "`pending` (default), `accepted`, `rejected` or `all`")),
+    params(("status" = Option<String>, Query, pattern = "^(pending|accepted|rejected|all)$", description = "`pending` (default), `accepted`, `rejected` or `all`")),
     responses((status = 200, description = "OK", body = assent_api::tools::ToolReviewList)),
     security(("operator_key" = [])))]
 pub(crate) async fn list(
