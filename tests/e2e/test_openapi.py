@@ -4,7 +4,8 @@ live gateway once with an agent's key and once with an operator's, finds no 5xx 
 response that the document does not describe (status code, content type, body schema).
 
 The run is bounded (`MAX_EXAMPLES` cases per operation and phase, a fixed seed, so CI sees the
-same cases each run). Left out of the run: `GET /aaep/v1/events`, a server-sent event stream
+same cases each run). A long poll (`?wait=S`, at most 60 s) on an item Schemathesis created
+answers after `S` seconds, so a request may take up to 65 s. Left out of the run: `GET /aaep/v1/events`, a server-sent event stream
 that never ends (documented as `text/event-stream`; the AAEP tests read it)."""
 
 import hashlib
@@ -118,7 +119,7 @@ def schemathesis(gateway, key, tmp_path):
            "--checks", CHECKS,
            "--header", f"Authorization: Bearer {key}",
            "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED),
-           "--workers", "1", "--request-timeout", "30", "--no-shrink",
+           "--workers", "1", "--request-timeout", "65", "--no-shrink",
            "--exclude-path", "/aaep/v1/events",
            "--report", "junit", "--report-dir", str(tmp_path / "report")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
