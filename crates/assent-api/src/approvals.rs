@@ -16,11 +16,12 @@ use serde_json::Value;
 /// assent's approval record (`GET /v1/approvals/{id}`, and the answer to every decision and
 /// cancellation). Times are RFC 3339 strings. Fields after `redact` appear only when they
 /// apply (see each).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Approval {
     /// Approval id, UUID v4 (also the MPLP Confirm id).
     pub id: String,
     /// Current status.
+    #[schema(value_type = crate::schema::ApprovalStatus)]
     pub status: ApprovalStatus,
     /// The agent that proposed the call.
     pub agent: String,
@@ -44,6 +45,7 @@ pub struct Approval {
     /// `triggers`, `suggested_alternatives`, `escalation`, `output_bytes`,
     /// `in_client_approval`, `side_effects`, `rollback`, `dry_run_tool`, `redact`.
     #[serde(flatten)]
+    #[schema(value_type = crate::schema::ApprovalTerms)]
     pub terms: ApprovalTerms,
     /// Seed 002 `humanSummary`.
     pub human_summary: String,
@@ -158,19 +160,20 @@ pub use assent_core::triggers::Escalation;
 pub use assent_core::approval::Settlement;
 
 /// The votes on an approval that needs a quorum (`votes` of an approval).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Votes {
     /// Every vote, in voting order.
     pub cast: Vec<Vote>,
     /// The approving votes against the quorum: whether it is met and who counted in which
     /// group (a person counts once).
+    #[schema(value_type = crate::schema::Tally)]
     pub approvals: Tally,
     /// Places the quorum has in all (`"1 of 2"` is `approvals`' counted over this).
     pub required: u32,
 }
 
 /// An approval's escalation schedule (`schedule` of an approval, issue 14 §3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Schedule {
     /// The steps in time order.
     pub steps: Vec<ScheduledStep>,
@@ -195,7 +198,7 @@ impl Schedule {
 }
 
 /// One escalation step (`schedule.steps[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScheduledStep {
     /// When it happens (RFC 3339).
     pub at: String,
@@ -206,11 +209,12 @@ pub struct ScheduledStep {
 }
 
 /// One vote (`votes.cast[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Vote {
     /// The principal who voted.
     pub by: String,
     /// `approve` or `deny`.
+    #[schema(value_type = crate::schema::DecisionKind)]
     pub decision: DecisionKind,
     /// Their roles when they voted.
     pub roles: Vec<String>,
@@ -233,9 +237,10 @@ pub use assent_core::receipt::Receipt;
 pub use assent_core::quorum::Tally;
 
 /// One recorded decision (`decisions[]` of an approval).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DecisionEntry {
     /// What it did.
+    #[schema(value_type = crate::schema::Settlement)]
     pub decision: Settlement,
     /// The operator's reason, or the expiry note.
     pub reason: Option<String>,
@@ -244,6 +249,7 @@ pub struct DecisionEntry {
     /// When, RFC 3339.
     pub at: String,
     /// For an expiry: the default decision that applied.
+    #[schema(value_type = Option<crate::schema::DefaultDecision>)]
     pub default_applied: Option<DefaultDecision>,
     /// Whether a passkey signed it (issue 14 §4; the assertion is in the receipt).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -253,7 +259,7 @@ pub struct DecisionEntry {
 /// `GET /v1/approvals[?status=S&limit=N]` (operator): newest first; `status` is `pending`,
 /// `approved`, `rejected`, `expired`, `cancelled` or `all` (default); `limit` 1–5000
 /// (default 500).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovalList {
     /// The approvals.
     pub approvals: Vec<Approval>,
@@ -261,14 +267,14 @@ pub struct ApprovalList {
 
 /// `GET /v1/approvals?group=similar` (operator): similar approvals (same agent, server, tool
 /// and rules) grouped, oldest group first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovalGroups {
     /// The groups.
     pub groups: Vec<ApprovalGroup>,
 }
 
 /// One group of similar approvals.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovalGroup {
     /// Their agent.
     pub agent: String,
@@ -277,6 +283,7 @@ pub struct ApprovalGroup {
     /// Their tool.
     pub tool: String,
     /// The first approval's reasons.
+    #[schema(value_type = Vec<crate::schema::Reason>)]
     pub reasons: Vec<Reason>,
     /// How many approvals are in the group.
     pub count: usize,
@@ -286,7 +293,7 @@ pub struct ApprovalGroup {
 
 /// Seed 002 ApprovalRequest (`GET /v1/approvals/{id}?format=approval-request`;
 /// `docs/schemas/approval-request.schema.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalRequestDoc {
     /// Approval id.
@@ -302,12 +309,14 @@ pub struct ApprovalRequestDoc {
     /// Human summary.
     pub human_summary: String,
     /// Risk tier.
+    #[schema(value_type = crate::schema::RiskTier)]
     pub risk_tier: RiskTier,
     /// RFC 3339.
     pub requested_at: String,
     /// RFC 3339.
     pub expires_at: String,
     /// Status.
+    #[schema(value_type = crate::schema::ApprovalStatus)]
     pub status: ApprovalStatus,
     /// RFC 6902 patch of an edit or a resubmitted plan; absent otherwise.
     #[serde(
@@ -324,10 +333,12 @@ pub struct ApprovalRequestDoc {
 /// `POST /v1/approvals/{id}/decision` (operator holding an approver role): one decision.
 /// Errors: `403`, `404`, `409 ALREADY_DECIDED` (with `status`), `409 APPROVAL_DAMAGED`,
 /// `422 WORKSPACE_NEEDS_CONFIRMATION`, `400`/`422 EDIT_*` for a refused edit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"decision": "approve", "reason": "checked the invoice", "scope": "once"}))]
 pub struct DecisionRequest {
     /// Approve or deny.
+    #[schema(value_type = crate::schema::DecisionKind)]
     pub decision: DecisionKind,
     /// Why (at most 4096 bytes); the agent is told a denial's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -354,7 +365,7 @@ pub struct DecisionRequest {
 /// A passkey assertion for a vote (`passkey` of a decision): the ceremony the gateway started
 /// (`POST /v1/approvals/{id}/passkey`) and the browser's `PublicKeyCredential` from
 /// `navigator.credentials.get()` as JSON (ids and buffers base64url).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PasskeyAssertion {
     /// The ceremony id.
@@ -367,7 +378,7 @@ pub struct PasskeyAssertion {
 /// A passkey ceremony the gateway started (`POST /v1/approvals/{id}/passkey`, and the
 /// dashboard's registration): its id, to send back, and the options for the browser's
 /// `navigator.credentials.get()` / `create()` (`{"publicKey": …}`, buffers base64url).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PasskeyChallenge {
     /// The ceremony id (single use, valid for 5 minutes).
     pub ceremony: String,
@@ -423,7 +434,7 @@ impl<'de> Deserialize<'de> for BatchDecisionRequest {
 }
 
 /// The answer to a batch (HTTP 200 even when some failed): one result per id, in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchDecisionResponse {
     /// One per requested id.
     pub results: Vec<BatchResult>,
@@ -431,7 +442,7 @@ pub struct BatchDecisionResponse {
 
 /// The outcome for one id of a batch: `ok` with the decided `approval`, or not `ok` with the
 /// error's `code` and `message`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchResult {
     /// The approval id.
     pub id: String,
@@ -450,7 +461,7 @@ pub struct BatchResult {
 
 /// The body of `POST /v1/approvals/{id}/cancel` (the requesting agent or an operator),
 /// `POST /v1/sessions/{id}/cancel` and `POST /v1/plans/{id}/cancel`; the body may be left out.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
     /// Why (at most 4096 bytes).
@@ -461,10 +472,12 @@ pub struct CancelRequest {
 /// `POST /v1/approvals/{id}/user-decision` (the agent that asked; the MCP proxy relays its
 /// user's answer). Only for an approval with `in_client_approval`
 /// (`403 IN_CLIENT_NOT_ALLOWED` otherwise); recorded as decided by `user-of:AGENT`, scope once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"decision": "deny", "reason": "not now"}))]
 pub struct UserDecisionRequest {
     /// `"approve"` or `"deny"` (a string: anything else is a `400` naming it).
+    #[schema(value_type = crate::schema::DecisionKind)]
     pub decision: String,
     /// The user's reason; recorded as `in the MCP client: REASON`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -483,7 +496,7 @@ impl UserDecisionRequest {
 }
 
 /// The answer to `POST /v1/sessions/{id}/cancel` (AAEP §6.8).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SessionCancelled {
     /// The session.
     pub session_id: String,
@@ -493,4 +506,49 @@ pub struct SessionCancelled {
     pub refused: Vec<String>,
     /// The clarifications cancelled.
     pub clarifications: Vec<String>,
+}
+
+impl utoipa::PartialSchema for BatchDecisionRequest {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        <BatchDecisionWire as utoipa::PartialSchema>::schema()
+    }
+}
+
+impl utoipa::ToSchema for BatchDecisionRequest {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <BatchDecisionWire as utoipa::ToSchema>::schemas(schemas)
+    }
+}
+
+/// `POST /v1/approvals/decisions` ([`BatchDecisionRequest`]): `ids` and the
+/// fields of a [`DecisionRequest`] but `arguments`, flat in one object (a
+/// hand-written `Deserialize` there, which refuses unknown keys and `arguments`).
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(deny_unknown_fields)]
+struct BatchDecisionWire {
+    /// 1 to 500 approval ids.
+    ids: Vec<String>,
+    /// Approve or deny.
+    decision: crate::schema::DecisionKind,
+    /// Why (at most 4096 bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// `once` (default), `session`, `workspace`, or a duration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<String>,
+    /// Widen each grant to every call of the tool.
+    #[serde(default)]
+    whole_tool: bool,
+    /// Confirms a discouraged `workspace` scope on an R3/R4 tool.
+    #[serde(default)]
+    confirm_workspace: bool,
+    /// A passkey assertion (one ceremony signs one approval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passkey: Option<PasskeyAssertion>,
 }

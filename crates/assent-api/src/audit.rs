@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operator): newest first (`limit`
 /// 1–1000, default 100).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CheckpointList {
     /// The gateway's Ed25519 audit public key, 64 lowercase hex.
     pub public_key: String,
@@ -22,24 +22,25 @@ pub struct CheckpointList {
 /// `assent-core`'s signed record (`seq`, `head_hash`, `record_count`, `time` in Unix
 /// milliseconds, `public_key`, `signature`; [`SignedCheckpoint::verifies`] checks it) and its
 /// time as RFC 3339.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Checkpoint {
     /// What was signed, and the signature.
     #[serde(flatten)]
+    #[schema(value_type = crate::schema::SignedCheckpoint)]
     pub signed: SignedCheckpoint,
     /// `time` as RFC 3339.
     pub at: String,
 }
 
 /// `GET /v1/webhooks/dead-letters` (operator): newest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeadLetterList {
     /// The dead letters.
     pub dead_letters: Vec<DeadLetter>,
 }
 
 /// A webhook delivery that failed every attempt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeadLetter {
     /// Its id.
     pub id: i64,

@@ -8,12 +8,14 @@ use serde_json::Value;
 
 /// `POST /v1/clarifications` (an agent key): a question. Answered `202` with the pending
 /// [`Clarification`]; `429 TOO_MANY_PENDING` past `max_pending_per_agent`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "question": "Which account?", "accepted_response_kinds": ["freetext"]}))]
 pub struct AskRequest {
     /// The asking agent; must be the key's own agent.
     pub agent: String,
     /// Its session id (not empty).
+    #[schema(min_length = 1)]
     pub session_id: String,
     /// The question, 1 to 16384 bytes.
     pub question: String,
@@ -36,15 +38,16 @@ pub struct AskRequest {
 pub use assent_core::clarification::{Clarification, ClarificationStatus};
 
 /// `GET /v1/clarifications[?status=S]` (operator); `S` a status or `all` (the default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClarificationList {
     /// The clarifications.
+    #[schema(value_type = Vec<crate::schema::Clarification>)]
     pub clarifications: Vec<Clarification>,
 }
 
 /// `POST /v1/clarifications/{id}/answer` (operator): `422 WRONG_KIND` for an answer of a
 /// kind the question does not accept, `409 ALREADY_ANSWERED` when no longer pending.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerRequest {
     /// The answer: a non-empty string (`freetext`, or a choice's `value`), a boolean

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// `ALREADY_DECIDED` the approval's `status`, `APPROVAL_DAMAGED` the `damaged` columns, the
 /// `EDIT_*` refusals (and the `FORBIDDEN` of an edit needing another role) the edited call's
 /// `reasons` and `triggers`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiErrorBody {
     /// Stable code, e.g. [`ALREADY_DECIDED`].
     pub code: String,
@@ -18,12 +18,14 @@ pub struct ApiErrorBody {
     pub message: String,
     /// `ALREADY_DECIDED`: the status the approval already has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::schema::ApprovalStatus>)]
     pub status: Option<ApprovalStatus>,
     /// `APPROVAL_DAMAGED`: the stored columns that could not be read (e.g. `["approvers"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damaged: Option<Vec<String>>,
     /// An edit refused by the gatekeeper: the reasons of the edited call's verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<crate::schema::Reason>>)]
     pub reasons: Option<Vec<Reason>>,
     /// An edit refused by the gatekeeper: the triggers the edited call fired.
     #[serde(default, skip_serializing_if = "Option::is_none")]

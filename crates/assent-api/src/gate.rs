@@ -11,12 +11,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `POST /v1/tool-calls` (an agent key): one tool call to gate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "tool": "send_payment", "server": "bank", "arguments": {"amount": 120, "to": "acme"}}))]
 pub struct ToolCallRequest {
     /// The agent id; must be the key's own agent (`403` otherwise).
     pub agent: String,
     /// The agent's session id, 1 to 256 bytes.
+    #[schema(min_length = 1)]
     pub session_id: String,
     /// Tool name, 1 to 256 bytes.
     pub tool: String,
@@ -76,14 +78,17 @@ impl ToolCallRequest {
 
 /// `POST /v1/delegations` (an agent key): a delegation to a sub-agent (seed 004), gated as
 /// the synthetic call `delegate.TARGET` with arguments `{input, skill_id, skill_args}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "target": "researcher", "input": {"question": "rates?"}}))]
 pub struct DelegationRequest {
     /// The delegating agent; must be the key's own agent.
     pub agent: String,
     /// Its session id (not empty).
+    #[schema(min_length = 1)]
     pub session_id: String,
     /// The sub-agent's alias in the agent file (not empty).
+    #[schema(min_length = 1)]
     pub target: String,
     /// The input handed to the sub-agent: a JSON object; `null` (or absent) is `{}`.
     #[serde(default, skip_serializing_if = "Value::is_null")]
@@ -109,8 +114,9 @@ pub struct DelegationRequest {
 /// hash of a forwarded call's result. Within the covering rules' `thresholds.output_bytes`
 /// the answer is [`GateAnswer::Allow`] (with only `output_bytes`); over it the result is held
 /// as an approval of the synthetic call `result.TOOL` ([`GateAnswer::Pending`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "tool": "balance", "server": "bank", "arguments": {}, "output_bytes": 2, "result_sha256": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"}))]
 pub struct ToolResultRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,
@@ -126,6 +132,7 @@ pub struct ToolResultRequest {
     /// Length of the result's JSON text, in bytes.
     pub output_bytes: u64,
     /// SHA-256 of the result's JSON text, 64 hex digits.
+    #[schema(pattern = "^[0-9a-fA-F]{64}$")]
     pub result_sha256: String,
     /// The start of the result for the operator (the server keeps 2048 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,7 +146,7 @@ pub struct ToolResultRequest {
 /// local tool.
 /// Not `assent-core`'s `ToolCall`: that one leaves `server` out when there is none (the
 /// canonical form `call_hash` is taken over), where the gateway writes `"server": null`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Call {
     /// Tool name (`delegate.ALIAS`, `result.TOOL`, `mplp.plan`, `mplp.TARGET_TYPE` for the
     /// synthetic calls).
@@ -152,7 +159,7 @@ pub struct Call {
 
 /// The arguments of the synthetic call `result.TOOL` that holds a tool result over its
 /// `output_bytes` threshold (`call.arguments` of that approval; its token binds them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HeldResult {
     /// The call whose result is held.
     pub call: Call,
@@ -167,7 +174,7 @@ pub struct HeldResult {
 /// The gate's answer to a submission, tagged by `decision`: `"allow"` (HTTP 200), `"deny"`
 /// (HTTP 403) or `"pending"` (HTTP 202). Errors (`429 TOO_MANY_PENDING`, `400`, `403
 /// FORBIDDEN`…) are [`crate::error::ApiErrorBody`]s instead.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "decision", rename_all = "lowercase")]
 pub enum GateAnswer {
     /// Run the call (forward it), after redeeming the token when one is given.
@@ -199,20 +206,23 @@ impl GateAnswer {
 
 /// What every gate answer of a gated call repeats of the verdict (not a tool result's
 /// `allow`, which has only `output_bytes`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VerdictEcho {
     /// SHA-256 (lowercase hex) of the call's RFC 8785 canonical JSON.
     pub call_hash: String,
     /// Why: every rule consulted (for a held call, the approval's reasons).
+    #[schema(value_type = Vec<crate::schema::Reason>)]
     pub reasons: Vec<Reason>,
     /// The verdict's risk tier.
+    #[schema(value_type = crate::schema::RiskTier)]
     pub risk_tier: RiskTier,
     /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`,
     /// `output_bytes`).
     pub triggers: Vec<String>,
 }
 
-/// `"decision": "allow"`: the call may run.
+/// `"decision": "allow"`: the call may run. Its OpenAPI schema is
+/// `AllowedWire`'s (two optional flattened parts, which utoipa cannot derive).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Allowed {
     /// `thresholds.output_bytes` of the covering rules: a larger result is held
@@ -232,6 +242,23 @@ pub struct Allowed {
 
 /// The fields of [`Granted`] besides `approval_id`: any of them (not `null`) in an `allow`
 /// makes it a granted one.
+impl utoipa::PartialSchema for Allowed {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        <AllowedWire as utoipa::PartialSchema>::schema()
+    }
+}
+
+impl utoipa::ToSchema for Allowed {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <AllowedWire as utoipa::ToSchema>::schemas(schemas)
+    }
+}
+
 const GRANT_FIELDS: [&str; 5] = [
     "grant_id",
     "scope",
@@ -263,7 +290,7 @@ fn grant_all_or_nothing<'de, D: serde::Deserializer<'de>>(
 }
 
 /// The part of an `allow` that a grant produced (seed 002 "Approve with scope").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Granted {
     /// The approval recorded for this call (approved by the grant).
     pub approval_id: String,
@@ -280,7 +307,7 @@ pub struct Granted {
 }
 
 /// `"decision": "deny"` (HTTP 403): the policy denies the call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Denied {
     /// Always [`crate::error::TOOL_DENIED`].
     pub code: String,
@@ -294,7 +321,7 @@ pub struct Denied {
 }
 
 /// `"decision": "pending"` (HTTP 202): the call is held as approval `approval_id`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Pending {
     /// Always [`crate::error::TOOL_BLOCKED_PENDING_APPROVAL`].
     pub code: String,
@@ -321,4 +348,39 @@ pub struct Pending {
     /// The verdict; its `reasons` are the approval's.
     #[serde(flatten)]
     pub verdict: VerdictEcho,
+}
+
+/// `"decision": "allow"` ([`crate::gate::Allowed`]) as the wire has it: `output_bytes`, the
+/// verdict's fields (absent in the answer to a tool result) and a grant's (present only when a
+/// grant covers the call, `approval_id` first among them), all in one flat object.
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+struct AllowedWire {
+    /// `thresholds.output_bytes` of the covering rules (`null` when none sets one).
+    output_bytes: Option<u64>,
+    /// The call's hash (with the verdict).
+    #[schema(required = false)]
+    call_hash: String,
+    /// The verdict's reasons.
+    #[schema(required = false)]
+    reasons: Vec<crate::schema::Reason>,
+    /// The verdict's tier.
+    #[schema(required = false)]
+    risk_tier: crate::schema::RiskTier,
+    /// Triggers that fired.
+    #[schema(required = false)]
+    triggers: Vec<String>,
+    /// The approval whose grant covers the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_id: Option<String>,
+    /// The grant.
+    grant_id: Option<String>,
+    /// The grant's scope.
+    scope: Option<String>,
+    /// The single-use token to redeem before the call runs.
+    token: Option<String>,
+    /// The token as a seed 002 Token document.
+    approval_token: Option<ApprovalToken>,
+    /// RFC 3339.
+    token_expires_at: Option<String>,
 }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `GET /v1/whoami`: the principal the key belongs to, tagged by `kind`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum WhoAmI {
     /// An agent key: it proposes, redeems and reports for one agent.
@@ -35,7 +35,7 @@ impl WhoAmI {
 }
 
 /// `GET /healthz` (no key): `{"status": "ok"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ok`.
     pub status: String,
@@ -44,7 +44,7 @@ pub struct Health {
 /// `GET /readyz` (no key): `200` with `status` `ready` when the database answers a query at
 /// its path, takes the write lock and has this build's schema version; `503` with `status`
 /// `not_ready`, a stable `reason` and a `message` otherwise.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Ready {
     /// `ready` or `not_ready`.
     pub status: String,

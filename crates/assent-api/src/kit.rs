@@ -35,7 +35,7 @@ pub use assent_core::ApprovalTerms;
 
 /// AAEP `risk_level` of a [`RiskTier`]: `"low"`, `"medium"` or `"high"`. Kept here because
 /// `assent-core` has no type for it (its `RiskTier::risk_level` answers the wire text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RiskLevel {
     /// R0 and R1.

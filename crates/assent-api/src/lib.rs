@@ -36,6 +36,7 @@ pub mod tools;
 pub mod trace;
 
 pub mod kit;
+pub mod schema;
 
 pub use client::{Client, ClientError, RawResponse};
 pub use error::ApiErrorBody;

@@ -11,7 +11,7 @@ use serde_json::Value;
 /// `POST /v1/plans` (an agent key): a plan (it must validate against
 /// `mplp-plan.schema.json`; its `status`, if given, must be `draft`). Answered `201` with the
 /// stored MPLP plan and a `Location`; `409 PLAN_EXISTS`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreatePlanRequest {
     /// The agent; must be the key's own agent.
@@ -28,7 +28,7 @@ pub struct CreatePlanRequest {
 
 /// `PUT /v1/plans/{id}` (an agent key): revises a `draft` plan (after a rejection); the plan's
 /// `plan_id` must be the one in the path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdatePlanRequest {
     /// The agent; must be the key's own agent.
@@ -39,8 +39,9 @@ pub struct UpdatePlanRequest {
 
 /// `POST /v1/plans/{id}/submit` (an agent key): a `draft` plan goes to `proposed` and a
 /// Confirm with `target_type: plan` is held (`409 WRONG_STATE` for a plan that is not a draft).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1"}))]
 pub struct SubmitPlanRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,
@@ -54,8 +55,9 @@ pub struct SubmitPlanRequest {
 
 /// `POST /v1/confirms` (an agent key): a Confirm on a target other than a tool call or a
 /// plan, gated as the synthetic call `mplp.TARGET_TYPE`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "session_id": "s-1", "target_type": "context", "target_id": "6f1c1f44-6f53-4b0e-9d43-35e8d5b7f0a1", "reason": "share the context"}))]
 pub struct ConfirmRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,
@@ -81,7 +83,7 @@ pub struct ConfirmRequest {
 }
 
 /// `GET /v1/plans/{id}/pipeline-events` (the plan's agent or an operator).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PipelineEvents {
     /// The MPLP `pipeline_stage` events of the plan's decisions.
     pub events: Vec<Value>,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// Seed 002 Token (`docs/schemas/approval-token.schema.json`) of a minted token: the
 /// `approval_token` of gate answers and approvals. Not the signed string itself (`token`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalToken {
     /// Token id, UUID v4.
@@ -32,8 +32,9 @@ pub struct ApprovalToken {
 /// binds, just before the call runs. Errors: `401 TOKEN_INVALID`, `403 FORBIDDEN` (another
 /// agent's), `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`,
 /// `403 TOKEN_MISMATCH` (another call).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"token": "eyJ...", "tool": "send_payment", "server": "bank", "arguments": {"amount": 120, "to": "acme"}}))]
 pub struct RedeemRequest {
     /// The signed token string (`token` of an approval or a grant's `allow`).
     pub token: String,
@@ -50,7 +51,7 @@ pub struct RedeemRequest {
 }
 
 /// The answer to a redemption (HTTP 200): the call may run now.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Redeemed {
     /// SHA-256 (lowercase hex) of the redeemed call's canonical JSON.
     pub call_hash: String,
@@ -62,9 +63,10 @@ pub struct Redeemed {
 
 /// `GET /v1/grants[?all=true]` (operator): active grants, or with `all=true` revoked and
 /// expired ones too.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GrantList {
     /// The grants.
+    #[schema(value_type = Vec<crate::schema::Grant>)]
     pub grants: Vec<Grant>,
 }
 

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `POST /v1/tools/check` (an agent key; the MCP proxy): the upstream's `tools/list` entries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent": "pay_bot", "server": "bank", "tools": [{"name": "balance", "inputSchema": {"type": "object"}}]}))]
 pub struct ToolCheckRequest {
     /// The agent; must be the key's own agent.
     pub agent: String,
@@ -21,9 +22,10 @@ pub struct ToolCheckRequest {
 }
 
 /// The gateway's word on each reported tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCheckResponse {
     /// One per reported tool.
+    #[schema(value_type = Vec<crate::schema::ToolState>)]
     pub tools: Vec<ToolState>,
 }
 
@@ -33,22 +35,24 @@ pub use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolStat
 
 /// `GET /v1/tools/reviews[?status=pending|accepted|rejected|all]` (operator; default
 /// `pending`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolReviewList {
     /// The reviews.
+    #[schema(value_type = Vec<crate::schema::ToolReview>)]
     pub reviews: Vec<ToolReview>,
 }
 
 /// `GET /v1/tools/pins` (operator).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolPinList {
     /// The pins.
+    #[schema(value_type = Vec<crate::schema::ToolPin>)]
     pub pins: Vec<ToolPin>,
 }
 
 /// `GET /v1/agents/{agent}/mcp-servers/{alias}/tools` (the agent itself or an operator;
 /// `404` when not declared).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeclaredTools {
     /// The agent.
     pub agent: String,

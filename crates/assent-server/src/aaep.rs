@@ -74,6 +74,10 @@ fn accepted(sub: &Subscription) -> Value {
 /// `POST /aaep/v1/subscriptions`: a `subscription.request` → `201` `subscription.accepted`
 /// with `Location`; a request that does not match the schema is `400` with
 /// `subscription.rejected`; another major version is `400` `version_unsupported`.
+#[utoipa::path(post, path = "/aaep/v1/subscriptions", tag = "aaep",
+    request_body = Object,
+    responses((status = 201, description = "`subscription.accepted`", body = Object), (status = 400, description = "`subscription.rejected`", body = Object)),
+    security(("operator_key" = [])))]
 pub(crate) async fn subscribe(
     State(st): State<AppState>,
     op: Operator<AaepSubscriber>,
@@ -120,6 +124,10 @@ pub(crate) async fn subscribe(
 /// `id: evt_…`). Resumes after `Last-Event-ID`. Without `subscription_id` it opens a
 /// subscription with default capabilities and announces it in a first
 /// `event: aaep.subscription` message holding its `subscription.accepted`.
+#[utoipa::path(get, path = "/aaep/v1/events", tag = "aaep",
+    params(("subscription_id" = Option<String>, Query, description = "A subscription (absent: open one with default capabilities)"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event")),
+    responses((status = 200, description = "Server-sent events (`event: aaep.event`)", content_type = "text/event-stream", body = String)),
+    security(("operator_key" = [])))]
 pub(crate) async fn events(
     State(st): State<AppState>,
     op: Operator<AaepSubscriber>,
@@ -245,6 +253,10 @@ fn stream(
 }
 
 /// `POST /aaep/v1/replies`: `204` for every JSON body; `400` only when it is not JSON.
+#[utoipa::path(post, path = "/aaep/v1/replies", tag = "aaep",
+    request_body = Object,
+    responses((status = 204, description = "Received (a reply that fails a check is ignored, §6.3.4)")),
+    security((), ("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn replies(
     State(st): State<AppState>,
     headers: HeaderMap,

@@ -61,6 +61,10 @@ fn list_query(
 
 /// `GET /v1/approvals[?status=S&limit=N&group=similar]` (operators): newest first, or in
 /// groups of similar approvals (same agent, server, tool and rules; oldest group first).
+#[utoipa::path(get, path = "/v1/approvals", tag = "decide",
+    params(("status" = Option<String>, Query, description = "`pending` (default), `approved`, `rejected`, `expired`, `cancelled` or `all`"), ("limit" = Option<u32>, Query, minimum = 1, maximum = 5000, description = "At most this many (default 100)"), ("group" = Option<String>, Query, description = "`similar`: in groups of similar approvals")),
+    responses((status = 200, description = "`{approvals}`, or `{groups}` (ApprovalGroups) with `group=similar`", body = assent_api::approvals::ApprovalList)),
+    security(("operator_key" = [])))]
 pub(crate) async fn list_approvals(
     State(st): State<AppState>,
     _op: Operator<ListApprovals>,
@@ -160,6 +164,10 @@ fn get_format(q: &HashMap<String, String>) -> Result<&str, ApiError> {
 /// `GET /v1/approvals/{id}[?wait=S&format=F]` (its agent, with its token, or an operator): the
 /// approval; with `wait`, once it leaves `pending` or after `wait` seconds (at most 60). An
 /// agent gets the same `404` for another agent's approval as for a missing id.
+#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "decide",
+    params(("id" = String, Path, description = "The item's id"), ("wait" = Option<u64>, Query, maximum = 60, description = "Long-poll: seconds to wait for a change (0 to 60)"), ("format" = Option<String>, Query, pattern = "^(assent|approval-request|mplp)$", description = "`assent` (default), `approval-request` or `mplp`")),
+    responses((status = 200, description = "The approval; with `format=approval-request` the seed 002 ApprovalRequest, with `format=mplp` the MPLP Confirm", body = assent_api::approvals::Approval)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn get_approval(
     State(st): State<AppState>,
     read: Polled,

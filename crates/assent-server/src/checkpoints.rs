@@ -81,6 +81,10 @@ pub fn to_json(cp: &Checkpoint) -> Value {
 /// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operators): stored checkpoints, newest
 /// first (`limit` 1–1000, default 100; `before_seq`: only those covering fewer records), with
 /// the gateway's audit public key (64 hex).
+#[utoipa::path(get, path = "/v1/audit/checkpoints", operation_id = "list_checkpoints", tag = "around",
+    params(("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100)"), ("before_seq" = Option<i64>, Query, description = "Only checkpoints covering fewer records")),
+    responses((status = 200, description = "OK", body = assent_api::audit::CheckpointList)),
+    security(("operator_key" = [])))]
 pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ReadCheckpoints>,

@@ -27,6 +27,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// `POST /v1/clarifications` (the agent itself): asks a question (`202` with it).
+#[utoipa::path(post, path = "/v1/clarifications", tag = "propose",
+    request_body = assent_api::clarify::AskRequest,
+    responses((status = 202, description = "The question, pending", body = assent_api::schema::Clarification)),
+    security(("agent_key" = [])))]
 pub(crate) async fn ask(
     State(st): State<AppState>,
     AgentJson(_, b): AgentJsonOneRefusal<AskQuestions, AskRequest>,
@@ -100,6 +104,10 @@ pub(crate) async fn ask(
 }
 
 /// `GET /v1/clarifications[?status=S]` (operators).
+#[utoipa::path(get, path = "/v1/clarifications", operation_id = "list_clarifications", tag = "propose",
+    params(("status" = Option<String>, Query, description = "`pending`, `answered`, `expired`, `cancelled` or `all`")),
+    responses((status = 200, description = "OK", body = assent_api::clarify::ClarificationList)),
+    security(("operator_key" = [])))]
 pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ListClarifications>,
@@ -117,6 +125,10 @@ pub(crate) async fn list(
 }
 
 /// `GET /v1/clarifications/{id}[?wait=S]` (its agent or an operator), long-polled.
+#[utoipa::path(get, path = "/v1/clarifications/{id}", operation_id = "read_clarification", tag = "propose",
+    params(("id" = String, Path, description = "The item's id"), ("wait" = Option<u64>, Query, maximum = 60, description = "Long-poll: seconds to wait for a change (0 to 60)")),
+    responses((status = 200, description = "OK", body = assent_api::schema::Clarification)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<Value>, ApiError> {
     let (st, id, p, wait) = (&st, &r.id, &r.principal, r.wait);
     let look = || async move {
@@ -157,6 +169,11 @@ pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<V
 
 /// `POST /v1/clarifications/{id}/answer` (operator): `{"response": VALUE}`; a response of the
 /// wrong kind is `422 WRONG_KIND`; `409 ALREADY_ANSWERED` when it is no longer pending.
+#[utoipa::path(post, path = "/v1/clarifications/{id}/answer", tag = "propose",
+    params(("id" = String, Path, description = "The item's id")),
+    request_body = assent_api::clarify::AnswerRequest,
+    responses((status = 200, description = "OK", body = assent_api::schema::Clarification)),
+    security(("operator_key" = [])))]
 pub(crate) async fn answer(
     State(st): State<AppState>,
     op: Operator<AnswerClarifications>,

@@ -122,6 +122,11 @@ async fn decision_input(
 
 /// `POST /v1/approvals/{id}/decision` (operators): see [`decide_as`]; answers the decided
 /// approval.
+#[utoipa::path(post, path = "/v1/approvals/{id}/decision", tag = "decide",
+    params(("id" = String, Path, description = "The item's id")),
+    request_body = assent_api::approvals::DecisionRequest,
+    responses((status = 200, description = "The decided approval", body = assent_api::approvals::Approval)),
+    security(("operator_key" = [])))]
 pub(crate) async fn decide(
     State(st): State<AppState>,
     op: Operator<DecideApprovals>,
@@ -170,6 +175,10 @@ pub(crate) async fn decide_as(
 /// `POST /v1/approvals/decisions`: the same decision on several approvals (seed 002
 /// batching). Each gets its own decision, token and audit record; the answer lists each
 /// outcome (`200` even when some failed).
+#[utoipa::path(post, path = "/v1/approvals/decisions", tag = "decide",
+    request_body = assent_api::approvals::BatchDecisionRequest,
+    responses((status = 200, description = "Each approval's outcome", body = assent_api::approvals::BatchDecisionResponse)),
+    security(("operator_key" = [])))]
 pub(crate) async fn decide_batch(
     State(st): State<AppState>,
     op: Operator<DecideApprovals>,
@@ -227,6 +236,11 @@ pub(crate) async fn decide_batch(
 /// approval with `in_client_approval` (a rule allows it, below R3, no approver roles); else
 /// `403 IN_CLIENT_NOT_ALLOWED`. Recorded as decided by `user-of:AGENT`, not an operator; once
 /// scope only.
+#[utoipa::path(post, path = "/v1/approvals/{id}/user-decision", tag = "decide",
+    params(("id" = String, Path, description = "The item's id")),
+    request_body = assent_api::approvals::UserDecisionRequest,
+    responses((status = 200, description = "The decided approval", body = assent_api::approvals::Approval)),
+    security(("agent_key" = [])))]
 pub(crate) async fn user_decision(
     State(st): State<AppState>,
     caller: Agent<RelayUserDecision>,
@@ -276,6 +290,11 @@ pub(crate) async fn user_decision(
 
 /// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending
 /// approval (`{"reason"?}`).
+#[utoipa::path(post, path = "/v1/approvals/{id}/cancel", tag = "decide",
+    params(("id" = String, Path, description = "The item's id")),
+    request_body(content = assent_api::approvals::CancelRequest, description = "Optional"),
+    responses((status = 200, description = "The cancelled approval", body = assent_api::approvals::Approval)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn cancel_approval(
     State(st): State<AppState>,
     c: Cancelling,
@@ -311,6 +330,11 @@ pub(crate) async fn cancel_approval(
 /// `refused` and stay pending) and its pending clarifications; `agent.session.cancelled` is
 /// announced once per agent and session. `{"session_id", "cancelled": [ids],
 /// "refused": [ids], "clarifications": [ids]}`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/cancel", tag = "decide",
+    params(("id" = String, Path, description = "The session id")),
+    request_body(content = assent_api::approvals::CancelRequest, description = "Optional"),
+    responses((status = 200, description = "OK", body = assent_api::approvals::SessionCancelled)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn cancel_session(
     State(st): State<AppState>,
     c: Cancelling,

@@ -119,6 +119,10 @@ impl Submission {
 }
 
 /// `POST /v1/tool-calls` (the agent itself): gates one tool call; see [`gate`].
+#[utoipa::path(post, path = "/v1/tool-calls", tag = "propose",
+    request_body = assent_api::gate::ToolCallRequest,
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer)),
+    security(("agent_key" = [])))]
 pub(crate) async fn propose(
     State(st): State<AppState>,
     AgentJson(_, b): AgentJson<ProposeCalls, ToolCallRequest>,
@@ -149,6 +153,10 @@ pub(crate) async fn propose(
 /// "skill_id"?, "skill_args"?}` gates a delegation to a sub-agent (seed 004 "Approval on Agent
 /// Delegation") and answers exactly as `POST /v1/tool-calls` does; an approval's token binds
 /// the delegation's canonical call (`delegate.ALIAS` with input, skill id and skill args).
+#[utoipa::path(post, path = "/v1/delegations", tag = "propose",
+    request_body = assent_api::gate::DelegationRequest,
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer)),
+    security(("agent_key" = [])))]
 pub(crate) async fn delegate(
     State(st): State<AppState>,
     AgentJson(_, b): AgentJson<AgentItself, DelegationRequest>,
@@ -196,6 +204,10 @@ pub(crate) async fn delegate(
 /// `{"call": {tool, server, arguments}, "output_bytes", "result_sha256", "preview"}`, under the
 /// covering rules' approvers and timeout, trigger `output_bytes`, answered like a tool call
 /// (`202` pending; the approval's token binds the result's hash). Seed 002 "Triggers".
+#[utoipa::path(post, path = "/v1/tool-results", tag = "propose",
+    request_body = assent_api::gate::ToolResultRequest,
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer)),
+    security(("agent_key" = [])))]
 pub(crate) async fn tool_result(
     State(st): State<AppState>,
     AgentJson(_, b): AgentJsonOneRefusal<ReportResults, ToolResultRequest>,

@@ -17,6 +17,9 @@ pub const MAX_AGE_SECONDS: u32 = 60;
 
 /// `GET /v1/keys`, `GET /.well-known/jwks.json`: `{"keys": [JWK…]}` (RFC 7517), current key
 /// first; `503` when the store cannot be reached.
+#[utoipa::path(get, path = "/v1/keys", tag = "redeem",
+    responses((status = 200, description = "The token keys, a JWK Set (RFC 7517), current key first; also at `/.well-known/jwks.json`", body = Object)),
+    security(()))]
 pub(crate) async fn jwks(State(st): State<AppState>) -> Result<Response, ApiError> {
     let set = st.store_call(|s| Ok(s.token_jwks(now_ms()))).await?;
     Ok((

@@ -9,6 +9,9 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 
 /// `GET /v1/learning-samples` (operators): `200` NDJSON, one sample per line.
+#[utoipa::path(get, path = "/v1/learning-samples", tag = "around",
+    responses((status = 200, description = "MPLP learning samples, one JSON object a line", content_type = "application/x-ndjson", body = String)),
+    security(("operator_key" = [])))]
 pub(crate) async fn learning_samples(
     State(st): State<AppState>,
     _op: Operator<ExportLearning>,

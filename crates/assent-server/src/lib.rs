@@ -31,6 +31,7 @@ pub mod gate;
 pub mod jwks;
 pub mod learning;
 pub mod metrics;
+pub mod openapi;
 pub mod passkeys;
 pub mod plans;
 pub mod receipts;

@@ -331,6 +331,10 @@ pub async fn finish_vote(
 
 /// `POST /v1/approvals/{id}/passkey` (operators who may decide): starts the caller's vote
 /// ceremony on approval `id` ([`start_vote`]).
+#[utoipa::path(post, path = "/v1/approvals/{id}/passkey", tag = "decide",
+    params(("id" = String, Path, description = "The item's id")),
+    responses((status = 200, description = "The WebAuthn assertion options and the ceremony id", body = assent_api::approvals::PasskeyChallenge)),
+    security(("operator_key" = [])))]
 pub(crate) async fn vote_ceremony(
     axum::extract::State(st): axum::extract::State<AppState>,
     op: crate::extract::Operator<crate::extract::DecideApprovals>,

@@ -134,6 +134,10 @@ async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiE
 }
 
 /// `POST /v1/plans` (the agent itself): stores a draft MPLP plan (`201` with `Location`).
+#[utoipa::path(post, path = "/v1/plans", tag = "propose",
+    request_body = assent_api::plans::CreatePlanRequest,
+    responses((status = 201, description = "The stored draft (MPLP plan); `Location` names it", body = Object)),
+    security(("agent_key" = [])))]
 pub(crate) async fn create(
     State(st): State<AppState>,
     AgentJson(_, mut b): AgentJson<AgentItself, CreatePlanRequest>,
@@ -162,6 +166,11 @@ pub(crate) async fn create(
 }
 
 /// `PUT /v1/plans/{id}` (the agent itself): replaces a draft.
+#[utoipa::path(put, path = "/v1/plans/{id}", tag = "propose",
+    params(("id" = String, Path, description = "The item's id")),
+    request_body = assent_api::plans::UpdatePlanRequest,
+    responses((status = 200, description = "The plan (MPLP)", body = Object)),
+    security(("agent_key" = [])))]
 pub(crate) async fn update(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -181,6 +190,10 @@ pub(crate) async fn update(
 }
 
 /// `GET /v1/plans/{id}` (its agent or an operator): the plan as MPLP.
+#[utoipa::path(get, path = "/v1/plans/{id}", operation_id = "read_plan", tag = "propose",
+    params(("id" = String, Path, description = "The item's id")),
+    responses((status = 200, description = "The plan (MPLP)", body = Object)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn read(
     State(st): State<AppState>,
     Caller(p): Caller,
@@ -190,6 +203,10 @@ pub(crate) async fn read(
 }
 
 /// `GET /v1/plans/{id}/pipeline-events` (its agent or an operator).
+#[utoipa::path(get, path = "/v1/plans/{id}/pipeline-events", tag = "propose",
+    params(("id" = String, Path, description = "The item's id")),
+    responses((status = 200, description = "OK", body = assent_api::plans::PipelineEvents)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn pipeline_events(
     State(st): State<AppState>,
     Caller(p): Caller,
@@ -211,6 +228,11 @@ fn reviewed(pl: &PlanRecord) -> Value {
 }
 
 /// `POST /v1/plans/{id}/submit` (the agent itself): gates the plan as one MPLP Confirm.
+#[utoipa::path(post, path = "/v1/plans/{id}/submit", tag = "propose",
+    params(("id" = String, Path, description = "The item's id")),
+    request_body = assent_api::plans::SubmitPlanRequest,
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer)),
+    security(("agent_key" = [])))]
 pub(crate) async fn submit(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -240,6 +262,11 @@ pub(crate) async fn submit(
 /// `POST /v1/plans/{id}/cancel` (its agent or an operator). An operator cancels a proposed
 /// plan only if they could decide its Confirm (cancelling is saying no): otherwise `403`,
 /// audited `decision.refused`, and the plan stays `proposed`.
+#[utoipa::path(post, path = "/v1/plans/{id}/cancel", tag = "propose",
+    params(("id" = String, Path, description = "The item's id")),
+    request_body(content = assent_api::approvals::CancelRequest, description = "Optional"),
+    responses((status = 200, description = "The plan (MPLP)", body = Object)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn cancel(
     State(st): State<AppState>,
     c: Cancelling,
@@ -263,6 +290,10 @@ pub(crate) async fn cancel(
 
 /// `POST /v1/confirms` (the agent itself): gates an MPLP Confirm on a context, trace,
 /// extension or other target.
+#[utoipa::path(post, path = "/v1/confirms", tag = "propose",
+    request_body = assent_api::plans::ConfirmRequest,
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer)),
+    security(("agent_key" = [])))]
 pub(crate) async fn confirm(
     State(st): State<AppState>,
     AgentJson(_, b): AgentJson<AgentItself, ConfirmRequest>,

@@ -11,6 +11,10 @@ use axum::extract::{Path, State};
 
 /// The receipt of approval `id`, signed now with the gateway's audit key. `404` when there is
 /// no such approval (or it is another agent's), `503` when the store fails.
+#[utoipa::path(get, path = "/v1/approvals/{id}/receipt", tag = "decide",
+    params(("id" = String, Path, description = "The item's id")),
+    responses((status = 200, description = "The signed receipt", body = assent_api::schema::Receipt)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn receipt(
     State(st): State<AppState>,
     Caller(p): Caller,

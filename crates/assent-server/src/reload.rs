@@ -23,7 +23,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 
 /// The answer to a reload that was applied (`200`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Reloaded {
     /// The configuration file read.
     pub file: String,
@@ -305,6 +305,9 @@ impl Refusal for ReloadRefusal {
 /// [`Reloaded`]; `401` without a known key; `403` for an agent's key; `422 CONFIG_INVALID`
 /// with `errors` (`file`, `line`, `reason`) when the file is refused (the old set stays);
 /// `409 RELOAD_IN_PROGRESS`, `409 RELOAD_UNAVAILABLE`, `503 STORE_UNAVAILABLE`.
+#[utoipa::path(post, path = "/v1/reload", tag = "around",
+    responses((status = 200, description = "The new configuration is in force", body = Reloaded)),
+    security(("operator_key" = [])))]
 pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal>) -> Response {
     match reload(&st, Trigger::Operator(op.name())).await {
         Ok(r) => crate::body::Body(r).into_response(),

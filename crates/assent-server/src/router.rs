@@ -4,12 +4,10 @@
 //! are added around these by [`crate::app`]. Handlers live in their modules; none of them
 //! imports this file.
 
-use crate::body::Body;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate, receipts};
 use crate::{jwks, learning, plans, reload, tokens, tools, webhooks, whoami};
-use assent_api::identity::Health;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Redirect;
@@ -19,14 +17,8 @@ use axum::routing::{delete, get, post};
 /// [`crate::app`], which adds them around these and any extra routes).
 pub fn routes(state: AppState) -> Router {
     Router::new()
-        .route(
-            "/healthz",
-            get(|| async {
-                Body(Health {
-                    status: "ok".into(),
-                })
-            }),
-        )
+        .route("/healthz", get(whoami::healthz))
+        .route("/openapi.json", get(crate::openapi::document))
         .route("/readyz", get(whoami::ready))
         .route("/metrics", get(crate::scrape::scrape))
         .merge(propose())

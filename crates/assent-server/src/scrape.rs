@@ -43,6 +43,10 @@ pub fn is_scrape_key(st: &AppState, key: &str) -> bool {
 
 /// `GET /metrics`: the text exposition. `503` when the store cannot be read for the pending
 /// counts.
+#[utoipa::path(get, path = "/metrics", tag = "around",
+    description = "Prometheus metrics in the OpenMetrics text format (docs/operations.md). An operator key, or the scrape key of `metrics_key_env` (which reads nothing else); 403 for an agent's or executor's key.",
+    responses((status = 200, description = "The OpenMetrics text exposition", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)),
+    security(("operator_key" = [])))]
 pub async fn scrape(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     may_read(&st, &headers)?;
     let pending = st.store_call(|s| s.pending_by_tier()).await?;

@@ -47,6 +47,10 @@ fn redeem_error(e: RedeemError) -> ApiError {
 /// "token_id"}` when the token was minted for exactly this call (and device), to this agent
 /// or for a call this executor executes, and is unused and unexpired. Every refusal is
 /// audited.
+#[utoipa::path(post, path = "/v1/tokens/redeem", tag = "redeem",
+    request_body = assent_api::tokens::RedeemRequest,
+    responses((status = 200, description = "Redeemed: the call may run", body = assent_api::tokens::Redeemed)),
+    security(("agent_key" = []), ("executor_key" = [])))]
 pub(crate) async fn redeem(
     State(st): State<AppState>,
     Redeemer(p): Redeemer,
@@ -86,6 +90,10 @@ pub(crate) async fn redeem(
 
 /// `GET /v1/grants[?all=true]` (operators): active grants (all, with revoked and expired
 /// ones).
+#[utoipa::path(get, path = "/v1/grants", tag = "redeem",
+    params(("all" = Option<bool>, Query, description = "Also revoked and expired grants")),
+    responses((status = 200, description = "OK", body = assent_api::tokens::GrantList)),
+    security(("operator_key" = [])))]
 pub(crate) async fn list_grants(
     State(st): State<AppState>,
     _op: Operator<ListGrants>,
@@ -102,6 +110,10 @@ pub(crate) async fn list_grants(
 
 /// `DELETE /v1/grants/{id}` (operators): revokes a grant (`204`; `404` when unknown or
 /// revoked already).
+#[utoipa::path(delete, path = "/v1/grants/{id}", tag = "redeem",
+    params(("id" = String, Path, description = "The item's id")),
+    responses((status = 204, description = "Revoked")),
+    security(("operator_key" = [])))]
 pub(crate) async fn revoke_grant(
     State(st): State<AppState>,
     op: Operator<RevokeGrants>,

@@ -42,6 +42,10 @@ fn review(mut r: ToolReview) -> ToolReview {
 }
 
 /// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list.
+#[utoipa::path(post, path = "/v1/tools/check", tag = "around",
+    request_body = assent_api::tools::ToolCheckRequest,
+    responses((status = 200, description = "OK", body = assent_api::tools::ToolCheckResponse)),
+    security(("agent_key" = [])))]
 pub(crate) async fn check(
     State(st): State<AppState>,
     AgentJson(_, b): AgentJsonOneRefusal<ReportTools, ToolCheckRequest>,
@@ -72,6 +76,10 @@ pub(crate) async fn check(
 }
 
 /// `GET /v1/tools/reviews[?status=…]` (operators).
+#[utoipa::path(get, path = "/v1/tools/reviews", operation_id = "list_tool_reviews", tag = "around",
+    params(("status" = Option<String>, Query, pattern = "^(pending|accepted|rejected|all)$", description = "`pending` (default), `accepted`, `rejected` or `all`")),
+    responses((status = 200, description = "OK", body = assent_api::tools::ToolReviewList)),
+    security(("operator_key" = [])))]
 pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ListToolReviews>,
@@ -95,6 +103,10 @@ pub(crate) async fn list(
 }
 
 /// `GET /v1/tools/reviews/{id}[?wait=S]` (any principal): one review, long-polled.
+#[utoipa::path(get, path = "/v1/tools/reviews/{id}", operation_id = "read_tool_review", tag = "around",
+    params(("id" = String, Path, description = "The item's id"), ("wait" = Option<u64>, Query, maximum = 60, description = "Long-poll: seconds to wait for a change (0 to 60)")),
+    responses((status = 200, description = "OK", body = assent_api::schema::ToolReview)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<Value>, ApiError> {
     let (st, id, p, wait) = (&st, &r.id, &r.principal, r.wait);
     let look = || async move {
@@ -141,6 +153,10 @@ async fn decide(
 }
 
 /// `POST /v1/tools/reviews/{id}/accept` (operators).
+#[utoipa::path(post, path = "/v1/tools/reviews/{id}/accept", tag = "around",
+    params(("id" = String, Path, description = "The item's id")),
+    responses((status = 200, description = "OK", body = assent_api::schema::ToolReview)),
+    security(("operator_key" = [])))]
 pub(crate) async fn accept(
     State(st): State<AppState>,
     op: Operator<ReviewTools>,
@@ -150,6 +166,10 @@ pub(crate) async fn accept(
 }
 
 /// `POST /v1/tools/reviews/{id}/reject` (operators).
+#[utoipa::path(post, path = "/v1/tools/reviews/{id}/reject", tag = "around",
+    params(("id" = String, Path, description = "The item's id")),
+    responses((status = 200, description = "OK", body = assent_api::schema::ToolReview)),
+    security(("operator_key" = [])))]
 pub(crate) async fn reject(
     State(st): State<AppState>,
     op: Operator<ReviewTools>,
@@ -159,6 +179,9 @@ pub(crate) async fn reject(
 }
 
 /// `GET /v1/tools/pins` (operators).
+#[utoipa::path(get, path = "/v1/tools/pins", tag = "around",
+    responses((status = 200, description = "OK", body = assent_api::tools::ToolPinList)),
+    security(("operator_key" = [])))]
 pub(crate) async fn pins(
     State(st): State<AppState>,
     _op: Operator<ListToolPins>,

@@ -373,6 +373,9 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
 
 /// `GET /v1/webhooks/dead-letters` (operator): deliveries that failed every attempt, newest
 /// first, with their bodies (already redacted) and last errors.
+#[utoipa::path(get, path = "/v1/webhooks/dead-letters", tag = "around",
+    responses((status = 200, description = "OK", body = assent_api::audit::DeadLetterList)),
+    security(("operator_key" = [])))]
 pub(crate) async fn dead_letters(
     axum::extract::State(st): axum::extract::State<AppState>,
     _op: Operator<ReadDeadLetters>,

@@ -9,13 +9,26 @@ use crate::config::PrincipalKind;
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::state::AppState;
-use assent_api::identity::{Ready, WhoAmI};
+use assent_api::identity::{Health, Ready, WhoAmI};
 use assent_api::tools::DeclaredTools;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+/// `GET /healthz` (no key): `{"status": "ok"}` while the process serves.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "Alive", body = assent_api::identity::Health)),
+    security(()))]
+pub(crate) async fn healthz() -> Body<Health> {
+    Body(Health {
+        status: "ok".into(),
+    })
+}
+
 /// `GET /v1/whoami`: the principal the key belongs to: `{"name", "kind", "agent_id"?, "roles"?}`.
+#[utoipa::path(get, path = "/v1/whoami", tag = "around",
+    responses((status = 200, description = "OK", body = assent_api::identity::WhoAmI)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn whoami(Caller(p): Caller) -> Result<Body<WhoAmI>, ApiError> {
     Ok(Body(match &p.kind {
         PrincipalKind::Agent { agent_id } => WhoAmI::Agent {
@@ -36,6 +49,10 @@ pub(crate) async fn whoami(Caller(p): Caller) -> Result<Body<WhoAmI>, ApiError> 
 /// `GET /v1/agents/{agent}/mcp-servers/{alias}/tools` (that agent or an operator):
 /// `{"agent", "server", "tools"}`; `403` for another agent's key, `404` for an undeclared
 /// agent or upstream.
+#[utoipa::path(get, path = "/v1/agents/{agent}/mcp-servers/{alias}/tools", tag = "around",
+    params(("agent" = String, Path, description = "Agent id"), ("alias" = String, Path, description = "MCP server alias")),
+    responses((status = 200, description = "OK", body = assent_api::tools::DeclaredTools)),
+    security(("agent_key" = []), ("operator_key" = [])))]
 pub(crate) async fn declared_tools(
     State(st): State<AppState>,
     Caller(p): Caller,
@@ -62,6 +79,9 @@ pub(crate) async fn declared_tools(
 /// schema version, write lock free within 500 ms); `503` `not_ready` with the `reason`
 /// otherwise. A load balancer sends traffic only to a ready replica. The check runs at most
 /// once a second (the answer is shared), so an unauthenticated flood cannot hold the store.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, description = "Ready", body = assent_api::identity::Ready), (status = 503, description = "Not ready", body = assent_api::identity::Ready)),
+    security(()))]
 pub(crate) async fn ready(State(st): State<AppState>) -> Result<Response, ApiError> {
     let r = {
         // One check a second, single-flight: concurrent callers wait for it and share it.

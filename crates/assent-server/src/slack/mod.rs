@@ -60,6 +60,15 @@ impl Reply {
 }
 
 /// `POST /v1/integrations/slack/interactions`: see the module documentation.
+#[utoipa::path(post, path = "/v1/integrations/slack/interactions", tag = "decide",
+    description = "Slack's interactivity requests (a form with `payload=` JSON). No API key: authenticated by Slack's v0 request signature (X-Slack-Signature over v0:timestamp:body, X-Slack-Request-Timestamp within 5 minutes, each request once). 404 when `slack:` is not configured.",
+    params(
+        ("x-slack-signature" = String, Header, description = "v0= and 64 lower-case hex digits"),
+        ("x-slack-request-timestamp" = String, Header, description = "Unix seconds"),
+    ),
+    request_body(content_type = "application/x-www-form-urlencoded", content = String),
+    responses((status = 200, description = "What the clicker is told (ok, code, text)", body = Object)),
+    security(()))]
 pub(crate) async fn interactions(
     State(st): State<AppState>,
     headers: HeaderMap,

@@ -20,6 +20,7 @@ mod learning;
 mod lifecycle;
 mod metrics;
 mod nul;
+mod openapi;
 mod passkeys;
 mod plans;
 mod protocol;
