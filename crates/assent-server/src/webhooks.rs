@@ -368,7 +368,9 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
             .as_deref()
             .map(|b| format!("{b}/ui/approvals/{}", a.id))
     });
-    crate::slack::blocks::message(event, a, url.as_deref(), st.slack.is_some())
+    // With the bot token only the bot's own message carries buttons (`slack::from_our_message`).
+    let interactive = st.slack.as_ref().is_some_and(|s| s.bot_token.is_none());
+    crate::slack::blocks::message(event, a, url.as_deref(), interactive)
 }
 
 /// `GET /v1/webhooks/dead-letters` (operator): deliveries that failed every attempt, newest

@@ -172,6 +172,40 @@ async fn approval_for(st: &AppState, id: &str, hash: &str) -> Result<ApprovalRec
     Ok(a)
 }
 
+/// With the bot token, the buttons that decide are those of the message the bot posted for
+/// approval `id` (its channel and `ts`, stored when it was posted): a click on another
+/// message — one posted through the same app or its webhook beside text of someone else's
+/// making, with a copied button value — decides nothing. The stored reference is waited for
+/// up to 2 s (a click can follow the post before the post's answer is stored).
+async fn from_our_message(st: &AppState, p: &Value, id: &str) -> Result<(), Reply> {
+    let (channel, ts) = (
+        p["container"]["channel_id"].as_str().unwrap_or(""),
+        p["container"]["message_ts"].as_str().unwrap_or(""),
+    );
+    for _ in 0..40 {
+        let id2 = id.to_string();
+        let stored = st
+            .store_call(move |s| s.slack_message(&id2))
+            .await
+            .map_err(|e| Reply::no("UNAVAILABLE", e.message))?;
+        if let Some(m) = stored {
+            return if (m.channel.as_str(), m.ts.as_str()) == (channel, ts) {
+                Ok(())
+            } else {
+                Err(Reply::no(
+                    "NOT_ASSENTS_MESSAGE",
+                    "These buttons are not on the message assent posted for this approval; nothing was decided. Use assent's message or the dashboard.",
+                ))
+            };
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(Reply::no(
+        "NOT_ASSENTS_MESSAGE",
+        "assent posted no message for this approval; nothing was decided. Use the dashboard.",
+    ))
+}
+
 /// Decides `a` as operator `name` (holding `roles`) through the API's decision path.
 async fn decide(
     st: &AppState,
@@ -258,6 +292,11 @@ async fn click(
         Ok(a) => a,
         Err(r) => return Some(r),
     };
+    if slack.bot_token.is_some()
+        && let Err(r) = from_our_message(st, p, &id).await
+    {
+        return Some(r);
+    }
     let who = (who.0.as_str(), who.1.as_slice());
     Some(match action["action_id"].as_str().unwrap_or("") {
         blocks::APPROVE_ONCE => decide(st, who, &a, DecisionKind::Approve, "once", None).await,

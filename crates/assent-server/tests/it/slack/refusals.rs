@@ -475,3 +475,33 @@ fn collect_mrkdwn(v: &Value, out: &mut Vec<String>) {
         _ => {}
     }
 }
+
+/// Attack: someone who can post through the Slack app (its bot token, its webhook) posts a
+/// message of their own beside a copy of a real button's value (`APPROVAL_ID|CALL_HASH`), with
+/// text that misdescribes the call. With the bot token, only the bot's message decides.
+#[tokio::test]
+async fn a_click_on_a_message_assent_did_not_post_decides_nothing() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    for (channel, ts) in [
+        ("C0APPROVE", "1700000099.000900"),
+        ("C0ELSEWHERE", "1700000000.000100"),
+    ] {
+        let mut forged = click(&fake, "U0ALICE", "assent_approve_once", &v);
+        forged["container"]["channel_id"] = json!(channel);
+        forged["container"]["message_ts"] = json!(ts);
+        let (s, r) = signed(&gw, &forged).await;
+        assert_eq!(
+            (s, &r["code"]),
+            (StatusCode::OK, &json!("NOT_ASSENTS_MESSAGE")),
+            "{r}"
+        );
+    }
+    undecided(&gw, &id).await;
+    // The bot's own message decides.
+    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    gw.stop().await;
+}
