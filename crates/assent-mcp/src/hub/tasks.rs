@@ -29,12 +29,18 @@ pub(super) async fn call_as_task(
 ) -> Result<CallToolResponse, McpError> {
     let (held, gw) = (call.held.clone(), call.gw.clone());
     let name = format!("{}__{}", call.alias, call.tool);
-    let mut job = tokio::spawn(async move {
-        match call.run(ask, None).await {
-            CallToolResponse::Complete(r) => r,
-            _ => failed("the call asked for input a task cannot give"),
-        }
-    });
+    // In the client's trace (its `_meta.traceparent`), as a call that is no task is.
+    let meta = serde_json::json!({"_meta": serde_json::to_value(&ctx.meta).unwrap_or_default()});
+    let span = crate::trace::call_span(&name, &meta);
+    let mut job = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            match call.run(ask, None).await {
+                CallToolResponse::Complete(r) => r,
+                _ => failed("the call asked for input a task cannot give"),
+            }
+        },
+        span,
+    ));
     let mut watch = held.subscribe();
     tokio::select! {
         r = &mut job => {

@@ -179,6 +179,34 @@ pub fn current(st: &AppState, a: &ApprovalRecord) -> serde_json::Value {
     blocks::message(event, a, card.as_deref(), true)
 }
 
+/// Stores the reference of the message just posted for approval `id`, trying 5 times over
+/// about 3 s. The post is never repeated for it (a second card of one approval is worse than a
+/// card that stops updating): when the reference cannot be stored, the error is logged, the
+/// message keeps its first state, and its buttons decide nothing (`from_our_message`).
+async fn remember(st: &AppState, id: &str, m: SlackMessage) {
+    if m.channel.is_empty() || m.ts.is_empty() {
+        tracing::error!(approval_id = %id, "chat.postMessage answered no channel/ts; the message will not be updated");
+        return;
+    }
+    let mut delay = std::time::Duration::from_millis(200);
+    for attempt in 1..=5 {
+        let (id2, m2) = (id.to_string(), m.clone());
+        match st
+            .store_call(move |s| s.put_slack_message(&id2, &m2, now_ms()))
+            .await
+        {
+            Ok(()) => return,
+            Err(e) if attempt == 5 => {
+                tracing::error!(approval_id = %id, error = %e.message, "the posted Slack message's reference could not be stored; it will not be updated");
+            }
+            Err(_) => {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+    }
+}
+
 /// Posts `a`'s message (a new approval without one) or updates it (any later event).
 async fn send(st: &AppState, slack: &Slack, kind: &str, a: &ApprovalRecord) -> Result<(), String> {
     let id = a.id.clone();
@@ -200,10 +228,8 @@ async fn send(st: &AppState, slack: &Slack, kind: &str, a: &ApprovalRecord) -> R
                 channel: r["channel"].as_str().unwrap_or_default().to_string(),
                 ts: r["ts"].as_str().unwrap_or_default().to_string(),
             };
-            let id = a.id.clone();
-            st.store_call(move |s| s.put_slack_message(&id, &m, now_ms()))
-                .await
-                .map_err(|e| format!("chat.postMessage answered no channel/ts: {}", e.message))
+            remember(st, &a.id, m).await;
+            Ok(())
         }
         // Requested before the bot posted messages: nothing to update.
         None => Ok(()),
