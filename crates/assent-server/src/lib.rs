@@ -45,6 +45,7 @@ pub mod whoami;
 pub mod dashboard;
 // Background work and the wire formats.
 pub mod checkpoints;
+mod cursor;
 pub mod envelopes;
 pub mod formats;
 pub mod retention;

@@ -33,6 +33,7 @@
 //!   integration posts and updates its own messages ([`crate::slack::outbox`]).
 
 use crate::config::{Webhook, WebhookFormat};
+use crate::cursor::{store, take_lease};
 use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
@@ -57,9 +58,8 @@ const KINDS: [&str; 6] = [
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// How long a webhook's delivery lease lasts without renewal: longer than one attempt
-/// (5 s to connect, 15 s in all); a replica that died is replaced after at most this.
-pub const LEASE: Duration = Duration::from_secs(30);
+/// How long a webhook's delivery lease lasts without renewal (the shared cursor's).
+pub use crate::cursor::LEASE;
 
 /// Starts one delivery task per configured webhook; `holder` names this process in the
 /// webhooks' leases (a random id; see [`release`]).
@@ -101,22 +101,6 @@ pub fn signature(secret: &str, timestamp: i64, body: &str) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// Runs `f` with the store on the blocking pool ([`AppState::store_task`]); a failure is
-/// logged and `None` (the delivery loop tries again later).
-async fn store<T: Send + 'static>(
-    st: &AppState,
-    f: impl FnOnce(&assent_store::Store) -> Result<T, assent_store::StoreError> + Send + 'static,
-) -> Option<T> {
-    match st.store_task(f).await {
-        Ok(Ok(v)) => Some(v),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "webhook store access failed");
-            None
-        }
-        Err(_) => None,
-    }
-}
-
 async fn run(st: AppState, index: usize, holder: String) {
     let hook = st.webhooks[index].clone();
     let http = match reqwest::Client::builder()
@@ -131,52 +115,17 @@ async fn run(st: AppState, index: usize, holder: String) {
             return;
         }
     };
-    let mut changes = st.changes.subscribe();
-    // The cursor as last read: a hint for when to take the lease (the lease gives the truth).
-    // The first lease also starts a new webhook at the end of the log (events from now on).
-    let mut seen = take_lease(&st, &hook.name, &holder).await.unwrap_or(0);
-    loop {
-        let any = store(&st, move |s| s.audit_after(seen, &KINDS, 1))
-            .await
-            .is_some_and(|b| !b.is_empty());
-        let lease = match any {
-            true => take_lease(&st, &hook.name, &holder).await,
-            false => None,
-        };
-        let Some(cursor) = lease else {
-            // Nothing to send, or another replica holds the lease: wait for a change (or
-            // look again now and then: a holder that died leaves its lease to run out).
-            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
-            continue;
-        };
-        seen = cursor;
-        let batch = store(&st, move |s| s.audit_after(cursor, &KINDS, 100))
-            .await
-            .unwrap_or_default();
-        for rec in batch {
-            if !deliver(&st, &http, &hook, &holder, &rec).await {
-                break; // the lease was lost: the new holder delivers from the cursor
-            }
-            seen = rec.seq;
-        }
-    }
-}
-
-/// Takes or renews `holder`'s lease of webhook `name`: the cursor when held.
-async fn take_lease(st: &AppState, name: &str, holder: &str) -> Option<i64> {
-    let (name, holder) = (name.to_string(), holder.to_string());
-    let ms = LEASE.as_millis() as i64;
-    store(st, move |s| s.lease_webhook(&name, &holder, now_ms(), ms))
-        .await
-        .flatten()
+    let name = hook.name.clone();
+    crate::cursor::follow(&st, &name, &holder, &KINDS, |rec| {
+        let (st, http, hook, holder) = (st.clone(), http.clone(), hook.clone(), holder.clone());
+        async move { deliver(&st, &http, &hook, &holder, &rec).await }
+    })
+    .await;
 }
 
 /// Moves the cursor of `hook` past `seq`; whether `holder` still holds the lease.
 async fn advance(st: &AppState, hook: &Webhook, holder: &str, seq: i64) -> bool {
-    let (name, holder) = (hook.name.clone(), holder.to_string());
-    store(st, move |s| s.advance_webhook(&name, &holder, seq))
-        .await
-        .unwrap_or(false)
+    crate::cursor::advance(st, &hook.name, holder, seq).await
 }
 
 fn event_of(kind: &str) -> &'static str {

@@ -14,14 +14,15 @@
 //! it is when sent, so a late or repeated update is harmless.
 
 use crate::config::slack::Slack;
+use crate::cursor::store;
 use crate::slack::api;
 use crate::slack::blocks;
 use crate::state::{AppState, now_ms};
 use assent_core::ApprovalStatus;
+use assent_store::ApprovalRecord;
 use assent_store::audit::AuditRecord;
 use assent_store::outbox::DeadLetter;
 use assent_store::slack::SlackMessage;
-use assent_store::{ApprovalRecord, Store, StoreError};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,9 +42,6 @@ const KINDS: [&str; 6] = [
     "approval.expired",
     "approval.cancelled",
 ];
-
-/// How long the cursor's lease lasts without renewal (as a webhook's lease).
-const LEASE: Duration = Duration::from_secs(30);
 
 /// Starts the delivery task when the bot token is configured (none otherwise); takes the
 /// cursor's lease once first, so that a cursor new to the database starts at the end of the
@@ -65,64 +63,22 @@ pub async fn release(state: &AppState, holder: &str) {
     }
 }
 
-/// Runs `f` with the store on the blocking pool; a failure is logged and `None`.
-async fn store<T: Send + 'static>(
-    st: &AppState,
-    f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-) -> Option<T> {
-    match st.store_task(f).await {
-        Ok(Ok(v)) => Some(v),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "slack: store access failed");
-            None
-        }
-        Err(_) => None,
-    }
-}
-
-/// Takes or renews the cursor's lease: the cursor when held.
+/// Takes or renews `holder`'s lease of the cursor: the cursor when held.
 async fn take_lease(st: &AppState, holder: &str) -> Option<i64> {
-    let holder = holder.to_string();
-    let ms = LEASE.as_millis() as i64;
-    store(st, move |s| s.lease_webhook(CURSOR, &holder, now_ms(), ms))
-        .await
-        .flatten()
+    crate::cursor::take_lease(st, CURSOR, holder).await
 }
 
 /// Moves the cursor past `seq`; whether `holder` still holds the lease.
 async fn advance(st: &AppState, holder: &str, seq: i64) -> bool {
-    let holder = holder.to_string();
-    store(st, move |s| s.advance_webhook(CURSOR, &holder, seq))
-        .await
-        .unwrap_or(false)
+    crate::cursor::advance(st, CURSOR, holder, seq).await
 }
 
 async fn run(st: AppState, slack: Arc<Slack>, holder: String) {
-    let mut changes = st.changes.subscribe();
-    let mut seen = take_lease(&st, &holder).await.unwrap_or(0);
-    loop {
-        let any = store(&st, move |s| s.audit_after(seen, &KINDS, 1))
-            .await
-            .is_some_and(|b| !b.is_empty());
-        let lease = match any {
-            true => take_lease(&st, &holder).await,
-            false => None,
-        };
-        let Some(cursor) = lease else {
-            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
-            continue;
-        };
-        seen = cursor;
-        let batch = store(&st, move |s| s.audit_after(cursor, &KINDS, 100))
-            .await
-            .unwrap_or_default();
-        for rec in batch {
-            if !deliver(&st, &slack, &holder, &rec).await {
-                break;
-            }
-            seen = rec.seq;
-        }
-    }
+    crate::cursor::follow(&st, CURSOR, &holder, &KINDS, |rec| {
+        let (st, slack, holder) = (st.clone(), slack.clone(), holder.clone());
+        async move { deliver(&st, &slack, &holder, &rec).await }
+    })
+    .await;
 }
 
 /// Posts or updates the message of `rec`'s approval (retrying, then dead-lettering) and
