@@ -65,6 +65,7 @@ mod emit;
 mod error;
 pub mod events;
 mod expiry;
+pub mod history;
 pub mod integrity;
 pub mod keys;
 mod kit;

@@ -64,6 +64,25 @@ pub(crate) struct DataPlace {
     pub(crate) data_dir: Option<PathBuf>,
 }
 
+// Which recorded history `replay` and `suggest` read: the SQLite file of `--data-dir DIR`, or
+// the store of `--history-config FILE`, else the store of the command's `--config`; within
+// `--since` and `--until` (RFC 3339).
+#[derive(clap::Args, Clone)]
+pub(crate) struct History {
+    /// Read the history from this data directory's SQLite file.
+    #[arg(long = "data-dir", conflicts_with = "history_config")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Read the history from this gateway config's store (its `data_dir` or `database`).
+    #[arg(long = "history-config")]
+    pub(crate) history_config: Option<PathBuf>,
+    /// Only proposals at or after this time (RFC 3339, e.g. 2026-11-01T00:00:00Z).
+    #[arg(long)]
+    pub(crate) since: Option<String>,
+    /// Only proposals before this time (RFC 3339).
+    #[arg(long)]
+    pub(crate) until: Option<String>,
+}
+
 // Every subcommand of `assent`.
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
@@ -211,6 +230,44 @@ pub(crate) enum Cmd {
         /// Treat unknown fields in agent files as errors (exit 2).
         #[arg(long)]
         strict: bool,
+    },
+    /// Re-evaluate every recorded proposal under a candidate policy and report how verdicts
+    /// would change (issue 16 §1), per tool and overall, with examples and the rules
+    /// responsible.
+    #[command(
+        after_help = "Exit codes: 0 no call would be loosened; 3 a call that was denied, or rejected by a person, would now be allowed without anyone's consent (gate policy changes in CI on this); 1 the history could not be read; 2 bad config or arguments."
+    )]
+    Replay {
+        /// The candidate config: its agent and governance files are the policy replayed.
+        #[arg(long)]
+        config: PathBuf,
+        #[command(flatten)]
+        history: History,
+        /// Every replayed call in the JSON report (`calls`), not only examples.
+        #[arg(long = "all-calls", requires = "json")]
+        all_calls: bool,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Treat unknown fields in agent files as errors (exit 2).
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Propose rules mined from settled approvals (issue 16 §2): argument patterns people always
+    /// approved become a narrower approval condition, patterns always denied a deny rule; each
+    /// with its evidence and its replay. Nothing is applied.
+    Suggest {
+        /// The gateway's config: the policy the suggestions change.
+        #[arg(long, default_value = "assent.yaml")]
+        config: PathBuf,
+        #[command(flatten)]
+        history: History,
+        /// Settled decisions a pattern needs before it is suggested.
+        #[arg(long = "min-decisions", default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=100_000))]
+        min_decisions: u32,
+        /// Print the suggestions as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Run an MCP stdio proxy in front of an MCP server: `assent mcp --agent ID --server ALIAS -- CMD ARGS...`
     ///

@@ -5,7 +5,7 @@
 use crate::args::{Cli, Cmd};
 use crate::commands::{
     approvals, audit, backup, check, clarifications, export, grants, keys, mcp, migrate, passkeys,
-    receipt, reload, tools, watch,
+    receipt, reload, replay, suggest, tools, watch,
 };
 use crate::remote::connect;
 use crate::render::one_line;
@@ -102,6 +102,9 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         } => Ok(check::check(
             &config, &agent, &tool, server, &args, json, strict,
         )),
+        // The PostgreSQL client blocks on its own runtime: never on this one's thread.
+        cmd @ Cmd::Replay { .. } => tokio::task::spawn_blocking(move || replay::run(cmd)).await?,
+        cmd @ Cmd::Suggest { .. } => tokio::task::spawn_blocking(move || suggest::run(cmd)).await?,
         cmd @ Cmd::Mcp { .. } => mcp::run(cmd).await,
         // The PostgreSQL client blocks on its own runtime: never on this one's thread.
         Cmd::Audit { cmd } => tokio::task::spawn_blocking(move || audit::audit(cmd)).await?,

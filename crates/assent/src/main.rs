@@ -4,11 +4,13 @@
 //! exit status) → `serve` (the composition root) and `commands/` (one file per group of
 //! subcommands) → the kit: `remote` (the gateway's `/v1` API through `assent_api::Client`, and
 //! printing list answers), `args` (the clap tree), `render` (cards, time left, canonical JSON)
-//! and `setup` (tracing, upstream specs, data dir), with `otel` (logs and OTLP traces).
+//! and `setup` (tracing, upstream specs, data dir), with `otel` (logs and OTLP traces), and
+//! `history` (the recorded history `replay` and `suggest` read).
 
 mod args;
 mod commands;
 mod dispatch;
+mod history;
 mod otel;
 mod remote;
 mod render;

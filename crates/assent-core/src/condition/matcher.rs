@@ -20,7 +20,8 @@ pub const MAX_SHOWN_CHARS: usize = 100;
 pub enum Matcher {
     /// Exact match against a string, number or boolean.
     Literal(Value),
-    /// `{gt, gte, lt, lte, ne, pattern, in, not_in}`; every present operator must hold.
+    /// `{gt, gte, lt, lte, ne, pattern, not_pattern, in, not_in}`; every present operator must
+    /// hold.
     Ops(Ops),
 }
 
@@ -38,7 +39,10 @@ pub struct Ops {
     /// `ne`: argument of the same type and a different value.
     pub ne: Option<Value>,
     /// `pattern`: the argument is a string the regex matches somewhere in.
-    pub pattern: Option<Pattern>,
+    pub pattern: Option<Box<Pattern>>,
+    /// `not_pattern`: the argument is a string the regex matches nowhere in (issue 16 §2: what
+    /// a suggested rule needs to say "unless the branch starts with `feature/`").
+    pub not_pattern: Option<Box<Pattern>>,
     /// `in`: argument is one of these scalars.
     pub in_: Option<Vec<Value>>,
     /// `not_in`: argument is none of these scalars.
@@ -134,18 +138,23 @@ impl Matcher {
                         "lte" => ops.lte = Some(num(op, x)?),
                         "ne" if is_scalar(x) => ops.ne = Some(x.clone()),
                         "ne" => return Err("`ne` needs a string, number or boolean".into()),
-                        "pattern" => {
-                            let p = x.as_str().ok_or("`pattern` needs a string")?;
-                            ops.pattern = Some(Pattern {
+                        "pattern" | "not_pattern" => {
+                            let p = x.as_str().ok_or_else(|| format!("`{op}` needs a string"))?;
+                            let pat = Some(Box::new(Pattern {
                                 source: p.to_string(),
                                 compiled: compile_pattern(p),
-                            });
+                            }));
+                            if op == "pattern" {
+                                ops.pattern = pat;
+                            } else {
+                                ops.not_pattern = pat;
+                            }
                         }
                         "in" => ops.in_ = Some(list(op, x)?),
                         "not_in" => ops.not_in = Some(list(op, x)?),
                         other => {
                             return Err(format!(
-                                "unknown operator `{other}` (expected gt, gte, lt, lte, ne, pattern, in, not_in)"
+                                "unknown operator `{other}` (expected gt, gte, lt, lte, ne, pattern, not_pattern, in, not_in)"
                             ));
                         }
                     }
@@ -204,15 +213,19 @@ impl Matcher {
                     }
                     ok &= !scalar_eq(ne, actual);
                 }
-                if let Some(p) = &o.pattern {
-                    let re = p
-                        .compiled
-                        .as_ref()
-                        .map_err(|e| format!("cannot be matched: pattern does not compile: {e}"))?;
-                    let s = actual.as_str().ok_or_else(|| {
-                        format!("is {} but `pattern` needs a string", type_name(actual))
-                    })?;
-                    ok &= re.is_match(s);
+                for (p, name, want) in [
+                    (&o.pattern, "pattern", true),
+                    (&o.not_pattern, "not_pattern", false),
+                ] {
+                    if let Some(p) = p {
+                        let re = p.compiled.as_ref().map_err(|e| {
+                            format!("cannot be matched: {name} does not compile: {e}")
+                        })?;
+                        let s = actual.as_str().ok_or_else(|| {
+                            format!("is {} but `{name}` needs a string", type_name(actual))
+                        })?;
+                        ok &= re.is_match(s) == want;
+                    }
                 }
                 for (list, name, want) in [(&o.in_, "in", true), (&o.not_in, "not_in", false)] {
                     if let Some(items) = list {
@@ -270,11 +283,13 @@ impl Matcher {
         if let Some(ne) = &o.ne {
             parts.push(format!("{key} != {}", json_text(ne)));
         }
-        if let Some(p) = &o.pattern {
-            parts.push(format!(
-                "{key} matches pattern {}",
-                json_text(&Value::String(p.source.clone()))
-            ));
+        for (p, verb) in [(&o.pattern, "matches"), (&o.not_pattern, "does not match")] {
+            if let Some(p) = p {
+                parts.push(format!(
+                    "{key} {verb} pattern {}",
+                    json_text(&Value::String(p.source.clone()))
+                ));
+            }
         }
         for (list, op) in [(&o.in_, "in"), (&o.not_in, "not in")] {
             if let Some(items) = list {

@@ -85,21 +85,26 @@ impl Condition {
         }
     }
 
-    /// `(key, error)` for every `pattern` that does not compile. Such a predicate can never be
+    /// `(key, error)` for every `pattern` or `not_pattern` that does not compile. Such a predicate can never be
     /// evaluated, so the condition always requires approval; loaders report these as warnings.
     pub fn pattern_errors(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for g in &self.0 {
             for (key, m) in &g.predicates {
                 if let Matcher::Ops(Ops {
-                    pattern:
-                        Some(Pattern {
-                            compiled: Err(e), ..
-                        }),
+                    pattern,
+                    not_pattern,
                     ..
                 }) = m
                 {
-                    out.push((key.clone(), e.clone()));
+                    for p in [pattern, not_pattern].into_iter().flatten() {
+                        if let Pattern {
+                            compiled: Err(e), ..
+                        } = &**p
+                        {
+                            out.push((key.clone(), e.clone()));
+                        }
+                    }
                 }
             }
         }

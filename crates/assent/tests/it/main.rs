@@ -20,6 +20,7 @@ mod migrate;
 mod operator;
 mod receipt;
 mod reload;
+mod replay;
 mod replicas;
 mod retention;
 mod security;

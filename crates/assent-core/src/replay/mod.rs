@@ -1,0 +1,328 @@
+//! Counterfactual replay (issue 16 §1): every recorded proposal re-evaluated under a candidate
+//! policy, in the order it was recorded, and what would have changed.
+//!
+//! The history is what the store's audit log says happened ([`Recorded`]: the call, the verdict
+//! then, and what a person or a grant did with a held call); the candidate is a [`Registry`].
+//! [`Replayer::push`] evaluates one recorded proposal with the gatekeeper itself
+//! ([`crate::gatekeeper::evaluate_in`]) and classifies the change ([`Change`]);
+//! [`Replayer::finish`] gives the [`report::Report`]: counts per tool and overall, prompts before
+//! and after, examples with the rules responsible, and every *loosened* call — one that was denied
+//! outright or rejected by a person and would now run without anyone's consent (the CI gate).
+//!
+//! What replay keeps from the time of each proposal, because no policy decides it:
+//! - the session's earlier calls, for rate and cost thresholds: those that counted then
+//!   (allowed, granted, pending, approved — [`Was::counts`]), in recorded order;
+//! - plan and tool-review blocks (a denial whose reason is the `mplp plan` rule): re-applied;
+//! - paths are checked lexically (symlinks are not resolved again: the filesystem of then is
+//!   gone);
+//! - a grant that covered a held call is assumed to cover it again when the new verdict is a
+//!   confirm without threshold or scope triggers (a grant never covers those).
+//!
+//! Synthetic calls (`mplp.*` Confirm targets, `delegate.*` delegations, `result.*` held
+//! results) are counted as not replayed: their verdicts come from other entry points.
+
+pub mod report;
+
+use crate::approval::ApprovalStatus;
+use crate::canonical::ToolCall;
+use crate::gatekeeper::evaluate_in;
+use crate::policy::Registry;
+use crate::risk::RiskTier;
+use crate::transitions;
+use crate::triggers::{Observations, PriorCall, lexical_only};
+use crate::verdict::{Reason, Verdict, VerdictKind};
+use report::{Report, ReportBuilder};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// The built-in rule name of a plan or tool-review block ([`transitions::apply_block`]).
+pub const BLOCK_RULE: &str = "mplp plan";
+
+/// What happened to a recorded proposal at the time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Was {
+    /// Allowed outright (`call.allowed`).
+    Allowed,
+    /// Denied outright (`call.denied`); `blocked` when the denial was a plan or tool-review
+    /// block rather than the policy.
+    Denied {
+        /// A plan or tool-review block denied it ([`BLOCK_RULE`]).
+        blocked: bool,
+    },
+    /// Confirm, covered by a grant: approved without a prompt (`grant.used`).
+    Granted,
+    /// Held for a person (`approval.requested`), and what became of it.
+    Held {
+        /// The approval's status now.
+        status: ApprovalStatus,
+        /// Who settled it (a principal name, `system:expiry`, …), when someone did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_by: Option<String>,
+        /// Unix ms of the settling decision.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_at_ms: Option<i64>,
+    },
+}
+
+impl Was {
+    /// The verdict then: allow, deny, or confirm (granted or held).
+    pub fn kind(&self) -> VerdictKind {
+        match self {
+            Was::Allowed => VerdictKind::Allow,
+            Was::Denied { .. } => VerdictKind::Deny,
+            Was::Granted | Was::Held { .. } => VerdictKind::Confirm,
+        }
+    }
+
+    /// Whether a person was asked (a held call; a granted one was not).
+    pub fn prompted(&self) -> bool {
+        matches!(self, Was::Held { .. })
+    }
+
+    /// Whether it counted toward later thresholds of its session (allowed, granted, pending or
+    /// approved; not denied, rejected, cancelled or expired).
+    pub fn counts(&self) -> bool {
+        match self {
+            Was::Allowed | Was::Granted => true,
+            Was::Denied { .. } => false,
+            Was::Held { status, .. } => {
+                matches!(status, ApprovalStatus::Pending | ApprovalStatus::Approved)
+            }
+        }
+    }
+
+    /// Whether nobody consented: denied by the policy (not a block), or rejected by a person
+    /// (not by the expiry default).
+    pub fn refused(&self) -> bool {
+        match self {
+            Was::Denied { blocked } => !blocked,
+            Was::Held {
+                status: ApprovalStatus::Rejected,
+                decided_by,
+                ..
+            } => decided_by.as_deref() != Some("system:expiry"),
+            _ => false,
+        }
+    }
+
+    /// `allowed`, `denied`, `blocked`, `granted`, or the held approval's status.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Was::Allowed => "allowed",
+            Was::Denied { blocked: false } => "denied",
+            Was::Denied { blocked: true } => "blocked",
+            Was::Granted => "granted",
+            Was::Held { status, .. } => status.as_str(),
+        }
+    }
+}
+
+/// One recorded proposal, as the audit log holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// Audit sequence number of its record (the replay order).
+    pub seq: i64,
+    /// Unix ms of the proposal.
+    pub at_ms: i64,
+    /// The proposing agent.
+    pub agent: String,
+    /// Its session.
+    pub session_id: String,
+    /// The call as proposed.
+    pub call: ToolCall,
+    /// The risk tier then.
+    pub risk_tier: RiskTier,
+    /// The reasons then.
+    pub reasons: Vec<Reason>,
+    /// What happened to it.
+    pub was: Was,
+}
+
+/// How one call's verdict would change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// The same kind of verdict.
+    Unchanged,
+    /// Allowed then, held now (a new prompt).
+    AllowToConfirm,
+    /// Held (or granted) then, allowed now (a prompt removed).
+    ConfirmToAllow,
+    /// Allowed or held then, denied now.
+    ToDeny,
+    /// Denied then, allowed now.
+    DenyToAllow,
+    /// Denied then, held now.
+    DenyToConfirm,
+}
+
+impl Change {
+    /// The change from `was` to `now`.
+    pub fn of(was: VerdictKind, now: VerdictKind) -> Change {
+        use VerdictKind::{Allow, Confirm, Deny};
+        match (was, now) {
+            (a, b) if a == b => Change::Unchanged,
+            (_, Deny) => Change::ToDeny,
+            (Allow, Confirm) => Change::AllowToConfirm,
+            (Confirm, Allow) => Change::ConfirmToAllow,
+            (Deny, Allow) => Change::DenyToAllow,
+            (Deny, Confirm) => Change::DenyToConfirm,
+            _ => Change::Unchanged,
+        }
+    }
+
+    /// `allow→confirm`, … as the text report writes it.
+    pub fn arrow(self) -> &'static str {
+        match self {
+            Change::Unchanged => "unchanged",
+            Change::AllowToConfirm => "allow→confirm",
+            Change::ConfirmToAllow => "confirm→allow",
+            Change::ToDeny => "→deny",
+            Change::DenyToAllow => "deny→allow",
+            Change::DenyToConfirm => "deny→confirm",
+        }
+    }
+}
+
+/// One call replayed: the recorded proposal, the new verdict, and what changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replayed<'a> {
+    /// The recorded proposal.
+    pub recorded: &'a Recorded,
+    /// The candidate policy's verdict.
+    pub verdict: Verdict,
+    /// Its kind against the recorded one.
+    pub change: Change,
+    /// Whether a person is asked now (a confirm that a grant would not cover).
+    pub prompted: bool,
+    /// Refused then (denied by the policy or rejected by a person), allowed outright now.
+    pub loosened: bool,
+}
+
+/// Replay settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Examples kept per tool and change (the report's `examples`).
+    pub examples_per_change: usize,
+    /// Loosened calls listed (all are counted).
+    pub loosened_listed: usize,
+    /// Keep every replayed call in the report (`calls`), for a call-by-call comparison.
+    pub keep_calls: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            examples_per_change: 3,
+            loosened_listed: 100,
+            keep_calls: false,
+        }
+    }
+}
+
+/// Whether `tool` is a synthetic call of another entry point (a Confirm target, a delegation,
+/// a held result): not replayed.
+pub fn synthetic(tool: &str) -> bool {
+    ["mplp.", "delegate.", "result."]
+        .iter()
+        .any(|p| tool.starts_with(p))
+}
+
+/// Replays recorded proposals, pushed in recorded order, under one candidate registry.
+pub struct Replayer<'r> {
+    reg: &'r Registry,
+    /// Earlier calls of each (agent, session) that counted toward thresholds.
+    sessions: HashMap<(String, String), Vec<PriorCall>>,
+    report: ReportBuilder,
+}
+
+impl<'r> Replayer<'r> {
+    /// A replayer of `reg` with `opts`.
+    pub fn new(reg: &'r Registry, opts: Options) -> Self {
+        Replayer {
+            reg,
+            sessions: HashMap::new(),
+            report: ReportBuilder::new(opts),
+        }
+    }
+
+    /// Evaluates `rec` under the candidate registry with its session's earlier calls, and adds
+    /// it to the report. A synthetic call is counted as not replayed.
+    pub fn push(&mut self, rec: &Recorded) {
+        if synthetic(&rec.call.tool) {
+            self.report.skip();
+            return;
+        }
+        let key = (rec.agent.clone(), rec.session_id.clone());
+        let prior = self.sessions.entry(key).or_default();
+        let verdict = evaluate_recorded(self.reg, rec, prior);
+        if rec.was.counts() {
+            prior.push(PriorCall {
+                tool: rec.call.tool.clone(),
+                server: rec.call.server.clone(),
+                at_ms: rec.at_ms,
+                arguments: rec.call.arguments.clone(),
+            });
+        }
+        let replayed = classify(rec, verdict);
+        self.report.add(&replayed);
+    }
+
+    /// The report of everything pushed.
+    pub fn finish(self) -> Report {
+        self.report.finish()
+    }
+}
+
+/// The candidate's verdict for `rec`, given its session's earlier counting calls: the
+/// gatekeeper with lexical path checks, and a block of the time re-applied.
+pub fn evaluate_recorded(reg: &Registry, rec: &Recorded, prior: &[PriorCall]) -> Verdict {
+    let obs = Observations {
+        now_ms: rec.at_ms,
+        prior_calls: prior,
+        resolve_path: &lexical_only,
+    };
+    let mut verdict = evaluate_in(reg, &rec.agent, &rec.call, None, &obs);
+    if rec.was == (Was::Denied { blocked: true }) {
+        let why = rec
+            .reasons
+            .iter()
+            .rev()
+            .find(|r| r.rule == BLOCK_RULE)
+            .map_or_else(|| "blocked at the time".to_string(), |r| r.text.clone());
+        transitions::apply_block(&mut verdict, Some(why));
+    }
+    verdict
+}
+
+/// `rec` and its new `verdict`, classified.
+pub fn classify(rec: &Recorded, verdict: Verdict) -> Replayed<'_> {
+    let change = Change::of(rec.was.kind(), verdict.kind);
+    let granted_again = rec.was == Was::Granted && verdict.terms.triggers.is_empty();
+    let prompted = verdict.kind == VerdictKind::Confirm && !granted_again;
+    let loosened = rec.was.refused() && verdict.kind == VerdictKind::Allow;
+    Replayed {
+        recorded: rec,
+        verdict,
+        change,
+        prompted,
+        loosened,
+    }
+}
+
+/// Replays `history` (in recorded order) under `reg` in one go.
+pub fn replay<'h>(
+    reg: &Registry,
+    history: impl IntoIterator<Item = &'h Recorded>,
+    opts: Options,
+) -> Report {
+    let mut r = Replayer::new(reg, opts);
+    for rec in history {
+        r.push(rec);
+    }
+    r.finish()
+}
+
+#[cfg(test)]
+mod tests;

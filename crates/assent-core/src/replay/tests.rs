@@ -1,0 +1,240 @@
+//! Unit tests of the replay: each change, the loosened rule both ways, blocks kept, thresholds
+//! counting the session as it happened, grants, synthetic calls and the example cap.
+
+use super::*;
+use serde_json::json;
+
+const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: read\n    - alias: wipe\n";
+
+fn registry(governance: &str) -> Registry {
+    let gov = if governance.is_empty() {
+        vec![]
+    } else {
+        vec![("gov.yaml".to_string(), governance.to_string())]
+    };
+    Registry::load(&[("bot.agf.yaml".into(), AGENT.into())], &gov).unwrap()
+}
+
+fn rec(seq: i64, session: &str, tool: &str, args: serde_json::Value, was: Was) -> Recorded {
+    Recorded {
+        seq,
+        at_ms: 1_000_000 + seq * 1000,
+        agent: "bot".into(),
+        session_id: session.into(),
+        call: ToolCall::new(tool, None, args).unwrap(),
+        risk_tier: RiskTier::R2,
+        reasons: vec![],
+        was,
+    }
+}
+
+fn held(status: ApprovalStatus, by: &str) -> Was {
+    Was::Held {
+        status,
+        decided_by: Some(by.into()),
+        decided_at_ms: Some(2_000_000),
+    }
+}
+
+const PAY_NEEDS_APPROVAL: &str = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        approval: {condition: {args_match: {amount: {gt: 100}}}}\n";
+
+#[test]
+fn each_change_is_classified_and_prompts_counted() {
+    let reg = registry(PAY_NEEDS_APPROVAL);
+    let history = vec![
+        // allowed then, held now (amount > 100)
+        rec(1, "s", "pay", json!({"amount": 500}), Was::Allowed),
+        // held then, allowed now
+        rec(
+            2,
+            "s",
+            "pay",
+            json!({"amount": 5}),
+            held(ApprovalStatus::Approved, "alice"),
+        ),
+        // held then, held now
+        rec(
+            3,
+            "s",
+            "pay",
+            json!({"amount": 900}),
+            held(ApprovalStatus::Approved, "alice"),
+        ),
+        // allowed then and now
+        rec(4, "s", "read", json!({}), Was::Allowed),
+    ];
+    let r = replay(&reg, &history, Options::default());
+    assert_eq!(r.overall.calls, 4);
+    assert_eq!(r.overall.allow_to_confirm, 1);
+    assert_eq!(r.overall.confirm_to_allow, 1);
+    assert_eq!(r.overall.unchanged, 2);
+    assert_eq!((r.overall.prompts_before, r.overall.prompts_after), (2, 2));
+    assert_eq!(r.overall.loosened, 0);
+    assert_eq!(r.by_tool["pay"].calls, 3);
+    assert_eq!(r.by_tool["read"].unchanged, 1);
+    // The example of allow→confirm names the rule that now holds the call.
+    let ex = r
+        .examples
+        .iter()
+        .find(|e| e.change == Change::AllowToConfirm)
+        .unwrap();
+    assert_eq!(ex.seq, 1);
+    assert!(
+        ex.added_reasons.iter().any(|x| x.file == "gov.yaml"),
+        "{ex:?}"
+    );
+    assert_eq!(r.examples.len(), 2, "unchanged calls give no example");
+}
+
+#[test]
+fn a_denied_or_person_rejected_call_now_allowed_is_loosened() {
+    let reg = registry("");
+    let history = vec![
+        rec(
+            1,
+            "s",
+            "pay",
+            json!({"amount": 5}),
+            Was::Denied { blocked: false },
+        ),
+        rec(
+            2,
+            "s",
+            "pay",
+            json!({"amount": 6}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+        // The expiry default is nobody's refusal.
+        rec(
+            3,
+            "s",
+            "pay",
+            json!({"amount": 7}),
+            held(ApprovalStatus::Rejected, "system:expiry"),
+        ),
+        // Approved then, allowed now: a prompt removed, not loosened.
+        rec(
+            4,
+            "s",
+            "pay",
+            json!({"amount": 8}),
+            held(ApprovalStatus::Approved, "alice"),
+        ),
+    ];
+    let r = replay(&reg, &history, Options::default());
+    assert_eq!(r.overall.loosened, 2);
+    assert_eq!(r.overall.deny_to_allow, 1);
+    assert_eq!(r.overall.confirm_to_allow, 3);
+    let seqs: Vec<i64> = r.loosened.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2]);
+    assert_eq!(r.loosened[1].outcome, "rejected");
+    assert_eq!(r.prompts_removed(), 3);
+}
+
+#[test]
+fn a_deny_rule_makes_to_deny_and_nothing_is_loosened() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: wipe\n        deny: true\n";
+    let reg = registry(gov);
+    let history = vec![
+        rec(1, "s", "wipe", json!({}), Was::Allowed),
+        rec(
+            2,
+            "s",
+            "wipe",
+            json!({}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+    ];
+    let r = replay(&reg, &history, Options::default());
+    assert_eq!(r.overall.to_deny, 2, "allowed and held calls alike");
+    assert_eq!(r.overall.unchanged, 0);
+    assert_eq!(r.overall.loosened, 0);
+    assert_eq!(r.by_tool["wipe"].to_deny, 2);
+    assert_eq!(r.overall.prompts_after, 0);
+    assert_eq!(r.overall.calls, 2);
+}
+
+#[test]
+fn a_block_of_the_time_is_kept() {
+    let reg = registry("");
+    let mut blocked = rec(1, "s", "pay", json!({}), Was::Denied { blocked: true });
+    blocked.reasons.push(Reason {
+        file: String::new(),
+        rule: BLOCK_RULE.into(),
+        text: "plan p1 is not approved".into(),
+    });
+    let r = replay(&reg, &[blocked], Options::default());
+    assert_eq!(r.overall.unchanged, 1);
+    assert_eq!(r.overall.loosened, 0);
+}
+
+#[test]
+fn thresholds_count_the_session_as_it_happened() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        thresholds: {rate: {max: 2, per_seconds: 3600}}\n";
+    let reg = registry(gov);
+    let history = vec![
+        rec(1, "s", "pay", json!({}), Was::Allowed),
+        // rejected: does not count toward the rate
+        rec(
+            2,
+            "s",
+            "pay",
+            json!({}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+        rec(3, "s", "pay", json!({}), Was::Allowed),
+        // a third counting call in the hour: held by the rate threshold
+        rec(4, "s", "pay", json!({}), Was::Allowed),
+        // another session starts from nothing
+        rec(5, "t", "pay", json!({}), Was::Allowed),
+    ];
+    let opts = Options {
+        keep_calls: true,
+        ..Options::default()
+    };
+    let r = replay(&reg, &history, opts);
+    let now: Vec<VerdictKind> = r.calls.iter().map(|c| c.now).collect();
+    use VerdictKind::{Allow, Confirm};
+    assert_eq!(now, [Allow, Allow, Allow, Confirm, Allow]);
+    assert_eq!(r.overall.loosened, 1, "the rejected one would now run");
+}
+
+#[test]
+fn a_granted_call_held_again_is_no_prompt_unless_a_trigger_fired() {
+    let reg = registry(PAY_NEEDS_APPROVAL);
+    let history = vec![rec(1, "s", "pay", json!({"amount": 500}), Was::Granted)];
+    let r = replay(&reg, &history, Options::default());
+    assert_eq!((r.overall.prompts_before, r.overall.prompts_after), (0, 0));
+    assert_eq!(r.overall.unchanged, 1);
+}
+
+#[test]
+fn synthetic_calls_are_not_replayed_and_examples_are_capped() {
+    let reg = registry(PAY_NEEDS_APPROVAL);
+    let mut history = vec![rec(1, "s", "mplp.plan", json!({}), Was::Allowed)];
+    history.extend((2..20).map(|i| rec(i, "s", "pay", json!({"amount": 500}), Was::Allowed)));
+    let r = replay(&reg, &history, Options::default());
+    assert_eq!(r.not_replayed, 1);
+    assert_eq!(r.overall.calls, 18);
+    assert_eq!(r.overall.allow_to_confirm, 18);
+    assert_eq!(r.examples.len(), 3);
+    assert_eq!(r.first, Some(1_002_000));
+    assert_eq!(r.last, Some(1_019_000));
+}
+
+#[test]
+fn examples_mask_the_candidates_redact_paths() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        approval: true\n        redact: [card]\n";
+    let reg = registry(gov);
+    let history = vec![rec(
+        1,
+        "s",
+        "pay",
+        json!({"card": "4111-1111", "amount": 1}),
+        Was::Allowed,
+    )];
+    let r = replay(&reg, &history, Options::default());
+    assert_eq!(r.examples[0].arguments["card"], json!("[redacted]"));
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(!text.contains("4111-1111"), "{text}");
+}

@@ -1,0 +1,343 @@
+//! Where a prompt comes from and how a suggestion changes it (issue 16 §2): the
+//! [`Source`]s that require approval of a call (governance rules, the agent's declaration), and
+//! the policy files with each source's `approval` narrowed to "and not the pattern", or with a
+//! new deny policy — the candidate a suggestion is replayed as, and the YAML shown.
+
+use super::mine::Constraint;
+use crate::canonical::ToolCall;
+use crate::condition::Outcome;
+use crate::gatekeeper::evaluate;
+use crate::policy::{Agent, ApprovalSpec, Registry};
+use crate::risk::RiskTier;
+use crate::verdict::VerdictKind;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// The policy files a registry is loaded from: `(file name, YAML text)` pairs, as
+/// [`Registry::load`] takes them.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyFiles {
+    /// Agent files.
+    pub agents: Vec<(String, String)>,
+    /// Governance files.
+    pub governance: Vec<(String, String)>,
+}
+
+/// One step of a path into a YAML document.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Where an approval requirement of a call is written: a file and the path of the node that
+/// holds (or will hold) its `approval`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Source {
+    /// Agent file (`true`) or governance file.
+    agent_file: bool,
+    /// The file name.
+    file: String,
+    /// Path of the node whose `approval` is edited.
+    node: Vec<Step>,
+    /// The `approval` value to narrow when the node has none of its own (a tool inheriting
+    /// its MCP server's blanket approval).
+    inherited: Option<Vec<Step>>,
+    /// Where, in words: `policy ID rules[2]`, `action_space.local_tools[pay]`.
+    pub location: String,
+}
+
+/// One file change of a suggestion: where, and the new `approval` (or the new policy).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Edit {
+    /// The file changed (or, for a new deny policy, a file name to add it as).
+    pub file: String,
+    /// Where in it, in words.
+    pub location: String,
+    /// The YAML to write there: `approval: …`, or a whole `policies:` document.
+    pub yaml: String,
+    /// The whole file with the change made (re-serialised: comments and layout are not kept),
+    /// ready to write or replay.
+    pub text: String,
+}
+
+/// Whether `spec` requires approval for `args` (a condition that cannot be evaluated does).
+fn requires(spec: &ApprovalSpec, args: &Value) -> bool {
+    match spec {
+        ApprovalSpec::Exempt => false,
+        ApprovalSpec::Required {
+            condition: None, ..
+        } => true,
+        ApprovalSpec::Required {
+            condition: Some(c), ..
+        } => !matches!(c.evaluate(args), Outcome::NoMatch),
+    }
+}
+
+/// Every source that requires approval of `call` for `agent` under `reg`, or why a narrower
+/// condition cannot remove its prompt (a risk tier of R3 or more, an irreversible action, a
+/// threshold or scope trigger, a deny condition that cannot be evaluated, not held at all).
+pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Source>, String> {
+    let v = evaluate(reg, agent, call);
+    if v.kind != VerdictKind::Confirm {
+        return Err(format!("not held now ({})", v.kind.as_str()));
+    }
+    if v.terms.risk_tier >= RiskTier::R3 {
+        return Err(format!("held by risk tier {}", v.terms.risk_tier.as_str()));
+    }
+    if v.terms.irreversible || !v.terms.triggers.is_empty() {
+        return Err("held as irreversible or by a threshold or scope trigger".into());
+    }
+    let a = reg.agents.get(agent).ok_or("unknown agent")?;
+    let mut out: Vec<Source> = declared(a, call).into_iter().collect();
+    for (policy, rule) in reg.covering_rules(a, &call.tool, call.server.as_deref()) {
+        if rule
+            .deny
+            .as_ref()
+            .is_some_and(|d| requires(d, &call.arguments))
+        {
+            return Err(format!("a deny condition of policy {} holds it", policy.id));
+        }
+        if !rule
+            .approval
+            .as_ref()
+            .is_some_and(|s| requires(s, &call.arguments))
+        {
+            continue;
+        }
+        let index = policy.rules.iter().position(|r| std::ptr::eq(r, rule));
+        out.push(Source {
+            agent_file: false,
+            file: policy.file.clone(),
+            node: vec![
+                Step::Key("policies".into()),
+                Step::Key(format!("id={}", policy.id)),
+                Step::Key("rules".into()),
+                Step::Index(index.unwrap_or(usize::MAX)),
+            ],
+            inherited: None,
+            location: format!("policy {} rules[{}]", policy.id, index.unwrap_or(0)),
+        });
+    }
+    if out.is_empty() {
+        return Err("no approval rule requires it".into());
+    }
+    Ok(out)
+}
+
+/// The agent file's declaration of `call` as a [`Source`], when it requires approval.
+fn declared(a: &Agent, call: &ToolCall) -> Option<Source> {
+    let key = |s: &str| Step::Key(s.into());
+    let by = |list: &str, field: &str, name: &str| Step::Key(format!("{list}:{field}={name}"));
+    let src = |node: Vec<Step>, inherited, location: String| Source {
+        agent_file: true,
+        file: a.file.clone(),
+        node,
+        inherited,
+        location,
+    };
+    let args = &call.arguments;
+    let Some(alias) = &call.server else {
+        let t = a.local_tools.iter().find(|t| t.alias == call.tool)?;
+        requires(t.approval.as_ref()?, args).then_some(())?;
+        let node = vec![key("action_space"), by("local_tools", "alias", &t.alias)];
+        return Some(src(
+            node,
+            None,
+            format!("action_space.local_tools[{}]", t.alias),
+        ));
+    };
+    let s = a.mcp_servers.iter().find(|s| &s.alias == alias)?;
+    let server = vec![key("action_space"), by("mcp_servers", "alias", alias)];
+    let Some(list) = &s.allowed_tools else {
+        requires(s.approval.as_ref()?, args).then_some(())?;
+        return Some(src(
+            server,
+            None,
+            format!("action_space.mcp_servers[{alias}]"),
+        ));
+    };
+    let t = list.iter().find(|t| t.name == call.tool)?;
+    requires(t.approval.as_ref().or(s.approval.as_ref())?, args).then_some(())?;
+    let mut node = server.clone();
+    node.push(by("allowed_tools", "name", &t.name));
+    let mut blanket = server;
+    blanket.push(key("approval"));
+    let inherited = t.approval.is_none().then_some(blanket);
+    let location = format!(
+        "action_space.mcp_servers[{alias}].allowed_tools[{}]",
+        t.name
+    );
+    Some(src(node, inherited, location))
+}
+
+/// The node at `path` in `doc`, if there is one. A `Key("list:field=value")` step finds the
+/// element of `list` whose `field` is `value` (a plain string element counts as its `name`);
+/// `Key("id=ID")` the element of the current list with that `id`.
+fn node_mut<'d>(doc: &'d mut Value, path: &[Step]) -> Option<&'d mut Value> {
+    let mut cur = doc;
+    for step in path {
+        cur = match step {
+            Step::Index(i) => cur.get_mut(*i)?,
+            Step::Key(k) if k.starts_with("id=") => {
+                let id = &k[3..];
+                let list = cur.as_array_mut()?;
+                list.iter_mut()
+                    .find(|e| e.get("id").and_then(Value::as_str) == Some(id))?
+            }
+            Step::Key(k) => match k.split_once(':') {
+                Some((list, sel)) => {
+                    let (field, want) = sel.split_once('=')?;
+                    let items = cur.get_mut(list)?.as_array_mut()?;
+                    let e = items.iter_mut().find(|e| match e {
+                        Value::String(s) => field == "name" && s == want,
+                        _ => e.get(field).and_then(Value::as_str) == Some(want),
+                    })?;
+                    if let Value::String(s) = e {
+                        *e = json!({ "name": s.clone() });
+                    }
+                    e
+                }
+                None => cur.get_mut(k.as_str())?,
+            },
+        };
+    }
+    Some(cur)
+}
+
+/// `approval` narrowed by "and `key` matches `neg`": `true` or a spec without a condition
+/// gains `condition: {args_match: {key: neg}}`; a condition gets the predicate in each group.
+/// `None` when it cannot be written so (`false`, or a group already constraining `key`).
+fn and_not(approval: &Value, key: &str, neg: &Value) -> Option<Value> {
+    let predicate = || {
+        let mut m = Map::new();
+        m.insert(key.to_string(), neg.clone());
+        m
+    };
+    let mut spec = match approval {
+        Value::Bool(true) => Map::new(),
+        Value::Object(m) => m.clone(),
+        _ => return None,
+    };
+    let condition = match spec.remove("condition") {
+        None => json!({ "args_match": predicate() }),
+        Some(Value::Array(groups)) => {
+            let groups: Option<Vec<Value>> = groups.iter().map(|g| add_to(g, key, neg)).collect();
+            Value::Array(groups?)
+        }
+        Some(g) => add_to(&g, key, neg)?,
+    };
+    spec.insert("condition".into(), condition);
+    Some(Value::Object(spec))
+}
+
+/// One condition group with `key: neg` added to its `args_match`.
+fn add_to(group: &Value, key: &str, neg: &Value) -> Option<Value> {
+    let mut g = group.as_object()?.clone();
+    let m = g.get_mut("args_match")?.as_object_mut()?;
+    if m.contains_key(key) {
+        return None;
+    }
+    m.insert(key.to_string(), neg.clone());
+    Some(Value::Object(g))
+}
+
+/// Reads a policy file as a document.
+fn parse(text: &str) -> Option<Value> {
+    serde_saphyr::from_str::<Value>(text).ok()
+}
+
+/// Writes a document as YAML.
+fn yaml(v: &Value) -> Option<String> {
+    serde_saphyr::to_string(v).ok()
+}
+
+/// `files` with every source's approval narrowed by "unless `c`": the new files and the edits
+/// shown. `None` when a source cannot be narrowed so.
+pub fn narrow(
+    files: &PolicyFiles,
+    sources: &[Source],
+    c: &Constraint,
+) -> Option<(PolicyFiles, Vec<Edit>)> {
+    let mut out = files.clone();
+    let mut edits = Vec::new();
+    let neg = c.negated();
+    for s in sources {
+        let list = if s.agent_file {
+            &mut out.agents
+        } else {
+            &mut out.governance
+        };
+        let (name, text) = list.iter_mut().find(|(n, _)| *n == s.file)?;
+        let mut doc = parse(text)?;
+        let old = match &s.inherited {
+            Some(p) => node_mut(&mut doc, p)?.clone(),
+            None => node_mut(&mut doc, &s.node)?.get("approval")?.clone(),
+        };
+        let new = and_not(&old, c.key(), &neg)?;
+        node_mut(&mut doc, &s.node)?
+            .as_object_mut()?
+            .insert("approval".into(), new.clone());
+        *text = yaml(&doc)?;
+        edits.push(Edit {
+            file: name.clone(),
+            location: s.location.clone(),
+            yaml: yaml(&json!({ "approval": new }))?,
+            text: String::new(),
+        });
+    }
+    for e in &mut edits {
+        let all = out.agents.iter().chain(&out.governance);
+        e.text = all
+            .filter(|(n, _)| *n == e.file)
+            .map(|(_, t)| t.clone())
+            .next()?;
+    }
+    Some((out, edits))
+}
+
+/// `files` with a new governance file holding one policy that denies `tool` (on `server`) for
+/// `agents` when `c` holds: the new files and the edit shown.
+pub fn deny_policy(
+    files: &PolicyFiles,
+    tool: &str,
+    server: Option<&str>,
+    agents: &[String],
+    c: &Constraint,
+) -> Option<(PolicyFiles, Edit)> {
+    let slug: String = tool
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let id = format!("suggested.deny-{slug}-v1");
+    let mut rule = json!({
+        "tool": glob::Pattern::escape(tool),
+        "deny": {"condition": {"args_match": {c.key(): c.matcher()}},
+                 "message_template": format!("denied by suggestion: {}", c.describe())},
+    });
+    if let Some(s) = server {
+        rule["server"] = json!(s);
+    }
+    let agents: Vec<String> = agents.iter().map(|a| glob::Pattern::escape(a)).collect();
+    let doc = json!({"policies": [{"id": id, "description": format!("Suggested from rejected calls: {}", c.describe()),
+        "selector": {"agents": agents}, "rules": [rule]}]});
+    let text = yaml(&doc)?;
+    let file = format!("suggested/{id}.yaml");
+    let mut out = files.clone();
+    out.governance.push((file.clone(), text.clone()));
+    Some((
+        out,
+        Edit {
+            file,
+            location: format!("new policy {id}"),
+            yaml: text.clone(),
+            text,
+        },
+    ))
+}

@@ -1,0 +1,245 @@
+//! Mining argument patterns from settled decisions (issue 16 §2): for one tool, the
+//! [`Constraint`] on one argument that covers the most calls of one side (approved, or denied)
+//! and none of the other — a number bound, a string prefix, or a short list of values.
+
+use regex::escape;
+use serde::{Deserialize, Serialize};
+use serde_json::{Number, Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Values a [`Constraint::OneOf`] lists at the most.
+pub const MAX_VALUES: usize = 20;
+
+/// Characters a prefix ends with (the prefix keeps it): `feature/`, `ext-`, `acme:`.
+const SEPARATORS: [char; 5] = ['/', ':', '-', '_', '.'];
+
+/// A pattern of one top-level argument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Constraint {
+    /// The argument is a number at most `max`.
+    AtMost {
+        /// The argument.
+        key: String,
+        /// The bound, inclusive.
+        max: f64,
+    },
+    /// The argument is a number at least `min`.
+    AtLeast {
+        /// The argument.
+        key: String,
+        /// The bound, inclusive.
+        min: f64,
+    },
+    /// The argument is a string starting with `prefix`.
+    Prefix {
+        /// The argument.
+        key: String,
+        /// The prefix, ending with a separator (`/`, `:`, `-`, `_`, `.`).
+        prefix: String,
+    },
+    /// The argument is one of `values` (strings, numbers or booleans).
+    OneOf {
+        /// The argument.
+        key: String,
+        /// The values, sorted.
+        values: Vec<Value>,
+    },
+}
+
+/// A number as policy JSON: an integer when it is one.
+fn number(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        json!(n as i64)
+    } else {
+        Number::from_f64(n).map_or(Value::Null, Value::Number)
+    }
+}
+
+impl Constraint {
+    /// The argument it constrains.
+    pub fn key(&self) -> &str {
+        match self {
+            Constraint::AtMost { key, .. }
+            | Constraint::AtLeast { key, .. }
+            | Constraint::Prefix { key, .. }
+            | Constraint::OneOf { key, .. } => key,
+        }
+    }
+
+    /// Whether `args` (an object) satisfies it.
+    pub fn holds(&self, args: &Value) -> bool {
+        let Some(v) = args.get(self.key()) else {
+            return false;
+        };
+        match self {
+            Constraint::AtMost { max, .. } => v.as_f64().is_some_and(|n| n <= *max),
+            Constraint::AtLeast { min, .. } => v.as_f64().is_some_and(|n| n >= *min),
+            Constraint::Prefix { prefix, .. } => v.as_str().is_some_and(|s| s.starts_with(prefix)),
+            Constraint::OneOf { values, .. } => values.iter().any(|x| same(x, v)),
+        }
+    }
+
+    /// The `args_match` operator object that holds exactly when this does: `{lte: N}`,
+    /// `{gte: N}`, `{pattern: "^PREFIX"}`, `{in: [...]}`.
+    pub fn matcher(&self) -> Value {
+        match self {
+            Constraint::AtMost { max, .. } => json!({"lte": number(*max)}),
+            Constraint::AtLeast { min, .. } => json!({"gte": number(*min)}),
+            Constraint::Prefix { prefix, .. } => json!({"pattern": format!("^{}", escape(prefix))}),
+            Constraint::OneOf { values, .. } => json!({"in": values}),
+        }
+    }
+
+    /// The operator object that holds exactly when this does not (for a number or string
+    /// argument that is present): `{gt: N}`, `{lt: N}`, `{not_pattern: …}`, `{not_in: [...]}`.
+    pub fn negated(&self) -> Value {
+        match self {
+            Constraint::AtMost { max, .. } => json!({"gt": number(*max)}),
+            Constraint::AtLeast { min, .. } => json!({"lt": number(*min)}),
+            Constraint::Prefix { prefix, .. } => {
+                json!({"not_pattern": format!("^{}", escape(prefix))})
+            }
+            Constraint::OneOf { values, .. } => json!({"not_in": values}),
+        }
+    }
+
+    /// In words: `amount <= 150`, `branch starts with "feature/"`, `to in ["a","b"]`.
+    pub fn describe(&self) -> String {
+        match self {
+            Constraint::AtMost { key, max } => format!("{key} <= {}", number(*max)),
+            Constraint::AtLeast { key, min } => format!("{key} >= {}", number(*min)),
+            Constraint::Prefix { key, prefix } => format!("{key} starts with {prefix:?}"),
+            Constraint::OneOf { key, values } => {
+                format!("{key} in {}", Value::from(values.clone()))
+            }
+        }
+    }
+
+    /// How specific it is, for ties: a bound and a prefix generalise, a list does not.
+    fn rank(&self) -> u8 {
+        match self {
+            Constraint::AtMost { .. } | Constraint::AtLeast { .. } => 0,
+            Constraint::Prefix { .. } => 1,
+            Constraint::OneOf { .. } => 2,
+        }
+    }
+}
+
+/// Equal scalars (numbers by value).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The constraint that covers the most of `yes` (each an arguments object) and none of `no`,
+/// covering at least `min` of `yes`; `upper` picks the number bound's side (`AtMost` for
+/// approvals, `AtLeast` for denials). `None` when none does.
+pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(Constraint, usize)> {
+    let keys: BTreeSet<&String> = yes
+        .iter()
+        .filter_map(|a| a.as_object())
+        .flat_map(|o| o.keys())
+        .collect();
+    let mut found: Vec<Constraint> = Vec::new();
+    for key in keys {
+        let vals: Vec<&Value> = yes.iter().filter_map(|a| a.get(key.as_str())).collect();
+        let others: Vec<&Value> = no.iter().filter_map(|a| a.get(key.as_str())).collect();
+        found.extend(bound(key, &vals, &others, upper));
+        found.extend(prefixes(key, &vals, &others));
+        found.extend(one_of(key, &vals, &others));
+    }
+    let score = |c: &Constraint| yes.iter().filter(|a| c.holds(a)).count();
+    found
+        .into_iter()
+        .filter(|c| !no.iter().any(|a| c.holds(a)))
+        .map(|c| {
+            let n = score(&c);
+            (c, n)
+        })
+        .filter(|(_, n)| *n >= min)
+        .max_by(|(a, na), (b, nb)| na.cmp(nb).then(b.rank().cmp(&a.rank())))
+}
+
+/// The number bound on `key` reaching the most of `vals` before the first of `others`.
+fn bound(key: &str, vals: &[&Value], others: &[&Value], upper: bool) -> Option<Constraint> {
+    let nums: Vec<f64> = vals.iter().filter_map(|v| v.as_f64()).collect();
+    if nums.is_empty() {
+        return None;
+    }
+    let other: Vec<f64> = others.iter().filter_map(|v| v.as_f64()).collect();
+    if upper {
+        let stop = other.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = nums
+            .iter()
+            .copied()
+            .filter(|n| *n < stop)
+            .fold(f64::NAN, f64::max);
+        (!max.is_nan()).then(|| Constraint::AtMost {
+            key: key.into(),
+            max,
+        })
+    } else {
+        let stop = other.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let min = nums
+            .iter()
+            .copied()
+            .filter(|n| *n > stop)
+            .fold(f64::NAN, f64::min);
+        (!min.is_nan()).then(|| Constraint::AtLeast {
+            key: key.into(),
+            min,
+        })
+    }
+}
+
+/// The prefix of `s` up to and including its first separator (at least one character before
+/// it), if any.
+fn prefix_of(s: &str) -> Option<&str> {
+    let i = s.find(SEPARATORS)?;
+    (i > 0).then(|| &s[..=i])
+}
+
+/// Prefixes shared by at least two different strings of `vals` and by none of `others`.
+fn prefixes(key: &str, vals: &[&Value], others: &[&Value]) -> Vec<Constraint> {
+    let mut by: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for s in vals.iter().filter_map(|v| v.as_str()) {
+        if let Some(p) = prefix_of(s) {
+            by.entry(p).or_default().insert(s);
+        }
+    }
+    by.into_iter()
+        .filter(|(p, set)| {
+            set.len() >= 2
+                && !others
+                    .iter()
+                    .filter_map(|v| v.as_str())
+                    .any(|o| o.starts_with(p))
+        })
+        .map(|(p, _)| Constraint::Prefix {
+            key: key.into(),
+            prefix: p.into(),
+        })
+        .collect()
+}
+
+/// The values of `vals` that none of `others` has, when there are at most [`MAX_VALUES`].
+fn one_of(key: &str, vals: &[&Value], others: &[&Value]) -> Option<Constraint> {
+    let mut values: Vec<Value> = Vec::new();
+    for v in vals {
+        let scalar = matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_));
+        if scalar && !others.iter().any(|o| same(o, v)) && !values.iter().any(|x| same(x, v)) {
+            values.push((*v).clone());
+        }
+    }
+    if values.is_empty() || values.len() > MAX_VALUES {
+        return None;
+    }
+    values.sort_by_key(|v| v.to_string());
+    Some(Constraint::OneOf {
+        key: key.into(),
+        values,
+    })
+}

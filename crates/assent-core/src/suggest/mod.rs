@@ -1,0 +1,234 @@
+//! Suggestions mined from settled decisions (issue 16 §2): argument patterns people always
+//! approved become a narrower approval condition ("ask unless the branch starts with
+//! `feature/`"), patterns always rejected a proposed deny policy — each with its evidence and
+//! its replay over the same history ([`crate::replay`]). Nothing here applies a suggestion.
+//!
+//! For each tool (and MCP server), over the held calls a person approved or rejected
+//! ([`mine::best`]): the one-argument [`Constraint`] covering the most approved calls and no
+//! rejected one, with at least `min_decisions` calls. Its prompt sources ([`edit::sources`]:
+//! the governance rules and the agent declaration that require approval of those calls) are
+//! narrowed with "and not the pattern"; a call held for another reason (risk tier R3 or more,
+//! irreversible, a threshold or scope trigger) gives no suggestion, since a condition cannot
+//! remove its prompt. The candidate is replayed, and kept only when it removes prompts and
+//! loosens nothing (no call refused then would run without consent).
+
+pub mod edit;
+pub mod mine;
+
+use crate::approval::ApprovalStatus;
+use crate::policy::Registry;
+use crate::replay::report::Counts;
+use crate::replay::{Options, Recorded, Was, replay, synthetic};
+use crate::stamp;
+use edit::{Edit, PolicyFiles};
+use mine::Constraint;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a suggestion proposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Stop asking when the pattern holds (the approval conditions narrowed).
+    RemovePrompt,
+    /// Deny outright when the pattern holds (a new policy).
+    Deny,
+}
+
+/// The decisions behind a suggestion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Settled calls the pattern covers (all approved, or all rejected).
+    pub decisions: u64,
+    /// Calls of the tool on the other side (rejected, or approved), none of which it covers.
+    pub other_side: u64,
+    /// The people who decided them, sorted.
+    pub deciders: Vec<String>,
+    /// The agents whose calls they were, sorted.
+    pub agents: Vec<String>,
+    /// First and last covered proposal (Unix ms; RFC 3339 on the wire).
+    #[serde(with = "stamp::ms_as_rfc3339")]
+    pub first: i64,
+    /// See `first`.
+    #[serde(with = "stamp::ms_as_rfc3339")]
+    pub last: i64,
+}
+
+/// One suggested rule, its evidence and its replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suggestion {
+    /// Remove a prompt, or deny.
+    pub kind: Kind,
+    /// The tool.
+    pub tool: String,
+    /// Its MCP server alias, if any.
+    pub server: Option<String>,
+    /// The pattern.
+    pub pattern: Constraint,
+    /// The pattern in words.
+    pub description: String,
+    /// The decisions behind it.
+    pub evidence: Evidence,
+    /// The file changes that make it.
+    pub edits: Vec<Edit>,
+    /// The candidate policy replayed over the same history.
+    pub replay: Counts,
+}
+
+/// Settings of [`suggest`].
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Calls a pattern must cover (at least 2).
+    pub min_decisions: u32,
+}
+
+/// A tool's settled calls: approved and rejected by a person.
+#[derive(Default)]
+struct Settled<'h> {
+    approved: Vec<&'h Recorded>,
+    rejected: Vec<&'h Recorded>,
+}
+
+/// Groups the calls a person approved or rejected by (server, tool).
+fn settled(history: &[Recorded]) -> BTreeMap<(Option<String>, String), Settled<'_>> {
+    let mut groups: BTreeMap<_, Settled<'_>> = BTreeMap::new();
+    for r in history {
+        let Was::Held {
+            status, decided_by, ..
+        } = &r.was
+        else {
+            continue;
+        };
+        let by_person = decided_by
+            .as_deref()
+            .is_some_and(|d| d != "system:expiry" && !d.starts_with("grant:"));
+        if !by_person || synthetic(&r.call.tool) {
+            continue;
+        }
+        let g = groups
+            .entry((r.call.server.clone(), r.call.tool.clone()))
+            .or_default();
+        match status {
+            ApprovalStatus::Approved => g.approved.push(r),
+            ApprovalStatus::Rejected => g.rejected.push(r),
+            _ => {}
+        }
+    }
+    groups
+}
+
+/// The evidence of `c` among `yes` (the covered side) and `no`.
+fn evidence(c: &Constraint, yes: &[&Recorded], no: &[&Recorded]) -> Evidence {
+    let covered: Vec<&&Recorded> = yes.iter().filter(|r| c.holds(&r.call.arguments)).collect();
+    let names = |f: &dyn Fn(&Recorded) -> Option<String>| -> Vec<String> {
+        let set: BTreeSet<String> = covered.iter().filter_map(|r| f(r)).collect();
+        set.into_iter().collect()
+    };
+    Evidence {
+        decisions: covered.len() as u64,
+        other_side: no.len() as u64,
+        deciders: names(&|r| match &r.was {
+            Was::Held { decided_by, .. } => decided_by.clone(),
+            _ => None,
+        }),
+        agents: names(&|r| Some(r.agent.clone())),
+        first: covered.iter().map(|r| r.at_ms).min().unwrap_or(0),
+        last: covered.iter().map(|r| r.at_ms).max().unwrap_or(0),
+    }
+}
+
+/// The suggestions for `history` (in recorded order) under the policy `reg` loaded from
+/// `files`: prompt removals first, most prompts removed first, then deny policies. Each is
+/// replayed over `history`; one that would loosen a refused call, or removes no prompt, is
+/// dropped.
+pub fn suggest(
+    reg: &Registry,
+    files: &PolicyFiles,
+    history: &[Recorded],
+    s: Settings,
+) -> Vec<Suggestion> {
+    let min = s.min_decisions.max(2) as usize;
+    let mut out = Vec::new();
+    for ((server, tool), g) in settled(history) {
+        let args = |rs: &[&Recorded]| -> Vec<Value> {
+            rs.iter().map(|r| r.call.arguments.clone()).collect()
+        };
+        let (yes, no) = (args(&g.approved), args(&g.rejected));
+        let (yes, no): (Vec<&Value>, Vec<&Value>) = (yes.iter().collect(), no.iter().collect());
+        if let Some((c, _)) = mine::best(&yes, &no, min, true)
+            && let Some(sg) = removal(reg, files, &g, &c, history)
+        {
+            out.push(Suggestion {
+                server: server.clone(),
+                tool: tool.clone(),
+                ..sg
+            });
+        }
+        if let Some((c, _)) = mine::best(&no, &yes, min, false) {
+            let ev = evidence(&c, &g.rejected, &g.approved);
+            let made = edit::deny_policy(files, &tool, server.as_deref(), &ev.agents, &c);
+            if let Some((cand, e)) = made
+                && let Some(counts) = replayed(&cand, history)
+                && counts.loosened == 0
+            {
+                out.push(Suggestion {
+                    kind: Kind::Deny,
+                    tool,
+                    server,
+                    description: format!("deny when {}", c.describe()),
+                    pattern: c,
+                    evidence: ev,
+                    edits: vec![e],
+                    replay: counts,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|s| {
+        let removed = s.replay.prompts_before as i64 - s.replay.prompts_after as i64;
+        (s.kind == Kind::Deny, -removed)
+    });
+    out
+}
+
+/// The prompt-removing suggestion for pattern `c` of group `g`, if its sources can be
+/// narrowed and its replay removes prompts and loosens nothing.
+fn removal(
+    reg: &Registry,
+    files: &PolicyFiles,
+    g: &Settled<'_>,
+    c: &Constraint,
+    history: &[Recorded],
+) -> Option<Suggestion> {
+    let mut sources = BTreeSet::new();
+    for r in g.approved.iter().filter(|r| c.holds(&r.call.arguments)) {
+        sources.extend(edit::sources(reg, &r.agent, &r.call).ok()?);
+    }
+    let sources: Vec<_> = sources.into_iter().collect();
+    let (cand, edits) = edit::narrow(files, &sources, c)?;
+    let counts = replayed(&cand, history)?;
+    if counts.loosened > 0 || counts.prompts_after >= counts.prompts_before {
+        return None;
+    }
+    Some(Suggestion {
+        kind: Kind::RemovePrompt,
+        tool: String::new(),
+        server: None,
+        description: format!("ask unless {}", c.describe()),
+        pattern: c.clone(),
+        evidence: evidence(c, &g.approved, &g.rejected),
+        edits,
+        replay: counts,
+    })
+}
+
+/// The overall counts of replaying `history` under the policy of `files`, or `None` when the
+/// files do not load.
+fn replayed(files: &PolicyFiles, history: &[Recorded]) -> Option<Counts> {
+    let reg = Registry::load(&files.agents, &files.governance).ok()?;
+    Some(replay(&reg, history, Options::default()).overall)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,222 @@
+//! Unit tests of the suggestions: a planted always-approved prefix and bound, a deny pattern,
+//! the sources a prompt comes from, calls held by tier giving none, and `not_pattern`.
+
+use super::*;
+use crate::canonical::ToolCall;
+use crate::risk::RiskTier;
+use serde_json::json;
+
+const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: git_push\n    - alias: pay\n      approval: {message_template: \"pay {{tool_args.amount}}?\"}\n    - alias: wipe\n";
+const GOV: &str = "policies:\n  - id: acme.dev-v1\n    selector: {agents: [bot]}\n    rules:\n      - tool: git_push\n        approval: true\n      - tool: wipe\n        approval: true\n        risk_tier: R3\n";
+
+fn files() -> PolicyFiles {
+    PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), AGENT.into())],
+        governance: vec![("gov.yaml".into(), GOV.into())],
+    }
+}
+
+fn registry(f: &PolicyFiles) -> Registry {
+    Registry::load(&f.agents, &f.governance).unwrap()
+}
+
+fn held(seq: i64, tool: &str, args: Value, status: ApprovalStatus, by: &str) -> Recorded {
+    Recorded {
+        seq,
+        at_ms: 1_000_000 + seq,
+        agent: "bot".into(),
+        session_id: format!("s{seq}"),
+        call: ToolCall::new(tool, None, args).unwrap(),
+        risk_tier: RiskTier::R2,
+        reasons: vec![],
+        was: Was::Held {
+            status,
+            decided_by: Some(by.into()),
+            decided_at_ms: Some(2_000_000),
+        },
+    }
+}
+
+/// 15 pushes to `feature/…` approved; pushes to `main` approved 3 times and rejected twice.
+fn pushes() -> Vec<Recorded> {
+    let mut h = Vec::new();
+    for i in 0..15 {
+        let by = if i % 2 == 0 { "alice" } else { "bob" };
+        h.push(held(
+            i,
+            "git_push",
+            json!({"branch": format!("feature/f{i}")}),
+            ApprovalStatus::Approved,
+            by,
+        ));
+    }
+    for i in 15..20 {
+        let st = if i < 18 {
+            ApprovalStatus::Approved
+        } else {
+            ApprovalStatus::Rejected
+        };
+        h.push(held(i, "git_push", json!({"branch": "main"}), st, "alice"));
+    }
+    h
+}
+
+#[test]
+fn a_planted_prefix_becomes_a_narrower_condition_that_removes_exactly_its_prompts() {
+    let (f, h) = (files(), pushes());
+    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let s = out
+        .iter()
+        .find(|s| s.kind == Kind::RemovePrompt)
+        .expect("a suggestion");
+    assert_eq!(s.tool, "git_push");
+    assert_eq!(
+        s.pattern,
+        Constraint::Prefix {
+            key: "branch".into(),
+            prefix: "feature/".into()
+        }
+    );
+    assert_eq!(s.evidence.decisions, 15);
+    assert_eq!(s.evidence.deciders, ["alice", "bob"]);
+    assert_eq!(s.replay.confirm_to_allow, 15);
+    assert_eq!((s.replay.prompts_before, s.replay.prompts_after), (20, 5));
+    assert_eq!(s.replay.loosened, 0);
+    assert_eq!(s.edits.len(), 1);
+    assert_eq!(s.edits[0].file, "gov.yaml");
+    assert!(
+        s.edits[0].yaml.contains("not_pattern"),
+        "{}",
+        s.edits[0].yaml
+    );
+    assert!(
+        s.edits[0].location.contains("acme.dev-v1 rules[0]"),
+        "{:?}",
+        s.edits[0]
+    );
+}
+
+#[test]
+fn an_amount_bound_narrows_the_agents_own_approval() {
+    let f = files();
+    let mut h = Vec::new();
+    for i in 0..12 {
+        h.push(held(
+            i,
+            "pay",
+            json!({"amount": 10 + i * 10, "to": format!("r{i}")}),
+            ApprovalStatus::Approved,
+            "alice",
+        ));
+    }
+    h.push(held(
+        20,
+        "pay",
+        json!({"amount": 500, "to": "r1"}),
+        ApprovalStatus::Rejected,
+        "alice",
+    ));
+    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let s = &out[0];
+    assert_eq!(
+        s.pattern,
+        Constraint::AtMost {
+            key: "amount".into(),
+            max: 120.0
+        }
+    );
+    assert_eq!(s.edits[0].file, "bot.agf.yaml");
+    assert!(s.edits[0].yaml.contains("gt: 120"), "{}", s.edits[0].yaml);
+    assert!(
+        s.edits[0].yaml.contains("message_template"),
+        "the template is kept"
+    );
+    assert_eq!((s.replay.confirm_to_allow, s.replay.loosened), (12, 0));
+}
+
+#[test]
+fn always_rejected_patterns_become_a_deny_policy() {
+    let f = files();
+    let mut h = pushes();
+    for i in 30..42 {
+        h.push(held(
+            i,
+            "git_push",
+            json!({"branch": format!("release-{i}")}),
+            ApprovalStatus::Rejected,
+            "carol",
+        ));
+    }
+    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let d = out
+        .iter()
+        .find(|s| s.kind == Kind::Deny)
+        .expect("a deny suggestion");
+    assert_eq!(
+        d.pattern,
+        Constraint::Prefix {
+            key: "branch".into(),
+            prefix: "release-".into()
+        }
+    );
+    assert_eq!(d.replay.to_deny, 12);
+    assert_eq!(d.replay.loosened, 0);
+    assert!(
+        d.edits[0].yaml.contains("suggested.deny-git-push-v1"),
+        "{}",
+        d.edits[0].yaml
+    );
+    // The removal suggestion still comes first.
+    assert_eq!(out[0].kind, Kind::RemovePrompt);
+}
+
+#[test]
+fn calls_held_by_risk_tier_or_too_few_decisions_give_no_suggestion() {
+    let f = files();
+    let h: Vec<Recorded> = (0..15)
+        .map(|i| {
+            held(
+                i,
+                "wipe",
+                json!({"disk": format!("tmp/d{i}")}),
+                ApprovalStatus::Approved,
+                "alice",
+            )
+        })
+        .collect();
+    assert!(suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 }).is_empty());
+    let err = edit::sources(&registry(&f), "bot", &h[0].call).unwrap_err();
+    assert!(err.contains("R3"), "{err}");
+    let few = pushes();
+    assert!(suggest(&registry(&f), &f, &few, Settings { min_decisions: 16 }).is_empty());
+}
+
+#[test]
+fn not_pattern_holds_when_the_regex_matches_nowhere_and_fails_closed_on_other_types() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: git_push\n        approval: {condition: {args_match: {branch: {not_pattern: \"^feature/\"}}}}\n";
+    let reg = Registry::load(&[("a".into(), AGENT.into())], &[("g".into(), gov.into())]).unwrap();
+    let v =
+        |args: Value| crate::evaluate(&reg, "bot", &ToolCall::new("git_push", None, args).unwrap());
+    use crate::VerdictKind::{Allow, Confirm};
+    assert_eq!(v(json!({"branch": "feature/x"})).kind, Allow);
+    let main = v(json!({"branch": "main"}));
+    assert_eq!(main.kind, Confirm);
+    assert!(
+        main.terms
+            .reasons
+            .iter()
+            .any(|r| r.text.contains("does not match pattern")),
+        "{:?}",
+        main.terms.reasons
+    );
+    assert_eq!(
+        v(json!({"branch": 7})).kind,
+        Confirm,
+        "a number cannot be matched"
+    );
+    assert_eq!(
+        v(json!({})).kind,
+        Confirm,
+        "a missing argument requires approval"
+    );
+}

@@ -1,0 +1,174 @@
+//! `assent replay` (issue 16 §1): every recorded proposal re-evaluated under the candidate
+//! policy of `--config`, in recorded order ([`assent_core::replay`]), and the report printed —
+//! counts per tool and overall, prompts added or removed, examples with the rules responsible,
+//! and every *loosened* call. Exit status 3 when a call that was denied, or rejected by a
+//! person, would now run without anyone's consent, so a policy repository can gate changes.
+
+use crate::args::Cmd;
+use crate::history;
+use crate::render::reason_line;
+use anyhow::Result;
+use assent_core::replay::report::{Counts, Example, Report};
+use assent_core::replay::{Change, Options, Replayer};
+
+/// Exit status when a call would be loosened.
+pub(crate) const LOOSENED: i32 = 3;
+
+/// Runs `assent replay`: exit 0, [`LOOSENED`], 2 (a bad config or range), or an error (1)
+/// when the history cannot be read.
+pub(crate) fn run(cmd: Cmd) -> Result<i32> {
+    let Cmd::Replay {
+        config,
+        history: h,
+        all_calls,
+        json,
+        strict,
+    } = cmd
+    else {
+        unreachable!("dispatch sends only replay here")
+    };
+    let cfg = match history::load_config(&config, strict) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    if let Err(e) = history::range(&h) {
+        eprintln!("assent: {e}");
+        return Ok(2);
+    }
+    let opts = Options {
+        keep_calls: all_calls,
+        ..Options::default()
+    };
+    let mut replayer = Replayer::new(&cfg.registry, opts);
+    let unreadable = history::read(&h, &cfg, &mut |page| {
+        for rec in &page {
+            replayer.push(rec);
+        }
+    })?;
+    let report = replayer.finish();
+    if unreadable > 0 {
+        eprintln!("assent: warning: {unreadable} audit records could not be read as proposals");
+    }
+    if json {
+        let mut out = serde_json::to_value(&report)?;
+        out["unreadable"] = unreadable.into();
+        out["prompts_removed"] = report.prompts_removed().into();
+        println!("{out}");
+    } else {
+        print_text(&report);
+    }
+    Ok(if report.overall.loosened > 0 {
+        LOOSENED
+    } else {
+        0
+    })
+}
+
+/// The report as text: the totals, one line per tool that changed, the examples, the loosened.
+fn print_text(r: &Report) {
+    let o = &r.overall;
+    println!(
+        "replayed {} proposals{}{}",
+        o.calls,
+        match (r.first, r.last) {
+            (Some(f), Some(l)) => format!(
+                " from {} to {}",
+                assent_core::stamp::rfc3339(f),
+                assent_core::stamp::rfc3339(l)
+            ),
+            _ => String::new(),
+        },
+        if r.not_replayed > 0 {
+            format!(" ({} synthetic calls not replayed)", r.not_replayed)
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "prompts: {} → {} ({:+})",
+        o.prompts_before,
+        o.prompts_after,
+        -r.prompts_removed()
+    );
+    println!("changes: {}", changes(o));
+    let changed: Vec<_> = r
+        .by_tool
+        .iter()
+        .filter(|(_, c)| c.unchanged < c.calls)
+        .collect();
+    if !changed.is_empty() {
+        println!("by tool:");
+        for (tool, c) in changed {
+            println!(
+                "  {tool}: {} calls; {}; prompts {} → {}",
+                c.calls,
+                changes(c),
+                c.prompts_before,
+                c.prompts_after
+            );
+        }
+    }
+    if !r.examples.is_empty() {
+        println!("examples:");
+        for e in &r.examples {
+            print_example(e);
+        }
+    }
+    if o.loosened > 0 {
+        println!(
+            "LOOSENED: {} calls that were denied or rejected by a person would now run without anyone's consent:",
+            o.loosened
+        );
+        for e in &r.loosened {
+            print_example(e);
+        }
+    }
+}
+
+/// The non-zero changes of `c`, e.g. `confirm→allow 3, →deny 1`, or `none`.
+fn changes(c: &Counts) -> String {
+    let all = [
+        (Change::AllowToConfirm, c.allow_to_confirm),
+        (Change::ConfirmToAllow, c.confirm_to_allow),
+        (Change::ToDeny, c.to_deny),
+        (Change::DenyToAllow, c.deny_to_allow),
+        (Change::DenyToConfirm, c.deny_to_confirm),
+    ];
+    let parts: Vec<String> = all
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(ch, n)| format!("{} {n}", ch.arrow()))
+        .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// One example: where and when, the change, and the rules responsible.
+fn print_example(e: &Example) {
+    let tool = match &e.server {
+        Some(s) => format!("{s}/{}", e.tool),
+        None => e.tool.clone(),
+    };
+    println!(
+        "  #{} {} {} session {} {tool} {}: {} ({}) → {}, {} → {}",
+        e.seq,
+        assent_core::stamp::rfc3339(e.at),
+        e.agent,
+        e.session_id,
+        e.arguments,
+        e.was.as_str(),
+        e.outcome,
+        e.now.as_str(),
+        e.risk_tier_was.as_str(),
+        e.risk_tier_now.as_str()
+    );
+    for r in &e.added_reasons {
+        println!("      + {}", reason_line(r));
+    }
+    for r in &e.removed_reasons {
+        println!("      - {}", reason_line(r));
+    }
+}

@@ -1,0 +1,121 @@
+//! `assent suggest` (issue 16 §2): rules mined from the settled approvals of the recorded
+//! history ([`assent_core::suggest`]) — argument patterns people always approved as a narrower
+//! approval condition, patterns always rejected as a deny policy — each printed with its
+//! evidence, its replay and the YAML to write. Nothing is applied.
+
+use crate::args::Cmd;
+use crate::history;
+use anyhow::{Context as _, Result, bail};
+use assent_core::Registry;
+use assent_core::replay::Recorded;
+use assent_core::suggest::edit::PolicyFiles;
+use assent_core::suggest::{Kind, Settings, Suggestion, suggest};
+use serde_json::json;
+
+/// Proposals `assent suggest` holds in memory at the most (narrow with `--since`).
+const MAX_HISTORY: usize = 1_000_000;
+
+/// Runs `assent suggest`: exit 0 (also with no suggestion), 2 for a bad config or range, or an
+/// error (1) when the history cannot be read or is larger than [`MAX_HISTORY`].
+pub(crate) fn run(cmd: Cmd) -> Result<i32> {
+    let Cmd::Suggest {
+        config,
+        history: h,
+        min_decisions,
+        json,
+    } = cmd
+    else {
+        unreachable!("dispatch sends only suggest here")
+    };
+    let cfg = match history::load_config(&config, false) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    if let Err(e) = history::range(&h) {
+        eprintln!("assent: {e}");
+        return Ok(2);
+    }
+    // The files as read now, and the registry made from exactly these texts.
+    let read = |paths: &[std::path::PathBuf]| -> Result<Vec<(String, String)>> {
+        paths
+            .iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("reading {}", p.display()))?;
+                Ok((p.display().to_string(), text))
+            })
+            .collect()
+    };
+    let files = PolicyFiles {
+        agents: read(&cfg.agent_files)?,
+        governance: read(&cfg.governance_files)?,
+    };
+    let reg = match Registry::load(&files.agents, &files.governance) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("assent: {e}");
+            return Ok(2);
+        }
+    };
+    let mut all: Vec<Recorded> = Vec::new();
+    let mut too_many = false;
+    history::read(&h, &cfg, &mut |page| {
+        too_many |= all.len() + page.len() > MAX_HISTORY;
+        if !too_many {
+            all.extend(page);
+        }
+    })?;
+    if too_many {
+        bail!("the history holds more than {MAX_HISTORY} proposals: narrow it with --since");
+    }
+    let found = suggest(&reg, &files, &all, Settings { min_decisions });
+    if json {
+        println!("{}", json!({"proposals": all.len(), "suggestions": found}));
+    } else {
+        print_text(&found, all.len());
+    }
+    Ok(0)
+}
+
+/// Each suggestion: what, the evidence, the replay, the YAML.
+fn print_text(found: &[Suggestion], proposals: usize) {
+    println!(
+        "{} suggestions from {proposals} recorded proposals (nothing is applied):",
+        found.len()
+    );
+    for (i, s) in found.iter().enumerate() {
+        let tool = match &s.server {
+            Some(a) => format!("{a}/{}", s.tool),
+            None => s.tool.clone(),
+        };
+        let e = &s.evidence;
+        let side = if s.kind == Kind::Deny {
+            ("rejections", "approvals")
+        } else {
+            ("approvals", "rejections")
+        };
+        println!("{}. {tool}: {}", i + 1, s.description);
+        println!(
+            "   evidence: {} {} by {} (agents {}) from {} to {}; {} {} of the tool, none covered",
+            e.decisions,
+            side.0,
+            e.deciders.join(", "),
+            e.agents.join(", "),
+            assent_core::stamp::rfc3339(e.first),
+            assent_core::stamp::rfc3339(e.last),
+            e.other_side,
+            side.1
+        );
+        let r = &s.replay;
+        println!(
+            "   replay: prompts {} → {}; confirm→allow {}, →deny {}, loosened {}",
+            r.prompts_before, r.prompts_after, r.confirm_to_allow, r.to_deny, r.loosened
+        );
+        for ed in &s.edits {
+            println!("   in {} ({}):", ed.file, ed.location);
+            for line in ed.yaml.lines() {
+                println!("     {line}");
+            }
+        }
+    }
+}
