@@ -114,6 +114,11 @@ pub const EDIT_OUT_OF_SCOPE: &str = "EDIT_OUT_OF_SCOPE";
 pub const EDIT_OVER_THRESHOLD: &str = "EDIT_OVER_THRESHOLD";
 /// 422: the edited call has a higher risk tier or becomes irreversible.
 pub const EDIT_RAISES_RISK: &str = "EDIT_RAISES_RISK";
+/// 422: a candidate policy of `POST /v1/policies/replay` does not load (FILE:LINE: reason).
+pub const POLICY_INVALID: &str = "POLICY_INVALID";
+/// 409: the gateway was not started from a config file, so it has no policy files to replay
+/// a candidate against.
+pub const REPLAY_UNAVAILABLE: &str = "REPLAY_UNAVAILABLE";
 /// 429: the agent has `max_pending_per_agent` approvals and questions waiting.
 pub const TOO_MANY_PENDING: &str = "TOO_MANY_PENDING";
 /// 429: the principal holds `max_waiters_per_principal` long-polls already.

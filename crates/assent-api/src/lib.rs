@@ -6,7 +6,7 @@
 //!   types, grouped by the approval's life cycle: [`gate`] (submit a tool call, delegation or
 //!   tool result; the allow / deny / pending answer), [`approvals`] (the approval, its lists,
 //!   decisions, cancellations, the user's in-client decision), [`tokens`] (the seed 002 Token,
-//!   redemption, grants), [`clarify`], [`plans`], [`tools`] (pins and reviews), [`audit`]
+//!   redemption, grants), [`clarify`], [`plans`], [`policies`] (replaying a candidate policy), [`tools`] (pins and reviews), [`audit`]
 //!   (checkpoints, dead letters), [`identity`] (`whoami`, `healthz`) and [`error`] (the error
 //!   body and its stable codes). The shared vocabulary (risk tiers, statuses, reasons) is in
 //!   [`kit`]. Each type serialises to exactly the JSON the gateway writes: the same keys, `null`
@@ -30,6 +30,7 @@ pub mod error;
 pub mod gate;
 pub mod identity;
 pub mod plans;
+pub mod policies;
 mod routes;
 pub mod tokens;
 pub mod tools;

@@ -251,6 +251,8 @@ refusals! {
     ReadDeadLetters = "only an operator may read webhook dead letters";
     /// `GET /v1/audit/checkpoints` from an agent.
     ReadCheckpoints = "only an operator may read audit checkpoints";
+    /// `POST /v1/policies/replay` from an agent.
+    ReplayPolicies = "only an operator may replay policies";
     /// AAEP subscriptions and event streams (Appendix B.1) from an agent.
     AaepSubscriber = "AAEP subscribers authenticate as operators";
 }

@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod passkeys;
 pub mod plans;
+pub mod policies;
 pub mod receipts;
 pub mod reload;
 pub mod router;

@@ -7,7 +7,7 @@
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate, receipts};
-use crate::{jwks, learning, plans, reload, tokens, tools, webhooks, whoami};
+use crate::{jwks, learning, plans, policies, reload, tokens, tools, webhooks, whoami};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Redirect;
@@ -108,6 +108,7 @@ fn around() -> Router<AppState> {
         .route("/v1/audit/checkpoints", get(checkpoints::list))
         .route("/v1/webhooks/dead-letters", get(webhooks::dead_letters))
         .route("/v1/reload", post(reload::reload_route))
+        .route("/v1/policies/replay", post(policies::replay))
         .route(
             "/v1/integrations/slack/interactions",
             post(crate::slack::interactions),

@@ -330,3 +330,70 @@ fn replay_refuses_a_bad_range_and_a_missing_history() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_replay_endpoint_replays_a_candidate_file_for_operators_only() {
+    let http = reqwest::blocking::Client::new();
+    let a = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = setup(a.path(), port, OLD);
+    let server = serve(&cfg, port);
+    let url = server.url.clone();
+    for c in calls().iter().take(40) {
+        let (d, id) = propose(&http, &url, c);
+        if d == "pending" {
+            decide(&http, &url, &id.unwrap(), c.2["branch"] != "main");
+        }
+    }
+    let post = |key: &str, body: Value| {
+        let r = http
+            .post(format!("{url}/v1/policies/replay"))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().unwrap())
+    };
+    // The candidate replaces gov.yaml (named by its base name): wipes and pushes to main loosen.
+    let (st, v) = post(
+        OP_KEY,
+        json!({"governance": [{"file": "gov.yaml", "text": LOOSER}]}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["overall"]["calls"], 40);
+    let first: Vec<_> = calls().into_iter().take(40).collect();
+    let wipes = first.iter().filter(|c| c.1 == "wipe").count();
+    let mains = first.iter().filter(|c| c.2["branch"] == "main").count();
+    assert!(wipes > 0 && mains > 0);
+    assert_eq!(v["overall"]["loosened"], wipes + mains, "{}", v["overall"]);
+    assert_eq!(v["truncated"], false);
+    assert!(
+        v["loosened"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["now"] == "allow")
+    );
+    // The policy on disk is unchanged and still in force.
+    let (st, v) = post(OP_KEY, json!({}));
+    assert_eq!((st, &v["overall"]["unchanged"]), (200, &json!(40)), "{v}");
+    // Refusals: an agent's key, a candidate that does not load, a bad time, an unknown field.
+    let (st, v) = post(KEY, json!({}));
+    assert_eq!((st, v["code"].as_str()), (403, Some("FORBIDDEN")));
+    let (st, v) = post(
+        OP_KEY,
+        json!({"governance": [{"file": "gov.yaml", "text": "policies: [{id: BAD ID}]"}]}),
+    );
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (422, Some("POLICY_INVALID")),
+        "{v}"
+    );
+    assert!(v["message"].as_str().unwrap().contains("gov.yaml"), "{v}");
+    let (st, v) = post(OP_KEY, json!({"since": "last week"}));
+    assert_eq!(st, 400, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("since"), "{v}");
+    let (st, _) = post(OP_KEY, json!({"files": []}));
+    assert_eq!(st, 400);
+    stop(server);
+}

@@ -1,0 +1,144 @@
+//! `POST /v1/policies/replay` (issue 16 §1; an operator's key): a candidate policy — the
+//! gateway's policy files as they are on disk now, with the body's files replacing the ones of
+//! the same name or added — replayed against the recorded history with
+//! [`assent_core::replay`], page by page from the store (each page its own read snapshot, so
+//! the writer is never held for the whole history). At most [`MAX_REPLAYED`] proposals per
+//! request, the oldest first (`truncated` says when more were left); `since`/`until` narrow it.
+
+use crate::body::Body;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Operator, ReplayPolicies};
+use crate::state::AppState;
+use assent_api::error::{POLICY_INVALID, REPLAY_UNAVAILABLE};
+use assent_api::policies::{PolicyFile, ReplayRequest, ReplayResponse};
+use assent_core::Registry;
+use assent_core::replay::{Options, Replayer};
+use assent_store::history::{MAX_PAGE, Query};
+use axum::extract::State;
+use axum::http::StatusCode;
+use std::path::PathBuf;
+
+/// Proposals one replay request reads at the most.
+pub const MAX_REPLAYED: usize = 200_000;
+
+/// `POST /v1/policies/replay`: the [`ReplayResponse`]. `400` for a bad `since`/`until`,
+/// `422 POLICY_INVALID` (every `FILE:LINE: reason`) when the candidate does not load,
+/// `409 REPLAY_UNAVAILABLE` without a config file, `503` when the store cannot be read.
+#[utoipa::path(post, path = "/v1/policies/replay", tag = "around",
+    request_body = assent_api::policies::ReplayRequest,
+    responses((status = 200, description = "What the candidate would have done to the recorded history", body = assent_api::policies::ReplayResponse)),
+    security(("operator_key" = [])))]
+pub(crate) async fn replay(
+    State(st): State<AppState>,
+    _op: Operator<ReplayPolicies>,
+    ApiJson(b): ApiJson<ReplayRequest>,
+) -> Result<Body<ReplayResponse>, ApiError> {
+    let range = |name: &str, v: &Option<String>| -> Result<Option<i64>, ApiError> {
+        v.as_deref()
+            .map(|t| {
+                assent_core::stamp::parse(t).ok_or_else(|| {
+                    ApiError::bad_request(format!("{name}: {t:?} is not an RFC 3339 time"))
+                })
+            })
+            .transpose()
+    };
+    let (since, until) = (range("since", &b.since)?, range("until", &b.until)?);
+    let Some(source) = st.reload.clone() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            REPLAY_UNAVAILABLE,
+            "this gateway was not started from a config file: it has no policy files to replay against",
+        ));
+    };
+    let (file, strict) = (source.file.clone(), source.strict);
+    let reg = crate::store_call::blocking(move || candidate(&file, strict, &b)).await??;
+    let report = st
+        .store_call(move |s| {
+            let mut r = Replayer::new(&reg, Options::default());
+            let mut q = Query {
+                after_seq: 0,
+                since_ms: since,
+                until_ms: until,
+                limit: MAX_PAGE,
+            };
+            let (mut n, mut unreadable) = (0usize, 0u64);
+            loop {
+                let page = s.history_page(&q)?;
+                unreadable += page.unreadable;
+                for rec in &page.recorded {
+                    r.push(rec);
+                }
+                n += page.recorded.len();
+                match page.last_seq {
+                    Some(last) if page.full && n < MAX_REPLAYED => q.after_seq = last,
+                    _ => return Ok((r.finish(), unreadable, page.full)),
+                }
+            }
+        })
+        .await?;
+    let (report, unreadable, truncated) = report;
+    Ok(Body(ReplayResponse {
+        prompts_removed: report.prompts_removed(),
+        report: crate::body::to_value(&report),
+        unreadable,
+        truncated,
+    }))
+}
+
+/// The candidate registry: the config's policy files read now, the body's replacing those of
+/// the same name (the listed path, or a unique base name) or added.
+fn candidate(
+    file: &std::path::Path,
+    strict: bool,
+    b: &ReplayRequest,
+) -> Result<Registry, ApiError> {
+    let invalid = |errors: Vec<String>| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            POLICY_INVALID,
+            format!("the candidate policy does not load: {}", errors.join("; ")),
+        )
+    };
+    let cfg = Config::load_with(file, strict).map_err(|e| invalid(vec![e.to_string()]))?;
+    let read = |paths: &[PathBuf]| -> Result<Vec<(String, String)>, ApiError> {
+        paths
+            .iter()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .map(|t| (p.display().to_string(), t))
+                    .map_err(|e| invalid(vec![format!("{}: {e}", p.display())]))
+            })
+            .collect()
+    };
+    let mut agents = read(&cfg.agent_files)?;
+    let mut governance = read(&cfg.governance_files)?;
+    substitute(&mut agents, &b.agents);
+    substitute(&mut governance, &b.governance);
+    Registry::load_with(&agents, &governance, strict)
+        .map_err(|e| invalid(e.0.iter().map(ToString::to_string).collect()))
+}
+
+/// Replaces each of `files` named by one of `given` (its path, or its base name when only one
+/// file has it) with the given text; adds the others.
+fn substitute(files: &mut Vec<(String, String)>, given: &[PolicyFile]) {
+    let base = |p: &str| {
+        std::path::Path::new(p)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    };
+    for g in given {
+        let exact = files.iter().position(|(n, _)| *n == g.file);
+        let by_base: Vec<usize> = (0..files.len())
+            .filter(|&i| base(&files[i].0).as_deref() == Some(g.file.as_str()))
+            .collect();
+        let one = match by_base.as_slice() {
+            [i] => Some(*i),
+            _ => None,
+        };
+        match exact.or(one) {
+            Some(i) => files[i].1 = g.text.clone(),
+            None => files.push((g.file.clone(), g.text.clone())),
+        }
+    }
+}
