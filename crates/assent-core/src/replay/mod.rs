@@ -11,7 +11,9 @@
 //!
 //! What replay keeps from the time of each proposal, because no policy decides it:
 //! - the session's earlier calls, for rate and cost thresholds: those that counted then
-//!   (allowed, granted, pending, approved — [`Was::counts`]), in recorded order;
+//!   (allowed, granted, pending, approved — [`Was::counts`]), in recorded order, kept as the
+//!   store keeps them ([`crate::triggers::window`]: running cost totals per tool and the calls
+//!   inside the longest rate window), so a call's cost does not grow with its session's length;
 //! - plan and tool-review blocks (a denial whose reason is the `mplp plan` rule): re-applied;
 //! - paths are checked lexically (symlinks are not resolved again: the filesystem of then is
 //!   gone);
@@ -29,11 +31,12 @@ use crate::gatekeeper::evaluate_in;
 use crate::policy::Registry;
 use crate::risk::RiskTier;
 use crate::transitions;
+use crate::triggers::window::{Folded, WindowNeeds, add_cost, compact};
 use crate::triggers::{Observations, PriorCall, lexical_only};
 use crate::verdict::{Reason, Verdict, VerdictKind};
 use report::{Report, ReportBuilder};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// The built-in rule name of a plan or tool-review block ([`transitions::apply_block`]).
 pub const BLOCK_RULE: &str = "mplp plan";
@@ -229,11 +232,75 @@ pub fn synthetic(tool: &str) -> bool {
         .any(|p| tool.starts_with(p))
 }
 
+/// What the candidate's thresholds need of one session's earlier counting calls.
+#[derive(Default)]
+struct Session {
+    /// Cost totals per tool and server, over every counting call.
+    folded: Vec<Folded>,
+    /// Counting calls inside the longest rate window, oldest first, without arguments.
+    recent: VecDeque<PriorCall>,
+}
+
+impl Session {
+    /// The short list standing for the whole session at `now_ms` ([`compact`]).
+    fn prior(&mut self, needs: &WindowNeeds, now_ms: i64) -> Vec<PriorCall> {
+        match needs.rate_since(now_ms) {
+            Some(since) => {
+                while self.recent.front().is_some_and(|c| c.at_ms <= since) {
+                    self.recent.pop_front();
+                }
+            }
+            None => self.recent.clear(),
+        }
+        compact(&self.folded, self.recent.iter().cloned().collect(), vec![])
+    }
+
+    /// Adds a counting call.
+    fn add(&mut self, needs: &WindowNeeds, rec: &Recorded) {
+        let call = &rec.call;
+        if needs.longest_rate_seconds.is_some() {
+            self.recent.push_back(PriorCall {
+                tool: call.tool.clone(),
+                server: call.server.clone(),
+                at_ms: rec.at_ms,
+                arguments: serde_json::Value::Null,
+            });
+        }
+        if needs.cost_arguments.is_empty() {
+            return;
+        }
+        let at = self
+            .folded
+            .iter()
+            .position(|f| f.tool == call.tool && f.server == call.server);
+        let f = match at {
+            Some(i) => &mut self.folded[i],
+            None => {
+                self.folded.push(Folded {
+                    tool: call.tool.clone(),
+                    server: call.server.clone(),
+                    totals: needs
+                        .cost_arguments
+                        .iter()
+                        .map(|a| (a.clone(), 0.0))
+                        .collect(),
+                });
+                self.folded.last_mut().expect("pushed")
+            }
+        };
+        for (arg, total) in &mut f.totals {
+            *total = add_cost(*total, &call.arguments, arg);
+        }
+    }
+}
+
 /// Replays recorded proposals, pushed in recorded order, under one candidate registry.
 pub struct Replayer<'r> {
     reg: &'r Registry,
-    /// Earlier calls of each (agent, session) that counted toward thresholds.
-    sessions: HashMap<(String, String), Vec<PriorCall>>,
+    /// What the registry's thresholds need of a session.
+    needs: WindowNeeds,
+    /// Each (agent, session)'s earlier counting calls, as the thresholds need them.
+    sessions: HashMap<(String, String), Session>,
     report: ReportBuilder,
 }
 
@@ -242,6 +309,7 @@ impl<'r> Replayer<'r> {
     pub fn new(reg: &'r Registry, opts: Options) -> Self {
         Replayer {
             reg,
+            needs: WindowNeeds::of(reg),
             sessions: HashMap::new(),
             report: ReportBuilder::new(opts),
         }
@@ -255,15 +323,11 @@ impl<'r> Replayer<'r> {
             return;
         }
         let key = (rec.agent.clone(), rec.session_id.clone());
-        let prior = self.sessions.entry(key).or_default();
-        let verdict = evaluate_recorded(self.reg, rec, prior);
+        let session = self.sessions.entry(key).or_default();
+        let prior = session.prior(&self.needs, rec.at_ms);
+        let verdict = evaluate_recorded(self.reg, rec, &prior);
         if rec.was.counts() {
-            prior.push(PriorCall {
-                tool: rec.call.tool.clone(),
-                server: rec.call.server.clone(),
-                at_ms: rec.at_ms,
-                arguments: rec.call.arguments.clone(),
-            });
+            session.add(&self.needs, rec);
         }
         let replayed = classify(rec, verdict);
         self.report.add(&replayed);

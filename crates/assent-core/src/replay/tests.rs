@@ -238,3 +238,38 @@ fn examples_mask_the_candidates_redact_paths() {
     let text = serde_json::to_string(&r).unwrap();
     assert!(!text.contains("4111-1111"), "{text}");
 }
+
+#[test]
+fn cost_totals_and_rate_windows_follow_the_whole_session() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        thresholds: {cost: {argument: amount, max_per_session: 100}, rate: {max: 3, per_seconds: 10}}\n";
+    let reg = registry(gov);
+    // One call a second (see `rec`), 30 each: a rejected call adds nothing, so the session
+    // total passes 100 at the fifth call (120), which is also the fourth counting call in 10 s.
+    let mut history = vec![
+        rec(1, "s", "pay", json!({"amount": 30}), Was::Allowed),
+        rec(
+            2,
+            "s",
+            "pay",
+            json!({"amount": 30}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+        rec(3, "s", "pay", json!({"amount": 30}), Was::Allowed),
+        rec(4, "s", "pay", json!({"amount": 30}), Was::Allowed),
+        rec(5, "s", "pay", json!({"amount": 30}), Was::Allowed),
+    ];
+    // Far later, past the rate window, the cost total still counts.
+    let mut late = rec(100, "s", "pay", json!({"amount": 1}), Was::Allowed);
+    late.at_ms += 1_000_000;
+    history.push(late);
+    let opts = Options {
+        keep_calls: true,
+        ..Options::default()
+    };
+    let r = replay(&reg, &history, opts);
+    let now: Vec<VerdictKind> = r.calls.iter().map(|c| c.now).collect();
+    use VerdictKind::{Allow, Confirm};
+    assert_eq!(now, [Allow, Allow, Allow, Allow, Confirm, Confirm]);
+    let why = &r.calls[4].added_reasons;
+    assert!(why.iter().any(|x| x.text.contains("amount")), "{why:?}");
+}
