@@ -36,6 +36,7 @@ pub mod receipt;
 pub mod redact;
 pub mod redeem;
 pub mod risk;
+pub mod session_risk;
 pub mod stamp;
 pub mod summary;
 pub mod template;
