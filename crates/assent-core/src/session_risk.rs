@@ -14,7 +14,6 @@
 //! Everything here is pure; the gatekeeper applies it (it only raises: a deny stays a deny, a
 //! tier is never lowered) and the triggers keep grants from standing in for a person.
 
-use crate::policy::Registry;
 use crate::risk::RiskTier;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, UNIX_EPOCH};
@@ -58,17 +57,6 @@ impl Effects {
     pub fn marks(&self) -> bool {
         self.untrusted_output || self.private_data || self.egress
     }
-
-    /// The effects of a call of `tool` (on MCP server `server`) by agent `agent_id`: the union
-    /// over the governance rules that cover it. None for an unknown agent.
-    pub fn of(reg: &Registry, agent_id: &str, tool: &str, server: Option<&str>) -> Effects {
-        let Some(agent) = reg.agents.get(agent_id) else {
-            return Effects::default();
-        };
-        reg.covering_rules(agent, tool, server)
-            .into_iter()
-            .fold(Effects::default(), |e, (_, r)| e.union(r.effects))
-    }
 }
 
 /// When something first entered a session, and through which tool.
@@ -99,7 +87,8 @@ pub struct ToolChange {
 /// nothing in it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionRisk {
-    /// When the session began (its first gated call), Unix ms; `None` when unknown.
+    /// When the session began (its first call that may run), Unix ms; `None` before any did
+    /// (it has seen no tool's definition at work, so no change counts).
     pub began_ms: Option<i64>,
     /// When untrusted output first entered it (a call of an `untrusted_output` tool may run).
     pub untrusted: Option<Mark>,
@@ -209,7 +198,7 @@ pub fn escalations(
     let changed = session.changed_tools.iter().find(|c| {
         c.tool == tool
             && server == Some(c.server.as_str())
-            && session.began_ms.is_none_or(|b| c.at_ms > b)
+            && session.began_ms.is_some_and(|b| c.at_ms > b)
     });
     if let Some(c) = changed {
         let since = session

@@ -100,7 +100,7 @@ fn untrusted() -> SessionRisk {
 #[test]
 fn effect_keys_load_compose_and_irreversible_counts_as_writes() {
     let r = reg();
-    let e = |tool: &str, server: Option<&str>| Effects::of(&r, "bot", tool, server);
+    let e = |tool: &str, server: Option<&str>| r.effects_of("bot", tool, server);
     assert!(e("fetch", None).untrusted_output && !e("fetch", None).egress);
     assert!(e("read_inbox", None).private_data);
     assert!(e("send_email", None).egress);
@@ -109,7 +109,7 @@ fn effect_keys_load_compose_and_irreversible_counts_as_writes() {
     assert_eq!(e("plain", None), Effects::default());
     // Two rules cover web/browse; the effect of one is kept.
     assert!(e("browse", Some("web")).untrusted_output);
-    assert_eq!(Effects::of(&r, "ghost", "fetch", None), Effects::default());
+    assert_eq!(r.effects_of("ghost", "fetch", None), Effects::default());
     // A non-boolean is refused with the file and the line.
     let bad = GOV.replace("untrusted_output: true", "untrusted_output: yes please");
     let e = Registry::load(
@@ -267,6 +267,13 @@ fn a_tool_changed_during_the_session_is_r4() {
     let s = SessionRisk {
         changed_tools: vec![change(500)],
         ..s
+    };
+    assert_eq!(eval(&r, "browse", Some("web"), &s).kind, VerdictKind::Allow);
+    // A session in which nothing ran yet has seen no definition at work.
+    let s = SessionRisk {
+        began_ms: None,
+        changed_tools: vec![change(2_000)],
+        ..SessionRisk::default()
     };
     assert_eq!(eval(&r, "browse", Some("web"), &s).kind, VerdictKind::Allow);
     // Another tool (or the same name on no server) is not the changed one.
