@@ -34,6 +34,7 @@ fn propose(s: &Store, reg: &Registry, needs: Option<&WindowNeeds>, now: i64, kee
         let obs = Observations {
             now_ms: now,
             prior_calls: prior,
+            session: &assent_core::session_risk::CLEAN_SESSION,
             resolve_path: &assent_core::triggers::lexical_only,
         };
         let mut v = evaluate_in(reg, "bot", call.call(), Some(call.arguments()), &obs);
@@ -57,6 +58,7 @@ fn verdict(reg: &Registry, prior: &[assent_core::triggers::PriorCall], now: i64)
     let obs = Observations {
         now_ms: now,
         prior_calls: prior,
+        session: &assent_core::session_risk::CLEAN_SESSION,
         resolve_path: &assent_core::triggers::lexical_only,
     };
     evaluate_in(reg, "bot", &call, Some(&a), &obs).kind

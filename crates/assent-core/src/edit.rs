@@ -168,6 +168,7 @@ policies:
         let obs = Observations {
             now_ms: 0,
             prior_calls: prior,
+            session: &crate::session_risk::CLEAN_SESSION,
             resolve_path: &|p| p.to_path_buf(),
         };
         evaluate_in(reg, "a", &call, None, &obs)

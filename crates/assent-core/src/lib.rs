@@ -37,6 +37,7 @@ pub mod redact;
 pub mod redeem;
 pub mod replay;
 pub mod risk;
+pub mod session_risk;
 pub mod stamp;
 pub mod suggest;
 pub mod summary;

@@ -13,6 +13,8 @@
 //! by the store, is [`window`].
 
 use crate::condition::lookup;
+use crate::session_risk::CLEAN_SESSION;
+pub use crate::session_risk::SessionRisk;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
@@ -191,12 +193,16 @@ pub struct PriorCall {
 }
 
 /// What the gatekeeper may observe beyond the call: the time, the session's earlier calls,
-/// and how to resolve symlinks.
+/// what the session has taken in, and how to resolve symlinks.
 pub struct Observations<'a> {
     /// Unix milliseconds.
     pub now_ms: i64,
     /// Earlier calls of this agent session (see [`PriorCall`]).
     pub prior_calls: &'a [PriorCall],
+    /// What the session has taken in so far (untrusted output, private data, egress, changed
+    /// tool definitions): raises the risk of its later calls ([`crate::session_risk`]).
+    /// [`SessionRisk::CLEAN`] for a clean session.
+    pub session: &'a SessionRisk,
     /// Resolves symlinks in an absolute, lexically normalised path (the real path of its
     /// longest existing prefix, joined with the rest). [`lexical_only`] resolves nothing.
     pub resolve_path: &'a dyn Fn(&Path) -> PathBuf,
@@ -208,11 +214,12 @@ pub fn lexical_only(p: &Path) -> PathBuf {
 }
 
 impl Observations<'static> {
-    /// No earlier calls, lexical path checks only, at time `now_ms`.
+    /// No earlier calls, a clean session, lexical path checks only, at time `now_ms`.
     pub fn none(now_ms: i64) -> Self {
         Observations {
             now_ms,
             prior_calls: &[],
+            session: &CLEAN_SESSION,
             resolve_path: &lexical_only,
         }
     }

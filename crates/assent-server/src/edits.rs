@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::state::{AppState, now_ms};
 use assent_core::edit::{EditRefusal, Original, check_edit};
 use assent_core::evaluate_in;
-use assent_core::triggers::{Observations, PriorCall};
+use assent_core::triggers::{Observations, PriorCall, SessionRisk};
 use assent_store::{ApprovalRecord, EditedCall};
 use axum::http::StatusCode;
 use serde_json::Value;
@@ -24,14 +24,19 @@ pub(crate) async fn edit(
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
     let live = st.live();
     let (needs, now) = (live.window_needs.clone(), now_ms());
-    let prior = st
-        .store_call(move |s| s.session_window(&agent, &session, Some(&id), &needs, now))
+    let call = rec.call.clone();
+    let (prior, risk) = st
+        .store_call(move |s| {
+            let prior = s.session_window(&agent, &session, Some(&id), &needs, now)?;
+            Ok::<_, assent_store::StoreError>((prior, s.session_risk(&agent, &session, &call)?))
+        })
         .await?;
-    regate(&live.registry, rec, arguments, &prior, roles, now)
+    regate(&live.registry, rec, arguments, (&prior, &risk), roles, now)
 }
 
 /// Re-canonicalises and re-hashes `arguments` as an edit of approval `rec`, evaluates the
-/// edited call with the session's earlier calls `prior` (the held call left out), and checks
+/// edited call with the session's earlier calls `prior` (the held call left out) and what the
+/// session has taken in (`risk`, issue 16 §3: an edit is re-gated in its session), and checks
 /// it against the held call ([`check_edit`]) for an operator holding `roles`. Returns the edit
 /// and its `thresholds.output_bytes`. Errors: `400` for arguments that are not a call,
 /// `422 EDIT_DENIED` / `EDIT_OUT_OF_SCOPE` / `EDIT_OVER_THRESHOLD` / `EDIT_RAISES_RISK`, `403`
@@ -40,7 +45,7 @@ fn regate(
     reg: &assent_core::policy::Registry,
     rec: &ApprovalRecord,
     arguments: Value,
-    prior: &[PriorCall],
+    (prior, risk): (&[PriorCall], &SessionRisk),
     roles: &[String],
     now: i64,
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
@@ -53,6 +58,7 @@ fn regate(
         &Observations {
             now_ms: now,
             prior_calls: prior,
+            session: risk,
             resolve_path: &resolve_real_path,
         },
     );

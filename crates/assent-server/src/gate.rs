@@ -24,6 +24,7 @@ use assent_core::CanonicalCall;
 use assent_core::gatekeeper::default_timeout_seconds;
 use assent_core::triggers::Observations;
 use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};
+use assent_store::pins::ReportedResult;
 use assent_store::{ConfirmTarget, Proposal, Proposed};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -215,15 +216,33 @@ pub(crate) async fn tool_result(
     if b.result_sha256.len() != 64 || !b.result_sha256.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(ApiError::bad_request("result_sha256 must be 64 hex digits"));
     }
+    // Bounded before any of it is stored: the session is marked with what the call brought.
+    check_name("session_id", &b.session_id)?;
+    check_name("tool", &b.tool)?;
+    check_id("server", &b.server)?;
     let original = Canonical::call(b.tool.clone(), b.server.clone(), b.arguments.clone())?;
     let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
                         "result_sha256": b.result_sha256.to_ascii_lowercase(),
                         "output_bytes": b.output_bytes, "approval_id": b.approval_id});
-    let (who, approval) = (b.agent.clone(), b.approval_id.clone());
-    st.store_call(move |s| s.record_result(&who, approval.as_deref(), &record, now_ms()))
-        .await?;
+    let reg = st.registry();
+    let effects = reg.effects_of(&b.agent, &b.tool, b.server.as_deref());
+    let (who, session, approval) = (b.agent.clone(), b.session_id.clone(), b.approval_id.clone());
+    let (tool, server) = (b.tool.clone(), b.server.clone());
+    st.store_call(move |s| {
+        let r = ReportedResult {
+            agent: &who,
+            session_id: &session,
+            tool: &tool,
+            server: server.as_deref(),
+            approval_id: approval.as_deref(),
+            data: &record,
+            effects,
+        };
+        s.record_result(&r, now_ms())
+    })
+    .await?;
     let v = evaluate_in(
-        &st.registry(),
+        &reg,
         &b.agent,
         original.call(),
         Some(original.arguments()),
@@ -384,7 +403,11 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             proposal.governed_by = Some(&governed_by);
             proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
             let c = &b.call;
-            s.propose_within(&proposal, &needs, |prior| {
+            if b.verdict.is_none() && b.target.is_none() {
+                let (tool, server) = (&c.call().tool, c.call().server.as_deref());
+                proposal.effects = reg.effects_of(&b.agent, tool, server);
+            }
+            s.propose_observed(&proposal, Some(&needs), |prior, session| {
                 if let Some(v) = b.verdict.clone() {
                     return v;
                 }
@@ -398,6 +421,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                 let obs = Observations {
                     now_ms: now,
                     prior_calls: prior,
+                    session,
                     resolve_path: &resolve_real_path,
                 };
                 evaluate_in(&reg, &b.agent, c.call(), args, &obs)

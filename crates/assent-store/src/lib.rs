@@ -87,6 +87,7 @@ mod reads;
 mod receipts;
 mod record;
 pub mod retention;
+mod session_risk;
 pub mod sessions;
 pub mod slack;
 mod sql;

@@ -64,6 +64,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(19, "0019_oidc"),
     migration!(20, "0020_traceparent"),
     migration!(21, "0021_slack"),
+    migration!(22, "0022_session_risk"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -47,6 +47,25 @@ fn review_row(r: &db::Row<'_>) -> db::Result<ToolReview> {
 const REVIEW_COLS: &str =
     "id, server, tool, fingerprint, definition, seen_at, seen_by, status, decided_by, decided_at";
 
+/// A forwarded call's result, reported to [`Store::record_result`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReportedResult<'a> {
+    /// The agent whose call it was.
+    pub agent: &'a str,
+    /// Its session.
+    pub session_id: &'a str,
+    /// The call's tool.
+    pub tool: &'a str,
+    /// The call's MCP server alias.
+    pub server: Option<&'a str>,
+    /// The approval the call ran under, when it was held.
+    pub approval_id: Option<&'a str>,
+    /// The `call.result` audit data (call hash, result SHA-256, size).
+    pub data: &'a Value,
+    /// What the call brings into its session (`Registry::effects_of`).
+    pub effects: assent_core::session_risk::Effects,
+}
+
 impl Store {
     /// Checks the tools an upstream advertises (`tools/list` entries) against the pins of
     /// `server`, in one transaction: a server never seen is pinned as it is
@@ -246,25 +265,22 @@ impl Store {
         self.tool_review(id)
     }
 
-    /// Appends `call.result` for a forwarded call's result (issue 4 "Results"): `data` holds the
-    /// call hash and the result's SHA-256 and size; linked to `approval_id` when it is an
-    /// approval of `agent`.
-    pub fn record_result(
-        &self,
-        agent: &str,
-        approval_id: Option<&str>,
-        data: &Value,
-        now: i64,
-    ) -> Result<(), StoreError> {
+    /// Appends `call.result` for a forwarded call's result `r` (issue 4 "Results"): `r.data`
+    /// holds the call hash and the result's SHA-256 and size; linked to `r.approval_id` when
+    /// it is an approval of `r.agent`. In the same transaction the result's session takes in
+    /// what the call brings (`r.effects`, issue 16 §3: untrusted output, private data).
+    pub fn record_result(&self, r: &ReportedResult<'_>, now: i64) -> Result<(), StoreError> {
         self.write(|tx| {
-            let link: Option<String> = match approval_id {
+            let link: Option<String> = match r.approval_id {
                 Some(id) => tx
                     .prepare_cached("SELECT id FROM approvals WHERE id = ?1 AND agent = ?2")?
-                    .query_row(params![id, agent], |r| r.get(0))
+                    .query_row(params![id, r.agent], |r| r.get(0))
                     .optional()?,
                 None => None,
             };
-            audit::append(**tx, now, "call.result", link.as_deref(), agent, data)?;
+            audit::append(**tx, now, "call.result", link.as_deref(), r.agent, r.data)?;
+            let call = (r.tool, r.server);
+            crate::session_risk::ran(**tx, r.agent, r.session_id, call, r.effects, now)?;
             Ok(())
         })
     }

@@ -14,6 +14,7 @@ use crate::kit::{random_id, to_json};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
+use crate::session_risk;
 use crate::sql;
 use crate::store::Store;
 use crate::tokens::find_grant;
@@ -22,6 +23,7 @@ use crate::usage::{pending_of, prior_calls};
 use assent_core::escalation::{self, Escalation};
 use assent_core::gatekeeper::Verdict;
 use assent_core::quorum::Quorum;
+use assent_core::session_risk::{Effects, SessionRisk};
 use assent_core::summary::HumanSummary;
 use assent_core::triggers::PriorCall;
 use assent_core::triggers::window::WindowNeeds;
@@ -79,6 +81,10 @@ pub struct Proposal<'a> {
     /// SHA-256 of the governance policy set the verdict came from
     /// ([`ConfirmContext::policy_set_sha256`]).
     pub policy_set_sha256: Option<&'a str>,
+    /// What the call does (`Registry::effects_of`): an allowed or granted call that
+    /// brings untrusted output or private data in, or sends data out, marks its session; a
+    /// held one marks it when its token is redeemed (issue 16 §3). None by default.
+    pub effects: Effects,
 }
 
 impl<'a> Proposal<'a> {
@@ -114,6 +120,7 @@ impl<'a> Proposal<'a> {
             step_id: None,
             governed_by: None,
             policy_set_sha256: None,
+            effects: Effects::default(),
         }
     }
 }
@@ -214,7 +221,7 @@ impl Store {
         p: &Proposal<'_>,
         evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
-        self.gate(p, None, evaluate)
+        self.propose_observed(p, None, |prior, _| evaluate(prior))
     }
 
     /// [`Store::propose`], with `evaluate` given the session's earlier calls as core's compact
@@ -228,15 +235,20 @@ impl Store {
         needs: &WindowNeeds,
         evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
-        self.gate(p, Some(needs), evaluate)
+        self.propose_observed(p, Some(needs), |prior, _| evaluate(prior))
     }
 
-    /// [`Store::propose`] with the history (`needs: None`) or the window of `needs`.
-    fn gate(
+    /// [`Store::propose`] with the history (`needs: None`) or the window of `needs`, with
+    /// `evaluate` also given what the session has taken in ([`SessionRisk`], issue 16 §3: the
+    /// session begins with its first call that may run; the called tool's pin changes are
+    /// looked up).
+    /// The session is marked with `p.effects` in the same transaction when the call is
+    /// allowed or granted, and when a held call's token is redeemed.
+    pub fn propose_observed(
         &self,
         p: &Proposal<'_>,
         needs: Option<&WindowNeeds>,
-        evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
+        evaluate: impl FnOnce(&[PriorCall], &SessionRisk) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
         self.write(|tx| {
             let plan = p.target.filter(|t| t.target_type == "plan");
@@ -252,7 +264,8 @@ impl Store {
                     windows::window(**tx, p.agent, p.session_id, None, n, p.now)?
                 }
             };
-            let mut verdict = evaluate(&prior);
+            let session = session_risk::read(**tx, p.agent, p.session_id, p.call)?;
+            let mut verdict = evaluate(&prior, &session);
             transitions::apply_block(&mut verdict, blocked);
             let g = Gate {
                 tx: **tx,
@@ -272,6 +285,18 @@ impl Store {
                 }
                 VerdictKind::Confirm => self.confirm(&g, plan)?,
             };
+            // Issue 16 §3: a call that may run now marks its session; a held one when redeemed.
+            let call = (p.call.tool.as_str(), p.call.server.as_deref());
+            match &outcome {
+                Proposed::Allowed | Proposed::Granted(_) => {
+                    session_risk::ran(**tx, p.agent, p.session_id, call, p.effects, p.now)?;
+                }
+                Proposed::Held {
+                    approval,
+                    joined: false,
+                } => session_risk::hold(**tx, &approval.id, p.effects)?,
+                _ => {}
+            }
             if let Proposed::Held { approval, .. } = &outcome {
                 tx.changed(Change::Approval(approval.id.clone()));
             }

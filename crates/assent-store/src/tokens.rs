@@ -334,5 +334,7 @@ fn consume(
     if n != 1 {
         return Err(RedeemError::Used);
     }
+    // The call may run now: its session takes in what it brings (issue 16 §3).
+    crate::session_risk::on_redeem(tx, &c.aid, p.now)?;
     Ok(c)
 }

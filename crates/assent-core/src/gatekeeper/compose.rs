@@ -7,10 +7,12 @@
 
 use super::kit::{Denial, reason, requires, template_of, unevaluable};
 use crate::approval::{DefaultDecision, effective_default};
+use crate::canonical::ToolCall;
 use crate::condition::Outcome;
 use crate::policy::{Agent, ApprovalSpec, Rule};
 use crate::quorum::{Quorum, merge};
 use crate::risk::RiskTier;
+use crate::session_risk::{Effects, escalations};
 use crate::template::{TemplateContext, default_message, render};
 use crate::triggers::{
     Escalation, Observations, cost_exceeded, domain_violations, path_violations, rate_exceeded,
@@ -60,6 +62,8 @@ pub(super) struct Composed<'a> {
     rollback: Vec<&'a str>,
     dry_run_tool: Option<String>,
     redact: Vec<String>,
+    /// What the call does, as the covering rules say ([`crate::session_risk::Effects`]).
+    effects: Effects,
 }
 
 /// Appends the items of `items` not yet in `list`, in order.
@@ -183,9 +187,30 @@ impl<'a> Composed<'a> {
         }
     }
 
+    /// The risk that follows the session (issue 16 §3): each escalation of `call` in
+    /// `obs.session` ([`escalations`]) raises the tier (never lowers it), requires a person,
+    /// names its trigger once and explains itself in a reason of its own. Called after every
+    /// covering rule was added (a denial never gets here).
+    pub fn add_session(&mut self, call: &ToolCall, obs: &Observations<'_>) {
+        for e in escalations(
+            obs.session,
+            self.effects,
+            &call.tool,
+            call.server.as_deref(),
+        ) {
+            self.tier = Some(self.tier.map_or(e.tier, |t| t.max(e.tier)));
+            self.required = true;
+            if !self.triggers.iter().any(|t| t == e.trigger) {
+                self.triggers.push(e.trigger.to_string());
+            }
+            self.reasons.push(reason("", "session risk", e.why));
+        }
+    }
+
     /// The keys that only accumulate: in-client approval, side effects, rollback, dry run,
     /// redaction, output size, alternatives, escalation.
     fn merge(&mut self, r: &'a Rule) {
+        self.effects = self.effects.union(r.effects);
         self.in_client |= r.in_client_approval;
         self.duties_on |= r.separation_of_duties == Some(true);
         self.duties_off |= r.separation_of_duties == Some(false);

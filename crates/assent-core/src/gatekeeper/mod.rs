@@ -177,5 +177,6 @@ fn compose<'a>(
     for (p, r) in reg.covering_rules(agent, &call.tool, call.server.as_deref()) {
         verdict.add_rule(&p.file, r, ctx, obs)?;
     }
+    verdict.add_session(call, obs);
     Ok(verdict)
 }

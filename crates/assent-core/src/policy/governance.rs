@@ -7,6 +7,7 @@ use super::error::{LoadError, yaml_err};
 use super::model::{ApprovalSpec, Policy, Rule, Selector};
 use crate::approval::{DefaultDecision, check_default_decision};
 use crate::risk::RiskTier;
+use crate::session_risk::Effects;
 use crate::triggers::{Escalation, EscalationStep, ScopeSpec, Thresholds, in_range};
 use serde::Deserialize;
 use serde_json::Value;
@@ -74,6 +75,14 @@ struct RawRule {
     dry_run_tool: Option<String>,
     #[serde(default)]
     redact: Vec<String>,
+    #[serde(default)]
+    untrusted_output: bool,
+    #[serde(default)]
+    private_data: bool,
+    #[serde(default)]
+    egress: bool,
+    #[serde(default)]
+    writes: bool,
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
@@ -175,6 +184,12 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
         dry_run_tool: rr.dry_run_tool.clone(),
         redact: rr.redact.clone(),
         deny,
+        effects: Effects {
+            untrusted_output: rr.untrusted_output,
+            private_data: rr.private_data,
+            egress: rr.egress,
+            writes: rr.writes || rr.irreversible,
+        },
     };
     Ok((rule, warning))
 }

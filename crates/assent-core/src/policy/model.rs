@@ -253,6 +253,10 @@ pub struct Rule {
     /// `redact`: argument paths (`card.number`, dotted) masked in everything that leaves the
     /// gateway (webhooks, events, logs, exports), never in the stored call.
     pub redact: Vec<String>,
+    /// `untrusted_output`, `private_data`, `egress`, `writes` (an `irreversible` rule counts
+    /// as `writes`): what the tool's calls do, for the risk that follows the session
+    /// ([`crate::session_risk`]).
+    pub effects: crate::session_risk::Effects,
 }
 
 impl Rule {

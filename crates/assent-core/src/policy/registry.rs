@@ -283,6 +283,24 @@ impl Registry {
         out
     }
 
+    /// What a call of `tool` (on MCP server `server`) by agent `agent_id` does, as the
+    /// governance rules that cover it say: the union of their effects (issue 16 §3). None for
+    /// an unknown agent.
+    pub fn effects_of(
+        &self,
+        agent_id: &str,
+        tool: &str,
+        server: Option<&str>,
+    ) -> crate::session_risk::Effects {
+        let Some(agent) = self.agents.get(agent_id) else {
+            return Default::default();
+        };
+        self.covering_rules(agent, tool, server).into_iter().fold(
+            Default::default(),
+            |e: crate::session_risk::Effects, (_, r)| e.union(r.effects),
+        )
+    }
+
     /// Ids of the governance policies behind `reasons`: those with a rule that left a reason
     /// (the reason's `file` is the policy's file and its `rule` the rule's label). Sorted, each
     /// once. These are the policies that governed a call's verdict. Each reason is looked up

@@ -14,6 +14,10 @@
 //!   (allowed, granted, pending, approved — [`Was::counts`]), in recorded order, kept as the
 //!   store keeps them ([`crate::triggers::window`]: running cost totals per tool and the calls
 //!   inside the longest rate window), so a call's cost does not grow with its session's length;
+//! - what the session had taken in (issue 16 §3: untrusted output, private data, egress), marked
+//!   as the store marks it — by each earlier call that ran (allowed, granted, approved), with
+//!   the effects the *candidate's* rules give its tool; changes of pinned tool definitions are
+//!   not in the history and are not replayed;
 //! - plan and tool-review blocks (a denial whose reason is the `mplp plan` rule): re-applied;
 //! - paths are checked lexically (symlinks are not resolved again: the filesystem of then is
 //!   gone);
@@ -30,6 +34,7 @@ use crate::canonical::ToolCall;
 use crate::gatekeeper::evaluate_in;
 use crate::policy::Registry;
 use crate::risk::RiskTier;
+use crate::session_risk::{Mark, SessionRisk};
 use crate::transitions;
 use crate::triggers::window::{Folded, WindowNeeds, add_cost, compact};
 use crate::triggers::{Observations, PriorCall, lexical_only};
@@ -93,6 +98,20 @@ impl Was {
                 matches!(status, ApprovalStatus::Pending | ApprovalStatus::Approved)
             }
         }
+    }
+
+    /// Whether it ran (or may have: allowed, granted, approved) and so marked its session with
+    /// what its tool brings in (issue 16 §3).
+    pub fn ran(&self) -> bool {
+        matches!(
+            self,
+            Was::Allowed
+                | Was::Granted
+                | Was::Held {
+                    status: ApprovalStatus::Approved,
+                    ..
+                }
+        )
     }
 
     /// Whether nobody consented: denied by the policy (not a block), or rejected by a person
@@ -239,6 +258,8 @@ struct Session {
     folded: Vec<Folded>,
     /// Counting calls inside the longest rate window, oldest first, without arguments.
     recent: VecDeque<PriorCall>,
+    /// What the session had taken in, under the candidate's effects.
+    risk: SessionRisk,
 }
 
 impl Session {
@@ -253,6 +274,29 @@ impl Session {
             None => self.recent.clear(),
         }
         compact(&self.folded, self.recent.iter().cloned().collect(), vec![])
+    }
+
+    /// Marks what a call that ran brought into the session (its effects under `reg`): the
+    /// session begins, and the first untrusted output, private data and egress stay.
+    fn mark(&mut self, reg: &Registry, rec: &Recorded) {
+        let call = &rec.call;
+        let e = reg.effects_of(&rec.agent, &call.tool, call.server.as_deref());
+        let risk = &mut self.risk;
+        risk.began_ms.get_or_insert(rec.at_ms);
+        let mark = || Mark {
+            tool: call.tool.clone(),
+            server: call.server.clone(),
+            at_ms: rec.at_ms,
+        };
+        for (on, slot) in [
+            (e.untrusted_output, &mut risk.untrusted),
+            (e.private_data, &mut risk.private_data),
+            (e.egress, &mut risk.egress),
+        ] {
+            if on && slot.is_none() {
+                *slot = Some(mark());
+            }
+        }
     }
 
     /// Adds a counting call.
@@ -325,9 +369,12 @@ impl<'r> Replayer<'r> {
         let key = (rec.agent.clone(), rec.session_id.clone());
         let session = self.sessions.entry(key).or_default();
         let prior = session.prior(&self.needs, rec.at_ms);
-        let verdict = evaluate_recorded(self.reg, rec, &prior);
+        let verdict = evaluate_recorded(self.reg, rec, &prior, &session.risk);
         if rec.was.counts() {
             session.add(&self.needs, rec);
+        }
+        if rec.was.ran() {
+            session.mark(self.reg, rec);
         }
         let replayed = classify(rec, verdict);
         self.report.add(&replayed);
@@ -339,12 +386,19 @@ impl<'r> Replayer<'r> {
     }
 }
 
-/// The candidate's verdict for `rec`, given its session's earlier counting calls: the
-/// gatekeeper with lexical path checks, and a block of the time re-applied.
-pub fn evaluate_recorded(reg: &Registry, rec: &Recorded, prior: &[PriorCall]) -> Verdict {
+/// The candidate's verdict for `rec`, given its session's earlier counting calls and what the
+/// session had taken in: the gatekeeper with lexical path checks, and a block of the time
+/// re-applied.
+pub fn evaluate_recorded(
+    reg: &Registry,
+    rec: &Recorded,
+    prior: &[PriorCall],
+    session: &SessionRisk,
+) -> Verdict {
     let obs = Observations {
         now_ms: rec.at_ms,
         prior_calls: prior,
+        session,
         resolve_path: &lexical_only,
     };
     let mut verdict = evaluate_in(reg, &rec.agent, &rec.call, None, &obs);

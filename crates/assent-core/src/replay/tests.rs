@@ -273,3 +273,42 @@ fn cost_totals_and_rate_windows_follow_the_whole_session() {
     let why = &r.calls[4].added_reasons;
     assert!(why.iter().any(|x| x.text.contains("amount")), "{why:?}");
 }
+
+#[test]
+fn the_session_risk_of_the_candidate_is_replayed() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: read\n        untrusted_output: true\n      - tool: pay\n        egress: true\n";
+    let reg = registry(gov);
+    let history = vec![
+        // A rejected read never ran: it marks nothing.
+        rec(
+            1,
+            "s",
+            "read",
+            json!({}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+        rec(2, "s", "pay", json!({}), Was::Allowed),
+        rec(3, "s", "read", json!({}), Was::Allowed),
+        rec(4, "s", "pay", json!({}), Was::Allowed),
+        // Another session is clean.
+        rec(5, "t", "pay", json!({}), Was::Allowed),
+    ];
+    let opts = Options {
+        keep_calls: true,
+        ..Options::default()
+    };
+    let r = replay(&reg, &history, opts);
+    let now: Vec<VerdictKind> = r.calls.iter().map(|c| c.now).collect();
+    use VerdictKind::{Allow, Confirm};
+    assert_eq!(now, [Allow, Allow, Allow, Confirm, Allow]);
+    assert_eq!(r.calls[3].risk_tier_now, RiskTier::R3);
+    assert!(
+        r.calls[3]
+            .added_reasons
+            .iter()
+            .any(|x| x.text.contains("untrusted")),
+        "{:?}",
+        r.calls[3].added_reasons
+    );
+    assert_eq!(r.overall.allow_to_confirm, 1);
+}

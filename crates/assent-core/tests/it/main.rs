@@ -207,3 +207,4 @@ mod protocol;
 mod quorum;
 mod reasons;
 mod rule_index;
+mod session_risk;

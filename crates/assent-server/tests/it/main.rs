@@ -29,6 +29,7 @@ mod ready;
 mod receipts;
 mod reload;
 mod security;
+mod session_risk;
 mod slack;
 mod sso;
 mod tools;

@@ -22,6 +22,7 @@ mod pin_reads;
 mod readers;
 mod replicas;
 mod retention;
+mod session_risk;
 mod store_sql;
 mod stricter;
 mod tls;

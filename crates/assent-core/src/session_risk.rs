@@ -1,0 +1,218 @@
+//! Risk that follows the session (issue 16 §3): what a tool's calls do ([`Effects`], the
+//! governance rule keys `untrusted_output`, `private_data`, `egress`, `writes`), what the
+//! session has taken in so far ([`SessionRisk`], kept by the store), and how that raises the
+//! risk of a later call ([`escalations`]):
+//!
+//! - after untrusted output entered the session, a call of an `egress` or `writes` tool is at
+//!   least R3 (trigger `session_untrusted`);
+//! - private data and egress in one session — private data already in and this call egress,
+//!   or an egress call already run and this call bringing private data in — is R4 (the
+//!   "lethal trifecta", trigger `lethal_trifecta`);
+//! - a tool whose pinned definition changed after the session began is R4 in that session
+//!   (trigger `tool_changed`).
+//!
+//! Everything here is pure; the gatekeeper applies it (it only raises: a deny stays a deny, a
+//! tier is never lowered) and the triggers keep grants from standing in for a person.
+
+use crate::risk::RiskTier;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Trigger of a call of an egress or writes tool after untrusted output entered the session.
+pub const TRIGGER_UNTRUSTED: &str = "session_untrusted";
+/// Trigger of private data and egress in one session.
+pub const TRIGGER_TRIFECTA: &str = "lethal_trifecta";
+/// Trigger of a call of a tool whose pinned definition changed during the session.
+pub const TRIGGER_TOOL_CHANGED: &str = "tool_changed";
+/// The triggers of this module, as they appear in a verdict's `triggers`.
+pub const TRIGGERS: [&str; 3] = [TRIGGER_UNTRUSTED, TRIGGER_TRIFECTA, TRIGGER_TOOL_CHANGED];
+
+/// What the calls of a tool do, as the covering governance rules say: each is true when any
+/// covering rule says so (an `irreversible: true` rule counts as `writes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Effects {
+    /// The result carries text an attacker may write (web fetch, email read, issue comments).
+    pub untrusted_output: bool,
+    /// The result carries private data.
+    pub private_data: bool,
+    /// The call sends data out (email send, HTTP POST, upload).
+    pub egress: bool,
+    /// The call changes state.
+    pub writes: bool,
+}
+
+impl Effects {
+    /// Each effect that either has.
+    pub fn union(self, o: Effects) -> Effects {
+        Effects {
+            untrusted_output: self.untrusted_output || o.untrusted_output,
+            private_data: self.private_data || o.private_data,
+            egress: self.egress || o.egress,
+            writes: self.writes || o.writes,
+        }
+    }
+
+    /// Whether a call with these effects marks its session when it may run (it brings
+    /// untrusted output or private data in, or sends data out).
+    pub fn marks(&self) -> bool {
+        self.untrusted_output || self.private_data || self.egress
+    }
+}
+
+/// When something first entered a session, and through which tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    /// The tool's name.
+    pub tool: String,
+    /// Its MCP server alias.
+    pub server: Option<String>,
+    /// Unix milliseconds.
+    pub at_ms: i64,
+}
+
+/// A change of a tool's pinned definition (MCP tool-list pinning).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolChange {
+    /// MCP server alias.
+    pub server: String,
+    /// Tool name.
+    pub tool: String,
+    /// Unix milliseconds of the change (a review seen, a pin accepted).
+    pub at_ms: i64,
+    /// What happened, for the reason (`a new definition was accepted`, …).
+    pub what: String,
+}
+
+/// What one agent session has taken in so far. [`SessionRisk::CLEAN`] is a session with
+/// nothing in it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionRisk {
+    /// When the session began (its first call that may run), Unix ms; `None` before any did
+    /// (it has seen no tool's definition at work, so no change counts).
+    pub began_ms: Option<i64>,
+    /// When untrusted output first entered it (a call of an `untrusted_output` tool may run).
+    pub untrusted: Option<Mark>,
+    /// When private data first entered it.
+    pub private_data: Option<Mark>,
+    /// When a call that sends data out first may have run in it.
+    pub egress: Option<Mark>,
+    /// Changes of pinned tool definitions the caller looked up (the store looks up the
+    /// called tool's); only those after `began_ms` count.
+    pub changed_tools: Vec<ToolChange>,
+}
+
+/// A clean session, to borrow for `'static` (a `const` with a `Vec` is not promoted).
+pub static CLEAN_SESSION: SessionRisk = SessionRisk::CLEAN;
+
+impl SessionRisk {
+    /// A clean session (see also [`CLEAN_SESSION`]).
+    pub const CLEAN: SessionRisk = SessionRisk {
+        began_ms: None,
+        untrusted: None,
+        private_data: None,
+        egress: None,
+        changed_tools: Vec::new(),
+    };
+}
+
+/// One reason to raise a call's risk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escalated {
+    /// The tier the call is raised to at least.
+    pub tier: RiskTier,
+    /// Its trigger (one of [`TRIGGERS`]).
+    pub trigger: &'static str,
+    /// Why, naming the cause.
+    pub why: String,
+}
+
+/// Unix milliseconds as RFC 3339 (UTC, milliseconds); before 1970 as 1970.
+pub fn rfc3339_ms(at_ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// `` `tool` `` or `` `server/tool` ``.
+fn named(tool: &str, server: Option<&str>) -> String {
+    match server {
+        Some(s) => format!("`{s}/{tool}`"),
+        None => format!("`{tool}`"),
+    }
+}
+
+/// `` `tool` at TIME `` of a mark.
+fn marked(m: &Mark) -> String {
+    format!(
+        "{} at {}",
+        named(&m.tool, m.server.as_deref()),
+        rfc3339_ms(m.at_ms)
+    )
+}
+
+/// Why a call of `tool` on `server` with `this` effects is riskier in `session`: each rule of
+/// the module that applies, in the order untrusted output, lethal trifecta, changed tool.
+/// Empty for a clean session.
+pub fn escalations(
+    session: &SessionRisk,
+    this: Effects,
+    tool: &str,
+    server: Option<&str>,
+) -> Vec<Escalated> {
+    let me = named(tool, server);
+    let mut out = Vec::new();
+    if let Some(u) = &session.untrusted
+        && (this.egress || this.writes)
+    {
+        let does = if this.egress {
+            "sends data out"
+        } else {
+            "changes state"
+        };
+        out.push(Escalated {
+            tier: RiskTier::R3,
+            trigger: TRIGGER_UNTRUSTED,
+            why: format!(
+                "session read untrusted content from {}; {me} {does}, so a person decides (at least R3): the content may carry instructions from an attacker",
+                marked(u)
+            ),
+        });
+    }
+    let trifecta = match (&session.private_data, &session.egress) {
+        (Some(p), _) if this.egress => Some(format!(
+            "lethal trifecta: the session holds private data from {}; {me} sends data out, so it may carry that data away (R4)",
+            marked(p)
+        )),
+        (_, Some(e)) if this.private_data => Some(format!(
+            "lethal trifecta: the session already sent data out with {}; {me} brings private data into it (R4)",
+            marked(e)
+        )),
+        _ => None,
+    };
+    if let Some(why) = trifecta {
+        out.push(Escalated {
+            tier: RiskTier::R4,
+            trigger: TRIGGER_TRIFECTA,
+            why,
+        });
+    }
+    let changed = session.changed_tools.iter().find(|c| {
+        c.tool == tool
+            && server == Some(c.server.as_str())
+            && session.began_ms.is_some_and(|b| c.at_ms > b)
+    });
+    if let Some(c) = changed {
+        let since = session
+            .began_ms
+            .map_or_else(String::new, |b| format!(" (began {})", rfc3339_ms(b)));
+        out.push(Escalated {
+            tier: RiskTier::R4,
+            trigger: TRIGGER_TOOL_CHANGED,
+            why: format!(
+                "the definition of {me} changed during this session{since}: {} at {}, so its calls in this session are R4",
+                c.what,
+                rfc3339_ms(c.at_ms)
+            ),
+        });
+    }
+    out
+}

@@ -1,0 +1,195 @@
+//! Risk that follows the session (issue 16 §3), as the store keeps it: per (agent, session)
+//! when the session began (its first call that may run) and when untrusted output, private data and
+//! egress first entered it, through which tool (table `session_risk`, migration 0022), read
+//! into core's [`SessionRisk`] together with the changes of the called tool's pinned
+//! definition (`tool_pins`, `tool_reviews`).
+//!
+//! A session begins, and is marked, when a call (of such a tool) may run — fail closed: a call that may run is
+//! assumed to have returned —: its allow verdict is recorded or a grant covers it (in the
+//! proposal's transaction), its held approval's token is redeemed
+//! ([`on_redeem`], the effects kept with the approval in `session_risk_held` when it was held),
+//! or its result is reported ([`Store::record_result`](crate::Store::record_result)). The
+//! earliest mark of each kind stays.
+
+use crate::db::{self, Conn, OptionalExtension as _};
+use crate::error::StoreError;
+use crate::params;
+use crate::store::Store;
+use assent_core::ToolCall;
+use assent_core::session_risk::{Effects, Mark, SessionRisk, ToolChange};
+
+/// Whether [`Effects`] set one mark.
+type Sets = fn(&Effects) -> bool;
+
+/// The three marks: their column prefix in `session_risk`, and whether `Effects` sets them.
+const MARKS: [(&str, Sets); 3] = [
+    ("untrusted", |e| e.untrusted_output),
+    ("private", |e| e.private_data),
+    ("egress", |e| e.egress),
+];
+
+/// Records that `agent`'s session `session_id` exists from `now` (Unix ms) unless it began
+/// earlier.
+fn begin(tx: Conn<'_>, agent: &str, session_id: &str, now: i64) -> db::Result<()> {
+    tx.prepare_cached("INSERT INTO session_risk (agent, session_id, began_at) VALUES (?1,?2,?3) ON CONFLICT (agent, session_id) DO NOTHING")?
+        .execute(params![agent, session_id, now])?;
+    Ok(())
+}
+
+/// The session's state for a call of `call`'s tool (its pin changes looked up): what the
+/// gatekeeper observes in the proposal's transaction. A session in which no call ran yet is
+/// clean, with no beginning.
+pub(crate) fn read(
+    tx: Conn<'_>,
+    agent: &str,
+    session_id: &str,
+    call: &ToolCall,
+) -> db::Result<SessionRisk> {
+    type Row = (i64, [(Option<i64>, Option<String>, Option<String>); 3]);
+    let row: Option<Row> = tx
+        .prepare_cached("SELECT began_at, untrusted_at, untrusted_tool, untrusted_server, private_at, private_tool, private_server, egress_at, egress_tool, egress_server FROM session_risk WHERE agent = ?1 AND session_id = ?2")?
+        .query_row(params![agent, session_id], |r| {
+            Ok((
+                r.get(0)?,
+                [
+                    (r.get(1)?, r.get(2)?, r.get(3)?),
+                    (r.get(4)?, r.get(5)?, r.get(6)?),
+                    (r.get(7)?, r.get(8)?, r.get(9)?),
+                ],
+            ))
+        })
+        .optional()?;
+    let changed_tools = match &call.server {
+        Some(server) => changes(tx, server, &call.tool)?,
+        None => Vec::new(),
+    };
+    let Some((began, [u, p, e])) = row else {
+        return Ok(SessionRisk {
+            changed_tools,
+            ..SessionRisk::default()
+        });
+    };
+    let mark = |(at, tool, server): (Option<i64>, Option<String>, Option<String>)| {
+        Some(Mark {
+            at_ms: at?,
+            tool: tool.unwrap_or_default(),
+            server,
+        })
+    };
+    Ok(SessionRisk {
+        began_ms: Some(began),
+        untrusted: mark(u),
+        private_data: mark(p),
+        egress: mark(e),
+        changed_tools,
+    })
+}
+
+/// The changes of `server`/`tool`'s pinned definition: an accepted new definition (a pin not
+/// made on first use) and every review of a changed or new definition (pending, accepted or
+/// rejected), each with its time.
+fn changes(tx: Conn<'_>, server: &str, tool: &str) -> db::Result<Vec<ToolChange>> {
+    let mut out = Vec::new();
+    let pin: Option<(i64, String)> = tx
+        .prepare_cached("SELECT pinned_at, pinned_by FROM tool_pins WHERE server = ?1 AND tool = ?2 AND pinned_by <> 'trust-on-first-use'")?
+        .query_row(params![server, tool], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if let Some((at_ms, by)) = pin {
+        out.push(ToolChange {
+            server: server.into(),
+            tool: tool.into(),
+            at_ms,
+            what: format!("a new definition was pinned by {by}"),
+        });
+    }
+    let reviews: Vec<(i64, String, String)> = crate::sql::rows(
+        tx,
+        "SELECT seen_at, id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 ORDER BY seen_at",
+        params![server, tool],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    out.extend(reviews.into_iter().map(|(at_ms, id, status)| ToolChange {
+        server: server.into(),
+        tool: tool.into(),
+        at_ms,
+        what: format!("a changed definition was seen (review {id}, {status})"),
+    }));
+    Ok(out)
+}
+
+/// A call of `tool` (on `server`) with `effects` may run at `now` in `agent`'s session
+/// `session_id`: the session begins unless it began earlier, and each effect's first mark is
+/// kept.
+pub(crate) fn ran(
+    tx: Conn<'_>,
+    agent: &str,
+    session_id: &str,
+    (tool, server): (&str, Option<&str>),
+    effects: Effects,
+    now: i64,
+) -> db::Result<()> {
+    begin(tx, agent, session_id, now)?;
+    for (col, set) in MARKS {
+        if set(&effects) {
+            // `col` is one of three constants, never input.
+            tx.prepare_cached(&format!("UPDATE session_risk SET {col}_at = ?3, {col}_tool = ?4, {col}_server = ?5 WHERE agent = ?1 AND session_id = ?2 AND {col}_at IS NULL"))?
+                .execute(params![agent, session_id, now, tool, server])?;
+        }
+    }
+    Ok(())
+}
+
+/// A call held as approval `approval_id` keeps its `effects` (when it has any that mark)
+/// until its token is redeemed ([`on_redeem`]).
+pub(crate) fn hold(tx: Conn<'_>, approval_id: &str, e: Effects) -> db::Result<()> {
+    if e.marks() {
+        tx.prepare_cached("INSERT INTO session_risk_held (approval_id, untrusted_output, private_data, egress) VALUES (?1,?2,?3,?4) ON CONFLICT (approval_id) DO NOTHING")?
+            .execute(params![approval_id, e.untrusted_output, e.private_data, e.egress])?;
+    }
+    Ok(())
+}
+
+/// The token of approval `approval_id` was redeemed at `now`: its call may run ([`ran`]),
+/// with the effects kept when it was held.
+pub(crate) fn on_redeem(tx: Conn<'_>, approval_id: &str, now: i64) -> db::Result<()> {
+    type Flag = Option<bool>;
+    type Row = (Flag, Flag, Flag, String, String, String, Option<String>);
+    let row: Option<Row> = tx
+        .prepare_cached("SELECT h.untrusted_output, h.private_data, h.egress, a.agent, a.session_id, a.tool, a.server FROM approvals a LEFT JOIN session_risk_held h ON h.approval_id = a.id WHERE a.id = ?1")?
+        .query_row([approval_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+        })
+        .optional()?;
+    let Some((untrusted, private, egress, agent, session, tool, server)) = row else {
+        return Ok(());
+    };
+    let effects = Effects {
+        untrusted_output: untrusted == Some(true),
+        private_data: private == Some(true),
+        egress: egress == Some(true),
+        writes: false,
+    };
+    ran(
+        tx,
+        &agent,
+        &session,
+        (&tool, server.as_deref()),
+        effects,
+        now,
+    )
+}
+
+impl Store {
+    /// What `agent`'s session `session_id` has taken in, for a call of `call`'s tool (its pin
+    /// changes looked up): what an edit of a held call is re-gated with (issue 16 §3). A
+    /// session never seen is clean.
+    pub fn session_risk(
+        &self,
+        agent: &str,
+        session_id: &str,
+        call: &ToolCall,
+    ) -> Result<SessionRisk, StoreError> {
+        let conn = self.lock();
+        Ok(conn.conn().snapshot(|c| read(c, agent, session_id, call))?)
+    }
+}
