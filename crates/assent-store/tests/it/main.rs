@@ -14,6 +14,7 @@ mod checkpoints;
 mod db;
 mod escalation;
 mod group;
+mod insights;
 mod migrations;
 mod oidc_logins;
 mod pgkit;
