@@ -171,11 +171,7 @@ impl Store {
 
     /// Per tool, `(allowed, denied)` outright in `[since, until)` from the audit log, read in
     /// chunks of [`AUDIT_CHUNK`] (each its own read), and whether [`MAX_AUDIT_RECORDS`] cut it.
-    fn outright_verdicts(
-        &self,
-        since: i64,
-        until: i64,
-    ) -> Result<(Verdicts, bool), StoreError> {
+    fn outright_verdicts(&self, since: i64, until: i64) -> Result<(Verdicts, bool), StoreError> {
         let mut out = Verdicts::new();
         let (mut after, mut read) = (0_i64, 0_u64);
         loop {
@@ -339,10 +335,7 @@ fn fill_days(since: i64, until: i64, counted: &[(i64, u64)]) -> Vec<DayCount> {
 
 /// The outright verdicts and grant uses per tool, most first (ties by name), cut to
 /// [`LIST_CAP`], and how many tools there were.
-fn merge_outright(
-    verdicts: Verdicts,
-    granted: Vec<(String, u64)>,
-) -> (Vec<Outright>, u64) {
+fn merge_outright(verdicts: Verdicts, granted: Vec<(String, u64)>) -> (Vec<Outright>, u64) {
     let mut by_tool: HashMap<String, Outright> = HashMap::new();
     for (tool, (allowed, denied)) in verdicts {
         let e = by_tool.entry(tool.clone()).or_default();
