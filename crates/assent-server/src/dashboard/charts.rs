@@ -21,6 +21,8 @@ const WIDTH: u32 = 720;
 const BAR: RGBColor = RGBColor(0x1f, 0x4e, 0x8c);
 /// The lighter bars of the p90 series (4.6:1 against white).
 const LIGHT: RGBColor = RGBColor(0x5b, 0x7f, 0xb8);
+/// The charts' text: axis labels, descriptions, legends.
+const TEXT: (&str, u32) = ("sans-serif", 15);
 /// The longest tool name drawn, in characters (longer ones end in `…`; the table has it whole).
 const LABEL_CHARS: usize = 28;
 
@@ -86,8 +88,8 @@ pub(crate) fn prompts_per_day(days: &[DayPrompts]) -> Result<Chart, String> {
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
             .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(48)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
             .build_cartesian_2d((0..n).into_segmented(), 0..top + top / 10 + 1)
             .map_err(|e| e.to_string())?;
         let day_label = |v: &SegmentValue<u32>| match v {
@@ -100,6 +102,9 @@ pub(crate) fn prompts_per_day(days: &[DayPrompts]) -> Result<Chart, String> {
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .light_line_style(TRANSPARENT)
+            .label_style(TEXT)
+            .axis_desc_style(TEXT)
             .x_labels(days.len().min(60))
             .x_label_formatter(&day_label)
             .y_desc("Prompts")
@@ -144,17 +149,19 @@ fn tool_bars(
     behind: Option<Series<'_>>,
 ) -> Result<String, String> {
     let n = rows.len() as u32;
-    let height = 60 + 26 * n.max(1);
-    let names: Vec<String> = rows.iter().map(|f| label(&f.key)).collect();
+    let height = 80 + 34 * n.max(1);
+    // The first (most prompted) tool at the top: row `i` is drawn at `n - 1 - i`.
+    let names: Vec<String> = rows.iter().rev().map(|f| label(&f.key)).collect();
+    let at = |i: usize| n - 1 - i as u32;
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
             .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(190)
-            .build_cartesian_2d(0.0..max, (0..n).into_segmented())
+            .x_label_area_size(44)
+            .y_label_area_size(200)
+            .build_cartesian_2d(0.0..max, (0..n.max(1)).into_segmented())
             .map_err(|e| e.to_string())?;
         let name = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
@@ -163,6 +170,9 @@ fn tool_bars(
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(TRANSPARENT)
+            .label_style(TEXT)
+            .axis_desc_style(TEXT)
             .y_labels(rows.len().max(1))
             .y_label_formatter(&name)
             .x_desc(x_desc)
@@ -179,7 +189,7 @@ fn tool_bars(
                     Histogram::horizontal(&chart)
                         .style(LIGHT.filled())
                         .margin(3)
-                        .data(rows.iter().enumerate().map(|(i, r)| (i as u32, f(r)))),
+                        .data(rows.iter().enumerate().map(|(i, r)| (at(i), f(r)))),
                 )
                 .map_err(|e| e.to_string())?
                 .label(what)
@@ -193,7 +203,7 @@ fn tool_bars(
                     .data(
                         rows.iter()
                             .enumerate()
-                            .map(|(i, r)| (i as u32, (front.value)(r))),
+                            .map(|(i, r)| (at(i), (front.value)(r))),
                     ),
             )
             .map_err(|e| e.to_string())?
@@ -204,7 +214,8 @@ fn tool_bars(
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.9))
                 .border_style(BLACK)
-                .position(SeriesLabelPosition::LowerRight)
+                .label_font(TEXT)
+                .position(SeriesLabelPosition::UpperRight)
                 .draw()
                 .map_err(|e| e.to_string())?;
         }
@@ -256,7 +267,8 @@ pub(crate) fn time_to_decision(tools: &[Figures]) -> Result<Chart, String> {
         .collect();
     let p90 = |f: &Figures| f.p90_seconds.unwrap_or(0.0);
     let median = |f: &Figures| f.median_seconds.unwrap_or(0.0);
-    let max = rows.iter().map(|f| p90(f)).fold(1.0, f64::max) * 1.1;
+    // Room on the right for the legend.
+    let max = rows.iter().map(|f| p90(f)).fold(1.0, f64::max) * 1.5;
     let svg = tool_bars(
         &rows,
         max,

@@ -205,4 +205,9 @@ async fn a_tool_named_like_markup_cannot_inject_into_the_insights_page() {
         page.contains("Prompts per day (UTC), 1 days"),
         "a plain date is midnight UTC"
     );
+    assert_eq!(
+        page.matches("role=\"img\"").count(),
+        3,
+        "an empty range still draws its three charts"
+    );
 }
