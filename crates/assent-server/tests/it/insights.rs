@@ -19,8 +19,9 @@ fn row<'a>(body: &'a Value, b: &str, key: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {b} row {key}: {body}"))
 }
 
-/// Three held `pay` calls (two approved, one denied by alice) and two outright `read`s, read
-/// back from `GET /v1/insights` with the default range (the last 30 days).
+/// Four held `pay` calls (three approved, one with a session grant, one denied by alice), two
+/// outright `read`s and a `pay` the grant covers (granted, not a prompt), read back from
+/// `GET /v1/insights` with the default range (the last 30 days).
 #[tokio::test]
 async fn insights_count_a_history_made_through_the_api() {
     let gw = serve().await;
@@ -37,27 +38,51 @@ async fn insights_count_a_history_made_through_the_api() {
     for _ in 0..2 {
         assert_eq!(gw.propose("read", json!({})).await.0, StatusCode::OK);
     }
+    // A session grant, then a call it covers: one more prompt, and one call granted.
+    let g = gw
+        .held("s1", "pay", json!({"amount": 800, "to": "y"}))
+        .await;
+    let (st, b) = gw
+        .decide_with(&g, OP, json!({"decision": "approve", "scope": "session"}))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    let (st, b) = gw.propose("pay", json!({"amount": 800, "to": "y"})).await;
+    assert_eq!(st, StatusCode::OK, "covered by the grant: {b}");
     let (st, body) = gw.get("/v1/insights", OP).await;
     assert_eq!(st, StatusCode::OK, "{body}");
     let pay = row(&body, "tools", "pay");
     assert_eq!(
         (&pay["prompts"], &pay["approved"], &pay["rejected"]),
-        (&json!(3), &json!(2), &json!(1))
+        (&json!(4), &json!(3), &json!(1))
     );
     let rate = pay["approval_rate"].as_f64().unwrap();
-    assert!((rate - 2.0 / 3.0).abs() < 1e-9, "{rate}");
+    assert!((rate - 3.0 / 4.0).abs() < 1e-9, "{rate}");
     assert!(pay["median_seconds"].as_f64().is_some());
-    assert_eq!(row(&body, "operators", "alice")["prompts"], 3);
-    assert_eq!(row(&body, "agents", "bot")["prompts"], 3);
-    assert_eq!(body["overall"]["prompts"], 3);
-    let read = &body["outright"]["rows"][0];
+    assert_eq!(row(&body, "operators", "alice")["prompts"], 4);
+    assert_eq!(row(&body, "agents", "bot")["prompts"], 4);
+    assert_eq!(body["overall"]["prompts"], 4);
+    let outright: Vec<_> = body["outright"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["tool"].clone(),
+                r["allowed"].clone(),
+                r["granted"].clone(),
+            )
+        })
+        .collect();
     assert_eq!(
-        (&read["tool"], &read["allowed"]),
-        (&json!("read"), &json!(2))
+        outright,
+        [
+            (json!("read"), json!(2), json!(0)),
+            (json!("pay"), json!(0), json!(1))
+        ]
     );
     let days = body["days"].as_array().unwrap();
     assert!((30..=31).contains(&days.len()), "{}", days.len());
-    assert_eq!(days.last().unwrap()["prompts"], 3);
+    assert_eq!(days.last().unwrap()["prompts"], 4);
     assert_eq!(body["rubber_stamp_seconds"], 2.0);
     assert_eq!(body["list_cap"], 50);
     // An explicit range without them.
