@@ -14,8 +14,9 @@
 //! computed in SQL (GROUP BY and window functions, one text for both engines), so no
 //! approval row is loaded into memory; the outright verdicts are in the audit log only
 //! (`call.allowed`, `call.denied`, the tool inside the record's JSON), read in chunks of
-//! [`AUDIT_CHUNK`] records, each chunk its own read (SQLite's writer is never held for long),
-//! at most [`MAX_AUDIT_RECORDS`] of them (`outright_truncated` says so).
+//! [`AUDIT_CHUNK`] records, at most [`MAX_AUDIT_RECORDS`] of them (`outright_truncated` says
+//! so). Every read runs beside the writer (on SQLite a connection
+//! of its own), so gating is not held up while insights are computed.
 
 use crate::db::{self, Conn};
 use crate::error::StoreError;
@@ -143,7 +144,7 @@ impl Store {
                 "the range is longer than 366 days".into(),
             ));
         }
-        let (per_day, overall, tools, agents, operators, granted) = self.read(|c| {
+        let (per_day, overall, tools, agents, operators, granted) = self.aside(|c| {
             Ok((
                 prompts_per_day(c, since, until)?,
                 breakdown(c, Dimension::Overall, since, until)?,
@@ -169,37 +170,54 @@ impl Store {
         })
     }
 
-    /// Per tool, `(allowed, denied)` outright in `[since, until)` from the audit log, read in
-    /// chunks of [`AUDIT_CHUNK`] (each its own read), and whether [`MAX_AUDIT_RECORDS`] cut it.
+    /// Runs `f` in one read snapshot beside the writer: on SQLite on a connection of its own
+    /// (a WAL reader, so the aggregates never hold the writer's connection and gating goes on
+    /// while they run), on Postgres on a read session ([`Store::read`]).
+    fn aside<T>(&self, f: impl Fn(Conn<'_>) -> db::Result<T>) -> Result<T, StoreError> {
+        match &self.database {
+            db::Database::Sqlite { .. } => {
+                let own = self.database.connect()?;
+                Ok(own.conn().snapshot(&f)?)
+            }
+            db::Database::Postgres { .. } => self.read(f),
+        }
+    }
+
+    /// Per tool, `(allowed, denied)` outright in `[since, until)` from the audit log, in one
+    /// snapshot beside the writer ([`Store::aside`]), read in chunks of [`AUDIT_CHUNK`]
+    /// records (memory stays bounded), and whether [`MAX_AUDIT_RECORDS`] cut it.
     fn outright_verdicts(&self, since: i64, until: i64) -> Result<(Verdicts, bool), StoreError> {
-        let mut out = Verdicts::new();
-        let (mut after, mut read) = (0_i64, 0_u64);
-        loop {
-            let chunk: Vec<(i64, String, String)> = self.read(|c| {
-                sql::rows(
-                    c,
-                    "SELECT seq, kind, data FROM audit WHERE seq > ?1 AND kind IN ('call.allowed', 'call.denied')
-                       AND at >= ?2 AND at < ?3 ORDER BY seq LIMIT ?4",
-                    crate::params![after, since, until, AUDIT_CHUNK],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-            })?;
-            let Some(last) = chunk.last() else {
-                return Ok((out, false));
-            };
-            after = last.0;
-            for (_, kind, data) in &chunk {
-                if read >= MAX_AUDIT_RECORDS {
-                    return Ok((out, true));
-                }
-                read += 1;
-                let Some(tool) = tool_of(data) else { continue };
-                let e = out.entry(tool).or_default();
-                if kind == "call.allowed" {
-                    e.0 += 1;
-                } else {
-                    e.1 += 1;
-                }
+        self.aside(|c| outright_in(c, since, until))
+    }
+}
+
+/// [`Store::outright_verdicts`] on session `c`.
+fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, bool)> {
+    let mut out = Verdicts::new();
+    let (mut after, mut read) = (0_i64, 0_u64);
+    loop {
+        let chunk: Vec<(i64, String, String)> = sql::rows(
+            c,
+            "SELECT seq, kind, data FROM audit WHERE seq > ?1 AND kind IN ('call.allowed', 'call.denied')
+               AND at >= ?2 AND at < ?3 ORDER BY seq LIMIT ?4",
+            crate::params![after, since, until, AUDIT_CHUNK],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let Some(last) = chunk.last() else {
+            return Ok((out, false));
+        };
+        after = last.0;
+        for (_, kind, data) in &chunk {
+            if read >= MAX_AUDIT_RECORDS {
+                return Ok((out, true));
+            }
+            read += 1;
+            let Some(tool) = tool_of(data) else { continue };
+            let e = out.entry(tool).or_default();
+            if kind == "call.allowed" {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
             }
         }
     }
