@@ -96,6 +96,11 @@ async fn insights_count_a_history_made_through_the_api() {
     assert_eq!(empty["overall"]["prompts"], 0);
     assert_eq!(empty["days"].as_array().unwrap().len(), 2);
     assert_eq!(empty["days"][0]["day"], "2020-01-01");
+    // Requests at once take turns (one computation at a time) and all get their answer.
+    let all = futures::future::join_all((0..4).map(|_| gw.get("/v1/insights", OP))).await;
+    for (st, b) in all {
+        assert_eq!((st, &b["overall"]["prompts"]), (StatusCode::OK, &json!(4)));
+    }
 }
 
 /// Bad input is a `400` JSON body naming what was wrong, never a 5xx; an agent's key is `403`.
