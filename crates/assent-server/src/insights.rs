@@ -159,7 +159,7 @@ fn figures(f: &store::Figures) -> api::Figures {
 static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// Reads the insights over `[since, until)` on the blocking pool, one request at a time
-/// ([`ONE_AT_A_TIME`]; `503` when the store fails).
+/// (`ONE_AT_A_TIME`; `503` when the store fails).
 pub async fn read(st: &AppState, since: i64, until: i64) -> Result<store::Insights, ApiError> {
     let _turn = ONE_AT_A_TIME
         .acquire()
