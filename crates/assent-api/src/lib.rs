@@ -29,6 +29,7 @@ mod client;
 pub mod error;
 pub mod gate;
 pub mod identity;
+pub mod insights;
 pub mod plans;
 pub mod policies;
 mod routes;

@@ -28,6 +28,7 @@ pub mod approvals;
 pub mod clarify;
 pub mod decide;
 pub mod gate;
+pub mod insights;
 pub mod jwks;
 pub mod learning;
 pub mod metrics;

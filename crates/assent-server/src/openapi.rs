@@ -11,7 +11,8 @@
 //! their own session cookie and CSRF token; not an API). A route mounted in `router.rs` and
 //! missing here fails `tests/it/openapi.rs`.
 
-use crate::{aaep, approvals, checkpoints, clarify, decide, gate, jwks, learning, passkeys};
+use crate::passkeys;
+use crate::{aaep, approvals, checkpoints, clarify, decide, gate, insights, jwks, learning};
 use crate::{plans, policies, receipts, reload, scrape, slack, tokens, tools, webhooks, whoami};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -43,7 +44,7 @@ use utoipa::OpenApi;
         tokens::redeem, jwks::jwks, tokens::list_grants, tokens::revoke_grant,
         whoami::whoami, whoami::declared_tools, learning::learning_samples,
         tools::check, tools::list, tools::read, tools::accept, tools::reject, tools::pins,
-        checkpoints::list, webhooks::dead_letters, reload::reload_route, policies::replay, scrape::scrape,
+        checkpoints::list, webhooks::dead_letters, insights::insights, reload::reload_route, policies::replay, scrape::scrape,
         slack::interactions,
         aaep::subscribe, aaep::events, aaep::replies,
     ),
@@ -57,7 +58,7 @@ use utoipa::OpenApi;
         (name = "propose", description = "An agent submits tool calls, delegations, results, plans, Confirms and questions."),
         (name = "decide", description = "Reading and deciding approvals, cancelling them."),
         (name = "redeem", description = "Redeeming approval tokens, the token keys, grants."),
-        (name = "around", description = "Identity, tool pins and reviews, audit checkpoints, webhook dead letters, reload, policy replay."),
+        (name = "around", description = "Identity, tool pins and reviews, audit checkpoints, webhook dead letters, insights, reload, policy replay."),
         (name = "aaep", description = "The AAEP HTTP binding (Appendix B.1)."),
     )
 )]

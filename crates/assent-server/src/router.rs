@@ -7,7 +7,7 @@
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{aaep, approvals, checkpoints, clarify, dashboard, decide, gate, receipts};
-use crate::{jwks, learning, plans, policies, reload, tokens, tools, webhooks, whoami};
+use crate::{insights, jwks, learning, plans, policies, reload, tokens, tools, webhooks, whoami};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Redirect;
@@ -90,7 +90,7 @@ fn redeem() -> Router<AppState> {
 }
 
 /// Around the life cycle: who a key is, declared and pinned tools, learning samples, audit
-/// checkpoints, webhook dead letters, live reload.
+/// checkpoints, webhook dead letters, insights, live reload.
 fn around() -> Router<AppState> {
     Router::new()
         .route("/v1/whoami", get(whoami::whoami))
@@ -107,6 +107,7 @@ fn around() -> Router<AppState> {
         .route("/v1/tools/pins", get(tools::pins))
         .route("/v1/audit/checkpoints", get(checkpoints::list))
         .route("/v1/webhooks/dead-letters", get(webhooks::dead_letters))
+        .route("/v1/insights", get(insights::insights))
         .route("/v1/reload", post(reload::reload_route))
         .route("/v1/policies/replay", post(policies::replay))
         .route(
@@ -155,6 +156,7 @@ fn ui() -> Router<AppState> {
         .route("/ui/clarifications/{id}/answer", post(forms::answer_form))
         .route("/ui/history", get(views::history_page))
         .route("/ui/audit", get(views::audit_page))
+        .route("/ui/insights", get(dashboard::insights::insights_page))
         .route("/ui/l/{token}", get(forms::open_link))
         .route("/ui/static/app.js", get(page::script))
         .route("/ui/static/app.css", get(page::style))

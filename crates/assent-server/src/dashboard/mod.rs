@@ -23,6 +23,9 @@
 //!   needs one is approved from its card with the passkey (`navigator.credentials.get()`).
 //! - `/ui/history` (filters: agent, tool, status, decided by) and `/ui/audit` (whether the
 //!   audit chain verifies, and its newest records).
+//! - `/ui/insights` ([`insights`], issue 16 §4): prompts per day, approval rate and time to
+//!   decision by tool, agent and operator, rubber stamps, as server-drawn SVG charts
+//!   ([`charts`]) with tables of the same numbers.
 //!
 //! Decisions go through the same code as `POST /v1/approvals/{id}/decision`, so roles,
 //! scopes and edits are checked exactly as there, and the decision is recorded under the
@@ -32,7 +35,9 @@
 //! [`views`] (queue, cards, SSE, history, audit), [`forms`] (decisions, edits, answers, dry
 //! runs, card links). Its routes are mounted by [`crate::router`](mod@crate::router).
 
+pub mod charts;
 pub mod forms;
+pub mod insights;
 pub mod oidc;
 pub mod page;
 pub mod passkeys;

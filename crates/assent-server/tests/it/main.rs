@@ -15,6 +15,7 @@ mod checkpoints;
 mod delegation;
 mod durability;
 mod duties;
+mod insights;
 mod learning;
 
 mod lifecycle;

@@ -15,6 +15,7 @@ mod db;
 mod escalation;
 mod group;
 mod history;
+mod insights;
 mod migrations;
 mod oidc_logins;
 mod pgkit;
