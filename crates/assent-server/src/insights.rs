@@ -126,6 +126,7 @@ pub fn wire(i: &store::Insights) -> api::Insights {
             total: i.outright_total,
             truncated: i.outright_truncated,
         },
+        suggestions: Vec::new(),
     }
 }
 
@@ -170,7 +171,8 @@ pub async fn read(st: &AppState, since: i64, until: i64) -> Result<store::Insigh
 
 /// `GET /v1/insights[?since=RFC3339&until=RFC3339]` (operators): prompts per day, outcomes,
 /// approval rate, time to decision and rubber stamps per tool, agent and operator, and the
-/// calls that needed nobody (default range: the last 30 days; at most 366).
+/// calls that needed nobody, and the top suggestions (default range: the last 30 days; at most
+/// 366).
 #[utoipa::path(get, path = "/v1/insights", tag = "around",
     params(("since" = Option<String>, Query, description = "Start, RFC 3339 (default: 30 days before until)"),
            ("until" = Option<String>, Query, description = "End, RFC 3339, exclusive (default: now)")),
@@ -182,5 +184,11 @@ pub(crate) async fn insights(
     RawQuery(q): RawQuery,
 ) -> Result<Body<api::Insights>, ApiError> {
     let (since, until) = parse_range(q.as_deref(), now_ms())?;
-    Ok(Body(wire(&read(&st, since, until).await?)))
+    let mut body = wire(&read(&st, since, until).await?);
+    body.suggestions = crate::suggestions::top(&st, since, until)
+        .await?
+        .iter()
+        .map(crate::body::to_value)
+        .collect();
+    Ok(Body(body))
 }

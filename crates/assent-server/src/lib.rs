@@ -40,6 +40,7 @@ pub mod receipts;
 pub mod reload;
 pub mod router;
 pub mod scrape;
+pub mod suggestions;
 pub mod tokens;
 pub mod tools;
 pub mod whoami;

@@ -13,8 +13,10 @@ use crate::state::AppState;
 use assent_api::error::{POLICY_INVALID, REPLAY_UNAVAILABLE};
 use assent_api::policies::{PolicyFile, ReplayRequest, ReplayResponse};
 use assent_core::Registry;
-use assent_core::replay::{Options, Replayer};
+use assent_core::replay::{Options, Recorded, Replayer};
+use assent_core::suggest::edit::PolicyFiles;
 use assent_store::history::{MAX_PAGE, Query};
+use assent_store::{Store, StoreError};
 use axum::extract::State;
 use axum::http::StatusCode;
 use std::path::PathBuf;
@@ -56,28 +58,11 @@ pub(crate) async fn replay(
     let report = st
         .store_call(move |s| {
             let mut r = Replayer::new(&reg, Options::default());
-            let mut q = Query {
-                after_seq: 0,
-                since_ms: since,
-                until_ms: until,
-                limit: MAX_PAGE,
-            };
-            let (mut n, mut unreadable) = (0usize, 0u64);
-            loop {
-                let page = s.history_page(&q)?;
-                unreadable += page.unreadable;
-                for rec in &page.recorded {
-                    r.push(rec);
-                }
-                n += page.recorded.len();
-                match page.last_seq {
-                    Some(last) if page.full && n < MAX_REPLAYED => q.after_seq = last,
-                    _ => return Ok((r.finish(), unreadable, page.full)),
-                }
-            }
+            let read = read_history(s, since, until, MAX_REPLAYED, &mut |rec| r.push(rec))?;
+            Ok((r.finish(), read))
         })
         .await?;
-    let (report, unreadable, truncated) = report;
+    let (report, (unreadable, truncated)) = report;
     Ok(Body(ReplayResponse {
         prompts_removed: report.prompts_removed(),
         report: crate::body::to_value(&report),
@@ -86,20 +71,52 @@ pub(crate) async fn replay(
     }))
 }
 
-/// The candidate registry: the config's policy files read now, the body's replacing those of
-/// the same name (the listed path, or a unique base name) or added.
-fn candidate(
-    file: &std::path::Path,
-    strict: bool,
-    b: &ReplayRequest,
-) -> Result<Registry, ApiError> {
-    let invalid = |errors: Vec<String>| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            POLICY_INVALID,
-            format!("the candidate policy does not load: {}", errors.join("; ")),
-        )
+/// Reads the recorded proposals of `[since, until)` (Unix ms, `None` unbounded) from `s` in
+/// order, page by page (each its own read snapshot), handing each to `each`, until `max` were
+/// read. Returns the unreadable records counted and whether more were left.
+///
+/// Errors: the store cannot be read.
+pub(crate) fn read_history(
+    s: &Store,
+    since: Option<i64>,
+    until: Option<i64>,
+    max: usize,
+    each: &mut dyn FnMut(&Recorded),
+) -> Result<(u64, bool), StoreError> {
+    let mut q = Query {
+        after_seq: 0,
+        since_ms: since,
+        until_ms: until,
+        limit: MAX_PAGE,
     };
+    let (mut n, mut unreadable) = (0usize, 0u64);
+    loop {
+        let page = s.history_page(&q)?;
+        unreadable += page.unreadable;
+        for rec in &page.recorded {
+            each(rec);
+        }
+        n += page.recorded.len();
+        match page.last_seq {
+            Some(last) if page.full && n < max => q.after_seq = last,
+            _ => return Ok((unreadable, page.full)),
+        }
+    }
+}
+
+/// `422 POLICY_INVALID` naming `errors`.
+fn invalid(errors: Vec<String>) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        POLICY_INVALID,
+        format!("the candidate policy does not load: {}", errors.join("; ")),
+    )
+}
+
+/// The policy files of config `file` as they are on disk now: `(path, text)` pairs.
+///
+/// Errors: `422 POLICY_INVALID` when the config or a file cannot be read.
+pub(crate) fn policy_files(file: &std::path::Path, strict: bool) -> Result<PolicyFiles, ApiError> {
     let cfg = Config::load_with(file, strict).map_err(|e| invalid(vec![e.to_string()]))?;
     let read = |paths: &[PathBuf]| -> Result<Vec<(String, String)>, ApiError> {
         paths
@@ -111,8 +128,23 @@ fn candidate(
             })
             .collect()
     };
-    let mut agents = read(&cfg.agent_files)?;
-    let mut governance = read(&cfg.governance_files)?;
+    Ok(PolicyFiles {
+        agents: read(&cfg.agent_files)?,
+        governance: read(&cfg.governance_files)?,
+    })
+}
+
+/// The candidate registry: the config's policy files read now, the body's replacing those of
+/// the same name (the listed path, or a unique base name) or added.
+fn candidate(
+    file: &std::path::Path,
+    strict: bool,
+    b: &ReplayRequest,
+) -> Result<Registry, ApiError> {
+    let PolicyFiles {
+        mut agents,
+        mut governance,
+    } = policy_files(file, strict)?;
     substitute(&mut agents, &b.agents);
     substitute(&mut governance, &b.governance);
     Registry::load_with(&agents, &governance, strict)

@@ -157,6 +157,10 @@ fn ui() -> Router<AppState> {
         .route("/ui/history", get(views::history_page))
         .route("/ui/audit", get(views::audit_page))
         .route("/ui/insights", get(dashboard::insights::insights_page))
+        .route(
+            "/ui/insights/suggestions/{n}",
+            get(dashboard::suggested::export_suggestion),
+        )
         .route("/ui/l/{token}", get(forms::open_link))
         .route("/ui/static/app.js", get(page::script))
         .route("/ui/static/app.css", get(page::style))

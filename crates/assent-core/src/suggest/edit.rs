@@ -231,14 +231,38 @@ fn and_not(approval: &Value, key: &str, neg: &Value) -> Option<Value> {
     Some(Value::Object(spec))
 }
 
-/// One condition group with `key: neg` added to its `args_match`.
+/// One condition group with `key: neg` added to its `args_match`. When the group already
+/// constrains `key` with an operator object, `neg`'s operator joins it (the conjunction of
+/// the two: `gt` keeps the larger bound, `lt` the smaller, `not_in` the union); `None` when
+/// that cannot be written (a literal, or the same `not_pattern` operator twice).
 fn add_to(group: &Value, key: &str, neg: &Value) -> Option<Value> {
     let mut g = group.as_object()?.clone();
     let m = g.get_mut("args_match")?.as_object_mut()?;
-    if m.contains_key(key) {
-        return None;
+    let Some(old) = m.get_mut(key) else {
+        m.insert(key.to_string(), neg.clone());
+        return Some(Value::Object(g));
+    };
+    let ops = old.as_object_mut()?;
+    for (op, v) in neg.as_object()? {
+        let joined = match (op.as_str(), ops.get(op)) {
+            (_, None) => v.clone(),
+            ("gt", Some(o)) => json!(if o.as_f64()? >= v.as_f64()? { o } else { v }),
+            ("lt", Some(o)) => json!(if o.as_f64()? <= v.as_f64()? { o } else { v }),
+            ("not_in", Some(o)) => {
+                let mut all = o.as_array()?.clone();
+                all.extend(
+                    v.as_array()?
+                        .iter()
+                        .filter(|x| !all.contains(x))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+                Value::Array(all)
+            }
+            _ => return None,
+        };
+        ops.insert(op.clone(), joined);
     }
-    m.insert(key.to_string(), neg.clone());
     Some(Value::Object(g))
 }
 

@@ -138,6 +138,12 @@ fn same(a: &Value, b: &Value) -> bool {
 /// covering at least `min` of `yes`; `upper` picks the number bound's side (`AtMost` for
 /// approvals, `AtLeast` for denials). `None` when none does.
 pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(Constraint, usize)> {
+    ranked(yes, no, min, upper).into_iter().next()
+}
+
+/// Every constraint [`best`] weighs, best first: most of `yes` covered, then a bound before a
+/// prefix before a list.
+pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Constraint, usize)> {
     let keys: BTreeSet<&String> = yes
         .iter()
         .filter_map(|a| a.as_object())
@@ -152,7 +158,7 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
         found.extend(one_of(key, &vals, &others));
     }
     let score = |c: &Constraint| yes.iter().filter(|a| c.holds(a)).count();
-    found
+    let mut out: Vec<(Constraint, usize)> = found
         .into_iter()
         .filter(|c| !no.iter().any(|a| c.holds(a)))
         .map(|c| {
@@ -160,7 +166,9 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
             (c, n)
         })
         .filter(|(_, n)| *n >= min)
-        .max_by(|(a, na), (b, nb)| na.cmp(nb).then(b.rank().cmp(&a.rank())))
+        .collect();
+    out.sort_by(|(a, na), (b, nb)| nb.cmp(na).then(a.rank().cmp(&b.rank())));
+    out
 }
 
 /// The number bound on `key` reaching the most of `vals` before the first of `others`.

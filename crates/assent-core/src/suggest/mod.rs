@@ -4,8 +4,9 @@
 //! its replay over the same history ([`crate::replay`]). Nothing here applies a suggestion.
 //!
 //! For each tool (and MCP server), over the held calls a person approved or rejected
-//! ([`mine::best`]): the one-argument [`Constraint`] covering the most approved calls and no
-//! rejected one, with at least `min_decisions` calls. Its prompt sources ([`edit::sources`]:
+//! ([`mine::ranked`]): the one-argument [`Constraint`] covering the most approved calls and no
+//! rejected one, with at least `min_decisions` calls (the next best when the first cannot be
+//! written into the rules). Its prompt sources ([`edit::sources`]:
 //! the governance rules and the agent declaration that require approval of those calls) are
 //! narrowed with "and not the pattern"; a call held for another reason (risk tier R3 or more,
 //! irreversible, a threshold or scope trigger) gives no suggestion, since a condition cannot
@@ -25,6 +26,9 @@ use mine::Constraint;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Patterns tried per tool before giving up on a prompt removal (each a replay).
+const MAX_TRIED: usize = 4;
 
 /// What a suggestion proposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,8 +160,10 @@ pub fn suggest(
         };
         let (yes, no) = (args(&g.approved), args(&g.rejected));
         let (yes, no): (Vec<&Value>, Vec<&Value>) = (yes.iter().collect(), no.iter().collect());
-        if let Some((c, _)) = mine::best(&yes, &no, min, true)
-            && let Some(sg) = removal(reg, files, &g, &c, history)
+        let removals = mine::ranked(&yes, &no, min, true).into_iter();
+        if let Some(sg) = removals
+            .take(MAX_TRIED)
+            .find_map(|(c, _)| removal(reg, files, &g, &c, history))
         {
             out.push(Suggestion {
                 server: server.clone(),

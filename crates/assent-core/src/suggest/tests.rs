@@ -220,3 +220,44 @@ fn not_pattern_holds_when_the_regex_matches_nowhere_and_fails_closed_on_other_ty
         "a missing argument requires approval"
     );
 }
+
+#[test]
+fn a_bound_joins_the_same_argument_in_an_existing_condition() {
+    // `pay` asks over 100; approvals up to 220 and a rejection at 900: ask over 220 instead.
+    let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n      approval: {condition: {args_match: {amount: {gt: 100}}}}\n";
+    let f = PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), agent.into())],
+        governance: vec![],
+    };
+    let mut h: Vec<Recorded> = (0..12)
+        .map(|i| {
+            held(
+                i,
+                "pay",
+                json!({"amount": 110 + i * 10}),
+                ApprovalStatus::Approved,
+                "alice",
+            )
+        })
+        .collect();
+    h.push(held(
+        20,
+        "pay",
+        json!({"amount": 900}),
+        ApprovalStatus::Rejected,
+        "alice",
+    ));
+    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let s = &out[0];
+    assert_eq!(
+        s.pattern,
+        Constraint::AtMost {
+            key: "amount".into(),
+            max: 220.0
+        }
+    );
+    assert!(s.edits[0].yaml.contains("gt: 220"), "{}", s.edits[0].yaml);
+    assert!(!s.edits[0].yaml.contains("100"), "{}", s.edits[0].yaml);
+    assert_eq!((s.replay.confirm_to_allow, s.replay.loosened), (12, 0));
+    assert_eq!((s.replay.prompts_before, s.replay.prompts_after), (13, 1));
+}

@@ -7,6 +7,7 @@
 use super::charts::{self, Chart};
 use super::page::{page, page_with, secured};
 use super::session::Operator;
+use super::suggested::{SuggestionRow, rows};
 use crate::insights::{range_of, read, stamps, wire};
 use crate::state::{AppState, now_ms};
 use askama::Template;
@@ -52,6 +53,8 @@ struct InsightsPage {
     operators: Table,
     charts: Vec<Chart>,
     chart_tools: usize,
+    suggestions: Vec<SuggestionRow>,
+    min_decisions: u32,
 }
 
 /// `0.0` as `"—"` when absent, else with up to one decimal.
@@ -145,6 +148,8 @@ pub(crate) async fn insights_page(
         },
         charts: vec![],
         chart_tools: charts::CHART_TOOLS,
+        suggestions: vec![],
+        min_decisions: crate::suggestions::MIN_DECISIONS,
     };
     let range = stamps(q.as_deref()).and_then(|(s, u)| {
         let (s, u) = (form_stamp(s), form_stamp(u));
@@ -169,5 +174,9 @@ pub(crate) async fn insights_page(
     t.operators = table(&found.operators);
     t.charts = draw(&found);
     t.data = Some(found);
+    match crate::suggestions::top(&st, since, until).await {
+        Ok(found) => t.suggestions = rows(&found, since, until),
+        Err(e) => return secured(e.into_response()),
+    }
     page(&t)
 }

@@ -43,4 +43,5 @@ pub mod page;
 pub mod passkeys;
 pub mod session;
 pub mod sessions;
+pub mod suggested;
 pub mod views;

@@ -33,5 +33,6 @@ mod security;
 mod session_risk;
 mod slack;
 mod sso;
+mod suggestions;
 mod tools;
 mod webhooks;

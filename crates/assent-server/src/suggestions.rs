@@ -1,0 +1,96 @@
+//! The top suggestions of a range (issue 16 §2, §4) for `GET /v1/insights` and the dashboard's
+//! insights page: the gateway's policy files as they are on disk and the settled decisions
+//! recorded in `[since, until)` handed to [`assent_core::suggest`] (each suggestion replayed
+//! over the same history). At most [`MAX_HISTORY`] proposals are read (the oldest first), and
+//! none when the gateway was not started from a config file (there is no file to change).
+
+use crate::error::ApiError;
+use crate::policies::{policy_files, read_history};
+use crate::state::AppState;
+use crate::store_call::blocking;
+use assent_core::Registry;
+use assent_core::replay::Recorded;
+use assent_core::suggest::{Settings, Suggestion, suggest};
+
+/// Proposals read for suggestions at the most.
+pub const MAX_HISTORY: usize = 50_000;
+
+/// Suggestions shown.
+pub const TOP: usize = 3;
+
+/// Settled decisions a pattern needs before it is suggested (`assent suggest`'s default).
+pub const MIN_DECISIONS: u32 = 10;
+
+/// The first [`TOP`] suggestions for `[since, until)` (Unix ms); empty without a config file or
+/// when the policy files do not load now (the running set is what is in force either way).
+///
+/// Errors: `503` when the store cannot be read.
+pub(crate) async fn top(
+    st: &AppState,
+    since: i64,
+    until: i64,
+) -> Result<Vec<Suggestion>, ApiError> {
+    let Some(source) = st.reload.clone() else {
+        return Ok(Vec::new());
+    };
+    let (file, strict) = (source.file.clone(), source.strict);
+    let Ok(files) = blocking(move || policy_files(&file, strict)).await? else {
+        return Ok(Vec::new());
+    };
+    let history = st
+        .store_call(move |s| {
+            let mut all: Vec<Recorded> = Vec::new();
+            read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
+                all.push(r.clone())
+            })?;
+            Ok(all)
+        })
+        .await?;
+    blocking(move || {
+        let Ok(reg) = Registry::load(&files.agents, &files.governance) else {
+            return Vec::new();
+        };
+        let settings = Settings {
+            min_decisions: MIN_DECISIONS,
+        };
+        let mut found = suggest(&reg, &files, &history, settings);
+        found.truncate(TOP);
+        found
+    })
+    .await
+}
+
+/// Suggestion `n` (1-based) as a YAML document to download: comments saying what it is, its
+/// evidence and replay, then each edit's file, place and YAML.
+pub fn export(n: usize, s: &Suggestion) -> String {
+    let e = &s.evidence;
+    let r = &s.replay;
+    let tool = match &s.server {
+        Some(a) => format!("{a}/{}", s.tool),
+        None => s.tool.clone(),
+    };
+    let mut out = format!(
+        "# assent suggestion {n}: {tool}: {}\n# evidence: {} decisions by {} ({} to {}); {} on the other side, none covered\n# replay: prompts {} -> {}, loosened {}\n# nothing is applied until you write this into the file named below and reload\n",
+        s.description.replace('\n', " "),
+        e.decisions,
+        e.deciders.join(", ").replace('\n', " "),
+        assent_core::stamp::rfc3339(e.first),
+        assent_core::stamp::rfc3339(e.last),
+        e.other_side,
+        r.prompts_before,
+        r.prompts_after,
+        r.loosened
+    );
+    for ed in &s.edits {
+        out.push_str(&format!(
+            "---\n# in {} ({})\n{}",
+            ed.file.replace('\n', " "),
+            ed.location.replace('\n', " "),
+            ed.yaml
+        ));
+        if !ed.yaml.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}

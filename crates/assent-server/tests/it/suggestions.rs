@@ -1,0 +1,161 @@
+//! The insights' suggestions (issue 16 §2, §4) over a real configuration file: a planted
+//! always-approved pattern made through the API is suggested by `GET /v1/insights` and on
+//! `/ui/insights`, and its one-click export is the YAML to write; a gateway with no config file
+//! suggests nothing.
+
+use crate::kit::{AGENTS, Gw, policy, start_custom};
+use assent_server::config::{Config, ReloadSource};
+use assent_server::{Live, Settings};
+use reqwest::StatusCode;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+const OP: &str = "alice-key";
+const BOT: &str = "bot-key";
+
+/// A gateway started from `dir/conf/assent.yaml` (the kit's `bot` agent, whose `pay` asks over
+/// 100, and a governance file), its store in `dir/data`.
+async fn from_config(dir: &std::path::Path) -> Gw {
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    let gov = policy("acme.test.suggest", "- tool: read\n  risk_tier: R1\n");
+    std::fs::write(conf.join("gov.yaml"), &gov).unwrap();
+    let key = |k: &str| hex::encode(Sha256::digest(k.as_bytes()));
+    let text = format!(
+        "agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [finance], key_sha256: \"{}\"}}\n  - {{name: bot, kind: agent, agent_id: bot, key_sha256: \"{}\"}}\n",
+        key(OP),
+        key(BOT)
+    );
+    let file = conf.join("assent.yaml");
+    std::fs::write(&file, text).unwrap();
+    let cfg = Config::load(&file).unwrap();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    start_custom(&data, 300_000, Settings::default(), AGENTS, &gov, |st| {
+        st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
+        st.reload = Some(Arc::new(ReloadSource::new(&cfg, false)));
+    })
+    .await
+}
+
+/// Proposes `pay {amount, to}` in a session of its own and has alice decide it.
+async fn pay_decided(gw: &Gw, i: u32, amount: u32, approve: bool) {
+    let body = json!({"agent": "bot", "session_id": format!("s{i}"), "tool": "pay", "arguments": {"amount": amount, "to": format!("r{i}")}});
+    let (s, a) = gw.post("/v1/tool-calls", BOT, body).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{a}");
+    let id = a["approval_id"].as_str().unwrap();
+    let d = if approve { "approve" } else { "deny" };
+    let (s, b) = gw
+        .post(
+            &format!("/v1/approvals/{id}/decision"),
+            OP,
+            json!({"decision": d}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+}
+
+#[tokio::test]
+async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = from_config(dir.path()).await;
+    for i in 0..12 {
+        pay_decided(&gw, i, 110 + i * 10, true).await;
+    }
+    pay_decided(&gw, 20, 900, false).await;
+    let (s, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let sg = &body["suggestions"][0];
+    assert_eq!(sg["kind"], "remove_prompt", "{body}");
+    assert_eq!(sg["description"], "ask unless amount <= 220");
+    assert_eq!(sg["evidence"]["decisions"], 12);
+    assert_eq!(sg["replay"]["confirm_to_allow"], 12);
+    assert_eq!(sg["replay"]["loosened"], 0);
+    let edit = &sg["edits"][0];
+    assert!(
+        edit["file"].as_str().unwrap().ends_with("bot.agf.yaml"),
+        "{edit}"
+    );
+    assert!(edit["yaml"].as_str().unwrap().contains("gt: 220"), "{edit}");
+
+    let cookie = gw.dashboard_session().await;
+    let html = gw.dashboard_page("/ui/insights", &cookie).await;
+    assert!(
+        html.contains("ask unless amount &#60;= 220")
+            || html.contains("ask unless amount &lt;= 220"),
+        "{html}"
+    );
+    let link = html
+        .split("href=\"/ui/insights/suggestions/1?")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("an export link");
+    let link = format!("/ui/insights/suggestions/1?{}", link.replace("&amp;", "&"));
+    let r = gw
+        .http
+        .get(format!("{}{link}", gw.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/yaml")
+    );
+    assert!(
+        r.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("assent-suggestion-1.yaml")
+    );
+    let yaml = r.text().await.unwrap();
+    assert!(
+        yaml.starts_with("# assent suggestion 1: pay: ask unless amount <= 220"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("gt: 220") && yaml.contains("# in "), "{yaml}");
+    // No such suggestion; not signed in.
+    let r = gw
+        .http
+        .get(format!("{}/ui/insights/suggestions/9", gw.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // Without a session: the sign-in page, never the YAML.
+    let r = gw
+        .http
+        .get(format!("{}{link}", gw.url))
+        .send()
+        .await
+        .unwrap();
+    let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(!ct.starts_with("application/yaml"), "{ct}");
+    assert!(!r.text().await.unwrap().contains("gt: 220"));
+}
+
+#[tokio::test]
+async fn a_gateway_without_a_config_file_suggests_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &policy("p", "- tool: read\n"),
+        |_| {},
+    )
+    .await;
+    for i in 0..12 {
+        pay_decided(&gw, i, 110 + i * 10, true).await;
+    }
+    let (s, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(body["suggestions"], json!([]));
+}
