@@ -87,6 +87,7 @@ mod receipts;
 mod record;
 pub mod retention;
 pub mod sessions;
+mod single_use;
 pub mod slack;
 mod sql;
 mod store;
