@@ -97,13 +97,7 @@ async fn the_metrics_need_an_operator_key() {
         scrape(&gw, Some("not-a-key")).await.0,
         StatusCode::UNAUTHORIZED
     );
-    let r = gw
-        .http
-        .get(format!("{}/metrics", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap();
+    let r = gw.get_raw("/metrics", OP).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert!(
         r.headers()["content-type"]

@@ -355,13 +355,7 @@ async fn a_reload_names_the_settings_only_a_restart_applies_and_leaves_them() {
 #[tokio::test]
 async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
     let (_dir, gw, conf) = reloadable_by_everyone().await;
-    let mut stream = gw
-        .http
-        .get(format!("{}/aaep/v1/events", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap();
+    let mut stream = gw.get_raw("/aaep/v1/events", OP).await;
     assert_eq!(stream.status(), StatusCode::OK);
     let first = stream.chunk().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("aaep.subscription"));

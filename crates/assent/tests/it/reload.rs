@@ -4,19 +4,13 @@
 //! `assent reload` prints whose keys were revoked, an agent's key cannot reload, and `assent
 //! show` names the policy set a call was held under.
 
-use crate::{BOT_KEY, FS_KEY, cli, get_op, held, ok, served, stop};
+use crate::{BOT_KEY, FS_KEY, cli, get_as, get_op, held, ok, served, stop};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The status of `GET {url}/v1/whoami` with `key`.
 fn whoami(url: &str, key: &str) -> u16 {
-    reqwest::blocking::Client::new()
-        .get(format!("{url}/v1/whoami"))
-        .bearer_auth(key)
-        .send()
-        .unwrap()
-        .status()
-        .as_u16()
+    get_as(url, "/v1/whoami", key).status().as_u16()
 }
 
 /// The config file's text with the principal `bot`'s line left out.
