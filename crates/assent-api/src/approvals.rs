@@ -21,7 +21,6 @@ pub struct Approval {
     /// Approval id, UUID v4 (also the MPLP Confirm id).
     pub id: String,
     /// Current status.
-    #[schema(value_type = crate::schema::ApprovalStatus)]
     pub status: ApprovalStatus,
     /// The agent that proposed the call.
     pub agent: String,
@@ -45,7 +44,6 @@ pub struct Approval {
     /// `triggers`, `suggested_alternatives`, `escalation`, `output_bytes`,
     /// `in_client_approval`, `side_effects`, `rollback`, `dry_run_tool`, `redact`.
     #[serde(flatten)]
-    #[schema(value_type = crate::schema::ApprovalTerms)]
     pub terms: ApprovalTerms,
     /// Seed 002 `humanSummary`.
     pub human_summary: String,
@@ -166,7 +164,6 @@ pub struct Votes {
     pub cast: Vec<Vote>,
     /// The approving votes against the quorum: whether it is met and who counted in which
     /// group (a person counts once).
-    #[schema(value_type = crate::schema::Tally)]
     pub approvals: Tally,
     /// Places the quorum has in all (`"1 of 2"` is `approvals`' counted over this).
     pub required: u32,
@@ -214,7 +211,6 @@ pub struct Vote {
     /// The principal who voted.
     pub by: String,
     /// `approve` or `deny`.
-    #[schema(value_type = crate::schema::DecisionKind)]
     pub decision: DecisionKind,
     /// Their roles when they voted.
     pub roles: Vec<String>,
@@ -240,7 +236,6 @@ pub use assent_core::quorum::Tally;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DecisionEntry {
     /// What it did.
-    #[schema(value_type = crate::schema::Settlement)]
     pub decision: Settlement,
     /// The operator's reason, or the expiry note.
     pub reason: Option<String>,
@@ -249,7 +244,6 @@ pub struct DecisionEntry {
     /// When, RFC 3339.
     pub at: String,
     /// For an expiry: the default decision that applied.
-    #[schema(value_type = Option<crate::schema::DefaultDecision>)]
     pub default_applied: Option<DefaultDecision>,
     /// Whether a passkey signed it (issue 14 §4; the assertion is in the receipt).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -283,7 +277,6 @@ pub struct ApprovalGroup {
     /// Their tool.
     pub tool: String,
     /// The first approval's reasons.
-    #[schema(value_type = Vec<crate::schema::Reason>)]
     pub reasons: Vec<Reason>,
     /// How many approvals are in the group.
     pub count: usize,
@@ -309,14 +302,12 @@ pub struct ApprovalRequestDoc {
     /// Human summary.
     pub human_summary: String,
     /// Risk tier.
-    #[schema(value_type = crate::schema::RiskTier)]
     pub risk_tier: RiskTier,
     /// RFC 3339.
     pub requested_at: String,
     /// RFC 3339.
     pub expires_at: String,
     /// Status.
-    #[schema(value_type = crate::schema::ApprovalStatus)]
     pub status: ApprovalStatus,
     /// RFC 6902 patch of an edit or a resubmitted plan; absent otherwise.
     #[serde(
@@ -338,7 +329,6 @@ pub struct ApprovalRequestDoc {
 #[schema(example = json!({"decision": "approve", "reason": "checked the invoice", "scope": "once"}))]
 pub struct DecisionRequest {
     /// Approve or deny.
-    #[schema(value_type = crate::schema::DecisionKind)]
     pub decision: DecisionKind,
     /// Why (at most 4096 bytes); the agent is told a denial's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -477,7 +467,7 @@ pub struct CancelRequest {
 #[schema(example = json!({"decision": "deny", "reason": "not now"}))]
 pub struct UserDecisionRequest {
     /// `"approve"` or `"deny"` (a string: anything else is a `400` naming it).
-    #[schema(value_type = crate::schema::DecisionKind)]
+    #[schema(value_type = crate::DecisionKind)]
     pub decision: String,
     /// The user's reason; recorded as `in the MCP client: REASON`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -535,7 +525,7 @@ struct BatchDecisionWire {
     /// 1 to 500 approval ids.
     ids: Vec<String>,
     /// Approve or deny.
-    decision: crate::schema::DecisionKind,
+    decision: crate::DecisionKind,
     /// Why (at most 4096 bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,

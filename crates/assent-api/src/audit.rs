@@ -26,7 +26,6 @@ pub struct CheckpointList {
 pub struct Checkpoint {
     /// What was signed, and the signature.
     #[serde(flatten)]
-    #[schema(value_type = crate::schema::SignedCheckpoint)]
     pub signed: SignedCheckpoint,
     /// `time` as RFC 3339.
     pub at: String,

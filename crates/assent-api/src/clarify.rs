@@ -41,7 +41,6 @@ pub use assent_core::clarification::{Clarification, ClarificationStatus};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClarificationList {
     /// The clarifications.
-    #[schema(value_type = Vec<crate::schema::Clarification>)]
     pub clarifications: Vec<Clarification>,
 }
 

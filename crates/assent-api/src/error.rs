@@ -18,14 +18,12 @@ pub struct ApiErrorBody {
     pub message: String,
     /// `ALREADY_DECIDED`: the status the approval already has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<crate::schema::ApprovalStatus>)]
     pub status: Option<ApprovalStatus>,
     /// `APPROVAL_DAMAGED`: the stored columns that could not be read (e.g. `["approvers"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damaged: Option<Vec<String>>,
     /// An edit refused by the gatekeeper: the reasons of the edited call's verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<crate::schema::Reason>>)]
     pub reasons: Option<Vec<Reason>>,
     /// An edit refused by the gatekeeper: the triggers the edited call fired.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -211,10 +211,8 @@ pub struct VerdictEcho {
     /// SHA-256 (lowercase hex) of the call's RFC 8785 canonical JSON.
     pub call_hash: String,
     /// Why: every rule consulted (for a held call, the approval's reasons).
-    #[schema(value_type = Vec<crate::schema::Reason>)]
     pub reasons: Vec<Reason>,
     /// The verdict's risk tier.
-    #[schema(value_type = crate::schema::RiskTier)]
     pub risk_tier: RiskTier,
     /// Threshold and scope triggers that fired (`rate`, `cost`, `paths`, `domains`,
     /// `output_bytes`).
@@ -363,10 +361,10 @@ struct AllowedWire {
     call_hash: String,
     /// The verdict's reasons.
     #[schema(required = false)]
-    reasons: Vec<crate::schema::Reason>,
+    reasons: Vec<crate::Reason>,
     /// The verdict's tier.
     #[schema(required = false)]
-    risk_tier: crate::schema::RiskTier,
+    risk_tier: crate::RiskTier,
     /// Triggers that fired.
     #[schema(required = false)]
     triggers: Vec<String>,

@@ -66,7 +66,6 @@ pub struct Redeemed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GrantList {
     /// The grants.
-    #[schema(value_type = Vec<crate::schema::Grant>)]
     pub grants: Vec<Grant>,
 }
 

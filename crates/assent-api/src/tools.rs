@@ -25,7 +25,6 @@ pub struct ToolCheckRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCheckResponse {
     /// One per reported tool.
-    #[schema(value_type = Vec<crate::schema::ToolState>)]
     pub tools: Vec<ToolState>,
 }
 
@@ -38,7 +37,6 @@ pub use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolStat
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolReviewList {
     /// The reviews.
-    #[schema(value_type = Vec<crate::schema::ToolReview>)]
     pub reviews: Vec<ToolReview>,
 }
 
@@ -46,7 +44,6 @@ pub struct ToolReviewList {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolPinList {
     /// The pins.
-    #[schema(value_type = Vec<crate::schema::ToolPin>)]
     pub pins: Vec<ToolPin>,
 }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Status of an approval. `pending` is the only non-terminal state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalStatus {
     /// Waiting for a decision.
@@ -46,6 +47,7 @@ impl ApprovalStatus {
 
 /// An operator's decision (seed 002 "Operator decision options": approve once / deny).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DecisionKind {
     /// Approve once: mints a single-use token.
@@ -77,6 +79,7 @@ impl DecisionKind {
 /// expiry sweep's `expire` (the default decision says what applied), or a `cancel`.
 /// Serialised, and shown, as the lowercase name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Settlement {
     /// Approved (an operator, a grant, or the agent's user).
@@ -211,6 +214,7 @@ impl Serialize for GrantScope {
 
 /// What happens when an approval times out (AAEP `default_decision`; `reject` when omitted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DefaultDecision {
     /// Approve at expiry (never for irreversible actions).

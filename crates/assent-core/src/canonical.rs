@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 /// MCP server alias when the call goes to an MCP server (never set for local tools), and
 /// `arguments` the JSON object of arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCall {
     /// Tool name or local tool alias.
     pub tool: String,

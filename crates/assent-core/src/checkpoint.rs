@@ -13,6 +13,7 @@ use serde_json::json;
 /// One signed checkpoint, as stored, listed (`GET /v1/audit/checkpoints`, with its time also
 /// as RFC 3339), written to the JSONL sink (one per line) and carried on webhooks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = SignedCheckpoint))]
 pub struct Checkpoint {
     /// Audit sequence number of the newest record covered (from 1: an empty chain gets none).
     pub seq: i64,

@@ -13,6 +13,7 @@ pub const RESPONSE_KINDS: [&str; 4] = ["freetext", "yes_no", "multiple_choice", 
 
 /// One clarification question, as every clarification route answers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Clarification {
     /// Clarification id, UUID v4.
     pub id: String,
@@ -36,12 +37,15 @@ pub struct Clarification {
     pub answered_by: Option<String>,
     /// When: Unix milliseconds (RFC 3339 on the wire).
     #[serde(with = "opt_ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub answered_at: Option<i64>,
     /// When it was asked: Unix milliseconds (RFC 3339 on the wire).
     #[serde(with = "ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub requested_at: i64,
     /// When it expires unanswered: Unix milliseconds (RFC 3339 on the wire).
     #[serde(with = "ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub expires_at: i64,
     /// The AAEP `reply_token` (`rpl_…`, a correlation id, not a credential) that a
     /// `clarification.reply` names: known inside the gateway (`Some` from the store), never
@@ -88,6 +92,7 @@ impl Clarification {
 
 /// Status of a clarification: `"pending"`, `"answered"`, `"expired"` or `"cancelled"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ClarificationStatus {
     /// Waiting for an answer.

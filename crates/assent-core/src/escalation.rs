@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 /// keys: a client must read the approval of a newer gateway; governance files are read
 /// strictly by their own raw form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Escalation {
     /// The steps; their order does not matter ([`schedule`] sorts them by time).
     pub steps: Vec<EscalationStep>,
@@ -31,6 +32,7 @@ pub struct Escalation {
 
 /// One step of an [`Escalation`]: when it happens and the roles that join the approvers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EscalationStep {
     /// Seconds after the approval was raised (an `escalation` chain's `after`); `None`: when
     /// the approval's first wait (its timeout) ends (an `on_timeout` step).

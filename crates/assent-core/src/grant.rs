@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 /// a prompt, each with its own single-use token. As stored (times in Unix milliseconds) and as
 /// listed by `GET /v1/grants` (times as RFC 3339 text, see [`crate::stamp`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Grant {
     /// Grant id, UUID v4 (`DELETE /v1/grants/{id}` revokes it).
     pub id: String,
@@ -40,13 +41,16 @@ pub struct Grant {
     pub created_by: String,
     /// When it was created: Unix milliseconds (RFC 3339 on the wire).
     #[serde(with = "ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub created_at: i64,
     /// When it lapses: Unix milliseconds (RFC 3339 on the wire); `None` for `session` and
     /// `workspace`.
     #[serde(with = "opt_ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub expires_at: Option<i64>,
     /// When it was revoked: Unix milliseconds (RFC 3339 on the wire); `None` while not.
     #[serde(with = "opt_ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub revoked_at: Option<i64>,
     /// Who revoked it.
     pub revoked_by: Option<String>,

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 /// What the gateway says of one advertised tool (`POST /v1/tools/check`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolState {
     /// The tool name.
     pub name: String,
@@ -28,6 +29,7 @@ pub struct ToolState {
 /// `"pinned"` (matches its pin), `"first_use"` (pinned now: the server was new) or `"held"`
 /// (changed or new since the server was pinned; a review decides).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PinState {
     /// Matches its pin.
@@ -51,6 +53,7 @@ impl PinState {
 
 /// `"pending"`, `"accepted"` or `"rejected"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ReviewStatus {
     /// Waiting for an operator.
@@ -82,6 +85,7 @@ impl ReviewStatus {
 /// One review of a changed or new tool (`GET /v1/tools/reviews/{id}[?wait=S]`, and the answer
 /// to `POST …/accept` and `…/reject`, which are `409 ALREADY_DECIDED` after the first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolReview {
     /// Review id, UUID v4.
     pub id: String,
@@ -99,6 +103,7 @@ pub struct ToolReview {
     pub status: ReviewStatus,
     /// When the proxy saw it: Unix milliseconds (RFC 3339 on the wire).
     #[serde(with = "ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub seen_at: i64,
     /// The agent whose proxy saw it.
     pub seen_by: String,
@@ -106,6 +111,7 @@ pub struct ToolReview {
     pub decided_by: Option<String>,
     /// When: Unix milliseconds (RFC 3339 on the wire).
     #[serde(with = "opt_ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub decided_at: Option<i64>,
     /// RFC 6902 patch from `pinned` to `definition`; present only when `pinned` is (the
     /// gateway adds it to what it shows; the stored row has none).
@@ -119,6 +125,7 @@ pub struct ToolReview {
 
 /// A pinned tool (`GET /v1/tools/pins`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolPin {
     /// The MCP server alias.
     pub server: String,
@@ -130,6 +137,7 @@ pub struct ToolPin {
     pub definition: Value,
     /// When it was pinned: Unix milliseconds (RFC 3339 on the wire).
     #[serde(with = "ms_as_rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub pinned_at: i64,
     /// `trust-on-first-use`, or the operator who accepted it.
     pub pinned_by: String,

@@ -17,6 +17,7 @@ pub const MAX_GROUPS: usize = 8;
 /// One group of a quorum: `count` distinct principals, each holding one of `roles` (empty:
 /// any operator).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QuorumGroup {
     /// Roles whose holders may fill this group; empty: any operator.
     pub roles: Vec<String>,
@@ -26,6 +27,7 @@ pub struct QuorumGroup {
 
 /// What a deny vote does on an approval that needs a quorum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DenyRule {
     /// One deny by a qualified approver rejects (the default: saying no is the safe side).
@@ -37,11 +39,13 @@ pub enum DenyRule {
 
 /// Several distinct people must approve: every group filled, no principal counted twice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Quorum {
     /// The groups, all of which must be filled.
     pub groups: Vec<QuorumGroup>,
     /// What a deny vote does.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub deny: DenyRule,
 }
 
@@ -66,6 +70,7 @@ pub struct Ballot<'a> {
 
 /// One group's state in a [`Tally`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GroupTally {
     /// The group's roles (empty: any operator).
     pub roles: Vec<String>,
@@ -77,6 +82,7 @@ pub struct GroupTally {
 
 /// Whether the votes cast meet a quorum, and who counted where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Tally {
     /// Every group is filled.
     pub met: bool,

@@ -19,6 +19,7 @@ pub const RECEIPT_VERSION: u32 = 1;
 
 /// One approval's receipt. Times are RFC 3339 (UTC, milliseconds).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
     /// [`RECEIPT_VERSION`].
@@ -73,6 +74,7 @@ pub struct Receipt {
 
 /// One vote in a receipt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReceiptVote {
     /// The principal who voted.
@@ -88,11 +90,13 @@ pub struct ReceiptVote {
     /// The passkey assertion that signed an approving vote, with the credential's public key
     /// (issue 14 §4); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>))]
     pub passkey: Option<PasskeyProof>,
 }
 
 /// The decision that settled an approval, in a receipt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReceiptDecision {
     /// `approve`, `deny`, `expire` or `cancel`.
@@ -106,6 +110,7 @@ pub struct ReceiptDecision {
     /// The passkey assertion that signed an approving decision (issue 14 §4); absent
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>))]
     pub passkey: Option<PasskeyProof>,
 }
 

@@ -9,6 +9,7 @@ use std::fmt;
 
 /// seed 002 risk tier. R0–R1 map to AAEP `low`, R2 to `medium`, R3–R4 to `high`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum RiskTier {
     /// Negligible risk (AAEP low).
     R0,

@@ -36,6 +36,7 @@ impl VerdictKind {
 
 /// One reason behind a verdict: the file, the rule in it, and what it said.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Reason {
     /// The agent or governance file; empty for built-in rules.
     pub file: String,
@@ -63,6 +64,7 @@ pub struct Verdict {
 /// what they are shown, what happens when nobody does, and the limits on the call's result.
 /// The last five fields default when absent on input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalTerms {
     /// The rendered approval message (confirm), or the denial reason (deny), or empty (allow).
     pub message: String,
@@ -96,6 +98,7 @@ pub struct ApprovalTerms {
     /// `in_client_approval`, the verdict is `confirm`, the tier is below R3 and no covering
     /// rule names approver roles.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub in_client_approval: bool,
     /// Separation of duties (issue 14 §2): the agent's owners and the person the call acts for
     /// may not approve it. On when a covering rule says `separation_of_duties: true`, or the
@@ -109,9 +112,11 @@ pub struct ApprovalTerms {
     pub require_passkey: bool,
     /// `side_effects` of the covering rules, rendered (confirm only), in rule order.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub side_effects: Vec<String>,
     /// `rollback` notes of the covering rules, rendered (confirm only), in rule order.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub rollback: Vec<String>,
     /// The first covering rule's `dry_run_tool`: the tool that previews this call.
     #[serde(default)]
@@ -119,6 +124,7 @@ pub struct ApprovalTerms {
     /// Argument paths masked in everything that leaves the gateway: the union of the covering
     /// rules' `redact`.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub redact: Vec<String>,
 }
 

@@ -49,6 +49,7 @@ pub mod dashboard;
 // Background work and the wire formats.
 pub mod checkpoints;
 mod cursor;
+mod deliveries;
 pub mod envelopes;
 pub mod formats;
 pub mod retention;

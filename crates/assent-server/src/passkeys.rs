@@ -113,23 +113,36 @@ pub async fn start_registration(
         serde_json::json!([{"type": "public-key", "alg": -7}]);
     let mut state = serde_json::to_value(&state).expect("state serialises");
     state["rs"]["credential_algorithms"] = serde_json::json!(["ES256"]);
-    let c = Ceremony {
+    begin(st, ceremony(principal, "register", &state), options).await
+}
+
+/// A new ceremony of `principal` for `purpose` keeping the library's `state`, bound to no
+/// approval (a vote's fills in the approval, call hash, decision and nonce), ending
+/// [`CEREMONY_MS`] from now.
+fn ceremony(principal: &str, purpose: &str, state: &serde_json::Value) -> Ceremony {
+    Ceremony {
         id: random_hex(),
         principal: principal.to_string(),
-        purpose: "register".into(),
+        purpose: purpose.into(),
         approval_id: None,
         call_hash: None,
         decision: None,
         nonce: None,
         state: state.to_string(),
         expires_at: now_ms() + CEREMONY_MS,
-    };
-    let id = c.id.clone();
+    }
+}
+
+/// Stores ceremony `c` and answers the browser's `options` with its id; `503` when the store
+/// refuses it (also past the principal's open ceremonies, `MAX_CEREMONIES`).
+async fn begin(
+    st: &AppState,
+    c: Ceremony,
+    options: serde_json::Value,
+) -> Result<PasskeyChallenge, ApiError> {
+    let ceremony = c.id.clone();
     st.store_call(move |s| s.put_ceremony(&c, now_ms())).await?;
-    Ok(PasskeyChallenge {
-        ceremony: id,
-        options,
-    })
+    Ok(PasskeyChallenge { ceremony, options })
 }
 
 /// Finishes registration `ceremony` of `principal` with the browser's `credential`; stores the
@@ -258,22 +271,13 @@ pub async fn start_vote(
         &challenge,
     )?;
     let c = Ceremony {
-        id: random_hex(),
-        principal: principal.to_string(),
-        purpose: "vote".into(),
         approval_id: Some(rec.id.clone()),
         call_hash: Some(rec.call_hash.clone()),
         decision: Some("approve".into()),
         nonce: Some(nonce),
-        state: state.to_string(),
-        expires_at: now_ms() + CEREMONY_MS,
+        ..ceremony(principal, "vote", &state)
     };
-    let cid = c.id.clone();
-    st.store_call(move |s| s.put_ceremony(&c, now_ms())).await?;
-    Ok(PasskeyChallenge {
-        ceremony: cid,
-        options,
-    })
+    begin(st, c, options).await
 }
 
 /// Finishes `principal`'s vote ceremony `a` for approval `id`: `webauthn-rs` checks the

@@ -34,26 +34,16 @@
 
 use crate::config::{Webhook, WebhookFormat};
 use crate::cursor::{store, take_lease};
+use crate::deliveries::{KINDS, dead_letter};
 use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
 use assent_api::audit as api;
 use assent_store::ApprovalRecord;
 use assent_store::audit::AuditRecord;
-use assent_store::outbox::DeadLetter;
 use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
 use std::time::Duration;
-
-/// Audit kinds that produce webhook events.
-const KINDS: [&str; 6] = [
-    "approval.requested",
-    "approval.escalated",
-    "decision",
-    "decision.vote",
-    "approval.expired",
-    "approval.cancelled",
-];
 
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -221,20 +211,8 @@ async fn deliver(
         delay = (delay * 2).min(MAX_BACKOFF);
     };
     tracing::error!(webhook = %hook.name, delivery = %delivery, attempts = attempt, "webhook delivery dead-lettered");
-    let d = DeadLetter {
-        id: 0,
-        webhook: hook.name.clone(),
-        audit_seq: rec.seq,
-        event: event.to_string(),
-        body,
-        attempts: attempt as i64,
-        last_error,
-        failed_at: now_ms(),
-    };
-    let holder = holder.to_string();
-    store(st, move |s| s.dead_letter(&d, &holder))
-        .await
-        .unwrap_or(false)
+    let tries = (attempt, last_error);
+    dead_letter(st, holder, &hook.name, rec.seq, event, body, tries).await
 }
 
 /// A single-use link to the card, valid until the approval expires (needs `public_url`).

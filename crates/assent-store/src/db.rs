@@ -484,34 +484,25 @@ pub enum Row<'r> {
     Postgres(&'r postgres::Row),
 }
 
-/// A column by position (from 0) or by name.
-pub trait ColumnIndex: Copy + std::fmt::Display {
+/// A column by position (from 0) or by name: whatever rusqlite indexes a row by, and where
+/// it is in a Postgres row.
+pub trait ColumnIndex: Copy + std::fmt::Display + rusqlite::RowIndex {
     /// The column of a rusqlite row.
-    fn sqlite<'a>(
-        self,
-        r: &'a rusqlite::Row<'_>,
-    ) -> rusqlite::Result<rusqlite::types::ValueRef<'a>>;
-    /// The position of the column in a Postgres row, `None` when there is no such column.
-    fn position(self, r: &postgres::Row) -> Option<usize>;
-}
-impl ColumnIndex for usize {
     fn sqlite<'a>(
         self,
         r: &'a rusqlite::Row<'_>,
     ) -> rusqlite::Result<rusqlite::types::ValueRef<'a>> {
         r.get_ref(self)
     }
+    /// The position of the column in a Postgres row, `None` when there is no such column.
+    fn position(self, r: &postgres::Row) -> Option<usize>;
+}
+impl ColumnIndex for usize {
     fn position(self, r: &postgres::Row) -> Option<usize> {
         (self < r.len()).then_some(self)
     }
 }
 impl ColumnIndex for &str {
-    fn sqlite<'a>(
-        self,
-        r: &'a rusqlite::Row<'_>,
-    ) -> rusqlite::Result<rusqlite::types::ValueRef<'a>> {
-        r.get_ref(self)
-    }
     fn position(self, r: &postgres::Row) -> Option<usize> {
         r.columns().iter().position(|c| c.name() == self)
     }

@@ -90,6 +90,7 @@ mod record;
 pub mod retention;
 mod session_risk;
 pub mod sessions;
+mod single_use;
 pub mod slack;
 mod sql;
 mod store;

@@ -6,9 +6,10 @@
 //! verifier are useless without the provider's one-time code). Not audited: sign-ins are
 //! logged by the server.
 
-use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::params;
+use crate::single_use;
+use crate::sql::from_row;
 use crate::store::Store;
 
 /// One sign-in in progress.
@@ -54,8 +55,7 @@ impl Store {
             ));
         }
         self.write(|tx| {
-            tx.execute("DELETE FROM oidc_logins WHERE expires_at <= ?1", [now])?;
-            let n: i64 = tx.query_row("SELECT COUNT(*) FROM oidc_logins", [], |r| r.get(0))?;
+            let n = single_use::prune_and_count(tx, "oidc_logins", "expires_at", now, None)?;
             if n >= MAX_IN_PROGRESS {
                 return Err(StoreError::Invalid(format!(
                     "{n} single sign-on sign-ins are in progress; wait until some expire"
@@ -82,38 +82,27 @@ impl Store {
         check_digest(state_sha256)?;
         check_digest(browser_sha256)?;
         self.write(|tx| {
-            let l = tx
-                .query_row(
-                    "SELECT browser_sha256, nonce, pkce_verifier, next, expires_at FROM oidc_logins WHERE state_sha256 = ?1",
-                    [state_sha256],
-                    |r| {
-                        Ok(OidcLogin {
-                            browser_sha256: r.get(0)?,
-                            nonce: r.get(1)?,
-                            pkce_verifier: r.get(2)?,
-                            next: r.get(3)?,
-                            expires_at: r.get(4)?,
-                        })
-                    },
-                )
-                .optional()?;
-            let Some(l) = l else { return Ok(None) };
-            tx.execute(
-                "DELETE FROM oidc_logins WHERE state_sha256 = ?1",
-                [state_sha256],
+            let l = single_use::take(
+                tx,
+                ("oidc_logins", "state_sha256", state_sha256),
+                "browser_sha256, nonce, pkce_verifier, next, expires_at",
+                |r| {
+                    from_row!(r => OidcLogin {
+                        browser_sha256, nonce, pkce_verifier, next, expires_at,
+                    })
+                },
+                // Whoever names the state uses it up, whichever browser it is.
+                |_| true,
             )?;
-            Ok((l.expires_at > now && l.browser_sha256 == browser_sha256).then_some(l))
+            Ok(l.filter(|l| l.expires_at > now && l.browser_sha256 == browser_sha256))
         })
     }
 }
 
 /// `Invalid` unless `d` is 64 lowercase hex digits.
 fn check_digest(d: &str) -> Result<(), StoreError> {
-    if d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        Ok(())
-    } else {
-        Err(StoreError::Invalid(
-            "an SSO sign-in is stored by SHA-256 digests of 64 hex digits".into(),
-        ))
-    }
+    single_use::check_digest(
+        d,
+        "an SSO sign-in is stored by SHA-256 digests of 64 hex digits",
+    )
 }

@@ -9,7 +9,8 @@ use crate::audit;
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::params;
-use crate::sql;
+use crate::single_use;
+use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::passkey::PublicJwk;
 use serde_json::json;
@@ -150,12 +151,8 @@ impl Store {
     /// its principal has [`MAX_CEREMONIES`] in progress already (no one piles up state).
     pub fn put_ceremony(&self, c: &Ceremony, now: i64) -> Result<(), StoreError> {
         self.write(|tx| {
-            tx.execute("DELETE FROM passkey_ceremonies WHERE expires_at <= ?1", [now])?;
-            let open: i64 = tx.query_row(
-                "SELECT count(*) FROM passkey_ceremonies WHERE principal = ?1",
-                [&c.principal],
-                |r| r.get(0),
-            )?;
+            let of = Some(("principal", c.principal.as_str()));
+            let open = single_use::prune_and_count(tx, "passkey_ceremonies", "expires_at", now, of)?;
             if open >= MAX_CEREMONIES {
                 return Err(StoreError::Invalid(format!(
                     "{MAX_CEREMONIES} passkey ceremonies of yours are in progress already: finish one or wait 5 minutes"
@@ -180,32 +177,20 @@ impl Store {
         now: i64,
     ) -> Result<Option<Ceremony>, StoreError> {
         self.write(|tx| {
-            let c = tx
-                .query_row(
-                    "SELECT id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at FROM passkey_ceremonies WHERE id = ?1",
-                    [id],
-                    |r| {
-                        Ok(Ceremony {
-                            id: r.get(0)?,
-                            principal: r.get(1)?,
-                            purpose: r.get(2)?,
-                            approval_id: r.get(3)?,
-                            call_hash: r.get(4)?,
-                            decision: r.get(5)?,
-                            nonce: r.get(6)?,
-                            state: r.get(7)?,
-                            expires_at: r.get(8)?,
-                        })
-                    },
-                )
-                .optional()?;
-            let Some(c) = c else { return Ok(None) };
-            if c.principal != principal {
+            let c = single_use::take(
+                tx,
+                ("passkey_ceremonies", "id", id),
+                "id, principal, purpose, approval_id, call_hash, decision, nonce, state, expires_at",
+                |r| {
+                    from_row!(r => Ceremony {
+                        id, principal, purpose, approval_id, call_hash, decision, nonce, state,
+                        expires_at,
+                    })
+                },
                 // Someone else's: leave it to its owner.
-                return Ok(None);
-            }
-            tx.execute("DELETE FROM passkey_ceremonies WHERE id = ?1", [id])?;
-            Ok((c.purpose == purpose && c.expires_at > now).then_some(c))
+                |c| c.principal == principal,
+            )?;
+            Ok(c.filter(|c| c.purpose == purpose && c.expires_at > now))
         })
     }
 }

@@ -7,6 +7,7 @@
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::params;
+use crate::single_use;
 use crate::store::Store;
 
 /// Most accepted signatures remembered at once. Only requests whose signature verified are
@@ -37,19 +38,13 @@ impl Store {
         until: i64,
         now: i64,
     ) -> Result<bool, StoreError> {
-        if signature_sha256.len() != 64
-            || !signature_sha256
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
-            return Err(StoreError::Invalid(
-                "a Slack signature is remembered by its SHA-256 (64 hex digits)".into(),
-            ));
-        }
+        single_use::check_digest(
+            signature_sha256,
+            "a Slack signature is remembered by its SHA-256 (64 hex digits)",
+        )?;
         let guard = self.lock();
         guard.conn().write(|tx| {
-            tx.execute("DELETE FROM slack_seen WHERE until <= ?1", [now])?;
-            let n: i64 = tx.query_row("SELECT COUNT(*) FROM slack_seen", [], |r| r.get(0))?;
+            let n = single_use::prune_and_count(tx, "slack_seen", "until", now, None)?;
             if n >= MAX_SEEN {
                 return Ok(Err(StoreError::Invalid(format!(
                     "{n} Slack requests are remembered in the replay window; wait until some leave it"

@@ -9,6 +9,7 @@
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::params;
+use crate::single_use;
 use crate::store::Store;
 
 /// One signed-in operator.
@@ -36,16 +37,7 @@ impl Store {
         now: i64,
     ) -> Result<(), StoreError> {
         check_digest(id_sha256)?;
-        let guard = self.lock();
-        guard.conn().write(|tx| {
-            tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
-            tx.execute(
-                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at) VALUES (?1, ?2, ?3, ?4)",
-                params![id_sha256, s.operator, s.csrf, s.expires_at],
-            )
-            .map(drop)
-        })?;
-        Ok(())
+        self.insert_ui_session(id_sha256, s, ("key", "[]"), now)
     }
 
     /// Stores a single sign-on session `s` (issue 14 §7) with the `roles` its claims mapped
@@ -68,12 +60,25 @@ impl Store {
             ));
         }
         let roles = serde_json::to_string(roles).expect("strings serialise");
+        self.insert_ui_session(id_sha256, s, ("oidc", &roles), now)
+    }
+
+    /// Stores `s` under `id_sha256` (checked by the caller) as a session of `kind` (`key` or
+    /// `oidc`) with `roles` (a JSON array; `[]` for a key's session), and removes the
+    /// sessions that ended before `now`.
+    fn insert_ui_session(
+        &self,
+        id_sha256: &str,
+        s: &UiSession,
+        (kind, roles): (&str, &str),
+        now: i64,
+    ) -> Result<(), StoreError> {
         let guard = self.lock();
         guard.conn().write(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
-                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles) VALUES (?1, ?2, ?3, ?4, 'oidc', ?5)",
-                params![id_sha256, s.operator, s.csrf, s.expires_at, roles],
+                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles],
             )
             .map(drop)
         })?;
@@ -143,11 +148,8 @@ impl Store {
 
 /// `Invalid` unless `d` is 64 lowercase hex digits.
 fn check_digest(d: &str) -> Result<(), StoreError> {
-    if d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        Ok(())
-    } else {
-        Err(StoreError::Invalid(
-            "a dashboard session is stored by the 64 hex digits of its SHA-256".into(),
-        ))
-    }
+    single_use::check_digest(
+        d,
+        "a dashboard session is stored by the 64 hex digits of its SHA-256",
+    )
 }

@@ -15,13 +15,13 @@
 
 use crate::config::slack::Slack;
 use crate::cursor::store;
+use crate::deliveries::KINDS;
 use crate::slack::api;
 use crate::slack::blocks;
 use crate::state::{AppState, now_ms};
 use assent_core::ApprovalStatus;
 use assent_store::ApprovalRecord;
 use assent_store::audit::AuditRecord;
-use assent_store::outbox::DeadLetter;
 use assent_store::slack::SlackMessage;
 use serde_json::json;
 use std::sync::Arc;
@@ -32,16 +32,6 @@ pub const CURSOR: &str = "slack:bot";
 
 /// Attempts per event before it is dead-lettered.
 pub const MAX_ATTEMPTS: u32 = 6;
-
-/// The audit kinds that post or update a message.
-const KINDS: [&str; 6] = [
-    "approval.requested",
-    "approval.escalated",
-    "decision",
-    "decision.vote",
-    "approval.expired",
-    "approval.cancelled",
-];
 
 /// Starts the delivery task when the bot token is configured (none otherwise); takes the
 /// cursor's lease once first, so that a cursor new to the database starts at the end of the
@@ -108,20 +98,9 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
         }
     };
     tracing::error!(approval_id = %id, attempts = attempt, error = %last_error, "slack: message dead-lettered");
-    let d = DeadLetter {
-        id: 0,
-        webhook: CURSOR.into(),
-        audit_seq: rec.seq,
-        event: rec.kind.clone(),
-        body: json!({"approval_id": id}).to_string(),
-        attempts: attempt as i64,
-        last_error,
-        failed_at: now_ms(),
-    };
-    let holder = holder.to_string();
-    store(st, move |s| s.dead_letter(&d, &holder))
-        .await
-        .unwrap_or(false)
+    let body = json!({"approval_id": id}).to_string();
+    let tries = (attempt, last_error);
+    crate::deliveries::dead_letter(st, holder, CURSOR, rec.seq, &rec.kind, body, tries).await
 }
 
 /// The message of `a` as it is now (buttons while pending).

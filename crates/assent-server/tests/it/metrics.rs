@@ -2,7 +2,7 @@
 //! expires while its agent long-polls counted once as `expired` — whichever of the poll and
 //! the expiry sweep settled it — with its time to decision.
 
-use crate::kit::{AGENTS, BOT, Gw, OP, policy, start_custom};
+use crate::kit::{AGENTS, BOT, Gw, OP, assert_answer, policy, start_custom};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -44,11 +44,7 @@ async fn an_approval_expiring_under_a_long_poll_is_counted_once_as_expired() {
     );
     // The agent waits; the approval expires under its long-poll.
     let (s, a) = gw.get(&format!("/v1/approvals/{id}?wait=10"), BOT).await;
-    assert_eq!(
-        (s, a["status"].as_str()),
-        (StatusCode::OK, Some("expired")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "expired");
     for _ in 0..100 {
         let text = scrape(&gw, Some(OP)).await.1;
         if sample(&text, "assent_decisions_total{outcome=\"expired\"}") >= 1.0 {
@@ -101,13 +97,7 @@ async fn the_metrics_need_an_operator_key() {
         scrape(&gw, Some("not-a-key")).await.0,
         StatusCode::UNAUTHORIZED
     );
-    let r = gw
-        .http
-        .get(format!("{}/metrics", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap();
+    let r = gw.get_raw("/metrics", OP).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert!(
         r.headers()["content-type"]

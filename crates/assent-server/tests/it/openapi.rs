@@ -176,60 +176,80 @@ impl Doc {
     }
 }
 
-/// Sends `method path` (`template` in the document) with `key` and `body`, checks the answer
-/// against the document and hands it back.
-async fn hit(
-    gw: &Gw,
-    doc: &Doc,
-    (method, template, path): (&str, &str, &str),
-    key: Option<&str>,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let (s, b) = gw.req(method, path, key, body).await;
-    doc.check(method, template, s, &b);
-    (s, b)
+/// A live gateway whose every answer is checked against the document before it is handed
+/// back: one method a step (`at` for any route, `get` and `post` where the path is its own
+/// template).
+struct Checked {
+    gw: Gw,
+    doc: Doc,
+}
+
+impl Checked {
+    /// A fresh gateway and the document it serves.
+    async fn start() -> Checked {
+        let doc = Doc(assent_server::openapi::spec());
+        Checked {
+            gw: serve().await,
+            doc,
+        }
+    }
+
+    /// Sends `method path` (`template` in the document) with `key` and `body`, checks the
+    /// answer against the document and hands it back.
+    async fn at(
+        &self,
+        (method, template, path): (&str, &str, &str),
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let (s, b) = self.gw.req(method, path, key, body).await;
+        self.doc.check(method, template, s, &b);
+        (s, b)
+    }
+
+    /// `GET path` documented as `template`.
+    async fn get_at(&self, template: &str, path: &str, key: Option<&str>) -> (StatusCode, Value) {
+        self.at(("GET", template, path), key, None).await
+    }
+
+    /// `GET path`, a path without parameters.
+    async fn get(&self, path: &str, key: Option<&str>) -> (StatusCode, Value) {
+        self.get_at(path, path, key).await
+    }
+
+    /// `POST path` (a path without parameters) with `body`.
+    async fn post(
+        &self,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.at(("POST", path, path), key, body).await
+    }
 }
 
 #[tokio::test]
 async fn every_answer_of_a_whole_life_cycle_is_what_the_document_says() {
-    let gw = serve().await;
-    let doc = Doc(assent_server::openapi::spec());
+    let c = Checked::start().await;
     let call = |tool: &str, args: Value| json!({"agent": "bot", "session_id": "s1", "tool": tool, "arguments": args});
-    let tc = ("POST", "/v1/tool-calls", "/v1/tool-calls");
-    let (s, _) = hit(&gw, &doc, tc, Some(BOT), Some(call("read", json!({})))).await;
+    let tc = "/v1/tool-calls";
+    let (s, _) = c.post(tc, Some(BOT), Some(call("read", json!({})))).await;
     assert_eq!(s, StatusCode::OK);
-    let (s, _) = hit(&gw, &doc, tc, Some(BOT), Some(call("nope", json!({})))).await;
+    let (s, _) = c.post(tc, Some(BOT), Some(call("nope", json!({})))).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, held) = hit(
-        &gw,
-        &doc,
-        tc,
-        Some(BOT),
-        Some(call("pay", json!({"amount": 500, "to": "x"}))),
-    )
-    .await;
+    let pay = call("pay", json!({"amount": 500, "to": "x"}));
+    let (s, held) = c.post(tc, Some(BOT), Some(pay)).await;
     assert_eq!(s, StatusCode::ACCEPTED);
     let id = approval_id(&held);
     let one = format!("/v1/approvals/{id}");
     for q in ["", "?group=similar"] {
-        hit(
-            &gw,
-            &doc,
-            ("GET", "/v1/approvals", &format!("/v1/approvals{q}")),
-            Some(OP),
-            None,
-        )
-        .await;
+        c.get_at("/v1/approvals", &format!("/v1/approvals{q}"), Some(OP))
+            .await;
     }
     for q in ["", "?format=approval-request", "?format=mplp"] {
-        let (s, _) = hit(
-            &gw,
-            &doc,
-            ("GET", "/v1/approvals/{id}", &format!("{one}{q}")),
-            Some(OP),
-            None,
-        )
-        .await;
+        let (s, _) = c
+            .get_at("/v1/approvals/{id}", &format!("{one}{q}"), Some(OP))
+            .await;
         assert_eq!(s, StatusCode::OK);
     }
     let decide = (
@@ -238,254 +258,113 @@ async fn every_answer_of_a_whole_life_cycle_is_what_the_document_says() {
         &*format!("{one}/decision"),
     );
     let d = json!({"decision": "approve", "scope": "session", "reason": "ok"});
-    let (s, _) = hit(&gw, &doc, decide, Some(OP), Some(d.clone())).await;
+    let (s, _) = c.at(decide, Some(OP), Some(d.clone())).await;
     assert_eq!(s, StatusCode::OK);
-    let (s, _) = hit(&gw, &doc, decide, Some(OP), Some(d)).await;
+    let (s, _) = c.at(decide, Some(OP), Some(d)).await;
     assert_eq!(s, StatusCode::CONFLICT);
-    let (_, mine) = hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/approvals/{id}", &one),
-        Some(BOT),
-        None,
-    )
-    .await;
+    let (_, mine) = c.get_at("/v1/approvals/{id}", &one, Some(BOT)).await;
     let redeem =
         json!({"token": token_of(&mine), "tool": "pay", "arguments": {"amount": 500, "to": "x"}});
-    let (s, _) = hit(
-        &gw,
-        &doc,
-        ("POST", "/v1/tokens/redeem", "/v1/tokens/redeem"),
-        Some(BOT),
-        Some(redeem),
-    )
-    .await;
+    let (s, _) = c.post("/v1/tokens/redeem", Some(BOT), Some(redeem)).await;
     assert_eq!(s, StatusCode::OK);
-    let (s, _) = hit(
-        &gw,
-        &doc,
-        (
-            "GET",
-            "/v1/approvals/{id}/receipt",
-            &format!("{one}/receipt"),
-        ),
-        Some(OP),
-        None,
-    )
-    .await;
+    let receipt = format!("{one}/receipt");
+    let (s, _) = c
+        .get_at("/v1/approvals/{id}/receipt", &receipt, Some(OP))
+        .await;
     assert_eq!(s, StatusCode::OK);
-    let (_, grants) = hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/grants", "/v1/grants?all=true"),
-        Some(OP),
-        None,
-    )
-    .await;
+    let (_, grants) = c
+        .get_at("/v1/grants", "/v1/grants?all=true", Some(OP))
+        .await;
     assert!(!grants["grants"].as_array().unwrap().is_empty(), "{grants}");
     // A held call in another session, its batch decision; one more cancelled, and its session.
     let s2 =
         |args: Value| json!({"agent": "bot", "session_id": "s2", "tool": "pay", "arguments": args});
-    let (_, b) = hit(
-        &gw,
-        &doc,
-        tc,
-        Some(BOT),
-        Some(s2(json!({"amount": 700, "to": "y"}))),
-    )
-    .await;
+    let (_, b) = c
+        .post(tc, Some(BOT), Some(s2(json!({"amount": 700, "to": "y"}))))
+        .await;
     let batch = json!({"ids": [approval_id(&b), "nope"], "decision": "deny", "reason": "no"});
-    hit(
-        &gw,
-        &doc,
-        ("POST", "/v1/approvals/decisions", "/v1/approvals/decisions"),
-        Some(OP),
-        Some(batch),
-    )
-    .await;
-    let (_, b) = hit(
-        &gw,
-        &doc,
-        tc,
-        Some(BOT),
-        Some(s2(json!({"amount": 800, "to": "z"}))),
-    )
-    .await;
+    c.post("/v1/approvals/decisions", Some(OP), Some(batch))
+        .await;
+    let (_, b) = c
+        .post(tc, Some(BOT), Some(s2(json!({"amount": 800, "to": "z"}))))
+        .await;
     let cancel = format!("/v1/approvals/{}/cancel", approval_id(&b));
-    let (s, _) = hit(
-        &gw,
-        &doc,
-        ("POST", "/v1/approvals/{id}/cancel", &cancel),
-        Some(BOT),
-        Some(json!({})),
-    )
-    .await;
+    let (s, _) = c
+        .at(
+            ("POST", "/v1/approvals/{id}/cancel", &cancel),
+            Some(BOT),
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
-    hit(
-        &gw,
-        &doc,
-        ("POST", "/v1/sessions/{id}/cancel", "/v1/sessions/s2/cancel"),
-        Some(OP),
-        None,
-    )
-    .await;
-    hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/approvals/{id}", "/v1/approvals/missing"),
-        Some(OP),
-        None,
-    )
-    .await;
+    let s2_cancel = ("POST", "/v1/sessions/{id}/cancel", "/v1/sessions/s2/cancel");
+    c.at(s2_cancel, Some(OP), None).await;
+    c.get_at("/v1/approvals/{id}", "/v1/approvals/missing", Some(OP))
+        .await;
 }
 
 #[tokio::test]
 async fn every_answer_around_the_life_cycle_is_what_the_document_says() {
-    let gw = serve().await;
-    let doc = Doc(assent_server::openapi::spec());
+    let c = Checked::start().await;
     let ask = json!({"agent": "bot", "session_id": "s1", "question": "Which?", "accepted_response_kinds": ["freetext"]});
-    let (s, q) = hit(
-        &gw,
-        &doc,
-        ("POST", "/v1/clarifications", "/v1/clarifications"),
-        Some(BOT),
-        Some(ask),
-    )
-    .await;
+    let (s, q) = c.post("/v1/clarifications", Some(BOT), Some(ask)).await;
     assert_eq!(s, StatusCode::ACCEPTED);
     let qid = q["id"].as_str().unwrap().to_string();
     let one = format!("/v1/clarifications/{qid}");
-    hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/clarifications", "/v1/clarifications?status=all"),
+    c.get_at(
+        "/v1/clarifications",
+        "/v1/clarifications?status=all",
         Some(OP),
-        None,
     )
     .await;
-    hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/clarifications/{id}", &one),
-        Some(BOT),
-        None,
-    )
-    .await;
+    c.get_at("/v1/clarifications/{id}", &one, Some(BOT)).await;
     let answer = (
         "POST",
         "/v1/clarifications/{id}/answer",
         &*format!("{one}/answer"),
     );
-    let (s, _) = hit(
-        &gw,
-        &doc,
-        answer,
-        Some(OP),
-        Some(json!({"response": "this"})),
-    )
-    .await;
+    let (s, _) = c
+        .at(answer, Some(OP), Some(json!({"response": "this"})))
+        .await;
     assert_eq!(s, StatusCode::OK);
     let tools = json!({"agent": "bot", "server": "fs", "tools": [{"name": "read_file", "inputSchema": {"type": "object"}}]});
-    let check = ("POST", "/v1/tools/check", "/v1/tools/check");
-    hit(&gw, &doc, check, Some(BOT), Some(tools)).await;
+    let check = "/v1/tools/check";
+    c.post(check, Some(BOT), Some(tools)).await;
     let changed = json!({"agent": "bot", "server": "fs", "tools": [{"name": "read_file", "description": "new"}]});
-    let (_, held) = hit(&gw, &doc, check, Some(BOT), Some(changed)).await;
-    let (_, reviews) = hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/tools/reviews", "/v1/tools/reviews?status=all"),
-        Some(OP),
-        None,
-    )
-    .await;
+    let (_, held) = c.post(check, Some(BOT), Some(changed)).await;
+    let (_, reviews) = c
+        .get_at(
+            "/v1/tools/reviews",
+            "/v1/tools/reviews?status=all",
+            Some(OP),
+        )
+        .await;
     let rid = reviews["reviews"][0]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{held} {reviews}"));
     let review = format!("/v1/tools/reviews/{rid}");
-    hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/tools/reviews/{id}", &review),
-        Some(BOT),
-        None,
-    )
-    .await;
-    let (s, _) = hit(
-        &gw,
-        &doc,
-        (
-            "POST",
-            "/v1/tools/reviews/{id}/accept",
-            &format!("{review}/accept"),
-        ),
-        Some(OP),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK);
-    hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/tools/pins", "/v1/tools/pins"),
-        Some(OP),
-        None,
-    )
-    .await;
-    for key in [BOT, OP] {
-        hit(
-            &gw,
-            &doc,
-            ("GET", "/v1/whoami", "/v1/whoami"),
-            Some(key),
-            None,
-        )
-        .await;
-    }
-    let declared = (
-        "GET",
-        "/v1/agents/{agent}/mcp-servers/{alias}/tools",
-        "/v1/agents/bot/mcp-servers/fs/tools",
+    c.get_at("/v1/tools/reviews/{id}", &review, Some(BOT)).await;
+    let accept = (
+        "POST",
+        "/v1/tools/reviews/{id}/accept",
+        &*format!("{review}/accept"),
     );
-    hit(&gw, &doc, declared, Some(BOT), None).await;
-    hit(
-        &gw,
-        &doc,
-        ("GET", "/v1/audit/checkpoints", "/v1/audit/checkpoints"),
-        Some(OP),
-        None,
-    )
-    .await;
-    hit(
-        &gw,
-        &doc,
-        (
-            "GET",
-            "/v1/webhooks/dead-letters",
-            "/v1/webhooks/dead-letters",
-        ),
-        Some(OP),
-        None,
-    )
-    .await;
-    hit(
-        &gw,
-        &doc,
-        ("POST", "/v1/reload", "/v1/reload"),
-        Some(OP),
-        None,
-    )
-    .await;
-    hit(
-        &gw,
-        &doc,
-        ("POST", "/v1/reload", "/v1/reload"),
-        Some(BOT),
-        None,
-    )
-    .await;
-    hit(&gw, &doc, ("GET", "/v1/whoami", "/v1/whoami"), None, None).await;
+    let (s, _) = c.at(accept, Some(OP), None).await;
+    assert_eq!(s, StatusCode::OK);
+    c.get("/v1/tools/pins", Some(OP)).await;
+    for key in [BOT, OP] {
+        c.get("/v1/whoami", Some(key)).await;
+    }
+    let declared = "/v1/agents/{agent}/mcp-servers/{alias}/tools";
+    c.get_at(declared, "/v1/agents/bot/mcp-servers/fs/tools", Some(BOT))
+        .await;
+    c.get("/v1/audit/checkpoints", Some(OP)).await;
+    c.get("/v1/webhooks/dead-letters", Some(OP)).await;
+    c.post("/v1/reload", Some(OP), None).await;
+    c.post("/v1/reload", Some(BOT), None).await;
+    c.get("/v1/whoami", None).await;
     for open in ["/healthz", "/readyz", "/v1/keys", "/.well-known/jwks.json"] {
-        let (s, _) = hit(&gw, &doc, ("GET", open, open), None, None).await;
+        let (s, _) = c.get(open, None).await;
         assert_eq!(s, StatusCode::OK, "{open}");
     }
 }

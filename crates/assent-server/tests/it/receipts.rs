@@ -3,6 +3,7 @@
 //! gateway's audit public key — and stops checking after any change to the call, a vote or
 //! the decision, or a signature by another key.
 
+use crate::kit::assert_answer;
 use crate::quorum::{held_under, two_of_finance};
 use crate::schemas::{assert_valid, validator};
 use assent_core::receipt::{Receipt, ReceiptError};
@@ -97,11 +98,7 @@ async fn a_receipt_is_for_operators_and_the_agent_that_asked() {
     let (_dir, gw, id) = held_under("- tool: pay\n  approvers: [finance]\n").await;
     let path = format!("/v1/approvals/{id}/receipt");
     let (s, r) = gw.get(&path, "bot-key").await;
-    assert_eq!(
-        (s, r["status"].as_str()),
-        (StatusCode::OK, Some("pending")),
-        "{r}"
-    );
+    assert_answer(s, &r, "status", StatusCode::OK, "pending");
     assert_eq!(r["votes"], json!([]));
     let (s, b) = gw.get(&path, "other-key").await;
     assert_eq!(s, StatusCode::NOT_FOUND, "another agent: {b}");

@@ -78,6 +78,54 @@ async fn reloadable(dir: &Path, config: &str, gov: &str) -> (Gw, PathBuf) {
     (gw, conf)
 }
 
+/// The gateway most tests start from: [`everyone`] under [`gov_allowing_read`], reloadable
+/// (the temporary directory, the gateway and its `conf` directory).
+async fn reloadable_by_everyone() -> (tempfile::TempDir, Gw, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    (dir, gw, conf)
+}
+
+/// Olaf (operator, ops) and bot: [`everyone`] without alice.
+fn without_alice() -> String {
+    principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ])
+}
+
+/// Rewrites `conf/assent.yaml` with the principals `list` (not yet reloaded).
+fn write_config(conf: &Path, list: &str) {
+    std::fs::write(conf.join("assent.yaml"), config_text(list)).unwrap();
+}
+
+/// Rewrites `conf/gov.yaml` as [`gov_holding_read`] (not yet reloaded).
+fn hold_every_read(conf: &Path) {
+    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+}
+
+/// `POST /v1/reload` as alice, which must be refused (422) for an error in `assent.yaml`:
+/// the answer.
+async fn refused_in_assent_yaml(gw: &Gw) -> Value {
+    let (s, b) = reload(gw, OP).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert!(
+        b["errors"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("assent.yaml"),
+        "{b}"
+    );
+    b
+}
+
+/// `POST /v1/reload` with `key`, which must succeed: the answer.
+async fn reloaded(gw: &Gw, key: &str) -> Value {
+    let (s, b) = reload(gw, key).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    b
+}
+
 /// `POST /v1/reload` with `key`.
 async fn reload(gw: &Gw, key: &str) -> (StatusCode, Value) {
     gw.req("POST", "/v1/reload", Some(key), None).await
@@ -92,13 +140,11 @@ async fn read(gw: &Gw, key: &str) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn a_reload_swaps_the_policies_a_call_allowed_before_is_held_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     let before_hash = gw.state.registry().policy_set_sha256.clone();
     assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
-    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    hold_every_read(&conf);
+    let b = reloaded(&gw, OP).await;
     assert_eq!(b["previous_policy_set_sha256"], before_hash.as_str());
     let after_hash = b["policy_set_sha256"].as_str().unwrap().to_string();
     assert_ne!(after_hash, before_hash);
@@ -113,13 +159,12 @@ async fn a_reload_swaps_the_policies_a_call_allowed_before_is_held_after() {
 
 #[tokio::test]
 async fn every_verdict_and_approval_records_the_policy_set_it_was_decided_under() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     let old = gw.state.registry().policy_set_sha256.clone();
     let pay = json!({"amount": 500, "to": "acme"});
     let first = gw.held("s1", "pay", pay.clone()).await;
     assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
-    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+    hold_every_read(&conf);
     let (_, b) = reload(&gw, OP).await;
     let new = b["policy_set_sha256"].as_str().unwrap().to_string();
     let second = gw.held("s2", "pay", pay).await;
@@ -157,16 +202,14 @@ async fn every_verdict_and_approval_records_the_policy_set_it_was_decided_under(
 
 #[tokio::test]
 async fn a_reload_revokes_a_removed_agent_key_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
     let without_bot = principals(&[
         ("alice", "kind: operator, roles: [finance]", OP),
         ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
     ]);
-    std::fs::write(conf.join("assent.yaml"), config_text(&without_bot)).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    write_config(&conf, &without_bot);
+    let b = reloaded(&gw, OP).await;
     assert_eq!(b["removed"], json!(["bot"]));
     // The very next request with the removed key is refused; the others still work.
     let (s, e) = read(&gw, BOT).await;
@@ -177,15 +220,13 @@ async fn a_reload_revokes_a_removed_agent_key_at_once() {
 
 #[tokio::test]
 async fn a_reload_that_changes_a_key_refuses_the_old_key_and_accepts_the_new() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     let rotated = principals(&[
         ("alice", "kind: operator, roles: [finance]", OP),
         ("bot", "kind: agent, agent_id: bot", "bot-key-2"),
     ]);
-    std::fs::write(conf.join("assent.yaml"), config_text(&rotated)).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    write_config(&conf, &rotated);
+    let b = reloaded(&gw, OP).await;
     assert_eq!(b["changed"], json!(["bot"]));
     assert_eq!(b["removed"], json!(["olaf"]));
     assert_eq!(read(&gw, BOT).await.0, StatusCode::UNAUTHORIZED);
@@ -194,15 +235,14 @@ async fn a_reload_that_changes_a_key_refuses_the_old_key_and_accepts_the_new() {
 
 #[tokio::test]
 async fn a_broken_file_keeps_the_old_set_and_answers_the_error_with_file_and_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     let hash = gw.state.registry().policy_set_sha256.clone();
     // Line 4 of the governance file is not a valid rule (a mapping where a list belongs).
     let broken = "policies:\n  - id: acme.test.reload\n    selector: {agents: [\"*\"]}\n    rules: {tool: read}\n";
     std::fs::write(conf.join("gov.yaml"), broken).unwrap();
     // And the agent key is removed in the same (refused) edit.
     let without_bot = principals(&[("alice", "kind: operator, roles: [finance]", OP)]);
-    std::fs::write(conf.join("assent.yaml"), config_text(&without_bot)).unwrap();
+    write_config(&conf, &without_bot);
     let (s, b) = reload(&gw, OP).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
     assert_eq!(b["code"], "CONFIG_INVALID");
@@ -224,15 +264,7 @@ async fn a_half_written_config_file_keeps_the_old_set() {
     // A write caught half way: the file ends inside the last principal's mapping.
     let cut = text.rfind("key_sha256").unwrap() + 14;
     std::fs::write(conf.join("assent.yaml"), &text[..cut]).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
-    assert!(
-        b["errors"][0]["file"]
-            .as_str()
-            .unwrap()
-            .ends_with("assent.yaml"),
-        "{b}"
-    );
+    let b = refused_in_assent_yaml(&gw).await;
     assert!(b["errors"][0]["line"].is_u64(), "{b}");
     assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
 }
@@ -240,35 +272,24 @@ async fn a_half_written_config_file_keeps_the_old_set() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_config_swapped_for_a_symlink_is_read_through_it_and_a_dangling_one_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     let file = conf.join("assent.yaml");
     // A dangling link (the target not yet written): refused, the old set stays.
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(conf.join("next.yaml"), &file).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
-    assert!(
-        b["errors"][0]["file"]
-            .as_str()
-            .unwrap()
-            .ends_with("assent.yaml"),
-        "{b}"
-    );
+    refused_in_assent_yaml(&gw).await;
     assert_eq!(read(&gw, BOT).await.0, StatusCode::OK);
     // The link's target written (the atomic swap of a Kubernetes ConfigMap): applied.
     let only_alice = principals(&[("alice", "kind: operator, roles: [finance]", OP)]);
     std::fs::write(conf.join("next.yaml"), config_text(&only_alice)).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    reloaded(&gw, OP).await;
     assert_eq!(read(&gw, BOT).await.0, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
 async fn an_agent_key_cannot_reload() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
-    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    hold_every_read(&conf);
     let (s, b) = reload(&gw, BOT).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
     assert_eq!(b["code"], "FORBIDDEN");
@@ -282,15 +303,9 @@ async fn an_agent_key_cannot_reload() {
 
 #[tokio::test]
 async fn an_operator_who_reloads_themselves_away_gets_the_answer_and_then_401() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
-    let without_alice = principals(&[
-        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
-        ("bot", "kind: agent, agent_id: bot", BOT),
-    ]);
-    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    write_config(&conf, &without_alice());
+    let b = reloaded(&gw, OP).await;
     assert_eq!(b["removed"], json!(["alice"]));
     let warned = b["warnings"].as_array().unwrap();
     assert!(
@@ -305,9 +320,8 @@ async fn an_operator_who_reloads_themselves_away_gets_the_answer_and_then_401() 
 
 #[tokio::test]
 async fn concurrent_reloads_apply_one_at_a_time_and_leave_one_consistent_set() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
-    std::fs::write(conf.join("gov.yaml"), gov_holding_read()).unwrap();
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    hold_every_read(&conf);
     let answers = futures::future::join_all((0..8).map(|_| reload(&gw, OP))).await;
     let mut applied = 0;
     for (s, b) in &answers {
@@ -324,15 +338,13 @@ async fn concurrent_reloads_apply_one_at_a_time_and_leave_one_consistent_set() {
 
 #[tokio::test]
 async fn a_reload_names_the_settings_only_a_restart_applies_and_leaves_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     let more = format!(
         "max_pending_per_agent: 3\nlisten: 127.0.0.1:1\n{}",
         everyone()
     );
-    std::fs::write(conf.join("assent.yaml"), config_text(&more)).unwrap();
-    let (s, b) = reload(&gw, OP).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    write_config(&conf, &more);
+    let b = reloaded(&gw, OP).await;
     assert_eq!(
         b["needs_restart"],
         json!(["listen", "max_pending_per_agent"])
@@ -342,23 +354,12 @@ async fn a_reload_names_the_settings_only_a_restart_applies_and_leaves_them() {
 
 #[tokio::test]
 async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
-    let mut stream = gw
-        .http
-        .get(format!("{}/aaep/v1/events", gw.url))
-        .bearer_auth(OP)
-        .send()
-        .await
-        .unwrap();
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let mut stream = gw.get_raw("/aaep/v1/events", OP).await;
     assert_eq!(stream.status(), StatusCode::OK);
     let first = stream.chunk().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("aaep.subscription"));
-    let without_alice = principals(&[
-        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
-        ("bot", "kind: agent, agent_id: bot", BOT),
-    ]);
-    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
+    write_config(&conf, &without_alice());
     assert_eq!(reload(&gw, "olaf-key").await.0, StatusCode::OK);
     // The stream ends (a guard against a hang, not a timing assertion: it ends on the reload).
     let rest = tokio::time::timeout(std::time::Duration::from_secs(30), async {
@@ -373,28 +374,22 @@ async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
 /// Alice signs in to the dashboard; the file becomes `after` and olaf reloads it: the answer's
 /// `changed` list, and alice's session is refused from then on.
 async fn alice_signed_out_by_reloading(after: &str) -> serde_json::Value {
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
     let cookie = gw.dashboard_session().await;
     let queue = |cookie: String| {
         let r = gw.http.get(format!("{}/ui/queue", gw.url));
         async move { r.header("cookie", cookie).send().await.unwrap().status() }
     };
     assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
-    std::fs::write(conf.join("assent.yaml"), config_text(after)).unwrap();
-    let (s, b) = reload(&gw, "olaf-key").await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    write_config(&conf, after);
+    let b = reloaded(&gw, "olaf-key").await;
     assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
     b["changed"].clone()
 }
 
 #[tokio::test]
 async fn a_reload_that_removes_an_operator_signs_their_dashboard_session_out() {
-    alice_signed_out_by_reloading(&principals(&[
-        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
-        ("bot", "kind: agent, agent_id: bot", BOT),
-    ]))
-    .await;
+    alice_signed_out_by_reloading(&without_alice()).await;
 }
 
 /// Attack (noted at the reload's merge): an operator's key leaked, the administrator changed it

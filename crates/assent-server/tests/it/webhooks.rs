@@ -2,7 +2,7 @@
 //! raised while the receiver is down arrive once it is up (in order), redacted arguments never
 //! leave, the Slack format, dead letters, and the single-use card link.
 
-use crate::kit::{AGENTS, BOT, OP, assert_says, redacting_gov, start_custom};
+use crate::kit::{AGENTS, BOT, OP, assert_answer, assert_says, redacting_gov, start_custom};
 use assent_server::Settings;
 use assent_server::config::{Webhook, WebhookFormat};
 use axum::http::HeaderMap;
@@ -465,10 +465,6 @@ async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
     let (s, b) = gw
         .decide_with(&id, "carl-key", json!({"decision": "approve"}))
         .await;
-    assert_eq!(
-        (s, &b["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{b}"
-    );
+    assert_answer(s, &b, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }

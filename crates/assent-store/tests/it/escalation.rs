@@ -3,7 +3,7 @@
 //! step; the default decision applies after the last step; a row written before chains keeps
 //! its one `on_timeout` step.
 
-use super::{both_stores, fresh, hold, pay};
+use super::{both_stores, edited_behind, fresh, hold, pay};
 use assent_core::ApprovalStatus;
 use assent_core::triggers::{Escalation, EscalationStep};
 use assent_store::{DecideError, DecisionInput, Store};
@@ -118,13 +118,11 @@ fn a_row_from_before_chains_keeps_its_on_timeout_step() {
     let (call, mut v) = pay(1);
     v.terms.approvers = vec!["finance".into()];
     let id = hold(&s, "s1", &call, &v, 1_000, 101_000).id;
-    let db = rusqlite::Connection::open(s.db_path()).unwrap();
-    db.execute(
+    let rec = edited_behind(
+        &s,
         "UPDATE approvals SET escalate_to = '[\"ops\"]', escalate_after_ms = 100000 WHERE id = ?1",
-        [&id],
-    )
-    .unwrap();
-    let rec = s.get_approval(&id).unwrap().unwrap();
+        &id,
+    );
     assert!(rec.damaged.is_empty(), "{:?}", rec.damaged);
     assert_eq!(rec.announced_deadline(), 201_000);
     assert_eq!(s.expire_due(101_000).unwrap(), vec![id.clone()]);
@@ -153,9 +151,7 @@ fn a_nulled_or_reshaped_escalation_schedule_damages_the_approval() {
     ] {
         let (_dir, s) = fresh();
         let id = chained(&s, "s1");
-        let db = rusqlite::Connection::open(s.db_path()).unwrap();
-        db.execute(edit, [&id]).unwrap();
-        let rec = s.get_approval(&id).unwrap().unwrap();
+        let rec = edited_behind(&s, edit, &id);
         assert_eq!(rec.damaged, ["escalation_schedule"], "{edit}");
         assert!(s.expire_due(400_000).unwrap().is_empty(), "{edit}");
         let rec = s.get_approval(&id).unwrap().unwrap();

@@ -141,6 +141,14 @@ fn pending(
     (rec.id, rec.call_hash)
 }
 
+/// Runs `sql` on the SQLite file behind the store's back (`?1` is approval `id`), as a damaged
+/// or older database would hold the row; then reads the approval back through the store.
+fn edited_behind(s: &Store, sql: &str, id: &str) -> ApprovalRecord {
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    db.execute(sql, [id]).unwrap();
+    s.get_approval(id).unwrap().unwrap()
+}
+
 /// [`pending`] at 1 000 for `ttl` ms, then approved by `alice` at 2 000 (its token minted).
 /// Returns the approval id and call hash.
 fn approved(store: &Store, amount: i64, ttl: i64, default_approve: bool) -> (String, String) {
@@ -521,13 +529,11 @@ fn countdowns_and_the_escalation_count_toward_the_announced_deadline() {
 fn a_corrupted_decision_row_is_named_and_reads_as_a_deny() {
     let (_dir, s) = fresh();
     let (id, _) = approved(&s, 5, 10_000, true);
-    let db = rusqlite::Connection::open(s.db_path()).unwrap();
-    db.execute(
+    let rec = edited_behind(
+        &s,
         "UPDATE decisions SET decision = 'approve!', default_applied = 'yes' WHERE approval_id = ?1",
-        [&id],
-    )
-    .unwrap();
-    let rec = s.get_approval(&id).unwrap().unwrap();
+        &id,
+    );
     assert_eq!(
         rec.damaged,
         ["decisions.decision", "decisions.default_applied"]

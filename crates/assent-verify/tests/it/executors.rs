@@ -2,7 +2,9 @@
 //! call on what it executes (its `servers` / `tools`), is refused — `403 NOT_EXECUTOR`,
 //! audited — for anything else, and its key opens no other route.
 
-use crate::gateway::{audit_actors, minted, minted_call, pay_body, redeem, start};
+use crate::gateway::{
+    audit_actors, minted, minted_call, pay_body, redeem, redeem_pay, redeemed, refused, start,
+};
 use serde_json::{Value, json};
 
 fn write_body(token: &str) -> Value {
@@ -35,8 +37,11 @@ async fn an_executor_redeems_a_token_for_its_server_and_not_another() {
         "{b}"
     );
     assert_eq!(audit_actors(dir.path(), "token.redeemed"), ["fs-runner"]);
-    let (s, b) = redeem(&gw.url, "fs-runner-key", write_body(&token)).await;
-    assert_eq!((s, b["code"].as_str()), (409, Some("TOKEN_USED")), "{b}");
+    refused(
+        redeem(&gw.url, "fs-runner-key", write_body(&token)).await,
+        409,
+        "TOKEN_USED",
+    );
     // Neither may the agent itself now.
     assert_eq!(redeem(&gw.url, "bot-key", write_body(&token)).await.0, 409);
     let _ = gw.stop().await;
@@ -49,23 +54,20 @@ async fn an_executor_of_a_tool_redeems_any_agents_token_for_that_tool_and_the_ex
     let (token, _, _) = minted(&gw.url, 500).await;
     let (theirs, _, _) = minted_call(&gw.url, "other", "pay", None, json!({"amount": 7})).await;
     // Another call under the token: the binding holds for executors too.
-    let (s, b) = redeem(&gw.url, "pay-runner-key", pay_body(&token, 501)).await;
-    assert_eq!(
-        (s, b["code"].as_str()),
-        (403, Some("TOKEN_MISMATCH")),
-        "{b}"
+    refused(
+        redeem_pay(&gw.url, "pay-runner-key", &token, 501).await,
+        403,
+        "TOKEN_MISMATCH",
     );
     // A server executor for a local tool: not covered.
-    let (s, b) = redeem(&gw.url, "fs-runner-key", pay_body(&token, 500)).await;
-    assert_eq!((s, b["code"].as_str()), (403, Some("NOT_EXECUTOR")), "{b}");
-    assert_eq!(
-        redeem(&gw.url, "pay-runner-key", pay_body(&token, 500))
-            .await
-            .0,
-        200
+    refused(
+        redeem_pay(&gw.url, "fs-runner-key", &token, 500).await,
+        403,
+        "NOT_EXECUTOR",
     );
+    redeemed(&gw.url, "pay-runner-key", pay_body(&token, 500)).await;
     let body = json!({"token": theirs, "tool": "pay", "arguments": {"amount": 7}});
-    assert_eq!(redeem(&gw.url, "pay-runner-key", body).await.0, 200);
+    redeemed(&gw.url, "pay-runner-key", body).await;
     let _ = gw.stop().await;
 }
 
@@ -115,11 +117,8 @@ async fn an_executor_key_opens_no_route_but_redeem_and_an_operator_may_not_redee
             "{path}: {b}"
         );
     }
-    let (s, b) = redeem(&gw.url, "alice-key", pay_body(&token, 500)).await;
+    let (s, b) = redeem_pay(&gw.url, "alice-key", &token, 500).await;
     assert_eq!(s, 403, "{b}");
-    assert_eq!(
-        redeem(&gw.url, "bot-key", pay_body(&token, 500)).await.0,
-        200
-    );
+    redeemed(&gw.url, "bot-key", pay_body(&token, 500)).await;
     let _ = gw.stop().await;
 }

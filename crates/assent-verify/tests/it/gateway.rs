@@ -152,6 +152,24 @@ pub(crate) async fn redeem(url: &str, key: &str, body: Value) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
+/// Asserts `(status, body)` is `status` with error `code`.
+#[track_caller]
+pub(crate) fn refused((s, b): (u16, Value), status: u16, code: &str) {
+    assert_eq!((s, b["code"].as_str()), (status, Some(code)), "{b}");
+}
+
+/// `POST /v1/tokens/redeem` with `key` of `token` for `bot`'s `pay(amount, to: bob)`.
+pub(crate) async fn redeem_pay(url: &str, key: &str, token: &str, amount: u64) -> (u16, Value) {
+    redeem(url, key, pay_body(token, amount)).await
+}
+
+/// Redeems `body` with `key` and asserts it is accepted (200): the answer.
+pub(crate) async fn redeemed(url: &str, key: &str, body: Value) -> Value {
+    let (s, b) = redeem(url, key, body).await;
+    assert_eq!(s, 200, "{b}");
+    b
+}
+
 /// The body redeeming `token` for `bot`'s `pay(amount, to: bob)`.
 pub(crate) fn pay_body(token: &str, amount: u64) -> Value {
     json!({"token": token, "tool": "pay", "arguments": {"amount": amount, "to": "bob"}})

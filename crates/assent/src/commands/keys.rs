@@ -29,23 +29,18 @@ pub(crate) fn run(cmd: KeysCmd) -> Result<i32> {
         } => {
             let dir = dir_of(keys_dir, config)?;
             let done = assent_store::keys::init(&dir)?;
-            if as_json {
-                println!(
-                    "{}",
-                    json!({"keys_dir": dir, "created": done.created, "audit_public_key": done.audit_public_key})
-                );
-            } else {
+            let v = json!({"keys_dir": dir, "created": done.created, "audit_public_key": done.audit_public_key});
+            report(as_json, v, || {
                 let what = match done.created.as_slice() {
                     [] => "both keys were already there; nothing replaced".to_string(),
                     made => format!("created {}", made.join(" and ")),
                 };
-                println!(
+                format!(
                     "{}: {what}. Give this directory to every replica (config `keys_dir`). Audit public key: {}",
                     dir.display(),
                     done.audit_public_key
-                );
-            }
-            Ok(0)
+                )
+            })
         }
         KeysCmd::RotateTokenKey {
             keys_dir,
@@ -54,21 +49,26 @@ pub(crate) fn run(cmd: KeysCmd) -> Result<i32> {
         } => {
             let dir = dir_of(keys_dir, config)?;
             let done = assent_store::keys::rotate_token_key(&dir)?;
-            if as_json {
-                println!(
-                    "{}",
-                    json!({"keys_dir": dir, "kid": done.kid, "retired_kid": done.retired_kid, "retired_file": done.retired_file})
-                );
-            } else {
-                println!(
+            let v = json!({"keys_dir": dir, "kid": done.kid, "retired_kid": done.retired_kid, "retired_file": done.retired_file});
+            report(as_json, v, || {
+                format!(
                     "{}: new token key {}; the old key {} ({}) keeps verifying until its tokens have expired. Gateways using this directory sign with the new key within 10 s.",
                     dir.display(),
                     done.kid,
                     done.retired_kid,
                     done.retired_file
-                );
-            }
-            Ok(0)
+                )
+            })
         }
     }
+}
+
+/// Prints what a subcommand did: `v` (with `--json`) or the sentence `text` makes; exit 0.
+fn report(as_json: bool, v: serde_json::Value, text: impl FnOnce() -> String) -> Result<i32> {
+    if as_json {
+        println!("{v}");
+    } else {
+        println!("{}", text());
+    }
+    Ok(0)
 }

@@ -214,12 +214,15 @@ fn run(args: &[&str]) -> std::process::Output {
 
 /// `GET {url}{path}` with alice's operator key: the JSON body.
 fn get_op(url: &str, path: &str) -> Value {
+    get_as(url, path, OP_KEY).json().unwrap()
+}
+
+/// `GET {url}{path}` with `key`: the response.
+fn get_as(url: &str, path: &str, key: &str) -> reqwest::blocking::Response {
     reqwest::blocking::Client::new()
         .get(format!("{url}{path}"))
-        .bearer_auth(OP_KEY)
+        .bearer_auth(key)
         .send()
-        .unwrap()
-        .json()
         .unwrap()
 }
 

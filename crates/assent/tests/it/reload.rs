@@ -4,19 +4,13 @@
 //! `assent reload` prints whose keys were revoked, an agent's key cannot reload, and `assent
 //! show` names the policy set a call was held under.
 
-use crate::{BOT_KEY, FS_KEY, Served, cli, get_op, held, ok, served, stop};
+use crate::{BOT_KEY, FS_KEY, cli, get_as, get_op, held, ok, served, stop};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The status of `GET {url}/v1/whoami` with `key`.
 fn whoami(url: &str, key: &str) -> u16 {
-    reqwest::blocking::Client::new()
-        .get(format!("{url}/v1/whoami"))
-        .bearer_auth(key)
-        .send()
-        .unwrap()
-        .status()
-        .as_u16()
+    get_as(url, "/v1/whoami", key).status().as_u16()
 }
 
 /// The config file's text with the principal `bot`'s line left out.
@@ -31,12 +25,8 @@ fn without_bot(cfg: &std::path::Path) -> String {
 
 #[test]
 fn sighup_reloads_the_running_binary_and_a_removed_key_gets_401() {
-    let Served {
-        dir: _dir,
-        cfg,
-        server,
-        ..
-    } = served("");
+    let sv = served("");
+    let (cfg, server) = (sv.cfg, sv.server);
     let url = server.url.clone();
     assert_eq!(whoami(&url, BOT_KEY), 200);
     std::fs::write(&cfg, without_bot(&cfg)).unwrap();
@@ -60,12 +50,8 @@ fn sighup_reloads_the_running_binary_and_a_removed_key_gets_401() {
 
 #[test]
 fn assent_reload_refuses_a_broken_file_with_file_and_line_then_applies_a_fixed_one() {
-    let Served {
-        dir: _dir,
-        cfg,
-        server,
-        ..
-    } = served("");
+    let sv = served("");
+    let (cfg, server) = (sv.cfg, sv.server);
     let url = server.url.clone();
     let good = without_bot(&cfg);
     // Line 2 of the file gets a key no configuration has.
@@ -91,9 +77,8 @@ fn assent_reload_refuses_a_broken_file_with_file_and_line_then_applies_a_fixed_o
 
 #[test]
 fn assent_reload_with_an_agent_key_is_refused() {
-    let Served {
-        dir: _dir, server, ..
-    } = served("");
+    let sv = served("");
+    let server = sv.server;
     let out = Command::new(crate::BIN)
         .arg("reload")
         .env("ASSENT_URL", &server.url)
@@ -108,9 +93,8 @@ fn assent_reload_with_an_agent_key_is_refused() {
 
 #[test]
 fn assent_show_names_the_policy_set_a_call_was_held_under() {
-    let Served {
-        dir: _dir, server, ..
-    } = served("");
+    let sv = served("");
+    let server = sv.server;
     let url = server.url.clone();
     let id = held(&url, 5000);
     let hash = get_op(&url, &format!("/v1/approvals/{id}"))["policy_set_sha256"]

@@ -8,7 +8,7 @@
 mod config;
 mod refusals;
 
-use crate::kit::{AGENTS, Gw, operator, policy, start_custom};
+use crate::kit::{AGENTS, Gw, assert_answer, operator, policy, start_custom};
 use assent_server::Settings;
 use assent_server::config::slack::{Slack, SlackConfig};
 use assent_server::config::{Webhook, WebhookFormat};
@@ -224,6 +224,69 @@ fn value_of(buttons: &[(String, String)], action: &str) -> String {
         .clone()
 }
 
+/// One life-cycle step every Slack test starts from: a gateway with Slack under `rules` (the
+/// temp dir and fake Slack it uses), approval `id` of `pay` held in session `s1`, and the
+/// buttons of the message posted for it.
+struct Card {
+    _dir: tempfile::TempDir,
+    fake: FakeSlack,
+    gw: Gw,
+    id: String,
+    buttons: Vec<(String, String)>,
+}
+
+impl Card {
+    /// Holds `pay` under `rules` and waits for its message.
+    async fn hold(rules: &str) -> Card {
+        let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+        let gw = gateway(dir.path(), &fake, rules).await;
+        let id = gw.held("s1", "pay", args()).await;
+        let buttons = buttons(&fake, &id).await;
+        Card {
+            _dir: dir,
+            fake,
+            gw,
+            id,
+            buttons,
+        }
+    }
+
+    /// The value of button `action` (`APPROVAL_ID|CALL_HASH`).
+    fn value(&self, action: &str) -> String {
+        value_of(&self.buttons, action)
+    }
+
+    /// `user` clicks button `action` of the card, signed now.
+    async fn click(&self, user: &str, action: &str) -> (StatusCode, Value) {
+        let payload = click(&self.fake, user, action, &self.value(action));
+        signed(&self.gw, &payload).await
+    }
+
+    /// Stops the gateway (before the temp dir goes).
+    async fn stop(self) {
+        self.gw.stop().await;
+    }
+}
+
+/// Asserts the endpoint answered `status` with error or outcome `code`.
+#[track_caller]
+fn assert_code(reply: &(StatusCode, Value), status: StatusCode, code: &str) {
+    let (s, r) = reply;
+    assert_eq!((*s, &r["code"]), (status, &json!(code)), "{r}");
+}
+
+/// Asserts a click was answered `200` with `ok: false` and `code` (Slack shows the clicker
+/// why; nothing was decided).
+#[track_caller]
+fn assert_refused(reply: &(StatusCode, Value), code: &str) {
+    let (s, r) = reply;
+    assert_eq!(
+        (*s, &r["ok"], &r["code"]),
+        (StatusCode::OK, &json!(false), &json!(code)),
+        "{r}"
+    );
+}
+
 /// Asserts approval `id` is still pending with no decision and no vote.
 async fn undecided(gw: &Gw, id: &str) {
     let (_, a) = gw.approval(id, "alice-key").await;
@@ -242,11 +305,9 @@ async fn undecided(gw: &Gw, id: &str) {
 
 #[tokio::test]
 async fn approve_once_from_slack_decides_as_the_mapped_operator_and_the_message_shows_it() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let b = buttons(&fake, &id).await;
-    let ids: Vec<&str> = b.iter().map(|(a, _)| a.as_str()).collect();
+    let c = Card::hold(PAY).await;
+    let (gw, fake, id) = (&c.gw, &c.fake, &c.id);
+    let ids: Vec<&str> = c.buttons.iter().map(|(a, _)| a.as_str()).collect();
     assert_eq!(
         ids,
         [
@@ -255,22 +316,13 @@ async fn approve_once_from_slack_decides_as_the_mapped_operator_and_the_message_
             "assent_deny"
         ]
     );
-    let (s, r) = signed(
-        &gw,
-        &click(
-            &fake,
-            "U0ALICE",
-            "assent_approve_once",
-            &value_of(&b, "assent_approve_once"),
-        ),
-    )
-    .await;
+    let (s, r) = c.click("U0ALICE", "assent_approve_once").await;
     assert_eq!(
         (s, &r["ok"], &r["code"]),
         (StatusCode::OK, &json!(true), &json!("DECIDED")),
         "{r}"
     );
-    let (_, a) = gw.approval(&id, "alice-key").await;
+    let (_, a) = gw.approval(id, "alice-key").await;
     assert_eq!(
         (&a["status"], &a["decisions"][0]["by"], &a["scope"]),
         (&json!("approved"), &json!("alice"), &json!("once")),
@@ -291,58 +343,37 @@ async fn approve_once_from_slack_decides_as_the_mapped_operator_and_the_message_
     );
     let e = fake.wait_for("/respond/U0ALICE", "Approved").await;
     assert_eq!(e["response_type"], "ephemeral", "{e}");
-    gw.stop().await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn a_decision_made_elsewhere_updates_the_slack_message() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    buttons(&fake, &id).await;
-    let (s, b) = gw.decide(&id, "fred-key", "deny").await;
+    let c = Card::hold(PAY).await;
+    let (s, b) = c.gw.decide(&c.id, "fred-key", "deny").await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    fake.wait_for("/api/chat.update", "Denied* by fred: test")
+    c.fake
+        .wait_for("/api/chat.update", "Denied* by fred: test")
         .await;
-    gw.stop().await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn an_expiry_updates_the_slack_message() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let rules = "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 1\n";
-    let gw = gateway(dir.path(), &fake, rules).await;
-    let id = gw.held("s1", "pay", args()).await;
-    buttons(&fake, &id).await;
-    let u = fake.wait_for("/api/chat.update", "Expired").await;
+    let c = Card::hold("- tool: pay\n  approvers: [finance]\n  timeout_seconds: 1\n").await;
+    let u = c.fake.wait_for("/api/chat.update", "Expired").await;
     assert!(!u.to_string().contains("assent_approve_once"), "{u}");
-    let (_, a) = gw.approval(&id, "alice-key").await;
+    let (_, a) = c.gw.approval(&c.id, "alice-key").await;
     assert_eq!(a["status"], "expired", "{a}");
-    gw.stop().await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn deny_asks_for_a_reason_in_a_modal_and_denies_with_it() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let b = buttons(&fake, &id).await;
-    let (s, r) = signed(
-        &gw,
-        &click(
-            &fake,
-            "U0ALICE",
-            "assent_deny",
-            &value_of(&b, "assent_deny"),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::OK, &json!("MODAL_OPENED")),
-        "{r}"
-    );
-    undecided(&gw, &id).await;
+    let c = Card::hold(PAY).await;
+    let (gw, fake, id) = (&c.gw, &c.fake, &c.id);
+    let reply = c.click("U0ALICE", "assent_deny").await;
+    assert_code(&reply, StatusCode::OK, "MODAL_OPENED");
+    undecided(gw, id).await;
     let open = fake.wait_for("/api/views.open", "assent_deny").await;
     assert_eq!(
         open["trigger_id"], "13345224609.738474920.8088930838d88f008e0",
@@ -357,13 +388,9 @@ async fn deny_asks_for_a_reason_in_a_modal_and_denies_with_it() {
             "private_metadata": view["private_metadata"],
             "state": {"values": {"reason": {"reason": {"type": "plain_text_input", "value": "not this vendor"}}}}},
     });
-    let (s, r) = signed(&gw, &submission).await;
-    assert_eq!(
-        (s, &r["response_action"]),
-        (StatusCode::OK, &json!("clear")),
-        "{r}"
-    );
-    let (_, a) = gw.approval(&id, "alice-key").await;
+    let (s, r) = signed(gw, &submission).await;
+    assert_answer(s, &r, "response_action", StatusCode::OK, "clear");
+    let (_, a) = gw.approval(id, "alice-key").await;
     assert_eq!(
         (
             &a["status"],
@@ -379,27 +406,16 @@ async fn deny_asks_for_a_reason_in_a_modal_and_denies_with_it() {
     );
     fake.wait_for("/api/chat.update", "Denied* by alice: not this vendor")
         .await;
-    gw.stop().await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn approve_for_the_session_grants_the_rest_of_the_session() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let b = buttons(&fake, &id).await;
-    let (s, r) = signed(
-        &gw,
-        &click(
-            &fake,
-            "U0ALICE",
-            "assent_approve_session",
-            &value_of(&b, "assent_approve_session"),
-        ),
-    )
-    .await;
-    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
-    let (_, a) = gw.approval(&id, "alice-key").await;
+    let c = Card::hold(PAY).await;
+    let gw = &c.gw;
+    let reply = c.click("U0ALICE", "assent_approve_session").await;
+    assert_code(&reply, StatusCode::OK, "DECIDED");
+    let (_, a) = gw.approval(&c.id, "alice-key").await;
     assert_eq!(
         (&a["status"], &a["scope"]),
         (&json!("approved"), &json!("session")),
@@ -408,7 +424,7 @@ async fn approve_for_the_session_grants_the_rest_of_the_session() {
     // The same call again in that session is allowed without asking.
     let (s, again) = gw.propose_in("s1", "pay", args()).await;
     assert_eq!(s, StatusCode::OK, "{again}");
-    gw.stop().await;
+    c.stop().await;
 }
 
 #[tokio::test]
@@ -448,8 +464,8 @@ async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_resp
         "{m}"
     );
     // Deny without a bot token: no modal can open, so the click denies with no reason.
-    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_deny", &v)).await;
-    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    let reply = signed(&gw, &click(&fake, "U0ALICE", "assent_deny", &v)).await;
+    assert_code(&reply, StatusCode::OK, "DECIDED");
     let m = fake.wait_for("/respond/U0ALICE", "Denied* by alice").await;
     assert_eq!(m["replace_original"], true, "{m}");
     assert!(fake.to("/api/chat.postMessage").is_empty());

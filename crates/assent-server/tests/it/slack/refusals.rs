@@ -5,8 +5,8 @@
 //! without `slack:`. Each checks that the approval is still pending with no decision or vote.
 
 use super::{
-    FakeSlack, PAY, SECRET, args, buttons, click, form, gateway, now_s, send, sign, signed, slack,
-    undecided, value_of, with_slack,
+    Card, FakeSlack, PAY, SECRET, args, assert_code, assert_refused, buttons, click, form, gateway,
+    now_s, send, sign, signed, slack, undecided, value_of, with_slack,
 };
 use crate::kit::{AGENTS, policy, start, start_custom};
 use assent_server::Settings;
@@ -16,45 +16,35 @@ use std::sync::Arc;
 
 #[tokio::test]
 async fn an_irreversible_call_offers_no_session_button_and_refuses_a_forged_one() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(
-        dir.path(),
-        &fake,
-        "- tool: pay\n  approvers: [finance]\n  irreversible: true\n",
-    )
-    .await;
-    let id = gw.held("s1", "pay", args()).await;
-    let b = buttons(&fake, &id).await;
+    let c = Card::hold("- tool: pay\n  approvers: [finance]\n  irreversible: true\n").await;
+    no_session_button(&c);
+    let forged = click(
+        &c.fake,
+        "U0ALICE",
+        "assent_approve_session",
+        &c.value("assent_approve_once"),
+    );
+    let reply = signed(&c.gw, &forged).await;
+    assert_code(&reply, StatusCode::OK, "SESSION_NOT_OFFERED");
+    undecided(&c.gw, &c.id).await;
+    c.stop().await;
+}
+
+/// Asserts the card offers no "approve for the session" button.
+#[track_caller]
+fn no_session_button(c: &Card) {
+    let b = &c.buttons;
     assert!(
         b.iter().all(|(a, _)| a != "assent_approve_session"),
         "{b:?}"
     );
-    let (s, r) = signed(
-        &gw,
-        &click(
-            &fake,
-            "U0ALICE",
-            "assent_approve_session",
-            &value_of(&b, "assent_approve_once"),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::OK, &json!("SESSION_NOT_OFFERED")),
-        "{r}"
-    );
-    undecided(&gw, &id).await;
-    gw.stop().await;
 }
 
 #[tokio::test]
 async fn a_forged_signature_decides_nothing() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
-    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
+    let c = Card::hold(PAY).await;
+    let (gw, id) = (&c.gw, &c.id);
+    let body = alices_approval(&c);
     let ts = now_s();
     for sig in [
         sign("not-the-secret", ts, &body),
@@ -62,12 +52,8 @@ async fn a_forged_signature_decides_nothing() {
         "garbage".into(),
         sign(SECRET, ts, &format!("{body}x")),
     ] {
-        let (s, r) = send(&gw, &body, ts, &sig).await;
-        assert_eq!(
-            (s, &r["code"]),
-            (StatusCode::UNAUTHORIZED, &json!("SLACK_SIGNATURE_INVALID")),
-            "{r}"
-        );
+        let reply = send(gw, &body, ts, &sig).await;
+        assert_code(&reply, StatusCode::UNAUTHORIZED, "SLACK_SIGNATURE_INVALID");
     }
     // No signature at all (and no API key: the route needs none, the signature is all).
     let r = gw
@@ -80,206 +66,134 @@ async fn a_forged_signature_decides_nothing() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     let b: Value = r.json().await.unwrap();
     assert_eq!(b["code"], "SLACK_SIGNATURE_MISSING", "{b}");
-    undecided(&gw, &id).await;
-    gw.stop().await;
+    undecided(gw, id).await;
+    c.stop().await;
+}
+
+/// The form body of alice's click on the card's "approve once".
+fn alices_approval(c: &Card) -> String {
+    let v = c.value("assent_approve_once");
+    form(&click(&c.fake, "U0ALICE", "assent_approve_once", &v))
+}
+
+/// Sends alice's "approve once", signed as if at `now + offset_s`: outside Slack's 300 s
+/// window, it is refused as stale and decides nothing.
+async fn dated_outside_the_window_decides_nothing(offset_s: i64) {
+    let c = Card::hold(PAY).await;
+    let body = alices_approval(&c);
+    let ts = now_s() + offset_s;
+    let reply = send(&c.gw, &body, ts, &sign(SECRET, ts, &body)).await;
+    assert_code(&reply, StatusCode::UNAUTHORIZED, "SLACK_STALE");
+    undecided(&c.gw, &c.id).await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn a_stale_request_older_than_five_minutes_decides_nothing() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
-    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
-    let ts = now_s() - 330; // clear of the 300 s window even when a second turns over mid-test
-    let (s, r) = send(&gw, &body, ts, &sign(SECRET, ts, &body)).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::UNAUTHORIZED, &json!("SLACK_STALE")),
-        "{r}"
-    );
-    undecided(&gw, &id).await;
-    gw.stop().await;
+    // Clear of the 300 s window even when a second turns over mid-test.
+    dated_outside_the_window_decides_nothing(-330).await;
 }
 
 #[tokio::test]
 async fn a_request_dated_in_the_future_decides_nothing() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
-    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
-    let ts = now_s() + 330; // clear of the 300 s window even when a second turns over mid-test
-    let (s, r) = send(&gw, &body, ts, &sign(SECRET, ts, &body)).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::UNAUTHORIZED, &json!("SLACK_STALE")),
-        "{r}"
-    );
-    undecided(&gw, &id).await;
-    gw.stop().await;
+    // Clear of the 300 s window even when a second turns over mid-test.
+    dated_outside_the_window_decides_nothing(330).await;
 }
 
 #[tokio::test]
 async fn a_replayed_request_is_refused_and_one_slack_vote_counts_once_toward_a_quorum() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(
-        dir.path(),
-        &fake,
-        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
-    )
-    .await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
-    let body = form(&click(&fake, "U0ALICE", "assent_approve_once", &v));
+    let c = Card::hold("- tool: pay\n  approvers: {roles: [finance], count: 2}\n").await;
+    let (gw, fake, id) = (&c.gw, &c.fake, &c.id);
+    let body = alices_approval(&c);
     let ts = now_s();
     let sig = sign(SECRET, ts, &body);
-    let (s, r) = send(&gw, &body, ts, &sig).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::OK, &json!("VOTE_COUNTED")),
-        "{r}"
+    assert_code(
+        &send(gw, &body, ts, &sig).await,
+        StatusCode::OK,
+        "VOTE_COUNTED",
     );
     // The same signed request again: refused before anything is looked at.
-    let (s, r) = send(&gw, &body, ts, &sig).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::UNAUTHORIZED, &json!("SLACK_REPLAYED")),
-        "{r}"
-    );
+    let reply = send(gw, &body, ts, &sig).await;
+    assert_code(&reply, StatusCode::UNAUTHORIZED, "SLACK_REPLAYED");
     // Nor with the same MAC spelled in upper case (the same bytes, another header): the
     // replay memory cannot be dodged, or flooded, by re-spelling one captured request.
     let upper = format!("v0={}", sig["v0=".len()..].to_ascii_uppercase());
-    let (s, r) = send(&gw, &body, ts, &upper).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::UNAUTHORIZED, &json!("SLACK_SIGNATURE_INVALID")),
-        "{r}"
-    );
+    let reply = send(gw, &body, ts, &upper).await;
+    assert_code(&reply, StatusCode::UNAUTHORIZED, "SLACK_SIGNATURE_INVALID");
     // A fresh click by the same person (another action_ts, so another signed body) is her
     // second try, not a second vote.
-    let mut again = click(&fake, "U0ALICE", "assent_approve_once", &v);
-    again["actions"][0]["action_ts"] = json!("1700000002.000300");
-    let (s, r) = signed(&gw, &again).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::OK, &json!("ALREADY_VOTED")),
-        "{r}"
+    let mut again = click(
+        fake,
+        "U0ALICE",
+        "assent_approve_once",
+        &c.value("assent_approve_once"),
     );
-    let (_, a) = gw.approval(&id, "alice-key").await;
+    again["actions"][0]["action_ts"] = json!("1700000002.000300");
+    assert_code(&signed(gw, &again).await, StatusCode::OK, "ALREADY_VOTED");
+    let (_, a) = gw.approval(id, "alice-key").await;
     assert_eq!(a["status"], "pending", "{a}");
     fake.wait_for("/api/chat.update", "alice").await;
     // A second approver's click meets the quorum.
-    let (s, r) = signed(&gw, &click(&fake, "U0FRED", "assent_approve_once", &v)).await;
-    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
-    let (_, a) = gw.approval(&id, "alice-key").await;
+    let reply = c.click("U0FRED", "assent_approve_once").await;
+    assert_code(&reply, StatusCode::OK, "DECIDED");
+    let (_, a) = gw.approval(id, "alice-key").await;
     assert_eq!(a["status"], "approved", "{a}");
     fake.wait_for("/api/chat.update", "Approved* by fred").await;
-    gw.stop().await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn a_click_naming_another_call_hash_decides_nothing() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    buttons(&fake, &id).await;
+    let c = Card::hold(PAY).await;
+    let (gw, fake, id) = (&c.gw, &c.fake, &c.id);
     let forged = format!("{id}|{}", "0".repeat(64));
-    let (s, r) = signed(
-        &gw,
-        &click(&fake, "U0ALICE", "assent_approve_once", &forged),
-    )
-    .await;
-    assert_eq!(
-        (s, &r["ok"], &r["code"]),
-        (StatusCode::OK, &json!(false), &json!("CALL_CHANGED")),
-        "{r}"
-    );
+    let reply = signed(gw, &click(fake, "U0ALICE", "assent_approve_once", &forged)).await;
+    assert_refused(&reply, "CALL_CHANGED");
     for bad in [id.clone(), format!("{id}|"), "|".into()] {
-        let (_, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &bad)).await;
+        let (_, r) = signed(gw, &click(fake, "U0ALICE", "assent_approve_once", &bad)).await;
         assert_eq!(r["code"], "BAD_VALUE", "{r}");
     }
-    undecided(&gw, &id).await;
-    gw.stop().await;
+    undecided(gw, id).await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn an_unmapped_slack_user_decides_nothing_at_any_tier() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(
-        dir.path(),
-        &fake,
-        "- tool: pay\n  approvers: [finance]\n  risk_tier: R3\n",
-    )
-    .await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let c = Card::hold("- tool: pay\n  approvers: [finance]\n  risk_tier: R3\n").await;
+    let v = c.value("assent_approve_once");
     for action in ["assent_approve_once", "assent_deny"] {
-        let (s, r) = signed(&gw, &click(&fake, "U0MALLORY", action, &v)).await;
-        assert_eq!(
-            (s, &r["ok"], &r["code"]),
-            (StatusCode::OK, &json!(false), &json!("SLACK_USER_UNMAPPED")),
-            "{r}"
-        );
+        let reply = signed(&c.gw, &click(&c.fake, "U0MALLORY", action, &v)).await;
+        assert_refused(&reply, "SLACK_USER_UNMAPPED");
     }
-    let e = fake.wait_for("/respond/U0MALLORY", "not mapped").await;
+    let e = c.fake.wait_for("/respond/U0MALLORY", "not mapped").await;
     assert_eq!(e["response_type"], "ephemeral", "{e}");
-    assert!(fake.to("/api/views.open").is_empty());
-    undecided(&gw, &id).await;
-    gw.stop().await;
+    assert!(c.fake.to("/api/views.open").is_empty());
+    undecided(&c.gw, &c.id).await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn a_slack_user_without_the_approver_role_decides_nothing() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
-    let (s, r) = signed(&gw, &click(&fake, "U0OLAF", "assent_approve_once", &v)).await;
-    assert_eq!(
-        (s, &r["ok"], &r["code"]),
-        (StatusCode::OK, &json!(false), &json!("FORBIDDEN")),
-        "{r}"
-    );
+    let c = Card::hold(PAY).await;
+    let reply = c.click("U0OLAF", "assent_approve_once").await;
+    assert_refused(&reply, "FORBIDDEN");
+    let r = &reply.1;
     assert!(r["text"].as_str().unwrap().contains("olaf"), "{r}");
-    undecided(&gw, &id).await;
-    gw.stop().await;
+    undecided(&c.gw, &c.id).await;
+    c.stop().await;
 }
 
 #[tokio::test]
 async fn an_r4_call_needing_a_passkey_cannot_be_approved_from_slack() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(
-        dir.path(),
-        &fake,
-        "- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n",
-    )
-    .await;
-    let id = gw.held("s1", "pay", args()).await;
-    let b = buttons(&fake, &id).await;
-    assert!(
-        b.iter().all(|(a, _)| a != "assent_approve_session"),
-        "{b:?}"
-    );
-    let (s, r) = signed(
-        &gw,
-        &click(
-            &fake,
-            "U0ALICE",
-            "assent_approve_once",
-            &value_of(&b, "assent_approve_once"),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (s, &r["ok"], &r["code"]),
-        (StatusCode::OK, &json!(false), &json!("PASSKEY_REQUIRED")),
-        "{r}"
-    );
+    let c = Card::hold("- tool: pay\n  approvers: [finance]\n  risk_tier: R4\n").await;
+    no_session_button(&c);
+    let reply = c.click("U0ALICE", "assent_approve_once").await;
+    assert_refused(&reply, "PASSKEY_REQUIRED");
+    let r = &reply.1;
     assert!(r["text"].as_str().unwrap().contains("dashboard"), "{r}");
-    fake.wait_for("/respond/U0ALICE", "dashboard").await;
-    undecided(&gw, &id).await;
-    gw.stop().await;
+    c.fake.wait_for("/respond/U0ALICE", "dashboard").await;
+    undecided(&c.gw, &c.id).await;
+    c.stop().await;
 }
 
 #[tokio::test]
@@ -288,12 +202,8 @@ async fn without_slack_configured_the_endpoint_is_not_there() {
     let gw = start(dir.path()).await;
     let body = "payload=%7B%7D";
     let ts = now_s();
-    let (s, r) = send(&gw, body, ts, &sign(SECRET, ts, body)).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::NOT_FOUND, &json!("NOT_FOUND")),
-        "{r}"
-    );
+    let reply = send(&gw, body, ts, &sign(SECRET, ts, body)).await;
+    assert_code(&reply, StatusCode::NOT_FOUND, "NOT_FOUND");
     gw.stop().await;
 }
 
@@ -303,12 +213,8 @@ async fn an_oversized_or_malformed_body_is_refused_with_json() {
     let gw = gateway(dir.path(), &fake, PAY).await;
     let big = format!("payload={}", "a".repeat(300 * 1024));
     let ts = now_s();
-    let (s, r) = send(&gw, &big, ts, &sign(SECRET, ts, &big)).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::PAYLOAD_TOO_LARGE, &json!("PAYLOAD_TOO_LARGE")),
-        "{r}"
-    );
+    let reply = send(&gw, &big, ts, &sign(SECRET, ts, &big)).await;
+    assert_code(&reply, StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE");
     for body in ["payload=notjson", "other=1", "payload=%5B%5D"] {
         let (s, r) = send(&gw, body, ts, &sign(SECRET, ts, body)).await;
         assert_eq!(
@@ -322,10 +228,8 @@ async fn an_oversized_or_malformed_body_is_refused_with_json() {
 
 #[tokio::test]
 async fn a_flood_of_signed_requests_cannot_grow_the_replay_memory_without_bound() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let c = Card::hold(PAY).await;
+    let gw = &c.gw;
     // The memory of accepted signatures is full (and none has left the window yet).
     let max = assent_store::slack::MAX_SEEN;
     let until = now_s() * 1000 + 600_000;
@@ -333,19 +237,15 @@ async fn a_flood_of_signed_requests_cannot_grow_the_replay_memory_without_bound(
         "INSERT INTO slack_seen (signature_sha256, until) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {max}) SELECT 'fill' || CAST(i AS TEXT), {until} FROM n"
     );
     assert_eq!(gw.sql().exec(&fill, &[]), max as u64);
-    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::SERVICE_UNAVAILABLE, &json!("SLACK_BUSY")),
-        "{r}"
-    );
-    undecided(&gw, &id).await;
+    let reply = c.click("U0ALICE", "assent_approve_once").await;
+    assert_code(&reply, StatusCode::SERVICE_UNAVAILABLE, "SLACK_BUSY");
+    undecided(gw, &c.id).await;
     // Once those leave the window they are forgotten, and Slack is heard again.
     gw.sql().exec("UPDATE slack_seen SET until = 1", &[]);
-    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
-    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
+    let reply = c.click("U0ALICE", "assent_approve_once").await;
+    assert_code(&reply, StatusCode::OK, "DECIDED");
     assert_eq!(gw.sql().int("SELECT COUNT(*) FROM slack_seen", &[]), 1);
-    gw.stop().await;
+    c.stop().await;
 }
 
 /// Attack: a Slack account whose mapping was removed from the configuration (a person who
@@ -406,12 +306,8 @@ async fn a_slack_mapping_removed_by_a_reload_decides_nothing() {
     );
     let second = gw.held("s2", "pay", args()).await;
     let v = value_of(&buttons(&fake, &second).await, "assent_approve_once");
-    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
-    assert_eq!(
-        (s, &r["code"]),
-        (StatusCode::OK, &json!("SLACK_USER_UNMAPPED")),
-        "{r}"
-    );
+    let reply = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_code(&reply, StatusCode::OK, "SLACK_USER_UNMAPPED");
     undecided(&gw, &second).await;
     gw.stop().await;
 }
@@ -481,27 +377,21 @@ fn collect_mrkdwn(v: &Value, out: &mut Vec<String>) {
 /// text that misdescribes the call. With the bot token, only the bot's message decides.
 #[tokio::test]
 async fn a_click_on_a_message_assent_did_not_post_decides_nothing() {
-    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
-    let gw = gateway(dir.path(), &fake, PAY).await;
-    let id = gw.held("s1", "pay", args()).await;
-    let v = value_of(&buttons(&fake, &id).await, "assent_approve_once");
+    let c = Card::hold(PAY).await;
+    let v = c.value("assent_approve_once");
     for (channel, ts) in [
         ("C0APPROVE", "1700000099.000900"),
         ("C0ELSEWHERE", "1700000000.000100"),
     ] {
-        let mut forged = click(&fake, "U0ALICE", "assent_approve_once", &v);
+        let mut forged = click(&c.fake, "U0ALICE", "assent_approve_once", &v);
         forged["container"]["channel_id"] = json!(channel);
         forged["container"]["message_ts"] = json!(ts);
-        let (s, r) = signed(&gw, &forged).await;
-        assert_eq!(
-            (s, &r["code"]),
-            (StatusCode::OK, &json!("NOT_ASSENTS_MESSAGE")),
-            "{r}"
-        );
+        let reply = signed(&c.gw, &forged).await;
+        assert_code(&reply, StatusCode::OK, "NOT_ASSENTS_MESSAGE");
     }
-    undecided(&gw, &id).await;
+    undecided(&c.gw, &c.id).await;
     // The bot's own message decides.
-    let (s, r) = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
-    assert_eq!((s, &r["code"]), (StatusCode::OK, &json!("DECIDED")), "{r}");
-    gw.stop().await;
+    let reply = c.click("U0ALICE", "assent_approve_once").await;
+    assert_code(&reply, StatusCode::OK, "DECIDED");
+    c.stop().await;
 }

@@ -1,0 +1,49 @@
+//! What the two followers of the audit log (the outgoing webhooks, `webhooks.rs`, and the
+//! Slack bot's messages, `slack/outbox.rs`) share besides their leased cursor
+//! (`cursor.rs`): the audit kinds they follow, an approval's life cycle, and keeping a
+//! delivery that gave up every attempt as a dead letter (`GET /v1/webhooks/dead-letters`).
+
+use crate::cursor::store;
+use crate::state::{AppState, now_ms};
+use assent_store::outbox::DeadLetter;
+
+/// The audit kinds of an approval's life cycle (requested, escalated, decided, voted on,
+/// expired, cancelled): those a webhook announces, and those the Slack bot's message follows.
+pub(crate) const KINDS: [&str; 6] = [
+    "approval.requested",
+    "approval.escalated",
+    "decision",
+    "decision.vote",
+    "approval.expired",
+    "approval.cancelled",
+];
+
+/// Keeps a delivery that gave up as a dead letter (`GET /v1/webhooks/dead-letters`): audit
+/// record `audit_seq`'s `event` for `target` (a webhook's name, or the Slack bot's cursor)
+/// with `body`, after `tries` (attempts, the last error), now, and moves `target`'s cursor
+/// past it while `holder` holds its lease. `false` when the lease was lost (or the store
+/// failed): the record is delivered again.
+pub(crate) async fn dead_letter(
+    st: &AppState,
+    holder: &str,
+    target: &str,
+    audit_seq: i64,
+    event: &str,
+    body: String,
+    (attempts, last_error): (u32, String),
+) -> bool {
+    let d = DeadLetter {
+        id: 0,
+        webhook: target.to_string(),
+        audit_seq,
+        event: event.to_string(),
+        body,
+        attempts: attempts as i64,
+        last_error,
+        failed_at: now_ms(),
+    };
+    let holder = holder.to_string();
+    store(st, move |s| s.dead_letter(&d, &holder))
+        .await
+        .unwrap_or(false)
+}
