@@ -60,20 +60,35 @@ pub(crate) async fn top(
     .await
 }
 
+/// `text` fit for one YAML comment line: every control character and Unicode line or
+/// paragraph separator (a line break an agent put in a tool name or an argument) a space, so nothing it holds can start a line of YAML.
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// Suggestion `n` (1-based) as a YAML document to download: comments saying what it is, its
-/// evidence and replay, then each edit's file, place and YAML.
+/// evidence and replay, then each edit's file, place and YAML (serialised by `serde-saphyr`,
+/// which quotes what must be quoted).
 pub fn export(n: usize, s: &Suggestion) -> String {
     let e = &s.evidence;
     let r = &s.replay;
-    let tool = match &s.server {
+    let tool = comment(&match &s.server {
         Some(a) => format!("{a}/{}", s.tool),
         None => s.tool.clone(),
-    };
+    });
     let mut out = format!(
         "# assent suggestion {n}: {tool}: {}\n# evidence: {} decisions by {} ({} to {}); {} on the other side, none covered\n# replay: prompts {} -> {}, loosened {}\n# nothing is applied until you write this into the file named below and reload\n",
-        s.description.replace('\n', " "),
+        comment(&s.description),
         e.decisions,
-        e.deciders.join(", ").replace('\n', " "),
+        comment(&e.deciders.join(", ")),
         assent_core::stamp::rfc3339(e.first),
         assent_core::stamp::rfc3339(e.last),
         e.other_side,
@@ -84,8 +99,8 @@ pub fn export(n: usize, s: &Suggestion) -> String {
     for ed in &s.edits {
         out.push_str(&format!(
             "---\n# in {} ({})\n{}",
-            ed.file.replace('\n', " "),
-            ed.location.replace('\n', " "),
+            comment(&ed.file),
+            comment(&ed.location),
             ed.yaml
         ));
         if !ed.yaml.ends_with('\n') {
@@ -93,4 +108,52 @@ pub fn export(n: usize, s: &Suggestion) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assent_core::suggest::edit::Edit;
+    use assent_core::suggest::mine::Constraint;
+    use assent_core::suggest::{Evidence, Kind};
+
+    /// Attack: an agent names a tool (or an argument value the pattern quotes) with a line
+    /// break and YAML after it, hoping the exported file carries a rule of its own.
+    #[test]
+    fn a_line_break_in_an_agents_text_cannot_start_a_yaml_line_of_the_export() {
+        let evil = "pay\r\npolicies: [{id: evil}]\u{2028}x";
+        let s = Suggestion {
+            kind: Kind::RemovePrompt,
+            tool: evil.into(),
+            server: None,
+            pattern: Constraint::Prefix {
+                key: "to".into(),
+                prefix: "a\nb-".into(),
+            },
+            description: format!("ask unless to starts with {:?}", "a\nb-"),
+            evidence: Evidence {
+                decisions: 10,
+                other_side: 0,
+                deciders: vec!["alice\nrules: []".into()],
+                agents: vec!["bot".into()],
+                first: 0,
+                last: 0,
+            },
+            edits: vec![Edit {
+                file: "gov.yaml\nx: 1".into(),
+                location: "policy p rules[0]".into(),
+                yaml: "approval: true\n".into(),
+                text: String::new(),
+            }],
+            replay: Default::default(),
+        };
+        let out = export(1, &s);
+        assert!(!out.contains('\u{2028}') && !out.contains('\r'), "{out:?}");
+        for line in out.lines() {
+            assert!(
+                line.starts_with('#') || line == "---" || line == "approval: true",
+                "{line:?} in {out}"
+            );
+        }
+    }
 }

@@ -36,6 +36,17 @@ fn held(status: ApprovalStatus, by: &str) -> Was {
     }
 }
 
+/// Replays `history` keeping every call: the report and each call's new verdict.
+fn every_call(reg: &Registry, history: &[Recorded]) -> (Report, Vec<VerdictKind>) {
+    let opts = Options {
+        keep_calls: true,
+        ..Options::default()
+    };
+    let r = replay(reg, history, opts);
+    let now = r.calls.iter().map(|c| c.now).collect();
+    (r, now)
+}
+
 const PAY_NEEDS_APPROVAL: &str = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        approval: {condition: {args_match: {amount: {gt: 100}}}}\n";
 
 #[test]
@@ -188,12 +199,7 @@ fn thresholds_count_the_session_as_it_happened() {
         // another session starts from nothing
         rec(5, "t", "pay", json!({}), Was::Allowed),
     ];
-    let opts = Options {
-        keep_calls: true,
-        ..Options::default()
-    };
-    let r = replay(&reg, &history, opts);
-    let now: Vec<VerdictKind> = r.calls.iter().map(|c| c.now).collect();
+    let (r, now) = every_call(&reg, &history);
     use VerdictKind::{Allow, Confirm};
     assert_eq!(now, [Allow, Allow, Allow, Confirm, Allow]);
     assert_eq!(r.overall.loosened, 1, "the rejected one would now run");
@@ -262,12 +268,7 @@ fn cost_totals_and_rate_windows_follow_the_whole_session() {
     let mut late = rec(100, "s", "pay", json!({"amount": 1}), Was::Allowed);
     late.at_ms += 1_000_000;
     history.push(late);
-    let opts = Options {
-        keep_calls: true,
-        ..Options::default()
-    };
-    let r = replay(&reg, &history, opts);
-    let now: Vec<VerdictKind> = r.calls.iter().map(|c| c.now).collect();
+    let (r, now) = every_call(&reg, &history);
     use VerdictKind::{Allow, Confirm};
     assert_eq!(now, [Allow, Allow, Allow, Allow, Confirm, Confirm]);
     let why = &r.calls[4].added_reasons;
@@ -293,12 +294,7 @@ fn the_session_risk_of_the_candidate_is_replayed() {
         // Another session is clean.
         rec(5, "t", "pay", json!({}), Was::Allowed),
     ];
-    let opts = Options {
-        keep_calls: true,
-        ..Options::default()
-    };
-    let r = replay(&reg, &history, opts);
-    let now: Vec<VerdictKind> = r.calls.iter().map(|c| c.now).collect();
+    let (r, now) = every_call(&reg, &history);
     use VerdictKind::{Allow, Confirm};
     assert_eq!(now, [Allow, Allow, Allow, Confirm, Allow]);
     assert_eq!(r.calls[3].risk_tier_now, RiskTier::R3);

@@ -160,7 +160,9 @@ pub fn suggest(
         };
         let (yes, no) = (args(&g.approved), args(&g.rejected));
         let (yes, no): (Vec<&Value>, Vec<&Value>) = (yes.iter().collect(), no.iter().collect());
-        let removals = mine::ranked(&yes, &no, min, true).into_iter();
+        let secret = redacted(reg, &g);
+        let open = |(c, _): &(Constraint, usize)| !secret(c.key());
+        let removals = mine::ranked(&yes, &no, min, true).into_iter().filter(open);
         if let Some(sg) = removals
             .take(MAX_TRIED)
             .find_map(|(c, _)| removal(reg, files, &g, &c, history))
@@ -171,7 +173,8 @@ pub fn suggest(
                 ..sg
             });
         }
-        if let Some((c, _)) = mine::best(&no, &yes, min, false) {
+        let mut denials = mine::ranked(&no, &yes, min, false).into_iter();
+        if let Some((c, _)) = denials.find(open) {
             let ev = evidence(&c, &g.rejected, &g.approved);
             let made = edit::deny_policy(files, &tool, server.as_deref(), &ev.agents, &c);
             if let Some((cand, e)) = made
@@ -196,6 +199,23 @@ pub fn suggest(
         (s.kind == Kind::Deny, -removed)
     });
     out
+}
+
+/// Whether an argument is one the policy redacts for any settled call of `g` (its `redact`
+/// paths: the key itself, a path below it, or `*`): its values must not be written into a
+/// rule, where they would leave the gateway in a policy file.
+fn redacted<'g>(reg: &Registry, g: &'g Settled<'_>) -> impl Fn(&str) -> bool + 'g {
+    let mut paths: BTreeSet<String> = BTreeSet::new();
+    for r in g.approved.iter().chain(&g.rejected) {
+        let v = crate::gatekeeper::evaluate(reg, &r.agent, &r.call);
+        paths.extend(v.terms.redact);
+    }
+    move |key: &str| {
+        paths.iter().any(|p| {
+            let first = p.split('.').next().unwrap_or("");
+            first == key || first == "*" || p == key
+        })
+    }
 }
 
 /// The prompt-removing suggestion for pattern `c` of group `g`, if its sources can be

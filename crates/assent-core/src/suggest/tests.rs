@@ -261,3 +261,23 @@ fn a_bound_joins_the_same_argument_in_an_existing_condition() {
     assert_eq!((s.replay.confirm_to_allow, s.replay.loosened), (12, 0));
     assert_eq!((s.replay.prompts_before, s.replay.prompts_after), (13, 1));
 }
+
+#[test]
+fn a_redacted_argument_is_never_written_into_a_suggested_rule() {
+    // The card numbers people approved are secrets: no `in: [card numbers]` rule.
+    let gov = "policies:\n  - id: acme.dev-v1\n    selector: {agents: [bot]}\n    rules:\n      - tool: git_push\n        approval: true\n        redact: [token]\n";
+    let f = PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), AGENT.into())],
+        governance: vec![("gov.yaml".into(), gov.into())],
+    };
+    let h: Vec<Recorded> = (0..15)
+        .map(|i| {
+            let args = json!({"token": format!("tok-{}", i % 3), "branch": format!("b{i}")});
+            held(i, "git_push", args, ApprovalStatus::Approved, "alice")
+        })
+        .collect();
+    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    assert!(out.iter().all(|s| s.pattern.key() != "token"), "{out:?}");
+    let text = serde_json::to_string(&out).unwrap();
+    assert!(!text.contains("tok-"), "{text}");
+}

@@ -117,6 +117,18 @@ fn replay(config: &Path, data: &Path, extra: &[&str]) -> (i32, Value) {
     (out.status.code().unwrap(), v)
 }
 
+/// `assent suggest --config CONFIG --data-dir DATA EXTRA…` to its end.
+fn suggest(config: &Path, data: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["suggest", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn replay_matches_a_gateway_running_the_candidate_call_by_call_and_gates_loosening() {
     let http = reqwest::blocking::Client::new();
@@ -231,14 +243,7 @@ fn a_planted_always_approved_pattern_is_suggested_and_its_file_replays_to_exactl
     }
     stop(server);
     let data = a.path().join("data");
-    let out = Command::new(BIN)
-        .args(["suggest", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(&data)
-        .arg("--json")
-        .output()
-        .unwrap();
+    let out = suggest(&cfg, &data, &["--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -254,13 +259,7 @@ fn a_planted_always_approved_pattern_is_suggested_and_its_file_replays_to_exactl
     assert_eq!(s["evidence"]["decisions"], planted);
     assert_eq!(s["evidence"]["deciders"], json!(["alice"]));
     // The text form says what to write.
-    let out = Command::new(BIN)
-        .args(["suggest", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap();
+    let out = suggest(&cfg, &data, &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("not_pattern") && text.contains("45 approvals by alice"),
@@ -284,15 +283,7 @@ fn a_planted_always_approved_pattern_is_suggested_and_its_file_replays_to_exactl
     assert_eq!(o["loosened"], 0);
     assert_eq!(o["deny_to_allow"], 0);
     // With the suggestion in place there is nothing left to suggest for feature pushes.
-    let out = Command::new(BIN)
-        .args(["suggest", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(&data)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = serde_json::from_slice(&suggest(&cfg, &data, &["--json"]).stdout).unwrap();
     assert_eq!(v["suggestions"], json!([]), "{v}");
 }
 
