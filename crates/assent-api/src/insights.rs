@@ -31,13 +31,11 @@ pub struct Insights {
     pub operators: Breakdown,
     /// Per tool, the calls that needed nobody, most first.
     pub outright: OutrightList,
-    /// The top suggestions mined from the range's settled decisions (issue 16 §2): each
-    /// `assent_core::suggest::Suggestion` as it serialises (`kind`, `tool`, `server`,
-    /// `pattern`, `description`, `evidence`, `edits` with the YAML to write, `replay`); empty
-    /// when the gateway was not started from a config file.
+    /// The top suggestions mined from the range's settled decisions (issue 16 §2), each with
+    /// its evidence, the edits with the YAML to write, and its replay; empty when the gateway
+    /// was not started from a config file.
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
-    pub suggestions: Vec<serde_json::Value>,
+    pub suggestions: Vec<assent_core::suggest::Suggestion>,
 }
 
 /// Prompts raised on one UTC day.

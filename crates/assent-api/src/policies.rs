@@ -3,8 +3,8 @@
 //! [`Report`](assent_core::replay::report::Report) as it serialises, with `unreadable` and
 //! `truncated`.
 
+use assent_core::replay::report::Report;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// One policy file of the candidate: its name and its YAML text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -41,10 +41,9 @@ pub struct ReplayRequest {
 /// `loosened`, `first`, `last`, `not_replayed`, plus what this answer adds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReplayResponse {
-    /// The report ([`assent_core::replay::report::Report`]), flattened into this object.
+    /// The report, flattened into this object.
     #[serde(flatten)]
-    #[schema(value_type = Object)]
-    pub report: Value,
+    pub report: Report,
     /// Audit records of a proposal kind that could not be read as one.
     pub unreadable: u64,
     /// Whether the history held more proposals than one replay reads (the newest were left

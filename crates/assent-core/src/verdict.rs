@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// `allow`, `confirm` (hold for a human) or `deny`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum VerdictKind {
     /// Run it.

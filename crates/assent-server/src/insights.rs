@@ -185,10 +185,6 @@ pub(crate) async fn insights(
 ) -> Result<Body<api::Insights>, ApiError> {
     let (since, until) = parse_range(q.as_deref(), now_ms())?;
     let mut body = wire(&read(&st, since, until).await?);
-    body.suggestions = crate::suggestions::top(&st, since, until)
-        .await?
-        .iter()
-        .map(crate::body::to_value)
-        .collect();
+    body.suggestions = crate::suggestions::top(&st, since, until).await?;
     Ok(Body(body))
 }

@@ -65,7 +65,7 @@ pub(crate) async fn replay(
     let (report, (unreadable, truncated)) = report;
     Ok(Body(ReplayResponse {
         prompts_removed: report.prompts_removed(),
-        report: crate::body::to_value(&report),
+        report,
         unreadable,
         truncated,
     }))

@@ -163,6 +163,7 @@ pub struct Recorded {
 
 /// How one call's verdict would change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
     /// The same kind of verdict.

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 /// How many calls changed, and how, over some set of calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Counts {
     /// Calls replayed.
     pub calls: u64,
@@ -61,10 +62,12 @@ impl Counts {
 /// One replayed call, as an example or in the full list: what it was, what it would be, and
 /// the rules responsible (reasons the candidate adds, and reasons it no longer gives).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Example {
     /// Audit sequence number of the recorded proposal.
     pub seq: i64,
     /// When it was proposed (Unix ms; RFC 3339 on the wire).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     #[serde(with = "stamp::ms_as_rfc3339")]
     pub at: i64,
     /// The agent.
@@ -139,15 +142,18 @@ impl Example {
 
 /// What a candidate policy would have done to the recorded history.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Report {
     /// Every replayed call.
     pub overall: Counts,
     /// Synthetic calls (Confirm targets, delegations, held results) not replayed.
     pub not_replayed: u64,
     /// First and last proposal replayed (Unix ms; RFC 3339 on the wire), `null` when none.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     #[serde(with = "stamp::opt_ms_as_rfc3339")]
     pub first: Option<i64>,
     /// See `first`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     #[serde(with = "stamp::opt_ms_as_rfc3339")]
     pub last: Option<i64>,
     /// Counts per tool, keyed `SERVER/TOOL` (or `TOOL` for a local tool).

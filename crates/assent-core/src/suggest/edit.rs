@@ -49,6 +49,7 @@ pub struct Source {
 
 /// One file change of a suggestion: where, and the new `approval` (or the new policy).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Edit {
     /// The file changed (or, for a new deny policy, a file name to add it as).
     pub file: String,

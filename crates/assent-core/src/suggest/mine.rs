@@ -15,6 +15,7 @@ const SEPARATORS: [char; 5] = ['/', ':', '-', '_', '.'];
 
 /// A pattern of one top-level argument.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Constraint {
     /// The argument is a number at most `max`.

@@ -32,6 +32,7 @@ const MAX_TRIED: usize = 4;
 
 /// What a suggestion proposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// Stop asking when the pattern holds (the approval conditions narrowed).
@@ -42,6 +43,7 @@ pub enum Kind {
 
 /// The decisions behind a suggestion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Evidence {
     /// Settled calls the pattern covers (all approved, or all rejected).
     pub decisions: u64,
@@ -52,15 +54,18 @@ pub struct Evidence {
     /// The agents whose calls they were, sorted.
     pub agents: Vec<String>,
     /// First and last covered proposal (Unix ms; RFC 3339 on the wire).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     #[serde(with = "stamp::ms_as_rfc3339")]
     pub first: i64,
     /// See `first`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     #[serde(with = "stamp::ms_as_rfc3339")]
     pub last: i64,
 }
 
 /// One suggested rule, its evidence and its replay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Suggestion {
     /// Remove a prompt, or deny.
     pub kind: Kind,

@@ -362,6 +362,14 @@ async fn every_answer_around_the_life_cycle_is_what_the_document_says() {
     c.get("/v1/webhooks/dead-letters", Some(OP)).await;
     c.post("/v1/reload", Some(OP), None).await;
     c.post("/v1/reload", Some(BOT), None).await;
+    c.get("/v1/insights", Some(OP)).await;
+    // A gateway with no config file has no policy files to replay against: the 409 body.
+    let (s, _) = c
+        .post("/v1/policies/replay", Some(OP), Some(json!({})))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    c.post("/v1/policies/replay", Some(BOT), Some(json!({})))
+        .await;
     c.get("/v1/whoami", None).await;
     for open in ["/healthz", "/readyz", "/v1/keys", "/.well-known/jwks.json"] {
         let (s, _) = c.get(open, None).await;

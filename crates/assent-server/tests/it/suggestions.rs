@@ -57,6 +57,11 @@ async fn pay_decided(gw: &Gw, i: u32, amount: u32, approve: bool) {
     assert_eq!(s, StatusCode::OK, "{b}");
 }
 
+/// The whole changed file of a suggestion's edit.
+fn edit_text(edit: &serde_json::Value) -> String {
+    edit["text"].as_str().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     let dir = tempfile::tempdir().unwrap();
@@ -73,6 +78,17 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     assert_eq!(sg["evidence"]["decisions"], 12);
     assert_eq!(sg["replay"]["confirm_to_allow"], 12);
     assert_eq!(sg["replay"]["loosened"], 0);
+    // The same history replayed with the suggested file: exactly those prompts go.
+    let text = edit_text(&sg["edits"][0]);
+    let body = json!({"agents": [{"file": "bot.agf.yaml", "text": text}]});
+    let (s, r) = gw.post("/v1/policies/replay", OP, body).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["overall"]["confirm_to_allow"], 12, "{r}");
+    assert_eq!(
+        (&r["overall"]["loosened"], &r["truncated"]),
+        (&json!(0), &json!(false))
+    );
+    assert_eq!(r["prompts_removed"], 12);
     let edit = &sg["edits"][0];
     assert!(
         edit["file"].as_str().unwrap().ends_with("bot.agf.yaml"),
