@@ -91,6 +91,26 @@ try {
   assert.equal(perDay.reduce((a, b) => a + b, 0), 5, "the days add up to the prompts");
   assert.ok([30, 31].includes(perDay.length), `every day of the last 30: ${perDay.length}`);
 
+  step("a planted pattern: ten refunds to acct-… approved, one to ext-9 rejected, suggested with its YAML");
+  for (let i = 0; i < 11; i++) {
+    const to = i < 10 ? `acct-${i}` : "ext-9";
+    const r = await api("POST", "/v1/tool-calls", AGENT, {
+      agent: "pay_bot", session_id: `refund-${i}`, tool: "refund", arguments: { to },
+    });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    await decide(r.body.approval_id, i < 10 ? "approve" : "deny");
+  }
+  await page.reload();
+  const first = page.locator("#suggestions > li").first();
+  assert.match(await first.textContent(), /refund: ask unless to starts with "acct-"/);
+  const [, before, after] = (await first.textContent()).match(/prompts (\d+) → (\d+)/);
+  assert.equal(before - after, 10, "exactly the ten planted prompts go");
+  const href = await first.locator("a[download]").getAttribute("href");
+  const exported = await page.request.get(`${URL}${href}`);
+  assert.equal(exported.status(), 200);
+  assert.match(exported.headers()["content-type"], /^application\/yaml/);
+  assert.match(await exported.text(), /not_pattern: \^acct\\?-/);
+
   step("axe-core: no violation at all");
   await axe(page, "insights");
   const all = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations);

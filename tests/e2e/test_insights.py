@@ -1,6 +1,7 @@
 """End to end: the insights page (issue 16 §4) in a real browser (Debian's Chromium driven by
 Playwright, `insights.mjs`) against a real `assent serve`: a history made over the API, the
-server-drawn SVG charts with their accessible names, the tables' numbers, axe-core clean."""
+server-drawn SVG charts with their accessible names, the tables' numbers, a planted
+always-approved pattern suggested with its YAML export, axe-core clean."""
 
 import hashlib
 import os
@@ -36,6 +37,7 @@ action_space:
   local_tools:
     - {alias: pay, approval: true}
     - {alias: ship, approval: true}
+    - {alias: refund, approval: true}
     - alias: lookup
 """
     )
