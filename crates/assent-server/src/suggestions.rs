@@ -1,8 +1,9 @@
 //! The top suggestions of a range (issue 16 §2, §4) for `GET /v1/insights` and the dashboard's
 //! insights page: the gateway's policy files as they are on disk and the settled decisions
 //! recorded in `[since, until)` handed to [`assent_core::suggest`] (each suggestion replayed
-//! over the same history). At most [`MAX_HISTORY`] proposals are read (the oldest first), and
-//! none when the gateway was not started from a config file (there is no file to change).
+//! over the same history). At most [`MAX_HISTORY`] proposals are read (the oldest first) and
+//! [`MAX_REPLAYS`] candidates replayed, one request at a time; none when the gateway was not
+//! started from a config file (there is no file to change).
 
 use crate::error::ApiError;
 use crate::policies::{policy_files, read_history};
@@ -14,6 +15,14 @@ use assent_core::suggest::{Settings, Suggestion, suggest};
 
 /// Proposals read for suggestions at the most.
 pub const MAX_HISTORY: usize = 50_000;
+
+/// Candidate suggestions replayed per request at the most: each replays the whole history read
+/// (B7: about 200,000 proposals/s), so one request costs at most about 12 × 50,000 / 200,000 =
+/// 3 s of one blocking thread.
+pub const MAX_REPLAYS: usize = 12;
+
+/// One suggestion computation at a time in this process (operators asking at once queue).
+static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// Suggestions shown.
 pub const TOP: usize = 3;
@@ -33,6 +42,10 @@ pub(crate) async fn top(
     let Some(source) = st.reload.clone() else {
         return Ok(Vec::new());
     };
+    let _turn = ONE_AT_A_TIME
+        .acquire()
+        .await
+        .map_err(ApiError::unavailable)?;
     let (file, strict) = (source.file.clone(), source.strict);
     let Ok(files) = blocking(move || policy_files(&file, strict)).await? else {
         return Ok(Vec::new());
@@ -52,6 +65,7 @@ pub(crate) async fn top(
         };
         let settings = Settings {
             min_decisions: MIN_DECISIONS,
+            max_replays: Some(MAX_REPLAYS),
         };
         let mut found = suggest(&reg, &files, &history, settings);
         found.truncate(TOP);

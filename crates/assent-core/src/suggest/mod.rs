@@ -90,6 +90,19 @@ pub struct Suggestion {
 pub struct Settings {
     /// Calls a pattern must cover (at least 2).
     pub min_decisions: u32,
+    /// Candidates replayed at the most (each a replay of the whole history); `None`: no bound.
+    /// What a server answering a page sets, so one request's work stays bounded.
+    pub max_replays: Option<usize>,
+}
+
+impl Settings {
+    /// `min_decisions`, every candidate replayed (`assent suggest`).
+    pub fn with_min(min_decisions: u32) -> Settings {
+        Settings {
+            min_decisions,
+            max_replays: None,
+        }
+    }
 }
 
 /// A tool's settled calls: approved and rejected by a person.
@@ -158,6 +171,7 @@ pub fn suggest(
     s: Settings,
 ) -> Vec<Suggestion> {
     let min = s.min_decisions.max(2) as usize;
+    let budget = std::cell::Cell::new(s.max_replays.unwrap_or(usize::MAX));
     let mut out = Vec::new();
     for ((server, tool), g) in settled(history) {
         let args = |rs: &[&Recorded]| -> Vec<Value> {
@@ -170,7 +184,7 @@ pub fn suggest(
         let removals = mine::ranked(&yes, &no, min, true).into_iter().filter(open);
         if let Some(sg) = removals
             .take(MAX_TRIED)
-            .find_map(|(c, _)| removal(reg, files, &g, &c, history))
+            .find_map(|(c, _)| removal(reg, files, &g, &c, history, &budget))
         {
             out.push(Suggestion {
                 server: server.clone(),
@@ -183,7 +197,7 @@ pub fn suggest(
             let ev = evidence(&c, &g.rejected, &g.approved);
             let made = edit::deny_policy(files, &tool, server.as_deref(), &ev.agents, &c);
             if let Some((cand, e)) = made
-                && let Some(counts) = replayed(&cand, history)
+                && let Some(counts) = replayed(&cand, history, &budget)
                 && counts.loosened == 0
             {
                 out.push(Suggestion {
@@ -231,6 +245,7 @@ fn removal(
     g: &Settled<'_>,
     c: &Constraint,
     history: &[Recorded],
+    budget: &std::cell::Cell<usize>,
 ) -> Option<Suggestion> {
     let mut sources = BTreeSet::new();
     for r in g.approved.iter().filter(|r| c.holds(&r.call.arguments)) {
@@ -238,7 +253,7 @@ fn removal(
     }
     let sources: Vec<_> = sources.into_iter().collect();
     let (cand, edits) = edit::narrow(files, &sources, c)?;
-    let counts = replayed(&cand, history)?;
+    let counts = replayed(&cand, history, budget)?;
     if counts.loosened > 0 || counts.prompts_after >= counts.prompts_before {
         return None;
     }
@@ -255,8 +270,13 @@ fn removal(
 }
 
 /// The overall counts of replaying `history` under the policy of `files`, or `None` when the
-/// files do not load.
-fn replayed(files: &PolicyFiles, history: &[Recorded]) -> Option<Counts> {
+/// files do not load or `budget` (replays left) is spent.
+fn replayed(
+    files: &PolicyFiles,
+    history: &[Recorded],
+    budget: &std::cell::Cell<usize>,
+) -> Option<Counts> {
+    budget.set(budget.get().checked_sub(1)?);
     let reg = Registry::load(&files.agents, &files.governance).ok()?;
     Some(replay(&reg, history, Options::default()).overall)
 }

@@ -64,7 +64,7 @@ fn pushes() -> Vec<Recorded> {
 #[test]
 fn a_planted_prefix_becomes_a_narrower_condition_that_removes_exactly_its_prompts() {
     let (f, h) = (files(), pushes());
-    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = out
         .iter()
         .find(|s| s.kind == Kind::RemovePrompt)
@@ -116,7 +116,7 @@ fn an_amount_bound_narrows_the_agents_own_approval() {
         ApprovalStatus::Rejected,
         "alice",
     ));
-    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = &out[0];
     assert_eq!(
         s.pattern,
@@ -147,7 +147,7 @@ fn always_rejected_patterns_become_a_deny_policy() {
             "carol",
         ));
     }
-    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let d = out
         .iter()
         .find(|s| s.kind == Kind::Deny)
@@ -184,11 +184,11 @@ fn calls_held_by_risk_tier_or_too_few_decisions_give_no_suggestion() {
             )
         })
         .collect();
-    assert!(suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 }).is_empty());
+    assert!(suggest(&registry(&f), &f, &h, Settings::with_min(10)).is_empty());
     let err = edit::sources(&registry(&f), "bot", &h[0].call).unwrap_err();
     assert!(err.contains("R3"), "{err}");
     let few = pushes();
-    assert!(suggest(&registry(&f), &f, &few, Settings { min_decisions: 16 }).is_empty());
+    assert!(suggest(&registry(&f), &f, &few, Settings::with_min(16)).is_empty());
 }
 
 #[test]
@@ -247,7 +247,7 @@ fn a_bound_joins_the_same_argument_in_an_existing_condition() {
         ApprovalStatus::Rejected,
         "alice",
     ));
-    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = &out[0];
     assert_eq!(
         s.pattern,
@@ -276,8 +276,23 @@ fn a_redacted_argument_is_never_written_into_a_suggested_rule() {
             held(i, "git_push", args, ApprovalStatus::Approved, "alice")
         })
         .collect();
-    let out = suggest(&registry(&f), &f, &h, Settings { min_decisions: 10 });
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     assert!(out.iter().all(|s| s.pattern.key() != "token"), "{out:?}");
     let text = serde_json::to_string(&out).unwrap();
     assert!(!text.contains("tok-"), "{text}");
+}
+
+#[test]
+fn a_replay_budget_bounds_the_work_of_one_call() {
+    let (f, h) = (files(), pushes());
+    let none = Settings {
+        min_decisions: 10,
+        max_replays: Some(0),
+    };
+    assert!(suggest(&registry(&f), &f, &h, none).is_empty());
+    let one = Settings {
+        min_decisions: 10,
+        max_replays: Some(1),
+    };
+    assert_eq!(suggest(&registry(&f), &f, &h, one).len(), 1);
 }

@@ -68,7 +68,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
     if too_many {
         bail!("the history holds more than {MAX_HISTORY} proposals: narrow it with --since");
     }
-    let found = suggest(&reg, &files, &all, Settings { min_decisions });
+    let found = suggest(&reg, &files, &all, Settings::with_min(min_decisions));
     if json {
         println!("{}", json!({"proposals": all.len(), "suggestions": found}));
     } else {
