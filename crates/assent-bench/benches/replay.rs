@@ -48,6 +48,7 @@ fn history(per_session: usize) -> Vec<Recorded> {
                         status: ApprovalStatus::Approved,
                         decided_by: Some("alice".into()),
                         decided_at_ms: None,
+                        edited: false,
                     }
                 } else {
                     Was::Allowed

@@ -24,6 +24,10 @@ use std::path::PathBuf;
 /// Proposals one replay request reads at the most.
 pub const MAX_REPLAYED: usize = 200_000;
 
+/// One replay at a time in this process (operators asking at once queue): each takes seconds
+/// of a blocking thread at the most (B7).
+static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// `POST /v1/policies/replay`: the [`ReplayResponse`]. `400` for a bad `since`/`until`,
 /// `422 POLICY_INVALID` (every `FILE:LINE: reason`) when the candidate does not load,
 /// `409 REPLAY_UNAVAILABLE` without a config file, `503` when the store cannot be read.
@@ -54,6 +58,10 @@ pub(crate) async fn replay(
         ));
     };
     let (file, strict) = (source.file.clone(), source.strict);
+    let _turn = ONE_AT_A_TIME
+        .acquire()
+        .await
+        .map_err(ApiError::unavailable)?;
     let reg = crate::store_call::blocking(move || candidate(&file, strict, &b)).await??;
     let report = st
         .store_call(move |s| {

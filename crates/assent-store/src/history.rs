@@ -48,7 +48,8 @@ pub struct Page {
 }
 
 const PAGE_SQL: &str = "SELECT a.seq, a.at, a.kind, a.actor, a.data, p.status, p.grant_id, p.decided_at, \
-     (SELECT d.actor FROM decisions d WHERE d.approval_id = p.id AND d.decision IN ('approve','deny','expire') ORDER BY d.at LIMIT 1) \
+     (SELECT d.actor FROM decisions d WHERE d.approval_id = p.id AND d.decision IN ('approve','deny','expire') ORDER BY d.at, d.rowid LIMIT 1), \
+     p.edited_hash \
      FROM audit a LEFT JOIN approvals p ON p.id = a.approval_id \
      WHERE a.seq > ?1 AND a.kind IN ('call.allowed','call.denied','approval.requested') \
      AND a.at >= ?2 AND a.at < ?3 ORDER BY a.seq LIMIT ?4";
@@ -64,6 +65,7 @@ struct Row {
     grant_id: Option<String>,
     decided_at: Option<i64>,
     decided_by: Option<String>,
+    edited_hash: Option<String>,
 }
 
 /// Reads one page of `q` on `conn`.
@@ -89,6 +91,7 @@ pub fn read_page(conn: Conn<'_>, q: &Query) -> db::Result<Page> {
                 grant_id: r.get(6)?,
                 decided_at: r.get(7)?,
                 decided_by: r.get(8)?,
+                edited_hash: r.get(9)?,
             })
         },
     )?;
@@ -118,11 +121,21 @@ fn recorded(row: Row) -> Option<Recorded> {
         "call.denied" => Was::Denied {
             blocked: reasons.iter().any(|r| r.rule == BLOCK_RULE),
         },
-        _ if row.grant_id.is_some() => Was::Granted,
+        // A grant stood in for a person (its decision's actor is `grant:ID`); an approval a
+        // person made that created a grant carries `grant_id` too, and is theirs.
+        _ if row.grant_id.is_some()
+            && row
+                .decided_by
+                .as_deref()
+                .is_some_and(|d| d.starts_with("grant:")) =>
+        {
+            Was::Granted
+        }
         _ => Was::Held {
             status: ApprovalStatus::parse(row.status.as_deref()?)?,
             decided_by: row.decided_by,
             decided_at_ms: row.decided_at,
+            edited: row.edited_hash.is_some(),
         },
     };
     Some(Recorded {

@@ -235,7 +235,7 @@ pub(crate) enum Cmd {
     /// would change (issue 16 §1), per tool and overall, with examples and the rules
     /// responsible.
     #[command(
-        after_help = "Exit codes: 0 no call would be loosened; 3 a call that was denied, or rejected by a person, would now be allowed without anyone's consent (gate policy changes in CI on this); 1 the history could not be read; 2 bad config or arguments."
+        after_help = "Exit codes: 0 no call would be loosened; 3 a call that was denied, or rejected by a person, would now be allowed without anyone's consent (gate policy changes in CI on this); 1 the history could not be read, some of its records could not be read as proposals, or it held none (without --allow-empty); 2 bad config or arguments. For a CI gate, name the history explicitly (--history-config or --data-dir): otherwise it is the store the candidate config names."
     )]
     Replay {
         /// The candidate config: its agent and governance files are the policy replayed.
@@ -252,6 +252,9 @@ pub(crate) enum Cmd {
         /// Treat unknown fields in agent files as errors (exit 2).
         #[arg(long)]
         strict: bool,
+        /// Exit 0 when the history holds no proposal (a new deployment).
+        #[arg(long = "allow-empty")]
+        allow_empty: bool,
     },
     /// Propose rules mined from settled approvals (issue 16 §2): argument patterns people always
     /// approved become a narrower approval condition, patterns always denied a deny rule; each

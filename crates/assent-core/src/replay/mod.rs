@@ -70,6 +70,10 @@ pub enum Was {
         /// Unix ms of the settling decision.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         decided_at_ms: Option<i64>,
+        /// An operator edited the call before deciding (what was approved is not the call as
+        /// proposed).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        edited: bool,
     },
 }
 
@@ -114,8 +118,9 @@ impl Was {
         )
     }
 
-    /// Whether nobody consented: denied by the policy (not a block), or rejected by a person
-    /// (not by the expiry default).
+    /// Whether nobody consented to the call as proposed: denied by the policy (not a block),
+    /// rejected by a person (not by the expiry default), or approved only after an operator
+    /// edited it.
     pub fn refused(&self) -> bool {
         match self {
             Was::Denied { blocked } => !blocked,
@@ -124,6 +129,11 @@ impl Was {
                 decided_by,
                 ..
             } => decided_by.as_deref() != Some("system:expiry"),
+            Was::Held {
+                status: ApprovalStatus::Approved,
+                edited,
+                ..
+            } => *edited,
             _ => false,
         }
     }
@@ -363,9 +373,15 @@ impl<'r> Replayer<'r> {
     /// Evaluates `rec` under the candidate registry with its session's earlier calls, and adds
     /// it to the report. A synthetic call is counted as not replayed.
     pub fn push(&mut self, rec: &Recorded) {
+        self.push_classified(rec);
+    }
+
+    /// [`Replayer::push`], giving back how the call's verdict changed (`None` for a synthetic
+    /// call, not replayed).
+    pub fn push_classified(&mut self, rec: &Recorded) -> Option<Change> {
         if synthetic(&rec.call.tool) {
             self.report.skip();
-            return;
+            return None;
         }
         let key = (rec.agent.clone(), rec.session_id.clone());
         let session = self.sessions.entry(key).or_default();
@@ -379,6 +395,7 @@ impl<'r> Replayer<'r> {
         }
         let replayed = classify(rec, verdict);
         self.report.add(&replayed);
+        Some(replayed.change)
     }
 
     /// The report of everything pushed.

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// Examples a report keeps at the most, over every tool (agents name tools freely).
+pub const MAX_EXAMPLES: usize = 300;
+
 /// How many calls changed, and how, over some set of calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -107,17 +110,26 @@ impl Example {
         let rec = r.recorded;
         let same = |a: &Reason, b: &Reason| a.file == b.file && a.rule == b.rule;
         let added = r.verdict.terms.reasons.iter();
-        let added_reasons = added
+        let added_reasons: Vec<Reason> = added
             .filter(|n| !rec.reasons.iter().any(|o| same(n, o)))
             .cloned()
             .collect();
-        let removed_reasons = rec
+        let removed_reasons: Vec<Reason> = rec
             .reasons
             .iter()
             .filter(|o| !r.verdict.terms.reasons.iter().any(|n| same(n, o)))
             .cloned()
             .collect();
         let redactor = Redactor::new(&rec.call.arguments, &r.verdict.terms.redact);
+        let masked = |rs: Vec<Reason>| -> Vec<Reason> {
+            rs.into_iter()
+                .map(|x| Reason {
+                    text: redactor.text(&x.text),
+                    ..x
+                })
+                .collect()
+        };
+        let (added_reasons, removed_reasons) = (masked(added_reasons), masked(removed_reasons));
         Example {
             seq: rec.seq,
             at: rec.at_ms,
@@ -212,7 +224,7 @@ impl ReportBuilder {
         if self.opts.keep_calls {
             rep.calls.push(Example::of(r));
         }
-        if r.change != Change::Unchanged {
+        if r.change != Change::Unchanged && rep.examples.len() < MAX_EXAMPLES {
             let kept = self.kept.entry((key.clone(), r.change)).or_default();
             if *kept < self.opts.examples_per_change {
                 *kept += 1;

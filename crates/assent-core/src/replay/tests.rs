@@ -33,6 +33,7 @@ fn held(status: ApprovalStatus, by: &str) -> Was {
         status,
         decided_by: Some(by.into()),
         decided_at_ms: Some(2_000_000),
+        edited: false,
     }
 }
 
@@ -307,4 +308,29 @@ fn the_session_risk_of_the_candidate_is_replayed() {
         r.calls[3].added_reasons
     );
     assert_eq!(r.overall.allow_to_confirm, 1);
+}
+
+#[test]
+fn an_approval_an_operator_edited_first_is_loosened_when_the_original_would_now_run() {
+    let reg = registry("");
+    let mut edited = rec(
+        1,
+        "s",
+        "pay",
+        json!({"amount": 5000}),
+        held(ApprovalStatus::Approved, "alice"),
+    );
+    if let Was::Held { edited: e, .. } = &mut edited.was {
+        *e = true;
+    }
+    let plain = rec(
+        2,
+        "s",
+        "pay",
+        json!({"amount": 5}),
+        held(ApprovalStatus::Approved, "alice"),
+    );
+    let r = replay(&reg, &[edited, plain], Options::default());
+    assert_eq!(r.overall.loosened, 1);
+    assert_eq!(r.loosened[0].seq, 1);
 }

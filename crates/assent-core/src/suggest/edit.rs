@@ -106,6 +106,14 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
         {
             continue;
         }
+        // A glob rule covers tools never seen: narrowing it would reach past the evidence.
+        if rule.tool.as_str() != call.tool {
+            return Err(format!(
+                "policy {} asks through the tool pattern `{}`, which covers other tools",
+                policy.id,
+                rule.tool.as_str()
+            ));
+        }
         let index = policy.rules.iter().position(|r| std::ptr::eq(r, rule));
         out.push(Source {
             agent_file: false,
@@ -150,14 +158,10 @@ fn declared(a: &Agent, call: &ToolCall) -> Option<Source> {
     };
     let s = a.mcp_servers.iter().find(|s| &s.alias == alias)?;
     let server = vec![key("action_space"), by("mcp_servers", "alias", alias)];
-    let Some(list) = &s.allowed_tools else {
-        requires(s.approval.as_ref()?, args).then_some(())?;
-        return Some(src(
-            server,
-            None,
-            format!("action_space.mcp_servers[{alias}]"),
-        ));
-    };
+    // A server's blanket approval without `allowed_tools` covers every tool of the server:
+    // narrowing it would reach past the evidence, so it is no source to narrow (and the
+    // suggestion is dropped: see `sources`).
+    let list = s.allowed_tools.as_ref()?;
     let t = list.iter().find(|t| t.name == call.tool)?;
     requires(t.approval.as_ref().or(s.approval.as_ref())?, args).then_some(())?;
     let mut node = server.clone();

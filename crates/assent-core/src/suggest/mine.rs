@@ -13,6 +13,21 @@ pub const MAX_VALUES: usize = 20;
 /// Characters a prefix ends with (the prefix keeps it): `feature/`, `ext-`, `acme:`.
 const SEPARATORS: [char; 5] = ['/', ':', '-', '_', '.'];
 
+/// Distinct values a prefix must have been seen with before it generalises (fewer are listed).
+pub const MIN_PREFIX_VALUES: usize = 3;
+
+/// Prefixes weighed per argument at the most (the most used first).
+const MAX_PREFIXES: usize = 64;
+
+/// Arguments weighed per tool at the most (in key order).
+const MAX_KEYS: usize = 32;
+
+/// Text that must never be generalised by a prefix: an address (`ops-team@corp.com` must not
+/// let `ops-x@attacker.example` through), a URL, or a path that can climb (`src/../..`).
+fn unsafe_for_prefix(s: &str) -> bool {
+    s.contains('@') || s.contains("://") || s.contains("..")
+}
+
 /// A pattern of one top-level argument.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -117,12 +132,13 @@ impl Constraint {
         }
     }
 
-    /// How specific it is, for ties: a bound and a prefix generalise, a list does not.
+    /// For ties: a number bound (amounts are asked about by size), then a list of the values
+    /// seen, then a prefix (which generalises to strings never seen, so it comes last).
     fn rank(&self) -> u8 {
         match self {
             Constraint::AtMost { .. } | Constraint::AtLeast { .. } => 0,
-            Constraint::Prefix { .. } => 1,
-            Constraint::OneOf { .. } => 2,
+            Constraint::OneOf { .. } => 1,
+            Constraint::Prefix { .. } => 2,
         }
     }
 }
@@ -142,14 +158,19 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
     ranked(yes, no, min, upper).into_iter().next()
 }
 
-/// Every constraint [`best`] weighs, best first: most of `yes` covered, then a bound before a
-/// prefix before a list.
+/// Every constraint [`best`] weighs, best first: most of `yes` covered, then a bound, a list
+/// of the values seen, a prefix (see `rank`): a prefix is suggested only where the values are
+/// too many to list. Arguments whose name has a
+/// dot are not weighed (a condition would also read them as paths into nested objects), nor
+/// more than 32 arguments of a tool.
 pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Constraint, usize)> {
     let keys: BTreeSet<&String> = yes
         .iter()
         .filter_map(|a| a.as_object())
         .flat_map(|o| o.keys())
+        .filter(|k| !k.contains('.'))
         .collect();
+    let keys = keys.into_iter().take(MAX_KEYS);
     let mut found: Vec<Constraint> = Vec::new();
     for key in keys {
         let vals: Vec<&Value> = yes.iter().filter_map(|a| a.get(key.as_str())).collect();
@@ -211,17 +232,26 @@ fn prefix_of(s: &str) -> Option<&str> {
     (i > 0).then(|| &s[..=i])
 }
 
-/// Prefixes shared by at least two different strings of `vals` and by none of `others`.
+/// Prefixes shared by at least [`MIN_PREFIX_VALUES`] different strings of `vals` and by none
+/// of `others`; none when any string is an address, a URL or a climbing path
+/// ([`unsafe_for_prefix`]).
 fn prefixes(key: &str, vals: &[&Value], others: &[&Value]) -> Vec<Constraint> {
+    let strings = || vals.iter().chain(others).filter_map(|v| v.as_str());
+    if strings().any(unsafe_for_prefix) {
+        return Vec::new();
+    }
     let mut by: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for s in vals.iter().filter_map(|v| v.as_str()) {
         if let Some(p) = prefix_of(s) {
             by.entry(p).or_default().insert(s);
         }
     }
+    let mut by: Vec<(&str, BTreeSet<&str>)> = by.into_iter().collect();
+    by.sort_by_key(|(_, set)| std::cmp::Reverse(set.len()));
+    by.truncate(MAX_PREFIXES);
     by.into_iter()
         .filter(|(p, set)| {
-            set.len() >= 2
+            set.len() >= MIN_PREFIX_VALUES
                 && !others
                     .iter()
                     .filter_map(|v| v.as_str())
@@ -234,16 +264,33 @@ fn prefixes(key: &str, vals: &[&Value], others: &[&Value]) -> Vec<Constraint> {
         .collect()
 }
 
-/// The values of `vals` that none of `others` has, when there are at most [`MAX_VALUES`].
+/// A scalar as a set key that equal scalars share (numbers by value).
+fn scalar_key(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => n.as_f64().map(|f| format!("n{f:?}")),
+        Value::String(s) => Some(format!("s{s}")),
+        Value::Bool(b) => Some(format!("b{b}")),
+        _ => None,
+    }
+}
+
+/// The values of `vals` that none of `others` has, when there are at most [`MAX_VALUES`]
+/// (it stops at the first one more).
 fn one_of(key: &str, vals: &[&Value], others: &[&Value]) -> Option<Constraint> {
+    let other: std::collections::HashSet<String> =
+        others.iter().filter_map(|o| scalar_key(o)).collect();
+    let mut seen = std::collections::HashSet::new();
     let mut values: Vec<Value> = Vec::new();
     for v in vals {
-        let scalar = matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_));
-        if scalar && !others.iter().any(|o| same(o, v)) && !values.iter().any(|x| same(x, v)) {
+        let Some(k) = scalar_key(v) else { continue };
+        if !other.contains(&k) && seen.insert(k) {
+            if values.len() == MAX_VALUES {
+                return None;
+            }
             values.push((*v).clone());
         }
     }
-    if values.is_empty() || values.len() > MAX_VALUES {
+    if values.is_empty() {
         return None;
     }
     values.sort_by_key(|v| v.to_string());

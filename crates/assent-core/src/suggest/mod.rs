@@ -19,7 +19,7 @@ pub mod mine;
 use crate::approval::ApprovalStatus;
 use crate::policy::Registry;
 use crate::replay::report::Counts;
-use crate::replay::{Options, Recorded, Was, replay, synthetic};
+use crate::replay::{Change, Options, Recorded, Replayer, Was, synthetic};
 use crate::stamp;
 use edit::{Edit, PolicyFiles};
 use mine::Constraint;
@@ -122,9 +122,11 @@ fn settled(history: &[Recorded]) -> BTreeMap<(Option<String>, String), Settled<'
         else {
             continue;
         };
-        let by_person = decided_by
-            .as_deref()
-            .is_some_and(|d| d != "system:expiry" && !d.starts_with("grant:"));
+        // An operator's decision: not the expiry default, not a grant, and not the agent's own
+        // user relaying an in-client answer (`user-of:AGENT`, which the agent could steer).
+        let by_person = decided_by.as_deref().is_some_and(|d| {
+            d != "system:expiry" && !d.starts_with("grant:") && !d.starts_with("user-of:")
+        });
         if !by_person || synthetic(&r.call.tool) {
             continue;
         }
@@ -132,8 +134,10 @@ fn settled(history: &[Recorded]) -> BTreeMap<(Option<String>, String), Settled<'
             .entry((r.call.server.clone(), r.call.tool.clone()))
             .or_default();
         match status {
-            ApprovalStatus::Approved => g.approved.push(r),
-            ApprovalStatus::Rejected => g.rejected.push(r),
+            // What an operator edited before approving was not approved as proposed: it
+            // counts against a pattern, never for it.
+            ApprovalStatus::Approved if !r.was.refused() => g.approved.push(r),
+            ApprovalStatus::Approved | ApprovalStatus::Rejected => g.rejected.push(r),
             _ => {}
         }
     }
@@ -197,7 +201,7 @@ pub fn suggest(
             let ev = evidence(&c, &g.rejected, &g.approved);
             let made = edit::deny_policy(files, &tool, server.as_deref(), &ev.agents, &c);
             if let Some((cand, e)) = made
-                && let Some(counts) = replayed(&cand, history, &budget)
+                && let Some(counts) = replayed(&cand, history, &budget, &|_| true)
                 && counts.loosened == 0
             {
                 out.push(Suggestion {
@@ -253,7 +257,13 @@ fn removal(
     }
     let sources: Vec<_> = sources.into_iter().collect();
     let (cand, edits) = edit::narrow(files, &sources, c)?;
-    let counts = replayed(&cand, history, budget)?;
+    let (tool, server) = (&g.approved[0].call.tool, &g.approved[0].call.server);
+    // Every prompt the candidate removes must be a call of this tool within the pattern: a
+    // narrowed rule that reaches further than its evidence is not suggested.
+    let within = |r: &Recorded| {
+        &r.call.tool == tool && &r.call.server == server && c.holds(&r.call.arguments)
+    };
+    let counts = replayed(&cand, history, budget, &within)?;
     if counts.loosened > 0 || counts.prompts_after >= counts.prompts_before {
         return None;
     }
@@ -270,15 +280,23 @@ fn removal(
 }
 
 /// The overall counts of replaying `history` under the policy of `files`, or `None` when the
-/// files do not load or `budget` (replays left) is spent.
+/// files do not load, `budget` (replays left) is spent, or a call that was prompted then and
+/// would run without a prompt now is not one `removable` accepts.
 fn replayed(
     files: &PolicyFiles,
     history: &[Recorded],
     budget: &std::cell::Cell<usize>,
+    removable: &dyn Fn(&Recorded) -> bool,
 ) -> Option<Counts> {
     budget.set(budget.get().checked_sub(1)?);
     let reg = Registry::load(&files.agents, &files.governance).ok()?;
-    Some(replay(&reg, history, Options::default()).overall)
+    let mut r = Replayer::new(&reg, Options::default());
+    for rec in history {
+        if r.push_classified(rec) == Some(Change::ConfirmToAllow) && !removable(rec) {
+            return None;
+        }
+    }
+    Some(r.finish().overall)
 }
 
 #[cfg(test)]

@@ -33,14 +33,16 @@ fn held(seq: i64, tool: &str, args: Value, status: ApprovalStatus, by: &str) -> 
             status,
             decided_by: Some(by.into()),
             decided_at_ms: Some(2_000_000),
+            edited: false,
         },
     }
 }
 
-/// 15 pushes to `feature/…` approved; pushes to `main` approved 3 times and rejected twice.
+/// 25 pushes to `feature/…` approved (too many to list); pushes to `main` approved 3 times
+/// and rejected twice.
 fn pushes() -> Vec<Recorded> {
     let mut h = Vec::new();
-    for i in 0..15 {
+    for i in 0..25 {
         let by = if i % 2 == 0 { "alice" } else { "bob" };
         h.push(held(
             i,
@@ -50,8 +52,8 @@ fn pushes() -> Vec<Recorded> {
             by,
         ));
     }
-    for i in 15..20 {
-        let st = if i < 18 {
+    for i in 25..30 {
+        let st = if i < 28 {
             ApprovalStatus::Approved
         } else {
             ApprovalStatus::Rejected
@@ -77,10 +79,10 @@ fn a_planted_prefix_becomes_a_narrower_condition_that_removes_exactly_its_prompt
             prefix: "feature/".into()
         }
     );
-    assert_eq!(s.evidence.decisions, 15);
+    assert_eq!(s.evidence.decisions, 25);
     assert_eq!(s.evidence.deciders, ["alice", "bob"]);
-    assert_eq!(s.replay.confirm_to_allow, 15);
-    assert_eq!((s.replay.prompts_before, s.replay.prompts_after), (20, 5));
+    assert_eq!(s.replay.confirm_to_allow, 25);
+    assert_eq!((s.replay.prompts_before, s.replay.prompts_after), (30, 5));
     assert_eq!(s.replay.loosened, 0);
     assert_eq!(s.edits.len(), 1);
     assert_eq!(s.edits[0].file, "gov.yaml");
@@ -138,7 +140,7 @@ fn an_amount_bound_narrows_the_agents_own_approval() {
 fn always_rejected_patterns_become_a_deny_policy() {
     let f = files();
     let mut h = pushes();
-    for i in 30..42 {
+    for i in 30..55 {
         h.push(held(
             i,
             "git_push",
@@ -159,7 +161,7 @@ fn always_rejected_patterns_become_a_deny_policy() {
             prefix: "release-".into()
         }
     );
-    assert_eq!(d.replay.to_deny, 12);
+    assert_eq!(d.replay.to_deny, 25);
     assert_eq!(d.replay.loosened, 0);
     assert!(
         d.edits[0].yaml.contains("suggested.deny-git-push-v1"),
@@ -188,7 +190,7 @@ fn calls_held_by_risk_tier_or_too_few_decisions_give_no_suggestion() {
     let err = edit::sources(&registry(&f), "bot", &h[0].call).unwrap_err();
     assert!(err.contains("R3"), "{err}");
     let few = pushes();
-    assert!(suggest(&registry(&f), &f, &few, Settings::with_min(16)).is_empty());
+    assert!(suggest(&registry(&f), &f, &few, Settings::with_min(26)).is_empty());
 }
 
 #[test]
@@ -295,4 +297,54 @@ fn a_replay_budget_bounds_the_work_of_one_call() {
         max_replays: Some(1),
     };
     assert_eq!(suggest(&registry(&f), &f, &h, one).len(), 1);
+}
+
+#[test]
+fn a_glob_rule_an_edited_approval_or_a_users_answer_is_no_evidence_for_a_wider_rule() {
+    // A glob rule asks for every git_* tool: narrowing it would let git_delete_branch through.
+    let gov = "policies:\n  - id: acme.dev-v1\n    selector: {agents: [bot]}\n    rules:\n      - tool: \"git_*\"\n        approval: true\n";
+    let f = PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), AGENT.into())],
+        governance: vec![("gov.yaml".into(), gov.into())],
+    };
+    let h = pushes();
+    assert!(suggest(&registry(&f), &f, &h, Settings::with_min(10)).is_empty());
+    // Approvals an operator edited first, or that the agent's user gave in the client, are no
+    // evidence that the call as proposed is fine.
+    let f = files();
+    let mut h = pushes();
+    for r in h.iter_mut().take(25) {
+        if let Was::Held {
+            edited, decided_by, ..
+        } = &mut r.was
+        {
+            if r.seq % 2 == 0 {
+                *edited = true;
+            } else {
+                *decided_by = Some("user-of:bot".into());
+            }
+        }
+    }
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
+    assert!(out.iter().all(|s| s.kind == Kind::Deny), "{out:?}");
+}
+
+#[test]
+fn an_address_or_a_path_that_climbs_is_never_generalised_by_a_prefix() {
+    let yes: Vec<Value> = (0..30)
+        .map(|i| json!({"to": format!("ops-{i}@corp.com")}))
+        .collect();
+    let yes: Vec<&Value> = yes.iter().collect();
+    let found = mine::ranked(&yes, &[], 10, true);
+    assert!(
+        found
+            .iter()
+            .all(|(c, _)| !matches!(c, Constraint::Prefix { .. })),
+        "{found:?}"
+    );
+    let paths: Vec<Value> = (0..30)
+        .map(|i| json!({"p": format!("src/../f{i}")}))
+        .collect();
+    let paths: Vec<&Value> = paths.iter().collect();
+    assert!(mine::ranked(&paths, &[], 10, true).is_empty());
 }

@@ -50,7 +50,8 @@ fn the_history_reads_back_every_proposal_in_order_with_its_outcome() {
             &Was::Held {
                 status: ApprovalStatus::Approved,
                 decided_by: Some("alice".into()),
-                decided_at_ms: Some(3_500)
+                decided_at_ms: Some(3_500),
+                edited: false,
             }
         );
         assert!(

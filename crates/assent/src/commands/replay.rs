@@ -23,6 +23,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         all_calls,
         json,
         strict,
+        allow_empty,
     } = cmd
     else {
         unreachable!("dispatch sends only replay here")
@@ -40,15 +41,14 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         ..Options::default()
     };
     let mut replayer = Replayer::new(&cfg.registry, opts);
+    let source = history::describe(&history::database(&h, &cfg)?);
+    eprintln!("assent: replaying the history of {source}");
     let unreadable = history::read(&h, &cfg, &mut |page| {
         for rec in &page {
             replayer.push(rec);
         }
     })?;
     let report = replayer.finish();
-    if unreadable > 0 {
-        eprintln!("assent: warning: {unreadable} audit records could not be read as proposals");
-    }
     if json {
         let mut out = serde_json::to_value(&report)?;
         out["unreadable"] = unreadable.into();
@@ -59,6 +59,17 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
     }
     Ok(if report.overall.loosened > 0 {
         LOOSENED
+    } else if unreadable > 0 {
+        // Fail closed: the gate cannot vouch for calls it could not read.
+        eprintln!(
+            "assent: {unreadable} audit records of proposals could not be read: they were not replayed"
+        );
+        1
+    } else if report.overall.calls == 0 && !allow_empty {
+        eprintln!(
+            "assent: no recorded proposal was replayed from {source}: is it the right history? (--allow-empty to accept)"
+        );
+        1
     } else {
         0
     })

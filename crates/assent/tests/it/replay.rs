@@ -313,6 +313,21 @@ fn replay_refuses_a_bad_range_and_a_missing_history() {
         "2026-11-01T00:00:00Z",
     ]);
     assert_eq!(out.status.code(), Some(2));
+    // A history with no proposal is no evidence: exit 1 unless it is expected.
+    let port = free_port();
+    let empty = setup(a.path(), port, OLD);
+    stop(serve(&empty, port));
+    let data = a.path().join("data");
+    let out = run(&["--data-dir", data.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no recorded proposal"));
+    let out = run(&["--data-dir", data.to_str().unwrap(), "--allow-empty"]);
+    assert_eq!(out.status.code(), Some(0));
     let out = run(&["--data-dir", a.path().join("nothing").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
