@@ -22,7 +22,8 @@
 //! - paths are checked lexically (symlinks are not resolved again: the filesystem of then is
 //!   gone);
 //! - a grant that covered a held call is assumed to cover it again when the new verdict is a
-//!   confirm without threshold or scope triggers (a grant never covers those).
+//!   confirm a grant may stand in for ([`crate::grant::may_use_grant`]: no threshold, scope or
+//!   session trigger, reversible, no passkey, no quorum).
 //!
 //! Synthetic calls (`mplp.*` Confirm targets, `delegate.*` delegations, `result.*` held
 //! results) are counted as not replayed: their verdicts come from other entry points.
@@ -435,7 +436,8 @@ pub fn evaluate_recorded(
 /// `rec` and its new `verdict`, classified.
 pub fn classify(rec: &Recorded, verdict: Verdict) -> Replayed<'_> {
     let change = Change::of(rec.was.kind(), verdict.kind);
-    let granted_again = rec.was == Was::Granted && verdict.terms.triggers.is_empty();
+    let granted_again =
+        rec.was == Was::Granted && crate::grant::may_use_grant(&verdict.terms, false);
     let prompted = verdict.kind == VerdictKind::Confirm && !granted_again;
     let loosened = rec.was.refused() && verdict.kind == VerdictKind::Allow;
     Replayed {

@@ -334,3 +334,15 @@ fn an_approval_an_operator_edited_first_is_loosened_when_the_original_would_now_
     assert_eq!(r.overall.loosened, 1);
     assert_eq!(r.loosened[0].seq, 1);
 }
+
+#[test]
+fn a_grant_never_stands_in_again_for_a_call_the_candidate_makes_irreversible() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: pay\n        irreversible: true\n";
+    let reg = registry(gov);
+    let r = replay(
+        &reg,
+        &[rec(1, "s", "pay", json!({}), Was::Granted)],
+        Options::default(),
+    );
+    assert_eq!((r.overall.prompts_before, r.overall.prompts_after), (0, 1));
+}

@@ -203,6 +203,7 @@ pub fn suggest(
             if let Some((cand, e)) = made
                 && let Some(counts) = replayed(&cand, history, &budget, &|_| true)
                 && counts.loosened == 0
+                && counts.to_deny > 0
             {
                 out.push(Suggestion {
                     kind: Kind::Deny,
