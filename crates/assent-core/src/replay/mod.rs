@@ -255,12 +255,14 @@ impl Default for Options {
     }
 }
 
-/// Whether `tool` is a synthetic call of another entry point (a Confirm target, a delegation,
-/// a held result): not replayed.
-pub fn synthetic(tool: &str) -> bool {
-    ["mplp.", "delegate.", "result."]
-        .iter()
-        .any(|p| tool.starts_with(p))
+/// Whether `call` is a synthetic call of another entry point, not replayed: a Confirm target
+/// (`mplp.*`) or a delegation (`delegate.*`), which the gateway makes without a server — a
+/// local tool cannot be so named (Agent Format aliases have no dot), so an MCP tool that is
+/// (it has a server) is replayed like any other —, or a held result (`result.*`).
+pub fn synthetic(call: &ToolCall) -> bool {
+    let local = call.server.is_none();
+    let t = &call.tool;
+    (local && (t.starts_with("mplp.") || t.starts_with("delegate."))) || t.starts_with("result.")
 }
 
 /// What the candidate's thresholds need of one session's earlier counting calls.
@@ -380,7 +382,7 @@ impl<'r> Replayer<'r> {
     /// [`Replayer::push`], giving back how the call's verdict changed (`None` for a synthetic
     /// call, not replayed).
     pub fn push_classified(&mut self, rec: &Recorded) -> Option<Change> {
-        if synthetic(&rec.call.tool) {
+        if synthetic(&rec.call) {
             self.report.skip();
             return None;
         }

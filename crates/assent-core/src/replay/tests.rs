@@ -346,3 +346,16 @@ fn a_grant_never_stands_in_again_for_a_call_the_candidate_makes_irreversible() {
     );
     assert_eq!((r.overall.prompts_before, r.overall.prompts_after), (0, 1));
 }
+
+#[test]
+fn an_mcp_tool_named_like_a_synthetic_call_is_replayed() {
+    // Attack: an MCP server names its tool `delegate.send` so that the CI gate skips its calls.
+    let agent = "metadata: {id: bot}\naction_space:\n  mcp_servers:\n    - alias: mail\n";
+    let reg = Registry::load(&[("a".into(), agent.into())], &[]).unwrap();
+    let mut r = rec(1, "s", "x", json!({}), Was::Denied { blocked: false });
+    r.call = ToolCall::new("delegate.send", Some("mail".into()), json!({})).unwrap();
+    let local = rec(2, "s", "delegate.helper", json!({}), Was::Allowed);
+    let report = replay(&reg, &[r, local], Options::default());
+    assert_eq!((report.overall.calls, report.not_replayed), (1, 1));
+    assert_eq!(report.overall.loosened, 1, "the denied MCP call now runs");
+}

@@ -127,7 +127,7 @@ fn settled(history: &[Recorded]) -> BTreeMap<(Option<String>, String), Settled<'
         let by_person = decided_by.as_deref().is_some_and(|d| {
             d != "system:expiry" && !d.starts_with("grant:") && !d.starts_with("user-of:")
         });
-        if !by_person || synthetic(&r.call.tool) {
+        if !by_person || synthetic(&r.call) {
             continue;
         }
         let g = groups
