@@ -49,22 +49,18 @@ pub(crate) fn range(h: &History) -> Result<(Option<i64>, Option<i64>)> {
     Ok((since, until))
 }
 
-/// Reads every recorded proposal of `h` (in sequence order), calling `each` per page; returns
-/// the records that could not be read as proposals.
+/// Reads every recorded proposal of `h` from `db` (resolved once by the caller with
+/// [`database`]), in sequence order, calling `each` per page; returns the records that could
+/// not be read as proposals.
 ///
-/// Errors: no database there, an unreachable one, a failed query.
-pub(crate) fn read(
-    h: &History,
-    config: &Config,
-    each: &mut dyn FnMut(Vec<Recorded>),
-) -> Result<u64> {
-    let db = database(h, config)?;
+/// Errors: a bad `--since`/`--until`, no database there, an unreachable one, a failed query.
+pub(crate) fn read(h: &History, db: &Database, each: &mut dyn FnMut(Vec<Recorded>)) -> Result<u64> {
     let (since, until) = range(h)?;
-    let unreadable = assent_store::history::for_each_offline(&db, since, until, &mut |page| {
+    let unreadable = assent_store::history::for_each_offline(db, since, until, &mut |page| {
         each(page);
         true
     })
-    .with_context(|| format!("reading the history from {}", describe(&db)))?;
+    .with_context(|| format!("reading the history from {}", describe(db)))?;
     Ok(unreadable)
 }
 

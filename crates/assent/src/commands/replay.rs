@@ -41,9 +41,10 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         ..Options::default()
     };
     let mut replayer = Replayer::new(&cfg.registry, opts);
-    let source = history::describe(&history::database(&h, &cfg)?);
+    let db = history::database(&h, &cfg)?;
+    let source = history::describe(&db);
     eprintln!("assent: replaying the history of {source}");
-    let unreadable = history::read(&h, &cfg, &mut |page| {
+    let unreadable = history::read(&h, &db, &mut |page| {
         for rec in &page {
             replayer.push(rec);
         }

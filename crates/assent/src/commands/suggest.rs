@@ -59,7 +59,9 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
     };
     let mut all: Vec<Recorded> = Vec::new();
     let mut too_many = false;
-    history::read(&h, &cfg, &mut |page| {
+    let db = history::database(&h, &cfg)?;
+    eprintln!("assent: mining the history of {}", history::describe(&db));
+    history::read(&h, &db, &mut |page| {
         too_many |= all.len() + page.len() > MAX_HISTORY;
         if !too_many {
             all.extend(page);
