@@ -124,6 +124,22 @@ pub fn export(n: usize, s: &Suggestion) -> String {
     out
 }
 
+/// What names a suggestion in its export link: 32 hex digits of the SHA-256 of what the page
+/// shows of it (the description, the pattern, each edit's file, place and YAML). The export
+/// recomputes the suggestions and hands out only the one with the same fingerprint, so an
+/// operator downloads exactly what they reviewed, never whatever has moved into its position
+/// since (new decisions in the range, a policy reload).
+pub(crate) fn fingerprint(s: &Suggestion) -> String {
+    use sha2::{Digest, Sha256};
+    let edits: Vec<(&str, &str, &str)> = s
+        .edits
+        .iter()
+        .map(|e| (e.file.as_str(), e.location.as_str(), e.yaml.as_str()))
+        .collect();
+    let shown = serde_json::to_vec(&(&s.description, &s.pattern, edits)).unwrap_or_default();
+    hex::encode(&Sha256::digest(&shown)[..16])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

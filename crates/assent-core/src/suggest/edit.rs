@@ -210,30 +210,56 @@ fn node_mut<'d>(doc: &'d mut Value, path: &[Step]) -> Option<&'d mut Value> {
     Some(cur)
 }
 
-/// `approval` narrowed by "and `key` matches `neg`": `true` or a spec without a condition
-/// gains `condition: {args_match: {key: neg}}`; a condition gets the predicate in each group.
-/// `None` when it cannot be written so (`false`, or a group already constraining `key`).
-fn and_not(approval: &Value, key: &str, neg: &Value) -> Option<Value> {
-    let predicate = || {
-        let mut m = Map::new();
-        m.insert(key.to_string(), neg.clone());
-        m
-    };
+/// `approval` narrowed by "and `key` matches one of `negs`" (the alternatives of
+/// [`Constraint::negated`]): `true` or a spec without a condition gains `condition:
+/// {args_match: {key: neg}}` (one group per alternative); a condition gets each alternative
+/// in each of its groups, a group whose bounds on `key` then hold for no number is left out.
+/// `None` when it cannot be written so (`false`, a group already constraining `key` in a way
+/// that cannot be joined, or no group left).
+fn and_not(approval: &Value, key: &str, negs: &[Value]) -> Option<Value> {
     let mut spec = match approval {
         Value::Bool(true) => Map::new(),
         Value::Object(m) => m.clone(),
         _ => return None,
     };
-    let condition = match spec.remove("condition") {
-        None => json!({ "args_match": predicate() }),
-        Some(Value::Array(groups)) => {
-            let groups: Option<Vec<Value>> = groups.iter().map(|g| add_to(g, key, neg)).collect();
-            Value::Array(groups?)
+    let (groups, was_list) = match spec.remove("condition") {
+        None => (vec![json!({ "args_match": {} })], false),
+        Some(Value::Array(groups)) => (groups, true),
+        Some(g) => (vec![g], false),
+    };
+    let mut out = Vec::new();
+    for g in &groups {
+        for neg in negs {
+            let joined = add_to(g, key, neg)?;
+            if !empty_range(&joined["args_match"][key]) {
+                out.push(joined);
+            }
         }
-        Some(g) => add_to(&g, key, neg)?,
+    }
+    let condition = match out.len() {
+        0 => return None,
+        1 if !was_list => out.remove(0),
+        _ => Value::Array(out),
     };
     spec.insert("condition".into(), condition);
     Some(Value::Object(spec))
+}
+
+/// Whether an operator object's number bounds admit no number (`{gt: 100, lt: 0}`).
+fn empty_range(ops: &Value) -> bool {
+    let get = |op: &str| ops.get(op).and_then(Value::as_f64);
+    let lower = [(get("gt"), true), (get("gte"), false)]
+        .into_iter()
+        .filter_map(|(b, strict)| b.map(|b| (b, strict)))
+        .max_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    let upper = [(get("lt"), true), (get("lte"), false)]
+        .into_iter()
+        .filter_map(|(b, strict)| b.map(|b| (b, strict)))
+        .min_by(|x, y| x.0.total_cmp(&y.0).then(y.1.cmp(&x.1)));
+    match (lower, upper) {
+        (Some((lo, ls)), Some((hi, hs))) => lo > hi || (lo == hi && (ls || hs)),
+        _ => false,
+    }
 }
 
 /// One condition group with `key: neg` added to its `args_match`. When the group already
@@ -290,7 +316,7 @@ pub fn narrow(
 ) -> Option<(PolicyFiles, Vec<Edit>)> {
     let mut out = files.clone();
     let mut edits = Vec::new();
-    let neg = c.negated();
+    let negs = c.negated();
     for s in sources {
         let list = if s.agent_file {
             &mut out.agents
@@ -303,7 +329,7 @@ pub fn narrow(
             Some(p) => node_mut(&mut doc, p)?.clone(),
             None => node_mut(&mut doc, &s.node)?.get("approval")?.clone(),
         };
-        let new = and_not(&old, c.key(), &neg)?;
+        let new = and_not(&old, c.key(), &negs)?;
         node_mut(&mut doc, &s.node)?
             .as_object_mut()?
             .insert("approval".into(), new.clone());

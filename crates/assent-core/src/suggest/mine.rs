@@ -33,11 +33,16 @@ fn unsafe_for_prefix(s: &str) -> bool {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Constraint {
-    /// The argument is a number at most `max`.
-    AtMost {
+    /// The argument is a number from `min` to `max`. Closed on both sides: evidence of small
+    /// approved amounts says nothing of negative ones (a refund of −1,000,000 is not "at most
+    /// 120"), so `min` is 0 when every value seen is at least 0 (and no refused value lies
+    /// below the smallest approved one), else the smallest value seen.
+    Within {
         /// The argument.
         key: String,
-        /// The bound, inclusive.
+        /// The lower bound, inclusive.
+        min: f64,
+        /// The upper bound, inclusive.
         max: f64,
     },
     /// The argument is a number at least `min`.
@@ -76,7 +81,7 @@ impl Constraint {
     /// The argument it constrains.
     pub fn key(&self) -> &str {
         match self {
-            Constraint::AtMost { key, .. }
+            Constraint::Within { key, .. }
             | Constraint::AtLeast { key, .. }
             | Constraint::Prefix { key, .. }
             | Constraint::OneOf { key, .. } => key,
@@ -89,41 +94,50 @@ impl Constraint {
             return false;
         };
         match self {
-            Constraint::AtMost { max, .. } => v.as_f64().is_some_and(|n| n <= *max),
+            Constraint::Within { min, max, .. } => {
+                v.as_f64().is_some_and(|n| *min <= n && n <= *max)
+            }
             Constraint::AtLeast { min, .. } => v.as_f64().is_some_and(|n| n >= *min),
             Constraint::Prefix { prefix, .. } => v.as_str().is_some_and(|s| s.starts_with(prefix)),
             Constraint::OneOf { values, .. } => values.iter().any(|x| same(x, v)),
         }
     }
 
-    /// The `args_match` operator object that holds exactly when this does: `{lte: N}`,
-    /// `{gte: N}`, `{pattern: "^PREFIX"}`, `{in: [...]}`.
+    /// The `args_match` operator object that holds exactly when this does: `{gte: M, lte:
+    /// N}`, `{gte: N}`, `{pattern: "^PREFIX"}`, `{in: [...]}`.
     pub fn matcher(&self) -> Value {
         match self {
-            Constraint::AtMost { max, .. } => json!({"lte": number(*max)}),
+            Constraint::Within { min, max, .. } => {
+                json!({"gte": number(*min), "lte": number(*max)})
+            }
             Constraint::AtLeast { min, .. } => json!({"gte": number(*min)}),
             Constraint::Prefix { prefix, .. } => json!({"pattern": format!("^{}", escape(prefix))}),
             Constraint::OneOf { values, .. } => json!({"in": values}),
         }
     }
 
-    /// The operator object that holds exactly when this does not (for a number or string
-    /// argument that is present): `{gt: N}`, `{lt: N}`, `{not_pattern: …}`, `{not_in: [...]}`.
-    pub fn negated(&self) -> Value {
+    /// Operator objects of which one holds exactly when this does not (for a number or
+    /// string argument that is present): `[{lt: M}, {gt: N}]` (either side of a range: an OR,
+    /// so two condition groups), `[{lt: N}]`, `[{not_pattern: …}]`, `[{not_in: [...]}]`.
+    pub fn negated(&self) -> Vec<Value> {
         match self {
-            Constraint::AtMost { max, .. } => json!({"gt": number(*max)}),
-            Constraint::AtLeast { min, .. } => json!({"lt": number(*min)}),
-            Constraint::Prefix { prefix, .. } => {
-                json!({"not_pattern": format!("^{}", escape(prefix))})
+            Constraint::Within { min, max, .. } => {
+                vec![json!({"lt": number(*min)}), json!({"gt": number(*max)})]
             }
-            Constraint::OneOf { values, .. } => json!({"not_in": values}),
+            Constraint::AtLeast { min, .. } => vec![json!({"lt": number(*min)})],
+            Constraint::Prefix { prefix, .. } => {
+                vec![json!({"not_pattern": format!("^{}", escape(prefix))})]
+            }
+            Constraint::OneOf { values, .. } => vec![json!({"not_in": values})],
         }
     }
 
-    /// In words: `amount <= 150`, `branch starts with "feature/"`, `to in ["a","b"]`.
+    /// In words: `0 <= amount <= 150`, `branch starts with "feature/"`, `to in ["a","b"]`.
     pub fn describe(&self) -> String {
         match self {
-            Constraint::AtMost { key, max } => format!("{key} <= {}", number(*max)),
+            Constraint::Within { key, min, max } => {
+                format!("{} <= {key} <= {}", number(*min), number(*max))
+            }
             Constraint::AtLeast { key, min } => format!("{key} >= {}", number(*min)),
             Constraint::Prefix { key, prefix } => format!("{key} starts with {prefix:?}"),
             Constraint::OneOf { key, values } => {
@@ -136,7 +150,7 @@ impl Constraint {
     /// seen, then a prefix (which generalises to strings never seen, so it comes last).
     fn rank(&self) -> u8 {
         match self {
-            Constraint::AtMost { .. } | Constraint::AtLeast { .. } => 0,
+            Constraint::Within { .. } | Constraint::AtLeast { .. } => 0,
             Constraint::OneOf { .. } => 1,
             Constraint::Prefix { .. } => 2,
         }
@@ -152,8 +166,8 @@ fn same(a: &Value, b: &Value) -> bool {
 }
 
 /// The constraint that covers the most of `yes` (each an arguments object) and none of `no`,
-/// covering at least `min` of `yes`; `upper` picks the number bound's side (`AtMost` for
-/// approvals, `AtLeast` for denials). `None` when none does.
+/// covering at least `min` of `yes`; `upper` picks the number bound's kind (`Within` for
+/// approvals, `AtLeast` for denials: a deny reaching further up only tightens). `None` when none does.
 pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(Constraint, usize)> {
     ranked(yes, no, min, upper).into_iter().next()
 }
@@ -193,7 +207,10 @@ pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Co
     out
 }
 
-/// The number bound on `key` reaching the most of `vals` before the first of `others`.
+/// The number bound on `key` reaching the most of `vals` before the first of `others`: for
+/// approvals (`upper`) a closed range from 0 (or the smallest value seen, see
+/// [`Constraint::Within`]) up to the largest value below every refused one above that floor;
+/// for denials everything from the smallest value above every approved one.
 fn bound(key: &str, vals: &[&Value], others: &[&Value], upper: bool) -> Option<Constraint> {
     let nums: Vec<f64> = vals.iter().filter_map(|v| v.as_f64()).collect();
     if nums.is_empty() {
@@ -201,14 +218,26 @@ fn bound(key: &str, vals: &[&Value], others: &[&Value], upper: bool) -> Option<C
     }
     let other: Vec<f64> = others.iter().filter_map(|v| v.as_f64()).collect();
     if upper {
-        let stop = other.iter().copied().fold(f64::INFINITY, f64::min);
+        let least = nums.iter().copied().fold(f64::INFINITY, f64::min);
+        let refused_below = other.iter().any(|o| (0.0..least).contains(o));
+        let floor = if least >= 0.0 && !refused_below {
+            0.0
+        } else {
+            least
+        };
+        let stop = other
+            .iter()
+            .copied()
+            .filter(|o| *o >= floor)
+            .fold(f64::INFINITY, f64::min);
         let max = nums
             .iter()
             .copied()
             .filter(|n| *n < stop)
             .fold(f64::NAN, f64::max);
-        (!max.is_nan()).then(|| Constraint::AtMost {
+        (!max.is_nan()).then(|| Constraint::Within {
             key: key.into(),
+            min: floor,
             max,
         })
     } else {

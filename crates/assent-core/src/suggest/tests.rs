@@ -122,13 +122,15 @@ fn an_amount_bound_narrows_the_agents_own_approval() {
     let s = &out[0];
     assert_eq!(
         s.pattern,
-        Constraint::AtMost {
+        Constraint::Within {
             key: "amount".into(),
+            min: 0.0,
             max: 120.0
         }
     );
     assert_eq!(s.edits[0].file, "bot.agf.yaml");
     assert!(s.edits[0].yaml.contains("gt: 120"), "{}", s.edits[0].yaml);
+    assert!(s.edits[0].yaml.contains("lt: 0"), "{}", s.edits[0].yaml);
     assert!(
         s.edits[0].yaml.contains("message_template"),
         "the template is kept"
@@ -253,8 +255,9 @@ fn a_bound_joins_the_same_argument_in_an_existing_condition() {
     let s = &out[0];
     assert_eq!(
         s.pattern,
-        Constraint::AtMost {
+        Constraint::Within {
             key: "amount".into(),
+            min: 0.0,
             max: 220.0
         }
     );
@@ -347,4 +350,70 @@ fn an_address_or_a_path_that_climbs_is_never_generalised_by_a_prefix() {
         .collect();
     let paths: Vec<&Value> = paths.iter().collect();
     assert!(mine::ranked(&paths, &[], 10, true).is_empty());
+}
+
+/// The agent's edited file, loaded, asked about `pay` with `amount`: whether it is held.
+fn pay_is_held(s: &Suggestion, amount: Value) -> bool {
+    let agents = vec![("bot.agf.yaml".to_string(), s.edits[0].text.clone())];
+    let reg = Registry::load(&agents, &[]).unwrap();
+    let call = ToolCall::new("pay", None, json!({ "amount": amount })).unwrap();
+    let v = crate::evaluate_in(
+        &reg,
+        "bot",
+        &call,
+        None,
+        &crate::triggers::Observations::none(0),
+    );
+    v.kind != crate::VerdictKind::Allow
+}
+
+#[test]
+fn a_suggested_amount_bound_never_lets_a_negative_amount_through() {
+    // The attack: people approved payments of 10..120, a suggestion "ask unless amount <=
+    // 120" would let `amount: -1000000` (a reversal, a refund to the agent) run unasked.
+    let f = PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), AGENT.into())],
+        governance: vec![],
+    };
+    let mut h: Vec<Recorded> = (0..12)
+        .map(|i| {
+            let args = json!({"amount": 10 + i * 10});
+            held(i, "pay", args, ApprovalStatus::Approved, "alice")
+        })
+        .collect();
+    h.push(held(
+        20,
+        "pay",
+        json!({"amount": 500}),
+        ApprovalStatus::Rejected,
+        "alice",
+    ));
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
+    let s = out.iter().find(|s| s.tool == "pay").expect("a suggestion");
+    assert_eq!(s.pattern.describe(), "0 <= amount <= 120");
+    assert!(!pay_is_held(s, json!(50)), "within the evidence: runs");
+    assert!(!pay_is_held(s, json!(0)), "the floor is inclusive");
+    for outside in [json!(-1_000_000), json!(-0.5), json!(121), json!(500)] {
+        assert!(pay_is_held(s, outside.clone()), "{outside} must still ask");
+    }
+}
+
+#[test]
+fn a_bound_over_negative_evidence_starts_at_the_smallest_value_seen() {
+    // Adjustments of -50..60 were approved: the range starts at -50, not at minus infinity.
+    let f = PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), AGENT.into())],
+        governance: vec![],
+    };
+    let h: Vec<Recorded> = (0..12)
+        .map(|i| {
+            let args = json!({"amount": -50 + i * 10});
+            held(i, "pay", args, ApprovalStatus::Approved, "alice")
+        })
+        .collect();
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
+    let s = out.iter().find(|s| s.tool == "pay").expect("a suggestion");
+    assert_eq!(s.pattern.describe(), "-50 <= amount <= 60");
+    assert!(!pay_is_held(s, json!(-50)));
+    assert!(pay_is_held(s, json!(-51)));
 }

@@ -7,7 +7,7 @@ use super::page::secured;
 use super::session::Operator;
 use crate::insights::{range_of, stamps};
 use crate::state::{AppState, now_ms};
-use crate::suggestions::{export, top};
+use crate::suggestions::{export, fingerprint, top};
 use assent_core::suggest::Suggestion;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -70,21 +70,45 @@ pub(crate) fn rows(found: &[Suggestion], since: i64, until: i64) -> Vec<Suggesti
                         yaml: ed.yaml.clone(),
                     })
                     .collect(),
-                export: format!("/ui/insights/suggestions/{}?{range}", i + 1),
+                export: format!(
+                    "/ui/insights/suggestions/{}?{range}&of={}",
+                    i + 1,
+                    fingerprint(s)
+                ),
             }
         })
         .collect()
 }
 
-/// `GET /ui/insights/suggestions/{n}[?since=&until=]`: suggestion `n` (1-based) of the range
-/// as `application/yaml`, downloaded as `assent-suggestion-N.yaml`. `400` for a bad range,
-/// `404` for no such suggestion.
+/// The `of` fingerprint of an export link and the rest of its query (the range), or why
+/// the query is refused (`of` missing, given twice, or not 32 hex digits).
+fn split_of(raw: Option<&str>) -> Result<(String, Option<String>), &'static str> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(raw.unwrap_or_default()).map_err(|_| "a bad query string")?;
+    let (of, rest): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(k, _)| k == "of");
+    let [(_, of)] = <[_; 1]>::try_from(of).map_err(|_| "the link names no suggestion (`of`)")?;
+    if of.len() != 32 || !of.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("`of` is not a suggestion's fingerprint (32 hex digits)");
+    }
+    let rest = serde_urlencoded::to_string(rest).map_err(|_| "a bad query string")?;
+    Ok((of.to_ascii_lowercase(), (!rest.is_empty()).then_some(rest)))
+}
+
+/// `GET /ui/insights/suggestions/{n}?of=FINGERPRINT[&since=&until=]`: the suggestion of the
+/// range whose [`fingerprint`] is `of` (the one the page showed as number `n`) as
+/// `application/yaml`, downloaded as `assent-suggestion-N.yaml`. `400` for a bad range or
+/// `of`; `409` when no suggestion of the range has that fingerprint any more (new decisions
+/// or a policy reload changed them: the operator reloads the page and reviews again).
 pub(crate) async fn export_suggestion(
     State(st): State<AppState>,
     Path(n): Path<usize>,
     RawQuery(q): RawQuery,
     _op: Operator,
 ) -> Response {
+    let (of, q) = match split_of(q.as_deref()) {
+        Ok(x) => x,
+        Err(why) => return secured((StatusCode::BAD_REQUEST, format!("{why}\n")).into_response()),
+    };
     let range =
         stamps(q.as_deref()).and_then(|(s, u)| range_of(s.as_deref(), u.as_deref(), now_ms()));
     let (since, until) = match range {
@@ -95,10 +119,9 @@ pub(crate) async fn export_suggestion(
         Ok(f) => f,
         Err(e) => return secured(e.into_response()),
     };
-    let Some(s) = n.checked_sub(1).and_then(|i| found.get(i)) else {
-        return secured(
-            (StatusCode::NOT_FOUND, "no such suggestion in this range\n").into_response(),
-        );
+    let Some(s) = found.iter().find(|s| fingerprint(s) == of) else {
+        let why = "this suggestion is no longer among the suggestions of this range (new decisions or a policy reload changed them): reload the insights page and review it again\n";
+        return secured((StatusCode::CONFLICT, why).into_response());
     };
     let mut r = export(n, s).into_response();
     let h = r.headers_mut();

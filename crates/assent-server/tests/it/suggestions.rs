@@ -74,7 +74,7 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     assert_eq!(s, StatusCode::OK, "{body}");
     let sg = &body["suggestions"][0];
     assert_eq!(sg["kind"], "remove_prompt", "{body}");
-    assert_eq!(sg["description"], "ask unless amount <= 220");
+    assert_eq!(sg["description"], "ask unless 0 <= amount <= 220");
     assert_eq!(sg["evidence"]["decisions"], 12);
     assert_eq!(sg["replay"]["confirm_to_allow"], 12);
     assert_eq!(sg["replay"]["loosened"], 0);
@@ -99,8 +99,8 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     let cookie = gw.dashboard_session().await;
     let html = gw.dashboard_page("/ui/insights", &cookie).await;
     assert!(
-        html.contains("ask unless amount &#60;= 220")
-            || html.contains("ask unless amount &lt;= 220"),
+        html.contains("ask unless 0 &#60;= amount &#60;= 220")
+            || html.contains("ask unless 0 &lt;= amount &lt;= 220"),
         "{html}"
     );
     let link = html
@@ -108,7 +108,8 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
         .nth(1)
         .and_then(|r| r.split('"').next())
         .expect("an export link");
-    let link = format!("/ui/insights/suggestions/1?{}", link.replace("&amp;", "&"));
+    let link = link.replace("&amp;", "&").replace("&#38;", "&");
+    let link = format!("/ui/insights/suggestions/1?{link}");
     let r = gw
         .http
         .get(format!("{}{link}", gw.url))
@@ -116,7 +117,7 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.status(), StatusCode::OK, "{link}");
     assert!(
         r.headers()["content-type"]
             .to_str()
@@ -131,19 +132,26 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     );
     let yaml = r.text().await.unwrap();
     assert!(
-        yaml.starts_with("# assent suggestion 1: pay: ask unless amount <= 220"),
+        yaml.starts_with("# assent suggestion 1: pay: ask unless 0 <= amount <= 220"),
         "{yaml}"
     );
     assert!(yaml.contains("gt: 220") && yaml.contains("# in "), "{yaml}");
-    // No such suggestion; not signed in.
-    let r = gw
-        .http
-        .get(format!("{}/ui/insights/suggestions/9", gw.url))
-        .header("cookie", &cookie)
-        .send()
+    // The link names the suggestion by what the page showed (`of`), not by its position: a
+    // link without it is refused, and one naming a suggestion that is no longer there (new
+    // decisions, a reload) is a 409 — never whatever suggestion has moved into place 1.
+    let get = |url: String| gw.http.get(url).header("cookie", &cookie).send();
+    let r = get(format!("{}/ui/insights/suggestions/1", gw.url))
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let (head, of) = link
+        .split_once("of=")
+        .expect("the link names its suggestion");
+    assert_eq!(of.len(), 32, "{link}");
+    let stale = format!("{}{head}of={}", gw.url, "0".repeat(32));
+    let r = get(stale).await.unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(!r.text().await.unwrap().contains("gt: 220"));
     // Without a session: the sign-in page, never the YAML.
     let r = gw
         .http
