@@ -340,13 +340,13 @@ fn seen(conn: Conn<'_>) -> db::Result<Seen> {
 }
 
 /// The `data` column (JSON text) of an audit row; `null` when it is not JSON.
-fn json_of(r: &db::Row<'_>) -> db::Result<serde_json::Value> {
+pub(crate) fn json_of(r: &db::Row<'_>) -> db::Result<serde_json::Value> {
     let text: String = r.get("data")?;
     Ok(serde_json::from_str(&text).unwrap_or_default())
 }
 
 /// The string at `key` of a JSON object; `None` when absent or not a string.
-fn text_at(v: &serde_json::Value, key: &str) -> Option<String> {
+pub(crate) fn text_at(v: &serde_json::Value, key: &str) -> Option<String> {
     v[key].as_str().map(str::to_string)
 }
 
@@ -365,7 +365,7 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
 /// anchor's `cutoff`, in a run at `archived_at`, of nothing live then (no pending approval, no
 /// token neither used nor expired, no grant neither revoked nor expired). A state row whose
 /// records are missing passes only when it fits that; anything else still needs its records.
-struct Gone {
+pub(crate) struct Gone {
     /// The latest `(cutoff, archived_at)` of the anchors; `None`: nothing was archived.
     newest: Option<(i64, i64)>,
 }
@@ -380,7 +380,7 @@ impl Gone {
         })
     }
     /// Whether a record written at `t` may have been archived.
-    fn before(&self, t: i64) -> bool {
+    pub(crate) fn before(&self, t: i64) -> bool {
         self.newest.is_some_and(|(cutoff, _)| t < cutoff)
     }
     /// Whether something that ended at `t` (used, expired, revoked) had ended by the run.
@@ -391,7 +391,7 @@ impl Gone {
 
 /// Every disagreement between the state tables and the audit chain, approvals first (an
 /// approval with unreadable stored columns, [`crate::ApprovalRecord::damaged`], is one), then
-/// tokens, each with the audit record concerned (`seq`) when there is one. Call it inside a
+/// tokens, grants, quorum votes and passkeys (`integrity_people.rs`), each with the audit record concerned (`seq`) when there is one. Call it inside a
 /// read transaction when the database may be written meanwhile (one snapshot for all tables).
 /// Reads every approval, token and settling audit record: linear in their number. Over a
 /// SQLite file opened by the caller; [`cross_check_on`] over either backend.
@@ -455,6 +455,8 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     orphans("approval", requested.chain(settling), &mut out);
     tokens(conn, &mut s, &gone, &mut out)?;
     grants(conn, &gone, &mut out)?;
+    crate::integrity_people::votes(conn, &gone, &mut out)?;
+    crate::integrity_people::passkeys(conn, &gone, &mut out)?;
     Ok(out)
 }
 

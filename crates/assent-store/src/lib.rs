@@ -68,6 +68,7 @@ mod expiry;
 pub mod history;
 pub mod insights;
 pub mod integrity;
+mod integrity_people;
 pub mod keys;
 mod kit;
 pub mod learning;

@@ -278,6 +278,39 @@ fn a_grant_inserted_behind_the_gateways_back_is_caught() {
     verify_fails(&g, &[], &["has no grant.created record"]);
 }
 
+/// Attack: someone who can write the database (e.g. with the PostgreSQL credentials) inserts
+/// quorum votes for members who never voted, so that one real vote settles the approval;
+/// every decision record stays well formed, so only the cross-check can tell.
+#[test]
+fn a_vote_inserted_behind_the_gateways_back_is_caught() {
+    let g = signed_gateway();
+    let approval = sql(&g, "SELECT id FROM approvals LIMIT 1;");
+    sql(
+        &g,
+        &format!(
+            "INSERT INTO votes (approval_id, principal, decision, roles, reason, at) VALUES ('{}', 'mallory', 'approve', '[\"finance\"]', NULL, 1);",
+            approval.trim()
+        ),
+    );
+    chain_alone_verifies(&g);
+    let out = verify_fails(&g, &["--json"], &["a vote by mallory", "has no decision.vote record"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["problem"]["check"], "state");
+}
+
+/// Attack: a database writer plants their own authenticator's public key as an operator's
+/// passkey, to sign passkey-required votes as that operator.
+#[test]
+fn a_passkey_planted_behind_the_gateways_back_is_caught() {
+    let g = signed_gateway();
+    sql(
+        &g,
+        "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES ('AAAA', 'alice', '{}', '{\"kty\":\"EC\"}', 'planted', 1);",
+    );
+    chain_alone_verifies(&g);
+    verify_fails(&g, &[], &["passkey AAAA of alice has no standing passkey.registered record"]);
+}
+
 /// Attack: someone who can write the database file corrupts one approval's `approvers`
 /// column, hoping it reads as "no approver roles" (any operator may decide) and widens who
 /// may approve a transfer (issue 10 §8). Reading is strict instead: the approval is damaged,

@@ -1,0 +1,130 @@
+//! The cross-check of what stands for a person's say (`assent audit verify`, check `state`):
+//! quorum votes and registered passkeys against their audit records. A vote row counts towards
+//! a quorum and a passkey row lets its holder sign a vote or an R4 approval, so a row written
+//! behind the gateway's back (N−1 forged votes, an attacker's authenticator under an
+//! operator's name) would decide calls while every decision record still looks well formed.
+//! Called by [`crate::integrity::cross_check_on`], in its snapshot.
+
+use crate::db::{self, Conn};
+use crate::integrity::{Gone, json_of, text_at};
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+/// A `decision.vote` record: `(approval_id, principal)` → `(seq, decision)`.
+type VoteRecords = HashMap<(String, String), (i64, Option<String>)>;
+
+/// Every `votes` row must be the vote its `decision.vote` record describes (same approval,
+/// voter and decision); a row without one is reported unless the approval's records may have
+/// been archived (settled, requested before the archive's cut-off). A `decision.vote` record
+/// whose vote row is gone is reported too (a deleted deny vote changes a tally).
+pub(crate) fn votes(
+    conn: Conn<'_>,
+    gone: &Gone,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<()> {
+    let mut recorded: VoteRecords = HashMap::new();
+    conn.prepare_cached(
+        "SELECT seq, approval_id, actor, data FROM audit WHERE kind = 'decision.vote' ORDER BY seq",
+    )?
+    .for_each([], |r| {
+        let (seq, aid, actor): (i64, Option<String>, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        if let Some(aid) = aid {
+            let decision = text_at(&json_of(r)?, "decision");
+            recorded.entry((aid, actor)).or_insert((seq, decision));
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    type VoteRow = (String, String, String, Option<String>, Option<i64>);
+    let rows: Vec<VoteRow> = conn.query_map(
+        "SELECT v.approval_id, v.principal, v.decision, a.status, a.requested_at
+         FROM votes v LEFT JOIN approvals a ON a.id = v.approval_id
+         ORDER BY v.at, v.approval_id, v.principal",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )?;
+    for (aid, who, decision, status, requested_at) in rows {
+        let archived = status.as_deref().is_some_and(|s| s != "pending")
+            && requested_at.is_some_and(|t| gone.before(t));
+        match recorded.remove(&(aid.clone(), who.clone())) {
+            None if archived => {}
+            None => out.push((None, format!(
+                "a vote by {who} on approval {aid} has no decision.vote record: it would count towards the quorum though no one cast it"
+            ))),
+            Some((seq, rec)) if rec.as_deref() != Some(decision.as_str()) => out.push((Some(seq), format!(
+                "the vote by {who} on approval {aid} is {decision}, but its decision.vote record {seq} says {}",
+                rec.as_deref().unwrap_or("?")
+            ))),
+            Some(_) => {}
+        }
+    }
+    let mut left: Vec<(i64, String, String)> = recorded
+        .into_iter()
+        .map(|((aid, who), (seq, _))| (seq, aid, who))
+        .collect();
+    left.sort();
+    for (seq, aid, who) in left {
+        out.push((Some(seq), format!(
+            "audit record {seq} (decision.vote) names a vote by {who} on approval {aid}, which is not in the votes table"
+        )));
+    }
+    Ok(())
+}
+
+/// A passkey's registration as its records leave it: `credential_id` →
+/// `(seq, principal, public key JSON)` of the latest `passkey.registered` not followed by a
+/// `passkey.removed`.
+type Registered = HashMap<String, (i64, String, serde_json::Value)>;
+
+/// Every `passkeys` row must be registered by its audit records (a `passkey.registered` of
+/// the same principal and public key, not removed since); a row registered before the
+/// archive's cut-off may have had its record archived. A registration still standing whose
+/// row is gone is reported too.
+pub(crate) fn passkeys(
+    conn: Conn<'_>,
+    gone: &Gone,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<()> {
+    let mut live: Registered = HashMap::new();
+    conn.prepare_cached(
+        "SELECT seq, kind, actor, data FROM audit WHERE kind IN ('passkey.registered', 'passkey.removed') ORDER BY seq",
+    )?
+    .for_each([], |r| {
+        let (seq, kind, actor): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let data = json_of(r)?;
+        let Some(id) = text_at(&data, "credential_id") else {
+            return Ok(ControlFlow::Continue(()));
+        };
+        if kind == "passkey.registered" {
+            live.insert(id, (seq, actor, data["public_key"].clone()));
+        } else {
+            live.remove(&id);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let rows: Vec<(String, String, String, i64)> = conn.query_map(
+        "SELECT credential_id, principal, public_key, created_at FROM passkeys ORDER BY created_at, credential_id",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    for (id, who, key, created_at) in rows {
+        let key: serde_json::Value = serde_json::from_str(&key).unwrap_or_default();
+        match live.remove(&id) {
+            None if gone.before(created_at) => {}
+            None => out.push((None, format!(
+                "passkey {id} of {who} has no standing passkey.registered record: whoever holds it could sign votes as {who}"
+            ))),
+            Some((seq, owner, rec)) if owner != who || rec != key => out.push((Some(seq), format!(
+                "passkey {id} of {who} differs from its passkey.registered record {seq} (owner or public key changed)"
+            ))),
+            Some(_) => {}
+        }
+    }
+    let mut left: Vec<(i64, String)> = live.into_iter().map(|(id, (seq, ..))| (seq, id)).collect();
+    left.sort();
+    for (seq, id) in left {
+        out.push((Some(seq), format!(
+            "audit record {seq} (passkey.registered) names passkey {id}, which is not in the passkeys table and was never removed"
+        )));
+    }
+    Ok(())
+}
