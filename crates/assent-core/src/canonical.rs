@@ -48,6 +48,16 @@ pub enum CanonicalError {
     /// The value cannot be written as RFC 8785 JSON (e.g. a number out of range).
     #[error("cannot canonicalise: {0}")]
     Json(String),
+    /// A top-level argument whose name has a dot (`order.amount`) while the same dotted path
+    /// also leads to a nested value (`{"order": {"amount": …}}`): a policy condition, cost or
+    /// scope reading `order.amount` would see one of them while the tool may use the other.
+    #[error(
+        "argument `{key}` is ambiguous: both a key of that name and the nested path `{key}` hold a value (a policy reading one while the tool uses the other); rename the key"
+    )]
+    AmbiguousKey {
+        /// The dotted key.
+        key: String,
+    },
 }
 
 /// The JSON type of `v` with its article, as errors name it: `null`, `a boolean`, `a number`,
@@ -64,9 +74,11 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
 }
 
 impl ToolCall {
-    /// Builds a call, checking that `tool` is not empty and `arguments` is an object.
+    /// Builds a call, checking that `tool` is not empty, `arguments` is an object, every
+    /// integer is exact as a double, and no top-level key with a dot shadows a nested path.
     ///
-    /// Errors: [`CanonicalError::EmptyTool`], [`CanonicalError::ArgumentsNotObject`].
+    /// Errors: [`CanonicalError::EmptyTool`], [`CanonicalError::ArgumentsNotObject`],
+    /// [`CanonicalError::InexactInteger`], [`CanonicalError::AmbiguousKey`].
     pub fn new(
         tool: impl Into<String>,
         server: Option<String>,
@@ -80,6 +92,7 @@ impl ToolCall {
             return Err(CanonicalError::ArgumentsNotObject(type_name(&arguments)));
         }
         check_exact(&arguments, &mut String::new())?;
+        check_unambiguous(&arguments)?;
         Ok(Self {
             tool,
             server: server.filter(|s| !s.is_empty()),
@@ -208,6 +221,23 @@ impl CanonicalCall {
     /// caller that moves them into its own record.
     pub fn into_parts(self) -> (ToolCall, String, String, String) {
         (self.call, self.arguments, self.canonical, self.call_hash)
+    }
+}
+
+/// Refuses arguments where a top-level key with a dot (`a.b`) and the nested path `a.b` both
+/// hold a value: [`crate::condition::lookup`] reads the literal key first, and a tool the
+/// nested one, so an agent could show the policy a harmless value and run another. Only keys
+/// with a dot are walked: linear in the arguments' size.
+fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
+    let Some(m) = arguments.as_object() else {
+        return Ok(());
+    };
+    match m
+        .keys()
+        .find(|k| k.contains('.') && crate::condition::path(arguments, k).is_some())
+    {
+        Some(key) => Err(CanonicalError::AmbiguousKey { key: key.clone() }),
+        None => Ok(()),
     }
 }
 
@@ -414,6 +444,25 @@ mod tests {
             CanonicalCall::parse("t", None, json!({"n": 9007199254740993u64})),
             Err(CanonicalError::InexactInteger { .. })
         ));
+    }
+
+    /// Attack: a rule checks `target.device`; the agent sends a harmless literal key
+    /// `"target.device"` for the policy and the real `{"target": {"device"}}` for the tool.
+    #[test]
+    fn a_dotted_key_shadowing_a_nested_argument_is_refused() {
+        let both = json!({"target.device": "/dev/null", "target": {"device": "/dev/sda"}});
+        assert_eq!(
+            ToolCall::new("dd", None, both).unwrap_err(),
+            CanonicalError::AmbiguousKey {
+                key: "target.device".into()
+            }
+        );
+        let arr = json!({"items.0": 1, "items": [2]});
+        assert!(ToolCall::new("t", None, arr).is_err(), "array paths too");
+        // Either form alone is a plain call.
+        assert!(ToolCall::new("dd", None, json!({"target.device": "/dev/null"})).is_ok());
+        assert!(ToolCall::new("dd", None, json!({"target": {"device": "/dev/sda"}})).is_ok());
+        assert!(ToolCall::new("dd", None, json!({"target.x": 1, "target": {"y": 2}})).is_ok());
     }
 
     #[test]

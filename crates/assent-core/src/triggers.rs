@@ -257,7 +257,9 @@ fn number(v: Option<&Value>) -> Option<f64> {
 }
 
 /// `Some(why)` when the session total of `limit.argument` including this call exceeds the
-/// maximum, or this call's value is missing or not a number (fail closed).
+/// maximum, or this call's value is missing, not a number or negative (fail closed: a negative
+/// cost would lower the session's total and let the calls after it through). Earlier calls
+/// count as [`window::cost_of`] reads them (a negative one as 0).
 pub fn cost_exceeded<'a>(
     limit: &CostLimit,
     covered: impl Iterator<Item = &'a PriorCall>,
@@ -269,8 +271,13 @@ pub fn cost_exceeded<'a>(
             "cost threshold: argument `{a}` is missing or not a number, so the session total cannot be checked"
         ));
     };
+    if this < 0.0 {
+        return Some(format!(
+            "cost threshold: argument `{a}` is negative ({this}); a cost below 0 would lower the session total, so it is confirmed by a person"
+        ));
+    }
     let before: f64 = covered
-        .filter_map(|c| number(lookup(&c.arguments, a)))
+        .filter_map(|c| window::cost_of(&c.arguments, a))
         .sum();
     let total = before + this;
     (total > limit.max_per_session).then(|| {

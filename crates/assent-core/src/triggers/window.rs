@@ -61,11 +61,14 @@ impl WindowNeeds {
 }
 
 /// The cost a call's `arguments` carry at `argument` (a dotted path, looked up as the cost
-/// threshold looks it up): `None` when it is missing, not a number or not finite.
+/// threshold looks it up): `None` when it is missing, not a number or not finite; a negative
+/// value counts as 0 (a call that ran with one — confirmed by a person — never lowers the
+/// session's total for the calls after it).
 pub fn cost_of(arguments: &Value, argument: &str) -> Option<f64> {
     lookup(arguments, argument)
         .and_then(Value::as_f64)
         .filter(|x| x.is_finite())
+        .map(|x| x.max(0.0))
 }
 
 /// `total` plus the cost of `arguments` at `argument` (unchanged when it carries none).

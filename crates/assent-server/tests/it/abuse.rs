@@ -242,3 +242,27 @@ async fn an_edit_cannot_raise_an_amount_already_over_its_cost_threshold() {
     assert_answer(s, &b, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }
+
+/// Attack: under a cost threshold of 100 a session, the agent proposes `amount: -1000000`
+/// (it never has to run: a proposal counts) to lower the session's total, then spends far
+/// over the limit unasked. A negative cost is confirmed by a person instead, and counts as 0.
+#[tokio::test]
+async fn a_negative_amount_cannot_lower_the_sessions_cost_total() {
+    let agent = one_tool_agent("bot", "alias: pay");
+    let gw = serve_policy(&agent, &policy("t.cost-v1", COST_RULE)).await;
+    let (s, b) = gw.propose("pay", json!({"amount": -1_000_000})).await;
+    assert_eq!(
+        (s, b["triggers"].clone()),
+        (StatusCode::ACCEPTED, json!(["cost"])),
+        "{b}"
+    );
+    let (s, b) = gw.propose("pay", json!({"amount": 60})).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    let (s, b) = gw.propose("pay", json!({"amount": 5000})).await;
+    assert_eq!(
+        (s, b["triggers"].clone()),
+        (StatusCode::ACCEPTED, json!(["cost"])),
+        "{b}"
+    );
+    gw.stop().await;
+}

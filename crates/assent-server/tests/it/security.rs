@@ -225,3 +225,32 @@ async fn malformed_paths_queries_and_uris_get_a_json_error_never_a_5xx() {
     );
     gw.stop().await;
 }
+
+/// Attack: a rule denies `target.device` matching `/dev/sda`; the agent sends a literal
+/// top-level key `"target.device": "/dev/null"` for the policy to read and the nested
+/// `{"target": {"device": "/dev/sda"}}` the tool reads. Before, the policy saw `/dev/null`
+/// and allowed the call; now such arguments are refused (400 naming the key), and each form
+/// alone is judged as before.
+#[tokio::test]
+async fn a_dotted_key_cannot_show_the_policy_one_value_while_the_tool_reads_another() {
+    let rule = "- tool: dd\n  deny: {condition: {args_match: {target.device: {pattern: \"^/dev/sda\"}}}}\n";
+    let agent = crate::kit::one_tool_agent("bot", "alias: dd");
+    let gw = crate::kit::serve_policy(&agent, &crate::kit::policy("t.dotted-v1", rule)).await;
+    let both = json!({"target.device": "/dev/null", "target": {"device": "/dev/sda"}});
+    let (s, b) = gw.propose("dd", both).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "target.device");
+    let (s, b) = gw
+        .propose("dd", json!({"target": {"device": "/dev/sda"}}))
+        .await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    let (s, b) = gw
+        .propose("dd", json!({"target": {"device": "/dev/null"}}))
+        .await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::OK, &json!("allow")),
+        "{b}"
+    );
+    gw.stop().await;
+}

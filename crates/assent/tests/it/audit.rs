@@ -293,7 +293,11 @@ fn a_vote_inserted_behind_the_gateways_back_is_caught() {
         ),
     );
     chain_alone_verifies(&g);
-    let out = verify_fails(&g, &["--json"], &["a vote by mallory", "has no decision.vote record"]);
+    let out = verify_fails(
+        &g,
+        &["--json"],
+        &["a vote by mallory", "has no decision.vote record"],
+    );
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["problem"]["check"], "state");
 }
@@ -308,7 +312,11 @@ fn a_passkey_planted_behind_the_gateways_back_is_caught() {
         "INSERT INTO passkeys (credential_id, principal, passkey, public_key, label, created_at) VALUES ('AAAA', 'alice', '{}', '{\"kty\":\"EC\"}', 'planted', 1);",
     );
     chain_alone_verifies(&g);
-    verify_fails(&g, &[], &["passkey AAAA of alice has no standing passkey.registered record"]);
+    verify_fails(
+        &g,
+        &[],
+        &["passkey AAAA of alice has no standing passkey.registered record"],
+    );
 }
 
 /// Attack: someone who can write the database file corrupts one approval's `approvers`
