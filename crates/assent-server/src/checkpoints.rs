@@ -17,19 +17,42 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Checks every `interval` whether a checkpoint is due, and signs and publishes it, until the
-/// returned task is aborted.
-pub fn spawn(state: AppState, interval: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+/// The running checkpoint timer ([`spawn`]); [`Signer::stop`] ends it between two checkpoints.
+pub struct Signer {
+    stop: std::sync::Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Signer {
+    /// Stops the timer and waits for a checkpoint it is signing to be published too. (Aborting
+    /// it could end it after the checkpoint was stored but before it reached the checkpoint
+    /// file; the shutdown checkpoint then found nothing new to sign, and the file's newest
+    /// checkpoint no longer covered the chain's tail, so a truncated tail went unnoticed.)
+    pub async fn stop(self) {
+        self.stop.notify_one();
+        let _ = self.task.await;
+    }
+}
+
+/// Checks every `interval` whether a checkpoint is due, and signs and publishes it, until
+/// [`Signer::stop`].
+pub fn spawn(state: AppState, interval: Duration) -> Signer {
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stopped = stop.clone();
+    let task = tokio::spawn(async move {
         let due = Due {
             every_records: state.checkpoints.every_records.min(i64::MAX as u64) as i64,
             every_ms: state.checkpoints.every_seconds.saturating_mul(1000) as i64,
         };
         loop {
             sign_due(&state, due).await;
-            tokio::time::sleep(interval).await;
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stopped.notified() => return,
+            }
         }
-    })
+    });
+    Signer { stop, task }
 }
 
 /// Signs a checkpoint if one is `due` and publishes it: stored by the store, appended to the

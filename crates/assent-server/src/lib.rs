@@ -204,7 +204,7 @@ pub async fn run_with(
     let app = app(state.clone(), extra);
     let res = serve::serve(listener, app, limits, Duration::from_secs(10), shutdown).await;
     expiry.abort();
-    signer.abort();
+    signer.stop().await;
     for h in hooks {
         h.abort();
     }
