@@ -64,6 +64,22 @@ pub(crate) struct DataPlace {
     pub(crate) data_dir: Option<PathBuf>,
 }
 
+// Which keys directory an `assent keys` subcommand works on: `--keys-dir DIR` (created 0700
+// when missing), or the `keys_dir` of `--config FILE` (default its `data_dir`); one is needed.
+#[derive(clap::Args, Clone)]
+pub(crate) struct KeysPlace {
+    /// The keys directory (`keys init` creates it, 0700, when missing).
+    #[arg(
+        long = "keys-dir",
+        conflicts_with = "config",
+        required_unless_present = "config"
+    )]
+    pub(crate) keys_dir: Option<PathBuf>,
+    /// The gateway's config: its `keys_dir` (default its `data_dir`).
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+}
+
 // Which recorded history `replay` and `suggest` read: the SQLite file of `--data-dir DIR`, or
 // the store of `--history-config FILE`, else the store of the command's `--config`; within
 // `--since` and `--until` (RFC 3339).
@@ -507,16 +523,8 @@ pub(crate) enum KeysCmd {
         after_help = "Exit codes: 0 both keys present (created now or before); 1 an existing key is damaged, or the directory cannot be written."
     )]
     Init {
-        /// The directory (created 0700 when missing).
-        #[arg(
-            long = "keys-dir",
-            conflicts_with = "config",
-            required_unless_present = "config"
-        )]
-        keys_dir: Option<PathBuf>,
-        /// The gateway's config: its `keys_dir` (default its `data_dir`).
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        place: KeysPlace,
         /// Print `{"keys_dir", "created": [files], "audit_public_key"}`.
         #[arg(long)]
         json: bool,
@@ -532,16 +540,8 @@ pub(crate) enum KeysCmd {
         after_help = "Exit codes: 0 rotated; 1 no token key yet (run `assent keys init`), a damaged key, or the directory cannot be written."
     )]
     RotateTokenKey {
-        /// The keys directory.
-        #[arg(
-            long = "keys-dir",
-            conflicts_with = "config",
-            required_unless_present = "config"
-        )]
-        keys_dir: Option<PathBuf>,
-        /// The gateway's config: its `keys_dir` (default its `data_dir`).
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        place: KeysPlace,
         /// Print `{"keys_dir", "kid", "retired_kid", "retired_file"}`.
         #[arg(long)]
         json: bool,

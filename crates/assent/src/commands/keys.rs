@@ -4,15 +4,15 @@
 //! happen to them (no overwrite, no rotation of the audit key) are the store's
 //! `assent_store::keys`.
 
-use crate::args::KeysCmd;
+use crate::args::{KeysCmd, KeysPlace};
 use anyhow::Result;
 use assent_server::config::Config;
 use serde_json::json;
 use std::path::PathBuf;
 
 /// The directory an `assent keys` subcommand works on: `--keys-dir`, or the config's.
-fn dir_of(keys_dir: Option<PathBuf>, config: Option<PathBuf>) -> Result<PathBuf> {
-    match (keys_dir, config) {
+fn dir_of(place: KeysPlace) -> Result<PathBuf> {
+    match (place.keys_dir, place.config) {
         (Some(d), _) => Ok(d),
         (None, Some(f)) => Ok(Config::load(&f)?.keys_dir()),
         (None, None) => anyhow::bail!("name the directory: --keys-dir DIR or --config FILE"),
@@ -23,11 +23,10 @@ fn dir_of(keys_dir: Option<PathBuf>, config: Option<PathBuf>) -> Result<PathBuf>
 pub(crate) fn run(cmd: KeysCmd) -> Result<i32> {
     match cmd {
         KeysCmd::Init {
-            keys_dir,
-            config,
+            place,
             json: as_json,
         } => {
-            let dir = dir_of(keys_dir, config)?;
+            let dir = dir_of(place)?;
             let done = assent_store::keys::init(&dir)?;
             let v = json!({"keys_dir": dir, "created": done.created, "audit_public_key": done.audit_public_key});
             report(as_json, v, || {
@@ -43,11 +42,10 @@ pub(crate) fn run(cmd: KeysCmd) -> Result<i32> {
             })
         }
         KeysCmd::RotateTokenKey {
-            keys_dir,
-            config,
+            place,
             json: as_json,
         } => {
-            let dir = dir_of(keys_dir, config)?;
+            let dir = dir_of(place)?;
             let done = assent_store::keys::rotate_token_key(&dir)?;
             let v = json!({"keys_dir": dir, "kid": done.kid, "retired_kid": done.retired_kid, "retired_file": done.retired_file});
             report(as_json, v, || {
