@@ -9,7 +9,6 @@ use assent_store::Store;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use std::time::Duration;
 
 const AGENT: &str =
@@ -17,12 +16,7 @@ const AGENT: &str =
 const SCHEMA: &str = include_str!("../../assent-store/migrations/sqlite/0001_init.sql");
 
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
-    Principal {
-        name: name.into(),
-        kind,
-        key_sha256: Sha256::digest(key.as_bytes()).into(),
-        owns: Vec::new(),
-    }
+    Principal::with_key(name, key, kind)
 }
 
 fn bare_cycle(conn: &mut Connection, n: i64, args: &str) {

@@ -16,7 +16,6 @@ use assent_store::Store;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 /// Agent `bot` (`read`, `pay` held over 100, MCP server `fs`…): the server test kit's.
 const AGENTS: &str = assent_testkit::fixtures::BOT_AGENT;
@@ -29,12 +28,7 @@ fn gov() -> String {
 }
 
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
-    Principal {
-        name: name.into(),
-        kind,
-        key_sha256: Sha256::digest(key.as_bytes()).into(),
-        owns: Vec::new(),
-    }
+    Principal::with_key(name, key, kind)
 }
 
 /// A running gateway: agent `bot` (key `bot-key`), operators `alice` (role `finance`) and

@@ -56,6 +56,20 @@ pub struct Principal {
     pub owns: Vec<String>,
 }
 
+impl Principal {
+    /// A principal that authenticates with `key` (kept only as its SHA-256), owning no agent:
+    /// how an embedding program or a test builds the principals it hands the server, as the
+    /// config's `key_env` would.
+    pub fn with_key(name: &str, key: &str, kind: PrincipalKind) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            key_sha256: Sha256::digest(key.as_bytes()).into(),
+            owns: Vec::new(),
+        }
+    }
+}
+
 /// Where a principal's key comes from, before it is resolved.
 #[derive(Debug, Clone)]
 enum KeySource {

@@ -17,7 +17,6 @@ use assent_server::{AppState, Loopback, Settings};
 use assent_store::Store;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// The key of operator `alice` (role `finance`, the approver of `pay`).
@@ -83,12 +82,7 @@ pub fn operator(name: &str, roles: &[&str]) -> Principal {
 }
 
 fn principal(name: &str, key: &str, kind: PrincipalKind) -> Principal {
-    Principal {
-        name: name.into(),
-        kind,
-        key_sha256: Sha256::digest(key.as_bytes()).into(),
-        owns: Vec::new(),
-    }
+    Principal::with_key(name, key, kind)
 }
 
 /// A running gateway: its base URL, an HTTP client, and the state it serves (store, registry).

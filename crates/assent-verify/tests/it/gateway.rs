@@ -16,13 +16,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 fn principal(name: &str, kind: PrincipalKind) -> Principal {
-    use sha2::Digest as _;
-    Principal {
-        name: name.into(),
-        kind,
-        key_sha256: sha2::Sha256::digest(format!("{name}-key").as_bytes()).into(),
-        owns: Vec::new(),
-    }
+    Principal::with_key(name, &format!("{name}-key"), kind)
 }
 
 fn principals() -> Vec<Principal> {
