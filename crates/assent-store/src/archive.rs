@@ -288,3 +288,32 @@ pub fn against_store(conn: Conn<'_>, m: &Manifest) -> db::Result<Option<String>>
         )),
     })
 }
+
+/// What audit retention took out of the store ([`crate::retention`]): records older than the newest
+/// anchor's `cutoff`, in a run at `archived_at`, of nothing live then (no pending approval, no
+/// token neither used nor expired, no grant neither revoked nor expired). A state row whose
+/// records are missing passes only when it fits that; anything else still needs its records.
+pub(crate) struct Gone {
+    /// The latest `(cutoff, archived_at)` of the anchors; `None`: nothing was archived.
+    newest: Option<(i64, i64)>,
+}
+
+impl Gone {
+    /// Read from the stored archive anchors.
+    pub(crate) fn of(conn: Conn<'_>) -> db::Result<Gone> {
+        let all = stored(conn)?;
+        let cutoff = all.iter().map(|a| a.cutoff).max();
+        let at = all.iter().map(|a| a.archived_at).max();
+        Ok(Gone {
+            newest: cutoff.zip(at),
+        })
+    }
+    /// Whether a record written at `t` may have been archived.
+    pub(crate) fn before(&self, t: i64) -> bool {
+        self.newest.is_some_and(|(cutoff, _)| t < cutoff)
+    }
+    /// Whether something that ended at `t` (used, expired, revoked) had ended by the run.
+    pub(crate) fn ended(&self, t: Option<i64>) -> bool {
+        matches!((self.newest, t), (Some((_, at)), Some(t)) if t <= at)
+    }
+}

@@ -258,3 +258,14 @@ impl Store {
         Ok(verify(self.lock().conn())?)
     }
 }
+
+/// The `data` column (JSON text) of an audit row; `null` when it is not JSON.
+pub(crate) fn json_of(r: &db::Row<'_>) -> db::Result<serde_json::Value> {
+    let text: String = r.get("data")?;
+    Ok(serde_json::from_str(&text).unwrap_or_default())
+}
+
+/// The string at `key` of a JSON object; `None` when absent or not a string.
+pub(crate) fn text_at(v: &serde_json::Value, key: &str) -> Option<String> {
+    v[key].as_str().map(str::to_string)
+}

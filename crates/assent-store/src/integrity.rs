@@ -10,7 +10,7 @@
 //! record its token; a token is marked used exactly when it has its `token.redeemed` record.
 
 use crate::archive::{self, Manifest};
-use crate::audit::{self, GENESIS};
+use crate::audit::{self, GENESIS, json_of, text_at};
 use crate::checkpoint::{self, Checkpoint};
 use crate::db::{self, Conn, Database, OptionalExtension as _};
 use crate::error::StoreError;
@@ -339,17 +339,6 @@ fn seen(conn: Conn<'_>) -> db::Result<Seen> {
     Ok(s)
 }
 
-/// The `data` column (JSON text) of an audit row; `null` when it is not JSON.
-pub(crate) fn json_of(r: &db::Row<'_>) -> db::Result<serde_json::Value> {
-    let text: String = r.get("data")?;
-    Ok(serde_json::from_str(&text).unwrap_or_default())
-}
-
-/// The string at `key` of a JSON object; `None` when absent or not a string.
-pub(crate) fn text_at(v: &serde_json::Value, key: &str) -> Option<String> {
-    v[key].as_str().map(str::to_string)
-}
-
 /// The status an approval must have after the record that settled it.
 fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
     match kind {
@@ -358,34 +347,6 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
         "approval.cancelled" => Some("cancelled".into()),
         "grant.used" => Some("approved".into()),
         _ => None,
-    }
-}
-
-/// What audit retention took out of the store ([`crate::retention`]): records older than the newest
-/// anchor's `cutoff`, in a run at `archived_at`, of nothing live then (no pending approval, no
-/// token neither used nor expired, no grant neither revoked nor expired). A state row whose
-/// records are missing passes only when it fits that; anything else still needs its records.
-pub(crate) struct Gone {
-    /// The latest `(cutoff, archived_at)` of the anchors; `None`: nothing was archived.
-    newest: Option<(i64, i64)>,
-}
-
-impl Gone {
-    fn of(conn: Conn<'_>) -> db::Result<Gone> {
-        let all = archive::stored(conn)?;
-        let cutoff = all.iter().map(|a| a.cutoff).max();
-        let at = all.iter().map(|a| a.archived_at).max();
-        Ok(Gone {
-            newest: cutoff.zip(at),
-        })
-    }
-    /// Whether a record written at `t` may have been archived.
-    pub(crate) fn before(&self, t: i64) -> bool {
-        self.newest.is_some_and(|(cutoff, _)| t < cutoff)
-    }
-    /// Whether something that ended at `t` (used, expired, revoked) had ended by the run.
-    fn ended(&self, t: Option<i64>) -> bool {
-        matches!((self.newest, t), (Some((_, at)), Some(t)) if t <= at)
     }
 }
 
@@ -402,7 +363,7 @@ pub fn cross_check(conn: &rusqlite::Connection) -> db::Result<Vec<(Option<i64>, 
 /// [`cross_check`] over a kernel session (either backend).
 pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> {
     let mut s = seen(conn)?;
-    let gone = Gone::of(conn)?;
+    let gone = archive::Gone::of(conn)?;
     let mut out = Vec::new();
     let rows: Vec<(String, String, i64, Option<i64>)> = sql::rows(
         conn,
@@ -475,7 +436,11 @@ type GrantFields = (
 /// tool, server, call hash, scope and expiry): a grant inserted or widened behind the
 /// gateway's back would let calls through with no one's approval. A `grant.created` record
 /// whose grant is gone is reported too.
-fn grants(conn: Conn<'_>, gone: &Gone, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
+fn grants(
+    conn: Conn<'_>,
+    gone: &archive::Gone,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<()> {
     let mut created: HashMap<String, (i64, GrantFields)> = HashMap::new();
     conn.prepare_cached("SELECT seq, data FROM audit WHERE kind = 'grant.created' ORDER BY seq")?
         .for_each([], |r| {
@@ -538,7 +503,7 @@ fn grants(conn: Conn<'_>, gone: &Gone, out: &mut Vec<(Option<i64>, String)>) -> 
 
 /// Whether grant `gid`'s `grant.created` record may have been archived: created before the
 /// cut-off and revoked or expired by the run (a grant still live then kept its records).
-fn grant_archived(conn: Conn<'_>, gid: &str, gone: &Gone) -> db::Result<bool> {
+fn grant_archived(conn: Conn<'_>, gid: &str, gone: &archive::Gone) -> db::Result<bool> {
     let (created, expires, revoked): (i64, Option<i64>, Option<i64>) = conn.query_row(
         "SELECT created_at, expires_at, revoked_at FROM grants WHERE id = ?1",
         [gid],
@@ -553,7 +518,7 @@ type TokenRow = (String, String, Option<i64>, i64, i64);
 fn tokens(
     conn: Conn<'_>,
     s: &mut Seen,
-    gone: &Gone,
+    gone: &archive::Gone,
     out: &mut Vec<(Option<i64>, String)>,
 ) -> db::Result<()> {
     let rows: Vec<TokenRow> = sql::rows(

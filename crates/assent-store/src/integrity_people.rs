@@ -5,8 +5,9 @@
 //! operator's name) would decide calls while every decision record still looks well formed.
 //! Called by [`crate::integrity::cross_check_on`], in its snapshot.
 
+use crate::archive::Gone;
+use crate::audit::{json_of, text_at};
 use crate::db::{self, Conn};
-use crate::integrity::{Gone, json_of, text_at};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
