@@ -48,11 +48,12 @@ pub(crate) async fn passkeys_page(State(st): State<AppState>, op: Operator) -> R
     })
 }
 
-/// A JSON answer with the dashboard's headers; an error is its API body and status.
+/// A JSON answer with the dashboard's headers; an error is its API body and status (a `429`
+/// with `Retry-After`: [`crate::passkeys::refusal`]).
 fn json<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
     secured(match r {
         Ok(v) => Json(v).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => crate::passkeys::refusal(e),
     })
 }
 
