@@ -1,11 +1,12 @@
 //! Regression tests of the security backlog, over HTTP against a real gateway: passkey
 //! ceremonies past the per-principal cap are a `429` (never a 5xx), for registration and for
-//! votes alike.
+//! votes alike; removing a passkey needs a recent sign-in (a step-up), not just a session.
 
-use crate::backend::Param;
+use crate::backend::{Param, audit_count};
 use crate::kit::{Gw, OP, assert_error, csrf_of, start_tuned};
 use assent_server::config::passkeys::{PasskeysConfig, Relying};
 use assent_store::passkeys::{MAX_CEREMONIES, StoredPasskey};
+use assent_store::ui_sessions::UiSession;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -134,5 +135,71 @@ async fn piling_up_passkey_ceremonies_is_a_429_not_a_5xx() {
     assert_eq!(b["code"], "TOO_MANY_CEREMONIES", "{b}");
     // Nothing was decided on the way.
     assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+    gw.stop().await;
+}
+
+/// A dashboard session of `alice` that signed in at `signed_in_at` (Unix ms), stored as the
+/// sign-in stores one: its cookie and CSRF token.
+fn alice_session_from(gw: &Gw, signed_in_at: i64) -> (String, String) {
+    let id = format!("old-session-{signed_in_at}");
+    let s = UiSession {
+        operator: "alice".into(),
+        csrf: "c".repeat(64),
+        expires_at: i64::MAX,
+    };
+    gw.with_store(|st| st.start_ui_session(&sha(&id), &s, signed_in_at))
+        .unwrap();
+    (format!("assent_ui={id}"), s.csrf)
+}
+
+fn alices_passkeys(gw: &Gw) -> usize {
+    gw.with_store(|s| s.passkeys_of("alice")).unwrap().len()
+}
+
+/// Attack: a stolen dashboard session cookie strips the operator's passkeys (weakening
+/// `require_passkey` approvals, or locking the owner out). Removing one needs a sign-in
+/// within the last 10 minutes: an older session (still live) is `403` and removes nothing;
+/// a fresh sign-in removes it.
+#[tokio::test]
+async fn a_stolen_old_session_cannot_remove_passkeys_without_a_fresh_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_passkeys(dir.path()).await;
+    alices_passkey(&gw, "AAECAwQ");
+    let eleven_minutes_ago = assent_server::state::now_ms() - 11 * 60_000;
+    let (cookie, csrf) = alice_session_from(&gw, eleven_minutes_ago);
+    assert!(
+        gw.dashboard_page("/ui/passkeys", &cookie)
+            .await
+            .contains("AAECAwQ")
+    );
+    let body = format!("csrf={csrf}&credential_id=AAECAwQ");
+    let r = gw
+        .dashboard_post(
+            "/ui/passkeys/remove",
+            &cookie,
+            "application/x-www-form-urlencoded",
+            body,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let page = r.text().await.unwrap();
+    assert!(page.contains("sign in again"), "{page}");
+    assert!(page.contains("No passkey was removed"), "{page}");
+    assert_eq!(alices_passkeys(&gw), 1);
+    assert_eq!(audit_count(&gw.data_dir, "passkey.removed"), 0);
+    // A sign-in just now (the operator's key) may remove it.
+    let (cookie, csrf) = alice_signed_in(&gw).await;
+    let body = format!("csrf={csrf}&credential_id=AAECAwQ");
+    let r = gw
+        .dashboard_post(
+            "/ui/passkeys/remove",
+            &cookie,
+            "application/x-www-form-urlencoded",
+            body,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK); // the list again, after the redirect
+    assert_eq!(alices_passkeys(&gw), 0);
+    assert_eq!(audit_count(&gw.data_dir, "passkey.removed"), 1);
     gw.stop().await;
 }
