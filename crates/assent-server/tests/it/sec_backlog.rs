@@ -1,6 +1,7 @@
 //! Regression tests of the security backlog, over HTTP against a real gateway: passkey
 //! ceremonies past the per-principal cap are a `429` (never a 5xx), for registration and for
-//! votes alike; removing a passkey needs a recent sign-in (a step-up), not just a session.
+//! votes alike; removing a passkey needs a recent sign-in (a step-up), not just a session;
+//! refused single sign-on callbacks are throttled per address before the provider is asked.
 
 use crate::backend::{Param, audit_count};
 use crate::kit::{Gw, OP, assert_error, csrf_of, start_tuned};
@@ -201,5 +202,122 @@ async fn a_stolen_old_session_cannot_remove_passkeys_without_a_fresh_sign_in() {
     assert_eq!(r.status(), StatusCode::OK); // the list again, after the redirect
     assert_eq!(alices_passkeys(&gw), 0);
     assert_eq!(audit_count(&gw.data_dir, "passkey.removed"), 1);
+    gw.stop().await;
+}
+
+/// A stand-in OpenID provider that answers every request `404` and counts them: the gateway's
+/// discovery and token requests reach it, so a test can tell whether any was made.
+async fn counting_provider() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        let h = h.clone();
+        async move {
+            h.fetch_add(1, Ordering::SeqCst);
+            axum::http::StatusCode::NOT_FOUND
+        }
+    });
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (url, hits)
+}
+
+/// A gateway whose `oidc` issuer is `issuer`.
+async fn with_sso_at(dir: &Path, issuer: &str) -> Gw {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let file = cfg_dir.path().join("assent.yaml");
+    let oidc = format!(
+        "oidc: {{issuer: '{issuer}', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {{fin: [finance]}}}}"
+    );
+    std::fs::write(
+        &file,
+        format!("data_dir: data\npublic_url: http://localhost:7878\n{oidc}\n"),
+    )
+    .unwrap();
+    let cfg = assent_server::config::Config::load(&file).unwrap();
+    let sso =
+        assent_server::config::oidc::Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into())
+            .unwrap();
+    start_tuned(dir, |st| st.oidc = Some(Arc::new(sso))).await
+}
+
+/// Puts a sign-in in progress under `state` for the browser with cookie `browser`.
+fn sign_in_started(gw: &Gw, state: &str, browser: &str) {
+    let login = assent_store::oidc_logins::OidcLogin {
+        browser_sha256: sha(browser),
+        nonce: "n".into(),
+        pkce_verifier: "v".repeat(43),
+        next: "/ui".into(),
+        expires_at: i64::MAX,
+    };
+    gw.with_store(|s| s.put_oidc_login(&sha(state), &login, 0))
+        .unwrap();
+}
+
+/// `GET /ui/oidc/callback?state=STATE&code=x` with the browser cookie `browser`, redirects not
+/// followed: the response.
+async fn callback(gw: &Gw, state: &str, browser: &str) -> reqwest::Response {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/ui/oidc/callback?state={state}&code=x", gw.url))
+        .header("cookie", format!("assent_oidc={browser}"))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Attack: guessing at SSO callbacks (made-up states, stolen codes) without limit, each one
+/// also making the gateway call the provider. Refused callbacks count against the client
+/// address in the failed-authentication throttle; once it is locked out, even a callback with
+/// a valid state is `429 AUTH_THROTTLED` with `Retry-After`, and neither the provider nor the
+/// store is asked (the state stays unspent).
+#[tokio::test]
+async fn guessing_at_sso_callbacks_is_throttled_before_the_provider_is_asked() {
+    use std::sync::atomic::Ordering;
+    let (issuer, hits) = counting_provider().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_sso_at(dir.path(), &issuer).await;
+    // The double can tell: a valid state makes the gateway ask the provider (which fails: 502).
+    sign_in_started(&gw, "state-1", "browser");
+    assert_eq!(
+        callback(&gw, "state-1", "browser").await.status(),
+        StatusCode::BAD_GATEWAY
+    );
+    assert!(hits.load(Ordering::SeqCst) > 0);
+    sign_in_started(&gw, "state-2", "browser");
+    let mut locked = None;
+    for i in 0..500 {
+        let r = callback(&gw, &format!("made-up-{i}"), "browser").await;
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            locked = Some((i, r));
+            break;
+        }
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    }
+    let (i, r) = locked.expect("refused callbacks are throttled");
+    assert!(
+        i >= assent_server::throttle::FAILURE_BURST as usize,
+        "locked after {i}"
+    );
+    assert!(r.headers().contains_key("retry-after"));
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "AUTH_THROTTLED", "{b}");
+    let before = hits.load(Ordering::SeqCst);
+    let r = callback(&gw, "state-2", "browser").await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        before,
+        "the provider was asked"
+    );
+    let unspent = gw.with_store(|s| s.take_oidc_login(&sha("state-2"), &sha("browser"), 1));
+    assert!(
+        unspent.unwrap().is_some(),
+        "the locked-out callback spent the state"
+    );
     gw.stop().await;
 }
