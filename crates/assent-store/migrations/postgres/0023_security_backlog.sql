@@ -3,3 +3,9 @@
 -- sensitive form (removing a passkey) asks for a recent one; a session stored before this
 -- migration counts as authenticated long ago (0), never as fresh.
 ALTER TABLE ui_sessions ADD COLUMN authenticated_at BIGINT NOT NULL DEFAULT 0;
+-- A session's risk state records its last call that may run (Unix ms), so that retention
+-- prunes only the state of idle sessions. The sessions known now count as active from this
+-- migration on (a full retention window before any of them may go).
+ALTER TABLE session_risk ADD COLUMN last_at BIGINT NOT NULL DEFAULT 0;
+UPDATE session_risk SET last_at = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT);
+CREATE INDEX session_risk_last ON session_risk(last_at);
