@@ -9,3 +9,7 @@ ALTER TABLE ui_sessions ADD COLUMN authenticated_at BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE session_risk ADD COLUMN last_at BIGINT NOT NULL DEFAULT 0;
 UPDATE session_risk SET last_at = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT);
 CREATE INDEX session_risk_last ON session_risk(last_at);
+-- The insights' time ranges: prompts by `requested_at`; outright verdicts by time, read in
+-- (at, seq) order a chunk at a time.
+CREATE INDEX approvals_requested ON approvals(requested_at);
+CREATE INDEX audit_at ON audit(at, seq);

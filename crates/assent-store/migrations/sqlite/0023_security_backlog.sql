@@ -9,3 +9,7 @@ ALTER TABLE ui_sessions ADD COLUMN authenticated_at INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE session_risk ADD COLUMN last_at INTEGER NOT NULL DEFAULT 0;
 UPDATE session_risk SET last_at = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
 CREATE INDEX session_risk_last ON session_risk(last_at);
+-- The insights' time ranges: prompts by `requested_at`; outright verdicts by time, read in
+-- (at, seq) order a chunk at a time.
+CREATE INDEX approvals_requested ON approvals(requested_at);
+CREATE INDEX audit_at ON audit(at, seq);

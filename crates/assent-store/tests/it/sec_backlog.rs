@@ -1,6 +1,7 @@
 //! Regression tests of the security backlog through the store's API, on both backends: the
 //! retention sweep prunes the session state (issue 16 §3) of idle sessions only, never an
-//! active one's.
+//! active one's; the insights' outright verdicts, read a chunk at a time along the time index,
+//! count each record once.
 
 use crate::{both_stores, pay, proposal};
 use assent_core::gatekeeper::Verdict;
@@ -125,5 +126,44 @@ fn retention_prunes_idle_sessions_state_but_never_an_active_ones() {
         }
         // An idle session that comes back starts clean (a new session, as far as risk goes).
         assert!(look(s, "comes-back", 10 * DAY).untrusted.is_none());
+    });
+}
+
+/// Audits an outright verdict of `tool` at `now` (`allow`: allowed, else denied).
+fn outright(s: &Store, tool: &str, allow: bool, now: i64) {
+    let (_, mut v) = pay(1);
+    v.kind = if allow {
+        VerdictKind::Allow
+    } else {
+        VerdictKind::Deny
+    };
+    let call = ToolCall::new(tool, None, json!({})).unwrap();
+    s.record_verdict("bot", "s1", &call, &"0".repeat(64), &v, now)
+        .unwrap();
+}
+
+/// The outright verdicts are read in chunks along the `(at, seq)` index (migration 0023): more
+/// than a chunk of records with one timestamp, then later ones, are each counted once, and
+/// records outside the range are not.
+#[test]
+fn outright_verdicts_read_by_time_count_each_record_once_across_chunks() {
+    both_stores(|_, s| {
+        let n = assent_store::insights::AUDIT_CHUNK + 3;
+        outright(s, "read", true, DAY - 1);
+        for i in 0..n {
+            outright(s, "read", i % 2 == 0, DAY);
+        }
+        outright(s, "read", false, DAY + 1);
+        outright(s, "rm", false, DAY + 2);
+        outright(s, "read", true, 2 * DAY);
+        let got = s.insights(DAY, 2 * DAY).unwrap();
+        let read = got.outright.iter().find(|o| o.tool == "read").unwrap();
+        assert_eq!(
+            (read.allowed, read.denied),
+            (n as u64 / 2 + 1, n as u64 / 2 + 1)
+        );
+        let rm = got.outright.iter().find(|o| o.tool == "rm").unwrap();
+        assert_eq!((rm.allowed, rm.denied), (0, 1));
+        assert_eq!((got.outright_total, got.outright_truncated), (2, false));
     });
 }
