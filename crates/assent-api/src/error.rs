@@ -121,6 +121,9 @@ pub const REPLAY_UNAVAILABLE: &str = "REPLAY_UNAVAILABLE";
 pub const TOO_MANY_PENDING: &str = "TOO_MANY_PENDING";
 /// 429: the principal holds `max_waiters_per_principal` long-polls already.
 pub const TOO_MANY_WAITERS: &str = "TOO_MANY_WAITERS";
+/// 429: the principal has `MAX_CEREMONIES` (16) passkey ceremonies open already; see
+/// `Retry-After` (the oldest ends within 5 minutes).
+pub const TOO_MANY_CEREMONIES: &str = "TOO_MANY_CEREMONIES";
 /// 429: request rate limit; see `Retry-After`.
 pub const RATE_LIMITED: &str = "RATE_LIMITED";
 /// 429: failed authentications from this client are throttled.

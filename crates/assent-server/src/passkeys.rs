@@ -16,8 +16,10 @@ use crate::error::ApiError;
 use crate::state::{AppState, now_ms};
 use assent_api::approvals::{PasskeyAssertion, PasskeyChallenge};
 use assent_core::passkey::{PasskeyProof, PublicJwk, vote_challenge};
+use assent_store::StoreError;
 use assent_store::passkeys::{Ceremony, StoredPasskey};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse as _, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde_json::Value;
@@ -133,16 +135,38 @@ fn ceremony(principal: &str, purpose: &str, state: &serde_json::Value) -> Ceremo
     }
 }
 
-/// Stores ceremony `c` and answers the browser's `options` with its id; `503` when the store
-/// refuses it (also past the principal's open ceremonies, `MAX_CEREMONIES`).
+/// Stores ceremony `c` and answers the browser's `options` with its id. `429
+/// TOO_MANY_CEREMONIES` when the principal has `MAX_CEREMONIES` open already (input, not a
+/// failure: [`refusal`] adds its `Retry-After`); `503` when the store fails.
 async fn begin(
     st: &AppState,
     c: Ceremony,
     options: serde_json::Value,
 ) -> Result<PasskeyChallenge, ApiError> {
     let ceremony = c.id.clone();
-    st.store_call(move |s| s.put_ceremony(&c, now_ms())).await?;
-    Ok(PasskeyChallenge { ceremony, options })
+    match st.store_task(move |s| s.put_ceremony(&c, now_ms())).await? {
+        Ok(()) => Ok(PasskeyChallenge { ceremony, options }),
+        // `put_ceremony`'s only `Invalid` is the cap on a principal's open ceremonies.
+        Err(StoreError::Invalid(m)) => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            TOO_MANY_CEREMONIES,
+            m,
+        )),
+        Err(e) => Err(ApiError::unavailable(e)),
+    }
+}
+
+/// The code of the `429` past a principal's open ceremonies (`MAX_CEREMONIES`).
+pub use assent_api::error::TOO_MANY_CEREMONIES;
+
+/// The response of a ceremony's error `e`: its JSON body and status; a `429` also says
+/// `Retry-After` ([`CEREMONY_MS`] in seconds: by then the oldest open ceremony has ended).
+pub fn refusal(e: ApiError) -> Response {
+    if e.status == StatusCode::TOO_MANY_REQUESTS {
+        let wait = std::time::Duration::from_millis(CEREMONY_MS.unsigned_abs());
+        return crate::throttle::too_many(e.code, &e.message, wait);
+    }
+    e.into_response()
 }
 
 /// Finishes registration `ceremony` of `principal` with the browser's `credential`; stores the
@@ -334,17 +358,18 @@ pub async fn finish_vote(
 }
 
 /// `POST /v1/approvals/{id}/passkey` (operators who may decide): starts the caller's vote
-/// ceremony on approval `id` ([`start_vote`]).
+/// ceremony on approval `id` ([`start_vote`]); `429 TOO_MANY_CEREMONIES` with `Retry-After`
+/// past the caller's open ceremonies.
 #[utoipa::path(post, path = "/v1/approvals/{id}/passkey", tag = "decide",
     params(("id" = String, Path, description = "The item's id")),
-    responses((status = 200, description = "The WebAuthn assertion options and the ceremony id", body = assent_api::approvals::PasskeyChallenge)),
+    responses((status = 200, description = "The WebAuthn assertion options and the ceremony id", body = assent_api::approvals::PasskeyChallenge),
+        (status = 429, description = "TOO_MANY_CEREMONIES: 16 passkey ceremonies of this principal are open already; see Retry-After", body = assent_api::error::ApiErrorBody)),
     security(("operator_key" = [])))]
 pub(crate) async fn vote_ceremony(
     axum::extract::State(st): axum::extract::State<AppState>,
     op: crate::extract::Operator<crate::extract::DecideApprovals>,
     axum::extract::Path(id): axum::extract::Path<String>,
-) -> Result<crate::body::Body<PasskeyChallenge>, ApiError> {
-    Ok(crate::body::Body(
-        start_vote(&st, op.name(), op.roles(), &id).await?,
-    ))
+) -> Result<crate::body::Body<PasskeyChallenge>, Response> {
+    let c = start_vote(&st, op.name(), op.roles(), &id).await;
+    Ok(crate::body::Body(c.map_err(refusal)?))
 }

@@ -10,7 +10,9 @@
 //!   From a locked-out address every request carrying a key, right or wrong, gets `429
 //!   AUTH_THROTTLED` without being checked, so guessing is held to that rate; a locked-out
 //!   prefix refuses only wrong keys (another address guessing at a key's prefix cannot lock
-//!   its owner out). The API, `/mcp` and the dashboard sign-in share it.
+//!   its owner out). The API, `/mcp` and the dashboard sign-in share it, and so do refused
+//!   single sign-on callbacks, counted against the address alone (they carry no key): a
+//!   locked-out address gets `429` before any request to the provider.
 //! - On PostgreSQL the failures are also counted in the database ([`Throttle::shared`]), so
 //!   that every replica charges one allowance: a lockout found there holds on the replica
 //!   that found it, and the others find it at the caller's next failure there. Request rate
@@ -182,11 +184,22 @@ impl Throttle {
     /// share; `Some(wait)` when it used up the allowance of the address or the prefix, which
     /// are locked out for `wait`. A database that does not answer leaves the local count.
     pub async fn failed(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
-        let mut wait = self.failed_here(addr, key);
+        self.count(Self::keys(addr, key)).await
+    }
+
+    /// Counts a failed authentication that presented no key (a refused single sign-on
+    /// callback) against the client address alone, like [`Throttle::failed`]; `None` without
+    /// an address.
+    pub async fn failed_address(&self, addr: Option<IpAddr>) -> Option<Duration> {
+        self.count(addr.map(Who::Addr).into_iter().collect()).await
+    }
+
+    /// Counts one failure of each of `who` here and (on PostgreSQL) in the shared count.
+    async fn count(&self, who: Vec<Who>) -> Option<Duration> {
+        let mut wait = self.failed_here(&who);
         let Some(store) = self.shared.clone() else {
             return wait;
         };
-        let who = Self::keys(addr, key);
         let labels: Vec<String> = who.iter().map(Who::label).collect();
         let interval = 1000 / i64::from(FAILURES_PER_SECOND);
         let now = std::time::SystemTime::now()
@@ -211,17 +224,17 @@ impl Throttle {
         wait
     }
 
-    /// Counts a failed authentication in this process's limiter.
-    fn failed_here(&self, addr: Option<IpAddr>, key: &str) -> Option<Duration> {
+    /// Counts a failure of each of `who` in this process's limiter.
+    fn failed_here(&self, who: &[Who]) -> Option<Duration> {
         let clock = DefaultClock::default();
         let mut wait: Option<Duration> = None;
-        for w in Self::keys(addr, key) {
-            if let Err(not_until) = self.failures.check_key(&w) {
+        for w in who {
+            if let Err(not_until) = self.failures.check_key(w) {
                 let d = not_until
                     .wait_time_from(clock.now())
                     .max(Duration::from_secs(1));
                 let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
-                locked.insert(w, Instant::now() + d);
+                locked.insert(w.clone(), Instant::now() + d);
                 wait = Some(wait.map_or(d, |x| x.max(d)));
             }
         }
@@ -282,7 +295,8 @@ mod tests {
         let attacker: IpAddr = "192.0.2.66".parse().unwrap();
         let mut locked = None;
         for i in 0..100 {
-            if let Some(w) = t.failed_here(Some(attacker), &format!("alice-de-guess-{i}")) {
+            let who = Throttle::keys(Some(attacker), &format!("alice-de-guess-{i}"));
+            if let Some(w) = t.failed_here(&who) {
                 locked = Some(w);
                 break;
             }

@@ -14,8 +14,10 @@
 //! computed in SQL (GROUP BY and window functions, one text for both engines), so no
 //! approval row is loaded into memory; the outright verdicts are in the audit log only
 //! (`call.allowed`, `call.denied`, the tool inside the record's JSON), read in chunks of
-//! [`AUDIT_CHUNK`] records, at most [`MAX_AUDIT_RECORDS`] of them (`outright_truncated` says
-//! so). Every read runs beside the writer (on SQLite a connection
+//! [`AUDIT_CHUNK`] records in time order, at most [`MAX_AUDIT_RECORDS`] of them
+//! (`outright_truncated` says so). The time ranges are indexed (migration 0023:
+//! `approvals(requested_at)`, `audit(at, seq)`), so a narrow range of a long history reads
+//! that range only. Every read runs beside the writer (on SQLite a connection
 //! of its own), so gating is not held up while insights are computed.
 
 use crate::db::{self, Conn};
@@ -194,20 +196,22 @@ impl Store {
 /// [`Store::outright_verdicts`] on session `c`.
 fn outright_in(c: Conn<'_>, since: i64, until: i64) -> db::Result<(Verdicts, bool)> {
     let mut out = Verdicts::new();
-    let (mut after, mut read) = (0_i64, 0_u64);
+    // Keyset paging in the order of index `audit_at` (`at`, `seq`; migration 0023): each chunk
+    // starts where the last one ended, so the range is read once.
+    let (mut from, mut after, mut read) = (since, 0_i64, 0_u64);
     loop {
-        let chunk: Vec<(i64, String, String)> = sql::rows(
+        let chunk: Vec<(i64, i64, String, String)> = sql::rows(
             c,
-            "SELECT seq, kind, data FROM audit WHERE seq > ?1 AND kind IN ('call.allowed', 'call.denied')
-               AND at >= ?2 AND at < ?3 ORDER BY seq LIMIT ?4",
-            crate::params![after, since, until, AUDIT_CHUNK],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            "SELECT seq, at, kind, data FROM audit WHERE at >= ?1 AND at < ?2 AND (at > ?1 OR seq > ?3)
+               AND kind IN ('call.allowed', 'call.denied') ORDER BY at, seq LIMIT ?4",
+            crate::params![from, until, after, AUDIT_CHUNK],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
         let Some(last) = chunk.last() else {
             return Ok((out, false));
         };
-        after = last.0;
-        for (_, kind, data) in &chunk {
+        (after, from) = (last.0, last.1);
+        for (_, _, kind, data) in &chunk {
             if read >= MAX_AUDIT_RECORDS {
                 return Ok((out, true));
             }

@@ -65,6 +65,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(20, "0020_traceparent"),
     migration!(21, "0021_slack"),
     migration!(22, "0022_session_risk"),
+    migration!(23, "0023_security_backlog"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

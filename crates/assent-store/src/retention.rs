@@ -17,7 +17,9 @@
 //!   never the newest record, never a record of an approval that is pending, has a token
 //!   neither used nor expired or a grant neither revoked nor expired, never a record a
 //!   webhook has not delivered yet (its cursor), at most `max_records` per run. The AAEP event
-//!   log (`aaep_events`) and the state tables are not touched.
+//!   log (`aaep_events`) and the state tables are not touched, except the session state of
+//!   sessions idle since before the cut-off ([`Store::prune_session_risk`], at most
+//!   `max_records` rows per table per run; an active session keeps its state).
 //! - **Replicas racing** (Postgres): each writes its own export (a random name) before its
 //!   write transaction; the transaction (serialised by the database's write lock) deletes only
 //!   when the newest anchor is still the one the run started from and the records still have
@@ -193,7 +195,8 @@ impl Store {
     /// may go (see the module doc), at most `max_records`, into a new export in `archive_dir`
     /// (created 0700), then deletes them and stores the export's manifest as the anchor, in
     /// one write transaction. `Ok(None)`: nothing due, or another run (a replica) archived
-    /// first (its export stands; this run's file is removed).
+    /// first (its export stands; this run's file is removed). First it prunes the state of
+    /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]).
     ///
     /// Errors (nothing deleted; a partial export is removed): the records to archive do not
     /// verify from the anchor, a stored checkpoint among them does not verify or match, the
@@ -206,6 +209,8 @@ impl Store {
         max_records: i64,
         now: i64,
     ) -> Result<Option<Archived>, StoreError> {
+        // The same sweep bounds the session state (issue 16 §3) by the same cut-off.
+        self.prune_session_risk(cutoff, max_records, now)?;
         let key = self.audit_key.verifying_key();
         let (p, newest) = {
             let guard = self.lock();

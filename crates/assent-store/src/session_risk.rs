@@ -29,12 +29,29 @@ const MARKS: [(&str, Sets); 3] = [
 ];
 
 /// Records that `agent`'s session `session_id` exists from `now` (Unix ms) unless it began
-/// earlier.
+/// earlier, and that it was active at `now` (`last_at`, what [`Store::prune_session_risk`]
+/// goes by).
 fn begin(tx: Conn<'_>, agent: &str, session_id: &str, now: i64) -> db::Result<()> {
-    tx.prepare_cached("INSERT INTO session_risk (agent, session_id, began_at) VALUES (?1,?2,?3) ON CONFLICT (agent, session_id) DO NOTHING")?
+    tx.prepare_cached("INSERT INTO session_risk (agent, session_id, began_at, last_at) VALUES (?1,?2,?3,?3) ON CONFLICT (agent, session_id) DO UPDATE SET last_at = excluded.last_at WHERE session_risk.last_at < excluded.last_at")?
         .execute(params![agent, session_id, now])?;
     Ok(())
 }
+
+/// Sessions whose state may go: no call of theirs ran at or after `?1` (`last_at`), and no
+/// approval of theirs is pending, was requested or was decided at or after `?1`.
+const IDLE_SESSIONS: &str = "SELECT r.agent, r.session_id FROM session_risk r WHERE r.last_at < ?1
+    AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.agent = r.agent AND a.session_id = r.session_id
+        AND (a.status = 'pending' OR a.requested_at >= ?1 OR COALESCE(a.decided_at, 0) >= ?1))
+    ORDER BY r.last_at LIMIT ?2";
+
+/// Held effects that can no longer mark a session: their approval is gone, or was settled
+/// (not pending) before `?1` and has no token left that could still be redeemed at `?3`.
+const SETTLED_HELD: &str = "SELECT h.approval_id FROM session_risk_held h
+    LEFT JOIN approvals a ON a.id = h.approval_id
+    WHERE a.id IS NULL OR (a.status <> 'pending' AND COALESCE(a.decided_at, a.requested_at) < ?1
+        AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.approval_id = h.approval_id
+            AND t.used_at IS NULL AND t.expires_at > ?3))
+    LIMIT ?2";
 
 /// The session's state for a call of `call`'s tool (its pin changes looked up): what the
 /// gatekeeper observes in the proposal's transaction. A session in which no call ran yet is
@@ -180,6 +197,28 @@ pub(crate) fn on_redeem(tx: Conn<'_>, approval_id: &str, now: i64) -> db::Result
 }
 
 impl Store {
+    /// Retention of the session state (issue 16 §3 rows grow one per session): removes the
+    /// state of at most `max` sessions idle since before `cutoff` (Unix ms: no call of theirs
+    /// ran since, and no approval of theirs is pending or was requested or decided since), and
+    /// at most `max` held effects whose approval was settled before `cutoff` with no token left
+    /// to redeem at `now`. A session still active keeps its state (losing it would reset its
+    /// risk); an idle one that comes back starts clean. Returns how many rows went (both
+    /// tables). Run by the audit retention sweep ([`Store::archive_audit`]).
+    pub fn prune_session_risk(&self, cutoff: i64, max: i64, now: i64) -> Result<usize, StoreError> {
+        let max = max.max(1);
+        self.write(|tx| -> Result<usize, StoreError> {
+            let sessions = tx.execute(
+                &format!("DELETE FROM session_risk WHERE (agent, session_id) IN ({IDLE_SESSIONS})"),
+                params![cutoff, max],
+            )?;
+            let held = tx.execute(
+                &format!("DELETE FROM session_risk_held WHERE approval_id IN ({SETTLED_HELD})"),
+                params![cutoff, max, now],
+            )?;
+            Ok(sessions + held)
+        })
+    }
+
     /// What `agent`'s session `session_id` has taken in, for a call of `call`'s tool (its pin
     /// changes looked up): what an edit of a held call is re-gated with (issue 16 §3). A
     /// session never seen is clean.

@@ -4,7 +4,9 @@
 //! sessions are removed when a new one starts. Not audited (sign-ins are logged by the
 //! server) and not announced to the event streams. A session is started by an operator key
 //! (its roles are the principal's, looked up on every request) or by single sign-on (issue 14
-//! §7: `kind = 'oidc'`, and the roles the provider's claims mapped to are kept with it).
+//! §7: `kind = 'oidc'`, and the roles the provider's claims mapped to are kept with it). Each
+//! keeps when it signed in (`authenticated_at`, migration 0023), for the step-up a sensitive
+//! form asks for.
 
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
@@ -64,8 +66,9 @@ impl Store {
     }
 
     /// Stores `s` under `id_sha256` (checked by the caller) as a session of `kind` (`key` or
-    /// `oidc`) with `roles` (a JSON array; `[]` for a key's session), and removes the
-    /// sessions that ended before `now`.
+    /// `oidc`) with `roles` (a JSON array; `[]` for a key's session), authenticated at `now`
+    /// (its sign-in: [`Store::ui_session_authenticated_at`]), and removes the sessions that
+    /// ended before `now`.
     fn insert_ui_session(
         &self,
         id_sha256: &str,
@@ -77,8 +80,8 @@ impl Store {
         guard.conn().write(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
-                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles],
+                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, now],
             )
             .map(drop)
         })?;
@@ -123,6 +126,26 @@ impl Store {
                 .map(|r| (s, Some(r))),
             _ => None,
         }))
+    }
+
+    /// When the session stored under `id_sha256` last authenticated (Unix ms: the `now` of its
+    /// sign-in; `0` for a session stored before migration 0023, never recent), if it has not
+    /// ended by `now`. What a sensitive form's step-up checks (removing a passkey).
+    pub fn ui_session_authenticated_at(
+        &self,
+        id_sha256: &str,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        check_digest(id_sha256)?;
+        let guard = self.lock();
+        Ok(guard
+            .conn()
+            .query_row(
+                "SELECT authenticated_at FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                params![id_sha256, now],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     /// Ends every dashboard session of `operator` (on every replica at once): a reload that

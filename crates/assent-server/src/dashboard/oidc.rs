@@ -13,6 +13,9 @@
 //!   ([`OidcConfig::roles_for`]); no role is a `403` and no session. The session is
 //!   `oidc:<name_claim>` (a prefix no configured principal may use) carrying its roles.
 //!
+//! Refused callbacks count against the client address in the failed-authentication throttle
+//! (`crate::throttle`); a locked-out address is `429` before any request to the provider.
+//!
 //! The session cookie is `SameSite=Strict`, so it is not sent on the provider's cross-site
 //! redirect chain: the callback answers with a page that moves on to the dashboard itself.
 
@@ -143,15 +146,31 @@ pub(crate) async fn start(
 /// Why a callback was refused: the status and the page's text.
 type Refusal = (StatusCode, String);
 
-/// `GET /ui/oidc/callback?state&code`: finishes the sign-in (see the module doc).
+/// `GET /ui/oidc/callback?state&code`: finishes the sign-in (see the module doc). A refused
+/// callback (4xx: a bad query, an unknown state, the provider's error, a code it did not
+/// redeem, an ID token refused, no role) counts against the client address in the throttle
+/// the API's bad keys use; from a locked-out address the callback is `429 AUTH_THROTTLED`
+/// with `Retry-After` before the store or the provider is asked anything.
 pub(crate) async fn callback(
     State(st): State<AppState>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let Some(sso) = st.oidc.clone() else {
         return forbidden("Single sign-on is off on this gateway.");
     };
+    let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
+    let throttled = |wait| {
+        secured(crate::throttle::too_many(
+            "AUTH_THROTTLED",
+            "Too many refused sign-ins from this address; wait and try again.",
+            wait,
+        ))
+    };
+    if let Some(wait) = st.throttle.locked_out(addr, "", false) {
+        return throttled(wait);
+    }
     let secure = secure(&sso, &headers);
     let mut r = match finish(&st, &sso, &headers, raw.as_deref()).await {
         Ok((id, next)) => {
@@ -159,11 +178,21 @@ pub(crate) async fn callback(
             set_session_cookie(&mut r, &id, secure);
             r
         }
-        Err((status, why)) => refused(
-            status,
-            "Sign-in refused",
-            &format!("{why} No session was started."),
-        ),
+        Err((status, why)) => {
+            // Only the caller's failures count; the gateway's own (store, provider down) do not.
+            let locked = match status.is_client_error() {
+                true => st.throttle.failed_address(addr).await,
+                false => None,
+            };
+            match locked {
+                Some(wait) => throttled(wait),
+                None => refused(
+                    status,
+                    "Sign-in refused",
+                    &format!("{why} No session was started."),
+                ),
+            }
+        }
     };
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{BROWSER_COOKIE}=; Path=/ui/oidc; HttpOnly; SameSite=Lax; Max-Age=0{secure}"

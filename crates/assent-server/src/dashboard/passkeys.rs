@@ -1,6 +1,7 @@
 //! The dashboard's passkeys (issue 14 §4): the list of the signed-in operator's passkeys,
 //! registering one (`/ui/passkeys/register/start` and `…/finish`, called by the page's
-//! script around `navigator.credentials.create()`), removing one, and starting the vote
+//! script around `navigator.credentials.create()`), removing one (only within
+//! `sessions::STEP_UP` of the session's sign-in: a step-up), and starting the vote
 //! ceremony an approval that needs a passkey asks for (`/ui/approvals/{id}/passkey`, called
 //! around `navigator.credentials.get()`; the assertion goes back in the decide form's
 //! `passkey` field). Every post is CSRF-checked by `session::operator_form`; the ceremonies are
@@ -13,10 +14,10 @@ use askama::Template;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::page::{page, secured};
+use super::page::{Message, page, page_with, secured};
 use super::session::{Operator, operator_form};
 
 /// `GET /ui/passkeys`.
@@ -48,11 +49,12 @@ pub(crate) async fn passkeys_page(State(st): State<AppState>, op: Operator) -> R
     })
 }
 
-/// A JSON answer with the dashboard's headers; an error is its API body and status.
+/// A JSON answer with the dashboard's headers; an error is its API body and status (a `429`
+/// with `Retry-After`: [`crate::passkeys::refusal`]).
 fn json<T: serde::Serialize>(r: Result<T, ApiError>) -> Response {
     secured(match r {
         Ok(v) => Json(v).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => crate::passkeys::refusal(e),
     })
 }
 
@@ -113,13 +115,33 @@ pub(crate) async fn register_finish(
 }
 
 /// `POST /ui/passkeys/remove` (`csrf`, `credential_id`): removes one of the operator's
-/// passkeys and shows the list again.
+/// passkeys and shows the list again. Only from a session that signed in within
+/// [`STEP_UP`](super::sessions::STEP_UP) (a step-up, like GitHub's "sudo mode"): otherwise
+/// `403` with a page asking to sign in again, so a stolen session cookie cannot strip the
+/// operator's passkeys.
 pub(crate) async fn remove(
     State(st): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Response> {
     let (op, f) = checked(&st, &headers, &body, "No passkey was removed.").await?;
+    let fresh = match super::session::session_id(&headers) {
+        Some(id) => super::sessions::recently_authenticated(&st, id).await,
+        None => false,
+    };
+    if !fresh {
+        let minutes = super::sessions::STEP_UP.as_secs() / 60;
+        let text = format!(
+            "Removing a passkey needs a recent sign-in: sign in again (your operator key or SSO, at /ui/login) and remove it within {minutes} minutes. No passkey was removed."
+        );
+        let m = Message {
+            title: "Confirm it is you".into(),
+            text,
+            who: op.principal.name.clone(),
+            csrf: op.session.csrf.clone(),
+        };
+        return Err(page_with(StatusCode::FORBIDDEN, &m));
+    }
     let (name, cid) = (
         op.principal.name.clone(),
         f.get("credential_id").cloned().unwrap_or_default(),

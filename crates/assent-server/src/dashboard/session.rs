@@ -33,6 +33,11 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .map(|(_, v)| v)
 }
 
+/// The id of the request's dashboard session (its `assent_ui` cookie), if it sent one.
+pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
+    cookie(headers, COOKIE)
+}
+
 /// The signed-in operator: the session and the principal it belongs to (a principal removed
 /// from the config since is signed out).
 pub(crate) struct Operator {

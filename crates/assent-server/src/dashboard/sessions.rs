@@ -10,6 +10,10 @@ use std::time::Duration;
 /// How long a dashboard session lasts.
 pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 
+/// How recent a session's sign-in must be for a sensitive form (removing a passkey): the
+/// step-up window, like GitHub's "sudo mode". A stolen session cookie alone is older.
+pub(crate) const STEP_UP: Duration = Duration::from_secs(10 * 60);
+
 /// One signed-in operator (the store's record).
 pub(crate) type Session = UiSession;
 
@@ -94,4 +98,19 @@ pub(crate) async fn get(st: &AppState, id: &str) -> Option<(Session, Option<Vec<
 pub(crate) async fn end(st: &AppState, id: &str) {
     let key = digest(id);
     let _ = st.store_task(move |store| store.end_ui_session(&key)).await;
+}
+
+/// Whether live session `id` signed in within [`STEP_UP`] of now (the time is the store's,
+/// written at sign-in; nothing the client sends). `false` when unknown, ended, older, or the
+/// store did not answer (fail closed).
+pub(crate) async fn recently_authenticated(st: &AppState, id: &str) -> bool {
+    let key = digest(id);
+    let now = now_ms();
+    match st
+        .store_task(move |store| store.ui_session_authenticated_at(&key, now))
+        .await
+    {
+        Ok(Ok(Some(at))) => now.saturating_sub(at) <= STEP_UP.as_millis() as i64,
+        _ => false,
+    }
 }

@@ -29,6 +29,7 @@ mod quorum;
 mod ready;
 mod receipts;
 mod reload;
+mod sec_backlog;
 mod security;
 mod session_risk;
 mod slack;

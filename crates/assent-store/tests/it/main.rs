@@ -23,6 +23,7 @@ mod pin_reads;
 mod readers;
 mod replicas;
 mod retention;
+mod sec_backlog;
 mod session_risk;
 mod store_sql;
 mod stricter;
