@@ -248,7 +248,8 @@ mod tests {
     #[test]
     fn each_weaker_axis_is_named() {
         let base = terms();
-        let cases: Vec<(fn(&mut ApprovalTerms), Weaker)> = vec![
+        type Stricter = fn(&mut ApprovalTerms);
+        let cases: Vec<(Stricter, Weaker)> = vec![
             (|t| t.approvers = vec!["ops".into()], Weaker::Approvers),
             (|t| t.irreversible = true, Weaker::Irreversible),
             (
