@@ -70,6 +70,9 @@ pub const DEVICE_MISMATCH: &str = "DEVICE_MISMATCH";
 pub const TOKEN_MISMATCH: &str = "TOKEN_MISMATCH";
 /// 403: the approval needs an operator; the agent's user may not decide it.
 pub const IN_CLIENT_NOT_ALLOWED: &str = "IN_CLIENT_NOT_ALLOWED";
+/// 403: an operator may not cancel alone an approval whose quorum decides denials
+/// (`deny: quorum`): they vote deny instead.
+pub const DENY_NEEDS_QUORUM: &str = "DENY_NEEDS_QUORUM";
 /// 404: no such route, approval, plan, review, grant…
 pub const NOT_FOUND: &str = "NOT_FOUND";
 /// 405: method not allowed on this route.

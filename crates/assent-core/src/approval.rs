@@ -1,6 +1,7 @@
 //! The approval state machine (MPLP Confirm status, seed 002 decisions) and the
 //! default-decision safety rule (AAEP §6.4.1).
 
+use crate::quorum::{DenyRule, Quorum};
 use crate::risk::RiskTier;
 use serde::{Deserialize, Serialize};
 
@@ -251,6 +252,29 @@ pub fn may_decide(approvers: &[String], roles: &[String]) -> bool {
     approvers.is_empty() || approvers.iter().any(|a| roles.contains(a))
 }
 
+/// Whether an operator may cancel an approval needing `quorum` (the quorum in force;
+/// `None`: one decision settles it). Cancelling is a way of saying no, so it may not say
+/// alone what a deny may not: under `deny: quorum` one operator's cancel would settle what
+/// only a quorum of deny votes may, so it is refused (`Err` says why; they vote deny
+/// instead). The agent withdrawing its own request is not an operator's no and is not
+/// asked.
+pub fn operator_may_cancel(quorum: Option<&Quorum>) -> Result<(), &'static str> {
+    match quorum {
+        Some(q) if q.deny == DenyRule::Quorum => Err(
+            "a deny of this approval needs a quorum (deny: quorum), so one operator may not cancel it: vote deny instead",
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a decision at `now` (Unix ms) comes too late for an approval whose default
+/// decision applies at `deadline` (its announced deadline, escalation steps included:
+/// [`crate::decision::announced_deadline`]): from the deadline on the default applies, not a
+/// person's decision, even before the expiry sweep has run.
+pub fn past_deadline(now: i64, deadline: i64) -> bool {
+    now >= deadline
+}
+
 /// Who withdraws a request (an approval, a session's pending requests, a plan): the agent
 /// itself, which may withdraw only its own, or an operator, who may withdraw only what their
 /// roles let them decide ([`may_decide`]: cancelling is a way of saying no).
@@ -428,6 +452,24 @@ mod tests {
             assert_eq!(ApprovalStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(ApprovalStatus::parse("bogus"), None);
+    }
+
+    /// An operator's cancel is a no: under `deny: quorum` one operator may not say it alone.
+    #[test]
+    fn an_operator_may_not_cancel_alone_what_only_a_quorum_may_deny() {
+        let q = |v: serde_json::Value| crate::quorum::parse_approvers(&v).unwrap().quorum;
+        let by_quorum = q(serde_json::json!({"roles": ["ops"], "count": 2, "deny": "quorum"}));
+        let any = q(serde_json::json!({"roles": ["ops"], "count": 2}));
+        assert!(operator_may_cancel(by_quorum.as_ref()).is_err());
+        assert_eq!(operator_may_cancel(any.as_ref()), Ok(()));
+        assert_eq!(operator_may_cancel(None), Ok(()));
+    }
+
+    #[test]
+    fn the_deadline_itself_is_too_late() {
+        assert!(!past_deadline(999, 1_000));
+        assert!(past_deadline(1_000, 1_000));
+        assert!(past_deadline(i64::MAX, 1_000));
     }
 
     #[test]

@@ -6,17 +6,19 @@
 //! Reads are [`crate::approvals`]; routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::body::Body;
-use crate::calls::{check_name, check_reason};
+use crate::calls::{check_name, check_reason, resolve_real_path};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::extract::{Agent, Cancelling, DecideApprovals, Operator, RelayUserDecision};
-use crate::formats::approval;
+use crate::formats::approval as approval_body;
 use crate::state::{AppState, now_ms};
 use crate::store_call::Expired;
 use crate::waiters::clarification_key;
 use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
 use assent_api::approvals::{DecisionRequest, SessionCancelled, UserDecisionRequest};
-use assent_core::approval::{DecisionKind, GrantScope};
+use assent_core::approval::{self, Canceller, DecisionKind, GrantScope};
+use assent_core::triggers::Observations;
+use assent_core::{VerdictKind, evaluate_in};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -134,7 +136,7 @@ pub(crate) async fn decide(
     ApiJson(b): ApiJson<DecisionRequest>,
 ) -> Result<Body<Approval>, ApiError> {
     let rec = decide_as(&st, op.name(), op.roles(), id, b).await?;
-    Ok(Body(approval(&rec, None)))
+    Ok(Body(approval_body(&rec, None)))
 }
 
 /// Applies operator `name`'s (holding `roles`) decision `b` to approval `id` (the REST API
@@ -219,7 +221,7 @@ pub(crate) async fn decide_batch(
                 message: None,
             };
             match r {
-                Ok(rec) => out.approval = Some(Box::new(approval(&rec, None))),
+                Ok(rec) => out.approval = Some(Box::new(approval_body(&rec, None))),
                 Err(e) => {
                     let e = decide_error(e, op.name());
                     (out.code, out.message) = (Some(e.code.to_string()), Some(e.message));
@@ -233,9 +235,12 @@ pub(crate) async fn decide_batch(
 
 /// `POST /v1/approvals/{id}/user-decision` (the agent that asked; sent by the MCP proxy after
 /// asking its user in the client): `{"decision": "approve" | "deny", "reason"?}`. Only for an
-/// approval with `in_client_approval` (a rule allows it, below R3, no approver roles); else
-/// `403 IN_CLIENT_NOT_ALLOWED`. Recorded as decided by `user-of:AGENT`, not an operator; once
-/// scope only.
+/// approval with `in_client_approval` (a rule allows it, below R3, no approver roles) whose
+/// call the rules, asked again now, still let the user approve in the client
+/// ([`in_client_still_allowed`]: the session may have taken in untrusted output since); else
+/// `403 IN_CLIENT_NOT_ALLOWED`. Expiries are settled first; after the deadline `409
+/// ALREADY_DECIDED` (status `expired`). Recorded as decided by `user-of:AGENT`, not an
+/// operator; once scope only.
 #[utoipa::path(post, path = "/v1/approvals/{id}/user-decision", tag = "decide",
     params(("id" = String, Path, description = "The item's id")),
     request_body = assent_api::approvals::UserDecisionRequest,
@@ -267,8 +272,15 @@ pub(crate) async fn user_decision(
     if !rec.terms.in_client_approval {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "IN_CLIENT_NOT_ALLOWED",
+            assent_api::error::IN_CLIENT_NOT_ALLOWED,
             "this approval needs an operator: no rule allows in-client approval, or it is R3/R4, or it names approver roles",
+        ));
+    }
+    if kind == DecisionKind::Approve && !in_client_still_allowed(&st, &rec).await? {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            assent_api::error::IN_CLIENT_NOT_ALLOWED,
+            "the rules no longer allow approving this call in the client (what the session took in since raised its risk, or the rules changed): it needs an operator",
         ));
     }
     let actor = format!("user-of:{agent}");
@@ -280,16 +292,67 @@ pub(crate) async fn user_decision(
             .or(Some("in the MCP client".into())),
         ..Default::default()
     };
-    let rec = st
-        .store_task(move |s| s.decide(&id, &input, &actor, &[], now_ms()))
-        .await?
-        .map_err(|e| decide_error(e, "the agent's user"))?;
+    // Settle expiries first, as an operator's decision does (the store refuses a decision
+    // after the deadline even before the sweep).
+    let expired = Expired::default();
+    let found = expired.clone();
+    let res = st
+        .store_task(move |s| {
+            let now = now_ms();
+            found.sweep(s, now)?;
+            s.decide(&id, &input, &actor, &[], now)
+        })
+        .await?;
+    st.expired(expired.take());
+    let rec = res.map_err(|e| decide_error(e, "the agent's user"))?;
     st.decided(&rec);
-    Ok(Body(approval(&rec, None)))
+    Ok(Body(approval_body(&rec, None)))
+}
+
+/// Whether the rules, asked again now, still let the agent's user approve held tool call
+/// `rec` in the client: its call re-evaluated with the session's earlier calls (itself left
+/// out) and what the session has taken in since (issue 16 §3) is allowed, or held with
+/// `in_client_approval`. A call that now needs an operator (the session took in untrusted
+/// output, the rules changed) or is denied is not. A held target or result is never
+/// in-client, so only a plain tool call (`target_type` `other`) is asked about.
+async fn in_client_still_allowed(st: &AppState, rec: &ApprovalRecord) -> Result<bool, ApiError> {
+    if rec.target_type != "other" {
+        return Ok(true);
+    }
+    let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
+    let live = st.live();
+    let (needs, now) = (live.window_needs.clone(), now_ms());
+    let call = rec.call.clone();
+    let (prior, risk) = st
+        .store_call(move |s| {
+            let prior = s.session_window(&agent, &session, Some(&id), &needs, now)?;
+            Ok::<_, assent_store::StoreError>((prior, s.session_risk(&agent, &session, &call)?))
+        })
+        .await?;
+    let arguments = rec.canonical_arguments();
+    let obs = Observations {
+        now_ms: now,
+        prior_calls: &prior,
+        session: &risk,
+        resolve_path: &resolve_real_path,
+    };
+    let v = evaluate_in(
+        &live.registry,
+        &rec.agent,
+        &rec.call,
+        Some(&arguments),
+        &obs,
+    );
+    Ok(match v.kind {
+        VerdictKind::Allow => true,
+        VerdictKind::Confirm => v.terms.in_client_approval,
+        VerdictKind::Deny => false,
+    })
 }
 
 /// `POST /v1/approvals/{id}/cancel`: the requesting agent or an operator withdraws a pending
-/// approval (`{"reason"?}`).
+/// approval (`{"reason"?}`). An operator may not cancel one whose quorum says `deny: quorum`
+/// (`403 DENY_NEEDS_QUORUM`, audited `decision.refused`: they vote deny instead).
 #[utoipa::path(post, path = "/v1/approvals/{id}/cancel", tag = "decide",
     params(("id" = String, Path, description = "The item's id")),
     request_body(content = assent_api::approvals::CancelRequest, description = "Optional"),
@@ -309,20 +372,39 @@ pub(crate) async fn cancel_approval(
             found.sweep(s, now)?;
             match s.get_approval(&id)? {
                 Some(r) if p.sees(&r.agent) => {
-                    Ok(s.cancel_as(&id, &p.canceller(), reason.as_deref(), now))
+                    let who = p.canceller();
+                    let lone = lone_no(&r, &who);
+                    Ok((s.cancel_as(&id, &who, reason.as_deref(), now), lone))
                 }
-                _ => Ok(Err(DecideError::NotFound)),
+                _ => Ok((Err(DecideError::NotFound), None)),
             }
         })
         .await?;
     st.expired(expired.take());
     match res {
-        Ok(rec) => {
+        (Ok(rec), _) => {
             st.decided(&rec);
-            Ok(Body(approval(&rec, None)))
+            Ok(Body(approval_body(&rec, None)))
         }
-        Err(e) => Err(decide_error(e, &name)),
+        (Err(DecideError::NotApprover(_)), Some(why)) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            assent_api::error::DENY_NEEDS_QUORUM,
+            why,
+        )),
+        (Err(e), _) => Err(decide_error(e, &name)),
     }
+}
+
+/// Why operator `who` may not cancel approval `r` although they may decide it: its quorum
+/// says `deny: quorum` ([`approval::operator_may_cancel`]); the store refuses that cancel as
+/// `NotApprover`, answered `403 DENY_NEEDS_QUORUM` with this text. `None` for the agent's own
+/// cancel and for an operator the store refuses for lacking a role.
+fn lone_no(r: &ApprovalRecord, who: &Canceller<'_>) -> Option<&'static str> {
+    let roles = who.roles()?;
+    if !approval::may_decide(&r.terms.approvers, roles) {
+        return None;
+    }
+    approval::operator_may_cancel(r.terms.quorum.as_ref()).err()
 }
 
 /// `POST /v1/sessions/{id}/cancel` (AAEP §6.8): cancels the session's pending approvals (an

@@ -16,7 +16,9 @@ use crate::store::Store;
 use crate::stored;
 use crate::tokens::{self, NewGrant};
 use crate::votes::{self, Cast, VoteInput};
-use assent_core::approval::{self, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope};
+use assent_core::approval::{
+    self, AlreadyDecided, ApprovalStatus, Canceller, DecisionKind, Event, GrantScope,
+};
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::duties;
 use assent_core::grant;
@@ -165,7 +167,9 @@ impl Store {
     /// [`Store::cancel`] by `who` (an operator, or the agent itself: the caller has checked
     /// the approval is its own). Cancelling
     /// is a way of saying no, so an operator may cancel only an approval they could decide
-    /// ([`approval::may_decide`]); otherwise `NotApprover`, audited `decision.refused`.
+    /// ([`approval::may_decide`]), and not one whose quorum says `deny: quorum`
+    /// ([`approval::operator_may_cancel`]: no operator says no alone there); otherwise
+    /// `NotApprover`, audited `decision.refused`. The agent's own cancel is not limited so.
     pub fn cancel_as(
         &self,
         id: &str,
@@ -341,7 +345,9 @@ struct Settle<'a> {
 
 /// Reads the approval and checks, in this order, that it exists, is not damaged (issue 10
 /// §8), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
-/// agent itself or the expiry sweep) and is still pending ([`approval::transition`]). Each
+/// agent itself or the expiry sweep), is not cancelled alone by an operator under `deny:
+/// quorum` nor decided after its deadline ([`lone_no_or_late`]), and is still pending
+/// ([`approval::transition`]). Each
 /// refusal but `NotFound` is audited (`decision.refused`, `decision.late`) for the caller to
 /// commit. `Ok`: the approval and its next status.
 fn admit(
@@ -365,6 +371,7 @@ fn admit(
         audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
         return Err(DecideError::NotApprover(rec.terms.approvers));
     }
+    lone_no_or_late(tx, s, &rec, roles)?;
     if let Event::Decide(kind) = s.event
         && roles.is_some()
     {
@@ -397,6 +404,40 @@ fn admit(
             Err(e.into())
         }
     }
+}
+
+/// Two refusals of [`admit`], each audited for the caller to commit:
+/// - an operator's cancel (`roles` given) of an approval whose quorum says `deny: quorum`
+///   ([`approval::operator_may_cancel`]: one operator may not say no alone; they vote deny):
+///   `decision.refused`, `NotApprover`;
+/// - a decision, by anyone (an operator, a quorum voter, the agent's user), at or after the
+///   approval's announced deadline ([`approval::past_deadline`], escalation steps included),
+///   though the expiry sweep has not settled it yet: `decision.late`, `AlreadyDecided` with
+///   status `expired` — the default decision applies, as the sweep will record.
+fn lone_no_or_late(
+    tx: Conn<'_>,
+    s: &Settle<'_>,
+    rec: &ApprovalRecord,
+    roles: Option<&[String]>,
+) -> Result<(), DecideError> {
+    let name = approval_event_name(s.event);
+    if let (Event::Cancel, Some(_), ApprovalStatus::Pending) = (s.event, roles, rec.status)
+        && let Err(why) = approval::operator_may_cancel(rec.terms.quorum.as_ref())
+    {
+        let data = json!({"decision": name, "why": why, "quorum": rec.terms.quorum});
+        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
+    }
+    let deadline = rec.announced_deadline();
+    if let (Event::Decide(_), ApprovalStatus::Pending) = (s.event, rec.status)
+        && approval::past_deadline(s.now, deadline)
+    {
+        let data = json!({"decision": name, "reason": s.reason, "status": rec.status, "deadline": deadline,
+            "why": "the approval's deadline has passed: its default decision applies"});
+        audit::append(tx, s.now, "decision.late", Some(s.id), s.actor, &data)?;
+        return Err(AlreadyDecided(ApprovalStatus::Expired).into());
+    }
+    Ok(())
 }
 
 /// Whether the approving decision `s` on `rec` carries a passkey proof that makes it a

@@ -28,7 +28,7 @@ use assent_core::summary::HumanSummary;
 use assent_core::triggers::PriorCall;
 use assent_core::triggers::window::WindowNeeds;
 use assent_core::{ToolCall, VerdictKind};
-use assent_core::{grant, transitions};
+use assent_core::{grant, join, transitions};
 use serde_json::{Value, json};
 
 /// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
@@ -320,8 +320,9 @@ impl Store {
         {
             return self.use_grant(g, &gid, &scope);
         }
-        // Join the oldest identical pending call held under terms at least as strict (a reload
-        // may have added a quorum or a passkey since an older one was held).
+        // Join the oldest identical pending call held under terms at least as strict on every
+        // axis ([`join::covers`]: a reload, or what the session took in since, may ask more
+        // now — a quorum, a passkey, an operator instead of the user in the client).
         let same: Vec<String> = sql::column(
             tx,
             "SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at",
@@ -329,18 +330,26 @@ impl Store {
         )?;
         let mut joined = None;
         for id in same {
-            if read_approval(tx, &id)?.is_some_and(|held| {
-                (held.terms.require_passkey || !verdict.terms.require_passkey)
-                    && (held.terms.quorum.is_some() || verdict.terms.quorum.is_none())
-            }) {
-                joined = Some(id);
+            let Some(held) = read_approval(tx, &id)? else {
+                continue;
+            };
+            let quorum = held.quorum_tally().map(|(q, _)| q);
+            let later = (held.escalation_schedule.as_ref())
+                .map_or_else(Vec::new, |s| s.added(s.steps.len()));
+            let h = join::Held {
+                terms: &held.terms,
+                quorum: quorum.as_ref(),
+                later: &later,
+            };
+            if held.damaged.is_empty() && join::covers(&h, &verdict.terms).is_ok() {
+                joined = Some(held);
                 break;
             }
         }
-        if let Some(id) = joined {
-            g.audit("call.held", Some(&id), json!({"joined": true}))?;
+        if let Some(held) = joined {
+            g.audit("call.held", Some(&held.id), json!({"joined": true}))?;
             return Ok(Proposed::Held {
-                approval: Box::new(read_approval(tx, &id)?.expect("exists")),
+                approval: Box::new(held),
                 joined: true,
             });
         }

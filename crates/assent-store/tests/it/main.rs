@@ -12,6 +12,7 @@ use serde_json::json;
 mod ceremonies;
 mod checkpoints;
 mod db;
+mod decide_holes;
 mod escalation;
 mod group;
 mod history;

@@ -1,0 +1,168 @@
+//! Attacks on deciding found by review, through the store API on both backends: a decision
+//! after the deadline before the expiry sweep ran, an operator's cancel under `deny: quorum`,
+//! and an identical call joining an approval held under weaker terms.
+
+use super::{audit_kinds, both_stores, hold, pay, proposal};
+use assent_core::approval::{AlreadyDecided, Canceller};
+use assent_core::quorum::parse_approvers;
+use assent_core::session_risk::TRIGGER_UNTRUSTED;
+use assent_core::triggers::{Escalation, EscalationStep};
+use assent_core::{ApprovalStatus, CanonicalCall, RiskTier};
+use assent_store::{DecideError, DecisionInput, Proposed};
+use serde_json::json;
+
+/// The attack: an in-client approval whose default is reject has passed its deadline; the
+/// sweep has not run yet, and the agent's user (or an operator) approves it. Refused as late
+/// at the deadline itself, for anyone; the sweep then applies the default.
+#[test]
+fn a_decision_at_or_after_the_deadline_is_refused_before_the_sweep() {
+    both_stores(|_, s| {
+        let (call, mut v) = pay(1);
+        v.terms.in_client_approval = true;
+        let id = hold(s, "s1", &call, &v, 1_000, 11_000).id;
+        for (actor, at) in [("user-of:bot", 11_000), ("alice", 60_000)] {
+            let late = s.decide(&id, &DecisionInput::approve(), actor, &[], at);
+            assert!(
+                matches!(
+                    late,
+                    Err(DecideError::AlreadyDecided(AlreadyDecided(
+                        ApprovalStatus::Expired
+                    )))
+                ),
+                "{actor}: {late:?}"
+            );
+            assert_eq!(audit_kinds(s, 1), ["decision.late"]);
+        }
+        let deny = s.decide(&id, &DecisionInput::deny(None), "alice", &[], 11_000);
+        assert!(
+            matches!(deny, Err(DecideError::AlreadyDecided(_))),
+            "{deny:?}"
+        );
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Pending);
+        assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
+        assert_eq!(s.expire_due(11_000).unwrap(), vec![id.clone()]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Expired);
+        // A millisecond before the deadline a decision is on time.
+        let on_time = hold(s, "s2", &call, &v, 1_000, 11_000).id;
+        let rec = s
+            .decide(
+                &on_time,
+                &DecisionInput::approve(),
+                "user-of:bot",
+                &[],
+                10_999,
+            )
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
+    });
+}
+
+/// An escalated approval's deadline is its schedule's: past its first wait (`expires_at`, the
+/// step) but before the deadline, its approvers still decide; at the deadline nobody does.
+#[test]
+fn an_escalated_approval_is_decided_until_its_schedules_deadline() {
+    both_stores(|_, s| {
+        let (call, mut v) = pay(1);
+        v.terms.approvers = vec!["finance".into()];
+        v.terms.escalation = Some(Escalation {
+            steps: vec![EscalationStep {
+                after_seconds: Some(100),
+                approvers: vec!["lead".into()],
+            }],
+            last_wait_seconds: None,
+        });
+        let finance = vec!["finance".to_string()];
+        // Raised at 1 s, step at 101 s, deadline 50 s after it.
+        let a = hold(s, "s1", &call, &v, 1_000, 51_000);
+        assert_eq!((a.expires_at, a.announced_deadline()), (101_000, 151_000));
+        let rec = s
+            .decide(&a.id, &DecisionInput::approve(), "alice", &finance, 120_000)
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
+        let b = hold(s, "s2", &call, &v, 1_000, 51_000).id;
+        let late = s.decide(&b, &DecisionInput::approve(), "alice", &finance, 151_000);
+        assert!(
+            matches!(late, Err(DecideError::AlreadyDecided(_))),
+            "{late:?}"
+        );
+    });
+}
+
+/// The attack: with `deny: quorum`, one operator's deny vote leaves the approval pending; their
+/// cancel must not settle it alone (refused, audited `decision.refused`). The agent's own
+/// cancel stays allowed; so does an operator's under a quorum whose one deny settles.
+#[test]
+fn an_operators_cancel_under_deny_quorum_is_refused() {
+    both_stores(|_, s| {
+        let (call, mut v) = pay(1);
+        let approvers =
+            parse_approvers(&json!({"roles": ["ops"], "count": 2, "deny": "quorum"})).unwrap();
+        v.terms.approvers = approvers.roles;
+        v.terms.quorum = approvers.quorum;
+        let ops = vec!["ops".to_string()];
+        let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let rec = s
+            .decide(&id, &DecisionInput::deny(None), "olaf", &ops, 2_000)
+            .unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Pending);
+        let olaf = Canceller::Operator {
+            name: "olaf",
+            roles: &ops,
+        };
+        let cancel = s.cancel_as(&id, &olaf, Some("no"), 3_000);
+        assert!(
+            matches!(cancel, Err(DecideError::NotApprover(_))),
+            "{cancel:?}"
+        );
+        assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
+        assert_eq!(
+            s.get_approval(&id).unwrap().unwrap().status,
+            ApprovalStatus::Pending
+        );
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        let rec = s.cancel_as(&id, &bot, None, 4_000).unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Cancelled);
+        // `deny: any`: one operator's no settles it, so may their cancel.
+        v.terms.quorum = parse_approvers(&json!({"roles": ["ops"], "count": 2}))
+            .unwrap()
+            .quorum;
+        let other = hold(s, "s2", &call, &v, 1_000, 60_000).id;
+        let rec = s.cancel_as(&other, &olaf, None, 5_000).unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Cancelled);
+    });
+}
+
+/// The attack: an in-client approval held before the session took in untrusted output; the
+/// identical call proposed now (R3, `session_untrusted`, no in-client approval) is held on
+/// its own, not joined to it. The same call again joins the new one.
+#[test]
+fn an_identical_call_does_not_join_an_approval_held_under_weaker_terms() {
+    both_stores(|_, s| {
+        let (call, mut v) = pay(1);
+        v.terms.in_client_approval = true;
+        let canon = CanonicalCall::new(call).unwrap();
+        let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
+        let held = |now: i64, v: &assent_core::gatekeeper::Verdict| {
+            let p = proposal(&canon, "s1", now, &ttl);
+            match s.propose(&p, |_| v.clone()).unwrap().1 {
+                Proposed::Held { approval, joined } => (approval.id, joined),
+                other => panic!("held expected: {other:?}"),
+            }
+        };
+        let (old, _) = held(1_000, &v);
+        let mut tainted = v.clone();
+        tainted.terms.in_client_approval = false;
+        tainted.terms.risk_tier = RiskTier::R3;
+        tainted.terms.triggers = vec![TRIGGER_UNTRUSTED.to_string()];
+        let (new, joined) = held(2_000, &tainted);
+        assert!(!joined && new != old, "joined the in-client approval");
+        assert_eq!(held(3_000, &tainted), (new, true));
+        // The untainted call still joins the oldest approval that covers it.
+        assert_eq!(held(4_000, &v), (old, true));
+    });
+}
