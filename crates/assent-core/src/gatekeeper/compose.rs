@@ -11,6 +11,7 @@ use crate::canonical::ToolCall;
 use crate::condition::Outcome;
 use crate::policy::{Agent, ApprovalSpec, Rule};
 use crate::quorum::{Quorum, merge};
+use crate::redact::Redactor;
 use crate::risk::RiskTier;
 use crate::session_risk::{Effects, escalations};
 use crate::template::{TemplateContext, default_message, render};
@@ -279,9 +280,19 @@ impl<'a> Composed<'a> {
         };
         let (mut message, mut side_effects, mut rollback) = (String::new(), Vec::new(), Vec::new());
         if required {
+            // Under `redact` the texts are rendered from the masked arguments: they leave the
+            // gateway (webhooks, Slack, AAEP, exports), and a rendered value may be cut or
+            // escaped, so masking the text afterwards would miss it (issue 5).
+            let masked = masked_context(ctx.tool_args, self.extra.as_ref(), &self.redact);
+            let (tool_args, extra, tool_args_json) = match &masked {
+                Some((a, x)) => (a, x.as_ref(), None),
+                None => (ctx.tool_args, self.extra.as_ref(), ctx.tool_args_json),
+            };
             let ctx = TemplateContext {
                 agent_alias: self.sub_alias.as_deref().unwrap_or(ctx.agent_alias),
-                extra: self.extra.as_ref(),
+                tool_args,
+                tool_args_json,
+                extra,
                 ..ctx
             };
             side_effects = self.side_effects.iter().map(|t| render(t, &ctx)).collect();
@@ -336,6 +347,32 @@ impl<'a> Composed<'a> {
             (None, None) => default_message(ctx),
         }
     }
+}
+
+/// The arguments and the delegation context (`extra`) with the `redact` paths masked, the
+/// values the texts of a verdict are rendered from; `None` when nothing is redacted. A
+/// delegation's context repeats its `input` (`parent.input`) and `skill_args`: those are
+/// taken from the masked arguments.
+fn masked_context(
+    args: &serde_json::Value,
+    extra: Option<&serde_json::Value>,
+    redact: &[String],
+) -> Option<(serde_json::Value, Option<serde_json::Value>)> {
+    if redact.is_empty() {
+        return None;
+    }
+    let masked = Redactor::new(args, redact).arguments(args);
+    let extra = extra.map(|x| {
+        let mut x = x.clone();
+        if let Some(i) = masked.get("input") {
+            x["parent"]["input"] = i.clone();
+        }
+        if let Some(k) = masked.get("skill_args") {
+            x["skill_args"] = k.clone();
+        }
+        x
+    });
+    Some((masked, extra))
 }
 
 /// The `deny` of rule `r` in policy file `file`: `Err` when it matches (the reason names the

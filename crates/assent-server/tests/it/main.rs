@@ -28,6 +28,7 @@ mod protocol;
 mod quorum;
 mod ready;
 mod receipts;
+mod redact_rendered;
 mod reload;
 mod security;
 mod session_risk;
