@@ -25,7 +25,7 @@ pub const MASK: &str = "[redacted]";
 pub struct Redactor {
     paths: Vec<Vec<String>>,
     /// Text forms of the redacted values (strings of 3+ characters and numbers), longest first:
-    /// each string as it is, JSON-escaped, and both with [`visible`]'s escapes.
+    /// each string as it is, JSON-escaped, both with [`visible`]'s escapes, and Rust-escaped.
     secrets: Vec<String>,
 }
 
@@ -95,6 +95,9 @@ fn leaves(v: &Value, out: &mut Vec<String>) {
             out.push(visible(s).into_owned());
             out.push(visible(&escaped).into_owned());
             out.push(escaped);
+            // As a Rust debug string (`{:?}`, the scope triggers' reasons): `\u{202e}`.
+            let debug = format!("{s:?}");
+            out.push(debug[1..debug.len() - 1].to_string());
             out.push(s.clone());
         }
         Value::Number(n) if n.to_string().len() >= 3 => {
@@ -164,5 +167,54 @@ mod tests {
         let text = r.text("Pay with 4111111111111111 to x@example.com (12/30)");
         assert_eq!(text, "Pay with [redacted] to [redacted] (12/30)");
         assert!(Redactor::new(&args, &[]).is_empty());
+    }
+
+    /// The shapes a renderer gives a value — control and bidi characters escaped the
+    /// template's way, inside JSON the reason's way, or Rust's `{:?}` way — are all masked
+    /// by the second net.
+    #[test]
+    fn the_net_finds_a_secret_escaped_as_templates_reasons_and_triggers_show_it() {
+        let secret = "line one\n\tline two \u{202e}evil\u{85}";
+        let args = json!({"key": secret, "host": "web-1"});
+        let r = Redactor::new(&args, &["key".into()]);
+        let shown = [
+            visible(secret).into_owned(),
+            crate::template::visible_json(&args),
+            format!("{secret:?}"),
+            crate::canonical::canonical_value(&args).unwrap(),
+        ];
+        for text in shown {
+            let masked = r.text(&text);
+            assert!(
+                !masked.contains("line one") && !masked.contains("evil"),
+                "{text} -> {masked}"
+            );
+        }
+    }
+
+    /// A summary cuts a long value to 120 characters, so masking its text afterwards finds
+    /// nothing: the summary that leaves is generated from the masked call.
+    #[test]
+    fn a_long_secret_is_not_in_the_summary_of_the_masked_call() {
+        let token: String = (0..200)
+            .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+            .collect();
+        let call = ToolCall::new("deploy", None, json!({"token": token, "host": "web-1"})).unwrap();
+        let r = Redactor::new(&call.arguments, &["token".into()]);
+        let stored = HumanSummary::generate(&call, &call.canonical_arguments().unwrap()).text;
+        assert!(
+            stored.contains(&token[..100]),
+            "the stored summary shows it: {stored}"
+        );
+        assert!(
+            r.text(&stored).contains(&token[..100]),
+            "the net cannot find a cut value"
+        );
+        let out = r.summary(&call);
+        assert_eq!(
+            out,
+            r#"Call `deploy` with host = "web-1", token = "[redacted]""#
+        );
+        assert_eq!(Redactor::new(&call.arguments, &[]).summary(&call), stored);
     }
 }

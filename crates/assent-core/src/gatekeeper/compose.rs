@@ -477,4 +477,59 @@ mod tests {
         assert_eq!(rules[3], "risk tier");
         assert!(!v.terms.in_client_approval);
     }
+
+    /// Under `redact`, the message, side effects and rollback notes are rendered from the
+    /// masked arguments — a template's, the default message's `{{tool_args}}` and a
+    /// delegation's `parent.input` alike — so no escape or cut of a value can carry it out;
+    /// the reasons still quote the real arguments (they are masked where they leave).
+    #[test]
+    fn redacted_values_are_masked_before_the_texts_are_rendered() {
+        let gov = r#"policies:
+  - id: a.redact-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pay
+        redact: [card]
+        side_effects: "Charges {{tool_args.card}} {{tool_args.amount}}"
+        rollback: "Refund {{tool_args}}"
+        approval:
+          message_template: "Pay {{tool_args.amount}} with {{tool_args.card}}"
+      - tool: ship
+        redact: [to]
+        approval: true
+      - tool: delegate.exec
+        redact: [input.action]
+"#;
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: ship
+  local_agents:
+    - alias: exec
+      source: exec.agf.yaml
+      approval: {message_template: \"Run {{parent.input.action}} in {{parent.input.env}}\"}\n";
+        let reg = Registry::load(
+            &[("a.yaml".into(), agent.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let card = "4111 1111\n1111\t1111";
+        let call = ToolCall::new("pay", None, json!({"card": card, "amount": 5})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert_eq!(v.terms.message, "Pay 5 with [redacted]");
+        assert_eq!(v.terms.side_effects, ["Charges [redacted] 5"]);
+        assert_eq!(
+            v.terms.rollback,
+            [r#"Refund {"amount":5,"card":"[redacted]"}"#]
+        );
+        let call = ToolCall::new("ship", None, json!({"to": "Main St\n12", "n": 1})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(
+            v.terms.message,
+            r#"Agent bot wants to call ship with {"n":1,"to":"[redacted]"}"#
+        );
+        let input = json!({"action": "rm -rf\n/srv", "env": "prod"});
+        let call = crate::gatekeeper::delegation_call("exec", input, None, None).unwrap();
+        let v = crate::gatekeeper::evaluate_delegation(&reg, "bot", &call, None);
+        assert_eq!(v.kind, VerdictKind::Confirm, "{:?}", v.terms.reasons);
+        assert_eq!(v.terms.message, "Run [redacted] in prod");
+    }
 }
