@@ -3,9 +3,18 @@
 //! A path is dotted (`card.number`, `recipients.0.email`); `*` matches every key of an
 //! object or element of an array (`headers.*`). Values at those paths are replaced by
 //! [`MASK`] in copies sent out (webhooks, Slack payloads, AAEP events, exports); the stored
-//! call is never changed. Text rendered from the arguments (the approval message, summaries)
-//! is masked by replacing every redacted value's text form in it.
+//! call is never changed.
+//!
+//! Text is masked before it is rendered, never by searching it afterwards: the approval
+//! message, side effects and rollback notes are rendered from [`Redactor::arguments`] by the
+//! gatekeeper (`gatekeeper::compose`), and [`Redactor::summary`] generates the human summary
+//! of the masked call — a renderer cuts long values and escapes control and bidi characters,
+//! so a secret is not in its text as any stored copy of it. [`Redactor::text`] stays as a
+//! second net, for texts only rendered from the real arguments (condition reasons).
 
+use crate::canonical::ToolCall;
+use crate::summary::HumanSummary;
+use crate::template::visible;
 use serde_json::Value;
 
 /// What a redacted value is replaced with.
@@ -15,7 +24,8 @@ pub const MASK: &str = "[redacted]";
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     paths: Vec<Vec<String>>,
-    /// Text forms of the redacted values (strings of 3+ characters and numbers), longest first.
+    /// Text forms of the redacted values (strings of 3+ characters and numbers), longest first:
+    /// each string as it is, JSON-escaped, both with [`visible`]'s escapes, and Rust-escaped.
     secrets: Vec<String>,
 }
 
@@ -52,7 +62,20 @@ impl Redactor {
         out
     }
 
-    /// `text` with every redacted value's text form replaced by [`MASK`].
+    /// The human summary of `call` generated from its masked arguments: what every text that
+    /// leaves the gateway shows instead of the stored summary (which is generated from, and
+    /// verified against, the real arguments). With nothing to mask it is the summary of the
+    /// call itself.
+    pub fn summary(&self, call: &ToolCall) -> String {
+        let masked = self.arguments(&call.arguments);
+        let canonical = crate::canonical::canonical_value(&masked).unwrap_or_default();
+        HumanSummary::generate(call, &canonical).text
+    }
+
+    /// `text` with every redacted value's text form replaced by [`MASK`]: the second net for
+    /// text rendered from the real arguments. It finds a value only whole, as it is,
+    /// JSON-escaped or with [`visible`]'s escapes, so a text that cuts values must be
+    /// rendered from [`Redactor::arguments`] instead.
     pub fn text(&self, text: &str) -> String {
         let mut out = text.to_string();
         for s in &self.secrets {
@@ -65,12 +88,24 @@ impl Redactor {
 fn leaves(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) if s.chars().count() >= 3 => {
-            out.push(s.clone());
             // As it appears inside rendered JSON (quotes and escapes).
             let quoted = Value::String(s.clone()).to_string();
-            out.push(quoted[1..quoted.len() - 1].to_string());
+            let escaped = quoted[1..quoted.len() - 1].to_string();
+            // As templates and reasons show it: control and bidi characters escaped.
+            out.push(visible(s).into_owned());
+            out.push(visible(&escaped).into_owned());
+            out.push(escaped);
+            // As a Rust debug string (`{:?}`, the scope triggers' reasons): `\u{202e}`.
+            let debug = format!("{s:?}");
+            out.push(debug[1..debug.len() - 1].to_string());
+            out.push(s.clone());
         }
-        Value::Number(n) if n.to_string().len() >= 3 => out.push(n.to_string()),
+        Value::Number(n) if n.to_string().len() >= 3 => {
+            out.push(n.to_string());
+            if let Ok(c) = crate::canonical::canonical_value(v) {
+                out.push(c);
+            }
+        }
         Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
         Value::Object(m) => m.values().for_each(|x| leaves(x, out)),
         _ => {}
@@ -132,5 +167,54 @@ mod tests {
         let text = r.text("Pay with 4111111111111111 to x@example.com (12/30)");
         assert_eq!(text, "Pay with [redacted] to [redacted] (12/30)");
         assert!(Redactor::new(&args, &[]).is_empty());
+    }
+
+    /// The shapes a renderer gives a value — control and bidi characters escaped the
+    /// template's way, inside JSON the reason's way, or Rust's `{:?}` way — are all masked
+    /// by the second net.
+    #[test]
+    fn the_net_finds_a_secret_escaped_as_templates_reasons_and_triggers_show_it() {
+        let secret = "line one\n\tline two \u{202e}evil\u{85}";
+        let args = json!({"key": secret, "host": "web-1"});
+        let r = Redactor::new(&args, &["key".into()]);
+        let shown = [
+            visible(secret).into_owned(),
+            crate::template::visible_json(&args),
+            format!("{secret:?}"),
+            crate::canonical::canonical_value(&args).unwrap(),
+        ];
+        for text in shown {
+            let masked = r.text(&text);
+            assert!(
+                !masked.contains("line one") && !masked.contains("evil"),
+                "{text} -> {masked}"
+            );
+        }
+    }
+
+    /// A summary cuts a long value to 120 characters, so masking its text afterwards finds
+    /// nothing: the summary that leaves is generated from the masked call.
+    #[test]
+    fn a_long_secret_is_not_in_the_summary_of_the_masked_call() {
+        let token: String = (0..200)
+            .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+            .collect();
+        let call = ToolCall::new("deploy", None, json!({"token": token, "host": "web-1"})).unwrap();
+        let r = Redactor::new(&call.arguments, &["token".into()]);
+        let stored = HumanSummary::generate(&call, &call.canonical_arguments().unwrap()).text;
+        assert!(
+            stored.contains(&token[..100]),
+            "the stored summary shows it: {stored}"
+        );
+        assert!(
+            r.text(&stored).contains(&token[..100]),
+            "the net cannot find a cut value"
+        );
+        let out = r.summary(&call);
+        assert_eq!(
+            out,
+            r#"Call `deploy` with host = "web-1", token = "[redacted]""#
+        );
+        assert_eq!(Redactor::new(&call.arguments, &[]).summary(&call), stored);
     }
 }

@@ -235,7 +235,7 @@ fn approval_out(a: &ApprovalRecord) -> Value {
         "id": a.id, "status": a.status.as_str(), "agent": a.agent, "session_id": a.session_id,
         "tool": a.call.tool, "server": a.call.server,
         "arguments": r.arguments(&a.call.arguments),
-        "message": r.text(&a.terms.message), "human_summary": r.text(&a.human_summary),
+        "message": r.text(&a.terms.message), "human_summary": r.summary(&a.call),
         "risk_tier": a.terms.risk_tier,
         "risk_level": a.terms.risk_tier.risk_level(),
         "irreversible": a.terms.irreversible,

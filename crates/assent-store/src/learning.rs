@@ -59,31 +59,32 @@ fn sample(conn: Conn<'_>, a: &ApprovalRecord) -> db::Result<Option<Value>> {
                       "human_feedback_label": label, "approval_id": a.id, "trace_id": a.trace_id,
                       "target_type": a.target_type, "target_id": a.target_id});
     let created = rfc3339(a.decided_at.unwrap_or(last.at));
+    // An export leaves the gateway: a rule's `redact` paths are masked.
+    let r = a.redactor();
     if a.target_type == "plan" {
-        let steps = &a.call.arguments["steps"];
+        let args = r.arguments(&a.call.arguments);
+        let steps = &args["steps"];
         return Ok(Some(json!({
             "sample_id": last.decision_id, "sample_family": "intent_resolution",
             "created_at": created,
-            "input": {"intent_id": a.target_id, "raw_request_summary": a.call.arguments["objective"],
-                      "intent_text": a.call.arguments["objective"],
-                      "context": {"context_id": a.call.arguments["context_id"]}},
+            "input": {"intent_id": a.target_id, "raw_request_summary": args["objective"],
+                      "intent_text": args["objective"],
+                      "context": {"context_id": args["context_id"]}},
             "state": {"existing_plan_count": 0, "diff_from_previous": a.target_diff},
-            "output": {"final_intent_summary": a.call.arguments["title"], "plan_id": a.target_id,
+            "output": {"final_intent_summary": args["title"], "plan_id": a.target_id,
                        "plan_step_count": steps.as_array().map_or(0, Vec::len),
                        "plan_structure": steps,
                        "resolution_quality_label": match quality { "good" => "good", "poor" => "bad", _ => "unknown" }},
             "feedback": feedback, "meta": meta,
         })));
     }
-    // An export leaves the gateway: a rule's `redact` paths are masked.
-    let r = a.redactor();
     let edited = a.edited.as_ref().map(|e| r.arguments(&e.arguments));
     Ok(Some(json!({
         "sample_id": last.decision_id, "sample_family": "confirm_decision",
         "created_at": created,
         "input": {"agent": a.agent, "session_id": a.session_id, "tool": a.call.tool,
                   "server": a.call.server, "arguments": r.arguments(&a.call.arguments), "call_hash": a.call_hash,
-                  "message": r.text(&a.terms.message), "human_summary": r.text(&a.human_summary)},
+                  "message": r.text(&a.terms.message), "human_summary": r.summary(&a.call)},
         "state": {"risk_tier": a.terms.risk_tier, "irreversible": a.terms.irreversible,
                   // Reasons quote the clause with the argument's value: masked too.
                   "reasons": a.terms.reasons.iter().map(|x| json!({"file": x.file, "rule": x.rule, "text": r.text(&x.text)})).collect::<Vec<_>>(),

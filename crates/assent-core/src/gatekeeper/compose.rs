@@ -11,6 +11,7 @@ use crate::canonical::ToolCall;
 use crate::condition::Outcome;
 use crate::policy::{Agent, ApprovalSpec, Rule};
 use crate::quorum::{Quorum, merge};
+use crate::redact::Redactor;
 use crate::risk::RiskTier;
 use crate::session_risk::{Effects, escalations};
 use crate::template::{TemplateContext, default_message, render};
@@ -279,9 +280,19 @@ impl<'a> Composed<'a> {
         };
         let (mut message, mut side_effects, mut rollback) = (String::new(), Vec::new(), Vec::new());
         if required {
+            // Under `redact` the texts are rendered from the masked arguments: they leave the
+            // gateway (webhooks, Slack, AAEP, exports), and a rendered value may be cut or
+            // escaped, so masking the text afterwards would miss it (issue 5).
+            let masked = masked_context(ctx.tool_args, self.extra.as_ref(), &self.redact);
+            let (tool_args, extra, tool_args_json) = match &masked {
+                Some((a, x)) => (a, x.as_ref(), None),
+                None => (ctx.tool_args, self.extra.as_ref(), ctx.tool_args_json),
+            };
             let ctx = TemplateContext {
                 agent_alias: self.sub_alias.as_deref().unwrap_or(ctx.agent_alias),
-                extra: self.extra.as_ref(),
+                tool_args,
+                tool_args_json,
+                extra,
                 ..ctx
             };
             side_effects = self.side_effects.iter().map(|t| render(t, &ctx)).collect();
@@ -336,6 +347,32 @@ impl<'a> Composed<'a> {
             (None, None) => default_message(ctx),
         }
     }
+}
+
+/// The arguments and the delegation context (`extra`) with the `redact` paths masked, the
+/// values the texts of a verdict are rendered from; `None` when nothing is redacted. A
+/// delegation's context repeats its `input` (`parent.input`) and `skill_args`: those are
+/// taken from the masked arguments.
+fn masked_context(
+    args: &serde_json::Value,
+    extra: Option<&serde_json::Value>,
+    redact: &[String],
+) -> Option<(serde_json::Value, Option<serde_json::Value>)> {
+    if redact.is_empty() {
+        return None;
+    }
+    let masked = Redactor::new(args, redact).arguments(args);
+    let extra = extra.map(|x| {
+        let mut x = x.clone();
+        if let Some(i) = masked.get("input") {
+            x["parent"]["input"] = i.clone();
+        }
+        if let Some(k) = masked.get("skill_args") {
+            x["skill_args"] = k.clone();
+        }
+        x
+    });
+    Some((masked, extra))
 }
 
 /// The `deny` of rule `r` in policy file `file`: `Err` when it matches (the reason names the
@@ -439,5 +476,60 @@ mod tests {
         assert!(rules[2].starts_with("a.fold-v1 rules[1]"), "{rules:?}");
         assert_eq!(rules[3], "risk tier");
         assert!(!v.terms.in_client_approval);
+    }
+
+    /// Under `redact`, the message, side effects and rollback notes are rendered from the
+    /// masked arguments — a template's, the default message's `{{tool_args}}` and a
+    /// delegation's `parent.input` alike — so no escape or cut of a value can carry it out;
+    /// the reasons still quote the real arguments (they are masked where they leave).
+    #[test]
+    fn redacted_values_are_masked_before_the_texts_are_rendered() {
+        let gov = r#"policies:
+  - id: a.redact-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pay
+        redact: [card]
+        side_effects: "Charges {{tool_args.card}} {{tool_args.amount}}"
+        rollback: "Refund {{tool_args}}"
+        approval:
+          message_template: "Pay {{tool_args.amount}} with {{tool_args.card}}"
+      - tool: ship
+        redact: [to]
+        approval: true
+      - tool: delegate.exec
+        redact: [input.action]
+"#;
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: ship
+  local_agents:
+    - alias: exec
+      source: exec.agf.yaml
+      approval: {message_template: \"Run {{parent.input.action}} in {{parent.input.env}}\"}\n";
+        let reg = Registry::load(
+            &[("a.yaml".into(), agent.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let card = "4111 1111\n1111\t1111";
+        let call = ToolCall::new("pay", None, json!({"card": card, "amount": 5})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert_eq!(v.terms.message, "Pay 5 with [redacted]");
+        assert_eq!(v.terms.side_effects, ["Charges [redacted] 5"]);
+        assert_eq!(
+            v.terms.rollback,
+            [r#"Refund {"amount":5,"card":"[redacted]"}"#]
+        );
+        let call = ToolCall::new("ship", None, json!({"to": "Main St\n12", "n": 1})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(
+            v.terms.message,
+            r#"Agent bot wants to call ship with {"n":1,"to":"[redacted]"}"#
+        );
+        let input = json!({"action": "rm -rf\n/srv", "env": "prod"});
+        let call = crate::gatekeeper::delegation_call("exec", input, None, None).unwrap();
+        let v = crate::gatekeeper::evaluate_delegation(&reg, "bot", &call, None);
+        assert_eq!(v.kind, VerdictKind::Confirm, "{:?}", v.terms.reasons);
+        assert_eq!(v.terms.message, "Run [redacted] in prod");
     }
 }

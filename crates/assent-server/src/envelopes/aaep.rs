@@ -134,8 +134,11 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         },
         a.terms.risk_tier
     );
+    // The message was rendered from the masked arguments (`text` is a second net); the
+    // summary is generated again from them: the stored one shows the real values.
+    let summary = r.summary(&a.call);
     let action = r.text(if a.terms.message.is_empty() {
-        &a.human_summary
+        &summary
     } else {
         &a.terms.message
     });
@@ -157,7 +160,7 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
                 if a.terms.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
-            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", r.text(&a.human_summary), reasons.join("; "), a.call_hash), 16_384),
+            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", summary, reasons.join("; "), a.call_hash), 16_384),
             "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
                               "server": a.call.server, "risk_tier": a.terms.risk_tier},
         }),

@@ -29,6 +29,7 @@ mod protocol;
 mod quorum;
 mod ready;
 mod receipts;
+mod redact_rendered;
 mod reload;
 mod sec_backlog;
 mod security;

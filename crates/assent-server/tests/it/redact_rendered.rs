@@ -1,0 +1,238 @@
+//! Redacted values never leave through rendered text (issue 5, a review's finding): a secret
+//! under `redact` used to be masked in texts only where it appeared whole — but the message
+//! template escapes a newline as `\u000a`, the human summary cuts a value to 120 characters and
+//! a reason escapes bidi and C1 characters, so a PEM key, the first 118 characters of a long
+//! token and a bidi-laced account went out in AAEP events, webhooks and Slack payloads. Here
+//! a real gateway holds a call carrying all three and every exit is read back: no 16-character
+//! piece of any of them may be in it.
+
+use crate::kit::{OP, one_tool_agent, policy, start_custom};
+use assent_server::Settings;
+use assent_server::config::{Webhook, WebhookFormat};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A PEM-like private key: newlines and a tab inside.
+const PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n\tVJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\n-----END PRIVATE KEY-----";
+
+/// A 200-character token: no 16-character piece of it is in any other text of the test.
+fn token() -> String {
+    let mut t = String::from("tok_");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while t.len() < 200 {
+        // xorshift: a fixed, varied sequence of letters and digits.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let c = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"[(x % 57) as usize];
+        t.push(c as char);
+    }
+    t
+}
+
+/// An account name with a right-to-left override and a C1 control (NEL) in it.
+const NOTE: &str = "acct-7Q2xH9\u{202e}Lm4Pz8Kd\u{85}Rt5Wv3Ky6Bn";
+
+/// `deploy` is held when its key looks like a PEM key and its note like an account; every text
+/// of the approval quotes the three redacted arguments (`{{tool_args}}` all of them at once).
+fn gov() -> String {
+    policy(
+        "acme.test.redact-v1",
+        r#"
+- tool: deploy
+  approvers: [finance]
+  redact: [key, token, note]
+  side_effects: "Signs with {{tool_args.key}} as {{tool_args.token}}."
+  rollback: "Revoke {{tool_args.note}}; undo {{tool_args}}."
+  approval:
+    message_template: "Install {{tool_args.key}} for {{tool_args.token}} ({{tool_args.note}}) on {{tool_args.host}}: {{tool_args}}"
+    condition: {args_match: {key: {pattern: "BEGIN"}, note: {pattern: "^acct-"}}}
+"#,
+    )
+}
+
+/// Every 16-character piece of `secret` found in `text`.
+fn pieces_in(secret: &str, text: &str) -> Vec<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    chars
+        .windows(16)
+        .map(|w| w.iter().collect::<String>())
+        .filter(|p| text.contains(p.as_str()))
+        .collect()
+}
+
+/// Every string in `v`, keys and values, decoded.
+fn texts(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|x| texts(x, out)),
+        Value::Object(m) => m.iter().for_each(|(k, x)| {
+            out.push(k.clone());
+            texts(x, out)
+        }),
+        _ => {}
+    }
+}
+
+/// Panics naming `what` and the piece when any of the secrets is in `v` (decoded or as JSON).
+fn assert_clean(what: &str, v: &Value, secrets: &[&str]) {
+    let mut all = vec![v.to_string()];
+    texts(v, &mut all);
+    for s in secrets {
+        for t in &all {
+            let found = pieces_in(s, t);
+            assert!(found.is_empty(), "{what} leaks {found:?} in {t:?}");
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+struct Receiver {
+    got: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+async fn receive(
+    axum::extract::State(r): axum::extract::State<Receiver>,
+    uri: axum::http::Uri,
+    body: String,
+) -> axum::http::StatusCode {
+    r.got.lock().unwrap().push((uri.path().to_string(), body));
+    axum::http::StatusCode::NO_CONTENT
+}
+
+fn hook(name: &str, url: String, format: WebhookFormat) -> Webhook {
+    Webhook {
+        name: name.into(),
+        url,
+        secret_env: "UNUSED".into(),
+        secret: format!("{name}-secret"),
+        format,
+        events: vec!["approval.requested".into(), "approval.resolved".into()],
+        max_attempts: 20,
+        retry_initial_ms: 50,
+    }
+}
+
+/// The bodies received on `path`, once there are `n` of them (within 30 s).
+async fn bodies(recv: &Receiver, path: &str, n: usize) -> Vec<Value> {
+    let start = std::time::Instant::now();
+    loop {
+        let got: Vec<Value> = recv
+            .got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, b)| serde_json::from_str(b).unwrap())
+            .collect();
+        if got.len() >= n {
+            return got;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{path}: {got:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_rendered_texts() {
+    let token = token();
+    let secrets = [PEM, token.as_str(), NOTE];
+    let recv = Receiver::default();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(receive))
+        .with_state(recv.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        &one_tool_agent("bot", "{alias: deploy}"),
+        &gov(),
+        |st| {
+            st.public_url = Some(Arc::from("https://assent.example.com"));
+            st.webhooks = Arc::new(vec![
+                hook(
+                    "ops",
+                    format!("http://127.0.0.1:{port}/hook"),
+                    WebhookFormat::Json,
+                ),
+                hook(
+                    "chat",
+                    format!("http://127.0.0.1:{port}/slack"),
+                    WebhookFormat::Slack,
+                ),
+            ]);
+        },
+    )
+    .await;
+    let (_sub, mut sse) = gw.listen().await;
+    let args = json!({"key": PEM, "token": token, "note": NOTE, "host": "web-1"});
+    let (s, b) = gw.propose("deploy", args.clone()).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+
+    // AAEP: the confirmation names the call with the secrets masked, in every field.
+    let awaiting = sse.expect("aaep:agent.awaiting.confirmation").await.data;
+    assert_clean("the AAEP confirmation", &awaiting, &secrets);
+    let action = awaiting["action"].as_str().unwrap();
+    assert!(
+        action.starts_with("Install [redacted] for [redacted] ([redacted]) on web-1: "),
+        "{action}"
+    );
+    assert!(
+        awaiting["summary_detailed"]
+            .as_str()
+            .unwrap()
+            .contains(r#"key = "[redacted]""#),
+        "{awaiting}"
+    );
+
+    // The operator's answer keeps the real call (documented), but its rendered texts are
+    // rendered from the masked arguments.
+    let (s, a) = gw.approval(&id, OP).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["call"]["arguments"], args, "the stored call is unchanged");
+    for k in ["message", "side_effects", "rollback"] {
+        assert_clean(&format!("the API answer's {k}"), &a[k], &secrets);
+    }
+    assert_eq!(a["side_effects"][0], "Signs with [redacted] as [redacted].");
+
+    let (s, _) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let resolved = sse.expect("aaep:agent.state.changed").await.data;
+    assert_clean("the AAEP resolution", &resolved, &secrets);
+
+    // Webhooks: the JSON body (message, summary, reasons, side effects, rollback) of the
+    // request and of the resolution, and the Slack payload.
+    for body in bodies(&recv, "/hook", 2).await {
+        assert_clean("a webhook body", &body, &secrets);
+        assert_eq!(body["approval"]["arguments"]["host"], "web-1");
+        assert!(
+            body["approval"]["human_summary"]
+                .as_str()
+                .unwrap()
+                .contains(r#"token = "[redacted]""#),
+            "{body}"
+        );
+    }
+    for body in bodies(&recv, "/slack", 2).await {
+        assert_clean("a Slack payload", &body, &secrets);
+    }
+
+    // An export leaves the gateway too.
+    let samples = gw.get_text("/v1/learning-samples", OP).await;
+    assert!(samples.contains(&id), "{samples}");
+    let samples: Value = samples
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| Value::String(l.into())))
+        .collect();
+    assert_clean("the learning export", &samples, &secrets);
+}
