@@ -310,3 +310,87 @@ fn an_upstream_elicitation_cannot_answer_the_relays_own_approval_question() {
         "the upstream gets its answer under its own id: {log}"
     );
 }
+
+/// A hub upstream (Python, stdio) with one tool, `hello`; with `endless`, its `tools/list`
+/// never ends: every page has one more tool and a fresh `nextCursor`.
+fn hub_upstream(endless: bool) -> String {
+    let py_endless = if endless { "True" } else { "False" };
+    format!(
+        r#"import json,sys
+endless={py_endless}
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
+    elif meth=="tools/list" and endless:
+        n=int((m.get("params") or {{}}).get("cursor") or 0)
+        r={{"tools":[{{"name":"t%d"%n,"inputSchema":{{"type":"object"}}}}],"nextCursor":str(n+1)}}
+    elif meth=="tools/list":
+        r={{"tools":[{{"name":"hello","description":"Say hello.","inputSchema":{{"type":"object"}}}}]}}
+    elif meth=="ping":
+        r={{}}
+    else:
+        print(json.dumps({{"jsonrpc":"2.0","id":i,"error":{{"code":-32601,"message":"no "+meth}}}}), flush=True)
+        continue
+    print(json.dumps({{"jsonrpc":"2.0","id":i,"result":r}}), flush=True)
+"#
+    )
+}
+
+/// Review finding 3: a hub upstream whose `tools/list` always names a next page cannot grow
+/// the gateway's memory without end nor block its upstream: `/mcp` `tools/list` answers with
+/// the other upstream's tools (the endless one is left out), again and again, and the gateway
+/// stays healthy.
+#[test]
+fn a_hub_upstream_that_never_stops_paginating_is_left_out_of_the_tool_list() {
+    use rmcp::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    std::fs::write(
+        dir.path().join("helper.agf.yaml"),
+        "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: good\n      allowed_tools: [hello]\n    - alias: endless\n      allowed_tools: [t0]\n",
+    )
+    .unwrap();
+    let command = |endless: bool| {
+        serde_json::to_string(&json!(["python3", "-c", hub_upstream(endless)])).unwrap()
+    };
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n  good: {{command: {}}}\n  endless: {{command: {}}}\n",
+            hex_sha256(KEY),
+            command(false),
+            command(true)
+        ),
+    )
+    .unwrap();
+    let mut server = serve(&cfg, port);
+    let url = server.url.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                format!("{url}/mcp"),
+            )
+            .auth_header(KEY.to_string()),
+        );
+        let client = ().serve(transport).await.expect("the hub answers initialize");
+        for _ in 0..2 {
+            let list =
+                tokio::time::timeout(Duration::from_secs(120), client.peer().list_tools(None))
+                    .await
+                    .expect("the hub answers tools/list")
+                    .expect("tools/list succeeds");
+            let names: Vec<&str> = list.tools.iter().map(|t| t.name.as_ref()).collect();
+            assert_eq!(names, ["good__hello"], "{names:?}");
+        }
+        client.cancel().await.unwrap();
+    });
+    let health = reqwest::blocking::get(format!("{url}/healthz")).unwrap();
+    assert!(health.status().is_success(), "{}", health.status());
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
