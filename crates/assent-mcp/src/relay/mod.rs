@@ -4,8 +4,8 @@
 //! doc for what it does to which message). [`run`] wires the pieces and waits for either end
 //! to leave; the handlers live in `client` (client → upstream), `call` (tools/call gating,
 //! holds with progress, cancellation), `tasks` (the proxy's own MCP tasks), `upstream`
-//! (upstream → client, results) and `handshake` (era translation), over the shared `state`
-//! and `pins`.
+//! (upstream → client, results) and `handshake` (era translation), over the shared `state`,
+//! `pins` and `ids` (which ids each end may answer under).
 
 mod call;
 mod client;
