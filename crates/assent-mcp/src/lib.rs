@@ -38,6 +38,10 @@
 //! - JSON-RPC batches are refused (a batch could hide a `tools/call`), and so is a line that is
 //!   not JSON (a more lenient upstream parser could find a `tools/call` in it), and a
 //!   `tools/call` without an id is dropped.
+//! - Upstream lines are read as strictly and relayed as the proxy's serialisation. An answer
+//!   is relayed only under an id the proxy sent upstream and has not seen answered (once, in
+//!   that id's own spelling); the upstream's own requests reach the client under ids of the
+//!   proxy's, and the proxy's own questions carry random ids (`relay/ids.rs`).
 //!
 //! It is a client of the assent server, not a second policy engine: it holds no policy and
 //! fails closed when it cannot ask. The relay is hand-written rather than built on rmcp

@@ -5,7 +5,7 @@
 //! the handler's.
 
 use super::state::Hub;
-use super::upstream::Upstream;
+use super::upstream::{CALL_TIMEOUT, Upstream};
 use crate::ask::{Asker, UserAnswer};
 use crate::era;
 use crate::gateway::Gateway;
@@ -163,9 +163,17 @@ impl Call {
             params.meta = Some(m);
         }
         let called = tracing::Instrument::instrument(peer.call_tool(params), span);
-        let mut result = match called.await {
-            Ok(r) => r,
-            Err(e) => return failed(&format!("upstream `{}` failed: {e}", self.alias)).into(),
+        let mut result = match tokio::time::timeout(CALL_TIMEOUT, called).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return failed(&format!("upstream `{}` failed: {e}", self.alias)).into(),
+            Err(_) => {
+                let why = format!(
+                    "upstream `{}` did not answer within {} s",
+                    self.alias,
+                    CALL_TIMEOUT.as_secs()
+                );
+                return failed(&why).into();
+            }
         };
         // Reported before it is relayed (issue 13 §4: its `call.result` record is durable
         // first; one over its output limit also waits for an operator); withheld when that fails.

@@ -1,11 +1,12 @@
 //! The hub's upstream MCP servers: how to reach one ([`UpstreamSpec`], from `mcp_upstreams`
 //! in the gateway config), connecting to it (a child process over stdio or a streamable HTTP
-//! endpoint, within 30 s) and its tool list, cached for the pin check of a call and dropped
-//! when the upstream says its tools changed. An upstream that fails to start is kept with its
+//! endpoint, within 30 s) and its tool list (read page by page within bounds: pages, tools,
+//! time, no cursor twice), cached for the pin check of a call and dropped when the upstream
+//! says its tools changed. An upstream that fails to start is kept with its
 //! error. Gating is not done here: the call is.
 
 use rmcp::ServiceExt;
-use rmcp::model::Tool;
+use rmcp::model::{PaginatedRequestParams, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use std::collections::BTreeMap;
@@ -144,8 +145,55 @@ impl Upstream {
         {
             return Ok(list.clone());
         }
-        let list = peer.list_all_tools().await.map_err(|e| e.to_string())?;
+        let list = list_tools_bounded(peer).await?;
         *cache = Some((std::time::Instant::now(), list.clone()));
         Ok(list)
     }
+}
+
+/// At most this many tools are read from one upstream (the stdio relay's bound too).
+const MAX_TOOLS: usize = 100_000;
+
+/// At most this many pages of tools are read from one upstream.
+const MAX_PAGES: usize = 1_000;
+
+/// One upstream's whole tool list is read within this long.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the hub waits for an upstream's answer to a `tools/call` (a tool may take its
+/// time; an upstream that never answers must not hold the call forever).
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Reads `peer`'s tool list page by page (not rmcp's `list_all_tools`, which follows
+/// `nextCursor` without end): at most [`MAX_PAGES`] pages, [`MAX_TOOLS`] tools, within
+/// [`LIST_TIMEOUT`]; a cursor seen twice ends it. Errors (for this upstream only): a failed
+/// page, or a bound passed, named.
+async fn list_tools_bounded(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
+    let read = async {
+        let mut tools = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let params = PaginatedRequestParams::default().with_cursor(cursor);
+            let page = peer
+                .list_tools(Some(params))
+                .await
+                .map_err(|e| format!("tools/list failed: {e}"))?;
+            tools.extend(page.tools);
+            if tools.len() > MAX_TOOLS {
+                return Err(format!("tools/list lists more than {MAX_TOOLS} tools"));
+            }
+            match page.next_cursor {
+                None => return Ok(tools),
+                Some(c) if !seen.insert(c.clone()) => {
+                    return Err("tools/list repeats a cursor".to_string());
+                }
+                Some(c) => cursor = Some(c),
+            }
+        }
+        Err(format!("tools/list has more than {MAX_PAGES} pages"))
+    };
+    tokio::time::timeout(LIST_TIMEOUT, read)
+        .await
+        .map_err(|_| format!("tools/list did not end within {} s", LIST_TIMEOUT.as_secs()))?
 }

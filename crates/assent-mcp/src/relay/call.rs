@@ -5,6 +5,7 @@
 //! forwarded. The client closing stdin withdraws every approval still waited on
 //! ([`Relay::withdraw_waiting`]). The call's result is the upstream reader's.
 
+use super::ids::own_elicitation_id;
 use super::pins::pin_gate;
 use super::state::{Forwarded, Relay, Resume, Waiting};
 use super::tasks::TASK_APPROVAL_PREFIX;
@@ -109,15 +110,13 @@ impl Relay {
         }
     }
 
-    /// Asks the client's user by an `elicitation/create` request of the proxy's own
-    /// (`assent-elicit-N`); the answer comes back through the client reader.
+    /// Asks the client's user by an `elicitation/create` request of the proxy's own (under an
+    /// id nobody can guess, [`own_elicitation_id`]); the answer comes back through the client
+    /// reader.
     fn ask_user(&self) -> AskUser {
         let (tc, st) = (self.to_client.clone(), self.state.clone());
         Arc::new(move |question: String| {
-            let id = format!(
-                "assent-elicit-{}",
-                st.elicit_seq.fetch_add(1, Ordering::SeqCst)
-            );
+            let id = own_elicitation_id();
             let (tx, rx) = oneshot::channel::<Value>();
             st.elicits.lock().expect("elicits").insert(id.clone(), tx);
             let _ = tc.send(

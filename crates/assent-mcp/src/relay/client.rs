@@ -1,6 +1,7 @@
 //! Client → upstream: one line from the client, read strictly and routed. A line that is not
 //! JSON, is ambiguous or is a batch is refused; the client's answers to the proxy's own
-//! elicitations stay here; the tasks extension is taken out of what the upstream sees;
+//! elicitations stay here, its answers to the upstream's requests go back under the
+//! upstream's own ids, and any other answer is dropped; the tasks extension is taken out of what the upstream sees;
 //! `initialize` is noted; then the message goes to its handler (`tools/call` to the gate, the
 //! proxy's own tasks, the handshake, cancellation) or, unchanged in meaning, upstream. What
 //! goes upstream is the serialisation of the value the proxy read, never the client's bytes.
@@ -35,17 +36,9 @@ impl Relay {
             let _ = self.to_client.send(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "assent: JSON-RPC batches are not supported"}}).to_string());
             return;
         }
-        // The client's answer to the proxy's own elicitation: never for the upstream.
-        if msg.get("method").is_none()
-            && let Some(id) = msg["id"]
-                .as_str()
-                .filter(|i| i.starts_with("assent-elicit-"))
-        {
-            let waiter = self.state.elicits.lock().expect("elicits").remove(id);
-            if let Some(w) = waiter {
-                let _ = w.send(msg);
-            }
-            return;
+        // The client's answer to a request: the proxy's own or the upstream's, never another.
+        if msg.get("method").is_none() {
+            return self.on_client_answer(msg);
         }
         let mut msg = msg;
         // The proxy serves the tasks flow itself; the upstream never sees it declared.
@@ -64,6 +57,30 @@ impl Relay {
             self.note_initialize(&msg, declares_tasks);
         }
         self.route(msg, declares_tasks, resume);
+    }
+
+    /// The client's answer `msg` (no method) to a request: to one of the proxy's own
+    /// elicitations, kept here; to one of the upstream's requests, sent upstream under the
+    /// upstream's own id; any other (no id, an id nobody asked under, one answered already)
+    /// is dropped with a warning.
+    fn on_client_answer(&self, mut msg: Value) {
+        let st = &self.state;
+        let own = msg["id"]
+            .as_str()
+            .and_then(|id| st.elicits.lock().expect("elicits").remove(id));
+        if let Some(w) = own {
+            let _ = w.send(msg);
+            return;
+        }
+        let key = msg.get("id").map(Value::to_string).unwrap_or_default();
+        let upstream_id = st.from_upstream.lock().expect("from upstream").remove(&key);
+        match upstream_id {
+            Some(id) => {
+                msg["id"] = id;
+                let _ = self.to_upstream.send(msg.to_string());
+            }
+            None => tracing::warn!(id = %key, "dropped a client answer to no open request"),
+        }
     }
 
     /// Notes what a client's `initialize` declares: elicitation, the tasks extension (its

@@ -4,12 +4,13 @@
 //! doc for what it does to which message). [`run`] wires the pieces and waits for either end
 //! to leave; the handlers live in `client` (client → upstream), `call` (tools/call gating,
 //! holds with progress, cancellation), `tasks` (the proxy's own MCP tasks), `upstream`
-//! (upstream → client, results) and `handshake` (era translation), over the shared `state`
-//! and `pins`.
+//! (upstream → client, results) and `handshake` (era translation), over the shared `state`,
+//! `pins` and `ids` (which ids each end may answer under).
 
 mod call;
 mod client;
 mod handshake;
+mod ids;
 mod pins;
 mod state;
 mod tasks;
@@ -36,9 +37,12 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
     let (to_upstream, upstream_rx) = mpsc::unbounded_channel::<String>();
     let ends = state.ends.clone();
-    let client_writer = write_stdout_lines(client_rx, move |l| ends.to_client(l));
-    let ends = state.ends.clone();
-    write_lines(upstream_rx, child_in, move |l| ends.to_upstream(l));
+    let client_writer = write_stdout_lines(client_rx, move |l| Some(ends.to_client(l)));
+    let (ends, open) = (state.ends.clone(), state.upstream_open.clone());
+    // Every request to the upstream passes here: its id is noted as open before it is sent.
+    write_lines(upstream_rx, child_in, move |l| {
+        open.note(ends.to_upstream(l))
+    });
     let relay = Relay {
         state,
         to_client,

@@ -4,6 +4,7 @@
 //! the line writers. It holds no per-message logic: the handlers of `client`, `call`,
 //! `tasks` and `upstream` do.
 
+use super::ids::OpenIds;
 use super::pins::{PIN_ID_PREFIX, Pins};
 use crate::ask::UserAnswer;
 use crate::ends::Ends;
@@ -76,8 +77,14 @@ pub(super) struct State {
     pub(super) client_elicits: AtomicBool,
     /// Whether the proxy's own tools/list was sent (after `initialized`, or at the first call).
     pub(super) pins_asked: AtomicBool,
-    /// Numbers the proxy's own elicitation requests (`assent-elicit-N`).
-    pub(super) elicit_seq: AtomicU64,
+    /// Ids (JSON text) of the requests written to the upstream and not answered yet: the
+    /// only answers the upstream reader accepts, each once ([`OpenIds::note`] fills it).
+    pub(super) upstream_open: Arc<OpenIds>,
+    /// The upstream's own requests relayed to the client: the id the client saw (JSON text,
+    /// `"assent-upstream-N"`) → the upstream's id, until the client answers.
+    pub(super) from_upstream: Mutex<HashMap<String, Value>>,
+    /// Numbers the upstream's requests as the client sees them (`assent-upstream-N`).
+    pub(super) upstream_seq: AtomicU64,
 }
 
 impl State {
@@ -104,7 +111,9 @@ impl State {
             client_tasks: AtomicBool::new(false),
             client_elicits: AtomicBool::new(false),
             pins_asked: AtomicBool::new(false),
-            elicit_seq: AtomicU64::new(0),
+            upstream_open: Arc::default(),
+            from_upstream: Mutex::default(),
+            upstream_seq: AtomicU64::new(0),
         })
     }
 }
@@ -137,20 +146,25 @@ pub(super) fn ask_pins_once(asked: &AtomicBool, tu: &mpsc::UnboundedSender<Strin
     }
 }
 
-/// Writes each line from `rx` to `out` as `era(line)` and a newline, until `rx` closes or
-/// `out` fails: one writer per direction, so concurrent tasks never interleave lines, and
-/// every line crosses in its receiver's era ([`Ends`]). The lines waiting when it wakes go out
-/// in one write (one syscall, not two per line), then it flushes.
+/// Writes each line from `rx` to `out` as `era(line)` and a newline (none when `era` says
+/// `None`), until `rx` closes or `out` fails: one writer per direction, so concurrent tasks
+/// never interleave lines, and every line crosses in its receiver's era ([`Ends`]); the
+/// upstream's writer also notes each request's id as open there
+/// ([`super::ids::OpenIds::note`]). The lines waiting when it wakes go out in one write (one
+/// syscall, not two per line), then it flushes.
 pub(super) fn write_lines<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
     mut rx: mpsc::UnboundedReceiver<String>,
     mut out: W,
-    era: impl Fn(String) -> String + Send + 'static,
+    era: impl Fn(String) -> Option<String> + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut buf = Vec::new();
         while let Some(line) = rx.recv().await {
             buf.clear();
             take_lines(&mut buf, line, &mut rx, &era);
+            if buf.is_empty() {
+                continue;
+            }
             if out.write_all(&buf).await.is_err() {
                 break;
             }
@@ -165,7 +179,7 @@ pub(super) fn write_lines<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
 /// (`rx` closed and drained, or stdout failed).
 pub(super) fn write_stdout_lines(
     mut rx: mpsc::UnboundedReceiver<String>,
-    era: impl Fn(String) -> String + Send + 'static,
+    era: impl Fn(String) -> Option<String> + Send + 'static,
 ) -> oneshot::Receiver<()> {
     let (done, ended) = oneshot::channel();
     std::thread::spawn(move || {
@@ -175,6 +189,9 @@ pub(super) fn write_stdout_lines(
         while let Some(line) = rx.blocking_recv() {
             buf.clear();
             take_lines(&mut buf, line, &mut rx, &era);
+            if buf.is_empty() {
+                continue;
+            }
             if out.write_all(&buf).and_then(|()| out.flush()).is_err() {
                 break;
             }
@@ -190,11 +207,13 @@ fn take_lines(
     buf: &mut Vec<u8>,
     line: String,
     rx: &mut mpsc::UnboundedReceiver<String>,
-    era: &impl Fn(String) -> String,
+    era: &impl Fn(String) -> Option<String>,
 ) {
     let push = |buf: &mut Vec<u8>, line: String| {
-        buf.extend_from_slice(era(line).as_bytes());
-        buf.push(b'\n');
+        if let Some(line) = era(line) {
+            buf.extend_from_slice(line.as_bytes());
+            buf.push(b'\n');
+        }
     };
     push(buf, line);
     while buf.len() < 64 * 1024 {

@@ -2,10 +2,13 @@
 //! `tools/list` pages for the pin check (never relayed), lets the handshake be translated
 //! between eras, advertises the tasks extension in the answer to `initialize`, filters the
 //! client's `tools/list` to declared and pinned tools, and reports every forwarded call's
-//! result (holding one over its `output_bytes` for an operator). Every other line passes
-//! through unchanged.
+//! result (holding one over its `output_bytes` for an operator). Lines are read strictly and
+//! relayed as the proxy's serialisation of what it read; an answer is taken only under an id
+//! the relay sent and has not seen answered, and the upstream's own requests reach the client
+//! under ids of the relay's (see `ids`).
 
 use super::handshake::{Handshake, handshake};
+use super::ids::{MAX_FROM_UPSTREAM, UPSTREAM_ID_PREFIX};
 use super::pins::PIN_ID_PREFIX;
 use super::state::{Forwarded, State, ask_pins_once};
 use crate::kit::{TASKS, apply_pins, denied_result, denied_value};
@@ -13,6 +16,7 @@ use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -37,16 +41,110 @@ impl UpstreamSide {
         }
     }
 
-    /// One line from the upstream: `Break` when the reader should stop.
+    /// One line from the upstream: `Break` when the reader should stop. A request or a
+    /// notification is relayed (a request under an id of the relay's); an answer only under
+    /// an id the relay sent and that is still open ([`super::ids::OpenIds`]), once; anything
+    /// else is dropped with a warning.
     async fn on_line(&self, line: String, own_pages: &mut Vec<Value>) -> ControlFlow<()> {
-        let parsed = serde_json::from_str::<Value>(&line).ok();
-        let response = parsed
-            .as_ref()
-            .filter(|v| v.get("method").is_none() && v.get("id").is_some());
-        let Some(v) = response else {
-            return self.relay(line);
+        let Some(v) = self.read_line(&line) else {
+            return ControlFlow::Continue(());
         };
+        match (v.get("method"), v.get("id")) {
+            (Some(Value::String(_)), Some(_)) => return self.upstream_request(v),
+            (Some(Value::String(_)), None) => return self.upstream_notification(v),
+            (None, Some(_)) => {}
+            _ => {
+                tracing::warn!("dropped an upstream line that is no JSON-RPC message");
+                return ControlFlow::Continue(());
+            }
+        }
         let key = v["id"].to_string();
+        if !self.state.upstream_open.take(&key) {
+            tracing::warn!(id = %key, "dropped an upstream answer to no open request");
+            return ControlFlow::Continue(());
+        }
+        self.on_answer(&v, key, own_pages).await
+    }
+
+    /// One line from the upstream, read strictly ([`assent_core::json::parse_value`]: no
+    /// duplicate key, no number a double would change), as one JSON object. An answer that
+    /// fails that becomes a JSON-RPC error under its id (so whoever waits for it learns why);
+    /// any other such line is dropped: `None`.
+    fn read_line(&self, line: &str) -> Option<Value> {
+        if line.trim().is_empty() {
+            return None;
+        }
+        let why = match assent_core::json::parse_value(line.as_bytes()) {
+            Ok(v) if v.is_object() => return Some(v),
+            Ok(_) => "not one JSON-RPC message (a batch?)".to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(reason = %why, "refused an upstream line");
+        let lenient = serde_json::from_str::<Value>(line).ok()?;
+        let id = lenient
+            .get("id")
+            .filter(|_| lenient.get("method").is_none())?;
+        Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+            "message": format!("assent: the upstream's answer was refused: {why}")}}))
+    }
+
+    /// One of the upstream's own requests (sampling, elicitation, ping…), relayed to the
+    /// client under an id of the relay's (`assent-upstream-N`), so that it can never name one
+    /// of the relay's own requests; the client's answer goes back under the upstream's id.
+    /// With [`MAX_FROM_UPSTREAM`] open already, the upstream gets an error instead.
+    fn upstream_request(&self, mut v: Value) -> ControlFlow<()> {
+        let st = &self.state;
+        let mut open = st.from_upstream.lock().expect("from upstream");
+        if open.len() >= MAX_FROM_UPSTREAM {
+            drop(open);
+            tracing::warn!("too many upstream requests open at the client: one refused");
+            if let Some(tu) = self.to_upstream.upgrade() {
+                let _ = tu.send(
+                    json!({"jsonrpc": "2.0", "id": v["id"], "error": {"code": -32603,
+                    "message": "assent: too many requests open at the client"}})
+                    .to_string(),
+                );
+            }
+            return ControlFlow::Continue(());
+        }
+        let n = st.upstream_seq.fetch_add(1, Ordering::SeqCst);
+        let ours = json!(format!("{UPSTREAM_ID_PREFIX}{n}"));
+        open.insert(ours.to_string(), v["id"].take());
+        drop(open);
+        v["id"] = ours;
+        self.relay(v.to_string())
+    }
+
+    /// One of the upstream's notifications, relayed; its cancellation of one of its own
+    /// requests names that request by the id the client saw (and is dropped when the client
+    /// never saw it).
+    fn upstream_notification(&self, mut v: Value) -> ControlFlow<()> {
+        if v["method"] == "notifications/cancelled" {
+            let theirs = v["params"]["requestId"].clone();
+            let mut open = self.state.from_upstream.lock().expect("from upstream");
+            let ours = open
+                .iter()
+                .find(|(_, id)| **id == theirs)
+                .map(|(k, _)| k.clone());
+            let Some(ours) = ours else {
+                tracing::warn!("dropped the upstream's cancellation of no open request");
+                return ControlFlow::Continue(());
+            };
+            open.remove(&ours);
+            v["params"]["requestId"] = serde_json::from_str(&ours).unwrap_or_default();
+        }
+        self.relay(v.to_string())
+    }
+
+    /// The upstream's answer `v` under open id `key` (its JSON text), routed: the proxy's own
+    /// requests, the handshake, `initialize`, a client's `tools/list`, a forwarded call's
+    /// result, or relayed as it was read.
+    async fn on_answer(
+        &self,
+        v: &Value,
+        key: String,
+        own_pages: &mut Vec<Value>,
+    ) -> ControlFlow<()> {
         // The proxy's own tools/list: check the pins, never relay.
         if v["id"]
             .as_str()
@@ -92,11 +190,11 @@ impl UpstreamSide {
         // over its limit, held for an operator.
         let entry = st.forwarded.lock().expect("forwarded").remove(&key);
         match entry {
-            Some(f) => match self.on_result(f, v, line) {
+            Some(f) => match self.on_result(f, v) {
                 Some(line) => self.relay(line),
                 None => ControlFlow::Continue(()),
             },
-            None => self.relay(line),
+            None => self.relay(v.to_string()),
         }
     }
 
@@ -169,12 +267,13 @@ impl UpstreamSide {
         v
     }
 
-    /// A forwarded call's answer `v` (its text `line`): the result is reported (its
+    /// A forwarded call's answer `v`: the result is reported (its
     /// `call.result` record committed, issue 13 §4: no answer before its record is durable;
     /// one over its limit also waits for an operator's release), and only then relayed, or
-    /// handed to its task; a result whose report fails is withheld (fail closed). Always
-    /// `None`: the line is sent by the task this spawns.
-    fn on_result(&self, mut f: Forwarded, v: &Value, line: String) -> Option<String> {
+    /// handed to its task; a result whose report fails is withheld (fail closed). What is
+    /// relayed is the serialisation of `v`. Always `None`: the line is sent by the task this
+    /// spawns.
+    fn on_result(&self, mut f: Forwarded, v: &Value) -> Option<String> {
         let result = v.get("result").map(Value::to_string).unwrap_or_default();
         let (gw, tc, v) = (self.state.gw.clone(), self.to_client.clone(), v.clone());
         let task = f.task.take();
@@ -201,7 +300,7 @@ impl UpstreamSide {
         }
         tokio::spawn(async move {
             let out = match report.await {
-                Ok(()) => line,
+                Ok(()) => v.to_string(),
                 Err(why) => {
                     tracing::info!(reason = %why, "result withheld");
                     denied_result(&v["id"], &format!("result withheld: {why}"))

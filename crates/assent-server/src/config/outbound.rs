@@ -124,6 +124,13 @@ fn upstream_ok(alias: &str, u: &RawUpstream) -> Result<(), String> {
             "mcp_upstreams: alias `{alias}` must match ^[a-zA-Z_][a-zA-Z0-9_]*$"
         ));
     }
+    // The hub names tools `ALIAS__TOOL` and splits at the first `__`: an alias with `__` in
+    // it, or ending in `_`, would make that split name another upstream or another tool.
+    if alias.contains("__") || alias.ends_with('_') {
+        return Err(format!(
+            "mcp_upstreams: alias `{alias}` must not contain `__` nor end in `_` (tools are named ALIAS__TOOL)"
+        ));
+    }
     match (&u.url, u.command.is_empty()) {
         (Some(_), false) => {
             return Err(format!(
