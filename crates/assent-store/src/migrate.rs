@@ -65,6 +65,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(20, "0020_traceparent"),
     migration!(21, "0021_slack"),
     migration!(22, "0022_session_risk"),
+    // 23 on this branch only (0023 is another change): the lead renumbers it 24 at merge.
+    migration!(23, "0024_pin_scope"),
 ];
 
 /// The schema version this binary writes (the last migration's number).
