@@ -133,6 +133,8 @@ pub(crate) fn pinned(
     .optional()
 }
 
+/// A `tool_reviews` row read with [`REVIEW_COLS`] as a [`ToolReview`] (no `pinned` nor
+/// `diff` yet; an unknown status reads as `rejected`: fail closed).
 pub(crate) fn review_row(r: &db::Row<'_>) -> db::Result<ToolReview> {
     let status: String = r.get("status")?;
     from_row!(r => ToolReview {
@@ -145,6 +147,7 @@ pub(crate) fn review_row(r: &db::Row<'_>) -> db::Result<ToolReview> {
     })
 }
 
+/// The columns [`review_row`] reads.
 pub(crate) const REVIEW_COLS: &str = "id, scope, server, tool, fingerprint, definition, seen_at, seen_by, status, decided_by, decided_at";
 
 /// A [`ToolState`] of tool `name`.
