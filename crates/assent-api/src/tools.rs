@@ -4,9 +4,30 @@
 //! tools an agent declares for an MCP server
 //! (`GET /v1/agents/{agent}/mcp-servers/{alias}/tools`). Tool definitions stay
 //! `serde_json::Value` (they are the upstream's).
+//!
+//! A report pins for whoever made it: an agent's own relay for that agent alone; the MCP hub
+//! inside `assent serve` (the gateway's own upstreams) for every agent, which it proves with
+//! the process's [`hub_token`] (set by the hub, read by the gateway in the same process) in a
+//! [`ToolCheckReport`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::OnceLock;
+
+static HUB_TOKEN: OnceLock<String> = OnceLock::new();
+
+/// This process's MCP hub token, made by `make` on the first call (the hub passes a random
+/// secret of at least 128 bits) and the same ever after. It never leaves the process but in
+/// [`ToolCheckReport::hub_token`] to the gateway the hub reports to: a gateway in the same
+/// process (`assent serve` with `mcp_upstreams`) takes such a report as its own hub's.
+pub fn hub_token_init(make: impl FnOnce() -> String) -> &'static str {
+    HUB_TOKEN.get_or_init(make)
+}
+
+/// This process's MCP hub token, `None` when no hub runs in it ([`hub_token_init`]).
+pub fn hub_token() -> Option<&'static str> {
+    HUB_TOKEN.get().map(String::as_str)
+}
 
 /// `POST /v1/tools/check` (an agent key; the MCP proxy): the upstream's `tools/list` entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -19,6 +40,25 @@ pub struct ToolCheckRequest {
     pub server: String,
     /// At most 10000 tool definitions, each with a string `name`.
     pub tools: Vec<Value>,
+}
+
+/// `POST /v1/tools/check` as the gateway reads it: a [`ToolCheckRequest`], or the same
+/// fields and `hub_token` from the MCP hub of `assent serve` to its own gateway. With the
+/// process's [`hub_token`] the report pins the gateway's upstream for every agent; without
+/// it, or with any other value, the report pins for `agent` alone (as every relay's does).
+/// Not in the OpenAPI document: no client but that hub sends `hub_token`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCheckReport {
+    /// The agent; must be the key's own agent.
+    pub agent: String,
+    /// The MCP server alias; must be declared by the agent.
+    pub server: String,
+    /// At most 10000 tool definitions, each with a string `name`.
+    pub tools: Vec<Value>,
+    /// The hub's proof that it runs in the gateway's process ([`hub_token`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub_token: Option<String>,
 }
 
 /// The gateway's word on each reported tool.

@@ -89,6 +89,11 @@ impl ReviewStatus {
 pub struct ToolReview {
     /// Review id, UUID v4.
     pub id: String,
+    /// Whose it is: the agent whose own MCP relay reported it (`POST /v1/tools/check`), the
+    /// only agent it concerns; `null`: the gateway's own MCP hub (the upstreams of its config),
+    /// which holds and shows it for every agent.
+    #[serde(default)]
+    pub agent: Option<String>,
     /// The MCP server alias.
     pub server: String,
     /// The tool name.
@@ -127,6 +132,11 @@ pub struct ToolReview {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolPin {
+    /// Whose it is: the agent whose own MCP relay reported it (`POST /v1/tools/check`), the
+    /// only agent it concerns; `null`: the gateway's own MCP hub (the upstreams of its config),
+    /// which holds and shows it for every agent.
+    #[serde(default)]
+    pub agent: Option<String>,
     /// The MCP server alias.
     pub server: String,
     /// The tool name.

@@ -2,7 +2,10 @@
 //!
 //! - `POST /v1/tools/check` (agent; the MCP proxy): `{"agent", "server", "tools": [TOOL...]}`
 //!   with the upstream's `tools/list` entries → `{"tools": [{"name", "state": "pinned" |
-//!   "first_use" | "held", "review_id"?, "review_status"?, "pinned"?}]}`.
+//!   "first_use" | "held", "review_id"?, "review_status"?, "pinned"?}]}`. An agent's report
+//!   pins and holds for that agent alone; the gateway's own MCP hub's (it adds the process's
+//!   `hub_token`) for every agent (`assent_store::pins::PinScope`). `429
+//!   TOO_MANY_PENDING_REVIEWS` past the reporter's pending reviews per server.
 //! - `GET /v1/tools/reviews[?status=pending|accepted|rejected|all]` (operator): reviews with the
 //!   new and the pinned definition and an RFC 6902 `diff` between them.
 //! - `GET /v1/tools/reviews/{id}?wait=S` (any principal): one review; `wait` long-polls while it
@@ -22,14 +25,18 @@ use crate::extract::{ReportTools, ReviewTools};
 use crate::state::{AppState, now_ms};
 use crate::waiters::{Look, review_key};
 use assent_api::tools::ToolReviewList;
-use assent_api::tools::{ToolCheckRequest, ToolCheckResponse, ToolPinList};
+use assent_api::tools::{ToolCheckReport, ToolCheckResponse, ToolPinList};
 use assent_core::pin::{PinState, ReviewStatus, ToolReview};
+use assent_store::pins::{PinCheckError, PinScope};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
+
+/// The most tool definitions one report may carry.
+const MAX_TOOLS: usize = 10_000;
 
 /// A review as the API shows it: the store's row with the RFC 6902 `diff` from the pinned to
 /// the new definition when one was pinned.
@@ -41,14 +48,33 @@ fn review(mut r: ToolReview) -> ToolReview {
     r
 }
 
-/// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list.
+/// Whether `token` is this process's MCP hub token ([`assent_api::tools::hub_token`]; compared
+/// in constant time): the report comes from the hub of this very gateway.
+fn from_own_hub(token: Option<&str>) -> bool {
+    use subtle::ConstantTimeEq as _;
+    match (token, assent_api::tools::hub_token()) {
+        (Some(t), Some(own)) => bool::from(t.as_bytes().ct_eq(own.as_bytes())),
+        _ => false,
+    }
+}
+
+impl crate::agent_json::NamesAgent for ToolCheckReport {
+    fn agent(&self) -> &str {
+        &self.agent
+    }
+}
+
+/// `POST /v1/tools/check` (the agent itself): pins or holds its upstream's tool list — for
+/// the agent alone (its own relay), or for every agent when the gateway's own MCP hub reports
+/// (`hub_token`). `429 TOO_MANY_PENDING_REVIEWS` past the reporter's cap of pending reviews
+/// per server (nothing stored).
 #[utoipa::path(post, path = "/v1/tools/check", tag = "around",
     request_body = assent_api::tools::ToolCheckRequest,
     responses((status = 200, description = "OK", body = assent_api::tools::ToolCheckResponse)),
     security(("agent_key" = [])))]
 pub(crate) async fn check(
     State(st): State<AppState>,
-    AgentJson(_, b): AgentJsonOneRefusal<ReportTools, ToolCheckRequest>,
+    AgentJson(_, b): AgentJsonOneRefusal<ReportTools, ToolCheckReport>,
 ) -> Result<Body<ToolCheckResponse>, ApiError> {
     let declared = st
         .registry()
@@ -61,14 +87,31 @@ pub(crate) async fn check(
             b.server, b.agent
         )));
     }
-    if b.tools.len() > 10_000 || b.tools.iter().any(|t| !t["name"].is_string()) {
-        return Err(ApiError::bad_request(
-            "tools: at most 10000 tool definitions, each with a string `name`",
-        ));
+    if b.tools.len() > MAX_TOOLS || b.tools.iter().any(|t| !t["name"].is_string()) {
+        return Err(ApiError::bad_request(format!(
+            "tools: at most {MAX_TOOLS} tool definitions, each with a string `name`"
+        )));
     }
+    let hub = from_own_hub(b.hub_token.as_deref());
     let list = st
-        .store_call(move |s| s.check_tools_read_first(&b.server, &b.tools, &b.agent, now_ms()))
-        .await?;
+        .store_task(move |s| {
+            let scope = if hub {
+                PinScope::Gateway
+            } else {
+                PinScope::Agent(&b.agent)
+            };
+            s.check_tools_read_first(scope, &b.server, &b.tools, &b.agent, now_ms())
+        })
+        .await?
+        .map_err(|e| match e {
+            e @ PinCheckError::TooManyPending { .. } => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "TOO_MANY_PENDING_REVIEWS",
+                e.to_string(),
+            ),
+            e @ PinCheckError::NoReporter => ApiError::bad_request(e.to_string()),
+            PinCheckError::Store(e) => ApiError::unavailable(e),
+        })?;
     if list.iter().any(|t| t.state != PinState::Pinned) {
         st.changed();
     }

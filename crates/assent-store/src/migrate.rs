@@ -66,6 +66,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(21, "0021_slack"),
     migration!(22, "0022_session_risk"),
     migration!(23, "0023_security_backlog"),
+    migration!(24, "0024_pin_scope"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -1,43 +1,49 @@
-//! The read-only fast path of a tool-pin check (issue 13 §4: fewer writes per allowed MCP
-//! call). The hub checks the called tool's pin on every call; [`Store::check_tools`] is a write
+//! The read side of tool pinning: the read-only fast path of a tool-pin check (issue 13 §4:
+//! fewer writes per allowed MCP call) and the operator's lists of reviews and pins.
+//!
+//! The hub checks the called tool's pin on every call; [`Store::check_tools`] is a write
 //! transaction even when every tool matches its pin and nothing is written. Here the pins are
 //! read first, in one read snapshot; only when some tool is not pinned with exactly its
 //! fingerprint (new, changed, under review, or a server never seen) does the check become the
 //! write, which decides everything again inside its own transaction. What the read answers is
-//! exactly what the write would answer for those tools: "pinned", with the pinned definition.
+//! exactly what the write would answer for those tools: "pinned", with the pinned definition
+//! that holds in the reporter's scope (its own, else the gateway's).
 
-use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
-use crate::params;
-use crate::pins::fingerprint;
-use crate::sql::json_or_default;
+use crate::pins::{PinCheckError, PinScope, REVIEW_COLS, fingerprint, owner, pinned, review_row};
+use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
-use assent_core::pin::{PinState, ToolState};
+use assent_core::pin::{PinState, ToolPin, ToolReview, ToolState};
 use serde_json::Value;
 
 impl Store {
-    /// [`Store::check_tools`] of `tools` advertised by `server`, answered from a read when every
-    /// tool with a string `name` matches its pin (all `Pinned`, nothing written); otherwise
-    /// the write transaction of [`Store::check_tools`] (pins, reviews, audit records). Errors:
-    /// `Db`.
+    /// [`Store::check_tools`] of `tools` advertised by `server` in `scope`, answered from a
+    /// read when every tool with a string `name` matches the pin that holds in `scope` (all
+    /// `Pinned`, nothing written); otherwise the write transaction of [`Store::check_tools`]
+    /// (pins, reviews, audit records). Errors: those of [`Store::check_tools`].
     pub fn check_tools_read_first(
         &self,
+        scope: PinScope<'_>,
         server: &str,
         tools: &[Value],
-        agent: &str,
+        actor: &str,
         now: i64,
-    ) -> Result<Vec<ToolState>, StoreError> {
-        if let Some(all) = self.all_pinned(server, tools)? {
+    ) -> Result<Vec<ToolState>, PinCheckError> {
+        if scope.key().is_empty() && scope != PinScope::Gateway {
+            return Err(PinCheckError::NoReporter);
+        }
+        if let Some(all) = self.all_pinned(scope, server, tools)? {
             return Ok(all);
         }
-        self.check_tools(server, tools, agent, now)
+        self.check_tools(scope, server, tools, actor, now)
     }
 
     /// Every tool of `tools` (with a string `name`; others are skipped, as the write skips
-    /// them) as `Pinned` with its pinned definition, when each one's fingerprint is its pin's;
-    /// `None` as soon as one is not (or `tools` has none).
+    /// them) as `Pinned` with its pinned definition, when each one's fingerprint is the pin's
+    /// that holds in `scope`; `None` as soon as one is not (or `tools` has none).
     fn all_pinned(
         &self,
+        scope: PinScope<'_>,
         server: &str,
         tools: &[Value],
     ) -> Result<Option<Vec<ToolState>>, StoreError> {
@@ -48,15 +54,7 @@ impl Store {
                 let Some(name) = t["name"].as_str() else {
                     continue;
                 };
-                let pin: Option<(String, Value)> = c
-                    .prepare_cached(
-                        "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2",
-                    )?
-                    .query_row(params![server, name], |r| {
-                        Ok((r.get(0)?, json_or_default(r, 1)?))
-                    })
-                    .optional()?;
-                match pin {
+                match pinned(c, scope.key(), server, name)? {
                     Some((fp, def)) if fp == fingerprint(t) => out.push(ToolState {
                         name: name.into(),
                         state: PinState::Pinned,
@@ -69,5 +67,50 @@ impl Store {
             }
             Ok((!out.is_empty()).then_some(out))
         })?)
+    }
+
+    /// Reviews, newest first, each with the pin it would replace in its own scope; only
+    /// those with `status` when given.
+    pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
+        let guard = self.lock();
+        let conn = guard.conn();
+        let sql = format!(
+            "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
+        );
+        let mut list = sql::rows(conn, &sql, [status], review_row)?;
+        for r in &mut list {
+            let scope = r.agent.as_deref().unwrap_or("");
+            r.pinned = pinned(conn, scope, &r.server, &r.tool)?.map(|p| p.1);
+        }
+        Ok(list)
+    }
+
+    /// One review, with the pin it would replace in its own scope.
+    pub fn tool_review(&self, id: &str) -> Result<Option<ToolReview>, StoreError> {
+        let guard = self.lock();
+        let conn = guard.conn();
+        let sql = format!("SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1");
+        let Some(mut r) = sql::rows(conn, &sql, [id], review_row)?.pop() else {
+            return Ok(None);
+        };
+        let scope = r.agent.as_deref().unwrap_or("");
+        r.pinned = pinned(conn, scope, &r.server, &r.tool)?.map(|p| p.1);
+        Ok(Some(r))
+    }
+
+    /// Every pin, the gateway's first, then by agent, server and tool.
+    pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
+        Ok(sql::rows(
+            self.lock().conn(),
+            "SELECT scope, server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY scope, server, tool",
+            [],
+            |r| {
+                from_row!(r => ToolPin {
+                    server, tool, fingerprint, pinned_by, pinned_at,
+                    agent: owner(r.get("scope")?),
+                    definition: json_or_default(r, "definition")?,
+                })
+            },
+        )?)
     }
 }

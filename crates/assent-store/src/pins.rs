@@ -4,15 +4,108 @@
 //! its pin, or a tool that appears after the server was first seen, gets a pending *review*;
 //! its calls are refused until an operator accepts the new definition, which becomes the pin.
 //! Every pin, change and review decision is an audit record.
+//!
+//! Pins, reviews and servers seen belong to whoever reported the definitions ([`PinScope`]):
+//! the gateway's own MCP hub (the upstreams of its config) for every agent, or one agent's own
+//! relay (`POST /v1/tools/check`) for that agent alone. An agent's report is checked against
+//! its own pins first and then the gateway's (a trusted baseline), never another agent's; its
+//! reviews hold only its own calls, and it may have at most [`AGENT_PENDING_CAP`] pending per
+//! server.
 
 use crate::audit;
-use crate::db::{self, Change, Conn, OptionalExtension as _};
+use crate::db::{self, Change, Conn, OptionalExtension as _, Tx};
 use crate::error::StoreError;
 use crate::params;
-use crate::sql::{self, from_row, json_or_default};
+use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
-use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolState};
+use assent_core::pin::{PinState, ReviewStatus, ToolReview, ToolState};
 use serde_json::{Value, json};
+
+/// Pending reviews one agent's reports may have per server; a report that would pass it is
+/// refused whole ([`PinCheckError::TooManyPending`]).
+pub const AGENT_PENDING_CAP: usize = 100;
+
+/// Pending reviews the gateway's hub may have per server: one whole tool list (the
+/// server's 10000 definitions per report).
+pub const GATEWAY_PENDING_CAP: usize = 10_000;
+
+/// Who reported a tool list, and so whose pins, reviews and servers seen it reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinScope<'a> {
+    /// The gateway's own MCP hub reporting an upstream of its config: pins and reviews that
+    /// hold for every agent (stored with scope `''`).
+    Gateway,
+    /// The named agent's own relay: pins and reviews of that agent only (scope: its name,
+    /// never empty).
+    Agent(&'a str),
+}
+
+impl PinScope<'_> {
+    /// The stored `scope` column: `''` for the gateway, else the agent.
+    pub fn key(&self) -> &str {
+        match self {
+            PinScope::Gateway => "",
+            PinScope::Agent(a) => a,
+        }
+    }
+
+    /// The most pending reviews per server ([`AGENT_PENDING_CAP`], [`GATEWAY_PENDING_CAP`]).
+    pub fn pending_cap(&self) -> usize {
+        match self {
+            PinScope::Gateway => GATEWAY_PENDING_CAP,
+            PinScope::Agent(_) => AGENT_PENDING_CAP,
+        }
+    }
+
+    /// The audit data naming the reporter: `{"scope": "gateway", "reporter": "hub"}` or
+    /// `{"scope": "agent", "reporter": AGENT}`.
+    fn audit(&self) -> (&'static str, &str) {
+        match self {
+            PinScope::Gateway => ("gateway", "hub"),
+            PinScope::Agent(a) => ("agent", a),
+        }
+    }
+}
+
+/// The stored scope `key` as a review's or pin's owner: `None` for the gateway.
+pub(crate) fn owner(key: String) -> Option<String> {
+    (!key.is_empty()).then_some(key)
+}
+
+/// Why a tool list was not checked.
+#[derive(Debug, thiserror::Error)]
+pub enum PinCheckError {
+    /// The report would take the reporter's pending reviews of the server past its cap
+    /// ([`PinScope::pending_cap`]); nothing was stored (the server's `429
+    /// TOO_MANY_PENDING_REVIEWS`).
+    #[error(
+        "{server}: this report would take its reporter's pending tool reviews past {cap}; nothing of it was stored (an operator decides the pending ones first)"
+    )]
+    TooManyPending {
+        /// The MCP server alias.
+        server: String,
+        /// The cap.
+        cap: usize,
+    },
+    /// An agent scope with an empty name (it would be the gateway's).
+    #[error("a tool list must be reported by a named agent or the gateway")]
+    NoReporter,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for PinCheckError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(e.into())
+    }
+}
+impl From<db::DbError> for PinCheckError {
+    fn from(e: db::DbError) -> Self {
+        Self::Store(e.into())
+    }
+}
+impl db::Settles for PinCheckError {}
 
 /// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of
 /// `{"name", "description", "inputSchema"}` (missing fields as `null`).
@@ -23,20 +116,30 @@ pub fn fingerprint(tool: &Value) -> String {
     assent_core::canonical::sha256_hex(text.as_bytes())
 }
 
-fn pinned(conn: Conn<'_>, server: &str, tool: &str) -> db::Result<Option<(String, Value)>> {
+/// The pin of `server`/`tool` that holds in scope `scope` (a stored key): its own, else the
+/// gateway's (the baseline every agent's report is checked against).
+pub(crate) fn pinned(
+    conn: Conn<'_>,
+    scope: &str,
+    server: &str,
+    tool: &str,
+) -> db::Result<Option<(String, Value)>> {
     conn.prepare_cached(
-        "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2",
+        "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2 AND (scope = ?3 OR scope = '') ORDER BY scope DESC LIMIT 1",
     )?
-    .query_row(crate::params![server, tool], |r| {
+    .query_row(crate::params![server, tool, scope], |r| {
         Ok((r.get(0)?, json_or_default(r, 1)?))
     })
     .optional()
 }
 
-fn review_row(r: &db::Row<'_>) -> db::Result<ToolReview> {
+/// A `tool_reviews` row read with [`REVIEW_COLS`] as a [`ToolReview`] (no `pinned` nor
+/// `diff` yet; an unknown status reads as `rejected`: fail closed).
+pub(crate) fn review_row(r: &db::Row<'_>) -> db::Result<ToolReview> {
     let status: String = r.get("status")?;
     from_row!(r => ToolReview {
         id, server, tool, fingerprint, seen_by, decided_by, seen_at, decided_at,
+        agent: owner(r.get("scope")?),
         status: ReviewStatus::parse(&status).unwrap_or(ReviewStatus::Rejected),
         definition: json_or_default(r, "definition")?,
         pinned: None,
@@ -44,174 +147,185 @@ fn review_row(r: &db::Row<'_>) -> db::Result<ToolReview> {
     })
 }
 
-const REVIEW_COLS: &str =
-    "id, server, tool, fingerprint, definition, seen_at, seen_by, status, decided_by, decided_at";
+/// The columns [`review_row`] reads.
+pub(crate) const REVIEW_COLS: &str = "id, scope, server, tool, fingerprint, definition, seen_at, seen_by, status, decided_by, decided_at";
 
-/// A forwarded call's result, reported to [`Store::record_result`].
-#[derive(Debug, Clone, Copy)]
-pub struct ReportedResult<'a> {
-    /// The agent whose call it was.
-    pub agent: &'a str,
-    /// Its session.
-    pub session_id: &'a str,
-    /// The call's tool.
-    pub tool: &'a str,
-    /// The call's MCP server alias.
-    pub server: Option<&'a str>,
-    /// The approval the call ran under, when it was held.
-    pub approval_id: Option<&'a str>,
-    /// The `call.result` audit data (call hash, result SHA-256, size).
-    pub data: &'a Value,
-    /// What the call brings into its session (`Registry::effects_of`).
-    pub effects: assent_core::session_risk::Effects,
+/// A [`ToolState`] of tool `name`.
+fn state(
+    name: &str,
+    state: PinState,
+    review: Option<(String, ReviewStatus)>,
+    pinned: Option<Value>,
+) -> ToolState {
+    let (review_id, review_status) = review.map_or((None, None), |(i, s)| (Some(i), Some(s)));
+    ToolState {
+        name: name.into(),
+        state,
+        review_id,
+        review_status,
+        pinned,
+    }
+}
+
+/// One report's check, tool by tool, inside its write transaction.
+struct Report<'a> {
+    scope: PinScope<'a>,
+    server: &'a str,
+    /// The agent whose session (relay, or hub session) reported it: the records' actor.
+    actor: &'a str,
+    now: i64,
+    /// Whether the server was seen before in this scope or the gateway's (else: first use).
+    seen: bool,
+    /// The scope's pending reviews of the server, this report's new ones included.
+    pending: usize,
+}
+
+impl Report<'_> {
+    /// The audit data of one tool: `extra` with the server, tool, fingerprint and reporter.
+    fn data(&self, name: &str, fp: &str, extra: Value) -> Value {
+        let (scope, reporter) = self.scope.audit();
+        let mut d = json!({"server": self.server, "tool": name, "fingerprint": fp,
+                           "scope": scope, "reporter": reporter});
+        if let (Value::Object(d), Value::Object(x)) = (&mut d, extra) {
+            d.extend(x);
+        }
+        d
+    }
+
+    /// Tool `t` (named `name`): pinned, pinned now (first use), or held by its review.
+    fn check(&mut self, tx: &Tx<'_>, name: &str, t: &Value) -> Result<ToolState, PinCheckError> {
+        let fp = fingerprint(t);
+        let key = self.scope.key();
+        match pinned(**tx, key, self.server, name)? {
+            Some((pfp, def)) if pfp == fp => Ok(state(name, PinState::Pinned, None, Some(def))),
+            None if !self.seen => {
+                tx.prepare_cached("INSERT INTO tool_pins (scope, server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6,'trust-on-first-use')")?
+                    .execute(params![key, self.server, name, fp, t.to_string(), self.now])?;
+                let data = self.data(name, &fp, json!({"by": "trust-on-first-use"}));
+                audit::append(**tx, self.now, "tool.pinned", None, self.actor, &data)?;
+                Ok(state(name, PinState::FirstUse, None, Some(t.clone())))
+            }
+            pin => {
+                let review = self.review(tx, name, t, &fp, pin.as_ref().map(|p| p.0.as_str()))?;
+                Ok(state(name, PinState::Held, Some(review), pin.map(|p| p.1)))
+            }
+        }
+    }
+
+    /// The review of tool `t` at fingerprint `fp` in the scope, created (`tool.changed`, or
+    /// `tool.new` when nothing was pinned) when there is none yet, within the scope's cap.
+    fn review(
+        &mut self,
+        tx: &Tx<'_>,
+        name: &str,
+        t: &Value,
+        fp: &str,
+        pinned_fp: Option<&str>,
+    ) -> Result<(String, ReviewStatus), PinCheckError> {
+        let key = self.scope.key();
+        let existing: Option<(String, String)> = tx
+            .prepare_cached("SELECT id, status FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND tool = ?3 AND fingerprint = ?4")?
+            .query_row(params![key, self.server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((id, status)) = existing {
+            return Ok((
+                id,
+                ReviewStatus::parse(&status).unwrap_or(ReviewStatus::Rejected),
+            ));
+        }
+        let cap = self.scope.pending_cap();
+        if self.pending >= cap {
+            return Err(PinCheckError::TooManyPending {
+                server: self.server.to_string(),
+                cap,
+            });
+        }
+        self.pending += 1;
+        let id = uuid::Uuid::new_v4().to_string();
+        tx.prepare_cached("INSERT INTO tool_reviews (id, scope, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,'pending')")?
+            .execute(params![id, key, self.server, name, fp, t.to_string(), self.now, self.actor])?;
+        let kind = if pinned_fp.is_some() {
+            "tool.changed"
+        } else {
+            "tool.new"
+        };
+        let data = self.data(
+            name,
+            fp,
+            json!({"pinned_fingerprint": pinned_fp, "review_id": id}),
+        );
+        audit::append(**tx, self.now, kind, None, self.actor, &data)?;
+        Ok((id, ReviewStatus::Pending))
+    }
 }
 
 impl Store {
     /// Checks the tools an upstream advertises (`tools/list` entries) against the pins of
-    /// `server`, in one transaction: a server never seen is pinned as it is
-    /// (`tool.pinned`, trust on first use); otherwise a tool matching its pin is `pinned`, and
-    /// any other gets (or keeps) a review (`tool.changed` / `tool.new` when it is created).
+    /// `server` that hold in `scope` (its own, then the gateway's), in one transaction: a
+    /// server never seen in either is pinned as it is in `scope` (`tool.pinned`, trust on
+    /// first use); otherwise a tool matching its pin is `pinned`, and any other gets (or
+    /// keeps) a review in `scope` (`tool.changed` / `tool.new` when it is created). `actor`
+    /// is the agent whose session reported it (the records' actor; their data names the
+    /// scope and reporter). Errors: `TooManyPending` past the scope's cap (nothing stored),
+    /// `NoReporter` for an unnamed agent, `Store`.
     pub fn check_tools(
         &self,
+        scope: PinScope<'_>,
         server: &str,
         tools: &[Value],
-        agent: &str,
+        actor: &str,
         now: i64,
-    ) -> Result<Vec<ToolState>, StoreError> {
+    ) -> Result<Vec<ToolState>, PinCheckError> {
+        if scope.key().is_empty() && scope != PinScope::Gateway {
+            return Err(PinCheckError::NoReporter);
+        }
+        let key = scope.key();
         self.write(|tx| {
-            let seen: bool = tx
-                .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1")?
-                .query_row([server], |_| Ok(()))
+            let seen = tx
+                .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1 AND (scope = ?2 OR scope = '') LIMIT 1")?
+                .query_row(params![server, key], |_| Ok(()))
                 .optional()?
                 .is_some();
             if !seen {
-                tx.prepare_cached("INSERT INTO tool_servers (server, first_seen) VALUES (?1, ?2)")?
-                    .execute(params![server, now])?;
+                tx.prepare_cached("INSERT INTO tool_servers (scope, server, first_seen) VALUES (?1, ?2, ?3)")?
+                    .execute(params![key, server, now])?;
             }
+            let pending: i64 = tx
+                .prepare_cached("SELECT count(*) FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND status = 'pending'")?
+                .query_row(params![key, server], |r| r.get(0))?;
+            let mut report = Report {
+                scope,
+                server,
+                actor,
+                now,
+                seen,
+                pending: usize::try_from(pending).unwrap_or(usize::MAX),
+            };
             let mut out = Vec::with_capacity(tools.len());
             for t in tools {
-                let Some(name) = t["name"].as_str() else {
-                    continue;
-                };
-                let fp = fingerprint(t);
-                let pin = pinned(**tx, server, name)?;
-                match pin {
-                    Some((pfp, def)) if pfp == fp => out.push(ToolState {
-                        name: name.into(),
-                        state: PinState::Pinned,
-                        review_id: None,
-                        review_status: None,
-                        pinned: Some(def),
-                    }),
-                    None if !seen => {
-                        tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,'trust-on-first-use')")?
-                            .execute(params![server, name, fp, t.to_string(), now])?;
-                        audit::append(
-                            **tx,
-                            now,
-                            "tool.pinned",
-                            None,
-                            agent,
-                            &json!({"server": server, "tool": name, "fingerprint": fp, "by": "trust-on-first-use"}),
-                        )?;
-                        out.push(ToolState {
-                            name: name.into(),
-                            state: PinState::FirstUse,
-                            review_id: None,
-                            review_status: None,
-                            pinned: Some(t.clone()),
-                        });
-                    }
-                    pin => {
-                        let existing: Option<(String, String)> = tx
-                            .prepare_cached("SELECT id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND fingerprint = ?3")?
-                            .query_row(params![server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
-                            .optional()?;
-                        let (id, status) = match existing {
-                            Some(x) => x,
-                            None => {
-                                let id = uuid::Uuid::new_v4().to_string();
-                                tx.prepare_cached("INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')")?
-                                    .execute(params![id, server, name, fp, t.to_string(), now, agent])?;
-                                audit::append(
-                                    **tx,
-                                    now,
-                                    if pin.is_some() {
-                                        "tool.changed"
-                                    } else {
-                                        "tool.new"
-                                    },
-                                    None,
-                                    agent,
-                                    &json!({"server": server, "tool": name, "fingerprint": fp,
-                                            "pinned_fingerprint": pin.as_ref().map(|p| &p.0), "review_id": id}),
-                                )?;
-                                (id, ReviewStatus::Pending.as_str().to_string())
-                            }
-                        };
-                        out.push(ToolState {
-                            name: name.into(),
-                            state: PinState::Held,
-                            review_id: Some(id),
-                            review_status: Some(
-                                ReviewStatus::parse(&status).unwrap_or(ReviewStatus::Rejected),
-                            ),
-                            pinned: pin.map(|p| p.1),
-                        });
-                    }
+                if let Some(name) = t["name"].as_str() {
+                    out.push(report.check(tx, name, t)?);
                 }
             }
             Ok(out)
         })
     }
 
-    /// Whether calls of `server`/`tool` must wait: the id of a pending review of it, if any.
+    /// Whether `agent`'s calls of `server`/`tool` must wait: the id of the oldest pending
+    /// review of it in the gateway's scope or `agent`'s own, if any (what holds its
+    /// proposals).
     pub fn pending_tool_review(
         &self,
+        agent: &str,
         server: &str,
         tool: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(self.lock().conn().prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at LIMIT 1")?
-            .query_row(params![server, tool], |r| r.get(0))
-            .optional()?)
+        Ok(pending_review(self.lock().conn(), agent, server, tool)?)
     }
 
-    /// Reviews, newest first; only those with `status` when given.
-    pub fn tool_reviews(&self, status: Option<&str>) -> Result<Vec<ToolReview>, StoreError> {
-        let guard = self.lock();
-        let conn = guard.conn();
-        let sql = format!(
-            "SELECT {REVIEW_COLS} FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC"
-        );
-        let mut list = sql::rows(conn, &sql, [status], review_row)?;
-        for r in &mut list {
-            r.pinned = pinned(conn, &r.server, &r.tool)?.map(|p| p.1);
-        }
-        Ok(list)
-    }
-
-    /// One review.
-    pub fn tool_review(&self, id: &str) -> Result<Option<ToolReview>, StoreError> {
-        let guard = self.lock();
-        let conn = guard.conn();
-        let r = conn
-            .prepare_cached(&format!(
-                "SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1"
-            ))?
-            .query_row([id], review_row)
-            .optional()?;
-        Ok(match r {
-            Some(mut r) => {
-                r.pinned = pinned(conn, &r.server, &r.tool)?.map(|p| p.1);
-                Some(r)
-            }
-            None => None,
-        })
-    }
-
-    /// Decides a pending review (`accept`: the new definition becomes the pin, `tool.accepted`;
-    /// otherwise `tool.rejected`). `Ok(None)` when there is no such review; `Err(Invalid)` when
-    /// it was decided already.
+    /// Decides a pending review (`accept`: the new definition becomes the pin in the review's
+    /// scope, `tool.accepted`; otherwise `tool.rejected`). `Ok(None)` when there is no such
+    /// review; `Err(Invalid)` when it was decided already.
     pub fn decide_tool_review(
         &self,
         id: &str,
@@ -238,10 +352,11 @@ impl Store {
             let status = if accept { "accepted" } else { "rejected" };
             tx.prepare_cached("UPDATE tool_reviews SET status = ?2, decided_by = ?3, decided_at = ?4 WHERE id = ?1")?
                 .execute(params![id, status, actor, now])?;
+            let scope = r.agent.as_deref().unwrap_or("");
             if accept {
-                tx.prepare_cached("INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6)
-                    ON CONFLICT (server, tool) DO UPDATE SET fingerprint = excluded.fingerprint, definition = excluded.definition, pinned_at = excluded.pinned_at, pinned_by = excluded.pinned_by")?
-                    .execute(params![r.server, r.tool, r.fingerprint, r.definition.to_string(), now, actor])?;
+                tx.prepare_cached("INSERT INTO tool_pins (scope, server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6,?7)
+                    ON CONFLICT (scope, server, tool) DO UPDATE SET fingerprint = excluded.fingerprint, definition = excluded.definition, pinned_at = excluded.pinned_at, pinned_by = excluded.pinned_by")?
+                    .execute(params![scope, r.server, r.tool, r.fingerprint, r.definition.to_string(), now, actor])?;
                 // Other pending versions of the same tool stay pending: each is reviewed alone.
             }
             audit::append(
@@ -254,7 +369,8 @@ impl Store {
                 },
                 None,
                 actor,
-                &json!({"server": r.server, "tool": r.tool, "fingerprint": r.fingerprint, "review_id": id}),
+                &json!({"server": r.server, "tool": r.tool, "fingerprint": r.fingerprint, "review_id": id,
+                        "scope": if r.agent.is_some() { "agent" } else { "gateway" }, "agent": r.agent}),
             )?;
             tx.changed(Change::Review(id.to_string()));
             Ok(true)
@@ -264,7 +380,41 @@ impl Store {
         }
         self.tool_review(id)
     }
+}
 
+/// The oldest pending review of `server`/`tool` that holds `agent`'s calls: the gateway's
+/// (its hub's upstream changed, for everyone) or `agent`'s own; never another agent's.
+pub(crate) fn pending_review(
+    conn: Conn<'_>,
+    agent: &str,
+    server: &str,
+    tool: &str,
+) -> db::Result<Option<String>> {
+    conn.prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' AND (scope = '' OR scope = ?3) ORDER BY seen_at, rowid LIMIT 1")?
+        .query_row(params![server, tool, agent], |r| r.get(0))
+        .optional()
+}
+
+/// A forwarded call's result, reported to [`Store::record_result`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReportedResult<'a> {
+    /// The agent whose call it was.
+    pub agent: &'a str,
+    /// Its session.
+    pub session_id: &'a str,
+    /// The call's tool.
+    pub tool: &'a str,
+    /// The call's MCP server alias.
+    pub server: Option<&'a str>,
+    /// The approval the call ran under, when it was held.
+    pub approval_id: Option<&'a str>,
+    /// The `call.result` audit data (call hash, result SHA-256, size).
+    pub data: &'a Value,
+    /// What the call brings into its session (`Registry::effects_of`).
+    pub effects: assent_core::session_risk::Effects,
+}
+
+impl Store {
     /// Appends `call.result` for a forwarded call's result `r` (issue 4 "Results"): `r.data`
     /// holds the call hash and the result's SHA-256 and size; linked to `r.approval_id` when
     /// it is an approval of `r.agent`. In the same transaction the result's session takes in
@@ -283,20 +433,5 @@ impl Store {
             crate::session_risk::ran(**tx, r.agent, r.session_id, call, r.effects, now)?;
             Ok(())
         })
-    }
-
-    /// Every pin, by server and tool.
-    pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
-        Ok(sql::rows(
-            self.lock().conn(),
-            "SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool",
-            [],
-            |r| {
-                from_row!(r => ToolPin {
-                    server, tool, fingerprint, pinned_by, pinned_at,
-                    definition: json_or_default(r, "definition")?,
-                })
-            },
-        )?)
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::audit;
 use crate::confirm::{self, ConfirmContext};
-use crate::db::{self, Change, Conn, OptionalExtension as _};
+use crate::db::{self, Change, Conn};
 use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
@@ -493,7 +493,8 @@ fn check_submittable(tx: Conn<'_>, agent: &str, plan_id: &str) -> Result<(), Sto
 }
 
 /// Why the proposal may not run now, if anything blocks it: its MPLP plan or step
-/// ([`plans::plan_block`]), else a pending review of its tool's changed definition.
+/// ([`plans::plan_block`]), else a pending review of its tool's changed definition in the
+/// gateway's scope or the agent's own ([`crate::pins::pending_review`]).
 fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
     if let Some(why) = plans::plan_block(tx, p.plan_id, p.step_id)? {
         return Ok(Some(why));
@@ -501,10 +502,9 @@ fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
     let Some(server) = &p.call.server else {
         return Ok(None);
     };
-    let review: Option<String> = tx
-        .prepare_cached("SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at, rowid LIMIT 1")?
-        .query_row(params![server, p.call.tool], |r| r.get(0))
-        .optional()?;
+    // Only the gateway's reviews (its hub's upstream changed) and the agent's own hold it:
+    // another agent's report of the same alias concerns that agent alone.
+    let review = crate::pins::pending_review(tx, p.agent, server, &p.call.tool)?;
     Ok(review.map(|id| {
         format!(
             "the definition of {server}/{} changed and awaits an operator's review ({id}; assent tools pending)",

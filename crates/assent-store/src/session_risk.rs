@@ -77,7 +77,7 @@ pub(crate) fn read(
         })
         .optional()?;
     let changed_tools = match &call.server {
-        Some(server) => changes(tx, server, &call.tool)?,
+        Some(server) => changes(tx, agent, server, &call.tool)?,
         None => Vec::new(),
     };
     let Some((began, [u, p, e])) = row else {
@@ -102,27 +102,31 @@ pub(crate) fn read(
     })
 }
 
-/// The changes of `server`/`tool`'s pinned definition: an accepted new definition (a pin not
-/// made on first use) and every review of a changed or new definition (pending, accepted or
-/// rejected), each with its time.
-fn changes(tx: Conn<'_>, server: &str, tool: &str) -> db::Result<Vec<ToolChange>> {
-    let mut out = Vec::new();
-    let pin: Option<(i64, String)> = tx
-        .prepare_cached("SELECT pinned_at, pinned_by FROM tool_pins WHERE server = ?1 AND tool = ?2 AND pinned_by <> 'trust-on-first-use'")?
-        .query_row(params![server, tool], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    if let Some((at_ms, by)) = pin {
-        out.push(ToolChange {
+/// The changes of `server`/`tool`'s pinned definition that concern `agent`: those of the
+/// gateway's own hub (scope `''`) and of `agent`'s own reports, never another agent's (which
+/// could otherwise raise this agent's calls to R4 at will): an accepted new definition (a pin
+/// not made on first use) and every review of a changed or new definition (pending, accepted
+/// or rejected), each with its time.
+fn changes(tx: Conn<'_>, agent: &str, server: &str, tool: &str) -> db::Result<Vec<ToolChange>> {
+    let pins: Vec<(i64, String)> = crate::sql::rows(
+        tx,
+        "SELECT pinned_at, pinned_by FROM tool_pins WHERE server = ?1 AND tool = ?2 AND (scope = '' OR scope = ?3) AND pinned_by <> 'trust-on-first-use' ORDER BY pinned_at",
+        params![server, tool, agent],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut out: Vec<ToolChange> = pins
+        .into_iter()
+        .map(|(at_ms, by)| ToolChange {
             server: server.into(),
             tool: tool.into(),
             at_ms,
             what: format!("a new definition was pinned by {by}"),
-        });
-    }
+        })
+        .collect();
     let reviews: Vec<(i64, String, String)> = crate::sql::rows(
         tx,
-        "SELECT seen_at, id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 ORDER BY seen_at",
-        params![server, tool],
+        "SELECT seen_at, id, status FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND (scope = '' OR scope = ?3) ORDER BY seen_at",
+        params![server, tool, agent],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
     out.extend(reviews.into_iter().map(|(at_ms, id, status)| ToolChange {

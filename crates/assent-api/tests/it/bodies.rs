@@ -20,8 +20,8 @@ use assent_api::plans::{
 };
 use assent_api::tokens::{GrantList, RedeemRequest, Redeemed};
 use assent_api::tools::{
-    DeclaredTools, PinState, ToolCheckRequest, ToolCheckResponse, ToolPinList, ToolReview,
-    ToolReviewList,
+    DeclaredTools, PinState, ToolCheckReport, ToolCheckRequest, ToolCheckResponse, ToolPinList,
+    ToolReview, ToolReviewList,
 };
 use assent_api::{ApiErrorBody, ApprovalStatus, DecisionKind, RiskTier};
 use serde_json::{Value, json};
@@ -409,6 +409,10 @@ fn tool_pinning_bodies_write_back_what_they_read() {
     let def = json!({"name": "write_file", "description": "writes",
                      "inputSchema": {"type": "object"}});
     round_trip::<ToolCheckRequest>(&json!({"agent": "bot", "server": "fs", "tools": [def]}));
+    round_trip::<ToolCheckReport>(&json!({"agent": "bot", "server": "fs", "tools": [def]}));
+    round_trip::<ToolCheckReport>(
+        &json!({"agent": "bot", "server": "fs", "tools": [], "hub_token": "t"}),
+    );
     let r: ToolCheckResponse = round_trip(&json!({"tools": [
         {"name": "read_file", "state": "pinned", "review_id": null, "review_status": null,
          "pinned": def},
@@ -417,7 +421,7 @@ fn tool_pinning_bodies_write_back_what_they_read() {
         {"name": "new", "state": "first_use", "review_id": null, "review_status": null,
          "pinned": def}]}));
     assert_eq!(r.tools[2].state, PinState::FirstUse);
-    let review = json!({"id": "r1", "server": "fs", "tool": "write_file",
+    let review = json!({"id": "r1", "agent": null, "server": "fs", "tool": "write_file",
         "fingerprint": HASH, "definition": def, "pinned": null, "status": "pending",
         "seen_at": "2026-01-01T00:00:00Z", "seen_by": "bot", "decided_by": null,
         "decided_at": null});
@@ -425,13 +429,16 @@ fn tool_pinning_bodies_write_back_what_they_read() {
     changed["pinned"] = json!({"name": "write_file"});
     changed["diff"] = json!([{"op": "add", "path": "/description", "value": "writes"}]);
     changed["status"] = json!("accepted");
+    changed["agent"] = json!("bot");
     changed["decided_by"] = json!("alice");
     changed["decided_at"] = json!("2026-01-01T00:01:00Z");
     round_trip::<ToolReview>(&changed);
     round_trip::<ToolReviewList>(&json!({"reviews": [review, changed]}));
-    round_trip::<ToolPinList>(&json!({"pins": [{"server": "fs", "tool": "read_file",
+    round_trip::<ToolPinList>(
+        &json!({"pins": [{"agent": null, "server": "fs", "tool": "read_file",
         "fingerprint": HASH, "definition": def, "pinned_at": "2026-01-01T00:00:00Z",
-        "pinned_by": "trust-on-first-use"}]}));
+        "pinned_by": "trust-on-first-use"}]}),
+    );
     round_trip::<DeclaredTools>(&json!({"agent": "bot", "server": "fs",
         "tools": ["read_file", "write_file"]}));
     round_trip::<DeclaredTools>(&json!({"agent": "bot", "server": "web", "tools": null}));

@@ -36,6 +36,10 @@ pub(super) fn failed(why: &str) -> CallToolResult {
 pub(super) struct Call {
     pub(super) hub: Arc<Hub>,
     pub(super) gw: Gateway,
+    /// The caller's agent key and the agent it names (the hub's pin reports are made with
+    /// them, [`Hub::check_pins`]).
+    pub(super) key: String,
+    pub(super) agent: String,
     pub(super) alias: String,
     pub(super) tool: String,
     pub(super) args: Value,
@@ -101,6 +105,10 @@ impl Call {
     /// denial to answer.
     async fn pin_check(&self, up: &Upstream) -> Result<(), CallToolResult> {
         let (gw, alias, tool) = (&self.gw, &self.alias, &self.tool);
+        let check = |tools: Vec<Value>| async move {
+            let hub = &self.hub;
+            hub.check_pins(&self.key, &self.agent, alias, &tools).await
+        };
         let list: Vec<Value> = match up.tools(false).await {
             Ok(list) => list.iter().map(tool_json).collect(),
             Err(e) => {
@@ -116,14 +124,14 @@ impl Call {
         };
         let whole = up
             .whole_checked
-            .get_or_try_init(|| async { gw.check_tools(&list).await.map(|_| ()) })
+            .get_or_try_init(|| async { check(list.clone()).await.map(|_| ()) })
             .await;
         if let Err(e) = whole {
             return Err(denied_result(&format!(
                 "the tool list could not be verified: {e}"
             )));
         }
-        match gw.check_tools(&[def]).await {
+        match check(vec![def]).await {
             Ok(states) => match states.get(tool) {
                 Some(s) if s.state == PinState::Held => {
                     let review = s.review_id.clone().unwrap_or_default();

@@ -103,7 +103,6 @@ impl ServerHandler for HubHandler {
             .agent_of(&key)
             .await
             .map_err(|e| McpError::invalid_request(e, None))?;
-        let session = self.session(&ctx);
         let mut all = Vec::new();
         for (alias, up) in &self.hub.upstreams {
             let Ok(declared) = self.hub.declared(&key, &agent, alias).await else {
@@ -123,8 +122,7 @@ impl ServerHandler for HubHandler {
             // Every tool is checked (a server is pinned whole the first time it is seen), the
             // declared ones shown.
             let mut list: Vec<Value> = tools.iter().map(tool_json).collect();
-            let gw = self.hub.gateway(&key, &agent, alias, &session);
-            match gw.check_tools(&list).await {
+            match self.hub.check_pins(&key, &agent, alias, &list).await {
                 Ok(states) => {
                     list.retain(|t| {
                         declared
@@ -181,6 +179,8 @@ impl ServerHandler for HubHandler {
         let call = Call {
             hub: self.hub.clone(),
             gw: self.hub.gateway(&key, &agent, alias, &session),
+            key: key.clone(),
+            agent: agent.clone(),
             alias: alias.to_string(),
             tool: tool.to_string(),
             args: Value::Object(request.arguments.clone().unwrap_or_default()),

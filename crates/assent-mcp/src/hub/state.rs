@@ -6,9 +6,10 @@
 
 use super::upstream::{Upstream, UpstreamSpec};
 use crate::gateway::Gateway;
-use crate::kit::{ProxyConfig, failure};
+use crate::kit::{ProxyConfig, failure, status_line};
 use assent_api::identity::WhoAmI;
-use assent_api::{Client, ClientError};
+use assent_api::tools::{ToolCheckReport, ToolCheckResponse, ToolState};
+use assent_api::{Client, ClientError, Method};
 use rmcp::model::CallToolRequestParams;
 use rmcp::task_manager::TaskManager;
 use serde_json::Value;
@@ -28,6 +29,9 @@ pub struct Hub {
     /// Calls that became MCP tasks (SEP-2663), and the agent each belongs to.
     pub(super) tasks: TaskManager,
     pub(super) task_owners: Mutex<HashMap<String, String>>,
+    /// This process's hub token ([`assent_api::tools::hub_token`]): a gateway in the same
+    /// process takes the hub's pin reports as the gateway's own, for every agent.
+    hub_token: &'static str,
 }
 
 impl Hub {
@@ -47,6 +51,14 @@ impl Hub {
             Duration::from_secs(5),
             Duration::from_secs(poll_seconds + 30),
         )?;
+        // 244 random bits; a gateway in another process never holds the same.
+        let hub_token = assent_api::tools::hub_token_init(|| {
+            format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            )
+        });
         let mut upstreams = BTreeMap::new();
         for (alias, spec) in specs {
             let up = Upstream::connect(&alias, &spec).await;
@@ -60,6 +72,7 @@ impl Hub {
             agents: Mutex::default(),
             tasks: TaskManager::new(),
             task_owners: Mutex::default(),
+            hub_token,
         }))
     }
 
@@ -81,6 +94,39 @@ impl Hub {
                 progress_seconds: self.progress_seconds,
             },
         )
+    }
+
+    /// Reports `alias`'s tool definitions for `agent` with its key `key` (`POST
+    /// /v1/tools/check` with the hub token: the gateway of this process pins them for every
+    /// agent, any other gateway for `agent` alone, as a relay's) and returns the gateway's
+    /// word per tool name; `Err(why)` when it cannot be had (then nothing is verified: the
+    /// tools are not shown and every call is refused).
+    pub(super) async fn check_pins(
+        &self,
+        key: &str,
+        agent: &str,
+        alias: &str,
+        tools: &[Value],
+    ) -> Result<HashMap<String, ToolState>, String> {
+        let report = ToolCheckReport {
+            agent: agent.to_string(),
+            server: alias.to_string(),
+            tools: tools.to_vec(),
+            hub_token: Some(self.hub_token.to_string()),
+        };
+        let body = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        let api = self.api.with_key(key);
+        match api
+            .raw_ok(Method::POST, "/v1/tools/check", Some(&body))
+            .await
+        {
+            Ok(v) => serde_json::from_value::<ToolCheckResponse>(v)
+                .map(|r| r.tools.into_iter().map(|t| (t.name.clone(), t)).collect())
+                .map_err(|e| format!("the gateway's answer to the tool list did not parse ({e})")),
+            Err(e) => Err(failure(&e, |e| {
+                format!("the gateway refused the tool list ({})", status_line(e))
+            })),
+        }
     }
 
     /// Whether `alias` is one of the hub's upstreams.

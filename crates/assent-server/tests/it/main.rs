@@ -24,6 +24,7 @@ mod metrics;
 mod nul;
 mod openapi;
 mod passkeys;
+mod pin_scope;
 mod plans;
 mod protocol;
 mod quorum;

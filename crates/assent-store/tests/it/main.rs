@@ -21,6 +21,7 @@ mod migrations;
 mod oidc_logins;
 mod pgkit;
 mod pin_reads;
+mod pin_scope;
 mod readers;
 mod replicas;
 mod retention;

@@ -216,27 +216,43 @@ fn events_and_side_tables(c: Conn<'_>) {
             params!["w", 1i64, "e", "{}", 3u32, "timeout", 9i64]);
     assert_eq!(dead, 1);
     // pins.rs: reviews ordered newest first, rowid breaking the tie; pins in byte order.
-    let review = "INSERT INTO tool_reviews (id, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,'pending')";
-    c.execute(review, params!["r1", "srv", "t", "f1", "{}", 5i64, "bot"])
-        .unwrap();
-    c.execute(review, params!["r2", "srv", "t", "f2", "{}", 5i64, "bot"])
-        .unwrap();
+    let review = "INSERT INTO tool_reviews (id, scope, server, tool, fingerprint, definition, seen_at, seen_by, status) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,'pending')";
+    c.execute(
+        review,
+        params!["r1", "bot", "srv", "t", "f1", "{}", 5i64, "bot"],
+    )
+    .unwrap();
+    c.execute(
+        review,
+        params!["r2", "", "srv", "t", "f2", "{}", 5i64, "bot"],
+    )
+    .unwrap();
     let reviews: Vec<String> = column(
         c,
         "SELECT id FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY seen_at DESC, rowid DESC",
         ["pending"],
     );
     assert_eq!(reviews, ["r2", "r1"]);
-    let pin = "INSERT INTO tool_pins (server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6)";
+    let pin = "INSERT INTO tool_pins (scope, server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6,?7)";
     for (s, t) in [("b", "x"), ("B", "x"), ("a", "Z"), ("a", "y")] {
-        c.execute(pin, params![s, t, "f", "{}", 1i64, "tofu"])
+        c.execute(pin, params!["", s, t, "f", "{}", 1i64, "tofu"])
             .unwrap();
     }
+    // The pin that holds in an agent's scope: its own first, else the gateway's ('').
+    c.execute(pin, params!["bot", "a", "y", "own", "{}", 1i64, "tofu"])
+        .unwrap();
+    let holds = "SELECT fingerprint, definition FROM tool_pins WHERE server = ?1 AND tool = ?2 AND (scope = ?3 OR scope = '') ORDER BY scope DESC LIMIT 1";
+    let fp: String = value(c, holds, params!["a", "y", "bot"]);
+    assert_eq!(fp, "own");
+    let fp: String = value(c, holds, params!["a", "y", "eve"]);
+    assert_eq!(fp, "f");
+    c.execute("DELETE FROM tool_pins WHERE scope = 'bot'", [])
+        .unwrap();
     let pins: Vec<(String, String)> = c
         .query_map(
-            "SELECT server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY server, tool",
+            "SELECT scope, server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY scope, server, tool",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(1)?, r.get(2)?)),
         )
         .unwrap();
     let want = [("B", "x"), ("a", "Z"), ("a", "y"), ("b", "x")];
@@ -361,8 +377,8 @@ fn lifecycle_reads(c: Conn<'_>) {
     .unwrap();
     let review: Option<String> = c
         .query_row(
-            "SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' ORDER BY seen_at, rowid LIMIT 1",
-            ["nobody", "nothing"],
+            "SELECT id FROM tool_reviews WHERE server = ?1 AND tool = ?2 AND status = 'pending' AND (scope = '' OR scope = ?3) ORDER BY seen_at, rowid LIMIT 1",
+            ["nobody", "nothing", "bot"],
             |r| r.get(0),
         )
         .optional()
