@@ -32,10 +32,19 @@ pub struct Redactor {
 impl Redactor {
     /// A redactor for `arguments` with the rule's `paths` (empty: masks nothing).
     pub fn new(arguments: &Value, paths: &[String]) -> Self {
+        // A dotted path names the nested value and also, as every reader of arguments
+        // (`condition::lookup`: templates, conditions, scopes) finds it first, a top-level key
+        // spelled with the dots (`{"card.number": …}`): both are masked.
         let paths: Vec<Vec<String>> = paths
             .iter()
             .filter(|p| !p.is_empty())
             .map(|p| p.split('.').map(str::to_string).collect())
+            .chain(
+                paths
+                    .iter()
+                    .filter(|p| p.contains('.'))
+                    .map(|p| vec![p.clone()]),
+            )
             .collect();
         let mut secrets = Vec::new();
         // The walk is one for reading and masking, so it reads a copy.
@@ -139,6 +148,24 @@ fn visit(v: &mut Value, path: &[String], f: &mut dyn FnMut(&mut Value)) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Attack/accident: a tool with flat dotted parameter names sends `{"card.number": …}`;
+    /// the template reads it (literal key first) while a nested-only walk masked nothing.
+    #[test]
+    fn a_redacted_dotted_path_also_masks_a_literal_key_spelled_with_its_dots() {
+        let args = json!({"card.number": "4111111111111111", "amount": 5});
+        let r = Redactor::new(&args, &["card.number".to_string()]);
+        assert_eq!(
+            r.arguments(&args),
+            json!({"card.number": MASK, "amount": 5})
+        );
+        assert_eq!(r.text("pay with 4111111111111111"), format!("pay with {MASK}"));
+        let nested = json!({"card": {"number": "4111111111111111"}});
+        assert_eq!(
+            Redactor::new(&nested, &["card.number".to_string()]).arguments(&nested),
+            json!({"card": {"number": MASK}})
+        );
+    }
 
     #[test]
     fn masks_paths_wildcards_and_rendered_text_but_not_the_original() {
