@@ -159,7 +159,10 @@ mod tests {
             r.arguments(&args),
             json!({"card.number": MASK, "amount": 5})
         );
-        assert_eq!(r.text("pay with 4111111111111111"), format!("pay with {MASK}"));
+        assert_eq!(
+            r.text("pay with 4111111111111111"),
+            format!("pay with {MASK}")
+        );
         let nested = json!({"card": {"number": "4111111111111111"}});
         assert_eq!(
             Redactor::new(&nested, &["card.number".to_string()]).arguments(&nested),

@@ -417,7 +417,7 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     tokens(conn, &mut s, &gone, &mut out)?;
     grants(conn, &gone, &mut out)?;
     crate::integrity_people::votes(conn, &gone, &mut out)?;
-    crate::integrity_people::passkeys(conn, &gone, &mut out)?;
+    crate::integrity_people::passkeys(conn, &mut out)?;
     Ok(out)
 }
 

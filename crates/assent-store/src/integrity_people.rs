@@ -77,14 +77,11 @@ pub(crate) fn votes(
 type Registered = HashMap<String, (i64, String, serde_json::Value)>;
 
 /// Every `passkeys` row must be registered by its audit records (a `passkey.registered` of
-/// the same principal and public key, not removed since); a row registered before the
-/// archive's cut-off may have had its record archived. A registration still standing whose
-/// row is gone is reported too.
-pub(crate) fn passkeys(
-    conn: Conn<'_>,
-    gone: &Gone,
-    out: &mut Vec<(Option<i64>, String)>,
-) -> db::Result<()> {
+/// the same principal and public key, not removed since) in the live chain: audit retention
+/// writes a standing registration again before it archives it (`retention.rs`
+/// `carry_passkeys`), so no row is excused by its own — forgeable — `created_at`. A
+/// registration still standing whose row is gone is reported too.
+pub(crate) fn passkeys(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
     let mut live: Registered = HashMap::new();
     conn.prepare_cached(
         "SELECT seq, kind, actor, data FROM audit WHERE kind IN ('passkey.registered', 'passkey.removed') ORDER BY seq",
@@ -102,15 +99,14 @@ pub(crate) fn passkeys(
         }
         Ok(ControlFlow::Continue(()))
     })?;
-    let rows: Vec<(String, String, String, i64)> = conn.query_map(
-        "SELECT credential_id, principal, public_key, created_at FROM passkeys ORDER BY created_at, credential_id",
+    let rows: Vec<(String, String, String)> = conn.query_map(
+        "SELECT credential_id, principal, public_key FROM passkeys ORDER BY created_at, credential_id",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
-    for (id, who, key, created_at) in rows {
+    for (id, who, key) in rows {
         let key: serde_json::Value = serde_json::from_str(&key).unwrap_or_default();
         match live.remove(&id) {
-            None if gone.before(created_at) => {}
             None => out.push((None, format!(
                 "passkey {id} of {who} has no standing passkey.registered record: whoever holds it could sign votes as {who}"
             ))),

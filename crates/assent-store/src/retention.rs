@@ -412,6 +412,7 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
             m.last_seq
         )));
     }
+    carry_passkeys(tx, m)?;
     let gone = tx.execute(
         "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",
         params![m.first_seq, m.last_seq],
@@ -440,4 +441,48 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
         ],
     )?;
     Ok(true)
+}
+
+/// Before the records `m` covers are deleted: each `passkey.registered` record among them
+/// whose passkey is still registered (its row is there, same owner and public key) is
+/// written again at the chain's end (same actor and data, plus `carried_from`: the archived
+/// record's `seq`), so `assent audit verify` always finds a standing registration in the live
+/// chain and never has to excuse a passkey by the row's own (forgeable) `created_at`.
+fn carry_passkeys(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let regs: Vec<(i64, String, String)> = crate::sql::rows(
+        **tx,
+        "SELECT seq, actor, data FROM audit WHERE kind = 'passkey.registered' AND seq >= ?1 AND seq <= ?2 ORDER BY seq",
+        params![m.first_seq, m.last_seq],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    for (seq, actor, data) in regs {
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
+            continue;
+        };
+        let Some(id) = d
+            .get("credential_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        // Carried only when it still describes the row (same owner and public key): a
+        // later removal, or a row changed since, is not vouched for again.
+        let row: Option<String> = tx
+            .query_row(
+                "SELECT public_key FROM passkeys WHERE credential_id = ?1 AND principal = ?2",
+                params![id, actor],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let standing = row
+            .and_then(|k| serde_json::from_str::<serde_json::Value>(&k).ok())
+            .is_some_and(|k| Some(&k) == d.get("public_key"));
+        if standing {
+            d.insert("carried_from".into(), seq.into());
+            let at = m.archived_at;
+            audit::append(**tx, at, "passkey.registered", None, &actor, &d.into())?;
+        }
+    }
+    Ok(())
 }
