@@ -83,6 +83,21 @@ impl Relay {
         }
     }
 
+    /// Why a client request may not use `id`: one of the relay's own (`assent-…`, the
+    /// prefix of its questions, the upstream's requests and its tasks), or one still in flight
+    /// (held at the gateway or open at the upstream) — an answer for one would be taken for
+    /// the other, and a `call.result` recorded for the wrong answer. `None`: free.
+    fn id_in_use(&self, id: &Value) -> Option<&'static str> {
+        let st = &self.state;
+        if id.as_str().is_some_and(|s| s.starts_with("assent-")) {
+            return Some("ids starting with assent- are the proxy's own");
+        }
+        let key = id.to_string();
+        let held = st.waiting.lock().expect("waiting").contains_key(&key);
+        (held || st.upstream_open.is_open(&key))
+            .then_some("a request with this id is still in flight")
+    }
+
     /// Notes what a client's `initialize` declares: elicitation, the tasks extension (its
     /// answer then advertises it) and its protocol version (for the handshake's translation).
     fn note_initialize(&self, msg: &Value, declares_tasks: bool) {
@@ -109,6 +124,15 @@ impl Relay {
         // What goes upstream is the serialisation of the value the proxy read and gated,
         // never the client's bytes.
         let line = msg.to_string();
+        if let (Some(_), Some(id)) = (msg["method"].as_str(), msg.get("id"))
+            && let Some(why) = self.id_in_use(id)
+        {
+            tracing::warn!(id = %id, "refused a client request: {why}");
+            let _ = self
+                .to_client
+                .send(reply(id, Err(rmcp::ErrorData::invalid_request(why, None))));
+            return;
+        }
         match (msg["method"].as_str(), msg.get("id")) {
             (Some("tools/call"), Some(id)) => {
                 let id = id.clone();

@@ -67,6 +67,11 @@ impl OpenIds {
         Some(line)
     }
 
+    /// Whether id `key` (JSON text) is open at the upstream.
+    pub(super) fn is_open(&self, key: &str) -> bool {
+        self.0.lock().expect("open ids").contains(key)
+    }
+
     /// Takes open id `key` (JSON text): whether the upstream may answer under it, once.
     pub(super) fn take(&self, key: &str) -> bool {
         self.0.lock().expect("open ids").remove(key)

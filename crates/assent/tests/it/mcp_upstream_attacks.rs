@@ -394,3 +394,31 @@ fn a_hub_upstream_that_never_stops_paginating_is_left_out_of_the_tool_list() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// Review finding (of the fix): one set of open ids serves every request, so a client
+/// request under the id of a call still in flight (held at the gateway here), or under one
+/// of the proxy's own `assent-` ids, could have its answer taken for the call's (a
+/// `call.result` for the wrong answer). Such requests are refused to the client, never sent.
+#[test]
+fn a_client_request_reusing_an_id_in_flight_or_the_proxys_own_is_refused() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    rig.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"message": "hi"}}}));
+    let held = rig.pending();
+    rig.send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}));
+    let refused = rig.recv(|m| m["id"] == 5);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    rig.send(json!({"jsonrpc": "2.0", "id": "assent-upstream-0", "method": "ping"}));
+    let refused = rig.recv(|m| m["id"] == "assent-upstream-0");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    ok(&cli(
+        &rig.server.url,
+        &["deny", held["id"].as_str().unwrap(), "--reason", "no"],
+    ));
+    let call = rig.recv(|m| m["id"] == 5);
+    assert!(text(&call).starts_with("TOOL_DENIED:"), "{call}");
+    let log = rig.stop();
+    assert!(!log.contains("assent-upstream-0"), "{log}");
+    assert_eq!(log.matches("\"ping\"").count(), 0, "{log}");
+}
