@@ -319,16 +319,8 @@ async fn in_client_still_allowed(st: &AppState, rec: &ApprovalRecord) -> Result<
     if rec.target_type != "other" {
         return Ok(true);
     }
-    let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
+    let (prior, risk, now) = crate::edits::session_now(st, rec).await?;
     let live = st.live();
-    let (needs, now) = (live.window_needs.clone(), now_ms());
-    let call = rec.call.clone();
-    let (prior, risk) = st
-        .store_call(move |s| {
-            let prior = s.session_window(&agent, &session, Some(&id), &needs, now)?;
-            Ok::<_, assent_store::StoreError>((prior, s.session_risk(&agent, &session, &call)?))
-        })
-        .await?;
     let arguments = rec.canonical_arguments();
     let obs = Observations {
         now_ms: now,

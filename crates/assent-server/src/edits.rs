@@ -21,9 +21,27 @@ pub(crate) async fn edit(
     arguments: Value,
     roles: &[String],
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
+    let (prior, risk, now) = session_now(st, rec).await?;
+    regate(
+        &st.live().registry,
+        rec,
+        arguments,
+        (&prior, &risk),
+        roles,
+        now,
+    )
+}
+
+/// What the gatekeeper observes of `rec`'s session now, read in one store call: the earlier
+/// calls the policy's windows reach (`rec` itself left out), the session's risk state for
+/// `rec`'s call, and the time they were read at (Unix ms). `503 STORE_UNAVAILABLE` when they
+/// cannot be read.
+pub(crate) async fn session_now(
+    st: &AppState,
+    rec: &ApprovalRecord,
+) -> Result<(Vec<PriorCall>, SessionRisk, i64), ApiError> {
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
-    let live = st.live();
-    let (needs, now) = (live.window_needs.clone(), now_ms());
+    let (needs, now) = (st.live().window_needs.clone(), now_ms());
     let call = rec.call.clone();
     let (prior, risk) = st
         .store_call(move |s| {
@@ -31,7 +49,7 @@ pub(crate) async fn edit(
             Ok::<_, assent_store::StoreError>((prior, s.session_risk(&agent, &session, &call)?))
         })
         .await?;
-    regate(&live.registry, rec, arguments, (&prior, &risk), roles, now)
+    Ok((prior, risk, now))
 }
 
 /// Re-canonicalises and re-hashes `arguments` as an edit of approval `rec`, evaluates the
