@@ -20,6 +20,44 @@ use std::sync::atomic::Ordering;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
+/// The longest upstream line read (16 MiB, the hub's bound per message); a longer one is
+/// skipped to its end, never held whole.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 1`
+/// bytes of it: `Some(true)` a line, `Some(false)` a line over `max` (skipped to its end,
+/// `buf` emptied), `None` at the end of the stream.
+async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    use tokio::io::AsyncReadExt as _;
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    if (&mut *r).take(limit).read_until(b'\n', buf).await? == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        return Ok(Some(true));
+    }
+    if buf.len() <= max {
+        return Ok(Some(true)); // the last line, without a newline
+    }
+    loop {
+        buf.clear();
+        let n = (&mut *r).take(64 * 1024).read_until(b'\n', buf).await?;
+        if n == 0 || buf.last() == Some(&b'\n') {
+            break;
+        }
+    }
+    buf.clear();
+    Ok(Some(false))
+}
+
 /// The reader's view of the relay: the shared state, the client's line, and a weak line to
 /// the upstream (the reader must not keep the upstream's stdin open after the client left).
 pub(super) struct UpstreamSide {
@@ -31,10 +69,24 @@ pub(super) struct UpstreamSide {
 impl UpstreamSide {
     /// Reads the upstream's lines until it closes its stdout (or the client's line is gone).
     pub(super) async fn read(self, out: tokio::process::ChildStdout) {
-        let mut lines = BufReader::new(out).lines();
+        let mut reader = BufReader::new(out);
         // The proxy's own tools/list pages, accumulated until the last one.
         let mut own_pages: Vec<Value> = Vec::new();
-        while let Ok(Some(line)) = lines.next_line().await {
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match bounded_line(&mut reader, &mut buf, MAX_LINE).await {
+                Ok(Some(true)) => {}
+                Ok(Some(false)) => {
+                    tracing::warn!(max = MAX_LINE, "dropped an upstream line over the limit");
+                    continue;
+                }
+                Ok(None) | Err(_) => break,
+            }
+            let Ok(line) = String::from_utf8(std::mem::take(&mut buf)) else {
+                tracing::warn!("dropped an upstream line that is not UTF-8");
+                continue;
+            };
             if self.on_line(line, &mut own_pages).await.is_break() {
                 break;
             }
@@ -91,20 +143,15 @@ impl UpstreamSide {
     /// One of the upstream's own requests (sampling, elicitation, ping…), relayed to the
     /// client under an id of the relay's (`assent-upstream-N`), so that it can never name one
     /// of the relay's own requests; the client's answer goes back under the upstream's id.
-    /// With [`MAX_FROM_UPSTREAM`] open already, the upstream gets an error instead.
+    /// With [`MAX_FROM_UPSTREAM`] open already, it is dropped (with a warning).
     fn upstream_request(&self, mut v: Value) -> ControlFlow<()> {
         let st = &self.state;
         let mut open = st.from_upstream.lock().expect("from upstream");
         if open.len() >= MAX_FROM_UPSTREAM {
+            // Dropped, not answered: an upstream flooding requests while it reads nothing
+            // would otherwise grow the queue of error replies to it without bound.
             drop(open);
-            tracing::warn!("too many upstream requests open at the client: one refused");
-            if let Some(tu) = self.to_upstream.upgrade() {
-                let _ = tu.send(
-                    json!({"jsonrpc": "2.0", "id": v["id"], "error": {"code": -32603,
-                    "message": "assent: too many requests open at the client"}})
-                    .to_string(),
-                );
-            }
+            tracing::warn!("too many upstream requests open at the client: one dropped");
             return ControlFlow::Continue(());
         }
         let n = st.upstream_seq.fetch_add(1, Ordering::SeqCst);
@@ -309,5 +356,27 @@ impl UpstreamSide {
             let _ = tc.send(out);
         });
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded_line;
+
+    /// Attack: an upstream writes one endless line, hoping the relay holds it whole until it
+    /// runs out of memory. A line over the limit is skipped to its end; the next still reads.
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_skipped_not_held() {
+        let input = format!("short\n{}\nnext\r\nlast", "X".repeat(200_000));
+        let mut r = tokio::io::BufReader::new(input.as_bytes());
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        while let Some(whole) = bounded_line(&mut r, &mut buf, 10).await.unwrap() {
+            assert!(buf.len() <= 11, "held {} bytes", buf.len());
+            got.push((whole, String::from_utf8(std::mem::take(&mut buf)).unwrap()));
+        }
+        let want = [(true, "short"), (false, ""), (true, "next"), (true, "last")];
+        let want: Vec<(bool, String)> = want.iter().map(|(w, s)| (*w, s.to_string())).collect();
+        assert_eq!(got, want);
     }
 }
