@@ -17,8 +17,8 @@ use std::sync::Mutex;
 /// holds at most 100,000 tools, the same bound); a request beyond it is not sent.
 pub(super) const MAX_OPEN: usize = 100_000;
 
-/// At most this many of the upstream's own requests wait for the client's answer; the
-/// upstream gets an error for one beyond it.
+/// At most this many of the upstream's own requests wait for the client's answer; one beyond
+/// it is dropped (not answered: an upstream that reads nothing would grow the replies).
 pub(super) const MAX_FROM_UPSTREAM: usize = 10_000;
 
 /// The prefix of the id under which the client sees one of the upstream's requests
