@@ -139,6 +139,30 @@ pub(crate) async fn decide(
     Ok(Body(approval_body(&rec, None)))
 }
 
+/// One trip to the blocking pool: settles the expiries due (announcing them), then applies
+/// `input` to approval `id` as `actor` holding `roles` (the store refuses a decision after the
+/// deadline even before the sweep). The outer `Err` is `503` (the store could not be
+/// reached); the inner one the store's refusal.
+async fn settled_decide(
+    st: &AppState,
+    id: String,
+    input: DecisionInput,
+    actor: String,
+    roles: Vec<String>,
+) -> Result<Result<ApprovalRecord, DecideError>, ApiError> {
+    let expired = Expired::default();
+    let found = expired.clone();
+    let res = st
+        .store_task(move |s| {
+            let now = now_ms();
+            found.sweep(s, now)?;
+            s.decide(&id, &input, &actor, &roles, now)
+        })
+        .await?;
+    st.expired(expired.take());
+    Ok(res)
+}
+
 /// Applies operator `name`'s (holding `roles`) decision `b` to approval `id` (the REST API
 /// and the dashboard): settles expiries first, checks the approver role in the same
 /// transaction, and wakes every waiter. Errors: 403 for a missing role, 404, 409 when
@@ -151,20 +175,8 @@ pub(crate) async fn decide_as(
     b: DecisionRequest,
 ) -> Result<ApprovalRecord, ApiError> {
     let input = decision_input(st, Some(&id), b, name, roles).await?;
-    let (actor, roles2) = (name.to_string(), roles.to_vec());
-    // One trip to the blocking pool: settle expiries, then decide (the store checks the
-    // approver role in the same transaction).
-    let expired = Expired::default();
-    let found = expired.clone();
-    let res = st
-        .store_task(move |s| {
-            let now = now_ms();
-            found.sweep(s, now)?;
-            s.decide(&id, &input, &actor, &roles2, now)
-        })
-        .await?;
-    st.expired(expired.take());
-    match res {
+    // The store checks the approver role in the decision's transaction.
+    match settled_decide(st, id, input, name.to_string(), roles.to_vec()).await? {
         Ok(rec) => {
             st.decided(&rec);
             tracing::info!(approval_id = %rec.id, operator = %name, status = rec.status.as_str(), scope = ?rec.scope, edited = rec.edited.is_some(), "approval decided");
@@ -292,19 +304,9 @@ pub(crate) async fn user_decision(
             .or(Some("in the MCP client".into())),
         ..Default::default()
     };
-    // Settle expiries first, as an operator's decision does (the store refuses a decision
-    // after the deadline even before the sweep).
-    let expired = Expired::default();
-    let found = expired.clone();
-    let res = st
-        .store_task(move |s| {
-            let now = now_ms();
-            found.sweep(s, now)?;
-            s.decide(&id, &input, &actor, &[], now)
-        })
-        .await?;
-    st.expired(expired.take());
-    let rec = res.map_err(|e| decide_error(e, "the agent's user"))?;
+    let rec = settled_decide(&st, id, input, actor, Vec::new())
+        .await?
+        .map_err(|e| decide_error(e, "the agent's user"))?;
     st.decided(&rec);
     Ok(Body(approval_body(&rec, None)))
 }
