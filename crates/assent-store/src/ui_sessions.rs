@@ -4,7 +4,9 @@
 //! sessions are removed when a new one starts. Not audited (sign-ins are logged by the
 //! server) and not announced to the event streams. A session is started by an operator key
 //! (its roles are the principal's, looked up on every request) or by single sign-on (issue 14
-//! §7: `kind = 'oidc'`, and the roles the provider's claims mapped to are kept with it). Each
+//! §7: `kind = 'oidc'`, and the roles the provider's claims mapped to are kept with the groups
+//! they were mapped from, [`SsoGrant`], so the server maps them again under its current
+//! configuration on every request). Each
 //! keeps when it signed in (`authenticated_at`, migration 0023), for the step-up a sensitive
 //! form asks for.
 
@@ -25,8 +27,26 @@ pub struct UiSession {
     pub expires_at: i64,
 }
 
-/// A session and, for a single sign-on session, the roles it carries (`None`: a key's).
-pub type SessionWithRoles = (UiSession, Option<Vec<String>>);
+/// What a single sign-on session was granted at its sign-in (issue 14 §7): the roles its
+/// provider's groups mapped to then, and those groups. Stored as the JSON object
+/// `{"roles": [...], "groups": [...]}` in the session's `roles` column.
+///
+/// Attack (found by review): only the roles were kept, so an operator whose group lost a
+/// role in the gateway's `oidc.roles` map (a restart with the new map) kept acting
+/// with it until the session ended, up to its whole lifetime. The server now maps `groups`
+/// again with the map in force and keeps only roles both mappings give
+/// (`dashboard::session::signed_in`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsoGrant {
+    /// The roles the groups mapped to at sign-in: 1 to 256, each 1 to 256 bytes.
+    pub roles: Vec<String>,
+    /// The provider's groups that mapped to some role: at most 1,000, each 1 to 256 bytes.
+    pub groups: Vec<String>,
+}
+
+/// A session and, for a single sign-on session, what it was granted (`None`: a key's).
+pub type SessionWithRoles = (UiSession, Option<SsoGrant>);
 
 impl Store {
     /// Stores session `s` under `id_sha256` (64 hex: the SHA-256 of the cookie's value) and
@@ -42,27 +62,29 @@ impl Store {
         self.insert_ui_session(id_sha256, s, ("key", "[]"), now)
     }
 
-    /// Stores a single sign-on session `s` (issue 14 §7) with the `roles` its claims mapped
-    /// to, like [`Store::start_ui_session`]. `Invalid` for a bad id, no role, more than 256
-    /// roles, or a role that is empty or over 256 bytes.
+    /// Stores a single sign-on session `s` (issue 14 §7) with what its claims were granted,
+    /// like [`Store::start_ui_session`]. `Invalid` for a bad id, no role, more than 256
+    /// roles, a role that is empty or over 256 bytes, more than 1,000 groups, or a group
+    /// that is empty or over 256 bytes.
     pub fn start_sso_ui_session(
         &self,
         id_sha256: &str,
         s: &UiSession,
-        roles: &[String],
+        grant: &SsoGrant,
         now: i64,
     ) -> Result<(), StoreError> {
         check_digest(id_sha256)?;
-        if roles.is_empty()
-            || roles.len() > 256
-            || roles.iter().any(|r| r.is_empty() || r.len() > 256)
-        {
+        let bad = |v: &[String], most: usize| {
+            v.len() > most || v.iter().any(|r| r.is_empty() || r.len() > 256)
+        };
+        if grant.roles.is_empty() || bad(&grant.roles, 256) || bad(&grant.groups, 1000) {
             return Err(StoreError::Invalid(
-                "an SSO session has 1 to 256 roles of 1 to 256 bytes".into(),
+                "an SSO session has 1 to 256 roles and at most 1,000 groups, each of 1 to 256 bytes"
+                    .into(),
             ));
         }
-        let roles = serde_json::to_string(roles).expect("strings serialise");
-        self.insert_ui_session(id_sha256, s, ("oidc", &roles), now)
+        let grant = serde_json::to_string(grant).expect("strings serialise");
+        self.insert_ui_session(id_sha256, s, ("oidc", &grant), now)
     }
 
     /// Stores `s` under `id_sha256` (checked by the caller) as a session of `kind` (`key` or
@@ -93,9 +115,10 @@ impl Store {
         Ok(self.ui_session_with_roles(id_sha256, now)?.map(|(s, _)| s))
     }
 
-    /// [`Store::ui_session`] with, for a single sign-on session, the roles it carries
+    /// [`Store::ui_session`] with, for a single sign-on session, what it was granted
     /// (`None`: a key's session, whose roles are its principal's). An SSO session whose stored
-    /// roles do not read back is treated as unknown (fail closed).
+    /// grant does not read back, has no role, or was stored before its groups were kept (a
+    /// bare array of roles) is treated as unknown (fail closed: its operator signs in again).
     pub fn ui_session_with_roles(
         &self,
         id_sha256: &str,
@@ -120,10 +143,10 @@ impl Store {
             .optional()?;
         Ok(row.and_then(|(s, kind, roles)| match kind.as_str() {
             "key" => Some((s, None)),
-            "oidc" => serde_json::from_str::<Vec<String>>(&roles)
+            "oidc" => serde_json::from_str::<SsoGrant>(&roles)
                 .ok()
-                .filter(|r| !r.is_empty())
-                .map(|r| (s, Some(r))),
+                .filter(|g| !g.roles.is_empty())
+                .map(|g| (s, Some(g))),
             _ => None,
         }))
     }

@@ -15,6 +15,7 @@
 //! ```
 
 use super::raw::{ConfigError, RawOidc, RawPrincipal, at};
+use assent_store::ui_sessions::SsoGrant;
 use openidconnect::core::{
     CoreAuthDisplay, CoreAuthPrompt, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,
     CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm, CoreProviderMetadata,
@@ -207,6 +208,30 @@ impl OidcConfig {
         out.dedup();
         out.truncate(256);
         out
+    }
+
+    /// What a sign-in with the groups `groups` is granted: the roles they map to and the
+    /// groups that map to some role (the others are not kept). No role: the person may not
+    /// sign in.
+    pub fn grant_for(&self, groups: &[String]) -> SsoGrant {
+        SsoGrant {
+            roles: self.roles_for(groups),
+            groups: (groups.iter())
+                .filter(|g| !g.is_empty() && g.len() <= 256)
+                .filter(|g| !self.roles_for(std::slice::from_ref(g)).is_empty())
+                .take(1000)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The roles a single sign-on session granted `grant` holds now: those its groups map to
+    /// under this (current) map that it was also granted at sign-in. Empty: it holds none and
+    /// signs no one in.
+    pub fn roles_now(&self, grant: &SsoGrant) -> Vec<String> {
+        let mut now = self.roles_for(&grant.groups);
+        now.retain(|r| grant.roles.contains(r));
+        now
     }
 }
 

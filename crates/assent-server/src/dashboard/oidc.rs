@@ -25,6 +25,7 @@ use super::sessions::{self, digest, random_hex};
 use crate::config::oidc::{Extra, NAME_PREFIX, OidcConfig, Sso, error_chain};
 use crate::state::{AppState, now_ms};
 use assent_store::oidc_logins::OidcLogin;
+use assent_store::ui_sessions::SsoGrant;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -302,11 +303,12 @@ async fn finish(
             return Err(forbid(&format!("The ID token was refused: {e}.")));
         }
     };
-    let (name, roles) = identity(&sso.config, claims).map_err(|m| forbid(&m))?;
+    let (name, grant) = identity(&sso.config, claims).map_err(|m| forbid(&m))?;
     if st.principals().iter().any(|p| p.name == name) {
         return Err(forbid("That name belongs to a configured principal."));
     }
-    let (id, _) = sessions::start_sso(st, &name, roles.clone()).await.ok_or((
+    let roles = grant.roles.clone();
+    let (id, _) = sessions::start_sso(st, &name, grant).await.ok_or((
         StatusCode::SERVICE_UNAVAILABLE,
         "The gateway cannot record a sign-in right now; try again.".to_string(),
     ))?;
@@ -314,12 +316,13 @@ async fn finish(
     Ok((id, login.next))
 }
 
-/// The operator's name (`oidc:` + the `name_claim`'s value) and roles from verified `claims`;
-/// `Err` says why the person may not sign in (no usable name, or groups that map to no role).
+/// The operator's name (`oidc:` + the `name_claim`'s value) and what its groups grant
+/// ([`OidcConfig::grant_for`]) from verified `claims`; `Err` says why the person may not sign
+/// in (no usable name, or groups that map to no role).
 fn identity(
     c: &OidcConfig,
     claims: &IdTokenClaims<Extra, CoreGenderClaim>,
-) -> Result<(String, Vec<String>), String> {
+) -> Result<(String, SsoGrant), String> {
     let extra = &claims.additional_claims().0;
     let value = match c.name_claim.as_str() {
         "sub" => Some(claims.subject().to_string()),
@@ -342,13 +345,13 @@ fn identity(
             .collect(),
         _ => Vec::new(),
     };
-    let roles = c.roles_for(&groups);
-    if roles.is_empty() {
+    let grant = c.grant_for(&groups);
+    if grant.roles.is_empty() {
         tracing::warn!(subject = %value, "SSO sign-in refused: no role");
         return Err(format!(
             "Your account's `{}` claim maps to no operator role on this gateway.",
             c.roles_claim
         ));
     }
-    Ok((format!("{NAME_PREFIX}{value}"), roles))
+    Ok((format!("{NAME_PREFIX}{value}"), grant))
 }

@@ -50,20 +50,23 @@ pub(crate) struct Operator {
 ///
 /// A single sign-on session (issue 14 §7) is an operator named `oidc:…` with the roles its
 /// claims mapped to, owning no agent; it holds only while `oidc` is configured and no
-/// configured principal has taken its name (a reload cannot make it someone else).
+/// configured principal has taken its name (a reload cannot make it someone else), and acts
+/// only with the roles its groups still map to under the `oidc.roles` map in force (a role
+/// taken from a group is gone at the next request; none left signs it out).
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
-    let (session, sso_roles) = sessions::get(st, cookie(headers, COOKIE)?).await?;
+    let (session, sso_grant) = sessions::get(st, cookie(headers, COOKIE)?).await?;
     let principals = st.principals();
-    let principal = match sso_roles {
+    let principal = match sso_grant {
         None => principals
             .iter()
             .find(|p| p.name == session.operator && p.roles().is_some())?
             .clone(),
-        Some(roles) => {
-            st.oidc.as_ref()?;
-            if !session
-                .operator
-                .starts_with(crate::config::oidc::NAME_PREFIX)
+        Some(grant) => {
+            let roles = st.oidc.as_ref()?.config.roles_now(&grant);
+            if roles.is_empty()
+                || !session
+                    .operator
+                    .starts_with(crate::config::oidc::NAME_PREFIX)
                 || principals.iter().any(|p| p.name == session.operator)
             {
                 return None;

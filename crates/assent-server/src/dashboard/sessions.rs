@@ -4,7 +4,7 @@
 //! here too. Sign-in and CSRF checks are [`super::session`]; single sign-on is [`super::oidc`].
 
 use crate::state::{AppState, now_ms};
-use assent_store::ui_sessions::UiSession;
+use assent_store::ui_sessions::{SsoGrant, UiSession};
 use std::time::Duration;
 
 /// How long a dashboard session lasts.
@@ -54,12 +54,12 @@ pub(crate) async fn start(st: &AppState, operator: &str) -> Option<(String, Sess
     }
 }
 
-/// Starts a single sign-on session (issue 14 §7) for `operator` (`oidc:…`) with `roles`, like
-/// [`start`].
+/// Starts a single sign-on session (issue 14 §7) for `operator` (`oidc:…`) with what its
+/// claims were granted, like [`start`].
 pub(crate) async fn start_sso(
     st: &AppState,
     operator: &str,
-    roles: Vec<String>,
+    grant: SsoGrant,
 ) -> Option<(String, Session)> {
     let id = random_hex();
     let s = Session {
@@ -69,7 +69,7 @@ pub(crate) async fn start_sso(
     };
     let (key, stored) = (digest(&id), s.clone());
     match st
-        .store_task(move |store| store.start_sso_ui_session(&key, &stored, &roles, now_ms()))
+        .store_task(move |store| store.start_sso_ui_session(&key, &stored, &grant, now_ms()))
         .await
     {
         Ok(Ok(())) => Some((id, s)),
@@ -81,9 +81,9 @@ pub(crate) async fn start_sso(
     }
 }
 
-/// The live session with id `id` and, for a single sign-on session, its roles (`None`:
-/// unknown, ended, or the store did not answer).
-pub(crate) async fn get(st: &AppState, id: &str) -> Option<(Session, Option<Vec<String>>)> {
+/// The live session with id `id` and, for a single sign-on session, what it was granted
+/// (`None`: unknown, ended, or the store did not answer).
+pub(crate) async fn get(st: &AppState, id: &str) -> Option<(Session, Option<SsoGrant>)> {
     let key = digest(id);
     match st
         .store_task(move |store| store.ui_session_with_roles(&key, now_ms()))

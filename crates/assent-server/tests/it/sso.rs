@@ -8,7 +8,7 @@ use crate::kit::{Gw, start_tuned};
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
 use assent_store::oidc_logins::OidcLogin;
-use assent_store::ui_sessions::UiSession;
+use assent_store::ui_sessions::{SsoGrant, UiSession};
 use reqwest::StatusCode;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -30,7 +30,7 @@ fn write_config(dir: &Path, oidc: &str, principals: &str) -> std::path::PathBuf 
     file
 }
 
-const GOOD: &str = "oidc: {issuer: 'http://127.0.0.1:9/', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {fin: [finance]}}";
+const GOOD: &str = "oidc: {issuer: 'http://127.0.0.1:9/', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {fin: [finance], opsgroup: [ops]}}";
 
 fn load_err(oidc: &str, principals: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -103,8 +103,13 @@ fn a_missing_client_secret_variable_stops_start_up_with_file_and_line() {
 
 /// A gateway whose `oidc` issuer is a loopback port nothing answers on.
 async fn with_sso(dir: &Path) -> Gw {
+    with_oidc(dir, GOOD).await
+}
+
+/// [`with_sso`] with the `oidc` section `oidc`.
+async fn with_oidc(dir: &Path, oidc: &str) -> Gw {
     let cfg_dir = tempfile::tempdir().unwrap();
-    let file = write_config(cfg_dir.path(), GOOD, "");
+    let file = write_config(cfg_dir.path(), oidc, "");
     let cfg = Config::load(&file).unwrap();
     let sso = Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into()).unwrap();
     start_tuned(dir, |st| st.oidc = Some(Arc::new(sso))).await
@@ -228,16 +233,20 @@ async fn provider_errors_bad_queries_and_an_unreachable_issuer_are_refused() {
     gw.stop().await;
 }
 
-/// An SSO session (as the callback stores it) with `roles`, and its cookie.
-fn sso_session(gw: &Gw, name: &str, roles: &[&str]) -> (String, String) {
+/// An SSO session (as the callback stores it) granted `roles` from `groups`, and its cookie.
+fn sso_session(gw: &Gw, name: &str, (roles, groups): (&[&str], &[&str])) -> (String, String) {
     let id = format!("session-of-{name}");
     let s = UiSession {
         operator: name.into(),
         csrf: "c".repeat(64),
         expires_at: i64::MAX,
     };
-    let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
-    gw.with_store(|st| st.start_sso_ui_session(&sha(&id), &s, &roles, 0))
+    let strings = |v: &[&str]| v.iter().map(|r| r.to_string()).collect();
+    let grant = SsoGrant {
+        roles: strings(roles),
+        groups: strings(groups),
+    };
+    gw.with_store(|st| st.start_sso_ui_session(&sha(&id), &s, &grant, 0))
         .unwrap();
     (format!("assent_ui={id}"), s.csrf)
 }
@@ -261,13 +270,13 @@ async fn an_sso_session_decides_with_its_own_roles() {
     let dir = tempfile::tempdir().unwrap();
     let gw = with_sso(dir.path()).await;
     let id = gw.held("s", "pay", json!({"amount": 500})).await;
-    let (ops, csrf) = sso_session(&gw, "oidc:olga", &["ops"]);
+    let (ops, csrf) = sso_session(&gw, "oidc:olga", (&["ops"], &["opsgroup"]));
     let (s, page, _) = get(&gw, "/ui", &ops).await;
     assert_eq!(s, StatusCode::OK);
     assert!(page.contains("oidc:olga"), "{page}");
     assert_eq!(decide(&gw, &id, &ops, &csrf).await, StatusCode::FORBIDDEN);
     assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
-    let (fin, csrf) = sso_session(&gw, "oidc:fiona", &["finance"]);
+    let (fin, csrf) = sso_session(&gw, "oidc:fiona", (&["finance"], &["fin"]));
     let s = decide(&gw, &id, &fin, &csrf).await;
     assert!(s.is_success() || s.is_redirection(), "{s}");
     let (_, a) = gw.approval(&id, "alice-key").await;
@@ -282,18 +291,74 @@ async fn an_sso_session_decides_with_its_own_roles() {
 async fn sso_sessions_never_act_as_configured_principals_or_without_oidc() {
     let dir = tempfile::tempdir().unwrap();
     let gw = with_sso(dir.path()).await;
-    let (alice, _) = sso_session(&gw, "alice", &["finance"]);
+    let (alice, _) = sso_session(&gw, "alice", (&["finance"], &["fin"]));
     let (s, _, _) = get(&gw, "/ui", &alice).await;
     assert_eq!(s, StatusCode::SEE_OTHER, "to the sign-in page");
     gw.stop().await;
     let dir = tempfile::tempdir().unwrap();
     let gw = start_tuned(dir.path(), |_| {}).await;
-    let (carol, _) = sso_session(&gw, "oidc:carol", &["finance"]);
+    let (carol, _) = sso_session(&gw, "oidc:carol", (&["finance"], &["fin"]));
     let (s, _, _) = get(&gw, "/ui", &carol).await;
     assert_eq!(
         s,
         StatusCode::SEE_OTHER,
         "no oidc configured: no SSO session holds"
     );
+    gw.stop().await;
+}
+
+/// Attack (found by review): an SSO session kept the roles its groups mapped to at sign-in, so
+/// after the gateway's `oidc.roles` map took `finance` from the `fin` group (a restart with
+/// the new map), its operator went on approving payments for up to the session's 12 hours.
+/// The session's groups are mapped again under the map in force on every request: a role
+/// taken away is gone at once, one never granted at sign-in is not added, none left signs out.
+#[tokio::test]
+async fn an_sso_session_loses_a_role_its_group_no_longer_maps_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_sso(dir.path()).await;
+    let id = gw.held("s", "pay", json!({"amount": 500})).await;
+    let (fin, csrf) = sso_session(&gw, "oidc:fiona", (&["finance"], &["fin"]));
+    let (both, csrf2) = sso_session(&gw, "oidc:bo", (&["finance", "ops"], &["fin", "opsgroup"]));
+    assert_eq!(get(&gw, "/ui", &fin).await.0, StatusCode::OK);
+    gw.stop().await;
+
+    // The map now gives `fin` only `ops`, and `opsgroup` `ops` and `finance`.
+    let moved = GOOD.replace(
+        "roles: {fin: [finance], opsgroup: [ops]}",
+        "roles: {fin: [ops], opsgroup: [ops, finance]}",
+    );
+    let gw = with_oidc(dir.path(), &moved).await;
+    let (s, _, _) = get(&gw, "/ui", &fin).await;
+    assert_eq!(
+        s,
+        StatusCode::SEE_OTHER,
+        "fiona's only role is gone: signed out"
+    );
+    assert_eq!(
+        decide(&gw, &id, &fin, &csrf).await,
+        StatusCode::FORBIDDEN,
+        "no session"
+    );
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+    // bo keeps `finance` through `opsgroup` (granted at sign-in and still mapped).
+    let s = decide(&gw, &id, &both, &csrf2).await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "approved");
+    gw.stop().await;
+
+    // No group maps to `finance` any more: bo's session holds only `ops`.
+    let id2 = {
+        let gw = with_sso(dir.path()).await;
+        let id2 = gw.held("s", "pay", json!({"amount": 501})).await;
+        gw.stop().await;
+        id2
+    };
+    let gw = with_oidc(dir.path(), &GOOD.replace("fin: [finance], ", "")).await;
+    assert_eq!(get(&gw, "/ui", &both).await.0, StatusCode::OK, "still ops");
+    assert_eq!(
+        decide(&gw, &id2, &both, &csrf2).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(gw.approval(&id2, "alice-key").await.1["status"], "pending");
     gw.stop().await;
 }

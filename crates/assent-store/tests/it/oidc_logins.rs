@@ -4,7 +4,7 @@
 
 use crate::pgkit::both;
 use assent_store::oidc_logins::OidcLogin;
-use assent_store::ui_sessions::UiSession;
+use assent_store::ui_sessions::{SsoGrant, UiSession};
 
 fn login(browser: &str, expires_at: i64) -> OidcLogin {
     OidcLogin {
@@ -62,7 +62,7 @@ fn an_sso_sign_in_is_taken_once_by_its_browser_on_any_replica() {
 }
 
 #[test]
-fn an_sso_session_carries_its_roles_and_a_keys_none() {
+fn an_sso_session_carries_its_grant_and_a_keys_none() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::open(dir.path(), db);
@@ -71,25 +71,59 @@ fn an_sso_session_carries_its_roles_and_a_keys_none() {
             csrf: "cd".repeat(32),
             expires_at: 10_000,
         };
-        let roles = vec!["finance".to_string(), "ops".to_string()];
+        let grant = SsoGrant {
+            roles: vec!["finance".to_string(), "ops".to_string()],
+            groups: vec!["fin".to_string()],
+        };
         store
-            .start_sso_ui_session(&"ab".repeat(32), &s, &roles, 0)
+            .start_sso_ui_session(&"ab".repeat(32), &s, &grant, 0)
             .unwrap();
         store.start_ui_session(&"ef".repeat(32), &s, 0).unwrap();
         assert_eq!(
             store.ui_session_with_roles(&"ab".repeat(32), 1).unwrap(),
-            Some((s.clone(), Some(roles)))
+            Some((s.clone(), Some(grant.clone())))
         );
         assert_eq!(
             store.ui_session_with_roles(&"ef".repeat(32), 1).unwrap(),
             Some((s.clone(), None))
         );
-        assert!(
-            store
-                .start_sso_ui_session(&"12".repeat(32), &s, &[], 0)
-                .is_err(),
-            "no role"
+        let no_role = SsoGrant {
+            roles: vec![],
+            ..grant.clone()
+        };
+        let many_groups = SsoGrant {
+            groups: vec!["g".to_string(); 1001],
+            ..grant.clone()
+        };
+        let empty_group = SsoGrant {
+            groups: vec![String::new()],
+            ..grant
+        };
+        // A session stored before its groups were kept (a bare array of roles) signs no one
+        // in: its roles could not be mapped again under the map in force.
+        let conn = db.connect().unwrap();
+        conn.conn()
+            .execute(
+                "UPDATE ui_sessions SET roles = '[\"finance\"]' WHERE id_sha256 = ?1",
+                ["ab".repeat(32)],
+            )
+            .unwrap();
+        assert_eq!(
+            store.ui_session_with_roles(&"ab".repeat(32), 1).unwrap(),
+            None
         );
+        for (bad, why) in [
+            (no_role, "no role"),
+            (many_groups, "1,001 groups"),
+            (empty_group, "an empty group"),
+        ] {
+            assert!(
+                store
+                    .start_sso_ui_session(&"12".repeat(32), &s, &bad, 0)
+                    .is_err(),
+                "{why}"
+            );
+        }
     });
 }
 
