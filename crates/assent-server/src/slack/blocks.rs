@@ -42,7 +42,6 @@ pub fn message(
     card_url: Option<&str>,
     interactive: bool,
 ) -> Value {
-    let r = a.redactor();
     let target = match &a.call.server {
         Some(s) => format!("{s}/{}", a.call.tool),
         None => a.call.tool.clone(),
@@ -57,13 +56,11 @@ pub fn message(
         "approval.vote" => format!("{} → {target}: {}", a.agent, progress(a)),
         _ => format!("{} → {target}: {}", a.agent, a.status.as_str()),
     };
-    let message = r.text(&a.terms.message);
-    let args = assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
-        .unwrap_or_default();
-    let effects: Vec<String> = a.terms.side_effects.iter().map(|x| r.text(x)).collect();
-    let effects = Some(effects.join("; "))
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "not described".into());
+    let Texts {
+        message,
+        args,
+        effects,
+    } = Texts::of(a);
     let tier = a.terms.risk_tier;
     let irreversible = if a.terms.irreversible {
         ", irreversible"
@@ -74,12 +71,12 @@ pub fn message(
         json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, 150)}}),
         // What the agent wrote (the message, its arguments, the rule's side effects rendered
         // with them) is plain text: no mrkdwn, links or mentions of its making on the card.
-        json!({"type": "section", "text": {"type": "plain_text", "text": cut(&message, 2900), "emoji": false}}),
+        json!({"type": "section", "text": {"type": "plain_text", "text": cut(&message, MESSAGE_MAX), "emoji": false}}),
         json!({"type": "section", "fields": [
             {"type": "mrkdwn", "text": format!("*Risk*\n{tier} ({}){irreversible}", tier.risk_level())},
             {"type": "mrkdwn", "text": format!("*Expires*\n{}", rfc3339(a.expires_at))},
-            {"type": "plain_text", "text": format!("Arguments:\n{}", cut(&args, 1900)), "emoji": false},
-            {"type": "plain_text", "text": format!("Side effects:\n{}", cut(&effects, 1900)), "emoji": false},
+            {"type": "plain_text", "text": format!("Arguments:\n{}", cut(&args, FIELD_MAX)), "emoji": false},
+            {"type": "plain_text", "text": format!("Side effects:\n{}", cut(&effects, FIELD_MAX)), "emoji": false},
         ]}),
     ];
     let mut actions = Vec::new();
@@ -93,6 +90,10 @@ pub fn message(
         blocks.push(json!({"type": "actions", "block_id": "assent", "elements": actions}));
     }
     // After the actions, so the actions stay the fourth block of every message.
+    if a.status == ApprovalStatus::Pending && !shows_whole(a) {
+        blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn",
+            "text": "This call is too long to show here whole: open it in assent to approve it."}]}));
+    }
     if a.status != ApprovalStatus::Pending || !a.votes.is_empty() {
         blocks.push(json!({"type": "context", "elements": [
             {"type": "mrkdwn", "text": cut(&outcome(a), 2900)}
@@ -101,13 +102,63 @@ pub fn message(
     json!({"text": cut(&escape(&format!("{title}: {message}")), 3000), "blocks": blocks})
 }
 
-/// The decision buttons of pending approval `a`.
+/// The most characters of the message a card shows; past it the message is cut (`…`).
+const MESSAGE_MAX: usize = 2900;
+/// The most characters of the arguments, and of the side effects, a card shows.
+const FIELD_MAX: usize = 1900;
+
+/// The texts of `a`'s card before they are cut: its message, its canonical arguments and its
+/// side effects, all rendered from the redacted call.
+struct Texts {
+    message: String,
+    args: String,
+    effects: String,
+}
+
+impl Texts {
+    fn of(a: &ApprovalRecord) -> Texts {
+        let r = a.redactor();
+        let effects: Vec<String> = a.terms.side_effects.iter().map(|x| r.text(x)).collect();
+        Texts {
+            message: r.text(&a.terms.message),
+            args: assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
+                .unwrap_or_default(),
+            effects: Some(effects.join("; "))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "not described".into()),
+        }
+    }
+}
+
+/// Whether `a`'s card shows its message, arguments and side effects whole (none cut). A card
+/// that does not offers no approve button, and an approve click on it is refused
+/// (`CARD_TRUNCATED`): the approver must see the whole call they approve.
+///
+/// Attack (found by review): the card cut the arguments at 1,900 characters, and canonical
+/// JSON sorts keys, so an agent put 2,000 harmless characters first and `"to":
+/// "attacker@evil"` last; "Approve once" bound the whole call nobody had seen.
+pub fn shows_whole(a: &ApprovalRecord) -> bool {
+    let t = Texts::of(a);
+    let fits = |s: &str, max: usize| s.chars().count() <= max;
+    fits(&t.message, MESSAGE_MAX) && fits(&t.args, FIELD_MAX) && fits(&t.effects, FIELD_MAX)
+}
+
+/// The decision buttons of pending approval `a`: deny only when its card cannot show it whole
+/// ([`shows_whole`]).
 fn buttons(a: &ApprovalRecord) -> Vec<Value> {
     let value = button_value(a);
-    let mut out = vec![
+    let mut out = Vec::new();
+    if !shows_whole(a) {
+        out.push(
+            json!({"type": "button", "action_id": DENY, "style": "danger",
+            "text": {"type": "plain_text", "text": "Deny…"}, "value": value}),
+        );
+        return out;
+    }
+    out.push(
         json!({"type": "button", "action_id": APPROVE_ONCE, "style": "primary",
         "text": {"type": "plain_text", "text": "Approve once"}, "value": value}),
-    ];
+    );
     if offers_session(a) {
         out.push(json!({"type": "button", "action_id": APPROVE_SESSION,
             "text": {"type": "plain_text", "text": "Approve for the session"}, "value": value}));

@@ -298,7 +298,16 @@ async fn click(
         return Some(r);
     }
     let who = (who.0.as_str(), who.1.as_slice());
-    Some(match action["action_id"].as_str().unwrap_or("") {
+    let action_id = action["action_id"].as_str().unwrap_or("");
+    if [blocks::APPROVE_ONCE, blocks::APPROVE_SESSION].contains(&action_id)
+        && !blocks::shows_whole(&a)
+    {
+        return Some(Reply::no(
+            "CARD_TRUNCATED",
+            "This call is too long for a Slack card to show whole; open it in assent to approve it.",
+        ));
+    }
+    Some(match action_id {
         blocks::APPROVE_ONCE => decide(st, who, &a, DecisionKind::Approve, "once", None).await,
         blocks::APPROVE_SESSION if !blocks::offers_session(&a) => Reply::no(
             "SESSION_NOT_OFFERED",

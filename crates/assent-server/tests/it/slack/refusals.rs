@@ -395,3 +395,30 @@ async fn a_click_on_a_message_assent_did_not_post_decides_nothing() {
     assert_code(&reply, StatusCode::OK, "DECIDED");
     c.stop().await;
 }
+
+/// Attack (found by review): the card cut the arguments at 1,900 characters and canonical JSON
+/// sorts keys, so an agent put 2,000 harmless characters under a key that sorts first and the
+/// payee last: "Approve once" bound a call whose payee no approver had seen. A card that
+/// cannot show the whole call offers only "Deny…", and an approve click (forged from the deny
+/// button's value) is refused with `CARD_TRUNCATED`.
+#[tokio::test]
+async fn a_card_too_long_to_show_whole_offers_no_approve_button_and_refuses_one() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let long = json!({"amount": 500, "memo": "x".repeat(2000), "to": "attacker@evil"});
+    let id = gw.held("s1", "pay", long).await;
+    let b = buttons(&fake, &id).await;
+    let actions: Vec<&str> = b.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(actions, ["assent_deny"], "{b:?}");
+    let value = value_of(&b, "assent_deny");
+    for action in ["assent_approve_once", "assent_approve_session"] {
+        let reply = signed(&gw, &click(&fake, "U0ALICE", action, &value)).await;
+        assert_refused(&reply, "CARD_TRUNCATED");
+    }
+    undecided(&gw, &id).await;
+    // A call that fits still gets its approve button.
+    let short = gw.held("s2", "pay", args()).await;
+    let b = buttons(&fake, &short).await;
+    assert!(b.iter().any(|(a, _)| a == "assent_approve_once"), "{b:?}");
+    gw.stop().await;
+}
