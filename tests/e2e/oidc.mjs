@@ -188,6 +188,13 @@ try {
   await victim.context.close();
   await attacker.context.close();
 
+  step("a flood of sign-in starts from one address is answered, and holds only its share");
+  // test_oidc.py counts the rows afterwards: one client keeps at most 16 sign-ins in progress.
+  for (let i = 0; i < 40; i++) {
+    const s = await fetch(`${URL}/ui/oidc/start`, { redirect: "manual" });
+    assert.equal(s.status, 303, `start ${i}`);
+  }
+
   step("a code the provider issued to another client is not redeemed");
   const o = await fresh();
   const started = await o.context.request.get(`${URL}/ui/oidc/start`, { maxRedirects: 0 });

@@ -7,6 +7,7 @@ another audience)."""
 
 import hashlib
 import os
+import sqlite3
 import subprocess
 import time
 import urllib.error
@@ -73,6 +74,15 @@ def test_sso_sign_in_maps_groups_to_roles_and_refuses_the_attacks(tmp_path):
                            text=True, timeout=240)
         print(r.stdout)
         assert r.returncode == 0, r.stdout + r.stderr + (tmp_path / "serve.log").read_text()[-4000:]
+        # Attack (found by review): starting a sign-in needs no key, and a flood of starts from
+        # one address filled the global bound of sign-ins in progress, shutting every operator
+        # out of SSO. oidc.mjs started 40 from 127.0.0.1 (and two more after, whose callbacks
+        # took their rows): that client holds at most 16, and the others were replaced.
+        db = sqlite3.connect(tmp_path / "data" / "assent.db")
+        per_client = db.execute(
+            "SELECT COUNT(*) FROM oidc_logins GROUP BY client_sha256").fetchall()
+        db.close()
+        assert len(per_client) == 1 and 10 <= per_client[0][0] <= 16, per_client
     finally:
         proc.terminate()
         proc.wait(10)

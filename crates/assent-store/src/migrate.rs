@@ -67,6 +67,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(22, "0022_session_risk"),
     migration!(23, "0023_security_backlog"),
     migration!(24, "0024_pin_scope"),
+    migration!(25, "0025_oidc_login_clients"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -34,17 +34,28 @@ const MAX_FIELD: usize = 4096;
 /// (past it, new SSO sign-ins wait until some expire; key sign-in is unaffected).
 pub const MAX_IN_PROGRESS: i64 = 10_000;
 
+/// Most sign-ins in progress started by one client: a new one past it replaces that client's
+/// oldest (a person who starts again is never refused; one address cannot hold more).
+///
+/// Attack (found by review): 10,000 `GET /ui/oidc/start` from one address (17 a second keeps
+/// it so) filled [`MAX_IN_PROGRESS`] and every operator's SSO sign-in was refused.
+pub const MAX_PER_CLIENT: i64 = 16;
+
 impl Store {
-    /// Stores sign-in `l` under `state_sha256` (64 hex) and removes those that expired before
-    /// `now` (Unix ms). `Invalid` for a digest that is not 64 lowercase hex digits, a field
-    /// longer than 4096 bytes, or when [`MAX_IN_PROGRESS`] sign-ins are in progress already.
+    /// Stores sign-in `l` under `state_sha256` (64 hex), started by the client whose digest is
+    /// `client_sha256` (64 hex: the server's digest of its address), removes those that expired
+    /// before `now` (Unix ms) and, past [`MAX_PER_CLIENT`] of that client's, its oldest.
+    /// `Invalid` for a digest that is not 64 lowercase hex digits, a field longer than 4096
+    /// bytes, or when [`MAX_IN_PROGRESS`] sign-ins are in progress already.
     pub fn put_oidc_login(
         &self,
         state_sha256: &str,
+        client_sha256: &str,
         l: &OidcLogin,
         now: i64,
     ) -> Result<(), StoreError> {
         check_digest(state_sha256)?;
+        check_digest(client_sha256)?;
         check_digest(&l.browser_sha256)?;
         if [&l.nonce, &l.pkce_verifier, &l.next]
             .iter()
@@ -55,6 +66,12 @@ impl Store {
             ));
         }
         self.write(|tx| {
+            tx.execute(
+                "DELETE FROM oidc_logins WHERE client_sha256 = ?1 AND state_sha256 NOT IN \
+                 (SELECT state_sha256 FROM oidc_logins WHERE client_sha256 = ?1 \
+                  ORDER BY expires_at DESC, state_sha256 LIMIT ?2)",
+                params![client_sha256, MAX_PER_CLIENT - 1],
+            )?;
             let n = single_use::prune_and_count(tx, "oidc_logins", "expires_at", now, None)?;
             if n >= MAX_IN_PROGRESS {
                 return Err(StoreError::Invalid(format!(
@@ -62,8 +79,8 @@ impl Store {
                 )));
             }
             tx.execute(
-                "INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at) VALUES (?1,?2,?3,?4,?5,?6)",
-                params![state_sha256, l.browser_sha256, l.nonce, l.pkce_verifier, l.next, l.expires_at],
+                "INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at, client_sha256) VALUES (?1,?2,?3,?4,?5,?6,?7)",
+                params![state_sha256, l.browser_sha256, l.nonce, l.pkce_verifier, l.next, l.expires_at, client_sha256],
             )?;
             Ok(())
         })

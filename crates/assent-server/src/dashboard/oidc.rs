@@ -79,6 +79,7 @@ fn secure(sso: &Sso, headers: &HeaderMap) -> &'static str {
 /// `GET /ui/oidc/start[?next=PATH]`: sends the browser to the provider (see the module doc).
 pub(crate) async fn start(
     State(st): State<AppState>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -122,8 +123,9 @@ pub(crate) async fn start(
         expires_at: now_ms().saturating_add(LOGIN_TTL.as_millis() as i64),
     };
     let key = digest(state.secret());
+    let client = client_digest(st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers));
     let stored = st
-        .store_task(move |s| s.put_oidc_login(&key, &login, now_ms()))
+        .store_task(move |s| s.put_oidc_login(&key, &client, &login, now_ms()))
         .await;
     if !matches!(stored, Ok(Ok(()))) {
         return refused(
@@ -142,6 +144,23 @@ pub(crate) async fn start(
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
+}
+
+/// The digest a sign-in in progress is kept under for its client (`assent_store::oidc_logins::
+/// MAX_PER_CLIENT` of them at most): an IPv4 address whole, an IPv6 address by its /48 (one
+/// site's prefix: an attacker given a /48 has 2^80 addresses but one allowance), no address
+/// (a Unix socket) as one client.
+fn client_digest(addr: Option<std::net::IpAddr>) -> String {
+    use std::net::IpAddr;
+    let label = match addr {
+        Some(IpAddr::V4(a)) => a.to_string(),
+        Some(IpAddr::V6(a)) => {
+            let s = a.segments();
+            format!("{:x}:{:x}:{:x}::/48", s[0], s[1], s[2])
+        }
+        None => "local".into(),
+    };
+    digest(&format!("oidc-start:{label}"))
 }
 
 /// Why a callback was refused: the status and the page's text.

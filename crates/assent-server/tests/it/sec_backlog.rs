@@ -252,7 +252,7 @@ fn sign_in_started(gw: &Gw, state: &str, browser: &str) {
         next: "/ui".into(),
         expires_at: i64::MAX,
     };
-    gw.with_store(|s| s.put_oidc_login(&sha(state), &login, 0))
+    gw.with_store(|s| s.put_oidc_login(&sha(state), &"cc".repeat(32), &login, 0))
         .unwrap();
 }
 

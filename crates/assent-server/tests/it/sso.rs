@@ -163,7 +163,7 @@ async fn callbacks_with_unknown_replayed_or_another_browsers_state_are_refused()
         expires_at: i64::MAX,
     };
     let victims = login("victim-browser");
-    gw.with_store(|s| s.put_oidc_login(&sha("state-1"), &victims, 0))
+    gw.with_store(|s| s.put_oidc_login(&sha("state-1"), &"cc".repeat(32), &victims, 0))
         .unwrap();
     let (s, page, cookies) = get(
         &gw,
@@ -184,7 +184,7 @@ async fn callbacks_with_unknown_replayed_or_another_browsers_state_are_refused()
     assert_eq!(s, StatusCode::FORBIDDEN);
     assert!(!started_session(&cookies));
     // Taken once: the store gives a state out a single time, even to its browser.
-    gw.with_store(|s| s.put_oidc_login(&sha("state-2"), &victims, 0))
+    gw.with_store(|s| s.put_oidc_login(&sha("state-2"), &"cc".repeat(32), &victims, 0))
         .unwrap();
     let take = || gw.with_store(|s| s.take_oidc_login(&sha("state-2"), &sha("victim-browser"), 1));
     assert!(take().unwrap().is_some());
@@ -192,7 +192,7 @@ async fn callbacks_with_unknown_replayed_or_another_browsers_state_are_refused()
     // An expired one is refused.
     let mut old = login("b");
     old.expires_at = 10;
-    gw.with_store(|s| s.put_oidc_login(&sha("state-3"), &old, 0))
+    gw.with_store(|s| s.put_oidc_login(&sha("state-3"), &"cc".repeat(32), &old, 0))
         .unwrap();
     assert!(
         gw.with_store(|s| s.take_oidc_login(&sha("state-3"), &sha("b"), 11))

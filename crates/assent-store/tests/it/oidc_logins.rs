@@ -24,7 +24,8 @@ fn an_sso_sign_in_is_taken_once_by_its_browser_on_any_replica() {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
         let (s1, s2, s3) = ("01".repeat(32), "02".repeat(32), "03".repeat(32));
-        a.put_oidc_login(&s1, &login("aa", 10_000), 0).unwrap();
+        a.put_oidc_login(&s1, &"cc".repeat(32), &login("aa", 10_000), 0)
+            .unwrap();
         assert_eq!(
             b.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
             Some(login("aa", 10_000))
@@ -37,7 +38,8 @@ fn an_sso_sign_in_is_taken_once_by_its_browser_on_any_replica() {
             a.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
             None
         );
-        a.put_oidc_login(&s2, &login("aa", 10_000), 0).unwrap();
+        a.put_oidc_login(&s2, &"cc".repeat(32), &login("aa", 10_000), 0)
+            .unwrap();
         assert_eq!(
             b.take_oidc_login(&s2, &"bb".repeat(32), 5_000).unwrap(),
             None
@@ -47,17 +49,21 @@ fn an_sso_sign_in_is_taken_once_by_its_browser_on_any_replica() {
             None,
             "spent"
         );
-        a.put_oidc_login(&s3, &login("aa", 10_000), 0).unwrap();
+        a.put_oidc_login(&s3, &"cc".repeat(32), &login("aa", 10_000), 0)
+            .unwrap();
         assert_eq!(
             b.take_oidc_login(&s3, &"aa".repeat(32), 10_000).unwrap(),
             None,
             "expired"
         );
         // Only digests are keys; fields are bounded.
-        assert!(a.put_oidc_login("state", &login("aa", 1), 0).is_err());
+        assert!(
+            a.put_oidc_login("state", &"cc".repeat(32), &login("aa", 1), 0)
+                .is_err()
+        );
         let mut long = login("aa", 1);
         long.next = "x".repeat(5000);
-        assert!(a.put_oidc_login(&s1, &long, 0).is_err());
+        assert!(a.put_oidc_login(&s1, &"cc".repeat(32), &long, 0).is_err());
     });
 }
 
@@ -144,11 +150,72 @@ fn sign_ins_in_progress_are_bounded() {
                 [MAX_IN_PROGRESS],
             )
             .unwrap();
-        let e = store.put_oidc_login(&"01".repeat(32), &login("aa", 20_000), 5_000);
+        let e = store.put_oidc_login(
+            &"01".repeat(32),
+            &"cc".repeat(32),
+            &login("aa", 20_000),
+            5_000,
+        );
         assert!(e.is_err(), "the bound holds");
         // Once they expired, a sign-in starts again (and the expired ones are gone).
         store
-            .put_oidc_login(&"01".repeat(32), &login("aa", 20_000), 10_000)
+            .put_oidc_login(
+                &"01".repeat(32),
+                &"cc".repeat(32),
+                &login("aa", 20_000),
+                10_000,
+            )
             .unwrap();
+    });
+}
+
+/// Attack (found by review): starting an SSO sign-in needs no key, and 10,000 starts from one
+/// address filled the global bound, so every operator's SSO sign-in was refused. One client
+/// holds at most `MAX_PER_CLIENT` sign-ins in progress: its next start replaces its oldest,
+/// and other clients' sign-ins are untouched.
+#[test]
+fn one_client_holds_at_most_its_share_of_sign_ins_in_progress() {
+    use assent_store::oidc_logins::MAX_PER_CLIENT;
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::open(dir.path(), db);
+        let (flooder, victim) = ("f0".repeat(32), "0a".repeat(32));
+        store
+            .put_oidc_login(&"ee".repeat(32), &victim, &login("bb", 10_000), 0)
+            .unwrap();
+        let state = |i: i64| format!("{i:064x}");
+        for i in 0..3 * MAX_PER_CLIENT {
+            store
+                .put_oidc_login(&state(i), &flooder, &login("aa", 10_000 + i), i)
+                .unwrap();
+        }
+        let conn = db.connect().unwrap();
+        let held: i64 = crate::pgkit::value(
+            conn.conn(),
+            "SELECT COUNT(*) FROM oidc_logins WHERE client_sha256 = ?1",
+            [&flooder],
+        );
+        assert_eq!(held, MAX_PER_CLIENT);
+        // The flooder's newest is kept, its oldest replaced; the victim's is still there.
+        let newest = state(3 * MAX_PER_CLIENT - 1);
+        assert!(
+            store
+                .take_oidc_login(&newest, &"aa".repeat(32), 1)
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            store
+                .take_oidc_login(&state(0), &"aa".repeat(32), 1)
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .take_oidc_login(&"ee".repeat(32), &"bb".repeat(32), 1)
+                .unwrap()
+                .is_some(),
+            "another client's sign-in survives the flood"
+        );
     });
 }
