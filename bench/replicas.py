@@ -199,6 +199,30 @@ def cell(ports, agents, seconds):
     return counts[0], sorted(lat)
 
 
+def bench_bin(name):
+    """The path of bench `name` of assent-bench, built now if needed (release, bench profile)."""
+    env = os.environ.get(f"{name.upper()}_BIN")
+    if env:
+        return env
+    out = subprocess.run(["cargo", "bench", "-q", "-p", "assent-bench", "--bench", name, "--no-run",
+                          "--message-format=json"], check=True, capture_output=True, text=True,
+                         cwd=ROOT).stdout
+    for line in out.splitlines():
+        m = json.loads(line)
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == name:
+            return m["executable"]
+    sys.exit(f"bench {name} was not built")
+
+
+def rust_cell(ports, agents, seconds):
+    """The same cell driven by `benches/load.rs` (one tokio thread); (cycles, p50, p99)."""
+    cmd = [bench_bin("load"), "--ports", ",".join(str(p) for p in ports), "--agents", str(agents),
+           "--seconds", str(seconds), "--op-key", OP_KEY]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=seconds + 120).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["cycles"], r["wake_p50_ms"], r["wake_p99_ms"]
+
+
 def cpu_seconds(pids):
     """User + system CPU seconds used so far by the processes `pids` (/proc/PID/stat)."""
     tick, total = os.sysconf("SC_CLK_TCK"), 0
@@ -212,11 +236,8 @@ def cpu_seconds(pids):
 def ceiling(agents):
     """The bare-write ceiling (cycles/s) at each number of agents, measured now."""
     args = ["--agents", ",".join(str(n) for n in agents)]
-    if os.environ.get("CEILING_BIN"):
-        cmd = [os.environ["CEILING_BIN"], "--bench", *args]
-    else:
-        cmd = ["cargo", "bench", "-q", "-p", "assent-bench", "--bench", "ceiling", "--", *args]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    out = subprocess.run([bench_bin("ceiling"), "--bench", *args], check=True, capture_output=True,
+                         text=True, cwd=ROOT).stdout
     rows = json.loads(out.strip().splitlines()[-1])
     return {r["agents"]: r["cycles_per_s"] for r in rows}
 
@@ -231,6 +252,8 @@ def main():
     ap.add_argument("--agents", default="1,16,64")
     ap.add_argument("--modes", default="sqlite,pg1,pg2")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the bare-write ceiling")
+    ap.add_argument("--client", default="rust", choices=["rust", "python"],
+                    help="the load: benches/load.rs (default) or the Python threads of cell()")
     a = ap.parse_args()
     modes = a.modes.split(",")
     levels = [int(x) for x in a.agents.split(",")]
@@ -253,7 +276,12 @@ def main():
                     try:
                         pids = [p.pid for p, _ in procs]
                         cpu0 = cpu_seconds(pids)
-                        cycles, lat = cell([p for _, p in procs], n, a.seconds)
+                        ports = [p for _, p in procs]
+                        if a.client == "rust":
+                            cycles, p50, p99 = rust_cell(ports, n, a.seconds)
+                        else:
+                            cycles, lat = cell(ports, n, a.seconds)
+                            p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
                         cpu = cpu_seconds(pids) - cpu0
                     finally:
                         for p, _ in procs:
@@ -262,9 +290,9 @@ def main():
                 rate = cycles / a.seconds
                 cpu_ms = cpu * 1000 / cycles if cycles else float("nan")
                 ratio = rate / ceil[n] if n in ceil else float("nan")
-                rows.append((mode, n, rate, pct(lat, 0.5), pct(lat, 0.99), cpu_ms, ratio))
-                print(f"{mode:6} agents={n:3} decisions/s={rate:8.1f} wake p50={pct(lat, .5):7.2f} ms "
-                      f"p99={pct(lat, .99):7.2f} ms server CPU/cycle={cpu_ms:6.2f} ms "
+                rows.append((mode, n, rate, p50, p99, cpu_ms, ratio))
+                print(f"{mode:6} agents={n:3} decisions/s={rate:8.1f} wake p50={p50:7.2f} ms "
+                      f"p99={p99:7.2f} ms server CPU/cycle={cpu_ms:6.2f} ms "
                       f"/ceiling={ratio:6.3f}", flush=True)
     finally:
         if cluster:

@@ -64,12 +64,13 @@ pub(crate) async fn replay(
         .map_err(ApiError::unavailable)?;
     let reg = crate::store_call::blocking(move || candidate(&file, strict, &b)).await??;
     let report = st
-        .store_call(move |s| {
+        .store_apart(move |s| {
             let mut r = Replayer::new(&reg, Options::default());
             let read = read_history(s, since, until, MAX_REPLAYED, &mut |rec| r.push(rec))?;
-            Ok((r.finish(), read))
+            Ok::<_, assent_store::StoreError>((r.finish(), read))
         })
-        .await?;
+        .await?
+        .map_err(ApiError::unavailable)?;
     let (report, (unreadable, truncated)) = report;
     Ok(Body(ReplayResponse {
         prompts_removed: report.prompts_removed(),

@@ -39,7 +39,7 @@ pub async fn run_once(state: &AppState, days: u64, archive_dir: &std::path::Path
         let now = now_ms();
         let cutoff = now.saturating_sub((days.min(36_500) as i64) * 86_400_000);
         let run = state
-            .store_task(move |s| s.archive_audit(&dir, cutoff, DEFAULT_MAX_RECORDS, now))
+            .store_apart(move |s| s.archive_audit(&dir, cutoff, DEFAULT_MAX_RECORDS, now))
             .await;
         match run {
             Ok(Ok(Some(a))) => {

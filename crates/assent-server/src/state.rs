@@ -18,6 +18,9 @@ use tokio::sync::watch;
 pub struct AppState {
     /// The store (SQLite or Postgres).
     pub store: Arc<Store>,
+    /// SQLite: the thread that runs the handlers' store calls in batches
+    /// ([`crate::store_call`]); `None` on Postgres (calls run on the blocking pool).
+    pub executor: Option<crate::store_call::Executor>,
     /// The principals, agents and policies in force, replaced whole by a reload (issue 14
     /// §8): read it with [`AppState::live`] (one consistent snapshot), swap it with
     /// [`AppState::swap_live`].
@@ -210,8 +213,18 @@ impl AppState {
         principals: Vec<Principal>,
         settings: Settings,
     ) -> Self {
+        let store = Arc::new(store);
+        let executor = store
+            .runs_batches()
+            .then(|| crate::store_call::Executor::start(store.clone()))
+            .and_then(|started| {
+                started
+                    .inspect_err(|e| tracing::error!(error = %e, "no store executor thread; store calls run on the blocking pool"))
+                    .ok()
+            });
         let state = Self {
-            store: Arc::new(store),
+            store,
+            executor,
             live: Arc::new(RwLock::new(Arc::new(Live::new(registry, principals)))),
             reload: None,
             settings,

@@ -51,14 +51,15 @@ pub(crate) async fn top(
         return Ok(Vec::new());
     };
     let history = st
-        .store_call(move |s| {
+        .store_apart(move |s| {
             let mut all: Vec<Recorded> = Vec::new();
             read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
                 all.push(r.clone())
             })?;
-            Ok(all)
+            Ok::<_, assent_store::StoreError>(all)
         })
-        .await?;
+        .await?
+        .map_err(ApiError::unavailable)?;
     blocking(move || {
         let Ok(reg) = Registry::load(&files.agents, &files.governance) else {
             return Vec::new();

@@ -89,7 +89,7 @@ pub(crate) async fn ready(State(st): State<AppState>) -> Result<Response, ApiErr
         match &*last {
             Some((at, r)) if at.elapsed() < std::time::Duration::from_secs(1) => r.clone(),
             _ => {
-                let r = st.store_task(|s| s.readiness()).await?;
+                let r = st.store_apart(|s| s.readiness()).await?;
                 *last = Some((std::time::Instant::now(), r.clone()));
                 r
             }

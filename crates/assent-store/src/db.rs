@@ -297,6 +297,12 @@ impl<'c> Conn<'c> {
         out
     }
 
+    /// Whether a transaction is open on this connection (SQLite; a Postgres session is never
+    /// asked: a batch is SQLite's only).
+    fn in_transaction(self) -> bool {
+        matches!(self, Conn::Sqlite(c) if !c.is_autocommit())
+    }
+
     /// Rolls back the transaction [`Conn::begin_write`] opened (a no-op when none is open).
     pub fn rollback_write(self) -> Result<()> {
         match self {
@@ -310,6 +316,8 @@ impl<'c> Conn<'c> {
     /// LEVEL REPEATABLE READ, READ ONLY`; ends it with `ROLLBACK` (nothing was written).
     pub fn snapshot<T>(self, f: impl FnOnce(Conn<'c>) -> Result<T>) -> Result<T> {
         match self {
+            // Inside a batch's open transaction (`batch.rs`): it is the snapshot.
+            Conn::Sqlite(_) if self.in_transaction() => f(self),
             Conn::Sqlite(c) => {
                 let tx = rusqlite::Transaction::new_unchecked(
                     c,

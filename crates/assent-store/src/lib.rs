@@ -50,6 +50,7 @@ pub mod aaep;
 pub mod archive;
 pub mod audit;
 pub mod auth_failures;
+mod batch;
 pub mod checkpoint;
 mod clarifications;
 pub mod confirm;

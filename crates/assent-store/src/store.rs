@@ -1,6 +1,7 @@
 //! The [`Store`] handle: one kernel connection ([`crate::db::Connection`]; `Store::open` opens SQLite) behind a mutex, the token key, the audit key
 //! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
+use crate::batch;
 use crate::db::Connection;
 use crate::db::{Change, DbError, Settles, Tx};
 use crate::error::StoreError;
@@ -53,14 +54,16 @@ impl Store {
 
     /// The connection for a read or a write outside [`Store::write`], waiting for other
     /// in-process writers and for an open group commit to end (its uncommitted writes are on
-    /// this connection and must not be read); a poisoned lock is taken over.
+    /// this connection and must not be read); a poisoned lock is taken over. The thread of a
+    /// [`Store::batch`] does not wait for the group it holds open: its jobs read what the
+    /// batch wrote, and their answers wait for the batch's commit.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         let gate = gate_of(self);
         loop {
             // A panic while holding the lock leaves the database consistent (a write's
             // transaction is rolled back by `Member`'s drop).
             let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(open) = gate.open() else {
+            let Some(open) = gate.open().filter(|&o| !batch::holds(&gate, o)) else {
                 reconnect_if_closed(&mut conn, &self.database);
                 return conn;
             };
@@ -101,13 +104,20 @@ impl Store {
             reconnect_if_closed(&mut conn, &self.database);
         }
         let c = conn.conn();
+        let batching = batch::active(&gate);
         let (batch, first) = match joined {
             Some(b) => (b, false),
             None => {
                 c.begin_write()?;
-                (gate.open_batch(), true)
+                if batching {
+                    // The first write of a batch opens the group it holds until it ends.
+                    (batch::open(&gate), false)
+                } else {
+                    (gate.open_batch(), true)
+                }
             }
         };
+        let held = batching && batch::holds(&gate, batch);
         let mut member = Member {
             gate: &gate,
             conn: c,
@@ -129,23 +139,15 @@ impl Store {
             return out;
         }
         gate.add(batch, changes);
-        let commit = gate.queued.load(Ordering::SeqCst) == 0 || gate.members(batch) >= MAX_BATCH;
         member.armed = false;
         drop(member);
-        if commit {
-            let started = std::time::Instant::now();
-            let result = c.commit_write(&gate.take_changes(batch));
-            if let Some(observe) = gate.on_commit.get() {
-                observe(started.elapsed());
-            }
-            let shared = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
-            gate.finish(batch, shared);
-            self.bound_wal(&conn);
-            drop(conn);
-            if let Some(cp) = &self.checkpointer {
-                cp.nudge();
-            }
-            result?;
+        if held {
+            // Committed when the batch ends, before any of its answers is given.
+            return out;
+        }
+        let commit = gate.queued.load(Ordering::SeqCst) == 0 || gate.members(batch) >= MAX_BATCH;
+        if commit && !gate.is_held(batch) {
+            self.commit_group(conn, &gate, batch)?;
             return out;
         }
         gate.will_wait(batch);
@@ -160,6 +162,30 @@ impl Store {
 }
 
 impl Store {
+    /// Commits group `batch` (the connection's open write transaction) with the changes its
+    /// members reported, ends it with the commit's outcome (waking its members), bounds the
+    /// WAL and nudges the checkpointer. `Err` when the commit failed (nothing of it is kept).
+    pub(crate) fn commit_group(
+        &self,
+        conn: MutexGuard<'_, Connection>,
+        gate: &Gate,
+        batch: u64,
+    ) -> Result<(), DbError> {
+        let started = std::time::Instant::now();
+        let result = conn.conn().commit_write(&gate.take_changes(batch));
+        if let Some(observe) = gate.on_commit.get() {
+            observe(started.elapsed());
+        }
+        let shared = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        gate.finish(batch, shared);
+        self.bound_wal(&conn);
+        drop(conn);
+        if let Some(cp) = &self.checkpointer {
+            cp.nudge();
+        }
+        result
+    }
+
     /// After a commit, still holding the connection (the group's members are answered): after
     /// a background checkpoint pass, or when the WAL file is over [`crate::wal::WAL_LIMIT`],
     /// finishes the checkpoint here, where no other write can interleave, so the next write
@@ -178,7 +204,7 @@ impl Store {
 /// (unique among live stores and fixed for a store's life, wherever the `Store` value moves).
 /// Removed when the store is dropped. (A field of `Store` would do, but `Store` is built in
 /// `open.rs`.)
-fn gate_of(store: &Store) -> Arc<Gate> {
+pub(crate) fn gate_of(store: &Store) -> Arc<Gate> {
     let id = store.key.as_ptr() as usize;
     if let Some(g) = gates().read().unwrap_or_else(|p| p.into_inner()).get(&id) {
         return g.clone();
@@ -258,9 +284,12 @@ impl Store {
 }
 
 #[derive(Default)]
-struct GateState {
+pub(crate) struct GateState {
     /// The open group: its number, members and their changes.
     open: Option<(u64, usize, Vec<Change>)>,
+    /// The thread of the [`Store::batch`] holding the open group (`batch.rs`): no other
+    /// member commits it, and that thread's reads do not wait for it.
+    pub(crate) held_by: Option<std::thread::ThreadId>,
     /// The last group's number.
     last: u64,
     /// Outcomes of ended groups whose members still wait (`Err(why)` when the commit
@@ -271,12 +300,12 @@ struct GateState {
 }
 
 impl Gate {
-    fn state(&self) -> MutexGuard<'_, GateState> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The open group's number, if any.
-    fn open(&self) -> Option<u64> {
+    pub(crate) fn open(&self) -> Option<u64> {
         self.state().open.as_ref().map(|o| o.0)
     }
 
@@ -289,12 +318,19 @@ impl Gate {
     }
 
     /// Opens a new group with one member; its number.
-    fn open_batch(&self) -> u64 {
+    pub(crate) fn open_batch(&self) -> u64 {
         let mut s = self.state();
         s.last += 1;
         let n = s.last;
         s.open = Some((n, 1, Vec::new()));
+        s.held_by = None;
         n
+    }
+
+    /// Whether group `batch` is open and held by a [`Store::batch`] (of any thread).
+    pub(crate) fn is_held(&self, batch: u64) -> bool {
+        let s = self.state();
+        s.held_by.is_some() && s.open.as_ref().is_some_and(|o| o.0 == batch)
     }
 
     fn members(&self, batch: u64) -> usize {
@@ -326,10 +362,11 @@ impl Gate {
     }
 
     /// Ends group `batch` with `outcome` and wakes its waiting members and readers.
-    fn finish(&self, batch: u64, outcome: Result<(), String>) {
+    pub(crate) fn finish(&self, batch: u64, outcome: Result<(), String>) {
         let mut s = self.state();
         if s.open.as_ref().is_some_and(|o| o.0 == batch) {
             s.open = None;
+            s.held_by = None;
         }
         if s.waiting.contains_key(&batch) {
             s.ended.insert(batch, outcome);
@@ -345,7 +382,7 @@ impl Gate {
     }
 
     /// Waits until group `batch` is no longer open.
-    fn wait_closed(&self, batch: u64) -> MutexGuard<'_, GateState> {
+    pub(crate) fn wait_closed(&self, batch: u64) -> MutexGuard<'_, GateState> {
         let mut s = self.state();
         while s.open.as_ref().is_some_and(|o| o.0 == batch) {
             s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());

@@ -98,8 +98,7 @@ impl Store {
         (kind, roles): (&str, &str),
         now: i64,
     ) -> Result<(), StoreError> {
-        let guard = self.lock();
-        guard.conn().write(|tx| {
+        self.write(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
                 "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -183,8 +182,7 @@ impl Store {
     /// Ends the session stored under `id_sha256` (on every replica at once).
     pub fn end_ui_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         check_digest(id_sha256)?;
-        let guard = self.lock();
-        guard.conn().write(|tx| {
+        self.write(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE id_sha256 = ?1", [id_sha256])
                 .map(drop)
         })?;

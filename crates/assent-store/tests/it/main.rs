@@ -9,6 +9,7 @@ use assent_store::{
 };
 use serde_json::json;
 
+mod batch;
 mod ceremonies;
 mod checkpoints;
 mod db;
