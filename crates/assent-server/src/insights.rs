@@ -166,9 +166,7 @@ pub async fn read(st: &AppState, since: i64, until: i64) -> Result<store::Insigh
         .acquire()
         .await
         .map_err(ApiError::unavailable)?;
-    st.store_apart(move |s| s.insights(since, until))
-        .await?
-        .map_err(ApiError::unavailable)
+    st.store_call_apart(move |s| s.insights(since, until)).await
 }
 
 /// `GET /v1/insights[?since=RFC3339&until=RFC3339]` (operators): prompts per day, outcomes,

@@ -16,10 +16,7 @@ pub(crate) async fn learning_samples(
     State(st): State<AppState>,
     _op: Operator<ExportLearning>,
 ) -> Result<Response, ApiError> {
-    let list = st
-        .store_apart(|s| s.learning_samples())
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let list = st.store_call_apart(|s| s.learning_samples()).await?;
     let mut body = String::new();
     for v in list {
         body.push_str(&v.to_string());

@@ -14,7 +14,7 @@
 //! [`plans`], [`clarify`], [`aaep`], [`tools`], [`learning`], [`whoami`], [`reload`] (live
 //! reload of principals, agents and policies) and the
 //! [`dashboard`] beside them; [`router`](mod@router) is the only module that mounts routes. Below them a
-//! kit nothing imports back: [`state`], [`extract`] (extractors), [`agent_json`] (an agent's body for itself), [`store_call`], [`calls`],
+//! kit nothing imports back: [`state`], [`extract`] (extractors), [`agent_json`] (an agent's body for itself), [`store_call`], [`executor`], [`calls`],
 //! [`body`] (responses written from `assent-api` types), `wire` (core → api vocabulary),
 //! [`envelopes`] (AAEP and MPLP events), [`edits`], [`replies`], [`waiters`], [`error`],
 //! [`auth`], [`config`], [`throttle`], [`edge`], [`serve`]. This file only declares the modules and runs the server; no module
@@ -64,6 +64,7 @@ pub mod config;
 pub mod edge;
 pub mod edits;
 pub mod error;
+pub mod executor;
 pub mod extract;
 pub mod replicas;
 pub mod replies;

@@ -64,13 +64,12 @@ pub(crate) async fn replay(
         .map_err(ApiError::unavailable)?;
     let reg = crate::store_call::blocking(move || candidate(&file, strict, &b)).await??;
     let report = st
-        .store_apart(move |s| {
+        .store_call_apart(move |s| {
             let mut r = Replayer::new(&reg, Options::default());
             let read = read_history(s, since, until, MAX_REPLAYED, &mut |rec| r.push(rec))?;
-            Ok::<_, assent_store::StoreError>((r.finish(), read))
+            Ok((r.finish(), read))
         })
-        .await?
-        .map_err(ApiError::unavailable)?;
+        .await?;
     let (report, (unreadable, truncated)) = report;
     Ok(Body(ReplayResponse {
         prompts_removed: report.prompts_removed(),

@@ -190,6 +190,24 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     };
     let old = st.live();
     let answer = describe(&r, &cfg, &old, &principals, by);
+    // A changed key or role set signs the person out of the dashboard too: a session started
+    // with the old key must not outlive it (a removed operator's sessions fail on their own).
+    // Before the new configuration is audited and in force, failing the reload when they cannot be ended
+    // (so a retry still sees them changed), and again after it, for a session started with
+    // the old key in between.
+    let names = answer.changed.clone();
+    let ended = st
+        .store_task(move |s| {
+            names
+                .iter()
+                .try_for_each(|n| s.end_ui_sessions_of(n).map(drop))
+        })
+        .await;
+    if !matches!(ended, Ok(Ok(()))) {
+        return Err(ReloadError::Store(format!(
+            "the dashboard sessions of a changed principal could not be ended: {ended:?}"
+        )));
+    }
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
@@ -205,16 +223,19 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     }
     let slack_users = cfg.slack_users();
     st.swap_live(Live::new(cfg.registry, principals).with_slack_users(slack_users));
-    // A changed key or role set signs the person out of the dashboard too: a session started
-    // with the old key must not outlive it (a removed operator's sessions fail on their own).
-    for name in answer.changed.clone() {
-        let ended = st.store_task(move |s| s.end_ui_sessions_of(&name)).await;
-        if !matches!(ended, Ok(Ok(_))) {
-            tracing::warn!(
-                ?ended,
-                "dashboard sessions of a changed principal were not ended"
-            );
-        }
+    let names = answer.changed.clone();
+    let ended = st
+        .store_task(move |s| {
+            names
+                .iter()
+                .try_for_each(|n| s.end_ui_sessions_of(n).map(drop))
+        })
+        .await;
+    if !matches!(ended, Ok(Ok(()))) {
+        tracing::warn!(
+            ?ended,
+            "dashboard sessions of a changed principal were not ended"
+        );
     }
     st.changed();
     tracing::info!(by = %actor, agents = answer.agents, policies = answer.policies,

@@ -19,8 +19,8 @@ pub struct AppState {
     /// The store (SQLite or Postgres).
     pub store: Arc<Store>,
     /// SQLite: the thread that runs the handlers' store calls in batches
-    /// ([`crate::store_call`]); `None` on Postgres (calls run on the blocking pool).
-    pub executor: Option<crate::store_call::Executor>,
+    /// ([`crate::executor`]); `None` on Postgres (calls run on the blocking pool).
+    pub executor: Option<crate::executor::Executor>,
     /// The principals, agents and policies in force, replaced whole by a reload (issue 14
     /// §8): read it with [`AppState::live`] (one consistent snapshot), swap it with
     /// [`AppState::swap_live`].
@@ -214,9 +214,11 @@ impl AppState {
         settings: Settings,
     ) -> Self {
         let store = Arc::new(store);
-        let executor = store
-            .runs_batches()
-            .then(|| crate::store_call::Executor::start(store.clone()))
+        // `ASSENT_STORE_EXECUTOR=off`: calls run on the blocking pool, as on Postgres (for
+        // measuring the executor against it; not a configuration setting).
+        let wanted = std::env::var("ASSENT_STORE_EXECUTOR").map_or(true, |v| v != "off");
+        let executor = (wanted && store.runs_batches())
+            .then(|| crate::executor::Executor::start(store.clone()))
             .and_then(|started| {
                 started
                     .inspect_err(|e| tracing::error!(error = %e, "no store executor thread; store calls run on the blocking pool"))

@@ -51,15 +51,14 @@ pub(crate) async fn top(
         return Ok(Vec::new());
     };
     let history = st
-        .store_apart(move |s| {
+        .store_call_apart(move |s| {
             let mut all: Vec<Recorded> = Vec::new();
             read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
                 all.push(r.clone())
             })?;
-            Ok::<_, assent_store::StoreError>(all)
+            Ok(all)
         })
-        .await?
-        .map_err(ApiError::unavailable)?;
+        .await?;
     blocking(move || {
         let Ok(reg) = Registry::load(&files.agents, &files.governance) else {
             return Vec::new();

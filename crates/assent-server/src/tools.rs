@@ -139,7 +139,7 @@ pub(crate) async fn list(
         }
     };
     let list = st
-        .store_call(move |s| s.tool_reviews(status.as_deref()))
+        .store_call_apart(move |s| s.tool_reviews(status.as_deref()))
         .await?;
     let reviews = list.into_iter().map(review).collect();
     Ok(Body(ToolReviewList { reviews }))

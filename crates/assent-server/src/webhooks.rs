@@ -309,7 +309,7 @@ pub(crate) async fn dead_letters(
     axum::extract::State(st): axum::extract::State<AppState>,
     _op: Operator<ReadDeadLetters>,
 ) -> Result<crate::body::Body<api::DeadLetterList>, crate::error::ApiError> {
-    let list = st.store_call(|s| s.dead_letters()).await?;
+    let list = st.store_call_apart(|s| s.dead_letters()).await?;
     let dead_letters = list
         .into_iter()
         .map(|d| api::DeadLetter {

@@ -12,45 +12,9 @@
 //! before. SQLite only: on PostgreSQL reads run on other sessions, which would not see a
 //! batch's uncommitted writes.
 
-use crate::store::{Gate, Store, gate_of};
-use std::cell::Cell;
+use crate::group::{self, Gate};
+use crate::store::{Store, gate_of};
 use std::sync::Arc;
-
-thread_local! {
-    /// The gate of the store this thread runs a batch of, by address (none: no batch).
-    static BATCH_OF: Cell<usize> = const { Cell::new(0) };
-    /// The group the batch holds open, once its first write opened it.
-    static HELD: Cell<Option<u64>> = const { Cell::new(None) };
-}
-
-/// Whether this thread runs a batch of the store whose gate is `gate`.
-pub(crate) fn active(gate: &Arc<Gate>) -> bool {
-    BATCH_OF.with(|b| b.get()) == Arc::as_ptr(gate) as usize
-}
-
-/// Whether this thread's batch holds group `group` open.
-pub(crate) fn holds(gate: &Arc<Gate>, group: u64) -> bool {
-    active(gate) && HELD.with(|h| h.get()) == Some(group)
-}
-
-/// Opens the group this thread's batch holds (its first write; the caller has begun the
-/// write transaction); its number.
-pub(crate) fn open(gate: &Arc<Gate>) -> u64 {
-    let n = gate.open_batch();
-    gate.state().held_by = Some(std::thread::current().id());
-    HELD.with(|h| h.set(Some(n)));
-    n
-}
-
-/// Resets this thread's batch state when the batch ends, even by a panic.
-struct Active;
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        BATCH_OF.with(|b| b.set(0));
-        HELD.with(|h| h.set(None));
-    }
-}
 
 impl Store {
     /// Whether [`Store::batch`] groups this store's calls (SQLite); on PostgreSQL it runs
@@ -74,14 +38,13 @@ impl Store {
             return (work(), Ok(()));
         }
         let gate = gate_of(self);
-        let guard = Active;
-        BATCH_OF.with(|b| b.set(Arc::as_ptr(&gate) as usize));
+        let guard = group::enter(&gate);
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-        let held = HELD.with(|h| h.get());
+        let (held, poisoned) = group::held();
         drop(guard);
         let outcome = match held {
             None => Ok(()),
-            Some(group) => self.end_batch(&gate, group),
+            Some(group) => self.end_batch(&gate, group, poisoned),
         };
         match out {
             Ok(r) => (r, outcome),
@@ -89,12 +52,19 @@ impl Store {
         }
     }
 
-    /// Commits the group `group` a batch held, if it is still open (a write that panicked
-    /// rolled it back and ended it: `Err`).
-    fn end_batch(&self, gate: &Arc<Gate>, group: u64) -> Result<(), String> {
+    /// Commits the group `group` a batch held last, if it is still open and no group the
+    /// batch held before was lost (`poisoned`: then it is rolled back too, so that nothing of
+    /// a failed batch is kept). `Err` when the batch's writes are not all committed.
+    fn end_batch(&self, gate: &Arc<Gate>, group: u64, poisoned: bool) -> Result<(), String> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if gate.open() != Some(group) {
             return Err("a write of the batch panicked and its transaction was rolled back".into());
+        }
+        if poisoned {
+            let _ = conn.conn().rollback_write();
+            let why = "an earlier group of the batch was rolled back";
+            gate.finish(group, Err(why.into()));
+            return Err(why.into());
         }
         self.commit_group(conn, gate, group)
             .map_err(|e| e.to_string())

@@ -31,6 +31,12 @@ use std::path::PathBuf;
 /// The kernel's result.
 pub type Result<T, E = DbError> = std::result::Result<T, E>;
 
+thread_local! {
+    /// Whether this thread runs a `Store::batch` whose write transaction is open on its
+    /// connection (set by `batch.rs`): only then does a snapshot read that transaction.
+    pub(crate) static HOLDS_BATCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// `params![a, b, c]`: parameters of different types, bound as `?1, ?2, ?3` (rusqlite's
 /// macro, for the kernel's [`Params`]).
 #[macro_export]
@@ -299,7 +305,7 @@ impl<'c> Conn<'c> {
 
     /// Whether a transaction is open on this connection (SQLite; a Postgres session is never
     /// asked: a batch is SQLite's only).
-    fn in_transaction(self) -> bool {
+    pub(crate) fn in_transaction(self) -> bool {
         matches!(self, Conn::Sqlite(c) if !c.is_autocommit())
     }
 
@@ -316,8 +322,9 @@ impl<'c> Conn<'c> {
     /// LEVEL REPEATABLE READ, READ ONLY`; ends it with `ROLLBACK` (nothing was written).
     pub fn snapshot<T>(self, f: impl FnOnce(Conn<'c>) -> Result<T>) -> Result<T> {
         match self {
-            // Inside a batch's open transaction (`batch.rs`): it is the snapshot.
-            Conn::Sqlite(_) if self.in_transaction() => f(self),
+            // Inside the transaction this thread's batch holds open (`batch.rs`): it is the
+            // snapshot. Any other open transaction is refused by `BEGIN`, as before.
+            Conn::Sqlite(_) if self.in_transaction() && HOLDS_BATCH.with(|h| h.get()) => f(self),
             Conn::Sqlite(c) => {
                 let tx = rusqlite::Transaction::new_unchecked(
                     c,

@@ -66,6 +66,7 @@ mod emit;
 mod error;
 pub mod events;
 mod expiry;
+mod group;
 pub mod history;
 pub mod insights;
 pub mod integrity;

@@ -103,7 +103,7 @@ impl Store {
         lease_ms: i64,
     ) -> Result<Option<i64>, StoreError> {
         let until = now.saturating_add(lease_ms);
-        Ok(self.write(|tx| {
+        Ok(self.write_unannounced(|tx| {
             tx.execute(
                 "INSERT INTO webhook_cursors (webhook, last_seq)
                  SELECT CAST(?1 AS TEXT), COALESCE(MAX(seq), 0) FROM audit WHERE true
@@ -136,14 +136,14 @@ impl Store {
         holder: &str,
         seq: i64,
     ) -> Result<bool, StoreError> {
-        Ok(self.write(|tx| advance(tx, webhook, holder, seq))?)
+        Ok(self.write_unannounced(|tx| advance(tx, webhook, holder, seq))?)
     }
 
     /// Records a delivery that failed every attempt and moves the cursor past it, in one
     /// transaction, if `holder` still holds the webhook's lease (`false`: it does not, and
     /// nothing was written).
     pub fn dead_letter(&self, d: &DeadLetter, holder: &str) -> Result<bool, StoreError> {
-        Ok(self.write(|tx| {
+        Ok(self.write_unannounced(|tx| {
             if !advance(tx, &d.webhook, holder, d.audit_seq)? {
                 return Ok::<_, db::DbError>(false);
             }
@@ -158,7 +158,7 @@ impl Store {
 
     /// Gives `webhook`'s lease up (graceful shutdown) so another replica takes over at once.
     pub fn release_webhook(&self, webhook: &str, holder: &str) -> Result<(), StoreError> {
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             tx.execute(
                 "UPDATE webhook_cursors SET holder = NULL, lease_until = 0 WHERE webhook = ?1 AND holder = ?2",
                 [webhook, holder],

@@ -42,7 +42,7 @@ impl Store {
             signature_sha256,
             "a Slack signature is remembered by its SHA-256 (64 hex digits)",
         )?;
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             let n = single_use::prune_and_count(tx, "slack_seen", "until", now, None)?;
             if n >= MAX_SEEN {
                 return Ok(Err(StoreError::Invalid(format!(
@@ -74,7 +74,7 @@ impl Store {
                 "a Slack channel id and message ts are 1 to 64 bytes".into(),
             ));
         }
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             tx.execute(
                 "INSERT INTO slack_messages (approval_id, channel, ts, posted_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT(approval_id) DO NOTHING",
                 params![approval_id, m.channel, m.ts, now],

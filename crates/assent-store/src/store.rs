@@ -1,15 +1,15 @@
 //! The [`Store`] handle: one kernel connection ([`crate::db::Connection`]; `Store::open` opens SQLite) behind a mutex, the token key, the audit key
 //! and the event renderer ([`Envelopes`]). Opening it (migrations, key files) is `open.rs`; every other file adds methods.
 
-use crate::batch;
 use crate::db::Connection;
 use crate::db::{Change, DbError, Settles, Tx};
 use crate::error::StoreError;
 use crate::events::Envelopes;
+use crate::group::{self, CommitObserver, Gate};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 /// Handle to the store (its database through the storage kernel), its keys and its event renderer. Cheap to share behind an `Arc`.
 pub struct Store {
@@ -63,7 +63,7 @@ impl Store {
             // A panic while holding the lock leaves the database consistent (a write's
             // transaction is rolled back by `Member`'s drop).
             let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(open) = gate.open().filter(|&o| !batch::holds(&gate, o)) else {
+            let Some(open) = gate.open().filter(|&o| !group::holds(&gate, o)) else {
                 reconnect_if_closed(&mut conn, &self.database);
                 return conn;
             };
@@ -94,6 +94,27 @@ impl Store {
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
+        self.write_as(true, f)
+    }
+
+    /// [`Store::write`] without the [`Change::Events`] notification: for bookkeeping that
+    /// appends no audit or AAEP record (webhook and Slack leases and cursors, dashboard
+    /// sessions, replay windows), whose commits must not wake every event stream of every
+    /// replica (on Postgres a lease attempt NOTIFYing would wake its own delivery loop again:
+    /// a write-and-NOTIFY spin).
+    pub(crate) fn write_unannounced<T, E: Settles>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.write_as(false, f)
+    }
+
+    /// [`Store::write`], announcing [`Change::Events`] when `events`.
+    fn write_as<T, E: Settles>(
+        &self,
+        events: bool,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
         let gate = gate_of(self);
         gate.queued.fetch_add(1, Ordering::SeqCst);
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
@@ -104,20 +125,20 @@ impl Store {
             reconnect_if_closed(&mut conn, &self.database);
         }
         let c = conn.conn();
-        let batching = batch::active(&gate);
+        let batching = group::active(&gate);
         let (batch, first) = match joined {
             Some(b) => (b, false),
             None => {
                 c.begin_write()?;
                 if batching {
                     // The first write of a batch opens the group it holds until it ends.
-                    (batch::open(&gate), false)
+                    (group::open(&gate), false)
                 } else {
                     (gate.open_batch(), true)
                 }
             }
         };
-        let held = batching && batch::holds(&gate, batch);
+        let held = batching && group::holds(&gate, batch);
         let mut member = Member {
             gate: &gate,
             conn: c,
@@ -125,7 +146,9 @@ impl Store {
             armed: true,
         };
         let (out, changes) = c.member(!first, |tx| {
-            tx.changed(Change::Events);
+            if events {
+                tx.changed(Change::Events);
+            }
             f(tx)
         });
         let kept = out.as_ref().err().is_none_or(Settles::keeps_writes);
@@ -142,6 +165,11 @@ impl Store {
         member.armed = false;
         drop(member);
         if held {
+            if !c.in_transaction() {
+                // SQLite rolled the transaction back by itself (I/O error, full disk): what
+                // the batch wrote is gone, so the batch fails and its answers are withheld.
+                group::lost(&gate, batch);
+            }
             // Committed when the batch ends, before any of its answers is given.
             return out;
         }
@@ -257,153 +285,12 @@ impl Drop for Member<'_, '_> {
     }
 }
 
-/// The group-commit state of one [`Store`]: how many writers wait for its connection, the
-/// open transaction's group (its number, its members, their changes) and the outcome of
-/// groups some member still waits for.
-#[derive(Default)]
-pub(crate) struct Gate {
-    /// Writers waiting for the connection's mutex (counted before they lock it).
-    queued: AtomicUsize,
-    state: Mutex<GateState>,
-    done: Condvar,
-    /// Told how long each commit took ([`Store::observe_commits`]).
-    on_commit: OnceLock<CommitObserver>,
-}
-
-/// Told the duration of each commit of a store (one per group commit), on the writer's
-/// thread while it still holds the connection: keep it cheap (a histogram's `observe`).
-pub type CommitObserver = Box<dyn Fn(std::time::Duration) + Send + Sync>;
-
 impl Store {
     /// Has `observe` told the duration of every later commit (the `COMMIT` of a group commit:
     /// one fsync on SQLite, one round trip on PostgreSQL), for the server's metrics (issue 15
     /// §2). The first observer stays; a second call is ignored and returns `false`.
     pub fn observe_commits(&self, observe: CommitObserver) -> bool {
         gate_of(self).on_commit.set(observe).is_ok()
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct GateState {
-    /// The open group: its number, members and their changes.
-    open: Option<(u64, usize, Vec<Change>)>,
-    /// The thread of the [`Store::batch`] holding the open group (`batch.rs`): no other
-    /// member commits it, and that thread's reads do not wait for it.
-    pub(crate) held_by: Option<std::thread::ThreadId>,
-    /// The last group's number.
-    last: u64,
-    /// Outcomes of ended groups whose members still wait (`Err(why)` when the commit
-    /// failed); removed when the last of them has read it.
-    ended: std::collections::BTreeMap<u64, Result<(), String>>,
-    /// Members still waiting, per group.
-    waiting: std::collections::BTreeMap<u64, usize>,
-}
-
-impl Gate {
-    pub(crate) fn state(&self) -> MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The open group's number, if any.
-    pub(crate) fn open(&self) -> Option<u64> {
-        self.state().open.as_ref().map(|o| o.0)
-    }
-
-    /// Joins the open group as one more member.
-    fn join(&self) -> Option<u64> {
-        let mut s = self.state();
-        let o = s.open.as_mut()?;
-        o.1 += 1;
-        Some(o.0)
-    }
-
-    /// Opens a new group with one member; its number.
-    pub(crate) fn open_batch(&self) -> u64 {
-        let mut s = self.state();
-        s.last += 1;
-        let n = s.last;
-        s.open = Some((n, 1, Vec::new()));
-        s.held_by = None;
-        n
-    }
-
-    /// Whether group `batch` is open and held by a [`Store::batch`] (of any thread).
-    pub(crate) fn is_held(&self, batch: u64) -> bool {
-        let s = self.state();
-        s.held_by.is_some() && s.open.as_ref().is_some_and(|o| o.0 == batch)
-    }
-
-    fn members(&self, batch: u64) -> usize {
-        self.state()
-            .open
-            .as_ref()
-            .filter(|o| o.0 == batch)
-            .map_or(0, |o| o.1)
-    }
-
-    /// Adds a member's changes to its group (each once).
-    fn add(&self, batch: u64, changes: Vec<Change>) {
-        if let Some(o) = self.state().open.as_mut().filter(|o| o.0 == batch) {
-            for c in changes {
-                if !o.2.contains(&c) {
-                    o.2.push(c);
-                }
-            }
-        }
-    }
-
-    fn take_changes(&self, batch: u64) -> Vec<Change> {
-        self.state()
-            .open
-            .as_mut()
-            .filter(|o| o.0 == batch)
-            .map(|o| std::mem::take(&mut o.2))
-            .unwrap_or_default()
-    }
-
-    /// Ends group `batch` with `outcome` and wakes its waiting members and readers.
-    pub(crate) fn finish(&self, batch: u64, outcome: Result<(), String>) {
-        let mut s = self.state();
-        if s.open.as_ref().is_some_and(|o| o.0 == batch) {
-            s.open = None;
-            s.held_by = None;
-        }
-        if s.waiting.contains_key(&batch) {
-            s.ended.insert(batch, outcome);
-        }
-        drop(s);
-        self.done.notify_all();
-    }
-
-    /// Registers a member of group `batch` that will wait for its [`Gate::outcome`] (before
-    /// it lets go of the connection, so the outcome is kept for it).
-    fn will_wait(&self, batch: u64) {
-        *self.state().waiting.entry(batch).or_default() += 1;
-    }
-
-    /// Waits until group `batch` is no longer open.
-    pub(crate) fn wait_closed(&self, batch: u64) -> MutexGuard<'_, GateState> {
-        let mut s = self.state();
-        while s.open.as_ref().is_some_and(|o| o.0 == batch) {
-            s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-        s
-    }
-
-    /// Waits until group `batch` ended (the caller registered with [`Gate::will_wait`]); its
-    /// outcome: `Err(why)` when its commit failed or a member panicked.
-    fn outcome(&self, batch: u64) -> Result<(), String> {
-        let mut s = self.wait_closed(batch);
-        let left = s.waiting.get_mut(&batch).map(|n| {
-            *n -= 1;
-            *n
-        });
-        let outcome = s.ended.get(&batch).cloned().unwrap_or(Ok(()));
-        if left == Some(0) {
-            s.waiting.remove(&batch);
-            s.ended.remove(&batch);
-        }
-        outcome
     }
 }
 

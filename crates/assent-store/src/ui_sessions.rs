@@ -98,7 +98,7 @@ impl Store {
         (kind, roles): (&str, &str),
         now: i64,
     ) -> Result<(), StoreError> {
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
                 "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -173,16 +173,15 @@ impl Store {
     /// Ends every dashboard session of `operator` (on every replica at once): a reload that
     /// changed their key or roles signs them out (issue 14 §8). Returns how many ended.
     pub fn end_ui_sessions_of(&self, operator: &str) -> Result<usize, StoreError> {
-        let guard = self.lock();
-        Ok(guard
-            .conn()
-            .write(|tx| tx.execute("DELETE FROM ui_sessions WHERE operator = ?1", [operator]))?)
+        Ok(self.write_unannounced(|tx| {
+            tx.execute("DELETE FROM ui_sessions WHERE operator = ?1", [operator])
+        })?)
     }
 
     /// Ends the session stored under `id_sha256` (on every replica at once).
     pub fn end_ui_session(&self, id_sha256: &str) -> Result<(), StoreError> {
         check_digest(id_sha256)?;
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE id_sha256 = ?1", [id_sha256])
                 .map(drop)
         })?;

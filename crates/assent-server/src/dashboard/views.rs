@@ -596,7 +596,7 @@ struct Audit {
 /// `GET /ui/audit`: whether the audit chain verifies, and its newest records.
 pub(crate) async fn audit_page(State(st): State<AppState>, op: Operator) -> Response {
     let res = st
-        .store_call(|s| Ok((s.verify_audit()?, s.audit_tail(200)?)))
+        .store_call_apart(|s| Ok((s.verify_audit()?, s.audit_tail(200)?)))
         .await;
     let (report, tail) = match res {
         Ok(r) => r,

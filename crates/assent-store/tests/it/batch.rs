@@ -155,3 +155,70 @@ fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
         assert!(committed(&dir, db).contains(&r#"{"n":3}"#.to_string()));
     });
 }
+
+/// Review finding: a write of *another* thread that joins the batch's group and panics rolls
+/// the whole group back; the batch's next write then opened a fresh group, and the batch
+/// reported success — answering calls whose writes were gone (a token or a `call.allowed`
+/// acknowledged, then lost). The batch now fails, and what it wrote after is rolled back too.
+#[test]
+fn a_joined_write_that_panics_on_another_thread_fails_the_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = assent_store::db::Database::Sqlite {
+        path: dir.path().join("assent.db"),
+    };
+    let s = crate::open(dir.path(), &db);
+    let ((), outcome) = s.batch(|| {
+        append(&s, 1);
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| {
+                let call =
+                    CanonicalCall::new(ToolCall::new("pay", None, json!({"amount": 5})).unwrap())
+                        .unwrap();
+                let ttl = |_: &Verdict| 30_000;
+                let p = proposal(&call, "s", 1, &ttl);
+                let _ = s.propose_observed(&p, None, |_, _| -> Verdict { panic!("a bug") });
+            });
+            assert!(other.join().is_err(), "the other thread's write panicked");
+        });
+        append(&s, 2);
+    });
+    assert!(
+        outcome.is_err(),
+        "the batch says its writes are not durable"
+    );
+    assert!(
+        committed(&dir, &db).is_empty(),
+        "nothing of the failed batch is kept"
+    );
+    let ((), outcome) = s.batch(|| append(&s, 3));
+    assert_eq!(outcome, Ok(()));
+    assert_eq!(committed(&dir, &db), [r#"{"n":3}"#]);
+}
+
+/// Review finding: ending an operator's dashboard sessions (a reload that rotated their key)
+/// ran a transaction of its own, which SQLite refuses inside a batch's open one ("cannot start
+/// a transaction within a transaction"): the reload only logged it, and a leaked key's
+/// sessions stayed signed in. Every store write now joins the batch.
+#[test]
+fn a_rotated_keys_sessions_end_even_inside_a_batch() {
+    use assent_store::ui_sessions::UiSession;
+    let dir = tempfile::tempdir().unwrap();
+    let db = assent_store::db::Database::Sqlite {
+        path: dir.path().join("assent.db"),
+    };
+    let s = crate::open(dir.path(), &db);
+    let session = UiSession {
+        operator: "alice".into(),
+        csrf: "cc".repeat(32),
+        expires_at: i64::MAX,
+    };
+    let id = "ab".repeat(32);
+    s.start_ui_session(&id, &session, 0).unwrap();
+    let (ended, outcome) = s.batch(|| {
+        append(&s, 1);
+        s.end_ui_sessions_of("alice")
+    });
+    assert_eq!(outcome, Ok(()));
+    assert_eq!(ended.unwrap(), 1);
+    assert_eq!(s.ui_session(&id, 1).unwrap(), None, "signed out");
+}
