@@ -77,3 +77,62 @@ fn failed_authentications_counted_by_two_replicas_share_one_allowance() {
         assert!(a.count_auth_failure(&who, 0, 0, 5).is_err());
     });
 }
+
+/// Review finding (Postgres): webhook lease attempts, cursor moves and dashboard sessions
+/// moved into the group-committed write announced `Events` at every commit; a replica that
+/// does not hold a webhook's lease retries it whenever events are announced, so its own
+/// attempt woke it again — a write-and-NOTIFY spin against every replica. Bookkeeping writes
+/// announce nothing; a real event (an audit record) still does.
+#[test]
+fn lease_and_session_bookkeeping_wakes_no_replica() {
+    let Some(db) = crate::pgkit::fresh_pg() else {
+        return; // a NOTIFY is Postgres's; SQLite replicas share one process
+    };
+    let Database::Postgres { url } = &db else {
+        unreachable!()
+    };
+    let (_dir, a, b) = two(&db);
+    let (send, heard) = std::sync::mpsc::channel();
+    let _listener = assent_store::db::listen(url, move |h| {
+        let _ = send.send(h);
+    })
+    .unwrap();
+    let wait = std::time::Duration::from_secs(30);
+    assert_eq!(
+        heard.recv_timeout(wait).unwrap(),
+        assent_store::db::Heard::Resync
+    );
+    for i in 0..5 {
+        assert!(
+            a.lease_webhook("hook", "replica-a", i, 60_000)
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            b.lease_webhook("hook", "replica-b", i, 60_000)
+                .unwrap()
+                .is_none()
+        );
+        a.advance_webhook("hook", "replica-a", 0).unwrap();
+    }
+    a.release_webhook("hook", "replica-a").unwrap();
+    let session = UiSession {
+        operator: "alice".into(),
+        csrf: "cc".repeat(32),
+        expires_at: i64::MAX,
+    };
+    a.start_ui_session(&"ab".repeat(32), &session, 0).unwrap();
+    b.end_ui_sessions_of("alice").unwrap();
+    // The marker: one audit record, one announcement. Anything announced before it was
+    // heard first (a listener hears in commit order).
+    a.append_audit("test.marker", None, "t", &serde_json::json!({}), 1)
+        .unwrap();
+    let events = assent_store::db::Heard::Changed(assent_store::db::Change::Events);
+    assert_eq!(
+        heard.recv_timeout(wait).unwrap(),
+        events,
+        "the marker is the first heard"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(heard.try_recv().is_err(), "nothing else was announced");
+}
