@@ -121,8 +121,9 @@ async fn read_once(
     want_events: bool,
 ) -> Result<Read, ApiError> {
     let id = id.to_string();
-    st.store_call(move |s| {
-        // On a read session: a decided approval's long-poll does not queue behind writes.
+    st.store_read(move |s| {
+        // On a read session (Postgres) or ahead of the writes queued with it (SQLite's
+        // executor): a decided approval's long-poll does not queue behind writes.
         let (mut rec, mut token) = s.approval_and_token(&id, is_agent)?;
         let overdue = rec
             .as_ref()

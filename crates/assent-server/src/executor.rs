@@ -18,8 +18,11 @@ const MAX_JOBS: usize = 64;
 /// nothing written), or `Err(why)`, when the value is withheld.
 type Deliver = Box<dyn FnOnce(Result<(), String>) + Send>;
 
-/// A store call queued for the executor.
-type Job = Box<dyn FnOnce(&Store) -> Deliver + Send>;
+/// A store call queued for the executor: whether it only reads, and the call.
+struct Job {
+    read: bool,
+    run: Box<dyn FnOnce(&Store) -> Deliver + Send>,
+}
 
 /// The store executor (SQLite): a thread running the queued store calls in batches. It ends,
 /// with its store handle, when the last clone of its state is dropped.
@@ -47,18 +50,24 @@ impl Executor {
     /// Runs `f` on the executor; its value once its batch committed. `503` when the batch's
     /// commit failed (the value rested on writes that are not durable), `f` panicked, or the
     /// executor is gone.
-    pub(crate) async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
+    ///
+    /// `read`: the call only reads (a long-poll's look), so it runs before the writes queued
+    /// with it, in a batch of reads that commits nothing and is answered at once instead of
+    /// after the writes' commit. Marking a call that writes `read` costs no safety: a batch
+    /// of reads that wrote is committed before it is answered like any other.
+    pub(crate) async fn run<T, F>(&self, read: bool, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&Store) -> T + Send + 'static,
     {
         let (answer, answered) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move |s: &Store| {
+        let run: Box<dyn FnOnce(&Store) -> Deliver + Send> = Box::new(move |s: &Store| {
             let value = f(s);
             Box::new(move |outcome: Result<(), String>| {
                 let _ = answer.send(outcome.map(|()| value));
             })
         });
+        let job = Job { read, run };
         self.jobs
             .send(job)
             .map_err(|_| ApiError::unavailable("the store executor has stopped"))?;
@@ -73,9 +82,10 @@ impl Executor {
 }
 
 /// The executor's loop: waits for a call, takes every call queued meanwhile (at most
-/// [`MAX_JOBS`]), runs them in one batch and answers them after its commit. A call that
-/// panics ends its batch there (its caller gets `503`; the batch's outcome says whether the
-/// others' writes stand); the calls after it run in the next batch.
+/// [`MAX_JOBS`]), runs the reads among them in one batch and answers them, then the others in
+/// a second batch answered after its commit. A call that panics ends its batch there (its
+/// caller gets `503`; the batch's outcome says whether the others' writes stand); the calls
+/// after it run in the next round.
 fn serve_jobs(store: &Store, queue: &mpsc::Receiver<Job>) {
     let mut waiting: VecDeque<Job> = VecDeque::new();
     loop {
@@ -92,31 +102,44 @@ fn serve_jobs(store: &Store, queue: &mpsc::Receiver<Job>) {
             }
         }
         let take = waiting.len().min(MAX_JOBS);
-        let run = || {
-            store.batch(|| {
-                let mut delivers = Vec::with_capacity(take);
-                for _ in 0..take {
-                    let Some(job) = waiting.pop_front() else {
-                        break;
-                    };
-                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(store))) {
-                        Ok(deliver) => delivers.push(deliver),
-                        Err(_) => break,
-                    }
-                }
-                delivers
-            })
-        };
-        // A panic past the jobs (ending the batch, the commit observer) drops the batch's
-        // answers (their callers get 503) but never the thread: it would leave every later
-        // call without a store.
-        let Ok((delivers, outcome)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-        else {
-            tracing::error!("a store batch panicked while it ended; its calls were answered 503");
-            continue;
-        };
-        for deliver in delivers {
-            deliver(outcome.clone());
+        let (mut reads, mut writes): (VecDeque<Job>, VecDeque<Job>) =
+            waiting.drain(..take).partition(|j| j.read);
+        run_batch(store, &mut reads);
+        run_batch(store, &mut writes);
+        // What a panic left unrun goes first next round, in its order.
+        for job in writes.into_iter().rev().chain(reads.into_iter().rev()) {
+            waiting.push_front(job);
         }
+    }
+}
+
+/// Runs `jobs` from the front as one batch until they are done or one panics, and answers
+/// those that ran with the batch's outcome.
+fn run_batch(store: &Store, jobs: &mut VecDeque<Job>) {
+    if jobs.is_empty() {
+        return;
+    }
+    let run = || {
+        store.batch(|| {
+            let mut delivers = Vec::with_capacity(jobs.len());
+            while let Some(job) = jobs.pop_front() {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (job.run)(store))) {
+                    Ok(deliver) => delivers.push(deliver),
+                    Err(_) => break,
+                }
+            }
+            delivers
+        })
+    };
+    // A panic past the jobs (ending the batch, the commit observer) drops the batch's answers
+    // (their callers get 503) but never the thread: it would leave every later call without a
+    // store.
+    let Ok((delivers, outcome)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+    else {
+        tracing::error!("a store batch panicked while it ended; its calls were answered 503");
+        return;
+    };
+    for deliver in delivers {
+        deliver(outcome.clone());
     }
 }

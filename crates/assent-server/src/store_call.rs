@@ -41,9 +41,25 @@ impl AppState {
         F: FnOnce(&Store) -> T + Send + 'static,
     {
         match &self.executor {
-            Some(e) => e.run(f).await,
+            Some(e) => e.run(false, f).await,
             None => self.store_apart(f).await,
         }
+    }
+
+    /// [`AppState::store_call`] for a call that only reads: on the executor it runs ahead of
+    /// the writes queued with it and is answered without waiting for their commit (see
+    /// [`crate::executor`]). A long-poll's look is one: a decision's waiter is then answered
+    /// one batch sooner.
+    pub(crate) async fn store_read<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        let answer = match &self.executor {
+            Some(e) => e.run(true, f).await?,
+            None => self.store_apart(f).await?,
+        };
+        answer.map_err(ApiError::unavailable)
     }
 
     /// [`AppState::store_call`] beside the executor ([`AppState::store_apart`]).
