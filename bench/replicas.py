@@ -3,7 +3,7 @@
 1, 16 and 64 agents, on SQLite (one gateway) and on PostgreSQL with one and two replicas.
 
   cargo build --release -p assent
-  python3 bench/replicas.py [--seconds 8] [--agents 1,16,64] [--modes sqlite,pg1,pg2] [--no-ceiling]
+  python3 bench/replicas.py [--seconds 8] [--agents 1,16,64] [--modes sqlite,pg1,pg2] [--no-ceiling] [--client rust|python]
 
 Each agent runs cycles: propose a call that must be approved (`POST /v1/tool-calls` on its
 replica), long-poll it (`GET /v1/approvals/{id}?wait=30`, same replica), while its operator
@@ -12,16 +12,20 @@ cycle is two durable writes (the held call, the decision). Reported: cycles (dec
 second, and the time from the decision being sent to the agent's long-poll returning, p50 and
 p99. PostgreSQL is a throw-away cluster made with initdb/pg_ctl in a temporary directory
 (Debian's `postgresql` package; run as the `postgres` user when this runs as root), default
-settings (fsync on, synchronous_commit on). Python standard library only (http.client, one
-keep-alive connection per thread). Bounded: every cell runs a fixed time; every server and the
-cluster are stopped at the end in every case.
+settings (fsync on, synchronous_commit on). The load is `benches/load.rs` (one tokio thread,
+one keep-alive connection per agent and per operator; both instants of a latency taken in one
+process); `--client python` drives the cells with Python threads instead (http.client; their
+interpreter lock switches every 5 ms, which the latency then includes). Bounded: every cell
+runs a fixed time; every server and the cluster are stopped at the end in every case.
+`ASSENT_STORE_EXECUTOR=off` in the environment runs SQLite's store calls on the blocking pool
+(before/after comparisons of the store executor).
 
 Also per row: the gateways' own CPU per cycle (user + system time of the `assent serve`
 processes over the cell, from /proc, divided by the cycles; PostgreSQL's own processes are not
 counted), and the ratio to the bare-write ceiling measured in the same run: first, this runs
 `cargo bench -p assent-bench --bench ceiling` (crates/assent-bench/benches/ceiling.rs: the same
 two writes per cycle with rusqlite and ideal group commit, at the same numbers of agents;
-`CEILING_BIN` runs a prebuilt binary instead).
+`CEILING_BIN` and `LOAD_BIN` run prebuilt binaries instead of building them).
 """
 
 import argparse
