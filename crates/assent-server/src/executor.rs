@@ -1,4 +1,4 @@
-//! The store executor (SQLite, issue 13 §4): one thread that takes every store call queued
+//! The store executor (issue 13 §4): one thread that takes every store call queued
 //! meanwhile (at most [`MAX_JOBS`]) and runs them as one [`Store::batch`] — one group
 //! commit, no hand-off between calls — answering each only after that commit. Handlers reach
 //! it through `AppState::store_task` (`store_call.rs`). Imports nothing of the server but the
@@ -24,7 +24,7 @@ struct Job {
     run: Box<dyn FnOnce(&Store) -> Deliver + Send>,
 }
 
-/// The store executor (SQLite): a thread running the queued store calls in batches. It ends,
+/// The store executor: a thread running the queued store calls in batches. It ends,
 /// with its store handle, when the last clone of its state is dropped.
 #[derive(Clone)]
 pub struct Executor {

@@ -18,8 +18,8 @@ use tokio::sync::watch;
 pub struct AppState {
     /// The store (SQLite or Postgres).
     pub store: Arc<Store>,
-    /// SQLite: the thread that runs the handlers' store calls in batches
-    /// ([`crate::executor`]); `None` on Postgres (calls run on the blocking pool).
+    /// The thread that runs the handlers' store calls in batches ([`crate::executor`]);
+    /// `None` with `ASSENT_STORE_EXECUTOR=off` (calls run on the blocking pool).
     pub executor: Option<crate::executor::Executor>,
     /// The principals, agents and policies in force, replaced whole by a reload (issue 14
     /// §8): read it with [`AppState::live`] (one consistent snapshot), swap it with
@@ -214,10 +214,10 @@ impl AppState {
         settings: Settings,
     ) -> Self {
         let store = Arc::new(store);
-        // `ASSENT_STORE_EXECUTOR=off`: calls run on the blocking pool, as on Postgres (for
-        // measuring the executor against it; not a configuration setting).
-        let wanted = std::env::var("ASSENT_STORE_EXECUTOR").map_or(true, |v| v != "off");
-        let executor = (wanted && store.runs_batches())
+        // `ASSENT_STORE_EXECUTOR=off` (`Store::runs_batches`): calls run on the blocking pool,
+        // as before the executor (for measuring it; not a configuration setting).
+        let executor = store
+            .runs_batches()
             .then(|| crate::executor::Executor::start(store.clone()))
             .and_then(|started| {
                 started

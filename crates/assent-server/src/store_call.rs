@@ -1,10 +1,11 @@
 //! The one store-call helper: every handler reaches the (blocking) store through
 //! `AppState::store_call` or `AppState::store_task`, which turn a failure into
-//! `503 STORE_UNAVAILABLE` (fail closed). On SQLite they run on the store executor
+//! `503 STORE_UNAVAILABLE` (fail closed). They run on the store executor
 //! ([`crate::executor`]): one thread that takes every call queued meanwhile and runs them as
 //! one batch — one group commit, no hand-off between calls — and answers each only after that
-//! commit (issue 13 §4); on PostgreSQL, and for the heavy calls that read much or
-//! open connections of their own (`AppState::store_apart`), on tokio's blocking pool. Kit:
+//! commit (issue 13 §4); the heavy calls that read much or must not run inside a batch
+//! (`AppState::store_apart`) on tokio's blocking pool, as every call did before (and does
+//! with `ASSENT_STORE_EXECUTOR=off`). Kit:
 //! imports nothing but the state and the error type.
 
 use crate::error::ApiError;

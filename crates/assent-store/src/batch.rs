@@ -9,18 +9,20 @@
 //! (they must not see uncommitted writes); reads of the batch's own thread read it. When the
 //! batch's work returns, the group is committed, and the outcome tells the caller whether
 //! what its calls wrote — and so what they answered — is durable: nothing may be answered
-//! before. SQLite only: on PostgreSQL reads run on other sessions, which would not see a
-//! batch's uncommitted writes.
+//! before. On PostgreSQL the batch's reads use the writer session too (`reads.rs`), not the
+//! read sessions beside it, which would not see its uncommitted writes; the advisory write
+//! lock is held from the batch's first write to its commit, and the notifications of every
+//! call's changes go out with that commit.
 
 use crate::group::{self, Gate};
 use crate::store::{Store, gate_of};
 use std::sync::Arc;
 
 impl Store {
-    /// Whether [`Store::batch`] groups this store's calls (SQLite); on PostgreSQL it runs
-    /// them one by one.
+    /// Whether [`Store::batch`] groups this store's calls: on both backends, unless
+    /// `ASSENT_STORE_EXECUTOR=off` asks for each call to commit on its own (measurements).
     pub fn runs_batches(&self) -> bool {
-        matches!(self.database, crate::db::Database::Sqlite { .. })
+        std::env::var("ASSENT_STORE_EXECUTOR").map_or(true, |v| v != "off")
     }
 
     /// Runs `work` (any number of store calls) as one batch on this thread and commits what
@@ -28,8 +30,8 @@ impl Store {
     /// batch's calls wrote is committed (or nothing was written), `Err(why)` when the commit
     /// failed or a write of the batch panicked (its transaction was rolled back then): the
     /// answers computed in `work` must then be withheld, since they may rest on writes that
-    /// are not durable. SQLite only (see the module doc); on PostgreSQL `work` runs as
-    /// separate calls, each write committed on its own, and the outcome is `Ok`.
+    /// are not durable. When [`Store::runs_batches`] is `false`, `work` runs as separate
+    /// calls, each write committed on its own, and the outcome is `Ok`.
     ///
     /// A panic in `work` is not caught here: it propagates after the batch's group, if one
     /// is open, was ended (rolled back when the panic was inside a write, else committed).

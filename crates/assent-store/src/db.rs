@@ -303,10 +303,12 @@ impl<'c> Conn<'c> {
         out
     }
 
-    /// Whether a transaction is open on this connection (SQLite; a Postgres session is never
-    /// asked: a batch is SQLite's only).
+    /// Whether a transaction is open on this session.
     pub(crate) fn in_transaction(self) -> bool {
-        matches!(self, Conn::Sqlite(c) if !c.is_autocommit())
+        match self {
+            Conn::Sqlite(c) => !c.is_autocommit(),
+            Conn::Postgres(c) => c.in_transaction(),
+        }
     }
 
     /// Rolls back the transaction [`Conn::begin_write`] opened (a no-op when none is open).
@@ -321,10 +323,13 @@ impl<'c> Conn<'c> {
     /// Runs `f` in one read snapshot: SQLite `BEGIN` (deferred), Postgres `BEGIN ISOLATION
     /// LEVEL REPEATABLE READ, READ ONLY`; ends it with `ROLLBACK` (nothing was written).
     pub fn snapshot<T>(self, f: impl FnOnce(Conn<'c>) -> Result<T>) -> Result<T> {
+        // Inside the transaction this thread's batch holds open (`batch.rs`): it is the
+        // snapshot (on Postgres a `BEGIN` would be refused, and its `ROLLBACK` would end the
+        // batch's transaction). Any other open transaction is refused by `BEGIN`, as before.
+        if HOLDS_BATCH.with(|h| h.get()) && self.in_transaction() {
+            return f(self);
+        }
         match self {
-            // Inside the transaction this thread's batch holds open (`batch.rs`): it is the
-            // snapshot. Any other open transaction is refused by `BEGIN`, as before.
-            Conn::Sqlite(_) if self.in_transaction() && HOLDS_BATCH.with(|h| h.get()) => f(self),
             Conn::Sqlite(c) => {
                 let tx = rusqlite::Transaction::new_unchecked(
                     c,

@@ -170,6 +170,11 @@ impl PgConn {
         ))
     }
 
+    /// Whether this session has a transaction open (begun here and not yet ended).
+    pub(crate) fn in_transaction(&self) -> bool {
+        self.in_tx.get()
+    }
+
     /// Runs `sql`, which opens a transaction; `Unusable` when one is open already (Postgres
     /// would only warn, and the inner COMMIT would end the outer transaction early).
     pub(crate) fn begin(&self, sql: &str) -> Result<(), DbError> {

@@ -186,6 +186,13 @@ pub(crate) fn open(gate: &Arc<Gate>) -> u64 {
     n
 }
 
+/// The batch's first write failed and its transaction was rolled back whole (it held nothing
+/// else): the batch holds no group, and none was lost.
+pub(crate) fn abandon() {
+    HELD.with(|h| h.set(None));
+    crate::db::HOLDS_BATCH.with(|h| h.set(false));
+}
+
 /// The transaction of held group `group` is gone (SQLite rolled it back by itself): ends the
 /// group with an error (its members on other threads get it) and fails the batch.
 pub(crate) fn lost(gate: &Gate, group: u64) {

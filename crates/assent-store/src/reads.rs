@@ -17,10 +17,17 @@ impl Store {
     /// decision-to-wake time at 64 agents but doubled its p99 at 16 (each read on another
     /// connection starts with a page cache the writer's commits invalidated), so SQLite keeps
     /// its reads on the writer (BENCHMARKS.md, B3 over HTTP).
+    ///
+    /// Inside a batch that holds its write transaction open (`batch.rs`), on the writer
+    /// session on both backends: a call of the batch reads what the batch wrote (a read
+    /// session would not see it), and is answered only after the batch's commit.
     pub(crate) fn read<T>(&self, f: impl Fn(Conn<'_>) -> db::Result<T>) -> Result<T, StoreError> {
+        let in_batch = crate::db::HOLDS_BATCH.with(|h| h.get());
         match self.database {
-            crate::db::Database::Postgres { .. } => self.readers.read(&self.database, f),
-            crate::db::Database::Sqlite { .. } => Ok(self.lock().conn().snapshot(&f)?),
+            crate::db::Database::Postgres { .. } if !in_batch => {
+                self.readers.read(&self.database, f)
+            }
+            _ => Ok(self.lock().conn().snapshot(&f)?),
         }
     }
 

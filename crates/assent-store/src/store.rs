@@ -128,15 +128,9 @@ impl Store {
         let batching = group::active(&gate);
         let (batch, first) = match joined {
             Some(b) => (b, false),
-            None => {
-                c.begin_write()?;
-                if batching {
-                    // The first write of a batch opens the group it holds until it ends.
-                    (group::open(&gate), false)
-                } else {
-                    (gate.open_batch(), true)
-                }
-            }
+            // The first write of a batch opens the group it holds until it ends.
+            None if batching => (c.begin_write().map(|()| group::open(&gate))?, true),
+            None => (c.begin_write().map(|()| gate.open_batch())?, true),
         };
         let held = batching && group::holds(&gate, batch);
         let mut member = Member {
@@ -158,6 +152,10 @@ impl Store {
             drop(member);
             let undone = c.rollback_write();
             gate.finish(batch, Ok(()));
+            if held {
+                // Nothing of the batch was in it: the batch holds no group now, lost none.
+                group::abandon();
+            }
             undone?;
             return out;
         }

@@ -1,4 +1,4 @@
-//! Batches (`Store::batch`, issue 13 §4): the server's store executor runs every queued
+//! Batches (`Store::batch`, issue 13 §4), on both backends: the server's store executor runs every queued
 //! request in one batch and answers them only after its one commit. What must hold: a batch's
 //! calls read what it wrote, nobody else does before its commit (the attack: an answer given
 //! from a write that is then lost), another thread's write joins it and returns only once it
@@ -38,83 +38,81 @@ fn append(s: &Store, n: i64) {
 /// the commit. Then everything is committed once, in order.
 #[test]
 fn a_batchs_writes_are_read_by_its_own_calls_and_by_nobody_else_before_its_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = assent_store::db::Database::Sqlite {
-        path: dir.path().join("assent.db"),
-    };
-    let s = crate::open(dir.path(), &db);
-    assert!(s.runs_batches());
-    let read_done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let ((), outcome) = s.batch(|| {
-            append(&s, 1);
-            append(&s, 2);
-            let own: Vec<String> = s
-                .audit_tail(10)
-                .unwrap()
-                .into_iter()
-                .map(|r| r.kind)
-                .collect();
-            assert_eq!(
-                own.iter().filter(|k| *k == "test.batch").count(),
-                2,
-                "read by its own calls"
-            );
-            assert!(committed(&dir, &db).is_empty(), "nothing committed yet");
-            scope.spawn(|| {
-                let seen = s.audit_tail(10).unwrap();
-                read_done.store(true, Ordering::SeqCst);
-                assert_eq!(seen.iter().filter(|r| r.kind == "test.batch").count(), 2);
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::open(dir.path(), db);
+        assert!(s.runs_batches());
+        let read_done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let ((), outcome) = s.batch(|| {
+                append(&s, 1);
+                append(&s, 2);
+                let own: Vec<String> = s
+                    .audit_tail(10)
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| r.kind)
+                    .collect();
+                assert_eq!(
+                    own.iter().filter(|k| *k == "test.batch").count(),
+                    2,
+                    "read by its own calls"
+                );
+                assert!(committed(&dir, db).is_empty(), "nothing committed yet");
+                scope.spawn(|| {
+                    let seen = s.audit_tail(10).unwrap();
+                    read_done.store(true, Ordering::SeqCst);
+                    assert_eq!(seen.iter().filter(|r| r.kind == "test.batch").count(), 2);
+                });
+                std::thread::sleep(Duration::from_millis(200));
+                assert!(
+                    !read_done.load(Ordering::SeqCst),
+                    "another thread's read waits for the batch's commit"
+                );
             });
-            std::thread::sleep(Duration::from_millis(200));
-            assert!(
-                !read_done.load(Ordering::SeqCst),
-                "another thread's read waits for the batch's commit"
-            );
+            assert_eq!(outcome, Ok(()));
         });
-        assert_eq!(outcome, Ok(()));
+        assert!(read_done.load(Ordering::SeqCst));
+        assert_eq!(
+            committed(&dir, db),
+            [r#"{"n":2}"#, r#"{"n":1}"#],
+            "newest first"
+        );
     });
-    assert!(read_done.load(Ordering::SeqCst));
-    assert_eq!(
-        committed(&dir, &db),
-        [r#"{"n":2}"#, r#"{"n":1}"#],
-        "newest first"
-    );
 }
 
 /// Another thread's write during a batch joins the batch's group and returns only when the
 /// batch committed; both are kept and chained.
 #[test]
 fn another_threads_write_during_a_batch_returns_only_after_its_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = assent_store::db::Database::Sqlite {
-        path: dir.path().join("assent.db"),
-    };
-    let s = crate::open(dir.path(), &db);
-    let joined_done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let ((), outcome) = s.batch(|| {
-            append(&s, 1);
-            scope.spawn(|| {
-                append(&s, 2);
-                joined_done.store(true, Ordering::SeqCst);
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::open(dir.path(), db);
+        let joined_done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let ((), outcome) = s.batch(|| {
+                append(&s, 1);
+                scope.spawn(|| {
+                    append(&s, 2);
+                    joined_done.store(true, Ordering::SeqCst);
+                });
+                std::thread::sleep(Duration::from_millis(200));
+                assert!(
+                    !joined_done.load(Ordering::SeqCst),
+                    "not acknowledged before the commit"
+                );
+                assert!(committed(&dir, db).is_empty());
             });
-            std::thread::sleep(Duration::from_millis(200));
-            assert!(
-                !joined_done.load(Ordering::SeqCst),
-                "not acknowledged before the commit"
-            );
-            assert!(committed(&dir, &db).is_empty());
+            assert_eq!(outcome, Ok(()));
         });
-        assert_eq!(outcome, Ok(()));
+        assert!(joined_done.load(Ordering::SeqCst));
+        assert_eq!(committed(&dir, db).len(), 2);
     });
-    assert!(joined_done.load(Ordering::SeqCst));
-    assert_eq!(committed(&dir, &db).len(), 2);
 }
 
 /// A write that panics inside a batch rolls back the whole batch, and the batch's outcome is
 /// `Err`: the answers computed from its earlier writes must not be given (the executor
-/// withholds them). The store stays usable; on PostgreSQL a batch's calls commit one by one.
+/// withholds them). The store stays usable.
 #[test]
 fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
     both(|db| {
@@ -162,37 +160,37 @@ fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
 /// acknowledged, then lost). The batch now fails, and what it wrote after is rolled back too.
 #[test]
 fn a_joined_write_that_panics_on_another_thread_fails_the_whole_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = assent_store::db::Database::Sqlite {
-        path: dir.path().join("assent.db"),
-    };
-    let s = crate::open(dir.path(), &db);
-    let ((), outcome) = s.batch(|| {
-        append(&s, 1);
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| {
-                let call =
-                    CanonicalCall::new(ToolCall::new("pay", None, json!({"amount": 5})).unwrap())
-                        .unwrap();
-                let ttl = |_: &Verdict| 30_000;
-                let p = proposal(&call, "s", 1, &ttl);
-                let _ = s.propose_observed(&p, None, |_, _| -> Verdict { panic!("a bug") });
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::open(dir.path(), db);
+        let ((), outcome) = s.batch(|| {
+            append(&s, 1);
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| {
+                    let call = CanonicalCall::new(
+                        ToolCall::new("pay", None, json!({"amount": 5})).unwrap(),
+                    )
+                    .unwrap();
+                    let ttl = |_: &Verdict| 30_000;
+                    let p = proposal(&call, "s", 1, &ttl);
+                    let _ = s.propose_observed(&p, None, |_, _| -> Verdict { panic!("a bug") });
+                });
+                assert!(other.join().is_err(), "the other thread's write panicked");
             });
-            assert!(other.join().is_err(), "the other thread's write panicked");
+            append(&s, 2);
         });
-        append(&s, 2);
+        assert!(
+            outcome.is_err(),
+            "the batch says its writes are not durable"
+        );
+        assert!(
+            committed(&dir, db).is_empty(),
+            "nothing of the failed batch is kept"
+        );
+        let ((), outcome) = s.batch(|| append(&s, 3));
+        assert_eq!(outcome, Ok(()));
+        assert_eq!(committed(&dir, db), [r#"{"n":3}"#]);
     });
-    assert!(
-        outcome.is_err(),
-        "the batch says its writes are not durable"
-    );
-    assert!(
-        committed(&dir, &db).is_empty(),
-        "nothing of the failed batch is kept"
-    );
-    let ((), outcome) = s.batch(|| append(&s, 3));
-    assert_eq!(outcome, Ok(()));
-    assert_eq!(committed(&dir, &db), [r#"{"n":3}"#]);
 }
 
 /// Review finding: ending an operator's dashboard sessions (a reload that rotated their key)
@@ -202,23 +200,41 @@ fn a_joined_write_that_panics_on_another_thread_fails_the_whole_batch() {
 #[test]
 fn a_rotated_keys_sessions_end_even_inside_a_batch() {
     use assent_store::ui_sessions::UiSession;
-    let dir = tempfile::tempdir().unwrap();
-    let db = assent_store::db::Database::Sqlite {
-        path: dir.path().join("assent.db"),
-    };
-    let s = crate::open(dir.path(), &db);
-    let session = UiSession {
-        operator: "alice".into(),
-        csrf: "cc".repeat(32),
-        expires_at: i64::MAX,
-    };
-    let id = "ab".repeat(32);
-    s.start_ui_session(&id, &session, 0).unwrap();
-    let (ended, outcome) = s.batch(|| {
-        append(&s, 1);
-        s.end_ui_sessions_of("alice")
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::open(dir.path(), db);
+        let session = UiSession {
+            operator: "alice".into(),
+            csrf: "cc".repeat(32),
+            expires_at: i64::MAX,
+        };
+        let id = "ab".repeat(32);
+        s.start_ui_session(&id, &session, 0).unwrap();
+        let (ended, outcome) = s.batch(|| {
+            append(&s, 1);
+            s.end_ui_sessions_of("alice")
+        });
+        assert_eq!(outcome, Ok(()));
+        assert_eq!(ended.unwrap(), 1);
+        assert_eq!(s.ui_session(&id, 1).unwrap(), None, "signed out");
     });
-    assert_eq!(outcome, Ok(()));
-    assert_eq!(ended.unwrap(), 1);
-    assert_eq!(s.ui_session(&id, 1).unwrap(), None, "signed out");
+}
+
+/// The batch's first write runs without a savepoint of its own (two statements, two round
+/// trips on Postgres, fewer): when it fails it rolls back the whole transaction, which held
+/// nothing else, and the batch goes on — its later writes commit, and it does not fail.
+#[test]
+fn a_failed_first_write_of_a_batch_is_undone_alone() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::open(dir.path(), db);
+        let input = assent_store::DecisionInput::approve();
+        let ((), outcome) = s.batch(|| {
+            let missing = s.decide("no-such-approval", &input, "alice", &[], 1);
+            assert!(missing.is_err());
+            append(&s, 1);
+        });
+        assert_eq!(outcome, Ok(()));
+        assert_eq!(committed(&dir, db), [r#"{"n":1}"#]);
+    });
 }
