@@ -192,22 +192,14 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     let answer = describe(&r, &cfg, &old, &principals, by);
     // A changed key or role set signs the person out of the dashboard too: a session started
     // with the old key must not outlive it (a removed operator's sessions fail on their own).
-    // Before the new configuration is audited and in force, failing the reload when they cannot be ended
-    // (so a retry still sees them changed), and again after it, for a session started with
-    // the old key in between.
-    let names = answer.changed.clone();
-    let ended = st
-        .store_task(move |s| {
-            names
-                .iter()
-                .try_for_each(|n| s.end_ui_sessions_of(n).map(drop))
-        })
-        .await;
-    if !matches!(ended, Ok(Ok(()))) {
-        return Err(ReloadError::Store(format!(
-            "the dashboard sessions of a changed principal could not be ended: {ended:?}"
-        )));
-    }
+    // Before the new configuration is audited and in force, failing the reload when they
+    // cannot be ended (so a retry still sees them changed), and again after it, for a session
+    // started with the old key in between.
+    sign_out(st, &answer.changed).await.map_err(|why| {
+        ReloadError::Store(format!(
+            "the dashboard sessions of a changed principal could not be ended: {why}"
+        ))
+    })?;
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
@@ -223,19 +215,8 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     }
     let slack_users = cfg.slack_users();
     st.swap_live(Live::new(cfg.registry, principals).with_slack_users(slack_users));
-    let names = answer.changed.clone();
-    let ended = st
-        .store_task(move |s| {
-            names
-                .iter()
-                .try_for_each(|n| s.end_ui_sessions_of(n).map(drop))
-        })
-        .await;
-    if !matches!(ended, Ok(Ok(()))) {
-        tracing::warn!(
-            ?ended,
-            "dashboard sessions of a changed principal were not ended"
-        );
+    if let Err(why) = sign_out(st, &answer.changed).await {
+        tracing::warn!(%why, "dashboard sessions of a changed principal were not ended");
     }
     st.changed();
     tracing::info!(by = %actor, agents = answer.agents, policies = answer.policies,
@@ -333,5 +314,23 @@ pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal
     match reload(&st, Trigger::Operator(op.name())).await {
         Ok(r) => crate::body::Body(r).into_response(),
         Err(e) => e.into_response(),
+    }
+}
+
+/// Ends every dashboard session of the principals `names` (a reload changed their key or
+/// roles); `Err(why)` when the store could not.
+async fn sign_out(st: &AppState, names: &[String]) -> Result<(), String> {
+    let names = names.to_vec();
+    match st
+        .store_task(move |s| {
+            names
+                .iter()
+                .try_for_each(|n| s.end_ui_sessions_of(n).map(drop))
+        })
+        .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(format!("{e:?}")),
     }
 }
