@@ -112,6 +112,37 @@ fn proposal<'a>(
     Proposal::for_call("bot", session, call, now, ttl, u64::MAX)
 }
 
+/// Proposes `tool` of agent `bot` in `session` at `now` with `effects`, gated as `kind` (a
+/// held call waits `ttl_ms`): the session state the proposal observed, and its outcome.
+fn gate_observed(
+    s: &Store,
+    session: &str,
+    (tool, effects): (&str, assent_core::session_risk::Effects),
+    kind: assent_core::VerdictKind,
+    now: i64,
+    ttl_ms: i64,
+) -> (
+    assent_core::session_risk::SessionRisk,
+    assent_store::Proposed,
+) {
+    let call = CanonicalCall::new(ToolCall::new(tool, None, json!({"n": now})).unwrap()).unwrap();
+    let ttl = |_: &Verdict| ttl_ms;
+    let p = Proposal {
+        effects,
+        ..proposal(&call, session, now, &ttl)
+    };
+    let mut seen = None;
+    let (_, outcome) = s
+        .propose_observed(&p, None, |_, risk| {
+            seen = Some(risk.clone());
+            let mut v = pay(1).1;
+            v.kind = kind;
+            v
+        })
+        .unwrap();
+    (seen.unwrap(), outcome)
+}
+
 /// Holds `call` of agent `bot` in `session` with verdict `v` at `now`, expiring at
 /// `expires_at`, without gating it ([`Store::create_approval`]).
 fn hold(

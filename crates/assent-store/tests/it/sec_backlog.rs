@@ -3,10 +3,9 @@
 //! active one's; the insights' outright verdicts, read a chunk at a time along the time index,
 //! count each record once.
 
-use crate::{both_stores, pay, proposal};
-use assent_core::gatekeeper::Verdict;
+use crate::{both_stores, pay};
 use assent_core::session_risk::{Effects, SessionRisk};
-use assent_core::{CanonicalCall, ToolCall, VerdictKind};
+use assent_core::{ToolCall, VerdictKind};
 use assent_store::db::Database;
 use assent_store::{DecisionInput, Proposed, Store};
 use serde_json::json;
@@ -22,22 +21,7 @@ fn gate(
     kind: VerdictKind,
     now: i64,
 ) -> (SessionRisk, Proposed) {
-    let call = CanonicalCall::new(ToolCall::new(tool, None, json!({"n": now})).unwrap()).unwrap();
-    let ttl = |_: &Verdict| 100 * DAY;
-    let p = assent_store::Proposal {
-        effects,
-        ..proposal(&call, session, now, &ttl)
-    };
-    let mut seen = None;
-    let (_, outcome) = s
-        .propose_observed(&p, None, |_, risk| {
-            seen = Some(risk.clone());
-            let mut v = pay(1).1;
-            v.kind = kind;
-            v
-        })
-        .unwrap();
-    (seen.unwrap(), outcome)
+    crate::gate_observed(s, session, (tool, effects), kind, now, 100 * DAY)
 }
 
 fn untrusted() -> (&'static str, Effects) {

@@ -3,12 +3,10 @@
 //! the first mark of each kind stays, a denied or rejected call marks nothing, and sessions
 //! do not share marks.
 
-use crate::{both_stores, pay, proposal};
-use assent_core::gatekeeper::Verdict;
+use crate::both_stores;
+use assent_core::VerdictKind;
 use assent_core::session_risk::{Effects, SessionRisk};
-use assent_core::{CanonicalCall, ToolCall, VerdictKind};
 use assent_store::{DecisionInput, Proposed, Store};
-use serde_json::json;
 
 const T0: i64 = 1_800_000_000_000;
 
@@ -22,22 +20,7 @@ fn gate(
     kind: VerdictKind,
     now: i64,
 ) -> (SessionRisk, Proposed) {
-    let call = CanonicalCall::new(ToolCall::new(tool, None, json!({"n": now})).unwrap()).unwrap();
-    let ttl = |_: &Verdict| 30_000;
-    let p = assent_store::Proposal {
-        effects,
-        ..proposal(&call, session, now, &ttl)
-    };
-    let mut seen = None;
-    let (_, outcome) = s
-        .propose_observed(&p, None, |_, risk| {
-            seen = Some(risk.clone());
-            let mut v = pay(1).1;
-            v.kind = kind;
-            v
-        })
-        .unwrap();
-    (seen.unwrap(), outcome)
+    crate::gate_observed(s, session, (tool, effects), kind, now, 30_000)
 }
 
 /// What a harmless call in `session` at `now` observes (it is denied, so it marks nothing).
