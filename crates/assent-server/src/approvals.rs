@@ -122,8 +122,8 @@ async fn read_once(
 ) -> Result<Read, ApiError> {
     let id = id.to_string();
     st.store_read(move |s| {
-        // On a read session (Postgres) or ahead of the writes queued with it (SQLite's
-        // executor): a decided approval's long-poll does not queue behind writes.
+        // Ahead of the writes queued with it on the executor (and on a read session on
+        // Postgres): a decided approval's long-poll does not wait for their commit.
         let (mut rec, mut token) = s.approval_and_token(&id, is_agent)?;
         let overdue = rec
             .as_ref()

@@ -1,6 +1,7 @@
 //! The store executor (issue 13 §4): one thread that takes every store call queued
-//! meanwhile (at most [`MAX_JOBS`]) and runs them as one [`Store::batch`] — one group
-//! commit, no hand-off between calls — answering each only after that commit. Handlers reach
+//! meanwhile (at most 64), runs the reads among them first in a batch answered at
+//! once, then the rest as one [`Store::batch`] — one group commit, no hand-off between calls
+//! — answering each only after that commit. Handlers reach
 //! it through `AppState::store_task` (`store_call.rs`). Imports nothing of the server but the
 //! error type.
 

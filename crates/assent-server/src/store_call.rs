@@ -5,8 +5,8 @@
 //! one batch — one group commit, no hand-off between calls — and answers each only after that
 //! commit (issue 13 §4); the heavy calls that read much or must not run inside a batch
 //! (`AppState::store_apart`) on tokio's blocking pool, as every call did before (and does
-//! with `ASSENT_STORE_EXECUTOR=off`). Kit:
-//! imports nothing but the state and the error type.
+//! with `ASSENT_STORE_EXECUTOR=off`). Kit: imports nothing but the state, the executor and
+//! the error type.
 
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -20,9 +20,11 @@ use std::sync::Arc;
 
 impl Store {
     /// Whether [`Store::batch`] groups this store's calls: on both backends, unless
-    /// `ASSENT_STORE_EXECUTOR=off` asks for each call to commit on its own (measurements).
+    /// `ASSENT_STORE_EXECUTOR=off` was set when the process first asked (for measurements:
+    /// then each call commits on its own). Read once per process, not per batch.
     pub fn runs_batches(&self) -> bool {
-        std::env::var("ASSENT_STORE_EXECUTOR").map_or(true, |v| v != "off")
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| std::env::var("ASSENT_STORE_EXECUTOR").map_or(true, |v| v != "off"))
     }
 
     /// Runs `work` (any number of store calls) as one batch on this thread and commits what

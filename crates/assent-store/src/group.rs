@@ -9,9 +9,9 @@ use std::cell::Cell;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
-/// The group-commit state of one [`crate::store::Store`]: how many writers wait for its connection, the
-/// open transaction's group (its number, its members, their changes) and the outcome of
-/// groups some member still waits for.
+/// The group-commit state of one [`crate::store::Store`]: how many writers wait for its
+/// connection, the open transaction's group (its number, its members, their changes) and the
+/// outcome of groups some member still waits for.
 #[derive(Default)]
 pub(crate) struct Gate {
     /// Writers waiting for the connection's mutex (counted before they lock it).
@@ -30,9 +30,9 @@ pub type CommitObserver = Box<dyn Fn(std::time::Duration) + Send + Sync>;
 pub(crate) struct GateState {
     /// The open group: its number, members and their changes.
     open: Option<(u64, usize, Vec<Change>)>,
-    /// The thread of the [`Store::batch`] holding the open group (`batch.rs`): no other
-    /// member commits it, and that thread's reads do not wait for it.
-    pub(crate) held_by: Option<std::thread::ThreadId>,
+    /// Whether a [`crate::store::Store::batch`] holds the open group (`batch.rs`): no other
+    /// member commits it (the batch's own thread knows it by [`holds`]).
+    held: bool,
     /// The last group's number.
     last: u64,
     /// Outcomes of ended groups whose members still wait (`Err(why)` when the commit
@@ -66,14 +66,15 @@ impl Gate {
         s.last += 1;
         let n = s.last;
         s.open = Some((n, 1, Vec::new()));
-        s.held_by = None;
+        s.held = false;
         n
     }
 
-    /// Whether group `batch` is open and held by a [`Store::batch`] (of any thread).
+    /// Whether group `batch` is open and held by a [`crate::store::Store::batch`] (of any
+    /// thread).
     pub(crate) fn is_held(&self, batch: u64) -> bool {
         let s = self.state();
-        s.held_by.is_some() && s.open.as_ref().is_some_and(|o| o.0 == batch)
+        s.held && s.open.as_ref().is_some_and(|o| o.0 == batch)
     }
 
     pub(crate) fn members(&self, batch: u64) -> usize {
@@ -109,7 +110,7 @@ impl Gate {
         let mut s = self.state();
         if s.open.as_ref().is_some_and(|o| o.0 == batch) {
             s.open = None;
-            s.held_by = None;
+            s.held = false;
         }
         if s.waiting.contains_key(&batch) {
             s.ended.insert(batch, outcome);
@@ -180,7 +181,7 @@ pub(crate) fn open(gate: &Arc<Gate>) -> u64 {
         POISONED.with(|p| p.set(true));
     }
     let n = gate.open_batch();
-    gate.state().held_by = Some(std::thread::current().id());
+    gate.state().held = true;
     HELD.with(|h| h.set(Some(n)));
     crate::db::HOLDS_BATCH.with(|h| h.set(true));
     n
