@@ -2,6 +2,11 @@
 //! with `separation_of_duties` (on by default for R4) refuses an approval from an owner of the
 //! agent (`principals[].owns`) and from the person the call acts for (`on_behalf_of`). Saying
 //! no is never refused: a deny, and cancelling, stay open to them.
+//!
+//! A person may go by more than one name — a key's principal and the single sign-on identity
+//! linked to it (`principals[].sso`), or an SSO operator `oidc:alice@example.com` whose call
+//! acts `on_behalf_of: alice@example.com` — so the check matches every name they go by
+//! ([`Decider::aka`]).
 
 use crate::approval::DecisionKind;
 
@@ -12,6 +17,9 @@ pub struct Decider<'a> {
     pub name: &'a str,
     /// The agent ids they own (`principals[].owns`).
     pub owns: &'a [String],
+    /// The other names the same person goes by (their single sign-on name with and without
+    /// the `oidc:` prefix); `on_behalf_of` naming any of them is the person too.
+    pub aka: &'a [String],
 }
 
 /// Why `d` may not make decision `kind` on a call of `agent` acting for `on_behalf_of` when
@@ -33,10 +41,16 @@ pub fn self_approval(
             d.name
         ));
     }
-    if on_behalf_of == Some(d.name) {
+    if let Some(who) = on_behalf_of
+        && (who == d.name || d.aka.iter().any(|n| n == who))
+    {
+        let also = if who == d.name {
+            String::new()
+        } else {
+            format!(" (signed in as `{}`)", d.name)
+        };
         return Some(format!(
-            "the call acts on behalf of `{}`, who may not approve it (separation of duties)",
-            d.name
+            "the call acts on behalf of `{who}`{also}, who may not approve it (separation of duties)"
         ));
     }
     None

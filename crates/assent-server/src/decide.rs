@@ -109,6 +109,7 @@ async fn decision_input(
         }
         (Some(a), Some(id)) => Some(crate::passkeys::finish_vote(st, name, id, a).await?),
     };
+    let (decider_owns, decider_aka) = st.duties_of(name);
     Ok(DecisionInput {
         passkey,
         kind: Some(b.decision),
@@ -118,7 +119,8 @@ async fn decision_input(
         confirm_workspace: b.confirm_workspace,
         edited,
         edited_output_bytes,
-        decider_owns: st.owns_of(name),
+        decider_owns,
+        decider_aka,
     })
 }
 

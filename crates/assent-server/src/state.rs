@@ -287,13 +287,25 @@ impl AppState {
         self.changes.send_modify(|v| *v += 1);
     }
 
-    /// The agent ids principal `name` owns (`principals[].owns`; empty for an unknown name).
-    pub fn owns_of(&self, name: &str) -> Vec<String> {
-        self.principals()
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.owns.clone())
-            .unwrap_or_default()
+    /// Who the deciding operator `name` is to separation of duties (issue 14 §2): the agent
+    /// ids they own (`principals[].owns`) and the other names they go by — a principal's
+    /// linked `sso` name bare and as `oidc:<name>`, an unlinked SSO operator's name without
+    /// its `oidc:` prefix. `(owns, aka)`; both empty for an unknown name.
+    pub fn duties_of(&self, name: &str) -> (Vec<String>, Vec<String>) {
+        if let Some(bare) = name.strip_prefix(crate::config::oidc::NAME_PREFIX) {
+            return (Vec::new(), vec![bare.to_string()]);
+        }
+        let principals = self.principals();
+        let Some(p) = principals.iter().find(|p| p.name == name) else {
+            return Default::default();
+        };
+        let aka = p.sso.iter().flat_map(|s| {
+            [
+                s.clone(),
+                format!("{}{s}", crate::config::oidc::NAME_PREFIX),
+            ]
+        });
+        (p.owns.clone(), aka.collect())
     }
 
     /// Approval `a` was decided, cancelled or voted on (its record after the change): wakes

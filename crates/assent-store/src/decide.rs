@@ -45,6 +45,9 @@ pub struct DecisionInput {
     /// The agent ids the deciding principal owns (`principals[].owns`): with separation of
     /// duties they may not approve those agents' calls (issue 14 §2).
     pub decider_owns: Vec<String>,
+    /// The other names the deciding person goes by (their single sign-on name with and
+    /// without the `oidc:` prefix): a call made `on_behalf_of` any of them is theirs too.
+    pub decider_aka: Vec<String>,
     /// The passkey assertion signing an approval (issue 14 §4), checked by the gateway's live
     /// ceremony; the store checks it belongs to the decider and binds this approval, its
     /// `call_hash` and `approve`, and stores it with the vote or decision.
@@ -375,10 +378,10 @@ fn admit(
     if let Event::Decide(kind) = s.event
         && roles.is_some()
     {
-        let owns = s.input.map_or(&[][..], |d| &d.decider_owns[..]);
         let decider = duties::Decider {
             name: s.actor,
-            owns,
+            owns: s.input.map_or(&[][..], |d| &d.decider_owns[..]),
+            aka: s.input.map_or(&[][..], |d| &d.decider_aka[..]),
         };
         let on_behalf_of = rec.on_behalf_of.as_deref();
         let sod = rec.terms.separation_of_duties;

@@ -54,6 +54,10 @@ pub struct Principal {
     /// `owns`: the agent ids this principal owns; with separation of duties they may not
     /// approve those agents' calls (issue 14 §2).
     pub owns: Vec<String>,
+    /// `sso`: an operator's single sign-on identity (the value of `oidc.name_claim`): a
+    /// dashboard SSO session of that name acts as this principal — its name, so quorum counts
+    /// the person once; its `owns` and passkeys — with the roles its groups map to.
+    pub sso: Option<String>,
 }
 
 impl Principal {
@@ -66,6 +70,7 @@ impl Principal {
             kind,
             key_sha256: Sha256::digest(key.as_bytes()).into(),
             owns: Vec::new(),
+            sso: None,
         }
     }
 }
@@ -83,6 +88,7 @@ pub(crate) struct Declared {
     name: String,
     kind: PrincipalKind,
     owns: Vec<String>,
+    sso: Option<String>,
     key: KeySource,
     line: Option<u64>,
 }
@@ -102,13 +108,15 @@ fn parse_hex32(s: &str) -> Option<[u8; 32]> {
 /// Checks `principals[]` of `path`: unique names, a known kind (an operator has no
 /// `agent_id`, an agent has one and no roles, an executor has neither and a non-empty
 /// `servers` or `tools` list of names of 1 to 256 bytes; only an executor has those lists), exactly one of `key_env` / `key_sha256` (64
-/// lowercase hex), `owns` agent ids of 1 to 256 bytes. Errors name the principal's line.
+/// lowercase hex), `owns` agent ids of 1 to 256 bytes, an `sso` name ([`sso_of`]) on
+/// operators only, each once. Errors name the principal's line.
 pub(crate) fn declare(
     path: &Path,
     raw: &[Spanned<RawPrincipal>],
 ) -> Result<Vec<Declared>, ConfigError> {
     let mut out = Vec::new();
     let mut names = BTreeSet::new();
+    let mut ssos = std::collections::BTreeMap::new();
     for p in raw {
         let line = Some(p.referenced.line());
         let r = &p.value;
@@ -131,15 +139,49 @@ pub(crate) fn declare(
                 ),
             ));
         }
+        let sso = sso_of(r).map_err(|m| at(path, line, m))?;
+        if let Some(n) = &sso
+            && let Some(other) = ssos.insert(n.clone(), r.name.clone())
+        {
+            let why = format!("principal `{}`: sso `{n}` is also `{other}`'s", r.name);
+            return Err(at(path, line, why));
+        }
         out.push(Declared {
             name: r.name.clone(),
             kind,
             owns: r.owns.clone(),
+            sso,
             key,
             line,
         });
     }
     Ok(out)
+}
+
+/// Principal `r`'s `sso` name, or why it may not have it: operators only, 1 to 256 bytes
+/// without control characters, not itself starting with `oidc:` (the name claim's value is
+/// written bare; the session is `oidc:<value>`).
+fn sso_of(r: &RawPrincipal) -> Result<Option<String>, String> {
+    let Some(n) = &r.sso else { return Ok(None) };
+    let name = &r.name;
+    if r.kind != "operator" {
+        return Err(format!(
+            "principal `{name}`: only an operator has an sso name"
+        ));
+    }
+    if n.is_empty() || n.len() > 256 || n.chars().any(char::is_control) {
+        return Err(format!(
+            "principal `{name}`: sso `{}` is not a name claim's value (1 to 256 bytes, no control characters)",
+            n.escape_debug()
+        ));
+    }
+    if n.starts_with(super::oidc::NAME_PREFIX) {
+        return Err(format!(
+            "principal `{name}`: sso `{n}` is written without the `{}` prefix",
+            super::oidc::NAME_PREFIX
+        ));
+    }
+    Ok(Some(n.clone()))
 }
 
 /// The kind of principal `r`, or why it is not one.
@@ -278,6 +320,7 @@ pub(crate) fn resolve(
             name: name.clone(),
             kind: d.kind.clone(),
             owns: d.owns.clone(),
+            sso: d.sso.clone(),
             key_sha256,
         });
     }

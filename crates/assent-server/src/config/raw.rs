@@ -166,6 +166,9 @@ pub(crate) struct RawPrincipal {
     /// An operator's Slack user id (issue 15 §4).
     #[serde(default)]
     pub(crate) slack_user_id: Option<String>,
+    /// An operator's single sign-on name (the value of `oidc.name_claim`).
+    #[serde(default)]
+    pub(crate) sso: Option<String>,
 }
 
 /// `passkeys` as written.

@@ -49,10 +49,12 @@ pub(crate) struct Operator {
 /// of a principal that is (still) an operator.
 ///
 /// A single sign-on session (issue 14 §7) is an operator named `oidc:…` with the roles its
-/// claims mapped to, owning no agent; it holds only while `oidc` is configured and no
-/// configured principal has taken its name (a reload cannot make it someone else), and acts
-/// only with the roles its groups still map to under the `oidc.roles` map in force (a role
-/// taken from a group is gone at the next request; none left signs it out).
+/// claims mapped to, owning no agent — or, when a configured operator names that identity as
+/// its `sso`, that principal with those roles ([`sso_principal`]); it holds only while `oidc`
+/// is configured and no configured principal has taken its name (a reload cannot make it
+/// someone else), and acts only with the roles its groups still map to under the
+/// `oidc.roles` map in force (a role taken from a group is gone at the next request; none
+/// left signs it out).
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
     let (session, sso_grant) = sessions::get(st, cookie(headers, COOKIE)?).await?;
     let principals = st.principals();
@@ -71,15 +73,31 @@ pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Oper
             {
                 return None;
             }
-            Principal {
-                name: session.operator.clone(),
-                kind: crate::config::PrincipalKind::Operator { roles },
-                key_sha256: [0; 32],
-                owns: Vec::new(),
-            }
+            sso_principal(&principals, &session.operator, roles)
         }
     };
     Some(Operator { session, principal })
+}
+
+/// The principal SSO operator `operator` (`oidc:<name>`) acts as, with `roles`: the configured
+/// operator whose `sso` is `<name>` — its name (so a quorum counts the person once, whichever
+/// way they signed in), `owns` and passkeys — else an operator of that name owning no agent.
+///
+/// Attack: a person owning an agent through their key's principal approved its calls from
+/// the dashboard signed in by SSO, as someone owning nothing, and cast a second vote in a
+/// quorum under their second name.
+fn sso_principal(principals: &[Principal], operator: &str, roles: Vec<String>) -> Principal {
+    let bare = operator.strip_prefix(crate::config::oidc::NAME_PREFIX);
+    let linked = principals
+        .iter()
+        .find(|p| p.sso.is_some() && p.sso.as_deref() == bare && p.roles().is_some());
+    Principal {
+        name: linked.map_or(operator, |p| &p.name).to_string(),
+        kind: crate::config::PrincipalKind::Operator { roles },
+        key_sha256: [0; 32],
+        owns: linked.map(|p| p.owns.clone()).unwrap_or_default(),
+        sso: bare.map(str::to_string),
+    }
 }
 
 /// A dashboard page's operator, as an extractor: [`signed_in`], else the page redirects to

@@ -2,9 +2,13 @@
 //! against a real OpenID Connect provider is `tests/e2e/test_oidc.py`): the `oidc` section's
 //! errors name file and line, a missing client secret stops start-up, the callback's refusal
 //! paths (unknown, replayed or another browser's `state`, the provider's error, a bad query),
-//! an unreachable issuer, and an SSO session deciding through the same code as a key's.
+//! an unreachable issuer, an SSO session deciding through the same code as a key's, and a
+//! person known by their key and their SSO name being one person to separation of duties and
+//! quorum (`principals[].sso`).
 
-use crate::kit::{Gw, start_tuned};
+use crate::backend::audit_count;
+use crate::kit::{AGENTS, Gw, operator, policy, start_custom, start_tuned};
+use assent_server::Settings;
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
 use assent_store::oidc_logins::OidcLogin;
@@ -84,6 +88,42 @@ fn a_principal_named_with_the_sso_prefix_is_refused() {
     let p = "principals:\n  - {name: 'oidc:alice', kind: operator, roles: [finance], key_sha256: '0000000000000000000000000000000000000000000000000000000000000000'}\n";
     let e = load_err(GOOD, p);
     assert!(e.contains("assent.yaml:5: principal `oidc:alice`"), "{e}");
+}
+
+/// A principal's `sso` name: on operators only, once, written bare, 1 to 256 bytes; each
+/// error names the file and the principal's line.
+#[test]
+fn sso_names_of_principals_are_checked_at_load() {
+    let key = |n: u8| format!("key_sha256: '{}'", format!("{n:02x}").repeat(32));
+    let cases = [
+        (
+            format!(
+                "{{name: bot, kind: agent, agent_id: bot, sso: b@x, {}}}",
+                key(1)
+            ),
+            "assent.yaml:5: principal `bot`: only an operator has an sso name",
+        ),
+        (
+            format!("{{name: o, kind: operator, sso: 'oidc:o@x', {}}}", key(1)),
+            "assent.yaml:5: principal `o`: sso `oidc:o@x` is written without the `oidc:` prefix",
+        ),
+        (
+            format!("{{name: o, kind: operator, sso: '', {}}}", key(1)),
+            "assent.yaml:5: principal `o`: sso `` is not a name claim's value",
+        ),
+        (
+            format!(
+                "{{name: o, kind: operator, sso: a@x, {}}}\n  - {{name: p, kind: operator, sso: a@x, {}}}",
+                key(1),
+                key(2)
+            ),
+            "assent.yaml:6: principal `p`: sso `a@x` is also `o`'s",
+        ),
+    ];
+    for (p, says) in cases {
+        let e = load_err(GOOD, &format!("principals:\n  - {p}\n"));
+        assert!(e.contains(says), "{p}: {e}");
+    }
 }
 
 #[test]
@@ -360,5 +400,117 @@ async fn an_sso_session_loses_a_role_its_group_no_longer_maps_to() {
         StatusCode::FORBIDDEN
     );
     assert_eq!(gw.approval(&id2, "alice-key").await.1["status"], "pending");
+    gw.stop().await;
+}
+
+/// A gateway with `oidc` ([`GOOD`]) under the governance `rules`, and operators `olga`
+/// (finance, owns agent `bot`, SSO name `olga@example.com`), `gina` (finance, SSO name
+/// `gina@example.com`) and `fred` (finance) beside the kit's.
+async fn linked(dir: &Path, rules: &str) -> Gw {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = Config::load(&write_config(cfg_dir.path(), GOOD, "")).unwrap();
+    let sso = Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into()).unwrap();
+    let gov = policy("acme.test.sso-duties", rules);
+    start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
+        let mut all = (*st.principals()).clone();
+        for (name, owns, sso) in [
+            ("olga", Some("bot"), Some("olga@example.com")),
+            ("gina", None, Some("gina@example.com")),
+            ("fred", None, None),
+        ] {
+            let mut p = operator(name, &["finance"]);
+            p.owns = owns.into_iter().map(String::from).collect();
+            p.sso = sso.map(String::from);
+            all.push(p);
+        }
+        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+        st.oidc = Some(Arc::new(sso));
+    })
+    .await
+}
+
+/// Attack: the owner of agent `bot` approves its call from the dashboard signed in by single
+/// sign-on, where they owned nothing; and a quorum's member votes twice, once with their key
+/// and once by SSO. With `principals[].sso` naming their SSO identity, the SSO session acts as
+/// their principal: refused as the owner, and counted once.
+#[tokio::test]
+async fn a_principals_sso_session_is_the_same_person_to_duties_and_quorum() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules =
+        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n  separation_of_duties: true\n";
+    let gw = linked(dir.path(), rules).await;
+    let id = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let (olga, csrf) = sso_session(&gw, "oidc:olga@example.com", (&["finance"], &["fin"]));
+    let (s, page, _) = get(&gw, "/ui", &olga).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(page.contains("olga"), "{page}");
+    assert_eq!(decide(&gw, &id, &olga, &csrf).await, StatusCode::FORBIDDEN);
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 1);
+
+    let (s, a) = gw.decide(&id, "gina-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let (gina, csrf) = sso_session(&gw, "oidc:gina@example.com", (&["finance"], &["fin"]));
+    assert_eq!(
+        decide(&gw, &id, &gina, &csrf).await,
+        StatusCode::CONFLICT,
+        "gina again"
+    );
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "pending", "one person, one vote: {a}");
+    assert_eq!(a["votes"]["cast"].as_array().unwrap().len(), 1, "{a}");
+    let (s, a) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(
+        (s, &a["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{a}"
+    );
+    gw.stop().await;
+}
+
+/// Attack: a call made `on_behalf_of: carol@example.com` is approved by Carol herself, signed
+/// in by single sign-on as `oidc:carol@example.com` (no configured principal names her), and
+/// by `gina`, whose linked SSO name the call names.
+#[tokio::test]
+async fn the_person_a_call_acts_for_may_not_approve_it_signed_in_by_sso() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
+    let gw = linked(dir.path(), rules).await;
+    let args = json!({"amount": 500, "to": "acme"});
+    let (s, b) = gw
+        .call(
+            "s1",
+            "pay",
+            args.clone(),
+            json!({"on_behalf_of": "carol@example.com"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (carol, csrf) = sso_session(&gw, "oidc:carol@example.com", (&["finance"], &["fin"]));
+    assert_eq!(decide(&gw, &id, &carol, &csrf).await, StatusCode::FORBIDDEN);
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+
+    let (s, b) = gw
+        .call(
+            "s2",
+            "pay",
+            args,
+            json!({"on_behalf_of": "gina@example.com"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id2 = b["approval_id"].as_str().unwrap().to_string();
+    let (s, b) = gw.decide(&id2, "gina-key", "approve").await;
+    crate::kit::assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
+    assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 2);
+    // Someone else may.
+    let (s, a) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(
+        (s, &a["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{a}"
+    );
     gw.stop().await;
 }
