@@ -218,10 +218,11 @@ def bench_bin(name):
     sys.exit(f"bench {name} was not built")
 
 
-def rust_cell(ports, agents, seconds):
-    """The same cell driven by `benches/load.rs` (one tokio thread); (cycles, p50, p99)."""
+def rust_cell(ports, agents, seconds, redeem=False):
+    """The same cell driven by `benches/load.rs` (one tokio thread); (cycles, p50, p99). With
+    `redeem`, each cycle also redeems its token (the four-request cycle of issue 13 §4)."""
     cmd = [bench_bin("load"), "--ports", ",".join(str(p) for p in ports), "--agents", str(agents),
-           "--seconds", str(seconds), "--op-key", OP_KEY]
+           "--seconds", str(seconds), "--op-key", OP_KEY] + (["--redeem"] if redeem else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=seconds + 120).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return r["cycles"], r["wake_p50_ms"], r["wake_p99_ms"]
@@ -258,7 +259,11 @@ def main():
     ap.add_argument("--no-ceiling", action="store_true", help="skip the bare-write ceiling")
     ap.add_argument("--client", default="rust", choices=["rust", "python"],
                     help="the load: benches/load.rs (default) or the Python threads of cell()")
+    ap.add_argument("--redeem", action="store_true",
+                    help="each cycle also redeems its token (Rust client only)")
     a = ap.parse_args()
+    if a.redeem and a.client != "rust":
+        sys.exit("--redeem needs --client rust")
     modes = a.modes.split(",")
     levels = [int(x) for x in a.agents.split(",")]
     ceil = {} if a.no_ceiling else ceiling(levels)
@@ -282,7 +287,7 @@ def main():
                         cpu0 = cpu_seconds(pids)
                         ports = [p for _, p in procs]
                         if a.client == "rust":
-                            cycles, p50, p99 = rust_cell(ports, n, a.seconds)
+                            cycles, p50, p99 = rust_cell(ports, n, a.seconds, a.redeem)
                         else:
                             cycles, lat = cell(ports, n, a.seconds)
                             p50, p99 = pct(lat, 0.5), pct(lat, 0.99)

@@ -7,7 +7,9 @@
 //! The operator decides it (`POST /v1/approvals/{id}/decision`) on the *next* gateway
 //! (`P[(i+1) mod n]`: the other replica when there are two). Latency is the decision sent →
 //! the agent's long-poll answered, both instants taken in this process (`Instant`), so no
-//! client-side scheduling but tokio's is in it.
+//! client-side scheduling but tokio's is in it. With `--redeem` the agent then redeems the
+//! token the long-poll answered with (`POST /v1/tokens/redeem`, 200) before its next cycle:
+//! the whole four-request cycle of issue 13 §4 (propose, decide, read the token, redeem).
 //!
 //! Why not Python (what `replicas.py` used before): its 2·N client threads share one
 //! interpreter lock that switches every 5 ms, so a woken agent thread could wait milliseconds
@@ -18,7 +20,7 @@
 //! Keys: the operator's is `--op-key`; agent `i`'s is `bench-agent-key-{i:03}-0123456789`
 //! (the scheme `replicas.py` writes into the config). Output: one JSON line
 //! `{"cycles": C, "seconds": S, "wake_p50_ms": …, "wake_p99_ms": …, "propose_p50_ms": …,
-//! "decide_p50_ms": …}`. Any answer other than the expected one stops the run with its body.
+//! "decide_p50_ms": …, "redeem_p50_ms": …}` (NaN without `--redeem`). Any answer other than the expected one stops the run with its body.
 
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -60,6 +62,7 @@ struct Measured {
     wake: Vec<f64>,
     propose: Vec<f64>,
     decide: Vec<f64>,
+    redeem: Vec<f64>,
 }
 
 /// The operator of agent `i`: decides every id it is handed on `url`, telling the agent when
@@ -86,8 +89,20 @@ async fn operator(
     took
 }
 
-/// Agent `i` runs cycles until `stop`.
-async fn agent(i: usize, mine: String, other: String, op_key: String, stop: Instant) -> Measured {
+/// What agents run against: agent `i`'s gateway is `ports[i mod n]`, its operator's the next.
+#[derive(Clone)]
+struct Plan {
+    ports: Vec<String>,
+    op_key: String,
+    stop: Instant,
+    redeem: bool,
+}
+
+/// Agent `i` runs cycles until `plan.stop`.
+async fn agent(i: usize, plan: Plan) -> Measured {
+    let mine = plan.ports[i % plan.ports.len()].clone();
+    let other = plan.ports[(i + 1) % plan.ports.len()].clone();
+    let (op_key, stop) = (plan.op_key, plan.stop);
     let (ids_tx, ids_rx) = mpsc::unbounded_channel();
     let (sent_tx, mut sent_rx) = mpsc::unbounded_channel();
     let op = tokio::spawn(operator(other, op_key, ids_rx, sent_tx));
@@ -120,6 +135,18 @@ async fn agent(i: usize, mine: String, other: String, op_key: String, stop: Inst
         let sent = sent_rx.recv().await.expect("the operator sent it");
         m.wake
             .push(woke.saturating_duration_since(sent).as_secs_f64() * 1000.0);
+        if plan.redeem {
+            let t0 = Instant::now();
+            let body =
+                serde_json::json!({"token": v["token"], "tool": "pay", "arguments": {"n": n}});
+            let req = c
+                .post(format!("{mine}/v1/tokens/redeem"))
+                .bearer_auth(&key)
+                .json(&body);
+            let (s, v) = call(req).await;
+            assert_eq!(s.as_u16(), 200, "redeem answered {s}: {v}");
+            m.redeem.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
         m.cycles += 1;
     }
     drop(ids_tx);
@@ -148,20 +175,22 @@ fn main() {
     let seconds: f64 = arg("--seconds").map_or(6.0, |s| s.parse().expect("--seconds: a number"));
     let threads: usize = arg("--threads").map_or(1, |t| t.parse().expect("--threads: a number"));
     let op_key = arg("--op-key").expect("--op-key KEY");
+    let redeem = std::env::args().any(|a| a == "--redeem");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()
         .build()
         .expect("a tokio runtime");
     let started = Instant::now();
-    let stop = started + Duration::from_secs_f64(seconds);
+    let plan = Plan {
+        ports,
+        op_key,
+        stop: started + Duration::from_secs_f64(seconds),
+        redeem,
+    };
     let all: Vec<Measured> = rt.block_on(async {
         let tasks: Vec<_> = (0..agents)
-            .map(|i| {
-                let mine = ports[i % ports.len()].clone();
-                let other = ports[(i + 1) % ports.len()].clone();
-                tokio::spawn(agent(i, mine, other, op_key.clone(), stop))
-            })
+            .map(|i| tokio::spawn(agent(i, plan.clone())))
             .collect();
         let mut out = Vec::new();
         for t in tasks {
@@ -176,8 +205,9 @@ fn main() {
         m.wake.extend(a.wake);
         m.propose.extend(a.propose);
         m.decide.extend(a.decide);
+        m.redeem.extend(a.redeem);
     }
-    for v in [&mut m.wake, &mut m.propose, &mut m.decide] {
+    for v in [&mut m.wake, &mut m.propose, &mut m.decide, &mut m.redeem] {
         v.sort_by(f64::total_cmp);
     }
     println!(
@@ -186,6 +216,7 @@ fn main() {
             "cycles": m.cycles, "seconds": elapsed,
             "wake_p50_ms": pct(&m.wake, 0.5), "wake_p99_ms": pct(&m.wake, 0.99),
             "propose_p50_ms": pct(&m.propose, 0.5), "decide_p50_ms": pct(&m.decide, 0.5),
+            "redeem_p50_ms": pct(&m.redeem, 0.5),
         })
     );
 }

@@ -194,9 +194,9 @@ impl Store {
         verdict: &Verdict,
     ) -> Result<ApprovalRecord, StoreError> {
         self.write(|tx| {
-            let id = insert_approval(**tx, &*self.envelopes, p, verdict, "pending")?;
-            tx.changed(Change::Approval(id.clone()));
-            Ok(read_approval(**tx, &id)?.expect("just inserted"))
+            let rec = insert_pending(**tx, &*self.envelopes, p, verdict)?;
+            tx.changed(Change::Approval(rec.id.clone()));
+            Ok(rec)
         })
     }
 
@@ -364,7 +364,8 @@ impl Store {
                 limit: p.max_pending,
             });
         }
-        let id = insert_approval(tx, g.env, p, verdict, "pending")?;
+        let rec = insert_pending(tx, g.env, p, verdict)?;
+        let id = rec.id.clone();
         g.add_usage(Some(&id))?;
         if let Some(t) = plan {
             tx.prepare_cached(
@@ -382,8 +383,9 @@ impl Store {
                 p.now,
             )?;
         }
+        // Neither the usage nor the plan touches what the record holds: read once, above.
         Ok(Proposed::Held {
-            approval: Box::new(read_approval(tx, &id)?.expect("inserted")),
+            approval: Box::new(rec),
             joined: false,
         })
     }
@@ -392,7 +394,7 @@ impl Store {
     /// `grant:<gid>`, its MPLP `confirm.approved`, `grant.used`, and its own token.
     fn use_grant(&self, g: &Gate<'_>, gid: &str, scope: &str) -> Result<Proposed, StoreError> {
         let (tx, p) = (g.tx, g.p);
-        let id = insert_approval(tx, g.env, p, g.verdict, "approved")?;
+        let id = insert_approval(tx, g.env, p, g.verdict, "approved", None)?;
         let actor = format!("grant:{gid}");
         tx.prepare_cached(
             "UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1",
@@ -524,6 +526,7 @@ fn insert_approval(
     p: &Proposal<'_>,
     verdict: &Verdict,
     status: &str,
+    reply_token: Option<&str>,
 ) -> Result<String, StoreError> {
     let summary = HumanSummary::generate(p.call, p.canonical_arguments);
     summary
@@ -551,7 +554,7 @@ fn insert_approval(
         ),
         summary: summary.text,
     };
-    insert_row(tx, p, verdict, &row, status)?;
+    insert_row(tx, p, verdict, &row, (status, reply_token))?;
     let v = verdict;
     let mut requested = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id, "call": p.call,
                 "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.terms.reasons, "risk_tier": v.terms.risk_tier,
@@ -588,20 +591,30 @@ fn insert_approval(
         requested_by_role: p.agent,
     };
     mplp_event(tx, env, p.now, &row.id, &row.trace_id, p.agent, confirm)?;
-    if status == "pending" {
-        // AAEP §6.2: a fresh reply token, stored so it stays unique and single-use across
-        // restarts; the confirmation event is written with the approval.
-        let token = random_id("rpl_");
-        tx.prepare_cached("UPDATE approvals SET reply_token = ?2 WHERE id = ?1")?
-            .execute(params![row.id, token])?;
-        let rec = read_approval(tx, &row.id)?.expect("just inserted");
-        let event = AaepEvent::AwaitingConfirmation {
-            approval: &rec,
-            reply_token: &token,
-        };
-        emit(tx, env, &event, None, Some(&row.id), p.now)?;
-    }
     Ok(row.id)
+}
+
+/// [`insert_approval`] of a `pending` approval with a fresh AAEP reply token (§6.2: stored
+/// with the row, so it stays unique and single-use across restarts) and its
+/// `agent.awaiting.confirmation` event, written in the same transaction; the new record as
+/// read back once (what the event carries and the caller answers with).
+fn insert_pending(
+    tx: Conn<'_>,
+    env: &dyn Envelopes,
+    p: &Proposal<'_>,
+    verdict: &Verdict,
+) -> Result<ApprovalRecord, StoreError> {
+    let token = random_id("rpl_");
+    let id = insert_approval(tx, env, p, verdict, "pending", Some(&token))?;
+    let rec = read_approval(tx, &id)?.ok_or_else(|| {
+        StoreError::Invalid(format!("approval {id} was not found just after its insert"))
+    })?;
+    let event = AaepEvent::AwaitingConfirmation {
+        approval: &rec,
+        reply_token: &token,
+    };
+    emit(tx, env, &event, None, Some(&id), p.now)?;
+    Ok(rec)
 }
 
 /// The values of a new approval row that are generated rather than proposed.
@@ -641,21 +654,21 @@ fn insert_row(
     p: &Proposal<'_>,
     v: &Verdict,
     row: &Row<'_>,
-    status: &str,
+    (status, reply_token): (&str, Option<&str>),
 ) -> db::Result<()> {
     let escalation = v.terms.escalation.as_ref().map(to_json::<Escalation>);
     let schedule = row.schedule.as_ref().map(to_json::<escalation::Schedule>);
     let diff = p.target.and_then(|t| t.diff).map(|d| d.to_string());
     tx.prepare_cached("INSERT INTO approvals (id, agent, session_id, tool, server, arguments, canonical, call_hash, message, risk_tier, irreversible, reasons, approvers, default_decision, requested_at, expires_at, status,
-            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalation, escalation_schedule, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties, require_passkey, traceparent)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,'[]',?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36,?37,?38,?39,?40,?41)")?.execute(
+            run_id, device_id, group_key, human_summary, triggers, suggested_alternatives, escalate_to, escalation, escalation_schedule, output_bytes, trace_id, span_id, target_id, target_type, target_diff, in_client, side_effects, rollback, dry_run_tool, redact, quorum, on_behalf_of, separation_of_duties, require_passkey, traceparent, reply_token)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,'[]',?24,?25,?26,?27,?28,?29,?30,?31,?32,?33,?34,?35,?36,?37,?38,?39,?40,?41,?42)")?.execute(
         params![row.id, p.agent, p.session_id, p.call.tool, p.call.server, p.canonical_arguments, p.canonical, p.call_hash, v.terms.message,
                 v.terms.risk_tier.as_str(), v.terms.irreversible, to_json(&v.terms.reasons), to_json(&v.terms.approvers), v.terms.default_decision.as_str(), p.now, row.expires_at, status,
                 p.run_id, p.device_id, group_key(p, v), row.summary, to_json(&v.terms.triggers), to_json(&v.terms.suggested_alternatives), escalation, schedule,
                 v.terms.output_bytes.map(|b| b.min(i64::MAX as u64) as i64), row.trace_id, uuid::Uuid::new_v4().to_string(), row.target_id, row.target_type, diff, v.terms.in_client_approval,
                 to_json(&v.terms.side_effects), to_json(&v.terms.rollback), v.terms.dry_run_tool, to_json(&v.terms.redact),
                 v.terms.quorum.as_ref().map(to_json::<Quorum>), p.on_behalf_of, v.terms.separation_of_duties,
-                v.terms.require_passkey, p.traceparent],
+                v.terms.require_passkey, p.traceparent, reply_token],
     )?;
     Ok(())
 }
