@@ -25,7 +25,9 @@ processes over the cell, from /proc, divided by the cycles; PostgreSQL's own pro
 counted), and the ratio to the bare-write ceiling measured in the same run: first, this runs
 `cargo bench -p assent-bench --bench ceiling` (crates/assent-bench/benches/ceiling.rs: the same
 two writes per cycle with rusqlite and ideal group commit, at the same numbers of agents;
-`CEILING_BIN` and `LOAD_BIN` run prebuilt binaries instead of building them).
+`CEILING_BIN` and `LOAD_BIN` run prebuilt binaries instead of building them). `--redeem`: each
+cycle also redeems its token (four requests; the ceiling still makes the two writes only, so
+the ratio then understates), `ASSENT_BIN` runs another `assent` build.
 """
 
 import argparse
