@@ -7,7 +7,9 @@
 //! quorum (`principals[].sso`).
 
 use crate::backend::audit_count;
-use crate::kit::{AGENTS, Gw, operator, policy, start_custom, start_tuned};
+use crate::kit::{
+    AGENTS, Gw, assert_answer, assert_error, operator, policy, start_custom, start_tuned,
+};
 use assent_server::Settings;
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
@@ -461,12 +463,18 @@ async fn a_principals_sso_session_is_the_same_person_to_duties_and_quorum() {
     assert_eq!(a["status"], "pending", "one person, one vote: {a}");
     assert_eq!(a["votes"]["cast"].as_array().unwrap().len(), 1, "{a}");
     let (s, a) = gw.decide(&id, "fred-key", "approve").await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "approved");
     gw.stop().await;
+}
+
+/// The id of a `pay` call of session `session` held `on_behalf_of: who`.
+async fn held_for(gw: &Gw, session: &str, who: &str) -> String {
+    let args = json!({"amount": 500, "to": "acme"});
+    let (s, b) = gw
+        .call(session, "pay", args, json!({"on_behalf_of": who}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    b["approval_id"].as_str().unwrap().to_string()
 }
 
 /// Attack: a call made `on_behalf_of: carol@example.com` is approved by Carol herself, signed
@@ -477,40 +485,17 @@ async fn the_person_a_call_acts_for_may_not_approve_it_signed_in_by_sso() {
     let dir = tempfile::tempdir().unwrap();
     let rules = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
     let gw = linked(dir.path(), rules).await;
-    let args = json!({"amount": 500, "to": "acme"});
-    let (s, b) = gw
-        .call(
-            "s1",
-            "pay",
-            args.clone(),
-            json!({"on_behalf_of": "carol@example.com"}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
-    let id = b["approval_id"].as_str().unwrap().to_string();
+    let id = held_for(&gw, "s1", "carol@example.com").await;
     let (carol, csrf) = sso_session(&gw, "oidc:carol@example.com", (&["finance"], &["fin"]));
     assert_eq!(decide(&gw, &id, &carol, &csrf).await, StatusCode::FORBIDDEN);
     assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
 
-    let (s, b) = gw
-        .call(
-            "s2",
-            "pay",
-            args,
-            json!({"on_behalf_of": "gina@example.com"}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
-    let id2 = b["approval_id"].as_str().unwrap().to_string();
+    let id2 = held_for(&gw, "s2", "gina@example.com").await;
     let (s, b) = gw.decide(&id2, "gina-key", "approve").await;
-    crate::kit::assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
+    assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
     assert_eq!(audit_count(&gw.data_dir, "decision.refused"), 2);
     // Someone else may.
     let (s, a) = gw.decide(&id, "fred-key", "approve").await;
-    assert_eq!(
-        (s, &a["status"]),
-        (StatusCode::OK, &json!("approved")),
-        "{a}"
-    );
+    assert_answer(s, &a, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }
