@@ -291,13 +291,14 @@ impl AppState {
     /// ids they own (`principals[].owns`) and the other names they go by — a principal's
     /// linked `sso` name bare and as `oidc:<name>`, an unlinked SSO operator's name without
     /// its `oidc:` prefix. `(owns, aka)`; both empty for an unknown name.
+    ///
+    /// A configured principal is looked up first, whatever its name (without `oidc` in the
+    /// config nothing forbids one named `oidc:…`, and its `owns` must hold).
     pub fn duties_of(&self, name: &str) -> (Vec<String>, Vec<String>) {
-        if let Some(bare) = name.strip_prefix(crate::config::oidc::NAME_PREFIX) {
-            return (Vec::new(), vec![bare.to_string()]);
-        }
         let principals = self.principals();
         let Some(p) = principals.iter().find(|p| p.name == name) else {
-            return Default::default();
+            let bare = name.strip_prefix(crate::config::oidc::NAME_PREFIX);
+            return (Vec::new(), bare.map(str::to_string).into_iter().collect());
         };
         let aka = p.sso.iter().flat_map(|s| {
             [

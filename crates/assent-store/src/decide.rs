@@ -115,6 +115,7 @@ fn vote<'a>(
             .is_some_and(|d| d.scope != GrantScope::Once || d.edited.is_some() || d.whole_tool),
         reason: d.and_then(|d| d.reason.as_deref()),
         actor,
+        aka: d.map_or(&[][..], |d| &d.decider_aka[..]),
         roles,
         now,
         passkey: d.and_then(|d| d.passkey.as_ref()),

@@ -32,6 +32,9 @@ pub(crate) struct VoteInput<'a> {
     pub reason: Option<&'a str>,
     /// The principal voting.
     pub actor: &'a str,
+    /// The other names the voter goes by ([`crate::decide::DecisionInput::decider_aka`]): a
+    /// vote cast under any of them is theirs.
+    pub aka: &'a [String],
     /// Their roles.
     pub roles: &'a [String],
     /// Unix milliseconds.
@@ -42,7 +45,8 @@ pub(crate) struct VoteInput<'a> {
 
 /// Records vote `v` on `rec` (which needs quorum `q`) and says whether it settles the
 /// approval. Refusals, each audited `decision.refused` and kept: a voter who fits no group
-/// (`NotApprover`), a second vote by the same principal (`AlreadyVoted`). A vote that
+/// (`NotApprover`), a second vote by the same principal or under another of its names
+/// (`AlreadyVoted`). A vote that
 /// `widens` is `Invalid` and writes nothing: several people approve the same call, as
 /// proposed, once.
 pub(crate) fn cast(
@@ -55,6 +59,7 @@ pub(crate) fn cast(
         kind,
         reason,
         actor,
+        aka,
         roles,
         now,
         ..
@@ -75,7 +80,13 @@ pub(crate) fn cast(
         refuse("operator fits no group of the quorum")?;
         return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
     }
-    if rec.votes.iter().any(|v| v.principal == actor) {
+    // Attack: one person voting twice, once under each name (a key's principal and the
+    // single sign-on identity linked to it since, or before).
+    if rec
+        .votes
+        .iter()
+        .any(|v| v.principal == actor || aka.contains(&v.principal))
+    {
         refuse("the principal has already voted on this approval")?;
         return Err(DecideError::AlreadyVoted(actor.to_string()));
     }

@@ -140,8 +140,10 @@ pub(crate) fn declare(
             ));
         }
         let sso = sso_of(r).map_err(|m| at(path, line, m))?;
+        // Compared without case: two values differing only in it would both be refused at
+        // sign-in (`dashboard::session`), so one of them is a mistake.
         if let Some(n) = &sso
-            && let Some(other) = ssos.insert(n.clone(), r.name.clone())
+            && let Some(other) = ssos.insert(n.to_lowercase(), r.name.clone())
         {
             let why = format!("principal `{}`: sso `{n}` is also `{other}`'s", r.name);
             return Err(at(path, line, why));
@@ -158,9 +160,17 @@ pub(crate) fn declare(
     Ok(out)
 }
 
-/// Principal `r`'s `sso` name, or why it may not have it: operators only, 1 to 256 bytes
-/// without control characters, not itself starting with `oidc:` (the name claim's value is
-/// written bare; the session is `oidc:<value>`).
+/// Characters that show as nothing (zero-width spaces and joiners, direction marks, the
+/// soft hyphen, the byte-order mark): an `sso` value holding one would never match the name
+/// the provider sends, and the link would fail unseen.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// Principal `r`'s `sso` name, or why it may not have it: operators only, 1 to 200 bytes (the
+/// longest name a sign-in accepts) without whitespace, control or invisible characters, not
+/// itself starting with `oidc:` (the name claim's value is written bare; the session is
+/// `oidc:<value>`).
 fn sso_of(r: &RawPrincipal) -> Result<Option<String>, String> {
     let Some(n) = &r.sso else { return Ok(None) };
     let name = &r.name;
@@ -169,9 +179,10 @@ fn sso_of(r: &RawPrincipal) -> Result<Option<String>, String> {
             "principal `{name}`: only an operator has an sso name"
         ));
     }
-    if n.is_empty() || n.len() > 256 || n.chars().any(char::is_control) {
+    let odd = |c: char| c.is_control() || c.is_whitespace() || invisible(c);
+    if n.is_empty() || n.len() > 200 || n.chars().any(odd) {
         return Err(format!(
-            "principal `{name}`: sso `{}` is not a name claim's value (1 to 256 bytes, no control characters)",
+            "principal `{name}`: sso `{}` is not a name claim's value (1 to 200 bytes, no whitespace, control or invisible characters)",
             n.escape_debug()
         ));
     }

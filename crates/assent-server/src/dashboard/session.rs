@@ -73,7 +73,7 @@ pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Oper
             {
                 return None;
             }
-            sso_principal(&principals, &session.operator, roles)
+            sso_principal(&principals, &session.operator, roles)?
         }
     };
     Some(Operator { session, principal })
@@ -86,18 +86,36 @@ pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Oper
 /// Attack: a person owning an agent through their key's principal approved its calls from
 /// the dashboard signed in by SSO, as someone owning nothing, and cast a second vote in a
 /// quorum under their second name.
-fn sso_principal(principals: &[Principal], operator: &str, roles: Vec<String>) -> Principal {
+///
+/// `None` (no session) when the name matches an operator's `sso` only when case and
+/// surrounding whitespace are ignored (`Olga@Example.com` for `olga@example.com`): the link
+/// was meant and missed, and signing in unlinked would make one person two (found by review).
+fn sso_principal(
+    principals: &[Principal],
+    operator: &str,
+    roles: Vec<String>,
+) -> Option<Principal> {
     let bare = operator.strip_prefix(crate::config::oidc::NAME_PREFIX);
     let linked = principals
         .iter()
         .find(|p| p.sso.is_some() && p.sso.as_deref() == bare && p.roles().is_some());
-    Principal {
+    let loose = |s: &str| s.trim().to_lowercase();
+    if linked.is_none()
+        && let Some(b) = bare
+        && let Some(p) = principals
+            .iter()
+            .find(|p| p.sso.as_deref().is_some_and(|s| loose(s) == loose(b)))
+    {
+        tracing::warn!(operator = %operator, principal = %p.name, "an SSO name matching a principal's sso only loosely is refused");
+        return None;
+    }
+    Some(Principal {
         name: linked.map_or(operator, |p| &p.name).to_string(),
         kind: crate::config::PrincipalKind::Operator { roles },
         key_sha256: [0; 32],
         owns: linked.map(|p| p.owns.clone()).unwrap_or_default(),
         sso: bare.map(str::to_string),
-    }
+    })
 }
 
 /// A dashboard page's operator, as an extractor: [`signed_in`], else the page redirects to

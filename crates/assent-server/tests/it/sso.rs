@@ -10,9 +10,9 @@ use crate::backend::audit_count;
 use crate::kit::{
     AGENTS, Gw, assert_answer, assert_error, operator, policy, start_custom, start_tuned,
 };
-use assent_server::Settings;
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
+use assent_server::{Live, Settings};
 use assent_store::oidc_logins::OidcLogin;
 use assent_store::ui_sessions::{SsoGrant, UiSession};
 use reqwest::StatusCode;
@@ -120,6 +120,35 @@ fn sso_names_of_principals_are_checked_at_load() {
                 key(2)
             ),
             "assent.yaml:6: principal `p`: sso `a@x` is also `o`'s",
+        ),
+        // Values that would never match the name a sign-in sends: the link would fail
+        // unseen, and one person would be two.
+        (
+            format!(
+                "{{name: o, kind: operator, sso: a@x, {}}}\n  - {{name: p, kind: operator, sso: A@X, {}}}",
+                key(1),
+                key(2)
+            ),
+            "assent.yaml:6: principal `p`: sso `A@X` is also `o`'s",
+        ),
+        (
+            format!("{{name: o, kind: operator, sso: ' a@x', {}}}", key(1)),
+            "assent.yaml:5: principal `o`: sso ` a@x` is not a name claim's value",
+        ),
+        (
+            format!(
+                "{{name: o, kind: operator, sso: \"a\\u200b@x\", {}}}",
+                key(1)
+            ),
+            "assent.yaml:5: principal `o`: sso `a\\u{200b}@x` is not a name claim's value",
+        ),
+        (
+            format!(
+                "{{name: o, kind: operator, sso: {}, {}}}",
+                "a".repeat(201),
+                key(1)
+            ),
+            "is not a name claim's value (1 to 200 bytes",
         ),
     ];
     for (p, says) in cases {
@@ -497,5 +526,80 @@ async fn the_person_a_call_acts_for_may_not_approve_it_signed_in_by_sso() {
     // Someone else may.
     let (s, a) = gw.decide(&id, "fred-key", "approve").await;
     assert_answer(s, &a, "status", StatusCode::OK, "approved");
+    gw.stop().await;
+}
+
+/// Attack (found by review): olga votes signed in by SSO before her key's principal is linked
+/// to that identity, and again with her key once it is: the second vote is hers too.
+#[tokio::test]
+async fn a_vote_cast_before_the_link_counts_the_person_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    let gw = linked(dir.path(), rules).await;
+    let id = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let with_link = (*gw.state.principals()).clone();
+    let mut without = with_link.clone();
+    without
+        .iter_mut()
+        .filter(|p| p.name == "gina")
+        .for_each(|p| p.sso = None);
+    let registry = (*gw.state.registry()).clone();
+    gw.state.swap_live(Live::new(registry.clone(), without));
+    let (gina, csrf) = sso_session(&gw, "oidc:gina@example.com", (&["finance"], &["fin"]));
+    let s = decide(&gw, &id, &gina, &csrf).await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["votes"]["cast"][0]["by"], "oidc:gina@example.com", "{a}");
+
+    gw.state.swap_live(Live::new(registry, with_link));
+    let (s, b) = gw.decide(&id, "gina-key", "approve").await;
+    assert_error(s, &b, StatusCode::CONFLICT, "ALREADY_VOTED");
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+    gw.stop().await;
+}
+
+/// Attack (found by review): the provider names olga `Olga@Example.com` while her principal
+/// says `sso: olga@example.com`; signed in unlinked she would own nothing and vote beside
+/// her key. A name matching an `sso` only without case or surrounding space signs no one in.
+#[tokio::test]
+async fn an_sso_name_matching_a_link_only_loosely_signs_no_one_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = linked(dir.path(), "- tool: pay\n  approvers: [finance]\n").await;
+    let (loose, _) = sso_session(&gw, "oidc:Olga@Example.com", (&["finance"], &["fin"]));
+    assert_eq!(get(&gw, "/ui", &loose).await.0, StatusCode::SEE_OTHER);
+    let (exact, _) = sso_session(&gw, "oidc:olga@example.com", (&["finance"], &["fin"]));
+    assert_eq!(get(&gw, "/ui", &exact).await.0, StatusCode::OK);
+    gw.stop().await;
+}
+
+/// Regression (found by review): without `oidc` in the config nothing forbids an operator
+/// named `oidc:ops`; separation of duties must still find what it owns.
+#[tokio::test]
+async fn a_key_principal_named_like_an_sso_operator_keeps_what_it_owns() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
+    let gov = policy("acme.test.sso-duties", rules);
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &gov,
+        |st| {
+            let mut all = (*st.principals()).clone();
+            let mut ops = operator("oidc:ops", &["finance"]);
+            ops.owns = vec!["bot".into()];
+            all.push(ops);
+            st.swap_live(Live::new((*st.registry()).clone(), all));
+        },
+    )
+    .await;
+    let id = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let (s, b) = gw.decide(&id, "oidc:ops-key", "approve").await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
     gw.stop().await;
 }
