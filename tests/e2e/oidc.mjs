@@ -20,7 +20,14 @@ const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const URL = process.env.ASSENT_URL;
 const ISSUER = process.env.ISSUER;
 const CALLBACK = `${URL}/ui/oidc/callback`;
-const USERS = { alice: ["finance-team", "staff"], mallory: ["marketing"] };
+// The gateway names SSO operators by `email` (name_claim) and links olga@example.com to the
+// key principal `olga`; eve and ivan claim olga's address without the provider verifying it.
+const USERS = {
+  alice: { groups: ["finance-team", "staff"], email: "alice@example.com", email_verified: true },
+  mallory: { groups: ["marketing"], email: "mallory@example.com", email_verified: true },
+  eve: { groups: ["finance-team"], email: "olga@example.com", email_verified: false },
+  ivan: { groups: ["finance-team"], email: "olga@example.com" },
+};
 const step = (s) => console.log(`- ${s}`);
 
 const api = async (method, path, key, body) => {
@@ -43,12 +50,12 @@ const provider = new Provider(ISSUER, {
   clients: [client("assent", process.env.CLIENT_SECRET), client("other", "other-secret-" + "x".repeat(32))],
   jwks: { keys: [jwk] },
   cookies: { keys: ["e2e-only-cookie-key"] },
-  claims: { openid: ["sub", "groups"] },
+  claims: { openid: ["sub", "groups"], email: ["email", "email_verified"] },
   conformIdTokenClaims: false,
   pkce: { required: () => true },
   features: { devInteractions: { enabled: true } },
   findAccount: async (ctx, id) => (USERS[id] ? {
-    accountId: id, claims: async () => ({ sub: id, groups: USERS[id] }),
+    accountId: id, claims: async () => ({ sub: id, ...USERS[id] }),
   } : undefined),
 });
 let forgeAudience = false;
@@ -125,7 +132,7 @@ try {
   await toProvider(a, "/ui/history");
   await atProvider(a.page, "alice");
   await a.page.waitForURL(`${URL}/ui/history`);
-  assert.match(await a.page.textContent("body"), /Signed in as\s+oidc:alice/);
+  assert.match(await a.page.textContent("body"), /Signed in as\s+oidc:alice@example\.com/);
   const cookie = await session(a.context);
   assert.ok(cookie, "a session cookie");
   assert.equal(cookie.httpOnly, true);
@@ -139,7 +146,7 @@ try {
   await a.page.waitForSelector("#status.status-approved");
   const done = await api("GET", `/v1/approvals/${id}`, process.env.OPERATOR_KEY);
   assert.equal(done.body.status, "approved", JSON.stringify(done.body));
-  assert.equal(done.body.decisions[0].by, "oidc:alice", JSON.stringify(done.body));
+  assert.equal(done.body.decisions[0].by, "oidc:alice@example.com", JSON.stringify(done.body));
   await a.context.close();
 
   step("mallory (group marketing, mapped to nothing) is refused: 403, no session");
@@ -153,6 +160,21 @@ try {
   await m.page.goto(`${URL}/ui`);
   await m.page.waitForURL(/\/ui\/login/);
   await m.context.close();
+
+  // Attack: eve registers at the provider with olga's address, which the provider never
+  // verified; named by email she would sign in as olga (the linked principal: her passkeys,
+  // her quorum vote) and decide the held call. An email not marked verified signs no one in.
+  for (const user of ["eve", "ivan"]) {
+    step(`${user} (olga's email, ${USERS[user].email_verified === false ? "marked unverified" : "verification not said"}) is refused`);
+    const e = await fresh();
+    await toProvider(e);
+    const cb = e.page.waitForResponse((r) => r.url().startsWith(CALLBACK));
+    await atProvider(e.page, user);
+    assert.equal((await cb).status(), 403);
+    assert.match(await e.page.textContent("body"), /email address is verified/);
+    assert.equal(await session(e.context), undefined);
+    await e.context.close();
+  }
 
   step("a replayed callback (its state used twice) is refused, even with the right browser cookie");
   const r = await fresh();

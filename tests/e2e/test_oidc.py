@@ -3,7 +3,7 @@ provider (npm `oidc-provider` on loopback, started by `oidc.mjs`) and a real `as
 Debian's Chromium: groups map to roles (a finance-group user decides a finance approval; a
 user whose groups map to nothing is refused), the session cookie's flags, and the attacks
 (replayed callback, another browser's state, a code for another client, an ID token for
-another audience)."""
+another audience, an email the provider has not verified naming a linked operator)."""
 
 import hashlib
 import os
@@ -45,8 +45,11 @@ oidc:
   roles_claim: groups
   roles: {{finance-team: [finance]}}
   redirect_url: {url}/ui/oidc/callback
+  name_claim: email
+  scopes: [email]
 principals:
   - {{name: auditor, kind: operator, roles: [audit], key_env: E2E_AUDITOR_KEY}}
+  - {{name: olga, kind: operator, roles: [finance], sso: olga@example.com, key_sha256: "{hashlib.sha256(os.urandom(16)).hexdigest()}"}}
   - {{name: pay-bot, kind: agent, agent_id: pay_bot, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
 """
     )

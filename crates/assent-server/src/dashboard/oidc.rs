@@ -337,7 +337,8 @@ async fn finish(
 
 /// The operator's name (`oidc:` + the `name_claim`'s value) and what its groups grant
 /// ([`OidcConfig::grant_for`]) from verified `claims`; `Err` says why the person may not sign
-/// in (no usable name, or groups that map to no role).
+/// in (no usable name, an `email` name the provider does not mark `email_verified: true`, or
+/// groups that map to no role).
 fn identity(
     c: &OidcConfig,
     claims: &IdTokenClaims<Extra, CoreGenderClaim>,
@@ -345,6 +346,16 @@ fn identity(
     let extra = &claims.additional_claims().0;
     let value = match c.name_claim.as_str() {
         "sub" => Some(claims.subject().to_string()),
+        // An email the provider has not verified may be anyone's: whoever registers
+        // `olga@example.com` unverified would sign in as her (and as `olga` where linked).
+        "email" if claims.email_verified() != Some(true) => {
+            tracing::warn!("SSO sign-in refused: the email is not verified");
+            return Err(
+                "The provider does not say your email address is verified (`email_verified`); \
+                 this gateway names SSO operators by their email."
+                    .into(),
+            );
+        }
         "email" => claims.email().map(|e| e.to_string()),
         "preferred_username" => claims.preferred_username().map(|u| u.to_string()),
         other => extra
