@@ -14,11 +14,31 @@ pub(crate) const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 pub(crate) fn open(path: &Path) -> Result<rusqlite::Connection, DbError> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    wal(&conn)?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(256);
     Ok(conn)
+}
+
+/// Puts `conn`'s database in WAL mode, waiting up to [`BUSY_TIMEOUT`] for other connections
+/// doing the same: SQLite answers `SQLITE_BUSY` at once, without calling the busy handler,
+/// when two connections change a new database's journal mode together (found as a flaky
+/// `two_processes_migrating_at_once_apply_each_migration_once`: one of two processes
+/// starting on a fresh file failed with "database is locked").
+fn wal(conn: &rusqlite::Connection) -> Result<(), DbError> {
+    let start = std::time::Instant::now();
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && start.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            r => return Ok(r?),
+        }
+    }
 }
 
 impl rusqlite::ToSql for Value<'_> {
