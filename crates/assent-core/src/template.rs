@@ -35,13 +35,16 @@ impl TemplateContext<'_> {
 }
 
 /// `text` as it may be shown and stored: every control character (Unicode `Cc`: U+0000–U+001F,
-/// U+007F–U+009F) and every bidirectional formatting character (U+061C, U+200E, U+200F,
-/// U+202A–U+202E, U+2066–U+2069) written as a visible `\uXXXX` escape, so a value taken from a
-/// call's arguments can neither hold a NUL (which PostgreSQL text cannot store) nor move an
-/// operator's terminal cursor, rewrite a line with a carriage return, start an escape
-/// sequence (also the one-byte CSI U+009B), or reverse what follows it (a right-to-left
-/// override) in a message, a summary or a card. Text without one is returned as is. The
-/// escape is JSON's own, so JSON text passed through this is still JSON of the same value.
+/// U+007F–U+009F) and every default-ignorable code point ([`is_default_ignorable`]: the
+/// bidirectional formatting characters, zero-width characters, variation selectors, the tag
+/// characters U+E0000–U+E0FFF…) written as a visible `\uXXXX` escape (a pair of them, UTF-16
+/// surrogates, above U+FFFF), so a value taken from a call's arguments can neither hold a NUL
+/// (which PostgreSQL text cannot store) nor move an operator's terminal cursor, rewrite a line
+/// with a carriage return, start an escape sequence (also the one-byte CSI U+009B), reverse
+/// what follows it (a right-to-left override), or carry text the operator cannot see (zero
+/// width characters, "ASCII smuggling" in tag characters, which a model reading the call later
+/// does see) in a message, a summary or a card. Text without one is returned as is. The escape
+/// is JSON's own, so JSON text passed through this is still JSON of the same value.
 pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(acts_on_display) {
         return std::borrow::Cow::Borrowed(text);
@@ -49,7 +52,9 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         if acts_on_display(c) {
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             out.push(c);
         }
@@ -57,18 +62,43 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// Whether `c` changes how the text around it is shown rather than being shown: a control
-/// character or a bidirectional formatting character.
+/// Whether `c` changes how the text around it is shown, or is not shown at all, rather than
+/// being shown: a control character or a default-ignorable code point.
 fn acts_on_display(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        )
+    c.is_control() || is_default_ignorable(c)
+}
+
+/// Whether `c` is a default-ignorable code point (Unicode's `Default_Ignorable_Code_Point`,
+/// DerivedCoreProperties.txt, Unicode 15.1): rendered as nothing — the soft hyphen, combining
+/// grapheme joiner, Arabic letter mark, Hangul fillers, Mongolian and other variation
+/// selectors, zero-width space/joiners, the bidirectional marks, embeddings, overrides and
+/// isolates, word joiner and invisible operators, the byte order mark, the shorthand format
+/// controls, musical symbol formatting and the tag characters (U+E0000–U+E0FFF).
+pub fn is_default_ignorable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{061c}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
 }
 
 /// `v` as JSON text that is safe to show ([`visible`] over `serde_json`'s text: C1 controls,
-/// DEL and bidi formatting characters, which JSON may carry raw, written as `\uXXXX`
+/// DEL and default-ignorable characters, which JSON may carry raw, written as `\uXXXX`
 /// escapes). Still valid JSON, of the same value.
 pub fn visible_json(v: &Value) -> String {
     visible(&v.to_string()).into_owned()
@@ -243,5 +273,31 @@ mod visible_tests {
         let pretty = visible_json_pretty(&v);
         assert_eq!(pretty, "{\n  \"to\": \"x\\u202ey\\u009b\\u001b\"\n}");
         assert_eq!(serde_json::from_str::<Value>(&pretty).unwrap(), v);
+    }
+
+    /// Attack (found by review): text the operator cannot see. A zero-width space, a word
+    /// joiner, a variation selector and "ASCII smuggling" in tag characters (U+E0000 block:
+    /// `U+E0065 U+E0076 U+E0069 U+E006C` spells "evil" to a model, nothing on screen) were
+    /// shown raw. Each is an escape now, a UTF-16 surrogate pair above U+FFFF, so JSON text
+    /// stays JSON of the same value.
+    #[test]
+    fn invisible_characters_become_visible_escapes() {
+        assert_eq!(
+            visible("a\u{200b}b\u{2060}c\u{fe0f}"),
+            "a\\u200bb\\u2060c\\ufe0f"
+        );
+        assert_eq!(visible("\u{ad}\u{feff}\u{3164}"), "\\u00ad\\ufeff\\u3164");
+        let smuggled = "ok\u{e0065}\u{e0076}\u{e0069}\u{e006c}";
+        assert_eq!(
+            visible(smuggled),
+            "ok\\udb40\\udc65\\udb40\\udc76\\udb40\\udc69\\udb40\\udc6c"
+        );
+        let v = serde_json::json!({"body": smuggled, "x": "\u{200d}\u{1d173}"});
+        let shown = visible_json(&v);
+        assert!(shown.is_ascii(), "{shown}");
+        assert_eq!(serde_json::from_str::<Value>(&shown).unwrap(), v);
+        // Visible text around them, and characters that are merely rare, stay as they are.
+        assert_eq!(visible("Zürich 日本 😀 \u{2065}"), "Zürich 日本 😀 \\u2065");
+        assert_eq!(visible("\u{e1000}"), "\u{e1000}");
     }
 }

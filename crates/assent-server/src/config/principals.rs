@@ -8,6 +8,7 @@
 
 use super::raw::{ConfigError, RawPrincipal, at};
 use assent_core::policy::Registry;
+use assent_core::template::is_default_ignorable;
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -160,15 +161,10 @@ pub(crate) fn declare(
     Ok(out)
 }
 
-/// Characters that show as nothing (zero-width spaces and joiners, direction marks, the
-/// soft hyphen, the byte-order mark): an `sso` value holding one would never match the name
-/// the provider sends, and the link would fail unseen.
-fn invisible(c: char) -> bool {
-    matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
-}
-
 /// Principal `r`'s `sso` name, or why it may not have it: operators only, 1 to 200 bytes (the
-/// longest name a sign-in accepts) without whitespace, control or invisible characters, not
+/// longest name a sign-in accepts) without whitespace, control or invisible characters
+/// ([`is_default_ignorable`]: one would never match the name the provider sends, and the link
+/// would fail unseen), not
 /// itself starting with `oidc:` (the name claim's value is written bare; the session is
 /// `oidc:<value>`).
 fn sso_of(r: &RawPrincipal) -> Result<Option<String>, String> {
@@ -179,7 +175,7 @@ fn sso_of(r: &RawPrincipal) -> Result<Option<String>, String> {
             "principal `{name}`: only an operator has an sso name"
         ));
     }
-    let odd = |c: char| c.is_control() || c.is_whitespace() || invisible(c);
+    let odd = |c: char| c.is_control() || c.is_whitespace() || is_default_ignorable(c);
     if n.is_empty() || n.len() > 200 || n.chars().any(odd) {
         return Err(format!(
             "principal `{name}`: sso `{}` is not a name claim's value (1 to 200 bytes, no whitespace, control or invisible characters)",

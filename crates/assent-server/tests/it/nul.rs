@@ -241,24 +241,41 @@ async fn a_dashboard_form_with_a_nul_or_a_field_sent_twice_is_refused_whatever_i
 /// the approve form still sends the same value: approving unchanged is no edit).
 #[tokio::test]
 async fn an_argument_with_a_bidi_override_or_c1_control_is_shown_escaped_on_the_dashboard() {
-    let gw = serve().await;
     let to = "bob\u{202e}eciffo-tsop\u{9b}2K";
+    shown_escaped_and_approved_unchanged(to, r"bob\u202eeciffo-tsop\u009b2K").await;
+}
+
+/// Attack (found by review): text the operator cannot see. A recipient holding a zero-width
+/// space and "ASCII smuggling" in Unicode tag characters (U+E0000 block: a model reading the
+/// call sees the letters, the screen shows nothing) looked like plain `bob` on the card. They
+/// are escapes now (a surrogate pair above U+FFFF), and the editor's JSON is the same value.
+#[tokio::test]
+async fn an_argument_with_invisible_characters_is_shown_escaped_on_the_dashboard() {
+    let to = "bob\u{200b}\u{e0065}\u{e0076}";
+    shown_escaped_and_approved_unchanged(to, r"bob\u200b\udb40\udc65\udb40\udc76").await;
+}
+
+/// A `pay` call to `to` is held; its card shows none of `to`'s raw characters but `escaped`
+/// in the message ("Pay 500 to …?") and the arguments, and approving the editor's arguments
+/// as shown approves the call unchanged (no edit).
+async fn shown_escaped_and_approved_unchanged(to: &str, escaped: &str) {
+    let gw = serve().await;
     let id = gw.pending("pay", json!({"amount": 500, "to": to})).await;
     let cookie = gw.dashboard_session().await;
     let card_path = format!("/ui/approvals/{id}");
     let page = gw.dashboard_page(&card_path, &cookie).await;
-    assert!(
-        !page.contains('\u{202e}') && !page.contains('\u{9b}'),
-        "{page}"
-    );
-    assert!(
-        page.contains(r"Pay 500 to bob\u202eeciffo-tsop\u009b2K?"),
-        "{page}"
-    );
-    assert!(
-        page.contains(r"bob\u202eeciffo-tsop\u009b2K&#34;"),
-        "{page}"
-    );
+    let raw = to
+        .chars()
+        .filter(|c| !c.is_ascii_alphanumeric() && *c != '-');
+    for c in raw {
+        assert!(
+            !page.contains(c),
+            "U+{:04X} shown raw: {page}",
+            u32::from(c)
+        );
+    }
+    assert!(page.contains(&format!("Pay 500 to {escaped}?")), "{page}");
+    assert!(page.contains(&format!("{escaped}&#34;")), "{page}");
     let csrf = csrf_of(&page);
     let editor = page.split("name=\"arguments\"").nth(1).unwrap();
     let editor = editor
