@@ -403,6 +403,7 @@ async fn confirmation(
     let accept = msg["decision"] == "accept";
     let mut input = reply_input(st, msg, &a, &sub.id, &roles).await?;
     (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
+    input.via = Some(assent_store::Via::channel("aaep"));
     let (id, name) = (a.id.clone(), p.name.clone());
     let res = st
         .store_task(move |s| s.decide(&id, &input, &name, &roles, now_ms()))

@@ -19,7 +19,7 @@ use assent_api::approvals::{DecisionRequest, SessionCancelled, UserDecisionReque
 use assent_core::approval::{self, Canceller, DecisionKind, GrantScope};
 use assent_core::triggers::Observations;
 use assent_core::{VerdictKind, evaluate_in};
-use assent_store::{ApprovalRecord, DecideError, DecisionInput};
+use assent_store::{ApprovalRecord, DecideError, DecisionInput, Via};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
@@ -73,9 +73,9 @@ async fn decision_input(
     st: &AppState,
     id: Option<&str>,
     b: DecisionRequest,
-    name: &str,
-    roles: &[String],
+    who: &Decider<'_>,
 ) -> Result<DecisionInput, ApiError> {
+    let (name, roles) = (who.name, who.roles);
     check_reason(&b.reason)?;
     let scope = match &b.scope {
         None => GrantScope::Once,
@@ -121,6 +121,7 @@ async fn decision_input(
         edited_output_bytes,
         decider_owns,
         decider_aka,
+        via: Some(who.via.clone()),
     })
 }
 
@@ -137,7 +138,8 @@ pub(crate) async fn decide(
     Path(id): Path<String>,
     ApiJson(b): ApiJson<DecisionRequest>,
 ) -> Result<Body<Approval>, ApiError> {
-    let rec = decide_as(&st, op.name(), op.roles(), id, b).await?;
+    let who = Decider::new(op.name(), op.roles(), Via::channel("api"));
+    let rec = decide_as(&st, &who, id, b).await?;
     Ok(Body(approval_body(&rec, None)))
 }
 
@@ -165,18 +167,36 @@ async fn settled_decide(
     Ok(res)
 }
 
-/// Applies operator `name`'s (holding `roles`) decision `b` to approval `id` (the REST API
-/// and the dashboard): settles expiries first, checks the approver role in the same
-/// transaction, and wakes every waiter. Errors: 403 for a missing role, 404, 409 when
-/// already decided, 400 for a bad scope or edit.
+/// The operator deciding: their principal's name, roles, and how they reached the gateway
+/// (recorded in the decision's audit records).
+pub(crate) struct Decider<'a> {
+    /// The principal's name (a linked SSO session's principal, [`crate::dashboard`]).
+    pub(crate) name: &'a str,
+    /// The roles they act with.
+    pub(crate) roles: &'a [String],
+    /// The channel, and the SSO name of a dashboard session.
+    pub(crate) via: Via,
+}
+
+impl<'a> Decider<'a> {
+    /// Operator `name` holding `roles`, deciding through `via`.
+    pub(crate) fn new(name: &'a str, roles: &'a [String], via: Via) -> Self {
+        Self { name, roles, via }
+    }
+}
+
+/// Applies `who`'s decision `b` to approval `id` (the REST API, the dashboard and Slack):
+/// settles expiries first, checks the approver role in the same transaction, and wakes every
+/// waiter. Errors: 403 for a missing role, 404, 409 when already decided, 400 for a bad scope
+/// or edit.
 pub(crate) async fn decide_as(
     st: &AppState,
-    name: &str,
-    roles: &[String],
+    who: &Decider<'_>,
     id: String,
     b: DecisionRequest,
 ) -> Result<ApprovalRecord, ApiError> {
-    let input = decision_input(st, Some(&id), b, name, roles).await?;
+    let (name, roles) = (who.name, who.roles);
+    let input = decision_input(st, Some(&id), b, who).await?;
     // The store checks the approver role in the decision's transaction.
     match settled_decide(st, id, input, name.to_string(), roles.to_vec()).await? {
         Ok(rec) => {
@@ -203,7 +223,8 @@ pub(crate) async fn decide_batch(
     if b.ids.is_empty() || b.ids.len() > 500 {
         return Err(ApiError::bad_request("ids must list 1 to 500 approval ids"));
     }
-    let input = decision_input(&st, None, b.decision, op.name(), op.roles()).await?;
+    let who = Decider::new(op.name(), op.roles(), Via::channel("api"));
+    let input = decision_input(&st, None, b.decision, &who).await?;
     let (ids, name, roles) = (b.ids.clone(), op.name().to_string(), op.roles().to_vec());
     let expired = Expired::default();
     let found = expired.clone();

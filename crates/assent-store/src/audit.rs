@@ -23,6 +23,44 @@ use crate::store::Store;
 /// `prev_hash` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// How a person's decision reached the gateway, kept in its audit records as `data.via`
+/// (`{"channel": "dashboard", "sso": "olga@example.com"}`): an action a principal took signed
+/// in by single sign-on is told from one taken with their key (issue 14 §7, forensics), though
+/// both are recorded under the principal's name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Via {
+    /// `api` (an operator key on `/v1`), `dashboard`, `slack` or `aaep` (a reply on the
+    /// AAEP stream).
+    pub channel: &'static str,
+    /// The single sign-on name (`oidc.name_claim`'s value) of the dashboard session that
+    /// decided; `None`: signed in with a key, or not through the dashboard.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sso: Option<String>,
+}
+
+impl Via {
+    /// A decision through `channel` (`api`, `slack`, `aaep`), no SSO name.
+    pub fn channel(channel: &'static str) -> Self {
+        Self { channel, sso: None }
+    }
+    /// A decision from the dashboard, by a session signed in by SSO as `sso` (its
+    /// `name_claim`'s value) or, `None`, with a key.
+    pub fn dashboard(sso: Option<String>) -> Self {
+        Self {
+            channel: "dashboard",
+            sso,
+        }
+    }
+}
+
+/// `data` with `via` added as `data.via` when there is one (and `data` is an object).
+pub(crate) fn with_via(mut data: Value, via: Option<&Via>) -> Value {
+    if let (Some(v), Some(o)) = (via, data.as_object_mut()) {
+        o.insert("via".into(), json!(v));
+    }
+    data
+}
+
 /// One audit record as stored (and as one line of an audit export, [`crate::retention`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -52,6 +52,9 @@ pub struct DecisionInput {
     /// ceremony; the store checks it belongs to the decider and binds this approval, its
     /// `call_hash` and `approve`, and stores it with the vote or decision.
     pub passkey: Option<assent_core::passkey::PasskeyProof>,
+    /// How the decision reached the gateway (the channel, the SSO name of a dashboard
+    /// session), recorded as `data.via` in its audit records; `None` records none.
+    pub via: Option<crate::Via>,
 }
 
 impl DecisionInput {
@@ -119,6 +122,7 @@ fn vote<'a>(
         roles,
         now,
         passkey: d.and_then(|d| d.passkey.as_ref()),
+        via: d.and_then(|d| d.via.as_ref()),
     }
 }
 
@@ -347,6 +351,14 @@ struct Settle<'a> {
     now: i64,
 }
 
+impl Settle<'_> {
+    /// Appends audit record `kind` of this settlement with `data` and the decision's `via`.
+    fn audit(&self, tx: Conn<'_>, kind: &str, data: serde_json::Value) -> db::Result<()> {
+        let data = audit::with_via(data, self.input.and_then(|d| d.via.as_ref()));
+        audit::append(tx, self.now, kind, Some(self.id), self.actor, &data)
+    }
+}
+
 /// Reads the approval and checks, in this order, that it exists, is not damaged (issue 10
 /// §8), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
 /// agent itself or the expiry sweep), is not cancelled alone by an operator under `deny:
@@ -365,14 +377,14 @@ fn admit(
     let name = approval_event_name(s.event);
     if !rec.damaged.is_empty() {
         let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
-        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::Damaged(rec.damaged));
     }
     if let Some(roles) = roles
         && !approval::may_decide(&rec.terms.approvers, roles)
     {
         let data = json!({"decision": name, "why": "operator lacks an approver role", "approvers": rec.terms.approvers});
-        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(rec.terms.approvers));
     }
     lone_no_or_late(tx, s, &rec, roles)?;
@@ -388,7 +400,7 @@ fn admit(
         let sod = rec.terms.separation_of_duties;
         if let Some(why) = duties::self_approval(sod, kind, &rec.agent, on_behalf_of, &decider) {
             let data = json!({"decision": name, "why": why});
-            audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+            s.audit(tx, "decision.refused", data)?;
             return Err(DecideError::SelfApproval(why));
         }
     }
@@ -397,14 +409,14 @@ fn admit(
         && let Err(why) = passkey_ok(tx, &rec, s)?
     {
         let data = json!({"decision": name, "why": why});
-        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::PasskeyRequired(why));
     }
     match approval::transition(rec.status, s.event) {
         Ok(next) => Ok((rec, next)),
         Err(e) => {
             let data = json!({"decision": name, "reason": s.reason, "status": rec.status});
-            audit::append(tx, s.now, "decision.late", Some(s.id), s.actor, &data)?;
+            s.audit(tx, "decision.late", data)?;
             Err(e.into())
         }
     }
@@ -429,7 +441,7 @@ fn lone_no_or_late(
         && let Err(why) = approval::operator_may_cancel(rec.terms.quorum.as_ref())
     {
         let data = json!({"decision": name, "why": why, "quorum": rec.terms.quorum});
-        audit::append(tx, s.now, "decision.refused", Some(s.id), s.actor, &data)?;
+        s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
     }
     let deadline = rec.announced_deadline();
@@ -438,7 +450,7 @@ fn lone_no_or_late(
     {
         let data = json!({"decision": name, "reason": s.reason, "status": rec.status, "deadline": deadline,
             "why": "the approval's deadline has passed: its default decision applies"});
-        audit::append(tx, s.now, "decision.late", Some(s.id), s.actor, &data)?;
+        s.audit(tx, "decision.late", data)?;
         return Err(AlreadyDecided(ApprovalStatus::Expired).into());
     }
     Ok(())
@@ -551,7 +563,7 @@ fn settle(
         data["modified_call"] = json!({"tool": rec.call.tool, "server": rec.call.server,
             "arguments": e.arguments, "call_hash": e.call_hash});
     }
-    audit::append(tx, now, kind, Some(id), actor, &data)?;
+    s.audit(tx, kind, data)?;
     Ok(mplp_status)
 }
 

@@ -106,6 +106,7 @@ mod usage;
 mod votes;
 pub mod wal;
 
+pub use audit::Via;
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;
 pub use error::{DecideError, RedeemError, StoreError};

@@ -41,6 +41,8 @@ pub(crate) struct VoteInput<'a> {
     pub now: i64,
     /// The passkey proof signing an approving vote (checked by `decide::admit`).
     pub passkey: Option<&'a assent_core::passkey::PasskeyProof>,
+    /// How the vote reached the gateway, kept in its audit records.
+    pub via: Option<&'a crate::Via>,
 }
 
 /// Records vote `v` on `rec` (which needs quorum `q`) and says whether it settles the
@@ -73,6 +75,7 @@ pub(crate) fn cast(
     }
     let refuse = |why: &str| -> Result<(), DecideError> {
         let data = json!({"decision": kind.as_str(), "why": why, "quorum": q});
+        let data = audit::with_via(data, v.via);
         audit::append(tx, now, "decision.refused", Some(&rec.id), actor, &data)?;
         Ok(())
     };
@@ -118,6 +121,7 @@ pub(crate) fn cast(
     let counted: usize = t.groups.iter().map(|g| g.counted.len()).sum();
     let data = json!({"decision": kind.as_str(), "roles": roles, "reason": reason,
         "counted": counted, "required": q.required(), "met": t.met, "groups": t.groups});
+    let data = audit::with_via(data, v.via);
     audit::append(tx, now, "decision.vote", Some(&rec.id), actor, &data)?;
     Ok(if settles {
         Cast::Settles

@@ -3,7 +3,7 @@
 //! single-use card links sent in notifications. Each is CSRF-checked by
 //! `session::operator_form`.
 
-use crate::decide::decide_as;
+use crate::decide::{Decider, decide_as};
 use crate::state::{AppState, now_ms};
 use assent_api::DecisionKind;
 use assent_api::approvals::DecisionRequest;
@@ -36,15 +36,9 @@ pub(crate) async fn decide_form(
         Err(why) => return Err(again(StatusCode::BAD_REQUEST, &why)),
     };
     let id = form.id;
-    match decide_as(
-        &st,
-        &op.principal.name,
-        op.principal.roles().unwrap_or_default(),
-        id.clone(),
-        body,
-    )
-    .await
-    {
+    let roles = op.principal.roles().unwrap_or_default();
+    let who = Decider::new(&op.principal.name, roles, op.via());
+    match decide_as(&st, &who, id.clone(), body).await {
         Ok(_) => Ok(secured(
             Redirect::to(&format!("/ui/approvals/{id}")).into_response(),
         )),

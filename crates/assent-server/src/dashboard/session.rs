@@ -43,6 +43,18 @@ pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
 pub(crate) struct Operator {
     pub(crate) session: Session,
     pub(crate) principal: Principal,
+    /// The single sign-on name (without `oidc:`) a session signed in by SSO was given;
+    /// `None`: signed in with a key.
+    pub(crate) signed_in_by_sso: Option<String>,
+}
+
+impl Operator {
+    /// How this operator's decisions reach the gateway, for their audit records: the
+    /// dashboard, and the SSO name when signed in by SSO (a linked principal's name alone
+    /// would not say which way in).
+    pub(crate) fn via(&self) -> assent_store::Via {
+        assent_store::Via::dashboard(self.signed_in_by_sso.clone())
+    }
 }
 
 /// The signed-in operator of a request: its `assent_ui` session cookie names a live session
@@ -58,6 +70,7 @@ pub(crate) struct Operator {
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
     let (session, sso_grant) = sessions::get(st, cookie(headers, COOKIE)?).await?;
     let principals = st.principals();
+    let by_sso = sso_grant.is_some();
     let principal = match sso_grant {
         None => principals
             .iter()
@@ -76,7 +89,19 @@ pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Oper
             sso_principal(&principals, &session.operator, roles)?
         }
     };
-    Some(Operator { session, principal })
+    let signed_in_by_sso = by_sso
+        .then(|| {
+            session
+                .operator
+                .strip_prefix(crate::config::oidc::NAME_PREFIX)
+        })
+        .flatten()
+        .map(str::to_string);
+    Some(Operator {
+        session,
+        principal,
+        signed_in_by_sso,
+    })
 }
 
 /// The principal SSO operator `operator` (`oidc:<name>`) acts as, with `roles`: the configured

@@ -230,7 +230,8 @@ async fn decide(
         arguments: None,
         passkey: None,
     };
-    match crate::decide::decide_as(st, name, roles, a.id.clone(), b).await {
+    let who = crate::decide::Decider::new(name, roles, assent_store::Via::channel("slack"));
+    match crate::decide::decide_as(st, &who, a.id.clone(), b).await {
         Ok(rec) if rec.status == ApprovalStatus::Pending => Reply {
             ok: true,
             code: "VOTE_COUNTED",

@@ -6,7 +6,7 @@
 //! person known by their key and their SSO name being one person to separation of duties and
 //! quorum (`principals[].sso`).
 
-use crate::backend::audit_count;
+use crate::backend::{Param, Sql, audit_count};
 use crate::kit::{
     AGENTS, Gw, assert_answer, assert_error, operator, policy, start_custom, start_tuned,
 };
@@ -571,6 +571,54 @@ async fn an_sso_name_matching_a_link_only_loosely_signs_no_one_in() {
     assert_eq!(get(&gw, "/ui", &loose).await.0, StatusCode::SEE_OTHER);
     let (exact, _) = sso_session(&gw, "oidc:olga@example.com", (&["finance"], &["fin"]));
     assert_eq!(get(&gw, "/ui", &exact).await.0, StatusCode::OK);
+    gw.stop().await;
+}
+
+/// Forensics: olga's decisions are recorded under `olga` however she signed in, so the audit
+/// says which way in: `via: {channel: dashboard, sso: olga@example.com}` for her SSO
+/// session, `{channel: api}` for her key (the name alone would not tell a stolen key from a
+/// borrowed SSO session).
+#[tokio::test]
+async fn the_audit_says_which_way_a_linked_principal_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    let gw = linked(dir.path(), rules).await;
+    let args = json!({"amount": 500, "to": "acme"});
+    let (sso_call, key_call) = (
+        gw.held("s1", "pay", args.clone()).await,
+        gw.held("s2", "pay", args).await,
+    );
+    let (olga, csrf) = sso_session(&gw, "oidc:olga@example.com", (&["finance"], &["fin"]));
+    assert!(decide(&gw, &sso_call, &olga, &csrf).await.is_redirection());
+    let (s, a) = gw.decide(&sso_call, "fred-key", "approve").await;
+    assert_answer(s, &a, "status", StatusCode::OK, "approved");
+    let (s, a) = gw.decide(&key_call, "olga-key", "approve").await;
+    assert_answer(s, &a, "status", StatusCode::OK, "pending");
+    let records = |id: &str| {
+        Sql::open(&gw.data_dir).rows(
+            "SELECT kind, actor, data FROM audit WHERE approval_id = ?1 AND kind LIKE 'decision%' ORDER BY seq",
+            &[Param::from(id)],
+        )
+    };
+    let via = |row: &Vec<String>| {
+        serde_json::from_str::<serde_json::Value>(&row[2]).unwrap()["via"].clone()
+    };
+    let by_sso = records(&sso_call);
+    assert_eq!(by_sso.len(), 3, "two votes and the decision: {by_sso:?}");
+    assert_eq!((&*by_sso[0][0], &*by_sso[0][1]), ("decision.vote", "olga"));
+    assert_eq!(
+        via(&by_sso[0]),
+        json!({"channel": "dashboard", "sso": "olga@example.com"})
+    );
+    assert_eq!(via(&by_sso[1]), json!({"channel": "api"}), "fred's vote");
+    assert_eq!(
+        via(&by_sso[2]),
+        json!({"channel": "api"}),
+        "the decision fred's vote settled"
+    );
+    let by_key = records(&key_call);
+    assert_eq!((&*by_key[0][0], &*by_key[0][1]), ("decision.vote", "olga"));
+    assert_eq!(via(&by_key[0]), json!({"channel": "api"}));
     gw.stop().await;
 }
 
