@@ -7,6 +7,7 @@
 
 use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
 use crate::body::{self, Body, to_value};
+use crate::calls::check_name;
 use crate::config::Principal;
 use crate::error::ApiError;
 use crate::extract::Polled;
@@ -35,10 +36,15 @@ pub(crate) async fn ask(
     State(st): State<AppState>,
     AgentJson(_, b): AgentJsonOneRefusal<AskQuestions, AskRequest>,
 ) -> Result<Response, ApiError> {
-    if b.question.is_empty() || b.question.len() > 16_384 || b.session_id.is_empty() {
-        return Err(ApiError::bad_request(
-            "question (1 to 16384 bytes) and session_id are required",
-        ));
+    // Found by review: the session id skipped the checks every other route applies (a
+    // 100 KB id with terminal escapes was stored, and `POST /v1/sessions/{id}/cancel` could
+    // then not name it), and `context` had no bound of its own.
+    check_name("session_id", &b.session_id)?;
+    if b.question.is_empty() || b.question.len() > 16_384 {
+        return Err(ApiError::bad_request("question must be 1 to 16384 bytes"));
+    }
+    if b.context.as_ref().is_some_and(|c| c.len() > 16_384) {
+        return Err(ApiError::bad_request("context must be at most 16384 bytes"));
     }
     if b.accepted_response_kinds.is_empty()
         || b.accepted_response_kinds.len() > 4

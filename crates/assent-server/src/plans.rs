@@ -18,7 +18,7 @@
 
 use crate::agent_json::AgentJson;
 use crate::body::Body;
-use crate::calls::{Canonical, check_trace_id, is_uuid_v4};
+use crate::calls::{Canonical, check_name, check_trace_id, is_uuid_v4};
 use crate::config::Principal;
 use crate::decide::decide_error;
 use crate::error::ApiError;
@@ -143,6 +143,9 @@ pub(crate) async fn create(
     AgentJson(_, mut b): AgentJson<AgentItself, CreatePlanRequest>,
 ) -> Result<Response, ApiError> {
     check_trace_id(b.trace_id.as_deref())?;
+    if let Some(session) = &b.session_id {
+        check_name("session_id", session)?;
+    }
     check_plan(&mut b.plan)?;
     let pl = st
         .store_task(move |s| {
@@ -317,9 +320,7 @@ pub(crate) async fn confirm(
         ));
     }
     check_trace_id(b.trace_id.as_deref())?;
-    if b.session_id.is_empty() {
-        return Err(ApiError::bad_request("session_id must not be empty"));
-    }
+    check_name("session_id", &b.session_id)?;
     if b.target.as_ref().is_some_and(|t| !t.is_object()) {
         return Err(ApiError::bad_request("target must be a JSON object"));
     }

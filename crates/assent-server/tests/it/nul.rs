@@ -190,6 +190,42 @@ async fn an_id_with_a_terminal_escape_sequence_is_refused() {
     gw.stop().await;
 }
 
+/// Attack (found by review): a question, a plan and a Confirm took any session id, so one of
+/// 100 KB with terminal escapes was stored (and `POST /v1/sessions/{id}/cancel`, which checks
+/// the id, could then not withdraw it), and a question's `context` had no bound of its own.
+/// Refused, naming the field; nothing is stored.
+#[tokio::test]
+async fn questions_plans_and_confirms_check_their_session_id_like_every_route() {
+    let gw = serve().await;
+    let before = records(&gw);
+    let long = "s".repeat(300);
+    let question = json!({"agent": "bot", "question": "Which account?", "accepted_response_kinds": ["freetext"]});
+    let plan = json!({"agent": "bot", "plan": {}});
+    let confirm = json!({"agent": "bot", "target_type": "context",
+        "target_id": "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b"});
+    for session in ["s1\u{1b}[2J\u{202e}", long.as_str(), ""] {
+        for (path, base) in [
+            ("/v1/clarifications", &question),
+            ("/v1/plans", &plan),
+            ("/v1/confirms", &confirm),
+        ] {
+            let mut body = base.clone();
+            body["session_id"] = json!(session);
+            let (s, b) = gw.post(path, BOT, body).await;
+            assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+            assert_says(&b, "message", "session_id");
+        }
+    }
+    let mut body = question.clone();
+    body["session_id"] = json!("s1");
+    body["context"] = json!("c".repeat(16_385));
+    let (s, b) = gw.post("/v1/clarifications", BOT, body).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "context");
+    assert_eq!(records(&gw), before, "nothing was stored");
+    gw.stop().await;
+}
+
 /// Attack (found by review): the NUL check in front of every route reads only bodies labelled
 /// `application/x-www-form-urlencoded`, and the dashboard parsed any body as a form, so a
 /// decision form sent as `text/plain` carried a NUL into the stored reason (and on PostgreSQL,
