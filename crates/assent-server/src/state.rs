@@ -185,6 +185,20 @@ impl AppState {
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());
+        if let Some(file) = &config.audit_checkpoints.file {
+            // Attack (found by review): a database rolled back (a redeemed token usable again)
+            // or rewritten and re-chained was served, and the gateway signed the forked chain
+            // into the checkpoint file, hiding the fork from `assent audit verify`.
+            let problem = (state.store.checkpoint_file_problem(file)).map_err(|source| {
+                StartError::Store {
+                    at: file.display().to_string(),
+                    source,
+                }
+            })?;
+            if let Some(why) = problem {
+                return Err(StartError::Forked(why));
+            }
+        }
         state.metrics_key_sha256 = metrics_key.map(Arc::new);
         state.reload = Some(Arc::new(config::ReloadSource::new(config, false)));
         if let assent_store::db::Database::Postgres { url } = &database {
@@ -404,6 +418,12 @@ pub enum StartError {
     #[error("cannot hear the other replicas' changes: {0}")]
     /// The Postgres listener could not be started.
     Listen(#[from] assent_store::db::DbError),
+    #[error(
+        "the audit chain does not hold a checkpoint this gateway published: {0}. The database was rolled back or its audit log rewritten; nothing is served. Run `assent audit verify --checkpoint FILE`; after a deliberate restore of an older backup, move the checkpoint file aside"
+    )]
+    /// The database does not hold every checkpoint of `audit_checkpoints.file` (rolled back
+    /// or rewritten since they were signed).
+    Forked(String),
     #[error(transparent)]
     /// The configuration is invalid.
     Config(#[from] config::ConfigError),

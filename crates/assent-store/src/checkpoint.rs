@@ -330,25 +330,18 @@ pub fn append_jsonl(path: &Path, cp: &Checkpoint) -> std::io::Result<()> {
     f.sync_data()
 }
 
-/// The newest (highest `seq`) checkpoint in the JSONL file `path` whose signature verifies
-/// under `key`, and how many lines were skipped (not a checkpoint, or not signed by `key`).
+/// Every checkpoint in the JSONL file `path` whose signature verifies under `key`, in the
+/// file's order, and how many lines were skipped (not a checkpoint, or not signed by `key`).
 /// Errors: the file cannot be read.
-pub fn newest_in_jsonl(
-    path: &Path,
-    key: &VerifyingKey,
-) -> std::io::Result<(Option<Checkpoint>, usize)> {
+pub fn read_jsonl(path: &Path, key: &VerifyingKey) -> std::io::Result<(Vec<Checkpoint>, usize)> {
     let text = std::fs::read_to_string(path)?;
-    let mut best: Option<Checkpoint> = None;
+    let mut signed = Vec::new();
     let mut skipped = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<Checkpoint>(line) {
-            Ok(cp) if cp.verifies(key) => {
-                if best.as_ref().is_none_or(|b| cp.seq > b.seq) {
-                    best = Some(cp);
-                }
-            }
+            Ok(cp) if cp.verifies(key) => signed.push(cp),
             _ => skipped += 1,
         }
     }
-    Ok((best, skipped))
+    Ok((signed, skipped))
 }

@@ -175,25 +175,10 @@ fn verify_snapshot(
             rep.problem = check_stored(conn, &stored, &anchors, key, head_seq)?;
         }
         if let Some(file) = opts.checkpoint_file {
-            let (cp, skipped) = checkpoint::newest_in_jsonl(file, key).map_err(io(file))?;
+            let (cps, skipped) = checkpoint::read_jsonl(file, key).map_err(io(file))?;
             rep.file_lines_skipped = skipped;
-            let found = match &cp {
-                None => Some(Problem {
-                    check: "checkpoint_file",
-                    seq: None,
-                    reason: format!(
-                        "{} holds no checkpoint signed by audit key {}",
-                        file.display(),
-                        checkpoint::public_key_hex(key)
-                    ),
-                }),
-                Some(cp) => against_chain(conn, cp, &anchors, head_seq)?.map(|reason| Problem {
-                    check: "checkpoint_file",
-                    seq: Some(cp.seq),
-                    reason: format!("{}: {reason}", file.display()),
-                }),
-            };
-            rep.file_checkpoint = cp;
+            let found = file_problem(conn, file, &cps, key, &anchors, head_seq)?;
+            rep.file_checkpoint = cps.into_iter().max_by_key(|c| c.seq);
             if rep.problem.is_none() {
                 rep.problem = found;
             }
@@ -217,6 +202,83 @@ fn verify_snapshot(
         });
     }
     Ok(rep)
+}
+
+/// Why the chain (ending at record `head_seq`) does not reach every checkpoint `cps` read
+/// from `file`: none signed by `key`, or the first one the chain does not hold as signed.
+///
+/// Attack (found by review): only the file's newest checkpoint was checked, so after a
+/// rollback or a rewrite the gateway, restarted, signed the forked chain and appended that to
+/// the file; the older checkpoint that no longer held went unseen. Every one is checked: two
+/// checkpoints at one record with different hashes cannot both hold.
+fn file_problem(
+    conn: Conn<'_>,
+    file: &Path,
+    cps: &[Checkpoint],
+    key: &VerifyingKey,
+    anchors: &[Manifest],
+    head_seq: i64,
+) -> db::Result<Option<Problem>> {
+    if cps.is_empty() {
+        return Ok(Some(Problem {
+            check: "checkpoint_file",
+            seq: None,
+            reason: format!(
+                "{} holds no checkpoint signed by audit key {}",
+                file.display(),
+                checkpoint::public_key_hex(key)
+            ),
+        }));
+    }
+    for cp in cps {
+        if let Some(reason) = against_chain(conn, cp, anchors, head_seq)? {
+            return Ok(Some(Problem {
+                check: "checkpoint_file",
+                seq: Some(cp.seq),
+                reason: format!("{}: {reason}", file.display()),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Why the store behind `conn` does not hold every checkpoint of the checkpoint file `file`
+/// signed by `key` (none when the file does not exist yet, or holds none): the gateway
+/// refuses to start on a chain that was rolled back or rewritten below a checkpoint it
+/// published ([`file_problem`]). Errors: the file cannot be read; the store's.
+pub fn sink_problem(
+    conn: Conn<'_>,
+    file: &Path,
+    key: &VerifyingKey,
+) -> Result<Option<String>, StoreError> {
+    let cps = match checkpoint::read_jsonl(file, key) {
+        Ok((cps, _)) => cps,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(file)(e)),
+    };
+    if cps.is_empty() {
+        return Ok(None);
+    }
+    conn.snapshot(|c| {
+        let anchors = archive::stored(c)?;
+        // The newest record's number, without walking the chain (start-up stays flat with
+        // history): a checkpoint past it means records were cut from the end.
+        let newest: i64 =
+            c.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?;
+        let head_seq = newest.max(anchors.last().map_or(0, |a| a.last_seq));
+        Ok(file_problem(c, file, &cps, key, &anchors, head_seq)?.map(|p| p.reason))
+    })
+    .map_err(StoreError::from)
+}
+
+impl crate::store::Store {
+    /// [`sink_problem`] of checkpoint file `file` under this store's audit key: why the
+    /// chain does not hold every checkpoint the file has of it (`None`: it holds them all,
+    /// or there is no file yet). Errors: an unreadable file; the store's.
+    pub fn checkpoint_file_problem(&self, file: &Path) -> Result<Option<String>, StoreError> {
+        let key = self.audit_public_key();
+        sink_problem(self.lock().conn(), file, &key)
+    }
 }
 
 /// Checks every stored checkpoint's signature under `key` and its place in the chain.

@@ -10,6 +10,8 @@ struct Signed {
     dir: tempfile::TempDir,
     data: PathBuf,
     file: PathBuf,
+    cfg: PathBuf,
+    port: u16,
 }
 
 fn http() -> reqwest::blocking::Client {
@@ -23,7 +25,8 @@ fn signed_gateway() -> Signed {
         dir,
         data,
         server: s,
-        ..
+        cfg,
+        port,
     } = served(checkpoints);
     let a = approved(&s.url, 5000);
     let v: Value = http()
@@ -62,6 +65,8 @@ fn signed_gateway() -> Signed {
         data,
         file: dir.path().join("checkpoints.jsonl"),
         dir,
+        cfg,
+        port,
     }
 }
 
@@ -147,13 +152,12 @@ fn an_untouched_database_verifies_with_its_checkpoints_and_the_sink_file() {
     assert_eq!(none.status.code(), Some(2));
 }
 
-#[test]
-fn a_rewritten_and_rechained_record_is_caught_by_the_stored_checkpoints() {
-    let g = signed_gateway();
-    // Change the approved amount in the approval.requested record, then recompute every
-    // later hash with the gateway's own record_hash: the bare chain verifies again.
+/// Changes the approved amount (5000 → 50) in the `approval.requested` record, then
+/// recomputes every later hash with the gateway's own `record_hash`: the bare chain verifies
+/// again.
+fn rewrite_and_rechain(g: &Signed) {
     let rows = sql_with(
-        &g,
+        g,
         &["-json"],
         "SELECT seq, at, kind, approval_id, actor, data FROM audit ORDER BY seq;",
     );
@@ -186,14 +190,20 @@ fn a_rewritten_and_rechained_record_is_caught_by_the_stored_checkpoints() {
         prev = hash;
     }
     script.push_str("COMMIT;\n");
-    sql(&g, &script);
+    sql(g, &script);
     assert!(
         sql(
-            &g,
+            g,
             "SELECT data FROM audit WHERE kind = 'approval.requested' LIMIT 1;"
         )
         .contains("\"amount\":50,")
     );
+}
+
+#[test]
+fn a_rewritten_and_rechained_record_is_caught_by_the_stored_checkpoints() {
+    let g = signed_gateway();
+    rewrite_and_rechain(&g);
     let wants = ["audit checkpoint not met", "was rewritten"];
     let out = verify_fails(&g, &["--json"], &wants);
     // The hash chain alone (all that was checked before checkpoints) is whole again.
@@ -331,13 +341,16 @@ fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all()
         dir,
         data,
         server: mut s,
-        ..
+        cfg,
+        port,
     } = served("");
     let a = held(&s.url, 5000);
     let g = Signed {
         data,
         file: dir.path().join("unused"),
         dir,
+        cfg,
+        port,
     };
     let decide = |body: Value| {
         http()
@@ -441,4 +454,55 @@ fn a_rewrite_after_deleting_the_stored_checkpoints_is_caught_with_max_unsigned()
     sql(&g, "DELETE FROM audit_checkpoints;");
     chain_alone_verifies(&g);
     verify_fails(&g, &["--max-unsigned", "5"], &["covered by no checkpoint"]);
+}
+
+/// Attack (found by review): the database rewritten and re-chained (or rolled back to an
+/// older copy, making a redeemed token usable again), its stored checkpoints deleted, and the
+/// gateway restarted. It served the fork and signed it into the checkpoint file, and `audit
+/// verify --checkpoint` checked only the file's newest checkpoint, which the fork now met.
+/// Now the gateway refuses to start on a chain that does not hold every checkpoint of its
+/// file, and verify checks them all.
+#[test]
+fn a_forked_chain_is_not_served_and_verify_checks_every_checkpoint_of_the_file() {
+    let g = signed_gateway();
+    rewrite_and_rechain(&g);
+    sql(&g, "DELETE FROM audit_checkpoints;");
+    let out = serve_cmd(&g.cfg)
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "served a forked chain: {err}");
+    assert!(
+        err.contains("does not hold a checkpoint this gateway published"),
+        "{err}"
+    );
+    assert!(err.contains("was rewritten"), "{err}");
+    // What the gateway did before: with its file moved aside it serves, and signs the fork.
+    let published = g.dir.path().join("published.jsonl");
+    std::fs::rename(&g.file, &published).unwrap();
+    crate::stop(serve(&g.cfg, g.port));
+    let fork = std::fs::read_to_string(&g.file).unwrap();
+    let both = std::fs::read_to_string(&published).unwrap() + &fork;
+    std::fs::write(&g.file, both).unwrap();
+    let file = g.file.to_str().unwrap();
+    let out = verify_fails(&g, &["--checkpoint", file, "--json"], &["was rewritten"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["problem"]["check"], "checkpoint_file", "{v}");
+    // The file's newest checkpoint is the fork's: checked alone, as before, it held.
+    assert_eq!(
+        v["file_checkpoint"]["head_hash"].as_str().unwrap(),
+        fork_head(&fork),
+        "{v}"
+    );
+}
+
+/// The `head_hash` of the newest (highest `seq`) checkpoint among the JSON lines `text`.
+fn fork_head(text: &str) -> String {
+    let newest = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .max_by_key(|v| v["seq"].as_i64().unwrap())
+        .unwrap();
+    newest["head_hash"].as_str().unwrap().to_string()
 }
