@@ -362,8 +362,6 @@ fn against_chain(
 struct Seen {
     requested: HashMap<String, i64>,
     settled: HashMap<String, (i64, String, Option<String>)>,
-    minted: HashMap<String, i64>,
-    redeemed: HashMap<String, i64>,
 }
 
 fn seen(conn: Conn<'_>) -> db::Result<Seen> {
@@ -372,7 +370,7 @@ fn seen(conn: Conn<'_>) -> db::Result<Seen> {
     // portable form); a value that is not a string counts as absent, as before.
     conn.prepare_cached(
         "SELECT seq, kind, approval_id, data FROM audit
-         WHERE kind IN ('approval.requested', 'decision', 'approval.expired', 'approval.cancelled', 'grant.used', 'token.minted', 'token.redeemed')
+         WHERE kind IN ('approval.requested', 'decision', 'approval.expired', 'approval.cancelled', 'grant.used')
          ORDER BY seq",
     )?
     .for_each([], |r| {
@@ -384,12 +382,6 @@ fn seen(conn: Conn<'_>) -> db::Result<Seen> {
         match (kind.as_str(), aid, tid) {
             ("approval.requested", Some(a), _) => {
                 s.requested.entry(a).or_insert(seq);
-            }
-            ("token.minted", _, Some(t)) => {
-                s.minted.entry(t).or_insert(seq);
-            }
-            ("token.redeemed", _, Some(t)) => {
-                s.redeemed.entry(t).or_insert(seq);
             }
             ("decision" | "approval.expired" | "approval.cancelled" | "grant.used", Some(a), _) => {
                 s.settled.entry(a).or_insert((seq, kind, status));
@@ -476,151 +468,17 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         .drain()
         .map(|(a, (seq, _, _))| (seq, a, "settling"));
     orphans("approval", requested.chain(settling), &mut out);
-    tokens(conn, &mut s, &gone, &mut out)?;
-    grants(conn, &gone, &mut out)?;
+    crate::integrity_tokens::tokens(conn, &gone, &mut out)?;
+    crate::integrity_tokens::grants(conn, &gone, &mut out)?;
+    crate::integrity_people::decisions(conn, &mut out)?;
     crate::integrity_people::votes(conn, &gone, &mut out)?;
     crate::integrity_people::passkeys(conn, &mut out)?;
     Ok(out)
 }
 
-/// The fields of a grant that its `grant.created` record fixes.
-type GrantFields = (
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<String>,
-    String,
-    Option<i64>,
-);
-
-/// Every grant must be the one its `grant.created` record describes (same agent, session,
-/// tool, server, call hash, scope and expiry): a grant inserted or widened behind the
-/// gateway's back would let calls through with no one's approval. A `grant.created` record
-/// whose grant is gone is reported too.
-fn grants(
-    conn: Conn<'_>,
-    gone: &archive::Gone,
-    out: &mut Vec<(Option<i64>, String)>,
-) -> db::Result<()> {
-    let mut created: HashMap<String, (i64, GrantFields)> = HashMap::new();
-    conn.prepare_cached("SELECT seq, data FROM audit WHERE kind = 'grant.created' ORDER BY seq")?
-        .for_each([], |r| {
-            let d = json_of(r)?;
-            let Some(gid) = text_at(&d, "grant_id") else {
-                return Ok(ControlFlow::Continue(()));
-            };
-            let fields: GrantFields = (
-                text_at(&d, "agent").unwrap_or_default(),
-                text_at(&d, "session_id"),
-                text_at(&d, "tool").unwrap_or_default(),
-                text_at(&d, "server"),
-                text_at(&d, "call_hash"),
-                text_at(&d, "scope").unwrap_or_default(),
-                d["expires_at"].as_i64(),
-            );
-            created.entry(gid).or_insert((r.get(0)?, fields));
-            Ok(ControlFlow::Continue(()))
-        })?;
-    let rows: Vec<(String, GrantFields)> = conn.query_map(
-        "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at FROM grants ORDER BY created_at, rowid",
-        [],
-        |r| {
-            Ok((
-                r.get(0)?,
-                (
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ),
-            ))
-        },
-    )?;
-    for (gid, fields) in rows {
-        match created.remove(&gid) {
-            None if grant_archived(conn, &gid, gone)? => {}
-            None => out.push((None, format!(
-                "grant {gid} has no grant.created record: no approval created it, yet it would let calls through"
-            ))),
-            Some((seq, rec)) if rec != fields => out.push((Some(seq), format!(
-                "grant {gid} differs from its grant.created record {seq} (agent, session, tool, server, call hash, scope or expiry changed)"
-            ))),
-            Some(_) => {}
-        }
-    }
-    let mut orphans: Vec<(i64, String)> =
-        created.into_iter().map(|(g, (seq, _))| (seq, g)).collect();
-    orphans.sort();
-    for (seq, g) in orphans {
-        out.push((Some(seq), format!(
-            "audit record {seq} (grant.created) names grant {g}, which is not in the grants table"
-        )));
-    }
-    Ok(())
-}
-
-/// Whether grant `gid`'s `grant.created` record may have been archived: created before the
-/// cut-off and revoked or expired by the run (a grant still live then kept its records).
-fn grant_archived(conn: Conn<'_>, gid: &str, gone: &archive::Gone) -> db::Result<bool> {
-    let (created, expires, revoked): (i64, Option<i64>, Option<i64>) = conn.query_row(
-        "SELECT created_at, expires_at, revoked_at FROM grants WHERE id = ?1",
-        [gid],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
-    Ok(gone.before(created) && (gone.ended(revoked) || gone.ended(expires)))
-}
-
-/// A token row: id, approval, used_at, issued_at, expires_at.
-type TokenRow = (String, String, Option<i64>, i64, i64);
-
-fn tokens(
-    conn: Conn<'_>,
-    s: &mut Seen,
-    gone: &archive::Gone,
-    out: &mut Vec<(Option<i64>, String)>,
-) -> db::Result<()> {
-    let rows: Vec<TokenRow> = sql::rows(
-        conn,
-        "SELECT token_id, approval_id, used_at, issued_at, expires_at FROM tokens ORDER BY issued_at, rowid",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-    )?;
-    for (tid, aid, used, issued, expires) in &rows {
-        // Archived only when it was used or expired by the run (a live token kept its records).
-        let archived = gone.before(*issued) && (gone.ended(Some(*expires)) || gone.ended(*used));
-        if s.minted.remove(tid).is_none() && !archived {
-            out.push((
-                None,
-                format!("token {tid} (approval {aid}) has no token.minted record"),
-            ));
-        }
-        match (used, s.redeemed.remove(tid)) {
-            (Some(u), None) if archived && gone.before(*u) => {}
-            (Some(_), None) => out.push((None, format!(
-                "token {tid} (approval {aid}) is marked used, but the audit log has no token.redeemed record for it"
-            ))),
-            (None, Some(seq)) => out.push((Some(seq), format!(
-                "token {tid} (approval {aid}) was redeemed (audit record {seq}) but is not marked used: it could be redeemed again"
-            ))),
-            _ => {}
-        }
-    }
-    let minted = s.minted.drain().map(|(t, seq)| (seq, t, "token.minted"));
-    let redeemed = s
-        .redeemed
-        .drain()
-        .map(|(t, seq)| (seq, t, "token.redeemed"));
-    orphans("token", minted.chain(redeemed), out);
-    Ok(())
-}
-
 /// Reports, oldest first, each audit record `(seq, id, what)` left over after the
 /// cross-check: it names `noun` `id` (an approval, a token), which is not in the `noun`s table.
-fn orphans<'a>(
+pub(crate) fn orphans<'a>(
     noun: &str,
     left: impl Iterator<Item = (i64, String, &'a str)>,
     out: &mut Vec<(Option<i64>, String)>,

@@ -1,8 +1,9 @@
 //! The cross-check of what stands for a person's say (`assent audit verify`, check `state`):
-//! quorum votes and registered passkeys against their audit records. A vote row counts towards
-//! a quorum and a passkey row lets its holder sign a vote or an R4 approval, so a row written
-//! behind the gateway's back (N−1 forged votes, an attacker's authenticator under an
-//! operator's name) would decide calls while every decision record still looks well formed.
+//! quorum votes, registered passkeys and decision rows against their audit records. A vote
+//! row counts towards a quorum, a passkey row lets its holder sign a vote or an R4 approval
+//! and a decision row names who decided on the approval's receipt, so a row written behind
+//! the gateway's back (N−1 forged votes, an attacker's authenticator under an operator's
+//! name, another decider) would stand while every decision record still looks well formed.
 //! Called by [`crate::integrity::cross_check_on`], in its snapshot.
 
 use crate::archive::Gone;
@@ -122,6 +123,53 @@ pub(crate) fn passkeys(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> 
         out.push((Some(seq), format!(
             "audit record {seq} (passkey.registered) names passkey {id}, which is not in the passkeys table and was never removed"
         )));
+    }
+    Ok(())
+}
+
+/// A settling audit record of an approval: `(seq, actor, at, decision)`.
+type Settling = (i64, String, i64, String);
+
+/// Every `decisions` row (who settled an approval, how, when) must be the one its settling
+/// audit record describes (`decision`, `approval.expired`, `approval.cancelled`, or
+/// `grant.used` for an approval a grant covered). Found by review: a row whose actor was
+/// changed put another name on the approval, its answer and its signed receipt, while the
+/// record still named who decided. A row whose record is missing is reported by the
+/// approvals' own check (its status has no settling record).
+pub(crate) fn decisions(conn: Conn<'_>, out: &mut Vec<(Option<i64>, String)>) -> db::Result<()> {
+    let mut settling: HashMap<String, Settling> = HashMap::new();
+    conn.prepare_cached(
+        "SELECT seq, at, kind, approval_id, actor, data FROM audit
+         WHERE kind IN ('decision', 'approval.expired', 'approval.cancelled', 'grant.used') ORDER BY seq",
+    )?
+    .for_each([], |r| {
+        let (kind, aid): (String, Option<String>) = (r.get(2)?, r.get(3)?);
+        if let Some(aid) = aid {
+            let decision = match kind.as_str() {
+                "grant.used" => Some("approve".to_string()),
+                _ => text_at(&json_of(r)?, "decision"),
+            };
+            let s = (r.get(0)?, r.get(4)?, r.get(1)?, decision.unwrap_or_default());
+            settling.entry(aid).or_insert(s);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    type DecisionRow = (String, String, String, i64);
+    let rows: Vec<DecisionRow> = conn.query_map(
+        "SELECT approval_id, decision, actor, at FROM decisions ORDER BY at, rowid",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    for (aid, decision, actor, at) in rows {
+        match settling.get(&aid) {
+            Some((seq, by, when, what)) if (by, *when, what) != (&actor, at, &decision) => {
+                out.push((Some(*seq), format!(
+                    "approval {aid}'s decision row ({decision} by {actor}) differs from audit record {seq} ({what} by {by}): who decided, how or when was changed"
+                )));
+            }
+            // No record: archived, or reported by the approvals' check.
+            _ => {}
+        }
     }
     Ok(())
 }

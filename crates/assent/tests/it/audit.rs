@@ -506,3 +506,91 @@ fn fork_head(text: &str) -> String {
         .unwrap();
     newest["head_hash"].as_str().unwrap().to_string()
 }
+
+/// Runs `edit` (SQL) on a copy of `g`'s database and asserts `audit verify` fails on the
+/// state check naming each of `wants`; the database is put back afterwards.
+#[track_caller]
+fn caught_on_a_copy(g: &Signed, edit: &str, wants: &[&str]) {
+    let kept = g.dir.path().join("kept.db");
+    sql(g, &format!(".backup '{}'", kept.display()));
+    sql(g, edit);
+    chain_alone_verifies(g);
+    let out = verify_fails(g, &["--json"], wants);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["problem"]["check"], "state", "{v}");
+    sql(g, &format!(".restore '{}'", kept.display()));
+}
+
+/// Attacks (found by review): the gateway signs an approval's token from its `tokens` row,
+/// and a receipt and the approval's answer name the decider from its `decisions` row. A row
+/// bound to another call (the token then redeems the attacker's call), one living longer (a
+/// token expired a month ago signed again), and a decision row naming someone else all kept
+/// `audit verify` green: each now differs from its record, and is reported.
+#[test]
+fn a_token_or_decision_row_edited_behind_the_gateways_back_is_caught() {
+    let g = signed_gateway();
+    let evil = "7".repeat(64);
+    caught_on_a_copy(
+        &g,
+        &format!("UPDATE tokens SET call_hash = '{evil}';"),
+        &[
+            "differs from its token.minted record",
+            "would sign it for what the row says",
+        ],
+    );
+    caught_on_a_copy(
+        &g,
+        "UPDATE tokens SET expires_at = 4102444800000;",
+        &["differs from its token.minted record"],
+    );
+    caught_on_a_copy(
+        &g,
+        "UPDATE decisions SET actor = 'mallory' WHERE actor = 'alice';",
+        &["decision row", "by mallory", "differs from audit record"],
+    );
+    let (code, out, err) = verify(&g, &[]);
+    assert_eq!(code, 0, "put back, it verifies: {out}{err}");
+}
+
+/// Attack (found by review): a grant revoked by an operator (`assent revoke`) has its
+/// `revoked_at` cleared in the database, and the next call it covers is let through again;
+/// `audit verify` compared the grant with its `grant.created` record only.
+#[test]
+fn a_revoked_grant_brought_back_is_caught() {
+    let Served {
+        dir,
+        data,
+        server: s,
+        cfg,
+        port,
+    } = served("");
+    let write = json!({"agent": "fs_agent", "session_id": "s", "tool": "write_file", "server": "fs",
+        "arguments": {"path": "/tmp/x", "content": "y"}});
+    let held: Value = http()
+        .post(format!("{}/v1/tool-calls", s.url))
+        .bearer_auth(FS_KEY)
+        .json(&write)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = held["approval_id"].as_str().unwrap();
+    ok(&cli(&s.url, &["approve", id, "--scope", "session"]));
+    let grants: Value = serde_json::from_str(&ok(&cli(&s.url, &["grants", "--json"]))).unwrap();
+    let grant = grants["grants"][0]["id"].as_str().unwrap().to_string();
+    ok(&cli(&s.url, &["revoke", &grant]));
+    crate::stop(s);
+    let g = Signed {
+        data,
+        file: dir.path().join("unused"),
+        dir,
+        cfg,
+        port,
+    };
+    assert_eq!(verify(&g, &[]).0, 0);
+    caught_on_a_copy(
+        &g,
+        "UPDATE grants SET revoked_at = NULL, revoked_by = NULL;",
+        &["was revoked", "is not marked revoked"],
+    );
+}

@@ -1,0 +1,236 @@
+//! The cross-check of what lets a call through (`assent audit verify`, check `state`): tokens
+//! and grants against their audit records. The gateway signs a token from its row and lets a
+//! call through on a grant row, so a row edited behind its back (a token bound to another
+//! call or living longer, a revoked grant brought back) would let calls through while every
+//! record still looks well formed. Called by [`crate::integrity::cross_check_on`], in its
+//! snapshot.
+
+use crate::archive::Gone;
+use crate::audit::{json_of, text_at};
+use crate::db::{self, Conn};
+use crate::integrity::orphans;
+use crate::sql;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+/// The fields of a grant that its `grant.created` record fixes.
+type GrantFields = (
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    Option<i64>,
+);
+
+/// Each audit record of `kind` naming `key` in its data: that value → `(seq, data)`, the
+/// oldest record of each.
+fn records_by(conn: Conn<'_>, kind: &str, key: &str) -> db::Result<HashMap<String, (i64, Value)>> {
+    let mut out = HashMap::new();
+    conn.prepare_cached("SELECT seq, data FROM audit WHERE kind = ?1 ORDER BY seq")?
+        .for_each([kind], |r| {
+            let d = json_of(r)?;
+            if let Some(id) = text_at(&d, key) {
+                out.entry(id).or_insert((r.get(0)?, d));
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+    Ok(out)
+}
+
+/// Every grant must be the one its `grant.created` record describes (same agent, session,
+/// tool, server, call hash, scope and expiry): a grant inserted or widened behind the
+/// gateway's back would let calls through with no one's approval. It is revoked exactly when a
+/// `grant.revoked` record says so: found by review, a revoked grant whose `revoked_at` was
+/// cleared let calls through again. A `grant.created` record whose grant is gone is reported
+/// too.
+pub(crate) fn grants(
+    conn: Conn<'_>,
+    gone: &Gone,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<()> {
+    let mut created: HashMap<String, (i64, GrantFields)> =
+        records_by(conn, "grant.created", "grant_id")?
+            .into_iter()
+            .map(|(gid, (seq, d))| {
+                let fields: GrantFields = (
+                    text_at(&d, "agent").unwrap_or_default(),
+                    text_at(&d, "session_id"),
+                    text_at(&d, "tool").unwrap_or_default(),
+                    text_at(&d, "server"),
+                    text_at(&d, "call_hash"),
+                    text_at(&d, "scope").unwrap_or_default(),
+                    d["expires_at"].as_i64(),
+                );
+                (gid, (seq, fields))
+            })
+            .collect();
+    let revoked = records_by(conn, "grant.revoked", "grant_id")?;
+    type GrantRow = (String, GrantFields, Option<i64>);
+    let rows: Vec<GrantRow> = conn.query_map(
+        "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at, revoked_at FROM grants ORDER BY created_at, rowid",
+        [],
+        |r| {
+            let fields = (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?);
+            Ok((r.get(0)?, fields, r.get(8)?))
+        },
+    )?;
+    for (gid, fields, revoked_at) in rows {
+        match created.remove(&gid) {
+            None if grant_archived(conn, &gid, gone)? => {}
+            None => out.push((None, format!(
+                "grant {gid} has no grant.created record: no approval created it, yet it would let calls through"
+            ))),
+            Some((seq, rec)) if rec != fields => out.push((Some(seq), format!(
+                "grant {gid} differs from its grant.created record {seq} (agent, session, tool, server, call hash, scope or expiry changed)"
+            ))),
+            Some(_) => match (revoked_at, revoked.get(&gid)) {
+                (None, Some((seq, _))) => out.push((Some(*seq), format!(
+                    "grant {gid} was revoked (audit record {seq}) but is not marked revoked: it would let calls through again"
+                ))),
+                (Some(_), None) => out.push((None, format!(
+                    "grant {gid} is marked revoked, but the audit log has no grant.revoked record for it"
+                ))),
+                _ => {}
+            },
+        }
+    }
+    let mut orphans: Vec<(i64, String)> =
+        created.into_iter().map(|(g, (seq, _))| (seq, g)).collect();
+    orphans.sort();
+    for (seq, g) in orphans {
+        out.push((Some(seq), format!(
+            "audit record {seq} (grant.created) names grant {g}, which is not in the grants table"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether grant `gid`'s `grant.created` record may have been archived: created before the
+/// cut-off and revoked or expired by the run (a grant still live then kept its records).
+fn grant_archived(conn: Conn<'_>, gid: &str, gone: &Gone) -> db::Result<bool> {
+    let (created, expires, revoked): (i64, Option<i64>, Option<i64>) = conn.query_row(
+        "SELECT created_at, expires_at, revoked_at FROM grants WHERE id = ?1",
+        [gid],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    Ok(gone.before(created) && (gone.ended(revoked) || gone.ended(expires)))
+}
+
+/// A token row: id, then what its `token.minted` record fixes (approval, agent, call hash,
+/// expiry, scope, device), then used_at and issued_at.
+struct TokenRow {
+    id: String,
+    minted: (String, String, String, i64, String, Option<String>),
+    used: Option<i64>,
+    issued: i64,
+}
+
+/// Whether token row `t` differs from its `token.minted` record `d` of approval `aid`: in
+/// the approval, or in any of agent, call hash, expiry, scope and device the record holds (a
+/// record written before a field was recorded does not fix it).
+fn differs(t: &TokenRow, aid: Option<&str>, d: &Value) -> bool {
+    let (approval, agent, call_hash, expires_at, scope, device_id) = &t.minted;
+    let row = [
+        ("agent", Value::from(agent.as_str())),
+        ("call_hash", Value::from(call_hash.as_str())),
+        ("expires_at", Value::from(*expires_at)),
+        ("scope", Value::from(scope.as_str())),
+        (
+            "device_id",
+            device_id.as_deref().map_or(Value::Null, Value::from),
+        ),
+    ];
+    aid != Some(approval.as_str())
+        || row
+            .iter()
+            .any(|(k, v)| d.get(*k).is_some_and(|recorded| recorded != v))
+}
+
+/// Every token must be the one its `token.minted` record describes (same approval, agent,
+/// call hash, expiry, scope and device) and be used exactly when a `token.redeemed` record
+/// says so, for the call it was minted for. Found by review: the gateway signs a token from
+/// its row, so a row whose `call_hash` was changed gave a validly signed token for another
+/// call (and one whose `expires_at` was moved, a token that lived on), while the records
+/// still described the approved call.
+pub(crate) fn tokens(
+    conn: Conn<'_>,
+    gone: &Gone,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<()> {
+    let mut minted: HashMap<String, (i64, Value, Option<String>)> = HashMap::new();
+    conn.prepare_cached(
+        "SELECT seq, approval_id, data FROM audit WHERE kind = 'token.minted' ORDER BY seq",
+    )?
+    .for_each([], |r| {
+        let d = json_of(r)?;
+        if let Some(t) = text_at(&d, "token_id") {
+            minted.entry(t).or_insert((r.get(0)?, d, r.get(1)?));
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let mut redeemed = records_by(conn, "token.redeemed", "token_id")?;
+    let rows: Vec<TokenRow> = sql::rows(
+        conn,
+        "SELECT token_id, approval_id, agent, call_hash, expires_at, scope, device_id, used_at, issued_at FROM tokens ORDER BY issued_at, rowid",
+        [],
+        |r| {
+            Ok(TokenRow {
+                id: r.get(0)?,
+                minted: (
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ),
+                used: r.get(7)?,
+                issued: r.get(8)?,
+            })
+        },
+    )?;
+    for t in &rows {
+        let (tid, aid) = (&t.id, &t.minted.0);
+        // Archived only when it was used or expired by the run (a live token kept its records).
+        let archived =
+            gone.before(t.issued) && (gone.ended(Some(t.minted.3)) || gone.ended(t.used));
+        let record = minted.remove(tid);
+        match &record {
+            None if archived => {}
+            None => out.push((None, format!("token {tid} (approval {aid}) has no token.minted record"))),
+            Some((seq, d, raid)) if differs(t, raid.as_deref(), d) => out.push((Some(*seq), format!(
+                "token {tid} (approval {aid}) differs from its token.minted record {seq} (approval, agent, call hash, expiry, scope or device changed): the gateway would sign it for what the row says"
+            ))),
+            Some(_) => {}
+        }
+        match (t.used, redeemed.remove(tid)) {
+            (Some(u), None) if archived && gone.before(u) => {}
+            (Some(_), None) => out.push((None, format!(
+                "token {tid} (approval {aid}) is marked used, but the audit log has no token.redeemed record for it"
+            ))),
+            (None, Some((seq, _))) => out.push((Some(seq), format!(
+                "token {tid} (approval {aid}) was redeemed (audit record {seq}) but is not marked used: it could be redeemed again"
+            ))),
+            (Some(_), Some((seq, d))) => {
+                let bound = record.as_ref().and_then(|(_, m, _)| text_at(m, "call_hash"));
+                if bound.is_some() && text_at(&d, "call_hash") != bound {
+                    out.push((Some(seq), format!(
+                        "token {tid} (approval {aid}) was redeemed (audit record {seq}) for another call than its token.minted record binds"
+                    )));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    let minted = minted
+        .into_iter()
+        .map(|(t, (seq, _, _))| (seq, t, "token.minted"));
+    let redeemed = redeemed
+        .into_iter()
+        .map(|(t, (seq, _))| (seq, t, "token.redeemed"));
+    orphans("token", minted.chain(redeemed), out);
+    Ok(())
+}
