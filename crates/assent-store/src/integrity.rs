@@ -35,7 +35,8 @@ pub struct VerifyOptions<'a> {
 /// The first thing found wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
-    /// Which check failed: `archive`, `chain`, `checkpoint`, `checkpoint_file` or `state`.
+    /// Which check failed: `archive`, `chain`, `schema`, `checkpoint`, `checkpoint_file` or
+    /// `state`.
     pub check: &'static str,
     /// The audit record (or checkpoint `seq`) concerned, when there is one.
     pub seq: Option<i64>,
@@ -169,6 +170,17 @@ fn verify_snapshot(
         })),
         state_disagreements: 0,
     };
+    if rep.problem.is_none()
+        && let Some(d) = crate::migrate::altered_schema(conn)?
+    {
+        rep.problem = Some(Problem {
+            check: "schema",
+            seq: None,
+            reason: format!(
+                "the database's schema {d}: it was altered behind the gateway's back (a trigger or view runs inside the gateway's transactions)"
+            ),
+        });
+    }
     let head_seq = rep.archived_records + rep.records;
     if let Some(key) = &key {
         if rep.problem.is_none() {

@@ -57,6 +57,11 @@ impl Store {
         let keys = keys::load(keys_dir, files)?;
         let conn = database.connect()?;
         migrate::migrate(conn.conn(), &format!("{database:?}"))?;
+        if let Some(d) = migrate::altered_schema(conn.conn())? {
+            return Err(StoreError::Invalid(format!(
+                "{database:?}: the database's schema {d}: it was altered behind the gateway's back (a planted trigger or view runs inside its transactions), so it is not served; run `assent audit verify`, then restore a backup or drop the object"
+            )));
+        }
         let checkpointer = match database {
             Database::Sqlite { path } => {
                 conn.conn().batch(crate::wal::WRITER_PRAGMAS)?;

@@ -329,43 +329,18 @@ fn check_assent_db(staged: &Path, version: i64, what: &str) -> Result<(), StoreE
     check_schema_objects(&conn, version, what)
 }
 
-/// The schema objects (tables, indexes, triggers, views) of a database, with their SQL,
-/// sorted; SQLite's own and the migration runner's record table left out.
-fn schema_objects(conn: &Connection) -> Result<Vec<(String, String, String)>, StoreError> {
-    let mut objects = conn
-        .prepare(
-            "SELECT type, name, coalesce(sql, '') FROM sqlite_master
-             WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND NOT (type = 'table' AND name = 'assent_schema')",
-        )?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<rusqlite::Result<Vec<(String, String, String)>>>()?;
-    objects.sort();
-    Ok(objects)
-}
-
-/// A backup's schema must be exactly what this build's migrations up to `version` create: a
-/// trigger, view, index or altered table planted in a file (say, a trigger that clears
-/// `tokens.used_at` after every redemption, making tokens replayable) would run inside the
-/// gateway's own transactions once restored. Refused, naming the first difference.
+/// A backup's schema must be exactly what this build's migrations up to `version` create
+/// ([`crate::migrate::schema_difference`]): a trigger, view, index or altered table planted in
+/// a file (say, a trigger that clears `tokens.used_at` after every redemption, making tokens
+/// replayable) would run inside the gateway's own transactions once restored. Refused,
+/// naming the first difference.
 fn check_schema_objects(conn: &Connection, version: i64, what: &str) -> Result<(), StoreError> {
-    let expected = Connection::open_in_memory()?;
-    for m in crate::migrate::MIGRATIONS.iter().take(version as usize) {
-        expected.execute_batch(m.sqlite)?;
+    match crate::migrate::schema_difference(conn, version)? {
+        Some(d) => Err(refuse(format!(
+            "{what}: its schema {d}; it was altered, so it is not restored"
+        ))),
+        None => Ok(()),
     }
-    let (want, have) = (schema_objects(&expected)?, schema_objects(conn)?);
-    if let Some(extra) = have.iter().find(|o| !want.contains(o)) {
-        return Err(refuse(format!(
-            "{what}: its schema has a {} `{}` that this assent's migrations do not create; it was altered, so it is not restored",
-            extra.0, extra.1
-        )));
-    }
-    if let Some(gone) = want.iter().find(|o| !have.contains(o)) {
-        return Err(refuse(format!(
-            "{what}: its schema lacks the {} `{}` this assent's migrations create; it was altered, so it is not restored",
-            gone.0, gone.1
-        )));
-    }
-    Ok(())
 }
 
 /// Verifies the staged copy under the audit key `key` of `keys_dir`. When its checkpoints

@@ -119,6 +119,7 @@ fn audit_verify(
                 n => format!(" ({} more)", n - 1),
             }
         ),
+        "schema" => eprintln!("assent: {}", p.reason),
         _ => eprintln!("assent: audit checkpoint not met: {}", p.reason),
     }
     Ok(1)

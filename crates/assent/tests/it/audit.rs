@@ -594,3 +594,32 @@ fn a_revoked_grant_brought_back_is_caught() {
         &["was revoked", "is not marked revoked"],
     );
 }
+
+/// Attack (found by review): a trigger planted in the database file (`AFTER INSERT ON
+/// approvals`: every held transfer is set to expire at once into an approval) runs inside the
+/// gateway's own transactions, survived restarts and `assent backup`, and `audit verify` said
+/// nothing; only `restore` checked the schema. Now the gateway refuses to open a database whose
+/// schema is not exactly what its migrations create, and verify names the planted object.
+#[test]
+fn a_trigger_planted_in_the_database_is_refused_at_start_and_reported() {
+    let g = signed_gateway();
+    sql(
+        &g,
+        "CREATE TRIGGER zz_auto AFTER INSERT ON approvals WHEN NEW.tool = 'transfer_funds' BEGIN UPDATE approvals SET default_decision = 'approve', expires_at = 0 WHERE id = NEW.id; END;",
+    );
+    let out = verify_fails(&g, &["--json"], &["has a trigger `zz_auto`", "altered"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["problem"]["check"], "schema", "{v}");
+    let out = serve_cmd(&g.cfg)
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "served a planted trigger: {err}");
+    assert!(
+        err.contains("has a trigger `zz_auto`") && err.contains("not served"),
+        "{err}"
+    );
+    sql(&g, "DROP TRIGGER zz_auto;");
+    assert_eq!(verify(&g, &[]).0, 0, "dropped, it verifies");
+}
