@@ -252,6 +252,10 @@ fn stream(
     )
 }
 
+/// The path AAEP replies are posted to ([`replies`]; `router.rs` mounts it as a literal,
+/// which the OpenAPI test reads).
+pub(crate) const REPLIES_PATH: &str = "/aaep/v1/replies";
+
 /// `POST /aaep/v1/replies`: `204` for every JSON body; `400` only when it is not JSON.
 #[utoipa::path(post, path = "/aaep/v1/replies", tag = "aaep",
     request_body = Object,

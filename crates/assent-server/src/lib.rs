@@ -99,9 +99,12 @@ pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
         .settings
         .max_arguments_bytes
         .saturating_add(edge::BODY_OVERHEAD_BYTES);
-    let read_timeout = state.settings.body_read_timeout;
     let routes = router::routes(state.clone())
         .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            edge::buffer_body,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             edge::throttle,
@@ -111,7 +114,7 @@ pub fn app(state: AppState, extra: axum::Router) -> axum::Router {
             edge::forwarded_from_proxies,
         ))
         .layer(axum::middleware::from_fn(telemetry::trace_request));
-    edge::wrap(routes, max_body, read_timeout)
+    edge::wrap(routes, max_body)
 }
 
 /// Applies expiry now, then every `interval`, until the returned task is aborted.

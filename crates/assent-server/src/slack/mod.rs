@@ -59,6 +59,10 @@ impl Reply {
     }
 }
 
+/// The path of Slack's interactivity requests ([`interactions`]; `router.rs` mounts it as a
+/// literal, which the OpenAPI test reads).
+pub(crate) const INTERACTIONS_PATH: &str = "/v1/integrations/slack/interactions";
+
 /// `POST /v1/integrations/slack/interactions`: see the module documentation.
 #[utoipa::path(post, path = "/v1/integrations/slack/interactions", tag = "decide",
     description = "Slack's interactivity requests (a form with `payload=` JSON). No API key: authenticated by Slack's v0 request signature (X-Slack-Signature over v0:timestamp:body, X-Slack-Request-Timestamp within 5 minutes, each request once). 404 when `slack:` is not configured.",

@@ -156,6 +156,76 @@ async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
     gw.stop().await;
 }
 
+/// Sends `head` (a request line and headers, then a blank line) and nothing more on a new
+/// connection to `gw`, and returns what comes back within `secs` seconds and how long it took.
+async fn answer_to_head(gw: &Gw, head: &str, secs: u64) -> (String, std::time::Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = gw.url.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(secs), tcp.read(&mut buf))
+        .await
+        .map_or(0, |r| r.unwrap_or(0));
+    (String::from_utf8_lossy(&buf[..n]).into_owned(), t.elapsed())
+}
+
+/// Attack (found by review): a request's body was read in full before anyone's key was
+/// checked, so a client with no key, or a wrong one, held up to the body limit (320 KiB by
+/// default) per connection while it sent it slowly — 3,000 such connections took 1.7 GB. A
+/// wrong key is now refused before its body is read (`401`, counted by the throttle; `204`
+/// for an AAEP reply, §6.3.4), and a request showing no key or dashboard session may send
+/// 16 KiB: a larger declared body is `413` at once. A known key still sends the full limit.
+#[tokio::test]
+async fn a_body_is_not_held_for_a_client_that_shows_no_valid_key() {
+    let gw = serve_with(|s| s.body_read_timeout = std::time::Duration::from_secs(20)).await;
+    let host = gw.url.trim_start_matches("http://").to_string();
+    let head = |path: &str, auth: &str, len: usize| {
+        format!(
+            "POST {path} HTTP/1.1\r\nhost: {host}\r\n{auth}content-type: application/json\r\ncontent-length: {len}\r\n\r\n"
+        )
+    };
+    for (path, auth, want) in [
+        ("/v1/tool-calls", "", "HTTP/1.1 413"),
+        (
+            "/v1/tool-calls",
+            "authorization: Bearer not-a-key\r\n",
+            "HTTP/1.1 401",
+        ),
+        (
+            "/aaep/v1/replies",
+            "authorization: Bearer not-a-key\r\n",
+            "HTTP/1.1 204",
+        ),
+        ("/ui/login", "", "HTTP/1.1 413"),
+    ] {
+        let (text, took) = answer_to_head(&gw, &head(path, auth, 300_000), 10).await;
+        assert!(text.starts_with(want), "{path} {auth}: {text}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{path}: answered without the body"
+        );
+    }
+    let (text, _) = answer_to_head(&gw, &head("/v1/tool-calls", "", 300_000), 10).await;
+    assert!(text.contains("may send at most 16384 bytes"), "{text}");
+    // A known key's body is awaited (this one never comes: no answer before the timeout).
+    let known = format!("authorization: Bearer {BOT}\r\n");
+    let (text, _) = answer_to_head(&gw, &head("/v1/tool-calls", &known, 300_000), 2).await;
+    assert_eq!(text, "", "a known key's body is read");
+    // And a full-sized call from it is served.
+    let args = json!({"memo": "x".repeat(200_000)});
+    let (s, b) = gw
+        .post(
+            "/v1/tool-calls",
+            BOT,
+            json!({"agent": "bot", "session_id": "big", "tool": "read", "arguments": args}),
+        )
+        .await;
+    assert!(s != StatusCode::PAYLOAD_TOO_LARGE, "{s} {b}");
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn no_grant_stands_in_for_the_consent_an_irreversible_call_needs_each_time() {
     let agent = one_tool_agent("bot", "alias: wire");
