@@ -120,7 +120,7 @@ async fn mount_mcp(
                 ),
             )
             .layer(axum::middleware::from_fn_with_state(
-                state.clone(),
+                (state.clone(), std::sync::Arc::new(McpSessions::default())),
                 strict_mcp_bodies,
             ));
         tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
@@ -172,13 +172,58 @@ async fn shutdown() {
     tracing::info!("shutting down");
 }
 
+/// At most this many MCP sessions are remembered with their owner ([`McpSessions`]); past
+/// it the oldest is forgotten, and its client must start a new session (`404`).
+const MAX_MCP_SESSIONS: usize = 100_000;
+
+/// Which principal opened each MCP session of `/mcp` (the `Mcp-Session-Id` the hub answered
+/// its `initialize` with), oldest first.
+#[derive(Default)]
+struct McpSessions(
+    std::sync::Mutex<(
+        std::collections::HashMap<String, String>,
+        std::collections::VecDeque<String>,
+    )>,
+);
+
+impl McpSessions {
+    fn owner(&self, session: &str) -> Option<String> {
+        self.0.lock().expect("sessions").0.get(session).cloned()
+    }
+    fn bind(&self, session: &str, principal: &str) {
+        let mut g = self.0.lock().expect("sessions");
+        let (owners, order) = &mut *g;
+        if owners.insert(session.into(), principal.into()).is_none() {
+            order.push_back(session.into());
+        }
+        while order.len() > MAX_MCP_SESSIONS {
+            if let Some(old) = order.pop_front() {
+                owners.remove(&old);
+            }
+        }
+    }
+    fn forget(&self, session: &str) {
+        let mut g = self.0.lock().expect("sessions");
+        g.0.remove(session);
+        g.1.retain(|s| s != session);
+    }
+}
+
 /// Reads a `/mcp` request body strictly before rmcp sees it (issue 10 §1–2): a body with a
 /// duplicate key or a number a double would change is answered `400` with a JSON-RPC error
 /// naming the JSON pointer, and never gated or forwarded. A request without an agent's valid
 /// bearer key (among the principals in force now: a reload revokes at once) is `401` before
 /// its body is parsed (the edge bounds its size and read time).
+///
+/// An MCP session belongs to the principal whose key opened it: a request naming another's
+/// `Mcp-Session-Id` is `404`, as an unknown session is. Attack (found by review): another
+/// agent that learned a session id sent `notifications/cancelled` in it and withdrew the
+/// session owner's held call (rmcp handles the notification before any handler of ours).
 async fn strict_mcp_bodies(
-    axum::extract::State(state): axum::extract::State<assent_server::AppState>,
+    axum::extract::State((state, sessions)): axum::extract::State<(
+        assent_server::AppState,
+        std::sync::Arc<McpSessions>,
+    )>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -192,15 +237,30 @@ async fn strict_mcp_bodies(
             .into_response()
     };
     let principals = state.principals();
-    let agent = assent_server::auth::authenticate(&principals, req.headers())
+    let Some(name) = assent_server::auth::authenticate(&principals, req.headers())
         .ok()
-        .and_then(|p| p.agent_id());
-    if agent.is_none() {
+        .filter(|p| p.agent_id().is_some())
+        .map(|p| p.name.clone())
+    else {
         return rpc_error(
             axum::http::StatusCode::UNAUTHORIZED,
             "assent: send an agent's key (Authorization: Bearer KEY)".into(),
         );
+    };
+    let session = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(sid) = &session
+        && sessions.owner(sid).as_deref() != Some(name.as_str())
+    {
+        return rpc_error(
+            axum::http::StatusCode::NOT_FOUND,
+            "assent: no such MCP session for this key; start a new one (initialize)".into(),
+        );
     }
+    let closing = req.method() == axum::http::Method::DELETE;
     // The edge (`assent_server::app`) has buffered the body within the body-read timeout and
     // the body limit already.
     let (parts, body) = req.into_parts();
@@ -222,11 +282,22 @@ async fn strict_mcp_bodies(
         )
             .into_response();
     }
-    next.run(axum::extract::Request::from_parts(
-        parts,
-        axum::body::Body::from(bytes),
-    ))
-    .await
+    let resp = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes),
+        ))
+        .await;
+    match (&session, resp.headers().get("mcp-session-id")) {
+        (None, Some(new)) => {
+            if let Ok(new) = new.to_str() {
+                sessions.bind(new, &name);
+            }
+        }
+        (Some(sid), _) if closing && resp.status().is_success() => sessions.forget(sid),
+        _ => {}
+    }
+    resp
 }
 
 /// The dashboard's dry-run button, served by the MCP hub's upstream connections.

@@ -265,6 +265,14 @@ fn the_hub_turns_a_held_call_into_a_task_the_client_polls_and_can_cancel() {
                 .is_err()
         );
         assert_eq!(pending(&url).len(), 1, "still waiting for a human");
+        // Attack (found by review): another agent that learns an MCP session id acts in it
+        // (a `notifications/cancelled` there withdrew the owner's held call: rmcp handles it
+        // before any handler of ours). A session belongs to the key that opened it.
+        let sid = raw_session(&url, KEY).await;
+        let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;
+        assert_eq!(in_session(&url, OTHER_KEY, &sid, cancel).await, 404);
+        let ready = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert!((200..300).contains(&in_session(&url, KEY, &sid, ready).await));
         // A body two parsers read differently never reaches the hub's handler: a duplicate
         // tool name is answered 400 with a JSON-RPC error naming the key, and runs nothing.
         let before = calls();
@@ -378,6 +386,35 @@ async fn connect(
         .auth_header(key.to_string()),
     ))
     .await
+}
+
+/// A POST of `body` to the hub's `/mcp` with `key`, in MCP session `sid` when given.
+async fn mcp_post(url: &str, key: &str, sid: Option<&str>, body: &str) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(sid) = sid {
+        req = req.header("mcp-session-id", sid);
+    }
+    req.body(body.to_string()).send().await.unwrap()
+}
+
+/// A new MCP session opened on the hub with `key` (a raw `initialize`): its id.
+async fn raw_session(url: &str, key: &str) -> String {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1.0.0"}}}"#;
+    let resp = mcp_post(url, key, None, init).await;
+    assert!(resp.status().is_success(), "{resp:?}");
+    resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The status of `body` posted with `key` in MCP session `sid`.
+async fn in_session(url: &str, key: &str, sid: &str, body: &str) -> u16 {
+    mcp_post(url, key, Some(sid), body).await.status().as_u16()
 }
 
 /// An rmcp client over `transport` that declares the tasks extension (30 s to initialise).
