@@ -397,7 +397,8 @@ pub fn check_default_decision(
 }
 
 /// The default that is applied at expiry: `reject` whenever the action is irreversible, even if
-/// a composed rule set said otherwise, else the configured default.
+/// a composed rule set said otherwise (or, found by review, a stored default edited behind the
+/// gateway's back: the expiry sweep applies this too), else the configured default.
 pub fn effective_default(irreversible: bool, configured: DefaultDecision) -> DefaultDecision {
     if irreversible {
         DefaultDecision::Reject

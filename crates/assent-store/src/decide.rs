@@ -380,6 +380,14 @@ fn admit(
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::Damaged(rec.damaged));
     }
+    // Attack (found by review): `call_hash` edited behind the gateway's back on a pending
+    // approval; the operator was shown the stored call and the token bound the attacker's.
+    if !rec.call_intact() {
+        let damaged = vec!["call_hash".to_string()];
+        let data = json!({"decision": name, "why": "the stored call_hash is not the SHA-256 of the stored call", "damaged": damaged});
+        s.audit(tx, "decision.refused", data)?;
+        return Err(DecideError::Damaged(damaged));
+    }
     if let Some(roles) = roles
         && !approval::may_decide(&rec.terms.approvers, roles)
     {

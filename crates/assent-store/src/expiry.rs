@@ -12,7 +12,7 @@ use crate::params;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::sql;
 use crate::store::Store;
-use assent_core::approval::{DefaultDecision, Event};
+use assent_core::approval::{self, DefaultDecision, Event};
 use assent_core::decision::{countdown_due, escalated_approvers};
 use assent_core::escalation::{Escalation, Schedule};
 use serde_json::json;
@@ -41,6 +41,7 @@ impl Store {
                     return Ok(Step::Skip);
                 };
                 if !rec.damaged.is_empty()
+                    || !rec.call_intact()
                     || rec.status != assent_core::ApprovalStatus::Pending
                     || rec.expires_at > now
                 {
@@ -55,12 +56,13 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                // What needs a passkey-signed approval is never approved by its timeout,
-                // whatever the stored default says (issue 14 §4).
-                Ok(Step::Expire(if rec.terms.require_passkey {
+                // What needs a passkey-signed approval, or is irreversible, is never approved
+                // by its timeout, whatever the stored default says.
+                let t = &rec.terms;
+                Ok(Step::Expire(if t.require_passkey {
                     DefaultDecision::Reject
                 } else {
-                    rec.terms.default_decision
+                    approval::effective_default(t.irreversible, t.default_decision)
                 }))
             })?;
             let default = match step {

@@ -372,7 +372,7 @@ fn against_chain(
 /// The audit records the cross-checks need, by approval id or token id.
 #[derive(Default)]
 struct Seen {
-    requested: HashMap<String, i64>,
+    requested: HashMap<String, (i64, serde_json::Value)>,
     settled: HashMap<String, (i64, String, Option<String>)>,
 }
 
@@ -393,7 +393,7 @@ fn seen(conn: Conn<'_>) -> db::Result<Seen> {
         let status = text_at(&data, "status");
         match (kind.as_str(), aid, tid) {
             ("approval.requested", Some(a), _) => {
-                s.requested.entry(a).or_insert(seq);
+                s.requested.entry(a).or_insert((seq, data.clone()));
             }
             ("decision" | "approval.expired" | "approval.cancelled" | "grant.used", Some(a), _) => {
                 s.settled.entry(a).or_insert((seq, kind, status));
@@ -438,7 +438,8 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )?;
     for (id, status, requested_at, decided_at) in &rows {
-        if let Some(rec) = crate::record::read_approval(conn, id)?
+        let rec = crate::record::read_approval(conn, id)?;
+        if let Some(rec) = &rec
             && !rec.damaged.is_empty()
         {
             out.push((None, format!(
@@ -448,11 +449,22 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         }
         // A settled approval's records may have been archived (never a pending one's).
         let archived = status != "pending" && gone.before(*requested_at);
-        if s.requested.remove(id).is_none() && !archived {
-            out.push((
+        match s.requested.remove(id) {
+            None if !archived => out.push((
                 None,
                 format!("approval {id} has no approval.requested record"),
-            ));
+            )),
+            Some((seq, data)) => {
+                if let Some(what) = rec
+                    .as_ref()
+                    .and_then(|r| crate::integrity_tokens::terms_differ(r, &data))
+                {
+                    out.push((Some(seq), format!(
+                        "approval {id} differs from its approval.requested record {seq} in {what}: the call or who must decide it was changed"
+                    )));
+                }
+            }
+            None => {}
         }
         match (s.settled.remove(id), status.as_str()) {
             (None, "pending") => {}
@@ -474,7 +486,7 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     let requested = s
         .requested
         .drain()
-        .map(|(a, seq)| (seq, a, "approval.requested"));
+        .map(|(a, (seq, _))| (seq, a, "approval.requested"));
     let settling = s
         .settled
         .drain()

@@ -234,3 +234,40 @@ pub(crate) fn tokens(
     orphans("token", minted.chain(redeemed), out);
     Ok(())
 }
+
+/// The first of an approval's fields that differs from its `approval.requested` record `d`
+/// (`None`: none does): the call and its hash (also against the call itself), risk tier,
+/// irreversibility and default decision, and — in records written since they were recorded
+/// — approvers, quorum, passkey, separation of duties, in-client approval and on whose behalf.
+/// Found by review: a quorum and passkey cleared, a default turned to `approve`, a
+/// `call_hash` moved to another call, each with `audit verify` green.
+pub(crate) fn terms_differ(rec: &crate::record::ApprovalRecord, d: &Value) -> Option<&'static str> {
+    let t = &rec.terms;
+    let always = [
+        ("call", serde_json::json!(rec.call)),
+        ("call_hash", Value::from(rec.call_hash.as_str())),
+        ("risk_tier", serde_json::json!(t.risk_tier)),
+        ("irreversible", Value::from(t.irreversible)),
+        ("default_decision", serde_json::json!(t.default_decision)),
+    ];
+    let since = [
+        ("approvers", serde_json::json!(t.approvers)),
+        ("quorum", serde_json::json!(t.quorum)),
+        ("require_passkey", Value::from(t.require_passkey)),
+        ("separation_of_duties", Value::from(t.separation_of_duties)),
+        ("in_client_approval", Value::from(t.in_client_approval)),
+        ("on_behalf_of", serde_json::json!(rec.on_behalf_of)),
+    ];
+    if !rec.call_intact() {
+        return Some("call_hash (not the SHA-256 of the stored call)");
+    }
+    always
+        .iter()
+        .find(|(k, v)| d.get(*k) != Some(v))
+        .or_else(|| {
+            since
+                .iter()
+                .find(|(k, v)| d.get(*k).is_some_and(|r| r != v))
+        })
+        .map(|(k, _)| *k)
+}

@@ -559,7 +559,10 @@ fn insert_approval(
     let mut requested = json!({"session_id": p.session_id, "run_id": p.run_id, "device_id": p.device_id, "call": p.call,
                 "call_hash": p.call_hash, "verdict": "confirm", "reasons": v.terms.reasons, "risk_tier": v.terms.risk_tier,
                 "irreversible": v.terms.irreversible, "message": v.terms.message, "expires_at": row.expires_at,
-                "default_decision": v.terms.default_decision, "triggers": v.terms.triggers});
+                "default_decision": v.terms.default_decision, "triggers": v.terms.triggers,
+                "approvers": v.terms.approvers, "quorum": v.terms.quorum, "require_passkey": v.terms.require_passkey,
+                "separation_of_duties": v.terms.separation_of_duties, "in_client_approval": v.terms.in_client_approval,
+                "on_behalf_of": p.on_behalf_of});
     if let Some(h) = p.policy_set_sha256 {
         requested["policy_set_sha256"] = json!(h);
     }

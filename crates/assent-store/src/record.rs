@@ -141,6 +141,17 @@ pub struct ApprovalRecord {
 }
 
 impl ApprovalRecord {
+    /// Whether the stored `call_hash` is the SHA-256 of the stored call's canonical form (a
+    /// few microseconds: the call is canonicalised again). `false` means the row was edited
+    /// behind the gateway's back: nobody may decide it and the expiry sweep leaves it alone,
+    /// as a damaged approval (found by review: an edited `call_hash` bound the token to
+    /// another call than the one the operator was shown).
+    pub fn call_intact(&self) -> bool {
+        self.call
+            .canonical_and_hash()
+            .is_ok_and(|(_, h)| h == self.call_hash)
+    }
+
     /// Masks this call's `redact` paths in what leaves the gateway.
     pub fn redactor(&self) -> assent_core::redact::Redactor {
         assent_core::redact::Redactor::new(&self.call.arguments, &self.terms.redact)

@@ -174,3 +174,19 @@ fn an_approval_that_needs_a_passkey_expires_rejected_whatever_its_stored_default
     assert_eq!(rec.status, ApprovalStatus::Expired);
     assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
 }
+
+/// Attack (found by review): an irreversible call's stored `default_decision` edited to
+/// `approve` let its timeout approve it, a token minted with no one's consent. The sweep
+/// applies the irreversible rule itself: rejected.
+#[test]
+fn an_irreversible_approval_expires_rejected_whatever_its_stored_default() {
+    let (_dir, s) = fresh();
+    let (call, mut v) = pay(1);
+    v.terms.irreversible = true;
+    v.terms.default_decision = assent_core::DefaultDecision::Approve;
+    let id = hold(&s, "s1", &call, &v, 1_000, 2_000).id;
+    assert_eq!(s.expire_due(2_000).unwrap(), vec![id.clone()]);
+    let rec = s.get_approval(&id).unwrap().unwrap();
+    assert_eq!(rec.status, ApprovalStatus::Expired);
+    assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
+}

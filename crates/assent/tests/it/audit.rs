@@ -623,3 +623,78 @@ fn a_trigger_planted_in_the_database_is_refused_at_start_and_reported() {
     sql(&g, "DROP TRIGGER zz_auto;");
     assert_eq!(verify(&g, &[]).0, 0, "dropped, it verifies");
 }
+
+/// Attacks (found by review): an approval's stored terms and call were trusted as they were.
+/// A pending approval's `call_hash` moved to the attacker's call let the operator approve the
+/// call shown while the token bound the other; a quorum and passkey cleared made an R4 call
+/// one approval away; a default turned to `approve` let a timeout approve an irreversible
+/// call — each with `audit verify` green. The edited hash now makes the approval undecidable
+/// (`409 APPROVAL_DAMAGED`, the sweep leaves it alone), and verify compares every
+/// approval with its `approval.requested` record.
+#[test]
+fn an_approvals_call_or_terms_edited_behind_the_gateways_back_are_caught() {
+    let Served {
+        dir,
+        data,
+        server: s,
+        cfg,
+        port,
+    } = served("");
+    let a = held(&s.url, 5000);
+    let g = Signed {
+        data,
+        file: dir.path().join("unused"),
+        dir,
+        cfg,
+        port,
+    };
+    let evil = "7".repeat(64);
+    live(
+        &g,
+        &format!("UPDATE approvals SET call_hash = '{evil}' WHERE id = '{a}';"),
+    );
+    let r = http()
+        .post(format!("{}/v1/approvals/{a}/decision", s.url))
+        .bearer_auth(OP_KEY)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let v: Value = r.json().unwrap();
+    assert_eq!(v["code"], "APPROVAL_DAMAGED", "{v}");
+    assert_eq!(v["damaged"], json!(["call_hash"]), "{v}");
+    crate::stop(s);
+    verify_fails(
+        &g,
+        &["--json"],
+        &[
+            "differs from its approval.requested record",
+            "not the SHA-256",
+        ],
+    );
+    let hash = sql(
+        &g,
+        &format!(
+            "SELECT json_extract(data, '$.call_hash') FROM audit WHERE kind = 'approval.requested' AND approval_id = '{a}';"
+        ),
+    );
+    sql(
+        &g,
+        &format!(
+            "UPDATE approvals SET call_hash = '{}' WHERE id = '{a}';",
+            hash.trim()
+        ),
+    );
+    assert_eq!(verify(&g, &[]).0, 0, "put back, it verifies");
+    for (edit, field) in [
+        ("approvers = '[]'", "in approvers"),
+        ("default_decision = 'approve'", "in default_decision"),
+        ("irreversible = 0", "in irreversible"),
+    ] {
+        caught_on_a_copy(
+            &g,
+            &format!("UPDATE approvals SET {edit} WHERE id = '{a}';"),
+            &[field],
+        );
+    }
+}
