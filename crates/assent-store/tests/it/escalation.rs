@@ -159,34 +159,22 @@ fn a_nulled_or_reshaped_escalation_schedule_damages_the_approval() {
     }
 }
 
-/// Attack (found by review): an approval that needs a passkey stored with `default_decision:
-/// approve` (by an older gateway, or edited) would be approved by its timeout with no passkey.
-/// The sweep rejects it.
+/// Attacks (found by review): an approval that needs a passkey, or an irreversible one,
+/// stored with `default_decision: approve` (by an older gateway, or edited) would be approved
+/// by its timeout with no passkey, no one's consent. The sweep rejects both.
 #[test]
-fn an_approval_that_needs_a_passkey_expires_rejected_whatever_its_stored_default() {
-    let (_dir, s) = fresh();
-    let (call, mut v) = pay(1);
-    v.terms.require_passkey = true;
-    v.terms.default_decision = assent_core::DefaultDecision::Approve;
-    let id = hold(&s, "s1", &call, &v, 1_000, 2_000).id;
-    assert_eq!(s.expire_due(2_000).unwrap(), vec![id.clone()]);
-    let rec = s.get_approval(&id).unwrap().unwrap();
-    assert_eq!(rec.status, ApprovalStatus::Expired);
-    assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
-}
-
-/// Attack (found by review): an irreversible call's stored `default_decision` edited to
-/// `approve` let its timeout approve it, a token minted with no one's consent. The sweep
-/// applies the irreversible rule itself: rejected.
-#[test]
-fn an_irreversible_approval_expires_rejected_whatever_its_stored_default() {
-    let (_dir, s) = fresh();
-    let (call, mut v) = pay(1);
-    v.terms.irreversible = true;
-    v.terms.default_decision = assent_core::DefaultDecision::Approve;
-    let id = hold(&s, "s1", &call, &v, 1_000, 2_000).id;
-    assert_eq!(s.expire_due(2_000).unwrap(), vec![id.clone()]);
-    let rec = s.get_approval(&id).unwrap().unwrap();
-    assert_eq!(rec.status, ApprovalStatus::Expired);
-    assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
+fn an_approval_that_needs_a_passkey_or_is_irreversible_expires_rejected_whatever_its_stored_default()
+ {
+    for (passkey, irreversible) in [(true, false), (false, true)] {
+        let (_dir, s) = fresh();
+        let (call, mut v) = pay(1);
+        v.terms.require_passkey = passkey;
+        v.terms.irreversible = irreversible;
+        v.terms.default_decision = assent_core::DefaultDecision::Approve;
+        let id = hold(&s, "s1", &call, &v, 1_000, 2_000).id;
+        assert_eq!(s.expire_due(2_000).unwrap(), vec![id.clone()]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Expired);
+        assert!(s.token_string(&id).unwrap().is_none(), "no token minted");
+    }
 }

@@ -14,6 +14,20 @@ struct Signed {
     port: u16,
 }
 
+impl Signed {
+    /// A running gateway `s` of no checkpoint file, as the attacks take it, and its server.
+    fn unsigned(s: Served) -> (Signed, crate::Server) {
+        let g = Signed {
+            file: s.dir.path().join("unused"),
+            data: s.data,
+            dir: s.dir,
+            cfg: s.cfg,
+            port: s.port,
+        };
+        (g, s.server)
+    }
+}
+
 fn http() -> reqwest::blocking::Client {
     reqwest::blocking::Client::new()
 }
@@ -337,21 +351,8 @@ fn a_passkey_planted_behind_the_gateways_back_is_caught() {
 /// `assent audit verify` names it and the column (exit 1).
 #[test]
 fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all() {
-    let Served {
-        dir,
-        data,
-        server: mut s,
-        cfg,
-        port,
-    } = served("");
+    let (g, mut s) = Signed::unsigned(served(""));
     let a = held(&s.url, 5000);
-    let g = Signed {
-        data,
-        file: dir.path().join("unused"),
-        dir,
-        cfg,
-        port,
-    };
     let decide = |body: Value| {
         http()
             .post(format!("{}/v1/approvals/{a}/decision", s.url))
@@ -557,13 +558,7 @@ fn a_token_or_decision_row_edited_behind_the_gateways_back_is_caught() {
 /// `audit verify` compared the grant with its `grant.created` record only.
 #[test]
 fn a_revoked_grant_brought_back_is_caught() {
-    let Served {
-        dir,
-        data,
-        server: s,
-        cfg,
-        port,
-    } = served("");
+    let (g, s) = Signed::unsigned(served(""));
     let write = json!({"agent": "fs_agent", "session_id": "s", "tool": "write_file", "server": "fs",
         "arguments": {"path": "/tmp/x", "content": "y"}});
     let held: Value = http()
@@ -580,13 +575,6 @@ fn a_revoked_grant_brought_back_is_caught() {
     let grant = grants["grants"][0]["id"].as_str().unwrap().to_string();
     ok(&cli(&s.url, &["revoke", &grant]));
     crate::stop(s);
-    let g = Signed {
-        data,
-        file: dir.path().join("unused"),
-        dir,
-        cfg,
-        port,
-    };
     assert_eq!(verify(&g, &[]).0, 0);
     caught_on_a_copy(
         &g,
@@ -633,21 +621,8 @@ fn a_trigger_planted_in_the_database_is_refused_at_start_and_reported() {
 /// approval with its `approval.requested` record.
 #[test]
 fn an_approvals_call_or_terms_edited_behind_the_gateways_back_are_caught() {
-    let Served {
-        dir,
-        data,
-        server: s,
-        cfg,
-        port,
-    } = served("");
+    let (g, s) = Signed::unsigned(served(""));
     let a = held(&s.url, 5000);
-    let g = Signed {
-        data,
-        file: dir.path().join("unused"),
-        dir,
-        cfg,
-        port,
-    };
     let evil = "7".repeat(64);
     live(
         &g,
