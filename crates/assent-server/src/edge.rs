@@ -41,6 +41,11 @@ pub fn wrap<S: Clone + Send + Sync + 'static>(router: Router<S>, max_body: usize
         ))
 }
 
+/// Marks a request whose bearer key [`throttle`] found to be a principal's (so that
+/// [`buffer_body`] does not look it up again).
+#[derive(Clone, Copy)]
+struct KnownKey;
+
 /// The largest body accepted from a request that has not shown who sends it (no known bearer
 /// key, no live dashboard session): a sign-in form, an SSO or passkey step. A request that
 /// has (or a Slack request, signed over its body and checked by its route, up to
@@ -50,14 +55,11 @@ pub const UNVERIFIED_BODY_BYTES: usize = 16 * 1024;
 /// The largest body of a Slack interaction (checked against its signature by the route).
 pub const SLACK_BODY_BYTES: usize = 64 * 1024;
 
-/// The largest body `req` may send: `max_body` when it shows who sends it — a known bearer
-/// key (a wrong one never gets this far with a body: [`throttle`]) or a live dashboard
-/// session —, up to [`SLACK_BODY_BYTES`] on the Slack route when Slack is configured, else
+/// The largest body of a request without a known bearer key ([`KnownKey`]; a wrong one
+/// never gets this far with a body: [`throttle`]): `max_body` with a live dashboard
+/// session, up to [`SLACK_BODY_BYTES`] on the Slack route when Slack is configured, else
 /// [`UNVERIFIED_BODY_BYTES`]; `h` and `path` are the request's headers and path.
 async fn body_limit(st: &AppState, h: &HeaderMap, path: &str, max_body: usize) -> usize {
-    if bearer_key(h).is_some_and(|k| principal_for_key(&st.principals(), k).is_some()) {
-        return max_body;
-    }
     if st.slack.is_some() && path == crate::slack::INTERACTIONS_PATH {
         return max_body.min(SLACK_BODY_BYTES);
     }
@@ -84,8 +86,10 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
         .saturating_add(BODY_OVERHEAD_BYTES);
     let read_timeout = st.settings.body_read_timeout;
     let (parts, body) = req.into_parts();
-    // No body (no length or chunks on HTTP/1.1, an ended stream on HTTP/2): nothing to limit.
-    let limit = if axum::body::HttpBody::size_hint(&body).exact() == Some(0) {
+    // No body (no length or chunks on HTTP/1.1, an ended stream on HTTP/2), or a known key
+    // ([`throttle`] found it): the body limit alone.
+    let known = parts.extensions.get::<KnownKey>().is_some();
+    let limit = if known || axum::body::HttpBody::size_hint(&body).exact() == Some(0) {
         max_body
     } else {
         body_limit(&st, &parts.headers, parts.uri.path(), max_body).await
@@ -237,7 +241,7 @@ pub async fn forwarded_from_proxies(
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
 /// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
 /// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
-pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(key) = bearer_key(req.headers()) else {
         return next.run(req).await;
     };
@@ -286,6 +290,7 @@ pub async fn throttle(State(st): State<AppState>, req: Request, next: Next) -> R
                     wait,
                 );
             }
+            req.extensions_mut().insert(KnownKey);
         }
     }
     next.run(req).await

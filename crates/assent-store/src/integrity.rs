@@ -491,30 +491,11 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         .settled
         .drain()
         .map(|(a, (seq, _, _))| (seq, a, "settling"));
-    orphans("approval", requested.chain(settling), &mut out);
+    crate::integrity_tokens::orphans("approval", requested.chain(settling), &mut out);
     crate::integrity_tokens::tokens(conn, &gone, &mut out)?;
     crate::integrity_tokens::grants(conn, &gone, &mut out)?;
     crate::integrity_people::decisions(conn, &mut out)?;
     crate::integrity_people::votes(conn, &gone, &mut out)?;
     crate::integrity_people::passkeys(conn, &mut out)?;
     Ok(out)
-}
-
-/// Reports, oldest first, each audit record `(seq, id, what)` left over after the
-/// cross-check: it names `noun` `id` (an approval, a token), which is not in the `noun`s table.
-pub(crate) fn orphans<'a>(
-    noun: &str,
-    left: impl Iterator<Item = (i64, String, &'a str)>,
-    out: &mut Vec<(Option<i64>, String)>,
-) {
-    let mut left: Vec<_> = left.collect();
-    left.sort();
-    for (seq, id, what) in left {
-        out.push((
-            Some(seq),
-            format!(
-                "audit record {seq} ({what}) names {noun} {id}, which is not in the {noun}s table"
-            ),
-        ));
-    }
 }

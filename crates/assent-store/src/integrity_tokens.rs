@@ -8,7 +8,6 @@
 use crate::archive::Gone;
 use crate::audit::{json_of, text_at};
 use crate::db::{self, Conn};
-use crate::integrity::orphans;
 use crate::sql;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -270,4 +269,23 @@ pub(crate) fn terms_differ(rec: &crate::record::ApprovalRecord, d: &Value) -> Op
                 .find(|(k, v)| d.get(*k).is_some_and(|r| r != v))
         })
         .map(|(k, _)| *k)
+}
+
+/// Reports, oldest first, each audit record `(seq, id, what)` left over after the
+/// cross-check: it names `noun` `id` (an approval, a token), which is not in the `noun`s table.
+pub(crate) fn orphans<'a>(
+    noun: &str,
+    left: impl Iterator<Item = (i64, String, &'a str)>,
+    out: &mut Vec<(Option<i64>, String)>,
+) {
+    let mut left: Vec<_> = left.collect();
+    left.sort();
+    for (seq, id, what) in left {
+        out.push((
+            Some(seq),
+            format!(
+                "audit record {seq} ({what}) names {noun} {id}, which is not in the {noun}s table"
+            ),
+        ));
+    }
 }
