@@ -421,7 +421,7 @@ pub enum StartError {
     #[error(
         "the audit chain does not hold a checkpoint this gateway published: {0}. The database was rolled back or its audit log rewritten; nothing is served. Run `assent audit verify --checkpoint FILE`; after a deliberate restore of an older backup, move the checkpoint file aside"
     )]
-    /// The database does not hold every checkpoint of `audit_checkpoints.file` (rolled back
+    /// The database does not hold the newest checkpoint of `audit_checkpoints.file` (rolled back
     /// or rewritten since they were signed).
     Forked(String),
     #[error(transparent)]

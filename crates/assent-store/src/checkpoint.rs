@@ -345,3 +345,19 @@ pub fn read_jsonl(path: &Path, key: &VerifyingKey) -> std::io::Result<(Vec<Check
     }
     Ok((signed, skipped))
 }
+
+/// The newest (highest `seq`) checkpoint in the JSONL file `path` whose signature verifies
+/// under `key`: lines are parsed, then signatures checked from the newest down until one
+/// verifies (one, when the file is the gateway's own). Errors: the file cannot be read.
+pub fn newest_signed_in_jsonl(
+    path: &Path,
+    key: &VerifyingKey,
+) -> std::io::Result<Option<Checkpoint>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut all: Vec<Checkpoint> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Checkpoint>(l).ok())
+        .collect();
+    all.sort_by_key(|c| std::cmp::Reverse(c.seq));
+    Ok(all.into_iter().find(|c| c.verifies(key)))
+}

@@ -254,39 +254,71 @@ fn file_problem(
     Ok(None)
 }
 
-/// Why the store behind `conn` does not hold every checkpoint of the checkpoint file `file`
-/// signed by `key` (none when the file does not exist yet, or holds none): the gateway
-/// refuses to start on a chain that was rolled back or rewritten below a checkpoint it
-/// published ([`file_problem`]). Errors: the file cannot be read; the store's.
+/// Why the store behind `conn` does not hold the newest checkpoint of the checkpoint file
+/// `file` signed by `key` (none when the file does not exist yet, or holds none): the gateway
+/// refuses to start on a chain rolled back below a checkpoint it published (that record is
+/// gone), or rewritten and re-chained below it (that record no longer hashes to the signed
+/// head). The archive anchors must verify under `key` (an unsigned anchor row would stand
+/// in for the records). The newest record is hashed again from its columns, not read from
+/// its `hash`; a deliberate splice that keeps that one record whole while breaking the links
+/// below it is left to `assent audit verify`, which walks the chain. Costs the file's lines
+/// parsed and one signature and one record per checkpoint checked: flat with history.
+/// Errors: the file cannot be read; the store's.
 pub fn sink_problem(
     conn: Conn<'_>,
     file: &Path,
     key: &VerifyingKey,
 ) -> Result<Option<String>, StoreError> {
-    let cps = match checkpoint::read_jsonl(file, key) {
-        Ok((cps, _)) => cps,
+    let cp = match checkpoint::newest_signed_in_jsonl(file, key) {
+        Ok(Some(cp)) => cp,
+        Ok(None) => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(file)(e)),
     };
-    if cps.is_empty() {
-        return Ok(None);
-    }
-    conn.snapshot(|c| {
+    let why = conn.snapshot(|c| {
         let anchors = archive::stored(c)?;
-        // The newest record's number, without walking the chain (start-up stays flat with
-        // history): a checkpoint past it means records were cut from the end.
+        if let Some((_, why)) = archive::check_anchors(&anchors, key) {
+            return Ok(Some(why));
+        }
         let newest: i64 =
             c.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?;
         let head_seq = newest.max(anchors.last().map_or(0, |a| a.last_seq));
-        Ok(file_problem(c, file, &cps, key, &anchors, head_seq)?.map(|p| p.reason))
-    })
-    .map_err(StoreError::from)
+        if let Some(why) = against_chain(c, &cp, &anchors, head_seq)? {
+            return Ok(Some(format!("{}: {why}", file.display())));
+        }
+        let archived = anchors.last().map_or(0, |a| a.last_seq);
+        if cp.seq > archived {
+            let rec = c.query_row(
+                "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq = ?1",
+                [cp.seq],
+                audit::AuditRecord::read_in_order,
+            )?;
+            let again = audit::record_hash(
+                &rec.prev_hash,
+                rec.seq,
+                rec.at,
+                &rec.kind,
+                rec.approval_id.as_deref(),
+                &rec.actor,
+                &rec.data,
+            );
+            if again != cp.head_hash {
+                return Ok(Some(format!(
+                    "{}: record {} no longer hashes to the head_hash signed at it: the chain up to it was rewritten",
+                    file.display(),
+                    cp.seq
+                )));
+            }
+        }
+        Ok(None)
+    })?;
+    Ok(why)
 }
 
 impl crate::store::Store {
     /// [`sink_problem`] of checkpoint file `file` under this store's audit key: why the
-    /// chain does not hold every checkpoint the file has of it (`None`: it holds them all,
-    /// or there is no file yet). Errors: an unreadable file; the store's.
+    /// chain does not hold the newest checkpoint the file has of it (`None`: it does, or
+    /// there is no file yet). Errors: an unreadable file; the store's.
     pub fn checkpoint_file_problem(&self, file: &Path) -> Result<Option<String>, StoreError> {
         let key = self.audit_public_key();
         sink_problem(self.lock().conn(), file, &key)
@@ -382,7 +414,7 @@ fn seen(conn: Conn<'_>) -> db::Result<Seen> {
     // portable form); a value that is not a string counts as absent, as before.
     conn.prepare_cached(
         "SELECT seq, kind, approval_id, data FROM audit
-         WHERE kind IN ('approval.requested', 'decision', 'approval.expired', 'approval.cancelled', 'grant.used')
+         WHERE kind IN ('approval.requested', 'approval.escalated', 'decision', 'approval.expired', 'approval.cancelled', 'grant.used')
          ORDER BY seq",
     )?
     .for_each([], |r| {
@@ -392,8 +424,18 @@ fn seen(conn: Conn<'_>) -> db::Result<Seen> {
         let tid = text_at(&data, "token_id");
         let status = text_at(&data, "status");
         match (kind.as_str(), aid, tid) {
+            // Only what the check compares is kept (the call as its digest): a verify or a
+            // backup of a million approvals holds no arguments.
             ("approval.requested", Some(a), _) => {
-                s.requested.entry(a).or_insert((seq, data.clone()));
+                s.requested
+                    .entry(a)
+                    .or_insert((seq, crate::integrity_tokens::requested_terms(&data)));
+            }
+            // An escalation step records the approvers after it: the newest is what holds.
+            ("approval.escalated", Some(a), _) => {
+                if let Some((_, terms)) = s.requested.get_mut(&a) {
+                    terms["approvers"] = data["approvers"].clone();
+                }
             }
             ("decision" | "approval.expired" | "approval.cancelled" | "grant.used", Some(a), _) => {
                 s.settled.entry(a).or_insert((seq, kind, status));

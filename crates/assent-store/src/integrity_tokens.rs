@@ -9,6 +9,7 @@ use crate::archive::Gone;
 use crate::audit::{json_of, text_at};
 use crate::db::{self, Conn};
 use crate::sql;
+use assent_core::canonical::{canonical_value, sha256_hex};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -234,41 +235,75 @@ pub(crate) fn tokens(
     Ok(())
 }
 
-/// The first of an approval's fields that differs from its `approval.requested` record `d`
-/// (`None`: none does): the call and its hash (also against the call itself), risk tier,
-/// irreversibility and default decision, and — in records written since they were recorded
-/// — approvers, quorum, passkey, separation of duties, in-client approval and on whose behalf.
-/// Found by review: a quorum and passkey cleared, a default turned to `approve`, a
-/// `call_hash` moved to another call, each with `audit verify` green.
+/// The fields of an approval that its `approval.requested` record fixes, that check
+/// [`terms_differ`] compares: `call` as the SHA-256 of its canonical form, the others as
+/// recorded (the later ones only in records written since they are recorded).
+const SINCE: [&str; 6] = [
+    "approvers",
+    "quorum",
+    "require_passkey",
+    "separation_of_duties",
+    "in_client_approval",
+    "on_behalf_of",
+];
+
+/// The digest of a call as [`terms_differ`] compares it.
+fn call_digest(call: &Value) -> Value {
+    canonical_value(call).map_or(Value::Null, |c| Value::from(sha256_hex(c.as_bytes())))
+}
+
+/// What [`terms_differ`] needs of `approval.requested` record data `d`.
+pub(crate) fn requested_terms(d: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("call".into(), call_digest(&d["call"]));
+    for k in ["call_hash", "risk_tier", "irreversible", "default_decision"]
+        .into_iter()
+        .chain(SINCE)
+    {
+        if let Some(v) = d.get(k) {
+            out.insert(k.into(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The first of an approval's fields that differs from what its records fix (`d`, from
+/// [`requested_terms`], with the approvers of its newest `approval.escalated` record when
+/// escalated): the call and its hash (also against the call itself), risk tier,
+/// irreversibility and default decision, and — in records written since they are recorded —
+/// approvers, quorum, passkey, separation of duties, in-client approval and on whose behalf.
+/// `None` when none does. Found by review: a quorum and passkey cleared, a default turned to
+/// `approve`, a `call_hash` moved to another call, each with `audit verify` green.
 pub(crate) fn terms_differ(rec: &crate::record::ApprovalRecord, d: &Value) -> Option<&'static str> {
+    if !rec.call_intact() {
+        return Some("call_hash (not the SHA-256 of the stored call)");
+    }
     let t = &rec.terms;
     let always = [
-        ("call", serde_json::json!(rec.call)),
+        ("call", call_digest(&serde_json::json!(rec.call))),
         ("call_hash", Value::from(rec.call_hash.as_str())),
         ("risk_tier", serde_json::json!(t.risk_tier)),
         ("irreversible", Value::from(t.irreversible)),
         ("default_decision", serde_json::json!(t.default_decision)),
     ];
     let since = [
-        ("approvers", serde_json::json!(t.approvers)),
-        ("quorum", serde_json::json!(t.quorum)),
-        ("require_passkey", Value::from(t.require_passkey)),
-        ("separation_of_duties", Value::from(t.separation_of_duties)),
-        ("in_client_approval", Value::from(t.in_client_approval)),
-        ("on_behalf_of", serde_json::json!(rec.on_behalf_of)),
+        serde_json::json!(t.approvers),
+        serde_json::json!(t.quorum),
+        Value::from(t.require_passkey),
+        Value::from(t.separation_of_duties),
+        Value::from(t.in_client_approval),
+        serde_json::json!(rec.on_behalf_of),
     ];
-    if !rec.call_intact() {
-        return Some("call_hash (not the SHA-256 of the stored call)");
-    }
+    let since = SINCE.iter().copied().zip(since);
     always
-        .iter()
+        .into_iter()
         .find(|(k, v)| d.get(*k) != Some(v))
         .or_else(|| {
             since
-                .iter()
+                .into_iter()
                 .find(|(k, v)| d.get(*k).is_some_and(|r| r != v))
         })
-        .map(|(k, _)| *k)
+        .map(|(k, _)| k)
 }
 
 /// Reports, oldest first, each audit record `(seq, id, what)` left over after the

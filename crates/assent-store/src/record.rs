@@ -141,15 +141,16 @@ pub struct ApprovalRecord {
 }
 
 impl ApprovalRecord {
-    /// Whether the stored `call_hash` is the SHA-256 of the stored call's canonical form (a
-    /// few microseconds: the call is canonicalised again). `false` means the row was edited
+    /// Whether the stored `call_hash` is the SHA-256 of the stored call's canonical form, and
+    /// the stored `canonical` text that form (a few microseconds: the call is canonicalised
+    /// again; receipts and `tool_call_canonical` carry that text). `false` means the row was edited
     /// behind the gateway's back: nobody may decide it and the expiry sweep leaves it alone,
     /// as a damaged approval (found by review: an edited `call_hash` bound the token to
     /// another call than the one the operator was shown).
     pub fn call_intact(&self) -> bool {
         self.call
             .canonical_and_hash()
-            .is_ok_and(|(_, h)| h == self.call_hash)
+            .is_ok_and(|(c, h)| h == self.call_hash && c == self.canonical)
     }
 
     /// Masks this call's `redact` paths in what leaves the gateway.

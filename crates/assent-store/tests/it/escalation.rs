@@ -38,7 +38,7 @@ fn escalations(s: &Store) -> Vec<serde_json::Value> {
 
 #[test]
 fn each_step_widens_the_approvers_at_its_time_and_the_default_applies_after_the_last() {
-    both_stores(|_, s| {
+    both_stores(|db, s| {
         let id = chained(s, "s1");
         let rec = s.get_approval(&id).unwrap().unwrap();
         // The first wait ends at the first step, not at the 50 s timeout.
@@ -73,6 +73,11 @@ fn each_step_widens_the_approvers_at_its_time_and_the_default_applies_after_the_
         assert_eq!(s.expire_due(351_000).unwrap(), vec![id.clone()]);
         let rec = s.get_approval(&id).unwrap().unwrap();
         assert_eq!(rec.status, ApprovalStatus::Expired);
+        // Regression (found by review): the approvers escalation widened are the newest
+        // `approval.escalated` record's, not a difference from `approval.requested`.
+        let conn = db.connect().unwrap();
+        let found = assent_store::integrity::cross_check_on(conn.conn()).unwrap();
+        assert!(found.is_empty(), "{found:?}");
     });
 }
 
