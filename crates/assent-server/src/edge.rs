@@ -108,6 +108,10 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
     };
     let bytes = match tokio::time::timeout(read_timeout, read).await {
         Ok(Some(b)) => b,
+        // An AAEP reply that fails a check is ignored with no reason given (§6.3.4).
+        Ok(None) if limit < max_body && parts.uri.path() == crate::aaep::REPLIES_PATH => {
+            return StatusCode::NO_CONTENT.into_response();
+        }
         Ok(None) if limit < max_body => {
             return ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,

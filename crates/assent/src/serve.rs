@@ -172,40 +172,52 @@ async fn shutdown() {
     tracing::info!("shutting down");
 }
 
-/// At most this many MCP sessions are remembered with their owner ([`McpSessions`]); past
-/// it the oldest is forgotten, and its client must start a new session (`404`).
-const MAX_MCP_SESSIONS: usize = 100_000;
+/// At most this many MCP sessions of one principal are remembered with their owner
+/// ([`McpSessions`]); past it that principal's oldest is forgotten, and its client must start
+/// a new session (`404`). Per principal, so that one agent opening sessions in a loop cannot
+/// push out another's (found by review).
+const MAX_MCP_SESSIONS_PER_PRINCIPAL: usize = 10_000;
 
 /// Which principal opened each MCP session of `/mcp` (the `Mcp-Session-Id` the hub answered
-/// its `initialize` with), oldest first.
+/// its `initialize` with), and each principal's sessions, oldest first.
 #[derive(Default)]
-struct McpSessions(
-    std::sync::Mutex<(
-        std::collections::HashMap<String, String>,
-        std::collections::VecDeque<String>,
-    )>,
-);
+struct McpSessions(std::sync::Mutex<SessionOwners>);
+
+/// [`McpSessions`]' maps.
+#[derive(Default)]
+struct SessionOwners {
+    owner: std::collections::HashMap<String, String>,
+    opened: std::collections::HashMap<String, std::collections::VecDeque<String>>,
+}
 
 impl McpSessions {
     fn owner(&self, session: &str) -> Option<String> {
-        self.0.lock().expect("sessions").0.get(session).cloned()
+        self.0.lock().expect("sessions").owner.get(session).cloned()
     }
     fn bind(&self, session: &str, principal: &str) {
         let mut g = self.0.lock().expect("sessions");
-        let (owners, order) = &mut *g;
-        if owners.insert(session.into(), principal.into()).is_none() {
-            order.push_back(session.into());
+        if g.owner.insert(session.into(), principal.into()).is_some() {
+            return;
         }
-        while order.len() > MAX_MCP_SESSIONS {
-            if let Some(old) = order.pop_front() {
-                owners.remove(&old);
-            }
+        let mine = g.opened.entry(principal.into()).or_default();
+        mine.push_back(session.into());
+        let evicted = (mine.len() > MAX_MCP_SESSIONS_PER_PRINCIPAL)
+            .then(|| mine.pop_front())
+            .flatten();
+        if let Some(old) = evicted {
+            g.owner.remove(&old);
         }
     }
     fn forget(&self, session: &str) {
         let mut g = self.0.lock().expect("sessions");
-        g.0.remove(session);
-        g.1.retain(|s| s != session);
+        if let Some(p) = g.owner.remove(session)
+            && let Some(mine) = g.opened.get_mut(&p)
+        {
+            mine.retain(|s| s != session);
+            if mine.is_empty() {
+                g.opened.remove(&p);
+            }
+        }
     }
 }
 

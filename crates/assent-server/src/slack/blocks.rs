@@ -121,8 +121,13 @@ impl Texts {
         let effects: Vec<String> = a.terms.side_effects.iter().map(|x| r.text(x)).collect();
         Texts {
             message: r.text(&a.terms.message),
-            args: assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
-                .unwrap_or_default(),
+            // Shown as the dashboard shows them (found by review): control, bidi and
+            // invisible characters as `\uXXXX` escapes, so the card cannot hide text.
+            args: assent_core::template::visible(
+                &assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
+                    .unwrap_or_default(),
+            )
+            .into_owned(),
             effects: Some(effects.join("; "))
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "not described".into()),

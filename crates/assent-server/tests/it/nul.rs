@@ -175,17 +175,21 @@ async fn a_nul_in_a_path_query_or_form_field_is_refused_before_any_handler() {
 #[tokio::test]
 async fn an_id_with_a_terminal_escape_sequence_is_refused() {
     let gw = serve().await;
-    for (field, value) in [
-        ("session_id", "s1\u{1b}[2A\r"),
-        ("tool", "read\u{9b}"),
-        ("run_id", "r\n1"),
+    for (field, value, says) in [
+        ("session_id", "s1\u{1b}[2A\r", "control characters"),
+        ("tool", "read\u{9b}", "control characters"),
+        ("run_id", "r\n1", "control characters"),
+        // Found by review: a name that looks like another (`read<U+200B>`, a right-to-left
+        // override) on every card.
+        ("tool", "read\u{200b}", "invisible or bidirectional"),
+        ("session_id", "s\u{202e}1", "invisible or bidirectional"),
     ] {
         let mut body = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {}});
         body[field] = json!(value);
         let (s, b) = gw.post("/v1/tool-calls", BOT, body).await;
         assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
         assert_says(&b, "message", field);
-        assert_says(&b, "message", "control characters");
+        assert_says(&b, "message", says);
     }
     gw.stop().await;
 }

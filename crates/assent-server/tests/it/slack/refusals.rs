@@ -422,3 +422,29 @@ async fn a_card_too_long_to_show_whole_offers_no_approve_button_and_refuses_one(
     assert!(b.iter().any(|(a, _)| a == "assent_approve_once"), "{b:?}");
     gw.stop().await;
 }
+
+/// Attack (found by review): a Slack card showed the call's arguments as canonical JSON,
+/// which keeps bidi overrides and invisible characters raw, so "ASCII smuggling" in Unicode
+/// tag characters hid text on a card with an Approve button. They are escapes there too.
+#[tokio::test]
+async fn a_slack_card_shows_invisible_characters_as_escapes() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let to = "acme\u{200b}\u{e0065}\u{202e}";
+    let id = gw.held("s1", "pay", json!({"amount": 500, "to": to})).await;
+    let card = fake
+        .wait_for("/api/chat.postMessage", &id)
+        .await
+        .to_string();
+    for c in to.chars().skip(4) {
+        let raw = serde_json::to_string(&c.to_string()).unwrap();
+        assert!(
+            !card.contains(&raw[1..raw.len() - 1]),
+            "U+{:04X} raw: {card}",
+            u32::from(c)
+        );
+    }
+    assert!(card.contains(r"acme\\u200b\\udb40\\udc65\\u202e"), "{card}");
+    gw.stop().await;
+    drop(dir);
+}
