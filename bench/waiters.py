@@ -464,7 +464,7 @@ def with_server(a, body, deadline):
             f"listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [a.agf.yaml]\n"
             "approval_timeout_seconds: 3600\nmax_pending_per_agent: 100000\n"
             # What is measured is the gateway, not its per-principal limiter or connection cap.
-            "rate_limits: {requests_per_second: 1000000, burst: 1000000}\nmax_connections: 30000\n"
+            "rate_limits: {requests_per_second: 1000000, burst: 1000000}\nmax_connections: 30000\nmax_connections_per_address: 30000\n"
             "principals:\n" + "\n".join(principals) + "\n")
         log = open(d / "serve.log", "w")
         serve = subprocess.Popen([ASSENT, "serve", "--config", str(d / "assent.yaml")],

@@ -204,7 +204,7 @@ pub async fn run_with(
     let holder = assent_store::random_id("replica_");
     let hooks = webhooks::spawn(state.clone(), &holder).await;
     let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
-    let limits = state.limits;
+    let limits = state.limits.clone();
     let app = app(state.clone(), extra);
     let res = serve::serve(listener, app, limits, Duration::from_secs(10), shutdown).await;
     expiry.abort();

@@ -9,7 +9,9 @@
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::HashMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -17,11 +19,17 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-/// Connection limits (`max_connections`, `header_read_timeout_seconds` in the config).
-#[derive(Debug, Clone, Copy)]
+/// Connection limits (`max_connections`, `max_connections_per_address`,
+/// `header_read_timeout_seconds` and `trusted_proxies` in the config).
+#[derive(Debug, Clone)]
 pub struct ConnLimits {
     /// Concurrent connections served; more are answered `503` and closed.
     pub max_connections: usize,
+    /// Concurrent connections served from one peer address (a trusted proxy's are not
+    /// counted); more are answered `503` and closed.
+    pub per_address: usize,
+    /// Peers not held to `per_address` (`trusted_proxies`: every client comes through them).
+    pub trusted: Arc<[IpAddr]>,
     /// Time a client has to send a request's headers, and the longest idle keep-alive wait.
     pub header_read_timeout: Duration,
 }
@@ -30,7 +38,41 @@ impl Default for ConnLimits {
     fn default() -> Self {
         Self {
             max_connections: 10_000,
+            per_address: 1_000,
+            trusted: Arc::from([]),
             header_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Connections open per peer address, for [`ConnLimits::per_address`].
+#[derive(Default)]
+struct PerAddress(std::sync::Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection counted for its address; uncounted when dropped.
+struct AddressSlot(Arc<PerAddress>, IpAddr);
+
+impl PerAddress {
+    /// A slot for a connection from `ip`, or `None` when `ip` has `cap` open already.
+    fn take(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<AddressSlot> {
+        let mut open = self.0.lock().expect("per-address counts");
+        let n = open.entry(ip).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot(self.clone(), ip))
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.0.0.lock().expect("per-address counts");
+        if let Some(n) = open.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.1);
+            }
         }
     }
 }
@@ -71,6 +113,7 @@ pub async fn serve(
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = Arc::new(PerAddress::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -87,8 +130,20 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(tcp));
+            tokio::spawn(refuse(tcp, FULL));
             continue;
+        };
+        // Attack (found by review): idle sockets from one address held every slot for the
+        // header-read timeout, again and again, shutting out operators and health checks.
+        let ip = peer.ip().to_canonical();
+        let counted = if limits.trusted.contains(&ip) {
+            None
+        } else {
+            let Some(s) = per_address.take(ip, limits.per_address) else {
+                tokio::spawn(refuse(tcp, FULL_FOR_ADDRESS));
+                continue;
+            };
+            Some(s)
         };
         let _ = tcp.set_nodelay(true);
         let svc = app
@@ -103,7 +158,7 @@ pub async fn serve(
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
-            drop(slot);
+            drop((slot, counted));
         });
     }
     drop(listener);
@@ -116,12 +171,17 @@ pub async fn serve(
     Ok(())
 }
 
-/// Answers a connection over the cap with `503 TOO_MANY_CONNECTIONS` and closes it.
-async fn refuse(mut tcp: tokio::net::TcpStream) {
-    const BODY: &str = r#"{"code":"TOO_MANY_CONNECTIONS","message":"the gateway serves its maximum number of connections (max_connections); retry shortly"}"#;
+/// The body of a refusal over `max_connections`.
+const FULL: &str = r#"{"code":"TOO_MANY_CONNECTIONS","message":"the gateway serves its maximum number of connections (max_connections); retry shortly"}"#;
+
+/// The body of a refusal over `max_connections_per_address`.
+const FULL_FOR_ADDRESS: &str = r#"{"code":"TOO_MANY_CONNECTIONS","message":"the gateway serves its maximum number of connections from this address (max_connections_per_address); close some or retry shortly"}"#;
+
+/// Answers a connection over a cap with `503 TOO_MANY_CONNECTIONS` (JSON `body`) and closes it.
+async fn refuse(mut tcp: tokio::net::TcpStream, body: &'static str) {
     let reply = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{BODY}",
-        BODY.len()
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
     );
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         let _ = tcp.write_all(reply.as_bytes()).await;

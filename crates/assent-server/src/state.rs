@@ -182,6 +182,8 @@ impl AppState {
         ));
         state.limits = serve::ConnLimits {
             max_connections: config.max_connections,
+            per_address: config.max_connections_per_address,
+            trusted: config.trusted_proxies.clone().into(),
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
         };
         state.checkpoints = Arc::new(config.audit_checkpoints.clone());

@@ -51,6 +51,7 @@ pub(crate) struct Limits {
     pub(crate) aaep_max_timeout_extension_seconds: u64,
     pub(crate) max_arguments_bytes: usize,
     pub(crate) max_connections: usize,
+    pub(crate) max_connections_per_address: usize,
     pub(crate) header_read_timeout_seconds: u64,
     pub(crate) body_read_timeout_seconds: u64,
     pub(crate) max_waiters_per_principal: usize,
@@ -88,6 +89,11 @@ pub(crate) fn limits(path: &Path, raw: &RawConfig) -> Result<Limits, ConfigError
         ARGUMENTS_BYTES_BOUNDS,
     )?;
     let max_connections = b("max_connections", &raw.max_connections, (16, 1_000_000))?;
+    let per_address = b(
+        "max_connections_per_address",
+        &raw.max_connections_per_address,
+        (1, 1_000_000),
+    )?;
     let header_read = b(
         "header_read_timeout_seconds",
         &raw.header_read_timeout_seconds,
@@ -128,6 +134,7 @@ pub(crate) fn limits(path: &Path, raw: &RawConfig) -> Result<Limits, ConfigError
         max_arguments_bytes: max_arguments_bytes
             .map_or(DEFAULT_MAX_ARGUMENTS_BYTES, |n| n as usize),
         max_connections: max_connections.map_or(10_000, |n| n as usize),
+        max_connections_per_address: per_address.map_or(1_000, |n| n as usize),
         header_read_timeout_seconds: header_read.unwrap_or(30),
         body_read_timeout_seconds: body_read.unwrap_or(30),
         max_waiters_per_principal: max_waiters

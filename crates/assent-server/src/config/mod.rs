@@ -58,6 +58,10 @@ pub struct Config {
     /// `max_connections`: concurrent connections served (default 10,000, and always 64 below
     /// the open-file limit); more are answered `503` and closed.
     pub max_connections: usize,
+    /// `max_connections_per_address`: concurrent connections served from one client address
+    /// (default 1,000; a `trusted_proxies` peer is not limited); more are answered `503` and
+    /// closed, so one address's idle sockets cannot take every connection.
+    pub max_connections_per_address: usize,
     /// `header_read_timeout_seconds`: how long a client has to send a request's headers, and
     /// the longest idle keep-alive wait (default 30).
     pub header_read_timeout_seconds: u64,
@@ -253,6 +257,7 @@ impl Config {
             token_ttl_seconds: l.token_ttl_seconds,
             max_arguments_bytes: l.max_arguments_bytes,
             max_connections: l.max_connections,
+            max_connections_per_address: l.max_connections_per_address,
             header_read_timeout_seconds: l.header_read_timeout_seconds,
             body_read_timeout_seconds: l.body_read_timeout_seconds,
             rate_limits: l.rate_limits,
@@ -404,6 +409,10 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     put("token_ttl_seconds", &c.token_ttl_seconds);
     put("max_arguments_bytes", &c.max_arguments_bytes);
     put("max_connections", &c.max_connections);
+    put(
+        "max_connections_per_address",
+        &c.max_connections_per_address,
+    );
     put(
         "header_read_timeout_seconds",
         &c.header_read_timeout_seconds,

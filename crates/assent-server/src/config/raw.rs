@@ -59,6 +59,7 @@ pub(crate) struct RawConfig {
     pub(crate) aaep_max_timeout_extension_seconds: Option<Spanned<u64>>,
     pub(crate) max_arguments_bytes: Option<Spanned<u64>>,
     pub(crate) max_connections: Option<Spanned<u64>>,
+    pub(crate) max_connections_per_address: Option<Spanned<u64>>,
     pub(crate) header_read_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) body_read_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) max_waiters_per_principal: Option<Spanned<u64>>,

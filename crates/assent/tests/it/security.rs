@@ -166,7 +166,12 @@ fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut server = serve_low_nofile(dir.path(), port, "header_read_timeout_seconds: 2\n");
+    // All from one address here: its own cap is lifted (see the test below for it).
+    let mut server = serve_low_nofile(
+        dir.path(),
+        port,
+        "header_read_timeout_seconds: 2\nmax_connections_per_address: 100000\n",
+    );
     // 1,100 unauthenticated sockets that never send a byte (more than the 1,024 files the
     // server was started with).
     let idle: Vec<std::net::TcpStream> = (0..1100)
@@ -195,6 +200,50 @@ fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
     let n = one.read(&mut buf).unwrap_or(0);
     assert_eq!(n, 0, "closed without a reply");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
+
+/// Attack (found by review): one address held every connection slot with idle sockets,
+/// re-opened every header-read timeout, and the gateway answered everyone else `503`. One
+/// address may hold `max_connections_per_address`; past it that address alone is refused, and
+/// another (here 127.0.0.2) is served at once.
+#[test]
+fn idle_sockets_from_one_address_do_not_shut_out_the_others() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = write_config(dir.path(), port, "max_connections_per_address: 20\n");
+    let mut server = crate::serve(&cfg, port);
+    let idle: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut over = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    over.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut reply = String::new();
+    let _ = over.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    assert!(reply.contains("max_connections_per_address"), "{reply}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let status = rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut c = s
+            .connect(format!("127.0.0.1:{port}").parse().unwrap())
+            .await
+            .unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).await.unwrap();
+        out
+    });
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    drop(idle);
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
