@@ -278,8 +278,10 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
             }
             // A wrong key is refused before its body is read ([`buffer_body`]), as every route
             // that takes a body and a key would: `401`, or for an AAEP reply `204` with no
-            // reason given (AAEP §6.3.4).
-            if !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+            // reason given (AAEP §6.3.4). `/mcp` answers in JSON-RPC itself, reading at most
+            // the 16 KiB of a request that shows no known key.
+            let mcp = req.uri().path() == "/mcp" || req.uri().path().starts_with("/mcp/");
+            if !mcp && !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
                 if req.uri().path() == crate::aaep::REPLIES_PATH {
                     return StatusCode::NO_CONTENT.into_response();
                 }
