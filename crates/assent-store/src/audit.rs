@@ -104,6 +104,21 @@ impl AuditRecord {
             hash: r.get(7)?,
         })
     }
+
+    /// The chain hash this record's content gives ([`record_hash`] of its `prev_hash`, `seq`,
+    /// `at`, `kind`, `approval_id`, `actor` and `data`); equal to `hash` unless the row was
+    /// edited after it was appended.
+    pub fn content_hash(&self) -> String {
+        record_hash(
+            &self.prev_hash,
+            self.seq,
+            self.at,
+            &self.kind,
+            self.approval_id.as_deref(),
+            &self.actor,
+            &self.data,
+        )
+    }
 }
 
 /// The chain hash of one record's content: SHA-256 (lowercase hex) of the RFC 8785
@@ -262,16 +277,7 @@ pub(crate) fn break_in(rec: &AuditRecord, expect_seq: i64, prev: &str) -> Option
         ))
     } else if rec.prev_hash != prev {
         Some("prev_hash does not match the previous record's hash (a record before it was removed, inserted or altered)".to_string())
-    } else if record_hash(
-        &rec.prev_hash,
-        rec.seq,
-        rec.at,
-        &rec.kind,
-        rec.approval_id.as_deref(),
-        &rec.actor,
-        &rec.data,
-    ) != rec.hash
-    {
+    } else if rec.content_hash() != rec.hash {
         Some("hash does not match the record's content (the record was altered)".to_string())
     } else {
         None

@@ -293,16 +293,7 @@ pub fn sink_problem(
                 [cp.seq],
                 audit::AuditRecord::read_in_order,
             )?;
-            let again = audit::record_hash(
-                &rec.prev_hash,
-                rec.seq,
-                rec.at,
-                &rec.kind,
-                rec.approval_id.as_deref(),
-                &rec.actor,
-                &rec.data,
-            );
-            if again != cp.head_hash {
+            if rec.content_hash() != cp.head_hash {
                 return Ok(Some(format!(
                     "{}: record {} no longer hashes to the head_hash signed at it: the chain up to it was rewritten",
                     file.display(),

@@ -29,9 +29,7 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Vec<ToolState>, PinCheckError> {
-        if scope.key().is_empty() && scope != PinScope::Gateway {
-            return Err(PinCheckError::NoReporter);
-        }
+        crate::pins::named_reporter(scope)?;
         if let Some(all) = self.all_pinned(scope, server, tools)? {
             return Ok(all);
         }

@@ -276,9 +276,7 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<Vec<ToolState>, PinCheckError> {
-        if scope.key().is_empty() && scope != PinScope::Gateway {
-            return Err(PinCheckError::NoReporter);
-        }
+        named_reporter(scope)?;
         let key = scope.key();
         self.write(|tx| {
             let seen = tx
@@ -434,4 +432,13 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// `NoReporter` when `scope` is an agent's or person's scope without a name (the gateway's
+/// own scope has none and needs none).
+pub(crate) fn named_reporter(scope: PinScope<'_>) -> Result<(), PinCheckError> {
+    if scope.key().is_empty() && scope != PinScope::Gateway {
+        return Err(PinCheckError::NoReporter);
+    }
+    Ok(())
 }

@@ -34,24 +34,7 @@ pub(crate) fn digest(s: &str) -> String {
 /// the store could not record it (the sign-in then fails: no session that only one replica
 /// knows).
 pub(crate) async fn start(st: &AppState, operator: &str) -> Option<(String, Session)> {
-    let id = random_hex();
-    let s = Session {
-        operator: operator.to_string(),
-        csrf: random_hex(),
-        expires_at: now_ms().saturating_add(SESSION_TTL.as_millis() as i64),
-    };
-    let (key, stored) = (digest(&id), s.clone());
-    match st
-        .store_task(move |store| store.start_ui_session(&key, &stored, now_ms()))
-        .await
-    {
-        Ok(Ok(())) => Some((id, s)),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "dashboard session could not be stored");
-            None
-        }
-        Err(_) => None,
-    }
+    store_new(st, operator, None).await
 }
 
 /// Starts a single sign-on session (issue 14 §7) for `operator` (`oidc:…`) with what its
@@ -61,6 +44,16 @@ pub(crate) async fn start_sso(
     operator: &str,
     grant: SsoGrant,
 ) -> Option<(String, Session)> {
+    store_new(st, operator, Some(grant)).await
+}
+
+/// A new session of `operator` (an SSO one when `grant` is given), stored before it is
+/// answered; `None` (logged) when the store could not.
+async fn store_new(
+    st: &AppState,
+    operator: &str,
+    grant: Option<SsoGrant>,
+) -> Option<(String, Session)> {
     let id = random_hex();
     let s = Session {
         operator: operator.to_string(),
@@ -68,13 +61,16 @@ pub(crate) async fn start_sso(
         expires_at: now_ms().saturating_add(SESSION_TTL.as_millis() as i64),
     };
     let (key, stored) = (digest(&id), s.clone());
-    match st
-        .store_task(move |store| store.start_sso_ui_session(&key, &stored, &grant, now_ms()))
-        .await
-    {
+    let stored = st
+        .store_task(move |store| match &grant {
+            None => store.start_ui_session(&key, &stored, now_ms()),
+            Some(g) => store.start_sso_ui_session(&key, &stored, g, now_ms()),
+        })
+        .await;
+    match stored {
         Ok(Ok(())) => Some((id, s)),
         Ok(Err(e)) => {
-            tracing::error!(error = %e, "SSO dashboard session could not be stored");
+            tracing::error!(error = %e, "dashboard session could not be stored");
             None
         }
         Err(_) => None,

@@ -2,7 +2,7 @@
 //! question shows why the call needs approval, its side effects and its rollback notes, and
 //! the person's reason is relayed as the decision's reason.
 
-use crate::{BIN, OP_KEY, free_port, hex_sha256, serve, spawn_piped};
+use crate::{BIN, OP_KEY, free_port, serve, spawn_piped, write_helper_config};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::process::Command;
@@ -41,21 +41,12 @@ const GOV_RULES: &str = r#"
 fn the_in_client_question_shows_why_side_effects_and_rollback_and_relays_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    std::fs::write(dir.path().join("helper.agf.yaml"), AGENT).unwrap();
-    std::fs::write(
-        dir.path().join("gov.yaml"),
-        assent_testkit::fixtures::policy("acme.test.client-v1", GOV_RULES),
-    )
-    .unwrap();
-    let cfg = dir.path().join("assent.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\ngovernance: [gov.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\n",
-            hex_sha256(KEY)
-        ),
-    )
-    .unwrap();
+    let cfg = write_helper_config(
+        dir.path(),
+        port,
+        (AGENT, KEY),
+        ("acme.test.client-v1", GOV_RULES),
+    );
     let mut server = serve(&cfg, port);
     let (mut child, mut stdin, mut out) = spawn_piped(
         Command::new(BIN)

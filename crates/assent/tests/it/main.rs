@@ -64,6 +64,33 @@ fn write_config(dir: &Path, port: u16, extra: &str) -> PathBuf {
     p
 }
 
+/// Writes a gateway for one agent into `dir`: its agent file `agent` (`helper.agf.yaml`, id
+/// `helper`, key `key`), governance `policy_id` holding `rules` (`gov.yaml`), operator alice
+/// (roles `[ops]`, key from `TEST_ALICE_KEY`), listening on `port`; returns the config's path.
+fn write_helper_config(
+    dir: &Path,
+    port: u16,
+    (agent, key): (&str, &str),
+    (policy_id, rules): (&str, &str),
+) -> PathBuf {
+    std::fs::write(dir.join("helper.agf.yaml"), agent).unwrap();
+    std::fs::write(
+        dir.join("gov.yaml"),
+        assent_testkit::fixtures::policy(policy_id, rules),
+    )
+    .unwrap();
+    let cfg = dir.join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\ngovernance: [gov.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\n",
+            hex_sha256(key)
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
 fn hex_sha256(s: &str) -> String {
     let out = Command::new("sha256sum")
         .stdin(Stdio::piped())

@@ -82,21 +82,12 @@ impl Rig {
     fn start() -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        std::fs::write(dir.path().join("helper.agf.yaml"), AGENT).unwrap();
-        std::fs::write(
-            dir.path().join("gov.yaml"),
-            assent_testkit::fixtures::policy("acme.test.upstream-v1", GOV_RULES),
-        )
-        .unwrap();
-        let cfg = dir.path().join("assent.yaml");
-        std::fs::write(
-            &cfg,
-            format!(
-                "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\ngovernance: [gov.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\n",
-                hex_sha256(KEY)
-            ),
-        )
-        .unwrap();
+        let cfg = crate::write_helper_config(
+            dir.path(),
+            port,
+            (AGENT, KEY),
+            ("acme.test.upstream-v1", GOV_RULES),
+        );
         let server = serve(&cfg, port);
         let (proxy, stdin, out) = spawn_piped(
             Command::new(BIN)
