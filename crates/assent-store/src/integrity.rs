@@ -451,9 +451,11 @@ fn settles_to(kind: &str, status: Option<&str>) -> Option<String> {
 
 /// Every disagreement between the state tables and the audit chain, approvals first (an
 /// approval with unreadable stored columns, [`crate::ApprovalRecord::damaged`], is one), then
-/// tokens, grants, quorum votes and passkeys (`integrity_people.rs`), each with the audit record concerned (`seq`) when there is one. Call it inside a
-/// read transaction when the database may be written meanwhile (one snapshot for all tables).
-/// Reads every approval, token and settling audit record: linear in their number. Over a
+/// tokens and grants (`integrity_tokens.rs`), quorum votes, decisions and passkeys
+/// (`integrity_people.rs`), tool pins and reviews (`integrity_pins.rs`), each with the audit
+/// record concerned (`seq`) when there is one. Call it inside a read transaction when the
+/// database may be written meanwhile (one snapshot for all tables). Reads every approval,
+/// token, pin and review and their audit records: linear in their number. Over a
 /// SQLite file opened by the caller; [`cross_check_on`] over either backend.
 pub fn cross_check(conn: &rusqlite::Connection) -> db::Result<Vec<(Option<i64>, String)>> {
     cross_check_on(lite(conn))
@@ -530,5 +532,7 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     crate::integrity_people::decisions(conn, &mut out)?;
     crate::integrity_people::votes(conn, &gone, &mut out)?;
     crate::integrity_people::passkeys(conn, &mut out)?;
+    crate::integrity_pins::pins(conn, &gone, &mut out)?;
+    crate::integrity_pins::reviews(conn, &gone, &mut out)?;
     Ok(out)
 }

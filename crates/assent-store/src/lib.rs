@@ -71,6 +71,7 @@ pub mod history;
 pub mod insights;
 pub mod integrity;
 mod integrity_people;
+mod integrity_pins;
 mod integrity_tokens;
 pub mod keys;
 mod kit;

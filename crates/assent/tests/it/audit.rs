@@ -4,6 +4,8 @@
 
 use super::*;
 
+mod pins;
+
 /// A data directory whose gateway approved, redeemed, denied and allowed calls, then shut down
 /// (SIGTERM: the shutdown checkpoint covers the whole chain), and its checkpoint sink file.
 struct Signed {
