@@ -143,6 +143,28 @@ async fn read_once(
     .await
 }
 
+/// Approval `id` as the decision that settled it on this replica handed it to its long-polls
+/// ([`AppState::decided`]), with the token string for its agent (signed here, not on the store's
+/// executor): a woken long-poll answers without queueing a read behind the store's next batch.
+/// `None` when no settled record was handed over (the long-poll's first look, a change made on
+/// another replica, an expiry) or for `format=mplp`, whose events are read from the store.
+fn settled_here(
+    st: &AppState,
+    id: &str,
+    is_agent: bool,
+    format: &str,
+) -> Option<(ApprovalRecord, Option<String>)> {
+    if format == "mplp" {
+        return None;
+    }
+    let settled = st.waiters.settled(&approval_key(id))?;
+    let rec = settled.downcast_ref::<ApprovalRecord>()?.clone();
+    let token = (is_agent && rec.token.is_some())
+        .then(|| st.store.token_of(&rec))
+        .flatten();
+    Some((rec, token))
+}
+
 /// The `format` of `GET /v1/approvals/{id}` (`assent` when absent); `400` for an unknown
 /// query parameter or format.
 fn get_format(q: &HashMap<String, String>) -> Result<&str, ApiError> {
@@ -183,7 +205,10 @@ pub(crate) async fn get_approval(
     let is_agent = p.agent_id().is_some();
     let (st, id, p) = (&st, &id, &p);
     let look = || async move {
-        let (expired, rec, token, events) = read_once(st, id, is_agent, format == "mplp").await?;
+        let (expired, rec, token, events) = match settled_here(st, id, is_agent, format) {
+            Some((rec, token)) => (Vec::new(), Some(rec), token, Default::default()),
+            None => read_once(st, id, is_agent, format == "mplp").await?,
+        };
         st.expired(expired);
         // An agent sees only its own approvals; others get the same 404 as a missing id.
         let rec = rec

@@ -328,11 +328,18 @@ impl AppState {
     /// Approval `a` was decided, cancelled or voted on (its record after the change): wakes
     /// its long-polls and the streams ([`AppState::settled`]), and when it left `pending`
     /// counts it in the metrics and traces the decision in its trace (issue 15 §1, §2).
+    ///
+    /// A settled record is handed to the approval's long-polls with the wake, so that they
+    /// answer from it instead of queueing a read behind the store's next batch.
     pub fn decided(&self, a: &assent_store::ApprovalRecord) {
-        self.settled(std::slice::from_ref(&a.id));
-        if a.status != assent_core::approval::ApprovalStatus::Pending {
-            crate::telemetry::settled(&self.metrics, a);
+        if a.status == assent_core::approval::ApprovalStatus::Pending {
+            self.settled(std::slice::from_ref(&a.id));
+            return;
         }
+        self.waiters
+            .wake_with(&waiters::approval_key(&a.id), || Arc::new(a.clone()));
+        self.changed();
+        crate::telemetry::settled(&self.metrics, a);
     }
 
     /// Approvals `ids` were expired (or took an escalation step) by a sweep: wakes their

@@ -5,6 +5,7 @@
 
 use crate::error::ApiError;
 use axum::http::StatusCode;
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,10 +38,31 @@ pub(crate) fn review_key(id: &str) -> String {
     format!("review:{id}")
 }
 
+/// What settled a key, handed to its waiters with the wake ([`Waiters::wake_with`]).
+pub(crate) type Settled = Arc<dyn Any + Send + Sync>;
+
+/// The waiters of one key: their wake-up, how many they are, and what settled the key when
+/// the wake said so.
+#[derive(Default)]
+struct Slot {
+    notify: Arc<Notify>,
+    count: usize,
+    settled: Option<Settled>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("count", &self.count)
+            .field("settled", &self.settled.is_some())
+            .finish()
+    }
+}
+
 /// Who waits on what.
 #[derive(Debug)]
 pub struct Waiters {
-    keys: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    keys: Mutex<HashMap<String, Slot>>,
     principals: Mutex<HashMap<String, usize>>,
     cap: usize,
 }
@@ -82,11 +104,9 @@ impl Waiters {
         }
         let notify = {
             let mut k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-            let slot = k
-                .entry(key.to_string())
-                .or_insert_with(|| (Arc::new(Notify::new()), 0));
-            slot.1 += 1;
-            slot.0.clone()
+            let slot = k.entry(key.to_string()).or_default();
+            slot.count += 1;
+            slot.notify.clone()
         };
         Ok(Wait {
             waiters: self.clone(),
@@ -150,17 +170,36 @@ impl Waiters {
     /// Wakes every request waiting on `key` (no-op when none waits).
     pub fn wake(&self, key: &str) {
         let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((n, _)) = k.get(key) {
-            n.notify_waiters();
+        if let Some(slot) = k.get(key) {
+            slot.notify.notify_waiters();
         }
+    }
+
+    /// Wakes every request waiting on `key` with what settled it (`settled()` is called only
+    /// when someone waits): their next look may answer from it without a store trip
+    /// ([`Waiters::settled`]). Call it only with the committed, final state of the key (it
+    /// stays until the last waiter of the key is gone).
+    pub(crate) fn wake_with(&self, key: &str, settled: impl FnOnce() -> Settled) {
+        let mut k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = k.get_mut(key) {
+            slot.settled = Some(settled());
+            slot.notify.notify_waiters();
+        }
+    }
+
+    /// What settled `key`, when a wake handed it over ([`Waiters::wake_with`]) and someone
+    /// still waits on it.
+    pub(crate) fn settled(&self, key: &str) -> Option<Settled> {
+        let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        k.get(key).and_then(|slot| slot.settled.clone())
     }
 
     /// Wakes every waiter to look again: after this replica's listener reconnected to the
     /// database, when changes made meanwhile by other replicas were not heard.
     pub fn wake_all(&self) {
         let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        for (n, _) in k.values() {
-            n.notify_waiters();
+        for slot in k.values() {
+            slot.notify.notify_waiters();
         }
     }
 }
@@ -186,8 +225,8 @@ impl Drop for Wait {
         {
             let mut k = self.waiters.keys.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(slot) = k.get_mut(&self.key) {
-                slot.1 -= 1;
-                if slot.1 == 0 {
+                slot.count -= 1;
+                if slot.count == 0 {
                     k.remove(&self.key);
                 }
             }

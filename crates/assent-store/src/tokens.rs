@@ -51,6 +51,23 @@ impl Store {
         )
     }
 
+    /// The signed token string of approval record `rec` as read after its decision (its
+    /// agent; its minted token's id, call hash, scope and times), signed without a store trip:
+    /// the token [`Store::approval_and_token`] would give its agent for the same record.
+    /// `None` when no token was minted.
+    pub fn token_of(&self, rec: &crate::ApprovalRecord) -> Option<String> {
+        let t = rec.token.as_ref()?;
+        let c = claims(
+            t.token_id.clone(),
+            rec.agent.clone(),
+            &rec.id,
+            t.call_hash.clone(),
+            t.scope.clone(),
+            (t.issued_at, t.expires_at),
+        );
+        Some(self.key.signer().sign(&c))
+    }
+
     /// The signed token string for a minted token of approval `id`, for its agent.
     pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
         let guard = self.lock();
@@ -283,16 +300,31 @@ pub(crate) fn signed_token(
         })
         .optional()?;
     Ok(row.map(|(jti, sub, call_hash, iat, exp, scope)| {
-        keys.signer().sign(&TokenClaims {
-            jti,
-            sub,
-            aid: id.to_string(),
-            call_hash,
-            scope: scope.unwrap_or_else(|| "once".to_string()),
-            iat: iat.div_euclid(1000),
-            exp: exp.div_euclid(1000),
-        })
+        let scope = scope.unwrap_or_else(|| "once".to_string());
+        keys.signer()
+            .sign(&claims(jti, sub, id, call_hash, scope, (iat, exp)))
     }))
+}
+
+/// The claims of token `jti` of approval `aid` for agent `sub`, bound to `call_hash` with
+/// `scope`, issued and expiring at `(iat, exp)` (Unix ms; whole seconds in the claims).
+fn claims(
+    jti: String,
+    sub: String,
+    aid: &str,
+    call_hash: String,
+    scope: String,
+    (iat, exp): (i64, i64),
+) -> TokenClaims {
+    TokenClaims {
+        jti,
+        sub,
+        aid: aid.to_string(),
+        call_hash,
+        scope,
+        iat: iat.div_euclid(1000),
+        exp: exp.div_euclid(1000),
+    }
 }
 
 /// Checks token `c` against the attempt ([`redeem::check`] on its stored row) and marks it

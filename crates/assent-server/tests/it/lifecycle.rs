@@ -107,6 +107,10 @@ async fn approve_wakes_the_waiting_agent_and_the_token_runs_the_exact_call_once(
     );
     assert_eq!(rec["status"], "approved");
     assert_eq!(rec["decisions"][0]["by"], "alice");
+    // The woken long-poll answered from the record its decision handed over (no store read);
+    // a read answers exactly the same, token included (Ed25519 signs deterministically).
+    let (s, read) = gw.approval(&id, BOT).await;
+    assert_eq!((s, &read), (StatusCode::OK, &rec));
     let token = json!(token_of(&rec));
 
     let redeem = |args: Value, key: &'static str| gw.redeem_as(key, &token, "pay", args);
@@ -194,5 +198,41 @@ async fn a_running_server_expires_approvals_and_wakes_the_waiting_agent() {
         "woke at the 1 s expiry, not the 30 s wait"
     );
     assert!(rec.get("token").is_none());
+    gw.stop().await;
+}
+
+/// A woken long-poll answers from the record its decision handed over, not from a read: for
+/// an approval whose call the operator edited, that answer still carries the token of the
+/// edited call (the one the token row binds), the same one a read gives.
+#[tokio::test]
+async fn a_woken_long_poll_of_an_edited_call_carries_the_edited_calls_token() {
+    let gw = serve().await;
+    let id = gw.pending("pay", json!({"amount": 700, "to": "bob"})).await;
+    let waiter = {
+        let (http, url) = (
+            gw.http.clone(),
+            format!("{}/v1/approvals/{id}?wait=20", gw.url),
+        );
+        tokio::spawn(async move {
+            let r = http.get(url).bearer_auth("bot-key").send().await.unwrap();
+            r.json::<Value>().await.unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let edited = json!({"amount": 650, "to": "bob"});
+    let (s, d) = gw
+        .decide_with(&id, OP, json!({"decision": "approve", "arguments": edited}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let woken = waiter.await.unwrap();
+    let (s, read) = gw.approval(&id, BOT).await;
+    assert_eq!((s, &read), (StatusCode::OK, &woken));
+    let token = json!(token_of(&woken));
+    let (s, b) = gw
+        .redeem_as(BOT, &token, "pay", json!({"amount": 700, "to": "bob"}))
+        .await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "TOKEN_MISMATCH");
+    let (s, b) = gw.redeem_as(BOT, &token, "pay", edited).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
     gw.stop().await;
 }
