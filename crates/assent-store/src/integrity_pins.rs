@@ -17,62 +17,111 @@ use std::ops::ControlFlow;
 /// A pin's identity: `(scope, server, tool)`, scope `''` for the gateway's hub.
 type PinKey = (String, String, String);
 
-/// The newest record that set a pin: `(seq, at, fingerprint)`.
-type PinRecord = (i64, i64, String);
+/// The newest record that set a pin: `(seq, at, fingerprint, by)`, `by` being
+/// `trust-on-first-use` or the accepting operator (the row's `pinned_by`).
+type PinRecord = (i64, i64, String, String);
 
-/// The stored scope a pin record names: `''` for the gateway (and for records written before
-/// pins had scopes), else the agent (`reporter` of `tool.pinned`, `agent` of `tool.accepted`).
+/// The stored scope a pin or review record names: `''` for the gateway (and for records
+/// written before pins had scopes), else the agent (`reporter` of `tool.pinned`, `tool.new`
+/// and `tool.changed`; `agent` of `tool.accepted` and `tool.rejected`).
 fn scope_of(kind: &str, d: &Value) -> String {
     match kind {
-        "tool.pinned" if d["scope"] == "agent" => text_at(d, "reporter").unwrap_or_default(),
-        "tool.accepted" => text_at(d, "agent").unwrap_or_default(),
+        "tool.accepted" | "tool.rejected" => text_at(d, "agent").unwrap_or_default(),
+        _ if d["scope"] == "agent" => text_at(d, "reporter").unwrap_or_default(),
         _ => String::new(),
     }
 }
 
-/// Every record that set a pin (`tool.pinned`, `tool.accepted`), the newest of each pin.
-fn pin_records(conn: Conn<'_>) -> db::Result<BTreeMap<PinKey, PinRecord>> {
-    let mut out = BTreeMap::new();
+/// The pin and server records of the chain, in order: the newest record that set each pin,
+/// when each server was first reported in each scope, and every pin made on first use.
+#[derive(Default)]
+struct PinRecords {
+    newest: BTreeMap<PinKey, PinRecord>,
+    /// `(scope, server)` → `at` of its first `tool.pinned`, `tool.new` or `tool.changed`.
+    first_seen: HashMap<(String, String), i64>,
+    /// `(seq, at, pin)` of each `tool.pinned` record.
+    on_first_use: Vec<(i64, i64, PinKey)>,
+}
+
+/// Reads every pin-setting and tool-report record ([`PinRecords`]).
+fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
+    let mut out = PinRecords::default();
     conn.prepare_cached(
-        "SELECT seq, at, kind, data FROM audit WHERE kind IN ('tool.pinned', 'tool.accepted') ORDER BY seq",
+        "SELECT seq, at, kind, actor, data FROM audit WHERE kind IN ('tool.pinned', 'tool.accepted', 'tool.new', 'tool.changed') ORDER BY seq",
     )?
     .for_each([], |r| {
-        let (seq, at, kind): (i64, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let (seq, at, kind, actor): (i64, i64, String, String) =
+            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
         let d = json_of(r)?;
         let key = (
             scope_of(&kind, &d),
             text_at(&d, "server").unwrap_or_default(),
             text_at(&d, "tool").unwrap_or_default(),
         );
-        out.insert(key, (seq, at, text_at(&d, "fingerprint").unwrap_or_default()));
+        if kind != "tool.accepted" {
+            let first = out.first_seen.entry((key.0.clone(), key.1.clone()));
+            first.or_insert(at);
+        }
+        let fp = text_at(&d, "fingerprint").unwrap_or_default();
+        match kind.as_str() {
+            "tool.pinned" => {
+                let by = text_at(&d, "by").unwrap_or_else(|| "trust-on-first-use".into());
+                out.on_first_use.push((seq, at, key.clone()));
+                out.newest.insert(key, (seq, at, fp, by));
+            }
+            "tool.accepted" => {
+                out.newest.insert(key, (seq, at, fp, actor));
+            }
+            _ => {}
+        }
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(out)
 }
 
+/// A pin made on first use is one of the first report of its server in its scope (or, for
+/// an agent's scope, before the gateway's hub reported it): found by review, deleting a
+/// server's `tool_servers` row (and its pins) made the next definition, however changed, be
+/// pinned on first use, with no review, and its records then looked well formed.
+fn first_use_only_first(r: &PinRecords, out: &mut Vec<(Option<i64>, String)>) {
+    for (seq, at, key) in &r.on_first_use {
+        let (scope, server, _) = key;
+        let earlier = |s: &str| {
+            r.first_seen
+                .get(&(s.to_string(), server.clone()))
+                .filter(|first| *first < at)
+        };
+        if let Some(first) = earlier(scope).or_else(|| earlier("")) {
+            out.push((Some(*seq), format!(
+                "audit record {seq} pinned {} on first use, but its server was first reported at {first}: the server was made to look new, and the definition was trusted unreviewed",
+                pin_name(key)
+            )));
+        }
+    }
+}
+
 /// Every `tool_pins` row must be the pin its newest `tool.pinned` / `tool.accepted` record set
-/// (same fingerprint, pinned at that record's time), and its stored definition must have that
-/// fingerprint; a row without a record is reported unless it was pinned before the archive's
-/// cut-off. A record whose pin is gone is reported too: with its server forgotten as well, the
-/// next definition would be pinned on first use, unreviewed.
+/// (same fingerprint, pinned at that record's time, by the same operator or on first use), and
+/// its stored definition must have that fingerprint; a row without a record is reported unless
+/// it was pinned before the archive's cut-off. A record whose pin is gone is reported too, and
+/// a pin made on first use of a server reported before ([`first_use_only_first`]).
 pub(crate) fn pins(
     conn: Conn<'_>,
     gone: &Gone,
     out: &mut Vec<(Option<i64>, String)>,
 ) -> db::Result<()> {
-    let mut recorded = pin_records(conn)?;
-    type PinRow = (PinKey, String, String, i64);
+    let records = pin_records(conn)?;
+    first_use_only_first(&records, out);
+    let mut recorded = records.newest;
+    type PinRow = (PinKey, String, String, i64, String);
     let rows: Vec<PinRow> = conn.query_map(
-        "SELECT scope, server, tool, fingerprint, definition, pinned_at FROM tool_pins ORDER BY scope, server, tool",
+        "SELECT scope, server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY scope, server, tool",
         [],
-        |r| Ok(((r.get(0)?, r.get(1)?, r.get(2)?), r.get(3)?, r.get(4)?, r.get(5)?)),
+        |r| Ok(((r.get(0)?, r.get(1)?, r.get(2)?), r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
     )?;
-    for (key, fp, definition, pinned_at) in rows {
+    for (key, fp, definition, pinned_at, pinned_by) in rows {
         let name = pin_name(&key);
-        let defined = serde_json::from_str::<Value>(&definition)
-            .map(|d| crate::pins::fingerprint(&d))
-            .ok();
-        if defined.as_deref() != Some(fp.as_str()) {
+        if !defines(&definition, &fp) {
             out.push((None, format!(
                 "the pin of {name} holds a definition whose fingerprint is not its own {fp}: the definition shown was changed"
             )));
@@ -82,19 +131,24 @@ pub(crate) fn pins(
             None => out.push((None, format!(
                 "the pin of {name} has no tool.pinned or tool.accepted record: nobody pinned or accepted it, yet calls matching it go through"
             ))),
-            Some((seq, at, want)) if want != fp || at != pinned_at => out.push((Some(seq), format!(
-                "the pin of {name} differs from its newest record {seq} (fingerprint {want}, pinned at {at}): a definition nobody reviewed would be called"
+            Some((seq, at, want, by)) if want != fp || at != pinned_at || by != pinned_by => out.push((Some(seq), format!(
+                "the pin of {name} differs from its newest record {seq} (fingerprint {want}, pinned at {at} by {by}): a definition nobody reviewed would be called"
             ))),
             Some(_) => {}
         }
     }
-    for (key, (seq, _, _)) in recorded {
+    for (key, (seq, ..)) in recorded {
         out.push((Some(seq), format!(
             "audit record {seq} pinned {}, which is not in the pins table: the next definition would be trusted unreviewed",
             pin_name(&key)
         )));
     }
     Ok(())
+}
+
+/// Whether stored definition `definition` (JSON text) has fingerprint `fp`.
+fn defines(definition: &str, fp: &str) -> bool {
+    serde_json::from_str::<Value>(definition).is_ok_and(|d| crate::pins::fingerprint(&d) == fp)
 }
 
 /// `server/tool` of the gateway's hub, or `server/tool for agent A`.
@@ -106,26 +160,52 @@ fn pin_name((scope, server, tool): &PinKey) -> String {
     }
 }
 
-/// Each record of the kinds `kinds` naming a `review_id`: that id → `(seq, kind)`, the
-/// newest record of each.
-fn review_records(conn: Conn<'_>, kinds: &str) -> db::Result<HashMap<String, (i64, String)>> {
+/// One review record: `(seq, kind, at, actor)` and the review it describes (scope, server,
+/// tool, fingerprint).
+type ReviewRecord = ((i64, String, i64, String), (PinKey, String));
+
+/// Each record of the kinds `kinds` naming a `review_id`: that id → its newest record.
+fn review_records(conn: Conn<'_>, kinds: &str) -> db::Result<HashMap<String, ReviewRecord>> {
     let mut out = HashMap::new();
     conn.prepare_cached(&format!(
-        "SELECT seq, kind, data FROM audit WHERE kind IN ({kinds}) ORDER BY seq"
+        "SELECT seq, kind, at, actor, data FROM audit WHERE kind IN ({kinds}) ORDER BY seq"
     ))?
     .for_each([], |r| {
-        if let Some(id) = text_at(&json_of(r)?, "review_id") {
-            out.insert(id, (r.get(0)?, r.get(1)?));
+        let d = json_of(r)?;
+        if let Some(id) = text_at(&d, "review_id") {
+            let (seq, kind, at, actor): (i64, String, i64, String) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            let key = (
+                scope_of(&kind, &d),
+                text_at(&d, "server").unwrap_or_default(),
+                text_at(&d, "tool").unwrap_or_default(),
+            );
+            let fp = text_at(&d, "fingerprint").unwrap_or_default();
+            out.insert(id, ((seq, kind, at, actor), (key, fp)));
         }
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(out)
 }
 
-/// Every `tool_reviews` row must have the `tool.changed` / `tool.new` record that raised it,
-/// and its status must be what its `tool.accepted` / `tool.rejected` record says (`pending`
-/// without one): a review marked accepted behind the gateway's back lets the waiting relay go
-/// on. Rows seen before the archive's cut-off may have lost their records.
+/// A `tool_reviews` row: id, what it reviews (scope, server, tool, fingerprint), its
+/// definition, when and by whom it was seen, its status and who decided it when.
+struct ReviewRow {
+    id: String,
+    reviews: (PinKey, String),
+    definition: String,
+    seen: (i64, String),
+    status: String,
+    decided: (Option<String>, Option<i64>),
+}
+
+/// Every `tool_reviews` row must be the review its `tool.changed` / `tool.new` record raised
+/// (same scope, server, tool and fingerprint, seen at that time by that agent) and hold a
+/// definition with that fingerprint — found by review: an accepted review whose fingerprint
+/// and definition were swapped for a rug-pulled version let that version through —, and its
+/// status, decider and time must be what its `tool.accepted` / `tool.rejected` record says
+/// (`pending` without one): a review marked accepted lets the waiting relay go on. Rows seen
+/// before the archive's cut-off may have lost their records.
 pub(crate) fn reviews(
     conn: Conn<'_>,
     gone: &Gone,
@@ -133,40 +213,33 @@ pub(crate) fn reviews(
 ) -> db::Result<()> {
     let mut raised = review_records(conn, "'tool.changed', 'tool.new'")?;
     let decided = review_records(conn, "'tool.accepted', 'tool.rejected'")?;
-    type ReviewRow = (String, String, String, String, i64);
     let rows: Vec<ReviewRow> = conn.query_map(
-        "SELECT id, server, tool, status, seen_at FROM tool_reviews ORDER BY seen_at, id",
+        "SELECT id, scope, server, tool, fingerprint, definition, seen_at, seen_by, status, decided_by, decided_at FROM tool_reviews ORDER BY seen_at, id",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        |r| {
+            Ok(ReviewRow {
+                id: r.get(0)?,
+                reviews: ((r.get(1)?, r.get(2)?, r.get(3)?), r.get(4)?),
+                definition: r.get(5)?,
+                seen: (r.get(6)?, r.get(7)?),
+                status: r.get(8)?,
+                decided: (r.get(9)?, r.get(10)?),
+            })
+        },
     )?;
-    for (id, server, tool, status, seen_at) in rows {
-        let archived = gone.before(seen_at);
-        if raised.remove(&id).is_none() && !archived {
-            out.push((None, format!(
-                "tool review {id} ({server}/{tool}) has no tool.changed or tool.new record: no relay reported it"
-            )));
-        }
-        let want = decided.get(&id).map(|(seq, kind)| {
-            let st = if kind == "tool.accepted" {
-                "accepted"
-            } else {
-                "rejected"
-            };
-            (*seq, st)
-        });
-        match want {
-            None if status == "pending" || archived => {}
-            None => out.push((None, format!(
-                "tool review {id} ({server}/{tool}) is {status}, but the audit log has no tool.accepted or tool.rejected record for it"
-            ))),
-            Some((seq, st)) if st != status => out.push((Some(seq), format!(
-                "tool review {id} ({server}/{tool}) is {status}, but audit record {seq} says it was {st}"
-            ))),
-            Some(_) => {}
-        }
+    for row in rows {
+        check_review(
+            &row,
+            raised.remove(&row.id),
+            decided.get(&row.id),
+            gone,
+            out,
+        );
     }
-    let mut orphans: Vec<(i64, String)> =
-        raised.into_iter().map(|(id, (seq, _))| (seq, id)).collect();
+    let mut orphans: Vec<(i64, String)> = raised
+        .into_iter()
+        .map(|(id, ((seq, ..), _))| (seq, id))
+        .collect();
     orphans.sort();
     for (seq, id) in orphans {
         out.push((
@@ -177,4 +250,51 @@ pub(crate) fn reviews(
         ));
     }
     Ok(())
+}
+
+/// [`reviews`] of one row against the record that raised it and the one that decided it.
+fn check_review(
+    row: &ReviewRow,
+    raised: Option<ReviewRecord>,
+    decided: Option<&ReviewRecord>,
+    gone: &Gone,
+    out: &mut Vec<(Option<i64>, String)>,
+) {
+    let id = &row.id;
+    let name = pin_name(&row.reviews.0);
+    let archived = gone.before(row.seen.0);
+    if !defines(&row.definition, &row.reviews.1) {
+        out.push((None, format!(
+            "tool review {id} ({name}) holds a definition whose fingerprint is not its own: the definition shown was changed"
+        )));
+    }
+    match raised {
+        None if archived => {}
+        None => out.push((None, format!(
+            "tool review {id} ({name}) has no tool.changed or tool.new record: no relay reported it"
+        ))),
+        Some(((seq, kind, at, actor), reviews)) if reviews != row.reviews || at != row.seen.0 || actor != row.seen.1 => {
+            out.push((Some(seq), format!(
+                "tool review {id} ({name}) differs from its {kind} record {seq} (scope, server, tool, fingerprint, time or reporter changed): its decision would pass another definition"
+            )))
+        }
+        Some(_) => {}
+    }
+    match decided {
+        None if row.status == "pending" || archived => {}
+        None => out.push((None, format!(
+            "tool review {id} ({name}) is {}, but the audit log has no tool.accepted or tool.rejected record for it",
+            row.status
+        ))),
+        Some(((seq, kind, at, actor), reviews)) => {
+            let st = if kind == "tool.accepted" { "accepted" } else { "rejected" };
+            let by = (Some(actor.clone()), Some(*at));
+            if st != row.status || by != row.decided || reviews != &row.reviews {
+                out.push((Some(*seq), format!(
+                    "tool review {id} ({name}) is {} (decided by {:?} at {:?}), but audit record {seq} says {actor} {st} it at {at}",
+                    row.status, row.decided.0, row.decided.1
+                )));
+            }
+        }
+    }
 }

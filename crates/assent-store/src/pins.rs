@@ -279,8 +279,12 @@ impl Store {
         named_reporter(scope)?;
         let key = scope.key();
         self.write(|tx| {
+            // Seen: a server row, or any pin or review of it (found by review: with its server
+            // row deleted, the next definition would have been pinned on first use, unreviewed).
             let seen = tx
-                .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1 AND (scope = ?2 OR scope = '') LIMIT 1")?
+                .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1 AND (scope = ?2 OR scope = '')
+                    UNION ALL SELECT 1 FROM tool_pins WHERE server = ?1 AND (scope = ?2 OR scope = '')
+                    UNION ALL SELECT 1 FROM tool_reviews WHERE server = ?1 AND (scope = ?2 OR scope = '') LIMIT 1")?
                 .query_row(params![server, key], |_| Ok(()))
                 .optional()?
                 .is_some();
