@@ -180,9 +180,19 @@ impl Waiters {
     /// ([`Waiters::settled`]). Call it only with the committed, final state of the key (it
     /// stays until the last waiter of the key is gone).
     pub(crate) fn wake_with(&self, key: &str, settled: impl FnOnce() -> Settled) {
+        let waited = {
+            let k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            k.contains_key(key)
+        };
+        if !waited {
+            return;
+        }
+        // Built outside the lock (a record may be large); a waiter that left meanwhile leaves
+        // nothing to hand it to, and one that came meanwhile is woken with it too.
+        let value = settled();
         let mut k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = k.get_mut(key) {
-            slot.settled = Some(settled());
+            slot.settled = Some(value);
             slot.notify.notify_waiters();
         }
     }
