@@ -37,8 +37,9 @@ fn scope_of(kind: &str, d: &Value) -> String {
 #[derive(Default)]
 struct PinRecords {
     newest: BTreeMap<PinKey, PinRecord>,
-    /// `(scope, server)` → `at` of its first `tool.pinned`, `tool.new` or `tool.changed`.
-    first_seen: HashMap<(String, String), i64>,
+    /// `(scope, server)` → `(seq, at)` of its first `tool.pinned`, `tool.new` or
+    /// `tool.changed` record.
+    first_seen: HashMap<(String, String), (i64, i64)>,
     /// `(seq, at, pin)` of each `tool.pinned` record.
     on_first_use: Vec<(i64, i64, PinKey)>,
 }
@@ -60,7 +61,7 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
         );
         if kind != "tool.accepted" {
             let first = out.first_seen.entry((key.0.clone(), key.1.clone()));
-            first.or_insert(at);
+            first.or_insert((seq, at));
         }
         let fp = text_at(&d, "fingerprint").unwrap_or_default();
         match kind.as_str() {
@@ -79,19 +80,20 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
     Ok(out)
 }
 
-/// A pin made on first use is one of the first report of its server in its scope (or, for
-/// an agent's scope, before the gateway's hub reported it): found by review, deleting a
-/// server's `tool_servers` row (and its pins) made the next definition, however changed, be
-/// pinned on first use, with no review, and its records then looked well formed.
+/// A pin made on first use is one of the first report of its server in its scope (the
+/// records of one report share its time), and, in an agent's scope, comes before any record
+/// of the gateway's hub for that server (an agent's relay checks against the hub's pins once
+/// there are any): found by review, deleting a server's `tool_servers` row (and its pins) made
+/// the next definition, however changed, be pinned on first use, with no review, and its
+/// records then looked well formed. Order is the chain's (`seq`): a report's time is taken
+/// before it waits for the write lock, so two reports' times need not follow their order.
 fn first_use_only_first(r: &PinRecords, out: &mut Vec<(Option<i64>, String)>) {
     for (seq, at, key) in &r.on_first_use {
         let (scope, server, _) = key;
-        let earlier = |s: &str| {
-            r.first_seen
-                .get(&(s.to_string(), server.clone()))
-                .filter(|first| *first < at)
-        };
-        if let Some(first) = earlier(scope).or_else(|| earlier("")) {
+        let first = |s: &str| r.first_seen.get(&(s.to_string(), server.clone()));
+        let own = first(scope).filter(|(_, first_at)| first_at != at);
+        let hub = first("").filter(|(first_seq, _)| !scope.is_empty() && first_seq < seq);
+        if let Some((_, first)) = own.or(hub) {
             out.push((Some(*seq), format!(
                 "audit record {seq} pinned {} on first use, but its server was first reported at {first}: the server was made to look new, and the definition was trusted unreviewed",
                 pin_name(key)

@@ -274,3 +274,39 @@ fn pins_from_before_the_scopes_become_the_gateways_and_keep_holding() {
         }
     });
 }
+
+/// `audit verify`'s pin check follows the chain's order, not the reports' clocks: an agent's
+/// relay pinning a server on first use, then the gateway's hub pinning it in its own scope
+/// with an earlier time (taken before it waited for the write lock), is no problem (found by
+/// review of the check, which compared times). A server made to look new in the agent's scope
+/// afterwards (its rows deleted, the next definition pinned on first use) is reported.
+#[test]
+fn first_use_pins_are_judged_in_chain_order() {
+    both_stores(|db, s| {
+        let first = s
+            .check_tools(BOT, "gh", &[genuine()], "bot", 2_000)
+            .unwrap();
+        assert_eq!(first[0].state, PinState::FirstUse);
+        let hub = s
+            .check_tools(PinScope::Gateway, "gh", &[genuine()], "hub", 1_000)
+            .unwrap();
+        assert_eq!(hub[0].state, PinState::FirstUse);
+        let conn = db.connect().unwrap();
+        let found = assent_store::integrity::cross_check_on(conn.conn()).unwrap();
+        assert!(found.is_empty(), "{found:?}");
+        conn.conn()
+            .batch("DELETE FROM tool_pins; DELETE FROM tool_servers; DELETE FROM tool_reviews;")
+            .unwrap();
+        let again = s
+            .check_tools(BOT, "gh", &[injected()], "bot", 3_000)
+            .unwrap();
+        assert_eq!(again[0].state, PinState::FirstUse);
+        let found = assent_store::integrity::cross_check_on(conn.conn()).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|(_, m)| m.contains("on first use, but its server was first reported at 2000")),
+            "{found:?}"
+        );
+    });
+}
