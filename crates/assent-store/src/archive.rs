@@ -55,16 +55,30 @@ pub struct Manifest {
     pub public_key: String,
     /// Ed25519 signature of [`Manifest::signed_bytes`] (128 hex).
     pub signature: String,
+    /// What the run wrote again at the chain's end before deleting, besides the standing
+    /// passkey registrations every run carries: [`CARRIES_TOOLS`] (the records of the standing
+    /// tool pins and reviews), or `""` for a run before schema 26. Signed when not empty; an
+    /// export without it reads as `""`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub carries: String,
 }
 
+/// [`Manifest::carries`] of a run that carried the records of the standing tool pins and
+/// reviews (`retention.rs` `carry_tools`).
+pub const CARRIES_TOOLS: &str = "tools";
+
 impl Manifest {
-    /// What is signed: the canonical JSON of every field but `signature`, with `"format"`.
+    /// What is signed: the canonical JSON of every field but `signature`, with `"format"`
+    /// (`carries` only when not empty, so a manifest from before it verifies as it was signed).
     pub fn signed_bytes(&self) -> Vec<u8> {
-        let v = json!({"format": FORMAT, "first_seq": self.first_seq, "last_seq": self.last_seq,
+        let mut v = json!({"format": FORMAT, "first_seq": self.first_seq, "last_seq": self.last_seq,
             "first_prev_hash": self.first_prev_hash, "last_hash": self.last_hash,
             "record_count": self.record_count, "records_sha256": self.records_sha256,
             "file": self.file, "cutoff": self.cutoff, "archived_at": self.archived_at,
             "public_key": self.public_key});
+        if !self.carries.is_empty() {
+            v["carries"] = self.carries.clone().into();
+        }
         canonical_value(&v)
             .expect("strings and integers canonicalise")
             .into_bytes()
@@ -84,11 +98,11 @@ impl Manifest {
 }
 
 /// The columns of `audit_archives`, in [`Manifest`] order.
-pub(crate) const COLUMNS: &str = "first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature";
+pub(crate) const COLUMNS: &str = "first_seq, last_seq, first_prev_hash, last_hash, record_count, records_sha256, file, cutoff, archived_at, public_key, signature, carries";
 
 fn row(r: &db::Row<'_>) -> db::Result<Manifest> {
     from_row!(r => Manifest { first_seq, last_seq, first_prev_hash, last_hash, record_count,
-        records_sha256, file, cutoff, archived_at, public_key, signature })
+        records_sha256, file, cutoff, archived_at, public_key, signature, carries })
 }
 
 /// Every stored anchor, oldest first (none before schema 11).
@@ -296,6 +310,9 @@ pub fn against_store(conn: Conn<'_>, m: &Manifest) -> db::Result<Option<String>>
 pub(crate) struct Gone {
     /// The latest `(cutoff, archived_at)` of the anchors; `None`: nothing was archived.
     newest: Option<(i64, i64)>,
+    /// The latest `cutoff` of the anchors of runs that did not carry the tool pins' and
+    /// reviews' records ([`CARRIES_TOOLS`]); `None`: every run carried them (or none ran).
+    tools_uncarried: Option<i64>,
 }
 
 impl Gone {
@@ -304,13 +321,25 @@ impl Gone {
         let all = stored(conn)?;
         let cutoff = all.iter().map(|a| a.cutoff).max();
         let at = all.iter().map(|a| a.archived_at).max();
+        let tools_uncarried = all
+            .iter()
+            .filter(|a| a.carries != CARRIES_TOOLS)
+            .map(|a| a.cutoff)
+            .max();
         Ok(Gone {
             newest: cutoff.zip(at),
+            tools_uncarried,
         })
     }
     /// Whether a record written at `t` may have been archived.
     pub(crate) fn before(&self, t: i64) -> bool {
         self.newest.is_some_and(|(cutoff, _)| t < cutoff)
+    }
+    /// Whether a tool pin or review dated `t` may have lost its records to a run that did not
+    /// carry them (a run before schema 26); runs since write them again, so a row they cover
+    /// needs its records.
+    pub(crate) fn tools_before(&self, t: i64) -> bool {
+        self.tools_uncarried.is_some_and(|cutoff| t < cutoff)
     }
     /// Whether something that ended at `t` (used, expired, revoked) had ended by the run.
     pub(crate) fn ended(&self, t: Option<i64>) -> bool {

@@ -532,7 +532,8 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     crate::integrity_people::decisions(conn, &mut out)?;
     crate::integrity_people::votes(conn, &gone, &mut out)?;
     crate::integrity_people::passkeys(conn, &mut out)?;
-    crate::integrity_pins::pins(conn, &gone, &mut out)?;
-    crate::integrity_pins::reviews(conn, &gone, &mut out)?;
+    let mut vouched = std::collections::BTreeSet::new();
+    crate::integrity_pins::pins(conn, &gone, &mut out, &mut vouched)?;
+    crate::integrity_pins::reviews(conn, &gone, &mut out, &mut vouched)?;
     Ok(out)
 }

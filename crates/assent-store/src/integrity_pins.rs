@@ -11,7 +11,7 @@ use crate::archive::Gone;
 use crate::audit::{json_of, text_at};
 use crate::db::{self, Conn};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::ControlFlow;
 
 /// A pin's identity: `(scope, server, tool)`, scope `''` for the gateway's hub.
@@ -29,6 +29,15 @@ fn scope_of(kind: &str, d: &Value) -> String {
         "tool.accepted" | "tool.rejected" => text_at(d, "agent").unwrap_or_default(),
         _ if d["scope"] == "agent" => text_at(d, "reporter").unwrap_or_default(),
         _ => String::new(),
+    }
+}
+
+/// The time a record stands for: its own, or for a copy audit retention carried forward
+/// (`carried_from`), the original's (`carried_at`).
+fn time_of(at: i64, d: &Value) -> i64 {
+    match (&d["carried_from"], d["carried_at"].as_i64()) {
+        (Value::Number(_), Some(t)) => t,
+        _ => at,
     }
 }
 
@@ -59,7 +68,11 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
             text_at(&d, "server").unwrap_or_default(),
             text_at(&d, "tool").unwrap_or_default(),
         );
-        if kind != "tool.accepted" {
+        // A carried copy was judged as the original; the first reports it came after are
+        // archived, so it takes no part in the first-use rule.
+        let carried = d["carried_from"].is_number();
+        let at = time_of(at, &d);
+        if kind != "tool.accepted" && !carried {
             let first = out.first_seen.entry((key.0.clone(), key.1.clone()));
             first.or_insert((seq, at));
         }
@@ -67,7 +80,9 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
         match kind.as_str() {
             "tool.pinned" => {
                 let by = text_at(&d, "by").unwrap_or_else(|| "trust-on-first-use".into());
-                out.on_first_use.push((seq, at, key.clone()));
+                if !carried {
+                    out.on_first_use.push((seq, at, key.clone()));
+                }
                 out.newest.insert(key, (seq, at, fp, by));
             }
             "tool.accepted" => {
@@ -105,12 +120,15 @@ fn first_use_only_first(r: &PinRecords, out: &mut Vec<(Option<i64>, String)>) {
 /// Every `tool_pins` row must be the pin its newest `tool.pinned` / `tool.accepted` record set
 /// (same fingerprint, pinned at that record's time, by the same operator or on first use), and
 /// its stored definition must have that fingerprint; a row without a record is reported unless
-/// it was pinned before the archive's cut-off. A record whose pin is gone is reported too, and
-/// a pin made on first use of a server reported before ([`first_use_only_first`]).
+/// it was pinned before the cut-off of an archive run that did not carry its records
+/// ([`Gone::tools_before`]). A record whose pin is gone is reported too, and a pin made on
+/// first use of a server reported before ([`first_use_only_first`]). The `seq` of each record
+/// that vouches for a row (the row matches it) goes into `vouch`.
 pub(crate) fn pins(
     conn: Conn<'_>,
     gone: &Gone,
     out: &mut Vec<(Option<i64>, String)>,
+    vouch: &mut BTreeSet<i64>,
 ) -> db::Result<()> {
     let records = pin_records(conn)?;
     first_use_only_first(&records, out);
@@ -123,20 +141,25 @@ pub(crate) fn pins(
     )?;
     for (key, fp, definition, pinned_at, pinned_by) in rows {
         let name = pin_name(&key);
-        if !defines(&definition, &fp) {
+        let defined = defines(&definition, &fp);
+        if !defined {
             out.push((None, format!(
                 "the pin of {name} holds a definition whose fingerprint is not its own {fp}: the definition shown was changed"
             )));
         }
         match recorded.remove(&key) {
-            None if gone.before(pinned_at) => {}
+            None if gone.tools_before(pinned_at) => {}
             None => out.push((None, format!(
                 "the pin of {name} has no tool.pinned or tool.accepted record: nobody pinned or accepted it, yet calls matching it go through"
             ))),
             Some((seq, at, want, by)) if want != fp || at != pinned_at || by != pinned_by => out.push((Some(seq), format!(
                 "the pin of {name} differs from its newest record {seq} (fingerprint {want}, pinned at {at} by {by}): a definition nobody reviewed would be called"
             ))),
-            Some(_) => {}
+            Some((seq, ..)) => {
+                if defined {
+                    vouch.insert(seq);
+                }
+            }
         }
     }
     for (key, (seq, ..)) in recorded {
@@ -177,6 +200,7 @@ fn review_records(conn: Conn<'_>, kinds: &str) -> db::Result<HashMap<String, Rev
         if let Some(id) = text_at(&d, "review_id") {
             let (seq, kind, at, actor): (i64, String, i64, String) =
                 (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            let at = time_of(at, &d);
             let key = (
                 scope_of(&kind, &d),
                 text_at(&d, "server").unwrap_or_default(),
@@ -207,11 +231,14 @@ struct ReviewRow {
 /// and definition were swapped for a rug-pulled version let that version through —, and its
 /// status, decider and time must be what its `tool.accepted` / `tool.rejected` record says
 /// (`pending` without one): a review marked accepted lets the waiting relay go on. Rows seen
-/// before the archive's cut-off may have lost their records.
+/// before the cut-off of an archive run that did not carry their records
+/// ([`Gone::tools_before`]) may have lost them. The `seq` of each record that vouches for a
+/// row goes into `vouch`.
 pub(crate) fn reviews(
     conn: Conn<'_>,
     gone: &Gone,
     out: &mut Vec<(Option<i64>, String)>,
+    vouch: &mut BTreeSet<i64>,
 ) -> db::Result<()> {
     let mut raised = review_records(conn, "'tool.changed', 'tool.new'")?;
     let decided = review_records(conn, "'tool.accepted', 'tool.rejected'")?;
@@ -236,6 +263,7 @@ pub(crate) fn reviews(
             decided.get(&row.id),
             gone,
             out,
+            vouch,
         );
     }
     let mut orphans: Vec<(i64, String)> = raised
@@ -261,11 +289,13 @@ fn check_review(
     decided: Option<&ReviewRecord>,
     gone: &Gone,
     out: &mut Vec<(Option<i64>, String)>,
+    vouch: &mut BTreeSet<i64>,
 ) {
     let id = &row.id;
     let name = pin_name(&row.reviews.0);
-    let archived = gone.before(row.seen.0);
-    if !defines(&row.definition, &row.reviews.1) {
+    let archived = gone.tools_before(row.seen.0);
+    let defined = defines(&row.definition, &row.reviews.1);
+    if !defined {
         out.push((None, format!(
             "tool review {id} ({name}) holds a definition whose fingerprint is not its own: the definition shown was changed"
         )));
@@ -280,7 +310,11 @@ fn check_review(
                 "tool review {id} ({name}) differs from its {kind} record {seq} (scope, server, tool, fingerprint, time or reporter changed): its decision would pass another definition"
             )))
         }
-        Some(_) => {}
+        Some(((seq, ..), _)) => {
+            if defined {
+                vouch.insert(seq);
+            }
+        }
     }
     match decided {
         None if row.status == "pending" || archived => {}
@@ -296,7 +330,20 @@ fn check_review(
                     "tool review {id} ({name}) is {} (decided by {:?} at {:?}), but audit record {seq} says {actor} {st} it at {at}",
                     row.status, row.decided.0, row.decided.1
                 )));
+            } else if defined {
+                vouch.insert(*seq);
             }
         }
     }
+}
+
+/// The `seq` of every audit record that vouches for a standing tool pin or review: the records
+/// [`pins`] and [`reviews`] match a row against, where the row matches (audit retention carries
+/// these forward before archiving them; a row that does not match is not vouched for again).
+pub(crate) fn vouching(conn: Conn<'_>) -> db::Result<BTreeSet<i64>> {
+    let (mut out, mut vouch) = (Vec::new(), BTreeSet::new());
+    let gone = Gone::of(conn)?;
+    pins(conn, &gone, &mut out, &mut vouch)?;
+    reviews(conn, &gone, &mut out, &mut vouch)?;
+    Ok(vouch)
 }

@@ -68,6 +68,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(23, "0023_security_backlog"),
     migration!(24, "0024_pin_scope"),
     migration!(25, "0025_oidc_login_clients"),
+    migration!(26, "0026_archive_carries"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

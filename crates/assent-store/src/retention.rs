@@ -28,10 +28,11 @@
 //!
 //! The format, the anchors and the offline checks of an export are [`crate::archive`].
 
-use crate::archive::{COLUMNS, Manifest};
+use crate::archive::{CARRIES_TOOLS, COLUMNS, Manifest};
 use crate::audit::{self, AuditRecord};
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
+use crate::integrity_pins;
 use crate::kit::{create_private_dir, io, random_id};
 use crate::params;
 use crate::sql::{self, from_row};
@@ -328,6 +329,7 @@ impl Store {
             archived_at: now,
             public_key: String::new(),
             signature: String::new(),
+            carries: CARRIES_TOOLS.to_string(),
         }
         .signed(&self.audit_key);
         let trailer = format!("{}\n", json!({ "manifest": manifest }));
@@ -413,6 +415,7 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
         )));
     }
     carry_passkeys(tx, m)?;
+    carry_tools(tx, m)?;
     let gone = tx.execute(
         "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",
         params![m.first_seq, m.last_seq],
@@ -424,7 +427,7 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
     }
     tx.execute(
         &format!(
-            "INSERT INTO audit_archives ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+            "INSERT INTO audit_archives ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"
         ),
         params![
             m.first_seq,
@@ -437,10 +440,39 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
             m.cutoff,
             m.archived_at,
             m.public_key,
-            m.signature
+            m.signature,
+            m.carries
         ],
     )?;
     Ok(true)
+}
+
+/// Before the records `m` covers are deleted: each record among them that vouches for a
+/// standing tool pin or review (the newest `tool.pinned` / `tool.accepted` of a pin that still
+/// matches it, the `tool.new` / `tool.changed` that raised a review and the `tool.accepted` /
+/// `tool.rejected` that decided it, each matching its row: [`integrity_pins::vouching`]) is
+/// written again at the chain's end (same kind, actor and data, plus `carried_from`, the
+/// archived record's `seq`, and `carried_at`, its original time), so `assent audit verify`
+/// finds the records of every pin and review in the live chain and never excuses a row by its
+/// own (forgeable) date after a run that carried (before, a review row planted as accepted
+/// and dated before the cut-off passed, and the relay called its definition).
+fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
+    let vouching = integrity_pins::vouching(**tx)?;
+    let due = vouching.range(m.first_seq..=m.last_seq);
+    for seq in due {
+        let (at, kind, actor, data): (i64, String, String, String) = tx.query_row(
+            "SELECT at, kind, actor, data FROM audit WHERE seq = ?1",
+            [*seq],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        let Ok(serde_json::Value::Object(mut d)) = serde_json::from_str(&data) else {
+            continue;
+        };
+        d.entry("carried_at").or_insert(at.into());
+        d.insert("carried_from".into(), (*seq).into());
+        audit::append(**tx, m.archived_at, &kind, None, &actor, &d.into())?;
+    }
+    Ok(())
 }
 
 /// Before the records `m` covers are deleted: each `passkey.registered` record among them

@@ -26,6 +26,7 @@ mod pin_scope;
 mod readers;
 mod replicas;
 mod retention;
+mod retention_tools;
 mod sec_backlog;
 mod session_risk;
 mod store_sql;
