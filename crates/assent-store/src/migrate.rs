@@ -69,6 +69,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(24, "0024_pin_scope"),
     migration!(25, "0025_oidc_login_clients"),
     migration!(26, "0026_archive_carries"),
+    migration!(27, "0027_ui_session_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -1,6 +1,7 @@
 //! The dashboard's signed-in sessions (issue 13 §2): kept in the database, so a session
 //! started on one replica is known to every other and survives a restart, by the SHA-256 of
-//! the cookie's value (the database never holds a value that signs anyone in). Expired
+//! the cookie's value (the database never holds a value that signs anyone in, nor the key
+//! that seals a row). Expired
 //! sessions are removed when a new one starts. Not audited (sign-ins are logged by the
 //! server) and not announced to the event streams. A session is started by an operator key
 //! (its roles are the principal's, looked up on every request) or by single sign-on (issue 14
@@ -9,12 +10,34 @@
 //! configuration on every request). Each
 //! keeps when it signed in (`authenticated_at`, migration 0023), for the step-up a sensitive
 //! form asks for.
+//!
+//! **Sealed rows** (migration 0027): each row carries a seal, HMAC-SHA256 over its columns
+//! under a key derived from the audit key ([`Store::session_seal`]), which every replica reads
+//! from `keys_dir` and the database never holds. A row without its seal — planted or edited
+//! by whoever can write the database but has no key — is no session: before, a planted row
+//! signed its planter in as any operator, and their approvals then carried that operator's
+//! name in genuine audit records, which `audit verify` could not tell apart.
 
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::params;
 use crate::single_use;
 use crate::store::Store;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// What the seal key is derived under (HMAC-SHA256 of this label, keyed with the audit key's
+/// 32 secret bytes): a key of its own, never the signing key itself.
+const SEAL_LABEL: &[u8] = b"assent/ui-session-seal/v1";
+
+/// A stored session row: the session, its kind (`key`, `oidc`), its roles column and when it
+/// signed in.
+struct Row {
+    session: UiSession,
+    kind: String,
+    roles: String,
+    authenticated_at: i64,
+}
 
 /// One signed-in operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,15 +121,77 @@ impl Store {
         (kind, roles): (&str, &str),
         now: i64,
     ) -> Result<(), StoreError> {
+        let row = Row {
+            session: s.clone(),
+            kind: kind.into(),
+            roles: roles.into(),
+            authenticated_at: now,
+        };
+        let seal = hex::encode(self.session_seal(id_sha256, &row).finalize().into_bytes());
         self.write_unannounced(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
-                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, now],
+                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, now, seal],
             )
             .map(drop)
         })?;
         Ok(())
+    }
+
+    /// The seal of session row `row` stored under `id_sha256`, not yet finalised: HMAC-SHA256
+    /// under the key derived from the audit key ([`SEAL_LABEL`]) over the JSON array of the
+    /// row's columns (`[id_sha256, operator, csrf, expires_at, kind, roles,
+    /// authenticated_at]`: strings and integers, so one text per row).
+    fn session_seal(&self, id_sha256: &str, row: &Row) -> Hmac<Sha256> {
+        let keyed = |k: &[u8]| Hmac::<Sha256>::new_from_slice(k).expect("any key length");
+        let mut derive = keyed(&self.audit_key.to_bytes());
+        derive.update(SEAL_LABEL);
+        let mut mac = keyed(&derive.finalize().into_bytes());
+        let s = &row.session;
+        let columns = serde_json::json!([
+            id_sha256,
+            s.operator,
+            s.csrf,
+            s.expires_at,
+            row.kind,
+            row.roles,
+            row.authenticated_at
+        ]);
+        mac.update(columns.to_string().as_bytes());
+        mac
+    }
+
+    /// The live row stored under `id_sha256` (checked by the caller) at `now`, if its seal is
+    /// the row's own ([`Store::session_seal`]); a row whose seal is not is treated as absent
+    /// (fail closed).
+    fn sealed_row(&self, id_sha256: &str, now: i64) -> Result<Option<Row>, StoreError> {
+        let guard = self.lock();
+        let row = guard
+            .conn()
+            .query_row(
+                "SELECT operator, csrf, expires_at, kind, roles, authenticated_at, seal FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                params![id_sha256, now],
+                |r| {
+                    let session = UiSession {
+                        operator: r.get(0)?,
+                        csrf: r.get(1)?,
+                        expires_at: r.get(2)?,
+                    };
+                    let row = Row { session, kind: r.get(3)?, roles: r.get(4)?, authenticated_at: r.get(5)? };
+                    Ok((row, r.get::<String>(6)?))
+                },
+            )
+            .optional()?;
+        drop(guard);
+        Ok(row.and_then(|(row, seal)| {
+            let given = hex::decode(&seal).unwrap_or_default();
+            let ok = self
+                .session_seal(id_sha256, &row)
+                .verify_slice(&given)
+                .is_ok();
+            ok.then_some(row)
+        }))
     }
 
     /// The session stored under `id_sha256` if it has not ended by `now` (Unix ms).
@@ -117,57 +202,42 @@ impl Store {
     /// [`Store::ui_session`] with, for a single sign-on session, what it was granted
     /// (`None`: a key's session, whose roles are its principal's). An SSO session whose stored
     /// grant does not read back, has no role, or was stored before its groups were kept (a
-    /// bare array of roles) is treated as unknown (fail closed: its operator signs in again).
+    /// bare array of roles) is treated as unknown (fail closed: its operator signs in again),
+    /// and so is any row whose seal is not its own (see the module doc).
     pub fn ui_session_with_roles(
         &self,
         id_sha256: &str,
         now: i64,
     ) -> Result<Option<SessionWithRoles>, StoreError> {
         check_digest(id_sha256)?;
-        let guard = self.lock();
-        let row = guard
-            .conn()
-            .query_row(
-                "SELECT operator, csrf, expires_at, kind, roles FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
-                params![id_sha256, now],
-                |r| {
-                    let s = UiSession {
-                        operator: r.get(0)?,
-                        csrf: r.get(1)?,
-                        expires_at: r.get(2)?,
-                    };
-                    Ok((s, r.get::<String>(3)?, r.get::<String>(4)?))
-                },
-            )
-            .optional()?;
-        Ok(row.and_then(|(s, kind, roles)| match kind.as_str() {
-            "key" => Some((s, None)),
-            "oidc" => serde_json::from_str::<SsoGrant>(&roles)
-                .ok()
-                .filter(|g| !g.roles.is_empty())
-                .map(|g| (s, Some(g))),
-            _ => None,
-        }))
+        let row = self.sealed_row(id_sha256, now)?;
+        Ok(row.and_then(
+            |Row {
+                 session,
+                 kind,
+                 roles,
+                 ..
+             }| match kind.as_str() {
+                "key" => Some((session, None)),
+                "oidc" => serde_json::from_str::<SsoGrant>(&roles)
+                    .ok()
+                    .filter(|g| !g.roles.is_empty())
+                    .map(|g| (session, Some(g))),
+                _ => None,
+            },
+        ))
     }
 
     /// When the session stored under `id_sha256` last authenticated (Unix ms: the `now` of its
-    /// sign-in; `0` for a session stored before migration 0023, never recent), if it has not
-    /// ended by `now`. What a sensitive form's step-up checks (removing a passkey).
+    /// sign-in), if it has not ended by `now` and its seal is its own. What a sensitive
+    /// form's step-up checks (removing a passkey).
     pub fn ui_session_authenticated_at(
         &self,
         id_sha256: &str,
         now: i64,
     ) -> Result<Option<i64>, StoreError> {
         check_digest(id_sha256)?;
-        let guard = self.lock();
-        Ok(guard
-            .conn()
-            .query_row(
-                "SELECT authenticated_at FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
-                params![id_sha256, now],
-                |r| r.get(0),
-            )
-            .optional()?)
+        Ok(self.sealed_row(id_sha256, now)?.map(|r| r.authenticated_at))
     }
 
     /// Ends every dashboard session of `operator` (on every replica at once): a reload that

@@ -1,7 +1,8 @@
 //! Regression tests of the security backlog, over HTTP against a real gateway: passkey
 //! ceremonies past the per-principal cap are a `429` (never a 5xx), for registration and for
 //! votes alike; removing a passkey needs a recent sign-in (a step-up), not just a session;
-//! refused single sign-on callbacks are throttled per address before the provider is asked.
+//! refused single sign-on callbacks are throttled per address before the provider is asked;
+//! a dashboard session row planted or edited in the database signs no one in.
 
 use crate::backend::{Param, audit_count};
 use crate::kit::{Gw, OP, assert_error, csrf_of, start_tuned};
@@ -202,6 +203,73 @@ async fn a_stolen_old_session_cannot_remove_passkeys_without_a_fresh_sign_in() {
     assert_eq!(r.status(), StatusCode::OK); // the list again, after the redirect
     assert_eq!(alices_passkeys(&gw), 0);
     assert_eq!(audit_count(&gw.data_dir, "passkey.removed"), 1);
+    gw.stop().await;
+}
+
+/// The status of `GET path` with session `cookie`, redirects not followed: `200` signed in,
+/// a redirect to the sign-in form otherwise.
+async fn signed_in_status(gw: &Gw, path: &str, cookie: &str) -> StatusCode {
+    let c = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = c.get(format!("{}{path}", gw.url)).header("cookie", cookie);
+    r.send().await.unwrap().status()
+}
+
+/// Attack: whoever can write the database, but holds no key, plants a dashboard session row
+/// for a cookie of their own as an operator (a copy of a real row, seal and all, under their
+/// digest; or a row with no seal), or edits a real one (a later end, a fresh sign-in time to
+/// pass the step-up, another operator): none of them signs anyone in, and the real session
+/// keeps working until its row is edited. Before, a planted row was a session as that
+/// operator, and the approvals made through it carried the operator's name in genuine audit
+/// records.
+#[tokio::test]
+async fn a_dashboard_session_planted_or_edited_in_the_database_signs_no_one_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = with_passkeys(dir.path()).await;
+    let (cookie, _) = alice_signed_in(&gw).await;
+    assert_eq!(
+        signed_in_status(&gw, "/ui/passkeys", &cookie).await,
+        StatusCode::OK
+    );
+    let mine = "planted-cookie-value";
+    let copy = format!(
+        "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, seal)
+         SELECT '{}', operator, csrf, expires_at, kind, roles, authenticated_at, seal FROM ui_sessions",
+        sha(mine)
+    );
+    gw.sql().exec(&copy, &[]);
+    let planted = format!("assent_ui={mine}");
+    assert_ne!(
+        signed_in_status(&gw, "/ui/passkeys", &planted).await,
+        StatusCode::OK
+    );
+    gw.sql().exec(
+        "UPDATE ui_sessions SET seal = '' WHERE operator = 'alice'",
+        &[],
+    );
+    assert_ne!(
+        signed_in_status(&gw, "/ui/passkeys", &planted).await,
+        StatusCode::OK
+    );
+    let (cookie, _) = alice_signed_in(&gw).await;
+    assert_eq!(
+        signed_in_status(&gw, "/ui/passkeys", &cookie).await,
+        StatusCode::OK
+    );
+    for edit in [
+        "expires_at = expires_at + 1",
+        "authenticated_at = authenticated_at + 1",
+        "operator = 'olaf'",
+    ] {
+        let (cookie, _) = alice_signed_in(&gw).await;
+        let id = sha(cookie.trim_start_matches("assent_ui="));
+        let sql = format!("UPDATE ui_sessions SET {edit} WHERE id_sha256 = '{id}'");
+        assert_eq!(gw.sql().exec(&sql, &[]), 1, "{sql}");
+        let status = signed_in_status(&gw, "/ui/passkeys", &cookie).await;
+        assert_ne!(status, StatusCode::OK, "{edit}");
+    }
     gw.stop().await;
 }
 
