@@ -12,6 +12,7 @@ use crate::events::{AaepEvent, ConfirmEvent};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, EditedCall, read_approval};
+use crate::seal::Sealed;
 use crate::store::Store;
 use crate::stored;
 use crate::tokens::{self, NewGrant};
@@ -252,7 +253,8 @@ impl Store {
                         whole_tool,
                         discouraged,
                     };
-                    tokens::create_grant(**tx, &g, actor, now)?;
+                    let seal = self.seal_key(Sealed::Grant);
+                    tokens::create_grant(**tx, &seal, &g, actor, now)?;
                 }
                 let device = rec.device_id.as_deref();
                 self.mint(

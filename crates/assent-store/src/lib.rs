@@ -93,6 +93,7 @@ mod reads;
 mod receipts;
 mod record;
 pub mod retention;
+mod seal;
 mod session_risk;
 pub mod sessions;
 mod single_use;

@@ -70,6 +70,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(25, "0025_oidc_login_clients"),
     migration!(26, "0026_archive_carries"),
     migration!(27, "0027_ui_session_seal"),
+    migration!(28, "0028_token_grant_seals"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

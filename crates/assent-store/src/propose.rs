@@ -14,6 +14,7 @@ use crate::kit::{random_id, to_json};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
+use crate::seal::Sealed;
 use crate::session_risk;
 use crate::sql;
 use crate::store::Store;
@@ -315,8 +316,15 @@ impl Store {
         let (tx, p, verdict) = (g.tx, g.p, g.verdict);
         let may = grant::may_use_grant(&verdict.terms, p.target.is_some());
         if may
-            && let Some((gid, scope)) =
-                find_grant(tx, p.agent, p.session_id, p.call, p.call_hash, p.now)?
+            && let Some((gid, scope)) = find_grant(
+                tx,
+                &self.seal_key(Sealed::Grant),
+                p.agent,
+                p.session_id,
+                p.call,
+                p.call_hash,
+                p.now,
+            )?
         {
             return self.use_grant(g, &gid, &scope);
         }

@@ -4,6 +4,7 @@
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::record::{ApprovalRecord, read_approval};
+use crate::seal::Sealed;
 use crate::sql;
 use crate::store::Store;
 use crate::tokens::signed_token;
@@ -49,7 +50,7 @@ impl Store {
             let rec = read_approval(c, id)?;
             let minted = rec.as_ref().is_some_and(|r| r.token.is_some());
             let token = if with_token && minted {
-                signed_token(c, &self.key, id)?
+                signed_token(c, &self.key, &self.seal_key(Sealed::Token), id)?
             } else {
                 None
             };

@@ -246,6 +246,10 @@ pub struct TokenInfo {
     pub device_id: Option<String>,
     /// The call hash it binds.
     pub call_hash: String,
+    /// The row's seal ([`crate::Store::token_of`] signs nothing for a row whose seal is not
+    /// its own); not part of any answer.
+    #[serde(skip)]
+    pub seal: String,
 }
 
 /// Reads approval `id` with its decisions and token strictly ([`ApprovalRecord::damaged`]).
@@ -283,10 +287,10 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
         rec.votes.push(v);
     }
     rec.token = conn
-        .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash FROM tokens WHERE approval_id = ?1")?
+        .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash, seal FROM tokens WHERE approval_id = ?1")?
         .query_row([id], |r| {
             from_row!(r => TokenInfo {
-                token_id, expires_at, used_at, issued_at, scope, device_id, call_hash
+                token_id, expires_at, used_at, issued_at, scope, device_id, call_hash, seal
             })
         })
         .optional()?;

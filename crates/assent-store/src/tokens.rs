@@ -10,6 +10,7 @@ use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{RedeemError, StoreError};
 use crate::params;
 use crate::record::ApprovalRecord;
+use crate::seal::{SealKey, Sealed};
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::RiskTier;
@@ -18,7 +19,58 @@ use assent_core::approval::GrantScope;
 use assent_core::grant::{self, Grant};
 use assent_core::redeem::{self, Presenter, Refusal};
 use assent_core::token::{Jwks, TokenClaims};
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// A `tokens` row's sealed columns ([`crate::seal`]): everything the signed token and its
+/// redemption are made of (`used_at` is not: a token made unused again is found by `audit
+/// verify`).
+struct TokenRow<'a> {
+    token_id: &'a str,
+    approval_id: &'a str,
+    agent: &'a str,
+    call_hash: &'a str,
+    issued_at: i64,
+    expires_at: i64,
+    scope: &'a str,
+    device_id: Option<&'a str>,
+}
+
+impl TokenRow<'_> {
+    /// `[token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id]`.
+    fn columns(&self) -> Value {
+        json!([
+            self.token_id,
+            self.approval_id,
+            self.agent,
+            self.call_hash,
+            self.issued_at,
+            self.expires_at,
+            self.scope,
+            self.device_id
+        ])
+    }
+}
+
+/// A `grants` row's sealed columns ([`crate::seal`]): `[id, agent, session_id, tool, server,
+/// call_hash, scope, expires_at, approval_id, created_at]` — what decides which calls it
+/// covers and where it came from (`revoked_at` is not: a revocation undone is found by `audit
+/// verify`).
+type GrantColumns<'a> = (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'a str,
+    Option<i64>,
+    &'a str,
+    i64,
+);
+
+fn grant_columns(g: GrantColumns<'_>) -> Value {
+    json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9])
+}
 
 impl Store {
     /// Mints the single-use token of approval `id` for `agent`, bound to `call_hash` and the
@@ -37,8 +89,19 @@ impl Store {
     ) -> db::Result<()> {
         let tid = uuid::Uuid::new_v4().to_string();
         let exp = now.saturating_add(self.token_ttl_ms);
-        tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
-            params![tid, approval_id, agent, call_hash, now, exp, scope, device_id],
+        let row = TokenRow {
+            token_id: &tid,
+            approval_id,
+            agent,
+            call_hash,
+            issued_at: now,
+            expires_at: exp,
+            scope,
+            device_id,
+        };
+        let seal = self.seal_key(Sealed::Token).seal(&row.columns());
+        tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)")?.execute(
+            params![tid, approval_id, agent, call_hash, now, exp, scope, device_id, seal],
         )?;
         audit::append(
             tx,
@@ -54,9 +117,22 @@ impl Store {
     /// The signed token string of approval record `rec` as read after its decision (its
     /// agent; its minted token's id, call hash, scope and times), signed without a store trip:
     /// the token [`Store::approval_and_token`] would give its agent for the same record.
-    /// `None` when no token was minted.
+    /// `None` when no token was minted, or its row's seal is not its own ([`crate::seal`]).
     pub fn token_of(&self, rec: &crate::ApprovalRecord) -> Option<String> {
         let t = rec.token.as_ref()?;
+        let row = TokenRow {
+            token_id: &t.token_id,
+            approval_id: &rec.id,
+            agent: &rec.agent,
+            call_hash: &t.call_hash,
+            issued_at: t.issued_at,
+            expires_at: t.expires_at,
+            scope: &t.scope,
+            device_id: t.device_id.as_deref(),
+        };
+        if !self.seal_key(Sealed::Token).holds(&row.columns(), &t.seal) {
+            return None;
+        }
         let c = claims(
             t.token_id.clone(),
             rec.agent.clone(),
@@ -71,7 +147,8 @@ impl Store {
     /// The signed token string for a minted token of approval `id`, for its agent.
     pub fn token_string(&self, id: &str) -> Result<Option<String>, StoreError> {
         let guard = self.lock();
-        Ok(signed_token(guard.conn(), &self.key, id)?)
+        let seal = self.seal_key(Sealed::Token);
+        Ok(signed_token(guard.conn(), &self.key, &seal, id)?)
     }
 
     /// The public token keys that verify at `now` (Unix ms): the current key and the retired
@@ -120,11 +197,12 @@ impl Store {
         };
         // A refusal is audited and commits (`RedeemError: Settles`); a store failure rolls
         // back.
+        let seal = self.seal_key(Sealed::Token);
         self.write(|tx| {
             let result = claims
                 .clone()
                 .ok_or(RedeemError::Invalid)
-                .and_then(|c| consume(**tx, c, &presented));
+                .and_then(|c| consume(**tx, c, &presented, &seal));
             let aid = claims.as_ref().map(|c| c.aid.as_str());
             let jti = claims.as_ref().map(|c| c.jti.clone());
             let mut data = json!({"token_id": jti, "call_hash": call_hash, "device_id": device_id});
@@ -187,6 +265,7 @@ impl Store {
 /// `now` or revoked). Returns `(grant id, scope)`.
 pub(crate) fn find_grant(
     tx: Conn<'_>,
+    seal: &SealKey,
     agent: &str,
     session_id: &str,
     call: &ToolCall,
@@ -194,20 +273,38 @@ pub(crate) fn find_grant(
     now: i64,
 ) -> db::Result<Option<(String, String)>> {
     type Row = (
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-        Option<i64>,
+        (String, String, Option<String>, Option<String>, Option<i64>),
         bool,
+        (String, i64, String),
     );
     let rows: Vec<Row> = sql::rows(
         tx,
-        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL FROM grants
+        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL, approval_id, created_at, seal FROM grants
          WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
         crate::params![agent, call.tool, call.server],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+        |r| {
+            let row = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+            Ok((row, r.get(5)?, (r.get(6)?, r.get(7)?, r.get(8)?)))
+        },
     )?;
+    // A row whose seal is not its own covers nothing ([`crate::seal`]).
+    let rows = rows
+        .into_iter()
+        .filter(|((id, scope, session, hash, exp), _, (aid, at, s))| {
+            let cols = (
+                id.as_str(),
+                agent,
+                session.as_deref(),
+                call.tool.as_str(),
+                call.server.as_deref(),
+                hash.as_deref(),
+                scope.as_str(),
+                *exp,
+                aid.as_str(),
+                *at,
+            );
+            seal.holds(&grant_columns(cols), s)
+        });
     let c = grant::CallView {
         agent,
         session_id,
@@ -217,7 +314,9 @@ pub(crate) fn find_grant(
         now,
     };
     Ok(rows
-        .into_iter()
+        .map(|((id, scope, session, hash, expires_at), revoked, _)| {
+            (id, scope, session, hash, expires_at, revoked)
+        })
         .find(|(_, _, session, hash, expires_at, revoked)| {
             let g = grant::GrantView {
                 agent,
@@ -253,6 +352,7 @@ pub(crate) struct NewGrant<'a> {
 /// its id (UUID v4).
 pub(crate) fn create_grant(
     tx: Conn<'_>,
+    seal: &SealKey,
     g: &NewGrant<'_>,
     actor: &str,
     now: i64,
@@ -262,9 +362,22 @@ pub(crate) fn create_grant(
     let scope_wire = g.scope.to_wire();
     let session = t.session_bound.then_some(&rec.session_id);
     let hash = t.exact_call.then_some(g.call_hash);
-    tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)")?
+    let cols = (
+        gid.as_str(),
+        rec.agent.as_str(),
+        session.map(String::as_str),
+        rec.call.tool.as_str(),
+        rec.call.server.as_deref(),
+        hash,
+        scope_wire.as_ref(),
+        t.expires_at,
+        rec.id.as_str(),
+        now,
+    );
+    let sealed = seal.seal(&grant_columns(cols));
+    tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, seal) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")?
         .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, hash,
-            scope_wire, rec.terms.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at])?;
+            scope_wire, rec.terms.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at, sealed])?;
     tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
         .execute(params![rec.id, gid])?;
     audit::append(
@@ -288,22 +401,46 @@ pub(crate) fn create_grant(
 pub(crate) fn signed_token(
     c: Conn<'_>,
     keys: &crate::token_keys::TokenKeys,
+    seal: &SealKey,
     id: &str,
 ) -> db::Result<Option<String>> {
-    type Row = (String, String, String, i64, i64, Option<String>);
+    type Row = (
+        String,
+        String,
+        String,
+        i64,
+        i64,
+        Option<String>,
+        (Option<String>, String),
+    );
     let row: Option<Row> = c
         .prepare_cached(
-            "SELECT token_id, agent, call_hash, issued_at, expires_at, scope FROM tokens WHERE approval_id = ?1",
+            "SELECT token_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal FROM tokens WHERE approval_id = ?1",
         )?
         .query_row([id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+            let (device, s) = (r.get(6)?, r.get(7)?);
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, (device, s)))
         })
         .optional()?;
-    Ok(row.map(|(jti, sub, call_hash, iat, exp, scope)| {
-        let scope = scope.unwrap_or_else(|| "once".to_string());
-        keys.signer()
-            .sign(&claims(jti, sub, id, call_hash, scope, (iat, exp)))
-    }))
+    Ok(
+        row.and_then(|(jti, sub, call_hash, iat, exp, scope, (device, s))| {
+            let scope = scope.unwrap_or_else(|| "once".to_string());
+            let row = TokenRow {
+                token_id: &jti,
+                approval_id: id,
+                agent: &sub,
+                call_hash: &call_hash,
+                issued_at: iat,
+                expires_at: exp,
+                scope: &scope,
+                device_id: device.as_deref(),
+            };
+            seal.holds(&row.columns(), &s).then(|| {
+                keys.signer()
+                    .sign(&claims(jti, sub, id, call_hash, scope, (iat, exp)))
+            })
+        }),
+    )
 }
 
 /// The claims of token `jti` of approval `aid` for agent `sub`, bound to `call_hash` with
@@ -333,15 +470,39 @@ fn consume(
     tx: Conn<'_>,
     c: TokenClaims,
     p: &redeem::Presented<'_>,
+    seal: &SealKey,
 ) -> Result<TokenClaims, RedeemError> {
-    type Row = (String, String, i64, Option<i64>, Option<String>);
+    type Row = (
+        String,
+        String,
+        i64,
+        Option<i64>,
+        Option<String>,
+        (i64, String, String),
+    );
     let row: Option<Row> = tx
-        .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?
+        .prepare_cached("SELECT agent, call_hash, expires_at, used_at, device_id, issued_at, scope, seal FROM tokens WHERE token_id = ?1 AND approval_id = ?2")?
         .query_row(params![c.jti, c.aid], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            let sealed = (r.get(5)?, r.get(6)?, r.get(7)?);
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, sealed))
         })
         .optional()?;
-    let (agent, hash, expires_at, used, device) = row.ok_or(RedeemError::Invalid)?;
+    let (agent, hash, expires_at, used, device, (issued_at, scope, s)) =
+        row.ok_or(RedeemError::Invalid)?;
+    // A row whose seal is not its own was not minted by a gateway: it redeems nothing.
+    let row = TokenRow {
+        token_id: &c.jti,
+        approval_id: &c.aid,
+        agent: &agent,
+        call_hash: &hash,
+        issued_at,
+        expires_at,
+        scope: &scope,
+        device_id: device.as_deref(),
+    };
+    if !seal.holds(&row.columns(), &s) {
+        return Err(RedeemError::Invalid);
+    }
     let minted = redeem::Minted {
         agent: &agent,
         call_hash: &hash,

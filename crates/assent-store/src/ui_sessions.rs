@@ -12,7 +12,7 @@
 //! form asks for.
 //!
 //! **Sealed rows** (migration 0027): each row carries a seal, HMAC-SHA256 over its columns
-//! under a key derived from the audit key ([`Store::session_seal`]), which every replica reads
+//! under a key derived from the audit key ([`crate::seal`]), which every replica reads
 //! from `keys_dir` and the database never holds. A row without its seal — planted or edited
 //! by whoever can write the database but has no key — is no session: before, a planted row
 //! signed its planter in as any operator, and their approvals then carried that operator's
@@ -21,14 +21,9 @@
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::params;
+use crate::seal::Sealed;
 use crate::single_use;
 use crate::store::Store;
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
-
-/// What the seal key is derived under (HMAC-SHA256 of this label, keyed with the audit key's
-/// 32 secret bytes): a key of its own, never the signing key itself.
-const SEAL_LABEL: &[u8] = b"assent/ui-session-seal/v1";
 
 /// A stored session row: the session, its kind (`key`, `oidc`), its roles column and when it
 /// signed in.
@@ -127,7 +122,8 @@ impl Store {
             roles: roles.into(),
             authenticated_at: now,
         };
-        let seal = hex::encode(self.session_seal(id_sha256, &row).finalize().into_bytes());
+        let key = self.seal_key(Sealed::UiSession);
+        let seal = key.seal(&Self::sealed_columns(id_sha256, &row));
         self.write_unannounced(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
@@ -139,17 +135,11 @@ impl Store {
         Ok(())
     }
 
-    /// The seal of session row `row` stored under `id_sha256`, not yet finalised: HMAC-SHA256
-    /// under the key derived from the audit key ([`SEAL_LABEL`]) over the JSON array of the
-    /// row's columns (`[id_sha256, operator, csrf, expires_at, kind, roles,
-    /// authenticated_at]`: strings and integers, so one text per row).
-    fn session_seal(&self, id_sha256: &str, row: &Row) -> Hmac<Sha256> {
-        let keyed = |k: &[u8]| Hmac::<Sha256>::new_from_slice(k).expect("any key length");
-        let mut derive = keyed(&self.audit_key.to_bytes());
-        derive.update(SEAL_LABEL);
-        let mut mac = keyed(&derive.finalize().into_bytes());
+    /// The columns of session row `row` stored under `id_sha256`, as sealed:
+    /// `[id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at]`.
+    fn sealed_columns(id_sha256: &str, row: &Row) -> serde_json::Value {
         let s = &row.session;
-        let columns = serde_json::json!([
+        serde_json::json!([
             id_sha256,
             s.operator,
             s.csrf,
@@ -157,13 +147,11 @@ impl Store {
             row.kind,
             row.roles,
             row.authenticated_at
-        ]);
-        mac.update(columns.to_string().as_bytes());
-        mac
+        ])
     }
 
     /// The live row stored under `id_sha256` (checked by the caller) at `now`, if its seal is
-    /// the row's own ([`Store::session_seal`]); a row whose seal is not is treated as absent
+    /// the row's own ([`crate::seal`]); a row whose seal is not is treated as absent
     /// (fail closed).
     fn sealed_row(&self, id_sha256: &str, now: i64) -> Result<Option<Row>, StoreError> {
         let guard = self.lock();
@@ -184,14 +172,10 @@ impl Store {
             )
             .optional()?;
         drop(guard);
-        Ok(row.and_then(|(row, seal)| {
-            let given = hex::decode(&seal).unwrap_or_default();
-            let ok = self
-                .session_seal(id_sha256, &row)
-                .verify_slice(&given)
-                .is_ok();
-            ok.then_some(row)
-        }))
+        let key = self.seal_key(Sealed::UiSession);
+        Ok(row
+            .filter(|(row, seal)| key.holds(&Self::sealed_columns(id_sha256, row), seal))
+            .map(|(row, _)| row))
     }
 
     /// The session stored under `id_sha256` if it has not ended by `now` (Unix ms).

@@ -32,6 +32,7 @@ mod ready;
 mod receipts;
 mod redact_rendered;
 mod reload;
+mod sealed;
 mod sec_backlog;
 mod security;
 mod session_risk;

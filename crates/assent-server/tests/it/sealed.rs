@@ -1,0 +1,101 @@
+//! Rows sealed against the database (`assent-store` `seal.rs`), over HTTP against a real
+//! gateway: a token or grant row planted or edited by whoever can write the database, but
+//! holds no key, lets no call run. Before, the gateway signed a planted token row for its
+//! agent and approved calls by a planted grant; `audit verify` found them only afterwards.
+
+use crate::backend::Param;
+use crate::kit::{Gw, OP, start, token_of};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// The column `col` of approval `id`.
+fn column(gw: &Gw, col: &str, id: &str) -> String {
+    let sql = format!("SELECT {col} FROM approvals WHERE id = ?1");
+    gw.sql().text(&sql, &[Param::from(id)])
+}
+
+/// Attack: the database writer approves their own held call in the database and plants its
+/// token row, with the seal of a genuine token copied in; or widens a genuine token to any
+/// device. The agent reading the approval gets no token, and the widened one redeems nothing.
+#[tokio::test]
+async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let extra = json!({"device_id": "laptop"});
+    let (s, b) = gw
+        .call("s1", "pay", json!({"amount": 500, "to": "x"}), extra)
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let real = b["approval_id"].as_str().unwrap().to_string();
+    assert_eq!(gw.decide(&real, OP, "approve").await.0, StatusCode::OK);
+    let real_token = token_of(&gw.as_agent(&real).await);
+    let evil = gw
+        .held("s1", "pay", json!({"amount": 1_000_000, "to": "me"}))
+        .await;
+    let hash = column(&gw, "call_hash", &evil);
+    let planted = format!(
+        "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal)
+         SELECT 'planted', '{evil}', agent, '{hash}', issued_at, expires_at, scope, NULL, seal FROM tokens WHERE approval_id = '{real}'"
+    );
+    gw.sql().exec(&planted, &[]);
+    let approve = format!(
+        "UPDATE approvals SET status = 'approved', decided_at = requested_at + 1 WHERE id = '{evil}'"
+    );
+    gw.sql().exec(&approve, &[]);
+    let seen = gw.as_agent(&evil).await;
+    assert_eq!(seen["status"], "approved", "{seen}");
+    assert!(
+        seen["token"].is_null(),
+        "a planted token row is signed for no one: {seen}"
+    );
+    // The genuine token, bound to the agent's laptop, widened to any device in the database.
+    let widen = format!("UPDATE tokens SET device_id = NULL WHERE approval_id = '{real}'");
+    assert_eq!(gw.sql().exec(&widen, &[]), 1);
+    let (s, b) = gw
+        .redeem(&real_token, "pay", json!({"amount": 500, "to": "x"}), None)
+        .await;
+    assert_ne!(s, StatusCode::OK, "{b}");
+    assert!(gw.as_agent(&real).await["token"].is_null());
+    gw.stop().await;
+}
+
+/// Attack: the database writer plants a grant of every `pay` call in the workspace, with the
+/// seal of a genuine session grant copied in, or widens the genuine grant from one call to the
+/// whole tool: the next `pay` calls are still held for a person.
+#[tokio::test]
+async fn a_grant_row_planted_or_edited_in_the_database_approves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let id = gw
+        .held("s1", "pay", json!({"amount": 800, "to": "y"}))
+        .await;
+    let scope = json!({"decision": "approve", "scope": "session"});
+    let (s, b) = gw.decide_with(&id, OP, scope).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = gw.propose("pay", json!({"amount": 800, "to": "y"})).await;
+    assert_eq!(s, StatusCode::OK, "the genuine grant covers its call: {b}");
+    let planted = "INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, seal)
+         SELECT 'planted', agent, NULL, tool, server, NULL, 'workspace', risk_tier, discouraged, approval_id, created_by, created_at, NULL, seal FROM grants";
+    assert_eq!(gw.sql().exec(planted, &[]), 1);
+    let (s, b) = gw
+        .propose_in("s2", "pay", json!({"amount": 9_999, "to": "me"}))
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::ACCEPTED,
+        "a planted grant covers nothing: {b}"
+    );
+    let widen = "UPDATE grants SET call_hash = NULL WHERE id <> 'planted'";
+    assert_eq!(gw.sql().exec(widen, &[]), 1);
+    let (s, b) = gw
+        .propose("pay", json!({"amount": 9_999, "to": "me"}))
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::ACCEPTED,
+        "a widened grant covers nothing: {b}"
+    );
+    let (s, b) = gw.propose("pay", json!({"amount": 800, "to": "y"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "nor its own call any more: {b}");
+    gw.stop().await;
+}

@@ -1,0 +1,100 @@
+//! Row seals: rows whose content lets something happen — a dashboard session signs someone in,
+//! a token lets a call run, a grant approves calls — carry an HMAC-SHA256 over their columns
+//! under a key derived from the audit key, which every replica reads from `keys_dir` and the
+//! database never holds. A row without its seal (planted, or edited, by whoever can write the
+//! database but not read the keys) is treated as absent: fail closed.
+//!
+//! What a seal cannot stop: a row put back as it was earlier, seal and all (a used token made
+//! unused again, a revoked grant revoked no more); such edits are found by `assent audit
+//! verify` against the chain (`integrity_tokens.rs`), not prevented here.
+
+use ed25519_dalek::SigningKey;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+
+/// What sealed rows are for; each has a key of its own (the label it is derived under).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sealed {
+    /// `ui_sessions` (migration 0027).
+    UiSession,
+    /// `tokens` (migration 0028).
+    Token,
+    /// `grants` (migration 0028).
+    Grant,
+}
+
+impl Sealed {
+    fn label(self) -> &'static [u8] {
+        match self {
+            Sealed::UiSession => b"assent/seal/v1/ui_sessions",
+            Sealed::Token => b"assent/seal/v1/tokens",
+            Sealed::Grant => b"assent/seal/v1/grants",
+        }
+    }
+}
+
+/// The seal key of one kind of row: HMAC-SHA256 of its label keyed with the audit key's 32
+/// secret bytes, never the signing key itself.
+pub(crate) struct SealKey([u8; 32]);
+
+impl SealKey {
+    /// The key of `what` rows, derived from `audit_key`.
+    pub(crate) fn of(audit_key: &SigningKey, what: Sealed) -> SealKey {
+        let mut d = mac(&audit_key.to_bytes());
+        d.update(what.label());
+        SealKey(d.finalize().into_bytes().into())
+    }
+
+    /// The seal (64 hex) of a row whose columns are `columns`: a JSON array of strings,
+    /// integers, booleans and nulls, so that one text stands for one row.
+    pub(crate) fn seal(&self, columns: &Value) -> String {
+        let mut m = mac(&self.0);
+        m.update(columns.to_string().as_bytes());
+        hex::encode(m.finalize().into_bytes())
+    }
+
+    /// Whether `seal` is the seal of `columns` (compared in constant time; `false` for an
+    /// empty or malformed seal).
+    pub(crate) fn holds(&self, columns: &Value, seal: &str) -> bool {
+        let Ok(given) = hex::decode(seal) else {
+            return false;
+        };
+        let mut m = mac(&self.0);
+        m.update(columns.to_string().as_bytes());
+        m.verify_slice(&given).is_ok()
+    }
+}
+
+impl crate::store::Store {
+    /// The key of `what` rows of this store ([`SealKey::of`] its audit key).
+    pub(crate) fn seal_key(&self, what: Sealed) -> SealKey {
+        SealKey::of(&self.audit_key, what)
+    }
+}
+
+fn mac(key: &[u8]) -> Hmac<Sha256> {
+    Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_seal_holds_for_its_row_only_and_each_kind_has_its_own_key() {
+        let k = SigningKey::from_bytes(&[7; 32]);
+        let tokens = SealKey::of(&k, Sealed::Token);
+        let row = json!(["t1", "a1", "bot", "abc", 1, 2, "once", null]);
+        let s = tokens.seal(&row);
+        assert_eq!(s.len(), 64);
+        assert!(tokens.holds(&row, &s));
+        assert!(!tokens.holds(&json!(["t1", "a1", "bot", "abd", 1, 2, "once", null]), &s));
+        assert!(!tokens.holds(&row, ""));
+        assert!(!tokens.holds(&row, "zz"));
+        assert!(!SealKey::of(&k, Sealed::Grant).holds(&row, &s));
+        let other = SigningKey::from_bytes(&[8; 32]);
+        assert!(!SealKey::of(&other, Sealed::Token).holds(&row, &s));
+    }
+}
