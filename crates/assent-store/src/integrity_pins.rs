@@ -41,16 +41,34 @@ fn time_of(at: i64, d: &Value) -> i64 {
     }
 }
 
+/// The place in the chain a record stands for: its own `seq`, or for a carried copy the
+/// original's (`carried_from`, kept through every later carry), so that copies keep the order
+/// of what they copy — found by review: a pin accepted again after the cut was followed by
+/// the carried copy of its earlier acceptance, which then read as the pin's newest record.
+fn order_of(seq: i64, d: &Value) -> i64 {
+    d["carried_from"].as_i64().unwrap_or(seq)
+}
+
 /// The pin and server records of the chain, in order: the newest record that set each pin,
 /// when each server was first reported in each scope, and every pin made on first use.
 #[derive(Default)]
 struct PinRecords {
-    newest: BTreeMap<PinKey, PinRecord>,
-    /// `(scope, server)` → `(seq, at)` of its first `tool.pinned`, `tool.new` or
-    /// `tool.changed` record.
-    first_seen: HashMap<(String, String), (i64, i64)>,
-    /// `(seq, at, pin)` of each `tool.pinned` record.
+    /// Each pin's newest record, and its order ([`order_of`]).
+    newest: BTreeMap<PinKey, (PinRecord, i64)>,
+    /// `(scope, server)` → `(order, at, seq)` of its first `tool.pinned`, `tool.new` or
+    /// `tool.changed` record (by [`order_of`]; carried copies count as their originals).
+    first_seen: HashMap<(String, String), (i64, i64, i64)>,
+    /// `(order, at, pin)` of each `tool.pinned` record.
     on_first_use: Vec<(i64, i64, PinKey)>,
+}
+
+impl PinRecords {
+    /// Records `rec` (of order `order`) as `key`'s newest unless a later one is there.
+    fn set_newest(&mut self, key: PinKey, rec: PinRecord, order: i64) {
+        if self.newest.get(&key).is_none_or(|(_, o)| *o < order) {
+            self.newest.insert(key, (rec, order));
+        }
+    }
 }
 
 /// Reads every pin-setting and tool-report record ([`PinRecords`]).
@@ -68,26 +86,23 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
             text_at(&d, "server").unwrap_or_default(),
             text_at(&d, "tool").unwrap_or_default(),
         );
-        // A carried copy was judged as the original; the first reports it came after are
-        // archived, so it takes no part in the first-use rule.
-        let carried = d["carried_from"].is_number();
-        let at = time_of(at, &d);
-        if kind != "tool.accepted" && !carried {
+        // A carried copy stands for its original: its time and place in the chain.
+        let (order, at) = (order_of(seq, &d), time_of(at, &d));
+        if kind != "tool.accepted" {
             let first = out.first_seen.entry((key.0.clone(), key.1.clone()));
-            first.or_insert((seq, at));
+            let first = first.or_insert((order, at, seq));
+            if order < first.0 {
+                *first = (order, at, seq);
+            }
         }
         let fp = text_at(&d, "fingerprint").unwrap_or_default();
         match kind.as_str() {
             "tool.pinned" => {
                 let by = text_at(&d, "by").unwrap_or_else(|| "trust-on-first-use".into());
-                if !carried {
-                    out.on_first_use.push((seq, at, key.clone()));
-                }
-                out.newest.insert(key, (seq, at, fp, by));
+                out.on_first_use.push((order, at, key.clone()));
+                out.set_newest(key, (seq, at, fp, by), order);
             }
-            "tool.accepted" => {
-                out.newest.insert(key, (seq, at, fp, actor));
-            }
+            "tool.accepted" => out.set_newest(key, (seq, at, fp, actor), order),
             _ => {}
         }
         Ok(ControlFlow::Continue(()))
@@ -100,15 +115,17 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
 /// of the gateway's hub for that server (an agent's relay checks against the hub's pins once
 /// there are any): found by review, deleting a server's `tool_servers` row (and its pins) made
 /// the next definition, however changed, be pinned on first use, with no review, and its
-/// records then looked well formed. Order is the chain's (`seq`): a report's time is taken
-/// before it waits for the write lock, so two reports' times need not follow their order.
+/// records then looked well formed. Order is the chain's (`seq`; a carried copy's is its
+/// original's): a report's time is taken before it waits for the write lock, so two reports'
+/// times need not follow their order. Audit retention carries each server's first report
+/// forward ([`to_carry`]), so the rule still holds after the records are archived.
 fn first_use_only_first(r: &PinRecords, out: &mut Vec<(Option<i64>, String)>) {
     for (seq, at, key) in &r.on_first_use {
         let (scope, server, _) = key;
         let first = |s: &str| r.first_seen.get(&(s.to_string(), server.clone()));
-        let own = first(scope).filter(|(_, first_at)| first_at != at);
-        let hub = first("").filter(|(first_seq, _)| !scope.is_empty() && first_seq < seq);
-        if let Some((_, first)) = own.or(hub) {
+        let own = first(scope).filter(|(_, first_at, _)| first_at != at);
+        let hub = first("").filter(|(first_seq, ..)| !scope.is_empty() && first_seq < seq);
+        if let Some((_, first, _)) = own.or(hub) {
             out.push((Some(*seq), format!(
                 "audit record {seq} pinned {} on first use, but its server was first reported at {first}: the server was made to look new, and the definition was trusted unreviewed",
                 pin_name(key)
@@ -132,7 +149,11 @@ pub(crate) fn pins(
 ) -> db::Result<()> {
     let records = pin_records(conn)?;
     first_use_only_first(&records, out);
-    let mut recorded = records.newest;
+    let mut recorded: BTreeMap<PinKey, PinRecord> = records
+        .newest
+        .into_iter()
+        .map(|(k, (rec, _))| (k, rec))
+        .collect();
     type PinRow = (PinKey, String, String, i64, String);
     let rows: Vec<PinRow> = conn.query_map(
         "SELECT scope, server, tool, fingerprint, definition, pinned_at, pinned_by FROM tool_pins ORDER BY scope, server, tool",
@@ -337,13 +358,22 @@ fn check_review(
     }
 }
 
-/// The `seq` of every audit record that vouches for a standing tool pin or review: the records
-/// [`pins`] and [`reviews`] match a row against, where the row matches (audit retention carries
-/// these forward before archiving them; a row that does not match is not vouched for again).
-pub(crate) fn vouching(conn: Conn<'_>) -> db::Result<BTreeSet<i64>> {
-    let (mut out, mut vouch) = (Vec::new(), BTreeSet::new());
+/// The `seq` of every audit record audit retention carries forward before archiving it: each
+/// record that vouches for a standing tool pin or review (the records [`pins`] and [`reviews`]
+/// match a row against, where the row matches; a row that does not match is not vouched for
+/// again), and each server's first report in each scope (so that [`first_use_only_first`]
+/// still sees a server was reported before — found by review: otherwise a first-use pin of a
+/// server made to look new passed once the first report was archived).
+pub(crate) fn to_carry(conn: Conn<'_>) -> db::Result<BTreeSet<i64>> {
+    let (mut out, mut carry) = (Vec::new(), BTreeSet::new());
     let gone = Gone::of(conn)?;
-    pins(conn, &gone, &mut out, &mut vouch)?;
-    reviews(conn, &gone, &mut out, &mut vouch)?;
-    Ok(vouch)
+    pins(conn, &gone, &mut out, &mut carry)?;
+    reviews(conn, &gone, &mut out, &mut carry)?;
+    carry.extend(
+        pin_records(conn)?
+            .first_seen
+            .values()
+            .map(|(_, _, seq)| *seq),
+    );
+    Ok(carry)
 }

@@ -450,16 +450,27 @@ fn commit(tx: &db::Tx<'_>, p: &Plan, m: &Manifest, pairs: &[u8]) -> Result<bool,
 /// Before the records `m` covers are deleted: each record among them that vouches for a
 /// standing tool pin or review (the newest `tool.pinned` / `tool.accepted` of a pin that still
 /// matches it, the `tool.new` / `tool.changed` that raised a review and the `tool.accepted` /
-/// `tool.rejected` that decided it, each matching its row: [`integrity_pins::vouching`]) is
-/// written again at the chain's end (same kind, actor and data, plus `carried_from`, the
-/// archived record's `seq`, and `carried_at`, its original time), so `assent audit verify`
-/// finds the records of every pin and review in the live chain and never excuses a row by its
-/// own (forgeable) date after a run that carried (before, a review row planted as accepted
-/// and dated before the cut-off passed, and the relay called its definition).
+/// `tool.rejected` that decided it, each matching its row), and the first report of each
+/// server in each scope ([`integrity_pins::to_carry`]), is written again at the chain's end
+/// (same kind, actor and data, plus `carried_from` and `carried_at`: the original record's
+/// `seq` and time, kept through later carries), so `assent audit verify` finds the records of
+/// every pin and review in the live chain and never excuses a row by its own (forgeable) date
+/// after a run that carried (before, a review row planted as accepted and dated before the
+/// cut-off passed, and the relay called its definition). Nothing to do when no tool record
+/// is due.
 fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
-    let vouching = integrity_pins::vouching(**tx)?;
-    let due = vouching.range(m.first_seq..=m.last_seq);
-    for seq in due {
+    let any: Option<i64> = tx
+        .query_row(
+            "SELECT seq FROM audit WHERE seq >= ?1 AND seq <= ?2 AND kind IN ('tool.pinned', 'tool.accepted', 'tool.rejected', 'tool.new', 'tool.changed') LIMIT 1",
+            params![m.first_seq, m.last_seq],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if any.is_none() {
+        return Ok(());
+    }
+    let carry = integrity_pins::to_carry(**tx)?;
+    for seq in carry.range(m.first_seq..=m.last_seq) {
         let (at, kind, actor, data): (i64, String, String, String) = tx.query_row(
             "SELECT at, kind, actor, data FROM audit WHERE seq = ?1",
             [*seq],
@@ -469,7 +480,7 @@ fn carry_tools(tx: &db::Tx<'_>, m: &Manifest) -> Result<(), StoreError> {
             continue;
         };
         d.entry("carried_at").or_insert(at.into());
-        d.insert("carried_from".into(), (*seq).into());
+        d.entry("carried_from").or_insert((*seq).into());
         audit::append(**tx, m.archived_at, &kind, None, &actor, &d.into())?;
     }
     Ok(())
