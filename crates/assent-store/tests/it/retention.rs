@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const DAY: i64 = 86_400_000;
 
 /// The store's full verification under its own audit key.
-fn verify(s: &Store, db: &Database) -> Report {
+pub(super) fn verify(s: &Store, db: &Database) -> Report {
     let conn = db.connect().unwrap();
     let opts = VerifyOptions {
         public_key: Some(s.audit_public_key()),
@@ -50,7 +50,7 @@ fn aged(db: &Database, amounts: std::ops::Range<i64>) -> (tempfile::TempDir, Sto
 }
 
 /// Runs `sql` on the database behind the store's back.
-fn tamper(db: &Database, sql: &str) {
+pub(super) fn tamper(db: &Database, sql: &str) {
     db.connect().unwrap().conn().batch(sql).unwrap();
 }
 

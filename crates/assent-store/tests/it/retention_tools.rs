@@ -5,10 +5,10 @@
 
 use super::open;
 use super::pgkit::both;
+use super::retention::{tamper, verify};
 use assent_core::pin::PinState;
 use assent_store::Store;
 use assent_store::db::Database;
-use assent_store::integrity::{Report, VerifyOptions, verify_on};
 use assent_store::pins::PinScope;
 use assent_store::retention::ARCHIVE_DIR;
 use serde_json::{Value, json};
@@ -17,20 +17,6 @@ const DAY: i64 = 86_400_000;
 
 fn tool(description: &str) -> Value {
     json!({"name": "delete_repo", "description": description, "inputSchema": {"type": "object"}})
-}
-
-/// The store's full verification under its own audit key.
-fn verify(s: &Store, db: &Database) -> Report {
-    let conn = db.connect().unwrap();
-    let opts = VerifyOptions {
-        public_key: Some(s.audit_public_key()),
-        checkpoint_file: None,
-    };
-    verify_on(conn.conn(), &opts, "no key").unwrap()
-}
-
-fn tamper(db: &Database, sql: &str) {
-    db.connect().unwrap().conn().batch(sql).unwrap();
 }
 
 /// The reason of the problem `verify` reports (it must report one).
