@@ -208,9 +208,11 @@ impl Store {
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
         // Refusals `admit` audited commit (`DecideError: Settles`); anything else rolls back.
+        let seal = self.seal_key(Sealed::Approval);
         self.write(|tx| {
             let s = Settle {
                 id,
+                seal: &seal,
                 event,
                 input,
                 reason,
@@ -344,6 +346,8 @@ impl Store {
 /// One settlement being applied to an approval: the event and what came with it.
 struct Settle<'a> {
     id: &'a str,
+    /// The key of approval seals ([`crate::approval_seal`]).
+    seal: &'a crate::seal::SealKey,
     /// The store's event renderer.
     env: &'a dyn crate::events::Envelopes,
     event: Event,
@@ -387,6 +391,19 @@ fn admit(
     if !rec.call_intact() {
         let damaged = vec!["call_hash".to_string()];
         let data = json!({"decision": name, "why": "the stored call_hash is not the SHA-256 of the stored call", "damaged": damaged});
+        s.audit(tx, "decision.refused", data)?;
+        return Err(DecideError::Damaged(damaged));
+    }
+    // Attack (found by review): terms edited behind the gateway's back on a pending approval
+    // (its default, its device, its quorum…) made the approval mint a genuine token for them.
+    let approves = matches!(
+        s.event,
+        Event::Decide(DecisionKind::Approve)
+            | Event::Expire(assent_core::approval::DefaultDecision::Approve)
+    );
+    if approves && !crate::approval_seal::holds(tx, s.seal, s.id)? {
+        let damaged = vec!["seal".to_string()];
+        let data = json!({"decision": name, "why": "the approval's stored terms are not those it was held under (its seal does not hold)", "damaged": damaged});
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::Damaged(damaged));
     }

@@ -34,6 +34,7 @@ impl Store {
             [now],
         )?;
         let mut done = Vec::new();
+        let seal = self.seal_key(crate::seal::Sealed::Approval);
         for id in due {
             // The escalation (if due) commits on its own, before the expiry's transaction.
             let step = self.write(|tx| -> Result<Step, StoreError> {
@@ -58,8 +59,11 @@ impl Store {
                 }
                 // What needs a passkey-signed approval, or is irreversible, is never approved
                 // by its timeout, whatever the stored default says.
+                // Nor is one whose terms do not hold their seal ([`crate::approval_seal`]):
+                // an edited default would otherwise mint a genuine token with no one deciding.
                 let t = &rec.terms;
-                Ok(Step::Expire(if t.require_passkey {
+                let sealed = crate::approval_seal::holds(**tx, &seal, &id)?;
+                Ok(Step::Expire(if t.require_passkey || !sealed {
                     DefaultDecision::Reject
                 } else {
                     approval::effective_default(t.irreversible, t.default_decision)

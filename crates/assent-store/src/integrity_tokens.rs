@@ -259,6 +259,7 @@ pub(crate) fn requested_terms(d: &Value) -> Value {
     for k in ["call_hash", "risk_tier", "irreversible", "default_decision"]
         .into_iter()
         .chain(SINCE)
+        .chain(["session_id", "device_id"])
     {
         if let Some(v) = d.get(k) {
             out.insert(k.into(), v.clone());
@@ -271,8 +272,8 @@ pub(crate) fn requested_terms(d: &Value) -> Value {
 /// [`requested_terms`], with the approvers of its newest `approval.escalated` record when
 /// escalated): the call and its hash (also against the call itself), risk tier,
 /// irreversibility and default decision, and — in records written since they are recorded —
-/// approvers, quorum, passkey, separation of duties, in-client approval and on whose behalf.
-/// `None` when none does. Found by review: a quorum and passkey cleared, a default turned to
+/// approvers, quorum, passkey, separation of duties, in-client approval and on whose behalf,
+/// and the session and device. `None` when none does. Found by review: a quorum and passkey cleared, a default turned to
 /// `approve`, a `call_hash` moved to another call, each with `audit verify` green.
 pub(crate) fn terms_differ(rec: &crate::record::ApprovalRecord, d: &Value) -> Option<&'static str> {
     if !rec.call_intact() {
@@ -294,7 +295,13 @@ pub(crate) fn terms_differ(rec: &crate::record::ApprovalRecord, d: &Value) -> Op
         Value::from(t.in_client_approval),
         serde_json::json!(rec.on_behalf_of),
     ];
-    let since = SINCE.iter().copied().zip(since);
+    // Where the record names them (found by review: a device binding removed from a pending
+    // call went unreported, and the token then minted redeemed from any device).
+    let bound = [
+        ("session_id", Value::from(rec.session_id.as_str())),
+        ("device_id", serde_json::json!(rec.device_id)),
+    ];
+    let since = SINCE.iter().copied().zip(since).chain(bound);
     always
         .into_iter()
         .find(|(k, v)| d.get(*k) != Some(v))

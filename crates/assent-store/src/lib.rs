@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod aaep;
+mod approval_seal;
 pub mod archive;
 pub mod audit;
 pub mod auth_failures;

@@ -71,6 +71,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(26, "0026_archive_carries"),
     migration!(27, "0027_ui_session_seal"),
     migration!(28, "0028_token_grant_seals"),
+    migration!(29, "0029_approval_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -4,6 +4,7 @@
 //! approval with its audit, MPLP and AAEP records (typed [`crate::events`], rendered by the
 //! store's `Envelopes`). Not deciding it (`decide.rs`).
 
+use crate::approval_seal;
 use crate::audit;
 use crate::confirm::{self, ConfirmContext};
 use crate::db::{self, Change, Conn};
@@ -196,6 +197,7 @@ impl Store {
     ) -> Result<ApprovalRecord, StoreError> {
         self.write(|tx| {
             let rec = insert_pending(**tx, &*self.envelopes, p, verdict)?;
+            approval_seal::seal_new(**tx, &self.seal_key(Sealed::Approval), &rec.id)?;
             tx.changed(Change::Approval(rec.id.clone()));
             Ok(rec)
         })
@@ -374,6 +376,7 @@ impl Store {
         }
         let rec = insert_pending(tx, g.env, p, verdict)?;
         let id = rec.id.clone();
+        approval_seal::seal_new(tx, &self.seal_key(Sealed::Approval), &id)?;
         g.add_usage(Some(&id))?;
         if let Some(t) = plan {
             tx.prepare_cached(
@@ -403,6 +406,7 @@ impl Store {
     fn use_grant(&self, g: &Gate<'_>, gid: &str, scope: &str) -> Result<Proposed, StoreError> {
         let (tx, p) = (g.tx, g.p);
         let id = insert_approval(tx, g.env, p, g.verdict, "approved", None)?;
+        approval_seal::seal_new(tx, &self.seal_key(Sealed::Approval), &id)?;
         let actor = format!("grant:{gid}");
         tx.prepare_cached(
             "UPDATE approvals SET decided_at = ?2, scope = ?3, grant_id = ?4 WHERE id = ?1",

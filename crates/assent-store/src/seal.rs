@@ -22,6 +22,8 @@ pub(crate) enum Sealed {
     Token,
     /// `grants` (migration 0028).
     Grant,
+    /// `approvals`: the terms a call was held under (migration 0029, [`crate::approval_seal`]).
+    Approval,
 }
 
 impl Sealed {
@@ -30,6 +32,7 @@ impl Sealed {
             Sealed::UiSession => b"assent/seal/v1/ui_sessions",
             Sealed::Token => b"assent/seal/v1/tokens",
             Sealed::Grant => b"assent/seal/v1/grants",
+            Sealed::Approval => b"assent/seal/v1/approvals",
         }
     }
 }

@@ -99,3 +99,56 @@ async fn a_grant_row_planted_or_edited_in_the_database_approves_nothing() {
     assert_eq!(s, StatusCode::ACCEPTED, "nor its own call any more: {b}");
     gw.stop().await;
 }
+
+/// Attack (found by review): the database writer turns a held `pay` call's stored default to
+/// `approve` (and its passkey and irreversibility off) and its deadline to the past, so that
+/// the expiry mints a genuine token with no one deciding. The approval's terms are sealed
+/// when it is held: it expires rejected, and no token is given.
+#[tokio::test]
+async fn an_approvals_default_edited_in_the_database_never_approves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let args = json!({"amount": 1_000_000, "to": "me"});
+    let evil = gw.held("s1", "pay", args.clone()).await;
+    let edit = format!(
+        "UPDATE approvals SET default_decision = 'approve', irreversible = (1 = 0),
+         require_passkey = (1 = 0), expires_at = requested_at + 1 WHERE id = '{evil}'"
+    );
+    assert_eq!(gw.sql().exec(&edit, &[]), 1);
+    let seen = gw.as_agent(&evil).await;
+    assert_ne!(seen["status"], "approved", "{seen}");
+    assert!(seen["token"].is_null(), "{seen}");
+    gw.stop().await;
+}
+
+/// Attack (found by review): the device binding removed from a pending call in the database,
+/// so that the operator's approval would mint a token for any device. The approval's seal no
+/// longer holds: the approval is refused as damaged (`409`), `audit verify` reports the edit,
+/// and the approval can still be denied.
+#[tokio::test]
+async fn an_approvals_device_binding_removed_in_the_database_is_refused_as_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let args = json!({"amount": 500, "to": "x"});
+    let (s, b) = gw
+        .call("s1", "pay", args, json!({"device_id": "laptop"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let widen = format!("UPDATE approvals SET device_id = NULL WHERE id = '{id}'");
+    assert_eq!(gw.sql().exec(&widen, &[]), 1);
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
+    assert!(gw.as_agent(&id).await["token"].is_null());
+    // `audit verify` names the edit too (it compared no device before).
+    let db = crate::backend::database(&gw.data_dir);
+    let report = crate::backend::off_runtime(|| {
+        let opts = Default::default();
+        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
+    });
+    let problem = format!("{:?}", report.problem.expect("the edit is reported"));
+    assert!(problem.contains("device_id"), "{problem}");
+    assert_eq!(gw.decide(&id, OP, "deny").await.0, StatusCode::OK);
+    gw.stop().await;
+}
