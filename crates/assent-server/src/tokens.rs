@@ -88,8 +88,9 @@ pub(crate) async fn redeem(
     }))
 }
 
-/// `GET /v1/grants[?all=true]` (operators): active grants (all, with revoked and expired
-/// ones).
+/// `GET /v1/grants[?all=true]` (operators): active grants — not revoked, not expired, and
+/// holding their seal (a grant that covers no call is not listed as active) — or all, with
+/// revoked, expired and unsealed ones.
 #[utoipa::path(get, path = "/v1/grants", tag = "redeem",
     params(("all" = Option<bool>, Query, description = "Also revoked and expired grants")),
     responses((status = 200, description = "OK", body = assent_api::tokens::GrantList)),

@@ -221,26 +221,48 @@ impl Store {
         })
     }
 
-    /// Lists grants, newest first; only active ones (not revoked, not expired at `now`) unless
-    /// `all`.
+    /// Lists grants, newest first; only active ones (not revoked, not expired at `now`, and
+    /// holding their seal: a row planted, edited or from before migration 0028 covers no call,
+    /// so it is not listed as active — found by review) unless `all`.
     pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<Grant>, StoreError> {
-        Ok(sql::rows(
+        let rows: Vec<(Grant, String)> = sql::rows(
             self.lock().conn(),
-            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by
+            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal
              FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
             crate::params![all, now],
             |r| {
                 let call_hash: Option<String> = r.get("call_hash")?;
                 let tier: String = r.get("risk_tier")?;
-                from_row!(r => Grant {
+                let g: db::Result<Grant> = from_row!(r => Grant {
                     id, agent, session_id, tool, server, scope, discouraged, approval_id,
                     created_by, created_at, expires_at, revoked_at, revoked_by,
                     whole_tool: call_hash.is_none(),
                     call_hash: call_hash,
                     risk_tier: RiskTier::parse(&tier).unwrap_or(RiskTier::R4)
-                })
+                });
+                Ok((g?, r.get("seal")?))
             },
-        )?)
+        )?;
+        let key = self.seal_key(Sealed::Grant);
+        Ok(rows
+            .into_iter()
+            .filter(|(g, seal)| {
+                let cols = (
+                    g.id.as_str(),
+                    g.agent.as_str(),
+                    g.session_id.as_deref(),
+                    g.tool.as_str(),
+                    g.server.as_deref(),
+                    g.call_hash.as_deref(),
+                    g.scope.as_str(),
+                    g.expires_at,
+                    g.approval_id.as_str(),
+                    g.created_at,
+                );
+                all || key.holds(&grant_columns(cols), seal)
+            })
+            .map(|(g, _)| g)
+            .collect())
     }
 
     /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was

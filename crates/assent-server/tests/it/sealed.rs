@@ -85,6 +85,12 @@ async fn a_grant_row_planted_or_edited_in_the_database_approves_nothing() {
         StatusCode::ACCEPTED,
         "a planted grant covers nothing: {b}"
     );
+    // Nor is it listed as active (found by review); `?all=true` shows every row.
+    let listed = |b: &serde_json::Value| b["grants"].as_array().unwrap().len();
+    let (s, b) = gw.get("/v1/grants", OP).await;
+    assert_eq!((s, listed(&b)), (StatusCode::OK, 1), "{b}");
+    assert_ne!(b["grants"][0]["id"], "planted", "{b}");
+    assert_eq!(listed(&gw.get("/v1/grants?all=true", OP).await.1), 2);
     let widen = "UPDATE grants SET call_hash = NULL WHERE id <> 'planted'";
     assert_eq!(gw.sql().exec(widen, &[]), 1);
     let (s, b) = gw
@@ -97,6 +103,7 @@ async fn a_grant_row_planted_or_edited_in_the_database_approves_nothing() {
     );
     let (s, b) = gw.propose("pay", json!({"amount": 800, "to": "y"})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "nor its own call any more: {b}");
+    assert_eq!(listed(&gw.get("/v1/grants", OP).await.1), 0);
     gw.stop().await;
 }
 
