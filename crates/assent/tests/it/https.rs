@@ -49,8 +49,12 @@ srv.serve_forever()
 }
 
 /// Holds one call through a gateway whose webhook goes to `hook`, trusting the CA in
-/// `ca_file`; the gateway's process.
-fn gateway_with_webhook(dir: &std::path::Path, hook: &str, ca_file: &std::path::Path) -> Child {
+/// `ca_file`; the gateway (stopped when dropped).
+fn gateway_with_webhook(
+    dir: &std::path::Path,
+    hook: &str,
+    ca_file: &std::path::Path,
+) -> crate::Server {
     let port = free_port();
     let extra =
         format!("webhooks:\n  - {{name: ops, url: \"{hook}\", secret_env: TEST_HOOK_SECRET}}\n");
@@ -60,7 +64,7 @@ fn gateway_with_webhook(dir: &std::path::Path, hook: &str, ca_file: &std::path::
         .env("SSL_CERT_FILE", ca_file);
     let s = serve_with(cmd, port);
     held(&s.url, 5000);
-    s.child
+    s
 }
 
 #[test]
@@ -70,23 +74,21 @@ fn a_webhook_to_an_https_receiver_is_delivered_and_verified() {
     let (mut receiver, hook, deliveries) = https_receiver(&certs);
 
     let trusted = tempfile::tempdir().unwrap();
-    let mut gw = gateway_with_webhook(trusted.path(), &hook, &certs.ca);
+    let gw = gateway_with_webhook(trusted.path(), &hook, &certs.ca);
     let got = deliveries.recv_timeout(Duration::from_secs(30));
     assert!(got.is_ok(), "no delivery over HTTPS");
-    gw.kill().unwrap();
-    gw.wait().unwrap();
+    drop(gw);
 
     // Attack: a receiver (or a machine in the middle) with a certificate no trusted root
     // signed gets nothing: the same webhook, trusting only an unrelated CA.
     let untrusted = tempfile::tempdir().unwrap();
-    let mut gw = gateway_with_webhook(untrusted.path(), &hook, &certs.other_ca);
+    let gw = gateway_with_webhook(untrusted.path(), &hook, &certs.other_ca);
     let got = deliveries.recv_timeout(Duration::from_secs(4));
     assert!(
         got.is_err(),
         "delivered to an untrusted certificate: {got:?}"
     );
-    gw.kill().unwrap();
-    gw.wait().unwrap();
+    drop(gw);
     receiver.kill().unwrap();
     receiver.wait().unwrap();
 }

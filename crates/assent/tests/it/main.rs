@@ -114,6 +114,15 @@ pub(crate) struct Server {
     url: String,
 }
 
+/// A test that ends (or panics) with its gateway running stops it: without this every run of the
+/// suite left `assent serve` processes behind.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A running gateway of the test config over a fresh directory.
 struct Served {
     /// The directory of the config and `data/`, removed when this is dropped.
