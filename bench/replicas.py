@@ -22,7 +22,8 @@ runs a fixed time; every server and the cluster are stopped at the end in every 
 
 Also per row: the gateways' own CPU per cycle (user + system time of the `assent serve`
 processes over the cell, from /proc, divided by the cycles; PostgreSQL's own processes are not
-counted), and the ratio to the bare-write ceiling measured in the same run: first, this runs
+counted), the bytes they had written to storage per cycle (`write_bytes` of /proc/PID/io: the
+WAL frames of their commits and the checkpoints' pages), and the ratio to the bare-write ceiling measured in the same run: first, this runs
 `cargo bench -p assent-bench --bench ceiling` (crates/assent-bench/benches/ceiling.rs: the same
 two writes per cycle with rusqlite and ideal group commit, at the same numbers of agents;
 `CEILING_BIN` and `LOAD_BIN` run prebuilt binaries instead of building them). `--redeem`: each
@@ -240,6 +241,16 @@ def cpu_seconds(pids):
     return total / tick
 
 
+def written_bytes(pids):
+    """Bytes the processes `pids` have caused to be written to storage so far (/proc/PID/io
+    `write_bytes`: the WAL frames of their commits and the checkpoints' pages)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/io") as f:
+            total += int(next(l for l in f if l.startswith("write_bytes:")).split()[1])
+    return total
+
+
 def ceiling(agents):
     """The bare-write ceiling (cycles/s) at each number of agents, measured now."""
     args = ["--agents", ",".join(str(n) for n in agents)]
@@ -286,7 +297,7 @@ def main():
                     procs = [start(cfg, url) for _ in range(2 if mode == "pg2" else 1)]
                     try:
                         pids = [p.pid for p, _ in procs]
-                        cpu0 = cpu_seconds(pids)
+                        cpu0, io0 = cpu_seconds(pids), written_bytes(pids)
                         ports = [p for _, p in procs]
                         if a.client == "rust":
                             cycles, p50, p99 = rust_cell(ports, n, a.seconds, a.redeem)
@@ -294,22 +305,24 @@ def main():
                             cycles, lat = cell(ports, n, a.seconds)
                             p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
                         cpu = cpu_seconds(pids) - cpu0
+                        io = written_bytes(pids) - io0
                     finally:
                         for p, _ in procs:
                             p.terminate()
                             p.wait(timeout=30)
                 rate = cycles / a.seconds
                 cpu_ms = cpu * 1000 / cycles if cycles else float("nan")
+                kib = io / 1024 / cycles if cycles else float("nan")
                 ratio = rate / ceil[n] if n in ceil else float("nan")
-                rows.append((mode, n, rate, p50, p99, cpu_ms, ratio))
+                rows.append((mode, n, rate, p50, p99, cpu_ms, ratio, kib))
                 print(f"{mode:6} agents={n:3} decisions/s={rate:8.1f} wake p50={p50:7.2f} ms "
                       f"p99={p99:7.2f} ms server CPU/cycle={cpu_ms:6.2f} ms "
-                      f"/ceiling={ratio:6.3f}", flush=True)
+                      f"/ceiling={ratio:6.3f} written/cycle={kib:6.1f} KiB", flush=True)
     finally:
         if cluster:
             cluster.stop()
     print(json.dumps([dict(zip(["mode", "agents", "decisions_per_s", "wake_p50_ms", "wake_p99_ms",
-                                    "server_cpu_ms_per_cycle", "ratio_to_ceiling"], r))
+                                    "server_cpu_ms_per_cycle", "ratio_to_ceiling", "written_kib_per_cycle"], r))
                       for r in rows]))
 
 

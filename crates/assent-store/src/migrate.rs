@@ -72,6 +72,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(27, "0027_ui_session_seal"),
     migration!(28, "0028_token_grant_seals"),
     migration!(29, "0029_approval_seal"),
+    migration!(30, "0030_approval_indexes"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -66,11 +66,21 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         self.read(|conn| {
-            let ids: Vec<String> = sql::column(
-                conn,
-                "SELECT id FROM approvals WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
-                crate::params![status.map(|s| s.as_str()), limit],
-            )?;
+            // Two statements, so that the planner sees the status: pending ones are read from
+            // their partial index (`approvals_pending_expires`, small), every other listing
+            // from `approvals_requested`'s newest end.
+            let ids: Vec<String> = match status {
+                Some(s) => sql::column(
+                    conn,
+                    "SELECT id FROM approvals WHERE status = ?1 ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
+                    crate::params![s.as_str(), limit],
+                )?,
+                None => sql::column(
+                    conn,
+                    "SELECT id FROM approvals ORDER BY requested_at DESC, rowid DESC LIMIT ?1",
+                    crate::params![limit],
+                )?,
+            };
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
                 if let Some(a) = read_approval(conn, &id)? {
@@ -83,7 +93,7 @@ impl Store {
 
     /// How many approvals are pending, per risk tier (`("R2", 3)`, …; tiers with none are
     /// left out), for the server's `/metrics` (issue 15 §2). One grouped count on a read
-    /// session, served by the `status` index.
+    /// session, served by the index of pending approvals.
     pub fn pending_by_tier(&self) -> Result<Vec<(String, i64)>, StoreError> {
         self.read(|conn| {
             crate::sql::rows(

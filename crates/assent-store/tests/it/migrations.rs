@@ -214,3 +214,54 @@ fn both_dialects_build_the_same_tables_and_columns() {
         assert_eq!(lite.len(), pg.len());
     }
 }
+
+/// The indexes the migrations name (SQLite's automatic ones for keys and Postgres's for
+/// constraints left out), each with whether it is partial.
+fn indexes(c: Conn<'_>) -> Vec<(String, bool)> {
+    let sql = match c.backend() {
+        Backend::Sqlite => {
+            "SELECT name, sql LIKE '%WHERE%' FROM sqlite_master
+             WHERE type = 'index' AND name NOT LIKE 'sqlite_autoindex_%' ORDER BY 1"
+        }
+        Backend::Postgres => {
+            "SELECT c.relname::text, x.indpred IS NOT NULL FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+             WHERE c.relnamespace = current_schema()::regnamespace AND NOT x.indisprimary
+               AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = c.oid) ORDER BY 1"
+        }
+    };
+    c.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+}
+
+/// Migration 0030: what only pending approvals are looked up by is indexed only while they are
+/// pending, on both backends alike (a decision then moves no entry of a growing index to a
+/// random place).
+#[test]
+fn both_dialects_build_the_same_indexes_and_index_pending_approvals_alone() {
+    let mut seen = Vec::new();
+    both(|db| {
+        let conn = db.connect().unwrap();
+        migrate(conn.conn(), "db").unwrap();
+        let idx = indexes(conn.conn());
+        for partial in ["approvals_pending", "approvals_pending_expires"] {
+            assert!(
+                idx.contains(&(partial.to_string(), true)),
+                "{partial} in {idx:?}"
+            );
+        }
+        for gone in [
+            "approvals_dedupe",
+            "approvals_agent",
+            "approvals_status_expires",
+        ] {
+            assert!(
+                !idx.iter().any(|(n, _)| n == gone),
+                "{gone} still in {idx:?}"
+            );
+        }
+        seen.push(idx);
+    });
+    if seen.len() == 2 {
+        assert_eq!(seen[0], seen[1], "SQLite's indexes, then Postgres's");
+    }
+}
