@@ -33,9 +33,10 @@ impl Store {
     }
 
     /// Reads one approval with its decisions and token info (on a read session, beside the
-    /// writer: `readers.rs`).
+    /// writer: `readers.rs`); a token row whose seal does not hold is left out
+    /// ([`Store::vouched`]), here and in every read of this file.
     pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.read(|c| read_approval(c, id))
+        Ok(self.vouched(self.read(|c| read_approval(c, id))?))
     }
 
     /// [`Store::get_approval`] and, when `with_token` and the approval has a minted token, its
@@ -46,7 +47,7 @@ impl Store {
         id: &str,
         with_token: bool,
     ) -> Result<(Option<ApprovalRecord>, Option<String>), StoreError> {
-        self.read(|c| {
+        let (rec, token) = self.read(|c| {
             let rec = read_approval(c, id)?;
             let minted = rec.as_ref().is_some_and(|r| r.token.is_some());
             let token = if with_token && minted {
@@ -55,7 +56,8 @@ impl Store {
                 None
             };
             Ok((rec, token))
-        })
+        })?;
+        Ok((self.vouched(rec), token))
     }
 
     /// Lists approvals, newest first, optionally only those with `status`, at most `limit`
@@ -65,7 +67,7 @@ impl Store {
         status: Option<ApprovalStatus>,
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        self.read(|conn| {
+        let listed = self.read(|conn| {
             // Two statements, so that the planner sees the status: pending ones are read from
             // their partial index (`approvals_pending_expires`, small), every other listing
             // from `approvals_requested`'s newest end.
@@ -88,7 +90,11 @@ impl Store {
                 }
             }
             Ok(out)
-        })
+        })?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|a| self.vouched(Some(a)))
+            .collect())
     }
 
     /// How many approvals are pending, per risk tier (`("R2", 3)`, …; tiers with none are
@@ -110,7 +116,7 @@ impl Store {
         &self,
         token: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.read(|conn| {
+        let rec = self.read(|conn| {
             let id: Option<String> = conn
                 .prepare_cached("SELECT id FROM approvals WHERE reply_token = ?1")?
                 .query_row([token], |r| r.get(0))
@@ -119,6 +125,7 @@ impl Store {
                 Some(id) => read_approval(conn, &id),
                 None => Ok(None),
             }
-        })
+        })?;
+        Ok(self.vouched(rec))
     }
 }

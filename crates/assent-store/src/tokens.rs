@@ -114,12 +114,12 @@ impl Store {
         )
     }
 
-    /// The signed token string of approval record `rec` as read after its decision (its
-    /// agent; its minted token's id, call hash, scope and times), signed without a store trip:
-    /// the token [`Store::approval_and_token`] would give its agent for the same record.
-    /// `None` when no token was minted, or its row's seal is not its own ([`crate::seal`]).
-    pub fn token_of(&self, rec: &crate::ApprovalRecord) -> Option<String> {
-        let t = rec.token.as_ref()?;
+    /// Whether `rec`'s token row holds its seal ([`crate::seal`]); `false` when it has no
+    /// token.
+    fn token_holds(&self, rec: &crate::ApprovalRecord) -> bool {
+        let Some(t) = rec.token.as_ref() else {
+            return false;
+        };
         let row = TokenRow {
             token_id: &t.token_id,
             approval_id: &rec.id,
@@ -130,7 +130,36 @@ impl Store {
             scope: &t.scope,
             device_id: t.device_id.as_deref(),
         };
-        if !self.seal_key(Sealed::Token).holds(&row.columns(), &t.seal) {
+        self.seal_key(Sealed::Token).holds(&row.columns(), &t.seal)
+    }
+
+    /// `rec` as the store vouches for it to readers: a token row whose seal does not hold
+    /// ([`crate::seal`]) is left out (`token: None`, as for an approval no token was minted
+    /// for), so that no view (the approval's `approval_token`, its AAEP and MPLP forms) shows
+    /// a token nothing will redeem. A row with a seal that is not its own (planted with
+    /// another row's seal, or edited) is also named in `damaged` as `tokens.seal`; one with
+    /// none (minted before migration 0028, or planted without) is only left out.
+    pub(crate) fn vouched(
+        &self,
+        rec: Option<crate::ApprovalRecord>,
+    ) -> Option<crate::ApprovalRecord> {
+        let mut rec = rec?;
+        if rec.token.is_some() && !self.token_holds(&rec) {
+            let sealed = rec.token.take().is_some_and(|t| !t.seal.is_empty());
+            if sealed {
+                rec.damaged.push("tokens.seal".into());
+            }
+        }
+        Some(rec)
+    }
+
+    /// The signed token string of approval record `rec` as read after its decision (its
+    /// agent; its minted token's id, call hash, scope and times), signed without a store trip:
+    /// the token [`Store::approval_and_token`] would give its agent for the same record.
+    /// `None` when no token was minted, or its row's seal is not its own ([`crate::seal`]).
+    pub fn token_of(&self, rec: &crate::ApprovalRecord) -> Option<String> {
+        let t = rec.token.as_ref()?;
+        if !self.token_holds(rec) {
             return None;
         }
         let c = claims(

@@ -48,6 +48,27 @@ async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
         seen["token"].is_null(),
         "a planted token row is signed for no one: {seen}"
     );
+    // Nor is it shown to anyone as a minted token (found by review of the seals): no
+    // `approval_token` in the operator's view, no accepted AAEP response, and the record says
+    // what is damaged.
+    let (s, view) = gw.get(&format!("/v1/approvals/{evil}"), OP).await;
+    assert_eq!(s, StatusCode::OK, "{view}");
+    assert!(view["approval_token"].is_null(), "{view}");
+    assert!(
+        view["damaged"]
+            .as_array()
+            .is_some_and(|d| d.contains(&json!("tokens.seal"))),
+        "{view}"
+    );
+    let (_, listed) = gw.get("/v1/approvals?status=approved", OP).await;
+    let row = listed["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == evil.as_str())
+        .cloned()
+        .unwrap_or_default();
+    assert!(row["approval_token"].is_null(), "{listed}");
     // The genuine token, bound to the agent's laptop, widened to any device in the database.
     let widen = format!("UPDATE tokens SET device_id = NULL WHERE approval_id = '{real}'");
     assert_eq!(gw.sql().exec(&widen, &[]), 1);
