@@ -42,7 +42,10 @@ fn rate(agents: usize, cycles: usize) -> f64 {
             .unwrap();
     };
     let event = |tx: &rusqlite::Transaction<'_>, id: &str| {
-        let eid = format!("evt_{}", uuid::Uuid::new_v4().simple());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let eid = assent_store::ordered_id("evt_", now);
         tx.prepare_cached("INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data) VALUES (?1, 'aaep:x', 0, NULL, ?2, 0, ?3)")
             .unwrap()
             .execute(params![eid, id, data])

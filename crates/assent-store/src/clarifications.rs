@@ -9,7 +9,7 @@ use crate::db::{self, Change, Conn, OptionalExtension as _};
 use crate::emit::emit;
 use crate::error::StoreError;
 use crate::events::AaepEvent;
-use crate::kit::random_id;
+use crate::kit::ordered_id;
 use crate::params;
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
@@ -36,7 +36,7 @@ impl Store {
         max_pending: u64,
     ) -> Result<Result<aaep::Clarification, u64>, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
-        let token = random_id("rpl_");
+        let token = ordered_id("rpl_", now);
         self.write(|tx| {
         let pending = pending_of(**tx, agent)?;
         if pending >= max_pending {

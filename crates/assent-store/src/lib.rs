@@ -116,7 +116,7 @@ pub use decide::DecisionInput;
 pub use error::{DecideError, RedeemError, StoreError};
 pub use events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
 pub use insights::Insights;
-pub use kit::{random_id, rfc3339};
+pub use kit::{ordered_id, random_id, rfc3339};
 pub use open::verify_offline;
 pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};

@@ -11,7 +11,7 @@ use crate::db::{self, Change, Conn};
 use crate::emit::{emit, mplp_event};
 use crate::error::StoreError;
 use crate::events::{AaepEvent, ConfirmEvent, Envelopes};
-use crate::kit::{random_id, to_json};
+use crate::kit::{ordered_id, to_json};
 use crate::params;
 use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
@@ -619,7 +619,7 @@ fn insert_pending(
     p: &Proposal<'_>,
     verdict: &Verdict,
 ) -> Result<ApprovalRecord, StoreError> {
-    let token = random_id("rpl_");
+    let token = ordered_id("rpl_", p.now);
     let id = insert_approval(tx, env, p, verdict, "pending", Some(&token))?;
     let rec = read_approval(tx, &id)?.ok_or_else(|| {
         StoreError::Invalid(format!("approval {id} was not found just after its insert"))

@@ -124,7 +124,8 @@ pub struct ApprovalRecord {
     pub target_type: String,
     /// MPLP Confirm `target_id` (UUID v4): the held tool call, plan or other target.
     pub target_id: String,
-    /// AAEP `reply_token` of its confirmation (`rpl_` + 32 hex), for approvals that were held.
+    /// AAEP `reply_token` of its confirmation (`rpl_` + 44 hex, [`crate::ordered_id`]), for
+    /// approvals that were held (`rpl_` + 32 hex before 2026-11-29).
     pub reply_token: Option<String>,
     /// RFC 6902 patch from the target's previous submission (a resubmitted plan), if any.
     pub target_diff: Option<Value>,

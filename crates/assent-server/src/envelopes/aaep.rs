@@ -7,7 +7,7 @@
 use assent_core::DefaultDecision;
 use assent_core::approval::DecisionKind;
 use assent_core::clarification::{Clarification, ClarificationStatus};
-use assent_store::{AaepEvent, ApprovalRecord, random_id, rfc3339};
+use assent_store::{AaepEvent, ApprovalRecord, ordered_id, rfc3339};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -87,7 +87,7 @@ pub fn envelope(
     body: Value,
 ) -> Value {
     let mut ev = json!({
-        "@context": CONTEXT, "aaep_version": AAEP_VERSION, "event_id": random_id("evt_"),
+        "@context": CONTEXT, "aaep_version": AAEP_VERSION, "event_id": ordered_id("evt_", at),
         "session_id": session_id(agent, session), "timestamp": rfc3339(at),
         "producer": {"agent_id": agent},
     });

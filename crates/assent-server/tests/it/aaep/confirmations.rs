@@ -32,7 +32,7 @@ async fn a_confirmation_is_announced_answered_and_resolved_with_valid_events() {
     );
     let token = ev["reply_token"].as_str().unwrap();
     assert!(
-        token.len() == 36 && token[4..].chars().all(|c| c.is_ascii_hexdigit()),
+        token.len() == 48 && token[4..].chars().all(|c| c.is_ascii_hexdigit()),
         "{token}"
     );
     assert_eq!(

@@ -161,7 +161,7 @@ async fn reply_tokens_are_unique_across_confirmations_and_restarts_and_never_reu
     let mut seen = std::collections::HashSet::new();
     for (_, t) in &tokens {
         assert!(
-            t.len() == 36 && t.starts_with("rpl_") && t[4..].bytes().all(|c| c.is_ascii_hexdigit()),
+            t.len() == 48 && t.starts_with("rpl_") && t[4..].bytes().all(|c| c.is_ascii_hexdigit()),
             "{t}"
         );
         assert!(seen.insert(t.clone()), "reply token {t} issued twice");
