@@ -41,7 +41,7 @@ fn denial(a: &ApprovalRecord) -> Option<String> {
         ApprovalStatus::Rejected if by_user => Some(why("denied by the agent's user")),
         ApprovalStatus::Rejected => Some(why("denied by an operator")),
         ApprovalStatus::Cancelled => Some(why("cancelled")),
-        ApprovalStatus::Expired if a.token.is_none() => Some(
+        ApprovalStatus::Expired if !a.went_ahead() => Some(
             "no decision before the approval expired; its default decision (reject) applied".into(),
         ),
         _ => None,
@@ -238,7 +238,7 @@ pub fn mplp_confirm_json(a: &ApprovalRecord, events: &[Value], ctx: &ConfirmCont
         ApprovalStatus::Rejected => "rejected",
         ApprovalStatus::Cancelled => "cancelled",
         ApprovalStatus::Expired => {
-            if a.token.is_some() {
+            if a.went_ahead() {
                 "approved"
             } else {
                 "rejected"

@@ -223,7 +223,7 @@ impl Store {
             let (rec, next) = admit(**tx, &s, roles)?;
             if let Some(rec) = counted_vote(**tx, &s, &rec, roles)? {
                 tx.changed(Change::Approval(id.to_string()));
-                return Ok(rec);
+                return Ok(self.vouched(rec));
             }
             let scope = input.map(|d| d.scope).unwrap_or_default();
             let edited = input.and_then(|d| d.edited.as_ref());
@@ -281,7 +281,7 @@ impl Store {
                     now,
                 )?;
             }
-            let rec = read_approval(**tx, id)?.expect("exists");
+            let rec = self.vouched(read_approval(**tx, id)?.expect("exists"));
             let ev = AaepEvent::Resolution {
                 approval: &rec,
                 at: now,

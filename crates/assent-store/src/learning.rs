@@ -27,7 +27,7 @@ fn sample(conn: Conn<'_>, a: &ApprovalRecord) -> db::Result<Option<Value>> {
     let Some(last) = a.decisions.last() else {
         return Ok(None);
     };
-    let approved = a.token.is_some();
+    let approved = a.went_ahead();
     let (source, kind, label) = match last.decision.as_str() {
         "cancel" => ("user", "cancellation", "not_reviewed"),
         "expire" => (
@@ -44,7 +44,8 @@ fn sample(conn: Conn<'_>, a: &ApprovalRecord) -> db::Result<Option<Value>> {
         ("approval", _) => "good",
         _ => "poor",
     };
-    // The records' `event_id`s, read in Rust (SQLite's `json_extract` has no portable form).
+    // The records' `event_id`s, read in Rust (SQLite's `json_extract` has no portable form);
+    // the `kind` term as the partial index `audit_approval` has it (migration 0031).
     let events: Vec<String> = sql::json_values(
         conn,
         "SELECT data FROM audit WHERE approval_id = ?1 AND kind LIKE 'confirm.%' ORDER BY seq",

@@ -36,7 +36,9 @@ impl Store {
     /// writer: `readers.rs`); a token row whose seal does not hold is left out
     /// ([`Store::vouched`]), here and in every read of this file.
     pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        Ok(self.vouched(self.read(|c| read_approval(c, id))?))
+        Ok(self
+            .read(|c| read_approval(c, id))?
+            .map(|r| self.vouched(r)))
     }
 
     /// [`Store::get_approval`] and, when `with_token` and the approval has a minted token, its
@@ -57,7 +59,7 @@ impl Store {
             };
             Ok((rec, token))
         })?;
-        Ok((self.vouched(rec), token))
+        Ok((rec.map(|r| self.vouched(r)), token))
     }
 
     /// Lists approvals, newest first, optionally only those with `status`, at most `limit`
@@ -68,10 +70,17 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         let listed = self.read(|conn| {
-            // Two statements, so that the planner sees the status: pending ones are read from
-            // their partial index (`approvals_pending_expires`, small), every other listing
-            // from `approvals_requested`'s newest end.
+            // The pending ones by a statement of their own, with the status written out: a
+            // partial index (`approvals_pending_expires`, small) serves only a query whose
+            // condition names its own, which a bound parameter does not (Postgres's generic
+            // plan of a prepared statement; found by review). Every other listing reads
+            // `approvals_requested` from its newest end.
             let ids: Vec<String> = match status {
+                Some(ApprovalStatus::Pending) => sql::column(
+                    conn,
+                    "SELECT id FROM approvals WHERE status = 'pending' ORDER BY requested_at DESC, rowid DESC LIMIT ?1",
+                    crate::params![limit],
+                )?,
                 Some(s) => sql::column(
                     conn,
                     "SELECT id FROM approvals WHERE status = ?1 ORDER BY requested_at DESC, rowid DESC LIMIT ?2",
@@ -91,10 +100,7 @@ impl Store {
             }
             Ok(out)
         })?;
-        Ok(listed
-            .into_iter()
-            .filter_map(|a| self.vouched(Some(a)))
-            .collect())
+        Ok(listed.into_iter().map(|a| self.vouched(a)).collect())
     }
 
     /// How many approvals are pending, per risk tier (`("R2", 3)`, …; tiers with none are
@@ -126,6 +132,6 @@ impl Store {
                 None => Ok(None),
             }
         })?;
-        Ok(self.vouched(rec))
+        Ok(rec.map(|r| self.vouched(r)))
     }
 }

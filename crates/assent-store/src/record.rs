@@ -154,6 +154,24 @@ impl ApprovalRecord {
             .is_ok_and(|(c, h)| h == self.call_hash && c == self.canonical)
     }
 
+    /// Whether this approval let its call go ahead: `approved`, or `expired` with the default
+    /// its expiry recorded as applied being `approve` (the expiry records `reject` for what
+    /// may not be approved by a timeout). Read from the status and the decisions, not from
+    /// whether a token row exists: a planted token row does not make a rejection read as
+    /// accepted, and a token minted before the seals (migration 0028) still reads as the
+    /// approval it was. The AAEP resolution, the MPLP status, the denial and the learning
+    /// samples use it.
+    pub fn went_ahead(&self) -> bool {
+        match self.status {
+            ApprovalStatus::Approved => true,
+            ApprovalStatus::Expired => self.decisions.iter().any(|d| {
+                d.decision == Settlement::Expire
+                    && d.default_applied == Some(DefaultDecision::Approve)
+            }),
+            _ => false,
+        }
+    }
+
     /// Masks this call's `redact` paths in what leaves the gateway.
     pub fn redactor(&self) -> assent_core::redact::Redactor {
         assent_core::redact::Redactor::new(&self.call.arguments, &self.terms.redact)

@@ -133,24 +133,21 @@ impl Store {
         self.seal_key(Sealed::Token).holds(&row.columns(), &t.seal)
     }
 
-    /// `rec` as the store vouches for it to readers: a token row whose seal does not hold
+    /// `rec` as the store vouches for it to readers (its reads, and the record a decision
+    /// returns and its events carry): a token row whose seal does not hold
     /// ([`crate::seal`]) is left out (`token: None`, as for an approval no token was minted
     /// for), so that no view (the approval's `approval_token`, its AAEP and MPLP forms) shows
     /// a token nothing will redeem. A row with a seal that is not its own (planted with
     /// another row's seal, or edited) is also named in `damaged` as `tokens.seal`; one with
     /// none (minted before migration 0028, or planted without) is only left out.
-    pub(crate) fn vouched(
-        &self,
-        rec: Option<crate::ApprovalRecord>,
-    ) -> Option<crate::ApprovalRecord> {
-        let mut rec = rec?;
+    pub(crate) fn vouched(&self, mut rec: crate::ApprovalRecord) -> crate::ApprovalRecord {
         if rec.token.is_some() && !self.token_holds(&rec) {
             let sealed = rec.token.take().is_some_and(|t| !t.seal.is_empty());
             if sealed {
                 rec.damaged.push("tokens.seal".into());
             }
         }
-        Some(rec)
+        rec
     }
 
     /// The signed token string of approval record `rec` as read after its decision (its

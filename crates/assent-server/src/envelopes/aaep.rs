@@ -257,7 +257,7 @@ pub fn vote_counted(a: &ApprovalRecord, by: &str, decision: DecisionKind, at: i6
 /// `aaep:agent.state.changed` reporting how a confirmation was resolved (AAEP §6.7.2, §6.1:
 /// a rejection is followed by an event reflecting the cancelled action).
 pub fn resolution(a: &ApprovalRecord, at: i64, courtesy_for: Option<&str>) -> Value {
-    let accepted = a.token.is_some();
+    let accepted = a.went_ahead();
     let how = match (a.status.as_str(), accepted) {
         ("approved", _) => "An operator accepted the action; the agent may now run it.".to_string(),
         ("expired", true) => {

@@ -80,6 +80,41 @@ async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
     gw.stop().await;
 }
 
+/// Attack: a token row planted under a call still pending (the seal of a genuine token copied
+/// in), which the operator then denies. Found by review: the denial's answer carried the
+/// planted row as the approval's token, and its AAEP resolution told subscribers the action
+/// was accepted and running. Now neither does.
+#[tokio::test]
+async fn a_token_planted_under_a_pending_call_is_not_shown_when_it_is_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let real = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "x"}))
+        .await;
+    assert_eq!(gw.decide(&real, OP, "approve").await.0, StatusCode::OK);
+    let evil = gw
+        .held("s1", "pay", json!({"amount": 1_000_000, "to": "me"}))
+        .await;
+    let hash = column(&gw, "call_hash", &evil);
+    let planted = format!(
+        "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal)
+         SELECT 'planted', '{evil}', agent, '{hash}', issued_at, expires_at, scope, NULL, seal FROM tokens WHERE approval_id = '{real}'"
+    );
+    assert_eq!(gw.sql().exec(&planted, &[]), 1);
+    let (s, b) = gw.decide(&evil, OP, "deny").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["status"], "rejected", "{b}");
+    assert!(b["approval_token"].is_null(), "{b}");
+    let events = gw.sql().rows(
+        "SELECT data FROM aaep_events WHERE approval_id = ?1 ORDER BY seq",
+        &[Param::from(evil.as_str())],
+    );
+    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap()[0]).unwrap();
+    assert_eq!(last["type"], "aaep:agent.state.changed", "{last}");
+    assert_eq!(last["to_state"], "thinking", "not running: {last}");
+    gw.stop().await;
+}
+
 /// Attack: the database writer plants a grant of every `pay` call in the workspace, with the
 /// seal of a genuine session grant copied in, or widens the genuine grant from one call to the
 /// whole tool: the next `pay` calls are still held for a person.
