@@ -73,6 +73,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(28, "0028_token_grant_seals"),
     migration!(29, "0029_approval_seal"),
     migration!(30, "0030_approval_indexes"),
+    migration!(31, "0031_audit_and_session_indexes"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 impl Store {
     /// The MPLP trace events (`confirm.*`) of approval `id`, oldest first, as stored in the
-    /// audit chain.
+    /// audit chain. Served by the partial index `audit_approval` (migration 0031), which a
+    /// query uses only while its `kind` term is written as the index's.
     pub fn mplp_events(&self, id: &str) -> Result<Vec<Value>, StoreError> {
         Ok(crate::sql::json_values(
             self.lock().conn(),

@@ -239,7 +239,8 @@ impl Store {
         })
     }
 
-    /// The newest dry run of approval `approval_id`, if any.
+    /// The newest dry run of approval `approval_id`, if any (the `kind` term as the partial
+    /// index `audit_approval` has it, migration 0031).
     pub fn last_dry_run(&self, approval_id: &str) -> Result<Option<AuditRecord>, StoreError> {
         let guard = self.lock();
         let conn = guard.conn();

@@ -308,7 +308,8 @@ impl Store {
     /// The `pipeline_stage` events of a plan's decisions (seed 001 §4.3), oldest first: the
     /// stage records of the plan's Confirms (approvals whose `target_id` is the plan; an
     /// indexed lookup instead of SQLite's `json_extract`), kept when their `pipeline_id` is
-    /// the plan.
+    /// the plan. The `kind` term is written as the partial index `audit_approval` has it
+    /// (migration 0031).
     pub fn pipeline_events(&self, plan_id: &str) -> Result<Vec<Value>, StoreError> {
         let mut events = crate::sql::json_values(
             self.lock().conn(),

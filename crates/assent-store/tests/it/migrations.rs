@@ -233,9 +233,9 @@ fn indexes(c: Conn<'_>) -> Vec<(String, bool)> {
         .unwrap()
 }
 
-/// Migration 0030: what only pending approvals are looked up by is indexed only while they are
-/// pending, on both backends alike (a decision then moves no entry of a growing index to a
-/// random place).
+/// Migrations 0030 and 0031: what only pending approvals are looked up by is indexed only while
+/// they are pending, and audit records by approval only for the kinds looked up so, on both
+/// backends alike (fewer entries keyed by a random approval id per write).
 #[test]
 fn both_dialects_build_the_same_indexes_and_index_pending_approvals_alone() {
     let mut seen = Vec::new();
@@ -243,7 +243,11 @@ fn both_dialects_build_the_same_indexes_and_index_pending_approvals_alone() {
         let conn = db.connect().unwrap();
         migrate(conn.conn(), "db").unwrap();
         let idx = indexes(conn.conn());
-        for partial in ["approvals_pending", "approvals_pending_expires"] {
+        for partial in [
+            "approvals_pending",
+            "approvals_pending_expires",
+            "audit_approval",
+        ] {
             assert!(
                 idx.contains(&(partial.to_string(), true)),
                 "{partial} in {idx:?}"
