@@ -306,8 +306,12 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
         rec.votes.push(v);
     }
     rec.token = conn
-        .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash, seal FROM tokens WHERE approval_id = ?1")?
-        .query_row([id], |r| {
+        // A token row for another agent than the approval's is not this approval's token: the
+        // seal is checked against the approval's agent ([`crate::Store::vouched`]), and the
+        // token is signed and redeemed for the row's (found by review: a row whose agent was
+        // edited read as minted though nothing would sign or redeem it).
+        .prepare_cached("SELECT token_id, expires_at, used_at, issued_at, scope, device_id, call_hash, seal FROM tokens WHERE approval_id = ?1 AND agent = ?2")?
+        .query_row(crate::params![id, rec.agent], |r| {
             from_row!(r => TokenInfo {
                 token_id, expires_at, used_at, issued_at, scope, device_id, call_hash, seal
             })

@@ -115,6 +115,28 @@ async fn a_token_planted_under_a_pending_call_is_not_shown_when_it_is_denied() {
     gw.stop().await;
 }
 
+/// Attack: an approved call's genuine token row given to another agent in the database.
+/// Found by review: the approval still read as carrying its token (the seal was checked with
+/// the approval's agent), though nothing would sign or redeem it for either agent.
+#[tokio::test]
+async fn a_token_row_moved_to_another_agent_is_not_the_approvals_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let id = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "x"}))
+        .await;
+    assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
+    let view = |b: serde_json::Value| b["approval_token"].clone();
+    assert!(!view(gw.get(&format!("/v1/approvals/{id}"), OP).await.1).is_null());
+    let moved = format!("UPDATE tokens SET agent = 'mallory' WHERE approval_id = '{id}'");
+    assert_eq!(gw.sql().exec(&moved, &[]), 1);
+    let (s, b) = gw.get(&format!("/v1/approvals/{id}"), OP).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(view(b.clone()).is_null(), "{b}");
+    assert!(gw.as_agent(&id).await["token"].is_null());
+    gw.stop().await;
+}
+
 /// Attack: the database writer plants a grant of every `pay` call in the workspace, with the
 /// seal of a genuine session grant copied in, or widens the genuine grant from one call to the
 /// whole tool: the next `pay` calls are still held for a person.
