@@ -71,4 +71,4 @@ log "end-to-end MCP tests"
 # `cargo test` built target/debug/assent for the binary's integration tests; building it again
 # without the dev-dependencies' features would recompile much of the tree for nothing.
 [ -x target/debug/assent ] || cargo build --locked -p assent
-ASSENT_BIN="$PWD/target/debug/assent" .venv/bin/python -m pytest -q tests/e2e
+ASSENT_BIN="$PWD/target/debug/assent" .venv/bin/python -m pytest -q --durations=15 tests/e2e

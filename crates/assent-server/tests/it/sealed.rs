@@ -14,6 +14,24 @@ fn column(gw: &Gw, col: &str, id: &str) -> String {
     gw.sql().text(&sql, &[Param::from(id)])
 }
 
+/// A `pay` call held and approved by the operator; its approval id.
+async fn approved(gw: &Gw, to: &str) -> String {
+    let id = gw.held("s1", "pay", json!({"amount": 500, "to": to})).await;
+    assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
+    id
+}
+
+/// Plants a token row under approval `evil`, bound to its call, with the seal of `real`'s
+/// genuine token copied in.
+fn plant_token(gw: &Gw, real: &str, evil: &str) {
+    let hash = column(gw, "call_hash", evil);
+    let planted = format!(
+        "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal)
+         SELECT 'planted', '{evil}', agent, '{hash}', issued_at, expires_at, scope, NULL, seal FROM tokens WHERE approval_id = '{real}'"
+    );
+    assert_eq!(gw.sql().exec(&planted, &[]), 1);
+}
+
 /// Attack: the database writer approves their own held call in the database and plants its
 /// token row, with the seal of a genuine token copied in; or widens a genuine token to any
 /// device. The agent reading the approval gets no token, and the widened one redeems nothing.
@@ -32,12 +50,7 @@ async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
     let evil = gw
         .held("s1", "pay", json!({"amount": 1_000_000, "to": "me"}))
         .await;
-    let hash = column(&gw, "call_hash", &evil);
-    let planted = format!(
-        "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal)
-         SELECT 'planted', '{evil}', agent, '{hash}', issued_at, expires_at, scope, NULL, seal FROM tokens WHERE approval_id = '{real}'"
-    );
-    gw.sql().exec(&planted, &[]);
+    plant_token(&gw, &real, &evil);
     let approve = format!(
         "UPDATE approvals SET status = 'approved', decided_at = requested_at + 1 WHERE id = '{evil}'"
     );
@@ -88,19 +101,11 @@ async fn a_token_row_planted_or_edited_in_the_database_lets_no_call_run() {
 async fn a_token_planted_under_a_pending_call_is_not_shown_when_it_is_denied() {
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path()).await;
-    let real = gw
-        .held("s1", "pay", json!({"amount": 500, "to": "x"}))
-        .await;
-    assert_eq!(gw.decide(&real, OP, "approve").await.0, StatusCode::OK);
+    let real = approved(&gw, "x").await;
     let evil = gw
         .held("s1", "pay", json!({"amount": 1_000_000, "to": "me"}))
         .await;
-    let hash = column(&gw, "call_hash", &evil);
-    let planted = format!(
-        "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal)
-         SELECT 'planted', '{evil}', agent, '{hash}', issued_at, expires_at, scope, NULL, seal FROM tokens WHERE approval_id = '{real}'"
-    );
-    assert_eq!(gw.sql().exec(&planted, &[]), 1);
+    plant_token(&gw, &real, &evil);
     let (s, b) = gw.decide(&evil, OP, "deny").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["status"], "rejected", "{b}");
@@ -122,10 +127,7 @@ async fn a_token_planted_under_a_pending_call_is_not_shown_when_it_is_denied() {
 async fn a_token_row_moved_to_another_agent_is_not_the_approvals_token() {
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path()).await;
-    let id = gw
-        .held("s1", "pay", json!({"amount": 500, "to": "x"}))
-        .await;
-    assert_eq!(gw.decide(&id, OP, "approve").await.0, StatusCode::OK);
+    let id = approved(&gw, "x").await;
     let view = |b: serde_json::Value| b["approval_token"].clone();
     assert!(!view(gw.get(&format!("/v1/approvals/{id}"), OP).await.1).is_null());
     let moved = format!("UPDATE tokens SET agent = 'mallory' WHERE approval_id = '{id}'");
