@@ -1,7 +1,7 @@
 // The official TypeScript MCP SDK client, driven by the Python e2e tests: connects over stdio to
 // the command in PROXY_CMD (JSON array: `assent mcp …`), or over streamable HTTP to MCP_URL, lists tools, makes the call in CALL
 // (JSON {name, arguments}) with a progress callback and resetTimeoutOnProgress (unless
-// RESET=0), and prints one JSON object per line: {tools}, {progress}, then {result} or {error}.
+// RESET=0), with the SDK's request timeout (60 s) or TIMEOUT_MS when set, and prints one JSON object per line: {tools}, {progress}, then {result} or {error}.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -30,6 +30,7 @@ try {
       out({ progress: p.progress, message: p.message, at_ms: Date.now() - started });
     },
     resetTimeoutOnProgress: process.env.RESET !== "0",
+    ...(process.env.TIMEOUT_MS ? { timeout: Number(process.env.TIMEOUT_MS) } : {}),
   });
   out({ result, elapsed_ms: Date.now() - started, progress });
 } catch (e) {
