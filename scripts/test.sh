@@ -71,4 +71,6 @@ log "end-to-end MCP tests"
 # `cargo test` built target/debug/assent for the binary's integration tests; building it again
 # without the dev-dependencies' features would recompile much of the tree for nothing.
 [ -x target/debug/assent ] || cargo build --locked -p assent
-ASSENT_BIN="$PWD/target/debug/assent" .venv/bin/python -m pytest -q --durations=15 tests/e2e
+# Two workers, each file's tests on one (its module fixtures shared): most of the time is spent
+# waiting on gateways, MCP servers, Node clients and the browser, not on the two cores.
+ASSENT_BIN="$PWD/target/debug/assent" .venv/bin/python -m pytest -q -n 2 --dist loadfile --durations=15 tests/e2e
