@@ -91,7 +91,7 @@ fn counted_vote(
         return Ok(None);
     };
     let v = vote(kind, s.input, s.actor, roles, s.now);
-    if let Cast::Settles = votes::cast(tx, rec, &q, &v)? {
+    if let Cast::Settles = votes::cast(tx, s.votes, rec, &q, &v)? {
         return Ok(None);
     }
     let rec = read_approval(tx, s.id)?.expect("exists");
@@ -209,10 +209,12 @@ impl Store {
     ) -> Result<ApprovalRecord, DecideError> {
         // Refusals `admit` audited commit (`DecideError: Settles`); anything else rolls back.
         let seal = self.seal_key(Sealed::Approval);
+        let vote_seal = self.seal_key(Sealed::Vote);
         self.write(|tx| {
             let s = Settle {
                 id,
                 seal: &seal,
+                votes: &vote_seal,
                 event,
                 input,
                 reason,
@@ -348,6 +350,8 @@ struct Settle<'a> {
     id: &'a str,
     /// The key of approval seals ([`crate::approval_seal`]).
     seal: &'a crate::seal::SealKey,
+    /// The key of vote seals ([`votes::vouch`]).
+    votes: &'a crate::seal::SealKey,
     /// The store's event renderer.
     env: &'a dyn crate::events::Envelopes,
     event: Event,
@@ -377,9 +381,12 @@ fn admit(
     s: &Settle<'_>,
     roles: Option<&[String]>,
 ) -> Result<(ApprovalRecord, ApprovalStatus), DecideError> {
-    let Some(rec) = read_approval(tx, s.id)? else {
+    let Some(mut rec) = read_approval(tx, s.id)? else {
         return Err(DecideError::NotFound);
     };
+    // Attack: vote rows planted under approvers' names so that the next genuine vote meets
+    // the quorum; unsealed ones are not counted, mis-sealed ones make the approval damaged.
+    votes::vouch(&mut rec, s.votes);
     let name = approval_event_name(s.event);
     if !rec.damaged.is_empty() {
         let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});

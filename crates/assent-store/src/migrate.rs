@@ -74,6 +74,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(29, "0029_approval_seal"),
     migration!(30, "0030_approval_indexes"),
     migration!(31, "0031_audit_and_session_indexes"),
+    migration!(32, "0032_vote_seals"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

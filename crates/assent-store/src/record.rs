@@ -14,7 +14,7 @@ use assent_core::passkey::PasskeyProof;
 use assent_core::quorum::{Ballot, DenyRule, Quorum, QuorumGroup, Tally, in_force, tally};
 use assent_core::{RiskTier, ToolCall};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// One decision on an approval, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -52,6 +52,48 @@ pub struct VoteRecord {
     pub at: i64,
     /// The passkey assertion that signed an approving vote (issue 14 §4).
     pub passkey: Option<PasskeyProof>,
+    /// The row's sealed columns as stored and its seal ([`crate::votes::vouch`]).
+    #[serde(skip)]
+    pub(crate) sealed: StoredVote,
+}
+
+/// A `votes` row's sealed columns as stored — `[approval_id, principal, decision, roles,
+/// reason, at, passkey]`, text as text (JSON columns unparsed), so that the seal covers the
+/// bytes the gateway wrote — and its `seal` (64 hex; `''` before migration 0032).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct StoredVote {
+    pub(crate) columns: Value,
+    pub(crate) seal: String,
+}
+
+impl StoredVote {
+    /// From a row of `principal, decision, roles, reason, at, passkey, approval_id, seal`
+    /// (`read_approval`'s vote SELECT). A column of an unexpected type is kept as `"?"`, so
+    /// the seal does not hold for it.
+    pub(crate) fn read(r: &Row<'_>) -> db::Result<StoredVote> {
+        let raw = |i: usize| -> db::Result<Value> {
+            Ok(match r.get_ref(i)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Int(n) => json!(n),
+                ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                ValueRef::Bool(_) | ValueRef::Other => json!("?"),
+            })
+        };
+        let columns = json!([
+            raw(6)?,
+            raw(0)?,
+            raw(1)?,
+            raw(2)?,
+            raw(3)?,
+            raw(4)?,
+            raw(5)?
+        ]);
+        let seal = match r.get_ref(7)? {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => String::new(),
+        };
+        Ok(StoredVote { columns, seal })
+    }
 }
 
 /// An approval as stored (seed 002 ApprovalRequest, MPLP Confirm).
@@ -297,7 +339,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     }
     let votes = sql::rows(
         conn,
-        "SELECT principal, decision, roles, reason, at, passkey FROM votes WHERE approval_id = ?1 ORDER BY rowid",
+        "SELECT principal, decision, roles, reason, at, passkey, approval_id, seal FROM votes WHERE approval_id = ?1 ORDER BY rowid",
         [id],
         vote_row,
     )?;
@@ -460,6 +502,7 @@ fn vote_row(r: &Row<'_>) -> db::Result<(VoteRecord, Vec<String>)> {
         reason: r.get(3)?,
         at: r.get(4)?,
         passkey: c.parsed_opt(r, 5, "votes.passkey", proof, None)?,
+        sealed: StoredVote::read(r)?,
     };
     Ok((v, c.damaged))
 }

@@ -24,6 +24,8 @@ pub(crate) enum Sealed {
     Grant,
     /// `approvals`: the terms a call was held under (migration 0029, [`crate::approval_seal`]).
     Approval,
+    /// `votes`: one operator's vote towards a quorum (migration 0032, [`crate::votes`]).
+    Vote,
 }
 
 impl Sealed {
@@ -33,6 +35,7 @@ impl Sealed {
             Sealed::Token => b"assent/seal/v1/tokens",
             Sealed::Grant => b"assent/seal/v1/grants",
             Sealed::Approval => b"assent/seal/v1/approvals",
+            Sealed::Vote => b"assent/seal/v1/votes",
         }
     }
 }

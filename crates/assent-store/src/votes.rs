@@ -8,10 +8,28 @@ use crate::audit;
 use crate::db::Conn;
 use crate::error::DecideError;
 use crate::params;
-use crate::record::{ApprovalRecord, VoteRecord};
+use crate::record::{ApprovalRecord, StoredVote, VoteRecord};
+use crate::seal::SealKey;
 use assent_core::approval::DecisionKind;
 use assent_core::quorum::{DenyRule, Quorum};
 use serde_json::json;
+
+/// `rec` with only the votes whose seal holds under `key` ([`crate::seal`]): a vote row
+/// planted or edited behind the gateway's back counts towards no quorum and is not shown. One
+/// with a seal that is not its own (another row's copied in, or an edited row) also names
+/// `votes.seal` in `damaged`, so that decisions on the approval are refused; one with none
+/// (cast before migration 0032, or planted without) is only left out: its voter votes again.
+pub(crate) fn vouch(rec: &mut ApprovalRecord, key: &SealKey) {
+    let mut mis_sealed = false;
+    rec.votes.retain(|v| {
+        let holds = key.holds(&v.sealed.columns, &v.sealed.seal);
+        mis_sealed |= !holds && !v.sealed.seal.is_empty();
+        holds
+    });
+    if mis_sealed {
+        rec.damaged.push("votes.seal".into());
+    }
+}
 
 /// What one vote did.
 pub(crate) enum Cast {
@@ -53,6 +71,7 @@ pub(crate) struct VoteInput<'a> {
 /// proposed, once.
 pub(crate) fn cast(
     tx: Conn<'_>,
+    key: &SealKey,
     rec: &ApprovalRecord,
     q: &Quorum,
     v: &VoteInput<'_>,
@@ -93,20 +112,29 @@ pub(crate) fn cast(
         refuse("the principal has already voted on this approval")?;
         return Err(DecideError::AlreadyVoted(actor.to_string()));
     }
-    tx.prepare_cached(
-        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
+    let roles_text = serde_json::to_string(roles).expect("serialisable");
+    let passkey_text = v
+        .passkey
+        .filter(|_| kind == DecisionKind::Approve)
+        .map(|p| serde_json::to_string(p).expect("proof"));
+    let columns = json!([
         rec.id,
         actor,
         kind.as_str(),
-        serde_json::to_string(roles).expect("serialisable"),
+        roles_text,
         reason,
         now,
-        v.passkey
-            .filter(|_| kind == DecisionKind::Approve)
-            .map(|p| serde_json::to_string(p).expect("proof"))
-    ])?;
+        passkey_text
+    ]);
+    let seal = key.seal(&columns);
+    tx.prepare_cached(
+        // A row already there for this voter is one `vouch` left out (unsealed: planted, or
+        // cast before migration 0032; a sealed one is `AlreadyVoted` above): replaced.
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (approval_id, principal) DO UPDATE SET decision = excluded.decision, roles = excluded.roles,
+         reason = excluded.reason, at = excluded.at, passkey = excluded.passkey, seal = excluded.seal",
+    )?
+    .execute(params![rec.id, actor, kind.as_str(), roles_text, reason, now, passkey_text, seal])?;
     let mut after = rec.clone();
     after.votes.push(VoteRecord {
         principal: actor.to_string(),
@@ -115,6 +143,7 @@ pub(crate) fn cast(
         reason: reason.map(str::to_string),
         at: now,
         passkey: v.passkey.cloned(),
+        sealed: StoredVote { columns, seal },
     });
     let t = after.tally_of(q, kind);
     let settles = t.met || (kind == DecisionKind::Deny && q.deny == DenyRule::Any);

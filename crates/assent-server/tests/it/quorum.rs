@@ -222,3 +222,63 @@ async fn the_dashboard_card_shows_the_quorum_and_a_vote_from_it_counts() {
     assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
     gw.stop().await;
 }
+
+/// The principals of `a`'s `votes.cast`, sorted.
+fn voters(a: &Value) -> Vec<String> {
+    let mut by: Vec<String> = a["votes"]["cast"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["by"].as_str().unwrap().to_string())
+        .collect();
+    by.sort();
+    by
+}
+
+/// Attack: whoever can write the database (but holds no key) plants a vote under an
+/// approver's name on a two-of-finance call, so that the next genuine vote meets the quorum.
+/// The planted row counts for nothing and is not shown: fred's vote leaves the call pending
+/// with no token, and alice can still cast her own vote (it replaces the planted row). A
+/// vote row carrying another vote's seal makes its approval damaged: decisions refused.
+#[tokio::test]
+async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
+    let (_dir, gw, id) = two_of_finance().await;
+    let plant = format!(
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at) VALUES ('{id}', 'alice', 'approve', '[\"finance\"]', NULL, 1)"
+    );
+    assert_eq!(gw.sql().exec(&plant, &[]), 1);
+    let (_, a) = gw.approval(&id, "fred-key").await;
+    assert_eq!(progress(&a), (0, 2, false), "{a}");
+    let (s, a) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(
+        a["status"], "pending",
+        "the planted vote made up the quorum: {a}"
+    );
+    assert_eq!(voters(&a), ["fred"]);
+    assert!(gw.as_agent(&id).await.get("token").is_none());
+    let (s, a) = gw.decide(&id, "alice-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(voters(&a), ["alice", "fred"]);
+
+    // Another row's seal copied in: the approval is damaged, nobody's vote is taken.
+    let id = gw.held("s1", "pay", args()).await;
+    assert_eq!(
+        gw.decide(&id, "fred-key", "approve").await.0,
+        StatusCode::OK
+    );
+    let copy = format!(
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal)
+         SELECT approval_id, 'gina', decision, roles, reason, at, passkey, seal FROM votes WHERE approval_id = '{id}' AND principal = 'fred'"
+    );
+    assert_eq!(gw.sql().exec(&copy, &[]), 1);
+    let (s, b) = gw.decide(&id, "alice-key", "approve").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(voters(&a), ["fred"], "{a}");
+    assert!(gw.as_agent(&id).await.get("token").is_none());
+    gw.stop().await;
+}
