@@ -94,7 +94,8 @@ fn counted_vote(
     if let Cast::Settles = votes::cast(tx, s.votes, rec, &q, &v)? {
         return Ok(None);
     }
-    let rec = read_approval(tx, s.id)?.expect("exists");
+    let mut rec = read_approval(tx, s.id)?.expect("exists");
+    votes::vouch(&mut rec, s.votes);
     let ev = AaepEvent::VoteCounted {
         approval: &rec,
         by: s.actor,
@@ -385,8 +386,8 @@ fn admit(
         return Err(DecideError::NotFound);
     };
     // Attack: vote rows planted under approvers' names so that the next genuine vote meets
-    // the quorum; unsealed ones are not counted, mis-sealed ones make the approval damaged.
-    votes::vouch(&mut rec, s.votes);
+    // the quorum: they are not counted, and one with a seal not its own refuses approving.
+    let mis_sealed = votes::vouch(&mut rec, s.votes);
     let name = approval_event_name(s.event);
     if !rec.damaged.is_empty() {
         let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
@@ -408,6 +409,12 @@ fn admit(
         Event::Decide(DecisionKind::Approve)
             | Event::Expire(assent_core::approval::DefaultDecision::Approve)
     );
+    if approves && mis_sealed {
+        let damaged = vec!["votes.seal".to_string()];
+        let data = json!({"decision": name, "why": "a vote row of the approval carries a seal not its own", "damaged": damaged});
+        s.audit(tx, "decision.refused", data)?;
+        return Err(DecideError::Damaged(damaged));
+    }
     if approves && !crate::approval_seal::holds(tx, s.seal, s.id)? {
         let damaged = vec!["seal".to_string()];
         let data = json!({"decision": name, "why": "the approval's stored terms are not those it was held under (its seal does not hold)", "damaged": damaged});

@@ -35,12 +35,14 @@ impl Store {
         )?;
         let mut done = Vec::new();
         let seal = self.seal_key(crate::seal::Sealed::Approval);
+        let vote_seal = self.seal_key(crate::seal::Sealed::Vote);
         for id in due {
             // The escalation (if due) commits on its own, before the expiry's transaction.
             let step = self.write(|tx| -> Result<Step, StoreError> {
-                let Some(rec) = read_approval(**tx, &id)? else {
+                let Some(mut rec) = read_approval(**tx, &id)? else {
                     return Ok(Step::Skip);
                 };
+                let mis_sealed = crate::votes::vouch(&mut rec, &vote_seal);
                 if !rec.damaged.is_empty()
                     || !rec.call_intact()
                     || rec.status != assent_core::ApprovalStatus::Pending
@@ -60,14 +62,17 @@ impl Store {
                 // What needs a passkey-signed approval, or is irreversible, is never approved
                 // by its timeout, whatever the stored default says.
                 // Nor is one whose terms do not hold their seal ([`crate::approval_seal`]):
-                // an edited default would otherwise mint a genuine token with no one deciding.
+                // an edited default would otherwise mint a genuine token with no one deciding;
+                // nor one with a vote row carrying a seal not its own ([`crate::votes::vouch`]).
                 let t = &rec.terms;
                 let sealed = crate::approval_seal::holds(**tx, &seal, &id)?;
-                Ok(Step::Expire(if t.require_passkey || !sealed {
-                    DefaultDecision::Reject
-                } else {
-                    approval::effective_default(t.irreversible, t.default_decision)
-                }))
+                Ok(Step::Expire(
+                    if t.require_passkey || !sealed || mis_sealed {
+                        DefaultDecision::Reject
+                    } else {
+                        approval::effective_default(t.irreversible, t.default_decision)
+                    },
+                ))
             })?;
             let default = match step {
                 Step::Skip => continue,

@@ -32,7 +32,8 @@ pub(crate) fn votes(
         let (seq, aid, actor): (i64, Option<String>, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
         if let Some(aid) = aid {
             let decision = text_at(&json_of(r)?, "decision");
-            recorded.entry((aid, actor)).or_insert((seq, decision));
+            // The last record: a voter whose unvouched row was replaced voted again.
+            recorded.insert((aid, actor), (seq, decision));
         }
         Ok(ControlFlow::Continue(()))
     })?;

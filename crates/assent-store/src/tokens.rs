@@ -142,8 +142,8 @@ impl Store {
     /// none (minted before migration 0028, or planted without) is only left out. Quorum votes
     /// are vouched for the same way ([`crate::votes::vouch`], `votes.seal`).
     pub(crate) fn vouched(&self, mut rec: crate::ApprovalRecord) -> crate::ApprovalRecord {
-        if !rec.votes.is_empty() {
-            crate::votes::vouch(&mut rec, &self.seal_key(Sealed::Vote));
+        if !rec.votes.is_empty() && crate::votes::vouch(&mut rec, &self.seal_key(Sealed::Vote)) {
+            rec.damaged.push("votes.seal".into());
         }
         if rec.token.is_some() && !self.token_holds(&rec) {
             let sealed = rec.token.take().is_some_and(|t| !t.seal.is_empty());

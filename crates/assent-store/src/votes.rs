@@ -10,25 +10,29 @@ use crate::error::DecideError;
 use crate::params;
 use crate::record::{ApprovalRecord, StoredVote, VoteRecord};
 use crate::seal::SealKey;
+use assent_core::ApprovalStatus;
 use assent_core::approval::DecisionKind;
 use assent_core::quorum::{DenyRule, Quorum};
 use serde_json::json;
 
-/// `rec` with only the votes whose seal holds under `key` ([`crate::seal`]): a vote row
-/// planted or edited behind the gateway's back counts towards no quorum and is not shown. One
-/// with a seal that is not its own (another row's copied in, or an edited row) also names
-/// `votes.seal` in `damaged`, so that decisions on the approval are refused; one with none
-/// (cast before migration 0032, or planted without) is only left out: its voter votes again.
-pub(crate) fn vouch(rec: &mut ApprovalRecord, key: &SealKey) {
+/// `rec`, when pending, with only the votes whose seal holds under `key` ([`crate::seal`]): a
+/// vote row planted or edited behind the gateway's back counts towards no quorum and is not
+/// shown; one cast before migration 0032 (no seal) is left out too: its voter votes again.
+/// `true` when a left-out row carries a seal that is not its own (another row's copied in, or
+/// an edited row): an approving event is then refused (`decide::admit`), the expiry rejects,
+/// and reads name `votes.seal` in `damaged`. A settled approval's votes are history, counted
+/// no more, and shown as stored (`audit verify` compares them with their records).
+pub(crate) fn vouch(rec: &mut ApprovalRecord, key: &SealKey) -> bool {
+    if rec.status != ApprovalStatus::Pending {
+        return false;
+    }
     let mut mis_sealed = false;
     rec.votes.retain(|v| {
         let holds = key.holds(&v.sealed.columns, &v.sealed.seal);
         mis_sealed |= !holds && !v.sealed.seal.is_empty();
         holds
     });
-    if mis_sealed {
-        rec.damaged.push("votes.seal".into());
-    }
+    mis_sealed
 }
 
 /// What one vote did.
@@ -127,12 +131,14 @@ pub(crate) fn cast(
         passkey_text
     ]);
     let seal = key.seal(&columns);
+    // A row still there for this voter is one `vouch` left out (unsealed: planted, or cast
+    // before migration 0032; or carrying another row's seal): a sealed one of this approval is
+    // `AlreadyVoted` above. It is replaced, and the vote's record says so.
+    let replaced = tx
+        .prepare_cached("DELETE FROM votes WHERE approval_id = ?1 AND principal = ?2")?
+        .execute(params![rec.id, actor])?;
     tx.prepare_cached(
-        // A row already there for this voter is one `vouch` left out (unsealed: planted, or
-        // cast before migration 0032; a sealed one is `AlreadyVoted` above): replaced.
-        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT (approval_id, principal) DO UPDATE SET decision = excluded.decision, roles = excluded.roles,
-         reason = excluded.reason, at = excluded.at, passkey = excluded.passkey, seal = excluded.seal",
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![rec.id, actor, kind.as_str(), roles_text, reason, now, passkey_text, seal])?;
     let mut after = rec.clone();
@@ -148,8 +154,11 @@ pub(crate) fn cast(
     let t = after.tally_of(q, kind);
     let settles = t.met || (kind == DecisionKind::Deny && q.deny == DenyRule::Any);
     let counted: usize = t.groups.iter().map(|g| g.counted.len()).sum();
-    let data = json!({"decision": kind.as_str(), "roles": roles, "reason": reason,
+    let mut data = json!({"decision": kind.as_str(), "roles": roles, "reason": reason,
         "counted": counted, "required": q.required(), "met": t.met, "groups": t.groups});
+    if replaced > 0 {
+        data["replaced_unvouched_row"] = json!(true);
+    }
     let data = audit::with_via(data, v.via);
     audit::append(tx, now, "decision.vote", Some(&rec.id), actor, &data)?;
     Ok(if settles {

@@ -2,7 +2,7 @@
 //! before one token is minted; the same person never counts twice; one qualified deny rejects
 //! unless the rule says `deny: quorum`; a quorum's votes approve the call as proposed, once.
 
-use crate::backend::audit_count;
+use crate::backend::{Param, audit_count};
 use crate::kit::{AGENTS, Gw, assert_error, csrf_of, operator, policy, start_custom, token_of};
 use assent_server::Settings;
 use reqwest::StatusCode;
@@ -239,7 +239,8 @@ fn voters(a: &Value) -> Vec<String> {
 /// approver's name on a two-of-finance call, so that the next genuine vote meets the quorum.
 /// The planted row counts for nothing and is not shown: fred's vote leaves the call pending
 /// with no token, and alice can still cast her own vote (it replaces the planted row). A
-/// vote row carrying another vote's seal makes its approval damaged: decisions refused.
+/// vote row carrying another vote's seal makes its approval damaged: approving is refused,
+/// denying is not.
 #[tokio::test]
 async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
     let (_dir, gw, id) = two_of_finance().await;
@@ -257,10 +258,24 @@ async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
     );
     assert_eq!(voters(&a), ["fred"]);
     assert!(gw.as_agent(&id).await.get("token").is_none());
+    // Found by review: the vote's event counted the planted row too ("2 of 2").
+    let event = gw.sql().text(
+        "SELECT data FROM aaep_events WHERE approval_id = ?1 AND type = 'aaep:agent.progress.updated'",
+        &[Param::from(id.as_str())],
+    );
+    assert!(event.contains("1 of 2 approvals so far"), "{event}");
     let (s, a) = gw.decide(&id, "alice-key", "approve").await;
     assert_eq!(s, StatusCode::OK, "{a}");
     assert_eq!(a["status"], "approved", "{a}");
     assert_eq!(voters(&a), ["alice", "fred"]);
+    let record = gw.sql().text(
+        "SELECT data FROM audit WHERE kind = 'decision.vote' AND actor = 'alice'",
+        &[],
+    );
+    assert!(
+        record.contains("\"replaced_unvouched_row\":true"),
+        "{record}"
+    );
 
     // Another row's seal copied in: the approval is damaged, nobody's vote is taken.
     let id = gw.held("s1", "pay", args()).await;
@@ -280,5 +295,9 @@ async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
     assert_eq!(a["status"], "pending", "{a}");
     assert_eq!(voters(&a), ["fred"], "{a}");
     assert!(gw.as_agent(&id).await.get("token").is_none());
+    // Saying no is still possible: one qualified deny rejects it.
+    let (s, a) = gw.decide(&id, "alice-key", "deny").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["status"], "rejected", "{a}");
     gw.stop().await;
 }
