@@ -139,8 +139,9 @@ impl Store {
     /// for), so that no view (the approval's `approval_token`, its AAEP and MPLP forms) shows
     /// a token nothing will redeem. A row with a seal that is not its own (planted with
     /// another row's seal, or edited) is also named in `damaged` as `tokens.seal`; one with
-    /// none (minted before migration 0028, or planted without) is only left out. Quorum votes
-    /// are vouched for the same way ([`crate::votes::vouch`], `votes.seal`).
+    /// none (minted before migration 0028, or planted without) is only left out. A pending
+    /// approval's quorum votes are vouched for too ([`crate::votes::vouch`]: a row whose seal
+    /// does not hold is left out, `votes.seal` named when it carries one not its own).
     pub(crate) fn vouched(&self, mut rec: crate::ApprovalRecord) -> crate::ApprovalRecord {
         if !rec.votes.is_empty() && crate::votes::vouch(&mut rec, &self.seal_key(Sealed::Vote)) {
             rec.damaged.push("votes.seal".into());
