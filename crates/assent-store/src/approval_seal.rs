@@ -8,6 +8,17 @@
 //! review: a pending call's stored default turned to `approve` and its deadline to the past had
 //! the expiry sweep mint a genuine token, and a device binding removed from a pending call made
 //! the operator's approval mint a token for any device.
+//!
+//! The seal also covers who may decide and when ([`Standing`]: the approvers, `expires_at` and
+//! the escalation columns), which only the gateway's escalation step changes, sealing the row
+//! again as it does. Before, a writer could add their own role to a pending call's approvers
+//! for an operator without it to approve, or bring its default forward. Rows sealed before
+//! that had their seals voided by migration 0033: they can be denied or expire, not be
+//! approved.
+//!
+//! On PostgreSQL each statement of a write transaction sees the latest commits, so the seal is
+//! checked on the row as [`lock`]ed for the transaction (found by review: a row edited, read,
+//! then put back before the seal's own read passed the check with the edited values).
 
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::seal::SealKey;
@@ -33,11 +44,32 @@ pub(crate) struct Terms<'a> {
     pub target_type: &'a str,
     pub target_id: &'a str,
     pub requested_at: i64,
+    /// Who may decide it and when.
+    pub standing: Standing<'a>,
+}
+
+/// Who may decide a pending approval and when its default applies, as stored: what the
+/// gateway's escalation steps change (`expiry.rs`), and nothing else does.
+pub(crate) struct Standing<'a> {
+    /// The `approvers` column (JSON text).
+    pub approvers: &'a str,
+    /// Unix ms: the next escalation step or the deadline.
+    pub expires_at: i64,
+    /// The `escalate_to` column (JSON text) of rows from before escalation chains.
+    pub escalate_to: &'a str,
+    pub escalate_after_ms: Option<i64>,
+    pub escalated_at: Option<i64>,
+    /// The `escalation` and `escalation_schedule` columns (JSON text).
+    pub escalation: Option<&'a str>,
+    pub escalation_schedule: Option<&'a str>,
+    pub escalation_steps: i64,
 }
 
 impl Terms<'_> {
-    /// The JSON array the seal is over, in the field order above.
+    /// The JSON array the seal is over: the fields above in their order, then the
+    /// [`Standing`] fields in theirs.
     fn columns(&self) -> Value {
+        let s = &self.standing;
         json!([
             self.id,
             self.agent,
@@ -55,14 +87,40 @@ impl Terms<'_> {
             self.on_behalf_of,
             self.target_type,
             self.target_id,
-            self.requested_at
+            self.requested_at,
+            s.approvers,
+            s.expires_at,
+            s.escalate_to,
+            s.escalate_after_ms,
+            s.escalated_at,
+            s.escalation,
+            s.escalation_schedule,
+            s.escalation_steps
         ])
     }
 
-    /// The seal of these terms under `key` (64 hex).
+    /// The seal of these terms and standing under `key` (64 hex).
     pub(crate) fn seal(&self, key: &SealKey) -> String {
         key.seal(&self.columns())
     }
+
+    /// Whether `seal` is theirs under `key`.
+    fn sealed_by(&self, key: &SealKey, seal: &str) -> bool {
+        key.holds(&self.columns(), seal)
+    }
+}
+
+/// Locks approval `id`'s row for the rest of the write transaction, before it is read: on
+/// PostgreSQL (`SELECT … FOR UPDATE`) no one else can change it until the transaction ends, so
+/// what is read, checked against its seal and acted on is one version of the row; on SQLite
+/// the write transaction already excludes every other writer.
+pub(crate) fn lock(conn: Conn<'_>, id: &str) -> db::Result<()> {
+    if conn.backend() == db::Backend::Postgres {
+        conn.prepare_cached("SELECT 1 FROM approvals WHERE id = ?1 FOR UPDATE")?
+            .query_row([id], |_| Ok(()))
+            .optional()?;
+    }
+    Ok(())
 }
 
 /// Runs `f` on approval `id`'s stored terms and seal; `None` when there is no such approval.
@@ -74,21 +132,27 @@ fn with_stored<T>(
     type Texts = (String, String, Option<String>, String, String, String);
     type Flags = (bool, String, Option<String>, bool, bool, bool);
     type Rest = (Option<String>, String, String, i64, String);
-    let row: Option<(Texts, Flags, Rest)> = conn
+    type Who = (String, i64, String, Option<i64>, Option<i64>);
+    type Steps = (Option<String>, Option<String>, i64);
+    let row: Option<(Texts, Flags, Rest, Who, Steps)> = conn
         .prepare_cached(
             "SELECT agent, session_id, device_id, call_hash, canonical, risk_tier,
                     irreversible, default_decision, quorum, require_passkey, separation_of_duties, in_client,
-                    on_behalf_of, target_type, target_id, requested_at, seal
+                    on_behalf_of, target_type, target_id, requested_at, seal,
+                    approvers, expires_at, escalate_to, escalate_after_ms, escalated_at,
+                    escalation, escalation_schedule, escalation_steps
              FROM approvals WHERE id = ?1",
         )?
         .query_row([id], |r| {
             let texts = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
             let flags = (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?);
             let rest = (r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?, r.get(16)?);
-            Ok((texts, flags, rest))
+            let who = (r.get(17)?, r.get(18)?, r.get(19)?, r.get(20)?, r.get(21)?);
+            let steps = (r.get(22)?, r.get(23)?, r.get(24)?);
+            Ok((texts, flags, rest, who, steps))
         })
         .optional()?;
-    Ok(row.map(|(t, g, r)| {
+    Ok(row.map(|(t, g, r, w, st)| {
         let terms = Terms {
             id,
             agent: &t.0,
@@ -107,6 +171,16 @@ fn with_stored<T>(
             target_type: &r.1,
             target_id: &r.2,
             requested_at: r.3,
+            standing: Standing {
+                approvers: &w.0,
+                expires_at: w.1,
+                escalate_to: &w.2,
+                escalate_after_ms: w.3,
+                escalated_at: w.4,
+                escalation: st.0.as_deref(),
+                escalation_schedule: st.1.as_deref(),
+                escalation_steps: st.2,
+            },
         };
         f(&terms, &r.4)
     }))
@@ -122,9 +196,71 @@ pub(crate) fn seal_new(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()
     Ok(())
 }
 
-/// Whether approval `id`'s stored terms hold their seal under `key`; `false` for an unsealed
-/// row (before migration 0029, or planted) and for no such approval.
+/// Whether approval `id`'s stored terms and standing hold their seal under `key`; `false` for
+/// an unsealed row (before migration 0029, or planted) and for no such approval.
 pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
-    let held = with_stored(conn, id, |t, seal| key.holds(&t.columns(), seal))?;
-    Ok(held.unwrap_or(false))
+    match with_stored(conn, id, |t, seal| t.sealed_by(key, seal)) {
+        Ok(held) => Ok(held.unwrap_or(false)),
+        // A column of another type than the gateway writes (SQLite keeps what it is given):
+        // no seal holds over it, and the check does not fail the sweep or the decision.
+        Err(db::DbError::Column { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seal::Sealed;
+
+    fn terms<'a>(approvers: &'a str, expires_at: i64) -> Terms<'a> {
+        Terms {
+            id: "a1",
+            agent: "bot",
+            session_id: "s1",
+            device_id: None,
+            call_hash: "ab",
+            canonical: "{}",
+            risk_tier: "R2",
+            irreversible: false,
+            default_decision: "reject",
+            quorum: None,
+            require_passkey: false,
+            separation_of_duties: false,
+            in_client: false,
+            on_behalf_of: None,
+            target_type: "other",
+            target_id: "t1",
+            requested_at: 1,
+            standing: Standing {
+                approvers,
+                expires_at,
+                escalate_to: "[]",
+                escalate_after_ms: None,
+                escalated_at: None,
+                escalation: None,
+                escalation_schedule: None,
+                escalation_steps: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn the_seal_covers_the_terms_and_who_may_decide_and_when() {
+        let key = SealKey::of(
+            &ed25519_dalek::SigningKey::from_bytes(&[3; 32]),
+            Sealed::Approval,
+        );
+        let held = terms(r#"["finance"]"#, 100);
+        let seal = held.seal(&key);
+        assert!(held.sealed_by(&key, &seal));
+        assert!(!terms(r#"["finance","ops"]"#, 100).sealed_by(&key, &seal));
+        assert!(!terms(r#"["finance"]"#, 99).sealed_by(&key, &seal));
+        let mut edited = terms(r#"["finance"]"#, 100);
+        edited.default_decision = "approve";
+        assert!(!edited.sealed_by(&key, &seal));
+        let mut stepped = terms(r#"["finance"]"#, 100);
+        stepped.standing.escalation_steps = 1;
+        assert!(!stepped.sealed_by(&key, &seal));
+    }
 }

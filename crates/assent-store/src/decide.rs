@@ -56,6 +56,10 @@ pub struct DecisionInput {
     /// How the decision reached the gateway (the channel, the SSO name of a dashboard
     /// session), recorded as `data.via` in its audit records; `None` records none.
     pub via: Option<crate::Via>,
+    /// The decision is the agent's user's, in the MCP client (issue 16 §3): taken only on a
+    /// plain tool call held with in-client approval, as its sealed terms say (checked on the
+    /// row the decision settles, not on the caller's earlier read).
+    pub in_client: bool,
 }
 
 impl DecisionInput {
@@ -95,7 +99,9 @@ fn counted_vote(
         return Ok(None);
     }
     let mut rec = read_approval(tx, s.id)?.expect("exists");
-    votes::vouch(&mut rec, s.votes);
+    if votes::vouch(&mut rec, s.votes) {
+        rec.damaged.push("votes.seal".into());
+    }
     let ev = AaepEvent::VoteCounted {
         approval: &rec,
         by: s.actor,
@@ -382,6 +388,7 @@ fn admit(
     s: &Settle<'_>,
     roles: Option<&[String]>,
 ) -> Result<(ApprovalRecord, ApprovalStatus), DecideError> {
+    crate::approval_seal::lock(tx, s.id)?;
     let Some(mut rec) = read_approval(tx, s.id)? else {
         return Err(DecideError::NotFound);
     };
@@ -389,6 +396,17 @@ fn admit(
     // the quorum: they are not counted, and one with a seal not its own refuses approving.
     let mis_sealed = votes::vouch(&mut rec, s.votes);
     let name = approval_event_name(s.event);
+    // Attack (found by review): `in_client` set on the row for the server's check and put
+    // back before this transaction, so that the agent's user approved a call held for
+    // operators; the sealed row read here is what counts.
+    if s.input.is_some_and(|d| d.in_client)
+        && !(rec.terms.in_client_approval && rec.target_type == "other")
+    {
+        let data =
+            json!({"decision": name, "why": "the approval was not held for in-client approval"});
+        s.audit(tx, "decision.refused", data)?;
+        return Err(DecideError::NotApprover(rec.terms.approvers));
+    }
     if !rec.damaged.is_empty() {
         let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
         s.audit(tx, "decision.refused", data)?;
@@ -409,15 +427,9 @@ fn admit(
         Event::Decide(DecisionKind::Approve)
             | Event::Expire(assent_core::approval::DefaultDecision::Approve)
     );
-    if approves && mis_sealed {
-        let damaged = vec!["votes.seal".to_string()];
-        let data = json!({"decision": name, "why": "a vote row of the approval carries a seal not its own", "damaged": damaged});
-        s.audit(tx, "decision.refused", data)?;
-        return Err(DecideError::Damaged(damaged));
-    }
-    if approves && !crate::approval_seal::holds(tx, s.seal, s.id)? {
-        let damaged = vec!["seal".to_string()];
-        let data = json!({"decision": name, "why": "the approval's stored terms are not those it was held under (its seal does not hold)", "damaged": damaged});
+    if approves && let Some((column, why)) = unapprovable(tx, s, &rec, mis_sealed)? {
+        let damaged = vec![column.to_string()];
+        let data = json!({"decision": name, "why": why, "damaged": damaged});
         s.audit(tx, "decision.refused", data)?;
         return Err(DecideError::Damaged(damaged));
     }
@@ -461,6 +473,38 @@ fn admit(
             Err(e.into())
         }
     }
+}
+
+/// Why pending approval `rec` (read under [`crate::approval_seal::lock`]) may not be approved
+/// though it may still be denied: the column to name in `damaged` and the reason. A vote row
+/// with a seal not its own (`mis_sealed`, [`votes::vouch`]); terms or standing that do not
+/// hold their seal ([`crate::approval_seal`]); a token row already there — approved before and
+/// set back to pending, or planted (found by review: its mint then failed on the unique
+/// approval id, every second for the expiry sweep).
+fn unapprovable(
+    tx: Conn<'_>,
+    s: &Settle<'_>,
+    rec: &ApprovalRecord,
+    mis_sealed: bool,
+) -> Result<Option<(&'static str, &'static str)>, DecideError> {
+    Ok(if mis_sealed {
+        Some((
+            "votes.seal",
+            "a vote row of the approval carries a seal not its own",
+        ))
+    } else if !crate::approval_seal::holds(tx, s.seal, s.id)? {
+        Some((
+            "seal",
+            "the approval's stored terms are not those it was held under (its seal does not hold)",
+        ))
+    } else if rec.status == ApprovalStatus::Pending && rec.token.is_some() {
+        Some((
+            "tokens",
+            "a token row already exists for the pending approval",
+        ))
+    } else {
+        None
+    })
 }
 
 /// Two refusals of [`admit`], each audited for the caller to commit:

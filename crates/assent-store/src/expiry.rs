@@ -39,6 +39,7 @@ impl Store {
         for id in due {
             // The escalation (if due) commits on its own, before the expiry's transaction.
             let step = self.write(|tx| -> Result<Step, StoreError> {
+                crate::approval_seal::lock(**tx, &id)?;
                 let Some(mut rec) = read_approval(**tx, &id)? else {
                     return Ok(Step::Skip);
                 };
@@ -50,10 +51,16 @@ impl Store {
                 {
                     return Ok(Step::Skip);
                 }
-                if let Some(s) = &rec.escalation_schedule
+                // Whether its terms and standing are as the gateway sealed them: an escalation
+                // step (which seals the row again) is taken only then, as one from a schedule
+                // edited behind the gateway's back would add whatever roles it names.
+                let sealed = crate::approval_seal::holds(**tx, &seal, &id)?;
+                if sealed
+                    && let Some(s) = &rec.escalation_schedule
                     && s.due(now) > rec.escalation_steps
                 {
                     escalate(**tx, &*self.envelopes, &rec, s, now)?;
+                    crate::approval_seal::seal_new(**tx, &seal, &id)?;
                     tx.changed(Change::Approval(rec.id.clone()));
                     if s.next(s.due(now)) > now {
                         return Ok(Step::Escalated);
@@ -63,16 +70,15 @@ impl Store {
                 // by its timeout, whatever the stored default says.
                 // Nor is one whose terms do not hold their seal ([`crate::approval_seal`]):
                 // an edited default would otherwise mint a genuine token with no one deciding;
-                // nor one with a vote row carrying a seal not its own ([`crate::votes::vouch`]).
+                // nor one with a vote row carrying a seal not its own ([`crate::votes::vouch`]),
+                // nor one with a token row already (`decide::admit` refuses approving it).
                 let t = &rec.terms;
-                let sealed = crate::approval_seal::holds(**tx, &seal, &id)?;
-                Ok(Step::Expire(
-                    if t.require_passkey || !sealed || mis_sealed {
-                        DefaultDecision::Reject
-                    } else {
-                        approval::effective_default(t.irreversible, t.default_decision)
-                    },
-                ))
+                let refused = t.require_passkey || !sealed || mis_sealed || rec.token.is_some();
+                Ok(Step::Expire(if refused {
+                    DefaultDecision::Reject
+                } else {
+                    approval::effective_default(t.irreversible, t.default_decision)
+                }))
             })?;
             let default = match step {
                 Step::Skip => continue,

@@ -474,13 +474,21 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     )?;
     for (id, status, requested_at, decided_at) in &rows {
         let rec = crate::record::read_approval(conn, id)?;
-        if let Some(rec) = &rec
-            && !rec.damaged.is_empty()
-        {
-            out.push((None, format!(
-                "approval {id} is damaged: stored column(s) {} cannot be read; nobody may decide it until it is repaired",
-                rec.damaged.join(", ")
-            )));
+        if let Some(rec) = &rec {
+            let (status, unreadable): (Vec<&String>, Vec<&String>) =
+                rec.damaged.iter().partition(|d| *d == "status.settled");
+            if !status.is_empty() {
+                out.push((None, format!(
+                    "approval {id} is pending, but it has a decision row or a decided_at: it was set back to pending behind the gateway's back; nobody may decide it until it is repaired"
+                )));
+            }
+            if !unreadable.is_empty() {
+                let cols: Vec<&str> = unreadable.iter().map(|d| d.as_str()).collect();
+                out.push((None, format!(
+                    "approval {id} is damaged: stored column(s) {} cannot be read; nobody may decide it until it is repaired",
+                    cols.join(", ")
+                )));
+            }
         }
         // A settled approval's records may have been archived (never a pending one's).
         let archived = status != "pending" && gone.before(*requested_at);

@@ -75,6 +75,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(30, "0030_approval_indexes"),
     migration!(31, "0031_audit_and_session_indexes"),
     migration!(32, "0032_vote_seals"),
+    migration!(33, "0033_approval_standing_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -339,10 +339,17 @@ impl Store {
             params![p.agent, p.session_id, p.call_hash],
         )?;
         let mut joined = None;
+        let votes = self.seal_key(Sealed::Vote);
+        let terms = self.seal_key(Sealed::Approval);
         for id in same {
-            let Some(held) = read_approval(tx, &id)? else {
+            let Some(mut held) = read_approval(tx, &id)? else {
                 continue;
             };
+            // Not one that can only be rejected (found by review of the vote seals): a vote
+            // row with a seal not its own, or terms whose seal does not hold.
+            if crate::votes::vouch(&mut held, &votes) || !approval_seal::holds(tx, &terms, &id)? {
+                continue;
+            }
             let quorum = held.quorum_tally().map(|(q, _)| q);
             let later = (held.escalation_schedule.as_ref())
                 .map_or_else(Vec::new, |s| s.added(s.steps.len()));

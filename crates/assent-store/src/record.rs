@@ -176,7 +176,8 @@ pub struct ApprovalRecord {
     /// its `confirm_context` row, issue 14 §8); `None` when none was recorded.
     pub policy_set_sha256: Option<String>,
     /// Names of the stored columns that could not be read (issue 10 §8), e.g. `["approvers"]`;
-    /// each holds its most restrictive value above. Non-empty: nobody may decide, cancel or
+    /// each holds its most restrictive value above; `status.settled` for a pending approval with a
+    /// decision row or a `decided_at` (set back to pending behind the gateway's back). Non-empty: nobody may decide, cancel or
     /// expire the approval ([`crate::DecideError::Damaged`]) and `assent audit verify` reports it.
     /// Not serialised when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -359,7 +360,23 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
             })
         })
         .optional()?;
+    settled_yet_pending(&mut rec);
     Ok(Some(rec))
+}
+
+/// Attack: a settled approval set back to `pending` in the database — a denied call whose
+/// sealed default is `approve`, then approved by the expiry sweep with no one deciding, or a
+/// denial undone for another operator to approve. The seal of its terms still holds (the row
+/// was put back as it was when held), but settling left what a pending approval never has: a
+/// decision row and a `decided_at`. Such an approval is damaged (`status.settled`): nobody may
+/// decide it and the sweep leaves it alone (a token row left behind refuses approving only:
+/// `decide::admit`). Undoing all of that too is a row put back as it was, which no seal can
+/// stop: `audit verify` finds it (the chain holds the settling record).
+fn settled_yet_pending(rec: &mut ApprovalRecord) {
+    let settled = !rec.decisions.is_empty() || rec.decided_at.is_some();
+    if rec.status == ApprovalStatus::Pending && settled {
+        rec.damaged.push("status.settled".into());
+    }
 }
 
 /// One `approvals` row (columns in `read_approval`'s SELECT order) read strictly: unreadable

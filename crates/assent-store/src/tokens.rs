@@ -68,6 +68,17 @@ type GrantColumns<'a> = (
     i64,
 );
 
+/// The `token.minted` record of `t`; `removed_foreign_rows` when a row under another agent
+/// was removed for it ([`Store::mint`]).
+fn minted_record(t: &TokenRow<'_>, foreign: usize) -> Value {
+    let mut data = json!({"token_id": t.token_id, "call_hash": t.call_hash, "agent": t.agent,
+        "expires_at": t.expires_at, "scope": t.scope, "device_id": t.device_id});
+    if foreign > 0 {
+        data["removed_foreign_rows"] = json!(foreign);
+    }
+    data
+}
+
 fn grant_columns(g: GrantColumns<'_>) -> Value {
     json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9])
 }
@@ -100,6 +111,13 @@ impl Store {
             device_id,
         };
         let seal = self.seal_key(Sealed::Token).seal(&row.columns());
+        // A row under another agent is never this approval's token (`read_approval` does not
+        // see it, so `decide::admit` cannot refuse for it): planted, it made this insert fail
+        // on the unique approval id, every second for the expiry sweep. Its removal is
+        // recorded.
+        let foreign = tx
+            .prepare_cached("DELETE FROM tokens WHERE approval_id = ?1 AND agent <> ?2")?
+            .execute(params![approval_id, agent])?;
         tx.prepare_cached("INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)")?.execute(
             params![tid, approval_id, agent, call_hash, now, exp, scope, device_id, seal],
         )?;
@@ -109,8 +127,7 @@ impl Store {
             "token.minted",
             Some(approval_id),
             actor,
-            &json!({"token_id": tid, "call_hash": call_hash, "agent": agent, "expires_at": exp,
-                    "scope": scope, "device_id": device_id}),
+            &minted_record(&row, foreign),
         )
     }
 

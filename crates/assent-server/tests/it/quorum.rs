@@ -258,6 +258,8 @@ async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
     );
     assert_eq!(voters(&a), ["fred"]);
     assert!(gw.as_agent(&id).await.get("token").is_none());
+    let retried = gw.held("s1", "pay", args()).await;
+    assert_eq!(retried, id, "the same call retried joins the pending one");
     // Found by review: the vote's event counted the planted row too ("2 of 2").
     let event = gw.sql().text(
         "SELECT data FROM aaep_events WHERE approval_id = ?1 AND type = 'aaep:agent.progress.updated'",
@@ -295,6 +297,9 @@ async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
     assert_eq!(a["status"], "pending", "{a}");
     assert_eq!(voters(&a), ["fred"], "{a}");
     assert!(gw.as_agent(&id).await.get("token").is_none());
+    // Found by review: the call retried joined it, though it can only be rejected now.
+    let retried = gw.held("s1", "pay", args()).await;
+    assert_ne!(retried, id, "joined an approval nobody may approve");
     // Saying no is still possible: one qualified deny rejects it.
     let (s, a) = gw.decide(&id, "alice-key", "deny").await;
     assert_eq!(s, StatusCode::OK, "{a}");

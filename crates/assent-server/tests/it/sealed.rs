@@ -239,3 +239,118 @@ async fn an_approvals_device_binding_removed_in_the_database_is_refused_as_damag
     assert_eq!(gw.decide(&id, OP, "deny").await.0, StatusCode::OK);
     gw.stop().await;
 }
+
+/// Attack: a denied call whose default is `approve` (`lenient`, R1) set back to `pending` in
+/// the database with its deadline passed. The seal of its terms still holds — they are as
+/// they were when it was held — so the expiry sweep applied the default and minted a genuine
+/// token with no one deciding, after an operator had said no. Settling leaves what a pending
+/// approval never has (a decision row, a `decided_at`): such an approval is damaged
+/// (`status.settled`), the sweep leaves it alone and no one may approve it. Undoing the decision row
+/// as well puts the row back exactly as it was, which no seal can stop: `audit verify`
+/// reports it (the chain holds the denial).
+#[tokio::test]
+async fn a_denied_call_set_back_to_pending_is_not_approved_by_its_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let id = gw.pending("lenient", json!({"n": 1})).await;
+    assert_eq!(gw.decide(&id, OP, "deny").await.0, StatusCode::OK);
+    let undo =
+        format!("UPDATE approvals SET status = 'pending', decided_at = NULL WHERE id = '{id}'");
+    assert_eq!(gw.sql().exec(&undo, &[]), 1);
+    let later = assent_server::state::now_ms() + 60_000;
+    let expired = gw.with_store(|s| s.expire_due(later).unwrap());
+    assert!(!expired.contains(&id), "the sweep settled it: {expired:?}");
+    let seen = gw.as_agent(&id).await;
+    assert!(seen["token"].is_null(), "{seen}");
+    let (_, view) = gw.get(&format!("/v1/approvals/{id}"), OP).await;
+    assert_eq!(view["status"], "pending", "{view}");
+    assert!(
+        view["damaged"]
+            .as_array()
+            .is_some_and(|d| d.contains(&json!("status.settled"))),
+        "{view}"
+    );
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
+    // The whole settlement undone, decision row and all: what `audit verify` is for.
+    let forget = format!("DELETE FROM decisions WHERE approval_id = '{id}'");
+    assert_eq!(gw.sql().exec(&forget, &[]), 1);
+    gw.with_store(|s| s.expire_due(later).unwrap());
+    let db = crate::backend::database(&gw.data_dir);
+    let report = crate::backend::off_runtime(|| {
+        let opts = Default::default();
+        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
+    });
+    let problem = format!("{:?}", report.problem.expect("the rollback is reported"));
+    assert!(problem.contains(&id), "{problem}");
+    gw.stop().await;
+}
+
+/// Attack: the database writer adds the `ops` role to a held `pay` call's approvers (only
+/// `finance` may decide it), so that olaf, an operator without `finance`, approves it; or moves
+/// its deadline. The seal of an approval covers who may decide it and when (its approvers,
+/// `expires_at` and escalation columns, re-sealed only by the gateway's own escalation steps):
+/// olaf's approval is refused as damaged and mints nothing, as is anyone's until the row is put
+/// back.
+#[tokio::test]
+async fn an_approver_role_added_in_the_database_lets_no_one_else_approve() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let id = gw
+        .held("s1", "pay", json!({"amount": 900, "to": "me"}))
+        .await;
+    let widen =
+        format!("UPDATE approvals SET approvers = '[\"finance\",\"ops\"]' WHERE id = '{id}'");
+    assert_eq!(gw.sql().exec(&widen, &[]), 1);
+    let (s, b) = gw.decide(&id, "olaf-key", "approve").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
+    assert!(gw.as_agent(&id).await["token"].is_null());
+    let narrow = format!("UPDATE approvals SET approvers = '[\"finance\"]' WHERE id = '{id}'");
+    assert_eq!(gw.sql().exec(&narrow, &[]), 1);
+    let later = format!("UPDATE approvals SET expires_at = expires_at + 1 WHERE id = '{id}'");
+    assert_eq!(gw.sql().exec(&later, &[]), 1);
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::CONFLICT, "a moved deadline: {b}");
+    let back = format!("UPDATE approvals SET expires_at = expires_at - 1 WHERE id = '{id}'");
+    assert_eq!(gw.sql().exec(&back, &[]), 1);
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(s, StatusCode::OK, "put back as held, it is approved: {b}");
+    gw.stop().await;
+}
+
+/// Attack (found by review): a token row planted under a pending call whose default is
+/// `approve`. Its mint failed on the unique approval id, so the expiry sweep failed on every
+/// tick (and every decision waits for the sweep). A row under the approval's own agent now
+/// has the expiry reject it; one under another agent (which no read of the approval sees) is
+/// removed when the genuine token is minted, and the removal recorded.
+#[tokio::test]
+async fn a_token_row_planted_under_a_pending_call_does_not_stop_the_expiry_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let later = assent_server::state::now_ms() + 60_000;
+    for (n, agent, expired_as) in [(1, "bot", "reject"), (2, "mallory", "approve")] {
+        let id = gw.pending("lenient", json!({"n": n})).await;
+        let plant = format!(
+            "INSERT INTO tokens (token_id, approval_id, agent, call_hash, issued_at, expires_at, scope, device_id, seal)
+             SELECT 'planted-{n}', id, '{agent}', call_hash, 1, 4102444800000, 'once', NULL, '' FROM approvals WHERE id = '{id}'"
+        );
+        assert_eq!(gw.sql().exec(&plant, &[]), 1);
+        let swept = gw.with_store(|s| s.expire_due(later));
+        assert!(swept.is_ok(), "{agent}: {swept:?}");
+        let seen = gw.as_agent(&id).await;
+        assert_eq!(seen["status"], "expired", "{seen}");
+        assert_eq!(
+            seen["decisions"][0]["default_applied"], expired_as,
+            "{seen}"
+        );
+        assert_eq!(seen["token"].is_null(), expired_as == "reject", "{seen}");
+    }
+    let record = gw.sql().text(
+        "SELECT data FROM audit WHERE kind = 'token.minted' ORDER BY seq DESC LIMIT 1",
+        &[],
+    );
+    assert!(record.contains("\"removed_foreign_rows\":1"), "{record}");
+    gw.stop().await;
+}

@@ -1,6 +1,7 @@
 //! Attacks on deciding found by review, through the store API on both backends: a decision
 //! after the deadline before the expiry sweep ran, an operator's cancel under `deny: quorum`,
-//! and an identical call joining an approval held under weaker terms.
+//! an identical call joining an approval held under weaker terms, and an in-client decision
+//! on an approval held for operators.
 
 use super::{audit_kinds, both_stores, hold, pay, proposal};
 use assent_core::approval::{AlreadyDecided, Canceller};
@@ -164,5 +165,33 @@ fn an_identical_call_does_not_join_an_approval_held_under_weaker_terms() {
         assert_eq!(held(3_000, &tainted), (new, true));
         // The untainted call still joins the oldest approval that covers it.
         assert_eq!(held(4_000, &v), (old, true));
+    });
+}
+
+/// The attack (found by review): `in_client` set on a held call's row for the server's check
+/// of the agent's user's decision, and put back before the store's transaction, so that the
+/// user approved a call held for operators (with no approver roles, any decider's roles
+/// fit). The store checks the row it settles: a user's decision on an approval not held for
+/// in-client approval is refused and audited.
+#[test]
+fn an_in_client_decision_is_checked_on_the_row_it_settles() {
+    both_stores(|_, s| {
+        let user = DecisionInput {
+            in_client: true,
+            ..DecisionInput::approve()
+        };
+        let (call, v) = pay(1);
+        assert!(!v.terms.in_client_approval && v.terms.approvers.is_empty());
+        let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let r = s.decide(&id, &user, "user-of:bot", &[], 2_000);
+        assert!(matches!(r, Err(DecideError::NotApprover(_))), "{r:?}");
+        assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
+        let rec = s.get_approval(&id).unwrap().unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Pending);
+        let (call, mut v) = pay(2);
+        v.terms.in_client_approval = true;
+        let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let rec = s.decide(&id, &user, "user-of:bot", &[], 2_000).unwrap();
+        assert_eq!(rec.status, ApprovalStatus::Approved);
     });
 }

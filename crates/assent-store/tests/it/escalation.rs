@@ -114,14 +114,19 @@ fn a_late_sweep_takes_every_due_step_in_order() {
     });
 }
 
-/// An approval stored before escalation chains (its `on_timeout` in `escalate_to` and
-/// `escalate_after_ms`, no schedule) still escalates once at its first wait's end and
-/// expires after the extension.
+/// Attack (found by review): an approval's escalation edited behind the gateway's back — here
+/// into the form of a row from before escalation chains (its `on_timeout` in `escalate_to` and
+/// `escalate_after_ms`, no schedule), which the reader still understands — so that its step
+/// adds the writer's role to the approvers. Its seal no longer holds: the sweep takes no step
+/// (no `approval.escalated` record names the role) and expires it rejected at its first wait's
+/// end. (Rows really from before chains were pending before migration 0033, which voided their
+/// seals: they end the same way.)
 #[test]
-fn a_row_from_before_chains_keeps_its_on_timeout_step() {
+fn an_escalation_edited_in_the_database_is_not_taken() {
     let (_dir, s) = fresh();
     let (call, mut v) = pay(1);
     v.terms.approvers = vec!["finance".into()];
+    v.terms.default_decision = assent_core::DefaultDecision::Approve;
     let id = hold(&s, "s1", &call, &v, 1_000, 101_000).id;
     let rec = edited_behind(
         &s,
@@ -132,15 +137,12 @@ fn a_row_from_before_chains_keeps_its_on_timeout_step() {
     assert_eq!(rec.announced_deadline(), 201_000);
     assert_eq!(s.expire_due(101_000).unwrap(), vec![id.clone()]);
     let rec = s.get_approval(&id).unwrap().unwrap();
-    assert_eq!(rec.terms.approvers, ["finance", "ops"]);
-    assert_eq!((rec.expires_at, rec.escalation_steps), (201_000, 1));
-    assert_eq!(rec.announced_deadline(), 201_000);
-    assert!(s.expire_due(200_999).unwrap().is_empty());
-    assert_eq!(s.expire_due(201_000).unwrap(), vec![id.clone()]);
-    assert_eq!(
-        s.get_approval(&id).unwrap().unwrap().status,
-        ApprovalStatus::Expired
-    );
+    assert_eq!(rec.terms.approvers, ["finance"]);
+    assert_eq!(rec.escalation_steps, 0);
+    assert!(escalations(&s).is_empty());
+    assert_eq!(rec.status, ApprovalStatus::Expired);
+    let applied = rec.decisions[0].default_applied;
+    assert_eq!(applied, Some(assent_core::DefaultDecision::Reject));
 }
 
 /// Attack (found by review): whoever can write the database nulls a chained approval's

@@ -363,12 +363,14 @@ fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all()
             .send()
             .unwrap()
     };
-    // Only the CEO may decide: alice (finance-admin) is refused.
+    // Only the CEO may decide: alice (finance-admin) is refused (her approval is refused
+    // before that, as the approvers are sealed: 409).
     live(
         &g,
         &format!("UPDATE approvals SET approvers = '[\"ceo\"]' WHERE id = '{a}';"),
     );
-    assert_eq!(decide(json!({"decision": "approve"})).status(), 403);
+    assert_eq!(decide(json!({"decision": "deny"})).status(), 403);
+    assert_eq!(decide(json!({"decision": "approve"})).status(), 409);
     // The attack: the list no longer parses.
     live(
         &g,
@@ -417,7 +419,8 @@ fn a_corrupted_approvers_column_makes_the_approval_undecidable_not_open_to_all()
             "SELECT count(*) FROM audit WHERE kind = 'decision.refused' AND approval_id = '{a}' AND data LIKE '%damaged%';"
         ),
     );
-    assert_eq!(refused.trim(), "3");
+    // The approval refused for its seal, then the two decisions and the cancel.
+    assert_eq!(refused.trim(), "4");
     assert_eq!(
         live(
             &g,
