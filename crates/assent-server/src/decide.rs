@@ -122,7 +122,7 @@ async fn decision_input(
         decider_owns,
         decider_aka,
         via: Some(who.via.clone()),
-        in_client: false,
+        in_client: None,
     })
 }
 
@@ -326,7 +326,7 @@ pub(crate) async fn user_decision(
             .reason
             .map(|r| format!("in the MCP client: {r}"))
             .or(Some("in the MCP client".into())),
-        in_client: true,
+        in_client: Some(agent.clone()),
         ..Default::default()
     };
     let rec = settled_decide(&st, id, input, actor, Vec::new())

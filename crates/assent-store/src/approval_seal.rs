@@ -123,6 +123,21 @@ pub(crate) fn lock(conn: Conn<'_>, id: &str) -> db::Result<()> {
     Ok(())
 }
 
+/// [`lock`] for the expiry sweep, which does not wait: `false` when another session holds the
+/// row (`SKIP LOCKED`; every replica's gateway writes under one advisory lock, so that is
+/// someone else's session) or there is no such row: the sweep leaves it for its next run
+/// rather than failing after the lock timeout. Always `true` on SQLite.
+pub(crate) fn try_lock(conn: Conn<'_>, id: &str) -> db::Result<bool> {
+    if conn.backend() != db::Backend::Postgres {
+        return Ok(true);
+    }
+    let row = conn
+        .prepare_cached("SELECT 1 FROM approvals WHERE id = ?1 FOR UPDATE SKIP LOCKED")?
+        .query_row([id], |_| Ok(()))
+        .optional()?;
+    Ok(row.is_some())
+}
+
 /// Runs `f` on approval `id`'s stored terms and seal; `None` when there is no such approval.
 fn with_stored<T>(
     conn: Conn<'_>,

@@ -197,7 +197,13 @@ pub(crate) fn append(
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let (seq, prev) = match last {
-        Some((s, h)) => (s + 1, h),
+        // A planted record at `i64::MAX` would wrap the next number (or panic): refused.
+        Some((s, h)) => (
+            s.checked_add(1).ok_or_else(|| {
+                db::DbError::Bind("the last audit record's seq is i64::MAX".into())
+            })?,
+            h,
+        ),
         None => (1, GENESIS.to_string()),
     };
     let data = canonical_value(data).unwrap_or_else(|_| "null".into());

@@ -56,10 +56,10 @@ pub struct DecisionInput {
     /// How the decision reached the gateway (the channel, the SSO name of a dashboard
     /// session), recorded as `data.via` in its audit records; `None` records none.
     pub via: Option<crate::Via>,
-    /// The decision is the agent's user's, in the MCP client (issue 16 §3): taken only on a
-    /// plain tool call held with in-client approval, as its sealed terms say (checked on the
-    /// row the decision settles, not on the caller's earlier read).
-    pub in_client: bool,
+    /// The decision is the user's of this agent, in the MCP client (issue 16 §3): taken only
+    /// on a plain tool call of that agent held with in-client approval, as its sealed row says
+    /// (checked on the row the decision settles, not on the caller's earlier read).
+    pub in_client: Option<String>,
 }
 
 impl DecisionInput {
@@ -236,6 +236,9 @@ impl Store {
             }
             let scope = input.map(|d| d.scope).unwrap_or_default();
             let edited = input.and_then(|d| d.edited.as_ref());
+            if let Some(e) = edited {
+                edit_of_held(&rec, e)?;
+            }
             let held = decision::Held {
                 target_type: &rec.target_type,
                 irreversible: rec.terms.irreversible,
@@ -396,11 +399,11 @@ fn admit(
     // the quorum: they are not counted, and one with a seal not its own refuses approving.
     let mis_sealed = votes::vouch(&mut rec, s.votes);
     let name = approval_event_name(s.event);
-    // Attack (found by review): `in_client` set on the row for the server's check and put
-    // back before this transaction, so that the agent's user approved a call held for
-    // operators; the sealed row read here is what counts.
-    if s.input.is_some_and(|d| d.in_client)
-        && !(rec.terms.in_client_approval && rec.target_type == "other")
+    // Attack (found by review): `in_client` (or the agent) set on the row for the server's
+    // check and put back before this transaction, so that an agent's user approved a call
+    // held for operators, or another agent's; the sealed row read here is what counts.
+    if let Some(agent) = s.input.and_then(|d| d.in_client.as_deref())
+        && !(rec.agent == agent && rec.terms.in_client_approval && rec.target_type == "other")
     {
         let data =
             json!({"decision": name, "why": "the approval was not held for in-client approval"});
@@ -427,7 +430,10 @@ fn admit(
         Event::Decide(DecisionKind::Approve)
             | Event::Expire(assent_core::approval::DefaultDecision::Approve)
     );
-    if approves && let Some((column, why)) = unapprovable(tx, s, &rec, mis_sealed)? {
+    if approves
+        && rec.status == ApprovalStatus::Pending
+        && let Some((column, why)) = unapprovable(tx, s, &rec, mis_sealed)?
+    {
         let damaged = vec![column.to_string()];
         let data = json!({"decision": name, "why": why, "damaged": damaged});
         s.audit(tx, "decision.refused", data)?;
@@ -497,7 +503,7 @@ fn unapprovable(
             "seal",
             "the approval's stored terms are not those it was held under (its seal does not hold)",
         ))
-    } else if rec.status == ApprovalStatus::Pending && rec.token.is_some() {
+    } else if rec.token.is_some() {
         Some((
             "tokens",
             "a token row already exists for the pending approval",
@@ -505,6 +511,25 @@ fn unapprovable(
     } else {
         None
     })
+}
+
+/// Refuses an operator's edit `e` that is not the held call's tool and server with the edit's
+/// arguments, as the row being settled says (found by review: the server builds the edit from
+/// its own earlier read of the approval, and the token was minted for the edit's hash; a tool
+/// swapped in the database for that read bound the token to a call no one was shown). `Invalid`.
+fn edit_of_held(rec: &ApprovalRecord, e: &EditedCall) -> Result<(), DecideError> {
+    let call = assent_core::ToolCall::new(
+        &*rec.call.tool,
+        rec.call.server.clone(),
+        e.arguments.clone(),
+    );
+    match call.and_then(|c| c.canonical_and_hash()) {
+        Ok((canonical, hash)) if canonical == e.canonical && hash == e.call_hash => Ok(()),
+        _ => Err(DecideError::Invalid(format!(
+            "the edited call is not approval {}'s `{}` with the edited arguments",
+            rec.id, rec.call.tool
+        ))),
+    }
 }
 
 /// Two refusals of [`admit`], each audited for the caller to commit:

@@ -346,8 +346,11 @@ impl Store {
                 continue;
             };
             // Not one that can only be rejected (found by review of the vote seals): a vote
-            // row with a seal not its own, or terms whose seal does not hold.
-            if crate::votes::vouch(&mut held, &votes) || !approval_seal::holds(tx, &terms, &id)? {
+            // row with a seal not its own, terms whose seal does not hold, a token row.
+            if crate::votes::vouch(&mut held, &votes)
+                || held.token.is_some()
+                || !approval_seal::holds(tx, &terms, &id)?
+            {
                 continue;
             }
             let quorum = held.quorum_tally().map(|(q, _)| q);

@@ -3,13 +3,15 @@
 //! an identical call joining an approval held under weaker terms, and an in-client decision
 //! on an approval held for operators.
 
-use super::{audit_kinds, both_stores, hold, pay, proposal};
+use super::{audit_kinds, both_stores, fresh, hold, pay, pending, proposal};
+use assent_core::ToolCall;
 use assent_core::approval::{AlreadyDecided, Canceller};
+use assent_core::canonical::canonical_value;
 use assent_core::quorum::parse_approvers;
 use assent_core::session_risk::TRIGGER_UNTRUSTED;
 use assent_core::triggers::{Escalation, EscalationStep};
 use assent_core::{ApprovalStatus, CanonicalCall, RiskTier};
-use assent_store::{DecideError, DecisionInput, Proposed};
+use assent_store::{DecideError, DecisionInput, EditedCall, Proposed};
 use serde_json::json;
 
 /// The attack: an in-client approval whose default is reject has passed its deadline; the
@@ -171,13 +173,14 @@ fn an_identical_call_does_not_join_an_approval_held_under_weaker_terms() {
 /// The attack (found by review): `in_client` set on a held call's row for the server's check
 /// of the agent's user's decision, and put back before the store's transaction, so that the
 /// user approved a call held for operators (with no approver roles, any decider's roles
-/// fit). The store checks the row it settles: a user's decision on an approval not held for
-/// in-client approval is refused and audited.
+/// fit), or its `agent`, so that another agent's user approved it. The store checks the row it
+/// settles: a user's decision on an approval not held for in-client approval, or not their
+/// agent's, is refused and audited.
 #[test]
 fn an_in_client_decision_is_checked_on_the_row_it_settles() {
     both_stores(|_, s| {
         let user = DecisionInput {
-            in_client: true,
+            in_client: Some("bot".into()),
             ..DecisionInput::approve()
         };
         let (call, v) = pay(1);
@@ -191,7 +194,76 @@ fn an_in_client_decision_is_checked_on_the_row_it_settles() {
         let (call, mut v) = pay(2);
         v.terms.in_client_approval = true;
         let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        // Another agent's user (its row's agent edited for the server's read) is refused.
+        let other = DecisionInput {
+            in_client: Some("mallory".into()),
+            ..DecisionInput::approve()
+        };
+        let r = s.decide(&id, &other, "user-of:mallory", &[], 2_000);
+        assert!(matches!(r, Err(DecideError::NotApprover(_))), "{r:?}");
         let rec = s.decide(&id, &user, "user-of:bot", &[], 2_000).unwrap();
         assert_eq!(rec.status, ApprovalStatus::Approved);
+    });
+}
+
+/// The attack (found by review): one due approval's `expires_at` stored as a real, or its id
+/// as a blob (SQLite keeps what it is given), made every run of the expiry sweep fail — and
+/// every decision and listing waits on the sweep — and every listing of approvals fail. That
+/// approval is skipped; the others expire and are listed.
+#[test]
+fn a_row_of_the_wrong_type_does_not_stop_the_expiry_sweep() {
+    let (_dir, s) = fresh();
+    let (planted, _) = pending(&s, 1, 1_000, 10_000, false);
+    let (blob, _) = pending(&s, 2, 1_000, 10_000, false);
+    let (due, _) = pending(&s, 3, 1_000, 10_000, false);
+    let db = rusqlite::Connection::open(s.db_path()).unwrap();
+    let real = "UPDATE approvals SET expires_at = 0.5 WHERE id = ?1";
+    db.execute(real, [&planted]).unwrap();
+    db.execute(
+        "UPDATE approvals SET id = CAST(id AS BLOB) WHERE id = ?1",
+        [&blob],
+    )
+    .unwrap();
+    assert_eq!(s.expire_due(20_000).unwrap(), vec![due.clone()]);
+    // Nor does it fail the listings (the queue, the dashboard): it is left out of them.
+    let pending = s
+        .list_approvals(Some(ApprovalStatus::Pending), 100)
+        .unwrap();
+    assert!(pending.is_empty(), "{pending:?}");
+    assert_eq!(s.list_approvals(None, 100).unwrap().len(), 1);
+    let rec = s.get_approval(&due).unwrap().unwrap();
+    assert_eq!(rec.status, ApprovalStatus::Expired);
+    let d = s.decide(&due, &DecisionInput::approve(), "alice", &[], 20_001);
+    assert!(matches!(d, Err(DecideError::AlreadyDecided(_))), "{d:?}");
+}
+
+/// The attack (found by review): the server builds an operator's edit from its own read of
+/// the approval, before the decision's transaction; a tool swapped in the database for that
+/// read had the token minted for the edit's hash — a call of another tool than the one held.
+/// The store refuses an edit that is not the held call's tool and server.
+#[test]
+fn an_edit_of_another_tool_than_the_held_one_is_refused() {
+    both_stores(|_, s| {
+        let (call, v) = pay(1);
+        let id = hold(s, "s1", &call, &v, 1_000, 60_000).id;
+        let arguments = json!({"amount": 1});
+        let swapped = ToolCall::new("drop_database", None, arguments.clone()).unwrap();
+        let (canonical, call_hash) = swapped.canonical_and_hash().unwrap();
+        let edit = |canonical: String, call_hash: String| DecisionInput {
+            edited: Some(EditedCall {
+                canonical_arguments: canonical_value(&arguments).unwrap(),
+                arguments: arguments.clone(),
+                canonical,
+                call_hash,
+            }),
+            ..DecisionInput::approve()
+        };
+        let r = s.decide(&id, &edit(canonical, call_hash), "alice", &[], 2_000);
+        assert!(matches!(r, Err(DecideError::Invalid(_))), "{r:?}");
+        assert!(s.token_string(&id).unwrap().is_none());
+        let held = ToolCall::new("pay", None, arguments.clone()).unwrap();
+        let (canonical, call_hash) = held.canonical_and_hash().unwrap();
+        let rec = s.decide(&id, &edit(canonical, call_hash), "alice", &[], 2_000);
+        assert_eq!(rec.unwrap().status, ApprovalStatus::Approved);
     });
 }
