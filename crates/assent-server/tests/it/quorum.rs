@@ -306,3 +306,30 @@ async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
     assert_eq!(a["status"], "rejected", "{a}");
     gw.stop().await;
 }
+
+/// A vote row with another vote's seal copied in (found by review of the vote seals): the
+/// answer to a vote that is counted without settling the approval named nothing damaged,
+/// though every read of the approval does (`votes.seal`).
+#[tokio::test]
+async fn a_counted_votes_answer_names_a_vote_row_with_a_seal_not_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{roles: [finance], count: 3, deny: quorum}").await;
+    let id = gw.held("s1", "pay", args()).await;
+    let (_, a) = gw.decide(&id, "fred-key", "deny").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let copy = format!(
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal)
+         SELECT approval_id, 'gina', decision, roles, reason, at, passkey, seal FROM votes WHERE approval_id = '{id}' AND principal = 'fred'"
+    );
+    assert_eq!(gw.sql().exec(&copy, &[]), 1);
+    let (s, a) = gw.decide(&id, "alice-key", "deny").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    assert!(
+        a["damaged"]
+            .as_array()
+            .is_some_and(|d| d.contains(&json!("votes.seal"))),
+        "{a}"
+    );
+    gw.stop().await;
+}

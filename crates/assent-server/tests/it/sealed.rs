@@ -307,6 +307,11 @@ async fn an_approver_role_added_in_the_database_lets_no_one_else_approve() {
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
     assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
     assert!(gw.as_agent(&id).await["token"].is_null());
+    // The call retried is held anew, not joined to an approval nobody may approve.
+    let retried = gw
+        .held("s1", "pay", json!({"amount": 900, "to": "me"}))
+        .await;
+    assert_ne!(retried, id);
     let narrow = format!("UPDATE approvals SET approvers = '[\"finance\"]' WHERE id = '{id}'");
     assert_eq!(gw.sql().exec(&narrow, &[]), 1);
     let later = format!("UPDATE approvals SET expires_at = expires_at + 1 WHERE id = '{id}'");
