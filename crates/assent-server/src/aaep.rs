@@ -408,6 +408,7 @@ async fn confirmation(
     let mut input = reply_input(st, msg, &a, &sub.id, &roles).await?;
     (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
     input.via = Some(assent_store::Via::channel("aaep"));
+    input.reply_token = Some(token.to_string());
     let (id, name) = (a.id.clone(), p.name.clone());
     let res = st
         .store_task(move |s| s.decide(&id, &input, &name, &roles, now_ms()))

@@ -123,6 +123,7 @@ async fn decision_input(
         decider_aka,
         via: Some(who.via.clone()),
         in_client: None,
+        reply_token: None,
     })
 }
 

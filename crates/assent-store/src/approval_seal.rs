@@ -44,6 +44,10 @@ pub(crate) struct Terms<'a> {
     pub target_type: &'a str,
     pub target_id: &'a str,
     pub requested_at: i64,
+    /// The AAEP confirmation's `reply_token`: an operator's reply names the approval by it
+    /// alone (found by review: a token moved onto another pending call in the database had
+    /// the reply approve that call).
+    pub reply_token: Option<&'a str>,
     /// Who may decide it and when.
     pub standing: Standing<'a>,
 }
@@ -67,7 +71,7 @@ pub(crate) struct Standing<'a> {
 
 impl Terms<'_> {
     /// The JSON array the seal is over: the fields above in their order, then the
-    /// [`Standing`] fields in theirs.
+    /// [`Standing`] fields in theirs (migrations 0033, 0034).
     fn columns(&self) -> Value {
         let s = &self.standing;
         json!([
@@ -88,6 +92,7 @@ impl Terms<'_> {
             self.target_type,
             self.target_id,
             self.requested_at,
+            self.reply_token,
             s.approvers,
             s.expires_at,
             s.escalate_to,
@@ -147,13 +152,20 @@ fn with_stored<T>(
     type Texts = (String, String, Option<String>, String, String, String);
     type Flags = (bool, String, Option<String>, bool, bool, bool);
     type Rest = (Option<String>, String, String, i64, String);
-    type Who = (String, i64, String, Option<i64>, Option<i64>);
+    type Who = (
+        Option<String>,
+        String,
+        i64,
+        String,
+        Option<i64>,
+        Option<i64>,
+    );
     type Steps = (Option<String>, Option<String>, i64);
     let row: Option<(Texts, Flags, Rest, Who, Steps)> = conn
         .prepare_cached(
             "SELECT agent, session_id, device_id, call_hash, canonical, risk_tier,
                     irreversible, default_decision, quorum, require_passkey, separation_of_duties, in_client,
-                    on_behalf_of, target_type, target_id, requested_at, seal,
+                    on_behalf_of, target_type, target_id, requested_at, seal, reply_token,
                     approvers, expires_at, escalate_to, escalate_after_ms, escalated_at,
                     escalation, escalation_schedule, escalation_steps
              FROM approvals WHERE id = ?1",
@@ -162,8 +174,8 @@ fn with_stored<T>(
             let texts = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
             let flags = (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?);
             let rest = (r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?, r.get(16)?);
-            let who = (r.get(17)?, r.get(18)?, r.get(19)?, r.get(20)?, r.get(21)?);
-            let steps = (r.get(22)?, r.get(23)?, r.get(24)?);
+            let who = (r.get(17)?, r.get(18)?, r.get(19)?, r.get(20)?, r.get(21)?, r.get(22)?);
+            let steps = (r.get(23)?, r.get(24)?, r.get(25)?);
             Ok((texts, flags, rest, who, steps))
         })
         .optional()?;
@@ -186,12 +198,13 @@ fn with_stored<T>(
             target_type: &r.1,
             target_id: &r.2,
             requested_at: r.3,
+            reply_token: w.0.as_deref(),
             standing: Standing {
-                approvers: &w.0,
-                expires_at: w.1,
-                escalate_to: &w.2,
-                escalate_after_ms: w.3,
-                escalated_at: w.4,
+                approvers: &w.1,
+                expires_at: w.2,
+                escalate_to: &w.3,
+                escalate_after_ms: w.4,
+                escalated_at: w.5,
                 escalation: st.0.as_deref(),
                 escalation_schedule: st.1.as_deref(),
                 escalation_steps: st.2,
@@ -247,6 +260,7 @@ mod tests {
             target_type: "other",
             target_id: "t1",
             requested_at: 1,
+            reply_token: Some("rpl_a"),
             standing: Standing {
                 approvers,
                 expires_at,
@@ -277,5 +291,8 @@ mod tests {
         let mut stepped = terms(r#"["finance"]"#, 100);
         stepped.standing.escalation_steps = 1;
         assert!(!stepped.sealed_by(&key, &seal));
+        let mut moved = terms(r#"["finance"]"#, 100);
+        moved.reply_token = Some("rpl_b");
+        assert!(!moved.sealed_by(&key, &seal));
     }
 }

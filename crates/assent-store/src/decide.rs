@@ -1,11 +1,12 @@
 //! Deciding a held approval (seed 002 decisions, MPLP Confirm): an operator's approve or
-//! deny with its options ([`DecisionInput`]), cancelling, and the one transition every
+//! deny with its options ([`DecisionInput`], `decision_input.rs`), cancelling, and the one transition every
 //! settlement goes through (`apply`: damaged and approver checks, the first event wins, a
 //! quorum's votes (`votes.rs`), the decision row, MPLP and AAEP records, the token and the grant). The rules it applies are
 //! `assent_core` functions; expiry calls `apply` from `expiry.rs`.
 
 use crate::audit;
 use crate::db::{self, Change, Conn};
+pub use crate::decision_input::DecisionInput;
 use crate::emit::{emit, mplp_event};
 use crate::error::DecideError;
 use crate::events::{AaepEvent, ConfirmEvent};
@@ -24,61 +25,6 @@ use assent_core::decision::{self, ScopeRefusal};
 use assent_core::duties;
 use assent_core::grant;
 use serde_json::json;
-
-/// An operator decision with the seed 002 options.
-#[derive(Debug, Clone, Default)]
-pub struct DecisionInput {
-    /// Approve or deny (`None` is not allowed; use [`DecisionInput::approve`] / `deny`).
-    pub kind: Option<DecisionKind>,
-    /// Reason; reaches the agent on a deny.
-    pub reason: Option<String>,
-    /// Scope of an approval (once when omitted).
-    pub scope: GrantScope,
-    /// Widen a grant from the exact arguments to every call of the tool.
-    pub whole_tool: bool,
-    /// Explicit confirmation for `workspace` on an R3/R4 tool.
-    pub confirm_workspace: bool,
-    /// Approve with these arguments instead.
-    pub edited: Option<EditedCall>,
-    /// The `thresholds.output_bytes` of the edited call, if a rule names one: the approval's
-    /// result limit becomes the smaller of the two.
-    pub edited_output_bytes: Option<u64>,
-    /// The agent ids the deciding principal owns (`principals[].owns`): with separation of
-    /// duties they may not approve those agents' calls (issue 14 §2).
-    pub decider_owns: Vec<String>,
-    /// The other names the deciding person goes by (their single sign-on name with and
-    /// without the `oidc:` prefix): a call made `on_behalf_of` any of them is theirs too.
-    pub decider_aka: Vec<String>,
-    /// The passkey assertion signing an approval (issue 14 §4), checked by the gateway's live
-    /// ceremony; the store checks it belongs to the decider and binds this approval, its
-    /// `call_hash` and `approve`, and stores it with the vote or decision.
-    pub passkey: Option<assent_core::passkey::PasskeyProof>,
-    /// How the decision reached the gateway (the channel, the SSO name of a dashboard
-    /// session), recorded as `data.via` in its audit records; `None` records none.
-    pub via: Option<crate::Via>,
-    /// The decision is the user's of this agent, in the MCP client (issue 16 §3): taken only
-    /// on a plain tool call of that agent held with in-client approval, as its sealed row says
-    /// (checked on the row the decision settles, not on the caller's earlier read).
-    pub in_client: Option<String>,
-}
-
-impl DecisionInput {
-    /// Approve once.
-    pub fn approve() -> Self {
-        Self {
-            kind: Some(DecisionKind::Approve),
-            ..Default::default()
-        }
-    }
-    /// Deny with an optional reason.
-    pub fn deny(reason: Option<&str>) -> Self {
-        Self {
-            kind: Some(DecisionKind::Deny),
-            reason: reason.map(str::to_string),
-            ..Default::default()
-        }
-    }
-}
 
 /// When `rec` needs a quorum and `s` is an operator's decision (`roles`): casts it as a vote
 /// ([`votes::cast`]); a vote that leaves the quorum unmet is announced
@@ -399,17 +345,7 @@ fn admit(
     // the quorum: they are not counted, and one with a seal not its own refuses approving.
     let mis_sealed = votes::vouch(&mut rec, s.votes);
     let name = approval_event_name(s.event);
-    // Attack (found by review): `in_client` (or the agent) set on the row for the server's
-    // check and put back before this transaction, so that an agent's user approved a call
-    // held for operators, or another agent's; the sealed row read here is what counts.
-    if let Some(agent) = s.input.and_then(|d| d.in_client.as_deref())
-        && !(rec.agent == agent && rec.terms.in_client_approval && rec.target_type == "other")
-    {
-        let data =
-            json!({"decision": name, "why": "the approval was not held for in-client approval"});
-        s.audit(tx, "decision.refused", data)?;
-        return Err(DecideError::NotApprover(rec.terms.approvers));
-    }
+    as_the_caller_read(tx, s, &rec)?;
     if !rec.damaged.is_empty() {
         let data = json!({"decision": name, "why": "the stored approval is damaged (unreadable columns)", "damaged": rec.damaged});
         s.audit(tx, "decision.refused", data)?;
@@ -479,6 +415,42 @@ fn admit(
             Err(e.into())
         }
     }
+}
+
+/// Refuses a decision whose caller found or authorised it on its own earlier read of the
+/// approval, when the locked row `rec` says otherwise (found by review: a row edited for that
+/// read and put back before this transaction): the agent's user's in-client decision on a
+/// call not held for in-client approval, or not that agent's (`NotApprover`); an AAEP reply
+/// whose reply token is not this approval's (`Damaged`, `reply_token`: reply tokens never
+/// change). Each refusal is audited.
+fn as_the_caller_read(
+    tx: Conn<'_>,
+    s: &Settle<'_>,
+    rec: &ApprovalRecord,
+) -> Result<(), DecideError> {
+    let name = approval_event_name(s.event);
+    if let Some(agent) = s.input.and_then(|d| d.in_client.as_deref())
+        && !(rec.agent == agent && rec.terms.in_client_approval && rec.target_type == "other")
+    {
+        let why = "the approval was not held for in-client approval by this agent's user";
+        s.audit(
+            tx,
+            "decision.refused",
+            json!({"decision": name, "why": why}),
+        )?;
+        return Err(DecideError::NotApprover(rec.terms.approvers.clone()));
+    }
+    if let Some(t) = s.input.and_then(|d| d.reply_token.as_deref())
+        && rec.reply_token.as_deref() != Some(t)
+    {
+        let why =
+            "the reply token is not the approval's (its row changed since it was found by it)";
+        let damaged = vec!["reply_token".to_string()];
+        let data = json!({"decision": name, "why": why, "damaged": damaged});
+        s.audit(tx, "decision.refused", data)?;
+        return Err(DecideError::Damaged(damaged));
+    }
+    Ok(())
 }
 
 /// Why pending approval `rec` (read under [`crate::approval_seal::lock`]) may not be approved

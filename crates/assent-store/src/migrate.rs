@@ -76,6 +76,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(31, "0031_audit_and_session_indexes"),
     migration!(32, "0032_vote_seals"),
     migration!(33, "0033_approval_standing_seal"),
+    migration!(34, "0034_reply_token_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -17,7 +17,6 @@ use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::seal::Sealed;
 use crate::session_risk;
-use crate::sql;
 use crate::store::Store;
 use crate::tokens::find_grant;
 use crate::usage::windows;
@@ -30,7 +29,7 @@ use assent_core::summary::HumanSummary;
 use assent_core::triggers::PriorCall;
 use assent_core::triggers::window::WindowNeeds;
 use assent_core::{ToolCall, VerdictKind};
-use assent_core::{grant, join, transitions};
+use assent_core::{grant, transitions};
 use serde_json::{Value, json};
 
 /// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
@@ -330,42 +329,9 @@ impl Store {
         {
             return self.use_grant(g, &gid, &scope);
         }
-        // Join the oldest identical pending call held under terms at least as strict on every
-        // axis ([`join::covers`]: a reload, or what the session took in since, may ask more
-        // now — a quorum, a passkey, an operator instead of the user in the client).
-        let same: Vec<String> = sql::column(
-            tx,
-            "SELECT id FROM approvals WHERE agent = ?1 AND session_id = ?2 AND call_hash = ?3 AND status = 'pending' ORDER BY requested_at",
-            params![p.agent, p.session_id, p.call_hash],
-        )?;
-        let mut joined = None;
-        let votes = self.seal_key(Sealed::Vote);
-        let terms = self.seal_key(Sealed::Approval);
-        for id in same {
-            let Some(mut held) = read_approval(tx, &id)? else {
-                continue;
-            };
-            // Not one that can only be rejected (found by review of the vote seals): a vote
-            // row with a seal not its own, terms whose seal does not hold, a token row.
-            if crate::votes::vouch(&mut held, &votes)
-                || held.token.is_some()
-                || !approval_seal::holds(tx, &terms, &id)?
-            {
-                continue;
-            }
-            let quorum = held.quorum_tally().map(|(q, _)| q);
-            let later = (held.escalation_schedule.as_ref())
-                .map_or_else(Vec::new, |s| s.added(s.steps.len()));
-            let h = join::Held {
-                terms: &held.terms,
-                quorum: quorum.as_ref(),
-                later: &later,
-            };
-            if held.damaged.is_empty() && join::covers(&h, &verdict.terms).is_ok() {
-                joined = Some(held);
-                break;
-            }
-        }
+        let keys = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Vote));
+        let call = [p.agent, p.session_id, p.call_hash];
+        let joined = crate::joins::joinable(tx, &keys, call, &verdict.terms)?;
         if let Some(held) = joined {
             g.audit("call.held", Some(&held.id), json!({"joined": true}))?;
             return Ok(Proposed::Held {

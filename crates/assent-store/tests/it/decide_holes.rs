@@ -267,3 +267,29 @@ fn an_edit_of_another_tool_than_the_held_one_is_refused() {
         assert_eq!(rec.unwrap().status, ApprovalStatus::Approved);
     });
 }
+
+/// The attack (found by review): an AAEP reply names its approval by the reply token alone;
+/// the server looks the approval up by it, then decides in another transaction. A token moved
+/// onto another pending call for that look-up, and put back before the decision, had the
+/// reply approve that call. The store checks the token on the row it settles.
+#[test]
+fn a_reply_is_taken_only_on_the_approval_its_token_names() {
+    both_stores(|_, s| {
+        let (call, v) = pay(1);
+        let rec = hold(s, "s1", &call, &v, 1_000, 60_000);
+        let (call, v) = pay(2);
+        let other = hold(s, "s1", &call, &v, 1_000, 60_000);
+        let reply = |t: &Option<String>| DecisionInput {
+            reply_token: t.clone(),
+            ..DecisionInput::approve()
+        };
+        let r = s.decide(&rec.id, &reply(&other.reply_token), "alice", &[], 2_000);
+        assert!(
+            matches!(&r, Err(DecideError::Damaged(c)) if c == &["reply_token"]),
+            "{r:?}"
+        );
+        assert_eq!(audit_kinds(s, 1), ["decision.refused"]);
+        let r = s.decide(&rec.id, &reply(&rec.reply_token), "alice", &[], 2_000);
+        assert_eq!(r.unwrap().status, ApprovalStatus::Approved);
+    });
+}

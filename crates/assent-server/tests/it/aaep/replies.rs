@@ -182,3 +182,30 @@ async fn reply_tokens_are_unique_across_confirmations_and_restarts_and_never_reu
         "a reply token could be issued twice"
     );
 }
+
+/// Attack (found by review): the database writer moves the reply token of the call the
+/// operator is shown (`/tmp/shown`) onto another pending call (`/tmp/evil`): the operator's
+/// accept, which names the approval by its token alone, approved the other call. The reply
+/// token is sealed with the approval (migration 0034): the other call is not approved, and
+/// neither is the shown one (its token is gone from it).
+#[tokio::test]
+async fn a_reply_token_moved_onto_another_call_approves_neither() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let (shown, token) = gw.confirmation(&mut sse, "/tmp/shown").await;
+    let (evil, _) = gw.confirmation(&mut sse, "/tmp/evil").await;
+    let set = "UPDATE approvals SET reply_token = ?2 WHERE id = ?1";
+    for (id, to) in [(&shown, "rpl_moved"), (&evil, token.as_str())] {
+        let params = [Param::from(id.as_str()), Param::from(to)];
+        assert_eq!(gw.sql().exec(set, &params), 1);
+    }
+    assert_eq!(
+        gw.reply(Some(OP), confirm(&token, &sub, "accept")).await,
+        StatusCode::NO_CONTENT
+    );
+    for id in [&evil, &shown] {
+        let st = gw.status(id).await;
+        assert_eq!(st["status"], "pending", "{st}");
+        assert!(st["approval_token"].is_null(), "{st}");
+    }
+}

@@ -1,0 +1,66 @@
+//! What an operator's (or an agent's user's) decision comes with (seed 002 decisions, issue 14,
+//! issue 16 §3): approve or deny, the reason, the scope of a grant, an edit, the passkey proof,
+//! the channel, and what the caller found the approval by. `decide.rs` applies it.
+
+use crate::record::EditedCall;
+use assent_core::approval::{DecisionKind, GrantScope};
+
+/// An operator decision with the seed 002 options.
+#[derive(Debug, Clone, Default)]
+pub struct DecisionInput {
+    /// Approve or deny (`None` is not allowed; use [`DecisionInput::approve`] / `deny`).
+    pub kind: Option<DecisionKind>,
+    /// Reason; reaches the agent on a deny.
+    pub reason: Option<String>,
+    /// Scope of an approval (once when omitted).
+    pub scope: GrantScope,
+    /// Widen a grant from the exact arguments to every call of the tool.
+    pub whole_tool: bool,
+    /// Explicit confirmation for `workspace` on an R3/R4 tool.
+    pub confirm_workspace: bool,
+    /// Approve with these arguments instead.
+    pub edited: Option<EditedCall>,
+    /// The `thresholds.output_bytes` of the edited call, if a rule names one: the approval's
+    /// result limit becomes the smaller of the two.
+    pub edited_output_bytes: Option<u64>,
+    /// The agent ids the deciding principal owns (`principals[].owns`): with separation of
+    /// duties they may not approve those agents' calls (issue 14 §2).
+    pub decider_owns: Vec<String>,
+    /// The other names the deciding person goes by (their single sign-on name with and
+    /// without the `oidc:` prefix): a call made `on_behalf_of` any of them is theirs too.
+    pub decider_aka: Vec<String>,
+    /// The passkey assertion signing an approval (issue 14 §4), checked by the gateway's live
+    /// ceremony; the store checks it belongs to the decider and binds this approval, its
+    /// `call_hash` and `approve`, and stores it with the vote or decision.
+    pub passkey: Option<assent_core::passkey::PasskeyProof>,
+    /// How the decision reached the gateway (the channel, the SSO name of a dashboard
+    /// session), recorded as `data.via` in its audit records; `None` records none.
+    pub via: Option<crate::Via>,
+    /// The decision is the user's of this agent, in the MCP client (issue 16 §3): taken only
+    /// on a plain tool call of that agent held with in-client approval, as its sealed row says
+    /// (checked on the row the decision settles, not on the caller's earlier read).
+    pub in_client: Option<String>,
+    /// The decision is an operator's AAEP `confirmation.reply` naming the approval by this
+    /// reply token (AAEP §6.2.1): taken only on the approval whose row, as it is settled,
+    /// carries it (the caller found the approval by the token in an earlier read; else
+    /// `Damaged`, `reply_token`).
+    pub reply_token: Option<String>,
+}
+
+impl DecisionInput {
+    /// Approve once.
+    pub fn approve() -> Self {
+        Self {
+            kind: Some(DecisionKind::Approve),
+            ..Default::default()
+        }
+    }
+    /// Deny with an optional reason.
+    pub fn deny(reason: Option<&str>) -> Self {
+        Self {
+            kind: Some(DecisionKind::Deny),
+            reason: reason.map(str::to_string),
+            ..Default::default()
+        }
+    }
+}
