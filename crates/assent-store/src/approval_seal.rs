@@ -12,9 +12,11 @@
 //! The seal also covers who may decide and when ([`Standing`]: the approvers, `expires_at` and
 //! the escalation columns), which only the gateway's escalation step changes, sealing the row
 //! again as it does. Before, a writer could add their own role to a pending call's approvers
-//! for an operator without it to approve, or bring its default forward. Rows sealed before
-//! that had their seals voided by migration 0033: they can be denied or expire, not be
-//! approved.
+//! for an operator without it to approve, or bring its default forward. It covers the AAEP
+//! reply token too, by which alone an operator's reply names the approval (found by review:
+//! a token moved onto another pending call had the reply approve that call). Rows sealed
+//! before had their seals voided by migrations 0033 and 0034: they can be denied or expire,
+//! not be approved.
 //!
 //! On PostgreSQL each statement of a write transaction sees the latest commits, so the seal is
 //! checked on the row as [`lock`]ed for the transaction (found by review: a row edited, read,
@@ -128,7 +130,7 @@ pub(crate) fn lock(conn: Conn<'_>, id: &str) -> db::Result<()> {
     Ok(())
 }
 
-/// [`lock`] for the expiry sweep, which does not wait: `false` when another session holds the
+/// [`lock`] for the expiry sweep and the join of a retried call, which do not wait: `false` when another session holds the
 /// row (`SKIP LOCKED`; every replica's gateway writes under one advisory lock, so that is
 /// someone else's session) or there is no such row: the sweep leaves it for its next run
 /// rather than failing after the lock timeout. Always `true` on SQLite.

@@ -325,8 +325,9 @@ impl Settle<'_> {
     }
 }
 
-/// Reads the approval and checks, in this order, that it exists, is not damaged (issue 10
-/// §8), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
+/// Locks and reads the approval and checks, in this order, that it exists, is what the caller
+/// found or authorised it by ([`as_the_caller_read`]), is not damaged (issue 10 §8), may be
+/// approved ([`unapprovable`]: its seals, no token row yet), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
 /// agent itself or the expiry sweep), is not cancelled alone by an operator under `deny:
 /// quorum` nor decided after its deadline ([`lone_no_or_late`]), and is still pending
 /// ([`approval::transition`]). Each
