@@ -233,7 +233,7 @@ pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool>
         Ok(held) => Ok(held.unwrap_or(false)),
         // A column of another type than the gateway writes (SQLite keeps what it is given):
         // no seal holds over it, and the check does not fail the sweep or the decision.
-        Err(db::DbError::Column { .. }) => Ok(false),
+        Err(e) if e.is_damaged_row() => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -257,6 +257,18 @@ pub enum DbError {
     Unusable(String),
 }
 
+impl DbError {
+    /// Whether this is a stored value of another type than the gateway writes ([`Column`]:
+    /// a real where it writes integers, a blob where it writes text — a row edited behind
+    /// its back, which SQLite keeps as given). Readers that go over many rows (the expiry
+    /// sweep, the listings, the seal check) skip such a row instead of failing for all.
+    ///
+    /// [`Column`]: DbError::Column
+    pub fn is_damaged_row(&self) -> bool {
+        matches!(self, DbError::Column { .. })
+    }
+}
+
 /// A Postgres error as a log line can use: the server's severity, message and SQLSTATE for an
 /// error the server sent (`ERROR: canceling statement due to lock timeout (55P03)`), else the
 /// driver's text with its cause (`error connecting to server: Connection refused`).

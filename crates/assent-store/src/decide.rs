@@ -466,24 +466,37 @@ fn unapprovable(
     rec: &ApprovalRecord,
     mis_sealed: bool,
 ) -> Result<Option<(&'static str, &'static str)>, DecideError> {
-    Ok(if mis_sealed {
+    let sealed = crate::approval_seal::holds(tx, s.seal, s.id)?;
+    Ok(why_unapprovable(mis_sealed, sealed, rec.token.is_some()))
+}
+
+/// The pure part of [`unapprovable`], which the expiry sweep shares (an approval refused
+/// here expires rejected): `mis_sealed` a vote row with a seal not its own, `sealed` whether
+/// the terms and standing hold their seal, `has_token` a token row under the pending
+/// approval. `None`: nothing stops approving it.
+pub(crate) fn why_unapprovable(
+    mis_sealed: bool,
+    sealed: bool,
+    has_token: bool,
+) -> Option<(&'static str, &'static str)> {
+    if mis_sealed {
         Some((
             "votes.seal",
             "a vote row of the approval carries a seal not its own",
         ))
-    } else if !crate::approval_seal::holds(tx, s.seal, s.id)? {
+    } else if !sealed {
         Some((
             "seal",
             "the approval's stored terms are not those it was held under (its seal does not hold)",
         ))
-    } else if rec.token.is_some() {
+    } else if has_token {
         Some((
             "tokens",
             "a token row already exists for the pending approval",
         ))
     } else {
         None
-    })
+    }
 }
 
 /// Refuses an operator's edit `e` that is not the held call's tool and server with the edit's

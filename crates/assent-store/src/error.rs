@@ -28,6 +28,13 @@ pub enum StoreError {
     Invalid(String),
 }
 
+impl StoreError {
+    /// Whether this is a row of the wrong stored type ([`crate::db::DbError::is_damaged_row`]).
+    pub fn is_damaged_row(&self) -> bool {
+        matches!(self, StoreError::Database(e) if e.is_damaged_row())
+    }
+}
+
 /// Why a decision was not applied.
 #[derive(Debug, thiserror::Error)]
 pub enum DecideError {

@@ -71,22 +71,22 @@ impl Store {
                     }
                 }
                 // What needs a passkey-signed approval, or is irreversible, is never approved
-                // by its timeout, whatever the stored default says.
-                // Nor is one whose terms do not hold their seal ([`crate::approval_seal`]):
-                // an edited default would otherwise mint a genuine token with no one deciding;
-                // nor one with a vote row carrying a seal not its own ([`crate::votes::vouch`]),
-                // nor one with a token row already (`decide::admit` refuses approving it).
-                let t = &rec.terms;
-                let refused = t.require_passkey || !sealed || mis_sealed || rec.token.is_some();
+                // by its timeout, whatever the stored default says; nor is what no operator
+                // could approve now (`decide::why_unapprovable`): terms that do not hold their
+                // seal (an edited default would otherwise mint a genuine token with no one
+                // deciding), a vote row with a seal not its own, a token row already there.
+                let refused = rec.terms.require_passkey
+                    || crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some())
+                        .is_some();
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject
                 } else {
-                    approval::effective_default(t.irreversible, t.default_decision)
+                    approval::effective_default(rec.terms.irreversible, rec.terms.default_decision)
                 }))
             });
             let step = match step {
                 Ok(step) => step,
-                Err(e) if row_damage(&e) => continue,
+                Err(e) if e.is_damaged_row() => continue,
                 Err(e) => return Err(e),
             };
             let default = match step {
@@ -107,20 +107,12 @@ impl Store {
                 now,
             ) {
                 Ok(_) => done.push(id),
-                Err(DecideError::Store(e)) if !row_damage(&e) => return Err(e),
+                Err(DecideError::Store(e)) if !e.is_damaged_row() => return Err(e),
                 Err(_) => {}
             }
         }
         Ok(done)
     }
-}
-
-/// Whether `e` is a stored value of another type than the gateway writes (a real where it
-/// writes integers, a blob where it writes text: a row edited behind its back, which SQLite
-/// keeps as given). The sweep skips that approval and goes on: one planted row made every
-/// sweep fail, and every decision and listing waits on the sweep (found by review).
-fn row_damage(e: &StoreError) -> bool {
-    matches!(e, StoreError::Database(db::DbError::Column { .. }))
 }
 
 /// What the expiry sweep does with one due approval after its first transaction.

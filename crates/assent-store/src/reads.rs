@@ -100,7 +100,7 @@ impl Store {
                     // A row with a value of another type than the gateway writes (SQLite keeps
                     // what it is given: edited behind its back) cannot be shown; it no longer
                     // fails the whole listing (found by review). `audit verify` names it.
-                    Err(crate::db::DbError::Column { .. }) => {}
+                    Err(e) if e.is_damaged_row() => {}
                     Err(e) => return Err(e),
                 }
             }

@@ -285,11 +285,7 @@ async fn a_vote_planted_in_the_database_does_not_make_up_a_quorum() {
         gw.decide(&id, "fred-key", "approve").await.0,
         StatusCode::OK
     );
-    let copy = format!(
-        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal)
-         SELECT approval_id, 'gina', decision, roles, reason, at, passkey, seal FROM votes WHERE approval_id = '{id}' AND principal = 'fred'"
-    );
-    assert_eq!(gw.sql().exec(&copy, &[]), 1);
+    copy_vote_as(&gw, &id, "fred", "gina");
     let (s, b) = gw.decide(&id, "alice-key", "approve").await;
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
     assert_eq!(b["code"], "APPROVAL_DAMAGED", "{b}");
@@ -317,11 +313,7 @@ async fn a_counted_votes_answer_names_a_vote_row_with_a_seal_not_its_own() {
     let id = gw.held("s1", "pay", args()).await;
     let (_, a) = gw.decide(&id, "fred-key", "deny").await;
     assert_eq!(a["status"], "pending", "{a}");
-    let copy = format!(
-        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal)
-         SELECT approval_id, 'gina', decision, roles, reason, at, passkey, seal FROM votes WHERE approval_id = '{id}' AND principal = 'fred'"
-    );
-    assert_eq!(gw.sql().exec(&copy, &[]), 1);
+    copy_vote_as(&gw, &id, "fred", "gina");
     let (s, a) = gw.decide(&id, "alice-key", "deny").await;
     assert_eq!(s, StatusCode::OK, "{a}");
     assert_eq!(a["status"], "pending", "{a}");
@@ -332,4 +324,14 @@ async fn a_counted_votes_answer_names_a_vote_row_with_a_seal_not_its_own() {
         "{a}"
     );
     gw.stop().await;
+}
+
+/// Plants a vote of `to` on approval `id` in the database: `from`'s row, seal and all (a seal
+/// that is not the new row's own).
+fn copy_vote_as(gw: &Gw, id: &str, from: &str, to: &str) {
+    let copy = format!(
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal)
+         SELECT approval_id, '{to}', decision, roles, reason, at, passkey, seal FROM votes WHERE approval_id = '{id}' AND principal = '{from}'"
+    );
+    assert_eq!(gw.sql().exec(&copy, &[]), 1);
 }
