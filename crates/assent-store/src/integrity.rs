@@ -468,12 +468,37 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
     let mut out = Vec::new();
     let rows: Vec<(String, String, i64, Option<i64>)> = sql::rows(
         conn,
-        "SELECT id, status, requested_at, decided_at FROM approvals ORDER BY requested_at, rowid",
+        "SELECT CAST(id AS TEXT), CAST(status AS TEXT), requested_at, decided_at FROM approvals ORDER BY requested_at, rowid",
         [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        // A time of another type than the gateway writes is the approval's read's to name.
+        |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2).unwrap_or(0),
+                r.get(3).ok().flatten(),
+            ))
+        },
     )?;
     for (id, status, requested_at, decided_at) in &rows {
-        let rec = crate::record::read_approval(conn, id)?;
+        let rec = match crate::record::read_approval(conn, id) {
+            Ok(None) => {
+                out.push((None, format!(
+                    "approval {id} is damaged: its id is stored as another type than the gateway writes, so no look-up finds it; it cannot be read or decided until it is repaired"
+                )));
+                None
+            }
+            Ok(rec) => rec,
+            // A value of another type than the gateway writes (SQLite keeps what it is
+            // given): named, and the check goes on with the other approvals.
+            Err(e) if e.is_damaged_row() => {
+                out.push((None, format!(
+                    "approval {id} is damaged: {e} (a value of another type than the gateway writes); it cannot be read or decided until it is repaired"
+                )));
+                None
+            }
+            Err(e) => return Err(e),
+        };
         if let Some(rec) = &rec {
             let (status, unreadable): (Vec<&String>, Vec<&String>) =
                 rec.damaged.iter().partition(|d| *d == "status.settled");

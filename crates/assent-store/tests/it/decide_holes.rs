@@ -235,6 +235,19 @@ fn a_row_of_the_wrong_type_does_not_stop_the_expiry_sweep() {
     assert_eq!(rec.status, ApprovalStatus::Expired);
     let d = s.decide(&due, &DecisionInput::approve(), "alice", &[], 20_001);
     assert!(matches!(d, Err(DecideError::AlreadyDecided(_))), "{d:?}");
+    // `audit verify`'s cross-check names the planted row and goes on (it stopped at it).
+    let found = assent_store::integrity::cross_check(&db).unwrap();
+    let damaged: Vec<&String> = found
+        .iter()
+        .map(|(_, m)| m)
+        .filter(|m| m.contains("is damaged: column"))
+        .collect();
+    assert_eq!(damaged.len(), 1, "{found:?}");
+    assert!(damaged[0].contains(&planted), "{found:?}");
+    assert!(
+        found.iter().any(|(_, m)| m.contains(&blob)),
+        "the blob id's row is named too: {found:?}"
+    );
 }
 
 /// The attack (found by review): the server builds an operator's edit from its own read of
