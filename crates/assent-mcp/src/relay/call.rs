@@ -177,7 +177,11 @@ impl CallJob {
             r = cancel_rx => { why = r.ok().flatten(); None }
         };
         let st = &self.relay.state;
-        st.waiting.lock().expect("waiting").remove(&self.key);
+        // A forwarded call leaves `waiting` only once it is in `forwarded`, so that its id is
+        // in use all along (`Relay::id_in_use`); every other outcome leaves it now.
+        if !matches!(outcome, Some(Outcome::Forward { .. })) {
+            st.waiting.lock().expect("waiting").remove(&self.key);
+        }
         let task = task.lock().expect("task").take();
         match outcome {
             None => {
@@ -194,7 +198,11 @@ impl CallJob {
                 edited,
                 approval_id,
                 ..
-            }) => self.forward(edited, approval_id, task),
+            }) => {
+                let (relay, key) = (self.relay.clone(), self.key.clone());
+                self.forward(edited, approval_id, task);
+                relay.state.waiting.lock().expect("waiting").remove(&key);
+            }
             Some(Outcome::AskClient {
                 approval_id,
                 question,

@@ -85,8 +85,11 @@ impl Relay {
 
     /// Why a client request may not use `id`: one of the relay's own (`assent-…`, the
     /// prefix of its questions, the upstream's requests and its tasks), or one still in flight
-    /// (held at the gateway or open at the upstream) — an answer for one would be taken for
-    /// the other, and a `call.result` recorded for the wrong answer. `None`: free.
+    /// (held at the gateway, cleared and queued for the upstream, a `tools/list` whose answer
+    /// is awaited, or open at the upstream) — an answer for one would be taken for the other,
+    /// and a `call.result` recorded for the wrong answer (found by review: an id reused while
+    /// its cleared call waited in the upstream's queue had the first call's result recorded
+    /// and released under the second call's rules). `None`: free.
     fn id_in_use(&self, id: &Value) -> Option<&'static str> {
         let st = &self.state;
         if id.as_str().is_some_and(|s| s.starts_with("assent-")) {
@@ -94,7 +97,9 @@ impl Relay {
         }
         let key = id.to_string();
         let held = st.waiting.lock().expect("waiting").contains_key(&key);
-        (held || st.upstream_open.is_open(&key))
+        let queued = st.forwarded.lock().expect("forwarded").contains_key(&key)
+            || st.list_ids.lock().expect("ids").contains(&key);
+        (held || queued || st.upstream_open.is_open(&key))
             .then_some("a request with this id is still in flight")
     }
 
@@ -105,8 +110,11 @@ impl Relay {
         let can = msg["params"]["capabilities"]["elicitation"].is_object();
         st.client_elicits.store(can, Ordering::SeqCst);
         st.client_tasks.store(declares_tasks, Ordering::SeqCst);
-        if let Some(id) = msg.get("id").filter(|_| declares_tasks) {
-            st.init_ids.lock().expect("inits").insert(id.to_string());
+        if let Some(id) = msg.get("id") {
+            st.init_ids
+                .lock()
+                .expect("inits")
+                .insert(id.to_string(), declares_tasks);
         }
         if let Some(id) = msg.get("id") {
             st.ends.note_legacy_init(
@@ -119,8 +127,18 @@ impl Relay {
     }
 
     /// Routes a client message (read, gated where it must be) to its handler or upstream.
-    fn route(&self, msg: Value, declares_tasks: bool, resume: Resume) {
+    fn route(&self, mut msg: Value, declares_tasks: bool, resume: Resume) {
         let st = &self.state;
+        // A task-augmented call (2025-11-25 `params.task`) would have the upstream answer with
+        // a task whose result (`tasks/result`) reaches the client past the proxy's record and
+        // output hold (found by review). The proxy does not declare that capability, so the
+        // call is taken as a plain one (a receiver that does not support task augmentation
+        // processes the request normally), and its result passes through the proxy.
+        if msg["method"] == "tools/call"
+            && let Some(p) = msg.get_mut("params").and_then(Value::as_object_mut)
+        {
+            p.remove("task");
+        }
         // What goes upstream is the serialisation of the value the proxy read and gated,
         // never the client's bytes.
         let line = msg.to_string();
@@ -145,6 +163,20 @@ impl Relay {
             // The proxy's own tasks: read, cancelled, and (asking for no input) updated here.
             (Some(m @ ("tasks/get" | "tasks/cancel" | "tasks/update")), Some(id)) => {
                 self.on_task_request(m, id, &msg);
+            }
+            // The upstream's own tasks are never the client's to read: the proxy makes none
+            // upstream (above), and a task made otherwise would hand out a result the proxy
+            // never recorded or checked against its limit.
+            (Some(m @ ("tasks/result" | "tasks/list")), Some(id)) => {
+                let why = format!("{m}: the proxy serves no upstream tasks");
+                let _ = self.to_client.send(reply(
+                    id,
+                    Err(rmcp::ErrorData::new(
+                        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                        why,
+                        None,
+                    )),
+                ));
             }
             (Some("server/discover"), Some(id)) => match st.ends.discover(id) {
                 Some(r) => {

@@ -59,9 +59,10 @@ pub(super) struct State {
     pub(super) tasks: TaskManager,
     /// Ids of the client's `tools/list` requests (their answers are filtered).
     pub(super) list_ids: Mutex<HashSet<String>>,
-    /// Ids of `initialize` requests of a client that declared tasks (their answers advertise
-    /// the extension).
-    pub(super) init_ids: Mutex<HashSet<String>>,
+    /// Ids of the client's `initialize` requests, each with whether the client declared the
+    /// tasks extension (the answer then advertises it); every answer loses the upstream's
+    /// 2025-11-25 `tasks` capability, which the proxy does not serve.
+    pub(super) init_ids: Mutex<HashMap<String, bool>>,
     /// Calls forwarded upstream, by the id their answer comes under.
     pub(super) forwarded: Mutex<HashMap<String, Forwarded>>,
     /// Calls waiting at the gateway, by the client's request id.

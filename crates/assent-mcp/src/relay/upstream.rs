@@ -217,12 +217,15 @@ impl UpstreamSide {
                 return ControlFlow::Continue(());
             }
         }
-        // The answer to initialize: the proxy serves the tasks extension itself.
-        if st.init_ids.lock().expect("inits").remove(&key) {
+        // The answer to initialize: the proxy serves the tasks extension itself (to a client
+        // that declared it), and not the upstream's 2025-11-25 task-augmented requests.
+        let init = st.init_ids.lock().expect("inits").remove(&key);
+        if let Some(declared) = init {
             let mut v = v.clone();
             if let Some(caps) = v["result"]["capabilities"].as_object_mut() {
+                caps.remove("tasks");
                 let ext = caps.entry("extensions").or_insert_with(|| json!({}));
-                if let Some(ext) = ext.as_object_mut() {
+                if let Some(ext) = ext.as_object_mut().filter(|_| declared) {
                     ext.insert(TASKS.into(), json!({}));
                 }
             }
