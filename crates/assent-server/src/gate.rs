@@ -220,6 +220,7 @@ pub(crate) async fn tool_result(
     check_name("session_id", &b.session_id)?;
     check_name("tool", &b.tool)?;
     check_id("server", &b.server)?;
+    check_id("approval_id", &b.approval_id)?;
     let original = Canonical::call(b.tool.clone(), b.server.clone(), b.arguments.clone())?;
     let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
                         "result_sha256": b.result_sha256.to_ascii_lowercase(),

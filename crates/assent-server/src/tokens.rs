@@ -63,6 +63,8 @@ pub(crate) async fn redeem(
         ));
     }
     let b: RedeemRequest = parse_body(&bytes)?;
+    // Held to the rules of every id before it reaches the audit log (found by review).
+    crate::calls::check_id("device_id", &b.device_id)?;
     let hash = call_hash(b.tool.clone(), b.server.clone(), b.arguments)?;
     let span = telemetry::step_span(telemetry::Step::Redeem);
     telemetry::record(&span, "assent.call_hash", &hash);

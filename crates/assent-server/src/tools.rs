@@ -92,6 +92,14 @@ pub(crate) async fn check(
             "tools: at most {MAX_TOOLS} tool definitions, each with a string `name`"
         )));
     }
+    // A name is shown to operators (reviews, `assent tools accept`): held to the rules of
+    // every other name, so no escape sequence reaches a terminal (found by review).
+    for (i, t) in b.tools.iter().enumerate() {
+        crate::calls::check_name(
+            &format!("tools[{i}].name"),
+            t["name"].as_str().unwrap_or(""),
+        )?;
+    }
     let hub = from_own_hub(b.hub_token.as_deref());
     let list = st
         .store_task(move |s| {

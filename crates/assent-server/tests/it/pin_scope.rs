@@ -287,3 +287,40 @@ async fn another_agents_review_does_not_raise_an_agents_session_risk() {
     assert_answer(s, &d, "decision", StatusCode::OK, "allow");
     gw.stop().await;
 }
+
+/// Attack (found by review): names and ids that skipped the checks every other id has. A tool
+/// name reported by an agent's relay (or an upstream) with an escape sequence became a review
+/// that `assent tools accept` printed raw (OSC 52 writes the operator's clipboard, CSI clears
+/// the screen); a redemption's `device_id` and a result's `approval_id` went into audit
+/// records at any length, with bidi and control characters. Each is refused, naming the
+/// field, and nothing is stored.
+#[tokio::test]
+async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = two_agents(dir.path()).await;
+    let (s, b) = check(&gw, BOT, "bot", vec![read_file(GENUINE)], json!({})).await;
+    assert_answer(s, &b["tools"][0], "state", StatusCode::OK, "first_use");
+    let records = || gw.sql().int("SELECT count(*) FROM audit", &[]);
+    let before = records();
+    let evil = json!({"name": "x\u{1b}]52;c;aGk=\u{7}\u{1b}[2J", "description": "d",
+                      "inputSchema": {"type": "object"}});
+    let (s, b) = check(&gw, BOT, "bot", vec![read_file(GENUINE), evil], json!({})).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "tools[1].name");
+    assert_says(&b, "message", "control characters");
+    let redeem = json!({"token": "x", "tool": "read_file", "server": "fs", "arguments": {},
+                        "device_id": format!("d\u{202e}{}", "1".repeat(300))});
+    let (s, b) = gw.post("/v1/tokens/redeem", BOT, redeem).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "device_id");
+    let result = json!({"agent": "bot", "session_id": "s1", "tool": "read_file", "server": "fs",
+        "arguments": {}, "output_bytes": 1, "result_sha256": "ab".repeat(32),
+        "approval_id": "a\u{1b}[2J"});
+    let (s, b) = gw.post("/v1/tool-results", BOT, result).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "approval_id");
+    assert_eq!(records(), before, "nothing was stored");
+    let reviews = gw.sql().int("SELECT count(*) FROM tool_reviews", &[]);
+    assert_eq!(reviews, 0);
+    gw.stop().await;
+}

@@ -5,7 +5,7 @@
 
 use crate::args::{Remote, ToolsCmd};
 use crate::remote::{connect, print_list};
-use crate::render::{canonical, one_line};
+use crate::render::{canonical, inert, one_line};
 use anyhow::{Result, bail};
 use assent_api::Client;
 use assent_api::tools::{ReviewStatus, ToolPin, ToolReview};
@@ -94,14 +94,10 @@ fn diff_lines(t: &ToolReview, out: &mut String) {
 /// `assent tools pins`, one pin: server/tool, the first 12 characters of its fingerprint,
 /// when and by whom it was pinned.
 fn pin_line(p: &ToolPin) -> String {
-    let fp = &p.fingerprint;
+    let fp: String = p.fingerprint.chars().take(12).collect();
     format!(
         "{}/{}  {}  pinned {} by {}\n",
-        p.server,
-        p.tool,
-        &fp[..12.min(fp.len())],
-        p.pinned_at,
-        p.pinned_by
+        p.server, p.tool, fp, p.pinned_at, p.pinned_by
     )
 }
 
@@ -111,7 +107,15 @@ async fn review_each(c: &Client, ids: &[String], accept: bool) -> Result<i32> {
     let mut failed = 0;
     for id in ids {
         match c.decide_review(id, accept).await {
-            Ok(t) => println!("{id} {}/{} {}", t.server, t.tool, t.status.as_str()),
+            Ok(t) => println!(
+                "{}",
+                inert(&format!(
+                    "{id} {}/{} {}",
+                    t.server,
+                    t.tool,
+                    t.status.as_str()
+                ))
+            ),
             Err(e) => {
                 failed += 1;
                 eprintln!("assent: {id}: {}", one_line(&e.into()));
