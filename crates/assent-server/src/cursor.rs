@@ -3,11 +3,12 @@
 //! store's webhook delivery state, and only the holder of its lease (renewed before every
 //! attempt, [`LEASE`] without renewal) delivers, so replicas deliver each event once and none
 //! is lost while the receiver is down or the gateway restarts. Store failures are logged and
-//! read as "nothing now" (the loop looks again).
+//! read as "nothing now" (the loop looks again); a record is passed only once it was
+//! delivered or dead-lettered.
 
 use crate::state::{AppState, now_ms};
 use assent_store::audit::AuditRecord;
-use assent_store::{Store, StoreError};
+use assent_store::{ApprovalRecord, Store, StoreError};
 use std::future::Future;
 use std::time::Duration;
 
@@ -31,6 +32,33 @@ pub(crate) async fn store<T: Send + 'static>(
     }
 }
 
+/// Reads approval `id` for a delivery: `Ok(Some)`; `Ok(None)` when there is none, or when
+/// its row is damaged (a value of another type than the gateway writes: no later read would
+/// do better, so it is logged and skipped rather than holding back every later event);
+/// `Err(())` when the store failed, after a pause of a second — the caller answers `false`
+/// and [`follow`] offers the same record again (found by review: a failed read was taken for
+/// "no approval" and the event skipped, though the module promises none is lost).
+pub(crate) async fn approval_for_delivery(
+    st: &AppState,
+    id: String,
+) -> Result<Option<ApprovalRecord>, ()> {
+    let read = st.store_task(move |s| s.get_approval(&id)).await;
+    match read {
+        Ok(Ok(a)) => Ok(a),
+        Ok(Err(e)) if e.is_damaged_row() => {
+            tracing::error!(error = %e, "delivery: an approval's row is damaged; its event is skipped");
+            Ok(None)
+        }
+        failed => {
+            if let Ok(Err(e)) = failed {
+                tracing::error!(error = %e, "delivery: store access failed; the event is tried again");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Err(())
+        }
+    }
+}
+
 /// Takes or renews `holder`'s lease of cursor `name`: the cursor (an audit `seq`) when held.
 /// A cursor new to the database starts at the end of the log.
 pub(crate) async fn take_lease(st: &AppState, name: &str, holder: &str) -> Option<i64> {
@@ -39,6 +67,26 @@ pub(crate) async fn take_lease(st: &AppState, name: &str, holder: &str) -> Optio
     store(st, move |s| s.lease_webhook(&name, &holder, now_ms(), ms))
         .await
         .flatten()
+}
+
+/// Waits `delay` between two attempts at one event while keeping `holder`'s lease of cursor
+/// `name`: renewed now and every third of [`LEASE`] (found by review: the backoff outgrew
+/// the lease — up to 300 s against 30 — so another replica took the cursor mid-wait and began
+/// the event again at attempt 1, back and forth, and a failing event was never dead-lettered
+/// but retried and re-sent forever). `false` when the lease was lost.
+pub(crate) async fn hold_through(st: &AppState, name: &str, holder: &str, delay: Duration) -> bool {
+    let mut left = delay;
+    loop {
+        if take_lease(st, name, holder).await.is_none() {
+            return false;
+        }
+        if left.is_zero() {
+            return true;
+        }
+        let step = left.min(LEASE / 3);
+        tokio::time::sleep(step).await;
+        left -= step;
+    }
 }
 
 /// Moves cursor `name` past `seq`; whether `holder` still holds its lease.

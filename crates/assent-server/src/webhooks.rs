@@ -48,6 +48,25 @@ use std::time::Duration;
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
+/// The most bytes of (redacted) arguments a JSON body carries; larger ones are `null` with
+/// their size in `arguments_bytes` (read them on the card or over the API). Found by review:
+/// an agent's calls with arguments near the 256 KiB limit made bodies a receiver with a
+/// common 100 KB limit refused every time, and delivery is in order, so each such event held
+/// back every later notification for its whole retry schedule.
+const ARGUMENTS_MAX: usize = 16 * 1024;
+
+/// The most characters of a message or summary (both may quote arguments) a JSON body
+/// carries; past it the text is cut and ends with `…`.
+const TEXT_MAX: usize = 2_000;
+
+/// `text` cut to [`TEXT_MAX`] characters.
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(TEXT_MAX) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
 /// How long a webhook's delivery lease lasts without renewal (the shared cursor's).
 pub use crate::cursor::LEASE;
 
@@ -140,8 +159,10 @@ async fn deliver(
     let event = event_of(&rec.kind);
     let approval = match &rec.approval_id {
         Some(id) if hook.events.iter().any(|e| e == event) => {
-            let id = id.clone();
-            store(st, move |s| s.get_approval(&id)).await.flatten()
+            match crate::cursor::approval_for_delivery(st, id.clone()).await {
+                Ok(a) => a,
+                Err(()) => return false,
+            }
         }
         _ => None,
     };
@@ -172,7 +193,7 @@ async fn deliver(
         .and_then(|c| assent_core::canonical::canonical_value(c).ok());
     let delivery = format!("{}-{}", hook.name, rec.seq);
     let mut attempt = 0u32;
-    let mut delay = Duration::from_millis(hook.retry_initial_ms);
+    let mut delay = Duration::from_millis(hook.retry_initial_ms).min(MAX_BACKOFF);
     let last_error = loop {
         attempt += 1;
         if take_lease(st, &hook.name, holder).await.is_none() {
@@ -207,7 +228,9 @@ async fn deliver(
         if attempt >= hook.max_attempts {
             break error;
         }
-        tokio::time::sleep(delay).await;
+        if !crate::cursor::hold_through(st, &hook.name, holder, delay).await {
+            return false;
+        }
         delay = (delay * 2).min(MAX_BACKOFF);
     };
     tracing::error!(webhook = %hook.name, delivery = %delivery, attempts = attempt, "webhook delivery dead-lettered");
@@ -231,11 +254,18 @@ async fn single_use_link(st: &AppState, a: &ApprovalRecord) -> Option<String> {
 fn approval_out(a: &ApprovalRecord) -> Value {
     let r = a.redactor();
     let last = a.decisions.last();
+    let arguments = r.arguments(&a.call.arguments);
+    let size = arguments.to_string().len();
+    let (arguments, omitted) = if size > ARGUMENTS_MAX {
+        (Value::Null, Some(size))
+    } else {
+        (arguments, None)
+    };
     json!({
         "id": a.id, "status": a.status.as_str(), "agent": a.agent, "session_id": a.session_id,
         "tool": a.call.tool, "server": a.call.server,
-        "arguments": r.arguments(&a.call.arguments),
-        "message": r.text(&a.terms.message), "human_summary": r.summary(&a.call),
+        "arguments": arguments, "arguments_bytes": omitted,
+        "message": cut(&r.text(&a.terms.message)), "human_summary": cut(&r.summary(&a.call)),
         "risk_tier": a.terms.risk_tier,
         "risk_level": a.terms.risk_tier.risk_level(),
         "irreversible": a.terms.irreversible,

@@ -83,8 +83,10 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
         if take_lease(st, holder).await.is_none() {
             return false;
         }
-        let id2 = id.clone();
-        let Some(a) = store(st, move |s| s.get_approval(&id2)).await.flatten() else {
+        let Ok(read) = crate::cursor::approval_for_delivery(st, id.clone()).await else {
+            return false;
+        };
+        let Some(a) = read else {
             return advance(st, holder, rec.seq).await;
         };
         match send(st, slack, &rec.kind, &a).await {
@@ -92,7 +94,9 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
             Err(e) if attempt >= MAX_ATTEMPTS => break e,
             Err(e) => {
                 tracing::warn!(approval_id = %id, attempt, error = %e, "slack: message not sent; retrying");
-                tokio::time::sleep(delay).await;
+                if !crate::cursor::hold_through(st, CURSOR, holder, delay).await {
+                    return false;
+                }
                 delay = (delay * 2).min(Duration::from_secs(300));
             }
         }

@@ -343,6 +343,17 @@ async fn hooked(
     extra: (&str, &[&str]),
     event: &str,
 ) -> (Receiver, crate::kit::Gw) {
+    hooked_with(dir, rules, extra, event, 50).await
+}
+
+/// [`hooked`] with the webhook's first retry after `retry_ms`.
+async fn hooked_with(
+    dir: &std::path::Path,
+    rules: &str,
+    extra: (&str, &[&str]),
+    event: &str,
+    retry_ms: u64,
+) -> (Receiver, crate::kit::Gw) {
     let recv = Receiver::default();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -358,7 +369,7 @@ async fn hooked(
         all.push(crate::kit::operator(extra.0, extra.1));
         st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
         let url = format!("http://127.0.0.1:{port}/hook");
-        let mut h = hook("ops", url, WebhookFormat::Json, 5, 50);
+        let mut h = hook("ops", url, WebhookFormat::Json, 5, retry_ms);
         h.events.push(event.into());
         st.webhooks = Arc::new(vec![h]);
     })
@@ -466,5 +477,117 @@ async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
         .decide_with(&id, "carl-key", json!({"decision": "approve"}))
         .await;
     assert_answer(s, &b, "status", StatusCode::OK, "approved");
+    gw.stop().await;
+}
+
+/// Review finding: the delivery read the approval of each event and took a failed read (the
+/// store briefly unusable: a PostgreSQL restart, a lost task) for "no approval", so it moved
+/// the cursor past the event and the notification was never sent or dead-lettered. Made here
+/// by renaming a table the read needs while the event waits; the event is delivered once the
+/// table is back.
+#[tokio::test]
+async fn a_store_error_reading_the_approval_retries_the_event_instead_of_skipping_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recv, gw) = hooked(
+        dir.path(),
+        "- tool: pay\n  approvers: [finance]\n",
+        ("fred", &[]),
+        "approval.vote",
+    )
+    .await;
+    let first = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    assert_eq!(bodies(&recv, 1).await[0]["approval"]["id"], first.as_str());
+    // Another holder's lease stops delivery while the next event is raised and the read of
+    // approvals is broken.
+    let far = i64::MAX / 2;
+    let lease = format!(
+        "UPDATE webhook_cursors SET holder = 'elsewhere', lease_until = {far} WHERE webhook = 'ops'"
+    );
+    assert_eq!(gw.sql().exec(&lease, &[]), 1);
+    let second = gw
+        .pending("pay", json!({"amount": 501, "to": "acme"}))
+        .await;
+    gw.sql()
+        .exec("ALTER TABLE decisions RENAME TO decisions_away", &[]);
+    let release = "UPDATE webhook_cursors SET holder = NULL, lease_until = 0 WHERE webhook = 'ops'";
+    assert_eq!(gw.sql().exec(release, &[]), 1);
+    // The delivery task reads the cursor again within its 2 s wait and fails to read the
+    // approval for a while.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    gw.sql()
+        .exec("ALTER TABLE decisions_away RENAME TO decisions", &[]);
+    let got = bodies(&recv, 2).await;
+    assert_eq!(got[1]["event"], "approval.requested", "{got:?}");
+    assert_eq!(got[1]["approval"]["id"], second.as_str(), "{got:?}");
+    gw.stop().await;
+}
+
+/// Review finding: the lease of a webhook's cursor (30 s) was renewed only before each
+/// attempt, while the wait between attempts grows to 300 s; another replica took the cursor
+/// mid-wait and began the event again at its first attempt, back and forth, so a failing event
+/// was re-sent forever and never dead-lettered. The wait now keeps the lease: here it is
+/// renewed during a 60 s backoff.
+#[tokio::test]
+async fn the_wait_between_attempts_keeps_the_cursors_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n";
+    let (recv, gw) = hooked_with(dir.path(), rules, ("fred", &[]), "approval.vote", 60_000).await;
+    *recv.fail.lock().unwrap() = 100;
+    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let start = std::time::Instant::now();
+    while *recv.failed.lock().unwrap() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "never attempted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lease = |gw: &crate::kit::Gw| {
+        gw.sql().rows(
+            "SELECT holder, CAST(lease_until AS TEXT) FROM webhook_cursors WHERE webhook = 'ops'",
+            &[],
+        )[0]
+        .clone()
+    };
+    let before = lease(&gw);
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let after = lease(&gw);
+    assert_eq!(after[0], before[0], "the same holder: {before:?} {after:?}");
+    let (b, a): (i64, i64) = (before[1].parse().unwrap(), after[1].parse().unwrap());
+    assert!(
+        a >= b + 5_000,
+        "renewed during the wait: {before:?} {after:?}"
+    );
+    assert_eq!(*recv.failed.lock().unwrap(), 1, "no second attempt yet");
+    gw.stop().await;
+}
+
+/// Review finding: an agent's call with arguments near the 256 KiB limit made a body that a
+/// receiver with a common 100 KB limit refused on every attempt, and delivery is in order, so
+/// each such event held back every later notification for its whole retry schedule. Large
+/// arguments leave the body (their size stays), and the texts that quote them are cut.
+#[tokio::test]
+async fn an_agents_oversized_arguments_stay_out_of_webhook_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n";
+    let (recv, gw) = hooked(dir.path(), rules, ("fred", &[]), "approval.vote").await;
+    let to = "a".repeat(100_000);
+    gw.pending("pay", json!({"amount": 500, "to": to})).await;
+    gw.pending("pay", json!({"amount": 501, "to": "acme"}))
+        .await;
+    let got = bodies(&recv, 2).await;
+    let body = recv.got.lock().unwrap()[0].2.len();
+    assert!(body < 16 * 1024, "{body} bytes");
+    let big = &got[0]["approval"];
+    assert_eq!(big["arguments"], Value::Null, "{big}");
+    assert!(big["arguments_bytes"].as_u64().unwrap() > 100_000, "{big}");
+    let message = big["message"].as_str().unwrap();
+    assert!(
+        message.ends_with('…') && message.chars().count() == 2_001,
+        "{message}"
+    );
+    let small = &got[1]["approval"];
+    assert_eq!(small["arguments"]["to"], "acme", "{small}");
+    assert_eq!(small["arguments_bytes"], Value::Null, "{small}");
     gw.stop().await;
 }
