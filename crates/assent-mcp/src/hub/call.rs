@@ -5,7 +5,7 @@
 //! the handler's.
 
 use super::state::Hub;
-use super::upstream::{CALL_TIMEOUT, Upstream};
+use super::upstream::{CALL_TIMEOUT, Upstream, told};
 use crate::ask::{Asker, UserAnswer};
 use crate::era;
 use crate::gateway::Gateway;
@@ -173,7 +173,10 @@ impl Call {
         let called = tracing::Instrument::instrument(peer.call_tool(params), span);
         let mut result = match tokio::time::timeout(CALL_TIMEOUT, called).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return failed(&format!("upstream `{}` failed: {e}", self.alias)).into(),
+            Ok(Err(e)) => {
+                let why = format!("upstream `{}` failed: {}", self.alias, told(&e));
+                return failed(&why).into();
+            }
             Err(_) => {
                 let why = format!(
                     "upstream `{}` did not answer within {} s",

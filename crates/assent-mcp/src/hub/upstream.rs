@@ -109,7 +109,7 @@ impl Upstream {
             }
             Ok(Err(e)) => {
                 tracing::error!(upstream = %alias, error = %e, "MCP upstream failed to start");
-                Self::failed(format!("failed to start: {e}"))
+                Self::failed("failed to start (the gateway's log says why)".into())
             }
             Err(_) => {
                 tracing::error!(upstream = %alias, "MCP upstream did not initialise within 30 s");
@@ -151,6 +151,21 @@ impl Upstream {
     }
 }
 
+/// What an agent is told of a failed request to an upstream: the message of an MCP error the
+/// upstream answered with; of any other failure only that the connection failed, the whole
+/// error going to the gateway's log. Found by review: the transport's text (rmcp wrapping
+/// reqwest) names the upstream's URL with its path and query, where hosted MCP servers often
+/// carry their credential, and agents were shown it.
+pub(super) fn told(e: &rmcp::ServiceError) -> String {
+    match e {
+        rmcp::ServiceError::McpError(d) => format!("the upstream answered: {}", d.message),
+        _ => {
+            tracing::warn!(error = %e, "an MCP upstream request failed");
+            "the connection to the upstream failed (the gateway's log says why)".into()
+        }
+    }
+}
+
 /// At most this many tools are read from one upstream (the stdio relay's bound too).
 const MAX_TOOLS: usize = 100_000;
 
@@ -178,7 +193,7 @@ async fn list_tools_bounded(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String
             let page = peer
                 .list_tools(Some(params))
                 .await
-                .map_err(|e| format!("tools/list failed: {e}"))?;
+                .map_err(|e| format!("tools/list failed: {}", told(&e)))?;
             tools.extend(page.tools);
             if tools.len() > MAX_TOOLS {
                 return Err(format!("tools/list lists more than {MAX_TOOLS} tools"));

@@ -459,3 +459,37 @@ async fn poll_until_terminal(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Review finding: an agent calling a tool of a `url` upstream that failed to start was
+/// answered with the transport's error, which names the upstream's URL with its path and
+/// query — where hosted MCP servers often carry their credential. The agent is told only
+/// that it failed to start; the gateway's log has the rest.
+#[test]
+fn an_agent_never_sees_an_upstreams_url_in_an_unavailable_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = free_port();
+    let up = format!("http://127.0.0.1:{closed}/s/path-secret-77/mcp?api_key=query-secret-88");
+    let mut server = gateway(dir.path(), Some(&up));
+    let url = server.url.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let text = rt.block_on(async {
+        let client = connect(&url, KEY).await;
+        let r = client
+            .peer()
+            .call_tool(
+                CallToolRequestParams::new("notes__read")
+                    .with_arguments(serde_json::from_value(json!({"text": "a"})).unwrap()),
+            )
+            .await
+            .unwrap();
+        client.cancel().await.unwrap();
+        text_of(&r)
+    });
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    assert!(text.contains("failed to start"), "{text}");
+    assert!(
+        !text.contains("secret-77") && !text.contains("secret-88") && !text.contains("127.0.0.1"),
+        "{text}"
+    );
+}
