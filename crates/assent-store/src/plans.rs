@@ -201,21 +201,32 @@ pub(crate) fn on_confirm_decided(
     audit::append(tx, now, "pipeline_stage", Some(confirm_id), actor, &ev)
 }
 
-/// The gatekeeper duty of seed 000 for a tool call that names `plan_id` and/or `step_id`:
-/// blocked (the reason returned) while a Confirm whose target is that plan or step is pending,
-/// and while a plan assent knows is not `approved` or `in_progress`. `None`: not blocked.
+/// The gatekeeper duty of seed 000 for `agent`'s tool call that names `plan_id` and/or
+/// `step_id`: blocked (the reason returned) while a Confirm whose target is that plan or step
+/// is pending, and while a plan assent knows is not `approved` or `in_progress`. Only a
+/// Confirm of the calling agent or of the named plan's owner counts (found by review: any
+/// agent could raise a Confirm naming another agent's plan or step id and so block that
+/// agent's calls for as long as it kept one pending); a plan's own status counts whoever
+/// calls under it (an orchestrator's plan gates the agents it delegates to). `None`: not
+/// blocked.
 pub(crate) fn plan_block(
     tx: Conn<'_>,
+    agent: &str,
     plan_id: Option<&str>,
     step_id: Option<&str>,
 ) -> db::Result<Option<String>> {
+    let plan = match plan_id {
+        Some(id) => read_plan(tx, id)?,
+        None => None,
+    };
+    let owner = plan.as_ref().map_or(agent, |p| p.agent.as_str());
     for (what, id) in [("plan", plan_id), ("step", step_id)] {
         let Some(id) = id else { continue };
         let pending: Option<String> = tx
             .prepare_cached(
-                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' ORDER BY requested_at, rowid LIMIT 1",
+                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' AND (agent = ?2 OR agent = ?3) ORDER BY requested_at, rowid LIMIT 1",
             )?
-            .query_row([id], |r| r.get(0))
+            .query_row(params![id, agent, owner], |r| r.get(0))
             .optional()?;
         if let Some(c) = pending {
             return Ok(Some(format!(
@@ -224,7 +235,7 @@ pub(crate) fn plan_block(
         }
     }
     if let Some(id) = plan_id
-        && let Some(p) = read_plan(tx, id)?
+        && let Some(p) = plan
         && !transitions::plan_runs_calls(&p.status)
     {
         return Ok(Some(format!(

@@ -486,7 +486,7 @@ fn check_submittable(tx: Conn<'_>, agent: &str, plan_id: &str) -> Result<(), Sto
 /// ([`plans::plan_block`]), else a pending review of its tool's changed definition in the
 /// gateway's scope or the agent's own ([`crate::pins::pending_review`]).
 fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
-    if let Some(why) = plans::plan_block(tx, p.plan_id, p.step_id)? {
+    if let Some(why) = plans::plan_block(tx, p.agent, p.plan_id, p.step_id)? {
         return Ok(Some(why));
     }
     let Some(server) = &p.call.server else {

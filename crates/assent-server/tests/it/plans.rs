@@ -388,3 +388,42 @@ async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_e
     assert!(c["trace"]["attributes"].get("plan_id").is_none(), "{c}");
     gw.stop().await;
 }
+
+/// Review finding: the plan gate counted any pending Confirm naming the plan or step, whoever
+/// raised it, so one agent could raise Confirms on another agent's plan and step ids and keep
+/// that agent's calls blocked (`403`) for as long as it kept one pending. Only the calling
+/// agent's Confirms and the plan owner's count; the agent's own Confirm on its step still
+/// blocks.
+#[tokio::test]
+async fn a_confirm_on_another_agents_plan_or_step_does_not_block_its_calls() {
+    let gw = serve().await;
+    let (pid, s1) = (uuid(), uuid());
+    let (s, p) = gw
+        .create_plan(plan(&pid, &[(&s1, "Create the new password")]))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (_, r) = gw.submit_plan(&pid).await;
+    let confirm = r["approval_id"].as_str().unwrap().to_string();
+    assert_eq!(gw.decide(&confirm, OP, "approve").await.0, StatusCode::OK);
+    let (s, a) = call_in_plan(&gw, Some(&pid), Some(&s1)).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    for target in [&pid, &s1] {
+        let body = json!({"agent": "other", "session_id": "o1", "target_type": "other",
+                          "target_id": target});
+        let (s, c) = gw.post("/v1/confirms", "other-key", body).await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{c}");
+    }
+    let (s, a) = call_in_plan(&gw, Some(&pid), Some(&s1)).await;
+    assert_eq!(
+        s,
+        StatusCode::OK,
+        "another agent's Confirms block nothing: {a}"
+    );
+    let own = json!({"agent": "bot", "session_id": "s1", "target_type": "other", "target_id": s1});
+    let (s, c) = gw.post("/v1/confirms", BOT, own).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{c}");
+    let (s, d) = call_in_plan(&gw, Some(&pid), Some(&s1)).await;
+    assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    assert_says(&d, "reason", "pending Confirm");
+    gw.stop().await;
+}
