@@ -10,7 +10,7 @@
 //! that holds in the reporter's scope (its own, else the gateway's).
 
 use crate::error::StoreError;
-use crate::pins::{PinCheckError, PinScope, REVIEW_COLS, fingerprint, owner, pinned, review_row};
+use crate::pins::{PinCheckError, PinScope, REVIEW_COLS, matches_pin, owner, pinned, review_row};
 use crate::sql::{self, from_row, json_or_default};
 use crate::store::Store;
 use assent_core::pin::{PinState, ToolPin, ToolReview, ToolState};
@@ -53,7 +53,7 @@ impl Store {
                     continue;
                 };
                 match pinned(c, scope.key(), server, name)? {
-                    Some((fp, def)) if fp == fingerprint(t) => out.push(ToolState {
+                    Some((fp, def)) if matches_pin(&fp, &def, t) => out.push(ToolState {
                         name: name.into(),
                         state: PinState::Pinned,
                         review_id: None,

@@ -1,5 +1,5 @@
 //! MCP tool-list pinning (issue 4): the gateway records a fingerprint of each upstream tool —
-//! the SHA-256 of the canonical JSON of its `name`, `description` and `inputSchema` — the
+//! the SHA-256 of the canonical JSON of its whole definition but `_meta` ([`fingerprint`]) — the
 //! first time it sees the server (trust on first use). A tool whose fingerprint differs from
 //! its pin, or a tool that appears after the server was first seen, gets a pending *review*;
 //! its calls are refused until an operator accepts the new definition, which becomes the pin.
@@ -107,13 +107,39 @@ impl From<db::DbError> for PinCheckError {
 }
 impl db::Settles for PinCheckError {}
 
-/// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of
-/// `{"name", "description", "inputSchema"}` (missing fields as `null`).
+/// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of the
+/// whole definition but its `_meta` (protocol metadata, which may vary between lists): the
+/// name, description and schemas and also `title`, `annotations` (`readOnlyHint`,
+/// `destructiveHint`…), `outputSchema`, `execution` and `icons`. Found by review: the pin
+/// covered only `name`, `description` and `inputSchema`, so an upstream could turn a
+/// destructive tool's annotations to `readOnlyHint: true` (which clients use to decide
+/// whether to ask the user), or add task support, with no review.
 pub fn fingerprint(tool: &Value) -> String {
+    let mut v = tool.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("_meta");
+    }
+    let text = assent_core::canonical::canonical_value(&v).unwrap_or_else(|_| v.to_string());
+    assent_core::canonical::sha256_hex(text.as_bytes())
+}
+
+/// The fingerprint pins had before [`fingerprint`] covered the whole definition: SHA-256
+/// (hex) of the canonical `{"name", "description", "inputSchema"}` (missing fields as `null`).
+pub fn fingerprint_v1(tool: &Value) -> String {
     let v = json!({"name": tool["name"], "description": tool["description"],
                    "inputSchema": tool["inputSchema"]});
     let text = assent_core::canonical::canonical_value(&v).unwrap_or_else(|_| v.to_string());
     assent_core::canonical::sha256_hex(text.as_bytes())
+}
+
+/// Whether tool definition `t` is the one pinned with fingerprint `pin_fp` and stored
+/// definition `pinned_def`: its [`fingerprint`] is the pin's, or the pin is one of
+/// [`fingerprint_v1`] (made before the whole definition counted) and `t` is its stored
+/// definition but for `_meta` — so no pin made before the upgrade needs a review, and no
+/// field the old fingerprint left out can change under it unreviewed.
+pub(crate) fn matches_pin(pin_fp: &str, pinned_def: &Value, t: &Value) -> bool {
+    let fp = fingerprint(t);
+    fp == pin_fp || (fingerprint_v1(pinned_def) == pin_fp && fingerprint(pinned_def) == fp)
 }
 
 /// The pin of `server`/`tool` that holds in scope `scope` (a stored key): its own, else the
@@ -197,7 +223,9 @@ impl Report<'_> {
         let fp = fingerprint(t);
         let key = self.scope.key();
         match pinned(**tx, key, self.server, name)? {
-            Some((pfp, def)) if pfp == fp => Ok(state(name, PinState::Pinned, None, Some(def))),
+            Some((pfp, def)) if matches_pin(&pfp, &def, t) => {
+                Ok(state(name, PinState::Pinned, None, Some(def)))
+            }
             None if !self.seen => {
                 tx.prepare_cached("INSERT INTO tool_pins (scope, server, tool, fingerprint, definition, pinned_at, pinned_by) VALUES (?1,?2,?3,?4,?5,?6,'trust-on-first-use')")?
                     .execute(params![key, self.server, name, fp, t.to_string(), self.now])?;

@@ -324,3 +324,40 @@ async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id
     assert_eq!(reviews, 0);
     gw.stop().await;
 }
+
+/// Review finding: the fingerprint covered only `name`, `description` and `inputSchema`, so an
+/// upstream could turn a destructive tool's `annotations` to `readOnlyHint: true` (clients use
+/// it to decide whether to ask the user), retitle it or add task support, and the agent was
+/// shown the new definition with no review. The whole definition (but `_meta`) counts now; a
+/// pin made under the old fingerprint holds while the definition is the pinned one and
+/// nothing the old fingerprint left out can change under it unreviewed.
+#[tokio::test]
+async fn a_rug_pull_of_annotations_or_title_alone_is_held_for_review() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = two_agents(dir.path()).await;
+    let mut genuine = read_file(GENUINE);
+    genuine["annotations"] = json!({"destructiveHint": true, "readOnlyHint": false});
+    let (s, b) = check(&gw, BOT, "bot", vec![genuine.clone()], json!({})).await;
+    assert_answer(s, &b["tools"][0], "state", StatusCode::OK, "first_use");
+    let mut pulled = genuine.clone();
+    pulled["annotations"] = json!({"destructiveHint": false, "readOnlyHint": true});
+    let mut retitled = genuine.clone();
+    retitled["title"] = json!("Harmless reader");
+    let mut meta = genuine.clone();
+    meta["_meta"] = json!({"seen": 2});
+    for (changed, state) in [(&pulled, "held"), (&retitled, "held"), (&meta, "pinned")] {
+        let (s, b) = check(&gw, BOT, "bot", vec![changed.clone()], json!({})).await;
+        assert_answer(s, &b["tools"][0], "state", StatusCode::OK, state);
+        assert_eq!(b["tools"][0]["pinned"], genuine, "{b}");
+    }
+    // A pin made under the old fingerprint: the pinned definition still holds, a change of
+    // what that fingerprint left out does not.
+    let old = assent_store::pins::fingerprint_v1(&genuine);
+    let set = format!("UPDATE tool_pins SET fingerprint = '{old}' WHERE tool = 'read_file'");
+    assert_eq!(gw.sql().exec(&set, &[]), 1);
+    let (_, b) = check(&gw, BOT, "bot", vec![genuine.clone()], json!({})).await;
+    assert_eq!(b["tools"][0]["state"], "pinned", "{b}");
+    let (_, b) = check(&gw, BOT, "bot", vec![pulled.clone()], json!({})).await;
+    assert_eq!(b["tools"][0]["state"], "held", "{b}");
+    gw.stop().await;
+}
