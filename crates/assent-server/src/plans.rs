@@ -222,14 +222,6 @@ pub(crate) async fn pipeline_events(
     Ok(Body(PipelineEvents { events }))
 }
 
-/// The part of a plan a human approves: what it is for and its steps. Its canonical hash is
-/// what the Confirm binds; the diff of a resubmission is taken on it.
-fn reviewed(pl: &PlanRecord) -> Value {
-    let b = &pl.body;
-    json!({"plan_id": pl.plan_id, "context_id": b["context_id"], "title": b["title"],
-           "objective": b["objective"], "steps": b["steps"]})
-}
-
 /// `POST /v1/plans/{id}/submit` (the agent itself): gates the plan as one MPLP Confirm.
 #[utoipa::path(post, path = "/v1/plans/{id}/submit", tag = "propose",
     params(("id" = String, Path, description = "The item's id")),
@@ -249,7 +241,7 @@ pub(crate) async fn submit(
             format!("plan is {}; only a draft can be submitted", pl.status),
         ));
     }
-    let args = reviewed(&pl);
+    let args = pl.reviewed();
     let diff = pl
         .submitted
         .as_ref()

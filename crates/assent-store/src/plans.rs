@@ -63,6 +63,15 @@ impl PlanRecord {
         v
     }
 
+    /// What a person reviews of the plan when it is submitted (the arguments of its Confirm's
+    /// `mplp.plan` call, whose canonical hash the Confirm binds; a resubmission's diff is
+    /// taken on it): `{"plan_id", "context_id", "title", "objective", "steps"}`.
+    pub fn reviewed(&self) -> Value {
+        let b = &self.body;
+        json!({"plan_id": self.plan_id, "context_id": b["context_id"], "title": b["title"],
+               "objective": b["objective"], "steps": b["steps"]})
+    }
+
     /// The reason of the last rejection while the plan is back in `draft`, for the agent to
     /// revise it.
     pub fn rejection_reason(&self) -> Option<String> {

@@ -255,7 +255,7 @@ impl Store {
         self.write(|tx| {
             let plan = p.target.filter(|t| t.target_type == "plan");
             if let Some(t) = plan {
-                check_submittable(**tx, p.agent, t.target_id)?;
+                check_submittable(**tx, p.agent, t.target_id, &p.call.arguments)?;
             }
             let blocked = block(**tx, p)?;
             windows::fold(**tx, p.agent, p.session_id)?;
@@ -469,10 +469,27 @@ impl Gate<'_> {
     }
 }
 
-/// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]); else
-/// `Invalid` saying why (the server's 409 `WRONG_STATE`).
-fn check_submittable(tx: Conn<'_>, agent: &str, plan_id: &str) -> Result<(), StoreError> {
+/// `Ok` when plan `plan_id` is a draft of `agent` ([`transitions::plan_editable`]) whose
+/// reviewed form ([`plans::PlanRecord::reviewed`]) is `reviewed`, what the Confirm shows;
+/// else `Invalid` saying why (the server's 409 `WRONG_STATE`). Found by review: the server
+/// built the Confirm from its own earlier read, so a revision landing between that read and
+/// this transaction had a person approve one body while the plan kept another.
+fn check_submittable(
+    tx: Conn<'_>,
+    agent: &str,
+    plan_id: &str,
+    reviewed: &Value,
+) -> Result<(), StoreError> {
     match plans::read_plan(tx, plan_id)? {
+        Some(pl)
+            if pl.agent == agent
+                && transitions::plan_editable(&pl.status)
+                && pl.reviewed() != *reviewed =>
+        {
+            Err(StoreError::Invalid(format!(
+                "plan {plan_id} was revised while it was being submitted; submit it again"
+            )))
+        }
         Some(pl) if pl.agent == agent && transitions::plan_editable(&pl.status) => Ok(()),
         Some(pl) if pl.agent == agent => Err(StoreError::Invalid(format!(
             "plan {plan_id} is {}; only a draft can be submitted",

@@ -23,6 +23,7 @@ mod oidc_logins;
 mod pgkit;
 mod pin_reads;
 mod pin_scope;
+mod plans;
 mod readers;
 mod replicas;
 mod retention;

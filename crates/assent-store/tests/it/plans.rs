@@ -1,0 +1,54 @@
+//! MPLP plans in the store, on both backends: a plan's Confirm binds the body a person reviews.
+
+use crate::{both_stores, pay, proposal};
+use assent_core::gatekeeper::Verdict;
+use assent_core::{CanonicalCall, ToolCall};
+use assent_store::{ConfirmTarget, Proposal, Proposed, StoreError};
+use serde_json::{Value, json};
+
+fn body(id: &str, step: &str) -> Value {
+    json!({"plan_id": id, "context_id": "c0a8e5a4-1c55-4d8e-9a43-3c7f1e5b2d10", "title": "Rotate",
+           "objective": "Rotate the password", "steps": [{"step_id": "s1", "description": step}]})
+}
+
+/// The attack (found by review): the server built a plan's Confirm from its own read of the
+/// plan, before the proposal's transaction; a revision (`PUT`) landing in between had a
+/// person approve the old body while the plan kept the new one, served afterwards as
+/// `approved`. The proposal's transaction refuses a Confirm that is not the stored plan's.
+#[test]
+fn a_plan_revised_during_submit_is_not_approved_with_the_revised_body() {
+    both_stores(|_, s| {
+        let id = "5f0c6a9e-2b1d-4c3e-8f7a-9d6b5c4a3e21";
+        let first = s
+            .create_plan("bot", "s1", &body(id, "Create it"), None, 1_000)
+            .unwrap();
+        let shown = first.reviewed();
+        s.update_plan("bot", &body(id, "Drop the database"), 2_000)
+            .unwrap();
+        let (_, v) = pay(500);
+        let ttl = |_: &Verdict| 60_000;
+        let propose = |args: Value| {
+            let call = CanonicalCall::new(ToolCall::new("mplp.plan", None, args).unwrap()).unwrap();
+            let target = ConfirmTarget {
+                target_type: "plan",
+                target_id: id,
+                diff: None,
+            };
+            let p = Proposal {
+                target: Some(target),
+                ..proposal(&call, "s1", 3_000, &ttl)
+            };
+            s.propose(&p, |_| v.clone()).map(|(_, proposed)| proposed)
+        };
+        let r = propose(shown);
+        assert!(
+            matches!(&r, Err(StoreError::Invalid(m)) if m.contains("revised")),
+            "{r:?}"
+        );
+        assert_eq!(s.plan(id).unwrap().unwrap().status, "draft");
+        let now = s.plan(id).unwrap().unwrap().reviewed();
+        let held = propose(now).expect("the stored body's Confirm is taken");
+        assert!(matches!(held, Proposed::Held { .. }), "{held:?}");
+        assert_eq!(s.plan(id).unwrap().unwrap().status, "proposed");
+    });
+}
