@@ -92,6 +92,8 @@ impl Hub {
                 command: Vec::new(),
                 poll_seconds: self.poll_seconds,
                 progress_seconds: self.progress_seconds,
+                // The hub serves tools only.
+                pass_ungated: false,
             },
         )
     }

@@ -178,6 +178,18 @@ impl Relay {
                     )),
                 ));
             }
+            // What no rule gates is not relayed unless asked for (found by review:
+            // `resources/read` read through the proxy what a policy holds as a tool call).
+            (Some(m), id) if ungated(m) && !st.pass_ungated => {
+                if let Some(id) = id {
+                    let why = format!(
+                        "{m}: assent mcp relays tools only (no rule gates or records this method); start it with --pass-ungated to relay it unchecked"
+                    );
+                    let err =
+                        rmcp::ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, why, None);
+                    let _ = self.to_client.send(reply(id, Err(err)));
+                }
+            }
             (Some("server/discover"), Some(id)) => match st.ends.discover(id) {
                 Some(r) => {
                     let _ = self.to_client.send(reply(id, Ok(r)));
@@ -220,6 +232,14 @@ impl Relay {
             }
         }
     }
+}
+
+/// Whether `method` is one no rule gates: resources, prompts and completions
+/// ([`crate::ProxyConfig::pass_ungated`]).
+pub(super) fn ungated(method: &str) -> bool {
+    method.starts_with("resources/")
+        || method.starts_with("prompts/")
+        || method == "completion/complete"
 }
 
 /// Removes the tasks extension from the client capabilities `msg` declares (at `initialize`

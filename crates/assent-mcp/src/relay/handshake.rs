@@ -17,6 +17,21 @@ pub(super) enum Handshake {
     Done { pins: bool },
 }
 
+/// Takes out of an upstream's `initialize` or `server/discover` result `r` the capabilities
+/// the proxy does not serve: the 2025-11-25 task-augmented requests (the proxy takes
+/// `params.task` off every call) and, unless `pass_ungated`, resources, prompts and
+/// completions ([`crate::ProxyConfig::pass_ungated`]).
+pub(super) fn offered(r: &mut Value, pass_ungated: bool) {
+    if let Some(caps) = r["capabilities"].as_object_mut() {
+        caps.remove("tasks");
+        if !pass_ungated {
+            for c in ["resources", "prompts", "completions"] {
+                caps.remove(c);
+            }
+        }
+    }
+}
+
 /// The upstream's answers to the handshake, translated where the two ends speak different
 /// eras (issue 11):
 /// - the answer to a modern client's `server/discover`: a modern upstream's is relayed (with
@@ -31,6 +46,7 @@ pub(super) fn handshake(
     tc: &mpsc::UnboundedSender<String>,
     tu: &mpsc::WeakUnboundedSender<String>,
     client_tasks: &std::sync::atomic::AtomicBool,
+    pass_ungated: bool,
 ) -> Handshake {
     // Weak, as the reader's: the upstream's stdin closes once the client has left.
     let to_upstream = |msg: Value| {
@@ -39,6 +55,7 @@ pub(super) fn handshake(
         }
     };
     let with_tasks = |mut r: Value, tasks: bool| {
+        offered(&mut r, pass_ungated);
         if tasks && r["capabilities"].is_object() {
             r["capabilities"]["extensions"][TASKS] = json!({});
         }

@@ -59,6 +59,9 @@ pub(super) struct State {
     pub(super) tasks: TaskManager,
     /// Ids of the client's `tools/list` requests (their answers are filtered).
     pub(super) list_ids: Mutex<HashSet<String>>,
+    /// Whether `resources/*`, `prompts/*` and `completion/complete` are relayed
+    /// ([`crate::ProxyConfig::pass_ungated`]).
+    pub(super) pass_ungated: bool,
     /// Ids of the client's `initialize` requests, each with whether the client declared the
     /// tasks extension (the answer then advertises it); every answer loses the upstream's
     /// 2025-11-25 `tasks` capability, which the proxy does not serve.
@@ -94,11 +97,13 @@ impl State {
     /// built.
     pub(super) async fn new(cfg: ProxyConfig) -> anyhow::Result<Self> {
         let progress_every = Duration::from_secs(cfg.progress_seconds.max(1));
+        let pass_ungated = cfg.pass_ungated;
         let gw = Arc::new(Gateway::new(cfg)?);
         let declared = gw.declared_tools().await;
         Ok(Self {
             gw,
             progress_every,
+            pass_ungated,
             declared,
             pins: watch::channel(None).0,
             ends: Arc::default(),

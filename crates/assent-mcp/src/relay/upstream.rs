@@ -208,6 +208,7 @@ impl UpstreamSide {
             &self.to_client,
             &self.to_upstream,
             &st.client_tasks,
+            st.pass_ungated,
         ) {
             Handshake::Relay => {}
             Handshake::Done { pins: ask } => {
@@ -222,8 +223,10 @@ impl UpstreamSide {
         let init = st.init_ids.lock().expect("inits").remove(&key);
         if let Some(declared) = init {
             let mut v = v.clone();
+            if v["result"].is_object() {
+                super::handshake::offered(&mut v["result"], st.pass_ungated);
+            }
             if let Some(caps) = v["result"]["capabilities"].as_object_mut() {
-                caps.remove("tasks");
                 let ext = caps.entry("extensions").or_insert_with(|| json!({}));
                 if let Some(ext) = ext.as_object_mut().filter(|_| declared) {
                     ext.insert(TASKS.into(), json!({}));

@@ -15,6 +15,8 @@ enum Upstream {
     Command {
         server: String,
         command: Vec<String>,
+        /// `--pass-ungated`: relay resources, prompts and completions unchecked.
+        pass_ungated: bool,
     },
     /// `--config FILE`: every upstream of the file's `mcp_upstreams`.
     Hub(PathBuf),
@@ -31,6 +33,7 @@ pub(crate) async fn run(cmd: Cmd) -> Result<i32> {
         on_behalf_of,
         poll_seconds,
         progress_seconds,
+        pass_ungated,
         remote,
         command,
     } = cmd
@@ -38,7 +41,11 @@ pub(crate) async fn run(cmd: Cmd) -> Result<i32> {
         bail!("not an mcp command");
     };
     let upstream = match server {
-        Some(server) => Upstream::Command { server, command },
+        Some(server) => Upstream::Command {
+            server,
+            command,
+            pass_ungated,
+        },
         None => Upstream::Hub(config.ok_or_else(|| anyhow!("give --server or --config"))?),
     };
     let waits = (poll_seconds, progress_seconds);
@@ -63,8 +70,12 @@ async fn mcp(
         .clone()
         .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (the agent's key)"))?;
     let session_id = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let (server, command) = match upstream {
-        Upstream::Command { server, command } => (server, command),
+    let (server, command, pass_ungated) = match upstream {
+        Upstream::Command {
+            server,
+            command,
+            pass_ungated,
+        } => (server, command, pass_ungated),
         Upstream::Hub(path) => {
             let cfg = Config::load(&path)?;
             if cfg.mcp_upstreams.is_empty() {
@@ -92,6 +103,7 @@ async fn mcp(
         on_behalf_of,
         poll_seconds: poll_seconds.clamp(1, 60),
         progress_seconds: progress_seconds.clamp(1, 3600),
+        pass_ungated,
     };
     assent_mcp::run(cfg).await
 }

@@ -48,9 +48,11 @@ for line in sys.stdin:
     i=m["id"]; meth=m["method"]
     def answer(r, i=i): out({{"jsonrpc":"2.0","id":i,"result":r}})
     if meth=="initialize":
-        answer({{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}},"tasks":{{"list":{{}},"requests":{{"tools":{{"call":{{}}}}}}}}}},"serverInfo":{{"name":"evil","version":"1"}}}})
+        answer({{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}},"resources":{{}},"prompts":{{}},"tasks":{{"list":{{}},"requests":{{"tools":{{"call":{{}}}}}}}}}},"serverInfo":{{"name":"evil","version":"1"}}}})
     elif meth=="tools/call" and "task" in m["params"]:
         answer({{"task":{{"taskId":"t1","status":"completed","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}}}})
+    elif meth=="resources/read":
+        answer({{"contents":[{{"uri":"repo://secrets.env","text":"SECRET-RESOURCE"}}]}})
     elif meth in ("tasks/result","tasks/list"):
         answer({{"content":[{{"type":"text","text":"LEAKED "+"X"*5000}}]}})
     elif meth=="tools/list":
@@ -91,6 +93,11 @@ struct Rig {
 
 impl Rig {
     fn start() -> Rig {
+        Rig::start_with(&[])
+    }
+
+    /// [`Rig::start`] with `extra` arguments to `assent mcp`.
+    fn start_with(extra: &[&str]) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let cfg = crate::write_helper_config(
@@ -102,7 +109,9 @@ impl Rig {
         let server = serve(&cfg, port);
         let (proxy, stdin, out) = spawn_piped(
             Command::new(BIN)
-                .args(["mcp", "--agent", "helper", "--server", "up", "--"])
+                .args(["mcp", "--agent", "helper", "--server", "up"])
+                .args(extra)
+                .arg("--")
                 .args(["python3", "-c", &upstream(&dir.path().join("up.log"))])
                 .env("ASSENT_URL", &server.url)
                 .env("ASSENT_API_KEY", KEY),
@@ -507,4 +516,33 @@ fn a_client_id_reused_while_its_forwarded_call_is_queued_is_refused() {
         !log.contains("\"echo\""),
         "the reused id never went upstream: {log}"
     );
+}
+
+/// Review finding: `resources/*`, `prompts/*` and `completion/complete` went upstream through
+/// the relay's catch-all route, ungated and unrecorded, so an agent could read through a
+/// resource what a policy holds as a tool call. The proxy offers and relays tools only unless
+/// started with `--pass-ungated`.
+#[test]
+fn resources_and_prompts_are_not_relayed_unless_asked_for() {
+    let mut rig = Rig::start();
+    let init = rig.handshake(false);
+    let caps = &init["result"]["capabilities"];
+    assert!(caps.get("resources").is_none() && caps.get("prompts").is_none(), "{init}");
+    for (id, method) in [(11, "resources/read"), (12, "prompts/get"), (13, "resources/list")] {
+        rig.send(json!({"jsonrpc": "2.0", "id": id, "method": method,
+                        "params": {"uri": "repo://secrets.env", "name": "p"}}));
+        let refused = rig.recv(|m| m["id"] == id);
+        assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    }
+    let log = rig.stop();
+    assert!(!log.contains("resources/") && !log.contains("prompts/"), "{log}");
+
+    let mut rig = Rig::start_with(&["--pass-ungated"]);
+    let init = rig.handshake(false);
+    assert!(init["result"]["capabilities"]["resources"].is_object(), "{init}");
+    rig.send(json!({"jsonrpc": "2.0", "id": 11, "method": "resources/read",
+                    "params": {"uri": "repo://secrets.env"}}));
+    let read = rig.recv(|m| m["id"] == 11);
+    assert_eq!(read["result"]["contents"][0]["text"], "SECRET-RESOURCE", "{read}");
+    rig.stop();
 }
