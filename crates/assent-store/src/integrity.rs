@@ -461,6 +461,32 @@ pub fn cross_check(conn: &rusqlite::Connection) -> db::Result<Vec<(Option<i64>, 
     cross_check_on(lite(conn))
 }
 
+/// Approval `id` as [`cross_check_on`] reads it: a row of another type than the gateway
+/// writes (SQLite keeps what it is given), or an id no look-up finds, is named in `out` and
+/// read as `None`, and the check goes on with the other approvals.
+fn read_checked(
+    conn: Conn<'_>,
+    id: &str,
+    out: &mut Vec<(Option<i64>, String)>,
+) -> db::Result<Option<crate::ApprovalRecord>> {
+    Ok(match crate::record::read_approval(conn, id) {
+        Ok(None) => {
+            out.push((None, format!(
+                "approval {id} is damaged: its id is stored as another type than the gateway writes, so no look-up finds it; it cannot be read or decided until it is repaired"
+            )));
+            None
+        }
+        Ok(rec) => rec,
+        Err(e) if e.is_damaged_row() => {
+            out.push((None, format!(
+                "approval {id} is damaged: {e} (a value of another type than the gateway writes); it cannot be read or decided until it is repaired"
+            )));
+            None
+        }
+        Err(e) => return Err(e),
+    })
+}
+
 /// [`cross_check`] over a kernel session (either backend).
 pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> {
     let mut s = seen(conn)?;
@@ -481,24 +507,7 @@ pub fn cross_check_on(conn: Conn<'_>) -> db::Result<Vec<(Option<i64>, String)>> 
         },
     )?;
     for (id, status, requested_at, decided_at) in &rows {
-        let rec = match crate::record::read_approval(conn, id) {
-            Ok(None) => {
-                out.push((None, format!(
-                    "approval {id} is damaged: its id is stored as another type than the gateway writes, so no look-up finds it; it cannot be read or decided until it is repaired"
-                )));
-                None
-            }
-            Ok(rec) => rec,
-            // A value of another type than the gateway writes (SQLite keeps what it is
-            // given): named, and the check goes on with the other approvals.
-            Err(e) if e.is_damaged_row() => {
-                out.push((None, format!(
-                    "approval {id} is damaged: {e} (a value of another type than the gateway writes); it cannot be read or decided until it is repaired"
-                )));
-                None
-            }
-            Err(e) => return Err(e),
-        };
+        let rec = read_checked(conn, id, &mut out)?;
         if let Some(rec) = &rec {
             let (status, unreadable): (Vec<&String>, Vec<&String>) =
                 rec.damaged.iter().partition(|d| *d == "status.settled");

@@ -126,6 +126,14 @@ impl Relay {
         }
     }
 
+    /// Answers client request `id` with `-32601` and `why`: a method the proxy does not relay.
+    fn not_relayed(&self, id: &Value, why: String) {
+        let code = rmcp::model::ErrorCode::METHOD_NOT_FOUND;
+        let _ = self
+            .to_client
+            .send(reply(id, Err(rmcp::ErrorData::new(code, why, None))));
+    }
+
     /// Routes a client message (read, gated where it must be) to its handler or upstream.
     fn route(&self, mut msg: Value, declares_tasks: bool, resume: Resume) {
         let st = &self.state;
@@ -168,26 +176,15 @@ impl Relay {
             // upstream (above), and a task made otherwise would hand out a result the proxy
             // never recorded or checked against its limit.
             (Some(m @ ("tasks/result" | "tasks/list")), Some(id)) => {
-                let why = format!("{m}: the proxy serves no upstream tasks");
-                let _ = self.to_client.send(reply(
-                    id,
-                    Err(rmcp::ErrorData::new(
-                        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                        why,
-                        None,
-                    )),
-                ));
+                self.not_relayed(id, format!("{m}: the proxy serves no upstream tasks"));
             }
             // What no rule gates is not relayed unless asked for (found by review:
             // `resources/read` read through the proxy what a policy holds as a tool call).
             (Some(m), id) if ungated(m) && !st.pass_ungated => {
                 if let Some(id) = id {
-                    let why = format!(
+                    self.not_relayed(id, format!(
                         "{m}: assent mcp relays tools only (no rule gates or records this method); start it with --pass-ungated to relay it unchecked"
-                    );
-                    let err =
-                        rmcp::ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, why, None);
-                    let _ = self.to_client.send(reply(id, Err(err)));
+                    ));
                 }
             }
             (Some("server/discover"), Some(id)) => match st.ends.discover(id) {

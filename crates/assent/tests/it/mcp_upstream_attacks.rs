@@ -527,22 +527,40 @@ fn resources_and_prompts_are_not_relayed_unless_asked_for() {
     let mut rig = Rig::start();
     let init = rig.handshake(false);
     let caps = &init["result"]["capabilities"];
-    assert!(caps.get("resources").is_none() && caps.get("prompts").is_none(), "{init}");
-    for (id, method) in [(11, "resources/read"), (12, "prompts/get"), (13, "resources/list")] {
+    assert!(
+        caps.get("resources").is_none() && caps.get("prompts").is_none(),
+        "{init}"
+    );
+    for (id, method) in [
+        (11, "resources/read"),
+        (12, "prompts/get"),
+        (13, "resources/list"),
+    ] {
         rig.send(json!({"jsonrpc": "2.0", "id": id, "method": method,
                         "params": {"uri": "repo://secrets.env", "name": "p"}}));
         let refused = rig.recv(|m| m["id"] == id);
         assert_eq!(refused["error"]["code"], -32601, "{refused}");
     }
     let log = rig.stop();
-    assert!(!log.contains("resources/") && !log.contains("prompts/"), "{log}");
+    assert!(
+        !log.contains("resources/") && !log.contains("prompts/"),
+        "{log}"
+    );
 
     let mut rig = Rig::start_with(&["--pass-ungated"]);
     let init = rig.handshake(false);
-    assert!(init["result"]["capabilities"]["resources"].is_object(), "{init}");
-    rig.send(json!({"jsonrpc": "2.0", "id": 11, "method": "resources/read",
-                    "params": {"uri": "repo://secrets.env"}}));
+    assert!(
+        init["result"]["capabilities"]["resources"].is_object(),
+        "{init}"
+    );
+    rig.send(
+        json!({"jsonrpc": "2.0", "id": 11, "method": "resources/read",
+                    "params": {"uri": "repo://secrets.env"}}),
+    );
     let read = rig.recv(|m| m["id"] == 11);
-    assert_eq!(read["result"]["contents"][0]["text"], "SECRET-RESOURCE", "{read}");
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "SECRET-RESOURCE",
+        "{read}"
+    );
     rig.stop();
 }
