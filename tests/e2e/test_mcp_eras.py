@@ -473,10 +473,11 @@ def test_conformance_server_scenarios_give_the_same_results_through_the_proxy(gw
     """The suite's server scenarios against server-everything directly, and with `assent mcp`
     in front of it (every tool allowed): each check ends the same way. The suite expects its
     own test server's tools, so several scenarios fail both ways; what matters is that the
-    proxy changes none of them."""
+    proxy changes none of them. `--pass-ungated` relays resources and prompts as the suite
+    expects (without it the proxy offers tools only)."""
     direct = conformance_statuses(gw, LEGACY)
     proxied = conformance_statuses(gw, [ASSENT, "mcp", "--agent", "era_agent", "--server", "everything",
-                                        "--poll-seconds", "2", "--", *LEGACY])
+                                        "--poll-seconds", "2", "--pass-ungated", "--", *LEGACY])
     # The proxy was really in the path: it checked server-everything's tools at the gateway.
     pins = json.loads(operator(gw, "tools", "pins", "--json"))
     assert '"everything"' in json.dumps(pins) and "get-sum" in json.dumps(pins), pins

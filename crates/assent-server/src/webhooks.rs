@@ -55,8 +55,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// back every later notification for its whole retry schedule.
 const ARGUMENTS_MAX: usize = 16 * 1024;
 
-/// The most characters of a message or summary (both may quote arguments) a JSON body
-/// carries; past it the text is cut and ends with `…`.
+/// The most characters of a message, summary, reason, side effect or rollback (each may quote
+/// arguments through its template) a JSON body carries; past it the text is cut and ends
+/// with `…`. 2,000 characters (at most 8,000 bytes) each.
 const TEXT_MAX: usize = 2_000;
 
 /// `text` cut to [`TEXT_MAX`] characters.
@@ -269,9 +270,9 @@ fn approval_out(a: &ApprovalRecord) -> Value {
         "risk_tier": a.terms.risk_tier,
         "risk_level": a.terms.risk_tier.risk_level(),
         "irreversible": a.terms.irreversible,
-        "reasons": a.terms.reasons.iter().map(|x| r.text(&x.text)).collect::<Vec<_>>(),
-        "side_effects": a.terms.side_effects.iter().map(|x| r.text(x)).collect::<Vec<_>>(),
-        "rollback": a.terms.rollback.iter().map(|x| r.text(x)).collect::<Vec<_>>(),
+        "reasons": a.terms.reasons.iter().map(|x| cut(&r.text(&x.text))).collect::<Vec<_>>(),
+        "side_effects": a.terms.side_effects.iter().map(|x| cut(&r.text(x))).collect::<Vec<_>>(),
+        "rollback": a.terms.rollback.iter().map(|x| cut(&r.text(x))).collect::<Vec<_>>(),
         "requested_at": rfc3339(a.requested_at), "expires_at": rfc3339(a.expires_at),
         "decided_by": last.map(|d| d.actor.clone()),
         "reason": last.and_then(|d| d.reason.as_deref().map(|x| r.text(x))),

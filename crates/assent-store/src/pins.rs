@@ -1,6 +1,6 @@
 //! MCP tool-list pinning (issue 4): the gateway records a fingerprint of each upstream tool —
-//! the SHA-256 of the canonical JSON of its whole definition but `_meta` ([`fingerprint`]) — the
-//! first time it sees the server (trust on first use). A tool whose fingerprint differs from
+//! the SHA-256 of the canonical JSON of its name, description, schemas, title and
+//! annotations ([`fingerprint`]) — the first time it sees the server (trust on first use). A tool whose fingerprint differs from
 //! its pin, or a tool that appears after the server was first seen, gets a pending *review*;
 //! its calls are refused until an operator accepts the new definition, which becomes the pin.
 //! Every pin, change and review decision is an audit record.
@@ -107,17 +107,41 @@ impl From<db::DbError> for PinCheckError {
 }
 impl db::Settles for PinCheckError {}
 
-/// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of the
-/// whole definition but its `_meta` (protocol metadata, which may vary between lists): the
-/// name, description and schemas and also `title`, `annotations` (`readOnlyHint`,
-/// `destructiveHint`…), `outputSchema`, `execution` and `icons`. Found by review: the pin
-/// covered only `name`, `description` and `inputSchema`, so an upstream could turn a
-/// destructive tool's annotations to `readOnlyHint: true` (which clients use to decide
-/// whether to ask the user), or add task support, with no review.
+/// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of its
+/// `name`, `description` and `inputSchema` (missing ones as `null`, as [`fingerprint_v1`]) and,
+/// when present, its `title`, `annotations` (`title`, `readOnlyHint`, `destructiveHint`,
+/// `idempotentHint`, `openWorldHint`) and `outputSchema`. Found by review: the pin covered the
+/// first three only, so an upstream could turn a destructive tool's annotations to
+/// `readOnlyHint: true` (which clients use to decide whether to ask the user) or retitle it
+/// with no review. The fields are those of the MCP `Tool` as rmcp reads it, nulls and unknown
+/// annotation keys left out, so the hub's pins (made from rmcp's `Tool`) and an agent's relay
+/// (the upstream's JSON) fingerprint one definition alike; a tool with none of the added
+/// fields keeps its [`fingerprint_v1`].
 pub fn fingerprint(tool: &Value) -> String {
-    let mut v = tool.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("_meta");
+    let mut v = json!({"name": tool["name"], "description": tool["description"],
+                       "inputSchema": tool["inputSchema"]});
+    if let Some(t) = tool.get("title").filter(|t| t.is_string()) {
+        v["title"] = t.clone();
+    }
+    if let Some(o) = tool.get("outputSchema").filter(|o| o.is_object()) {
+        v["outputSchema"] = o.clone();
+    }
+    let known = [
+        "title",
+        "readOnlyHint",
+        "destructiveHint",
+        "idempotentHint",
+        "openWorldHint",
+    ];
+    let annotations: serde_json::Map<String, Value> = known
+        .iter()
+        .filter_map(|k| {
+            let a = tool.get("annotations")?.get(*k)?;
+            (a.is_boolean() || a.is_string()).then(|| (k.to_string(), a.clone()))
+        })
+        .collect();
+    if !annotations.is_empty() {
+        v["annotations"] = Value::Object(annotations);
     }
     let text = assent_core::canonical::canonical_value(&v).unwrap_or_else(|_| v.to_string());
     assent_core::canonical::sha256_hex(text.as_bytes())
@@ -134,9 +158,9 @@ pub fn fingerprint_v1(tool: &Value) -> String {
 
 /// Whether tool definition `t` is the one pinned with fingerprint `pin_fp` and stored
 /// definition `pinned_def`: its [`fingerprint`] is the pin's, or the pin is one of
-/// [`fingerprint_v1`] (made before the whole definition counted) and `t` is its stored
-/// definition but for `_meta` — so no pin made before the upgrade needs a review, and no
-/// field the old fingerprint left out can change under it unreviewed.
+/// [`fingerprint_v1`] (made before the annotations and title counted) and `t` fingerprints as
+/// its stored definition — so no pin made before the upgrade needs a review, and nothing the
+/// old fingerprint left out can change under it unreviewed.
 pub(crate) fn matches_pin(pin_fp: &str, pinned_def: &Value, t: &Value) -> bool {
     let fp = fingerprint(t);
     fp == pin_fp || (fingerprint_v1(pinned_def) == pin_fp && fingerprint(pinned_def) == fp)
@@ -251,11 +275,21 @@ impl Report<'_> {
         pinned_fp: Option<&str>,
     ) -> Result<(String, ReviewStatus), PinCheckError> {
         let key = self.scope.key();
-        let existing: Option<(String, String)> = tx
-            .prepare_cached("SELECT id, status FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND tool = ?3 AND fingerprint = ?4")?
-            .query_row(params![key, self.server, name, fp], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        if let Some((id, status)) = existing {
+        // The review of this definition: by its fingerprint, or one made under the
+        // fingerprint before the annotations counted whose definition fingerprints alike now
+        // (found by review: a second review of it held the calls until both were decided).
+        let reviews: Vec<(String, String, String, String)> = crate::sql::rows(
+            **tx,
+            "SELECT id, status, fingerprint, definition FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND tool = ?3",
+            params![key, self.server, name],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        let existing = reviews.into_iter().find(|(_, _, rfp, def)| {
+            rfp == fp
+                || serde_json::from_str::<Value>(def)
+                    .is_ok_and(|d| fingerprint_v1(&d) == *rfp && fingerprint(&d) == fp)
+        });
+        if let Some((id, status, ..)) = existing {
             return Ok((
                 id,
                 ReviewStatus::parse(&status).unwrap_or(ReviewStatus::Rejected),
@@ -473,4 +507,38 @@ pub(crate) fn named_reporter(scope: PinScope<'_>) -> Result<(), PinCheckError> {
         return Err(PinCheckError::NoReporter);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hub pins rmcp's `Tool` (nulls and unknown fields dropped, no `execution`); an
+    /// agent's relay reports the upstream's JSON. One definition fingerprints alike either way,
+    /// a plain tool keeps its old fingerprint, and a changed hint or title does not.
+    #[test]
+    fn one_definition_fingerprints_alike_as_the_hub_and_a_relay_read_it() {
+        let plain =
+            json!({"name": "rm", "description": "Remove.", "inputSchema": {"type": "object"}});
+        assert_eq!(fingerprint(&plain), fingerprint_v1(&plain));
+        let mut hub = plain.clone();
+        hub["annotations"] = json!({"destructiveHint": true});
+        let mut relay = hub.clone();
+        relay["title"] = Value::Null;
+        relay["execution"] = json!({"taskSupport": "optional"});
+        relay["annotations"]["x-vendor"] = json!(1);
+        relay["annotations"]["readOnlyHint"] = Value::Null;
+        relay["_meta"] = json!({"n": 1});
+        assert_eq!(fingerprint(&hub), fingerprint(&relay));
+        assert_ne!(fingerprint(&hub), fingerprint(&plain));
+        let mut pulled = hub.clone();
+        pulled["annotations"] = json!({"destructiveHint": false, "readOnlyHint": true});
+        assert_ne!(fingerprint(&hub), fingerprint(&pulled));
+        let mut titled = hub.clone();
+        titled["title"] = json!("Harmless");
+        assert_ne!(fingerprint(&hub), fingerprint(&titled));
+        // A pin of the old fingerprint holds for its own definition only.
+        assert!(matches_pin(&fingerprint_v1(&hub), &hub, &relay));
+        assert!(!matches_pin(&fingerprint_v1(&hub), &hub, &pulled));
+    }
 }

@@ -188,7 +188,8 @@ impl Relay {
                 }
             }
             (Some("server/discover"), Some(id)) => match st.ends.discover(id) {
-                Some(r) => {
+                Some(mut r) => {
+                    super::handshake::offered(&mut r, st.pass_ungated);
                     let _ = self.to_client.send(reply(id, Ok(r)));
                 }
                 None => {
@@ -225,6 +226,9 @@ impl Relay {
                 self.ask_pins();
             }
             _ => {
+                if let (Some(_), Some(id)) = (msg["method"].as_str(), msg.get("id")) {
+                    st.upstream_open.queue(id.to_string());
+                }
                 let _ = self.to_upstream.send(line);
             }
         }

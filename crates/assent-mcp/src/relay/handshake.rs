@@ -85,7 +85,11 @@ pub(super) fn handshake(
         let parked = ends.initialised(result.clone().unwrap_or(Value::Null));
         if let Some(id) = parked {
             let answer = match &result {
-                Some(r) => Ok(era::discover_from_initialize(r, true)),
+                Some(r) => {
+                    let mut d = era::discover_from_initialize(r, true);
+                    offered(&mut d, pass_ungated);
+                    Ok(d)
+                }
                 None => Err(rmcp::ErrorData::internal_error(
                     format!("the upstream refused initialize: {}", v["error"]),
                     None,

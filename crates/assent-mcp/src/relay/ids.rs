@@ -32,9 +32,18 @@ pub(super) fn own_elicitation_id() -> String {
 }
 
 /// The ids (JSON text, as `serde_json` writes them) of the requests written to the upstream
-/// and not answered yet.
+/// and not answered yet, and of the client's requests queued for the writer (in use, but not
+/// yet answerable: found by review, a client request queued behind a full upstream pipe was
+/// in no table, so its id could be reused by a call, whose result was then taken from the
+/// first request's answer).
 #[derive(Default)]
-pub(super) struct OpenIds(Mutex<HashSet<String>>);
+pub(super) struct OpenIds(Mutex<Ids>);
+
+#[derive(Default)]
+struct Ids {
+    open: HashSet<String>,
+    queued: HashSet<String>,
+}
 
 /// What the writer needs of a line: whether it is a request, and its id.
 #[derive(Deserialize)]
@@ -55,26 +64,35 @@ impl OpenIds {
         else {
             return Some(line);
         };
-        let mut open = self.0.lock().expect("open ids");
-        if open.len() >= MAX_OPEN {
+        let key = id.to_string();
+        let mut ids = self.0.lock().expect("open ids");
+        ids.queued.remove(&key);
+        if ids.open.len() >= MAX_OPEN {
             tracing::warn!(
-                open = open.len(),
+                open = ids.open.len(),
                 "too many requests open at the upstream: one more was not sent"
             );
             return None;
         }
-        open.insert(id.to_string());
+        ids.open.insert(key);
         Some(line)
     }
 
-    /// Whether id `key` (JSON text) is open at the upstream.
+    /// A client request with id `key` (JSON text) is on its way to the writer: in use until
+    /// [`OpenIds::note`] takes it (then open until answered).
+    pub(super) fn queue(&self, key: String) {
+        self.0.lock().expect("open ids").queued.insert(key);
+    }
+
+    /// Whether id `key` (JSON text) is in use: queued for the upstream or open there.
     pub(super) fn is_open(&self, key: &str) -> bool {
-        self.0.lock().expect("open ids").contains(key)
+        let ids = self.0.lock().expect("open ids");
+        ids.open.contains(key) || ids.queued.contains(key)
     }
 
     /// Takes open id `key` (JSON text): whether the upstream may answer under it, once.
     pub(super) fn take(&self, key: &str) -> bool {
-        self.0.lock().expect("open ids").remove(key)
+        self.0.lock().expect("open ids").open.remove(key)
     }
 }
 

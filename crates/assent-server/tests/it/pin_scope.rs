@@ -327,10 +327,10 @@ async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id
 
 /// Review finding: the fingerprint covered only `name`, `description` and `inputSchema`, so an
 /// upstream could turn a destructive tool's `annotations` to `readOnlyHint: true` (clients use
-/// it to decide whether to ask the user), retitle it or add task support, and the agent was
-/// shown the new definition with no review. The whole definition (but `_meta`) counts now; a
-/// pin made under the old fingerprint holds while the definition is the pinned one and
-/// nothing the old fingerprint left out can change under it unreviewed.
+/// it to decide whether to ask the user) or retitle it, and the agent was
+/// shown the new definition with no review. The title and annotations count now (`_meta`
+/// does not); a pin made under the old fingerprint holds while the definition is the pinned
+/// one and nothing the old fingerprint left out can change under it unreviewed.
 #[tokio::test]
 async fn a_rug_pull_of_annotations_or_title_alone_is_held_for_review() {
     let dir = tempfile::tempdir().unwrap();

@@ -569,7 +569,7 @@ async fn the_wait_between_attempts_keeps_the_cursors_lease() {
 #[tokio::test]
 async fn an_agents_oversized_arguments_stay_out_of_webhook_bodies() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: pay\n  approvers: [finance]\n";
+    let rules = "- tool: pay\n  approvers: [finance]\n  side_effects: \"Pays {{tool_args.to}}\"\n  rollback: \"Ask {{tool_args.to}}\"\n";
     let (recv, gw) = hooked(dir.path(), rules, ("fred", &[]), "approval.vote").await;
     let to = "a".repeat(100_000);
     gw.pending("pay", json!({"amount": 500, "to": to})).await;
@@ -581,11 +581,17 @@ async fn an_agents_oversized_arguments_stay_out_of_webhook_bodies() {
     let big = &got[0]["approval"];
     assert_eq!(big["arguments"], Value::Null, "{big}");
     assert!(big["arguments_bytes"].as_u64().unwrap() > 100_000, "{big}");
-    let message = big["message"].as_str().unwrap();
-    assert!(
-        message.ends_with('…') && message.chars().count() == 2_001,
-        "{message}"
-    );
+    for text in [
+        &big["message"],
+        &big["side_effects"][0],
+        &big["rollback"][0],
+    ] {
+        let text = text.as_str().unwrap();
+        assert!(
+            text.ends_with('…') && text.chars().count() == 2_001,
+            "{text}"
+        );
+    }
     let small = &got[1]["approval"];
     assert_eq!(small["arguments"]["to"], "acme", "{small}");
     assert_eq!(small["arguments_bytes"], Value::Null, "{small}");

@@ -501,13 +501,35 @@ fn a_client_id_reused_while_its_forwarded_call_is_queued_is_refused() {
                         "params": {"_meta": {"pad": pad}}}),
         );
     }
+    // A ping queued behind them is in no table of calls, and its id in use all the same.
+    rig.send(json!({"jsonrpc": "2.0", "id": "pad-last", "method": "ping"}));
     // `read` is allowed at once and queued for the upstream behind the pings.
     rig.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                     "params": {"name": "read", "arguments": {"path": "/a"}}}));
-    std::thread::sleep(Duration::from_millis(500));
+    let db = rig.dir.path().join("data/assent.db");
+    let allowed = || {
+        let out = Command::new("sqlite3")
+            .arg(&db)
+            .arg("SELECT count(*) FROM audit WHERE kind = 'call.allowed';")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    };
+    let start = Instant::now();
+    while !allowed() {
+        assert!(start.elapsed() < Duration::from_secs(20), "never allowed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
     rig.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                     "params": {"name": "echo", "arguments": {"message": "hi"}}}));
     let refused = rig.recv(|m| m["id"] == 5);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    rig.send(
+        json!({"jsonrpc": "2.0", "id": "pad-last", "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"message": "hi"}}}),
+    );
+    let refused = rig.recv(|m| m["id"] == "pad-last");
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     let read = rig.recv(|m| m["id"] == 5);
     assert_eq!(text(&read), "small", "{read}");
