@@ -7,7 +7,7 @@
 
 use super::ids::own_elicitation_id;
 use super::pins::pin_gate;
-use super::state::{Forwarded, Relay, Resume, Waiting};
+use super::state::{Forwarded, Relay, Resume, State, Waiting};
 use super::tasks::TASK_APPROVAL_PREFIX;
 use crate::ask::{AskUser, Asker, elicitation_schema, user_answer};
 use crate::era::{self, Era};
@@ -160,6 +160,19 @@ impl Relay {
     }
 }
 
+/// Removes the `waiting` entry of the call whose hold is `approval` under id `key`, and only
+/// its own (found by review): a client that cancelled a call may already have reused its id
+/// for a new one, whose entry must stay (its cancellation and the id check read it).
+fn leave_waiting(state: &State, key: &str, approval: &Arc<HoldState>) {
+    let mut waiting = state.waiting.lock().expect("waiting");
+    if waiting
+        .get(key)
+        .is_some_and(|w| Arc::ptr_eq(&w.approval, approval))
+    {
+        waiting.remove(key);
+    }
+}
+
 impl CallJob {
     /// Waits for the first of the gateway's outcome, the client's cancellation (and, ticking
     /// alongside, progress or the task's creation), then acts on it.
@@ -180,7 +193,7 @@ impl CallJob {
         // A forwarded call leaves `waiting` only once it is in `forwarded`, so that its id is
         // in use all along (`Relay::id_in_use`); every other outcome leaves it now.
         if !matches!(outcome, Some(Outcome::Forward { .. })) {
-            st.waiting.lock().expect("waiting").remove(&self.key);
+            leave_waiting(st, &self.key, &self.approval);
         }
         let task = task.lock().expect("task").take();
         match outcome {
@@ -200,8 +213,9 @@ impl CallJob {
                 ..
             }) => {
                 let (relay, key) = (self.relay.clone(), self.key.clone());
+                let approval = self.approval.clone();
                 self.forward(edited, approval_id, task);
-                relay.state.waiting.lock().expect("waiting").remove(&key);
+                leave_waiting(&relay.state, &key, &approval);
             }
             Some(Outcome::AskClient {
                 approval_id,
@@ -282,10 +296,17 @@ impl CallJob {
             self.tool.clone(),
         );
         let status = held.borrow().describe(&self.tool);
+        let mine = held.clone();
         let t = st.tasks.spawn(task_options(status), move |tctx| {
             Box::pin(task_run(tctx, done_rx, held, name, move || {
-                let w = state.waiting.lock().expect("waiting").remove(&key);
-                if let Some(w) = w {
+                // Only this task's call: its request was answered with the task, so the
+                // client may have reused the id for another call by now.
+                let mut waiting = state.waiting.lock().expect("waiting");
+                if waiting
+                    .get(&key)
+                    .is_some_and(|w| Arc::ptr_eq(&w.approval, &mine))
+                    && let Some(w) = waiting.remove(&key)
+                {
                     let _ = w.cancel.send(Some("the MCP client cancelled the task"));
                 }
             }))
