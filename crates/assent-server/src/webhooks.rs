@@ -60,12 +60,9 @@ const ARGUMENTS_MAX: usize = 16 * 1024;
 /// with `…`. 2,000 characters (at most 8,000 bytes) each.
 const TEXT_MAX: usize = 2_000;
 
-/// `text` cut to [`TEXT_MAX`] characters.
+/// `text` cut to [`TEXT_MAX`] characters and `…` (the Slack card's [`crate::slack::blocks::cut`]).
 fn cut(text: &str) -> String {
-    match text.char_indices().nth(TEXT_MAX) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_string(),
-    }
+    crate::slack::blocks::cut(text, TEXT_MAX + 1)
 }
 
 /// How long a webhook's delivery lease lasts without renewal (the shared cursor's).
