@@ -9,6 +9,19 @@ use serde_json::Value;
 /// Longest value shown in full; longer ones are cut (on a character boundary) and end in `…`.
 pub const MAX_VALUE_CHARS: usize = 120;
 
+/// `s` cut to at most `max` characters (Unicode scalar values, so never inside one): a cut
+/// text keeps its first `max - 1` and ends in `…`; `s` itself when it is short enough. The one
+/// cut of every text shown or sent with a length limit (webhook and Slack bodies, AAEP
+/// envelopes, chart labels). A `max` of 0 gives `…` alone.
+pub fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
 /// A generated summary and the `(argument, value text)` pairs it shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HumanSummary {
@@ -83,5 +96,19 @@ impl HumanSummary {
             return Err("summary shows no arguments but the call has some".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn a_cut_counts_characters_never_splits_one_and_marks_itself() {
+        assert_eq!(cut("short", 5), "short");
+        assert_eq!(cut("héllo wörld", 5), "héll…");
+        assert_eq!(cut("日本語のテキスト", 4).chars().count(), 4);
+        assert_eq!(cut("🦀🦀🦀", 2), "🦀…");
+        assert_eq!(cut("abc", 0), "…");
     }
 }

@@ -405,6 +405,11 @@ async fn confirmation(
         return Err("reply timestamp is after the confirmation's timeout");
     }
     let accept = msg["decision"] == "accept";
+    if accept && !crate::envelopes::aaep::shows_whole(&a) {
+        return Err(
+            "accept is not in allowed_replies: the confirmation could not show the whole call",
+        );
+    }
     let mut input = reply_input(st, msg, &a, &sub.id, &roles).await?;
     (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
     input.via = Some(assent_store::Via::channel("aaep"));

@@ -60,9 +60,9 @@ const ARGUMENTS_MAX: usize = 16 * 1024;
 /// with `…`. 2,000 characters (at most 8,000 bytes) each.
 const TEXT_MAX: usize = 2_000;
 
-/// `text` cut to [`TEXT_MAX`] characters and `…` (the Slack card's [`crate::slack::blocks::cut`]).
+/// `text` cut to [`TEXT_MAX`] characters and `…` ([`assent_core::summary::cut`]).
 fn cut(text: &str) -> String {
-    crate::slack::blocks::cut(text, TEXT_MAX + 1)
+    assent_core::summary::cut(text, TEXT_MAX + 1)
 }
 
 /// How long a webhook's delivery lease lasts without renewal (the shared cursor's).
@@ -328,16 +328,23 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
     crate::slack::blocks::message(event, a, url.as_deref(), interactive)
 }
 
-/// `GET /v1/webhooks/dead-letters` (operator): deliveries that failed every attempt, newest
-/// first, with their bodies (already redacted) and last errors.
+/// `GET /v1/webhooks/dead-letters[?limit=N&before_id=I]` (operator): deliveries that failed
+/// every attempt, newest first, with their bodies (already redacted) and last errors; a page
+/// of at most `limit` (1–1000, default 100), below `before_id` when given (the last id of the
+/// page before). A receiver down for days leaves many; the list is never read whole.
 #[utoipa::path(get, path = "/v1/webhooks/dead-letters", tag = "around",
+    params(("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100)"), ("before_id" = Option<i64>, Query, description = "Only dead letters with a lower id (the next page)")),
     responses((status = 200, description = "OK", body = assent_api::audit::DeadLetterList)),
     security(("operator_key" = [])))]
 pub(crate) async fn dead_letters(
     axum::extract::State(st): axum::extract::State<AppState>,
     _op: Operator<ReadDeadLetters>,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Result<crate::body::Body<api::DeadLetterList>, crate::error::ApiError> {
-    let list = st.store_call_apart(|s| s.dead_letters()).await?;
+    let (before, limit) = crate::extract::page(&q, "before_id")?;
+    let list = st
+        .store_call_apart(move |s| s.dead_letters(before, limit))
+        .await?;
     let dead_letters = list
         .into_iter()
         .map(|d| api::DeadLetter {

@@ -53,13 +53,7 @@ fn escape(s: &str) -> String {
 /// A tool name as drawn: control characters dropped, cut to [`LABEL_CHARS`].
 fn label(s: &str) -> String {
     let clean: String = s.chars().filter(|c| !c.is_control()).collect();
-    if clean.chars().count() > LABEL_CHARS {
-        let mut cut: String = clean.chars().take(LABEL_CHARS - 1).collect();
-        cut.push('…');
-        cut
-    } else {
-        clean
-    }
+    assent_core::summary::cut(&clean, LABEL_CHARS)
 }
 
 /// Plotters' `svg` with its accessible name and description: `id`, `role="img"`, labelled by

@@ -7,6 +7,8 @@
 use assent_core::DefaultDecision;
 use assent_core::approval::DecisionKind;
 use assent_core::clarification::{Clarification, ClarificationStatus};
+use assent_core::summary::cut;
+use assent_core::template::visible;
 use assent_store::{AaepEvent, ApprovalRecord, ordered_id, rfc3339};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -100,21 +102,16 @@ pub fn envelope(
     ev
 }
 
-fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max - 1).collect();
-        t.push('…');
-        t
-    }
-}
+/// The longest `action`, `consequence`, `summary_normal` and `summary_detailed` of a
+/// confirmation, in characters; a longer text is cut and ends in `…`.
+pub const TEXT_MAX: usize = 16_384;
 
-/// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6).
-pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
-    let level = a.terms.risk_tier.risk_level();
-    let deadline = a.announced_deadline();
-    let timeout = ((deadline - a.requested_at + 999) / 1000).clamp(1, 86_400);
+/// What a confirmation of `a` shows a person: `(action, consequence, summary)` — the message
+/// (or the generated summary), the exact call with its (redacted) arguments, and the summary
+/// generated from them. Invisible and control characters in the arguments are shown as
+/// `\uXXXX` escapes ([`assent_core::template::visible`]): canonical JSON carries bidi
+/// overrides and C1 controls raw.
+fn texts(a: &ApprovalRecord) -> (String, String, String) {
     let target = match &a.call.server {
         Some(s) => format!("`{}` on MCP server `{s}`", a.call.tool),
         None => format!("`{}`", a.call.tool),
@@ -124,15 +121,16 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
     let arguments = assent_core::canonical::canonical_value(&r.arguments(&a.call.arguments))
         .unwrap_or_default();
     let consequence = format!(
-        "{} runs {target} with exactly these arguments: {}.{} Risk {} ({level}).",
+        "{} runs {target} with exactly these arguments: {}.{} Risk {} ({}).",
         a.agent,
-        arguments,
+        visible(&arguments),
         if a.terms.irreversible {
             " It cannot be undone."
         } else {
             ""
         },
-        a.terms.risk_tier
+        a.terms.risk_tier,
+        a.terms.risk_tier.risk_level()
     );
     // The message was rendered from the masked arguments (`text` is a second net); the
     // summary is generated again from them: the stored one shows the real values.
@@ -142,6 +140,36 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
     } else {
         &a.terms.message
     });
+    (action, consequence, summary)
+}
+
+/// Whether a confirmation of `a` shows the whole call: its `action` and its `consequence` (the
+/// exact arguments) fit [`TEXT_MAX`] uncut. When not, only `reject` is offered and an `accept`
+/// reply is refused, as a Slack card that cannot show the call offers only Deny.
+///
+/// Attack (found by review): canonical JSON sorts keys, so an agent put 140 padding keys
+/// before `"to": "attacker@evil"`; every text of the confirmation was cut before the payee,
+/// and an `accept` bound the whole call nobody had seen.
+pub fn shows_whole(a: &ApprovalRecord) -> bool {
+    let (action, consequence, _) = texts(a);
+    fits(&action, &consequence)
+}
+
+/// Whether `action` and `consequence` fit [`TEXT_MAX`] uncut.
+fn fits(action: &str, consequence: &str) -> bool {
+    action.chars().count() <= TEXT_MAX && consequence.chars().count() <= TEXT_MAX
+}
+
+/// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6). `accept` is
+/// among its `allowed_replies` only when no passkey is required (a reply cannot carry an
+/// assertion, issue 14 §4) and it shows the whole call ([`shows_whole`]).
+pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
+    let level = a.terms.risk_tier.risk_level();
+    let deadline = a.announced_deadline();
+    let timeout = ((deadline - a.requested_at + 999) / 1000).clamp(1, 86_400);
+    let (action, consequence, summary) = texts(a);
+    let offers_accept = !a.terms.require_passkey && fits(&action, &consequence);
+    let r = a.redactor();
     let reasons: Vec<String> = a.terms.reasons.iter().map(|x| r.text(&x.text)).collect();
     let mut ev = envelope(
         &a.agent,
@@ -150,17 +178,16 @@ pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
         Some(correlation(a)),
         json!({
             "type": "aaep:agent.awaiting.confirmation", "urgency": "critical",
-            "action": cut(&action, 16_384), "consequence": cut(&consequence, 16_384),
+            "action": cut(&action, TEXT_MAX), "consequence": cut(&consequence, TEXT_MAX),
             "reply_token": reply_token, "timeout_seconds": timeout,
             "default_decision": if a.terms.default_decision == DefaultDecision::Approve { "accept" } else { "reject" },
             "risk_level": level, "irreversible": a.terms.irreversible,
             "reversibility": if a.terms.irreversible { "irreversible" } else { "reversible" },
-            // A reply cannot carry a passkey assertion: only rejecting is offered (issue 14 §4).
-            "allowed_replies": if a.terms.require_passkey { json!(["reject"]) } else { json!(["accept", "reject"]) },
+            "allowed_replies": if offers_accept { json!(["accept", "reject"]) } else { json!(["reject"]) },
             "summary_terse": cut(&format!("Confirm: {action}"), 4096),
             "summary_normal": cut(&format!("{action} Risk {level}. Waiting {timeout} seconds; then {}.",
-                if a.terms.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), 16_384),
-            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", summary, reasons.join("; "), a.call_hash), 16_384),
+                if a.terms.default_decision == DefaultDecision::Approve { "it proceeds" } else { "it is rejected" }), TEXT_MAX),
+            "summary_detailed": cut(&format!("{} Why: {}. Call hash {}.", summary, reasons.join("; "), a.call_hash), TEXT_MAX),
             "extra_context": {"approval_id": a.id, "call_hash": a.call_hash, "tool": a.call.tool,
                               "server": a.call.server, "risk_tier": a.terms.risk_tier},
         }),
@@ -324,21 +351,34 @@ pub fn session_cancelled(
     )
 }
 
-/// `aaep:agent.awaiting.clarification`.
+/// A multiple-choice option as shown: its `label` made [`visible`]; its `value` (what a reply
+/// names) as the agent gave it.
+fn shown_choice(choice: &Value) -> Value {
+    let mut c = choice.clone();
+    if let Some(label) = c.get("label").and_then(Value::as_str) {
+        c["label"] = json!(visible(label));
+    }
+    c
+}
+
+/// `aaep:agent.awaiting.clarification`. The agent's question, context and choice labels are shown
+/// with invisible and control characters as `\uXXXX` escapes ([`visible`]): a right-to-left
+/// override or a terminal escape reaches no operator's client raw.
 pub fn awaiting_clarification(c: &Clarification) -> Value {
     let timeout = ((c.expires_at - c.requested_at + 999) / 1000).clamp(1, 86_400);
+    let question = visible(&c.question);
     let mut body = json!({
         "type": "aaep:agent.awaiting.clarification", "urgency": "critical",
-        "question": cut(&c.question, 16_384), "reply_token": c.reply_token, "timeout_seconds": timeout,
+        "question": cut(&question, TEXT_MAX), "reply_token": c.reply_token, "timeout_seconds": timeout,
         "accepted_response_kinds": c.accepted_response_kinds,
-        "summary_terse": cut(&format!("Question: {}", c.question), 4096),
-        "summary_normal": cut(&format!("The agent asks: {} ({} seconds to answer)", c.question, timeout), 16_384),
+        "summary_terse": cut(&format!("Question: {question}"), 4096),
+        "summary_normal": cut(&format!("The agent asks: {question} ({timeout} seconds to answer)"), TEXT_MAX),
     });
     if !c.choices.is_empty() {
-        body["choices"] = json!(c.choices);
+        body["choices"] = c.choices.iter().map(shown_choice).collect();
     }
     if let Some(ctx) = &c.context {
-        body["context"] = json!(cut(ctx, 4096));
+        body["context"] = json!(cut(&visible(ctx), 4096));
     }
     envelope(&c.agent, &c.session_id, c.requested_at, None, body)
 }

@@ -8,6 +8,7 @@
 
 use crate::formats::rfc3339;
 use assent_core::ApprovalStatus;
+use assent_core::summary::cut;
 use assent_store::ApprovalRecord;
 use serde_json::{Value, json};
 
@@ -248,14 +249,4 @@ fn escalated_roles(a: &ApprovalRecord) -> Vec<String> {
         .and_then(|s| s.steps.get(a.escalation_steps.checked_sub(1)?))
         .map(|s| s.approvers.clone())
         .unwrap_or_default()
-}
-
-/// `s` cut to at most `max` characters (an ellipsis ends a cut text).
-pub fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut t: String = s.chars().take(max - 1).collect();
-    t.push('…');
-    t
 }

@@ -417,6 +417,6 @@ async fn view_submission(st: &AppState, slack: &Arc<Slack>, p: &Value) -> Respon
 /// The modal's answer showing `text` under the reason field (nothing was decided).
 fn modal_error(text: &str) -> Response {
     axum::Json(json!({"response_action": "errors",
-        "errors": {blocks::REASON: blocks::cut(text, 150)}}))
+        "errors": {blocks::REASON: assent_core::summary::cut(text, 150)}}))
     .into_response()
 }

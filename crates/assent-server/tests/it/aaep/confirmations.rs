@@ -200,3 +200,58 @@ async fn redacted_arguments_never_reach_aaep_subscribers() {
         "4111111111111111"
     );
 }
+
+/// Attack (found by review): canonical JSON sorts keys, so an agent put 140 padding arguments
+/// before the one that matters (`path`); every text of the confirmation
+/// was cut before it, yet `accept` was offered and bound the whole call nobody had seen. A
+/// confirmation that cannot show the whole call offers only `reject`, and an `accept` reply is
+/// ignored; invisible characters in arguments are shown as escapes, never raw.
+#[tokio::test]
+async fn a_confirmation_too_long_to_show_whole_offers_only_reject() {
+    let gw = serve().await;
+    let (sub, mut sse) = gw.listen().await;
+    let mut args = json!({"content": "x", "path": "/etc/attacker"});
+    for i in 0..140 {
+        args[format!("a{i:03}")] = json!("x".repeat(120));
+    }
+    let (s, b) = gw
+        .call("s1", "write_file", args, json!({"server": "fs"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let ev = sse.expect(AWAITING).await.data;
+    assert_valid(&core("agent.awaiting.confirmation"), &ev, "awaiting");
+    let shown: Vec<&String> = ev
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v.to_string().contains("/etc/attacker"))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(shown.is_empty(), "the payee is shown in {shown:?}");
+    assert_eq!(ev["allowed_replies"], json!(["reject"]));
+    let token = ev["reply_token"].as_str().unwrap();
+    let accept = confirm(token, &sub, "accept");
+    assert_eq!(gw.reply(Some(OP), accept).await, StatusCode::NO_CONTENT);
+    let st = gw.status(&id).await;
+    assert_eq!(
+        (st["status"].as_str(), st.get("approval_token")),
+        (Some("pending"), None),
+        "{st}"
+    );
+    let reject = confirm(token, &sub, "reject");
+    assert_eq!(gw.reply(Some(OP), reject).await, StatusCode::NO_CONTENT);
+    assert_eq!(gw.status(&id).await["status"], "rejected");
+
+    // A call short enough is offered whole, its right-to-left override as an escape.
+    let args = json!({"content": "evil\u{202e}txt.exe", "path": "/tmp/b"});
+    gw.call("s1", "write_file", args, json!({"server": "fs"}))
+        .await;
+    let ev = sse.expect(AWAITING).await.data;
+    assert_eq!(ev["allowed_replies"], json!(["accept", "reject"]));
+    let consequence = ev["consequence"].as_str().unwrap();
+    assert!(
+        consequence.contains(r"evil\u202etxt.exe") && !consequence.contains('\u{202e}'),
+        "{consequence}"
+    );
+}
