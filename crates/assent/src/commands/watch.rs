@@ -7,6 +7,14 @@
 //! reason), each confirmed with `y` (any other key cancels), `esc` goes back, `q` quits.
 //! Selection is shown by a `>` marker and reverse video, so it reads the same with
 //! `NO_COLOR` set (then no colour is used at all).
+//!
+//! What is confirmed is the approval that was on the screen, or nothing: a card, a reason or a
+//! question to confirm is bound to its approval's id, and when that approval leaves the queue
+//! (decided elsewhere, withdrawn by its agent, expired) the watcher goes back to the list and
+//! says so, instead of moving to the approval that took its place. `y` approves only when the
+//! whole card and its question fitted the terminal in the frame last drawn (an agent can pad
+//! its arguments so that the one that matters falls below the pane, as on a Slack card);
+//! otherwise the terminal must be enlarged, or `assent show` and `assent approve` used.
 
 use crate::render::{card, time_left};
 use anyhow::Result;
@@ -29,6 +37,13 @@ enum Mode {
     Confirm(Option<String>),
 }
 
+impl Mode {
+    /// Whether this mode is about one approval (the card, a reason, a question to confirm).
+    fn opened(&self) -> bool {
+        !matches!(self, Mode::List)
+    }
+}
+
 /// The watcher's state: the pending approvals as last read, the selection, what the screen
 /// shows, the status line, and when the list was last read.
 struct App {
@@ -40,6 +55,8 @@ struct App {
     color: bool,
     /// When the list was last read; set in the past to re-read it at once.
     refreshed: Instant,
+    /// Whether the last frame drawn showed the whole card with its question.
+    shown_whole: bool,
 }
 
 impl App {
@@ -50,8 +67,11 @@ impl App {
     fn set(&mut self, approvals: Vec<Approval>) {
         let keep = self.selected().map(|a| a.id.clone());
         self.approvals = approvals;
-        let i = keep
-            .and_then(|id| self.approvals.iter().position(|a| a.id == id))
+        let kept = keep
+            .as_ref()
+            .and_then(|id| self.approvals.iter().position(|a| &a.id == id));
+        let gone = keep.filter(|_| kept.is_none());
+        let i = kept
             .or_else(|| {
                 self.state
                     .selected()
@@ -60,7 +80,11 @@ impl App {
             .or(Some(0))
             .filter(|_| !self.approvals.is_empty());
         self.state.select(i);
-        if i.is_none() && !matches!(self.mode, Mode::List) {
+        // The card, reason or question stays with its approval, or closes: never moves to the
+        // approval that took its place in the list.
+        if let Some(id) = gone.filter(|_| self.mode.opened()) {
+            self.status = format!("{id} left the queue (decided, withdrawn or expired)");
+            self.error = false;
             self.mode = Mode::List;
         }
     }
@@ -115,6 +139,13 @@ impl App {
             }
             (Mode::Reason(_), KeyCode::Esc) => Mode::List,
             (m @ Mode::Reason(_), _) => m,
+            (Mode::Confirm(None), KeyCode::Char('y')) if !self.shown_whole => {
+                self.status = "not approved: the card did not fit this terminal; enlarge it, or \
+                               use assent show and assent approve"
+                    .into();
+                self.error = true;
+                Mode::List
+            }
             (Mode::Confirm(deny), KeyCode::Char('y')) => {
                 self.decide(deny, c, rt);
                 Mode::List
@@ -194,6 +225,7 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
         error: false,
         color,
         refreshed: Instant::now() - Duration::from_secs(10),
+        shown_whole: false,
     };
     let res = loop {
         app.refresh(&c, &rt);
@@ -239,11 +271,10 @@ fn draw(f: &mut ratatui::Frame, app: &mut App) {
         .style(Style::default().add_modifier(Modifier::BOLD)),
         head,
     );
-    match &app.mode {
-        Mode::Card | Mode::Confirm(_) | Mode::Reason(_) if app.selected().is_some() => {
-            draw_card(f, app, body)
-        }
-        _ => draw_list(f, app, body),
+    if app.mode.opened() && app.selected().is_some() {
+        draw_card(f, app, body)
+    } else {
+        draw_list(f, app, body)
     }
     let st = if app.error {
         app.style(Color::Red)
@@ -263,8 +294,9 @@ fn draw(f: &mut ratatui::Frame, app: &mut App) {
     );
 }
 
-/// The selected approval's card, with the reason being typed or the question to confirm.
-fn draw_card(f: &mut ratatui::Frame, app: &App, body: ratatui::layout::Rect) {
+/// The selected approval's card, with the reason being typed or the question to confirm;
+/// records whether all of it fitted the pane ([`App::shown_whole`]).
+fn draw_card(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect) {
     let Some(a) = app.selected() else {
         return;
     };
@@ -282,10 +314,16 @@ fn draw_card(f: &mut ratatui::Frame, app: &App, body: ratatui::layout::Rect) {
         )),
         _ => {}
     }
+    let card = Paragraph::new(text).wrap(Wrap { trim: false });
+    let inner = body.width.saturating_sub(2);
+    app.shown_whole = card.line_count(inner) <= usize::from(body.height.saturating_sub(2));
+    let title = if app.shown_whole {
+        " approval "
+    } else {
+        " approval (cut: enlarge the terminal to approve) "
+    };
     f.render_widget(
-        Paragraph::new(text)
-            .wrap(Wrap { trim: false })
-            .block(Block::default().borders(Borders::ALL).title(" approval ")),
+        card.block(Block::default().borders(Borders::ALL).title(title)),
         body,
     );
 }

@@ -165,3 +165,78 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// Attack (found by review): the watcher confirmed whatever approval was selected when `y`
+/// came, and the selection fell back to the same place in the list when the approval on the
+/// card left the queue, so an agent that withdrew a harmless call the operator had opened
+/// and was about to approve had its harmful one, next in the list, approved instead. And a
+/// card taller than the terminal was cut with no sign, so an agent could pad its arguments
+/// until the one that matters fell off the pane and still be approved with `a`, `y`.
+#[test]
+fn assent_watch_confirms_only_the_approval_on_screen_and_only_when_all_of_it_fits() {
+    let Served {
+        dir: _dir,
+        mut server,
+        ..
+    } = served("");
+    let url = server.url.clone();
+    let first = held(&url, 5000);
+    let second = held(&url, 7000);
+    let tmux = Tmux {
+        socket: format!("assent-test-fit-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "ASSENT_URL={url} ASSENT_API_KEY={OP_KEY} NO_COLOR=1 TERM=xterm-256color {BIN} watch"
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "w",
+        "-x",
+        "140",
+        "-y",
+        "40",
+        &cmd,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    tmux.wait_for("2 pending");
+    tmux.keys(&["Enter", "a"]);
+    let screen = tmux.wait_for("y to confirm");
+    let (shown, other) = if screen.contains(&first) {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    // The agent withdraws the call on the card: the question goes, nothing moves to `other`.
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/approvals/{shown}/cancel"))
+        .bearer_auth(super::BOT_KEY)
+        .json(&serde_json::json!({}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text());
+    tmux.wait_for("left the queue");
+    tmux.keys(&["y"]);
+    tmux.wait_for("1 pending");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(status(&url, &other)["status"], "pending");
+
+    // A terminal too small for the card: approving is refused, denying is not needed to test.
+    tmux.run(&["resize-window", "-t", "w", "-x", "40", "-y", "10"]);
+    tmux.keys(&["Enter", "a"]);
+    tmux.wait_for("(cut");
+    tmux.keys(&["y"]);
+    tmux.run(&["resize-window", "-t", "w", "-x", "140", "-y", "40"]);
+    tmux.wait_for("not approved: the card did not fit");
+    assert_eq!(status(&url, &other)["status"], "pending");
+    // Whole on screen again: approved.
+    tmux.keys(&["Enter", "a"]);
+    tmux.wait_for("y to confirm");
+    tmux.keys(&["y"]);
+    tmux.wait_for("0 pending");
+    assert_eq!(status(&url, &other)["status"], "approved");
+    tmux.keys(&["q"]);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
