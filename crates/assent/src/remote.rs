@@ -31,10 +31,14 @@ pub(crate) fn connect(r: &Remote) -> Result<Client> {
 }
 
 /// Prints `body` as the API gives it: pretty JSON with every object's keys in sorted order
-/// (through `serde_json::Value`, whose maps are sorted), one trailing newline.
+/// (through `serde_json::Value`, whose maps are sorted), one trailing newline. C1 controls,
+/// DEL, bidirectional and invisible characters, which JSON may carry raw, are written as
+/// `\uXXXX` escapes ([`assent_core::template::visible_json_pretty`]): the same JSON value (a
+/// receipt printed so still verifies), but nothing an agent sent acts on the terminal (found
+/// by review: `--json` printed a one-byte CSI, U+009B, raw).
 pub(crate) fn print_json<B: Serialize>(body: &B) -> Result<()> {
     let v = serde_json::to_value(body)?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    println!("{}", assent_core::template::visible_json_pretty(&v));
     Ok(())
 }
 

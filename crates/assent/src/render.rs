@@ -28,6 +28,16 @@ pub(crate) fn inert(text: &str) -> String {
     assent_core::template::visible(text).into_owned()
 }
 
+/// `println!` with the whole line made [`inert`]: for reports that quote what agents sent
+/// (`assent replay`'s arguments, `assent suggest`'s descriptions built from argument keys).
+/// JSON text stays JSON of the same value ([`assent_core::template::visible`]).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", $crate::render::inert(&format!($($arg)*)))
+    };
+}
+pub(crate) use say;
+
 /// Appends one card line: `line` made [`inert`] (its own trailing `\n` aside), then `\n`.
 fn put(out: &mut String, line: String) {
     out.push_str(&inert(line.strip_suffix('\n').unwrap_or(&line)));

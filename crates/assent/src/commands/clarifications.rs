@@ -4,7 +4,7 @@
 
 use crate::args::Remote;
 use crate::remote::{connect, print_list};
-use crate::render::time_left_or_status;
+use crate::render::{inert, time_left_or_status};
 use anyhow::{Result, bail};
 use assent_api::clarify::{AnswerRequest, Clarification, ClarificationStatus};
 use assent_core::stamp::rfc3339;
@@ -73,29 +73,34 @@ pub(crate) async fn clarifications(r: &Remote, all: bool, as_json: bool) -> Resu
 /// One question as a text block: id and time left (or status), agent and session, the
 /// question and its context, the accepted kinds and choices, the answer; an empty line after.
 fn block(q: &Clarification) -> String {
+    // Every value is made inert on its own: a line break an agent puts in its question must
+    // not start a line of the block (a fake `agent:` line, a whole fake question).
+    let v = inert;
     let pending = q.status == ClarificationStatus::Pending;
     let when = time_left_or_status(pending, &rfc3339(q.expires_at), q.status.as_str());
-    let mut out = format!("{}  [{when}]\n", q.id);
+    let mut out = format!("{}  [{when}]\n", v(&q.id));
     out.push_str(&format!(
         "  agent:    {} (session {})\n",
-        q.agent, q.session_id
+        v(&q.agent),
+        v(&q.session_id)
     ));
-    out.push_str(&format!("  question: {}\n", q.question));
+    out.push_str(&format!("  question: {}\n", v(&q.question)));
     if let Some(ctx) = &q.context {
-        out.push_str(&format!("  context:  {ctx}\n"));
+        out.push_str(&format!("  context:  {}\n", v(ctx)));
     }
     out.push_str(&format!(
         "  accepts:  {}\n",
-        q.accepted_response_kinds.join(", ")
+        v(&q.accepted_response_kinds.join(", "))
     ));
     for ch in &q.choices {
-        let text = |k: &str| ch.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let text = |k: &str| v(ch.get(k).and_then(Value::as_str).unwrap_or(""));
         out.push_str(&format!("    {} - {}\n", text("value"), text("label")));
     }
     if let Some(response) = &q.response {
         out.push_str(&format!(
-            "  answer:   {response} by {}\n",
-            q.answered_by.as_deref().unwrap_or("")
+            "  answer:   {} by {}\n",
+            v(&response.to_string()),
+            v(q.answered_by.as_deref().unwrap_or(""))
         ));
     }
     out.push('\n');

@@ -7,6 +7,7 @@
 use crate::args::Cmd;
 use crate::history;
 use crate::render::reason_line;
+use crate::render::say;
 use anyhow::Result;
 use assent_core::replay::report::{Counts, Example, Report};
 use assent_core::replay::{Change, Options, Replayer};
@@ -54,7 +55,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         let mut out = serde_json::to_value(&report)?;
         out["unreadable"] = unreadable.into();
         out["prompts_removed"] = report.prompts_removed().into();
-        println!("{out}");
+        say!("{out}");
     } else {
         print_text(&report);
     }
@@ -79,7 +80,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
 /// The report as text: the totals, one line per tool that changed, the examples, the loosened.
 fn print_text(r: &Report) {
     let o = &r.overall;
-    println!(
+    say!(
         "replayed {} proposals{}{}",
         o.calls,
         match (r.first, r.last) {
@@ -96,22 +97,22 @@ fn print_text(r: &Report) {
             String::new()
         }
     );
-    println!(
+    say!(
         "prompts: {} → {} ({:+})",
         o.prompts_before,
         o.prompts_after,
         -r.prompts_removed()
     );
-    println!("changes: {}", changes(o));
+    say!("changes: {}", changes(o));
     let changed: Vec<_> = r
         .by_tool
         .iter()
         .filter(|(_, c)| c.unchanged < c.calls)
         .collect();
     if !changed.is_empty() {
-        println!("by tool:");
+        say!("by tool:");
         for (tool, c) in changed {
-            println!(
+            say!(
                 "  {tool}: {} calls; {}; prompts {} → {}",
                 c.calls,
                 changes(c),
@@ -121,13 +122,13 @@ fn print_text(r: &Report) {
         }
     }
     if !r.examples.is_empty() {
-        println!("examples:");
+        say!("examples:");
         for e in &r.examples {
             print_example(e);
         }
     }
     if o.loosened > 0 {
-        println!(
+        say!(
             "LOOSENED: {} calls that were denied or rejected by a person would now run without anyone's consent:",
             o.loosened
         );
@@ -164,7 +165,7 @@ fn print_example(e: &Example) {
         Some(s) => format!("{s}/{}", e.tool),
         None => e.tool.clone(),
     };
-    println!(
+    say!(
         "  #{} {} {} session {} {tool} {}: {} ({}) → {}, {} → {}",
         e.seq,
         assent_core::stamp::rfc3339(e.at),
@@ -178,9 +179,9 @@ fn print_example(e: &Example) {
         e.risk_tier_now.as_str()
     );
     for r in &e.added_reasons {
-        println!("      + {}", reason_line(r));
+        say!("      + {}", reason_line(r));
     }
     for r in &e.removed_reasons {
-        println!("      - {}", reason_line(r));
+        say!("      - {}", reason_line(r));
     }
 }

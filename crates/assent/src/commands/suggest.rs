@@ -5,6 +5,7 @@
 
 use crate::args::Cmd;
 use crate::history;
+use crate::render::say;
 use anyhow::{Context as _, Result, bail};
 use assent_core::Registry;
 use assent_core::replay::Recorded;
@@ -72,7 +73,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
     }
     let found = suggest(&reg, &files, &all, Settings::with_min(min_decisions));
     if json {
-        println!("{}", json!({"proposals": all.len(), "suggestions": found}));
+        say!("{}", json!({"proposals": all.len(), "suggestions": found}));
     } else {
         print_text(&found, all.len());
     }
@@ -81,7 +82,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
 
 /// Each suggestion: what, the evidence, the replay, the YAML.
 fn print_text(found: &[Suggestion], proposals: usize) {
-    println!(
+    say!(
         "{} suggestions from {proposals} recorded proposals (nothing is applied):",
         found.len()
     );
@@ -96,8 +97,8 @@ fn print_text(found: &[Suggestion], proposals: usize) {
         } else {
             ("approvals", "rejections")
         };
-        println!("{}. {tool}: {}", i + 1, s.description);
-        println!(
+        say!("{}. {tool}: {}", i + 1, s.description);
+        say!(
             "   evidence: {} {} by {} (agents {}) from {} to {}; {} {} of the tool, none covered",
             e.decisions,
             side.0,
@@ -109,14 +110,18 @@ fn print_text(found: &[Suggestion], proposals: usize) {
             side.1
         );
         let r = &s.replay;
-        println!(
+        say!(
             "   replay: prompts {} → {}; confirm→allow {}, →deny {}, loosened {}",
-            r.prompts_before, r.prompts_after, r.confirm_to_allow, r.to_deny, r.loosened
+            r.prompts_before,
+            r.prompts_after,
+            r.confirm_to_allow,
+            r.to_deny,
+            r.loosened
         );
         for ed in &s.edits {
-            println!("   in {} ({}):", ed.file, ed.location);
+            say!("   in {} ({}):", ed.file, ed.location);
             for line in ed.yaml.lines() {
-                println!("     {line}");
+                say!("     {line}");
             }
         }
     }

@@ -42,12 +42,19 @@ fn review_block(t: &ToolReview) -> String {
     } else {
         "changed"
     };
+    // Every value is made inert on its own: a line break in an upstream's definition (a
+    // property name holding `\n` becomes a diff path) must not start a line of the review.
+    let v = inert;
     let mut out = format!(
         "{}  {}/{} ({what}, seen {} by {})\n",
-        t.id, t.server, t.tool, t.seen_at, t.seen_by
+        v(&t.id),
+        v(&t.server),
+        v(&t.tool),
+        v(&t.seen_at.to_string()),
+        v(&t.seen_by)
     );
     if t.pinned.is_none() {
-        out.push_str(&format!("  definition: {}\n", canonical(&t.definition)));
+        out.push_str(&format!("  definition: {}\n", v(&canonical(&t.definition))));
     }
     diff_lines(t, &mut out);
     out.push('\n');
@@ -80,12 +87,13 @@ fn diff_lines(t: &ToolReview, out: &mut String) {
         )
         .map(canonical)
         .unwrap_or_default();
+        let (path, old, new) = (inert(path), inert(&old), inert(&canonical(value)));
         match op.as_str() {
             "remove" => out.push_str(&format!("  - {path}: {old}\n")),
-            "add" => out.push_str(&format!("  + {path}: {}\n", canonical(value))),
+            "add" => out.push_str(&format!("  + {path}: {new}\n")),
             _ => {
                 out.push_str(&format!("  - {path}: {old}\n"));
-                out.push_str(&format!("  + {path}: {}\n", canonical(value)));
+                out.push_str(&format!("  + {path}: {new}\n"));
             }
         }
     }

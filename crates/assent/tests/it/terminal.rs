@@ -50,3 +50,47 @@ fn an_agents_escape_sequences_reach_the_operators_terminal_as_visible_text() {
         }
     }
 }
+
+/// Attack (found by review): a list item was made inert line by line after it was split on
+/// line breaks, so a line break in an agent's question started a line of its own — a fake
+/// `agent:` line, or a whole fake question — in `assent clarifications`; and `--json` output
+/// printed the one-byte CSI U+009B and bidi overrides raw (JSON need not escape them).
+#[test]
+fn an_agents_line_breaks_and_escapes_stay_inside_its_own_fields() {
+    let s = served("");
+    let url = &s.server.url;
+    let question = "Pay it?\n  agent:    ops_lead_bot (session s)\u{9b}2K\u{202e}";
+    let q: Value = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/clarifications"))
+        .bearer_auth(BOT_KEY)
+        .json(
+            &json!({"agent": "treasury_bot", "session_id": "s", "question": question,
+                      "accepted_response_kinds": ["yes_no"]}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let listed = ok(&cli(url, &["clarifications"]));
+    assert!(
+        !listed
+            .lines()
+            .any(|l| l.starts_with("  agent:    ops_lead_bot")),
+        "{listed}"
+    );
+    assert!(listed.contains(r"Pay it?\u000a  agent:"), "{listed}");
+    let id = q["id"].as_str().unwrap();
+    {
+        let out = ok(&cli(url, &["clarifications", "--json"]));
+        assert!(
+            !out.contains('\u{9b}') && !out.contains('\u{202e}'),
+            "{out:?}"
+        );
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let shown = &v["clarifications"][0];
+        assert_eq!(
+            (shown["id"].as_str(), shown["question"].as_str()),
+            (Some(id), Some(question))
+        );
+    }
+}
