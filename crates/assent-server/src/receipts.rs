@@ -7,10 +7,14 @@ use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::state::{AppState, now_ms};
 use assent_core::receipt::Receipt;
+use assent_store::ReceiptOf;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 
 /// The receipt of approval `id`, signed now with the gateway's audit key. `404` when there is
-/// no such approval (or it is another agent's), `503` when the store fails.
+/// no such approval (or it is another agent's), `409 APPROVAL_DAMAGED` (with `damaged`) when
+/// its row does not hold its seal or cannot be read (nothing is signed), `503` when the store
+/// fails.
 #[utoipa::path(get, path = "/v1/approvals/{id}/receipt", tag = "decide",
     params(("id" = String, Path, description = "The item's id")),
     responses((status = 200, description = "The signed receipt", body = assent_api::schema::Receipt)),
@@ -22,7 +26,21 @@ pub(crate) async fn receipt(
 ) -> Result<Body<Receipt>, ApiError> {
     let key = id.clone();
     let r = st.store_call(move |s| s.receipt(&key, now_ms())).await?;
-    r.filter(|r| p.sees(&r.agent))
-        .map(Body)
-        .ok_or_else(|| ApiError::not_found(format!("no approval `{id}`")))
+    let missing = || ApiError::not_found(format!("no approval `{id}`"));
+    match r.ok_or_else(missing)? {
+        ReceiptOf::Signed(r) if p.sees(&r.agent) => Ok(Body(*r)),
+        ReceiptOf::Damaged { agent, damaged } if p.sees(&agent) => {
+            tracing::error!(approval = %id, ?damaged, "no receipt: the stored approval is damaged");
+            let message = format!(
+                "approval `{id}` is damaged ({}): no receipt is signed for a row the gateway \
+                 cannot vouch for",
+                damaged.join(", ")
+            );
+            Err(
+                ApiError::new(StatusCode::CONFLICT, "APPROVAL_DAMAGED", message)
+                    .with_damaged(damaged),
+            )
+        }
+        _ => Err(missing()),
+    }
 }

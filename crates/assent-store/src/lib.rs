@@ -121,6 +121,7 @@ pub use insights::Insights;
 pub use kit::{ordered_id, random_id, rfc3339};
 pub use open::verify_offline;
 pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
+pub use receipts::ReceiptOf;
 pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};
 pub use store::Store;
 pub use stored::Settlement;

@@ -8,17 +8,45 @@ use crate::store::Store;
 use assent_core::receipt::{RECEIPT_VERSION, Receipt, ReceiptDecision, ReceiptVote};
 use assent_core::stamp::rfc3339;
 
+/// What [`Store::receipt`] gives for an approval that exists.
+#[derive(Debug)]
+pub enum ReceiptOf {
+    /// The signed receipt.
+    Signed(Box<Receipt>),
+    /// None is signed: the row is damaged or does not hold its seal (`damaged` names what:
+    /// unreadable columns, `seal` for terms no seal vouches for). `agent` is the row's, so
+    /// the caller can answer another agent as for a missing id.
+    Damaged {
+        /// The row's agent.
+        agent: String,
+        /// What is wrong.
+        damaged: Vec<String>,
+    },
+}
+
 impl Store {
     /// The receipt of approval `id`, issued at `now` (Unix ms) and signed with the audit key;
     /// `None` when there is no such approval. A receipt may be issued in any status (it says
-    /// which). Errors: `Db`.
-    pub fn receipt(&self, id: &str, now: i64) -> Result<Option<Receipt>, StoreError> {
+    /// which), but only for a row that holds its seal and reads cleanly: the gateway signs no
+    /// evidence for a row it did not write (found by review: a planted `approved` row with a
+    /// planted decision got a receipt that `assent receipt verify` accepted). Approvals made
+    /// before rows were sealed (migration 0029) get none either. Errors: `Db`.
+    pub fn receipt(&self, id: &str, now: i64) -> Result<Option<ReceiptOf>, StoreError> {
         let Some(rec) = self.get_approval(id)? else {
             return Ok(None);
         };
+        let mut damaged = rec.damaged.clone();
+        let key = self.seal_key(crate::seal::Sealed::Approval);
+        if !crate::approval_seal::holds(self.lock().conn(), &key, id)? {
+            damaged.push("seal".into());
+        }
+        if !damaged.is_empty() {
+            let agent = rec.agent;
+            return Ok(Some(ReceiptOf::Damaged { agent, damaged }));
+        }
         let ctx = self.confirm_context(id)?;
         let r = unsigned(&rec, ctx.policies, ctx.policy_set_sha256, now);
-        Ok(Some(r.signed(&self.audit_key)))
+        Ok(Some(ReceiptOf::Signed(Box::new(r.signed(&self.audit_key)))))
     }
 }
 

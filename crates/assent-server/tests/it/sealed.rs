@@ -359,3 +359,41 @@ async fn a_token_row_planted_under_a_pending_call_does_not_stop_the_expiry_sweep
     assert!(record.contains("\"removed_foreign_rows\":1"), "{record}");
     gw.stop().await;
 }
+
+/// Attack (found by review): a row planted or edited in the database — a call marked approved,
+/// its terms changed — got a receipt signed with the audit key, which `assent receipt verify`
+/// accepted as the gateway's evidence. A receipt is signed only for a row that holds its seal:
+/// an edited or unsealed one is `409 APPROVAL_DAMAGED` naming `seal`, and nothing is signed.
+#[tokio::test]
+async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let edited = approved(&gw, "alice").await;
+    let unsealed = approved(&gw, "bob").await;
+    for id in [&edited, &unsealed] {
+        let (s, r) = gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await;
+        assert_eq!(
+            (s, r["approval_id"].as_str()),
+            (StatusCode::OK, Some(id.as_str())),
+            "{r}"
+        );
+    }
+    let edit = format!("UPDATE approvals SET risk_tier = 'R1' WHERE id = '{edited}'");
+    assert_eq!(gw.sql().exec(&edit, &[]), 1);
+    let strip = format!("UPDATE approvals SET seal = '' WHERE id = '{unsealed}'");
+    assert_eq!(gw.sql().exec(&strip, &[]), 1);
+    for id in [&edited, &unsealed] {
+        let (s, r) = gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await;
+        assert_eq!(
+            (s, r["code"].as_str()),
+            (StatusCode::CONFLICT, Some("APPROVAL_DAMAGED")),
+            "{r}"
+        );
+        assert!(
+            r["damaged"].as_array().unwrap().contains(&json!("seal")),
+            "{r}"
+        );
+        assert!(r.get("signature").is_none(), "{r}");
+    }
+    gw.stop().await;
+}
