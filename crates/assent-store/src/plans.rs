@@ -87,6 +87,10 @@ impl PlanRecord {
     }
 }
 
+/// The most MPLP events one plan holds; a revision past it is refused
+/// ([`PlanError::WrongState`]).
+pub const MAX_PLAN_EVENTS: usize = 1_000;
+
 /// Why a plan operation was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -295,7 +299,8 @@ impl Store {
     }
 
     /// Replaces the body of a `draft` plan of `agent` (`plan.updated`), e.g. revised after a
-    /// rejection.
+    /// rejection. The same body again changes nothing (no event, no audit record); past
+    /// [`MAX_PLAN_EVENTS`] events a revision is refused (`WrongState`).
     pub fn update_plan(
         &self,
         agent: &str,
@@ -311,6 +316,19 @@ impl Store {
                 return Err(PlanError::WrongState(
                     p.status,
                     "only a draft can be revised",
+                ));
+            }
+            // Each revision rewrites the plan's whole event list inside the one writer that
+            // every agent's writes share: an agent re-sending its plan in a loop grew it
+            // without bound (found by review). The same body again is no revision, and a
+            // plan takes at most MAX_PLAN_EVENTS events.
+            if p.body == body {
+                return Ok(p);
+            }
+            if p.events.len() >= MAX_PLAN_EVENTS {
+                return Err(PlanError::WrongState(
+                    p.status,
+                    "revised too often (1,000 events): create a new plan",
                 ));
             }
             tx.prepare_cached("UPDATE plans SET body = ?2 WHERE plan_id = ?1")?

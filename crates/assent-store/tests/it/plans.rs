@@ -52,3 +52,43 @@ fn a_plan_revised_during_submit_is_not_approved_with_the_revised_body() {
         assert_eq!(s.plan(id).unwrap().unwrap().status, "proposed");
     });
 }
+
+/// Attack (found by review): each revision rewrote the plan's whole event list inside the
+/// writer every agent shares, and nothing bounded it: an agent re-sending its plan in a loop
+/// made every later write slower for everyone. The same body again is no revision (no event,
+/// no audit record), and a plan holds at most `MAX_PLAN_EVENTS` events.
+#[test]
+fn revising_a_plan_is_bounded_and_the_same_body_is_no_revision() {
+    use assent_store::plans::{MAX_PLAN_EVENTS, PlanError};
+    both_stores(|_, s| {
+        let id = "7a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+        s.create_plan("bot", "s1", &body(id, "step 0"), None, 1_000)
+            .unwrap();
+        let audit_before = s.audit_head_seq().unwrap();
+        for _ in 0..3 {
+            let p = s.update_plan("bot", &body(id, "step 0"), 2_000).unwrap();
+            assert_eq!(p.events.len(), 1, "{:?}", p.events);
+        }
+        assert_eq!(s.audit_head_seq().unwrap(), audit_before);
+        let mut n = 1;
+        let refused = loop {
+            match s.update_plan("bot", &body(id, &format!("step {n}")), 2_000 + n as i64) {
+                Ok(p) => assert_eq!(p.events.len(), n + 1),
+                Err(e) => break e,
+            }
+            n += 1;
+            assert!(n <= MAX_PLAN_EVENTS, "never refused");
+        };
+        assert_eq!(n, MAX_PLAN_EVENTS, "refused at {n}");
+        assert!(
+            matches!(&refused, PlanError::WrongState(_, m) if m.contains("create a new plan")),
+            "{refused:?}"
+        );
+        let stored = s.plan(id).unwrap().unwrap();
+        assert_eq!(stored.events.len(), MAX_PLAN_EVENTS);
+        assert_eq!(
+            stored.body["steps"][0]["description"],
+            format!("step {}", n - 1)
+        );
+    });
+}
