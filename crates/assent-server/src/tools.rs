@@ -8,8 +8,8 @@
 //!   TOO_MANY_PENDING_REVIEWS` past the reporter's pending reviews per server.
 //! - `GET /v1/tools/reviews[?status=pending|accepted|rejected|all]` (operator): reviews with the
 //!   new and the pinned definition and an RFC 6902 `diff` between them.
-//! - `GET /v1/tools/reviews/{id}?wait=S` (any principal): one review; `wait` long-polls while it
-//!   is pending.
+//! - `GET /v1/tools/reviews/{id}?wait=S` (an operator; an agent its own relay's and the hub's;
+//!   another's is `404` like an unknown id): one review; `wait` long-polls while it is pending.
 //! - `POST /v1/tools/reviews/{id}/accept`, `…/reject` (operator): `409 ALREADY_DECIDED` after
 //!   the first decision.
 //! - `GET /v1/tools/pins` (operator).
@@ -153,7 +153,19 @@ pub(crate) async fn list(
     Ok(Body(ToolReviewList { reviews }))
 }
 
-/// `GET /v1/tools/reviews/{id}[?wait=S]` (any principal): one review, long-polled.
+/// Whether `p` may read review `r`: an operator any, an agent its own relay's and the
+/// gateway hub's (`agent: null`, shown to every agent), an executor none. Anyone else gets the
+/// `404` of an unknown id, so a review id learnt elsewhere tells nothing of another agent's
+/// upstream tools.
+fn may_read(p: &crate::config::Principal, r: &ToolReview) -> bool {
+    match &r.agent {
+        Some(agent) => p.sees(agent),
+        None => p.agent_id().is_some() || p.roles().is_some(),
+    }
+}
+
+/// `GET /v1/tools/reviews/{id}[?wait=S]` (an operator; an agent its own and the hub's): one
+/// review, long-polled.
 #[utoipa::path(get, path = "/v1/tools/reviews/{id}", operation_id = "read_tool_review", tag = "around",
     params(("id" = String, Path, description = "The item's id"), ("wait" = Option<u64>, Query, maximum = 60, description = "Long-poll: seconds to wait for a change (0 to 60)")),
     responses((status = 200, description = "OK", body = assent_api::schema::ToolReview)),
@@ -165,6 +177,7 @@ pub(crate) async fn read(State(st): State<AppState>, r: Polled) -> Result<Json<V
         let r = st
             .store_call(move |s| s.tool_review(&id2))
             .await?
+            .filter(|r| may_read(p, r))
             .ok_or_else(|| ApiError::not_found(format!("no tool review `{id}`")))?;
         let pending = r.status == ReviewStatus::Pending;
         let body = to_value(&review(r));

@@ -127,6 +127,25 @@ async fn another_agents_injected_definition_is_never_shown_to_or_held_against_an
     )
     .await;
     assert_eq!(b["tools"][0]["state"], "held");
+    // Attack (reading another agent's upstream tools by review id): bot is told of mallory's
+    // review what it is told of an id that does not exist; she and the operator read it.
+    let rid = b["tools"][0]["review_id"].as_str().unwrap();
+    let path = format!("/v1/tools/reviews/{rid}");
+    let (s, r) = gw.get(&path, BOT).await;
+    assert_error(s, &r, StatusCode::NOT_FOUND, "NOT_FOUND");
+    assert!(!r.to_string().contains("Another one."), "{r}");
+    let (s, unknown) = gw.get("/v1/tools/reviews/no-such-review", BOT).await;
+    assert_eq!((s, &unknown["code"]), (StatusCode::NOT_FOUND, &r["code"]));
+    for key in [MALLORY, OP] {
+        let (s, r) = gw.get(&path, key).await;
+        assert_answer(
+            s,
+            &r["definition"],
+            "description",
+            StatusCode::OK,
+            "Another one.",
+        );
+    }
     let (s, d) = propose(&gw, BOT, "bot").await;
     assert_answer(s, &d, "decision", StatusCode::OK, "allow");
     let (s, d) = propose(&gw, MALLORY, "mallory").await;
@@ -246,8 +265,10 @@ async fn the_gateways_hub_pins_hold_a_rug_pulled_tool_for_every_agent() {
     // Bot has no review of its own: the gateway's holds it.
     let (_, d) = propose_in(&gw, BOT, "bot", "another").await;
     assert_says(&d, "reason", &rid);
-    let (_, r) = gw.get(&format!("/v1/tools/reviews/{rid}"), OP).await;
-    assert_eq!(r["agent"], Value::Null, "{r}");
+    for key in [OP, BOT, MALLORY] {
+        let (s, r) = gw.get(&format!("/v1/tools/reviews/{rid}"), key).await;
+        assert_eq!((s, &r["agent"]), (StatusCode::OK, &Value::Null), "{r}");
+    }
     let (s, r) = gw
         .post(&format!("/v1/tools/reviews/{rid}/accept"), OP, json!({}))
         .await;
