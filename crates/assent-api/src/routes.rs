@@ -349,8 +349,17 @@ impl Client {
         self.get(&["v1", "audit", "checkpoints"], &q).await
     }
 
-    /// `GET /v1/webhooks/dead-letters` (operator).
-    pub async fn dead_letters(&self) -> Result<DeadLetterList, ClientError> {
-        self.get(&["v1", "webhooks", "dead-letters"], &[]).await
+    /// `GET /v1/webhooks/dead-letters[?limit=N&before_id=I]` (operator): newest first, at
+    /// most `limit` (1–1000, default 100), only ids below `before_id` when given.
+    pub async fn dead_letters(
+        &self,
+        limit: Option<u32>,
+        before_id: Option<i64>,
+    ) -> Result<DeadLetterList, ClientError> {
+        let mut q = list_query(None, limit);
+        if let Some(i) = before_id {
+            q.push(("before_id", i.to_string()));
+        }
+        self.get(&["v1", "webhooks", "dead-letters"], &q).await
     }
 }

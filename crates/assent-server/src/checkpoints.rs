@@ -102,8 +102,8 @@ pub fn to_json(cp: &Checkpoint) -> Value {
 }
 
 /// `GET /v1/audit/checkpoints[?limit=N&before_seq=S]` (operators): stored checkpoints, newest
-/// first (`limit` 1–1000, default 100; `before_seq`: only those covering fewer records), with
-/// the gateway's audit public key (64 hex).
+/// first (`limit` 1–1000, default 100; `before_seq`: only those covering fewer records; any
+/// other parameter is `400`), with the gateway's audit public key (64 hex).
 #[utoipa::path(get, path = "/v1/audit/checkpoints", operation_id = "list_checkpoints", tag = "around",
     params(("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100)"), ("before_seq" = Option<i64>, Query, description = "Only checkpoints covering fewer records")),
     responses((status = 200, description = "OK", body = assent_api::audit::CheckpointList)),
@@ -113,16 +113,7 @@ pub(crate) async fn list(
     _op: Operator<ReadCheckpoints>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Body<CheckpointList>, ApiError> {
-    let num = |k: &str| -> Result<Option<i64>, ApiError> {
-        q.get(k)
-            .map(|v| {
-                v.parse::<i64>()
-                    .map_err(|_| ApiError::bad_request(format!("{k} must be an integer")))
-            })
-            .transpose()
-    };
-    let limit = num("limit")?.unwrap_or(100).clamp(1, 1000);
-    let before = num("before_seq")?;
+    let (before, limit) = crate::extract::page(&q, "before_seq")?;
     let list = st
         .store_call(move |s| s.recent_checkpoints(before, limit))
         .await?;

@@ -36,6 +36,29 @@ pub(crate) fn wait_seconds(q: &HashMap<String, String>) -> Result<u64, ApiError>
     }
 }
 
+/// A newest-first page of a list (`?limit=N&before_KEY=K`): `limit` 1–1000 (default 100;
+/// outside that range it is clamped) and the key below which the page starts; `400` naming the
+/// parameter when either is not a whole number, or for any other parameter.
+pub(crate) fn page(
+    q: &HashMap<String, String>,
+    before: &'static str,
+) -> Result<(Option<i64>, i64), ApiError> {
+    if let Some(k) = q.keys().find(|k| *k != "limit" && *k != before) {
+        return Err(ApiError::bad_request(format!(
+            "unknown query parameter `{k}` (only limit and {before})"
+        )));
+    }
+    let num = |k: &str| -> Result<Option<i64>, ApiError> {
+        q.get(k)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::bad_request(format!("{k} must be an integer")))
+            })
+            .transpose()
+    };
+    Ok((num(before)?, num("limit")?.unwrap_or(100).clamp(1, 1000)))
+}
+
 /// The authenticated caller, any principal (agent or operator), from the
 /// `Authorization: Bearer KEY` header; `401 UNAUTHENTICATED` without a known key.
 pub struct Caller(pub Principal);

@@ -253,13 +253,19 @@ impl Store {
             .optional()?)
     }
 
-    /// Every dead letter, newest first.
-    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+    /// Dead letters newest first: at most `limit`, only those with `id < before_id` when given
+    /// (paging: pass the last id of one page to get the next).
+    pub fn dead_letters(
+        &self,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
         Ok(sql::rows(
             self.lock().conn(),
             "SELECT id, webhook, audit_seq, event, body, attempts, last_error, failed_at
-             FROM webhook_dead_letters ORDER BY id DESC",
-            [],
+             FROM webhook_dead_letters WHERE CAST(?1 AS BIGINT) IS NULL OR id < ?1
+             ORDER BY id DESC LIMIT ?2",
+            crate::params![before_id, limit],
             |r| {
                 from_row!(r => DeadLetter {
                     id, webhook, audit_seq, event, body, attempts, last_error, failed_at

@@ -225,7 +225,14 @@ async fn results_clarifications_confirms_and_identities() {
     raw_get::<CheckpointList>(&alice, "/v1/audit/checkpoints").await;
     alice.checkpoints(Some(5), None).await.unwrap();
     raw_get::<DeadLetterList>(&alice, "/v1/webhooks/dead-letters").await;
-    assert!(alice.dead_letters().await.unwrap().dead_letters.is_empty());
+    assert!(
+        alice
+            .dead_letters(None, None)
+            .await
+            .unwrap()
+            .dead_letters
+            .is_empty()
+    );
     assert_eq!(bot.whoami().await.unwrap().agent_id(), Some("bot"));
     gw.stop().await;
 }

@@ -2,7 +2,9 @@
 //! raised while the receiver is down arrive once it is up (in order), redacted arguments never
 //! leave, the Slack format, dead letters, and the single-use card link.
 
-use crate::kit::{AGENTS, BOT, OP, assert_answer, assert_says, redacting_gov, start_custom};
+use crate::kit::{
+    AGENTS, BOT, OP, assert_answer, assert_error, assert_says, redacting_gov, start_custom,
+};
 use assent_server::Settings;
 use assent_server::config::{Webhook, WebhookFormat};
 use axum::http::HeaderMap;
@@ -298,6 +300,22 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
             .unwrap()
             .contains("4111111111111111")
     );
+    // Read by pages, newest first (a receiver down for days leaves many: never read whole).
+    let ids: Vec<i64> = dead.iter().map(|d| d["id"].as_i64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+    let (s, first) = gw.get("/v1/webhooks/dead-letters?limit=2", OP).await;
+    assert_eq!(s, StatusCode::OK);
+    let first = first["dead_letters"].as_array().unwrap().clone();
+    assert_eq!(first, dead[..2]);
+    let next = format!("/v1/webhooks/dead-letters?limit=2&before_id={}", ids[1]);
+    let (_, rest) = gw.get(&next, OP).await;
+    assert_eq!(rest["dead_letters"][0], dead[2]);
+    for bad in ["limit=two", "before_id=1.5", "offset=3"] {
+        let (s, v) = gw
+            .get(&format!("/v1/webhooks/dead-letters?{bad}"), OP)
+            .await;
+        assert_error(s, &v, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    }
     let (s, _) = gw.get("/v1/webhooks/dead-letters", BOT).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     gw.stop().await;
