@@ -1,8 +1,9 @@
 //! MCP tool-list pinning (issue 4): the gateway records a fingerprint of each upstream tool —
 //! the SHA-256 of the canonical JSON of its name, description, schemas, title and
-//! annotations ([`fingerprint`]) — the first time it sees the server (trust on first use). A tool whose fingerprint differs from
-//! its pin, or a tool that appears after the server was first seen, gets a pending *review*;
-//! its calls are refused until an operator accepts the new definition, which becomes the pin.
+//! annotations ([`fingerprint`]) — the first time it sees the server (trust on first use). A
+//! tool whose fingerprint differs from its pin, or a tool that appears after the server was
+//! first seen, gets a pending *review*; its calls are refused until an operator accepts the new
+//! definition, which becomes the pin.
 //! Every pin, change and review decision is an audit record.
 //!
 //! Pins, reviews and servers seen belong to whoever reported the definitions ([`PinScope`]):
@@ -118,8 +119,7 @@ impl db::Settles for PinCheckError {}
 /// (the upstream's JSON) fingerprint one definition alike; a tool with none of the added
 /// fields keeps its [`fingerprint_v1`].
 pub fn fingerprint(tool: &Value) -> String {
-    let mut v = json!({"name": tool["name"], "description": tool["description"],
-                       "inputSchema": tool["inputSchema"]});
+    let mut v = v1_fields(tool);
     if let Some(t) = tool.get("title").filter(|t| t.is_string()) {
         v["title"] = t.clone();
     }
@@ -143,17 +143,25 @@ pub fn fingerprint(tool: &Value) -> String {
     if !annotations.is_empty() {
         v["annotations"] = Value::Object(annotations);
     }
-    let text = assent_core::canonical::canonical_value(&v).unwrap_or_else(|_| v.to_string());
+    digest(&v)
+}
+
+/// The three fields [`fingerprint_v1`] covers, as one object (missing ones as `null`).
+fn v1_fields(tool: &Value) -> Value {
+    json!({"name": tool["name"], "description": tool["description"],
+           "inputSchema": tool["inputSchema"]})
+}
+
+/// SHA-256 (hex) of the RFC 8785 canonical text of `v`.
+fn digest(v: &Value) -> String {
+    let text = assent_core::canonical::canonical_value(v).unwrap_or_else(|_| v.to_string());
     assent_core::canonical::sha256_hex(text.as_bytes())
 }
 
 /// The fingerprint pins had before [`fingerprint`] covered the whole definition: SHA-256
 /// (hex) of the canonical `{"name", "description", "inputSchema"}` (missing fields as `null`).
 pub fn fingerprint_v1(tool: &Value) -> String {
-    let v = json!({"name": tool["name"], "description": tool["description"],
-                   "inputSchema": tool["inputSchema"]});
-    let text = assent_core::canonical::canonical_value(&v).unwrap_or_else(|_| v.to_string());
-    assent_core::canonical::sha256_hex(text.as_bytes())
+    digest(&v1_fields(tool))
 }
 
 /// Whether tool definition `t` is the one pinned with fingerprint `pin_fp` and stored

@@ -83,7 +83,8 @@ fn read_token_keys(dir: &Path) -> Result<Loaded, StoreError> {
 
 /// The token keys of a store: signs with the current key of `keys_dir` and verifies with it
 /// and the retired keys still in their window, re-reading the directory every
-/// [`REREAD_AFTER`]. A failed re-read keeps the keys read before.
+/// [`REREAD_AFTER`]. A failed re-read keeps the keys read before and logs an error (each
+/// [`REREAD_AFTER`] while it fails).
 pub(crate) struct TokenKeys {
     shared: Box<Shared>,
 }
@@ -125,7 +126,14 @@ impl TokenKeys {
         }
         match read_token_keys(&self.shared.dir) {
             Ok(l) => *w = l,
-            Err(_) => {
+            Err(e) => {
+                // Kept signing with the keys read before: said loudly, since a rotation the
+                // operator ran (say as root, leaving files this process cannot read) has not
+                // taken effect (found by review: the failure was silent).
+                tracing::error!(
+                    dir = %self.shared.dir.display(), error = %e,
+                    "token keys could not be re-read; still signing with the keys read before"
+                );
                 w.read_at = Instant::now();
                 w.dir_mtime = dir_mtime(&self.shared.dir);
             }

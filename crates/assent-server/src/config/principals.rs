@@ -323,6 +323,15 @@ pub(crate) fn resolve(
         {
             tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
         }
+        // A mistyped `owns` (`treasury-bot` for `treasury_bot`) would silently leave that
+        // principal free to approve its own agent's calls under separation of duties.
+        for owned in d.owns.iter().filter(|a| !registry.agents.contains_key(*a)) {
+            tracing::warn!(
+                file = %file.display(), line = ?d.line, principal = %name, owns = %owned,
+                "`owns` names an agent id that no agent file declares: separation of duties \
+                 does not apply to it (a typo?)"
+            );
+        }
         out.push(Principal {
             name: name.clone(),
             kind: d.kind.clone(),
