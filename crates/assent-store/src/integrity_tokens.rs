@@ -172,6 +172,8 @@ pub(crate) fn tokens(
         Ok(ControlFlow::Continue(()))
     })?;
     let mut redeemed = records_by(conn, "token.redeemed", "token_id")?;
+    // A token a restore voided (`crate::voided`) is used with this record instead.
+    let mut voided = records_by(conn, "token.voided", "token_id")?;
     let rows: Vec<TokenRow> = sql::rows(
         conn,
         "SELECT token_id, approval_id, agent, call_hash, expires_at, scope, device_id, used_at, issued_at FROM tokens ORDER BY issued_at, rowid",
@@ -206,7 +208,9 @@ pub(crate) fn tokens(
             ))),
             Some(_) => {}
         }
+        let void = voided.remove(tid);
         match (t.used, redeemed.remove(tid)) {
+            (Some(_), None) if void.is_some() => {}
             (Some(u), None) if archived && gone.before(u) => {}
             (Some(_), None) => out.push((None, format!(
                 "token {tid} (approval {aid}) is marked used, but the audit log has no token.redeemed record for it"
@@ -231,7 +235,10 @@ pub(crate) fn tokens(
     let redeemed = redeemed
         .into_iter()
         .map(|(t, (seq, _))| (seq, t, "token.redeemed"));
-    orphans("token", minted.chain(redeemed), out);
+    let voided = voided
+        .into_iter()
+        .map(|(t, (seq, _))| (seq, t, "token.voided"));
+    orphans("token", minted.chain(redeemed).chain(voided), out);
     Ok(())
 }
 

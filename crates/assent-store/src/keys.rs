@@ -20,7 +20,7 @@
 
 use crate::checkpoint;
 use crate::error::StoreError;
-use crate::kit::{create_private_dir, io, write_private};
+use crate::kit::{create_private_dir, io, now_ms, write_private};
 use crate::token_keys::{TokenKeys, read_seed};
 use assent_core::token::TokenSigner;
 use ed25519_dalek::SigningKey;
@@ -175,10 +175,4 @@ pub fn rotate_token_key(dir: &Path) -> Result<Rotated, StoreError> {
 
 fn retired_name(at_ms: i64) -> String {
     format!("{RETIRED_PREFIX}{at_ms}.key")
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

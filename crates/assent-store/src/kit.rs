@@ -40,6 +40,13 @@ pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ 
     }
 }
 
+/// Now, in Unix milliseconds (0 before 1970).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Writes `bytes` to `path` with mode 0600 (Unix) and syncs it.
 #[cfg(unix)]
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

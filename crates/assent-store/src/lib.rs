@@ -109,6 +109,7 @@ mod token_keys;
 mod tokens;
 pub mod ui_sessions;
 mod usage;
+pub mod voided;
 mod votes;
 pub mod wal;
 

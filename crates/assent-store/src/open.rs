@@ -41,6 +41,7 @@ impl Store {
     /// made them), because every replica of a shared database must sign with the same keys.
     /// `data_dir` is created (0700) and holds what is local to this process: over SQLite the
     /// database file itself, which [`Store::db_path`], backup, restore and readiness concern.
+    /// Over SQLite, tokens a restore left outstanding are voided first ([`crate::voided`]).
     /// Errors: `Invalid` for a missing or damaged key or a newer schema; `Db`; `Io`.
     pub fn open_database(
         data_dir: &Path,
@@ -69,7 +70,7 @@ impl Store {
             }
             Database::Postgres { .. } => None,
         };
-        Ok(Store {
+        let store = Store {
             conn: Mutex::new(conn),
             database: database.clone(),
             key: keys.token,
@@ -79,7 +80,11 @@ impl Store {
             envelopes,
             checkpointer,
             readers: Default::default(),
-        })
+        };
+        if let Database::Sqlite { .. } = database {
+            store.void_restored_tokens(data_dir, crate::kit::now_ms())?;
+        }
+        Ok(store)
     }
 }
 

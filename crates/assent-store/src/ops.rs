@@ -390,8 +390,9 @@ fn verify_staged(
 
 /// Refuses (unless `allowed`) a staged copy holding approval tokens that are neither redeemed
 /// nor expired: any of them redeemed after the backup was taken is unredeemed again in the
-/// copy, so it could be redeemed a second time (a replay) until it expires.
-fn check_outstanding_tokens(staged: &Path, what: &str, allowed: bool) -> Result<(), StoreError> {
+/// copy, so it could be redeemed a second time (a replay) until it expires. Allowed, they are
+/// voided at the next start ([`crate::voided`]); how many there are.
+fn check_outstanding_tokens(staged: &Path, what: &str, allowed: bool) -> Result<i64, StoreError> {
     let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
     let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let (n, until): (i64, Option<i64>) = conn.query_row(
@@ -400,10 +401,10 @@ fn check_outstanding_tokens(staged: &Path, what: &str, allowed: bool) -> Result<
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     if n == 0 || allowed {
-        return Ok(());
+        return Ok(n);
     }
     Err(refuse(format!(
-        "{what} holds {n} approval token(s) neither redeemed nor expired (until {}): one redeemed after the backup was taken could be redeemed again. Restore after that time, or --allow-outstanding-tokens and then replace token.key (every outstanding token is refused)",
+        "{what} holds {n} approval token(s) neither redeemed nor expired (until {}): one redeemed after the backup was taken could be redeemed again. Restore after that time, or with --allow-outstanding-tokens, which voids every one of them when the gateway next starts (each recorded as token.voided; their agents must ask again)",
         crate::rfc3339(until.unwrap_or(0))
     )))
 }
@@ -438,7 +439,8 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// tables) with the audit key of `keys_dir`: checkpoints signed by another audit key are
 /// refused unless `force`; approval tokens neither redeemed nor expired (one redeemed after
 /// the backup would be redeemable again) are refused unless `outstanding_tokens` — a
-/// separate consent, so accepting other keys never silently accepts replayable tokens. Then the live database is taken exclusively (refused while a
+/// separate consent, so accepting other keys never silently accepts replayable tokens — and
+/// then voided when the gateway next starts ([`crate::voided`]). Then the live database is taken exclusively (refused while a
 /// gateway or another program has it open), its write-ahead log folded in, kept as
 /// `assent.db.before-restore-<time>`, and the copy renamed over `assent.db` (atomic: the name
 /// always holds a whole database). A `data_dir` without a database gets the copy.
@@ -465,7 +467,7 @@ pub fn restore(
     check_assent_db(&staging.db(), version, &what)?;
     let key = audit_public_key(keys_dir)?;
     let (rep, other_key) = verify_staged(&staging, key, keys_dir, &what, force)?;
-    check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
+    let outstanding = check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
     let live = data_dir.join(DB_FILE);
     let wal = data_dir.join(format!("{DB_FILE}-wal"));
     let (lock, set_aside) = if live.exists() {
@@ -483,6 +485,10 @@ pub fn restore(
     // name, while the lock is held: a gateway opening the restored file must not find it.
     for stale in [wal, data_dir.join(format!("{DB_FILE}-shm"))] {
         let _ = std::fs::remove_file(stale);
+    }
+    // Before the copy takes the name: whatever happens next, the next start voids them.
+    if outstanding > 0 {
+        crate::voided::mark(data_dir, crate::kit::now_ms())?;
     }
     std::fs::rename(staging.db(), &live).map_err(io(&live))?;
     sync_dir(data_dir)?;

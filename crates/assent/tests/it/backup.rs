@@ -463,10 +463,32 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
         &out,
         "1 approval token(s) neither redeemed nor expired",
     );
-    // Allowed, with a new token key as the refusal says: the replayed token is refused.
+    // Allowed: the outstanding token is voided at the next start. Found by review: replacing
+    // token.key, as the refusal used to advise, did not stop a replay — the agent read its
+    // approval again and got the token signed anew with the new key.
     ok(&restore(data, &out, &["--allow-outstanding-tokens"]));
-    std::fs::remove_file(data.join("token.key")).unwrap();
+    assert!(data.join(assent_store::voided::MARKER).exists());
     let s = serve(&cfg, port);
-    assert_eq!(redeem(&s.url), reqwest::StatusCode::UNAUTHORIZED);
+    assert!(!data.join(assent_store::voided::MARKER).exists());
+    assert_eq!(redeem(&s.url), reqwest::StatusCode::CONFLICT);
+    let again: Value = http
+        .get(format!("{}/v1/approvals/{id}", s.url))
+        .bearer_auth(BOT_KEY)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let r = http
+        .post(format!("{}/v1/tokens/redeem", s.url))
+        .bearer_auth(BOT_KEY)
+        .json(&json!({"token": again["token"], "tool": "transfer_funds", "arguments": args}))
+        .send()
+        .unwrap();
+    assert!(
+        !r.status().is_success(),
+        "the re-read token ran the call again: {:?}",
+        r.text()
+    );
     stop(s);
+    ok(&audit_verify(data, &[]));
 }

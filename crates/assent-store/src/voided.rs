@@ -1,0 +1,81 @@
+//! Tokens voided after a restore (`assent restore --allow-outstanding-tokens`).
+//!
+//! A restore rolls the database back: a token redeemed after the backup was taken is unused
+//! again in the copy. Replacing `token.key` does not make it unusable, since the gateway signs
+//! a token anew from its row whenever its agent reads the approval (found by review: the
+//! agent read its approval again after such a restore and redeemed the fresh token, running
+//! the call a second time). So a restore that accepts outstanding tokens leaves a marker,
+//! [`MARKER`] in `data_dir`, holding the restore's time (Unix ms), before the copy takes the
+//! database's name; the next [`crate::Store::open`] of that SQLite database marks every
+//! token issued before that time and still neither redeemed nor expired as used, each with a
+//! `token.voided` audit record (`{"token_id", "restored_at"}`, actor `restore`), in one
+//! transaction, and only then removes the marker. A crash in between voids again at the next
+//! start (only tokens still unused); redeeming a voided token is refused as one already used,
+//! and `audit verify` takes `token.voided` as the record of a used token.
+
+use crate::audit;
+use crate::db::{self, Conn};
+use crate::error::StoreError;
+use crate::kit::io;
+use crate::params;
+use crate::store::Store;
+use serde_json::json;
+use std::path::Path;
+
+/// The marker's file name in `data_dir`.
+pub const MARKER: &str = "restored-void-tokens-before";
+
+/// Writes the marker (0600, synced) asking the next start to void the tokens issued before
+/// `at` (Unix ms).
+pub(crate) fn mark(data_dir: &Path, at: i64) -> Result<(), StoreError> {
+    let path = data_dir.join(MARKER);
+    crate::kit::write_private(&path, at.to_string().as_bytes()).map_err(io(&path))
+}
+
+impl Store {
+    /// Voids the tokens a restore left outstanding when `data_dir` holds its [`MARKER`] (see
+    /// the module doc); the number voided. `Invalid` for a marker that is not a time.
+    pub(crate) fn void_restored_tokens(
+        &self,
+        data_dir: &Path,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        let path = data_dir.join(MARKER);
+        let at = match std::fs::read_to_string(&path) {
+            Ok(t) => t.trim().parse::<i64>().map_err(|_| {
+                StoreError::Invalid(format!(
+                    "{}: a restore's marker holds a time in Unix milliseconds, not `{}`; restore again",
+                    path.display(),
+                    t.trim()
+                ))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let n = self.write(|tx| void_before(**tx, at, now))?;
+        std::fs::remove_file(&path).map_err(io(&path))?;
+        Ok(n)
+    }
+}
+
+/// Marks used, with a `token.voided` record each, the tokens issued before `at` that are
+/// neither used nor expired at `now`.
+fn void_before(tx: Conn<'_>, at: i64, now: i64) -> db::Result<usize> {
+    let mut outstanding: Vec<(String, String)> = Vec::new();
+    tx.prepare_cached(
+        "SELECT token_id, approval_id FROM tokens WHERE used_at IS NULL AND expires_at > ?1 AND issued_at <= ?2 ORDER BY issued_at, token_id",
+    )?
+    .for_each(params![now, at], |r| {
+        outstanding.push((r.get(0)?, r.get(1)?));
+        Ok(std::ops::ControlFlow::Continue(()))
+    })?;
+    for (token, approval) in &outstanding {
+        tx.prepare_cached(
+            "UPDATE tokens SET used_at = ?2 WHERE token_id = ?1 AND used_at IS NULL",
+        )?
+        .execute(params![token, now])?;
+        let data = json!({"token_id": token, "restored_at": crate::rfc3339(at)});
+        audit::append(tx, now, "token.voided", Some(approval), "restore", &data)?;
+    }
+    Ok(outstanding.len())
+}
