@@ -166,9 +166,12 @@ pub fn render(template: &str, ctx: &TemplateContext<'_>) -> String {
     out
 }
 
-/// The message used when no template is given: names the tool (and server) and its arguments.
+/// The message used when no template is given: names the tool (and server) and its arguments,
+/// with invisible and control characters as escapes ([`visible`]: canonical JSON carries bidi
+/// overrides and C1 controls raw, and this message is shown on every surface).
 pub fn default_message(ctx: &TemplateContext<'_>) -> String {
-    let args = ctx.args_json();
+    let json = ctx.args_json();
+    let args = visible(&json);
     match ctx.mcp_server_alias {
         Some(s) => format!(
             "Agent {} wants to call {s}/{} with {args}",
@@ -251,6 +254,20 @@ mod tests {
             m,
             r#"Agent financial_analyst_v2 wants to call broker/execute_trade with {"path":"/tmp/x"}"#
         );
+    }
+
+    /// Attack (found by review): the default message quoted the canonical JSON of the
+    /// arguments, which carries a right-to-left override, a zero-width space and the one-byte
+    /// CSI raw, into every surface that shows the message (the watcher's list among them).
+    #[test]
+    fn default_message_shows_an_agents_invisible_characters_as_escapes() {
+        let a = json!({"to": "evil\u{202e}gpj.exe\u{200b}\u{9b}2J"});
+        let m = default_message(&ctx(&a));
+        assert!(
+            m.ends_with(r#"{"to":"evil\u202egpj.exe\u200b\u009b2J"}"#),
+            "{m}"
+        );
+        assert!(!m.contains(['\u{202e}', '\u{200b}', '\u{9b}']), "{m}");
     }
 }
 

@@ -335,8 +335,13 @@ impl<'a> Composed<'a> {
             (Some(t), _) => render(t, ctx),
             (None, Some(sub)) => {
                 let args = ctx.tool_args;
-                let input = crate::canonical::canonical_value(&args["input"]).unwrap_or_default();
-                match args.get("skill_id").and_then(|v| v.as_str()) {
+                // Shown on every surface: an agent's invisible or control characters (here
+                // also in `skill_id`, a plain string) as escapes.
+                let canonical =
+                    crate::canonical::canonical_value(&args["input"]).unwrap_or_default();
+                let input = crate::template::visible(&canonical);
+                let skill = args.get("skill_id").and_then(|v| v.as_str());
+                match skill.map(crate::template::visible) {
                     Some(k) => format!(
                         "Agent {} wants to delegate to {sub} (skill {k}) with {input}",
                         agent.id
