@@ -110,7 +110,7 @@ pub(crate) async fn subscribe(
     }
     let honored = honour(&req, st.settings.aaep_max_timeout_extension_s);
     let sub = st
-        .store_call(move |s| s.subscribe(op.name(), &req, &honored, now_ms()))
+        .store_call(move |s| s.subscribe(op.name(), &req, &honored, None, now_ms()))
         .await?;
     st.refresh_extension().await;
     let mut resp = (StatusCode::CREATED, Json(accepted(&sub))).into_response();
@@ -139,6 +139,11 @@ pub(crate) async fn events(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    // The event `Last-Event-ID` names, if it is one of ours.
+    let resume = match last.clone() {
+        Some(evt) => st.store_call(move |s| s.event_seq(&evt)).await?,
+        None => None,
+    };
     let (sub, fresh) = match q.get("subscription_id") {
         Some(id) => {
             let id = id.clone();
@@ -155,18 +160,14 @@ pub(crate) async fn events(
             let req = json!({"type": "subscription.request", "aaep_version": AAEP_VERSION,
                              "subscriber_id": format!("sse:{name}"), "capabilities": {}});
             let honored = honour(&req, 0);
+            // A reconnecting client resumes after the event it last had (no gap).
             let sub = st
-                .store_call(move |s| s.subscribe(&name, &req, &honored, now_ms()))
+                .store_call(move |s| s.subscribe(&name, &req, &honored, resume, now_ms()))
                 .await?;
             (sub, true)
         }
     };
-    let mut after = sub.start_seq;
-    if let Some(evt) = last
-        && let Some(seq) = st.store_call(move |s| s.event_seq(&evt)).await?
-    {
-        after = seq;
-    }
+    let after = resume.unwrap_or(sub.start_seq);
     let mut queue: VecDeque<Event> = VecDeque::new();
     if fresh {
         queue.push_back(

@@ -18,16 +18,24 @@ use serde_json::{Value, json};
 impl Store {
     /// Stores a new AAEP subscription of operator `principal` (`aaep.subscribed` audited);
     /// events after the newest one are delivered to it.
+    ///
+    /// `resume_after`: the sequence number of an event the subscriber already has (an SSE
+    /// client reconnecting without a `subscription_id`, with `Last-Event-ID`); the new
+    /// subscription then starts after it, not at the newest event, so the broadcast events
+    /// of the gap are delivered (found by review: every confirmation raised while such a
+    /// client was disconnected was lost, and an approving default then ran unseen).
     pub fn subscribe(
         &self,
         principal: &str,
         request: &Value,
         honored: &Value,
+        resume_after: Option<i64>,
         now: i64,
     ) -> Result<aaep::Subscription, StoreError> {
         self.write(|tx| {
             tx.changed(Change::Subscriptions);
-            Ok(new_subscription(**tx, principal, request, honored, now)?)
+            let new = (principal, request, honored, resume_after);
+            Ok(new_subscription(**tx, new, now)?)
         })
     }
 
@@ -117,15 +125,14 @@ impl Store {
 /// `aaep.subscribed`.
 fn new_subscription(
     tx: Conn<'_>,
-    principal: &str,
-    request: &Value,
-    honored: &Value,
+    (principal, request, honored, resume_after): (&str, &Value, &Value, Option<i64>),
     now: i64,
 ) -> db::Result<aaep::Subscription> {
     let id = random_id("sub_");
-    let start: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
+    let head: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
         r.get(0)
     })?;
+    let start = resume_after.map_or(head, |r| r.clamp(0, head));
     let sid = request["subscriber_id"].as_str().unwrap_or("anonymous");
     tx.prepare_cached("INSERT INTO aaep_subscriptions (id, principal, subscriber_id, request, honored, start_seq, created_at) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
         .execute(params![id, principal, sid, request.to_string(), honored.to_string(), start, now])?;

@@ -97,6 +97,18 @@ async fn streams_resume_after_last_event_id_and_open_a_subscription_without_an_i
     let b = again.expect(AWAITING).await;
     assert!(a.data["consequence"].as_str().unwrap().contains("/tmp/r2"));
     assert!(b.data["consequence"].as_str().unwrap().contains("/tmp/r3"));
+    drop(again);
+    // Found by review: the same URL again without the id, as a plain SSE client reconnects
+    // (with its Last-Event-ID), opened a subscription at the newest event and lost the gap.
+    gw.hold_write("/tmp/r4").await;
+    let mut plain = Sse::open(&gw, "olaf-key", "/aaep/v1/events", b.id.as_deref()).await;
+    let c = plain.expect(AWAITING).await;
+    assert!(
+        c.data["consequence"].as_str().unwrap().contains("/tmp/r4"),
+        "{:#}",
+        c.data
+    );
+    drop(plain);
     // Another operator cannot open this subscription; an agent cannot subscribe.
     let status = async |path: String, key: &str| {
         let r = gw.http.get(format!("{}{path}", gw.url)).bearer_auth(key);
