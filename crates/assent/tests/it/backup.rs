@@ -435,21 +435,27 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
     let args = json!({"amount": 5000, "currency": "EUR", "recipient": "ext-1"});
     let id = approved(&s.url, 5000);
     let http = reqwest::blocking::Client::new();
-    let v: Value = http
-        .get(format!("{}/v1/approvals/{id}", s.url))
-        .bearer_auth(BOT_KEY)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    let redeem = |url: &str| {
+    // The token the agent reads now from the gateway at `url`, and its redemption's status.
+    let read_token = |url: &str| -> Value {
+        let a: Value = http
+            .get(format!("{url}/v1/approvals/{id}"))
+            .bearer_auth(BOT_KEY)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        a["token"].clone()
+    };
+    let redeem_token = |url: &str, token: &Value| {
         http.post(format!("{url}/v1/tokens/redeem"))
             .bearer_auth(BOT_KEY)
-            .json(&json!({"token": v["token"], "tool": "transfer_funds", "arguments": args}))
+            .json(&json!({"token": token, "tool": "transfer_funds", "arguments": args}))
             .send()
             .unwrap()
             .status()
     };
+    let first = read_token(&s.url);
+    let redeem = |url: &str| redeem_token(url, &first);
     let out = gw.backup("b.db");
     // Redeemed after the backup: in the backup the token is still unredeemed.
     assert!(redeem(&s.url).is_success());
@@ -471,23 +477,10 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
     let s = serve(&cfg, port);
     assert!(!data.join(assent_store::voided::MARKER).exists());
     assert_eq!(redeem(&s.url), reqwest::StatusCode::CONFLICT);
-    let again: Value = http
-        .get(format!("{}/v1/approvals/{id}", s.url))
-        .bearer_auth(BOT_KEY)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    let r = http
-        .post(format!("{}/v1/tokens/redeem", s.url))
-        .bearer_auth(BOT_KEY)
-        .json(&json!({"token": again["token"], "tool": "transfer_funds", "arguments": args}))
-        .send()
-        .unwrap();
+    let again = read_token(&s.url);
     assert!(
-        !r.status().is_success(),
-        "the re-read token ran the call again: {:?}",
-        r.text()
+        !redeem_token(&s.url, &again).is_success(),
+        "the token read again after the restore ran the call again"
     );
     stop(s);
     ok(&audit_verify(data, &[]));

@@ -48,6 +48,32 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// `assent watch` against `url` as operator alice, without colour, in a new detached
+    /// 140×40 tmux session `w` on a server of its own (`socket` and this process's id).
+    fn watch(url: &str, socket: &str) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("{socket}{}", std::process::id()),
+        };
+        let cmd = format!(
+            "ASSENT_URL={url} ASSENT_API_KEY={OP_KEY} NO_COLOR=1 TERM=xterm-256color {BIN} watch"
+        );
+        let out = tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "w",
+            "-x",
+            "140",
+            "-y",
+            "40",
+            &cmd,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        tmux
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
@@ -70,24 +96,7 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
     let first = held(&url, 5000);
     let second = held(&url, 7000);
 
-    let tmux = Tmux {
-        socket: format!("assent-test-{}", std::process::id()),
-    };
-    let cmd = format!(
-        "ASSENT_URL={url} ASSENT_API_KEY={OP_KEY} NO_COLOR=1 TERM=xterm-256color {BIN} watch"
-    );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "w",
-        "-x",
-        "140",
-        "-y",
-        "40",
-        &cmd,
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let tmux = Tmux::watch(&url, "assent-test-");
 
     // The list, with the keys in the footer; the first (oldest) is selected.
     let screen = tmux.wait_for("2 pending");
@@ -182,24 +191,7 @@ fn assent_watch_confirms_only_the_approval_on_screen_and_only_when_all_of_it_fit
     let url = server.url.clone();
     let first = held(&url, 5000);
     let second = held(&url, 7000);
-    let tmux = Tmux {
-        socket: format!("assent-test-fit-{}", std::process::id()),
-    };
-    let cmd = format!(
-        "ASSENT_URL={url} ASSENT_API_KEY={OP_KEY} NO_COLOR=1 TERM=xterm-256color {BIN} watch"
-    );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "w",
-        "-x",
-        "140",
-        "-y",
-        "40",
-        &cmd,
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    let tmux = Tmux::watch(&url, "assent-test-fit-");
     tmux.wait_for("2 pending");
     tmux.keys(&["Enter", "a"]);
     let screen = tmux.wait_for("y to confirm");
