@@ -65,7 +65,8 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
 /// Whether `c` changes how the text around it is shown, or is not shown at all, rather than
 /// being shown: a control character or a default-ignorable code point.
 fn acts_on_display(c: char) -> bool {
-    c.is_control() || is_default_ignorable(c)
+    // U+2028 and U+2029 break lines where a client honours them (found by review).
+    c.is_control() || is_default_ignorable(c) || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
 /// Whether `c` is a default-ignorable code point (Unicode's `Default_Ignorable_Code_Point`,
@@ -261,13 +262,16 @@ mod tests {
     /// CSI raw, into every surface that shows the message (the watcher's list among them).
     #[test]
     fn default_message_shows_an_agents_invisible_characters_as_escapes() {
-        let a = json!({"to": "evil\u{202e}gpj.exe\u{200b}\u{9b}2J"});
+        let a = json!({"to": "evil\u{202e}gpj.exe\u{200b}\u{9b}2J\u{2028}Risk R1"});
         let m = default_message(&ctx(&a));
         assert!(
-            m.ends_with(r#"{"to":"evil\u202egpj.exe\u200b\u009b2J"}"#),
+            m.ends_with(r#"{"to":"evil\u202egpj.exe\u200b\u009b2J\u2028Risk R1"}"#),
             "{m}"
         );
-        assert!(!m.contains(['\u{202e}', '\u{200b}', '\u{9b}']), "{m}");
+        assert!(
+            !m.contains(['\u{202e}', '\u{200b}', '\u{9b}', '\u{2028}']),
+            "{m}"
+        );
     }
 }
 

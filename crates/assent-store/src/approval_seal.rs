@@ -115,6 +115,19 @@ impl Terms<'_> {
     fn sealed_by(&self, key: &SealKey, seal: &str) -> bool {
         key.holds(&self.columns(), seal)
     }
+
+    /// Whether `seal` is theirs under `key` in this form or in a form an approval settled
+    /// before migrations 0033 and 0034 still carries (those voided only pending seals): the
+    /// 17 terms of 0029, or those and the standing without the reply token (0033).
+    fn sealed_by_any_form(&self, key: &SealKey, seal: &str) -> bool {
+        let all = self.columns();
+        let Value::Array(c) = &all else {
+            return false;
+        };
+        let v0029 = Value::Array(c[..17].to_vec());
+        let v0033 = Value::Array(c[..17].iter().chain(&c[18..]).cloned().collect());
+        key.holds(&all, seal) || key.holds(&v0029, seal) || key.holds(&v0033, seal)
+    }
 }
 
 /// Locks approval `id`'s row for the rest of the write transaction, before it is read: on
@@ -238,6 +251,17 @@ pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool>
     }
 }
 
+/// [`holds`] accepting the forms of the seal an approval settled before migrations 0033 and
+/// 0034 carries ([`Terms`]' `sealed_by_any_form`): for what vouches for a settled approval's
+/// terms, such as its receipt. Never for approving: a pending row needs today's seal.
+pub(crate) fn holds_settled(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
+    match with_stored(conn, id, |t, seal| t.sealed_by_any_form(key, seal)) {
+        Ok(held) => Ok(held.unwrap_or(false)),
+        Err(e) if e.is_damaged_row() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,5 +320,32 @@ mod tests {
         let mut moved = terms(r#"["finance"]"#, 100);
         moved.reply_token = Some("rpl_b");
         assert!(!moved.sealed_by(&key, &seal));
+    }
+
+    /// Found by review: receipts checked today's seal only, so every approval settled before
+    /// migrations 0033 and 0034 (which voided pending seals alone) was refused its receipt.
+    /// The older forms hold for `sealed_by_any_form`, never for `sealed_by`, and still cover
+    /// the terms.
+    #[test]
+    fn a_settled_approvals_older_seal_forms_hold_for_its_receipt_only() {
+        let key = SealKey::of(
+            &ed25519_dalek::SigningKey::from_bytes(&[3; 32]),
+            Sealed::Approval,
+        );
+        let t = terms(r#"["finance"]"#, 100);
+        let Value::Array(c) = t.columns() else {
+            unreachable!()
+        };
+        let v0029 = key.seal(&Value::Array(c[..17].to_vec()));
+        let v0033 = key.seal(&Value::Array(
+            c[..17].iter().chain(&c[18..]).cloned().collect(),
+        ));
+        for old in [&v0029, &v0033] {
+            assert!(t.sealed_by_any_form(&key, old) && !t.sealed_by(&key, old));
+            let mut edited = terms(r#"["finance"]"#, 100);
+            edited.risk_tier = "R1";
+            assert!(!edited.sealed_by_any_form(&key, old));
+        }
+        assert!(!t.sealed_by_any_form(&key, "00"));
     }
 }

@@ -210,6 +210,14 @@ pub(crate) fn tokens(
         }
         let void = voided.remove(tid);
         match (t.used, redeemed.remove(tid)) {
+            // Found by review: a voided token set unused again (its seal leaves `used_at` out)
+            // could be redeemed a second time; voided and then redeemed means it was.
+            (None, _) if let Some((seq, _)) = &void => out.push((Some(*seq), format!(
+                "token {tid} (approval {aid}) was voided by a restore (audit record {seq}) but is not marked used: it could be redeemed again"
+            ))),
+            (Some(_), Some((seq, _))) if void.is_some() => out.push((Some(seq), format!(
+                "token {tid} (approval {aid}) was voided by a restore but redeemed afterwards (audit record {seq})"
+            ))),
             (Some(_), None) if void.is_some() => {}
             (Some(u), None) if archived && gone.before(u) => {}
             (Some(_), None) => out.push((None, format!(

@@ -490,7 +490,11 @@ pub fn restore(
     if outstanding > 0 {
         crate::voided::mark(data_dir, crate::kit::now_ms())?;
     }
-    std::fs::rename(staging.db(), &live).map_err(io(&live))?;
+    if let Err(e) = std::fs::rename(staging.db(), &live) {
+        // Nothing was replaced: the live database's tokens are not to be voided.
+        let _ = std::fs::remove_file(data_dir.join(crate::voided::MARKER));
+        return Err(io(&live)(e));
+    }
     sync_dir(data_dir)?;
     drop(lock);
     let mut out = copied(live, version, &rep)?;

@@ -29,15 +29,16 @@ impl Store {
     /// `None` when there is no such approval. A receipt may be issued in any status (it says
     /// which), but only for a row that holds its seal and reads cleanly: the gateway signs no
     /// evidence for a row it did not write (found by review: a planted `approved` row with a
-    /// planted decision got a receipt that `assent receipt verify` accepted). Approvals made
-    /// before rows were sealed (migration 0029) get none either. Errors: `Db`.
+    /// planted decision got a receipt that `assent receipt verify` accepted). A seal of the
+    /// forms migrations 0029 and 0033 wrote holds too (settled rows keep them); approvals made
+    /// before rows were sealed (migration 0029) get none. Errors: `Db`.
     pub fn receipt(&self, id: &str, now: i64) -> Result<Option<ReceiptOf>, StoreError> {
         let Some(rec) = self.get_approval(id)? else {
             return Ok(None);
         };
         let mut damaged = rec.damaged.clone();
         let key = self.seal_key(crate::seal::Sealed::Approval);
-        if !crate::approval_seal::holds(self.lock().conn(), &key, id)? {
+        if !crate::approval_seal::holds_settled(self.lock().conn(), &key, id)? {
             damaged.push("seal".into());
         }
         if !damaged.is_empty() {

@@ -21,8 +21,8 @@ impl Store {
     ///
     /// `resume_after`: the sequence number of an event the subscriber already has (an SSE
     /// client reconnecting without a `subscription_id`, with `Last-Event-ID`); the new
-    /// subscription then starts after it, not at the newest event, so the broadcast events
-    /// of the gap are delivered (found by review: every confirmation raised while such a
+    /// subscription then starts after it (at most [`RESUME_WINDOW`] events back), not at the
+    /// newest event, so the broadcast events of the gap are delivered (found by review: every confirmation raised while such a
     /// client was disconnected was lost, and an approving default then ran unseen).
     pub fn subscribe(
         &self,
@@ -123,6 +123,17 @@ impl Store {
 
 /// Stores a new subscription of `principal` starting after the newest event; audits
 /// `aaep.subscribed`.
+/// How many events back a new subscription may resume (`resume_after`): an older
+/// `Last-Event-ID` resumes this many events back, so a reconnect cannot replay the whole log
+/// (found by review). Any pending confirmation is far newer at any realistic rate.
+pub const RESUME_WINDOW: i64 = 10_000;
+
+/// Where a subscription resuming after event `resume` starts when the newest is `head`: there,
+/// but never before `head - RESUME_WINDOW` nor after `head`.
+fn resume_start(head: i64, resume: i64) -> i64 {
+    resume.clamp(head.saturating_sub(RESUME_WINDOW).max(0), head.max(0))
+}
+
 fn new_subscription(
     tx: Conn<'_>,
     (principal, request, honored, resume_after): (&str, &Value, &Value, Option<i64>),
@@ -132,7 +143,7 @@ fn new_subscription(
     let head: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM aaep_events", [], |r| {
         r.get(0)
     })?;
-    let start = resume_after.map_or(head, |r| r.clamp(0, head));
+    let start = resume_after.map_or(head, |r| resume_start(head, r));
     let sid = request["subscriber_id"].as_str().unwrap_or("anonymous");
     tx.prepare_cached("INSERT INTO aaep_subscriptions (id, principal, subscriber_id, request, honored, start_seq, created_at) VALUES (?1,?2,?3,?4,?5,?6,?7)")?
         .execute(params![id, principal, sid, request.to_string(), honored.to_string(), start, now])?;
@@ -192,4 +203,22 @@ fn read_events_after(
         })
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RESUME_WINDOW, resume_start};
+
+    /// Found by review: any `Last-Event-ID` was a starting point, so each reconnect naming
+    /// the first event replayed the whole log through the writer's connection.
+    #[test]
+    fn a_resume_starts_at_most_the_window_back_and_never_ahead() {
+        let head = 50_000;
+        assert_eq!(resume_start(head, 49_990), 49_990);
+        assert_eq!(resume_start(head, 1), head - RESUME_WINDOW);
+        assert_eq!(resume_start(head, -5), head - RESUME_WINDOW);
+        assert_eq!(resume_start(head, i64::MAX), head);
+        assert_eq!(resume_start(10, 3), 3);
+        assert_eq!(resume_start(0, 7), 0);
+    }
 }

@@ -8,7 +8,7 @@
 //! `retention`'s and `archive`'s; this file maps them to text, JSON and exit statuses.
 
 use crate::args::{AuditCmd, DataPlace};
-use crate::render::one_line;
+use crate::render::{inert, one_line};
 use crate::setup::data_dir_or_default;
 use anyhow::{Context, Result, bail};
 use assent_server::config::Config;
@@ -97,7 +97,7 @@ fn audit_verify(
         let mut v = serde_json::to_value(&rep)?;
         v["ok"] = json!(p.is_none());
         v["broken"] = json!(broken);
-        println!("{v}");
+        println!("{}", inert(&v.to_string()));
     }
     let Some(p) = p else {
         if !as_json {
@@ -105,22 +105,23 @@ fn audit_verify(
         }
         return Ok(0);
     };
+    // A reason quotes ids and names read from the database: a planted escape sequence must not
+    // erase the failure line on the operator's terminal (found by review).
+    let reason = inert(&p.reason);
     match p.check {
         "chain" => eprintln!(
-            "assent: audit chain broken at record {}: {}",
+            "assent: audit chain broken at record {}: {reason}",
             p.seq.unwrap_or(0),
-            p.reason
         ),
         "state" => eprintln!(
-            "assent: the state tables disagree with the audit chain: {}{}",
-            p.reason,
+            "assent: the state tables disagree with the audit chain: {reason}{}",
             match rep.state_disagreements {
                 0 | 1 => String::new(),
                 n => format!(" ({} more)", n - 1),
             }
         ),
-        "schema" => eprintln!("assent: {}", p.reason),
-        _ => eprintln!("assent: audit checkpoint not met: {}", p.reason),
+        "schema" => eprintln!("assent: {reason}"),
+        _ => eprintln!("assent: audit checkpoint not met: {reason}"),
     }
     Ok(1)
 }
@@ -380,7 +381,7 @@ fn verify_export(
         v["ok"] = json!(rep.problem.is_none());
         v["public_key"] = json!(key);
         v["checked_against_store"] = json!(with_store);
-        println!("{v}");
+        println!("{}", inert(&v.to_string()));
     }
     match (&rep.problem, &rep.manifest) {
         (None, Some(m)) => {
@@ -404,7 +405,7 @@ fn verify_export(
             eprintln!(
                 "assent: audit export {} does not verify: {}",
                 file.display(),
-                problem.as_deref().unwrap_or("no manifest")
+                inert(problem.as_deref().unwrap_or("no manifest"))
             );
             Ok(1)
         }

@@ -11,7 +11,8 @@
 //! What is confirmed is the approval that was on the screen, or nothing: a card, a reason or a
 //! question to confirm is bound to its approval's id, and when that approval leaves the queue
 //! (decided elsewhere, withdrawn by its agent, expired) the watcher goes back to the list and
-//! says so, instead of moving to the approval that took its place. `y` approves only when the
+//! says so, instead of moving to the approval that took its place; keys typed while that
+//! re-read ran are dropped, so `a` `y` typed ahead cannot land on the next one. `y` approves only when the
 //! whole card and its question fitted the terminal in the frame last drawn (an agent can pad
 //! its arguments so that the one that matters falls below the pane, as on a Slack card);
 //! otherwise the terminal must be enlarged, or `assent show` and `assent approve` used.
@@ -57,6 +58,10 @@ struct App {
     refreshed: Instant,
     /// Whether the last frame drawn showed the whole card with its question.
     shown_whole: bool,
+    /// Whether the last re-read took the selected approval away (the selection moved).
+    moved: bool,
+    /// The approval this watcher just decided: its leaving the queue is no surprise.
+    decided: Option<String>,
 }
 
 impl App {
@@ -82,10 +87,12 @@ impl App {
         self.state.select(i);
         // The card, reason or question stays with its approval, or closes: never moves to the
         // approval that took its place in the list.
-        if let Some(id) = gone.filter(|_| self.mode.opened()) {
+        let decided = self.decided.take();
+        if let Some(id) = gone.filter(|id| decided.as_ref() != Some(id)) {
             self.status = format!("{id} left the queue (decided, withdrawn or expired)");
             self.error = false;
             self.mode = Mode::List;
+            self.moved = true;
         }
     }
 
@@ -193,6 +200,7 @@ impl App {
         };
         match rt.block_on(c.decide(&a.id, &req)) {
             Ok(v) => {
+                self.decided = Some(a.id.clone());
                 self.status = format!("{} {}: {}", v.status.as_str(), a.target(), a.id);
                 self.error = false;
             }
@@ -226,9 +234,18 @@ fn ui(c: Client, rt: tokio::runtime::Handle) -> Result<i32> {
         color,
         refreshed: Instant::now() - Duration::from_secs(10),
         shown_whole: false,
+        moved: false,
+        decided: None,
     };
     let res = loop {
         app.refresh(&c, &rt);
+        // Keys typed while the re-read moved the selection were meant for the approval that
+        // left: dropped, so `a` `y` typed ahead cannot land on the next one (found by review).
+        if std::mem::take(&mut app.moved) {
+            while event::poll(Duration::ZERO).unwrap_or(false) {
+                let _ = event::read();
+            }
+        }
         if let Err(e) = terminal.draw(|f| draw(f, &mut app)) {
             break Err(e.into());
         }
@@ -316,7 +333,9 @@ fn draw_card(f: &mut ratatui::Frame, app: &mut App, body: ratatui::layout::Rect)
     }
     let card = Paragraph::new(text).wrap(Wrap { trim: false });
     let inner = body.width.saturating_sub(2);
-    app.shown_whole = card.line_count(inner) <= usize::from(body.height.saturating_sub(2));
+    app.shown_whole = inner > 0
+        && body.height > 2
+        && card.line_count(inner) <= usize::from(body.height.saturating_sub(2));
     let title = if app.shown_whole {
         " approval "
     } else {

@@ -484,4 +484,24 @@ fn a_token_redeemed_after_the_backup_is_not_made_redeemable_again_by_a_restore()
     );
     stop(s);
     ok(&audit_verify(data, &[]));
+    // Found by review: the voided token set unused again in the database (its seal leaves
+    // `used_at` out) is reported, as a redeemed one set back is.
+    sqlite(&data.join("assent.db"), "UPDATE tokens SET used_at = NULL");
+    let out = audit_verify(data, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("voided by a restore"), "{err}");
+    // Found by review: a reason quotes ids read from the database, and was printed raw; an
+    // escape sequence in a planted id could erase the failure line on the terminal.
+    sqlite(
+        &data.join("assent.db"),
+        "UPDATE tokens SET token_id = token_id || char(27) || '[1A' || char(27) || '[2K'",
+    );
+    let out = audit_verify(data, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r"\u001b[2K") && !err.contains('\u{1b}'),
+        "{err:?}"
+    );
 }
