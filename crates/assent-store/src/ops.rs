@@ -440,10 +440,11 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// refused unless `force`; approval tokens neither redeemed nor expired (one redeemed after
 /// the backup would be redeemable again) are refused unless `outstanding_tokens` — a
 /// separate consent, so accepting other keys never silently accepts replayable tokens — and
-/// then voided when the gateway next starts ([`crate::voided`]). Then the live database is taken exclusively (refused while a
-/// gateway or another program has it open), its write-ahead log folded in, kept as
-/// `assent.db.before-restore-<time>`, and the copy renamed over `assent.db` (atomic: the name
-/// always holds a whole database). A `data_dir` without a database gets the copy.
+/// then voided when the gateway next starts ([`crate::voided`]). Then the live database is
+/// taken exclusively (refused while a gateway or another program has it open), its
+/// write-ahead log folded in, kept as `assent.db.before-restore-<time>`, and the copy renamed
+/// over `assent.db` (atomic: the name always holds a whole database). A `data_dir` without a
+/// database gets the copy.
 ///
 /// Errors (nothing replaced): the refusals above, a stray `assent.db-wal` without its
 /// database, I/O and SQLite errors.

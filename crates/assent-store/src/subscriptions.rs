@@ -22,8 +22,9 @@ impl Store {
     /// `resume_after`: the sequence number of an event the subscriber already has (an SSE
     /// client reconnecting without a `subscription_id`, with `Last-Event-ID`); the new
     /// subscription then starts after it (at most [`RESUME_WINDOW`] events back), not at the
-    /// newest event, so the broadcast events of the gap are delivered (found by review: every confirmation raised while such a
-    /// client was disconnected was lost, and an approving default then ran unseen).
+    /// newest event, so the broadcast events of the gap are delivered (found by review: every
+    /// confirmation raised while such a client was disconnected was lost, and an approving
+    /// default then ran unseen).
     pub fn subscribe(
         &self,
         principal: &str,
@@ -121,8 +122,6 @@ impl Store {
     }
 }
 
-/// Stores a new subscription of `principal` starting after the newest event; audits
-/// `aaep.subscribed`.
 /// How many events back a new subscription may resume (`resume_after`): an older
 /// `Last-Event-ID` resumes this many events back, so a reconnect cannot replay the whole log
 /// (found by review). Any pending confirmation is far newer at any realistic rate.
@@ -134,6 +133,8 @@ fn resume_start(head: i64, resume: i64) -> i64 {
     resume.clamp(head.saturating_sub(RESUME_WINDOW).max(0), head.max(0))
 }
 
+/// Stores a new subscription of `principal` starting after the newest event (or after
+/// `resume_after`, [`resume_start`]); audits `aaep.subscribed`.
 fn new_subscription(
     tx: Conn<'_>,
     (principal, request, honored, resume_after): (&str, &Value, &Value, Option<i64>),

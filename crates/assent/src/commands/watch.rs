@@ -12,10 +12,11 @@
 //! question to confirm is bound to its approval's id, and when that approval leaves the queue
 //! (decided elsewhere, withdrawn by its agent, expired) the watcher goes back to the list and
 //! says so, instead of moving to the approval that took its place; keys typed while that
-//! re-read ran are dropped, so `a` `y` typed ahead cannot land on the next one. `y` approves only when the
-//! whole card and its question fitted the terminal in the frame last drawn (an agent can pad
-//! its arguments so that the one that matters falls below the pane, as on a Slack card);
-//! otherwise the terminal must be enlarged, or `assent show` and `assent approve` used.
+//! re-read ran are dropped, so `a` `y` typed ahead cannot land on the next one. `y` approves
+//! only when the whole card and its question fitted the terminal in the frame last drawn (an
+//! agent can pad its arguments so that the one that matters falls below the pane, as on a
+//! Slack card); otherwise the terminal must be enlarged, or `assent show` and `assent
+//! approve` used.
 
 use crate::render::{card, time_left};
 use anyhow::Result;
