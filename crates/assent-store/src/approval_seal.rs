@@ -242,20 +242,21 @@ pub(crate) fn seal_new(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()
 /// Whether approval `id`'s stored terms and standing hold their seal under `key`; `false` for
 /// an unsealed row (before migration 0029, or planted) and for no such approval.
 pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
-    match with_stored(conn, id, |t, seal| t.sealed_by(key, seal)) {
-        Ok(held) => Ok(held.unwrap_or(false)),
-        // A column of another type than the gateway writes (SQLite keeps what it is given):
-        // no seal holds over it, and the check does not fail the sweep or the decision.
-        Err(e) if e.is_damaged_row() => Ok(false),
-        Err(e) => Err(e),
-    }
+    held(conn, id, |t, seal| t.sealed_by(key, seal))
 }
 
 /// [`holds`] accepting the forms of the seal an approval settled before migrations 0033 and
 /// 0034 carries ([`Terms`]' `sealed_by_any_form`): for what vouches for a settled approval's
 /// terms, such as its receipt. Never for approving: a pending row needs today's seal.
 pub(crate) fn holds_settled(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
-    match with_stored(conn, id, |t, seal| t.sealed_by_any_form(key, seal)) {
+    held(conn, id, |t, seal| t.sealed_by_any_form(key, seal))
+}
+
+/// `check` over approval `id`'s stored terms and seal; `false` for no such approval and for a
+/// row with a column of another type than the gateway writes (SQLite keeps what it is given):
+/// no seal holds over it, and the check does not fail the sweep or the decision.
+fn held(conn: Conn<'_>, id: &str, check: impl Fn(&Terms<'_>, &str) -> bool) -> db::Result<bool> {
+    match with_stored(conn, id, |t, seal| check(t, seal)) {
         Ok(held) => Ok(held.unwrap_or(false)),
         Err(e) if e.is_damaged_row() => Ok(false),
         Err(e) => Err(e),
