@@ -163,11 +163,13 @@ impl Store {
         // Refusals `admit` audited commit (`DecideError: Settles`); anything else rolls back.
         let seal = self.seal_key(Sealed::Approval);
         let vote_seal = self.seal_key(Sealed::Vote);
+        let settled = self.seal_key(Sealed::Settlement);
         self.write(|tx| {
             let s = Settle {
                 id,
                 seal: &seal,
                 votes: &vote_seal,
+                settled: &settled,
                 event,
                 input,
                 reason,
@@ -308,6 +310,8 @@ struct Settle<'a> {
     seal: &'a crate::seal::SealKey,
     /// The key of vote seals ([`votes::vouch`]).
     votes: &'a crate::seal::SealKey,
+    /// The key of settlement seals ([`crate::settlement_seal`]).
+    settled: &'a crate::seal::SealKey,
     /// The store's event renderer.
     env: &'a dyn crate::events::Envelopes,
     event: Event,
@@ -635,6 +639,7 @@ fn settle(
     tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, default_applied, decision_id, passkey) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)")?.execute(
         params![id, name, reason, actor, now, default_applied, decision_id, passkey],
     )?;
+    crate::settlement_seal::seal(tx, s.settled, id)?;
     let mplp_status = decision::confirm_status(next, s.event);
     let confirm = ConfirmEvent::Decided {
         confirm_id: id,

@@ -99,6 +99,7 @@ pub mod retention;
 mod seal;
 mod session_risk;
 pub mod sessions;
+mod settlement_seal;
 mod single_use;
 pub mod slack;
 mod sql;

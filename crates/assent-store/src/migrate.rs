@@ -77,6 +77,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(32, "0032_vote_seals"),
     migration!(33, "0033_approval_standing_seal"),
     migration!(34, "0034_reply_token_seal"),
+    migration!(35, "0035_settlement_seal"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -17,6 +17,7 @@ use crate::plans;
 use crate::record::{ApprovalRecord, read_approval};
 use crate::seal::Sealed;
 use crate::session_risk;
+use crate::settlement_seal;
 use crate::store::Store;
 use crate::tokens::find_grant;
 use crate::usage::windows;
@@ -392,6 +393,7 @@ impl Store {
         let why = format!("covered by grant {gid} (scope {scope})");
         tx.prepare_cached("INSERT INTO decisions (approval_id, decision, reason, actor, at, decision_id) VALUES (?1,'approve',?2,?3,?4,?5)")?
             .execute(params![id, why, actor, p.now, decision_id])?;
+        settlement_seal::seal(tx, &self.seal_key(Sealed::Settlement), &id)?;
         let trace: String = tx
             .prepare_cached("SELECT trace_id FROM approvals WHERE id = ?1")?
             .query_row([&id], |r| r.get(0))?;

@@ -3,8 +3,10 @@
 //! with the gateway's audit key. The format and its check are `assent_core::receipt`.
 
 use crate::error::StoreError;
-use crate::record::ApprovalRecord;
+use crate::record::{ApprovalRecord, read_approval};
+use crate::seal::Sealed;
 use crate::store::Store;
+use assent_core::ApprovalStatus;
 use assent_core::receipt::{RECEIPT_VERSION, Receipt, ReceiptDecision, ReceiptVote};
 use assent_core::stamp::rfc3339;
 
@@ -13,8 +15,9 @@ use assent_core::stamp::rfc3339;
 pub enum ReceiptOf {
     /// The signed receipt.
     Signed(Box<Receipt>),
-    /// None is signed: the row is damaged or does not hold its seal (`damaged` names what:
-    /// unreadable columns, `seal` for terms no seal vouches for). `agent` is the row's, so
+    /// None is signed: the row is damaged or does not hold its seals (`damaged` names what:
+    /// unreadable columns, `seal` for terms no seal vouches for, `settlement_seal` for a
+    /// settlement none does). `agent` is the row's, so
     /// the caller can answer another agent as for a missing id.
     Damaged {
         /// The row's agent.
@@ -27,25 +30,42 @@ pub enum ReceiptOf {
 impl Store {
     /// The receipt of approval `id`, issued at `now` (Unix ms) and signed with the audit key;
     /// `None` when there is no such approval. A receipt may be issued in any status (it says
-    /// which), but only for a row that holds its seal and reads cleanly: the gateway signs no
-    /// evidence for a row it did not write (found by review: a planted `approved` row with a
-    /// planted decision got a receipt that `assent receipt verify` accepted). A seal of the
-    /// forms migrations 0029 and 0033 wrote holds too (settled rows keep them); approvals made
-    /// before rows were sealed (migration 0029) get none. Errors: `Db`.
+    /// which), but only for a row that reads cleanly and holds its seals: the gateway signs no
+    /// evidence for a row it did not write. Its terms' seal (found by review: a planted
+    /// `approved` row with a planted decision got a receipt that `assent receipt verify`
+    /// accepted; a seal of the forms migrations 0029 and 0033 wrote holds too, settled rows
+    /// keep them) and, once settled, its settlement's ([`crate::settlement_seal`]; found by
+    /// review: a rejected approval turned to `approved` with its decision row got a receipt
+    /// saying so). Approvals made before migration 0029 or settled before 0035 get none. The
+    /// row, its seals and its policies are read in one snapshot (on PostgreSQL a row edited
+    /// and put back between two reads is not vouched for by the second). Errors: `Db`.
     pub fn receipt(&self, id: &str, now: i64) -> Result<Option<ReceiptOf>, StoreError> {
-        let Some(rec) = self.get_approval(id)? else {
+        let terms = self.seal_key(Sealed::Approval);
+        let settlement = self.seal_key(Sealed::Settlement);
+        let read = self.read(|c| {
+            let Some(rec) = read_approval(c, id)? else {
+                return Ok(None);
+            };
+            let mut unsealed = Vec::new();
+            if !crate::approval_seal::holds_settled(c, &terms, id)? {
+                unsealed.push("seal".to_string());
+            }
+            let settled = rec.status != ApprovalStatus::Pending;
+            if settled && !crate::settlement_seal::holds(c, &settlement, id)? {
+                unsealed.push("settlement_seal".to_string());
+            }
+            Ok(Some((rec, unsealed, crate::confirm::read(c, id)?)))
+        })?;
+        let Some((rec, unsealed, ctx)) = read else {
             return Ok(None);
         };
+        let rec = self.vouched(rec);
         let mut damaged = rec.damaged.clone();
-        let key = self.seal_key(crate::seal::Sealed::Approval);
-        if !crate::approval_seal::holds_settled(self.lock().conn(), &key, id)? {
-            damaged.push("seal".into());
-        }
+        damaged.extend(unsealed);
         if !damaged.is_empty() {
             let agent = rec.agent;
             return Ok(Some(ReceiptOf::Damaged { agent, damaged }));
         }
-        let ctx = self.confirm_context(id)?;
         let r = unsigned(&rec, ctx.policies, ctx.policy_set_sha256, now);
         Ok(Some(ReceiptOf::Signed(Box::new(r.signed(&self.audit_key)))))
     }

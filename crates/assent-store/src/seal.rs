@@ -26,6 +26,9 @@ pub(crate) enum Sealed {
     Approval,
     /// `votes`: one operator's vote towards a quorum (migration 0032, [`crate::votes`]).
     Vote,
+    /// `approvals` and `decisions`: how an approval was settled (migration 0035,
+    /// [`crate::settlement_seal`]).
+    Settlement,
 }
 
 impl Sealed {
@@ -36,6 +39,7 @@ impl Sealed {
             Sealed::Grant => b"assent/seal/v1/grants",
             Sealed::Approval => b"assent/seal/v1/approvals",
             Sealed::Vote => b"assent/seal/v1/votes",
+            Sealed::Settlement => b"assent/seal/v1/settlements",
         }
     }
 }

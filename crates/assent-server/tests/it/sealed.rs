@@ -397,3 +397,68 @@ async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
     }
     gw.stop().await;
 }
+
+/// Attack: the database writer turns a rejected call into an approved one (its `status` and
+/// decision row), or names someone else as the operator who approved a call, then asks for
+/// the receipt as evidence. The settlement carries a seal of its own (migration 0035): neither
+/// gets a receipt (`409 APPROVAL_DAMAGED` naming `settlement_seal`; the terms still hold
+/// theirs), and the approval put back as the gateway settled it gets its receipt again.
+#[tokio::test]
+async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let rejected = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "mallory"}))
+        .await;
+    assert_eq!(gw.decide(&rejected, OP, "deny").await.0, StatusCode::OK);
+    let approved = approved(&gw, "alice").await;
+    let receipt = |id: String| {
+        let gw = &gw;
+        async move { gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await }
+    };
+    let (s, r) = receipt(rejected.clone()).await;
+    assert_eq!(
+        (s, r["status"].as_str()),
+        (StatusCode::OK, Some("rejected")),
+        "{r}"
+    );
+    let (s, r) = receipt(approved.clone()).await;
+    assert_eq!(
+        (s, r["status"].as_str()),
+        (StatusCode::OK, Some("approved")),
+        "{r}"
+    );
+    let by = r["decisions"][0]["by"].as_str().unwrap().to_string();
+    let decision = |id: &str| {
+        let sql = "SELECT decision FROM decisions WHERE approval_id = ?1";
+        gw.sql().text(sql, &[Param::from(id)])
+    };
+    let approve = decision(&approved);
+    let flips = [
+        format!("UPDATE approvals SET status = 'approved' WHERE id = '{rejected}'"),
+        format!("UPDATE decisions SET decision = '{approve}' WHERE approval_id = '{rejected}'"),
+        format!("UPDATE decisions SET actor = 'eve' WHERE approval_id = '{approved}'"),
+    ];
+    for sql in &flips {
+        assert_eq!(gw.sql().exec(sql, &[]), 1, "{sql}");
+    }
+    for id in [&rejected, &approved] {
+        let (s, r) = receipt(id.clone()).await;
+        assert_eq!(
+            (s, r["code"].as_str()),
+            (StatusCode::CONFLICT, Some("APPROVAL_DAMAGED")),
+            "{r}"
+        );
+        assert_eq!(r["damaged"], json!(["settlement_seal"]), "{r}");
+        assert!(r.get("signature").is_none(), "{r}");
+    }
+    let back = format!("UPDATE decisions SET actor = '{by}' WHERE approval_id = '{approved}'");
+    assert_eq!(gw.sql().exec(&back, &[]), 1);
+    let (s, r) = receipt(approved.clone()).await;
+    assert_eq!(
+        (s, r["decisions"][0]["by"].as_str()),
+        (StatusCode::OK, Some(by.as_str())),
+        "{r}"
+    );
+    gw.stop().await;
+}
