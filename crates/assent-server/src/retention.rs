@@ -3,7 +3,9 @@
 //! in `data_dir/archive` and deleted (one export per run of at most
 //! [`assent_store::retention::DEFAULT_MAX_RECORDS`]; a backlog takes several runs at once).
 //! What may go, the export and the anchor are [`assent_store::retention`]'s; replicas on one
-//! database may all run it (a range is archived once). Failures are logged, never fatal.
+//! database may all run it (a range is archived once). The records are checked against the
+//! checkpoints among them in `audit_checkpoints.file` as well as the stored ones. Failures
+//! are logged, never fatal.
 
 use crate::state::{AppState, now_ms};
 use assent_store::retention::DEFAULT_MAX_RECORDS;
@@ -36,10 +38,14 @@ pub async fn run_once(state: &AppState, days: u64, archive_dir: &std::path::Path
     let mut archived = 0;
     loop {
         let dir = archive_dir.to_path_buf();
+        // The records are checked against the checkpoint file's signatures among them too.
+        let file = state.checkpoints.file.clone();
         let now = now_ms();
         let cutoff = now.saturating_sub((days.min(36_500) as i64) * 86_400_000);
         let run = state
-            .store_apart(move |s| s.archive_audit(&dir, cutoff, DEFAULT_MAX_RECORDS, now))
+            .store_apart(move |s| {
+                s.archive_audit(&dir, cutoff, DEFAULT_MAX_RECORDS, now, file.as_deref())
+            })
             .await;
         match run {
             Ok(Ok(Some(a))) => {

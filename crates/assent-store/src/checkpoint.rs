@@ -353,11 +353,36 @@ pub fn newest_signed_in_jsonl(
     path: &Path,
     key: &VerifyingKey,
 ) -> std::io::Result<Option<Checkpoint>> {
-    let text = std::fs::read_to_string(path)?;
-    let mut all: Vec<Checkpoint> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Checkpoint>(l).ok())
-        .collect();
+    let mut all = parsed_jsonl(path)?;
     all.sort_by_key(|c| std::cmp::Reverse(c.seq));
     Ok(all.into_iter().find(|c| c.verifies(key)))
+}
+
+/// The checkpoints in the JSONL file `path` at records `after + 1 ..= upto` whose signature
+/// verifies under `key` and that were signed over a whole chain (`record_count == seq`), in
+/// the file's order: what retention checks the records it archives against
+/// (`retention.rs`), so that records rewritten behind the gateway's back are never signed
+/// into an export. Only lines in the range have their signatures checked. Errors: the file
+/// cannot be read (`NotFound` when there is none yet).
+pub fn signed_in_jsonl_between(
+    path: &Path,
+    key: &VerifyingKey,
+    after: i64,
+    upto: i64,
+) -> std::io::Result<Vec<Checkpoint>> {
+    Ok(parsed_jsonl(path)?
+        .into_iter()
+        .filter(|c| c.seq > after && c.seq <= upto)
+        .filter(|c| c.record_count == c.seq && c.verifies(key))
+        .collect())
+}
+
+/// Every line of the JSONL file `path` that parses as a checkpoint, in the file's order
+/// (signatures not checked).
+fn parsed_jsonl(path: &Path) -> std::io::Result<Vec<Checkpoint>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Checkpoint>(l).ok())
+        .collect())
 }

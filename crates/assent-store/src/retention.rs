@@ -158,22 +158,19 @@ struct Written {
 }
 
 impl Written {
-    /// Checks `rec` continues the chain (and matches a stored checkpoint at it, if any) and
-    /// returns its line; `Err` says why not.
-    fn next(
-        &mut self,
-        rec: &AuditRecord,
-        checkpoints: &[(i64, String, bool)],
-    ) -> Result<String, String> {
+    /// Checks `rec` continues the chain (and matches every checkpoint at it, stored or in
+    /// the checkpoint file) and returns its line; `Err` says why not.
+    fn next(&mut self, rec: &AuditRecord, checkpoints: &[Mark]) -> Result<String, String> {
         if let Some(why) = audit::break_in(rec, self.expect, &self.prev) {
             return Err(format!("audit record {}: {why}", rec.seq));
         }
-        if let Some((_, h, ok)) = checkpoints.iter().find(|c| c.0 == rec.seq)
-            && (!ok || *h != rec.hash)
-        {
+        let missed = checkpoints
+            .iter()
+            .find(|c| c.seq == rec.seq && (!c.ok || c.head_hash != rec.hash));
+        if let Some(c) = missed {
             return Err(format!(
-                "the stored checkpoint at record {} does not verify or does not match it (the chain was rewritten)",
-                rec.seq
+                "{} at record {} does not verify or does not match it (the chain was rewritten)",
+                c.whose, rec.seq
             ));
         }
         let mut line = serde_json::to_string(rec).expect("a record serialises");
@@ -184,6 +181,17 @@ impl Written {
         self.prev = rec.hash.clone();
         Ok(line)
     }
+}
+
+/// A checkpoint the archived records must meet: signed at record `seq` over `head_hash`;
+/// `ok` is `false` for a stored one whose signature does not verify; `whose` names it in a
+/// refusal ("the stored checkpoint", "the checkpoint in FILE").
+#[derive(Clone)]
+struct Mark {
+    seq: i64,
+    head_hash: String,
+    ok: bool,
+    whose: String,
 }
 
 /// A refusal: `StoreError::Invalid`.
@@ -199,8 +207,15 @@ impl Store {
     /// first (its export stands; this run's file is removed). First it prunes the state of
     /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]).
     ///
+    /// The records are checked against the checkpoints signed among them: those stored, and
+    /// when `checkpoint_file` is given (the config's `audit_checkpoints.file`, kept where a
+    /// database writer cannot reach) every one of that file's that verifies under the audit
+    /// key. Found by review: only stored checkpoints were checked, so records rewritten and
+    /// re-chained, their stored checkpoints deleted, were signed into an export and deleted,
+    /// and the file's checkpoint among them could no longer be checked against anything.
+    ///
     /// Errors (nothing deleted; a partial export is removed): the records to archive do not
-    /// verify from the anchor, a stored checkpoint among them does not verify or match, the
+    /// verify from the anchor, a checkpoint among them does not verify or match, the
     /// newest anchor's signature does not verify (a broken chain is never archived away),
     /// the records changed between the export and the transaction; I/O and database errors.
     pub fn archive_audit(
@@ -209,6 +224,7 @@ impl Store {
         cutoff: i64,
         max_records: i64,
         now: i64,
+        checkpoint_file: Option<&Path>,
     ) -> Result<Option<Archived>, StoreError> {
         // The same sweep bounds the session state (issue 16 §3) by the same cut-off.
         self.prune_session_risk(cutoff, max_records, now)?;
@@ -228,6 +244,10 @@ impl Store {
             )));
         }
         let Some(p) = p else { return Ok(None) };
+        let filed = match checkpoint_file {
+            Some(f) => filed_between(f, &key, &p)?,
+            None => Vec::new(),
+        };
         // Never write exports (or chmod) through a link planted where the directory should be.
         if std::fs::symlink_metadata(archive_dir).is_ok_and(|m| !m.file_type().is_dir()) {
             return Err(refuse(format!(
@@ -236,7 +256,8 @@ impl Store {
             )));
         }
         create_private_dir(archive_dir).map_err(io(archive_dir))?;
-        let Some((manifest, partial, pairs)) = self.export(archive_dir, &p, cutoff, now)? else {
+        let Some((manifest, partial, pairs)) = self.export(archive_dir, &p, &filed, cutoff, now)?
+        else {
             return Ok(None);
         };
         let done = self.write(|tx| commit(tx, &p, &manifest, &pairs))?;
@@ -260,6 +281,7 @@ impl Store {
         &self,
         dir: &Path,
         p: &Plan,
+        filed: &[Mark],
         cutoff: i64,
         now: i64,
     ) -> Result<Option<(Manifest, Partial, Vec<u8>)>, StoreError> {
@@ -284,7 +306,9 @@ impl Store {
             let to = last.min(from + CHUNK);
             let guard = self.lock();
             let conn = guard.conn();
-            let checkpoints = checkpoints_in(conn, from, to, &key)?;
+            let mut checkpoints = checkpoints_in(conn, from, to, &key)?;
+            let chunk = filed.iter().filter(|c| c.seq > from && c.seq <= to);
+            checkpoints.extend(chunk.cloned());
             let mut failed: Option<StoreError> = None;
             conn.prepare_cached(
                 "SELECT seq, at, kind, approval_id, actor, data, prev_hash, hash FROM audit WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
@@ -352,14 +376,31 @@ fn create_new_private(path: &Path) -> Result<std::fs::File, StoreError> {
     o.open(path).map_err(io(path))
 }
 
-/// The stored checkpoints at records `from + 1 ..= to`: `(seq, head_hash, signature valid
-/// under key and signed over a whole chain)`.
-fn checkpoints_in(
-    conn: Conn<'_>,
-    from: i64,
-    to: i64,
-    key: &VerifyingKey,
-) -> db::Result<Vec<(i64, String, bool)>> {
+/// The checkpoints in the file `file` among the records `p` archives that verify under `key`
+/// ([`crate::checkpoint::signed_in_jsonl_between`]); none when there is no file yet.
+/// Errors: the file cannot be read (nothing is archived unchecked).
+fn filed_between(file: &Path, key: &VerifyingKey, p: &Plan) -> Result<Vec<Mark>, StoreError> {
+    let found = crate::checkpoint::signed_in_jsonl_between(file, key, p.prev_seq, p.cut);
+    let found = match found {
+        Ok(found) => found,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(io(file)(e)),
+    };
+    let whose = format!("the checkpoint in {}", file.display());
+    Ok(found
+        .into_iter()
+        .map(|c| Mark {
+            seq: c.seq,
+            head_hash: c.head_hash,
+            ok: true,
+            whose: whose.clone(),
+        })
+        .collect())
+}
+
+/// The stored checkpoints at records `from + 1 ..= to`; `ok` when the signature verifies
+/// under `key` and it was signed over a whole chain.
+fn checkpoints_in(conn: Conn<'_>, from: i64, to: i64, key: &VerifyingKey) -> db::Result<Vec<Mark>> {
     if !conn.has_table("audit_checkpoints")? {
         return Ok(Vec::new());
     }
@@ -373,7 +414,13 @@ fn checkpoints_in(
             });
             let cp = cp?;
             let ok = cp.verifies(key) && cp.record_count == cp.seq;
-            Ok((cp.seq, cp.head_hash, ok))
+            let whose = "the stored checkpoint".to_string();
+            Ok(Mark {
+                seq: cp.seq,
+                head_hash: cp.head_hash,
+                ok,
+                whose,
+            })
         },
     )
 }

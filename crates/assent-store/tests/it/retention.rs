@@ -68,7 +68,7 @@ fn archived_store(dir: &Path, db: &Database) -> (Store, Archived) {
     let before = verify(&s, db);
     assert_eq!(before.problem, None, "{before:?}");
     let a = s
-        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY)
+        .archive_audit(&dir.join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
         .unwrap()
         .expect("records were due");
     // The pending approval's records (and everything after them) stay.
@@ -114,7 +114,7 @@ fn retention_archives_old_records_into_a_verified_export_and_the_rest_still_veri
         // Nothing more is due; the chain goes on, checkpoints are still signed over it, and
         // it still verifies (the checkpoint's record count includes the archived records).
         assert!(
-            s.archive_audit(&dir.path().join("archive"), 5 * DAY, 1_000, 10 * DAY)
+            s.archive_audit(&dir.path().join("archive"), 5 * DAY, 1_000, 10 * DAY, None)
                 .unwrap()
                 .is_none()
         );
@@ -131,16 +131,16 @@ fn retention_archives_a_backlog_in_runs_that_chain() {
     both(|db| {
         let (_dir, s, arch) = aged(db, 0..4);
         let one = s
-            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None)
             .unwrap()
             .unwrap();
         assert!(one.more);
         let two = s
-            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None)
             .unwrap()
             .unwrap();
         let three = s
-            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY)
+            .archive_audit(&arch, 5 * DAY, 8, 10 * DAY, None)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -282,7 +282,7 @@ fn retention_refuses_an_export_signed_by_another_key() {
         assert_eq!(p.check, "archive", "{p:?}");
         // A retention run refuses to build on an anchor it cannot verify.
         let e = s
-            .archive_audit(&dir.path().join("archive"), 20 * DAY, 1_000, 20 * DAY)
+            .archive_audit(&dir.path().join("archive"), 20 * DAY, 1_000, 20 * DAY, None)
             .unwrap_err();
         assert!(e.to_string().contains("does not verify"), "{e}");
     });
@@ -303,7 +303,8 @@ fn retention_runs_racing_delete_once() {
                     let (go, arch) = (&go, &arch);
                     t.spawn(move || {
                         go.wait();
-                        r.archive_audit(arch, 5 * DAY, 1_000, 10 * DAY).unwrap()
+                        r.archive_audit(arch, 5 * DAY, 1_000, 10 * DAY, None)
+                            .unwrap()
                     })
                 })
                 .collect();
@@ -324,12 +325,115 @@ fn retention_never_archives_an_altered_chain() {
         let (_dir, s, arch) = aged(db, 1..2);
         tamper(db, "UPDATE audit SET actor = 'mallory' WHERE seq = 2");
         let e = s
-            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY)
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None)
             .unwrap_err();
         assert!(e.to_string().contains("nothing archived"), "{e}");
         assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 0);
         let left: i64 = scalar(db, "SELECT count(*) FROM audit", []);
         assert_eq!(left, 6);
+    });
+}
+
+/// A store with two approvals approved on day 0, a checkpoint signed after them and written
+/// to the checkpoint file `audit-checkpoints.jsonl` only (as the gateway does, and then no
+/// stored one), a third approval and one record on day 10; with the archive directory and the
+/// file's path.
+fn filed(db: &Database) -> (tempfile::TempDir, Store, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), db);
+    approved(&s, 1, 5_000, false);
+    approved(&s, 2, 5_000, false);
+    let cp = s.checkpoint_if_due(Due::NOW, 3_000).unwrap().unwrap();
+    let file = dir.path().join("audit-checkpoints.jsonl");
+    assent_store::checkpoint::append_jsonl(&file, &cp).unwrap();
+    tamper(db, "DELETE FROM audit_checkpoints");
+    approved(&s, 3, 5_000, false);
+    s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
+        .unwrap();
+    let arch = dir.path().join(ARCHIVE_DIR);
+    (dir, s, arch, file)
+}
+
+/// Rewrites audit record 2's actor and recomputes every later hash as the gateway would: the
+/// bare chain verifies again.
+fn rewrite_and_rechain(db: &Database) {
+    let c = db.connect().unwrap();
+    type Row = (i64, i64, String, Option<String>, String, String);
+    let rows: Vec<Row> = c
+        .conn()
+        .query_map(
+            "SELECT seq, at, kind, approval_id, actor, data FROM audit ORDER BY seq",
+            [],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
+        )
+        .unwrap();
+    let mut prev = assent_store::audit::GENESIS.to_string();
+    for (seq, at, kind, approval, mut actor, data) in rows {
+        if seq == 2 {
+            actor = "mallory".into();
+        }
+        let hash = assent_store::audit::record_hash(
+            &prev,
+            seq,
+            at,
+            &kind,
+            approval.as_deref(),
+            &actor,
+            &data,
+        );
+        let sql = "UPDATE audit SET actor = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4";
+        c.conn()
+            .execute(sql, assent_store::params![actor, prev, hash, seq])
+            .unwrap();
+        prev = hash;
+    }
+}
+
+/// Attack: the database writer rewrites an old record, recomputes every later hash and
+/// deletes the stored checkpoints, then waits for retention to sign the rewritten records
+/// into an export and delete them, after which the checkpoint file's signature among them
+/// matches nothing left to check. Retention checks the file's checkpoints among the records
+/// it archives too (found by review: it checked only the stored ones): the run is refused
+/// and nothing is deleted. The same store untouched archives, its file checkpoint met.
+#[test]
+fn retention_refuses_records_rewritten_under_a_checkpoint_in_the_file() {
+    both(|db| {
+        let (_dir, s, arch, file) = filed(db);
+        let a = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file))
+            .unwrap()
+            .expect("records were due");
+        assert!(a.manifest.last_seq > 2, "{a:?}");
+    });
+    both(|db| {
+        let (_dir, s, arch, file) = filed(db);
+        rewrite_and_rechain(db);
+        assert_eq!(
+            verify(&s, db).problem,
+            None,
+            "the database alone looks whole"
+        );
+        let before: i64 = scalar(db, "SELECT count(*) FROM audit", []);
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the checkpoint in") && e.contains("rewritten"),
+            "{e}"
+        );
+        assert!(e.contains("nothing archived"), "{e}");
+        assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 0);
+        assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
     });
 }
 
@@ -387,7 +491,7 @@ fn retention_refuses_an_archive_directory_that_is_a_symlink() {
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), &arch).unwrap();
         let e = s
-            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY)
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None)
             .unwrap_err();
         assert!(e.to_string().contains("not a directory"), "{e}");
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
@@ -424,7 +528,13 @@ fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
         s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
             .unwrap();
         let a = s
-            .archive_audit(&dir.path().join(ARCHIVE_DIR), 5 * DAY, 1_000, 10 * DAY)
+            .archive_audit(
+                &dir.path().join(ARCHIVE_DIR),
+                5 * DAY,
+                1_000,
+                10 * DAY,
+                None,
+            )
             .unwrap()
             .expect("records were due");
         assert!(

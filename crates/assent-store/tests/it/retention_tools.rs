@@ -58,9 +58,15 @@ fn pinned_and_archived(dir: &std::path::Path, db: &Database, day: i64) -> Store 
 fn archive(s: &Store, dir: &std::path::Path, day: i64) {
     s.append_audit("note", None, "test", &json!({}), day * DAY)
         .unwrap();
-    s.archive_audit(&dir.join(ARCHIVE_DIR), (day - 5) * DAY, 1_000, day * DAY)
-        .unwrap()
-        .expect("records were due");
+    s.archive_audit(
+        &dir.join(ARCHIVE_DIR),
+        (day - 5) * DAY,
+        1_000,
+        day * DAY,
+        None,
+    )
+    .unwrap()
+    .expect("records were due");
 }
 
 /// A pin and three reviews whose every record was archived still verify, after one run and

@@ -192,6 +192,8 @@ pub(crate) struct Resolved {
     pub(crate) keys_dir: PathBuf,
     db: Database,
     retention_days: Option<u64>,
+    /// The config's `audit_checkpoints.file`, if any.
+    checkpoint_file: Option<PathBuf>,
 }
 
 /// The audit public key a verifier trusts: `public_key` (64 hex), else the public half of
@@ -223,6 +225,7 @@ pub(crate) fn resolve(place: &DataPlace) -> Result<Resolved> {
                 db: c.database()?,
                 keys_dir: c.keys_dir(),
                 retention_days: c.audit_retention_days,
+                checkpoint_file: c.audit_checkpoints.file,
                 data_dir: c.data_dir,
             }
         }
@@ -235,6 +238,7 @@ pub(crate) fn resolve(place: &DataPlace) -> Result<Resolved> {
                 keys_dir: d.clone(),
                 data_dir: d,
                 retention_days: None,
+                checkpoint_file: None,
             }
         }
     })
@@ -257,6 +261,7 @@ fn archive_run(place: &DataPlace, days: Option<u64>, as_json: bool) -> Result<i3
         keys_dir: keys,
         db,
         retention_days: configured,
+        checkpoint_file,
     } = resolve(place)?;
     let Some(days) = days.or(configured) else {
         bail!(
@@ -302,6 +307,7 @@ fn archive_run(place: &DataPlace, days: Option<u64>, as_json: bool) -> Result<i3
             cutoff,
             retention::DEFAULT_MAX_RECORDS,
             now,
+            checkpoint_file.as_deref(),
         )? {
             let more = a.more;
             runs.push(a);
