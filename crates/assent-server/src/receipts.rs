@@ -31,11 +31,20 @@ pub(crate) async fn receipt(
         ReceiptOf::Signed(r) if p.sees(&r.agent) => Ok(Body(*r)),
         ReceiptOf::Damaged { agent, damaged } if p.sees(&agent) => {
             tracing::error!(approval = %id, ?damaged, "no receipt: the stored approval is damaged");
-            let message = format!(
+            let mut message = format!(
                 "approval `{id}` is damaged ({}): no receipt is signed for a row the gateway \
                  cannot vouch for",
                 damaged.join(", ")
             );
+            if damaged
+                .iter()
+                .any(|d| d == "seal" || d == "settlement_seal")
+            {
+                message.push_str(
+                    " (an approval held or settled before schema migration 0035 carries no \
+                     such seal; its records are in the audit chain)",
+                );
+            }
             Err(
                 ApiError::new(StatusCode::CONFLICT, "APPROVAL_DAMAGED", message)
                     .with_damaged(damaged),

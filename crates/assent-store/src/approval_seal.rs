@@ -16,7 +16,10 @@
 //! reply token too, by which alone an operator's reply names the approval (found by review:
 //! a token moved onto another pending call had the reply approve that call). Rows sealed
 //! before had their seals voided by migrations 0033 and 0034: they can be denied or expire,
-//! not be approved.
+//! not be approved. Since migration 0035 it covers the governance recorded when the call was
+//! held (`confirm.rs`: the policies and policy set its receipt names; found by review: they
+//! were signed into receipts unsealed); a seal from before, without them, still serves
+//! deciding ([`holds`]) but no receipt ([`holds_whole`]).
 //!
 //! On PostgreSQL each statement of a write transaction sees the latest commits, so the seal is
 //! checked on the row as [`lock`]ed for the transaction (found by review: a row edited, read,
@@ -52,6 +55,10 @@ pub(crate) struct Terms<'a> {
     pub reply_token: Option<&'a str>,
     /// Who may decide it and when.
     pub standing: Standing<'a>,
+    /// The governance recorded when it was held (`confirm.rs`, migration 0035): the
+    /// `policies` (JSON text) and `policy_set_sha256` its receipt names; `None` when none was
+    /// recorded.
+    pub governance: (Option<&'a str>, Option<&'a str>),
 }
 
 /// Who may decide a pending approval and when its default applies, as stored: what the
@@ -73,8 +80,17 @@ pub(crate) struct Standing<'a> {
 
 impl Terms<'_> {
     /// The JSON array the seal is over: the fields above in their order, then the
-    /// [`Standing`] fields in theirs (migrations 0033, 0034).
+    /// [`Standing`] fields in theirs (migrations 0033, 0034), then the governance (0035).
     fn columns(&self) -> Value {
+        let mut all = self.columns_0034();
+        if let Value::Array(c) = &mut all {
+            c.extend([json!(self.governance.0), json!(self.governance.1)]);
+        }
+        all
+    }
+
+    /// The seal's columns as migration 0034 had them: without the governance.
+    fn columns_0034(&self) -> Value {
         let s = &self.standing;
         json!([
             self.id,
@@ -116,17 +132,11 @@ impl Terms<'_> {
         key.holds(&self.columns(), seal)
     }
 
-    /// Whether `seal` is theirs under `key` in this form or in a form an approval settled
-    /// before migrations 0033 and 0034 still carries (those voided only pending seals): the
-    /// 17 terms of 0029, or those and the standing without the reply token (0033).
-    fn sealed_by_any_form(&self, key: &SealKey, seal: &str) -> bool {
-        let all = self.columns();
-        let Value::Array(c) = &all else {
-            return false;
-        };
-        let v0029 = Value::Array(c[..17].to_vec());
-        let v0033 = Value::Array(c[..17].iter().chain(&c[18..]).cloned().collect());
-        key.holds(&all, seal) || key.holds(&v0029, seal) || key.holds(&v0033, seal)
+    /// Whether `seal` is theirs under `key` in this form or in migration 0034's (without the
+    /// governance: an approval held before 0035): for deciding, which the recorded policies
+    /// do not govern. What vouches for the governance, a receipt, needs [`Self::sealed_by`].
+    fn sealed_for_deciding(&self, key: &SealKey, seal: &str) -> bool {
+        key.holds(&self.columns(), seal) || key.holds(&self.columns_0034(), seal)
     }
 }
 
@@ -194,6 +204,14 @@ fn with_stored<T>(
             Ok((texts, flags, rest, who, steps))
         })
         .optional()?;
+    let governance: Option<(String, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT policies, policy_set_sha256 FROM confirm_context WHERE approval_id = ?1",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (policies, policy_set) = governance.unzip();
+    let policy_set = policy_set.flatten();
     Ok(row.map(|(t, g, r, w, st)| {
         let terms = Terms {
             id,
@@ -224,6 +242,7 @@ fn with_stored<T>(
                 escalation_schedule: st.1.as_deref(),
                 escalation_steps: st.2,
             },
+            governance: (policies.as_deref(), policy_set.as_deref()),
         };
         f(&terms, &r.4)
     }))
@@ -239,17 +258,19 @@ pub(crate) fn seal_new(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()
     Ok(())
 }
 
-/// Whether approval `id`'s stored terms and standing hold their seal under `key`; `false` for
-/// an unsealed row (before migration 0029, or planted) and for no such approval.
+/// Whether approval `id`'s stored terms and standing hold their seal under `key`, for
+/// deciding it: today's form, or migration 0034's for a call held before 0035 (the recorded
+/// governance does not govern who may approve it); `false` for an unsealed row (before
+/// migration 0029, voided by 0033 or 0034, or planted) and for no such approval.
 pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
-    held(conn, id, |t, seal| t.sealed_by(key, seal))
+    held(conn, id, |t, seal| t.sealed_for_deciding(key, seal))
 }
 
-/// [`holds`] accepting the forms of the seal an approval settled before migrations 0033 and
-/// 0034 carries ([`Terms`]' `sealed_by_any_form`): for what vouches for a settled approval's
-/// terms, such as its receipt. Never for approving: a pending row needs today's seal.
-pub(crate) fn holds_settled(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
-    held(conn, id, |t, seal| t.sealed_by_any_form(key, seal))
+/// Whether approval `id`'s terms, standing and recorded governance hold today's seal under
+/// `key`: for what vouches for all of them, its receipt. An approval held before migration
+/// 0035 does not (its seal leaves the governance out).
+pub(crate) fn holds_whole(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
+    held(conn, id, |t, seal| t.sealed_by(key, seal))
 }
 
 /// `check` over approval `id`'s stored terms and seal; `false` for no such approval and for a
@@ -288,6 +309,7 @@ mod tests {
             target_id: "t1",
             requested_at: 1,
             reply_token: Some("rpl_a"),
+            governance: (None, None),
             standing: Standing {
                 approvers,
                 expires_at,
@@ -323,30 +345,27 @@ mod tests {
         assert!(!moved.sealed_by(&key, &seal));
     }
 
-    /// Found by review: receipts checked today's seal only, so every approval settled before
-    /// migrations 0033 and 0034 (which voided pending seals alone) was refused its receipt.
-    /// The older forms hold for `sealed_by_any_form`, never for `sealed_by`, and still cover
-    /// the terms.
+    /// The governance a call was held under (the policies its receipt names) is sealed with
+    /// it since migration 0035 (found by review: it was unsealed, so a pending call's policies
+    /// edited in the database were signed into its receipt); a seal of 0034's form still lets
+    /// a call held before be decided, and vouches for no receipt.
     #[test]
-    fn a_settled_approvals_older_seal_forms_hold_for_its_receipt_only() {
+    fn the_governance_is_sealed_and_an_older_seal_serves_deciding_only() {
         let key = SealKey::of(
             &ed25519_dalek::SigningKey::from_bytes(&[3; 32]),
             Sealed::Approval,
         );
-        let t = terms(r#"["finance"]"#, 100);
-        let Value::Array(c) = t.columns() else {
-            unreachable!()
-        };
-        let v0029 = key.seal(&Value::Array(c[..17].to_vec()));
-        let v0033 = key.seal(&Value::Array(
-            c[..17].iter().chain(&c[18..]).cloned().collect(),
-        ));
-        for old in [&v0029, &v0033] {
-            assert!(t.sealed_by_any_form(&key, old) && !t.sealed_by(&key, old));
-            let mut edited = terms(r#"["finance"]"#, 100);
-            edited.risk_tier = "R1";
-            assert!(!edited.sealed_by_any_form(&key, old));
-        }
-        assert!(!t.sealed_by_any_form(&key, "00"));
+        let mut t = terms(r#"["finance"]"#, 100);
+        t.governance = (Some(r#"["payments"]"#), Some("ab"));
+        let seal = t.seal(&key);
+        assert!(t.sealed_by(&key, &seal) && t.sealed_for_deciding(&key, &seal));
+        let mut edited = terms(r#"["finance"]"#, 100);
+        edited.governance = (Some(r#"["other"]"#), Some("ab"));
+        assert!(!edited.sealed_by(&key, &seal) && !edited.sealed_for_deciding(&key, &seal));
+        let old = key.seal(&t.columns_0034());
+        assert!(t.sealed_for_deciding(&key, &old) && !t.sealed_by(&key, &old));
+        let mut moved = terms(r#"["finance"]"#, 100);
+        moved.risk_tier = "R1";
+        assert!(!moved.sealed_for_deciding(&key, &old));
     }
 }

@@ -30,29 +30,44 @@ pub enum ReceiptOf {
 impl Store {
     /// The receipt of approval `id`, issued at `now` (Unix ms) and signed with the audit key;
     /// `None` when there is no such approval. A receipt may be issued in any status (it says
-    /// which), but only for a row that reads cleanly and holds its seals: the gateway signs no
-    /// evidence for a row it did not write. Its terms' seal (found by review: a planted
-    /// `approved` row with a planted decision got a receipt that `assent receipt verify`
-    /// accepted; a seal of the forms migrations 0029 and 0033 wrote holds too, settled rows
-    /// keep them) and, once settled, its settlement's ([`crate::settlement_seal`]; found by
-    /// review: a rejected approval turned to `approved` with its decision row got a receipt
-    /// saying so). Approvals made before migration 0029 or settled before 0035 get none. The
-    /// row, its seals and its policies are read in one snapshot (on PostgreSQL a row edited
-    /// and put back between two reads is not vouched for by the second). Errors: `Db`.
+    /// which), but only for a row that reads cleanly, whose call is its canonical form and
+    /// `call_hash`, and that holds its seals: the gateway signs no evidence for a row it did
+    /// not write. Its terms' seal in today's form, which covers the governance the receipt
+    /// names (found by review: a planted `approved` row with a planted decision got a receipt
+    /// that `assent receipt verify` accepted); once settled, its settlement's
+    /// ([`crate::settlement_seal`]) and each of its votes' (found by review: a rejected
+    /// approval turned to `approved` with its decision row, an operator's edit dropped, or a
+    /// voter renamed, got a receipt saying so). Approvals held before migration 0035 (their
+    /// terms' seal leaves the governance out) get none. The row and its seals are read in one
+    /// snapshot (on PostgreSQL a row edited and put back between two reads is not vouched for
+    /// by the second). `damaged` names `seal`, `settlement_seal`, `votes.seal`, `call` or the
+    /// unreadable columns. Errors: `Db`.
     pub fn receipt(&self, id: &str, now: i64) -> Result<Option<ReceiptOf>, StoreError> {
         let terms = self.seal_key(Sealed::Approval);
         let settlement = self.seal_key(Sealed::Settlement);
+        let vote = self.seal_key(Sealed::Vote);
         let read = self.read(|c| {
             let Some(rec) = read_approval(c, id)? else {
                 return Ok(None);
             };
             let mut unsealed = Vec::new();
-            if !crate::approval_seal::holds_settled(c, &terms, id)? {
+            if !crate::approval_seal::holds_whole(c, &terms, id)? {
                 unsealed.push("seal".to_string());
             }
-            let settled = rec.status != ApprovalStatus::Pending;
-            if settled && !crate::settlement_seal::holds(c, &settlement, id)? {
-                unsealed.push("settlement_seal".to_string());
+            if rec.status != ApprovalStatus::Pending {
+                if !crate::settlement_seal::holds(c, &settlement, id)? {
+                    unsealed.push("settlement_seal".to_string());
+                }
+                let votes = &rec.votes;
+                if !votes
+                    .iter()
+                    .all(|v| vote.holds(&v.sealed.columns, &v.sealed.seal))
+                {
+                    unsealed.push("votes.seal".to_string());
+                }
+            }
+            if !rec.call_intact() {
+                unsealed.push("call".to_string());
             }
             Ok(Some((rec, unsealed, crate::confirm::read(c, id)?)))
         })?;

@@ -1,57 +1,56 @@
 //! The seal of an approval's settlement (migration 0035): what it became and how — its
-//! `status`, `decided_at`, decided `scope`, the edited call (`edited_canonical`,
-//! `edited_hash`), every `decisions` row (decision, reason, actor, time, default applied,
-//! decision id, passkey proof) and the governance its receipt names (the policies and policy
-//! set recorded when it was held, `confirm.rs`) — fixed by the transaction that settles it,
-//! under a key of its own ([`crate::seal::Sealed::Settlement`]) derived from the audit key,
-//! which the database never holds.
+//! `status`, `decided_at`, decided `scope`, the edited call (`edited_arguments`,
+//! `edited_canonical`, `edited_hash`), every `decisions` row (decision, reason, actor, time,
+//! default applied, decision id, passkey proof) and the seals of its quorum votes in voting
+//! order (each vote row carries its own, `votes.rs`; the list here makes a vote deleted or
+//! added after the settlement show) — fixed by the transaction that settles it, under a key
+//! of its own ([`crate::seal::Sealed::Settlement`]) derived from the audit key, which the
+//! database never holds.
 //!
-//! The terms' seal ([`crate::approval_seal`]) vouches for what was held; this one vouches for
-//! what was decided. Found by review: with the terms' seal alone, whoever could write the
-//! database could turn a rejected approval into an approved one (its `status` and decision
-//! row) and the gateway signed a receipt saying an operator approved it. A receipt is signed
-//! only for a settlement that holds this seal; a settlement written before migration 0035
-//! has none and gets no receipt.
+//! The terms' seal ([`crate::approval_seal`]) vouches for what was held (and, since 0035,
+//! the governance its receipt names); this one vouches for what was decided. Found by review:
+//! with the terms' seal alone, whoever could write the database could turn a rejected
+//! approval into an approved one (its `status` and decision row), drop an operator's edit or
+//! rename a voter, and the gateway signed a receipt saying so. A receipt is signed only for a
+//! settlement that holds this seal; a settlement written before migration 0035 has none and
+//! gets no receipt.
 //!
-//! What the seal cannot stop, as for every seal ([`crate::seal`]): a settled row put back
-//! whole, seal and all, as it was. A settlement cannot be undone by the gateway, so that is a
-//! row deleted and planted again, which `assent audit verify` finds against the chain.
+//! What the seal cannot stop, as for every seal ([`crate::seal`]): rows put back whole, seal
+//! and all, as they were — here a settled approval made to look pending again (its decision
+//! row deleted, its `decided_at` and seal cleared), which `assent audit verify` finds against
+//! the chain. Nor, on PostgreSQL, a trigger planted to change what the settling transaction
+//! writes before it is read back and sealed (planted triggers are outside what the gateway
+//! checks, SECURITY.md).
 
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::seal::SealKey;
 use serde_json::{Value, json};
 
-/// The columns the seal is over, read from approval `id`'s row, its decisions and its
-/// recorded governance: `[id, status, decided_at, scope, edited_canonical, edited_hash,
-/// [[decision, reason, actor, at, default_applied, decision_id, passkey], …], policies,
-/// policy_set_sha256]` (decision rows in insertion order; the last two `null` when no
-/// context was recorded), and the stored seal; `None` when there is no such approval.
+/// The columns the seal is over, read from approval `id`'s row, its decisions and its votes:
+/// `[id, status, decided_at, scope, edited_arguments, edited_canonical, edited_hash,
+/// [[decision, reason, actor, at, default_applied, decision_id, passkey], …], [vote seal,
+/// …]]` (decision rows in insertion order, votes in voting order), and the stored seal;
+/// `None` when there is no such approval.
 fn stored(conn: Conn<'_>, id: &str) -> db::Result<Option<(Value, String)>> {
     type Row = (
         String,
         Option<i64>,
         Option<String>,
-        Option<String>,
-        Option<String>,
+        (Option<String>, Option<String>, Option<String>),
         String,
     );
     let row: Option<Row> = conn
         .prepare_cached(
-            "SELECT status, decided_at, scope, edited_canonical, edited_hash, settlement_seal
+            "SELECT status, decided_at, scope, edited_arguments, edited_canonical, edited_hash,
+                    settlement_seal
              FROM approvals WHERE id = ?1",
         )?
         .query_row([id], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
+            let edit = (r.get(3)?, r.get(4)?, r.get(5)?);
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, edit, r.get(6)?))
         })
         .optional()?;
-    let Some((status, decided_at, scope, edited_canonical, edited_hash, seal)) = row else {
+    let Some((status, decided_at, scope, edit, seal)) = row else {
         return Ok(None);
     };
     let decisions: Vec<Value> = conn
@@ -66,35 +65,29 @@ fn stored(conn: Conn<'_>, id: &str) -> db::Result<Option<(Value, String)>> {
                 (r.get(4)?, r.get(5)?, r.get(6)?);
             Ok(json!([row.0, row.1, row.2, row.3, more.0, more.1, more.2]))
         })?;
-    let governed: Option<(String, Option<String>)> = conn
-        .prepare_cached(
-            "SELECT policies, policy_set_sha256 FROM confirm_context WHERE approval_id = ?1",
-        )?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let (policies, policy_set) = governed.unzip();
+    let votes: Vec<String> = conn
+        .prepare_cached("SELECT seal FROM votes WHERE approval_id = ?1 ORDER BY rowid")?
+        .query_map([id], |r| r.get(0))?;
     let columns = json!([
-        id,
-        status,
-        decided_at,
-        scope,
-        edited_canonical,
-        edited_hash,
-        decisions,
-        policies,
-        policy_set.flatten()
+        id, status, decided_at, scope, edit.0, edit.1, edit.2, decisions, votes
     ]);
     Ok(Some((columns, seal)))
 }
 
 /// Seals approval `id`'s settlement as just written, in the settling transaction (so what is
 /// sealed is what the gateway wrote): called once its status, decided time, scope, edit and
-/// decision row are stored.
+/// decision row are stored. A row with a column of another type than the gateway writes
+/// (SQLite keeps what it is given) is left unsealed rather than failing the settlement: its
+/// receipt is refused, the denial or expiry stands.
 pub(crate) fn seal(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()> {
-    if let Some((columns, _)) = stored(conn, id)? {
-        conn.prepare_cached("UPDATE approvals SET settlement_seal = ?2 WHERE id = ?1")?
-            .execute(crate::params![id, key.seal(&columns)])?;
-    }
+    let seal = match stored(conn, id) {
+        Ok(Some((columns, _))) => key.seal(&columns),
+        Ok(None) => return Ok(()),
+        Err(e) if e.is_damaged_row() => String::new(),
+        Err(e) => return Err(e),
+    };
+    conn.prepare_cached("UPDATE approvals SET settlement_seal = ?2 WHERE id = ?1")?
+        .execute(crate::params![id, seal])?;
     Ok(())
 }
 

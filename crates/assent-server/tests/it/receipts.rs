@@ -106,3 +106,47 @@ async fn a_receipt_is_for_operators_and_the_agent_that_asked() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     gw.stop().await;
 }
+
+/// Attack: on a settled quorum approval the database writer renames a voter, or edits the
+/// policies recorded as holding the call, or deletes a vote, then asks for the receipt. Each
+/// vote row's seal, the terms' seal (which covers the recorded governance since migration
+/// 0035) and the settlement's seal (which lists the votes) refuse it: `409 APPROVAL_DAMAGED`
+/// naming `votes.seal`, `seal` and `settlement_seal`; put back, the receipt is signed again.
+#[tokio::test]
+async fn a_receipt_is_refused_for_a_renamed_voter_edited_policies_or_a_deleted_vote() {
+    let (_dir, gw, id) = two_of_finance().await;
+    gw.decide(&id, "alice-key", "approve").await;
+    gw.decide(&id, "fred-key", "approve").await;
+    let path = format!("/v1/approvals/{id}/receipt");
+    let (s, v) = gw.get(&path, "alice-key").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let policies = v["policies"].to_string();
+    let refused = |(s, v): (StatusCode, Value), named: &str| {
+        assert_eq!(s, StatusCode::CONFLICT, "{v}");
+        assert_eq!(v["code"], "APPROVAL_DAMAGED", "{v}");
+        assert_eq!(v["damaged"], json!([named]), "{v}");
+    };
+    let rename = "UPDATE votes SET principal = 'eve' WHERE principal = 'alice'";
+    let name_back = "UPDATE votes SET principal = 'alice' WHERE principal = 'eve'";
+    let other = "UPDATE confirm_context SET policies = '[\"acme.other\"]'";
+    let policies_back = format!("UPDATE confirm_context SET policies = '{policies}'");
+    let edits = [
+        (rename, name_back, "votes.seal"),
+        (other, policies_back.as_str(), "seal"),
+    ];
+    for (edit, back, named) in edits {
+        assert_eq!(gw.sql().exec(edit, &[]), 1, "{edit}");
+        refused(gw.get(&path, "alice-key").await, named);
+        assert_eq!(gw.sql().exec(back, &[]), 1, "{back}");
+        let (s, again) = gw.get(&path, "alice-key").await;
+        assert_eq!(
+            (s, &again["votes"]),
+            (StatusCode::OK, &v["votes"]),
+            "{again}"
+        );
+    }
+    let delete = "DELETE FROM votes WHERE principal = 'alice'";
+    assert_eq!(gw.sql().exec(delete, &[]), 1);
+    refused(gw.get(&path, "alice-key").await, "settlement_seal");
+    gw.stop().await;
+}

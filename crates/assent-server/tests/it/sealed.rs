@@ -399,8 +399,8 @@ async fn a_receipt_is_signed_only_for_an_approval_row_that_holds_its_seal() {
 }
 
 /// Attack: the database writer turns a rejected call into an approved one (its `status` and
-/// decision row), or names someone else as the operator who approved a call, then asks for
-/// the receipt as evidence. The settlement carries a seal of its own (migration 0035): neither
+/// decision row), names someone else as the operator who approved a call, or drops the edit
+/// an operator approved a call with, then asks for the receipt as evidence. The settlement carries a seal of its own (migration 0035): neither
 /// gets a receipt (`409 APPROVAL_DAMAGED` naming `settlement_seal`; the terms still hold
 /// theirs), and the approval put back as the gateway settled it gets its receipt again.
 #[tokio::test]
@@ -412,6 +412,11 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
         .await;
     assert_eq!(gw.decide(&rejected, OP, "deny").await.0, StatusCode::OK);
     let approved = approved(&gw, "alice").await;
+    let edited = gw
+        .held("s1", "pay", json!({"amount": 900, "to": "bob"}))
+        .await;
+    let (s, b) = gw.edit(&edited, json!({"amount": 90, "to": "bob"})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
     let receipt = |id: String| {
         let gw = &gw;
         async move { gw.get(&format!("/v1/approvals/{id}/receipt"), OP).await }
@@ -420,6 +425,11 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
     assert_eq!(
         (s, r["status"].as_str()),
         (StatusCode::OK, Some("rejected")),
+        "{r}"
+    );
+    let (s, r) = receipt(edited.clone()).await;
+    assert!(
+        s == StatusCode::OK && r["approved_call_hash"].is_string(),
         "{r}"
     );
     let (s, r) = receipt(approved.clone()).await;
@@ -438,11 +448,13 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
         format!("UPDATE approvals SET status = 'approved' WHERE id = '{rejected}'"),
         format!("UPDATE decisions SET decision = '{approve}' WHERE approval_id = '{rejected}'"),
         format!("UPDATE decisions SET actor = 'eve' WHERE approval_id = '{approved}'"),
+        // The edit dropped: the receipt would say the call was approved as proposed.
+        format!("UPDATE approvals SET edited_arguments = NULL WHERE id = '{edited}'"),
     ];
     for sql in &flips {
         assert_eq!(gw.sql().exec(sql, &[]), 1, "{sql}");
     }
-    for id in [&rejected, &approved] {
+    for id in [&rejected, &approved, &edited] {
         let (s, r) = receipt(id.clone()).await;
         assert_eq!(
             (s, r["code"].as_str()),
