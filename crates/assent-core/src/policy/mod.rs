@@ -21,7 +21,7 @@ mod registry;
 
 pub use crate::risk::RiskTier;
 pub use crate::triggers::{Escalation, ScopeSpec, Thresholds};
-pub use error::{LoadError, LoadErrors};
+pub use error::{LoadError, LoadErrors, yaml_reason};
 pub use governance::MAX_WAIT_SECONDS;
 pub use model::{
     Agent, AllowedTool, ApprovalSpec, Delegate, LocalTool, McpServer, Policy, PolicyRef, Rule,

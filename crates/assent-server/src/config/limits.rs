@@ -115,14 +115,16 @@ pub(crate) fn limits(path: &Path, raw: &RawConfig) -> Result<Limits, ConfigError
         .iter()
         .map(|a| {
             // `::ffff:127.0.0.1` is 127.0.0.1, as the peer it will be compared with.
+            let line = Some(a.referenced.line());
+            let a = &a.value;
             a.parse::<std::net::IpAddr>()
                 .map(|a| a.to_canonical())
                 .map_err(|_| {
-                    at(
-                        path,
-                        None,
-                        format!("trusted_proxies: `{a}` is not an IP address"),
-                    )
+                    let why = format!(
+                        "trusted_proxies: `{a}` is not an IP address (one address per entry; \
+                         no ranges or names)"
+                    );
+                    at(path, line, why)
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;

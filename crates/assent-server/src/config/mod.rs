@@ -25,6 +25,7 @@ pub use raw::ConfigError;
 
 use assent_core::policy::Registry;
 use raw::{RawConfig, at};
+use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -78,6 +79,8 @@ pub struct Config {
     /// `metrics_key_env`: the variable holding a key that may read `GET /metrics` and nothing
     /// else (issue 15 §2); without it only operator keys may.
     pub metrics_key_env: Option<String>,
+    /// The line of `metrics_key_env` in the file, for the errors of [`Config::metrics_key`].
+    metrics_key_line: Option<u64>,
     /// Keys from `key_env` shorter than [`MIN_KEY_CHARS`] are allowed (`serve
     /// --insecure-demo-keys`, loopback only); false by default.
     pub insecure_demo_keys: bool,
@@ -126,12 +129,14 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 fn expand(
     base: &Path,
     file: &Path,
-    patterns: &[String],
+    patterns: &[Spanned<String>],
     what: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<PathBuf>, ConfigError> {
     let mut out = Vec::new();
     for p in patterns {
+        let line = Some(p.referenced.line());
+        let p = &p.value;
         let full = base.join(p);
         let s = full.to_string_lossy().to_string();
         let is_glob = p.contains(['*', '?', '[']);
@@ -139,7 +144,7 @@ fn expand(
             if !full.is_file() {
                 return Err(at(
                     file,
-                    None,
+                    line,
                     format!("{what} file `{p}` does not exist ({})", full.display()),
                 ));
             }
@@ -147,14 +152,15 @@ fn expand(
             continue;
         }
         let mut found: Vec<PathBuf> = glob::glob(&s)
-            .map_err(|e| at(file, None, format!("{what} glob `{p}`: {e}")))?
+            .map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?
             .filter_map(Result::ok)
             .filter(|f| f.is_file())
             .collect();
         found.sort();
         if found.is_empty() {
+            let at = line.map_or(String::new(), |l| format!(":{l}"));
             warnings.push(format!(
-                "{}: {what} glob `{p}` matches no file",
+                "{}{at}: {what} glob `{p}` matches no file",
                 file.display()
             ));
         }
@@ -190,11 +196,7 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| at(path, None, e))?;
         let raw: RawConfig = serde_saphyr::from_str(&text).map_err(|e| {
             let line = e.location().map(|l| l.line());
-            at(
-                path,
-                line,
-                e.to_string().lines().next().unwrap_or("invalid YAML"),
-            )
+            at(path, line, assent_core::policy::yaml_reason(&e.to_string()))
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let base = if base.as_os_str().is_empty() {
@@ -262,7 +264,8 @@ impl Config {
             body_read_timeout_seconds: l.body_read_timeout_seconds,
             rate_limits: l.rate_limits,
             trusted_proxies: l.trusted_proxies,
-            metrics_key_env: raw.metrics_key_env,
+            metrics_key_line: raw.metrics_key_env.as_ref().map(|m| m.referenced.line()),
+            metrics_key_env: raw.metrics_key_env.map(|m| m.value),
             insecure_demo_keys: false,
             max_waiters_per_principal: l.max_waiters_per_principal,
             agent_files,
@@ -309,7 +312,10 @@ impl Config {
             return Ok(None);
         };
         let key = std::env::var(var).unwrap_or_default();
-        let at = self.file.display();
+        let file = self.file.display();
+        let at = self
+            .metrics_key_line
+            .map_or(file.to_string(), |l| format!("{file}:{l}"));
         if key.is_empty() {
             return Err(ConfigError(format!(
                 "{at}: metrics_key_env: environment variable {var} is not set or empty"

@@ -38,6 +38,9 @@ pub struct Webhook {
     /// `retry_initial_ms`: the first retry's delay; each later one doubles, up to 5 minutes
     /// (default 1000).
     pub retry_initial_ms: u64,
+    /// The line of its entry in the config file, for the errors of what is read later (an
+    /// unset `secret_env`); `None` for a webhook made otherwise.
+    pub line: Option<u64>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -74,19 +77,22 @@ fn http_url(u: &str) -> bool {
 
 /// Checks `public_url` (an http(s) URL) and returns it without a trailing `/`.
 pub(crate) fn public_url(path: &Path, raw: &RawConfig) -> Result<Option<String>, ConfigError> {
-    if let Some(u) = &raw.public_url
-        && !http_url(u)
-    {
-        return Err(at(
-            path,
-            None,
-            format!("public_url `{u}` is not an http(s) URL"),
-        ));
+    let Some(u) = &raw.public_url else {
+        return Ok(None);
+    };
+    let line = Some(u.referenced.line());
+    let u = &u.value;
+    if !http_url(u) {
+        let why = format!("public_url `{u}` is not an http(s) URL");
+        return Err(at(path, line, why));
     }
-    Ok(raw
-        .public_url
-        .clone()
-        .map(|u| u.trim_end_matches('/').to_string()))
+    // Links are made by appending paths (`/approvals/ID`): a query or fragment would swallow
+    // them.
+    if u.contains(['?', '#']) {
+        let why = format!("public_url `{u}`: give the base URL, without a query or fragment");
+        return Err(at(path, line, why));
+    }
+    Ok(Some(u.trim_end_matches('/').to_string()))
 }
 
 /// Checks `mcp_upstreams`: aliases `^[a-zA-Z_][a-zA-Z0-9_]*$`, each a `command` or an
@@ -189,7 +195,7 @@ pub(crate) fn webhooks(
             ));
         }
         let hook = webhook(r).map_err(|m| at(path, line, format!("webhooks `{}`: {m}", r.name)))?;
-        out.push(hook);
+        out.push(Webhook { line, ..hook });
     }
     Ok(out)
 }
@@ -243,6 +249,7 @@ fn webhook(r: &RawWebhook) -> Result<Webhook, String> {
         },
         max_attempts: r.max_attempts.unwrap_or(10),
         retry_initial_ms: r.retry_initial_ms.unwrap_or(1000).max(1),
+        line: None,
     })
 }
 
@@ -261,7 +268,7 @@ pub(crate) fn resolve_secrets(
             }),
             _ => Err(at(
                 file,
-                None,
+                w.line,
                 format!(
                     "webhooks `{}`: environment variable {} (secret_env) is not set or empty",
                     w.name, w.secret_env

@@ -64,6 +64,7 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
             events: vec!["approval.requested".into(), "approval.resolved".into()],
             max_attempts: 3,
             retry_initial_ms: 50,
+            line: None,
         }]);
     })
     .await;

@@ -112,6 +112,7 @@ fn hook(name: &str, url: String, format: WebhookFormat) -> Webhook {
         events: vec!["approval.requested".into(), "approval.resolved".into()],
         max_attempts: 20,
         retry_initial_ms: 50,
+        line: None,
     }
 }
 

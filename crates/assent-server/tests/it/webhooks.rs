@@ -55,6 +55,7 @@ fn hook(name: &str, url: String, format: WebhookFormat, attempts: u32, retry_ms:
         events: vec!["approval.requested".into(), "approval.resolved".into()],
         max_attempts: attempts,
         retry_initial_ms: retry_ms,
+        line: None,
     }
 }
 

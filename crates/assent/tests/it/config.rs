@@ -32,7 +32,16 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
     );
     let (code, err) = serve_on(&p, "listen: 127.0.0.1:0\nlisten_typo: 1\n", None);
     assert!(
-        code == Some(1) && err.contains(":2") && err.contains("listen_typo"),
+        code == Some(1) && err.contains(":2: unknown field `listen_typo`"),
+        "{err}"
+    );
+    // The file and line are said once, and the YAML parser's advice to its caller not at all.
+    let (code, err) = serve_on(&p, "listen: 127.0.0.1:0\nlisten: 127.0.0.1:1\n", None);
+    assert!(
+        code == Some(1)
+            && err.contains(":2: duplicate mapping key: listen (column 1)")
+            && !err.contains("error: line")
+            && !err.contains("DuplicateKeyPolicy"),
         "{err}"
     );
     // key_env that is not set.
@@ -88,6 +97,27 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
             "audit_checkpoints:\n  file: /nonexistent/dir/checkpoints.jsonl\n",
             "not a file in an existing directory",
         ),
+        // Found by review: these named the file but not the line.
+        (
+            "trusted_proxies:\n  - 10.0.0.0/8\n",
+            "trusted_proxies: `10.0.0.0/8` is not an IP address",
+        ),
+        (
+            "public_url:\n  ftp://x\n",
+            "public_url `ftp://x` is not an http(s) URL",
+        ),
+        (
+            "public_url:\n  \"https://a.example/x?y=1\"\n",
+            "without a query or fragment",
+        ),
+        (
+            "agents:\n  - agents/missing.agf.yaml\n",
+            "agents file `agents/missing.agf.yaml` does not exist",
+        ),
+        (
+            "governance:\n  - none.yaml\n",
+            "governance file `none.yaml` does not exist",
+        ),
     ] {
         let (code, err) = serve_on(&p, &format!("listen: 127.0.0.1:0\n{cfg}"), None);
         assert!(
@@ -99,7 +129,8 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
     let cfg = "listen: 127.0.0.1:0\nwebhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_UNSET_SECRET}\n";
     let (code, err) = serve_on(&p, cfg, Some("ASSENT_TEST_UNSET_SECRET"));
     assert!(
-        code == Some(1) && err.contains("ASSENT_TEST_UNSET_SECRET (secret_env) is not set"),
+        code == Some(1)
+            && err.contains(":3: webhooks `ops`: environment variable ASSENT_TEST_UNSET_SECRET (secret_env) is not set"),
         "{err}"
     );
     // The metrics scrape key (issue 15 §2): unset, or too short to resist guessing.
@@ -108,7 +139,7 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
     assert!(
         code == Some(1)
             && err.contains(
-                "metrics_key_env: environment variable ASSENT_TEST_UNSET_METRICS is not set"
+                ":2: metrics_key_env: environment variable ASSENT_TEST_UNSET_METRICS is not set"
             ),
         "{err}"
     );

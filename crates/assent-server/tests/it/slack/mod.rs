@@ -448,6 +448,7 @@ async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_resp
                 events: vec!["approval.requested".into()],
                 max_attempts: 3,
                 retry_initial_ms: 10,
+                line: None,
             }]);
         },
     )
