@@ -57,10 +57,12 @@ pub fn spawn(state: AppState, interval: Duration) -> Signer {
 
 /// Signs a checkpoint if one is `due` and publishes it: stored by the store, appended to the
 /// configured file, logged (`tracing::info!`). Failures are logged, never fatal: a chain that
-/// no longer extends the previous checkpoint is logged as an error and nothing is signed.
+/// no longer extends the previous checkpoint — the newest stored, or the newest in the file
+/// ([`AppState::published`]) — is logged as an error and nothing is signed.
 pub async fn sign_due(state: &AppState, due: Due) {
+    let published = state.published.lock().expect("not poisoned").clone();
     let signed = state
-        .store_task(move |s| s.checkpoint_if_due(due, now_ms()))
+        .store_task(move |s| s.checkpoint_if_due_after(due, now_ms(), published.as_ref()))
         .await;
     let cp = match signed {
         Ok(Ok(Some(cp))) => cp,
@@ -81,8 +83,12 @@ pub async fn sign_due(state: &AppState, due: Due) {
         let res =
             tokio::task::spawn_blocking(move || assent_store::checkpoint::append_jsonl(&f, &line))
                 .await;
-        if let Ok(Err(e)) = res {
-            tracing::error!(file = %file.display(), error = %e, "audit checkpoint not written to the checkpoint file");
+        match res {
+            Ok(Ok(())) => *state.published.lock().expect("not poisoned") = Some(cp),
+            Ok(Err(e)) => {
+                tracing::error!(file = %file.display(), error = %e, "audit checkpoint not written to the checkpoint file");
+            }
+            Err(_) => {}
         }
     }
 }

@@ -81,6 +81,10 @@ pub struct Shared {
     pub throttle: Arc<throttle::Throttle>,
     /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
     pub checkpoints: Arc<config::AuditCheckpoints>,
+    /// The newest checkpoint in that file (read at start-up, then each one appended): the
+    /// next checkpoint is signed only if the chain still extends it
+    /// ([`assent_store::Store::checkpoint_if_due_after`]).
+    pub published: Arc<std::sync::Mutex<Option<assent_store::checkpoint::Checkpoint>>>,
     /// The last `/readyz` answer and when it was taken: at most one check a second, shared
     /// by every caller (the route needs no key, so it must not reach the store per request).
     pub readiness:
@@ -222,6 +226,11 @@ impl AppState {
             if let Some(why) = problem {
                 return Err(StartError::Forked(why));
             }
+            // Read again (the check above read it whole): the newest, which the next
+            // checkpoint must extend. None when there is no file yet.
+            let key = state.store.audit_public_key();
+            let newest = assent_store::checkpoint::newest_signed_in_jsonl(file, &key);
+            *state.published.lock().expect("not poisoned") = newest.ok().flatten();
         }
         state.metrics_key_sha256 = metrics_key.map(Arc::new);
         state.reload = Some(Arc::new(config::ReloadSource::new(config, false)));
@@ -282,6 +291,7 @@ impl AppState {
             waiters: Arc::default(),
             throttle: Arc::default(),
             checkpoints: Arc::default(),
+            published: Arc::default(),
             readiness: Arc::default(),
             listener: None,
         }));

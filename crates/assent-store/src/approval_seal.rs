@@ -30,6 +30,7 @@ use crate::seal::SealKey;
 use serde_json::{Value, json};
 
 /// An approval's sealed terms, as stored.
+#[derive(Clone, Copy)]
 pub(crate) struct Terms<'a> {
     pub id: &'a str,
     pub agent: &'a str,
@@ -63,6 +64,7 @@ pub(crate) struct Terms<'a> {
 
 /// Who may decide a pending approval and when its default applies, as stored: what the
 /// gateway's escalation steps change (`expiry.rs`), and nothing else does.
+#[derive(Clone, Copy)]
 pub(crate) struct Standing<'a> {
     /// The `approvers` column (JSON text).
     pub approvers: &'a str,
@@ -263,7 +265,65 @@ pub(crate) fn seal_new(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()
 /// governance does not govern who may approve it); `false` for an unsealed row (before
 /// migration 0029, voided by 0033 or 0034, or planted) and for no such approval.
 pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
-    held(conn, id, |t, seal| t.sealed_for_deciding(key, seal))
+    Ok(holding(conn, key, id)?.is_some())
+}
+
+/// What [`holding`] found: the form of the seal that held, and the governance it held over.
+pub(crate) struct Holding {
+    /// Today's form (with the governance); `false`: migration 0034's.
+    whole: bool,
+    /// The recorded `policies` and `policy_set_sha256` as read for the check.
+    governance: (Option<String>, Option<String>),
+}
+
+impl Holding {
+    /// The seal of `t` (as stored now) in the form that held, over the governance checked.
+    fn seal_of(&self, t: &Terms<'_>, key: &SealKey) -> String {
+        let governance = (self.governance.0.as_deref(), self.governance.1.as_deref());
+        let t = Terms { governance, ..*t };
+        if self.whole {
+            t.seal(key)
+        } else {
+            key.seal(&t.columns_0034())
+        }
+    }
+}
+
+/// [`holds`], saying how: `None` when it does not hold. For sealing the row again after an
+/// escalation step ([`reseal`]).
+pub(crate) fn holding(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<Option<Holding>> {
+    let found = with_stored(conn, id, |t, seal| {
+        let whole = t.sealed_by(key, seal);
+        let governance = || {
+            (
+                t.governance.0.map(str::to_string),
+                t.governance.1.map(str::to_string),
+            )
+        };
+        (whole || t.sealed_for_deciding(key, seal)).then(|| Holding {
+            whole,
+            governance: governance(),
+        })
+    });
+    match found {
+        Ok(h) => Ok(h.flatten()),
+        Err(e) if e.is_damaged_row() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Seals approval `id` again after the gateway's escalation step changed its standing, in the
+/// form that held before it and over the governance that was checked then (`h`), not as read
+/// now. Found by review: sealing it anew in today's form took in governance edited behind the
+/// gateway's back — of a call held before migration 0035 (whose seal left it out), or on
+/// PostgreSQL between the check and the new seal — and vouched for it in the receipt.
+pub(crate) fn reseal(conn: Conn<'_>, key: &SealKey, id: &str, h: &Holding) -> db::Result<()> {
+    let seal = with_stored(conn, id, |t, _| h.seal_of(t, key))?;
+    if let Some(seal) = seal {
+        conn.prepare_cached("UPDATE approvals SET seal = ?2 WHERE id = ?1")?
+            .execute(crate::params![id, seal])?;
+    }
+    Ok(())
 }
 
 /// Whether approval `id`'s terms, standing and recorded governance hold today's seal under
@@ -367,5 +427,38 @@ mod tests {
         let mut moved = terms(r#"["finance"]"#, 100);
         moved.risk_tier = "R1";
         assert!(!moved.sealed_for_deciding(&key, &old));
+    }
+
+    /// Found by review: an escalation step sealed the row anew in today's form over the
+    /// governance as read then, vouching for policies edited behind the gateway's back (of a
+    /// call sealed before migration 0035, or between the check and the new seal). The new
+    /// seal keeps the form that held and the governance that was checked.
+    #[test]
+    fn an_escalations_new_seal_keeps_the_form_and_governance_that_held() {
+        let key = SealKey::of(
+            &ed25519_dalek::SigningKey::from_bytes(&[3; 32]),
+            Sealed::Approval,
+        );
+        let mut stepped = terms(r#"["finance","lead"]"#, 300);
+        stepped.governance = (Some(r#"["forged"]"#), None);
+        let old = Holding {
+            whole: false,
+            governance: (None, None),
+        };
+        let seal = old.seal_of(&stepped, &key);
+        assert!(stepped.sealed_for_deciding(&key, &seal));
+        assert!(!stepped.sealed_by(&key, &seal), "vouches for no receipt");
+        let checked = Holding {
+            whole: true,
+            governance: (Some(r#"["payments"]"#.into()), Some("ab".into())),
+        };
+        let seal = checked.seal_of(&stepped, &key);
+        assert!(
+            !stepped.sealed_by(&key, &seal),
+            "the forged governance is not sealed"
+        );
+        let mut genuine = stepped;
+        genuine.governance = (Some(r#"["payments"]"#), Some("ab"));
+        assert!(genuine.sealed_by(&key, &seal));
     }
 }

@@ -253,6 +253,21 @@ impl Store {
     /// Errors: [`StoreError::Invalid`] when the records after the previous checkpoint do not
     /// link to it (the chain was altered: nothing is signed); SQLite errors.
     pub fn checkpoint_if_due(&self, due: Due, now: i64) -> Result<Option<Checkpoint>, StoreError> {
+        self.checkpoint_if_due_after(due, now, None)
+    }
+
+    /// [`Store::checkpoint_if_due`], where the chain must also extend `published`: the newest
+    /// checkpoint the caller published outside the database (its checkpoint file), when it is
+    /// newer than the newest stored one. Found by review: with the stored checkpoints after a
+    /// rewritten record deleted, the gateway checked the chain from an older one only, signed
+    /// the rewritten head and appended it to the file, so that the file's newest checkpoint
+    /// matched the rewritten chain at the next start-up. Errors: as `checkpoint_if_due`.
+    pub fn checkpoint_if_due_after(
+        &self,
+        due: Due,
+        now: i64,
+        published: Option<&Checkpoint>,
+    ) -> Result<Option<Checkpoint>, StoreError> {
         // Read first: the write lock is taken only when a checkpoint is due.
         if due_head(self.lock().conn(), due, now)?.is_none() {
             return Ok(None);
@@ -260,6 +275,11 @@ impl Store {
         self.write(|tx| {
         let Some((seq, hash, prev)) = due_head(**tx, due, now)? else {
             return Ok(None);
+        };
+        let prev = match (prev, published) {
+            (Some(p), Some(q)) if q.seq > p.seq => Some(q.clone()),
+            (None, Some(q)) => Some(q.clone()),
+            (p, _) => p,
         };
         let last_seq = prev.as_ref().map_or(0, |p| p.seq);
         if let Some(why) = extends(**tx, prev.as_ref(), &self.audit_key.verifying_key())? {
@@ -353,7 +373,7 @@ pub fn newest_signed_in_jsonl(
     path: &Path,
     key: &VerifyingKey,
 ) -> std::io::Result<Option<Checkpoint>> {
-    let mut all = parsed_jsonl(path)?;
+    let mut all = parsed_jsonl(path, |_| true)?;
     all.sort_by_key(|c| std::cmp::Reverse(c.seq));
     Ok(all.into_iter().find(|c| c.verifies(key)))
 }
@@ -370,19 +390,28 @@ pub fn signed_in_jsonl_between(
     after: i64,
     upto: i64,
 ) -> std::io::Result<Vec<Checkpoint>> {
-    Ok(parsed_jsonl(path)?
+    let in_range = parsed_jsonl(path, |c| c.seq > after && c.seq <= upto)?;
+    Ok(in_range
         .into_iter()
-        .filter(|c| c.seq > after && c.seq <= upto)
         .filter(|c| c.record_count == c.seq && c.verifies(key))
         .collect())
 }
 
-/// Every line of the JSONL file `path` that parses as a checkpoint, in the file's order
-/// (signatures not checked).
-fn parsed_jsonl(path: &Path) -> std::io::Result<Vec<Checkpoint>> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Checkpoint>(l).ok())
-        .collect())
+/// Every line of the JSONL file `path` that parses as a checkpoint `keep` takes, in the
+/// file's order (signatures not checked), read line by line: only those are held in memory.
+/// Errors: the file cannot be read, or a line is not UTF-8.
+fn parsed_jsonl(
+    path: &Path,
+    keep: impl Fn(&Checkpoint) -> bool,
+) -> std::io::Result<Vec<Checkpoint>> {
+    use std::io::BufRead;
+    let mut out = Vec::new();
+    for line in std::io::BufReader::new(std::fs::File::open(path)?).lines() {
+        if let Ok(cp) = serde_json::from_str::<Checkpoint>(&line?)
+            && keep(&cp)
+        {
+            out.push(cp);
+        }
+    }
+    Ok(out)
 }

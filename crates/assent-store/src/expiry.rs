@@ -58,13 +58,14 @@ impl Store {
                 // Whether its terms and standing are as the gateway sealed them: an escalation
                 // step (which seals the row again) is taken only then, as one from a schedule
                 // edited behind the gateway's back would add whatever roles it names.
-                let sealed = crate::approval_seal::holds(**tx, &seal, &id)?;
-                if sealed
+                let holding = crate::approval_seal::holding(**tx, &seal, &id)?;
+                let sealed = holding.is_some();
+                if let Some(h) = &holding
                     && let Some(s) = &rec.escalation_schedule
                     && s.due(now) > rec.escalation_steps
                 {
                     escalate(**tx, &*self.envelopes, &rec, s, now)?;
-                    crate::approval_seal::seal_new(**tx, &seal, &id)?;
+                    crate::approval_seal::reseal(**tx, &seal, &id, h)?;
                     tx.changed(Change::Approval(rec.id.clone()));
                     if s.next(s.due(now)) > now {
                         return Ok(Step::Escalated);

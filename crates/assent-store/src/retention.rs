@@ -210,7 +210,9 @@ impl Store {
     /// The records are checked against the checkpoints signed among them: those stored, and
     /// when `checkpoint_file` is given (the config's `audit_checkpoints.file`, kept where a
     /// database writer cannot reach) every one of that file's that verifies under the audit
-    /// key. Found by review: only stored checkpoints were checked, so records rewritten and
+    /// key; then the range ends at the newest of the file's (`Ok(None)` when it has none
+    /// among the records due), so that every record archived leads to a head the file
+    /// signed. Found by review: only stored checkpoints were checked, so records rewritten and
     /// re-chained, their stored checkpoints deleted, were signed into an export and deleted,
     /// and the file's checkpoint among them could no longer be checked against anything.
     ///
@@ -243,9 +245,26 @@ impl Store {
                 a.last_seq
             )));
         }
-        let Some(p) = p else { return Ok(None) };
+        let Some(mut p) = p else { return Ok(None) };
         let filed = match checkpoint_file {
-            Some(f) => filed_between(f, &key, &p)?,
+            Some(f) => {
+                let filed = filed_between(f, &key, &p)?;
+                // The range ends at a head the file signed, so that every record archived is
+                // vouched for by a signature kept out of the database's reach (found by
+                // review: with the file's checkpoints all above the cut, records rewritten
+                // below it were archived unchecked).
+                let Some(last) = filed.iter().map(|c| c.seq).max() else {
+                    tracing::info!(
+                        file = %f.display(), from = p.prev_seq + 1, to = p.cut,
+                        "no audit records archived: the checkpoint file has no checkpoint among those due"
+                    );
+                    return Ok(None);
+                };
+                if last < p.cut {
+                    (p.cut, p.more) = (last, false);
+                }
+                filed
+            }
             None => Vec::new(),
         };
         // Never write exports (or chmod) through a link planted where the directory should be.
@@ -377,13 +396,20 @@ fn create_new_private(path: &Path) -> Result<std::fs::File, StoreError> {
 }
 
 /// The checkpoints in the file `file` among the records `p` archives that verify under `key`
-/// ([`crate::checkpoint::signed_in_jsonl_between`]); none when there is no file yet.
-/// Errors: the file cannot be read (nothing is archived unchecked).
+/// ([`crate::checkpoint::signed_in_jsonl_between`]). Errors: the file does not exist or
+/// cannot be read (nothing is archived unchecked: a path mistyped or a volume not mounted is
+/// not taken for a file not written yet, as records due are days older than the gateway's
+/// first checkpoint).
 fn filed_between(file: &Path, key: &VerifyingKey, p: &Plan) -> Result<Vec<Mark>, StoreError> {
     let found = crate::checkpoint::signed_in_jsonl_between(file, key, p.prev_seq, p.cut);
     let found = match found {
         Ok(found) => found,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(format!(
+                "the checkpoint file {} does not exist; nothing archived (records are archived up to a checkpoint it signed)",
+                file.display()
+            )));
+        }
         Err(e) => return Err(io(file)(e)),
     };
     let whose = format!("the checkpoint in {}", file.display());

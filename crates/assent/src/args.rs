@@ -592,7 +592,9 @@ pub(crate) enum AuditCmd {
     /// the audit key), written and synced before they are deleted; the store keeps the
     /// manifest as its anchor, so the remaining chain still verifies. Records a pending
     /// approval, a live token or grant, or an undelivered webhook still needs stay. Safe while
-    /// gateways run (replicas racing archive a range once).
+    /// gateways run (replicas racing archive a range once). With a checkpoint file
+    /// (--checkpoint, or `audit_checkpoints.file` of --config) the records are checked against
+    /// its signatures and archived only up to the newest of them.
     #[command(
         after_help = "Exit codes: 0 archived (or nothing due); 1 refused or failed (no retention period, no audit key, a chain that does not verify: nothing deleted)."
     )]
@@ -602,6 +604,10 @@ pub(crate) enum AuditCmd {
         /// Archive records older than this many days (1 to 36500).
         #[arg(long = "older-than-days")]
         older_than_days: Option<u64>,
+        /// The checkpoint sink file (JSONL) to check the records against; default: the
+        /// `audit_checkpoints.file` of --config.
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
         /// Print `{"archived": [{manifest, path, bytes, more}], "cutoff": ms}`.
         #[arg(long)]
         json: bool,

@@ -464,6 +464,21 @@ async fn a_receipt_is_signed_only_for_a_settlement_that_holds_its_seal() {
         assert_eq!(r["damaged"], json!(["settlement_seal"]), "{r}");
         assert!(r.get("signature").is_none(), "{r}");
     }
+    // A pending call's receipt with an edit planted on it (found by review: signed as its
+    // `approved_call_hash`): damaged as settled yet pending, no receipt.
+    let pending = gw
+        .held("s1", "pay", json!({"amount": 700, "to": "carol"}))
+        .await;
+    let plant = format!(
+        "UPDATE approvals SET edited_arguments = arguments, edited_canonical = canonical, edited_hash = call_hash WHERE id = '{pending}'"
+    );
+    assert_eq!(gw.sql().exec(&plant, &[]), 1);
+    let (s, r) = receipt(pending.clone()).await;
+    assert_eq!(
+        (s, &r["damaged"]),
+        (StatusCode::CONFLICT, &json!(["status.settled"])),
+        "{r}"
+    );
     let back = format!("UPDATE decisions SET actor = '{by}' WHERE approval_id = '{approved}'");
     assert_eq!(gw.sql().exec(&back, &[]), 1);
     let (s, r) = receipt(approved.clone()).await;

@@ -336,9 +336,9 @@ fn retention_never_archives_an_altered_chain() {
 
 /// A store with two approvals approved on day 0, a checkpoint signed after them and written
 /// to the checkpoint file `audit-checkpoints.jsonl` only (as the gateway does, and then no
-/// stored one), a third approval and one record on day 10; with the archive directory and the
-/// file's path.
-fn filed(db: &Database) -> (tempfile::TempDir, Store, PathBuf, PathBuf) {
+/// stored one), a third approval and one record on day 10; with the archive directory, the
+/// file's path and the checkpoint's record.
+fn filed(db: &Database) -> (tempfile::TempDir, Store, PathBuf, PathBuf, i64) {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path(), db);
     approved(&s, 1, 5_000, false);
@@ -351,7 +351,7 @@ fn filed(db: &Database) -> (tempfile::TempDir, Store, PathBuf, PathBuf) {
     s.append_audit("note", None, "test", &serde_json::json!({}), 10 * DAY)
         .unwrap();
     let arch = dir.path().join(ARCHIVE_DIR);
-    (dir, s, arch, file)
+    (dir, s, arch, file, cp.seq)
 }
 
 /// Rewrites audit record 2's actor and recomputes every later hash as the gateway would: the
@@ -402,20 +402,35 @@ fn rewrite_and_rechain(db: &Database) {
 /// deletes the stored checkpoints, then waits for retention to sign the rewritten records
 /// into an export and delete them, after which the checkpoint file's signature among them
 /// matches nothing left to check. Retention checks the file's checkpoints among the records
-/// it archives too (found by review: it checked only the stored ones): the run is refused
-/// and nothing is deleted. The same store untouched archives, its file checkpoint met.
+/// it archives too (found by review: it checked only the stored ones) and archives only up to
+/// the newest of them (found by review: with the file's checkpoints above the cut, records
+/// below it went unchecked): the run is refused and nothing is deleted. Untouched, the same
+/// store archives up to its file checkpoint; a configured file that is missing archives
+/// nothing.
 #[test]
 fn retention_refuses_records_rewritten_under_a_checkpoint_in_the_file() {
     both(|db| {
-        let (_dir, s, arch, file) = filed(db);
+        let (_dir, s, arch, file, at) = filed(db);
+        let missing = file.with_extension("gone");
+        let e = s
+            .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&missing))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not exist; nothing archived"), "{e}");
         let a = s
             .archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file))
             .unwrap()
             .expect("records were due");
-        assert!(a.manifest.last_seq > 2, "{a:?}");
+        // Due were the records of all three approvals; archived, those up to the checkpoint.
+        assert_eq!((a.manifest.last_seq, a.more), (at, false), "{a:?}");
+        let again = s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, Some(&file));
+        assert!(
+            again.unwrap().is_none(),
+            "no checkpoint in the file beyond it"
+        );
     });
     both(|db| {
-        let (_dir, s, arch, file) = filed(db);
+        let (_dir, s, arch, file, _) = filed(db);
         rewrite_and_rechain(db);
         assert_eq!(
             verify(&s, db).problem,
@@ -434,6 +449,31 @@ fn retention_refuses_records_rewritten_under_a_checkpoint_in_the_file() {
         assert!(e.contains("nothing archived"), "{e}");
         assert_eq!(std::fs::read_dir(&arch).unwrap().count(), 0);
         assert_eq!(scalar::<i64>(db, "SELECT count(*) FROM audit", []), before);
+    });
+}
+
+/// Attack: the same rewrite while the gateway runs, then waiting for its next checkpoint:
+/// checked only from the newest stored checkpoint (the attacker deleted the later ones), the
+/// rewritten head was signed and appended to the file, and the file's newest checkpoint then
+/// matched the rewritten chain. Checked also from the newest checkpoint the file has (found
+/// by review), nothing is signed.
+#[test]
+fn a_rewritten_chain_is_not_signed_past_the_checkpoint_the_file_has() {
+    both(|db| {
+        let (_dir, s, _arch, file, _) = filed(db);
+        let key = s.audit_public_key();
+        let published = assent_store::checkpoint::newest_signed_in_jsonl(&file, &key)
+            .unwrap()
+            .expect("the file has one");
+        rewrite_and_rechain(db);
+        let e = s
+            .checkpoint_if_due_after(Due::NOW, 11 * DAY, Some(&published))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no checkpoint signed"), "{e}");
+        assert!(s.checkpoints().unwrap().is_empty(), "nothing stored");
+        // From the stored checkpoints alone (none left) the rewritten head would be signed.
+        assert!(s.checkpoint_if_due(Due::NOW, 11 * DAY).unwrap().is_some());
     });
 }
 

@@ -33,8 +33,9 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
         AuditCmd::Archive {
             place,
             older_than_days,
+            checkpoint,
             json,
-        } => archive_run(&place, older_than_days, json),
+        } => archive_run(&place, older_than_days, checkpoint, json),
         AuditCmd::VerifyExport {
             file,
             place,
@@ -255,7 +256,12 @@ fn off_runtime<T: Send>(f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
 /// [`retention::DEFAULT_MAX_RECORDS`], and prints what was archived (`--json`:
 /// `{"archived": [runs], "cutoff": ms}`). Exit status 0 (also when nothing was due); an
 /// error (no retention set, no audit key, a chain that does not verify) is returned.
-fn archive_run(place: &DataPlace, days: Option<u64>, as_json: bool) -> Result<i32> {
+fn archive_run(
+    place: &DataPlace,
+    days: Option<u64>,
+    checkpoint: Option<PathBuf>,
+    as_json: bool,
+) -> Result<i32> {
     let Resolved {
         data_dir: dir,
         keys_dir: keys,
@@ -263,6 +269,12 @@ fn archive_run(place: &DataPlace, days: Option<u64>, as_json: bool) -> Result<i3
         retention_days: configured,
         checkpoint_file,
     } = resolve(place)?;
+    let checkpoint_file = checkpoint.or(checkpoint_file);
+    if checkpoint_file.is_none() {
+        eprintln!(
+            "note: no checkpoint file (--checkpoint, or audit_checkpoints.file of --config): the records are checked against the stored checkpoints only"
+        );
+    }
     let Some(days) = days.or(configured) else {
         bail!(
             "no retention period: set audit_retention_days in the config, or give --older-than-days N"

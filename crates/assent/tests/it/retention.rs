@@ -117,6 +117,24 @@ fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused
         ];
         serde_json::from_str(&ok(&run(&[&args[..], &["--json"]].concat()))).unwrap()
     };
+    // A checkpoint file named but missing (a mistyped path, a volume not mounted) archives
+    // nothing rather than archiving unchecked.
+    let missing = dir.path().join("no-such-checkpoints.jsonl");
+    let out = run(&[
+        "audit",
+        "archive",
+        "--data-dir",
+        d,
+        "--older-than-days",
+        "1",
+        "--checkpoint",
+        missing.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("does not exist; nothing archived"),
+        "{err}"
+    );
     let v = archive();
     assert_eq!(v["archived"][0]["manifest"]["last_seq"], 3, "{v}");
     let f = v["archived"][0]["path"].as_str().unwrap().to_string();
