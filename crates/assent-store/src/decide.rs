@@ -161,15 +161,13 @@ impl Store {
         now: i64,
     ) -> Result<ApprovalRecord, DecideError> {
         // Refusals `admit` audited commit (`DecideError: Settles`); anything else rolls back.
-        let seal = self.seal_key(Sealed::Approval);
-        let vote_seal = self.seal_key(Sealed::Vote);
-        let settled = self.seal_key(Sealed::Settlement);
+        let keys = [Sealed::Approval, Sealed::Vote, Sealed::Settlement].map(|k| self.seal_key(k));
         self.write(|tx| {
             let s = Settle {
                 id,
-                seal: &seal,
-                votes: &vote_seal,
-                settled: &settled,
+                seal: &keys[0],
+                votes: &keys[1],
+                settled: &keys[2],
                 event,
                 input,
                 reason,

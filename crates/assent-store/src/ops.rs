@@ -409,6 +409,18 @@ fn check_outstanding_tokens(staged: &Path, what: &str, allowed: bool) -> Result<
     )))
 }
 
+/// Pending approvals in the staged copy whose default decision is `approve`: any of them
+/// may have been denied or cancelled after the backup was taken, and its expiry would now
+/// approve it, so the next start cancels them ([`crate::voided`]).
+fn pending_defaults(staged: &Path) -> Result<i64, StoreError> {
+    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    Ok(conn.query_row(
+        "SELECT count(*) FROM approvals WHERE status = 'pending' AND default_decision = 'approve'",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
 /// The name the replaced database is kept under: `assent.db.before-restore-<UTC time>`.
 fn aside_name(data_dir: &Path) -> PathBuf {
     let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
@@ -487,8 +499,9 @@ pub fn restore(
     for stale in [wal, data_dir.join(format!("{DB_FILE}-shm"))] {
         let _ = std::fs::remove_file(stale);
     }
-    // Before the copy takes the name: whatever happens next, the next start voids them.
-    if outstanding > 0 {
+    // Before the copy takes the name: whatever happens next, the next start voids them (and
+    // cancels what its default would approve, `crate::voided`).
+    if outstanding > 0 || pending_defaults(&staging.db())? > 0 {
         crate::voided::mark(data_dir, crate::kit::now_ms())?;
     }
     if let Err(e) = std::fs::rename(staging.db(), &live) {

@@ -368,19 +368,16 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
 /// sealed default is `approve`, then approved by the expiry sweep with no one deciding, or a
 /// denial undone for another operator to approve. The seal of its terms still holds (the row
 /// was put back as it was when held), but settling left what a pending approval never has: a
-/// decision row and a `decided_at` (or a decided scope, an edit). Such an approval is damaged (`status.settled`): nobody may
-/// decide it and the sweep leaves it alone (a token row left behind refuses approving only:
-/// `decide::admit`). Undoing all of that too is a row put back as it was, which no seal can
-/// stop: `audit verify` finds it (the chain holds the settling record).
+/// decision row, a `decided_at`, a decided scope or an edit (found by review: an edit planted
+/// on a pending call was signed into its receipt). Such an approval is damaged
+/// (`status.settled`): nobody may decide it and the sweep leaves it alone (a token row left
+/// behind refuses approving only: `decide::admit`). Undoing all of that too is a row put back
+/// as it was, which no seal can stop: `audit verify` finds it (the chain holds the settling
+/// record). An unreadable scope (read as its most restrictive value) is damaged already.
 fn settled_yet_pending(rec: &mut ApprovalRecord) {
-    // A decided scope or an edit too (found by review: planted on a pending approval, they
-    // were signed into its receipt as its `approved_call_hash`).
-    // (An unreadable scope reads as its most restrictive value and is damaged already.)
-    let unreadable = |c: &str| rec.damaged.iter().any(|d| d == c);
-    let settled = !rec.decisions.is_empty()
-        || rec.decided_at.is_some()
-        || (rec.scope.is_some() && !unreadable("scope"))
-        || rec.edited.is_some();
+    let scope = rec.scope.is_some() && !rec.damaged.iter().any(|d| d == "scope");
+    let settled = scope || rec.edited.is_some() || rec.decided_at.is_some();
+    let settled = settled || !rec.decisions.is_empty();
     if rec.status == ApprovalStatus::Pending && settled {
         rec.damaged.push("status.settled".into());
     }

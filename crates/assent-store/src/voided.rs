@@ -12,6 +12,14 @@
 //! transaction, and only then removes the marker. A crash in between voids again at the next
 //! start (only tokens still unused); redeeming a voided token is refused as one already used,
 //! and `audit verify` takes `token.voided` as the record of a used token.
+//!
+//! The same marker, written too when the copy holds pending approvals whose default is
+//! `approve`, has that start cancel each of them requested before the restore (actor
+//! `restore`, audited `approval.cancelled` like any cancel; their agents ask again). Found by
+//! review: a call denied or cancelled after the backup was taken was pending again in the
+//! copy, and once its deadline passed the expiry sweep approved it by its default, with no
+//! one deciding — the denial undone. Pending approvals whose default is `reject` stay: the
+//! worst the rollback does to them is ask a person again.
 
 use crate::audit;
 use crate::db::{self, Conn};
@@ -53,7 +61,30 @@ impl Store {
             Err(e) => return Err(io(&path)(e)),
         };
         let n = self.write(|tx| void_before(**tx, at, now))?;
+        self.cancel_restored_defaults(at, now)?;
         std::fs::remove_file(&path).map_err(io(&path))?;
+        Ok(n)
+    }
+
+    /// Cancels the pending approvals requested before `at` whose default decision is
+    /// `approve` (see the module doc); how many. One a person or the sweep settled meanwhile,
+    /// or that is damaged (which nobody may settle and the sweep leaves alone), is skipped.
+    fn cancel_restored_defaults(&self, at: i64, now: i64) -> Result<usize, StoreError> {
+        let ids: Vec<String> = crate::sql::column(
+            self.lock().conn(),
+            "SELECT id FROM approvals WHERE status = 'pending' AND default_decision = 'approve' AND requested_at <= ?1 ORDER BY requested_at, id",
+            [at],
+        )?;
+        let reason = "restored from a backup: it may have been decided after the backup was \
+                      taken, and its default would approve it; ask again";
+        let mut n = 0;
+        for id in ids {
+            match self.cancel(&id, Some(reason), "restore", now) {
+                Ok(_) => n += 1,
+                Err(crate::DecideError::Store(e)) => return Err(e),
+                Err(_) => {}
+            }
+        }
         Ok(n)
     }
 }

@@ -151,3 +151,39 @@ fn outright_verdicts_read_by_time_count_each_record_once_across_chunks() {
         assert_eq!((got.outright_total, got.outright_truncated), (2, false));
     });
 }
+
+/// Hazard of a rollback: a call whose default is `approve` was pending when the backup was
+/// taken and denied after it; restored, it was pending again, and once its deadline passed
+/// the expiry sweep approved it by its default with no one deciding (found by review). The
+/// restore leaves its marker and the next start cancels it (actor `restore`); one whose
+/// default is `reject` stays pending for a person to decide.
+#[test]
+fn a_restore_cancels_what_its_default_would_approve_once_a_denial_is_rolled_back() {
+    let (dir, s) = crate::fresh();
+    let (lenient, _) = crate::pending(&s, 5, 1_000, 10_000, true);
+    let (strict, _) = crate::pending(&s, 6, 1_000, 10_000, false);
+    let backups = tempfile::tempdir().unwrap();
+    let out = backups.path().join("b.db");
+    assent_store::ops::backup(dir.path(), dir.path(), &out, false).unwrap();
+    s.decide(
+        &lenient,
+        &DecisionInput::deny(Some("no")),
+        "alice",
+        &[],
+        2_000,
+    )
+    .unwrap();
+    drop(s);
+    assent_store::ops::restore(dir.path(), dir.path(), &out, false, false).unwrap();
+    assert!(dir.path().join(assent_store::voided::MARKER).exists());
+    let s = Store::open(dir.path(), 60_000, crate::wire()).unwrap();
+    assert!(!dir.path().join(assent_store::voided::MARKER).exists());
+    let rec = s.get_approval(&lenient).unwrap().unwrap();
+    assert_eq!(rec.status, assent_core::ApprovalStatus::Cancelled);
+    assert_eq!(rec.decisions[0].actor, "restore");
+    assert!(s.expire_due(1_000_000).unwrap().contains(&strict));
+    let strict = s.get_approval(&strict).unwrap().unwrap();
+    assert_eq!(strict.status, assent_core::ApprovalStatus::Expired);
+    let lenient = s.get_approval(&lenient).unwrap().unwrap();
+    assert_eq!(lenient.status, assent_core::ApprovalStatus::Cancelled);
+}
