@@ -316,7 +316,8 @@ fn escalation_of(rec: &AuditRecord) -> Value {
 }
 
 /// The `format: slack` body: [`crate::slack::blocks::message`], with the card link (the
-/// single-use one when there is one) and, when `slack` is configured, the decision buttons.
+/// single-use one when there is one) and, when `slack` is configured without the bot token,
+/// the deny button (approving needs the bot's own message: [`crate::slack::blocks::Buttons`]).
 fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>) -> Value {
     let url = link.map(str::to_string).or_else(|| {
         st.public_url
@@ -324,8 +325,12 @@ fn slack_body(st: &AppState, event: &str, a: &ApprovalRecord, link: Option<&str>
             .map(|b| format!("{b}/ui/approvals/{}", a.id))
     });
     // With the bot token only the bot's own message carries buttons (`slack::from_our_message`).
-    let interactive = st.slack.as_ref().is_some_and(|s| s.bot_token.is_none());
-    crate::slack::blocks::message(event, a, url.as_deref(), interactive)
+    use crate::slack::blocks::Buttons;
+    let offered = match &st.slack {
+        Some(s) if s.bot_token.is_none() => Buttons::DenyOnly,
+        _ => Buttons::None,
+    };
+    crate::slack::blocks::message(event, a, url.as_deref(), offered)
 }
 
 /// `GET /v1/webhooks/dead-letters[?limit=N&before_id=I]` (operator): deliveries that failed

@@ -214,6 +214,16 @@ impl Config {
         )
         .map_err(|e| ConfigError(e.to_string()))?;
         warnings.extend(registry.warnings.iter().cloned());
+        if let Some(o) = raw.oidc.as_ref().filter(|o| o.value.roles.is_none()) {
+            // Found by review: group names are often chosen by users (GitLab group paths,
+            // Entra display names), and each became a role of that name.
+            warnings.push(format!(
+                "{}:{}: oidc.roles is not set: every group in the `{}` claim becomes a role of the same name, so whoever may create a group named like an approver role may approve; map group ids your administrators control (oidc.roles)",
+                path.display(),
+                o.referenced.line(),
+                o.value.roles_claim
+            ));
+        }
         let principals = principals::declare(path, &raw.principals)?;
         let l = limits::limits(path, &raw)?;
         let mcp_upstreams = outbound::mcp_upstreams(path, &raw.mcp_upstreams)?;

@@ -34,29 +34,26 @@ pub fn offers_session(a: &ApprovalRecord) -> bool {
     a.target_type == "other" && !a.terms.irreversible && !a.terms.require_passkey
 }
 
+/// Which decision buttons a message carries while its approval is pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buttons {
+    /// None (no Slack integration to take the clicks).
+    None,
+    /// Deny only: a message the gateway cannot recognise as its own when clicked (an
+    /// incoming webhook's, without the bot token). Found by review: a button's value names
+    /// the approval and its call hash, which its agent can read, so an agent holding the
+    /// webhook's URL could post a message of its own words with a genuine Approve button.
+    DenyOnly,
+    /// Approve and deny: the bot's own message, whose channel and time a click is checked
+    /// against (`slack::from_our_message`).
+    All,
+}
+
 /// The message about approval `a` for `event` (`approval.requested`, `approval.escalated`,
 /// `approval.vote`, `approval.resolved`): `text` and `blocks`. `card_url` adds an "Open in
-/// assent" link button; `interactive` adds the decision buttons while `a` is pending.
-pub fn message(
-    event: &str,
-    a: &ApprovalRecord,
-    card_url: Option<&str>,
-    interactive: bool,
-) -> Value {
-    let target = match &a.call.server {
-        Some(s) => format!("{s}/{}", a.call.tool),
-        None => a.call.tool.clone(),
-    };
-    let title = match event {
-        "approval.requested" => format!("{} wants to run {target}", a.agent),
-        "approval.escalated" => format!(
-            "{} wants to run {target}: escalated to {}",
-            a.agent,
-            escalated_roles(a).join(", ")
-        ),
-        "approval.vote" => format!("{} → {target}: {}", a.agent, progress(a)),
-        _ => format!("{} → {target}: {}", a.agent, a.status.as_str()),
-    };
+/// assent" link button; `offered` the decision buttons while `a` is pending.
+pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered: Buttons) -> Value {
+    let title = header(a, event);
     let Texts {
         message,
         args,
@@ -69,7 +66,7 @@ pub fn message(
         ""
     };
     let mut blocks = vec![
-        json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, 150)}}),
+        json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, HEADER_MAX)}}),
         // What the agent wrote (the message, its arguments, the rule's side effects rendered
         // with them) is plain text: no mrkdwn, links or mentions of its making on the card.
         json!({"type": "section", "text": {"type": "plain_text", "text": cut(&message, MESSAGE_MAX), "emoji": false}}),
@@ -81,8 +78,8 @@ pub fn message(
         ]}),
     ];
     let mut actions = Vec::new();
-    if interactive && a.status == ApprovalStatus::Pending {
-        actions.extend(buttons(a));
+    if offered != Buttons::None && a.status == ApprovalStatus::Pending {
+        actions.extend(buttons(a, offered == Buttons::All));
     }
     if let Some(url) = card_url {
         actions.push(json!({"type": "button", "text": {"type": "plain_text", "text": "Open in assent"}, "url": url}));
@@ -103,6 +100,26 @@ pub fn message(
     json!({"text": cut(&escape(&format!("{title}: {message}")), 3000), "blocks": blocks})
 }
 
+/// The header of `a`'s message for `event`: who wants to run what, and what became of it.
+fn header(a: &ApprovalRecord, event: &str) -> String {
+    let target = match &a.call.server {
+        Some(s) => format!("{s}/{}", a.call.tool),
+        None => a.call.tool.clone(),
+    };
+    match event {
+        "approval.requested" => format!("{} wants to run {target}", a.agent),
+        "approval.escalated" => format!(
+            "{} wants to run {target}: escalated to {}",
+            a.agent,
+            escalated_roles(a).join(", ")
+        ),
+        "approval.vote" => format!("{} → {target}: {}", a.agent, progress(a)),
+        _ => format!("{} → {target}: {}", a.agent, a.status.as_str()),
+    }
+}
+
+/// The most characters of a header Slack shows (its limit for a header block).
+const HEADER_MAX: usize = 150;
 /// The most characters of the message a card shows; past it the message is cut (`…`).
 const MESSAGE_MAX: usize = 2900;
 /// The most characters of the arguments, and of the side effects, a card shows.
@@ -143,18 +160,26 @@ impl Texts {
 /// Attack (found by review): the card cut the arguments at 1,900 characters, and canonical
 /// JSON sorts keys, so an agent put 2,000 harmless characters first and `"to":
 /// "attacker@evil"` last; "Approve once" bound the whole call nobody had seen.
+///
+/// The header names the agent and the tool, cut at [`HEADER_MAX`]: a longer one hides part of
+/// the tool's name (found by review: a rule for `*` holds any name, up to 256 bytes), so it
+/// counts too.
 pub fn shows_whole(a: &ApprovalRecord) -> bool {
     let t = Texts::of(a);
     let fits = |s: &str, max: usize| s.chars().count() <= max;
-    fits(&t.message, MESSAGE_MAX) && fits(&t.args, FIELD_MAX) && fits(&t.effects, FIELD_MAX)
+    let header = header(a, "approval.requested");
+    fits(&header, HEADER_MAX)
+        && fits(&t.message, MESSAGE_MAX)
+        && fits(&t.args, FIELD_MAX)
+        && fits(&t.effects, FIELD_MAX)
 }
 
 /// The decision buttons of pending approval `a`: deny only when its card cannot show it whole
-/// ([`shows_whole`]).
-fn buttons(a: &ApprovalRecord) -> Vec<Value> {
+/// ([`shows_whole`]) or approving from this message is not `approvable`.
+fn buttons(a: &ApprovalRecord, approvable: bool) -> Vec<Value> {
     let value = button_value(a);
     let mut out = Vec::new();
-    if !shows_whole(a) {
+    if !shows_whole(a) || !approvable {
         out.push(
             json!({"type": "button", "action_id": DENY, "style": "danger",
             "text": {"type": "plain_text", "text": "Deny…"}, "value": value}),
@@ -197,14 +222,17 @@ pub fn escape(s: &str) -> String {
 pub fn outcome(a: &ApprovalRecord) -> String {
     let r = a.redactor();
     let last = a.decisions.last();
-    let by = last.map(|d| format!(" by {}", d.actor)).unwrap_or_default();
+    // Names too are text of someone else's making (an SSO claim): escaped (found by review).
+    let by = last
+        .map(|d| format!(" by {}", escape(&d.actor)))
+        .unwrap_or_default();
     let reason = last
         .and_then(|d| d.reason.as_deref())
         .map(|x| format!(": {}", escape(&r.text(x))))
         .unwrap_or_default();
     match a.status {
         ApprovalStatus::Pending => {
-            let voters: Vec<&str> = a.votes.iter().map(|v| v.principal.as_str()).collect();
+            let voters: Vec<String> = a.votes.iter().map(|v| escape(&v.principal)).collect();
             format!("{} (votes: {})", progress(a), voters.join(", "))
         }
         ApprovalStatus::Approved => {
@@ -232,8 +260,10 @@ pub fn deny_modal(a: &ApprovalRecord, metadata: &str) -> Value {
         "submit": {"type": "plain_text", "text": "Deny"},
         "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn",
-                "text": cut(&format!("Deny *{}*'s call of `{target}`?", a.agent), 2900)}},
+            // Plain text: the tool name is the agent's (found by review: a backtick and
+            // `<https://…|…>` in it rendered a link inside mrkdwn).
+            {"type": "section", "text": {"type": "plain_text", "emoji": false,
+                "text": cut(&format!("Deny {}'s call of {target}?", a.agent), 2900)}},
             {"type": "input", "block_id": REASON,
                 "label": {"type": "plain_text", "text": "Reason (the agent is told)"},
                 "element": {"type": "plain_text_input", "action_id": REASON,

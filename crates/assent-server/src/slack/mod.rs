@@ -304,9 +304,17 @@ async fn click(
     }
     let who = (who.0.as_str(), who.1.as_slice());
     let action_id = action["action_id"].as_str().unwrap_or("");
-    if [blocks::APPROVE_ONCE, blocks::APPROVE_SESSION].contains(&action_id)
-        && !blocks::shows_whole(&a)
-    {
+    let approves = [blocks::APPROVE_ONCE, blocks::APPROVE_SESSION].contains(&action_id);
+    // Found by review: without the bot, a click cannot be tied to a message the gateway
+    // posted, and an agent holding the incoming webhook's URL could post its own words with
+    // a genuine Approve button (the approval id and call hash it reads from the API).
+    if approves && slack.bot_token.is_none() {
+        return Some(Reply::no(
+            "APPROVE_NEEDS_BOT",
+            "Approving from Slack needs the assent bot (slack.bot_token_env), which ties each button to the message it posted; open the call in assent to approve it.",
+        ));
+    }
+    if approves && !blocks::shows_whole(&a) {
         return Some(Reply::no(
             "CARD_TRUNCATED",
             "This call is too long for a Slack card to show whole; open it in assent to approve it.",

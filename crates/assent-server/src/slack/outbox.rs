@@ -115,7 +115,7 @@ pub fn current(st: &AppState, a: &ApprovalRecord) -> serde_json::Value {
         _ => "approval.resolved",
     };
     let card = (st.public_url.as_deref()).map(|b| format!("{b}/ui/approvals/{}", a.id));
-    blocks::message(event, a, card.as_deref(), true)
+    blocks::message(event, a, card.as_deref(), blocks::Buttons::All)
 }
 
 /// Stores the reference of the message just posted for approval `id`, trying 5 times over

@@ -428,7 +428,7 @@ async fn approve_for_the_session_grants_the_rest_of_the_session() {
 }
 
 #[tokio::test]
-async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_response_url() {
+async fn without_a_bot_token_the_webhook_message_offers_deny_only_and_the_click_replaces_it() {
     let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
     let (s, hook) = (slack(&fake, false), fake.url.clone());
     let gw = start_custom(
@@ -454,16 +454,23 @@ async fn without_a_bot_token_the_click_replaces_the_webhook_message_through_resp
     )
     .await;
     let id = gw.held("s1", "pay", args()).await;
-    // The incoming webhook's message carries the buttons, valued with the id and call hash.
+    // The incoming webhook's message carries the deny button, valued with the id and call
+    // hash, and no approve button: nothing ties a click to a message the gateway posted, and
+    // the value is one the agent can read (found by review: an agent holding the webhook's URL
+    // posted its own words with a genuine Approve button). An approve click is refused.
     let m = fake.wait_for("/hook", &id).await;
     let (_, a) = gw.approval(&id, "alice-key").await;
     let v = format!("{id}|{}", a["call_hash"].as_str().unwrap());
     let elements = &m["blocks"][3]["elements"];
     assert_eq!(
         (&elements[0]["action_id"], &elements[0]["value"]),
-        (&json!("assent_approve_once"), &json!(v)),
+        (&json!("assent_deny"), &json!(v)),
         "{m}"
     );
+    assert!(!m.to_string().contains("assent_approve"), "{m}");
+    let forged = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &v)).await;
+    assert_refused(&forged, "APPROVE_NEEDS_BOT");
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
     // Deny without a bot token: no modal can open, so the click denies with no reason.
     let reply = signed(&gw, &click(&fake, "U0ALICE", "assent_deny", &v)).await;
     assert_code(&reply, StatusCode::OK, "DECIDED");

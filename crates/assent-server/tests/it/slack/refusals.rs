@@ -448,3 +448,34 @@ async fn a_slack_card_shows_invisible_characters_as_escapes() {
     gw.stop().await;
     drop(dir);
 }
+
+/// Attack (found by review): the card's header ("bot wants to run TOOL") is cut at 150
+/// characters, but only the message, arguments and side effects counted as shown whole, so a
+/// tool name longer than the header (a rule for `*` holds any name) was approvable with its
+/// end hidden. A header that would cut the name offers deny only and refuses an approve.
+#[tokio::test]
+async fn a_tool_name_too_long_for_the_cards_header_offers_no_approve_button() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    let tool = format!("transfer_to_{}_attacker", "a".repeat(140));
+    let agent = crate::kit::one_tool_agent("bot", &format!("{{alias: {tool}, approval: true}}"));
+    let gov = policy("acme.test.slack", "- tool: \"*\"\n  approvers: [finance]\n");
+    let s = slack(&fake, true);
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        &agent,
+        &gov,
+        |st| with_slack(st, s),
+    )
+    .await;
+    let id = gw.held("s1", &tool, json!({"amount": 1})).await;
+    let b = buttons(&fake, &id).await;
+    let actions: Vec<&str> = b.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(actions, ["assent_deny"], "{b:?}");
+    let value = value_of(&b, "assent_deny");
+    let reply = signed(&gw, &click(&fake, "U0ALICE", "assent_approve_once", &value)).await;
+    assert_refused(&reply, "CARD_TRUNCATED");
+    undecided(&gw, &id).await;
+    gw.stop().await;
+}
