@@ -211,7 +211,7 @@ pub fn discover_from_initialize(init: &Value, tasks: bool) -> Value {
         c.remove("tasks");
     }
     if tasks {
-        caps["extensions"][crate::kit::TASKS] = json!({});
+        crate::kit::offer_tasks(&mut caps);
     }
     let mut d = json!({
         "supportedVersions": [MODERN_VERSION],
@@ -322,6 +322,21 @@ mod tests {
         json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": {
             PROTOCOL_VERSION_META: MODERN_VERSION, CLIENT_INFO_META: {"name": "c", "version": "1"},
             CLIENT_CAPS_META: {"elicitation": {}}, "progressToken": 7}}})
+    }
+
+    /// Found by review: `capabilities.extensions` of the upstream's making that is not an
+    /// object was indexed as one, which panicked; it is replaced by one naming the tasks
+    /// extension.
+    #[test]
+    fn an_upstreams_malformed_extensions_do_not_panic_the_discover_answer() {
+        for ext in [json!("x"), json!([1]), json!(7)] {
+            let init = json!({"capabilities": {"tools": {}, "extensions": ext}});
+            let d = discover_from_initialize(&init, true);
+            assert!(
+                d["capabilities"]["extensions"][crate::kit::TASKS].is_object(),
+                "{d}"
+            );
+        }
     }
 
     #[test]

@@ -14,6 +14,23 @@ use tokio::sync::watch;
 /// The MCP tasks extension (SEP-2663).
 pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 
+/// Adds the tasks extension to `caps` (a capabilities object): `extensions` is made an object
+/// when the upstream gave something else. Nothing when `caps` is not an object. Written with
+/// `as_object_mut`, never by indexing, which panics on a value of the upstream's making that is
+/// not an object (found by review: `"extensions": "x"` ended the relay).
+pub(crate) fn offer_tasks(caps: &mut Value) {
+    let Some(c) = caps.as_object_mut() else {
+        return;
+    };
+    let ext = c.entry("extensions").or_insert_with(|| json!({}));
+    if !ext.is_object() {
+        *ext = json!({});
+    }
+    if let Some(e) = ext.as_object_mut() {
+        e.insert(TASKS.into(), json!({}));
+    }
+}
+
 /// How the proxy is set up (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`).
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
@@ -187,10 +204,20 @@ pub(crate) fn status_line(e: &ClientError) -> String {
 }
 
 /// Rewrites a `tools/list` result for the client: held tools show their pinned definition,
-/// or are left out when they were never pinned.
+/// or are left out when they were never pinned; a name listed twice is left out whole (the
+/// gateway refuses such a list; which of the two its word is about could not be told).
 pub(crate) fn apply_pins(tools: &mut Vec<Value>, states: &HashMap<String, ToolState>) {
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for t in tools.iter() {
+        *count
+            .entry(t["name"].as_str().unwrap_or("").to_string())
+            .or_default() += 1;
+    }
     tools.retain_mut(|t| {
         let name = t["name"].as_str().unwrap_or("").to_string();
+        if count.get(&name).is_some_and(|n| *n > 1) {
+            return false;
+        }
         match states.get(&name) {
             Some(s) if s.state == PinState::Held => match &s.pinned {
                 Some(p) => {

@@ -94,11 +94,18 @@ pub(crate) async fn check(
     }
     // A name is shown to operators (reviews, `assent tools accept`): held to the rules of
     // every other name, so no escape sequence reaches a terminal (found by review).
+    let mut seen = std::collections::HashSet::new();
     for (i, t) in b.tools.iter().enumerate() {
-        crate::calls::check_name(
-            &format!("tools[{i}].name"),
-            t["name"].as_str().unwrap_or(""),
-        )?;
+        let name = t["name"].as_str().unwrap_or("");
+        crate::calls::check_name(&format!("tools[{i}].name"), name)?;
+        // Found by review: a list naming a tool twice, a new description beside the pinned
+        // definition, had the new one shown to the client (its state read last-wins as
+        // pinned), even after its review was rejected. A tool list names each tool once.
+        if !seen.insert(name) {
+            return Err(ApiError::bad_request(format!(
+                "tools[{i}].name: `{name}` is named twice in the list (a tool list names each tool once)"
+            )));
+        }
     }
     let hub = from_own_hub(b.hub_token.as_deref());
     let list = st

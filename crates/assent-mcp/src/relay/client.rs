@@ -95,6 +95,13 @@ impl Relay {
         if id.as_str().is_some_and(|s| s.starts_with("assent-")) {
             return Some("ids starting with assent- are the proxy's own");
         }
+        // Found by review: `1` and `1.0` (or `1e0`) are two ids here but one number to most
+        // upstreams, which answer both as `1`: the answer of one call was taken for the other's,
+        // its result recorded and its output limit applied under the other's rules. JSON-RPC
+        // ids should have no fractional part; a number is taken as an integer only.
+        if id.is_number() && !(id.is_i64() || id.is_u64()) {
+            return Some("a numeric id must be an integer");
+        }
         let key = id.to_string();
         let held = st.waiting.lock().expect("waiting").contains_key(&key);
         let queued = st.forwarded.lock().expect("forwarded").contains_key(&key)

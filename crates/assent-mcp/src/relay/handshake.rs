@@ -5,7 +5,7 @@
 
 use crate::ends::{self, Ends};
 use crate::era::{self, Era};
-use crate::kit::{TASKS, reply};
+use crate::kit::reply;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -56,8 +56,8 @@ pub(super) fn handshake(
     };
     let with_tasks = |mut r: Value, tasks: bool| {
         offered(&mut r, pass_ungated);
-        if tasks && r["capabilities"].is_object() {
-            r["capabilities"]["extensions"][TASKS] = json!({});
+        if tasks && let Some(caps) = r.get_mut("capabilities") {
+            crate::kit::offer_tasks(caps);
         }
         r
     };

@@ -178,7 +178,16 @@ impl UpstreamSide {
                 return ControlFlow::Continue(());
             };
             open.remove(&ours);
-            v["params"]["requestId"] = serde_json::from_str(&ours).unwrap_or_default();
+            drop(open);
+            // `params` may be no object (an id of `null` matches the missing `requestId`):
+            // indexing it would panic (found by review); such a notification is dropped.
+            let Some(p) = v.get_mut("params").and_then(Value::as_object_mut) else {
+                return ControlFlow::Continue(());
+            };
+            p.insert(
+                "requestId".into(),
+                serde_json::from_str(&ours).unwrap_or_default(),
+            );
         }
         self.relay(v.to_string())
     }
@@ -226,7 +235,10 @@ impl UpstreamSide {
             if v["result"].is_object() {
                 super::handshake::offered(&mut v["result"], st.pass_ungated);
             }
-            if let Some(caps) = v["result"]["capabilities"].as_object_mut() {
+            // Read with `get_mut`: indexing a `result` that is not an object (the upstream's
+            // to choose) would panic (found by review).
+            let caps = v.get_mut("result").and_then(|r| r.get_mut("capabilities"));
+            if let Some(caps) = caps.and_then(Value::as_object_mut) {
                 let ext = caps.entry("extensions").or_insert_with(|| json!({}));
                 if let Some(ext) = ext.as_object_mut().filter(|_| declared) {
                     ext.insert(TASKS.into(), json!({}));
