@@ -636,11 +636,19 @@ pub(crate) enum AuditCmd {
     },
     /// Print the audit checkpoint public key (64 hex characters).
     ///
-    /// The 32 raw bytes of the Ed25519 public key as lowercase hex. Creates
-    /// DATA_DIR/audit.key (mode 0600) when missing.
+    /// The 32 raw bytes of the Ed25519 public key as lowercase hex, of the audit key in the
+    /// keys directory of --config (its `keys_dir`, default its `data_dir`) or --keys-dir;
+    /// else in --data-dir, where it is created (mode 0600) when missing.
     Key {
         /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
-        #[arg(long = "data-dir")]
+        #[arg(long = "data-dir", conflicts_with_all = ["config", "keys_dir"])]
         data_dir: Option<PathBuf>,
+        /// The gateway's config: the audit key of its `keys_dir` (never created here: run
+        /// `assent keys init`).
+        #[arg(long, conflicts_with = "keys_dir")]
+        config: Option<PathBuf>,
+        /// A keys directory (never created here: run `assent keys init`).
+        #[arg(long = "keys-dir")]
+        keys_dir: Option<PathBuf>,
     },
 }

@@ -29,7 +29,15 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
             max_unsigned,
             json,
         } => audit_verify(&place, checkpoint, public_key, max_unsigned, json),
-        AuditCmd::Key { data_dir } => audit_key(data_dir),
+        AuditCmd::Key {
+            data_dir,
+            config,
+            keys_dir,
+        } => match (config, keys_dir) {
+            (Some(f), _) => shared_audit_key(&Config::load(&f)?.keys_dir()),
+            (None, Some(d)) => shared_audit_key(&d),
+            (None, None) => audit_key(data_dir),
+        },
         AuditCmd::Archive {
             place,
             older_than_days,
@@ -167,6 +175,26 @@ fn print_verified(rep: &assent_store::integrity::Report) {
 }
 
 /// `assent audit key`: prints the audit public key (64 hex), creating the key when missing.
+/// `assent audit key --config FILE | --keys-dir DIR`: the audit public key of a keys directory
+/// that may be shared by replicas, which is never created here (found by review: `--data-dir`
+/// was the only way to name it, and read — or made — a key in the data directory while the
+/// gateway signed with the one in its `keys_dir`).
+fn shared_audit_key(keys_dir: &Path) -> Result<i32> {
+    let Some(key) = assent_store::checkpoint::read_key(keys_dir)? else {
+        bail!(
+            "no {} in {}: run `assent keys init --keys-dir {}`",
+            assent_store::checkpoint::KEY_FILE,
+            keys_dir.display(),
+            keys_dir.display()
+        );
+    };
+    println!(
+        "{}",
+        assent_store::checkpoint::public_key_hex(&key.verifying_key())
+    );
+    Ok(0)
+}
+
 fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
     let dir = data_dir_or_default(data_dir)?;
     if !dir.exists() {

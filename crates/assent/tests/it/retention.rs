@@ -227,3 +227,31 @@ fn audit_archive_and_verify_work_on_the_postgres_database_of_a_config() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Found by review: `assent audit key` named its directory by `--data-dir` only, and read —
+/// or created — an audit key there while a gateway whose config sets `keys_dir` signs with
+/// the one in that directory: the key published to verifiers was not the gateway's. With
+/// `--config` (or `--keys-dir`) it reads the keys directory's, and never makes one there.
+#[test]
+fn audit_key_reads_the_keys_dir_of_a_config_and_never_makes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let k = keys.to_str().unwrap();
+    ok(&run(&["keys", "init", "--keys-dir", k]));
+    let expected = ok(&run(&["audit", "key", "--keys-dir", k]));
+    assert_eq!(expected.trim().len(), 64, "{expected}");
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(&cfg, "data_dir: data\nkeys_dir: keys\n").unwrap();
+    let got = ok(&run(&["audit", "key", "--config", cfg.to_str().unwrap()]));
+    assert_eq!(got, expected);
+    assert!(!dir.path().join("data").join("audit.key").exists());
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = run(&["audit", "key", "--keys-dir", empty.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("run `assent keys init"),
+        "{err}"
+    );
+    assert!(!empty.join("audit.key").exists());
+}
