@@ -1,8 +1,9 @@
 //! The relay's own MCP tasks (SEP-2663) as the client reads them: `tasks/get`,
 //! `tasks/cancel` and `tasks/update` answered from the proxy's task manager, and a task named
 //! after its approval (`approval-ID`) that this process does not know resumed from the
-//! gateway ([`resume_task`]): the call was made through a connection that is gone. Making a
-//! task of a held call is the call's job.
+//! gateway on `tasks/get` ([`resume_task`]: the call was made through a connection that is
+//! gone), or withdrawn there on `tasks/cancel`, never resumed to be cancelled. Making a task
+//! of a held call is the call's job.
 
 use super::pins::pin_gate;
 use super::state::{Forwarded, Relay, State};
@@ -31,7 +32,17 @@ impl Relay {
             .filter(|a| era::approval_id_ok(a));
         let local = match (known, approval) {
             (Some(l), _) => l,
-            (None, Some(a)) if m != "tasks/update" => {
+            // Cancelling a task this process does not know withdraws its approval at the
+            // gateway and resumes nothing (found by review: it was resumed to be cancelled,
+            // and an approved call could be redeemed and forwarded first).
+            (None, Some(a)) if m == "tasks/cancel" => {
+                let (gw, a) = (st.gw.clone(), a.to_string());
+                tokio::spawn(async move { gw.cancel(&a, "the client cancelled its task").await });
+                let done = json!({"resultType": "complete"});
+                let _ = self.to_client.send(reply(id, Ok(done)));
+                return;
+            }
+            (None, Some(a)) if m == "tasks/get" => {
                 let l = resume_task(st.clone(), self.to_upstream.clone(), a.to_string());
                 st.task_ids
                     .lock()

@@ -628,3 +628,41 @@ fn a_malformed_cancellation_from_the_upstream_does_not_end_the_relay() {
     watchdog.join().unwrap();
     rig.stop();
 }
+
+/// Review finding: a `tasks/cancel` for a task this process did not know (named after an
+/// approval, `approval-ID`: made through a connection that is gone) resumed the task in
+/// order to cancel it, and an approved call could be redeemed and forwarded first. Cancelling
+/// such a task resumes nothing: the approved call never reaches the upstream.
+#[test]
+fn cancelling_a_task_of_a_gone_connection_never_runs_its_call() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    let http = reqwest::blocking::Client::new();
+    let held: Value = http
+        .post(format!("{}/v1/tool-calls", rig.server.url))
+        .bearer_auth(KEY)
+        .json(
+            &json!({"agent": "helper", "session_id": "gone", "tool": "echo", "server": "up",
+                      "arguments": {"message": "from-a-gone-connection"}}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = held["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{held}"))
+        .to_string();
+    ok(&cli(&rig.server.url, &["approve", &id]));
+    let task = format!("approval-{id}");
+    rig.send(json!({"jsonrpc": "2.0", "id": 61, "method": "tasks/cancel",
+                    "params": {"taskId": task}}));
+    let answer = rig.recv(|m| m["id"] == 61);
+    assert!(answer.get("error").is_none(), "{answer}");
+    // Long enough for a resumed task to redeem and forward the call.
+    std::thread::sleep(Duration::from_millis(1500));
+    rig.send(json!({"jsonrpc": "2.0", "id": "pad-61", "method": "ping"}));
+    rig.recv(|m| m["id"] == "pad-61");
+    let log = rig.stop();
+    assert!(!log.contains("from-a-gone-connection"), "{log}");
+}
