@@ -481,6 +481,7 @@ pub fn restore(
     let key = audit_public_key(keys_dir)?;
     let (rep, other_key) = verify_staged(&staging, key, keys_dir, &what, force)?;
     let outstanding = check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
+    let defaults = pending_defaults(&staging.db())?;
     let live = data_dir.join(DB_FILE);
     let wal = data_dir.join(format!("{DB_FILE}-wal"));
     let (lock, set_aside) = if live.exists() {
@@ -501,7 +502,7 @@ pub fn restore(
     }
     // Before the copy takes the name: whatever happens next, the next start voids them (and
     // cancels what its default would approve, `crate::voided`).
-    if outstanding > 0 || pending_defaults(&staging.db())? > 0 {
+    if outstanding > 0 || defaults > 0 {
         crate::voided::mark(data_dir, crate::kit::now_ms())?;
     }
     if let Err(e) = std::fs::rename(staging.db(), &live) {

@@ -14,7 +14,7 @@
 //! and `audit verify` takes `token.voided` as the record of a used token.
 //!
 //! The same marker, written too when the copy holds pending approvals whose default is
-//! `approve`, has that start cancel each of them requested before the restore (actor
+//! `approve`, has that start cancel each of them (nothing was served since the restore; actor
 //! `restore`, audited `approval.cancelled` like any cancel; their agents ask again). Found by
 //! review: a call denied or cancelled after the backup was taken was pending again in the
 //! copy, and once its deadline passed the expiry sweep approved it by its default, with no
@@ -66,14 +66,17 @@ impl Store {
         Ok(n)
     }
 
-    /// Cancels the pending approvals requested before `at` whose default decision is
-    /// `approve` (see the module doc); how many. One a person or the sweep settled meanwhile,
-    /// or that is damaged (which nobody may settle and the sweep leaves alone), is skipped.
+    /// Cancels the pending approvals whose default decision is `approve` (see the module
+    /// doc): all of them, as nothing has been served since the restore (not only those
+    /// requested before `at` by this host's clock, which may be behind the one that took the
+    /// backup); how many. One a person or the sweep settled meanwhile, or that is damaged
+    /// (which nobody may settle and the sweep leaves alone), is skipped and logged.
     fn cancel_restored_defaults(&self, at: i64, now: i64) -> Result<usize, StoreError> {
+        // As text: an id stored as a blob names no approval below (as in the sweep).
         let ids: Vec<String> = crate::sql::column(
             self.lock().conn(),
-            "SELECT id FROM approvals WHERE status = 'pending' AND default_decision = 'approve' AND requested_at <= ?1 ORDER BY requested_at, id",
-            [at],
+            "SELECT CAST(id AS TEXT) FROM approvals WHERE status = 'pending' AND default_decision = 'approve' ORDER BY requested_at",
+            [],
         )?;
         let reason = "restored from a backup: it may have been decided after the backup was \
                       taken, and its default would approve it; ask again";
@@ -82,8 +85,14 @@ impl Store {
             match self.cancel(&id, Some(reason), "restore", now) {
                 Ok(_) => n += 1,
                 Err(crate::DecideError::Store(e)) => return Err(e),
-                Err(_) => {}
+                Err(e) => {
+                    tracing::warn!(approval = %id, error = %e, restored_at = at,
+                        "a restored approval whose default is approve was not cancelled")
+                }
             }
+        }
+        if n > 0 {
+            tracing::info!(cancelled = n, "restored approvals whose default is approve cancelled");
         }
         Ok(n)
     }

@@ -40,6 +40,18 @@ impl Relay {
         if msg.get("method").is_none() {
             return self.on_client_answer(msg);
         }
+        // Refused before anything is noted under its id (found by review: an `initialize`
+        // refused as reusing a call's id in flight had already claimed the id for its answer,
+        // and the call's answer was relayed as the initialize's, past its record and hold).
+        if let Some(id) = msg.get("id")
+            && let Some(why) = self.id_in_use(id)
+        {
+            tracing::warn!(id = %id, "refused a client request: {why}");
+            let _ = self
+                .to_client
+                .send(reply(id, Err(rmcp::ErrorData::invalid_request(why, None))));
+            return;
+        }
         let mut msg = msg;
         // The proxy serves the tasks flow itself; the upstream never sees it declared.
         let declares_tasks = take_tasks_capability(&mut msg);
@@ -157,15 +169,6 @@ impl Relay {
         // What goes upstream is the serialisation of the value the proxy read and gated,
         // never the client's bytes.
         let line = msg.to_string();
-        if let (Some(_), Some(id)) = (msg["method"].as_str(), msg.get("id"))
-            && let Some(why) = self.id_in_use(id)
-        {
-            tracing::warn!(id = %id, "refused a client request: {why}");
-            let _ = self
-                .to_client
-                .send(reply(id, Err(rmcp::ErrorData::invalid_request(why, None))));
-            return;
-        }
         match (msg["method"].as_str(), msg.get("id")) {
             (Some("tools/call"), Some(id)) => {
                 let id = id.clone();

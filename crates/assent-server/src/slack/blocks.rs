@@ -66,7 +66,7 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
         ""
     };
     let mut blocks = vec![
-        json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, HEADER_MAX)}}),
+        json!({"type": "header", "text": {"type": "plain_text", "text": cut(&title, HEADER_MAX), "emoji": false}}),
         // What the agent wrote (the message, its arguments, the rule's side effects rendered
         // with them) is plain text: no mrkdwn, links or mentions of its making on the card.
         json!({"type": "section", "text": {"type": "plain_text", "text": cut(&message, MESSAGE_MAX), "emoji": false}}),
@@ -168,7 +168,8 @@ pub fn shows_whole(a: &ApprovalRecord) -> bool {
     let t = Texts::of(a);
     let fits = |s: &str, max: usize| s.chars().count() <= max;
     let header = header(a, "approval.requested");
-    fits(&header, HEADER_MAX)
+    // One short of the limit: the escalated header is this one and more, cut with an `…`.
+    fits(&header, HEADER_MAX - 1)
         && fits(&t.message, MESSAGE_MAX)
         && fits(&t.args, FIELD_MAX)
         && fits(&t.effects, FIELD_MAX)

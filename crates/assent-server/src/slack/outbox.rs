@@ -107,7 +107,9 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
     crate::deliveries::dead_letter(st, holder, CURSOR, rec.seq, &rec.kind, body, tries).await
 }
 
-/// The message of `a` as it is now (buttons while pending).
+/// The message of `a` as it is now (buttons while pending: all with the bot token, deny only
+/// without, as the webhook's message it replaces; found by review: after a deny vote the
+/// replaced webhook message offered approve buttons again).
 pub fn current(st: &AppState, a: &ApprovalRecord) -> serde_json::Value {
     let event = match a.status {
         ApprovalStatus::Pending if !a.votes.is_empty() => "approval.vote",
@@ -115,7 +117,11 @@ pub fn current(st: &AppState, a: &ApprovalRecord) -> serde_json::Value {
         _ => "approval.resolved",
     };
     let card = (st.public_url.as_deref()).map(|b| format!("{b}/ui/approvals/{}", a.id));
-    blocks::message(event, a, card.as_deref(), blocks::Buttons::All)
+    let offered = match &st.slack {
+        Some(s) if s.bot_token.is_none() => blocks::Buttons::DenyOnly,
+        _ => blocks::Buttons::All,
+    };
+    blocks::message(event, a, card.as_deref(), offered)
 }
 
 /// Stores the reference of the message just posted for approval `id`, trying 5 times over

@@ -36,6 +36,14 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
         } => match (config, keys_dir) {
             (Some(f), _) => shared_audit_key(&Config::load(&f)?.keys_dir()),
             (None, Some(d)) => shared_audit_key(&d),
+            // ./assent.yaml with a keys_dir of its own: that directory's key, as `--config`.
+            (None, None) if data_dir.is_none() && Path::new("assent.yaml").is_file() => {
+                let c = Config::load(Path::new("assent.yaml"))?;
+                match c.keys_dir() {
+                    k if k != c.data_dir => shared_audit_key(&k),
+                    _ => audit_key(Some(c.data_dir)),
+                }
+            }
             (None, None) => audit_key(data_dir),
         },
         AuditCmd::Archive {

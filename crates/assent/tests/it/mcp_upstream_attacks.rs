@@ -666,3 +666,35 @@ fn cancelling_a_task_of_a_gone_connection_never_runs_its_call() {
     let log = rig.stop();
     assert!(!log.contains("from-a-gone-connection"), "{log}");
 }
+
+/// Review finding: an `initialize` under the id of a call in flight was refused, but only
+/// after it had been noted as an initialize: the call's answer, once approved, was relayed as
+/// the initialize's — past the call's record and output hold — and the id stayed taken. It is
+/// refused before anything is noted: the call's answer is the call's, and its id is free
+/// again once answered.
+#[test]
+fn an_initialize_reusing_a_calls_id_does_not_take_its_answer() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    rig.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"message": "hi"}}}));
+    let held = rig.pending();
+    rig.send(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    let refused = rig.recv(|m| m["id"] == 5);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    ok(&cli(
+        &rig.server.url,
+        &["approve", held["id"].as_str().unwrap()],
+    ));
+    let call = rig.recv(|m| m["id"] == 5);
+    assert_eq!(text(&call), "Echo: hi", "{call}");
+    assert!(call["result"].get("capabilities").is_none(), "{call}");
+    rig.send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}));
+    let again = rig.recv(|m| m["id"] == 5);
+    assert!(again["result"].is_object(), "the id is free again: {again}");
+    rig.stop();
+}

@@ -244,6 +244,14 @@ fn audit_key_reads_the_keys_dir_of_a_config_and_never_makes_one() {
     std::fs::write(&cfg, "data_dir: data\nkeys_dir: keys\n").unwrap();
     let got = ok(&run(&["audit", "key", "--config", cfg.to_str().unwrap()]));
     assert_eq!(got, expected);
+    // Found by review of the fix: with no flag, ./assent.yaml's data_dir was used (and a key
+    // made there), not its keys_dir.
+    let here = std::process::Command::new(crate::BIN)
+        .args(["audit", "key"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(ok(&here), expected);
     assert!(!dir.path().join("data").join("audit.key").exists());
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
