@@ -421,6 +421,21 @@ fn pending_defaults(staged: &Path) -> Result<i64, StoreError> {
     )?)
 }
 
+/// The time the restore's marker holds ([`crate::voided`]): this host's `now` (Unix ms), or
+/// the newest token issue or approval request in the staged copy when that is later — a
+/// backup taken on a host whose clock ran ahead of this one's (found by review: a token
+/// issued "after" the restore by this host's clock was left unvoided). What is served after
+/// the restore is never older than it by more than that skew.
+fn restored_at(staged: &Path, now: i64) -> Result<i64, StoreError> {
+    let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let newest: Option<i64> = conn.query_row(
+        "SELECT max(m) FROM (SELECT max(issued_at) AS m FROM tokens UNION ALL SELECT max(requested_at) FROM approvals)",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(newest.map_or(now, |n| n.max(now)))
+}
+
 /// The name the replaced database is kept under: `assent.db.before-restore-<UTC time>`.
 fn aside_name(data_dir: &Path) -> PathBuf {
     let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
@@ -482,6 +497,7 @@ pub fn restore(
     let (rep, other_key) = verify_staged(&staging, key, keys_dir, &what, force)?;
     let outstanding = check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
     let defaults = pending_defaults(&staging.db())?;
+    let at = restored_at(&staging.db(), crate::kit::now_ms())?;
     let live = data_dir.join(DB_FILE);
     let wal = data_dir.join(format!("{DB_FILE}-wal"));
     let (lock, set_aside) = if live.exists() {
@@ -503,7 +519,7 @@ pub fn restore(
     // Before the copy takes the name: whatever happens next, the next start voids them (and
     // cancels what its default would approve, `crate::voided`).
     if outstanding > 0 || defaults > 0 {
-        crate::voided::mark(data_dir, crate::kit::now_ms())?;
+        crate::voided::mark(data_dir, at)?;
     }
     if let Err(e) = std::fs::rename(staging.db(), &live) {
         // Nothing was replaced: the live database's tokens are not to be voided.

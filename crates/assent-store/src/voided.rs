@@ -5,7 +5,8 @@
 //! a token anew from its row whenever its agent reads the approval (found by review: the
 //! agent read its approval again after such a restore and redeemed the fresh token, running
 //! the call a second time). So a restore that accepts outstanding tokens leaves a marker,
-//! [`MARKER`] in `data_dir`, holding the restore's time (Unix ms), before the copy takes the
+//! [`MARKER`] in `data_dir`, holding the restore's time (Unix ms: the later of the restoring
+//! host's clock and the copy's newest token or request), before the copy takes the
 //! database's name; the next [`crate::Store::open`] of that SQLite database marks every
 //! token issued before that time and still neither redeemed nor expired as used, each with a
 //! `token.voided` audit record (`{"token_id", "restored_at"}`, actor `restore`), in one
@@ -14,7 +15,7 @@
 //! and `audit verify` takes `token.voided` as the record of a used token.
 //!
 //! The same marker, written too when the copy holds pending approvals whose default is
-//! `approve`, has that start cancel each of them (nothing was served since the restore; actor
+//! `approve`, has that start cancel each of them requested by the marker's time (actor
 //! `restore`, audited `approval.cancelled` like any cancel; their agents ask again). Found by
 //! review: a call denied or cancelled after the backup was taken was pending again in the
 //! copy, and once its deadline passed the expiry sweep approved it by its default, with no
@@ -66,17 +67,18 @@ impl Store {
         Ok(n)
     }
 
-    /// Cancels the pending approvals whose default decision is `approve` (see the module
-    /// doc): all of them, as nothing has been served since the restore (not only those
-    /// requested before `at` by this host's clock, which may be behind the one that took the
-    /// backup); how many. One a person or the sweep settled meanwhile, or that is damaged
-    /// (which nobody may settle and the sweep leaves alone), is skipped and logged.
+    /// Cancels the pending approvals requested at or before `at` whose default decision is
+    /// `approve` (see the module doc; `at` is the later of the restoring host's clock and the
+    /// copy's newest request or token, so a backup host's clock running ahead does not leave
+    /// any out, and another process opening the store beside the gateway cancels nothing the
+    /// gateway made since); how many. One a person or the sweep settled meanwhile, or that is
+    /// damaged (which nobody may settle and the sweep leaves alone), is skipped and logged.
     fn cancel_restored_defaults(&self, at: i64, now: i64) -> Result<usize, StoreError> {
         // As text: an id stored as a blob names no approval below (as in the sweep).
         let ids: Vec<String> = crate::sql::column(
             self.lock().conn(),
-            "SELECT CAST(id AS TEXT) FROM approvals WHERE status = 'pending' AND default_decision = 'approve' ORDER BY requested_at",
-            [],
+            "SELECT CAST(id AS TEXT) FROM approvals WHERE status = 'pending' AND default_decision = 'approve' AND requested_at <= ?1 ORDER BY requested_at",
+            [at],
         )?;
         let reason = "restored from a backup: it may have been decided after the backup was \
                       taken, and its default would approve it; ask again";
@@ -92,7 +94,10 @@ impl Store {
             }
         }
         if n > 0 {
-            tracing::info!(cancelled = n, "restored approvals whose default is approve cancelled");
+            tracing::info!(
+                cancelled = n,
+                "restored approvals whose default is approve cancelled"
+            );
         }
         Ok(n)
     }

@@ -162,6 +162,14 @@ fn a_restore_cancels_what_its_default_would_approve_once_a_denial_is_rolled_back
     let (dir, s) = crate::fresh();
     let (lenient, _) = crate::pending(&s, 5, 1_000, 10_000, true);
     let (strict, _) = crate::pending(&s, 6, 1_000, 10_000, false);
+    // Requested by a host whose clock ran a day ahead of the restoring one's (found by review:
+    // by the restoring host's clock it came "after" the restore and was left alone).
+    let ahead = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + DAY;
+    let (skewed, _) = crate::pending(&s, 7, ahead, 10 * DAY, true);
     let backups = tempfile::tempdir().unwrap();
     let out = backups.path().join("b.db");
     assent_store::ops::backup(dir.path(), dir.path(), &out, false).unwrap();
@@ -178,9 +186,11 @@ fn a_restore_cancels_what_its_default_would_approve_once_a_denial_is_rolled_back
     assert!(dir.path().join(assent_store::voided::MARKER).exists());
     let s = Store::open(dir.path(), 60_000, crate::wire()).unwrap();
     assert!(!dir.path().join(assent_store::voided::MARKER).exists());
-    let rec = s.get_approval(&lenient).unwrap().unwrap();
-    assert_eq!(rec.status, assent_core::ApprovalStatus::Cancelled);
-    assert_eq!(rec.decisions[0].actor, "restore");
+    for id in [&lenient, &skewed] {
+        let rec = s.get_approval(id).unwrap().unwrap();
+        assert_eq!(rec.status, assent_core::ApprovalStatus::Cancelled);
+        assert_eq!(rec.decisions[0].actor, "restore");
+    }
     assert!(s.expire_due(1_000_000).unwrap().contains(&strict));
     let strict = s.get_approval(&strict).unwrap().unwrap();
     assert_eq!(strict.status, assent_core::ApprovalStatus::Expired);

@@ -36,7 +36,8 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
         } => match (config, keys_dir) {
             (Some(f), _) => shared_audit_key(&Config::load(&f)?.keys_dir()),
             (None, Some(d)) => shared_audit_key(&d),
-            // ./assent.yaml with a keys_dir of its own: that directory's key, as `--config`.
+            // ./assent.yaml with a keys_dir of its own: that directory's key, never created
+            // there; with none, its data_dir (where the gateway makes the key) as `--data-dir`.
             (None, None) if data_dir.is_none() && Path::new("assent.yaml").is_file() => {
                 let c = Config::load(Path::new("assent.yaml"))?;
                 match c.keys_dir() {
