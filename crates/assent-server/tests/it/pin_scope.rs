@@ -181,19 +181,27 @@ async fn another_agents_injected_definition_is_never_shown_to_or_held_against_an
 }
 
 /// Attack (denial of service with unbounded growth): mallory posts ever new definitions of a
-/// tool bot uses. Past 100 pending reviews of `fs` her report is refused whole with `429
-/// TOO_MANY_PENDING_REVIEWS` and nothing is stored or audited; bot keeps working.
+/// tool bot uses, or new tools. Past 100 pending reviews of `fs` her report is refused whole
+/// with `429 TOO_MANY_PENDING_REVIEWS` and nothing is stored or audited; bot keeps working.
 #[tokio::test]
 async fn an_agent_flooding_changed_definitions_is_refused_past_its_cap_and_others_unaffected() {
     let dir = tempfile::tempdir().unwrap();
     let gw = two_agents(dir.path()).await;
     check(&gw, BOT, "bot", vec![read_file(GENUINE)], json!({})).await;
     check(&gw, MALLORY, "mallory", vec![read_file(GENUINE)], json!({})).await;
-    let variants = |from: usize, n: usize| -> Vec<Value> {
+    // Tools `read_file_N` for N in `from..from + n`, described as `what`. Each is its own
+    // tool: a list naming one tool twice is refused outright (`pin_scope` cap aside).
+    let named = |from: usize, n: usize, what: &str| -> Vec<Value> {
         (from..from + n)
-            .map(|i| read_file(&format!("variant {i}")))
+            .map(|i| {
+                let mut t = read_file(what);
+                t["name"] = json!(format!("read_file_{i}"));
+                t
+            })
             .collect()
     };
+    // New tools are held for review on first use like changed ones: each counts.
+    let variants = |from: usize, n: usize| named(from, n, INJECTED);
     let records = || gw.sql().int("SELECT count(*) FROM audit", &[]);
     let before = records();
     let (s, e) = check(&gw, MALLORY, "mallory", variants(0, 101), json!({})).await;
