@@ -134,11 +134,15 @@ impl Terms<'_> {
         key.holds(&self.columns(), seal)
     }
 
-    /// Whether `seal` is theirs under `key` in this form or in migration 0034's (without the
-    /// governance: an approval held before 0035): for deciding, which the recorded policies
-    /// do not govern. What vouches for the governance, a receipt, needs [`Self::sealed_by`].
-    fn sealed_for_deciding(&self, key: &SealKey, seal: &str) -> bool {
-        key.holds(&self.columns(), seal) || key.holds(&self.columns_0034(), seal)
+    /// Which form of the seal `seal` is under `key`: `Some(true)` today's, `Some(false)`
+    /// migration 0034's (without the governance: an approval held before 0035, which serves
+    /// deciding, as the recorded policies do not govern it, but no receipt), `None` neither.
+    fn form_held(&self, key: &SealKey, seal: &str) -> Option<bool> {
+        if key.holds(&self.columns(), seal) {
+            Some(true)
+        } else {
+            key.holds(&self.columns_0034(), seal).then_some(false)
+        }
     }
 }
 
@@ -292,24 +296,15 @@ impl Holding {
 /// [`holds`], saying how: `None` when it does not hold. For sealing the row again after an
 /// escalation step ([`reseal`]).
 pub(crate) fn holding(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<Option<Holding>> {
-    let found = with_stored(conn, id, |t, seal| {
-        let whole = t.sealed_by(key, seal);
-        let governance = || {
-            (
+    held(conn, id, |t, seal| {
+        t.form_held(key, seal).map(|whole| Holding {
+            whole,
+            governance: (
                 t.governance.0.map(str::to_string),
                 t.governance.1.map(str::to_string),
-            )
-        };
-        (whole || t.sealed_for_deciding(key, seal)).then(|| Holding {
-            whole,
-            governance: governance(),
+            ),
         })
-    });
-    match found {
-        Ok(h) => Ok(h.flatten()),
-        Err(e) if e.is_damaged_row() => Ok(None),
-        Err(e) => Err(e),
-    }
+    })
 }
 
 /// Seals approval `id` again after the gateway's escalation step changed its standing, in the
@@ -330,16 +325,20 @@ pub(crate) fn reseal(conn: Conn<'_>, key: &SealKey, id: &str, h: &Holding) -> db
 /// `key`: for what vouches for all of them, its receipt. An approval held before migration
 /// 0035 does not (its seal leaves the governance out).
 pub(crate) fn holds_whole(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
-    held(conn, id, |t, seal| t.sealed_by(key, seal))
+    Ok(held(conn, id, |t, seal| t.sealed_by(key, seal).then_some(()))?.is_some())
 }
 
-/// `check` over approval `id`'s stored terms and seal; `false` for no such approval and for a
+/// `check` over approval `id`'s stored terms and seal; `None` for no such approval and for a
 /// row with a column of another type than the gateway writes (SQLite keeps what it is given):
 /// no seal holds over it, and the check does not fail the sweep or the decision.
-fn held(conn: Conn<'_>, id: &str, check: impl Fn(&Terms<'_>, &str) -> bool) -> db::Result<bool> {
-    match with_stored(conn, id, |t, seal| check(t, seal)) {
-        Ok(held) => Ok(held.unwrap_or(false)),
-        Err(e) if e.is_damaged_row() => Ok(false),
+fn held<T>(
+    conn: Conn<'_>,
+    id: &str,
+    check: impl FnOnce(&Terms<'_>, &str) -> Option<T>,
+) -> db::Result<Option<T>> {
+    match with_stored(conn, id, check) {
+        Ok(held) => Ok(held.flatten()),
+        Err(e) if e.is_damaged_row() => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -418,15 +417,15 @@ mod tests {
         let mut t = terms(r#"["finance"]"#, 100);
         t.governance = (Some(r#"["payments"]"#), Some("ab"));
         let seal = t.seal(&key);
-        assert!(t.sealed_by(&key, &seal) && t.sealed_for_deciding(&key, &seal));
+        assert!(t.sealed_by(&key, &seal) && t.form_held(&key, &seal) == Some(true));
         let mut edited = terms(r#"["finance"]"#, 100);
         edited.governance = (Some(r#"["other"]"#), Some("ab"));
-        assert!(!edited.sealed_by(&key, &seal) && !edited.sealed_for_deciding(&key, &seal));
+        assert!(!edited.sealed_by(&key, &seal) && edited.form_held(&key, &seal).is_none());
         let old = key.seal(&t.columns_0034());
-        assert!(t.sealed_for_deciding(&key, &old) && !t.sealed_by(&key, &old));
+        assert!(t.form_held(&key, &old) == Some(false) && !t.sealed_by(&key, &old));
         let mut moved = terms(r#"["finance"]"#, 100);
         moved.risk_tier = "R1";
-        assert!(!moved.sealed_for_deciding(&key, &old));
+        assert!(moved.form_held(&key, &old).is_none());
     }
 
     /// Found by review: an escalation step sealed the row anew in today's form over the
@@ -446,7 +445,7 @@ mod tests {
             governance: (None, None),
         };
         let seal = old.seal_of(&stepped, &key);
-        assert!(stepped.sealed_for_deciding(&key, &seal));
+        assert!(stepped.form_held(&key, &seal).is_some());
         assert!(!stepped.sealed_by(&key, &seal), "vouches for no receipt");
         let checked = Holding {
             whole: true,

@@ -17,7 +17,8 @@ pub enum ReceiptOf {
     Signed(Box<Receipt>),
     /// None is signed: the row is damaged or does not hold its seals (`damaged` names what:
     /// unreadable columns, `seal` for terms no seal vouches for, `settlement_seal` for a
-    /// settlement none does). `agent` is the row's, so
+    /// settlement none does, `votes.seal`, `call`, `status.settled`: [`Store::receipt`]).
+    /// `agent` is the row's, so
     /// the caller can answer another agent as for a missing id.
     Damaged {
         /// The row's agent.
