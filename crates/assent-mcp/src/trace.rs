@@ -3,8 +3,8 @@
 //! `assent.mcp.call` span in that trace; its calls to the gateway carry the span's
 //! `traceparent` header ([`assent_api::Client`]), and the call forwarded to the upstream
 //! carries the `traceparent` of an `assent.upstream_call` span in its own `_meta`, so that
-//! the upstream's spans are children of assent's. With tracing off nothing is added and the
-//! client's request is forwarded byte for byte.
+//! the upstream's spans are children of assent's. With tracing off nothing is added (the
+//! client's own `traceparent` and `tracestate` go upstream with the call).
 
 use assent_api::trace::{parent_of, traceparent, valid_traceparent};
 use serde_json::{Value, json};

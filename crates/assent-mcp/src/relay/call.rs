@@ -25,9 +25,8 @@ type TaskSlot = Mutex<Option<(TaskDone, String)>>;
 /// A `tools/call` on its way through the relay, owning what it needs.
 struct CallJob {
     relay: Relay,
-    /// The client's request (after the proxy's own round was stripped) and its text.
+    /// The client's request (after the proxy's own round was stripped).
     msg: Value,
-    line: String,
     /// The request id, and its JSON text (the key of the relay's tables).
     id: Value,
     key: String,
@@ -43,13 +42,12 @@ struct CallJob {
 }
 
 impl Relay {
-    /// Gates `tools/call` `msg` (its text `line`, its request `id`) in a task of its own:
+    /// Gates `tools/call` `msg` (its request `id`) in a task of its own:
     /// registered as waiting (so the client can cancel it), answered or forwarded when the
     /// gateway has decided.
     pub(super) fn on_tools_call(
         &self,
         msg: Value,
-        line: String,
         id: Value,
         declares_tasks: bool,
         resume: Resume,
@@ -80,7 +78,6 @@ impl Relay {
         let job = CallJob {
             relay: self.clone(),
             msg,
-            line,
             id,
             key,
             tool,
@@ -337,7 +334,6 @@ impl CallJob {
         let CallJob {
             relay,
             msg,
-            line,
             key,
             tool,
             args,
@@ -345,21 +341,22 @@ impl CallJob {
             ..
         } = self;
         approval.send_replace(Hold::Forwarding);
+        let run_with = edited.clone().unwrap_or_else(|| args.clone());
+        // What goes upstream is rebuilt from what was gated (found by review: the client's
+        // other `params` keys and `_meta` entries went upstream unhashed, a channel around
+        // the approval for an upstream that reads them).
+        let mut msg = gated_call(&msg, &tool, &run_with);
         // In a trace, the upstream gets the upstream call's span as its parent.
         let span = crate::trace::upstream_span(&tool, approval_id.as_deref());
-        let mut msg = msg;
-        let traced = crate::trace::stamp(&mut msg["params"], &span);
-        let run_with = edited.clone().unwrap_or_else(|| args.clone());
-        let (task, key, msg) = match task {
+        crate::trace::stamp(&mut msg["params"], &span);
+        let (task, key) = match task {
             Some((done, task_id)) => {
                 let own = json!(format!("assent-task-{task_id}"));
-                let mut msg = msg;
                 msg["id"] = own.clone();
-                (Some(done), own.to_string(), msg)
+                (Some(done), own.to_string())
             }
-            None => (None, key, msg),
+            None => (None, key),
         };
-        let renumbered = task.is_some();
         relay.state.forwarded.lock().expect("forwarded").insert(
             key,
             Forwarded {
@@ -369,20 +366,43 @@ impl CallJob {
                 task,
             },
         );
-        let tu = &relay.to_upstream;
-        match edited {
-            None if !renumbered && !traced => {
-                let _ = tu.send(line);
-            }
-            None => {
-                let _ = tu.send(msg.to_string());
-            }
-            Some(edited) => {
-                let mut msg = msg;
-                msg["params"]["arguments"] = edited;
-                tracing::info!(tool, "forwarding the operator's modified arguments");
-                let _ = tu.send(msg.to_string());
-            }
+        if edited.is_some() {
+            tracing::info!(tool, "forwarding the operator's modified arguments");
+        }
+        let _ = relay.to_upstream.send(msg.to_string());
+    }
+}
+
+/// The `_meta` entries of a client's `tools/call` that go upstream with it: the modern
+/// revision's envelope (protocol version, client info and capabilities: what the session is,
+/// not what the call does), the progress token, and the W3C trace context.
+const FORWARDED_META: [&str; 6] = [
+    era::PROTOCOL_VERSION_META,
+    era::CLIENT_INFO_META,
+    era::CLIENT_CAPS_META,
+    "progressToken",
+    "traceparent",
+    "tracestate",
+];
+
+/// The `tools/call` request sent upstream for client request `msg` (its `jsonrpc` and `id`),
+/// made of what the gateway gated: `params` is `{name: tool, arguments}` and the
+/// [`FORWARDED_META`] entries of the client's `params._meta`; every other key the client put
+/// in `params` or `_meta` stays here, since none of it is in the `call_hash` the approval
+/// binds.
+fn gated_call(msg: &Value, tool: &str, arguments: &Value) -> Value {
+    let mut params = serde_json::Map::new();
+    params.insert("name".into(), json!(tool));
+    params.insert("arguments".into(), arguments.clone());
+    if let Some(meta) = msg.pointer("/params/_meta").and_then(Value::as_object) {
+        let kept: serde_json::Map<String, Value> = meta
+            .iter()
+            .filter(|(k, _)| FORWARDED_META.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !kept.is_empty() {
+            params.insert("_meta".into(), Value::Object(kept));
         }
     }
+    json!({"jsonrpc": "2.0", "id": msg["id"], "method": "tools/call", "params": params})
 }

@@ -4,7 +4,8 @@
 //! upstream's own ids, and any other answer is dropped; the tasks extension is taken out of what the upstream sees;
 //! `initialize` is noted; then the message goes to its handler (`tools/call` to the gate, the
 //! proxy's own tasks, the handshake, cancellation) or, unchanged in meaning, upstream. What
-//! goes upstream is the serialisation of the value the proxy read, never the client's bytes.
+//! goes upstream is the serialisation of the value the proxy read, never the client's bytes;
+//! a `tools/call` is rebuilt from what was gated (`super::call`).
 
 use super::state::{Relay, Resume};
 use crate::era::{self, Era};
@@ -172,7 +173,7 @@ impl Relay {
         match (msg["method"].as_str(), msg.get("id")) {
             (Some("tools/call"), Some(id)) => {
                 let id = id.clone();
-                self.on_tools_call(msg, line, id, declares_tasks, resume);
+                self.on_tools_call(msg, id, declares_tasks, resume);
             }
             // A tools/call without an id gets no answer, so it is dropped, never forwarded.
             (Some("tools/call"), None) => {

@@ -41,12 +41,21 @@ for line in sys.stdin:
     )
 }
 
-#[test]
-fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
-    let dir = tempfile::tempdir().unwrap();
+/// The gateway with agent `fs_agent` (example policies) and the stdio proxy in front of a
+/// [`first_wins_upstream`] logging to `upstream.log` in `dir`: (gateway, proxy, its stdin,
+/// its stdout, the log's path).
+fn fs_proxy(
+    dir: &std::path::Path,
+) -> (
+    crate::Server,
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+    std::path::PathBuf,
+) {
     let port = free_port();
     let ex = crate::examples();
-    let cfg = dir.path().join("assent.yaml");
+    let cfg = dir.join("assent.yaml");
     std::fs::write(
         &cfg,
         format!(
@@ -57,9 +66,9 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
         ),
     )
     .unwrap();
-    let mut server = serve(&cfg, port);
-    let log = dir.path().join("upstream.log");
-    let (mut child, mut stdin, mut out) = spawn_piped(
+    let server = serve(&cfg, port);
+    let log = dir.join("upstream.log");
+    let (child, stdin, out) = spawn_piped(
         Command::new(BIN)
             .args([
                 "mcp", "--agent", "fs_agent", "--server", "fs", "--", "python3", "-c",
@@ -68,6 +77,13 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
             .env("ASSENT_URL", &server.url)
             .env("ASSENT_API_KEY", FS_KEY),
     );
+    (server, child, stdin, out, log)
+}
+
+#[test]
+fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, mut child, mut stdin, mut out, log) = fs_proxy(dir.path());
     let mut send = |l: &str| writeln!(stdin, "{l}").unwrap();
     let mut recv = || {
         let mut l = String::new();
@@ -143,6 +159,56 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
         forwarded,
         vec![
             json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "/tmp/a"}}})
+        ],
+        "{log}"
+    );
+}
+
+/// Review finding (MCP relay): the stdio proxy forwarded the client's whole `params`, so keys
+/// outside the call it gated (`params.overrides`, `_meta` entries other than the protocol's)
+/// reached the upstream although no `call_hash` covers them: a channel around the approval for
+/// an upstream that reads them. What goes upstream is `{name, arguments}` and the `_meta`
+/// entries of the protocol (envelope, progress token, trace context).
+#[test]
+fn a_client_cannot_smuggle_params_or_meta_past_the_gated_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, mut child, mut stdin, mut out, log) = fs_proxy(dir.path());
+    let mut send = |l: Value| writeln!(stdin, "{l}").unwrap();
+    let mut recv = || {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        serde_json::from_str::<Value>(&l).unwrap()
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    assert!(recv()["result"].is_object());
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "read_file", "arguments": {"path": "/tmp/a"},
+        "overrides": {"path": "/etc/shadow"},
+        "_meta": {"progressToken": "p1", "com.example/run_as": "root"}}}),
+    );
+    let r = recv();
+    assert_eq!(r["result"]["content"][0]["text"], "ran read_file", "{r}");
+    drop(stdin);
+    child.wait().unwrap();
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    let forwarded: Vec<Value> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("LINE "))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert_eq!(
+        forwarded,
+        vec![
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "read_file", "arguments": {"path": "/tmp/a"}, "_meta": {"progressToken": "p1"}}})
         ],
         "{log}"
     );
