@@ -190,14 +190,15 @@ impl Relay {
                 self.not_relayed(id, format!("{m}: the proxy serves no upstream tasks"));
             }
             // What no rule gates is not relayed unless asked for (found by review:
-            // `resources/read` read through the proxy what a policy holds as a tool call).
-            (Some(m), id) if ungated(m) && !st.pass_ungated => {
-                if let Some(id) = id {
-                    self.not_relayed(id, format!(
-                        "{m}: assent mcp relays tools only (no rule gates or records this method); start it with --pass-ungated to relay it unchecked"
-                    ));
-                }
-            }
+            // `resources/read` read through the proxy what a policy holds as a tool call; a
+            // method the proxy does not know, such as an upstream's own way to run a tool,
+            // went upstream through the catch-all below).
+            (Some(m), id) if !relayed(m) && !st.pass_ungated => match id {
+                Some(id) => self.not_relayed(id, format!(
+                    "{m}: assent mcp relays tools and the protocol around them only (no rule gates or records this method); start it with --pass-ungated to relay it unchecked"
+                )),
+                None => tracing::warn!(method = m, "dropped a notification the proxy does not relay"),
+            },
             (Some("server/discover"), Some(id)) => match st.ends.discover(id) {
                 Some(mut r) => {
                     super::handshake::offered(&mut r, st.pass_ungated);
@@ -246,12 +247,24 @@ impl Relay {
     }
 }
 
-/// Whether `method` is one no rule gates: resources, prompts and completions
-/// ([`crate::ProxyConfig::pass_ungated`]).
-pub(super) fn ungated(method: &str) -> bool {
-    method.starts_with("resources/")
-        || method.starts_with("prompts/")
-        || method == "completion/complete"
+/// Whether the relay passes client method `method` on without `--pass-ungated`: tools and
+/// the protocol around them (the handshake, `ping`, `logging/setLevel`, the modern
+/// `server/discover` and `subscriptions/listen`, the client's notifications); the proxy's own
+/// `tasks/*` requests are answered before this is asked. Anything else — resources, prompts, completions, and every method the proxy
+/// does not know — is gated by no rule, so it is answered `-32601` unless
+/// [`crate::ProxyConfig::pass_ungated`] (an allowlist: an upstream's own method to run a tool
+/// must not go around the gate).
+pub(super) fn relayed(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "logging/setLevel"
+            | "server/discover"
+            | "subscriptions/listen"
+            | "tools/list"
+            | "tools/call"
+    ) || method.starts_with("notifications/")
 }
 
 /// Removes the tasks extension from the client capabilities `msg` declares (at `initialize`

@@ -554,10 +554,11 @@ fn a_client_id_reused_while_its_forwarded_call_is_queued_is_refused() {
 
 /// Review finding: `resources/*`, `prompts/*` and `completion/complete` went upstream through
 /// the relay's catch-all route, ungated and unrecorded, so an agent could read through a
-/// resource what a policy holds as a tool call. The proxy offers and relays tools only unless
-/// started with `--pass-ungated`.
+/// resource what a policy holds as a tool call; so did any method the proxy does not know (an
+/// upstream's own `tools/execute` runs a tool around the gate). The proxy relays tools and the
+/// protocol around them only unless started with `--pass-ungated`.
 #[test]
-fn resources_and_prompts_are_not_relayed_unless_asked_for() {
+fn resources_prompts_and_unknown_methods_are_not_relayed_unless_asked_for() {
     let mut rig = Rig::start();
     let init = rig.handshake(false);
     let caps = &init["result"]["capabilities"];
@@ -569,15 +570,17 @@ fn resources_and_prompts_are_not_relayed_unless_asked_for() {
         (11, "resources/read"),
         (12, "prompts/get"),
         (13, "resources/list"),
+        (14, "tools/execute"),
     ] {
         rig.send(json!({"jsonrpc": "2.0", "id": id, "method": method,
                         "params": {"uri": "repo://secrets.env", "name": "p"}}));
         let refused = rig.recv(|m| m["id"] == id);
         assert_eq!(refused["error"]["code"], -32601, "{refused}");
     }
+    rig.send(json!({"jsonrpc": "2.0", "method": "tools/execute", "params": {"name": "evil"}}));
     let log = rig.stop();
     assert!(
-        !log.contains("resources/") && !log.contains("prompts/"),
+        !log.contains("resources/") && !log.contains("prompts/") && !log.contains("execute"),
         "{log}"
     );
 
