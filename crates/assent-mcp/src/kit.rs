@@ -53,8 +53,8 @@ pub struct ProxyConfig {
     /// Seconds between progress notifications while a call waits (when the client gave a
     /// progress token).
     pub progress_seconds: u64,
-    /// Relay the upstream's `resources/*`, `prompts/*` and `completion/complete`, and methods
-    /// the proxy does not know, unchecked (`--pass-ungated`). Off by default: no rule gates, records or bounds them, so an
+    /// Relay the upstream's `resources/*`, `prompts/*` and `completion/complete` unchecked
+    /// (`--pass-ungated`; a method the proxy does not know is refused either way). Off by default: no rule gates, records or bounds them, so an
     /// agent could read through a resource what a policy holds as a tool call; the client is
     /// then offered tools only.
     pub pass_ungated: bool,

@@ -8,8 +8,8 @@
 //! upstream parser that reads JSON differently cannot run something other than what was
 //! gated. Further:
 //! - `tools/call` requests go to the gateway first (`POST /v1/tool-calls`). An allowed call is
-//!   forwarded as `{name, arguments}` and the protocol's `_meta` entries only (nothing the
-//!   `call_hash` leaves out); a held call waits (long-polling the approval) and is forwarded only after its
+//!   forwarded rebuilt from what was gated (`{name, arguments}`, plus the protocol's own
+//!   entries in the protocol's shapes: `relay::gated`); a held call waits (long-polling the approval) and is forwarded only after its
 //!   approval token was redeemed for the exact call; anything else — denied, rejected, expired
 //!   without an approving default, cancelled, or the gateway unreachable — is answered with a
 //!   tool result `isError: true` whose text starts `TOOL_DENIED:`, and never forwarded.

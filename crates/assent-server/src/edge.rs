@@ -53,7 +53,7 @@ struct KnownKey;
 pub const UNVERIFIED_BODY_BYTES: usize = 16 * 1024;
 
 /// The largest body of a Slack interaction (checked against its signature by the route).
-pub const SLACK_BODY_BYTES: usize = 64 * 1024;
+pub const SLACK_BODY_BYTES: usize = crate::slack::MAX_BODY;
 
 /// The largest body of a request without a known bearer key ([`KnownKey`]; a wrong one
 /// never gets this far with a body: [`throttle`]): `max_body` with a live dashboard

@@ -316,9 +316,9 @@ pub(crate) enum Cmd {
         /// gave a progress token (keeps clients that reset their timeout on progress waiting).
         #[arg(long, default_value_t = 10)]
         progress_seconds: u64,
-        /// Relay the upstream's resources, prompts and completions, and methods the proxy does
-        /// not know, unchecked (off: the proxy offers tools only, as no rule gates, records or
-        /// bounds the others).
+        /// Relay the upstream's resources, prompts and completions unchecked (off: the proxy
+        /// offers tools only, as no rule gates, records or bounds the others; a method it does
+        /// not know is refused either way).
         #[arg(long)]
         pass_ungated: bool,
         #[command(flatten)]

@@ -345,7 +345,8 @@ impl CallJob {
         // What goes upstream is rebuilt from what was gated (found by review: the client's
         // other `params` keys and `_meta` entries went upstream unhashed, a channel around
         // the approval for an upstream that reads them).
-        let mut msg = gated_call(&msg, &tool, &run_with);
+        let modern = relay.state.ends.upstream() == Some(Era::Modern);
+        let mut msg = super::gated::gated_call(&msg, &tool, &run_with, modern);
         // In a trace, the upstream gets the upstream call's span as its parent.
         let span = crate::trace::upstream_span(&tool, approval_id.as_deref());
         crate::trace::stamp(&mut msg["params"], &span);
@@ -371,38 +372,4 @@ impl CallJob {
         }
         let _ = relay.to_upstream.send(msg.to_string());
     }
-}
-
-/// The `_meta` entries of a client's `tools/call` that go upstream with it: the modern
-/// revision's envelope (protocol version, client info and capabilities: what the session is,
-/// not what the call does), the progress token, and the W3C trace context.
-const FORWARDED_META: [&str; 6] = [
-    era::PROTOCOL_VERSION_META,
-    era::CLIENT_INFO_META,
-    era::CLIENT_CAPS_META,
-    "progressToken",
-    "traceparent",
-    "tracestate",
-];
-
-/// The `tools/call` request sent upstream for client request `msg` (its `jsonrpc` and `id`),
-/// made of what the gateway gated: `params` is `{name: tool, arguments}` and the
-/// [`FORWARDED_META`] entries of the client's `params._meta`; every other key the client put
-/// in `params` or `_meta` stays here, since none of it is in the `call_hash` the approval
-/// binds.
-fn gated_call(msg: &Value, tool: &str, arguments: &Value) -> Value {
-    let mut params = serde_json::Map::new();
-    params.insert("name".into(), json!(tool));
-    params.insert("arguments".into(), arguments.clone());
-    if let Some(meta) = msg.pointer("/params/_meta").and_then(Value::as_object) {
-        let kept: serde_json::Map<String, Value> = meta
-            .iter()
-            .filter(|(k, _)| FORWARDED_META.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if !kept.is_empty() {
-            params.insert("_meta".into(), Value::Object(kept));
-        }
-    }
-    json!({"jsonrpc": "2.0", "id": msg["id"], "method": "tools/call", "params": params})
 }

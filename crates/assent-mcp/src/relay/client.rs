@@ -190,12 +190,21 @@ impl Relay {
                 self.not_relayed(id, format!("{m}: the proxy serves no upstream tasks"));
             }
             // What no rule gates is not relayed unless asked for (found by review:
-            // `resources/read` read through the proxy what a policy holds as a tool call; a
-            // method the proxy does not know, such as an upstream's own way to run a tool,
-            // went upstream through the catch-all below).
-            (Some(m), id) if !relayed(m) && !st.pass_ungated => match id {
+            // `resources/read` read through the proxy what a policy holds as a tool call).
+            (Some(m), id) if ungated(m) => {
+                if st.pass_ungated {
+                    self.pass_on(id, line);
+                } else if let Some(id) = id {
+                    self.not_relayed(id, format!(
+                        "{m}: assent mcp relays tools only (no rule gates or records this method); start it with --pass-ungated to relay it unchecked"
+                    ));
+                }
+            }
+            // Nor, ever, a method the proxy does not know (found by review: an upstream's own
+            // `tools/execute` went upstream through the catch-all, around the gate).
+            (Some(m), id) if !relayed(m, id.is_some()) => match id {
                 Some(id) => self.not_relayed(id, format!(
-                    "{m}: assent mcp relays tools and the protocol around them only (no rule gates or records this method); start it with --pass-ungated to relay it unchecked"
+                    "{m}: not a request assent mcp relays (tools and the protocol around them only: no rule gates or records anything else)"
                 )),
                 None => tracing::warn!(method = m, "dropped a notification the proxy does not relay"),
             },
@@ -216,19 +225,7 @@ impl Relay {
                 st.list_ids.lock().expect("ids").insert(id.to_string());
                 let _ = self.to_upstream.send(line);
             }
-            (Some("notifications/cancelled"), None) => {
-                let key = msg["params"]["requestId"].to_string();
-                let w = st.waiting.lock().expect("waiting").remove(&key);
-                match w {
-                    // Still at the gateway: never forwarded, so the upstream need not know.
-                    Some(w) => {
-                        let _ = w.cancel.send(Some("the MCP client cancelled the request"));
-                    }
-                    None => {
-                        let _ = self.to_upstream.send(line);
-                    }
-                }
-            }
+            (Some("notifications/cancelled"), None) => self.on_client_cancel(&msg, line),
             (Some("notifications/initialized"), None) => {
                 // A modern upstream has no handshake to finish.
                 if st.ends.upstream() != Some(Era::Modern) {
@@ -237,34 +234,83 @@ impl Relay {
                 // Read the upstream's tools to check them against their pins.
                 self.ask_pins();
             }
-            _ => {
-                if let (Some(_), Some(id)) = (msg["method"].as_str(), msg.get("id")) {
-                    st.upstream_open.queue(id.to_string());
-                }
+            (Some(_), id) => self.pass_on(id, line),
+            (None, _) => {}
+        }
+    }
+
+    /// The client's `notifications/cancelled` `msg` (its text `line`): a call still held at the
+    /// gateway is withdrawn there and never forwarded; a request open upstream has the
+    /// cancellation passed on; one of the proxy's own (`assent-…`: its tool list, a task's or
+    /// a resumed call) is not the client's to cancel, since a call cut off there would leave no
+    /// `call.result` behind, and the cancellation is dropped.
+    fn on_client_cancel(&self, msg: &Value, line: String) {
+        let request = &msg["params"]["requestId"];
+        if request.as_str().is_some_and(|r| r.starts_with("assent-")) {
+            tracing::warn!("dropped a cancellation of one of the proxy's own requests");
+            return;
+        }
+        let w = self
+            .state
+            .waiting
+            .lock()
+            .expect("waiting")
+            .remove(&request.to_string());
+        match w {
+            Some(w) => {
+                let _ = w.cancel.send(Some("the MCP client cancelled the request"));
+            }
+            None => {
                 let _ = self.to_upstream.send(line);
             }
         }
     }
+
+    /// Sends client message `line` (a request's `id`, if any, noted as open there) upstream.
+    fn pass_on(&self, id: Option<&Value>, line: String) {
+        if let Some(id) = id {
+            self.state.upstream_open.queue(id.to_string());
+        }
+        let _ = self.to_upstream.send(line);
+    }
 }
 
-/// Whether the relay passes client method `method` on without `--pass-ungated`: tools and
-/// the protocol around them (the handshake, `ping`, `logging/setLevel`, the modern
-/// `server/discover` and `subscriptions/listen`, the client's notifications); the proxy's own
-/// `tasks/*` requests are answered before this is asked. Anything else — resources, prompts, completions, and every method the proxy
-/// does not know — is gated by no rule, so it is answered `-32601` unless
-/// [`crate::ProxyConfig::pass_ungated`] (an allowlist: an upstream's own method to run a tool
-/// must not go around the gate).
-pub(super) fn relayed(method: &str) -> bool {
-    matches!(
-        method,
-        "initialize"
-            | "ping"
-            | "logging/setLevel"
-            | "server/discover"
-            | "subscriptions/listen"
-            | "tools/list"
-            | "tools/call"
-    ) || method.starts_with("notifications/")
+/// Whether `method` is one no rule gates: resources, prompts and completions, relayed only
+/// with [`crate::ProxyConfig::pass_ungated`].
+fn ungated(method: &str) -> bool {
+    method.starts_with("resources/")
+        || method.starts_with("prompts/")
+        || method == "completion/complete"
+}
+
+/// Whether the relay passes client method `method` on (a request when `request`, else a
+/// notification): tools and the protocol around them — the requests `initialize`, `ping`,
+/// `logging/setLevel`, `server/discover`, `subscriptions/listen`, `tools/list`, `tools/call`,
+/// and the client's notifications `initialized`, `cancelled`, `progress` and
+/// `roots/list_changed`. The proxy's own `tasks/*` and the [`ungated`] methods are routed
+/// before this is asked. Anything else is answered `-32601` (a notification is dropped): an
+/// allowlist, so that an upstream's own method to run a tool never goes around the gate.
+fn relayed(method: &str, request: bool) -> bool {
+    if request {
+        matches!(
+            method,
+            "initialize"
+                | "ping"
+                | "logging/setLevel"
+                | "server/discover"
+                | "subscriptions/listen"
+                | "tools/list"
+                | "tools/call"
+        )
+    } else {
+        matches!(
+            method,
+            "notifications/initialized"
+                | "notifications/cancelled"
+                | "notifications/progress"
+                | "notifications/roots/list_changed"
+        )
+    }
 }
 
 /// Removes the tasks extension from the client capabilities `msg` declares (at `initialize`

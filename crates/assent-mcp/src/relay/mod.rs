@@ -9,6 +9,7 @@
 
 mod call;
 mod client;
+mod gated;
 mod handshake;
 mod ids;
 mod pins;

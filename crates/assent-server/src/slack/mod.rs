@@ -39,8 +39,9 @@ use std::sync::Arc;
 
 /// The largest request body accepted, in bytes (Slack's payloads of our messages are far
 /// smaller); larger is `413 PAYLOAD_TOO_LARGE` before the signature is checked. The edge
-/// holds the route's body to the same figure before any handler reads it.
-pub const MAX_BODY: usize = crate::edge::SLACK_BODY_BYTES;
+/// holds the route's body to the same figure (`edge::SLACK_BODY_BYTES`) before any handler
+/// reads it.
+pub const MAX_BODY: usize = 64 * 1024;
 
 /// What a click came to: whether a decision was recorded, a stable code, and the text the
 /// clicker is shown.

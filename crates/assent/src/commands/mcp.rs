@@ -15,7 +15,7 @@ enum Upstream {
     Command {
         server: String,
         command: Vec<String>,
-        /// `--pass-ungated`: relay resources, prompts, completions and unknown methods unchecked.
+        /// `--pass-ungated`: relay resources, prompts and completions unchecked.
         pass_ungated: bool,
     },
     /// `--config FILE`: every upstream of the file's `mcp_upstreams`.

@@ -86,7 +86,7 @@ for line in sys.stdin:
 
 /// A gateway for agent `helper` and the proxy (as its client) in front of the malicious
 /// upstream, which logs to `up.log` in `dir`.
-struct Rig {
+pub(crate) struct Rig {
     dir: tempfile::TempDir,
     server: crate::Server,
     proxy: std::process::Child,
@@ -97,12 +97,12 @@ struct Rig {
 }
 
 impl Rig {
-    fn start() -> Rig {
+    pub(crate) fn start() -> Rig {
         Rig::start_with(&[])
     }
 
     /// [`Rig::start`] with `extra` arguments to `assent mcp`.
-    fn start_with(extra: &[&str]) -> Rig {
+    pub(crate) fn start_with(extra: &[&str]) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let cfg = crate::write_helper_config(
@@ -131,12 +131,12 @@ impl Rig {
         }
     }
 
-    fn send(&mut self, v: Value) {
+    pub(crate) fn send(&mut self, v: Value) {
         writeln!(self.stdin, "{v}").unwrap();
     }
 
     /// Reads messages (keeping each in `seen`) until one matches `pred`, which it returns.
-    fn recv(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn recv(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
         loop {
             let mut l = String::new();
             assert!(
@@ -162,7 +162,7 @@ impl Rig {
 
     /// `initialize` (legacy era; `elicit`: declaring elicitation) and `initialized`; the
     /// answer to `initialize`.
-    fn handshake(&mut self, elicit: bool) -> Value {
+    pub(crate) fn handshake(&mut self, elicit: bool) -> Value {
         let caps = if elicit {
             json!({"elicitation": {}})
         } else {
@@ -191,7 +191,7 @@ impl Rig {
         }
     }
 
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         drop(self.stdin);
         self.proxy.wait().unwrap();
         self.server.child.kill().unwrap();
@@ -550,56 +550,6 @@ fn a_client_id_reused_while_its_forwarded_call_is_queued_is_refused() {
         !log.contains("\"echo\""),
         "the reused id never went upstream: {log}"
     );
-}
-
-/// Review finding: `resources/*`, `prompts/*` and `completion/complete` went upstream through
-/// the relay's catch-all route, ungated and unrecorded, so an agent could read through a
-/// resource what a policy holds as a tool call; so did any method the proxy does not know (an
-/// upstream's own `tools/execute` runs a tool around the gate). The proxy relays tools and the
-/// protocol around them only unless started with `--pass-ungated`.
-#[test]
-fn resources_prompts_and_unknown_methods_are_not_relayed_unless_asked_for() {
-    let mut rig = Rig::start();
-    let init = rig.handshake(false);
-    let caps = &init["result"]["capabilities"];
-    assert!(
-        caps.get("resources").is_none() && caps.get("prompts").is_none(),
-        "{init}"
-    );
-    for (id, method) in [
-        (11, "resources/read"),
-        (12, "prompts/get"),
-        (13, "resources/list"),
-        (14, "tools/execute"),
-    ] {
-        rig.send(json!({"jsonrpc": "2.0", "id": id, "method": method,
-                        "params": {"uri": "repo://secrets.env", "name": "p"}}));
-        let refused = rig.recv(|m| m["id"] == id);
-        assert_eq!(refused["error"]["code"], -32601, "{refused}");
-    }
-    rig.send(json!({"jsonrpc": "2.0", "method": "tools/execute", "params": {"name": "evil"}}));
-    let log = rig.stop();
-    assert!(
-        !log.contains("resources/") && !log.contains("prompts/") && !log.contains("execute"),
-        "{log}"
-    );
-
-    let mut rig = Rig::start_with(&["--pass-ungated"]);
-    let init = rig.handshake(false);
-    assert!(
-        init["result"]["capabilities"]["resources"].is_object(),
-        "{init}"
-    );
-    rig.send(
-        json!({"jsonrpc": "2.0", "id": 11, "method": "resources/read",
-                    "params": {"uri": "repo://secrets.env"}}),
-    );
-    let read = rig.recv(|m| m["id"] == 11);
-    assert_eq!(
-        read["result"]["contents"][0]["text"], "SECRET-RESOURCE",
-        "{read}"
-    );
-    rig.stop();
 }
 
 /// Review finding: values of the upstream's making were indexed as objects, which panics on

@@ -189,7 +189,16 @@ fn a_client_cannot_smuggle_params_or_meta_past_the_gated_call() {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "read_file", "arguments": {"path": "/tmp/a"},
         "overrides": {"path": "/etc/shadow"},
-        "_meta": {"progressToken": "p1", "com.example/run_as": "root"}}}),
+        "_meta": {"progressToken": "p1", "com.example/run_as": "root", "traceparent": {"x": 1},
+                  "io.modelcontextprotocol/clientInfo": {"name": "t", "run_as": "root"}}}}),
+    );
+    let r = recv();
+    assert_eq!(r["result"]["content"][0]["text"], "ran read_file", "{r}");
+    // An entry the protocol has, in a shape it does not give it, stays too.
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "read_file", "arguments": {"path": "/tmp/b"},
+        "_meta": {"progressToken": {"path": "/etc/shadow"}}}}),
     );
     let r = recv();
     assert_eq!(r["result"]["content"][0]["text"], "ran read_file", "{r}");
@@ -208,7 +217,9 @@ fn a_client_cannot_smuggle_params_or_meta_past_the_gated_call() {
         forwarded,
         vec![
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "read_file", "arguments": {"path": "/tmp/a"}, "_meta": {"progressToken": "p1"}}})
+            "name": "read_file", "arguments": {"path": "/tmp/a"}, "_meta": {"progressToken": "p1"}}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "read_file", "arguments": {"path": "/tmp/b"}}})
         ],
         "{log}"
     );

@@ -1,0 +1,129 @@
+//! What goes upstream for a `tools/call` the gateway cleared: the call rebuilt from what was
+//! gated, never the client's `params` passed on. The approval's `call_hash` covers the tool and
+//! its arguments only, so every other key a client puts in `params` or `params._meta` stays in
+//! the proxy unless the protocol needs it, and then only in the form the protocol gives it
+//! (found by review: `params.overrides` and `_meta` entries of the client's choosing reached the
+//! upstream beside an approved call).
+
+use crate::era;
+use assent_api::trace::valid_traceparent;
+use serde_json::{Map, Value, json};
+
+/// The longest `tracestate` passed on (W3C Trace Context: at most 32 entries of at most 256
+/// characters each; 512 is what a vendor is asked to keep).
+const MAX_TRACESTATE: usize = 512;
+
+/// The `_meta` key of a modern request's log level (2026-07-28: it replaces
+/// `logging/setLevel`).
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+/// The `tools/call` request sent upstream for client request `msg` (its `id`), of `tool` with
+/// `arguments` (the operator's edit when there is one). `params` holds:
+/// - `name` and `arguments`;
+/// - the upstream's own `input_required` round, when the client answers one: `requestState`
+///   (a string; assent's own was taken out before) and `inputResponses` (an object). Like the
+///   answer to an upstream's elicitation, it is the protocol's: the upstream asked for it;
+/// - from the client's `_meta`: `progressToken` (a string or an integer), `traceparent` (a
+///   valid W3C one), `tracestate` (a string of at most [`MAX_TRACESTATE`] bytes), and, when
+///   the upstream speaks the modern revision (`modern`), the envelope (protocol version and
+///   log level as strings, client info and capabilities as objects).
+///
+/// Anything else — another key, a value of another shape — is left out.
+pub(super) fn gated_call(msg: &Value, tool: &str, arguments: &Value, modern: bool) -> Value {
+    let mut params = Map::new();
+    params.insert("name".into(), json!(tool));
+    params.insert("arguments".into(), arguments.clone());
+    let client = msg.get("params").and_then(Value::as_object);
+    if let Some(p) = client
+        && let Some(state) = p.get("requestState").filter(|s| s.is_string())
+    {
+        params.insert("requestState".into(), state.clone());
+        if let Some(r) = p.get("inputResponses").filter(|r| r.is_object()) {
+            params.insert("inputResponses".into(), r.clone());
+        }
+    }
+    if let Some(meta) = client
+        .and_then(|p| p.get("_meta"))
+        .and_then(Value::as_object)
+    {
+        let kept: Map<String, Value> = meta
+            .iter()
+            .filter(|(k, v)| passes(k, v, modern))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !kept.is_empty() {
+            params.insert("_meta".into(), Value::Object(kept));
+        }
+    }
+    json!({"jsonrpc": "2.0", "id": msg["id"], "method": "tools/call", "params": params})
+}
+
+/// Whether `_meta` entry `key: value` of a client's call goes upstream with it (see
+/// [`gated_call`]).
+fn passes(key: &str, value: &Value, modern: bool) -> bool {
+    match key {
+        "progressToken" => value.is_string() || value.is_i64() || value.is_u64(),
+        "traceparent" => value.as_str().is_some_and(valid_traceparent),
+        "tracestate" => value.as_str().is_some_and(|s| s.len() <= MAX_TRACESTATE),
+        era::PROTOCOL_VERSION_META | LOG_LEVEL_META => modern && value.is_string(),
+        era::CLIENT_INFO_META | era::CLIENT_CAPS_META => modern && value.is_object(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    #[test]
+    fn only_the_gated_call_and_the_protocols_entries_in_their_shapes_go_upstream() {
+        let msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "other", "arguments": {"a": 1}, "overrides": {"a": 2}, "task": {},
+            "_meta": {"progressToken": 3, "traceparent": TP, "tracestate": "k=v",
+                      "com.example/run_as": "root",
+                      era::PROTOCOL_VERSION_META: era::MODERN_VERSION,
+                      era::CLIENT_INFO_META: {"name": "c", "version": "1"},
+                      LOG_LEVEL_META: "debug"}}});
+        let legacy = gated_call(&msg, "t", &json!({"a": 5}), false);
+        assert_eq!(
+            legacy,
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "t", "arguments": {"a": 5},
+                "_meta": {"progressToken": 3, "traceparent": TP, "tracestate": "k=v"}}})
+        );
+        let modern = gated_call(&msg, "t", &json!({"a": 5}), true);
+        let meta = modern["params"]["_meta"].as_object().unwrap();
+        assert_eq!(meta.len(), 6, "{modern}");
+        assert!(meta.get("com.example/run_as").is_none());
+    }
+
+    #[test]
+    fn entries_of_another_shape_are_left_out() {
+        let msg = json!({"id": 1, "params": {"name": "t", "_meta": {
+            "progressToken": {"path": "/etc/shadow"}, "traceparent": {"x": 1},
+            "tracestate": "x".repeat(MAX_TRACESTATE + 1),
+            era::CLIENT_INFO_META: "root", era::CLIENT_CAPS_META: []}}});
+        let up = gated_call(&msg, "t", &json!({}), true);
+        assert!(up["params"].get("_meta").is_none(), "{up}");
+        let bad_tp = json!({"id": 1, "params": {"_meta": {"traceparent": "00-zz"}}});
+        assert!(
+            gated_call(&bad_tp, "t", &json!({}), false)["params"]
+                .get("_meta")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_upstreams_own_input_round_is_answered() {
+        let msg = json!({"id": 1, "params": {"name": "t", "requestState": "up-1",
+            "inputResponses": {"q": {"action": "accept"}}}});
+        let up = gated_call(&msg, "t", &json!({}), true);
+        assert_eq!(up["params"]["requestState"], "up-1");
+        assert_eq!(up["params"]["inputResponses"]["q"]["action"], "accept");
+        let stray = json!({"id": 1, "params": {"name": "t", "inputResponses": {"q": {}}}});
+        let up = gated_call(&stray, "t", &json!({}), true);
+        assert!(up["params"].get("inputResponses").is_none(), "{up}");
+    }
+}

@@ -1,0 +1,99 @@
+//! Which client methods the stdio proxy (`assent mcp`) relays: tools and the protocol around
+//! them, an allowlist; resources, prompts and completions only with `--pass-ungated`; a method
+//! it does not know never; and no cancellation of the proxy's own requests. Against the
+//! malicious upstream of [`crate::mcp_upstream_attacks`], which logs every line it gets.
+
+use crate::mcp_upstream_attacks::Rig;
+use serde_json::json;
+
+/// Review finding: `resources/*`, `prompts/*` and `completion/complete` went upstream through
+/// the relay's catch-all route, ungated and unrecorded, so an agent could read through a
+/// resource what a policy holds as a tool call; so did any method the proxy does not know (an
+/// upstream's own `tools/execute` runs a tool around the gate). The proxy relays tools and the
+/// protocol around them only unless started with `--pass-ungated`.
+#[test]
+fn resources_prompts_and_unknown_methods_are_not_relayed_unless_asked_for() {
+    let mut rig = Rig::start();
+    let init = rig.handshake(false);
+    let caps = &init["result"]["capabilities"];
+    assert!(
+        caps.get("resources").is_none() && caps.get("prompts").is_none(),
+        "{init}"
+    );
+    for (id, method) in [
+        (11, "resources/read"),
+        (12, "prompts/get"),
+        (13, "resources/list"),
+        (14, "tools/execute"),
+    ] {
+        rig.send(json!({"jsonrpc": "2.0", "id": id, "method": method,
+                        "params": {"uri": "repo://secrets.env", "name": "p"}}));
+        let refused = rig.recv(|m| m["id"] == id);
+        assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    }
+    rig.send(json!({"jsonrpc": "2.0", "method": "tools/execute", "params": {"name": "evil"}}));
+    // A request under a notification's name is no notification.
+    rig.send(json!({"jsonrpc": "2.0", "id": 15, "method": "notifications/run", "params": {}}));
+    let refused = rig.recv(|m| m["id"] == 15);
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    let log = rig.stop();
+    assert!(
+        !log.contains("resources/") && !log.contains("prompts/") && !log.contains("execute"),
+        "{log}"
+    );
+
+    let mut rig = Rig::start_with(&["--pass-ungated"]);
+    let init = rig.handshake(false);
+    assert!(
+        init["result"]["capabilities"]["resources"].is_object(),
+        "{init}"
+    );
+    rig.send(
+        json!({"jsonrpc": "2.0", "id": 11, "method": "resources/read",
+                    "params": {"uri": "repo://secrets.env"}}),
+    );
+    let read = rig.recv(|m| m["id"] == 11);
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "SECRET-RESOURCE",
+        "{read}"
+    );
+    // `--pass-ungated` relays resources; a method the proxy does not know stays refused.
+    rig.send(
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/execute", "params": {"name": "evil"}}),
+    );
+    let refused = rig.recv(|m| m["id"] == 12);
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    let log = rig.stop();
+    assert!(!log.contains("execute"), "{log}");
+}
+
+/// Review finding: a client's `notifications/cancelled` naming one of the proxy's own requests
+/// (its pin check's `tools/list`, a task's forwarded call) went upstream: cut off there, a
+/// task's approved call would leave no `call.result` behind, and the pin check would never
+/// finish. Such a cancellation is dropped; one for the client's own request still goes.
+#[test]
+fn a_client_cannot_cancel_the_proxys_own_requests() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    rig.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": "assent-pins-0", "reason": "x"}}),
+    );
+    rig.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 77, "reason": "mine"}}),
+    );
+    // `read` passes its pin check and runs: the proxy's own tools/list was answered.
+    rig.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "read", "arguments": {"path": "/a"}}}));
+    let read = rig.recv(|m| m["id"] == 5);
+    assert_eq!(read["result"]["content"][0]["text"], "small", "{read}");
+    let log = rig.stop();
+    let cancelled: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .map(|m| m["params"]["requestId"].clone())
+        .collect();
+    assert_eq!(cancelled, vec![json!(77)], "only the client's own: {log}");
+}
