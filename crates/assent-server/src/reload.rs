@@ -191,11 +191,18 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     let old = st.live();
     let answer = describe(&r, &cfg, &old, &principals, by);
     // A changed key or role set signs the person out of the dashboard too: a session started
-    // with the old key must not outlive it (a removed operator's sessions fail on their own).
-    // Before the new configuration is audited and in force, failing the reload when they
-    // cannot be ended (so a retry still sees them changed), and again after it, for a session
-    // started with the old key in between.
-    sign_out(st, &answer.changed).await.map_err(|why| {
+    // with the old key must not outlive it; so does removal (found by review: a removed
+    // operator's sessions were kept, and signed in again once the name came back). Before the
+    // new configuration is audited and in force, failing the reload when they cannot be
+    // ended (so a retry still sees them changed), and again after it, for a session started
+    // with the old key in between.
+    let gone: Vec<String> = answer
+        .changed
+        .iter()
+        .chain(&answer.removed)
+        .cloned()
+        .collect();
+    sign_out(st, &gone).await.map_err(|why| {
         ReloadError::Store(format!(
             "the dashboard sessions of a changed principal could not be ended: {why}"
         ))
@@ -215,7 +222,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     }
     let slack_users = cfg.slack_users();
     st.swap_live(Live::new(cfg.registry, principals).with_slack_users(slack_users));
-    if let Err(why) = sign_out(st, &answer.changed).await {
+    if let Err(why) = sign_out(st, &gone).await {
         tracing::warn!(%why, "dashboard sessions of a changed principal were not ended");
     }
     st.changed();
@@ -318,7 +325,7 @@ pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal
 }
 
 /// Ends every dashboard session of the principals `names` (a reload changed their key or
-/// roles); `Err(why)` when the store could not.
+/// roles, or removed them); `Err(why)` when the store could not.
 async fn sign_out(st: &AppState, names: &[String]) -> Result<(), String> {
     let names = names.to_vec();
     match st

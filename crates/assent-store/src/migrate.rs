@@ -78,6 +78,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(33, "0033_approval_standing_seal"),
     migration!(34, "0034_reply_token_seal"),
     migration!(35, "0035_settlement_seal"),
+    migration!(36, "0036_ui_session_key_binding"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -421,6 +421,30 @@ fn pending_defaults(staged: &Path) -> Result<i64, StoreError> {
     )?)
 }
 
+/// The tables of sign-in state a restore empties in the staged copy: dashboard sessions,
+/// passkey enrolment codes, single sign-on logins in progress.
+const SIGN_IN_STATE: [&str; 3] = ["ui_sessions", "passkey_enrolments", "oidc_logins"];
+
+/// Ends, in the staged copy, every dashboard session and every sign-in still in progress
+/// ([`SIGN_IN_STATE`], those of its tables the copy's schema has); how many rows went. Found
+/// by review: a session signed out (or an enrolment code used) after the backup was taken was
+/// live again in the restored database. Everyone signs in again after a restore.
+fn end_sign_ins(staged: &Path) -> Result<usize, StoreError> {
+    let conn = Connection::open(staged)?;
+    let mut n = 0;
+    for t in SIGN_IN_STATE {
+        let exists: bool = conn.query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [t],
+            |r| r.get(0),
+        )?;
+        if exists {
+            n += conn.execute(&format!("DELETE FROM {t}"), [])?;
+        }
+    }
+    Ok(n)
+}
+
 /// The time the restore's marker holds ([`crate::voided`]): this host's `now` (Unix ms), or
 /// the newest token issue or approval request in the staged copy when that is later — a
 /// backup taken on a host whose clock ran ahead of this one's (found by review: a token
@@ -467,7 +491,8 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// refused unless `force`; approval tokens neither redeemed nor expired (one redeemed after
 /// the backup would be redeemable again) are refused unless `outstanding_tokens` — a
 /// separate consent, so accepting other keys never silently accepts replayable tokens — and
-/// then voided when the gateway next starts ([`crate::voided`]). Then the live database is
+/// then voided when the gateway next starts ([`crate::voided`]). The copy's dashboard
+/// sessions and sign-ins in progress are ended (everyone signs in again). Then the live database is
 /// taken exclusively (refused while a gateway or another program has it open), its
 /// write-ahead log folded in, kept as `assent.db.before-restore-<time>`, and the copy renamed
 /// over `assent.db` (atomic: the name always holds a whole database). A `data_dir` without a
@@ -498,6 +523,7 @@ pub fn restore(
     let outstanding = check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
     let defaults = pending_defaults(&staging.db())?;
     let at = restored_at(&staging.db(), crate::kit::now_ms())?;
+    end_sign_ins(&staging.db())?;
     let live = data_dir.join(DB_FILE);
     let wal = data_dir.join(format!("{DB_FILE}-wal"));
     let (lock, set_aside) = if live.exists() {

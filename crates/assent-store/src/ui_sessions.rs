@@ -17,6 +17,11 @@
 //! by whoever can write the database but has no key — is no session: before, a planted row
 //! signed its planter in as any operator, and their approvals then carried that operator's
 //! name in genuine audit records, which `audit verify` could not tell apart.
+//!
+//! **Key binding** (migration 0036): a key's session keeps the binding the server made of the
+//! key it signed in with ([`SignedInWith::Key`]), under the seal; the server compares it with
+//! its principal's current key on every request, so a key rotated by a restart, or a name
+//! removed and added again, ends the sessions started before.
 
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
@@ -32,6 +37,8 @@ struct Row {
     kind: String,
     roles: String,
     authenticated_at: i64,
+    /// A key's session's binding to its key (64 hex); empty for single sign-on.
+    key_binding: String,
 }
 
 /// One signed-in operator.
@@ -63,21 +70,40 @@ pub struct SsoGrant {
     pub groups: Vec<String>,
 }
 
-/// A session and, for a single sign-on session, what it was granted (`None`: a key's).
-pub type SessionWithRoles = (UiSession, Option<SsoGrant>);
+/// How a session signed in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignedInWith {
+    /// With an operator key: the binding to that key the server made at sign-in (64 hex),
+    /// which it compares with its principal's current key's on every request.
+    Key {
+        /// 64 lowercase hex digits.
+        binding: String,
+    },
+    /// By single sign-on, with what its claims were granted.
+    Sso(SsoGrant),
+}
+
+/// A session and how it signed in.
+pub type SessionWithRoles = (UiSession, SignedInWith);
 
 impl Store {
-    /// Stores session `s` under `id_sha256` (64 hex: the SHA-256 of the cookie's value) and
-    /// removes the sessions that ended before `now` (Unix ms). `Invalid` for an id that is not
-    /// 64 hex digits.
+    /// Stores session `s` under `id_sha256` (64 hex: the SHA-256 of the cookie's value),
+    /// signed in with the key whose binding is `key_binding` (64 hex, made by the server:
+    /// [`SignedInWith::Key`]), and removes the sessions that ended before `now` (Unix ms).
+    /// `Invalid` for an id or a binding that is not 64 lowercase hex digits.
     pub fn start_ui_session(
         &self,
         id_sha256: &str,
         s: &UiSession,
+        key_binding: &str,
         now: i64,
     ) -> Result<(), StoreError> {
         check_digest(id_sha256)?;
-        self.insert_ui_session(id_sha256, s, ("key", "[]"), now)
+        single_use::check_digest(
+            key_binding,
+            "a dashboard session's key binding is 64 lowercase hex digits",
+        )?;
+        self.insert_ui_session(id_sha256, s, ("key", "[]", key_binding), now)
     }
 
     /// Stores a single sign-on session `s` (issue 14 §7) with what its claims were granted,
@@ -102,18 +128,19 @@ impl Store {
             ));
         }
         let grant = serde_json::to_string(grant).expect("strings serialise");
-        self.insert_ui_session(id_sha256, s, ("oidc", &grant), now)
+        self.insert_ui_session(id_sha256, s, ("oidc", &grant, ""), now)
     }
 
     /// Stores `s` under `id_sha256` (checked by the caller) as a session of `kind` (`key` or
-    /// `oidc`) with `roles` (a JSON array; `[]` for a key's session), authenticated at `now`
-    /// (its sign-in: [`Store::ui_session_authenticated_at`]), and removes the sessions that
-    /// ended before `now`.
+    /// `oidc`) with `roles` (`[]` for a key's session; an SSO grant's JSON) and `key_binding`
+    /// (empty for SSO), authenticated at `now` (its sign-in:
+    /// [`Store::ui_session_authenticated_at`]), and removes the sessions that ended before
+    /// `now`.
     fn insert_ui_session(
         &self,
         id_sha256: &str,
         s: &UiSession,
-        (kind, roles): (&str, &str),
+        (kind, roles, key_binding): (&str, &str, &str),
         now: i64,
     ) -> Result<(), StoreError> {
         let row = Row {
@@ -121,14 +148,15 @@ impl Store {
             kind: kind.into(),
             roles: roles.into(),
             authenticated_at: now,
+            key_binding: key_binding.into(),
         };
         let key = self.seal_key(Sealed::UiSession);
         let seal = key.seal(&Self::sealed_columns(id_sha256, &row));
         self.write_unannounced(|tx| {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
-                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, now, seal],
+                "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, now, seal, key_binding],
             )
             .map(drop)
         })?;
@@ -136,7 +164,8 @@ impl Store {
     }
 
     /// The columns of session row `row` stored under `id_sha256`, as sealed:
-    /// `[id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at]`.
+    /// `[id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, key_binding]`
+    /// (the binding since migration 0036: a row sealed before reads as no session).
     fn sealed_columns(id_sha256: &str, row: &Row) -> serde_json::Value {
         let s = &row.session;
         serde_json::json!([
@@ -146,7 +175,8 @@ impl Store {
             s.expires_at,
             row.kind,
             row.roles,
-            row.authenticated_at
+            row.authenticated_at,
+            row.key_binding
         ])
     }
 
@@ -158,7 +188,7 @@ impl Store {
         let row = guard
             .conn()
             .query_row(
-                "SELECT operator, csrf, expires_at, kind, roles, authenticated_at, seal FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
+                "SELECT operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
                 params![id_sha256, now],
                 |r| {
                     let session = UiSession {
@@ -166,7 +196,7 @@ impl Store {
                         csrf: r.get(1)?,
                         expires_at: r.get(2)?,
                     };
-                    let row = Row { session, kind: r.get(3)?, roles: r.get(4)?, authenticated_at: r.get(5)? };
+                    let row = Row { session, kind: r.get(3)?, roles: r.get(4)?, authenticated_at: r.get(5)?, key_binding: r.get(7)? };
                     Ok((row, r.get::<String>(6)?))
                 },
             )
@@ -183,8 +213,9 @@ impl Store {
         Ok(self.ui_session_with_roles(id_sha256, now)?.map(|(s, _)| s))
     }
 
-    /// [`Store::ui_session`] with, for a single sign-on session, what it was granted
-    /// (`None`: a key's session, whose roles are its principal's). An SSO session whose stored
+    /// [`Store::ui_session`] with how it signed in: a key's session with its key binding (its
+    /// roles are its principal's), a single sign-on session with what it was granted. A key's
+    /// session without a binding (started before migration 0036) or an SSO session whose stored
     /// grant does not read back, has no role, or was stored before its groups were kept (a
     /// bare array of roles) is treated as unknown (fail closed: its operator signs in again),
     /// and so is any row whose seal is not its own (see the module doc).
@@ -200,13 +231,19 @@ impl Store {
                  session,
                  kind,
                  roles,
+                 key_binding,
                  ..
              }| match kind.as_str() {
-                "key" => Some((session, None)),
+                "key" if !key_binding.is_empty() => Some((
+                    session,
+                    SignedInWith::Key {
+                        binding: key_binding,
+                    },
+                )),
                 "oidc" => serde_json::from_str::<SsoGrant>(&roles)
                     .ok()
                     .filter(|g| !g.roles.is_empty())
-                    .map(|g| (session, Some(g))),
+                    .map(|g| (session, SignedInWith::Sso(g))),
                 _ => None,
             },
         ))

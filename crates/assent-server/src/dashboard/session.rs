@@ -7,6 +7,7 @@ use crate::auth::principal_for_key;
 use crate::config::Principal;
 use crate::state::AppState;
 use askama::Template;
+use assent_store::ui_sessions::SignedInWith;
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
@@ -68,15 +69,23 @@ impl Operator {
 /// `oidc.roles` map in force (a role taken from a group is gone at the next request; none
 /// left signs it out).
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
-    let (session, sso_grant) = sessions::get(st, cookie(headers, COOKIE)?).await?;
+    let (session, how) = sessions::get(st, cookie(headers, COOKIE)?).await?;
     let principals = st.principals();
-    let by_sso = sso_grant.is_some();
-    let principal = match sso_grant {
-        None => principals
-            .iter()
-            .find(|p| p.name == session.operator && p.roles().is_some())?
-            .clone(),
-        Some(grant) => {
+    let by_sso = matches!(how, SignedInWith::Sso(_));
+    let principal = match how {
+        // Still this name's key (found by review: a key rotated by a restart, or the name
+        // removed and added again, left a stolen cookie signing in until the session ended).
+        SignedInWith::Key { binding } => {
+            let p = principals
+                .iter()
+                .find(|p| p.name == session.operator && p.roles().is_some())?;
+            let now = sessions::key_binding(p);
+            if !bool::from(now.as_bytes().ct_eq(binding.as_bytes())) {
+                return None;
+            }
+            p.clone()
+        }
+        SignedInWith::Sso(grant) => {
             let roles = st.oidc.as_ref()?.config.roles_now(&grant);
             if roles.is_empty()
                 || !session
@@ -343,7 +352,7 @@ pub(crate) async fn login(
             &next,
         );
     };
-    let Some((id, _)) = sessions::start(&st, &p.name).await else {
+    let Some((id, _)) = sessions::start(&st, p).await else {
         return login_form(
             &st,
             StatusCode::SERVICE_UNAVAILABLE,

@@ -3,8 +3,9 @@
 //! random bits, and only its SHA-256 is stored. The random tokens sessions are made of are
 //! here too. Sign-in and CSRF checks are [`super::session`]; single sign-on is [`super::oidc`].
 
+use crate::config::Principal;
 use crate::state::{AppState, now_ms};
-use assent_store::ui_sessions::{SsoGrant, UiSession};
+use assent_store::ui_sessions::{SignedInWith, SsoGrant, UiSession};
 use std::time::Duration;
 
 /// How long a dashboard session lasts.
@@ -30,11 +31,24 @@ pub(crate) fn digest(s: &str) -> String {
     hex::encode(sha2::Sha256::digest(s.as_bytes()))
 }
 
-/// Starts a session for `operator`: its id (the cookie's value) and the session; `None` when
-/// the store could not record it (the sign-in then fails: no session that only one replica
-/// knows).
-pub(crate) async fn start(st: &AppState, operator: &str) -> Option<(String, Session)> {
-    store_new(st, operator, None).await
+/// The binding of a session to the key operator `p` signs in with (64 hex): SHA-256 over a
+/// tag of its own and the key's digest. A session keeps the binding of its sign-in, and
+/// [`super::session::signed_in`] compares it with the principal's current key's, so a key
+/// rotated by a restart, or a name removed and added again with another key, ends it.
+pub(crate) fn key_binding(p: &Principal) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(b"assent/ui-session/key-binding/v1\0");
+    h.update(p.key_sha256);
+    hex::encode(h.finalize())
+}
+
+/// Starts a session for operator `p`, bound to its key ([`key_binding`]): its id (the
+/// cookie's value) and the session; `None` when the store could not record it (the sign-in
+/// then fails: no session that only one replica knows).
+pub(crate) async fn start(st: &AppState, p: &Principal) -> Option<(String, Session)> {
+    let binding = key_binding(p);
+    store_new(st, &p.name, SignedInWith::Key { binding }).await
 }
 
 /// Starts a single sign-on session (issue 14 §7) for `operator` (`oidc:…`) with what its
@@ -44,16 +58,12 @@ pub(crate) async fn start_sso(
     operator: &str,
     grant: SsoGrant,
 ) -> Option<(String, Session)> {
-    store_new(st, operator, Some(grant)).await
+    store_new(st, operator, SignedInWith::Sso(grant)).await
 }
 
-/// A new session of `operator` (an SSO one when `grant` is given), stored before it is
-/// answered; `None` (logged) when the store could not.
-async fn store_new(
-    st: &AppState,
-    operator: &str,
-    grant: Option<SsoGrant>,
-) -> Option<(String, Session)> {
+/// A new session of `operator`, signed in `how`, stored before it is answered; `None`
+/// (logged) when the store could not.
+async fn store_new(st: &AppState, operator: &str, how: SignedInWith) -> Option<(String, Session)> {
     let id = random_hex();
     let s = Session {
         operator: operator.to_string(),
@@ -62,9 +72,11 @@ async fn store_new(
     };
     let (key, stored) = (digest(&id), s.clone());
     let stored = st
-        .store_task(move |store| match &grant {
-            None => store.start_ui_session(&key, &stored, now_ms()),
-            Some(g) => store.start_sso_ui_session(&key, &stored, g, now_ms()),
+        .store_task(move |store| match &how {
+            SignedInWith::Key { binding } => {
+                store.start_ui_session(&key, &stored, binding, now_ms())
+            }
+            SignedInWith::Sso(g) => store.start_sso_ui_session(&key, &stored, g, now_ms()),
         })
         .await;
     match stored {
@@ -77,9 +89,9 @@ async fn store_new(
     }
 }
 
-/// The live session with id `id` and, for a single sign-on session, what it was granted
-/// (`None`: unknown, ended, or the store did not answer).
-pub(crate) async fn get(st: &AppState, id: &str) -> Option<(Session, Option<SsoGrant>)> {
+/// The live session with id `id` and how it signed in (`None`: unknown, ended, or the store
+/// did not answer).
+pub(crate) async fn get(st: &AppState, id: &str) -> Option<(Session, SignedInWith)> {
     let key = digest(id);
     match st
         .store_task(move |store| store.ui_session_with_roles(&key, now_ms()))

@@ -5,7 +5,7 @@
 //! leave one consistent set; approvals and the verdicts' audit records carry the hash of the
 //! policy set they were decided under, which a reload changes.
 
-use crate::kit::{AGENTS, Gw, audit_count, policy, start_custom};
+use crate::kit::{AGENTS, Gw, audit_count, cookie_of, policy, start_custom};
 use assent_server::config::{Config, ReloadSource};
 use assent_server::{Live, Settings};
 use reqwest::StatusCode;
@@ -404,4 +404,52 @@ async fn a_reload_that_changes_an_operators_key_signs_their_dashboard_session_ou
     ]))
     .await;
     assert_eq!(changed, serde_json::json!(["alice"]));
+}
+
+/// Found by review: a removed operator's sessions were kept (they failed only while the name
+/// was gone), so once a later reload added the name again — the same person back, or someone
+/// else given the name and a key of their own — a stolen cookie signed in as them. Removal ends
+/// the sessions, and a session is bound to the key it signed in with.
+#[tokio::test]
+async fn an_operator_removed_and_added_again_is_not_signed_in_by_an_old_session() {
+    let (_dir, gw, conf) = reloadable_by_everyone().await;
+    let cookie = gw.dashboard_session().await;
+    let queue = |cookie: String| {
+        let r = gw.http.get(format!("{}/ui/queue", gw.url));
+        async move { r.header("cookie", cookie).send().await.unwrap().status() }
+    };
+    assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
+    write_config(&conf, &without_alice());
+    reloaded(&gw, "olaf-key").await;
+    write_config(&conf, &everyone());
+    let b = reloaded(&gw, "olaf-key").await;
+    assert_eq!(b["added"], serde_json::json!(["alice"]), "{b}");
+    assert_eq!(queue(cookie).await, StatusCode::UNAUTHORIZED);
+    gw.stop().await;
+}
+
+/// Found by review: a key rotated by editing the file and restarting (no reload) left every
+/// dashboard session started with the old key signed in until it ended (12 hours). A session
+/// keeps the binding of its key; the restarted gateway, whose alice has a new key, refuses it,
+/// and olaf's, whose key is unchanged, still holds.
+#[tokio::test]
+async fn a_key_rotated_by_a_restart_ends_the_sessions_it_signed_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _) = reloadable(dir.path(), &config_text(&everyone()), &gov_allowing_read()).await;
+    let alices = gw.dashboard_session().await;
+    let olafs = cookie_of(&gw.dashboard_sign_in("olaf-key").await);
+    gw.stop().await;
+    let rotated = principals(&[
+        ("alice", "kind: operator, roles: [finance]", "alice-new-key"),
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    let (gw, _) = reloadable(dir.path(), &config_text(&rotated), &gov_allowing_read()).await;
+    let queue = |cookie: String| {
+        let r = gw.http.get(format!("{}/ui/queue", gw.url));
+        async move { r.header("cookie", cookie).send().await.unwrap().status() }
+    };
+    assert_eq!(queue(alices).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(queue(olafs).await, StatusCode::OK);
+    gw.stop().await;
 }

@@ -141,7 +141,8 @@ async fn piling_up_passkey_ceremonies_is_a_429_not_a_5xx() {
 }
 
 /// A dashboard session of `alice` that signed in at `signed_in_at` (Unix ms), stored as the
-/// sign-in stores one: its cookie and CSRF token.
+/// sign-in stores one (bound to her key, `alice-key`, as `dashboard::sessions::key_binding`
+/// binds it): its cookie and CSRF token.
 fn alice_session_from(gw: &Gw, signed_in_at: i64) -> (String, String) {
     let id = format!("old-session-{signed_in_at}");
     let s = UiSession {
@@ -149,7 +150,10 @@ fn alice_session_from(gw: &Gw, signed_in_at: i64) -> (String, String) {
         csrf: "c".repeat(64),
         expires_at: i64::MAX,
     };
-    gw.with_store(|st| st.start_ui_session(&sha(&id), &s, signed_in_at))
+    let mut binding = b"assent/ui-session/key-binding/v1\0".to_vec();
+    binding.extend_from_slice(&hex::decode(sha("alice-key")).unwrap());
+    let binding = hex::encode(Sha256::digest(&binding));
+    gw.with_store(|st| st.start_ui_session(&sha(&id), &s, &binding, signed_in_at))
         .unwrap();
     (format!("assent_ui={id}"), s.csrf)
 }

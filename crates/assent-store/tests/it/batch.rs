@@ -209,7 +209,8 @@ fn a_rotated_keys_sessions_end_even_inside_a_batch() {
             expires_at: i64::MAX,
         };
         let id = "ab".repeat(32);
-        s.start_ui_session(&id, &session, 0).unwrap();
+        s.start_ui_session(&id, &session, &"00".repeat(32), 0)
+            .unwrap();
         let (ended, outcome) = s.batch(|| {
             append(&s, 1);
             s.end_ui_sessions_of("alice")

@@ -4,7 +4,7 @@
 
 use crate::pgkit::both;
 use assent_store::oidc_logins::OidcLogin;
-use assent_store::ui_sessions::{SsoGrant, UiSession};
+use assent_store::ui_sessions::{SignedInWith, SsoGrant, UiSession};
 
 fn login(browser: &str, expires_at: i64) -> OidcLogin {
     OidcLogin {
@@ -68,7 +68,7 @@ fn an_sso_sign_in_is_taken_once_by_its_browser_on_any_replica() {
 }
 
 #[test]
-fn an_sso_session_carries_its_grant_and_a_keys_none() {
+fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::open(dir.path(), db);
@@ -84,14 +84,39 @@ fn an_sso_session_carries_its_grant_and_a_keys_none() {
         store
             .start_sso_ui_session(&"ab".repeat(32), &s, &grant, 0)
             .unwrap();
-        store.start_ui_session(&"ef".repeat(32), &s, 0).unwrap();
+        store
+            .start_ui_session(&"ef".repeat(32), &s, &"01".repeat(32), 0)
+            .unwrap();
+        assert!(
+            store
+                .start_ui_session(&"ee".repeat(32), &s, "not hex", 0)
+                .is_err()
+        );
         assert_eq!(
             store.ui_session_with_roles(&"ab".repeat(32), 1).unwrap(),
-            Some((s.clone(), Some(grant.clone())))
+            Some((s.clone(), SignedInWith::Sso(grant.clone())))
         );
         assert_eq!(
             store.ui_session_with_roles(&"ef".repeat(32), 1).unwrap(),
-            Some((s.clone(), None))
+            Some((
+                s.clone(),
+                SignedInWith::Key {
+                    binding: "01".repeat(32)
+                }
+            ))
+        );
+        // The binding is under the seal: one rewritten behind the gateway's back is no session.
+        db.connect()
+            .unwrap()
+            .conn()
+            .execute(
+                "UPDATE ui_sessions SET key_binding = ?1 WHERE id_sha256 = ?2",
+                ["02".repeat(32), "ef".repeat(32)],
+            )
+            .unwrap();
+        assert_eq!(
+            store.ui_session_with_roles(&"ef".repeat(32), 1).unwrap(),
+            None
         );
         let no_role = SsoGrant {
             roles: vec![],

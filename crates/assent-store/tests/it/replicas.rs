@@ -25,7 +25,8 @@ fn a_dashboard_session_stored_by_one_replica_is_read_and_ended_by_another() {
             csrf: "cd".repeat(32),
             expires_at: 10_000,
         };
-        a.start_ui_session(&id, &s, 1_000).unwrap();
+        a.start_ui_session(&id, &s, &"00".repeat(32), 1_000)
+            .unwrap();
         assert_eq!(b.ui_session(&id, 9_999).unwrap(), Some(s.clone()));
         // Past its end it is gone, and the next sign-in removes it.
         assert_eq!(b.ui_session(&id, 10_000).unwrap(), None);
@@ -34,7 +35,8 @@ fn a_dashboard_session_stored_by_one_replica_is_read_and_ended_by_another() {
             expires_at: 50_000,
             ..s.clone()
         };
-        b.start_ui_session(&other, &fresh, 20_000).unwrap();
+        b.start_ui_session(&other, &fresh, &"00".repeat(32), 20_000)
+            .unwrap();
         assert_eq!(
             a.ui_session(&id, 1_000).unwrap(),
             None,
@@ -44,7 +46,10 @@ fn a_dashboard_session_stored_by_one_replica_is_read_and_ended_by_another() {
         assert_eq!(b.ui_session(&other, 20_001).unwrap(), None);
         // Only a digest is a key: a raw cookie value (or anything else) is refused.
         assert!(a.ui_session("not-a-digest", 0).is_err());
-        assert!(a.start_ui_session(&"AB".repeat(32), &fresh, 0).is_err());
+        assert!(
+            a.start_ui_session(&"AB".repeat(32), &fresh, &"00".repeat(32), 0)
+                .is_err()
+        );
     });
 }
 
@@ -121,7 +126,8 @@ fn lease_and_session_bookkeeping_wakes_no_replica() {
         csrf: "cc".repeat(32),
         expires_at: i64::MAX,
     };
-    a.start_ui_session(&"ab".repeat(32), &session, 0).unwrap();
+    a.start_ui_session(&"ab".repeat(32), &session, &"00".repeat(32), 0)
+        .unwrap();
     b.end_ui_sessions_of("alice").unwrap();
     // The marker: one audit record, one announcement. Anything announced before it was
     // heard first (a listener hears in commit order).

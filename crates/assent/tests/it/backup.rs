@@ -136,6 +136,8 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
         server: s,
     } = served(SIGNING);
     let before = approved(&s.url, 5000);
+    // A dashboard session the backup will hold (signed out, say, after it was taken).
+    let cookie = crate::replicas::sign_in(&s.url);
     let stop_writing = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
     let w = writer(s.url.clone(), stop_writing.clone(), written.clone());
@@ -216,12 +218,17 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
         count(&json_out, "approvals")
     );
     ok(&audit_verify(&data, &[]));
+    // Found by review: the copy's dashboard sessions came back with it, a session signed out
+    // after the backup among them. A restore ends them all: everyone signs in again.
+    assert_eq!(count(&json_out, "ui_sessions"), 1);
+    assert_eq!(count(&data.join("assent.db"), "ui_sessions"), 0);
 
     // The restarted gateway serves the restored state: the approval decided before the backup
     // is approved, the one proposed after it is unknown.
     let s = serve(&cfg, port);
     assert_eq!(status(&s.url, &before), "approved");
     assert_eq!(status(&s.url, &after), "");
+    assert_eq!(crate::replicas::queue_page(&s.url, &cookie).0, 303);
     stop(s);
     ok(&audit_verify(&data, &[]));
 }

@@ -506,7 +506,7 @@ fn browser() -> reqwest::blocking::Client {
 }
 
 /// Signs alice in to the dashboard through `url`: the `assent_ui` cookie's value.
-fn sign_in(url: &str) -> String {
+pub(crate) fn sign_in(url: &str) -> String {
     let csrf = "c".repeat(64);
     let r = browser()
         .post(format!("{url}/ui/login"))
@@ -523,7 +523,7 @@ fn sign_in(url: &str) -> String {
 
 /// `GET {url}/ui` with session `cookie`: the status (200 the queue, 303 to the sign-in) and
 /// the page.
-fn queue_page(url: &str, cookie: &str) -> (u16, String) {
+pub(crate) fn queue_page(url: &str, cookie: &str) -> (u16, String) {
     let r = browser()
         .get(format!("{url}/ui"))
         .header("cookie", format!("assent_ui={cookie}"))
