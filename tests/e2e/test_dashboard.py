@@ -18,6 +18,7 @@ ROOT = HERE.parent.parent
 ASSENT = os.environ.get("ASSENT_BIN", str(ROOT / "target" / "debug" / "assent"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 OPERATOR_KEY = "op-" + os.urandom(16).hex()
+OLAF_KEY = "olaf-" + os.urandom(16).hex()
 AGENT_KEY = "agent-" + os.urandom(8).hex()
 
 
@@ -61,6 +62,7 @@ policies:
         suggested_alternatives: ["Split the payment below 1000 EUR"]
       - tool: publish
         server: notes
+        approvers: [finance]
         dry_run_tool: echo
 """
     )
@@ -75,6 +77,7 @@ agents: ["agents/*.agf.yaml"]
 governance: ["gov/*.yaml"]
 principals:
   - {{name: alice, kind: operator, roles: [finance], key_env: E2E_ALICE_KEY}}
+  - {{name: olaf, kind: operator, roles: [ops], key_sha256: "{hashlib.sha256(OLAF_KEY.encode()).hexdigest()}"}}
   - {{name: pay-bot, kind: agent, agent_id: pay_bot, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
 """
     )
@@ -105,3 +108,50 @@ def test_dashboard_in_a_real_browser(gateway, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr + (gateway["dir"] / "serve.log").read_text()[-4000:]
     # The dry run reached the upstream as `echo`; the held `publish` never ran.
     assert (gateway["dir"] / "calls.log").read_text().splitlines() == ["echo draft post"]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def _send(url, method="GET", body=None, headers=None):
+    """One request, redirects kept as answers: (status, headers, text)."""
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(req, timeout=10) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def test_only_an_approver_runs_a_dry_run(gateway):
+    """Found by review: the dry-run form checked only the session and its CSRF token, so any
+    signed-in operator (olaf, roles [ops]) could run the upstream tool with the agent's
+    arguments, again and again, on an approval only `finance` may decide. He gets 403 and the
+    upstream is never called."""
+    import json
+    url = gateway["url"]
+    status, _, text = _send(url + "/v1/tool-calls", "POST", json.dumps({
+        "agent": "pay_bot", "session_id": "dry-run-roles", "tool": "publish", "server": "notes",
+        "arguments": {"text": "olaf's try"}}),
+        {"authorization": "Bearer " + AGENT_KEY, "content-type": "application/json"})
+    assert status in (200, 202), text
+    approval = json.loads(text)["approval_id"]
+    csrf = "c" * 64
+    status, headers, text = _send(url + "/ui/login", "POST", f"csrf={csrf}&key={OLAF_KEY}&next=%2Fui",
+                                  {"cookie": f"assent_ui_login={csrf}",
+                                   "content-type": "application/x-www-form-urlencoded"})
+    assert status == 303, text
+    cookie = headers["set-cookie"].split(";")[0]
+    status, _, page = _send(url + f"/ui/approvals/{approval}", headers={"cookie": cookie})
+    assert status == 200, page
+    form_csrf = page.split('name="csrf" value="')[1].split('"')[0]
+    status, _, page = _send(url + f"/ui/approvals/{approval}/dry-run", "POST", f"csrf={form_csrf}",
+                            {"cookie": cookie, "content-type": "application/x-www-form-urlencoded"})
+    assert status == 403, page
+    assert "Nothing was run" in page
+    calls = gateway["dir"] / "calls.log"
+    assert not calls.exists() or "olaf" not in calls.read_text()

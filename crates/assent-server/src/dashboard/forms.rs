@@ -200,7 +200,10 @@ pub(crate) async fn open_link(
 
 /// `POST /ui/approvals/{id}/dry-run` (`csrf`): runs the rule's `dry_run_tool` with the held
 /// call's arguments on its MCP upstream, records it in the audit log (`dry_run`, with the
-/// result's hash) and shows the result on the card. The held call itself does not run.
+/// result's hash) and shows the result on the card. The held call itself does not run. Only
+/// an operator who may decide the approval (one of its approver roles) runs it: `403`
+/// otherwise (found by review: any signed-in operator could run the upstream tool with the
+/// agent's arguments, again and again).
 pub(crate) async fn dry_run_form(
     State(st): State<AppState>,
     form: PostedForm,
@@ -223,6 +226,17 @@ pub(crate) async fn dry_run_form(
     };
     if a.status != ApprovalStatus::Pending || !runner.serves(&server) {
         return Err(unavailable());
+    }
+    let roles = op.principal.roles().unwrap_or_default();
+    if !assent_core::approval::may_decide(&a.terms.approvers, roles) {
+        let why = format!(
+            "Only an operator with one of this approval's approver roles ({}) runs its dry run. Nothing was run.",
+            a.terms.approvers.join(", ")
+        );
+        return Err(page_with(
+            StatusCode::FORBIDDEN,
+            &card(&st, &op, &loaded, &why),
+        ));
     }
     let outcome = runner.run(&server, &tool, &a.call.arguments).await;
     tracing::info!(approval_id = %id, operator = %op.principal.name, tool = %tool, ok = outcome.is_ok(), "dry run");
