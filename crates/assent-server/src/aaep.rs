@@ -371,19 +371,30 @@ async fn reply_input(
     if decision == "accept"
         && let Some(m) = msg.get("modified_action")
     {
-        let args = m
-            .get("arguments")
-            .cloned()
-            .ok_or("modified_action without arguments")?;
+        // An accept of a modification that cannot be applied — not `{"arguments": {...}}`, or
+        // arguments the gatekeeper refuses — is taken as a reject (§6.3.2: a producer that does
+        // not support a modification MUST treat the reply as "reject"). Found by review: it was
+        // ignored, the approval stayed pending, and an approving default then ran the call
+        // unmodified, which the operator had not accepted.
+        let refused = |why: &str| {
+            let mut no = DecisionInput::deny(None);
+            no.reason = Some(format!(
+                "AAEP confirmation.reply on {sub}{by}: accept with a modified_action that could not be applied ({why}); taken as reject (AAEP §6.3.2){rationale}"
+            ));
+            no
+        };
+        let Some(args) = m.get("arguments").filter(|a| a.is_object()).cloned() else {
+            return Ok(refused("it has no `arguments` object"));
+        };
         // Re-gated like a proposal, as an operator's edit is; refused means nothing runs.
-        let (edited, limit) = crate::edits::edit(st, a, args, roles)
-            .await
-            .map_err(|e| match e.status {
-                StatusCode::SERVICE_UNAVAILABLE => "store",
-                _ => "modified action refused by the gatekeeper",
-            })?;
-        input.edited = Some(edited);
-        input.edited_output_bytes = limit;
+        match crate::edits::edit(st, a, args, roles).await {
+            Ok((edited, limit)) => {
+                input.edited = Some(edited);
+                input.edited_output_bytes = limit;
+            }
+            Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => return Err("store"),
+            Err(e) => return Ok(refused(&e.message)),
+        }
     }
     Ok(input)
 }

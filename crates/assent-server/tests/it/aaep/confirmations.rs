@@ -1,8 +1,8 @@
 //! AAEP confirmations (§6.2, §6.6): announced with a valid `agent.awaiting.confirmation`,
 //! answered with a `confirmation.reply` and resolved with `agent.state.changed`; the first of
 //! two racing replies wins (forwarded replies count); a `modified_action` is an approval with
-//! modifications unless it crosses a threshold the held call did not; redacted arguments never
-//! reach subscribers.
+//! modifications, and one that cannot be applied (a wrong shape, a threshold the held call did
+//! not cross) a reject; redacted arguments never reach subscribers.
 
 use super::kit::{AWAITING, confirm, core, handshake};
 use crate::kit::{
@@ -126,12 +126,19 @@ async fn first_reply_wins_across_two_subscriptions_and_forwarded_replies_count()
 async fn a_modified_action_is_an_approval_with_modifications() {
     let gw = serve().await;
     let (sub, mut sse) = gw.listen().await;
-    let (id, token) = gw.confirmation(&mut sse, "/tmp/m").await;
-    // A modification of the wrong shape makes the reply ignored.
+    // Found by review: an accept with a modification of the wrong shape (here the spec's own
+    // example's `{field, original_value, modified_value}`) was ignored, and the approval left
+    // pending for an approving default to run unmodified. It is a reject (AAEP §6.3.2).
+    let (wrong, token) = gw.confirmation(&mut sse, "/tmp/w").await;
     let mut r = confirm(&token, &sub, "accept");
-    r["modified_action"] = json!({"args": {}});
+    r["modified_action"] =
+        json!({"field": "content", "original_value": "x", "modified_value": "y"});
     assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
-    assert_eq!(gw.status(&id).await["status"], "pending");
+    let rec = gw.status(&wrong).await;
+    assert_eq!(rec["status"], "rejected", "{rec}");
+    let reason = rec["decisions"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("taken as reject"), "{rec}");
+    let (id, token) = gw.confirmation(&mut sse, "/tmp/m").await;
     let mut r = confirm(&token, &sub, "accept");
     r["modified_action"] = json!({"arguments": {"path": "/tmp/m", "content": "safer"}});
     assert_valid(&handshake("confirmation.reply"), &r, "modified reply");
@@ -151,14 +158,25 @@ async fn an_edit_or_modified_action_cannot_cross_a_threshold_the_held_call_did_n
     let (sub, mut sse) = gw.listen().await;
     let (s, b) = gw.propose("pay", json!({"amount": 50})).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{b}");
-    let id = b["approval_id"].as_str().unwrap().to_string();
+    let first = b["approval_id"].as_str().unwrap().to_string();
     let token = sse.reply_token(AWAITING).await;
-    // An AAEP subscriber's modified_action of 5000 crosses the cost threshold: ignored.
+    // An AAEP subscriber's modified_action of 5000 crosses the cost threshold: not applied,
+    // and the accept is taken as a reject (nothing runs, neither 5000 nor 50).
     let mut r = confirm(&token, &sub, "accept");
     r["modified_action"] = json!({"arguments": {"amount": 5000}});
     assert_eq!(gw.reply(Some(OP), r).await, StatusCode::NO_CONTENT);
-    assert_eq!(gw.status(&id).await["status"], "pending");
-    // So does an operator's edit, with the reason.
+    let rec = gw.status(&first).await;
+    assert_eq!(rec["status"], "rejected", "{rec}");
+    assert!(
+        rec["decisions"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("EDIT") || r.contains("threshold")),
+        "the reason says why: {rec}"
+    );
+    let (s, b) = gw.propose("pay", json!({"amount": 50})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    // An operator's edit over the threshold is refused, with the reason.
     let (s, b) = gw.edit(&id, json!({"amount": 5000})).await;
     assert_error(
         s,
