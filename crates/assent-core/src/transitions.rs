@@ -18,16 +18,25 @@ pub fn plan_runs_calls(status: &str) -> bool {
     matches!(status, "approved" | "in_progress")
 }
 
-/// Where a plan goes when its Confirm settles with MPLP status `confirm_status`
-/// ([`crate::decision::confirm_status`]), and the event recorded: `approved` →
-/// (`approved`, `plan.approved`); `cancelled` → (`cancelled`, `plan.cancelled`); anything
-/// else (a rejection) → back to (`draft`, `plan.rejected`) for revision.
-pub fn plan_after_confirm(confirm_status: &str) -> (&'static str, &'static str) {
-    match confirm_status {
+/// Where a plan in status `plan_status` goes when its Confirm settles with MPLP status
+/// `confirm_status` ([`crate::decision::confirm_status`]), and the event recorded: `approved`
+/// → (`approved`, `plan.approved`); `cancelled` → (`cancelled`, `plan.cancelled`); anything
+/// else (a rejection) → back to (`draft`, `plan.rejected`) for revision. Only a plan waiting
+/// for its review (`proposed`) moves: `None` for any other (seed 001 §4.3). Found by review:
+/// a plan cancelled while its Confirm stayed pending (a cancel racing the submit) went to
+/// `approved` when that Confirm was approved later.
+pub fn plan_after_confirm(
+    plan_status: &str,
+    confirm_status: &str,
+) -> Option<(&'static str, &'static str)> {
+    if plan_status != "proposed" {
+        return None;
+    }
+    Some(match confirm_status {
         "approved" => ("approved", "plan.approved"),
         "cancelled" => ("cancelled", "plan.cancelled"),
         _ => ("draft", "plan.rejected"),
-    }
+    })
 }
 
 /// Applies a block to `verdict`: when `why` is set and the verdict is not a deny already, it
@@ -71,14 +80,22 @@ mod tests {
             assert!(!plan_runs_calls(s), "{s}");
         }
         assert_eq!(
-            plan_after_confirm("approved"),
-            ("approved", "plan.approved")
+            plan_after_confirm("proposed", "approved"),
+            Some(("approved", "plan.approved"))
         );
         assert_eq!(
-            plan_after_confirm("cancelled"),
-            ("cancelled", "plan.cancelled")
+            plan_after_confirm("proposed", "cancelled"),
+            Some(("cancelled", "plan.cancelled"))
         );
-        assert_eq!(plan_after_confirm("rejected"), ("draft", "plan.rejected"));
+        assert_eq!(
+            plan_after_confirm("proposed", "rejected"),
+            Some(("draft", "plan.rejected"))
+        );
+        // A plan no longer waiting for its review stays where it is: a cancelled plan is not
+        // approved by a Confirm that outlived it, nor a draft revised since.
+        for plan in ["cancelled", "draft", "approved", "completed", "failed"] {
+            assert_eq!(plan_after_confirm(plan, "approved"), None, "{plan}");
+        }
     }
 
     #[test]

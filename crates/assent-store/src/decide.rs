@@ -268,7 +268,8 @@ impl Store {
             .plan(id)?
             .filter(|p| agent.is_none_or(|a| a == p.agent))
             .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
-        if let (true, Some(c)) = (p.status == "proposed", &p.confirm_id) {
+        let confirm_cancelled = p.status == "proposed";
+        if let (true, Some(c)) = (confirm_cancelled, &p.confirm_id) {
             match self.cancel_as(c, who, reason, now) {
                 Ok(_) | Err(DecideError::AlreadyDecided(_)) => {}
                 Err(DecideError::Store(e)) => return Err(e.into()),
@@ -284,6 +285,14 @@ impl Store {
                     return Err(plans::PlanError::WrongState(
                         p.status,
                         "a finished plan cannot be cancelled",
+                    ));
+                }
+                // Submitted since it was read: its Confirm is pending and was not cancelled
+                // (found by review: the plan was cancelled beside a live Confirm).
+                "proposed" if !confirm_cancelled => {
+                    return Err(plans::PlanError::WrongState(
+                        p.status,
+                        "the plan was submitted while it was being cancelled; cancel it again",
                     ));
                 }
                 _ => plans::transition(

@@ -175,7 +175,9 @@ pub(crate) fn transition(
 /// What the Confirm of a plan decided, applied to the plan in the decision's transaction
 /// (seed 001 §4.3): `approved` → plan `approved`; `rejected` → back to `draft` with the reason;
 /// `cancelled` → plan `cancelled`. Approvals and rejections also append a `pipeline_stage`
-/// event (`plan_approved` / `plan_rejected`) to the audit chain.
+/// event (`plan_approved` / `plan_rejected`) to the audit chain. Only a plan waiting for this
+/// Confirm (`proposed`, naming it) moves ([`transitions::plan_after_confirm`]); any other is
+/// left as it is, logged.
 pub(crate) fn on_confirm_decided(
     tx: Conn<'_>,
     confirm_id: &str,
@@ -185,7 +187,17 @@ pub(crate) fn on_confirm_decided(
     reason: Option<&str>,
     now: i64,
 ) -> db::Result<()> {
-    let (status, kind) = transitions::plan_after_confirm(mplp_status);
+    let current = read_plan(tx, plan_id)?;
+    let waiting = current
+        .as_ref()
+        .filter(|p| p.confirm_id.as_deref() == Some(confirm_id));
+    let Some((status, kind)) =
+        waiting.and_then(|p| transitions::plan_after_confirm(&p.status, mplp_status))
+    else {
+        tracing::warn!(plan = plan_id, confirm = confirm_id, status = ?current.map(|p| p.status),
+            decided = mplp_status, "a Confirm settled for a plan no longer waiting for it; the plan is left as it is");
+        return Ok(());
+    };
     transition(
         tx,
         plan_id,

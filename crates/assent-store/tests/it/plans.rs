@@ -92,3 +92,47 @@ fn revising_a_plan_is_bounded_and_the_same_body_is_no_revision() {
         );
     });
 }
+
+/// Found by review: a cancel racing the submit could mark the plan `cancelled` while its
+/// Confirm stayed pending (the cancel read `draft`, the submit landed, the cancel's write saw
+/// `proposed`), and approving that Confirm later moved the cancelled plan to `approved`. Only
+/// a plan waiting for its Confirm moves when it settles; the raced state is made here by hand.
+#[test]
+fn a_confirm_settled_after_its_plan_was_cancelled_leaves_the_plan_cancelled() {
+    use assent_store::DecisionInput;
+    both_stores(|db, s| {
+        let id = "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b";
+        let plan = s
+            .create_plan("bot", "s1", &body(id, "Create it"), None, 1_000)
+            .unwrap();
+        let (_, v) = pay(500);
+        let ttl = |_: &Verdict| 60_000;
+        let call =
+            CanonicalCall::new(ToolCall::new("mplp.plan", None, plan.reviewed()).unwrap()).unwrap();
+        let p = Proposal {
+            target: Some(ConfirmTarget {
+                target_type: "plan",
+                target_id: id,
+                diff: None,
+            }),
+            ..proposal(&call, "s1", 3_000, &ttl)
+        };
+        let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
+            panic!("the plan's Confirm is held");
+        };
+        assert_eq!(s.plan(id).unwrap().unwrap().status, "proposed");
+        db.connect()
+            .unwrap()
+            .conn()
+            .execute(
+                "UPDATE plans SET status = 'cancelled' WHERE plan_id = ?1",
+                [id],
+            )
+            .unwrap();
+        let decided = s
+            .decide(&approval.id, &DecisionInput::approve(), "alice", &[], 4_000)
+            .unwrap();
+        assert_eq!(decided.status.as_str(), "approved");
+        assert_eq!(s.plan(id).unwrap().unwrap().status, "cancelled");
+    });
+}
