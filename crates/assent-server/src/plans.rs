@@ -119,6 +119,11 @@ fn plan_error(e: PlanError) -> ApiError {
         PlanError::WrongState(..) => {
             ApiError::new(StatusCode::CONFLICT, "WRONG_STATE", e.to_string())
         }
+        PlanError::TooManyOpen(_) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TOO_MANY_OPEN_PLANS",
+            format!("{e} (max_pending_per_agent)"),
+        ),
         PlanError::Decide(e) => decide_error(e, ""),
         PlanError::Store(e) => ApiError::unavailable(e),
     }
@@ -133,7 +138,9 @@ async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiE
         .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))
 }
 
-/// `POST /v1/plans` (the agent itself): stores a draft MPLP plan (`201` with `Location`).
+/// `POST /v1/plans` (the agent itself): stores a draft MPLP plan (`201` with `Location`);
+/// `429 TOO_MANY_OPEN_PLANS` when the agent has `max_pending_per_agent` drafts and plans
+/// under review already.
 #[utoipa::path(post, path = "/v1/plans", tag = "propose",
     request_body = assent_api::plans::CreatePlanRequest,
     responses((status = 201, description = "The stored draft (MPLP plan); `Location` names it", body = Object)),
@@ -147,6 +154,7 @@ pub(crate) async fn create(
         check_name("session_id", session)?;
     }
     check_plan(&mut b.plan)?;
+    let max_open = st.settings.max_pending_per_agent;
     let pl = st
         .store_task(move |s| {
             s.create_plan(
@@ -154,6 +162,7 @@ pub(crate) async fn create(
                 b.session_id.as_deref().unwrap_or(""),
                 &b.plan,
                 b.trace_id.as_deref(),
+                max_open,
                 now_ms(),
             )
         })

@@ -79,6 +79,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(34, "0034_reply_token_seal"),
     migration!(35, "0035_settlement_seal"),
     migration!(36, "0036_ui_session_key_binding"),
+    migration!(37, "0037_plans_by_agent"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

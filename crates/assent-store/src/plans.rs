@@ -103,6 +103,11 @@ pub enum PlanError {
     /// The plan is not in a state that allows this (`status` given).
     #[error("plan is {0}: {1}")]
     WrongState(String, &'static str),
+    /// The agent has this many open plans (drafts and plans under review) already.
+    #[error(
+        "the agent has {0} open plans (drafts and plans under review) already; submit, finish or cancel some"
+    )]
+    TooManyOpen(u64),
     /// Cancelling the plan's pending Confirm was refused: an operator without its approver
     /// roles (`NotApprover`, audited `decision.refused`) or a damaged Confirm.
     #[error(transparent)]
@@ -285,19 +290,30 @@ fn agent_body(body: &Value) -> (String, Value) {
 
 impl Store {
     /// Stores a new plan as `draft` for `agent` (`plan.created`). `body` is an MPLP plan the
-    /// caller validated; its `status` and `events` are replaced by assent's.
+    /// caller validated; its `status` and `events` are replaced by assent's. `TooManyOpen`
+    /// when the agent has `max_open` open plans (`draft` or `proposed`) already (found by
+    /// review: nothing bounded an agent's drafts, each up to the body limit).
     pub fn create_plan(
         &self,
         agent: &str,
         session_id: &str,
         body: &Value,
         trace_id: Option<&str>,
+        max_open: u64,
         now: i64,
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
             if read_plan(**tx, &id)?.is_some() {
                 return Err(PlanError::Exists(id));
+            }
+            let open: i64 = tx.query_row(
+                "SELECT count(*) FROM plans WHERE agent = ?1 AND status IN ('draft', 'proposed')",
+                [agent],
+                |r| r.get(0),
+            )?;
+            if u64::try_from(open).unwrap_or(0) >= max_open {
+                return Err(PlanError::TooManyOpen(max_open));
             }
             let trace = trace_id
                 .map(str::to_string)

@@ -1,6 +1,6 @@
 //! Attacks on the HTTP API's limits, each test named for the attack it stops (issue 10): the
 //! pending cap dodged through clarifications, an operator saying no by cancelling, guessing
-//! keys, one principal flooding the gateway or pinning long-polls, a body trickled slowly, a
+//! keys, one principal flooding the gateway or pinning long-polls, draft plans piled up, a body trickled slowly, a
 //! standing grant for an irreversible call, and an edit raising an amount past its threshold.
 
 use crate::kit::{
@@ -27,6 +27,34 @@ async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
     assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_PENDING");
     let (s, b) = gw.propose("pay", json!({"amount": 600, "to": "bob"})).await;
     assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_PENDING");
+    gw.stop().await;
+}
+
+/// Found by review: nothing bounded an agent's MPLP plans, so one agent key could store drafts
+/// (each up to the body limit) until the disk filled. An agent holds at most
+/// `max_pending_per_agent` open plans (drafts and plans under review); cancelling one makes room.
+#[tokio::test]
+async fn an_agent_cannot_pile_up_draft_plans_past_the_pending_cap() {
+    let gw = serve_with(|s| s.max_pending_per_agent = 2).await;
+    let draft = |n: u32| {
+        json!({"meta": {"protocol_version": "1.0.0", "schema_version": "1.0.0"},
+            "plan_id": format!("0c1d2e3f-4a5b-4c6d-8e7f-00000000000{n}"),
+            "context_id": "c0a8e5a4-1c55-4d8e-9a43-3c7f1e5b2d10", "title": "t", "objective": "o",
+            "status": "draft", "steps": [{"step_id": "5a4f3e2d-1c0b-4a9f-8e7d-6c5b4a3f2e1d", "description": "d", "status": "pending", "order_index": 0}]})
+    };
+    for n in 0..2 {
+        let (s, b) = gw.create_plan(draft(n)).await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let (s, b) = gw.create_plan(draft(2)).await;
+    assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_OPEN_PLANS");
+    let first = "0c1d2e3f-4a5b-4c6d-8e7f-000000000000";
+    let (s, b) = gw
+        .post(&format!("/v1/plans/{first}/cancel"), BOT, json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = gw.create_plan(draft(2)).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
     gw.stop().await;
 }
 

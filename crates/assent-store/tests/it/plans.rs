@@ -20,7 +20,7 @@ fn a_plan_revised_during_submit_is_not_approved_with_the_revised_body() {
     both_stores(|_, s| {
         let id = "5f0c6a9e-2b1d-4c3e-8f7a-9d6b5c4a3e21";
         let first = s
-            .create_plan("bot", "s1", &body(id, "Create it"), None, 1_000)
+            .create_plan("bot", "s1", &body(id, "Create it"), None, 100, 1_000)
             .unwrap();
         let shown = first.reviewed();
         s.update_plan("bot", &body(id, "Drop the database"), 2_000)
@@ -62,7 +62,7 @@ fn revising_a_plan_is_bounded_and_the_same_body_is_no_revision() {
     use assent_store::plans::{MAX_PLAN_EVENTS, PlanError};
     both_stores(|_, s| {
         let id = "7a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
-        s.create_plan("bot", "s1", &body(id, "step 0"), None, 1_000)
+        s.create_plan("bot", "s1", &body(id, "step 0"), None, 100, 1_000)
             .unwrap();
         let audit_before = s.audit_head_seq().unwrap();
         for _ in 0..3 {
@@ -103,7 +103,7 @@ fn a_confirm_settled_after_its_plan_was_cancelled_leaves_the_plan_cancelled() {
     both_stores(|db, s| {
         let id = "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b";
         let plan = s
-            .create_plan("bot", "s1", &body(id, "Create it"), None, 1_000)
+            .create_plan("bot", "s1", &body(id, "Create it"), None, 100, 1_000)
             .unwrap();
         let (_, v) = pay(500);
         let ttl = |_: &Verdict| 60_000;
