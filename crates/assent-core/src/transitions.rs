@@ -18,6 +18,16 @@ pub fn plan_runs_calls(status: &str) -> bool {
     matches!(status, "approved" | "in_progress")
 }
 
+/// Whether MPLP plan `body` (its `steps[].step_id`) has a step `step_id`. A tool call naming
+/// a plan assent holds and a step that is not one of that plan's is blocked: found by review,
+/// a made-up step of an approved plan put the plan's id and the step on the call's Confirm and
+/// trace, so a reviewer took the call for a step of a plan someone had approved.
+pub fn plan_has_step(body: &serde_json::Value, step_id: &str) -> bool {
+    body["steps"]
+        .as_array()
+        .is_some_and(|steps| steps.iter().any(|s| s["step_id"] == step_id))
+}
+
 /// Where a plan in status `plan_status` goes when its Confirm settles with MPLP status
 /// `confirm_status` ([`crate::decision::confirm_status`]), and the event recorded: `approved`
 /// → (`approved`, `plan.approved`); `cancelled` → (`cancelled`, `plan.cancelled`); anything
@@ -96,6 +106,15 @@ mod tests {
         for plan in ["cancelled", "draft", "approved", "completed", "failed"] {
             assert_eq!(plan_after_confirm(plan, "approved"), None, "{plan}");
         }
+    }
+
+    #[test]
+    fn a_step_belongs_to_a_plan_only_when_the_plan_lists_it() {
+        let body = serde_json::json!({"steps": [{"step_id": "s1"}, {"step_id": "s2"}]});
+        assert!(plan_has_step(&body, "s2"));
+        assert!(!plan_has_step(&body, "s3"));
+        assert!(!plan_has_step(&serde_json::json!({"steps": "s1"}), "s1"));
+        assert!(!plan_has_step(&serde_json::json!({}), "s1"));
     }
 
     #[test]

@@ -233,7 +233,8 @@ pub(crate) fn on_confirm_decided(
 
 /// The gatekeeper duty of seed 000 for `agent`'s tool call that names `plan_id` and/or
 /// `step_id`: blocked (the reason returned) while a Confirm whose target is that plan or step
-/// is pending, and while a plan assent knows is not `approved` or `in_progress`. Only a
+/// is pending, while a plan assent knows is not `approved` or `in_progress`, and when it names
+/// a step that plan does not have ([`transitions::plan_has_step`]). Only a
 /// Confirm of the calling agent or of the named plan's owner counts (found by review: any
 /// agent could raise a Confirm naming another agent's plan or step id and so block that
 /// agent's calls for as long as it kept one pending); a plan's own status counts whoever
@@ -265,12 +266,20 @@ pub(crate) fn plan_block(
         }
     }
     if let Some(id) = plan_id
-        && let Some(p) = plan
+        && let Some(p) = &plan
         && !transitions::plan_runs_calls(&p.status)
     {
         return Ok(Some(format!(
             "plan {id} is {}; its tool calls run only once its Confirm approves it",
             p.status
+        )));
+    }
+    if let (Some(p), Some(step)) = (&plan, step_id)
+        && !transitions::plan_has_step(&p.body, step)
+    {
+        return Ok(Some(format!(
+            "step {step} is not a step of plan {}",
+            p.plan_id
         )));
     }
     Ok(None)

@@ -354,6 +354,13 @@ async fn a_held_call_of_a_plan_step_names_the_step_and_plan_in_its_confirm_and_e
         .decide(r["approval_id"].as_str().unwrap(), OP, "approve")
         .await;
     assert_eq!(s, StatusCode::OK);
+    // Found by review: a made-up step of the approved plan was not checked, and the call's
+    // Confirm and trace named it as a step of a plan someone had approved.
+    let made_up = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
+        "arguments": {"amount": 500, "to": "bob"}, "plan_id": pid, "step_id": uuid()});
+    let (s, d) = gw.post("/v1/tool-calls", BOT, made_up).await;
+    assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    assert_says(&d, "reason", "is not a step of plan");
     let body = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
                       "arguments": {"amount": 500, "to": "bob"}, "plan_id": pid, "step_id": step});
     let (s, h) = gw.post("/v1/tool-calls", BOT, body).await;
