@@ -167,7 +167,13 @@ pub(crate) async fn events(
             (sub, true)
         }
     };
-    let after = resume.unwrap_or(sub.start_seq);
+    let after = if fresh {
+        resume.unwrap_or(sub.start_seq)
+    } else {
+        let s = sub.clone();
+        st.store_call(move |store| store.resume_point(&s, resume))
+            .await?
+    };
     let mut queue: VecDeque<Event> = VecDeque::new();
     if fresh {
         queue.push_back(

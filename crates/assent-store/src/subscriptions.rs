@@ -77,6 +77,25 @@ impl Store {
         Ok(read_events_after(self.lock().conn(), sub, seq, limit)?)
     }
 
+    /// Where a stream of open subscription `sub` opened again resumes: after `last` (the
+    /// `seq` its `Last-Event-ID` names) or else after the subscription's start, but never
+    /// more than [`RESUME_WINDOW`] events back from the newest, nor before its start (found by
+    /// review: only a new subscription was held to the window, so a long-lived one replayed
+    /// its whole history, through the store, on every reconnect).
+    pub fn resume_point(
+        &self,
+        sub: &aaep::Subscription,
+        last: Option<i64>,
+    ) -> Result<i64, StoreError> {
+        let head: i64 = self.lock().conn().query_row(
+            "SELECT coalesce(max(seq), 0) FROM aaep_events",
+            [],
+            |r| r.get(0),
+        )?;
+        let from = last.unwrap_or(sub.start_seq).max(sub.start_seq);
+        Ok(resume_start(head, from).max(sub.start_seq))
+    }
+
     /// The `seq` of event `event_id` (for `Last-Event-ID`).
     pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
         Ok(self

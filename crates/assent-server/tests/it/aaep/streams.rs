@@ -131,3 +131,34 @@ async fn streams_resume_after_last_event_id_and_open_a_subscription_without_an_i
     );
     assert_eq!(body["reason_code"], "version_unsupported");
 }
+
+/// Found by review: only a new subscription was held to the resume window (10,000 events), so
+/// reopening an existing one without `Last-Event-ID` (or with an old one) replayed its whole
+/// history from its start on every reconnect, through the store. It resumes at most 10,000
+/// events back from the newest.
+#[tokio::test]
+async fn reopening_a_subscription_replays_at_most_the_resume_window() {
+    let gw = serve().await;
+    let mut first = Sse::open(&gw, "olaf-key", "/aaep/v1/events", None).await;
+    let opened = first.next(Duration::from_secs(5)).await.unwrap();
+    let sub = opened.data["subscription_id"].as_str().unwrap().to_string();
+    drop(first);
+    // 10,100 events since it opened (as a long history would leave them).
+    gw.sql().exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10100) \
+         INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data) \
+         SELECT 'evt_pad' || i, 'agent.state.changed', 1 = 0, NULL, NULL, 0, '{}' FROM n",
+        &[],
+    );
+    gw.hold_write("/tmp/last").await;
+    let mut again = Sse::open(
+        &gw,
+        "olaf-key",
+        &format!("/aaep/v1/events?subscription_id={sub}"),
+        None,
+    )
+    .await;
+    let e = again.next(Duration::from_secs(5)).await.unwrap();
+    let seq = e.data["sequence_number"].as_i64().unwrap();
+    assert!(seq > 101, "resumed within the window, not at its start: {seq}");
+}
