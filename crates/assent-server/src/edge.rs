@@ -63,9 +63,11 @@ async fn body_limit(st: &AppState, h: &HeaderMap, path: &str, max_body: usize) -
     if st.slack.is_some() && path == crate::slack::INTERACTIONS_PATH {
         return max_body.min(SLACK_BODY_BYTES);
     }
-    let session = crate::dashboard::session::session_id(h);
-    if let Some(id) = session
-        && crate::dashboard::sessions::get(st, id).await.is_some()
+    // A session that signs someone in now (its principal and key still in force), not merely
+    // a stored row (found by review: a session whose key a restart rotated kept the full
+    // body limit).
+    if crate::dashboard::session::session_id(h).is_some()
+        && crate::dashboard::session::signed_in(st, h).await.is_some()
     {
         return max_body;
     }

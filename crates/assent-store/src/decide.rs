@@ -269,6 +269,7 @@ impl Store {
             .filter(|p| agent.is_none_or(|a| a == p.agent))
             .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
         let confirm_cancelled = p.status == "proposed";
+        let first_confirm = p.confirm_id.clone();
         if let (true, Some(c)) = (confirm_cancelled, &p.confirm_id) {
             match self.cancel_as(c, who, reason, now) {
                 Ok(_) | Err(DecideError::AlreadyDecided(_)) => {}
@@ -287,9 +288,10 @@ impl Store {
                         "a finished plan cannot be cancelled",
                     ));
                 }
-                // Submitted since it was read: its Confirm is pending and was not cancelled
-                // (found by review: the plan was cancelled beside a live Confirm).
-                "proposed" if !confirm_cancelled => {
+                // Submitted since it was read (or rejected and submitted again, under another
+                // Confirm): its Confirm is pending and was not cancelled (found by review: the
+                // plan was cancelled beside a live Confirm).
+                "proposed" if !confirm_cancelled || p.confirm_id != first_confirm => {
                     return Err(plans::PlanError::WrongState(
                         p.status,
                         "the plan was submitted while it was being cancelled; cancel it again",

@@ -301,7 +301,8 @@ impl Store {
     /// Stores a new plan as `draft` for `agent` (`plan.created`). `body` is an MPLP plan the
     /// caller validated; its `status` and `events` are replaced by assent's. `TooManyOpen`
     /// when the agent has `max_open` open plans (`draft` or `proposed`) already (found by
-    /// review: nothing bounded an agent's drafts, each up to the body limit).
+    /// review: nothing bounded an agent's open drafts, each up to the body limit; what it
+    /// finished or cancelled is kept, like its approvals).
     pub fn create_plan(
         &self,
         agent: &str,

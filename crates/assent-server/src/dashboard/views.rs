@@ -364,7 +364,9 @@ pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiE
 /// The card of `l` for operator `op`, with `error` shown above the decision options.
 pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Card {
     let (a, similar) = (&l.rec, l.similar.clone());
+    let roles = op.principal.roles().unwrap_or_default();
     let dry_run_available = a.status == ApprovalStatus::Pending
+        && assent_core::approval::may_decide(&a.terms.approvers, roles)
         && a.terms.dry_run_tool.is_some()
         && a.call
             .server

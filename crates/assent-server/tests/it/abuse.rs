@@ -30,9 +30,10 @@ async fn clarifications_cannot_be_used_to_dodge_the_pending_cap() {
     gw.stop().await;
 }
 
-/// Found by review: nothing bounded an agent's MPLP plans, so one agent key could store drafts
-/// (each up to the body limit) until the disk filled. An agent holds at most
-/// `max_pending_per_agent` open plans (drafts and plans under review); cancelling one makes room.
+/// Found by review: nothing bounded an agent's open MPLP plans (drafts, each up to the body
+/// limit, waiting in the store and the review queue). An agent holds at most
+/// `max_pending_per_agent` open plans (drafts and plans under review); cancelling one makes
+/// room (what it cancelled is kept, like its approvals, bounded by its rate limit).
 #[tokio::test]
 async fn an_agent_cannot_pile_up_draft_plans_past_the_pending_cap() {
     let gw = serve_with(|s| s.max_pending_per_agent = 2).await;

@@ -449,6 +449,22 @@ async fn a_key_rotated_by_a_restart_ends_the_sessions_it_signed_in() {
         let r = gw.http.get(format!("{}/ui/queue", gw.url));
         async move { r.header("cookie", cookie).send().await.unwrap().status() }
     };
+    // Nor does the old session still earn a signed-in operator's body limit at the edge.
+    let big = |cookie: String| {
+        let r = gw.http.post(format!("{}/ui/approvals/x/decide", gw.url));
+        let r = r
+            .header("cookie", cookie)
+            .header("content-type", "application/x-www-form-urlencoded");
+        async move {
+            r.body("a".repeat(100 * 1024))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(big(alices.clone()).await, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_ne!(big(olafs.clone()).await, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(queue(alices).await, StatusCode::UNAUTHORIZED);
     assert_eq!(queue(olafs).await, StatusCode::OK);
     gw.stop().await;

@@ -160,5 +160,8 @@ async fn reopening_a_subscription_replays_at_most_the_resume_window() {
     .await;
     let e = again.next(Duration::from_secs(5)).await.unwrap();
     let seq = e.data["sequence_number"].as_i64().unwrap();
-    assert!(seq > 101, "resumed within the window, not at its start: {seq}");
+    assert!(
+        seq > 101,
+        "resumed within the window, not at its start: {seq}"
+    );
 }
