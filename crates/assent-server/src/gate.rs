@@ -386,7 +386,15 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
     let live = st.live();
     let (reg, needs) = (live.registry.clone(), live.window_needs.clone());
     let settings = st.settings;
-    let extension_ms = st.extension_ms.load(std::sync::atomic::Ordering::Relaxed);
+    // Never more than the maximum in force now (a subscription honoured under a higher one,
+    // before a restart lowered it, asks for no more than that).
+    let most = i64::try_from(settings.aaep_max_timeout_extension_s)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000);
+    let extension_ms = st
+        .extension_ms
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .clamp(0, most);
     let res = st
         .store_task(move |s| {
             let now = now_ms();

@@ -202,7 +202,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         .chain(&answer.removed)
         .cloned()
         .collect();
-    sign_out(st, &gone).await.map_err(|why| {
+    sign_out(st, &gone, &actor).await.map_err(|why| {
         ReloadError::Store(format!(
             "the dashboard sessions of a changed principal could not be ended: {why}"
         ))
@@ -222,7 +222,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     }
     let slack_users = cfg.slack_users();
     st.swap_live(Live::new(cfg.registry, principals).with_slack_users(slack_users));
-    if let Err(why) = sign_out(st, &gone).await {
+    if let Err(why) = sign_out(st, &gone, &actor).await {
         tracing::warn!(%why, "dashboard sessions of a changed principal were not ended");
     }
     st.changed();
@@ -324,18 +324,21 @@ pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal
     }
 }
 
-/// Ends every dashboard session of the principals `names` (a reload changed their key or
-/// roles, or removed them); `Err(why)` when the store could not.
-async fn sign_out(st: &AppState, names: &[String]) -> Result<(), String> {
-    let names = names.to_vec();
-    match st
+/// Ends every dashboard session and closes every AAEP subscription (actor `by`) of the
+/// principals `names` (a reload changed their key or roles, or removed them); `Err(why)` when
+/// the store could not. The subscriptions' timeout extension goes with them.
+async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), String> {
+    let (names, by) = (names.to_vec(), by.to_string());
+    let done = st
         .store_task(move |s| {
-            names
-                .iter()
-                .try_for_each(|n| s.end_ui_sessions_of(n).map(drop))
+            names.iter().try_for_each(|n| {
+                s.end_ui_sessions_of(n)?;
+                s.close_subscriptions_of(n, &by, now_ms()).map(drop)
+            })
         })
-        .await
-    {
+        .await;
+    st.refresh_extension().await;
+    match done {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(format!("{e:?}")),

@@ -67,6 +67,35 @@ impl Store {
         })
     }
 
+    /// Closes every open subscription of `principal` (`aaep.closed` each, actor `by`): a
+    /// reload removed the operator or changed their key or roles. Found by review: their
+    /// subscriptions stayed open, and the timeout extension one had asked for kept lengthening
+    /// every new confirmation's timeout. Returns how many closed.
+    pub fn close_subscriptions_of(
+        &self,
+        principal: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        self.write(|tx| {
+            let ids: Vec<String> = sql::column(
+                **tx,
+                "SELECT id FROM aaep_subscriptions WHERE principal = ?1 AND closed_at IS NULL",
+                [principal],
+            )?;
+            for id in &ids {
+                tx.prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?2 WHERE id = ?1 AND closed_at IS NULL")?
+                    .execute(params![id, now])?;
+                let data = json!({"subscription_id": id, "principal": principal});
+                audit::append(**tx, now, "aaep.closed", None, by, &data)?;
+            }
+            if !ids.is_empty() {
+                tx.changed(Change::Subscriptions);
+            }
+            Ok(ids.len())
+        })
+    }
+
     /// Events for subscription `sub` after `seq`, oldest first, at most `limit`.
     pub fn events_after(
         &self,

@@ -469,3 +469,44 @@ async fn a_key_rotated_by_a_restart_ends_the_sessions_it_signed_in() {
     assert_eq!(queue(olafs).await, StatusCode::OK);
     gw.stop().await;
 }
+
+/// Found by review: a removed operator's AAEP subscriptions stayed open, and the timeout
+/// extension one had asked for kept lengthening every new confirmation's timeout. A reload
+/// that removes the operator closes them, and the extension goes with them.
+#[tokio::test]
+async fn a_reload_that_removes_an_operator_closes_their_subscriptions_and_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, conf) = reloadable(dir.path(), &config_text(&everyone()), &gov_holding_read()).await;
+    let ext = json!({"assent": {"timeout_extension_seconds": 120}});
+    let held = |path: &'static str| {
+        let gw = &gw;
+        async move {
+            let body = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {"path": path}});
+            let (s, b) = gw
+                .req("POST", "/v1/tool-calls", Some(BOT), Some(body))
+                .await;
+            assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+            let id = b["approval_id"].as_str().unwrap().to_string();
+            let (_, a) = gw.approval(&id, "olaf-key").await;
+            crate::kit::wait_seconds(&a)
+        }
+    };
+    let base = held("/a").await;
+    let (sub, _sse) = gw.subscribe(OP, true, ext).await;
+    let with_extension = held("/b").await;
+    assert_eq!(with_extension - base, 120, "{base} then {with_extension}");
+    write_config(&conf, &without_alice());
+    reloaded(&gw, "olaf-key").await;
+    let without = held("/c").await;
+    assert_eq!(
+        with_extension - without,
+        120,
+        "{with_extension} then {without}"
+    );
+    let closed = gw.sql().int(
+        "SELECT count(*) FROM aaep_subscriptions WHERE id = ?1 AND closed_at IS NOT NULL",
+        &[crate::backend::Param::from(&sub)],
+    );
+    assert_eq!(closed, 1);
+    gw.stop().await;
+}

@@ -153,6 +153,15 @@ async fn filters_never_drop_critical_events_and_extensions_lengthen_timeouts() {
     // state.changed is not critical and not included: filtered out.
     sse.none_of("aaep:agent.state.changed", Duration::from_millis(800))
         .await;
+    // A subscription honoured under a higher maximum (a restart lowered it since; made here
+    // by hand) lengthens no timeout past the maximum in force now.
+    gw.sql().exec(
+        "UPDATE aaep_subscriptions SET honored = replace(honored, '600', '5000')",
+        &[],
+    );
+    let _other = gw.subscribe(OP, false, json!({})).await;
+    let id = gw.hold_write("/tmp/g").await;
+    assert_eq!(wait_seconds(&gw.status(&id).await), 900);
 }
 
 /// Issue 14 §3: an escalation chain is announced up front (every step, the deadline after the
