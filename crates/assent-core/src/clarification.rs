@@ -54,6 +54,10 @@ pub struct Clarification {
     pub reply_token: Option<String>,
 }
 
+/// The longest text answer to a clarification, in characters (the AAEP `clarification.reply`
+/// schema's `maxLength` for a string `response`).
+pub const MAX_RESPONSE_CHARS: usize = 16_384;
+
 impl Clarification {
     /// The `value`s of its `choices` that are strings.
     pub fn choice_values(&self) -> Vec<&str> {
@@ -68,10 +72,20 @@ impl Clarification {
         self.accepted_response_kinds.iter().any(|k| k == kind)
     }
 
-    /// Checks `response` against the accepted kinds (§6.5.2, §6.5.5): a non-empty string for
-    /// `freetext`, a boolean for `yes_no`, one of the choice values for `multiple_choice`, a
-    /// number for `numeric`. Returns the first kind it satisfies, or why it satisfies none.
+    /// Checks `response` against the accepted kinds (§6.5.2, §6.5.5): a non-empty string of at
+    /// most [`MAX_RESPONSE_CHARS`] characters for `freetext`, a boolean for `yes_no`, one of
+    /// the choice values for `multiple_choice`, a number for `numeric`. Returns the first kind
+    /// it satisfies, or why it satisfies none. Found by review: a REST or dashboard answer was
+    /// bounded only by the body limit, while an AAEP reply's schema holds it to 16,384.
     pub fn check_response(&self, response: &Value) -> Result<&'static str, String> {
+        if let Value::String(s) = response
+            && s.chars().count() > MAX_RESPONSE_CHARS
+        {
+            return Err(format!(
+                "the response is {} characters; at most {MAX_RESPONSE_CHARS} (AAEP clarification.reply)",
+                s.chars().count()
+            ));
+        }
         let fits = |k: &str| match (k, response) {
             ("freetext", Value::String(s)) => !s.is_empty(),
             ("yes_no", Value::Bool(_)) | ("numeric", Value::Number(_)) => true,
@@ -166,6 +180,17 @@ mod tests {
         assert_eq!(free.check_response(&json!(3.5)), Ok("numeric"));
         let e = free.check_response(&json!("")).unwrap_err();
         assert!(e.contains("freetext, numeric"), "{e}");
+    }
+
+    #[test]
+    fn a_text_answer_is_at_most_the_schemas_16384_characters() {
+        let c = asking(&["freetext"]);
+        assert_eq!(
+            c.check_response(&json!("é".repeat(MAX_RESPONSE_CHARS))),
+            Ok("freetext")
+        );
+        let long = c.check_response(&json!("a".repeat(MAX_RESPONSE_CHARS + 1)));
+        assert!(long.is_err_and(|e| e.contains("at most 16384")));
     }
 
     #[test]

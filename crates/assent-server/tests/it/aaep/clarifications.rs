@@ -64,6 +64,17 @@ async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
         );
         sse.expect("aaep:agent.state.changed").await;
     }
+    // Found by review: a text answer through the API was bounded only by the body limit; it is
+    // held to the AAEP schema's 16,384 characters, as a reply is.
+    let id = gw.ask(json!({"agent": "bot", "session_id": "s1", "question": "Why?", "accepted_response_kinds": ["freetext"]})).await;
+    let (s, e) = gw.answer(&id, json!("a".repeat(16_385))).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("at most 16384"),
+        "{e}"
+    );
+    let (s, _) = gw.answer(&id, json!("a".repeat(16_384))).await;
+    assert_eq!(s, StatusCode::OK);
     // Answered through the API; an unanswered one expires.
     let id = gw.ask(json!({"agent": "bot", "session_id": "s1", "question": "Proceed?", "accepted_response_kinds": ["yes_no"]})).await;
     let (s, c) = gw.answer(&id, json!(false)).await;
