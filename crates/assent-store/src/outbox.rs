@@ -186,12 +186,25 @@ impl Store {
     }
 
     /// Uses a card link: the approval id when the link exists, is unused and has not expired
-    /// (it is then marked used, atomically); `None` otherwise.
+    /// (it is then marked used, atomically); `None` otherwise. A link that is not live is
+    /// found by a read, without the write transaction (found by review: every `GET
+    /// /ui/l/{anything}`, which needs no credentials, took the one writer every agent shares).
     pub fn use_card_link(
         &self,
         token_sha256: &str,
         now: i64,
     ) -> Result<Option<String>, StoreError> {
+        let live: Option<i64> = self
+            .lock()
+            .conn()
+            .prepare_cached(
+                "SELECT 1 FROM card_links WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > ?2",
+            )?
+            .query_row(params![token_sha256, now], |r| r.get(0))
+            .optional()?;
+        if live.is_none() {
+            return Ok(None);
+        }
         self.write(|tx| {
             Ok(tx
                 .query_row(

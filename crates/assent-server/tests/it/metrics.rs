@@ -115,3 +115,28 @@ async fn the_metrics_need_an_operator_key() {
     assert!(text.ends_with("# EOF\n"), "{text}");
     gw.stop().await;
 }
+
+/// Found by review: every `GET /ui/l/{token}` (a card link, no credentials needed) ran a write
+/// transaction, so anyone could keep the one writer every agent shares busy. An unknown link
+/// is found by a read: 40 of them commit nothing (a few commits of the gateway's own may land
+/// meanwhile; 40 would be one per request).
+#[tokio::test]
+async fn unknown_card_links_take_no_write_transaction() {
+    let gw = crate::kit::serve().await;
+    let commits = async || {
+        let (_, text) = scrape(&gw, Some(OP)).await;
+        sample(&text, "assent_store_commit_duration_seconds_count")
+    };
+    let before = commits().await;
+    for n in 0..40 {
+        let r = gw
+            .http
+            .get(format!("{}/ui/l/{n:064}", gw.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::GONE);
+    }
+    let after = commits().await;
+    assert!(after - before < 10.0, "{before} then {after} commits");
+}
