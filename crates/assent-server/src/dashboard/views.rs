@@ -206,21 +206,33 @@ pub(crate) async fn queue_fragment(State(st): State<AppState>, headers: HeaderMa
     }
 }
 
-/// `GET /ui/events`: an SSE stream with a `changed` event whenever an approval or
-/// clarification changes (and a comment every 15 s to keep proxies from closing it).
+/// The least time between two `changed` events of one dashboard stream: changes within it
+/// make one event (found by review: every proposal had every open tab re-read the whole queue,
+/// so agents proposing in a loop kept the store busy with dashboards' reads).
+const EVENTS_EVERY: Duration = Duration::from_millis(500);
+
+/// `GET /ui/events`: an SSE stream with a `changed` event when an approval or clarification
+/// changes — the first at once, then at most one per [`EVENTS_EVERY`] (and a comment every
+/// 15 s to keep proxies from closing it). The stream ends once its session no longer signs
+/// anyone in (signed out, removed, re-keyed), checked before each event.
 pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Response {
     if signed_in(&st, &headers).await.is_none() {
         return secured(ApiError::unauthenticated().into_response());
     }
     let rx = st.changes.subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let init = (st, headers, rx, false);
+    let stream = futures_util::stream::unfold(init, |(st, headers, mut rx, again)| async move {
+        if again {
+            tokio::time::sleep(EVENTS_EVERY).await;
+        }
         rx.changed().await.ok()?;
+        signed_in(&st, &headers).await?;
         let n = *rx.borrow_and_update();
         Some((
             Ok::<_, std::convert::Infallible>(
                 Event::default().event("changed").data(n.to_string()),
             ),
-            rx,
+            (st, headers, rx, true),
         ))
     });
     secured(

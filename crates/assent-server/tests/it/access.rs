@@ -107,3 +107,64 @@ async fn bad_input_gets_a_4xx_with_a_useful_message() {
     assert_error(s, &b, StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED");
     gw.stop().await;
 }
+
+/// Found by review: the dashboard's event stream said `changed` on every change, so agents
+/// proposing in a loop had every open tab re-read the whole queue each time; and it ran on
+/// after its session was signed out. Changes within 500 ms make one event, and the stream ends
+/// once its session signs no one in.
+#[tokio::test]
+async fn the_dashboards_event_stream_coalesces_changes_and_ends_at_sign_out() {
+    use std::time::{Duration, Instant};
+    let gw = crate::kit::serve().await;
+    let cookie = gw.dashboard_session().await;
+    let mut events = gw
+        .http
+        .get(format!("{}/ui/events", gw.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    let started = Instant::now();
+    let mut held = String::new();
+    for n in 0..30 {
+        let (s, b) = gw
+            .propose("pay", json!({"amount": 1000 + n, "to": "bob"}))
+            .await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+        held = b["approval_id"].as_str().unwrap().to_string();
+    }
+    let mut text = String::new();
+    while let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_millis(1200), events.chunk())
+        .await
+        .unwrap_or(Ok(None))
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let said = text.matches("event: changed").count();
+    let most = 2 + (started.elapsed().as_millis() / 500) as usize;
+    assert!(
+        (1..=most).contains(&said),
+        "{said} events in {:?}",
+        started.elapsed()
+    );
+    // Signed out: the next change ends the stream.
+    let page = gw
+        .dashboard_page(&format!("/ui/approvals/{held}"), &cookie)
+        .await;
+    let csrf = crate::kit::csrf_of(&page);
+    gw.http
+        .post(format!("{}/ui/logout", gw.url))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    gw.propose("pay", json!({"amount": 999, "to": "eve"})).await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(_)) = events.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream ran on after sign-out");
+}
