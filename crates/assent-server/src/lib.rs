@@ -199,6 +199,7 @@ pub async fn run_with(
     extra: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    close_orphan_subscriptions(&state).await;
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let holder = assent_store::random_id("replica_");
@@ -216,4 +217,32 @@ pub async fn run_with(
     // The last checkpoint covers everything written before the shutdown.
     checkpoints::sign_due(&state, assent_store::checkpoint::Due::NOW).await;
     res
+}
+
+/// Closes the AAEP subscriptions of principals that are no operator in this configuration
+/// (removed from the file before a restart), so that no timeout extension of theirs lengthens
+/// a new confirmation; logged, and a store error only logged (the gateway starts).
+async fn close_orphan_subscriptions(state: &AppState) {
+    let operators: Vec<String> = state
+        .principals()
+        .iter()
+        .filter(|p| p.roles().is_some())
+        .map(|p| p.name.clone())
+        .collect();
+    let closed = state
+        .store_task(move |s| {
+            s.close_subscriptions_except(&operators, "system:start-up", state::now_ms())
+        })
+        .await;
+    match closed {
+        Ok(Ok(0)) => {}
+        Ok(Ok(n)) => tracing::info!(
+            closed = n,
+            "AAEP subscriptions of operators no longer configured closed"
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "AAEP subscriptions of removed operators were not closed")
+        }
+        Err(_) => tracing::warn!("AAEP subscriptions of removed operators were not closed"),
+    }
 }

@@ -6,6 +6,7 @@
 //! verifier are useless without the provider's one-time code). Not audited: sign-ins are
 //! logged by the server.
 
+use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
 use crate::params;
 use crate::single_use;
@@ -89,7 +90,9 @@ impl Store {
     /// Takes the sign-in stored under `state_sha256` once: it is removed whatever follows, and
     /// returned when it has not expired by `now` and was started by the browser whose cookie
     /// digest is `browser_sha256`; `None` otherwise (unknown, taken already, expired, or
-    /// another browser's: a `state` is never usable twice, even by a wrong first try).
+    /// another browser's: a `state` is never usable twice, even by a wrong first try). An
+    /// unknown state is found by a read, without the write transaction (found by review: the
+    /// callback needs no credentials, and every request with a made-up state took the writer).
     pub fn take_oidc_login(
         &self,
         state_sha256: &str,
@@ -98,6 +101,15 @@ impl Store {
     ) -> Result<Option<OidcLogin>, StoreError> {
         check_digest(state_sha256)?;
         check_digest(browser_sha256)?;
+        let known: Option<i64> = self
+            .lock()
+            .conn()
+            .prepare_cached("SELECT 1 FROM oidc_logins WHERE state_sha256 = ?1")?
+            .query_row([state_sha256], |r| r.get(0))
+            .optional()?;
+        if known.is_none() {
+            return Ok(None);
+        }
         self.write(|tx| {
             let l = single_use::take(
                 tx,

@@ -96,6 +96,28 @@ impl Store {
         })
     }
 
+    /// Closes every open subscription whose principal is none of `operators` (`aaep.closed`
+    /// each, actor `by`): at start-up, those of operators the configuration no longer has
+    /// (found by review: removed by editing the file and restarting, their subscriptions, and
+    /// the timeout extension one had asked for, stayed). Returns how many closed.
+    pub fn close_subscriptions_except(
+        &self,
+        operators: &[String],
+        by: &str,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        let owners: Vec<String> = sql::column(
+            self.lock().conn(),
+            "SELECT DISTINCT principal FROM aaep_subscriptions WHERE closed_at IS NULL",
+            [],
+        )?;
+        let mut n = 0;
+        for gone in owners.iter().filter(|o| !operators.contains(o)) {
+            n += self.close_subscriptions_of(gone, by, now)?;
+        }
+        Ok(n)
+    }
+
     /// Events for subscription `sub` after `seq`, oldest first, at most `limit`.
     pub fn events_after(
         &self,

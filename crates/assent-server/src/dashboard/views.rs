@@ -211,10 +211,14 @@ pub(crate) async fn queue_fragment(State(st): State<AppState>, headers: HeaderMa
 /// so agents proposing in a loop kept the store busy with dashboards' reads).
 const EVENTS_EVERY: Duration = Duration::from_millis(500);
 
+/// How often a quiet dashboard stream checks that its session still signs someone in.
+const SESSION_CHECK_EVERY: Duration = Duration::from_secs(10);
+
 /// `GET /ui/events`: an SSE stream with a `changed` event when an approval or clarification
 /// changes — the first at once, then at most one per [`EVENTS_EVERY`] (and a comment every
 /// 15 s to keep proxies from closing it). The stream ends once its session no longer signs
-/// anyone in (signed out, removed, re-keyed), checked before each event.
+/// anyone in (signed out, removed, re-keyed, expired), checked before each event and every
+/// [`SESSION_CHECK_EVERY`] while nothing changes.
 pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Response {
     if signed_in(&st, &headers).await.is_none() {
         return secured(ApiError::unauthenticated().into_response());
@@ -225,7 +229,14 @@ pub(crate) async fn events(State(st): State<AppState>, headers: HeaderMap) -> Re
         if again {
             tokio::time::sleep(EVENTS_EVERY).await;
         }
-        rx.changed().await.ok()?;
+        loop {
+            tokio::select! {
+                r = rx.changed() => { r.ok()?; break; }
+                () = tokio::time::sleep(SESSION_CHECK_EVERY) => {
+                    signed_in(&st, &headers).await?;
+                }
+            }
+        }
         signed_in(&st, &headers).await?;
         let n = *rx.borrow_and_update();
         Some((

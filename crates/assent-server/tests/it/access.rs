@@ -148,7 +148,7 @@ async fn the_dashboards_event_stream_coalesces_changes_and_ends_at_sign_out() {
         "{said} events in {:?}",
         started.elapsed()
     );
-    // Signed out: the next change ends the stream.
+    // Signed out: the stream ends within its session check (10 s), with no change to wake it.
     let page = gw
         .dashboard_page(&format!("/ui/approvals/{held}"), &cookie)
         .await;
@@ -161,8 +161,7 @@ async fn the_dashboards_event_stream_coalesces_changes_and_ends_at_sign_out() {
         .send()
         .await
         .unwrap();
-    gw.propose("pay", json!({"amount": 999, "to": "eve"})).await;
-    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+    let ended = tokio::time::timeout(Duration::from_secs(15), async {
         while let Ok(Some(_)) = events.chunk().await {}
     })
     .await;

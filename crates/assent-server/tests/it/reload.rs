@@ -510,3 +510,37 @@ async fn a_reload_that_removes_an_operator_closes_their_subscriptions_and_extens
     assert_eq!(closed, 1);
     gw.stop().await;
 }
+
+/// Found by review (of the fix above): an operator removed by editing the file and restarting
+/// kept their AAEP subscriptions open, and their timeout extension lengthened every held call.
+/// At start-up the subscriptions of principals that are no operator any more are closed.
+#[tokio::test]
+async fn a_restart_without_an_operator_closes_their_subscriptions_and_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let wait = async |gw: &Gw, path: &str| {
+        let body = json!({"agent": "bot", "session_id": "s1", "tool": "read", "arguments": {"path": path}});
+        let (s, b) = gw
+            .req("POST", "/v1/tool-calls", Some(BOT), Some(body))
+            .await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+        let (_, a) = gw
+            .approval(b["approval_id"].as_str().unwrap(), "olaf-key")
+            .await;
+        crate::kit::wait_seconds(&a)
+    };
+    let (gw, _) = reloadable(dir.path(), &config_text(&everyone()), &gov_holding_read()).await;
+    let base = wait(&gw, "/a").await;
+    let ext = json!({"assent": {"timeout_extension_seconds": 120}});
+    let (_sub, sse) = gw.subscribe(OP, true, ext).await;
+    assert_eq!(wait(&gw, "/b").await, base + 120);
+    drop(sse);
+    gw.stop().await;
+    let (gw, _) = reloadable(
+        dir.path(),
+        &config_text(&without_alice()),
+        &gov_holding_read(),
+    )
+    .await;
+    assert_eq!(wait(&gw, "/c").await, base);
+    gw.stop().await;
+}
