@@ -336,15 +336,23 @@ pub async fn finish_vote(
         .into_iter()
         .find(|p| p.credential_id == credential_id)
         .ok_or_else(|| invalid("the passkey is not one registered to you".into()))?;
-    if let Ok(mut pk) = serde_json::from_str::<Passkey>(&stored.passkey)
-        && pk.update_credential(&res) == Some(true)
+    let mut pk = serde_json::from_str::<Passkey>(&stored.passkey)
+        .map_err(|_| invalid("the stored passkey cannot be read".into()))?;
+    pk.update_credential(&res);
+    let (cid, json, counter) = (
+        credential_id.clone(),
+        serde_json::to_string(&pk).expect("passkey"),
+        res.counter(),
+    );
+    // Checked against the stored counter in the store's transaction, not only against the one
+    // read when the ceremony started (a cloned authenticator inside an older ceremony).
+    if !st
+        .store_call(move |s| s.advance_passkey(&cid, &json, counter))
+        .await?
     {
-        let (cid, json) = (
-            credential_id.clone(),
-            serde_json::to_string(&pk).expect("passkey"),
-        );
-        st.store_call(move |s| s.update_passkey(&cid, &json))
-            .await?;
+        return Err(invalid(
+            "the passkey's signature counter did not move past the one stored: a cloned authenticator, or an assertion used already".into(),
+        ));
     }
     Ok(PasskeyProof {
         credential_id,

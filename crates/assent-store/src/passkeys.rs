@@ -115,14 +115,42 @@ impl Store {
         Ok(rows.into_iter().flatten().collect::<Result<_, _>>()?)
     }
 
-    /// Replaces the stored `webauthn-rs` credential of `credential_id` (its counter moved).
-    pub fn update_passkey(&self, credential_id: &str, passkey: &str) -> Result<(), StoreError> {
+    /// Stores `passkey` (its `webauthn-rs` JSON after an assertion whose signature counter was
+    /// `counter`) for `credential_id`, if the counter moved past the stored one: `true` when
+    /// stored, `false` (nothing stored) when the stored counter is not below `counter` — an
+    /// authenticator that counts (either counter above zero) must count up on every use. The
+    /// check and the write are one transaction. Found by review: `webauthn-rs` compares with the
+    /// counter read when the ceremony started, so a cloned authenticator's assertion in a
+    /// ceremony opened before a genuine use passed with a counter already spent.
+    pub fn advance_passkey(
+        &self,
+        credential_id: &str,
+        passkey: &str,
+        counter: u32,
+    ) -> Result<bool, StoreError> {
         self.write(|tx| {
+            let stored: Option<String> = tx
+                .query_row(
+                    "SELECT passkey FROM passkeys WHERE credential_id = ?1",
+                    [credential_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(stored) = stored else {
+                return Ok(false);
+            };
+            let was = serde_json::from_str::<serde_json::Value>(&stored)
+                .ok()
+                .and_then(|v| v["cred"]["counter"].as_u64())
+                .unwrap_or(0);
+            if (counter > 0 || was > 0) && u64::from(counter) <= was {
+                return Ok(false);
+            }
             tx.execute(
                 "UPDATE passkeys SET passkey = ?2 WHERE credential_id = ?1",
                 params![credential_id, passkey],
             )?;
-            Ok(())
+            Ok(true)
         })
     }
 

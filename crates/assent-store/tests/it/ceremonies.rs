@@ -1,6 +1,6 @@
 //! Passkey ceremonies in the store (issue 14 §4): taken once, only by whoever started them,
 //! and at most `MAX_CEREMONIES` in progress per principal (found by review: any operator key
-//! could otherwise pile them up).
+//! could otherwise pile them up); a passkey's signature counter only moves forward.
 
 use super::fresh;
 use assent_store::Store;
@@ -42,4 +42,52 @@ fn a_ceremony_is_taken_once_by_its_owner_and_their_number_is_bounded() {
     s.put_ceremony(&ceremony("bob1", "bob"), 1_000).unwrap();
     // Once they expired, room again.
     s.put_ceremony(&ceremony("later", "alice"), 10_000).unwrap();
+}
+
+/// Found by review: `webauthn-rs` compares an assertion's signature counter with the one read
+/// when its ceremony started, so a cloned authenticator's assertion inside a ceremony opened
+/// before a genuine use passed with a counter already spent. The store takes a new counter
+/// only past the stored one, in the transaction that stores it; a credential that never counts
+/// (counter 0, as synced passkeys) stays usable.
+#[test]
+fn a_passkey_counter_only_moves_forward() {
+    let (_dir, s) = fresh();
+    let key = assent_core::passkey::PublicJwk {
+        kty: "OKP".into(),
+        crv: "Ed25519".into(),
+        x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo".into(),
+        y: None,
+    };
+    for (id, counter) in [("counting", 5), ("synced", 0)] {
+        s.add_passkey(&assent_store::passkeys::StoredPasskey {
+            credential_id: id.into(),
+            principal: "alice".into(),
+            passkey: format!(r#"{{"cred": {{"counter": {counter}}}}}"#),
+            public_key: key.clone(),
+            label: id.into(),
+            created_at: 1_000,
+        })
+        .unwrap();
+    }
+    let at = |n: u32| format!(r#"{{"cred": {{"counter": {n}}}}}"#);
+    assert!(
+        !s.advance_passkey("counting", &at(5), 5).unwrap(),
+        "the stored counter again"
+    );
+    assert!(
+        !s.advance_passkey("counting", &at(3), 3).unwrap(),
+        "a counter gone back"
+    );
+    assert!(
+        !s.advance_passkey("counting", &at(0), 0).unwrap(),
+        "a counting key at 0"
+    );
+    assert!(s.advance_passkey("counting", &at(6), 6).unwrap());
+    assert!(
+        !s.advance_passkey("counting", &at(6), 6).unwrap(),
+        "6 is spent now"
+    );
+    assert!(s.advance_passkey("synced", &at(0), 0).unwrap());
+    assert!(s.advance_passkey("synced", &at(0), 0).unwrap());
+    assert!(!s.advance_passkey("unknown", &at(9), 9).unwrap());
 }
