@@ -371,15 +371,18 @@ async fn an_aaep_event_stream_opened_with_a_key_a_reload_removed_ends() {
     assert!(rest.is_ok(), "the revoked operator's stream stayed open");
 }
 
+/// The status of `GET /ui/queue` with session `cookie`.
+async fn queue_status(gw: &Gw, cookie: String) -> StatusCode {
+    let r = gw.http.get(format!("{}/ui/queue", gw.url));
+    r.header("cookie", cookie).send().await.unwrap().status()
+}
+
 /// Alice signs in to the dashboard; the file becomes `after` and olaf reloads it: the answer's
 /// `changed` list, and alice's session is refused from then on.
 async fn alice_signed_out_by_reloading(after: &str) -> serde_json::Value {
     let (_dir, gw, conf) = reloadable_by_everyone().await;
     let cookie = gw.dashboard_session().await;
-    let queue = |cookie: String| {
-        let r = gw.http.get(format!("{}/ui/queue", gw.url));
-        async move { r.header("cookie", cookie).send().await.unwrap().status() }
-    };
+    let queue = |cookie: String| queue_status(&gw, cookie);
     assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
     write_config(&conf, after);
     let b = reloaded(&gw, "olaf-key").await;
@@ -414,10 +417,7 @@ async fn a_reload_that_changes_an_operators_key_signs_their_dashboard_session_ou
 async fn an_operator_removed_and_added_again_is_not_signed_in_by_an_old_session() {
     let (_dir, gw, conf) = reloadable_by_everyone().await;
     let cookie = gw.dashboard_session().await;
-    let queue = |cookie: String| {
-        let r = gw.http.get(format!("{}/ui/queue", gw.url));
-        async move { r.header("cookie", cookie).send().await.unwrap().status() }
-    };
+    let queue = |cookie: String| queue_status(&gw, cookie);
     assert_eq!(queue(cookie.clone()).await, StatusCode::OK);
     write_config(&conf, &without_alice());
     reloaded(&gw, "olaf-key").await;
@@ -445,10 +445,7 @@ async fn a_key_rotated_by_a_restart_ends_the_sessions_it_signed_in() {
         ("bot", "kind: agent, agent_id: bot", BOT),
     ]);
     let (gw, _) = reloadable(dir.path(), &config_text(&rotated), &gov_allowing_read()).await;
-    let queue = |cookie: String| {
-        let r = gw.http.get(format!("{}/ui/queue", gw.url));
-        async move { r.header("cookie", cookie).send().await.unwrap().status() }
-    };
+    let queue = |cookie: String| queue_status(&gw, cookie);
     // Nor does the old session still earn a signed-in operator's body limit at the edge.
     let big = |cookie: String| {
         let r = gw.http.post(format!("{}/ui/approvals/x/decide", gw.url));

@@ -80,6 +80,15 @@ fn fs_proxy(
     (server, child, stdin, out, log)
 }
 
+/// The `tools/call` requests the upstream's `log` says it received, in order.
+fn calls_in(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("LINE "))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call")
+        .collect()
+}
+
 #[test]
 fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,12 +158,7 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
         !log.contains(spaced),
         "the client's bytes were forwarded: {log}"
     );
-    let forwarded: Vec<Value> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("LINE "))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|m| m["method"] == "tools/call")
-        .collect();
+    let forwarded = calls_in(&log);
     assert_eq!(
         forwarded,
         vec![
@@ -207,12 +211,7 @@ fn a_client_cannot_smuggle_params_or_meta_past_the_gated_call() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     let log = std::fs::read_to_string(&log).unwrap();
-    let forwarded: Vec<Value> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("LINE "))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|m| m["method"] == "tools/call")
-        .collect();
+    let forwarded = calls_in(&log);
     assert_eq!(
         forwarded,
         vec![
