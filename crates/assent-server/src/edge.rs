@@ -246,13 +246,9 @@ pub async fn forwarded_from_proxies(
 
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
 /// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
-/// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`), except
-/// on `/mcp` ([`mcp_without_key`]).
+/// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
 pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(key) = bearer_key(req.headers()) else {
-        if is_mcp(req.uri().path()) && req.method() != Method::OPTIONS {
-            return mcp_without_key();
-        }
         return next.run(req).await;
     };
     // The scrape key is known, but only for what it may read: elsewhere it is a wrong key.
@@ -286,7 +282,7 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
             // that takes a body and a key would: `401`, or for an AAEP reply `204` with no
             // reason given (AAEP §6.3.4). `/mcp` answers in JSON-RPC itself, reading at most
             // the 16 KiB of a request that shows no known key.
-            let mcp = is_mcp(req.uri().path());
+            let mcp = req.uri().path() == "/mcp" || req.uri().path().starts_with("/mcp/");
             if !mcp && !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
                 if req.uri().path() == crate::aaep::REPLIES_PATH {
                     return StatusCode::NO_CONTENT.into_response();
@@ -306,25 +302,4 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         }
     }
     next.run(req).await
-}
-
-/// Whether `path` is the MCP hub's (`/mcp` and below).
-fn is_mcp(path: &str) -> bool {
-    path == "/mcp" || path.starts_with("/mcp/")
-}
-
-/// The answer to an `/mcp` request that shows no key: `401` with `WWW-Authenticate: Bearer`
-/// and a JSON-RPC error saying what to send. Found by review: the hub's `initialize` needs no
-/// key, and a request without one passed the throttle (which counts wrong keys only), so
-/// anyone could open MCP sessions — each kept five minutes — as fast as they could send. A
-/// preflight (`OPTIONS`) still passes, for browser clients.
-fn mcp_without_key() -> Response {
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-        "code": -32001, "message": "send the agent's key as Authorization: Bearer KEY"}});
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
-        axum::Json(body),
-    )
-        .into_response()
 }
