@@ -360,7 +360,7 @@ for line in sys.stdin:
 /// Review finding 3: a hub upstream whose `tools/list` always names a next page cannot grow
 /// the gateway's memory without end nor block its upstream: `/mcp` `tools/list` answers with
 /// the other upstream's tools (the endless one is left out), again and again, and the gateway
-/// stays healthy.
+/// stays healthy. And `/mcp` opens no session for a request without an agent's key.
 #[test]
 fn a_hub_upstream_that_never_stops_paginating_is_left_out_of_the_tool_list() {
     use rmcp::ServiceExt;
@@ -387,6 +387,18 @@ fn a_hub_upstream_that_never_stops_paginating_is_left_out_of_the_tool_list() {
     .unwrap();
     let mut server = serve(&cfg, port);
     let url = server.url.clone();
+    // `/mcp` opens no session for a request without an agent's key: 401 with a JSON-RPC error.
+    let anonymous = reqwest::blocking::Client::new()
+        .post(format!("{url}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#)
+        .send()
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    assert!(anonymous.headers().get("mcp-session-id").is_none());
+    let body: Value = anonymous.json().unwrap();
+    assert_eq!(body["error"]["code"], -32600, "{body}");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
