@@ -168,6 +168,26 @@ impl Store {
         Ok(())
     }
 
+    /// Prunes what the webhooks leave behind (run by the audit retention sweep,
+    /// [`Store::archive_audit`]): card links that expired by `now` (used or not: a link opens a
+    /// card only until its approval's deadline), and dead letters that failed before `cutoff`
+    /// (Unix ms), at most `max` rows of each. Returns how many rows went. Before, neither table
+    /// was ever pruned.
+    pub fn prune_outbox(&self, cutoff: i64, max: i64, now: i64) -> Result<usize, StoreError> {
+        let max = max.max(1);
+        Ok(self.write_unannounced(|tx| -> db::Result<usize> {
+            let links = tx.execute(
+                "DELETE FROM card_links WHERE token_sha256 IN (SELECT token_sha256 FROM card_links WHERE expires_at <= ?1 LIMIT ?2)",
+                params![now, max],
+            )?;
+            let dead = tx.execute(
+                "DELETE FROM webhook_dead_letters WHERE id IN (SELECT id FROM webhook_dead_letters WHERE failed_at < ?1 ORDER BY id LIMIT ?2)",
+                params![cutoff, max],
+            )?;
+            Ok(links + dead)
+        })?)
+    }
+
     /// Stores a single-use link to `approval_id`'s card (by the SHA-256 of its token, hex),
     /// valid until `expires_at` (Unix ms).
     pub fn create_card_link(

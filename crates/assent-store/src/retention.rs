@@ -19,7 +19,8 @@
 //!   webhook has not delivered yet (its cursor), at most `max_records` per run. The AAEP event
 //!   log (`aaep_events`) and the state tables are not touched, except the session state of
 //!   sessions idle since before the cut-off ([`Store::prune_session_risk`], at most
-//!   `max_records` rows per table per run; an active session keeps its state).
+//!   `max_records` rows per table per run; an active session keeps its state), the card links
+//!   expired and the webhook dead letters failed before the cut-off ([`Store::prune_outbox`]).
 //! - **Replicas racing** (Postgres): each writes its own export (a random name) before its
 //!   write transaction; the transaction (serialised by the database's write lock) deletes only
 //!   when the newest anchor is still the one the run started from and the records still have
@@ -205,7 +206,8 @@ impl Store {
     /// (created 0700), then deletes them and stores the export's manifest as the anchor, in
     /// one write transaction. `Ok(None)`: nothing due, or another run (a replica) archived
     /// first (its export stands; this run's file is removed). First it prunes the state of
-    /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]).
+    /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]) and the webhooks'
+    /// expired card links and dead letters older than `cutoff` ([`Store::prune_outbox`]).
     ///
     /// The records are checked against the checkpoints signed among them: those stored, and
     /// when `checkpoint_file` is given (the config's `audit_checkpoints.file`, kept where a
@@ -228,8 +230,10 @@ impl Store {
         now: i64,
         checkpoint_file: Option<&Path>,
     ) -> Result<Option<Archived>, StoreError> {
-        // The same sweep bounds the session state (issue 16 §3) by the same cut-off.
+        // The same sweep bounds the session state (issue 16 §3) by the same cut-off, and what
+        // the webhooks leave behind.
         self.prune_session_risk(cutoff, max_records, now)?;
+        self.prune_outbox(cutoff, max_records, now)?;
         let key = self.audit_key.verifying_key();
         let (p, newest) = {
             let guard = self.lock();

@@ -598,3 +598,37 @@ fn a_passkey_backdated_before_the_archive_cut_off_is_still_caught() {
         );
     });
 }
+
+/// The retention sweep also prunes what the webhooks leave behind, which nothing pruned
+/// before: card links expired by its run (used or not) and dead letters that failed before the
+/// cut-off; a live link and a recent dead letter stay.
+#[test]
+fn retention_prunes_expired_card_links_and_old_dead_letters() {
+    both(|db| {
+        let (_dir, s, arch) = aged(db, 0..2);
+        s.create_card_link(&"aa".repeat(32), "apr_gone", DAY)
+            .unwrap();
+        s.create_card_link(&"bb".repeat(32), "apr_live", 100 * DAY)
+            .unwrap();
+        for failed_at in [DAY, 9 * DAY] {
+            tamper(
+                db,
+                &format!(
+                    "INSERT INTO webhook_dead_letters (webhook, audit_seq, event, body, attempts, last_error, failed_at) VALUES ('ops', 1, 'approval.requested', '{{}}', 5, 'refused', {failed_at})"
+                ),
+            );
+        }
+        s.archive_audit(&arch, 5 * DAY, 1_000, 10 * DAY, None)
+            .unwrap();
+        let links: i64 = scalar(db, "SELECT count(*) FROM card_links", []);
+        let live: String = scalar(db, "SELECT approval_id FROM card_links", []);
+        assert_eq!((links, live.as_str()), (1, "apr_live"));
+        let dead: i64 = scalar(
+            db,
+            "SELECT count(*) FROM webhook_dead_letters WHERE failed_at = ?1",
+            [9 * DAY],
+        );
+        let all: i64 = scalar(db, "SELECT count(*) FROM webhook_dead_letters", []);
+        assert_eq!((dead, all), (1, 1));
+    });
+}
