@@ -18,7 +18,8 @@ pub fn plan_runs_calls(status: &str) -> bool {
     matches!(status, "approved" | "in_progress")
 }
 
-/// Whether MPLP plan `body` (its `steps[].step_id`) has a step `step_id`. A tool call naming
+/// Whether MPLP plan `body` (its `steps[].step_id`, `mplp-plan.schema.json`; a body without a
+/// `steps` array has none) has a step `step_id`. A tool call naming
 /// a plan assent holds and a step that is not one of that plan's is blocked: found by review,
 /// a made-up step of an approved plan put the plan's id and the step on the call's Confirm and
 /// trace, so a reviewer took the call for a step of a plan someone had approved.

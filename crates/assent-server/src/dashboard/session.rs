@@ -59,7 +59,8 @@ impl Operator {
 }
 
 /// The signed-in operator of a request: its `assent_ui` session cookie names a live session
-/// of a principal that is (still) an operator.
+/// of a principal that is (still) an operator — for a key's session, with the key it signed in
+/// with ([`sessions::key_binding`], migration 0036): a key changed since signs no one in.
 ///
 /// A single sign-on session (issue 14 §7) is an operator named `oidc:…` with the roles its
 /// claims mapped to, owning no agent — or, when a configured operator names that identity as
