@@ -1,10 +1,12 @@
 """An MCP server (the official Python SDK's MCPServer, over stdio) whose tool definitions come
 from the environment, so a test can change a tool's description between two sessions.
 TOOL_DESCRIPTION: echo's description; EXTRA_TOOL=1 adds a tool `extra`; WRITE_TOOL=1 adds a
-tool `write`; CALL_LOG: a file each tool call is appended to (what the upstream actually saw).
+tool `write`; CALL_LOG: a file each tool call is appended to (what the upstream actually saw);
+ECHO_DELAY: seconds echo takes to answer.
 It answers both `server/discover` (2026-07-28) and `initialize`: the era tests' modern upstream."""
 
 import os
+import time
 
 from mcp.server.mcpserver import MCPServer
 
@@ -20,6 +22,7 @@ def _log(line: str) -> None:
 
 def echo(text: str) -> str:
     _log("echo " + text)
+    time.sleep(float(os.environ.get("ECHO_DELAY", "0")))
     return text
 
 

@@ -78,7 +78,8 @@ pub mod waiters;
 
 pub use envelopes::WireEnvelopes;
 pub use state::{
-    AppState, DEFAULT_MAX_ARGUMENTS_BYTES, DryRun, DryRunFuture, Live, Settings, StartError, now_ms,
+    AppState, DEFAULT_MAX_ARGUMENTS_BYTES, DryRun, DryRunFuture, DryRunToolsFuture, Live, Settings,
+    StartError, now_ms,
 };
 
 use assent_store::Store;

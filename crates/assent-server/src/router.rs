@@ -138,7 +138,10 @@ fn ui() -> Router<AppState> {
         .route("/ui/events", get(views::events))
         .route("/ui/approvals/{id}", get(views::card_page))
         .route("/ui/approvals/{id}/decide", post(forms::decide_form))
-        .route("/ui/approvals/{id}/dry-run", post(forms::dry_run_form))
+        .route(
+            "/ui/approvals/{id}/dry-run",
+            post(dashboard::dry_run::dry_run_form),
+        )
         .route(
             "/ui/approvals/{id}/passkey",
             post(dashboard::passkeys::vote_start),

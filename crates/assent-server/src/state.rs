@@ -73,6 +73,9 @@ pub struct Shared {
     /// Runs a rule's `dry_run_tool` on the call's MCP upstream (set when `assent serve`
     /// fronts MCP upstreams); `None`: the dashboard offers no dry run.
     pub dry_run: Option<Arc<dyn DryRun>>,
+    /// The approvals whose dry run is running now: one at a time each (a second press while
+    /// one runs answers `409`, it does not call the upstream again).
+    pub dry_runs: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Connection cap and header-read timeout for [`run`](crate::run).
     pub limits: serve::ConnLimits,
     /// Long-polls, woken per approval, question or review.
@@ -136,11 +139,21 @@ impl Live {
 pub type DryRunFuture<'a> =
     std::pin::Pin<Box<dyn Future<Output = Result<serde_json::Value, String>> + Send + 'a>>;
 
+/// A future returned by [`DryRun::tools`].
+pub type DryRunToolsFuture<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Vec<serde_json::Value>, String>> + Send + 'a>>;
+
 /// Calls a tool on an MCP upstream on an operator's behalf, for the dashboard's dry-run
 /// button (seed 002: "a dry-run button when feasible"). Implemented by the MCP hub.
 pub trait DryRun: Send + Sync {
     /// Whether `server` is an upstream this can reach.
     fn serves(&self, server: &str) -> bool;
+    /// The tool definitions upstream `server` advertises now (`tools/list` entries as JSON):
+    /// the dry-run tool runs only while its definition matches its pin (found by review: an
+    /// upstream that redefined its dry-run tool, say into one that writes, still had it run
+    /// from the dashboard, while every gated call of it waited for the review). `Err` says
+    /// why they could not be had (then nothing is run).
+    fn tools<'a>(&'a self, server: &'a str) -> DryRunToolsFuture<'a>;
     /// Calls `tool` on upstream `server` with `arguments`; `Ok` is the `tools/call` result
     /// (JSON), `Err` says why it could not be run.
     fn run<'a>(
@@ -285,6 +298,7 @@ impl AppState {
             oidc: None,
             slack: None,
             dry_run: None,
+            dry_runs: Arc::default(),
             limits: serve::ConnLimits::default(),
             metrics: Arc::default(),
             metrics_key_sha256: None,

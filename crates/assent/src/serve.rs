@@ -319,6 +319,9 @@ impl assent_server::DryRun for HubDryRun {
     fn serves(&self, server: &str) -> bool {
         self.0.has_upstream(server)
     }
+    fn tools<'a>(&'a self, server: &'a str) -> assent_server::DryRunToolsFuture<'a> {
+        Box::pin(self.0.upstream_tools(server))
+    }
     fn run<'a>(
         &'a self,
         server: &'a str,

@@ -136,6 +136,18 @@ impl Hub {
         self.upstreams.contains_key(alias)
     }
 
+    /// The tool definitions upstream `alias` advertises now (`tools/list` entries as JSON, the
+    /// list the hub's pin check reads, reused for up to its freshness window): for the pin
+    /// check of an operator's dry run. `Err` says why they could not be had.
+    pub async fn upstream_tools(&self, alias: &str) -> Result<Vec<Value>, String> {
+        let up = self
+            .upstreams
+            .get(alias)
+            .ok_or_else(|| format!("no MCP upstream `{alias}`"))?;
+        let list = up.tools(false).await?;
+        Ok(list.iter().map(super::call::tool_json).collect())
+    }
+
     /// Calls `tool` on upstream `alias` directly, not through the gate: for an operator's dry
     /// run of a held call (the rule's `dry_run_tool`), never for an agent. `Ok` is the
     /// `tools/call` result as JSON; `Err` says why it could not run.

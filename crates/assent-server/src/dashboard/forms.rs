@@ -1,13 +1,12 @@
 //! The dashboard's forms that change something: decisions (with edits, through the same
-//! `decide::decide_as` as the REST API), answers to questions, dry runs, and the
-//! single-use card links sent in notifications. Each is CSRF-checked by
+//! `decide::decide_as` as the REST API), answers to questions, and the single-use card links
+//! sent in notifications (dry runs are [`super::dry_run`]'s). Each is CSRF-checked by
 //! `session::operator_form`.
 
 use crate::decide::{Decider, decide_as};
 use crate::state::{AppState, now_ms};
 use assent_api::DecisionKind;
 use assent_api::approvals::DecisionRequest;
-use assent_core::approval::ApprovalStatus;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -195,60 +194,6 @@ pub(crate) async fn open_link(
         secured(Redirect::to(&card).into_response())
     } else {
         secured(Redirect::to(&format!("/ui/login?next={card}")).into_response())
-    }
-}
-
-/// `POST /ui/approvals/{id}/dry-run` (`csrf`): runs the rule's `dry_run_tool` with the held
-/// call's arguments on its MCP upstream, records it in the audit log (`dry_run`, with the
-/// result's hash) and shows the result on the card. The held call itself does not run. Only
-/// an operator who may decide the approval (one of its approver roles) runs it: `403`
-/// otherwise (found by review: any signed-in operator could run the upstream tool with the
-/// agent's arguments, again and again).
-pub(crate) async fn dry_run_form(
-    State(st): State<AppState>,
-    form: PostedForm,
-) -> Result<Response, Response> {
-    let (op, _, loaded) = form.card(&st, "Nothing was run.").await?;
-    let id = &form.id;
-    let a = &loaded.rec;
-    let unavailable = || {
-        page_with(
-            StatusCode::CONFLICT,
-            &card(&st, &op, &loaded, "No dry run is available for this call."),
-        )
-    };
-    let (Some(tool), Some(server), Some(runner)) = (
-        a.terms.dry_run_tool.clone(),
-        a.call.server.clone(),
-        st.dry_run.clone(),
-    ) else {
-        return Err(unavailable());
-    };
-    if a.status != ApprovalStatus::Pending || !runner.serves(&server) {
-        return Err(unavailable());
-    }
-    let roles = op.principal.roles().unwrap_or_default();
-    if !assent_core::approval::may_decide(&a.terms.approvers, roles) {
-        let why = format!(
-            "Only an operator with one of this approval's approver roles ({}) runs its dry run. Nothing was run.",
-            a.terms.approvers.join(", ")
-        );
-        return Err(page_with(
-            StatusCode::FORBIDDEN,
-            &card(&st, &op, &loaded, &why),
-        ));
-    }
-    let outcome = runner.run(&server, &tool, &a.call.arguments).await;
-    tracing::info!(approval_id = %id, operator = %op.principal.name, tool = %tool, ok = outcome.is_ok(), "dry run");
-    let (name, id2) = (op.principal.name.clone(), id.clone());
-    let recorded = st
-        .store_call(move |s| s.record_dry_run(&id2, &name, &tool, &outcome, now_ms()))
-        .await;
-    match recorded {
-        Ok(()) => Ok(secured(
-            Redirect::to(&format!("/ui/approvals/{id}#dry-run")).into_response(),
-        )),
-        Err(e) => Err(secured(e.into_response())),
     }
 }
 

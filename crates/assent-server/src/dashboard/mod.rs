@@ -32,10 +32,11 @@
 //! signed-in operator's name.
 //!
 //! Layout: [`page`] (headers, rendering: the kit), [`sessions`] (the session store), [`session`] (sign-in, CSRF),
-//! [`views`] (queue, cards, SSE, history, audit), [`forms`] (decisions, edits, answers, dry
-//! runs, card links). Its routes are mounted by [`crate::router`](mod@crate::router).
+//! [`views`] (queue, cards, SSE, history, audit), [`forms`] (decisions, edits, answers, card
+//! links), [`dry_run`] (the dry-run button: approvers, the tool's pin, one at a time). Its routes are mounted by [`crate::router`](mod@crate::router).
 
 pub mod charts;
+pub mod dry_run;
 pub mod forms;
 pub mod insights;
 pub mod oidc;

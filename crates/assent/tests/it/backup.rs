@@ -179,6 +179,14 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
         )
     );
 
+    // A passkey ceremony in progress when the backup was taken (one finished since, say):
+    // restored, its challenge would answer a replayed assertion again.
+    sqlite(
+        &json_out,
+        "INSERT INTO passkey_ceremonies (id, principal, purpose, state, expires_at) \
+         VALUES ('c1', 'ops', 'register', '{}', 9999999999999)",
+    );
+
     // After the backup: one more approval, decided; then the gateway stops.
     let after = approved(&s.url, 6000);
     stop(s);
@@ -222,6 +230,7 @@ fn a_backup_taken_while_the_gateway_writes_restores_its_approvals_and_a_chain_th
     // after the backup among them. A restore ends them all: everyone signs in again.
     assert_eq!(count(&json_out, "ui_sessions"), 1);
     assert_eq!(count(&data.join("assent.db"), "ui_sessions"), 0);
+    assert_eq!(count(&data.join("assent.db"), "passkey_ceremonies"), 0);
 
     // The restarted gateway serves the restored state: the approval decided before the backup
     // is approved, the one proposed after it is unknown.
