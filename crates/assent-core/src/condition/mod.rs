@@ -112,8 +112,10 @@ impl Condition {
     }
 
     /// Evaluates against the call's arguments (a JSON object). See [`Outcome`] for what each
-    /// result carries; any unevaluable predicate makes the whole condition
-    /// [`Outcome::CannotEvaluate`] (fail closed).
+    /// result carries. The groups are alternatives: one that matches makes the condition
+    /// [`Outcome::Match`] whatever the others say (found by review: a `deny` with one group
+    /// matching and another unevaluable was only a hold); otherwise any unevaluable group makes
+    /// it [`Outcome::CannotEvaluate`] (fail closed).
     pub fn evaluate(&self, args: &Value) -> Outcome {
         let mut matched = Vec::new();
         let mut unknown = Vec::new();
@@ -124,10 +126,10 @@ impl Condition {
                 Outcome::CannotEvaluate(r) => unknown.extend(r),
             }
         }
-        if !unknown.is_empty() {
-            Outcome::CannotEvaluate(unknown)
-        } else if !matched.is_empty() {
+        if !matched.is_empty() {
             Outcome::Match(matched)
+        } else if !unknown.is_empty() {
+            Outcome::CannotEvaluate(unknown)
         } else {
             Outcome::NoMatch
         }

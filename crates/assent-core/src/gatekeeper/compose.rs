@@ -20,6 +20,12 @@ use crate::triggers::{
 };
 use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 
+/// The trigger of a call held because a covering rule's `deny` condition cannot be evaluated
+/// against it (an argument missing, of another type, a pattern that did not compile): no grant
+/// covers it, its default at the timeout is reject and it is not asked in the client — a
+/// person decides whether the deny applies.
+pub const TRIGGER_DENY_UNEVALUABLE: &str = "deny_unevaluable";
+
 /// The reason a rule with `irreversible: true` gives (seed 001; AAEP §6.4.1).
 const IRREVERSIBLE_NOTE: &str = "irreversible: an action that cannot be undone always needs explicit human consent (seed 001, AAEP §6.4.1), so confirmation is required and the default on timeout is reject";
 
@@ -65,6 +71,8 @@ pub(super) struct Composed<'a> {
     redact: Vec<String>,
     /// What the call does, as the covering rules say ([`crate::session_risk::Effects`]).
     effects: Effects,
+    /// A covering rule's `deny` could not be evaluated ([`TRIGGER_DENY_UNEVALUABLE`]).
+    deny_unknown: bool,
 }
 
 /// Appends the items of `items` not yet in `list`, in order.
@@ -96,7 +104,14 @@ impl<'a> Composed<'a> {
         let args = ctx.tool_args;
         let mut notes = Vec::new();
         if let Some(note) = denied(file, r, ctx)? {
+            // Found by review: held with no trigger, a call the deny may have stopped was let
+            // through by a grant, by an approving default at the timeout, or by the agent's
+            // own user in the client. Only an operator settles it.
             self.require(None);
+            self.deny_unknown = true;
+            if !self.triggers.iter().any(|t| t == TRIGGER_DENY_UNEVALUABLE) {
+                self.triggers.push(TRIGGER_DENY_UNEVALUABLE.to_string());
+            }
             notes.push(note);
         }
         if let Some(spec) = &r.approval {
@@ -255,6 +270,7 @@ impl<'a> Composed<'a> {
         let required = self.required;
         let quorum = merge(&self.quorums, &self.plain_approvers);
         let in_client_ok = self.in_client
+            && !self.deny_unknown
             && required
             && risk_tier < RiskTier::R3
             && self.approvers.is_empty()
@@ -268,7 +284,7 @@ impl<'a> Composed<'a> {
             required && (self.passkey_on || (risk_tier == RiskTier::R4 && !self.passkey_off));
         // A call that needs a passkey-signed approval is never approved without one: not by
         // the default decision at the timeout either (issue 14 §4).
-        let configured = if require_passkey {
+        let configured = if require_passkey || self.deny_unknown {
             DefaultDecision::Reject
         } else {
             configured

@@ -70,3 +70,52 @@ fn reasons_name_the_clause_that_matched_or_could_not_be_evaluated() {
         r#"deny condition cannot be evaluated (mode in ["0777"]: argument `mode` is a number but `in` lists values of another type)"#,
     );
 }
+
+/// Found by review: a deny whose condition could not be evaluated against a call (here `mode`
+/// is missing) was a hold with no trigger, so a session grant of the tool covered it, an
+/// approving `default_decision` of another covering rule approved it at the timeout, and the
+/// agent's own user could approve it in the client; and a deny with one alternative matching
+/// (`path` under /etc/) and another unevaluable was only that hold. Now the matching
+/// alternative denies, and an unevaluable deny names the trigger `deny_unevaluable`: no grant
+/// covers it, its default is reject, it is asked of an operator.
+#[test]
+fn a_deny_that_cannot_be_evaluated_is_no_grant_s_and_no_default_s_to_approve() {
+    let deny = r#"      - tool: write_file
+        approval: true
+        default_decision: approve
+        in_client_approval: true
+        deny:
+          condition:
+            - {args_match: {path: {pattern: "^/etc/"}}}
+            - {args_match: {mode: {in: ["0777"]}}}
+"#;
+    let r = reg_plus(AGENT, "d.yaml", &bot_policy("acme.fs.deny-v1", deny));
+    // One alternative matches, the other cannot be evaluated: denied.
+    let v = verdict(&r, "write_file", Some("fs"), json!({"path": "/etc/cron.d/x"}));
+    assert_denied(&v, r#"path matches pattern "^/etc/""#);
+    // Neither matches, one cannot be evaluated: held for an operator, never let through.
+    let v = verdict(&r, "write_file", Some("fs"), json!({"path": "/srv/a"}));
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert_eq!(v.terms.triggers, vec!["deny_unevaluable".to_string()]);
+    assert!(!assent_core::grant::may_use_grant(&v.terms, false));
+    assert_eq!(
+        v.terms.default_decision,
+        assent_core::approval::DefaultDecision::Reject
+    );
+    assert!(!v.terms.in_client_approval);
+    // Evaluable and not matching: the rule's own terms, a grant may cover it.
+    let v = verdict(
+        &r,
+        "write_file",
+        Some("fs"),
+        json!({"path": "/srv/a", "mode": "0644"}),
+    );
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert!(v.terms.triggers.is_empty(), "{:?}", v.terms.triggers);
+    assert!(assent_core::grant::may_use_grant(&v.terms, false));
+    assert_eq!(
+        v.terms.default_decision,
+        assent_core::approval::DefaultDecision::Approve
+    );
+    assert!(v.terms.in_client_approval);
+}
