@@ -169,7 +169,7 @@ policies:
             now_ms: 0,
             prior_calls: prior,
             session: &crate::session_risk::CLEAN_SESSION,
-            resolve_path: &|p| p.to_path_buf(),
+            resolve_path: &crate::triggers::lexical_only,
         };
         evaluate_in(reg, "a", &call, None, &obs)
     }

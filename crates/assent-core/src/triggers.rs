@@ -203,14 +203,19 @@ pub struct Observations<'a> {
     /// tool definitions): raises the risk of its later calls ([`crate::session_risk`]).
     /// [`SessionRisk::CLEAN`] for a clean session.
     pub session: &'a SessionRisk,
-    /// Resolves symlinks in an absolute, lexically normalised path (the real path of its
-    /// longest existing prefix, joined with the rest). [`lexical_only`] resolves nothing.
-    pub resolve_path: &'a dyn Fn(&Path) -> PathBuf,
+    /// Resolves an absolute path as the filesystem would: component by component, a symbolic
+    /// link replaced by its target before a later `..` applies (so `link/..` is the parent of
+    /// the link's target, not the directory holding the link), components that do not exist
+    /// taken as they are. `None` when it cannot be resolved (too long, too many links, a link
+    /// that cannot be read): the path is then outside every root. [`lexical_only`] resolves
+    /// nothing.
+    pub resolve_path: &'a dyn Fn(&Path) -> Option<PathBuf>,
 }
 
-/// A `resolve_path` that leaves paths as they are (no filesystem access).
-pub fn lexical_only(p: &Path) -> PathBuf {
-    p.to_path_buf()
+/// A `resolve_path` without filesystem access: the path lexically normalised
+/// ([`normalize_lexically`]).
+pub fn lexical_only(p: &Path) -> Option<PathBuf> {
+    Some(normalize_lexically(p))
 }
 
 impl Observations<'static> {
@@ -343,14 +348,18 @@ fn violations(
 }
 
 /// Why each path argument is outside `scope.roots` (empty when all are inside). A path is
-/// inside when, lexically normalised and with symlinks resolved, it equals a root or lies
-/// under one (roots are resolved the same way). Relative paths, non-string values and paths
-/// with NUL bytes are outside (fail closed).
+/// inside when, resolved by `obs.resolve_path` (symlinks, then `..`, as the filesystem walks
+/// it), it equals a root or lies under one (roots are resolved the same way). Relative paths,
+/// non-string values, paths with NUL bytes and paths that cannot be resolved are outside (fail
+/// closed).
 pub fn path_violations(scope: &PathScope, args: &Value, obs: &Observations<'_>) -> Vec<String> {
     let roots: Vec<PathBuf> = scope
         .roots
         .iter()
-        .map(|r| (obs.resolve_path)(&normalize_lexically(Path::new(r))))
+        .map(|r| {
+            let r = Path::new(r);
+            (obs.resolve_path)(r).unwrap_or_else(|| normalize_lexically(r))
+        })
         .collect();
     violations(args, &scope.arguments, "path scope", |key, s| {
         let p = Path::new(s);
@@ -360,7 +369,11 @@ pub fn path_violations(scope: &PathScope, args: &Value, obs: &Observations<'_>) 
             ));
         }
         let lexical = normalize_lexically(p);
-        let real = (obs.resolve_path)(&lexical);
+        let Some(real) = (obs.resolve_path)(p) else {
+            return Some(format!(
+                "path scope: `{key}` = {s:?} cannot be resolved (too long, too many symbolic links, or a link that cannot be read), so it cannot be checked against the roots"
+            ));
+        };
         if roots.iter().any(|r| real.starts_with(r)) {
             return None;
         }

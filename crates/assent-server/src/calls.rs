@@ -61,30 +61,67 @@ pub(crate) fn call_hash(
         .to_string())
 }
 
-/// Resolves symlinks in an absolute, lexically normalised path: the real path of its longest
-/// existing prefix joined with the rest (scope checks of seed 002).
-pub fn resolve_real_path(p: &std::path::Path) -> std::path::PathBuf {
-    let mut existing = p.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut out = real;
-            for c in rest.iter().rev() {
-                out.push(c);
+/// The longest path (bytes) and the most symbolic links [`resolve_real_path`] follows —
+/// Linux's `PATH_MAX` and `MAXSYMLINKS` (the kernel refuses a longer path or more links) —
+/// and the most components it walks in all.
+const PATH_MAX_BYTES: usize = 4096;
+const MAX_LINKS: usize = 40;
+const MAX_STEPS: usize = 8192;
+
+/// Resolves absolute path `p` as the kernel walks it, for the path scopes of seed 002
+/// ([`assent_core::triggers::Observations::resolve_path`]): component by component from `/`,
+/// `.` skipped, `..` the parent of what is resolved so far, a symbolic link replaced by its
+/// target (read with `readlink`, also when the target does not exist: writing through a
+/// dangling link creates its target), a component that does not exist taken as it is. `None`
+/// when `p` is not absolute, the path or a link's target is longer than 4,096 bytes, more
+/// than 40 links or 8,192 components are walked, or a link cannot be read. Found by review:
+/// the path was normalised lexically before its links were resolved, so `root/link/../x`
+/// was checked as `root/x` while the kernel opens the `x` beside the link's target; and one
+/// `canonicalize` per missing component made a long path cost quadratic time.
+pub fn resolve_real_path(p: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::ffi::OsString;
+    use std::path::{Component, Path, PathBuf};
+    fn push_reversed(pending: &mut Vec<OsString>, p: &Path) {
+        for c in p.components().rev() {
+            match c {
+                Component::ParentDir => pending.push("..".into()),
+                Component::Normal(x) => pending.push(x.to_os_string()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
             }
-            return out;
-        }
-        match (
-            existing.file_name().map(|f| f.to_os_string()),
-            existing.parent(),
-        ) {
-            (Some(f), Some(parent)) => {
-                rest.push(f);
-                existing = parent.to_path_buf();
-            }
-            _ => return p.to_path_buf(),
         }
     }
+    if !p.is_absolute() || p.as_os_str().len() > PATH_MAX_BYTES {
+        return None;
+    }
+    let mut pending = Vec::new();
+    push_reversed(&mut pending, p);
+    let (mut cur, mut links, mut steps) = (PathBuf::from("/"), 0, 0);
+    while let Some(c) = pending.pop() {
+        steps += 1;
+        if steps > MAX_STEPS || cur.as_os_str().len() > PATH_MAX_BYTES {
+            return None;
+        }
+        if c == ".." {
+            cur.pop();
+            continue;
+        }
+        cur.push(&c);
+        let is_link = std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            continue;
+        }
+        links += 1;
+        let target = std::fs::read_link(&cur).ok()?;
+        if links > MAX_LINKS || target.as_os_str().len() > PATH_MAX_BYTES {
+            return None;
+        }
+        cur.pop();
+        if target.is_absolute() {
+            cur = PathBuf::from("/");
+        }
+        push_reversed(&mut pending, &target);
+    }
+    Some(cur)
 }
 
 /// Whether `s` is a lowercase UUID v4 (the MPLP identifier pattern).

@@ -91,7 +91,12 @@ fn a_deny_that_cannot_be_evaluated_is_no_grant_s_and_no_default_s_to_approve() {
 "#;
     let r = reg_plus(AGENT, "d.yaml", &bot_policy("acme.fs.deny-v1", deny));
     // One alternative matches, the other cannot be evaluated: denied.
-    let v = verdict(&r, "write_file", Some("fs"), json!({"path": "/etc/cron.d/x"}));
+    let v = verdict(
+        &r,
+        "write_file",
+        Some("fs"),
+        json!({"path": "/etc/cron.d/x"}),
+    );
     assert_denied(&v, r#"path matches pattern "^/etc/""#);
     // Neither matches, one cannot be evaluated: held for an operator, never let through.
     let v = verdict(&r, "write_file", Some("fs"), json!({"path": "/srv/a"}));

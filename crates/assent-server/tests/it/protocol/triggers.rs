@@ -125,6 +125,52 @@ async fn path_and_domain_scope_drift_is_held_including_dotdot_and_symlink_escape
     }
 }
 
+/// Found by review: a path was normalised lexically before its symbolic links were resolved,
+/// so `root/link/../secret` was checked as `root/secret` (inside) while the kernel opens the
+/// `secret` beside the link's target (outside); a dangling link was taken as a file inside the
+/// root, though writing through it creates its target outside; and a path of 130,000
+/// components cost one `canonicalize` per component, inside the store's one writer. Each is
+/// held now, and a path the kernel would refuse (over 4,096 bytes) cannot be checked.
+#[tokio::test]
+async fn a_symlink_then_dotdot_a_dangling_link_or_an_overlong_path_does_not_escape_the_path_scope()
+{
+    let e = env().await;
+    let gw = &e.gw;
+    let root = std::fs::canonicalize(e.root.path()).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let out = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::create_dir(out.join("sub")).unwrap();
+    std::fs::write(out.join("secret"), "x").unwrap();
+    std::fs::write(root.join("secret"), "decoy").unwrap();
+    std::os::unix::fs::symlink(out.join("sub"), root.join("link")).unwrap();
+    std::os::unix::fs::symlink(out.join("gone/cron"), root.join("dangling")).unwrap();
+    std::os::unix::fs::symlink("sub", root.join("relative")).unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    let r = root.display();
+    for (escape, says) in [
+        (format!("{r}/link/../secret"), "resolves to"),
+        (format!("{r}/dangling"), "resolves to"),
+        (format!("{r}/{}", "a/".repeat(3000)), "cannot be resolved"),
+    ] {
+        let (s, b) = gw
+            .propose_in("s1", "read_path", json!({"path": escape}))
+            .await;
+        assert_eq!(
+            (s, b["triggers"].clone()),
+            (StatusCode::ACCEPTED, json!(["paths"])),
+            "{escape}: {b}"
+        );
+        assert!(b["reasons"].to_string().contains(says), "{escape}: {b}");
+    }
+    // A relative link inside the root, and `..` after it, stay inside.
+    for inside in [format!("{r}/relative/x"), format!("{r}/relative/../secret")] {
+        let (s, b) = gw
+            .propose_in("s1", "read_path", json!({"path": inside}))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{inside}: {b}");
+    }
+}
+
 #[tokio::test]
 async fn timeouts_follow_risk_and_escalation_extends_the_wait_once_to_another_role() {
     let e = env().await;
