@@ -56,9 +56,11 @@ pub fn spawn(state: AppState, interval: Duration) -> Signer {
 }
 
 /// Signs a checkpoint if one is `due` and publishes it: stored by the store, appended to the
-/// configured file, logged (`tracing::info!`). Failures are logged, never fatal: a chain that
-/// no longer extends the previous checkpoint — the newest stored, or the newest in the file
-/// ([`AppState::published`]) — is logged as an error and nothing is signed.
+/// configured file, logged (`tracing::info!`), and kept as [`AppState::published`] (once the
+/// file has it, when there is one). Failures are logged, never fatal: a chain that no longer
+/// extends the previous checkpoint — the newest stored, or the newest this process published
+/// ([`AppState::published`]: read from the file at start-up, then each one it signed) — is
+/// logged as an error and nothing is signed.
 pub async fn sign_due(state: &AppState, due: Due) {
     let published = state.published.lock().expect("not poisoned").clone();
     let signed = state
@@ -77,19 +79,25 @@ pub async fn sign_due(state: &AppState, due: Due) {
         time = cp.time, public_key = %cp.public_key, signature = %cp.signature,
         "audit checkpoint"
     );
-    if let Some(file) = state.checkpoints.file.clone() {
-        let line = cp.clone();
-        let f = file.clone();
-        let res =
-            tokio::task::spawn_blocking(move || assent_store::checkpoint::append_jsonl(&f, &line))
-                .await;
-        match res {
-            Ok(Ok(())) => *state.published.lock().expect("not poisoned") = Some(cp),
-            Ok(Err(e)) => {
-                tracing::error!(file = %file.display(), error = %e, "audit checkpoint not written to the checkpoint file");
-            }
-            Err(_) => {}
+    let Some(file) = state.checkpoints.file.clone() else {
+        // Without a file, this process still remembers what it signed: the next checkpoint
+        // must extend it, whatever the stored ones say (found by review: with the stored
+        // checkpoints deleted, a rewritten and re-chained chain was signed at the next tick,
+        // and `audit verify --max-unsigned` passed).
+        *state.published.lock().expect("not poisoned") = Some(cp);
+        return;
+    };
+    let line = cp.clone();
+    let f = file.clone();
+    let res =
+        tokio::task::spawn_blocking(move || assent_store::checkpoint::append_jsonl(&f, &line))
+            .await;
+    match res {
+        Ok(Ok(())) => *state.published.lock().expect("not poisoned") = Some(cp),
+        Ok(Err(e)) => {
+            tracing::error!(file = %file.display(), error = %e, "audit checkpoint not written to the checkpoint file");
         }
+        Err(_) => {}
     }
 }
 

@@ -84,8 +84,9 @@ pub struct Shared {
     pub throttle: Arc<throttle::Throttle>,
     /// When audit checkpoints are signed and the JSONL sink file (`audit_checkpoints`).
     pub checkpoints: Arc<config::AuditCheckpoints>,
-    /// The newest checkpoint in that file (read at start-up, then each one appended): the
-    /// next checkpoint is signed only if the chain still extends it
+    /// The newest checkpoint this process published: the file's newest (read at start-up,
+    /// then each one appended), or without a file each one it signed: the next checkpoint is
+    /// signed only if the chain still extends it
     /// ([`assent_store::Store::checkpoint_if_due_after`]).
     pub published: Arc<std::sync::Mutex<Option<assent_store::checkpoint::Checkpoint>>>,
     /// The last `/readyz` answer and when it was taken: at most one check a second, shared

@@ -144,12 +144,25 @@ pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Checkpoint>> {
     sql::rows(conn, &sql, [], row)
 }
 
-fn latest(conn: Conn<'_>) -> db::Result<Option<Checkpoint>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"
-    ))?
-    .query_row([], row)
-    .optional()
+/// The newest stored checkpoint signed with `key`: rows naming another public key (those of
+/// a foreign backup restored with `--force`) are passed over. Errors: `Invalid` when that row
+/// does not verify under `key` — found by review: the signer trusted the newest row as it was,
+/// so a row planted far ahead of the chain stopped every later checkpoint unseen, and one
+/// planted over a rewritten record had the rewrite signed.
+fn latest(conn: Conn<'_>, key: &VerifyingKey) -> Result<Option<Checkpoint>, StoreError> {
+    let cp = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM audit_checkpoints WHERE public_key = ?1 ORDER BY seq DESC LIMIT 1"
+        ))?
+        .query_row([public_key_hex(key)], row)
+        .optional()?;
+    match cp {
+        Some(c) if !c.verifies(key) => Err(StoreError::Invalid(format!(
+            "the stored checkpoint at record {} names this gateway's audit key but its signature does not verify: the checkpoints were edited behind the gateway's back; no checkpoint signed (run assent audit verify)",
+            c.seq
+        ))),
+        c => Ok(c),
+    }
 }
 
 /// Checks that the records after `prev` (to the head) still link to it: the record at
@@ -221,19 +234,29 @@ fn extends(
 /// The head `(seq, hash)` and the previous checkpoint when a checkpoint is `due` at `now`:
 /// the chain grew since the previous checkpoint by `due.every_records` records, or by any and
 /// `due.every_ms` passed (the first checkpoint is due as soon as there is a record).
+/// Errors: `Invalid` when the newest checkpoint signed with `key` does not verify
+/// ([`latest`]) or lies past the chain's head (records were removed from its tail).
 fn due_head(
     conn: Conn<'_>,
     due: Due,
     now: i64,
-) -> db::Result<Option<(i64, String, Option<Checkpoint>)>> {
+    key: &VerifyingKey,
+) -> Result<Option<(i64, String, Option<Checkpoint>)>, StoreError> {
     let head: Option<(i64, String)> = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
+    let prev = latest(conn, key)?;
+    let head_seq = head.as_ref().map_or(0, |h| h.0);
+    if let Some(p) = prev.as_ref().filter(|p| p.seq > head_seq) {
+        return Err(StoreError::Invalid(format!(
+            "the audit chain ends at record {head_seq}, before the checkpoint signed at record {}: records were removed from its tail; no checkpoint signed (run assent audit verify)",
+            p.seq
+        )));
+    }
     let Some((seq, hash)) = head else {
         return Ok(None);
     };
-    let prev = latest(conn)?;
     let grown = seq - prev.as_ref().map_or(0, |p| p.seq);
     let timely = prev.as_ref().is_none_or(|p| now - p.time >= due.every_ms);
     Ok((grown > 0 && (grown >= due.every_records || timely)).then_some((seq, hash, prev)))
@@ -269,11 +292,12 @@ impl Store {
         published: Option<&Checkpoint>,
     ) -> Result<Option<Checkpoint>, StoreError> {
         // Read first: the write lock is taken only when a checkpoint is due.
-        if due_head(self.lock().conn(), due, now)?.is_none() {
+        let key = self.audit_key.verifying_key();
+        if due_head(self.lock().conn(), due, now, &key)?.is_none() {
             return Ok(None);
         }
         self.write(|tx| {
-        let Some((seq, hash, prev)) = due_head(**tx, due, now)? else {
+        let Some((seq, hash, prev)) = due_head(**tx, due, now, &key)? else {
             return Ok(None);
         };
         let prev = match (prev, published) {
@@ -329,9 +353,10 @@ impl Store {
         )?)
     }
 
-    /// The newest stored checkpoint, if any.
+    /// The newest stored checkpoint signed with this gateway's audit key, if any. Errors:
+    /// `Invalid` when it does not verify (the table was edited).
     pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(latest(self.lock().conn())?)
+        latest(self.lock().conn(), &self.audit_key.verifying_key())
     }
 }
 

@@ -44,6 +44,8 @@ pub(crate) struct Keys {
     pub(crate) token: TokenKeys,
     /// Ed25519 key that signs audit checkpoints.
     pub(crate) audit: SigningKey,
+    /// Whether this load created `audit.key` (it was missing).
+    pub(crate) created_audit: bool,
 }
 
 /// Reads the keys of `dir` (which must exist when `files` is `MustExist`). Errors: `Invalid`
@@ -53,9 +55,11 @@ pub(crate) fn load(dir: &Path, files: KeyFiles) -> Result<Keys, StoreError> {
     if files == KeyFiles::CreateMissing {
         create_private_dir(dir).map_err(io(dir))?;
         load_or_create_token_key(dir)?;
+        let created_audit = checkpoint::read_key(dir)?.is_none();
         return Ok(Keys {
             token: TokenKeys::load(dir)?,
             audit: checkpoint::load_or_create_key(dir)?,
+            created_audit,
         });
     }
     let token = read_token_key(dir)?;
@@ -64,6 +68,7 @@ pub(crate) fn load(dir: &Path, files: KeyFiles) -> Result<Keys, StoreError> {
         (Some(_), Some(audit)) => Ok(Keys {
             token: TokenKeys::load(dir)?,
             audit,
+            created_audit: false,
         }),
         (token, _) => Err(StoreError::Invalid(format!(
             "keys_dir {}: no {}: a shared (PostgreSQL) database needs the same keys on every replica, so assent never makes them per replica; run `assent keys init --keys-dir {}` once and give that directory to every replica",

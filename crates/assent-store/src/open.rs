@@ -63,6 +63,9 @@ impl Store {
                 "{database:?}: the database's schema {d}: it was altered behind the gateway's back (a planted trigger or view runs inside its transactions), so it is not served; run `assent audit verify`, then restore a backup or drop the object"
             )));
         }
+        if keys.created_audit {
+            refuse_a_new_audit_key(conn.conn(), keys_dir)?;
+        }
         let checkpointer = match database {
             Database::Sqlite { path } => {
                 conn.conn().batch(crate::wal::WRITER_PRAGMAS)?;
@@ -86,6 +89,32 @@ impl Store {
         }
         Ok(store)
     }
+}
+
+/// Refuses a database that holds audit records when its `audit.key` was just created because
+/// it was missing, and removes that new key (else the next start would take it): every
+/// checkpoint and every sealed row of the database was made with the lost key. Found by
+/// review: a deleted `audit.key` was silently replaced at the next start, which also turned
+/// off the start-up check against the checkpoint file (no line under the new key counted as
+/// no file yet), so a rolled-back or rewritten database was served. `assent keys init`
+/// creates a new key knowingly. Errors: `Invalid` saying so; `Io` when the new key cannot be
+/// removed; the database's.
+fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<(), StoreError> {
+    use crate::db::OptionalExtension;
+    let records: Option<i64> = conn
+        .prepare_cached("SELECT seq FROM audit LIMIT 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    if records.is_none() {
+        return Ok(());
+    }
+    let key = keys_dir.join(crate::checkpoint::KEY_FILE);
+    std::fs::remove_file(&key).map_err(io(&key))?;
+    Err(StoreError::Invalid(format!(
+        "{}: the audit key is missing, but the database already holds audit records, checkpoints and sealed rows made with it; put back the audit.key backed up with this database (a new key would leave every checkpoint and seal unverifiable), or create a new one knowingly with `assent keys init --keys-dir {}`",
+        key.display(),
+        keys_dir.display()
+    )))
 }
 
 /// Verifies the audit chain of the database in `data_dir` without starting a server, read-only.

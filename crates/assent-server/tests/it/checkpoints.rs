@@ -142,3 +142,42 @@ async fn checkpoints_are_signed_listed_to_operators_and_carried_on_webhooks() {
     assert!(lines.iter().all(|c| c.verifies(&key)));
     assert_eq!(lines.last(), Some(&last));
 }
+
+/// Found by review: without a checkpoint file the signer trusted the stored checkpoints alone,
+/// so whoever could write the database deleted them with the chain's newest record and let
+/// the next proposal take its place: the chain still linked, and the next tick signed the
+/// rewritten history (`audit verify --max-unsigned` then passed). The running gateway now
+/// remembers what it signed and signs nothing that does not extend it.
+#[tokio::test]
+async fn a_gateway_without_a_checkpoint_file_does_not_sign_history_rewritten_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |st| {
+        st.checkpoints = Arc::new(AuditCheckpoints {
+            every_records: 1,
+            every_seconds: 1,
+            file: None,
+        });
+    })
+    .await;
+    gw.held("s1", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    let head = gw.with_store(|s| s.audit_head_seq()).unwrap();
+    wait_for("a checkpoint covering the head", async || {
+        let newest = gw.with_store(|s| s.latest_checkpoint()).unwrap();
+        newest.filter(|c| c.seq >= head)
+    })
+    .await;
+    let mut sql = gw.sql();
+    sql.exec("DELETE FROM audit_checkpoints", &[]);
+    sql.exec(&format!("DELETE FROM audit WHERE seq = {head}"), &[]);
+    // The next record takes the deleted one's number and links to the one before it.
+    gw.held("s1", "pay", json!({"amount": 501, "to": "acme"}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let signed = sql.rows("SELECT CAST(seq AS TEXT) FROM audit_checkpoints", &[]);
+    assert!(
+        signed.is_empty(),
+        "the rewritten chain was signed: {signed:?}"
+    );
+    gw.stop().await;
+}

@@ -85,6 +85,56 @@ fn a_chain_rewritten_after_a_checkpoint_is_never_signed() {
     assert!(e.to_string().contains("no checkpoint signed"), "{e}");
 }
 
+/// Found by review: the signer took the newest stored checkpoint as it was. A row planted far
+/// ahead of the chain (under this gateway's public key, with no valid signature) stopped every
+/// later checkpoint without a word, and one planted over a rewritten record had the rewrite
+/// signed; a chain whose tail was deleted under its checkpoint was passed over in silence too.
+/// Each is refused, loudly; a row naming another key (a foreign backup restored with
+/// `--force`) is passed over.
+#[test]
+fn a_planted_checkpoint_row_or_a_truncated_tail_is_refused_not_signed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cp) = redeemed(dir.path());
+    let plant = |key: &str| {
+        sql(
+            dir.path(),
+            &format!(
+                "INSERT INTO audit_checkpoints (seq, head_hash, record_count, time, public_key, signature) \
+                 VALUES (900000000000000, '{h}', 900000000000000, 5000, '{key}', '{s}');",
+                h = "0".repeat(64),
+                s = "0".repeat(128)
+            ),
+        )
+    };
+    plant(&cp.public_key);
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
+    s.append_audit("note", None, "test", &serde_json::json!({}), 5_000)
+        .unwrap();
+    let e = s.checkpoint_if_due(Due::NOW, 6_000).unwrap_err();
+    assert!(e.to_string().contains("does not verify"), "{e}");
+    assert!(s.latest_checkpoint().is_err());
+    drop(s);
+    // Under another key: passed over; the chain since the genuine checkpoint is signed.
+    sql(
+        dir.path(),
+        "DELETE FROM audit_checkpoints WHERE seq = 900000000000000;",
+    );
+    plant(&"1".repeat(64));
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
+    let next = s.checkpoint_if_due(Due::NOW, 6_000).unwrap().unwrap();
+    assert_eq!(next.seq, cp.seq + 1);
+    assert_eq!(s.latest_checkpoint().unwrap(), Some(next.clone()));
+    drop(s);
+    // The tail under the newest checkpoint deleted: refused.
+    sql(
+        dir.path(),
+        &format!("DELETE FROM audit WHERE seq = {};", next.seq),
+    );
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
+    let e = s.checkpoint_if_due(Due::NOW, 7_000).unwrap_err();
+    assert!(e.to_string().contains("removed from its tail"), "{e}");
+}
+
 #[test]
 fn verify_passes_untouched_and_names_each_attack() {
     let dir = tempfile::tempdir().unwrap();
@@ -201,4 +251,34 @@ fn record_hash_is_the_sha256_of_the_rfc8785_array() {
         let got = assent_store::audit::record_hash(t, n, -n.saturating_add(1), t, aid, t, t);
         assert_eq!(got, want, "{t:?} {n}");
     }
+}
+
+/// Found by review: a deleted `audit.key` was replaced by a new one at the next start, so
+/// every checkpoint and seal of the database became unverifiable and the start-up check
+/// against the checkpoint file (no line under the new key: "no file yet") was off — a
+/// rolled-back or rewritten database was served. A database with audit records is refused
+/// until the key is put back (or a new one made knowingly with `assent keys init`), and the
+/// key made in the attempt is removed, so a second start does not take it either.
+#[test]
+fn a_missing_audit_key_is_not_replaced_under_a_database_that_used_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cp) = redeemed(dir.path());
+    let key = dir.path().join("audit.key");
+    let kept = std::fs::read(&key).unwrap();
+    std::fs::remove_file(&key).unwrap();
+    for _ in 0..2 {
+        let e = Store::open(dir.path(), 60_000, wire()).err().unwrap();
+        assert!(e.to_string().contains("the audit key is missing"), "{e}");
+        assert!(!key.exists());
+    }
+    // Put back, it opens and its checkpoints verify.
+    std::fs::write(&key, &kept).unwrap();
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
+    assert!(cp.verifies(&s.audit_public_key()));
+    drop(s);
+    // A new key made knowingly opens it (its checkpoints no longer verify under that key).
+    std::fs::remove_file(&key).unwrap();
+    assent_store::keys::init(dir.path()).unwrap();
+    let s = Store::open(dir.path(), 60_000, wire()).unwrap();
+    assert!(!cp.verifies(&s.audit_public_key()));
 }
