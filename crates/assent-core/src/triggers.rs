@@ -403,14 +403,36 @@ pub fn host_allowed(host: &str, allow: &[String]) -> bool {
     })
 }
 
+/// The start of `s` up to the end of its authority: the scheme and its `:`, the slashes (or
+/// backslashes) after it, and the authority up to the first `/`, `?` or `#`.
+fn through_authority(s: &str) -> &str {
+    let after_scheme = s.find(':').map_or(0, |i| i + 1);
+    let rest = &s[after_scheme..];
+    let slashes = rest.len() - rest.trim_start_matches(['/', '\\']).len();
+    let authority = &rest[slashes..];
+    let end = authority.find(['/', '?', '#']).unwrap_or(authority.len());
+    &s[..after_scheme + slashes + end]
+}
+
 /// Why each URL argument names a host outside `scope.allow` (empty when all are inside).
 /// Unparseable URLs, URLs without a host and non-string values are outside (fail closed). Hosts
-/// are compared as the URL parser normalises them (lower case, IDNA, IP literals).
+/// are compared as the URL parser normalises them (lower case, IDNA, IP literals). A URL that
+/// parsers read differently is outside too, whatever host this one reads: one with a control
+/// character anywhere, or a backslash or whitespace before the end of its authority (found by
+/// review: `https://docs.example.com\@evil.net/` has the host `docs.example.com` under WHATWG
+/// rules, which read `\` as `/`, and `evil.net` under RFC 3986 parsers such as Python's
+/// `urlsplit`, which the tool may use).
 pub fn domain_violations(scope: &DomainScope, args: &Value) -> Vec<String> {
     violations(args, &scope.arguments, "domain scope", |key, s| {
-        let host = url::Url::parse(s)
-            .ok()
-            .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_string()));
+        if s.chars().any(char::is_control)
+            || through_authority(s).contains(|c: char| c == '\\' || c.is_whitespace())
+        {
+            return Some(format!(
+                "domain scope: `{key}` = {s:?} holds a control character, or a backslash or whitespace before its path, which URL parsers read differently, so it cannot be checked"
+            ));
+        }
+        let url = url::Url::parse(s).ok();
+        let host = url.and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_string()));
         match host {
             None => Some(format!(
                 "domain scope: `{key}` = {s:?} is not a URL with a host, so it cannot be checked"

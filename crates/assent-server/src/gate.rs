@@ -424,15 +424,15 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                 if b.target.is_some() {
                     return evaluate_target(&reg, &b.agent, c.call(), args);
                 }
-                if b.delegation {
-                    return evaluate_delegation(&reg, &b.agent, c.call(), args);
-                }
                 let obs = Observations {
                     now_ms: now,
                     prior_calls: prior,
                     session,
                     resolve_path: &resolve_real_path,
                 };
+                if b.delegation {
+                    return evaluate_delegation(&reg, &b.agent, c.call(), args, &obs);
+                }
                 evaluate_in(&reg, &b.agent, c.call(), args, &obs)
             })
         })

@@ -39,6 +39,7 @@ use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
 use assent_api::audit as api;
+use assent_core::approval::ApprovalStatus;
 use assent_store::ApprovalRecord;
 use assent_store::audit::AuditRecord;
 use hmac::{KeyInit, Mac};
@@ -164,7 +165,12 @@ async fn deliver(
         }
         _ => None,
     };
-    let Some(a) = approval else {
+    // A request settled before its turn came is announced by its resolution alone (found by
+    // review: an agent proposing and cancelling held calls in a loop queued two deliveries
+    // each, in order, ahead of every other agent's approvals).
+    let Some(a) =
+        approval.filter(|a| event != "approval.requested" || a.status == ApprovalStatus::Pending)
+    else {
         return advance(st, hook, holder, rec.seq).await;
     };
     let link = if event == "approval.requested" {
@@ -189,7 +195,7 @@ async fn deliver(
     let checkpoint_header = checkpoint
         .as_ref()
         .and_then(|c| assent_core::canonical::canonical_value(c).ok());
-    let delivery = format!("{}-{}", hook.name, rec.seq);
+    let delivery = delivery_id(hook, rec);
     let mut attempt = 0u32;
     let mut delay = Duration::from_millis(hook.retry_initial_ms).min(MAX_BACKOFF);
     let last_error = loop {
@@ -234,6 +240,15 @@ async fn deliver(
     tracing::error!(webhook = %hook.name, delivery = %delivery, attempts = attempt, "webhook delivery dead-lettered");
     let tries = (attempt, last_error);
     dead_letter(st, holder, &hook.name, rec.seq, event, body, tries).await
+}
+
+/// The id of `hook`'s delivery of record `rec`: `NAME-SEQ-HASH12`, the record's sequence number
+/// and the first 12 hex digits of its chain hash, so that a record that takes an earlier
+/// one's number after a restore is not taken for it (found by review: `NAME-SEQ` repeated
+/// after a restore, and receivers de-duplicating on it dropped the new events).
+fn delivery_id(hook: &Webhook, rec: &AuditRecord) -> String {
+    let hash = rec.hash.get(..12).unwrap_or(&rec.hash);
+    format!("{}-{}-{hash}", hook.name, rec.seq)
 }
 
 /// A single-use link to the card, valid until the approval expires (needs `public_url`).
@@ -291,7 +306,7 @@ fn json_body(
     link: Option<&str>,
 ) -> Value {
     let mut v = json!({
-        "event": event, "delivery_id": format!("{}-{}", hook.name, rec.seq),
+        "event": event, "delivery_id": delivery_id(hook, rec),
         "audit_seq": rec.seq, "at": rfc3339(rec.at), "approval": approval_out(a),
     });
     if event == "approval.escalated" {

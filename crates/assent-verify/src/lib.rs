@@ -8,7 +8,7 @@
 //! `GET /v1/keys` and `GET /.well-known/jwks.json`; [`Jwks::from_json`] reads it.
 //!
 //! [`verify`] checks, in order: size ([`MAX_TOKEN_BYTES`]), shape (three base64url parts),
-//! the header (strict: exactly `alg`, `kid` and optionally `typ`, no duplicate key), the
+//! the header (strict: exactly `alg`, `kid` and `typ`, no duplicate key), the
 //! algorithm (`EdDSA` only: `none`, `HS256` and everything else are refused before any key
 //! is touched), the key (`kid` must be in the JWKS), the signature (by `jsonwebtoken`), the
 //! claims (strict: exactly the seven, no duplicate key), the binding (`call_hash` and, when
@@ -270,9 +270,11 @@ pub fn verify_signature(token: &str, keys: &Jwks) -> Result<Claims, VerifyError>
     if header.alg != "EdDSA" {
         return Err(VerifyError::Algorithm(format!("alg `{}`", header.alg)));
     }
-    if header.typ.as_deref().is_some_and(|t| t != TYP) {
+    // Explicit typing (RFC 8725 §3.11): a JWS signed with the token key for anything else —
+    // or without `typ` — is not an approval token (found by review: `typ` was optional).
+    if header.typ.as_deref() != Some(TYP) {
         return Err(VerifyError::Algorithm(format!(
-            "typ `{}`",
+            "typ `{}` (an approval token's is `{TYP}`)",
             header.typ.unwrap_or_default()
         )));
     }

@@ -549,7 +549,13 @@ mod tests {
         );
         let input = json!({"action": "rm -rf\n/srv", "env": "prod"});
         let call = crate::gatekeeper::delegation_call("exec", input, None, None).unwrap();
-        let v = crate::gatekeeper::evaluate_delegation(&reg, "bot", &call, None);
+        let v = crate::gatekeeper::evaluate_delegation(
+            &reg,
+            "bot",
+            &call,
+            None,
+            &crate::triggers::Observations::none(0),
+        );
         assert_eq!(v.kind, VerdictKind::Confirm, "{:?}", v.terms.reasons);
         assert_eq!(v.terms.message, "Run [redacted] in prod");
     }

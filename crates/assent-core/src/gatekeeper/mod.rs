@@ -81,15 +81,27 @@ pub fn evaluate_in(
 /// decides too, over the skill's input fields. Templates see `{{parent.input.*}}`,
 /// `{{skill_id}}`, `{{skill_args}}`, `{{skill_args.*}}`, `{{remote_agent_alias}}`,
 /// `{{agent_alias}}` (the sub-agent) and `{{agent_id}}` (the parent). Governance rules covering
-/// the tool name `delegate.<target>` apply as for a tool call. The sub-agent's own tool calls
-/// are gated separately, as its own.
+/// the tool name `delegate.<target>` apply as for a tool call, observing the session through
+/// `obs` as [`evaluate_in`] does: their `thresholds` count the session's earlier delegations,
+/// their `scope` resolves paths, and what the session took in raises the delegation's risk
+/// (found by review: delegations were evaluated with nothing observed, so a rate on
+/// `delegate.*` never fired and a delegation after untrusted output was not raised). The
+/// sub-agent's own tool calls are gated separately, as its own.
 pub fn evaluate_delegation(
     reg: &Registry,
     agent_id: &str,
     call: &ToolCall,
     canonical_arguments: Option<&str>,
+    obs: &Observations<'_>,
 ) -> Verdict {
-    Mode::Delegation.evaluate_unobserved(reg, agent_id, call, canonical_arguments)
+    evaluate_inner(
+        reg,
+        agent_id,
+        call,
+        canonical_arguments,
+        obs,
+        Mode::Delegation,
+    )
 }
 
 /// The verdict for an MPLP Confirm on a target that is not a tool call (MPLP Confirm module
@@ -109,7 +121,7 @@ pub fn evaluate_target(
 
 impl Mode {
     /// [`evaluate_inner`] in this mode with nothing observed (no earlier calls, no
-    /// filesystem): delegations and non-tool targets have no thresholds to count.
+    /// filesystem): non-tool targets have no thresholds to count.
     fn evaluate_unobserved(
         self,
         reg: &Registry,

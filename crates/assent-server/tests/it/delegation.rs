@@ -34,9 +34,12 @@ action_space:
             condition: {args_match: {amount: {gt: 100}}}
 "#;
 
-/// `delegate.archiver` is denied with a message.
+/// `delegate.archiver` is denied with a message; `delegate.summariser` at most once a minute
+/// per session.
 const RULES: &str = r#"- tool: delegate.archiver
-  deny: {message_template: "archiving is frozen"}"#;
+  deny: {message_template: "archiving is frozen"}
+- tool: delegate.summariser
+  thresholds: {rate: {max: 1, per_seconds: 60}}"#;
 
 async fn delegate(gw: &Gw, body: Value) -> (StatusCode, Value) {
     let mut b = json!({"agent": "bot", "session_id": "s1"});
@@ -134,5 +137,31 @@ async fn delegations_are_gated_by_the_references_approval_skills_and_governance(
     assert_says(&b, "message", "skill_id");
     let (s, _) = delegate(&gw, json!({"target": "payments", "input": [1]})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    gw.stop().await;
+}
+
+/// Found by review: a delegation was evaluated with nothing observed, so the session's
+/// earlier delegations were never counted — a `rate` on `delegate.*` never fired — and what
+/// the session had taken in never raised a delegation's risk. They are observed as a tool
+/// call's are.
+#[tokio::test]
+async fn a_delegations_thresholds_count_the_sessions_earlier_delegations() {
+    let gw = serve_policy(AGENTS, &policy("acme.delegation.rules-v1", RULES)).await;
+    let body = |n: i64| json!({"session_id": "rated", "target": "summariser", "input": {"n": n}});
+    let (s, b) = delegate(&gw, body(1)).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = delegate(&gw, body(2)).await;
+    assert_eq!(
+        (s, b["triggers"].clone()),
+        (StatusCode::ACCEPTED, json!(["rate"])),
+        "{b}"
+    );
+    // Another session starts its own count.
+    let (s, b) = delegate(
+        &gw,
+        json!({"session_id": "other", "target": "summariser", "input": {}}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
     gw.stop().await;
 }

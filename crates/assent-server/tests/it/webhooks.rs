@@ -616,3 +616,72 @@ async fn an_agents_oversized_arguments_stay_out_of_webhook_bodies() {
     assert_eq!(small["arguments_bytes"], Value::Null, "{small}");
     gw.stop().await;
 }
+
+/// Found by review: an agent that proposed and cancelled held calls in a loop queued two
+/// deliveries each, sent in order ahead of every other agent's approvals (at Slack's one post
+/// a second, for hours). A request already settled when its turn comes is announced by its
+/// resolution alone. And a delivery's id names its record's hash as well as its number, which
+/// a record written after a restore takes again (`NAME-SEQ` repeated, and receivers
+/// de-duplicating on it dropped new events).
+#[tokio::test]
+async fn a_request_settled_before_its_delivery_is_announced_by_its_resolution_alone() {
+    let gw = crate::kit::serve().await;
+    let before = gw.sql().int("SELECT COALESCE(max(seq), 0) FROM audit", &[]);
+    let churned = gw
+        .held("churn", "pay", json!({"amount": 501, "to": "a"}))
+        .await;
+    let (s, b) = gw.cancel(&churned, BOT, None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let wanted = gw
+        .held("work", "pay", json!({"amount": 502, "to": "b"}))
+        .await;
+    // A webhook whose cursor stands before all of that.
+    gw.sql().exec(
+        &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('late', {before})"),
+        &[],
+    );
+    let recv = Receiver::default();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(receive))
+        .with_state(recv.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut st = gw.state.clone();
+    st.webhooks = Arc::new(vec![hook("late", url, WebhookFormat::Json, 1, 10)]);
+    let tasks = assent_server::webhooks::spawn(st, "replica_test").await;
+    let got = bodies(&recv, 2).await;
+    let seen: Vec<(&str, &str)> = got
+        .iter()
+        .map(|b| {
+            (
+                b["event"].as_str().unwrap(),
+                b["approval"]["id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("approval.resolved", churned.as_str()),
+            ("approval.requested", wanted.as_str())
+        ]
+    );
+    for b in &got {
+        let seq = b["audit_seq"].as_i64().unwrap();
+        let hash = gw
+            .sql()
+            .rows(&format!("SELECT hash FROM audit WHERE seq = {seq}"), &[]);
+        assert_eq!(
+            b["delivery_id"],
+            format!("late-{seq}-{}", &hash[0][0][..12]),
+            "{b}"
+        );
+    }
+    for t in tasks {
+        t.abort();
+    }
+    gw.stop().await;
+}

@@ -240,6 +240,12 @@ fn header_members_beyond_alg_kid_typ_are_refused() {
         check(&signed(&other_typ, &claims())),
         Err(VerifyError::Algorithm(_))
     ));
+    // Found by review: `typ` was optional, though the header is exactly `alg`, `kid`, `typ`.
+    let no_typ = json!({"alg": "EdDSA", "kid": kid()}).to_string();
+    assert!(matches!(
+        check(&signed(&no_typ, &claims())),
+        Err(VerifyError::Algorithm(_))
+    ));
 }
 
 #[test]

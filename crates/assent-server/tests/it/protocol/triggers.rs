@@ -104,6 +104,7 @@ async fn path_and_domain_scope_drift_is_held_including_dotdot_and_symlink_escape
     for ok in [
         "https://api.example.com/v1",
         "https://example.com/",
+        "https://api.example.com/a\\b?q=a b",
         "https://API.Example.COM./x",
     ] {
         let (s, b) = gw.propose_in("s1", "fetch", json!({"url": ok})).await;
@@ -115,6 +116,12 @@ async fn path_and_domain_scope_drift_is_held_including_dotdot_and_symlink_escape
         "https://evil.net/?u=https://a.example.com",
         "not a url",
         "file:///etc/passwd",
+        // Found by review: WHATWG reads `\` as `/` (host a.example.com), RFC 3986 parsers
+        // such as Python's urlsplit read the host after `@` (evil.net).
+        "https://a.example.com\\@evil.net/x?d=SECRET",
+        "https:\\\\api.example.com/",
+        "https://api.example.com\tevil.net/",
+        "https://api.example.com /",
     ] {
         let (s, b) = gw.propose_in("s1", "fetch", json!({"url": bad})).await;
         assert_eq!(

@@ -479,3 +479,37 @@ async fn without_a_bot_token_the_webhook_message_offers_deny_only_and_the_click_
     assert!(fake.to("/api/chat.postMessage").is_empty());
     gw.stop().await;
 }
+
+/// Found by review: the bot posted a message for every `approval.requested`, even of an
+/// approval settled before its turn came, so an agent proposing and cancelling held calls in
+/// a loop kept the channel's one post a second busy ahead of every other approval. Only a
+/// pending approval gets a message.
+#[tokio::test]
+async fn no_message_is_posted_for_an_approval_settled_before_its_turn() {
+    let fake = FakeSlack::start().await;
+    let gw = crate::kit::serve().await;
+    let before = gw.sql().int("SELECT COALESCE(max(seq), 0) FROM audit", &[]);
+    let churned = gw
+        .held("churn", "pay", json!({"amount": 501, "to": "a"}))
+        .await;
+    let (s, b) = gw.cancel(&churned, crate::kit::BOT, None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let wanted = gw
+        .held("work", "pay", json!({"amount": 502, "to": "b"}))
+        .await;
+    gw.sql().exec(
+        &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('slack:bot', {before})"),
+        &[],
+    );
+    let mut st = gw.state.clone();
+    with_slack(&mut st, slack(&fake, true));
+    let tasks = assent_server::webhooks::spawn(st, "replica_test").await;
+    fake.wait_for("/api/chat.postMessage", &wanted).await;
+    let posted = fake.to("/api/chat.postMessage");
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert!(!posted[0].to_string().contains(&churned), "{posted:?}");
+    for t in tasks {
+        t.abort();
+    }
+    gw.stop().await;
+}
