@@ -127,9 +127,11 @@ impl Store {
         })
     }
 
-    /// Expires pending clarifications whose time is up; returns how many.
+    /// Expires pending clarifications whose time is up; returns how many. Announces a change
+    /// (on PostgreSQL a NOTIFY to every replica) only when it expired one (found by review: the
+    /// once-a-second sweep woke every event stream of every replica while nothing happened).
     pub fn expire_clarifications(&self, now: i64) -> Result<usize, StoreError> {
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             let ids: Vec<String> = sql::column(
                 **tx,
                 "SELECT id FROM clarifications WHERE status = 'pending' AND expires_at <= ?1",
@@ -154,6 +156,7 @@ impl Store {
                 };
                 emit(**tx, &*self.envelopes, &ev, None, None, now)?;
                 tx.changed(Change::Clarification(id.clone()));
+                tx.changed(Change::Events);
             }
             Ok(ids.len())
         })

@@ -182,8 +182,9 @@ fn escalate(
 impl Store {
     /// Emits the countdown events of AAEP §6.4.3 that are due: for pending confirmations whose
     /// timeout exceeds 60 s, one at 50% and one at 10% of the time remaining. Returns how many.
+    /// Announces a change only when it emitted one (as [`Store::expire_clarifications`]).
     pub fn emit_countdowns(&self, now: i64) -> Result<usize, StoreError> {
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
         let due: Vec<(String, i64)> = tx
             .prepare_cached(
                 // A pre-filter only (the announced deadline is never before expires_at); the
@@ -216,6 +217,7 @@ impl Store {
             emit(**tx, &*self.envelopes, &ev, None, Some(&id), now)?;
             tx.prepare_cached("UPDATE approvals SET progress_marks = ?2 WHERE id = ?1")?
                 .execute(params![id, marks])?;
+            tx.changed(Change::Events);
             n += 1;
         }
         Ok(n)

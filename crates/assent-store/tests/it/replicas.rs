@@ -129,6 +129,13 @@ fn lease_and_session_bookkeeping_wakes_no_replica() {
     a.start_ui_session(&"ab".repeat(32), &session, &"00".repeat(32), 0)
         .unwrap();
     b.end_ui_sessions_of("alice").unwrap();
+    // The once-a-second sweeps with nothing due (found by review: each announced a change,
+    // waking every event stream of every replica every second while nothing happened).
+    for s in [&a, &b] {
+        assert!(s.expire_due(2).unwrap().is_empty());
+        assert_eq!(s.emit_countdowns(2).unwrap(), 0);
+        assert_eq!(s.expire_clarifications(2).unwrap(), 0);
+    }
     // The marker: one audit record, one announcement. Anything announced before it was
     // heard first (a listener hears in commit order).
     a.append_audit("test.marker", None, "t", &serde_json::json!({}), 1)
