@@ -47,15 +47,22 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Writes `bytes` to `path` with mode 0600 (Unix) and syncs it.
+/// Writes `bytes` to a new file `path` with mode 0600 (Unix) and syncs it: whatever was at
+/// `path` is removed first (a symbolic link itself, not its target) and the file is created
+/// exclusively, so neither a link planted there nor a file someone else created (with
+/// another mode or owner) is written through (found by review: the key files' temporary
+/// file was opened following links, with the mode applied only when it was created).
 #[cfg(unix)]
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(path)?;
     f.write_all(bytes)?;

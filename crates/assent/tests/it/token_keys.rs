@@ -108,3 +108,28 @@ fn an_executor_principal_is_checked_at_start_up() {
         "{err}"
     );
 }
+
+/// Found by review: the key files were written through a temporary file opened following
+/// links, its mode set only when it was created: whoever could write `keys_dir` planted
+/// `token.key.tmp` as a link to a file of theirs, and the next rotation wrote the new signing
+/// key into it. Now a planted link (or file) is replaced, never written through.
+#[test]
+fn a_link_planted_as_the_temporary_key_file_is_not_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("keys");
+    ok(&keys(&["init"], &d));
+    let theirs = dir.path().join("theirs");
+    std::fs::write(&theirs, b"").unwrap();
+    std::os::unix::fs::symlink(&theirs, d.join("token.key.tmp")).unwrap();
+    ok(&keys(&["rotate-token-key"], &d));
+    assert_eq!(
+        std::fs::read(&theirs).unwrap(),
+        b"",
+        "the key went through the link"
+    );
+    let meta = std::fs::symlink_metadata(d.join("token.key")).unwrap();
+    assert!(meta.file_type().is_file(), "token.key is a plain file");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::read(d.join("token.key")).unwrap().len(), 32);
+}
