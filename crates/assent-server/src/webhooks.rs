@@ -165,11 +165,12 @@ async fn deliver(
         }
         _ => None,
     };
-    // A request settled before its turn came is announced by its resolution alone (found by
-    // review: an agent proposing and cancelling held calls in a loop queued two deliveries
-    // each, in order, ahead of every other agent's approvals).
+    // A request cancelled before its turn came is announced by its cancellation alone (found
+    // by review: an agent proposing and cancelling held calls in a loop queued two deliveries
+    // each, in order, ahead of every other agent's approvals). One decided or expired keeps
+    // both: those take a person, or the timeout, and the pending cap bounds them.
     let Some(a) =
-        approval.filter(|a| event != "approval.requested" || a.status == ApprovalStatus::Pending)
+        approval.filter(|a| event != "approval.requested" || a.status != ApprovalStatus::Cancelled)
     else {
         return advance(st, hook, holder, rec.seq).await;
     };

@@ -166,10 +166,10 @@ async fn send(st: &AppState, slack: &Slack, kind: &str, a: &ApprovalRecord) -> R
             body["ts"] = json!(m.ts);
             api::call(slack, "chat.update", &body).await.map(drop)
         }
-        // Only a pending approval gets a new message: one settled before its turn came needs
-        // none (found by review: an agent proposing and cancelling held calls in a loop had a
-        // message posted for each, at Slack's one a second, ahead of every other approval).
-        None if kind == "approval.requested" && a.status == ApprovalStatus::Pending => {
+        // An approval cancelled before its turn came gets no message (found by review: an
+        // agent proposing and cancelling held calls in a loop had a message posted for each,
+        // at Slack's one a second, ahead of every other approval).
+        None if kind == "approval.requested" && a.status != ApprovalStatus::Cancelled => {
             body["channel"] = json!(slack.config.channel);
             let r = api::call(slack, "chat.postMessage", &body).await?;
             let m = SlackMessage {
@@ -179,8 +179,8 @@ async fn send(st: &AppState, slack: &Slack, kind: &str, a: &ApprovalRecord) -> R
             remember(st, &a.id, m).await;
             Ok(())
         }
-        // Requested before the bot posted messages, or settled before it was posted: nothing
-        // to update.
+        // Requested before the bot posted messages, or cancelled before it was posted:
+        // nothing to update.
         None => Ok(()),
     }
 }

@@ -619,12 +619,12 @@ async fn an_agents_oversized_arguments_stay_out_of_webhook_bodies() {
 
 /// Found by review: an agent that proposed and cancelled held calls in a loop queued two
 /// deliveries each, sent in order ahead of every other agent's approvals (at Slack's one post
-/// a second, for hours). A request already settled when its turn comes is announced by its
-/// resolution alone. And a delivery's id names its record's hash as well as its number, which
+/// a second, for hours). A request already cancelled when its turn comes is announced by its
+/// cancellation alone. And a delivery's id names its record's hash as well as its number, which
 /// a record written after a restore takes again (`NAME-SEQ` repeated, and receivers
 /// de-duplicating on it dropped new events).
 #[tokio::test]
-async fn a_request_settled_before_its_delivery_is_announced_by_its_resolution_alone() {
+async fn a_request_cancelled_before_its_delivery_is_announced_by_its_cancellation_alone() {
     let gw = crate::kit::serve().await;
     let before = gw.sql().int("SELECT COALESCE(max(seq), 0) FROM audit", &[]);
     let churned = gw

@@ -481,11 +481,11 @@ async fn without_a_bot_token_the_webhook_message_offers_deny_only_and_the_click_
 }
 
 /// Found by review: the bot posted a message for every `approval.requested`, even of an
-/// approval settled before its turn came, so an agent proposing and cancelling held calls in
-/// a loop kept the channel's one post a second busy ahead of every other approval. Only a
-/// pending approval gets a message.
+/// approval cancelled before its turn came, so an agent proposing and cancelling held calls in
+/// a loop kept the channel's one post a second busy ahead of every other approval. A cancelled
+/// one gets no message.
 #[tokio::test]
-async fn no_message_is_posted_for_an_approval_settled_before_its_turn() {
+async fn no_message_is_posted_for_an_approval_cancelled_before_its_turn() {
     let fake = FakeSlack::start().await;
     let gw = crate::kit::serve().await;
     let before = gw.sql().int("SELECT COALESCE(max(seq), 0) FROM audit", &[]);
