@@ -225,3 +225,13 @@ def test_a_dry_run_tool_redefined_upstream_is_not_run_until_its_review(gateway):
     assert statuses == [303, 409], statuses
     assert "is running now" in two.result()[1]
     assert _upstream_calls(gateway) == ["echo before", "echo after"]
+    # Found by review: a list the gateway refuses to pin (a name with an escape sequence, which
+    # `POST /v1/tools/check` answers 400) still had pins stored and the dry run run.
+    cfg.write_text(cfg.read_text().replace("env: {TOOL_DESCRIPTION:", 'env: {BAD_NAME: "1", TOOL_DESCRIPTION:'))
+    gateway["proc"].terminate()
+    gateway["proc"].wait(10)
+    gateway["start"]()
+    alice = _signed_in(url, OPERATOR_KEY)
+    status, page = _dry_run(url, alice, _held_publish(url, "bad list"))
+    assert status == 409 and "not one the gateway pins" in page, page
+    assert _upstream_calls(gateway) == ["echo before", "echo after"]

@@ -74,7 +74,9 @@ const MAX_STEPS: usize = 8192;
 /// target (read with `readlink`, also when the target does not exist: writing through a
 /// dangling link creates its target), a component that does not exist taken as it is. `None`
 /// when `p` is not absolute, the path or a link's target is longer than 4,096 bytes, more
-/// than 40 links or 8,192 components are walked, or a link cannot be read. Found by review:
+/// than 40 links or 8,192 components are walked, a component cannot be looked at (no
+/// permission: the gateway must see the tool's filesystem for a path scope to hold), a link
+/// cannot be read, or a link lies under `/proc` (it would resolve as the gateway's process). Found by review:
 /// the path was normalised lexically before its links were resolved, so `root/link/../x`
 /// was checked as `root/x` while the kernel opens the `x` beside the link's target; and one
 /// `canonicalize` per missing component made a long path cost quadratic time.
@@ -106,9 +108,19 @@ pub fn resolve_real_path(p: &std::path::Path) -> Option<std::path::PathBuf> {
             continue;
         }
         cur.push(&c);
-        let is_link = std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink());
+        let is_link = match std::fs::symlink_metadata(&cur) {
+            Ok(m) => m.file_type().is_symlink(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            // Not seen (no permission, an I/O error): it may be a link the tool follows
+            // (found by review: any error was taken as "not a link").
+            Err(_) => return None,
+        };
         if !is_link {
             continue;
+        }
+        if cur.starts_with("/proc") {
+            // `/proc/self/…` and the like resolve as this process's, not the tool's.
+            return None;
         }
         links += 1;
         let target = std::fs::read_link(&cur).ok()?;

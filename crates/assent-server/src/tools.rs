@@ -87,26 +87,7 @@ pub(crate) async fn check(
             b.server, b.agent
         )));
     }
-    if b.tools.len() > MAX_TOOLS || b.tools.iter().any(|t| !t["name"].is_string()) {
-        return Err(ApiError::bad_request(format!(
-            "tools: at most {MAX_TOOLS} tool definitions, each with a string `name`"
-        )));
-    }
-    // A name is shown to operators (reviews, `assent tools accept`): held to the rules of
-    // every other name, so no escape sequence reaches a terminal (found by review).
-    let mut seen = std::collections::HashSet::new();
-    for (i, t) in b.tools.iter().enumerate() {
-        let name = t["name"].as_str().unwrap_or("");
-        crate::calls::check_name(&format!("tools[{i}].name"), name)?;
-        // Found by review: a list naming a tool twice, a new description beside the pinned
-        // definition, had the new one shown to the client (its state read last-wins as
-        // pinned), even after its review was rejected. A tool list names each tool once.
-        if !seen.insert(name) {
-            return Err(ApiError::bad_request(format!(
-                "tools[{i}].name: `{name}` is named twice in the list (a tool list names each tool once)"
-            )));
-        }
-    }
+    check_list(&b.tools)?;
     let hub = from_own_hub(b.hub_token.as_deref());
     let list = st
         .store_task(move |s| {
@@ -131,6 +112,30 @@ pub(crate) async fn check(
         st.changed();
     }
     Ok(Body(ToolCheckResponse { tools: list }))
+}
+
+/// `400` unless `tools` is a tool list the gateway pins: at most [`MAX_TOOLS`] definitions,
+/// each with a string `name` held to the rules of every other name (no escape sequence
+/// reaches an operator's terminal; found by review), none named twice (found by review: a
+/// list naming a tool twice, a new description beside the pinned definition, had the new one
+/// shown to the client). Shared by `POST /v1/tools/check` and the dashboard's dry run.
+pub(crate) fn check_list(tools: &[serde_json::Value]) -> Result<(), ApiError> {
+    if tools.len() > MAX_TOOLS || tools.iter().any(|t| !t["name"].is_string()) {
+        return Err(ApiError::bad_request(format!(
+            "tools: at most {MAX_TOOLS} tool definitions, each with a string `name`"
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, t) in tools.iter().enumerate() {
+        let name = t["name"].as_str().unwrap_or("");
+        crate::calls::check_name(&format!("tools[{i}].name"), name)?;
+        if !seen.insert(name) {
+            return Err(ApiError::bad_request(format!(
+                "tools[{i}].name: `{name}` is named twice in the list (a tool list names each tool once)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `GET /v1/tools/reviews[?status=…]` (operators).

@@ -165,13 +165,15 @@ async fn deliver(
         }
         _ => None,
     };
-    // A request cancelled before its turn came is announced by its cancellation alone (found
-    // by review: an agent proposing and cancelling held calls in a loop queued two deliveries
-    // each, in order, ahead of every other agent's approvals). One decided or expired keeps
-    // both: those take a person, or the timeout, and the pending cap bounds them.
-    let Some(a) =
-        approval.filter(|a| event != "approval.requested" || a.status != ApprovalStatus::Cancelled)
-    else {
+    // A request cancelled before its turn came is announced by its cancellation alone, to a
+    // webhook that gets both (found by review: an agent proposing and cancelling held calls in
+    // a loop queued two deliveries each, in order, ahead of every other agent's approvals).
+    // One decided or expired keeps both: those take a person, or the timeout, and the pending
+    // cap bounds them; a webhook of requests only gets every request.
+    let announced_later = hook.events.iter().any(|e| e == "approval.resolved");
+    let Some(a) = approval.filter(|a| {
+        event != "approval.requested" || a.status != ApprovalStatus::Cancelled || !announced_later
+    }) else {
         return advance(st, hook, holder, rec.seq).await;
     };
     let link = if event == "approval.requested" {

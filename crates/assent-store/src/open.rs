@@ -56,6 +56,32 @@ impl Store {
             Database::Postgres { .. } => KeyFiles::MustExist,
         };
         let keys = keys::load(keys_dir, files)?;
+        let created = keys.created_audit;
+        let opened = Self::open_with(data_dir, keys_dir, database, keys, token_ttl_ms, envelopes);
+        if created && opened.is_err() {
+            // A key made for a database that is not served is not kept: the next start would
+            // take it as the database's own (found by review: a start failing on a planted
+            // trigger left the new key, and the start after its removal served the database
+            // under it).
+            let key = keys_dir.join(crate::checkpoint::KEY_FILE);
+            if let Err(e) = std::fs::remove_file(&key)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                return Err(io(&key)(e));
+            }
+        }
+        opened
+    }
+
+    /// [`Store::open_database`] once the keys are loaded.
+    fn open_with(
+        data_dir: &Path,
+        keys_dir: &Path,
+        database: &crate::db::Database,
+        keys: keys::Keys,
+        token_ttl_ms: i64,
+        envelopes: Arc<dyn Envelopes>,
+    ) -> Result<Store, StoreError> {
         let conn = database.connect()?;
         migrate::migrate(conn.conn(), &format!("{database:?}"))?;
         if let Some(d) = migrate::altered_schema(conn.conn())? {
@@ -92,13 +118,12 @@ impl Store {
 }
 
 /// Refuses a database that holds audit records when its `audit.key` was just created because
-/// it was missing, and removes that new key (else the next start would take it): every
-/// checkpoint and every sealed row of the database was made with the lost key. Found by
+/// it was missing (the caller then removes the new key, else the next start would take it):
+/// every checkpoint and every sealed row of the database was made with the lost key. Found by
 /// review: a deleted `audit.key` was silently replaced at the next start, which also turned
 /// off the start-up check against the checkpoint file (no line under the new key counted as
 /// no file yet), so a rolled-back or rewritten database was served. `assent keys init`
-/// creates a new key knowingly. Errors: `Invalid` saying so; `Io` when the new key cannot be
-/// removed; the database's.
+/// creates a new key knowingly. Errors: `Invalid` saying so; the database's.
 fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<(), StoreError> {
     use crate::db::OptionalExtension;
     let records: Option<i64> = conn
@@ -109,9 +134,8 @@ fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<
         return Ok(());
     }
     let key = keys_dir.join(crate::checkpoint::KEY_FILE);
-    std::fs::remove_file(&key).map_err(io(&key))?;
     Err(StoreError::Invalid(format!(
-        "{}: the audit key is missing, but the database already holds audit records, checkpoints and sealed rows made with it; put back the audit.key backed up with this database (a new key would leave every checkpoint and seal unverifiable), or create a new one knowingly with `assent keys init --keys-dir {}`",
+        "{}: the audit key is missing, but the database already holds audit records, checkpoints and sealed rows made with it; put back the audit.key kept with this database (a new key would leave every checkpoint and seal unverifiable), or — for a database that never had one, or knowingly — create one with `assent keys init --keys-dir {}`",
         key.display(),
         keys_dir.display()
     )))

@@ -172,10 +172,13 @@ impl ConditionGroup {
                 },
             }
         }
-        if !unknown.is_empty() {
-            Outcome::CannotEvaluate(unknown)
-        } else if !all {
+        // A predicate that is false decides the group whatever the others say (false and
+        // unknown is false; found by review: a `deny` of `{env: prod, force: true}` held every
+        // `env: dev` call without `force` as unevaluable, for an operator only).
+        if !all {
             Outcome::NoMatch
+        } else if !unknown.is_empty() {
+            Outcome::CannotEvaluate(unknown)
         } else if shown.is_empty() {
             Outcome::Match(vec!["args_match: {} (matches every call)".into()])
         } else {

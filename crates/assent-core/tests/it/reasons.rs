@@ -108,6 +108,18 @@ fn a_deny_that_cannot_be_evaluated_is_no_grant_s_and_no_default_s_to_approve() {
         assent_core::approval::DefaultDecision::Reject
     );
     assert!(!v.terms.in_client_approval);
+    // One predicate of a group false, another's argument missing: the group does not match
+    // (false and unknown is false), so no deny_unevaluable for a call that cannot match.
+    let and = r#"      - tool: note
+        approval: true
+        deny: {condition: {args_match: {env: prod, force: true}}}
+"#;
+    let r2 = reg_plus(AGENT, "d2.yaml", &bot_policy("acme.fs.and-v1", and));
+    let v = verdict(&r2, "note", None, json!({"env": "dev"}));
+    assert_eq!(v.kind, VerdictKind::Confirm);
+    assert!(v.terms.triggers.is_empty(), "{:?}", v.terms.triggers);
+    let v = verdict(&r2, "note", None, json!({"env": "prod"}));
+    assert_eq!(v.terms.triggers, vec!["deny_unevaluable".to_string()]);
     // Evaluable and not matching: the rule's own terms, a grant may cover it.
     let v = verdict(
         &r,

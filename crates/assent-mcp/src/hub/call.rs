@@ -5,21 +5,16 @@
 //! the handler's.
 
 use super::state::Hub;
-use super::upstream::{CALL_TIMEOUT, Upstream, told};
+use super::upstream::{CALL_TIMEOUT, Upstream, told, tool_json};
 use crate::ask::{Asker, UserAnswer};
 use crate::era;
 use crate::gateway::Gateway;
 use crate::kit::{Hold, HoldState, Outcome};
 use assent_api::tools::PinState;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 use std::sync::Arc;
-
-/// A tool's definition as JSON (for the pin check).
-pub(super) fn tool_json(t: &Tool) -> Value {
-    serde_json::to_value(t).unwrap_or(Value::Null)
-}
 
 /// The `TOOL_DENIED: why` error result of a call that is not forwarded.
 pub(super) fn denied_result(why: &str) -> CallToolResult {

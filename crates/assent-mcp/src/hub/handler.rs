@@ -5,9 +5,10 @@
 //! `tasks/cancel`, and in-client approval by the client's means. Transports are
 //! `transport`'s.
 
-use super::call::{Call, denied_result, tool_json};
+use super::call::{Call, denied_result};
 use super::state::Hub;
 use super::tasks::{call_as_task, own_task};
+use super::upstream::tool_json;
 use crate::ask::{AskUser, Asker};
 use crate::era;
 use crate::kit::{Hold, apply_pins};

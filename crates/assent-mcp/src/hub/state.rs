@@ -145,7 +145,7 @@ impl Hub {
             .get(alias)
             .ok_or_else(|| format!("no MCP upstream `{alias}`"))?;
         let list = up.tools(false).await?;
-        Ok(list.iter().map(super::call::tool_json).collect())
+        Ok(list.iter().map(super::upstream::tool_json).collect())
     }
 
     /// Calls `tool` on upstream `alias` directly, not through the gate: for an operator's dry

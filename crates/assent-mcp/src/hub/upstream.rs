@@ -151,6 +151,11 @@ impl Upstream {
     }
 }
 
+/// A tool's definition as JSON (for the pin check).
+pub(super) fn tool_json(t: &Tool) -> serde_json::Value {
+    serde_json::to_value(t).unwrap_or(serde_json::Value::Null)
+}
+
 /// What an agent is told of a failed request to an upstream: the message of an MCP error the
 /// upstream answered with; of any other failure only that the connection failed, the whole
 /// error going to the gateway's log. Found by review: the transport's text (rmcp wrapping

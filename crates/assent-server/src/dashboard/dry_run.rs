@@ -1,7 +1,9 @@
 //! The dashboard's dry run (seed 002: "a dry-run button when feasible"): an approver runs the
 //! rule's `dry_run_tool` with the held call's arguments on its MCP upstream and sees the
 //! result on the card; the held call itself does not run. The dry-run tool runs only while
-//! its definition matches its pin, and one dry run of an approval at a time.
+//! its definition matches its pin, and one dry run of an approval at a time on each replica
+//! (the guard is this process's: with replicas behind a load balancer, two presses reaching
+//! two replicas may run together).
 
 use super::forms::PostedForm;
 use super::page::{page_with, secured};
@@ -77,11 +79,12 @@ pub(crate) async fn dry_run_form(
 /// The refusal of a dry run that is not available for the call.
 const UNAVAILABLE: &str = "No dry run is available for this call.";
 
-/// `Ok` when `tool` is advertised by upstream `server` now, once, with the definition pinned
-/// for it in the gateway's scope, or pinned by this check (the hub's pins: the list is
-/// checked as the hub's `tools/list` checks it, so a server first seen here is pinned whole
-/// on first use, and a changed definition gets its review). `Err` is the card's message: the list could not be read,
-/// the tool is not in it (or named twice), or it is not pinned as advertised.
+/// `Ok` when `tool` is advertised by upstream `server` now with the definition pinned for it
+/// in the gateway's scope, or pinned by this check (the hub's pins: the list is checked as
+/// the hub's `tools/list` checks it, so a server first seen here is pinned whole on first
+/// use, and a changed definition gets its review). `Err` is the card's message: the list
+/// could not be read, is not one the gateway pins ([`crate::tools::check_list`]), does not
+/// name the tool, or the tool is not pinned as advertised.
 async fn pinned_now(
     st: &AppState,
     runner: &dyn DryRun,
@@ -92,10 +95,17 @@ async fn pinned_now(
     let list = runner.tools(server).await.map_err(|e| {
         format!("The tool list of `{server}` could not be read ({e}). Nothing was run.")
     })?;
-    let named = list.iter().filter(|t| t["name"] == tool).count();
-    if named != 1 {
+    // The list is held to the rules `POST /v1/tools/check` holds every list to (found by
+    // review: a list the gateway refuses there still had pins and reviews stored here).
+    crate::tools::check_list(&list).map_err(|e| {
+        format!(
+            "The tool list of `{server}` is not one the gateway pins ({}). Nothing was run.",
+            e.message
+        )
+    })?;
+    if !list.iter().any(|t| t["name"] == tool) {
         return Err(format!(
-            "`{tool}` is not advertised once by `{server}` now ({named} times). Nothing was run."
+            "`{tool}` is not advertised by `{server}` now. Nothing was run."
         ));
     }
     let (server2, actor) = (server.to_string(), op.principal.name.clone());

@@ -635,11 +635,13 @@ async fn a_request_cancelled_before_its_delivery_is_announced_by_its_cancellatio
     let wanted = gw
         .held("work", "pay", json!({"amount": 502, "to": "b"}))
         .await;
-    // A webhook whose cursor stands before all of that.
-    gw.sql().exec(
-        &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('late', {before})"),
-        &[],
-    );
+    // Cursors before all that: `late` gets requests and resolutions, `pager` requests only.
+    for name in ["late", "pager"] {
+        gw.sql().exec(
+            &format!("INSERT INTO webhook_cursors (webhook, last_seq) VALUES ('{name}', {before})"),
+            &[],
+        );
+    }
     let recv = Receiver::default();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -650,26 +652,37 @@ async fn a_request_cancelled_before_its_delivery_is_announced_by_its_cancellatio
         .with_state(recv.clone());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let mut st = gw.state.clone();
-    st.webhooks = Arc::new(vec![hook("late", url, WebhookFormat::Json, 1, 10)]);
+    let mut pager = hook("pager", url.clone(), WebhookFormat::Json, 1, 10);
+    pager.events = vec!["approval.requested".into()];
+    st.webhooks = Arc::new(vec![hook("late", url, WebhookFormat::Json, 1, 10), pager]);
     let tasks = assent_server::webhooks::spawn(st, "replica_test").await;
-    let got = bodies(&recv, 2).await;
-    let seen: Vec<(&str, &str)> = got
-        .iter()
-        .map(|b| {
-            (
-                b["event"].as_str().unwrap(),
-                b["approval"]["id"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let got = bodies(&recv, 4).await;
+    let seen = |to: &str| -> Vec<(String, String)> {
+        got.iter()
+            .filter(|b| b["delivery_id"].as_str().unwrap().starts_with(to))
+            .map(|b| (b["event"].to_string(), b["approval"]["id"].to_string()))
+            .collect()
+    };
+    let (req, res) = (json!("approval.requested"), json!("approval.resolved"));
+    let (c, w) = (json!(churned), json!(wanted));
     assert_eq!(
-        seen,
+        seen("late-"),
         [
-            ("approval.resolved", churned.as_str()),
-            ("approval.requested", wanted.as_str())
+            (res.to_string(), c.to_string()),
+            (req.to_string(), w.to_string())
         ]
     );
-    for b in &got {
+    assert_eq!(
+        seen("pager-"),
+        [
+            (req.to_string(), c.to_string()),
+            (req.to_string(), w.to_string())
+        ]
+    );
+    for b in got
+        .iter()
+        .filter(|b| b["delivery_id"].as_str().unwrap().starts_with("late-"))
+    {
         let seq = b["audit_seq"].as_i64().unwrap();
         let hash = gw
             .sql()

@@ -271,6 +271,18 @@ fn a_missing_audit_key_is_not_replaced_under_a_database_that_used_it() {
         assert!(e.to_string().contains("the audit key is missing"), "{e}");
         assert!(!key.exists());
     }
+    // A start that fails for another reason first (a planted trigger) keeps no new key either
+    // (found by review: the key stayed, and the start after the trigger's removal took it).
+    sql(
+        dir.path(),
+        "CREATE TRIGGER planted AFTER INSERT ON audit BEGIN SELECT 1; END;",
+    );
+    let e = Store::open(dir.path(), 60_000, wire()).err().unwrap();
+    assert!(e.to_string().contains("altered"), "{e}");
+    assert!(!key.exists());
+    sql(dir.path(), "DROP TRIGGER planted;");
+    let e = Store::open(dir.path(), 60_000, wire()).err().unwrap();
+    assert!(e.to_string().contains("the audit key is missing"), "{e}");
     // Put back, it opens and its checkpoints verify.
     std::fs::write(&key, &kept).unwrap();
     let s = Store::open(dir.path(), 60_000, wire()).unwrap();

@@ -152,12 +152,15 @@ async fn a_symlink_then_dotdot_a_dangling_link_or_an_overlong_path_does_not_esca
     std::os::unix::fs::symlink(out.join("sub"), root.join("link")).unwrap();
     std::os::unix::fs::symlink(out.join("gone/cron"), root.join("dangling")).unwrap();
     std::os::unix::fs::symlink("sub", root.join("relative")).unwrap();
+    std::os::unix::fs::symlink("loop2", root.join("loop1")).unwrap();
+    std::os::unix::fs::symlink("loop1", root.join("loop2")).unwrap();
     std::fs::create_dir(root.join("sub")).unwrap();
     let r = root.display();
     for (escape, says) in [
         (format!("{r}/link/../secret"), "resolves to"),
         (format!("{r}/dangling"), "resolves to"),
         (format!("{r}/{}", "a/".repeat(3000)), "cannot be resolved"),
+        (format!("{r}/loop1/x"), "cannot be resolved"),
     ] {
         let (s, b) = gw
             .propose_in("s1", "read_path", json!({"path": escape}))
