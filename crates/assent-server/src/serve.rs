@@ -98,6 +98,9 @@ pub fn effective_cap(wanted: usize, nofile: Option<u64>) -> usize {
     }
 }
 
+/// The most a connection buffers while it reads a request's head (bytes).
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// Serves `app` on `listener` until `shutdown` completes, then lets open connections finish
 /// for at most `drain`.
 pub async fn serve(
@@ -111,6 +114,10 @@ pub async fn serve(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
+        // A request's head (line and headers) fits in 64 KiB, else `431` (found by review:
+        // hyper's default buffer of about 400 KiB let a client with no key hold that much per
+        // connection in headers it never finished, across every connection it may open).
+        .max_buf_size(MAX_HEAD_BYTES)
         .keep_alive(true);
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_address = Arc::new(PerAddress::default());

@@ -4,7 +4,8 @@
 //! once, and only before they expire. The database never holds a value that finishes a sign-in
 //! on its own: the `state` and the browser cookie are stored as digests (the nonce and PKCE
 //! verifier are useless without the provider's one-time code). Not audited: sign-ins are
-//! logged by the server.
+//! logged by the server; and written unannounced, as bookkeeping that wakes no event stream
+//! (found by review: every start, which needs no key, woke every replica's streams).
 
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
@@ -66,7 +67,7 @@ impl Store {
                 "an SSO sign-in's nonce, verifier and next path are at most 4096 bytes".into(),
             ));
         }
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             tx.execute(
                 "DELETE FROM oidc_logins WHERE client_sha256 = ?1 AND state_sha256 NOT IN \
                  (SELECT state_sha256 FROM oidc_logins WHERE client_sha256 = ?1 \
@@ -110,7 +111,7 @@ impl Store {
         if known.is_none() {
             return Ok(None);
         }
-        self.write(|tx| {
+        self.write_unannounced(|tx| {
             let l = single_use::take(
                 tx,
                 ("oidc_logins", "state_sha256", state_sha256),

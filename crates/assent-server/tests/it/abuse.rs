@@ -365,3 +365,32 @@ async fn a_negative_amount_cannot_lower_the_sessions_cost_total() {
     );
     gw.stop().await;
 }
+
+/// Found by review: the server kept hyper's default read buffer (about 400 KiB) for a
+/// request's head, so a client with no key held that much per connection in a header it
+/// never finished, until the header timeout, on every connection it may open. A head over
+/// 64 KiB is answered `431` at once and the connection closed.
+#[tokio::test]
+async fn a_request_head_over_64_kib_is_refused_before_it_ends() {
+    let gw = crate::kit::serve().await;
+    let host = gw.url.trim_start_matches("http://").to_string();
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nhost: {host}\r\nx-pad: {}",
+        "a".repeat(100_000)
+    );
+    let (text, took) = answer_to_head(&gw, &head, 10).await;
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    // A head of ordinary size is served.
+    let (text, _) = answer_to_head(
+        &gw,
+        &format!(
+            "GET /healthz HTTP/1.1\r\nhost: {host}\r\nx-pad: {}\r\n\r\n",
+            "a".repeat(8_000)
+        ),
+        10,
+    )
+    .await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    gw.stop().await;
+}
