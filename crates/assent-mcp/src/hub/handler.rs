@@ -67,14 +67,23 @@ impl HubHandler {
             })
     }
 
-    /// The MCP session of an HTTP client (its `Mcp-Session-Id`), else this handler's.
-    fn session(&self, ctx: &RequestContext<RoleServer>) -> String {
-        ctx.extensions
+    /// The session the gateway counts `agent`'s call in: an HTTP client's MCP session
+    /// (`mcp-` and its `Mcp-Session-Id`); a stdio client's, this handler's; and for an HTTP
+    /// client that keeps none — the 2026-07-28 revision is stateless, and rmcp makes a handler
+    /// per request — one session per agent, `mcp-stateless-AGENT`. Found by review: each such
+    /// call was a session of its own, so no rate or cost threshold counted earlier calls and
+    /// untrusted content read by one call never raised the risk of the next.
+    fn session(&self, ctx: &RequestContext<RoleServer>, agent: &str) -> String {
+        let header = ctx
+            .extensions
             .get::<http::request::Parts>()
             .and_then(|p| p.headers.get("mcp-session-id"))
-            .and_then(|h| h.to_str().ok())
-            .map(|s| format!("mcp-{s}"))
-            .unwrap_or_else(|| self.session.clone())
+            .and_then(|h| h.to_str().ok());
+        match (header, &self.key) {
+            (Some(s), _) => format!("mcp-{s}"),
+            (None, Some(_)) => self.session.clone(),
+            (None, None) => format!("mcp-stateless-{agent}"),
+        }
     }
 }
 
@@ -176,7 +185,7 @@ impl ServerHandler for HubHandler {
             ))])
             .into());
         }
-        let session = self.session(&ctx);
+        let session = self.session(&ctx, &agent);
         let call = Call {
             hub: self.hub.clone(),
             gw: self.hub.gateway(&key, &agent, alias, &session),
