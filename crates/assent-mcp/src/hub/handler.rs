@@ -178,6 +178,22 @@ impl ServerHandler for HubHandler {
                 "no MCP upstream `{alias}` in this gateway"
             )));
         };
+        // The agent's declarations first: a server or tool it does not declare is not looked
+        // at — found by review: the pin check ran first, so an agent that declares no `X` had
+        // the hub fetch X's list, pin it on first use for every agent, and wait on its reviews.
+        match self.hub.declared(&key, &agent, alias).await {
+            Err(()) => {
+                return Ok(denied(&format!(
+                    "MCP server `{alias}` is not declared by agent `{agent}`"
+                )));
+            }
+            Ok(Some(tools)) if !tools.iter().any(|t| t == tool) => {
+                return Ok(denied(&format!(
+                    "`{tool}` is not declared by agent `{agent}` on MCP server `{alias}`"
+                )));
+            }
+            Ok(_) => {}
+        }
         if up.peer.is_none() {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                 "upstream `{alias}` is unavailable: {}",

@@ -16,6 +16,7 @@ mod config;
 mod https;
 mod in_client;
 mod mcp;
+mod mcp_hub_declared;
 mod mcp_methods;
 mod mcp_upstream_attacks;
 mod migrate;

@@ -331,7 +331,7 @@ fn an_upstream_elicitation_cannot_answer_the_relays_own_approval_question() {
 
 /// A hub upstream (Python, stdio) with one tool, `hello`; with `endless`, its `tools/list`
 /// never ends: every page has one more tool and a fresh `nextCursor`.
-fn hub_upstream(endless: bool) -> String {
+pub(crate) fn hub_upstream(endless: bool) -> String {
     let py_endless = if endless { "True" } else { "False" };
     format!(
         r#"import json,sys
