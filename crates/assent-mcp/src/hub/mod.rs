@@ -13,13 +13,15 @@
 //! - An upstream that fails to start, or dies, is reported (its tools are missing and its calls
 //!   answer an error naming it); the others keep working.
 //!
-//! Layout: `state` (the [`Hub`]: upstreams, gateway client, task owners), `upstream` (one
+//! Layout: `state` (the [`Hub`]: upstreams, gateway client), `owners` (who owns each task,
+//! at most [`MAX_TASKS_PER_AGENT`](owners::MAX_TASKS_PER_AGENT) an agent), `upstream` (one
 //! upstream's connection and tool list), `call` (one `tools/call` through pins, gateway,
 //! upstream and result report), `tasks` (calls that became MCP tasks), `handler` (the MCP
 //! server side, [`HubHandler`]) and `transport` (stdio and streamable HTTP).
 
 mod call;
 mod handler;
+mod owners;
 mod state;
 mod tasks;
 mod transport;

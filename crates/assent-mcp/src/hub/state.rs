@@ -28,7 +28,7 @@ pub struct Hub {
     agents: Mutex<HashMap<String, String>>,
     /// Calls that became MCP tasks (SEP-2663), and the agent each belongs to.
     pub(super) tasks: TaskManager,
-    pub(super) task_owners: Mutex<HashMap<String, String>>,
+    pub(super) task_owners: Mutex<super::owners::TaskOwners>,
     /// This process's hub token ([`assent_api::tools::hub_token`]): a gateway in the same
     /// process takes the hub's pin reports as the gateway's own, for every agent.
     hub_token: &'static str,

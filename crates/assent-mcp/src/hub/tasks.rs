@@ -4,6 +4,7 @@
 //! The call itself is [`Call`]'s.
 
 use super::call::{Call, failed};
+use super::owners::MAX_TASKS_PER_AGENT;
 use super::state::Hub;
 use crate::ask::Asker;
 use crate::kit::Hold;
@@ -13,6 +14,7 @@ use rmcp::model::{CallToolResponse, CreateTaskResult};
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::task_manager::TaskExit;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::oneshot;
 
 /// `tools/call` for a client that declared the tasks extension (SEP-2663): a call that
@@ -27,6 +29,13 @@ pub(super) async fn call_as_task(
     agent: String,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, McpError> {
+    let room = (hub.task_owners.lock().expect("task owners")).has_room(&agent, Instant::now());
+    if !room {
+        return Ok(failed(&format!(
+            "TOOL_DENIED: agent `{agent}` holds {MAX_TASKS_PER_AGENT} tasks at this hub (made in the last two days); no more are made until they age out"
+        ))
+        .into());
+    }
     let (held, gw) = (call.held.clone(), call.gw.clone());
     let name = format!("{}__{}", call.alias, call.tool);
     // In the client's trace (its `_meta.traceparent`), as a call that is no task is.
@@ -88,8 +97,7 @@ pub(super) async fn call_as_task(
         }))
     });
     let mut owners = hub.task_owners.lock().expect("task owners");
-    owners.retain(|id, _| hub.tasks.get_task(id).is_ok());
-    owners.insert(task.task_id.clone(), agent);
+    owners.insert(task.task_id.clone(), agent, Instant::now());
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
 }
 
@@ -104,8 +112,8 @@ pub(super) async fn own_task(hub: &Hub, key: &str, task_id: &str) -> Result<(), 
         .task_owners
         .lock()
         .expect("task owners")
-        .get(task_id)
-        .cloned();
+        .owner(task_id)
+        .map(str::to_string);
     if owner.as_deref() == Some(agent.as_str()) {
         Ok(())
     } else {
