@@ -110,6 +110,7 @@ async fn mount_mcp(
         )
         .await?;
         state.dry_run = Some(std::sync::Arc::new(HubDryRun(hub.clone())));
+        let sessions = McpSessions::default();
         extra = extra
             .nest_service(
                 "/mcp",
@@ -117,10 +118,11 @@ async fn mount_mcp(
                     hub,
                     cfg.mcp_allowed_hosts.clone(),
                     cfg.mcp_allowed_origins.clone(),
+                    sessions.manager.clone(),
                 ),
             )
             .layer(axum::middleware::from_fn_with_state(
-                (state.clone(), std::sync::Arc::new(McpSessions::default())),
+                (state.clone(), std::sync::Arc::new(sessions)),
                 strict_mcp_bodies,
             ));
         tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
@@ -172,16 +174,22 @@ async fn shutdown() {
     tracing::info!("shutting down");
 }
 
-/// At most this many MCP sessions of one principal are remembered with their owner
-/// ([`McpSessions`]); past it that principal's oldest is forgotten, and its client must start
-/// a new session (`404`). Per principal, so that one agent opening sessions in a loop cannot
-/// push out another's (found by review).
+/// At most this many MCP sessions of one principal are kept ([`McpSessions`]); past it that
+/// principal's oldest is closed, and its client must start a new session (`404`). Per
+/// principal, so that one agent opening sessions in a loop cannot push out another's (found
+/// by review); closed, not only forgotten (found by review: the forgotten session's worker,
+/// channels and handler lived on until it idled out, so one key opening sessions in a loop
+/// kept hundreds of thousands alive).
 const MAX_MCP_SESSIONS_PER_PRINCIPAL: usize = 10_000;
 
 /// Which principal opened each MCP session of `/mcp` (the `Mcp-Session-Id` the hub answered
-/// its `initialize` with), and each principal's sessions, oldest first.
+/// its `initialize` with), each principal's sessions, oldest first, and rmcp's session
+/// manager, to close the sessions pushed out.
 #[derive(Default)]
-struct McpSessions(std::sync::Mutex<SessionOwners>);
+struct McpSessions {
+    owners: std::sync::Mutex<SessionOwners>,
+    manager: assent_mcp::hub::HttpSessions,
+}
 
 /// [`McpSessions`]' maps.
 #[derive(Default)]
@@ -192,10 +200,15 @@ struct SessionOwners {
 
 impl McpSessions {
     fn owner(&self, session: &str) -> Option<String> {
-        self.0.lock().expect("sessions").owner.get(session).cloned()
+        self.owners
+            .lock()
+            .expect("sessions")
+            .owner
+            .get(session)
+            .cloned()
     }
     fn bind(&self, session: &str, principal: &str) {
-        let mut g = self.0.lock().expect("sessions");
+        let mut g = self.owners.lock().expect("sessions");
         if g.owner.insert(session.into(), principal.into()).is_some() {
             return;
         }
@@ -206,10 +219,11 @@ impl McpSessions {
             .flatten();
         if let Some(old) = evicted {
             g.owner.remove(&old);
+            self.manager.close(&old);
         }
     }
     fn forget(&self, session: &str) {
-        let mut g = self.0.lock().expect("sessions");
+        let mut g = self.owners.lock().expect("sessions");
         if let Some(p) = g.owner.remove(session)
             && let Some(mine) = g.opened.get_mut(&p)
         {

@@ -29,5 +29,5 @@ mod upstream;
 
 pub use handler::HubHandler;
 pub use state::Hub;
-pub use transport::{http_service, serve_stdio};
+pub use transport::{HttpSessions, http_service, serve_stdio};
 pub use upstream::UpstreamSpec;

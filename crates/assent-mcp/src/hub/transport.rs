@@ -63,20 +63,40 @@ fn strict_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
     (rmcp_in, rmcp_out)
 }
 
-/// The streamable HTTP service for `/mcp` (mount with `Router::nest_service`). Only requests
-/// whose `Host` is in `allowed_hosts` (loopback names when empty) are served, and, when
-/// `allowed_origins` is not empty, only browser requests from those origins (DNS-rebinding
-/// protection).
+/// The sessions of the hub's streamable HTTP service ([`http_service`]), kept by rmcp's local
+/// session manager; a clone is a handle to the same sessions.
+#[derive(Clone, Default)]
+pub struct HttpSessions(
+    Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
+);
+
+impl HttpSessions {
+    /// Closes session `id` (its worker, channels and handler), in the background; an unknown
+    /// or closed one is left as it is. Needs a Tokio runtime.
+    pub fn close(&self, id: &str) {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let (manager, id): (_, Arc<str>) = (self.0.clone(), Arc::from(id));
+        tokio::spawn(async move {
+            let _ = manager.close_session(&id).await;
+        });
+    }
+}
+
+/// The streamable HTTP service for `/mcp` (mount with `Router::nest_service`), its sessions
+/// kept by `sessions` (the caller keeps a handle to close them). Only requests whose `Host`
+/// is in `allowed_hosts` (loopback names when empty) are served, and, when `allowed_origins`
+/// is not empty, only browser requests from those origins (DNS-rebinding protection).
 pub fn http_service(
     hub: Arc<Hub>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
+    sessions: HttpSessions,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
     HubHandler,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
     use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+        StreamableHttpServerConfig, StreamableHttpService,
     };
     let mut config = StreamableHttpServerConfig::default();
     if !allowed_hosts.is_empty() {
@@ -87,7 +107,7 @@ pub fn http_service(
     }
     StreamableHttpService::new(
         move || Ok(HubHandler::http(hub.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.0,
         config,
     )
 }
