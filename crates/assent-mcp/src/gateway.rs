@@ -106,7 +106,7 @@ impl Gateway {
         held: &HoldState,
         ask: Asker,
     ) -> Outcome {
-        let p = match self.propose(tool, arguments).await {
+        let p = match self.propose_to_the_end(tool, arguments).await {
             Ok(p) => p,
             Err(settled) => return settled,
         };
@@ -137,6 +137,34 @@ impl Gateway {
             t.abort();
         }
         settled
+    }
+
+    /// [`Gateway::propose`], run to its end even when the caller is dropped on the way (the
+    /// client cancelled, or went away, while the proposal was being made): a call held by then
+    /// is withdrawn at once (found by review: its approval stayed pending, counted against the
+    /// agent's cap and open to an operator's approval, for a call nobody waited for).
+    async fn propose_to_the_end(&self, tool: &str, arguments: &Value) -> Result<Pending, Outcome> {
+        let (this, tool, arguments) = (self.clone(), tool.to_string(), arguments.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let proposed = this.propose(&tool, &arguments).await;
+            // The caller is gone: nobody waits for this call.
+            if let Err(Ok(p)) = tx.send(proposed) {
+                this.cancel(&p.approval_id, CANCELLED).await;
+            }
+        });
+        // Dropped before it read the answer, the guard withdraws one already sent.
+        let mut guard = Proposing {
+            rx: Some(rx),
+            gw: self.clone(),
+        };
+        let answer = guard.rx.as_mut().expect("set above").await;
+        guard.rx = None;
+        answer.unwrap_or_else(|_| {
+            Err(Outcome::Denied(
+                "the gateway could not be asked (the proposal failed)".into(),
+            ))
+        })
     }
 
     /// Proposes the call (`POST /v1/tool-calls`): `Ok` the gate's `pending` answer (the call
@@ -434,4 +462,23 @@ where
 async fn unreachable_pause(e: &ClientError) {
     tracing::warn!(error = %failure(e, status_code), "waiting for the gateway");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// Why a call is withdrawn when its client cancelled it while it was being proposed.
+const CANCELLED: &str = "the MCP client cancelled the request";
+
+/// The answer of a proposal still to be read ([`Gateway::propose_to_the_end`]): dropped unread
+/// (its caller went away), an approval it holds is withdrawn.
+struct Proposing {
+    rx: Option<tokio::sync::oneshot::Receiver<Result<Pending, Outcome>>>,
+    gw: Gateway,
+}
+
+impl Drop for Proposing {
+    fn drop(&mut self) {
+        if let Some(Ok(Ok(p))) = self.rx.take().map(|mut rx| rx.try_recv()) {
+            let gw = self.gw.clone();
+            tokio::spawn(async move { gw.cancel(&p.approval_id, CANCELLED).await });
+        }
+    }
 }

@@ -97,3 +97,39 @@ fn a_client_cannot_cancel_the_proxys_own_requests() {
         .collect();
     assert_eq!(cancelled, vec![json!(77)], "only the client's own: {log}");
 }
+
+/// Review finding: a client that cancelled a call while its proposal was on its way to the
+/// gateway left the approval pending — the proxy dropped the proposal's future before it
+/// learned the approval id — counted against the agent's cap and open to an operator's
+/// approval, for a call nobody waited for. The proposal now runs to its end and withdraws
+/// what it held. Each call here is cancelled 0 to 19 ms after it is sent.
+#[test]
+fn a_call_cancelled_while_it_is_proposed_leaves_no_approval_pending() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    // The pins are checked first (a call waits for them), so that each call below is proposed
+    // at once: a `read` (allowed outright) through the whole path.
+    rig.send(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                    "params": {"name": "read", "arguments": {}}}));
+    rig.recv(|m| m["id"] == 99);
+    for i in 0..20 {
+        let id = 100 + i;
+        rig.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"message": format!("m{i}")}}}));
+        // A little later each time: some cancellations land before the proposal leaves,
+        // some while it is on its way, some once it is held.
+        std::thread::sleep(std::time::Duration::from_millis(i as u64));
+        rig.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": id, "reason": "changed my mind"}}),
+        );
+    }
+    // Every withdrawal has had time to land.
+    let start = std::time::Instant::now();
+    while !rig.pending_now().is_empty() && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let left = rig.pending_now();
+    assert!(left.is_empty(), "left pending: {left:?}");
+    rig.stop();
+}

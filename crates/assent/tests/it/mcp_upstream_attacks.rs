@@ -191,6 +191,12 @@ impl Rig {
         }
     }
 
+    /// The approvals pending at the gateway now.
+    pub(crate) fn pending_now(&self) -> Vec<Value> {
+        let list = get_op(&self.server.url, "/v1/approvals?status=pending");
+        list["approvals"].as_array().cloned().unwrap_or_default()
+    }
+
     pub(crate) fn stop(mut self) -> String {
         drop(self.stdin);
         self.proxy.wait().unwrap();
