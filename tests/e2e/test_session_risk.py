@@ -203,8 +203,9 @@ def test_untrusted_content_then_an_email_is_held_at_r3_and_a_fresh_session_is_no
 def test_a_stateless_client_s_calls_share_one_session_so_its_risk_builds_up(tmp_path):
     """Found by review: a client on the 2026-07-28 revision (the Python SDK's `Client`, which
     keeps no MCP session) had each call counted as a session of its own, so the untrusted page
-    it fetched never raised the risk of the email it sent next. Its calls now share the
-    session `mcp-stateless-<agent>`: the send is held at R3."""
+    it fetched never raised the risk of the email it sent next. Its calls now share one
+    session (`mcp-stateless-…`, renewed after 30 minutes idle or 8 hours): the send is held
+    at R3."""
     from mcp import Client
 
     proc, url, log, calls = serve(tmp_path)
@@ -229,7 +230,7 @@ def test_a_stateless_client_s_calls_share_one_session_so_its_risk_builds_up(tmp_
     try:
         a = asyncio.run(modern())
         assert a["risk_tier"] == "R3" and a["triggers"] == ["session_untrusted"], a
-        assert a["session_id"] == "mcp-stateless-mailer", a["session_id"]
+        assert a["session_id"].startswith("mcp-stateless-"), a["session_id"]
         assert ran(calls, "send_email") == []
     finally:
         proc.terminate()

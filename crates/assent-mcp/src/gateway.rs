@@ -146,13 +146,15 @@ impl Gateway {
     async fn propose_to_the_end(&self, tool: &str, arguments: &Value) -> Result<Pending, Outcome> {
         let (this, tool, arguments) = (self.clone(), tool.to_string(), arguments.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
+        // In the caller's span: the proposal carries the client's trace (`traceparent`).
+        let proposing = async move {
             let proposed = this.propose(&tool, &arguments).await;
             // The caller is gone: nobody waits for this call.
             if let Err(Ok(p)) = tx.send(proposed) {
                 this.cancel(&p.approval_id, CANCELLED).await;
             }
-        });
+        };
+        tokio::spawn(tracing::Instrument::in_current_span(proposing));
         // Dropped before it read the answer, the guard withdraws one already sent.
         let mut guard = Proposing {
             rx: Some(rx),
@@ -476,7 +478,13 @@ struct Proposing {
 
 impl Drop for Proposing {
     fn drop(&mut self) {
-        if let Some(Ok(Ok(p))) = self.rx.take().map(|mut rx| rx.try_recv()) {
+        // Closed first, so that the proposing task either sent its answer already (read
+        // here) or finds nobody to send it to (and withdraws it itself).
+        let answer = self.rx.take().map(|mut rx| {
+            rx.close();
+            rx.try_recv()
+        });
+        if let Some(Ok(Ok(p))) = answer {
             let gw = self.gw.clone();
             tokio::spawn(async move { gw.cancel(&p.approval_id, CANCELLED).await });
         }

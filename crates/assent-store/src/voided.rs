@@ -35,10 +35,16 @@ use std::path::Path;
 pub const MARKER: &str = "restored-void-tokens-before";
 
 /// Writes the marker (0600, synced) asking the next start to void the tokens issued before
-/// `at` (Unix ms).
+/// `at` (Unix ms): through a temporary file and a rename, so that a crash leaves the previous
+/// marker or the new one, never none (found by review: written in place, a crash between
+/// removing the old and creating the new lost a restore's voiding).
 pub(crate) fn mark(data_dir: &Path, at: i64) -> Result<(), StoreError> {
-    let path = data_dir.join(MARKER);
-    crate::kit::write_private(&path, at.to_string().as_bytes()).map_err(io(&path))
+    let (path, tmp) = (
+        data_dir.join(MARKER),
+        data_dir.join(format!("{MARKER}.tmp")),
+    );
+    crate::kit::write_private(&tmp, at.to_string().as_bytes()).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))
 }
 
 impl Store {

@@ -70,9 +70,7 @@ impl HubHandler {
     /// The session the gateway counts `agent`'s call in: an HTTP client's MCP session
     /// (`mcp-` and its `Mcp-Session-Id`); a stdio client's, this handler's; and for an HTTP
     /// client that keeps none — the 2026-07-28 revision is stateless, and rmcp makes a handler
-    /// per request — one session per agent, `mcp-stateless-AGENT`. Found by review: each such
-    /// call was a session of its own, so no rate or cost threshold counted earlier calls and
-    /// untrusted content read by one call never raised the risk of the next.
+    /// per request — the agent's current stateless session ([`Hub::stateless_session`]).
     fn session(&self, ctx: &RequestContext<RoleServer>, agent: &str) -> String {
         let header = ctx
             .extensions
@@ -82,7 +80,7 @@ impl HubHandler {
         match (header, &self.key) {
             (Some(s), _) => format!("mcp-{s}"),
             (None, Some(_)) => self.session.clone(),
-            (None, None) => format!("mcp-stateless-{agent}"),
+            (None, None) => self.hub.stateless_session(agent),
         }
     }
 }

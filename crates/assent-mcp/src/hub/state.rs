@@ -15,7 +15,7 @@ use rmcp::task_manager::TaskManager;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The upstream connections and the gateway client shared by every client session.
 pub struct Hub {
@@ -29,6 +29,9 @@ pub struct Hub {
     /// Calls that became MCP tasks (SEP-2663), and the agent each belongs to.
     pub(super) tasks: TaskManager,
     pub(super) task_owners: Mutex<super::owners::TaskOwners>,
+    /// Each agent's current session for its calls from clients that keep none
+    /// ([`Hub::stateless_session`]).
+    stateless: Mutex<HashMap<String, Stateless>>,
     /// This process's hub token ([`assent_api::tools::hub_token`]): a gateway in the same
     /// process takes the hub's pin reports as the gateway's own, for every agent.
     hub_token: &'static str,
@@ -72,6 +75,7 @@ impl Hub {
             agents: Mutex::default(),
             tasks: TaskManager::new(),
             task_owners: Mutex::default(),
+            stateless: Mutex::default(),
             hub_token,
         }))
     }
@@ -129,6 +133,28 @@ impl Hub {
                 format!("the gateway refused the tool list ({})", status_line(e))
             })),
         }
+    }
+
+    /// The session `agent`'s calls from a client that keeps no MCP session are counted in (the
+    /// 2026-07-28 revision is stateless): `mcp-stateless-` and a random id, the same while the
+    /// agent keeps calling, a new one after [`STATELESS_IDLE`] without a call or
+    /// [`STATELESS_LONGEST`] in all. Found by review: each such call was a session of its own,
+    /// so no threshold counted earlier calls and untrusted content never raised the next
+    /// call's risk; and one session per agent for ever (the first fix) made a "session" grant
+    /// a grant for ever and a session's risk marks permanent.
+    pub(super) fn stateless_session(&self, agent: &str) -> String {
+        let now = Instant::now();
+        let mut all = self.stateless.lock().expect("stateless sessions");
+        let s = all
+            .entry(agent.to_string())
+            .or_insert_with(|| Stateless::new(now));
+        if now.saturating_duration_since(s.last) >= STATELESS_IDLE
+            || now.saturating_duration_since(s.began) >= STATELESS_LONGEST
+        {
+            *s = Stateless::new(now);
+        }
+        s.last = now;
+        s.id.clone()
     }
 
     /// Whether `alias` is one of the hub's upstreams.
@@ -216,5 +242,27 @@ impl Hub {
     ) -> Result<Option<Vec<String>>, ()> {
         let d = self.api.with_key(key).declared_tools(agent, alias).await;
         d.map(|d| d.tools).map_err(|_| ())
+    }
+}
+
+/// A stateless session ends after this long without a call of its agent.
+pub(super) const STATELESS_IDLE: Duration = Duration::from_secs(30 * 60);
+/// A stateless session ends this long after it began, however busy.
+pub(super) const STATELESS_LONGEST: Duration = Duration::from_secs(8 * 60 * 60);
+
+/// One agent's stateless session: its id, when it began, its last call.
+struct Stateless {
+    id: String,
+    began: Instant,
+    last: Instant,
+}
+
+impl Stateless {
+    fn new(now: Instant) -> Self {
+        Stateless {
+            id: format!("mcp-stateless-{}", uuid::Uuid::new_v4().simple()),
+            began: now,
+            last: now,
+        }
     }
 }
