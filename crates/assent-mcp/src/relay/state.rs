@@ -81,6 +81,9 @@ pub(super) struct State {
     pub(super) client_elicits: AtomicBool,
     /// Whether the proxy's own tools/list was sent (after `initialized`, or at the first call).
     pub(super) pins_asked: AtomicBool,
+    /// Whether the upstream said its tools changed while a pin check was under way: the
+    /// check runs again once that one ends.
+    pub(super) pins_stale: AtomicBool,
     /// Ids (JSON text) of the requests written to the upstream and not answered yet: the
     /// only answers the upstream reader accepts, each once ([`OpenIds::note`] fills it).
     pub(super) upstream_open: Arc<OpenIds>,
@@ -117,6 +120,7 @@ impl State {
             client_tasks: AtomicBool::new(false),
             client_elicits: AtomicBool::new(false),
             pins_asked: AtomicBool::new(false),
+            pins_stale: AtomicBool::new(false),
             upstream_open: Arc::default(),
             from_upstream: Mutex::default(),
             upstream_seq: AtomicU64::new(0),
@@ -145,11 +149,16 @@ impl Relay {
 /// Sends the proxy's own `tools/list` (for the pin check) once.
 pub(super) fn ask_pins_once(asked: &AtomicBool, tu: &mpsc::UnboundedSender<String>) {
     if !asked.swap(true, Ordering::SeqCst) {
-        let _ = tu.send(
-            json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}0"), "method": "tools/list"})
-                .to_string(),
-        );
+        ask_pins(tu);
     }
+}
+
+/// Sends the proxy's own `tools/list` (its first page).
+pub(super) fn ask_pins(tu: &mpsc::UnboundedSender<String>) {
+    let _ = tu.send(
+        json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}0"), "method": "tools/list"})
+            .to_string(),
+    );
 }
 
 /// Writes each line from `rx` to `out` as `era(line)` and a newline (none when `era` says

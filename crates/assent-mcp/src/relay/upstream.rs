@@ -10,7 +10,7 @@
 use super::handshake::{Handshake, handshake};
 use super::ids::{MAX_FROM_UPSTREAM, UPSTREAM_ID_PREFIX};
 use super::pins::PIN_ID_PREFIX;
-use super::state::{Forwarded, State, ask_pins_once};
+use super::state::{Forwarded, State, ask_pins, ask_pins_once};
 use crate::kit::{TASKS, apply_pins, denied_result, denied_value};
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
@@ -166,6 +166,9 @@ impl UpstreamSide {
     /// requests names that request by the id the client saw (and is dropped when the client
     /// never saw it).
     fn upstream_notification(&self, mut v: Value) -> ControlFlow<()> {
+        if v["method"] == "notifications/tools/list_changed" {
+            self.recheck_pins();
+        }
         if v["method"] == "notifications/cancelled" {
             let theirs = v["params"]["requestId"].clone();
             let mut open = self.state.from_upstream.lock().expect("from upstream");
@@ -271,6 +274,25 @@ impl UpstreamSide {
         }
     }
 
+    /// The upstream says its tools changed: the pin check runs again, and calls wait for it
+    /// (found by review: the pins were read once, so a definition changed mid-session was
+    /// called unreviewed unless the client listed the tools again). When a check is under way
+    /// it runs again once that one ends; before the first one, that one reads the new list.
+    fn recheck_pins(&self) {
+        let st = &self.state;
+        if !st.pins_asked.load(Ordering::SeqCst) {
+            return;
+        }
+        if st.pins.borrow().is_none() {
+            st.pins_stale.store(true, Ordering::SeqCst);
+            return;
+        }
+        if let Some(tu) = self.to_upstream.upgrade() {
+            st.pins.send_replace(None);
+            ask_pins(&tu);
+        }
+    }
+
     /// One page of the proxy's own `tools/list`: asks for the next page, or, at the last one,
     /// reports the whole list and publishes the pin check.
     async fn own_page(&self, v: &Value, own_pages: &mut Vec<Value>) -> ControlFlow<()> {
@@ -296,8 +318,15 @@ impl UpstreamSide {
                 if let Err(e) = &checked {
                     tracing::warn!(error = %e, "tool list not verified: every call is refused");
                 }
-                self.state.pins.send_replace(Some(checked));
                 own_pages.clear();
+                // The upstream's tools changed while this check ran: check them again.
+                let again = self.state.pins_stale.swap(false, Ordering::SeqCst);
+                match self.to_upstream.upgrade().filter(|_| again) {
+                    Some(tu) => ask_pins(&tu),
+                    None => {
+                        self.state.pins.send_replace(Some(checked));
+                    }
+                }
             }
         }
         ControlFlow::Continue(())

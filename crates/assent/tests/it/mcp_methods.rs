@@ -133,3 +133,40 @@ fn a_call_cancelled_while_it_is_proposed_leaves_no_approval_pending() {
     assert!(left.is_empty(), "left pending: {left:?}");
     rig.stop();
 }
+
+/// Review finding: the proxy read the upstream's tools once, so a definition the upstream
+/// changed mid-session (here `read`'s description, with `notifications/tools/list_changed`)
+/// was called unreviewed unless the client listed the tools again. The proxy checks them
+/// again when told; the next call waits for the review of the change.
+#[test]
+fn a_tool_changed_mid_session_is_reviewed_before_it_is_called_again() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "read", "arguments": {}}})
+    };
+    rig.send(call(1));
+    rig.recv(|m| m["id"] == 1);
+    rig.send(json!({"jsonrpc": "2.0", "id": "flip", "method": "ping"}));
+    rig.recv(|m| m["id"] == "flip");
+    rig.send(call(2));
+    // The review appears; the call waits for it.
+    let start = std::time::Instant::now();
+    let reviews = loop {
+        let r = rig.reviews_now();
+        if r["reviews"].as_array().is_some_and(|l| !l.is_empty()) {
+            break r;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "no review: {r}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(reviews["reviews"][0]["tool"], "read", "{reviews}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = rig.stop();
+    let calls = log.matches("\"tools/call\"").count();
+    assert_eq!(calls, 1, "the changed tool was called unreviewed: {log}");
+}
