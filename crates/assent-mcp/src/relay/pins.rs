@@ -49,9 +49,13 @@ pub(super) async fn pin_gate(
             tracing::info!(tool, review_id = %id, "call waits for the review of a changed tool");
             held.send_replace(Hold::Review(id.clone()));
             gw.await_review(&id).await?;
+            // Only the entry this review was about: a check made since (the upstream changed
+            // the tool again) holds it under a newer review, which stays held (found by
+            // review: accepting the older review marked the newer definition pinned).
             pins.send_modify(|p| {
                 if let Some(Ok(map)) = p
                     && let Some(t) = map.get_mut(tool)
+                    && t.review_id.as_deref() == Some(id.as_str())
                 {
                     t.state = PinState::Pinned;
                 }

@@ -84,6 +84,8 @@ pub(super) struct State {
     /// Whether the upstream said its tools changed while a pin check was under way: the
     /// check runs again once that one ends.
     pub(super) pins_stale: AtomicBool,
+    /// When the last pin check ended: a new one starts at least [`RECHECK_EVERY`] later.
+    pub(super) pins_checked_at: Mutex<Option<std::time::Instant>>,
     /// Ids (JSON text) of the requests written to the upstream and not answered yet: the
     /// only answers the upstream reader accepts, each once ([`OpenIds::note`] fills it).
     pub(super) upstream_open: Arc<OpenIds>,
@@ -121,6 +123,7 @@ impl State {
             client_elicits: AtomicBool::new(false),
             pins_asked: AtomicBool::new(false),
             pins_stale: AtomicBool::new(false),
+            pins_checked_at: Mutex::default(),
             upstream_open: Arc::default(),
             from_upstream: Mutex::default(),
             upstream_seq: AtomicU64::new(0),
@@ -150,6 +153,31 @@ impl Relay {
 pub(super) fn ask_pins_once(asked: &AtomicBool, tu: &mpsc::UnboundedSender<String>) {
     if !asked.swap(true, Ordering::SeqCst) {
         ask_pins(tu);
+    }
+}
+
+/// The least time between the end of one pin check and the start of a check again, when the
+/// upstream says its tools changed (found by review: an upstream sending
+/// `notifications/tools/list_changed` after every answer drove `POST /v1/tools/check` under
+/// the agent's key as fast as it could answer, spending the agent's rate limit).
+pub(super) const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// Sends the proxy's own `tools/list` (its first page) once [`RECHECK_EVERY`] has passed since
+/// the last check ended (`checked_at`), at once when it has.
+pub(super) fn ask_pins_after(
+    checked_at: Option<std::time::Instant>,
+    tu: mpsc::UnboundedSender<String>,
+) {
+    let wait = checked_at.map_or(Duration::ZERO, |t| {
+        RECHECK_EVERY.saturating_sub(t.elapsed())
+    });
+    if wait.is_zero() {
+        ask_pins(&tu);
+    } else {
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            ask_pins(&tu);
+        });
     }
 }
 

@@ -170,3 +170,23 @@ fn a_tool_changed_mid_session_is_reviewed_before_it_is_called_again() {
     let calls = log.matches("\"tools/call\"").count();
     assert_eq!(calls, 1, "the changed tool was called unreviewed: {log}");
 }
+
+/// Review finding (of the fix above): an upstream that says its tools changed after every
+/// list it sends drove the proxy's pin check — a `POST /v1/tools/check` under the agent's key —
+/// as fast as it could answer, spending the agent's rate limit. A check starts at least 2 s
+/// after the last one ended.
+#[test]
+fn an_upstream_saying_its_tools_changed_in_a_loop_gets_a_check_every_two_seconds() {
+    let mut rig = Rig::start();
+    rig.handshake(false);
+    rig.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "read", "arguments": {}}}));
+    rig.recv(|m| m["id"] == 1);
+    rig.send(json!({"jsonrpc": "2.0", "id": "storm", "method": "ping"}));
+    rig.recv(|m| m["id"] == "storm");
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let log = rig.stop();
+    let lists = log.matches("\"tools/list\"").count();
+    // The first check, then one every 2 s at most for 5 s (and one in flight).
+    assert!((2..=5).contains(&lists), "{lists} tools/list in 5 s: {log}");
+}
