@@ -40,6 +40,9 @@ pub(super) struct Call {
     pub(super) args: Value,
     /// What the call waits for, for progress, status and cancellation.
     pub(super) held: Arc<HoldState>,
+    /// For a client that keeps no MCP session: the call's mark in its agent's stateless
+    /// session, held until the call ends ([`Hub::stateless_session`]).
+    pub(super) _stateless: Option<super::state::InFlight>,
 }
 
 impl Call {

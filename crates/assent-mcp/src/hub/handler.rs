@@ -6,7 +6,7 @@
 //! `transport`'s.
 
 use super::call::{Call, denied_result};
-use super::state::Hub;
+use super::state::{Hub, InFlight};
 use super::tasks::{call_as_task, own_task};
 use super::upstream::tool_json;
 use crate::ask::{AskUser, Asker};
@@ -71,16 +71,19 @@ impl HubHandler {
     /// (`mcp-` and its `Mcp-Session-Id`); a stdio client's, this handler's; and for an HTTP
     /// client that keeps none — the 2026-07-28 revision is stateless, and rmcp makes a handler
     /// per request — the agent's current stateless session ([`Hub::stateless_session`]).
-    fn session(&self, ctx: &RequestContext<RoleServer>, agent: &str) -> String {
+    fn session(&self, ctx: &RequestContext<RoleServer>, agent: &str) -> (String, Option<InFlight>) {
         let header = ctx
             .extensions
             .get::<http::request::Parts>()
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|h| h.to_str().ok());
         match (header, &self.key) {
-            (Some(s), _) => format!("mcp-{s}"),
-            (None, Some(_)) => self.session.clone(),
-            (None, None) => self.hub.stateless_session(agent),
+            (Some(s), _) => (format!("mcp-{s}"), None),
+            (None, Some(_)) => (self.session.clone(), None),
+            (None, None) => {
+                let (id, mark) = self.hub.stateless_session(agent);
+                (id, Some(mark))
+            }
         }
     }
 }
@@ -199,7 +202,7 @@ impl ServerHandler for HubHandler {
             ))])
             .into());
         }
-        let session = self.session(&ctx, &agent);
+        let (session, stateless) = self.session(&ctx, &agent);
         let call = Call {
             hub: self.hub.clone(),
             gw: self.hub.gateway(&key, &agent, alias, &session),
@@ -209,6 +212,7 @@ impl ServerHandler for HubHandler {
             tool: tool.to_string(),
             args: Value::Object(request.arguments.clone().unwrap_or_default()),
             held: Arc::new(watch::Sender::new(Hold::Nothing)),
+            _stateless: stateless,
         };
         let tasks = ctx
             .client_capabilities()

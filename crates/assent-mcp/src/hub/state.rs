@@ -14,6 +14,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::task_manager::TaskManager;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -142,19 +143,28 @@ impl Hub {
     /// so no threshold counted earlier calls and untrusted content never raised the next
     /// call's risk; and one session per agent for ever (the first fix) made a "session" grant
     /// a grant for ever and a session's risk marks permanent.
-    pub(super) fn stateless_session(&self, agent: &str) -> String {
+    ///
+    /// A session is never renewed while a call of it is under way (held for a person, say),
+    /// and its idle time counts from its last call's end: the returned [`InFlight`] marks the
+    /// call, until it is dropped (found by review: a call held for 35 minutes was marked in
+    /// a session its agent's next call had already left).
+    pub(super) fn stateless_session(&self, agent: &str) -> (String, InFlight) {
         let now = Instant::now();
         let mut all = self.stateless.lock().expect("stateless sessions");
         let s = all
             .entry(agent.to_string())
             .or_insert_with(|| Stateless::new(now));
-        if now.saturating_duration_since(s.last) >= STATELESS_IDLE
-            || now.saturating_duration_since(s.began) >= STATELESS_LONGEST
+        let idle = s.usage.last.lock().expect("last call").to_owned();
+        let busy = s.usage.inflight.load(Ordering::SeqCst) > 0;
+        if !busy
+            && (now.saturating_duration_since(idle) >= STATELESS_IDLE
+                || now.saturating_duration_since(s.began) >= STATELESS_LONGEST)
         {
             *s = Stateless::new(now);
         }
-        s.last = now;
-        s.id.clone()
+        *s.usage.last.lock().expect("last call") = now;
+        s.usage.inflight.fetch_add(1, Ordering::SeqCst);
+        (s.id.clone(), InFlight(s.usage.clone()))
     }
 
     /// Whether `alias` is one of the hub's upstreams.
@@ -250,11 +260,17 @@ pub(super) const STATELESS_IDLE: Duration = Duration::from_secs(30 * 60);
 /// A stateless session ends this long after it began, however busy.
 pub(super) const STATELESS_LONGEST: Duration = Duration::from_secs(8 * 60 * 60);
 
-/// One agent's stateless session: its id, when it began, its last call.
+/// One agent's stateless session: its id, when it began, and its use.
 struct Stateless {
     id: String,
     began: Instant,
-    last: Instant,
+    usage: Arc<Usage>,
+}
+
+/// A stateless session's calls under way and when its last call started or ended.
+struct Usage {
+    inflight: AtomicUsize,
+    last: Mutex<Instant>,
 }
 
 impl Stateless {
@@ -262,7 +278,21 @@ impl Stateless {
         Stateless {
             id: format!("mcp-stateless-{}", uuid::Uuid::new_v4().simple()),
             began: now,
-            last: now,
+            usage: Arc::new(Usage {
+                inflight: AtomicUsize::new(0),
+                last: Mutex::new(now),
+            }),
         }
+    }
+}
+
+/// A call under way in a stateless session ([`Hub::stateless_session`]): while it lives the
+/// session is not renewed; dropped, the session's idle time starts.
+pub(super) struct InFlight(Arc<Usage>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        *self.0.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.0.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 }
