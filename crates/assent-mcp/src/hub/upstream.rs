@@ -64,7 +64,11 @@ pub(super) struct Upstream {
     pub(super) peer: Option<Peer<RoleClient>>,
     pub(super) error: Option<String>,
     watch: Watch,
-    tools: tokio::sync::Mutex<Option<(std::time::Instant, Vec<Tool>)>>,
+    /// The last tool list read and when its reading began (never locked across a wait).
+    tools: std::sync::Mutex<Option<(std::time::Instant, Vec<Tool>)>>,
+    /// Held while the list is read: one reading at a time, which the requests waiting for
+    /// it share ([`Upstream::tools`]).
+    fetching: tokio::sync::Mutex<()>,
     /// Set once this hub has checked the upstream's whole tool list against the pins (so a
     /// server first seen through a call is pinned whole); later calls check just their tool.
     pub(super) whole_checked: tokio::sync::OnceCell<()>,
@@ -102,7 +106,8 @@ impl Upstream {
                     peer: Some(service.peer().clone()),
                     error: None,
                     watch: service.service().clone(),
-                    tools: tokio::sync::Mutex::new(None),
+                    tools: std::sync::Mutex::new(None),
+                    fetching: tokio::sync::Mutex::new(()),
                     whole_checked: tokio::sync::OnceCell::new(),
                     _service: Some(service),
                 }
@@ -124,30 +129,48 @@ impl Upstream {
             peer: None,
             error: Some(error),
             watch: Watch::default(),
-            tools: tokio::sync::Mutex::new(None),
+            tools: std::sync::Mutex::new(None),
+            fetching: tokio::sync::Mutex::new(()),
             whole_checked: tokio::sync::OnceCell::new(),
             _service: None,
         }
     }
 
-    /// The upstream's tools: fresh when `fresh` or the cached copy is old or stale.
+    /// The upstream's tools: fresh when `fresh` or the cached copy is old or stale. One
+    /// reading at a time, and a reading that began after this request arrived answers it too
+    /// (found by review: the cache's lock was held across the whole reading, and every
+    /// `tools/list` read afresh, so one agent keeping lists in flight queued every agent's
+    /// calls on that upstream behind a reading each).
     pub(super) async fn tools(&self, fresh: bool) -> Result<Vec<Tool>, String> {
         let peer = self.peer.as_ref().ok_or("not connected")?;
-        let mut cache = self.tools.lock().await;
+        let asked = std::time::Instant::now();
         let stale = self
             .watch
             .stale
             .swap(false, std::sync::atomic::Ordering::SeqCst);
         if !fresh
             && !stale
-            && let Some((at, list)) = cache.as_ref()
-            && at.elapsed() < TOOLS_FRESH
+            && let Some(list) = self.cached(|at| at.elapsed() < TOOLS_FRESH)
         {
-            return Ok(list.clone());
+            return Ok(list);
         }
+        let _reading = self.fetching.lock().await;
+        if let Some(list) = self.cached(|at| at >= asked) {
+            return Ok(list);
+        }
+        let began = std::time::Instant::now();
         let list = list_tools_bounded(peer).await?;
-        *cache = Some((std::time::Instant::now(), list.clone()));
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some((began, list.clone()));
         Ok(list)
+    }
+
+    /// The cached list when the time its reading began passes `ok`.
+    fn cached(&self, ok: impl Fn(std::time::Instant) -> bool) -> Option<Vec<Tool>> {
+        let cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .as_ref()
+            .filter(|(at, _)| ok(*at))
+            .map(|(_, list)| list.clone())
     }
 }
 

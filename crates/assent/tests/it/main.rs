@@ -17,6 +17,7 @@ mod https;
 mod in_client;
 mod mcp;
 mod mcp_hub_declared;
+mod mcp_hub_lists;
 mod mcp_methods;
 mod mcp_upstream_attacks;
 mod migrate;

@@ -1,0 +1,91 @@
+//! The MCP hub reads an upstream's tool list once for the requests waiting for it, and never
+//! holds a call up behind another client's list readings.
+
+use crate::{free_port, hex_sha256, serve};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "hub-lists-agent-key-0123456789";
+
+/// A hub upstream (Python, stdio) with one tool, `hello`, whose `tools/list` takes 300 ms.
+const SLOW_LISTS: &str = r#"import json,sys,time
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
+    elif meth=="tools/list":
+        time.sleep(0.3)
+        r={"tools":[{"name":"hello","description":"Say hello.","inputSchema":{"type":"object"}}]}
+    elif meth=="tools/call":
+        r={"content":[{"type":"text","text":"hello"}]}
+    else:
+        r={}
+    print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
+"#;
+
+/// Found by review: the hub held an upstream's tool-list cache locked across each reading,
+/// and every client `tools/list` read afresh, so one client keeping lists in flight queued
+/// every call on that upstream behind a 300 ms reading each (30 lists: 9 s). Now readings
+/// are shared and a call with a fresh list waits for none.
+#[test]
+fn a_call_is_not_held_up_behind_another_clients_tool_list_readings() {
+    use rmcp::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    std::fs::write(
+        dir.path().join("helper.agf.yaml"),
+        "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: slow\n      allowed_tools: [hello]\n",
+    )
+    .unwrap();
+    let command = serde_json::to_string(&json!(["python3", "-c", SLOW_LISTS])).unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n  slow: {{command: {command}}}\n",
+            hex_sha256(KEY),
+        ),
+    )
+    .unwrap();
+    let mut server = serve(&cfg, port);
+    let url = format!("{}/mcp", server.url);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let took = rt.block_on(async {
+        let connect = || async {
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url.clone(),
+                )
+                .auth_header(KEY.to_string()),
+            );
+            ().serve(transport).await.expect("the hub answers initialize")
+        };
+        let (lister, caller) = (connect().await, connect().await);
+        // A first call: the list is read and pinned.
+        let hello = || rmcp::model::CallToolRequestParams::new("slow__hello");
+        caller.peer().call_tool(hello()).await.unwrap();
+        // One client keeps 30 lists in flight; the other calls meanwhile.
+        let peer = lister.peer().clone();
+        let mut lists = tokio::task::JoinSet::new();
+        for _ in 0..30 {
+            let peer = peer.clone();
+            lists.spawn(async move { peer.list_tools(None).await });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let t = Instant::now();
+        let r = caller.peer().call_tool(hello()).await.unwrap();
+        let took = t.elapsed();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        for l in lists.join_all().await {
+            assert_eq!(l.unwrap().tools.len(), 1);
+        }
+        lister.cancel().await.unwrap();
+        caller.cancel().await.unwrap();
+        took
+    });
+    assert!(took < Duration::from_secs(2), "the call waited {took:?}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
