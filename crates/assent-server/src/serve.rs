@@ -146,7 +146,7 @@ pub async fn serve(
         let counted = if limits.trusted.contains(&ip) {
             None
         } else {
-            let Some(s) = per_address.take(ip, limits.per_address) else {
+            let Some(s) = per_address.take(crate::throttle::network(ip), limits.per_address) else {
                 tokio::spawn(refuse(tcp, FULL_FOR_ADDRESS));
                 continue;
             };

@@ -163,7 +163,7 @@ impl Throttle {
     }
 
     fn keys(addr: Option<IpAddr>, key: &str) -> Vec<Who> {
-        let mut out: Vec<Who> = addr.map(Who::Addr).into_iter().collect();
+        let mut out: Vec<Who> = addr.map(|a| Who::Addr(network(a))).into_iter().collect();
         out.push(Who::Prefix(key.chars().take(PREFIX_CHARS).collect()));
         out
     }
@@ -191,7 +191,8 @@ impl Throttle {
     /// callback) against the client address alone, like [`Throttle::failed`]; `None` without
     /// an address.
     pub async fn failed_address(&self, addr: Option<IpAddr>) -> Option<Duration> {
-        self.count(addr.map(Who::Addr).into_iter().collect()).await
+        self.count(addr.map(|a| Who::Addr(network(a))).into_iter().collect())
+            .await
     }
 
     /// Counts one failure of each of `who` here and (on PostgreSQL) in the shared count.
@@ -264,10 +265,44 @@ pub fn too_many(code: &'static str, message: &str, wait: Duration) -> Response {
     r
 }
 
+/// The network a client address counts as, for per-address limits (failed authentications,
+/// connections): an IPv4 address whole, an IPv6 address by its /64 — the block one host or
+/// one LAN is given (found by review: counted per whole IPv6 address, one host rotating
+/// through its /64 had a fresh allowance for every address).
+pub fn network(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::HeaderMap;
+
+    #[test]
+    fn an_ipv6_client_counts_by_its_64_an_ipv4_one_whole() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(network(a), network(b));
+        assert_ne!(network(a), network(c));
+        let (x, y): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        assert_ne!(network(x), network(y));
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(network(mapped), x);
+        // Failures from one /64 share one allowance.
+        let t = Throttle::with_proxies(RateLimits::default(), vec![]);
+        assert_eq!(
+            Throttle::keys(Some(a), "k")[0],
+            Throttle::keys(Some(b), "k")[0]
+        );
+        let _ = t;
+    }
 
     #[test]
     fn behind_a_trusted_proxy_the_forwarded_client_is_the_address() {
