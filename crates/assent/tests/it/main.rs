@@ -14,6 +14,7 @@ mod audit;
 mod backup;
 mod config;
 mod https;
+mod hub_kit;
 mod in_client;
 mod mcp;
 mod mcp_hub_declared;

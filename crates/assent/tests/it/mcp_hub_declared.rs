@@ -2,9 +2,10 @@
 //! tool the caller's agent file does not name is refused before the hub fetches that
 //! server's tool list, pins it or waits on its reviews.
 
+use crate::get_op;
+use crate::hub_kit::{hub_client, hub_gateway};
 use crate::mcp_upstream_attacks::hub_upstream;
-use crate::{free_port, get_op, hex_sha256, serve};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::time::Duration;
 
 const KEY: &str = "hub-declared-agent-key-0123456789";
@@ -17,35 +18,15 @@ const KEY: &str = "hub-declared-agent-key-0123456789";
 /// naming them, and `other` is never pinned.
 #[test]
 fn a_call_to_an_undeclared_hub_upstream_is_refused_before_its_tools_are_looked_at() {
-    use rmcp::ServiceExt;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    std::fs::write(
-        dir.path().join("helper.agf.yaml"),
-        "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: good\n      allowed_tools: [hello]\n",
-    )
-    .unwrap();
-    let command = serde_json::to_string(&json!(["python3", "-c", hub_upstream(false)])).unwrap();
-    let cfg = dir.path().join("assent.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n  good: {{command: {command}}}\n  other: {{command: {command}}}\n",
-            hex_sha256(KEY),
-        ),
-    )
-    .unwrap();
-    let mut server = serve(&cfg, port);
+    let source = hub_upstream(false);
+    let (_dir, mut server) = hub_gateway(
+        KEY,
+        &[("good", Some("[hello]"), &source), ("other", None, &source)],
+    );
     let url = server.url.clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let said = rt.block_on(async {
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                format!("{url}/mcp"),
-            )
-            .auth_header(KEY.to_string()),
-        );
-        let client = ().serve(transport).await.expect("the hub answers initialize");
+        let client = hub_client(&url, KEY).await;
         let call = rmcp::model::CallToolRequestParams::new("other__hello");
         let r = tokio::time::timeout(Duration::from_secs(60), client.peer().call_tool(call))
             .await

@@ -1,8 +1,7 @@
 //! The MCP hub reads an upstream's tool list once for the requests waiting for it, and never
 //! holds a call up behind another client's list readings.
 
-use crate::{free_port, hex_sha256, serve};
-use serde_json::json;
+use crate::hub_kit::{hub_client, hub_gateway};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "hub-lists-agent-key-0123456789";
@@ -31,38 +30,11 @@ for line in sys.stdin:
 /// are shared and a call with a fresh list waits for none.
 #[test]
 fn a_call_is_not_held_up_behind_another_clients_tool_list_readings() {
-    use rmcp::ServiceExt;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    std::fs::write(
-        dir.path().join("helper.agf.yaml"),
-        "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: slow\n      allowed_tools: [hello]\n",
-    )
-    .unwrap();
-    let command = serde_json::to_string(&json!(["python3", "-c", SLOW_LISTS])).unwrap();
-    let cfg = dir.path().join("assent.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n  slow: {{command: {command}}}\n",
-            hex_sha256(KEY),
-        ),
-    )
-    .unwrap();
-    let mut server = serve(&cfg, port);
-    let url = format!("{}/mcp", server.url);
+    let (_dir, mut server) = hub_gateway(KEY, &[("slow", Some("[hello]"), SLOW_LISTS)]);
+    let url = server.url.clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let took = rt.block_on(async {
-        let connect = || async {
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                    url.clone(),
-                )
-                .auth_header(KEY.to_string()),
-            );
-            ().serve(transport).await.expect("the hub answers initialize")
-        };
-        let (lister, caller) = (connect().await, connect().await);
+        let (lister, caller) = (hub_client(&url, KEY).await, hub_client(&url, KEY).await);
         // A first call: the list is read and pinned.
         let hello = || rmcp::model::CallToolRequestParams::new("slow__hello");
         caller.peer().call_tool(hello()).await.unwrap();

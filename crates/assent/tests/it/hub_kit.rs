@@ -1,0 +1,49 @@
+//! A gateway with MCP hub upstreams and an rmcp client of its `/mcp`, for the hub's tests.
+
+use crate::{Server, free_port, hex_sha256, serve};
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::json;
+
+/// One hub upstream: its alias, the tools agent `helper` declares on it (a YAML flow list;
+/// `None`: the agent does not declare the server) and the upstream's Python source.
+pub(crate) type HubUpstream<'a> = (&'a str, Option<&'a str>, &'a str);
+
+/// `assent serve` with the hub in front of `upstreams`, for agent `helper` with agent key
+/// `key` and operator alice: its directory (kept alive by the caller) and server.
+pub(crate) fn hub_gateway(key: &str, upstreams: &[HubUpstream<'_>]) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n".to_string();
+    let mut config = format!(
+        "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n",
+        hex_sha256(key)
+    );
+    for (alias, tools, source) in upstreams {
+        if let Some(tools) = tools {
+            agent.push_str(&format!(
+                "    - alias: {alias}\n      allowed_tools: {tools}\n"
+            ));
+        }
+        let command = serde_json::to_string(&json!(["python3", "-c", source])).unwrap();
+        config.push_str(&format!("  {alias}: {{command: {command}}}\n"));
+    }
+    std::fs::write(dir.path().join("helper.agf.yaml"), agent).unwrap();
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(&cfg, config).unwrap();
+    let server = serve(&cfg, port);
+    (dir, server)
+}
+
+/// An rmcp client of the hub at `url` (the gateway's URL) with agent key `key`, initialised.
+pub(crate) async fn hub_client(url: &str, key: &str) -> RunningService<RoleClient, ()> {
+    use rmcp::ServiceExt;
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            format!("{url}/mcp"),
+        )
+        .auth_header(key.to_string()),
+    );
+    ().serve(transport)
+        .await
+        .expect("the hub answers initialize")
+}
