@@ -84,8 +84,8 @@ pub(super) struct State {
     /// Whether the upstream said its tools changed while a pin check was under way: the
     /// check runs again once that one ends.
     pub(super) pins_stale: AtomicBool,
-    /// When the last pin check ended: a new one starts at least [`RECHECK_EVERY`] later.
-    pub(super) pins_checked_at: Mutex<Option<std::time::Instant>>,
+    /// When the last check again ([`ask_pins_again`]) started, or is to start.
+    pub(super) pins_rechecked_at: Mutex<Option<std::time::Instant>>,
     /// Ids (JSON text) of the requests written to the upstream and not answered yet: the
     /// only answers the upstream reader accepts, each once ([`OpenIds::note`] fills it).
     pub(super) upstream_open: Arc<OpenIds>,
@@ -123,7 +123,7 @@ impl State {
             client_elicits: AtomicBool::new(false),
             pins_asked: AtomicBool::new(false),
             pins_stale: AtomicBool::new(false),
-            pins_checked_at: Mutex::default(),
+            pins_rechecked_at: Mutex::default(),
             upstream_open: Arc::default(),
             from_upstream: Mutex::default(),
             upstream_seq: AtomicU64::new(0),
@@ -156,21 +156,25 @@ pub(super) fn ask_pins_once(asked: &AtomicBool, tu: &mpsc::UnboundedSender<Strin
     }
 }
 
-/// The least time between the end of one pin check and the start of a check again, when the
-/// upstream says its tools changed (found by review: an upstream sending
-/// `notifications/tools/list_changed` after every answer drove `POST /v1/tools/check` under
-/// the agent's key as fast as it could answer, spending the agent's rate limit).
+/// The least time between the starts of two checks again, when the upstream says its tools
+/// changed (found by review: an upstream sending `notifications/tools/list_changed` after
+/// every answer drove `POST /v1/tools/check` under the agent's key as fast as it could answer,
+/// spending the agent's rate limit). The first check again starts at once (an upstream may say
+/// so once as it starts: its calls wait for no timer).
 pub(super) const RECHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// Sends the proxy's own `tools/list` (its first page) once [`RECHECK_EVERY`] has passed since
-/// the last check ended (`checked_at`), at once when it has.
-pub(super) fn ask_pins_after(
-    checked_at: Option<std::time::Instant>,
+/// Sends the proxy's own `tools/list` (its first page) for a check again: at once, or
+/// [`RECHECK_EVERY`] after the last check again started (`rechecked_at`, updated).
+pub(super) fn ask_pins_again(
+    rechecked_at: &Mutex<Option<std::time::Instant>>,
     tu: mpsc::UnboundedSender<String>,
 ) {
-    let wait = checked_at.map_or(Duration::ZERO, |t| {
-        RECHECK_EVERY.saturating_sub(t.elapsed())
-    });
+    let now = std::time::Instant::now();
+    let mut last = rechecked_at.lock().unwrap_or_else(|p| p.into_inner());
+    let start = last.map_or(now, |t| (t + RECHECK_EVERY).max(now));
+    *last = Some(start);
+    drop(last);
+    let wait = start.saturating_duration_since(now);
     if wait.is_zero() {
         ask_pins(&tu);
     } else {

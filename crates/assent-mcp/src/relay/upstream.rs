@@ -10,7 +10,7 @@
 use super::handshake::{Handshake, handshake};
 use super::ids::{MAX_FROM_UPSTREAM, UPSTREAM_ID_PREFIX};
 use super::pins::PIN_ID_PREFIX;
-use super::state::{Forwarded, State, ask_pins_after, ask_pins_once};
+use super::state::{Forwarded, State, ask_pins_again, ask_pins_once};
 use crate::kit::{TASKS, apply_pins, denied_result, denied_value};
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
@@ -289,8 +289,7 @@ impl UpstreamSide {
         }
         if let Some(tu) = self.to_upstream.upgrade() {
             st.pins.send_replace(None);
-            let last = *st.pins_checked_at.lock().expect("checked at");
-            ask_pins_after(last, tu);
+            ask_pins_again(&st.pins_rechecked_at, tu);
         }
     }
 
@@ -320,12 +319,10 @@ impl UpstreamSide {
                     tracing::warn!(error = %e, "tool list not verified: every call is refused");
                 }
                 own_pages.clear();
-                let now = std::time::Instant::now();
-                *self.state.pins_checked_at.lock().expect("checked at") = Some(now);
                 // The upstream's tools changed while this check ran: check them again.
                 let again = self.state.pins_stale.swap(false, Ordering::SeqCst);
                 match self.to_upstream.upgrade().filter(|_| again) {
-                    Some(tu) => ask_pins_after(Some(now), tu),
+                    Some(tu) => ask_pins_again(&self.state.pins_rechecked_at, tu),
                     None => {
                         self.state.pins.send_replace(Some(checked));
                     }
