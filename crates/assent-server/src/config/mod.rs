@@ -124,8 +124,11 @@ pub struct Config {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
 /// The files `patterns` (paths or globs relative to `base`) name, in order, without
-/// repeats: a missing plain path is an error of `file`; a glob that matches nothing is a
-/// warning pushed to `warnings`.
+/// repeats: a missing plain path is an error of `file`. A glob that matches nothing is an
+/// error for `governance` (its rules bind every agent: a mount moved or a directory left
+/// empty would otherwise start the gateway without the organisation's denials — fail
+/// closed) and a warning pushed to `warnings` for `agents` (an agent without a file is
+/// refused, so nothing opens).
 fn expand(
     base: &Path,
     file: &Path,
@@ -157,6 +160,16 @@ fn expand(
             .filter(|f| f.is_file())
             .collect();
         found.sort();
+        if found.is_empty() && what == "governance" {
+            return Err(at(
+                file,
+                line,
+                format!(
+                    "governance glob `{p}` matches no file: governance rules bind every agent, \
+                     so assent does not start without them (name the files, or remove the entry)"
+                ),
+            ));
+        }
         if found.is_empty() {
             let at = line.map_or(String::new(), |l| format!(":{l}"));
             warnings.push(format!(

@@ -118,6 +118,13 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
             "governance:\n  - none.yaml\n",
             "governance file `none.yaml` does not exist",
         ),
+        // Attack (fail open): a governance glob that matches nothing — a mount moved, a
+        // directory emptied — started the gateway with a warning and without the
+        // organisation's denials.
+        (
+            "governance:\n  - \"policies/*.yaml\"\n",
+            "governance glob `policies/*.yaml` matches no file",
+        ),
     ] {
         let (code, err) = serve_on(&p, &format!("listen: 127.0.0.1:0\n{cfg}"), None);
         assert!(
