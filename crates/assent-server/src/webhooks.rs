@@ -254,14 +254,16 @@ fn delivery_id(hook: &Webhook, rec: &AuditRecord) -> String {
     format!("{}-{}-{hash}", hook.name, rec.seq)
 }
 
-/// A single-use link to the card, valid until the approval expires (needs `public_url`).
+/// A single-use link to the card, valid until the approval's announced deadline (needs
+/// `public_url`): the escalation schedule's deadline when it has one, not the first step's
+/// `expires_at` (found by review: the link died at the first escalation step).
 async fn single_use_link(st: &AppState, a: &ApprovalRecord) -> Option<String> {
     let base = st.public_url.as_deref()?;
     let mut b = [0u8; 32];
     getrandom::fill(&mut b).ok()?;
     let token = hex::encode(b);
     let hash = assent_core::canonical::sha256_hex(token.as_bytes());
-    let (id, exp) = (a.id.clone(), a.expires_at);
+    let (id, exp) = (a.id.clone(), a.announced_deadline());
     store(st, move |s| s.create_card_link(&hash, &id, exp)).await?;
     Some(format!("{base}/ui/l/{token}"))
 }

@@ -72,7 +72,7 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
         json!({"type": "section", "text": {"type": "plain_text", "text": cut(&message, MESSAGE_MAX), "emoji": false}}),
         json!({"type": "section", "fields": [
             {"type": "mrkdwn", "text": format!("*Risk*\n{tier} ({}){irreversible}", tier.risk_level())},
-            {"type": "mrkdwn", "text": format!("*Expires*\n{}", rfc3339(a.expires_at))},
+            {"type": "mrkdwn", "text": format!("*Expires*\n{}", rfc3339(a.announced_deadline()))},
             {"type": "plain_text", "text": format!("Arguments:\n{}", cut(&args, FIELD_MAX)), "emoji": false},
             {"type": "plain_text", "text": format!("Side effects:\n{}", cut(&effects, FIELD_MAX)), "emoji": false},
         ]}),

@@ -40,4 +40,5 @@ mod slack;
 mod sso;
 mod suggestions;
 mod tools;
+mod webhook_steps;
 mod webhooks;

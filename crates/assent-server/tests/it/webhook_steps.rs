@@ -1,0 +1,110 @@
+//! Webhook events of an approval's steps: a quorum vote with its progress, and each
+//! escalation step (with the roles that joined), whose card link lasts to the announced
+//! deadline, not to the first step.
+
+use crate::kit::{OP, assert_answer};
+use crate::webhooks::{bodies, hooked};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// Issue 14 §1: a vote counted toward a quorum is an `approval.vote` event whose approval
+/// carries the progress and the votes; the vote that meets the quorum resolves it.
+#[tokio::test]
+async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    let (recv, gw) = hooked(dir.path(), rules, ("fred", &["finance"]), "approval.vote").await;
+    let id = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    gw.decide(&id, OP, "approve").await;
+    gw.decide(&id, "fred-key", "approve").await;
+    let got = bodies(&recv, 4).await;
+    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        events,
+        [
+            "approval.requested",
+            "approval.vote",
+            "approval.vote",
+            "approval.resolved"
+        ]
+    );
+    let first_vote = &got[1]["approval"];
+    assert_eq!(first_vote["votes"][0]["by"], "alice", "{first_vote}");
+    let resolved = &got[3]["approval"];
+    assert_eq!(resolved["status"], "approved");
+    assert_eq!(
+        resolved["quorum"],
+        "2 of 2 approvals (finance 2 of 2: alice, fred)"
+    );
+    gw.stop().await;
+}
+
+/// Issue 14 §3: each escalation step is a new `approval.escalated` notification naming the
+/// roles that joined (for the people who can now decide), and those people may decide from
+/// that step on — not before.
+#[tokio::test]
+async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 120\n  escalation:\n    - {after: 1s, approvers: [lead]}\n    - {after: 3s, approvers: [cfo]}\n";
+    let (recv, gw) = hooked(dir.path(), rules, ("carl", &["cfo"]), "approval.escalated").await;
+    let id = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    // Three seconds before the cfo's step: carl may not decide yet.
+    let (s, b) = gw
+        .decide_with(&id, "carl-key", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    let got = bodies(&recv, 3).await;
+    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        events,
+        [
+            "approval.requested",
+            "approval.escalated",
+            "approval.escalated"
+        ]
+    );
+    for (body, step, added, approvers) in [
+        (&got[1], 1, json!(["lead"]), json!(["finance", "lead"])),
+        (
+            &got[2],
+            2,
+            json!(["cfo"]),
+            json!(["finance", "lead", "cfo"]),
+        ),
+    ] {
+        let e = &body["escalation"];
+        assert_eq!(
+            (&e["step"], &e["steps"], &e["added"], &e["approvers"]),
+            (&json!(step), &json!(2), &added, &approvers),
+            "{body}"
+        );
+        assert!(
+            e["expires_at"].is_string() && e["deadline"].is_string(),
+            "{body}"
+        );
+    }
+    // Attack on availability (found by review): the single-use card link of the request
+    // expired with the first escalation step (`expires_at`), so the people it was sent to
+    // got 410 for an approval still waiting for them. It lasts to the announced deadline.
+    let link = got[0]["links"]["open_once"].as_str().unwrap();
+    let path = link.strip_prefix("https://assent.example.com").unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http.get(format!("{}{path}", gw.url)).send().await.unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::SEE_OTHER,
+        "past two escalation steps"
+    );
+    let (s, b) = gw
+        .decide_with(&id, "carl-key", json!({"decision": "approve"}))
+        .await;
+    assert_answer(s, &b, "status", StatusCode::OK, "approved");
+    gw.stop().await;
+}
