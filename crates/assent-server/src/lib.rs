@@ -201,6 +201,7 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     close_orphan_subscriptions(&state).await;
+    withdraw_orphan_votes(&state).await?;
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let holder = assent_store::random_id("replica_");
@@ -245,5 +246,46 @@ async fn close_orphan_subscriptions(state: &AppState) {
             tracing::warn!(error = %e, "AAEP subscriptions of removed operators were not closed")
         }
         Err(_) => tracing::warn!("AAEP subscriptions of removed operators were not closed"),
+    }
+}
+
+/// Withdraws the votes on pending approvals that the configuration no longer stands behind
+/// ([`assent_store::Store::withdraw_votes`]): their voter is no operator of it (removed or
+/// renamed in the file before a restart) or no longer holds a role they voted with. An
+/// unlinked single sign-on name (`oidc:NAME`, not a configured principal), and an operator
+/// linked to one, keep their votes while `oidc` is configured (roles of a single sign-on come
+/// from the provider at sign-in, not from the file: a reload still withdraws them). A
+/// store error stops start-up (fail closed: the vote would count).
+async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
+    let live = state.principals();
+    let sso = state.oidc.is_some();
+    let withdrawn = state
+        .store_task(move |s| {
+            let stands = |voter: &str, roles: &[String]| match live.iter().find(|p| p.name == voter) {
+                // A linked person voting by single sign-on holds the roles their groups map
+                // to, which the file cannot tell: their vote stands while `oidc` is set.
+                Some(p) if sso && p.sso.is_some() => p.roles().is_some(),
+                Some(p) => p.roles().is_some_and(|now| roles.iter().all(|r| now.contains(r))),
+                None => sso && voter.starts_with(config::oidc::NAME_PREFIX),
+            };
+            let why = "the configuration no longer has the voter as an operator with the roles they voted with";
+            s.withdraw_votes(stands, "system:start-up", why, state::now_ms())
+        })
+        .await;
+    match withdrawn {
+        Ok(Ok(0)) => Ok(()),
+        Ok(Ok(n)) => {
+            tracing::info!(
+                withdrawn = n,
+                "votes of operators no longer configured withdrawn"
+            );
+            Ok(())
+        }
+        Ok(Err(e)) => Err(std::io::Error::other(format!(
+            "the votes of operators no longer configured could not be withdrawn: {e}"
+        ))),
+        Err(_) => Err(std::io::Error::other(
+            "the votes of operators no longer configured could not be withdrawn",
+        )),
     }
 }

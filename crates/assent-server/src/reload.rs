@@ -196,12 +196,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     // new configuration is audited and in force, failing the reload when they cannot be
     // ended (so a retry still sees them changed), and again after it, for a session started
     // with the old key in between.
-    let gone: Vec<String> = answer
-        .changed
-        .iter()
-        .chain(&answer.removed)
-        .cloned()
-        .collect();
+    let gone = with_sso_names(&old, answer.changed.iter().chain(&answer.removed));
     sign_out(st, &gone, &actor).await.map_err(|why| {
         ReloadError::Store(format!(
             "the dashboard sessions of a changed principal could not be ended: {why}"
@@ -324,9 +319,27 @@ pub async fn reload_route(State(st): State<AppState>, op: Operator<ReloadRefusal
     }
 }
 
-/// Ends every dashboard session and closes every AAEP subscription (actor `by`) of the
-/// principals `names` (a reload changed their key or roles, or removed them); `Err(why)` when
-/// the store could not. The subscriptions' timeout extension goes with them.
+/// `names` (principals a reload changed or removed) with the single sign-on names `old` linked
+/// to them, bare and as `oidc:NAME`: a linked person's dashboard session and votes go by those.
+fn with_sso_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in names {
+        out.push(n.clone());
+        let sso = old.principals.iter().filter(|p| &p.name == n);
+        for s in sso.flat_map(|p| p.sso.iter()) {
+            out.push(s.clone());
+            out.push(format!("{}{s}", crate::config::oidc::NAME_PREFIX));
+        }
+    }
+    out
+}
+
+/// Ends every dashboard session, closes every AAEP subscription (actor `by`) and withdraws
+/// every vote on a pending approval ([`assent_store::Store::withdraw_votes`]) of the
+/// principals `names` (a reload changed their key or roles, or removed them; with their linked
+/// single sign-on names); `Err(why)` when the store could not. The subscriptions' timeout
+/// extension goes with them. Found by review: a vote cast with a key revoked since, or by an
+/// operator removed or stripped of the role, still counted towards its quorum.
 async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), String> {
     let (names, by) = (names.to_vec(), by.to_string());
     let done = st
@@ -334,7 +347,10 @@ async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), Strin
             names.iter().try_for_each(|n| {
                 s.end_ui_sessions_of(n)?;
                 s.close_subscriptions_of(n, &by, now_ms()).map(drop)
-            })
+            })?;
+            let why = "a reload removed the voter or changed their key, roles or single sign-on";
+            s.withdraw_votes(|p, _| !names.iter().any(|n| n == p), &by, why, now_ms())
+                .map(drop)
         })
         .await;
     st.refresh_extension().await;

@@ -18,7 +18,8 @@ type VoteRecords = HashMap<(String, String), (i64, Option<String>)>;
 /// Every `votes` row must be the vote its `decision.vote` record describes (same approval,
 /// voter and decision); a row without one is reported unless the approval's records may have
 /// been archived (settled, requested before the archive's cut-off). A `decision.vote` record
-/// whose vote row is gone is reported too (a deleted deny vote changes a tally).
+/// whose vote row is gone is reported too (a deleted deny vote changes a tally), unless a
+/// later `decision.vote_withdrawn` record of the same approval names the voter.
 pub(crate) fn votes(
     conn: Conn<'_>,
     gone: &Gone,
@@ -26,14 +27,22 @@ pub(crate) fn votes(
 ) -> db::Result<()> {
     let mut recorded: VoteRecords = HashMap::new();
     conn.prepare_cached(
-        "SELECT seq, approval_id, actor, data FROM audit WHERE kind = 'decision.vote' ORDER BY seq",
+        "SELECT seq, approval_id, actor, data, kind FROM audit WHERE kind IN ('decision.vote', 'decision.vote_withdrawn') ORDER BY seq",
     )?
     .for_each([], |r| {
         let (seq, aid, actor): (i64, Option<String>, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let kind: String = r.get(4)?;
         if let Some(aid) = aid {
-            let decision = text_at(&json_of(r)?, "decision");
-            // The last record: a voter whose unvouched row was replaced voted again.
-            recorded.insert((aid, actor), (seq, decision));
+            let data = json_of(r)?;
+            if kind == "decision.vote_withdrawn" {
+                // The voter's row was deleted with this record (a reload removed them or
+                // changed their key or roles); a later vote of theirs is recorded again.
+                let who = text_at(&data, "principal").unwrap_or_default();
+                recorded.remove(&(aid, who));
+            } else {
+                // The last record: a voter whose unvouched row was replaced voted again.
+                recorded.insert((aid, actor), (seq, text_at(&data, "decision")));
+            }
         }
         Ok(ControlFlow::Continue(()))
     })?;

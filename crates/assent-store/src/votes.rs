@@ -167,3 +167,54 @@ pub(crate) fn cast(
         Cast::Counted
     })
 }
+
+/// A vote on a pending approval, as [`crate::Store::withdraw_votes`] weighs it:
+/// `(approval id, principal, decision, roles held when it was cast)`.
+type PendingVote = (String, String, String, Vec<String>);
+
+impl crate::store::Store {
+    /// Withdraws every vote on a pending approval for which `stands(principal, roles)` is
+    /// false (`roles`: those held when it was cast): the row is deleted and a
+    /// `decision.vote_withdrawn` record (actor `by`; `principal`, `decision`, `why`) says so,
+    /// in one transaction. The server calls it when a reload removes an operator or changes
+    /// their key or roles, and at start-up for votes whose voter is no operator of the
+    /// configuration or lacks a role they voted with. Found by review: a vote cast with a key
+    /// revoked since (or by an operator removed, or whose role was taken away) still counted,
+    /// so bob's vote alone met a quorum of two after alice was removed, and a person whose
+    /// principal was renamed or removed could vote again under their other name. Returns how
+    /// many were withdrawn. Errors: the store's.
+    pub fn withdraw_votes(
+        &self,
+        stands: impl Fn(&str, &[String]) -> bool,
+        by: &str,
+        why: &str,
+        now: i64,
+    ) -> Result<usize, crate::error::StoreError> {
+        self.write(|tx| {
+            let votes: Vec<PendingVote> = tx.query_map(
+                "SELECT v.approval_id, v.principal, v.decision, v.roles FROM votes v
+                 JOIN approvals a ON a.id = v.approval_id
+                 WHERE a.status = 'pending' ORDER BY v.approval_id, v.principal",
+                [],
+                |r| {
+                    let roles: String = r.get(3)?;
+                    let roles = serde_json::from_str(&roles).unwrap_or_default();
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, roles))
+                },
+            )?;
+            let mut n = 0;
+            for (aid, who, decision, roles) in votes {
+                if stands(&who, &roles) {
+                    continue;
+                }
+                tx.prepare_cached("DELETE FROM votes WHERE approval_id = ?1 AND principal = ?2")?
+                    .execute(params![aid, who])?;
+                let data = json!({"principal": who, "decision": decision, "why": why});
+                audit::append(**tx, now, "decision.vote_withdrawn", Some(&aid), by, &data)?;
+                tx.changed(crate::db::Change::Approval(aid));
+                n += 1;
+            }
+            Ok(n)
+        })
+    }
+}

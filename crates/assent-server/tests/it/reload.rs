@@ -541,3 +541,89 @@ async fn a_restart_without_an_operator_closes_their_subscriptions_and_extension(
     assert_eq!(wait(&gw, "/c").await, base);
     gw.stop().await;
 }
+
+/// Attack (found by review): a quorum vote outlived the revocation of its voter. Alice's key
+/// is stolen and approves a payment that needs two of finance; the operators revoke it by a
+/// reload that removes alice — her vote still counted, and fred's approval alone then met the
+/// quorum and minted the token. The reload withdraws the votes of the principals it removes or
+/// changes (audited `decision.vote_withdrawn`), the quorum needs two others, and the chain
+/// still verifies. The same at a restart whose file took the voter's role away.
+#[tokio::test]
+async fn a_vote_by_an_operator_a_reload_removes_no_longer_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let gov = policy(
+        "acme.test.reload",
+        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
+    );
+    let finance_without = |with_alice: bool, freds: &'static str| {
+        let fred = if freds == "finance" {
+            "kind: operator, roles: [finance]"
+        } else {
+            "kind: operator, roles: [ops]"
+        };
+        let mut list = vec![
+            ("fred", fred, "fred-key"),
+            ("gina", "kind: operator, roles: [finance]", "gina-key"),
+            ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+            ("bot", "kind: agent, agent_id: bot", BOT),
+        ];
+        if with_alice {
+            list.push(("alice", "kind: operator, roles: [finance]", OP));
+        }
+        principals(&list)
+    };
+    let finance = |with_alice: bool| finance_without(with_alice, "finance");
+    let (gw, conf) = reloadable(dir.path(), &config_text(&finance(true)), &gov).await;
+    let id = gw
+        .pending("pay", json!({"amount": 9000, "to": "mallory"}))
+        .await;
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("pending")),
+        "{b}"
+    );
+    write_config(&conf, &finance(false));
+    let (s, b) = reload(&gw, "olaf-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "decision.vote_withdrawn"), 1);
+    let (s, b) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        b["status"], "pending",
+        "alice's withdrawn vote does not count: {b}"
+    );
+    assert!(gw.as_agent(&id).await["token"].is_null());
+    let (s, b) = gw.decide(&id, "gina-key", "approve").await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("approved")),
+        "{b}"
+    );
+    let db = crate::backend::database(&gw.data_dir);
+    let report = crate::backend::off_runtime(|| {
+        let opts = Default::default();
+        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
+    });
+    assert!(report.problem.is_none(), "{:?}", report.problem);
+    // A restart under a file that took fred's finance role: his vote is withdrawn.
+    let id = gw
+        .pending("pay", json!({"amount": 8000, "to": "mallory"}))
+        .await;
+    let (s, b) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("pending")),
+        "{b}"
+    );
+    gw.stop().await;
+    let config = config_text(&finance_without(false, "ops"));
+    let (gw, _) = reloadable(dir.path(), &config, &gov).await;
+    let (s, b) = gw.decide(&id, "gina-key", "approve").await;
+    assert_eq!(
+        b["status"], "pending",
+        "fred's withdrawn vote does not count: {s} {b}"
+    );
+    assert_eq!(audit_count(&gw.data_dir, "decision.vote_withdrawn"), 2);
+    gw.stop().await;
+}
