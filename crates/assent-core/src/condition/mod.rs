@@ -153,6 +153,10 @@ impl ConditionGroup {
                 predicates.push((key.clone(), matcher));
             }
         }
+        // In key order whatever the map keeps (a workspace build with `assent-bench` turns on
+        // serde_json's `preserve_order` through cedar, which kept the file's order): a reason
+        // reads the same from every build.
+        predicates.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(Self { predicates })
     }
 
