@@ -70,6 +70,27 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
         && terms.quorum.is_none()
 }
 
+/// Whether a grant made by deciding an approval held under `origin` (its terms, approvers
+/// widened by the escalation roles `escalated` it had taken when decided) may stand in for a
+/// new call whose verdict asks `new`: only when `origin` was at least as strict on every axis
+/// ([`crate::join::covers`]: approvers, in-client, tier, irreversible, default, separation of
+/// duties, passkey, triggers, result limit, redaction) — the rule a call joining a pending
+/// approval follows. Found by review: a grant from `approvers: [ops]` kept covering calls
+/// after a reload asked for `[security]` with separation of duties, or a higher tier.
+/// `Err` names the first weaker axis.
+pub fn origin_covers(
+    origin: &crate::gatekeeper::ApprovalTerms,
+    escalated: &[String],
+    new: &crate::gatekeeper::ApprovalTerms,
+) -> Result<(), crate::join::Weaker> {
+    let held = crate::join::Held {
+        terms: origin,
+        quorum: None,
+        later: escalated,
+    };
+    crate::join::covers(&held, new)
+}
+
 /// A stored grant, as far as coverage is concerned.
 #[derive(Debug, Clone, Copy)]
 pub struct GrantView<'a> {

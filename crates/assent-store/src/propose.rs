@@ -19,7 +19,7 @@ use crate::seal::Sealed;
 use crate::session_risk;
 use crate::settlement_seal;
 use crate::store::Store;
-use crate::tokens::find_grant;
+use crate::tokens::{find_grants, origin_stands};
 use crate::usage::windows;
 use crate::usage::{pending_of, prior_calls};
 use assent_core::escalation::{self, Escalation};
@@ -316,9 +316,8 @@ impl Store {
         plan: Option<ConfirmTarget<'_>>,
     ) -> Result<Proposed, StoreError> {
         let (tx, p, verdict) = (g.tx, g.p, g.verdict);
-        let may = grant::may_use_grant(&verdict.terms, p.target.is_some());
-        if may
-            && let Some((gid, scope)) = find_grant(
+        if grant::may_use_grant(&verdict.terms, p.target.is_some()) {
+            let grants = find_grants(
                 tx,
                 &self.seal_key(Sealed::Grant),
                 p.agent,
@@ -326,9 +325,13 @@ impl Store {
                 p.call,
                 p.call_hash,
                 p.now,
-            )?
-        {
-            return self.use_grant(g, &gid, &scope);
+            )?;
+            let key = self.seal_key(Sealed::Approval);
+            for (gid, scope, aid) in grants {
+                if origin_stands(tx, &key, &aid, &verdict.terms)? {
+                    return self.use_grant(g, &gid, &scope);
+                }
+            }
         }
         let keys = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Vote));
         let call = [p.agent, p.session_id, p.call_hash];

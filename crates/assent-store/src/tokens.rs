@@ -330,10 +330,11 @@ impl Store {
     }
 }
 
-/// The oldest grant that covers `agent`'s call ([`grant::covers`]: same tool and server, same
-/// call hash unless widened to the tool, same session for `session` grants, not expired at
-/// `now` or revoked). Returns `(grant id, scope)`.
-pub(crate) fn find_grant(
+/// The grants that cover `agent`'s call ([`grant::covers`]: same tool and server, same call
+/// hash unless widened to the tool, same session for `session` grants, not expired at `now`
+/// or revoked), oldest first. Returns `(grant id, scope, approval id)` each; the caller keeps
+/// the first whose approval still stands for the verdict ([`origin_stands`]).
+pub(crate) fn find_grants(
     tx: Conn<'_>,
     seal: &SealKey,
     agent: &str,
@@ -341,7 +342,7 @@ pub(crate) fn find_grant(
     call: &ToolCall,
     call_hash: &str,
     now: i64,
-) -> db::Result<Option<(String, String)>> {
+) -> db::Result<Vec<(String, String, String)>> {
     type Row = (
         (String, String, Option<String>, Option<String>, Option<i64>),
         bool,
@@ -384,10 +385,7 @@ pub(crate) fn find_grant(
         now,
     };
     Ok(rows
-        .map(|((id, scope, session, hash, expires_at), revoked, _)| {
-            (id, scope, session, hash, expires_at, revoked)
-        })
-        .find(|(_, _, session, hash, expires_at, revoked)| {
+        .filter(|((_, _, session, hash, expires_at), revoked, _)| {
             let g = grant::GrantView {
                 agent,
                 session_id: session.as_deref(),
@@ -399,7 +397,30 @@ pub(crate) fn find_grant(
             };
             grant::covers(&g, &c)
         })
-        .map(|(id, scope, ..)| (id, scope)))
+        .map(|((id, scope, ..), _, (aid, ..))| (id, scope, aid))
+        .collect())
+}
+
+/// Whether the approval `aid` a grant came from still stands in for a call whose verdict asks
+/// `terms`: its row is whole (not damaged, its seal holds under `key`) and it was held under
+/// terms at least as strict ([`grant::origin_covers`]). Found by review: a grant kept
+/// covering calls after a reload changed their approvers, raised their tier or turned on
+/// separation of duties.
+pub(crate) fn origin_stands(
+    tx: Conn<'_>,
+    key: &SealKey,
+    aid: &str,
+    terms: &assent_core::gatekeeper::ApprovalTerms,
+) -> db::Result<bool> {
+    let Some(origin) = crate::record::read_approval(tx, aid)? else {
+        return Ok(false);
+    };
+    if !origin.damaged.is_empty() || !crate::approval_seal::holds(tx, key, aid)? {
+        return Ok(false);
+    }
+    let escalated =
+        (origin.escalation_schedule.as_ref()).map_or_else(Vec::new, |s| s.added(s.steps.len()));
+    Ok(grant::origin_covers(&origin.terms, &escalated, terms).is_ok())
 }
 
 /// A grant being created by an approval's decision.

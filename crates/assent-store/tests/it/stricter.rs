@@ -1,7 +1,8 @@
 //! Attack (issue 14, found by review): a grant or a pending approval made while the rules
 //! asked for less must not stand in for what they ask after a reload — a call that now needs a
 //! passkey-signed approval or a quorum is held on its own, not let through by the session
-//! grant, and does not join the pending approval held under the weaker terms.
+//! grant, and does not join the pending approval held under the weaker terms; nor is a call
+//! whose approvers, tier or separation of duties a reload tightened.
 
 use super::{fresh, pay, proposal};
 use assent_core::CanonicalCall;
@@ -76,4 +77,55 @@ fn a_grant_or_a_weaker_pending_approval_does_not_cover_a_call_that_now_needs_a_p
         matches!(&j, Proposed::Held { joined: true, approval: a } if a.id == approval.id),
         "{j:?}"
     );
+}
+
+/// Attack (found by review): a workspace grant an `ops` operator made kept covering the tool
+/// after a reload asked for `security`, turned on separation of duties or raised the tier —
+/// the policy tightened, and the calls it already covered ran without the people it now
+/// names. A grant stands in only for what the approval it came from was held under, on every
+/// axis a joining call is compared on ([`assent_core::grant::origin_covers`]).
+#[test]
+fn a_grant_does_not_cover_a_call_whose_approvers_tier_or_duties_a_reload_tightened() {
+    let (_dir, s) = fresh();
+    let (call, mut v) = pay(5);
+    v.terms.approvers = vec!["ops".into()];
+    let canon = CanonicalCall::new(call).unwrap();
+    let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
+    let p = proposal(&canon, "s1", 1_000, &ttl);
+    let (_, held) = s.propose(&p, |_| v.clone()).unwrap();
+    let Proposed::Held { approval, .. } = held else {
+        panic!("held expected")
+    };
+    let workspace = DecisionInput {
+        scope: GrantScope::Workspace,
+        ..DecisionInput::approve()
+    };
+    s.decide(&approval.id, &workspace, "olaf", &["ops".into()], 2_000)
+        .unwrap();
+    let mut at = 3_000;
+    let mut propose = |verdict: &assent_core::gatekeeper::Verdict| {
+        at += 1_000;
+        let p = proposal(&canon, "s2", at, &ttl);
+        s.propose(&p, |_| verdict.clone()).unwrap().1
+    };
+    // The same rules: the grant covers the call.
+    let same = propose(&v);
+    assert!(matches!(same, Proposed::Granted(_)), "{same:?}");
+    let mut security = v.clone();
+    security.terms.approvers = vec!["security".into()];
+    let mut duties = v.clone();
+    duties.terms.separation_of_duties = true;
+    let mut higher = v.clone();
+    higher.terms.risk_tier = assent_core::RiskTier::R3;
+    for (what, tightened) in [
+        ("approvers", security),
+        ("duties", duties),
+        ("tier", higher),
+    ] {
+        let got = propose(&tightened);
+        assert!(
+            matches!(got, Proposed::Held { .. }),
+            "{what}: the grant no longer stands in: {got:?}"
+        );
+    }
 }
