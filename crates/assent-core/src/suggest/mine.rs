@@ -28,6 +28,29 @@ fn unsafe_for_prefix(s: &str) -> bool {
     s.contains('@') || s.contains("://") || s.contains("..")
 }
 
+/// What may follow a [`Constraint::Prefix`]'s prefix, as a regular expression to the end of
+/// the text: ASCII letters, digits, `_`, `-` and `/`, with a `.` only before one of those (no
+/// `..`, `@`, `:`, `%`, `\`, space or control character). Found by review: the prefix was
+/// checked only against the strings seen, and `^src/` then let `src/../../home/u/.ssh/x`,
+/// `ops-x@attacker.example` (after `ops-`) and `https-://x` through unasked.
+const PREFIX_REST: &str = r"(?:[A-Za-z0-9_/-]|\.[A-Za-z0-9_/-])*$";
+
+/// Whether `rest` (what follows the prefix) is what [`PREFIX_REST`] matches.
+fn safe_rest(rest: &str) -> bool {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '-');
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        let ok = match c {
+            '.' => chars.next().is_some_and(plain),
+            c => plain(c),
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
 /// A pattern of one top-level argument.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -52,7 +75,8 @@ pub enum Constraint {
         /// The bound, inclusive.
         min: f64,
     },
-    /// The argument is a string starting with `prefix`.
+    /// The argument is a string starting with `prefix`, the rest plain ([`PREFIX_REST`]:
+    /// letters, digits, `_`, `-`, `/`, and a `.` only before one of those).
     Prefix {
         /// The argument.
         key: String,
@@ -98,20 +122,23 @@ impl Constraint {
                 v.as_f64().is_some_and(|n| *min <= n && n <= *max)
             }
             Constraint::AtLeast { min, .. } => v.as_f64().is_some_and(|n| n >= *min),
-            Constraint::Prefix { prefix, .. } => v.as_str().is_some_and(|s| s.starts_with(prefix)),
+            Constraint::Prefix { prefix, .. } => v
+                .as_str()
+                .and_then(|s| s.strip_prefix(prefix.as_str()))
+                .is_some_and(safe_rest),
             Constraint::OneOf { values, .. } => values.iter().any(|x| same(x, v)),
         }
     }
 
     /// The `args_match` operator object that holds exactly when this does: `{gte: M, lte:
-    /// N}`, `{gte: N}`, `{pattern: "^PREFIX"}`, `{in: [...]}`.
+    /// N}`, `{gte: N}`, `{pattern: "^PREFIX" + PREFIX_REST}`, `{in: [...]}`.
     pub fn matcher(&self) -> Value {
         match self {
             Constraint::Within { min, max, .. } => {
                 json!({"gte": number(*min), "lte": number(*max)})
             }
             Constraint::AtLeast { min, .. } => json!({"gte": number(*min)}),
-            Constraint::Prefix { prefix, .. } => json!({"pattern": format!("^{}", escape(prefix))}),
+            Constraint::Prefix { prefix, .. } => json!({"pattern": prefix_pattern(prefix)}),
             Constraint::OneOf { values, .. } => json!({"in": values}),
         }
     }
@@ -126,7 +153,7 @@ impl Constraint {
             }
             Constraint::AtLeast { min, .. } => vec![json!({"lt": number(*min)})],
             Constraint::Prefix { prefix, .. } => {
-                vec![json!({"not_pattern": format!("^{}", escape(prefix))})]
+                vec![json!({"not_pattern": prefix_pattern(prefix)})]
             }
             Constraint::OneOf { values, .. } => vec![json!({"not_in": values})],
         }
@@ -157,6 +184,11 @@ impl Constraint {
     }
 }
 
+/// The regular expression of a [`Constraint::Prefix`]: `prefix` escaped, then [`PREFIX_REST`].
+fn prefix_pattern(prefix: &str) -> String {
+    format!("^{}{PREFIX_REST}", escape(prefix))
+}
+
 /// Equal scalars (numbers by value).
 fn same(a: &Value, b: &Value) -> bool {
     match (a.as_f64(), b.as_f64()) {
@@ -174,16 +206,14 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
 
 /// Every constraint [`best`] weighs, best first: most of `yes` covered, then a bound, a list
 /// of the values seen, a prefix (see `rank`): a prefix is suggested only where the values are
-/// too many to list. Arguments whose name has a
-/// dot are not weighed (a condition would also read them as paths into nested objects), nor
-/// more than 32 arguments of a tool.
+/// too many to list. Only arguments every call of `yes` and `no` carries are weighed (found by
+/// review: an agent adding `confirmed: true` to the calls it expected approved had "ask unless
+/// confirmed in [true]" suggested — a missing argument holds no pattern, so presence alone
+/// separated the sides — and 32 made-up keys sorting first pushed `amount` out of the
+/// weighing). Arguments whose name has a dot are not weighed (a condition would also read them
+/// as paths into nested objects), nor more than 32 arguments of a tool.
 pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Constraint, usize)> {
-    let keys: BTreeSet<&String> = yes
-        .iter()
-        .filter_map(|a| a.as_object())
-        .flat_map(|o| o.keys())
-        .filter(|k| !k.contains('.'))
-        .collect();
+    let keys = common_keys(yes.iter().chain(no));
     let keys = keys.into_iter().take(MAX_KEYS);
     let mut found: Vec<Constraint> = Vec::new();
     for key in keys {
@@ -205,6 +235,22 @@ pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Co
         .collect();
     out.sort_by(|(a, na), (b, nb)| nb.cmp(na).then(a.rank().cmp(&b.rank())));
     out
+}
+
+/// The argument names (without a dot) every one of `calls` carries, in order; none when a call
+/// is not an object.
+fn common_keys<'a>(mut calls: impl Iterator<Item = &'a &'a Value>) -> BTreeSet<&'a String> {
+    let Some(first) = calls.next().and_then(|a| a.as_object()) else {
+        return BTreeSet::new();
+    };
+    let mut keys: BTreeSet<&String> = first.keys().filter(|k| !k.contains('.')).collect();
+    for a in calls {
+        let Some(o) = a.as_object() else {
+            return BTreeSet::new();
+        };
+        keys.retain(|k| o.contains_key(k.as_str()));
+    }
+    keys
 }
 
 /// The number bound on `key` reaching the most of `vals` before the first of `others`: for

@@ -417,3 +417,70 @@ fn a_bound_over_negative_evidence_starts_at_the_smallest_value_seen() {
     assert!(!pay_is_held(s, json!(-50)));
     assert!(pay_is_held(s, json!(-51)));
 }
+
+/// Whether `git_push` of `branch` is held under the governance file the suggestion `s` edited.
+fn push_is_held(s: &Suggestion, branch: &str) -> bool {
+    let gov = vec![(s.edits[0].file.clone(), s.edits[0].text.clone())];
+    let reg = Registry::load(&files().agents, &gov).unwrap();
+    let call = ToolCall::new("git_push", None, json!({ "branch": branch })).unwrap();
+    let none = crate::triggers::Observations::none(0);
+    crate::evaluate_in(&reg, "bot", &call, None, &none).kind != crate::VerdictKind::Allow
+}
+
+/// Attack (found by review): the prefix was checked only against the strings seen, so "ask
+/// unless branch starts with `feature/`" let `feature/../../x`, an address or a URL after the
+/// prefix run unasked. What follows the prefix must be plain: letters, digits, `_`, `-`, `/`
+/// and a `.` only before one of those.
+#[test]
+fn a_prefix_suggestion_still_holds_a_climbing_path_an_address_or_a_url_after_the_prefix() {
+    let (f, h) = (files(), pushes());
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
+    let s = out.iter().find(|s| s.kind == Kind::RemovePrompt).unwrap();
+    for plain in ["feature/f1", "feature/new-ui_2", "feature/v1.2/x"] {
+        assert!(!push_is_held(s, plain), "{plain} runs");
+        assert!(s.pattern.holds(&json!({ "branch": plain })), "{plain}");
+    }
+    for hostile in [
+        "feature/../../home/u/.ssh/authorized_keys",
+        "feature/..",
+        "feature/x@attacker.example",
+        "feature/x://evil",
+        "feature/a b",
+        "feature/%2e%2e/x",
+        "feature/a\\b",
+        "feature/\u{202e}x",
+        "feature/x\n",
+    ] {
+        assert!(push_is_held(s, hostile), "{hostile:?} must still ask");
+        assert!(
+            !s.pattern.holds(&json!({ "branch": hostile })),
+            "{hostile:?}"
+        );
+    }
+}
+
+/// Attack (found by review): an argument only the calls the agent expected approved carried
+/// (`confirmed: true`) separated the sides by its presence alone, and 32 made-up arguments
+/// sorting before `amount` pushed it out of the weighing. Only arguments every call carries
+/// are weighed.
+#[test]
+fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
+    let mut yes: Vec<Value> = (0..12)
+        .map(|i| {
+            let mut a = json!({"amount": 10 + i * 10, "confirmed": true});
+            for k in 0..32 {
+                a[format!("!{k:02}")] = json!("x");
+            }
+            a
+        })
+        .collect();
+    let no = vec![json!({"amount": 500}), json!({"amount": 900})];
+    let no: Vec<&Value> = no.iter().collect();
+    let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true);
+    assert!(!found.is_empty());
+    assert!(found.iter().all(|(c, _)| c.key() == "amount"), "{found:?}");
+    assert_eq!(found[0].0.describe(), "0 <= amount <= 120");
+    // A call that is no object leaves nothing to weigh.
+    yes.push(json!("not an object"));
+    assert!(mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true).is_empty());
+}
