@@ -190,20 +190,16 @@ impl crate::store::Store {
         why: &str,
         now: i64,
     ) -> Result<usize, crate::error::StoreError> {
+        // Read first: most start-ups and reloads withdraw nothing, and need no write lock.
+        if pending_votes(self.lock().conn())?
+            .iter()
+            .all(|(_, who, _, roles)| stands(who, roles))
+        {
+            return Ok(0);
+        }
         self.write(|tx| {
-            let votes: Vec<PendingVote> = tx.query_map(
-                "SELECT v.approval_id, v.principal, v.decision, v.roles FROM votes v
-                 JOIN approvals a ON a.id = v.approval_id
-                 WHERE a.status = 'pending' ORDER BY v.approval_id, v.principal",
-                [],
-                |r| {
-                    let roles: String = r.get(3)?;
-                    let roles = serde_json::from_str(&roles).unwrap_or_default();
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, roles))
-                },
-            )?;
             let mut n = 0;
-            for (aid, who, decision, roles) in votes {
+            for (aid, who, decision, roles) in pending_votes(**tx)? {
                 if stands(&who, &roles) {
                     continue;
                 }
@@ -217,4 +213,19 @@ impl crate::store::Store {
             Ok(n)
         })
     }
+}
+
+/// Every vote on a pending approval, by approval and voter.
+fn pending_votes(conn: Conn<'_>) -> crate::db::Result<Vec<PendingVote>> {
+    conn.query_map(
+        "SELECT v.approval_id, v.principal, v.decision, v.roles FROM votes v
+         JOIN approvals a ON a.id = v.approval_id
+         WHERE a.status = 'pending' ORDER BY v.approval_id, v.principal",
+        [],
+        |r| {
+            let roles: String = r.get(3)?;
+            let roles = serde_json::from_str(&roles).unwrap_or_default();
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, roles))
+        },
+    )
 }
