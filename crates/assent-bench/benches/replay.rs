@@ -53,6 +53,7 @@ fn history(per_session: usize) -> Vec<Recorded> {
                 } else {
                     Was::Allowed
                 },
+                redeemed_at_ms: None,
             }
         })
         .collect()

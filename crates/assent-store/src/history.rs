@@ -49,7 +49,8 @@ pub struct Page {
 
 const PAGE_SQL: &str = "SELECT a.seq, a.at, a.kind, a.actor, a.data, p.status, p.grant_id, p.decided_at, \
      (SELECT d.actor FROM decisions d WHERE d.approval_id = p.id AND d.decision IN ('approve','deny','expire') ORDER BY d.at, d.rowid LIMIT 1), \
-     p.edited_hash \
+     p.edited_hash, \
+     (SELECT t.used_at FROM tokens t WHERE t.approval_id = p.id) \
      FROM audit a LEFT JOIN approvals p ON p.id = a.approval_id \
      WHERE a.seq > ?1 AND a.kind IN ('call.allowed','call.denied','approval.requested') \
      AND a.at >= ?2 AND a.at < ?3 ORDER BY a.seq LIMIT ?4";
@@ -66,6 +67,7 @@ struct Row {
     decided_at: Option<i64>,
     decided_by: Option<String>,
     edited_hash: Option<String>,
+    used_at: Option<i64>,
 }
 
 /// Reads one page of `q` on `conn`.
@@ -92,6 +94,7 @@ pub fn read_page(conn: Conn<'_>, q: &Query) -> db::Result<Page> {
                 decided_at: r.get(7)?,
                 decided_by: r.get(8)?,
                 edited_hash: r.get(9)?,
+                used_at: r.get(10)?,
             })
         },
     )?;
@@ -138,7 +141,11 @@ fn recorded(row: Row) -> Option<Recorded> {
             edited: row.edited_hash.is_some(),
         },
     };
+    // When a held call's token was redeemed (a grant's call marked its session when
+    // proposed).
+    let redeemed_at_ms = row.used_at.filter(|_| matches!(was, Was::Held { .. }));
     Some(Recorded {
+        redeemed_at_ms,
         seq: row.seq,
         at_ms: row.at,
         agent: row.actor,

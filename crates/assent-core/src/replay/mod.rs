@@ -170,6 +170,10 @@ pub struct Recorded {
     pub reasons: Vec<Reason>,
     /// What happened to it.
     pub was: Was,
+    /// Unix ms at which the token of a held call a person approved was redeemed: when the
+    /// live gateway marked its session with what the tool brings in (issue 16 §3); `None`
+    /// for any other call, or when it was never redeemed (nor marked).
+    pub redeemed_at_ms: Option<i64>,
 }
 
 /// How one call's verdict would change.
@@ -274,6 +278,9 @@ struct Session {
     recent: VecDeque<PriorCall>,
     /// What the session had taken in, under the candidate's effects.
     risk: SessionRisk,
+    /// Held calls approved and redeemed after their proposal: `(redeemed at, agent, tool,
+    /// server)`, marked once the replay reaches that time.
+    redeemed: Vec<(i64, String, String, Option<String>)>,
 }
 
 impl Session {
@@ -290,17 +297,30 @@ impl Session {
         compact(&self.folded, self.recent.iter().cloned().collect(), vec![])
     }
 
-    /// Marks what a call that ran brought into the session (its effects under `reg`): the
-    /// session begins, and the first untrusted output, private data and egress stay.
-    fn mark(&mut self, reg: &Registry, rec: &Recorded) {
-        let call = &rec.call;
-        let e = reg.effects_of(&rec.agent, &call.tool, call.server.as_deref());
+    /// Marks, in order, the held calls whose tokens were redeemed at or before `now_ms`.
+    fn mark_redeemed(&mut self, reg: &Registry, now_ms: i64) {
+        if self.redeemed.iter().all(|r| r.0 > now_ms) {
+            return;
+        }
+        self.redeemed.sort_by_key(|r| r.0);
+        let due = self.redeemed.partition_point(|r| r.0 <= now_ms);
+        let due: Vec<_> = self.redeemed.drain(..due).collect();
+        for (at, agent, tool, server) in due {
+            self.mark(reg, &agent, (&tool, server.as_deref()), at);
+        }
+    }
+
+    /// Marks what a call of `agent` to `tool` (name, server) that ran at `at_ms` brought into
+    /// the session (its effects under `reg`): the session begins, and the first untrusted
+    /// output, private data and egress stay.
+    fn mark(&mut self, reg: &Registry, agent: &str, tool: (&str, Option<&str>), at_ms: i64) {
+        let e = reg.effects_of(agent, tool.0, tool.1);
         let risk = &mut self.risk;
-        risk.began_ms.get_or_insert(rec.at_ms);
+        risk.began_ms.get_or_insert(at_ms);
         let mark = || Mark {
-            tool: call.tool.clone(),
-            server: call.server.clone(),
-            at_ms: rec.at_ms,
+            tool: tool.0.to_string(),
+            server: tool.1.map(str::to_string),
+            at_ms,
         };
         for (on, slot) in [
             (e.untrusted_output, &mut risk.untrusted),
@@ -388,13 +408,24 @@ impl<'r> Replayer<'r> {
         }
         let key = (rec.agent.clone(), rec.session_id.clone());
         let session = self.sessions.entry(key).or_default();
+        session.mark_redeemed(self.reg, rec.at_ms);
         let prior = session.prior(&self.needs, rec.at_ms);
         let verdict = evaluate_recorded(self.reg, rec, &prior, &session.risk);
         if rec.was.counts() {
             session.add(&self.needs, rec);
         }
-        if rec.was.ran() {
-            session.mark(self.reg, rec);
+        // As the live gateway marks a session: an allowed or granted call as it is proposed,
+        // a held one when its token is redeemed (found by review: marking an approved call at
+        // its proposal held, in the replay, a later call the live gateway under the candidate
+        // would have let run — a loosening the CI gate then missed).
+        let tool = (rec.call.tool.as_str(), rec.call.server.as_deref());
+        match (&rec.was, rec.redeemed_at_ms) {
+            (Was::Allowed | Was::Granted, _) => session.mark(self.reg, &rec.agent, tool, rec.at_ms),
+            (Was::Held { .. }, Some(at)) if rec.was.ran() => {
+                let (name, server) = (tool.0.to_string(), tool.1.map(str::to_string));
+                session.redeemed.push((at, rec.agent.clone(), name, server));
+            }
+            _ => {}
         }
         let replayed = classify(rec, verdict);
         self.report.add(&replayed);

@@ -25,6 +25,7 @@ fn rec(seq: i64, session: &str, tool: &str, args: serde_json::Value, was: Was) -
         risk_tier: RiskTier::R2,
         reasons: vec![],
         was,
+        redeemed_at_ms: None,
     }
 }
 
@@ -358,4 +359,60 @@ fn an_mcp_tool_named_like_a_synthetic_call_is_replayed() {
     let report = replay(&reg, &[r, local], Options::default());
     assert_eq!((report.overall.calls, report.not_replayed), (1, 1));
     assert_eq!(report.overall.loosened, 1, "the denied MCP call now runs");
+}
+
+/// Attack on the CI gate (found by review): the replay marked an approved call's effects at
+/// its proposal, the live gateway only when its token is redeemed. An untrusted `read` held,
+/// approved and redeemed only after a `pay` (egress) a person rejected: under a candidate that
+/// drops the approval of `pay`, the live gateway lets that `pay` run (nothing marked yet) —
+/// the replay held it at R3 and reported no loosening. A held call marks its session when
+/// its token was redeemed, and one never redeemed marks nothing.
+#[test]
+fn an_approved_call_marks_its_session_when_redeemed_as_the_live_gateway_does() {
+    let gov = "policies:\n  - id: p\n    selector: {agents: [bot]}\n    rules:\n      - tool: read\n        untrusted_output: true\n      - tool: pay\n        egress: true\n";
+    let reg = registry(gov);
+    let mut read = rec(
+        1,
+        "s",
+        "read",
+        json!({}),
+        held(ApprovalStatus::Approved, "alice"),
+    );
+    read.redeemed_at_ms = Some(read.at_ms + 5_500);
+    let history = vec![
+        read,
+        rec(
+            2,
+            "s",
+            "pay",
+            json!({}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+        rec(
+            7,
+            "s",
+            "pay",
+            json!({}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+        // Approved, never redeemed: it never ran.
+        rec(
+            8,
+            "t",
+            "read",
+            json!({}),
+            held(ApprovalStatus::Approved, "alice"),
+        ),
+        rec(
+            9,
+            "t",
+            "pay",
+            json!({}),
+            held(ApprovalStatus::Rejected, "alice"),
+        ),
+    ];
+    let (r, now) = every_call(&reg, &history);
+    use VerdictKind::{Allow, Confirm};
+    assert_eq!(now, [Allow, Allow, Confirm, Allow, Allow]);
+    assert_eq!(r.overall.loosened, 2, "{:?}", r.overall);
 }

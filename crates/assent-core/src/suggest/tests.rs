@@ -35,6 +35,7 @@ fn held(seq: i64, tool: &str, args: Value, status: ApprovalStatus, by: &str) -> 
             decided_at_ms: Some(2_000_000),
             edited: false,
         },
+        redeemed_at_ms: None,
     }
 }
 
@@ -474,7 +475,7 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
             a
         })
         .collect();
-    let no = vec![json!({"amount": 500}), json!({"amount": 900})];
+    let no = [json!({"amount": 500}), json!({"amount": 900})];
     let no: Vec<&Value> = no.iter().collect();
     let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true);
     assert!(!found.is_empty());
