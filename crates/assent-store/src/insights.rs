@@ -175,7 +175,7 @@ impl Store {
     /// Runs `f` in one read snapshot beside the writer: on SQLite on a connection of its own
     /// (a WAL reader, so the aggregates never hold the writer's connection and gating goes on
     /// while they run), on Postgres on a read session ([`Store::read`]).
-    fn aside<T>(&self, f: impl Fn(Conn<'_>) -> db::Result<T>) -> Result<T, StoreError> {
+    pub(crate) fn aside<T>(&self, f: impl Fn(Conn<'_>) -> db::Result<T>) -> Result<T, StoreError> {
         match &self.database {
             db::Database::Sqlite { .. } => {
                 let own = self.database.connect()?;

@@ -100,7 +100,7 @@ fn sample(conn: Conn<'_>, a: &ApprovalRecord) -> db::Result<Option<Value>> {
 }
 
 /// Every settled approval as a learning sample, oldest decision first.
-pub(crate) fn samples(conn: Conn<'_>) -> Result<Vec<Value>, StoreError> {
+pub(crate) fn samples(conn: Conn<'_>) -> db::Result<Vec<Value>> {
     let ids: Vec<String> = sql::column(
         conn,
         "SELECT id FROM approvals WHERE status != 'pending' ORDER BY decided_at NULLS FIRST, rowid",
@@ -118,14 +118,16 @@ pub(crate) fn samples(conn: Conn<'_>) -> Result<Vec<Value>, StoreError> {
 }
 
 impl crate::store::Store {
-    /// Every settled approval as an MPLP learning sample (see the module documentation).
+    /// Every settled approval as an MPLP learning sample (see the module documentation), read
+    /// in one snapshot beside the writer (`Store::aside`). Found by review: it held the
+    /// writer's connection for the whole history, stalling every proposal while it ran.
     pub fn learning_samples(&self) -> Result<Vec<Value>, StoreError> {
-        samples(self.lock().conn())
+        self.aside(samples)
     }
 }
 
 /// [`crate::Store::learning_samples`] of the database in `data_dir`, opened read-only (the
 /// gateway may keep running).
 pub fn learning_samples_offline(data_dir: &Path) -> Result<Vec<Value>, StoreError> {
-    samples(lite(&crate::open::open_read_only(data_dir)?))
+    Ok(samples(lite(&crate::open::open_read_only(data_dir)?))?)
 }
