@@ -59,7 +59,7 @@ fn a_learning_export_does_not_wait_for_the_writer() {
     both_stores(|_, s| {
         let (call, v) = crate::pay(7);
         for k in 0..3 {
-            let id = crate::hold(&s, &format!("s{k}"), &call, &v, 1_000, 100_000).id;
+            let id = crate::hold(s, &format!("s{k}"), &call, &v, 1_000, 100_000).id;
             s.decide(&id, &DecisionInput::approve(), "alice", &[], 2_000)
                 .unwrap();
         }
