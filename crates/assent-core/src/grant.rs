@@ -70,25 +70,37 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
         && terms.quorum.is_none()
 }
 
-/// Whether a grant made by deciding an approval held under `origin` (its terms, approvers
-/// widened by the escalation roles `escalated` it had taken when decided) may stand in for a
-/// new call whose verdict asks `new`: only when `origin` was at least as strict on every axis
-/// ([`crate::join::covers`]: approvers, in-client, tier, irreversible, default, separation of
-/// duties, passkey, triggers, result limit, redaction) — the rule a call joining a pending
-/// approval follows. Found by review: a grant from `approvers: [ops]` kept covering calls
-/// after a reload asked for `[security]` with separation of duties, or a higher tier.
+/// Whether a grant made by deciding an approval held under `origin` may stand in for a new call
+/// whose verdict asks `new`: only when `origin` was at least as strict on every axis a joining
+/// call is compared on ([`crate::join::covers`]: in-client, tier, irreversible, default,
+/// separation of duties, passkey, triggers, result limit, redaction), and everyone who could
+/// decide it — its approvers `origin.approvers` as stored (widened by the escalation steps it
+/// took) and the roles `steps` of its whole escalation schedule — may decide the new call now
+/// or after its escalation steps. Found by review: a grant from `approvers: [ops]` kept
+/// covering calls after a reload asked for `[security]` with separation of duties, or a
+/// higher tier. A grant its escalated approvers made still covers the same rules' calls.
 /// `Err` names the first weaker axis.
 pub fn origin_covers(
     origin: &crate::gatekeeper::ApprovalTerms,
-    escalated: &[String],
+    steps: &[String],
     new: &crate::gatekeeper::ApprovalTerms,
 ) -> Result<(), crate::join::Weaker> {
-    let held = crate::join::Held {
-        terms: origin,
-        quorum: None,
-        later: escalated,
+    use crate::join::{Held, Weaker, covers, ever, union, within};
+    if !within(&union(&origin.approvers, steps), &ever(new)) {
+        return Err(Weaker::Approvers);
+    }
+    // The approvers are compared above (a settled approval has no "now"): the other axes as
+    // for a joining call.
+    let rest = crate::gatekeeper::ApprovalTerms {
+        approvers: new.approvers.clone(),
+        ..origin.clone()
     };
-    crate::join::covers(&held, new)
+    let held = Held {
+        terms: &rest,
+        quorum: None,
+        later: &[],
+    };
+    covers(&held, new)
 }
 
 /// A stored grant, as far as coverage is concerned.

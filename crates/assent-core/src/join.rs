@@ -95,12 +95,7 @@ pub struct Held<'a> {
 pub fn covers(held: &Held<'_>, new: &ApprovalTerms) -> Result<(), Weaker> {
     let h = held.terms;
     let held_ever = union(&h.approvers, held.later);
-    let new_later: Vec<String> = new
-        .escalation
-        .iter()
-        .flat_map(|e| e.steps.iter().flat_map(|s| s.approvers.iter().cloned()))
-        .collect();
-    let new_ever = union(&new.approvers, &new_later);
+    let new_ever = ever(new);
     check(
         within(&h.approvers, &new.approvers) && within(&held_ever, &new_ever),
         Weaker::Approvers,
@@ -141,14 +136,25 @@ fn check(ok: bool, axis: Weaker) -> Result<(), Weaker> {
     if ok { Ok(()) } else { Err(axis) }
 }
 
+/// Everyone who may decide a call held under `terms`, now or after its escalation steps: its
+/// approvers widened by every step's roles (no roles: any operator).
+pub(crate) fn ever(terms: &ApprovalTerms) -> Vec<String> {
+    let later: Vec<String> = terms
+        .escalation
+        .iter()
+        .flat_map(|e| e.steps.iter().flat_map(|s| s.approvers.iter().cloned()))
+        .collect();
+    union(&terms.approvers, &later)
+}
+
 /// Whether the operators roles `a` admit are among those `b` admits (no roles: any operator).
-fn within(a: &[String], b: &[String]) -> bool {
+pub(crate) fn within(a: &[String], b: &[String]) -> bool {
     b.is_empty() || (!a.is_empty() && a.iter().all(|r| b.contains(r)))
 }
 
 /// `a` and the roles of `b` not in it. No roles in `a` stays no roles (any operator): an
 /// escalation never narrows an approval open to any operator.
-fn union(a: &[String], b: &[String]) -> Vec<String> {
+pub(crate) fn union(a: &[String], b: &[String]) -> Vec<String> {
     if a.is_empty() {
         return Vec::new();
     }

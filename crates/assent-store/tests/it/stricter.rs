@@ -129,3 +129,50 @@ fn a_grant_does_not_cover_a_call_whose_approvers_tier_or_duties_a_reload_tighten
         );
     }
 }
+
+/// The rule above keeps grants of the same rules standing: one made by a role that joined at
+/// an escalation step (its approval's stored approvers widened) covers the next call held
+/// under the same schedule (found by review of the rule: its first form compared the widened
+/// approvers with the new call's first ones and refused every such grant), but not once a
+/// reload drops the escalation role.
+#[test]
+fn a_grant_made_after_an_escalation_step_covers_the_same_rules_calls() {
+    use assent_core::triggers::{Escalation, EscalationStep};
+    let (_dir, s) = fresh();
+    let (call, mut v) = pay(5);
+    v.terms.approvers = vec!["ops".into()];
+    v.terms.escalation = Some(Escalation {
+        steps: vec![EscalationStep {
+            after_seconds: Some(10),
+            approvers: vec!["security".into()],
+        }],
+        last_wait_seconds: None,
+    });
+    let canon = CanonicalCall::new(call).unwrap();
+    let ttl = |_: &assent_core::gatekeeper::Verdict| 60_000;
+    let p = proposal(&canon, "s1", 1_000, &ttl);
+    let Proposed::Held { approval, .. } = s.propose(&p, |_| v.clone()).unwrap().1 else {
+        panic!("held expected")
+    };
+    assert_eq!(s.expire_due(11_000).unwrap(), vec![approval.id.clone()]);
+    let workspace = DecisionInput {
+        scope: GrantScope::Workspace,
+        ..DecisionInput::approve()
+    };
+    s.decide(
+        &approval.id,
+        &workspace,
+        "sam",
+        &["security".into()],
+        12_000,
+    )
+    .unwrap();
+    let p = proposal(&canon, "s2", 13_000, &ttl);
+    let again = s.propose(&p, |_| v.clone()).unwrap().1;
+    assert!(matches!(again, Proposed::Granted(_)), "{again:?}");
+    let mut dropped = v.clone();
+    dropped.terms.escalation = None;
+    let p = proposal(&canon, "s3", 14_000, &ttl);
+    let now = s.propose(&p, |_| dropped.clone()).unwrap().1;
+    assert!(matches!(now, Proposed::Held { .. }), "{now:?}");
+}
