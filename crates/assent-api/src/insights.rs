@@ -33,7 +33,8 @@ pub struct Insights {
     pub outright: OutrightList,
     /// The top suggestions mined from the range's settled decisions (issue 16 §2), each with
     /// its evidence, the edits with the YAML to write, and its replay; empty when the gateway
-    /// was not started from a config file.
+    /// was not started from a config file, or when the range holds more than 50,000 proposals
+    /// or a record that cannot be read (partial evidence: narrow the range).
     #[serde(default)]
     pub suggestions: Vec<assent_core::suggest::Suggestion>,
 }

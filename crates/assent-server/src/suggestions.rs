@@ -1,9 +1,10 @@
 //! The top suggestions of a range (issue 16 §2, §4) for `GET /v1/insights` and the dashboard's
 //! insights page: the gateway's policy files as they are on disk and the settled decisions
 //! recorded in `[since, until)` handed to [`assent_core::suggest`] (each suggestion replayed
-//! over the same history). At most [`MAX_HISTORY`] proposals are read (the oldest first) and
-//! [`MAX_REPLAYS`] candidates replayed, one request at a time; none when the gateway was not
-//! started from a config file (there is no file to change).
+//! over the same history). At most [`MAX_HISTORY`] proposals are read and [`MAX_REPLAYS`]
+//! candidates replayed, one request at a time; none when the gateway was not started from a
+//! config file (there is no file to change), and none over a range with more proposals than
+//! that or a record that cannot be read (the evidence would be partial).
 
 use crate::error::ApiError;
 use crate::policies::{policy_files, read_history};
@@ -30,8 +31,9 @@ pub const TOP: usize = 3;
 /// Settled decisions a pattern needs before it is suggested (`assent suggest`'s default).
 pub const MIN_DECISIONS: u32 = 10;
 
-/// The first [`TOP`] suggestions for `[since, until)` (Unix ms); empty without a config file or
-/// when the policy files do not load now (the running set is what is in force either way).
+/// The first [`TOP`] suggestions for `[since, until)` (Unix ms); empty without a config file,
+/// when the policy files do not load now (the running set is what is in force either way), or
+/// when the range has more than [`MAX_HISTORY`] proposals or an unreadable one.
 ///
 /// Errors: `503` when the store cannot be read.
 pub(crate) async fn top(
@@ -50,15 +52,31 @@ pub(crate) async fn top(
     let Ok(files) = blocking(move || policy_files(&file, strict)).await? else {
         return Ok(Vec::new());
     };
-    let history = st
+    let (history, unreadable, cut) = st
         .store_call_apart(move |s| {
             let mut all: Vec<Recorded> = Vec::new();
-            read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
-                all.push(r.clone())
-            })?;
-            Ok(all)
+            let (unreadable, cut) =
+                read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
+                    all.push(r.clone())
+                })?;
+            Ok((all, unreadable, cut))
         })
         .await?;
+    // Evidence read in part is no evidence: a suggestion, and the replay that vouches "no
+    // refused call let through", would leave out the proposals after the cut or the records
+    // that could not be read (found by review: both were dropped unseen, so an agent
+    // flooding cheap allowed calls between the approvals and the later rejections had a
+    // pattern suggested that the rejections refute).
+    if cut || unreadable > 0 {
+        tracing::warn!(
+            since,
+            until,
+            unreadable,
+            more_than = MAX_HISTORY,
+            "no suggestions: the range holds more proposals than are read for them, or records that cannot be read; narrow the range"
+        );
+        return Ok(Vec::new());
+    }
     blocking(move || {
         let Ok(reg) = Registry::load(&files.agents, &files.governance) else {
             return Vec::new();

@@ -183,3 +183,26 @@ async fn a_gateway_without_a_config_file_suggests_nothing() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(body["suggestions"], json!([]));
 }
+
+/// Found by review: the history read for suggestions dropped what it could not read (and
+/// what lay past its 50,000 proposals) unseen, and the suggestion and its replay ("refused
+/// calls let through: 0") were made over the rest. A range with a record that cannot be read
+/// offers no suggestion.
+#[tokio::test]
+async fn a_range_read_in_part_offers_no_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = from_config(dir.path()).await;
+    for i in 0..12 {
+        pay_decided(&gw, i, 110 + i * 10, true).await;
+    }
+    pay_decided(&gw, 20, 900, false).await;
+    let (_, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(body["suggestions"].as_array().unwrap().len(), 1, "{body}");
+    // The record of the rejected call is made unreadable (its call gone).
+    let broken = "UPDATE audit SET data = '{}' WHERE seq = (SELECT max(seq) FROM audit WHERE kind = 'approval.requested')";
+    assert_eq!(gw.sql().exec(broken, &[]), 1);
+    let (s, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["suggestions"], json!([]), "{body}");
+    gw.stop().await;
+}
