@@ -210,10 +210,17 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
 /// review: an agent adding `confirmed: true` to the calls it expected approved had "ask unless
 /// confirmed in [true]" suggested — a missing argument holds no pattern, so presence alone
 /// separated the sides — and 32 made-up keys sorting first pushed `amount` out of the
-/// weighing). Arguments whose name has a dot are not weighed (a condition would also read them
+/// weighing), and not one whose value is the same on every call. Arguments whose name has a dot are not weighed (a condition would also read them
 /// as paths into nested objects), nor more than 32 arguments of a tool.
 pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Constraint, usize)> {
-    let keys = common_keys(yes.iter().chain(no));
+    let mut keys = common_keys(yes.iter().chain(no));
+    // One value on every call separates nothing: such arguments (made up by the dozen, they
+    // filled the cap before `amount` was reached) are not weighed.
+    keys.retain(|k| {
+        let mut values = yes.iter().chain(no).map(|a| &a[k.as_str()]);
+        let first = values.next();
+        values.any(|v| Some(v) != first)
+    });
     let keys = keys.into_iter().take(MAX_KEYS);
     let mut found: Vec<Constraint> = Vec::new();
     for key in keys {

@@ -481,6 +481,23 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
     assert!(!found.is_empty());
     assert!(found.iter().all(|(c, _)| c.key() == "amount"), "{found:?}");
     assert_eq!(found[0].0.describe(), "0 <= amount <= 120");
+    // The same made-up arguments on every call, refused ones too: one value each, they
+    // separate nothing and do not fill the 32 arguments weighed before `amount`.
+    let pad = |mut a: Value| {
+        for k in 0..40 {
+            a[format!("a{k:02}")] = json!("x");
+        }
+        a
+    };
+    let yes: Vec<Value> = yes.into_iter().map(pad).collect();
+    let no: Vec<Value> = [json!({"amount": 500}), json!({"amount": 900})]
+        .into_iter()
+        .map(pad)
+        .collect();
+    let no: Vec<&Value> = no.iter().collect();
+    let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true);
+    assert_eq!(found[0].0.describe(), "0 <= amount <= 120", "{found:?}");
+    let mut yes = yes;
     // A call that is no object leaves nothing to weigh.
     yes.push(json!("not an object"));
     assert!(mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true).is_empty());
