@@ -121,6 +121,7 @@ async fn decision_input(
         edited_output_bytes,
         decider_owns,
         decider_aka,
+        decider_key: st.vote_key_of(name, &who.via),
         via: Some(who.via.clone()),
         in_client: None,
         reply_token: None,

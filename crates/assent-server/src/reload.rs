@@ -349,7 +349,7 @@ async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), Strin
                 s.close_subscriptions_of(n, &by, now_ms()).map(drop)
             })?;
             let why = "a reload removed the voter or changed their key, roles or single sign-on";
-            s.withdraw_votes(|p, _| !names.iter().any(|n| n == p), &by, why, now_ms())
+            s.withdraw_votes(|p, _, _| !names.iter().any(|n| n == p), &by, why, now_ms())
                 .map(drop)
         })
         .await;

@@ -74,6 +74,7 @@ fn vote<'a>(
         actor,
         aka: d.map_or(&[][..], |d| &d.decider_aka[..]),
         roles,
+        key: d.and_then(|d| d.decider_key.as_deref()),
         now,
         passkey: d.and_then(|d| d.passkey.as_ref()),
         via: d.and_then(|d| d.via.as_ref()),

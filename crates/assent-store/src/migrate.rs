@@ -80,6 +80,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(35, "0035_settlement_seal"),
     migration!(36, "0036_ui_session_key_binding"),
     migration!(37, "0037_plans_by_agent"),
+    migration!(38, "0038_vote_key_binding"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

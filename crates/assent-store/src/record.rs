@@ -58,8 +58,9 @@ pub struct VoteRecord {
 }
 
 /// A `votes` row's sealed columns as stored — `[approval_id, principal, decision, roles,
-/// reason, at, passkey]`, text as text (JSON columns unparsed), so that the seal covers the
-/// bytes the gateway wrote — and its `seal` (64 hex; `''` before migration 0032).
+/// reason, at, passkey]`, then `key_binding` when it has one (migration 0038), text as text
+/// (JSON columns unparsed), so that the seal covers the bytes the gateway wrote — and its
+/// `seal` (64 hex; `''` before migration 0032).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct StoredVote {
     pub(crate) columns: Value,
@@ -67,9 +68,10 @@ pub(crate) struct StoredVote {
 }
 
 impl StoredVote {
-    /// From a row of `principal, decision, roles, reason, at, passkey, approval_id, seal`
-    /// (`read_approval`'s vote SELECT). A column of an unexpected type is kept as `"?"`, so
-    /// the seal does not hold for it.
+    /// From a row of `principal, decision, roles, reason, at, passkey, approval_id, seal,
+    /// key_binding` (`read_approval`'s vote SELECT). A column of an unexpected type is kept as
+    /// `"?"`, so the seal does not hold for it. The key binding (migration 0038) is sealed
+    /// when there is one: a vote without one keeps the seven columns of migration 0032.
     pub(crate) fn read(r: &Row<'_>) -> db::Result<StoredVote> {
         let raw = |i: usize| -> db::Result<Value> {
             Ok(match r.get_ref(i)? {
@@ -79,7 +81,7 @@ impl StoredVote {
                 ValueRef::Bool(_) | ValueRef::Other => json!("?"),
             })
         };
-        let columns = json!([
+        let mut columns = json!([
             raw(6)?,
             raw(0)?,
             raw(1)?,
@@ -88,6 +90,10 @@ impl StoredVote {
             raw(4)?,
             raw(5)?
         ]);
+        let key = raw(8)?;
+        if !key.is_null() {
+            columns.as_array_mut().expect("an array").push(key);
+        }
         let seal = match r.get_ref(7)? {
             ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
             _ => String::new(),
@@ -340,7 +346,7 @@ pub(crate) fn read_approval(conn: Conn<'_>, id: &str) -> db::Result<Option<Appro
     }
     let votes = sql::rows(
         conn,
-        "SELECT principal, decision, roles, reason, at, passkey, approval_id, seal FROM votes WHERE approval_id = ?1 ORDER BY rowid",
+        "SELECT principal, decision, roles, reason, at, passkey, approval_id, seal, key_binding FROM votes WHERE approval_id = ?1 ORDER BY rowid",
         [id],
         vote_row,
     )?;

@@ -59,6 +59,8 @@ pub(crate) struct VoteInput<'a> {
     pub aka: &'a [String],
     /// Their roles.
     pub roles: &'a [String],
+    /// The binding of the key they voted with ([`crate::DecisionInput::decider_key`]).
+    pub key: Option<&'a str>,
     /// Unix milliseconds.
     pub now: i64,
     /// The passkey proof signing an approving vote (checked by `decide::admit`).
@@ -121,7 +123,7 @@ pub(crate) fn cast(
         .passkey
         .filter(|_| kind == DecisionKind::Approve)
         .map(|p| serde_json::to_string(p).expect("proof"));
-    let columns = json!([
+    let mut columns = json!([
         rec.id,
         actor,
         kind.as_str(),
@@ -130,6 +132,9 @@ pub(crate) fn cast(
         now,
         passkey_text
     ]);
+    if let Some(k) = v.key {
+        columns.as_array_mut().expect("an array").push(json!(k));
+    }
     let seal = key.seal(&columns);
     // A row still there for this voter is one `vouch` left out (unsealed: planted, or cast
     // before migration 0032; or carrying another row's seal): a sealed one of this approval is
@@ -138,9 +143,9 @@ pub(crate) fn cast(
         .prepare_cached("DELETE FROM votes WHERE approval_id = ?1 AND principal = ?2")?
         .execute(params![rec.id, actor])?;
     tx.prepare_cached(
-        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO votes (approval_id, principal, decision, roles, reason, at, passkey, seal, key_binding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
-    .execute(params![rec.id, actor, kind.as_str(), roles_text, reason, now, passkey_text, seal])?;
+    .execute(params![rec.id, actor, kind.as_str(), roles_text, reason, now, passkey_text, seal, v.key])?;
     let mut after = rec.clone();
     after.votes.push(VoteRecord {
         principal: actor.to_string(),
@@ -169,12 +174,14 @@ pub(crate) fn cast(
 }
 
 /// A vote on a pending approval, as [`crate::Store::withdraw_votes`] weighs it:
-/// `(approval id, principal, decision, roles held when it was cast)`.
-type PendingVote = (String, String, String, Vec<String>);
+/// `(approval id, principal, decision, roles held when it was cast, key binding)`.
+type PendingVote = (String, String, String, Vec<String>, Option<String>);
 
 impl crate::store::Store {
-    /// Withdraws every vote on a pending approval for which `stands(principal, roles)` is
-    /// false (`roles`: those held when it was cast): the row is deleted and a
+    /// Withdraws every vote on a pending approval for which `stands(principal, roles, key)` is
+    /// false (`roles`: those held when it was cast; `key`: the binding of the key it was cast
+    /// with, `None` for single sign-on, Slack or a vote from before migration 0038): the row
+    /// is deleted and a
     /// `decision.vote_withdrawn` record (actor `by`; `principal`, `decision`, `why`) says so,
     /// in one transaction. The server calls it when a reload removes an operator or changes
     /// their key or roles, and at start-up for votes whose voter is no operator of the
@@ -185,7 +192,7 @@ impl crate::store::Store {
     /// many were withdrawn. Errors: the store's.
     pub fn withdraw_votes(
         &self,
-        stands: impl Fn(&str, &[String]) -> bool,
+        stands: impl Fn(&str, &[String], Option<&str>) -> bool,
         by: &str,
         why: &str,
         now: i64,
@@ -193,14 +200,14 @@ impl crate::store::Store {
         // Read first: most start-ups and reloads withdraw nothing, and need no write lock.
         if pending_votes(self.lock().conn())?
             .iter()
-            .all(|(_, who, _, roles)| stands(who, roles))
+            .all(|(_, who, _, roles, key)| stands(who, roles, key.as_deref()))
         {
             return Ok(0);
         }
         self.write(|tx| {
             let mut n = 0;
-            for (aid, who, decision, roles) in pending_votes(**tx)? {
-                if stands(&who, &roles) {
+            for (aid, who, decision, roles, key) in pending_votes(**tx)? {
+                if stands(&who, &roles, key.as_deref()) {
                     continue;
                 }
                 tx.prepare_cached("DELETE FROM votes WHERE approval_id = ?1 AND principal = ?2")?
@@ -218,14 +225,14 @@ impl crate::store::Store {
 /// Every vote on a pending approval, by approval and voter.
 fn pending_votes(conn: Conn<'_>) -> crate::db::Result<Vec<PendingVote>> {
     conn.query_map(
-        "SELECT v.approval_id, v.principal, v.decision, v.roles FROM votes v
+        "SELECT v.approval_id, v.principal, v.decision, v.roles, v.key_binding FROM votes v
          JOIN approvals a ON a.id = v.approval_id
          WHERE a.status = 'pending' ORDER BY v.approval_id, v.principal",
         [],
         |r| {
             let roles: String = r.get(3)?;
             let roles = serde_json::from_str(&roles).unwrap_or_default();
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, roles))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, roles, r.get(4)?))
         },
     )
 }

@@ -74,6 +74,16 @@ impl Principal {
             sso: None,
         }
     }
+
+    /// The binding a quorum vote cast with this principal's key keeps (64 hex: SHA-256 over a
+    /// tag of its own and the key's digest; migration 0038): start-up withdraws the vote when
+    /// the principal's key is another by then (a key rotated by a restart).
+    pub fn vote_key_binding(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(b"assent/vote/key-binding/v1\0");
+        h.update(self.key_sha256);
+        hex::encode(h.finalize())
+    }
 }
 
 /// Where a principal's key comes from, before it is resolved.

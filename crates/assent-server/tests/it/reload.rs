@@ -547,7 +547,8 @@ async fn a_restart_without_an_operator_closes_their_subscriptions_and_extension(
 /// reload that removes alice — her vote still counted, and fred's approval alone then met the
 /// quorum and minted the token. The reload withdraws the votes of the principals it removes or
 /// changes (audited `decision.vote_withdrawn`), the quorum needs two others, and the chain
-/// still verifies. The same at a restart whose file took the voter's role away.
+/// still verifies. The same at a restart whose file took the voter's role away, or rotated
+/// the key they voted with.
 #[tokio::test]
 async fn a_vote_by_an_operator_a_reload_removes_no_longer_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -625,5 +626,27 @@ async fn a_vote_by_an_operator_a_reload_removes_no_longer_counts() {
         "fred's withdrawn vote does not count: {s} {b}"
     );
     assert_eq!(audit_count(&gw.data_dir, "decision.vote_withdrawn"), 2);
+    // A restart that rotated gina's key (key_env can only change so): the vote cast with the
+    // old key is withdrawn.
+    let id = gw
+        .pending("pay", json!({"amount": 7000, "to": "mallory"}))
+        .await;
+    let (s, b) = gw.decide(&id, "gina-key", "approve").await;
+    assert_eq!(b["status"], "pending", "{s} {b}");
+    gw.stop().await;
+    let rotated = principals(&[
+        ("alice", "kind: operator, roles: [finance]", OP),
+        ("gina", "kind: operator, roles: [finance]", "gina-new-key"),
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    let (gw, _) = reloadable(dir.path(), &config_text(&rotated), &gov).await;
+    let (s, b) = gw.decide(&id, OP, "approve").await;
+    assert_eq!(
+        b["status"], "pending",
+        "the old key's vote does not count: {s} {b}"
+    );
+    // Gina's two old-key votes (on this payment and the one before) are withdrawn.
+    assert_eq!(audit_count(&gw.data_dir, "decision.vote_withdrawn"), 4);
     gw.stop().await;
 }
