@@ -19,7 +19,7 @@ use crate::seal::Sealed;
 use crate::session_risk;
 use crate::settlement_seal;
 use crate::store::Store;
-use crate::tokens::{find_grants, origin_stands};
+use crate::tokens::{find_grants, origin_weaker};
 use crate::usage::windows;
 use crate::usage::{pending_of, prior_calls};
 use assent_core::escalation::{self, Escalation};
@@ -328,8 +328,10 @@ impl Store {
             )?;
             let key = self.seal_key(Sealed::Approval);
             for (gid, scope, aid) in grants {
-                if origin_stands(tx, &key, &aid, &verdict.terms)? {
-                    return self.use_grant(g, &gid, &scope);
+                match origin_weaker(tx, &key, &aid, &verdict.terms)? {
+                    None => return self.use_grant(g, &gid, &scope),
+                    Some(axis) => tracing::info!(grant_id = %gid, approval_id = %aid, axis,
+                        "a grant covers the call but its approval was held under weaker terms than the rules ask now: the call is held"),
                 }
             }
         }

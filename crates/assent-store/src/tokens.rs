@@ -333,7 +333,7 @@ impl Store {
 /// The grants that cover `agent`'s call ([`grant::covers`]: same tool and server, same call
 /// hash unless widened to the tool, same session for `session` grants, not expired at `now`
 /// or revoked), oldest first. Returns `(grant id, scope, approval id)` each; the caller keeps
-/// the first whose approval still stands for the verdict ([`origin_stands`]).
+/// the first whose approval still stands for the verdict ([`origin_weaker`]).
 pub(crate) fn find_grants(
     tx: Conn<'_>,
     seal: &SealKey,
@@ -401,26 +401,29 @@ pub(crate) fn find_grants(
         .collect())
 }
 
-/// Whether the approval `aid` a grant came from still stands in for a call whose verdict asks
-/// `terms`: its row is whole (not damaged, its seal holds under `key`) and it was held under
-/// terms at least as strict ([`grant::origin_covers`]). Found by review: a grant kept
-/// covering calls after a reload changed their approvers, raised their tier or turned on
-/// separation of duties.
-pub(crate) fn origin_stands(
+/// Why the approval `aid` a grant came from does not stand in for a call whose verdict asks
+/// `terms` (`None`: it does): its row is gone or damaged, its seal does not hold under `key`
+/// (`"approval seal"`: an approval settled before its terms were sealed, migration 0029,
+/// or edited since), or it was held under weaker terms ([`grant::origin_covers`]: the axis,
+/// e.g. `"approvers"`). Found by review: a grant kept covering calls after a reload changed
+/// their approvers, raised their tier or turned on separation of duties.
+pub(crate) fn origin_weaker(
     tx: Conn<'_>,
     key: &SealKey,
     aid: &str,
     terms: &assent_core::gatekeeper::ApprovalTerms,
-) -> db::Result<bool> {
+) -> db::Result<Option<&'static str>> {
     let Some(origin) = crate::record::read_approval(tx, aid)? else {
-        return Ok(false);
+        return Ok(Some("approval gone"));
     };
     if !origin.damaged.is_empty() || !crate::approval_seal::holds(tx, key, aid)? {
-        return Ok(false);
+        return Ok(Some("approval seal"));
     }
-    let escalated =
+    let steps =
         (origin.escalation_schedule.as_ref()).map_or_else(Vec::new, |s| s.added(s.steps.len()));
-    Ok(grant::origin_covers(&origin.terms, &escalated, terms).is_ok())
+    Ok(grant::origin_covers(&origin.terms, &steps, terms)
+        .err()
+        .map(|w| w.as_str()))
 }
 
 /// A grant being created by an approval's decision.
