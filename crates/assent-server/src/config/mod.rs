@@ -154,11 +154,21 @@ fn expand(
             out.push(full);
             continue;
         }
-        let mut found: Vec<PathBuf> = glob::glob(&s)
-            .map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?
-            .filter_map(Result::ok)
-            .filter(|f| f.is_file())
-            .collect();
+        let mut found: Vec<PathBuf> = Vec::new();
+        for entry in
+            glob::glob(&s).map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?
+        {
+            match entry {
+                Ok(f) if f.is_file() => found.push(f),
+                Ok(_) => {}
+                // A directory the glob cannot read may hold governance files: fail closed
+                // (found by review: it was skipped, and the gateway started with fewer).
+                Err(e) if what == "governance" => {
+                    return Err(at(file, line, format!("{what} glob `{p}`: {e}")));
+                }
+                Err(e) => warnings.push(format!("{}: {what} glob `{p}`: {e}", file.display())),
+            }
+        }
         found.sort();
         if found.is_empty() && what == "governance" {
             return Err(at(
