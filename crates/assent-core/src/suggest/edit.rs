@@ -45,6 +45,9 @@ pub struct Source {
     inherited: Option<Vec<Step>>,
     /// Where, in words: `policy ID rules[2]`, `action_space.local_tools[pay]`.
     pub location: String,
+    /// The agents a narrowed rule here removes prompts for: the agent file's own agent, or
+    /// the agent ids a governance policy's selector lists (each exactly).
+    pub agents: Vec<String>,
 }
 
 /// One file change of a suggestion: where, and the new `approval` (or the new policy).
@@ -106,6 +109,19 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
         {
             continue;
         }
+        // A policy selecting agents by a pattern, a namespace or labels covers agents never
+        // seen: narrowing it would remove their prompts on another agent's evidence (found by
+        // review: the replay check compared tool and pattern, not the agent).
+        let sel = &policy.selector;
+        if sel.namespace.is_some()
+            || !sel.labels.is_empty()
+            || sel.agents.iter().any(|a| a.contains(['*', '?', '[']))
+        {
+            return Err(format!(
+                "policy {} selects agents by a pattern, a namespace or labels",
+                policy.id
+            ));
+        }
         // A glob rule covers tools never seen: narrowing it would reach past the evidence.
         if rule.tool.as_str() != call.tool {
             return Err(format!(
@@ -126,6 +142,7 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
             ],
             inherited: None,
             location: format!("policy {} rules[{}]", policy.id, index.unwrap_or(0)),
+            agents: sel.agents.clone(),
         });
     }
     if out.is_empty() {
@@ -144,6 +161,7 @@ fn declared(a: &Agent, call: &ToolCall) -> Option<Source> {
         node,
         inherited,
         location,
+        agents: vec![a.id.clone()],
     };
     let args = &call.arguments;
     let Some(alias) = &call.server else {

@@ -257,12 +257,31 @@ fn removal(
         sources.extend(edit::sources(reg, &r.agent, &r.call).ok()?);
     }
     let sources: Vec<_> = sources.into_iter().collect();
+    // The agents whose approvals are the evidence: a rule narrowed here may remove prompts of
+    // those agents only (found by review: a governance rule for [a, b] was narrowed on a's
+    // approvals alone, and b's calls, which no one had approved, ran unasked).
+    let agents: BTreeSet<&str> = g
+        .approved
+        .iter()
+        .filter(|r| c.holds(&r.call.arguments))
+        .map(|r| r.agent.as_str())
+        .collect();
+    if sources
+        .iter()
+        .any(|s| s.agents.iter().any(|a| !agents.contains(a.as_str())))
+    {
+        return None;
+    }
     let (cand, edits) = edit::narrow(files, &sources, c)?;
     let (tool, server) = (&g.approved[0].call.tool, &g.approved[0].call.server);
-    // Every prompt the candidate removes must be a call of this tool within the pattern: a
-    // narrowed rule that reaches further than its evidence is not suggested.
+    // Every prompt the candidate removes must be a call of this tool within the pattern, of
+    // an agent of the evidence: a narrowed rule that reaches further than its evidence is not
+    // suggested.
     let within = |r: &Recorded| {
-        &r.call.tool == tool && &r.call.server == server && c.holds(&r.call.arguments)
+        &r.call.tool == tool
+            && &r.call.server == server
+            && agents.contains(r.agent.as_str())
+            && c.holds(&r.call.arguments)
     };
     let counts = replayed(&cand, history, budget, &within)?;
     if counts.loosened > 0 || counts.prompts_after >= counts.prompts_before {

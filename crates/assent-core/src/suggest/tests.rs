@@ -502,3 +502,42 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
     yes.push(json!("not an object"));
     assert!(mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true).is_empty());
 }
+
+/// Attack (found by review): a governance rule for agents [bot, other] was narrowed on bot's
+/// approvals alone, and other's pushes, which no one had approved, ran unasked; a policy for
+/// `*` reached every agent to come. A rule is narrowed only when every agent it is for is
+/// among those whose approvals are the evidence.
+#[test]
+fn a_rule_for_other_agents_than_the_evidences_is_not_narrowed() {
+    let other = "metadata: {id: other}\naction_space:\n  local_tools:\n    - alias: git_push\n";
+    for selector in ["[bot, other]", "[\"*\"]", "[\"b*\"]"] {
+        let gov = GOV.replace("{agents: [bot]}", &format!("{{agents: {selector}}}"));
+        let f = PolicyFiles {
+            agents: vec![
+                ("bot.agf.yaml".into(), AGENT.into()),
+                ("other.agf.yaml".into(), other.into()),
+            ],
+            governance: vec![("gov.yaml".into(), gov)],
+        };
+        let out = suggest(&registry(&f), &f, &pushes(), Settings::with_min(10));
+        assert!(
+            out.iter().all(|s| s.kind != Kind::RemovePrompt),
+            "{selector}: {out:?}"
+        );
+    }
+    // With both agents' approvals as evidence, the rule for both is narrowed.
+    let gov = GOV.replace("{agents: [bot]}", "{agents: [bot, other]}");
+    let f = PolicyFiles {
+        agents: vec![
+            ("bot.agf.yaml".into(), AGENT.into()),
+            ("other.agf.yaml".into(), other.into()),
+        ],
+        governance: vec![("gov.yaml".into(), gov)],
+    };
+    let mut h = pushes();
+    for r in h.iter_mut().filter(|r| r.seq % 2 == 1) {
+        r.agent = "other".into();
+    }
+    let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
+    assert!(out.iter().any(|s| s.kind == Kind::RemovePrompt), "{out:?}");
+}
