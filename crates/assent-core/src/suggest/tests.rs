@@ -466,7 +466,7 @@ fn a_prefix_suggestion_still_holds_a_climbing_path_an_address_or_a_url_after_the
 /// are weighed.
 #[test]
 fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
-    let mut yes: Vec<Value> = (0..12)
+    let yes: Vec<Value> = (0..12)
         .map(|i| {
             let mut a = json!({"amount": 10 + i * 10, "confirmed": true});
             for k in 0..32 {
