@@ -6,7 +6,7 @@
 //! `transport`'s.
 
 use super::call::{Call, denied_result};
-use super::state::{Hub, InFlight};
+use super::state::{Declared, Hub, InFlight};
 use super::tasks::{call_as_task, own_task};
 use super::upstream::tool_json;
 use crate::ask::{AskUser, Asker};
@@ -116,8 +116,13 @@ impl ServerHandler for HubHandler {
             .map_err(|e| McpError::invalid_request(e, None))?;
         let mut all = Vec::new();
         for (alias, up) in &self.hub.upstreams {
-            let Ok(declared) = self.hub.declared(&key, &agent, alias).await else {
-                continue;
+            let declared = match self.hub.declared(&key, &agent, alias).await {
+                Declared::Tools(d) => d,
+                Declared::Not => continue,
+                Declared::Unknown(why) => {
+                    tracing::warn!(upstream = %alias, %agent, %why, "declarations not known: the upstream's tools are not listed");
+                    continue;
+                }
             };
             if up.peer.is_none() {
                 tracing::warn!(upstream = %alias, error = ?up.error, "upstream unavailable: its tools are not listed");
@@ -183,17 +188,22 @@ impl ServerHandler for HubHandler {
         // at — found by review: the pin check ran first, so an agent that declares no `X` had
         // the hub fetch X's list, pin it on first use for every agent, and wait on its reviews.
         match self.hub.declared(&key, &agent, alias).await {
-            Err(()) => {
+            Declared::Not => {
                 return Ok(denied(&format!(
                     "MCP server `{alias}` is not declared by agent `{agent}`"
                 )));
             }
-            Ok(Some(tools)) if !tools.iter().any(|t| t == tool) => {
+            Declared::Unknown(why) => {
+                return Ok(denied(&format!(
+                    "the gateway could not say whether agent `{agent}` declares MCP server `{alias}`: {why}"
+                )));
+            }
+            Declared::Tools(Some(tools)) if !tools.iter().any(|t| t == tool) => {
                 return Ok(denied(&format!(
                     "`{tool}` is not declared by agent `{agent}` on MCP server `{alias}`"
                 )));
             }
-            Ok(_) => {}
+            Declared::Tools(_) => {}
         }
         if up.peer.is_none() {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(

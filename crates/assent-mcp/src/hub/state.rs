@@ -27,6 +27,9 @@ pub struct Hub {
     poll_seconds: u64,
     pub(super) progress_seconds: u64,
     agents: Mutex<HashMap<String, String>>,
+    /// The gateway's word on what each (agent, upstream alias) declares, and when it was
+    /// asked ([`Hub::declared`]): kept [`DECLARED_FOR`].
+    declarations: Mutex<HashMap<(String, String), (Instant, Declared)>>,
     /// Calls that became MCP tasks (SEP-2663), and the agent each belongs to.
     pub(super) tasks: TaskManager,
     pub(super) task_owners: Mutex<super::owners::TaskOwners>,
@@ -74,6 +77,7 @@ impl Hub {
             poll_seconds,
             progress_seconds,
             agents: Mutex::default(),
+            declarations: Mutex::default(),
             tasks: TaskManager::new(),
             task_owners: Mutex::default(),
             stateless: Mutex::default(),
@@ -241,18 +245,45 @@ impl Hub {
         }
     }
 
-    /// Tools declared for `agent` on `alias` (`GET /v1/agents/{agent}/mcp-servers/{alias}/
-    /// tools` with the caller's `key`): `Ok(None)` all, `Err` when not declared or not
-    /// readable — a `tools` that is neither a list nor `null` included (fail closed: none).
-    pub(super) async fn declared(
-        &self,
-        key: &str,
-        agent: &str,
-        alias: &str,
-    ) -> Result<Option<Vec<String>>, ()> {
-        let d = self.api.with_key(key).declared_tools(agent, alias).await;
-        d.map(|d| d.tools).map_err(|_| ())
+    /// What `agent` declares on `alias` (`GET /v1/agents/{agent}/mcp-servers/{alias}/tools`
+    /// with the caller's `key`, whose agent [`Hub::agent_of`] established): the gateway's
+    /// answer is kept [`DECLARED_FOR`] per agent and alias (found by review: every
+    /// `tools/call` asked it again, one more request on the hot path), an answer that could
+    /// not be had is not kept. The gateway checks the declaration again when the call is
+    /// proposed, so a reload that removes one is in force there at once.
+    pub(super) async fn declared(&self, key: &str, agent: &str, alias: &str) -> Declared {
+        let at = (agent.to_string(), alias.to_string());
+        if let Some((when, d)) = self.declarations.lock().expect("declarations").get(&at)
+            && when.elapsed() < DECLARED_FOR
+        {
+            return d.clone();
+        }
+        let d = match self.api.with_key(key).declared_tools(agent, alias).await {
+            Ok(d) => Declared::Tools(d.tools),
+            Err(e) if e.status() == Some(404) => Declared::Not,
+            Err(e) => {
+                return Declared::Unknown(failure(&e, status_line));
+            }
+        };
+        let mut all = self.declarations.lock().expect("declarations");
+        all.retain(|_, (when, _)| when.elapsed() < DECLARED_FOR);
+        all.insert(at, (Instant::now(), d.clone()));
+        d
     }
+}
+
+/// How long the hub keeps the gateway's word on an agent's declarations.
+pub(super) const DECLARED_FOR: Duration = Duration::from_secs(5);
+
+/// What an agent declares on one upstream, as the gateway said.
+#[derive(Debug, Clone)]
+pub(super) enum Declared {
+    /// The upstream with these tools (`None`: all of them).
+    Tools(Option<Vec<String>>),
+    /// Not the upstream (404).
+    Not,
+    /// The gateway could not be asked, or refused: why (not kept).
+    Unknown(String),
 }
 
 /// A stateless session ends after this long without a call of its agent.
