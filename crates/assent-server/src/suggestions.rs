@@ -92,10 +92,14 @@ pub(crate) async fn top(
     .await
 }
 
-/// `text` fit for one YAML comment line: every control character and Unicode line or
-/// paragraph separator (a line break an agent put in a tool name or an argument) a space, so nothing it holds can start a line of YAML.
+/// `text` fit for one YAML comment line: characters that act on the display (controls,
+/// bidirectional and invisible ones) as visible escapes ([`assent_core::template::visible`]),
+/// and every control character and Unicode line or paragraph separator left (a line break an
+/// agent put in a tool name or an argument) a space, so nothing it holds can start a line of
+/// YAML.
 fn comment(text: &str) -> String {
-    text.chars()
+    assent_core::template::visible(text)
+        .chars()
         .map(|c| {
             if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
                 ' '

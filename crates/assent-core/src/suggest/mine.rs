@@ -25,7 +25,15 @@ const MAX_KEYS: usize = 32;
 /// Text that must never be generalised by a prefix: an address (`ops-team@corp.com` must not
 /// let `ops-x@attacker.example` through), a URL, or a path that can climb (`src/../..`).
 fn unsafe_for_prefix(s: &str) -> bool {
-    s.contains('@') || s.contains("://") || s.contains("..")
+    s.contains('@') || s.contains("://") || s.contains("..") || hidden(s)
+}
+
+/// Whether `s` holds a character that acts on the display (a control, bidirectional or
+/// invisible one, [`crate::template::visible`]): no pattern is mined from such text, so no
+/// suggestion, nor its YAML, shows what the operator cannot see as it is (found by review:
+/// a right-to-left override in a value reordered the suggestion on the dashboard).
+fn hidden(s: &str) -> bool {
+    matches!(crate::template::visible(s), std::borrow::Cow::Owned(_))
 }
 
 /// What may follow a [`Constraint::Prefix`]'s prefix, as a regular expression to the end of
@@ -250,7 +258,10 @@ fn common_keys<'a>(mut calls: impl Iterator<Item = &'a &'a Value>) -> BTreeSet<&
     let Some(first) = calls.next().and_then(|a| a.as_object()) else {
         return BTreeSet::new();
     };
-    let mut keys: BTreeSet<&String> = first.keys().filter(|k| !k.contains('.')).collect();
+    let mut keys: BTreeSet<&String> = first
+        .keys()
+        .filter(|k| !k.contains('.') && !hidden(k))
+        .collect();
     for a in calls {
         let Some(o) = a.as_object() else {
             return BTreeSet::new();
@@ -365,6 +376,9 @@ fn one_of(key: &str, vals: &[&Value], others: &[&Value]) -> Option<Constraint> {
     let mut values: Vec<Value> = Vec::new();
     for v in vals {
         let Some(k) = scalar_key(v) else { continue };
+        if v.as_str().is_some_and(hidden) {
+            continue;
+        }
         if !other.contains(&k) && seen.insert(k) {
             if values.len() == MAX_VALUES {
                 return None;

@@ -541,3 +541,25 @@ fn a_rule_for_other_agents_than_the_evidences_is_not_narrowed() {
     let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     assert!(out.iter().any(|s| s.kind == Kind::RemovePrompt), "{out:?}");
 }
+
+/// Found by review: an agent's value with a right-to-left override or a zero-width character
+/// was mined into a suggestion, shown reordered or hidden on the dashboard and written raw
+/// into its YAML. No pattern is mined from text that acts on the display.
+#[test]
+fn a_value_or_argument_with_hidden_characters_is_never_mined() {
+    let rlo: Vec<Value> = (0..12)
+        .map(|i| json!({"to": format!("acct-{i}\u{202e}lam"), "memo\u{200b}": i}))
+        .collect();
+    let found = mine::ranked(&rlo.iter().collect::<Vec<_>>(), &[], 10, true);
+    assert!(found.is_empty(), "{found:?}");
+    // The plain values next to them still are.
+    let mixed: Vec<Value> = (0..12)
+        .map(|i| json!({"to": if i < 11 { format!("r{}", i % 3) } else { "x\u{202e}".into() }}))
+        .collect();
+    let found = mine::ranked(&mixed.iter().collect::<Vec<_>>(), &[], 10, true);
+    assert_eq!(
+        found[0].0.describe(),
+        "to in [\"r0\",\"r1\",\"r2\"]",
+        "{found:?}"
+    );
+}

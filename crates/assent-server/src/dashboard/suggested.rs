@@ -44,11 +44,12 @@ pub(crate) fn rows(found: &[Suggestion], since: i64, until: i64) -> Vec<Suggesti
         .map(|(i, s)| {
             let (e, r) = (&s.evidence, &s.replay);
             SuggestionRow {
-                tool: match &s.server {
+                tool: assent_core::template::visible(&match &s.server {
                     Some(a) => format!("{a}/{}", s.tool),
                     None => s.tool.clone(),
-                },
-                description: s.description.clone(),
+                })
+                .into_owned(),
+                description: assent_core::template::visible(&s.description).into_owned(),
                 evidence: format!(
                     "{} decisions by {} from {} to {}; {} on the other side, none covered",
                     e.decisions,
