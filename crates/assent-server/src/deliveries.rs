@@ -7,13 +7,17 @@ use crate::cursor::store;
 use crate::state::{AppState, now_ms};
 use assent_store::outbox::DeadLetter;
 
-/// The audit kinds of an approval's life cycle (requested, escalated, decided, voted on,
-/// expired, cancelled): those a webhook announces, and those the Slack bot's message follows.
-pub(crate) const KINDS: [&str; 6] = [
+/// The audit kinds of an approval's life cycle (requested, escalated, decided, voted on, a
+/// vote withdrawn, expired, cancelled): those a webhook announces, and those the Slack bot's
+/// message follows. A withdrawn vote (a reload or restart took its voter's key or role) is
+/// announced as a vote event with the tally it leaves (found by review: receivers and the
+/// Slack card kept counting it).
+pub(crate) const KINDS: [&str; 7] = [
     "approval.requested",
     "approval.escalated",
     "decision",
     "decision.vote",
+    "decision.vote_withdrawn",
     "approval.expired",
     "approval.cancelled",
 ];

@@ -139,7 +139,7 @@ async fn advance(st: &AppState, hook: &Webhook, holder: &str, seq: i64) -> bool 
 fn event_of(kind: &str) -> &'static str {
     match kind {
         "approval.requested" => "approval.requested",
-        "decision.vote" => "approval.vote",
+        "decision.vote" | "decision.vote_withdrawn" => "approval.vote",
         "approval.escalated" => "approval.escalated",
         _ => "approval.resolved",
     }

@@ -1,4 +1,5 @@
-//! Webhook events of an approval's steps: a quorum vote with its progress, and each
+//! Webhook events of an approval's steps: a quorum vote with its progress, a vote withdrawn
+//! with the tally it leaves, and each
 //! escalation step (with the roles that joined), whose card link lasts to the announced
 //! deadline, not to the first step.
 
@@ -38,6 +39,34 @@ async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
         resolved["quorum"],
         "2 of 2 approvals (finance 2 of 2: alice, fred)"
     );
+    gw.stop().await;
+}
+
+/// Found by review: a vote withdrawn (a reload or restart took its voter's key or role) was
+/// not announced, so receivers and the Slack card kept counting it. It is an `approval.vote`
+/// event carrying the tally left.
+#[tokio::test]
+async fn a_withdrawn_vote_is_announced_with_the_tally_it_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    let (recv, gw) = hooked(dir.path(), rules, ("fred", &["finance"]), "approval.vote").await;
+    let id = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    gw.decide(&id, OP, "approve").await;
+    let gone = gw.with_store(|s| {
+        s.withdraw_votes(|p, _, _| p != "alice", "system:test", "alice removed", 1)
+            .unwrap()
+    });
+    assert_eq!(gone, 1);
+    let got = bodies(&recv, 3).await;
+    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        events,
+        ["approval.requested", "approval.vote", "approval.vote"]
+    );
+    // (Each body carries the approval as it is when delivered.)
+    assert_eq!(got[2]["approval"]["votes"], json!([]), "{}", got[2]);
     gw.stop().await;
 }
 
