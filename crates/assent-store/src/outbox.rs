@@ -89,7 +89,8 @@ impl Store {
     }
 
     /// Takes or renews `webhook`'s delivery lease for `holder` (a random id per process)
-    /// until `now + lease_ms` (Unix ms), issue 13 §2: replicas of one database deliver each
+    /// until `now + lease_ms` (Unix ms; on PostgreSQL `now` is the database's clock, the
+    /// caller's is ignored), issue 13 §2: replicas of one database deliver each
     /// event once because only the lease's holder delivers and moves the cursor. A webhook
     /// never started begins at the end of the log (it gets the events from now on). Returns
     /// the cursor (the last audit record delivered or given up on) when `holder` holds the
@@ -102,8 +103,19 @@ impl Store {
         now: i64,
         lease_ms: i64,
     ) -> Result<Option<i64>, StoreError> {
-        let until = now.saturating_add(lease_ms);
         Ok(self.write_unannounced(|tx| {
+            // On PostgreSQL the database's clock judges leases: replicas whose clocks differ
+            // would otherwise each see the other's lease run out early and deliver twice
+            // (found by review). SQLite's writers share one machine's clock.
+            let now = match tx.backend() {
+                db::Backend::Postgres => tx.query_row(
+                    "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                    [],
+                    |r| r.get(0),
+                )?,
+                db::Backend::Sqlite => now,
+            };
+            let until = now.saturating_add(lease_ms);
             tx.execute(
                 "INSERT INTO webhook_cursors (webhook, last_seq)
                  SELECT CAST(?1 AS TEXT), COALESCE(MAX(seq), 0) FROM audit WHERE true

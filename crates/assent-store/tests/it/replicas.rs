@@ -1,6 +1,7 @@
 //! What replicas of one database share besides approvals (issue 13 §2), on both backends:
 //! dashboard sessions (stored by digest, ended everywhere, expired ones gone) and the failed
-//! authentication count (a GCRA across replicas). Two `Store`s over one database stand for two
+//! authentication count (a GCRA across replicas), and webhook leases judged by the database's
+//! clock. Two `Store`s over one database stand for two
 //! replicas.
 
 use crate::pgkit::both;
@@ -164,4 +165,42 @@ fn lease_and_session_bookkeeping_wakes_no_replica() {
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(heard.try_recv().is_err(), "nothing else was announced");
+}
+
+/// Found by review (PostgreSQL): a webhook's delivery lease was judged by each replica's own
+/// clock, so a replica whose clock ran ten minutes ahead saw another's 60 s lease as run out
+/// and delivered every event a second time. The database's clock judges it.
+#[test]
+fn a_replica_with_a_clock_ahead_does_not_take_a_running_lease() {
+    let Some(db) = crate::pgkit::fresh_pg() else {
+        return; // SQLite's writers share one machine's clock
+    };
+    let (_dir, a, b) = two(&db);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        a.lease_webhook("hook", "replica-a", now, 60_000)
+            .unwrap()
+            .is_some()
+    );
+    let ahead = now + 10 * 60_000;
+    assert!(
+        b.lease_webhook("hook", "replica-b", ahead, 60_000)
+            .unwrap()
+            .is_none(),
+        "a clock ten minutes ahead took a lease with a minute to run"
+    );
+    // A replica whose clock runs behind keeps renewing its own lease all the same.
+    assert!(
+        a.lease_webhook("hook", "replica-a", now - 3_600_000, 60_000)
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        b.lease_webhook("hook", "replica-b", ahead, 60_000)
+            .unwrap()
+            .is_none()
+    );
 }
