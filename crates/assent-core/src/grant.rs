@@ -73,20 +73,25 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
 /// Whether a grant made by deciding an approval held under `origin` may stand in for a new call
 /// whose verdict asks `new`: only when `origin` was at least as strict on every axis a joining
 /// call is compared on ([`crate::join::covers`]: in-client, tier, irreversible, default,
-/// separation of duties, passkey, triggers, result limit, redaction), and everyone who could
-/// decide it — its approvers `origin.approvers` as stored (widened by the escalation steps it
-/// took) and the roles `steps` of its whole escalation schedule — may decide the new call now
-/// or after its escalation steps. Found by review: a grant from `approvers: [ops]` kept
-/// covering calls after a reload asked for `[security]` with separation of duties, or a
-/// higher tier. A grant its escalated approvers made still covers the same rules' calls.
-/// `Err` names the first weaker axis.
+/// separation of duties, passkey, triggers, result limit, redaction) and on who may decide
+/// when: every role that could decide `origin` — its first approvers from the start, a role an
+/// escalation step adds from that step on — may decide the new call as early ([`when_roles`]).
+/// `origin.approvers` is as stored (widened by the steps taken, `taken`: the roles they added).
+/// Found by review: a grant from `approvers: [ops]` kept covering calls after a reload asked
+/// for `[security]` with separation of duties, or a higher tier; and, compared as "anyone at
+/// any step", one kept covering calls a reload gave to `[cfo]` for a day before `ops`. A grant
+/// its escalated approvers made still covers the same rules' calls. `Err` names the first
+/// weaker axis.
 pub fn origin_covers(
     origin: &crate::gatekeeper::ApprovalTerms,
-    steps: &[String],
+    taken: &[String],
     new: &crate::gatekeeper::ApprovalTerms,
 ) -> Result<(), crate::join::Weaker> {
-    use crate::join::{Held, Weaker, covers, ever, union, within};
-    if !within(&union(&origin.approvers, steps), &ever(new)) {
+    use crate::join::{Held, Weaker, covers};
+    let first = first_approvers(&origin.approvers, taken);
+    let before = when_roles(&first, origin.escalation.as_ref());
+    let now = when_roles(&new.approvers, new.escalation.as_ref());
+    if !decides_as_early(&before, &now) {
         return Err(Weaker::Approvers);
     }
     // The approvers are compared above (a settled approval has no "now"): the other axes as
@@ -101,6 +106,55 @@ pub fn origin_covers(
         later: &[],
     };
     covers(&held, new)
+}
+
+/// The first approvers of an approval whose stored approvers `widened` are its first ones with
+/// the roles `taken` (the escalation steps taken added them, in order) appended where new: the
+/// shortest first list that explains `widened` (a step that names a first role again is read
+/// as adding it). Never empty when `widened` is not: no first approvers is any operator, which
+/// a step never narrows to roles.
+fn first_approvers(widened: &[String], taken: &[String]) -> Vec<String> {
+    (1.min(widened.len())..=widened.len())
+        .find(|&p| {
+            let appended: Vec<&String> =
+                taken.iter().filter(|r| !widened[..p].contains(r)).collect();
+            widened[p..].iter().eq(appended.into_iter())
+        })
+        .map_or_else(|| widened.to_vec(), |p| widened[..p].to_vec())
+}
+
+/// When each role may decide, in seconds after the call was held: the `first` approvers from
+/// 0, a role a step of `escalation` adds from that step (`u64::MAX` for a step at the
+/// timeout). `None`: any operator from the start (no first approvers).
+fn when_roles(
+    first: &[String],
+    escalation: Option<&crate::escalation::Escalation>,
+) -> Option<std::collections::BTreeMap<String, u64>> {
+    if first.is_empty() {
+        return None;
+    }
+    let mut at: std::collections::BTreeMap<String, u64> =
+        first.iter().map(|r| (r.clone(), 0)).collect();
+    for step in escalation.iter().flat_map(|e| e.steps.iter()) {
+        let t = step.after_seconds.unwrap_or(u64::MAX);
+        for r in &step.approvers {
+            let e = at.entry(r.clone()).or_insert(t);
+            *e = (*e).min(t);
+        }
+    }
+    Some(at)
+}
+
+/// Whether everyone `before` admits (a role from a time) `now` admits as early.
+fn decides_as_early(
+    before: &Option<std::collections::BTreeMap<String, u64>>,
+    now: &Option<std::collections::BTreeMap<String, u64>>,
+) -> bool {
+    match (before, now) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(b), Some(n)) => b.iter().all(|(r, t)| n.get(r).is_some_and(|m| m <= t)),
+    }
 }
 
 /// A stored grant, as far as coverage is concerned.
@@ -182,6 +236,27 @@ pub fn terms(scope: GrantScope, whole_tool: bool, now: i64) -> Option<GrantTerms
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn roles(r: &[&str]) -> Vec<String> {
+        r.iter().map(|r| r.to_string()).collect()
+    }
+
+    /// The first approvers read back from a widened list: the roles the steps taken appended
+    /// come off the end; a step naming a first role again is read as adding it.
+    #[test]
+    fn first_approvers_are_the_widened_list_without_what_the_steps_appended() {
+        let f = |w: &[&str], t: &[&str]| first_approvers(&roles(w), &roles(t));
+        assert_eq!(f(&["ops"], &[]), roles(&["ops"]));
+        assert_eq!(f(&["ops", "security"], &["security"]), roles(&["ops"]));
+        assert_eq!(
+            f(&["ops", "lead", "cfo"], &["lead", "cfo"]),
+            roles(&["ops"])
+        );
+        assert_eq!(f(&["ops", "lead"], &["ops", "lead"]), roles(&["ops"]));
+        assert_eq!(f(&[], &["lead"]), roles(&[]));
+        // A list the steps do not explain is taken whole.
+        assert_eq!(f(&["a", "b"], &["c"]), roles(&["a", "b"]));
+    }
 
     const CALL: CallView<'static> = CallView {
         agent: "bot",

@@ -419,11 +419,11 @@ pub(crate) fn origin_weaker(
     if !origin.damaged.is_empty() || !crate::approval_seal::holds(tx, key, aid)? {
         return Ok(Some("approval seal"));
     }
-    let steps =
-        (origin.escalation_schedule.as_ref()).map_or_else(Vec::new, |s| s.added(s.steps.len()));
-    Ok(grant::origin_covers(&origin.terms, &steps, terms)
-        .err()
-        .map(|w| w.as_str()))
+    Ok(
+        grant::origin_covers(&origin.terms, &origin.escalated_roles(), terms)
+            .err()
+            .map(|w| w.as_str()),
+    )
 }
 
 /// A grant being created by an approval's decision.

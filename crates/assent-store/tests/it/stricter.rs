@@ -175,4 +175,24 @@ fn a_grant_made_after_an_escalation_step_covers_the_same_rules_calls() {
     let p = proposal(&canon, "s3", 14_000, &ttl);
     let now = s.propose(&p, |_| dropped.clone()).unwrap().1;
     assert!(matches!(now, Proposed::Held { .. }), "{now:?}");
+    // Security sooner than before: still covered.
+    let mut sooner = v.clone();
+    sooner.terms.escalation.as_mut().unwrap().steps[0].after_seconds = Some(5);
+    let p = proposal(&canon, "s4", 15_000, &ttl);
+    let got = s.propose(&p, |_| sooner.clone()).unwrap().1;
+    assert!(matches!(got, Proposed::Granted(_)), "{got:?}");
+    // Found by review of the rule: `cfo` alone for a day, `ops` and `security` after. Ops
+    // could decide the grant's approval at once; under these rules not for a day: held.
+    let mut later = v.clone();
+    later.terms.approvers = vec!["cfo".into()];
+    later.terms.escalation = Some(Escalation {
+        steps: vec![EscalationStep {
+            after_seconds: Some(86_400),
+            approvers: vec!["ops".into(), "security".into()],
+        }],
+        last_wait_seconds: None,
+    });
+    let p = proposal(&canon, "s5", 16_000, &ttl);
+    let got = s.propose(&p, |_| later.clone()).unwrap().1;
+    assert!(matches!(got, Proposed::Held { .. }), "{got:?}");
 }
