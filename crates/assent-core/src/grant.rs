@@ -118,7 +118,7 @@ fn first_approvers(widened: &[String], taken: &[String]) -> Vec<String> {
         .find(|&p| {
             let appended: Vec<&String> =
                 taken.iter().filter(|r| !widened[..p].contains(r)).collect();
-            widened[p..].iter().eq(appended.into_iter())
+            widened[p..].iter().eq(appended)
         })
         .map_or_else(|| widened.to_vec(), |p| widened[..p].to_vec())
 }

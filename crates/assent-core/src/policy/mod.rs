@@ -28,3 +28,4 @@ pub use model::{
     Selector, SkillRef,
 };
 pub use registry::Registry;
+pub(crate) use registry::applies;

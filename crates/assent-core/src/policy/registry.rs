@@ -38,7 +38,7 @@ pub struct Registry {
 
 /// Whether governance policy `p` applies to `agent`: the agent references it or its selector
 /// picks the agent.
-fn applies(p: &Policy, agent: &Agent) -> bool {
+pub(crate) fn applies(p: &Policy, agent: &Agent) -> bool {
     agent.policy_refs.iter().any(|r| r.id == p.id) || p.selector.selects(agent)
 }
 

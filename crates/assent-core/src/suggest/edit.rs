@@ -46,7 +46,8 @@ pub struct Source {
     /// Where, in words: `policy ID rules[2]`, `action_space.local_tools[pay]`.
     pub location: String,
     /// The agents a narrowed rule here removes prompts for: the agent file's own agent, or
-    /// the agent ids a governance policy's selector lists (each exactly).
+    /// every agent a governance policy applies to (its selector lists it exactly, or its file
+    /// names the policy).
     pub agents: Vec<String>,
 }
 
@@ -142,7 +143,14 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
             ],
             inherited: None,
             location: format!("policy {} rules[{}]", policy.id, index.unwrap_or(0)),
-            agents: sel.agents.clone(),
+            // Every agent it applies to: those its selector lists and those whose own file
+            // names it (found by review: an agent naming the policy was not counted).
+            agents: reg
+                .agents
+                .values()
+                .filter(|a| crate::policy::applies(policy, a))
+                .map(|a| a.id.clone())
+                .collect(),
         });
     }
     if out.is_empty() {

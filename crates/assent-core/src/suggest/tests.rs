@@ -525,6 +525,23 @@ fn a_rule_for_other_agents_than_the_evidences_is_not_narrowed() {
             "{selector}: {out:?}"
         );
     }
+    // Found by review of this rule: an agent whose own file names the policy is one it is
+    // for too, whatever the selector says.
+    let naming = format!(
+        "{}constraints:\n  governance_policies:\n    - policy_ref: acme.dev-v1\n",
+        other
+    );
+    for gov in [GOV.to_string(), GOV.replace("    selector: {agents: [bot]}\n", "")] {
+        let f = PolicyFiles {
+            agents: vec![
+                ("bot.agf.yaml".into(), AGENT.into()),
+                ("other.agf.yaml".into(), naming.clone()),
+            ],
+            governance: vec![("gov.yaml".into(), gov)],
+        };
+        let out = suggest(&registry(&f), &f, &pushes(), Settings::with_min(10));
+        assert!(out.iter().all(|s| s.kind != Kind::RemovePrompt), "{out:?}");
+    }
     // With both agents' approvals as evidence, the rule for both is narrowed.
     let gov = GOV.replace("{agents: [bot]}", "{agents: [bot, other]}");
     let f = PolicyFiles {
