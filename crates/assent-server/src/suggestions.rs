@@ -44,7 +44,9 @@ pub(crate) async fn top(
     let Some(source) = st.reload.clone() else {
         return Ok(Vec::new());
     };
-    let _turn = ONE_AT_A_TIME
+    // The permit goes with the work into the blocking pool, and back (found by review: held
+    // only here, a client that hung up freed it while its reading and replays went on).
+    let turn = ONE_AT_A_TIME
         .acquire()
         .await
         .map_err(ApiError::unavailable)?;
@@ -52,14 +54,14 @@ pub(crate) async fn top(
     let Ok(files) = blocking(move || policy_files(&file, strict)).await? else {
         return Ok(Vec::new());
     };
-    let (history, unreadable, cut) = st
+    let (history, unreadable, cut, turn) = st
         .store_call_apart(move |s| {
             let mut all: Vec<Recorded> = Vec::new();
             let (unreadable, cut) =
                 read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
                     all.push(r.clone())
                 })?;
-            Ok((all, unreadable, cut))
+            Ok((all, unreadable, cut, turn))
         })
         .await?;
     // Evidence read in part is no evidence: a suggestion, and the replay that vouches "no
@@ -78,6 +80,7 @@ pub(crate) async fn top(
         return Ok(Vec::new());
     }
     blocking(move || {
+        let _turn = turn;
         let Ok(reg) = Registry::load(&files.agents, &files.governance) else {
             return Vec::new();
         };
