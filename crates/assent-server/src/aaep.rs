@@ -431,7 +431,7 @@ async fn confirmation(
     let mut input = reply_input(st, msg, &a, &sub.id, &roles).await?;
     (input.decider_owns, input.decider_aka) = st.duties_of(&p.name);
     let via = assent_store::Via::channel("aaep");
-    input.decider_key = st.vote_key_of(&p.name, &via);
+    input.decider_key = Some(p.vote_key_binding());
     input.via = Some(via);
     input.reply_token = Some(token.to_string());
     let (id, name) = (a.id.clone(), p.name.clone());

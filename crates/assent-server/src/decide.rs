@@ -121,7 +121,7 @@ async fn decision_input(
         edited_output_bytes,
         decider_owns,
         decider_aka,
-        decider_key: st.vote_key_of(name, &who.via),
+        decider_key: who.key.clone(),
         via: Some(who.via.clone()),
         in_client: None,
         reply_token: None,
@@ -141,7 +141,7 @@ pub(crate) async fn decide(
     Path(id): Path<String>,
     ApiJson(b): ApiJson<DecisionRequest>,
 ) -> Result<Body<Approval>, ApiError> {
-    let who = Decider::new(op.name(), op.roles(), Via::channel("api"));
+    let who = Decider::new(&op.principal, op.roles(), Via::channel("api"));
     let rec = decide_as(&st, &who, id, b).await?;
     Ok(Body(approval_body(&rec, None)))
 }
@@ -179,12 +179,36 @@ pub(crate) struct Decider<'a> {
     pub(crate) roles: &'a [String],
     /// The channel, and the SSO name of a dashboard session.
     pub(crate) via: Via,
+    /// The binding of the key the request authenticated with
+    /// ([`crate::config::Principal::vote_key_binding`]), kept with a quorum vote; `None` for a
+    /// single sign-on session or Slack.
+    pub(crate) key: Option<String>,
 }
 
 impl<'a> Decider<'a> {
-    /// Operator `name` holding `roles`, deciding through `via`.
-    pub(crate) fn new(name: &'a str, roles: &'a [String], via: Via) -> Self {
-        Self { name, roles, via }
+    /// Operator principal `p` holding `roles`, deciding through `via`: the key binding is of
+    /// `p` as the request authenticated it (found by review: looked up by name when the vote
+    /// was cast, a reload between the two bound a vote made with the old key to the new one),
+    /// unless `via` is a single sign-on session or Slack (no key was presented).
+    pub(crate) fn new(p: &'a crate::config::Principal, roles: &'a [String], via: Via) -> Self {
+        let keyed = via.sso.is_none() && via.channel != "slack";
+        let key = keyed.then(|| p.vote_key_binding());
+        Self {
+            name: &p.name,
+            roles,
+            via,
+            key,
+        }
+    }
+
+    /// Operator `name` holding `roles`, deciding through `via` with no key (Slack).
+    pub(crate) fn unkeyed(name: &'a str, roles: &'a [String], via: Via) -> Self {
+        Self {
+            name,
+            roles,
+            via,
+            key: None,
+        }
     }
 }
 
@@ -226,7 +250,7 @@ pub(crate) async fn decide_batch(
     if b.ids.is_empty() || b.ids.len() > 500 {
         return Err(ApiError::bad_request("ids must list 1 to 500 approval ids"));
     }
-    let who = Decider::new(op.name(), op.roles(), Via::channel("api"));
+    let who = Decider::new(&op.principal, op.roles(), Via::channel("api"));
     let input = decision_input(&st, None, b.decision, &who).await?;
     let (ids, name, roles) = (b.ids.clone(), op.name().to_string(), op.roles().to_vec());
     let expired = Expired::default();

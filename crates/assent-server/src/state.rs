@@ -350,18 +350,6 @@ impl AppState {
         self.changes.send_modify(|v| *v += 1);
     }
 
-    /// The key binding a vote by operator `name` arriving through `via` keeps
-    /// ([`crate::config::Principal::vote_key_binding`]): `None` for a single sign-on session
-    /// or Slack (no key was presented), or a name no configured principal has.
-    pub fn vote_key_of(&self, name: &str, via: &assent_store::Via) -> Option<String> {
-        if via.sso.is_some() || via.channel == "slack" {
-            return None;
-        }
-        let principals = self.principals();
-        let p = principals.iter().find(|p| p.name == name)?;
-        Some(p.vote_key_binding())
-    }
-
     /// Who the deciding operator `name` is to separation of duties (issue 14 §2): the agent
     /// ids they own (`principals[].owns`) and the other names they go by — a principal's
     /// linked `sso` name bare and as `oidc:<name>`, an unlinked SSO operator's name without

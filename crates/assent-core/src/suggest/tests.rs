@@ -531,7 +531,10 @@ fn a_rule_for_other_agents_than_the_evidences_is_not_narrowed() {
         "{}constraints:\n  governance_policies:\n    - policy_ref: acme.dev-v1\n",
         other
     );
-    for gov in [GOV.to_string(), GOV.replace("    selector: {agents: [bot]}\n", "")] {
+    for gov in [
+        GOV.to_string(),
+        GOV.replace("    selector: {agents: [bot]}\n", ""),
+    ] {
         let f = PolicyFiles {
             agents: vec![
                 ("bot.agf.yaml".into(), AGENT.into()),

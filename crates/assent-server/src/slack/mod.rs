@@ -236,7 +236,7 @@ async fn decide(
         arguments: None,
         passkey: None,
     };
-    let who = crate::decide::Decider::new(name, roles, assent_store::Via::channel("slack"));
+    let who = crate::decide::Decider::unkeyed(name, roles, assent_store::Via::channel("slack"));
     match crate::decide::decide_as(st, &who, a.id.clone(), b).await {
         Ok(rec) if rec.status == ApprovalStatus::Pending => Reply {
             ok: true,
