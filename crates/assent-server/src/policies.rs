@@ -107,7 +107,19 @@ pub(crate) fn read_history(
         n += page.recorded.len();
         match page.last_seq {
             Some(last) if page.full && n < max => q.after_seq = last,
-            _ => return Ok((unreadable, page.full)),
+            // At `max` on a full page: cut only if a proposal follows (found by review: a
+            // range of exactly `max` proposals read as cut, and its suggestions never came).
+            Some(last) if page.full => {
+                let next = Query {
+                    after_seq: last,
+                    limit: 1,
+                    ..q
+                };
+                let more = s.history_page(&next)?;
+                let cut = !more.recorded.is_empty() || more.unreadable > 0;
+                return Ok((unreadable, cut));
+            }
+            _ => return Ok((unreadable, false)),
         }
     }
 }
