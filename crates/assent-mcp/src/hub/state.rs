@@ -27,8 +27,8 @@ pub struct Hub {
     poll_seconds: u64,
     pub(super) progress_seconds: u64,
     agents: Mutex<HashMap<String, String>>,
-    /// The gateway's word on what each (agent, upstream alias) declares, and when it was
-    /// asked ([`Hub::declared`]): kept [`DECLARED_FOR`].
+    /// The gateway's word on what the agent of each key (by its SHA-256) declares on each
+    /// upstream alias, and when it was asked ([`Hub::declared`]): kept [`DECLARED_FOR`].
     declarations: Mutex<HashMap<(String, String), (Instant, Declared)>>,
     /// Calls that became MCP tasks (SEP-2663), and the agent each belongs to.
     pub(super) tasks: TaskManager,
@@ -247,12 +247,15 @@ impl Hub {
 
     /// What `agent` declares on `alias` (`GET /v1/agents/{agent}/mcp-servers/{alias}/tools`
     /// with the caller's `key`, whose agent [`Hub::agent_of`] established): the gateway's
-    /// answer is kept [`DECLARED_FOR`] per agent and alias (found by review: every
+    /// answer is kept [`DECLARED_FOR`] per key and alias (found by review: every
     /// `tools/call` asked it again, one more request on the hot path), an answer that could
     /// not be had is not kept. The gateway checks the declaration again when the call is
     /// proposed, so a reload that removes one is in force there at once.
     pub(super) async fn declared(&self, key: &str, agent: &str, alias: &str) -> Declared {
-        let at = (agent.to_string(), alias.to_string());
+        // Kept per key (its digest), not per agent: another key of the agent, revoked since,
+        // gets its own answer from the gateway (found by review).
+        let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(key.as_bytes()));
+        let at = (digest, alias.to_string());
         if let Some((when, d)) = self.declarations.lock().expect("declarations").get(&at)
             && when.elapsed() < DECLARED_FOR
         {
