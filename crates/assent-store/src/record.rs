@@ -81,19 +81,13 @@ impl StoredVote {
                 ValueRef::Bool(_) | ValueRef::Other => json!("?"),
             })
         };
-        let mut columns = json!([
-            raw(6)?,
-            raw(0)?,
-            raw(1)?,
-            raw(2)?,
-            raw(3)?,
-            raw(4)?,
-            raw(5)?
-        ]);
-        let key = raw(8)?;
-        if !key.is_null() {
-            columns.as_array_mut().expect("an array").push(key);
-        }
+        // The eighth column, the key binding, only when there is one.
+        let mut columns = [6, 0, 1, 2, 3, 4, 5, 8]
+            .map(raw)
+            .into_iter()
+            .collect::<db::Result<Vec<_>>>()?;
+        columns.truncate(if columns[7].is_null() { 7 } else { 8 });
+        let columns = Value::Array(columns);
         let seal = match r.get_ref(7)? {
             ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
             _ => String::new(),

@@ -86,6 +86,23 @@ impl HubHandler {
             }
         }
     }
+
+    /// Why `agent` (acting with `key`) may not call `tool` on upstream `alias` by its
+    /// declarations ([`Hub::declared`]): `None` when it declares both.
+    async fn undeclared(&self, key: &str, agent: &str, alias: &str, tool: &str) -> Option<String> {
+        match self.hub.declared(key, agent, alias).await {
+            Declared::Not => Some(format!(
+                "MCP server `{alias}` is not declared by agent `{agent}`"
+            )),
+            Declared::Unknown(why) => Some(format!(
+                "the gateway could not say whether agent `{agent}` declares MCP server `{alias}`: {why}"
+            )),
+            Declared::Tools(Some(tools)) if !tools.iter().any(|t| t == tool) => Some(format!(
+                "`{tool}` is not declared by agent `{agent}` on MCP server `{alias}`"
+            )),
+            Declared::Tools(_) => None,
+        }
+    }
 }
 
 /// A call answered `TOOL_DENIED: why`, never forwarded.
@@ -187,23 +204,8 @@ impl ServerHandler for HubHandler {
         // The agent's declarations first: a server or tool it does not declare is not looked
         // at — found by review: the pin check ran first, so an agent that declares no `X` had
         // the hub fetch X's list, pin it on first use for every agent, and wait on its reviews.
-        match self.hub.declared(&key, &agent, alias).await {
-            Declared::Not => {
-                return Ok(denied(&format!(
-                    "MCP server `{alias}` is not declared by agent `{agent}`"
-                )));
-            }
-            Declared::Unknown(why) => {
-                return Ok(denied(&format!(
-                    "the gateway could not say whether agent `{agent}` declares MCP server `{alias}`: {why}"
-                )));
-            }
-            Declared::Tools(Some(tools)) if !tools.iter().any(|t| t == tool) => {
-                return Ok(denied(&format!(
-                    "`{tool}` is not declared by agent `{agent}` on MCP server `{alias}`"
-                )));
-            }
-            Declared::Tools(_) => {}
+        if let Some(why) = self.undeclared(&key, &agent, alias, tool).await {
+            return Ok(denied(&why));
         }
         if up.peer.is_none() {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
