@@ -372,8 +372,8 @@ async fn in_client_still_allowed(st: &AppState, rec: &ApprovalRecord) -> Result<
     if rec.target_type != "other" {
         return Ok(true);
     }
-    let (prior, risk, now) = crate::edits::session_now(st, rec).await?;
     let live = st.live();
+    let (prior, risk, now) = crate::edits::session_now(st, &live, rec).await?;
     let arguments = rec.canonical_arguments();
     let obs = Observations {
         now_ms: now,

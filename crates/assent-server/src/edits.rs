@@ -21,9 +21,12 @@ pub(crate) async fn edit(
     arguments: Value,
     roles: &[String],
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
-    let (prior, risk, now) = session_now(st, rec).await?;
+    // One snapshot of the rules for the windows read and the verdict (found by review: two
+    // reads, and a reload between them judged the edit by rules whose windows were not read).
+    let live = st.live();
+    let (prior, risk, now) = session_now(st, &live, rec).await?;
     regate(
-        &st.live().registry,
+        &live.registry,
         rec,
         arguments,
         (&prior, &risk),
@@ -33,15 +36,16 @@ pub(crate) async fn edit(
 }
 
 /// What the gatekeeper observes of `rec`'s session now, read in one store call: the earlier
-/// calls the policy's windows reach (`rec` itself left out), the session's risk state for
+/// calls the windows of `live` (the rules the caller judges by) reach (`rec` itself left out), the session's risk state for
 /// `rec`'s call, and the time they were read at (Unix ms). `503 STORE_UNAVAILABLE` when they
 /// cannot be read.
 pub(crate) async fn session_now(
     st: &AppState,
+    live: &crate::state::Live,
     rec: &ApprovalRecord,
 ) -> Result<(Vec<PriorCall>, SessionRisk, i64), ApiError> {
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
-    let (needs, now) = (st.live().window_needs.clone(), now_ms());
+    let (needs, now) = (live.window_needs.clone(), now_ms());
     let call = rec.call.clone();
     let (prior, risk) = st
         .store_call(move |s| {

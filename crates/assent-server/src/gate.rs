@@ -61,6 +61,10 @@ pub(crate) struct Submission {
     pub delegation: bool,
     /// A verdict decided already (a held tool result); the gatekeeper is not asked again.
     pub verdict: Option<Verdict>,
+    /// The rules `verdict` was decided under, so that the approval names that policy set
+    /// (found by review: read again, a reload between the two named another); `None`: those
+    /// in force when the proposal is stored.
+    pub rules: Option<std::sync::Arc<crate::state::Live>>,
 }
 
 impl Submission {
@@ -80,6 +84,7 @@ impl Submission {
             step_id: None,
             delegation: false,
             verdict: None,
+            rules: None,
         }
     }
 
@@ -225,7 +230,8 @@ pub(crate) async fn tool_result(
     let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
                         "result_sha256": b.result_sha256.to_ascii_lowercase(),
                         "output_bytes": b.output_bytes, "approval_id": b.approval_id});
-    let reg = st.registry();
+    let live = st.live();
+    let reg = live.registry.clone();
     let effects = reg.effects_of(&b.agent, &b.tool, b.server.as_deref());
     let (who, session, approval) = (b.agent.clone(), b.session_id.clone(), b.approval_id.clone());
     let (tool, server) = (b.tool.clone(), b.server.clone());
@@ -266,6 +272,7 @@ pub(crate) async fn tool_result(
             let call = Canonical::call(format!("result.{}", b.tool), b.server, args)?;
             let mut sub = Submission::new(b.agent, b.session_id, call);
             sub.verdict = Some(held);
+            sub.rules = Some(live);
             gate(&st, sub).await
         }
         _ => Ok(Body(GateAnswer::Allow(Allowed {
@@ -383,7 +390,7 @@ fn outcome_label(o: &Proposed) -> &'static str {
 /// Runs the store's proposal transaction for `b`, with the gatekeeper asked inside it (with
 /// the session's prior calls its thresholds' windows reach), unless `b` carries its verdict already.
 async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Proposed), ApiError> {
-    let live = st.live();
+    let live = b.rules.clone().unwrap_or_else(|| st.live());
     let (reg, needs) = (live.registry.clone(), live.window_needs.clone());
     let settings = st.settings;
     // Never more than the maximum in force now (a subscription honoured under a higher one,
