@@ -76,7 +76,11 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
 /// separation of duties, passkey, triggers, result limit, redaction) and on who may decide
 /// when: every role that could decide `origin` — its first approvers from the start, a role an
 /// escalation step adds from that step on — may decide the new call as early ([`when_roles`]).
-/// `origin.approvers` is as stored (widened by the steps taken, `taken`: the roles they added).
+/// `origin.approvers` is as stored (widened by the steps taken, `taken`: the roles they added);
+/// its step times come from its stored schedule (`origin_schedule`: the schedule and when it
+/// was held, Unix ms), the new call's from its rules with its first wait `new_wait_ms` (an
+/// `on_timeout` step happens then). Found by review: an `on_timeout` step compared as "never"
+/// on both sides let a grant cover calls a reload gave to ops a day later.
 /// Found by review: a grant from `approvers: [ops]` kept covering calls after a reload asked
 /// for `[security]` with separation of duties, or a higher tier; and, compared as "anyone at
 /// any step", one kept covering calls a reload gave to `[cfo]` for a day before `ops`. A grant
@@ -85,12 +89,27 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
 pub fn origin_covers(
     origin: &crate::gatekeeper::ApprovalTerms,
     taken: &[String],
+    origin_schedule: Option<(&crate::escalation::Schedule, i64)>,
     new: &crate::gatekeeper::ApprovalTerms,
+    new_wait_ms: i64,
 ) -> Result<(), crate::join::Weaker> {
     use crate::join::{Held, Weaker, covers};
     let first = first_approvers(&origin.approvers, taken);
-    let before = when_roles(&first, origin.escalation.as_ref());
-    let now = when_roles(&new.approvers, new.escalation.as_ref());
+    let before = origin_schedule.map(|(s, raised)| (s.steps.as_slice(), raised));
+    let before = when_roles(
+        &first,
+        before.map_or(&[][..], |b| b.0),
+        before.map_or(0, |b| b.1),
+    );
+    let now = new
+        .escalation
+        .as_ref()
+        .and_then(|e| crate::escalation::schedule(e, 0, new_wait_ms));
+    let now = when_roles(
+        &new.approvers,
+        now.as_ref().map_or(&[][..], |s| &s.steps),
+        0,
+    );
     if !decides_as_early(&before, &now) {
         return Err(Weaker::Approvers);
     }
@@ -123,20 +142,21 @@ fn first_approvers(widened: &[String], taken: &[String]) -> Vec<String> {
         .map_or_else(|| widened.to_vec(), |p| widened[..p].to_vec())
 }
 
-/// When each role may decide, in seconds after the call was held: the `first` approvers from
-/// 0, a role a step of `escalation` adds from that step (`u64::MAX` for a step at the
-/// timeout). `None`: any operator from the start (no first approvers).
+/// When each role may decide, in milliseconds after the call was held: the `first` approvers
+/// from 0, a role a step of `steps` (times in Unix ms, the call held at `raised`) adds from
+/// that step. `None`: any operator from the start (no first approvers).
 fn when_roles(
     first: &[String],
-    escalation: Option<&crate::escalation::Escalation>,
-) -> Option<std::collections::BTreeMap<String, u64>> {
+    steps: &[crate::escalation::ScheduledStep],
+    raised: i64,
+) -> Option<std::collections::BTreeMap<String, i64>> {
     if first.is_empty() {
         return None;
     }
-    let mut at: std::collections::BTreeMap<String, u64> =
+    let mut at: std::collections::BTreeMap<String, i64> =
         first.iter().map(|r| (r.clone(), 0)).collect();
-    for step in escalation.iter().flat_map(|e| e.steps.iter()) {
-        let t = step.after_seconds.unwrap_or(u64::MAX);
+    for step in steps {
+        let t = step.at.saturating_sub(raised);
         for r in &step.approvers {
             let e = at.entry(r.clone()).or_insert(t);
             *e = (*e).min(t);
@@ -147,8 +167,8 @@ fn when_roles(
 
 /// Whether everyone `before` admits (a role from a time) `now` admits as early.
 fn decides_as_early(
-    before: &Option<std::collections::BTreeMap<String, u64>>,
-    now: &Option<std::collections::BTreeMap<String, u64>>,
+    before: &Option<std::collections::BTreeMap<String, i64>>,
+    now: &Option<std::collections::BTreeMap<String, i64>>,
 ) -> bool {
     match (before, now) {
         (_, None) => true,

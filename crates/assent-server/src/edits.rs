@@ -25,14 +25,7 @@ pub(crate) async fn edit(
     // reads, and a reload between them judged the edit by rules whose windows were not read).
     let live = st.live();
     let (prior, risk, now) = session_now(st, &live, rec).await?;
-    regate(
-        &live.registry,
-        rec,
-        arguments,
-        (&prior, &risk),
-        roles,
-        now,
-    )
+    regate(&live.registry, rec, arguments, (&prior, &risk), roles, now)
 }
 
 /// What the gatekeeper observes of `rec`'s session now, read in one store call: the earlier

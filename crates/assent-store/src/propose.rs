@@ -327,8 +327,9 @@ impl Store {
                 p.now,
             )?;
             let key = self.seal_key(Sealed::Approval);
+            let wait = (p.timeout_ms)(verdict);
             for (gid, scope, aid) in grants {
-                match origin_weaker(tx, &key, &aid, &verdict.terms)? {
+                match origin_weaker(tx, &key, &aid, &verdict.terms, wait)? {
                     None => return self.use_grant(g, &gid, &scope),
                     Some(axis) => tracing::info!(grant_id = %gid, approval_id = %aid, axis,
                         "a grant covers the call but its approval was held under weaker terms than the rules ask now: the call is held"),

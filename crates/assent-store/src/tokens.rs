@@ -402,7 +402,8 @@ pub(crate) fn find_grants(
 }
 
 /// Why the approval `aid` a grant came from does not stand in for a call whose verdict asks
-/// `terms` (`None`: it does): its row is gone or damaged, its seal does not hold under `key`
+/// `terms` and whose first wait is `wait_ms` (when an `on_timeout` step happens; `None`: it
+/// does): its row is gone or damaged, its seal does not hold under `key`
 /// (`"approval seal"`: an approval settled before its terms were sealed, migration 0029,
 /// or edited since), or it was held under weaker terms ([`grant::origin_covers`]: the axis,
 /// e.g. `"approvers"`). Found by review: a grant kept covering calls after a reload changed
@@ -412,6 +413,7 @@ pub(crate) fn origin_weaker(
     key: &SealKey,
     aid: &str,
     terms: &assent_core::gatekeeper::ApprovalTerms,
+    wait_ms: i64,
 ) -> db::Result<Option<&'static str>> {
     let Some(origin) = crate::record::read_approval(tx, aid)? else {
         return Ok(Some("approval gone"));
@@ -419,11 +421,10 @@ pub(crate) fn origin_weaker(
     if !origin.damaged.is_empty() || !crate::approval_seal::holds(tx, key, aid)? {
         return Ok(Some("approval seal"));
     }
-    Ok(
-        grant::origin_covers(&origin.terms, &origin.escalated_roles(), terms)
-            .err()
-            .map(|w| w.as_str()),
-    )
+    let schedule = (origin.escalation_schedule.as_ref()).map(|s| (s, origin.requested_at));
+    let taken = origin.escalated_roles();
+    let weaker = grant::origin_covers(&origin.terms, &taken, schedule, terms, wait_ms).err();
+    Ok(weaker.map(|w| w.as_str()))
 }
 
 /// A grant being created by an approval's decision.

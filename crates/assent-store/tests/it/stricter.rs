@@ -196,3 +196,42 @@ fn a_grant_made_after_an_escalation_step_covers_the_same_rules_calls() {
     let got = s.propose(&p, |_| later.clone()).unwrap().1;
     assert!(matches!(got, Proposed::Held { .. }), "{got:?}");
 }
+
+/// Found by review of the rule above: an `on_timeout` step (at the approval's timeout, not
+/// at a fixed time) compared as "never" on both sides, so a grant ops made after a 5-minute
+/// timeout kept covering calls whose rules a reload gave a day's timeout before ops. Its
+/// time is taken from the approval's stored schedule and the new call's timeout.
+#[test]
+fn a_grant_made_at_an_on_timeout_step_does_not_cover_a_call_with_a_longer_timeout() {
+    use assent_core::triggers::{Escalation, EscalationStep};
+    let (_dir, s) = fresh();
+    let (call, mut v) = pay(5);
+    v.terms.approvers = vec!["cfo".into()];
+    v.terms.escalation = Some(Escalation {
+        steps: vec![EscalationStep {
+            after_seconds: None,
+            approvers: vec!["ops".into()],
+        }],
+        last_wait_seconds: Some(600),
+    });
+    let canon = CanonicalCall::new(call).unwrap();
+    let five_minutes = |_: &assent_core::gatekeeper::Verdict| 300_000;
+    let a_day = |_: &assent_core::gatekeeper::Verdict| 86_400_000;
+    let p = proposal(&canon, "s1", 1_000, &five_minutes);
+    let Proposed::Held { approval, .. } = s.propose(&p, |_| v.clone()).unwrap().1 else {
+        panic!("held expected")
+    };
+    assert_eq!(s.expire_due(301_000).unwrap(), vec![approval.id.clone()]);
+    let workspace = DecisionInput {
+        scope: GrantScope::Workspace,
+        ..DecisionInput::approve()
+    };
+    s.decide(&approval.id, &workspace, "olaf", &["ops".into()], 302_000)
+        .unwrap();
+    let p = proposal(&canon, "s2", 303_000, &five_minutes);
+    let same = s.propose(&p, |_| v.clone()).unwrap().1;
+    assert!(matches!(same, Proposed::Granted(_)), "{same:?}");
+    let p = proposal(&canon, "s3", 304_000, &a_day);
+    let later = s.propose(&p, |_| v.clone()).unwrap().1;
+    assert!(matches!(later, Proposed::Held { .. }), "{later:?}");
+}
