@@ -145,11 +145,15 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
             location: format!("policy {} rules[{}]", policy.id, index.unwrap_or(0)),
             // Every agent it applies to: those its selector lists and those whose own file
             // names it (found by review: an agent naming the policy was not counted).
+            // and the ids its selector lists whose files are not loaded (yet).
             agents: reg
                 .agents
                 .values()
                 .filter(|a| crate::policy::applies(policy, a))
                 .map(|a| a.id.clone())
+                .chain(sel.agents.iter().cloned())
+                .collect::<std::collections::BTreeSet<String>>()
+                .into_iter()
                 .collect(),
         });
     }

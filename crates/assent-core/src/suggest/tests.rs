@@ -545,6 +545,15 @@ fn a_rule_for_other_agents_than_the_evidences_is_not_narrowed() {
         let out = suggest(&registry(&f), &f, &pushes(), Settings::with_min(10));
         assert!(out.iter().all(|s| s.kind != Kind::RemovePrompt), "{out:?}");
     }
+    // An agent the selector names whose file is not loaded (yet) counts too (found by
+    // review: only loaded agents were).
+    let gov = GOV.replace("{agents: [bot]}", "{agents: [bot, other]}");
+    let f = PolicyFiles {
+        agents: vec![("bot.agf.yaml".into(), AGENT.into())],
+        governance: vec![("gov.yaml".into(), gov)],
+    };
+    let out = suggest(&registry(&f), &f, &pushes(), Settings::with_min(10));
+    assert!(out.iter().all(|s| s.kind != Kind::RemovePrompt), "{out:?}");
     // With both agents' approvals as evidence, the rule for both is narrowed.
     let gov = GOV.replace("{agents: [bot]}", "{agents: [bot, other]}");
     let f = PolicyFiles {
