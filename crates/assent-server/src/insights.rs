@@ -162,11 +162,17 @@ static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new
 /// Reads the insights over `[since, until)` on the blocking pool, one request at a time
 /// (`ONE_AT_A_TIME`; `503` when the store fails).
 pub async fn read(st: &AppState, since: i64, until: i64) -> Result<store::Insights, ApiError> {
-    let _turn = ONE_AT_A_TIME
+    // The permit goes with the work (found by review: held here only, a client that hung up
+    // freed it while the reading went on, and several piled up).
+    let turn = ONE_AT_A_TIME
         .acquire()
         .await
         .map_err(ApiError::unavailable)?;
-    st.store_call_apart(move |s| s.insights(since, until)).await
+    st.store_call_apart(move |s| {
+        let _turn = turn;
+        s.insights(since, until)
+    })
+    .await
 }
 
 /// `GET /v1/insights[?since=RFC3339&until=RFC3339]` (operators): prompts per day, outcomes,

@@ -58,13 +58,16 @@ pub(crate) async fn replay(
         ));
     };
     let (file, strict) = (source.file.clone(), source.strict);
-    let _turn = ONE_AT_A_TIME
+    // The permit goes with the work into the blocking pool (found by review: held here only,
+    // a client that hung up freed it while the replay went on).
+    let turn = ONE_AT_A_TIME
         .acquire()
         .await
         .map_err(ApiError::unavailable)?;
     let reg = crate::store_call::blocking(move || candidate(&file, strict, &b)).await??;
     let report = st
         .store_call_apart(move |s| {
+            let _turn = turn;
             let mut r = Replayer::new(&reg, Options::default());
             let read = read_history(s, since, until, MAX_REPLAYED, &mut |rec| r.push(rec))?;
             Ok((r.finish(), read))
