@@ -416,6 +416,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             };
             let governed_by = |v: &Verdict| reg.policies_behind(&v.terms.reasons);
             let mut proposal = b.proposal(now, &timeout, settings.max_pending_per_agent);
+            proposal.extension_ms = extension_ms;
             proposal.governed_by = Some(&governed_by);
             proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
             let c = &b.call;

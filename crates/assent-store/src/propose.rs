@@ -66,6 +66,10 @@ pub struct Proposal<'a> {
     pub now: i64,
     /// How long a new approval waits (ms), given the verdict.
     pub timeout_ms: &'a dyn Fn(&Verdict) -> i64,
+    /// The part of `timeout_ms` an AAEP subscriber's timeout extension adds (ms; 0 by
+    /// default): left out when a grant's approval is compared with the rules by time (an
+    /// operator's stream coming or going is no change of rules).
+    pub extension_ms: i64,
     /// Per-agent cap on pending approvals.
     pub max_pending: u64,
     /// The MPLP Confirm target when this is not a plain tool call (a submitted plan, a
@@ -116,6 +120,7 @@ impl<'a> Proposal<'a> {
             call_hash: call.call_hash(),
             now,
             timeout_ms,
+            extension_ms: 0,
             max_pending,
             target: None,
             plan_id: None,
@@ -327,7 +332,7 @@ impl Store {
                 p.now,
             )?;
             let key = self.seal_key(Sealed::Approval);
-            let wait = (p.timeout_ms)(verdict);
+            let wait = (p.timeout_ms)(verdict).saturating_sub(p.extension_ms);
             for (gid, scope, aid) in grants {
                 match origin_weaker(tx, &key, &aid, &verdict.terms, wait)? {
                     None => return self.use_grant(g, &gid, &scope),

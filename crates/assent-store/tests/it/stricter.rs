@@ -234,4 +234,12 @@ fn a_grant_made_at_an_on_timeout_step_does_not_cover_a_call_with_a_longer_timeou
     let p = proposal(&canon, "s3", 304_000, &a_day);
     let later = s.propose(&p, |_| v.clone()).unwrap().1;
     assert!(matches!(later, Proposed::Held { .. }), "{later:?}");
+    // An AAEP subscriber's timeout extension lengthens the wait, not the rules: still covered.
+    let extended = |_: &assent_core::gatekeeper::Verdict| 420_000;
+    let p = assent_store::Proposal {
+        extension_ms: 120_000,
+        ..proposal(&canon, "s4", 305_000, &extended)
+    };
+    let got = s.propose(&p, |_| v.clone()).unwrap().1;
+    assert!(matches!(got, Proposed::Granted(_)), "{got:?}");
 }
