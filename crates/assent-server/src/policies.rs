@@ -64,7 +64,12 @@ pub(crate) async fn replay(
         .acquire()
         .await
         .map_err(ApiError::unavailable)?;
-    let reg = crate::store_call::blocking(move || candidate(&file, strict, &b)).await??;
+    let (reg, turn) = crate::store_call::blocking(move || {
+        let reg = candidate(&file, strict, &b);
+        (reg, turn)
+    })
+    .await?;
+    let reg = reg?;
     let report = st
         .store_call_apart(move |s| {
             let _turn = turn;
