@@ -79,13 +79,13 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
 /// `origin.approvers` is as stored (widened by the steps taken, `taken`: the roles they added);
 /// its step times come from its stored schedule (`origin_schedule`: the schedule and when it
 /// was held, Unix ms), the new call's from its rules with its first wait `new_wait_ms` (an
-/// `on_timeout` step happens then). Found by review: an `on_timeout` step compared as "never"
-/// on both sides let a grant cover calls a reload gave to ops a day later.
+/// `on_timeout` step happens then). A grant its escalated approvers made still covers the same
+/// rules' calls. `Err` names the first weaker axis.
+///
 /// Found by review: a grant from `approvers: [ops]` kept covering calls after a reload asked
 /// for `[security]` with separation of duties, or a higher tier; and, compared as "anyone at
-/// any step", one kept covering calls a reload gave to `[cfo]` for a day before `ops`. A grant
-/// its escalated approvers made still covers the same rules' calls. `Err` names the first
-/// weaker axis.
+/// any step" (or with an `on_timeout` step as "never"), one kept covering calls a reload gave
+/// to `[cfo]` alone for a day before `ops`.
 pub fn origin_covers(
     origin: &crate::gatekeeper::ApprovalTerms,
     taken: &[String],
@@ -95,12 +95,8 @@ pub fn origin_covers(
 ) -> Result<(), crate::join::Weaker> {
     use crate::join::{Held, Weaker, covers};
     let first = first_approvers(&origin.approvers, taken);
-    let before = origin_schedule.map(|(s, raised)| (s.steps.as_slice(), raised));
-    let before = when_roles(
-        &first,
-        before.map_or(&[][..], |b| b.0),
-        before.map_or(0, |b| b.1),
-    );
+    let (steps, raised) = origin_schedule.map_or((&[][..], 0), |(s, r)| (&s.steps[..], r));
+    let before = when_roles(&first, steps, raised);
     let now = new
         .escalation
         .as_ref()

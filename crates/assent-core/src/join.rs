@@ -138,7 +138,7 @@ fn check(ok: bool, axis: Weaker) -> Result<(), Weaker> {
 
 /// Everyone who may decide a call held under `terms`, now or after its escalation steps: its
 /// approvers widened by every step's roles (no roles: any operator).
-pub(crate) fn ever(terms: &ApprovalTerms) -> Vec<String> {
+fn ever(terms: &ApprovalTerms) -> Vec<String> {
     let later: Vec<String> = terms
         .escalation
         .iter()
@@ -148,13 +148,13 @@ pub(crate) fn ever(terms: &ApprovalTerms) -> Vec<String> {
 }
 
 /// Whether the operators roles `a` admit are among those `b` admits (no roles: any operator).
-pub(crate) fn within(a: &[String], b: &[String]) -> bool {
+fn within(a: &[String], b: &[String]) -> bool {
     b.is_empty() || (!a.is_empty() && a.iter().all(|r| b.contains(r)))
 }
 
 /// `a` and the roles of `b` not in it. No roles in `a` stays no roles (any operator): an
 /// escalation never narrows an approval open to any operator.
-pub(crate) fn union(a: &[String], b: &[String]) -> Vec<String> {
+fn union(a: &[String], b: &[String]) -> Vec<String> {
     if a.is_empty() {
         return Vec::new();
     }

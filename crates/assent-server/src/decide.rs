@@ -189,10 +189,9 @@ impl<'a> Decider<'a> {
     /// Operator principal `p` holding `roles`, deciding through `via`: the key binding is of
     /// `p` as the request authenticated it (found by review: looked up by name when the vote
     /// was cast, a reload between the two bound a vote made with the old key to the new one),
-    /// unless `via` is a single sign-on session or Slack (no key was presented).
+    /// unless `via` is a single sign-on session (no key was presented; Slack: [`Self::unkeyed`]).
     pub(crate) fn new(p: &'a crate::config::Principal, roles: &'a [String], via: Via) -> Self {
-        let keyed = via.sso.is_none() && via.channel != "slack";
-        let key = keyed.then(|| p.vote_key_binding());
+        let key = via.sso.is_none().then(|| p.vote_key_binding());
         Self {
             name: &p.name,
             roles,

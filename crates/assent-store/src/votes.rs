@@ -181,11 +181,11 @@ impl crate::store::Store {
     /// Withdraws every vote on a pending approval for which `stands(principal, roles, key)` is
     /// false (`roles`: those held when it was cast; `key`: the binding of the key it was cast
     /// with, `None` for single sign-on, Slack or a vote from before migration 0038): the row
-    /// is deleted and a
-    /// `decision.vote_withdrawn` record (actor `by`; `principal`, `decision`, `why`) says so,
-    /// in one transaction. The server calls it when a reload removes an operator or changes
-    /// their key or roles, and at start-up for votes whose voter is no operator of the
-    /// configuration or lacks a role they voted with. Found by review: a vote cast with a key
+    /// is deleted and a `decision.vote_withdrawn` record (actor `by`; `principal`,
+    /// `decision`, `why`) says so, in one transaction. The server calls it when a reload
+    /// removes an operator or changes their key or roles, and at start-up for votes whose
+    /// voter is no operator of the configuration, lacks a role they voted with, or holds
+    /// another key than the one that cast the vote. Found by review: a vote cast with a key
     /// revoked since (or by an operator removed, or whose role was taken away) still counted,
     /// so bob's vote alone met a quorum of two after alice was removed, and a person whose
     /// principal was renamed or removed could vote again under their other name. Returns how

@@ -143,9 +143,9 @@ pub fn sources(reg: &Registry, agent: &str, call: &ToolCall) -> Result<Vec<Sourc
             ],
             inherited: None,
             location: format!("policy {} rules[{}]", policy.id, index.unwrap_or(0)),
-            // Every agent it applies to: those its selector lists and those whose own file
-            // names it (found by review: an agent naming the policy was not counted).
-            // and the ids its selector lists whose files are not loaded (yet).
+            // Every agent it applies to — those its selector picks and those whose own file
+            // names it — and the ids its selector lists whose files are not loaded yet (found
+            // by review: an agent naming the policy, or not loaded, was not counted).
             agents: reg
                 .agents
                 .values()

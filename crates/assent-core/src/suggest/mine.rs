@@ -43,20 +43,14 @@ fn hidden(s: &str) -> bool {
 /// `ops-x@attacker.example` (after `ops-`) and `https-://x` through unasked.
 const PREFIX_REST: &str = r"(?:[A-Za-z0-9_/-]|\.[A-Za-z0-9_/-])*$";
 
-/// Whether `rest` (what follows the prefix) is what [`PREFIX_REST`] matches.
+/// Whether `rest` (what follows the prefix) is what [`PREFIX_REST`] matches: the same
+/// regular expression the condition written into the policy runs, so what a suggestion says it
+/// covers and what its rule lets through cannot differ.
 fn safe_rest(rest: &str) -> bool {
-    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '-');
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        let ok = match c {
-            '.' => chars.next().is_some_and(plain),
-            c => plain(c),
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
+    static REST: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(&format!("^{PREFIX_REST}")).expect("a valid regular expression")
+    });
+    REST.is_match(rest)
 }
 
 /// A pattern of one top-level argument.
@@ -218,8 +212,9 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
 /// review: an agent adding `confirmed: true` to the calls it expected approved had "ask unless
 /// confirmed in [true]" suggested — a missing argument holds no pattern, so presence alone
 /// separated the sides — and 32 made-up keys sorting first pushed `amount` out of the
-/// weighing), and not one whose value is the same on every call. Arguments whose name has a dot are not weighed (a condition would also read them
-/// as paths into nested objects), nor more than 32 arguments of a tool.
+/// weighing), and not one whose value is the same on every call. Arguments whose name has a
+/// dot are not weighed (a condition would also read them as paths into nested objects), nor
+/// more than 32 arguments of a tool.
 pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Constraint, usize)> {
     let mut keys = common_keys(yes.iter().chain(no));
     // One value on every call separates nothing: such arguments (made up by the dozen, they

@@ -124,16 +124,16 @@ pub struct Config {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
 /// The files `patterns` (paths or globs relative to `base`) name, in order, without
-/// repeats: a missing plain path is an error of `file`. A glob that matches nothing is an
-/// error for `governance` (its rules bind every agent: a mount moved or a directory left
-/// empty would otherwise start the gateway without the organisation's denials — fail
-/// closed) and a warning pushed to `warnings` for `agents` (an agent without a file is
-/// refused, so nothing opens).
+/// repeats: a missing plain path is an error of `file`. A glob that matches nothing, or an
+/// entry it cannot read, is an error when `required` (`governance`: its rules bind every
+/// agent, and a mount moved or a directory left empty would otherwise start the gateway
+/// without the organisation's denials — fail closed) and a warning pushed to `warnings`
+/// otherwise (`agents`: an agent without a file is refused, so nothing opens).
 fn expand(
     base: &Path,
     file: &Path,
     patterns: &[Spanned<String>],
-    what: &str,
+    (what, required): (&str, bool),
     warnings: &mut Vec<String>,
 ) -> Result<Vec<PathBuf>, ConfigError> {
     let mut out = Vec::new();
@@ -163,19 +163,19 @@ fn expand(
                 Ok(_) => {}
                 // A directory the glob cannot read may hold governance files: fail closed
                 // (found by review: it was skipped, and the gateway started with fewer).
-                Err(e) if what == "governance" => {
+                Err(e) if required => {
                     return Err(at(file, line, format!("{what} glob `{p}`: {e}")));
                 }
                 Err(e) => warnings.push(format!("{}: {what} glob `{p}`: {e}", file.display())),
             }
         }
         found.sort();
-        if found.is_empty() && what == "governance" {
+        if found.is_empty() && required {
             return Err(at(
                 file,
                 line,
                 format!(
-                    "governance glob `{p}` matches no file: governance rules bind every agent, \
+                    "{what} glob `{p}` matches no file: {what} rules bind every agent, \
                      so assent does not start without them (name the files, or remove the entry)"
                 ),
             ));
@@ -228,8 +228,14 @@ impl Config {
             base
         };
         let mut warnings = Vec::new();
-        let agent_files = expand(&base, path, &raw.agents, "agents", &mut warnings)?;
-        let governance_files = expand(&base, path, &raw.governance, "governance", &mut warnings)?;
+        let agent_files = expand(&base, path, &raw.agents, ("agents", false), &mut warnings)?;
+        let governance_files = expand(
+            &base,
+            path,
+            &raw.governance,
+            ("governance", true),
+            &mut warnings,
+        )?;
         let registry = Registry::load_with(
             &read_all(&agent_files)?,
             &read_all(&governance_files)?,
