@@ -29,6 +29,10 @@ from test_dashboard import ASSENT, free_port
 
 OPERATOR_KEY = "op-" + os.urandom(16).hex()
 AGENT_KEY = "agent-" + os.urandom(16).hex()
+# Operators each used once to see whether a locked-out address is refused: a principal that
+# authenticated from an address passes that address's lock-out afterwards, so a check that
+# came after the lock-out lapsed must not spoil the next one.
+PROBE_KEYS = [f"probe-{i}-" + os.urandom(16).hex() for i in range(16)]
 CADDY = shutil.which("caddy") or "/usr/bin/caddy"
 
 
@@ -51,7 +55,8 @@ trusted_proxies: [127.0.0.1]
 principals:
   - {{name: alice, kind: operator, key_env: E2E_ALICE_KEY}}
   - {{name: ops-bot, kind: agent, agent_id: ops_bot, key_sha256: "{hashlib.sha256(AGENT_KEY.encode()).hexdigest()}"}}
-""")
+""" + "".join(f"  - {{name: probe-{i}, kind: operator, roles: [probe], key_sha256: "
+              f"\"{hashlib.sha256(k.encode()).hexdigest()}\"}}\n" for i, k in enumerate(PROBE_KEYS)))
     caddy_home = tmp_path / "caddy"
     caddy_home.mkdir()
     (tmp_path / "Caddyfile").write_text(f"""
@@ -163,14 +168,15 @@ def lock_out(addr, ctx=None, source="127.0.0.1", headers=None):
 
 
 def still_locked(addr, ctx=None, source="127.0.0.1", lock_headers=None, headers=None, tries=5):
-    """Whether the right key from `source` (with `headers`) is refused right after `source` was
+    """Whether a right key from `source` (with `headers`) is refused right after `source` was
     locked out (with `lock_headers` on the guesses). The lock-out lasts until one failure's
     allowance refills (200 ms at 5 a second), which a loaded machine can spend between two
-    requests, so the lock-out is made afresh for each of `tries` checks: a gateway that told the
+    requests, so the lock-out is made afresh for each of `tries` checks, each with a principal
+    never seen from `source` (one seen there passes its lock-out): a gateway that told the
     addresses apart would answer 200 every time."""
     for _ in range(tries):
         lock_out(addr, ctx, source=source, headers=lock_headers)
-        if request(addr, "GET", "/v1/approvals", OPERATOR_KEY, ctx=ctx, source=source,
+        if request(addr, "GET", "/v1/approvals", PROBE_KEYS.pop(), ctx=ctx, source=source,
                    headers=headers)[0] == 429:
             return True
     return False

@@ -245,7 +245,9 @@ pub async fn forwarded_from_proxies(
 }
 
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
-/// AUTH_THROTTLED` (its key is not checked); a wrong key is counted; a principal over its
+/// AUTH_THROTTLED` (from a locked-out address only the right key of a principal that
+/// authenticated from there before passes: [`crate::throttle::Throttle::passes_lockout`]);
+/// a wrong key is counted; a principal over its
 /// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
 pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(key) = bearer_key(req.headers()) else {
@@ -256,7 +258,10 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         return next.run(req).await;
     }
     let addr = st.throttle.client_addr(&req);
-    if let Some(wait) = st.throttle.locked_out(addr, key, false) {
+    if let Some(wait) = st.throttle.locked_out(addr, key, false)
+        && !principal_for_key(&st.principals(), key)
+            .is_some_and(|p| st.throttle.passes_lockout(addr, &p.name))
+    {
         return too_many(
             "AUTH_THROTTLED",
             "too many failed authentications from this address; wait and retry",
@@ -298,6 +303,7 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
                     wait,
                 );
             }
+            st.throttle.authenticated(addr, &p.name);
             req.extensions_mut().insert(KnownKey);
         }
     }

@@ -10,7 +10,11 @@
 //!   From a locked-out address every request carrying a key, right or wrong, gets `429
 //!   AUTH_THROTTLED` without being checked, so guessing is held to that rate; a locked-out
 //!   prefix refuses only wrong keys (another address guessing at a key's prefix cannot lock
-//!   its owner out). The API, `/mcp` and the dashboard sign-in share it, and so do refused
+//!   its owner out). A principal that authenticated from an address in the last
+//!   [`KNOWN_FOR`] is the exception: its right key still passes that address's lock-out, so
+//!   that an agent guessing keys cannot lock out the operator (or the other agents) working
+//!   from the same host (found by review); its wrong keys and everyone else's keys are held as
+//!   before. The API, `/mcp` and the dashboard sign-in share it, and so do refused
 //!   single sign-on callbacks, counted against the address alone (they carry no key): a
 //!   locked-out address gets `429` before any request to the provider.
 //! - On PostgreSQL the failures are also counted in the database ([`Throttle::shared`]), so
@@ -40,6 +44,11 @@ pub const FAILURES_PER_SECOND: u32 = 5;
 pub const FAILURE_BURST: u32 = 20;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
+/// How long a principal's authentication from an address lets its right key past that
+/// address's lock-out ([`Throttle::passes_lockout`]): 7 days.
+pub const KNOWN_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The (address, principal) pairs remembered at the most; past it the oldest are forgotten.
+const KNOWN_CAP: usize = 100_000;
 
 pub use crate::config::RateLimits;
 
@@ -68,6 +77,8 @@ pub struct Throttle {
     principals: DefaultKeyedRateLimiter<String>,
     failures: DefaultKeyedRateLimiter<Who>,
     locked: Mutex<HashMap<Who, Instant>>,
+    /// When each principal last authenticated from each address (its network).
+    known: Mutex<HashMap<(IpAddr, String), Instant>>,
     trusted_proxies: Vec<IpAddr>,
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
@@ -108,6 +119,7 @@ impl Throttle {
                 Quota::per_second(nz(FAILURES_PER_SECOND)).allow_burst(nz(FAILURE_BURST)),
             ),
             locked: Mutex::default(),
+            known: Mutex::default(),
             trusted_proxies: Vec::new(),
             shared: None,
         }
@@ -178,6 +190,40 @@ impl Throttle {
             .filter(|w| by_prefix || matches!(w, Who::Addr(_)))
             .filter_map(|w| locked.get(w).map(|until| *until - now))
             .max()
+    }
+
+    /// Notes that `principal` authenticated from `addr` now (nothing without an address).
+    /// At [`KNOWN_CAP`] pairs, those older than [`KNOWN_FOR`] are forgotten, then, if still
+    /// full, every pair but the newest half.
+    pub fn authenticated(&self, addr: Option<IpAddr>, principal: &str) {
+        let Some(addr) = addr.map(network) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if known.len() >= KNOWN_CAP {
+            known.retain(|_, at| now.duration_since(*at) < KNOWN_FOR);
+            if known.len() >= KNOWN_CAP {
+                let mut times: Vec<Instant> = known.values().copied().collect();
+                times.sort_unstable();
+                let cut = times[times.len() / 2];
+                known.retain(|_, at| *at > cut);
+            }
+        }
+        known.insert((addr, principal.to_string()), now);
+    }
+
+    /// Whether `principal`, whose key was right, passes a lock-out of `addr`: it
+    /// authenticated from there within [`KNOWN_FOR`] (on this replica). An agent locking
+    /// out its host by guessing thus cannot lock out the operator deciding from that host.
+    pub fn passes_lockout(&self, addr: Option<IpAddr>, principal: &str) -> bool {
+        let Some(addr) = addr.map(network) else {
+            return false;
+        };
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .get(&(addr, principal.to_string()))
+            .is_some_and(|at| at.elapsed() < KNOWN_FOR)
     }
 
     /// Counts a failed authentication, here and (on PostgreSQL) in the database the replicas

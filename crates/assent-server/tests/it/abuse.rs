@@ -119,6 +119,38 @@ async fn guessing_keys_is_held_to_a_few_a_second_even_for_the_right_key() {
     gw.stop().await;
 }
 
+/// Review finding: the lock-out of an address held the right key too, so an agent on the
+/// operator's host could guess wrong keys five times a second and keep the operator (and the
+/// other agents there) from deciding anything. A principal that authenticated from the
+/// address before passes its lock-out with its right key; guesses, and principals never seen
+/// there, are still held.
+#[tokio::test]
+async fn an_agent_guessing_keys_cannot_lock_out_the_operator_on_its_host() {
+    let gw = serve().await;
+    let (s, b) = gw.get("/v1/whoami", OP).await;
+    assert_answer(s, &b, "name", StatusCode::OK, "alice");
+    let mut throttled = false;
+    for i in 0..60 {
+        let (s, _) = gw.get("/v1/whoami", &format!("guess-{i:04}-key")).await;
+        if s == StatusCode::TOO_MANY_REQUESTS {
+            throttled = true;
+            break;
+        }
+    }
+    assert!(throttled, "60 wrong keys in a row were never throttled");
+    // The operator seen here before still decides, on the API and the dashboard.
+    let (s, b) = gw.get("/v1/whoami", OP).await;
+    assert_answer(s, &b, "name", StatusCode::OK, "alice");
+    let resp = gw.dashboard_sign_in(OP).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER, "{resp:?}");
+    // Guesses, and a principal never seen from this address, are still held.
+    let (s, b) = gw.get("/v1/whoami", "guess-9999-key").await;
+    assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "AUTH_THROTTLED");
+    let (s, b) = gw.get("/v1/whoami", BOT).await;
+    assert_error(s, &b, StatusCode::TOO_MANY_REQUESTS, "AUTH_THROTTLED");
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
     let dir = tempfile::tempdir().unwrap();
