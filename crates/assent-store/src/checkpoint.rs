@@ -76,22 +76,20 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey, StoreError> {
 }
 
 /// Reads `<dir>/audit.key` (32 bytes). `Ok(None)` when it does not exist.
-/// Errors: unreadable file ([`StoreError::Io`]) or a file that is not 32 bytes (`Invalid`).
+/// Errors: unreadable file ([`StoreError::Io`]), a file that is not 32 bytes, or one others
+/// may read or replace (`Invalid`, [`crate::kit::read_key_file`]).
 pub fn read_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
     let path = dir.join(KEY_FILE);
-    match std::fs::read(&path) {
-        Ok(k) => {
-            let seed: [u8; 32] = k.try_into().map_err(|_| {
-                StoreError::Invalid(format!(
-                    "{}: the audit key is not 32 bytes; restore it (checkpoints signed with it can no longer be checked without its public key)",
-                    path.display()
-                ))
-            })?;
-            Ok(Some(SigningKey::from_bytes(&seed)))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io(&path)(e)),
-    }
+    let Some(k) = crate::kit::read_key_file(&path)? else {
+        return Ok(None);
+    };
+    let seed: [u8; 32] = k.try_into().map_err(|_| {
+        StoreError::Invalid(format!(
+            "{}: the audit key is not 32 bytes; restore it (checkpoints signed with it can no longer be checked without its public key)",
+            path.display()
+        ))
+    })?;
+    Ok(Some(SigningKey::from_bytes(&seed)))
 }
 
 /// Reads `<dir>/audit.key`, creating it (32 random bytes, mode 0600, written to a temporary

@@ -4,7 +4,7 @@
 //! rotation are [`crate::keys`].
 
 use crate::error::StoreError;
-use crate::kit::io;
+use crate::kit::{io, read_key_file};
 use assent_core::token::{InvalidToken, Jwks, PublicKey, TokenClaims, TokenSigner, VerifyError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -25,17 +25,16 @@ pub const REREAD_AFTER: Duration = Duration::from_secs(10);
 
 /// The 32-byte seed in `path`, `None` when absent. `Invalid` when it is not 32 bytes.
 pub(crate) fn read_seed(path: &Path) -> Result<Option<[u8; 32]>, StoreError> {
-    match std::fs::read(path) {
-        Ok(k) => k.try_into().map(Some).map_err(|k: Vec<u8>| {
-            StoreError::Invalid(format!(
-                "{}: a token key is a 32-byte Ed25519 seed, this file has {} bytes; restore it, or delete it (outstanding tokens become invalid)",
-                path.display(),
-                k.len()
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io(path)(e)),
-    }
+    let Some(k) = read_key_file(path)? else {
+        return Ok(None);
+    };
+    k.try_into().map(Some).map_err(|k: Vec<u8>| {
+        StoreError::Invalid(format!(
+            "{}: a token key is a 32-byte Ed25519 seed, this file has {} bytes; restore it, or delete it (outstanding tokens become invalid)",
+            path.display(),
+            k.len()
+        ))
+    })
 }
 
 /// The token keys of one `keys_dir` as last read: the current signer and every retired key

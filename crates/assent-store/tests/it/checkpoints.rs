@@ -283,8 +283,10 @@ fn a_missing_audit_key_is_not_replaced_under_a_database_that_used_it() {
     sql(dir.path(), "DROP TRIGGER planted;");
     let e = Store::open(dir.path(), 60_000, wire()).err().unwrap();
     assert!(e.to_string().contains("the audit key is missing"), "{e}");
-    // Put back, it opens and its checkpoints verify.
+    // Put back (readable by its owner alone), it opens and its checkpoints verify.
     std::fs::write(&key, &kept).unwrap();
+    #[cfg(unix)]
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let s = Store::open(dir.path(), 60_000, wire()).unwrap();
     assert!(cp.verifies(&s.audit_public_key()));
     drop(s);

@@ -353,6 +353,74 @@ fn data_dir_and_key_are_private() {
     );
 }
 
+/// Review finding: the key files were read whatever their mode and owner, so a `token.key`
+/// that every local user could read (a copy made with `cp`, a secret mounted 0644) let any of
+/// them mint tokens for every held call, and one another user owned could be a key they
+/// chose. A store now refuses such a key, naming the file and the `chmod` or `chown` that
+/// mends it, and refuses a key in a directory every user may write.
+#[cfg(unix)]
+#[test]
+fn a_key_file_others_may_read_or_replace_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let chmod = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    drop(Store::open(&d, 1, wire()).unwrap());
+    for (file, mode) in [
+        ("token.key", 0o644),
+        ("audit.key", 0o604),
+        ("token.key", 0o620),
+    ] {
+        let key = d.join(file);
+        chmod(&key, mode);
+        let e = Store::open(&d, 1, wire())
+            .err()
+            .expect("a readable key is refused");
+        let text = e.to_string();
+        assert!(
+            text.contains(&key.display().to_string())
+                && text.contains(&format!("mode {mode:04o}"))
+                && text.contains("chmod 600"),
+            "{text}"
+        );
+        chmod(&key, 0o600);
+    }
+    drop(Store::open(&d, 1, wire()).unwrap());
+    // A key in a directory anyone may write (not sticky) could be swapped for another.
+    chmod(&d, 0o777);
+    let e = assent_store::checkpoint::read_key(&d)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("every user may write this directory"), "{e}");
+    chmod(&d, 0o1777);
+    assert!(assent_store::checkpoint::read_key(&d).unwrap().is_some());
+    chmod(&d, 0o700);
+    if running_as_root() {
+        // Root's key may be group-readable (a secret mounted for a group); another user's
+        // key is refused whatever its mode.
+        chmod(&d.join("audit.key"), 0o640);
+        assert!(assent_store::checkpoint::read_key(&d).unwrap().is_some());
+        std::os::unix::fs::chown(d.join("audit.key"), Some(4242), None).unwrap();
+        let e = assent_store::checkpoint::read_key(&d)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("belongs to user id 4242") && e.contains("chown"),
+            "{e}"
+        );
+    }
+}
+
+/// Whether the tests run as root (who may change a file's owner).
+#[cfg(unix)]
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let probe = tempfile::tempfile().unwrap();
+    probe.metadata().unwrap().uid() == 0
+}
+
 #[test]
 fn only_an_approver_role_may_decide_and_refusals_are_audited() {
     let (dir, s) = fresh();
