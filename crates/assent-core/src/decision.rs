@@ -288,6 +288,7 @@ mod tests {
         let sched = Schedule {
             steps: vec![],
             deadline: 201_000,
+            first_approvers: None,
         };
         assert_eq!(announced_deadline(101_000, Some(&sched)), 201_000);
         assert_eq!(announced_deadline(101_000, None), 101_000);

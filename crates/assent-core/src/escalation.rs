@@ -64,6 +64,12 @@ pub struct Schedule {
     pub steps: Vec<ScheduledStep>,
     /// When the default decision applies (after the last step).
     pub deadline: i64,
+    /// The approvers who may decide from the start, before any step added roles: recorded by
+    /// the store when the call is held (the stored approvers are widened by each step taken,
+    /// and a step that names a first role again leaves no trace there). `None` in schedules
+    /// stored before it was recorded, and in [`schedule`]'s own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_approvers: Option<Vec<String>>,
 }
 
 /// One step of a [`Schedule`].
@@ -110,6 +116,7 @@ pub fn schedule(e: &Escalation, raised_at: i64, wait_ms: i64) -> Option<Schedule
     Some(Schedule {
         deadline: last_at.saturating_add(last_wait),
         steps,
+        first_approvers: None,
     })
 }
 

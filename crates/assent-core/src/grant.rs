@@ -76,11 +76,15 @@ pub fn may_use_grant(terms: &crate::gatekeeper::ApprovalTerms, has_target: bool)
 /// separation of duties, passkey, triggers, result limit, redaction) and on who may decide
 /// when: every role that could decide `origin` — its first approvers from the start, a role an
 /// escalation step adds from that step on — may decide the new call as early ([`when_roles`]).
-/// `origin.approvers` is as stored (widened by the steps taken, `taken`: the roles they added);
-/// its step times come from its stored schedule (`origin_schedule`: the schedule and when it
-/// was held, Unix ms), the new call's from its rules with its first wait `new_wait_ms` (an
-/// `on_timeout` step happens then). A grant its escalated approvers made still covers the same
-/// rules' calls. `Err` names the first weaker axis.
+/// `origin.approvers` is as stored (widened by the steps taken, `taken`: the roles they named);
+/// its first approvers and step times come from its stored schedule (`origin_schedule`: the
+/// schedule and when it was held, Unix ms), the new call's from its rules with its first wait
+/// `new_wait_ms` (an `on_timeout` step happens then). A grant its escalated approvers made
+/// still covers the same rules' calls. An origin whose steps were taken but whose schedule
+/// does not record its first approvers (stored before they were) never covers: the widened
+/// list cannot tell a role a step added from a first one the step named again (found by
+/// review: read as added, a role that could decide from the start counted as a later one).
+/// `Err` names the first weaker axis.
 ///
 /// Found by review: a grant from `approvers: [ops]` kept covering calls after a reload asked
 /// for `[security]` with separation of duties, or a higher tier; and, compared as "anyone at
@@ -94,9 +98,13 @@ pub fn origin_covers(
     new_wait_ms: i64,
 ) -> Result<(), crate::join::Weaker> {
     use crate::join::{Held, Weaker, covers};
-    let first = first_approvers(&origin.approvers, taken);
+    let first = match origin_schedule {
+        None => &origin.approvers,
+        Some(_) if taken.is_empty() => &origin.approvers,
+        Some((s, _)) => s.first_approvers.as_ref().ok_or(Weaker::Approvers)?,
+    };
     let (steps, raised) = origin_schedule.map_or((&[][..], 0), |(s, r)| (&s.steps[..], r));
-    let before = when_roles(&first, steps, raised);
+    let before = when_roles(first, steps, raised);
     let now = new
         .escalation
         .as_ref()
@@ -121,21 +129,6 @@ pub fn origin_covers(
         later: &[],
     };
     covers(&held, new)
-}
-
-/// The first approvers of an approval whose stored approvers `widened` are its first ones with
-/// the roles `taken` (the escalation steps taken added them, in order) appended where new: the
-/// shortest first list that explains `widened` (a step that names a first role again is read
-/// as adding it). Never empty when `widened` is not: no first approvers is any operator, which
-/// a step never narrows to roles.
-fn first_approvers(widened: &[String], taken: &[String]) -> Vec<String> {
-    (1.min(widened.len())..=widened.len())
-        .find(|&p| {
-            let appended: Vec<&String> =
-                taken.iter().filter(|r| !widened[..p].contains(r)).collect();
-            widened[p..].iter().eq(appended)
-        })
-        .map_or_else(|| widened.to_vec(), |p| widened[..p].to_vec())
 }
 
 /// When each role may decide, in milliseconds after the call was held: the `first` approvers
@@ -257,21 +250,67 @@ mod tests {
         r.iter().map(|r| r.to_string()).collect()
     }
 
-    /// The first approvers read back from a widened list: the roles the steps taken appended
-    /// come off the end; a step naming a first role again is read as adding it.
+    /// Review finding: the first approvers were read back from the widened list, and a step
+    /// that named a first role again was taken for adding it, so an origin `lead` could decide
+    /// from the start passed for one where `lead` joined an hour in. They are now read from the
+    /// schedule the store recorded; an origin whose steps were taken without that record never
+    /// covers.
     #[test]
-    fn first_approvers_are_the_widened_list_without_what_the_steps_appended() {
-        let f = |w: &[&str], t: &[&str]| first_approvers(&roles(w), &roles(t));
-        assert_eq!(f(&["ops"], &[]), roles(&["ops"]));
-        assert_eq!(f(&["ops", "security"], &["security"]), roles(&["ops"]));
+    fn an_origins_first_approvers_are_the_recorded_ones_not_a_guess_from_the_widened_list() {
+        use crate::escalation::{Escalation, EscalationStep, schedule};
+        let terms = |first: &[&str], step: Option<&str>| {
+            let mut t =
+                crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+            t.approvers = roles(first);
+            t.escalation = step.map(|r| Escalation {
+                steps: vec![EscalationStep {
+                    after_seconds: Some(3600),
+                    approvers: roles(&[r]),
+                }],
+                last_wait_seconds: None,
+            });
+            t
+        };
+        // The new call: `ops` from the start, `lead` an hour in.
+        let new = terms(&["ops"], Some("lead"));
+        let held = |first: &[&str], recorded: Option<&[&str]>| {
+            let t = terms(first, Some("lead"));
+            let mut s = schedule(t.escalation.as_ref().unwrap(), 0, 7_200_000).unwrap();
+            s.first_approvers = recorded.map(roles);
+            // Stored after the step: the approvers widened to `[ops, lead]` either way.
+            let stored = crate::gatekeeper::ApprovalTerms {
+                approvers: roles(&["ops", "lead"]),
+                ..t
+            };
+            (stored, s)
+        };
+        let taken = roles(&["lead"]);
+        let covers = |(stored, s): &(
+            crate::gatekeeper::ApprovalTerms,
+            crate::escalation::Schedule,
+        )| { origin_covers(stored, &taken, Some((s, 0)), &new, 7_200_000) };
+        // `lead` joined at the step: as strict as the new call.
+        assert_eq!(covers(&held(&["ops"], Some(&["ops"]))), Ok(()));
+        // `lead` could decide from the start (the step named it again): looser.
         assert_eq!(
-            f(&["ops", "lead", "cfo"], &["lead", "cfo"]),
-            roles(&["ops"])
+            covers(&held(&["ops", "lead"], Some(&["ops", "lead"]))),
+            Err(crate::join::Weaker::Approvers)
         );
-        assert_eq!(f(&["ops", "lead"], &["ops", "lead"]), roles(&["ops"]));
-        assert_eq!(f(&[], &["lead"]), roles(&[]));
-        // A list the steps do not explain is taken whole.
-        assert_eq!(f(&["a", "b"], &["c"]), roles(&["a", "b"]));
+        // Not recorded (stored before): cannot tell, never covers.
+        assert_eq!(
+            covers(&held(&["ops"], None)),
+            Err(crate::join::Weaker::Approvers)
+        );
+        // No step taken: the stored approvers are the first ones.
+        let (stored, s) = held(&["ops"], None);
+        let stored = crate::gatekeeper::ApprovalTerms {
+            approvers: roles(&["ops"]),
+            ..stored
+        };
+        assert_eq!(
+            origin_covers(&stored, &[], Some((&s, 0)), &new, 7_200_000),
+            Ok(())
+        );
     }
 
     const CALL: CallView<'static> = CallView {

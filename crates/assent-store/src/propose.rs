@@ -555,7 +555,11 @@ fn insert_approval(
         .terms
         .escalation
         .as_ref()
-        .and_then(|e| escalation::schedule(e, p.now, wait));
+        .and_then(|e| escalation::schedule(e, p.now, wait))
+        .map(|s| escalation::Schedule {
+            first_approvers: Some(verdict.terms.approvers.clone()),
+            ..s
+        });
     let row = Row {
         id: uuid::Uuid::new_v4().to_string(),
         expires_at: schedule

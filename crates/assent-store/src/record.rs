@@ -665,7 +665,11 @@ fn schedule_of(
         };
         let steps = vec![ScheduledStep { at, approvers }];
         return Ok((
-            Some(Schedule { steps, deadline }),
+            Some(Schedule {
+                steps,
+                deadline,
+                first_approvers: None,
+            }),
             escalated_at.is_some() as usize,
         ));
     }
