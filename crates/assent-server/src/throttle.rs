@@ -10,11 +10,16 @@
 //!   From a locked-out address every request carrying a key, right or wrong, gets `429
 //!   AUTH_THROTTLED` without being checked, so guessing is held to that rate; a locked-out
 //!   prefix refuses only wrong keys (another address guessing at a key's prefix cannot lock
-//!   its owner out). A principal that authenticated from an address in the last
-//!   [`KNOWN_FOR`] is the exception: its right key still passes that address's lock-out, so
-//!   that an agent guessing keys cannot lock out the operator (or the other agents) working
-//!   from the same host (found by review); its wrong keys and everyone else's keys are held as
-//!   before. The API, `/mcp` and the dashboard sign-in share it, and so do refused
+//!   its owner out). A key whose prefix authenticated from an address in the last
+//!   [`KNOWN_FOR`] is the exception: from that address, while its prefix is not locked out
+//!   itself, it is checked despite the address's lock-out, so that an agent guessing keys
+//!   cannot lock out the operator (or the other agents) working from the same host (found by
+//!   review). A wrong key with such a prefix counts against the prefix's allowance, so
+//!   guesses at a known key are held to the same rate, and a guesser without the prefix (8
+//!   characters of a random key) is refused unchecked as before. The memory is this
+//!   process's: after a restart, or on another replica, the exception starts empty.
+//!   The API, `/mcp` and the dashboard sign-in share it (single sign-on callbacks have no key
+//!   and no exception), and so do refused
 //!   single sign-on callbacks, counted against the address alone (they carry no key): a
 //!   locked-out address gets `429` before any request to the provider.
 //! - On PostgreSQL the failures are also counted in the database ([`Throttle::shared`]), so
@@ -44,11 +49,13 @@ pub const FAILURES_PER_SECOND: u32 = 5;
 pub const FAILURE_BURST: u32 = 20;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
-/// How long a principal's authentication from an address lets its right key past that
-/// address's lock-out ([`Throttle::passes_lockout`]): 7 days.
+/// How long a key's authentication from an address has it checked despite that address's
+/// lock-out ([`Throttle::checks_despite_lockout`]): 7 days.
 pub const KNOWN_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
-/// The (address, principal) pairs remembered at the most; past it the oldest are forgotten.
-const KNOWN_CAP: usize = 100_000;
+/// The addresses (networks) remembered per key prefix at the most; past it the one seen
+/// longest ago is forgotten. Only keys that authenticated are remembered, so the memory is
+/// bounded by the principals' keys, whatever addresses one of them comes from.
+const KNOWN_ADDRESSES: usize = 64;
 
 pub use crate::config::RateLimits;
 
@@ -77,8 +84,8 @@ pub struct Throttle {
     principals: DefaultKeyedRateLimiter<String>,
     failures: DefaultKeyedRateLimiter<Who>,
     locked: Mutex<HashMap<Who, Instant>>,
-    /// When each principal last authenticated from each address (its network).
-    known: Mutex<HashMap<(IpAddr, String), Instant>>,
+    /// Per key prefix that authenticated: from which addresses (networks), last when.
+    known: Mutex<HashMap<String, Vec<(IpAddr, Instant)>>>,
     trusted_proxies: Vec<IpAddr>,
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
@@ -176,7 +183,7 @@ impl Throttle {
 
     fn keys(addr: Option<IpAddr>, key: &str) -> Vec<Who> {
         let mut out: Vec<Who> = addr.map(|a| Who::Addr(network(a))).into_iter().collect();
-        out.push(Who::Prefix(key.chars().take(PREFIX_CHARS).collect()));
+        out.push(Who::Prefix(prefix(key)));
         out
     }
 
@@ -192,38 +199,45 @@ impl Throttle {
             .max()
     }
 
-    /// Notes that `principal` authenticated from `addr` now (nothing without an address).
-    /// At [`KNOWN_CAP`] pairs, those older than [`KNOWN_FOR`] are forgotten, then, if still
-    /// full, every pair but the newest half.
-    pub fn authenticated(&self, addr: Option<IpAddr>, principal: &str) {
+    /// Notes that `key`, a principal's, authenticated from `addr` now (nothing without an
+    /// address): remembered by its prefix, with at most [`KNOWN_ADDRESSES`] addresses each.
+    pub fn authenticated(&self, addr: Option<IpAddr>, key: &str) {
         let Some(addr) = addr.map(network) else {
             return;
         };
         let now = Instant::now();
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        if known.len() >= KNOWN_CAP {
-            known.retain(|_, at| now.duration_since(*at) < KNOWN_FOR);
-            if known.len() >= KNOWN_CAP {
-                let mut times: Vec<Instant> = known.values().copied().collect();
-                times.sort_unstable();
-                let cut = times[times.len() / 2];
-                known.retain(|_, at| *at > cut);
-            }
+        let seen = known.entry(prefix(key)).or_default();
+        seen.retain(|(a, at)| *a != addr && now.duration_since(*at) < KNOWN_FOR);
+        if seen.len() >= KNOWN_ADDRESSES {
+            seen.remove(0);
         }
-        known.insert((addr, principal.to_string()), now);
+        seen.push((addr, now));
     }
 
-    /// Whether `principal`, whose key was right, passes a lock-out of `addr`: it
-    /// authenticated from there within [`KNOWN_FOR`] (on this replica). An agent locking
-    /// out its host by guessing thus cannot lock out the operator deciding from that host.
-    pub fn passes_lockout(&self, addr: Option<IpAddr>, principal: &str) -> bool {
+    /// Whether `key` is checked although `addr` is locked out: its prefix authenticated from
+    /// there within [`KNOWN_FOR`] (on this replica) and is not locked out itself. An agent
+    /// locking out its host by guessing thus cannot lock out the operator deciding from it,
+    /// and its guesses at the operator's key, which it must begin with the prefix, are each
+    /// counted against the prefix ([`Throttle::failed`]).
+    pub fn checks_despite_lockout(&self, addr: Option<IpAddr>, key: &str) -> bool {
         let Some(addr) = addr.map(network) else {
             return false;
         };
+        let p = prefix(key);
+        let locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
+        if locked
+            .get(&Who::Prefix(p.clone()))
+            .is_some_and(|until| *until > Instant::now())
+        {
+            return false;
+        }
+        drop(locked);
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        known
-            .get(&(addr, principal.to_string()))
-            .is_some_and(|at| at.elapsed() < KNOWN_FOR)
+        known.get(&p).is_some_and(|seen| {
+            seen.iter()
+                .any(|(a, at)| *a == addr && at.elapsed() < KNOWN_FOR)
+        })
     }
 
     /// Counts a failed authentication, here and (on PostgreSQL) in the database the replicas
@@ -299,6 +313,11 @@ impl Throttle {
             Err(not_until) => Some(not_until.wait_time_from(DefaultClock::default().now())),
         }
     }
+}
+
+/// The prefix a key is counted by: its first [`PREFIX_CHARS`] characters.
+fn prefix(key: &str) -> String {
+    key.chars().take(PREFIX_CHARS).collect()
 }
 
 /// A `429` with `code` and `Retry-After` (whole seconds, at least 1).

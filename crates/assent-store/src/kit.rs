@@ -76,11 +76,14 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Reads the private key file `path` (`None` when it does not exist) after checking that no
 /// one but its owner can read or replace it: it must be owned by this process's user with no
 /// group or other permission (0600, 0400), or by root with group read at the most (0640: a
-/// secret a platform mounts for a group), the rule PostgreSQL applies to its TLS key; and its
-/// directory must not be writable by others unless sticky (else anyone could swap the file).
-/// The mode and owner are those of the file opened (following links, as a mounted secret is
-/// one), so a file swapped in between cannot pass. Errors: `Invalid` naming the file, what is
-/// wrong and the `chmod`/`chown` that mends it; `Io`.
+/// secret a platform mounts for a group), the rule PostgreSQL applies to its TLS key; root
+/// may read a key another user owns (an administrator running `assent audit verify` or
+/// `assent backup` on a service's keys), under the same mode rule. Its directory must be
+/// writable by no one but its owner (this user or root) unless sticky, else another could
+/// swap the file (say, a retired key renamed to `token.key`). The mode and owner are those of
+/// the file opened (following links, as a mounted secret is one), so a file swapped in
+/// between cannot pass. Errors: `Invalid` naming the file or directory, what is wrong and
+/// the `chmod`/`chown` that mends it; `Io`.
 pub(crate) fn read_key_file(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     use std::io::Read;
     let mut f = match std::fs::File::open(path) {
@@ -95,23 +98,25 @@ pub(crate) fn read_key_file(path: &Path) -> Result<Option<Vec<u8>>, StoreError> 
     Ok(Some(bytes))
 }
 
-/// The owner and mode rule of [`read_key_file`] for `path` with metadata `m`.
+/// The owner and mode rules of [`read_key_file`] for `path` with metadata `m`.
 #[cfg(unix)]
 fn check_private(path: &Path, m: &std::fs::Metadata) -> Result<(), StoreError> {
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
-    let mode = m.mode() & 0o7777;
-    let allowed = if m.uid() == 0 { 0o037 } else { 0o077 };
-    if m.uid() != me && m.uid() != 0 {
-        return Err(StoreError::Invalid(format!(
-            "{}: this private key belongs to user id {}, not to the user assent runs as ({me}) or root; `chown {me} {}`",
+    let owned = |uid: u32| uid == me || uid == 0 || me == 0;
+    let invalid = |what: String| Err(StoreError::Invalid(what));
+    if !owned(m.uid()) {
+        return invalid(format!(
+            "{}: this private key belongs to user id {}, not to the user assent runs as ({me}) or root; run assent as its owner, or `chown {me} {}`",
             path.display(),
             m.uid(),
             path.display()
-        )));
+        ));
     }
+    let mode = m.mode() & 0o7777;
+    let allowed = if m.uid() == 0 { 0o037 } else { 0o077 };
     if mode & allowed != 0 {
-        return Err(StoreError::Invalid(format!(
+        return invalid(format!(
             "{}: this private key has mode {mode:04o}, which lets {} read or change it; `chmod 600 {}`",
             path.display(),
             if mode & 0o007 != 0 {
@@ -120,19 +125,22 @@ fn check_private(path: &Path, m: &std::fs::Metadata) -> Result<(), StoreError> {
                 "its group"
             },
             path.display()
-        )));
+        ));
     }
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let d = std::fs::metadata(dir).map_err(io(dir))?;
-    if d.mode() & 0o002 != 0 && d.mode() & 0o1000 == 0 {
-        return Err(StoreError::Invalid(format!(
-            "{}: every user may write this directory, so anyone can replace the key files in it; `chmod o-w {}` (or 700)",
+    let sticky = d.mode() & 0o1000 != 0;
+    if (d.mode() & 0o022 != 0 && !sticky) || !owned(d.uid()) {
+        return invalid(format!(
+            "{}: users other than its owner may replace the key files in this directory (mode {:04o}, owner {}); `chmod go-w {}` and give it to the user assent runs as",
             dir.display(),
+            d.mode() & 0o7777,
+            d.uid(),
             dir.display()
-        )));
+        ));
     }
     Ok(())
 }

@@ -332,13 +332,12 @@ pub(crate) async fn login(
             wait,
         ))
     };
-    let principals = st.principals();
     if let Some(wait) = st.throttle.locked_out(addr, key, false)
-        && !principal_for_key(&principals, key)
-            .is_some_and(|p| p.roles().is_some() && st.throttle.passes_lockout(addr, &p.name))
+        && !crate::edge::right_despite_lockout(&st, addr, key, |p| p.roles().is_some()).await
     {
         return throttled(wait);
     }
+    let principals = st.principals();
     let Some(p) = principal_for_key(&principals, key).filter(|p| p.roles().is_some()) else {
         tracing::info!("dashboard sign-in refused");
         let locked = st.throttle.locked_out(addr, key, true);
@@ -364,7 +363,7 @@ pub(crate) async fn login(
             &next,
         );
     };
-    st.throttle.authenticated(addr, &p.name);
+    st.throttle.authenticated(addr, key);
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
     set_session_cookie(&mut r, &id, secure_attr(&headers));

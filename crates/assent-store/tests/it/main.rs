@@ -357,7 +357,7 @@ fn data_dir_and_key_are_private() {
 /// that every local user could read (a copy made with `cp`, a secret mounted 0644) let any of
 /// them mint tokens for every held call, and one another user owned could be a key they
 /// chose. A store now refuses such a key, naming the file and the `chmod` or `chown` that
-/// mends it, and refuses a key in a directory every user may write.
+/// mends it, and refuses a key in a directory others may write.
 #[cfg(unix)]
 #[test]
 fn a_key_file_others_may_read_or_replace_is_refused() {
@@ -388,28 +388,28 @@ fn a_key_file_others_may_read_or_replace_is_refused() {
         chmod(&key, 0o600);
     }
     drop(Store::open(&d, 1, wire()).unwrap());
-    // A key in a directory anyone may write (not sticky) could be swapped for another.
-    chmod(&d, 0o777);
-    let e = assent_store::checkpoint::read_key(&d)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("every user may write this directory"), "{e}");
+    // A key in a directory others may write (not sticky) could be swapped for another: a
+    // group member renaming a retired key to `token.key` (found by review of the first form,
+    // which looked at other users' write only).
+    for mode in [0o777, 0o770] {
+        chmod(&d, mode);
+        let e = assent_store::checkpoint::read_key(&d)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("may replace the key files"), "{e}");
+    }
     chmod(&d, 0o1777);
     assert!(assent_store::checkpoint::read_key(&d).unwrap().is_some());
     chmod(&d, 0o700);
     if running_as_root() {
-        // Root's key may be group-readable (a secret mounted for a group); another user's
-        // key is refused whatever its mode.
+        // Root's key may be group-readable (a secret mounted for a group); root may read a
+        // service user's key (an administrator's `assent audit verify`), not a readable one.
         chmod(&d.join("audit.key"), 0o640);
         assert!(assent_store::checkpoint::read_key(&d).unwrap().is_some());
         std::os::unix::fs::chown(d.join("audit.key"), Some(4242), None).unwrap();
-        let e = assent_store::checkpoint::read_key(&d)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("belongs to user id 4242") && e.contains("chown"),
-            "{e}"
-        );
+        assert!(assent_store::checkpoint::read_key(&d).is_err());
+        chmod(&d.join("audit.key"), 0o600);
+        assert!(assent_store::checkpoint::read_key(&d).unwrap().is_some());
     }
 }
 
