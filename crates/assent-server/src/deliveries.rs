@@ -1,7 +1,8 @@
 //! What the two followers of the audit log (the outgoing webhooks, `webhooks.rs`, and the
 //! Slack bot's messages, `slack/outbox.rs`) share besides their leased cursor
-//! (`cursor.rs`): the audit kinds they follow, an approval's life cycle, and keeping a
-//! delivery that gave up every attempt as a dead letter (`GET /v1/webhooks/dead-letters`).
+//! (`cursor.rs`): the audit kinds they follow, an approval's life cycle, the wait a receiver
+//! asks for before the next attempt ([`retry_after`]), and keeping a delivery that gave up
+//! every attempt as a dead letter (`GET /v1/webhooks/dead-letters`).
 
 use crate::cursor::store;
 use crate::state::{AppState, now_ms};
@@ -21,6 +22,34 @@ pub(crate) const KINDS: [&str; 7] = [
     "approval.expired",
     "approval.cancelled",
 ];
+
+/// The longest wait between two attempts of one delivery: 5 minutes.
+pub(crate) const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The wait a `429 Too Many Requests` or `503 Service Unavailable` answer asks for in its
+/// `Retry-After` (whole seconds, RFC 9110 §10.2.3; an HTTP date is not read), at most
+/// [`MAX_BACKOFF`] so that a receiver cannot stall its deliveries longer than a backoff would;
+/// `None` for any other answer or a value that is not a number of seconds. The next attempt
+/// waits this long when it is longer than the backoff (found by review: Slack's and a
+/// receiver's rate limits were met by retrying after one second, which prolongs them).
+pub(crate) fn retry_after(r: &reqwest::Response) -> Option<std::time::Duration> {
+    use reqwest::StatusCode;
+    if !matches!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    ) {
+        return None;
+    }
+    let secs: u64 = r
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::Duration::from_secs(secs).min(MAX_BACKOFF))
+}
 
 /// Keeps a delivery that gave up as a dead letter (`GET /v1/webhooks/dead-letters`): audit
 /// record `audit_seq`'s `event` for `target` (a webhook's name, or the Slack bot's cursor)

@@ -17,7 +17,8 @@
 //!   `X-Assent-Signature: sha256=HEX`, the HMAC-SHA256 with the webhook's secret of
 //!   `TIMESTAMP.BODY`. Receivers recompute it and reject stale timestamps.
 //! - A failed attempt (network error or a non-2xx status) is retried after
-//!   `retry_initial_ms`, doubling up to 5 minutes, `max_attempts` times in all; then the
+//!   `retry_initial_ms`, doubling up to 5 minutes (or after the `Retry-After` of a `429` or
+//!   `503` when longer, at most 5 minutes), `max_attempts` times in all; then the
 //!   delivery is recorded as a dead letter (`GET /v1/webhooks/dead-letters`) and the next
 //!   event goes out.
 //! - Every delivery carries the newest signed audit checkpoint (`checkpoint` in the JSON body,
@@ -46,8 +47,7 @@ use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// The longest wait between two attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
+use crate::deliveries::MAX_BACKOFF;
 
 /// The most bytes of (redacted) arguments a JSON body carries; larger ones are `null` with
 /// their size in `arguments_bytes` (read them on the card or over the API). Found by review:
@@ -221,13 +221,17 @@ async fn deliver(
             .body(body.clone())
             .send()
             .await;
+        let mut wait = None;
         let error = match sent {
             Ok(r) if r.status().is_success() => {
                 tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
                 st.metrics.delivery(true, false);
                 return advance(st, hook, holder, rec.seq).await;
             }
-            Ok(r) => format!("HTTP {}", r.status().as_u16()),
+            Ok(r) => {
+                wait = crate::deliveries::retry_after(&r);
+                format!("HTTP {}", r.status().as_u16())
+            }
             Err(e) => format!("{}", e.without_url()),
         };
         tracing::warn!(webhook = %hook.name, delivery = %delivery, attempt, error = %error, "webhook delivery failed");
@@ -235,7 +239,8 @@ async fn deliver(
         if attempt >= hook.max_attempts {
             break error;
         }
-        if !crate::cursor::hold_through(st, &hook.name, holder, delay).await {
+        let wait = wait.map_or(delay, |w| w.max(delay));
+        if !crate::cursor::hold_through(st, &hook.name, holder, wait).await {
             return false;
         }
         delay = (delay * 2).min(MAX_BACKOFF);

@@ -25,10 +25,41 @@ fn http() -> Option<&'static reqwest::Client> {
         .as_ref()
 }
 
+/// Why a Web API call failed (network error, HTTP status, or Slack's `error`), and the wait
+/// Slack asked for before the next call (the `Retry-After` of its `429`,
+/// [`crate::deliveries::retry_after`]).
+#[derive(Debug)]
+pub struct Failed {
+    /// What went wrong, for logs and dead letters.
+    pub why: String,
+    /// The wait Slack asked for, at most 5 minutes.
+    pub retry_after: Option<Duration>,
+}
+
+impl From<String> for Failed {
+    fn from(why: String) -> Self {
+        Failed {
+            why,
+            retry_after: None,
+        }
+    }
+}
+
+impl From<&str> for Failed {
+    fn from(why: &str) -> Self {
+        why.to_string().into()
+    }
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
 /// Calls Web API `method` (e.g. `chat.postMessage`) with `body`: Slack's answer when it says
-/// `ok: true`; else why not (network error, HTTP status, or Slack's `error`). Needs the bot
-/// token.
-pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, String> {
+/// `ok: true`; else why not ([`Failed`]). Needs the bot token.
+pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, Failed> {
     let token = slack.bot_token.as_deref().ok_or("no bot token")?;
     let http = http().ok_or("no HTTP client")?;
     let url = format!("{}/{method}", slack.config.api_url);
@@ -42,7 +73,10 @@ pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, St
         .await
         .map_err(|e| e.without_url().to_string())?;
     if !r.status().is_success() {
-        return Err(format!("{method}: HTTP {}", r.status().as_u16()));
+        return Err(Failed {
+            why: format!("{method}: HTTP {}", r.status().as_u16()),
+            retry_after: crate::deliveries::retry_after(&r),
+        });
     }
     let v: Value = r
         .json()
@@ -50,7 +84,7 @@ pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, St
         .map_err(|e| format!("{method}: {}", e.without_url()))?;
     if v["ok"] != Value::Bool(true) {
         let why = v["error"].as_str().unwrap_or("not ok");
-        return Err(format!("{method}: {why}"));
+        return Err(format!("{method}: {why}").into());
     }
     Ok(v)
 }

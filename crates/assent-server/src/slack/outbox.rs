@@ -9,7 +9,8 @@
 //! cursor of its own (named [`CURSOR`], which no webhook can be named), so no event is lost
 //! while Slack is unreachable or the gateway restarts; on Postgres only the holder of the
 //! cursor's lease posts, so replicas post each message once. A failed call is retried after
-//! 1 s, doubling, [`MAX_ATTEMPTS`] times in all, then recorded as a dead letter (`GET
+//! 1 s, doubling (or after the `Retry-After` of Slack's `429` when longer, at most 5
+//! minutes), [`MAX_ATTEMPTS`] times in all, then recorded as a dead letter (`GET
 //! /v1/webhooks/dead-letters`, webhook `slack:bot`). A message always shows the approval as
 //! it is when sent, so a late or repeated update is harmless.
 
@@ -91,10 +92,12 @@ async fn deliver(st: &AppState, slack: &Slack, holder: &str, rec: &AuditRecord) 
         };
         match send(st, slack, &rec.kind, &a).await {
             Ok(()) => return advance(st, holder, rec.seq).await,
-            Err(e) if attempt >= MAX_ATTEMPTS => break e,
+            Err(e) if attempt >= MAX_ATTEMPTS => break e.why,
             Err(e) => {
                 tracing::warn!(approval_id = %id, attempt, error = %e, "slack: message not sent; retrying");
-                if !crate::cursor::hold_through(st, CURSOR, holder, delay).await {
+                // Slack's rate limit (`429`) says when to come back: sooner is refused again.
+                let wait = e.retry_after.map_or(delay, |w| w.max(delay));
+                if !crate::cursor::hold_through(st, CURSOR, holder, wait).await {
                     return false;
                 }
                 delay = (delay * 2).min(Duration::from_secs(300));
@@ -153,7 +156,12 @@ async fn remember(st: &AppState, id: &str, m: SlackMessage) {
 }
 
 /// Posts `a`'s message (a new approval without one) or updates it (any later event).
-async fn send(st: &AppState, slack: &Slack, kind: &str, a: &ApprovalRecord) -> Result<(), String> {
+async fn send(
+    st: &AppState,
+    slack: &Slack,
+    kind: &str,
+    a: &ApprovalRecord,
+) -> Result<(), api::Failed> {
     let id = a.id.clone();
     let posted = st
         .store_call(move |s| s.slack_message(&id))

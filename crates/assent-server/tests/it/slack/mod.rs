@@ -22,11 +22,15 @@ use std::time::Duration;
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const BOT_TOKEN: &str = "xoxb-test-token";
 
-/// The fake Slack: every call as (path, JSON body).
+/// The fake Slack: every call as (path, JSON body); `limited` `chat.postMessage` calls are
+/// answered `429` with `Retry-After: 3`, as Slack's rate limit is, and every `chat.postMessage`
+/// attempt's instant is kept in `posts`.
 #[derive(Clone, Default)]
 struct FakeSlack {
     calls: Arc<Mutex<Vec<(String, Value)>>>,
     url: String,
+    limited: Arc<Mutex<u32>>,
+    posts: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 async fn fake_answer(
@@ -34,13 +38,23 @@ async fn fake_answer(
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
     body: String,
-) -> axum::Json<Value> {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let path = uri.path().to_string();
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     if path.starts_with("/api/") {
         let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
         if auth != Some(&format!("Bearer {BOT_TOKEN}")) {
-            return axum::Json(json!({"ok": false, "error": "not_authed"}));
+            return axum::Json(json!({"ok": false, "error": "not_authed"})).into_response();
+        }
+    }
+    if path == "/api/chat.postMessage" {
+        f.posts.lock().unwrap().push(std::time::Instant::now());
+        let mut limited = f.limited.lock().unwrap();
+        if *limited > 0 {
+            *limited -= 1;
+            let h = [(axum::http::header::RETRY_AFTER, "3")];
+            return (StatusCode::TOO_MANY_REQUESTS, h, "ratelimited").into_response();
         }
     }
     f.calls.lock().unwrap().push((path.clone(), body));
@@ -50,6 +64,7 @@ async fn fake_answer(
         }
         _ => json!({"ok": true}),
     })
+    .into_response()
 }
 
 impl FakeSlack {
@@ -511,5 +526,22 @@ async fn no_message_is_posted_for_an_approval_cancelled_before_its_turn() {
     for t in tasks {
         t.abort();
     }
+    gw.stop().await;
+}
+
+/// Review finding: a `429` from Slack (its rate limit, with `Retry-After`) was retried after
+/// the backoff's one second, which Slack refuses again and counts against the bot. The next
+/// attempt now waits as long as Slack asked.
+#[tokio::test]
+async fn a_rate_limited_message_is_posted_again_only_when_slack_says() {
+    let (dir, fake) = (tempfile::tempdir().unwrap(), FakeSlack::start().await);
+    *fake.limited.lock().unwrap() = 1;
+    let gw = gateway(dir.path(), &fake, PAY).await;
+    let id = gw.held("s1", "pay", args()).await;
+    buttons(&fake, &id).await;
+    let posts = fake.posts.lock().unwrap().clone();
+    assert_eq!(posts.len(), 2, "one refused attempt, then the post");
+    let waited = posts[1] - posts[0];
+    assert!(waited >= Duration::from_secs(3), "retried after {waited:?}");
     gw.stop().await;
 }
