@@ -20,6 +20,10 @@ pub(crate) struct Receiver {
     /// How many more requests to /hook get a 500.
     fail: Arc<Mutex<u32>>,
     failed: Arc<Mutex<u32>>,
+    /// How many more requests to /hook get a 503 with `Retry-After: 2`.
+    busy: Arc<Mutex<u32>>,
+    /// When each request to /hook came.
+    tried: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 async fn receive(
@@ -27,20 +31,28 @@ async fn receive(
     uri: axum::http::Uri,
     headers: HeaderMap,
     body: String,
-) -> axum::http::StatusCode {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     if uri.path() == "/hook" {
+        r.tried.lock().unwrap().push(std::time::Instant::now());
+        let mut busy = r.busy.lock().unwrap();
+        if *busy > 0 {
+            *busy -= 1;
+            let h = [(axum::http::header::RETRY_AFTER, "2")];
+            return (axum::http::StatusCode::SERVICE_UNAVAILABLE, h).into_response();
+        }
         let mut fail = r.fail.lock().unwrap();
         if *fail > 0 {
             *fail -= 1;
             *r.failed.lock().unwrap() += 1;
-            return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+            return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
     }
     r.got
         .lock()
         .unwrap()
         .push((uri.path().to_string(), headers, body));
-    axum::http::StatusCode::NO_CONTENT
+    axum::http::StatusCode::NO_CONTENT.into_response()
 }
 
 fn hook(name: &str, url: String, format: WebhookFormat, attempts: u32, retry_ms: u64) -> Webhook {
@@ -608,5 +620,24 @@ async fn a_request_cancelled_before_its_delivery_is_announced_by_its_cancellatio
     for t in tasks {
         t.abort();
     }
+    gw.stop().await;
+}
+
+/// Review finding: a receiver's `503` (or `429`) with `Retry-After` was retried after the
+/// backoff alone (here 50 ms), which prolongs its overload. The next attempt now waits as
+/// long as it asked.
+#[tokio::test]
+async fn a_busy_receiver_is_tried_again_only_after_its_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n";
+    let (recv, gw) = hooked_with(dir.path(), rules, ("fred", &[]), "approval.vote", 50).await;
+    *recv.busy.lock().unwrap() = 1;
+    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    bodies(&recv, 1).await;
+    let tried = recv.tried.lock().unwrap().clone();
+    assert_eq!(tried.len(), 2, "one refused attempt, then the delivery");
+    let waited = tried[1] - tried[0];
+    assert!(waited >= Duration::from_secs(2), "retried after {waited:?}");
     gw.stop().await;
 }
