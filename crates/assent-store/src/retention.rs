@@ -16,11 +16,13 @@
 //! - **What may go**: a prefix of the chain whose every record is older than the cut-off,
 //!   never the newest record, never a record of an approval that is pending, has a token
 //!   neither used nor expired or a grant neither revoked nor expired, never a record a
-//!   webhook has not delivered yet (its cursor), at most `max_records` per run. The AAEP event
-//!   log (`aaep_events`) and the state tables are not touched, except the session state of
-//!   sessions idle since before the cut-off ([`Store::prune_session_risk`], at most
-//!   `max_records` rows per table per run; an active session keeps its state), the card links
-//!   expired and the webhook dead letters failed before the cut-off ([`Store::prune_outbox`]).
+//!   webhook has not delivered yet (its cursor), at most `max_records` per run. The state
+//!   tables are not touched, except the session state of sessions idle since before the
+//!   cut-off ([`Store::prune_session_risk`], at most `max_records` rows per table per run; an
+//!   active session keeps its state), the card links expired and the webhook dead letters
+//!   failed before the cut-off ([`Store::prune_outbox`]), and the AAEP events and closed
+//!   subscriptions older than the cut-off but those of pending approvals
+//!   ([`Store::prune_aaep`]).
 //! - **Replicas racing** (Postgres): each writes its own export (a random name) before its
 //!   write transaction; the transaction (serialised by the database's write lock) deletes only
 //!   when the newest anchor is still the one the run started from and the records still have
@@ -206,8 +208,9 @@ impl Store {
     /// (created 0700), then deletes them and stores the export's manifest as the anchor, in
     /// one write transaction. `Ok(None)`: nothing due, or another run (a replica) archived
     /// first (its export stands; this run's file is removed). First it prunes the state of
-    /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]) and the webhooks'
-    /// expired card links and dead letters older than `cutoff` ([`Store::prune_outbox`]).
+    /// sessions idle since before `cutoff` ([`Store::prune_session_risk`]), the webhooks'
+    /// expired card links and dead letters older than `cutoff` ([`Store::prune_outbox`]) and
+    /// the AAEP events and closed subscriptions older than `cutoff` ([`Store::prune_aaep`]).
     ///
     /// The records are checked against the checkpoints signed among them: those stored, and
     /// when `checkpoint_file` is given (the config's `audit_checkpoints.file`, kept where a
@@ -234,6 +237,7 @@ impl Store {
         // the webhooks leave behind.
         self.prune_session_risk(cutoff, max_records, now)?;
         self.prune_outbox(cutoff, max_records, now)?;
+        self.prune_aaep(cutoff, max_records)?;
         let key = self.audit_key.verifying_key();
         let (p, newest) = {
             let guard = self.lock();

@@ -175,6 +175,33 @@ impl Store {
         self.write(|tx| Ok(emit(**tx, env, &notice, Some(sub), Some(&a.id), now)?))
     }
 
+    /// Prunes the AAEP log and subscriptions (run by the audit retention sweep,
+    /// [`Store::archive_audit`]): events older than `cutoff` (Unix ms) among the `max` oldest,
+    /// except the newest event (the sequence's head) and those of a pending approval (a
+    /// subscriber that reconnects still needs its confirmation), and subscriptions closed
+    /// before `cutoff`, at most `max` of them. Returns how many rows went. A `Last-Event-ID`
+    /// naming a pruned event resumes as one older than [`RESUME_WINDOW`] does. Before, neither
+    /// table was ever pruned: every approval's events and every stream's subscription stayed
+    /// for good.
+    pub fn prune_aaep(&self, cutoff: i64, max: i64) -> Result<usize, StoreError> {
+        let max = max.max(1);
+        Ok(self.write_unannounced(|tx| -> db::Result<usize> {
+            let events = tx.execute(
+                "DELETE FROM aaep_events WHERE seq IN (SELECT e.seq FROM \
+                   (SELECT seq, at, approval_id FROM aaep_events ORDER BY seq LIMIT ?2) e \
+                 WHERE e.at < ?1 AND e.seq < (SELECT max(seq) FROM aaep_events) \
+                   AND NOT EXISTS (SELECT 1 FROM approvals p WHERE p.id = e.approval_id AND p.status = 'pending'))",
+                params![cutoff, max],
+            )?;
+            let subscriptions = tx.execute(
+                "DELETE FROM aaep_subscriptions WHERE id IN (SELECT id FROM aaep_subscriptions \
+                 WHERE closed_at IS NOT NULL AND closed_at < ?1 ORDER BY closed_at LIMIT ?2)",
+                params![cutoff, max],
+            )?;
+            Ok(events + subscriptions)
+        })?)
+    }
+
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),
     /// added to new confirmations.
     pub fn timeout_extension_ms(&self) -> Result<i64, StoreError> {

@@ -26,7 +26,7 @@ pub(super) fn verify(s: &Store, db: &Database) -> Report {
 }
 
 /// The one value the query `sql` (with `params`) reads from `db`, through a session of its own.
-fn scalar<T: FromValue>(db: &Database, sql: &str, params: impl Params) -> T {
+pub(super) fn scalar<T: FromValue>(db: &Database, sql: &str, params: impl Params) -> T {
     db.connect()
         .unwrap()
         .conn()

@@ -3,9 +3,9 @@
 //! at the chain's end before deleting them, so `audit verify` checks every pin and review
 //! against a live record after any number of runs, and no row is excused by its own date.
 
-use super::open;
 use super::pgkit::both;
-use super::retention::{tamper, verify};
+use super::retention::{scalar, tamper, verify};
+use super::{approved, open, pending};
 use assent_core::pin::PinState;
 use assent_store::Store;
 use assent_store::db::Database;
@@ -214,5 +214,54 @@ fn a_server_made_to_look_new_after_retention_is_still_reported() {
             why.contains("on first use, but its server was first reported"),
             "{why}"
         );
+    });
+}
+
+/// Found by review: the AAEP event log and the subscriptions were never pruned, so every
+/// approval's events and every stream's subscription stayed for good. The retention sweep now
+/// drops events older than the cut-off and subscriptions closed before it, but keeps the events
+/// of a pending approval (a subscriber reconnecting still needs its confirmation), the newest
+/// event (the sequence's head) and open subscriptions.
+#[test]
+fn retention_prunes_old_aaep_events_and_closed_subscriptions_but_not_a_pending_calls() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), db);
+        let (decided, _) = approved(&s, 1, 5_000, false);
+        let (held, _) = pending(&s, 2, 3_000, 100 * DAY, false);
+        let closed = s
+            .subscribe("alice", &json!({}), &json!({}), None, 4_000)
+            .unwrap();
+        assert!(s.close_subscription(&closed.id, "alice", 5_000).unwrap());
+        let open_sub = s
+            .subscribe("alice", &json!({}), &json!({}), None, 6_000)
+            .unwrap();
+        let of = |id: &str| -> i64 {
+            scalar(
+                db,
+                "SELECT count(*) FROM aaep_events WHERE approval_id = ?1",
+                [id],
+            )
+        };
+        let head = |db| -> i64 { scalar(db, "SELECT max(seq) FROM aaep_events", []) };
+        let (held_events, last) = (of(&held), head(db));
+        assert!(of(&decided) > 0 && held_events > 0);
+        // Nothing is older than a cut-off before it all.
+        assert_eq!(s.prune_aaep(500, 1_000).unwrap(), 0);
+        s.append_audit("note", None, "test", &json!({}), 10 * DAY)
+            .unwrap();
+        s.archive_audit(
+            &dir.path().join(ARCHIVE_DIR),
+            5 * DAY,
+            1_000,
+            10 * DAY,
+            None,
+        )
+        .unwrap();
+        assert_eq!(of(&decided), 0, "the decided call's events went");
+        assert_eq!(of(&held), held_events, "the pending call's events stay");
+        assert_eq!(head(db), last, "the newest event stays");
+        assert!(s.subscription(&closed.id).unwrap().is_none());
+        assert!(s.subscription(&open_sub.id).unwrap().is_some());
     });
 }
