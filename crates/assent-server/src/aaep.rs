@@ -139,8 +139,16 @@ pub(crate) async fn events(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    // The event `Last-Event-ID` names, if it is one of ours.
+    // The event `Last-Event-ID` names, if it is one of ours. One of our ids no longer in the
+    // log (retention pruned it) resumes as far back as any resumption may go
+    // (`RESUME_WINDOW` events, `assent_store::subscriptions`), not at the newest event: the
+    // confirmations raised since are delivered.
     let resume = match last.clone() {
+        Some(evt) if evt.starts_with("evt_") => Some(
+            st.store_call(move |s| s.event_seq(&evt))
+                .await?
+                .unwrap_or(0),
+        ),
         Some(evt) => st.store_call(move |s| s.event_seq(&evt)).await?,
         None => None,
     };

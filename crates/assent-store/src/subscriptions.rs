@@ -179,8 +179,9 @@ impl Store {
     /// [`Store::archive_audit`]): events older than `cutoff` (Unix ms) among the `max` oldest,
     /// except the newest event (the sequence's head) and those of a pending approval (a
     /// subscriber that reconnects still needs its confirmation), and subscriptions closed
-    /// before `cutoff`, at most `max` of them. Returns how many rows went. A `Last-Event-ID`
-    /// naming a pruned event resumes as one older than [`RESUME_WINDOW`] does. Before, neither
+    /// before `cutoff`, at most `max` of them. Returns how many rows went. A stream reopened
+    /// with a `Last-Event-ID` naming a pruned event resumes [`RESUME_WINDOW`] events back (the
+    /// server's `/aaep/v1/events`). Before, neither
     /// table was ever pruned: every approval's events and every stream's subscription stayed
     /// for good.
     pub fn prune_aaep(&self, cutoff: i64, max: i64) -> Result<usize, StoreError> {

@@ -165,3 +165,34 @@ async fn reopening_a_subscription_replays_at_most_the_resume_window() {
         "resumed within the window, not at its start: {seq}"
     );
 }
+
+/// Found by review of AAEP retention: a reconnecting client whose `Last-Event-ID` names an
+/// event retention has pruned got a subscription at the newest event, and the confirmations
+/// raised since that event were never delivered to it. Such an id resumes as far back as
+/// the resume window goes.
+#[tokio::test]
+async fn a_last_event_id_retention_pruned_still_delivers_the_confirmations_since() {
+    let gw = serve().await;
+    let (_, mut sse) = gw.listen().await;
+    gw.hold_write("/tmp/p1").await;
+    let seen = sse.expect(AWAITING).await;
+    drop(sse);
+    gw.hold_write("/tmp/p2").await;
+    let id = seen.id.clone().unwrap();
+    gw.sql().exec(
+        "DELETE FROM aaep_events WHERE event_id = ?1",
+        &[(&id).into()],
+    );
+    let mut again = Sse::open(&gw, "olaf-key", "/aaep/v1/events", Some(&id)).await;
+    let mut found = false;
+    while let Some(m) = again.next(Duration::from_secs(5)).await {
+        if m.data.to_string().contains("/tmp/p2") {
+            found = true;
+            break;
+        }
+    }
+    assert!(
+        found,
+        "the confirmation raised since the pruned event was not delivered"
+    );
+}
