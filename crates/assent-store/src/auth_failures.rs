@@ -18,7 +18,8 @@ impl Store {
     /// Counts one failed authentication of each of `who` at `now` (Unix ms), allowing one
     /// failure per `interval_ms` with bursts of `burst`; returns, for each of `who` in order,
     /// how long (ms) it is now locked out for (`0`: within its allowance). Written without
-    /// waiting for a flush on Postgres (an UNLOGGED table). `Invalid` for more than 4 callers,
+    /// waiting for a flush on Postgres (an UNLOGGED table), and without the schema's write
+    /// lock ([`crate::db::Conn::write_unserialised`]: each upsert is atomic on its row). `Invalid` for more than 4 callers,
     /// a `who` over 256 bytes, or a non-positive interval or burst.
     pub fn count_auth_failure(
         &self,
@@ -36,16 +37,24 @@ impl Store {
         let tolerance = interval_ms.saturating_mul(burst);
         let guard = self.lock();
         let conn = guard.conn();
-        Ok(conn.write(|tx| {
+        Ok(conn.write_unserialised(|tx| {
             if tx.backend() == Backend::Postgres {
                 tx.execute("SET LOCAL synchronous_commit = off", [])?;
             }
-            tx.execute(
-                "DELETE FROM auth_failures WHERE tat < ?1",
-                [now.saturating_sub(FORGET_AFTER_MS)],
-            )?;
-            let mut out = Vec::with_capacity(who.len());
-            for w in who {
+            // Without the write lock, rows another replica's count holds are passed over (no
+            // wait, so no deadlock between its upserts and this delete).
+            let forget = match tx.backend() {
+                Backend::Postgres => "DELETE FROM auth_failures WHERE who IN (SELECT who FROM auth_failures WHERE tat < ?1 FOR UPDATE SKIP LOCKED)",
+                Backend::Sqlite => "DELETE FROM auth_failures WHERE tat < ?1",
+            };
+            tx.execute(forget, [now.saturating_sub(FORGET_AFTER_MS)])?;
+            // Rows are taken in one order by every count, so two counts never wait on each
+            // other in a circle.
+            let mut order: Vec<usize> = (0..who.len()).collect();
+            order.sort_by_key(|&i| &who[i]);
+            let mut out = vec![0; who.len()];
+            for i in order {
+                let w = &who[i];
                 let tat: i64 = tx.query_row(
                     "INSERT INTO auth_failures (who, tat) VALUES (?1, CAST(?2 AS BIGINT) + CAST(?3 AS BIGINT))
                      ON CONFLICT(who) DO UPDATE SET tat =
@@ -55,7 +64,7 @@ impl Store {
                     params![w, now, interval_ms],
                     |r| r.get(0),
                 )?;
-                out.push(tat.saturating_sub(now).saturating_sub(tolerance).max(0));
+                out[i] = tat.saturating_sub(now).saturating_sub(tolerance).max(0);
             }
             Ok::<_, crate::db::DbError>(out)
         })?)

@@ -229,6 +229,39 @@ impl<'c> Conn<'c> {
         }
     }
 
+    /// A write transaction that does not take the schema's write lock on Postgres (a plain
+    /// `BEGIN`): for a table no other write reads and whose statements are each atomic on
+    /// their rows (the replicas' shared failed-authentication count), so that such writes
+    /// neither wait for nor hold up the approvals' writes of every replica (found by review:
+    /// wrong keys from many addresses queued every replica's writes behind their counts).
+    /// Commits when `f` returns `Ok`, rolls back otherwise; announces nothing. SQLite: as
+    /// [`Conn::write`] (one writer per file whatever is written).
+    pub fn write_unserialised<T, E: Settles>(
+        self,
+        f: impl FnOnce(&Tx<'c>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let Conn::Postgres(c) = self else {
+            return self.write(f);
+        };
+        let tx = Tx {
+            conn: self,
+            changes: RefCell::new(Vec::new()),
+        };
+        c.begin("BEGIN")?;
+        let open = PgOpen(c);
+        let out = f(&tx);
+        std::mem::forget(open);
+        if out.is_ok() {
+            if let Err(e) = c.commit(&[]) {
+                let _ = c.rollback();
+                return Err(e.into());
+            }
+        } else {
+            c.rollback()?;
+        }
+        out
+    }
+
     /// Opens the one write transaction for a group commit ([`Conn::write`]'s `BEGIN`, taking
     /// the global write lock), to be ended by [`Conn::commit_write`] or
     /// [`Conn::rollback_write`]; its members run with [`Conn::member`].

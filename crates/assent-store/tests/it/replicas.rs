@@ -84,6 +84,25 @@ fn failed_authentications_counted_by_two_replicas_share_one_allowance() {
     });
 }
 
+/// Review finding (Postgres): each failed authentication was counted under the schema's
+/// write lock, so wrong keys from many addresses queued every replica's approvals behind
+/// their counts, and a long write held up every count. A count now takes no part in that
+/// lock: it goes through while another session holds it. Postgres only: SQLite has one
+/// writer per file whatever is written.
+#[test]
+fn a_failed_authentication_is_counted_without_waiting_for_the_write_lock() {
+    let Some(db) = crate::pgkit::fresh_pg() else {
+        return;
+    };
+    let (_dir, a, _b) = two(&db);
+    let other = db.connect().unwrap();
+    other.conn().begin_write().unwrap();
+    // A count that queued behind the lock would fail after the lock's 10 s wait.
+    let who = vec!["addr-digest".to_string()];
+    assert_eq!(a.count_auth_failure(&who, 1_000, 200, 5).unwrap(), vec![0]);
+    other.conn().rollback_write().unwrap();
+}
+
 /// Review finding (Postgres): webhook lease attempts, cursor moves and dashboard sessions
 /// moved into the group-committed write announced `Events` at every commit; a replica that
 /// does not hold a webhook's lease retries it whenever events are announced, so its own
