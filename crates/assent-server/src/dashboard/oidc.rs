@@ -66,13 +66,13 @@ fn query(raw: Option<&str>) -> Option<HashMap<String, String>> {
     Some(m)
 }
 
-/// `"; Secure"` when the dashboard is reached over https (behind a proxy, or a https
-/// redirect URL).
-fn secure(sso: &Sso, headers: &HeaderMap) -> &'static str {
+/// `"; Secure"` when the dashboard is reached over https (a https redirect URL, or
+/// [`secure_attr`]: a https `public_url` or a trusted proxy's word).
+fn secure(st: &AppState, sso: &Sso, headers: &HeaderMap) -> &'static str {
     if sso.config.redirect_url.starts_with("https://") {
         "; Secure"
     } else {
-        secure_attr(headers)
+        secure_attr(st, headers)
     }
 }
 
@@ -138,7 +138,7 @@ pub(crate) async fn start(
     let c = format!(
         "{BROWSER_COOKIE}={browser}; Path=/ui/oidc; HttpOnly; SameSite=Lax; Max-Age={}{}",
         LOGIN_TTL.as_secs(),
-        secure(&sso, &headers)
+        secure(&st, &sso, &headers)
     );
     if let Ok(v) = HeaderValue::from_str(&c) {
         r.headers_mut().append(header::SET_COOKIE, v);
@@ -191,7 +191,7 @@ pub(crate) async fn callback(
     if let Some(wait) = st.throttle.locked_out(addr, "", false) {
         return throttled(wait);
     }
-    let secure = secure(&sso, &headers);
+    let secure = secure(&st, &sso, &headers);
     let mut r = match finish(&st, &sso, &headers, raw.as_deref()).await {
         Ok((id, next)) => {
             let mut r = moving_on(&next);

@@ -282,19 +282,30 @@ fn login_form(st: &AppState, status: StatusCode, error: &str, next: &str) -> Res
             next: next.into(),
         },
     );
-    let c =
-        format!("{LOGIN_COOKIE}={csrf}; Path=/ui/login; HttpOnly; SameSite=Strict; Max-Age=600");
+    let secure = secure_attr(st, &HeaderMap::new());
+    let c = format!(
+        "{LOGIN_COOKIE}={csrf}; Path=/ui/login; HttpOnly; SameSite=Strict; Max-Age=600{secure}"
+    );
     if let Ok(v) = HeaderValue::from_str(&c) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
 }
 
-pub(crate) fn secure_attr(headers: &HeaderMap) -> &'static str {
-    let https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+/// `"; Secure"` when the dashboard is reached over https: the configured `public_url` is an
+/// `https://` URL, or a trusted proxy's `X-Forwarded-Proto` (the only one left on a request,
+/// `edge.rs`) says `https`; else `""`. Found by review: only the proxy's header earned it, so
+/// a gateway published over https behind a proxy missing from `trusted_proxies` let the
+/// browser send its session cookie over plain http too.
+pub(crate) fn secure_attr(st: &AppState, headers: &HeaderMap) -> &'static str {
+    let https = st
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"))
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("https"));
     if https { "; Secure" } else { "" }
 }
 
@@ -366,7 +377,7 @@ pub(crate) async fn login(
     st.throttle.authenticated(addr, key);
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
-    set_session_cookie(&mut r, &id, secure_attr(&headers));
+    set_session_cookie(&mut r, &id, secure_attr(&st, &headers));
     r
 }
 

@@ -3,7 +3,7 @@
 //! approver role, and bad bodies, queries and routes answered with a 4xx that says what is
 //! wrong. Attacks on the API (ambiguous JSON, floods) are in `security.rs` and `abuse.rs`.
 
-use crate::kit::{BOT, OP, assert_error, assert_says, serve};
+use crate::kit::{BOT, Gw, OP, assert_error, assert_says, serve, start_tuned};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -166,4 +166,35 @@ async fn the_dashboards_event_stream_coalesces_changes_and_ends_at_sign_out() {
     })
     .await;
     assert!(ended.is_ok(), "the stream ran on after sign-out");
+}
+
+/// The `Set-Cookie` of the dashboard session a sign-in as [`OP`] with `headers` started.
+async fn session_cookie(gw: &Gw, headers: &[(&str, &str)]) -> String {
+    let r = gw.dashboard_sign_in_with(OP, headers).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    r.headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("assent_ui="))
+        .expect("a session cookie")
+}
+
+/// Review finding: the session cookie was `Secure` only when a trusted proxy said https, so a
+/// gateway published at an `https://` `public_url` behind a proxy missing from
+/// `trusted_proxies` let the browser send the cookie over plain http too. A https `public_url`
+/// makes it `Secure`; a client's own `X-Forwarded-Proto` still earns nothing.
+#[tokio::test]
+async fn the_session_cookie_is_secure_when_the_gateway_is_published_over_https() {
+    let gw = serve().await;
+    let forged = [("x-forwarded-proto", "https")];
+    assert!(!session_cookie(&gw, &forged).await.contains("Secure"));
+    gw.stop().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |st| {
+        st.public_url = Some(std::sync::Arc::from("https://assent.example.com"));
+    })
+    .await;
+    assert!(session_cookie(&gw, &[]).await.contains("; Secure"));
+    gw.stop().await;
 }

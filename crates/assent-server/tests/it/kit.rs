@@ -462,6 +462,14 @@ impl Gw {
     /// Signs in to the dashboard with `key` as a browser does (`GET /ui/login` for its cookie
     /// and CSRF token, then the form): the answer, redirects not followed.
     pub async fn dashboard_sign_in(&self, key: &str) -> reqwest::Response {
+        self.dashboard_sign_in_with(key, &[]).await
+    }
+    /// [`Gw::dashboard_sign_in`] with `headers` on the sign-in's `POST`.
+    pub async fn dashboard_sign_in_with(
+        &self,
+        key: &str,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
         let login = self.raw("GET", "/ui/login", None).await;
         let cookie = cookie_of(&login);
         let csrf = csrf_of(&login.text().await.unwrap());
@@ -469,11 +477,14 @@ impl Gw {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap();
-        no_redirects
+        let mut post = no_redirects
             .post(format!("{}/ui/login", self.url))
             .header("cookie", cookie)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("csrf={csrf}&key={key}&next=/ui"))
+            .header("content-type", "application/x-www-form-urlencoded");
+        for (name, value) in headers {
+            post = post.header(*name, *value);
+        }
+        post.body(format!("csrf={csrf}&key={key}&next=/ui"))
             .send()
             .await
             .unwrap()
