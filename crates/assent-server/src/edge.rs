@@ -245,8 +245,8 @@ pub async fn forwarded_from_proxies(
 }
 
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
-/// AUTH_THROTTLED` (from a locked-out address only a key whose prefix authenticated from
-/// there before is checked: [`right_despite_lockout`]); a wrong key is counted; a principal over its
+/// AUTH_THROTTLED` (from a locked-out address only a long key that authenticated from there
+/// before passes: [`crate::throttle::Throttle::passes_lockout`]); a wrong key is counted; a principal over its
 /// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
 pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(key) = bearer_key(req.headers()) else {
@@ -258,7 +258,7 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
     }
     let addr = st.throttle.client_addr(&req);
     if let Some(wait) = st.throttle.locked_out(addr, key, false)
-        && !right_despite_lockout(&st, addr, key, |_| true).await
+        && !st.throttle.passes_lockout(addr, key)
     {
         return too_many(
             "AUTH_THROTTLED",
@@ -306,24 +306,4 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         }
     }
     next.run(req).await
-}
-
-/// Whether `key`, sent from the locked-out `addr`, is the right key of a principal that `fits`
-/// (the dashboard: an operator), checked only when its prefix authenticated from there before
-/// ([`crate::throttle::Throttle::checks_despite_lockout`]); a wrong one is counted against
-/// its prefix, so guesses at a known key are held to the prefix's rate.
-pub(crate) async fn right_despite_lockout(
-    st: &AppState,
-    addr: Option<std::net::IpAddr>,
-    key: &str,
-    fits: impl Fn(&crate::config::Principal) -> bool,
-) -> bool {
-    if !st.throttle.checks_despite_lockout(addr, key) {
-        return false;
-    }
-    if principal_for_key(&st.principals(), key).is_some_and(fits) {
-        return true;
-    }
-    st.throttle.failed(addr, key).await;
-    false
 }

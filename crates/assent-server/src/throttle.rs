@@ -10,14 +10,14 @@
 //!   From a locked-out address every request carrying a key, right or wrong, gets `429
 //!   AUTH_THROTTLED` without being checked, so guessing is held to that rate; a locked-out
 //!   prefix refuses only wrong keys (another address guessing at a key's prefix cannot lock
-//!   its owner out). A key whose prefix authenticated from an address in the last
-//!   [`KNOWN_FOR`] is the exception: from that address, while its prefix is not locked out
-//!   itself, it is checked despite the address's lock-out, so that an agent guessing keys
+//!   its owner out). A key of at least [`crate::config::MIN_KEY_CHARS`] characters that
+//!   authenticated from an address in the last [`KNOWN_FOR`] is the exception: that exact key
+//!   (by its SHA-256) still passes that address's lock-out, so that an agent guessing keys
 //!   cannot lock out the operator (or the other agents) working from the same host (found by
-//!   review). A wrong key with such a prefix counts against the prefix's allowance, so
-//!   guesses at a known key are held to the same rate, and a guesser without the prefix (8
-//!   characters of a random key) is refused unchecked as before. The memory is this
-//!   process's: after a restart, or on another replica, the exception starts empty.
+//!   review). Nothing else is checked or counted during a lock-out, so the exception tells a
+//!   guesser nothing short of the whole key, which a long random key puts out of reach; a
+//!   short key (`--insecure-demo-keys`, a `key_sha256` of a short key) gets no exception.
+//!   The memory is this process's: after a restart, or on another replica, it starts empty.
 //!   The API, `/mcp` and the dashboard sign-in share it (single sign-on callbacks have no key
 //!   and no exception), and so do refused
 //!   single sign-on callbacks, counted against the address alone (they carry no key): a
@@ -49,12 +49,12 @@ pub const FAILURES_PER_SECOND: u32 = 5;
 pub const FAILURE_BURST: u32 = 20;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
-/// How long a key's authentication from an address has it checked despite that address's
-/// lock-out ([`Throttle::checks_despite_lockout`]): 7 days.
+/// How long a key's authentication from an address lets it past that address's lock-out
+/// ([`Throttle::passes_lockout`]): 7 days.
 pub const KNOWN_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
-/// The addresses (networks) remembered per key prefix at the most; past it the one seen
-/// longest ago is forgotten. Only keys that authenticated are remembered, so the memory is
-/// bounded by the principals' keys, whatever addresses one of them comes from.
+/// The addresses (networks) remembered per key at the most; past it the one seen longest ago
+/// is forgotten. Only keys that authenticated are remembered, so the memory is bounded by the
+/// principals' keys, whatever addresses one of them comes from.
 const KNOWN_ADDRESSES: usize = 64;
 
 pub use crate::config::RateLimits;
@@ -84,8 +84,9 @@ pub struct Throttle {
     principals: DefaultKeyedRateLimiter<String>,
     failures: DefaultKeyedRateLimiter<Who>,
     locked: Mutex<HashMap<Who, Instant>>,
-    /// Per key prefix that authenticated: from which addresses (networks), last when.
-    known: Mutex<HashMap<String, Vec<(IpAddr, Instant)>>>,
+    /// Per long key that authenticated (its SHA-256): from which addresses (networks), last
+    /// when.
+    known: Mutex<HashMap<[u8; 32], Vec<(IpAddr, Instant)>>>,
     trusted_proxies: Vec<IpAddr>,
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
@@ -200,14 +201,18 @@ impl Throttle {
     }
 
     /// Notes that `key`, a principal's, authenticated from `addr` now (nothing without an
-    /// address): remembered by its prefix, with at most [`KNOWN_ADDRESSES`] addresses each.
+    /// address, or for a key shorter than [`crate::config::MIN_KEY_CHARS`]): remembered by its
+    /// SHA-256, with at most [`KNOWN_ADDRESSES`] addresses each.
     pub fn authenticated(&self, addr: Option<IpAddr>, key: &str) {
         let Some(addr) = addr.map(network) else {
             return;
         };
+        if key.chars().count() < crate::config::MIN_KEY_CHARS {
+            return;
+        }
         let now = Instant::now();
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = known.entry(prefix(key)).or_default();
+        let seen = known.entry(digest(key)).or_default();
         seen.retain(|(a, at)| *a != addr && now.duration_since(*at) < KNOWN_FOR);
         if seen.len() >= KNOWN_ADDRESSES {
             seen.remove(0);
@@ -215,26 +220,16 @@ impl Throttle {
         seen.push((addr, now));
     }
 
-    /// Whether `key` is checked although `addr` is locked out: its prefix authenticated from
-    /// there within [`KNOWN_FOR`] (on this replica) and is not locked out itself. An agent
-    /// locking out its host by guessing thus cannot lock out the operator deciding from it,
-    /// and its guesses at the operator's key, which it must begin with the prefix, are each
-    /// counted against the prefix ([`Throttle::failed`]).
-    pub fn checks_despite_lockout(&self, addr: Option<IpAddr>, key: &str) -> bool {
+    /// Whether `key` passes a lock-out of `addr`: this very key authenticated from there within
+    /// [`KNOWN_FOR`] (on this replica, [`Throttle::authenticated`]). An agent locking out its
+    /// host by guessing thus cannot lock out the operator deciding from it, and learns nothing
+    /// from a refusal but that its guess is not a whole key used there.
+    pub fn passes_lockout(&self, addr: Option<IpAddr>, key: &str) -> bool {
         let Some(addr) = addr.map(network) else {
             return false;
         };
-        let p = prefix(key);
-        let locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
-        if locked
-            .get(&Who::Prefix(p.clone()))
-            .is_some_and(|until| *until > Instant::now())
-        {
-            return false;
-        }
-        drop(locked);
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        known.get(&p).is_some_and(|seen| {
+        known.get(&digest(key)).is_some_and(|seen| {
             seen.iter()
                 .any(|(a, at)| *a == addr && at.elapsed() < KNOWN_FOR)
         })
@@ -313,6 +308,12 @@ impl Throttle {
             Err(not_until) => Some(not_until.wait_time_from(DefaultClock::default().now())),
         }
     }
+}
+
+/// The SHA-256 of `key`.
+fn digest(key: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes()).into()
 }
 
 /// The prefix a key is counted by: its first [`PREFIX_CHARS`] characters.

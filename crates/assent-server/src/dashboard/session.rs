@@ -344,7 +344,7 @@ pub(crate) async fn login(
         ))
     };
     if let Some(wait) = st.throttle.locked_out(addr, key, false)
-        && !crate::edge::right_despite_lockout(&st, addr, key, |p| p.roles().is_some()).await
+        && !st.throttle.passes_lockout(addr, key)
     {
         return throttled(wait);
     }
