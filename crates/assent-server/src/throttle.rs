@@ -59,6 +59,9 @@ const KNOWN_ADDRESSES: usize = 64;
 
 pub use crate::config::RateLimits;
 
+/// The addresses (networks) one key authenticated from, each with when it last did.
+type Seen = Vec<(IpAddr, Instant)>;
+
 /// What a locked-out caller is known by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Who {
@@ -86,7 +89,7 @@ pub struct Throttle {
     locked: Mutex<HashMap<Who, Instant>>,
     /// Per long key that authenticated (its SHA-256): from which addresses (networks), last
     /// when.
-    known: Mutex<HashMap<[u8; 32], Vec<(IpAddr, Instant)>>>,
+    known: Mutex<HashMap<[u8; 32], Seen>>,
     trusted_proxies: Vec<IpAddr>,
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
