@@ -83,6 +83,15 @@ pub(crate) fn load(dir: &Path, files: KeyFiles) -> Result<Keys, StoreError> {
     }
 }
 
+/// For the administration commands only (`assent audit verify`, `backup`, `restore`, `keys`,
+/// and the others that are not `assent serve`): when the process runs as root, a key file (and
+/// its directory) another user owns — the service's, say a systemd `DynamicUser` — is read
+/// if no one else may read or replace it. A gateway never calls it: run as root, it refuses
+/// keys another user owns, who could replace them (`kit::read_key_file`).
+pub fn let_root_read_service_keys() {
+    crate::kit::let_root_read_service_keys();
+}
+
 /// What [`init`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Initialised {

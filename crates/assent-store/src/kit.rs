@@ -76,9 +76,11 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Reads the private key file `path` (`None` when it does not exist) after checking that no
 /// one but its owner can read or replace it: it must be owned by this process's user with no
 /// group or other permission (0600, 0400), or by root with group read at the most (0640: a
-/// secret a platform mounts for a group), the rule PostgreSQL applies to its TLS key; root
-/// may read a key another user owns (an administrator running `assent audit verify` or
-/// `assent backup` on a service's keys), under the same mode rule. Its directory must be
+/// secret a platform mounts for a group), the rule PostgreSQL applies to its TLS key; in an
+/// administration command ([`crate::keys::let_root_read_service_keys`]) root may also read a
+/// key another user owns (`assent audit verify` or `assent backup` on a service's keys), under
+/// the same mode rule, never a gateway (found by review: a gateway running as root took keys
+/// an unprivileged user owned, and could replace). Its directory must be
 /// writable by no one but its owner (this user or root) unless sticky, else another could
 /// swap the file (say, a retired key renamed to `token.key`). The mode and owner are those of
 /// the file opened (following links, as a mounted secret is one), so a file swapped in
@@ -98,12 +100,22 @@ pub(crate) fn read_key_file(path: &Path) -> Result<Option<Vec<u8>>, StoreError> 
     Ok(Some(bytes))
 }
 
+/// Whether root may read a key another user owns ([`crate::keys::let_root_read_service_keys`]).
+static ROOT_READS_SERVICE_KEYS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Lets root read (under the mode rule) key files and directories another user owns.
+pub(crate) fn let_root_read_service_keys() {
+    ROOT_READS_SERVICE_KEYS.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The owner and mode rules of [`read_key_file`] for `path` with metadata `m`.
 #[cfg(unix)]
 fn check_private(path: &Path, m: &std::fs::Metadata) -> Result<(), StoreError> {
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
-    let owned = |uid: u32| uid == me || uid == 0 || me == 0;
+    let admin = me == 0 && ROOT_READS_SERVICE_KEYS.load(std::sync::atomic::Ordering::Relaxed);
+    let owned = |uid: u32| uid == me || uid == 0 || admin;
     let invalid = |what: String| Err(StoreError::Invalid(what));
     if !owned(m.uid()) {
         return invalid(format!(

@@ -42,6 +42,10 @@ pub fn main() -> i32 {
 
 /// Runs one subcommand to its exit status.
 async fn dispatch(cmd: Cmd) -> Result<i32> {
+    // An administrator (root) may read the service user's keys; a gateway may not.
+    if !matches!(cmd, Cmd::Serve { .. }) {
+        assent_store::keys::let_root_read_service_keys();
+    }
     match cmd {
         Cmd::Serve {
             config,
