@@ -26,12 +26,17 @@ pub(crate) const KINDS: [&str; 7] = [
 /// The longest wait between two attempts of one delivery: 5 minutes.
 pub(crate) const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// The longest `Retry-After` honoured: 60 seconds.
+pub(crate) const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The wait a `429 Too Many Requests` or `503 Service Unavailable` answer asks for in its
 /// `Retry-After` (whole seconds, RFC 9110 §10.2.3; an HTTP date is not read), at most
-/// [`MAX_BACKOFF`] so that a receiver cannot stall its deliveries longer than a backoff would;
-/// `None` for any other answer or a value that is not a number of seconds. The next attempt
-/// waits this long when it is longer than the backoff (found by review: Slack's and a
-/// receiver's rate limits were met by retrying after one second, which prolongs them).
+/// [`MAX_RETRY_AFTER`]; `None` for any other answer or a value that is not a number of
+/// seconds. The next attempt waits this long when it is longer than the backoff (found by
+/// review: Slack's and a receiver's rate limits were met by retrying after one second, which
+/// prolongs them). A receiver that always asks for the most holds its own deliveries (and,
+/// for Slack's one cursor, every message after) for at most its attempts times 60 s before
+/// the event is dead-lettered.
 pub(crate) fn retry_after(r: &reqwest::Response) -> Option<std::time::Duration> {
     use reqwest::StatusCode;
     if !matches!(
@@ -48,7 +53,7 @@ pub(crate) fn retry_after(r: &reqwest::Response) -> Option<std::time::Duration> 
         .trim()
         .parse()
         .ok()?;
-    Some(std::time::Duration::from_secs(secs).min(MAX_BACKOFF))
+    Some(std::time::Duration::from_secs(secs).min(MAX_RETRY_AFTER))
 }
 
 /// Keeps a delivery that gave up as a dead letter (`GET /v1/webhooks/dead-letters`): audit

@@ -18,7 +18,7 @@
 //!   `TIMESTAMP.BODY`. Receivers recompute it and reject stale timestamps.
 //! - A failed attempt (network error or a non-2xx status) is retried after
 //!   `retry_initial_ms`, doubling up to 5 minutes (or after the `Retry-After` of a `429` or
-//!   `503` when longer, at most 5 minutes), `max_attempts` times in all; then the
+//!   `503` when longer, at most 60 s), `max_attempts` times in all; then the
 //!   delivery is recorded as a dead letter (`GET /v1/webhooks/dead-letters`) and the next
 //!   event goes out.
 //! - Every delivery carries the newest signed audit checkpoint (`checkpoint` in the JSON body,

@@ -32,7 +32,7 @@ fn http() -> Option<&'static reqwest::Client> {
 pub struct Failed {
     /// What went wrong, for logs and dead letters.
     pub why: String,
-    /// The wait Slack asked for, at most 5 minutes.
+    /// The wait Slack asked for, at most 60 s.
     pub retry_after: Option<Duration>,
 }
 

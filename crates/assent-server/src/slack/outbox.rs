@@ -9,8 +9,8 @@
 //! cursor of its own (named [`CURSOR`], which no webhook can be named), so no event is lost
 //! while Slack is unreachable or the gateway restarts; on Postgres only the holder of the
 //! cursor's lease posts, so replicas post each message once. A failed call is retried after
-//! 1 s, doubling (or after the `Retry-After` of Slack's `429` when longer, at most 5
-//! minutes), [`MAX_ATTEMPTS`] times in all, then recorded as a dead letter (`GET
+//! 1 s, doubling (or after the `Retry-After` of Slack's `429` when longer, at most 60
+//! s), [`MAX_ATTEMPTS`] times in all, then recorded as a dead letter (`GET
 //! /v1/webhooks/dead-letters`, webhook `slack:bot`). A message always shows the approval as
 //! it is when sent, so a late or repeated update is harmless.
 
