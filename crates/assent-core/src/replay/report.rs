@@ -15,6 +15,14 @@ use std::collections::BTreeMap;
 /// Examples a report keeps at the most, over every tool (agents name tools freely).
 pub const MAX_EXAMPLES: usize = 300;
 
+/// Tools counted apart in [`Report::by_tool`] at the most: calls of a tool first seen after
+/// that many are counted under [`OTHER_TOOLS`] (found by review: an agent calling a new made-up
+/// tool name each time grew the report, and the response, without bound).
+pub const MAX_TOOLS: usize = 1_000;
+
+/// The [`Report::by_tool`] key the calls of tools past [`MAX_TOOLS`] are counted under.
+pub const OTHER_TOOLS: &str = "(other tools)";
+
 /// How many calls changed, and how, over some set of calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -168,7 +176,8 @@ pub struct Report {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     #[serde(with = "stamp::opt_ms_as_rfc3339")]
     pub last: Option<i64>,
-    /// Counts per tool, keyed `SERVER/TOOL` (or `TOOL` for a local tool).
+    /// Counts per tool, keyed `SERVER/TOOL` (or `TOOL` for a local tool); the first
+    /// [`MAX_TOOLS`] tools seen, then [`OTHER_TOOLS`] for the rest.
     pub by_tool: BTreeMap<String, Counts>,
     /// Up to `examples_per_change` examples per tool and change (unchanged calls none).
     pub examples: Vec<Example>,
@@ -231,6 +240,11 @@ impl ReportBuilder {
                 rep.examples.push(Example::of(r));
             }
         }
+        let key = if rep.by_tool.len() >= MAX_TOOLS && !rep.by_tool.contains_key(&key) {
+            OTHER_TOOLS.to_string()
+        } else {
+            key
+        };
         rep.by_tool.entry(key).or_default().add(r);
     }
 

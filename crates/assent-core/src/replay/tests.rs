@@ -1,6 +1,7 @@
 //! Unit tests of the replay: each change, the loosened rule both ways, blocks kept, thresholds
 //! counting the session as it happened, grants, synthetic calls and the example cap.
 
+use super::report::{MAX_TOOLS, OTHER_TOOLS};
 use super::*;
 use serde_json::json;
 
@@ -415,4 +416,19 @@ fn an_approved_call_marks_its_session_when_redeemed_as_the_live_gateway_does() {
     use VerdictKind::{Allow, Confirm};
     assert_eq!(now, [Allow, Allow, Confirm, Allow, Allow]);
     assert_eq!(r.overall.loosened, 2, "{:?}", r.overall);
+}
+
+/// Review finding: `by_tool` had an entry for every tool name in the history, and an agent can
+/// call a new made-up name each time. Past [`MAX_TOOLS`] tools, the rest are counted together.
+#[test]
+fn made_up_tool_names_do_not_grow_the_report_without_bound() {
+    let reg = registry("");
+    let n = MAX_TOOLS as i64 + 5;
+    let history: Vec<Recorded> = (0..n)
+        .map(|i| rec(i, "s", &format!("made_up_{i}"), json!({}), Was::Allowed))
+        .collect();
+    let r = replay(&reg, &history, Options::default());
+    assert_eq!(r.by_tool.len(), MAX_TOOLS + 1);
+    assert_eq!(r.by_tool[OTHER_TOOLS].calls, 5);
+    assert_eq!(r.overall.calls, n as u64);
 }
