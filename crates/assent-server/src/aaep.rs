@@ -208,6 +208,9 @@ fn still_holds(st: &AppState, key: &[u8; 32]) -> bool {
         .any(|p| &p.key_sha256 == key && p.roles().is_some())
 }
 
+/// How often an open stream marks its subscription seen (`last_seen_at`).
+const TOUCH_EVERY: Duration = Duration::from_secs(3600);
+
 /// The events of subscription `sub` after sequence `after`, `queue` first: read from the
 /// store on every change (or every 15 s); ends when the subscription is closed (§5.8.2), the
 /// store fails (the subscriber reconnects), or no operator holds the key `key` (SHA-256) it was
@@ -220,20 +223,29 @@ fn stream(
     queue: VecDeque<Event>,
 ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
     let rx = st.changes.subscribe();
-    let init = (st, sub, after, queue, rx, key);
+    let init = (st, sub, after, queue, rx, key, None);
     unfold(
         init,
-        |(st, sub, mut after, mut queue, mut rx, key)| async move {
+        |(st, sub, mut after, mut queue, mut rx, key, mut touched)| async move {
             loop {
                 if !still_holds(&st, &key) {
                     return None; // revoked by a reload
                 }
                 if let Some(e) = queue.pop_front() {
-                    return Some((Ok::<_, Infallible>(e), (st, sub, after, queue, rx, key)));
+                    let state = (st, sub, after, queue, rx, key, touched);
+                    return Some((Ok::<_, Infallible>(e), state));
                 }
                 let sub2 = sub.clone();
+                // Seen when it opens and hourly, so retention keeps it ([`Store::prune_aaep`]).
+                let touch = touched.is_none_or(|t: std::time::Instant| t.elapsed() > TOUCH_EVERY);
+                if touch {
+                    touched = Some(std::time::Instant::now());
+                }
                 let got = st
                     .store_task(move |s| {
+                        if touch && let Err(e) = s.touch_subscription(&sub2.id, now_ms()) {
+                            tracing::warn!(error = %e, "AAEP subscription not marked seen");
+                        }
                         let open = s
                             .subscription(&sub2.id)
                             .ok()

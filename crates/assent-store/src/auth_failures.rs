@@ -41,13 +41,6 @@ impl Store {
             if tx.backend() == Backend::Postgres {
                 tx.execute("SET LOCAL synchronous_commit = off", [])?;
             }
-            // Without the write lock, rows another replica's count holds are passed over (no
-            // wait, so no deadlock between its upserts and this delete).
-            let forget = match tx.backend() {
-                Backend::Postgres => "DELETE FROM auth_failures WHERE who IN (SELECT who FROM auth_failures WHERE tat < ?1 FOR UPDATE SKIP LOCKED)",
-                Backend::Sqlite => "DELETE FROM auth_failures WHERE tat < ?1",
-            };
-            tx.execute(forget, [now.saturating_sub(FORGET_AFTER_MS)])?;
             // Rows are taken in one order by every count, so two counts never wait on each
             // other in a circle.
             let mut order: Vec<usize> = (0..who.len()).collect();
@@ -66,6 +59,15 @@ impl Store {
                 )?;
                 out[i] = tat.saturating_sub(now).saturating_sub(tolerance).max(0);
             }
+            // Stale rows go after the upserts, passing over the rows another replica's count
+            // holds: it never waits, so a count holding its own rows never waits on one that
+            // holds others (found by review: deleted first, a stale row locked here could be
+            // the one another count waited for while this one waited for its).
+            let forget = match tx.backend() {
+                Backend::Postgres => "DELETE FROM auth_failures WHERE who IN (SELECT who FROM auth_failures WHERE tat < ?1 FOR UPDATE SKIP LOCKED)",
+                Backend::Sqlite => "DELETE FROM auth_failures WHERE tat < ?1",
+            };
+            tx.execute(forget, [now.saturating_sub(FORGET_AFTER_MS)])?;
             Ok::<_, crate::db::DbError>(out)
         })?)
     }

@@ -81,6 +81,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(36, "0036_ui_session_key_binding"),
     migration!(37, "0037_plans_by_agent"),
     migration!(38, "0038_vote_key_binding"),
+    migration!(39, "0039_subscription_last_seen"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

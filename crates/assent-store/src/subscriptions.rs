@@ -179,7 +179,10 @@ impl Store {
     /// [`Store::archive_audit`]): events older than `cutoff` (Unix ms) among the `max` oldest,
     /// except the newest event (the sequence's head) and those of a pending approval (a
     /// subscriber that reconnects still needs its confirmation), and subscriptions closed
-    /// before `cutoff`, at most `max` of them. Returns how many rows went. A stream reopened
+    /// before `cutoff` or, open, whose stream was last seen before it
+    /// ([`Store::touch_subscription`]; found by review: one was made for every event stream
+    /// opened without an id and never closed, and each held call read them all for their
+    /// timeout extensions), at most `max` of them. Returns how many rows went. A stream reopened
     /// with a `Last-Event-ID` naming a pruned event resumes [`RESUME_WINDOW`] events back (the
     /// server's `/aaep/v1/events`). Before, neither
     /// table was ever pruned: every approval's events and every stream's subscription stayed
@@ -196,11 +199,26 @@ impl Store {
             )?;
             let subscriptions = tx.execute(
                 "DELETE FROM aaep_subscriptions WHERE id IN (SELECT id FROM aaep_subscriptions \
-                 WHERE closed_at IS NOT NULL AND closed_at < ?1 ORDER BY closed_at LIMIT ?2)",
+                 WHERE coalesce(closed_at, last_seen_at, created_at) < ?1 \
+                 ORDER BY coalesce(closed_at, last_seen_at, created_at) LIMIT ?2)",
                 params![cutoff, max],
             )?;
             Ok(events + subscriptions)
         })?)
+    }
+
+    /// Notes that a stream of open subscription `id` is open at `now` (Unix ms): called when a
+    /// stream opens and at most hourly while it stays open, so that retention
+    /// ([`Store::prune_aaep`]) keeps the subscriptions in use. A bookkeeping write: it wakes
+    /// nothing.
+    pub fn touch_subscription(&self, id: &str, now: i64) -> Result<(), StoreError> {
+        self.write_unannounced(|tx| {
+            tx.execute(
+                "UPDATE aaep_subscriptions SET last_seen_at = ?2 WHERE id = ?1 AND closed_at IS NULL",
+                params![id, now],
+            )?;
+            Ok(())
+        })
     }
 
     /// The longest timeout extension (ms) honoured for an open subscription (AAEP §6.4.2),

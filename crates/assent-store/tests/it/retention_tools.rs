@@ -219,9 +219,10 @@ fn a_server_made_to_look_new_after_retention_is_still_reported() {
 
 /// Found by review: the AAEP event log and the subscriptions were never pruned, so every
 /// approval's events and every stream's subscription stayed for good. The retention sweep now
-/// drops events older than the cut-off and subscriptions closed before it, but keeps the events
-/// of a pending approval (a subscriber reconnecting still needs its confirmation), the newest
-/// event (the sequence's head) and open subscriptions.
+/// drops events older than the cut-off and subscriptions closed, or open but not seen by a
+/// stream, since before it; it keeps the events of a pending approval (a subscriber
+/// reconnecting still needs its confirmation), the newest event (the sequence's head) and the
+/// subscriptions a stream was seen on since.
 #[test]
 fn retention_prunes_old_aaep_events_and_closed_subscriptions_but_not_a_pending_calls() {
     both(|db| {
@@ -236,6 +237,10 @@ fn retention_prunes_old_aaep_events_and_closed_subscriptions_but_not_a_pending_c
         let open_sub = s
             .subscribe("alice", &json!({}), &json!({}), None, 6_000)
             .unwrap();
+        let stale = s
+            .subscribe("alice", &json!({}), &json!({}), None, 7_000)
+            .unwrap();
+        s.touch_subscription(&open_sub.id, 9 * DAY).unwrap();
         let of = |id: &str| -> i64 {
             scalar(
                 db,
@@ -262,6 +267,8 @@ fn retention_prunes_old_aaep_events_and_closed_subscriptions_but_not_a_pending_c
         assert_eq!(of(&held), held_events, "the pending call's events stay");
         assert_eq!(head(db), last, "the newest event stays");
         assert!(s.subscription(&closed.id).unwrap().is_none());
+        // Open, but no stream seen since the cut-off: gone; seen since: kept.
+        assert!(s.subscription(&stale.id).unwrap().is_none());
         assert!(s.subscription(&open_sub.id).unwrap().is_some());
     });
 }

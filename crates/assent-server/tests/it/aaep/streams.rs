@@ -184,6 +184,24 @@ async fn a_last_event_id_retention_pruned_still_delivers_the_confirmations_since
         &[(&id).into()],
     );
     let mut again = Sse::open(&gw, "olaf-key", "/aaep/v1/events", Some(&id)).await;
+    // The stream marks its subscription seen, which retention keeps.
+    let opened = again.next(Duration::from_secs(5)).await.unwrap();
+    let sub = opened.data["subscription_id"].as_str().unwrap().to_string();
+    let seen = || {
+        gw.sql().rows(
+            "SELECT CAST(count(*) AS TEXT) FROM aaep_subscriptions WHERE id = ?1 AND last_seen_at IS NOT NULL",
+            &[(&sub).into()],
+        )[0][0]
+            .clone()
+    };
+    let start = std::time::Instant::now();
+    while seen() != "1" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never marked seen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let mut found = false;
     while let Some(m) = again.next(Duration::from_secs(5)).await {
         if m.data.to_string().contains("/tmp/p2") {
