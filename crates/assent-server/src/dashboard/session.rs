@@ -267,10 +267,16 @@ pub(crate) async fn login_page(
     if signed_in(&st, &headers).await.is_some() {
         return secured(Redirect::to(&next).into_response());
     }
-    login_form(&st, StatusCode::OK, "", &next)
+    login_form(&st, &headers, StatusCode::OK, "", &next)
 }
 
-fn login_form(st: &AppState, status: StatusCode, error: &str, next: &str) -> Response {
+fn login_form(
+    st: &AppState,
+    headers: &HeaderMap,
+    status: StatusCode,
+    error: &str,
+    next: &str,
+) -> Response {
     let csrf = random_hex();
     let mut r = page_with(
         status,
@@ -282,7 +288,7 @@ fn login_form(st: &AppState, status: StatusCode, error: &str, next: &str) -> Res
             next: next.into(),
         },
     );
-    let secure = secure_attr(st, &HeaderMap::new());
+    let secure = secure_attr(st, headers);
     let c = format!(
         "{LOGIN_COOKIE}={csrf}; Path=/ui/login; HttpOnly; SameSite=Strict; Max-Age=600{secure}"
     );
@@ -322,6 +328,7 @@ pub(crate) async fn login(
     let Ok(f) = form(&body) else {
         return login_form(
             &st,
+            &headers,
             StatusCode::BAD_REQUEST,
             "The form could not be read.",
             "/ui",
@@ -361,6 +368,7 @@ pub(crate) async fn login(
         }
         return login_form(
             &st,
+            &headers,
             StatusCode::UNAUTHORIZED,
             "That key is not an operator's key.",
             &next,
@@ -369,6 +377,7 @@ pub(crate) async fn login(
     let Some((id, _)) = sessions::start(&st, p).await else {
         return login_form(
             &st,
+            &headers,
             StatusCode::SERVICE_UNAVAILABLE,
             "The gateway cannot record a sign-in right now; try again.",
             &next,
