@@ -113,14 +113,19 @@ pub fn schedule(e: &Escalation, raised_at: i64, wait_ms: i64) -> Option<Schedule
     }
     let last_at = steps.last()?.at;
     let last_wait = e.last_wait_seconds.map_or(wait_ms, millis);
-    Some(Schedule {
-        deadline: last_at.saturating_add(last_wait),
-        steps,
-        first_approvers: None,
-    })
+    Some(Schedule::new(steps, last_at.saturating_add(last_wait)))
 }
 
 impl Schedule {
+    /// A schedule of `steps` and `deadline` that records no first approvers.
+    pub fn new(steps: Vec<ScheduledStep>, deadline: i64) -> Self {
+        Schedule {
+            steps,
+            deadline,
+            first_approvers: None,
+        }
+    }
+
     /// When the approval next changes after `done` steps (Unix ms): the next step, or the
     /// deadline once every step is done.
     pub fn next(&self, done: usize) -> i64 {

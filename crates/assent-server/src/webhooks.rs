@@ -35,7 +35,7 @@
 
 use crate::config::{Webhook, WebhookFormat};
 use crate::cursor::{store, take_lease};
-use crate::deliveries::{KINDS, dead_letter};
+use crate::deliveries::{KINDS, MAX_BACKOFF, dead_letter, retry_after};
 use crate::extract::{Operator, ReadDeadLetters};
 use crate::formats::rfc3339;
 use crate::state::{AppState, now_ms};
@@ -46,8 +46,6 @@ use assent_store::audit::AuditRecord;
 use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
 use std::time::Duration;
-
-use crate::deliveries::MAX_BACKOFF;
 
 /// The most bytes of (redacted) arguments a JSON body carries; larger ones are `null` with
 /// their size in `arguments_bytes` (read them on the card or over the API). Found by review:
@@ -221,25 +219,21 @@ async fn deliver(
             .body(body.clone())
             .send()
             .await;
-        let mut wait = None;
-        let error = match sent {
+        let (error, asked) = match sent {
             Ok(r) if r.status().is_success() => {
                 tracing::info!(webhook = %hook.name, delivery = %delivery, event, attempt, "webhook delivered");
                 st.metrics.delivery(true, false);
                 return advance(st, hook, holder, rec.seq).await;
             }
-            Ok(r) => {
-                wait = crate::deliveries::retry_after(&r);
-                format!("HTTP {}", r.status().as_u16())
-            }
-            Err(e) => format!("{}", e.without_url()),
+            Ok(r) => (format!("HTTP {}", r.status().as_u16()), retry_after(&r)),
+            Err(e) => (format!("{}", e.without_url()), None),
         };
         tracing::warn!(webhook = %hook.name, delivery = %delivery, attempt, error = %error, "webhook delivery failed");
         st.metrics.delivery(false, attempt >= hook.max_attempts);
         if attempt >= hook.max_attempts {
             break error;
         }
-        let wait = wait.map_or(delay, |w| w.max(delay));
+        let wait = asked.map_or(delay, |w| w.max(delay));
         if !crate::cursor::hold_through(st, &hook.name, holder, wait).await {
             return false;
         }

@@ -256,7 +256,9 @@ impl Store {
     /// is cancelled and recorded, [`Store::cancel_as`]), any other plan not yet finished
     /// directly, by `who` (the agent itself: only its own plans). Cancelling is saying no, so an operator without the Confirm's
     /// approver roles is refused (`PlanError::Decide(NotApprover)`, audited
-    /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm.
+    /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm. Then the
+    /// tool calls held under the plan are cancelled as `who` may cancel them (each
+    /// `approval.cancelled`; those `who` may not cancel stay pending).
     pub fn cancel_plan(
         &self,
         id: &str,
@@ -278,7 +280,7 @@ impl Store {
                 Err(e) => return Err(plans::PlanError::Decide(e)),
             }
         }
-        self.write(|tx| {
+        let plan = self.write(|tx| {
             let p = plans::read_plan(**tx, id)?
                 .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
             match p.status.as_str() {
@@ -309,7 +311,21 @@ impl Store {
                 )?,
             }
             Ok(plans::read_plan(**tx, id)?.expect("exists"))
-        })
+        })?;
+        // The calls held under the plan go with it, as `who` may cancel them (found by review:
+        // one held while the plan was approved stayed pending, and then ran under it).
+        let held: Vec<String> = crate::sql::column(
+            self.lock().conn(),
+            "SELECT a.id FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
+             WHERE a.status = 'pending' AND c.plan_id = ?1 ORDER BY a.requested_at",
+            params![id],
+        )?;
+        for aid in held.iter().filter(|a| Some(*a) != first_confirm.as_ref()) {
+            if let Err(DecideError::Store(e)) = self.cancel_as(aid, who, reason, now) {
+                return Err(e.into());
+            }
+        }
+        Ok(plan)
     }
 }
 

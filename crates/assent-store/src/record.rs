@@ -664,14 +664,8 @@ fn schedule_of(
             Some(_) => (expires_at.saturating_sub(ms), expires_at),
         };
         let steps = vec![ScheduledStep { at, approvers }];
-        return Ok((
-            Some(Schedule {
-                steps,
-                deadline,
-                first_approvers: None,
-            }),
-            escalated_at.is_some() as usize,
-        ));
+        let legacy = Schedule::new(steps, deadline);
+        return Ok((Some(legacy), escalated_at.is_some() as usize));
     }
     let parse = |s: &str| serde_json::from_str::<Schedule>(s).ok();
     let schedule = c.parsed_opt(r, 48, "escalation_schedule", parse, None)?;

@@ -136,3 +136,53 @@ fn a_confirm_settled_after_its_plan_was_cancelled_leaves_the_plan_cancelled() {
         assert_eq!(s.plan(id).unwrap().unwrap().status, "cancelled");
     });
 }
+
+/// Found by review: cancelling a plan cancelled only its own Confirm; a tool call held under
+/// the plan while it was approved stayed pending, and an approval then ran it under the
+/// cancelled plan. Cancelling the plan cancels the calls held under it.
+#[test]
+fn cancelling_a_plan_cancels_the_calls_held_under_it() {
+    use assent_core::approval::Canceller;
+    use assent_store::DecisionInput;
+    both_stores(|_, s| {
+        let id = "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d";
+        let plan = s
+            .create_plan("bot", "s1", &body(id, "Pay it"), None, 100, 1_000)
+            .unwrap();
+        let (_, v) = pay(500);
+        let ttl = |_: &Verdict| 60_000;
+        let confirm =
+            CanonicalCall::new(ToolCall::new("mplp.plan", None, plan.reviewed()).unwrap()).unwrap();
+        let p = Proposal {
+            target: Some(ConfirmTarget {
+                target_type: "plan",
+                target_id: id,
+                diff: None,
+            }),
+            ..proposal(&confirm, "s1", 2_000, &ttl)
+        };
+        let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
+            panic!("the plan's Confirm is held");
+        };
+        s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        assert_eq!(s.plan(id).unwrap().unwrap().status, "approved");
+        let (call, v) = pay(700);
+        let call = CanonicalCall::new(call).unwrap();
+        let p = Proposal {
+            plan_id: Some(id),
+            ..proposal(&call, "s1", 4_000, &ttl)
+        };
+        let Ok((_, Proposed::Held { approval: held, .. })) = s.propose(&p, |_| v.clone()) else {
+            panic!("the call under the plan is held");
+        };
+        let alice = Canceller::Operator {
+            name: "alice",
+            roles: &[],
+        };
+        s.cancel_plan(id, &alice, Some("changed our mind"), 5_000)
+            .unwrap();
+        let after = s.get_approval(&held.id).unwrap().unwrap();
+        assert_eq!(after.status.as_str(), "cancelled", "{after:?}");
+    });
+}
