@@ -11,6 +11,30 @@ fn body(id: &str, step: &str) -> Value {
            "objective": "Rotate the password", "steps": [{"step_id": "s1", "description": step}]})
 }
 
+/// Plan `id` of agent `bot` with one step described `step`, created and submitted: its
+/// Confirm, held.
+fn submitted(s: &assent_store::Store, id: &str, step: &str) -> assent_store::ApprovalRecord {
+    let plan = s
+        .create_plan("bot", "s1", &body(id, step), None, 100, 1_000)
+        .unwrap();
+    let (_, v) = pay(500);
+    let ttl = |_: &Verdict| 60_000;
+    let call =
+        CanonicalCall::new(ToolCall::new("mplp.plan", None, plan.reviewed()).unwrap()).unwrap();
+    let p = Proposal {
+        target: Some(ConfirmTarget {
+            target_type: "plan",
+            target_id: id,
+            diff: None,
+        }),
+        ..proposal(&call, "s1", 2_000, &ttl)
+    };
+    let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
+        panic!("the plan's Confirm is held");
+    };
+    *approval
+}
+
 /// The attack (found by review): the server built a plan's Confirm from its own read of the
 /// plan, before the proposal's transaction; a revision (`PUT`) landing in between had a
 /// person approve the old body while the plan kept the new one, served afterwards as
@@ -102,24 +126,7 @@ fn a_confirm_settled_after_its_plan_was_cancelled_leaves_the_plan_cancelled() {
     use assent_store::DecisionInput;
     both_stores(|db, s| {
         let id = "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b";
-        let plan = s
-            .create_plan("bot", "s1", &body(id, "Create it"), None, 100, 1_000)
-            .unwrap();
-        let (_, v) = pay(500);
-        let ttl = |_: &Verdict| 60_000;
-        let call =
-            CanonicalCall::new(ToolCall::new("mplp.plan", None, plan.reviewed()).unwrap()).unwrap();
-        let p = Proposal {
-            target: Some(ConfirmTarget {
-                target_type: "plan",
-                target_id: id,
-                diff: None,
-            }),
-            ..proposal(&call, "s1", 3_000, &ttl)
-        };
-        let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
-            panic!("the plan's Confirm is held");
-        };
+        let approval = submitted(s, id, "Create it");
         assert_eq!(s.plan(id).unwrap().unwrap().status, "proposed");
         db.connect()
             .unwrap()
@@ -146,24 +153,8 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
     use assent_store::DecisionInput;
     both_stores(|_, s| {
         let id = "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d";
-        let plan = s
-            .create_plan("bot", "s1", &body(id, "Pay it"), None, 100, 1_000)
-            .unwrap();
-        let (_, v) = pay(500);
+        let approval = submitted(s, id, "Pay it");
         let ttl = |_: &Verdict| 60_000;
-        let confirm =
-            CanonicalCall::new(ToolCall::new("mplp.plan", None, plan.reviewed()).unwrap()).unwrap();
-        let p = Proposal {
-            target: Some(ConfirmTarget {
-                target_type: "plan",
-                target_id: id,
-                diff: None,
-            }),
-            ..proposal(&confirm, "s1", 2_000, &ttl)
-        };
-        let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
-            panic!("the plan's Confirm is held");
-        };
         s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
             .unwrap();
         assert_eq!(s.plan(id).unwrap().unwrap().status, "approved");
