@@ -130,6 +130,10 @@ pub enum ReceiptError {
     /// of this approval's call (issue 14 §4).
     #[error("the passkey assertion of {0} does not verify: {1}")]
     Passkey(String, PasskeyError),
+    /// The text is not a receipt, or holds members its signature does not cover
+    /// ([`Receipt::check_text`]).
+    #[error("{0}")]
+    Unsigned(String),
 }
 
 impl Receipt {
@@ -173,6 +177,34 @@ impl Receipt {
             return Err(ReceiptError::Signature);
         }
         self.check_passkeys()
+    }
+
+    /// [`Receipt::check`] of the receipt whose JSON, as parsed, is `text`; the receipt read
+    /// back. Every member of `text` (but `signature`) must be one the signature covers: the
+    /// canonical form of `text` must be the receipt's [`Receipt::signed_bytes`]. Found by
+    /// review: the reader dropped unknown members inside `call`, a passkey proof or the quorum,
+    /// and defaulted an absent `deny`, so a file carrying text outside its signature verified.
+    /// Errors: [`ReceiptError::Unsigned`] when `text` is not a receipt or holds such a member,
+    /// and those of [`Receipt::check`].
+    pub fn check_text(
+        text: &serde_json::Value,
+        key: &VerifyingKey,
+    ) -> Result<Receipt, ReceiptError> {
+        let r: Receipt = serde_json::from_value(text.clone())
+            .map_err(|e| ReceiptError::Unsigned(format!("not an approval receipt: {e}")))?;
+        let mut whole = text.clone();
+        if let Some(m) = whole.as_object_mut() {
+            m.remove("signature");
+        }
+        let whole = crate::canonical::canonical_value(&whole)
+            .map_err(|e| ReceiptError::Unsigned(format!("not canonicalisable: {e}")))?;
+        if whole.as_bytes() != r.signed_bytes() {
+            return Err(ReceiptError::Unsigned(
+                "the receipt holds members its signature does not cover (added, or left out where the signed form has them)".into(),
+            ));
+        }
+        r.check(key)?;
+        Ok(r)
     }
 
     /// Checks every passkey assertion offline ([`crate::passkey::check`]): each must sign an

@@ -278,7 +278,7 @@ pub(crate) async fn cancel(
     let (p, id, reason) = (c.principal, c.id, c.reason);
     let pl = load(&st, &p, &id).await?;
     let name = p.name.clone();
-    let pl = st
+    let (pl, held) = st
         .store_task(move |s| {
             s.cancel_plan(&pl.plan_id, &p.canceller(), reason.as_deref(), now_ms())
         })
@@ -288,6 +288,10 @@ pub(crate) async fn cancel(
             e => plan_error(e),
         })?;
     st.settled(pl.confirm_id.as_slice());
+    // The calls held under it were cancelled with it: their long-polls return now.
+    for a in &held {
+        st.decided(a);
+    }
     st.changed();
     Ok(Json(pl.to_mplp()))
 }

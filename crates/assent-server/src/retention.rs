@@ -35,6 +35,15 @@ pub fn spawn(
 /// each one filled up; logs each export (`tracing::info!`) or the failure (`error!`). Returns
 /// the number of records archived.
 pub async fn run_once(state: &AppState, days: u64, archive_dir: &std::path::Path) -> i64 {
+    let archived = archive_all(state, days, archive_dir).await;
+    // Retention may remove AAEP subscriptions no stream was seen on: their timeout extensions
+    // no longer count (other replicas hear of it through the store's notification).
+    state.refresh_extension().await;
+    archived
+}
+
+/// The runs of [`run_once`].
+async fn archive_all(state: &AppState, days: u64, archive_dir: &std::path::Path) -> i64 {
     let mut archived = 0;
     loop {
         let dir = archive_dir.to_path_buf();

@@ -1,6 +1,8 @@
-//! Cancelling a session (AAEP §6.8; issue 10 §6, §7): every pending approval the canceller may
-//! decide, every pending clarification (their reply tokens die with them), and one
-//! `aaep:agent.session.cancelled` per agent and session, ever.
+//! Cancellations that reach further than one approval. A session (AAEP §6.8; issue 10 §6,
+//! §7): every pending approval the canceller may decide, every pending clarification (their
+//! reply tokens die with them), and one `aaep:agent.session.cancelled` per agent and session,
+//! ever. A plan ([`Store::cancel_plan`]): its Confirm or the plan itself, then the tool calls
+//! held under it.
 
 use crate::audit;
 use crate::db::{self, Change, Conn};
@@ -8,6 +10,8 @@ use crate::emit::emit;
 use crate::error::{DecideError, StoreError};
 use crate::events::{AaepEvent, Envelopes};
 use crate::params;
+use crate::plans;
+use crate::record::ApprovalRecord;
 use crate::sql;
 use crate::store::Store;
 use assent_core::approval::Canceller;
@@ -98,6 +102,87 @@ impl Store {
             }
             Ok(out)
         })
+    }
+
+    /// Cancels a plan (`plan.cancelled`): a `proposed` plan through its pending Confirm (which
+    /// is cancelled and recorded, [`Store::cancel_as`]), any other plan not yet finished
+    /// directly, by `who` (the agent itself: only its own plans). Cancelling is saying no, so an operator without the Confirm's
+    /// approver roles is refused (`plans::PlanError::Decide(NotApprover)`, audited
+    /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm. Then the
+    /// tool calls held under the plan are cancelled (each `approval.cancelled`), whatever
+    /// their approvers — an agent's only its own —, and returned with the plan.
+    pub fn cancel_plan(
+        &self,
+        id: &str,
+        who: &Canceller<'_>,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<(plans::PlanRecord, Vec<ApprovalRecord>), plans::PlanError> {
+        let (agent, actor) = (who.agent(), who.name());
+        let p = self
+            .plan(id)?
+            .filter(|p| agent.is_none_or(|a| a == p.agent))
+            .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
+        let confirm_cancelled = p.status == "proposed";
+        let first_confirm = p.confirm_id.clone();
+        if let (true, Some(c)) = (confirm_cancelled, &p.confirm_id) {
+            match self.cancel_as(c, who, reason, now) {
+                Ok(_) | Err(DecideError::AlreadyDecided(_)) => {}
+                Err(DecideError::Store(e)) => return Err(e.into()),
+                Err(e) => return Err(plans::PlanError::Decide(e)),
+            }
+        }
+        let plan = self.write(|tx| {
+            let p = plans::read_plan(**tx, id)?
+                .ok_or_else(|| plans::PlanError::NotFound(id.to_string()))?;
+            match p.status.as_str() {
+                "cancelled" => {}
+                "completed" | "failed" => {
+                    return Err(plans::PlanError::WrongState(
+                        p.status,
+                        "a finished plan cannot be cancelled",
+                    ));
+                }
+                // Submitted since it was read (or rejected and submitted again, under another
+                // Confirm): its Confirm is pending and was not cancelled (found by review: the
+                // plan was cancelled beside a live Confirm).
+                "proposed" if !confirm_cancelled || p.confirm_id != first_confirm => {
+                    return Err(plans::PlanError::WrongState(
+                        p.status,
+                        "the plan was submitted while it was being cancelled; cancel it again",
+                    ));
+                }
+                _ => plans::transition(
+                    **tx,
+                    id,
+                    "cancelled",
+                    "plan.cancelled",
+                    actor,
+                    json!({"reason": reason}),
+                    now,
+                )?,
+            }
+            Ok(plans::read_plan(**tx, id)?.expect("exists"))
+        })?;
+        // The calls held under the plan go with it: stopping a plan stops them, whatever their
+        // approvers (found by review: one held while the plan was approved stayed pending and
+        // then ran under it). An agent stops only its own.
+        let held: Vec<String> = crate::sql::column(
+            self.lock().conn(),
+            "SELECT a.id FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
+             WHERE a.status = 'pending' AND c.plan_id = ?1 \
+             AND (CAST(?2 AS TEXT) IS NULL OR a.agent = ?2) ORDER BY a.requested_at",
+            params![id, agent],
+        )?;
+        let mut cancelled = Vec::new();
+        for aid in held.iter().filter(|a| Some(*a) != first_confirm.as_ref()) {
+            match self.cancel(aid, reason, actor, now) {
+                Ok(a) => cancelled.push(a),
+                Err(DecideError::Store(e)) => return Err(e.into()),
+                Err(_) => {} // settled meanwhile
+            }
+        }
+        Ok((plan, cancelled))
     }
 }
 

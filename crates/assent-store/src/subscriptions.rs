@@ -203,6 +203,10 @@ impl Store {
                  ORDER BY coalesce(closed_at, last_seen_at, created_at) LIMIT ?2)",
                 params![cutoff, max],
             )?;
+            if subscriptions > 0 {
+                // Their timeout extensions no longer count (every replica re-reads them).
+                tx.changed(Change::Subscriptions);
+            }
             Ok(events + subscriptions)
         })?)
     }

@@ -158,21 +158,38 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
         s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
             .unwrap();
         assert_eq!(s.plan(id).unwrap().unwrap().status, "approved");
-        let (call, v) = pay(700);
+        // A call of another agent under the plan, which only finance may decide.
+        let (call, mut v) = pay(700);
+        v.terms.approvers = vec!["finance".into()];
         let call = CanonicalCall::new(call).unwrap();
         let p = Proposal {
             plan_id: Some(id),
+            agent: "bot2",
             ..proposal(&call, "s1", 4_000, &ttl)
         };
         let Ok((_, Proposed::Held { approval: held, .. })) = s.propose(&p, |_| v.clone()) else {
             panic!("the call under the plan is held");
         };
-        let alice = Canceller::Operator {
-            name: "alice",
-            roles: &[],
+        // The plan's agent stops only its own calls ...
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
         };
-        s.cancel_plan(id, &alice, Some("changed our mind"), 5_000)
+        let (_, cancelled) = s.cancel_plan(id, &bot, None, 5_000).unwrap();
+        assert!(cancelled.is_empty());
+        assert_eq!(
+            s.get_approval(&held.id).unwrap().unwrap().status.as_str(),
+            "pending"
+        );
+        // ... an operator's stop, even one holding none of the call's approver roles, all.
+        let olaf = Canceller::Operator {
+            name: "olaf",
+            roles: &["ops".to_string()],
+        };
+        let (_, cancelled) = s
+            .cancel_plan(id, &olaf, Some("changed our mind"), 6_000)
             .unwrap();
+        assert_eq!(cancelled.len(), 1);
         let after = s.get_approval(&held.id).unwrap().unwrap();
         assert_eq!(after.status.as_str(), "cancelled", "{after:?}");
     });

@@ -37,8 +37,8 @@ fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -
             return Ok(2);
         }
     };
-    match receipt.check(&key) {
-        Ok(()) => {
+    match Receipt::check_text(&receipt, &key) {
+        Ok(receipt) => {
             println!(
                 "verified: approval {} ({}), call_hash {}",
                 receipt.approval_id,
@@ -54,15 +54,19 @@ fn verify(file: &std::path::Path, public_key: Option<&str>, place: &DataPlace) -
     }
 }
 
-/// Receipt `file`, read strictly (a duplicate key or an inexact number is refused), and the
+/// Receipt `file`'s JSON, read strictly (a duplicate key or an inexact number is refused) and
+/// seen to be a receipt, and the
 /// key to check it under: `public_key`, else the audit key of `place`'s keys directory.
 fn read(
     file: &std::path::Path,
     public_key: Option<&str>,
     place: &DataPlace,
-) -> Result<(Receipt, VerifyingKey)> {
+) -> Result<(serde_json::Value, VerifyingKey)> {
     let text = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let receipt: Receipt = assent_core::json::parse(&text)
+    let receipt: serde_json::Value = assent_core::json::parse(&text)
+        .with_context(|| format!("{} is not JSON", file.display()))?;
+    // Its shape is checked here, so that a file that is no receipt is a usage error (exit 2).
+    serde_json::from_value::<Receipt>(receipt.clone())
         .with_context(|| format!("{} is not an approval receipt", file.display()))?;
     let key = match public_key {
         Some(_) => audit_public_key(public_key, std::path::Path::new("."))?,

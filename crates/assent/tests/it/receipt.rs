@@ -1,7 +1,7 @@
 //! `assent receipt get` and `assent receipt verify` (issue 14 §5) against a real `assent
 //! serve`: a receipt fetched from the gateway verifies offline under the audit key; an edited
-//! call or vote, a receipt with a duplicate key, and a missing key are each refused with their
-//! own exit code.
+//! call or vote, a member the signature does not cover, a receipt with a duplicate key, and a
+//! missing key are each refused with their own exit code.
 
 use crate::{Served, approved, cli, ok, run, served};
 
@@ -57,6 +57,22 @@ fn a_fetched_receipt_verifies_offline_and_an_edited_one_does_not() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Attack (found by review): text the signature does not cover — a member added inside
+    // the call, or the quorum's `deny` left out — that the reader dropped or defaulted, so the
+    // file verified carrying it.
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["call"]["note"] = serde_json::json!("approved by the CFO");
+    let added = dir.path().join("added.json");
+    std::fs::write(&added, v.to_string()).unwrap();
+    let out = verify(&added, &["--public-key", key.trim()]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("does not cover"), "{said}");
+    // The genuine file, re-serialised (compact), still verifies: the check is on members.
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let same = dir.path().join("same.json");
+    std::fs::write(&same, v.to_string()).unwrap();
+    ok(&verify(&same, &["--public-key", key.trim()]));
     // No key: a usage error, not a pass.
     let empty = tempfile::tempdir().unwrap();
     let out = verify(&file, &["--data-dir", empty.path().to_str().unwrap()]);
