@@ -301,7 +301,7 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
                     wait,
                 );
             }
-            st.throttle.authenticated(addr, key);
+            st.throttle.authenticated(addr, key, &p.key_sha256);
             req.extensions_mut().insert(KnownKey);
         }
     }

@@ -18,9 +18,8 @@
 //!   guesser nothing short of the whole key, which a long random key puts out of reach; a
 //!   short key (`--insecure-demo-keys`, a `key_sha256` of a short key) gets no exception.
 //!   The memory is this process's: after a restart, or on another replica, it starts empty.
-//!   The API, `/mcp` and the dashboard sign-in share it (single sign-on callbacks have no key
-//!   and no exception), and so do refused
-//!   single sign-on callbacks, counted against the address alone (they carry no key): a
+//!   The API, `/mcp` and the dashboard sign-in share it, and so do refused single sign-on
+//!   callbacks, counted against the address alone (they carry no key, so no exception): a
 //!   locked-out address gets `429` before any request to the provider.
 //! - On PostgreSQL the failures are also counted in the database ([`Throttle::shared`]), so
 //!   that every replica charges one allowance: a lockout found there holds on the replica
@@ -203,10 +202,11 @@ impl Throttle {
             .max()
     }
 
-    /// Notes that `key`, a principal's, authenticated from `addr` now (nothing without an
-    /// address, or for a key shorter than [`crate::config::MIN_KEY_CHARS`]): remembered by its
-    /// SHA-256, with at most [`KNOWN_ADDRESSES`] addresses each.
-    pub fn authenticated(&self, addr: Option<IpAddr>, key: &str) {
+    /// Notes that `key`, a principal's whose SHA-256 is `digest`, authenticated from `addr`
+    /// now (nothing without an address, or for a key shorter than
+    /// [`crate::config::MIN_KEY_CHARS`]): remembered by its SHA-256, with at most
+    /// [`KNOWN_ADDRESSES`] addresses each.
+    pub fn authenticated(&self, addr: Option<IpAddr>, key: &str, digest: &[u8; 32]) {
         let Some(addr) = addr.map(network) else {
             return;
         };
@@ -215,7 +215,7 @@ impl Throttle {
         }
         let now = Instant::now();
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = known.entry(digest(key)).or_default();
+        let seen = known.entry(*digest).or_default();
         seen.retain(|(a, at)| *a != addr && now.duration_since(*at) < KNOWN_FOR);
         if seen.len() >= KNOWN_ADDRESSES {
             seen.remove(0);

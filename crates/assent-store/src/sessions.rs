@@ -110,7 +110,8 @@ impl Store {
     /// approver roles is refused (`plans::PlanError::Decide(NotApprover)`, audited
     /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm. Then the
     /// tool calls held under the plan are cancelled (each `approval.cancelled`), whatever
-    /// their approvers — an agent's only its own —, and returned with the plan.
+    /// their approvers and whichever agent's (a plan gates its delegates' calls too), and
+    /// returned with the plan.
     pub fn cancel_plan(
         &self,
         id: &str,
@@ -164,22 +165,24 @@ impl Store {
             }
             Ok(plans::read_plan(**tx, id)?.expect("exists"))
         })?;
-        // The calls held under the plan go with it: stopping a plan stops them, whatever their
-        // approvers (found by review: one held while the plan was approved stayed pending and
-        // then ran under it). An agent stops only its own.
+        // The calls held under the plan go with it, the delegates' too: stopping a plan stops
+        // them, whatever their approvers (found by review: one held while the plan was
+        // approved stayed pending and then ran under it).
         let held: Vec<String> = crate::sql::column(
             self.lock().conn(),
             "SELECT a.id FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
-             WHERE a.status = 'pending' AND c.plan_id = ?1 \
-             AND (CAST(?2 AS TEXT) IS NULL OR a.agent = ?2) ORDER BY a.requested_at",
-            params![id, agent],
+             WHERE a.status = 'pending' AND c.plan_id = ?1 ORDER BY a.requested_at",
+            params![id],
         )?;
         let mut cancelled = Vec::new();
         for aid in held.iter().filter(|a| Some(*a) != first_confirm.as_ref()) {
             match self.cancel(aid, reason, actor, now) {
                 Ok(a) => cancelled.push(a),
                 Err(DecideError::Store(e)) => return Err(e.into()),
-                Err(_) => {} // settled meanwhile
+                Err(DecideError::AlreadyDecided(_)) => {}
+                // Damaged: nobody can approve it; it stays pending, said here.
+                Err(e) => tracing::warn!(approval_id = %aid, plan_id = %id, error = %e,
+                    "a call held under a cancelled plan could not be cancelled"),
             }
         }
         Ok((plan, cancelled))

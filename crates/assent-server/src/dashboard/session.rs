@@ -383,7 +383,7 @@ pub(crate) async fn login(
             &next,
         );
     };
-    st.throttle.authenticated(addr, key);
+    st.throttle.authenticated(addr, key, &p.key_sha256);
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
     set_session_cookie(&mut r, &id, secure_attr(&st, &headers));

@@ -146,51 +146,51 @@ fn a_confirm_settled_after_its_plan_was_cancelled_leaves_the_plan_cancelled() {
 
 /// Found by review: cancelling a plan cancelled only its own Confirm; a tool call held under
 /// the plan while it was approved stayed pending, and an approval then ran it under the
-/// cancelled plan. Cancelling the plan cancels the calls held under it.
+/// cancelled plan. Cancelling the plan cancels the calls held under it, a delegate's too,
+/// whoever stops it: its agent, or any operator (here one holding none of the call's
+/// approver roles).
 #[test]
 fn cancelling_a_plan_cancels_the_calls_held_under_it() {
     use assent_core::approval::Canceller;
     use assent_store::DecisionInput;
-    both_stores(|_, s| {
-        let id = "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d";
-        let approval = submitted(s, id, "Pay it");
-        let ttl = |_: &Verdict| 60_000;
-        s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
-            .unwrap();
-        assert_eq!(s.plan(id).unwrap().unwrap().status, "approved");
-        // A call of another agent under the plan, which only finance may decide.
-        let (call, mut v) = pay(700);
-        v.terms.approvers = vec!["finance".into()];
-        let call = CanonicalCall::new(call).unwrap();
-        let p = Proposal {
-            plan_id: Some(id),
-            agent: "bot2",
-            ..proposal(&call, "s1", 4_000, &ttl)
-        };
-        let Ok((_, Proposed::Held { approval: held, .. })) = s.propose(&p, |_| v.clone()) else {
-            panic!("the call under the plan is held");
-        };
-        // The plan's agent stops only its own calls ...
-        let bot = Canceller::Agent {
+    let roles = ["ops".to_string()];
+    let stoppers = [
+        Canceller::Agent {
             name: "bot",
             agent: "bot",
-        };
-        let (_, cancelled) = s.cancel_plan(id, &bot, None, 5_000).unwrap();
-        assert!(cancelled.is_empty());
-        assert_eq!(
-            s.get_approval(&held.id).unwrap().unwrap().status.as_str(),
-            "pending"
-        );
-        // ... an operator's stop, even one holding none of the call's approver roles, all.
-        let olaf = Canceller::Operator {
+        },
+        Canceller::Operator {
             name: "olaf",
-            roles: &["ops".to_string()],
-        };
-        let (_, cancelled) = s
-            .cancel_plan(id, &olaf, Some("changed our mind"), 6_000)
-            .unwrap();
-        assert_eq!(cancelled.len(), 1);
-        let after = s.get_approval(&held.id).unwrap().unwrap();
-        assert_eq!(after.status.as_str(), "cancelled", "{after:?}");
+            roles: &roles,
+        },
+    ];
+    both_stores(|_, s| {
+        for (stopper, id) in stoppers.iter().zip([
+            "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d",
+            "8b7c6d5e-4f3a-4b2c-9d0e-1f2a3b4c5d6e",
+        ]) {
+            let approval = submitted(s, id, "Pay it");
+            s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
+                .unwrap();
+            assert_eq!(s.plan(id).unwrap().unwrap().status, "approved");
+            // A delegate's call under the plan, which only finance may decide.
+            let (call, mut v) = pay(700);
+            v.terms.approvers = vec!["finance".into()];
+            let call = CanonicalCall::new(call).unwrap();
+            let ttl = |_: &Verdict| 60_000;
+            let p = Proposal {
+                plan_id: Some(id),
+                agent: "bot2",
+                ..proposal(&call, "s1", 4_000, &ttl)
+            };
+            let Ok((_, Proposed::Held { approval: held, .. })) = s.propose(&p, |_| v.clone())
+            else {
+                panic!("the call under the plan is held");
+            };
+            let (_, cancelled) = s.cancel_plan(id, stopper, None, 5_000).unwrap();
+            assert_eq!(cancelled.len(), 1);
+            let after = s.get_approval(&held.id).unwrap().unwrap();
+            assert_eq!(after.status.as_str(), "cancelled", "{after:?}");
+        }
     });
 }
