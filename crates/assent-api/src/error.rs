@@ -91,6 +91,8 @@ pub const PLAN_EXISTS: &str = "PLAN_EXISTS";
 pub const WRONG_STATE: &str = "WRONG_STATE";
 /// 409: the token was redeemed already.
 pub const TOKEN_USED: &str = "TOKEN_USED";
+/// 409: the token's call was held under an MPLP plan that has stopped since.
+pub const PLAN_STOPPED: &str = "PLAN_STOPPED";
 /// 410: the token expired.
 pub const TOKEN_EXPIRED: &str = "TOKEN_EXPIRED";
 /// 413: the request body is over the gateway's limit.

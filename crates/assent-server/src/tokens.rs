@@ -20,7 +20,8 @@ use tracing::Instrument;
 
 /// The API error of a refused redemption: `401 TOKEN_INVALID`, `403` (another agent's),
 /// `403 NOT_EXECUTOR` (an executor's for a call it does not execute),
-/// `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`, `403 TOKEN_MISMATCH`, `503`.
+/// `409 TOKEN_USED`, `410 TOKEN_EXPIRED`, `403 DEVICE_MISMATCH`, `403 TOKEN_MISMATCH`,
+/// `409 PLAN_STOPPED` (the call's plan was stopped since), `503`.
 fn redeem_error(e: RedeemError) -> ApiError {
     match e {
         RedeemError::Invalid => {
@@ -37,6 +38,10 @@ fn redeem_error(e: RedeemError) -> ApiError {
         }
         RedeemError::Mismatch { .. } => {
             ApiError::new(StatusCode::FORBIDDEN, "TOKEN_MISMATCH", e.to_string())
+        }
+        RedeemError::PlanStopped { .. } => {
+            let code = assent_api::error::PLAN_STOPPED;
+            ApiError::new(StatusCode::CONFLICT, code, e.to_string())
         }
         RedeemError::Store(e) => ApiError::unavailable(e),
     }

@@ -114,6 +114,15 @@ pub enum RedeemError {
         /// The hash of the call presented.
         presented: String,
     },
+    /// `PLAN_STOPPED` (409): the call was held under a plan that no longer runs calls
+    /// (cancelled, rejected, failed or completed since the token was minted).
+    #[error("the call's plan {plan_id} is {status}: its calls no longer run")]
+    PlanStopped {
+        /// The plan the call named.
+        plan_id: String,
+        /// Its status now.
+        status: String,
+    },
     #[error(transparent)]
     /// The store failed; the token was not consumed.
     Store(#[from] StoreError),

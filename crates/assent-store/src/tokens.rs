@@ -247,10 +247,10 @@ impl Store {
         // back.
         let seal = self.seal_key(Sealed::Token);
         self.write(|tx| {
-            let result = claims
-                .clone()
-                .ok_or(RedeemError::Invalid)
-                .and_then(|c| consume(**tx, c, &presented, &seal));
+            let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
+                plan_runs(**tx, &c.aid)?;
+                consume(**tx, c, &presented, &seal)
+            });
             let aid = claims.as_ref().map(|c| c.aid.as_str());
             let jti = claims.as_ref().map(|c| c.jti.clone());
             let mut data = json!({"token_id": jti, "call_hash": call_hash, "device_id": device_id});
@@ -561,6 +561,25 @@ fn claims(
 
 /// Checks token `c` against the attempt ([`redeem::check`] on its stored row) and marks it
 /// used, once (a concurrent redemption that got there first makes this one `Used`).
+/// `Ok` unless approval `aid` was held under a plan that no longer runs calls
+/// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
+/// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
+/// tokens redeemable). Checked before the token is consumed.
+fn plan_runs(tx: Conn<'_>, aid: &str) -> Result<(), RedeemError> {
+    let plan: Option<(String, String)> = tx
+        .prepare_cached(
+            "SELECT p.plan_id, p.status FROM confirm_context c JOIN plans p ON p.plan_id = c.plan_id WHERE c.approval_id = ?1",
+        )
+        .and_then(|mut st| st.query_row(params![aid], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(|e| RedeemError::Store(e.into()))?;
+    match plan {
+        Some((plan_id, status)) if !assent_core::transitions::plan_runs_calls(&status) => {
+            Err(RedeemError::PlanStopped { plan_id, status })
+        }
+        _ => Ok(()),
+    }
+}
+
 fn consume(
     tx: Conn<'_>,
     c: TokenClaims,

@@ -194,3 +194,39 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
         }
     });
 }
+
+/// Found by review: a call approved while its plan ran kept a redeemable token after the plan
+/// was stopped. Redemption refuses a token whose call's plan no longer runs calls.
+#[test]
+fn a_token_of_a_call_under_a_stopped_plan_is_not_redeemed() {
+    use assent_core::approval::Canceller;
+    use assent_store::{DecisionInput, RedeemError};
+    both_stores(|_, s| {
+        let id = "9c8d7e6f-5a4b-4c3d-8e2f-1a0b9c8d7e6f";
+        let approval = submitted(s, id, "Pay it");
+        s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        let (call, v) = pay(700);
+        let call = CanonicalCall::new(call).unwrap();
+        let ttl = |_: &Verdict| 60_000;
+        let p = Proposal {
+            plan_id: Some(id),
+            ..proposal(&call, "s1", 4_000, &ttl)
+        };
+        let Ok((_, Proposed::Held { approval: held, .. })) = s.propose(&p, |_| v.clone()) else {
+            panic!("the call under the plan is held");
+        };
+        s.decide(&held.id, &DecisionInput::approve(), "alice", &[], 5_000)
+            .unwrap();
+        let token = s.token_string(&held.id).unwrap().unwrap();
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        s.cancel_plan(id, &bot, None, 6_000).unwrap();
+        let e = s
+            .redeem(&token, "bot", &held.call_hash, None, 7_000)
+            .unwrap_err();
+        assert!(matches!(e, RedeemError::PlanStopped { .. }), "{e:?}");
+    });
+}
