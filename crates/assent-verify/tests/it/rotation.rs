@@ -82,9 +82,12 @@ async fn a_retired_key_leaves_the_jwks_once_its_tokens_have_expired() {
     // Retired an hour ago (tokens live 5 minutes, plus a minute of grace): expired.
     let seed = std::fs::read(dir.path().join("token.key")).unwrap();
     let hour_ago = (now_s() - 3600) * 1000;
-    std::fs::write(
-        dir.path().join(format!("token-retired-{hour_ago}.key")),
-        &seed,
+    let retired = dir.path().join(format!("token-retired-{hour_ago}.key"));
+    std::fs::write(&retired, &seed).unwrap();
+    // A key file only its owner may read, as the store requires.
+    std::fs::set_permissions(
+        &retired,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
     )
     .unwrap();
     std::fs::write(dir.path().join("token.key"), [42u8; 32]).unwrap();
