@@ -263,3 +263,49 @@ fn audit_key_reads_the_keys_dir_of_a_config_and_never_makes_one() {
     );
     assert!(!empty.join("audit.key").exists());
 }
+
+/// Found by review: the key-file check let root read keys another user owns everywhere, so a
+/// gateway run as root took keys an unprivileged user could replace. An administration
+/// command run by root still reads a service user's private keys (`assent audit key` on a
+/// systemd `DynamicUser`'s directory); `assent serve` run by root refuses them. Only as root:
+/// nobody else may give a file away.
+#[cfg(unix)]
+#[test]
+fn root_reads_a_service_users_keys_to_administer_them_but_never_serves_with_them() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        return;
+    }
+    let keys = dir.path().join("keys");
+    let k = keys.to_str().unwrap();
+    ok(&run(&["keys", "init", "--keys-dir", k]));
+    for f in [keys.clone(), keys.join("token.key"), keys.join("audit.key")] {
+        std::os::unix::fs::chown(&f, Some(4242), Some(4242)).unwrap();
+    }
+    let key = ok(&run(&["audit", "key", "--keys-dir", k]));
+    assert_eq!(key.trim().len(), 64, "{key}");
+    let cfg = dir.path().join("assent.yaml");
+    std::fs::write(&cfg, "listen: 127.0.0.1:0\ndata_dir: keys\n").unwrap();
+    let mut gw = crate::serve_cmd(&cfg)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = gw.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = gw.kill();
+            panic!("assent serve started with another user's keys");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut gw.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        !status.success() && (err.contains("4242") || err.contains("may replace the key files")),
+        "{err}"
+    );
+}
