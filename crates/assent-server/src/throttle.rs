@@ -56,6 +56,10 @@ pub const KNOWN_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
 /// principals' keys, whatever addresses one of them comes from.
 const KNOWN_ADDRESSES: usize = 64;
 
+/// How old a key's newest note of its address may be before [`Throttle::authenticated`]
+/// notes it again (the memory is kept to [`KNOWN_FOR`], so a minute more or less is nothing).
+const RENOTE_AFTER: Duration = Duration::from_secs(60);
+
 pub use crate::config::RateLimits;
 
 /// The addresses (networks) one key authenticated from, each with when it last did.
@@ -216,6 +220,14 @@ impl Throttle {
         let now = Instant::now();
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         let seen = known.entry(*digest).or_default();
+        // Noted in the last minute: nothing to rewrite (this runs on every authenticated
+        // request).
+        if seen
+            .last()
+            .is_some_and(|(a, at)| *a == addr && now.duration_since(*at) < RENOTE_AFTER)
+        {
+            return;
+        }
         seen.retain(|(a, at)| *a != addr && now.duration_since(*at) < KNOWN_FOR);
         if seen.len() >= KNOWN_ADDRESSES {
             seen.remove(0);
