@@ -144,12 +144,11 @@ pub(crate) async fn events(
     // (`RESUME_WINDOW` events, `assent_store::subscriptions`), not at the newest event: the
     // confirmations raised since are delivered.
     let resume = match last.clone() {
-        Some(evt) if evt.starts_with("evt_") => Some(
-            st.store_call(move |s| s.event_seq(&evt))
-                .await?
-                .unwrap_or(0),
-        ),
-        Some(evt) => st.store_call(move |s| s.event_seq(&evt)).await?,
+        Some(evt) => {
+            let ours = evt.starts_with("evt_");
+            let seq = st.store_call(move |s| s.event_seq(&evt)).await?;
+            seq.or(ours.then_some(0))
+        }
         None => None,
     };
     let (sub, fresh) = match q.get("subscription_id") {
