@@ -81,6 +81,10 @@ fn audit_verify(
             Some(k) => Some(checkpoint::parse_public_key(k)?),
             None => None,
         };
+        // `--checkpoint FILE`, else the config's `audit_checkpoints.file` (found by review:
+        // `verify --config` ignored it, so with the stored checkpoints deleted a rewritten
+        // chain passed with only an "N records not signed yet" line).
+        let checkpoint = checkpoint.or(r.checkpoint_file);
         let opts = VerifyOptions {
             public_key,
             checkpoint_file: checkpoint.as_deref(),

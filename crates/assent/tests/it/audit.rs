@@ -248,6 +248,15 @@ fn a_truncated_tail_is_caught_by_the_checkpoint_file() {
         &["--checkpoint", g.file.to_str().unwrap()],
         &["removed from the end"],
     );
+    // Review finding: `verify --config` ignored the config's `audit_checkpoints.file`.
+    let out = Command::new(BIN)
+        .args(["audit", "verify", "--config"])
+        .arg(&g.cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("removed from the end"), "{err}");
 }
 
 #[test]
