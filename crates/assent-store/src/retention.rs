@@ -287,10 +287,14 @@ impl Store {
         else {
             return Ok(None);
         };
-        let done = self.write(|tx| commit(tx, &p, &manifest, &pairs))?;
-        if !done {
+        let done = match self.write(|tx| commit(tx, &p, &manifest, &pairs)) {
+            Ok(true) => Some(partial),
+            Ok(false) => None,
+            Err(e) => Some(self.committed_after_all(&p, &manifest, partial, e)?),
+        };
+        let Some(partial) = done else {
             return Ok(None);
-        }
+        };
         let path = partial.keep();
         let bytes = std::fs::metadata(&path).map_err(io(&path))?.len();
         Ok(Some(Archived {
@@ -299,6 +303,36 @@ impl Store {
             bytes,
             more: p.more,
         }))
+    }
+
+    /// After the deleting transaction failed with `e`: whether it committed after all (on
+    /// PostgreSQL a connection lost after the server's `COMMIT` is an error here though the
+    /// records are gone), read again from the anchor, which a commit moves to
+    /// `m.last_seq`. Committed: the export, the only copy of its records now, is kept and
+    /// returned. Not committed: `e` (the export is removed). Unknown (the anchor could not be
+    /// read): `e`, and the export is kept, to be checked by hand (found by review: dropped on
+    /// every error, it was deleted when the error came after the commit, losing the records).
+    fn committed_after_all(
+        &self,
+        p: &Plan,
+        m: &Manifest,
+        partial: Partial,
+        e: StoreError,
+    ) -> Result<Partial, StoreError> {
+        match self.read(audit::anchor) {
+            Ok((seq, hash)) if seq == m.last_seq && hash == m.last_hash => {
+                tracing::warn!(error = %e, file = %partial.path.display(),
+                    "the audit retention commit reported an error but took effect; the export is kept");
+                Ok(partial)
+            }
+            Ok((seq, _)) if seq == p.prev_seq => Err(e),
+            Ok(_) | Err(_) => {
+                let kept = partial.keep();
+                tracing::error!(error = %e, file = %kept.display(),
+                    "the audit retention commit failed and whether it took effect is unknown; the export is kept: check it with `assent audit verify-export` against the chain");
+                Err(e)
+            }
+        }
     }
 
     /// Writes the export of `p` (chunk by chunk, the store's connection locked per chunk),
