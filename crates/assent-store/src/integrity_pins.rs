@@ -194,8 +194,9 @@ pub(crate) fn pins(
 
 /// Whether stored definition `definition` (JSON text) has fingerprint `fp`.
 fn defines(definition: &str, fp: &str) -> bool {
-    serde_json::from_str::<Value>(definition)
-        .is_ok_and(|d| crate::pins::fingerprint(&d) == fp || crate::pins::fingerprint_v1(&d) == fp)
+    serde_json::from_str::<Value>(definition).is_ok_and(|d| {
+        crate::pins::fingerprint(&d) == fp || crate::pins::earlier_fingerprint(&d, fp)
+    })
 }
 
 /// `server/tool` of the gateway's hub, or `server/tool for agent A`.

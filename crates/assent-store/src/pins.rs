@@ -111,7 +111,7 @@ impl db::Settles for PinCheckError {}
 /// The fingerprint of a tool definition: SHA-256 (hex) of the RFC 8785 canonical JSON of its
 /// `name`, `description` and `inputSchema` (missing ones as `null`, as [`fingerprint_v1`]) and,
 /// when present, its `title`, `annotations` (`title`, `readOnlyHint`, `destructiveHint`,
-/// `idempotentHint`, `openWorldHint`) and `outputSchema`. Found by review: the pin covered the
+/// `idempotentHint`, `openWorldHint`), `outputSchema` and `icons` ([`icons`]). Found by review: the pin covered the
 /// first three only, so an upstream could turn a destructive tool's annotations to
 /// `readOnlyHint: true` (which clients use to decide whether to ask the user) or retitle it
 /// with no review. The fields are those of the MCP `Tool` as rmcp reads it, nulls and unknown
@@ -119,6 +119,12 @@ impl db::Settles for PinCheckError {}
 /// (the upstream's JSON) fingerprint one definition alike; a tool with none of the added
 /// fields keeps its [`fingerprint_v1`].
 pub fn fingerprint(tool: &Value) -> String {
+    digest(&v2_fields(tool, true))
+}
+
+/// The fields [`fingerprint`] covers, as one object; `with_icons: false` as it was before the
+/// icons counted (2026-11-30).
+fn v2_fields(tool: &Value, with_icons: bool) -> Value {
     let mut v = v1_fields(tool);
     if let Some(t) = tool.get("title").filter(|t| t.is_string()) {
         v["title"] = t.clone();
@@ -143,7 +149,44 @@ pub fn fingerprint(tool: &Value) -> String {
     if !annotations.is_empty() {
         v["annotations"] = Value::Object(annotations);
     }
-    digest(&v)
+    let icons = icons(tool);
+    if with_icons && !icons.is_empty() {
+        v["icons"] = Value::Array(icons);
+    }
+    v
+}
+
+/// Whether `fp` is what an earlier form of [`fingerprint`] made of `def`: [`fingerprint_v1`],
+/// or the fingerprint before the icons counted.
+pub(crate) fn earlier_fingerprint(def: &Value, fp: &str) -> bool {
+    fingerprint_v1(def) == fp || digest(&v2_fields(def, false)) == fp
+}
+
+/// A tool's `icons` as the fingerprint covers them: each icon's `src`, `mimeType`, `theme`
+/// (strings) and `sizes` (strings), the fields rmcp's `Icon` keeps, so the hub and a relay
+/// fingerprint one definition alike. Found by review: the icons were not covered, so an
+/// upstream could point a reviewed tool's icon at a URL of its own (each client showing the
+/// tool fetches it) with no review.
+fn icons(tool: &Value) -> Vec<Value> {
+    let Some(list) = tool.get("icons").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(Value::as_object)
+        .map(|icon| {
+            let mut kept = serde_json::Map::new();
+            for k in ["src", "mimeType", "theme"] {
+                if let Some(x) = icon.get(k).filter(|x| x.is_string()) {
+                    kept.insert(k.to_string(), x.clone());
+                }
+            }
+            if let Some(sizes) = icon.get("sizes").and_then(Value::as_array) {
+                let sizes: Vec<Value> = sizes.iter().filter(|x| x.is_string()).cloned().collect();
+                kept.insert("sizes".to_string(), Value::Array(sizes));
+            }
+            Value::Object(kept)
+        })
+        .collect()
 }
 
 /// The three fields [`fingerprint_v1`] covers, as one object (missing ones as `null`).
@@ -166,12 +209,12 @@ pub fn fingerprint_v1(tool: &Value) -> String {
 
 /// Whether tool definition `t` is the one pinned with fingerprint `pin_fp` and stored
 /// definition `pinned_def`: its [`fingerprint`] is the pin's, or the pin is one of
-/// [`fingerprint_v1`] (made before the annotations and title counted) and `t` fingerprints as
-/// its stored definition — so no pin made before the upgrade needs a review, and nothing the
+/// an earlier fingerprint of its stored definition ([`fingerprint_v1`], before the annotations
+/// and title counted, or before the icons did) and `t` fingerprints as its stored definition — so no pin made before the upgrade needs a review, and nothing the
 /// old fingerprint left out can change under it unreviewed.
 pub(crate) fn matches_pin(pin_fp: &str, pinned_def: &Value, t: &Value) -> bool {
     let fp = fingerprint(t);
-    fp == pin_fp || (fingerprint_v1(pinned_def) == pin_fp && fingerprint(pinned_def) == fp)
+    fp == pin_fp || (earlier_fingerprint(pinned_def, pin_fp) && fingerprint(pinned_def) == fp)
 }
 
 /// The pin of `server`/`tool` that holds in scope `scope` (a stored key): its own, else the
@@ -295,7 +338,7 @@ impl Report<'_> {
         let existing = reviews.into_iter().find(|(_, _, rfp, def)| {
             rfp == fp
                 || serde_json::from_str::<Value>(def)
-                    .is_ok_and(|d| fingerprint_v1(&d) == *rfp && fingerprint(&d) == fp)
+                    .is_ok_and(|d| earlier_fingerprint(&d, rfp) && fingerprint(&d) == fp)
         });
         if let Some((id, status, ..)) = existing {
             return Ok((
@@ -548,5 +591,18 @@ mod tests {
         // A pin of the old fingerprint holds for its own definition only.
         assert!(matches_pin(&fingerprint_v1(&hub), &hub, &relay));
         assert!(!matches_pin(&fingerprint_v1(&hub), &hub, &pulled));
+        // Icons count, as rmcp keeps them (unknown keys and non-strings left out); a pin made
+        // before they counted holds for its own definition's icons only.
+        let mut iconed = hub.clone();
+        iconed["icons"] = json!([{"src": "https://a.example/i.png", "sizes": ["48x48"]}]);
+        let mut relayed = iconed.clone();
+        relayed["icons"][0]["x-vendor"] = json!(true);
+        assert_eq!(fingerprint(&iconed), fingerprint(&relayed));
+        assert_ne!(fingerprint(&iconed), fingerprint(&hub));
+        let mut moved = iconed.clone();
+        moved["icons"][0]["src"] = json!("https://attacker.example/i.png");
+        let before_icons = digest(&v2_fields(&iconed, false));
+        assert!(matches_pin(&before_icons, &iconed, &relayed));
+        assert!(!matches_pin(&before_icons, &iconed, &moved));
     }
 }

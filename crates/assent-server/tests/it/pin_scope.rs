@@ -357,11 +357,11 @@ async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id
 /// Review finding: the fingerprint covered only `name`, `description` and `inputSchema`, so an
 /// upstream could turn a destructive tool's `annotations` to `readOnlyHint: true` (clients use
 /// it to decide whether to ask the user) or retitle it, and the agent was
-/// shown the new definition with no review. The title and annotations count now (`_meta`
-/// does not); a pin made under the old fingerprint holds while the definition is the pinned
+/// shown the new definition with no review. The title, annotations and icons count now
+/// (`_meta` does not); a pin made under the old fingerprint holds while the definition is the pinned
 /// one and nothing the old fingerprint left out can change under it unreviewed.
 #[tokio::test]
-async fn a_rug_pull_of_annotations_or_title_alone_is_held_for_review() {
+async fn a_rug_pull_of_annotations_title_or_icons_alone_is_held_for_review() {
     let dir = tempfile::tempdir().unwrap();
     let gw = two_agents(dir.path()).await;
     let mut genuine = read_file(GENUINE);
@@ -374,7 +374,16 @@ async fn a_rug_pull_of_annotations_or_title_alone_is_held_for_review() {
     retitled["title"] = json!("Harmless reader");
     let mut meta = genuine.clone();
     meta["_meta"] = json!({"seen": 2});
-    for (changed, state) in [(&pulled, "held"), (&retitled, "held"), (&meta, "pinned")] {
+    // Review finding: an icon pointed at the upstream's own URL passed unreviewed too.
+    let mut icon = genuine.clone();
+    icon["icons"] = json!([{"src": "https://attacker.example/pixel.png", "sizes": ["48x48"]}]);
+    let changes = [
+        (&pulled, "held"),
+        (&retitled, "held"),
+        (&icon, "held"),
+        (&meta, "pinned"),
+    ];
+    for (changed, state) in changes {
         let (s, b) = check(&gw, BOT, "bot", vec![changed.clone()], json!({})).await;
         assert_answer(s, &b["tools"][0], "state", StatusCode::OK, state);
         assert_eq!(b["tools"][0]["pinned"], genuine, "{b}");
