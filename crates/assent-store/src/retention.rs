@@ -27,7 +27,9 @@
 //!   write transaction; the transaction (serialised by the database's write lock) deletes only
 //!   when the newest anchor is still the one the run started from and the records still have
 //!   the hashes exported, so exactly one run deletes a range and its anchor names a file that
-//!   was written and synced; a run that lost removes its own file.
+//!   was written and synced; a run that lost removes its own file. A COMMIT that fails after
+//!   the transaction's work was done may still take effect: its export is kept
+//!   ([`Store::committed_after_all`]).
 //!
 //! The format, the anchors and the offline checks of an export are [`crate::archive`].
 
@@ -221,7 +223,8 @@ impl Store {
     /// re-chained, their stored checkpoints deleted, were signed into an export and deleted,
     /// and the file's checkpoint among them could no longer be checked against anything.
     ///
-    /// Errors (nothing deleted; a partial export is removed): the records to archive do not
+    /// Errors (nothing deleted, and the export removed — but for an error of the COMMIT
+    /// itself, whose export is kept, as the records may be gone): the records to archive do not
     /// verify from the anchor, a checkpoint among them does not verify or match, the
     /// newest anchor's signature does not verify (a broken chain is never archived away),
     /// the records changed between the export and the transaction; I/O and database errors.
@@ -287,10 +290,19 @@ impl Store {
         else {
             return Ok(None);
         };
-        let done = match self.write(|tx| commit(tx, &p, &manifest, &pairs)) {
+        // Whether the transaction's work ran to its end, so that an error can only have come
+        // from its COMMIT, whose outcome is then unknown.
+        let reached_commit = std::cell::Cell::new(false);
+        let done = self.write(|tx| {
+            let done = commit(tx, &p, &manifest, &pairs);
+            reached_commit.set(done.is_ok());
+            done
+        });
+        let done = match done {
             Ok(true) => Some(partial),
             Ok(false) => None,
-            Err(e) => Some(self.committed_after_all(&p, &manifest, partial, e)?),
+            Err(e) if !reached_commit.get() => return Err(e),
+            Err(e) => Some(self.committed_after_all(&manifest, partial, e)?),
         };
         let Some(partial) = done else {
             return Ok(None);
@@ -305,34 +317,38 @@ impl Store {
         }))
     }
 
-    /// After the deleting transaction failed with `e`: whether it committed after all (on
-    /// PostgreSQL a connection lost after the server's `COMMIT` is an error here though the
-    /// records are gone), read again from the anchor, which a commit moves to
-    /// `m.last_seq`. Committed: the export, the only copy of its records now, is kept and
-    /// returned. Not committed: `e` (the export is removed). Unknown (the anchor could not be
-    /// read): `e`, and the export is kept, to be checked by hand (found by review: dropped on
-    /// every error, it was deleted when the error came after the commit, losing the records).
+    /// After the deleting transaction's COMMIT failed with `e` (its work done, so it may have
+    /// taken effect: on PostgreSQL a connection lost after the server's `COMMIT`, or a commit
+    /// waiting on a synchronous standby, is an error here though the records are, or will be,
+    /// gone): committed when the archive row naming this export is there, and then the
+    /// export, the only copy of its records, is kept and returned. Otherwise `e`, and the
+    /// export is kept still, its path logged (its records may yet be deleted; it is the only
+    /// copy then, else a later run archives them again and this file is spare). Found by
+    /// review: the export was removed on every error, also on one after the commit.
     fn committed_after_all(
         &self,
-        p: &Plan,
         m: &Manifest,
         partial: Partial,
         e: StoreError,
     ) -> Result<Partial, StoreError> {
-        match self.read(audit::anchor) {
-            Ok((seq, hash)) if seq == m.last_seq && hash == m.last_hash => {
-                tracing::warn!(error = %e, file = %partial.path.display(),
-                    "the audit retention commit reported an error but took effect; the export is kept");
-                Ok(partial)
-            }
-            Ok((seq, _)) if seq == p.prev_seq => Err(e),
-            Ok(_) | Err(_) => {
-                let kept = partial.keep();
-                tracing::error!(error = %e, file = %kept.display(),
-                    "the audit retention commit failed and whether it took effect is unknown; the export is kept: check it with `assent audit verify-export` against the chain");
-                Err(e)
-            }
+        let file = m.file.clone();
+        let ours = self.read(move |c| {
+            Ok(
+                c.prepare_cached("SELECT 1 FROM audit_archives WHERE file = ?1")?
+                    .query_row([&file], |_| Ok(()))
+                    .optional()?
+                    .is_some(),
+            )
+        });
+        if ours.as_ref().is_ok_and(|x| *x) {
+            tracing::warn!(error = %e, file = %partial.path.display(),
+                "the audit retention commit reported an error but took effect; the export is kept");
+            return Ok(partial);
         }
+        let kept = partial.keep();
+        tracing::error!(error = %e, file = %kept.display(),
+            "the audit retention commit failed and may yet take effect; the export is kept: once `assent audit verify` passes and no archive names this file, it may be removed");
+        Err(e)
     }
 
     /// Writes the export of `p` (chunk by chunk, the store's connection locked per chunk),

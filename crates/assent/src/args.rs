@@ -571,6 +571,7 @@ pub(crate) enum AuditCmd {
         place: DataPlace,
         /// A checkpoint sink file (JSONL, `audit_checkpoints.file`): the chain must reach its
         /// newest checkpoint signed by the audit key (detects a truncated or rewritten log).
+        /// Default: the `audit_checkpoints.file` of --config, when it exists.
         #[arg(long)]
         checkpoint: Option<PathBuf>,
         /// The audit public key (64 hex characters, from `assent audit key`); default: the

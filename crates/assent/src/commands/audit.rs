@@ -84,7 +84,19 @@ fn audit_verify(
         // `--checkpoint FILE`, else the config's `audit_checkpoints.file` (found by review:
         // `verify --config` ignored it, so with the stored checkpoints deleted a rewritten
         // chain passed with only an "N records not signed yet" line).
-        let checkpoint = checkpoint.or(r.checkpoint_file);
+        // A sink file the gateway has not written yet (a fresh install) is none to check, as
+        // at the gateway's start; one named by `--checkpoint` must exist.
+        let from_config = r.checkpoint_file.filter(|f| {
+            let there = f.exists();
+            if !there && checkpoint.is_none() {
+                eprintln!(
+                    "assent: the config's checkpoint file {} does not exist (not written yet?); not checked against it",
+                    f.display()
+                );
+            }
+            there
+        });
+        let checkpoint = checkpoint.or(from_config);
         let opts = VerifyOptions {
             public_key,
             checkpoint_file: checkpoint.as_deref(),
