@@ -164,29 +164,41 @@ pub(crate) fn earlier_fingerprint(def: &Value, fp: &str) -> bool {
 
 /// A tool's `icons` as the fingerprint covers them: each icon's `src`, `mimeType`, `theme`
 /// (strings) and `sizes` (strings), the fields rmcp's `Icon` keeps, so the hub and a relay
-/// fingerprint one definition alike. Found by review: the icons were not covered, so an
-/// upstream could point a reviewed tool's icon at a URL of its own (each client showing the
-/// tool fetches it) with no review.
+/// fingerprint one definition alike; an icon of another shape (rmcp refuses it, so only a
+/// relay forwards it) and an `icons` that is not a list count as they are (found by review
+/// of a form that left them out, and the relay forwarded them unreviewed). Found by review:
+/// the icons were not covered, so an upstream could point a reviewed tool's icon at a URL of
+/// its own (each client showing the tool fetches it) with no review.
 fn icons(tool: &Value) -> Vec<Value> {
-    let Some(list) = tool.get("icons").and_then(Value::as_array) else {
-        return Vec::new();
+    let list = match tool.get("icons") {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(list)) => list,
+        Some(other) => return vec![other.clone()],
     };
-    list.iter()
-        .filter_map(Value::as_object)
-        .map(|icon| {
-            let mut kept = serde_json::Map::new();
-            for k in ["src", "mimeType", "theme"] {
-                if let Some(x) = icon.get(k).filter(|x| x.is_string()) {
-                    kept.insert(k.to_string(), x.clone());
-                }
-            }
-            if let Some(sizes) = icon.get("sizes").and_then(Value::as_array) {
-                let sizes: Vec<Value> = sizes.iter().filter(|x| x.is_string()).cloned().collect();
-                kept.insert("sizes".to_string(), Value::Array(sizes));
-            }
-            Value::Object(kept)
-        })
-        .collect()
+    list.iter().map(icon).collect()
+}
+
+/// One icon of [`icons`]: rmcp's fields when it has their shape, else as it is.
+fn icon(v: &Value) -> Value {
+    let text = |k: &str| v.get(k).is_none_or(|x| x.is_string() || x.is_null());
+    let sizes = v.get("sizes").is_none_or(|x| {
+        x.is_null() || x.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+    });
+    let shaped = v.get("src").is_some_and(Value::is_string)
+        && text("mimeType")
+        && v.get("theme")
+            .is_none_or(|t| t.is_null() || t == "light" || t == "dark")
+        && sizes;
+    if !shaped {
+        return v.clone();
+    }
+    let mut kept = serde_json::Map::new();
+    for k in ["src", "mimeType", "theme", "sizes"] {
+        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
+            kept.insert(k.to_string(), x.clone());
+        }
+    }
+    Value::Object(kept)
 }
 
 /// The three fields [`fingerprint_v1`] covers, as one object (missing ones as `null`).
@@ -604,5 +616,16 @@ mod tests {
         let before_icons = digest(&v2_fields(&iconed, false));
         assert!(matches_pin(&before_icons, &iconed, &relayed));
         assert!(!matches_pin(&before_icons, &iconed, &moved));
+        // Shapes rmcp refuses (only a relay forwards them) count as they are.
+        for odd in [
+            json!(["https://attacker.example/i.png"]),
+            json!({"src": "https://attacker.example/i.png"}),
+            json!([{"src": "https://a.example/i.png", "sizes": "48x48"}]),
+            json!([{"src": "https://a.example/i.png", "theme": "evil"}]),
+        ] {
+            let mut t = hub.clone();
+            t["icons"] = odd;
+            assert_ne!(fingerprint(&t), fingerprint(&hub), "{t}");
+        }
     }
 }
