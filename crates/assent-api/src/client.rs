@@ -124,6 +124,26 @@ impl Client {
         Self::with_http(http, base_url, api_key)
     }
 
+    /// A client of the gateway serving on the Unix socket `path` (the MCP hub inside `assent
+    /// serve` reaches its own gateway so: its connections are not a client address's, and no
+    /// other user can open them), with the timeouts of [`Client::with_timeouts`]. Requests
+    /// name the host `localhost`.
+    #[cfg(unix)]
+    pub fn over_unix_socket(
+        path: &std::path::Path,
+        api_key: &str,
+        connect: Duration,
+        total: Duration,
+    ) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .unix_socket(path)
+            .connect_timeout(connect)
+            .timeout(total)
+            .build()
+            .map_err(|e| ClientError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Self::with_http(http, "http://localhost", api_key)
+    }
+
     /// A client on an existing reqwest client (sharing its pool and timeouts, e.g. the MCP
     /// hub's one client for many agent keys).
     pub fn with_http(

@@ -153,7 +153,7 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    run_with(listener, state, axum::Router::new(), shutdown).await
+    run_with(listener, None, state, axum::Router::new(), shutdown).await
 }
 
 /// A gateway serving [`run`] on an ephemeral loopback port (`127.0.0.1:0`) in this process:
@@ -193,9 +193,12 @@ impl Loopback {
     }
 }
 
-/// [`run`], with `extra` routes merged into the API (the MCP hub's `/mcp`).
+/// [`run`], with `extra` routes merged into the API (the MCP hub's `/mcp`) and, with
+/// `private`, served on that Unix socket too (the hub's way to this gateway,
+/// [`serve::serve`]).
 pub async fn run_with(
     listener: TcpListener,
+    private: Option<serve::Private>,
     state: AppState,
     extra: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -209,7 +212,15 @@ pub async fn run_with(
     let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
     let limits = state.limits.clone();
     let app = app(state.clone(), extra);
-    let res = serve::serve(listener, app, limits, Duration::from_secs(10), shutdown).await;
+    let res = serve::serve(
+        listener,
+        private,
+        app,
+        limits,
+        Duration::from_secs(10),
+        shutdown,
+    )
+    .await;
     expiry.abort();
     signer.stop().await;
     for h in hooks {

@@ -101,10 +101,13 @@ pub fn effective_cap(wanted: usize, nofile: Option<u64>) -> usize {
 /// The most a connection buffers while it reads a request's head (bytes).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-/// Serves `app` on `listener` until `shutdown` completes, then lets open connections finish
-/// for at most `drain`.
+/// Serves `app` on `listener` (and on `private`, a Unix socket only this process's own
+/// clients use: the MCP hub's; its connections share `max_connections` but count against no
+/// address, and carry the peer `127.0.0.1:0`) until `shutdown` completes, then lets open
+/// connections finish for at most `drain`.
 pub async fn serve(
     listener: TcpListener,
+    private: Option<Private>,
     app: Router,
     limits: ConnLimits,
     drain: Duration,
@@ -125,6 +128,15 @@ pub async fn serve(
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
+            own = accept_private(private.as_ref()) => {
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!("the hub's connection to its gateway refused: max_connections reached");
+                    continue;
+                };
+                let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+                serve_one(&builder, &app, own, peer, &graceful, slot);
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(x) => x,
                 Err(e) => {
@@ -153,22 +165,17 @@ pub async fn serve(
             Some(s)
         };
         let _ = tcp.set_nodelay(true);
-        let svc = app
-            .clone()
-            .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
-                let mut req = req.map(axum::body::Body::new);
-                req.extensions_mut().insert(ConnectInfo(peer));
-                req
-            });
-        let svc = hyper_util::service::TowerToHyperService::new(svc);
-        let conn = builder.serve_connection(TokioIo::new(tcp), svc);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            let _ = conn.await;
-            drop((slot, counted));
-        });
+        serve_one(
+            &builder,
+            &app,
+            TokioIo::new(tcp),
+            peer,
+            &graceful,
+            (slot, counted),
+        );
     }
     drop(listener);
+    drop(private);
     if tokio::time::timeout(drain, graceful.shutdown())
         .await
         .is_err()
@@ -176,6 +183,65 @@ pub async fn serve(
         tracing::info!("connections still open after the drain period; closing them");
     }
     Ok(())
+}
+
+/// The Unix socket [`serve`] serves the process's own clients on.
+#[cfg(unix)]
+pub type Private = tokio::net::UnixListener;
+/// The Unix socket [`serve`] serves the process's own clients on (none off Unix).
+#[cfg(not(unix))]
+pub type Private = std::convert::Infallible;
+
+/// The next connection on `private`; pends for ever without one (after an accept error,
+/// logged, it tries again a moment later).
+#[cfg(unix)]
+async fn accept_private(private: Option<&Private>) -> TokioIo<tokio::net::UnixStream> {
+    let Some(l) = private else {
+        return std::future::pending().await;
+    };
+    loop {
+        match l.accept().await {
+            Ok((s, _)) => return TokioIo::new(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "accept on the private socket failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// Off Unix there is no private socket: pends for ever.
+#[cfg(not(unix))]
+async fn accept_private(_: Option<&Private>) -> TokioIo<tokio::net::TcpStream> {
+    std::future::pending().await
+}
+
+/// Serves one connection `io` from `peer` (`ConnectInfo`), watched by `graceful`, holding
+/// `guard` (its slots) until it ends.
+fn serve_one<IO>(
+    builder: &hyper::server::conn::http1::Builder,
+    app: &Router,
+    io: IO,
+    peer: std::net::SocketAddr,
+    graceful: &hyper_util::server::graceful::GracefulShutdown,
+    guard: impl Send + 'static,
+) where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = app
+        .clone()
+        .map_request(move |req: hyper::Request<hyper::body::Incoming>| {
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut().insert(ConnectInfo(peer));
+            req
+        });
+    let svc = hyper_util::service::TowerToHyperService::new(svc);
+    let conn = builder.serve_connection(io, svc);
+    let conn = graceful.watch(conn);
+    tokio::spawn(async move {
+        let _ = conn.await;
+        drop(guard);
+    });
 }
 
 /// The body of a refusal over `max_connections`.

@@ -46,7 +46,7 @@ pub(crate) async fn serve(
     state.limits.max_connections =
         assent_server::serve::effective_cap(state.limits.max_connections, nofile);
     let listener = bind(&cfg).await?;
-    let extra = mount_mcp(&cfg, &listener, &mut state).await?;
+    let (extra, mut private) = mount_mcp(&cfg, &listener, &mut state).await?;
     tracing::info!(
         listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
         agents = cfg.registry.agents.len(), policies = cfg.registry.policies().len(),
@@ -58,7 +58,9 @@ pub(crate) async fn serve(
         assent_server::retention::spawn(state.clone(), d, dir, assent_server::retention::EVERY)
     });
     let hangups = on_hangup(state.clone());
-    assent_server::run_with(listener, state, extra, shutdown()).await?;
+    let own = private.as_mut().and_then(|p| p.listener.take());
+    assent_server::run_with(listener, own, state, extra, shutdown()).await?;
+    drop(private);
     retention.inspect(tokio::task::JoinHandle::abort);
     hangups.inspect(tokio::task::JoinHandle::abort);
     Ok(0)
@@ -92,23 +94,69 @@ async fn bind(cfg: &Config) -> Result<tokio::net::TcpListener> {
     Ok(listener)
 }
 
-/// With `mcp_upstreams`, starts the hub (talking back to this gateway at the listener's
-/// address), makes it the dashboard's dry-run and returns a router serving it at `/mcp`
-/// behind [`strict_mcp_bodies`]; without, an empty router.
+/// The Unix socket the hub reaches its gateway on (`assent serve`): in a directory of its
+/// own, mode 0700, in the system's temporary directory (a socket path must stay short),
+/// removed when dropped.
+struct PrivateSocket {
+    dir: PathBuf,
+    listener: Option<assent_server::serve::Private>,
+}
+
+impl PrivateSocket {
+    /// Binds `assent-hub-PID-RANDOM/gateway.sock`. Errors: the directory's or the bind's.
+    #[cfg(unix)]
+    fn bind() -> Result<(Self, PathBuf)> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!(
+            "assent-hub-{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        ));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join("gateway.sock");
+        // Built first, so that a failed bind removes the directory too.
+        let mut me = PrivateSocket {
+            dir,
+            listener: None,
+        };
+        let listener = tokio::net::UnixListener::bind(&path)
+            .with_context(|| format!("cannot listen on {}", path.display()))?;
+        me.listener = Some(listener);
+        Ok((me, path))
+    }
+}
+
+impl Drop for PrivateSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// With `mcp_upstreams`, starts the hub (talking back to this gateway on a private Unix
+/// socket, [`PrivateSocket`], else at the listener's address), makes it the dashboard's
+/// dry-run and returns a router serving it at `/mcp` behind [`strict_mcp_bodies`], and the
+/// socket; without, an empty router.
 async fn mount_mcp(
     cfg: &Config,
     listener: &tokio::net::TcpListener,
     state: &mut assent_server::AppState,
-) -> Result<axum::Router> {
+) -> Result<(axum::Router, Option<PrivateSocket>)> {
     let mut extra = axum::Router::new();
+    let mut private = None;
     if !cfg.mcp_upstreams.is_empty() {
-        let hub = assent_mcp::hub::Hub::start(
-            upstream_specs(cfg)?,
-            format!("http://{}", listener.local_addr()?),
-            25,
-            10,
-        )
-        .await?;
+        #[cfg(unix)]
+        let gateway = {
+            let (socket, path) = PrivateSocket::bind()?;
+            private = Some(socket);
+            assent_mcp::hub::GatewayAt::Socket(path)
+        };
+        #[cfg(not(unix))]
+        let gateway = assent_mcp::hub::GatewayAt::Url(format!("http://{}", listener.local_addr()?));
+        let _ = listener;
+        let hub = assent_mcp::hub::Hub::start(upstream_specs(cfg)?, gateway, 25, 10).await?;
         state.dry_run = Some(std::sync::Arc::new(HubDryRun(hub.clone())));
         let sessions = McpSessions::default();
         extra = extra
@@ -127,7 +175,7 @@ async fn mount_mcp(
             ));
         tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
     }
-    Ok(extra)
+    Ok((extra, private))
 }
 
 /// On Unix, reloads the configuration's principals, agents and policies on every SIGHUP

@@ -28,6 +28,6 @@ mod transport;
 mod upstream;
 
 pub use handler::HubHandler;
-pub use state::Hub;
+pub use state::{GatewayAt, Hub};
 pub use transport::{HttpSessions, http_service, serve_stdio};
 pub use upstream::UpstreamSpec;

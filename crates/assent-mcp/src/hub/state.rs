@@ -41,23 +41,40 @@ pub struct Hub {
     hub_token: &'static str,
 }
 
+/// Where the hub reaches its gateway.
+#[derive(Debug, Clone)]
+pub enum GatewayAt {
+    /// A gateway's URL (`assent mcp --hub`: a gateway elsewhere).
+    Url(String),
+    /// The Unix socket of the gateway in the same process (`assent serve`): its connections
+    /// count against no client address's `max_connections_per_address` (found by review:
+    /// over loopback TCP every agent's held hub call was a connection from 127.0.0.1, so a
+    /// thousand held calls, or a local agent's idle streams, cut the hub off from its
+    /// gateway for every agent), and no other user can open one.
+    #[cfg(unix)]
+    Socket(std::path::PathBuf),
+}
+
 impl Hub {
     /// Starts every upstream; one that cannot start is kept with its error (reported on
-    /// `tools/call` and in the log) and does not stop the others. The gateway client gives up
-    /// connecting after 5 s and on a request after `poll_seconds` + 30 s; errors when
-    /// `gateway_url` is not a gateway URL or the client cannot be built.
+    /// `tools/call` and in the log) and does not stop the others. The gateway client (at
+    /// `gateway`) gives up connecting after 5 s and on a request after `poll_seconds` + 30 s;
+    /// errors when a URL is not a gateway URL or the client cannot be built.
     pub async fn start(
         specs: BTreeMap<String, UpstreamSpec>,
-        gateway_url: String,
+        gateway: GatewayAt,
         poll_seconds: u64,
         progress_seconds: u64,
     ) -> anyhow::Result<Arc<Self>> {
-        let api = Client::with_timeouts(
-            &gateway_url,
-            "",
+        let (connect, total) = (
             Duration::from_secs(5),
             Duration::from_secs(poll_seconds + 30),
-        )?;
+        );
+        let api = match &gateway {
+            GatewayAt::Url(url) => Client::with_timeouts(url, "", connect, total)?,
+            #[cfg(unix)]
+            GatewayAt::Socket(path) => Client::over_unix_socket(path, "", connect, total)?,
+        };
         // 244 random bits; a gateway in another process never holds the same.
         let hub_token = assent_api::tools::hub_token_init(|| {
             format!(

@@ -83,7 +83,7 @@ async fn mcp(
             }
             let hub = assent_mcp::hub::Hub::start(
                 upstream_specs(&cfg)?,
-                remote.url.clone(),
+                assent_mcp::hub::GatewayAt::Url(remote.url.clone()),
                 poll_seconds.clamp(1, 60),
                 progress_seconds.clamp(1, 3600),
             )

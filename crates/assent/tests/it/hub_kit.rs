@@ -11,11 +11,20 @@ pub(crate) type HubUpstream<'a> = (&'a str, Option<&'a str>, &'a str);
 /// `assent serve` with the hub in front of `upstreams`, for agent `helper` with agent key
 /// `key` and operator alice: its directory (kept alive by the caller) and server.
 pub(crate) fn hub_gateway(key: &str, upstreams: &[HubUpstream<'_>]) -> (tempfile::TempDir, Server) {
+    hub_gateway_with(key, upstreams, "")
+}
+
+/// [`hub_gateway`] with `extra` lines (YAML, each ending in a newline) in its config.
+pub(crate) fn hub_gateway_with(
+    key: &str,
+    upstreams: &[HubUpstream<'_>],
+    extra: &str,
+) -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n".to_string();
     let mut config = format!(
-        "listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n",
+        "{extra}listen: 127.0.0.1:{port}\ndata_dir: data\nagents: [helper.agf.yaml]\nprincipals:\n  - {{name: alice, kind: operator, roles: [ops], key_env: TEST_ALICE_KEY}}\n  - {{name: helper, kind: agent, agent_id: helper, key_sha256: \"{}\"}}\nmcp_upstreams:\n",
         hex_sha256(key)
     );
     for (alias, tools, source) in upstreams {
