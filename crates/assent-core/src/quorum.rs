@@ -169,14 +169,24 @@ impl Tally {
     }
 }
 
-/// Reads a rule's `approvers`: absent or `null` (any operator, one approval); a list of role
-/// names (any one of them, one approval: the form before quorums); one group
-/// `{roles: [..] | role: R, count: N, deny: any|quorum}`; a list of groups
-/// `[{role: R, count: N}, …]`; or `{groups: [..], deny: …}`. `Err` names what is wrong.
-/// A single group of count 1 with `deny: any` is the plain form (no quorum).
+/// Why an explicit empty list of approvers is refused (found by review: `approvers: []`, or a
+/// group's `roles: []`, meant "any operator" — a list emptied by a template or an edit
+/// silently let every operator decide what only named roles should).
+pub const EMPTY_APPROVERS: &str = "an empty approvers list would let any operator decide; \
+    remove the key to mean any operator, or name roles";
+
+/// Reads a rule's `approvers`: `Null` for a rule without the key (any operator, one approval;
+/// the governance loader refuses an explicit `approvers: null`); a list of role names (any
+/// one of them, one approval: the form before quorums); one group
+/// `{roles: [..] | role: R, count: N, deny: any|quorum}` (without `roles` or `role`: any
+/// operator fills it, as in `{count: 2}`); a list of groups `[{role: R, count: N}, …]`; or
+/// `{groups: [..], deny: …}`. `Err` names what is wrong: among others an empty list of
+/// roles, `[]` or a group's `roles: []` ([`EMPTY_APPROVERS`]). A single group of count 1 with
+/// `deny: any` is the plain form (no quorum).
 pub fn parse_approvers(v: &Value) -> Result<Approvers, String> {
     let (groups, deny) = match v {
         Value::Null => return Ok(Approvers::default()),
+        Value::Array(items) if items.is_empty() => return Err(EMPTY_APPROVERS.into()),
         Value::Array(items) if items.iter().all(Value::is_string) => {
             let roles = items
                 .iter()
@@ -226,6 +236,9 @@ fn group(v: &Value) -> Result<QuorumGroup, String> {
     let roles = match (m.get("roles"), m.get("role")) {
         (Some(_), Some(_)) => {
             return Err("approvers group: give `roles` or `role`, not both".into());
+        }
+        (Some(Value::Array(rs)), None) if rs.is_empty() => {
+            return Err(format!("approvers group: roles: []: {EMPTY_APPROVERS}"));
         }
         (Some(Value::Array(rs)), None) => rs
             .iter()

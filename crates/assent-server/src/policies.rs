@@ -150,9 +150,9 @@ pub(crate) fn policy_files(file: &std::path::Path, strict: bool) -> Result<Polic
         paths
             .iter()
             .map(|p| {
-                std::fs::read_to_string(p)
+                crate::config::read_bounded(p)
                     .map(|t| (p.display().to_string(), t))
-                    .map_err(|e| invalid(vec![format!("{}: {e}", p.display())]))
+                    .map_err(|e| invalid(vec![e.to_string()]))
             })
             .collect()
     };

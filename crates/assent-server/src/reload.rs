@@ -172,9 +172,10 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
         Trigger::Signal => r.lock.lock().await,
     };
     let actor = by.actor();
+    let scrape = st.metrics_key_sha256.as_deref().copied();
     let loaded = {
         let r = r.clone();
-        tokio::task::spawn_blocking(move || load(&r))
+        tokio::task::spawn_blocking(move || load(&r, scrape))
             .await
             .map_err(|e| ReloadError::Store(e.to_string()))?
     };
@@ -192,24 +193,24 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     let answer = describe(&r, &cfg, &old, &principals, by);
     // A changed key or role set signs the person out of the dashboard too: a session started
     // with the old key must not outlive it; so does removal (found by review: a removed
-    // operator's sessions were kept, and signed in again once the name came back). Before the
-    // new configuration is audited and in force, failing the reload when they cannot be
-    // ended (so a retry still sees them changed), and again after it, for a session started
-    // with the old key in between.
+    // operator's sessions were kept, and signed in again once the name came back). Their
+    // sessions, subscriptions and votes go in the transaction that appends the reload's audit
+    // record, before the new configuration is in force (found by review: they went first, and
+    // a failed audit write then refused the reload with the old principals in force but their
+    // votes withdrawn); and again after it, for a session started with the old key in between.
     let gone = with_sso_names(&old, answer.changed.iter().chain(&answer.removed));
-    sign_out(st, &gone, &actor).await.map_err(|why| {
-        ReloadError::Store(format!(
-            "the dashboard sessions of a changed principal could not be ended: {why}"
-        ))
-    })?;
     let data = json!({"file": answer.file, "policy_set_sha256": answer.policy_set_sha256,
         "previous_policy_set_sha256": answer.previous_policy_set_sha256, "added": answer.added,
         "removed": answer.removed, "changed": answer.changed, "needs_restart": answer.needs_restart});
     let audited = {
-        let actor = actor.clone();
-        st.store_task(move |s| s.append_audit("config.reloaded", None, &actor, &data, now_ms()))
-            .await
+        let (actor, gone) = (actor.clone(), gone.clone());
+        st.store_task(move |s| {
+            let record = ("config.reloaded", &data);
+            s.revoke_and_audit(&gone, &actor, WITHDRAWN, record, now_ms())
+        })
+        .await
     };
+    st.refresh_extension().await;
     match audited {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(ReloadError::Store(e.to_string())),
@@ -230,12 +231,33 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     Ok(answer)
 }
 
-/// Reads and validates the file as start-up does: the configuration and every principal's
-/// key (`key_env` variables are read from this process's environment, as at start-up).
-fn load(r: &ReloadSource) -> Result<(Config, Vec<Principal>), ConfigError> {
+/// Why a reload withdraws a vote (`decision.vote_withdrawn`).
+const WITHDRAWN: &str = "a reload removed the voter or changed their key, roles or single sign-on";
+
+/// Reads and validates the file as start-up does: the configuration, every principal's key
+/// (`key_env` variables are read from this process's environment, as at start-up) and the
+/// scrape key of the file's `metrics_key_env` ([`Config::metrics_key`]); and no principal's
+/// key may be `scrape`, the scrape key in force (found by review: start-up checked it, a
+/// reload did not, so a reload giving an operator `key_env: ASSENT_METRICS_KEY` made the
+/// Prometheus scraper's key, kept in a scraper's configuration, an operator's key).
+fn load(
+    r: &ReloadSource,
+    scrape: Option<[u8; 32]>,
+) -> Result<(Config, Vec<Principal>), ConfigError> {
     let mut cfg = Config::load_with(&r.file, r.strict)?;
     cfg.insecure_demo_keys = r.insecure_demo_keys;
     let principals = cfg.principals()?;
+    cfg.metrics_key()?;
+    if let Some(p) = principals.iter().find(|p| Some(p.key_sha256) == scrape) {
+        return Err(crate::config::raw::at(
+            &r.file,
+            cfg.principal_line(&p.name),
+            format!(
+                "principal `{}`: its key is the Prometheus scrape key in force (metrics_key_env), which may read /metrics only; give the principal its own key",
+                p.name
+            ),
+        ));
+    }
     Ok((cfg, principals))
 }
 
@@ -348,9 +370,13 @@ async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), Strin
                 s.end_ui_sessions_of(n)?;
                 s.close_subscriptions_of(n, &by, now_ms()).map(drop)
             })?;
-            let why = "a reload removed the voter or changed their key, roles or single sign-on";
-            s.withdraw_votes(|p, _, _| !names.iter().any(|n| n == p), &by, why, now_ms())
-                .map(drop)
+            s.withdraw_votes(
+                |p, _, _| !names.iter().any(|n| n == p),
+                &by,
+                WITHDRAWN,
+                now_ms(),
+            )
+            .map(drop)
         })
         .await;
     st.refresh_extension().await;

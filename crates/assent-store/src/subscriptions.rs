@@ -77,23 +77,7 @@ impl Store {
         by: &str,
         now: i64,
     ) -> Result<usize, StoreError> {
-        self.write(|tx| {
-            let ids: Vec<String> = sql::column(
-                **tx,
-                "SELECT id FROM aaep_subscriptions WHERE principal = ?1 AND closed_at IS NULL",
-                [principal],
-            )?;
-            for id in &ids {
-                tx.prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?2 WHERE id = ?1 AND closed_at IS NULL")?
-                    .execute(params![id, now])?;
-                let data = json!({"subscription_id": id, "principal": principal});
-                audit::append(**tx, now, "aaep.closed", None, by, &data)?;
-            }
-            if !ids.is_empty() {
-                tx.changed(Change::Subscriptions);
-            }
-            Ok(ids.len())
-        })
+        self.write(|tx| close_subscriptions_in(tx, principal, by, now))
     }
 
     /// Closes every open subscription whose principal is none of `operators` (`aaep.closed`
@@ -324,6 +308,33 @@ fn read_events_after(
         })
         },
     )
+}
+
+/// [`Store::close_subscriptions_of`] inside the write transaction `tx` (also the reload's
+/// [`Store::revoke_and_audit`]).
+pub(crate) fn close_subscriptions_in(
+    tx: &db::Tx<'_>,
+    principal: &str,
+    by: &str,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let ids: Vec<String> = sql::column(
+        **tx,
+        "SELECT id FROM aaep_subscriptions WHERE principal = ?1 AND closed_at IS NULL",
+        [principal],
+    )?;
+    for id in &ids {
+        tx.prepare_cached(
+            "UPDATE aaep_subscriptions SET closed_at = ?2 WHERE id = ?1 AND closed_at IS NULL",
+        )?
+        .execute(params![id, now])?;
+        let data = json!({"subscription_id": id, "principal": principal});
+        audit::append(**tx, now, "aaep.closed", None, by, &data)?;
+    }
+    if !ids.is_empty() {
+        tx.changed(Change::Subscriptions);
+    }
+    Ok(ids.len())
 }
 
 #[cfg(test)]

@@ -204,22 +204,62 @@ impl crate::store::Store {
         {
             return Ok(0);
         }
+        self.write(|tx| withdraw_votes_in(tx, &stands, by, why, now))
+    }
+
+    /// A reload's revocations and its audit record, in one transaction (found by review: the
+    /// reload ended the sessions and withdrew the votes first and then appended its record; when
+    /// that failed the reload was refused and the old principals stayed in force, but their
+    /// votes were already gone). For each of `names`: ends their dashboard sessions, closes
+    /// their AAEP subscriptions (`aaep.closed` each) and withdraws their votes on pending
+    /// approvals (`decision.vote_withdrawn` each, saying `why`); then appends the record
+    /// `kind` with `data`, all with actor `by`. Nothing is changed unless all of it is
+    /// written. Errors: the store's.
+    pub fn revoke_and_audit(
+        &self,
+        names: &[String],
+        by: &str,
+        why: &str,
+        (kind, data): (&str, &serde_json::Value),
+        now: i64,
+    ) -> Result<(), crate::error::StoreError> {
         self.write(|tx| {
-            let mut n = 0;
-            for (aid, who, decision, roles, key) in pending_votes(**tx)? {
-                if stands(&who, &roles, key.as_deref()) {
-                    continue;
-                }
-                tx.prepare_cached("DELETE FROM votes WHERE approval_id = ?1 AND principal = ?2")?
-                    .execute(params![aid, who])?;
-                let data = json!({"principal": who, "decision": decision, "why": why});
-                audit::append(**tx, now, "decision.vote_withdrawn", Some(&aid), by, &data)?;
-                tx.changed(crate::db::Change::Approval(aid));
-                n += 1;
+            for n in names {
+                tx.execute("DELETE FROM ui_sessions WHERE operator = ?1", [n.as_str()])?;
+                crate::subscriptions::close_subscriptions_in(tx, n, by, now)?;
             }
-            Ok(n)
+            let stands = |p: &str, _: &[String], _: Option<&str>| !names.iter().any(|n| n == p);
+            withdraw_votes_in(tx, &stands, by, why, now)?;
+            audit::append(**tx, now, kind, None, by, data)?;
+            Ok(())
         })
     }
+}
+
+/// Whether a vote stands: `(principal, roles, key binding)` (see [`crate::Store::withdraw_votes`]).
+type Stands<'a> = dyn Fn(&str, &[String], Option<&str>) -> bool + 'a;
+
+/// [`crate::Store::withdraw_votes`] inside the write transaction `tx`.
+fn withdraw_votes_in(
+    tx: &crate::db::Tx<'_>,
+    stands: &Stands<'_>,
+    by: &str,
+    why: &str,
+    now: i64,
+) -> Result<usize, crate::error::StoreError> {
+    let mut n = 0;
+    for (aid, who, decision, roles, key) in pending_votes(**tx)? {
+        if stands(&who, &roles, key.as_deref()) {
+            continue;
+        }
+        tx.prepare_cached("DELETE FROM votes WHERE approval_id = ?1 AND principal = ?2")?
+            .execute(params![aid, who])?;
+        let data = json!({"principal": who, "decision": decision, "why": why});
+        audit::append(**tx, now, "decision.vote_withdrawn", Some(&aid), by, &data)?;
+        tx.changed(crate::db::Change::Approval(aid));
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Every vote on a pending approval, by approval and voter.

@@ -47,8 +47,9 @@ struct RawRule {
     timeout_seconds: Option<u64>,
     #[serde(default)]
     default_decision: Option<String>,
-    #[serde(default)]
-    approvers: Value,
+    /// `None`: no `approvers` key; `Some(Null)`: an explicit `approvers:` or `approvers: null`.
+    #[serde(default, deserialize_with = "present")]
+    approvers: Option<Value>,
     #[serde(default)]
     thresholds: Thresholds,
     #[serde(default)]
@@ -87,6 +88,12 @@ struct RawRule {
     #[allow(dead_code)]
     description: Option<String>,
 }
+/// A key that is present, whatever its value (`null` included): `Some`, so an explicit
+/// `null` is told apart from a missing key.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 /// `on_timeout` as written: the [`Escalation`] keys and no others.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -155,7 +162,16 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
     }
     rr.thresholds.validate().and(rr.scope.validate())?;
     let escalation = escalation(rr)?;
-    let approvers = crate::quorum::parse_approvers(&rr.approvers)?;
+    let approvers = match &rr.approvers {
+        None => crate::quorum::Approvers::default(),
+        Some(Value::Null) => {
+            return Err(format!(
+                "approvers: null: {}",
+                crate::quorum::EMPTY_APPROVERS
+            ));
+        }
+        Some(v) => crate::quorum::parse_approvers(v)?,
+    };
     let warning = check_default_decision(
         rr.irreversible,
         risk_tier.unwrap_or(RiskTier::R2),

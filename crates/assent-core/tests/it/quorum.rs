@@ -195,3 +195,40 @@ fn covering_rules_quorums_merge_and_escalation_widens_the_groups() {
     );
     assert_eq!(w.required(), 5, "escalation widens who, not how many");
 }
+
+/// Attack (found by review): an explicit empty approvers list — `approvers: []`, a group's
+/// `roles: []`, or `approvers:` with no value, as a template or an edit that emptied the list
+/// leaves it — meant "any operator", so a rule meant for named roles let every operator
+/// decide. Each is now a load error with the file, the rule's line and the way out; a missing
+/// key, and a group that names no roles at all (`{count: 2}`, documented as any two
+/// operators), keep their meaning.
+#[test]
+fn an_empty_approvers_list_does_not_open_the_rule_to_any_operator() {
+    use crate::kit::rule_err;
+    for keys in [
+        "        approvers: []\n",
+        "        approvers: {roles: [], count: 2}\n",
+        "        approvers: {roles: []}\n",
+        "        approvers: [{role: finance}, {roles: []}]\n",
+        "        approvers: {groups: [{roles: []}], deny: quorum}\n",
+        "        approvers:\n",
+        "        approvers: null\n",
+    ] {
+        let e = rule_err(keys);
+        assert!(
+            e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: ")
+                && e.contains("an empty approvers list would let any operator decide")
+                && e.contains("remove the key to mean any operator, or name roles"),
+            "{keys}: {e}"
+        );
+    }
+    for keys in [
+        "",
+        "        approvers: {count: 2}\n",
+        "        approvers: [finance]\n",
+    ] {
+        assert_eq!(rule_err(keys), "", "{keys}");
+    }
+    let e = parse_approvers(&json!([])).unwrap_err();
+    assert!(e.contains("would let any operator decide"), "{e}");
+}

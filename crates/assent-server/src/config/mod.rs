@@ -1,11 +1,14 @@
 //! The server configuration file (`assent.yaml`): parsed once, validated into [`Config`]; any
 //! error stops start-up with file, line and reason. Loading goes in steps, one file each:
-//! [`raw`] (the file as written, and the error type), [`principals`], [`limits`] (numbers,
-//! rate limits, audit checkpoints), [`database`] (SQLite or PostgreSQL), [`outbound`] (MCP upstreams, webhooks, `public_url`);
-//! this file reads the file, expands the agent and governance globs, loads the registry and
-//! assembles the result, and keeps where a live reload re-reads it from ([`ReloadSource`]).
+//! [`raw`] (the file as written, and the error type), [`files`] (the agent and governance
+//! globs expanded; every file read bounded, regular files only), [`principals`], [`limits`]
+//! (numbers, rate limits, audit checkpoints), [`database`] (SQLite or PostgreSQL),
+//! [`outbound`] (MCP upstreams, webhooks, `public_url`); this file reads the file, loads the
+//! registry and assembles the result, and keeps where a live reload re-reads it from
+//! ([`ReloadSource`]).
 
 pub mod database;
+pub mod files;
 pub mod limits;
 pub mod oidc;
 pub mod outbound;
@@ -15,6 +18,7 @@ pub mod raw;
 pub mod slack;
 
 pub use database::DatabaseConfig;
+pub use files::{MAX_FILE_BYTES, read_bounded};
 pub use limits::{
     ARGUMENTS_BYTES_BOUNDS, AUDIT_RETENTION_DAYS_BOUNDS, AuditCheckpoints, EXTENSION_BOUNDS,
     MAX_PENDING_BOUNDS, RateLimits, TIMEOUT_BOUNDS, TOKEN_TTL_BOUNDS,
@@ -24,8 +28,8 @@ pub use principals::{MIN_KEY_CHARS, Principal, PrincipalKind};
 pub use raw::ConfigError;
 
 use assent_core::policy::Registry;
+use files::{expand, read_all};
 use raw::{RawConfig, at};
-use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -123,88 +127,6 @@ pub struct Config {
 /// Default `listen` address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
-/// The files `patterns` (paths or globs relative to `base`) name, in order, without
-/// repeats: a missing plain path is an error of `file`. A glob that matches nothing, or an
-/// entry it cannot read, is an error when `required` (`governance`: its rules bind every
-/// agent, and a mount moved or a directory left empty would otherwise start the gateway
-/// without the organisation's denials — fail closed) and a warning pushed to `warnings`
-/// otherwise (`agents`: an agent without a file is refused, so nothing opens).
-fn expand(
-    base: &Path,
-    file: &Path,
-    patterns: &[Spanned<String>],
-    (what, required): (&str, bool),
-    warnings: &mut Vec<String>,
-) -> Result<Vec<PathBuf>, ConfigError> {
-    let mut out = Vec::new();
-    for p in patterns {
-        let line = Some(p.referenced.line());
-        let p = &p.value;
-        let full = base.join(p);
-        let s = full.to_string_lossy().to_string();
-        let is_glob = p.contains(['*', '?', '[']);
-        if !is_glob {
-            if !full.is_file() {
-                return Err(at(
-                    file,
-                    line,
-                    format!("{what} file `{p}` does not exist ({})", full.display()),
-                ));
-            }
-            out.push(full);
-            continue;
-        }
-        let mut found: Vec<PathBuf> = Vec::new();
-        for entry in
-            glob::glob(&s).map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?
-        {
-            match entry {
-                Ok(f) if f.is_file() => found.push(f),
-                Ok(_) => {}
-                // A directory the glob cannot read may hold governance files: fail closed
-                // (found by review: it was skipped, and the gateway started with fewer).
-                Err(e) if required => {
-                    return Err(at(file, line, format!("{what} glob `{p}`: {e}")));
-                }
-                Err(e) => warnings.push(format!("{}: {what} glob `{p}`: {e}", file.display())),
-            }
-        }
-        found.sort();
-        if found.is_empty() && required {
-            return Err(at(
-                file,
-                line,
-                format!(
-                    "{what} glob `{p}` matches no file: {what} rules bind every agent, \
-                     so assent does not start without them (name the files, or remove the entry)"
-                ),
-            ));
-        }
-        if found.is_empty() {
-            let at = line.map_or(String::new(), |l| format!(":{l}"));
-            warnings.push(format!(
-                "{}{at}: {what} glob `{p}` matches no file",
-                file.display()
-            ));
-        }
-        out.extend(found);
-    }
-    out.dedup();
-    Ok(out)
-}
-
-/// `(name, text)` of every file in `files`; an unreadable one is an error naming it.
-fn read_all(files: &[PathBuf]) -> Result<Vec<(String, String)>, ConfigError> {
-    files
-        .iter()
-        .map(|f| {
-            std::fs::read_to_string(f)
-                .map(|t| (f.display().to_string(), t))
-                .map_err(|e| ConfigError(format!("{}: {e}", f.display())))
-        })
-        .collect()
-}
-
 impl Config {
     /// Reads and validates `path`. Relative paths in it (`data_dir`, `agents`, `governance`)
     /// are relative to the file's directory. Principal keys are not resolved here (see
@@ -216,7 +138,7 @@ impl Config {
     /// [`Config::load`]; with `strict` (or `strict_agent_files: true` in the file) a field an
     /// agent file has that Agent Format 1.0 does not define stops start-up instead of warning.
     pub fn load_with(path: &Path, strict: bool) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| at(path, None, e))?;
+        let text = read_bounded(path)?;
         let raw: RawConfig = serde_saphyr::from_str(&text).map_err(|e| {
             let line = e.location().map(|l| l.line());
             at(path, line, assent_core::policy::yaml_reason(&e.to_string()))
@@ -324,6 +246,11 @@ impl Config {
             self.insecure_demo_keys,
             &self.registry,
         )
+    }
+
+    /// The line of the principal `name` in the file (`None` when it has none there).
+    pub(crate) fn principal_line(&self, name: &str) -> Option<u64> {
+        principals::line_of(&self.principals, name)
     }
 
     /// Where the store is: `<data_dir>/assent.db`, or the PostgreSQL URL read now from the

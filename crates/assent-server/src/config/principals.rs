@@ -104,6 +104,14 @@ pub(crate) struct Declared {
     line: Option<u64>,
 }
 
+/// The line of the principal `name` among `declared` (`None` when it is not there).
+pub(crate) fn line_of(declared: &[Declared], name: &str) -> Option<u64> {
+    declared
+        .iter()
+        .find(|d| d.name == name)
+        .and_then(|d| d.line)
+}
+
 fn parse_hex32(s: &str) -> Option<[u8; 32]> {
     if s.len() != 64
         || !s

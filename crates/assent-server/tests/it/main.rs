@@ -12,6 +12,7 @@ mod aaep;
 mod abuse;
 mod access;
 mod checkpoints;
+mod config_attacks;
 mod decide_holes;
 mod delegation;
 mod durability;

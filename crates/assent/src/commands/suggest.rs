@@ -6,7 +6,7 @@
 use crate::args::Cmd;
 use crate::history;
 use crate::render::say;
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use assent_core::Registry;
 use assent_core::replay::Recorded;
 use assent_core::suggest::edit::PolicyFiles;
@@ -41,8 +41,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         paths
             .iter()
             .map(|p| {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("reading {}", p.display()))?;
+                let text = assent_server::config::read_bounded(p)?;
                 Ok((p.display().to_string(), text))
             })
             .collect()

@@ -1,0 +1,164 @@
+//! The files a configuration names: expanding the `agents` and `governance` paths and globs
+//! ([`expand`]), and reading every file — the configuration itself, each agent and governance
+//! file — through one opened handle that must be a regular file of at most [`MAX_FILE_BYTES`]
+//! ([`read_bounded`]). Kit of [`crate::config`].
+
+use super::raw::{ConfigError, at};
+use serde_saphyr::Spanned;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The largest configuration, agent or governance file read (4 MiB). Found by review: files
+/// were read whole, and the policy-set hash copied every text, so a huge file in a globbed
+/// directory could exhaust memory on a reload and end the running gateway.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The text of `path`, read through one opened handle: the handle must be a regular file
+/// (`fstat`, so a FIFO, device or directory swapped in is refused, not read or waited on) of
+/// at most [`MAX_FILE_BYTES`], and UTF-8. The error names the file, and for a file too large
+/// its size and the limit; a file that grows past the limit while being read is refused too.
+pub fn read_bounded(path: &Path) -> Result<String, ConfigError> {
+    let fail = |why: String| ConfigError(format!("{}: {why}", path.display()));
+    let f = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let meta = f.metadata().map_err(|e| fail(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(fail(format!(
+            "is not a regular file ({}); assent reads only regular files",
+            kind_of(&meta.file_type())
+        )));
+    }
+    let too_large = |size: u64| {
+        fail(format!(
+            "is {size} bytes, larger than the limit of {MAX_FILE_BYTES} bytes"
+        ))
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|_| fail("stream did not contain valid UTF-8".into()))
+}
+
+/// `(name, text)` of every file in `files`, each read with [`read_bounded`].
+pub(crate) fn read_all(files: &[PathBuf]) -> Result<Vec<(String, String)>, ConfigError> {
+    files
+        .iter()
+        .map(|f| read_bounded(f).map(|t| (f.display().to_string(), t)))
+        .collect()
+}
+
+/// What a file that is not a regular file is, for the errors.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "not a file"
+    }
+}
+
+/// A glob match: a regular file to read (a symbolic link to one included), a directory (which
+/// a glob such as `policies/*` may match beside the files: skipped, as it always was), or
+/// `Err(why)` for anything else.
+fn glob_match(f: &Path) -> Result<bool, String> {
+    match std::fs::metadata(f) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) if m.is_dir() => Ok(false),
+        Ok(m) => Err(format!(
+            "is not a regular file ({})",
+            kind_of(&m.file_type())
+        )),
+        Err(_) if f.symlink_metadata().is_ok() => {
+            Err("is a symbolic link whose target does not exist (a moved mount?)".into())
+        }
+        Err(e) => Err(format!("cannot be read: {e}")),
+    }
+}
+
+/// The files `patterns` (paths or globs relative to `base`) name, in order, without
+/// repeats: a missing plain path is an error of `file`. A glob match that is neither a regular
+/// file nor a directory (a dangling symbolic link, a FIFO, a device), or an entry the glob
+/// cannot read, is an error naming the match and why (found by review: such matches were
+/// skipped, so a governance file behind a dangling link — a moved mount — silently went
+/// missing, at start-up and on reload); directories a glob matches are skipped. A glob that
+/// matches no file is an error when `required` (`governance`: its rules bind every agent, and
+/// a mount moved or a directory left empty would otherwise start the gateway without the
+/// organisation's denials — fail closed) and a warning pushed to `warnings` otherwise
+/// (`agents`: an agent without a file is refused, so nothing opens).
+pub(crate) fn expand(
+    base: &Path,
+    file: &Path,
+    patterns: &[Spanned<String>],
+    (what, required): (&str, bool),
+    warnings: &mut Vec<String>,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut out = Vec::new();
+    for p in patterns {
+        let line = Some(p.referenced.line());
+        let p = &p.value;
+        let full = base.join(p);
+        let s = full.to_string_lossy().to_string();
+        let is_glob = p.contains(['*', '?', '[']);
+        if !is_glob {
+            if !full.is_file() {
+                return Err(at(
+                    file,
+                    line,
+                    format!("{what} file `{p}` does not exist ({})", full.display()),
+                ));
+            }
+            out.push(full);
+            continue;
+        }
+        let mut found: Vec<PathBuf> = Vec::new();
+        for entry in
+            glob::glob(&s).map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?
+        {
+            let f = entry.map_err(|e| at(file, line, format!("{what} glob `{p}`: {e}")))?;
+            match glob_match(&f) {
+                Ok(true) => found.push(f),
+                Ok(false) => {}
+                Err(why) => {
+                    return Err(at(
+                        file,
+                        line,
+                        format!("{what} glob `{p}` matches {}, which {why}", f.display()),
+                    ));
+                }
+            }
+        }
+        found.sort();
+        if found.is_empty() && required {
+            return Err(at(
+                file,
+                line,
+                format!(
+                    "{what} glob `{p}` matches no file: {what} rules bind every agent, \
+                     so assent does not start without them (name the files, or remove the entry)"
+                ),
+            ));
+        }
+        if found.is_empty() {
+            let at = line.map_or(String::new(), |l| format!(":{l}"));
+            warnings.push(format!(
+                "{}{at}: {what} glob `{p}` matches no file",
+                file.display()
+            ));
+        }
+        out.extend(found);
+    }
+    out.dedup();
+    Ok(out)
+}

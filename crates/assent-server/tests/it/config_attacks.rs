@@ -1,0 +1,265 @@
+//! Attacks on configuration loading and live reload (found by review), through a real
+//! configuration file on disk, `Config::load` (what `assent serve` and `assent check` run) and
+//! `POST /v1/reload`: a governance glob matching a dangling link or a named pipe, a huge file
+//! in a globbed directory, a reload turning the Prometheus scrape key into an operator's key,
+//! and a reload whose audit record cannot be written. Each refused file stops start-up with
+//! the file and why, and a refused reload keeps the old set in force whole.
+
+use crate::kit::{AGENTS, Gw, Param, audit_count, policy, sqlite_only, start_custom};
+use assent_server::config::{Config, ReloadSource};
+use assent_server::{Live, Settings};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The operators' and the agent's keys of [`everyone`].
+const ALICE: &str = "alice-key";
+const OLAF: &str = "olaf-key";
+const FRED: &str = "fred-key";
+/// The Prometheus scrape key of the gateways here (`metrics_key_env` at start-up).
+const SCRAPE: &str = "scrape-key-for-prometheus-only-0123456789";
+
+/// The organisation's rules: `pay` needs two of finance.
+fn denials() -> String {
+    policy(
+        "acme.test.denials",
+        "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
+    )
+}
+
+/// `principals:` with each `(name, kind and roles/agent, key)` by its SHA-256.
+fn principals(list: &[(&str, &str, &str)]) -> String {
+    let mut out = String::from("principals:\n");
+    for (name, what, key) in list {
+        let hash = hex::encode(Sha256::digest(key.as_bytes()));
+        out.push_str(&format!(
+            "  - {{name: {name}, {what}, key_sha256: \"{hash}\"}}\n"
+        ));
+    }
+    out
+}
+
+/// Alice and fred (operators, finance), olaf (operator, ops) and bot (the agent).
+fn everyone() -> Vec<(&'static str, &'static str, &'static str)> {
+    vec![
+        ("alice", "kind: operator, roles: [finance]", ALICE),
+        ("fred", "kind: operator, roles: [finance]", FRED),
+        ("olaf", "kind: operator, roles: [ops]", OLAF),
+        ("bot", "kind: agent, agent_id: bot", "bot-key"),
+    ]
+}
+
+/// A configuration naming `bot.agf.yaml` and every `policies/*.yaml`, with `list`.
+fn config_text(list: &[(&str, &str, &str)]) -> String {
+    format!(
+        "agents: [bot.agf.yaml]\ngovernance: [\"policies/*.yaml\"]\n{}",
+        principals(list)
+    )
+}
+
+/// A gateway whose principals, agents and policies come from `conf/assent.yaml` (with
+/// [`denials`] as `conf/policies/denials.yaml`), that reloads that file, and whose scrape key
+/// is [`SCRAPE`]: the temporary directory, the gateway and its `conf` directory.
+async fn reloadable() -> (tempfile::TempDir, Gw, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("conf");
+    std::fs::create_dir_all(conf.join("policies")).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    std::fs::write(conf.join("policies/denials.yaml"), denials()).unwrap();
+    let file = conf.join("assent.yaml");
+    std::fs::write(&file, config_text(&everyone())).unwrap();
+    let cfg = Config::load(&file).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let scrape: [u8; 32] = Sha256::digest(SCRAPE.as_bytes()).into();
+    let gw = start_custom(
+        &data,
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &denials(),
+        |st| {
+            st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
+            st.reload = Some(Arc::new(ReloadSource::new(&cfg, false)));
+            st.metrics_key_sha256 = Some(Arc::new(scrape));
+        },
+    )
+    .await;
+    (dir, gw, conf)
+}
+
+/// `POST /v1/reload` as olaf, which must be refused (422) with an error whose file ends with
+/// `file` and whose reason contains `why`: the answer.
+async fn refused(gw: &Gw, file: &str, why: &str) -> Value {
+    let (s, b) = gw.req("POST", "/v1/reload", Some(OLAF), None).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    let hit = b["errors"].as_array().unwrap().iter().any(|e| {
+        e["file"].as_str().is_some_and(|f| f.ends_with(file))
+            && e["reason"].as_str().is_some_and(|r| r.contains(why))
+    });
+    assert!(hit, "expected `{file}`: `{why}` in {b}");
+    b
+}
+
+/// The policy set still in force is the one the gateway started with: `pay` still needs two
+/// of finance (one approval leaves it pending).
+async fn denials_still_in_force(gw: &Gw) {
+    let id = gw.pending("pay", json!({"amount": 9000, "to": "x"})).await;
+    let (s, b) = gw.decide(&id, ALICE, "approve").await;
+    assert_eq!(
+        (s, b["status"].as_str()),
+        (StatusCode::OK, Some("pending")),
+        "{b}"
+    );
+}
+
+/// Attack (found by review): a governance glob skipped a match that was not a regular file, so
+/// a file of organisation denials behind a dangling symbolic link (a mount moved) — or a named
+/// pipe planted in the directory — went missing without a word, at start-up and on reload,
+/// and the gateway ran without those denials. Such a match stops start-up naming it and why,
+/// and a reload is refused with the old set in force; a directory the glob matches is still
+/// skipped.
+#[tokio::test]
+async fn a_dangling_link_or_a_pipe_in_a_governance_glob_stops_start_up_and_reload() {
+    let (_dir, gw, conf) = reloadable().await;
+    let file = conf.join("assent.yaml");
+    std::fs::create_dir(conf.join("policies/old.yaml")).unwrap();
+    assert!(Config::load(&file).is_ok(), "a directory match is skipped");
+    let link = conf.join("policies/more.yaml");
+    std::os::unix::fs::symlink("/nonexistent/mount/more.yaml", &link).unwrap();
+    let e = Config::load(&file).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{}:2: governance glob", file.display()))
+            && e.contains("more.yaml")
+            && e.contains("symbolic link whose target does not exist"),
+        "{e}"
+    );
+    refused(
+        &gw,
+        "assent.yaml",
+        "symbolic link whose target does not exist",
+    )
+    .await;
+    denials_still_in_force(&gw).await;
+    std::fs::remove_file(&link).unwrap();
+    let fifo = conf.join("policies/pipe.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    let e = Config::load(&file).unwrap_err().to_string();
+    assert!(
+        e.contains("pipe.yaml") && e.contains("not a regular file (a named pipe)"),
+        "{e}"
+    );
+    refused(&gw, "assent.yaml", "not a regular file (a named pipe)").await;
+    std::fs::remove_file(&fifo).unwrap();
+    let (s, b) = gw.req("POST", "/v1/reload", Some(OLAF), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    gw.stop().await;
+}
+
+/// Attack (found by review): files were read whole without a limit, and the policy-set hash
+/// copied every text before validation, so a huge file dropped into a globbed directory
+/// exhausted memory on the next reload and ended the running gateway. Each file is read
+/// through its opened handle up to 4 MiB; a larger one stops start-up naming the file, its
+/// size and the limit, and a reload is refused with the old set in force.
+#[tokio::test]
+async fn a_huge_file_in_a_governance_glob_is_refused_not_read() {
+    let (_dir, gw, conf) = reloadable().await;
+    let huge = conf.join("policies/huge.yaml");
+    let size = assent_server::config::MAX_FILE_BYTES + 1;
+    std::fs::File::create(&huge).unwrap().set_len(size).unwrap();
+    let e = Config::load(&conf.join("assent.yaml"))
+        .unwrap_err()
+        .to_string();
+    let why = format!("is {size} bytes, larger than the limit of 4194304 bytes");
+    assert_eq!(e, format!("{}: {why}", huge.display()));
+    refused(&gw, "huge.yaml", &why).await;
+    denials_still_in_force(&gw).await;
+    // The configuration file itself is read the same way.
+    std::fs::remove_file(&huge).unwrap();
+    let file = conf.join("assent.yaml");
+    std::fs::File::options()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    refused(&gw, "assent.yaml", &why).await;
+    gw.stop().await;
+}
+
+/// Attack (found by review): start-up refuses a principal whose key is the Prometheus scrape
+/// key (`metrics_key_env`), but a reload did not check, so a reload giving an operator the
+/// scrape key (`key_env: ASSENT_METRICS_KEY`; here its digest) made the key every scraper's
+/// configuration holds an operator's key. The reload is refused with a problem naming the
+/// principal and the scrape key, the old principals stay, and the scrape key still reads
+/// `/metrics` only.
+#[tokio::test]
+async fn a_reload_cannot_make_the_scrape_key_an_operator_key() {
+    let (_dir, gw, conf) = reloadable().await;
+    let mut list = everyone();
+    list.push(("scraper", "kind: operator, roles: [finance]", SCRAPE));
+    std::fs::write(conf.join("assent.yaml"), config_text(&list)).unwrap();
+    let b = refused(
+        &gw,
+        "assent.yaml",
+        "principal `scraper`: its key is the Prometheus scrape key in force",
+    )
+    .await;
+    assert_eq!(b["errors"][0]["line"], 8, "the principal's line: {b}");
+    let (s, b) = gw.req("POST", "/v1/reload", Some(SCRAPE), None).await;
+    assert_eq!(
+        s,
+        StatusCode::UNAUTHORIZED,
+        "the scrape key is no operator's: {b}"
+    );
+    let r = gw.raw("GET", "/metrics", Some(SCRAPE)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    gw.stop().await;
+}
+
+/// Attack (found by review): a reload ended the changed principals' sessions and withdrew their
+/// votes before appending its audit record; when that write failed the reload answered 503
+/// and kept the old principals in force — but their votes were already withdrawn, so a
+/// failed reload changed who had approved. Now the withdrawals and the record are one
+/// transaction: the failed reload changes nothing (alice's vote still counts), and the next
+/// one withdraws it and records both, as before.
+#[tokio::test]
+async fn a_reload_whose_audit_record_fails_withdraws_no_vote() {
+    if sqlite_only("the failure is injected with a SQLite trigger on the audit table") {
+        return;
+    }
+    let (_dir, gw, conf) = reloadable().await;
+    let id = gw
+        .pending("pay", json!({"amount": 9000, "to": "mallory"}))
+        .await;
+    let (s, b) = gw.decide(&id, ALICE, "approve").await;
+    assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("pending")));
+    let without_alice: Vec<_> = everyone().into_iter().filter(|p| p.0 != "alice").collect();
+    std::fs::write(conf.join("assent.yaml"), config_text(&without_alice)).unwrap();
+    gw.sql().exec(
+        "CREATE TRIGGER fail_reload BEFORE INSERT ON audit WHEN NEW.kind = 'config.reloaded' \
+         BEGIN SELECT RAISE(ABORT, 'injected'); END",
+        &[],
+    );
+    let (s, b) = gw.req("POST", "/v1/reload", Some(OLAF), None).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "decision.vote_withdrawn"), 0);
+    let votes = gw.sql().int(
+        "SELECT count(*) FROM votes WHERE approval_id = ?1 AND principal = 'alice'",
+        &[Param::from(&id)],
+    );
+    assert_eq!(votes, 1, "the failed reload withdrew alice's vote");
+    let (s, _) = gw.approval(&id, ALICE).await;
+    assert_eq!(s, StatusCode::OK, "alice is still in force");
+    gw.sql().exec("DROP TRIGGER fail_reload", &[]);
+    let (s, b) = gw.req("POST", "/v1/reload", Some(OLAF), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(audit_count(&gw.data_dir, "decision.vote_withdrawn"), 1);
+    assert_eq!(audit_count(&gw.data_dir, "config.reloaded"), 1);
+    let (s, b) = gw.decide(&id, FRED, "approve").await;
+    assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("pending")));
+    gw.stop().await;
+}
