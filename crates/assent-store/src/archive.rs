@@ -114,6 +114,59 @@ pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Manifest>> {
     sql::rows(conn, &sql, [], row)
 }
 
+/// Checks the export of every anchor in `anchors` against it: the file its `file` names, in
+/// the first of `dirs` that holds it, must verify ([`verify_export`], under `key`) and end in
+/// the anchor's own manifest. Returns how many exports verified, and the first problem
+/// (the anchor's `last_seq` and why): an export in none of `dirs` (its records' only copy is
+/// gone, or kept elsewhere: a replica's own `data_dir/archive`), one that does not verify, or
+/// one whose manifest is not the anchor's. A `file` that is not a plain file name is a
+/// problem too (never looked up outside `dirs`). Errors: I/O reading a file.
+pub fn check_exports(
+    anchors: &[Manifest],
+    dirs: &[std::path::PathBuf],
+    key: &VerifyingKey,
+) -> Result<(usize, Option<(i64, String)>), StoreError> {
+    let mut verified = 0;
+    for a in anchors {
+        let range = format!("records {}..{}", a.first_seq, a.last_seq);
+        let plain = Path::new(&a.file)
+            .file_name()
+            .is_some_and(|n| n == a.file.as_str());
+        if !plain {
+            let why = format!(
+                "the anchor of {range} names `{}`, which is not a file name",
+                a.file
+            );
+            return Ok((verified, Some((a.last_seq, why))));
+        }
+        let Some(path) = dirs.iter().map(|d| d.join(&a.file)).find(|p| p.exists()) else {
+            let why = format!(
+                "the export of {range}, {}, is in none of the archive directories given ({}): the only copy of those records is missing",
+                a.file,
+                dirs.iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return Ok((verified, Some((a.last_seq, why))));
+        };
+        let rep = verify_export(&path, key)?;
+        let why = match (rep.problem, rep.manifest) {
+            (Some(p), _) => format!("the export of {range}, {}: {p}", path.display()),
+            (None, Some(m)) if m == *a => {
+                verified += 1;
+                continue;
+            }
+            (None, _) => format!(
+                "the export of {range}, {}, verifies but its manifest is not the anchor the store keeps for it",
+                path.display()
+            ),
+        };
+        return Ok((verified, Some((a.last_seq, why))));
+    }
+    Ok((verified, None))
+}
+
 /// Why the stored anchors are not one signed chain from genesis under `key`; `None` when
 /// they are. Checks each signature, that the first starts at record 1 after [`GENESIS`], and
 /// that each next one starts where the previous ended (`first_seq`, `first_prev_hash`).

@@ -30,6 +30,10 @@ pub struct VerifyOptions<'a> {
     pub public_key: Option<VerifyingKey>,
     /// A JSONL checkpoint sink file: the chain must reach its newest valid checkpoint.
     pub checkpoint_file: Option<&'a Path>,
+    /// Directories holding the exports of retention runs (`data_dir/archive` of each
+    /// replica): when any, every anchor's export must be in one of them and verify as that
+    /// anchor ([`archive::check_exports`]); none: the exports are not opened.
+    pub archive_dirs: &'a [std::path::PathBuf],
 }
 
 /// The first thing found wrong.
@@ -71,6 +75,8 @@ pub struct Report {
     pub problem: Option<Problem>,
     /// How many state disagreements there are in all (the first is in `problem`).
     pub state_disagreements: usize,
+    /// Exports opened and verified as their anchors (only with `archive_dirs`).
+    pub exports_verified: usize,
 }
 
 /// Verifies the SQLite database in `data_dir` read-only (a running gateway may keep
@@ -106,7 +112,7 @@ pub fn verify_database(
     };
     let opts = VerifyOptions {
         public_key: key,
-        checkpoint_file: opts.checkpoint_file,
+        ..opts.clone()
     };
     let missing = format!("no {} in {}", checkpoint::KEY_FILE, keys_dir.display());
     verify_on(conn.conn(), &opts, &missing)
@@ -169,6 +175,7 @@ fn verify_snapshot(
             reason,
         })),
         state_disagreements: 0,
+        exports_verified: 0,
     };
     if rep.problem.is_none()
         && let Some(d) = crate::migrate::altered_schema(conn)?
@@ -183,6 +190,15 @@ fn verify_snapshot(
     }
     let head_seq = rep.archived_records + rep.records;
     if let Some(key) = &key {
+        if !opts.archive_dirs.is_empty() && rep.problem.is_none() {
+            let (n, found) = archive::check_exports(&anchors, opts.archive_dirs, key)?;
+            rep.exports_verified = n;
+            rep.problem = found.map(|(seq, reason)| Problem {
+                check: "archive",
+                seq: Some(seq),
+                reason,
+            });
+        }
         if rep.problem.is_none() {
             rep.problem = check_stored(conn, &stored, &anchors, key, head_seq)?;
         }

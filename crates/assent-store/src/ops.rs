@@ -237,6 +237,7 @@ pub fn backup(
     let opts = VerifyOptions {
         public_key: audit_public_key(keys_dir)?,
         checkpoint_file: None,
+        ..Default::default()
     };
     let rep = integrity::verify_offline(&staging.dir, &opts)?;
     if let Some(e) = unverified("the copy", &rep) {
@@ -380,6 +381,7 @@ fn verify_staged(
     let opts = VerifyOptions {
         public_key: key,
         checkpoint_file: None,
+        ..Default::default()
     };
     let rep = integrity::verify_offline(&staging.dir, &opts)?;
     if let Some(e) = unverified(what, &rep) {

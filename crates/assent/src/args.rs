@@ -564,7 +564,7 @@ pub(crate) enum AuditCmd {
     /// checkpoint of that file; and the state tables against the chain (approvals, decisions,
     /// minted and redeemed tokens). Names the first problem.
     #[command(
-        after_help = "Exit codes: 0 verified; 1 the chain is broken, a checkpoint does not verify or is not reached, or the state tables disagree with the chain; 2 usage or I/O error (no database, unreadable file, no public key)."
+        after_help = "Exit codes: 0 verified; 1 the chain is broken, a checkpoint does not verify or is not reached, an export is missing or does not verify (with --archive-dir), or the state tables disagree with the chain; 2 usage or I/O error (no database, unreadable file, no public key)."
     )]
     Verify {
         #[command(flatten)]
@@ -583,6 +583,11 @@ pub(crate) enum AuditCmd {
         /// stored checkpoints were deleted is caught even without a checkpoint file.
         #[arg(long = "max-unsigned")]
         max_unsigned: Option<i64>,
+        /// A directory holding retention exports (DATA_DIR/archive; repeat it for each
+        /// replica's): every archive anchor's export must be in one of them, verify, and end
+        /// in that anchor's manifest. Without it the exports are not opened.
+        #[arg(long = "archive-dir")]
+        archive_dirs: Vec<PathBuf>,
         /// Print the report as one JSON object (`ok`, `records`, `head`, `problem`, …).
         #[arg(long)]
         json: bool,

@@ -145,6 +145,7 @@ fn verify_passes_untouched_and_names_each_attack() {
     let opts = VerifyOptions {
         public_key: None,
         checkpoint_file: Some(&file),
+        ..Default::default()
     };
     let rep = verify_offline(dir.path(), &opts).unwrap();
     assert_eq!(rep.problem, None, "{rep:?}");
@@ -199,6 +200,7 @@ fn verify_passes_untouched_and_names_each_attack() {
     let with_key = VerifyOptions {
         public_key: Some(checkpoint::parse_public_key(&cp.public_key).unwrap()),
         checkpoint_file: None,
+        ..Default::default()
     };
     assert_eq!(verify_offline(dir.path(), &with_key).unwrap().problem, None);
 }

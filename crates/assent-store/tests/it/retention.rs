@@ -21,6 +21,7 @@ pub(super) fn verify(s: &Store, db: &Database) -> Report {
     let opts = VerifyOptions {
         public_key: Some(s.audit_public_key()),
         checkpoint_file: None,
+        ..Default::default()
     };
     verify_on(conn.conn(), &opts, "no key").unwrap()
 }

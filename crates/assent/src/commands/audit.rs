@@ -27,8 +27,16 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
             checkpoint,
             public_key,
             max_unsigned,
+            archive_dirs,
             json,
-        } => audit_verify(&place, checkpoint, public_key, max_unsigned, json),
+        } => audit_verify(
+            &place,
+            checkpoint,
+            public_key,
+            max_unsigned,
+            &archive_dirs,
+            json,
+        ),
         AuditCmd::Key {
             data_dir,
             config,
@@ -65,13 +73,16 @@ pub(crate) fn audit(cmd: AuditCmd) -> Result<i32> {
 /// `assent audit verify` on `place` (`--config FILE`: its SQLite file or PostgreSQL
 /// database; else SQLite in `--data-dir` or [`data_dir_or_default`]): `checkpoint` a sink
 /// file the chain must reach, `public_key` 64 hex (default: the data dir's key),
-/// `max_unsigned` records allowed after the newest checkpoint, `as_json` one JSON report.
+/// `max_unsigned` records allowed after the newest checkpoint, `archive_dirs` where the
+/// exports of the archive anchors must be ([`assent_store::archive::check_exports`]; none:
+/// not opened), `as_json` one JSON report.
 /// Returns the exit status: 0 verified, 1 a problem found, 2 usage or I/O error.
 fn audit_verify(
     place: &DataPlace,
     checkpoint: Option<PathBuf>,
     public_key: Option<String>,
     max_unsigned: Option<i64>,
+    archive_dirs: &[PathBuf],
     as_json: bool,
 ) -> Result<i32> {
     use assent_store::integrity::{Problem, VerifyOptions, verify_database};
@@ -100,6 +111,7 @@ fn audit_verify(
         let opts = VerifyOptions {
             public_key,
             checkpoint_file: checkpoint.as_deref(),
+            archive_dirs,
         };
         off_runtime(|| Ok(verify_database(&r.db, &r.keys_dir, &opts)?))
     };
@@ -155,6 +167,7 @@ fn audit_verify(
             }
         ),
         "schema" => eprintln!("assent: {reason}"),
+        "archive" => eprintln!("assent: audit archive: {reason}"),
         _ => eprintln!("assent: audit checkpoint not met: {reason}"),
     }
     Ok(1)
@@ -168,10 +181,17 @@ fn print_verified(rep: &assent_store::integrity::Report) {
         rep.records, rep.head
     );
     if let Some(a) = &rep.anchor {
-        println!(
-            "records 1..{} were archived (the newest export, {}, is signed and its manifest anchors the chain)",
-            rep.archived_records, a.file
-        );
+        if rep.exports_verified > 0 {
+            println!(
+                "records 1..{} were archived: their {} exports verify and end in the signed anchors the store keeps",
+                rep.archived_records, rep.exports_verified
+            );
+        } else {
+            println!(
+                "records 1..{} were archived (their signed anchors chain from record 1; the newest names the export {}, not opened: give --archive-dir to check the exports)",
+                rep.archived_records, a.file
+            );
+        }
     }
     match (&rep.newest_checkpoint, &rep.public_key) {
         (Some(cp), Some(k)) => println!(

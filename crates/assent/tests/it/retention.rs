@@ -169,6 +169,70 @@ fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not verify under audit key"));
 }
 
+/// Review finding: `audit verify` never opened the exports, yet said the newest was checked,
+/// so someone who can write `data_dir` could delete or edit the only copy of the archived
+/// records unseen. With `--archive-dir` every anchor's export must be there, verify, and end
+/// in the anchor's manifest: a removed, truncated or swapped export is reported.
+#[test]
+fn audit_verify_with_archive_dirs_catches_a_removed_or_edited_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    old_history(&data);
+    let d = data.to_str().unwrap();
+    let out = run(&[
+        "audit",
+        "archive",
+        "--data-dir",
+        d,
+        "--older-than-days",
+        "1",
+    ]);
+    ok(&out);
+    let f = exports(&data).pop().expect("one export");
+    let archive = data.join("archive");
+    let dirs = ["--archive-dir", archive.to_str().unwrap()];
+    let text = ok(&audit_verify(&data, &dirs));
+    assert!(text.contains("their 1 exports verify"), "{text}");
+    // Without the flag it says the exports were not opened.
+    let text = ok(&audit_verify(&data, &[]));
+    assert!(text.contains("not opened"), "{text}");
+    let bytes = std::fs::read(&f).unwrap();
+    let checks: [(&str, &dyn Fn()); 3] = [
+        ("is in none of the archive directories", &|| {
+            std::fs::remove_file(&f).unwrap()
+        }),
+        ("does not", &|| {
+            // The first record line dropped, the manifest kept.
+            let text = String::from_utf8(bytes.clone()).unwrap();
+            let rest = text.split_once('\n').unwrap().1;
+            std::fs::write(&f, rest).unwrap();
+        }),
+        ("", &|| {
+            // A whole other export (its own records and signed manifest) under the name.
+            let other = dir.path().join("other");
+            old_history(&other);
+            let o = other.to_str().unwrap();
+            ok(&run(&[
+                "audit",
+                "archive",
+                "--data-dir",
+                o,
+                "--older-than-days",
+                "1",
+            ]));
+            std::fs::copy(exports(&other).pop().unwrap(), &f).unwrap();
+        }),
+    ];
+    for (want, edit) in checks {
+        std::fs::write(&f, &bytes).unwrap();
+        edit();
+        let out = audit_verify(&data, &dirs);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{want}: {err}");
+        assert!(err.contains("audit archive") && err.contains(want), "{err}");
+    }
+}
+
 /// The same on PostgreSQL: `archive`, `verify` and `verify-export` through `--config` and its
 /// `database: {url_env}`.
 #[test]
