@@ -130,7 +130,7 @@ pub async fn serve(
         let (tcp, peer) = tokio::select! {
             own = accept_private(private.as_ref()) => {
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    tracing::warn!("the hub's connection to its gateway refused: max_connections reached");
+                    tokio::spawn(refuse(own.into_inner(), FULL));
                     continue;
                 };
                 let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
@@ -251,7 +251,7 @@ const FULL: &str = r#"{"code":"TOO_MANY_CONNECTIONS","message":"the gateway serv
 const FULL_FOR_ADDRESS: &str = r#"{"code":"TOO_MANY_CONNECTIONS","message":"the gateway serves its maximum number of connections from this address (max_connections_per_address); close some or retry shortly"}"#;
 
 /// Answers a connection over a cap with `503 TOO_MANY_CONNECTIONS` (JSON `body`) and closes it.
-async fn refuse(mut tcp: tokio::net::TcpStream, body: &'static str) {
+async fn refuse(mut tcp: impl tokio::io::AsyncWrite + Unpin, body: &'static str) {
     let reply = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
         body.len()

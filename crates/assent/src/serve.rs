@@ -94,49 +94,76 @@ async fn bind(cfg: &Config) -> Result<tokio::net::TcpListener> {
     Ok(listener)
 }
 
-/// The Unix socket the hub reaches its gateway on (`assent serve`): in a directory of its
-/// own, mode 0700, in the system's temporary directory (a socket path must stay short),
-/// removed when dropped.
+/// The Unix socket the hub reaches its gateway on (`assent serve`): `DATA_DIR/hub-PID.sock`,
+/// in the data directory (mode 0700: no other user can reach it), removed when dropped.
 struct PrivateSocket {
-    dir: PathBuf,
+    path: PathBuf,
     listener: Option<assent_server::serve::Private>,
 }
 
+/// The longest socket path bound (Linux allows 107 bytes).
+#[cfg(unix)]
+const MAX_SOCKET_PATH: usize = 100;
+
 impl PrivateSocket {
-    /// Binds `assent-hub-PID-RANDOM/gateway.sock`. Errors: the directory's or the bind's.
+    /// Binds `data_dir/hub-PID.sock`, after removing the sockets there of processes that
+    /// ended without removing theirs (killed). Errors: a path too long for a socket, the bind's.
     #[cfg(unix)]
-    fn bind() -> Result<(Self, PathBuf)> {
-        use std::os::unix::fs::DirBuilderExt;
-        let dir = std::env::temp_dir().join(format!(
-            "assent-hub-{}-{}",
-            std::process::id(),
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        ));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let path = dir.join("gateway.sock");
-        // Built first, so that a failed bind removes the directory too.
-        let mut me = PrivateSocket {
-            dir,
-            listener: None,
-        };
+    fn bind(data_dir: &std::path::Path) -> Result<(Self, PathBuf)> {
+        remove_stale_sockets(data_dir);
+        let path = data_dir.join(format!("hub-{}.sock", std::process::id()));
+        if path.as_os_str().len() > MAX_SOCKET_PATH {
+            bail!(
+                "{} is longer than a socket path may be ({MAX_SOCKET_PATH} bytes)",
+                path.display()
+            );
+        }
+        // Left by an earlier process of the same id.
+        let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)
             .with_context(|| format!("cannot listen on {}", path.display()))?;
-        me.listener = Some(listener);
+        let me = PrivateSocket {
+            path: path.clone(),
+            listener: Some(listener),
+        };
         Ok((me, path))
+    }
+}
+
+/// Removes the `hub-PID.sock` files in `dir` whose process no longer runs.
+#[cfg(unix)]
+fn remove_stale_sockets(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("hub-")?.strip_suffix(".sock"))
+            .and_then(|p| p.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            continue;
+        };
+        let ended = matches!(
+            rustix::process::test_kill_process(pid),
+            Err(rustix::io::Errno::SRCH)
+        );
+        if ended {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
 impl Drop for PrivateSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
 /// With `mcp_upstreams`, starts the hub (talking back to this gateway on a private Unix
-/// socket, [`PrivateSocket`], else at the listener's address), makes it the dashboard's
+/// socket, [`PrivateSocket`], else — none could be bound, logged — at the listener's address), makes it the dashboard's
 /// dry-run and returns a router serving it at `/mcp` behind [`strict_mcp_bodies`], and the
 /// socket; without, an empty router.
 async fn mount_mcp(
@@ -147,15 +174,20 @@ async fn mount_mcp(
     let mut extra = axum::Router::new();
     let mut private = None;
     if !cfg.mcp_upstreams.is_empty() {
+        let tcp = assent_mcp::hub::GatewayAt::Url(format!("http://{}", listener.local_addr()?));
         #[cfg(unix)]
-        let gateway = {
-            let (socket, path) = PrivateSocket::bind()?;
-            private = Some(socket);
-            assent_mcp::hub::GatewayAt::Socket(path)
+        let gateway = match PrivateSocket::bind(&cfg.data_dir) {
+            Ok((socket, path)) => {
+                private = Some(socket);
+                assent_mcp::hub::GatewayAt::Socket(path)
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "the MCP hub reaches its gateway over loopback TCP instead of a private socket: its held calls count against max_connections_per_address");
+                tcp
+            }
         };
         #[cfg(not(unix))]
-        let gateway = assent_mcp::hub::GatewayAt::Url(format!("http://{}", listener.local_addr()?));
-        let _ = listener;
+        let gateway = tcp;
         let hub = assent_mcp::hub::Hub::start(upstream_specs(cfg)?, gateway, 25, 10).await?;
         state.dry_run = Some(std::sync::Arc::new(HubDryRun(hub.clone())));
         let sessions = McpSessions::default();
