@@ -270,6 +270,41 @@ fn file_problem(
     Ok(None)
 }
 
+/// Why the store behind `conn` forks from the checkpoint file `file`: the first checkpoint in
+/// it signed by `key`, at or below the store's head, that the chain does not hold (its record
+/// rewritten, or the anchors' signatures broken); checkpoints past the head are not checked
+/// (a backup is older than the file). `None` when the file does not exist or agrees. For
+/// `assent restore` (found by review: a backup edited and re-chained, its stored checkpoints
+/// deleted, was restored, and the documented step after a restore — moving the checkpoint
+/// file aside — then threw away the one signature that showed the fork). Errors: the file
+/// cannot be read; the store's.
+pub fn fork_from_file(
+    conn: Conn<'_>,
+    file: &Path,
+    key: &VerifyingKey,
+) -> Result<Option<String>, StoreError> {
+    let cps = match checkpoint::read_jsonl(file, key) {
+        Ok((cps, _)) => cps,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(file)(e)),
+    };
+    Ok(conn.snapshot(|c| {
+        let anchors = archive::stored(c)?;
+        if let Some((_, why)) = archive::check_anchors(&anchors, key) {
+            return Ok(Some(why));
+        }
+        let newest: i64 =
+            c.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?;
+        let head_seq = newest.max(anchors.last().map_or(0, |a| a.last_seq));
+        for cp in cps.iter().filter(|cp| cp.seq <= head_seq) {
+            if let Some(why) = against_chain(c, cp, &anchors, head_seq)? {
+                return Ok(Some(format!("{}: {why}", file.display())));
+            }
+        }
+        Ok(None)
+    })?)
+}
+
 /// Why the store behind `conn` does not hold the newest checkpoint of the checkpoint file
 /// `file` signed by `key` (none when the file does not exist yet, or holds none): the gateway
 /// refuses to start on a chain rolled back below a checkpoint it published (that record is

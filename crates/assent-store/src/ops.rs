@@ -499,7 +499,10 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// refused unless `force`; approval tokens neither redeemed nor expired (one redeemed after
 /// the backup would be redeemable again) are refused unless `outstanding_tokens` — a
 /// separate consent, so accepting other keys never silently accepts replayable tokens — and
-/// then voided when the gateway next starts ([`crate::voided`]). The copy's dashboard
+/// then voided when the gateway next starts ([`crate::voided`]). With `checkpoint_file` (the
+/// config's `audit_checkpoints.file`), every checkpoint of that file at or below the copy's
+/// head must hold in the copy ([`crate::integrity::fork_from_file`]: a rewritten copy is
+/// refused; later checkpoints are expected, the copy being older). The copy's dashboard
 /// sessions and sign-ins in progress are ended (everyone signs in again). Then the live database is
 /// taken exclusively (refused while a gateway or another program has it open), its
 /// write-ahead log folded in, kept as `assent.db.before-restore-<time>`, and the copy renamed
@@ -512,8 +515,8 @@ pub fn restore(
     data_dir: &Path,
     keys_dir: &Path,
     input: &Path,
-    force: bool,
-    outstanding_tokens: bool,
+    (force, outstanding_tokens): (bool, bool),
+    checkpoint_file: Option<&Path>,
 ) -> Result<Copied, StoreError> {
     if !input.is_file() {
         return Err(refuse(format!("{}: no such file", input.display())));
@@ -528,6 +531,14 @@ pub fn restore(
     check_assent_db(&staging.db(), version, &what)?;
     let key = audit_public_key(keys_dir)?;
     let (rep, other_key) = verify_staged(&staging, key, keys_dir, &what, force)?;
+    if let (Some(file), Some(key)) = (checkpoint_file, key) {
+        let conn = crate::db::Connection::Sqlite(crate::open::open_read_only(&staging.dir)?);
+        if let Some(why) = crate::integrity::fork_from_file(conn.conn(), file, &key)? {
+            return Err(refuse(format!(
+                "{what} is not a copy of the history the checkpoint file vouches for ({why}); nothing replaced"
+            )));
+        }
+    }
     let outstanding = check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
     let defaults = pending_defaults(&staging.db())?;
     let at = restored_at(&staging.db(), crate::kit::now_ms())?;

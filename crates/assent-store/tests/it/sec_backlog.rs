@@ -182,7 +182,7 @@ fn a_restore_cancels_what_its_default_would_approve_once_a_denial_is_rolled_back
     )
     .unwrap();
     drop(s);
-    assent_store::ops::restore(dir.path(), dir.path(), &out, false, false).unwrap();
+    assent_store::ops::restore(dir.path(), dir.path(), &out, (false, false), None).unwrap();
     assert!(dir.path().join(assent_store::voided::MARKER).exists());
     let s = Store::open(dir.path(), 60_000, crate::wire()).unwrap();
     assert!(!dir.path().join(assent_store::voided::MARKER).exists());

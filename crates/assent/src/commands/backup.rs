@@ -10,10 +10,11 @@ use assent_server::config::Config;
 use assent_store::ops::{self, Copied};
 use std::path::{Path, PathBuf};
 
-/// The data and keys directories of `place`: `--config FILE`'s `data_dir` and `keys_dir`,
-/// else `--data-dir` (or [`data_dir_or_default`]) for both. A config on PostgreSQL is refused:
-/// its database is backed up with `pg_dump` (README, "PostgreSQL").
-fn dirs(place: &DataPlace) -> Result<(PathBuf, PathBuf)> {
+/// The data and keys directories of `place` and its checkpoint file: `--config FILE`'s
+/// `data_dir`, `keys_dir` and `audit_checkpoints.file`, else `--data-dir` (or
+/// [`data_dir_or_default`]) for both and none. A config on PostgreSQL is refused: its
+/// database is backed up with `pg_dump` (README, "PostgreSQL").
+fn dirs(place: &DataPlace) -> Result<(PathBuf, PathBuf, Option<PathBuf>)> {
     match &place.config {
         Some(f) => {
             let cfg = Config::load(f)?;
@@ -25,11 +26,11 @@ fn dirs(place: &DataPlace) -> Result<(PathBuf, PathBuf)> {
                 );
             }
             let keys = cfg.keys_dir();
-            Ok((cfg.data_dir, keys))
+            Ok((cfg.data_dir, keys, cfg.audit_checkpoints.file))
         }
         None => {
             let d = data_dir_or_default(place.data_dir.clone())?;
-            Ok((d.clone(), d))
+            Ok((d.clone(), d, None))
         }
     }
 }
@@ -57,7 +58,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
 /// `assent backup`: writes the verified copy of the database to `out` (replacing it only with
 /// `force`) and prints the report. Exit status 0; a refusal is an error (status 1).
 fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32> {
-    let (dir, keys) = dirs(place)?;
+    let (dir, keys, _) = dirs(place)?;
     let done = ops::backup(&dir, &keys, out, force)?;
     if json {
         println!("{}", serde_json::to_string(&done)?);
@@ -81,8 +82,8 @@ fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32>
 /// `assent restore`: replaces the database with the verified backup `input` and prints the
 /// report. Exit status 0; a refusal is an error (status 1).
 fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> Result<i32> {
-    let (dir, keys) = dirs(place)?;
-    let done = ops::restore(&dir, &keys, input, force.0, force.1)?;
+    let (dir, keys, file) = dirs(place)?;
+    let done = ops::restore(&dir, &keys, input, force, file.as_deref())?;
     if json {
         println!("{}", serde_json::to_string(&done)?);
         return Ok(0);
@@ -97,6 +98,14 @@ fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> 
         println!("the replaced database is kept as {}", p.display());
     }
     print_verified(&done);
+    if let Some(f) = file.filter(|f| f.exists()) {
+        println!(
+            "the copy holds every checkpoint of {} up to its head; if the file has later ones, the gateway will not start on the older chain until the file is moved aside: mv {} {}.before-restore",
+            f.display(),
+            f.display(),
+            f.display()
+        );
+    }
     if done.other_audit_key {
         eprintln!(
             "assent: warning: the backup's checkpoints were signed by another audit key than {}'s: `assent audit verify` fails until the audit.key backed up with it is put back, and tokens minted under another token.key are refused",

@@ -5,6 +5,7 @@
 use super::*;
 
 mod pins;
+mod restore;
 
 /// A data directory whose gateway approved, redeemed, denied and allowed calls, then shut down
 /// (SIGTERM: the shutdown checkpoint covers the whole chain), and its checkpoint sink file.
