@@ -199,3 +199,39 @@ impl Call {
         result.into()
     }
 }
+
+/// A call's client cancelled it: a call not forwarded yet stops (`job` aborted, its pending
+/// approval withdrawn); one already forwarded (`Hold::Forwarding`) runs to its end, so that
+/// its result is reported and recorded.
+pub(super) async fn stop_unless_forwarded(
+    job: &tokio::task::AbortHandle,
+    held: &crate::kit::HoldState,
+    gw: &crate::gateway::Gateway,
+) {
+    let now = held.borrow().clone();
+    if now == Hold::Forwarding {
+        return;
+    }
+    job.abort();
+    if let Some(a) = now.approval() {
+        gw.cancel(&a, "the MCP client cancelled the request").await;
+    }
+}
+
+/// Aborts a call's task when dropped unless it was forwarded by then: the request that runs
+/// it ended without cancelling it (a client gone), so a held call must not go on to run
+/// upstream with no one to answer, but one already running upstream finishes and records.
+pub(super) struct AbortUnlessForwarded {
+    /// The call's task.
+    pub(super) job: tokio::task::AbortHandle,
+    /// Its hold.
+    pub(super) held: std::sync::Arc<HoldState>,
+}
+
+impl Drop for AbortUnlessForwarded {
+    fn drop(&mut self) {
+        if *self.held.borrow() != Hold::Forwarding {
+            self.job.abort();
+        }
+    }
+}

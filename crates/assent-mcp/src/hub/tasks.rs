@@ -57,11 +57,7 @@ pub(super) async fn call_as_task(
         }
         _ = async { watch.wait_for(|h| matches!(h, Hold::Review(_) | Hold::Approval(_))).await.is_ok() } => {}
         _ = ctx.ct.cancelled() => {
-            job.abort();
-            let approval = held.borrow().approval();
-            if let Some(a) = approval {
-                gw.cancel(&a, "the MCP client cancelled the request").await;
-            }
+            super::call::stop_unless_forwarded(&job.abort_handle(), &held, &gw).await;
             return Err(McpError::invalid_request("cancelled by the client", None));
         }
     }

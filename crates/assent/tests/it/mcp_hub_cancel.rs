@@ -1,0 +1,73 @@
+//! A hub call the client cancels after it was forwarded runs to its end and is recorded.
+
+use crate::hub_kit::{hub_client, hub_gateway};
+use std::time::{Duration, Instant};
+
+const KEY: &str = "hub-cancel-agent-key-0123456789";
+
+/// A hub upstream (Python, stdio) whose one tool, `slow`, answers after a second.
+const SLOW: &str = r#"import json,sys,time
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
+    elif meth=="tools/list":
+        r={"tools":[{"name":"slow","description":"Slow.","inputSchema":{"type":"object"}}]}
+    elif meth=="tools/call":
+        time.sleep(1)
+        r={"content":[{"type":"text","text":"done"}]}
+    else:
+        r={}
+    print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
+"#;
+
+/// The `call.result` records in the gateway's database under `dir`.
+fn results(dir: &std::path::Path) -> i64 {
+    let out = std::process::Command::new("sqlite3")
+        .arg(dir.join("data/assent.db"))
+        .arg("SELECT count(*) FROM audit WHERE kind = 'call.result';")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Found by review: a call the client cancelled while the upstream ran it was dropped with
+/// the request, so the upstream may have carried it out but no `call.result` (its size and
+/// SHA-256) was ever recorded. A forwarded call now runs to its end and is recorded.
+#[test]
+fn a_call_cancelled_while_the_upstream_runs_it_is_still_recorded() {
+    let (dir, mut server) = hub_gateway(KEY, &[("up", Some("[slow]"), SLOW)]);
+    let url = server.url.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = hub_client(&url, KEY).await;
+        let call = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::Request::new(
+            rmcp::model::CallToolRequestParams::new("up__slow"),
+        ));
+        let handle = client
+            .peer()
+            .send_cancellable_request(call, rmcp::service::PeerRequestOptions::no_options())
+            .await
+            .unwrap();
+        // Allowed outright: forwarded at once, and the upstream takes a second.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        handle
+            .cancel(Some("the user pressed stop".into()))
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while results(dir.path()) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            results(dir.path()),
+            1,
+            "the forwarded call's result was not recorded"
+        );
+        client.cancel().await.unwrap();
+    });
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
