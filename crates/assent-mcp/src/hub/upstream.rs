@@ -67,8 +67,9 @@ pub(super) struct Upstream {
     /// The last tool list read and when its reading began (never locked across a wait).
     tools: std::sync::Mutex<Option<(std::time::Instant, Vec<Tool>)>>,
     /// Held while the list is read: one reading at a time, which the requests waiting for
-    /// it share ([`Upstream::tools`]).
-    fetching: tokio::sync::Mutex<()>,
+    /// it share ([`Upstream::tools`]); it holds the last reading's failure and when that
+    /// reading began, until one succeeds.
+    fetching: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
     /// Set once this hub has checked the upstream's whole tool list against the pins (so a
     /// server first seen through a call is pinned whole); later calls check just their tool.
     pub(super) whole_checked: tokio::sync::OnceCell<()>,
@@ -107,7 +108,7 @@ impl Upstream {
                     error: None,
                     watch: service.service().clone(),
                     tools: std::sync::Mutex::new(None),
-                    fetching: tokio::sync::Mutex::new(()),
+                    fetching: tokio::sync::Mutex::new(None),
                     whole_checked: tokio::sync::OnceCell::new(),
                     _service: Some(service),
                 }
@@ -130,7 +131,7 @@ impl Upstream {
             error: Some(error),
             watch: Watch::default(),
             tools: std::sync::Mutex::new(None),
-            fetching: tokio::sync::Mutex::new(()),
+            fetching: tokio::sync::Mutex::new(None),
             whole_checked: tokio::sync::OnceCell::new(),
             _service: None,
         }
@@ -154,12 +155,25 @@ impl Upstream {
         {
             return Ok(list);
         }
-        let _reading = self.fetching.lock().await;
+        let mut failed = self.fetching.lock().await;
         if let Some(list) = self.cached(|at| at >= asked) {
             return Ok(list);
         }
+        // A reading that began after this request arrived and failed answers it too (found by
+        // review: each waiter read again in turn, so a list that timed out after 30 s held N
+        // waiters N × 30 s).
+        if let Some((_, why)) = failed.as_ref().filter(|(at, _)| *at >= asked) {
+            return Err(why.clone());
+        }
         let began = std::time::Instant::now();
-        let list = list_tools_bounded(peer).await?;
+        let list = match list_tools_bounded(peer).await {
+            Ok(list) => list,
+            Err(why) => {
+                *failed = Some((began, why.clone()));
+                return Err(why);
+            }
+        };
+        *failed = None;
         *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some((began, list.clone()));
         Ok(list)
     }

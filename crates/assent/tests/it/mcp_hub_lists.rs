@@ -61,3 +61,57 @@ fn a_call_is_not_held_up_behind_another_clients_tool_list_readings() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// A hub upstream whose `tools/list` fails after two seconds, once it has answered once.
+const FAILING_LISTS: &str = r#"import json,sys,time
+n=0
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
+    elif meth=="tools/list":
+        n+=1
+        if n>1:
+            time.sleep(2)
+            print(json.dumps({"jsonrpc":"2.0","id":i,"error":{"code":-32603,"message":"down"}}), flush=True)
+            continue
+        r={"tools":[{"name":"hello","description":"Say hello.","inputSchema":{"type":"object"}}]}
+    else:
+        r={}
+    print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
+"#;
+
+/// Found by review: a failed reading was not shared, so each client waiting for it read
+/// again in turn; an upstream whose list fails (or times out after 30 s) held the sixth of
+/// six waiting lists six readings long. A reading's failure now answers every request that
+/// arrived before it began.
+#[test]
+fn a_failed_tool_list_reading_answers_every_list_waiting_for_it() {
+    let (_dir, mut server) = hub_gateway(KEY, &[("failing", Some("[hello]"), FAILING_LISTS)]);
+    let url = server.url.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let took = rt.block_on(async {
+        let client = hub_client(&url, KEY).await;
+        // The first list is read (and pinned); from then on every reading fails after 2 s.
+        assert_eq!(client.peer().list_tools(None).await.unwrap().tools.len(), 1);
+        let t = Instant::now();
+        let mut lists = tokio::task::JoinSet::new();
+        for _ in 0..6 {
+            let peer = client.peer().clone();
+            lists.spawn(async move { peer.list_tools(None).await });
+        }
+        for l in lists.join_all().await {
+            // The upstream's tools are left out of the answer, not an error.
+            assert_eq!(l.unwrap().tools.len(), 0);
+        }
+        let took = t.elapsed();
+        client.cancel().await.unwrap();
+        took
+    });
+    // Two readings at most (one under way when a request came, then one for it), not six.
+    assert!(took < Duration::from_secs(7), "six lists took {took:?}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
