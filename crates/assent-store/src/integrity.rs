@@ -270,38 +270,63 @@ fn file_problem(
     Ok(None)
 }
 
-/// Why the store behind `conn` forks from the checkpoint file `file`: the first checkpoint in
-/// it signed by `key`, at or below the store's head, that the chain does not hold (its record
-/// rewritten, or the anchors' signatures broken); checkpoints past the head are not checked
-/// (a backup is older than the file). `None` when the file does not exist or agrees. For
-/// `assent restore` (found by review: a backup edited and re-chained, its stored checkpoints
-/// deleted, was restored, and the documented step after a restore — moving the checkpoint
-/// file aside — then threw away the one signature that showed the fork). Errors: the file
-/// cannot be read; the store's.
+/// What [`fork_from_file`] found: how many of the file's checkpoints it checked, how many
+/// records come after the newest of them (vouched for by no checkpoint of the file), and the
+/// first that the chain does not hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FileCheck {
+    /// The file's checkpoints signed by the key at or below the store's head, all checked.
+    pub checked: usize,
+    /// Whether the file exists (`false`: nothing was checked).
+    pub exists: bool,
+    /// Records after the newest checkpoint checked (all of them when none was).
+    pub unvouched: i64,
+    /// Why the store forks from the file; `None`: it holds every checkpoint checked.
+    pub problem: Option<String>,
+}
+
+/// Checks the store behind `conn` against the checkpoint file `file` ([`FileCheck`]): every
+/// checkpoint in it signed by `key` at or below the store's head must hold in the chain (its
+/// record not rewritten, the anchors' signatures whole); checkpoints past the head are not
+/// checked (a backup is older than the file). For `assent restore` (found by review: a backup
+/// edited and re-chained, its stored checkpoints deleted, was restored, and the documented
+/// step after a restore — moving the checkpoint file aside — then threw away the one signature
+/// that showed the fork). A file that does not exist checks nothing (`exists: false`).
+/// Errors: the file cannot be read; the store's.
 pub fn fork_from_file(
     conn: Conn<'_>,
     file: &Path,
     key: &VerifyingKey,
-) -> Result<Option<String>, StoreError> {
+) -> Result<FileCheck, StoreError> {
     let cps = match checkpoint::read_jsonl(file, key) {
-        Ok((cps, _)) => cps,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Ok((cps, _)) => Some(cps),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io(file)(e)),
     };
     Ok(conn.snapshot(|c| {
         let anchors = archive::stored(c)?;
-        if let Some((_, why)) = archive::check_anchors(&anchors, key) {
-            return Ok(Some(why));
-        }
         let newest: i64 =
             c.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?;
         let head_seq = newest.max(anchors.last().map_or(0, |a| a.last_seq));
+        let mut out = FileCheck {
+            exists: cps.is_some(),
+            unvouched: head_seq,
+            ..FileCheck::default()
+        };
+        let Some(cps) = cps else { return Ok(out) };
+        if let Some((_, why)) = archive::check_anchors(&anchors, key) {
+            out.problem = Some(why);
+            return Ok(out);
+        }
         for cp in cps.iter().filter(|cp| cp.seq <= head_seq) {
             if let Some(why) = against_chain(c, cp, &anchors, head_seq)? {
-                return Ok(Some(format!("{}: {why}", file.display())));
+                out.problem = Some(format!("{}: {why}", file.display()));
+                return Ok(out);
             }
+            out.checked += 1;
+            out.unvouched = out.unvouched.min(head_seq - cp.seq);
         }
-        Ok(None)
+        Ok(out)
     })?)
 }
 

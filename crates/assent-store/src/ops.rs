@@ -56,6 +56,9 @@ pub struct Copied {
     /// directory's (or it has none); `assent audit verify` there will fail until the matching
     /// `audit.key` is put back.
     pub other_audit_key: bool,
+    /// `restore` with a checkpoint file: what checking the copy against it found (`None`: not
+    /// checked — no file given, no audit key, or the copy signed by another key).
+    pub checkpoint_file: Option<crate::integrity::FileCheck>,
 }
 
 /// A refusal: `StoreError::Invalid` with `msg`.
@@ -182,6 +185,7 @@ fn copied(path: PathBuf, schema_version: i64, rep: &Report) -> Result<Copied, St
         unsigned_records: rep.unsigned_records,
         set_aside: None,
         other_audit_key: false,
+        checkpoint_file: None,
     })
 }
 
@@ -470,11 +474,15 @@ fn restored_at(staged: &Path, now: i64) -> Result<i64, StoreError> {
 
 /// The name the replaced database is kept under: `assent.db.before-restore-<UTC time>`.
 fn aside_name(data_dir: &Path) -> PathBuf {
+    data_dir.join(format!("{DB_FILE}.before-restore-{}", utc_stamp()))
+}
+
+/// Now in UTC as `YYYYMMDDTHHMMSSZ` (the suffix of what a restore sets aside).
+pub fn utc_stamp() -> String {
     let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
-    let now = time::OffsetDateTime::now_utc()
+    time::OffsetDateTime::now_utc()
         .format(fmt)
-        .unwrap_or_else(|_| "unknown-time".into());
-    data_dir.join(format!("{DB_FILE}.before-restore-{now}"))
+        .unwrap_or_else(|_| "unknown-time".into())
 }
 
 /// Keeps the live database `live` (held by `lock`, already self-contained) under
@@ -502,7 +510,8 @@ fn keep_aside(data_dir: &Path, live: &Path) -> Result<PathBuf, StoreError> {
 /// then voided when the gateway next starts ([`crate::voided`]). With `checkpoint_file` (the
 /// config's `audit_checkpoints.file`), every checkpoint of that file at or below the copy's
 /// head must hold in the copy ([`crate::integrity::fork_from_file`]: a rewritten copy is
-/// refused; later checkpoints are expected, the copy being older). The copy's dashboard
+/// refused; later checkpoints are expected, the copy being older); what was checked is in
+/// [`Copied::checkpoint_file`] (not checked for a copy signed by another key). The copy's dashboard
 /// sessions and sign-ins in progress are ended (everyone signs in again). Then the live database is
 /// taken exclusively (refused while a gateway or another program has it open), its
 /// write-ahead log folded in, kept as `assent.db.before-restore-<time>`, and the copy renamed
@@ -531,13 +540,18 @@ pub fn restore(
     check_assent_db(&staging.db(), version, &what)?;
     let key = audit_public_key(keys_dir)?;
     let (rep, other_key) = verify_staged(&staging, key, keys_dir, &what, force)?;
-    if let (Some(file), Some(key)) = (checkpoint_file, key) {
+    // The file's checkpoints are signed with this data directory's key: a copy signed by
+    // another (`--force`) cannot be checked against them.
+    let mut file_check = None;
+    if let (Some(file), Some(key), false) = (checkpoint_file, key, other_key) {
         let conn = crate::db::Connection::Sqlite(crate::open::open_read_only(&staging.dir)?);
-        if let Some(why) = crate::integrity::fork_from_file(conn.conn(), file, &key)? {
+        let found = crate::integrity::fork_from_file(conn.conn(), file, &key)?;
+        if let Some(why) = &found.problem {
             return Err(refuse(format!(
                 "{what} is not a copy of the history the checkpoint file vouches for ({why}); nothing replaced"
             )));
         }
+        file_check = Some(found);
     }
     let outstanding = check_outstanding_tokens(&staging.db(), &what, outstanding_tokens)?;
     let defaults = pending_defaults(&staging.db())?;
@@ -576,5 +590,6 @@ pub fn restore(
     let mut out = copied(live, version, &rep)?;
     out.set_aside = set_aside;
     out.other_audit_key = other_key;
+    out.checkpoint_file = file_check;
     Ok(out)
 }

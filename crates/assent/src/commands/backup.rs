@@ -98,14 +98,7 @@ fn restore(place: &DataPlace, input: &Path, force: (bool, bool), json: bool) -> 
         println!("the replaced database is kept as {}", p.display());
     }
     print_verified(&done);
-    if let Some(f) = file.filter(|f| f.exists()) {
-        println!(
-            "the copy holds every checkpoint of {} up to its head; if the file has later ones, the gateway will not start on the older chain until the file is moved aside: mv {} {}.before-restore",
-            f.display(),
-            f.display(),
-            f.display()
-        );
-    }
+    print_file_check(file.as_deref(), &done);
     if done.other_audit_key {
         eprintln!(
             "assent: warning: the backup's checkpoints were signed by another audit key than {}'s: `assent audit verify` fails until the audit.key backed up with it is put back, and tokens minted under another token.key are refused",
@@ -129,4 +122,46 @@ fn print_verified(c: &Copied) {
         None => println!("no signed checkpoints"),
     }
     println!("the state tables agree with the audit chain");
+}
+
+/// What checking the restored copy against the checkpoint file `file` found, and what to do
+/// next; a warning where it was not checked.
+fn print_file_check(file: Option<&Path>, done: &Copied) {
+    let Some(f) = file else {
+        eprintln!(
+            "assent: note: not checked against a checkpoint file (restore with --config, whose audit_checkpoints.file is then checked)"
+        );
+        return;
+    };
+    match &done.checkpoint_file {
+        Some(c) if c.checked > 0 => {
+            println!(
+                "the copy holds the {} checkpoints of {} up to its head; its last {} records come after the newest of them and are vouched for by none",
+                c.checked,
+                f.display(),
+                c.unvouched
+            );
+            let aside = format!(
+                "{}.before-restore-{}",
+                f.display(),
+                assent_store::ops::utc_stamp()
+            );
+            println!(
+                "if the file has checkpoints past the copy's head, the gateway will not start on the older chain until it is moved aside (keep it: it records what was rolled back): mv {} {aside}",
+                f.display()
+            );
+        }
+        Some(c) if !c.exists => eprintln!(
+            "assent: warning: the checkpoint file {} does not exist: the copy was NOT checked against it",
+            f.display()
+        ),
+        Some(_) => eprintln!(
+            "assent: warning: the checkpoint file {} holds no checkpoint of this audit key at or below the copy's head: the copy was NOT checked against it",
+            f.display()
+        ),
+        None => eprintln!(
+            "assent: warning: the copy was NOT checked against the checkpoint file {} (no audit key here, or the copy was signed by another)",
+            f.display()
+        ),
+    }
 }
