@@ -235,8 +235,8 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
 const WITHDRAWN: &str = "a reload removed the voter or changed their key, roles or single sign-on";
 
 /// Reads and validates the file as start-up does: the configuration, every principal's key
-/// (`key_env` variables are read from this process's environment, as at start-up) and the
-/// scrape key of the file's `metrics_key_env` ([`Config::metrics_key`]); and no principal's
+/// (`key_env` variables are read from this process's environment, as at start-up; the
+/// file's `metrics_key_env` only warned about, as it applies at the next start); and no principal's
 /// key may be `scrape`, the scrape key in force (found by review: start-up checked it, a
 /// reload did not, so a reload giving an operator `key_env: ASSENT_METRICS_KEY` made the
 /// Prometheus scraper's key, kept in a scraper's configuration, an operator's key).
@@ -247,7 +247,14 @@ fn load(
     let mut cfg = Config::load_with(&r.file, r.strict)?;
     cfg.insecure_demo_keys = r.insecure_demo_keys;
     let principals = cfg.principals()?;
-    cfg.metrics_key()?;
+    // `metrics_key_env` takes effect at the next start only: what is wrong with it there is
+    // a warning now, not a refusal (found by review: a variable this process lacks refused
+    // every reload, urgent key revocations too, until a restart).
+    if let Err(e) = cfg.metrics_key() {
+        cfg.warnings.push(format!(
+            "metrics_key_env, which applies at the next start: {e}"
+        ));
+    }
     if let Some(p) = principals.iter().find(|p| Some(p.key_sha256) == scrape) {
         return Err(crate::config::raw::at(
             &r.file,

@@ -139,7 +139,11 @@ pub fn check_exports(
             );
             return Ok((verified, Some((a.last_seq, why))));
         }
-        let Some(path) = dirs.iter().map(|d| d.join(&a.file)).find(|p| p.exists()) else {
+        let Some(path) = dirs
+            .iter()
+            .map(|d| d.join(&a.file))
+            .find(|p| std::fs::symlink_metadata(p).is_ok())
+        else {
             let why = format!(
                 "the export of {range}, {}, is in none of the archive directories given ({}): the only copy of those records is missing",
                 a.file,
@@ -150,7 +154,23 @@ pub fn check_exports(
             );
             return Ok((verified, Some((a.last_seq, why))));
         };
-        let rep = verify_export(&path, key)?;
+        // Not a regular file (a FIFO would be waited on), or unreadable: a finding, not an
+        // I/O error of the command (found by review).
+        let rep = match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => verify_export(&path, key),
+            Ok(_) => Err(StoreError::Invalid("it is not a regular file".into())),
+            Err(e) => Err(io(&path)(e)),
+        };
+        let rep = match rep {
+            Ok(rep) => rep,
+            Err(e) => {
+                let why = format!(
+                    "the export of {range}, {}, cannot be read: {e}",
+                    path.display()
+                );
+                return Ok((verified, Some((a.last_seq, why))));
+            }
+        };
         let why = match (rep.problem, rep.manifest) {
             (Some(p), _) => format!("the export of {range}, {}: {p}", path.display()),
             (None, Some(m)) if m == *a => {

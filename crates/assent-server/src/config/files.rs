@@ -19,7 +19,18 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// its size and the limit; a file that grows past the limit while being read is refused too.
 pub fn read_bounded(path: &Path) -> Result<String, ConfigError> {
     let fail = |why: String| ConfigError(format!("{}: {why}", path.display()));
-    let f = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    // Non-blocking, so that opening a FIFO swapped in does not wait for a writer (found by
+    // review: the reload thread waited for ever, holding the reload lock); a regular file
+    // reads the same either way.
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+        open.custom_flags(flags.bits() as i32);
+    }
+    let f = open.open(path).map_err(|e| fail(e.to_string()))?;
     let meta = f.metadata().map_err(|e| fail(e.to_string()))?;
     if !meta.is_file() {
         return Err(fail(format!(
@@ -45,12 +56,30 @@ pub fn read_bounded(path: &Path) -> Result<String, ConfigError> {
     String::from_utf8(bytes).map_err(|_| fail("stream did not contain valid UTF-8".into()))
 }
 
-/// `(name, text)` of every file in `files`, each read with [`read_bounded`].
-pub(crate) fn read_all(files: &[PathBuf]) -> Result<Vec<(String, String)>, ConfigError> {
-    files
-        .iter()
-        .map(|f| read_bounded(f).map(|t| (f.display().to_string(), t)))
-        .collect()
+/// The most all the agent and governance files of one configuration may hold together
+/// (64 MiB): found by review, a glob over many files of [`MAX_FILE_BYTES`] each still had no
+/// bound.
+pub const MAX_TOTAL_BYTES: usize = 64 * 1024 * 1024;
+
+/// `(name, text)` of every file in `files`, each read with [`read_bounded`], while `budget`
+/// (bytes, shared by the calls of one load) lasts; a file past it is refused, naming the
+/// limit.
+pub(crate) fn read_all(
+    files: &[PathBuf],
+    budget: &mut usize,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let text = read_bounded(f)?;
+        *budget = budget.checked_sub(text.len()).ok_or_else(|| {
+            ConfigError(format!(
+                "{}: the agent and governance files together pass the limit of {MAX_TOTAL_BYTES} bytes",
+                f.display()
+            ))
+        })?;
+        out.push((f.display().to_string(), text));
+    }
+    Ok(out)
 }
 
 /// What a file that is not a regular file is, for the errors.

@@ -18,7 +18,7 @@ pub mod raw;
 pub mod slack;
 
 pub use database::DatabaseConfig;
-pub use files::{MAX_FILE_BYTES, read_bounded};
+pub use files::{MAX_FILE_BYTES, MAX_TOTAL_BYTES, read_bounded};
 pub use limits::{
     ARGUMENTS_BYTES_BOUNDS, AUDIT_RETENTION_DAYS_BOUNDS, AuditCheckpoints, EXTENSION_BOUNDS,
     MAX_PENDING_BOUNDS, RateLimits, TIMEOUT_BOUNDS, TOKEN_TTL_BOUNDS,
@@ -158,9 +158,10 @@ impl Config {
             ("governance", true),
             &mut warnings,
         )?;
+        let mut budget = files::MAX_TOTAL_BYTES;
         let registry = Registry::load_with(
-            &read_all(&agent_files)?,
-            &read_all(&governance_files)?,
+            &read_all(&agent_files, &mut budget)?,
+            &read_all(&governance_files, &mut budget)?,
             strict || raw.strict_agent_files,
         )
         .map_err(|e| ConfigError(e.to_string()))?;

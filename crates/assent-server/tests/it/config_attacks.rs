@@ -190,6 +190,47 @@ async fn a_huge_file_in_a_governance_glob_is_refused_not_read() {
     gw.stop().await;
 }
 
+/// Attack (found by review): a configuration file swapped for a named pipe was opened before
+/// it was checked, and opening a pipe waits for a writer, so the reload thread waited for
+/// ever holding the reload lock (every reload after it refused). The file is opened without
+/// waiting and refused; and the agent and governance files together are bounded (64 MiB),
+/// not only each one (found by review: many files of 4 MiB each had no bound).
+#[tokio::test]
+async fn a_pipe_as_the_configuration_or_too_many_large_files_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("assent.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    // On a thread of its own: one stuck opening the pipe must not keep the test from ending.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(Config::load(&fifo).map(drop)));
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("opening a pipe waited for a writer")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is not a regular file (a named pipe)"), "{e}");
+    let (_dir, gw, conf) = reloadable().await;
+    let n =
+        assent_server::config::MAX_TOTAL_BYTES as u64 / assent_server::config::MAX_FILE_BYTES + 1;
+    for i in 0..n {
+        let f = conf.join(format!("policies/big-{i}.yaml"));
+        let text = format!(
+            "# {}\n",
+            "x".repeat(assent_server::config::MAX_FILE_BYTES as usize - 16)
+        );
+        std::fs::write(f, text).unwrap();
+    }
+    let e = Config::load(&conf.join("assent.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("together pass the limit of 67108864 bytes"),
+        "{e}"
+    );
+    gw.stop().await;
+}
+
 /// Attack (found by review): start-up refuses a principal whose key is the Prometheus scrape
 /// key (`metrics_key_env`), but a reload did not check, so a reload giving an operator the
 /// scrape key (`key_env: ASSENT_METRICS_KEY`; here its digest) made the key every scraper's
@@ -217,6 +258,21 @@ async fn a_reload_cannot_make_the_scrape_key_an_operator_key() {
     );
     let r = gw.raw("GET", "/metrics", Some(SCRAPE)).await;
     assert_eq!(r.status(), StatusCode::OK);
+    // `metrics_key_env` applies at the next start: a variable this process lacks is a
+    // warning, not a refusal of every reload (found by review of the first form).
+    let text = format!(
+        "metrics_key_env: ASSENT_TEST_NO_SUCH_SCRAPE_KEY\n{}",
+        config_text(&everyone())
+    );
+    std::fs::write(conf.join("assent.yaml"), text).unwrap();
+    let (s, b) = gw.req("POST", "/v1/reload", Some(OLAF), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(
+        b["warnings"]
+            .to_string()
+            .contains("metrics_key_env, which applies at the next start"),
+        "{b}"
+    );
     gw.stop().await;
 }
 

@@ -207,9 +207,14 @@ fn audit_verify_with_archive_dirs_catches_a_removed_or_edited_export() {
             let rest = text.split_once('\n').unwrap().1;
             std::fs::write(&f, rest).unwrap();
         }),
-        ("", &|| {
-            // A whole other export (its own records and signed manifest) under the name.
+        ("is not the anchor the store keeps", &|| {
+            // Another export signed by the same key (the same records, another run) under
+            // the name: it verifies, but its manifest is not this anchor.
             let other = dir.path().join("other");
+            std::fs::create_dir_all(&other).unwrap();
+            for k in ["token.key", "audit.key"] {
+                std::fs::copy(data.join(k), other.join(k)).unwrap();
+            }
             old_history(&other);
             let o = other.to_str().unwrap();
             ok(&run(&[
