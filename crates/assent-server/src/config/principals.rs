@@ -342,13 +342,16 @@ pub(crate) fn resolve(
             tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
         }
         // A mistyped `owns` (`treasury-bot` for `treasury_bot`) would silently leave that
-        // principal free to approve its own agent's calls under separation of duties.
-        for owned in d.owns.iter().filter(|a| !registry.agents.contains_key(*a)) {
-            tracing::warn!(
-                file = %file.display(), line = ?d.line, principal = %name, owns = %owned,
-                "`owns` names an agent id that no agent file declares: separation of duties \
-                 does not apply to it (a typo?)"
-            );
+        // principal free to approve its own agent's calls under separation of duties: refused
+        // (found by review: only logged, it passed `assent check` and a reload's answer).
+        if let Some(owned) = d.owns.iter().find(|a| !registry.agents.contains_key(*a)) {
+            return Err(at(
+                file,
+                d.line,
+                format!(
+                    "principal `{name}`: owns `{owned}`, an agent id no agent file declares, so separation of duties would not apply to it (a typo?); declare the agent or remove the id"
+                ),
+            ));
         }
         out.push(Principal {
             name: name.clone(),

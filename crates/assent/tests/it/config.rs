@@ -58,6 +58,19 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
         code == Some(1) && err.contains(":3:") && err.contains("owns `` is not an agent id"),
         "{err}"
     );
+    // An `owns` naming no declared agent (a typo) would leave separation of duties off for the
+    // agent meant: refused with the line (found by review: only logged).
+    let cfg = format!(
+        "listen: 127.0.0.1:0\nprincipals:\n  - {{name: o, kind: operator, key_sha256: \"{}\", owns: [treasury-bot]}}\n",
+        "ab".repeat(32)
+    );
+    let (code, err) = serve_on(&p, &cfg, None);
+    assert!(
+        code == Some(1)
+            && err.contains(":3:")
+            && err.contains("owns `treasury-bot`, an agent id no agent file declares"),
+        "{err}"
+    );
     // MCP upstreams: each mistake names the alias and the line.
     for (cfg, why) in [
         (
