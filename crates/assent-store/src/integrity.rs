@@ -281,6 +281,8 @@ pub struct FileCheck {
     pub exists: bool,
     /// Records after the newest checkpoint checked (all of them when none was).
     pub unvouched: i64,
+    /// The file's checkpoints past the store's head (not checked: the store is older).
+    pub later: usize,
     /// Why the store forks from the file; `None`: it holds every checkpoint checked.
     pub problem: Option<String>,
 }
@@ -318,6 +320,7 @@ pub fn fork_from_file(
             out.problem = Some(why);
             return Ok(out);
         }
+        out.later = cps.iter().filter(|cp| cp.seq > head_seq).count();
         for cp in cps.iter().filter(|cp| cp.seq <= head_seq) {
             if let Some(why) = against_chain(c, cp, &anchors, head_seq)? {
                 out.problem = Some(format!("{}: {why}", file.display()));

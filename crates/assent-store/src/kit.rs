@@ -192,3 +192,75 @@ mod tests {
         assert!(ordered_id("rpl_", i64::MAX).starts_with("rpl_ffffffffffff"));
     }
 }
+
+/// `<data_dir>/assent.lock`, locked (`flock`) while held: shared by every store open on the
+/// SQLite database of `data_dir` (a gateway, an administration command), exclusive by a
+/// restore. Found by review: a gateway started while a restore ran opened the old file,
+/// waited on its lock, then served the database the restore had just set aside (and spent
+/// the restore's marker on it, leaving the restored copy's tokens unvoided).
+#[derive(Debug)]
+pub struct DataDirLock(#[allow(dead_code)] std::fs::File);
+
+/// The lock file's name in `data_dir`.
+pub const DATA_LOCK_FILE: &str = "assent.lock";
+
+/// How long opening a store waits for a restore to finish.
+const DATA_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl DataDirLock {
+    /// Opens (creating it 0600) `<data_dir>/assent.lock`.
+    fn file(data_dir: &Path) -> Result<std::fs::File, StoreError> {
+        let path = data_dir.join(DATA_LOCK_FILE);
+        let mut open = std::fs::OpenOptions::new();
+        open.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            open.mode(0o600);
+        }
+        open.open(&path).map_err(io(&path))
+    }
+
+    /// Shared, for a store: waits while a restore holds it (at most [`DATA_LOCK_WAIT`], then
+    /// `Invalid` saying so).
+    pub(crate) fn shared(data_dir: &Path) -> Result<Self, StoreError> {
+        let f = Self::file(data_dir)?;
+        let until = std::time::Instant::now() + DATA_LOCK_WAIT;
+        let mut told = false;
+        loop {
+            match f.try_lock_shared() {
+                Ok(()) => return Ok(DataDirLock(f)),
+                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                    if !told {
+                        tracing::warn!(data_dir = %data_dir.display(), "a restore holds the data directory: waiting for it to finish");
+                        told = true;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(StoreError::Invalid(format!(
+                        "{}: a restore has held {DATA_LOCK_FILE} for over {} s; not opened",
+                        data_dir.display(),
+                        DATA_LOCK_WAIT.as_secs()
+                    )));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(io(&data_dir.join(DATA_LOCK_FILE))(e));
+                }
+            }
+        }
+    }
+
+    /// Exclusive, for a restore: `Invalid` at once while anything holds it.
+    pub(crate) fn exclusive(data_dir: &Path) -> Result<Self, StoreError> {
+        let f = Self::file(data_dir)?;
+        match f.try_lock() {
+            Ok(()) => Ok(DataDirLock(f)),
+            Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Invalid(format!(
+                "{} is in use: a gateway (or another assent command) has its database open; stop the gateway before restoring",
+                data_dir.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(&data_dir.join(DATA_LOCK_FILE))(e)),
+        }
+    }
+}

@@ -82,6 +82,11 @@ impl Store {
         token_ttl_ms: i64,
         envelopes: Arc<dyn Envelopes>,
     ) -> Result<Store, StoreError> {
+        // Before the database is opened: a restore under way finishes first.
+        let data_lock = match database {
+            Database::Sqlite { .. } => Some(crate::kit::DataDirLock::shared(data_dir)?),
+            Database::Postgres { .. } => None,
+        };
         let conn = database.connect()?;
         migrate::migrate(conn.conn(), &format!("{database:?}"))?;
         if let Some(d) = migrate::altered_schema(conn.conn())? {
@@ -109,6 +114,7 @@ impl Store {
             envelopes,
             checkpointer,
             readers: Default::default(),
+            _data_lock: data_lock,
         };
         if let Database::Sqlite { .. } = database {
             store.void_restored_tokens(data_dir, crate::kit::now_ms())?;

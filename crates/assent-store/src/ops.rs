@@ -531,6 +531,9 @@ pub fn restore(
         return Err(refuse(format!("{}: no such file", input.display())));
     }
     create_private_dir(data_dir).map_err(io(data_dir))?;
+    // Held to the end: no store opens the data directory's database meanwhile (a gateway
+    // starting waits for it).
+    let _exclusive = crate::kit::DataDirLock::exclusive(data_dir)?;
     let what = input.display().to_string();
     let staging = Staging::new(data_dir, "restore")?;
     let src = Connection::open_with_flags(input, OpenFlags::SQLITE_OPEN_READ_ONLY)

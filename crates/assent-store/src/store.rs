@@ -31,6 +31,9 @@ pub struct Store {
     pub(crate) checkpointer: Option<crate::wal::Checkpointer>,
     /// Idle read sessions beside the writer (`readers.rs`).
     pub(crate) readers: crate::readers::Readers,
+    /// SQLite: `<data_dir>/assent.lock`, held shared while the store is open (a restore takes
+    /// it exclusively, [`crate::kit::DataDirLock`]); `None` on Postgres.
+    pub(crate) _data_lock: Option<crate::kit::DataDirLock>,
 }
 
 impl Store {

@@ -128,8 +128,8 @@ fn print_verified(c: &Copied) {
 /// next; a warning where it was not checked.
 fn print_file_check(file: Option<&Path>, done: &Copied) {
     let Some(f) = file else {
-        eprintln!(
-            "assent: note: not checked against a checkpoint file (restore with --config, whose audit_checkpoints.file is then checked)"
+        println!(
+            "not checked against a checkpoint file (restore with --config, whose audit_checkpoints.file is then checked)"
         );
         return;
     };
@@ -141,15 +141,15 @@ fn print_file_check(file: Option<&Path>, done: &Copied) {
                 f.display(),
                 c.unvouched
             );
-            let aside = format!(
-                "{}.before-restore-{}",
-                f.display(),
-                assent_store::ops::utc_stamp()
-            );
-            println!(
-                "if the file has checkpoints past the copy's head, the gateway will not start on the older chain until it is moved aside (keep it: it records what was rolled back): mv {} {aside}",
-                f.display()
-            );
+            if c.later > 0 {
+                let stamp = assent_store::ops::utc_stamp();
+                let aside = format!("{}.before-restore-{stamp}", f.display());
+                println!(
+                    "the file has {} checkpoints past the copy's head: the gateway will not start on the older chain until it is moved aside (keep it: it records what was rolled back): mv {} {aside}",
+                    c.later,
+                    f.display()
+                );
+            }
         }
         Some(c) if !c.exists => eprintln!(
             "assent: warning: the checkpoint file {} does not exist: the copy was NOT checked against it",

@@ -258,6 +258,46 @@ fn restore_refuses_while_a_gateway_has_the_database_open() {
     stop(s);
 }
 
+/// Attack (found by review): a gateway started while a restore ran (a supervisor restarting
+/// it) opened the old database, waited on its lock, and then served the file the restore had
+/// just set aside — spending the restore's marker on it, so the restored copy's tokens were
+/// never voided. A restore holds `DATA_DIR/assent.lock` exclusively and every store holds it
+/// shared: the gateway waits for the restore to end, and a restore is refused while any
+/// gateway or command has the directory open.
+#[test]
+fn a_gateway_started_during_a_restore_waits_for_it_to_end() {
+    let Served {
+        dir: _dir,
+        cfg,
+        data,
+        port,
+        server,
+    } = served(SIGNING);
+    stop(server);
+    // A restore under way (this test holding the lock as one does).
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(data.join("assent.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let child = serve_cmd(&cfg)
+        .env("TEST_ALICE_KEY", OP_KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    std::thread::sleep(Duration::from_secs(2));
+    let early = reqwest::blocking::get(format!("{url}/healthz"));
+    assert!(early.is_err(), "served during a restore: {early:?}");
+    lock.unlock().unwrap();
+    wait_healthy(&url, Duration::from_secs(20), Duration::from_millis(50));
+    stop(Server { child, url });
+}
+
 #[test]
 fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered() {
     let Served {
