@@ -98,6 +98,10 @@ pub enum Hold {
     Approval(String),
     /// Cleared: the call is being forwarded to the upstream (no longer cancellable).
     Forwarding,
+    /// Its client cancelled it before it was forwarded: it is never forwarded (set and read
+    /// with `send_if_modified`, so that a cancel and the step to [`Hold::Forwarding`] cannot
+    /// both happen).
+    Cancelled,
 }
 
 impl Hold {
@@ -121,6 +125,7 @@ impl Hold {
                 format!("waiting for a human to approve {tool} (assent approval {a})")
             }
             Hold::Forwarding => format!("running {tool}"),
+            Hold::Cancelled => format!("{tool} was cancelled"),
         }
     }
 }

@@ -228,6 +228,10 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     for k in &answer.needs_restart {
         tracing::warn!(setting = %k, "the reloaded file changes a setting only a restart applies; it is unchanged");
     }
+    // A SIGHUP's answer goes nowhere: its warnings are logged (found by review).
+    for w in &answer.warnings {
+        tracing::warn!(warning = %w, "the reloaded configuration");
+    }
     Ok(answer)
 }
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::io::BufRead;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The export format, part of what is signed.
 pub const FORMAT: &str = "assent-audit-export/1";
@@ -123,7 +123,7 @@ pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Manifest>> {
 /// problem too (never looked up outside `dirs`). Errors: I/O reading a file.
 pub fn check_exports(
     anchors: &[Manifest],
-    dirs: &[std::path::PathBuf],
+    dirs: &[PathBuf],
     key: &VerifyingKey,
 ) -> Result<(usize, Option<(i64, String)>), StoreError> {
     let mut verified = 0;
@@ -139,11 +139,18 @@ pub fn check_exports(
             );
             return Ok((verified, Some((a.last_seq, why))));
         }
-        let Some(path) = dirs
+        // The first regular file of that name, else the first entry of any kind (reported
+        // below): a stray entry in one directory does not hide a good copy in the next.
+        let candidates: Vec<PathBuf> = dirs.iter().map(|d| d.join(&a.file)).collect();
+        let found = candidates
             .iter()
-            .map(|d| d.join(&a.file))
-            .find(|p| std::fs::symlink_metadata(p).is_ok())
-        else {
+            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+            .or_else(|| {
+                candidates
+                    .iter()
+                    .find(|p| std::fs::symlink_metadata(p).is_ok())
+            });
+        let Some(path) = found.cloned() else {
             let why = format!(
                 "the export of {range}, {}, is in none of the archive directories given ({}): the only copy of those records is missing",
                 a.file,

@@ -92,7 +92,18 @@ impl Call {
                 ..
             } => (edited, approval_id),
         };
-        held.send_replace(Hold::Forwarding);
+        // Not once its client cancelled it (found by review: the cancel read the hold, then
+        // aborted, and the step to Forwarding could fall in between).
+        let cleared = held.send_if_modified(|h| {
+            let go = *h != Hold::Cancelled;
+            if go {
+                *h = Hold::Forwarding;
+            }
+            go
+        });
+        if !cleared {
+            return failed("cancelled by the client").into();
+        }
         let run_with = edited.unwrap_or_else(|| args.clone());
         self.forward(peer, run_with, approval_id).await
     }
@@ -200,38 +211,29 @@ impl Call {
     }
 }
 
-/// A call's client cancelled it: a call not forwarded yet stops (`job` aborted, its pending
-/// approval withdrawn); one already forwarded (`Hold::Forwarding`) runs to its end, so that
-/// its result is reported and recorded.
+/// A call's client cancelled it: a call not forwarded yet stops (`job` aborted, the hold
+/// set to [`Hold::Cancelled`] so it is never forwarded, its pending approval withdrawn); one
+/// already forwarded ([`Hold::Forwarding`]) runs to its end, so that its result is reported
+/// and recorded (found by review: dropped with the request, a call the upstream may have
+/// carried out left no `call.result`).
 pub(super) async fn stop_unless_forwarded(
     job: &tokio::task::AbortHandle,
-    held: &crate::kit::HoldState,
-    gw: &crate::gateway::Gateway,
+    held: &HoldState,
+    gw: &Gateway,
 ) {
-    let now = held.borrow().clone();
-    if now == Hold::Forwarding {
+    let mut was = Hold::Nothing;
+    let stopped = held.send_if_modified(|h| {
+        let stop = *h != Hold::Forwarding;
+        if stop {
+            was = std::mem::replace(h, Hold::Cancelled);
+        }
+        stop
+    });
+    if !stopped {
         return;
     }
     job.abort();
-    if let Some(a) = now.approval() {
+    if let Some(a) = was.approval() {
         gw.cancel(&a, "the MCP client cancelled the request").await;
-    }
-}
-
-/// Aborts a call's task when dropped unless it was forwarded by then: the request that runs
-/// it ended without cancelling it (a client gone), so a held call must not go on to run
-/// upstream with no one to answer, but one already running upstream finishes and records.
-pub(super) struct AbortUnlessForwarded {
-    /// The call's task.
-    pub(super) job: tokio::task::AbortHandle,
-    /// Its hold.
-    pub(super) held: std::sync::Arc<HoldState>,
-}
-
-impl Drop for AbortUnlessForwarded {
-    fn drop(&mut self) {
-        if *self.held.borrow() != Hold::Forwarding {
-            self.job.abort();
-        }
     }
 }

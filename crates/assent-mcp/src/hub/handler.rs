@@ -5,7 +5,7 @@
 //! `tasks/cancel`, and in-client approval by the client's means. Transports are
 //! `transport`'s.
 
-use super::call::{AbortUnlessForwarded, Call, denied_result, failed, stop_unless_forwarded};
+use super::call::{Call, denied_result, failed, stop_unless_forwarded};
 use super::state::{Declared, Hub, InFlight};
 use super::tasks::{call_as_task, own_task};
 use super::upstream::tool_json;
@@ -242,7 +242,6 @@ impl ServerHandler for HubHandler {
         // Without tasks: the request stays open while the call waits, with progress
         // notifications when the client sent a progress token.
         let (held, gw, name) = (call.held.clone(), call.gw.clone(), request.name.to_string());
-        let held_arc = held.clone();
         let token = ctx.meta.get_progress_token();
         let ticker = async {
             let Some(token) = token.clone() else {
@@ -263,12 +262,11 @@ impl ServerHandler for HubHandler {
         // cancels: its result is reported and recorded (found by review: dropped with the
         // request, a call the upstream may have carried out left no `call.result`).
         let mut job = tokio::spawn(tracing::Instrument::instrument(call.run(ask, resume), span));
-        let _unless_forwarded = AbortUnlessForwarded {
-            job: job.abort_handle(),
-            held: held_arc,
-        };
         tokio::select! {
-            r = &mut job => Ok(r.unwrap_or_else(|e| failed(&format!("the call failed: {e}")).into())),
+            r = &mut job => Ok(r.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "a hub call's task failed");
+                failed("the call failed (the gateway's log says why)").into()
+            })),
             _ = ticker => unreachable!("the ticker never ends"),
             _ = ctx.ct.cancelled() => {
                 stop_unless_forwarded(&job.abort_handle(), &held, &gw).await;

@@ -88,7 +88,7 @@ pub(super) async fn call_as_task(
                 // Nothing was forwarded yet: stop the wait (for the review).
                 Hold::Nothing | Hold::Review(_) => abort.abort(),
                 // Already running upstream: it completes.
-                Hold::Forwarding => {}
+                Hold::Forwarding | Hold::Cancelled => {}
             }
         }))
     });

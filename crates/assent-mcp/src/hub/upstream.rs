@@ -170,6 +170,13 @@ impl Upstream {
             Ok(list) => list,
             Err(why) => {
                 *failed = Some((began, why.clone()));
+                // A change announced before is still unread (found by review: the failed
+                // reading used the flag up, and the next checks took the old list for fresh).
+                if stale {
+                    self.watch
+                        .stale
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 return Err(why);
             }
         };

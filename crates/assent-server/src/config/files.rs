@@ -46,6 +46,10 @@ pub fn read_bounded(path: &Path) -> Result<String, ConfigError> {
     if meta.len() > MAX_FILE_BYTES {
         return Err(too_large(meta.len()));
     }
+    // A regular file: reads block as usual again (a FUSE filesystem may honour O_NONBLOCK with
+    // EAGAIN, which `read_to_end` does not retry).
+    #[cfg(unix)]
+    rustix::fs::fcntl_setfl(&f, rustix::fs::OFlags::empty()).map_err(|e| fail(e.to_string()))?;
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     f.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)

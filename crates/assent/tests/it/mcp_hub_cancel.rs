@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 
 const KEY: &str = "hub-cancel-agent-key-0123456789";
 
-/// A hub upstream (Python, stdio) whose one tool, `slow`, answers after a second.
-const SLOW: &str = r#"import json,sys,time
+/// A hub upstream (Python, stdio) whose one tool, `slow`, creates the file `marker` when it
+/// is called and answers three seconds later.
+fn slow(marker: &std::path::Path) -> String {
+    let src = r#"import json,sys,time
 for line in sys.stdin:
     m=json.loads(line)
     if "method" not in m or "id" not in m: continue
@@ -16,12 +18,18 @@ for line in sys.stdin:
     elif meth=="tools/list":
         r={"tools":[{"name":"slow","description":"Slow.","inputSchema":{"type":"object"}}]}
     elif meth=="tools/call":
-        time.sleep(1)
+        open(MARKER,"w").close()
+        time.sleep(3)
         r={"content":[{"type":"text","text":"done"}]}
     else:
         r={}
     print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
 "#;
+    src.replace(
+        "MARKER",
+        &serde_json::to_string(&marker.display().to_string()).unwrap(),
+    )
+}
 
 /// The `call.result` records in the gateway's database under `dir`.
 fn results(dir: &std::path::Path) -> i64 {
@@ -38,7 +46,10 @@ fn results(dir: &std::path::Path) -> i64 {
 /// SHA-256) was ever recorded. A forwarded call now runs to its end and is recorded.
 #[test]
 fn a_call_cancelled_while_the_upstream_runs_it_is_still_recorded() {
-    let (dir, mut server) = hub_gateway(KEY, &[("up", Some("[slow]"), SLOW)]);
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("called");
+    let source = slow(&marker);
+    let (dir, mut server) = hub_gateway(KEY, &[("up", Some("[slow]"), &source)]);
     let url = server.url.clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -51,8 +62,13 @@ fn a_call_cancelled_while_the_upstream_runs_it_is_still_recorded() {
             .send_cancellable_request(call, rmcp::service::PeerRequestOptions::no_options())
             .await
             .unwrap();
-        // Allowed outright: forwarded at once, and the upstream takes a second.
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        // Allowed outright, forwarded: cancelled once the upstream has it (three seconds
+        // before it answers).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !marker.exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(marker.exists(), "the call never reached the upstream");
         handle
             .cancel(Some("the user pressed stop".into()))
             .await

@@ -111,7 +111,7 @@ fn a_failed_tool_list_reading_answers_every_list_waiting_for_it() {
         took
     });
     // Two readings at most (one under way when a request came, then one for it), not six.
-    assert!(took < Duration::from_secs(7), "six lists took {took:?}");
+    assert!(took < Duration::from_secs(9), "six lists took {took:?}");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
