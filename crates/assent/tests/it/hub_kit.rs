@@ -56,3 +56,41 @@ pub(crate) async fn hub_client(url: &str, key: &str) -> RunningService<RoleClien
         .await
         .expect("the hub answers initialize")
 }
+
+/// The source of a hub upstream in Python (stdio, one JSON-RPC message a line): `initialize`
+/// answered as protocol 2025-06-18 with tools, `tools/list` by the Python lines `list` and
+/// `tools/call` by `call` (each indented eight spaces, setting `r`, or printing an answer of
+/// their own and `continue`; `n` counts the lists, `time` is imported), anything else `{}`.
+pub(crate) fn py_upstream(list: &str, call: &str) -> String {
+    format!(
+        r#"import json,sys,time
+n=0
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        r={{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"up","version":"1"}}}}
+    elif meth=="tools/list":
+        n+=1
+{list}
+    elif meth=="tools/call":
+{call}
+    else:
+        r={{}}
+    print(json.dumps({{"jsonrpc":"2.0","id":i,"result":r}}), flush=True)
+"#
+    )
+}
+
+/// `r` set to a tool list of one tool `name` (any object as input) — a line for [`py_upstream`].
+pub(crate) fn py_tools(name: &str) -> String {
+    format!(
+        r#"        r={{"tools":[{{"name":"{name}","description":"{name}.","inputSchema":{{"type":"object"}}}}]}}"#
+    )
+}
+
+/// `r` set to a text result `text` — a line for [`py_upstream`].
+pub(crate) fn py_text(text: &str) -> String {
+    format!(r#"        r={{"content":[{{"type":"text","text":"{text}"}}]}}"#)
+}

@@ -1,6 +1,6 @@
 //! A hub call the client cancels after it was forwarded runs to its end and is recorded.
 
-use crate::hub_kit::{hub_client, hub_gateway};
+use crate::hub_kit::{hub_client, hub_gateway, py_text, py_tools, py_upstream};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "hub-cancel-agent-key-0123456789";
@@ -8,27 +8,12 @@ const KEY: &str = "hub-cancel-agent-key-0123456789";
 /// A hub upstream (Python, stdio) whose one tool, `slow`, creates the file `marker` when it
 /// is called and answers three seconds later.
 fn slow(marker: &std::path::Path) -> String {
-    let src = r#"import json,sys,time
-for line in sys.stdin:
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
-    elif meth=="tools/list":
-        r={"tools":[{"name":"slow","description":"Slow.","inputSchema":{"type":"object"}}]}
-    elif meth=="tools/call":
-        open(MARKER,"w").close()
-        time.sleep(3)
-        r={"content":[{"type":"text","text":"done"}]}
-    else:
-        r={}
-    print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
-"#;
-    src.replace(
-        "MARKER",
-        &serde_json::to_string(&marker.display().to_string()).unwrap(),
-    )
+    let path = serde_json::to_string(&marker.display().to_string()).unwrap();
+    let call = format!(
+        "        open({path},\"w\").close()\n        time.sleep(3)\n{}",
+        py_text("done")
+    );
+    py_upstream(&py_tools("slow"), &call)
 }
 
 /// The `call.result` records in the gateway's database under `dir`.

@@ -1,28 +1,17 @@
 //! The MCP hub inside `assent serve` reaches its gateway on a private Unix socket
 //! (`DATA_DIR/hub-PID.sock`): its held calls are not connections of any client address.
 
-use crate::hub_kit::{hub_client, hub_gateway_with};
+use crate::hub_kit::{hub_client, hub_gateway_with, py_text, py_upstream};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "hub-connections-agent-key-0123456789";
 
-/// A hub upstream (Python, stdio) with one tool, `pay`, answering at once.
-const PAY: &str = r#"import json,sys
-for line in sys.stdin:
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
-    elif meth=="tools/list":
-        r={"tools":[{"name":"pay","description":"Pay.","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}}}]}
-    elif meth=="tools/call":
-        r={"content":[{"type":"text","text":"paid"}]}
-    else:
-        r={}
-    print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
-"#;
+/// A hub upstream (Python, stdio) with one tool, `pay` (an integer `n`), answering at once.
+fn pay() -> String {
+    let list = r#"        r={"tools":[{"name":"pay","description":"Pay.","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}}}]}"#;
+    py_upstream(list, &py_text("paid"))
+}
 
 /// Held calls waiting for a person: alice's pending list.
 fn pending(url: &str) -> Vec<Value> {
@@ -41,10 +30,11 @@ fn pending(url: &str) -> Vec<Value> {
 #[test]
 fn held_hub_calls_do_not_use_up_the_loopback_address_connections() {
     const CALLS: usize = 4;
+    let source = pay();
     let upstreams = [(
         "bank",
         Some("[{name: pay, approval: {message_template: \"Pay?\"}}]"),
-        PAY,
+        source.as_str(),
     )];
     // The calls' own connections, the client's stream, alice's requests, and some to spare
     // (fewer than the hub's held calls would need besides).

@@ -1,28 +1,16 @@
 //! The MCP hub reads an upstream's tool list once for the requests waiting for it, and never
 //! holds a call up behind another client's list readings.
 
-use crate::hub_kit::{hub_client, hub_gateway};
+use crate::hub_kit::{hub_client, hub_gateway, py_text, py_tools, py_upstream};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "hub-lists-agent-key-0123456789";
 
 /// A hub upstream (Python, stdio) with one tool, `hello`, whose `tools/list` takes 300 ms.
-const SLOW_LISTS: &str = r#"import json,sys,time
-for line in sys.stdin:
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
-    elif meth=="tools/list":
-        time.sleep(0.3)
-        r={"tools":[{"name":"hello","description":"Say hello.","inputSchema":{"type":"object"}}]}
-    elif meth=="tools/call":
-        r={"content":[{"type":"text","text":"hello"}]}
-    else:
-        r={}
-    print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
-"#;
+fn slow_lists() -> String {
+    let list = format!("        time.sleep(0.3)\n{}", py_tools("hello"));
+    py_upstream(&list, &py_text("hello"))
+}
 
 /// Found by review: the hub held an upstream's tool-list cache locked across each reading,
 /// and every client `tools/list` read afresh, so one client keeping lists in flight queued
@@ -30,7 +18,7 @@ for line in sys.stdin:
 /// are shared and a call with a fresh list waits for none.
 #[test]
 fn a_call_is_not_held_up_behind_another_clients_tool_list_readings() {
-    let (_dir, mut server) = hub_gateway(KEY, &[("slow", Some("[hello]"), SLOW_LISTS)]);
+    let (_dir, mut server) = hub_gateway(KEY, &[("slow", Some("[hello]"), &slow_lists())]);
     let url = server.url.clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let took = rt.block_on(async {
@@ -63,25 +51,14 @@ fn a_call_is_not_held_up_behind_another_clients_tool_list_readings() {
 }
 
 /// A hub upstream whose `tools/list` fails after two seconds, once it has answered once.
-const FAILING_LISTS: &str = r#"import json,sys,time
-n=0
-for line in sys.stdin:
-    m=json.loads(line)
-    if "method" not in m or "id" not in m: continue
-    i=m["id"]; meth=m["method"]
-    if meth=="initialize":
-        r={"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}
-    elif meth=="tools/list":
-        n+=1
-        if n>1:
+fn failing_lists() -> String {
+    let fail = r#"        if n>1:
             time.sleep(2)
             print(json.dumps({"jsonrpc":"2.0","id":i,"error":{"code":-32603,"message":"down"}}), flush=True)
-            continue
-        r={"tools":[{"name":"hello","description":"Say hello.","inputSchema":{"type":"object"}}]}
-    else:
-        r={}
-    print(json.dumps({"jsonrpc":"2.0","id":i,"result":r}), flush=True)
-"#;
+            continue"#;
+    let list = format!("{fail}\n{}", py_tools("hello"));
+    py_upstream(&list, &py_text("hello"))
+}
 
 /// Found by review: a failed reading was not shared, so each client waiting for it read
 /// again in turn; an upstream whose list fails (or times out after 30 s) held the sixth of
@@ -89,7 +66,7 @@ for line in sys.stdin:
 /// arrived before it began.
 #[test]
 fn a_failed_tool_list_reading_answers_every_list_waiting_for_it() {
-    let (_dir, mut server) = hub_gateway(KEY, &[("failing", Some("[hello]"), FAILING_LISTS)]);
+    let (_dir, mut server) = hub_gateway(KEY, &[("failing", Some("[hello]"), &failing_lists())]);
     let url = server.url.clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let took = rt.block_on(async {
