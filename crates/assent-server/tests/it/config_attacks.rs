@@ -6,6 +6,7 @@
 //! the file and why, and a refused reload keeps the old set in force whole.
 
 use crate::kit::{AGENTS, Gw, Param, audit_count, policy, sqlite_only, start_custom};
+use crate::reload::principals;
 use assent_server::config::{Config, ReloadSource};
 use assent_server::{Live, Settings};
 use reqwest::StatusCode;
@@ -27,18 +28,6 @@ fn denials() -> String {
         "acme.test.denials",
         "- tool: pay\n  approvers: {roles: [finance], count: 2}\n",
     )
-}
-
-/// `principals:` with each `(name, kind and roles/agent, key)` by its SHA-256.
-fn principals(list: &[(&str, &str, &str)]) -> String {
-    let mut out = String::from("principals:\n");
-    for (name, what, key) in list {
-        let hash = hex::encode(Sha256::digest(key.as_bytes()));
-        out.push_str(&format!(
-            "  - {{name: {name}, {what}, key_sha256: \"{hash}\"}}\n"
-        ));
-    }
-    out
 }
 
 /// Alice and fred (operators, finance), olaf (operator, ops) and bot (the agent).

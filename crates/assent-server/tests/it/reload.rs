@@ -32,7 +32,7 @@ fn gov_holding_read() -> String {
 }
 
 /// The `principals:` list of a configuration: each `(name, kind and roles/agent, key)`.
-fn principals(list: &[(&str, &str, &str)]) -> String {
+pub(crate) fn principals(list: &[(&str, &str, &str)]) -> String {
     let mut out = String::from("principals:\n");
     for (name, what, key) in list {
         let hash = hex::encode(Sha256::digest(key.as_bytes()));
