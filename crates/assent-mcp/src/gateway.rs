@@ -111,7 +111,11 @@ impl Gateway {
             Err(settled) => return settled,
         };
         let id = p.approval_id.clone();
-        held.send_replace(Hold::Approval(id.clone()));
+        if !crate::kit::hold_unless_cancelled(held, Hold::Approval(id.clone())) {
+            // Cancelled while it was proposed: no one waits for this approval.
+            self.cancel(&id, "the MCP client cancelled the request").await;
+            return Outcome::Denied("cancelled by the client".into());
+        }
         tracing::info!(approval_id = %id, tool, "call held for approval");
         let asking = match ask {
             Asker::Elicit(ask) if p.in_client_approval => {
@@ -269,7 +273,13 @@ impl Gateway {
             );
             return (Outcome::Denied(why), tool, arguments);
         }
-        held.send_replace(Hold::Approval(approval_id.to_string()));
+        if !crate::kit::hold_unless_cancelled(held, Hold::Approval(approval_id.to_string())) {
+            return (
+                Outcome::Denied("cancelled by the client".into()),
+                tool,
+                arguments,
+            );
+        }
         if let Some(a) = answer
             && rec.status == ApprovalStatus::Pending
         {

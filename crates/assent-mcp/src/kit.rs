@@ -133,6 +133,20 @@ impl Hold {
 /// A call's [`Hold`], observable by its watchers.
 pub type HoldState = watch::Sender<Hold>;
 
+/// Sets `held` to `to` unless its client cancelled the call ([`Hold::Cancelled`], which
+/// stays: found by review, a plain overwrite turned a cancel that had just landed back into a
+/// wait); `false` when it was cancelled.
+pub fn hold_unless_cancelled(held: &HoldState, to: Hold) -> bool {
+    let mut to = Some(to);
+    held.send_if_modified(|h| {
+        let go = *h != Hold::Cancelled;
+        if go && let Some(t) = to.take() {
+            *h = t;
+        }
+        go
+    })
+}
+
 pub(crate) fn denied_result(id: &Value, reason: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": denied_value(reason)}).to_string()
 }

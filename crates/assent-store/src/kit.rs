@@ -208,17 +208,34 @@ pub const DATA_LOCK_FILE: &str = "assent.lock";
 const DATA_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl DataDirLock {
-    /// Opens (creating it 0600) `<data_dir>/assent.lock`.
+    /// Opens `<data_dir>/assent.lock` read-only (a lock needs no more), creating it first
+    /// when missing: mode 0644 (the 0700 directory keeps it private) and, when root creates
+    /// it, owned by the directory's owner — found by review: created 0600 by root running an
+    /// administration command on a service user's data directory, it kept the service from
+    /// starting.
     fn file(data_dir: &Path) -> Result<std::fs::File, StoreError> {
         let path = data_dir.join(DATA_LOCK_FILE);
-        let mut open = std::fs::OpenOptions::new();
-        open.read(true).write(true).create(true).truncate(false);
+        let mut create = std::fs::OpenOptions::new();
+        create.write(true).create_new(true);
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            open.mode(0o600);
+            create.mode(0o644);
         }
-        open.open(&path).map_err(io(&path))
+        match create.open(&path) {
+            Ok(_) => {
+                #[cfg(unix)]
+                if rustix::process::geteuid().is_root() {
+                    use std::os::unix::fs::MetadataExt;
+                    let dir = std::fs::metadata(data_dir).map_err(io(data_dir))?;
+                    std::os::unix::fs::chown(&path, Some(dir.uid()), Some(dir.gid()))
+                        .map_err(io(&path))?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(&path)(e)),
+        }
+        std::fs::File::open(&path).map_err(io(&path))
     }
 
     /// Shared, for a store: waits while a restore holds it (at most [`DATA_LOCK_WAIT`], then

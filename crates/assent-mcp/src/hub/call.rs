@@ -144,7 +144,10 @@ impl Call {
             Ok(states) => match states.get(tool) {
                 Some(s) if s.state == PinState::Held => {
                     let review = s.review_id.clone().unwrap_or_default();
-                    self.held.send_replace(Hold::Review(review.clone()));
+                    if !crate::kit::hold_unless_cancelled(&self.held, Hold::Review(review.clone()))
+                    {
+                        return Err(failed("cancelled by the client"));
+                    }
                     gw.await_review(&review)
                         .await
                         .map_err(|why| denied_result(&why))
@@ -221,19 +224,26 @@ pub(super) async fn stop_unless_forwarded(
     held: &HoldState,
     gw: &Gateway,
 ) {
-    let mut was = Hold::Nothing;
-    let stopped = held.send_if_modified(|h| {
-        let stop = *h != Hold::Forwarding;
-        if stop {
-            was = std::mem::replace(h, Hold::Cancelled);
-        }
-        stop
-    });
-    if !stopped {
+    let Some(was) = cancel_unless_forwarded(held) else {
         return;
-    }
+    };
     job.abort();
     if let Some(a) = was.approval() {
         gw.cancel(&a, "the MCP client cancelled the request").await;
     }
+}
+
+/// Sets `held` to [`Hold::Cancelled`] unless the call was forwarded (or cancelled) already,
+/// in one step with the call's own step to [`Hold::Forwarding`]: the hold it replaced, or
+/// `None` when it was not replaced.
+pub(super) fn cancel_unless_forwarded(held: &HoldState) -> Option<Hold> {
+    let mut was = None;
+    held.send_if_modified(|h| {
+        let stop = !matches!(h, Hold::Forwarding | Hold::Cancelled);
+        if stop {
+            was = Some(std::mem::replace(h, Hold::Cancelled));
+        }
+        stop
+    });
+    was
 }

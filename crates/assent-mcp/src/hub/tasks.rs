@@ -53,7 +53,10 @@ pub(super) async fn call_as_task(
     let mut watch = held.subscribe();
     tokio::select! {
         r = &mut job => {
-            return Ok(r.unwrap_or_else(|e| failed(&format!("the call failed: {e}"))).into());
+            return Ok(r.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "a hub call's task failed");
+                failed("the call failed (the gateway's log says why)")
+            }).into());
         }
         _ = async { watch.wait_for(|h| matches!(h, Hold::Review(_) | Hold::Approval(_))).await.is_ok() } => {}
         _ = ctx.ct.cancelled() => {
@@ -68,27 +71,31 @@ pub(super) async fn call_as_task(
         let outcome = match job.await {
             Ok(r) => Ok(serde_json::to_value(r).unwrap_or_default()),
             Err(e) if e.is_cancelled() => Err(TaskExit::Cancelled),
-            Err(e) => Err(TaskExit::Error(McpError::internal_error(
-                format!("the call failed: {e}"),
-                None,
-            ))),
+            Err(e) => {
+                tracing::error!(error = %e, "a hub task's call failed");
+                Err(TaskExit::Error(McpError::internal_error(
+                    "the call failed (the gateway's log says why)",
+                    None,
+                )))
+            }
         };
         let _ = done_tx.send(outcome);
     });
     let task = hub.tasks.spawn(task_options(status), move |tctx| {
         let waits = held.clone();
         Box::pin(task_run(tctx, done_rx, held, name, move || {
-            let now = waits.borrow().clone();
-            match now {
-                Hold::Approval(a) => {
+            // In one step with the call's own step to Forwarding (found by review: read, then
+            // aborted, a call could be forwarded in between and leave no result).
+            match super::call::cancel_unless_forwarded(&waits) {
+                Some(Hold::Approval(a)) => {
                     tokio::spawn(async move {
                         gw.cancel(&a, "the MCP client cancelled the task").await;
                     });
                 }
                 // Nothing was forwarded yet: stop the wait (for the review).
-                Hold::Nothing | Hold::Review(_) => abort.abort(),
-                // Already running upstream: it completes.
-                Hold::Forwarding | Hold::Cancelled => {}
+                Some(_) => abort.abort(),
+                // Already running upstream (or cancelled): it completes.
+                None => {}
             }
         }))
     });

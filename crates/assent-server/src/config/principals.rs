@@ -342,16 +342,26 @@ pub(crate) fn resolve(
             tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
         }
         // A mistyped `owns` (`treasury-bot` for `treasury_bot`) would silently leave that
-        // principal free to approve its own agent's calls under separation of duties: refused
-        // (found by review: only logged, it passed `assent check` and a reload's answer).
-        if let Some(owned) = d.owns.iter().find(|a| !registry.agents.contains_key(*a)) {
-            return Err(at(
-                file,
-                d.line,
-                format!(
-                    "principal `{name}`: owns `{owned}`, an agent id no agent file declares, so separation of duties would not apply to it (a typo?); declare the agent or remove the id"
-                ),
-            ));
+        // principal free to approve its own agent's calls under separation of duties: one
+        // that differs from a declared agent id only in case or `-`/`_` is refused (found by
+        // review: only logged, it passed `assent check` and a reload); another undeclared id
+        // is logged, not refused, for it still holds the duty on that agent's calls (an agent
+        // retired with approvals pending, a replica whose files lack it).
+        let norm = |a: &str| a.to_lowercase().replace('-', "_");
+        for owned in d.owns.iter().filter(|a| !registry.agents.contains_key(*a)) {
+            if let Some(meant) = registry.agents.keys().find(|k| norm(k) == norm(owned)) {
+                return Err(at(
+                    file,
+                    d.line,
+                    format!(
+                        "principal `{name}`: owns `{owned}`, which no agent file declares; `{meant}` is declared (a typo?): separation of duties would not apply to it"
+                    ),
+                ));
+            }
+            tracing::warn!(
+                file = %file.display(), line = ?d.line, principal = %name, owns = %owned,
+                "`owns` names an agent id that no agent file declares (a typo?)"
+            );
         }
         out.push(Principal {
             name: name.clone(),

@@ -58,17 +58,23 @@ fn a_bad_config_stops_start_up_with_file_line_and_reason() {
         code == Some(1) && err.contains(":3:") && err.contains("owns `` is not an agent id"),
         "{err}"
     );
-    // An `owns` naming no declared agent (a typo) would leave separation of duties off for the
-    // agent meant: refused with the line (found by review: only logged).
+    // An `owns` that differs from a declared agent id only in case or `-`/`_` (a typo) would
+    // leave separation of duties off for the agent meant: refused with the line (found by
+    // review: only logged).
+    std::fs::write(
+        dir.path().join("bot.agf.yaml"),
+        "metadata: {id: treasury_bot}\n",
+    )
+    .unwrap();
     let cfg = format!(
-        "listen: 127.0.0.1:0\nprincipals:\n  - {{name: o, kind: operator, key_sha256: \"{}\", owns: [treasury-bot]}}\n",
+        "listen: 127.0.0.1:0\nagents: [bot.agf.yaml]\nprincipals:\n  - {{name: o, kind: operator, key_sha256: \"{}\", owns: [treasury-bot]}}\n",
         "ab".repeat(32)
     );
     let (code, err) = serve_on(&p, &cfg, None);
     assert!(
         code == Some(1)
-            && err.contains(":3:")
-            && err.contains("owns `treasury-bot`, an agent id no agent file declares"),
+            && err.contains(":4:")
+            && err.contains("`treasury_bot` is declared (a typo?)"),
         "{err}"
     );
     // MCP upstreams: each mistake names the alias and the line.

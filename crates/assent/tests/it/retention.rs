@@ -354,6 +354,20 @@ fn root_reads_a_service_users_keys_to_administer_them_but_never_serves_with_them
     }
     let key = ok(&run(&["audit", "key", "--keys-dir", k]));
     assert_eq!(key.trim().len(), 64, "{key}");
+    // The data directory's lock file root makes is the service user's (found by review:
+    // created 0600 by root, it kept the service from starting).
+    ok(&run(&["migrate", "--data-dir", k]));
+    let out = run(&[
+        "audit",
+        "archive",
+        "--data-dir",
+        k,
+        "--older-than-days",
+        "1",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let lock = std::fs::metadata(keys.join("assent.lock")).unwrap();
+    assert_eq!((lock.uid(), lock.mode() & 0o777), (4242, 0o644));
     let cfg = dir.path().join("assent.yaml");
     std::fs::write(&cfg, "listen: 127.0.0.1:0\ndata_dir: keys\n").unwrap();
     let mut gw = crate::serve_cmd(&cfg)
