@@ -112,8 +112,12 @@ impl Gateway {
         };
         let id = p.approval_id.clone();
         if !crate::kit::hold_unless_cancelled(held, Hold::Approval(id.clone())) {
-            // Cancelled while it was proposed: no one waits for this approval.
-            self.cancel(&id, "the MCP client cancelled the request").await;
+            // Cancelled while it was proposed: no one waits for this approval. On a task of
+            // its own, as this call's own is being aborted (found by review).
+            let gw = self.clone();
+            tokio::spawn(async move {
+                gw.cancel(&id, "the MCP client cancelled the request").await;
+            });
             return Outcome::Denied("cancelled by the client".into());
         }
         tracing::info!(approval_id = %id, tool, "call held for approval");

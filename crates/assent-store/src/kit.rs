@@ -223,19 +223,30 @@ impl DataDirLock {
             create.mode(0o644);
         }
         match create.open(&path) {
-            Ok(_) => {
+            Ok(created) => {
+                // By the handle, not the path (found by review: the directory's owner could
+                // swap the name for a link to another file between the two).
                 #[cfg(unix)]
                 if rustix::process::geteuid().is_root() {
                     use std::os::unix::fs::MetadataExt;
                     let dir = std::fs::metadata(data_dir).map_err(io(data_dir))?;
-                    std::os::unix::fs::chown(&path, Some(dir.uid()), Some(dir.gid()))
+                    std::os::unix::fs::fchown(&created, Some(dir.uid()), Some(dir.gid()))
                         .map_err(io(&path))?;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io(&path)(e)),
         }
-        std::fs::File::open(&path).map_err(io(&path))
+        let mut open = std::fs::OpenOptions::new();
+        open.read(true);
+        // Neither through a link nor waiting on a pipe planted under the name.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+            open.custom_flags(flags.bits() as i32);
+        }
+        open.open(&path).map_err(io(&path))
     }
 
     /// Shared, for a store: waits while a restore holds it (at most [`DATA_LOCK_WAIT`], then
