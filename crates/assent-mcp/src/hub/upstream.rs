@@ -163,6 +163,12 @@ impl Upstream {
         // review: each waiter read again in turn, so a list that timed out after 30 s held N
         // waiters N × 30 s).
         if let Some((_, why)) = failed.as_ref().filter(|(at, _)| *at >= asked) {
+            // The change this request took from the flag is still unread.
+            if stale {
+                self.watch
+                    .stale
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             return Err(why.clone());
         }
         let began = std::time::Instant::now();

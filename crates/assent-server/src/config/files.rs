@@ -87,6 +87,7 @@ pub(crate) fn read_all(
 }
 
 /// What a file that is not a regular file is, for the errors.
+#[cfg(unix)]
 fn kind_of(t: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
@@ -97,6 +98,16 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
         "a socket"
     } else if t.is_block_device() || t.is_char_device() {
         "a device"
+    } else {
+        "not a file"
+    }
+}
+
+/// What a file that is not a regular file is, for the errors (off Unix: a directory or not).
+#[cfg(not(unix))]
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
     } else {
         "not a file"
     }

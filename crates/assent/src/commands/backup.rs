@@ -134,23 +134,12 @@ fn print_file_check(file: Option<&Path>, done: &Copied) {
         return;
     };
     match &done.checkpoint_file {
-        Some(c) if c.checked > 0 => {
-            println!(
-                "the copy holds the {} checkpoints of {} up to its head; its last {} records come after the newest of them and are vouched for by none",
-                c.checked,
-                f.display(),
-                c.unvouched
-            );
-            if c.later > 0 {
-                let stamp = assent_store::ops::utc_stamp();
-                let aside = format!("{}.before-restore-{stamp}", f.display());
-                println!(
-                    "the file has {} checkpoints past the copy's head: the gateway will not start on the older chain until it is moved aside (keep it: it records what was rolled back): mv {} {aside}",
-                    c.later,
-                    f.display()
-                );
-            }
-        }
+        Some(c) if c.checked > 0 => println!(
+            "the copy holds the {} checkpoints of {} up to its head; its last {} records come after the newest of them and are vouched for by none",
+            c.checked,
+            f.display(),
+            c.unvouched
+        ),
         Some(c) if !c.exists => eprintln!(
             "assent: warning: the checkpoint file {} does not exist: the copy was NOT checked against it",
             f.display()
@@ -163,5 +152,15 @@ fn print_file_check(file: Option<&Path>, done: &Copied) {
             "assent: warning: the copy was NOT checked against the checkpoint file {} (no audit key here, or the copy was signed by another)",
             f.display()
         ),
+    }
+    // Whatever was checked: later checkpoints keep the gateway from starting on the copy.
+    if let Some(c) = done.checkpoint_file.as_ref().filter(|c| c.later > 0) {
+        let stamp = assent_store::ops::utc_stamp();
+        let aside = format!("{}.before-restore-{stamp}", f.display());
+        println!(
+            "the file has {} checkpoints past the copy's head: the gateway will not start on the older chain until it is moved aside (keep it: it records what was rolled back): mv {} {aside}",
+            c.later,
+            f.display()
+        );
     }
 }
