@@ -191,8 +191,19 @@ fn serve_cmd(config: &Path) -> Command {
 /// Waits until `{url}/healthz` answers, trying every `step`; fails the test ("server did not
 /// start") once `limit` has passed.
 fn wait_healthy(url: &str, limit: Duration, step: Duration) {
+    wait_healthy_from(url, None, limit, step);
+}
+
+/// [`wait_healthy`], its requests sent from the local address `from` when given (a gateway
+/// counts connections per client address, and notices a closed one only a moment later).
+fn wait_healthy_from(url: &str, from: Option<std::net::IpAddr>, limit: Duration, step: Duration) {
+    let client = reqwest::blocking::Client::builder()
+        .local_address(from)
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let start = Instant::now();
-    while reqwest::blocking::get(format!("{url}/healthz")).is_err() {
+    while client.get(format!("{url}/healthz")).send().is_err() {
         assert!(start.elapsed() < limit, "server did not start");
         std::thread::sleep(step);
     }
@@ -205,7 +216,12 @@ fn serve(config: &Path, port: u16) -> Server {
 
 /// Runs `cmd` (an `assent serve`, perhaps wrapped) with alice's operator key and its output
 /// discarded, and waits up to 20 s for it to answer on `port`.
-fn serve_with(mut cmd: Command, port: u16) -> Server {
+fn serve_with(cmd: Command, port: u16) -> Server {
+    serve_checked_from(cmd, port, None)
+}
+
+/// [`serve_with`], its readiness checked from the local address `from` when given.
+fn serve_checked_from(mut cmd: Command, port: u16, from: Option<std::net::IpAddr>) -> Server {
     let child = cmd
         .env("TEST_ALICE_KEY", OP_KEY)
         .stdout(Stdio::null())
@@ -213,7 +229,12 @@ fn serve_with(mut cmd: Command, port: u16) -> Server {
         .spawn()
         .unwrap();
     let url = format!("http://127.0.0.1:{port}");
-    wait_healthy(&url, Duration::from_secs(20), Duration::from_millis(50));
+    wait_healthy_from(
+        &url,
+        from,
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+    );
     Server { child, url }
 }
 
