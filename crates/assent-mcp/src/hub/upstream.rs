@@ -46,17 +46,33 @@ impl std::fmt::Debug for UpstreamSpec {
 /// upstream drops it at once.
 const TOOLS_FRESH: Duration = Duration::from_secs(30);
 
-/// The hub's client side of one upstream: drops the cached tool list when the upstream says
-/// its tools changed.
+/// The hub's client side of one upstream: counts the upstream's announcements that its tools
+/// changed, so that a list read before the latest one is never taken for current.
 #[derive(Clone, Default)]
 struct Watch {
-    stale: Arc<std::sync::atomic::AtomicBool>,
+    changes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Watch {
+    /// How many changes the upstream has announced so far.
+    fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl rmcp::ClientHandler for Watch {
     async fn on_tool_list_changed(&self, _ctx: rmcp::service::NotificationContext<RoleClient>) {
-        self.stale.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// A tool list as read: when its reading began, how many changes the upstream had announced
+/// by then ([`Watch::changes`]), and the tools.
+struct Reading {
+    began: std::time::Instant,
+    changes: u64,
+    list: Vec<Tool>,
 }
 
 /// One upstream as the hub holds it: its peer when connected, else why not.
@@ -64,8 +80,8 @@ pub(super) struct Upstream {
     pub(super) peer: Option<Peer<RoleClient>>,
     pub(super) error: Option<String>,
     watch: Watch,
-    /// The last tool list read and when its reading began (never locked across a wait).
-    tools: std::sync::Mutex<Option<(std::time::Instant, Vec<Tool>)>>,
+    /// The last tool list read (never locked across a wait).
+    tools: std::sync::Mutex<Option<Reading>>,
     /// Held while the list is read: one reading at a time, which the requests waiting for
     /// it share ([`Upstream::tools`]); it holds the last reading's failure and when that
     /// reading began, until one succeeds.
@@ -137,67 +153,62 @@ impl Upstream {
         }
     }
 
-    /// The upstream's tools: fresh when `fresh` or the cached copy is old or stale. One
-    /// reading at a time, and a reading that began after this request arrived answers it too
-    /// (found by review: the cache's lock was held across the whole reading, and every
-    /// `tools/list` read afresh, so one agent keeping lists in flight queued every agent's
-    /// calls on that upstream behind a reading each).
+    /// The upstream's tools: read afresh when `fresh`, when the cached list is old, or when
+    /// the upstream has announced a change since its reading began. One reading at a time,
+    /// and a reading that began after this request arrived answers it too (found by review:
+    /// the cache's lock was held across the whole reading, and every `tools/list` read
+    /// afresh, so one agent keeping lists in flight queued every agent's calls on that
+    /// upstream behind a reading each). Found by review: a change was a flag the first
+    /// request took down, so while its reading was under way other calls took the list from
+    /// before the change for current and passed the pin check with a definition the
+    /// upstream no longer served; now a list counts only if no change came after its
+    /// reading began.
     pub(super) async fn tools(&self, fresh: bool) -> Result<Vec<Tool>, String> {
         let peer = self.peer.as_ref().ok_or("not connected")?;
         let asked = std::time::Instant::now();
-        let stale = self
-            .watch
-            .stale
-            .swap(false, std::sync::atomic::Ordering::SeqCst);
-        if !fresh
-            && !stale
-            && let Some(list) = self.cached(|at| at.elapsed() < TOOLS_FRESH)
-        {
+        let current = |r: &Reading| {
+            r.changes == self.watch.changes()
+                && if fresh {
+                    r.began >= asked
+                } else {
+                    r.began.elapsed() < TOOLS_FRESH
+                }
+        };
+        if !fresh && let Some(list) = self.cached(current) {
             return Ok(list);
         }
         let mut failed = self.fetching.lock().await;
-        if let Some(list) = self.cached(|at| at >= asked) {
+        if let Some(list) = self.cached(current) {
             return Ok(list);
         }
         // A reading that began after this request arrived and failed answers it too (found by
         // review: each waiter read again in turn, so a list that timed out after 30 s held N
         // waiters N × 30 s).
         if let Some((_, why)) = failed.as_ref().filter(|(at, _)| *at >= asked) {
-            // The change this request took from the flag is still unread.
-            if stale {
-                self.watch
-                    .stale
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-            }
             return Err(why.clone());
         }
-        let began = std::time::Instant::now();
+        let (began, changes) = (std::time::Instant::now(), self.watch.changes());
         let list = match list_tools_bounded(peer).await {
             Ok(list) => list,
             Err(why) => {
                 *failed = Some((began, why.clone()));
-                // A change announced before is still unread (found by review: the failed
-                // reading used the flag up, and the next checks took the old list for fresh).
-                if stale {
-                    self.watch
-                        .stale
-                        .store(true, std::sync::atomic::Ordering::SeqCst);
-                }
                 return Err(why);
             }
         };
         *failed = None;
-        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some((began, list.clone()));
+        let reading = Reading {
+            began,
+            changes,
+            list: list.clone(),
+        };
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(reading);
         Ok(list)
     }
 
-    /// The cached list when the time its reading began passes `ok`.
-    fn cached(&self, ok: impl Fn(std::time::Instant) -> bool) -> Option<Vec<Tool>> {
+    /// The cached list when its reading passes `ok`.
+    fn cached(&self, ok: impl Fn(&Reading) -> bool) -> Option<Vec<Tool>> {
         let cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
-        cache
-            .as_ref()
-            .filter(|(at, _)| ok(*at))
-            .map(|(_, list)| list.clone())
+        cache.as_ref().filter(|r| ok(r)).map(|r| r.list.clone())
     }
 }
 
