@@ -152,7 +152,7 @@ def wait_for(pred, what, seconds=20):
             return found
         time.sleep(0.1)
     with Receiver.lock:
-        names = sorted({s.name for _, s in Receiver.spans})
+        names = sorted({s.name[:80] for _, s in Receiver.spans})
     raise AssertionError(f"no {what} among the exported spans {names}")
 
 
@@ -307,6 +307,45 @@ def test_without_otel_variables_nothing_is_exported(tmp_path):
     time.sleep(0.5)
     with Receiver.lock:
         assert Receiver.spans == []
+
+
+def test_a_made_up_http_method_cannot_swell_the_exported_spans(tmp_path):
+    """Attack (found by review): HTTP allows any token as a method, and a client with no key
+    sent one of 20 KB; each such request exported a span named by it, as large, ahead of the
+    approvals' spans. A method HTTP does not define is `_OTHER`, its span `HTTP {route}`,
+    with at most 32 bytes of the original (OpenTelemetry HTTP semantic conventions)."""
+    import socket
+    with Receiver.lock:
+        Receiver.spans.clear()
+    otlp = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=otlp.serve_forever, daemon=True).start()
+    proc, url, log = serve(tmp_path, otlp.server_address[1])
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        method = "A" * 20000
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(f"{method} /v1/whoami HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+                      .encode())
+            reply = s.recv(4096).decode(errors="replace")
+        assert reply.startswith("HTTP/1.1 4"), reply[:200]
+        # A standard method keeps its name.
+        assert call(url, "GET", "/v1/whoami", AGENT_KEY)[0] == 200
+        other = wait_for(lambda spans: [s for _, s in spans
+                                        if attrs(s).get("http.request.method") == "_OTHER"],
+                         "a span of the made-up method")
+        assert other[0].name == "HTTP /v1/whoami", other[0].name
+        assert attrs(other[0])["http.request.method_original"] == "A" * 32
+        wait_for(lambda spans: [s for _, s in spans if s.name == "GET /v1/whoami"],
+                 "the span of the standard request")
+        with Receiver.lock:
+            longest = max(len(s.name) for _, s in Receiver.spans)
+            values = [len(str(v)) for _, s in Receiver.spans for v in attrs(s).values()]
+        assert longest < 100 and max(values) < 1000, (longest, max(values))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+        otlp.shutdown()
 
 
 # A raw stdio MCP upstream (2025-06-18 era) with one tool, `echo`; it appends the `_meta` of

@@ -70,6 +70,10 @@ pub(crate) async fn redeem(
     let b: RedeemRequest = parse_body(&bytes)?;
     // Held to the rules of every id before it reaches the audit log (found by review).
     crate::calls::check_id("device_id", &b.device_id)?;
+    // Attack (found by review): a tool name of hundreds of kilobytes, which no gated call can
+    // have, was recorded on the redemption's span before anything looked at it.
+    check_redeemed_tool(&b.tool)?;
+    crate::calls::check_id("server", &b.server)?;
     let hash = call_hash(b.tool.clone(), b.server.clone(), b.arguments)?;
     let span = telemetry::step_span(telemetry::Step::Redeem);
     telemetry::record(&span, "assent.call_hash", &hash);
@@ -93,6 +97,17 @@ pub(crate) async fn redeem(
         approval_id: c.aid,
         token_id: c.jti,
     }))
+}
+
+/// `400` unless `tool` could name a gated call: held to the rules of a tool name
+/// ([`crate::calls::check_name`]) once a derived call's prefix (`result.`, `delegate.`,
+/// `mplp.`) is set aside.
+fn check_redeemed_tool(tool: &str) -> Result<(), ApiError> {
+    let base = ["result.", "delegate.", "mplp."]
+        .iter()
+        .find_map(|p| tool.strip_prefix(p))
+        .unwrap_or(tool);
+    crate::calls::check_name("tool", base)
 }
 
 /// `GET /v1/grants[?all=true]` (operators): active grants — not revoked, not expired, and

@@ -321,7 +321,8 @@ async fn another_agents_review_does_not_raise_an_agents_session_risk() {
 /// name reported by an agent's relay (or an upstream) with an escape sequence became a review
 /// that `assent tools accept` printed raw (OSC 52 writes the operator's clipboard, CSI clears
 /// the screen); a redemption's `device_id` and a result's `approval_id` went into audit
-/// records at any length, with bidi and control characters. Each is refused, naming the
+/// records at any length, with bidi and control characters, and a redemption's tool name of
+/// any length onto its trace span. Each is refused, naming the
 /// field, and nothing is stored.
 #[tokio::test]
 async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id() {
@@ -342,6 +343,14 @@ async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id
     let (s, b) = gw.post("/v1/tokens/redeem", BOT, redeem).await;
     assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
     assert_says(&b, "message", "device_id");
+    // A redemption's tool name went onto its trace span before anything looked at it.
+    let long = "t".repeat(300);
+    for tool in [long.clone(), format!("result.{long}"), "t\u{1b}[2J".into()] {
+        let redeem = json!({"token": "x", "tool": tool, "server": "fs", "arguments": {}});
+        let (s, b) = gw.post("/v1/tokens/redeem", BOT, redeem).await;
+        assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+        assert_says(&b, "message", "tool");
+    }
     let result = json!({"agent": "bot", "session_id": "s1", "tool": "read_file", "server": "fs",
         "arguments": {}, "output_bytes": 1, "result_sha256": "ab".repeat(32),
         "approval_id": "a\u{1b}[2J"});
@@ -351,6 +360,12 @@ async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id
     assert_eq!(records(), before, "nothing was stored");
     let reviews = gw.sql().int("SELECT count(*) FROM tool_reviews", &[]);
     assert_eq!(reviews, 0);
+    // A held result's call is named by its tool's name after `result.`, and passes
+    // (to the token's check).
+    let released = format!("result.{}", "t".repeat(256));
+    let redeem = json!({"token": "x", "tool": released, "server": "fs", "arguments": {}});
+    let (s, b) = gw.post("/v1/tokens/redeem", BOT, redeem).await;
+    assert_ne!(s, StatusCode::BAD_REQUEST, "{b}");
     gw.stop().await;
 }
 
