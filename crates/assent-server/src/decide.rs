@@ -179,10 +179,70 @@ pub(crate) struct Decider<'a> {
     pub(crate) roles: &'a [String],
     /// The channel, and the SSO name of a dashboard session.
     pub(crate) via: Via,
-    /// The binding of the key the request authenticated with
-    /// ([`crate::config::Principal::vote_key_binding`]), kept with a quorum vote; `None` for a
-    /// single sign-on session or Slack.
+    /// What a quorum vote keeps to say what stood behind it, for start-up to check again
+    /// ([`vote_stands`]): the binding of the key the request authenticated with
+    /// ([`crate::config::Principal::vote_key_binding`]), [`SLACK_VOTE`], or [`SSO_VOTE`] and
+    /// the groups of a single sign-on.
     pub(crate) key: Option<String>,
+}
+
+/// The binding of a quorum vote cast through Slack: start-up holds it to the roles the file
+/// gives its voter.
+pub(crate) const SLACK_VOTE: &str = "slack";
+
+/// The start of the binding of a quorum vote cast by single sign-on, followed by the JSON list
+/// of the provider's groups that mapped to some role at sign-in: start-up maps them again.
+pub(crate) const SSO_VOTE: &str = "sso:";
+
+/// Whether a quorum vote still stands at start-up: cast by `voter` with `roles` and the
+/// binding `key` (see [`Decider::key`]), under the principals `live` and the single sign-on
+/// configuration `oidc` now in force.
+///
+/// - A key's vote: that key is still the voter's, and the file still gives the roles.
+/// - A Slack vote: the file still gives its voter the roles.
+/// - A single sign-on vote: `oidc` is configured, its groups still map to every role it
+///   voted with under `oidc.roles` ([`crate::config::oidc::OidcConfig::roles_now`]), and the
+///   voter is still the operator linked to that identity, or an unlinked `oidc:` name.
+/// - A vote kept with no binding (cast before bindings said how it was cast): the former
+///   rule, a linked person's standing while `oidc` is configured.
+///
+/// Attack (found by review): a restart that took a role from a group in `oidc.roles`, or from
+/// an operator in the file, left the votes cast with it by single sign-on, or through Slack
+/// by an operator linked to single sign-on, standing; one more vote then met a quorum of two.
+pub(crate) fn vote_stands(
+    live: &[crate::config::Principal],
+    oidc: Option<&crate::config::oidc::OidcConfig>,
+    (voter, roles, key): (&str, &[String], Option<&str>),
+) -> bool {
+    let holds = |p: &crate::config::Principal| {
+        p.roles()
+            .is_some_and(|now| roles.iter().all(|r| now.contains(r)))
+    };
+    let found = live.iter().find(|p| p.name == voter);
+    let oidc_name = voter.starts_with(crate::config::oidc::NAME_PREFIX);
+    if let Some(groups) = key.and_then(|k| k.strip_prefix(SSO_VOTE)) {
+        let mapped = |o: &crate::config::oidc::OidcConfig| {
+            let groups = serde_json::from_str(groups).unwrap_or_default();
+            let grant = assent_store::ui_sessions::SsoGrant {
+                roles: roles.to_vec(),
+                groups,
+            };
+            let now = o.roles_now(&grant);
+            roles.iter().all(|r| now.contains(r))
+        };
+        let person = match found {
+            Some(p) => p.sso.is_some() && p.roles().is_some(),
+            None => oidc_name,
+        };
+        return oidc.is_some_and(mapped) && person;
+    }
+    match (found, key) {
+        (Some(p), Some(SLACK_VOTE)) => holds(p),
+        (Some(p), Some(k)) => p.vote_key_binding() == k && holds(p),
+        (Some(p), None) if oidc.is_some() && p.sso.is_some() => p.roles().is_some(),
+        (Some(p), None) => holds(p),
+        (None, _) => oidc.is_some() && oidc_name,
+    }
 }
 
 impl<'a> Decider<'a> {
@@ -200,13 +260,31 @@ impl<'a> Decider<'a> {
         }
     }
 
-    /// Operator `name` holding `roles`, deciding through `via` with no key (Slack).
+    /// Operator principal `p` holding `roles`, signed in by single sign-on (`via`) with the
+    /// provider's `groups` that mapped to some role: a quorum vote keeps them ([`SSO_VOTE`]).
+    pub(crate) fn by_sso(
+        p: &'a crate::config::Principal,
+        roles: &'a [String],
+        via: Via,
+        groups: &[String],
+    ) -> Self {
+        let groups = serde_json::to_string(groups).unwrap_or_else(|_| "[]".into());
+        Self {
+            name: &p.name,
+            roles,
+            via,
+            key: Some(format!("{SSO_VOTE}{groups}")),
+        }
+    }
+
+    /// Operator `name` holding `roles`, deciding through `via` with no key (Slack:
+    /// [`SLACK_VOTE`]).
     pub(crate) fn unkeyed(name: &'a str, roles: &'a [String], via: Via) -> Self {
         Self {
             name,
             roles,
             via,
-            key: None,
+            key: Some(SLACK_VOTE.into()),
         }
     }
 }

@@ -261,31 +261,20 @@ async fn close_orphan_subscriptions(state: &AppState) {
 }
 
 /// Withdraws the votes on pending approvals that the configuration no longer stands behind
-/// ([`assent_store::Store::withdraw_votes`]): their voter is no operator of it (removed or
-/// renamed in the file before a restart), no longer holds a role they voted with, or voted
-/// with a key that is not theirs any more (rotated by the restart). An
-/// unlinked single sign-on name (`oidc:NAME`, not a configured principal), and an operator
-/// linked to one, keep their votes while `oidc` is configured (roles of a single sign-on come
-/// from the provider at sign-in, not from the file: a reload still withdraws them). A
-/// store error stops start-up (fail closed: the vote would count).
+/// ([`assent_store::Store::withdraw_votes`], each checked by [`decide::vote_stands`]): their
+/// voter is no operator of it (removed or renamed in the file before a restart), no longer
+/// holds a role they voted with (from the file, or for a single sign-on from the groups it
+/// was cast with under the `oidc.roles` map in force), or voted with a key that is not
+/// theirs any more (rotated by the restart). A store error stops start-up (fail closed: the
+/// vote would count).
 async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
     let live = state.principals();
-    let sso = state.oidc.is_some();
+    let oidc = state.oidc.clone();
     let withdrawn = state
         .store_task(move |s| {
+            let oidc = oidc.as_ref().map(|o| &o.config);
             let stands = |voter: &str, roles: &[String], key: Option<&str>| {
-                let holds = |p: &config::Principal| {
-                    p.roles().is_some_and(|now| roles.iter().all(|r| now.contains(r)))
-                };
-                match (live.iter().find(|p| p.name == voter), key) {
-                    // Cast with a key: that key still the voter's, the roles still held.
-                    (Some(p), Some(k)) => p.vote_key_binding() == k && holds(p),
-                    // A linked person voting by single sign-on holds the roles their groups
-                    // map to, which the file cannot tell: their vote stands while `oidc` is set.
-                    (Some(p), None) if sso && p.sso.is_some() => p.roles().is_some(),
-                    (Some(p), None) => holds(p),
-                    (None, _) => sso && voter.starts_with(config::oidc::NAME_PREFIX),
-                }
+                decide::vote_stands(&live, oidc, (voter, roles, key))
             };
             let why = "the configuration no longer has the voter as an operator with the roles they voted with";
             s.withdraw_votes(stands, "system:start-up", why, state::now_ms())

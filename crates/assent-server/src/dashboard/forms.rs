@@ -36,7 +36,10 @@ pub(crate) async fn decide_form(
     };
     let id = form.id;
     let roles = op.principal.roles().unwrap_or_default();
-    let who = Decider::new(&op.principal, roles, op.via());
+    let who = match op.signed_in_by_sso {
+        Some(_) => Decider::by_sso(&op.principal, roles, op.via(), &op.sso_groups),
+        None => Decider::new(&op.principal, roles, op.via()),
+    };
     match decide_as(&st, &who, id.clone(), body).await {
         Ok(_) => Ok(secured(
             Redirect::to(&format!("/ui/approvals/{id}")).into_response(),

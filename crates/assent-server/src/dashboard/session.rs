@@ -47,6 +47,9 @@ pub(crate) struct Operator {
     /// The single sign-on name (without `oidc:`) a session signed in by SSO was given;
     /// `None`: signed in with a key.
     pub(crate) signed_in_by_sso: Option<String>,
+    /// A session signed in by SSO: the provider's groups that mapped to some role at sign-in
+    /// (kept with its quorum votes, [`crate::decide::Decider::by_sso`]); empty otherwise.
+    pub(crate) sso_groups: Vec<String>,
 }
 
 impl Operator {
@@ -73,6 +76,7 @@ pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Oper
     let (session, how) = sessions::get(st, cookie(headers, COOKIE)?).await?;
     let principals = st.principals();
     let by_sso = matches!(how, SignedInWith::Sso(_));
+    let mut sso_groups = Vec::new();
     let principal = match how {
         // Still this name's key (found by review: a key rotated by a restart, or the name
         // removed and added again, left a stolen cookie signing in until the session ended).
@@ -96,6 +100,7 @@ pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Oper
             {
                 return None;
             }
+            sso_groups = grant.groups;
             sso_principal(&principals, &session.operator, roles)?
         }
     };
@@ -111,6 +116,7 @@ pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Oper
         session,
         principal,
         signed_in_by_sso,
+        sso_groups,
     })
 }
 

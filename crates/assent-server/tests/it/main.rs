@@ -39,6 +39,7 @@ mod security;
 mod session_risk;
 mod slack;
 mod sso;
+mod sso_votes;
 mod suggestions;
 mod tools;
 mod webhook_steps;

@@ -26,7 +26,7 @@ fn sha(s: &str) -> String {
 }
 
 /// A config file in `dir` whose `oidc` section (at line 3) is `oidc`, and its path.
-fn write_config(dir: &Path, oidc: &str, principals: &str) -> std::path::PathBuf {
+pub(crate) fn write_config(dir: &Path, oidc: &str, principals: &str) -> std::path::PathBuf {
     let file = dir.join("assent.yaml");
     std::fs::write(
         &file,
@@ -36,7 +36,7 @@ fn write_config(dir: &Path, oidc: &str, principals: &str) -> std::path::PathBuf 
     file
 }
 
-const GOOD: &str = "oidc: {issuer: 'http://127.0.0.1:9/', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {fin: [finance], opsgroup: [ops]}}";
+pub(crate) const GOOD: &str = "oidc: {issuer: 'http://127.0.0.1:9/', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {fin: [finance], opsgroup: [ops]}}";
 
 fn load_err(oidc: &str, principals: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -305,7 +305,11 @@ async fn provider_errors_bad_queries_and_an_unreachable_issuer_are_refused() {
 }
 
 /// An SSO session (as the callback stores it) granted `roles` from `groups`, and its cookie.
-fn sso_session(gw: &Gw, name: &str, (roles, groups): (&[&str], &[&str])) -> (String, String) {
+pub(crate) fn sso_session(
+    gw: &Gw,
+    name: &str,
+    (roles, groups): (&[&str], &[&str]),
+) -> (String, String) {
     let id = format!("session-of-{name}");
     let s = UiSession {
         operator: name.into(),
@@ -322,7 +326,7 @@ fn sso_session(gw: &Gw, name: &str, (roles, groups): (&[&str], &[&str])) -> (Str
     (format!("assent_ui={id}"), s.csrf)
 }
 
-async fn decide(gw: &Gw, id: &str, cookie: &str, csrf: &str) -> StatusCode {
+pub(crate) async fn decide(gw: &Gw, id: &str, cookie: &str, csrf: &str) -> StatusCode {
     no_redirects()
         .post(format!("{}/ui/approvals/{id}/decide", gw.url))
         .header("cookie", cookie)
@@ -438,8 +442,13 @@ async fn an_sso_session_loses_a_role_its_group_no_longer_maps_to() {
 /// (finance, owns agent `bot`, SSO name `olga@example.com`), `gina` (finance, SSO name
 /// `gina@example.com`) and `fred` (finance) beside the kit's.
 async fn linked(dir: &Path, rules: &str) -> Gw {
+    linked_with(dir, rules, GOOD).await
+}
+
+/// [`linked`] with the `oidc` section `oidc`.
+pub(crate) async fn linked_with(dir: &Path, rules: &str, oidc: &str) -> Gw {
     let cfg_dir = tempfile::tempdir().unwrap();
-    let cfg = Config::load(&write_config(cfg_dir.path(), GOOD, "")).unwrap();
+    let cfg = Config::load(&write_config(cfg_dir.path(), oidc, "")).unwrap();
     let sso = Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into()).unwrap();
     let gov = policy("acme.test.sso-duties", rules);
     start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {

@@ -7,6 +7,7 @@
 
 mod config;
 mod refusals;
+mod votes;
 
 use crate::kit::{AGENTS, Gw, assert_answer, operator, policy, start_custom};
 use assent_server::Settings;

@@ -1,0 +1,60 @@
+//! Quorum votes cast by single sign-on are held to the `oidc.roles` map in force when the
+//! gateway starts again, as key votes are to the file.
+
+use crate::sso::{GOOD, decide, linked_with, sso_session};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// Two finance votes settle a `pay` call.
+const QUORUM: &str = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+
+/// The votes cast on approval `id` so far, as `GET /v1/approvals/{id}` lists them.
+async fn cast(gw: &crate::kit::Gw, id: &str) -> Vec<serde_json::Value> {
+    let (_, a) = gw.approval(id, "alice-key").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    a["votes"]["cast"].as_array().cloned().unwrap_or_default()
+}
+
+/// Attack (found by review): a restart with an `oidc.roles` map that no longer gives the
+/// `fin` group `finance` — to cut contractors off — signed their sessions out at the next
+/// request, but the vote one of them had cast by single sign-on on a quorum of two stood, so
+/// one more finance vote approved the payment. The vote keeps the groups it was cast with;
+/// start-up maps them again and withdraws it, with a `decision.vote_withdrawn` record. A vote
+/// whose groups still map to its roles stands.
+#[tokio::test]
+async fn a_restart_that_unmaps_a_group_withdraws_the_votes_cast_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = linked_with(dir.path(), QUORUM, GOOD).await;
+    let cut = gw.held("s1", "pay", json!({"amount": 500})).await;
+    let kept = gw.held("s2", "pay", json!({"amount": 501})).await;
+    let (mallory, csrf) = sso_session(&gw, "oidc:mallory", (&["finance"], &["fin"]));
+    let (bo, csrf_bo) = sso_session(&gw, "oidc:bo", (&["finance"], &["fin", "opsgroup"]));
+    for (id, who, csrf) in [(&cut, &mallory, &csrf), (&kept, &bo, &csrf_bo)] {
+        let s = decide(&gw, id, who, csrf).await;
+        assert!(s.is_success() || s.is_redirection(), "{s}");
+        assert_eq!(cast(&gw, id).await.len(), 1);
+    }
+    gw.stop().await;
+
+    // `fin` maps to nothing now; `opsgroup` gives `finance` as well.
+    let moved = GOOD.replace(
+        "roles: {fin: [finance], opsgroup: [ops]}",
+        "roles: {opsgroup: [ops, finance]}",
+    );
+    let gw = linked_with(dir.path(), QUORUM, &moved).await;
+    assert_eq!(cast(&gw, &cut).await, Vec::<serde_json::Value>::new());
+    let withdrawn = gw.sql().int(
+        "SELECT count(*) FROM audit WHERE kind = 'decision.vote_withdrawn' AND approval_id = ?1",
+        &[cut.as_str().into()],
+    );
+    assert_eq!(withdrawn, 1);
+    // One finance vote is not two.
+    let (s, a) = gw.decide(&cut, "fred-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert_eq!(cast(&gw, &cut).await.len(), 1);
+    // bo voted with `fin` and `opsgroup`; `opsgroup` still gives `finance`: the vote stands.
+    assert_eq!(cast(&gw, &kept).await.len(), 1);
+    let (s, a) = gw.decide(&kept, "fred-key", "approve").await;
+    crate::kit::assert_answer(s, &a, "status", StatusCode::OK, "approved");
+    gw.stop().await;
+}
