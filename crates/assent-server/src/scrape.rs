@@ -49,7 +49,8 @@ pub fn is_scrape_key(st: &AppState, key: &str) -> bool {
     security(("operator_key" = [])))]
 pub async fn scrape(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     may_read(&st, &headers)?;
-    let pending = st.store_call(|s| s.pending_by_tier()).await?;
+    // A read: ahead of the writes queued with it, never waiting for their commit.
+    let pending = st.store_read(|s| s.pending_by_tier()).await?;
     let body = st.metrics.render(&pending, st.waiters.waiting());
     let mut r = body.into_response();
     r.headers_mut().insert(

@@ -317,7 +317,17 @@ impl Throttle {
 
     /// `Some(wait)` when `principal` is over its request rate.
     pub fn over_rate(&self, principal: &str) -> Option<Duration> {
-        let key = principal.to_string();
+        self.over_rate_of(format!("principal:{principal}"))
+    }
+
+    /// `Some(wait)` when the Prometheus scrape key is over the request rate a principal has
+    /// (it is no principal, and no principal's name can share its count).
+    pub fn over_scrape_rate(&self) -> Option<Duration> {
+        self.over_rate_of("scrape key".to_string())
+    }
+
+    /// `Some(wait)` when the requests counted under `key` are over the rate.
+    fn over_rate_of(&self, key: String) -> Option<Duration> {
         match self.principals.check_key(&key) {
             Ok(()) => None,
             Err(not_until) => Some(not_until.wait_time_from(DefaultClock::default().now())),

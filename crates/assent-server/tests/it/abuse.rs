@@ -200,6 +200,43 @@ async fn one_principal_cannot_flood_the_gateway_past_its_rate() {
     gw.stop().await;
 }
 
+/// Attack (found by review): the Prometheus scrape key skipped every rate, and each scrape
+/// was a store call queued beside the agents' writes; whoever read the key from a monitoring
+/// config could scrape in a loop and never see a `429`. It has a principal's rate, counted
+/// apart from every principal's, and a scrape only reads.
+#[tokio::test]
+async fn the_scrape_key_is_held_to_a_rate() {
+    const SCRAPE: &str = "scrape-key-0123456789abcdef0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_tuned(dir.path(), |st| {
+        st.throttle = std::sync::Arc::new(assent_server::throttle::Throttle::new(
+            assent_server::throttle::RateLimits {
+                requests_per_second: 1,
+                burst: 2,
+            },
+        ));
+        let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(SCRAPE.as_bytes()).into();
+        st.metrics_key_sha256 = Some(std::sync::Arc::new(digest));
+    })
+    .await;
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        let r = reqwest::Client::new()
+            .get(format!("{}/metrics", gw.url))
+            .bearer_auth(SCRAPE)
+            .send()
+            .await
+            .unwrap();
+        codes.push(r.status());
+    }
+    assert_eq!(&codes[..2], [StatusCode::OK; 2], "{codes:?}");
+    assert!(codes.contains(&StatusCode::TOO_MANY_REQUESTS), "{codes:?}");
+    // An operator is not slowed down by it.
+    let (s, _) = gw.get("/v1/approvals", OP).await;
+    assert_eq!(s, StatusCode::OK);
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn a_body_trickled_slowly_is_cut_off_with_a_json_408() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
