@@ -165,22 +165,27 @@ impl Hub {
     /// call's risk; and one session per agent for ever (the first fix) made a "session" grant
     /// a grant for ever and a session's risk marks permanent.
     ///
-    /// A session is never renewed while a call of it is under way (held for a person, say),
+    /// A session never idles out while a call of it is under way (held for a person, say),
     /// and its idle time counts from its last call's end: the returned [`InFlight`] marks the
     /// call, until it is dropped (found by review: a call held for 35 minutes was marked in
-    /// a session its agent's next call had already left).
+    /// a session its agent's next call had already left). [`STATELESS_LONGEST`] ends it
+    /// however busy: the calls under way keep it, the next call starts another (found by
+    /// review: an agent that always kept one call held kept its session, and a "session"
+    /// grant in it, for ever).
     pub(super) fn stateless_session(&self, agent: &str) -> (String, InFlight) {
-        let now = Instant::now();
+        self.stateless_session_at(agent, Instant::now())
+    }
+
+    /// [`Hub::stateless_session`] at `now`.
+    fn stateless_session_at(&self, agent: &str, now: Instant) -> (String, InFlight) {
         let mut all = self.stateless.lock().expect("stateless sessions");
         let s = all
             .entry(agent.to_string())
             .or_insert_with(|| Stateless::new(now));
         let idle = s.usage.last.lock().expect("last call").to_owned();
         let busy = s.usage.inflight.load(Ordering::SeqCst) > 0;
-        if !busy
-            && (now.saturating_duration_since(idle) >= STATELESS_IDLE
-                || now.saturating_duration_since(s.began) >= STATELESS_LONGEST)
-        {
+        let idled_out = !busy && now.saturating_duration_since(idle) >= STATELESS_IDLE;
+        if idled_out || now.saturating_duration_since(s.began) >= STATELESS_LONGEST {
             *s = Stateless::new(now);
         }
         *s.usage.last.lock().expect("last call") = now;
@@ -345,5 +350,34 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         *self.0.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         self.0.inflight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hub with no upstreams and a gateway URL nothing is asked at.
+    async fn hub() -> Arc<Hub> {
+        let gw = GatewayAt::Url("http://127.0.0.1:9".into());
+        Hub::start(BTreeMap::new(), gw, 30, 10).await.unwrap()
+    }
+
+    /// Attack (found by review): an agent that always kept one call held never let its
+    /// stateless session renew, so a "session" grant in it lasted for ever. A session ends
+    /// [`STATELESS_LONGEST`] after it began however busy; it does not idle out while busy.
+    #[tokio::test]
+    async fn a_stateless_session_ends_after_its_longest_however_busy() {
+        let hub = hub().await;
+        let t0 = Instant::now();
+        let (first, held) = hub.stateless_session_at("a", t0);
+        // Busy past the idle time: the same session.
+        let later = t0 + STATELESS_IDLE * 2;
+        let (same, _call) = hub.stateless_session_at("a", later);
+        assert_eq!(same, first);
+        // Past the longest, with a call still held: another.
+        let (next, _) = hub.stateless_session_at("a", t0 + STATELESS_LONGEST);
+        assert_ne!(next, first);
+        drop(held);
     }
 }
