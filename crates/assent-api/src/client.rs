@@ -210,13 +210,13 @@ impl Client {
         }
     }
 
-    /// Sends one request and reads the whole answer: `(status, body bytes)`.
-    async fn exchange<B: Serialize + ?Sized>(
+    /// Sends one request: the answer, its body not yet read.
+    async fn send<B: Serialize + ?Sized>(
         &self,
         method: Method,
         url: Url,
         body: Option<&B>,
-    ) -> Result<(u16, Vec<u8>), ClientError> {
+    ) -> Result<reqwest::Response, ClientError> {
         let mut req = self.http.request(method, url).bearer_auth(&self.key);
         // The caller's span continues in the gateway's trace (issue 15 §1); none when off.
         if let Some(tp) = crate::trace::traceparent(&tracing::Span::current()) {
@@ -225,7 +225,17 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.map_err(|e| self.transport(e))?;
+        req.send().await.map_err(|e| self.transport(e))
+    }
+
+    /// Sends one request and reads the whole answer: `(status, body bytes)`.
+    async fn exchange<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&B>,
+    ) -> Result<(u16, Vec<u8>), ClientError> {
+        let resp = self.send(method, url, body).await?;
         let status = resp.status().as_u16();
         let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
         Ok((status, bytes.to_vec()))
@@ -297,18 +307,31 @@ impl Client {
         }
     }
 
-    /// `GET` of a 2xx text body (NDJSON).
-    pub(crate) async fn call_text(&self, segments: &[&str]) -> Result<String, ClientError> {
-        let url = self.url(segments, &[])?;
-        match self.exchange(Method::GET, url, None::<&()>).await? {
-            (status, bytes) if (200..300).contains(&status) => {
-                String::from_utf8(bytes).map_err(|e| ClientError::Body {
-                    status,
-                    detail: e.to_string(),
-                })
-            }
-            (status, bytes) => Err(status_error(status, &bytes)),
+    /// `GET` of `segments` with `query`, a 2xx text body (NDJSON): the text and the answer's
+    /// `Link` header (RFC 8288, as sent; `None` without one). A non-2xx answer is
+    /// [`ClientError::Status`]; a body that is not UTF-8, [`ClientError::Body`].
+    pub(crate) async fn call_text(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<(String, Option<String>), ClientError> {
+        let url = self.url(segments, query)?;
+        let resp = self.send(Method::GET, url, None::<&()>).await?;
+        let status = resp.status().as_u16();
+        let link = resp
+            .headers()
+            .get(reqwest::header::LINK)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(status, &bytes));
         }
+        let text = String::from_utf8(bytes.to_vec()).map_err(|e| ClientError::Body {
+            status,
+            detail: e.to_string(),
+        })?;
+        Ok((text, link))
     }
 
     /// Sends a submission and reads the gate's answer: `200` allow, `202` pending and `403`

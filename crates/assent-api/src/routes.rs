@@ -8,7 +8,7 @@ use crate::approvals::{
     BatchDecisionResponse, CancelRequest, DecisionRequest, Receipt, SessionCancelled,
     UserDecisionRequest,
 };
-use crate::audit::{CheckpointList, DeadLetterList};
+use crate::audit::{CheckpointList, DeadLetterList, LearningSamplePage};
 use crate::clarify::{AnswerRequest, AskRequest, Clarification, ClarificationList};
 use crate::client::{Client, ClientError};
 use crate::gate::{DelegationRequest, GateAnswer, ToolCallRequest, ToolResultRequest};
@@ -189,11 +189,23 @@ impl Client {
             .await
     }
 
-    /// `GET /v1/learning-samples` (operator): the MPLP learning samples (NDJSON), one JSON
-    /// value per line.
-    pub async fn learning_samples(&self) -> Result<Vec<Value>, ClientError> {
-        let text = self.call_text(&["v1", "learning-samples"]).await?;
-        text.lines()
+    /// `GET /v1/learning-samples[?limit=N&after=CURSOR]` (operator): one page of the MPLP
+    /// learning samples ([`LearningSamplePage`]: the NDJSON lines parsed, and the next page's
+    /// cursor from the `Link` header). `limit` `None` is the server's default (1,000; at most
+    /// 10,000, else `400`); `after` `None` is the first page, else a previous page's `next`
+    /// (an unknown cursor is `400`). Read every page by passing each `next` until it is `None`.
+    pub async fn learning_samples(
+        &self,
+        limit: Option<u32>,
+        after: Option<&str>,
+    ) -> Result<LearningSamplePage, ClientError> {
+        let mut q = list_query(None, limit);
+        if let Some(a) = after {
+            q.push(("after", a.to_string()));
+        }
+        let (text, link) = self.call_text(&["v1", "learning-samples"], &q).await?;
+        let samples = text
+            .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 serde_json::from_str(l).map_err(|e| ClientError::Body {
@@ -201,7 +213,9 @@ impl Client {
                     detail: e.to_string(),
                 })
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        let next = link.as_deref().and_then(crate::audit::next_cursor);
+        Ok(LearningSamplePage { samples, next })
     }
 
     /// `POST /v1/clarifications` (an agent key): asks a question; `202` with it pending.

@@ -82,6 +82,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(37, "0037_plans_by_agent"),
     migration!(38, "0038_vote_key_binding"),
     migration!(39, "0039_subscription_last_seen"),
+    migration!(40, "0040_settled_approvals_index"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -4,8 +4,8 @@
 //! a row read into a struct by column name (`from_row!`). No approval logic and no
 //! transactions (those are [`crate::Store::write`]'s).
 //!
-//! [`lite`] borrows a SQLite file opened read-only by an offline command (audit verify,
-//! learning export, the backup's checkpoints) as a kernel [`Conn`].
+//! [`lite`] borrows a SQLite file opened read-only by an offline command (audit verify, the
+//! backup's checkpoints) as a kernel [`Conn`].
 
 use crate::db::{self, ColumnIndex, Conn, FromValue, Params, Row};
 use serde::de::DeserializeOwned;

@@ -61,8 +61,9 @@ async fn a_session_scope_makes_a_grant_that_allows_with_a_token_until_revoked() 
     assert_eq!(e.code(), Some(error::NOT_FOUND));
     assert_eq!(alice.grants(true).await.unwrap().grants.len(), 1);
     raw_get::<GrantList>(&alice, "/v1/grants?all=true").await;
-    let samples = alice.learning_samples().await.unwrap();
-    assert!(!samples.is_empty());
+    let page = alice.learning_samples(None, None).await.unwrap();
+    assert!(!page.samples.is_empty());
+    assert_eq!(page.next, None, "one page holds them all");
     gw.stop().await;
 }
 

@@ -18,6 +18,7 @@ mod escalation;
 mod group;
 mod history;
 mod insights;
+mod learning;
 mod migrations;
 mod oidc_logins;
 mod pgkit;

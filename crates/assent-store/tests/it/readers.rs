@@ -77,7 +77,7 @@ fn a_learning_export_does_not_wait_for_the_writer() {
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 started.recv().unwrap();
-                let _ = exported.send(s.learning_samples().unwrap().len());
+                let _ = exported.send(s.learning_samples(None, 1_000).unwrap().samples.len());
             });
             crate::hold(s, "s-next", &call, &v, 3_000, 100_000);
         });

@@ -1,8 +1,9 @@
-//! What the operator's terminal receives: `assent pending` and `assent show` print an agent's
-//! text (the held call's message is rendered from its arguments) with every control and
-//! bidirectional formatting character shown as an escape, never acting.
+//! What the operator's terminal receives: `assent pending`, `assent show` and
+//! `assent export learning-samples` print an agent's text (the held call's message is rendered
+//! from its arguments) with every control and bidirectional formatting character shown as an
+//! escape, never acting.
 
-use crate::{BOT_KEY, cli, ok, served};
+use crate::{BIN, BOT_KEY, cli, ok, served};
 use serde_json::{Value, json};
 
 /// Attack (found by review): terminal spoofing. An agent's arguments reach the card three
@@ -93,4 +94,54 @@ fn an_agents_line_breaks_and_escapes_stay_inside_its_own_fields() {
             (Some(id), Some(question))
         );
     }
+}
+
+/// Attack (found by review): terminal spoofing through the learning export.
+/// `assent export learning-samples` wrote each sample as `serde_json` text, which escapes C0
+/// controls but not the one-byte CSI U+009B, DEL or a right-to-left override U+202E: an agent
+/// that put them in an argument, then cancelled its call, had them reach the operator's
+/// terminal raw. Each line is now made inert, still JSON of the same value.
+#[test]
+fn an_agents_bidi_override_in_a_settled_call_reaches_the_learning_export_escaped() {
+    let s = served("");
+    let recipient = "ext-1\u{9b}2K\u{7f}\u{202e}eciffo-tsop";
+    let http = reqwest::blocking::Client::new();
+    let b: Value = http
+        .post(format!("{}/v1/tool-calls", s.server.url))
+        .bearer_auth(BOT_KEY)
+        .json(
+            &json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds",
+                      "arguments": {"amount": 5000, "currency": "EUR", "recipient": recipient}}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(b["decision"], "pending", "{b}");
+    let id = b["approval_id"].as_str().unwrap();
+    let cancelled = http
+        .post(format!("{}/v1/approvals/{id}/cancel", s.server.url))
+        .bearer_auth(BOT_KEY)
+        .send()
+        .unwrap();
+    assert!(cancelled.status().is_success(), "{cancelled:?}");
+    let out = std::process::Command::new(BIN)
+        .args(["export", "learning-samples", "--data-dir"])
+        .arg(&s.data)
+        .output()
+        .unwrap();
+    let jsonl = ok(&out);
+    for acting in ['\u{9b}', '\u{7f}', '\u{202e}'] {
+        assert!(!jsonl.contains(acting), "{acting:?} raw in {jsonl:?}");
+    }
+    assert!(
+        jsonl.contains(r#""recipient":"ext-1\u009b2K\u007f\u202eeciffo-tsop""#),
+        "{jsonl}"
+    );
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{jsonl}");
+    assert_eq!(lines[0]["input"]["arguments"]["recipient"], recipient);
 }
