@@ -175,14 +175,23 @@ impl Tally {
 pub const EMPTY_APPROVERS: &str = "an empty approvers list would let any operator decide; \
     remove the key to mean any operator, or name roles";
 
+/// Why a group naming neither roles nor a count is refused (found by review: `approvers: {}`,
+/// `approvers: [{}]` or `{deny: quorum}` alone meant "any operator", as an emptied list did
+/// before [`EMPTY_APPROVERS`]). A group with a `count` and no roles (`{count: 2}`) still means
+/// any N operators, as documented.
+pub const EMPTY_GROUP: &str = "approvers group names neither `roles` (or `role`) nor `count`, \
+    so it would let any operator decide; name roles (`{roles: [finance]}`), write `{count: N}` \
+    for any N operators, or remove the `approvers` key to mean any operator";
+
 /// Reads a rule's `approvers`: `Null` for a rule without the key (any operator, one approval;
 /// the governance loader refuses an explicit `approvers: null`); a list of role names (any
 /// one of them, one approval: the form before quorums); one group
-/// `{roles: [..] | role: R, count: N, deny: any|quorum}` (without `roles` or `role`: any
-/// operator fills it, as in `{count: 2}`); a list of groups `[{role: R, count: N}, …]`; or
-/// `{groups: [..], deny: …}`. `Err` names what is wrong: among others an empty list of
-/// roles, `[]` or a group's `roles: []` ([`EMPTY_APPROVERS`]). A single group of count 1 with
-/// `deny: any` is the plain form (no quorum).
+/// `{roles: [..] | role: R, count: N, deny: any|quorum}` (without `roles` or `role` but with
+/// `count`: any operator fills it, as in `{count: 2}`); a list of groups
+/// `[{role: R, count: N}, …]`; or `{groups: [..], deny: …}`. `Err` names what is wrong: among
+/// others an empty list of roles, `[]` or a group's `roles: []` ([`EMPTY_APPROVERS`]), and a
+/// group with neither roles nor `count`, `{}` ([`EMPTY_GROUP`]). A single group of count 1
+/// with `deny: any` is the plain form (no quorum).
 pub fn parse_approvers(v: &Value) -> Result<Approvers, String> {
     let (groups, deny) = match v {
         Value::Null => return Ok(Approvers::default()),
@@ -248,6 +257,7 @@ fn group(v: &Value) -> Result<QuorumGroup, String> {
             return Err("approvers group: `roles` must be a list of role names".into());
         }
         (None, Some(r)) => vec![role(r, "approvers group role")?],
+        (None, None) if !m.contains_key("count") => return Err(EMPTY_GROUP.into()),
         (None, None) => Vec::new(),
     };
     let count = match m.get("count") {

@@ -19,7 +19,6 @@ use assent_store::history::{MAX_PAGE, Query};
 use assent_store::{Store, StoreError};
 use axum::extract::State;
 use axum::http::StatusCode;
-use std::path::PathBuf;
 
 /// Proposals one replay request reads at the most.
 pub const MAX_REPLAYED: usize = 200_000;
@@ -141,25 +140,13 @@ fn invalid(errors: Vec<String>) -> ApiError {
     )
 }
 
-/// The policy files of config `file` as they are on disk now: `(path, text)` pairs.
+/// The policy files of config `file` as they are on disk now: `(path, text)` pairs, read
+/// with [`Config::policy_files`] (regular files, 4 MiB each, 64 MiB together, as a load).
 ///
 /// Errors: `422 POLICY_INVALID` when the config or a file cannot be read.
 pub(crate) fn policy_files(file: &std::path::Path, strict: bool) -> Result<PolicyFiles, ApiError> {
     let cfg = Config::load_with(file, strict).map_err(|e| invalid(vec![e.to_string()]))?;
-    let read = |paths: &[PathBuf]| -> Result<Vec<(String, String)>, ApiError> {
-        paths
-            .iter()
-            .map(|p| {
-                crate::config::read_bounded(p)
-                    .map(|t| (p.display().to_string(), t))
-                    .map_err(|e| invalid(vec![e.to_string()]))
-            })
-            .collect()
-    };
-    Ok(PolicyFiles {
-        agents: read(&cfg.agent_files)?,
-        governance: read(&cfg.governance_files)?,
-    })
+    cfg.policy_files().map_err(|e| invalid(vec![e.to_string()]))
 }
 
 /// The candidate registry: the config's policy files read now, the body's replacing those of

@@ -112,35 +112,29 @@ pub fn problems(e: &ConfigError) -> Vec<Problem> {
         .collect()
 }
 
-/// One line of a configuration error as a [`Problem`].
+/// One line of a configuration error as a [`Problem`]: its place is what comes before the
+/// first `: ` — `FILE:LINE` or `FILE` — and the rest is the reason. Only the place is read
+/// (found by review: the first `:DIGITS: ` anywhere in the line was taken for the place, so an
+/// id quoted in the reason, such as `x.yaml:1: forged`, chose the file and line the answer
+/// named); a path seldom holds `: `.
 fn problem(l: &str) -> Problem {
-    // `FILE:LINE: reason`: the first `:DIGITS: ` (a path may contain `:` but seldom that).
-    let bytes = l.as_bytes();
-    for (i, _) in l.match_indices(':') {
-        let digits = bytes[i + 1..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        let after = i + 1 + digits;
-        if digits > 0 && l[after..].starts_with(": ") && i > 0 {
-            return Problem {
-                file: Some(l[..i].to_string()),
-                line: l[i + 1..after].parse().ok(),
-                reason: l[after + 2..].to_string(),
-            };
-        }
-    }
-    match l.split_once(": ") {
-        Some((f, r)) if !f.is_empty() => Problem {
-            file: Some(f.to_string()),
-            line: None,
-            reason: r.to_string(),
-        },
-        _ => Problem {
+    let Some((place, reason)) = l.split_once(": ").filter(|(p, _)| !p.is_empty()) else {
+        return Problem {
             file: None,
             line: None,
             reason: l.to_string(),
-        },
+        };
+    };
+    let (file, line) = match place.rsplit_once(':') {
+        Some((f, n)) if !f.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (f, n.parse().ok())
+        }
+        _ => (place, None),
+    };
+    Problem {
+        file: Some(file.to_string()),
+        line,
+        reason: reason.to_string(),
     }
 }
 

@@ -1,5 +1,6 @@
-//! Load errors of the policy registry: [`LoadError`] (file, line, reason) and [`LoadErrors`]
-//! (all of them, one per line), and the conversion of a YAML parse error into one. Shared by
+//! Load errors of the policy registry: [`LoadError`] (file, line, reason; rendered with its
+//! control characters escaped) and [`LoadErrors`] (all of them, one per line), and the
+//! conversion of a YAML parse error into one. Shared by
 //! the agent-file and governance loaders; it knows nothing of either format.
 
 use std::fmt;
@@ -16,10 +17,17 @@ pub struct LoadError {
 }
 
 impl fmt::Display for LoadError {
+    /// `FILE:LINE: message` (or `FILE: message`) on one line, the file and the message made
+    /// [`visible`](crate::template::visible): they quote ids, names, paths and values from
+    /// files another team may write (found by review: quoted as they were, an agent file's
+    /// escape sequence cleared the operator's screen, and its line break forged a problem line
+    /// of its own, through a start-up or reload error).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let visible = crate::template::visible;
+        let (file, message) = (visible(&self.file), visible(&self.message));
         match self.line {
-            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
+            Some(l) => write!(f, "{file}:{l}: {message}"),
+            None => write!(f, "{file}: {message}"),
         }
     }
 }

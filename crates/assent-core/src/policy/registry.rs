@@ -85,9 +85,9 @@ impl Registry {
 
     /// [`Registry::load`]; fields of agent files that the Agent Format 1.0 schema does not
     /// define are warnings (`FILE:LINE: unknown field `PATH` …; ignored`), or errors when
-    /// [`Registry::load`]; fields of agent files that the Agent Format 1.0 schema does not
-    /// define are warnings (`FILE:LINE: unknown field `PATH` …; ignored`), or errors when
-    /// `strict` (Agent Format forward compatibility: catches `aproval: true`).
+    /// `strict` (Agent Format forward compatibility: catches `aproval: true`). Errors and
+    /// warnings quote the files' text [`visible`](crate::template::visible): one line each,
+    /// nothing a terminal would act on.
     pub fn load_with(
         agent_files: &[(String, String)],
         governance_files: &[(String, String)],
@@ -108,6 +108,12 @@ impl Registry {
         let mut warnings = reg.resolve_policy_refs();
         warnings.extend(reg.pattern_warnings());
         reg.warnings.extend(warnings);
+        // They quote the files' ids, names and values: one line each, nothing a terminal runs.
+        for w in &mut reg.warnings {
+            if let std::borrow::Cow::Owned(e) = crate::template::visible(w) {
+                *w = e;
+            }
+        }
         if errs.is_empty() {
             Ok(reg)
         } else {

@@ -289,3 +289,28 @@ fn a_call_that_needs_a_passkey_is_never_approved_by_its_timeout() {
     let v = under(gov.replace("require_passkey: true", "require_passkey: false"));
     assert_eq!(v.terms.default_decision.as_str(), "approve");
 }
+
+/// Attack (found by review): load errors and warnings quoted ids, field names and file names
+/// as they were, so an agent or governance file could send an escape sequence (`\e[2J`) or a
+/// line break — a forged `FILE:LINE:` problem of its own — to whoever reads them. Each is
+/// rendered on one line with such characters as visible `\uXXXX` escapes.
+#[test]
+fn control_characters_from_a_file_are_escaped_in_load_errors_and_warnings() {
+    let agent = "metadata:\n  id: \"a\\e[2J\\ng.yaml:1: fine\"\n".to_string();
+    let e = Registry::load(&[("a\u{202e}.agf.yaml".into(), agent)], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(r"a\u202e.agf.yaml: metadata.id `a\u001b[2J\u000ag.yaml:1: fine`")
+            && !e.contains(['\u{1b}', '\n', '\u{202e}']),
+        "{e:?}"
+    );
+    let agent = "metadata: {id: a}\n\"x\\e]0;t\\a\": 1\n".to_string();
+    let r = Registry::load(&[("a.agf.yaml".into(), agent)], &[]).unwrap();
+    assert!(
+        r.warnings.iter().any(|w| w.contains(r"x\u001b]0;t\u0007"))
+            && !r.warnings.iter().any(|w| w.contains(['\u{1b}', '\u{7}'])),
+        "{:?}",
+        r.warnings
+    );
+}

@@ -232,3 +232,41 @@ fn an_empty_approvers_list_does_not_open_the_rule_to_any_operator() {
     let e = parse_approvers(&json!([])).unwrap_err();
     assert!(e.contains("would let any operator decide"), "{e}");
 }
+
+/// Attack (found by review): a group object naming neither roles nor a count — `approvers:
+/// {}`, `approvers: [{}]`, a lone `{deny: quorum}`, `{groups: [{}]}` — still meant "any
+/// operator" after the explicit empty lists were refused, so an emptied group opened a rule
+/// to every operator. Each is a load error with the file, the rule's line and what to write
+/// instead; a group with a `count` and no roles (`{count: 2}`, documented as any two
+/// operators) and one naming a role keep their meaning.
+#[test]
+fn an_empty_approvers_group_does_not_open_the_rule_to_any_operator() {
+    use crate::kit::rule_err;
+    for keys in [
+        "        approvers: {}\n",
+        "        approvers: [{}]\n",
+        "        approvers: [{role: finance}, {}]\n",
+        "        approvers: {deny: quorum}\n",
+        "        approvers: {groups: [{}], deny: quorum}\n",
+    ] {
+        let e = rule_err(keys);
+        assert!(
+            e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: ")
+                && e.contains("names neither `roles` (or `role`) nor `count`")
+                && e.contains("would let any operator decide")
+                && e.contains("write `{count: N}` for any N operators"),
+            "{keys}: {e}"
+        );
+    }
+    for keys in [
+        "        approvers: {count: 1}\n",
+        "        approvers: [{count: 2}]\n",
+        "        approvers: {role: finance}\n",
+    ] {
+        assert_eq!(rule_err(keys), "", "{keys}");
+    }
+    let anyone = parse_approvers(&json!({"count": 2})).unwrap();
+    assert!(anyone.roles.is_empty(), "{{count: 2}}: any two operators");
+    let e = parse_approvers(&json!({})).unwrap_err();
+    assert!(e.contains("would let any operator decide"), "{e}");
+}

@@ -1,9 +1,11 @@
 //! The files a configuration names: expanding the `agents` and `governance` paths and globs
 //! ([`expand`]), and reading every file — the configuration itself, each agent and governance
 //! file — through one opened handle that must be a regular file of at most [`MAX_FILE_BYTES`]
-//! ([`read_bounded`]). Kit of [`crate::config`].
+//! ([`read_bounded`]), all of one configuration's together within [`MAX_TOTAL_BYTES`]
+//! (`read_policy_files`). Kit of [`crate::config`].
 
 use super::raw::{ConfigError, at};
+use assent_core::suggest::edit::PolicyFiles;
 use serde_saphyr::Spanned;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// at most [`MAX_FILE_BYTES`], and UTF-8. The error names the file, and for a file too large
 /// its size and the limit; a file that grows past the limit while being read is refused too.
 pub fn read_bounded(path: &Path) -> Result<String, ConfigError> {
-    let fail = |why: String| ConfigError(format!("{}: {why}", path.display()));
+    let fail = |why: String| at(path, None, why);
     // Non-blocking, so that opening a FIFO swapped in does not wait for a writer (found by
     // review: the reload thread waited for ever, holding the reload lock); a regular file
     // reads the same either way.
@@ -68,22 +70,38 @@ pub const MAX_TOTAL_BYTES: usize = 64 * 1024 * 1024;
 /// `(name, text)` of every file in `files`, each read with [`read_bounded`], while `budget`
 /// (bytes, shared by the calls of one load) lasts; a file past it is refused, naming the
 /// limit.
-pub(crate) fn read_all(
-    files: &[PathBuf],
-    budget: &mut usize,
-) -> Result<Vec<(String, String)>, ConfigError> {
+fn read_all(files: &[PathBuf], budget: &mut usize) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::with_capacity(files.len());
     for f in files {
         let text = read_bounded(f)?;
         *budget = budget.checked_sub(text.len()).ok_or_else(|| {
-            ConfigError(format!(
-                "{}: the agent and governance files together pass the limit of {MAX_TOTAL_BYTES} bytes",
-                f.display()
-            ))
+            at(
+                f,
+                None,
+                format!(
+                    "the agent and governance files together pass the limit of {MAX_TOTAL_BYTES} bytes"
+                ),
+            )
         })?;
         out.push((f.display().to_string(), text));
     }
     Ok(out)
+}
+
+/// The agent and governance files `agents` and `governance` as `(name, text)` pairs, each
+/// read with [`read_bounded`] and all of them within one budget of [`MAX_TOTAL_BYTES`]: what
+/// a load reads, and what every later reader of the same files must read too (found by
+/// review: `assent suggest` and the replay and suggestion endpoints read the files a second
+/// time without the total bound).
+pub(crate) fn read_policy_files(
+    agents: &[PathBuf],
+    governance: &[PathBuf],
+) -> Result<PolicyFiles, ConfigError> {
+    let mut budget = MAX_TOTAL_BYTES;
+    Ok(PolicyFiles {
+        agents: read_all(agents, &mut budget)?,
+        governance: read_all(governance, &mut budget)?,
+    })
 }
 
 /// What a file that is not a regular file is, for the errors.
@@ -99,7 +117,7 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
     } else if t.is_block_device() || t.is_char_device() {
         "a device"
     } else {
-        "not a file"
+        "a special file"
     }
 }
 
@@ -109,7 +127,7 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
     } else {
-        "not a file"
+        "a special file"
     }
 }
 
@@ -127,6 +145,24 @@ fn glob_match(f: &Path) -> Result<bool, String> {
         Err(_) if f.symlink_metadata().is_ok() => {
             Err("is a symbolic link whose target does not exist (a moved mount?)".into())
         }
+        Err(e) => Err(format!("cannot be read: {e}")),
+    }
+}
+
+/// A plain (non-glob) configured path: `Ok` for a regular file (a symbolic link to one
+/// included), else `Err(why)` saying what it is (found by review: a named pipe or a directory
+/// there was reported as a file that does not exist).
+fn plain_path(f: &Path) -> Result<(), String> {
+    match std::fs::metadata(f) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(m) => Err(format!(
+            "is {}, not a regular file; assent reads only regular files",
+            kind_of(&m.file_type())
+        )),
+        Err(_) if f.symlink_metadata().is_ok() => {
+            Err("is a symbolic link whose target does not exist (a moved mount?)".into())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("does not exist".into()),
         Err(e) => Err(format!("cannot be read: {e}")),
     }
 }
@@ -156,11 +192,11 @@ pub(crate) fn expand(
         let s = full.to_string_lossy().to_string();
         let is_glob = p.contains(['*', '?', '[']);
         if !is_glob {
-            if !full.is_file() {
+            if let Err(why) = plain_path(&full) {
                 return Err(at(
                     file,
                     line,
-                    format!("{what} file `{p}` does not exist ({})", full.display()),
+                    format!("{what} file `{p}` {why} ({})", full.display()),
                 ));
             }
             out.push(full);
@@ -195,11 +231,8 @@ pub(crate) fn expand(
             ));
         }
         if found.is_empty() {
-            let at = line.map_or(String::new(), |l| format!(":{l}"));
-            warnings.push(format!(
-                "{}{at}: {what} glob `{p}` matches no file",
-                file.display()
-            ));
+            let w = at(file, line, format!("{what} glob `{p}` matches no file"));
+            warnings.push(w.0);
         }
         out.extend(found);
     }

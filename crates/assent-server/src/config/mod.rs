@@ -28,7 +28,7 @@ pub use principals::{MIN_KEY_CHARS, Principal, PrincipalKind};
 pub use raw::ConfigError;
 
 use assent_core::policy::Registry;
-use files::{expand, read_all};
+use files::{expand, read_policy_files};
 use raw::{RawConfig, at};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -158,24 +158,16 @@ impl Config {
             ("governance", true),
             &mut warnings,
         )?;
-        let mut budget = files::MAX_TOTAL_BYTES;
+        let texts = read_policy_files(&agent_files, &governance_files)?;
         let registry = Registry::load_with(
-            &read_all(&agent_files, &mut budget)?,
-            &read_all(&governance_files, &mut budget)?,
+            &texts.agents,
+            &texts.governance,
             strict || raw.strict_agent_files,
         )
         .map_err(|e| ConfigError(e.to_string()))?;
+        drop(texts); // not kept: the registry holds what it needs
         warnings.extend(registry.warnings.iter().cloned());
-        if let Some(o) = raw.oidc.as_ref().filter(|o| o.value.roles.is_none()) {
-            // Found by review: group names are often chosen by users (GitLab group paths,
-            // Entra display names), and each became a role of that name.
-            warnings.push(format!(
-                "{}:{}: oidc.roles is not set: every group in the `{}` claim becomes a role of the same name, so whoever may create a group named like an approver role may approve; map group ids your administrators control (oidc.roles)",
-                path.display(),
-                o.referenced.line(),
-                o.value.roles_claim
-            ));
-        }
+        warnings.extend(oidc_roles_unmapped(path, &raw));
         let principals = principals::declare(path, &raw.principals)?;
         let l = limits::limits(path, &raw)?;
         let mcp_upstreams = outbound::mcp_upstreams(path, &raw.mcp_upstreams)?;
@@ -237,6 +229,15 @@ impl Config {
         })
     }
 
+    /// The agent and governance files this configuration names, read again now as `(path,
+    /// text)` pairs, the way [`Config::load_with`] reads them: each a regular file of at most
+    /// [`MAX_FILE_BYTES`], all together at most [`MAX_TOTAL_BYTES`]. For every reader after
+    /// the load (`assent suggest`, the replay and suggestion endpoints), so a file that grew or
+    /// was swapped for a pipe since is refused there too, naming the file and why.
+    pub fn policy_files(&self) -> Result<assent_core::suggest::edit::PolicyFiles, ConfigError> {
+        read_policy_files(&self.agent_files, &self.governance_files)
+    }
+
     /// Resolves every principal's key: `key_env` reads the variable (the key itself), which
     /// must be set and non-empty; `key_sha256` is used as is. Two principals with the same key
     /// are an error. Keys are never logged.
@@ -279,25 +280,22 @@ impl Config {
             return Ok(None);
         };
         let key = std::env::var(var).unwrap_or_default();
-        let file = self.file.display();
-        let at = self
-            .metrics_key_line
-            .map_or(file.to_string(), |l| format!("{file}:{l}"));
+        let fail = |why: String| at(&self.file, self.metrics_key_line, why);
         if key.is_empty() {
-            return Err(ConfigError(format!(
-                "{at}: metrics_key_env: environment variable {var} is not set or empty"
+            return Err(fail(format!(
+                "metrics_key_env: environment variable {var} is not set or empty"
             )));
         }
         if key.chars().count() < principals::MIN_KEY_CHARS && !self.insecure_demo_keys {
-            return Err(ConfigError(format!(
-                "{at}: metrics_key_env: the key in {var} is shorter than {} characters",
+            return Err(fail(format!(
+                "metrics_key_env: the key in {var} is shorter than {} characters",
                 principals::MIN_KEY_CHARS
             )));
         }
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         if self.principals()?.iter().any(|p| p.key_sha256 == digest) {
-            return Err(ConfigError(format!(
-                "{at}: metrics_key_env: the key in {var} is also a principal's key; give the scrape key its own"
+            return Err(fail(format!(
+                "metrics_key_env: the key in {var} is also a principal's key; give the scrape key its own"
             )));
         }
         Ok(Some(digest))
@@ -326,6 +324,22 @@ impl Config {
     pub fn webhooks(&self) -> Result<Vec<Webhook>, ConfigError> {
         outbound::resolve_secrets(&self.file, &self.webhooks)
     }
+}
+
+/// The warning for `oidc:` without `roles`, when so. Found by review: group names are often
+/// chosen by users (GitLab group paths, Entra display names), and each became a role of that
+/// name.
+fn oidc_roles_unmapped(path: &Path, raw: &RawConfig) -> Option<String> {
+    let o = raw.oidc.as_ref().filter(|o| o.value.roles.is_none())?;
+    let w = at(
+        path,
+        Some(o.referenced.line()),
+        format!(
+            "oidc.roles is not set: every group in the `{}` claim becomes a role of the same name, so whoever may create a group named like an approver role may approve; map group ids your administrators control (oidc.roles)",
+            o.value.roles_claim
+        ),
+    );
+    Some(w.0)
 }
 
 /// Where and how a running server re-reads its configuration (issue 14 §8, see

@@ -339,7 +339,7 @@ pub(crate) fn resolve(
         if let PrincipalKind::Agent { agent_id } = &d.kind
             && !registry.agents.contains_key(agent_id)
         {
-            tracing::warn!(principal = %name, agent_id = %agent_id, "principal is bound to an agent id that no agent file declares");
+            tracing::warn!(principal = ?name, agent_id = ?agent_id, "principal is bound to an agent id that no agent file declares");
         }
         // A mistyped `owns` (`treasury-bot` for `treasury_bot`) would silently leave that
         // principal free to approve its own agent's calls under separation of duties: one
@@ -359,7 +359,7 @@ pub(crate) fn resolve(
                 ));
             }
             tracing::warn!(
-                file = %file.display(), line = ?d.line, principal = %name, owns = %owned,
+                file = ?file, line = ?d.line, principal = ?name, owns = ?owned,
                 "`owns` names an agent id that no agent file declares (a typo?)"
             );
         }

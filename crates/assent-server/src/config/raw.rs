@@ -13,12 +13,18 @@ use std::path::Path;
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// The error `msg` at line `line` of `file` (or of the file as a whole).
+/// The error `msg` at line `line` of `file` (or of the file as a whole), on one line made
+/// [`visible`](assent_core::template::visible) (control and invisible characters as `\uXXXX`
+/// escapes): messages quote names, paths and values from files another team may write (found
+/// by review: they reached the operator's terminal and logs as they were, escape sequences
+/// and line breaks included, so a file could clear the screen or forge a problem line of a
+/// reload's answer).
 pub(crate) fn at(file: &Path, line: Option<u64>, msg: impl std::fmt::Display) -> ConfigError {
-    match line {
-        Some(l) => ConfigError(format!("{}:{l}: {msg}", file.display())),
-        None => ConfigError(format!("{}: {msg}", file.display())),
-    }
+    let text = match line {
+        Some(l) => format!("{}:{l}: {msg}", file.display()),
+        None => format!("{}: {msg}", file.display()),
+    };
+    ConfigError(assent_core::template::visible(&text).into_owned())
 }
 
 /// The value of an optional number `key` when it lies within `bounds` (inclusive); else the

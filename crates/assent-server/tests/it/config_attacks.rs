@@ -1,9 +1,12 @@
 //! Attacks on configuration loading and live reload (found by review), through a real
 //! configuration file on disk, `Config::load` (what `assent serve` and `assent check` run) and
 //! `POST /v1/reload`: a governance glob matching a dangling link or a named pipe, a huge file
-//! in a globbed directory, a reload turning the Prometheus scrape key into an operator's key,
-//! and a reload whose audit record cannot be written. Each refused file stops start-up with
-//! the file and why, and a refused reload keeps the old set in force whole.
+//! in a globbed directory, a pipe or directory at a plain configured path, files grown past
+//! the total bound after the load (read again for `assent suggest` and replay), escape
+//! sequences and line breaks quoted from an agent file, a reload turning the Prometheus
+//! scrape key into an operator's key, and a reload whose audit record cannot be written. Each
+//! refused file stops start-up with the file and why, and a refused reload keeps the old set
+//! in force whole.
 
 use crate::kit::{AGENTS, Gw, Param, audit_count, policy, sqlite_only, start_custom};
 use crate::reload::principals;
@@ -306,5 +309,139 @@ async fn a_reload_whose_audit_record_fails_withdraws_no_vote() {
     assert_eq!(audit_count(&gw.data_dir, "config.reloaded"), 1);
     let (s, b) = gw.decide(&id, FRED, "approve").await;
     assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("pending")));
+    gw.stop().await;
+}
+
+/// Attack (found by review): a plain (non-glob) `agents` or `governance` path that exists but
+/// is a named pipe or a directory was reported as a file that "does not exist", hiding what
+/// was planted there. Start-up and a reload now name what it is, as glob matches do, and a
+/// missing file still does not exist.
+#[tokio::test]
+async fn a_pipe_or_a_directory_at_a_plain_configured_path_is_named_for_what_it_is() {
+    let (_dir, gw, conf) = reloadable().await;
+    let file = conf.join("assent.yaml");
+    let agent = conf.join("bot.agf.yaml");
+    std::fs::remove_file(&agent).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&agent).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    let e = Config::load(&file).unwrap_err().to_string();
+    let why = "agents file `bot.agf.yaml` is a named pipe, not a regular file";
+    assert!(
+        e.starts_with(&format!("{}:1: {why}", file.display())),
+        "{e}"
+    );
+    refused(&gw, "assent.yaml", why).await;
+    denials_still_in_force(&gw).await;
+    std::fs::remove_file(&agent).unwrap();
+    std::fs::create_dir(&agent).unwrap();
+    let e = Config::load(&file).unwrap_err().to_string();
+    assert!(
+        e.contains("agents file `bot.agf.yaml` is a directory, not a regular file"),
+        "{e}"
+    );
+    std::fs::remove_dir(&agent).unwrap();
+    let e = Config::load(&file).unwrap_err().to_string();
+    assert!(
+        e.contains("agents file `bot.agf.yaml` does not exist"),
+        "{e}"
+    );
+    gw.stop().await;
+}
+
+/// Attack (found by review): `assent suggest` and the replay and suggestion endpoints read the
+/// configuration's agent and governance files a second time, after the load, each bounded
+/// but not all together, so files that grew after the load — each under 4 MiB, together far
+/// over 64 MiB — were read whole. [`Config::policy_files`], which they read through now,
+/// applies the load's bounds: the 64 MiB total, the 4 MiB per file and regular files only.
+#[tokio::test]
+async fn files_grown_after_the_load_are_bounded_when_read_again_for_suggest_and_replay() {
+    use assent_server::config::{MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path();
+    std::fs::create_dir(conf.join("policies")).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    let n = MAX_TOTAL_BYTES as u64 / MAX_FILE_BYTES + 1;
+    let files: Vec<PathBuf> = (0..n)
+        .map(|i| conf.join(format!("policies/p-{i:02}.yaml")))
+        .collect();
+    for f in &files {
+        std::fs::write(f, "policies: []\n").unwrap();
+    }
+    let file = conf.join("assent.yaml");
+    std::fs::write(&file, config_text(&everyone())).unwrap();
+    let cfg = Config::load(&file).unwrap();
+    let read = cfg.policy_files().unwrap();
+    assert_eq!((read.agents.len(), read.governance.len()), (1, n as usize));
+    let text = format!("# {}\n", "x".repeat(MAX_FILE_BYTES as usize - 16));
+    for f in &files {
+        std::fs::write(f, &text).unwrap();
+    }
+    // (Not `unwrap_err`: on failure, not 68 MiB of text in the message.)
+    let Err(e) = cfg.policy_files() else {
+        panic!("the files were read past 64 MiB together")
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("together pass the limit of 67108864 bytes"),
+        "{e}"
+    );
+    // A file swapped for a pipe since the load is refused at once, not waited on.
+    std::fs::remove_file(&files[0]).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&files[0]).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    let Err(e) = cfg.policy_files() else {
+        panic!("a pipe was read")
+    };
+    let e = e.to_string();
+    assert!(e.contains("is not a regular file (a named pipe)"), "{e}");
+}
+
+/// Attack (found by review): problem lines quoted ids and paths from the files as they were,
+/// so an agent file written by another team could put terminal escape sequences (`\e[2J`
+/// clears the operator's screen) and line breaks into start-up errors, logs and a reload's
+/// answer — where a line break forged a problem of its own, naming any file and line. Such
+/// characters now arrive escaped (`\u001b`, `\u000a`), in one problem line, and a place
+/// quoted inside the reason (`assent.yaml:1: `) is not taken for the problem's own.
+#[tokio::test]
+async fn an_escape_sequence_or_a_line_break_in_an_agent_file_arrives_escaped() {
+    let (_dir, gw, conf) = reloadable().await;
+    let file = conf.join("assent.yaml");
+    std::fs::write(
+        conf.join("bot.agf.yaml"),
+        "metadata:\n  id: \"bot\\e[2J\\nassent.yaml:1: forged\"\naction_space:\n  local_tools: [{alias: pay, approval: true}]\n",
+    )
+    .unwrap();
+    let quoted = r"metadata.id `bot\u001b[2J\u000aassent.yaml:1: forged` must match";
+    let e = Config::load(&file).unwrap_err().to_string();
+    let raw = ['\u{1b}', '\n', '\u{202e}'];
+    assert!(e.contains(quoted) && !e.contains(raw), "{e:?}");
+    let b = refused(&gw, "bot.agf.yaml", quoted).await;
+    let errors = b["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "one problem, none forged: {b}");
+    assert_eq!(
+        errors[0]["line"],
+        Value::Null,
+        "no line taken from the id: {b}"
+    );
+    assert!(!errors[0]["reason"].as_str().unwrap().contains(raw), "{b}");
+    // A file name from a glob is quoted the same way, in a policy's problem and in a refused
+    // match's.
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    let named = conf.join("policies/\u{1b}[2J\u{202e}.yaml");
+    std::fs::write(&named, "policies: 7\n").unwrap();
+    let e = Config::load(&file).unwrap_err().to_string();
+    let shown = r"policies/\u001b[2J\u202e.yaml";
+    assert!(
+        e.contains(&format!("{shown}:1: ")) && !e.contains(raw),
+        "{e:?}"
+    );
+    std::fs::remove_file(&named).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&named).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    let e = Config::load(&file).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("{shown}, which is not a regular file")) && !e.contains(raw),
+        "{e:?}"
+    );
     gw.stop().await;
 }

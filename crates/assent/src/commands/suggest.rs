@@ -9,7 +9,6 @@ use crate::render::say;
 use anyhow::{Result, bail};
 use assent_core::Registry;
 use assent_core::replay::Recorded;
-use assent_core::suggest::edit::PolicyFiles;
 use assent_core::suggest::{Kind, Settings, Suggestion, suggest};
 use serde_json::json;
 
@@ -36,19 +35,14 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
         eprintln!("assent: {e}");
         return Ok(2);
     }
-    // The files as read now, and the registry made from exactly these texts.
-    let read = |paths: &[std::path::PathBuf]| -> Result<Vec<(String, String)>> {
-        paths
-            .iter()
-            .map(|p| {
-                let text = assent_server::config::read_bounded(p)?;
-                Ok((p.display().to_string(), text))
-            })
-            .collect()
-    };
-    let files = PolicyFiles {
-        agents: read(&cfg.agent_files)?,
-        governance: read(&cfg.governance_files)?,
+    // The files as read now (bounded as a load reads them), and the registry made from
+    // exactly these texts.
+    let files = match cfg.policy_files() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("assent: {e}");
+            return Ok(2);
+        }
     };
     let reg = match Registry::load(&files.agents, &files.governance) {
         Ok(r) => r,

@@ -1,6 +1,7 @@
 //! Start-up refusals through the real binary: a bad config stops `serve` naming the file, the
 //! line and the reason (principals, unset keys, MCP upstreams, webhooks, audit checkpoints),
-//! and unknown agent-file fields warn, or stop `check` and `serve` when strict.
+//! and unknown agent-file fields warn, or stop `check` and `serve` when strict; what they
+//! quote from a file reaches the terminal escaped.
 
 use crate::{BIN, serve_cmd};
 use std::path::Path;
@@ -239,4 +240,58 @@ fn unknown_agent_file_fields_warn_and_strict_makes_them_errors() {
     let (code, err) = serve_on(&cfg, strict, None);
     assert_eq!(code, Some(1));
     assert!(err.contains("aproval"));
+}
+
+/// Attack (found by review): start-up problem lines and warnings quoted ids and field names
+/// from agent files as they were, so a file written by another team put escape sequences
+/// (`\e[2J` clears the screen, `\e]0;…\a` retitles the window) and line breaks — a forged
+/// problem line of its own — into the operator's terminal through `assent check` (its
+/// errors and warnings were printed as they were) and `assent serve`. They now arrive as
+/// visible `\uXXXX` escapes, each problem on one line.
+#[test]
+fn an_escape_sequence_in_an_agent_file_reaches_the_terminal_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("evil.agf.yaml");
+    let cfg = dir.path().join("assent.yaml");
+    let check = || {
+        let out = Command::new(BIN)
+            .args(["check", "--config"])
+            .arg(&cfg)
+            .args(["--agent", "bot", "--tool", "pay"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    std::fs::write(
+        &agent,
+        "metadata:\n  id: \"evil\\e[2J\\nassent.yaml:1: all good\"\naction_space:\n  local_tools: [{alias: pay, approval: true}]\n",
+    )
+    .unwrap();
+    let quoted = r"evil.agf.yaml: metadata.id `evil\u001b[2J\u000aassent.yaml:1: all good`";
+    let (code, err) = serve_on(&cfg, "listen: 127.0.0.1:0\nagents: [evil.agf.yaml]\n", None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(quoted) && !err.contains('\u{1b}'), "{err:?}");
+    let (code, err) = check();
+    assert!(
+        code == Some(2)
+            && err.contains(quoted)
+            && !err.contains('\u{1b}')
+            && !err.lines().any(|l| l.starts_with("assent.yaml:1:")),
+        "{err:?}"
+    );
+    // A warning quoting a field name (an unknown Agent Format field) is escaped the same way.
+    std::fs::write(
+        &agent,
+        "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, \"x\\e]0;pwned\\a\": 1}\n",
+    )
+    .unwrap();
+    let (code, err) = check();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(r"x\u001b]0;pwned\u0007") && !err.contains(['\u{1b}', '\u{7}']),
+        "{err:?}"
+    );
 }
