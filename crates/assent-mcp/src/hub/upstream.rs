@@ -161,13 +161,15 @@ impl Upstream {
     /// upstream behind a reading each). Found by review: a change was a flag the first
     /// request took down, so while its reading was under way other calls took the list from
     /// before the change for current and passed the pin check with a definition the
-    /// upstream no longer served; now a list counts only if no change came after its
-    /// reading began.
+    /// upstream no longer served; now a list counts for a request only if its reading began
+    /// after every change announced before the request arrived (not every change since:
+    /// review found that an upstream announcing a change during each reading then made every
+    /// waiting request read again, one after another).
     pub(super) async fn tools(&self, fresh: bool) -> Result<Vec<Tool>, String> {
         let peer = self.peer.as_ref().ok_or("not connected")?;
-        let asked = std::time::Instant::now();
+        let (asked, seen) = (std::time::Instant::now(), self.watch.changes());
         let current = |r: &Reading| {
-            r.changes == self.watch.changes()
+            r.changes >= seen
                 && if fresh {
                     r.began >= asked
                 } else {

@@ -153,3 +153,50 @@ fn a_call_during_the_reading_of_a_changed_tool_list_is_not_checked_against_the_o
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// A hub upstream with one tool, `hello`, that announces a change during every `tools/list`
+/// it answers, each reading taking a second.
+fn announcing_lists() -> String {
+    let list = format!(
+        "        print(json.dumps({{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}}), flush=True)\n        time.sleep(1)\n{}",
+        py_tools("hello")
+    );
+    py_upstream(&list, &py_text("hello"))
+}
+
+/// Found by review: once a list read before a change no longer counted, a request waiting for
+/// a reading took its list only if no change came during it, so an upstream announcing a
+/// change during every reading made six waiting calls read six times, one after another. A
+/// list counts for a request when its reading began after every change announced before the
+/// request arrived: one reading answers them all.
+#[test]
+fn an_upstream_announcing_changes_during_every_reading_does_not_queue_the_calls() {
+    let (_dir, mut server) = hub_gateway(KEY, &[("chatty", Some("[hello]"), &announcing_lists())]);
+    let url = server.url.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let took = rt.block_on(async {
+        let client = hub_client(&url, KEY).await;
+        let hello = || rmcp::model::CallToolRequestParams::new("chatty__hello");
+        client.peer().call_tool(hello()).await.unwrap();
+        let t = Instant::now();
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..6 {
+            let peer = client.peer().clone();
+            calls.spawn(async move { peer.call_tool(hello()).await });
+        }
+        for r in calls.join_all().await {
+            let r = r.unwrap();
+            assert_ne!(r.is_error, Some(true), "{r:?}");
+        }
+        let took = t.elapsed();
+        client.cancel().await.unwrap();
+        took
+    });
+    // One or two readings (one may be under way when the calls come), not six.
+    assert!(
+        took < Duration::from_millis(4500),
+        "six calls took {took:?}"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
