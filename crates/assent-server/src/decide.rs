@@ -190,9 +190,20 @@ pub(crate) struct Decider<'a> {
 /// gives its voter.
 pub(crate) const SLACK_VOTE: &str = "slack";
 
-/// The start of the binding of a quorum vote cast by single sign-on, followed by the JSON list
-/// of the provider's groups that mapped to some role at sign-in: start-up maps them again.
+/// The start of the binding of a quorum vote cast by single sign-on, followed by the JSON
+/// object `{"id": SSO_NAME, "groups": [...]}`: the identity that signed in (the name claim's
+/// value) and the provider's groups that mapped to some role at sign-in. Start-up maps the
+/// groups again and holds a linked principal's vote to its link.
 pub(crate) const SSO_VOTE: &str = "sso:";
+
+/// What a single sign-on vote's binding holds after [`SSO_VOTE`].
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SsoVote {
+    /// The identity that signed in (the name claim's value, without `oidc:`).
+    id: String,
+    /// The provider's groups that mapped to some role at sign-in.
+    groups: Vec<String>,
+}
 
 /// Whether a quorum vote still stands at start-up: cast by `voter` with `roles` and the
 /// binding `key` (see [`Decider::key`]), under the principals `live` and the single sign-on
@@ -220,19 +231,24 @@ pub(crate) fn vote_stands(
     };
     let found = live.iter().find(|p| p.name == voter);
     let oidc_name = voter.starts_with(crate::config::oidc::NAME_PREFIX);
-    if let Some(groups) = key.and_then(|k| k.strip_prefix(SSO_VOTE)) {
+    if let Some(text) = key.and_then(|k| k.strip_prefix(SSO_VOTE)) {
+        // Unreadable: nothing stands behind it.
+        let Ok(v) = serde_json::from_str::<SsoVote>(text) else {
+            return false;
+        };
+        let grant = assent_store::ui_sessions::SsoGrant {
+            roles: roles.to_vec(),
+            groups: v.groups,
+        };
         let mapped = |o: &crate::config::oidc::OidcConfig| {
-            let groups = serde_json::from_str(groups).unwrap_or_default();
-            let grant = assent_store::ui_sessions::SsoGrant {
-                roles: roles.to_vec(),
-                groups,
-            };
             let now = o.roles_now(&grant);
             roles.iter().all(|r| now.contains(r))
         };
+        // Still that identity: a linked principal still linked to it (found by review: a
+        // link moved to another identity kept the first one's vote), or its own `oidc:` name.
         let person = match found {
-            Some(p) => p.sso.is_some() && p.roles().is_some(),
-            None => oidc_name,
+            Some(p) => p.sso.as_deref() == Some(v.id.as_str()) && p.roles().is_some(),
+            None => voter.strip_prefix(crate::config::oidc::NAME_PREFIX) == Some(v.id.as_str()),
         };
         return oidc.is_some_and(mapped) && person;
     }
@@ -260,20 +276,26 @@ impl<'a> Decider<'a> {
         }
     }
 
-    /// Operator principal `p` holding `roles`, signed in by single sign-on (`via`) with the
-    /// provider's `groups` that mapped to some role: a quorum vote keeps them ([`SSO_VOTE`]).
+    /// Operator principal `p` holding `roles`, signed in by single sign-on as `id` (the name
+    /// claim's value, `via`) with the provider's `groups` that mapped to some role: a quorum
+    /// vote keeps both ([`SSO_VOTE`]).
     pub(crate) fn by_sso(
         p: &'a crate::config::Principal,
         roles: &'a [String],
         via: Via,
-        groups: &[String],
+        (id, groups): (&str, &[String]),
     ) -> Self {
-        let groups = serde_json::to_string(groups).unwrap_or_else(|_| "[]".into());
+        let v = SsoVote {
+            id: id.to_string(),
+            groups: groups.to_vec(),
+        };
+        // A struct of strings always serialises.
+        let text = serde_json::to_string(&v).unwrap_or_default();
         Self {
             name: &p.name,
             roles,
             via,
-            key: Some(format!("{SSO_VOTE}{groups}")),
+            key: Some(format!("{SSO_VOTE}{text}")),
         }
     }
 

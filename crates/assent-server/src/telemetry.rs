@@ -3,7 +3,8 @@
 //! without an exporter they cost one span per request and carry no context.
 //!
 //! - Every request is a server span `METHOD /route` (`http.request.method`, `http.route`,
-//!   `http.response.status_code`), a child of the W3C `traceparent` (and `tracestate`) the
+//!   `http.response.status_code`; a method HTTP does not define is `_OTHER`, its span
+//!   `HTTP /route`, at most 32 bytes of it as `http.request.method_original`), a child of the W3C `traceparent` (and `tracestate`) the
 //!   caller sent, read with the global propagator (W3C Trace Context when tracing is on).
 //! - Each step of an approval's life is a span named for it — `assent.propose`,
 //!   `assent.wait`, `assent.decision`, `assent.redeem`, `assent.result`, and the MCP side's

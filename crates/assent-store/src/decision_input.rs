@@ -29,10 +29,12 @@ pub struct DecisionInput {
     /// The other names the deciding person goes by (their single sign-on name with and
     /// without the `oidc:` prefix): a call made `on_behalf_of` any of them is theirs too.
     pub decider_aka: Vec<String>,
-    /// The binding of the operator key the decision was made with (64 hex, the server's
-    /// SHA-256 over the key's digest under a tag of its own); `None` for a single sign-on
-    /// session or Slack. Kept with a quorum vote: start-up withdraws the vote when the voter's
-    /// key is another by then ([`crate::Store::withdraw_votes`]).
+    /// What stood behind the decision, as the server says it (opaque here): the binding of the
+    /// operator key it was made with (64 hex, the server's SHA-256 over the key's digest under
+    /// a tag of its own), or the channel's (`slack`; `sso:` and the identity and groups of a
+    /// single sign-on). Kept with a quorum vote: start-up checks it again and withdraws the
+    /// vote when it no longer stands ([`crate::Store::withdraw_votes`]). `None` only for a
+    /// vote cast before the server said how.
     pub decider_key: Option<String>,
     /// The passkey assertion signing an approval (issue 14 §4), checked by the gateway's live
     /// ceremony; the store checks it belongs to the decider and binds this approval, its

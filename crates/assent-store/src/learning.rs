@@ -19,9 +19,11 @@
 //! text. Found by review: the export read every settled approval into one list (each sample's
 //! masked arguments copied twice), so an agent that proposed ~250 KiB calls and cancelled them
 //! in a loop grew one export's memory without bound. A settlement is stamped with the time it
-//! is made, so an approval settled while a reader pages comes after its cursor, not before
-//! (replicas stamp with their own clocks: one running behind by more than a reader's pace
-//! could settle an approval behind a cursor, which that reader then misses).
+//! is made, so an approval settled while a reader pages mostly comes after its cursor. Not
+//! always: a reader whose page ends at the newest decisions can miss one settled there in the
+//! same moment — stamped before a settlement committed ahead of it (PostgreSQL transactions
+//! commit in any order), by a replica whose clock runs behind, or after the clock stepped
+//! back. An export of a settled past (what training reads) is whole.
 //!
 //! Redaction: a rule's `redact` paths are masked in the arguments, the message, the reasons
 //! and the decision's reason (`feedback.details`, as webhooks mask it); a plan's
@@ -161,7 +163,9 @@ impl SampleCursor {
         let decided_at: i64 = at.parse().ok()?;
         let id = String::from_utf8(hex::decode(id).ok()?).ok()?;
         let ok = decided_at.to_string() == at && !id.is_empty() && !id.contains(char::is_control);
-        ok.then_some(SampleCursor { decided_at, id })
+        let cursor = ok.then_some(SampleCursor { decided_at, id })?;
+        // Only the text this gateway writes (lowercase hex, no sign or zero padding).
+        (cursor.to_string() == text).then_some(cursor)
     }
 }
 
@@ -266,8 +270,9 @@ pub struct OfflinePages {
 }
 
 impl OfflinePages {
-    /// Opens `database` for reading pages of `limit` samples (at least 1). Errors: no SQLite
-    /// database there (`Invalid`, none is created), an unreachable PostgreSQL one.
+    /// Opens `database` for reading pages of `limit` samples (at least 1). SQLite: the store's
+    /// file in the directory of `path` (`assent.db`, whatever file `path` names). Errors: no
+    /// SQLite database there (`Invalid`, none is created), an unreachable PostgreSQL one.
     pub fn open(database: &Database, limit: u32) -> Result<Self, StoreError> {
         let conn = match database {
             Database::Sqlite { path } => {

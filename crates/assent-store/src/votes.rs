@@ -179,8 +179,9 @@ type PendingVote = (String, String, String, Vec<String>, Option<String>);
 
 impl crate::store::Store {
     /// Withdraws every vote on a pending approval for which `stands(principal, roles, key)` is
-    /// false (`roles`: those held when it was cast; `key`: the binding of the key it was cast
-    /// with, `None` for single sign-on, Slack or a vote from before migration 0038): the row
+    /// false (`roles`: those held when it was cast; `key`: what stood behind it, as the server
+    /// said when it was cast — the binding of its key, or its channel's — `None` for a vote
+    /// cast before the server said so): the row
     /// is deleted and a `decision.vote_withdrawn` record (actor `by`; `principal`,
     /// `decision`, `why`) says so, in one transaction. The server calls it when a reload
     /// removes an operator or changes their key or roles, and at start-up for votes whose

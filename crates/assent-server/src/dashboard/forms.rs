@@ -36,8 +36,8 @@ pub(crate) async fn decide_form(
     };
     let id = form.id;
     let roles = op.principal.roles().unwrap_or_default();
-    let who = match op.signed_in_by_sso {
-        Some(_) => Decider::by_sso(&op.principal, roles, op.via(), &op.sso_groups),
+    let who = match &op.signed_in_by_sso {
+        Some(id) => Decider::by_sso(&op.principal, roles, op.via(), (id, &op.sso_groups)),
         None => Decider::new(&op.principal, roles, op.via()),
     };
     match decide_as(&st, &who, id.clone(), body).await {

@@ -442,11 +442,11 @@ async fn an_sso_session_loses_a_role_its_group_no_longer_maps_to() {
 /// (finance, owns agent `bot`, SSO name `olga@example.com`), `gina` (finance, SSO name
 /// `gina@example.com`) and `fred` (finance) beside the kit's.
 async fn linked(dir: &Path, rules: &str) -> Gw {
-    linked_with(dir, rules, GOOD).await
+    linked_with(dir, rules, GOOD, "gina@example.com").await
 }
 
-/// [`linked`] with the `oidc` section `oidc`.
-pub(crate) async fn linked_with(dir: &Path, rules: &str, oidc: &str) -> Gw {
+/// [`linked`] with the `oidc` section `oidc`, and gina's SSO name `gina_sso`.
+pub(crate) async fn linked_with(dir: &Path, rules: &str, oidc: &str, gina_sso: &str) -> Gw {
     let cfg_dir = tempfile::tempdir().unwrap();
     let cfg = Config::load(&write_config(cfg_dir.path(), oidc, "")).unwrap();
     let sso = Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into()).unwrap();
@@ -455,7 +455,7 @@ pub(crate) async fn linked_with(dir: &Path, rules: &str, oidc: &str) -> Gw {
         let mut all = (*st.principals()).clone();
         for (name, owns, sso) in [
             ("olga", Some("bot"), Some("olga@example.com")),
-            ("gina", None, Some("gina@example.com")),
+            ("gina", None, Some(gina_sso)),
             ("fred", None, None),
         ] {
             let mut p = operator(name, &["finance"]);

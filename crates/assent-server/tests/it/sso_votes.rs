@@ -5,6 +5,9 @@ use crate::sso::{GOOD, decide, linked_with, sso_session};
 use reqwest::StatusCode;
 use serde_json::json;
 
+/// gina's single sign-on identity (`principals[].sso`).
+const GINA: &str = "gina@example.com";
+
 /// Two finance votes settle a `pay` call.
 const QUORUM: &str = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
 
@@ -24,7 +27,7 @@ async fn cast(gw: &crate::kit::Gw, id: &str) -> Vec<serde_json::Value> {
 #[tokio::test]
 async fn a_restart_that_unmaps_a_group_withdraws_the_votes_cast_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = linked_with(dir.path(), QUORUM, GOOD).await;
+    let gw = linked_with(dir.path(), QUORUM, GOOD, GINA).await;
     let cut = gw.held("s1", "pay", json!({"amount": 500})).await;
     let kept = gw.held("s2", "pay", json!({"amount": 501})).await;
     let (mallory, csrf) = sso_session(&gw, "oidc:mallory", (&["finance"], &["fin"]));
@@ -41,7 +44,7 @@ async fn a_restart_that_unmaps_a_group_withdraws_the_votes_cast_with_it() {
         "roles: {fin: [finance], opsgroup: [ops]}",
         "roles: {opsgroup: [ops, finance]}",
     );
-    let gw = linked_with(dir.path(), QUORUM, &moved).await;
+    let gw = linked_with(dir.path(), QUORUM, &moved, GINA).await;
     assert_eq!(cast(&gw, &cut).await, Vec::<serde_json::Value>::new());
     let withdrawn = gw.sql().int(
         "SELECT count(*) FROM audit WHERE kind = 'decision.vote_withdrawn' AND approval_id = ?1",
@@ -55,6 +58,33 @@ async fn a_restart_that_unmaps_a_group_withdraws_the_votes_cast_with_it() {
     // bo voted with `fin` and `opsgroup`; `opsgroup` still gives `finance`: the vote stands.
     assert_eq!(cast(&gw, &kept).await.len(), 1);
     let (s, a) = gw.decide(&kept, "fred-key", "approve").await;
+    crate::kit::assert_answer(s, &a, "status", StatusCode::OK, "approved");
+    gw.stop().await;
+}
+
+/// Attack (found by review): operator gina was linked to a contractor's single sign-on
+/// identity, which voted as gina; a restart linked gina to her own identity, but the vote
+/// stood (its groups still mapped), and the real gina was then told she had voted already.
+/// A vote cast by single sign-on keeps the identity that cast it: a link moved elsewhere
+/// withdraws it.
+#[tokio::test]
+async fn a_restart_that_moves_a_link_withdraws_the_votes_its_old_identity_cast() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = linked_with(dir.path(), QUORUM, GOOD, "contractor@example.com").await;
+    let id = gw.held("s1", "pay", json!({"amount": 500})).await;
+    let (contractor, csrf) =
+        sso_session(&gw, "oidc:contractor@example.com", (&["finance"], &["fin"]));
+    let s = decide(&gw, &id, &contractor, &csrf).await;
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    assert_eq!(cast(&gw, &id).await[0]["by"], "gina");
+    gw.stop().await;
+
+    let gw = linked_with(dir.path(), QUORUM, GOOD, GINA).await;
+    assert_eq!(cast(&gw, &id).await, Vec::<serde_json::Value>::new());
+    // gina votes herself, once; with fred's vote the quorum is met.
+    let (s, a) = gw.decide(&id, "gina-key", "approve").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let (s, a) = gw.decide(&id, "fred-key", "approve").await;
     crate::kit::assert_answer(s, &a, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }
