@@ -71,6 +71,53 @@ fn accepted(sub: &Subscription) -> Value {
     })
 }
 
+/// The most filters a subscription's `event_filters.include` (or `exclude`) lists.
+const MAX_EVENT_FILTERS: usize = 64;
+
+/// The most streams open at once on one subscription in this process: one more is `429`.
+const MAX_STREAMS_PER_SUBSCRIPTION: usize = 2;
+
+/// The most events a stream reads from the store at a time (an event is at most about 280 KB:
+/// four texts of 16,384 characters), and the least time between two of its reads (changes
+/// in between are read together). Found by review: a stream read 200 events at a time on every
+/// change, so a stream that stopped reading held some 50 MB, and each of N streams read the
+/// store on every agent's call.
+const READ_EVENTS: u32 = 32;
+/// See [`READ_EVENTS`].
+const READ_EVERY: Duration = Duration::from_millis(250);
+
+/// The streams open on each subscription in this process ([`MAX_STREAMS_PER_SUBSCRIPTION`]).
+static STREAMS: std::sync::LazyLock<std::sync::Mutex<HashMap<String, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// One stream counted on its subscription until dropped.
+struct StreamSlot(String);
+
+impl StreamSlot {
+    /// A slot on subscription `id`, or `None` when it has [`MAX_STREAMS_PER_SUBSCRIPTION`].
+    fn take(id: &str) -> Option<Self> {
+        let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(id.to_string()).or_insert(0);
+        if *n >= MAX_STREAMS_PER_SUBSCRIPTION {
+            return None;
+        }
+        *n += 1;
+        Some(StreamSlot(id.to_string()))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.0);
+            }
+        }
+    }
+}
+
 /// `POST /aaep/v1/subscriptions`: a `subscription.request` → `201` `subscription.accepted`
 /// with `Location`; a request that does not match the schema is `400` with
 /// `subscription.rejected`; another major version is `400` `version_unsupported`.
@@ -98,6 +145,21 @@ pub(crate) async fn subscribe(
                 e.instance_path()
             ),
         ));
+    }
+    // Found by review: the schema bounds each filter's length but not how many there are,
+    // and the list was kept, and read again on every change, as sent (300 KB a subscription).
+    for list in ["include", "exclude"] {
+        let n = req["capabilities"]["event_filters"][list]
+            .as_array()
+            .map_or(0, Vec::len);
+        if n > MAX_EVENT_FILTERS {
+            return Ok(reject(
+                "capabilities_incompatible",
+                format!(
+                    "capabilities.event_filters.{list} lists {n} filters; at most {MAX_EVENT_FILTERS}"
+                ),
+            ));
+        }
     }
     if !req["aaep_version"]
         .as_str()
@@ -174,6 +236,15 @@ pub(crate) async fn events(
             (sub, true)
         }
     };
+    let slot = StreamSlot::take(&sub.id).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RATE_LIMITED",
+            format!(
+                "this subscription has {MAX_STREAMS_PER_SUBSCRIPTION} streams open; close one first"
+            ),
+        )
+    })?;
     let after = if fresh {
         resume.unwrap_or(sub.start_seq)
     } else {
@@ -190,7 +261,7 @@ pub(crate) async fn events(
         );
     }
     let key = op.principal.key_sha256;
-    let mut resp = Sse::new(stream(st, sub, key, after, queue))
+    let mut resp = Sse::new(stream(st, (sub, slot), key, after, queue))
         .keep_alive(KeepAlive::default())
         .into_response();
     resp.headers_mut()
@@ -216,7 +287,7 @@ const TOUCH_EVERY: Duration = Duration::from_secs(3600);
 /// opened with any more ([`still_holds`]).
 fn stream(
     st: AppState,
-    sub: Subscription,
+    sub: (Subscription, StreamSlot),
     key: [u8; 32],
     after: i64,
     queue: VecDeque<Event>,
@@ -225,13 +296,13 @@ fn stream(
     let init = (st, sub, after, queue, rx, key, None);
     unfold(
         init,
-        |(st, sub, mut after, mut queue, mut rx, key, mut touched)| async move {
+        |(st, (sub, slot), mut after, mut queue, mut rx, key, mut touched)| async move {
             loop {
                 if !still_holds(&st, &key) {
                     return None; // revoked by a reload
                 }
                 if let Some(e) = queue.pop_front() {
-                    let state = (st, sub, after, queue, rx, key, touched);
+                    let state = (st, (sub, slot), after, queue, rx, key, touched);
                     return Some((Ok::<_, Infallible>(e), state));
                 }
                 let sub2 = sub.clone();
@@ -250,7 +321,7 @@ fn stream(
                             .ok()
                             .flatten()
                             .is_some_and(|x| x.closed_at.is_none());
-                        (open, s.events_after(&sub2, after, 200))
+                        (open, s.events_after(&sub2, after, READ_EVENTS))
                     })
                     .await;
                 let Ok((open, Ok(events))) = got else {
@@ -272,6 +343,8 @@ fn stream(
                 }
                 if queue.is_empty() {
                     let _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()).await;
+                    // Changes coming meanwhile are read together at the next read.
+                    tokio::time::sleep(READ_EVERY).await;
                 }
             }
         },

@@ -36,7 +36,9 @@ impl Store {
         self.write(|tx| {
             tx.changed(Change::Subscriptions);
             let new = (principal, request, honored, resume_after);
-            Ok(new_subscription(**tx, new, now)?)
+            let sub = new_subscription(**tx, new, now)?;
+            close_beyond_cap(tx, principal, &sub.id, now)?;
+            Ok(sub)
         })
     }
 
@@ -239,6 +241,36 @@ fn resume_start(head: i64, resume: i64) -> i64 {
 
 /// Stores a new subscription of `principal` starting after the newest event (or after
 /// `resume_after`, [`resume_start`]); audits `aaep.subscribed`.
+/// The most AAEP subscriptions one operator holds open: opening one more closes their oldest
+/// (`aaep.closed`, saying why; its stream ends). Found by review: subscriptions had no cap —
+/// every `GET /aaep/v1/events` without an id opened one more, every reconnect included — and
+/// every open one is read again on each change by its streams and by the timeout extension,
+/// so one operator key opening thousands stalled the store for every agent.
+pub const MAX_OPEN_PER_OPERATOR: usize = 16;
+
+/// Closes `principal`'s open subscriptions beyond [`MAX_OPEN_PER_OPERATOR`], oldest first,
+/// keeping `new` (just opened) and the newest others.
+fn close_beyond_cap(
+    tx: &crate::db::Tx<'_>,
+    principal: &str,
+    new: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let open: Vec<String> = sql::column(
+        **tx,
+        "SELECT id FROM aaep_subscriptions WHERE principal = ?1 AND closed_at IS NULL AND id != ?2 ORDER BY created_at DESC, id DESC",
+        params![principal, new],
+    )?;
+    for id in open.iter().skip(MAX_OPEN_PER_OPERATOR - 1) {
+        tx.prepare_cached("UPDATE aaep_subscriptions SET closed_at = ?2 WHERE id = ?1")?
+            .execute(params![id, now])?;
+        let why = format!("the operator opened more than {MAX_OPEN_PER_OPERATOR} subscriptions");
+        let data = json!({"subscription_id": id, "why": why});
+        audit::append(**tx, now, "aaep.closed", None, principal, &data)?;
+    }
+    Ok(())
+}
+
 fn new_subscription(
     tx: Conn<'_>,
     (principal, request, honored, resume_after): (&str, &Value, &Value, Option<i64>),

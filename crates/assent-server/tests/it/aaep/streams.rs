@@ -214,3 +214,80 @@ async fn a_last_event_id_retention_pruned_still_delivers_the_confirmations_since
         "the confirmation raised since the pruned event was not delivered"
     );
 }
+
+/// A `subscription.request` of subscriber `who` with `capabilities` `caps`, posted with key
+/// `key`: the status and body.
+async fn subscribe_raw(
+    gw: &crate::kit::Gw,
+    key: &str,
+    who: &str,
+    caps: Value,
+) -> (StatusCode, Value) {
+    let req = json!({"type": "subscription.request", "aaep_version": "1.0.0",
+                     "subscriber_id": who, "capabilities": caps});
+    let r = gw
+        .http
+        .post(format!("{}/aaep/v1/subscriptions", gw.url))
+        .bearer_auth(key)
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.json().await.unwrap())
+}
+
+/// Attack (found by review): subscriptions had no cap and their filter lists no length, and
+/// every open one was read again on each change, so one operator key opening a thousand
+/// subscriptions of 1,200 filters each stalled the store for every agent. A request listing
+/// more than 64 filters is rejected; an operator keeps at most 16 subscriptions open, opening
+/// one more closing their oldest (its stream ends, `404` when opened again); and one
+/// subscription has at most two streams open at once (`429`).
+#[tokio::test]
+async fn an_operator_holds_a_bounded_number_of_subscriptions_filters_and_streams() {
+    let gw = serve().await;
+    let many: Vec<String> = (0..65).map(|i| format!("aaep:evt.{i}")).collect();
+    let caps = json!({"event_filters": {"include": many}});
+    let (s, b) = subscribe_raw(&gw, OP, "fat", caps).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_valid(&handshake("subscription.rejected"), &b, "rejected");
+    assert_says(&b, "reason_message", "at most 64");
+    let mut ids = Vec::new();
+    for i in 0..17 {
+        let (s, b) = subscribe_raw(&gw, OP, &format!("s{i}"), json!({})).await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        ids.push(b["subscription_id"].as_str().unwrap().to_string());
+    }
+    let path = |id: &str| format!("{}/aaep/v1/events?subscription_id={id}", gw.url);
+    let open = |id: String| {
+        let (http, url) = (gw.http.clone(), path(&id));
+        async move { http.get(url).bearer_auth(OP).send().await.unwrap() }
+    };
+    assert_eq!(
+        open(ids[0].clone()).await.status(),
+        StatusCode::NOT_FOUND,
+        "the oldest closed"
+    );
+    let closed = gw
+        .sql()
+        .int("SELECT count(*) FROM audit WHERE kind = 'aaep.closed'", &[]);
+    assert_eq!(closed, 1);
+    let (a, b) = (open(ids[16].clone()).await, open(ids[16].clone()).await);
+    assert_eq!((a.status(), b.status()), (StatusCode::OK, StatusCode::OK));
+    let third = open(ids[16].clone()).await;
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    // A stream that ends gives its place back.
+    drop(a);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = open(ids[16].clone()).await;
+        if again.status() == StatusCode::OK {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the place was not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    gw.stop().await;
+}
