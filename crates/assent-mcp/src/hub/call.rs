@@ -185,10 +185,10 @@ impl Call {
         let called = tracing::Instrument::instrument(peer.call_tool(params), span);
         let mut result = match tokio::time::timeout(CALL_TIMEOUT, called).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                let why = format!("upstream `{}` failed: {}", self.alias, told(&e));
-                return failed(&why).into();
-            }
+            // The upstream's error message reaches the model as the tool's output: reported
+            // and held as a result is (found by review: it went past `output_bytes` unmeasured
+            // and unrecorded, of any size).
+            Ok(Err(e)) => failed(&format!("upstream `{}` failed: {}", self.alias, told(&e))),
             Err(_) => {
                 let why = format!(
                     "upstream `{}` did not answer within {} s",

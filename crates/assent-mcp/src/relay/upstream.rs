@@ -365,11 +365,17 @@ impl UpstreamSide {
     /// `call.result` record committed, issue 13 §4: no answer before its record is durable;
     /// one over its limit also waits for an operator's release), and only then relayed, or
     /// handed to its task; a result whose report fails is withheld (fail closed). What is
-    /// relayed is the serialisation of `v`. Always `None`: the line is sent by the task this
+    /// relayed is `v`'s `result`, or when it has none its `error`, alone under `v`'s id: that
+    /// is what is measured, hashed and held. Found by review: only `result` was measured, so
+    /// an error answer (its message and `data` of any size, which clients hand the model as
+    /// the tool's output), or an error beside a small result, went past `output_bytes`
+    /// unreviewed, recorded as 0 bytes. Always `None`: the line is sent by the task this
     /// spawns.
     fn on_result(&self, mut f: Forwarded, v: &Value) -> Option<String> {
-        let result = v.get("result").map(Value::to_string).unwrap_or_default();
-        let (gw, tc, v) = (self.state.gw.clone(), self.to_client.clone(), v.clone());
+        let v = one_outcome(v);
+        let result = v.get("result").or(v.get("error")).map(Value::to_string);
+        let result = result.unwrap_or_default();
+        let (gw, tc) = (self.state.gw.clone(), self.to_client.clone());
         let task = f.task.take();
         let report = async move {
             gw.release(&f.tool, &f.arguments, &result, f.approval_id.as_deref())
@@ -380,9 +386,9 @@ impl UpstreamSide {
             tokio::spawn(async move {
                 let reported = report.await;
                 let outcome = match (v.get("result"), reported) {
-                    (Some(_), Err(why)) => Ok(denied_value(&format!("result withheld: {why}"))),
+                    (_, Err(why)) => Ok(denied_value(&format!("result withheld: {why}"))),
                     (Some(r), Ok(())) => Ok(r.clone()),
-                    (None, _) => Err(TaskExit::Error(
+                    (None, Ok(())) => Err(TaskExit::Error(
                         serde_json::from_value(v["error"].clone()).unwrap_or_else(|_| {
                             rmcp::ErrorData::internal_error("the upstream failed", None)
                         }),
@@ -404,6 +410,23 @@ impl UpstreamSide {
         });
         None
     }
+}
+
+/// An upstream's answer `v` with one outcome: its `result` alone, else its `error` alone (an
+/// answer with neither is an internal error), under `v`'s id.
+fn one_outcome(v: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("jsonrpc".into(), "2.0".into());
+    out.insert("id".into(), v["id"].clone());
+    match (v.get("result"), v.get("error")) {
+        (Some(r), _) => out.insert("result".into(), r.clone()),
+        (None, Some(e)) => out.insert("error".into(), e.clone()),
+        (None, None) => out.insert(
+            "error".into(),
+            serde_json::json!({"code": -32603, "message": "the upstream answered with neither a result nor an error"}),
+        ),
+    };
+    Value::Object(out)
 }
 
 #[cfg(test)]
