@@ -224,6 +224,10 @@ impl UpstreamSide {
         ) {
             Handshake::Relay => {}
             Handshake::Done { pins: ask } => {
+                // The client's `initialize` under this id is answered by the translation: its
+                // mark goes (found by review: left behind, it made the answer to a later call
+                // reusing the id pass as the answer to `initialize`, unrecorded and unheld).
+                st.init_ids.lock().expect("inits").remove(&key);
                 if let Some(tu) = self.to_upstream.upgrade().filter(|_| ask) {
                     ask_pins_once(&st.pins_asked, &tu);
                 }
