@@ -86,6 +86,10 @@ const READ_EVENTS: u32 = 32;
 /// See [`READ_EVENTS`].
 const READ_EVERY: Duration = Duration::from_millis(250);
 
+/// The most confirmations still pending from a skipped part of the log a resuming stream is
+/// sent first (the oldest).
+const MAX_CAUGHT_UP: u32 = 64;
+
 /// The streams open on each subscription in this process ([`MAX_STREAMS_PER_SUBSCRIPTION`]).
 static STREAMS: std::sync::LazyLock<std::sync::Mutex<HashMap<String, usize>>> =
     std::sync::LazyLock::new(Default::default);
@@ -259,6 +263,24 @@ pub(crate) async fn events(
                 .event("aaep.subscription")
                 .data(accepted(&sub).to_string()),
         );
+    }
+    // A resumption held to the window skips part of the log: the confirmations still pending
+    // from it come first (`Store::still_awaiting`). A subscription reopened by its id never
+    // had the events before its start.
+    let skipped_from = resume.map(|r| if fresh { r } else { r.max(sub.start_seq) });
+    let resumes_at = after.max(sub.start_seq);
+    if let Some(from) = skipped_from.filter(|f| *f < resumes_at) {
+        let pending = st
+            .store_call(move |s| s.still_awaiting(from, resumes_at, MAX_CAUGHT_UP))
+            .await?;
+        for e in pending {
+            queue.push_back(
+                Event::default()
+                    .event("aaep.event")
+                    .id(e.event_id)
+                    .data(e.data.to_string()),
+            );
+        }
     }
     let key = op.principal.key_sha256;
     let mut resp = Sse::new(stream(st, (sub, slot), key, after, queue))

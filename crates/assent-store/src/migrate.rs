@@ -83,6 +83,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(38, "0038_vote_key_binding"),
     migration!(39, "0039_subscription_last_seen"),
     migration!(40, "0040_settled_approvals_index"),
+    migration!(41, "0041_awaiting_events_by_approval"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -133,6 +133,31 @@ impl Store {
         Ok(resume_start(head, from).max(sub.start_seq))
     }
 
+    /// The broadcast confirmation events (`aaep:agent.awaiting.confirmation`) with `seq` after
+    /// `from` and at most `to` whose approval is still pending, oldest first, at most `limit`:
+    /// what a stream resuming at `to` — the resume window's edge — although its
+    /// `Last-Event-ID` named `from` is sent first, so no pending confirmation is skipped
+    /// (found by review: enough events after a confirmation, such as an agent proposing and
+    /// cancelling in a loop, pushed it out of a reconnecting subscriber's window, and its
+    /// approving default then ran unseen). Read through the pending approvals (migration 0041
+    /// indexes their events), never the skipped part of the log.
+    pub fn still_awaiting(
+        &self,
+        from: i64,
+        to: i64,
+        limit: u32,
+    ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
+        Ok(sql::rows(
+            self.lock().conn(),
+            "SELECT e.seq, e.event_id, e.type, e.critical, e.data FROM approvals a
+             JOIN aaep_events e ON e.approval_id = a.id AND e.type = 'aaep:agent.awaiting.confirmation'
+             WHERE a.status = 'pending' AND e.subscription_id IS NULL AND e.seq > ?1 AND e.seq <= ?2
+             ORDER BY e.seq LIMIT ?3",
+            crate::params![from, to, limit],
+            stored_event,
+        )?)
+    }
+
     /// The `seq` of event `event_id` (for `Last-Event-ID`).
     pub fn event_seq(&self, event_id: &str) -> Result<Option<i64>, StoreError> {
         Ok(self
@@ -239,8 +264,6 @@ fn resume_start(head: i64, resume: i64) -> i64 {
     resume.clamp(head.saturating_sub(RESUME_WINDOW).max(0), head.max(0))
 }
 
-/// Stores a new subscription of `principal` starting after the newest event (or after
-/// `resume_after`, [`resume_start`]); audits `aaep.subscribed`.
 /// The most AAEP subscriptions one operator holds open: opening one more closes their oldest
 /// (`aaep.closed`, saying why; its stream ends). Found by review: subscriptions had no cap —
 /// every `GET /aaep/v1/events` without an id opened one more, every reconnect included — and
@@ -271,6 +294,8 @@ fn close_beyond_cap(
     Ok(())
 }
 
+/// Stores a new subscription of `principal` starting after the newest event (or after
+/// `resume_after`, [`resume_start`]); audits `aaep.subscribed`.
 fn new_subscription(
     tx: Conn<'_>,
     (principal, request, honored, resume_after): (&str, &Value, &Value, Option<i64>),
@@ -327,19 +352,22 @@ fn read_events_after(
         "SELECT seq, event_id, type, critical, data FROM aaep_events
          WHERE seq > ?1 AND (subscription_id IS NULL OR subscription_id = ?2) ORDER BY seq LIMIT ?3",
         crate::params![after_seq.max(sub.start_seq), sub.id, limit],
-        |r| {
-        let seq: i64 = r.get(0)?;
-        let mut v: Value = json_or_default(r, 4)?;
-        v["sequence_number"] = json!(seq);
-        Ok(aaep::StoredEvent {
-            seq,
-            event_id: r.get(1)?,
-            ty: r.get(2)?,
-            critical: r.get(3)?,
-            data: v,
-        })
-        },
+        stored_event,
     )
+}
+
+/// One `aaep_events` row (`seq, event_id, type, critical, data`), its `sequence_number` set.
+fn stored_event(r: &db::Row<'_>) -> db::Result<aaep::StoredEvent> {
+    let seq: i64 = r.get(0)?;
+    let mut v: Value = json_or_default(r, 4)?;
+    v["sequence_number"] = json!(seq);
+    Ok(aaep::StoredEvent {
+        seq,
+        event_id: r.get(1)?,
+        ty: r.get(2)?,
+        critical: r.get(3)?,
+        data: v,
+    })
 }
 
 /// [`Store::close_subscriptions_of`] inside the write transaction `tx` (also the reload's

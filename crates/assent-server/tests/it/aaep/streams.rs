@@ -291,3 +291,37 @@ async fn an_operator_holds_a_bounded_number_of_subscriptions_filters_and_streams
     }
     gw.stop().await;
 }
+
+/// Attack (found by review): a confirmation raised while a subscriber was disconnected was
+/// pushed out of its resume window by enough events after it — an agent proposing and
+/// cancelling in a loop — so the reconnecting subscriber never saw it and its approving
+/// default ran unseen. A resumption held to the window is first sent the confirmations still
+/// pending from the part of the log it skipped.
+#[tokio::test]
+async fn a_resumption_past_the_window_still_gets_the_confirmations_pending_in_the_gap() {
+    let gw = serve().await;
+    let (_, mut sse) = gw.listen().await;
+    gw.hold_write("/tmp/first").await;
+    let seen = sse.expect(AWAITING).await;
+    drop(sse);
+    gw.hold_write("/tmp/in-the-gap").await;
+    gw.sql().exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10100) \
+         INSERT INTO aaep_events (event_id, type, critical, subscription_id, approval_id, at, data) \
+         SELECT 'evt_flood' || i, 'agent.state.changed', 1 = 0, NULL, NULL, 0, '{}' FROM n",
+        &[],
+    );
+    let last = seen.id.clone().unwrap();
+    let mut again = Sse::open(&gw, OP, "/aaep/v1/events", Some(&last)).await;
+    let mut found = false;
+    while let Some(m) = again.next(Duration::from_secs(5)).await {
+        if m.data.to_string().contains("/tmp/in-the-gap") {
+            found = true;
+            break;
+        }
+    }
+    assert!(
+        found,
+        "the confirmation pending in the gap was not delivered"
+    );
+}
