@@ -170,6 +170,15 @@ impl Ends {
         self.lock().init_waiting = Some((id, version));
     }
 
+    /// Whether the parked legacy `initialize` (not yet answered) has the id `key` (its JSON
+    /// text): a request may not reuse it meanwhile.
+    pub fn parks_init(&self, key: &str) -> bool {
+        self.lock()
+            .init_waiting
+            .as_ref()
+            .is_some_and(|(id, _)| serde_json::to_string(id).is_ok_and(|t| t == key))
+    }
+
     /// The parked legacy `initialize` (id, requested version), once.
     pub fn take_parked_init(&self) -> Option<(Value, Option<String>)> {
         self.lock().init_waiting.take()

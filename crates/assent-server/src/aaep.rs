@@ -32,6 +32,7 @@ use futures_util::stream::unfold;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The capabilities assent honours for a request: the standard ones as asked (with the
@@ -74,7 +75,9 @@ fn accepted(sub: &Subscription) -> Value {
 /// The most filters a subscription's `event_filters.include` (or `exclude`) lists.
 const MAX_EVENT_FILTERS: usize = 64;
 
-/// The most streams open at once on one subscription in this process: one more is `429`.
+/// The most streams open at once on one subscription in this process: one more ends the
+/// oldest (a half-open connection — a laptop put to sleep — keeps its stream until TCP gives
+/// up, and a refusal would end a browser's `EventSource` for good).
 const MAX_STREAMS_PER_SUBSCRIPTION: usize = 2;
 
 /// The most events a stream reads from the store at a time (an event is at most about 280 KB:
@@ -90,33 +93,66 @@ const READ_EVERY: Duration = Duration::from_millis(250);
 /// sent first (the oldest).
 const MAX_CAUGHT_UP: u32 = 64;
 
-/// The streams open on each subscription in this process ([`MAX_STREAMS_PER_SUBSCRIPTION`]).
-static STREAMS: std::sync::LazyLock<std::sync::Mutex<HashMap<String, usize>>> =
+/// The streams open on each subscription in this process ([`MAX_STREAMS_PER_SUBSCRIPTION`]),
+/// oldest first: each its number and the signal that ends it.
+type Open = HashMap<String, VecDeque<(u64, Arc<Ending>)>>;
+static STREAMS: std::sync::LazyLock<std::sync::Mutex<Open>> =
     std::sync::LazyLock::new(Default::default);
 
+/// The numbers [`StreamSlot`]s are told apart by.
+static SLOT_NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Tells a stream that a newer one on its subscription took its place.
+#[derive(Default)]
+struct Ending {
+    ended: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
 /// One stream counted on its subscription until dropped.
-struct StreamSlot(String);
+struct StreamSlot {
+    sub: String,
+    number: u64,
+    ending: Arc<Ending>,
+}
 
 impl StreamSlot {
-    /// A slot on subscription `id`, or `None` when it has [`MAX_STREAMS_PER_SUBSCRIPTION`].
-    fn take(id: &str) -> Option<Self> {
+    /// A slot on subscription `id`; when it has [`MAX_STREAMS_PER_SUBSCRIPTION`] already, its
+    /// oldest stream is told to end ([`StreamSlot::ended`]) and this one takes its place.
+    fn take(id: &str) -> Self {
         let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(id.to_string()).or_insert(0);
-        if *n >= MAX_STREAMS_PER_SUBSCRIPTION {
-            return None;
+        let list = open.entry(id.to_string()).or_default();
+        while list.len() >= MAX_STREAMS_PER_SUBSCRIPTION {
+            if let Some((_, oldest)) = list.pop_front() {
+                oldest
+                    .ended
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                oldest.notify.notify_one();
+            }
         }
-        *n += 1;
-        Some(StreamSlot(id.to_string()))
+        let number = SLOT_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let ending = Arc::new(Ending::default());
+        list.push_back((number, ending.clone()));
+        StreamSlot {
+            sub: id.to_string(),
+            number,
+            ending,
+        }
+    }
+
+    /// Whether a newer stream took this one's place.
+    fn ended(&self) -> bool {
+        self.ending.ended.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.0) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.0);
+        if let Some(list) = open.get_mut(&self.sub) {
+            list.retain(|(n, _)| *n != self.number);
+            if list.is_empty() {
+                open.remove(&self.sub);
             }
         }
     }
@@ -240,15 +276,7 @@ pub(crate) async fn events(
             (sub, true)
         }
     };
-    let slot = StreamSlot::take(&sub.id).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "RATE_LIMITED",
-            format!(
-                "this subscription has {MAX_STREAMS_PER_SUBSCRIPTION} streams open; close one first"
-            ),
-        )
-    })?;
+    let slot = StreamSlot::take(&sub.id);
     let after = if fresh {
         resume.unwrap_or(sub.start_seq)
     } else {
@@ -267,7 +295,11 @@ pub(crate) async fn events(
     // A resumption held to the window skips part of the log: the confirmations still pending
     // from it come first (`Store::still_awaiting`). A subscription reopened by its id never
     // had the events before its start.
-    let skipped_from = resume.map(|r| if fresh { r } else { r.max(sub.start_seq) });
+    let skipped_from = if fresh {
+        resume
+    } else {
+        Some(resume.unwrap_or(sub.start_seq).max(sub.start_seq))
+    };
     let resumes_at = after.max(sub.start_seq);
     if let Some(from) = skipped_from.filter(|f| *f < resumes_at) {
         let pending = st
@@ -320,8 +352,8 @@ fn stream(
         init,
         |(st, (sub, slot), mut after, mut queue, mut rx, key, mut touched)| async move {
             loop {
-                if !still_holds(&st, &key) {
-                    return None; // revoked by a reload
+                if !still_holds(&st, &key) || slot.ended() {
+                    return None; // revoked by a reload, or a newer stream took its place
                 }
                 if let Some(e) = queue.pop_front() {
                     let state = (st, (sub, slot), after, queue, rx, key, touched);
@@ -352,6 +384,7 @@ fn stream(
                 if !open {
                     return None; // closed (§5.8.2: stop emitting)
                 }
+                let read = events.len();
                 for e in events {
                     after = e.seq;
                     if sub.wants(&e.ty, e.critical) {
@@ -363,8 +396,13 @@ fn stream(
                         );
                     }
                 }
-                if queue.is_empty() {
-                    let _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()).await;
+                // A full read may have more behind it (found by review: a read whose events the
+                // subscription's filters all left out waited for the next change).
+                if queue.is_empty() && read < READ_EVENTS as usize {
+                    tokio::select! {
+                        _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()) => {}
+                        () = slot.ending.notify.notified() => {}
+                    }
                     // Changes coming meanwhile are read together at the next read.
                     tokio::time::sleep(READ_EVERY).await;
                 }

@@ -149,9 +149,13 @@ impl Store {
     ) -> Result<Vec<aaep::StoredEvent>, StoreError> {
         Ok(sql::rows(
             self.lock().conn(),
+            // `CROSS JOIN`: SQLite then reads the pending approvals first and each one's event
+            // by the index, never the skipped part of the log (found by review).
             "SELECT e.seq, e.event_id, e.type, e.critical, e.data FROM approvals a
-             JOIN aaep_events e ON e.approval_id = a.id AND e.type = 'aaep:agent.awaiting.confirmation'
-             WHERE a.status = 'pending' AND e.subscription_id IS NULL AND e.seq > ?1 AND e.seq <= ?2
+             CROSS JOIN aaep_events e
+             WHERE a.status = 'pending' AND e.approval_id = a.id
+               AND e.type = 'aaep:agent.awaiting.confirmation'
+               AND e.subscription_id IS NULL AND e.seq > ?1 AND e.seq <= ?2
              ORDER BY e.seq LIMIT ?3",
             crate::params![from, to, limit],
             stored_event,
@@ -279,9 +283,12 @@ fn close_beyond_cap(
     new: &str,
     now: i64,
 ) -> Result<(), StoreError> {
+    // The last closed are the newest, and those a client opened on purpose (by `POST`, not a
+    // bare stream's `sse:`), so the subscriptions left by bare streams go first.
     let open: Vec<String> = sql::column(
         **tx,
-        "SELECT id FROM aaep_subscriptions WHERE principal = ?1 AND closed_at IS NULL AND id != ?2 ORDER BY created_at DESC, id DESC",
+        "SELECT id FROM aaep_subscriptions WHERE principal = ?1 AND closed_at IS NULL AND id != ?2
+         ORDER BY CASE WHEN subscriber_id LIKE 'sse:%' THEN 0 ELSE 1 END DESC, created_at DESC, id DESC",
         params![principal, new],
     )?;
     for id in open.iter().skip(MAX_OPEN_PER_OPERATOR - 1) {

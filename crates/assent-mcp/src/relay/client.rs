@@ -119,7 +119,8 @@ impl Relay {
         let held = st.waiting.lock().expect("waiting").contains_key(&key);
         let queued = st.forwarded.lock().expect("forwarded").contains_key(&key)
             || st.list_ids.lock().expect("ids").contains(&key)
-            || st.init_ids.lock().expect("inits").contains_key(&key);
+            || st.init_ids.lock().expect("inits").contains_key(&key)
+            || st.ends.parks_init(&key);
         (held || queued || st.upstream_open.is_open(&key))
             .then_some("a request with this id is still in flight")
     }
