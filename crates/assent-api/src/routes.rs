@@ -193,7 +193,7 @@ impl Client {
     /// learning samples ([`LearningSamplePage`]: the NDJSON lines parsed, and the next page's
     /// cursor from the `Link` header). `limit` `None` is the server's default (1,000; at most
     /// 10,000, else `400`); `after` `None` is the first page, else a previous page's `next`
-    /// (an unknown cursor is `400`). Read every page by passing each `next` until it is `None`.
+    /// (a cursor not in the form the gateway writes is `400`). Read every page by passing each `next` until it is `None`.
     pub async fn learning_samples(
         &self,
         limit: Option<u32>,

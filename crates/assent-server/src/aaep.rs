@@ -81,8 +81,9 @@ const MAX_EVENT_FILTERS: usize = 64;
 const MAX_STREAMS_PER_SUBSCRIPTION: usize = 2;
 
 /// The most events a stream reads from the store at a time (an event is at most about 280 KB:
-/// four texts of 16,384 characters), and the least time between two of its reads (changes
-/// in between are read together). Found by review: a stream read 200 events at a time on every
+/// four texts of 16,384 characters; a full read is followed by the next at once), and how
+/// long a stream that has caught up waits after a change before reading (changes in between
+/// are read together). Found by review: a stream read 200 events at a time on every
 /// change, so a stream that stopped reading held some 50 MB, and each of N streams read the
 /// store on every agent's call.
 const READ_EVENTS: u32 = 32;
@@ -273,6 +274,8 @@ pub(crate) async fn events(
             let sub = st
                 .store_call(move |s| s.subscribe(&name, &req, &honored, resume, now_ms()))
                 .await?;
+            // Opening it may have closed one with a timeout extension (the cap).
+            st.refresh_extension().await;
             (sub, true)
         }
     };

@@ -59,7 +59,9 @@ pub(crate) struct VoteInput<'a> {
     pub aka: &'a [String],
     /// Their roles.
     pub roles: &'a [String],
-    /// The binding of the key they voted with ([`crate::DecisionInput::decider_key`]).
+    /// What stood behind the vote, as the server says it: the binding of the key they voted
+    /// with, or the channel's (`slack`; `sso:` and the identity and groups of a single
+    /// sign-on) ([`crate::DecisionInput::decider_key`]).
     pub key: Option<&'a str>,
     /// Unix milliseconds.
     pub now: i64,

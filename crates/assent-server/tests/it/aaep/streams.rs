@@ -315,4 +315,5 @@ async fn a_resumption_past_the_window_still_gets_the_confirmations_pending_in_th
         found,
         "the confirmation pending in the gap was not delivered"
     );
+    gw.stop().await;
 }
