@@ -6,6 +6,33 @@ use crate::{cli, ok};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// Waits (up to 20 s) for the approval holding a result of `tool` (`result.TOOL`) at the
+/// gateway at `url`, and denies it as operator alice.
+fn deny_held_result(url: &str, tool: &str) {
+    let want = format!("result.{tool}");
+    let start = Instant::now();
+    let held = loop {
+        let list = crate::get_op(url, "/v1/approvals?status=pending");
+        let found = list["approvals"].as_array().and_then(|l| {
+            l.iter()
+                .find(|a| a["call"]["tool"] == want.as_str())
+                .cloned()
+        });
+        if let Some(a) = found {
+            break a;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never held: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    ok(&cli(
+        url,
+        &["deny", held["id"].as_str().unwrap(), "--reason", "no"],
+    ));
+}
+
 /// Attack (found by review): the proxy measured only an answer's `result`, so an upstream that
 /// answered a call with an error — a message of any size, which clients hand the model as
 /// the tool's output — went past `thresholds.output_bytes` unreviewed, recorded as 0 bytes.
@@ -16,20 +43,7 @@ fn an_upstream_error_answer_is_held_over_output_bytes_like_a_result() {
     rig.handshake(false);
     rig.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                     "params": {"name": "read", "arguments": {"fail": true}}}));
-    let start = Instant::now();
-    let held = loop {
-        let pending = rig.pending_now();
-        if let Some(a) = pending.iter().find(|a| a["call"]["tool"] == "result.read") {
-            break a.clone();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "never held: {pending:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let id = held["id"].as_str().unwrap().to_string();
-    ok(&cli(rig.url(), &["deny", &id, "--reason", "no"]));
+    deny_held_result(rig.url(), "read");
     let answer: Value = rig.recv(|m| m["id"] == 7);
     let text = answer.to_string();
     assert!(!text.contains("IGNORE PREVIOUS"), "{text}");
@@ -66,30 +80,8 @@ fn a_hub_upstreams_error_answer_is_held_over_output_bytes_like_a_result() {
             peer.call_tool(rmcp::model::CallToolRequestParams::new("up__boom"))
                 .await
         });
-        let start = Instant::now();
-        let held = loop {
-            let url = url.clone();
-            let list = tokio::task::spawn_blocking(move || {
-                crate::get_op(&url, "/v1/approvals?status=pending")
-            })
-            .await
-            .unwrap();
-            let found = list["approvals"].as_array().and_then(|l| {
-                l.iter()
-                    .find(|a| a["call"]["tool"] == "result.boom")
-                    .cloned()
-            });
-            if let Some(a) = found {
-                break a;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "never held: {list}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let (url, id) = (url.clone(), held["id"].as_str().unwrap().to_string());
-        tokio::task::spawn_blocking(move || ok(&cli(&url, &["deny", &id, "--reason", "no"])))
+        let url2 = url.clone();
+        tokio::task::spawn_blocking(move || deny_held_result(&url2, "boom"))
             .await
             .unwrap();
         let answer = call.await.unwrap().unwrap();
@@ -181,27 +173,7 @@ fn a_call_reusing_a_translated_initializes_id_is_held_over_output_bytes() {
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 0, "method": "tools/call",
                 "params": {"name": "read", "arguments": {}}}));
-    let start = Instant::now();
-    let held = loop {
-        let list = crate::get_op(&server.url, "/v1/approvals?status=pending");
-        let found = list["approvals"].as_array().and_then(|l| {
-            l.iter()
-                .find(|a| a["call"]["tool"] == "result.read")
-                .cloned()
-        });
-        if let Some(a) = found {
-            break a;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "never held: {list}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    ok(&cli(
-        &server.url,
-        &["deny", held["id"].as_str().unwrap(), "--reason", "no"],
-    ));
+    deny_held_result(&server.url, "read");
     let answer = recv();
     assert_eq!(answer["id"], 0, "{answer}");
     assert!(!answer.to_string().contains("IGNORE PREVIOUS"), "{answer}");
