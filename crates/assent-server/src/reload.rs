@@ -11,7 +11,7 @@
 //! MCP upstreams…) are named in `needs_restart` when the file changed them, and left as they
 //! were. A reload applies to the replica it reached.
 
-use crate::config::{Config, ConfigError, Principal, ReloadSource, restart_only};
+use crate::config::{Config, ConfigError, Principal, Problem, ReloadSource, restart_only};
 use crate::error::ApiError;
 use crate::extract::{Operator, Refusal};
 use crate::state::{AppState, Live, now_ms};
@@ -49,18 +49,6 @@ pub struct Reloaded {
     /// The file's warnings (globs matching nothing, the registry's warnings), and a note when
     /// the principal who asked is no longer an operator.
     pub warnings: Vec<String>,
-}
-
-/// One problem of a configuration that was refused: `file` and `line` when the message
-/// names them (`FILE:LINE: reason`, as start-up prints it).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Problem {
-    /// The file at fault, if named.
-    pub file: Option<String>,
-    /// Its line (1-based), if named.
-    pub line: Option<u64>,
-    /// What is wrong.
-    pub reason: String,
 }
 
 /// Why a reload was not applied; the old set stays in force.
@@ -104,40 +92,6 @@ impl IntoResponse for ReloadError {
     }
 }
 
-/// The problems of `e`, one per line of its message (`FILE:LINE: reason`, `FILE: reason`).
-pub fn problems(e: &ConfigError) -> Vec<Problem> {
-    e.0.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(problem)
-        .collect()
-}
-
-/// One line of a configuration error as a [`Problem`]: its place is what comes before the
-/// first `: ` — `FILE:LINE` or `FILE` — and the rest is the reason. Only the place is read
-/// (found by review: the first `:DIGITS: ` anywhere in the line was taken for the place, so an
-/// id quoted in the reason, such as `x.yaml:1: forged`, chose the file and line the answer
-/// named); a path seldom holds `: `.
-fn problem(l: &str) -> Problem {
-    let Some((place, reason)) = l.split_once(": ").filter(|(p, _)| !p.is_empty()) else {
-        return Problem {
-            file: None,
-            line: None,
-            reason: l.to_string(),
-        };
-    };
-    let (file, line) = match place.rsplit_once(':') {
-        Some((f, n)) if !f.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-            (f, n.parse().ok())
-        }
-        _ => (place, None),
-    };
-    Problem {
-        file: Some(file.to_string()),
-        line,
-        reason: reason.to_string(),
-    }
-}
-
 /// Who asked for a reload, as its log and audit records name them.
 #[derive(Debug, Clone, Copy)]
 pub enum Trigger<'a> {
@@ -176,7 +130,7 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     let (cfg, principals) = match loaded {
         Ok(x) => x,
         Err(e) => {
-            let errors = problems(&e);
+            let errors = e.0;
             for p in &errors {
                 tracing::warn!(by = %actor, file = ?p.file, line = ?p.line, reason = %p.reason, "configuration reload refused; the previous set stays in force");
             }

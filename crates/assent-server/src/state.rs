@@ -205,7 +205,7 @@ impl AppState {
         state.public_url = config.public_url.as_deref().map(Arc::from);
         if let Some(p) = &config.passkeys {
             let rp = config::passkeys::Relying::new(p)
-                .map_err(|e| config::ConfigError(format!("passkeys: {e}")))?;
+                .map_err(|e| config::ConfigError::new(format!("passkeys: {e}")))?;
             state.relying = Some(Arc::new(rp));
         }
         state.oidc = oidc.map(Arc::new);

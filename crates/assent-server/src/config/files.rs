@@ -232,7 +232,7 @@ pub(crate) fn expand(
         }
         if found.is_empty() {
             let w = at(file, line, format!("{what} glob `{p}` matches no file"));
-            warnings.push(w.0);
+            warnings.push(w.to_string());
         }
         out.extend(found);
     }

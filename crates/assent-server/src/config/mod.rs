@@ -25,7 +25,7 @@ pub use limits::{
 };
 pub use outbound::{McpUpstream, Webhook, WebhookFormat};
 pub use principals::{MIN_KEY_CHARS, Principal, PrincipalKind};
-pub use raw::ConfigError;
+pub use raw::{ConfigError, Problem};
 
 use assent_core::policy::Registry;
 use files::{expand, read_policy_files};
@@ -164,7 +164,7 @@ impl Config {
             &texts.governance,
             strict || raw.strict_agent_files,
         )
-        .map_err(|e| ConfigError(e.to_string()))?;
+        .map_err(ConfigError::from)?;
         drop(texts); // not kept: the registry holds what it needs
         warnings.extend(registry.warnings.iter().cloned());
         warnings.extend(oidc_roles_unmapped(path, &raw));
@@ -339,7 +339,7 @@ fn oidc_roles_unmapped(path: &Path, raw: &RawConfig) -> Option<String> {
             o.value.roles_claim
         ),
     );
-    Some(w.0)
+    Some(w.to_string())
 }
 
 /// Where and how a running server re-reads its configuration (issue 14 §8, see

@@ -299,7 +299,7 @@ impl Sso {
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| ConfigError(format!("oidc: HTTP client: {e}")))?;
+            .map_err(|e| ConfigError::new(format!("oidc: HTTP client: {e}")))?;
         Ok(Sso {
             config: c.clone(),
             secret,

@@ -8,10 +8,74 @@ use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// A configuration error, rendered as `FILE:LINE: reason` (or `FILE: reason`).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+/// A configuration error: its problems, each with the place it names, kept apart from the
+/// reason (found by review: a reload's answer parsed the place back out of the rendered text,
+/// so a glob-matched file whose name held `: ` chose the file and line the answer named).
+/// Rendered one problem per line, `FILE:LINE: reason` (or `FILE: reason`, or `reason`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError(pub Vec<Problem>);
+
+/// One problem of a configuration: `file` and `line` where it is known, and what is wrong.
+/// Each text is made [`visible`](assent_core::template::visible) (control and invisible
+/// characters as `\uXXXX` escapes) when the problem is built: they quote names, paths and values
+/// from files another team may write.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Problem {
+    /// The file at fault, if named.
+    pub file: Option<String>,
+    /// Its line (1-based), if named.
+    pub line: Option<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl ConfigError {
+    /// An error that names no file (a failure beside the file, such as building an HTTP
+    /// client): `reason` alone, made visible.
+    pub fn new(reason: impl std::fmt::Display) -> Self {
+        let reason = assent_core::template::visible(&reason.to_string()).into_owned();
+        ConfigError(vec![Problem {
+            file: None,
+            line: None,
+            reason,
+        }])
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    /// One problem per line, `FILE:LINE: reason`, `FILE: reason` or `reason`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            match (&p.file, p.line) {
+                (Some(file), Some(l)) => write!(f, "{file}:{l}: {}", p.reason)?,
+                (Some(file), None) => write!(f, "{file}: {}", p.reason)?,
+                (None, _) => write!(f, "{}", p.reason)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl From<assent_core::policy::LoadErrors> for ConfigError {
+    /// Each of the policy loader's errors, its file and line kept apart from its message.
+    fn from(e: assent_core::policy::LoadErrors) -> Self {
+        let visible = |t: &str| assent_core::template::visible(t).into_owned();
+        ConfigError(
+            e.0.iter()
+                .map(|e| Problem {
+                    file: Some(visible(&e.file)),
+                    line: e.line,
+                    reason: visible(&e.message),
+                })
+                .collect(),
+        )
+    }
+}
 
 /// The error `msg` at line `line` of `file` (or of the file as a whole), on one line made
 /// [`visible`](assent_core::template::visible) (control and invisible characters as `\uXXXX`
@@ -20,11 +84,12 @@ pub struct ConfigError(pub String);
 /// and line breaks included, so a file could clear the screen or forge a problem line of a
 /// reload's answer).
 pub(crate) fn at(file: &Path, line: Option<u64>, msg: impl std::fmt::Display) -> ConfigError {
-    let text = match line {
-        Some(l) => format!("{}:{l}: {msg}", file.display()),
-        None => format!("{}: {msg}", file.display()),
-    };
-    ConfigError(assent_core::template::visible(&text).into_owned())
+    let visible = |t: &str| assent_core::template::visible(t).into_owned();
+    ConfigError(vec![Problem {
+        file: Some(visible(&file.display().to_string())),
+        line,
+        reason: visible(&msg.to_string()),
+    }])
 }
 
 /// The value of an optional number `key` when it lies within `bounds` (inclusive); else the

@@ -445,3 +445,26 @@ async fn an_escape_sequence_or_a_line_break_in_an_agent_file_arrives_escaped() {
     );
     gw.stop().await;
 }
+
+/// Attack (found by review): a reload's answer read each problem's place back out of its
+/// rendered line (`FILE:LINE: reason`, up to the first `: `), so a glob-matched policy file
+/// named `assent.yaml:9: x.yaml` put its problem at line 9 of another file, `…/assent.yaml`.
+/// The place now travels apart from the reason, as the loader found it.
+#[tokio::test]
+async fn a_file_name_holding_a_place_does_not_forge_the_place_of_its_problem() {
+    let (_dir, gw, conf) = reloadable().await;
+    let name = "assent.yaml:9: x.yaml";
+    std::fs::write(conf.join("policies").join(name), "policies: 7\n").unwrap();
+    let b = refused(&gw, name, "").await;
+    let errors = b["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{b}");
+    let file = errors[0]["file"].as_str().unwrap();
+    assert!(file.ends_with(&format!("policies/{name}")), "{b}");
+    assert_eq!(errors[0]["line"], 1, "the line of the file itself: {b}");
+    assert!(
+        !errors[0]["reason"].as_str().unwrap().contains(":1:"),
+        "{b}"
+    );
+    denials_still_in_force(&gw).await;
+    gw.stop().await;
+}
