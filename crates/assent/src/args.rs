@@ -482,11 +482,14 @@ pub(crate) enum ToolsCmd {
 pub(crate) enum ExportCmd {
     /// Every settled approval as an MPLP learning sample, one JSON object per line (JSONL).
     /// Reads the database directly (read-only; the gateway may keep running).
+    #[command(
+        after_help = "Exit codes: 0 written; 1 the database cannot be read (a damaged row, an unreachable PostgreSQL) or --out cannot be written; with --out nothing is left behind then: the file appears whole or not at all."
+    )]
     LearningSamples {
-        /// Data directory (default: `data_dir` of ./assent.yaml if present, else .assent).
-        #[arg(long = "data-dir")]
-        data_dir: Option<PathBuf>,
-        /// Write to this file instead of standard output.
+        #[command(flatten)]
+        place: DataPlace,
+        /// Write to this file instead of standard output (whole or not at all: written beside
+        /// it, then renamed over it).
         #[arg(long)]
         out: Option<PathBuf>,
     },

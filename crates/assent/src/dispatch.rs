@@ -122,6 +122,7 @@ async fn dispatch(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Tools { cmd, remote } => tools::tools(&remote, cmd).await,
         Cmd::Receipt { cmd } => receipt::run(cmd).await,
-        Cmd::Export { cmd } => export::run(cmd),
+        // The PostgreSQL client blocks on its own runtime: never on this one's thread.
+        Cmd::Export { cmd } => tokio::task::spawn_blocking(move || export::run(cmd)).await?,
     }
 }

@@ -264,7 +264,7 @@ fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
 pub(crate) struct Resolved {
     data_dir: PathBuf,
     pub(crate) keys_dir: PathBuf,
-    db: Database,
+    pub(crate) db: Database,
     retention_days: Option<u64>,
     /// The config's `audit_checkpoints.file`, if any.
     checkpoint_file: Option<PathBuf>,

@@ -1,48 +1,71 @@
 //! `assent export learning-samples`: every settled approval as an MPLP learning sample, one
 //! JSON object per line, read straight from the database (read-only; the gateway may keep
-//! running). The samples and their pages are `assent_store::learning`'s; this file only writes
-//! them out, page by page as each is read (found by review: the whole history was read into
-//! one list and one text before a line was written), each line made inert for a terminal.
+//! running): SQLite in a data directory, or the PostgreSQL database of `--config FILE`. The
+//! samples and their pages are `assent_store::learning`'s; this file only writes them out,
+//! page by page as each is read (found by review: the whole history was read into one list
+//! and one text before a line was written), each line made inert for a terminal, into a file
+//! that appears whole or not at all.
 
-use crate::args::ExportCmd;
+use crate::args::{DataPlace, ExportCmd};
 use crate::render::inert;
-use crate::setup::data_dir_or_default;
 use anyhow::{Context, Result};
 use assent_api::audit::LEARNING_SAMPLES_DEFAULT_LIMIT;
-use assent_store::db::Database;
 use assent_store::learning::OfflinePages;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Runs one `assent export` command; its exit status.
 pub(crate) fn run(cmd: ExportCmd) -> Result<i32> {
     match cmd {
-        ExportCmd::LearningSamples { data_dir, out } => learning_samples(data_dir, out),
+        // The PostgreSQL client blocks on its own runtime: the caller runs this off the
+        // command runtime's threads.
+        ExportCmd::LearningSamples { place, out } => learning_samples(&place, out),
     }
 }
 
-/// Writes the JSONL of `data_dir` (see [`data_dir_or_default`]) to `out`, saying on stderr
-/// how many were written, or to standard output; exit status 0. Pages of
-/// [`LEARNING_SAMPLES_DEFAULT_LIMIT`] samples (and about 8 MiB) are read one at a time, each
-/// written before the next is read. Each line is [`inert`]: JSON escapes C0 controls but may
-/// carry C1 controls (the one-byte CSI U+009B), DEL and bidi overrides (U+202E) raw, which an
-/// agent's arguments can hold; they are written as `\uXXXX`, so the line is still JSON of the
-/// same value (found by review: the export wrote agent text raw to the operator's terminal).
+/// Writes the JSONL of the database `place` names (`--config FILE`: its SQLite `data_dir` or
+/// its PostgreSQL `database`; else SQLite in `--data-dir` or the default data directory) to
+/// `out`, saying on stderr how many were written, or to standard output; exit status 0.
+/// Pages of [`LEARNING_SAMPLES_DEFAULT_LIMIT`] samples (and about 8 MiB) are read one at a
+/// time, each written before the next is read. Each line is [`inert`]: JSON escapes C0
+/// controls but may carry C1 controls (the one-byte CSI U+009B), DEL and bidi overrides
+/// (U+202E) raw, which an agent's arguments can hold; they are written as `\uXXXX`, so the
+/// line is still JSON of the same value (found by review: the export wrote agent text raw to
+/// the operator's terminal).
 ///
-/// Errors: no database in the data directory, a read that fails (a damaged row), a write that
-/// fails (`--out` not writable). Lines written before a failure stay written.
-fn learning_samples(data_dir: Option<PathBuf>, out: Option<PathBuf>) -> Result<i32> {
-    let dir = data_dir_or_default(data_dir)?;
-    let db = Database::Sqlite {
-        path: dir.join(assent_store::ops::DB_FILE),
-    };
+/// `out` is whole or absent: the lines go to a new file beside it (mode 0600), renamed over
+/// `out` once the last page is written and synced (found by review: a failed run left a
+/// partial file where a script expected the whole history). Standard output gets each page
+/// as it is read.
+///
+/// Errors: no database, an unreachable or unreadable one (a damaged row), a write that fails
+/// (`--out` in a directory that cannot be written).
+fn learning_samples(place: &DataPlace, out: Option<PathBuf>) -> Result<i32> {
+    let db = crate::commands::audit::resolve(place)?.db;
     let pages = OfflinePages::open(&db, LEARNING_SAMPLES_DEFAULT_LIMIT)?;
-    let mut sink: Box<dyn Write> = match &out {
-        Some(f) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(f).with_context(|| format!("cannot write {}", f.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    let Some(out) = out else {
+        write_pages(pages, std::io::BufWriter::new(std::io::stdout().lock()))?;
+        return Ok(0);
     };
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    let mut sink = std::io::BufWriter::new(tmp);
+    let written = write_pages(pages, &mut sink)?;
+    let tmp = sink.into_inner().map_err(|e| e.into_error())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(&out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    eprintln!("{written} learning samples written to {}", out.display());
+    Ok(0)
+}
+
+/// Writes every page of `pages` to `sink`, one [`inert`] line a sample, flushing after each
+/// page; how many lines. Errors: a page that cannot be read, a write that fails.
+fn write_pages(pages: OfflinePages, mut sink: impl Write) -> Result<usize> {
     let mut written = 0_usize;
     for page in pages {
         for v in page? {
@@ -51,8 +74,5 @@ fn learning_samples(data_dir: Option<PathBuf>, out: Option<PathBuf>) -> Result<i
         }
         sink.flush()?;
     }
-    if let Some(f) = out {
-        eprintln!("{written} learning samples written to {}", f.display());
-    }
-    Ok(0)
+    Ok(written)
 }

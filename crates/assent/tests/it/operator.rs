@@ -199,3 +199,50 @@ fn operator_commands_edit_batch_deny_grant_revoke_and_answer() {
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }
+
+/// `assent export learning-samples --data-dir DATA --out FILE`: the output of the run.
+fn export_to(data: &std::path::Path, file: &std::path::Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["export", "learning-samples", "--data-dir"])
+        .arg(data)
+        .arg("--out")
+        .arg(file)
+        .output()
+        .unwrap()
+}
+
+/// Found by review: `assent export learning-samples --out FILE` truncated FILE before the
+/// first read and wrote page by page, so a run that failed (a damaged row, a database gone)
+/// left an empty or partial file in place of the last whole export, where a script expected
+/// the history. The file now appears whole or not at all, and nothing is left beside it.
+#[test]
+fn a_failed_learning_export_leaves_the_previous_file_whole() {
+    let s = served("");
+    let url = &s.server.url;
+    let id = propose(url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cancelled = reqwest::blocking::Client::new()
+        .post(format!("{url}/v1/approvals/{id}/cancel"))
+        .bearer_auth(BOT_KEY)
+        .send()
+        .unwrap();
+    assert!(cancelled.status().is_success(), "{cancelled:?}");
+    let outdir = tempfile::tempdir().unwrap();
+    let file = outdir.path().join("samples.jsonl");
+    let first = export_to(&s.data, &file);
+    assert!(String::from_utf8_lossy(&first.stderr).contains("1 learning samples written"));
+    let whole = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(whole.lines().count(), 1, "{whole}");
+    // The row is damaged behind the gateway's back: the next run fails.
+    let sql = format!("UPDATE approvals SET requested_at = 'x' WHERE id = '{id}';");
+    let db = s.data.join("assent.db");
+    let st = Command::new("sqlite3").arg(&db).arg(&sql).status().unwrap();
+    assert!(st.success());
+    let failed = export_to(&s.data, &file);
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), whole);
+    let names: Vec<_> = std::fs::read_dir(outdir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "nothing beside it: {names:?}");
+}

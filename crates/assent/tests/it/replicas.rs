@@ -331,6 +331,29 @@ fn an_approval_expires_exactly_once_with_two_replicas_running() {
     });
 }
 
+/// `assent export learning-samples --config FILE` reads the PostgreSQL database the config
+/// names (it read SQLite only: the export of a PostgreSQL deployment was empty or failed).
+#[test]
+fn the_learning_export_reads_the_postgres_database_its_config_names() {
+    with_replicas("", |schema, cfg, a, b| {
+        let id = held(&a.url, "pay", 7);
+        assert_eq!(decide(&b.url, &id, "deny").0, 200);
+        let out = Command::new(BIN)
+            .args(["export", "learning-samples", "--config"])
+            .arg(cfg)
+            .env("ASSENT_DATABASE_URL", &schema.postgres_url)
+            .output()
+            .unwrap();
+        let lines: Vec<Value> = ok(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["meta"]["approval_id"], id.as_str());
+        assert_eq!(lines[0]["output"]["status"], "rejected");
+    });
+}
+
 #[test]
 fn kill_9_of_one_replica_mid_burst_loses_no_acknowledged_decision_and_the_chain_verifies() {
     let Some((schema, _dir, cfg, [a, b])) = replicas("") else {
