@@ -121,7 +121,7 @@ pub use error::{DecideError, RedeemError, StoreError};
 pub use events::{AaepEvent, ConfirmEvent, Envelopes, MplpEvent};
 pub use insights::Insights;
 pub use kit::{ordered_id, random_id, rfc3339};
-pub use open::verify_offline;
+pub use open::{AdminConnection, verify_offline};
 pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use receipts::ReceiptOf;
 pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};

@@ -147,6 +147,40 @@ fn refuse_a_new_audit_key(conn: crate::db::Conn<'_>, keys_dir: &Path) -> Result<
     )))
 }
 
+/// A session an administration command writes through (`assent migrate`, `assent passkeys
+/// enrol`), beside the data directory's lock held shared as a gateway holds it, so that it
+/// waits while a restore runs and a restore is refused while it is open (found by review: the
+/// commands opened the file without the lock, so one run during a restore wrote into the
+/// database the restore was setting aside, or migrated a file being replaced).
+pub struct AdminConnection {
+    conn: crate::db::Connection,
+    _lock: Option<crate::kit::DataDirLock>,
+}
+
+impl AdminConnection {
+    /// Opens `database`: for SQLite, first the shared lock of the file's directory (waiting
+    /// up to 120 s for a restore, then `Invalid`), then the file ([`Database::connect`]); for
+    /// PostgreSQL, the session alone. Errors: the lock or the database cannot be opened.
+    pub fn open(database: &Database) -> Result<AdminConnection, StoreError> {
+        let lock = match database {
+            Database::Sqlite { path } => {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                Some(crate::kit::DataDirLock::shared(dir)?)
+            }
+            Database::Postgres { .. } => None,
+        };
+        Ok(AdminConnection {
+            conn: database.connect()?,
+            _lock: lock,
+        })
+    }
+
+    /// The session, borrowed for statements and transactions.
+    pub fn conn(&self) -> crate::db::Conn<'_> {
+        self.conn.conn()
+    }
+}
+
 /// Verifies the audit chain of the database in `data_dir` without starting a server, read-only.
 pub fn verify_offline(data_dir: &Path) -> Result<audit::VerifyReport, StoreError> {
     Ok(audit::verify(lite(&open_read_only(data_dir)?))?)

@@ -40,8 +40,8 @@ pub(crate) fn database(place: &DataPlace) -> Result<Database> {
 /// newer than this build, an edited migration) is returned.
 pub(crate) fn run(place: &DataPlace, as_json: bool) -> Result<i32> {
     let db = database(place)?;
-    let conn = db
-        .connect()
+    // Beside the data directory's lock, as a gateway: a restore under way finishes first.
+    let conn = assent_store::AdminConnection::open(&db)
         .with_context(|| format!("cannot open the {db:?} database"))?;
     let applied = migrate::migrate(conn.conn(), "assent migrate")?;
     let version = migrate::latest();

@@ -17,8 +17,8 @@ pub(crate) fn run(cmd: PasskeysCmd) -> Result<i32> {
         json: as_json,
     } = cmd;
     let db = super::migrate::database(&place)?;
-    let conn = db
-        .connect()
+    // Beside the data directory's lock, as a gateway: a restore under way finishes first.
+    let conn = assent_store::AdminConnection::open(&db)
         .with_context(|| format!("cannot open the {db:?} database"))?;
     let mut raw = [0u8; 20];
     getrandom::fill(&mut raw).map_err(|e| anyhow::anyhow!("no random source: {e}"))?;

@@ -298,6 +298,46 @@ fn a_gateway_started_during_a_restore_waits_for_it_to_end() {
     stop(Server { child, url });
 }
 
+/// Attack (found by review): `assent passkeys enrol` and `assent migrate` opened the database
+/// without the data directory's lock, so one run during a restore wrote its enrolment code
+/// into the database the restore was setting aside (printed, yet never usable), or migrated a
+/// file being replaced. Both now wait for the restore as a gateway does.
+#[test]
+fn an_enrolment_or_a_migration_during_a_restore_waits_for_it_to_end() {
+    let Served {
+        dir: _dir,
+        data,
+        server,
+        ..
+    } = served(SIGNING);
+    stop(server);
+    let lock = std::fs::File::open(data.join("assent.lock")).unwrap();
+    lock.lock().unwrap();
+    let d = data.to_str().unwrap();
+    let mut enrol = Command::new(BIN)
+        .args(["passkeys", "enrol", "alice", "--data-dir", d])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut migrate = Command::new(BIN)
+        .args(["migrate", "--data-dir", d])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        enrol.try_wait().unwrap().is_none(),
+        "enrolled during a restore"
+    );
+    assert!(
+        migrate.try_wait().unwrap().is_none(),
+        "migrated during a restore"
+    );
+    lock.unlock().unwrap();
+    assert!(enrol.wait().unwrap().success());
+    assert!(migrate.wait().unwrap().success());
+}
+
 #[test]
 fn restore_refuses_files_that_are_not_assent_databases_or_are_newer_or_tampered() {
     let Served {
