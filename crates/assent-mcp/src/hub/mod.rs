@@ -8,8 +8,10 @@
 //!   pins exactly as the stdio proxy does, named `ALIAS__TOOL`.
 //! - `tools/call ALIAS__TOOL`: the pin check, then the gateway (`POST /v1/tool-calls`, waiting
 //!   for a human with progress notifications when the client sent a progress token, the
-//!   approval cancelled when the client cancels or disconnects), then the upstream; the result
-//!   is reported (and held over `output_bytes`) as in the stdio proxy.
+//!   approval cancelled when the client cancels or its session ends — not when one response
+//!   stream drops: the MCP transport spec says a disconnection is not a cancellation, and the
+//!   answer can be resumed), then the upstream; the result is reported (and held over
+//!   `output_bytes`) as in the stdio proxy.
 //! - An upstream that fails to start, or dies, is reported (its tools are missing and its calls
 //!   answer an error naming it); the others keep working.
 //!
