@@ -177,7 +177,7 @@ impl Constraint {
 
     /// For ties: a number bound (amounts are asked about by size), then a list of the values
     /// seen, then a prefix (which generalises to strings never seen, so it comes last).
-    fn rank(&self) -> u8 {
+    pub(crate) fn rank(&self) -> u8 {
         match self {
             Constraint::Within { .. } | Constraint::AtLeast { .. } => 0,
             Constraint::OneOf { .. } => 1,

@@ -592,3 +592,35 @@ fn a_value_or_argument_with_hidden_characters_is_never_mined() {
         "{found:?}"
     );
 }
+
+/// Pays by `bot`: `yes` approved, then `no` rejected, each with the arguments `args(amount)`.
+fn pays(yes: &[i64], no: &[i64], args: impl Fn(i64) -> Value) -> Vec<Recorded> {
+    let approved = yes.iter().map(|a| (a, ApprovalStatus::Approved));
+    let rejected = no.iter().map(|a| (a, ApprovalStatus::Rejected));
+    approved
+        .chain(rejected)
+        .enumerate()
+        .map(|(i, (a, st))| held(i as i64, "pay", args(*a), st, "alice"))
+        .collect()
+}
+
+/// Attack (found by review): when constraints on two arguments separated the decisions
+/// equally well, the one whose name sorted first was suggested. An agent that sent a made-up
+/// `a_amount` mirroring `amount` had "no prompt when `a_amount` ≤ 120" suggested, and then
+/// paid any amount with `a_amount: 1`. Which argument the people judged is unknown, so no
+/// prompt removal is suggested then.
+#[test]
+fn a_made_up_argument_tying_with_a_real_one_gets_no_prompt_removed() {
+    let f = files();
+    let yes: Vec<i64> = (1..=12).map(|i| i * 10).collect();
+    let removal = |h: &[Recorded]| {
+        let out = suggest(&registry(&f), &f, h, Settings::with_min(10));
+        out.into_iter()
+            .find(|s| s.kind == Kind::RemovePrompt && s.tool == "pay")
+    };
+    let honest = pays(&yes, &[500, 900], |a| json!({"amount": a}));
+    let s = removal(&honest).expect("a removal on amount alone");
+    assert_eq!(s.pattern.key(), "amount");
+    let mirrored = pays(&yes, &[500, 900], |a| json!({"amount": a, "a_amount": a}));
+    assert!(removal(&mirrored).is_none(), "{:?}", removal(&mirrored));
+}
