@@ -130,6 +130,16 @@ impl Hold {
     }
 }
 
+/// At most this many tools are read from one upstream's list (the hub's, and one pin check of
+/// the stdio proxy); a list past it fails closed.
+pub(crate) const MAX_TOOLS: usize = 100_000;
+
+/// At most this many pages of one upstream's tool list are read.
+pub(crate) const MAX_PAGES: usize = 1_000;
+
+/// One upstream's whole tool list is read within this long (30 s).
+pub(crate) const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A call's [`Hold`], observable by its watchers.
 pub type HoldState = watch::Sender<Hold>;
 
@@ -145,6 +155,22 @@ pub fn hold_unless_cancelled(held: &HoldState, to: Hold) -> bool {
         }
         go
     })
+}
+
+/// Sets `held` to [`Hold::Cancelled`] unless the call was forwarded (or cancelled) already,
+/// in one step with the call's own step to [`Hold::Forwarding`] ([`hold_unless_cancelled`]):
+/// the hold it replaced, or `None` when it was not replaced. The hub's and the stdio
+/// proxy's cancels both go through it.
+pub fn cancel_unless_forwarded(held: &HoldState) -> Option<Hold> {
+    let mut was = None;
+    held.send_if_modified(|h| {
+        let stop = !matches!(h, Hold::Forwarding | Hold::Cancelled);
+        if stop {
+            was = Some(std::mem::replace(h, Hold::Cancelled));
+        }
+        stop
+    });
+    was
 }
 
 pub(crate) fn denied_result(id: &Value, reason: &str) -> String {

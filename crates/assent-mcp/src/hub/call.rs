@@ -224,26 +224,11 @@ pub(super) async fn stop_unless_forwarded(
     held: &HoldState,
     gw: &Gateway,
 ) {
-    let Some(was) = cancel_unless_forwarded(held) else {
+    let Some(was) = crate::kit::cancel_unless_forwarded(held) else {
         return;
     };
     job.abort();
     if let Some(a) = was.approval() {
         gw.cancel(&a, "the MCP client cancelled the request").await;
     }
-}
-
-/// Sets `held` to [`Hold::Cancelled`] unless the call was forwarded (or cancelled) already,
-/// in one step with the call's own step to [`Hold::Forwarding`]: the hold it replaced, or
-/// `None` when it was not replaced.
-pub(super) fn cancel_unless_forwarded(held: &HoldState) -> Option<Hold> {
-    let mut was = None;
-    held.send_if_modified(|h| {
-        let stop = !matches!(h, Hold::Forwarding | Hold::Cancelled);
-        if stop {
-            was = Some(std::mem::replace(h, Hold::Cancelled));
-        }
-        stop
-    });
-    was
 }

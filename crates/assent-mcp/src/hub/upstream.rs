@@ -234,14 +234,7 @@ pub(super) fn told(e: &rmcp::ServiceError) -> String {
     }
 }
 
-/// At most this many tools are read from one upstream (the stdio relay's bound too).
-const MAX_TOOLS: usize = 100_000;
-
-/// At most this many pages of tools are read from one upstream.
-const MAX_PAGES: usize = 1_000;
-
-/// One upstream's whole tool list is read within this long.
-const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::kit::{LIST_TIMEOUT, MAX_PAGES, MAX_TOOLS};
 
 /// How long the hub waits for an upstream's answer to a `tools/call` (a tool may take its
 /// time; an upstream that never answers must not hold the call forever).

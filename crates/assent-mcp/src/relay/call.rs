@@ -7,7 +7,7 @@
 
 use super::ids::own_elicitation_id;
 use super::pins::pin_gate;
-use super::state::{Forwarded, Relay, Resume, State, Waiting};
+use super::state::{Forwarded, Relay, Resume, State, Stop, Waiting, clear_to_forward};
 use super::tasks::TASK_APPROVAL_PREFIX;
 use crate::ask::{AskUser, Asker, elicitation_schema, user_answer};
 use crate::era::{self, Era};
@@ -64,13 +64,13 @@ impl Relay {
         let approval: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Nothing));
         let as_task = declares_tasks || st.client_tasks.load(Ordering::SeqCst);
         let asker = self.asker(as_task);
-        let (cancel_tx, cancel_rx) = oneshot::channel::<Option<&'static str>>();
+        let (cancel_tx, cancel_rx) = oneshot::channel::<Stop>();
         let became_task = Arc::new(AtomicBool::new(false));
         st.waiting.lock().expect("waiting").insert(
             key.clone(),
             Waiting {
                 approval: approval.clone(),
-                cancel: cancel_tx,
+                cancel: Some(cancel_tx),
                 task: became_task.clone(),
             },
         );
@@ -131,7 +131,8 @@ impl Relay {
     }
 
     /// The client closed stdin: withdraws the approvals it was waiting on. A call that became
-    /// a task outlives the connection: its approval stays, for `tasks/get` through another one.
+    /// a task outlives the connection: its approval stays, for `tasks/get` through another
+    /// one; one being forwarded runs to its end.
     pub(super) async fn withdraw_waiting(&self) {
         let held: Vec<Waiting> = self
             .state
@@ -141,18 +142,22 @@ impl Relay {
             .drain()
             .map(|(_, w)| w)
             .collect();
-        for w in held {
+        for mut w in held {
             if w.task.load(Ordering::SeqCst) {
                 continue;
             }
-            let a = w.approval.borrow().approval();
-            if let Some(a) = a {
+            let Some(was) = crate::kit::cancel_unless_forwarded(&w.approval) else {
+                continue;
+            };
+            if let Some(a) = was.approval() {
                 self.state
                     .gw
                     .cancel(&a, "the MCP client disconnected")
                     .await;
             }
-            let _ = w.cancel.send(None);
+            if let Some(tx) = w.cancel.take() {
+                let _ = tx.send(Stop::default());
+            }
         }
     }
 }
@@ -172,20 +177,27 @@ fn leave_waiting(state: &State, key: &str, approval: &Arc<HoldState>) {
 
 impl CallJob {
     /// Waits for the first of the gateway's outcome, the client's cancellation (and, ticking
-    /// alongside, progress or the task's creation), then acts on it.
-    async fn run(
-        self,
-        asker: Asker,
-        resume: Resume,
-        cancel_rx: oneshot::Receiver<Option<&'static str>>,
-    ) {
+    /// alongside, progress or the task's creation), then acts on it. Its `waiting` entry is
+    /// its own to remove: a cancel only stops it ([`State::stop_waiting`]).
+    async fn run(self, asker: Asker, resume: Resume, mut stop_rx: oneshot::Receiver<Stop>) {
         let task: TaskSlot = Mutex::new(None);
-        let mut why = None;
+        let mut stop = None;
         let outcome = tokio::select! {
             o = self.decide(asker, resume) => Some(o),
             _ = self.ticker(&task) => None,
-            r = cancel_rx => { why = r.ok().flatten(); None }
+            s = &mut stop_rx => { stop = Some(s.unwrap_or_default()); None }
         };
+        // A cancel that landed as the outcome came still stops the call: a cleared call is
+        // forwarded only when it steps to Forwarding before any cancel (one step each on the
+        // hold: exactly one of the two happens), and no other outcome is answered once
+        // the hold says cancelled. The cancel sends why right after it set the hold.
+        let outcome = outcome.filter(|o| match o {
+            Outcome::Forward { .. } => clear_to_forward(&self.approval),
+            _ => *self.approval.borrow() != Hold::Cancelled,
+        });
+        if outcome.is_none() && stop.is_none() {
+            stop = Some((&mut stop_rx).await.unwrap_or_default());
+        }
         let st = &self.relay.state;
         // A forwarded call leaves `waiting` only once it is in `forwarded`, so that its id is
         // in use all along (`Relay::id_in_use`); every other outcome leaves it now.
@@ -195,9 +207,9 @@ impl CallJob {
         let task = task.lock().expect("task").take();
         match outcome {
             None => {
-                // Cancelled by the client: withdraw the approval; no answer is due.
-                let held = self.approval.borrow().approval();
-                if let (Some(a), Some(why)) = (held, why) {
+                // Stopped by the client: withdraw the approval; no answer is due.
+                let Stop { why, approval } = stop.unwrap_or_default();
+                if let (Some(a), Some(why)) = (approval, why) {
                     st.gw.cancel(&a, why).await;
                 }
                 if let Some((done, _)) = task {
@@ -296,16 +308,9 @@ impl CallJob {
         let mine = held.clone();
         let t = st.tasks.spawn(task_options(status), move |tctx| {
             Box::pin(task_run(tctx, done_rx, held, name, move || {
-                // Only this task's call: its request was answered with the task, so the
-                // client may have reused the id for another call by now.
-                let mut waiting = state.waiting.lock().expect("waiting");
-                if waiting
-                    .get(&key)
-                    .is_some_and(|w| Arc::ptr_eq(&w.approval, &mine))
-                    && let Some(w) = waiting.remove(&key)
-                {
-                    let _ = w.cancel.send(Some("the MCP client cancelled the task"));
-                }
+                // Only this task's call (as a cancel of its request: stopped unless it is
+                // being forwarded, its entry left to its job).
+                state.stop_waiting(&key, Some(&mine), "the MCP client cancelled the task");
             }))
         });
         *task.lock().expect("task") = Some((done_tx, t.task_id.clone()));
@@ -322,8 +327,9 @@ impl CallJob {
         std::future::pending::<()>().await
     }
 
-    /// Forwards the cleared call upstream, with the operator's `edited` arguments when there
-    /// are any, and registers it for its result. A call that became a task is sent under an
+    /// Forwards the cleared call (its hold stepped to [`Hold::Forwarding`] already) upstream,
+    /// with the operator's `edited` arguments when there are any, and registers it for its
+    /// result. A call that became a task is sent under an
     /// id of the proxy's own (`assent-task-ID`): the client was answered with the task.
     fn forward(
         self,
@@ -334,13 +340,12 @@ impl CallJob {
         let CallJob {
             relay,
             msg,
+            id,
             key,
             tool,
             args,
-            approval,
             ..
         } = self;
-        approval.send_replace(Hold::Forwarding);
         let run_with = edited.clone().unwrap_or_else(|| args.clone());
         // What goes upstream is rebuilt from what was gated (found by review: the client's
         // other `params` keys and `_meta` entries went upstream unhashed, a channel around
@@ -358,7 +363,25 @@ impl CallJob {
             }
             None => (None, key),
         };
-        relay.state.forwarded.lock().expect("forwarded").insert(
+        // Never in place of another call's entry (its answer would be recorded and held as
+        // this one's): the id checks keep an id in flight from being reused, and this one
+        // fails closed should they ever miss one.
+        let mut forwarded = relay.state.forwarded.lock().expect("forwarded");
+        if forwarded.contains_key(&key) {
+            drop(forwarded);
+            tracing::error!(id = %key, "a cleared call's id is another's in flight: not forwarded");
+            let why = "the request id is in use by another call in flight";
+            match task {
+                Some(done) => {
+                    let _ = done.send(Ok(denied_value(why)));
+                }
+                None => {
+                    let _ = relay.to_client.send(denied_result(&id, why));
+                }
+            }
+            return;
+        }
+        forwarded.insert(
             key,
             Forwarded {
                 tool: tool.clone(),
@@ -367,6 +390,7 @@ impl CallJob {
                 task,
             },
         );
+        drop(forwarded);
         if edited.is_some() {
             tracing::info!(tool, "forwarding the operator's modified arguments");
         }

@@ -7,7 +7,7 @@
 //! goes upstream is the serialisation of the value the proxy read, never the client's bytes;
 //! a `tools/call` is rebuilt from what was gated (`super::call`).
 
-use super::state::{Relay, Resume};
+use super::state::{Relay, Resume, StopResult};
 use crate::era::{self, Era};
 use crate::kit::{TASKS, refusal, reply};
 use serde_json::{Value, json};
@@ -70,6 +70,17 @@ impl Relay {
             self.note_initialize(&msg, declares_tasks);
         }
         self.route(msg, declares_tasks, resume);
+    }
+
+    /// A client line over `max` bytes (skipped to its end, never read whole): refused with
+    /// `-32600` under no id (it was not read).
+    pub(super) fn refuse_long_line(&self, max: usize) {
+        tracing::warn!(max, "refused a client line over the limit");
+        let why = format!("assent: a line over {} MiB was refused", max >> 20);
+        let _ = self.to_client.send(
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": why}})
+                .to_string(),
+        );
     }
 
     /// The client's answer `msg` (no method) to a request: to one of the proxy's own
@@ -242,27 +253,22 @@ impl Relay {
     }
 
     /// The client's `notifications/cancelled` `msg` (its text `line`): a call still held at the
-    /// gateway is withdrawn there and never forwarded; a request open upstream has the
-    /// cancellation passed on; one of the proxy's own (`assent-…`: its tool list, a task's or
-    /// a resumed call) is not the client's to cancel, since a call cut off there would leave no
-    /// `call.result` behind, and the cancellation is dropped.
+    /// gateway is stopped there and never forwarded (its approval withdrawn), its id in use
+    /// until its job has let go of it ([`super::state::State::stop_waiting`]); a request open
+    /// upstream, or a call cleared and on its way there, has the cancellation passed on; one of
+    /// the proxy's own (`assent-…`: its tool list, a task's or a resumed call) is not the
+    /// client's to cancel, since a call cut off there would leave no `call.result` behind, and
+    /// the cancellation is dropped.
     fn on_client_cancel(&self, msg: &Value, line: String) {
         let request = &msg["params"]["requestId"];
         if request.as_str().is_some_and(|r| r.starts_with("assent-")) {
             tracing::warn!("dropped a cancellation of one of the proxy's own requests");
             return;
         }
-        let w = self
-            .state
-            .waiting
-            .lock()
-            .expect("waiting")
-            .remove(&request.to_string());
-        match w {
-            Some(w) => {
-                let _ = w.cancel.send(Some("the MCP client cancelled the request"));
-            }
-            None => {
+        let why = "the MCP client cancelled the request";
+        match self.state.stop_waiting(&request.to_string(), None, why) {
+            StopResult::Stopped => {}
+            StopResult::NotWaiting | StopResult::Forwarding => {
                 let _ = self.to_upstream.send(line);
             }
         }

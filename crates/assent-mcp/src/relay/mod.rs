@@ -61,7 +61,8 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     loop {
         tokio::select! {
             line = lines.recv() => match line {
-                Some(line) => relay.on_client_line(line),
+                Some(Some(line)) => relay.on_client_line(line),
+                Some(None) => relay.refuse_long_line(MAX_CLIENT_LINE),
                 None => break,
             },
             status = child.wait() => {
@@ -92,22 +93,72 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// The client's lines (stdin, without their `\n` or `\r\n`), read on a thread of their own
-/// until EOF or a read error (a line that is not UTF-8 included), which closes the channel. Not
-/// `tokio::io::stdin`: its read runs in the runtime's blocking pool, and a runtime being shut
-/// down waits for that read — so when the upstream exits while the client keeps stdin open,
-/// the process would never end. This thread, blocked in a read, ends with the process.
-fn client_lines() -> mpsc::Receiver<String> {
+/// The longest client line read (16 MiB, as the upstream's); a longer one is skipped to its
+/// end, never held whole, and refused.
+const MAX_CLIENT_LINE: usize = 16 * 1024 * 1024;
+
+/// The client's lines (stdin, without their `\n` or `\r\n`; `None` for a line over
+/// [`MAX_CLIENT_LINE`]), read on a thread of their own until EOF or a read error (a line that
+/// is not UTF-8 included), which closes the channel. Not `tokio::io::stdin`: its read runs in
+/// the runtime's blocking pool, and a runtime being shut down waits for that read — so when
+/// the upstream exits while the client keeps stdin open, the process would never end. This
+/// thread, blocked in a read, ends with the process. At most 64 lines wait for the relay.
+fn client_lines() -> mpsc::Receiver<Option<String>> {
     let (tx, rx) = mpsc::channel(64);
     std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let line = match bounded_line(&mut stdin, &mut buf, MAX_CLIENT_LINE) {
+                Ok(Some(true)) => match String::from_utf8(std::mem::take(&mut buf)) {
+                    Ok(line) => Some(line),
+                    Err(_) => break,
+                },
+                Ok(Some(false)) => None,
+                Ok(None) | Err(_) => break,
+            };
             if tx.blocking_send(line).is_err() {
                 break;
             }
         }
     });
     rx
+}
+
+/// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 1`
+/// bytes of it: `Some(true)` a line, `Some(false)` a line over `max` (skipped to its end,
+/// `buf` emptied), `None` at the end of the stream (found by review: the client's lines were
+/// read whole, so one endless line grew the proxy's memory without bound).
+fn bounded_line(
+    r: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    use std::io::{BufRead as _, Read as _};
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    if r.by_ref().take(limit).read_until(b'\n', buf)? == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        return Ok(Some(true));
+    }
+    if buf.len() <= max {
+        return Ok(Some(true)); // the last line, without a newline
+    }
+    loop {
+        buf.clear();
+        let n = r.by_ref().take(64 * 1024).read_until(b'\n', buf)?;
+        if n == 0 || buf.last() == Some(&b'\n') {
+            break;
+        }
+    }
+    buf.clear();
+    Ok(Some(false))
 }
 
 /// Starts the upstream `command` (program and arguments) with piped stdin and stdout; its
@@ -124,4 +175,26 @@ fn spawn_upstream(command: &[String]) -> anyhow::Result<Child> {
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start upstream MCP server `{prog}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded_line;
+
+    /// Attack: a client writes one endless line, hoping the relay holds it whole until it
+    /// runs out of memory. A line over the limit is skipped to its end; the next still reads.
+    #[test]
+    fn a_client_line_over_the_limit_is_skipped_not_held() {
+        let input = format!("short\n{}\nnext\r\nlast", "X".repeat(200_000));
+        let mut r = std::io::BufReader::new(input.as_bytes());
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        while let Some(whole) = bounded_line(&mut r, &mut buf, 10).unwrap() {
+            assert!(buf.len() <= 11, "held {} bytes", buf.len());
+            got.push((whole, String::from_utf8(std::mem::take(&mut buf)).unwrap()));
+        }
+        let want = [(true, "short"), (false, ""), (true, "next"), (true, "last")];
+        let want: Vec<(bool, String)> = want.iter().map(|(w, s)| (*w, s.to_string())).collect();
+        assert_eq!(got, want);
+    }
 }

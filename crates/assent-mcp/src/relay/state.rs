@@ -5,20 +5,20 @@
 //! `tasks` and `upstream` do.
 
 use super::ids::OpenIds;
-use super::pins::{PIN_ID_PREFIX, Pins};
+use super::pins::PinCheck;
 use crate::ask::UserAnswer;
 use crate::ends::Ends;
 use crate::gateway::Gateway;
-use crate::kit::{HoldState, ProxyConfig};
+use crate::kit::{Hold, HoldState, ProxyConfig};
 use crate::tasks::TaskDone;
 use rmcp::task_manager::TaskManager;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 /// A forwarded call waiting for its upstream response: the tool, the arguments it ran with,
 /// and the approval it ran under.
@@ -33,14 +33,42 @@ pub(super) struct Forwarded {
 /// A modern client's retried call: the approval it resumes and the user's answer, if any.
 pub(super) type Resume = Option<(String, Option<UserAnswer>)>;
 
-/// A call waiting at the gateway: the approval id once held, and how to stop the wait:
-/// `Some(reason)` cancels its approval with that reason, `None` only stops (the approval was
-/// cancelled already).
+/// A call waiting at the gateway, under its client's request id until its own job lets go of
+/// it (forwarded, answered or stopped): its hold (the approval id once held), how to stop it
+/// (taken by the first stop), and whether it became a task.
 pub(super) struct Waiting {
     pub(super) approval: Arc<HoldState>,
-    pub(super) cancel: oneshot::Sender<Option<&'static str>>,
+    pub(super) cancel: Option<oneshot::Sender<Stop>>,
     /// Set once the call became a task (it then outlives the connection).
     pub(super) task: Arc<AtomicBool>,
+}
+
+/// Why a waiting call's job stops (its hold is [`Hold::Cancelled`] by then): its approval is
+/// withdrawn at the gateway with `why` when it was held for one (`approval`); `why: None`
+/// only stops it (withdrawn already).
+#[derive(Default)]
+pub(super) struct Stop {
+    pub(super) why: Option<&'static str>,
+    pub(super) approval: Option<String>,
+}
+
+/// What stopping a waiting call did ([`State::stop_waiting`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum StopResult {
+    /// No such call waits (any more).
+    NotWaiting,
+    /// Stopped: it is never forwarded (now, or by an earlier stop).
+    Stopped,
+    /// Too late: it is cleared and being forwarded (it runs to its end, and its result is
+    /// reported as any other).
+    Forwarding,
+}
+
+/// A cleared call's step to [`Hold::Forwarding`], in one step with a cancel
+/// ([`crate::kit::cancel_unless_forwarded`]): `false` when its client cancelled it first (it must not be
+/// forwarded).
+pub(super) fn clear_to_forward(held: &HoldState) -> bool {
+    crate::kit::hold_unless_cancelled(held, Hold::Forwarding)
 }
 
 /// Everything the relay's handlers share, for the life of one proxy process. Tables are keyed
@@ -52,7 +80,7 @@ pub(super) struct State {
     /// The tools the agent declares for this server (`None`: all).
     pub(super) declared: Option<Vec<String>>,
     /// The pin check of the upstream's tools.
-    pub(super) pins: Pins,
+    pub(super) pins: Arc<PinCheck>,
     /// The era of each end and the translation between them (issue 11).
     pub(super) ends: Arc<Ends>,
     /// MCP tasks (SEP-2663) the proxy serves itself.
@@ -79,13 +107,6 @@ pub(super) struct State {
     pub(super) client_tasks: AtomicBool,
     /// Whether the client can be asked (elicitation).
     pub(super) client_elicits: AtomicBool,
-    /// Whether the proxy's own tools/list was sent (after `initialized`, or at the first call).
-    pub(super) pins_asked: AtomicBool,
-    /// Whether the upstream said its tools changed while a pin check was under way: the
-    /// check runs again once that one ends.
-    pub(super) pins_stale: AtomicBool,
-    /// When the last check again ([`ask_pins_again`]) started, or is to start.
-    pub(super) pins_rechecked_at: Mutex<Option<std::time::Instant>>,
     /// Ids (JSON text) of the requests written to the upstream and not answered yet: the
     /// only answers the upstream reader accepts, each once ([`OpenIds::note`] fills it).
     pub(super) upstream_open: Arc<OpenIds>,
@@ -110,7 +131,7 @@ impl State {
             progress_every,
             pass_ungated,
             declared,
-            pins: watch::channel(None).0,
+            pins: Arc::new(PinCheck::new()),
             ends: Arc::default(),
             tasks: TaskManager::new(),
             list_ids: Mutex::default(),
@@ -121,9 +142,6 @@ impl State {
             elicits: Mutex::default(),
             client_tasks: AtomicBool::new(false),
             client_elicits: AtomicBool::new(false),
-            pins_asked: AtomicBool::new(false),
-            pins_stale: AtomicBool::new(false),
-            pins_rechecked_at: Mutex::default(),
             upstream_open: Arc::default(),
             from_upstream: Mutex::default(),
             upstream_seq: AtomicU64::new(0),
@@ -143,54 +161,47 @@ pub(super) struct Relay {
 }
 
 impl Relay {
-    /// Sends the proxy's own `tools/list` (for the pin check), once.
+    /// Starts the pin check of the upstream's tools (the proxy's own `tools/list`), once.
     pub(super) fn ask_pins(&self) {
-        ask_pins_once(&self.state.pins_asked, &self.to_upstream);
+        self.state.pins.ask_once(&self.to_upstream);
     }
 }
 
-/// Sends the proxy's own `tools/list` (for the pin check) once.
-pub(super) fn ask_pins_once(asked: &AtomicBool, tu: &mpsc::UnboundedSender<String>) {
-    if !asked.swap(true, Ordering::SeqCst) {
-        ask_pins(tu);
+impl State {
+    /// Stops the call waiting under `key` (only the one whose hold is `only`, when given):
+    /// its hold set to [`Hold::Cancelled`] unless it is being forwarded, and its job told
+    /// why (`why`, its approval withdrawn with it). The entry stays: it is its job's to
+    /// remove, so that the id stays in use until that job let go of it (found by review: a
+    /// cancel that removed it let a new request reuse the id while the cancelled call's job
+    /// was still forwarding, and the one call's answer was recorded and held as the other's).
+    pub(super) fn stop_waiting(
+        &self,
+        key: &str,
+        only: Option<&Arc<HoldState>>,
+        why: &'static str,
+    ) -> StopResult {
+        let mut waiting = self.waiting.lock().expect("waiting");
+        let Some(w) = waiting
+            .get_mut(key)
+            .filter(|w| only.is_none_or(|h| Arc::ptr_eq(&w.approval, h)))
+        else {
+            return StopResult::NotWaiting;
+        };
+        match crate::kit::cancel_unless_forwarded(&w.approval) {
+            Some(was) => {
+                if let Some(tx) = w.cancel.take() {
+                    let approval = was.approval();
+                    let _ = tx.send(Stop {
+                        why: Some(why),
+                        approval,
+                    });
+                }
+                StopResult::Stopped
+            }
+            None if *w.approval.borrow() == Hold::Forwarding => StopResult::Forwarding,
+            None => StopResult::Stopped,
+        }
     }
-}
-
-/// The least time between the starts of two checks again, when the upstream says its tools
-/// changed (found by review: an upstream sending `notifications/tools/list_changed` after
-/// every answer drove `POST /v1/tools/check` under the agent's key as fast as it could answer,
-/// spending the agent's rate limit). The first check again starts at once (an upstream may say
-/// so once as it starts: its calls wait for no timer).
-pub(super) const RECHECK_EVERY: Duration = Duration::from_secs(2);
-
-/// Sends the proxy's own `tools/list` (its first page) for a check again: at once, or
-/// [`RECHECK_EVERY`] after the last check again started (`rechecked_at`, updated).
-pub(super) fn ask_pins_again(
-    rechecked_at: &Mutex<Option<std::time::Instant>>,
-    tu: mpsc::UnboundedSender<String>,
-) {
-    let now = std::time::Instant::now();
-    let mut last = rechecked_at.lock().unwrap_or_else(|p| p.into_inner());
-    let start = last.map_or(now, |t| (t + RECHECK_EVERY).max(now));
-    *last = Some(start);
-    drop(last);
-    let wait = start.saturating_duration_since(now);
-    if wait.is_zero() {
-        ask_pins(&tu);
-    } else {
-        tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
-            ask_pins(&tu);
-        });
-    }
-}
-
-/// Sends the proxy's own `tools/list` (its first page).
-pub(super) fn ask_pins(tu: &mpsc::UnboundedSender<String>) {
-    let _ = tu.send(
-        json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}0"), "method": "tools/list"})
-            .to_string(),
-    );
 }
 
 /// Writes each line from `rx` to `out` as `era(line)` and a newline (none when `era` says
@@ -268,5 +279,116 @@ fn take_lines(
             Ok(next) => push(buf, next),
             Err(_) => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::sync::watch;
+
+    /// A relay whose gateway is nowhere (nothing here asks it), with the receivers of its
+    /// lines to the client and to the upstream.
+    async fn relay() -> (
+        Relay,
+        mpsc::UnboundedReceiver<String>,
+        mpsc::UnboundedReceiver<String>,
+    ) {
+        let cfg = ProxyConfig {
+            gateway_url: "http://127.0.0.1:9".into(),
+            api_key: "k".into(),
+            agent: "a".into(),
+            server: "s".into(),
+            session_id: "t".into(),
+            on_behalf_of: None,
+            command: Vec::new(),
+            poll_seconds: 1,
+            progress_seconds: 1,
+            pass_ungated: false,
+        };
+        let state = Arc::new(State::new(cfg).await.unwrap());
+        let (to_client, client) = mpsc::unbounded_channel();
+        let (to_upstream, upstream) = mpsc::unbounded_channel();
+        let relay = Relay {
+            state,
+            to_client,
+            to_upstream,
+        };
+        (relay, client, upstream)
+    }
+
+    /// A call waiting under `key` as its job registers it, in `hold`: its hold and the
+    /// receiver of its stop.
+    fn waiting(st: &State, key: &str, hold: Hold) -> (Arc<HoldState>, oneshot::Receiver<Stop>) {
+        let held = Arc::new(watch::Sender::new(hold));
+        let (tx, rx) = oneshot::channel();
+        let w = Waiting {
+            approval: held.clone(),
+            cancel: Some(tx),
+            task: Arc::default(),
+        };
+        st.waiting.lock().unwrap().insert(key.into(), w);
+        (held, rx)
+    }
+
+    fn cancel(id: Value) -> String {
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": id, "reason": "x"}})
+        .to_string()
+    }
+
+    /// Review finding: the client's cancel removed a waiting call's entry itself, so a request
+    /// reusing the id right after was let in while the cancelled call's job could still be
+    /// forwarding it — and one call's answer was recorded and held as the other's. A cancel
+    /// only stops the call: the id stays in use until the call's job let go of it, the call
+    /// is never forwarded after, and its job is told which approval to withdraw.
+    #[tokio::test]
+    async fn a_cancelled_calls_id_stays_in_use_until_its_job_lets_go() {
+        let (relay, mut client, mut upstream) = relay().await;
+        let st = &relay.state;
+        let (held, mut stop) = waiting(st, "5", Hold::Approval("apr_1".into()));
+        relay.on_client_line(cancel(json!(5)));
+        relay.on_client_line(
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                   "params": {"name": "t", "arguments": {}}})
+            .to_string(),
+        );
+        let refused: Value = serde_json::from_str(&client.try_recv().unwrap()).unwrap();
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert_eq!(refused["id"], 5, "{refused}");
+        assert!(st.waiting.lock().unwrap().contains_key("5"));
+        assert_eq!(*held.borrow(), Hold::Cancelled);
+        assert!(!clear_to_forward(&held), "a cancelled call was cleared");
+        let Stop { why, approval } = stop.try_recv().unwrap();
+        assert_eq!(why, Some("the MCP client cancelled the request"));
+        assert_eq!(approval.as_deref(), Some("apr_1"));
+        assert!(upstream.try_recv().is_err(), "the cancel went upstream");
+        // A second cancel finds it stopped already.
+        assert_eq!(st.stop_waiting("5", None, "again"), StopResult::Stopped);
+        assert!(upstream.try_recv().is_err());
+    }
+
+    /// A call its job cleared first (stepped to Forwarding) runs to its end: a cancel goes
+    /// upstream as for a forwarded call, and its entry stays; a stop names only its own call.
+    #[tokio::test]
+    async fn a_cancel_after_the_step_to_forwarding_goes_upstream() {
+        let (relay, _client, mut upstream) = relay().await;
+        let st = &relay.state;
+        let (held, mut stop) = waiting(st, "6", Hold::Nothing);
+        assert!(clear_to_forward(&held));
+        relay.on_client_line(cancel(json!(6)));
+        let passed: Value = serde_json::from_str(&upstream.try_recv().unwrap()).unwrap();
+        assert_eq!(passed["params"]["requestId"], 6, "{passed}");
+        assert_eq!(*held.borrow(), Hold::Forwarding);
+        assert!(stop.try_recv().is_err(), "a forwarded call was stopped");
+        assert!(st.waiting.lock().unwrap().contains_key("6"));
+        let other = Arc::new(watch::Sender::new(Hold::Nothing));
+        let why = "the MCP client cancelled the task";
+        assert_eq!(
+            st.stop_waiting("6", Some(&other), why),
+            StopResult::NotWaiting
+        );
+        assert_eq!(st.stop_waiting("7", None, why), StopResult::NotWaiting);
     }
 }

@@ -6,10 +6,11 @@
 //! of a held call is the call's job.
 
 use super::pins::pin_gate;
-use super::state::{Forwarded, Relay, State};
+use super::state::{Forwarded, Relay, State, clear_to_forward};
 use crate::era;
-use crate::kit::{Hold, HoldState, Outcome, denied_value, reply};
-use crate::tasks::{task_options, task_run};
+use crate::kit::cancel_unless_forwarded;
+use crate::kit::{Hold, HoldState, Outcome, denied_value, hold_unless_cancelled, reply};
+use crate::tasks::{TaskDone, task_options, task_run};
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -74,10 +75,12 @@ impl Relay {
 
 /// Resumes the task of held call `approval` for a client that made it through a connection
 /// that is gone (another proxy process): a new task in this process waits for the approval
-/// (this agent's, on this server: [`crate::Gateway::resume`]), passes the tool's pin check,
-/// redeems the token and forwards exactly the approved call through `to_upstream`; its result
-/// completes the task. The token is single-use, so a call already forwarded elsewhere is
-/// never forwarded again. Returns the new task's id in this process's task manager.
+/// ([`resumed_call`]) and its result completes the task. Cancelling the task stops the call
+/// as a cancel stops a held one: its hold set to [`Hold::Cancelled`] unless it is being
+/// forwarded already (then it runs to its end), so that it is never forwarded after, its wait
+/// ended and its approval withdrawn (found by review: only the approval was withdrawn, and a
+/// call approved already was redeemed and forwarded all the same). Returns the new task's id
+/// in this process's task manager.
 fn resume_task(
     st: Arc<State>,
     to_upstream: mpsc::UnboundedSender<String>,
@@ -86,9 +89,17 @@ fn resume_task(
     let held: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Approval(approval.clone())));
     let (done_tx, done_rx) = oneshot::channel::<Result<Value, TaskExit>>();
     let status = held.borrow().describe("the call");
-    let (gw, a) = (st.gw.clone(), approval.clone());
+    let call = resumed_call(
+        st.clone(),
+        to_upstream,
+        approval.clone(),
+        held.clone(),
+        done_tx,
+    );
+    let job = tokio::spawn(call).abort_handle();
+    let (gw, a) = (st.gw.clone(), approval);
     let task = st.tasks.spawn(task_options(status), {
-        let held = held.clone();
+        let mine = held.clone();
         move |tctx| {
             Box::pin(task_run(
                 tctx,
@@ -96,59 +107,78 @@ fn resume_task(
                 held,
                 "the call".into(),
                 move || {
-                    tokio::spawn(async move {
-                        gw.cancel(&a, "the MCP client cancelled the task").await;
-                    });
+                    if cancel_unless_forwarded(&mine).is_some() {
+                        job.abort();
+                        tokio::spawn(async move {
+                            gw.cancel(&a, "the MCP client cancelled the task").await;
+                        });
+                    }
                 },
             ))
         }
     });
-    tokio::spawn(async move {
-        let tool = match st.gw.approval(&approval).await {
-            Ok(rec) => rec.call.tool,
-            Err(why) => {
-                let _ = done_tx.send(Ok(denied_value(&why)));
-                return;
-            }
-        };
-        if let Err(why) = pin_gate(&st.gw, &st.pins, &tool, &held).await {
-            let _ = done_tx.send(Ok(denied_value(&why)));
+    task.task_id
+}
+
+/// The call of resumed task `approval` (this agent's, on this server:
+/// [`crate::Gateway::resume`]): waits for the approval, passes the tool's pin check, redeems
+/// the token and forwards exactly the approved call through `to_upstream` under an id of the
+/// proxy's own, unless `held` says it was cancelled first; its outcome goes to `done`. The
+/// token is single-use, so a call already forwarded elsewhere is never forwarded again.
+async fn resumed_call(
+    st: Arc<State>,
+    to_upstream: mpsc::UnboundedSender<String>,
+    approval: String,
+    held: Arc<HoldState>,
+    done: TaskDone,
+) {
+    let tool = match st.gw.approval(&approval).await {
+        Ok(rec) => rec.call.tool,
+        Err(why) => {
+            let _ = done.send(Ok(denied_value(&why)));
             return;
         }
-        held.send_replace(Hold::Approval(approval.clone()));
-        let (outcome, tool, args) = st.gw.resume(&approval, None, None, &held).await;
-        match outcome {
-            Outcome::Forward {
-                edited,
-                approval_id,
-                ..
-            } => {
-                held.send_replace(Hold::Forwarding);
-                let run_with = edited.unwrap_or(args);
-                let own = json!(format!("assent-resumed-{approval}"));
-                st.forwarded.lock().expect("forwarded").insert(
-                    own.to_string(),
-                    Forwarded {
-                        tool: tool.clone(),
-                        arguments: run_with.clone(),
-                        approval_id,
-                        task: Some(done_tx),
-                    },
-                );
-                let call = json!({"jsonrpc": "2.0", "id": own, "method": "tools/call",
-                                  "params": {"name": tool, "arguments": run_with}});
-                let _ = to_upstream.send(call.to_string());
+    };
+    if let Err(why) = pin_gate(&st.gw, &st.pins, &tool, &held).await {
+        let _ = done.send(Ok(denied_value(&why)));
+        return;
+    }
+    if !hold_unless_cancelled(&held, Hold::Approval(approval.clone())) {
+        return;
+    }
+    let (outcome, tool, args) = st.gw.resume(&approval, None, None, &held).await;
+    match outcome {
+        Outcome::Forward {
+            edited,
+            approval_id,
+            ..
+        } => {
+            // Not once its client cancelled the task (one step each on the hold).
+            if !clear_to_forward(&held) {
+                return;
             }
-            Outcome::Denied(why) => {
-                let _ = done_tx.send(Ok(denied_value(&why)));
-            }
-            // `resume` never asks: the question was asked when the call was made.
-            Outcome::AskClient { approval_id, .. } => {
-                let why =
-                    format!("approval {approval_id} waits for an answer this task cannot give");
-                let _ = done_tx.send(Ok(denied_value(&why)));
-            }
+            let run_with = edited.unwrap_or(args);
+            let own = json!(format!("assent-resumed-{approval}"));
+            st.forwarded.lock().expect("forwarded").insert(
+                own.to_string(),
+                Forwarded {
+                    tool: tool.clone(),
+                    arguments: run_with.clone(),
+                    approval_id,
+                    task: Some(done),
+                },
+            );
+            let call = json!({"jsonrpc": "2.0", "id": own, "method": "tools/call",
+                              "params": {"name": tool, "arguments": run_with}});
+            let _ = to_upstream.send(call.to_string());
         }
-    });
-    task.task_id
+        Outcome::Denied(why) => {
+            let _ = done.send(Ok(denied_value(&why)));
+        }
+        // `resume` never asks: the question was asked when the call was made.
+        Outcome::AskClient { approval_id, .. } => {
+            let why = format!("approval {approval_id} waits for an answer this task cannot give");
+            let _ = done.send(Ok(denied_value(&why)));
+        }
+    }
 }

@@ -1,5 +1,5 @@
-//! Upstream → client: the reader of the upstream's stdout. It keeps the proxy's own
-//! `tools/list` pages for the pin check (never relayed), lets the handshake be translated
+//! Upstream → client: the reader of the upstream's stdout. It hands the proxy's own
+//! `tools/list` pages to the pin check (never relayed), lets the handshake be translated
 //! between eras, advertises the tasks extension in the answer to `initialize`, filters the
 //! client's `tools/list` to declared and pinned tools, and reports every forwarded call's
 //! result (holding one over its `output_bytes` for an operator). Lines are read strictly and
@@ -10,7 +10,7 @@
 use super::handshake::{Handshake, handshake};
 use super::ids::{MAX_FROM_UPSTREAM, UPSTREAM_ID_PREFIX};
 use super::pins::PIN_ID_PREFIX;
-use super::state::{Forwarded, State, ask_pins_again, ask_pins_once};
+use super::state::{Forwarded, State};
 use crate::kit::{TASKS, apply_pins, denied_result, denied_value};
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
@@ -70,8 +70,6 @@ impl UpstreamSide {
     /// Reads the upstream's lines until it closes its stdout (or the client's line is gone).
     pub(super) async fn read(self, out: tokio::process::ChildStdout) {
         let mut reader = BufReader::new(out);
-        // The proxy's own tools/list pages, accumulated until the last one.
-        let mut own_pages: Vec<Value> = Vec::new();
         let mut buf = Vec::new();
         loop {
             buf.clear();
@@ -87,7 +85,7 @@ impl UpstreamSide {
                 tracing::warn!("dropped an upstream line that is not UTF-8");
                 continue;
             };
-            if self.on_line(line, &mut own_pages).await.is_break() {
+            if self.on_line(line).await.is_break() {
                 break;
             }
         }
@@ -97,7 +95,7 @@ impl UpstreamSide {
     /// notification is relayed (a request under an id of the relay's); an answer only under
     /// an id the relay sent and that is still open ([`super::ids::OpenIds`]), once; anything
     /// else is dropped with a warning.
-    async fn on_line(&self, line: String, own_pages: &mut Vec<Value>) -> ControlFlow<()> {
+    async fn on_line(&self, line: String) -> ControlFlow<()> {
         let Some(v) = self.read_line(&line) else {
             return ControlFlow::Continue(());
         };
@@ -115,7 +113,7 @@ impl UpstreamSide {
             tracing::warn!(id = %key, "dropped an upstream answer to no open request");
             return ControlFlow::Continue(());
         }
-        self.on_answer(&v, key, own_pages).await
+        self.on_answer(&v, key).await
     }
 
     /// One line from the upstream, read strictly ([`assent_core::json::parse_value`]: no
@@ -167,7 +165,7 @@ impl UpstreamSide {
     /// never saw it).
     fn upstream_notification(&self, mut v: Value) -> ControlFlow<()> {
         if v["method"] == "notifications/tools/list_changed" {
-            self.recheck_pins();
+            self.state.pins.changed(self.to_upstream.upgrade());
         }
         if v["method"] == "notifications/cancelled" {
             let theirs = v["params"]["requestId"].clone();
@@ -198,21 +196,17 @@ impl UpstreamSide {
     /// The upstream's answer `v` under open id `key` (its JSON text), routed: the proxy's own
     /// requests, the handshake, `initialize`, a client's `tools/list`, a forwarded call's
     /// result, or relayed as it was read.
-    async fn on_answer(
-        &self,
-        v: &Value,
-        key: String,
-        own_pages: &mut Vec<Value>,
-    ) -> ControlFlow<()> {
+    async fn on_answer(&self, v: &Value, key: String) -> ControlFlow<()> {
         // The proxy's own tools/list: check the pins, never relay.
+        let st = &self.state;
         if v["id"]
             .as_str()
             .is_some_and(|i| i.starts_with(PIN_ID_PREFIX))
         {
-            return self.own_page(v, own_pages).await;
+            st.pins.page(v, &st.gw, self.to_upstream.upgrade()).await;
+            return ControlFlow::Continue(());
         }
         // The handshake, translated between eras where the two ends differ.
-        let st = &self.state;
         match handshake(
             &st.ends,
             v,
@@ -229,7 +223,7 @@ impl UpstreamSide {
                 // reusing the id pass as the answer to `initialize`, unrecorded and unheld).
                 st.init_ids.lock().expect("inits").remove(&key);
                 if let Some(tu) = self.to_upstream.upgrade().filter(|_| ask) {
-                    ask_pins_once(&st.pins_asked, &tu);
+                    st.pins.ask_once(&tu);
                 }
                 return ControlFlow::Continue(());
             }
@@ -278,64 +272,6 @@ impl UpstreamSide {
         }
     }
 
-    /// The upstream says its tools changed: the pin check runs again, and calls wait for it
-    /// (found by review: the pins were read once, so a definition changed mid-session was
-    /// called unreviewed unless the client listed the tools again). When a check is under way
-    /// it runs again once that one ends; before the first one, that one reads the new list.
-    fn recheck_pins(&self) {
-        let st = &self.state;
-        if !st.pins_asked.load(Ordering::SeqCst) {
-            return;
-        }
-        if st.pins.borrow().is_none() {
-            st.pins_stale.store(true, Ordering::SeqCst);
-            return;
-        }
-        if let Some(tu) = self.to_upstream.upgrade() {
-            st.pins.send_replace(None);
-            ask_pins_again(&st.pins_rechecked_at, tu);
-        }
-    }
-
-    /// One page of the proxy's own `tools/list`: asks for the next page, or, at the last one,
-    /// reports the whole list and publishes the pin check.
-    async fn own_page(&self, v: &Value, own_pages: &mut Vec<Value>) -> ControlFlow<()> {
-        own_pages.extend(v["result"]["tools"].as_array().cloned().unwrap_or_default());
-        match v["result"]["nextCursor"].as_str() {
-            Some(c) if own_pages.len() < 100_000 => {
-                let n = own_pages.len();
-                let Some(tu) = self.to_upstream.upgrade() else {
-                    return ControlFlow::Break(());
-                };
-                let _ = tu.send(
-                    json!({"jsonrpc": "2.0", "id": format!("{PIN_ID_PREFIX}{n}"),
-                    "method": "tools/list", "params": {"cursor": c}})
-                    .to_string(),
-                );
-            }
-            _ => {
-                let checked = if v.get("error").is_some() {
-                    Err(format!("the upstream's tools/list failed: {}", v["error"]))
-                } else {
-                    self.state.gw.check_tools(own_pages).await
-                };
-                if let Err(e) = &checked {
-                    tracing::warn!(error = %e, "tool list not verified: every call is refused");
-                }
-                own_pages.clear();
-                // The upstream's tools changed while this check ran: check them again.
-                let again = self.state.pins_stale.swap(false, Ordering::SeqCst);
-                match self.to_upstream.upgrade().filter(|_| again) {
-                    Some(tu) => ask_pins_again(&self.state.pins_rechecked_at, tu),
-                    None => {
-                        self.state.pins.send_replace(Some(checked));
-                    }
-                }
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
     /// The answer to a client's `tools/list`, rewritten: declared tools only, held tools in
     /// their pinned definition (none at all when the list cannot be verified).
     async fn client_tools_list(&self, mut v: Value) -> Value {
@@ -350,7 +286,7 @@ impl UpstreamSide {
             match self.state.gw.check_tools(tools).await {
                 Ok(states) => {
                     apply_pins(tools, &states);
-                    self.state.pins.send_modify(|p| {
+                    self.state.pins.result.send_modify(|p| {
                         if let Some(Ok(map)) = p {
                             map.extend(states);
                         }
