@@ -22,6 +22,7 @@ mod mcp_hub_connections;
 mod mcp_hub_declared;
 mod mcp_hub_lists;
 mod mcp_methods;
+mod mcp_relay_cancel;
 mod mcp_relay_results;
 mod mcp_upstream_attacks;
 mod migrate;
