@@ -2,8 +2,9 @@
 Caddy's own local CA (`tls internal`) signs the certificate; clients trust only that root.
 
 Checked through the proxy and around it, with clients on distinct loopback addresses:
-- the dashboard's session cookie is `Secure` over https, and also when reached directly
-  over http, as the gateway's `public_url` is https;
+- the dashboard's cookies are `__Host-` prefixed (`Secure`, `Path=/`, no `Domain`) over
+  https, and also when reached directly over http, as the gateway's `public_url` is https; an
+  un-prefixed session cookie (what a sibling subdomain can plant) signs no one in;
 - `X-Forwarded-For` is believed only from the configured proxy: behind Caddy two clients are
   told apart by the failed-authentication throttle, and neither a direct client nor one
   behind the proxy escapes a lock-out by sending a forged `X-Forwarded-For`;
@@ -136,28 +137,45 @@ def set_cookies(headers):
 
 
 def sign_in(addr, ctx=None, source="127.0.0.1", headers=None):
-    """The dashboard's sign-in form, then the form posted: the session's Set-Cookie."""
+    """The dashboard's sign-in form, then the form posted: the session's Set-Cookie (the
+    sign-in form's cookie checked on the way)."""
     status, h, page = request(addr, "GET", "/ui/login", ctx=ctx, source=source, headers=headers)
     assert status == 200, page
     csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
     login_cookie = set_cookies(h)[0].split(";")[0]
+    assert login_cookie.startswith("__Host-assent_ui_login="), set_cookies(h)
+    assert host_only(set_cookies(h)[0]), set_cookies(h)
     form = urllib.parse.urlencode({"key": OPERATOR_KEY, "csrf": csrf, "next": "/ui"})
     status, h, page = request(addr, "POST", "/ui/login", body=form, ctx=ctx, source=source,
                               headers={**(headers or {}), "Cookie": login_cookie,
                                        "Content-Type": "application/x-www-form-urlencoded"})
     assert status in (302, 303), (status, page)
-    return [c for c in set_cookies(h) if c.startswith("assent_ui=")][0]
+    return [c for c in set_cookies(h) if c.startswith("__Host-assent_ui=")][0]
 
 
-def test_dashboard_cookies_are_secure_when_published_over_tls(stack):
+def host_only(set_cookie):
+    """Whether a Set-Cookie keeps the `__Host-` rules: `Secure`, `Path=/`, no `Domain`."""
+    attrs = [a.strip().lower() for a in set_cookie.split(";")[1:]]
+    return "secure" in attrs and "path=/" in attrs and not any(a.startswith("domain") for a in attrs)
+
+
+def test_dashboard_cookies_are_host_prefixed_when_published_over_tls(stack):
     through_proxy = sign_in(stack["proxy"], stack["ctx"], source="127.0.0.3")
-    assert "; Secure" in through_proxy
-    # Reached directly over http, the gateway published at an https `public_url` still marks
-    # its cookie Secure, so the browser never sends it in the clear. (A client's forged
+    assert host_only(through_proxy), through_proxy
+    # Reached directly over http, the gateway published at an https `public_url` still names
+    # and marks its cookie so, and the browser never sends it in the clear. (A client's forged
     # X-Forwarded-Proto earning nothing without such a `public_url` is
     # `access::the_session_cookie_is_secure_when_the_gateway_is_published_over_https`.)
     direct = sign_in(stack["direct"], source="127.0.0.2")
-    assert "; Secure" in direct
+    assert host_only(direct), direct
+    # Attack: a sibling subdomain plants the same session under the un-prefixed name (the
+    # only one it can set for this host); it is never read.
+    session = through_proxy.split(";")[0]
+    planted = session.removeprefix("__Host-")
+    for cookie, status in [(planted, 303), (session, 200)]:
+        got, _, page = request(stack["proxy"], "GET", "/ui", ctx=stack["ctx"], source="127.0.0.3",
+                               headers={"Cookie": cookie})
+        assert got == status, (cookie.split("=")[0], got, page[:200])
 
 
 def lock_out(addr, ctx=None, source="127.0.0.1", headers=None):

@@ -60,6 +60,21 @@ const KNOWN_ADDRESSES: usize = 64;
 /// notes it again (the memory is kept to [`KNOWN_FOR`], so a minute more or less is nothing).
 const RENOTE_AFTER: Duration = Duration::from_secs(60);
 
+/// Single sign-on starts (`GET /ui/oidc/start`) one client network ([`network`]) may make in
+/// a burst before [`SSO_START_EVERY`] applies.
+pub const SSO_START_BURST: u32 = 10;
+/// One more single sign-on start per client network is allowed every this long (2 minutes).
+/// With [`SSO_START_BURST`], at most 10 + 600 / 120 = 15 starts fit in a sign-in's 10 minutes:
+/// fewer than the 16 sign-ins in progress the store keeps per client, so no flood of starts
+/// from one network (a NAT, a /64) can push out a sign-in begun there before it expires.
+pub const SSO_START_EVERY: Duration = Duration::from_secs(120);
+/// Single sign-on starts one IPv6 /48 (a site: 65,536 /64 networks) may make in a burst.
+pub const SSO_SITE_BURST: u32 = 64;
+/// One more single sign-on start per IPv6 /48 every this long (5 s): one site holds at most
+/// 64 + 120 sign-ins in progress at once, so filling the store's global bound of 10,000 takes
+/// dozens of /48s, not one.
+pub const SSO_SITE_EVERY: Duration = Duration::from_secs(5);
+
 pub use crate::config::RateLimits;
 
 /// The addresses (networks) one key authenticated from, each with when it last did.
@@ -94,6 +109,10 @@ pub struct Throttle {
     /// when.
     known: Mutex<HashMap<[u8; 32], Seen>>,
     trusted_proxies: Vec<IpAddr>,
+    /// Single sign-on starts per client network ([`Throttle::sso_start`]).
+    sso_starts: DefaultKeyedRateLimiter<IpAddr>,
+    /// Single sign-on starts per IPv6 /48.
+    sso_sites: DefaultKeyedRateLimiter<IpAddr>,
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
 }
@@ -135,6 +154,16 @@ impl Throttle {
             locked: Mutex::default(),
             known: Mutex::default(),
             trusted_proxies: Vec::new(),
+            sso_starts: DefaultKeyedRateLimiter::keyed(
+                Quota::with_period(SSO_START_EVERY)
+                    .expect("a period")
+                    .allow_burst(nz(SSO_START_BURST)),
+            ),
+            sso_sites: DefaultKeyedRateLimiter::keyed(
+                Quota::with_period(SSO_SITE_EVERY)
+                    .expect("a period")
+                    .allow_burst(nz(SSO_SITE_BURST)),
+            ),
             shared: None,
         }
     }
@@ -313,6 +342,38 @@ impl Throttle {
             self.failures.retain_recent();
         }
         wait
+    }
+
+    /// Counts a single sign-on start from client address `addr` (`None`: a Unix socket, one
+    /// client); `Some(wait)` when it is over the allowance of its network ([`network`]:
+    /// [`SSO_START_BURST`], then one per [`SSO_START_EVERY`]) or, for IPv6, of its /48
+    /// ([`SSO_SITE_BURST`], then one per [`SSO_SITE_EVERY`]). The network is checked first,
+    /// so starts refused to one network do not use up its neighbours' share of the /48.
+    ///
+    /// Attack (found by review): starts were not limited, and a neighbour (the same NAT, the
+    /// same /48) started sign-ins until the store replaced the one a person had in progress.
+    pub fn sso_start(&self, addr: Option<IpAddr>) -> Option<Duration> {
+        let net = addr.map_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), network);
+        let clock = DefaultClock::default();
+        let over = |r: Result<(), governor::NotUntil<_>>| {
+            r.err()
+                .map(|n| n.wait_time_from(clock.now()).max(Duration::from_secs(1)))
+        };
+        if self.sso_starts.len() > 100_000 {
+            self.sso_starts.retain_recent();
+            self.sso_sites.retain_recent();
+        }
+        if let Some(wait) = over(self.sso_starts.check_key(&net)) {
+            return Some(wait);
+        }
+        match addr.map(|a| a.to_canonical()) {
+            Some(IpAddr::V6(v6)) => {
+                let s = v6.segments();
+                let site = IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], 0, 0, 0, 0, 0));
+                over(self.sso_sites.check_key(&site))
+            }
+            _ => None,
+        }
     }
 
     /// `Some(wait)` when `principal` is over its request rate.

@@ -3,8 +3,8 @@
 //! JSON editor's check).
 //!
 //! - Sign-in with an operator key (`POST /ui/login`) starts a session: a random 256-bit id in
-//!   the `assent_ui` cookie (`HttpOnly`, `SameSite=Strict`, `Path=/ui`, `Secure` behind an
-//!   HTTPS proxy that sends `X-Forwarded-Proto: https`), valid 12 hours, stored by its SHA-256
+//!   the session cookie (`HttpOnly`, `SameSite=Strict`; over https `__Host-assent_ui`,
+//!   `Secure`, `Path=/`, else `assent_ui`, `Path=/ui`: `session::Jar`), valid 12 hours, stored by its SHA-256
 //!   (every replica knows it; a restart keeps it). Every form carries the session's CSRF token, checked in
 //!   constant time; a post without it is `403` and changes nothing. The sign-in form itself
 //!   is protected by a double-submit cookie.

@@ -1,11 +1,19 @@
 //! Single sign-on for the dashboard (issue 14 §7): OpenID Connect authorization code flow with
 //! PKCE through the `openidconnect` crate.
 //!
-//! - `GET /ui/oidc/start[?next=PATH]` discovers the provider (cached five minutes; an
-//!   unreachable issuer is a `502` page naming it and why), keeps the `state`'s SHA-256, the
-//!   nonce, the PKCE verifier and the SHA-256 of a fresh browser cookie (`assent_oidc`,
-//!   `HttpOnly`, `SameSite=Lax`, `Path=/ui/oidc`, 10 minutes) in the store, and sends the
-//!   browser to the provider.
+//! - `GET /ui/oidc/start[?next=PATH][&step_up=1]` discovers the provider (cached five
+//!   minutes; an unreachable issuer is a `502` page naming it and why), keeps the `state`'s
+//!   SHA-256, the nonce, the PKCE verifier and the SHA-256 of a fresh browser cookie
+//!   (`__Host-assent_oidc` over https, `Path=/`; `assent_oidc`, `Path=/ui/oidc` over plain
+//!   http: `super::session::Jar`; `HttpOnly`, `SameSite=Lax`, 10 minutes) in the store, and
+//!   sends the browser to the provider. Starts are limited per client network
+//!   ([`crate::throttle::Throttle::sso_start`]: `429 RATE_LIMITED` with `Retry-After`), and the
+//!   store keeps at most 16 in progress per network, replacing that network's own oldest.
+//! - `step_up=1` is a step-up (a sensitive form asks for a recent sign-in): the provider is
+//!   sent `max_age=0` and `prompt=login` (OpenID Connect Core §3.1.2.1), so it must
+//!   authenticate the person again rather than reuse its own session, and the ID token's
+//!   `auth_time` must be no older than the step-up's start (less [`AUTH_TIME_SKEW`]); absent or
+//!   older, the callback is a `403` and starts no session.
 //! - `GET /ui/oidc/callback?state&code` takes that record once (any replica; a replayed or
 //!   expired `state`, or one started in another browser, is a `403` and starts nothing),
 //!   redeems the code with the verifier, and has the library check the ID token's signature,
@@ -20,16 +28,16 @@
 //! redirect chain: the callback answers with a page that moves on to the dashboard itself.
 
 use super::page::{Message, forbidden, page_with, secured};
-use super::session::{cookie, next_path, secure_attr, set_session_cookie};
+use super::session::{Jar, next_path, set_session_cookie};
 use super::sessions::{self, digest, random_hex};
 use crate::config::oidc::{Extra, NAME_PREFIX, OidcConfig, Sso, error_chain};
 use crate::state::{AppState, now_ms};
 use assent_store::oidc_logins::OidcLogin;
 use assent_store::ui_sessions::SsoGrant;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use openidconnect::core::{CoreAuthenticationFlow, CoreGenderClaim};
+use openidconnect::core::{CoreAuthPrompt, CoreAuthenticationFlow, CoreGenderClaim};
 use openidconnect::{
     AuthorizationCode, CsrfToken, IdTokenClaims, Nonce, PkceCodeChallenge, PkceCodeVerifier, Scope,
     TokenResponse as _,
@@ -37,9 +45,23 @@ use openidconnect::{
 use std::collections::HashMap;
 use std::time::Duration;
 
-const BROWSER_COOKIE: &str = "assent_oidc";
+/// The browser cookie's name without the `__Host-` prefix, and its path over plain http.
+const BROWSER_COOKIE: (&str, &str) = ("assent_oidc", "/ui/oidc");
 /// How long a sign-in at the provider may take.
 const LOGIN_TTL: Duration = Duration::from_secs(600);
+/// How far the provider's clock may be behind ours for a step-up's `auth_time`.
+pub(crate) const AUTH_TIME_SKEW: Duration = Duration::from_secs(30);
+/// What a step-up's nonce begins with, in the stored sign-in (the server's record, which the
+/// browser cannot change; the ID token must carry the whole nonce back).
+const STEP_UP_NONCE: &str = "step-up.";
+
+// No burst of starts from one network within a sign-in's lifetime can replace a sign-in in
+// progress from that network (the store keeps MAX_PER_CLIENT per client, oldest out).
+const _: () = assert!(
+    (crate::throttle::SSO_START_BURST as u64
+        + LOGIN_TTL.as_secs() / crate::throttle::SSO_START_EVERY.as_secs())
+        < assent_store::oidc_logins::MAX_PER_CLIENT as u64
+);
 
 /// A page with `status`, `title` and `text` for someone not signed in.
 fn refused(status: StatusCode, title: &str, text: &str) -> Response {
@@ -66,17 +88,9 @@ fn query(raw: Option<&str>) -> Option<HashMap<String, String>> {
     Some(m)
 }
 
-/// `"; Secure"` when the dashboard is reached over https (a https redirect URL, or
-/// [`secure_attr`]: a https `public_url` or a trusted proxy's word).
-fn secure(st: &AppState, sso: &Sso, headers: &HeaderMap) -> &'static str {
-    if sso.config.redirect_url.starts_with("https://") {
-        "; Secure"
-    } else {
-        secure_attr(st, headers)
-    }
-}
-
-/// `GET /ui/oidc/start[?next=PATH]`: sends the browser to the provider (see the module doc).
+/// `GET /ui/oidc/start[?next=PATH][&step_up=1]`: sends the browser to the provider (see the
+/// module doc); `429 RATE_LIMITED` with `Retry-After` past the client network's allowance of
+/// starts, before the provider or the store is asked anything.
 pub(crate) async fn start(
     State(st): State<AppState>,
     peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
@@ -90,6 +104,15 @@ pub(crate) async fn start(
             "This gateway has no `oidc` provider configured; sign in with an operator key.",
         );
     };
+    let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
+    if let Some(wait) = st.throttle.sso_start(addr) {
+        tracing::warn!("SSO sign-in starts over the client network's allowance refused");
+        return secured(crate::throttle::too_many(
+            "RATE_LIMITED",
+            "Too many single sign-on starts from this network; wait and try again.",
+            wait,
+        ));
+    }
     let Some(q) = query(raw.as_deref()).filter(|q| q.len() <= 4) else {
         return refused(
             StatusCode::BAD_REQUEST,
@@ -98,6 +121,7 @@ pub(crate) async fn start(
         );
     };
     let next = next_path(q.get("next"));
+    let step_up = q.get("step_up").is_some_and(|v| v == "1");
     let client = match sso.client().await {
         Ok(c) => c,
         Err(why) => return refused(StatusCode::BAD_GATEWAY, "Single sign-on unavailable", &why),
@@ -107,9 +131,17 @@ pub(crate) async fn start(
         .authorize_url(
             CoreAuthenticationFlow::AuthorizationCode,
             CsrfToken::new_random,
-            Nonce::new_random,
+            move || match step_up {
+                true => Nonce::new(format!("{STEP_UP_NONCE}{}", random_hex())),
+                false => Nonce::new_random(),
+            },
         )
         .set_pkce_challenge(challenge);
+    if step_up {
+        req = req
+            .set_max_age(Duration::ZERO)
+            .add_prompt(CoreAuthPrompt::Login);
+    }
     for s in &sso.config.scopes {
         req = req.add_scope(Scope::new(s.clone()));
     }
@@ -123,7 +155,7 @@ pub(crate) async fn start(
         expires_at: now_ms().saturating_add(LOGIN_TTL.as_millis() as i64),
     };
     let key = digest(state.secret());
-    let client = client_digest(st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers));
+    let client = client_digest(addr);
     let stored = st
         .store_task(move |s| s.put_oidc_login(&key, &client, &login, now_ms()))
         .await;
@@ -135,29 +167,23 @@ pub(crate) async fn start(
         );
     }
     let mut r = secured(Redirect::to(url.as_str()).into_response());
-    let c = format!(
-        "{BROWSER_COOKIE}={browser}; Path=/ui/oidc; HttpOnly; SameSite=Lax; Max-Age={}{}",
-        LOGIN_TTL.as_secs(),
-        secure(&st, &sso, &headers)
-    );
-    if let Ok(v) = HeaderValue::from_str(&c) {
-        r.headers_mut().append(header::SET_COOKIE, v);
-    }
+    let attrs = format!("HttpOnly; SameSite=Lax; Max-Age={}", LOGIN_TTL.as_secs());
+    Jar::of(&st, &headers).set(&mut r, BROWSER_COOKIE, &browser, &attrs);
     r
 }
 
 /// The digest a sign-in in progress is kept under for its client (`assent_store::oidc_logins::
-/// MAX_PER_CLIENT` of them at most): an IPv4 address whole, an IPv6 address by its /48 (one
-/// site's prefix: an attacker given a /48 has 2^80 addresses but one allowance), no address
-/// (a Unix socket) as one client.
+/// MAX_PER_CLIENT` of them at most, a new one replacing that client's oldest): its network as
+/// the throttles count it ([`crate::throttle::network`]: an IPv4 address whole, an IPv6
+/// address by its /64), no address (a Unix socket) as one client.
+///
+/// Attack (found by review): clients were kept by their IPv6 /48, so anyone in the same /48 (a
+/// hosting provider's neighbours) started 16 sign-ins and replaced the one a person had in
+/// progress. How many a /48 holds at once is bounded by its start allowance
+/// ([`crate::throttle::SSO_SITE_BURST`]).
 fn client_digest(addr: Option<std::net::IpAddr>) -> String {
-    use std::net::IpAddr;
     let label = match addr {
-        Some(IpAddr::V4(a)) => a.to_string(),
-        Some(IpAddr::V6(a)) => {
-            let s = a.segments();
-            format!("{:x}:{:x}:{:x}::/48", s[0], s[1], s[2])
-        }
+        Some(a) => crate::throttle::network(a).to_string(),
         None => "local".into(),
     };
     digest(&format!("oidc-start:{label}"))
@@ -191,11 +217,11 @@ pub(crate) async fn callback(
     if let Some(wait) = st.throttle.locked_out(addr, "", false) {
         return throttled(wait);
     }
-    let secure = secure(&st, &sso, &headers);
+    let jar = Jar::of(&st, &headers);
     let mut r = match finish(&st, &sso, &headers, raw.as_deref()).await {
         Ok((id, next)) => {
             let mut r = moving_on(&next);
-            set_session_cookie(&mut r, &id, secure);
+            set_session_cookie(&mut r, &id, jar);
             r
         }
         Err((status, why)) => {
@@ -214,11 +240,12 @@ pub(crate) async fn callback(
             }
         }
     };
-    if let Ok(v) = HeaderValue::from_str(&format!(
-        "{BROWSER_COOKIE}=; Path=/ui/oidc; HttpOnly; SameSite=Lax; Max-Age=0{secure}"
-    )) {
-        r.headers_mut().append(header::SET_COOKIE, v);
-    }
+    jar.set(
+        &mut r,
+        BROWSER_COOKIE,
+        "",
+        "HttpOnly; SameSite=Lax; Max-Age=0",
+    );
     r
 }
 
@@ -263,23 +290,21 @@ async fn finish(
             "The callback needs `state` and `code`.".into(),
         ));
     };
-    let browser = cookie(headers, BROWSER_COOKIE).unwrap_or("");
+    let browser = Jar::of(st, headers)
+        .get(headers, BROWSER_COOKIE.0)
+        .unwrap_or("");
     let (key, bkey) = (digest(state), digest(browser));
+    let unavailable = || {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The store did not answer.".to_string(),
+        )
+    };
     let login = st
         .store_task(move |s| s.take_oidc_login(&key, &bkey, now_ms()))
         .await
-        .map_err(|_| {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The store did not answer.".to_string(),
-            )
-        })?
-        .map_err(|_| {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The store did not answer.".to_string(),
-            )
-        })?;
+        .map_err(|_| unavailable())?
+        .map_err(|_| unavailable())?;
     let Some(login) = login else {
         tracing::warn!(
             "OIDC callback with an unknown, used, expired or other browser's state refused"
@@ -313,6 +338,11 @@ async fn finish(
     let id_token = tokens
         .id_token()
         .ok_or_else(|| forbid("The provider sent no ID token."))?;
+    let step_up_start = login.nonce.starts_with(STEP_UP_NONCE).then(|| {
+        login
+            .expires_at
+            .saturating_sub(LOGIN_TTL.as_millis() as i64)
+    });
     let verifier = client.id_token_verifier();
     let claims = match id_token.claims(&verifier, &Nonce::new(login.nonce)) {
         Ok(c) => c,
@@ -322,17 +352,50 @@ async fn finish(
             return Err(forbid(&format!("The ID token was refused: {e}.")));
         }
     };
+    let auth_time = authenticated_at(claims, step_up_start).map_err(|m| forbid(&m))?;
     let (name, grant) = identity(&sso.config, claims).map_err(|m| forbid(&m))?;
     if st.principals().iter().any(|p| p.name == name) {
         return Err(forbid("That name belongs to a configured principal."));
     }
     let roles = grant.roles.clone();
-    let (id, _) = sessions::start_sso(st, &name, grant).await.ok_or((
-        StatusCode::SERVICE_UNAVAILABLE,
-        "The gateway cannot record a sign-in right now; try again.".to_string(),
-    ))?;
+    let (id, _) = sessions::start_sso(st, &name, grant, auth_time)
+        .await
+        .ok_or((
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The gateway cannot record a sign-in right now; try again.".to_string(),
+        ))?;
     tracing::info!(operator = %name, roles = ?roles, "dashboard SSO sign-in");
     Ok((id, login.next))
+}
+
+/// When the person authenticated at the provider (Unix ms, the ID token's `auth_time`; `0`
+/// when it does not say). For a step-up begun at `step_up_start` (Unix ms) the provider must
+/// have authenticated them since (less [`AUTH_TIME_SKEW`]); `Err` says why not (no
+/// `auth_time`, or an older one: it reused its own session).
+///
+/// Attack (found by review): a step-up sent neither `max_age` nor `prompt`, so the provider's
+/// session cookie signed in again without anyone typing a password, and whoever held the
+/// browser (or the provider's cookie) passed the step-up a sensitive form asks for.
+fn authenticated_at(
+    claims: &IdTokenClaims<Extra, CoreGenderClaim>,
+    step_up_start: Option<i64>,
+) -> Result<i64, String> {
+    let at = claims.auth_time().map(|t| t.timestamp_millis());
+    let Some(start) = step_up_start else {
+        return Ok(at.unwrap_or(0));
+    };
+    let earliest = start.saturating_sub(AUTH_TIME_SKEW.as_millis() as i64);
+    match at {
+        Some(at) if at >= earliest => Ok(at),
+        Some(_) => {
+            tracing::warn!("SSO step-up refused: the provider did not authenticate again");
+            Err("The provider did not ask you to sign in again (its `auth_time` is older than this step-up); confirming it is you needs a fresh sign-in.".into())
+        }
+        None => {
+            tracing::warn!("SSO step-up refused: the ID token has no auth_time");
+            Err("The provider did not say when you signed in (no `auth_time` in the ID token); confirming it is you needs it.".into())
+        }
+    }
 }
 
 /// The operator's name (`oidc:` + the `name_claim`'s value) and what its groups grant

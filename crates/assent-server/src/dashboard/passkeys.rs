@@ -118,21 +118,29 @@ pub(crate) async fn register_finish(
 /// passkeys and shows the list again. Only from a session that signed in within
 /// [`STEP_UP`](super::sessions::STEP_UP) (a step-up, like GitHub's "sudo mode"): otherwise
 /// `403` with a page asking to sign in again, so a stolen session cookie cannot strip the
-/// operator's passkeys.
+/// operator's passkeys. A single sign-on session counts from the provider's `auth_time`, so
+/// only a sign-in the provider really authenticated (the step-up's `max_age=0`,
+/// `super::oidc`) passes.
 pub(crate) async fn remove(
     State(st): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Response> {
     let (op, f) = checked(&st, &headers, &body, "No passkey was removed.").await?;
-    let fresh = match super::session::session_id(&headers) {
+    let fresh = match super::session::session_cookie(&st, &headers) {
         Some(id) => super::sessions::recently_authenticated(&st, id).await,
         None => false,
     };
     if !fresh {
         let minutes = super::sessions::STEP_UP.as_secs() / 60;
+        // Single sign-on's way to sign in again makes the provider ask for the password
+        // (`max_age=0`); an ordinary SSO sign-in that rode the provider's session is no step-up.
+        let sso = match st.oidc.is_some() {
+            true => " or by single sign-on at /ui/oidc/start?step_up=1&next=/ui/passkeys",
+            false => "",
+        };
         let text = format!(
-            "Removing a passkey needs a recent sign-in: sign in again (your operator key or SSO, at /ui/login) and remove it within {minutes} minutes. No passkey was removed."
+            "Removing a passkey needs a recent sign-in: sign in again (with your operator key at /ui/login{sso}) and remove it within {minutes} minutes. No passkey was removed."
         );
         let m = Message {
             title: "Confirm it is you".into(),

@@ -1,7 +1,15 @@
 //! Dashboard sign-in and sessions: operator keys start a session (a random 256-bit id in the
-//! `assent_ui` cookie, 12 hours, stored by its SHA-256: `sessions.rs`), the sign-in form's double-submit cookie, the
-//! signed-in `Operator` of a request, and the CSRF check of every state-changing form
-//! (`operator_form`). It renders no queue or card.
+//! session cookie, 12 hours, stored by its SHA-256: `sessions.rs`), the sign-in form's
+//! double-submit cookie, the signed-in `Operator` of a request, and the CSRF check of every
+//! state-changing form (`operator_form`). It renders no queue or card.
+//!
+//! **Cookie names** ([`Jar`]): over https the dashboard's cookies are `__Host-assent_ui` (the
+//! session), `__Host-assent_ui_login` (the sign-in form's) and `__Host-assent_oidc` (a single
+//! sign-on in progress), each `Secure`, `Path=/` and without `Domain`, so the browser takes
+//! them from this host only: a sibling subdomain cannot plant one (login CSRF into its own
+//! account, session fixation), and only the prefixed name is read. Over plain http (a
+//! loopback gateway) a browser refuses `__Host-` cookies, so they are `assent_ui` (`Path=/ui`),
+//! `assent_ui_login` (`Path=/ui/login`) and `assent_oidc` (`Path=/ui/oidc`), as before.
 
 use crate::auth::principal_for_key;
 use crate::config::Principal;
@@ -19,10 +27,13 @@ use super::sessions::{self, SESSION_TTL, Session, random_hex};
 use std::collections::HashMap;
 use subtle::ConstantTimeEq;
 
-const COOKIE: &str = "assent_ui";
-const LOGIN_COOKIE: &str = "assent_ui_login";
+/// The session cookie's name without the `__Host-` prefix, and its path over plain http.
+const COOKIE: (&str, &str) = ("assent_ui", "/ui");
+/// The sign-in form's double-submit cookie, likewise.
+const LOGIN_COOKIE: (&str, &str) = ("assent_ui_login", "/ui/login");
 
-/// The value of cookie `name` in the request's `Cookie` headers.
+/// The value of cookie `name` in the request's `Cookie` headers (the exact name: no other
+/// spelling or prefix is read).
 pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
@@ -34,9 +45,67 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .map(|(_, v)| v)
 }
 
-/// The id of the request's dashboard session (its `assent_ui` cookie), if it sent one.
+/// How the dashboard's cookies are named, scoped and flagged for one request (see the module
+/// doc): `https` when the dashboard is reached over https ([`https`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Jar {
+    /// `__Host-` names, `Secure`, `Path=/`.
+    pub(crate) https: bool,
+}
+
+impl Jar {
+    /// The jar of a request with `headers` to gateway `st`.
+    pub(crate) fn of(st: &AppState, headers: &HeaderMap) -> Jar {
+        Jar {
+            https: https(st, headers),
+        }
+    }
+
+    /// The name cookie `base` (e.g. `assent_ui`) has in this jar.
+    pub(crate) fn name(self, base: &str) -> String {
+        match self.https {
+            true => format!("__Host-{base}"),
+            false => base.to_string(),
+        }
+    }
+
+    /// The value of cookie `base` under this jar's name only: over https an un-prefixed
+    /// cookie, which any sibling subdomain can set, is never read.
+    pub(crate) fn get<'a>(self, headers: &'a HeaderMap, base: &str) -> Option<&'a str> {
+        cookie(headers, &self.name(base))
+    }
+
+    /// Appends to `r` the `Set-Cookie` of cookie `(base, http_path)` with `value` and
+    /// `attrs` (e.g. `"HttpOnly; SameSite=Lax; Max-Age=600"`): over https `__Host-base`,
+    /// `Path=/` and `Secure`; over http `base` with `Path=http_path`. Never a `Domain`.
+    pub(crate) fn set(
+        self,
+        r: &mut Response,
+        (base, http_path): (&str, &str),
+        value: &str,
+        attrs: &str,
+    ) {
+        let (path, secure) = match self.https {
+            true => ("/", "; Secure"),
+            false => (http_path, ""),
+        };
+        let c = format!("{}={value}; Path={path}; {attrs}{secure}", self.name(base));
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+}
+
+/// A session cookie under either name, for cheap pre-checks only (`edge.rs`' body limit asks
+/// [`signed_in`] next, which reads the name in force): not what signs anyone in.
 pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
-    cookie(headers, COOKIE)
+    cookie(headers, COOKIE.0).or_else(|| cookie(headers, &format!("__Host-{}", COOKIE.0)))
+}
+
+/// The id of the request's dashboard session: its session cookie under the name in force
+/// ([`Jar`]), if it sent one.
+pub(crate) fn session_cookie<'a>(st: &AppState, headers: &'a HeaderMap) -> Option<&'a str> {
+    Jar::of(st, headers).get(headers, COOKIE.0)
 }
 
 /// The signed-in operator: the session and the principal it belongs to (a principal removed
@@ -61,7 +130,7 @@ impl Operator {
     }
 }
 
-/// The signed-in operator of a request: its `assent_ui` session cookie names a live session
+/// The signed-in operator of a request: its session cookie ([`session_cookie`]) names a live session
 /// of a principal that is (still) an operator — for a key's session, with the key it signed in
 /// with ([`sessions::key_binding`], migration 0036): a key changed since signs no one in.
 ///
@@ -73,7 +142,7 @@ impl Operator {
 /// `oidc.roles` map in force (a role taken from a group is gone at the next request; none
 /// left signs it out).
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
-    let (session, how) = sessions::get(st, cookie(headers, COOKIE)?).await?;
+    let (session, how) = sessions::get(st, session_cookie(st, headers)?).await?;
     let principals = st.principals();
     let by_sso = matches!(how, SignedInWith::Sso(_));
     let mut sso_groups = Vec::new();
@@ -294,31 +363,28 @@ fn login_form(
             next: next.into(),
         },
     );
-    let secure = secure_attr(st, headers);
-    let c = format!(
-        "{LOGIN_COOKIE}={csrf}; Path=/ui/login; HttpOnly; SameSite=Strict; Max-Age=600{secure}"
-    );
-    if let Ok(v) = HeaderValue::from_str(&c) {
-        r.headers_mut().append(header::SET_COOKIE, v);
-    }
+    let attrs = "HttpOnly; SameSite=Strict; Max-Age=600";
+    Jar::of(st, headers).set(&mut r, LOGIN_COOKIE, &csrf, attrs);
     r
 }
 
-/// `"; Secure"` when the dashboard is reached over https: the configured `public_url` is an
-/// `https://` URL, or a trusted proxy's `X-Forwarded-Proto` (the only one left on a request,
-/// `edge.rs`) says `https`; else `""`. Found by review: only the proxy's header earned it, so
-/// a gateway published over https behind a proxy missing from `trusted_proxies` let the
-/// browser send its session cookie over plain http too.
-pub(crate) fn secure_attr(st: &AppState, headers: &HeaderMap) -> &'static str {
-    let https = st
-        .public_url
-        .as_deref()
-        .is_some_and(|u| u.starts_with("https://"))
+/// Whether the dashboard is reached over https: the configured `public_url` is an
+/// `https://` URL, or the single sign-on `redirect_url` is, or a trusted proxy's
+/// `X-Forwarded-Proto` (the only one left on a request, `edge.rs`) says `https`. Found by
+/// review: only the proxy's header earned `Secure`, so a gateway published over https behind a
+/// proxy missing from `trusted_proxies` let the browser send its session cookie over plain
+/// http too.
+pub(crate) fn https(st: &AppState, headers: &HeaderMap) -> bool {
+    let is_https = |u: &str| u.starts_with("https://");
+    st.public_url.as_deref().is_some_and(is_https)
+        || st
+            .oidc
+            .as_ref()
+            .is_some_and(|s| is_https(&s.config.redirect_url))
         || headers
             .get("x-forwarded-proto")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    if https { "; Secure" } else { "" }
+            .is_some_and(|v| v.eq_ignore_ascii_case("https"))
 }
 
 /// `POST /ui/login` (`key`, `csrf`): an operator's key starts a session; an agent's key or an
@@ -341,7 +407,9 @@ pub(crate) async fn login(
         );
     };
     let next = next_path(f.get("next"));
-    let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
+    let expected = Jar::of(&st, &headers)
+        .get(&headers, LOGIN_COOKIE.0)
+        .unwrap_or("");
     let sent = f.get("csrf").map(String::as_str).unwrap_or("");
     if expected.is_empty() || !same(expected, sent) {
         return forbidden(
@@ -392,19 +460,17 @@ pub(crate) async fn login(
     st.throttle.authenticated(addr, key, &p.key_sha256);
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
-    set_session_cookie(&mut r, &id, secure_attr(&st, &headers));
+    set_session_cookie(&mut r, &id, Jar::of(&st, &headers));
     r
 }
 
-/// Adds the `Set-Cookie` of session `id` to `r` (`secure`: `"; Secure"` or `""`).
-pub(crate) fn set_session_cookie(r: &mut Response, id: &str, secure: &str) {
-    let c = format!(
-        "{COOKIE}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
-        SESSION_TTL.as_secs(),
+/// Adds the `Set-Cookie` of session `id` to `r`, named and flagged by `jar`.
+pub(crate) fn set_session_cookie(r: &mut Response, id: &str, jar: Jar) {
+    let attrs = format!(
+        "HttpOnly; SameSite=Strict; Max-Age={}",
+        SESSION_TTL.as_secs()
     );
-    if let Ok(v) = HeaderValue::from_str(&c) {
-        r.headers_mut().append(header::SET_COOKIE, v);
-    }
+    jar.set(r, COOKIE, id, &attrs);
 }
 
 /// `POST /ui/logout` (`csrf`): ends the session and clears its cookie.
@@ -419,15 +485,12 @@ pub(crate) async fn logout(
     if let Err(r) = operator_form(&st, &headers, &body, "You are still signed in.").await {
         return *r;
     }
-    if let Some(id) = cookie(&headers, COOKIE) {
+    if let Some(id) = session_cookie(&st, &headers) {
         sessions::end(&st, id).await;
     }
     let mut r = to_login();
-    if let Ok(v) = HeaderValue::from_str(&format!(
-        "{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0"
-    )) {
-        r.headers_mut().append(header::SET_COOKIE, v);
-    }
+    let jar = Jar::of(&st, &headers);
+    jar.set(&mut r, COOKIE, "", "HttpOnly; SameSite=Strict; Max-Age=0");
     r
 }
 

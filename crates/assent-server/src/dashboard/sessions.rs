@@ -48,22 +48,32 @@ pub(crate) fn key_binding(p: &Principal) -> String {
 /// then fails: no session that only one replica knows).
 pub(crate) async fn start(st: &AppState, p: &Principal) -> Option<(String, Session)> {
     let binding = key_binding(p);
-    store_new(st, &p.name, SignedInWith::Key { binding }).await
+    store_new(st, &p.name, SignedInWith::Key { binding }, now_ms()).await
 }
 
 /// Starts a single sign-on session (issue 14 §7) for `operator` (`oidc:…`) with what its
-/// claims were granted, like [`start`].
+/// claims were granted, like [`start`]. `authenticated_at` (Unix ms) is when the person last
+/// authenticated at the provider (the ID token's `auth_time`, at most now; `0` when it did
+/// not say), which [`recently_authenticated`] holds to the step-up window: a sign-in that
+/// rode an old provider session is not a step-up.
 pub(crate) async fn start_sso(
     st: &AppState,
     operator: &str,
     grant: SsoGrant,
+    authenticated_at: i64,
 ) -> Option<(String, Session)> {
-    store_new(st, operator, SignedInWith::Sso(grant)).await
+    let at = authenticated_at.clamp(0, now_ms());
+    store_new(st, operator, SignedInWith::Sso(grant), at).await
 }
 
-/// A new session of `operator`, signed in `how`, stored before it is answered; `None`
-/// (logged) when the store could not.
-async fn store_new(st: &AppState, operator: &str, how: SignedInWith) -> Option<(String, Session)> {
+/// A new session of `operator`, signed in `how` and authenticated at `at` (Unix ms), stored
+/// before it is answered; `None` (logged) when the store could not.
+async fn store_new(
+    st: &AppState,
+    operator: &str,
+    how: SignedInWith,
+    at: i64,
+) -> Option<(String, Session)> {
     let id = random_hex();
     let s = Session {
         operator: operator.to_string(),
@@ -73,10 +83,8 @@ async fn store_new(st: &AppState, operator: &str, how: SignedInWith) -> Option<(
     let (key, stored) = (digest(&id), s.clone());
     let stored = st
         .store_task(move |store| match &how {
-            SignedInWith::Key { binding } => {
-                store.start_ui_session(&key, &stored, binding, now_ms())
-            }
-            SignedInWith::Sso(g) => store.start_sso_ui_session(&key, &stored, g, now_ms()),
+            SignedInWith::Key { binding } => store.start_ui_session(&key, &stored, binding, at),
+            SignedInWith::Sso(g) => store.start_sso_ui_session(&key, &stored, g, at),
         })
         .await;
     match stored {
@@ -109,7 +117,8 @@ pub(crate) async fn end(st: &AppState, id: &str) {
 }
 
 /// Whether live session `id` signed in within [`STEP_UP`] of now (the time is the store's,
-/// written at sign-in; nothing the client sends). `false` when unknown, ended, older, or the
+/// written at sign-in; nothing the client sends; for single sign-on, the provider's
+/// `auth_time`: [`start_sso`]). `false` when unknown, ended, older, or the
 /// store did not answer (fail closed).
 pub(crate) async fn recently_authenticated(st: &AppState, id: &str) -> bool {
     let key = digest(id);

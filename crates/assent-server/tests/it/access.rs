@@ -176,7 +176,7 @@ async fn session_cookie(gw: &Gw, headers: &[(&str, &str)]) -> String {
         .get_all("set-cookie")
         .iter()
         .map(|v| v.to_str().unwrap().to_string())
-        .find(|c| c.starts_with("assent_ui="))
+        .find(|c| c.starts_with("assent_ui=") || c.starts_with("__Host-assent_ui="))
         .expect("a session cookie")
 }
 

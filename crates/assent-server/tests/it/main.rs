@@ -37,6 +37,7 @@ mod sealed;
 mod sec_backlog;
 mod security;
 mod session_risk;
+mod sign_in;
 mod slack;
 mod sso;
 mod sso_votes;
