@@ -140,15 +140,8 @@ fn bounded_line(
     if r.by_ref().take(limit).read_until(b'\n', buf)? == 0 {
         return Ok(None);
     }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
+    if upstream::whole_line(buf, max) {
         return Ok(Some(true));
-    }
-    if buf.len() <= max {
-        return Ok(Some(true)); // the last line, without a newline
     }
     loop {
         buf.clear();

@@ -24,6 +24,21 @@ use tokio::sync::mpsc;
 /// skipped to its end, never held whole.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 
+/// Whether `buf`, read up to a newline or `max + 1` bytes, holds a whole line: it ends in a
+/// newline (then taken off, with a `\r` before it) or is the stream's last line within `max`.
+/// `false`: a line over `max`, to be skipped to its end. The stdio proxy's two readers (the
+/// client's, blocking; the upstream's, async) share it.
+pub(super) fn whole_line(buf: &mut Vec<u8>, max: usize) -> bool {
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        return true;
+    }
+    buf.len() <= max
+}
+
 /// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 1`
 /// bytes of it: `Some(true)` a line, `Some(false)` a line over `max` (skipped to its end,
 /// `buf` emptied), `None` at the end of the stream.
@@ -37,15 +52,8 @@ async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
     if (&mut *r).take(limit).read_until(b'\n', buf).await? == 0 {
         return Ok(None);
     }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
+    if whole_line(buf, max) {
         return Ok(Some(true));
-    }
-    if buf.len() <= max {
-        return Ok(Some(true)); // the last line, without a newline
     }
     loop {
         buf.clear();

@@ -217,6 +217,15 @@ async fn finish(
     req.send().await.unwrap()
 }
 
+/// Asserts that callback answer `done` is the page moving on to the dashboard (`200`) and set
+/// a session cookie.
+async fn signed_in(done: reqwest::Response) {
+    let cookie = session_of(&done);
+    let status = done.status();
+    assert_eq!(status, StatusCode::OK, "{}", done.text().await.unwrap());
+    assert!(cookie.is_some(), "no session cookie");
+}
+
 /// The session cookie (`name=value`) a callback answer set, if any.
 fn session_of(r: &reqwest::Response) -> Option<String> {
     set_cookies(r)
@@ -275,13 +284,7 @@ async fn a_neighbour_flooding_sso_starts_is_throttled_and_replaces_no_sign_in_in
         (&own.cookie, &[]),
     )
     .await;
-    assert_eq!(
-        done.status(),
-        StatusCode::OK,
-        "{}",
-        done.text().await.unwrap()
-    );
-    assert!(session_of(&done).is_some());
+    signed_in(done).await;
     gw.stop().await;
 }
 
@@ -323,12 +326,7 @@ async fn neighbours_in_the_same_ipv6_48_cannot_replace_a_sign_in_in_progress() {
         (&own.cookie, &xff),
     )
     .await;
-    assert_eq!(
-        done.status(),
-        StatusCode::OK,
-        "{}",
-        done.text().await.unwrap()
-    );
+    signed_in(done).await;
     gw.stop().await;
 }
 

@@ -2,7 +2,7 @@
 //! question shows why the call needs approval, its side effects and its rollback notes, and
 //! the person's reason is relayed as the decision's reason.
 
-use crate::{BIN, OP_KEY, free_port, serve, spawn_piped, write_helper_config};
+use crate::{BIN, OP_KEY, spawn_piped};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::process::Command;
@@ -40,14 +40,8 @@ const GOV_RULES: &str = r#"
 #[test]
 fn the_in_client_question_shows_why_side_effects_and_rollback_and_relays_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let cfg = write_helper_config(
-        dir.path(),
-        port,
-        (AGENT, KEY),
-        ("acme.test.client-v1", GOV_RULES),
-    );
-    let mut server = serve(&cfg, port);
+    let mut server =
+        crate::serve_helper(dir.path(), (AGENT, KEY), ("acme.test.client-v1", GOV_RULES));
     let (mut child, mut stdin, mut out) = spawn_piped(
         Command::new(BIN)
             .args([

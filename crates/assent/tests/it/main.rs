@@ -72,6 +72,13 @@ fn write_config(dir: &Path, port: u16, extra: &str) -> PathBuf {
     p
 }
 
+/// Serves a gateway for one agent from `dir` on a free port ([`write_helper_config`]), once
+/// healthy.
+fn serve_helper(dir: &Path, agent: (&str, &str), policy: (&str, &str)) -> Server {
+    let port = free_port();
+    serve(&write_helper_config(dir, port, agent, policy), port)
+}
+
 /// Writes a gateway for one agent into `dir`: its agent file `agent` (`helper.agf.yaml`, id
 /// `helper`, key `key`), governance `policy_id` holding `rules` (`gov.yaml`), operator alice
 /// (roles `[ops]`, key from `TEST_ALICE_KEY`), listening on `port`; returns the config's path.

@@ -4,7 +4,7 @@
 //! misbehaving upstream's `tools/list` is bounded (a cursor given twice, pages without end, a
 //! list paged past its deadline) and fails closed, and an endless client line is refused.
 
-use crate::{BIN, cli, free_port, get_op, ok, serve, spawn_piped};
+use crate::{BIN, cli, get_op, ok, spawn_piped};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -64,14 +64,11 @@ struct Gateway {
 impl Gateway {
     fn start() -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let cfg = crate::write_helper_config(
+        let server = crate::serve_helper(
             dir.path(),
-            port,
             (AGENT, KEY),
             ("acme.test.relay-cancel-v1", RULES),
         );
-        let server = serve(&cfg, port);
         Gateway { dir, server }
     }
 

@@ -124,16 +124,9 @@ for line in sys.stdin:
 fn a_call_reusing_a_translated_initializes_id_is_held_over_output_bytes() {
     const KEY: &str = "relay-results-modern-agent-key-01";
     let dir = tempfile::tempdir().unwrap();
-    let port = crate::free_port();
     let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [read]\n";
     let rules = "- tool: read\n  approvers: [ops]\n  thresholds: {output_bytes: 1000}\n";
-    let cfg = crate::write_helper_config(
-        dir.path(),
-        port,
-        (agent, KEY),
-        ("acme.test.modern-v1", rules),
-    );
-    let mut server = crate::serve(&cfg, port);
+    let mut server = crate::serve_helper(dir.path(), (agent, KEY), ("acme.test.modern-v1", rules));
     let (mut proxy, mut stdin, mut out) = crate::spawn_piped(
         std::process::Command::new(crate::BIN)
             .args([

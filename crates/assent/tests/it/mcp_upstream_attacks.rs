@@ -119,14 +119,11 @@ impl Rig {
     /// [`Rig::start`] with `extra` arguments to `assent mcp`.
     pub(crate) fn start_with(extra: &[&str]) -> Rig {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let cfg = crate::write_helper_config(
+        let server = crate::serve_helper(
             dir.path(),
-            port,
             (AGENT, KEY),
             ("acme.test.upstream-v1", GOV_RULES),
         );
-        let server = serve(&cfg, port);
         let (proxy, stdin, out) = spawn_piped(
             Command::new(BIN)
                 .args(["mcp", "--agent", "helper", "--server", "up"])
