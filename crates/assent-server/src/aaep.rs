@@ -7,9 +7,11 @@
 //! can reply, decision in `allowed_replies` — and every JSON body is answered `204`, so the
 //! sender learns no reason (`400` only for a body that is not JSON). The reply token is never a
 //! credential: the decision is made as the authenticated operator, with their roles. The
-//! checks shared with clarifications are in [`crate::replies`]; routes are mounted by
+//! checks shared with clarifications are in [`crate::replies`]; an open SSE stream (and the
+//! closing of a bare stream's subscription) is `aaep_streams.rs`; routes are mounted by
 //! [`crate::router`](mod@crate::router).
 
+use crate::aaep_streams::{Bare, StreamSlot, stream};
 use crate::auth::authenticate;
 use crate::calls::MAX_REASON_BYTES;
 use crate::config::Principal;
@@ -28,12 +30,8 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::unfold;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// The capabilities assent honours for a request: the standard ones as asked (with the
 /// schema's defaults), and assent's timeout extension capped by the configuration.
@@ -75,89 +73,9 @@ fn accepted(sub: &Subscription) -> Value {
 /// The most filters a subscription's `event_filters.include` (or `exclude`) lists.
 const MAX_EVENT_FILTERS: usize = 64;
 
-/// The most streams open at once on one subscription in this process: one more ends the
-/// oldest (a half-open connection — a laptop put to sleep — keeps its stream until TCP gives
-/// up, and a refusal would end a browser's `EventSource` for good).
-const MAX_STREAMS_PER_SUBSCRIPTION: usize = 2;
-
-/// The most events a stream reads from the store at a time (an event is at most about 280 KB:
-/// four texts of 16,384 characters; a full read is followed by the next at once), and how
-/// long a stream that has caught up waits after a change before reading (changes in between
-/// are read together). Found by review: a stream read 200 events at a time on every
-/// change, so a stream that stopped reading held some 50 MB, and each of N streams read the
-/// store on every agent's call.
-const READ_EVENTS: u32 = 32;
-/// See [`READ_EVENTS`].
-const READ_EVERY: Duration = Duration::from_millis(250);
-
 /// The most confirmations still pending from a skipped part of the log a resuming stream is
 /// sent first (the oldest).
 const MAX_CAUGHT_UP: u32 = 64;
-
-/// The streams open on each subscription in this process ([`MAX_STREAMS_PER_SUBSCRIPTION`]),
-/// oldest first: each its number and the signal that ends it.
-type Open = HashMap<String, VecDeque<(u64, Arc<Ending>)>>;
-static STREAMS: std::sync::LazyLock<std::sync::Mutex<Open>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// The numbers [`StreamSlot`]s are told apart by.
-static SLOT_NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Tells a stream that a newer one on its subscription took its place.
-#[derive(Default)]
-struct Ending {
-    ended: std::sync::atomic::AtomicBool,
-    notify: tokio::sync::Notify,
-}
-
-/// One stream counted on its subscription until dropped.
-struct StreamSlot {
-    sub: String,
-    number: u64,
-    ending: Arc<Ending>,
-}
-
-impl StreamSlot {
-    /// A slot on subscription `id`; when it has [`MAX_STREAMS_PER_SUBSCRIPTION`] already, its
-    /// oldest stream is told to end ([`StreamSlot::ended`]) and this one takes its place.
-    fn take(id: &str) -> Self {
-        let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
-        let list = open.entry(id.to_string()).or_default();
-        while list.len() >= MAX_STREAMS_PER_SUBSCRIPTION {
-            if let Some((_, oldest)) = list.pop_front() {
-                oldest
-                    .ended
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-                oldest.notify.notify_one();
-            }
-        }
-        let number = SLOT_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let ending = Arc::new(Ending::default());
-        list.push_back((number, ending.clone()));
-        StreamSlot {
-            sub: id.to_string(),
-            number,
-            ending,
-        }
-    }
-
-    /// Whether a newer stream took this one's place.
-    fn ended(&self) -> bool {
-        self.ending.ended.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(list) = open.get_mut(&self.sub) {
-            list.retain(|(n, _)| *n != self.number);
-            if list.is_empty() {
-                open.remove(&self.sub);
-            }
-        }
-    }
-}
 
 /// `POST /aaep/v1/subscriptions`: a `subscription.request` → `201` `subscription.accepted`
 /// with `Location`; a request that does not match the schema is `400` with
@@ -226,7 +144,10 @@ pub(crate) async fn subscribe(
 /// `GET /aaep/v1/events[?subscription_id=sub_…]`: the SSE stream (`event: aaep.event`,
 /// `id: evt_…`). Resumes after `Last-Event-ID`. Without `subscription_id` it opens a
 /// subscription with default capabilities and announces it in a first
-/// `event: aaep.subscription` message holding its `subscription.accepted`.
+/// `event: aaep.subscription` message holding its `subscription.accepted`; that bare stream's
+/// subscription is closed (`aaep.closed`) 30 s after its last stream in this process ended,
+/// unless one reopened it by id meanwhile (a plain reconnect with `Last-Event-ID` opens a new
+/// one after that event, missing nothing).
 #[utoipa::path(get, path = "/aaep/v1/events", tag = "aaep",
     params(("subscription_id" = Option<String>, Query, description = "A subscription (absent: open one with default capabilities)"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event")),
     responses((status = 200, description = "Server-sent events (`event: aaep.event`)", content_type = "text/event-stream", body = String)),
@@ -279,7 +200,13 @@ pub(crate) async fn events(
             (sub, true)
         }
     };
-    let slot = StreamSlot::take(&sub.id);
+    // A bare stream's subscription is its own: closed once its streams have ended (after a
+    // grace for a reconnect by id, `aaep_streams::BARE_GRACE`; found by review: it stayed open).
+    let bare = fresh.then(|| Bare {
+        st: st.clone(),
+        principal: op.name().to_string(),
+    });
+    let slot = StreamSlot::take(&sub.id, bare);
     let after = if fresh {
         resume.unwrap_or(sub.start_seq)
     } else {
@@ -324,94 +251,6 @@ pub(crate) async fn events(
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)
-}
-
-/// Whether an operator in force now holds the key whose SHA-256 is `key` (issue 14 §8: a
-/// reload that removed or re-keyed them ends what they opened).
-fn still_holds(st: &AppState, key: &[u8; 32]) -> bool {
-    let principals = st.principals();
-    principals
-        .iter()
-        .any(|p| &p.key_sha256 == key && p.roles().is_some())
-}
-
-/// How often an open stream marks its subscription seen (`last_seen_at`).
-const TOUCH_EVERY: Duration = Duration::from_secs(3600);
-
-/// The events of subscription `sub` after sequence `after`, `queue` first: read from the
-/// store on every change (or every 15 s); ends when the subscription is closed (§5.8.2), the
-/// store fails (the subscriber reconnects), or no operator holds the key `key` (SHA-256) it was
-/// opened with any more ([`still_holds`]).
-fn stream(
-    st: AppState,
-    sub: (Subscription, StreamSlot),
-    key: [u8; 32],
-    after: i64,
-    queue: VecDeque<Event>,
-) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
-    let rx = st.changes.subscribe();
-    let init = (st, sub, after, queue, rx, key, None);
-    unfold(
-        init,
-        |(st, (sub, slot), mut after, mut queue, mut rx, key, mut touched)| async move {
-            loop {
-                if !still_holds(&st, &key) || slot.ended() {
-                    return None; // revoked by a reload, or a newer stream took its place
-                }
-                if let Some(e) = queue.pop_front() {
-                    let state = (st, (sub, slot), after, queue, rx, key, touched);
-                    return Some((Ok::<_, Infallible>(e), state));
-                }
-                let sub2 = sub.clone();
-                // Seen when it opens and hourly, so retention keeps it ([`Store::prune_aaep`]).
-                let touch = touched.is_none_or(|t: std::time::Instant| t.elapsed() > TOUCH_EVERY);
-                if touch {
-                    touched = Some(std::time::Instant::now());
-                }
-                let got = st
-                    .store_task(move |s| {
-                        if touch && let Err(e) = s.touch_subscription(&sub2.id, now_ms()) {
-                            tracing::warn!(error = %e, "AAEP subscription not marked seen");
-                        }
-                        let open = s
-                            .subscription(&sub2.id)
-                            .ok()
-                            .flatten()
-                            .is_some_and(|x| x.closed_at.is_none());
-                        (open, s.events_after(&sub2, after, READ_EVENTS))
-                    })
-                    .await;
-                let Ok((open, Ok(events))) = got else {
-                    return None; // the store failed: end the stream; the subscriber reconnects
-                };
-                if !open {
-                    return None; // closed (§5.8.2: stop emitting)
-                }
-                let read = events.len();
-                for e in events {
-                    after = e.seq;
-                    if sub.wants(&e.ty, e.critical) {
-                        queue.push_back(
-                            Event::default()
-                                .event("aaep.event")
-                                .id(e.event_id)
-                                .data(e.data.to_string()),
-                        );
-                    }
-                }
-                // A full read may have more behind it (found by review: a read whose events the
-                // subscription's filters all left out waited for the next change).
-                if queue.is_empty() && read < READ_EVENTS as usize {
-                    tokio::select! {
-                        _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()) => {}
-                        () = slot.ending.notify.notified() => {}
-                    }
-                    // Changes coming meanwhile are read together at the next read.
-                    tokio::time::sleep(READ_EVERY).await;
-                }
-            }
-        },
-    )
 }
 
 /// The path AAEP replies are posted to ([`replies`]; `router.rs` mounts it as a literal,
@@ -485,12 +324,15 @@ async fn close(st: &AppState, p: Option<Principal>, msg: &Value) -> Result<&'sta
 }
 
 /// Tells subscription `sub` that the approval `a` its reply (`token`) was for is resolved
-/// already (§6.7.1 courtesy notice).
+/// already (§6.7.1 courtesy notice), once per subscription and approval (`Store::courtesy_notice`;
+/// found by review: every late reply sent one more).
 async fn late(st: &AppState, a: ApprovalRecord, sub: String, token: String) {
-    let _ = st
+    let sent = st
         .store_call(move |s| s.courtesy_notice(&sub, &a, &token, now_ms()))
         .await;
-    st.changed();
+    if matches!(sent, Ok(true)) {
+        st.changed();
+    }
 }
 
 /// The decision a valid, timely `confirmation.reply` on subscription `sub` asks for:

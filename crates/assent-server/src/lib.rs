@@ -24,6 +24,7 @@
 
 // Handlers, by step of the approval's life cycle (routes are mounted by `router` alone).
 pub mod aaep;
+mod aaep_streams;
 pub mod approvals;
 pub mod clarify;
 pub mod decide;

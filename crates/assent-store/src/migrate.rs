@@ -84,6 +84,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(39, "0039_subscription_last_seen"),
     migration!(40, "0040_settled_approvals_index"),
     migration!(41, "0041_awaiting_events_by_approval"),
+    migration!(42, "0042_courtesy_notices_sent"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -173,21 +173,69 @@ impl Store {
     }
 
     /// Sends the courtesy notice of AAEP §6.3.5 to subscription `sub`: the confirmation with
-    /// `token` was already resolved.
+    /// `token` (of approval `a`) was already resolved. At most once per subscription, approval
+    /// and kind ([`COURTESY_CONFIRMATION`]), recorded in `aaep_courtesy_sent` (migration 0042)
+    /// in the same transaction, so it holds across replicas and restarts: `false` when it was
+    /// sent before (nothing is written, and no stream is woken). Found by review: every late
+    /// reply sent one more, so a subscriber could grow the event log (and wake every stream)
+    /// as fast as it could post the same reply.
     pub fn courtesy_notice(
         &self,
         sub: &str,
         a: &ApprovalRecord,
         token: &str,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let notice = AaepEvent::Resolution {
             approval: a,
             at: now,
             courtesy_for: Some(token),
         };
         let env = &*self.envelopes;
-        self.write(|tx| Ok(emit(**tx, env, &notice, Some(sub), Some(&a.id), now)?))
+        self.write_unannounced(|tx| {
+            let first = tx
+                .prepare_cached(
+                    "INSERT INTO aaep_courtesy_sent (subscription_id, approval_id, kind, at) \
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (subscription_id, approval_id, kind) DO NOTHING",
+                )?
+                .execute(params![sub, a.id, COURTESY_CONFIRMATION, now])?;
+            if first == 0 {
+                return Ok(false);
+            }
+            tx.changed(Change::Events);
+            emit(**tx, env, &notice, Some(sub), Some(&a.id), now)?;
+            Ok(true)
+        })
+    }
+
+    /// Closes bare stream subscription `id` of `principal` (one `GET /aaep/v1/events` opened
+    /// without a `subscription_id`) whose last stream ended at `ended_at` (Unix ms), unless a
+    /// stream marked it seen after that ([`Store::touch_subscription`]: one reopened it by id,
+    /// perhaps on another replica) or it is closed already; `aaep.closed` audited, saying why.
+    /// `true` when it closed. Found by review: it stayed open, counted against the operator's
+    /// [`MAX_OPEN_PER_OPERATOR`] and was read again on every change.
+    pub fn close_ended_stream(
+        &self,
+        id: &str,
+        principal: &str,
+        ended_at: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE aaep_subscriptions SET closed_at = ?4 WHERE id = ?1 AND principal = ?2 \
+                     AND closed_at IS NULL AND coalesce(last_seen_at, created_at) <= ?3",
+                )?
+                .execute(params![id, principal, ended_at, now])?;
+            if n == 1 {
+                tx.changed(Change::Subscriptions);
+                let why = "its stream ended (a stream opened without a subscription_id)";
+                let data = json!({"subscription_id": id, "why": why});
+                audit::append(**tx, now, "aaep.closed", None, principal, &data)?;
+            }
+            Ok(n == 1)
+        })
     }
 
     /// Prunes the AAEP log and subscriptions (run by the audit retention sweep,
@@ -197,7 +245,9 @@ impl Store {
     /// before `cutoff` or, open, whose stream was last seen before it
     /// ([`Store::touch_subscription`]; found by review: one was made for every event stream
     /// opened without an id and never closed, and each held call read them all for their
-    /// timeout extensions), at most `max` of them. Returns how many rows went. A stream reopened
+    /// timeout extensions), at most `max` of them, and the courtesy notices sent record of
+    /// subscriptions no longer stored (`aaep_courtesy_sent`), at most `max`. Returns how many
+    /// rows went. A stream reopened
     /// with a `Last-Event-ID` naming a pruned event resumes [`RESUME_WINDOW`] events back (the
     /// server's `/aaep/v1/events`). Before, neither
     /// table was ever pruned: every approval's events and every stream's subscription stayed
@@ -222,7 +272,14 @@ impl Store {
                 // Their timeout extensions no longer count (every replica re-reads them).
                 tx.changed(Change::Subscriptions);
             }
-            Ok(events + subscriptions)
+            // The courtesy notices sent to subscriptions no longer stored (none can reply).
+            let courtesy = tx.execute(
+                "DELETE FROM aaep_courtesy_sent WHERE subscription_id IN (SELECT c.subscription_id \
+                 FROM aaep_courtesy_sent c WHERE NOT EXISTS \
+                 (SELECT 1 FROM aaep_subscriptions s WHERE s.id = c.subscription_id) LIMIT ?1)",
+                params![max],
+            )?;
+            Ok(events + subscriptions + courtesy)
         })?)
     }
 
@@ -257,6 +314,10 @@ impl Store {
     }
 }
 
+/// The kind of courtesy notice [`Store::courtesy_notice`] sends: a late `confirmation.reply`
+/// (a row of `aaep_courtesy_sent.kind`).
+pub const COURTESY_CONFIRMATION: &str = "confirmation";
+
 /// How many events back a new subscription may resume (`resume_after`): an older
 /// `Last-Event-ID` resumes this many events back, so a reconnect cannot replay the whole log
 /// (found by review). Any pending confirmation is far newer at any realistic rate.
@@ -276,7 +337,12 @@ fn resume_start(head: i64, resume: i64) -> i64 {
 pub const MAX_OPEN_PER_OPERATOR: usize = 16;
 
 /// Closes `principal`'s open subscriptions beyond [`MAX_OPEN_PER_OPERATOR`], oldest first,
-/// keeping `new` (just opened) and the newest others.
+/// keeping `new` (just opened) and the newest others. Runs in the write transaction that
+/// inserted `new`, and every write transaction of every replica is serialised (SQLite
+/// `BEGIN IMMEDIATE`; PostgreSQL's schema-wide advisory write lock, taken with `BEGIN` before
+/// any statement reads: [`crate::db::Conn::write`]), so the count always sees every other
+/// replica's committed subscriptions and two replicas subscribing at once cannot both pass
+/// the cap (store test `two_replicas_subscribing_at_once_never_pass_an_operators_cap`).
 fn close_beyond_cap(
     tx: &crate::db::Tx<'_>,
     principal: &str,

@@ -223,3 +223,84 @@ fn a_replica_with_a_clock_ahead_does_not_take_a_running_lease() {
             .is_none()
     );
 }
+
+/// Attack (raised by review): two replicas subscribing for one operator at the same moment
+/// each count the operator's open subscriptions before the other's insert is visible, and
+/// both pass the cap of 16 (`MAX_OPEN_PER_OPERATOR`). The count, the insert and the closing of
+/// the oldest run in one write transaction, and every write transaction of every replica is
+/// serialised (SQLite `BEGIN IMMEDIATE`; on PostgreSQL the schema's advisory write lock taken
+/// with `BEGIN`), so however many subscribe at once, exactly 16 stay open.
+#[test]
+fn two_replicas_subscribing_at_once_never_pass_an_operators_cap() {
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let cap = 16; // `MAX_OPEN_PER_OPERATOR` (subscriptions.rs)
+        let request = serde_json::json!({"type": "subscription.request", "subscriber_id": "racer"});
+        let honored = serde_json::json!({});
+        let threads = 2 * cap + 8;
+        let start = std::sync::Barrier::new(threads);
+        std::thread::scope(|s| {
+            for i in 0..threads {
+                let (store, start, request, honored) =
+                    (if i % 2 == 0 { &a } else { &b }, &start, &request, &honored);
+                s.spawn(move || {
+                    start.wait();
+                    store
+                        .subscribe("alice", request, honored, None, 1_000 + i as i64)
+                        .unwrap();
+                });
+            }
+        });
+        let conn = db.connect().unwrap();
+        let open: i64 = crate::pgkit::value(
+            conn.conn(),
+            "SELECT count(*) FROM aaep_subscriptions WHERE principal = 'alice' AND closed_at IS NULL",
+            [],
+        );
+        assert_eq!(open, cap as i64, "on {db:?}");
+        let closed: i64 = crate::pgkit::value(
+            conn.conn(),
+            "SELECT count(*) FROM audit WHERE kind = 'aaep.closed'",
+            [],
+        );
+        assert_eq!(closed, (threads - cap) as i64, "each close audited once");
+    });
+}
+
+/// Attack (found by review): every late `confirmation.reply` sent one more courtesy notice
+/// (AAEP §6.3.5), so a subscriber could grow the event log as fast as it posted one reply, on
+/// any replica. The notice is recorded with the event it sends: another replica asked for the
+/// same subscription and approval sends none, another subscription gets its own, and
+/// retention removes the record with its subscription.
+#[test]
+fn a_courtesy_notice_sent_by_one_replica_is_not_sent_again_by_another() {
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let (id, _) = crate::approved(&a, 1, 5_000, false);
+        let rec = a.get_approval(&id).unwrap().unwrap();
+        let none = serde_json::json!({});
+        let sub = a.subscribe("alice", &none, &none, None, 6_000).unwrap();
+        let other = b.subscribe("alice", &none, &none, None, 6_000).unwrap();
+        assert!(a.courtesy_notice(&sub.id, &rec, "rpl_late", 7_000).unwrap());
+        assert!(!b.courtesy_notice(&sub.id, &rec, "rpl_late", 7_001).unwrap());
+        assert!(!a.courtesy_notice(&sub.id, &rec, "rpl_late", 7_002).unwrap());
+        assert!(
+            b.courtesy_notice(&other.id, &rec, "rpl_late", 7_003)
+                .unwrap()
+        );
+        let conn = db.connect().unwrap();
+        let count = |sql: &str| -> i64 { crate::pgkit::value(conn.conn(), sql, []) };
+        let sent = "SELECT count(*) FROM aaep_events WHERE subscription_id IS NOT NULL";
+        assert_eq!(count(sent), 2);
+        assert!(a.close_subscription(&sub.id, "alice", 8_000).unwrap());
+        b.touch_subscription(&other.id, 100_000).unwrap();
+        a.prune_aaep(50_000, 1_000).unwrap();
+        assert!(a.subscription(&sub.id).unwrap().is_none());
+        let left = "SELECT count(*) FROM aaep_courtesy_sent";
+        assert_eq!(
+            count(left),
+            1,
+            "the pruned subscription's record went with it"
+        );
+    });
+}

@@ -37,7 +37,10 @@ impl Sse {
         if let Some(l) = last {
             r = r.header("Last-Event-ID", l);
         }
-        let resp = r.send().await.unwrap();
+        Sse::from_response(r.send().await.unwrap())
+    }
+    /// The stream of a response already received; asserts 200 and `text/event-stream`.
+    pub fn from_response(resp: reqwest::Response) -> Sse {
         assert_eq!(resp.status(), StatusCode::OK);
         assert!(
             resp.headers()["content-type"]

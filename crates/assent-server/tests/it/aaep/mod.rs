@@ -8,5 +8,6 @@ mod clarifications;
 mod confirmations;
 mod quorum;
 mod replies;
+mod stream_ends;
 mod streams;
 mod timeouts;
