@@ -19,7 +19,9 @@ pub const MIN_PREFIX_VALUES: usize = 3;
 /// Prefixes weighed per argument at the most (the most used first).
 const MAX_PREFIXES: usize = 64;
 
-/// Arguments weighed per tool at the most (in key order).
+/// Arguments weighed per tool at the most: a tool whose calls vary in more gets no
+/// constraint at all (found by review: the first 32 in key order were weighed, so 31 made-up
+/// arguments sorting first pushed `amount` out, and a made-up one mirroring it won unopposed).
 const MAX_KEYS: usize = 32;
 
 /// Text that must never be generalised by a prefix: an address (`ops-team@corp.com` must not
@@ -177,7 +179,7 @@ impl Constraint {
 
     /// For ties: a number bound (amounts are asked about by size), then a list of the values
     /// seen, then a prefix (which generalises to strings never seen, so it comes last).
-    pub(crate) fn rank(&self) -> u8 {
+    fn rank(&self) -> u8 {
         match self {
             Constraint::Within { .. } | Constraint::AtLeast { .. } => 0,
             Constraint::OneOf { .. } => 1,
@@ -213,8 +215,8 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
 /// confirmed in [true]" suggested — a missing argument holds no pattern, so presence alone
 /// separated the sides — and 32 made-up keys sorting first pushed `amount` out of the
 /// weighing), and not one whose value is the same on every call. Arguments whose name has a
-/// dot are not weighed (a condition would also read them as paths into nested objects), nor
-/// more than 32 arguments of a tool.
+/// dot are not weighed (a condition would also read them as paths into nested objects), and
+/// calls varying in more than 32 arguments give nothing ([`MAX_KEYS`]).
 pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Constraint, usize)> {
     let mut keys = common_keys(yes.iter().chain(no));
     // One value on every call separates nothing: such arguments (made up by the dozen, they
@@ -224,7 +226,9 @@ pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Co
         let first = values.next();
         values.any(|v| Some(v) != first)
     });
-    let keys = keys.into_iter().take(MAX_KEYS);
+    if keys.len() > MAX_KEYS {
+        return Vec::new();
+    }
     let mut found: Vec<Constraint> = Vec::new();
     for key in keys {
         let vals: Vec<&Value> = yes.iter().filter_map(|a| a.get(key.as_str())).collect();
@@ -363,7 +367,8 @@ fn scalar_key(v: &Value) -> Option<String> {
 }
 
 /// The values of `vals` that none of `others` has, when there are at most [`MAX_VALUES`]
-/// (it stops at the first one more).
+/// (it stops at the first one more) and at most half as many as `vals` (a list's values
+/// recur: one value a call, an id or a memo, is no pattern).
 fn one_of(key: &str, vals: &[&Value], others: &[&Value]) -> Option<Constraint> {
     let other: std::collections::HashSet<String> =
         others.iter().filter_map(|o| scalar_key(o)).collect();
@@ -381,7 +386,9 @@ fn one_of(key: &str, vals: &[&Value], others: &[&Value]) -> Option<Constraint> {
             values.push((*v).clone());
         }
     }
-    if values.is_empty() {
+    // A list is a pattern only where its values recur: as many values as calls (an id, a
+    // memo) is a record of what was seen, and would tie with every real pattern.
+    if values.is_empty() || values.len() * 2 > vals.len() {
         return None;
     }
     values.sort_by_key(|v| v.to_string());

@@ -6,8 +6,8 @@
 //! For each tool (and MCP server), over the held calls a person approved or rejected
 //! ([`mine::ranked`]): the one-argument [`Constraint`] covering the most approved calls and no
 //! rejected one, with at least `min_decisions` calls (the next best when the first cannot be
-//! written into the rules), and none when a constraint of the same kind on another argument
-//! covers as many (the agent writes every argument: which one people judged is unknown). Its prompt sources ([`edit::sources`]:
+//! written into the rules), and none when a constraint on another argument covers as many
+//! (the agent writes every argument: which one people judged is unknown). Its prompt sources ([`edit::sources`]:
 //! the governance rules and the agent declaration that require approval of those calls) are
 //! narrowed with "and not the pattern"; a call held for another reason (risk tier R3 or more,
 //! irreversible, a threshold or scope trigger) gives no suggestion, since a condition cannot
@@ -187,15 +187,13 @@ pub fn suggest(
         let secret = redacted(reg, &g);
         let open = |(c, _): &(Constraint, usize)| !secret(c.key());
         let found = mine::ranked(&yes, &no, min, true);
-        // Not where a constraint of the same kind on another argument separates the decisions
-        // as well: which argument the people judged is unknown, and the agent writes them all
-        // (found by review: a made-up `a_amount` mirroring `amount` sorted first and was
-        // suggested).
-        let tied = |(c, n): &(Constraint, usize)| {
-            found
-                .iter()
-                .any(|(o, m)| m == n && o.key() != c.key() && o.rank() <= c.rank())
-        };
+        // Not where a constraint on another argument separates the decisions as well: which
+        // argument the people judged is unknown, and the agent writes them all (found by
+        // review: a made-up `a_amount` mirroring `amount` sorted first and was suggested; a
+        // made-up number tagging the calls of the vendors people approve beat the list of
+        // those vendors by its kind).
+        let tied =
+            |(c, n): &(Constraint, usize)| found.iter().any(|(o, m)| m == n && o.key() != c.key());
         let removals = found.iter().filter(|f| open(f) && !tied(f)).cloned();
         if let Some(sg) = removals
             .take(MAX_TRIED)

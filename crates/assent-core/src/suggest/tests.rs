@@ -623,4 +623,34 @@ fn a_made_up_argument_tying_with_a_real_one_gets_no_prompt_removed() {
     assert_eq!(s.pattern.key(), "amount");
     let mirrored = pays(&yes, &[500, 900], |a| json!({"amount": a, "a_amount": a}));
     assert!(removal(&mirrored).is_none(), "{:?}", removal(&mirrored));
+    // A made-up number tagging the calls of the vendors people approve ties with the list of
+    // those vendors: it does not win by being a range.
+    let vendor = |a: i64| {
+        if a < 500 {
+            ["acme", "globex"][(a / 10 % 2) as usize]
+        } else {
+            "evil"
+        }
+    };
+    let listed = pays(&yes, &[500, 900], |a| json!({"vendor": vendor(a)}));
+    let s = removal(&listed).expect("a removal on vendor alone");
+    assert_eq!(s.pattern.key(), "vendor");
+    let code = |a: i64| if a < 500 { 1 } else { 999 };
+    let tagged = pays(
+        &yes,
+        &[500, 900],
+        |a| json!({"vendor": vendor(a), "a_code": code(a)}),
+    );
+    assert!(removal(&tagged).is_none(), "{:?}", removal(&tagged));
+    // 31 made-up arguments varying at random, sorting before `amount`, and one mirroring it:
+    // `amount` was never weighed, and the mirror won unopposed. Calls varying in more than 32
+    // arguments give nothing.
+    let crowded = pays(&yes, &[500, 900], |a| {
+        let mut v = json!({"amount": a, "a_00": a});
+        for k in 1..32 {
+            v[format!("a_{k:02}")] = json!(format!("r{}", a * 31 + k));
+        }
+        v
+    });
+    assert!(removal(&crowded).is_none(), "{:?}", removal(&crowded));
 }
