@@ -91,9 +91,10 @@ try {
   assert.equal(perDay.reduce((a, b) => a + b, 0), 5, "the days add up to the prompts");
   assert.ok([30, 31].includes(perDay.length), `every day of the last 30: ${perDay.length}`);
 
-  step("a planted pattern: ten refunds to acct-… approved, one to ext-9 rejected, suggested with its YAML");
+  step("a planted pattern: ten refunds to five acct-… approved, one to ext-9 rejected, suggested with its YAML");
   for (let i = 0; i < 11; i++) {
-    const to = i < 10 ? `acct-${i}` : "ext-9";
+    // Each account twice: a list is a pattern only where its values recur.
+    const to = i < 10 ? `acct-${i % 5}` : "ext-9";
     const r = await api("POST", "/v1/tool-calls", AGENT, {
       agent: "pay_bot", session_id: `refund-${i}`, tool: "refund", arguments: { to },
     });
@@ -102,7 +103,7 @@ try {
   }
   await page.reload();
   const first = page.locator("#suggestions > li").first();
-  // Ten values: listed, not generalised to every acct-… (a prefix only where too many to list).
+  // Five values: listed, not generalised to every acct-… (a prefix only where too many to list).
   assert.match(await first.textContent(), /refund: ask unless to in \["acct-0","acct-1",/);
   const [, before, after] = (await first.textContent()).match(/prompts (\d+) → (\d+)/);
   assert.equal(before - after, 10, "exactly the ten planted prompts go");
@@ -111,7 +112,7 @@ try {
   assert.equal(exported.status(), 200);
   assert.match(exported.headers()["content-type"], /^application\/yaml/);
   assert.match(await exported.text(), /not_in:/);
-  assert.match(await exported.text(), /acct-9/);
+  assert.match(await exported.text(), /acct-4/);
 
   step("axe-core: no violation at all");
   await axe(page, "insights");
