@@ -61,19 +61,20 @@ const KNOWN_ADDRESSES: usize = 64;
 const RENOTE_AFTER: Duration = Duration::from_secs(60);
 
 /// Single sign-on starts (`GET /ui/oidc/start`) one client network ([`network`]) may make in
-/// a burst before [`SSO_START_EVERY`] applies.
-pub const SSO_START_BURST: u32 = 10;
-/// One more single sign-on start per client network is allowed every this long (2 minutes).
-/// With [`SSO_START_BURST`], at most 10 + 600 / 120 = 15 starts fit in a sign-in's 10 minutes:
-/// fewer than the 16 sign-ins in progress the store keeps per client, so no flood of starts
-/// from one network (a NAT, a /64) can push out a sign-in begun there before it expires.
-pub const SSO_START_EVERY: Duration = Duration::from_secs(120);
+/// a burst before [`SSO_START_EVERY`] applies: an office behind one NAT signing in at 9:00.
+pub const SSO_START_BURST: u32 = 40;
+/// One more single sign-on start per client network is allowed every this long (30 s). With
+/// [`SSO_START_BURST`], at most 40 + 600 / 30 = 60 starts fit in a sign-in's 10 minutes: fewer
+/// than the 64 sign-ins in progress the store lets one client hold, so on one replica a flood
+/// is answered here, with `Retry-After`. The store's bound is what holds across replicas
+/// (each counts its own starts): it refuses, and never replaces a sign-in in progress.
+pub const SSO_START_EVERY: Duration = Duration::from_secs(30);
 /// Single sign-on starts one IPv6 /48 (a site: 65,536 /64 networks) may make in a burst.
-pub const SSO_SITE_BURST: u32 = 64;
-/// One more single sign-on start per IPv6 /48 every this long (5 s): one site holds at most
-/// 64 + 120 sign-ins in progress at once, so filling the store's global bound of 10,000 takes
-/// dozens of /48s, not one.
-pub const SSO_SITE_EVERY: Duration = Duration::from_secs(5);
+pub const SSO_SITE_BURST: u32 = 256;
+/// One more single sign-on start per IPv6 /48 every this long (2 s): one site holds at most
+/// 256 + 300 sign-ins in progress at once, so filling the store's global bound of 100,000
+/// takes some 180 /48s, not one.
+pub const SSO_SITE_EVERY: Duration = Duration::from_secs(2);
 
 pub use crate::config::RateLimits;
 

@@ -33,29 +33,34 @@ pub struct OidcLogin {
 const MAX_FIELD: usize = 4096;
 
 /// Most sign-ins in progress at once: starting one needs no key, so the table is bounded
-/// (past it, new SSO sign-ins wait until some expire; key sign-in is unaffected).
-pub const MAX_IN_PROGRESS: i64 = 10_000;
+/// (past it, new SSO sign-ins wait until some expire; key sign-in is unaffected). A row is a
+/// few hundred bytes: the bound is about 30 MB.
+pub const MAX_IN_PROGRESS: i64 = 100_000;
 
-/// Most sign-ins in progress started by one client: a new one past it replaces that client's
-/// oldest (a person who starts again is never refused; one address cannot hold more).
+/// Most sign-ins in progress started by one client (a network: the server's digest of it);
+/// past it, its next start is refused until one finishes or expires. None is ever replaced.
 ///
-/// Attack (found by review): 10,000 `GET /ui/oidc/start` from one address (17 a second keeps
-/// it so) filled [`MAX_IN_PROGRESS`] and every operator's SSO sign-in was refused.
-pub const MAX_PER_CLIENT: i64 = 16;
+/// Attacks (found by review): 10,000 `GET /ui/oidc/start` from one address (17 a second keeps
+/// it so) filled [`MAX_IN_PROGRESS`] and every operator's SSO sign-in was refused; and when a
+/// client's start past the bound replaced its oldest, a neighbour behind the same NAT (or, with
+/// replicas each counting its own starts, anyone sharing the address) replaced the sign-in a
+/// person had in progress.
+pub const MAX_PER_CLIENT: i64 = 64;
 
 impl Store {
     /// Stores sign-in `l` under `state_sha256` (64 hex), started by the client whose digest is
-    /// `client_sha256` (64 hex: the server's digest of its address), removes those that expired
-    /// before `now` (Unix ms) and, past [`MAX_PER_CLIENT`] of that client's, its oldest.
-    /// `Invalid` for a digest that is not 64 lowercase hex digits, a field longer than 4096
-    /// bytes, or when [`MAX_IN_PROGRESS`] sign-ins are in progress already.
+    /// `client_sha256` (64 hex: the server's digest of its network), after removing those that
+    /// expired before `now` (Unix ms): `true`; `false` (nothing stored) when that client has
+    /// [`MAX_PER_CLIENT`] in progress already — counted in the write transaction, so every
+    /// replica's starts together. `Invalid` for a digest that is not 64 lowercase hex digits,
+    /// a field longer than 4096 bytes, or when [`MAX_IN_PROGRESS`] sign-ins are in progress.
     pub fn put_oidc_login(
         &self,
         state_sha256: &str,
         client_sha256: &str,
         l: &OidcLogin,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         check_digest(state_sha256)?;
         check_digest(client_sha256)?;
         check_digest(&l.browser_sha256)?;
@@ -68,13 +73,13 @@ impl Store {
             ));
         }
         self.write_unannounced(|tx| {
-            tx.execute(
-                "DELETE FROM oidc_logins WHERE client_sha256 = ?1 AND state_sha256 NOT IN \
-                 (SELECT state_sha256 FROM oidc_logins WHERE client_sha256 = ?1 \
-                  ORDER BY expires_at DESC, state_sha256 LIMIT ?2)",
-                params![client_sha256, MAX_PER_CLIENT - 1],
-            )?;
             let n = single_use::prune_and_count(tx, "oidc_logins", "expires_at", now, None)?;
+            let mine: i64 = tx
+                .prepare_cached("SELECT COUNT(*) FROM oidc_logins WHERE client_sha256 = ?1")?
+                .query_row(params![client_sha256], |r| r.get(0))?;
+            if mine >= MAX_PER_CLIENT {
+                return Ok(false);
+            }
             if n >= MAX_IN_PROGRESS {
                 return Err(StoreError::Invalid(format!(
                     "{n} single sign-on sign-ins are in progress; wait until some expire"
@@ -84,7 +89,7 @@ impl Store {
                 "INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at, client_sha256) VALUES (?1,?2,?3,?4,?5,?6,?7)",
                 params![state_sha256, l.browser_sha256, l.nonce, l.pkce_verifier, l.next, l.expires_at, client_sha256],
             )?;
-            Ok(())
+            Ok(true)
         })
     }
 

@@ -103,19 +103,20 @@ impl Store {
             key_binding,
             "a dashboard session's key binding is 64 lowercase hex digits",
         )?;
-        self.insert_ui_session(id_sha256, s, ("key", "[]", key_binding), now)
+        self.insert_ui_session(id_sha256, s, ("key", "[]", key_binding), (now, now))
     }
 
     /// Stores a single sign-on session `s` (issue 14 §7) with what its claims were granted,
-    /// like [`Store::start_ui_session`]. `Invalid` for a bad id, no role, more than 256
-    /// roles, a role that is empty or over 256 bytes, more than 1,000 groups, or a group
-    /// that is empty or over 256 bytes.
+    /// like [`Store::start_ui_session`], authenticated at `authenticated_at` (Unix ms: the
+    /// provider's `auth_time`, which may be long before `now`; expired sessions are removed
+    /// by `now`). `Invalid` for a bad id, no role, more than 256 roles, a role that is empty
+    /// or over 256 bytes, more than 1,000 groups, or a group that is empty or over 256 bytes.
     pub fn start_sso_ui_session(
         &self,
         id_sha256: &str,
         s: &UiSession,
         grant: &SsoGrant,
-        now: i64,
+        (authenticated_at, now): (i64, i64),
     ) -> Result<(), StoreError> {
         check_digest(id_sha256)?;
         let bad = |v: &[String], most: usize| {
@@ -128,26 +129,27 @@ impl Store {
             ));
         }
         let grant = serde_json::to_string(grant).expect("strings serialise");
-        self.insert_ui_session(id_sha256, s, ("oidc", &grant, ""), now)
+        self.insert_ui_session(id_sha256, s, ("oidc", &grant, ""), (authenticated_at, now))
     }
 
     /// Stores `s` under `id_sha256` (checked by the caller) as a session of `kind` (`key` or
     /// `oidc`) with `roles` (`[]` for a key's session; an SSO grant's JSON) and `key_binding`
-    /// (empty for SSO), authenticated at `now` (its sign-in:
+    /// (empty for SSO), authenticated at `authenticated_at` (its sign-in:
     /// [`Store::ui_session_authenticated_at`]), and removes the sessions that ended before
-    /// `now`.
+    /// `now` (found by review: one time served both, so an SSO sign-in without `auth_time`
+    /// removed none).
     fn insert_ui_session(
         &self,
         id_sha256: &str,
         s: &UiSession,
         (kind, roles, key_binding): (&str, &str, &str),
-        now: i64,
+        (authenticated_at, now): (i64, i64),
     ) -> Result<(), StoreError> {
         let row = Row {
             session: s.clone(),
             kind: kind.into(),
             roles: roles.into(),
-            authenticated_at: now,
+            authenticated_at,
             key_binding: key_binding.into(),
         };
         let key = self.seal_key(Sealed::UiSession);
@@ -156,7 +158,7 @@ impl Store {
             tx.execute("DELETE FROM ui_sessions WHERE expires_at <= ?1", [now])?;
             tx.execute(
                 "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, now, seal, key_binding],
+                params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, authenticated_at, seal, key_binding],
             )
             .map(drop)
         })?;

@@ -8,9 +8,10 @@
 //!   http: `super::session::Jar`; `HttpOnly`, `SameSite=Lax`, 10 minutes) in the store, and
 //!   sends the browser to the provider. Starts are limited per client network
 //!   ([`crate::throttle::Throttle::sso_start`]: `429 RATE_LIMITED` with `Retry-After`), and the
-//!   store keeps at most 16 in progress per network, replacing that network's own oldest.
+//!   store holds at most 64 in progress per network (`429` past it, across replicas), never
+//!   replacing one.
 //! - `step_up=1` is a step-up (a sensitive form asks for a recent sign-in): the provider is
-//!   sent `max_age=0` and `prompt=login` (OpenID Connect Core §3.1.2.1), so it must
+//!   sent `max_age=0` (OpenID Connect Core §3.1.2.1), so it must
 //!   authenticate the person again rather than reuse its own session, and the ID token's
 //!   `auth_time` must be no older than the step-up's start (less [`AUTH_TIME_SKEW`]); absent or
 //!   older, the callback is a `403` and starts no session.
@@ -37,7 +38,7 @@ use assent_store::ui_sessions::SsoGrant;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use openidconnect::core::{CoreAuthPrompt, CoreAuthenticationFlow, CoreGenderClaim};
+use openidconnect::core::{CoreAuthenticationFlow, CoreGenderClaim};
 use openidconnect::{
     AuthorizationCode, CsrfToken, IdTokenClaims, Nonce, PkceCodeChallenge, PkceCodeVerifier, Scope,
     TokenResponse as _,
@@ -55,8 +56,9 @@ pub(crate) const AUTH_TIME_SKEW: Duration = Duration::from_secs(30);
 /// browser cannot change; the ID token must carry the whole nonce back).
 const STEP_UP_NONCE: &str = "step-up.";
 
-// No burst of starts from one network within a sign-in's lifetime can replace a sign-in in
-// progress from that network (the store keeps MAX_PER_CLIENT per client, oldest out).
+// On one replica, a network's starts within a sign-in's lifetime stay below what the store
+// lets one client hold, so a flood is answered by the throttle (with Retry-After); across
+// replicas the store refuses (it never replaces a sign-in in progress).
 const _: () = assert!(
     (crate::throttle::SSO_START_BURST as u64
         + LOGIN_TTL.as_secs() / crate::throttle::SSO_START_EVERY.as_secs())
@@ -138,9 +140,9 @@ pub(crate) async fn start(
         )
         .set_pkce_challenge(challenge);
     if step_up {
-        req = req
-            .set_max_age(Duration::ZERO)
-            .add_prompt(CoreAuthPrompt::Login);
+        // `max_age=0` alone (OIDC Core §3.1.2.1: the provider must authenticate again and
+        // return `auth_time`); `prompt=login` is not sent, as some providers refuse it.
+        req = req.set_max_age(Duration::ZERO);
     }
     for s in &sso.config.scopes {
         req = req.add_scope(Scope::new(s.clone()));
@@ -159,7 +161,15 @@ pub(crate) async fn start(
     let stored = st
         .store_task(move |s| s.put_oidc_login(&key, &client, &login, now_ms()))
         .await;
-    if !matches!(stored, Ok(Ok(()))) {
+    if matches!(stored, Ok(Ok(false))) {
+        tracing::warn!("an SSO start refused: its network holds the most sign-ins in progress");
+        return secured(crate::throttle::too_many(
+            "RATE_LIMITED",
+            "Too many single sign-on sign-ins are in progress from this network; finish one, or wait and try again.",
+            Duration::from_secs(60),
+        ));
+    }
+    if !matches!(stored, Ok(Ok(true))) {
         return refused(
             StatusCode::SERVICE_UNAVAILABLE,
             "Try again",
@@ -173,7 +183,7 @@ pub(crate) async fn start(
 }
 
 /// The digest a sign-in in progress is kept under for its client (`assent_store::oidc_logins::
-/// MAX_PER_CLIENT` of them at most, a new one replacing that client's oldest): its network as
+/// MAX_PER_CLIENT` of them at most, none ever replaced): its network as
 /// the throttles count it ([`crate::throttle::network`]: an IPv4 address whole, an IPv6
 /// address by its /64), no address (a Unix socket) as one client.
 ///

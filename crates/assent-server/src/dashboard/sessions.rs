@@ -84,7 +84,7 @@ async fn store_new(
     let stored = st
         .store_task(move |store| match &how {
             SignedInWith::Key { binding } => store.start_ui_session(&key, &stored, binding, at),
-            SignedInWith::Sso(g) => store.start_sso_ui_session(&key, &stored, g, at),
+            SignedInWith::Sso(g) => store.start_sso_ui_session(&key, &stored, g, (at, now_ms())),
         })
         .await;
     match stored {

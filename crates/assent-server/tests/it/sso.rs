@@ -321,7 +321,7 @@ pub(crate) fn sso_session(
         roles: strings(roles),
         groups: strings(groups),
     };
-    gw.with_store(|st| st.start_sso_ui_session(&sha(&id), &s, &grant, 0))
+    gw.with_store(|st| st.start_sso_ui_session(&sha(&id), &s, &grant, (0, 0)))
         .unwrap();
     (format!("assent_ui={id}"), s.csrf)
 }

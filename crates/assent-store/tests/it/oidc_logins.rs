@@ -82,7 +82,7 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
             groups: vec!["fin".to_string()],
         };
         store
-            .start_sso_ui_session(&"ab".repeat(32), &s, &grant, 0)
+            .start_sso_ui_session(&"ab".repeat(32), &s, &grant, (0, 0))
             .unwrap();
         store
             .start_ui_session(&"ef".repeat(32), &s, &"01".repeat(32), 0)
@@ -150,7 +150,7 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
         ] {
             assert!(
                 store
-                    .start_sso_ui_session(&"12".repeat(32), &s, &bad, 0)
+                    .start_sso_ui_session(&"12".repeat(32), &s, &bad, (0, 0))
                     .is_err(),
                 "{why}"
             );
@@ -195,9 +195,11 @@ fn sign_ins_in_progress_are_bounded() {
 }
 
 /// Attack (found by review): starting an SSO sign-in needs no key, and 10,000 starts from one
-/// address filled the global bound, so every operator's SSO sign-in was refused. One client
-/// holds at most `MAX_PER_CLIENT` sign-ins in progress: its next start replaces its oldest,
-/// and other clients' sign-ins are untouched.
+/// address filled the global bound, so every operator's SSO sign-in was refused; and when a
+/// client's start past its share replaced its oldest, a neighbour sharing its address
+/// replaced the sign-in a person had in progress. One client holds at most `MAX_PER_CLIENT`:
+/// its next start is refused (nothing stored), none is replaced, and other clients' sign-ins
+/// and starts are untouched.
 #[test]
 fn one_client_holds_at_most_its_share_of_sign_ins_in_progress() {
     use assent_store::oidc_logins::MAX_PER_CLIENT;
@@ -205,42 +207,78 @@ fn one_client_holds_at_most_its_share_of_sign_ins_in_progress() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::open(dir.path(), db);
         let (flooder, victim) = ("f0".repeat(32), "0a".repeat(32));
-        store
-            .put_oidc_login(&"ee".repeat(32), &victim, &login("bb", 10_000), 0)
-            .unwrap();
         let state = |i: i64| format!("{i:064x}");
-        for i in 0..3 * MAX_PER_CLIENT {
-            store
-                .put_oidc_login(&state(i), &flooder, &login("aa", 10_000 + i), i)
-                .unwrap();
-        }
-        let conn = db.connect().unwrap();
-        let held: i64 = crate::pgkit::value(
-            conn.conn(),
-            "SELECT COUNT(*) FROM oidc_logins WHERE client_sha256 = ?1",
-            [&flooder],
-        );
-        assert_eq!(held, MAX_PER_CLIENT);
-        // The flooder's newest is kept, its oldest replaced; the victim's is still there.
-        let newest = state(3 * MAX_PER_CLIENT - 1);
+        // The person's sign-in, begun first from the address the flooder shares.
         assert!(
             store
-                .take_oidc_login(&newest, &"aa".repeat(32), 1)
+                .put_oidc_login(&"ee".repeat(32), &flooder, &login("bb", 10_000), 0)
                 .unwrap()
-                .is_some()
         );
+        let stored: Vec<bool> = (0..2 * MAX_PER_CLIENT)
+            .map(|i| {
+                store
+                    .put_oidc_login(&state(i), &flooder, &login("aa", 10_000 + i), i)
+                    .unwrap()
+            })
+            .collect();
+        let kept = stored.iter().filter(|s| **s).count() as i64;
+        assert_eq!(kept, MAX_PER_CLIENT - 1, "{stored:?}");
+        // Another client still starts; the person's sign-in is still there.
         assert!(
             store
-                .take_oidc_login(&state(0), &"aa".repeat(32), 1)
+                .put_oidc_login(&"dd".repeat(32), &victim, &login("cc", 10_000), 1)
                 .unwrap()
-                .is_none()
         );
         assert!(
             store
                 .take_oidc_login(&"ee".repeat(32), &"bb".repeat(32), 1)
                 .unwrap()
                 .is_some(),
-            "another client's sign-in survives the flood"
+            "the person's sign-in was replaced"
+        );
+        // One finished: the client may start one more.
+        assert!(
+            store
+                .put_oidc_login(&state(999), &flooder, &login("aa", 10_000), 2)
+                .unwrap()
+        );
+    });
+}
+
+/// Found by review: a single sign-on session's authentication time (the provider's
+/// `auth_time`, `0` when it sends none) also served as the time expired sessions were removed
+/// by, so such sign-ins never removed any and an SSO-only gateway kept every expired row.
+#[test]
+fn an_sso_sign_in_without_auth_time_still_removes_expired_sessions() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::open(dir.path(), db);
+        let session = |expires_at| UiSession {
+            operator: "oidc:alice".into(),
+            csrf: "cd".repeat(32),
+            expires_at,
+        };
+        let grant = SsoGrant {
+            roles: vec!["ops".to_string()],
+            groups: vec![],
+        };
+        let (old, new) = ("aa".repeat(32), "ab".repeat(32));
+        store
+            .start_sso_ui_session(&old, &session(1_000), &grant, (0, 0))
+            .unwrap();
+        store
+            .start_sso_ui_session(&new, &session(90_000), &grant, (0, 5_000))
+            .unwrap();
+        let conn = db.connect().unwrap();
+        let left: i64 = crate::pgkit::value(
+            conn.conn(),
+            "SELECT COUNT(*) FROM ui_sessions WHERE id_sha256 = ?1",
+            [&old],
+        );
+        assert_eq!(left, 0, "the expired session was kept");
+        assert_eq!(
+            store.ui_session_authenticated_at(&new, 6_000).unwrap(),
+            Some(0)
         );
     });
 }
