@@ -137,6 +137,33 @@ pub(crate) const MAX_TOOLS: usize = 100_000;
 /// At most this many pages of one upstream's tool list are read.
 pub(crate) const MAX_PAGES: usize = 1_000;
 
+/// At most this many bytes of tool definitions (each as compact JSON) are read from one
+/// upstream's list (32 MiB); a list past it fails closed (found by review: 1,000 pages of up
+/// to 16 MiB each could be held as parsed JSON, gigabytes on the gateway's host).
+pub(crate) const MAX_LIST_BYTES: usize = 32 * 1024 * 1024;
+
+/// Why a list past [`MAX_LIST_BYTES`] failed (the hub's and the stdio proxy's words).
+pub(crate) fn too_many_bytes() -> String {
+    format!("tools/list holds more than {MAX_LIST_BYTES} bytes of tool definitions")
+}
+
+/// The length of `v` as compact JSON, in bytes, counted without building the text.
+pub(crate) fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
 /// One upstream's whole tool list is read within this long (30 s).
 pub(crate) const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 

@@ -234,30 +234,34 @@ pub(super) fn told(e: &rmcp::ServiceError) -> String {
     }
 }
 
-use crate::kit::{LIST_TIMEOUT, MAX_PAGES, MAX_TOOLS};
+use crate::kit::{LIST_TIMEOUT, MAX_LIST_BYTES, MAX_PAGES, MAX_TOOLS, json_len, too_many_bytes};
 
 /// How long the hub waits for an upstream's answer to a `tools/call` (a tool may take its
 /// time; an upstream that never answers must not hold the call forever).
 pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Reads `peer`'s tool list page by page (not rmcp's `list_all_tools`, which follows
-/// `nextCursor` without end): at most [`MAX_PAGES`] pages, [`MAX_TOOLS`] tools, within
-/// [`LIST_TIMEOUT`]; a cursor seen twice ends it. Errors (for this upstream only): a failed
+/// `nextCursor` without end): at most [`MAX_PAGES`] pages, [`MAX_TOOLS`] tools and
+/// [`MAX_LIST_BYTES`] of them, within [`LIST_TIMEOUT`]; a cursor seen twice ends it. Errors (for this upstream only): a failed
 /// page, or a bound passed, named.
 async fn list_tools_bounded(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
     let read = async {
         let mut tools = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        let mut cursor = None;
+        let (mut cursor, mut bytes) = (None, 0);
         for _ in 0..MAX_PAGES {
             let params = PaginatedRequestParams::default().with_cursor(cursor);
             let page = peer
                 .list_tools(Some(params))
                 .await
                 .map_err(|e| format!("tools/list failed: {}", told(&e)))?;
+            bytes += page.tools.iter().map(json_len).sum::<usize>();
             tools.extend(page.tools);
             if tools.len() > MAX_TOOLS {
                 return Err(format!("tools/list lists more than {MAX_TOOLS} tools"));
+            }
+            if bytes > MAX_LIST_BYTES {
+                return Err(too_many_bytes());
             }
             match page.next_cursor {
                 None => return Ok(tools),

@@ -25,7 +25,7 @@ pub(super) const PIN_ID_PREFIX: &str = "assent-pins-";
 // The bounds of one check are the hub's (`crate::kit`): a list past MAX_TOOLS or MAX_PAGES,
 // a cursor seen before, or LIST_TIMEOUT from the check's first request fails the check, and
 // no page more is asked for.
-use crate::kit::{LIST_TIMEOUT, MAX_PAGES, MAX_TOOLS};
+use crate::kit::{LIST_TIMEOUT, MAX_LIST_BYTES, MAX_PAGES, MAX_TOOLS, json_len, too_many_bytes};
 
 /// The least time between the starts of two checks again, when the upstream says its tools
 /// changed (found by review: an upstream sending `notifications/tools/list_changed` after
@@ -64,6 +64,8 @@ struct Paging {
     cursors: HashSet<String>,
     /// The pages read so far.
     pages: usize,
+    /// The bytes of the tools read so far (compact JSON).
+    bytes: usize,
 }
 
 /// Where a check is.
@@ -263,7 +265,8 @@ impl Paging {
     }
 
     /// Page `v` read into the check: the next page's request, the whole list, or why it
-    /// failed — an error answer, more than [`MAX_TOOLS`] tools or [`MAX_PAGES`] pages, a
+    /// failed — an error answer, more than [`MAX_TOOLS`] tools, [`MAX_LIST_BYTES`] of them or
+    /// [`MAX_PAGES`] pages, a
     /// cursor given twice, or the deadline passed.
     fn read(&mut self, v: &Value) -> Step {
         if v.get("error").is_some() {
@@ -278,6 +281,10 @@ impl Paging {
             .map_or(&[][..], Vec::as_slice);
         if self.tools.len() + tools.len() > MAX_TOOLS {
             return Step::Failed(format!("tools/list lists more than {MAX_TOOLS} tools"));
+        }
+        self.bytes += tools.iter().map(json_len).sum::<usize>();
+        if self.bytes > MAX_LIST_BYTES {
+            return Step::Failed(too_many_bytes());
         }
         self.tools.extend(tools.iter().cloned());
         match v["result"]["nextCursor"].as_str() {

@@ -200,3 +200,45 @@ fn an_upstream_announcing_changes_during_every_reading_does_not_queue_the_calls(
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// A hub upstream with tool `hello` whose `tools/list` pages without end, each page a tool
+/// described in 1 MiB.
+fn huge_lists() -> String {
+    let list = r#"        c=int((m.get("params") or {}).get("cursor") or 0)
+        r={"tools":[{"name":"t%d"%c,"description":"x"*(1<<20),"inputSchema":{"type":"object"}}],"nextCursor":str(c+1)}"#;
+    py_upstream(list, &py_text("hello"))
+}
+
+/// Found by review: an upstream's list was bounded by pages and tools, not bytes, so 1,000
+/// pages of up to 16 MiB each could be held as parsed JSON on the gateway's host. Past 32 MiB
+/// of tool definitions the upstream is left out of the list, and the gateway stays healthy.
+#[test]
+fn an_upstream_listing_more_than_32_mib_of_tools_is_left_out() {
+    let upstreams = [
+        ("good", Some("[hello]"), &slow_lists()[..]),
+        ("huge", Some("[t0]"), &huge_lists()[..]),
+    ];
+    let (_dir, mut server) = hub_gateway(KEY, &upstreams);
+    let url = server.url.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = hub_client(&url, KEY).await;
+        let list = client.peer().list_tools(None).await.unwrap();
+        let names: Vec<&str> = list.tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["good__hello"], "{names:?}");
+        client.cancel().await.unwrap();
+    });
+    let health = reqwest::blocking::get(format!("{url}/healthz")).unwrap();
+    assert!(health.status().is_success(), "{}", health.status());
+    // The gateway's peak memory (about 130 MiB here): read past the bound, the list held
+    // over 900 MiB.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kib < 400 * 1024, "the gateway held {peak_kib} KiB");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}

@@ -23,7 +23,8 @@ const RULES: &str = "- tool: echo\n  approvers: [ops]\n";
 /// The upstream (Python), logging every line it receives to `log`: tools `echo` and `read`
 /// (answered `Echo: MESSAGE` and `small`). Its `tools/list`, by `mode`: `plain` (one page);
 /// `repeat` (every page names cursor `1` next); `endless` (every page names a fresh cursor
-/// next); `slow` (as `endless`, each page answered after 0.4 s).
+/// next); `slow` (as `endless`, each page answered after 0.4 s); `huge` (as `endless`, each
+/// page's tool described in 1 MiB).
 fn upstream(log: &std::path::Path, mode: &str) -> String {
     format!(
         r#"import json,sys,time
@@ -44,7 +45,8 @@ for line in sys.stdin:
     elif meth=="tools/list":
         n=int((m.get("params") or {{}}).get("cursor") or "0")
         if mode=="slow": time.sleep(0.4)
-        answer({{"tools":[{{"name":"t%d"%n,"inputSchema":{{"type":"object"}}}}],"nextCursor":"1" if mode=="repeat" else str(n+1)}})
+        d="x"*(1<<20) if mode=="huge" else "d"
+        answer({{"tools":[{{"name":"t%d"%n,"description":d,"inputSchema":{{"type":"object"}}}}],"nextCursor":"1" if mode=="repeat" else str(n+1)}})
     elif meth=="tools/call" and m["params"]["name"]=="read":
         answer({{"content":[{{"type":"text","text":"small"}}]}})
     elif meth=="tools/call":
@@ -373,15 +375,17 @@ fn a_call_reusing_a_cancelled_calls_id_gets_its_own_answer() {
 
 /// Review finding: the pin check paged the upstream's `tools/list` with no bound on pages and
 /// no check of its cursors, so an upstream naming the same cursor again, or a fresh one every
-/// time, was paged for as long as it answered. The check fails closed — every call is denied,
-/// naming why — on a cursor given twice, and after the hub's bound of 1,000 pages; no page
-/// more is asked for after that.
+/// time, was paged for as long as it answered, and one page of up to 16 MiB after another was
+/// held until the end. The check fails closed — every call is denied, naming why — on a
+/// cursor given twice, after the hub's bound of 1,000 pages, and past 32 MiB of tool
+/// definitions; no page more is asked for after that.
 #[test]
 fn a_pin_check_stops_at_a_repeated_cursor_or_after_1000_pages() {
     let gw = Gateway::start();
     for (mode, why, pages) in [
         ("repeat", "tools/list repeats a cursor", 2),
         ("endless", "tools/list has more than 1000 pages", 1000),
+        ("huge", "bytes of tool definitions", 32),
     ] {
         let mut p = Proxy::start(&gw, mode);
         p.initialize(false);
