@@ -33,8 +33,9 @@ pub(crate) fn run(cmd: ExportCmd) -> Result<i32> {
 /// line is still JSON of the same value (found by review: the export wrote agent text raw to
 /// the operator's terminal).
 ///
-/// `out` is whole or absent: the lines go to a new file beside it (mode 0600), renamed over
-/// `out` once the last page is written and synced (found by review: a failed run left a
+/// `out` is whole or absent: the lines go to a new file beside it (`.NAME.XXXXXX.partial`,
+/// mode 0600; removed on any error, left only by a run killed midway), renamed over `out`
+/// once the last page is written and synced (found by review: a failed run left a
 /// partial file where a script expected the whole history). Standard output gets each page
 /// as it is read.
 ///
@@ -51,7 +52,15 @@ fn learning_samples(place: &DataPlace, out: Option<PathBuf>) -> Result<i32> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let tmp = tempfile::NamedTempFile::new_in(dir)
+    // Named after `out`, so that one left by a run killed midway says what it is.
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(
+            ".{}.",
+            name.as_deref().unwrap_or("learning-samples")
+        ))
+        .suffix(".partial")
+        .tempfile_in(dir)
         .with_context(|| format!("cannot write in {}", dir.display()))?;
     let mut sink = std::io::BufWriter::new(tmp);
     let written = write_pages(pages, &mut sink)?;
