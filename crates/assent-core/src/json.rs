@@ -302,6 +302,27 @@ pub fn number_is_exact(text: &str) -> bool {
     }
 }
 
+/// The length of `v` as compact JSON text (serde_json's), in bytes, counted without building
+/// the text; 0 for a value that does not serialise. Used to bound what is held by its size
+/// (a learning-export page, an upstream's tool list).
+pub fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => c.0,
+        Err(_) => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -147,22 +147,7 @@ pub(crate) fn too_many_bytes() -> String {
     format!("tools/list holds more than {MAX_LIST_BYTES} bytes of tool definitions")
 }
 
-/// The length of `v` as compact JSON, in bytes, counted without building the text.
-pub(crate) fn json_len(v: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
-}
+pub(crate) use assent_core::json::json_len;
 
 /// One upstream's whole tool list is read within this long (30 s).
 pub(crate) const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);

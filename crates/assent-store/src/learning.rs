@@ -188,19 +188,7 @@ pub struct SamplePage {
 
 /// The JSON text length of `v` in bytes, counted without building the text.
 fn text_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut n = Count(0);
-    let _ = serde_json::to_writer(&mut n, v);
-    n.0
+    assent_core::json::json_len(v)
 }
 
 /// The page of at most `limit` samples (at least 1) after `after` (`None`: from the first),
