@@ -33,6 +33,12 @@ const READ_EVERY: Duration = Duration::from_millis(250);
 /// How often an open stream marks its subscription seen (`last_seen_at`).
 const TOUCH_EVERY: Duration = Duration::from_secs(3600);
 
+/// How often a stream on a bare stream's subscription (`subscriber_id` `sse:…`) marks it seen:
+/// well within [`BARE_GRACE`], so that the replica whose bare stream ended sees this one alive
+/// when its grace is over (found by review: reopened by id on another replica, it was marked
+/// seen once, at its opening, and closed under its stream 30 s after the first one ended).
+const BARE_TOUCH_EVERY: Duration = Duration::from_secs(5);
+
 /// How long a bare stream's subscription stays open after its last stream in this process
 /// ended: a client that learnt its id from the `aaep.subscription` announcement may reopen it
 /// by id (with `Last-Event-ID`) meanwhile and resume on it. After that it is closed
@@ -157,15 +163,10 @@ async fn close_bare_later(bare: Bare, forget: Forget, ended_at: i64) {
     let closed = st
         .store_call(move |s| s.close_ended_stream(&sub, &principal, ended_at, now_ms()))
         .await;
-    match closed {
-        Ok(true) => {
-            st.refresh_extension().await;
-            st.changed();
-        }
-        Ok(false) => {}
-        Err(e) => {
-            tracing::warn!(error = %e.message, "a bare AAEP stream's subscription not closed")
-        }
+    // No stream is woken: none is left on it here, and one elsewhere would have kept it open
+    // (found by review: every close woke every stream of every replica).
+    if let Err(e) = closed {
+        tracing::warn!(error = %e.message, "a bare AAEP stream's subscription not closed");
     }
 }
 
@@ -235,7 +236,11 @@ pub(crate) fn stream(
                 // Seen when it opens and hourly, so retention keeps it ([`Store::prune_aaep`]);
                 // the time is taken here, before the stream can end, so a bare stream's own
                 // mark is never later than its end ([`close_bare_later`]).
-                let touch = touched.is_none_or(|t: std::time::Instant| t.elapsed() > TOUCH_EVERY);
+                let every = match sub.subscriber_id.starts_with("sse:") {
+                    true => BARE_TOUCH_EVERY,
+                    false => TOUCH_EVERY,
+                };
+                let touch = touched.is_none_or(|t: std::time::Instant| t.elapsed() > every);
                 let touch = touch.then(|| {
                     touched = Some(std::time::Instant::now());
                     now_ms()

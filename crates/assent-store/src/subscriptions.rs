@@ -221,7 +221,9 @@ impl Store {
         ended_at: i64,
         now: i64,
     ) -> Result<bool, StoreError> {
-        self.write(|tx| {
+        // Unannounced: no stream is left on it to wake, and a bare subscription extends no
+        // timeout (found by review: each close woke every stream of every replica).
+        self.write_unannounced(|tx| {
             let n = tx
                 .prepare_cached(
                     "UPDATE aaep_subscriptions SET closed_at = ?4 WHERE id = ?1 AND principal = ?2 \
@@ -229,7 +231,6 @@ impl Store {
                 )?
                 .execute(params![id, principal, ended_at, now])?;
             if n == 1 {
-                tx.changed(Change::Subscriptions);
                 let why = "its stream ended (a stream opened without a subscription_id)";
                 let data = json!({"subscription_id": id, "why": why});
                 audit::append(**tx, now, "aaep.closed", None, principal, &data)?;
@@ -273,10 +274,13 @@ impl Store {
                 tx.changed(Change::Subscriptions);
             }
             // The courtesy notices sent to subscriptions no longer stored (none can reply).
+            // By the whole key, so at most `max` rows (found by review: by subscription, every
+            // row of each of `max` subscriptions went).
             let courtesy = tx.execute(
-                "DELETE FROM aaep_courtesy_sent WHERE subscription_id IN (SELECT c.subscription_id \
-                 FROM aaep_courtesy_sent c WHERE NOT EXISTS \
-                 (SELECT 1 FROM aaep_subscriptions s WHERE s.id = c.subscription_id) LIMIT ?1)",
+                "DELETE FROM aaep_courtesy_sent WHERE (subscription_id, approval_id, kind) IN \
+                 (SELECT c.subscription_id, c.approval_id, c.kind FROM aaep_courtesy_sent c \
+                  WHERE NOT EXISTS (SELECT 1 FROM aaep_subscriptions s WHERE s.id = c.subscription_id) \
+                  LIMIT ?1)",
                 params![max],
             )?;
             Ok(events + subscriptions + courtesy)

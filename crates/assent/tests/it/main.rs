@@ -31,6 +31,7 @@ mod receipt;
 mod reload;
 mod replay;
 mod replicas;
+mod replicas_aaep;
 mod retention;
 mod security;
 mod tasks;

@@ -57,7 +57,7 @@ fn replicas(extra: &str) -> Option<(Schema, tempfile::TempDir, PathBuf, [Server;
 /// Runs `test` with [`replicas`] (`extra` appended to their config) — the schema, the config
 /// and the two replicas — then stops both ([`stop_both`]); returns at once with
 /// `ASSENT_TEST_NO_PG=1`.
-fn with_replicas(extra: &str, test: impl FnOnce(&Schema, &Path, &Server, &Server)) {
+pub(crate) fn with_replicas(extra: &str, test: impl FnOnce(&Schema, &Path, &Server, &Server)) {
     let Some((schema, _dir, cfg, [a, b])) = replicas(extra) else {
         return;
     };
@@ -100,7 +100,7 @@ fn propose(url: &str, tool: &str, n: i64) -> Value {
 }
 
 /// A held call's approval id.
-fn held(url: &str, tool: &str, n: i64) -> String {
+pub(crate) fn held(url: &str, tool: &str, n: i64) -> String {
     let v = propose(url, tool, n);
     assert_eq!(v["decision"], "pending", "{v}");
     v["approval_id"].as_str().unwrap().to_string()
@@ -133,7 +133,7 @@ fn read(url: &str, id: &str, wait: u64) -> Value {
 
 /// Opens the AAEP SSE stream on `url` (`subscription_id` and `Last-Event-ID` when given) and
 /// sends each `aaep.event` message as `(id, data)` until the stream ends.
-fn aaep_stream(
+pub(crate) fn aaep_stream(
     url: &str,
     subscription: Option<&str>,
     last: Option<&str>,
@@ -181,7 +181,7 @@ fn aaep_stream(
 }
 
 /// The next `n` AAEP events of `rx` that mention one of `ids` (within 30 s each).
-fn events_about(
+pub(crate) fn events_about(
     rx: &std::sync::mpsc::Receiver<(String, Value)>,
     ids: &[String],
     n: usize,
