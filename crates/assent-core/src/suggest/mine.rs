@@ -34,6 +34,18 @@ fn unsafe_for_prefix(s: &str) -> bool {
 /// invisible one, [`crate::template::visible`]): no pattern is mined from such text, so no
 /// suggestion, nor its YAML, shows what the operator cannot see as it is (found by review:
 /// a right-to-left override in a value reordered the suggestion on the dashboard).
+/// Whether argument name `k` may be weighed: an ASCII identifier (`[A-Za-z_][A-Za-z0-9_]*`,
+/// at most 64 bytes). Found by review: a made-up `аmount` (Cyrillic `а`) looked like `amount`
+/// on the suggestion; a dot would be read as a path into nested objects; hidden characters
+/// hid what the condition keys on.
+fn plain_name(k: &str) -> bool {
+    let mut b = k.bytes();
+    k.len() <= 64
+        && b.next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
 fn hidden(s: &str) -> bool {
     matches!(crate::template::visible(s), std::borrow::Cow::Owned(_))
 }
@@ -257,10 +269,7 @@ fn common_keys<'a>(mut calls: impl Iterator<Item = &'a &'a Value>) -> BTreeSet<&
     let Some(first) = calls.next().and_then(|a| a.as_object()) else {
         return BTreeSet::new();
     };
-    let mut keys: BTreeSet<&String> = first
-        .keys()
-        .filter(|k| !k.contains('.') && !hidden(k))
-        .collect();
+    let mut keys: BTreeSet<&String> = first.keys().filter(|k| plain_name(k)).collect();
     for a in calls {
         let Some(o) = a.as_object() else {
             return BTreeSet::new();

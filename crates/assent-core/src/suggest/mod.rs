@@ -187,14 +187,10 @@ pub fn suggest(
         let secret = redacted(reg, &g);
         let open = |(c, _): &(Constraint, usize)| !secret(c.key());
         let found = mine::ranked(&yes, &no, min, true);
-        // Not where a constraint on another argument separates the decisions as well: which
-        // argument the people judged is unknown, and the agent writes them all (found by
-        // review: a made-up `a_amount` mirroring `amount` sorted first and was suggested; a
-        // made-up number tagging the calls of the vendors people approve beat the list of
-        // those vendors by its kind).
-        let tied =
-            |(c, n): &(Constraint, usize)| found.iter().any(|(o, m)| m == n && o.key() != c.key());
-        let removals = found.iter().filter(|f| open(f) && !tied(f)).cloned();
+        let removals = found
+            .iter()
+            .filter(|f| open(f) && !rivalled(f, &found))
+            .cloned();
         if let Some(sg) = removals
             .take(MAX_TRIED)
             .find_map(|(c, _)| removal(reg, files, &g, &c, history, &budget))
@@ -205,8 +201,9 @@ pub fn suggest(
                 ..sg
             });
         }
-        let mut denials = mine::ranked(&no, &yes, min, false).into_iter();
-        if let Some((c, _)) = denials.find(open) {
+        let denials = mine::ranked(&no, &yes, min, false);
+        let mut unrivalled = denials.iter().filter(|f| !rivalled(f, &denials));
+        if let Some((c, _)) = unrivalled.find(|f| open(f)).cloned() {
             let ev = evidence(&c, &g.rejected, &g.approved);
             let made = edit::deny_policy(files, &tool, server.as_deref(), &ev.agents, &c);
             if let Some((cand, e)) = made
@@ -232,6 +229,17 @@ pub fn suggest(
         (s.kind == Kind::Deny, -removed)
     });
     out
+}
+
+/// Whether constraint `c` (covering `n` calls) has a rival in `found`: a constraint on another
+/// argument covering as many, or all but a tenth of as many (at least one fewer). Which
+/// argument people judged is then unknown, and the agent writes them all (found by review: a
+/// made-up `a_amount` mirroring `amount` sorted first and was suggested; a made-up number
+/// tagging the approved vendors' calls beat their list by its kind; one call with `amount`
+/// sent as text let a mirror cover one call more). Such a suggestion is not made.
+fn rivalled((c, n): &(Constraint, usize), found: &[(Constraint, usize)]) -> bool {
+    let near = n.saturating_sub((n / 10).max(1));
+    found.iter().any(|(o, m)| *m >= near && o.key() != c.key())
 }
 
 /// Whether an argument is one the policy redacts for any settled call of `g` (its `redact`

@@ -653,4 +653,49 @@ fn a_made_up_argument_tying_with_a_real_one_gets_no_prompt_removed() {
         v
     });
     assert!(removal(&crowded).is_none(), "{:?}", removal(&crowded));
+    // A mirror named like `amount` (a Cyrillic `а`), with `amount` sent once as text so that
+    // the mirror covers one approved call more: only plain ASCII names are weighed, so a
+    // removal, if any, keys on the real `amount`.
+    let lookalike = pays(&yes, &[500, 900], |a| match a {
+        40 => json!({"amount": "40.00", "аmount": a}),
+        _ => json!({"amount": a, "аmount": a}),
+    });
+    let s = removal(&lookalike);
+    assert!(
+        s.as_ref().is_none_or(|s| s.pattern.key() == "amount"),
+        "{s:?}"
+    );
+    let alone = pays(&yes, &[500, 900], |a| json!({"аmount": a}));
+    assert!(
+        removal(&alone).is_none(),
+        "a look-alike name is never weighed"
+    );
+    // The same with a plainly named mirror: it covers one more, and is still no suggestion.
+    let sent_as_text = pays(&yes, &[500, 900], |a| match a {
+        40 => json!({"amount": "40.00", "a_amount": a}),
+        _ => json!({"amount": a, "a_amount": a}),
+    });
+    assert!(
+        removal(&sent_as_text).is_none(),
+        "{:?}",
+        removal(&sent_as_text)
+    );
+}
+
+/// Found by review: deny suggestions took the first constraint too, so a made-up `a_amount`
+/// mirroring `amount` became "deny when a_amount >= 500", which the agent then leaves out.
+#[test]
+fn a_made_up_argument_tying_with_a_real_one_gets_no_deny_suggested() {
+    let f = files();
+    let deny = |h: &[Recorded]| {
+        let out = suggest(&registry(&f), &f, h, Settings::with_min(10));
+        out.into_iter()
+            .find(|s| s.kind == Kind::Deny && s.tool == "pay")
+    };
+    let no: Vec<i64> = (1..=12).map(|i| 1000 + i * 10).collect();
+    let honest = pays(&[10, 20], &no, |a| json!({"amount": a}));
+    let s = deny(&honest).expect("a deny on amount alone");
+    assert_eq!(s.pattern.key(), "amount");
+    let mirrored = pays(&[10, 20], &no, |a| json!({"amount": a, "a_amount": a}));
+    assert!(deny(&mirrored).is_none(), "{:?}", deny(&mirrored));
 }
