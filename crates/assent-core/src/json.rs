@@ -323,6 +323,28 @@ pub fn json_len(v: &impl serde::Serialize) -> usize {
     }
 }
 
+/// An estimate of the memory `v` holds once parsed, in bytes: its compact JSON length plus
+/// 32 bytes for each piece the serializer writes (about one per value, key and punctuation:
+/// a parsed value costs some 32 bytes however short its text, so `[0,0,…]` weighs far more
+/// than its 2 bytes an element). For bounding what is held, not for exact sizes.
+pub fn json_weight(v: &impl serde::Serialize) -> usize {
+    struct Weigh(usize);
+    impl std::io::Write for Weigh {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(b.len() + 32);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Weigh(0);
+    match serde_json::to_writer(&mut w, v) {
+        Ok(()) => w.0,
+        Err(_) => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -137,9 +137,11 @@ pub(crate) const MAX_TOOLS: usize = 100_000;
 /// At most this many pages of one upstream's tool list are read.
 pub(crate) const MAX_PAGES: usize = 1_000;
 
-/// At most this many bytes of tool definitions (each as compact JSON) are read from one
-/// upstream's list (32 MiB); a list past it fails closed (found by review: 1,000 pages of up
-/// to 16 MiB each could be held as parsed JSON, gigabytes on the gateway's host).
+/// At most this much of tool definitions and cursors is read from one upstream's list (32 MiB
+/// by [`json_weight`]: the text plus 32 bytes a piece, about what it holds parsed); a list
+/// past it fails closed (found by review: 1,000 pages of up to 16 MiB each could be held as
+/// parsed JSON, gigabytes on the gateway's host; then, that cursors were not counted, and that
+/// `[0,0,…]` held 16 times its text).
 pub(crate) const MAX_LIST_BYTES: usize = 32 * 1024 * 1024;
 
 /// Why a list past [`MAX_LIST_BYTES`] failed (the hub's and the stdio proxy's words).
@@ -147,7 +149,7 @@ pub(crate) fn too_many_bytes() -> String {
     format!("tools/list holds more than {MAX_LIST_BYTES} bytes of tool definitions")
 }
 
-pub(crate) use assent_core::json::json_len;
+pub(crate) use assent_core::json::json_weight;
 
 /// One upstream's whole tool list is read within this long (30 s).
 pub(crate) const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);

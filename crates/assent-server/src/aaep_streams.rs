@@ -281,8 +281,11 @@ pub(crate) fn stream(
                 // A full read may have more behind it (found by review: a read whose events the
                 // subscription's filters all left out waited for the next change).
                 if queue.is_empty() && read < READ_EVENTS as usize {
+                    // A stream that must mark itself seen every 5 s wakes that often (found by
+                    // review: it marked itself only as often as it woke, every 15 s).
+                    let idle = every.min(Duration::from_secs(15));
                     tokio::select! {
-                        _ = tokio::time::timeout(Duration::from_secs(15), rx.changed()) => {}
+                        _ = tokio::time::timeout(idle, rx.changed()) => {}
                         () = slot.ending.notify.notified() => {}
                     }
                     // Changes coming meanwhile are read together at the next read.

@@ -337,4 +337,6 @@ fn replayed(
 }
 
 #[cfg(test)]
+mod attacks;
+#[cfg(test)]
 mod tests;

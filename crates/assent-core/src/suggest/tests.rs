@@ -9,18 +9,24 @@ use serde_json::json;
 const AGENT: &str = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: git_push\n    - alias: pay\n      approval: {message_template: \"pay {{tool_args.amount}}?\"}\n    - alias: wipe\n";
 const GOV: &str = "policies:\n  - id: acme.dev-v1\n    selector: {agents: [bot]}\n    rules:\n      - tool: git_push\n        approval: true\n      - tool: wipe\n        approval: true\n        risk_tier: R3\n";
 
-fn files() -> PolicyFiles {
+pub(super) fn files() -> PolicyFiles {
     PolicyFiles {
         agents: vec![("bot.agf.yaml".into(), AGENT.into())],
         governance: vec![("gov.yaml".into(), GOV.into())],
     }
 }
 
-fn registry(f: &PolicyFiles) -> Registry {
+pub(super) fn registry(f: &PolicyFiles) -> Registry {
     Registry::load(&f.agents, &f.governance).unwrap()
 }
 
-fn held(seq: i64, tool: &str, args: Value, status: ApprovalStatus, by: &str) -> Recorded {
+pub(super) fn held(
+    seq: i64,
+    tool: &str,
+    args: Value,
+    status: ApprovalStatus,
+    by: &str,
+) -> Recorded {
     Recorded {
         seq,
         at_ms: 1_000_000 + seq,
@@ -591,111 +597,4 @@ fn a_value_or_argument_with_hidden_characters_is_never_mined() {
         "to in [\"r0\",\"r1\",\"r2\"]",
         "{found:?}"
     );
-}
-
-/// Pays by `bot`: `yes` approved, then `no` rejected, each with the arguments `args(amount)`.
-fn pays(yes: &[i64], no: &[i64], args: impl Fn(i64) -> Value) -> Vec<Recorded> {
-    let approved = yes.iter().map(|a| (a, ApprovalStatus::Approved));
-    let rejected = no.iter().map(|a| (a, ApprovalStatus::Rejected));
-    approved
-        .chain(rejected)
-        .enumerate()
-        .map(|(i, (a, st))| held(i as i64, "pay", args(*a), st, "alice"))
-        .collect()
-}
-
-/// Attack (found by review): when constraints on two arguments separated the decisions
-/// equally well, the one whose name sorted first was suggested. An agent that sent a made-up
-/// `a_amount` mirroring `amount` had "no prompt when `a_amount` ≤ 120" suggested, and then
-/// paid any amount with `a_amount: 1`. Which argument the people judged is unknown, so no
-/// prompt removal is suggested then.
-#[test]
-fn a_made_up_argument_tying_with_a_real_one_gets_no_prompt_removed() {
-    let f = files();
-    let yes: Vec<i64> = (1..=12).map(|i| i * 10).collect();
-    let removal = |h: &[Recorded]| {
-        let out = suggest(&registry(&f), &f, h, Settings::with_min(10));
-        out.into_iter()
-            .find(|s| s.kind == Kind::RemovePrompt && s.tool == "pay")
-    };
-    let honest = pays(&yes, &[500, 900], |a| json!({"amount": a}));
-    let s = removal(&honest).expect("a removal on amount alone");
-    assert_eq!(s.pattern.key(), "amount");
-    let mirrored = pays(&yes, &[500, 900], |a| json!({"amount": a, "a_amount": a}));
-    assert!(removal(&mirrored).is_none(), "{:?}", removal(&mirrored));
-    // A made-up number tagging the calls of the vendors people approve ties with the list of
-    // those vendors: it does not win by being a range.
-    let vendor = |a: i64| {
-        if a < 500 {
-            ["acme", "globex"][(a / 10 % 2) as usize]
-        } else {
-            "evil"
-        }
-    };
-    let listed = pays(&yes, &[500, 900], |a| json!({"vendor": vendor(a)}));
-    let s = removal(&listed).expect("a removal on vendor alone");
-    assert_eq!(s.pattern.key(), "vendor");
-    let code = |a: i64| if a < 500 { 1 } else { 999 };
-    let tagged = pays(
-        &yes,
-        &[500, 900],
-        |a| json!({"vendor": vendor(a), "a_code": code(a)}),
-    );
-    assert!(removal(&tagged).is_none(), "{:?}", removal(&tagged));
-    // 31 made-up arguments varying at random, sorting before `amount`, and one mirroring it:
-    // `amount` was never weighed, and the mirror won unopposed. Calls varying in more than 32
-    // arguments give nothing.
-    let crowded = pays(&yes, &[500, 900], |a| {
-        let mut v = json!({"amount": a, "a_00": a});
-        for k in 1..32 {
-            v[format!("a_{k:02}")] = json!(format!("r{}", a * 31 + k));
-        }
-        v
-    });
-    assert!(removal(&crowded).is_none(), "{:?}", removal(&crowded));
-    // A mirror named like `amount` (a Cyrillic `а`), with `amount` sent once as text so that
-    // the mirror covers one approved call more: only plain ASCII names are weighed, so a
-    // removal, if any, keys on the real `amount`.
-    let lookalike = pays(&yes, &[500, 900], |a| match a {
-        40 => json!({"amount": "40.00", "аmount": a}),
-        _ => json!({"amount": a, "аmount": a}),
-    });
-    let s = removal(&lookalike);
-    assert!(
-        s.as_ref().is_none_or(|s| s.pattern.key() == "amount"),
-        "{s:?}"
-    );
-    let alone = pays(&yes, &[500, 900], |a| json!({"аmount": a}));
-    assert!(
-        removal(&alone).is_none(),
-        "a look-alike name is never weighed"
-    );
-    // The same with a plainly named mirror: it covers one more, and is still no suggestion.
-    let sent_as_text = pays(&yes, &[500, 900], |a| match a {
-        40 => json!({"amount": "40.00", "a_amount": a}),
-        _ => json!({"amount": a, "a_amount": a}),
-    });
-    assert!(
-        removal(&sent_as_text).is_none(),
-        "{:?}",
-        removal(&sent_as_text)
-    );
-}
-
-/// Found by review: deny suggestions took the first constraint too, so a made-up `a_amount`
-/// mirroring `amount` became "deny when a_amount >= 500", which the agent then leaves out.
-#[test]
-fn a_made_up_argument_tying_with_a_real_one_gets_no_deny_suggested() {
-    let f = files();
-    let deny = |h: &[Recorded]| {
-        let out = suggest(&registry(&f), &f, h, Settings::with_min(10));
-        out.into_iter()
-            .find(|s| s.kind == Kind::Deny && s.tool == "pay")
-    };
-    let no: Vec<i64> = (1..=12).map(|i| 1000 + i * 10).collect();
-    let honest = pays(&[10, 20], &no, |a| json!({"amount": a}));
-    let s = deny(&honest).expect("a deny on amount alone");
-    assert_eq!(s.pattern.key(), "amount");
-    let mirrored = pays(&[10, 20], &no, |a| json!({"amount": a, "a_amount": a}));
-    assert!(deny(&mirrored).is_none(), "{:?}", deny(&mirrored));
 }

@@ -234,7 +234,7 @@ pub(super) fn told(e: &rmcp::ServiceError) -> String {
     }
 }
 
-use crate::kit::{LIST_TIMEOUT, MAX_LIST_BYTES, MAX_PAGES, MAX_TOOLS, json_len, too_many_bytes};
+use crate::kit::{LIST_TIMEOUT, MAX_LIST_BYTES, MAX_PAGES, MAX_TOOLS, json_weight, too_many_bytes};
 
 /// How long the hub waits for an upstream's answer to a `tools/call` (a tool may take its
 /// time; an upstream that never answers must not hold the call forever).
@@ -255,7 +255,8 @@ async fn list_tools_bounded(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String
                 .list_tools(Some(params))
                 .await
                 .map_err(|e| format!("tools/list failed: {}", told(&e)))?;
-            bytes += page.tools.iter().map(json_len).sum::<usize>();
+            bytes += page.tools.iter().map(json_weight).sum::<usize>();
+            bytes += page.next_cursor.as_ref().map_or(0, json_weight);
             tools.extend(page.tools);
             if tools.len() > MAX_TOOLS {
                 return Err(format!("tools/list lists more than {MAX_TOOLS} tools"));

@@ -25,7 +25,7 @@ pub(super) const PIN_ID_PREFIX: &str = "assent-pins-";
 // The bounds of one check are the hub's (`crate::kit`): a list past MAX_TOOLS or MAX_PAGES,
 // a cursor seen before, or LIST_TIMEOUT from the check's first request fails the check, and
 // no page more is asked for.
-use crate::kit::{LIST_TIMEOUT, MAX_LIST_BYTES, MAX_PAGES, MAX_TOOLS, json_len, too_many_bytes};
+use crate::kit::{LIST_TIMEOUT, MAX_LIST_BYTES, MAX_PAGES, MAX_TOOLS, json_weight, too_many_bytes};
 
 /// The least time between the starts of two checks again, when the upstream says its tools
 /// changed (found by review: an upstream sending `notifications/tools/list_changed` after
@@ -282,7 +282,8 @@ impl Paging {
         if self.tools.len() + tools.len() > MAX_TOOLS {
             return Step::Failed(format!("tools/list lists more than {MAX_TOOLS} tools"));
         }
-        self.bytes += tools.iter().map(json_len).sum::<usize>();
+        self.bytes += tools.iter().map(json_weight).sum::<usize>();
+        self.bytes += json_weight(&v["result"]["nextCursor"]);
         if self.bytes > MAX_LIST_BYTES {
             return Step::Failed(too_many_bytes());
         }

@@ -53,12 +53,15 @@ fn learning_samples(place: &DataPlace, out: Option<PathBuf>) -> Result<i32> {
         _ => Path::new("."),
     };
     // Named after `out`, so that one left by a run killed midway says what it is.
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned());
+    // At most 200 bytes of it: with the prefix and suffix a name must stay within 255.
+    let mut name = out.file_name().map_or("learning-samples".into(), |n| {
+        n.to_string_lossy().into_owned()
+    });
+    while name.len() > 200 {
+        name.pop();
+    }
     let tmp = tempfile::Builder::new()
-        .prefix(&format!(
-            ".{}.",
-            name.as_deref().unwrap_or("learning-samples")
-        ))
+        .prefix(&format!(".{name}."))
         .suffix(".partial")
         .tempfile_in(dir)
         .with_context(|| format!("cannot write in {}", dir.display()))?;

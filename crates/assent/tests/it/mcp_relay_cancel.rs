@@ -24,7 +24,7 @@ const RULES: &str = "- tool: echo\n  approvers: [ops]\n";
 /// (answered `Echo: MESSAGE` and `small`). Its `tools/list`, by `mode`: `plain` (one page);
 /// `repeat` (every page names cursor `1` next); `endless` (every page names a fresh cursor
 /// next); `slow` (as `endless`, each page answered after 0.4 s); `huge` (as `endless`, each
-/// page's tool described in 1 MiB).
+/// page's tool described in 1 MiB); `cursor` (no tools, each page's next cursor 1 MiB long).
 fn upstream(log: &std::path::Path, mode: &str) -> String {
     format!(
         r#"import json,sys,time
@@ -43,10 +43,12 @@ for line in sys.stdin:
     elif meth=="tools/list" and mode=="plain":
         answer({{"tools":tools}})
     elif meth=="tools/list":
-        n=int((m.get("params") or {{}}).get("cursor") or "0")
+        n=int(((m.get("params") or {{}}).get("cursor") or "0").split("-")[0])
         if mode=="slow": time.sleep(0.4)
         d="x"*(1<<20) if mode=="huge" else "d"
-        answer({{"tools":[{{"name":"t%d"%n,"description":d,"inputSchema":{{"type":"object"}}}}],"nextCursor":"1" if mode=="repeat" else str(n+1)}})
+        nxt="1" if mode=="repeat" else str(n+1)
+        if mode=="cursor": answer({{"tools":[],"nextCursor":nxt+"-"+"x"*(1<<20)}})
+        else: answer({{"tools":[{{"name":"t%d"%n,"description":d,"inputSchema":{{"type":"object"}}}}],"nextCursor":nxt}})
     elif meth=="tools/call" and m["params"]["name"]=="read":
         answer({{"content":[{{"type":"text","text":"small"}}]}})
     elif meth=="tools/call":
@@ -386,6 +388,7 @@ fn a_pin_check_stops_at_a_repeated_cursor_or_after_1000_pages() {
         ("repeat", "tools/list repeats a cursor", 2),
         ("endless", "tools/list has more than 1000 pages", 1000),
         ("huge", "bytes of tool definitions", 32),
+        ("cursor", "bytes of tool definitions", 32),
     ] {
         let mut p = Proxy::start(&gw, mode);
         p.initialize(false);
