@@ -48,12 +48,23 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
+/// A port of 127.0.0.1 free now and never handed out before in this test process (the
+/// kernel may give a port it gave a moment ago: two gateways of concurrent tests would then
+/// race for it, and the loser's test would talk to the other's gateway).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Writes the test config into `dir` (`assent.yaml`: listening on `port`, data in `data/`, the
@@ -245,6 +256,10 @@ fn serve_checked_from(mut cmd: Command, port: u16, from: Option<std::net::IpAddr
         Duration::from_secs(20),
         Duration::from_millis(50),
     );
+    let mut child = child;
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("the gateway on port {port} exited ({status}) yet something answered there");
+    }
     Server { child, url }
 }
 
@@ -269,7 +284,8 @@ pub(crate) fn stop(mut s: Server) {
         .status()
         .unwrap();
     assert!(st.success());
-    assert!(s.child.wait().unwrap().success());
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "the gateway at {} ended {status}", s.url);
 }
 
 fn cli(url: &str, args: &[&str]) -> std::process::Output {
