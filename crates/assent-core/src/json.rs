@@ -304,43 +304,36 @@ pub fn number_is_exact(text: &str) -> bool {
 
 /// The length of `v` as compact JSON text (serde_json's), in bytes, counted without building
 /// the text; 0 for a value that does not serialise. Used to bound what is held by its size
-/// (a learning-export page, an upstream's tool list).
+/// (a learning-export page).
 pub fn json_len(v: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    match serde_json::to_writer(&mut c, v) {
-        Ok(()) => c.0,
-        Err(_) => 0,
-    }
+    measure(v, 0)
 }
 
 /// An estimate of the memory `v` holds once parsed, in bytes: its compact JSON length plus
 /// 32 bytes for each piece the serializer writes (about one per value, key and punctuation:
 /// a parsed value costs some 32 bytes however short its text, so `[0,0,…]` weighs far more
-/// than its 2 bytes an element). For bounding what is held, not for exact sizes.
+/// than its 2 bytes an element). For bounding what is held (an upstream's tool list), not for
+/// exact sizes.
 pub fn json_weight(v: &impl serde::Serialize) -> usize {
-    struct Weigh(usize);
-    impl std::io::Write for Weigh {
+    measure(v, 32)
+}
+
+/// `v`'s compact JSON length plus `per_piece` for each piece serde_json writes; 0 when it does
+/// not serialise.
+fn measure(v: &impl serde::Serialize, per_piece: usize) -> usize {
+    struct Count(usize, usize);
+    impl std::io::Write for Count {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(b.len() + 32);
+            self.0 = self.0.saturating_add(b.len() + self.1);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut w = Weigh(0);
-    match serde_json::to_writer(&mut w, v) {
-        Ok(()) => w.0,
+    let mut c = Count(0, per_piece);
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => c.0,
         Err(_) => 0,
     }
 }
@@ -348,6 +341,21 @@ pub fn json_weight(v: &impl serde::Serialize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `json_len` is the compact text's length exactly; `json_weight` adds 32 a piece, so a
+    /// list of zeros weighs far more than its text.
+    #[test]
+    fn a_values_length_is_its_text_and_its_weight_counts_its_pieces() {
+        let v = serde_json::json!({"a": [1, 2], "b": "xyz"});
+        assert_eq!(json_len(&v), serde_json::to_string(&v).unwrap().len());
+        let zeros = serde_json::Value::from(vec![0; 1000]);
+        assert_eq!(json_len(&zeros), 2001);
+        assert!(
+            json_weight(&zeros) > 16 * json_len(&zeros),
+            "{}",
+            json_weight(&zeros)
+        );
+    }
 
     #[test]
     fn numbers_that_keep_their_value_pass() {
