@@ -2,10 +2,9 @@
 //! question shows why the call needs approval, its side effects and its rollback notes, and
 //! the person's reason is relayed as the decision's reason.
 
-use crate::{BIN, OP_KEY, spawn_piped};
+use crate::OP_KEY;
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
-use std::process::Command;
 
 const KEY: &str = "in-client-agent-test-key-0123456789";
 
@@ -42,22 +41,8 @@ fn the_in_client_question_shows_why_side_effects_and_rollback_and_relays_the_rea
     let dir = tempfile::tempdir().unwrap();
     let mut server =
         crate::serve_helper(dir.path(), (AGENT, KEY), ("acme.test.client-v1", GOV_RULES));
-    let (mut child, mut stdin, mut out) = spawn_piped(
-        Command::new(BIN)
-            .args([
-                "mcp",
-                "--agent",
-                "helper",
-                "--server",
-                "up",
-                "--poll-seconds",
-                "1",
-                "--",
-            ])
-            .args(["python3", "-c", UPSTREAM])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
+    let (mut child, mut stdin, mut out) =
+        crate::helper_proxy((&server.url, KEY), &["--poll-seconds", "1"], UPSTREAM);
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
     let mut recv = |pred: &dyn Fn(&Value) -> bool| loop {
         let mut l = String::new();

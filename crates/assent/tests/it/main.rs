@@ -263,6 +263,23 @@ fn serve_checked_from(mut cmd: Command, port: u16, from: Option<std::net::IpAddr
     Server { child, url }
 }
 
+/// `assent mcp --agent helper --server up EXTRA… -- python3 -c UPSTREAM` against the gateway
+/// at `url` with agent key `key` ([`serve_helper`]'s agent), spawned by [`spawn_piped`].
+fn helper_proxy(
+    (url, key): (&str, &str),
+    extra: &[&str],
+    upstream: &str,
+) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    spawn_piped(
+        Command::new(BIN)
+            .args(["mcp", "--agent", "helper", "--server", "up"])
+            .args(extra)
+            .args(["--", "python3", "-c", upstream])
+            .env("ASSENT_URL", url)
+            .env("ASSENT_API_KEY", key),
+    )
+}
+
 /// Spawns `cmd` (an `assent mcp` proxy) with stdin and stdout piped and stderr discarded:
 /// the child, its stdin, and its stdout to read lines from.
 fn spawn_piped(cmd: &mut Command) -> (Child, ChildStdin, BufReader<ChildStdout>) {
@@ -337,10 +354,15 @@ fn start_up_refused(dir: &Path, cases: &[(&str, &str)]) {
 
 /// The agent bot proposes a transfer of `amount` EUR to `ext-1`: the gateway's answer.
 fn propose(url: &str, amount: i64) -> Value {
+    propose_to(url, amount, "ext-1")
+}
+
+/// The agent bot proposes a transfer of `amount` EUR to `recipient`: the gateway's answer.
+fn propose_to(url: &str, amount: i64, recipient: &str) -> Value {
     reqwest::blocking::Client::new()
         .post(format!("{url}/v1/tool-calls"))
         .bearer_auth(BOT_KEY)
-        .json(&json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds", "arguments": {"amount": amount, "currency": "EUR", "recipient": "ext-1"}}))
+        .json(&json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds", "arguments": {"amount": amount, "currency": "EUR", "recipient": recipient}}))
         .send()
         .unwrap()
         .json()

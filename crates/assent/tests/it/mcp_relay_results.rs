@@ -127,22 +127,7 @@ fn a_call_reusing_a_translated_initializes_id_is_held_over_output_bytes() {
     let agent = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [read]\n";
     let rules = "- tool: read\n  approvers: [ops]\n  thresholds: {output_bytes: 1000}\n";
     let mut server = crate::serve_helper(dir.path(), (agent, KEY), ("acme.test.modern-v1", rules));
-    let (mut proxy, mut stdin, mut out) = crate::spawn_piped(
-        std::process::Command::new(crate::BIN)
-            .args([
-                "mcp",
-                "--agent",
-                "helper",
-                "--server",
-                "up",
-                "--",
-                "python3",
-                "-c",
-                MODERN_ONLY,
-            ])
-            .env("ASSENT_URL", &server.url)
-            .env("ASSENT_API_KEY", KEY),
-    );
+    let (mut proxy, mut stdin, mut out) = crate::helper_proxy((&server.url, KEY), &[], MODERN_ONLY);
     let mut send = |v: Value| {
         use std::io::Write;
         writeln!(stdin, "{v}").unwrap();

@@ -17,17 +17,7 @@ use serde_json::{Value, json};
 fn an_agents_escape_sequences_reach_the_operators_terminal_as_visible_text() {
     let s = served("");
     let recipient = "ext-1\u{1b}[1A\u{1b}[2K\r\u{9b}2K\u{202e}eciffo-tsop";
-    let b: Value = reqwest::blocking::Client::new()
-        .post(format!("{}/v1/tool-calls", s.server.url))
-        .bearer_auth(BOT_KEY)
-        .json(
-            &json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds",
-                      "arguments": {"amount": 5000, "currency": "EUR", "recipient": recipient}}),
-        )
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let b = crate::propose_to(&s.server.url, 5000, recipient);
     assert_eq!(b["decision"], "pending", "{b}");
     let id = b["approval_id"].as_str().unwrap();
     for args in [vec!["pending"], vec!["show", id]] {
@@ -106,17 +96,7 @@ fn an_agents_bidi_override_in_a_settled_call_reaches_the_learning_export_escaped
     let s = served("");
     let recipient = "ext-1\u{9b}2K\u{7f}\u{202e}eciffo-tsop";
     let http = reqwest::blocking::Client::new();
-    let b: Value = http
-        .post(format!("{}/v1/tool-calls", s.server.url))
-        .bearer_auth(BOT_KEY)
-        .json(
-            &json!({"agent": "treasury_bot", "session_id": "s", "tool": "transfer_funds",
-                      "arguments": {"amount": 5000, "currency": "EUR", "recipient": recipient}}),
-        )
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let b = crate::propose_to(&s.server.url, 5000, recipient);
     assert_eq!(b["decision"], "pending", "{b}");
     let id = b["approval_id"].as_str().unwrap();
     let cancelled = http
