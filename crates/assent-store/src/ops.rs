@@ -160,6 +160,57 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 }
 
 /// The directory a path's file is in (`.` for a bare file name).
+/// Refuses to write `out` where it would land on the gateway's own state: inside one of
+/// `dirs` (its data directory: the database, its write-ahead log, `token.key`, `audit.key`;
+/// its keys directory) or on `checkpoint_file` (the audit checkpoint file). Every writer here
+/// places `out` by renaming or linking a finished file onto its name, which replaces a
+/// symbolic link at `out` rather than following it, so the place compared is `out`'s
+/// directory as the file system resolves it (symbolic links and `..` followed) joined with
+/// its name. A directory or file that does not exist is skipped: nothing is there to harm.
+///
+/// Found by review: `assent backup --force DATA/assent.db` renamed a copy over the live
+/// database under a running gateway, and `--out DATA/token.key` replaced the token key.
+///
+/// Errors: [`StoreError::Invalid`] naming `out` and what it would replace; `out` naming no
+/// file (`..`, `/`) or in a directory that cannot be resolved.
+pub fn clear_of_state(
+    out: &Path,
+    dirs: &[&Path],
+    checkpoint_file: Option<&Path>,
+) -> Result<(), StoreError> {
+    let Some(name) = out.file_name() else {
+        return Err(refuse(format!("{} names no file", out.display())));
+    };
+    let parent = parent_of(out);
+    let place = parent
+        .canonicalize()
+        .map_err(|e| refuse(format!("{}: {e}", parent.display())))?
+        .join(name);
+    let resolved = |p: &Path| -> Option<PathBuf> {
+        let whole = p.canonicalize().ok();
+        whole.or_else(|| Some(parent_of(p).canonicalize().ok()?.join(p.file_name()?)))
+    };
+    for d in dirs {
+        if let Some(d) = d.canonicalize().ok().filter(|d| place.starts_with(d)) {
+            return Err(refuse(format!(
+                "{} is inside {}, which holds the gateway's database and keys; write it elsewhere",
+                out.display(),
+                d.display()
+            )));
+        }
+    }
+    if checkpoint_file
+        .and_then(resolved)
+        .is_some_and(|f| f == place)
+    {
+        return Err(refuse(format!(
+            "{} is the audit checkpoint file; write it elsewhere",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
 fn parent_of(p: &Path) -> PathBuf {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -211,7 +262,7 @@ fn unverified(what: &str, rep: &Report) -> Option<StoreError> {
 /// hard link, which fails on an existing name, or with `force` a rename).
 ///
 /// Errors (nothing is written to `out`): `out` exists (without `force`) or is a directory, or
-/// its directory does not exist; no database in `data_dir`; the copy does not verify; I/O and SQLite errors.
+/// its directory does not exist, or it lies in `data_dir` or `keys_dir` ([`clear_of_state`]); no database in `data_dir`; the copy does not verify; I/O and SQLite errors.
 pub fn backup(
     data_dir: &Path,
     keys_dir: &Path,
@@ -227,6 +278,7 @@ pub fn backup(
             parent_of(out).display()
         )));
     }
+    clear_of_state(out, &[data_dir, keys_dir], None)?;
     if out.exists() && !force {
         return Err(refuse(format!(
             "{} exists; choose another name, or --force to replace it",

@@ -262,12 +262,12 @@ fn audit_key(data_dir: Option<PathBuf>) -> Result<i32> {
 /// `audit_retention_days`; else `--data-dir` (or [`data_dir_or_default`]) for both
 /// directories, its SQLite file, and no retention.
 pub(crate) struct Resolved {
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     pub(crate) keys_dir: PathBuf,
     pub(crate) db: Database,
     retention_days: Option<u64>,
     /// The config's `audit_checkpoints.file`, if any.
-    checkpoint_file: Option<PathBuf>,
+    pub(crate) checkpoint_file: Option<PathBuf>,
 }
 
 /// The audit public key a verifier trusts: `public_key` (64 hex), else the public half of

@@ -58,7 +58,8 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
 /// `assent backup`: writes the verified copy of the database to `out` (replacing it only with
 /// `force`) and prints the report. Exit status 0; a refusal is an error (status 1).
 fn backup(place: &DataPlace, out: &Path, force: bool, json: bool) -> Result<i32> {
-    let (dir, keys, _) = dirs(place)?;
+    let (dir, keys, file) = dirs(place)?;
+    ops::clear_of_state(out, &[], file.as_deref())?;
     let done = ops::backup(&dir, &keys, out, force)?;
     if json {
         println!("{}", serde_json::to_string(&done)?);

@@ -40,10 +40,16 @@ pub(crate) fn run(cmd: ExportCmd) -> Result<i32> {
 /// as it is read.
 ///
 /// Errors: no database, an unreachable or unreadable one (a damaged row), a write that fails
-/// (`--out` in a directory that cannot be written).
+/// (`--out` in a directory that cannot be written), `--out` in the data or keys directory or
+/// on the checkpoint file (`assent_store::ops::clear_of_state`: found by review, `--out
+/// DATA/assent.db` renamed the export over the live database).
 fn learning_samples(place: &DataPlace, out: Option<PathBuf>) -> Result<i32> {
-    let db = crate::commands::audit::resolve(place)?.db;
-    let pages = OfflinePages::open(&db, LEARNING_SAMPLES_DEFAULT_LIMIT)?;
+    let r = crate::commands::audit::resolve(place)?;
+    if let Some(out) = &out {
+        let dirs = [r.data_dir.as_path(), &r.keys_dir];
+        assent_store::ops::clear_of_state(out, &dirs, r.checkpoint_file.as_deref())?;
+    }
+    let pages = OfflinePages::open(&r.db, LEARNING_SAMPLES_DEFAULT_LIMIT)?;
     let Some(out) = out else {
         write_pages(pages, std::io::BufWriter::new(std::io::stdout().lock()))?;
         return Ok(0);

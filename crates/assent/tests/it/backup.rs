@@ -453,6 +453,55 @@ fn backup_never_writes_over_an_existing_file_without_force() {
     stop(s);
 }
 
+/// Found by review: `assent backup --force DATA/assent.db` renamed a copy over the live
+/// database under the running gateway (and `assent export learning-samples --out` the JSONL
+/// over it), and `--out DATA/token.key` replaced the token key. Neither writes into the data
+/// directory, the keys directory or onto the checkpoint file now, however the path is spelt
+/// (through a symbolic link to the directory, or `..`), and nothing there changes.
+#[test]
+fn a_backup_or_export_never_replaces_the_gateways_database_or_keys() {
+    let ck = tempfile::tempdir().unwrap();
+    let ck_file = ck.path().join("checkpoints.jsonl");
+    let s = served(&format!(
+        "audit_checkpoints: {{every_records: 1, every_seconds: 1, file: {}}}\n",
+        ck_file.display()
+    ));
+    approved(&s.server.url, 5000);
+    let link = s.dir.path().join("link");
+    std::os::unix::fs::symlink(&s.data, &link).unwrap();
+    let db = s.data.join("assent.db");
+    let key = s.data.join("token.key");
+    let key_before = std::fs::read(&key).unwrap();
+    let sideways = s.data.join("..").join("data").join("assent.db");
+    for out in [db.clone(), key.clone(), link.join("assent.db"), sideways] {
+        refused(
+            &backup(&s.cfg, &out, &["--force"]),
+            "which holds the gateway's database",
+        );
+        let export = Command::new(BIN)
+            .args(["export", "learning-samples", "--config"])
+            .arg(&s.cfg)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        refused(&export, "which holds the gateway's database");
+    }
+    refused(
+        &backup(&s.cfg, &ck_file, &["--force"]),
+        "the audit checkpoint file",
+    );
+    assert_eq!(std::fs::read(&key).unwrap(), key_before);
+    assert_eq!(sqlite(&db, "SELECT count(*) FROM approvals"), "1");
+    stop(s.server);
+    ok(&run(&[
+        "audit",
+        "verify",
+        "--config",
+        s.cfg.to_str().unwrap(),
+    ]));
+}
+
 #[test]
 fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     let a = served(SIGNING);
