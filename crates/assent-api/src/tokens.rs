@@ -59,6 +59,10 @@ pub struct Redeemed {
     pub approval_id: String,
     /// The token's id.
     pub token_id: String,
+    /// The agent the token was issued to (its `sub`): whose call this is. Tool names are
+    /// each agent's own, so an executor serving several agents learns here whose `tool` it
+    /// runs.
+    pub agent: String,
 }
 
 /// `GET /v1/grants[?all=true]` (operator): active grants, or with `all=true` revoked and

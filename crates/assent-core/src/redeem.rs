@@ -27,14 +27,20 @@ pub struct Minted<'a> {
 pub enum Presenter<'a> {
     /// The authenticated agent (its agent id): it may redeem the tokens issued to it.
     Agent(&'a str),
-    /// An authenticated executor (principal kind `executor`): it may redeem any agent's token
-    /// for a call on what it executes. `servers` / `tools`: the MCP server aliases / tool
-    /// names it executes (`None`: not restricted by that list; the config refuses an executor
-    /// with neither). `tool` / `server`: those of the presented call, bound to the token by
-    /// its `call_hash`.
+    /// An authenticated executor (principal kind `executor`): it may redeem the tokens of the
+    /// agents it executes for (`agents`) for a call on what it executes. `servers` / `tools`:
+    /// the MCP server aliases / tool names it executes (`None`: not restricted by that list;
+    /// the config refuses an executor with neither). `tool` / `server`: those of the
+    /// presented call, bound to the token by its `call_hash`. Tool names and server aliases
+    /// are each agent's own (its Agent Format file names them), so they say nothing across
+    /// agents: without `agents`, an executor of `transfer_funds` redeemed a token another
+    /// agent had got for its own `transfer_funds` under a rule it could approve in-client
+    /// (found by review).
     Executor {
         /// The executor's principal name.
         name: &'a str,
+        /// The agent ids whose tokens it may redeem.
+        agents: &'a [String],
         /// Server aliases it executes, if restricted.
         servers: Option<&'a [String]>,
         /// Tool names it executes, if restricted.
@@ -47,13 +53,15 @@ pub enum Presenter<'a> {
 }
 
 impl Presenter<'_> {
-    /// Whether an executor executes the presented call (an agent: always `true`, its own
-    /// tokens are checked by agent id): the server is in `servers` and the tool in `tools`,
-    /// for each list given. A local tool (no server) is never covered by a `servers` list.
-    pub fn executes(&self) -> bool {
+    /// Whether an executor executes the presented call of agent `agent` (an agent: always
+    /// `true`, its own tokens are checked by agent id): `agent` is in `agents`, the server is
+    /// in `servers` and the tool in `tools`, for each list given. A local tool (no server) is
+    /// never covered by a `servers` list.
+    pub fn executes(&self, agent: &str) -> bool {
         match self {
             Presenter::Agent(_) => true,
             Presenter::Executor {
+                agents,
                 servers,
                 tools,
                 tool,
@@ -63,7 +71,8 @@ impl Presenter<'_> {
                 let by_server =
                     servers.is_none_or(|s| server.is_some_and(|x| s.iter().any(|a| a == x)));
                 let by_tool = tools.is_none_or(|t| t.iter().any(|n| n == tool));
-                (servers.is_some() || tools.is_some()) && by_server && by_tool
+                let by_agent = agents.iter().any(|a| a == agent);
+                (servers.is_some() || tools.is_some()) && by_server && by_tool && by_agent
             }
         }
     }
@@ -87,7 +96,8 @@ pub struct Presented<'a> {
 pub enum Refusal {
     /// Issued to another agent (by the stored row or the signed claims).
     WrongAgent,
-    /// Presented by an executor that does not execute the call's server or tool: its name.
+    /// Presented by an executor that does not execute the call's server or tool, or not for
+    /// the token's agent: its name.
     NotExecutor(String),
     /// Redeemed already.
     Used,
@@ -108,7 +118,7 @@ pub fn check(m: &Minted<'_>, claims: &TokenClaims, p: &Presented<'_>) -> Result<
     }
     match p.by {
         Presenter::Agent(agent) if agent != m.agent => return Err(Refusal::WrongAgent),
-        Presenter::Executor { name, .. } if !p.by.executes() => {
+        Presenter::Executor { name, .. } if !p.by.executes(m.agent) => {
             return Err(Refusal::NotExecutor(name.to_string()));
         }
         _ => {}
@@ -163,9 +173,11 @@ mod tests {
         let c = claims("bot", "h1");
         let fs = ["fs".to_string()];
         let pay = ["pay".to_string()];
+        let bot = ["bot".to_string()];
         let exec = |servers, tools, tool, server| Presented {
             by: Presenter::Executor {
                 name: "runner",
+                agents: &bot,
                 servers,
                 tools,
                 tool,
@@ -184,6 +196,31 @@ mod tests {
         assert_eq!(check(&M, &c, &exec(s, t, "pay", Some("fs"))), Ok(()));
         assert_eq!(check(&M, &c, &exec(s, t, "read", Some("fs"))), refused);
         assert_eq!(check(&M, &c, &exec(None, None, "pay", None)), refused);
+    }
+
+    /// Found by review: tool names are each agent's own, so an executor of `pay` redeemed a
+    /// token another agent had got for its own `pay` under a weaker rule. An executor
+    /// redeems only for the agents it names.
+    #[test]
+    fn an_executor_redeems_only_the_tokens_of_the_agents_it_executes_for() {
+        let pay = ["pay".to_string()];
+        let presented = |agents| Presented {
+            by: Presenter::Executor {
+                name: "runner",
+                agents,
+                servers: None,
+                tools: Some(&pay),
+                tool: "pay",
+                server: None,
+            },
+            ..P
+        };
+        let (bot, sim) = (["bot".to_string()], ["sim".to_string()]);
+        let c = claims("bot", "h1");
+        assert_eq!(check(&M, &c, &presented(&bot)), Ok(()));
+        let refused = Err(Refusal::NotExecutor("runner".into()));
+        assert_eq!(check(&M, &c, &presented(&sim)), refused);
+        assert_eq!(check(&M, &c, &presented(&[])), refused);
     }
 
     #[test]

@@ -113,8 +113,13 @@ impl Principal {
     ) -> Option<Presenter<'a>> {
         match &self.kind {
             PrincipalKind::Agent { agent_id } => Some(Presenter::Agent(agent_id)),
-            PrincipalKind::Executor { servers, tools } => Some(Presenter::Executor {
+            PrincipalKind::Executor {
+                agents,
+                servers,
+                tools,
+            } => Some(Presenter::Executor {
                 name: &self.name,
+                agents,
                 servers: servers.as_deref(),
                 tools: tools.as_deref(),
                 tool,

@@ -49,8 +49,9 @@ fn redeem_error(e: RedeemError) -> ApiError {
 
 /// `POST /v1/tokens/redeem` (the agent, or an executor: [`Redeemer`]): `{"token", "tool",
 /// "server"?, "arguments", "device_id"?}` (strict JSON) → `{"call_hash", "approval_id",
-/// "token_id"}` when the token was minted for exactly this call (and device), to this agent
-/// or for a call this executor executes, and is unused and unexpired. Every refusal is
+/// "token_id", "agent"}` when the token was minted for exactly this call (and device), to
+/// this agent or, for an executor, to one of its `agents` for a call on what it executes,
+/// and is unused and unexpired. Every refusal is
 /// audited.
 #[utoipa::path(post, path = "/v1/tokens/redeem", tag = "redeem",
     request_body = assent_api::tokens::RedeemRequest,
@@ -96,6 +97,7 @@ pub(crate) async fn redeem(
         call_hash: hash,
         approval_id: c.aid,
         token_id: c.jti,
+        agent: c.sub,
     }))
 }
 

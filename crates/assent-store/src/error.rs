@@ -89,8 +89,10 @@ pub enum RedeemError {
     #[error("token was issued to another agent")]
     WrongAgent,
     /// 403 `NOT_EXECUTOR`: an executor presented a token for a call on a server or tool it
-    /// does not execute.
-    #[error("executor `{executor}` does not execute this call's server or tool")]
+    /// does not execute, or of an agent it does not execute for.
+    #[error(
+        "executor `{executor}` does not execute this call's server or tool for this token's agent"
+    )]
     NotExecutor {
         /// The executor's principal name.
         executor: String,

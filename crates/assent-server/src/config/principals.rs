@@ -32,10 +32,14 @@ pub enum PrincipalKind {
         /// `metadata.id` of the agent.
         agent_id: String,
     },
-    /// An executor (issue 14 §6): it may redeem any agent's token for a call on what it
-    /// executes, and nothing else. `servers` / `tools`: the MCP server aliases / tool names
-    /// it executes (`None`: that list does not restrict; at least one is given, non-empty).
+    /// An executor (issue 14 §6): it may redeem the tokens of the agents in `agents` for a
+    /// call on what it executes, and nothing else. `servers` / `tools`: the MCP server aliases
+    /// / tool names it executes (`None`: that list does not restrict; at least one is given,
+    /// non-empty). Tool names are each agent's own, so `agents` is required (found by review:
+    /// an executor redeemed another agent's token for a tool of the same name).
     Executor {
+        /// The agent ids whose tokens it may redeem (non-empty).
+        agents: Vec<String>,
         /// Server aliases it executes, if restricted by them.
         servers: Option<Vec<String>>,
         /// Tool names it executes, if restricted by them.
@@ -211,10 +215,10 @@ fn sso_of(r: &RawPrincipal) -> Result<Option<String>, String> {
 
 /// The kind of principal `r`, or why it is not one.
 fn kind_of(r: &RawPrincipal) -> Result<PrincipalKind, String> {
-    let lists = r.servers.is_some() || r.tools.is_some();
+    let lists = r.servers.is_some() || r.tools.is_some() || r.agents.is_some();
     if lists && r.kind != "executor" {
         return Err(format!(
-            "principal `{}`: only an executor has servers or tools",
+            "principal `{}`: only an executor has servers, tools or agents",
             r.name
         ));
     }
@@ -251,7 +255,11 @@ fn executor_of(r: &RawPrincipal) -> Result<PrincipalKind, String> {
             "principal `{name}`: an executor has no agent_id and no roles"
         ));
     }
-    for (what, list) in [("servers", &r.servers), ("tools", &r.tools)] {
+    for (what, list) in [
+        ("servers", &r.servers),
+        ("tools", &r.tools),
+        ("agents", &r.agents),
+    ] {
         if let Some(l) = list {
             if l.is_empty() {
                 return Err(format!("principal `{name}`: {what} is empty"));
@@ -268,7 +276,13 @@ fn executor_of(r: &RawPrincipal) -> Result<PrincipalKind, String> {
             "principal `{name}`: an executor names what it executes: servers [ALIAS…], tools [NAME…] or both"
         ));
     }
+    let Some(agents) = r.agents.clone() else {
+        return Err(format!(
+            "principal `{name}`: an executor names the agents whose tokens it redeems: agents [AGENT_ID…] (tool names and server aliases are each agent's own)"
+        ));
+    };
     Ok(PrincipalKind::Executor {
+        agents,
         servers: r.servers.clone(),
         tools: r.tools.clone(),
     })

@@ -235,6 +235,9 @@ pub(crate) struct RawPrincipal {
     /// An executor's tool names (issue 14 §6).
     #[serde(default)]
     pub(crate) tools: Option<Vec<String>>,
+    /// The agent ids whose tokens an executor redeems (required of an executor).
+    #[serde(default)]
+    pub(crate) agents: Option<Vec<String>>,
     /// An operator's Slack user id (issue 15 §4).
     #[serde(default)]
     pub(crate) slack_user_id: Option<String>,

@@ -1,4 +1,4 @@
-//! Executors (issue 14 §6): a principal of kind `executor` redeems any agent's token for a
+//! Executors (issue 14 §6): a principal of kind `executor` redeems its agents' tokens for a
 //! call on what it executes (its `servers` / `tools`), is refused — `403 NOT_EXECUTOR`,
 //! audited — for anything else, and its key opens no other route.
 
@@ -47,8 +47,12 @@ async fn an_executor_redeems_a_token_for_its_server_and_not_another() {
     let _ = gw.stop().await;
 }
 
+/// Found by review: tool names are each agent's own (its Agent Format file names them), so an
+/// executor of `pay` redeemed the token of another agent's `pay` — one that agent could get
+/// under a weaker rule, even approve in-client. An executor now redeems only the tokens of
+/// the agents it names, and the answer says whose call it runs.
 #[tokio::test]
-async fn an_executor_of_a_tool_redeems_any_agents_token_for_that_tool_and_the_exact_call() {
+async fn an_executor_of_a_tool_redeems_only_its_agents_tokens_for_that_tool_and_the_exact_call() {
     let dir = tempfile::tempdir().unwrap();
     let gw = start(dir.path(), 300_000).await;
     let (token, _, _) = minted(&gw.url, 500).await;
@@ -65,9 +69,14 @@ async fn an_executor_of_a_tool_redeems_any_agents_token_for_that_tool_and_the_ex
         403,
         "NOT_EXECUTOR",
     );
-    redeemed(&gw.url, "pay-runner-key", pay_body(&token, 500)).await;
+    let (s, b) = redeem(&gw.url, "pay-runner-key", pay_body(&token, 500)).await;
+    assert_eq!((s, b["agent"].as_str()), (200, Some("bot")), "{b}");
+    // Another agent's `pay`: not this executor's to run, and the token is not burnt.
     let body = json!({"token": theirs, "tool": "pay", "arguments": {"amount": 7}});
-    redeemed(&gw.url, "pay-runner-key", body).await;
+    let (s, b) = redeem(&gw.url, "pay-runner-key", body.clone()).await;
+    assert_eq!((s, b["code"].as_str()), (403, Some("NOT_EXECUTOR")), "{b}");
+    let (s, b) = redeem(&gw.url, "other-pay-runner-key", body).await;
+    assert_eq!((s, b["agent"].as_str()), (200, Some("other")), "{b}");
     let _ = gw.stop().await;
 }
 

@@ -35,6 +35,7 @@ fn principals() -> Vec<Principal> {
         principal(
             "fs-runner",
             PrincipalKind::Executor {
+                agents: vec!["bot".into(), "other".into()],
                 servers: Some(vec!["fs".into()]),
                 tools: None,
             },
@@ -42,6 +43,7 @@ fn principals() -> Vec<Principal> {
         principal(
             "db-runner",
             PrincipalKind::Executor {
+                agents: vec!["bot".into(), "other".into()],
                 servers: Some(vec!["db".into()]),
                 tools: None,
             },
@@ -49,6 +51,15 @@ fn principals() -> Vec<Principal> {
         principal(
             "pay-runner",
             PrincipalKind::Executor {
+                agents: vec!["bot".into()],
+                servers: None,
+                tools: Some(vec!["pay".into()]),
+            },
+        ),
+        principal(
+            "other-pay-runner",
+            PrincipalKind::Executor {
+                agents: vec!["other".into()],
                 servers: None,
                 tools: Some(vec!["pay".into()]),
             },

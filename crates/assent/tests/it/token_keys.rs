@@ -89,7 +89,21 @@ fn an_executor_principal_is_checked_at_start_up() {
         ),
         (
             "{name: x, kind: operator, key_env: ASSENT_TEST_EXEC_KEY, servers: [fs]}",
-            "only an executor has servers or tools",
+            "only an executor has servers, tools or agents",
+        ),
+        (
+            "{name: x, kind: agent, agent_id: bot, key_env: ASSENT_TEST_EXEC_KEY, agents: [bot]}",
+            "only an executor has servers, tools or agents",
+        ),
+        // Found by review: tool names are each agent's own, so an executor that did not name
+        // its agents redeemed any agent's token for a tool of the same name.
+        (
+            "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY, tools: [pay]}",
+            "an executor names the agents whose tokens it redeems",
+        ),
+        (
+            "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY, tools: [pay], agents: []}",
+            "agents is empty",
         ),
     ] {
         let (code, err) = run(principal);
@@ -101,7 +115,7 @@ fn an_executor_principal_is_checked_at_start_up() {
     // A well-formed executor passes the declaration; start-up then stops only at its unset
     // key.
     let (code, err) = run(
-        "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY, servers: [fs], tools: [write_file]}",
+        "{name: x, kind: executor, key_env: ASSENT_TEST_EXEC_KEY, servers: [fs], tools: [write_file], agents: [bot]}",
     );
     assert!(
         code == Some(1) && err.contains("ASSENT_TEST_EXEC_KEY") && err.contains("is not set"),
