@@ -227,8 +227,9 @@ impl CanonicalCall {
 /// Refuses arguments where a top-level key with a dot (`a.b`) and the nested path `a.b` both
 /// hold a value: [`crate::condition::lookup`] reads the literal key first, and a tool the
 /// nested one, so an agent could show the policy a harmless value and run another. Only keys
-/// with a dot are walked: linear in the arguments' size.
-fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
+/// with a dot are walked: linear in the arguments' size. Also applied to every other object a
+/// condition is read from as its root (a delegation's `skill_args`).
+pub(crate) fn check_unambiguous(arguments: &Value) -> Result<(), CanonicalError> {
     let Some(m) = arguments.as_object() else {
         return Ok(());
     };

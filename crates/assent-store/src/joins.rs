@@ -14,8 +14,12 @@ use assent_core::gatekeeper::ApprovalTerms;
 use assent_core::join;
 
 /// The oldest pending approval of `call` (agent, session, `call_hash`) that a proposal may
-/// join, under `keys` (the approval and vote seal keys), for a verdict asking `terms`; `None`
-/// when there is none. Left out: one another session holds locked (PostgreSQL), one that can
+/// join, under `keys` (the approval and vote seal keys), for a verdict asking `terms`, made
+/// for the same `on_behalf_of` and `device_id` (`who`); `None` when there is none. Found by
+/// review: a call joined an approval held for another person or none, so the person a
+/// trusted front end proposed for (`assent mcp --on-behalf-of`) could approve a call the
+/// agent had proposed for no one, separation of duties notwithstanding; and a token bound
+/// to no device served a proposal from a device. Left out: one another session holds locked (PostgreSQL), one that can
 /// only be rejected (a damaged row, terms whose seal does not hold, a vote row with a seal
 /// not its own, a token row already there: found by review of the seals), one held under
 /// weaker terms. `Err` only when the store fails.
@@ -23,6 +27,7 @@ pub(crate) fn joinable(
     tx: Conn<'_>,
     keys: &(SealKey, SealKey),
     call: [&str; 3],
+    who: [Option<&str>; 2],
     terms: &ApprovalTerms,
 ) -> db::Result<Option<ApprovalRecord>> {
     let same: Vec<String> = sql::column(
@@ -39,7 +44,8 @@ pub(crate) fn joinable(
         let Some(mut held) = read_approval(tx, &id)? else {
             continue;
         };
-        if crate::votes::vouch(&mut held, &keys.1)
+        if [held.on_behalf_of.as_deref(), held.device_id.as_deref()] != who
+            || crate::votes::vouch(&mut held, &keys.1)
             || held.token.is_some()
             || !held.damaged.is_empty()
             || !approval_seal::holds(tx, &keys.0, &id)?

@@ -343,7 +343,8 @@ impl Store {
         }
         let keys = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Vote));
         let call = [p.agent, p.session_id, p.call_hash];
-        let joined = crate::joins::joinable(tx, &keys, call, &verdict.terms)?;
+        let who = [p.on_behalf_of, p.device_id];
+        let joined = crate::joins::joinable(tx, &keys, call, who, &verdict.terms)?;
         if let Some(held) = joined {
             g.audit("call.held", Some(&held.id), json!({"joined": true}))?;
             return Ok(Proposed::Held {

@@ -12,6 +12,12 @@ use crate::policy::{Agent, ApprovalSpec, Delegate};
 /// The synthetic call of a delegation (seed 004 "Approval on Agent Delegation"): tool
 /// `delegate.<target>`, arguments `{"input": …, "skill_id"?: …, "skill_args"?: …}`. Its
 /// canonical hash is what an approval of the delegation binds.
+///
+/// Errors: those of [`ToolCall::new`], and [`CanonicalError::AmbiguousKey`] (key
+/// `skill_args.<key>`) for `skill_args` holding both a dotted key and the nested path of that
+/// name: a skill's condition is read from `skill_args` as its root, literal key first, while
+/// the remote skill reads the nested value (found by review: `{"order.amount": 5, "order":
+/// {"amount": 50000}}` passed a skill's `order.amount > 100` approval unasked).
 pub fn delegation_call(
     target: &str,
     input: serde_json::Value,
@@ -23,6 +29,12 @@ pub fn delegation_call(
         args["skill_id"] = s.into();
     }
     if let Some(a) = skill_args {
+        crate::canonical::check_unambiguous(&a).map_err(|e| match e {
+            CanonicalError::AmbiguousKey { key } => CanonicalError::AmbiguousKey {
+                key: format!("skill_args.{key}"),
+            },
+            other => other,
+        })?;
         args["skill_args"] = a;
     }
     ToolCall::new(format!("delegate.{target}"), None, args)

@@ -165,3 +165,31 @@ async fn a_delegations_thresholds_count_the_sessions_earlier_delegations() {
     assert_eq!(s, StatusCode::OK, "{b}");
     gw.stop().await;
 }
+
+/// Found by review: a skill's condition is read from `skill_args` as its root, literal key
+/// first, while the remote skill reads the nested value, so `{"order.amount": 5, "order":
+/// {"amount": 50000}}` showed the condition `order.amount > 100` a 5 and was allowed unasked.
+/// Such arguments are refused, naming the key, as at the top level of a tool call's.
+#[tokio::test]
+async fn a_dotted_skill_argument_cannot_hide_the_nested_value_from_the_skills_condition() {
+    let agents = r#"
+metadata: {id: bot, name: Bot}
+action_space:
+  remote_agents:
+    - alias: payments
+      allowed_skills:
+        - id: process-payment
+          approval:
+            condition: {args_match: {order.amount: {gt: 100}}}
+"#;
+    let gw = serve_policy(agents, &policy("acme.delegation.dotted-v1", "[]")).await;
+    let call = |args: Value| json!({"target": "payments", "skill_id": "process-payment", "skill_args": args});
+    let (s, _) = delegate(&gw, call(json!({"order": {"amount": 50000}}))).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "the nested amount is held");
+    let (s, _) = delegate(&gw, call(json!({"order": {"amount": 5}}))).await;
+    assert_eq!(s, StatusCode::OK);
+    let hidden = json!({"order.amount": 5, "order": {"amount": 50000}});
+    let (s, b) = delegate(&gw, call(hidden)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_says(&b, "message", "skill_args.order.amount");
+}

@@ -33,6 +33,7 @@ mod ready;
 mod receipts;
 mod redact_rendered;
 mod reload;
+mod review_core;
 mod sealed;
 mod sec_backlog;
 mod security;
