@@ -227,9 +227,17 @@ pub fn outcome(a: &ApprovalRecord) -> String {
     let by = last
         .map(|d| format!(" by {}", escape(&d.actor)))
         .unwrap_or_default();
+    // A reason is the agent's own words when it cancels: its line breaks and controls are made
+    // visible and it is quoted, so it cannot add a line of its own ("Approved by alice") under
+    // the outcome (found by review).
     let reason = last
         .and_then(|d| d.reason.as_deref())
-        .map(|x| format!(": {}", escape(&r.text(x))))
+        .map(|x| {
+            format!(
+                ": “{}”",
+                escape(&assent_core::template::visible(&r.text(x)))
+            )
+        })
         .unwrap_or_default();
     match a.status {
         ApprovalStatus::Pending => {
