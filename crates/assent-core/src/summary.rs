@@ -56,7 +56,7 @@ impl HumanSummary {
             .map(|(k, v)| {
                 let full = serde_json_canonicalizer::to_string(&args[k]).unwrap_or_default();
                 let cut = if full.len() > v.len() { "…" } else { "" };
-                format!("{} = {}{cut}", visible(k), visible(v))
+                format!("{} = {}{cut}", key_text(k), visible(v))
             })
             .collect();
         let text = if parts.is_empty() {
@@ -99,9 +99,40 @@ impl HumanSummary {
     }
 }
 
+/// An argument's key as the summary shows it: as written when it is a plain name (ASCII
+/// letters, digits, `_`, `-`, `.`), else as a JSON string, visible. Found by review: keys were
+/// shown unquoted, so an agent's key `" amount = 5, note"` (sorted first by its space) made
+/// the summary read `amount = 5, note = "", amount = 5000`, a forged pair that `verify`
+/// accepted because that key really exists.
+fn key_text(k: &str) -> String {
+    let plain = !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if plain {
+        k.to_string()
+    } else {
+        let quoted = serde_json::to_string(k).unwrap_or_default();
+        visible(&quoted).into_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::cut;
+
+    #[test]
+    fn a_key_that_is_not_a_plain_name_is_quoted_so_it_cannot_forge_a_pair() {
+        use crate::canonical::ToolCall;
+        let args = serde_json::json!({" amount = 5, note": "", "amount": 5000});
+        let call = ToolCall::new("pay", None, args).unwrap();
+        let canonical_args = serde_json_canonicalizer::to_string(&call.arguments).unwrap();
+        let s = super::HumanSummary::generate(&call, &canonical_args);
+        assert_eq!(
+            s.text,
+            r#"Call `pay` with " amount = 5, note" = "", amount = 5000"#
+        );
+        assert!(s.verify(&canonical_args).is_ok());
+    }
 
     #[test]
     fn a_cut_counts_characters_never_splits_one_and_marks_itself() {

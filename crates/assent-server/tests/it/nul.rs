@@ -72,7 +72,7 @@ async fn a_nul_inside_a_calls_arguments_is_kept_exactly_and_binds_its_token() {
         let text = a[field].as_str().unwrap();
         assert!(!text.contains('\u{0}'), "{field}: {text:?}");
     }
-    assert_says(&a, "human_summary", "k\\u0000 = ");
+    assert_says(&a, "human_summary", "k\\u0000\" = ");
     // An operator's edit may hold it too.
     let mut edited = args.clone();
     edited["memo"] = json!("c\u{0}d");
