@@ -2,8 +2,9 @@
 // `oidc-provider`, its development login pages) on loopback, in Debian's Chromium: a user in
 // the finance group signs in through the provider and approves a finance approval; a user
 // whose groups map to nothing is refused; the session cookie's flags; and the attacks: a
-// replayed callback, a callback carrying another browser's state, a code issued to another
-// client, an ID token for another audience (the provider's answer re-signed with its own key).
+// replayed callback, a callback carrying another browser's state, a flood of starts from the
+// address an operator shares, a code issued to another client, an ID token for another
+// audience (the provider's answer re-signed with its own key).
 // Env: ASSENT_URL (http://localhost:PORT), ISSUER (http://127.0.0.1:PORT), CLIENT_SECRET,
 // AGENT_KEY, OPERATOR_KEY (an API operator, to read the outcome), CHROMIUM.
 import { chromium } from "playwright-core";
@@ -93,17 +94,23 @@ const fresh = async (options = {}) => {
   page.setDefaultTimeout(15000);
   return { context, page };
 };
-// From the sign-in page to the provider's login form; returns the browser cookie's value.
+// The sign-in cookies (one per sign-in in progress: `assent_oidc_<16 hex>`) a context holds.
+const signIns = async (context) => (await context.cookies(CALLBACK)).filter((c) => c.name.startsWith("assent_oidc_"));
+// From the sign-in page to the provider's login form; returns the sign-in's cookie.
 const toProvider = async ({ context, page }, next) => {
   await page.goto(`${URL}/ui/login` + (next ? `?next=${encodeURIComponent(next)}` : ""));
   await page.click("#sso");
   await page.waitForSelector("input[name=login]");
-  const c = (await context.cookies(CALLBACK)).find((c) => c.name === "assent_oidc");
-  assert.ok(c, "the SSO start sets the browser cookie");
+  const held = await signIns(context);
+  assert.equal(held.length, 1, "the SSO start sets the sign-in's cookie");
+  const c = held[0];
+  assert.match(c.name, /^assent_oidc_[0-9a-f]{16}$/);
   assert.equal(c.httpOnly, true);
   assert.equal(c.sameSite, "Lax");
-  return c.value;
+  assert.equal(c.path, "/ui/oidc");
+  return c;
 };
+const cookieHeader = (c) => `${c.name}=${c.value}`;
 // The provider's login and consent pages.
 const atProvider = async (page, user) => {
   await page.fill("input[name=login]", user);
@@ -138,7 +145,7 @@ try {
   assert.equal(cookie.httpOnly, true);
   assert.equal(cookie.sameSite, "Strict");
   assert.equal(cookie.path, "/ui");
-  assert.ok(!(await a.context.cookies(CALLBACK)).some((c) => c.name === "assent_oidc"), "browser cookie cleared");
+  assert.deepEqual(await signIns(a.context), [], "the sign-in's cookie cleared");
 
   step("she decides the finance approval from its card, recorded under her SSO name");
   await a.page.goto(`${URL}/ui/approvals/${id}`);
@@ -176,59 +183,63 @@ try {
     await e.context.close();
   }
 
-  step("a replayed callback (its state used twice) is refused, even with the right browser cookie");
+  step("a replayed callback (its state used twice) is refused, even with the sign-in's own cookie");
   const r = await fresh();
-  const browserCookie = await toProvider(r);
+  const signInCookie = await toProvider(r);
   const cb = r.page.waitForResponse((x) => x.url().startsWith(CALLBACK));
   await atProvider(r.page, "alice");
   const first = await cb;
   assert.equal(first.status(), 200);
-  const replay = await fetch(first.url(), { headers: { cookie: `assent_oidc=${browserCookie}` }, redirect: "manual" });
+  const replay = await fetch(first.url(), { headers: { cookie: cookieHeader(signInCookie) }, redirect: "manual" });
   assert.equal(replay.status, 403);
   assert.match(await replay.text(), /used already/);
   assert.equal(replay.headers.getSetCookie().some((c) => c.startsWith("assent_ui=") && !c.startsWith("assent_ui=;")), false);
   await r.context.close();
 
-  step("a callback with another browser's state is refused, and that state is spent");
+  step("a callback with another browser's state is refused, and spends nothing");
   // The victim's callback (its state and code) arrives in the attacker's browser, which holds
-  // a browser cookie of its own: here, the victim's cookie is swapped for the attacker's.
+  // a sign-in cookie of its own: here, the victim's cookie is swapped for the attacker's.
   const attacker = await fresh();
   const attackerCookie = await toProvider(attacker);
   const victim = await fresh();
   const victimCookie = await toProvider(victim);
-  await victim.context.clearCookies({ name: "assent_oidc" });
-  await victim.context.addCookies([{ name: "assent_oidc", value: attackerCookie, domain: "localhost",
-    path: "/ui/oidc", httpOnly: true, sameSite: "Lax" }]);
+  await victim.context.clearCookies({ name: victimCookie.name });
+  await victim.context.addCookies([{ ...attackerCookie, domain: "localhost" }]);
   const vc = victim.page.waitForResponse((x) => x.url().startsWith(CALLBACK));
   await atProvider(victim.page, "alice");
   const stolen = await vc;
   assert.equal(stolen.status(), 403);
   assert.match(await victim.page.textContent("body"), /another browser/);
   assert.equal(await session(victim.context), undefined);
-  const late = await fetch(stolen.url(), { headers: { cookie: `assent_oidc=${victimCookie}` }, redirect: "manual" });
-  assert.equal(late.status, 403, "a state is spent by a wrong first try");
+  // The refusal asked the provider nothing and spent nothing: the browser that started the
+  // sign-in still finishes it.
+  const late = await fetch(stolen.url(), { headers: { cookie: cookieHeader(victimCookie) }, redirect: "manual" });
+  assert.equal(late.status, 200, "the refused callback spent the sign-in");
   await victim.context.close();
   await attacker.context.close();
 
-  step("a flood of sign-in starts from one address is throttled: 429 with Retry-After");
-  // From 127.0.0.2, another client than the browser's 127.0.0.1: starts are limited per
-  // client network (40, then one per 30 s), and the store never replaces a sign-in in
-  // progress; test_oidc.py counts the rows afterwards.
+  step("a flood of sign-in starts from the browser's own address keeps no one from signing in");
+  // Attack (found by review): starts were limited per client network and the network's
+  // sign-ins in progress capped, so anyone sharing an office's NAT address kept everyone
+  // behind it from signing in. A start holds nothing on the gateway (the sign-in is sealed into
+  // the browser's cookie): 200 starts from 127.0.0.1, the browser's address, are all sent on,
+  // and the browser's sign-in then finishes. test_oidc.py checks that they wrote nothing.
   const startFrom = (localAddress) => new Promise((ok, fail) => {
     const u = new global.URL(`${URL}/ui/oidc/start`);
     http.get({ host: "127.0.0.1", port: u.port, path: u.pathname, localAddress }, (res) => {
       res.resume();
-      res.on("end", () => ok({ status: res.statusCode, retryAfter: res.headers["retry-after"] }));
+      res.on("end", () => ok(res.statusCode));
     }).on("error", fail);
   });
   const flood = [];
-  for (let i = 0; i < 60; i++) flood.push(await startFrom("127.0.0.2"));
-  const passed = flood.filter((s) => s.status === 303).length;
-  assert.ok(passed >= 40 && passed < 45, `${passed} starts let through`);
-  const throttled = flood.filter((s) => s.status === 429);
-  assert.equal(throttled.length, 60 - passed, JSON.stringify(flood));
-  assert.ok(throttled.every((s) => Number(s.retryAfter) >= 1), "Retry-After");
-  console.log(`flood: ${passed} let through`);
+  for (let i = 0; i < 200; i++) flood.push(await startFrom("127.0.0.1"));
+  assert.deepEqual([...new Set(flood)], [303], "every start is sent on to the provider");
+  const n = await fresh();
+  await toProvider(n, "/ui/history");
+  await atProvider(n.page, "alice");
+  await n.page.waitForURL(`${URL}/ui/history`);
+  assert.ok(await session(n.context), "signed in after the flood");
+  await n.context.close();
 
   step("a code the provider issued to another client is not redeemed");
   const o = await fresh();

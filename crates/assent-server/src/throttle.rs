@@ -18,14 +18,29 @@
 //!   guesser nothing short of the whole key, which a long random key puts out of reach; a
 //!   short key (`--insecure-demo-keys`, a `key_sha256` of a short key) gets no exception.
 //!   The memory is this process's: after a restart, or on another replica, it starts empty.
-//!   The API, `/mcp` and the dashboard sign-in share it, and so do refused single sign-on
-//!   callbacks, counted against the address alone (they carry no key, so no exception): a
-//!   locked-out address gets `429` before any request to the provider.
+//!   The API, `/mcp` and the dashboard sign-in share it.
+//! - Single sign-on code exchanges have an allowance of their own per client address (network):
+//!   each exchange the provider refuses ([`Throttle::sso_exchange_failed`]) counts, at the same
+//!   rate, and a locked-out address's callbacks get `429` before the provider is asked
+//!   ([`Throttle::sso_locked_out`]); at most [`SSO_EXCHANGES`] exchanges are in flight on one
+//!   replica at once ([`Throttle::sso_exchange`]). Only exchanges count: a callback refused
+//!   before the provider is asked (no or a forged sign-in cookie, a spent `state`, the
+//!   provider's `error=`) guesses nothing and counts nothing, so a web page firing callbacks
+//!   at the gateway from its visitors' browsers cannot lock their address out (found by
+//!   review: every refused callback counted against the address's failed authentications, so
+//!   `<img src=…/ui/oidc/callback?state=x&code=y>` locked an office's NAT out of single
+//!   sign-on and of key sign-in). Neither allowance locks out the other: guessing keys does
+//!   not stop single sign-on, nor failed exchanges key sign-ins.
 //! - On PostgreSQL the failures are also counted in the database ([`Throttle::shared`]), so
 //!   that every replica charges one allowance: a lockout found there holds on the replica
 //!   that found it, and the others find it at the caller's next failure there. Request rate
 //!   limits stay per replica (a shared counter would put a database write on every request):
 //!   behind N replicas a principal may make up to N times `rate_limits`.
+//! - Single sign-on starts (`GET /ui/oidc/start`) are not limited here: a start holds nothing
+//!   on the server (the sign-in in progress is sealed into the browser's cookie,
+//!   `crate::dashboard::oidc`) and costs what a page does. Found by review: they were limited
+//!   per client network (40, then one per 30 s) and the network's sign-ins in progress capped,
+//!   so one host behind an office's NAT kept everyone behind it from signing in.
 //! - The client address is the TCP peer, or, when the peer is one of `trusted_proxies`, the
 //!   right-most `X-Forwarded-For` address that is not (so clients behind a reverse proxy are
 //!   told apart instead of sharing the proxy's address).
@@ -46,6 +61,9 @@ use std::time::{Duration, Instant};
 pub const FAILURES_PER_SECOND: u32 = 5;
 /// Failed authentications allowed in a burst before the rate applies.
 pub const FAILURE_BURST: u32 = 20;
+/// Single sign-on code exchanges in flight on one replica at once, at the most
+/// ([`Throttle::sso_exchange`]).
+pub const SSO_EXCHANGES: usize = 16;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
 /// How long a key's authentication from an address lets it past that address's lock-out
@@ -60,22 +78,6 @@ const KNOWN_ADDRESSES: usize = 64;
 /// notes it again (the memory is kept to [`KNOWN_FOR`], so a minute more or less is nothing).
 const RENOTE_AFTER: Duration = Duration::from_secs(60);
 
-/// Single sign-on starts (`GET /ui/oidc/start`) one client network ([`network`]) may make in
-/// a burst before [`SSO_START_EVERY`] applies: an office behind one NAT signing in at 9:00.
-pub const SSO_START_BURST: u32 = 40;
-/// One more single sign-on start per client network is allowed every this long (30 s). With
-/// [`SSO_START_BURST`], at most 40 + 600 / 30 = 60 starts fit in a sign-in's 10 minutes: fewer
-/// than the 64 sign-ins in progress the store lets one client hold, so on one replica a flood
-/// is answered here, with `Retry-After`. The store's bound is what holds across replicas
-/// (each counts its own starts): it refuses, and never replaces a sign-in in progress.
-pub const SSO_START_EVERY: Duration = Duration::from_secs(30);
-/// Single sign-on starts one IPv6 /48 (a site: 65,536 /64 networks) may make in a burst.
-pub const SSO_SITE_BURST: u32 = 256;
-/// One more single sign-on start per IPv6 /48 every this long (2 s): one site holds at most
-/// 256 + 300 sign-ins in progress at once, so filling the store's global bound of 100,000
-/// takes some 180 /48s, not one.
-pub const SSO_SITE_EVERY: Duration = Duration::from_secs(2);
-
 pub use crate::config::RateLimits;
 
 /// The addresses (networks) one key authenticated from, each with when it last did.
@@ -86,6 +88,8 @@ type Seen = Vec<(IpAddr, Instant)>;
 enum Who {
     Addr(IpAddr),
     Prefix(String),
+    /// A client address (network) whose single sign-on code exchanges failed.
+    Sso(IpAddr),
 }
 
 impl Who {
@@ -96,6 +100,7 @@ impl Who {
         let text = match self {
             Who::Addr(a) => format!("addr:{a}"),
             Who::Prefix(p) => format!("prefix:{p}"),
+            Who::Sso(a) => format!("sso:{a}"),
         };
         hex::encode(sha2::Sha256::digest(text.as_bytes()))
     }
@@ -110,10 +115,8 @@ pub struct Throttle {
     /// when.
     known: Mutex<HashMap<[u8; 32], Seen>>,
     trusted_proxies: Vec<IpAddr>,
-    /// Single sign-on starts per client network ([`Throttle::sso_start`]).
-    sso_starts: DefaultKeyedRateLimiter<IpAddr>,
-    /// Single sign-on starts per IPv6 /48.
-    sso_sites: DefaultKeyedRateLimiter<IpAddr>,
+    /// Places for single sign-on code exchanges in flight ([`SSO_EXCHANGES`]).
+    sso_exchanges: tokio::sync::Semaphore,
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
 }
@@ -155,16 +158,7 @@ impl Throttle {
             locked: Mutex::default(),
             known: Mutex::default(),
             trusted_proxies: Vec::new(),
-            sso_starts: DefaultKeyedRateLimiter::keyed(
-                Quota::with_period(SSO_START_EVERY)
-                    .expect("a period")
-                    .allow_burst(nz(SSO_START_BURST)),
-            ),
-            sso_sites: DefaultKeyedRateLimiter::keyed(
-                Quota::with_period(SSO_SITE_EVERY)
-                    .expect("a period")
-                    .allow_burst(nz(SSO_SITE_BURST)),
-            ),
+            sso_exchanges: tokio::sync::Semaphore::new(SSO_EXCHANGES),
             shared: None,
         }
     }
@@ -287,11 +281,30 @@ impl Throttle {
         self.count(Self::keys(addr, key)).await
     }
 
-    /// Counts a failed authentication that presented no key (a refused single sign-on
-    /// callback) against the client address alone, like [`Throttle::failed`]; `None` without
-    /// an address.
-    pub async fn failed_address(&self, addr: Option<IpAddr>) -> Option<Duration> {
-        self.count(addr.map(|a| Who::Addr(network(a))).into_iter().collect())
+    /// `Some(wait)` while single sign-on code exchanges from `addr` are locked out (too many
+    /// failed: [`Throttle::sso_exchange_failed`]). The key lock-out of the address
+    /// ([`Throttle::locked_out`]) does not apply, nor this one to keys.
+    pub fn sso_locked_out(&self, addr: Option<IpAddr>) -> Option<Duration> {
+        let who = Who::Sso(network(addr?));
+        let now = Instant::now();
+        let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
+        locked.retain(|_, until| *until > now);
+        locked.get(&who).map(|until| *until - now)
+    }
+
+    /// A place for one single sign-on code exchange, held while it is in flight; `None` when
+    /// [`SSO_EXCHANGES`] are already (this replica is busy: the callback should be refused
+    /// before anything is spent or asked).
+    pub fn sso_exchange(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.sso_exchanges.try_acquire().ok()
+    }
+
+    /// Counts a single sign-on code exchange (or its ID token) the provider's answer failed
+    /// against the client address (network) alone, like [`Throttle::failed`]; `Some(wait)`
+    /// when that used up its allowance, and its exchanges are locked out for `wait`. `None`
+    /// without an address.
+    pub async fn sso_exchange_failed(&self, addr: Option<IpAddr>) -> Option<Duration> {
+        self.count(addr.map(|a| Who::Sso(network(a))).into_iter().collect())
             .await
     }
 
@@ -343,38 +356,6 @@ impl Throttle {
             self.failures.retain_recent();
         }
         wait
-    }
-
-    /// Counts a single sign-on start from client address `addr` (`None`: a Unix socket, one
-    /// client); `Some(wait)` when it is over the allowance of its network ([`network`]:
-    /// [`SSO_START_BURST`], then one per [`SSO_START_EVERY`]) or, for IPv6, of its /48
-    /// ([`SSO_SITE_BURST`], then one per [`SSO_SITE_EVERY`]). The network is checked first,
-    /// so starts refused to one network do not use up its neighbours' share of the /48.
-    ///
-    /// Attack (found by review): starts were not limited, and a neighbour (the same NAT, the
-    /// same /48) started sign-ins until the store replaced the one a person had in progress.
-    pub fn sso_start(&self, addr: Option<IpAddr>) -> Option<Duration> {
-        let net = addr.map_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), network);
-        let clock = DefaultClock::default();
-        let over = |r: Result<(), governor::NotUntil<_>>| {
-            r.err()
-                .map(|n| n.wait_time_from(clock.now()).max(Duration::from_secs(1)))
-        };
-        if self.sso_starts.len() > 100_000 {
-            self.sso_starts.retain_recent();
-            self.sso_sites.retain_recent();
-        }
-        if let Some(wait) = over(self.sso_starts.check_key(&net)) {
-            return Some(wait);
-        }
-        match addr.map(|a| a.to_canonical()) {
-            Some(IpAddr::V6(v6)) => {
-                let s = v6.segments();
-                let site = IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], 0, 0, 0, 0, 0));
-                over(self.sso_sites.check_key(&site))
-            }
-            _ => None,
-        }
     }
 
     /// `Some(wait)` when `principal` is over its request rate.

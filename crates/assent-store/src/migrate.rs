@@ -85,6 +85,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(40, "0040_settled_approvals_index"),
     migration!(41, "0041_awaiting_events_by_approval"),
     migration!(42, "0042_courtesy_notices_sent"),
+    migration!(43, "0043_oidc_spent_states"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -480,14 +480,10 @@ fn pending_defaults(staged: &Path) -> Result<i64, StoreError> {
 }
 
 /// The tables of sign-in state a restore empties in the staged copy: dashboard sessions,
-/// passkey enrolment codes, passkey ceremonies (registrations and votes) in progress, single
-/// sign-on logins in progress.
-const SIGN_IN_STATE: [&str; 4] = [
-    "ui_sessions",
-    "passkey_enrolments",
-    "passkey_ceremonies",
-    "oidc_logins",
-];
+/// passkey enrolment codes, passkey ceremonies (registrations and votes) in progress. (Single
+/// sign-on logins in progress live in the browser's sealed cookie; the spent states that
+/// refuse a replayed callback are kept.)
+const SIGN_IN_STATE: [&str; 3] = ["ui_sessions", "passkey_enrolments", "passkey_ceremonies"];
 
 /// Ends, in the staged copy, every dashboard session and every sign-in still in progress
 /// ([`SIGN_IN_STATE`], those of its tables the copy's schema has); how many rows went. Found

@@ -1,6 +1,6 @@
 //! The steps the single-use tables share (issue 12): state kept between two requests —
-//! passkey ceremonies, single sign-on logins in progress, dashboard sessions, accepted Slack
-//! request signatures — is stored under a SHA-256 digest, pruned and bounded when a row is
+//! passkey ceremonies, the spent states of single sign-on logins, dashboard sessions,
+//! accepted Slack request signatures — is stored under a SHA-256 digest, pruned and bounded when a row is
 //! added, and taken at most once. Each step is written once here: the digest check, making
 //! room (remove what ended, count what is left) and take-once (read the row, remove it, hand
 //! it back). What may be taken, and the caps, stay with each table.

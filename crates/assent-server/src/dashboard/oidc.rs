@@ -2,68 +2,71 @@
 //! PKCE through the `openidconnect` crate.
 //!
 //! - `GET /ui/oidc/start[?next=PATH][&step_up=1]` discovers the provider (cached five
-//!   minutes; an unreachable issuer is a `502` page naming it and why), keeps the `state`'s
-//!   SHA-256, the nonce, the PKCE verifier and the SHA-256 of a fresh browser cookie
-//!   (`__Host-assent_oidc` over https, `Path=/`; `assent_oidc`, `Path=/ui/oidc` over plain
-//!   http: `super::session::Jar`; `HttpOnly`, `SameSite=Lax`, 10 minutes) in the store, and
-//!   sends the browser to the provider. Starts are limited per client network
-//!   ([`crate::throttle::Throttle::sso_start`]: `429 RATE_LIMITED` with `Retry-After`), and the
-//!   store holds at most 64 in progress per network (`429` past it, across replicas), never
-//!   replacing one.
+//!   minutes; an unreachable issuer is a `502` page naming it and why), seals the sign-in in
+//!   progress — `state`, nonce, PKCE verifier, `next`, whether it is a step-up, when it started
+//!   and expires ([`LOGIN_TTL`]) — into a cookie of the browser's ([`cookie`]: `HttpOnly`,
+//!   `SameSite=Lax`, `__Host-` over https; sealed by the store with AES-256-GCM under a key
+//!   every replica derives from the shared `keys_dir`), and sends the browser to the provider.
+//!   `next` is a dashboard path of at most [`MAX_NEXT`] bytes (else `/ui`), and a cookie that
+//!   would be larger than [`cookie::MAX_COOKIE`] is sealed with `/ui` instead (found by review:
+//!   a page starting four sign-ins with a long `next` of `"`s made every request of the browser
+//!   carry 16 KB of cookies, which proxies refuse).
+//!   A start writes nothing on the server and is not limited: found by review, starts were
+//!   rows capped per client network and limited per network, so anyone behind an office's NAT
+//!   kept its people's sign-ins refused (`429`) with one start every 30 s.
 //! - `step_up=1` is a step-up (a sensitive form asks for a recent sign-in): the provider is
 //!   sent `max_age=0` (OpenID Connect Core §3.1.2.1), so it must
 //!   authenticate the person again rather than reuse its own session, and the ID token's
 //!   `auth_time` must be no older than the step-up's start (less [`AUTH_TIME_SKEW`]); absent or
 //!   older, the callback is a `403` and starts no session.
-//! - `GET /ui/oidc/callback?state&code` takes that record once (any replica; a replayed or
-//!   expired `state`, or one started in another browser, is a `403` and starts nothing),
-//!   redeems the code with the verifier, and has the library check the ID token's signature,
-//!   issuer, audience, expiry and nonce. The `roles_claim` groups map to roles
-//!   ([`OidcConfig::roles_for`]); no role is a `403` and no session. The session is
-//!   `oidc:<name_claim>` (a prefix no configured principal may use) carrying its roles.
+//! - `GET /ui/oidc/callback?state&code` needs the cookie of that `state` from the same browser,
+//!   whole, sealed by this gateway's keys and unexpired (else `403`, and neither the provider
+//!   nor the store is asked: a callback carried to another browser — login CSRF — or a forged
+//!   or altered cookie starts nothing), and a `state` not spent already (any replica: a
+//!   replayed callback is a `403`). Then, before the provider is asked, the `state` is
+//!   recorded as spent in the store (insert-if-absent on either backend: of two callbacks at
+//!   once, one goes on), so each sign-in cookie is good for exactly one code exchange,
+//!   whatever its outcome (found by review: spent only after a successful sign-in, one cookie
+//!   drove unlimited token requests with junk codes). It redeems the code with the verifier,
+//!   and has the library check the ID token's signature, issuer, audience, expiry and nonce.
+//!   The `roles_claim` groups map to roles ([`OidcConfig::roles_for`]); no role is a `403` and
+//!   no session. The session is `oidc:<name_claim>` (a prefix no configured principal may
+//!   use) carrying its roles. The callback clears its cookie.
 //!
-//! Refused callbacks count against the client address in the failed-authentication throttle
-//! (`crate::throttle`); a locked-out address is `429` before any request to the provider.
+//! Only code exchanges the provider refused and ID tokens that failed their checks count
+//! against the client address, in an allowance of single sign-on's own; a locked-out address
+//! is `429` before the provider is asked, with its cookie kept and nothing spent, and at most
+//! `crate::throttle::SSO_EXCHANGES` exchanges are in flight per replica. A callback refused
+//! before the provider is asked counts nothing, so a web page cannot lock its visitors'
+//! address out ([`callback`] says why).
 //!
 //! The session cookie is `SameSite=Strict`, so it is not sent on the provider's cross-site
 //! redirect chain: the callback answers with a page that moves on to the dashboard itself.
 
+pub mod cookie;
+
 use super::page::{Message, forbidden, page_with, secured};
 use super::session::{Jar, next_path, set_session_cookie};
-use super::sessions::{self, digest, random_hex};
+use super::sessions::{self, digest};
 use crate::config::oidc::{Extra, NAME_PREFIX, OidcConfig, Sso, error_chain};
 use crate::state::{AppState, now_ms};
-use assent_store::oidc_logins::OidcLogin;
+use assent_store::oidc_logins::{MAX_NEXT, SignIn};
 use assent_store::ui_sessions::SsoGrant;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use openidconnect::core::{CoreAuthenticationFlow, CoreGenderClaim};
 use openidconnect::{
-    AuthorizationCode, CsrfToken, IdTokenClaims, Nonce, PkceCodeChallenge, PkceCodeVerifier, Scope,
-    TokenResponse as _,
+    AuthorizationCode, CsrfToken, IdTokenClaims, Nonce, PkceCodeChallenge, PkceCodeVerifier,
+    RequestTokenError, Scope, TokenResponse as _,
 };
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The browser cookie's name without the `__Host-` prefix, and its path over plain http.
-const BROWSER_COOKIE: (&str, &str) = ("assent_oidc", "/ui/oidc");
 /// How long a sign-in at the provider may take.
 const LOGIN_TTL: Duration = Duration::from_secs(600);
 /// How far the provider's clock may be behind ours for a step-up's `auth_time`.
 pub(crate) const AUTH_TIME_SKEW: Duration = Duration::from_secs(30);
-/// What a step-up's nonce begins with, in the stored sign-in (the server's record, which the
-/// browser cannot change; the ID token must carry the whole nonce back).
-const STEP_UP_NONCE: &str = "step-up.";
-
-// On one replica, a network's starts within a sign-in's lifetime stay below what the store
-// lets one client hold, so a flood is answered by the throttle (with Retry-After); across
-// replicas the store refuses (it never replaces a sign-in in progress).
-const _: () = assert!(
-    (crate::throttle::SSO_START_BURST as u64
-        + LOGIN_TTL.as_secs() / crate::throttle::SSO_START_EVERY.as_secs())
-        < assent_store::oidc_logins::MAX_PER_CLIENT as u64
-);
 
 /// A page with `status`, `title` and `text` for someone not signed in.
 fn refused(status: StatusCode, title: &str, text: &str) -> Response {
@@ -90,12 +93,10 @@ fn query(raw: Option<&str>) -> Option<HashMap<String, String>> {
     Some(m)
 }
 
-/// `GET /ui/oidc/start[?next=PATH][&step_up=1]`: sends the browser to the provider (see the
-/// module doc); `429 RATE_LIMITED` with `Retry-After` past the client network's allowance of
-/// starts, before the provider or the store is asked anything.
+/// `GET /ui/oidc/start[?next=PATH][&step_up=1]`: sends the browser to the provider with the
+/// sign-in sealed into its cookie (see the module doc).
 pub(crate) async fn start(
     State(st): State<AppState>,
-    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -106,15 +107,6 @@ pub(crate) async fn start(
             "This gateway has no `oidc` provider configured; sign in with an operator key.",
         );
     };
-    let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
-    if let Some(wait) = st.throttle.sso_start(addr) {
-        tracing::warn!("SSO sign-in starts over the client network's allowance refused");
-        return secured(crate::throttle::too_many(
-            "RATE_LIMITED",
-            "Too many single sign-on starts from this network; wait and try again.",
-            wait,
-        ));
-    }
     let Some(q) = query(raw.as_deref()).filter(|q| q.len() <= 4) else {
         return refused(
             StatusCode::BAD_REQUEST,
@@ -122,7 +114,9 @@ pub(crate) async fn start(
             "The query could not be read.",
         );
     };
-    let next = next_path(q.get("next"));
+    let next = Some(next_path(q.get("next")))
+        .filter(|n| n.len() <= MAX_NEXT)
+        .unwrap_or_else(|| "/ui".into());
     let step_up = q.get("step_up").is_some_and(|v| v == "1");
     let client = match sso.client().await {
         Ok(c) => c,
@@ -133,10 +127,7 @@ pub(crate) async fn start(
         .authorize_url(
             CoreAuthenticationFlow::AuthorizationCode,
             CsrfToken::new_random,
-            move || match step_up {
-                true => Nonce::new(format!("{STEP_UP_NONCE}{}", random_hex())),
-                false => Nonce::new_random(),
-            },
+            Nonce::new_random,
         )
         .set_pkce_challenge(challenge);
     if step_up {
@@ -148,65 +139,93 @@ pub(crate) async fn start(
         req = req.add_scope(Scope::new(s.clone()));
     }
     let (url, state, nonce) = req.url();
-    let browser = random_hex();
-    let login = OidcLogin {
-        browser_sha256: digest(&browser),
+    let now = now_ms();
+    let sign_in = SignIn {
+        state: state.secret().clone(),
         nonce: nonce.secret().clone(),
         pkce_verifier: verifier.secret().clone(),
         next,
-        expires_at: now_ms().saturating_add(LOGIN_TTL.as_millis() as i64),
+        step_up,
+        started_at: now,
+        expires_at: now.saturating_add(LOGIN_TTL.as_millis() as i64),
     };
-    let key = digest(state.secret());
-    let client = client_digest(addr);
-    let stored = st
-        .store_task(move |s| s.put_oidc_login(&key, &client, &login, now_ms()))
-        .await;
-    if matches!(stored, Ok(Ok(false))) {
-        tracing::warn!("an SSO start refused: its network holds the most sign-ins in progress");
-        return secured(crate::throttle::too_many(
-            "RATE_LIMITED",
-            "Too many single sign-on sign-ins are in progress from this network; finish one, or wait and try again.",
-            Duration::from_secs(60),
-        ));
-    }
-    if !matches!(stored, Ok(Ok(true))) {
+    let mut r = secured(Redirect::to(url.as_str()).into_response());
+    if let Err(e) = cookie::set(&st, &headers, &mut r, &sign_in, LOGIN_TTL) {
+        tracing::warn!(error = %e, "an SSO sign-in could not be sealed");
         return refused(
             StatusCode::SERVICE_UNAVAILABLE,
             "Try again",
-            "The gateway cannot record a sign-in right now; try again.",
+            "The gateway cannot start a sign-in right now; try again.",
         );
     }
-    let mut r = secured(Redirect::to(url.as_str()).into_response());
-    let attrs = format!("HttpOnly; SameSite=Lax; Max-Age={}", LOGIN_TTL.as_secs());
-    Jar::of(&st, &headers).set(&mut r, BROWSER_COOKIE, &browser, &attrs);
     r
 }
 
-/// The digest a sign-in in progress is kept under for its client (`assent_store::oidc_logins::
-/// MAX_PER_CLIENT` of them at most, none ever replaced): its network as
-/// the throttles count it ([`crate::throttle::network`]: an IPv4 address whole, an IPv6
-/// address by its /64), no address (a Unix socket) as one client.
-///
-/// Attack (found by review): clients were kept by their IPv6 /48, so anyone in the same /48 (a
-/// hosting provider's neighbours) started 16 sign-ins and replaced the one a person had in
-/// progress. How many a /48 holds at once is bounded by its start allowance
-/// ([`crate::throttle::SSO_SITE_BURST`]).
-fn client_digest(addr: Option<std::net::IpAddr>) -> String {
-    let label = match addr {
-        Some(a) => crate::throttle::network(a).to_string(),
-        None => "local".into(),
-    };
-    digest(&format!("oidc-start:{label}"))
+/// Why a callback was refused (see [`callback`]).
+struct Refusal {
+    status: StatusCode,
+    why: String,
+    /// The provider refused the code exchange or its ID token failed the checks: counts against
+    /// the client address ([`crate::throttle::Throttle::sso_exchange_failed`]).
+    counts: bool,
+    /// Nothing was spent and the sign-in may still finish (the gateway or this replica could
+    /// not go on): its cookie is kept.
+    keep: bool,
+    /// `Retry-After`, for a `429` or a `503`.
+    wait: Option<Duration>,
 }
 
-/// Why a callback was refused: the status and the page's text.
-type Refusal = (StatusCode, String);
+impl Refusal {
+    /// Refused before the provider was asked (a bad query, the provider's `error=`, no valid
+    /// sign-in cookie, a spent `state`) or after it answered for someone this gateway does
+    /// not sign in: counts nothing.
+    fn early(status: StatusCode, why: impl Into<String>) -> Self {
+        Self {
+            status,
+            why: why.into(),
+            counts: false,
+            keep: false,
+            wait: None,
+        }
+    }
 
-/// `GET /ui/oidc/callback?state&code`: finishes the sign-in (see the module doc). A refused
-/// callback (4xx: a bad query, an unknown state, the provider's error, a code it did not
-/// redeem, an ID token refused, no role) counts against the client address in the throttle
-/// the API's bad keys use; from a locked-out address the callback is `429 AUTH_THROTTLED`
-/// with `Retry-After` before the store or the provider is asked anything.
+    /// The code exchange or the ID token failed: `403`, counted.
+    fn failed(why: impl Into<String>) -> Self {
+        Self {
+            counts: true,
+            ..Self::early(StatusCode::FORBIDDEN, why)
+        }
+    }
+
+    /// The gateway could not go on before anything was spent (`wait`: try again after it).
+    fn retry(status: StatusCode, why: impl Into<String>, wait: Option<Duration>) -> Self {
+        Self {
+            keep: true,
+            wait,
+            ..Self::early(status, why)
+        }
+    }
+}
+
+/// `GET /ui/oidc/callback?state&code`: finishes the sign-in (see the module doc).
+///
+/// What counts against the client address (its single sign-on allowance in
+/// `crate::throttle`, not the one of keys) is only a code exchange the provider refused or an
+/// ID token that failed its checks. A callback refused before the provider is asked — a bad
+/// or duplicated query, the provider's `error=`, no valid unexpired sign-in cookie of this
+/// browser, a spent `state` — guesses nothing (the cookie cannot be forged, the `state` is
+/// the gateway's), so it counts nothing: found by review, every refused callback counted, and
+/// any web page firing `<img src=…/callback?state=x&code=y>` from its visitors' browsers
+/// locked their office's address out of single sign-on and of key sign-in.
+///
+/// A callback with a valid, unspent cookie is subject to the lock-out of its address's
+/// failed exchanges (`429` with `Retry-After`, the cookie kept and nothing spent). Cookies are
+/// free to obtain, so something must bound the code exchanges one address makes the gateway
+/// send to the provider with its client secret; counting the failed ones does, and only an
+/// exchange can fail that way, which takes a `state` that the provider sent back, so a page
+/// elsewhere cannot. At most [`crate::throttle::SSO_EXCHANGES`] exchanges are in flight per
+/// replica (more: `503` with `Retry-After`, nothing spent), which bounds what many addresses
+/// at once, or an address before its failures are counted, can send.
 pub(crate) async fn callback(
     State(st): State<AppState>,
     peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
@@ -217,46 +236,54 @@ pub(crate) async fn callback(
         return forbidden("Single sign-on is off on this gateway.");
     };
     let addr = st.throttle.addr_from(peer.map(|p| p.0.0.ip()), &headers);
-    let throttled = |wait| {
-        secured(crate::throttle::too_many(
+    let q = query(raw.as_deref());
+    let mut f = match finish(&st, &sso, addr, &headers, q.as_ref()).await {
+        Ok((id, next)) => {
+            let mut r = moving_on(&next);
+            set_session_cookie(&mut r, &id, Jar::of(&st, &headers));
+            clear_cookie(&st, &headers, &mut r, q.as_ref());
+            return r;
+        }
+        Err(f) => f,
+    };
+    if f.counts
+        && let Some(wait) = st.throttle.sso_exchange_failed(addr).await
+    {
+        (f.status, f.wait) = (StatusCode::TOO_MANY_REQUESTS, Some(wait));
+    }
+    let mut r = match (f.status, f.wait) {
+        (StatusCode::TOO_MANY_REQUESTS, Some(wait)) => secured(crate::throttle::too_many(
             "AUTH_THROTTLED",
             "Too many refused sign-ins from this address; wait and try again.",
             wait,
-        ))
-    };
-    if let Some(wait) = st.throttle.locked_out(addr, "", false) {
-        return throttled(wait);
-    }
-    let jar = Jar::of(&st, &headers);
-    let mut r = match finish(&st, &sso, &headers, raw.as_deref()).await {
-        Ok((id, next)) => {
-            let mut r = moving_on(&next);
-            set_session_cookie(&mut r, &id, jar);
+        )),
+        (status, wait) => {
+            let text = format!("{} No session was started.", f.why);
+            let mut r = refused(status, "Sign-in refused", &text);
+            if let Some(v) =
+                wait.and_then(|w| HeaderValue::from_str(&w.as_secs().max(1).to_string()).ok())
+            {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
             r
         }
-        Err((status, why)) => {
-            // Only the caller's failures count; the gateway's own (store, provider down) do not.
-            let locked = match status.is_client_error() {
-                true => st.throttle.failed_address(addr).await,
-                false => None,
-            };
-            match locked {
-                Some(wait) => throttled(wait),
-                None => refused(
-                    status,
-                    "Sign-in refused",
-                    &format!("{why} No session was started."),
-                ),
-            }
-        }
     };
-    jar.set(
-        &mut r,
-        BROWSER_COOKIE,
-        "",
-        "HttpOnly; SameSite=Lax; Max-Age=0",
-    );
+    if !f.keep {
+        clear_cookie(&st, &headers, &mut r, q.as_ref());
+    }
     r
+}
+
+/// Clears the sign-in cookie of the callback's `state` (in query `q`), if it named one.
+fn clear_cookie(
+    st: &AppState,
+    headers: &HeaderMap,
+    r: &mut Response,
+    q: Option<&HashMap<String, String>>,
+) {
+    if let Some(state) = q.and_then(|q| q.get("state")) {
+        cookie::clear(st, headers, r, state);
+    }
 }
 
 /// A `200` page that moves the browser on to `next` (a dashboard path) by itself, so the
@@ -276,106 +303,178 @@ fn moving_on(next: &str) -> Response {
     secured((StatusCode::OK, Html(html)).into_response())
 }
 
-/// The checks of a callback, in order; `Ok`: the new session's id and where to go.
+/// The checks of a callback with query `q` from client address `addr`, in order (see
+/// [`callback`]); `Ok`: the new session's id and where to go.
 async fn finish(
     st: &AppState,
     sso: &Sso,
+    addr: Option<std::net::IpAddr>,
     headers: &HeaderMap,
-    raw: Option<&str>,
+    q: Option<&HashMap<String, String>>,
 ) -> Result<(String, String), Refusal> {
-    let forbid = |m: &str| (StatusCode::FORBIDDEN, m.to_string());
-    let q = query(raw)
+    let q = q
         .filter(|q| q.len() <= 8 && q.values().all(|v| v.len() <= 4096))
-        .ok_or((
-            StatusCode::BAD_REQUEST,
-            "The callback's query could not be read.".into(),
-        ))?;
+        .ok_or_else(|| {
+            Refusal::early(
+                StatusCode::BAD_REQUEST,
+                "The callback's query could not be read.",
+            )
+        })?;
     if let Some(e) = q.get("error") {
         let e: String = e.chars().filter(|c| !c.is_control()).take(200).collect();
-        return Err(forbid(&format!("The provider answered `{e}`.")));
+        return Err(Refusal::early(
+            StatusCode::FORBIDDEN,
+            format!("The provider answered `{e}`."),
+        ));
     }
     let (Some(state), Some(code)) = (q.get("state"), q.get("code")) else {
-        return Err((
+        return Err(Refusal::early(
             StatusCode::BAD_REQUEST,
-            "The callback needs `state` and `code`.".into(),
+            "The callback needs `state` and `code`.",
         ));
     };
-    let browser = Jar::of(st, headers)
-        .get(headers, BROWSER_COOKIE.0)
-        .unwrap_or("");
-    let (key, bkey) = (digest(state), digest(browser));
-    let unavailable = || {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The store did not answer.".to_string(),
-        )
-    };
-    let login = st
-        .store_task(move |s| s.take_oidc_login(&key, &bkey, now_ms()))
-        .await
-        .map_err(|_| unavailable())?
-        .map_err(|_| unavailable())?;
-    let Some(login) = login else {
-        tracing::warn!(
-            "OIDC callback with an unknown, used, expired or other browser's state refused"
-        );
-        return Err(forbid(
-            "This sign-in is unknown, was used already, expired, or was started in another browser.",
+    let login = sign_in_of(st, headers, state).await?;
+    if let Some(wait) = st.throttle.sso_locked_out(addr) {
+        return Err(Refusal::retry(
+            StatusCode::TOO_MANY_REQUESTS,
+            "",
+            Some(wait),
         ));
-    };
+    }
     let client = sso
         .client()
         .await
-        .map_err(|why| (StatusCode::BAD_GATEWAY, why))?;
-    let exchange = client
+        .map_err(|why| Refusal::retry(StatusCode::BAD_GATEWAY, why, None))?;
+    let Some(_place) = st.throttle.sso_exchange() else {
+        tracing::warn!("OIDC callback refused: too many code exchanges in flight");
+        return Err(Refusal::retry(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The gateway is finishing too many sign-ins right now; try again in a moment.",
+            Some(Duration::from_secs(1)),
+        ));
+    };
+    spend(st, state, login.expires_at).await?;
+    let tokens = client
         .exchange_code(AuthorizationCode::new(code.clone()))
         .map_err(|e| {
-            (
-                StatusCode::BAD_GATEWAY,
-                format!("The provider has no token endpoint: {e}."),
-            )
+            let why = format!("The provider has no token endpoint: {e}.");
+            Refusal::early(StatusCode::BAD_GATEWAY, why)
         })?
         .set_pkce_verifier(PkceCodeVerifier::new(login.pkce_verifier))
         .request_async(&sso.http)
-        .await;
-    let tokens = exchange.map_err(|e| {
-        tracing::warn!(error = %error_chain(&e), "OIDC code exchange failed");
-        forbid(&format!(
-            "The provider did not redeem the code: {}.",
-            error_chain(&e)
-        ))
-    })?;
+        .await
+        .map_err(exchange_refused)?;
     let id_token = tokens
         .id_token()
-        .ok_or_else(|| forbid("The provider sent no ID token."))?;
-    let step_up_start = login.nonce.starts_with(STEP_UP_NONCE).then(|| {
-        login
-            .expires_at
-            .saturating_sub(LOGIN_TTL.as_millis() as i64)
-    });
+        .ok_or_else(|| Refusal::failed("The provider sent no ID token."))?;
     let verifier = client.id_token_verifier();
     let claims = match id_token.claims(&verifier, &Nonce::new(login.nonce)) {
         Ok(c) => c,
         Err(e) => {
             sso.forget().await;
             tracing::warn!(error = %e, "OIDC ID token refused");
-            return Err(forbid(&format!("The ID token was refused: {e}.")));
+            return Err(Refusal::failed(format!("The ID token was refused: {e}.")));
         }
     };
-    let auth_time = authenticated_at(claims, step_up_start).map_err(|m| forbid(&m))?;
-    let (name, grant) = identity(&sso.config, claims).map_err(|m| forbid(&m))?;
+    let forbid = |m: String| Refusal::early(StatusCode::FORBIDDEN, m);
+    let step_up_start = login.step_up.then_some(login.started_at);
+    let auth_time = authenticated_at(claims, step_up_start).map_err(forbid)?;
+    let (name, grant) = identity(&sso.config, claims).map_err(forbid)?;
     if st.principals().iter().any(|p| p.name == name) {
-        return Err(forbid("That name belongs to a configured principal."));
+        return Err(forbid(
+            "That name belongs to a configured principal.".into(),
+        ));
     }
     let roles = grant.roles.clone();
     let (id, _) = sessions::start_sso(st, &name, grant, auth_time)
         .await
-        .ok_or((
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The gateway cannot record a sign-in right now; try again.".to_string(),
-        ))?;
+        .ok_or_else(|| {
+            Refusal::early(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The gateway cannot record a sign-in right now; start again.",
+            )
+        })?;
     tracing::info!(operator = %name, roles = ?roles, "dashboard SSO sign-in");
     Ok((id, login.next))
+}
+
+/// The refusal of a code exchange that failed with `e`: a counted `403` when the provider
+/// refused the code (or answered what could not be read), a `502` counting nothing when it
+/// could not be reached.
+fn exchange_refused<RE, T>(e: RequestTokenError<RE, T>) -> Refusal
+where
+    RE: std::error::Error + 'static,
+    T: openidconnect::ErrorResponse + 'static,
+{
+    let chain = error_chain(&e);
+    tracing::warn!(error = %chain, "OIDC code exchange failed");
+    match e {
+        RequestTokenError::Request(_) => Refusal::early(
+            StatusCode::BAD_GATEWAY,
+            format!("The provider could not be reached to redeem the code: {chain}. Start again."),
+        ),
+        _ => Refusal::failed(format!("The provider did not redeem the code: {chain}.")),
+    }
+}
+
+/// The callback's refusal when the store did not answer.
+fn unavailable<E>(_: E) -> Refusal {
+    Refusal::retry(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The store did not answer.",
+        None,
+    )
+}
+
+/// What a callback's sign-in was refused for when it was spent already (on any replica).
+const USED: &str = "This sign-in was used already.";
+
+/// The sign-in in progress the callback with `state` finishes: its cookie from this browser
+/// ([`cookie::read`]), and not spent already ([`spend`]; read here, so that a replay is refused
+/// before anything else is asked). Refusals here count nothing ([`callback`]).
+async fn sign_in_of(st: &AppState, headers: &HeaderMap, state: &str) -> Result<SignIn, Refusal> {
+    let Some(login) = cookie::read(st, headers, state, now_ms()) else {
+        tracing::warn!(
+            "OIDC callback without its browser's valid, unexpired sign-in cookie refused"
+        );
+        return Err(Refusal::early(
+            StatusCode::FORBIDDEN,
+            "This sign-in is unknown or expired, or was started in another browser; start again from the sign-in page.",
+        ));
+    };
+    let key = digest(state);
+    let spent = st
+        .store_task(move |s| s.oidc_state_spent(&key))
+        .await
+        .map_err(unavailable)?
+        .map_err(unavailable)?;
+    if spent {
+        tracing::warn!("OIDC callback replayed: its state was used already");
+        return Err(Refusal::early(StatusCode::FORBIDDEN, USED));
+    }
+    Ok(login)
+}
+
+/// Records sign-in `state` (expiring at `expires_at`, Unix ms) as spent, for every replica,
+/// before its code is exchanged: each sign-in cookie is good for one exchange. `Err` when it
+/// was already (a replayed callback racing its first).
+///
+/// Attack (found by review): spent only after a successful sign-in, a callback the provider
+/// refused spent nothing, and one cookie replayed with `code=junk1`, `junk2`… had the gateway
+/// post to the provider's token endpoint with its client secret without end (providers that
+/// lock a client out after failed token requests then refuse single sign-on to everyone).
+async fn spend(st: &AppState, state: &str, expires_at: i64) -> Result<(), Refusal> {
+    let key = digest(state);
+    let fresh = st
+        .store_task(move |s| s.spend_oidc_state(&key, expires_at, now_ms()))
+        .await
+        .map_err(unavailable)?
+        .map_err(unavailable)?;
+    if !fresh {
+        tracing::warn!("OIDC callback replayed: its state was used already");
+        return Err(Refusal::early(StatusCode::FORBIDDEN, USED));
+    }
+    Ok(())
 }
 
 /// When the person authenticated at the provider (Unix ms, the ID token's `auth_time`; `0`

@@ -4,12 +4,13 @@
 //! state-changing form (`operator_form`). It renders no queue or card.
 //!
 //! **Cookie names** ([`Jar`]): over https the dashboard's cookies are `__Host-assent_ui` (the
-//! session), `__Host-assent_ui_login` (the sign-in form's) and `__Host-assent_oidc` (a single
-//! sign-on in progress), each `Secure`, `Path=/` and without `Domain`, so the browser takes
-//! them from this host only: a sibling subdomain cannot plant one (login CSRF into its own
-//! account, session fixation), and only the prefixed name is read. Over plain http (a
-//! loopback gateway) a browser refuses `__Host-` cookies, so they are `assent_ui` (`Path=/ui`),
-//! `assent_ui_login` (`Path=/ui/login`) and `assent_oidc` (`Path=/ui/oidc`), as before.
+//! session), `__Host-assent_ui_login` (the sign-in form's) and `__Host-assent_oidc_<16 hex>`
+//! (a single sign-on in progress, one per sign-in: `super::oidc::cookie`), each `Secure`,
+//! `Path=/` and without `Domain`, so the browser takes them from this host only: a sibling
+//! subdomain cannot plant one (login CSRF into its own account, session fixation), and only
+//! the prefixed name is read. Over plain http (a loopback gateway) a browser refuses `__Host-`
+//! cookies, so they are `assent_ui` (`Path=/ui`), `assent_ui_login` (`Path=/ui/login`) and
+//! `assent_oidc_<16 hex>` (`Path=/ui/oidc`).
 
 use crate::auth::principal_for_key;
 use crate::config::Principal;
@@ -35,14 +36,18 @@ const LOGIN_COOKIE: (&str, &str) = ("assent_ui_login", "/ui/login");
 /// The value of cookie `name` in the request's `Cookie` headers (the exact name: no other
 /// spelling or prefix is read).
 pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    cookies(headers).find(|(k, _)| *k == name).map(|(_, v)| v)
+}
+
+/// Every `(name, value)` in the request's `Cookie` headers, in the order sent (a browser sends
+/// the cookies of one path oldest first).
+pub(crate) fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
 }
 
 /// How the dashboard's cookies are named, scoped and flagged for one request (see the module

@@ -6,7 +6,10 @@
 
 use crate::backend::{Param, audit_count};
 use crate::kit::{Gw, OP, assert_error, csrf_of, start_tuned};
+use crate::sign_in::provider::{Provider, now_s};
+use crate::sign_in::{Begun, begin, browser, finish, gateway, signed_in};
 use assent_server::config::passkeys::{PasskeysConfig, Relying};
+use assent_server::dashboard::oidc::cookie;
 use assent_store::passkeys::{MAX_CEREMONIES, StoredPasskey};
 use assent_store::ui_sessions::UiSession;
 use reqwest::StatusCode;
@@ -277,119 +280,228 @@ async fn a_dashboard_session_planted_or_edited_in_the_database_signs_no_one_in()
     gw.stop().await;
 }
 
-/// A stand-in OpenID provider that answers every request `404` and counts them: the gateway's
-/// discovery and token requests reach it, so a test can tell whether any was made.
-async fn counting_provider() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    let app = axum::Router::new().fallback(move || {
-        let h = h.clone();
-        async move {
-            h.fetch_add(1, Ordering::SeqCst);
-            axum::http::StatusCode::NOT_FOUND
-        }
-    });
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/", l.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-    (url, hits)
-}
-
-/// A gateway whose `oidc` issuer is `issuer`.
-async fn with_sso_at(dir: &Path, issuer: &str) -> Gw {
-    let cfg_dir = tempfile::tempdir().unwrap();
-    let file = cfg_dir.path().join("assent.yaml");
-    let oidc = format!(
-        "oidc: {{issuer: '{issuer}', client_id: assent, client_secret_env: ASSENT_TEST_OIDC_SECRET_NEVER_SET, roles_claim: groups, roles: {{fin: [finance]}}}}"
-    );
-    std::fs::write(
-        &file,
-        format!("data_dir: data\npublic_url: http://localhost:7878\n{oidc}\n"),
-    )
-    .unwrap();
-    let cfg = assent_server::config::Config::load(&file).unwrap();
-    let sso =
-        assent_server::config::oidc::Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into())
-            .unwrap();
-    start_tuned(dir, |st| st.oidc = Some(Arc::new(sso))).await
-}
-
-/// Puts a sign-in in progress under `state` for the browser with cookie `browser`.
-fn sign_in_started(gw: &Gw, state: &str, browser: &str) {
-    let login = assent_store::oidc_logins::OidcLogin {
-        browser_sha256: sha(browser),
-        nonce: "n".into(),
-        pkce_verifier: "v".repeat(43),
-        next: "/ui".into(),
-        expires_at: i64::MAX,
-    };
-    gw.with_store(|s| s.put_oidc_login(&sha(state), &"cc".repeat(32), &login, 0))
-        .unwrap();
-}
-
-/// `GET /ui/oidc/callback?state=STATE&code=x` with the browser cookie `browser`, redirects not
-/// followed: the response.
-async fn callback(gw: &Gw, state: &str, browser: &str) -> reqwest::Response {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .get(format!("{}/ui/oidc/callback?state={state}&code=x", gw.url))
-        .header("cookie", format!("assent_oidc={browser}"))
+/// `GET /ui/oidc/callback?{query}` from `b` sending `cookie`: the response.
+async fn callback(gw: &Gw, b: &reqwest::Client, query: &str, cookie: &str) -> reqwest::Response {
+    b.get(format!("{}/ui/oidc/callback?{query}", gw.url))
+        .header("cookie", cookie)
         .send()
         .await
         .unwrap()
 }
 
-/// Attack: guessing at SSO callbacks (made-up states, stolen codes) without limit, each one
-/// also making the gateway call the provider. Refused callbacks count against the client
-/// address in the failed-authentication throttle; once it is locked out, even a callback with
-/// a valid state is `429 AUTH_THROTTLED` with `Retry-After`, and neither the provider nor the
-/// store is asked (the state stays unspent).
+/// The callback query of sign-in `s` with `code`.
+fn with_code(s: &Begun, code: &str) -> String {
+    serde_urlencoded::to_string([("state", s.query["state"].as_str()), ("code", code)]).unwrap()
+}
+
+/// Attack (found by review): every refused SSO callback counted against its address, so any
+/// web page opened behind an office's NAT could fire `<img src=…/ui/oidc/callback?state=x&code=y>`
+/// from its visitors' browsers and lock the address out of single sign-on and of key sign-in
+/// (`429`). Callbacks refused before the provider is asked — no cookie, a forged one, the
+/// provider's `error=`, a bad or duplicated query, a spent `state` — now count nothing:
+/// hundreds of them leave the address's SSO and key sign-ins working.
 #[tokio::test]
-async fn guessing_at_sso_callbacks_is_throttled_before_the_provider_is_asked() {
-    use std::sync::atomic::Ordering;
-    let (issuer, hits) = counting_provider().await;
+async fn a_web_page_firing_sso_callbacks_cannot_lock_its_visitors_address_out() {
+    let p = Provider::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let gw = with_sso_at(dir.path(), &issuer).await;
-    // The double can tell: a valid state makes the gateway ask the provider (which fails: 502).
-    sign_in_started(&gw, "state-1", "browser");
-    assert_eq!(
-        callback(&gw, "state-1", "browser").await.status(),
-        StatusCode::BAD_GATEWAY
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let used = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let done = finish(
+        &gw,
+        &p,
+        &b,
+        &used,
+        ("alice", Some(now_s())),
+        (&used.cookie, &[]),
+    )
+    .await;
+    signed_in(done).await;
+    let forged = format!(
+        "{}=AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSYnKCkqKywtLi8w",
+        cookie::name("x")
     );
-    assert!(hits.load(Ordering::SeqCst) > 0);
-    sign_in_started(&gw, "state-2", "browser");
+    let fired = [
+        ("state=x&code=y".to_string(), String::new()),
+        ("state=x&code=y".to_string(), forged),
+        ("error=access_denied&state=x".to_string(), String::new()),
+        ("state=a&state=b&code=c".to_string(), String::new()),
+        (String::new(), String::new()),
+        (with_code(&used, "y"), used.cookie.clone()),
+    ];
+    for i in 0..40 {
+        for (query, c) in &fired {
+            let r = callback(&gw, &b, query, c).await;
+            assert!(r.status().is_client_error(), "{query}: {}", r.status());
+            assert_ne!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{i}: {query}");
+        }
+    }
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    signed_in(done).await;
+    let key = gw.dashboard_sign_in(crate::kit::OP).await;
+    assert_eq!(
+        key.status(),
+        StatusCode::SEE_OTHER,
+        "a key sign-in from the address"
+    );
+    gw.stop().await;
+}
+
+/// Attack: sign-in cookies are free, so someone sharing an address could have the gateway post
+/// junk codes to the provider's token endpoint without end. The exchanges the provider refuses
+/// count against the address's single sign-on allowance; once it is used up, a callback with a
+/// valid sign-in is `429 AUTH_THROTTLED` with `Retry-After` before the provider is asked, its
+/// cookie kept and its state not spent. The lock-out is of that address's SSO exchanges only:
+/// another address signs in by SSO, and a key signs in from the locked address.
+#[tokio::test]
+async fn failed_code_exchanges_lock_out_only_their_addresss_exchanges_before_the_provider_is_asked()
+{
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let waiting = begin(&gw, &b, "", &[]).await.ok().unwrap();
     let mut locked = None;
     for i in 0..500 {
-        let r = callback(&gw, &format!("made-up-{i}"), "browser").await;
+        let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+        let r = callback(&gw, &b, &with_code(&s, "junk"), &s.cookie).await;
         if r.status() == StatusCode::TOO_MANY_REQUESTS {
-            locked = Some((i, r));
+            locked = Some(i);
             break;
         }
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
     }
-    let (i, r) = locked.expect("refused callbacks are throttled");
+    let i = locked.expect("failed exchanges are throttled");
     assert!(
         i >= assent_server::throttle::FAILURE_BURST as usize,
         "locked after {i}"
     );
-    assert!(r.headers().contains_key("retry-after"));
-    let b: Value = r.json().await.unwrap();
-    assert_eq!(b["code"], "AUTH_THROTTLED", "{b}");
-    let before = hits.load(Ordering::SeqCst);
-    let r = callback(&gw, "state-2", "browser").await;
+    let before = p.tokens_asked();
+    let code = format!("code-{}", waiting.query["state"]);
+    p.issue(&code, "alice", &waiting.query["nonce"], Some(now_s()));
+    let r = callback(&gw, &b, &with_code(&waiting, &code), &waiting.cookie).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(
-        hits.load(Ordering::SeqCst),
-        before,
-        "the provider was asked"
-    );
-    let unspent = gw.with_store(|s| s.take_oidc_login(&sha("state-2"), &sha("browser"), 1));
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(p.tokens_asked(), before, "the provider was asked");
     assert!(
-        unspent.unwrap().is_some(),
-        "the locked-out callback spent the state"
+        !r.headers().contains_key("set-cookie"),
+        "its cookie was cleared"
     );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "AUTH_THROTTLED", "{body}");
+    let state = sha(&waiting.query["state"]);
+    assert!(
+        !gw.with_store(|s| s.oidc_state_spent(&state)).unwrap(),
+        "spent"
+    );
+    let other = browser("127.0.0.2");
+    let s = begin(&gw, &other, "", &[]).await.ok().unwrap();
+    let done = finish(
+        &gw,
+        &p,
+        &other,
+        &s,
+        ("bob", Some(now_s())),
+        (&s.cookie, &[]),
+    )
+    .await;
+    signed_in(done).await;
+    let key = gw.dashboard_sign_in(crate::kit::OP).await;
+    assert_eq!(
+        key.status(),
+        StatusCode::SEE_OTHER,
+        "a key sign-in from the address"
+    );
+    gw.stop().await;
+}
+
+/// Attack: many valid sign-in cookies sent at once (from many addresses, or from one before its
+/// failures are counted) have one replica post as many code exchanges to the provider at once.
+/// At most `SSO_EXCHANGES` are in flight per replica: one more is `503` with `Retry-After`
+/// before the provider is asked and spends nothing, so it finishes once there is room.
+#[tokio::test]
+async fn a_replica_holds_few_code_exchanges_in_flight_and_refuses_more_before_the_provider_is_asked()
+ {
+    use assent_server::throttle::SSO_EXCHANGES;
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let last = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    p.hold(true);
+    let mut flight = Vec::new();
+    for _ in 0..SSO_EXCHANGES {
+        let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+        let req = b
+            .get(format!(
+                "{}/ui/oidc/callback?{}",
+                gw.url,
+                with_code(&s, "junk")
+            ))
+            .header("cookie", s.cookie.clone());
+        flight.push(tokio::spawn(
+            async move { req.send().await.unwrap().status() },
+        ));
+    }
+    let mut asked = p.token_requests.subscribe();
+    asked.wait_for(|n| *n == SSO_EXCHANGES).await.unwrap();
+    let code = format!("code-{}", last.query["state"]);
+    p.issue(&code, "alice", &last.query["nonce"], Some(now_s()));
+    let query = with_code(&last, &code);
+    let one_more = callback(&gw, &b, &query, &last.cookie);
+    let r = tokio::time::timeout(std::time::Duration::from_secs(20), one_more)
+        .await
+        .expect("the callback past the cap waited for the provider");
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(
+        !r.headers().contains_key("set-cookie"),
+        "its cookie was cleared"
+    );
+    assert_eq!(p.tokens_asked(), SSO_EXCHANGES, "the provider was asked");
+    p.hold(false);
+    for f in flight {
+        assert_eq!(f.await.unwrap(), StatusCode::FORBIDDEN);
+    }
+    let done = finish(
+        &gw,
+        &p,
+        &b,
+        &last,
+        ("alice", Some(now_s())),
+        (&last.cookie, &[]),
+    )
+    .await;
+    signed_in(done).await;
+    gw.stop().await;
+}
+
+/// Attack (found by review): a `next` of up to 2048 bytes of `"` (each doubled in the sealed
+/// JSON) let a page send a browser to four starts whose cookies, about 4 KB each, rode on every
+/// request for 10 minutes (proxies answer `400` to 16 KB of cookies), or were too large to
+/// keep. The `next` sealed is at most 512 bytes (longer: `/ui`), so a sign-in cookie stays
+/// under 2 KB and the four a browser holds under 8 KB; a `next` within the limit still leads
+/// the browser back where it was going.
+#[tokio::test]
+async fn a_page_cannot_make_a_browser_carry_oversized_sign_in_cookies() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let quotes = |n: usize| format!("/ui/{}", "\"".repeat(n));
+    for (n, lands) in [(700, "/ui\""), (2000, "/ui\""), (508, "/ui/&quot;&quot;")] {
+        let next = serde_urlencoded::to_string([("next", quotes(n))]).unwrap();
+        let s = begin(&gw, &b, &format!("?{next}"), &[]).await.ok().unwrap();
+        assert!(
+            s.cookie.len() <= 2048,
+            "{n}: a cookie of {} bytes",
+            s.cookie.len()
+        );
+        let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+        assert_eq!(done.status(), StatusCode::OK);
+        let page = done.text().await.unwrap();
+        assert!(page.contains(&format!("url={lands}")), "{n}: {page}");
+    }
     gw.stop().await;
 }

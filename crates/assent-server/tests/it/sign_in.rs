@@ -1,8 +1,10 @@
 //! Holes in the dashboard's sign-in (found by review), closed and held shut through HTTP
 //! against a fake OpenID Connect provider on loopback ([`Provider`]: discovery, JWKS and a
 //! token endpoint whose ID tokens each test writes, signed RS256 with a key `openssl` makes):
-//! a neighbour flooding `/ui/oidc/start` is throttled and cannot replace another's sign-in in
-//! progress; over https the cookies are `__Host-` prefixed and an un-prefixed cookie a sibling
+//! a sign-in in progress is held in its browser's sealed cookie, so others sharing the
+//! browser's address cannot keep it from signing in; a callback needs that cookie, whole,
+//! sealed by the gateway's keys and for its own `state`, and is finished once on every
+//! replica; over https the cookies are `__Host-` prefixed and an un-prefixed cookie a sibling
 //! subdomain planted is never read; a single sign-on step-up makes the provider authenticate
 //! again (`max_age=0`) and refuses an ID token whose `auth_time` is older than the step-up.
 
@@ -10,125 +12,21 @@ use crate::kit::{Gw, csrf_of, start_tuned};
 use crate::sso::write_config;
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
-use assent_server::throttle::{RateLimits, SSO_START_BURST, Throttle};
+use assent_server::dashboard::oidc::cookie;
+use assent_server::throttle::{RateLimits, Throttle};
+use assent_store::oidc_logins::SignIn;
 use base64::Engine as _;
-use openidconnect::PrivateSigningKey as _;
-use openidconnect::core::{CoreJwsSigningAlgorithm, CoreRsaPrivateSigningKey};
+use provider::{Provider, now_s};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
-/// An RSA private key (PKCS#1 PEM) for the provider, made once per test run.
-fn rsa_pem() -> &'static str {
-    static PEM: OnceLock<String> = OnceLock::new();
-    PEM.get_or_init(|| {
-        let out = std::process::Command::new("openssl")
-            .args(["genrsa", "-traditional", "2048"])
-            .output()
-            .expect("openssl (scripts/test.sh installs it)");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    })
-}
-
-/// A fake OpenID Connect provider: `issuer` (`http://127.0.0.1:PORT`) and the ID token claims
-/// its token endpoint answers each code with.
-struct Provider {
-    issuer: String,
-    codes: Arc<Mutex<HashMap<String, Value>>>,
-}
-
-impl Provider {
-    async fn start() -> Provider {
-        use axum::response::IntoResponse as _;
-        use axum::routing::{get, post};
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let issuer = format!("http://{}", l.local_addr().unwrap());
-        let key = Arc::new(
-            CoreRsaPrivateSigningKey::from_pem(
-                rsa_pem(),
-                Some(openidconnect::JsonWebKeyId::new("k1".into())),
-            )
-            .unwrap(),
-        );
-        let codes: Arc<Mutex<HashMap<String, Value>>> = Arc::default();
-        let meta = json!({
-            "issuer": issuer, "authorization_endpoint": format!("{issuer}/authorize"),
-            "token_endpoint": format!("{issuer}/token"), "jwks_uri": format!("{issuer}/jwks"),
-            "response_types_supported": ["code"], "subject_types_supported": ["public"],
-            "id_token_signing_alg_values_supported": ["RS256"],
-        });
-        let jwks = json!({"keys": [key.as_verification_key()]});
-        let (c, k) = (codes.clone(), key.clone());
-        let token = move |body: String| async move {
-            let form: HashMap<String, String> = serde_urlencoded::from_str(&body).unwrap();
-            let claims = c.lock().unwrap().remove(&form["code"]);
-            match claims {
-                Some(claims) => axum::Json(json!({
-                    "access_token": "at", "token_type": "Bearer", "expires_in": 300,
-                    "id_token": signed(&k, &claims),
-                }))
-                .into_response(),
-                None => (
-                    StatusCode::BAD_REQUEST,
-                    axum::Json(json!({"error": "invalid_grant"})),
-                )
-                    .into_response(),
-            }
-        };
-        let app = axum::Router::new()
-            .route(
-                "/.well-known/openid-configuration",
-                get(move || async move { axum::Json(meta) }),
-            )
-            .route("/jwks", get(move || async move { axum::Json(jwks) }))
-            .route("/token", post(token));
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-        Provider { issuer, codes }
-    }
-
-    /// Has the provider answer `code` with an ID token for `sub` (group `fin`) carrying `nonce`
-    /// and `auth_time` (Unix seconds; `None`: no such claim).
-    fn issue(&self, code: &str, sub: &str, nonce: &str, auth_time: Option<i64>) {
-        let now = now_s();
-        let mut claims = json!({
-            "iss": self.issuer, "aud": "assent", "sub": sub, "iat": now, "exp": now + 300,
-            "nonce": nonce, "groups": ["fin"],
-        });
-        if let Some(t) = auth_time {
-            claims["auth_time"] = json!(t);
-        }
-        self.codes.lock().unwrap().insert(code.into(), claims);
-    }
-}
-
-fn now_s() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-/// `claims` as a JWT signed RS256 with `key` (key id `k1`).
-fn signed(key: &CoreRsaPrivateSigningKey, claims: &Value) -> String {
-    let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let head = b.encode(json!({"alg": "RS256", "kid": "k1", "typ": "JWT"}).to_string());
-    let body = b.encode(claims.to_string());
-    let msg = format!("{head}.{body}");
-    let sig = key
-        .sign(
-            &CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256,
-            msg.as_bytes(),
-        )
-        .unwrap();
-    format!("{msg}.{}", b.encode(sig))
-}
+pub(crate) mod provider;
 
 /// A gateway whose `oidc` issuer is `p` (groups `fin` → role `finance`), with `customize`
 /// applied to its state.
-async fn gateway(
+pub(crate) async fn gateway(
     dir: &std::path::Path,
     p: &Provider,
     customize: impl FnOnce(&mut assent_server::AppState),
@@ -148,7 +46,7 @@ async fn gateway(
 }
 
 /// A browser: no redirects followed, its requests sent from local address `from`.
-fn browser(from: &str) -> reqwest::Client {
+pub(crate) fn browser(from: &str) -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .local_address(from.parse::<IpAddr>().unwrap())
@@ -157,7 +55,7 @@ fn browser(from: &str) -> reqwest::Client {
 }
 
 /// The `name=value` of each `Set-Cookie` of `r`, with its attributes.
-fn set_cookies(r: &reqwest::Response) -> Vec<String> {
+pub(crate) fn set_cookies(r: &reqwest::Response) -> Vec<String> {
     r.headers()
         .get_all("set-cookie")
         .iter()
@@ -166,14 +64,16 @@ fn set_cookies(r: &reqwest::Response) -> Vec<String> {
 }
 
 /// A sign-in begun at the gateway: the provider's authorization query (`state`, `nonce`,
-/// `max_age`...) and the browser cookie the gateway set (`name=value`).
-struct Begun {
-    query: HashMap<String, String>,
-    cookie: String,
+/// `max_age`...), the sign-in's cookie the gateway set (`name=value`) and that `Set-Cookie`
+/// whole.
+pub(crate) struct Begun {
+    pub(crate) query: HashMap<String, String>,
+    pub(crate) cookie: String,
+    pub(crate) set_cookie: String,
 }
 
 /// `GET /ui/oidc/start{query}` from `b` with `headers`: the sign-in begun, or the answer.
-async fn begin(
+pub(crate) async fn begin(
     gw: &Gw,
     b: &reqwest::Client,
     query: &str,
@@ -188,16 +88,17 @@ async fn begin(
         return Err(r);
     }
     let to = url::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
-    let cookie = set_cookies(&r)[0].split(';').next().unwrap().to_string();
+    let set_cookie = set_cookies(&r).pop().unwrap();
     Ok(Begun {
         query: to.query_pairs().into_owned().collect(),
-        cookie,
+        cookie: set_cookie.split(';').next().unwrap().to_string(),
+        set_cookie,
     })
 }
 
 /// The provider signs `sub` in for sign-in `s` (with `auth_time`), and the browser `b` comes
 /// back to the callback sending `cookie` and `headers`: the answer.
-async fn finish(
+pub(crate) async fn finish(
     gw: &Gw,
     p: &Provider,
     b: &reqwest::Client,
@@ -219,7 +120,7 @@ async fn finish(
 
 /// Asserts that callback answer `done` is the page moving on to the dashboard (`200`) and set
 /// a session cookie.
-async fn signed_in(done: reqwest::Response) {
+pub(crate) async fn signed_in(done: reqwest::Response) {
     let cookie = session_of(&done);
     let status = done.status();
     assert_eq!(status, StatusCode::OK, "{}", done.text().await.unwrap());
@@ -227,60 +128,262 @@ async fn signed_in(done: reqwest::Response) {
 }
 
 /// The session cookie (`name=value`) a callback answer set, if any.
-fn session_of(r: &reqwest::Response) -> Option<String> {
+pub(crate) fn session_of(r: &reqwest::Response) -> Option<String> {
     set_cookies(r)
         .into_iter()
         .map(|c| c.split(';').next().unwrap().to_string())
         .find(|c| c.contains("assent_ui=") && !c.ends_with('='))
 }
 
-/// Attack: a neighbour (another host behind the same NAT, or anywhere else) floods
-/// `GET /ui/oidc/start` — it needs no key — to replace the sign-in an operator has in
-/// progress (the store kept 16 per client, oldest out) or to fill the store. Starts are
-/// throttled per client network: past `SSO_START_BURST`, `429 RATE_LIMITED` with
-/// `Retry-After`; the store never replaces a sign-in in progress; and the operator's sign-in,
-/// begun from another address or from the same one before the flood, still finishes.
+/// Whether the provider's token endpoint has not been asked to redeem the code of sign-in `s`
+/// since [`finish`] last issued it (it takes out each code it answers).
+pub(crate) fn unredeemed(p: &Provider, s: &Begun) -> bool {
+    let code = format!("code-{}", s.query["state"]);
+    p.codes.lock().unwrap().contains_key(&code)
+}
+
+fn now_ms() -> i64 {
+    now_s() * 1000
+}
+
+/// Asserts that callback answer `r` is the `403` of a sign-in whose page says `says`, that it
+/// started no session, and that the provider was not asked to redeem `s`'s code.
+async fn refused(r: reqwest::Response, p: &Provider, s: &Begun, says: &str, what: &str) {
+    assert!(session_of(&r).is_none(), "{what}: a session was started");
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "{what}");
+    let page = r.text().await.unwrap();
+    assert!(page.contains(says), "{what}: {page}");
+    assert!(unredeemed(p, s), "{what}: the provider was asked");
+}
+
+/// Attack (found by review): sign-ins in progress were rows, at most 64 per client network, and
+/// starts were limited per network (40, then one per 30 s; an IPv6 /48 256, then one per 2 s),
+/// so anyone sharing an office's NAT address (or a /48) kept every operator behind it from
+/// signing in — `429` — with one start every 30 s. A start now holds nothing on the server (the
+/// sign-in is sealed into its browser's cookie) and is not limited: after hundreds of starts
+/// from the address an operator shares, and from its /64 and /48 neighbours, the operator's own
+/// sign-ins from there — begun before the flood and after it — finish.
 #[tokio::test]
-async fn a_neighbour_flooding_sso_starts_is_throttled_and_replaces_no_sign_in_in_progress() {
+async fn a_network_sharing_an_address_cannot_keep_its_people_from_signing_in() {
     let p = Provider::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let (victim, nat_mate) = (browser("127.0.0.2"), browser("127.0.0.2"));
-    let neighbour = browser("127.0.0.3");
-    let own = begin(&gw, &victim, "", &[]).await.ok().unwrap();
-    let mut refused = None;
-    for i in 0..2 * SSO_START_BURST {
-        match begin(&gw, &neighbour, "", &[]).await {
-            Ok(_) => assert!(
-                i < SSO_START_BURST,
-                "start {i} from one address was let through"
-            ),
-            Err(r) => {
-                refused = Some(r);
-                break;
-            }
+    let gw = gateway(dir.path(), &p, |st| {
+        let proxy = vec!["127.0.0.1".parse().unwrap()];
+        st.throttle = Arc::new(Throttle::with_proxies(RateLimits::default(), proxy));
+    })
+    .await;
+    let (nat_mate, operator) = (browser("127.0.0.2"), browser("127.0.0.2"));
+    let before = begin(&gw, &operator, "", &[]).await.ok().unwrap();
+    for i in 0..200 {
+        if let Err(r) = begin(&gw, &nat_mate, "", &[]).await {
+            panic!("start {i} from the shared address: {}", r.status());
         }
     }
-    let r = refused.expect("a flood of starts is throttled");
-    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert!(
-        r.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            >= 1
-    );
-    assert_eq!(r.json::<Value>().await.unwrap()["code"], "RATE_LIMITED");
-    // Someone behind the victim's own NAT floods too: throttled past the burst, and what it
-    // started replaced nothing.
-    let starts = (0..2 * SSO_START_BURST).map(|_| begin(&gw, &nat_mate, "", &[]));
-    let flood = futures::future::join_all(starts).await;
-    assert!(flood.iter().filter(|b| b.is_ok()).count() < SSO_START_BURST as usize);
+    // Behind the trusted proxy at 127.0.0.1: neighbours in the operator's /64 and its /48.
+    let proxied = browser("127.0.0.1");
+    for i in 0..300 {
+        let from = format!("2001:db8:7:{:x}::9", i % 3);
+        if let Err(r) = begin(&gw, &proxied, "", &[("x-forwarded-for", &from)]).await {
+            panic!("start {i} from {from}: {}", r.status());
+        }
+    }
+    let after = begin(&gw, &operator, "", &[]).await.ok().unwrap();
+    for s in [&before, &after] {
+        let done = finish(
+            &gw,
+            &p,
+            &operator,
+            s,
+            ("alice", Some(now_s())),
+            (&s.cookie, &[]),
+        )
+        .await;
+        signed_in(done).await;
+    }
+    let v6 = [("x-forwarded-for", "2001:db8:7:0::5")];
+    let s = begin(&gw, &proxied, "", &v6).await.ok().unwrap();
     let done = finish(
         &gw,
         &p,
-        &victim,
+        &proxied,
+        &s,
+        ("alice", Some(now_s())),
+        (&s.cookie, &v6),
+    )
+    .await;
+    signed_in(done).await;
+    gw.stop().await;
+}
+
+/// Attack: a callback (its `state`, `code` and the browser's cookie, from a proxy's log or the
+/// browser's history) replayed to sign in again — on the replica that finished it or on
+/// another, even with a provider that would redeem its code twice. A sign-in started on one
+/// replica finishes on another (every replica reads the same `keys_dir`), and a finished one's
+/// `state` is recorded in the database they share: the replay is a `403` there and here, and
+/// the provider is not asked.
+#[tokio::test]
+async fn a_replayed_sign_in_callback_is_refused_on_every_replica() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = gateway(dir.path(), &p, |_| {}).await;
+    let b = gateway(dir.path(), &p, |_| {}).await;
+    let br = browser("127.0.0.1");
+    let s = begin(&a, &br, "", &[]).await.ok().unwrap();
+    let done = finish(&b, &p, &br, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    signed_in(done).await;
+    for (gw, which) in [(&a, "the other replica"), (&b, "the same replica")] {
+        // (`finish` has the provider issue the code again.)
+        let r = finish(gw, &p, &br, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+        refused(r, &p, &s, "used already", which).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Attack (found by review): the `state` was spent only once a sign-in succeeded, so one
+/// sign-in cookie replayed with `code=junk1`, `junk2`… had the gateway post to the provider's
+/// token endpoint with its client secret as often as the attacker liked (providers that lock a
+/// client after failed token requests then refuse everyone). Each cookie is now good for one
+/// code exchange: the state is spent before the provider is asked, so every replay — with
+/// another junk code, or the right one — is a `403` that asks the provider nothing.
+#[tokio::test]
+async fn one_sign_in_cookie_drives_one_code_exchange_however_often_it_is_replayed() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let junk = |code: &str| {
+        b.get(format!("{}/ui/oidc/callback", gw.url))
+            .query(&[("state", s.query["state"].as_str()), ("code", code)])
+            .header("cookie", &s.cookie)
+            .send()
+    };
+    let r = junk("junk-0").await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(r.text().await.unwrap().contains("did not redeem"));
+    assert_eq!(
+        p.tokens_asked(),
+        1,
+        "the first callback's code was exchanged"
+    );
+    for i in 1..5 {
+        let r = junk(&format!("junk-{i}")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        assert!(r.text().await.unwrap().contains("used already"));
+    }
+    let r = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    refused(
+        r,
+        &p,
+        &s,
+        "used already",
+        "the right code, after a junk one",
+    )
+    .await;
+    assert_eq!(p.tokens_asked(), 1, "a replay was exchanged");
+    gw.stop().await;
+}
+
+/// Attack: the sign-in cookie is the browser's, so whoever holds a browser can write one: alter
+/// a sealed one (a bit of its header, its ciphertext or its tag), cut it short, send one sealed
+/// by another gateway's keys (for this very `state`, with a verifier of their choosing), one of
+/// this gateway's that expired, or another sign-in's under this one's name. Each is a `403`
+/// that asks the provider nothing and starts no session, and spends nothing: the genuine cookie
+/// still finishes afterwards.
+#[tokio::test]
+async fn a_forged_or_altered_sign_in_cookie_is_refused() {
+    let p = Provider::start().await;
+    let (dir, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let elsewhere = gateway(other_dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let (name, value) = s.cookie.split_once('=').unwrap();
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let sealed = b64.decode(value).unwrap();
+    let mut forged = Vec::new();
+    for at in [0, 1, 30, sealed.len() / 2, sealed.len() - 1] {
+        let mut x = sealed.clone();
+        x[at] ^= 1;
+        forged.push((
+            format!("{name}={}", b64.encode(x)),
+            format!("byte {at} flipped"),
+        ));
+    }
+    let cut = &value[..value.len() - 8];
+    forged.push((format!("{name}={cut}"), "cut short".into()));
+    forged.push((format!("{name}=not-sealed"), "not sealed".into()));
+    let chosen = SignIn {
+        state: s.query["state"].clone(),
+        nonce: s.query["nonce"].clone(),
+        pkce_verifier: "v".repeat(43),
+        next: "/ui/history".into(),
+        step_up: false,
+        started_at: now_ms(),
+        expires_at: now_ms() + 600_000,
+    };
+    let theirs = elsewhere
+        .with_store(|st| cookie::value(st, &chosen))
+        .unwrap();
+    forged.push((format!("{name}={theirs}"), "another gateway's".into()));
+    let old = SignIn {
+        started_at: now_ms() - 700_000,
+        expires_at: now_ms() - 100_000,
+        ..chosen
+    };
+    let expired = gw.with_store(|st| cookie::value(st, &old)).unwrap();
+    forged.push((format!("{name}={expired}"), "expired".into()));
+    let other = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let (_, others) = other.cookie.split_once('=').unwrap();
+    forged.push((format!("{name}={others}"), "another sign-in's".into()));
+    for (c, what) in &forged {
+        let r = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (c, &[])).await;
+        refused(r, &p, &s, "another browser", what).await;
+    }
+    let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    signed_in(done).await;
+    gw.stop().await;
+    elsewhere.stop().await;
+}
+
+/// Attack (login CSRF): the attacker starts a sign-in in their own browser, signs in at the
+/// provider as themselves, and sends the operator's browser to the callback with their `state`
+/// and `code`: the operator would then work in the attacker's account. The callback needs the
+/// cookie of its `state` from the browser that started it: the operator's browser has none
+/// (or only its own sign-in's), and over https the attacker's cookie planted without the
+/// `__Host-` prefix (a sibling subdomain can set that name) is never read. Each is a `403`
+/// that asks the provider nothing and starts no session; the operator's own sign-in finishes.
+#[tokio::test]
+async fn a_callback_without_its_browsers_cookie_is_refused() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = https_gateway(dir.path(), &p).await;
+    let (attacker, operator) = (browser("127.0.0.3"), browser("127.0.0.2"));
+    let theirs = begin(&gw, &attacker, "", &[]).await.ok().unwrap();
+    let own = begin(&gw, &operator, "", &[]).await.ok().unwrap();
+    let planted = theirs.cookie.trim_start_matches("__Host-");
+    let sent = [
+        ("", "no cookie"),
+        (own.cookie.as_str(), "the operator's own sign-in's cookie"),
+        (planted, "the attacker's cookie planted un-prefixed"),
+    ];
+    for (c, what) in sent {
+        let r = finish(
+            &gw,
+            &p,
+            &operator,
+            &theirs,
+            ("mallory", Some(now_s())),
+            (c, &[]),
+        )
+        .await;
+        refused(r, &p, &theirs, "another browser", what).await;
+    }
+    let done = finish(
+        &gw,
+        &p,
+        &operator,
         &own,
         ("alice", Some(now_s())),
         (&own.cookie, &[]),
@@ -290,82 +393,66 @@ async fn a_neighbour_flooding_sso_starts_is_throttled_and_replaces_no_sign_in_in
     gw.stop().await;
 }
 
-/// A gateway behind a trusted proxy at 127.0.0.1 (it believes `X-Forwarded-For`).
-async fn behind_proxy(dir: &std::path::Path, p: &Provider) -> Gw {
-    gateway(dir, p, |st| {
-        let proxy = vec!["127.0.0.1".parse().unwrap()];
-        st.throttle = Arc::new(Throttle::with_proxies(RateLimits::default(), proxy));
-    })
-    .await
-}
-
-/// Attack (found by review): sign-ins in progress were kept per IPv6 /48, so neighbours in the
-/// same /48 — other customers of one hosting provider, each with its own /64 — replaced an
-/// operator's with 16 starts. They are kept per /64, as every other per-address limit counts.
-#[tokio::test]
-async fn neighbours_in_the_same_ipv6_48_cannot_replace_a_sign_in_in_progress() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = behind_proxy(dir.path(), &p).await;
-    let b = browser("127.0.0.1");
-    let from = |a: &'static str| [("x-forwarded-for", a)];
-    let own = begin(&gw, &b, "", &from("2001:db8:7:1::5"))
-        .await
-        .ok()
-        .unwrap();
-    for net in ["2001:db8:7:2::9", "2001:db8:7:3::9", "2001:db8:7:4::9"] {
-        for _ in 0..SSO_START_BURST {
-            assert!(begin(&gw, &b, "", &from(net)).await.is_ok());
+/// The sign-in cookies (`name=value`) a browser holds after a response with `set`
+/// (`Set-Cookie`s) to one holding `jar`: each set replaces one of its name, `Max-Age=0`
+/// removes it.
+fn apply(jar: &mut Vec<String>, set: &[String]) {
+    for c in set.iter().filter(|c| c.starts_with("assent_oidc_")) {
+        let pair = c.split(';').next().unwrap().to_string();
+        let name = pair.split('=').next().unwrap().to_string();
+        jar.retain(|j| j.split('=').next().unwrap() != name);
+        if !c.contains("Max-Age=0") {
+            jar.push(pair);
         }
     }
-    let xff = from("2001:db8:7:1::5");
-    let done = finish(
-        &gw,
-        &p,
-        &b,
-        &own,
-        ("alice", Some(now_s())),
-        (&own.cookie, &xff),
-    )
-    .await;
-    signed_in(done).await;
-    gw.stop().await;
 }
 
-/// Attack: with sign-ins kept per /64, one IPv6 /48 holds 65,536 clients; its /64s starting
-/// sign-ins in turn would fill the store's global bound and shut every operator out of single
-/// sign-on. A /48's starts are held to `SSO_SITE_BURST` together.
+/// Sign-ins started in several tabs of one browser each finish (each has its cookie); and
+/// however many a page makes a browser start, it holds at most `MAX_IN_BROWSER` sign-in
+/// cookies: a start expires the oldest beyond.
 #[tokio::test]
-async fn the_64s_of_one_ipv6_48_share_one_allowance_of_sso_starts() {
+async fn sign_ins_in_several_tabs_finish_and_a_browser_holds_few_of_their_cookies() {
     let p = Provider::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let gw = behind_proxy(dir.path(), &p).await;
+    let gw = gateway(dir.path(), &p, |_| {}).await;
     let b = browser("127.0.0.1");
-    let site = assent_server::throttle::SSO_SITE_BURST;
-    let (mut ok, mut throttled) = (0, 0);
-    for n in 0..(site / SSO_START_BURST + 2) {
-        let a = format!("2001:db8:9:{n:x}::1");
-        for _ in 0..SSO_START_BURST {
-            match begin(&gw, &b, "", &[("x-forwarded-for", &a)]).await {
-                Ok(_) => ok += 1,
-                Err(r) => {
-                    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-                    throttled += 1;
-                }
-            }
-        }
+    let mut jar: Vec<String> = Vec::new();
+    let mut tabs = Vec::new();
+    for _ in 0..12 {
+        let r = b
+            .get(format!("{}/ui/oidc/start", gw.url))
+            .header("cookie", jar.join("; "))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        let to = url::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+        apply(&mut jar, &set_cookies(&r));
+        assert!(jar.len() <= cookie::MAX_IN_BROWSER, "{jar:?}");
+        tabs.push(Begun {
+            query: to.query_pairs().into_owned().collect(),
+            cookie: String::new(),
+            set_cookie: String::new(),
+        });
     }
-    // (The /48's allowance refills one start per 5 s while the test runs.)
-    assert!(
-        ok >= site && throttled > 0,
-        "{ok} let through, {throttled} throttled"
-    );
-    // Another /48 is not held to it.
-    let other = [("x-forwarded-for", "2001:db8:a::1")];
-    assert!(begin(&gw, &b, "", &other).await.is_ok());
+    // The newest tabs finish, in any order, sending all the browser holds.
+    let newest = tabs.split_off(tabs.len() - cookie::MAX_IN_BROWSER);
+    for s in newest.iter().rev() {
+        let done = finish(
+            &gw,
+            &p,
+            &b,
+            s,
+            ("alice", Some(now_s())),
+            (&jar.join("; "), &[]),
+        )
+        .await;
+        apply(&mut jar, &set_cookies(&done));
+        signed_in(done).await;
+    }
+    assert!(jar.is_empty(), "each callback clears its cookie: {jar:?}");
     gw.stop().await;
 }
-
 /// Over https (here a https `public_url`): the session, sign-in form and browser cookies as
 /// they are set, and the request with the cookies a browser sends back.
 async fn https_gateway(dir: &std::path::Path, p: &Provider) -> Gw {
@@ -461,10 +548,16 @@ async fn over_https_cookies_are_host_prefixed_and_a_sibling_planted_cookie_is_ne
     // SSO login CSRF: the attacker's sign-in (state, code) lands in the operator's browser
     // with the attacker's browser cookie planted without the prefix.
     let mine = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let c = &mine.set_cookie;
+    let name = format!("__Host-{}=", cookie::name(&mine.query["state"]));
+    assert!(c.starts_with(&name), "{c}");
     assert!(
-        mine.cookie.starts_with("__Host-assent_oidc="),
-        "{}",
-        mine.cookie
+        c.contains("; Path=/;") && c.ends_with("; Secure") && !c.contains("Domain"),
+        "{c}"
+    );
+    assert!(
+        c.contains("HttpOnly") && c.contains("SameSite=Lax") && c.contains("Max-Age=600"),
+        "{c}"
     );
     let planted = mine.cookie.trim_start_matches("__Host-");
     let r = finish(

@@ -1,7 +1,7 @@
 //! Single sign-on for the dashboard (issue 14 §7) without a provider (the whole sign-in
 //! against a real OpenID Connect provider is `tests/e2e/test_oidc.py`): the `oidc` section's
 //! errors name file and line, a missing client secret stops start-up, the callback's refusal
-//! paths (unknown, replayed or another browser's `state`, the provider's error, a bad query),
+//! paths (no live sign-in cookie of its `state`, a spent `state`, the provider's error, a bad query),
 //! an unreachable issuer, an SSO session deciding through the same code as a key's, and a
 //! person known by their key and their SSO name being one person to separation of duties and
 //! quorum (`principals[].sso`).
@@ -12,8 +12,9 @@ use crate::kit::{
 };
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
+use assent_server::dashboard::oidc::cookie;
 use assent_server::{Live, Settings};
-use assent_store::oidc_logins::OidcLogin;
+use assent_store::oidc_logins::SignIn;
 use assent_store::ui_sessions::{SsoGrant, UiSession};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -215,61 +216,56 @@ fn started_session(cookies: &[String]) -> bool {
         .any(|c| c.starts_with("assent_ui=") && !c.starts_with("assent_ui=;"))
 }
 
-/// Attacks: a callback with a `state` the gateway never issued, one replayed, and one
-/// carried to another browser; each is `403` and starts no session, and a state is spent by
-/// a wrong first try.
+/// Attacks: a callback with a `state` the gateway never issued (its browser holds no cookie of
+/// it), one with another sign-in's cookie under its name, one whose cookie expired, and one
+/// whose `state` finished already; each is `403` and starts no session, before the provider is
+/// asked (unreachable here: a callback that gets that far is `502`). Against a provider, with
+/// replicas and forged cookies: `sign_in.rs`.
 #[tokio::test]
-async fn callbacks_with_unknown_replayed_or_another_browsers_state_are_refused() {
+async fn callbacks_without_their_own_live_sign_in_cookie_or_spent_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let gw = with_sso(dir.path()).await;
     let (s, page, cookies) = get(&gw, "/ui/oidc/callback?state=made-up&code=x", "").await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
-    assert!(page.contains("unknown, was used already"), "{page}");
+    assert!(page.contains("unknown or expired"), "{page}");
     assert!(!started_session(&cookies));
-    let login = |browser: &str| OidcLogin {
-        browser_sha256: sha(browser),
+    let sign_in = |state: &str, expires_at: i64| SignIn {
+        state: state.into(),
         nonce: "n".into(),
         pkce_verifier: "v".repeat(43),
         next: "/ui".into(),
-        expires_at: i64::MAX,
+        step_up: false,
+        started_at: 0,
+        expires_at,
     };
-    let victims = login("victim-browser");
-    gw.with_store(|s| s.put_oidc_login(&sha("state-1"), &"cc".repeat(32), &victims, 0))
-        .unwrap();
-    let (s, page, cookies) = get(
-        &gw,
-        "/ui/oidc/callback?state=state-1&code=x",
-        "assent_oidc=attacker-browser",
-    )
-    .await;
-    assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
-    assert!(page.contains("another browser"), "{page}");
-    assert!(!started_session(&cookies));
-    // The victim's own callback now finds the state spent.
-    let (s, _, cookies) = get(
-        &gw,
-        "/ui/oidc/callback?state=state-1&code=x",
-        "assent_oidc=victim-browser",
-    )
-    .await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
-    assert!(!started_session(&cookies));
-    // Taken once: the store gives a state out a single time, even to its browser.
-    gw.with_store(|s| s.put_oidc_login(&sha("state-2"), &"cc".repeat(32), &victims, 0))
-        .unwrap();
-    let take = || gw.with_store(|s| s.take_oidc_login(&sha("state-2"), &sha("victim-browser"), 1));
-    assert!(take().unwrap().is_some());
-    assert!(take().unwrap().is_none(), "a replayed state is refused");
-    // An expired one is refused.
-    let mut old = login("b");
-    old.expires_at = 10;
-    gw.with_store(|s| s.put_oidc_login(&sha("state-3"), &"cc".repeat(32), &old, 0))
-        .unwrap();
-    assert!(
-        gw.with_store(|s| s.take_oidc_login(&sha("state-3"), &sha("b"), 11))
-            .unwrap()
-            .is_none()
+    let cookie_of = |s: &SignIn| {
+        let value = gw.with_store(|st| cookie::value(st, s)).unwrap();
+        format!("{}={value}", cookie::name(&s.state))
+    };
+    let one = cookie_of(&sign_in("state-1", i64::MAX));
+    let renamed = format!(
+        "{}={}",
+        cookie::name("state-2"),
+        one.split_once('=').unwrap().1
     );
+    let expired = cookie_of(&sign_in("state-3", 10));
+    for (c, state) in [(renamed, "state-2"), (expired, "state-3")] {
+        let path = format!("/ui/oidc/callback?state={state}&code=x");
+        let (s, page, cookies) = get(&gw, &path, &c).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
+        assert!(page.contains("another browser"), "{page}");
+        assert!(!started_session(&cookies));
+    }
+    // Its own live cookie gets as far as the provider...
+    let (s, page, _) = get(&gw, "/ui/oidc/callback?state=state-1&code=x", &one).await;
+    assert_eq!(s, StatusCode::BAD_GATEWAY, "{page}");
+    // ...unless its state finished already (on any replica).
+    gw.with_store(|st| st.spend_oidc_state(&sha("state-1"), 1_000_000, 0))
+        .unwrap();
+    let (s, page, cookies) = get(&gw, "/ui/oidc/callback?state=state-1&code=x", &one).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("used already"), "{page}");
+    assert!(!started_session(&cookies));
     gw.stop().await;
 }
 

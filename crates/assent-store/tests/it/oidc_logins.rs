@@ -1,69 +1,129 @@
-//! Single sign-on state shared by replicas (issue 14 §7), on both backends: a sign-in started
-//! on one replica is finished on another, once; it is bound to its browser and expires; an SSO
-//! dashboard session carries its roles, a key's none.
+//! Single sign-on state shared by replicas (issue 14 §7), on both backends: a sign-in in
+//! progress sealed by one replica is opened by another (their keys come from one `keys_dir`),
+//! whole and unexpired only, and by no store with other keys; a finished sign-in's `state` is
+//! spent once across replicas; an SSO dashboard session carries its roles, a key's none.
 
 use crate::pgkit::both;
-use assent_store::oidc_logins::OidcLogin;
+use assent_store::oidc_logins::{SPENT_KEPT_MS, SignIn};
 use assent_store::ui_sessions::{SignedInWith, SsoGrant, UiSession};
 
-fn login(browser: &str, expires_at: i64) -> OidcLogin {
-    OidcLogin {
-        browser_sha256: browser.repeat(32),
+fn sign_in(state: &str, expires_at: i64) -> SignIn {
+    SignIn {
+        state: state.into(),
         nonce: "nonce".into(),
         pkce_verifier: "v".repeat(43),
         next: "/ui/history".into(),
+        step_up: true,
+        started_at: 1_000,
         expires_at,
     }
 }
 
-/// Attacks: a replayed callback (the state taken twice), one carried to another browser (the
-/// state is spent by it), an expired one.
+/// Attacks on the browser's sealed sign-in: one altered anywhere, cut short, sealed by a store
+/// with other keys, or expired, opens as nothing; fields past their bounds are not sealed. A
+/// sealed sign-in is opened by every replica reading the same keys, and two seals of one
+/// sign-in differ (each has its own random key material and nonce).
 #[test]
-fn an_sso_sign_in_is_taken_once_by_its_browser_on_any_replica() {
+fn a_sealed_sign_in_opens_on_any_replica_only_whole_and_unexpired() {
     both(|db| {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
-        let (s1, s2, s3) = ("01".repeat(32), "02".repeat(32), "03".repeat(32));
-        a.put_oidc_login(&s1, &"cc".repeat(32), &login("aa", 10_000), 0)
-            .unwrap();
-        assert_eq!(
-            b.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
-            Some(login("aa", 10_000))
-        );
-        assert_eq!(
-            b.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
-            None
-        );
-        assert_eq!(
-            a.take_oidc_login(&s1, &"aa".repeat(32), 5_000).unwrap(),
-            None
-        );
-        a.put_oidc_login(&s2, &"cc".repeat(32), &login("aa", 10_000), 0)
-            .unwrap();
-        assert_eq!(
-            b.take_oidc_login(&s2, &"bb".repeat(32), 5_000).unwrap(),
-            None
-        );
-        assert_eq!(
-            a.take_oidc_login(&s2, &"aa".repeat(32), 5_000).unwrap(),
-            None,
-            "spent"
-        );
-        a.put_oidc_login(&s3, &"cc".repeat(32), &login("aa", 10_000), 0)
-            .unwrap();
-        assert_eq!(
-            b.take_oidc_login(&s3, &"aa".repeat(32), 10_000).unwrap(),
-            None,
-            "expired"
-        );
-        // Only digests are keys; fields are bounded.
+        let s = sign_in("st-1", 10_000);
+        let sealed = a.seal_sign_in(&s).unwrap();
+        assert_ne!(sealed, a.seal_sign_in(&s).unwrap());
+        assert_eq!(b.open_sign_in(&sealed, 9_999), Some(s.clone()));
+        assert_eq!(b.open_sign_in(&sealed, 10_000), None, "expired");
+        for at in 0..sealed.len() {
+            let mut x = sealed.clone();
+            x[at] ^= 0x80;
+            assert_eq!(a.open_sign_in(&x, 0), None, "byte {at} altered");
+        }
+        assert_eq!(a.open_sign_in(&sealed[..sealed.len() - 1], 0), None);
+        assert_eq!(a.open_sign_in(&[], 0), None);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let other = crate::open(elsewhere.path(), db);
+        assert_eq!(other.open_sign_in(&sealed, 0), None, "other keys");
+        // A `next` of at most 512 bytes: four cookies a page makes a browser hold stay small.
+        let mut long = s.clone();
+        long.next = "\"".repeat(assent_store::oidc_logins::MAX_NEXT);
+        assert!(a.seal_sign_in(&long).is_ok());
+        long.next.push('"');
+        assert!(a.seal_sign_in(&long).is_err());
+        let mut long = s;
+        long.pkce_verifier = "v".repeat(257);
+        assert!(a.seal_sign_in(&long).is_err());
+    });
+}
+
+/// Attack (found by review): one sign-in cookie replayed with junk codes, each callback posting
+/// to the provider's token endpoint. The state is spent before the exchange, and of callbacks
+/// racing with one cookie on two replicas exactly one spends it: the others are refused.
+#[test]
+fn of_callbacks_racing_with_one_sign_in_exactly_one_spends_it() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let stores = [crate::open(dir.path(), db), crate::open(dir.path(), db)];
+        for round in 0..5u8 {
+            let state = format!("{round:02x}").repeat(32);
+            let barrier = std::sync::Barrier::new(8);
+            let fresh = std::thread::scope(|t| {
+                let racing: Vec<_> = (0..8)
+                    .map(|i| {
+                        let (store, state, barrier) = (&stores[i % 2], &state, &barrier);
+                        t.spawn(move || {
+                            barrier.wait();
+                            store.spend_oidc_state(state, i64::MAX / 2, 1).unwrap()
+                        })
+                    })
+                    .collect();
+                racing
+                    .into_iter()
+                    .filter_map(|r| r.join().unwrap().then_some(()))
+                    .count()
+            });
+            assert_eq!(fresh, 1, "round {round}: spent {fresh} times");
+        }
+    });
+}
+
+/// Attack: a replayed callback. A finished sign-in's `state` is spent once whichever replica
+/// finishes it, and stays spent until `SPENT_KEPT_MS` after its expiry; records past that are
+/// removed by the next spend.
+#[test]
+fn a_finished_sign_in_is_spent_once_on_every_replica() {
+    both(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (crate::open(dir.path(), db), crate::open(dir.path(), db));
+        let (s1, s2) = ("01".repeat(32), "02".repeat(32));
+        assert!(!b.oidc_state_spent(&s1).unwrap());
+        assert!(a.spend_oidc_state(&s1, 10_000, 5_000).unwrap());
+        assert!(b.oidc_state_spent(&s1).unwrap());
         assert!(
-            a.put_oidc_login("state", &"cc".repeat(32), &login("aa", 1), 0)
-                .is_err()
+            !b.spend_oidc_state(&s1, 10_000, 5_000).unwrap(),
+            "spent twice"
         );
-        let mut long = login("aa", 1);
-        long.next = "x".repeat(5000);
-        assert!(a.put_oidc_login(&s1, &"cc".repeat(32), &long, 0).is_err());
+        assert!(
+            !a.spend_oidc_state(&s1, 10_000, 5_000).unwrap(),
+            "spent twice"
+        );
+        // Kept past its expiry, for replicas whose clocks run behind; then removed.
+        let (s3, later) = ("03".repeat(32), 1_000_000);
+        assert!(
+            a.spend_oidc_state(&s2, later, 10_000 + SPENT_KEPT_MS - 1)
+                .unwrap()
+        );
+        assert!(b.oidc_state_spent(&s1).unwrap());
+        assert!(
+            a.spend_oidc_state(&s3, later, 10_000 + SPENT_KEPT_MS)
+                .unwrap()
+        );
+        assert!(!b.oidc_state_spent(&s1).unwrap(), "kept past its time");
+        assert!(b.oidc_state_spent(&s2).unwrap());
+        assert!(a.spend_oidc_state("state", 1, 0).is_err(), "not a digest");
+        assert!(
+            a.oidc_state_spent(&"AB".repeat(32)).is_err(),
+            "not a digest"
+        );
     });
 }
 
@@ -155,93 +215,6 @@ fn an_sso_session_carries_its_grant_and_a_keys_its_key_binding() {
                 "{why}"
             );
         }
-    });
-}
-
-/// Attack: starting an SSO sign-in needs no key, so a flood of starts would grow the table
-/// without end; past `MAX_IN_PROGRESS` live ones, new starts are refused until some expire.
-#[test]
-fn sign_ins_in_progress_are_bounded() {
-    use assent_store::oidc_logins::MAX_IN_PROGRESS;
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let store = crate::open(dir.path(), db);
-        let conn = db.connect().unwrap();
-        conn.conn()
-            .execute(
-                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
-                 INSERT INTO oidc_logins (state_sha256, browser_sha256, nonce, pkce_verifier, next, expires_at) \
-                 SELECT 'flood-' || i, 'b', 'n', 'v', '/ui', 10000 FROM n",
-                [MAX_IN_PROGRESS],
-            )
-            .unwrap();
-        let e = store.put_oidc_login(
-            &"01".repeat(32),
-            &"cc".repeat(32),
-            &login("aa", 20_000),
-            5_000,
-        );
-        assert!(e.is_err(), "the bound holds");
-        // Once they expired, a sign-in starts again (and the expired ones are gone).
-        store
-            .put_oidc_login(
-                &"01".repeat(32),
-                &"cc".repeat(32),
-                &login("aa", 20_000),
-                10_000,
-            )
-            .unwrap();
-    });
-}
-
-/// Attack (found by review): starting an SSO sign-in needs no key, and 10,000 starts from one
-/// address filled the global bound, so every operator's SSO sign-in was refused; and when a
-/// client's start past its share replaced its oldest, a neighbour sharing its address
-/// replaced the sign-in a person had in progress. One client holds at most `MAX_PER_CLIENT`:
-/// its next start is refused (nothing stored), none is replaced, and other clients' sign-ins
-/// and starts are untouched.
-#[test]
-fn one_client_holds_at_most_its_share_of_sign_ins_in_progress() {
-    use assent_store::oidc_logins::MAX_PER_CLIENT;
-    both(|db| {
-        let dir = tempfile::tempdir().unwrap();
-        let store = crate::open(dir.path(), db);
-        let (flooder, victim) = ("f0".repeat(32), "0a".repeat(32));
-        let state = |i: i64| format!("{i:064x}");
-        // The person's sign-in, begun first from the address the flooder shares.
-        assert!(
-            store
-                .put_oidc_login(&"ee".repeat(32), &flooder, &login("bb", 10_000), 0)
-                .unwrap()
-        );
-        let stored: Vec<bool> = (0..2 * MAX_PER_CLIENT)
-            .map(|i| {
-                store
-                    .put_oidc_login(&state(i), &flooder, &login("aa", 10_000 + i), i)
-                    .unwrap()
-            })
-            .collect();
-        let kept = stored.iter().filter(|s| **s).count() as i64;
-        assert_eq!(kept, MAX_PER_CLIENT - 1, "{stored:?}");
-        // Another client still starts; the person's sign-in is still there.
-        assert!(
-            store
-                .put_oidc_login(&"dd".repeat(32), &victim, &login("cc", 10_000), 1)
-                .unwrap()
-        );
-        assert!(
-            store
-                .take_oidc_login(&"ee".repeat(32), &"bb".repeat(32), 1)
-                .unwrap()
-                .is_some(),
-            "the person's sign-in was replaced"
-        );
-        // One finished: the client may start one more.
-        assert!(
-            store
-                .put_oidc_login(&state(999), &flooder, &login("aa", 10_000), 2)
-                .unwrap()
-        );
     });
 }
 
