@@ -37,7 +37,7 @@ action_space:
   local_tools:
     - {alias: pay, approval: true}
     - {alias: ship, approval: true}
-    - {alias: refund, approval: true}
+    - {alias: refund, approval: {condition: {args_match: {to: {not_pattern: "^internal-"}}}}}
     - alias: lookup
 """
     )

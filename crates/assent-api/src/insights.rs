@@ -37,6 +37,14 @@ pub struct Insights {
     /// or a record that cannot be read (partial evidence: narrow the range).
     #[serde(default)]
     pub suggestions: Vec<assent_core::suggest::Suggestion>,
+    /// Tools with at least 10 settled decisions on one side that got no suggestion keyed on an
+    /// argument, each with why (most decisions first, at most 20): only arguments a tool really
+    /// takes are mined — those its input schema declares (an MCP tool's definition pinned by
+    /// the gateway's hub, or accepted by an operator) or a rule names in a condition, a cost
+    /// threshold or a scope — since the agent writes every argument, and one it made up could
+    /// otherwise become the pattern.
+    #[serde(default)]
+    pub unmined: Vec<assent_core::suggest::Unmined>,
 }
 
 /// Prompts raised on one UTC day.

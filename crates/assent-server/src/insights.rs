@@ -127,6 +127,7 @@ pub fn wire(i: &store::Insights) -> api::Insights {
             truncated: i.outright_truncated,
         },
         suggestions: Vec::new(),
+        unmined: Vec::new(),
     }
 }
 
@@ -191,6 +192,7 @@ pub(crate) async fn insights(
 ) -> Result<Body<api::Insights>, ApiError> {
     let (since, until) = parse_range(q.as_deref(), now_ms())?;
     let mut body = wire(&read(&st, since, until).await?);
-    body.suggestions = crate::suggestions::top(&st, since, until).await?;
+    let mined = crate::suggestions::top(&st, since, until).await?;
+    (body.suggestions, body.unmined) = (mined.suggestions, mined.unmined);
     Ok(Body(body))
 }

@@ -4,7 +4,10 @@
 //! over the same history). At most [`MAX_HISTORY`] proposals are read and [`MAX_REPLAYS`]
 //! candidates replayed, one request at a time; none when the gateway was not started from a
 //! config file (there is no file to change), and none over a range with more proposals than
-//! that or a record that cannot be read (the evidence would be partial).
+//! that or a record that cannot be read (the evidence would be partial). Only arguments a tool
+//! really takes are mined: those its trusted pinned input schema declares
+//! ([`assent_store::tool_schemas::trusted`]) or
+//! the policy names; the tools left unmined for want of one are listed with why.
 
 use crate::error::ApiError;
 use crate::policies::{policy_files, read_history};
@@ -12,7 +15,7 @@ use crate::state::AppState;
 use crate::store_call::blocking;
 use assent_core::Registry;
 use assent_core::replay::Recorded;
-use assent_core::suggest::{Settings, Suggestion, suggest};
+use assent_core::suggest::{Mined, Settings, Suggestion, suggest_with};
 
 /// Proposals read for suggestions at the most.
 pub const MAX_HISTORY: usize = 50_000;
@@ -28,21 +31,21 @@ static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new
 /// Suggestions shown.
 pub const TOP: usize = 3;
 
+/// Tools listed as left unmined, at the most (those with the most decisions).
+pub const MAX_UNMINED: usize = 20;
+
 /// Settled decisions a pattern needs before it is suggested (`assent suggest`'s default).
 pub const MIN_DECISIONS: u32 = 10;
 
-/// The first [`TOP`] suggestions for `[since, until)` (Unix ms); empty without a config file,
-/// when the policy files do not load now (the running set is what is in force either way), or
-/// when the range has more than [`MAX_HISTORY`] proposals or an unreadable one.
+/// The first [`TOP`] suggestions for `[since, until)` (Unix ms), and the first
+/// [`MAX_UNMINED`] tools left unmined with why; empty without a config file, when the policy
+/// files do not load now (the running set is what is in force either way), or when the range
+/// has more than [`MAX_HISTORY`] proposals or an unreadable one.
 ///
 /// Errors: `503` when the store cannot be read.
-pub(crate) async fn top(
-    st: &AppState,
-    since: i64,
-    until: i64,
-) -> Result<Vec<Suggestion>, ApiError> {
+pub(crate) async fn top(st: &AppState, since: i64, until: i64) -> Result<Mined, ApiError> {
     let Some(source) = st.reload.clone() else {
-        return Ok(Vec::new());
+        return Ok(Mined::default());
     };
     // The permit goes with the work into the blocking pool, and back (found by review: held
     // only here, a client that hung up freed it while its reading and replays went on).
@@ -52,16 +55,17 @@ pub(crate) async fn top(
         .map_err(ApiError::unavailable)?;
     let (file, strict) = (source.file.clone(), source.strict);
     let Ok(files) = blocking(move || policy_files(&file, strict)).await? else {
-        return Ok(Vec::new());
+        return Ok(Mined::default());
     };
-    let (history, unreadable, cut, turn) = st
+    let (history, schemas, unreadable, cut, turn) = st
         .store_call_apart(move |s| {
             let mut all: Vec<Recorded> = Vec::new();
             let (unreadable, cut) =
                 read_history(s, Some(since), Some(until), MAX_HISTORY, &mut |r| {
                     all.push(r.clone())
                 })?;
-            Ok((all, unreadable, cut, turn))
+            let schemas = s.trusted_schemas(&all)?;
+            Ok((all, schemas, unreadable, cut, turn))
         })
         .await?;
     // Evidence read in part is no evidence: a suggestion, and the replay that vouches "no
@@ -77,19 +81,20 @@ pub(crate) async fn top(
             more_than = MAX_HISTORY,
             "no suggestions: the range holds more proposals than are read for them, or records that cannot be read; narrow the range"
         );
-        return Ok(Vec::new());
+        return Ok(Mined::default());
     }
     blocking(move || {
         let _turn = turn;
         let Ok(reg) = Registry::load(&files.agents, &files.governance) else {
-            return Vec::new();
+            return Mined::default();
         };
         let settings = Settings {
             min_decisions: MIN_DECISIONS,
             max_replays: Some(MAX_REPLAYS),
         };
-        let mut found = suggest(&reg, &files, &history, settings);
-        found.truncate(TOP);
+        let mut found = suggest_with(&reg, &files, &history, settings, &schemas);
+        found.suggestions.truncate(TOP);
+        found.unmined.truncate(MAX_UNMINED);
         found
     })
     .await

@@ -108,6 +108,7 @@ pub mod stored;
 mod subscriptions;
 mod token_keys;
 mod tokens;
+pub mod tool_schemas;
 pub mod ui_sessions;
 mod usage;
 pub mod voided;

@@ -2,7 +2,7 @@
 //! mirrors, tags or crowds out the real one, or is named like it, gets no suggestion keyed on
 //! it, for prompt removals and for denials.
 
-use super::tests::{files, held, registry};
+use super::tests::{files, held, registry, suggest};
 use super::*;
 use serde_json::json;
 

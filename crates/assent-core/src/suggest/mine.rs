@@ -19,10 +19,11 @@ pub const MIN_PREFIX_VALUES: usize = 3;
 /// Prefixes weighed per argument at the most (the most used first).
 const MAX_PREFIXES: usize = 64;
 
-/// Arguments weighed per tool at the most: a tool whose calls vary in more gets no
-/// constraint at all (found by review: the first 32 in key order were weighed, so 31 made-up
-/// arguments sorting first pushed `amount` out, and a made-up one mirroring it won unopposed).
-const MAX_KEYS: usize = 32;
+/// Known arguments ([`super::known`]) weighed per tool at the most: a tool whose calls vary in
+/// more gets no constraint at all (found by review: the first 32 in key order were weighed,
+/// so 31 made-up arguments sorting first pushed `amount` out, and a made-up one mirroring it
+/// won unopposed; made-up arguments are no longer weighed at all, and do not count here).
+pub const MAX_KEYS: usize = 32;
 
 /// Text that must never be generalised by a prefix: an address (`ops-team@corp.com` must not
 /// let `ops-x@attacker.example` through), a URL, or a path that can climb (`src/../..`).
@@ -216,8 +217,14 @@ fn same(a: &Value, b: &Value) -> bool {
 /// The constraint that covers the most of `yes` (each an arguments object) and none of `no`,
 /// covering at least `min` of `yes`; `upper` picks the number bound's kind (`Within` for
 /// approvals, `AtLeast` for denials: a deny reaching further up only tightens). `None` when none does.
-pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(Constraint, usize)> {
-    ranked(yes, no, min, upper).into_iter().next()
+pub fn best(
+    yes: &[&Value],
+    no: &[&Value],
+    min: usize,
+    upper: bool,
+    known: &dyn Fn(&str) -> bool,
+) -> Option<(Constraint, usize)> {
+    ranked(yes, no, min, upper, known).into_iter().next()
 }
 
 /// Every constraint [`best`] weighs, best first: most of `yes` covered, then a bound, a list
@@ -227,20 +234,21 @@ pub fn best(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Option<(C
 /// confirmed in [true]" suggested — a missing argument holds no pattern, so presence alone
 /// separated the sides — and 32 made-up keys sorting first pushed `amount` out of the
 /// weighing), and not one whose value is the same on every call. Arguments whose name has a
-/// dot are not weighed (a condition would also read them as paths into nested objects), and
-/// calls varying in more than 32 arguments give nothing ([`MAX_KEYS`]).
-pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Constraint, usize)> {
-    let mut keys = common_keys(yes.iter().chain(no));
-    // One value on every call separates nothing: such arguments (made up by the dozen, they
-    // filled the cap before `amount` was reached) are not weighed.
-    keys.retain(|k| {
-        let mut values = yes.iter().chain(no).map(|a| &a[k.as_str()]);
-        let first = values.next();
-        values.any(|v| Some(v) != first)
-    });
-    if keys.len() > MAX_KEYS {
+/// dot are not weighed (a condition would also read them as paths into nested objects), nor
+/// one `known` refuses (an argument the tool does not declare and no rule names: see
+/// [`super::known`]), and calls varying in more than 32 known arguments give nothing
+/// ([`MAX_KEYS`]; unknown ones do not count, so an honest tool with many varying arguments of
+/// its own still has its declared ones weighed).
+pub fn ranked(
+    yes: &[&Value],
+    no: &[&Value],
+    min: usize,
+    upper: bool,
+    known: &dyn Fn(&str) -> bool,
+) -> Vec<(Constraint, usize)> {
+    let Some(keys) = weighed(yes, no, known) else {
         return Vec::new();
-    }
+    };
     let mut found: Vec<Constraint> = Vec::new();
     for key in keys {
         let vals: Vec<&Value> = yes.iter().filter_map(|a| a.get(key.as_str())).collect();
@@ -261,6 +269,28 @@ pub fn ranked(yes: &[&Value], no: &[&Value], min: usize, upper: bool) -> Vec<(Co
         .collect();
     out.sort_by(|(a, na), (b, nb)| nb.cmp(na).then(a.rank().cmp(&b.rank())));
     out
+}
+
+/// The arguments [`ranked`] weighs for `yes` and `no`: the known ones (`known`) every call
+/// carries, with a plain name, whose value is not the same on every call; `None` when they are
+/// more than [`MAX_KEYS`] (nothing is weighed then).
+pub fn weighed<'a>(
+    yes: &'a [&'a Value],
+    no: &'a [&'a Value],
+    known: &dyn Fn(&str) -> bool,
+) -> Option<BTreeSet<&'a String>> {
+    let mut keys = common_keys(yes.iter().chain(no));
+    // Only arguments the tool really takes: the agent writes the others, and a made-up one
+    // that combines what people judged would cover more calls than any real one and win.
+    keys.retain(|k| known(k));
+    // One value on every call separates nothing: such arguments (made up by the dozen, they
+    // filled the cap before `amount` was reached) are not weighed.
+    keys.retain(|k| {
+        let mut values = yes.iter().chain(no).map(|a| &a[k.as_str()]);
+        let first = values.next();
+        values.any(|v| Some(v) != first)
+    });
+    (keys.len() <= MAX_KEYS).then_some(keys)
 }
 
 /// The argument names (without a dot) every one of `calls` carries, in order; none when a call

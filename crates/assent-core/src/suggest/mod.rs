@@ -4,8 +4,10 @@
 //! its replay over the same history ([`crate::replay`]). Nothing here applies a suggestion.
 //!
 //! For each tool (and MCP server), over the held calls a person approved or rejected
-//! ([`mine::ranked`]): the one-argument [`Constraint`] covering the most approved calls and no
-//! rejected one, with at least `min_decisions` calls (the next best when the first cannot be
+//! ([`mine::ranked`]), weighing only the arguments the tool really takes ([`known`]: its
+//! trusted input schema, or the policy naming them; a tool of which none is known gets none,
+//! and a [`Unmined`] note saying why): the one-argument [`Constraint`] covering the most
+//! approved calls and no rejected one, with at least `min_decisions` calls (the next best when the first cannot be
 //! written into the rules), and none when a constraint on another argument covers as many
 //! (the agent writes every argument: which one people judged is unknown). Its prompt sources ([`edit::sources`]:
 //! the governance rules and the agent declaration that require approval of those calls) are
@@ -15,6 +17,7 @@
 //! loosens nothing (no call refused then would run without consent).
 
 pub mod edit;
+pub mod known;
 pub mod mine;
 
 use crate::approval::ApprovalStatus;
@@ -23,6 +26,7 @@ use crate::replay::report::Counts;
 use crate::replay::{Change, Options, Recorded, Replayer, Was, synthetic};
 use crate::stamp;
 use edit::{Edit, PolicyFiles};
+pub use known::{Schemas, ToolKey, Unmined};
 use mine::Constraint;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -165,69 +169,163 @@ fn evidence(c: &Constraint, yes: &[&Recorded], no: &[&Recorded]) -> Evidence {
     }
 }
 
+/// What [`suggest_with`] found: the suggestions, and the tools with settled decisions that got
+/// no argument-keyed suggestion because none of their arguments may be mined.
+#[derive(Debug, Clone, Default)]
+pub struct Mined {
+    /// As [`suggest`] returns them.
+    pub suggestions: Vec<Suggestion>,
+    /// Tools with at least `min_decisions` settled calls on one side whose arguments were not
+    /// weighed ([`known`]), most decisions first, each with why.
+    pub unmined: Vec<Unmined>,
+}
+
 /// The suggestions for `history` (in recorded order) under the policy `reg` loaded from
-/// `files`: prompt removals first, most prompts removed first, then deny policies. Each is
-/// replayed over `history`; one that would loosen a refused call, or removes no prompt, is
-/// dropped.
+/// `files`, mining only arguments the policy names ([`suggest_with`] with no input schema):
+/// prompt removals first, most prompts removed first, then deny policies. Each is replayed
+/// over `history`; one that would loosen a refused call, or removes no prompt, is dropped.
 pub fn suggest(
     reg: &Registry,
     files: &PolicyFiles,
     history: &[Recorded],
     s: Settings,
 ) -> Vec<Suggestion> {
+    suggest_with(reg, files, history, s, &Schemas::default()).suggestions
+}
+
+/// [`suggest`], mining for each tool only the arguments it really takes: those its input
+/// schema in `schemas` declares or the policy names for it ([`known::rule_named`]). A tool with
+/// `min_decisions` settled calls on one side of which no argument is known, or whose calls
+/// vary in more than [`mine::MAX_KEYS`] known ones, is listed in [`Mined::unmined`] with why.
+pub fn suggest_with(
+    reg: &Registry,
+    files: &PolicyFiles,
+    history: &[Recorded],
+    s: Settings,
+    schemas: &Schemas,
+) -> Mined {
     let min = s.min_decisions.max(2) as usize;
     let budget = std::cell::Cell::new(s.max_replays.unwrap_or(usize::MAX));
-    let mut out = Vec::new();
+    let mut out = Mined::default();
     for ((server, tool), g) in settled(history) {
+        let key = (server, tool);
+        // A trusted schema says what the tool takes; only without one do the rules say it
+        // (found by review: a rule's name outside the schema is not an argument of the tool).
+        let known = match schemas.declared.get(&key) {
+            Some(declared) => declared.clone(),
+            None => known::rule_named(reg, agents_of(&g), key.0.as_deref(), &key.1),
+        };
+        let enough = g.approved.len() >= min || g.rejected.len() >= min;
         let args = |rs: &[&Recorded]| -> Vec<Value> {
             rs.iter().map(|r| r.call.arguments.clone()).collect()
         };
         let (yes, no) = (args(&g.approved), args(&g.rejected));
         let (yes, no): (Vec<&Value>, Vec<&Value>) = (yes.iter().collect(), no.iter().collect());
-        let secret = redacted(reg, &g);
-        let open = |(c, _): &(Constraint, usize)| !secret(c.key());
-        let found = mine::ranked(&yes, &no, min, true);
-        let removals = found
-            .iter()
-            .filter(|f| open(f) && !rivalled(f, &found))
-            .cloned();
-        if let Some(sg) = removals
-            .take(MAX_TRIED)
-            .find_map(|(c, _)| removal(reg, files, &g, &c, history, &budget))
-        {
-            out.push(Suggestion {
-                server: server.clone(),
-                tool: tool.clone(),
-                ..sg
-            });
-        }
-        let denials = mine::ranked(&no, &yes, min, false);
-        let mut unrivalled = denials.iter().filter(|f| !rivalled(f, &denials));
-        if let Some((c, _)) = unrivalled.find(|f| open(f)).cloned() {
-            let ev = evidence(&c, &g.rejected, &g.approved);
-            let made = edit::deny_policy(files, &tool, server.as_deref(), &ev.agents, &c);
-            if let Some((cand, e)) = made
-                && let Some(counts) = replayed(&cand, history, &budget, &|_| true)
-                && counts.loosened == 0
-                && counts.to_deny > 0
-            {
-                out.push(Suggestion {
-                    kind: Kind::Deny,
-                    tool,
-                    server,
-                    description: format!("deny when {}", c.describe()),
-                    pattern: c,
-                    evidence: ev,
-                    edits: vec![e],
-                    replay: counts,
+        let is_known = |k: &str| known.contains(k);
+        let reason = if known.is_empty() {
+            Some(known::unknown_reason(schemas.unreviewed.contains(&key)))
+        } else if mine::weighed(&yes, &no, &is_known).is_none() {
+            Some(known::crowded_reason(mine::MAX_KEYS))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            if enough {
+                out.unmined.push(Unmined {
+                    server: key.0,
+                    tool: key.1,
+                    decisions: (g.approved.len() + g.rejected.len()) as u64,
+                    reason,
                 });
             }
+            continue;
         }
+        let ctx = Group {
+            reg,
+            files,
+            history,
+            budget: &budget,
+            min,
+        };
+        out.suggestions
+            .extend(for_tool(&ctx, &g, key, (&yes, &no), &is_known));
     }
-    out.sort_by_key(|s| {
+    out.suggestions.sort_by_key(|s| {
         let removed = s.replay.prompts_before as i64 - s.replay.prompts_after as i64;
         (s.kind == Kind::Deny, -removed)
     });
+    out.unmined
+        .sort_by(|a, b| b.decisions.cmp(&a.decisions).then(a.tool.cmp(&b.tool)));
+    out
+}
+
+/// The agents whose settled calls `g` holds (each once, sorted).
+fn agents_of<'g>(g: &'g Settled<'_>) -> BTreeSet<&'g str> {
+    g.approved
+        .iter()
+        .chain(&g.rejected)
+        .map(|r| r.agent.as_str())
+        .collect()
+}
+
+/// What every tool's mining shares: the policy, the history and the replays left.
+struct Group<'a> {
+    reg: &'a Registry,
+    files: &'a PolicyFiles,
+    history: &'a [Recorded],
+    budget: &'a std::cell::Cell<usize>,
+    min: usize,
+}
+
+/// The suggestions (at most a removal and a deny) for tool `key` with settled calls `g`, whose
+/// approved and rejected arguments are `yes` and `no`, weighing the arguments `known` accepts.
+fn for_tool(
+    ctx: &Group<'_>,
+    g: &Settled<'_>,
+    (server, tool): ToolKey,
+    (yes, no): (&[&Value], &[&Value]),
+    known: &dyn Fn(&str) -> bool,
+) -> Vec<Suggestion> {
+    let mut out = Vec::new();
+    let secret = redacted(ctx.reg, g);
+    let open = |(c, _): &(Constraint, usize)| !secret(c.key());
+    let found = mine::ranked(yes, no, ctx.min, true, known);
+    let removals = found
+        .iter()
+        .filter(|f| open(f) && !rivalled(f, &found))
+        .cloned();
+    if let Some(sg) = removals
+        .take(MAX_TRIED)
+        .find_map(|(c, _)| removal(ctx.reg, ctx.files, g, &c, ctx.history, ctx.budget))
+    {
+        out.push(Suggestion {
+            server: server.clone(),
+            tool: tool.clone(),
+            ..sg
+        });
+    }
+    let denials = mine::ranked(no, yes, ctx.min, false, known);
+    let mut unrivalled = denials.iter().filter(|f| !rivalled(f, &denials));
+    if let Some((c, _)) = unrivalled.find(|f| open(f)).cloned() {
+        let ev = evidence(&c, &g.rejected, &g.approved);
+        let made = edit::deny_policy(ctx.files, &tool, server.as_deref(), &ev.agents, &c);
+        if let Some((cand, e)) = made
+            && let Some(counts) = replayed(&cand, ctx.history, ctx.budget, &|_| true)
+            && counts.loosened == 0
+            && counts.to_deny > 0
+        {
+            out.push(Suggestion {
+                kind: Kind::Deny,
+                tool,
+                server,
+                description: format!("deny when {}", c.describe()),
+                pattern: c,
+                evidence: ev,
+                edits: vec![e],
+                replay: counts,
+            });
+        }
+    }
     out
 }
 
@@ -338,5 +436,7 @@ fn replayed(
 
 #[cfg(test)]
 mod attacks;
+#[cfg(test)]
+mod declared;
 #[cfg(test)]
 mod tests;

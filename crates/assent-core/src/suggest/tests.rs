@@ -45,6 +45,29 @@ pub(super) fn held(
     }
 }
 
+/// [`super::suggest`] for a gateway holding an input schema for every tool of `history` that
+/// declares every argument the history sends it (the made-up arguments of the attacks too, so
+/// that the defences beyond [`known`] are what these tests exercise).
+pub(super) fn suggest(
+    reg: &Registry,
+    f: &PolicyFiles,
+    history: &[Recorded],
+    s: Settings,
+) -> Vec<Suggestion> {
+    let mut all = Schemas::default();
+    for r in history {
+        let names = r.call.arguments.as_object().into_iter().flatten();
+        let props: serde_json::Map<String, Value> =
+            names.map(|(k, _)| (k.clone(), json!({}))).collect();
+        all.declare(
+            r.call.server.as_deref(),
+            &r.call.tool,
+            &json!({"properties": props}),
+        );
+    }
+    suggest_with(reg, f, history, s, &all).suggestions
+}
+
 /// 25 pushes to `feature/…` approved (too many to list); pushes to `main` approved 3 times
 /// and rejected twice.
 fn pushes() -> Vec<Recorded> {
@@ -345,7 +368,7 @@ fn an_address_or_a_path_that_climbs_is_never_generalised_by_a_prefix() {
         .map(|i| json!({"to": format!("ops-{i}@corp.com")}))
         .collect();
     let yes: Vec<&Value> = yes.iter().collect();
-    let found = mine::ranked(&yes, &[], 10, true);
+    let found = mine::ranked(&yes, &[], 10, true, &|_| true);
     assert!(
         found
             .iter()
@@ -356,7 +379,7 @@ fn an_address_or_a_path_that_climbs_is_never_generalised_by_a_prefix() {
         .map(|i| json!({"p": format!("src/../f{i}")}))
         .collect();
     let paths: Vec<&Value> = paths.iter().collect();
-    assert!(mine::ranked(&paths, &[], 10, true).is_empty());
+    assert!(mine::ranked(&paths, &[], 10, true, &|_| true).is_empty());
 }
 
 /// The agent's edited file, loaded, asked about `pay` with `amount`: whether it is held.
@@ -483,7 +506,7 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
         .collect();
     let no = [json!({"amount": 500}), json!({"amount": 900})];
     let no: Vec<&Value> = no.iter().collect();
-    let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true);
+    let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true, &|_| true);
     assert!(!found.is_empty());
     assert!(found.iter().all(|(c, _)| c.key() == "amount"), "{found:?}");
     assert_eq!(found[0].0.describe(), "0 <= amount <= 120");
@@ -501,12 +524,12 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
         .map(pad)
         .collect();
     let no: Vec<&Value> = no.iter().collect();
-    let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true);
+    let found = mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true, &|_| true);
     assert_eq!(found[0].0.describe(), "0 <= amount <= 120", "{found:?}");
     let mut yes = yes;
     // A call that is no object leaves nothing to weigh.
     yes.push(json!("not an object"));
-    assert!(mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true).is_empty());
+    assert!(mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true, &|_| true).is_empty());
 }
 
 /// Attack (found by review): a governance rule for agents [bot, other] was narrowed on bot's
@@ -585,13 +608,13 @@ fn a_value_or_argument_with_hidden_characters_is_never_mined() {
     let rlo: Vec<Value> = (0..12)
         .map(|i| json!({"to": format!("acct-{i}\u{202e}lam"), "memo\u{200b}": i}))
         .collect();
-    let found = mine::ranked(&rlo.iter().collect::<Vec<_>>(), &[], 10, true);
+    let found = mine::ranked(&rlo.iter().collect::<Vec<_>>(), &[], 10, true, &|_| true);
     assert!(found.is_empty(), "{found:?}");
     // The plain values next to them still are.
     let mixed: Vec<Value> = (0..12)
         .map(|i| json!({"to": if i < 11 { format!("r{}", i % 3) } else { "x\u{202e}".into() }}))
         .collect();
-    let found = mine::ranked(&mixed.iter().collect::<Vec<_>>(), &[], 10, true);
+    let found = mine::ranked(&mixed.iter().collect::<Vec<_>>(), &[], 10, true, &|_| true);
     assert_eq!(
         found[0].0.describe(),
         "to in [\"r0\",\"r1\",\"r2\"]",

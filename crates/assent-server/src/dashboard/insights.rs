@@ -7,7 +7,7 @@
 use super::charts::{self, Chart};
 use super::page::{page, page_with, secured};
 use super::session::Operator;
-use super::suggested::{SuggestionRow, rows};
+use super::suggested::{SuggestionRow, UnminedRow, rows, unmined_rows};
 use crate::insights::{range_of, read, stamps, wire};
 use crate::state::{AppState, now_ms};
 use askama::Template;
@@ -54,6 +54,8 @@ struct InsightsPage {
     charts: Vec<Chart>,
     chart_tools: usize,
     suggestions: Vec<SuggestionRow>,
+    /// Tools with decisions whose arguments were not mined, and why.
+    unmined: Vec<UnminedRow>,
     min_decisions: u32,
 }
 
@@ -149,6 +151,7 @@ pub(crate) async fn insights_page(
         charts: vec![],
         chart_tools: charts::CHART_TOOLS,
         suggestions: vec![],
+        unmined: vec![],
         min_decisions: crate::suggestions::MIN_DECISIONS,
     };
     let range = stamps(q.as_deref()).and_then(|(s, u)| {
@@ -175,7 +178,10 @@ pub(crate) async fn insights_page(
     t.charts = draw(&found);
     t.data = Some(found);
     match crate::suggestions::top(&st, since, until).await {
-        Ok(found) => t.suggestions = rows(&found, since, until),
+        Ok(found) => {
+            t.suggestions = rows(&found.suggestions, since, until);
+            t.unmined = unmined_rows(&found.unmined);
+        }
         Err(e) => return secured(e.into_response()),
     }
     page(&t)

@@ -8,7 +8,7 @@ use super::session::Operator;
 use crate::insights::{range_of, stamps};
 use crate::state::{AppState, now_ms};
 use crate::suggestions::{export, fingerprint, top};
-use assent_core::suggest::Suggestion;
+use assent_core::suggest::{Suggestion, Unmined};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -29,6 +29,27 @@ pub(crate) struct SuggestionRow {
     pub(crate) edits: Vec<EditRow>,
     /// The export link (range included).
     pub(crate) export: String,
+}
+
+/// A tool left unmined as the page shows it: the tool and why.
+pub(crate) struct UnminedRow {
+    pub(crate) tool: String,
+    pub(crate) reason: String,
+}
+
+/// The rows of `unmined` (agent-chosen names with what acts on the display made visible).
+pub(crate) fn unmined_rows(unmined: &[Unmined]) -> Vec<UnminedRow> {
+    unmined
+        .iter()
+        .map(|u| UnminedRow {
+            tool: assent_core::template::visible(&match &u.server {
+                Some(a) => format!("{a}/{}", u.tool),
+                None => u.tool.clone(),
+            })
+            .into_owned(),
+            reason: format!("{} decisions; {}", u.decisions, u.reason),
+        })
+        .collect()
 }
 
 /// The rows of `found` for the range `[since, until)` (Unix ms).
@@ -120,7 +141,7 @@ pub(crate) async fn export_suggestion(
         Ok(f) => f,
         Err(e) => return secured(e.into_response()),
     };
-    let Some(s) = found.iter().find(|s| fingerprint(s) == of) else {
+    let Some(s) = found.suggestions.iter().find(|s| fingerprint(s) == of) else {
         let why = "this suggestion is no longer among the suggestions of this range (new decisions or a policy reload changed them): reload the insights page and review it again\n";
         return secured((StatusCode::CONFLICT, why).into_response());
     };

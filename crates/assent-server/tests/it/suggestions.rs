@@ -6,8 +6,9 @@
 use crate::kit::{AGENTS, Gw, policy, start_custom};
 use assent_server::config::{Config, ReloadSource};
 use assent_server::{Live, Settings};
+use assent_store::pins::PinScope;
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
@@ -205,4 +206,154 @@ async fn a_range_read_in_part_offers_no_suggestion() {
     assert_eq!(s, StatusCode::OK, "{body}");
     assert_eq!(body["suggestions"], json!([]), "{body}");
     gw.stop().await;
+}
+
+/// Proposes `tool` (on MCP server `server`, if any) with `args` in session `s{i}` and has
+/// alice approve or deny it.
+async fn decide_call(gw: &Gw, i: u32, server: Option<&str>, tool: &str, args: Value, yes: bool) {
+    let mut body =
+        json!({"agent": "bot", "session_id": format!("s{i}"), "tool": tool, "arguments": args});
+    if let Some(server) = server {
+        body["server"] = json!(server);
+    }
+    let (s, a) = gw.post("/v1/tool-calls", BOT, body).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{a}");
+    let id = a["approval_id"].as_str().unwrap();
+    let d = if yes { "approve" } else { "deny" };
+    let path = format!("/v1/approvals/{id}/decision");
+    let (s, b) = gw.post(&path, OP, json!({"decision": d})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+}
+
+/// `fs`/`write_file`'s definition with an input schema declaring `properties`.
+fn write_file(properties: &[&str]) -> Value {
+    let props: serde_json::Map<String, Value> = properties
+        .iter()
+        .map(|p| (p.to_string(), json!({"type": "string"})))
+        .collect();
+    json!({"name": "write_file", "description": "Write a file.",
+           "inputSchema": {"type": "object", "properties": props}})
+}
+
+/// Twelve `fs`/`write_file` calls approved with `risk_score: 1` (ten with `mode: append`,
+/// two `truncate`), two rejected with `risk_score: 99` and `mode: truncate`, each to a path of
+/// its own: the score covers every approval, `mode` ten.
+async fn scored_writes(gw: &Gw) {
+    for i in 0..14u32 {
+        let yes = i < 12;
+        let args = json!({"path": format!("/w/{i}"), "mode": if i < 10 { "append" } else { "truncate" },
+                          "risk_score": if yes { 1 } else { 99 }});
+        decide_call(gw, 100 + i, Some("fs"), "write_file", args, yes).await;
+    }
+}
+
+/// Attack: the agent adds a `risk_score` of its own making to its calls, low on those it
+/// expects people to approve and high on the others. It covers every approval — more than any
+/// real argument — so "ask unless 0 <= risk_score <= 1" was suggested, and once accepted the
+/// agent passes any call by sending `risk_score: 1`. Only arguments the tool really takes are
+/// mined: `pay`'s `amount` (its rule's condition names it) is, the score never is; and an
+/// `inputSchema` the agent's own relay reported (naming the score) is not counted, so
+/// `write_file` gets no suggestion but a note on the API and the page saying why.
+#[tokio::test]
+async fn a_score_the_agent_made_up_is_never_suggested_even_in_a_schema_it_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = from_config(dir.path()).await;
+    for i in 0..17u32 {
+        let (amount, to, yes) = match i {
+            0..12 => (110 + i * 10, "acme", true),
+            12..15 => (2000, "payroll", true),
+            15 => (500, "acme", false),
+            _ => (900, "acme", false),
+        };
+        let args = json!({"amount": amount, "to": to, "risk_score": if yes { 1 } else { 99 }});
+        decide_call(&gw, i, None, "pay", args, yes).await;
+    }
+    let report = json!({"agent": "bot", "server": "fs",
+                        "tools": [write_file(&["path", "mode", "risk_score"])]});
+    let (s, b) = gw.post("/v1/tools/check", BOT, report).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    scored_writes(&gw).await;
+    let (s, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let found = body["suggestions"].as_array().unwrap();
+    assert!(
+        !body["suggestions"].to_string().contains("risk_score"),
+        "{body}"
+    );
+    assert_eq!(found.len(), 1, "{body}");
+    assert_eq!(found[0]["description"], "ask unless 0 <= amount <= 220");
+    let unmined = body["unmined"].as_array().unwrap();
+    assert_eq!(unmined.len(), 1, "{body}");
+    assert_eq!(
+        (&unmined[0]["server"], &unmined[0]["tool"]),
+        (&json!("fs"), &json!("write_file"))
+    );
+    assert_eq!(unmined[0]["decisions"], 14);
+    let reason = unmined[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("relay") && reason.contains("the agent's key can write"),
+        "{reason}"
+    );
+    let cookie = gw.dashboard_session().await;
+    let html = gw.dashboard_page("/ui/insights", &cookie).await;
+    let listed = html
+        .split("<ul id=\"unmined\">")
+        .nth(1)
+        .expect("the unmined list");
+    assert!(
+        listed.contains("fs/write_file") && listed.contains("relay"),
+        "{html}"
+    );
+    // Found by review: the relay then reports a harmless change (a new description), which
+    // goes to review; an operator accepts it, and the whole agent-written definition was
+    // trusted — the score of the first-use pin included, unseen in the diff. An agent's own
+    // report is never trusted to say what the tool takes, reviewed or not.
+    let mut changed = write_file(&["path", "mode", "risk_score"]);
+    changed["description"] = json!("Write a file (now faster).");
+    let report = json!({"agent": "bot", "server": "fs", "tools": [changed]});
+    let (s, b) = gw.post("/v1/tools/check", BOT, report).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let rid = b["tools"][0]["review_id"]
+        .as_str()
+        .expect("held for review");
+    let (s, b) = gw
+        .post(&format!("/v1/tools/reviews/{rid}/accept"), OP, json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, body) = gw.get("/v1/insights", OP).await;
+    assert!(
+        !body["suggestions"].to_string().contains("risk_score"),
+        "{body}"
+    );
+    assert_eq!(body["unmined"][0]["tool"], "write_file", "{body}");
+}
+
+/// What the gateway's own MCP hub pinned (a definition fetched from an upstream of its own
+/// config) is a schema it trusts: the argument it declares is mined, the made-up one beside it
+/// still is not.
+#[tokio::test]
+async fn an_argument_the_hubs_pinned_schema_declares_is_mined() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = from_config(dir.path()).await;
+    gw.with_store(|s| {
+        let now = assent_server::state::now_ms();
+        s.check_tools(
+            PinScope::Gateway,
+            "fs",
+            &[write_file(&["path", "mode"])],
+            "hub",
+            now,
+        )
+        .unwrap()
+    });
+    scored_writes(&gw).await;
+    let (s, body) = gw.get("/v1/insights", OP).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["unmined"], json!([]), "{body}");
+    let found = body["suggestions"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{body}");
+    assert_eq!(
+        found[0]["description"], "ask unless mode in [\"append\"]",
+        "{body}"
+    );
 }

@@ -9,7 +9,7 @@ use crate::render::say;
 use anyhow::{Result, bail};
 use assent_core::Registry;
 use assent_core::replay::Recorded;
-use assent_core::suggest::{Kind, Settings, Suggestion, suggest};
+use assent_core::suggest::{Kind, Mined, Settings, suggest_with};
 use serde_json::json;
 
 /// Proposals `assent suggest` holds in memory at the most (narrow with `--since`).
@@ -64,17 +64,32 @@ pub(crate) fn run(cmd: Cmd) -> Result<i32> {
     if too_many {
         bail!("the history holds more than {MAX_HISTORY} proposals: narrow it with --since");
     }
-    let found = suggest(&reg, &files, &all, Settings::with_min(min_decisions));
+    // Only arguments a tool really takes are mined: those its trusted input schema declares
+    // (the gateway's hub's pins) or a rule for the tool itself names.
+    let schemas = assent_store::tool_schemas::trusted_offline(&db, &all)?;
+    let mined = suggest_with(
+        &reg,
+        &files,
+        &all,
+        Settings::with_min(min_decisions),
+        &schemas,
+    );
     if json {
-        say!("{}", json!({"proposals": all.len(), "suggestions": found}));
+        let (found, unmined) = (&mined.suggestions, &mined.unmined);
+        say!(
+            "{}",
+            json!({"proposals": all.len(), "suggestions": found, "unmined": unmined})
+        );
     } else {
-        print_text(&found, all.len());
+        print_text(&mined, all.len());
     }
     Ok(0)
 }
 
-/// Each suggestion: what, the evidence, the replay, the YAML.
-fn print_text(found: &[Suggestion], proposals: usize) {
+/// Each suggestion: what, the evidence, the replay, the YAML; then each tool not mined, and
+/// why.
+fn print_text(mined: &Mined, proposals: usize) {
+    let found = &mined.suggestions;
     say!(
         "{} suggestions from {proposals} recorded proposals (nothing is applied):",
         found.len()
@@ -117,5 +132,16 @@ fn print_text(found: &[Suggestion], proposals: usize) {
                 say!("     {line}");
             }
         }
+    }
+    for u in &mined.unmined {
+        let tool = match &u.server {
+            Some(a) => format!("{a}/{}", u.tool),
+            None => u.tool.clone(),
+        };
+        say!(
+            "not mined: {tool} ({} decisions): {}",
+            u.decisions,
+            crate::render::inert(&u.reason)
+        );
     }
 }

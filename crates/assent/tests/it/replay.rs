@@ -14,7 +14,7 @@ const KEY: &str = "dev-bot-test-key";
 const AGENT: &str = "metadata: {id: dev_bot}\naction_space:\n  local_tools:\n    - alias: read_file\n    - alias: git_push\n    - alias: pay\n    - alias: wipe\n";
 
 /// The policy the history is made under: pushes and payments asked, wiping denied.
-const OLD: &str = "policies:\n  - id: acme.dev-v1\n    selector: {agents: [dev_bot]}\n    rules:\n      - tool: git_push\n        approval: true\n      - tool: pay\n        approval: {condition: {args_match: {amount: {gt: 100}}}}\n      - tool: wipe\n        deny: true\n";
+const OLD: &str = "policies:\n  - id: acme.dev-v1\n    selector: {agents: [dev_bot]}\n    rules:\n      - tool: git_push\n        approval: {condition: {args_match: {branch: {not_in: [release]}}}}\n      - tool: pay\n        approval: {condition: {args_match: {amount: {gt: 100}}}}\n      - tool: wipe\n        deny: true\n";
 
 /// A candidate that tightens: payments over 50 asked, reading `/etc` asked.
 const TIGHTER: &str = "policies:\n  - id: acme.dev-v1\n    selector: {agents: [dev_bot]}\n    rules:\n      - tool: git_push\n        approval: true\n      - tool: pay\n        approval: {condition: {args_match: {amount: {gt: 50}}}}\n      - tool: read_file\n        approval: {condition: {args_match: {path: {pattern: \"^/etc/\"}}}}\n      - tool: wipe\n        deny: true\n";
