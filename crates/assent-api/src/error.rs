@@ -87,6 +87,9 @@ pub const ALREADY_ANSWERED: &str = "ALREADY_ANSWERED";
 pub const APPROVAL_DAMAGED: &str = "APPROVAL_DAMAGED";
 /// 409: a plan with this id exists already.
 pub const PLAN_EXISTS: &str = "PLAN_EXISTS";
+/// 409: the plan was registered by another agent; an agent may revise, submit or cancel
+/// only its own plans.
+pub const PLAN_OWNER_MISMATCH: &str = "PLAN_OWNER_MISMATCH";
 /// 409: the plan or Confirm target is not in a state that allows this.
 pub const WRONG_STATE: &str = "WRONG_STATE";
 /// 409: the token was redeemed already.

@@ -27,7 +27,8 @@ pub struct CreatePlanRequest {
 }
 
 /// `PUT /v1/plans/{id}` (an agent key): revises a `draft` plan (after a rejection); the plan's
-/// `plan_id` must be the one in the path.
+/// `plan_id` must be the one in the path. `409 PLAN_OWNER_MISMATCH` for a plan another agent
+/// registered (a plan belongs to the agent that registered it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdatePlanRequest {
@@ -38,7 +39,8 @@ pub struct UpdatePlanRequest {
 }
 
 /// `POST /v1/plans/{id}/submit` (an agent key): a `draft` plan goes to `proposed` and a
-/// Confirm with `target_type: plan` is held (`409 WRONG_STATE` for a plan that is not a draft).
+/// Confirm with `target_type: plan` is held (`409 WRONG_STATE` for a plan that is not a draft,
+/// `409 PLAN_OWNER_MISMATCH` for a plan another agent registered).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"agent": "pay_bot", "session_id": "s-1"}))]

@@ -12,6 +12,10 @@
 //!   a rejection's reason is in its last `plan.rejected` event.
 //! - `GET /v1/plans/{id}/pipeline-events`: the `pipeline_stage` events of its decisions.
 //! - `POST /v1/plans/{id}/cancel` (the agent or an operator).
+//!
+//! A plan belongs to the agent that registered it: another agent revising, submitting or
+//! cancelling it gets `409 PLAN_OWNER_MISMATCH` (reading it, `404`), and a tool call naming
+//! another agent's plan is gated as if it named no plan (`assent_store::plans`).
 //! - `POST /v1/confirms` (agent): `{"agent", "session_id", "target_type": context | trace |
 //!   extension | other, "target_id": UUID_V4, "reason"?, "target"?: {...}}` → a Confirm on that
 //!   target, answered like a tool call.
@@ -116,6 +120,7 @@ fn plan_error(e: PlanError) -> ApiError {
     match e {
         PlanError::NotFound(_) => ApiError::not_found(e.to_string()),
         PlanError::Exists(_) => ApiError::new(StatusCode::CONFLICT, "PLAN_EXISTS", e.to_string()),
+        PlanError::NotOwner(_) => not_owner(e.to_string()),
         PlanError::WrongState(..) => {
             ApiError::new(StatusCode::CONFLICT, "WRONG_STATE", e.to_string())
         }
@@ -129,13 +134,34 @@ fn plan_error(e: PlanError) -> ApiError {
     }
 }
 
-/// The plan, when `p` may see it: its agent, or any operator.
+/// `409 PLAN_OWNER_MISMATCH`: an agent acting on a plan another agent registered.
+fn not_owner(message: String) -> ApiError {
+    let code = assent_api::error::PLAN_OWNER_MISMATCH;
+    ApiError::new(StatusCode::CONFLICT, code, message)
+}
+
+/// The plan, when `p` may see it: its agent, or any operator; `404` otherwise, like a missing
+/// id.
 async fn load(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiError> {
     let id2 = id.to_string();
     st.store_call(move |s| s.plan(&id2))
         .await?
         .filter(|pl| p.sees(&pl.agent))
         .ok_or_else(|| ApiError::not_found(format!("no plan `{id}`")))
+}
+
+/// The plan `p` acts on (submit, cancel): as [`load`], except that an agent naming a plan
+/// registered by another agent gets `409 PLAN_OWNER_MISMATCH` (the id is taken, as creating it
+/// would say with `409 PLAN_EXISTS`; a plan belongs to the agent that registered it).
+async fn load_to_change(st: &AppState, p: &Principal, id: &str) -> Result<PlanRecord, ApiError> {
+    let id2 = id.to_string();
+    match st.store_call(move |s| s.plan(&id2)).await? {
+        Some(pl) if p.sees(&pl.agent) => Ok(pl),
+        Some(_) if p.agent_id().is_some() => {
+            Err(not_owner(PlanError::NotOwner(id.to_string()).to_string()))
+        }
+        _ => Err(ApiError::not_found(format!("no plan `{id}`"))),
+    }
 }
 
 /// `POST /v1/plans` (the agent itself): stores a draft MPLP plan (`201` with `Location`);
@@ -242,7 +268,7 @@ pub(crate) async fn submit(
     Path(id): Path<String>,
     AgentJson(agent, b): AgentJson<AgentItself, SubmitPlanRequest>,
 ) -> Result<Response, ApiError> {
-    let pl = load(&st, &agent.principal, &id).await?;
+    let pl = load_to_change(&st, &agent.principal, &id).await?;
     if pl.status != "draft" {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -276,7 +302,7 @@ pub(crate) async fn cancel(
     c: Cancelling,
 ) -> Result<Json<Value>, ApiError> {
     let (p, id, reason) = (c.principal, c.id, c.reason);
-    let pl = load(&st, &p, &id).await?;
+    let pl = load_to_change(&st, &p, &id).await?;
     let name = p.name.clone();
     let (pl, held) = st
         .store_task(move |s| {

@@ -100,6 +100,10 @@ pub enum PlanError {
     /// A plan with this id exists already.
     #[error("plan `{0}` exists already")]
     Exists(String),
+    /// The plan was registered by another agent: only its own agent revises, submits or
+    /// cancels it as an agent (a plan belongs to the agent that registered it).
+    #[error("plan `{0}` was registered by another agent; an agent changes only its own plans")]
+    NotOwner(String),
     /// The plan is not in a state that allows this (`status` given).
     #[error("plan is {0}: {1}")]
     WrongState(String, &'static str),
@@ -231,14 +235,40 @@ pub(crate) fn on_confirm_decided(
     audit::append(tx, now, "pipeline_stage", Some(confirm_id), actor, &ev)
 }
 
+/// The plan and step ids recorded on `agent`'s call that names `plan_id` and `step_id` (its
+/// Confirm context, which its Confirm and events show and by which cancelling a plan finds the
+/// calls held under it): as named, except that a plan registered by another agent is not
+/// recorded, nor the step named with it ([`plan_block`]): a reviewer never sees the call as a
+/// step of another agent's approved plan, and that plan's cancellation never reaches it.
+pub(crate) fn recorded_ids(
+    tx: Conn<'_>,
+    agent: &str,
+    plan_id: Option<&str>,
+    step_id: Option<&str>,
+) -> db::Result<(Option<String>, Option<String>)> {
+    let Some(id) = plan_id else {
+        return Ok((None, step_id.map(str::to_string)));
+    };
+    let foreign = read_plan(tx, id)?.is_some_and(|p| p.agent != agent);
+    if foreign {
+        return Ok((None, None));
+    }
+    Ok((Some(id.to_string()), step_id.map(str::to_string)))
+}
+
 /// The gatekeeper duty of seed 000 for `agent`'s tool call that names `plan_id` and/or
-/// `step_id`: blocked (the reason returned) while a Confirm whose target is that plan or step
-/// is pending, while a plan assent knows is not `approved` or `in_progress`, and when it names
-/// a step that plan does not have ([`transitions::plan_has_step`]). Only a
-/// Confirm of the calling agent or of the named plan's owner counts (found by review: any
-/// agent could raise a Confirm naming another agent's plan or step id and so block that
-/// agent's calls for as long as it kept one pending); a plan's own status counts whoever
-/// calls under it (an orchestrator's plan gates the agents it delegates to). `None`: not
+/// `step_id`: blocked (the reason returned) while a Confirm of the calling agent whose target
+/// is that plan or step is pending, while the agent's own plan is not `approved` or
+/// `in_progress`, and when it names a step its own plan does not have
+/// ([`transitions::plan_has_step`]). Only the calling agent's Confirms count (found by review:
+/// any agent could raise a Confirm naming another agent's plan or step id and so block that
+/// agent's calls for as long as it kept one pending). A plan belongs to the agent that
+/// registered it (found by review: any agent could register an unused plan id another agent's
+/// calls named, then keep those calls blocked as a draft, or cancel them and the tokens
+/// approved under it, knowing only the id): another agent's plan is ignored, as if the call
+/// named no plan, nor its step. Naming a plan only ever adds a block and the calling agent
+/// chooses whether to name one, so ignoring it lets nothing run that the policy alone would
+/// not, while refusing the call would hand the squatter the denial of service. `None`: not
 /// blocked.
 pub(crate) fn plan_block(
     tx: Conn<'_>,
@@ -250,14 +280,17 @@ pub(crate) fn plan_block(
         Some(id) => read_plan(tx, id)?,
         None => None,
     };
-    let owner = plan.as_ref().map_or(agent, |p| p.agent.as_str());
+    // Another agent's plan is not named at all: neither it nor the step named with it.
+    if plan.as_ref().is_some_and(|p| p.agent != agent) {
+        return Ok(None);
+    }
     for (what, id) in [("plan", plan_id), ("step", step_id)] {
         let Some(id) = id else { continue };
         let pending: Option<String> = tx
             .prepare_cached(
-                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' AND (agent = ?2 OR agent = ?3) ORDER BY requested_at, rowid LIMIT 1",
+                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' AND agent = ?2 ORDER BY requested_at, rowid LIMIT 1",
             )?
-            .query_row(params![id, agent, owner], |r| r.get(0))
+            .query_row(params![id, agent], |r| r.get(0))
             .optional()?;
         if let Some(c) = pending {
             return Ok(Some(format!(
@@ -265,13 +298,12 @@ pub(crate) fn plan_block(
             )));
         }
     }
-    if let Some(id) = plan_id
-        && let Some(p) = &plan
+    if let Some(p) = &plan
         && !transitions::plan_runs_calls(&p.status)
     {
         return Ok(Some(format!(
-            "plan {id} is {}; its tool calls run only once its Confirm approves it",
-            p.status
+            "plan {} is {}; its tool calls run only once its Confirm approves it",
+            p.plan_id, p.status
         )));
     }
     if let (Some(p), Some(step)) = (&plan, step_id)
@@ -283,6 +315,32 @@ pub(crate) fn plan_block(
         )));
     }
     Ok(None)
+}
+
+/// The ids of the calls held under `agent`'s plan `plan_id` (pending approvals whose Confirm
+/// context names it, the plan's own Confirm included), oldest first: only the plan's agent's
+/// calls, so a plan registered under an id another agent's calls named ([`plan_block`]; rows
+/// recorded before that rule) never cancels them.
+pub(crate) fn held_under(conn: Conn<'_>, plan_id: &str) -> db::Result<Vec<String>> {
+    crate::sql::column(
+        conn,
+        "SELECT a.id FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
+         JOIN plans p ON p.plan_id = c.plan_id AND p.agent = a.agent \
+         WHERE a.status = 'pending' AND c.plan_id = ?1 ORDER BY a.requested_at",
+        params![plan_id],
+    )
+}
+
+/// The plan approval `aid` was held under and that plan's status, when the plan is its own
+/// agent's: `None` for a call named under no plan or another agent's ([`plan_block`]; rows
+/// recorded before that rule). What a token's redemption checks ([`transitions::plan_runs_calls`]).
+pub(crate) fn plan_of_call(tx: Conn<'_>, aid: &str) -> db::Result<Option<(String, String)>> {
+    tx.prepare_cached(
+        "SELECT p.plan_id, p.status FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
+         JOIN plans p ON p.plan_id = c.plan_id AND p.agent = a.agent WHERE c.approval_id = ?1",
+    )?
+    .query_row(params![aid], |r| Ok((r.get(0)?, r.get(1)?)))
+    .optional()
 }
 
 /// The plan id of an MPLP plan `body` and the body as assent stores it: what the agent wrote,
@@ -337,7 +395,7 @@ impl Store {
     }
 
     /// Replaces the body of a `draft` plan of `agent` (`plan.updated`), e.g. revised after a
-    /// rejection. The same body again changes nothing (no event, no audit record); past
+    /// rejection; `NotOwner` for another agent's plan. The same body again changes nothing (no event, no audit record); past
     /// [`MAX_PLAN_EVENTS`] events a revision is refused (`WrongState`).
     pub fn update_plan(
         &self,
@@ -347,9 +405,10 @@ impl Store {
     ) -> Result<PlanRecord, PlanError> {
         let (id, body) = agent_body(body);
         self.write(|tx| {
-            let p = read_plan(**tx, &id)?
-                .filter(|p| p.agent == agent)
-                .ok_or_else(|| PlanError::NotFound(id.clone()))?;
+            let p = read_plan(**tx, &id)?.ok_or_else(|| PlanError::NotFound(id.clone()))?;
+            if p.agent != agent {
+                return Err(PlanError::NotOwner(id));
+            }
             if !transitions::plan_editable(&p.status) {
                 return Err(PlanError::WrongState(
                     p.status,

@@ -76,8 +76,7 @@ pub struct Proposal<'a> {
     /// context, …). Such proposals are never covered by grants; a `plan` target must be a
     /// `draft` of the agent and becomes `proposed` with the held approval.
     pub target: Option<ConfirmTarget<'a>>,
-    /// MPLP plan and step the call belongs to: blocked while either has a pending Confirm or
-    /// the plan is not approved (the Gatekeeper duty of seed 000).
+    /// MPLP plan and step of the call, gated (seed 000); another agent's plan counts as none.
     pub plan_id: Option<&'a str>,
     /// See `plan_id`.
     pub step_id: Option<&'a str>,
@@ -597,11 +596,12 @@ fn insert_approval(
         p.agent,
         &requested,
     )?;
+    let (plan_id, step_id) = plans::recorded_ids(tx, p.agent, p.plan_id, p.step_id)?;
     let context = ConfirmContext {
         policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),
         policy_set_sha256: p.policy_set_sha256.map(str::to_string),
-        plan_id: p.plan_id.map(str::to_string),
-        step_id: p.step_id.map(str::to_string),
+        plan_id,
+        step_id,
     };
     confirm::record(tx, &row.id, &context)?;
     // A tool call of a plan step is shown with the step as its MPLP target (see

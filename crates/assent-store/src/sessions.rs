@@ -110,8 +110,8 @@ impl Store {
     /// approver roles is refused (`plans::PlanError::Decide(NotApprover)`, audited
     /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm. Then the
     /// tool calls held under the plan are cancelled (each `approval.cancelled`), whatever
-    /// their approvers and whichever agent's (a plan gates its delegates' calls too), and
-    /// returned with the plan.
+    /// their approvers, and returned with the plan: the plan's agent's own calls only (a plan
+    /// belongs to the agent that registered it, [`plans::held_under`]).
     pub fn cancel_plan(
         &self,
         id: &str,
@@ -165,15 +165,10 @@ impl Store {
             }
             Ok(plans::read_plan(**tx, id)?.expect("exists"))
         })?;
-        // The calls held under the plan go with it, the delegates' too: stopping a plan stops
-        // them, whatever their approvers (found by review: one held while the plan was
+        // The calls held under the plan go with it: stopping a plan stops them, whatever
+        // their approvers (found by review: one held while the plan was
         // approved stayed pending and then ran under it).
-        let held: Vec<String> = crate::sql::column(
-            self.lock().conn(),
-            "SELECT a.id FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
-             WHERE a.status = 'pending' AND c.plan_id = ?1 ORDER BY a.requested_at",
-            params![id],
-        )?;
+        let held = plans::held_under(self.lock().conn(), id)?;
         let mut cancelled = Vec::new();
         for aid in held.iter().filter(|a| Some(*a) != first_confirm.as_ref()) {
             match self.cancel(aid, reason, actor, now) {

@@ -566,12 +566,7 @@ fn claims(
 /// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
 /// tokens redeemable). Checked before the token is consumed.
 fn plan_runs(tx: Conn<'_>, aid: &str) -> Result<(), RedeemError> {
-    let plan: Option<(String, String)> = tx
-        .prepare_cached(
-            "SELECT p.plan_id, p.status FROM confirm_context c JOIN plans p ON p.plan_id = c.plan_id WHERE c.approval_id = ?1",
-        )
-        .and_then(|mut st| st.query_row(params![aid], |r| Ok((r.get(0)?, r.get(1)?))).optional())
-        .map_err(|e| RedeemError::Store(e.into()))?;
+    let plan = crate::plans::plan_of_call(tx, aid).map_err(|e| RedeemError::Store(e.into()))?;
     match plan {
         Some((plan_id, status)) if !assent_core::transitions::plan_runs_calls(&status) => {
             Err(RedeemError::PlanStopped { plan_id, status })

@@ -4,7 +4,7 @@
 
 use crate::kit::{
     AGENTS, BOT, GOV_RULES, Gw, OP, assert_answer, assert_error, assert_says, audit_count, gov,
-    pluck, policy, serve, serve_policy,
+    pluck, policy, serve, serve_policy, token_of,
 };
 use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
@@ -432,5 +432,81 @@ async fn a_confirm_on_another_agents_plan_or_step_does_not_block_its_calls() {
     let (s, d) = call_in_plan(&gw, Some(&pid), Some(&s1)).await;
     assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
     assert_says(&d, "reason", "pending Confirm");
+    gw.stop().await;
+}
+
+/// The attack (found by review): plan ids are chosen by agents and leak (logs, tickets,
+/// prompts); any agent could register an unused plan id another agent's calls named, then
+/// keep those calls blocked (its plan a draft), or cancel the calls held under it and stop the
+/// tokens approved under it, knowing only the id. A plan belongs to the agent that registered
+/// it: another agent's plan is ignored, as if the call named no plan (refusing the call would
+/// hand the squatter the denial of service), it is not shown on the call's Confirm, and its
+/// cancellation reaches none of the calls, held before or after the squat; the victim cannot
+/// revise, submit or cancel the squatter's plan either (`409 PLAN_OWNER_MISMATCH`).
+#[tokio::test]
+async fn a_plan_id_squatted_by_another_agent_neither_blocks_nor_cancels_the_victims_calls() {
+    let gw = serve().await;
+    let (pid, step) = (uuid(), uuid());
+    let args = |amount: u64| json!({"amount": amount, "to": "bob"});
+    let pay = |amount: u64| {
+        json!({"agent": "bot", "session_id": "s1", "tool": "pay", "arguments": args(amount),
+               "plan_id": pid, "step_id": step})
+    };
+    let held = |(s, h): (StatusCode, Value)| {
+        assert_eq!(s, StatusCode::ACCEPTED, "{h}");
+        h["approval_id"].as_str().unwrap().to_string()
+    };
+    // Before the squat: one call held under the id, one approved with its token.
+    let early = held(gw.post("/v1/tool-calls", BOT, pay(501)).await);
+    let approved = held(gw.post("/v1/tool-calls", BOT, pay(502)).await);
+    assert_eq!(gw.decide(&approved, OP, "approve").await.0, StatusCode::OK);
+    let token = token_of(&gw.as_agent(&approved).await);
+    let squat = json!({"agent": "other", "session_id": "o1",
+                       "plan": plan(&pid, &[(&step, "Squat")])});
+    let (s, p) = gw.post("/v1/plans", "other-key", squat).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    // The squatter's draft blocks nothing of the victim's, and is not shown on its Confirm.
+    let (s, a) = call_in_plan(&gw, Some(&pid), Some(&step)).await;
+    assert_eq!(
+        s,
+        StatusCode::OK,
+        "another agent's draft blocks nothing: {a}"
+    );
+    let late = held(gw.post("/v1/tool-calls", BOT, pay(503)).await);
+    let c = mplp(&gw, &late).await;
+    assert!(c["trace"]["attributes"].get("plan_id").is_none(), "{c}");
+    assert!(c["trace"]["attributes"].get("step_id").is_none(), "{c}");
+    // The victim cannot take the id or change the squatter's plan.
+    let (s, e) = gw.create_plan(plan(&pid, &[(&step, "Mine")])).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_EXISTS");
+    let put = json!({"agent": "bot", "plan": plan(&pid, &[(&step, "Mine")])});
+    let (s, e) = gw
+        .req("PUT", &format!("/v1/plans/{pid}"), Some(BOT), Some(put))
+        .await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_OWNER_MISMATCH");
+    let (s, e) = gw.submit_plan(&pid).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_OWNER_MISMATCH");
+    let cancel = format!("/v1/plans/{pid}/cancel");
+    let (s, e) = gw.post(&cancel, BOT, json!({})).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_OWNER_MISMATCH");
+    assert_eq!(
+        gw.get(&format!("/v1/plans/{pid}"), BOT).await.0,
+        StatusCode::NOT_FOUND
+    );
+    // The squatter cancels its plan: the victim's calls stay held, its token still redeems.
+    let (s, p) = gw
+        .post(&cancel, "other-key", json!({"reason": "squat"}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    for id in [&early, &late] {
+        let (s, a) = gw.approval(id, OP).await;
+        assert_eq!(
+            (s, a["status"].as_str()),
+            (StatusCode::OK, Some("pending")),
+            "{a}"
+        );
+    }
+    let (s, r) = gw.redeem(&token, "pay", args(502), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
     gw.stop().await;
 }

@@ -146,9 +146,10 @@ fn a_confirm_settled_after_its_plan_was_cancelled_leaves_the_plan_cancelled() {
 
 /// Found by review: cancelling a plan cancelled only its own Confirm; a tool call held under
 /// the plan while it was approved stayed pending, and an approval then ran it under the
-/// cancelled plan. Cancelling the plan cancels the calls held under it, a delegate's too,
-/// whoever stops it: its agent, or any operator (here one holding none of the call's
-/// approver roles).
+/// cancelled plan. Cancelling the plan cancels its agent's calls held under it, whoever stops
+/// it: its agent, or any operator (here one holding none of the call's approver roles); a call
+/// of another agent naming the plan's id is not the plan's and stays held (a plan belongs to
+/// the agent that registered it: `a_plan_id_squatted_by_another_agent_neither_blocks_nor_cancels_the_victims_calls`).
 #[test]
 fn cancelling_a_plan_cancels_the_calls_held_under_it() {
     use assent_core::approval::Canceller;
@@ -173,24 +174,30 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
             s.decide(&approval.id, &DecisionInput::approve(), "alice", &[], 3_000)
                 .unwrap();
             assert_eq!(s.plan(id).unwrap().unwrap().status, "approved");
-            // A delegate's call under the plan, which only finance may decide.
+            // The agent's call under the plan, which only finance may decide, and another
+            // agent's naming the plan's id.
             let (call, mut v) = pay(700);
             v.terms.approvers = vec!["finance".into()];
             let call = CanonicalCall::new(call).unwrap();
             let ttl = |_: &Verdict| 60_000;
-            let p = Proposal {
-                plan_id: Some(id),
-                agent: "bot2",
-                ..proposal(&call, "s1", 4_000, &ttl)
-            };
-            let Ok((_, Proposed::Held { approval: held, .. })) = s.propose(&p, |_| v.clone())
-            else {
-                panic!("the call under the plan is held");
-            };
+            let mut held = Vec::new();
+            for agent in ["bot", "bot2"] {
+                let p = Proposal {
+                    plan_id: Some(id),
+                    agent,
+                    ..proposal(&call, "s1", 4_000, &ttl)
+                };
+                let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
+                    panic!("the call under the plan is held");
+                };
+                held.push(approval.id);
+            }
             let (_, cancelled) = s.cancel_plan(id, stopper, None, 5_000).unwrap();
             assert_eq!(cancelled.len(), 1);
-            let after = s.get_approval(&held.id).unwrap().unwrap();
-            assert_eq!(after.status.as_str(), "cancelled", "{after:?}");
+            for (aid, status) in held.iter().zip(["cancelled", "pending"]) {
+                let after = s.get_approval(aid).unwrap().unwrap();
+                assert_eq!(after.status.as_str(), status, "{after:?}");
+            }
         }
     });
 }
@@ -228,5 +235,58 @@ fn a_token_of_a_call_under_a_stopped_plan_is_not_redeemed() {
             .redeem(&token, "bot", &held.call_hash, None, 7_000)
             .unwrap_err();
         assert!(matches!(e, RedeemError::PlanStopped { .. }), "{e:?}");
+    });
+}
+
+/// The attack (found by review): plan ids are chosen by agents; any agent could register the
+/// id another agent's calls had named (while no plan had it) and cancel the plan, cancelling
+/// those calls and stopping the tokens approved for them. A plan belongs to the agent that
+/// registered it: its cancellation reaches only that agent's calls, whatever the rows name
+/// (calls recorded before the plan existed, or before this rule).
+#[test]
+fn a_plan_registered_under_an_id_another_agents_calls_named_neither_cancels_nor_stops_them() {
+    use assent_core::approval::Canceller;
+    use assent_store::DecisionInput;
+    both_stores(|_, s| {
+        let id = "0d9e8f7a-6b5c-4d4e-9f3a-2b1c0d9e8f7a";
+        let ttl = |_: &Verdict| 60_000;
+        let mut victim = Vec::new();
+        for amount in [700, 800] {
+            let (call, v) = pay(amount);
+            let call = CanonicalCall::new(call).unwrap();
+            let p = Proposal {
+                plan_id: Some(id),
+                agent: "bot2",
+                ..proposal(&call, "s2", 1_000, &ttl)
+            };
+            let Ok((_, Proposed::Held { approval, .. })) = s.propose(&p, |_| v.clone()) else {
+                panic!("the victim's call is held");
+            };
+            victim.push(*approval);
+        }
+        s.decide(
+            &victim[1].id,
+            &DecisionInput::approve(),
+            "alice",
+            &[],
+            1_500,
+        )
+        .unwrap();
+        let token = s.token_string(&victim[1].id).unwrap().unwrap();
+        // The squatter registers the id, has it approved, and cancels it.
+        let confirm = submitted(s, id, "Squat");
+        s.decide(&confirm.id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        let (plan, cancelled) = s.cancel_plan(id, &bot, None, 4_000).unwrap();
+        assert_eq!(plan.status, "cancelled");
+        assert!(cancelled.is_empty(), "{cancelled:?}");
+        let held = s.get_approval(&victim[0].id).unwrap().unwrap();
+        assert_eq!(held.status.as_str(), "pending", "{held:?}");
+        s.redeem(&token, "bot2", &victim[1].call_hash, None, 5_000)
+            .expect("the victim's token still redeems");
     });
 }
