@@ -132,11 +132,13 @@ def _send(url, method="GET", body=None, headers=None):
         return e.code, e.headers, e.read().decode()
 
 
-def _held_publish(url, text):
-    """A `publish` of `text` proposed by pay_bot (held for `finance`): its approval id."""
+def _held_publish(url, text, session=None):
+    """A `publish` of `text` proposed by pay_bot (held for `finance`) in `session` (by default
+    named after the text): its approval id."""
     import json
     status, _, body = _send(url + "/v1/tool-calls", "POST", json.dumps({
-        "agent": "pay_bot", "session_id": "dry-run-" + text, "tool": "publish", "server": "notes",
+        "agent": "pay_bot", "session_id": session or "dry-run-" + text, "tool": "publish",
+        "server": "notes",
         "arguments": {"text": text}}),
         {"authorization": "Bearer " + AGENT_KEY, "content-type": "application/json"})
     assert status in (200, 202), body
@@ -235,3 +237,21 @@ def test_a_dry_run_tool_redefined_upstream_is_not_run_until_its_review(gateway):
     status, page = _dry_run(url, alice, _held_publish(url, "bad list"))
     assert status == 409 and "not one the gateway pins" in page, page
     assert _upstream_calls(gateway) == ["echo before", "echo after"]
+
+
+def test_a_dry_run_result_echoing_hidden_characters_shows_them_escaped(gateway):
+    """Found by review: the dry run's result (here `echo` of the agent's text) was shown on the
+    card as the upstream sent it, so an agent's right-to-left override or invisible characters
+    acted on the page next to the Decide form, though the arguments themselves are shown
+    escaped. The result is shown with them as visible `\\uXXXX` escapes."""
+    url = gateway["url"]
+    alice = _signed_in(url, OPERATOR_KEY)
+    held = _held_publish(url, "pay \u202eevil\u200b", "dry-run-hidden")
+    status, page = _dry_run(url, alice, held)
+    assert status == 303, page[page.find("<main"):][:3000]
+    status, _, page = _send(url + f"/ui/approvals/{held}", headers={"cookie": alice})
+    assert status == 200, page
+    shown = page[page.find('id="dry-run-result"'):][:2000]
+    assert "evil" in shown, shown
+    assert "\u202e" not in page and "\u200b" not in page, shown
+    assert "\\u202e" in shown and "\\u200b" in shown, shown

@@ -398,14 +398,16 @@ pub(crate) fn card(st: &AppState, op: &Operator, l: &Loaded, error: &str) -> Car
     let (dry_run_by, dry_run_result) = match &l.dry_run {
         Some(r) => {
             let data: Value = serde_json::from_str(&r.data).unwrap_or(Value::Null);
+            // What the dry-run tool answered may echo the agent's arguments: its bidi and
+            // invisible characters are made visible next to the Decide form, as the
+            // arguments are (found by review).
             let shown = match data.get("error") {
-                Some(e) => format!("failed: {}", e.as_str().unwrap_or("")),
-                None => serde_json::to_string_pretty(
+                Some(e) => format!("failed: {}", visible(e.as_str().unwrap_or(""))),
+                None => visible_json_pretty(
                     data.get("result")
                         .or(data.get("result_truncated"))
                         .unwrap_or(&Value::Null),
-                )
-                .unwrap_or_default(),
+                ),
             };
             (format!("{} at {}", r.actor, rfc3339(r.at)), shown)
         }
