@@ -374,7 +374,9 @@ async def scenario_pinning(gw):
             assert not is_error(r) and text_of(r) == "one", text_of(r)
     assert upstream_calls(gw) == ["echo one"]
     pins = json.loads(cli(gw, "tools", "pins", "--json").stdout)["pins"]
-    assert [(p["server"], p["tool"], p["pinned_by"]) for p in pins] == [("changing", "echo", "trust-on-first-use")]
+    # The server's own words (instructions, serverInfo) are pinned beside its tools as `(server)`.
+    assert [(p["server"], p["tool"], p["pinned_by"]) for p in pins] == [
+        ("changing", "(server)", "trust-on-first-use"), ("changing", "echo", "trust-on-first-use")]
 
     # Session 2: the description changed. The model still sees the pinned one; the call waits
     # and the upstream sees nothing until an operator accepts the new definition.

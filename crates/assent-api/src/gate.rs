@@ -140,6 +140,36 @@ pub struct ToolResultRequest {
     /// The approval the call ran under, when it was held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// Absent when the call ran and this is its result. Otherwise what became of a call the
+    /// gateway cleared (its token redeemed, when it was held) that has no result:
+    /// `not_run` (never sent to the MCP server) or `no_answer` (sent, but no answer came back:
+    /// it may have run). Such a report is recorded as `call.result` with this `outcome` and no
+    /// result (send `output_bytes` 0 and the SHA-256 of the empty text), marks the session
+    /// with nothing its output would have brought, and is answered `allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<CallOutcome>,
+}
+
+/// What became of a cleared call that has no result ([`ToolResultRequest::outcome`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// Never sent to the MCP server (its client cancelled it after it was cleared): it did
+    /// not run.
+    NotRun,
+    /// Sent, but no answer came back (the connection to the MCP server failed, or it did not
+    /// answer in time): it may or may not have run, and nothing of it reached the agent.
+    NoAnswer,
+}
+
+impl CallOutcome {
+    /// `"not_run"` or `"no_answer"`, as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotRun => "not_run",
+            Self::NoAnswer => "no_answer",
+        }
+    }
 }
 
 /// A tool call as the gateway shows it (`call` of an approval): `server` is `null` for a

@@ -38,8 +38,19 @@ pub struct ToolCheckRequest {
     pub agent: String,
     /// The MCP server alias; must be declared by the agent.
     pub server: String,
-    /// At most 10000 tool definitions, each with a string `name`.
+    /// At most 10000 tool definitions, each with a string `name` (none when the report is of
+    /// the server's `handshake`).
+    #[serde(default)]
     pub tools: Vec<Value>,
+    /// The server's own words from its handshake instead of a tool list:
+    /// `{"instructions"?, "serverInfo"?}` as its `initialize` answer gives them (a
+    /// `server/discover` answer's `instructions` and `_meta` server info). Pinned as the
+    /// pseudo-tool `(server)` ([`assent_core::pin::server_entry`]: the instructions and the
+    /// server info but its version), held for review when changed as a tool is; the answer's
+    /// `handshake` says which words the proxy may show the client. A report with it carries no
+    /// `tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<Value>,
 }
 
 /// `POST /v1/tools/check` as the gateway reads it: a [`ToolCheckRequest`], or the same
@@ -55,7 +66,11 @@ pub struct ToolCheckReport {
     /// The MCP server alias; must be declared by the agent.
     pub server: String,
     /// At most 10000 tool definitions, each with a string `name`.
+    #[serde(default)]
     pub tools: Vec<Value>,
+    /// The server's own words from its handshake ([`ToolCheckRequest::handshake`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<Value>,
     /// The hub's proof that it runs in the gateway's process ([`hub_token`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub_token: Option<String>,
@@ -66,11 +81,19 @@ pub struct ToolCheckReport {
 pub struct ToolCheckResponse {
     /// One per reported tool.
     pub tools: Vec<ToolState>,
+    /// The gateway's word on the reported `handshake` (named `(server)`): `pinned` (the words
+    /// are their pin), `first_use`, or `held` (changed: a review decides). `pinned` is what
+    /// the proxy may show the client (for a held entry the words pinned before, `null` when
+    /// none were: then none are shown). Absent when no handshake was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<ToolState>,
 }
 
 /// The pinning records, `assent-core`'s own types: the row the store reads back is the body
 /// (times Unix milliseconds in Rust, RFC 3339 text on the wire).
-pub use assent_core::pin::{PinState, ReviewStatus, ToolPin, ToolReview, ToolState};
+pub use assent_core::pin::{
+    PinState, ReviewStatus, SERVER_ENTRY, ToolPin, ToolReview, ToolState, server_entry,
+};
 
 /// `GET /v1/tools/reviews[?status=pending|accepted|rejected|all]` (operator; default
 /// `pending`).

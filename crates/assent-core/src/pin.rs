@@ -153,6 +153,86 @@ pub struct ToolPin {
     pub pinned_by: String,
 }
 
+/// The name an MCP server's own words are pinned under, beside its tools: the `instructions`
+/// and `serverInfo` its `initialize` answer gives (a `server/discover` answer's `instructions`
+/// and `_meta` server info). Clients hand the instructions to the model as they do a tool's
+/// description, and show the server's name and title to the user, so an upstream that changes
+/// them is held for an operator exactly as a changed tool is ([`server_entry`]). Not a tool
+/// name the gateway takes in a tool list, so no tool can stand for it.
+pub const SERVER_ENTRY: &str = "(server)";
+
+/// The pseudo-definition pinned under [`SERVER_ENTRY`] for a server's `instructions` and
+/// `serverInfo` (each as the upstream gave it, `None` when it gave none):
+/// `{"name": "(server)", "instructions"?, "serverInfo"?: {"name"?, "title"?, "description"?,
+/// "websiteUrl"?, "icons"?}}`. Kept are the instructions when they are text, and of the server
+/// info every field a client may show or fetch — its texts when they are text, its icons as
+/// [`icons`] reads them — but its `version`: that changes with every release of the server,
+/// and a review of each would teach operators to accept without reading (what may pass of it
+/// is the proxies' to bound). Fields of other shapes and unknown fields are left out, so the
+/// hub (rmcp's `Implementation`) and a relay (the upstream's JSON) make one entry of one
+/// server's words, and the proxies show only what is pinned. Reading an entry again gives it
+/// back unchanged.
+pub fn server_entry(instructions: Option<&Value>, server_info: Option<&Value>) -> Value {
+    let mut entry = serde_json::Map::new();
+    entry.insert("name".into(), Value::String(SERVER_ENTRY.into()));
+    if let Some(text) = instructions.filter(|i| i.is_string()) {
+        entry.insert("instructions".into(), text.clone());
+    }
+    if let Some(info) = server_info.and_then(Value::as_object) {
+        let mut kept = serde_json::Map::new();
+        for k in ["name", "title", "description", "websiteUrl"] {
+            if let Some(v) = info.get(k).filter(|v| v.is_string()) {
+                kept.insert(k.into(), v.clone());
+            }
+        }
+        let icons = icons(info.get("icons"));
+        if !icons.is_empty() {
+            kept.insert("icons".into(), Value::Array(icons));
+        }
+        entry.insert("serverInfo".into(), Value::Object(kept));
+    }
+    Value::Object(entry)
+}
+
+/// A tool's or a server's `icons` as a pin covers them: each icon's `src`, `mimeType`, `theme`
+/// (strings) and `sizes` (strings), the fields rmcp's `Icon` keeps, so the hub and a relay
+/// fingerprint one definition alike; an icon of another shape (rmcp refuses it, so only a
+/// relay forwards it) and an `icons` that is not a list count as they are (found by review of
+/// a form that left them out, and the relay forwarded them unreviewed). Found by review: the
+/// icons were not covered, so an upstream could point a reviewed tool's icon at a URL of its
+/// own (each client showing the tool fetches it) with no review.
+pub fn icons(icons: Option<&Value>) -> Vec<Value> {
+    let list = match icons {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(list)) => list,
+        Some(other) => return vec![other.clone()],
+    };
+    list.iter().map(icon).collect()
+}
+
+/// One icon of [`icons`]: rmcp's fields when it has their shape, else as it is.
+fn icon(v: &Value) -> Value {
+    let text = |k: &str| v.get(k).is_none_or(|x| x.is_string() || x.is_null());
+    let sizes = v.get("sizes").is_none_or(|x| {
+        x.is_null() || x.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+    });
+    let shaped = v.get("src").is_some_and(Value::is_string)
+        && text("mimeType")
+        && v.get("theme")
+            .is_none_or(|t| t.is_null() || t == "light" || t == "dark")
+        && sizes;
+    if !shaped {
+        return v.clone();
+    }
+    let mut kept = serde_json::Map::new();
+    for k in ["src", "mimeType", "theme", "sizes"] {
+        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
+            kept.insert(k.to_string(), x.clone());
+        }
+    }
+    Value::Object(kept)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +248,38 @@ mod tests {
         }
         assert_eq!(ReviewStatus::parse("Pending"), None);
         assert_eq!(ReviewStatus::parse(""), None);
+    }
+
+    /// The hub reads a server's words through rmcp (nulls and unknown fields dropped), a relay
+    /// as the upstream wrote them: one entry either way, without the version, and read again
+    /// it is the same.
+    #[test]
+    fn a_servers_words_make_one_entry_as_the_hub_and_a_relay_read_them() {
+        let hub = server_entry(
+            Some(&serde_json::json!("Use read first.")),
+            Some(
+                &serde_json::json!({"name": "up", "title": "Up", "version": "1.2.0",
+                "icons": [{"src": "https://a.example/i.png"}]}),
+            ),
+        );
+        let relay = server_entry(
+            Some(&serde_json::json!("Use read first.")),
+            Some(
+                &serde_json::json!({"name": "up", "title": "Up", "version": "9",
+                "description": null, "x-vendor": 1,
+                "icons": [{"src": "https://a.example/i.png", "theme": null, "x": 2}]}),
+            ),
+        );
+        assert_eq!(hub, relay);
+        assert_eq!(hub["name"], SERVER_ENTRY);
+        assert!(hub["serverInfo"].get("version").is_none(), "{hub}");
+        let again = server_entry(hub.get("instructions"), hub.get("serverInfo"));
+        assert_eq!(again, hub);
+        // Instructions that are not text are no instructions; nor is such a server info.
+        let odd = server_entry(
+            Some(&serde_json::json!(["do this"])),
+            Some(&serde_json::json!("up")),
+        );
+        assert_eq!(odd, serde_json::json!({"name": SERVER_ENTRY}));
     }
 }

@@ -126,6 +126,12 @@ impl Ends {
         }
     }
 
+    /// Whether upstream response `key` (a JSON id) answers the client's discover probe (still
+    /// awaited).
+    pub fn is_probe(&self, key: &str) -> bool {
+        self.lock().probe.as_ref().is_some_and(|p| same_id(p, key))
+    }
+
     /// Whether upstream response `key` (a JSON id) answers the client's discover probe; it is
     /// then no longer awaited.
     pub fn take_probe(&self, key: &str) -> Option<Value> {

@@ -10,7 +10,9 @@
 use crate::ask::{Asker, UserAnswer, in_client_question};
 use crate::kit::{Hold, HoldState, Outcome, ProxyConfig, failure, status_code, status_line};
 use assent_api::approvals::{Approval, CancelRequest, UserDecisionRequest};
-use assent_api::gate::{GateAnswer, Granted, Pending, ToolCallRequest, ToolResultRequest};
+use assent_api::gate::{
+    CallOutcome, GateAnswer, Granted, Pending, ToolCallRequest, ToolResultRequest,
+};
 use assent_api::tokens::RedeemRequest;
 use assent_api::tools::{ReviewStatus, ToolCheckRequest, ToolState};
 use assent_api::{ApprovalStatus, Client, ClientError};
@@ -46,6 +48,11 @@ impl Gateway {
         Self { api, cfg }
     }
 
+    /// The MCP server alias this gateway client acts on.
+    pub fn server(&self) -> &str {
+        &self.cfg.server
+    }
+
     /// The tools the agent declares for this server (`GET /v1/agents/{agent}/mcp-servers/
     /// {alias}/tools`); `None`: all, also when they cannot be read (every call is gated anyway).
     pub async fn declared_tools(&self) -> Option<Vec<String>> {
@@ -61,11 +68,36 @@ impl Gateway {
             agent: self.cfg.agent.clone(),
             server: self.cfg.server.clone(),
             tools: tools.to_vec(),
+            handshake: None,
         };
         match self.api.check_tools(&req).await {
             Ok(r) => Ok(r.tools.into_iter().map(|t| (t.name.clone(), t)).collect()),
             Err(e) => Err(failure(&e, |e| {
                 format!("the gateway refused the tool list ({})", status_line(e))
+            })),
+        }
+    }
+
+    /// Reports the upstream's own words from its handshake (`words`: `{"instructions"?,
+    /// "serverInfo"?}`; `POST /v1/tools/check` with `handshake`) and returns the gateway's word
+    /// on them: its `pinned` entry is what the client may be shown. `Err(why)` when it cannot
+    /// be had (then nothing of them is shown).
+    pub async fn check_handshake(&self, words: &Value) -> Result<ToolState, String> {
+        let req = ToolCheckRequest {
+            agent: self.cfg.agent.clone(),
+            server: self.cfg.server.clone(),
+            tools: Vec::new(),
+            handshake: Some(words.clone()),
+        };
+        match self.api.check_tools(&req).await {
+            Ok(r) => r.handshake.ok_or_else(|| {
+                "the gateway did not check the server's instructions (an older gateway?)".into()
+            }),
+            Err(e) => Err(failure(&e, |e| {
+                format!(
+                    "the gateway refused the server's instructions ({})",
+                    status_line(e)
+                )
             })),
         }
     }
@@ -152,14 +184,22 @@ impl Gateway {
     /// is withdrawn at once (found by review: its approval stayed pending, counted against the
     /// agent's cap and open to an operator's approval, for a call nobody waited for).
     async fn propose_to_the_end(&self, tool: &str, arguments: &Value) -> Result<Pending, Outcome> {
+        let call = (tool.to_string(), arguments.clone());
         let (this, tool, arguments) = (self.clone(), tool.to_string(), arguments.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
         // In the caller's span: the proposal carries the client's trace (`traceparent`).
         let proposing = async move {
             let proposed = this.propose(&tool, &arguments).await;
-            // The caller is gone: nobody waits for this call.
-            if let Err(Ok(p)) = tx.send(proposed) {
-                this.cancel(&p.approval_id, CANCELLED).await;
+            // The caller is gone: nobody waits for this call. Held, it is withdrawn; cleared
+            // (a grant's token redeemed, say), it is never run, and the gateway is told so.
+            match tx.send(proposed) {
+                Err(Ok(p)) => this.cancel(&p.approval_id, CANCELLED).await,
+                Err(Err(Outcome::Forward { approval_id, .. })) => {
+                    let id = approval_id.as_deref();
+                    this.report_no_result(&tool, &arguments, id, CallOutcome::NotRun)
+                        .await;
+                }
+                _ => {}
             }
         };
         tokio::spawn(tracing::Instrument::in_current_span(proposing));
@@ -167,6 +207,7 @@ impl Gateway {
         let mut guard = Proposing {
             rx: Some(rx),
             gw: self.clone(),
+            call,
         };
         let answer = guard.rx.as_mut().expect("set above").await;
         guard.rx = None;
@@ -368,6 +409,7 @@ impl Gateway {
             result_sha256: hash.clone(),
             preview: Some(result.chars().take(2048).collect()),
             approval_id: approval_id.map(str::to_string),
+            outcome: None,
         };
         let id = match self.api.report_result(&req).await {
             Ok(GateAnswer::Allow(_)) => return Ok(()),
@@ -394,6 +436,45 @@ impl Gateway {
         }
         let tool = format!("result.{tool}");
         self.redeem_exact(token, tool, rec.call.arguments).await
+    }
+
+    /// Reports what became of a cleared call (`approval_id`: the approval it was cleared
+    /// under, if any) that has no result (`POST /v1/tool-results` with `outcome`): it did not
+    /// run ([`CallOutcome::NotRun`]: its client cancelled it after it was cleared, its token
+    /// redeemed) or got no answer ([`CallOutcome::NoAnswer`]: it may have run), so that the
+    /// audit does not end at the redeemed token. Logged, not returned, when the gateway
+    /// cannot take it: nothing reaches the client either way.
+    pub async fn report_no_result(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        approval_id: Option<&str>,
+        outcome: CallOutcome,
+    ) {
+        use sha2::Digest;
+        let req = ToolResultRequest {
+            agent: self.cfg.agent.clone(),
+            session_id: self.cfg.session_id.clone(),
+            tool: tool.to_string(),
+            server: Some(self.cfg.server.clone()),
+            arguments: arguments.clone(),
+            output_bytes: 0,
+            result_sha256: hex::encode(sha2::Sha256::digest(b"")),
+            preview: None,
+            approval_id: approval_id.map(str::to_string),
+            outcome: Some(outcome),
+        };
+        match self.api.report_result(&req).await {
+            Ok(_) => {
+                tracing::info!(
+                    tool,
+                    outcome = outcome.as_str(),
+                    "reported a cleared call with no result"
+                )
+            }
+            Err(e) => tracing::warn!(tool, outcome = outcome.as_str(),
+                error = %failure(&e, status_line), "could not report a cleared call with no result"),
+        }
     }
 
     /// `POST /v1/tokens/redeem` of `token` for exactly `tool` on this proxy's MCP server with
@@ -484,23 +565,37 @@ async fn unreachable_pause(e: &ClientError) {
 const CANCELLED: &str = "the MCP client cancelled the request";
 
 /// The answer of a proposal still to be read ([`Gateway::propose_to_the_end`]): dropped unread
-/// (its caller went away), an approval it holds is withdrawn.
+/// (its caller went away), an approval it holds is withdrawn, and a call it cleared is
+/// reported as not run.
 struct Proposing {
     rx: Option<tokio::sync::oneshot::Receiver<Result<Pending, Outcome>>>,
     gw: Gateway,
+    /// The call proposed: its tool and arguments.
+    call: (String, Value),
 }
 
 impl Drop for Proposing {
     fn drop(&mut self) {
         // Closed first, so that the proposing task either sent its answer already (read
-        // here) or finds nobody to send it to (and withdraws it itself).
+        // here) or finds nobody to send it to (and settles it itself).
         let answer = self.rx.take().map(|mut rx| {
             rx.close();
             rx.try_recv()
         });
-        if let Some(Ok(Ok(p))) = answer {
-            let gw = self.gw.clone();
-            tokio::spawn(async move { gw.cancel(&p.approval_id, CANCELLED).await });
+        let gw = self.gw.clone();
+        match answer {
+            Some(Ok(Ok(p))) => {
+                tokio::spawn(async move { gw.cancel(&p.approval_id, CANCELLED).await });
+            }
+            Some(Ok(Err(Outcome::Forward { approval_id, .. }))) => {
+                let (tool, arguments) = std::mem::take(&mut self.call);
+                tokio::spawn(async move {
+                    let id = approval_id.as_deref();
+                    gw.report_no_result(&tool, &arguments, id, CallOutcome::NotRun)
+                        .await;
+                });
+            }
+            _ => {}
         }
     }
 }

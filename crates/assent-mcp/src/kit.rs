@@ -61,7 +61,7 @@ pub struct ProxyConfig {
 }
 
 /// What became of one `tools/call` at the gateway.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Forward the call upstream.
     Forward {

@@ -22,6 +22,16 @@
 //!   that appeared after the server was pinned, is held for an operator's review: its calls
 //!   wait and are never forwarded until the new definition is accepted, and `tools/list`
 //!   shows the client the pinned definition (a new tool not at all) until then.
+//! - The upstream's own words — the `instructions` of its handshake answer (which clients hand
+//!   the model) and its `serverInfo` (which they show) — are pinned as its tools are (the
+//!   pseudo-tool `(server)`; not the server's version, which may change): the answer to
+//!   `initialize` or `server/discover` waits for their check and shows only the words pinned
+//!   (changed ones held for an operator's review; none when nothing is pinned or the gateway
+//!   cannot be asked). The hub gives each declared upstream's pinned instructions in its own.
+//! - A call cleared at the gateway (its token redeemed) that never runs — its client
+//!   cancelled it first — is reported as not run, and a hub call whose upstream never
+//!   answered as such (`POST /v1/tool-results` with `outcome`), so that the audit says what
+//!   became of it.
 //! - Every forwarded call's result is reported (`POST /v1/tool-results`: its SHA-256 and size
 //!   go to the audit log, linked to the approval) before it is relayed: the client never has
 //!   a result whose `call.result` record is not committed (issue 13 §4), and a result whose

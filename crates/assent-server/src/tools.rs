@@ -2,7 +2,9 @@
 //!
 //! - `POST /v1/tools/check` (agent; the MCP proxy): `{"agent", "server", "tools": [TOOL...]}`
 //!   with the upstream's `tools/list` entries → `{"tools": [{"name", "state": "pinned" |
-//!   "first_use" | "held", "review_id"?, "review_status"?, "pinned"?}]}`. An agent's report
+//!   "first_use" | "held", "review_id"?, "review_status"?, "pinned"?}]}`; or, instead of the
+//!   tools, `"handshake": {"instructions"?, "serverInfo"?}`, the server's own words, pinned as
+//!   the pseudo-tool `(server)` → `{"tools": [], "handshake": STATE}`. An agent's report
 //!   pins and holds for that agent alone; the gateway's own MCP hub's (it adds the process's
 //!   `hub_token`) for every agent (`assent_store::pins::PinScope`). `429
 //!   TOO_MANY_PENDING_REVIEWS` past the reporter's pending reviews per server.
@@ -88,15 +90,24 @@ pub(crate) async fn check(
         )));
     }
     check_list(&b.tools)?;
+    check_handshake(&b)?;
     let hub = from_own_hub(b.hub_token.as_deref());
-    let list = st
+    let (list, handshake) = st
         .store_task(move |s| {
             let scope = if hub {
                 PinScope::Gateway
             } else {
                 PinScope::Agent(&b.agent)
             };
-            s.check_tools_read_first(scope, &b.server, &b.tools, &b.agent, now_ms())
+            // A report of the server's handshake is of its words alone: its tools are another
+            // report's (an empty tool list would make the server seen, and its tools new).
+            if let Some(words) = &b.handshake {
+                let entry =
+                    s.check_server_entry_read_first(scope, &b.server, words, &b.agent, now_ms())?;
+                return Ok((Vec::new(), Some(entry)));
+            }
+            let list = s.check_tools_read_first(scope, &b.server, &b.tools, &b.agent, now_ms())?;
+            Ok((list, None))
         })
         .await?
         .map_err(|e| match e {
@@ -108,10 +119,41 @@ pub(crate) async fn check(
             e @ PinCheckError::NoReporter => ApiError::bad_request(e.to_string()),
             PinCheckError::Store(e) => ApiError::unavailable(e),
         })?;
-    if list.iter().any(|t| t.state != PinState::Pinned) {
+    if list
+        .iter()
+        .chain(handshake.as_ref())
+        .any(|t| t.state != PinState::Pinned)
+    {
         st.changed();
     }
-    Ok(Body(ToolCheckResponse { tools: list }))
+    Ok(Body(ToolCheckResponse {
+        tools: list,
+        handshake,
+    }))
+}
+
+/// `400` unless a report's `handshake` (the server's own words) is an object whose
+/// `instructions` and `serverInfo`, when present, are text and an object, and the report
+/// carries no tools beside it.
+fn check_handshake(b: &ToolCheckReport) -> Result<(), ApiError> {
+    let Some(words) = &b.handshake else {
+        return Ok(());
+    };
+    if !b.tools.is_empty() {
+        return Err(ApiError::bad_request(
+            "a report of the server's handshake carries no tools (report them on their own)",
+        ));
+    }
+    let shaped = words.as_object().is_some_and(|w| {
+        w.get("instructions").is_none_or(Value::is_string)
+            && w.get("serverInfo").is_none_or(Value::is_object)
+    });
+    if !shaped {
+        return Err(ApiError::bad_request(
+            "handshake: an object with `instructions` (text) and `serverInfo` (an object), each optional",
+        ));
+    }
+    Ok(())
 }
 
 /// `400` unless `tools` is a tool list the gateway pins: at most [`MAX_TOOLS`] definitions,
@@ -129,6 +171,12 @@ pub(crate) fn check_list(tools: &[serde_json::Value]) -> Result<(), ApiError> {
     for (i, t) in tools.iter().enumerate() {
         let name = t["name"].as_str().unwrap_or("");
         crate::calls::check_name(&format!("tools[{i}].name"), name)?;
+        // The name the server's own words are pinned under: no tool may stand for them.
+        if name == assent_api::tools::SERVER_ENTRY {
+            return Err(ApiError::bad_request(format!(
+                "tools[{i}].name: `{name}` is the name a server's own words are pinned under, not a tool's"
+            )));
+        }
         if !seen.insert(name) {
             return Err(ApiError::bad_request(format!(
                 "tools[{i}].name: `{name}` is named twice in the list (a tool list names each tool once)"

@@ -55,9 +55,12 @@ fn order_of(seq: i64, d: &Value) -> i64 {
 struct PinRecords {
     /// Each pin's newest record, and its order ([`order_of`]).
     newest: BTreeMap<PinKey, (PinRecord, i64)>,
-    /// `(scope, server)` → `(order, at, seq)` of its first `tool.pinned`, `tool.new` or
-    /// `tool.changed` record (by [`order_of`]; carried copies count as their originals).
-    first_seen: HashMap<(String, String), (i64, i64, i64)>,
+    /// `(scope, server, words)` → `(order, at, seq)` of its first `tool.pinned`, `tool.new` or
+    /// `tool.changed` record (by [`order_of`]; carried copies count as their originals), of
+    /// its tools (`words: false`) or of the entry of its own words (`true`,
+    /// [`assent_core::pin::SERVER_ENTRY`]: pinned on its own first use, which may come after
+    /// its tools' or before).
+    first_seen: HashMap<(String, String, bool), (i64, i64, i64)>,
     /// `(order, at, pin)` of each `tool.pinned` record.
     on_first_use: Vec<(i64, i64, PinKey)>,
 }
@@ -89,7 +92,8 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
         // A carried copy stands for its original: its time and place in the chain.
         let (order, at) = (order_of(seq, &d), time_of(at, &d));
         if kind != "tool.accepted" {
-            let first = out.first_seen.entry((key.0.clone(), key.1.clone()));
+            let words = key.2 == assent_core::pin::SERVER_ENTRY;
+            let first = out.first_seen.entry((key.0.clone(), key.1.clone(), words));
             let first = first.or_insert((order, at, seq));
             if order < first.0 {
                 *first = (order, at, seq);
@@ -121,8 +125,9 @@ fn pin_records(conn: Conn<'_>) -> db::Result<PinRecords> {
 /// forward ([`to_carry`]), so the rule still holds after the records are archived.
 fn first_use_only_first(r: &PinRecords, out: &mut Vec<(Option<i64>, String)>) {
     for (seq, at, key) in &r.on_first_use {
-        let (scope, server, _) = key;
-        let first = |s: &str| r.first_seen.get(&(s.to_string(), server.clone()));
+        let (scope, server, tool) = key;
+        let words = tool == assent_core::pin::SERVER_ENTRY;
+        let first = |s: &str| r.first_seen.get(&(s.to_string(), server.clone(), words));
         let own = first(scope).filter(|(_, first_at, _)| first_at != at);
         let hub = first("").filter(|(first_seq, ..)| !scope.is_empty() && first_seq < seq);
         if let Some((_, first, _)) = own.or(hub) {

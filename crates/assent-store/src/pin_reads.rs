@@ -36,6 +36,28 @@ impl Store {
         self.check_tools(scope, server, tools, actor, now)
     }
 
+    /// [`Store::check_server_entry`] of a server's own words `words`, answered from a read
+    /// when the entry they make matches the pin that holds in `scope` (`Pinned`, nothing
+    /// written); otherwise its write transaction.
+    pub fn check_server_entry_read_first(
+        &self,
+        scope: PinScope<'_>,
+        server: &str,
+        words: &Value,
+        actor: &str,
+        now: i64,
+    ) -> Result<ToolState, PinCheckError> {
+        crate::pins::named_reporter(scope)?;
+        let entry =
+            assent_core::pin::server_entry(words.get("instructions"), words.get("serverInfo"));
+        if let Some(mut all) = self.all_pinned(scope, server, std::slice::from_ref(&entry))?
+            && let Some(state) = all.pop()
+        {
+            return Ok(state);
+        }
+        self.check_server_entry(scope, server, words, actor, now)
+    }
+
     /// Every tool of `tools` (with a string `name`; others are skipped, as the write skips
     /// them) as `Pinned` with its pinned definition, when each one's fingerprint is the pin's
     /// that holds in `scope`; `None` as soon as one is not (or `tools` has none).

@@ -19,7 +19,7 @@ use crate::error::StoreError;
 use crate::params;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
-use assent_core::pin::{PinState, ReviewStatus, ToolReview, ToolState};
+use assent_core::pin::{PinState, ReviewStatus, SERVER_ENTRY, ToolReview, ToolState, server_entry};
 use serde_json::{Value, json};
 
 /// Pending reviews one agent's reports may have per server; a report that would pass it is
@@ -118,8 +118,22 @@ impl db::Settles for PinCheckError {}
 /// annotation keys left out, so the hub's pins (made from rmcp's `Tool`) and an agent's relay
 /// (the upstream's JSON) fingerprint one definition alike; a tool with none of the added
 /// fields keeps its [`fingerprint_v1`].
+///
+/// The entry of a server's own words ([`SERVER_ENTRY`]) is fingerprinted as
+/// [`server_entry`] reads it: its instructions and server info (but the version).
 pub fn fingerprint(tool: &Value) -> String {
+    if is_server_entry(tool) {
+        return digest(&server_entry(
+            tool.get("instructions"),
+            tool.get("serverInfo"),
+        ));
+    }
     digest(&v2_fields(tool, true))
+}
+
+/// Whether `def` is the entry of a server's own words ([`SERVER_ENTRY`]), not a tool.
+fn is_server_entry(def: &Value) -> bool {
+    def["name"] == SERVER_ENTRY
 }
 
 /// The fields [`fingerprint`] covers, as one object; `with_icons: false` as it was before the
@@ -149,7 +163,7 @@ fn v2_fields(tool: &Value, with_icons: bool) -> Value {
     if !annotations.is_empty() {
         v["annotations"] = Value::Object(annotations);
     }
-    let icons = icons(tool);
+    let icons = assent_core::pin::icons(tool.get("icons"));
     if with_icons && !icons.is_empty() {
         v["icons"] = Value::Array(icons);
     }
@@ -159,46 +173,11 @@ fn v2_fields(tool: &Value, with_icons: bool) -> Value {
 /// Whether `fp` is what an earlier form of [`fingerprint`] made of `def`: [`fingerprint_v1`],
 /// or the fingerprint before the icons counted.
 pub(crate) fn earlier_fingerprint(def: &Value, fp: &str) -> bool {
+    // The entry of a server's words had no earlier form.
+    if is_server_entry(def) {
+        return false;
+    }
     fingerprint_v1(def) == fp || digest(&v2_fields(def, false)) == fp
-}
-
-/// A tool's `icons` as the fingerprint covers them: each icon's `src`, `mimeType`, `theme`
-/// (strings) and `sizes` (strings), the fields rmcp's `Icon` keeps, so the hub and a relay
-/// fingerprint one definition alike; an icon of another shape (rmcp refuses it, so only a
-/// relay forwards it) and an `icons` that is not a list count as they are (found by review
-/// of a form that left them out, and the relay forwarded them unreviewed). Found by review:
-/// the icons were not covered, so an upstream could point a reviewed tool's icon at a URL of
-/// its own (each client showing the tool fetches it) with no review.
-fn icons(tool: &Value) -> Vec<Value> {
-    let list = match tool.get("icons") {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(list)) => list,
-        Some(other) => return vec![other.clone()],
-    };
-    list.iter().map(icon).collect()
-}
-
-/// One icon of [`icons`]: rmcp's fields when it has their shape, else as it is.
-fn icon(v: &Value) -> Value {
-    let text = |k: &str| v.get(k).is_none_or(|x| x.is_string() || x.is_null());
-    let sizes = v.get("sizes").is_none_or(|x| {
-        x.is_null() || x.as_array().is_some_and(|a| a.iter().all(Value::is_string))
-    });
-    let shaped = v.get("src").is_some_and(Value::is_string)
-        && text("mimeType")
-        && v.get("theme")
-            .is_none_or(|t| t.is_null() || t == "light" || t == "dark")
-        && sizes;
-    if !shaped {
-        return v.clone();
-    }
-    let mut kept = serde_json::Map::new();
-    for k in ["src", "mimeType", "theme", "sizes"] {
-        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
-            kept.insert(k.to_string(), x.clone());
-        }
-    }
-    Value::Object(kept)
 }
 
 /// The three fields [`fingerprint_v1`] covers, as one object (missing ones as `null`).
@@ -404,13 +383,15 @@ impl Store {
         named_reporter(scope)?;
         let key = scope.key();
         self.write(|tx| {
-            // Seen: a server row, or any pin or review of it (found by review: with its server
-            // row deleted, the next definition would have been pinned on first use, unreviewed).
+            // Seen: a server row, or any pin or review of one of its tools (found by review:
+            // with its server row deleted, the next definition would have been pinned on first
+            // use, unreviewed). The entry of its own words is not a tool: pinned first, it
+            // leaves the tools to be pinned on their own first use ([`Store::check_server_entry`]).
             let seen = tx
                 .prepare_cached("SELECT 1 FROM tool_servers WHERE server = ?1 AND (scope = ?2 OR scope = '')
-                    UNION ALL SELECT 1 FROM tool_pins WHERE server = ?1 AND (scope = ?2 OR scope = '')
-                    UNION ALL SELECT 1 FROM tool_reviews WHERE server = ?1 AND (scope = ?2 OR scope = '') LIMIT 1")?
-                .query_row(params![server, key], |_| Ok(()))
+                    UNION ALL SELECT 1 FROM tool_pins WHERE server = ?1 AND (scope = ?2 OR scope = '') AND tool <> ?3
+                    UNION ALL SELECT 1 FROM tool_reviews WHERE server = ?1 AND (scope = ?2 OR scope = '') AND tool <> ?3 LIMIT 1")?
+                .query_row(params![server, key, SERVER_ENTRY], |_| Ok(()))
                 .optional()?
                 .is_some();
             if !seen {
@@ -430,11 +411,54 @@ impl Store {
             };
             let mut out = Vec::with_capacity(tools.len());
             for t in tools {
-                if let Some(name) = t["name"].as_str() {
+                // A tool list never speaks for the server's own words.
+                if let Some(name) = t["name"].as_str().filter(|n| *n != SERVER_ENTRY) {
                     out.push(report.check(tx, name, t)?);
                 }
             }
             Ok(out)
+        })
+    }
+
+    /// Checks a server's own words — `words`: `{"instructions"?, "serverInfo"?}` as its
+    /// handshake gave them — against their pin in `scope` (its own, then the gateway's), as
+    /// [`Store::check_tools`] checks a tool: the entry [`server_entry`] makes of them, named
+    /// [`SERVER_ENTRY`], is pinned on its own first use (never reported before in `scope` or the
+    /// gateway's: the words were not pinned before this entry was, so the first report after
+    /// an upgrade trusts them as the first report of a server does its tools), `pinned` when it
+    /// matches its pin, and otherwise held by a review (`tool.changed`, or `tool.new` when
+    /// nothing is pinned) that an operator decides as a tool's. Errors: those of
+    /// [`Store::check_tools`].
+    pub fn check_server_entry(
+        &self,
+        scope: PinScope<'_>,
+        server: &str,
+        words: &Value,
+        actor: &str,
+        now: i64,
+    ) -> Result<ToolState, PinCheckError> {
+        named_reporter(scope)?;
+        let key = scope.key();
+        let entry = server_entry(words.get("instructions"), words.get("serverInfo"));
+        self.write(|tx| {
+            let seen = tx
+                .prepare_cached("SELECT 1 FROM tool_pins WHERE server = ?1 AND (scope = ?2 OR scope = '') AND tool = ?3
+                    UNION ALL SELECT 1 FROM tool_reviews WHERE server = ?1 AND (scope = ?2 OR scope = '') AND tool = ?3 LIMIT 1")?
+                .query_row(params![server, key, SERVER_ENTRY], |_| Ok(()))
+                .optional()?
+                .is_some();
+            let pending: i64 = tx
+                .prepare_cached("SELECT count(*) FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND status = 'pending'")?
+                .query_row(params![key, server], |r| r.get(0))?;
+            let mut report = Report {
+                scope,
+                server,
+                actor,
+                now,
+                seen,
+                pending: usize::try_from(pending).unwrap_or(usize::MAX),
+            };
+            report.check(tx, SERVER_ENTRY, &entry)
         })
     }
 

@@ -159,6 +159,7 @@ pub(crate) fn result_report(
         result_sha256: "ab".repeat(32),
         preview: None,
         approval_id: None,
+        outcome: None,
     }
 }
 

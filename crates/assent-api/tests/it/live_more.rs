@@ -252,6 +252,7 @@ async fn tool_pinning_reviews_and_declared_tools() {
         agent: "bot".into(),
         server: "fs".into(),
         tools: vec![def(d)],
+        handshake: None,
     };
     let first = bot.check_tools(&check("writes")).await.unwrap();
     assert_eq!(first.tools[0].state, PinState::FirstUse);

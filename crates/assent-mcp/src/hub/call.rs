@@ -10,6 +10,7 @@ use crate::ask::{Asker, UserAnswer};
 use crate::era;
 use crate::gateway::Gateway;
 use crate::kit::{Hold, HoldState, Outcome};
+use assent_api::gate::CallOutcome;
 use assent_api::tools::PinState;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient};
@@ -101,10 +102,15 @@ impl Call {
             }
             go
         });
+        let run_with = edited.unwrap_or_else(|| args.clone());
         if !cleared {
+            // Cleared (its token redeemed, when it was held) but never run: the gateway is
+            // told so (found by review: the audit ended at the redeemed token).
+            let id = approval_id.as_deref();
+            gw.report_no_result(tool, &run_with, id, CallOutcome::NotRun)
+                .await;
             return failed("cancelled by the client").into();
         }
-        let run_with = edited.unwrap_or_else(|| args.clone());
         self.forward(peer, run_with, approval_id).await
     }
 
@@ -188,14 +194,25 @@ impl Call {
             // The upstream's error message reaches the model as the tool's output: reported
             // and held as a result is (found by review: it went past `output_bytes` unmeasured
             // and unrecorded, of any size).
-            Ok(Err(e)) => failed(&format!("upstream `{}` failed: {}", self.alias, told(&e))),
+            Ok(Err(e @ rmcp::ServiceError::McpError(_))) => {
+                failed(&format!("upstream `{}` failed: {}", self.alias, told(&e)))
+            }
+            // No answer came (the connection failed, or the upstream did not answer in time):
+            // the call may or may not have run, and none of it reached the agent. Reported as
+            // such, not as a result (found by review: reported through `release`, it was
+            // recorded as the tool's result, and its session took in what the tool's output
+            // brings, although nothing came back).
+            Ok(Err(e)) => {
+                let why = format!("upstream `{}` failed: {}", self.alias, told(&e));
+                return self.no_answer(&run_with, approval_id, &why).await;
+            }
             Err(_) => {
                 let why = format!(
                     "upstream `{}` did not answer within {} s",
                     self.alias,
                     CALL_TIMEOUT.as_secs()
                 );
-                return failed(&why).into();
+                return self.no_answer(&run_with, approval_id, &why).await;
             }
         };
         // Reported before it is relayed (issue 13 §4: its `call.result` record is durable
@@ -214,21 +231,19 @@ impl Call {
     }
 }
 
-/// A call's client cancelled it: a call not forwarded yet stops (`job` aborted, the hold
-/// set to [`Hold::Cancelled`] so it is never forwarded, its pending approval withdrawn); one
-/// already forwarded ([`Hold::Forwarding`]) runs to its end, so that its result is reported
-/// and recorded (found by review: dropped with the request, a call the upstream may have
-/// carried out left no `call.result`).
-pub(super) async fn stop_unless_forwarded(
-    job: &tokio::task::AbortHandle,
-    held: &HoldState,
-    gw: &Gateway,
-) {
-    let Some(was) = crate::kit::cancel_unless_forwarded(held) else {
-        return;
-    };
-    job.abort();
-    if let Some(a) = was.approval() {
-        gw.cancel(&a, "the MCP client cancelled the request").await;
+impl Call {
+    /// The forwarded call got no answer (`why`): reported as such ([`CallOutcome::NoAnswer`]:
+    /// it may have run), and the client told why.
+    async fn no_answer(
+        &self,
+        run_with: &Value,
+        approval_id: Option<String>,
+        why: &str,
+    ) -> CallToolResponse {
+        let id = approval_id.as_deref();
+        self.gw
+            .report_no_result(&self.tool, run_with, id, CallOutcome::NoAnswer)
+            .await;
+        failed(why).into()
     }
 }

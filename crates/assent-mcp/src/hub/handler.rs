@@ -5,8 +5,9 @@
 //! `tasks/cancel`, and in-client approval by the client's means. Transports are
 //! `transport`'s.
 
-use super::call::{Call, denied_result, failed, stop_unless_forwarded};
+use super::call::{Call, denied_result, failed};
 use super::state::{Declared, Hub, InFlight};
+use super::stop::stop_unless_forwarded;
 use super::tasks::{call_as_task, own_task};
 use super::upstream::tool_json;
 use crate::ask::{AskUser, Asker};
@@ -14,8 +15,9 @@ use crate::era;
 use crate::kit::{Hold, apply_pins};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    DiscoverResult, GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -110,6 +112,55 @@ fn denied(why: &str) -> CallToolResponse {
     denied_result(why).into()
 }
 
+impl HubHandler {
+    /// The instructions the hub gives a client in its `initialize` (or `server/discover`)
+    /// answer: of each upstream the client's agent declares, its instructions as pinned, under
+    /// a line naming the upstream (its tools are `ALIAS__TOOL` here). Each upstream's words
+    /// (its instructions and server info, from its handshake with the hub) are reported first
+    /// and checked against their pin (the pseudo-tool `(server)`, pinned for every agent as
+    /// its tools are): unchanged or pinned on first use they are shown; changed, the ones
+    /// pinned before are, until an operator accepts the new ones; with nothing pinned, or the
+    /// gateway not to be asked, none are. The upstreams' server info is not shown (the hub is
+    /// one server of its own), only pinned. `None` when there is nothing to show, or the
+    /// client's key names no agent.
+    async fn upstream_instructions(&self, ctx: &RequestContext<RoleServer>) -> Option<String> {
+        let key = self.key(ctx).ok()?;
+        let agent = self.hub.agent_of(&key).await.ok()?;
+        let mut parts = Vec::new();
+        for (alias, up) in &self.hub.upstreams {
+            if !matches!(
+                self.hub.declared(&key, &agent, alias).await,
+                Declared::Tools(_)
+            ) {
+                continue;
+            }
+            let Some(words) = up.words() else {
+                continue;
+            };
+            let pinned = match self.hub.check_handshake(&key, &agent, alias, &words).await {
+                Ok(s) => {
+                    if s.state == assent_api::tools::PinState::Held {
+                        tracing::warn!(upstream = %alias, review_id = ?s.review_id,
+                            "the upstream's instructions or server info changed: those pinned before are shown until an operator accepts the new ones");
+                    }
+                    s.pinned
+                }
+                Err(why) => {
+                    tracing::warn!(upstream = %alias, reason = %why,
+                        "the upstream's instructions could not be verified: none are shown");
+                    None
+                }
+            };
+            if let Some(text) = pinned.as_ref().and_then(|p| p["instructions"].as_str()) {
+                parts.push(format!(
+                    "MCP server `{alias}` (its tools are named `{alias}__TOOL` here):\n{text}"
+                ));
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+}
+
 impl ServerHandler for HubHandler {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -118,6 +169,24 @@ impl ServerHandler for HubHandler {
                 .enable_tasks()
                 .build(),
         )
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        ctx.peer.set_peer_info(request.clone());
+        let mut info = self.negotiate_initialize(&request)?;
+        info.instructions = self.upstream_instructions(&ctx).await;
+        Ok(info)
+    }
+
+    async fn discover(&self, ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        let mut info = self.get_info();
+        info.instructions = self.upstream_instructions(&ctx).await;
+        let versions = self.supported_protocol_versions().into_owned();
+        Ok(DiscoverResult::from_server_info(versions, info))
     }
 
     async fn list_tools(
@@ -262,6 +331,10 @@ impl ServerHandler for HubHandler {
         // cancels: its result is reported and recorded (found by review: dropped with the
         // request, a call the upstream may have carried out left no `call.result`).
         let mut job = tokio::spawn(tracing::Instrument::instrument(call.run(ask, resume), span));
+        // Stopped as if cancelled when the client is gone without a word (`Hub::client_gone`).
+        let _under_way = self
+            .hub
+            .under_way(&session, held.clone(), gw.clone(), job.abort_handle());
         tokio::select! {
             r = &mut job => Ok(r.unwrap_or_else(|e| {
                 tracing::error!(error = %e, "a hub call's task failed");
@@ -269,7 +342,8 @@ impl ServerHandler for HubHandler {
             })),
             _ = ticker => unreachable!("the ticker never ends"),
             _ = ctx.ct.cancelled() => {
-                stop_unless_forwarded(&job.abort_handle(), &held, &gw).await;
+                let why = "the MCP client cancelled the request";
+                stop_unless_forwarded(&job.abort_handle(), &held, &gw, why).await;
                 Err(McpError::invalid_request("cancelled by the client", None))
             }
         }

@@ -18,18 +18,21 @@
 //! Layout: `state` (the [`Hub`]: upstreams, gateway client), `owners` (who owns each task,
 //! at most [`MAX_TASKS_PER_AGENT`](owners::MAX_TASKS_PER_AGENT) an agent), `upstream` (one
 //! upstream's connection and tool list), `call` (one `tools/call` through pins, gateway,
-//! upstream and result report), `tasks` (calls that became MCP tasks), `handler` (the MCP
-//! server side, [`HubHandler`]) and `transport` (stdio and streamable HTTP).
+//! upstream and result report), `stop` (stopping a call its client cancelled or left), `tasks`
+//! (calls that became MCP tasks), `handler` (the MCP server side, [`HubHandler`]: it gives
+//! each declared upstream's instructions as pinned) and `transport` (stdio and streamable
+//! HTTP; a client gone without a word has its calls stopped).
 
 mod call;
 mod handler;
 mod owners;
 mod state;
+mod stop;
 mod tasks;
 mod transport;
 mod upstream;
 
 pub use handler::HubHandler;
 pub use state::{GatewayAt, Hub};
-pub use transport::{HttpSessions, http_service, serve_stdio};
+pub use transport::{CountedBody, HttpSessions, HubHttpService, http_service, serve_stdio};
 pub use upstream::UpstreamSpec;

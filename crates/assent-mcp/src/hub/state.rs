@@ -39,6 +39,38 @@ pub struct Hub {
     /// This process's hub token ([`assent_api::tools::hub_token`]): a gateway in the same
     /// process takes the hub's pin reports as the gateway's own, for every agent.
     hub_token: &'static str,
+    /// The calls under way of each client session (by the session the gateway counts them
+    /// in), withdrawn when the client is gone ([`Hub::client_gone`]).
+    calls: Mutex<HashMap<String, Vec<SessionCall>>>,
+    /// Numbers the calls of [`Hub::calls`].
+    call_seq: std::sync::atomic::AtomicU64,
+}
+
+/// A call under way in a client session, as [`Hub::client_gone`] stops it.
+struct SessionCall {
+    id: u64,
+    held: Arc<crate::kit::HoldState>,
+    gw: Gateway,
+    job: tokio::task::AbortHandle,
+}
+
+/// A call's place among its session's calls ([`Hub::under_way`]): dropped when the call ends.
+pub(super) struct UnderWay {
+    hub: Arc<Hub>,
+    session: String,
+    id: u64,
+}
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        let mut all = self.hub.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(list) = all.get_mut(&self.session) {
+            list.retain(|c| c.id != self.id);
+            if list.is_empty() {
+                all.remove(&self.session);
+            }
+        }
+    }
 }
 
 /// Where the hub reaches its gateway.
@@ -99,7 +131,57 @@ impl Hub {
             task_owners: Mutex::default(),
             stateless: Mutex::default(),
             hub_token,
+            calls: Mutex::default(),
+            call_seq: std::sync::atomic::AtomicU64::new(0),
         }))
+    }
+
+    /// Notes a call of client session `session` under way (its hold `held`, its gateway
+    /// client `gw`, its task `job`) until the returned mark is dropped: the client gone, it is
+    /// stopped ([`Hub::client_gone`]).
+    pub(super) fn under_way(
+        self: &Arc<Self>,
+        session: &str,
+        held: Arc<crate::kit::HoldState>,
+        gw: Gateway,
+        job: tokio::task::AbortHandle,
+    ) -> UnderWay {
+        let id = self.call_seq.fetch_add(1, Ordering::SeqCst);
+        let call = SessionCall { id, held, gw, job };
+        let mut all = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        all.entry(session.to_string()).or_default().push(call);
+        UnderWay {
+            hub: self.clone(),
+            session: session.to_string(),
+            id,
+        }
+    }
+
+    /// The client of session `session` is gone without cancelling its calls (its stdio closed,
+    /// or its HTTP streams all dropped and not resumed: `transport`): each call still
+    /// under way is stopped as a `notifications/cancelled` stops it — a held one withdrawn,
+    /// one not forwarded yet never forwarded, one forwarded run to its end and recorded —
+    /// found by review: it stayed held until the session idled out (or, over stdio, until its
+    /// approval expired), open to an operator's approval for a client that would never take
+    /// the answer. Calls that became tasks are not in the session's list: they outlive it.
+    pub async fn client_gone(&self, session: &str) {
+        let calls = self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session)
+            .unwrap_or_default();
+        if !calls.is_empty() {
+            tracing::info!(
+                session,
+                calls = calls.len(),
+                "an MCP client is gone: its calls under way are stopped"
+            );
+        }
+        for c in calls {
+            let why = "the MCP client disconnected";
+            super::stop::stop_unless_forwarded(&c.job, &c.held, &c.gw, why).await;
+        }
     }
 
     /// A gateway client acting with agent key `key` for `agent`, on upstream `server`, in
@@ -140,19 +222,55 @@ impl Hub {
             agent: agent.to_string(),
             server: alias.to_string(),
             tools: tools.to_vec(),
+            handshake: None,
             hub_token: Some(self.hub_token.to_string()),
         };
-        let body = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        let r = self.report(key, &report, "the tool list").await?;
+        Ok(r.tools.into_iter().map(|t| (t.name.clone(), t)).collect())
+    }
+
+    /// Reports upstream `alias`'s own words from its handshake (`words`: `{"instructions"?,
+    /// "serverInfo"?}`) for `agent` with its key `key`, as [`Hub::check_pins`] reports its
+    /// tools, and returns the gateway's word on them (its `pinned` entry is what the hub may
+    /// show); `Err(why)` when it cannot be had (then nothing of them is shown).
+    pub(super) async fn check_handshake(
+        &self,
+        key: &str,
+        agent: &str,
+        alias: &str,
+        words: &Value,
+    ) -> Result<ToolState, String> {
+        let report = ToolCheckReport {
+            agent: agent.to_string(),
+            server: alias.to_string(),
+            tools: Vec::new(),
+            handshake: Some(words.clone()),
+            hub_token: Some(self.hub_token.to_string()),
+        };
+        let what = "the server's instructions";
+        let r = self.report(key, &report, what).await?;
+        r.handshake
+            .ok_or_else(|| format!("the gateway did not check {what}"))
+    }
+
+    /// `POST /v1/tools/check` of `report` with key `key`: the gateway's answer, or why
+    /// `what` (the tool list, the server's instructions) was not checked.
+    async fn report(
+        &self,
+        key: &str,
+        report: &ToolCheckReport,
+        what: &str,
+    ) -> Result<ToolCheckResponse, String> {
+        let body = serde_json::to_value(report).map_err(|e| e.to_string())?;
         let api = self.api.with_key(key);
         match api
             .raw_ok(Method::POST, "/v1/tools/check", Some(&body))
             .await
         {
             Ok(v) => serde_json::from_value::<ToolCheckResponse>(v)
-                .map(|r| r.tools.into_iter().map(|t| (t.name.clone(), t)).collect())
-                .map_err(|e| format!("the gateway's answer to the tool list did not parse ({e})")),
+                .map_err(|e| format!("the gateway's answer to {what} did not parse ({e})")),
             Err(e) => Err(failure(&e, |e| {
-                format!("the gateway refused the tool list ({})", status_line(e))
+                format!("the gateway refused {what} ({})", status_line(e))
             })),
         }
     }

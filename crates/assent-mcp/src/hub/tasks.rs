@@ -60,7 +60,8 @@ pub(super) async fn call_as_task(
         }
         _ = async { watch.wait_for(|h| matches!(h, Hold::Review(_) | Hold::Approval(_))).await.is_ok() } => {}
         _ = ctx.ct.cancelled() => {
-            super::call::stop_unless_forwarded(&job.abort_handle(), &held, &gw).await;
+            let why = "the MCP client cancelled the request";
+            super::stop::stop_unless_forwarded(&job.abort_handle(), &held, &gw, why).await;
             return Err(McpError::invalid_request("cancelled by the client", None));
         }
     }

@@ -7,20 +7,37 @@ use super::state::Hub;
 use rmcp::ServiceExt;
 use std::sync::Arc;
 
-/// Serves one stdio client (`assent mcp --agent … --config …`) until it disconnects.
+/// Serves one stdio client (`assent mcp --agent … --config …`) until it disconnects. Its
+/// calls still under way when it closes stdin are stopped as if it had cancelled them, and
+/// their withdrawals made, before this returns ([`Hub::client_gone`]; found by review: the
+/// process ended with them held at the gateway until their approvals expired).
 pub async fn serve_stdio(hub: Arc<Hub>, key: String, session: String) -> anyhow::Result<()> {
-    let service = HubHandler::stdio(hub, key, session)
-        .serve(strict_stdio())
+    let (closed, mut stdin_closed) = tokio::sync::oneshot::channel();
+    let service = HubHandler::stdio(hub.clone(), key, session.clone())
+        .serve(strict_stdio(closed))
         .await?;
-    service.waiting().await?;
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    let ended = tokio::select! {
+        _ = &mut stdin_closed => None,
+        ended = &mut waiting => Some(ended),
+    };
+    hub.client_gone(&session).await;
+    match ended {
+        Some(ended) => ended?,
+        None => waiting.await?,
+    };
     Ok(())
 }
 
 /// Stdin and stdout for rmcp, with every client line read strictly first
 /// ([`assent_core::json::check`]): a line with a duplicate key or a number a double would
 /// change never reaches rmcp and is answered with a JSON-RPC error ([`crate::refusal`]).
-/// Lines go out whole, so an error never interleaves with rmcp's own messages.
-fn strict_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+/// Lines go out whole, so an error never interleaves with rmcp's own messages. `closed` is
+/// told when stdin ends, before rmcp is.
+fn strict_stdio(
+    closed: tokio::sync::oneshot::Sender<()>,
+) -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let (rmcp_in, mut feed) = tokio::io::duplex(1 << 16);
     let (rmcp_out, drain) = tokio::io::duplex(1 << 16);
@@ -43,6 +60,7 @@ fn strict_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
                 }
             }
         }
+        let _ = closed.send(());
     });
     tokio::spawn(async move {
         let mut out = tokio::io::stdout();
@@ -85,8 +103,26 @@ impl HttpSessions {
 /// The streamable HTTP service for `/mcp` (mount with `Router::nest_service`), its sessions
 /// kept by `sessions` (the caller keeps a handle to close them). Only requests whose `Host`
 /// is in `allowed_hosts` (loopback names when empty) are served, and, when `allowed_origins`
-/// is not empty, only browser requests from those origins (DNS-rebinding protection).
+/// is not empty, only browser requests from those origins (DNS-rebinding protection). A
+/// session whose client is gone has its calls stopped ([`HubHttpService`]).
 pub fn http_service(
+    hub: Arc<Hub>,
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+    sessions: HttpSessions,
+) -> HubHttpService {
+    let streams = Arc::new(Streams {
+        hub: hub.clone(),
+        open: std::sync::Mutex::default(),
+    });
+    HubHttpService {
+        inner: rmcp_service(hub, allowed_hosts, allowed_origins, sessions),
+        streams,
+    }
+}
+
+/// rmcp's streamable HTTP service of [`http_service`].
+fn rmcp_service(
     hub: Arc<Hub>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
@@ -110,4 +146,151 @@ pub fn http_service(
         sessions.0,
         config,
     )
+}
+
+/// How long a client may have no stream open to its MCP session (no response it still reads,
+/// no standalone stream) before the hub takes it as gone: time to resume a dropped stream, as
+/// the transport allows (a disconnection alone is no cancellation).
+const GONE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The hub's streamable HTTP service ([`http_service`]): rmcp's, with each MCP session's open
+/// response streams counted. When a session has had none for `GONE_AFTER` (30 s), its client is
+/// gone without a word — its process ended, its connections dropped, and it never resumed —
+/// and its calls under way are stopped as if it had cancelled them ([`Hub::client_gone`];
+/// found by review: a held call waited until the session idled out, for ever while its
+/// progress notifications kept the session busy).
+#[derive(Clone)]
+pub struct HubHttpService {
+    inner: rmcp::transport::streamable_http_server::StreamableHttpService<
+        HubHandler,
+        rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    >,
+    streams: Arc<Streams>,
+}
+
+/// The open response streams of each MCP session (`Mcp-Session-Id`): how many, and how many
+/// times their count fell to none (so a timer knows whether it is still the last one).
+struct Streams {
+    hub: Arc<Hub>,
+    open: std::sync::Mutex<std::collections::HashMap<String, (usize, u64)>>,
+}
+
+impl Streams {
+    /// One more stream of `session` is open until the returned mark is dropped.
+    fn open(self: &Arc<Self>, session: String) -> OpenStream {
+        let mut all = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        all.entry(session.clone()).or_insert((0, 0)).0 += 1;
+        OpenStream {
+            streams: self.clone(),
+            session,
+        }
+    }
+}
+
+/// One open response stream of a session ([`Streams::open`]).
+struct OpenStream {
+    streams: Arc<Streams>,
+    session: String,
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        let mut all = self.streams.open.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((n, falls)) = all.get_mut(&self.session) else {
+            return;
+        };
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return;
+        }
+        *falls += 1;
+        let fall = *falls;
+        drop(all);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (streams, session) = (self.streams.clone(), self.session.clone());
+        rt.spawn(async move {
+            tokio::time::sleep(GONE_AFTER).await;
+            let gone = {
+                let mut all = streams.open.lock().unwrap_or_else(|p| p.into_inner());
+                let still = all.get(&session).is_some_and(|e| *e == (0, fall));
+                if still {
+                    all.remove(&session);
+                }
+                still
+            };
+            if gone {
+                streams.hub.client_gone(&format!("mcp-{session}")).await;
+            }
+        });
+    }
+}
+
+/// A response body of [`HubHttpService`]: rmcp's, holding its session's stream mark until it
+/// is dropped (read to its end, or its connection gone).
+pub struct CountedBody {
+    body: http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>,
+    _open: Option<OpenStream>,
+}
+
+impl http_body::Body for CountedBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl<B> tower::Service<http::Request<B>> for HubHttpService
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: std::fmt::Display,
+    B::Data: Send + 'static,
+{
+    type Response = http::Response<CountedBody>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        tower::Service::<http::Request<B>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let asked = session_of(req.headers());
+        let answer = self.inner.call(req);
+        let streams = self.streams.clone();
+        Box::pin(async move {
+            let resp = answer.await?;
+            // An `initialize` names its new session in the answer.
+            let session = asked.or_else(|| session_of(resp.headers()));
+            let open = session.map(|s| streams.open(s));
+            Ok(resp.map(|body| CountedBody { body, _open: open }))
+        })
+    }
+}
+
+/// The `Mcp-Session-Id` of `headers`, if any.
+fn session_of(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
 }

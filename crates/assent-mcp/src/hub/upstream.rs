@@ -207,6 +207,20 @@ impl Upstream {
         Ok(list)
     }
 
+    /// The upstream's own words from its handshake — `{"instructions"?, "serverInfo"?}` as
+    /// its `initialize` answer gave them (read once, when the hub connected) — for their pin
+    /// check; `None` when it is not connected.
+    pub(super) fn words(&self) -> Option<serde_json::Value> {
+        let info = self.peer.as_ref()?.peer_info()?;
+        let mut w = serde_json::json!({
+            "serverInfo": serde_json::to_value(&info.server_info).unwrap_or_default(),
+        });
+        if let Some(i) = &info.instructions {
+            w["instructions"] = serde_json::json!(i);
+        }
+        Some(w)
+    }
+
     /// The cached list when its reading passes `ok`.
     fn cached(&self, ok: impl Fn(&Reading) -> bool) -> Option<Vec<Tool>> {
         let cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());

@@ -22,6 +22,13 @@ use tokio::sync::{oneshot, watch};
 /// Set when the call became a task: where its outcome goes, and its id.
 type TaskSlot = Mutex<Option<(TaskDone, String)>>;
 
+/// How long a stopped call's wait goes on after its approval was withdrawn, for the
+/// withdrawal (or the decision that came first) to end it.
+const SETTLE_AFTER_STOP: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What a cleared call its client stopped became.
+const NOT_RUN: assent_api::gate::CallOutcome = assent_api::gate::CallOutcome::NotRun;
+
 /// A `tools/call` on its way through the relay, owning what it needs.
 struct CallJob {
     relay: Relay,
@@ -182,17 +189,26 @@ impl CallJob {
     async fn run(self, asker: Asker, resume: Resume, mut stop_rx: oneshot::Receiver<Stop>) {
         let task: TaskSlot = Mutex::new(None);
         let mut stop = None;
+        let mut decide = Box::pin(self.decide(asker, resume));
         let outcome = tokio::select! {
-            o = self.decide(asker, resume) => Some(o),
+            o = &mut decide => Some(o),
             _ = self.ticker(&task) => None,
             s = &mut stop_rx => { stop = Some(s.unwrap_or_default()); None }
         };
         // A cancel that landed as the outcome came still stops the call: a cleared call is
         // forwarded only when it steps to Forwarding before any cancel (one step each on the
         // hold: exactly one of the two happens), and no other outcome is answered once
-        // the hold says cancelled. The cancel sends why right after it set the hold.
+        // the hold says cancelled. The cancel sends why right after it set the hold. A
+        // cleared call stopped so is reported as not run.
+        let mut not_run = None;
         let outcome = outcome.filter(|o| match o {
-            Outcome::Forward { .. } => clear_to_forward(&self.approval),
+            Outcome::Forward { .. } => {
+                let go = clear_to_forward(&self.approval);
+                if !go {
+                    not_run = Some(o.clone());
+                }
+                go
+            }
             _ => *self.approval.borrow() != Hold::Cancelled,
         });
         if outcome.is_none() && stop.is_none() {
@@ -207,13 +223,34 @@ impl CallJob {
         let task = task.lock().expect("task").take();
         match outcome {
             None => {
-                // Stopped by the client: withdraw the approval; no answer is due.
+                // Stopped by the client: withdraw the approval; no answer is due. Its own
+                // wait goes on until the withdrawal ends it, or the decision that came first
+                // does — found by review: dropped at once, a wait whose token was being
+                // redeemed left the approval redeemed with no word of what became of the
+                // call; a cleared call is reported as not run.
                 let Stop { why, approval } = stop.unwrap_or_default();
-                if let (Some(a), Some(why)) = (approval, why) {
-                    st.gw.cancel(&a, why).await;
-                }
                 if let Some((done, _)) = task {
                     let _ = done.send(Err(TaskExit::Cancelled));
+                }
+                if let Some(a) = approval {
+                    if let Some(why) = why {
+                        st.gw.cancel(&a, why).await;
+                    }
+                    if not_run.is_none() {
+                        let waited = tokio::time::timeout(SETTLE_AFTER_STOP, &mut decide).await;
+                        not_run = waited.ok().filter(|o| matches!(o, Outcome::Forward { .. }));
+                    }
+                }
+                if let Some(Outcome::Forward {
+                    edited,
+                    approval_id,
+                    ..
+                }) = not_run
+                {
+                    let ran_with = edited.as_ref().unwrap_or(&self.args);
+                    st.gw
+                        .report_no_result(&self.tool, ran_with, approval_id.as_deref(), NOT_RUN)
+                        .await;
                 }
             }
             Some(Outcome::Forward {
@@ -223,6 +260,7 @@ impl CallJob {
             }) => {
                 let (relay, key) = (self.relay.clone(), self.key.clone());
                 let approval = self.approval.clone();
+                drop(decide);
                 self.forward(edited, approval_id, task);
                 leave_waiting(&relay.state, &key, &approval);
             }

@@ -4,7 +4,8 @@
 //! doc for what it does to which message). [`run`] wires the pieces and waits for either end
 //! to leave; the handlers live in `client` (client → upstream), `call` (tools/call gating,
 //! holds with progress, cancellation), `tasks` (the proxy's own MCP tasks), `upstream`
-//! (upstream → client, results) and `handshake` (era translation), over the shared `state`,
+//! (upstream → client, results), `handshake` (era translation) and `words` (the upstream's
+//! instructions and server info, shown as pinned), over the shared `state`,
 //! `pins` and `ids` (which ids each end may answer under).
 
 mod call;
@@ -16,6 +17,7 @@ mod pins;
 mod state;
 mod tasks;
 mod upstream;
+mod words;
 
 use crate::kit::ProxyConfig;
 use anyhow::Context;

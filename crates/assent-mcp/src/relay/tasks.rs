@@ -11,6 +11,7 @@ use crate::era;
 use crate::kit::cancel_unless_forwarded;
 use crate::kit::{Hold, HoldState, Outcome, denied_value, hold_unless_cancelled, reply};
 use crate::tasks::{TaskDone, task_options, task_run};
+use assent_api::gate::CallOutcome;
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -18,6 +19,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 /// The prefix of the id of a task held for an approval: `approval-` and the approval id.
 pub(super) const TASK_APPROVAL_PREFIX: &str = "approval-";
+
+/// How long a cancelled task's call may go on after its approval was withdrawn, for the
+/// withdrawal (or the decision that came first) to end it; then it is stopped.
+const SETTLE_AFTER_CANCEL: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Relay {
     /// Answers the client's `tasks/get`, `tasks/cancel` or `tasks/update` (`m`, request `id`)
@@ -106,13 +111,27 @@ fn resume_task(
                 done_rx,
                 held,
                 "the call".into(),
-                move || {
-                    if cancel_unless_forwarded(&mine).is_some() {
+                move || match cancel_unless_forwarded(&mine) {
+                    // Waiting for the decision, or its token being redeemed: the approval is
+                    // withdrawn, and the call's own wait ends with that (or with the decision
+                    // that came first: a cleared call is then reported as not run). Found by
+                    // review: aborted, a wait whose token was being redeemed left the approval
+                    // redeemed with no word of what became of the call.
+                    Some(Hold::Approval(_)) => {
+                        tokio::spawn(async move {
+                            gw.cancel(&a, "the MCP client cancelled the task").await;
+                            tokio::time::sleep(SETTLE_AFTER_CANCEL).await;
+                            job.abort();
+                        });
+                    }
+                    // Not yet waiting for the decision: nothing was redeemed.
+                    Some(_) => {
                         job.abort();
                         tokio::spawn(async move {
                             gw.cancel(&a, "the MCP client cancelled the task").await;
                         });
                     }
+                    None => {}
                 },
             ))
         }
@@ -132,14 +151,20 @@ async fn resumed_call(
     held: Arc<HoldState>,
     done: TaskDone,
 ) {
-    let tool = match st.gw.approval(&approval).await {
-        Ok(rec) => rec.call.tool,
-        Err(why) => {
-            let _ = done.send(Ok(denied_value(&why)));
-            return;
-        }
+    // Until the call waits for its decision, a cancel ends it here and now (its task ends
+    // cancelled): nothing was redeemed yet. From then on the withdrawal at the gateway ends
+    // its wait (`resume_task`).
+    let before = async {
+        let tool = st.gw.approval(&approval).await?.call.tool;
+        pin_gate(&st.gw, &st.pins, &tool, &held).await?;
+        Ok::<_, String>(tool)
     };
-    if let Err(why) = pin_gate(&st.gw, &st.pins, &tool, &held).await {
+    let mut hold = held.subscribe();
+    let checked = tokio::select! {
+        t = before => t,
+        _ = hold.wait_for(|h| *h == Hold::Cancelled) => return,
+    };
+    if let Err(why) = checked {
         let _ = done.send(Ok(denied_value(&why)));
         return;
     }
@@ -153,11 +178,16 @@ async fn resumed_call(
             approval_id,
             ..
         } => {
-            // Not once its client cancelled the task (one step each on the hold).
+            let run_with = edited.unwrap_or(args);
+            // Not once its client cancelled the task (one step each on the hold): reported
+            // as not run.
             if !clear_to_forward(&held) {
+                let id = approval_id.as_deref();
+                st.gw
+                    .report_no_result(&tool, &run_with, id, CallOutcome::NotRun)
+                    .await;
                 return;
             }
-            let run_with = edited.unwrap_or(args);
             let own = json!(format!("assent-resumed-{approval}"));
             st.forwarded.lock().expect("forwarded").insert(
                 own.to_string(),

@@ -11,6 +11,7 @@ use super::handshake::{Handshake, handshake};
 use super::ids::{MAX_FROM_UPSTREAM, UPSTREAM_ID_PREFIX};
 use super::pins::PIN_ID_PREFIX;
 use super::state::{Forwarded, State};
+use super::words::Shape;
 use crate::kit::{TASKS, apply_pins, denied_result, denied_value};
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
@@ -214,6 +215,18 @@ impl UpstreamSide {
             st.pins.page(v, &st.gw, self.to_upstream.upgrade()).await;
             return ControlFlow::Continue(());
         }
+        // A handshake answer shows the client only the upstream's words pinned, checked
+        // before anything of it is answered or kept (`super::words`).
+        let presented;
+        let v = match self.handshake_shape(v, &key) {
+            Some(shape) => {
+                let mut p = v.clone();
+                super::words::present(&st.gw, &mut p["result"], shape).await;
+                presented = p;
+                &presented
+            }
+            None => v,
+        };
         // The handshake, translated between eras where the two ends differ.
         match handshake(
             &st.ends,
@@ -270,6 +283,33 @@ impl UpstreamSide {
             },
             None => self.relay(v.to_string()),
         }
+    }
+
+    /// Where upstream answer `v` under open id `key` carries the upstream's own words, when
+    /// it is a handshake answer with a result: to the proxy's own `initialize` or
+    /// `server/discover`, to the client's `initialize`, or to the client's discover probe when
+    /// the upstream speaks the modern era (a legacy upstream's answer to it is no handshake:
+    /// the proxy then initialises it, and that answer carries the words).
+    fn handshake_shape(&self, v: &Value, key: &str) -> Option<Shape> {
+        let st = &self.state;
+        let r = v.get("result").filter(|r| r.is_object())?;
+        if v["id"] == crate::ends::OWN_INIT_ID {
+            return Some(Shape::Initialize);
+        }
+        if v["id"] == crate::ends::OWN_DISCOVER_ID {
+            return Some(Shape::Discover);
+        }
+        if st.ends.is_probe(key) {
+            let modern = r["supportedVersions"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == crate::era::MODERN_VERSION));
+            return modern.then_some(Shape::Discover);
+        }
+        st.init_ids
+            .lock()
+            .expect("inits")
+            .contains_key(key)
+            .then_some(Shape::Initialize)
     }
 
     /// Sends `line` to the client: `Break` when the client's line is gone.

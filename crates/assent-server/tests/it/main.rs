@@ -44,5 +44,6 @@ mod sso;
 mod sso_votes;
 mod suggestions;
 mod tools;
+mod tools_words;
 mod webhook_steps;
 mod webhooks;

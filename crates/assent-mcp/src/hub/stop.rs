@@ -1,0 +1,39 @@
+//! Stopping a hub call its client cancelled, or left ([`stop_unless_forwarded`]): shared by
+//! the call's handler, its task and the hub's record of each session's calls.
+
+use crate::gateway::Gateway;
+use crate::kit::HoldState;
+
+/// How long a stopped call's wait may go on after its approval was withdrawn, for the
+/// withdrawal (or the decision that came first) to end it; then it is aborted.
+const SETTLE_AFTER_STOP: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// A call's client cancelled it: a call not forwarded yet stops (the hold set to
+/// [`crate::kit::Hold::Cancelled`] so it is never forwarded, `job` aborted, its pending approval
+/// withdrawn); one already forwarded ([`crate::kit::Hold::Forwarding`]) runs to its end, so that its
+/// result is reported and recorded (found by review: dropped with the request, a call the
+/// upstream may have carried out left no `call.result`). A call held for an approval is not
+/// aborted but withdrawn, its own wait ending with that — or with the decision that came
+/// first, its token redeemed: then it is reported as not run (found by review: aborted, it
+/// left the approval redeemed with no word of what became of the call). `why`: the
+/// withdrawal's reason.
+pub(super) async fn stop_unless_forwarded(
+    job: &tokio::task::AbortHandle,
+    held: &HoldState,
+    gw: &Gateway,
+    why: &str,
+) {
+    let Some(was) = crate::kit::cancel_unless_forwarded(held) else {
+        return;
+    };
+    let Some(a) = was.approval() else {
+        job.abort();
+        return;
+    };
+    gw.cancel(&a, why).await;
+    let job = job.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(SETTLE_AFTER_STOP).await;
+        job.abort();
+    });
+}

@@ -1,0 +1,195 @@
+//! A hub client gone without a word releases what it held, and a hub call whose upstream never
+//! answered is recorded as such — not as a result.
+
+use crate::hub_kit::{hub_gateway, py_text, py_upstream};
+use crate::{BIN, spawn_piped};
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "hub-gone-agent-key-0123456789abcdef";
+
+/// A hub upstream (Python, stdio) with `pay` (held for an operator: the agent file asks for
+/// approval) and `crash` (the upstream exits when it is called, answering nothing).
+fn upstream() -> String {
+    let list = r#"        r={"tools":[{"name":n,"description":n+".","inputSchema":{"type":"object"}} for n in ("pay","crash")]}"#;
+    let call = format!(
+        "        if m[\"params\"][\"name\"]==\"crash\": sys.exit(0)\n{}",
+        py_text("paid")
+    );
+    py_upstream(list, &call)
+}
+
+/// What agent `helper` declares on `bank`.
+const TOOLS: &str = "[crash, {name: pay, approval: true}]";
+
+/// Polls `f` every 100 ms for up to `secs` seconds until it is `Some`.
+#[track_caller]
+fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The id of the one approval pending at the gateway at `url`, once there is one.
+fn held(url: &str) -> String {
+    within(20, "the call was never held", || {
+        let list = crate::get_op(url, "/v1/approvals?status=pending");
+        list["approvals"][0]["id"].as_str().map(str::to_string)
+    })
+}
+
+/// Approval `id` at `url` once it has left `pending` (within `secs` seconds).
+fn settled(url: &str, id: &str, secs: u64) -> Value {
+    within(secs, "the held call was never released", || {
+        let a = crate::get_op(url, &format!("/v1/approvals/{id}"));
+        (a["status"] != "pending").then_some(a)
+    })
+}
+
+/// One `/mcp` request with `body` (and the session `session`), its answer unread.
+fn post(url: &str, session: Option<&str>, body: Value) -> reqwest::blocking::Response {
+    let mut req = reqwest::blocking::Client::builder()
+        .timeout(None)
+        .build()
+        .unwrap()
+        .post(format!("{url}/mcp"))
+        .bearer_auth(KEY)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&body);
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    req.send().unwrap()
+}
+
+/// Found by review: a hub client that went away without a cancel — its process ended, its
+/// connections dropped — left its held call waiting until its MCP session idled out (and,
+/// with a progress token, never: each progress notification kept the session busy), open to
+/// an operator's approval for a client that would never take the answer. Once the session
+/// has had no stream open for a while (time to resume one, as the transport allows), the
+/// client is taken as gone and its held call is withdrawn, as a cancel would.
+#[test]
+fn a_hub_client_gone_without_a_cancel_releases_its_held_call() {
+    let source = upstream();
+    let (_dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
+    let url = server.url.clone();
+    let init = post(
+        &url,
+        None,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    drop(init.text().unwrap());
+    post(
+        &url,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    // The call, with a progress token, its answer's stream open while it is held…
+    let call = post(
+        &url,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 1,
+        "method": "tools/call", "params": {"name": "bank__pay", "arguments": {},
+        "_meta": {"progressToken": "p"}}}),
+    );
+    let id = held(&url);
+    // …until the client is gone: its connection dropped, no cancel, no session ended.
+    drop(call);
+    let a = settled(&url, &id, 90);
+    assert_eq!(a["status"], "cancelled", "{a}");
+    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
+    drop(server);
+}
+
+/// As above, over stdio (`assent mcp --config`): a client that closes stdin with a call held
+/// had it withdrawn only by rmcp stopping the hub's requests 5 s later, racing the hub's own
+/// end (which could leave the call held at the gateway until its approval expired). It is
+/// withdrawn at once, and before the hub ends.
+#[test]
+fn a_hub_stdio_client_gone_releases_its_held_call() {
+    let source = upstream();
+    let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
+    let (mut hub, mut stdin, mut out) = spawn_piped(
+        Command::new(BIN)
+            .args(["mcp", "--agent", "helper", "--config"])
+            .arg(dir.path().join("assent.yaml"))
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+    );
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "bank__pay", "arguments": {}}}));
+    let id = held(&server.url);
+    drop(stdin);
+    // Withdrawn at once (rmcp itself gives its requests 5 s to end before it stops them, and
+    // the hub then ended before a withdrawal could be sure to be made).
+    let a = settled(&server.url, &id, 4);
+    assert_eq!(a["status"], "cancelled", "{a}");
+    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
+    let _ = hub.wait();
+    drop(server);
+}
+
+/// The `call.result` records of the gateway whose data is under `dir`.
+fn results(dir: &Path) -> Vec<Value> {
+    let out = Command::new("sqlite3")
+        .arg(dir.join("data/assent.db"))
+        .arg("SELECT data FROM audit WHERE kind = 'call.result' ORDER BY seq;")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Found by review: a hub call whose upstream connection failed (not an MCP error: no answer
+/// at all) was reported through the result API as if the hub's own error text were the
+/// tool's result — recorded as `call.result` with its hash and size, and its session marked
+/// with what the tool's output brings, although nothing came back and the tool may not have
+/// run. It is recorded as a call that got no answer, with no result.
+#[test]
+fn a_hub_call_whose_upstream_never_answered_is_recorded_as_no_answer() {
+    let source = upstream();
+    let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let r = rt.block_on(async {
+        let client = crate::hub_kit::hub_client(&server.url, KEY).await;
+        let r = client
+            .peer()
+            .call_tool(rmcp::model::CallToolRequestParams::new("bank__crash"))
+            .await
+            .unwrap();
+        client.cancel().await.unwrap();
+        r
+    });
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let recorded = within(10, "nothing was recorded", || results(dir.path()).pop());
+    assert_eq!(recorded["outcome"], "no_answer", "{recorded}");
+    assert_eq!(recorded["tool"], "crash", "{recorded}");
+    assert!(recorded.get("result_sha256").is_none(), "{recorded}");
+    drop(server);
+}
