@@ -19,7 +19,7 @@ use crate::wire;
 use assent_api::gate::{
     Allowed, Call, DelegationRequest, Denied, GateAnswer, Granted, HeldResult, Pending,
 };
-use assent_api::gate::{ToolCallRequest, ToolResultRequest, VerdictEcho};
+use assent_api::gate::{CallOutcome, ToolCallRequest, ToolResultRequest, VerdictEcho};
 use assent_core::CanonicalCall;
 use assent_core::gatekeeper::default_timeout_seconds;
 use assent_core::triggers::Observations;
@@ -209,7 +209,13 @@ pub(crate) async fn delegate(
 /// for an operator as an approval of the synthetic call `result.TOOL` with arguments
 /// `{"call": {tool, server, arguments}, "output_bytes", "result_sha256", "preview"}`, under the
 /// covering rules' approvers and timeout, trigger `output_bytes`, answered like a tool call
-/// (`202` pending; the approval's token binds the result's hash). Seed 002 "Triggers".
+/// (`202` pending; the approval's token binds the result's hash). The result of a call the
+/// current policy denies (a reload since it ran), of any size: `403 TOOL_DENIED`, not
+/// released. Seed 002 "Triggers".
+/// A report with `outcome` (`not_run`, `no_answer`) is of a cleared call with no result: it
+/// is recorded as `call.result` with that outcome and no result, marks the session with
+/// nothing its output would have brought (with nothing at all when it did not run), and is
+/// answered `allow`.
 #[utoipa::path(post, path = "/v1/tool-results", tag = "propose",
     request_body = assent_api::gate::ToolResultRequest,
     responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer)),
@@ -227,12 +233,27 @@ pub(crate) async fn tool_result(
     check_id("server", &b.server)?;
     check_id("approval_id", &b.approval_id)?;
     let original = Canonical::call(b.tool.clone(), b.server.clone(), b.arguments.clone())?;
-    let record = json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
-                        "result_sha256": b.result_sha256.to_ascii_lowercase(),
-                        "output_bytes": b.output_bytes, "approval_id": b.approval_id});
+    let record = match b.outcome {
+        None => json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
+                       "result_sha256": b.result_sha256.to_ascii_lowercase(),
+                       "output_bytes": b.output_bytes, "approval_id": b.approval_id}),
+        // A cleared call with no result: what became of it, and no result.
+        Some(o) => json!({"server": b.server, "tool": b.tool, "call_hash": original.call_hash(),
+                          "outcome": o.as_str(), "approval_id": b.approval_id}),
+    };
     let live = st.live();
     let reg = live.registry.clone();
-    let effects = reg.effects_of(&b.agent, &b.tool, b.server.as_deref());
+    let mut effects = reg.effects_of(&b.agent, &b.tool, b.server.as_deref());
+    match b.outcome {
+        None => {}
+        // Nothing ran: nothing entered the session.
+        Some(CallOutcome::NotRun) => effects = Default::default(),
+        // It may have run (what it does counts), but no output reached the agent.
+        Some(CallOutcome::NoAnswer) => {
+            effects.untrusted_output = false;
+            effects.private_data = false;
+        }
+    }
     let (who, session, approval) = (b.agent.clone(), b.session_id.clone(), b.approval_id.clone());
     let (tool, server) = (b.tool.clone(), b.server.clone());
     st.store_call(move |s| {
@@ -256,7 +277,19 @@ pub(crate) async fn tool_result(
         &Observations::none(now_ms()),
     );
     match v.terms.output_bytes {
-        Some(limit) if b.output_bytes > limit && v.kind != VerdictKind::Deny => {
+        // Found by review: the result of a call the policy now denies (a reload since it
+        // ran) was released unasked, however large: a deny verdict has no `output_bytes`.
+        // It is not released, nor held for a release the policy would refuse.
+        _ if b.outcome.is_none() && v.kind == VerdictKind::Deny => {
+            let mut denied = v;
+            denied.terms.message = format!(
+                "the current policy denies this call, so its result is not released ({})",
+                denied.terms.message
+            );
+            let hash = original.call_hash().to_string();
+            answer(&st, &b.agent, &hash, denied, Proposed::Denied).await
+        }
+        Some(limit) if b.outcome.is_none() && b.output_bytes > limit => {
             let held = held_result(v, &b, limit);
             let preview: Option<String> = b.preview.map(|p| p.chars().take(2048).collect());
             let args = body::to_value(&HeldResult {

@@ -384,8 +384,13 @@ fn as_the_caller_read(
     rec: &ApprovalRecord,
 ) -> Result<(), DecideError> {
     let name = approval_event_name(s.event);
+    // Separation of duties too: the in-client user is the person the call acts for (an
+    // approval held under both before the gatekeeper stopped offering it in-client).
     if let Some(agent) = s.input.and_then(|d| d.in_client.as_deref())
-        && !(rec.agent == agent && rec.terms.in_client_approval && rec.target_type == "other")
+        && !(rec.agent == agent
+            && rec.terms.in_client_approval
+            && !rec.terms.separation_of_duties
+            && rec.target_type == "other")
     {
         let why = "the approval was not held for in-client approval by this agent's user";
         s.audit(

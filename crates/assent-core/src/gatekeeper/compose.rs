@@ -282,6 +282,7 @@ impl<'a> Composed<'a> {
         };
         let require_passkey =
             required && (self.passkey_on || (risk_tier == RiskTier::R4 && !self.passkey_off));
+        let duties = self.duties_on || (risk_tier == RiskTier::R4 && !self.duties_off);
         // A call that needs a passkey-signed approval is never approved without one: not by
         // the default decision at the timeout either (issue 14 §4).
         let configured = if require_passkey || self.deny_unknown {
@@ -330,10 +331,11 @@ impl<'a> Composed<'a> {
                 suggested_alternatives: self.alternatives,
                 escalation: self.escalation,
                 output_bytes: self.output_bytes,
-                // The MCP client cannot carry a passkey assertion.
-                in_client_approval: in_client_ok && !require_passkey,
-                separation_of_duties: self.duties_on
-                    || (risk_tier == RiskTier::R4 && !self.duties_off),
+                // The MCP client cannot carry a passkey assertion; and its user is the person
+                // the call acts for, whom separation of duties keeps from approving it (found
+                // by review: one rule's `in_client_approval` cancelled another's duties).
+                in_client_approval: in_client_ok && !require_passkey && !duties,
+                separation_of_duties: duties,
                 require_passkey,
                 side_effects,
                 rollback,
