@@ -171,8 +171,8 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// Found by review: `assent backup --force DATA/assent.db` renamed a copy over the live
 /// database under a running gateway, and `--out DATA/token.key` replaced the token key.
 ///
-/// Errors: [`StoreError::Invalid`] naming `out` and what it would replace; `out` naming no
-/// file (`..`, `/`) or in a directory that cannot be resolved.
+/// Errors: [`StoreError::Invalid`] naming `out` and what it would replace, or `out` naming no
+/// file (`..`, `/`).
 pub fn clear_of_state(
     out: &Path,
     dirs: &[&Path],
@@ -181,11 +181,12 @@ pub fn clear_of_state(
     let Some(name) = out.file_name() else {
         return Err(refuse(format!("{} names no file", out.display())));
     };
-    let parent = parent_of(out);
-    let place = parent
-        .canonicalize()
-        .map_err(|e| refuse(format!("{}: {e}", parent.display())))?
-        .join(name);
+    // A directory that cannot be resolved holds nothing to harm: the write itself fails there
+    // with its own error.
+    let Ok(parent) = parent_of(out).canonicalize() else {
+        return Ok(());
+    };
+    let place = parent.join(name);
     let resolved = |p: &Path| -> Option<PathBuf> {
         let whole = p.canonicalize().ok();
         whole.or_else(|| Some(parent_of(p).canonicalize().ok()?.join(p.file_name()?)))

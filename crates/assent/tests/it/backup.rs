@@ -438,8 +438,8 @@ fn backup_never_writes_over_an_existing_file_without_force() {
     // Nothing is left in the directory but the file itself.
     assert_nothing_set_aside(dir.path());
     // No database there: refused, nothing written.
-    let empty = tempfile::tempdir().unwrap();
-    let none = empty.path().join("none.db");
+    let (empty, elsewhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let none = elsewhere.path().join("none.db");
     refused(
         &run(&[
             "backup",
