@@ -177,14 +177,7 @@ pub(crate) async fn events(
     };
     let (sub, fresh) = match q.get("subscription_id") {
         Some(id) => {
-            let id = id.clone();
-            let sub = st
-                .store_call(move |s| s.subscription(&id))
-                .await?
-                .filter(|x| x.principal == name && x.closed_at.is_none())
-                .ok_or_else(|| {
-                    ApiError::not_found("no open subscription with this id for this operator")
-                })?;
+            let sub = reopen(&st, name, id.clone()).await?;
             (sub, false)
         }
         None => {
@@ -202,7 +195,12 @@ pub(crate) async fn events(
     };
     // A bare stream's subscription is its own: closed once its streams have ended (after a
     // grace for a reconnect by id, `aaep_streams::BARE_GRACE`; found by review: it stayed open).
-    let bare = fresh.then(|| Bare {
+    // So is one reopened by id whose subscriber is `sse:{operator}` (a bare stream opened it):
+    // its stream's end here schedules the close too (found by review: reopened on another
+    // replica, or here after its close had begun, it was not known as bare there, so its end
+    // closed nothing and it stayed open until retention, counted against the operator's 16).
+    let bare_id = format!("sse:{}", op.name());
+    let bare = (fresh || sub.subscriber_id == bare_id).then(|| Bare {
         st: st.clone(),
         principal: op.name().to_string(),
     });
@@ -251,6 +249,21 @@ pub(crate) async fn events(
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)
+}
+
+/// Subscription `id` of operator `name` reopened by id: marked seen before it is accepted, in
+/// the database, so a bare stream's close waiting out its grace then leaves it open, or closed
+/// it first and this is a `404` (found by review: a reopen at the very end of the grace was
+/// accepted, then closed under its stream). `404` too for a closed one or another operator's.
+async fn reopen(st: &AppState, name: String, id: String) -> Result<Subscription, ApiError> {
+    st.store_call(move |s| match s.subscription(&id)? {
+        Some(x) if x.principal == name && x.closed_at.is_none() => {
+            Ok(s.touch_subscription(&x.id, now_ms())?.then_some(x))
+        }
+        _ => Ok(None),
+    })
+    .await?
+    .ok_or_else(|| ApiError::not_found("no open subscription with this id for this operator"))
 }
 
 /// The path AAEP replies are posted to ([`replies`]; `router.rs` mounts it as a literal,

@@ -14,6 +14,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// The most streams open at once on one subscription in this process: one more ends the
 /// oldest (a half-open connection — a laptop put to sleep — keeps its stream until TCP gives
@@ -48,8 +49,9 @@ const BARE_TOUCH_EVERY: Duration = Duration::from_secs(5);
 /// counted against the operator's 16 and was read again on every change.
 pub(crate) const BARE_GRACE: Duration = Duration::from_secs(30);
 
-/// A bare stream's subscription, to close when its streams have ended: the state to close it
-/// with and the operator who owns it.
+/// A bare stream's subscription (`subscriber_id` `sse:{operator}`, opened by a stream without a
+/// `subscription_id`, or reopened by its id), to close when its streams here have ended: the
+/// state to close it with and the operator who owns it.
 #[derive(Clone)]
 pub(crate) struct Bare {
     /// The gateway's state (its store).
@@ -59,14 +61,49 @@ pub(crate) struct Bare {
 }
 
 /// The streams open on one subscription in this process, oldest first (each its number and
-/// the signal that ends it); for a bare stream's subscription, what closes it, and how many
-/// times its last stream ended (a close waiting out [`BARE_GRACE`] goes ahead only if no
-/// stream came and went meanwhile).
+/// the signal that ends it); for a bare stream's subscription, what closes it, and the number
+/// of the slot whose end last left it without streams (a close waiting out [`BARE_GRACE`]
+/// goes ahead only if it is still its own: no stream came and went meanwhile; slot numbers
+/// are unique in the process, so a close never takes an entry made after its own was
+/// removed); and the marks its streams are writing ([`Touching`]).
 #[derive(Default)]
 struct Streams {
     list: VecDeque<(u64, Arc<Ending>)>,
     bare: Option<Bare>,
-    ends: u64,
+    last_end: Option<u64>,
+    touching: Arc<Touching>,
+}
+
+/// How many marks ([`assent_store::Store::touch_subscription`]) the streams of one
+/// subscription here are writing now. A stream's write runs on the blocking pool and outlives
+/// the stream (dropping its handle does not cancel it), so a bare stream's close reads the
+/// subscription's stream marks only once none is under way (found by review: a mark landing
+/// after the read made the close fail, and the subscription stayed open until retention).
+struct Touching(watch::Sender<usize>);
+
+impl Default for Touching {
+    fn default() -> Self {
+        Touching(watch::Sender::new(0))
+    }
+}
+
+impl Touching {
+    /// Waits until no mark is being written.
+    async fn settled(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail.
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
+
+/// One mark being written, counted in [`Touching`] until dropped (when the write is done, or
+/// when the blocking task that would have written it is dropped unrun).
+pub(crate) struct Touch(Arc<Touching>);
+
+impl Drop for Touch {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// The streams open on each subscription in this process, by subscription id.
@@ -88,11 +125,12 @@ pub(crate) struct StreamSlot {
     sub: String,
     number: u64,
     ending: Arc<Ending>,
+    touching: Arc<Touching>,
 }
 
 impl StreamSlot {
     /// A slot on subscription `id` (`bare`: it is a bare stream's, closed when its streams
-    /// have ended); when it has [`MAX_STREAMS_PER_SUBSCRIPTION`] already, its oldest stream is
+    /// here have ended, whether this stream opened it or reopened it by id); when it has [`MAX_STREAMS_PER_SUBSCRIPTION`] already, its oldest stream is
     /// told to end ([`StreamSlot::ended`]) and this one takes its place.
     pub(crate) fn take(id: &str, bare: Option<Bare>) -> Self {
         let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
@@ -113,7 +151,14 @@ impl StreamSlot {
             sub: id.to_string(),
             number,
             ending,
+            touching: entry.touching.clone(),
         }
+    }
+
+    /// One mark of this stream's subscription about to be written: hold it until written.
+    fn touch(&self) -> Touch {
+        self.touching.0.send_modify(|n| *n += 1);
+        Touch(self.touching.clone())
     }
 
     /// Whether a newer stream took this one's place.
@@ -138,35 +183,122 @@ impl Drop for StreamSlot {
             open.remove(&self.sub);
             return;
         };
-        entry.ends += 1;
+        entry.last_end = Some(self.number);
         let forget = Forget {
             sub: self.sub.clone(),
-            ends: entry.ends,
+            end: self.number,
+            touching: entry.touching.clone(),
+            released: AtomicBool::new(false),
         };
         // Spawned without the lock: a runtime shutting down drops the task (and `forget`,
         // which takes the lock) at once.
         drop(open);
-        rt.spawn(close_bare_later(bare, forget, now_ms()));
+        rt.spawn(close_bare_later(bare, forget));
     }
 }
 
-/// Closes the bare stream subscription of `forget` after [`BARE_GRACE`] unless a stream on it
-/// opened in this process meanwhile (its own end schedules the close again: `forget.ends`
-/// changed) or in another (the store keeps one seen after `ended_at`, Unix ms).
-async fn close_bare_later(bare: Bare, forget: Forget, ended_at: i64) {
+/// The first wait before a failed step of a bare stream's close is tried again; each failure
+/// doubles it, up to [`BARE_GRACE`], each wait drawn between half and one and a half times
+/// that (so closes that failed together, the database down, are not all tried again at once).
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// How long after its last stream here ended a bare stream's close is given, failures and
+/// retries included: after that it is given up (logged), and retention removes the
+/// subscription ([`assent_store::Store::prune_aaep`]). Found by review: it was tried again
+/// for as long as the process ran, every 30 s, in step with every other one that failed.
+const GIVE_UP: Duration = Duration::from_secs(600);
+
+/// Closes the bare stream subscription of `forget` once [`BARE_GRACE`] has passed since its
+/// last stream here ended, unless a stream on it opened in this process meanwhile (its own
+/// end schedules the close again) or anywhere marked it seen: its stream marks, counted in the
+/// database, are no longer those read when the grace began
+/// ([`assent_store::Store::close_ended_stream`], one compare-and-close statement comparing no
+/// clock, so no replica's clock skew closes a live subscription). The marks are read once the
+/// ended streams' own marks are written ([`Touching`]). A failed read or close (the database
+/// busy or unreachable) is tried again ([`retrying`]) until a newer end of the subscription
+/// takes its place or [`GIVE_UP`] has passed (found by review: a failed close was never tried
+/// again; only retention removed the subscription, long after).
+async fn close_bare_later(bare: Bare, forget: Forget) {
+    let Bare { st, principal } = bare;
+    let sub = forget.sub.clone();
+    let deadline = tokio::time::Instant::now() + GIVE_UP;
+    if tokio::time::timeout_at(deadline, forget.touching.settled())
+        .await
+        .is_err()
+    {
+        return gave_up(&sub);
+    }
+    let marks = retrying(&forget, deadline, || {
+        let sub = sub.clone();
+        st.store_call(move |s| s.stream_marks(&sub))
+    })
+    .await;
+    let Some(Some(marks)) = marks else {
+        return; // superseded, given up, or closed already
+    };
     tokio::time::sleep(BARE_GRACE).await;
     if !forget.release() {
         return;
     }
-    let sub = forget.sub.clone();
-    let Bare { st, principal } = bare;
-    let closed = st
-        .store_call(move |s| s.close_ended_stream(&sub, &principal, ended_at, now_ms()))
-        .await;
     // No stream is woken: none is left on it here, and one elsewhere would have kept it open
     // (found by review: every close woke every stream of every replica).
-    if let Err(e) = closed {
-        tracing::warn!(error = %e.message, "a bare AAEP stream's subscription not closed");
+    retrying(&forget, deadline, || {
+        let (sub, principal) = (sub.clone(), principal.clone());
+        st.store_call(move |s| s.close_ended_stream(&sub, &principal, marks, now_ms()))
+    })
+    .await;
+}
+
+/// Logs (once per close) that the close of bare stream subscription `sub` was given up.
+fn gave_up(sub: &str) {
+    tracing::warn!(
+        subscription = sub,
+        "a bare AAEP stream's subscription not closed after \
+        its stream ended (the database kept failing); retention removes it"
+    );
+}
+
+/// Runs `step` until it succeeds (its value), waiting [`RETRY_FIRST`] after the first failure
+/// and twice as long after each next one, up to [`BARE_GRACE`], with jitter; `None` once
+/// `forget`'s close is superseded (checked before each attempt: a newer end of the
+/// subscription schedules its own) or the next attempt would come after `deadline` (logged).
+async fn retrying<T, F, Fut>(
+    forget: &Forget,
+    deadline: tokio::time::Instant,
+    mut step: F,
+) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, crate::error::ApiError>>,
+{
+    let mut wait = RETRY_FIRST;
+    loop {
+        if forget.superseded() {
+            return None;
+        }
+        let e = match step().await {
+            Ok(v) => return Some(v),
+            Err(e) => e,
+        };
+        let pause = jittered(wait);
+        if tokio::time::Instant::now() + pause > deadline {
+            gave_up(&forget.sub);
+            return None;
+        }
+        tracing::debug!(error = %e.message, retry_in_ms = pause.as_millis() as u64,
+            "a bare AAEP stream's subscription not closed yet; trying again");
+        tokio::time::sleep(pause).await;
+        wait = (wait * 2).min(BARE_GRACE);
+    }
+}
+
+/// `d` times a random factor between one half and one and a half (`d` itself when the OS
+/// random source fails).
+fn jittered(d: Duration) -> Duration {
+    let mut b = [0u8; 2];
+    match getrandom::fill(&mut b) {
+        Ok(()) => d.mul_f64(0.5 + f64::from(u16::from_le_bytes(b)) / f64::from(u16::MAX)),
+        Err(_) => d,
     }
 }
 
@@ -175,21 +307,41 @@ async fn close_bare_later(bare: Bare, forget: Forget, ended_at: i64) {
 /// so no entry (and the state it holds) outlives it.
 struct Forget {
     sub: String,
-    ends: u64,
+    /// The number of the slot whose end scheduled it.
+    end: u64,
+    /// The marks the subscription's streams here are writing.
+    touching: Arc<Touching>,
+    /// Whether it removed the entry ([`Forget::release`]).
+    released: AtomicBool,
 }
 
 impl Forget {
     /// Removes the entry of `sub` if no stream is open on it and none came and went since
-    /// (its `ends` is still this close's); whether it did.
+    /// (its last end is still this close's); whether it did.
     fn release(&self) -> bool {
+        if self.released.load(Ordering::SeqCst) {
+            return false;
+        }
         let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
         let idle = open
             .get(&self.sub)
-            .is_some_and(|e| e.list.is_empty() && e.ends == self.ends);
+            .is_some_and(|e| e.list.is_empty() && e.last_end == Some(self.end));
         if idle {
             open.remove(&self.sub);
+            self.released.store(true, Ordering::SeqCst);
         }
         idle
+    }
+
+    /// Whether a stream on `sub` opened here since this close was scheduled: its end (if
+    /// bare) schedules a close of its own, which takes this one's place.
+    fn superseded(&self) -> bool {
+        let open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = open.get(&self.sub);
+        match self.released.load(Ordering::SeqCst) {
+            true => entry.is_some(),
+            false => entry.is_none_or(|e| !e.list.is_empty() || e.last_end != Some(self.end)),
+        }
     }
 }
 
@@ -233,9 +385,9 @@ pub(crate) fn stream(
                     return Some((Ok::<_, Infallible>(e), state));
                 }
                 let sub2 = sub.clone();
-                // Seen when it opens and hourly, so retention keeps it ([`Store::prune_aaep`]);
-                // the time is taken here, before the stream can end, so a bare stream's own
-                // mark is never later than its end ([`close_bare_later`]).
+                // Seen when it opens and hourly, so retention keeps it ([`Store::prune_aaep`]),
+                // and every 5 s on a bare stream's subscription, so that no replica's grace
+                // close takes it from under this stream ([`close_bare_later`]).
                 let every = match sub.subscriber_id.starts_with("sse:") {
                     true => BARE_TOUCH_EVERY,
                     false => TOUCH_EVERY,
@@ -243,14 +395,15 @@ pub(crate) fn stream(
                 let touch = touched.is_none_or(|t: std::time::Instant| t.elapsed() > every);
                 let touch = touch.then(|| {
                     touched = Some(std::time::Instant::now());
-                    now_ms()
+                    (now_ms(), slot.touch())
                 });
                 let got = st
                     .store_task(move |s| {
-                        if let Some(at) = touch
-                            && let Err(e) = s.touch_subscription(&sub2.id, at)
-                        {
-                            tracing::warn!(error = %e, "AAEP subscription not marked seen");
+                        if let Some((at, writing)) = touch {
+                            if let Err(e) = s.touch_subscription(&sub2.id, at) {
+                                tracing::warn!(error = %e, "AAEP subscription not marked seen");
+                            }
+                            drop(writing);
                         }
                         let open = s
                             .subscription(&sub2.id)

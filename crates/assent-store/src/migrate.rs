@@ -86,6 +86,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(41, "0041_awaiting_events_by_approval"),
     migration!(42, "0042_courtesy_notices_sent"),
     migration!(43, "0043_oidc_spent_states"),
+    migration!(44, "0044_subscription_stream_marks"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -209,16 +209,21 @@ impl Store {
     }
 
     /// Closes bare stream subscription `id` of `principal` (one `GET /aaep/v1/events` opened
-    /// without a `subscription_id`) whose last stream ended at `ended_at` (Unix ms), unless a
-    /// stream marked it seen after that ([`Store::touch_subscription`]: one reopened it by id,
-    /// perhaps on another replica) or it is closed already; `aaep.closed` audited, saying why.
-    /// `true` when it closed. Found by review: it stayed open, counted against the operator's
+    /// without a `subscription_id`) whose last stream ended when its stream marks
+    /// ([`Store::stream_marks`]) were `marks`, unless a stream marked it seen since
+    /// ([`Store::touch_subscription`]: one reopened it by id, here or on another replica, or a
+    /// stream there is still open) or it is closed already; `aaep.closed` audited, saying why.
+    /// `true` when it closed. One compare-and-close statement, in the database, comparing no
+    /// clock: found by review, the close compared the ending replica's clock with the time
+    /// another replica's stream wrote, so a clock skew over the grace's margin closed a live
+    /// subscription, and a reopen by id accepted at the very end of the grace was closed under
+    /// its stream. Before that, it stayed open, counted against the operator's
     /// [`MAX_OPEN_PER_OPERATOR`] and was read again on every change.
     pub fn close_ended_stream(
         &self,
         id: &str,
         principal: &str,
-        ended_at: i64,
+        marks: i64,
         now: i64,
     ) -> Result<bool, StoreError> {
         // Unannounced: no stream is left on it to wake, and a bare subscription extends no
@@ -227,9 +232,9 @@ impl Store {
             let n = tx
                 .prepare_cached(
                     "UPDATE aaep_subscriptions SET closed_at = ?4 WHERE id = ?1 AND principal = ?2 \
-                     AND closed_at IS NULL AND coalesce(last_seen_at, created_at) <= ?3",
+                     AND closed_at IS NULL AND stream_marks = ?3",
                 )?
-                .execute(params![id, principal, ended_at, now])?;
+                .execute(params![id, principal, marks, now])?;
             if n == 1 {
                 let why = "its stream ended (a stream opened without a subscription_id)";
                 let data = json!({"subscription_id": id, "why": why});
@@ -237,6 +242,20 @@ impl Store {
             }
             Ok(n == 1)
         })
+    }
+
+    /// How many times streams marked open subscription `id` seen ([`Store::touch_subscription`];
+    /// a count kept in the database, no clock): what a bare stream's close compares
+    /// ([`Store::close_ended_stream`]). `None` when it is closed or not stored.
+    pub fn stream_marks(&self, id: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .lock()
+            .conn()
+            .prepare_cached(
+                "SELECT stream_marks FROM aaep_subscriptions WHERE id = ?1 AND closed_at IS NULL",
+            )?
+            .query_row(params![id], |r| r.get(0))
+            .optional()?)
     }
 
     /// Prunes the AAEP log and subscriptions (run by the audit retention sweep,
@@ -287,17 +306,21 @@ impl Store {
         })?)
     }
 
-    /// Notes that a stream of open subscription `id` is open at `now` (Unix ms): called when a
-    /// stream opens and at most hourly while it stays open, so that retention
-    /// ([`Store::prune_aaep`]) keeps the subscriptions in use. A bookkeeping write: it wakes
-    /// nothing.
-    pub fn touch_subscription(&self, id: &str, now: i64) -> Result<(), StoreError> {
+    /// Notes that a stream of open subscription `id` is open at `now` (Unix ms) and adds one
+    /// to its stream marks ([`Store::stream_marks`]): called when a stream opens or is reopened
+    /// by id (before it is accepted), and while it stays open (every 5 s on a bare stream's
+    /// subscription, hourly on others), so that retention ([`Store::prune_aaep`]) keeps the
+    /// subscriptions in use and a bare stream's close ([`Store::close_ended_stream`]) leaves a
+    /// subscription in use alone. `true` when it is open (it was marked); a reopen refused
+    /// here lost the race to the close. A bookkeeping write: it wakes nothing.
+    pub fn touch_subscription(&self, id: &str, now: i64) -> Result<bool, StoreError> {
         self.write_unannounced(|tx| {
-            tx.execute(
-                "UPDATE aaep_subscriptions SET last_seen_at = ?2 WHERE id = ?1 AND closed_at IS NULL",
+            let n = tx.execute(
+                "UPDATE aaep_subscriptions SET last_seen_at = ?2, stream_marks = stream_marks + 1 \
+                 WHERE id = ?1 AND closed_at IS NULL",
                 params![id, now],
             )?;
-            Ok(())
+            Ok(n == 1)
         })
     }
 

@@ -9,6 +9,7 @@ use assent_store::{
 };
 use serde_json::json;
 
+mod aaep_grace;
 mod batch;
 mod ceremonies;
 mod checkpoints;
@@ -24,6 +25,7 @@ mod oidc_logins;
 mod pgkit;
 mod pin_reads;
 mod pin_scope;
+mod pin_words;
 mod plans;
 mod readers;
 mod replicas;

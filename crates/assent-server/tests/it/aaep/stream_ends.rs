@@ -143,3 +143,89 @@ async fn repeating_a_late_reply_gets_one_courtesy_notice_per_subscription_even_a
     assert_eq!(notices(&gw, &sub), 1, "sent again after a restart");
     gw.stop().await;
 }
+
+/// Found by review: when the close of a bare stream's subscription after its grace failed (the
+/// database busy or unreachable at that moment), it was never tried again: the subscription
+/// stayed open, counted against the operator's 16, until retention removed it. Here another
+/// program holds the write lock from before the stream ends until well past its grace (its end
+/// is noticed within a keep-alive, 15 s): once the lock is gone, the close is tried again and
+/// goes ahead.
+#[tokio::test]
+async fn a_grace_close_that_failed_on_a_busy_database_is_tried_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    gw.with_store(|s| s.set_busy_timeout(Duration::from_millis(200)))
+        .unwrap();
+    let (sse, sub) = bare(&gw, None).await;
+    let blocker = crate::backend::block_writes(dir.path());
+    drop(sse);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!closed(&gw, &sub), "closed while the database was locked");
+    drop(blocker);
+    until_closed(&gw, &sub).await;
+    gw.stop().await;
+}
+
+/// Makes every close the store audits (`aaep.closed`) fail, in the database (a trigger on
+/// either backend), until [`allow_closes`]; nothing else is refused.
+fn refuse_closes(gw: &Gw) {
+    let mut sql = gw.sql();
+    if crate::backend::on_postgres() {
+        sql.exec(
+            "CREATE FUNCTION refuse_close() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+            &[],
+        );
+        sql.exec(
+            "CREATE TRIGGER refuse_close BEFORE INSERT ON audit FOR EACH ROW \
+             WHEN (NEW.kind = 'aaep.closed') EXECUTE FUNCTION refuse_close()",
+            &[],
+        );
+    } else {
+        sql.exec(
+            "CREATE TRIGGER refuse_close BEFORE INSERT ON audit WHEN NEW.kind = 'aaep.closed' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+            &[],
+        );
+    }
+}
+
+/// Undoes [`refuse_closes`].
+fn allow_closes(gw: &Gw) {
+    let on = if crate::backend::on_postgres() {
+        " ON audit"
+    } else {
+        ""
+    };
+    gw.sql()
+        .exec(&format!("DROP TRIGGER refuse_close{on}"), &[]);
+}
+
+/// Found by review: a bare stream's subscription reopened by its id where its close was not
+/// scheduled — on another replica, or here once the close had begun (here: its close failing,
+/// past its grace) — was not known there as a bare stream's, so the end of that stream closed
+/// nothing: the subscription stayed open until retention, counted against the operator's 16
+/// and read again on every change. A stream reopened on a subscription whose subscriber is
+/// `sse:{operator}` closes it when it ends, as the stream that opened it would.
+#[tokio::test]
+async fn a_bare_subscription_reopened_by_id_after_its_close_began_is_closed_when_that_stream_ends()
+{
+    let gw = serve().await;
+    let (sse, sub) = bare(&gw, None).await;
+    refuse_closes(&gw);
+    drop(sse);
+    // Its end is noticed within a keep-alive or two (15 s each), then the grace (30 s) passes:
+    // the close has begun, and fails.
+    tokio::time::sleep(Duration::from_secs(75)).await;
+    assert!(!closed(&gw, &sub), "closed while closes failed");
+    let resumed = by_id(&gw, &sub).await;
+    assert_eq!(resumed.status(), StatusCode::OK);
+    let mut resumed = Sse::from_response(resumed);
+    allow_closes(&gw);
+    gw.hold_write("/tmp/reopened").await;
+    resumed.expect(AWAITING).await;
+    assert!(!closed(&gw, &sub), "closed under the stream reopened by id");
+    drop(resumed);
+    until_closed(&gw, &sub).await;
+    gw.stop().await;
+}
