@@ -152,8 +152,13 @@ impl HubHandler {
                 }
             };
             if let Some(text) = pinned.as_ref().and_then(|p| p["instructions"].as_str()) {
+                // Every line of the upstream's text is quoted, so that it cannot write a
+                // header of its own and pose as another upstream (found by review).
+                let quoted: Vec<String> =
+                    text.split(['\n', '\r']).map(|l| format!("> {l}")).collect();
                 parts.push(format!(
-                    "MCP server `{alias}` (its tools are named `{alias}__TOOL` here):\n{text}"
+                    "MCP server `{alias}` (its tools are named `{alias}__TOOL` here):\n{}",
+                    quoted.join("\n")
                 ));
             }
         }

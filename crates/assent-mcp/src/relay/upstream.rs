@@ -225,6 +225,14 @@ impl UpstreamSide {
                 presented = p;
                 &presented
             }
+            // Any other answer carrying the server's words anyway (an overlapping discover's,
+            // a legacy upstream's probe answer) loses them: they were never checked.
+            None if super::words::carries(&v["result"]) => {
+                let mut p = v.clone();
+                super::words::strip_unchecked(&mut p["result"], st.gw.server());
+                presented = p;
+                &presented
+            }
             None => v,
         };
         // The handshake, translated between eras where the two ends differ.

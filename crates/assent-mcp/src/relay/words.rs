@@ -110,6 +110,43 @@ fn show(r: &mut Value, shape: Shape, pinned: Option<&Value>, alias: &str) {
     }
 }
 
+/// Whether result `r` carries words of the server: `instructions`, `serverInfo`, or a
+/// discover result's `_meta` server info (looked up, never copied: every answer is asked).
+pub(super) fn carries(r: &Value) -> bool {
+    r.get("instructions").is_some()
+        || r.get("serverInfo").is_some()
+        || r.get("_meta")
+            .and_then(|m| m.get(crate::era::SERVER_INFO_META))
+            .is_some()
+}
+
+/// Takes out of result `r` of an upstream answer that was not recognised as a handshake (so
+/// never checked) any words of the server it carries anyway: its `instructions` go, and a
+/// `serverInfo` (or a discover result's `_meta` server info) names the server by `alias` only,
+/// with the version as [`show`] gives it. `true` when something was taken out. Found by
+/// review: two overlapping `server/discover` requests left the first answer unrecognised
+/// (one probe slot), and it reached the client with the upstream's raw instructions, even
+/// with the gateway unreachable.
+pub(super) fn strip_unchecked(r: &mut Value, alias: &str) -> bool {
+    let Some(obj) = r.as_object_mut() else {
+        return false;
+    };
+    let mut changed = obj.remove("instructions").is_some();
+    let named = |info: &Value| json!({"name": alias, "version": version(&info["version"])});
+    if let Some(info) = obj.get_mut("serverInfo") {
+        *info = named(info);
+        changed = true;
+    }
+    if let Some(info) = obj
+        .get_mut("_meta")
+        .and_then(|m| m.get_mut(crate::era::SERVER_INFO_META))
+    {
+        *info = named(info);
+        changed = true;
+    }
+    changed
+}
+
 /// The upstream's `version` as shown: itself when it looks like a version (1 to 64 ASCII
 /// letters, digits, `.`, `+`, `-` or `_`, as SemVer and dates are), else `unknown` — it is not
 /// pinned, so it carries no text of the upstream's choosing.
