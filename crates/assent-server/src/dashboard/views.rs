@@ -153,10 +153,13 @@ async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), Ap
                         Value::String(s) => s.clone(),
                         other => other.to_string(),
                     };
-                    let l = ch["label"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.clone());
+                    // The agent writes both: the label shown and the value recorded under the
+                    // operator's name. A label that is not its value is shown with it (found
+                    // by review: "No" could record "delete_prod").
+                    let l = match ch["label"].as_str() {
+                        Some(l) if l != v => format!("{} (records “{}”)", visible(l), visible(&v)),
+                        _ => visible(&v).into_owned(),
+                    };
                     (v, l)
                 })
                 .collect(),

@@ -100,3 +100,24 @@ async fn clarifications_of_each_kind_accept_only_replies_of_that_kind() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// Found by review: a multiple-choice question's label is the agent's text and so is the
+/// value recorded under the operator's name, and the dashboard showed the label alone — "No"
+/// could record `delete_prod`. A label that is not its value is shown with the value.
+#[tokio::test]
+async fn a_choice_whose_label_hides_its_value_is_shown_with_it() {
+    let gw = serve().await;
+    let q = json!({"agent": "bot", "session_id": "s1", "question": "Keep the database?",
+                   "accepted_response_kinds": ["multiple_choice"], "timeout_seconds": 120,
+                   "choices": [{"value": "keep", "label": "keep"},
+                               {"value": "delete_prod", "label": "No"}]});
+    gw.ask(q).await;
+    let cookie = gw.dashboard_session().await;
+    let page = gw.dashboard_page("/ui", &cookie).await;
+    assert!(
+        page.contains("No (records &#8220;delete_prod&#8221;)")
+            || page.contains("No (records “delete_prod”)"),
+        "{page}"
+    );
+    assert!(page.contains(">keep</option>"), "{page}");
+}
