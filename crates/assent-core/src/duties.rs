@@ -24,7 +24,7 @@ pub struct Decider<'a> {
 
 /// Why `d` may not make decision `kind` on a call of `agent` acting for `on_behalf_of` when
 /// the approval's terms say `separation_of_duties`: they own the agent, or the call acts for
-/// them (an approval only). `None`: no conflict.
+/// them (an approval only; names compared without regard to case). `None`: no conflict.
 pub fn self_approval(
     separation_of_duties: bool,
     kind: DecisionKind,
@@ -41,10 +41,14 @@ pub fn self_approval(
             d.name
         ));
     }
+    // Names are matched without regard to case: `Alice@Example.com` is alice@example.com
+    // (found by review: an agent's spelling escaped the exact match; refusing more errs safe).
+    let who_lower = on_behalf_of.map(str::to_lowercase).unwrap_or_default();
+    let same = |n: &str| n.to_lowercase() == who_lower;
     if let Some(who) = on_behalf_of
-        && (who == d.name || d.aka.iter().any(|n| n == who))
+        && (same(d.name) || d.aka.iter().any(|n| same(n)))
     {
-        let also = if who == d.name {
+        let also = if same(d.name) {
             String::new()
         } else {
             format!(" (signed in as `{}`)", d.name)
@@ -54,4 +58,29 @@ pub fn self_approval(
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by review: `on_behalf_of` was matched exactly, so an agent spelling the person
+    /// `Alice@Example.com` let alice@example.com (signed in by SSO) approve a call made for her.
+    #[test]
+    fn a_person_spelt_in_another_case_is_still_the_person() {
+        let aka = [
+            "oidc:alice@example.com".to_string(),
+            "alice@example.com".to_string(),
+        ];
+        let d = Decider {
+            name: "alice",
+            owns: &[],
+            aka: &aka,
+        };
+        let refused = |who| self_approval(true, DecisionKind::Approve, "bot", Some(who), &d);
+        assert!(refused("Alice@Example.com").is_some());
+        assert!(refused("ALICE").is_some());
+        assert!(refused("bob").is_none());
+        assert!(self_approval(true, DecisionKind::Deny, "bot", Some("ALICE"), &d).is_none());
+    }
 }
