@@ -131,6 +131,45 @@ fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 /// stopped there, as if the call might have run. The proxy now waits for its redemption to
 /// end and reports the call as not run. The gateway's answer to the redemption is held back
 /// here, so the cancel lands after the token was redeemed and before the call could go on.
+/// Through the client end (`stdin`, `out`) of a proxy or hub in front of the gateway at
+/// `url` (data in `dir`): initialises, calls `tool`, approves the held call, waits for its
+/// token to be redeemed, then cancels the call. The approval id, and the approval and data of
+/// the `call.result` record that follows.
+fn cancelled_after_redeem(
+    url: &str,
+    dir: &Path,
+    (stdin, out): (&mut impl Write, &mut impl BufRead),
+    tool: &str,
+) -> (String, String, Value) {
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": {"message": "never"}}}));
+    let id = within(20, "the call was never held", || {
+        let list = crate::get_op(url, "/v1/approvals?status=pending");
+        list["approvals"][0]["id"].as_str().map(str::to_string)
+    });
+    ok(&cli(url, &["approve", &id]));
+    within(20, "the token was never redeemed", || {
+        (!records(dir, "token.redeemed").is_empty()).then_some(())
+    });
+    send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": 1, "reason": "the user pressed stop"}}),
+    );
+    let (linked, data) = within(20, "no outcome was recorded", || {
+        records(dir, "call.result").pop()
+    });
+    (id, linked, data)
+}
+
 #[test]
 fn a_call_cancelled_after_its_token_was_redeemed_is_recorded_as_not_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -145,38 +184,19 @@ fn a_call_cancelled_after_its_token_was_redeemed_is_recorded_as_not_run() {
             .env("ASSENT_URL", &slow)
             .env("ASSENT_API_KEY", KEY),
     );
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"message": "never"}}}));
-    let id = within(20, "the call was never held", || {
-        let list = crate::get_op(&server.url, "/v1/approvals?status=pending");
-        list["approvals"][0]["id"].as_str().map(str::to_string)
-    });
-    ok(&cli(&server.url, &["approve", &id]));
-    within(20, "the token was never redeemed", || {
-        (!records(dir.path(), "token.redeemed").is_empty()).then_some(())
-    });
-    send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": 1, "reason": "the user pressed stop"}}),
-    );
-    let (linked, data) = within(20, "no outcome was recorded", || {
-        records(dir.path(), "call.result").pop()
-    });
+    let (id, linked, data) =
+        cancelled_after_redeem(&server.url, dir.path(), (&mut stdin, &mut out), "echo");
     assert_eq!(linked, id, "{data}");
     assert_eq!(data["outcome"], "not_run", "{data}");
     assert_eq!(data["tool"], "echo", "{data}");
     assert!(data.get("result_sha256").is_none(), "{data}");
     // Never run, and nothing answered: the client cancelled it.
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    )
+    .unwrap();
     let answers: Vec<Value> = std::iter::from_fn(|| {
         let mut l = String::new();
         (out.read_line(&mut l).unwrap_or(0) > 0).then(|| serde_json::from_str(&l).unwrap())
@@ -211,32 +231,8 @@ fn a_hub_call_cancelled_after_its_token_was_redeemed_is_recorded_as_not_run() {
             .env("ASSENT_URL", &slow)
             .env("ASSENT_API_KEY", KEY),
     );
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "up__echo", "arguments": {"message": "never"}}}));
-    let id = within(20, "the call was never held", || {
-        let list = crate::get_op(&server.url, "/v1/approvals?status=pending");
-        list["approvals"][0]["id"].as_str().map(str::to_string)
-    });
-    ok(&cli(&server.url, &["approve", &id]));
-    within(20, "the token was never redeemed", || {
-        (!records(dir.path(), "token.redeemed").is_empty()).then_some(())
-    });
-    send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": 1, "reason": "the user pressed stop"}}),
-    );
-    let (linked, data) = within(20, "no outcome was recorded", || {
-        records(dir.path(), "call.result").pop()
-    });
+    let (id, linked, data) =
+        cancelled_after_redeem(&server.url, dir.path(), (&mut stdin, &mut out), "up__echo");
     assert_eq!(linked, id, "{data}");
     assert_eq!(data["outcome"], "not_run", "{data}");
     drop(stdin);
