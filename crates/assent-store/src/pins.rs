@@ -272,7 +272,29 @@ struct Report<'a> {
     pending: usize,
 }
 
-impl Report<'_> {
+impl<'a> Report<'a> {
+    /// The report of `actor` at `now` on `server` in `scope` (`seen`: whether the server was
+    /// seen before), with the scope's pending reviews of the server counted.
+    fn open(
+        tx: &Tx<'_>,
+        scope: PinScope<'a>,
+        server: &'a str,
+        (actor, now): (&'a str, i64),
+        seen: bool,
+    ) -> db::Result<Self> {
+        let pending: i64 = tx
+            .prepare_cached("SELECT count(*) FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND status = 'pending'")?
+            .query_row(params![scope.key(), server], |r| r.get(0))?;
+        Ok(Report {
+            scope,
+            server,
+            actor,
+            now,
+            seen,
+            pending: usize::try_from(pending).unwrap_or(usize::MAX),
+        })
+    }
+
     /// The audit data of one tool: `extra` with the server, tool, fingerprint and reporter.
     fn data(&self, name: &str, fp: &str, extra: Value) -> Value {
         let (scope, reporter) = self.scope.audit();
@@ -398,17 +420,7 @@ impl Store {
                 tx.prepare_cached("INSERT INTO tool_servers (scope, server, first_seen) VALUES (?1, ?2, ?3)")?
                     .execute(params![key, server, now])?;
             }
-            let pending: i64 = tx
-                .prepare_cached("SELECT count(*) FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND status = 'pending'")?
-                .query_row(params![key, server], |r| r.get(0))?;
-            let mut report = Report {
-                scope,
-                server,
-                actor,
-                now,
-                seen,
-                pending: usize::try_from(pending).unwrap_or(usize::MAX),
-            };
+            let mut report = Report::open(tx, scope, server, (actor, now), seen)?;
             let mut out = Vec::with_capacity(tools.len());
             for t in tools {
                 // A tool list never speaks for the server's own words.
@@ -447,17 +459,7 @@ impl Store {
                 .query_row(params![server, key, SERVER_ENTRY], |_| Ok(()))
                 .optional()?
                 .is_some();
-            let pending: i64 = tx
-                .prepare_cached("SELECT count(*) FROM tool_reviews WHERE scope = ?1 AND server = ?2 AND status = 'pending'")?
-                .query_row(params![key, server], |r| r.get(0))?;
-            let mut report = Report {
-                scope,
-                server,
-                actor,
-                now,
-                seen,
-                pending: usize::try_from(pending).unwrap_or(usize::MAX),
-            };
+            let mut report = Report::open(tx, scope, server, (actor, now), seen)?;
             report.check(tx, SERVER_ENTRY, &entry)
         })
     }
