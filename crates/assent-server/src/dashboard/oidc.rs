@@ -333,7 +333,8 @@ async fn finish(
             "The callback needs `state` and `code`.",
         ));
     };
-    let login = sign_in_of(st, headers, state).await?;
+    // The lock-out first, in memory: a locked-out address costs no store read (found by
+    // review: a replayed cookie cost a store job on every request, without end).
     if let Some(wait) = st.throttle.sso_locked_out(addr) {
         return Err(Refusal::retry(
             StatusCode::TOO_MANY_REQUESTS,
@@ -341,6 +342,7 @@ async fn finish(
             Some(wait),
         ));
     }
+    let login = sign_in_of(st, headers, state).await?;
     let client = sso
         .client()
         .await
@@ -409,11 +411,17 @@ where
     let chain = error_chain(&e);
     tracing::warn!(error = %chain, "OIDC code exchange failed");
     match e {
-        RequestTokenError::Request(_) => Refusal::early(
+        // The provider said no: the code, its verifier or its client were refused.
+        RequestTokenError::ServerResponse(_) => {
+            Refusal::failed(format!("The provider did not redeem the code: {chain}."))
+        }
+        // Unreachable, or an answer that is no OAuth answer (a 5xx page): the provider's
+        // trouble, not the caller's guess, so it counts nothing (found by review: during a
+        // provider incident an office's address was locked out).
+        _ => Refusal::early(
             StatusCode::BAD_GATEWAY,
-            format!("The provider could not be reached to redeem the code: {chain}. Start again."),
+            format!("The provider could not redeem the code: {chain}. Start again."),
         ),
-        _ => Refusal::failed(format!("The provider did not redeem the code: {chain}.")),
     }
 }
 
@@ -449,8 +457,14 @@ async fn sign_in_of(st: &AppState, headers: &HeaderMap, state: &str) -> Result<S
         .map_err(unavailable)?
         .map_err(unavailable)?;
     if spent {
+        // Only the browser that started it holds the cookie (HttpOnly, cleared at its
+        // callback), so no web page makes this happen: it counts, and a replay loop meets the
+        // lock-out (found by review).
         tracing::warn!("OIDC callback replayed: its state was used already");
-        return Err(Refusal::early(StatusCode::FORBIDDEN, USED));
+        return Err(Refusal {
+            counts: true,
+            ..Refusal::early(StatusCode::FORBIDDEN, USED)
+        });
     }
     Ok(login)
 }
