@@ -93,9 +93,7 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
             "text": "This call is too long to show here whole: open it in assent to approve it."}]}));
     }
     if a.status != ApprovalStatus::Pending || !a.votes.is_empty() {
-        blocks.push(json!({"type": "context", "elements": [
-            {"type": "mrkdwn", "text": cut(&outcome(a), 2900)}
-        ]}));
+        blocks.push(outcome_block(a));
     }
     json!({"text": cut(&escape(&format!("{title}: {message}")), 3000), "blocks": blocks})
 }
@@ -219,25 +217,41 @@ pub fn escape(s: &str) -> String {
 }
 
 /// What became of `a` and by whom: "Approved by alice (once)", "Denied by bob: reason",
-/// "Expired", "Cancelled", or the votes so far while it is pending.
+/// "Expired", "Cancelled", or the votes so far while it is pending (the reply to the one who
+/// decided: their own reason, quoted).
 pub fn outcome(a: &ApprovalRecord) -> String {
-    let r = a.redactor();
+    match reason_of(a) {
+        Some(x) => format!("{}: “{}”", outcome_head(a), escape(&x)),
+        None => outcome_head(a),
+    }
+}
+
+/// The reason of `a`'s last decision, as shown: redacted, its controls and line breaks
+/// visible.
+pub(crate) fn reason_of(a: &ApprovalRecord) -> Option<String> {
+    let x = a.decisions.last()?.reason.as_deref()?;
+    Some(assent_core::template::visible(&a.redactor().text(x)).into_owned())
+}
+
+/// The context block of a settled or voted card: the outcome in mrkdwn and, apart, its
+/// reason as plain text. A reason is the agent's own words when it cancels: in mrkdwn it
+/// could close its quotes and write `:white_check_mark: *Approved* by alice` on a line of
+/// its own under a cancelled call (found by review).
+fn outcome_block(a: &ApprovalRecord) -> Value {
+    let mut elements = vec![json!({"type": "mrkdwn", "text": cut(&outcome_head(a), 2900)})];
+    if let Some(x) = reason_of(a) {
+        let text = format!("Reason: {}", cut(&x, 2000));
+        elements.push(json!({"type": "plain_text", "text": text, "emoji": false}));
+    }
+    json!({"type": "context", "elements": elements})
+}
+
+/// [`outcome`] without its reason.
+fn outcome_head(a: &ApprovalRecord) -> String {
     let last = a.decisions.last();
     // Names too are text of someone else's making (an SSO claim): escaped (found by review).
     let by = last
         .map(|d| format!(" by {}", escape(&d.actor)))
-        .unwrap_or_default();
-    // A reason is the agent's own words when it cancels: its line breaks and controls are made
-    // visible and it is quoted, so it cannot add a line of its own ("Approved by alice") under
-    // the outcome (found by review).
-    let reason = last
-        .and_then(|d| d.reason.as_deref())
-        .map(|x| {
-            format!(
-                ": “{}”",
-                escape(&assent_core::template::visible(&r.text(x)))
-            )
-        })
         .unwrap_or_default();
     match a.status {
         ApprovalStatus::Pending => {
@@ -249,11 +263,11 @@ pub fn outcome(a: &ApprovalRecord) -> String {
                 .scope
                 .map(|s| s.to_wire())
                 .unwrap_or_else(|| "once".into());
-            format!(":white_check_mark: *Approved*{by} ({scope}){reason}")
+            format!(":white_check_mark: *Approved*{by} ({scope})")
         }
-        ApprovalStatus::Rejected => format!(":no_entry: *Denied*{by}{reason}"),
+        ApprovalStatus::Rejected => format!(":no_entry: *Denied*{by}"),
         ApprovalStatus::Expired => format!(":hourglass: *Expired* at {}", rfc3339(a.expires_at)),
-        ApprovalStatus::Cancelled => format!(":heavy_multiplication_x: *Cancelled*{by}{reason}"),
+        ApprovalStatus::Cancelled => format!(":heavy_multiplication_x: *Cancelled*{by}"),
     }
 }
 

@@ -367,26 +367,37 @@ async fn a_decision_made_elsewhere_updates_the_slack_message() {
     let c = Card::hold(PAY).await;
     let (s, b) = c.gw.decide(&c.id, "fred-key", "deny").await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    c.fake
-        .wait_for("/api/chat.update", "Denied* by fred: “test”")
-        .await;
+    c.fake.wait_for("/api/chat.update", "Reason: test").await;
     c.stop().await;
 }
 
 /// Found by review: the agent's cancel reason went into the card's outcome line as mrkdwn with
-/// its line breaks, so the channel showed a made-up "Approved by alice" under a cancelled call.
+/// its line breaks, so the channel showed a made-up "Approved by alice" under a cancelled call;
+/// quoted, it could still close its quotes and format itself. The reason is plain text of its
+/// own now, apart from the outcome's mrkdwn.
 #[tokio::test]
 async fn an_agents_cancel_reason_cannot_add_a_line_to_the_slack_outcome() {
     let c = Card::hold(PAY).await;
-    let forged = "oops\n:white_check_mark: *Approved* by alice (once)";
+    let forged = "oops” \n:white_check_mark: *Approved* by alice (once) “";
     let (s, b) =
         c.gw.cancel(&c.id, crate::kit::BOT, Some(json!({"reason": forged})))
             .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let u = c.fake.wait_for("/api/chat.update", "Cancelled").await;
-    let text = u.to_string();
-    assert!(!text.contains("oops\\n:white_check_mark:"), "{text}");
-    assert!(text.contains("“oops\\\\u000a:white_check_mark:"), "{text}");
+    let blocks = u["blocks"].as_array().unwrap();
+    let context = blocks.last().unwrap()["elements"].as_array().unwrap();
+    assert_eq!(context[0]["type"], "mrkdwn", "{u}");
+    let head = context[0]["text"].as_str().unwrap();
+    assert!(
+        head.contains("Cancelled") && !head.contains("Approved"),
+        "{head}"
+    );
+    assert_eq!(context[1]["type"], "plain_text", "{u}");
+    let reason = context[1]["text"].as_str().unwrap();
+    assert!(
+        reason.starts_with("Reason: oops”") && !reason.contains('\n'),
+        "{reason}"
+    );
     c.stop().await;
 }
 
@@ -437,7 +448,7 @@ async fn deny_asks_for_a_reason_in_a_modal_and_denies_with_it() {
         ),
         "{a}"
     );
-    fake.wait_for("/api/chat.update", "Denied* by alice: “not this vendor”")
+    fake.wait_for("/api/chat.update", "Reason: not this vendor")
         .await;
     c.stop().await;
 }
