@@ -55,7 +55,14 @@ impl HumanSummary {
             .iter()
             .map(|(k, v)| {
                 let full = serde_json_canonicalizer::to_string(&args[k]).unwrap_or_default();
-                let cut = if full.len() > v.len() { "…" } else { "" };
+                // A cut inside a string closes it, so that what the cut string holds cannot
+                // read as pairs of its own after it (found by review: `"Invoice 42, amount =
+                // 5` padded past the cut read as a pair `amount = 5`).
+                let cut = match (full.len() > v.len(), in_string(v)) {
+                    (false, _) => "",
+                    (true, false) => "…",
+                    (true, true) => "…\"",
+                };
                 format!("{} = {}{cut}", key_text(k), visible(v))
             })
             .collect();
@@ -99,6 +106,20 @@ impl HumanSummary {
     }
 }
 
+/// Whether JSON text `t`, cut short, ends inside a string: its unescaped quotes are odd.
+fn in_string(t: &str) -> bool {
+    let (mut inside, mut escaped) = (false, false);
+    for c in t.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if inside => escaped = true,
+            '"' => inside = !inside,
+            _ => {}
+        }
+    }
+    inside
+}
+
 /// An argument's key as the summary shows it: as written when it is a plain name (ASCII
 /// letters, digits, `_`, `-`, `.`), else as a JSON string, visible. Found by review: keys were
 /// shown unquoted, so an agent's key `" amount = 5, note"` (sorted first by its space) made
@@ -131,6 +152,21 @@ mod tests {
             s.text,
             r#"Call `pay` with " amount = 5, note" = "", amount = 5000"#
         );
+        assert!(s.verify(&canonical_args).is_ok());
+    }
+
+    /// Found by review: a string cut at the summary's limit was left open, so its own text
+    /// read as pairs after it: `a_memo = "Invoice 42, amount = 5…, amount = 5000`. A cut
+    /// inside a string closes it.
+    #[test]
+    fn a_string_cut_short_is_closed_so_its_text_cannot_forge_a_pair() {
+        use crate::canonical::ToolCall;
+        let memo = format!("Invoice 42, amount = 5{}", " ".repeat(200));
+        let args = serde_json::json!({"a_memo": memo, "amount": 5000});
+        let call = ToolCall::new("pay", None, args).unwrap();
+        let canonical_args = serde_json_canonicalizer::to_string(&call.arguments).unwrap();
+        let s = super::HumanSummary::generate(&call, &canonical_args);
+        assert!(s.text.contains("…\", amount = 5000"), "{}", s.text);
         assert!(s.verify(&canonical_args).is_ok());
     }
 
