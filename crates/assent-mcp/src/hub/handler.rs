@@ -153,9 +153,12 @@ impl HubHandler {
             };
             if let Some(text) = pinned.as_ref().and_then(|p| p["instructions"].as_str()) {
                 // Every line of the upstream's text is quoted, so that it cannot write a
-                // header of its own and pose as another upstream (found by review).
-                let quoted: Vec<String> =
-                    text.split(['\n', '\r']).map(|l| format!("> {l}")).collect();
+                // header of its own and pose as another upstream; other line breaks (U+2028,
+                // U+0085, …) and controls are made visible (found by review).
+                let quoted: Vec<String> = text
+                    .split(['\n', '\r'])
+                    .map(|l| format!("> {}", assent_core::template::visible(l)))
+                    .collect();
                 parts.push(format!(
                     "MCP server `{alias}` (its tools are named `{alias}__TOOL` here):\n{}",
                     quoted.join("\n")
