@@ -22,6 +22,12 @@ pub struct Decider<'a> {
     pub aka: &'a [String],
 }
 
+/// `name` as [`self_approval`] compares it: trimmed, NFKC, lower case.
+fn folded(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    name.trim().nfkc().collect::<String>().to_lowercase()
+}
+
 /// Why `d` may not make decision `kind` on a call of `agent` acting for `on_behalf_of` when
 /// the approval's terms say `separation_of_duties`: they own the agent, or the call acts for
 /// them (an approval only; names compared without regard to case). `None`: no conflict.
@@ -41,10 +47,11 @@ pub fn self_approval(
             d.name
         ));
     }
-    // Names are matched without regard to case: `Alice@Example.com` is alice@example.com
-    // (found by review: an agent's spelling escaped the exact match; refusing more errs safe).
-    let who_lower = on_behalf_of.map(str::to_lowercase).unwrap_or_default();
-    let same = |n: &str| n.to_lowercase() == who_lower;
+    // Names are matched as a person reads them: without surrounding spaces, compatibility
+    // forms (fullwidth letters) or case — `Ａlice@Example.com ` is alice@example.com (found by
+    // review: an agent's spelling escaped the exact match; refusing more errs safe).
+    let who_folded = on_behalf_of.map(folded).unwrap_or_default();
+    let same = |n: &str| folded(n) == who_folded;
     if let Some(who) = on_behalf_of
         && (same(d.name) || d.aka.iter().any(|n| same(n)))
     {
@@ -80,6 +87,8 @@ mod tests {
         let refused = |who| self_approval(true, DecisionKind::Approve, "bot", Some(who), &d);
         assert!(refused("Alice@Example.com").is_some());
         assert!(refused("ALICE").is_some());
+        assert!(refused("ａｌｉｃｅ@example.com").is_some());
+        assert!(refused(" alice@example.com ").is_some());
         assert!(refused("bob").is_none());
         assert!(self_approval(true, DecisionKind::Deny, "bot", Some("ALICE"), &d).is_none());
     }
