@@ -81,15 +81,17 @@ def test_sso_sign_in_maps_groups_to_roles_and_refuses_the_attacks(tmp_path):
         # Attack (found by review): sign-ins in progress were rows, capped per client network,
         # so a flood of starts from an address kept everyone sharing it from signing in.
         # oidc.mjs made 200 starts and more: they wrote nothing (the sign-in in progress is the
-        # browser's sealed cookie), and only the four sign-ins that finished recorded their
-        # spent `state` (alice's, the replay's first callback, the victim's late one, and the
-        # one after the flood).
+        # browser's sealed cookie). Only callbacks whose code was exchanged spent their `state`
+        # (before the exchange, so each cookie drives one): the four sign-ins that finished
+        # (alice's, the replay's first callback, the victim's late one, the one after the flood)
+        # and the five refused after it (mallory, eve, ivan, another client's code, another
+        # audience's ID token).
         db = sqlite3.connect(tmp_path / "data" / "assent.db")
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         spent = db.execute("SELECT COUNT(*) FROM oidc_spent_states").fetchone()[0]
         db.close()
         assert "oidc_logins" not in tables, tables
-        assert spent == 4, spent
+        assert spent == 9, spent
     finally:
         proc.terminate()
         proc.wait(10)
