@@ -23,6 +23,8 @@ pub(crate) async fn serve(
     insecure_demo_keys: bool,
 ) -> Result<i32> {
     init_tracing("info");
+    // Before anything else: a SIGTERM during start-up ends the gateway gracefully.
+    let stop = shutdown();
     let mut cfg = Config::load_with(&config, strict)?;
     cfg.insecure_demo_keys = insecure_demo_keys;
     // What a reload compares the file with: as read, before the command line's overrides.
@@ -59,7 +61,7 @@ pub(crate) async fn serve(
     });
     let hangups = on_hangup(state.clone());
     let own = private.as_mut().and_then(|p| p.listener.take());
-    assent_server::run_with(listener, own, state, extra, shutdown()).await?;
+    assent_server::run_with(listener, own, state, extra, stop).await?;
     drop(private);
     retention.inspect(tokio::task::JoinHandle::abort);
     hangups.inspect(tokio::task::JoinHandle::abort);
@@ -240,18 +242,29 @@ fn on_hangup(state: assent_server::AppState) -> Option<tokio::task::JoinHandle<(
     }
 }
 
-/// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM, logging the shutdown.
-async fn shutdown() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// A future resolving on Ctrl-C (SIGINT) or, on Unix, SIGTERM, logging the shutdown. The
+/// handlers are installed when this is called, not when the future is first polled: the
+/// server polls it only once its accept loop runs, and a SIGTERM before that (a supervisor
+/// stopping a gateway that has just come up) killed the process unhandled, with no shutdown
+/// checkpoint (found as a flaky CLI test: the gateway "ended signal: 15"). A signal that
+/// arrives during start-up is kept and ends the gateway as soon as it serves. Must be called
+/// on the runtime.
+fn shutdown() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("signal handler");
-        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("signal handler");
+        let mut int = signal(SignalKind::interrupt()).expect("signal handler");
+        async move {
+            tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+            tracing::info!("shutting down");
+        }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down");
+    async move {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+    }
 }
 
 /// At most this many MCP sessions of one principal are kept ([`McpSessions`]); past it that
