@@ -94,3 +94,24 @@ pub(crate) fn py_tools(name: &str) -> String {
 pub(crate) fn py_text(text: &str) -> String {
     format!(r#"        r={{"content":[{{"type":"text","text":"{text}"}}]}}"#)
 }
+
+/// Through a stdio MCP client end (`stdin`, `out`: an `assent mcp` proxy or hub): the
+/// `initialize` handshake (its answer read), `notifications/initialized`, then `tools/call` of
+/// `tool` with `arguments` under id 1 (its answer not read).
+pub(crate) fn initialize_and_call(
+    (stdin, out): (&mut impl std::io::Write, &mut impl std::io::BufRead),
+    tool: &str,
+    arguments: serde_json::Value,
+) {
+    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments}}));
+}

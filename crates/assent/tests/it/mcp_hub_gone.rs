@@ -4,7 +4,6 @@
 use crate::hub_kit::{hub_gateway, py_text, py_upstream};
 use crate::{BIN, spawn_piped};
 use serde_json::{Value, json};
-use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -131,17 +130,7 @@ fn a_hub_stdio_client_gone_releases_its_held_call() {
             .env("ASSENT_URL", &server.url)
             .env("ASSENT_API_KEY", KEY),
     );
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "bank__pay", "arguments": {}}}));
+    crate::hub_kit::initialize_and_call((&mut stdin, &mut out), "bank__pay", json!({}));
     let id = held(&server.url);
     drop(stdin);
     // Withdrawn at once (rmcp itself gives its requests 5 s to end before it stops them, and

@@ -141,17 +141,11 @@ fn cancelled_after_redeem(
     (stdin, out): (&mut impl Write, &mut impl BufRead),
     tool: &str,
 ) -> (String, String, Value) {
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
+    crate::hub_kit::initialize_and_call(
+        (&mut *stdin, &mut *out),
+        tool,
+        json!({"message": "never"}),
     );
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": tool, "arguments": {"message": "never"}}}));
     let id = within(20, "the call was never held", || {
         let list = crate::get_op(url, "/v1/approvals?status=pending");
         list["approvals"][0]["id"].as_str().map(str::to_string)
@@ -160,10 +154,9 @@ fn cancelled_after_redeem(
     within(20, "the token was never redeemed", || {
         (!records(dir, "token.redeemed").is_empty()).then_some(())
     });
-    send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": 1, "reason": "the user pressed stop"}}),
-    );
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 1, "reason": "the user pressed stop"}});
+    writeln!(stdin, "{cancel}").unwrap();
     let (linked, data) = within(20, "no outcome was recorded", || {
         records(dir, "call.result").pop()
     });
