@@ -239,6 +239,43 @@ def test_a_dry_run_tool_redefined_upstream_is_not_run_until_its_review(gateway):
     assert _upstream_calls(gateway) == ["echo before", "echo after"]
 
 
+def test_a_dry_run_runs_only_the_tool_the_policy_names_on_an_approval_that_holds_its_seal(gateway):
+    """Found by review: the dry run ran the tool named by the approval's stored `dry_run_tool`,
+    a column no seal covers, on whatever call the stored row held, with no seal checked. Someone
+    who can write the database (not the keys) set it to another tool of the upstream (`write`),
+    and one approver's press ran it with the agent's arguments and no approval; a row whose
+    arguments were edited ran too. Now the press runs only the tool the policy in force names for the call, on an approval
+    whose terms seal and call hash hold: 409 for both rows, the upstream never called, and an
+    untouched approval's dry run still runs."""
+    import sqlite3
+    url = gateway["url"]
+    # The upstream also offers `write`, a tool no rule names for a dry run.
+    cfg = gateway["dir"] / "assent.yaml"
+    cfg.write_text(cfg.read_text().replace("env: {CALL_LOG:", 'env: {WRITE_TOOL: "1", CALL_LOG:'))
+    gateway["proc"].terminate()
+    gateway["proc"].wait(10)
+    gateway["start"]()
+    alice = _signed_in(url, OPERATOR_KEY)
+    db = gateway["dir"] / "data" / "assent.db"
+    renamed = _held_publish(url, "renamed")
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE approvals SET dry_run_tool = 'write' WHERE id = ?", (renamed,))
+    status, page = _dry_run(url, alice, renamed)
+    assert status == 409, page
+    assert "No dry run is available" in page, page
+    edited = _held_publish(url, "edited")
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE approvals SET arguments = ? WHERE id = ?", ('{"text":"rm -rf"}', edited))
+    status, page = _dry_run(url, alice, edited)
+    assert status == 409, page
+    assert "does not match what the gateway sealed" in page, page
+    assert _upstream_calls(gateway) == []
+    fine = _held_publish(url, "fine")
+    status, page = _dry_run(url, alice, fine)
+    assert status == 303, page
+    assert _upstream_calls(gateway) == ["echo fine"]
+
+
 def test_a_dry_run_result_echoing_hidden_characters_shows_them_escaped(gateway):
     """Found by review: the dry run's result (here `echo` of the agent's text) was shown on the
     card as the upstream sent it, so an agent's right-to-left override or invisible characters

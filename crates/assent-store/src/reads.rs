@@ -41,6 +41,25 @@ impl Store {
             .map(|r| self.vouched(r)))
     }
 
+    /// Approval `id` when it may be acted on as shown: its terms and standing hold their seal
+    /// under this gateway's key ([`crate::approval_seal`]), its stored call hashes to its
+    /// `call_hash` ([`ApprovalRecord::call_intact`]) and no column is `damaged`; `None` for a
+    /// row planted or edited behind the gateway's back (or no such approval). For what runs
+    /// something on an approval's behalf without deciding it, the dashboard's dry run (found by
+    /// review: a dry run ran whatever tool an edited row named, with no seal checked). Read on
+    /// one snapshot.
+    pub fn intact_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let key = self.seal_key(Sealed::Approval);
+        let found = self.read(|c| {
+            let Some(rec) = read_approval(c, id)? else {
+                return Ok(None);
+            };
+            let sealed = crate::approval_seal::holds(c, &key, id)?;
+            Ok((sealed && rec.damaged.is_empty() && rec.call_intact()).then_some(rec))
+        })?;
+        Ok(found.map(|r| self.vouched(r)))
+    }
+
     /// [`Store::get_approval`] and, when `with_token` and the approval has a minted token, its
     /// signed token string (what [`Store::token_string`] gives), read in one snapshot on a
     /// read session: the agent's long-poll answer, which does not wait for the writer.

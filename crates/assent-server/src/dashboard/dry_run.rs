@@ -11,6 +11,7 @@ use super::session::Operator;
 use super::views::card;
 use crate::state::{AppState, DryRun, now_ms};
 use assent_core::approval::ApprovalStatus;
+use assent_core::gatekeeper::evaluate_with;
 use assent_core::pin::PinState;
 use assent_store::pins::PinScope;
 use axum::extract::State;
@@ -25,8 +26,10 @@ use std::sync::{Arc, Mutex};
 /// - `403` unless the operator may decide the approval (one of its approver roles; found by
 ///   review: any signed-in operator could run the upstream tool with the agent's arguments,
 ///   again and again);
-/// - `409` when no dry run is available (the approval is not pending, its rule names no
-///   `dry_run_tool`, its upstream is not the hub's), when the dry-run tool's definition does
+/// - `409` when the approval's stored record does not hold its seal (edited or planted behind
+///   the gateway's back: its terms seal, its call hash, a damaged column), when no dry run is
+///   available (the approval is not pending, its rule names no `dry_run_tool`, or the policy in
+///   force names another one or none, its upstream is not the hub's), when the dry-run tool's definition does
 ///   not match its pin in the gateway's scope now (a changed one waits for its review, as
 ///   every gated call of it does), or while a dry run of the same approval is running.
 pub(crate) async fn dry_run_form(
@@ -35,10 +38,26 @@ pub(crate) async fn dry_run_form(
 ) -> Result<Response, Response> {
     let (op, _, loaded) = form.card(&st, "Nothing was run.").await?;
     let id = &form.id;
-    let a = &loaded.rec;
     let refuse = |status: StatusCode, why: &str| page_with(status, &card(&st, &op, &loaded, why));
+    // What runs is read again with its seal checked, and the tool is the one the policy in
+    // force names for this call, not the stored name (found by review: a database writer set
+    // `dry_run_tool` to the held tool itself, or planted an unsealed row, and one approver's
+    // press ran it on the upstream with no approval).
+    let id2 = id.clone();
+    let intact = st.store_call(move |s| s.intact_approval(&id2)).await;
+    let a = match intact {
+        Ok(Some(a)) => a,
+        Ok(None) => return Err(refuse(StatusCode::CONFLICT, NOT_INTACT)),
+        Err(e) => return Err(secured(e.into_response())),
+    };
+    let named = evaluate_with(&st.live().registry, &a.agent, &a.call, None)
+        .terms
+        .dry_run_tool;
     let (Some(tool), Some(server), Some(runner)) = (
-        a.terms.dry_run_tool.clone(),
+        a.terms
+            .dry_run_tool
+            .clone()
+            .filter(|t| named.as_ref() == Some(t)),
         a.call.server.clone(),
         st.dry_run.clone(),
     ) else {
@@ -78,6 +97,9 @@ pub(crate) async fn dry_run_form(
 
 /// The refusal of a dry run that is not available for the call.
 const UNAVAILABLE: &str = "No dry run is available for this call.";
+
+/// The refusal of a dry run of an approval whose stored record does not hold its seal.
+const NOT_INTACT: &str = "This approval's stored record does not match what the gateway sealed; no dry run is run for it. Nothing was run.";
 
 /// `Ok` when `tool` is advertised by upstream `server` now with the definition pinned for it
 /// in the gateway's scope, or pinned by this check (the hub's pins: the list is checked as
