@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
@@ -58,6 +59,21 @@ pub enum CanonicalError {
         /// The dotted key.
         key: String,
     },
+    /// Two keys of one object that are the same name but for case or Unicode compatibility
+    /// form (`amount` and `AMOUNT`; `kind` and `\u{212A}ind`, a Kelvin sign): a policy reads
+    /// the one spelt as it names it, while many tools' decoders (Go's `encoding/json`, which
+    /// folds case and takes the last) read the other. `path` is the JSON pointer to the second.
+    #[error(
+        "argument {path}: key `{key}` differs from key `{other}` of the same object only in case or Unicode form (a policy reading one while the tool uses the other); rename one"
+    )]
+    CaseAmbiguousKey {
+        /// JSON pointer to the second key of the pair.
+        path: String,
+        /// The second key, as sent.
+        key: String,
+        /// The first key it folds to the same name as.
+        other: String,
+    },
 }
 
 /// The JSON type of `v` with its article, as errors name it: `null`, `a boolean`, `a number`,
@@ -78,7 +94,8 @@ impl ToolCall {
     /// integer is exact as a double, and no top-level key with a dot shadows a nested path.
     ///
     /// Errors: [`CanonicalError::EmptyTool`], [`CanonicalError::ArgumentsNotObject`],
-    /// [`CanonicalError::InexactInteger`], [`CanonicalError::AmbiguousKey`].
+    /// [`CanonicalError::InexactInteger`], [`CanonicalError::AmbiguousKey`],
+    /// [`CanonicalError::CaseAmbiguousKey`].
     pub fn new(
         tool: impl Into<String>,
         server: Option<String>,
@@ -274,10 +291,20 @@ fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
             }
         }
         Value::Object(m) => {
+            let mut names: HashMap<String, &str> = HashMap::with_capacity(m.len());
             for (k, x) in m {
                 let len = path.len();
                 path.push('/');
                 path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                if m.len() > 1
+                    && let Some(other) = names.insert(folded_key(k), k)
+                {
+                    return Err(CanonicalError::CaseAmbiguousKey {
+                        path: path.clone(),
+                        key: k.clone(),
+                        other: other.to_string(),
+                    });
+                }
                 check_exact(x, path)?;
                 path.truncate(len);
             }
@@ -285,6 +312,17 @@ fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
         _ => {}
     }
     Ok(())
+}
+
+/// The name `key` stands for to a decoder that ignores case and compatibility forms: NFKC,
+/// then lower case (ASCII keys, the common case, only lower-cased).
+fn folded_key(key: &str) -> String {
+    if key.is_ascii() {
+        key.to_ascii_lowercase()
+    } else {
+        use unicode_normalization::UnicodeNormalization as _;
+        key.nfkc().collect::<String>().to_lowercase()
+    }
 }
 
 /// SHA-256 of `bytes` as 64 lowercase hex characters.
@@ -464,6 +502,34 @@ mod tests {
         assert!(ToolCall::new("dd", None, json!({"target.device": "/dev/null"})).is_ok());
         assert!(ToolCall::new("dd", None, json!({"target": {"device": "/dev/sda"}})).is_ok());
         assert!(ToolCall::new("dd", None, json!({"target.x": 1, "target": {"y": 2}})).is_ok());
+    }
+
+    /// Attack: a rule checks `amount`; the agent sends `{"amount": 5, "AMOUNT": 5000}` (or a
+    /// Kelvin sign for a `K`, a long s for an `s`): the policy reads 5, a tool decoding with
+    /// Go's case-folding `encoding/json` runs with 5000. Any two keys of one object, at any
+    /// depth, that fold to one name are refused, naming the second.
+    #[test]
+    fn keys_differing_only_in_case_or_unicode_form_are_refused() {
+        let upper = json!({"amount": 5, "AMOUNT": 5000});
+        assert_eq!(
+            ToolCall::new("pay", None, upper).unwrap_err(),
+            CanonicalError::CaseAmbiguousKey {
+                path: "/amount".into(),
+                key: "amount".into(),
+                other: "AMOUNT".into(),
+            }
+        );
+        let kelvin = json!({"order": {"kind": "refund", "\u{212A}ind": "transfer"}});
+        let e = ToolCall::new("pay", None, kelvin).unwrap_err();
+        assert!(
+            matches!(&e, CanonicalError::CaseAmbiguousKey { path, .. } if path.starts_with("/order/")),
+            "{e:?}"
+        );
+        let long_s = json!({"items": [{"sum": 1, "\u{17F}um": 2}]});
+        assert!(ToolCall::new("pay", None, long_s).is_err(), "in arrays too");
+        // Distinct names, and one key alone in any case, are plain calls.
+        assert!(ToolCall::new("pay", None, json!({"AMOUNT": 1, "amount_eur": 2})).is_ok());
+        assert!(ToolCall::new("pay", None, json!({"Ärger": 1, "arger": 2})).is_ok());
     }
 
     #[test]

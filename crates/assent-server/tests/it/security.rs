@@ -254,3 +254,34 @@ async fn a_dotted_key_cannot_show_the_policy_one_value_while_the_tool_reads_anot
     );
     gw.stop().await;
 }
+
+/// Attack: a rule holds `pay` when `amount` is over 1000; the agent sends
+/// `{"amount": 5, "AMOUNT": 5000}`. The policy read 5 and allowed the call, and a tool decoding
+/// with Go's case-folding `encoding/json` (the last key wins) paid 5000. Keys of one object
+/// that differ only in case or Unicode form (a Kelvin sign for a `K`) are refused now: 400
+/// naming the key's JSON pointer, before any rule is read.
+#[tokio::test]
+async fn keys_differing_only_in_case_cannot_show_the_policy_one_amount_while_the_tool_reads_another()
+ {
+    let rule = "- tool: pay\n  approval: {condition: {args_match: {amount: {gt: 1000}}}}\n";
+    let agent = crate::kit::one_tool_agent("bot", "alias: pay");
+    let gw = crate::kit::serve_policy(&agent, &crate::kit::policy("t.case-v1", rule)).await;
+    let (s, b) = gw
+        .propose("pay", json!({"amount": 5, "AMOUNT": 5000}))
+        .await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "/amount");
+    let nested = json!({"order": {"kind": "refund", "\u{212A}ind": "transfer"}, "amount": 5});
+    let (s, b) = gw.propose("pay", nested).await;
+    assert_error(s, &b, StatusCode::BAD_REQUEST, "BAD_REQUEST");
+    assert_says(&b, "message", "/order/");
+    let (s, b) = gw.propose("pay", json!({"amount": 5000})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let (s, b) = gw.propose("pay", json!({"amount": 5})).await;
+    assert_eq!(
+        (s, &b["decision"]),
+        (StatusCode::OK, &json!("allow")),
+        "{b}"
+    );
+    gw.stop().await;
+}
