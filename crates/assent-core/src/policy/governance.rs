@@ -258,6 +258,20 @@ pub(super) fn load_governance(
             ));
             continue;
         }
+        // A selector glob that does not compile selected no agent, silently: every rule of
+        // the policy, denials included, stopped applying (found by review: `payments-**`, an
+        // unclosed `[`). It stops the load like a rule's bad `tool` glob.
+        for a in p.selector.agents.iter() {
+            if a.is_empty() || glob::Pattern::new(a).is_err() {
+                errs.push(err(
+                    pline,
+                    format!(
+                        "policy `{}` selector.agents: `{a}` is not an agent id or glob",
+                        p.id
+                    ),
+                ));
+            }
+        }
         let mut rules = Vec::new();
         for (i, r) in p.rules.iter().enumerate() {
             let line = r.referenced.line();

@@ -62,6 +62,18 @@ fn bad_files_name_file_line_and_reason() {
     assert!(e.contains("unknown risk_tier `R9`"), "{e}");
     let e = load_err("metadata: [1", GOV);
     assert!(e.starts_with("a.agf.yaml:"), "{e}");
+    // Attack (a mistake an attacker waits for): a selector glob that does not compile
+    // selected no agent, so the whole policy, its denials included, silently stopped applying.
+    for bad in ["payments-**", "pay[ments", ""] {
+        let gov = format!(
+            "policies:\n  - id: a.b-v1\n    selector: {{agents: [\"{bad}\"]}}\n    rules:\n      - tool: x\n        deny: true\n"
+        );
+        let e = load_err(AGENT, &gov);
+        assert!(
+            e.starts_with("g.yaml:2: policy `a.b-v1` selector.agents:") && e.contains(bad),
+            "{bad}: {e}"
+        );
+    }
     let w = Registry::load(&[], &[("g.yaml".into(), "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        risk_tier: R3\n        default_decision: approve\n".into())]).unwrap();
     assert!(w.warnings[0].contains("discouraged"), "{:?}", w.warnings);
     let bad_re = AGENT.replace("pattern: \"^ext-\"", "pattern: \"ext-(\"");
