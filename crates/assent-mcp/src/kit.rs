@@ -31,6 +31,12 @@ pub(crate) fn offer_tasks(caps: &mut Value) {
     }
 }
 
+/// How long the proxy and the hub wait for the gateway's word on an upstream's handshake
+/// words (`POST /v1/tools/check` with `handshake`) before they show none of them (fail
+/// closed): 10 s, not the HTTP client's full request timeout (`poll_seconds` + 30 s), which
+/// held the client's `initialize` that long when the gateway stalled.
+pub const HANDSHAKE_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How the proxy is set up (`assent mcp --agent ID --server ALIAS -- COMMAND ARGS...`).
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {

@@ -548,6 +548,11 @@ pub(crate) fn pending_review(
         .optional()
 }
 
+/// [`Store::record_result`]'s refusal of a second result for one approval's call.
+pub const RESULT_TWICE: &str = "this call already has a result recorded";
+/// [`Store::record_result`]'s refusal of a result naming no approval of its agent.
+pub const RESULT_NO_APPROVAL: &str = "approval_id names no approval of this agent";
+
 /// A forwarded call's result, reported to [`Store::record_result`].
 #[derive(Debug, Clone, Copy)]
 pub struct ReportedResult<'a> {
@@ -572,6 +577,12 @@ impl Store {
     /// holds the call hash and the result's SHA-256 and size; linked to `r.approval_id` when
     /// it is an approval of `r.agent`. In the same transaction the result's session takes in
     /// what the call brings (`r.effects`, issue 16 §3: untrusted output, private data).
+    ///
+    /// Refused (`StoreError::Invalid`, nothing appended) when `r.approval_id` names no approval
+    /// of `r.agent`, or one that has a `call.result` already: a cleared call has one result,
+    /// so an agent cannot overwrite what its proxy reported (say, `not_run` after the call
+    /// ran) by reporting again. Checked in the write transaction, so two racing reports
+    /// cannot both land.
     pub fn record_result(&self, r: &ReportedResult<'_>, now: i64) -> Result<(), StoreError> {
         self.write(|tx| {
             let link: Option<String> = match r.approval_id {
@@ -581,6 +592,18 @@ impl Store {
                     .optional()?,
                 None => None,
             };
+            if r.approval_id.is_some() && link.is_none() {
+                return Err(StoreError::Invalid(RESULT_NO_APPROVAL.into()));
+            }
+            if let Some(id) = link.as_deref() {
+                let had = tx
+                    .prepare_cached("SELECT 1 FROM audit WHERE approval_id = ?1 AND kind = 'call.result' LIMIT 1")?
+                    .query_row(params![id], |_| Ok(()))
+                    .optional()?;
+                if had.is_some() {
+                    return Err(StoreError::Invalid(RESULT_TWICE.into()));
+                }
+            }
             audit::append(**tx, now, "call.result", link.as_deref(), r.agent, r.data)?;
             let call = (r.tool, r.server);
             crate::session_risk::ran(**tx, r.agent, r.session_id, call, r.effects, now)?;

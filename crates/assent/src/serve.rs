@@ -201,6 +201,8 @@ async fn mount_mcp(
                     cfg.mcp_allowed_hosts.clone(),
                     cfg.mcp_allowed_origins.clone(),
                     sessions.manager.clone(),
+                    cfg.mcp_client_gone_seconds
+                        .map(std::time::Duration::from_secs),
                 ),
             )
             .layer(axum::middleware::from_fn_with_state(

@@ -34,5 +34,8 @@ mod upstream;
 
 pub use handler::HubHandler;
 pub use state::{GatewayAt, Hub};
-pub use transport::{CountedBody, HttpSessions, HubHttpService, http_service, serve_stdio};
+pub use transport::{
+    CountedBody, GONE_AFTER, GONE_AFTER_BOUNDS, HttpSessions, HubHttpService, http_service,
+    serve_stdio,
+};
 pub use upstream::UpstreamSpec;

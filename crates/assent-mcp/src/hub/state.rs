@@ -232,7 +232,8 @@ impl Hub {
     /// Reports upstream `alias`'s own words from its handshake (`words`: `{"instructions"?,
     /// "serverInfo"?}`) for `agent` with its key `key`, as [`Hub::check_pins`] reports its
     /// tools, and returns the gateway's word on them (its `pinned` entry is what the hub may
-    /// show); `Err(why)` when it cannot be had (then nothing of them is shown).
+    /// show); `Err(why)` when it cannot be had within
+    /// [`crate::kit::HANDSHAKE_CHECK_TIMEOUT`] (then nothing of them is shown).
     pub(super) async fn check_handshake(
         &self,
         key: &str,
@@ -248,7 +249,15 @@ impl Hub {
             hub_token: Some(self.hub_token.to_string()),
         };
         let what = "the server's instructions";
-        let r = self.report(key, &report, what).await?;
+        let limit = crate::kit::HANDSHAKE_CHECK_TIMEOUT;
+        let asked = tokio::time::timeout(limit, self.report(key, &report, what));
+        let Ok(r) = asked.await else {
+            return Err(format!(
+                "the gateway did not check {what} within {} s",
+                limit.as_secs()
+            ));
+        };
+        let r = r?;
         r.handshake
             .ok_or_else(|| format!("the gateway did not check {what}"))
     }

@@ -104,16 +104,25 @@ impl HttpSessions {
 /// kept by `sessions` (the caller keeps a handle to close them). Only requests whose `Host`
 /// is in `allowed_hosts` (loopback names when empty) are served, and, when `allowed_origins`
 /// is not empty, only browser requests from those origins (DNS-rebinding protection). A
-/// session whose client is gone has its calls stopped ([`HubHttpService`]).
+/// session whose client is gone has its calls stopped ([`HubHttpService`]): after
+/// `gone_after` with no stream open (`None`: [`GONE_AFTER`], 30 s; clamped to
+/// [`GONE_AFTER_BOUNDS`]).
 pub fn http_service(
     hub: Arc<Hub>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     sessions: HttpSessions,
+    gone_after: Option<std::time::Duration>,
 ) -> HubHttpService {
+    let (lo, hi) = GONE_AFTER_BOUNDS;
+    let gone_after = gone_after.unwrap_or(GONE_AFTER).clamp(
+        std::time::Duration::from_secs(lo),
+        std::time::Duration::from_secs(hi),
+    );
     let streams = Arc::new(Streams {
         hub: hub.clone(),
         open: std::sync::Mutex::default(),
+        gone_after,
     });
     HubHttpService {
         inner: rmcp_service(hub, allowed_hosts, allowed_origins, sessions),
@@ -150,11 +159,18 @@ fn rmcp_service(
 
 /// How long a client may have no stream open to its MCP session (no response it still reads,
 /// no standalone stream) before the hub takes it as gone: time to resume a dropped stream, as
-/// the transport allows (a disconnection alone is no cancellation).
-const GONE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+/// the transport allows (a disconnection alone is no cancellation). The default; the
+/// gateway's `mcp_client_gone_seconds` sets another (a laptop that sleeps drops its streams
+/// for longer than this, and its held calls are withdrawn).
+pub const GONE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The bounds of the time a client may have no stream open ([`http_service`]'s
+/// `gone_after`), in seconds: 5 s … 24 h.
+pub const GONE_AFTER_BOUNDS: (u64, u64) = (5, 24 * 3600);
 
 /// The hub's streamable HTTP service ([`http_service`]): rmcp's, with each MCP session's open
-/// response streams counted. When a session has had none for `GONE_AFTER` (30 s), its client is
+/// response streams counted. When a session has had none for `gone_after` (30 s unless
+/// configured, [`GONE_AFTER`]), its client is
 /// gone without a word — its process ended, its connections dropped, and it never resumed —
 /// and its calls under way are stopped as if it had cancelled them ([`Hub::client_gone`];
 /// found by review: a held call waited until the session idled out, for ever while its
@@ -173,6 +189,8 @@ pub struct HubHttpService {
 struct Streams {
     hub: Arc<Hub>,
     open: std::sync::Mutex<std::collections::HashMap<String, (usize, u64)>>,
+    /// How long a session may have no stream open before its client is taken as gone.
+    gone_after: std::time::Duration,
 }
 
 impl Streams {
@@ -211,7 +229,7 @@ impl Drop for OpenStream {
         };
         let (streams, session) = (self.streams.clone(), self.session.clone());
         rt.spawn(async move {
-            tokio::time::sleep(GONE_AFTER).await;
+            tokio::time::sleep(streams.gone_after).await;
             let gone = {
                 let mut all = streams.open.lock().unwrap_or_else(|p| p.into_inner());
                 let still = all.get(&session).is_some_and(|e| *e == (0, fall));

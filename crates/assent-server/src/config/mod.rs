@@ -24,6 +24,9 @@ pub use limits::{
     MAX_PENDING_BOUNDS, RateLimits, TIMEOUT_BOUNDS, TOKEN_TTL_BOUNDS,
 };
 pub use outbound::{McpUpstream, Webhook, WebhookFormat};
+
+/// Bounds of `mcp_client_gone_seconds`: 5 s … 24 h (the hub's own bounds, which it clamps to).
+pub const MCP_CLIENT_GONE_BOUNDS: (u64, u64) = (5, 24 * 3600);
 pub use principals::{MIN_KEY_CHARS, Principal, PrincipalKind};
 pub use raw::{ConfigError, Problem};
 
@@ -110,6 +113,10 @@ pub struct Config {
     pub mcp_allowed_hosts: Vec<String>,
     /// `mcp_allowed_origins`: browser `Origin`s `/mcp` accepts (empty: no Origin check).
     pub mcp_allowed_origins: Vec<String>,
+    /// `mcp_client_gone_seconds` ([`MCP_CLIENT_GONE_BOUNDS`]; `None`: 30 s): how long an HTTP
+    /// client of `/mcp` may have no stream open before the hub takes it as gone and withdraws
+    /// its calls under way (a laptop asleep longer than this loses its held calls).
+    pub mcp_client_gone_seconds: Option<u64>,
     /// `audit_checkpoints`: signed audit checkpoints.
     pub audit_checkpoints: AuditCheckpoints,
     /// `audit_retention_days` (1 … 36,500): audit records older than this many days are
@@ -190,6 +197,12 @@ impl Config {
             &raw.audit_retention_days,
             AUDIT_RETENTION_DAYS_BOUNDS,
         )?;
+        let mcp_client_gone_seconds = raw::bounded(
+            path,
+            "mcp_client_gone_seconds",
+            &raw.mcp_client_gone_seconds,
+            MCP_CLIENT_GONE_BOUNDS,
+        )?;
         Ok(Config {
             slack,
             audit_retention_days,
@@ -203,6 +216,7 @@ impl Config {
             mcp_upstreams,
             mcp_allowed_hosts: raw.mcp_allowed_hosts,
             mcp_allowed_origins: raw.mcp_allowed_origins,
+            mcp_client_gone_seconds,
             listen: raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: base.join(raw.data_dir.unwrap_or_else(|| ".assent".into())),
             keys_dir: raw.keys_dir.map(|k| base.join(k)),
@@ -412,6 +426,7 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
     put("mcp_upstreams", &c.mcp_upstreams);
     put("mcp_allowed_hosts", &c.mcp_allowed_hosts);
     put("mcp_allowed_origins", &c.mcp_allowed_origins);
+    put("mcp_client_gone_seconds", &c.mcp_client_gone_seconds);
     put("public_url", &c.public_url);
     put("webhooks", &c.webhooks);
     put("oidc", &c.oidc);

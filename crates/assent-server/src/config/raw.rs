@@ -141,6 +141,7 @@ pub(crate) struct RawConfig {
     pub(crate) mcp_upstreams: BTreeMap<String, Spanned<RawUpstream>>,
     pub(crate) mcp_allowed_hosts: Vec<String>,
     pub(crate) mcp_allowed_origins: Vec<String>,
+    pub(crate) mcp_client_gone_seconds: Option<Spanned<u64>>,
     pub(crate) public_url: Option<Spanned<String>>,
     pub(crate) webhooks: Vec<Spanned<RawWebhook>>,
     pub(crate) audit_checkpoints: Option<Spanned<RawCheckpoints>>,

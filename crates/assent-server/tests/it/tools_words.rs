@@ -95,3 +95,55 @@ async fn a_cleared_call_with_no_result_is_recorded_with_its_outcome() {
     );
     gw.stop().await;
 }
+
+/// Attack: an agent rewrites the record of a call that ran. Its proxy reported the held
+/// call's result; the agent (holding the same key) then reports `not_run` for the same
+/// approval, so the audit would say the call never ran. A cleared call has one result: the
+/// second report is refused with a JSON error and nothing is appended; a report naming an
+/// approval that is not the agent's is refused the same way.
+#[tokio::test]
+async fn a_not_run_report_after_the_calls_result_is_refused() {
+    let gw = serve().await;
+    let args = json!({"amount": 500, "to": "bob"});
+    let (s, b) = gw.propose("pay", args.clone()).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, _) = gw.decide(&id, crate::kit::OP, "approve").await;
+    assert_eq!(s, StatusCode::OK);
+    let token = crate::kit::token_of(&gw.as_agent(&id).await);
+    let (s, r) = gw.redeem(&token, "pay", args.clone(), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    let report = |approval: &str, outcome: Option<&str>| {
+        let mut r = json!({"agent": "bot", "session_id": "s1", "tool": "pay",
+                           "arguments": args, "output_bytes": 2, "result_sha256": "ab".repeat(32),
+                           "approval_id": approval});
+        if let Some(o) = outcome {
+            r["outcome"] = json!(o);
+            r["output_bytes"] = json!(0);
+            r["result_sha256"] = json!(empty);
+        }
+        r
+    };
+    let (s, b) = gw.post("/v1/tool-results", BOT, report(&id, None)).await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    for outcome in [Some("not_run"), Some("no_answer"), None] {
+        let (s, e) = gw.post("/v1/tool-results", BOT, report(&id, outcome)).await;
+        assert!(!s.is_success(), "{outcome:?} answered {s}: {e}");
+        assert!(e["code"].is_string(), "a JSON error body: {e}");
+    }
+    let (s, e) = gw
+        .post(
+            "/v1/tool-results",
+            BOT,
+            report("a-forged-approval-id", Some("not_run")),
+        )
+        .await;
+    assert!(!s.is_success(), "a forged approval id answered {s}: {e}");
+    let results = gw
+        .sql()
+        .rows("SELECT data FROM audit WHERE kind = 'call.result'", &[]);
+    assert_eq!(results.len(), 1, "one result only: {results:?}");
+    assert!(!format!("{results:?}").contains("not_run"), "{results:?}");
+    gw.stop().await;
+}

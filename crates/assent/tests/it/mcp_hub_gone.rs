@@ -1,7 +1,7 @@
 //! A hub client gone without a word releases what it held, and a hub call whose upstream never
 //! answered is recorded as such — not as a result.
 
-use crate::hub_kit::{hub_gateway, py_text, py_upstream};
+use crate::hub_kit::{hub_gateway, hub_gateway_with, py_text, py_upstream};
 use crate::{BIN, spawn_piped};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -81,6 +81,65 @@ fn a_hub_client_gone_without_a_cancel_releases_its_held_call() {
     let source = upstream();
     let (_dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
     let url = server.url.clone();
+    let (id, call) = held_over_http(&url);
+    // …until the client is gone: its connection dropped, no cancel, no session ended.
+    drop(call);
+    let a = settled(&url, &id, 90);
+    assert_eq!(a["status"], "cancelled", "{a}");
+    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
+    drop(server);
+}
+
+/// Attack (on availability): a laptop that sleeps drops its HTTP streams, and after a fixed
+/// 30 s the hub withdrew its held calls, so an operator's approval found nothing to clear.
+/// `mcp_client_gone_seconds` sets the time: here 5 s, and the call is withdrawn within it
+/// (well before the 30 s default, so the setting is what counts), not left held.
+#[test]
+fn a_sleeping_hub_client_is_given_up_after_mcp_client_gone_seconds_not_a_fixed_30s() {
+    let source = upstream();
+    let (_dir, server) = hub_gateway_with(
+        KEY,
+        &[("bank", Some(TOOLS), &source)],
+        "mcp_client_gone_seconds: 5\n",
+    );
+    let url = server.url.clone();
+    let (id, call) = held_over_http(&url);
+    let gone = Instant::now();
+    drop(call);
+    let a = settled(&url, &id, 20);
+    assert!(
+        gone.elapsed() >= Duration::from_secs(4),
+        "withdrawn too soon"
+    );
+    assert_eq!(a["status"], "cancelled", "{a}");
+    drop(server);
+}
+
+/// `mcp_client_gone_seconds` out of its bounds (5 … 86400) stops start-up naming the file and
+/// line, like every bounded setting: a typo cannot make a held call withdrawn at once (0) or
+/// held for ever.
+#[test]
+fn mcp_client_gone_seconds_out_of_bounds_stops_start_up_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::start_up_refused(
+        dir.path(),
+        &[
+            (
+                "mcp_client_gone_seconds: 0",
+                "mcp_client_gone_seconds is 0; it must be from 5 to 86400",
+            ),
+            (
+                "mcp_client_gone_seconds: 86401",
+                "mcp_client_gone_seconds is 86401; it must be from 5 to 86400",
+            ),
+            ("mcp_client_gone_seconds: -1", "invalid"),
+        ],
+    );
+}
+
+/// An HTTP client of the hub at `url` with a held call (a progress token, its answer's stream
+/// open): the approval's id and the call's open response.
+fn held_over_http(url: &str) -> (String, reqwest::blocking::Response) {
     let init = post(
         &url,
         None,
@@ -106,16 +165,10 @@ fn a_hub_client_gone_without_a_cancel_releases_its_held_call() {
         "method": "tools/call", "params": {"name": "bank__pay", "arguments": {},
         "_meta": {"progressToken": "p"}}}),
     );
-    let id = held(&url);
-    // …until the client is gone: its connection dropped, no cancel, no session ended.
-    drop(call);
-    let a = settled(&url, &id, 90);
-    assert_eq!(a["status"], "cancelled", "{a}");
-    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
-    drop(server);
+    (held(url), call)
 }
 
-/// As above, over stdio (`assent mcp --config`): a client that closes stdin with a call held
+/// As `a_hub_client_gone_without_a_cancel_releases_its_held_call`, over stdio (`assent mcp --config`): a client that closes stdin with a call held
 /// had it withdrawn only by rmcp stopping the hub's requests 5 s later, racing the hub's own
 /// end (which could leave the call held at the gateway until its approval expired). It is
 /// withdrawn at once, and before the hub ends.
