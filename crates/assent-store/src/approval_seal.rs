@@ -21,6 +21,14 @@
 //! were signed into receipts unsealed); a seal from before, without them, still serves
 //! deciding ([`holds`]) but no receipt ([`holds_whole`]).
 //!
+//! Since this gateway's version the seal also covers what an approver is shown of the call
+//! beside it ([`Shown`]: the message, reasons, triggers, human summary, side effects,
+//! rollback, alternatives, target diff, dry-run tool and redacted paths), which nothing
+//! changes after the call is held (found by review: a database writer rewrote a held
+//! destructive call's message, summary and side effects to harmless ones, and the card showed
+//! them next to the Decide form). A seal of an earlier form (a call held before) still serves
+//! deciding and its receipt; only those calls' shown text is not vouched for.
+//!
 //! On PostgreSQL each statement of a write transaction sees the latest commits, so the seal is
 //! checked on the row as [`lock`]ed for the transaction (found by review: a row edited, read,
 //! then put back before the seal's own read passed the check with the edited values).
@@ -60,6 +68,36 @@ pub(crate) struct Terms<'a> {
     /// `policies` (JSON text) and `policy_set_sha256` its receipt names; `None` when none was
     /// recorded.
     pub governance: (Option<&'a str>, Option<&'a str>),
+    /// What an approver is shown of the call beside it.
+    pub shown: Shown<'a>,
+}
+
+/// What an approver is shown of a held call beside the call itself, as stored (each column's
+/// text; JSON text for the lists): written when the call is held, changed by nothing after.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Shown<'a> {
+    pub message: Option<&'a str>,
+    pub reasons: Option<&'a str>,
+    pub triggers: Option<&'a str>,
+    pub human_summary: Option<&'a str>,
+    pub side_effects: Option<&'a str>,
+    pub rollback: Option<&'a str>,
+    pub suggested_alternatives: Option<&'a str>,
+    pub target_diff: Option<&'a str>,
+    pub dry_run_tool: Option<&'a str>,
+    pub redact: Option<&'a str>,
+}
+
+/// The forms of an approval's seal, oldest first: each covers what the one before did, and
+/// more. Only [`Form::Shown`] is written now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// Migration 0034's: terms and standing.
+    Standing,
+    /// Migration 0035's: and the governance recorded when the call was held.
+    Governance,
+    /// Today's: and what an approver is shown ([`Shown`]).
+    Shown,
 }
 
 /// Who may decide a pending approval and when its default applies, as stored: what the
@@ -82,13 +120,44 @@ pub(crate) struct Standing<'a> {
 
 impl Terms<'_> {
     /// The JSON array the seal is over: the fields above in their order, then the
-    /// [`Standing`] fields in theirs (migrations 0033, 0034), then the governance (0035).
+    /// [`Standing`] fields in theirs (migrations 0033, 0034), then the governance (0035), then
+    /// what is shown ([`Shown`], in its fields' order).
     fn columns(&self) -> Value {
+        let mut all = self.columns_0035();
+        let v = &self.shown;
+        if let Value::Array(c) = &mut all {
+            c.extend([
+                json!(v.message),
+                json!(v.reasons),
+                json!(v.triggers),
+                json!(v.human_summary),
+                json!(v.side_effects),
+                json!(v.rollback),
+                json!(v.suggested_alternatives),
+                json!(v.target_diff),
+                json!(v.dry_run_tool),
+                json!(v.redact),
+            ]);
+        }
+        all
+    }
+
+    /// The seal's columns as migration 0035 had them: without what is shown.
+    fn columns_0035(&self) -> Value {
         let mut all = self.columns_0034();
         if let Value::Array(c) = &mut all {
             c.extend([json!(self.governance.0), json!(self.governance.1)]);
         }
         all
+    }
+
+    /// The columns of `form`.
+    fn columns_of(&self, form: Form) -> Value {
+        match form {
+            Form::Standing => self.columns_0034(),
+            Form::Governance => self.columns_0035(),
+            Form::Shown => self.columns(),
+        }
     }
 
     /// The seal's columns as migration 0034 had them: without the governance.
@@ -129,20 +198,22 @@ impl Terms<'_> {
         key.seal(&self.columns())
     }
 
-    /// Whether `seal` is theirs under `key`.
+    /// Whether `seal` is theirs under `key` in a form that covers the governance (today's, or
+    /// 0035's for a call held before what is shown was sealed): what vouches for a receipt.
     fn sealed_by(&self, key: &SealKey, seal: &str) -> bool {
-        key.holds(&self.columns(), seal)
+        matches!(
+            self.form_held(key, seal),
+            Some(Form::Shown | Form::Governance)
+        )
     }
 
-    /// Which form of the seal `seal` is under `key`: `Some(true)` today's, `Some(false)`
-    /// migration 0034's (without the governance: an approval held before 0035, which serves
-    /// deciding, as the recorded policies do not govern it, but no receipt), `None` neither.
-    fn form_held(&self, key: &SealKey, seal: &str) -> Option<bool> {
-        if key.holds(&self.columns(), seal) {
-            Some(true)
-        } else {
-            key.holds(&self.columns_0034(), seal).then_some(false)
-        }
+    /// Which form of the seal `seal` is under `key`, `None` for none. Each serves deciding; a
+    /// seal of migration 0034's form (without the governance: an approval held before 0035,
+    /// which the recorded policies do not govern) vouches for no receipt.
+    fn form_held(&self, key: &SealKey, seal: &str) -> Option<Form> {
+        [Form::Shown, Form::Governance, Form::Standing]
+            .into_iter()
+            .find(|f| key.holds(&self.columns_of(*f), seal))
     }
 }
 
@@ -174,6 +245,9 @@ pub(crate) fn try_lock(conn: Conn<'_>, id: &str) -> db::Result<bool> {
     Ok(row.is_some())
 }
 
+/// The [`Shown`] columns as read, in its fields' order.
+type ShownTexts = [Option<String>; 10];
+
 /// Runs `f` on approval `id`'s stored terms and seal; `None` when there is no such approval.
 fn with_stored<T>(
     conn: Conn<'_>,
@@ -192,13 +266,15 @@ fn with_stored<T>(
         Option<i64>,
     );
     type Steps = (Option<String>, Option<String>, i64);
-    let row: Option<(Texts, Flags, Rest, Who, Steps)> = conn
+    let row: Option<(Texts, Flags, Rest, Who, Steps, ShownTexts)> = conn
         .prepare_cached(
             "SELECT agent, session_id, device_id, call_hash, canonical, risk_tier,
                     irreversible, default_decision, quorum, require_passkey, separation_of_duties, in_client,
                     on_behalf_of, target_type, target_id, requested_at, seal, reply_token,
                     approvers, expires_at, escalate_to, escalate_after_ms, escalated_at,
-                    escalation, escalation_schedule, escalation_steps
+                    escalation, escalation_schedule, escalation_steps,
+                    message, reasons, triggers, human_summary, side_effects, rollback,
+                    suggested_alternatives, target_diff, dry_run_tool, redact
              FROM approvals WHERE id = ?1",
         )?
         .query_row([id], |r| {
@@ -207,7 +283,11 @@ fn with_stored<T>(
             let rest = (r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?, r.get(16)?);
             let who = (r.get(17)?, r.get(18)?, r.get(19)?, r.get(20)?, r.get(21)?, r.get(22)?);
             let steps = (r.get(23)?, r.get(24)?, r.get(25)?);
-            Ok((texts, flags, rest, who, steps))
+            let mut shown: ShownTexts = Default::default();
+            for (i, v) in shown.iter_mut().enumerate() {
+                *v = r.get(26 + i)?;
+            }
+            Ok((texts, flags, rest, who, steps, shown))
         })
         .optional()?;
     let governance: Option<(String, Option<String>)> = conn
@@ -218,7 +298,7 @@ fn with_stored<T>(
         .optional()?;
     let (policies, policy_set) = governance.unzip();
     let policy_set = policy_set.flatten();
-    Ok(row.map(|(t, g, r, w, st)| {
+    Ok(row.map(|(t, g, r, w, st, v)| {
         let terms = Terms {
             id,
             agent: &t.0,
@@ -249,6 +329,18 @@ fn with_stored<T>(
                 escalation_steps: st.2,
             },
             governance: (policies.as_deref(), policy_set.as_deref()),
+            shown: Shown {
+                message: v[0].as_deref(),
+                reasons: v[1].as_deref(),
+                triggers: v[2].as_deref(),
+                human_summary: v[3].as_deref(),
+                side_effects: v[4].as_deref(),
+                rollback: v[5].as_deref(),
+                suggested_alternatives: v[6].as_deref(),
+                target_diff: v[7].as_deref(),
+                dry_run_tool: v[8].as_deref(),
+                redact: v[9].as_deref(),
+            },
         };
         f(&terms, &r.4)
     }))
@@ -265,7 +357,7 @@ pub(crate) fn seal_new(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<()
 }
 
 /// Whether approval `id`'s stored terms and standing hold their seal under `key`, for
-/// deciding it: today's form, or migration 0034's for a call held before 0035 (the recorded
+/// deciding it: any [`Form`] (a call held before migration 0035 under 0034's, whose recorded
 /// governance does not govern who may approve it); `false` for an unsealed row (before
 /// migration 0029, voided by 0033 or 0034, or planted) and for no such approval.
 pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool> {
@@ -274,22 +366,19 @@ pub(crate) fn holds(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<bool>
 
 /// What [`holding`] found: the form of the seal that held, and the governance it held over.
 pub(crate) struct Holding {
-    /// Today's form (with the governance); `false`: migration 0034's.
-    whole: bool,
+    /// The form that held.
+    form: Form,
     /// The recorded `policies` and `policy_set_sha256` as read for the check.
     governance: (Option<String>, Option<String>),
 }
 
 impl Holding {
-    /// The seal of `t` (as stored now) in the form that held, over the governance checked.
+    /// The seal of `t` (as stored now: the row is [`lock`]ed, so its shown columns are those
+    /// checked) in the form that held, over the governance checked (another table's).
     fn seal_of(&self, t: &Terms<'_>, key: &SealKey) -> String {
         let governance = (self.governance.0.as_deref(), self.governance.1.as_deref());
         let t = Terms { governance, ..*t };
-        if self.whole {
-            t.seal(key)
-        } else {
-            key.seal(&t.columns_0034())
-        }
+        key.seal(&t.columns_of(self.form))
     }
 }
 
@@ -297,8 +386,8 @@ impl Holding {
 /// escalation step ([`reseal`]).
 pub(crate) fn holding(conn: Conn<'_>, key: &SealKey, id: &str) -> db::Result<Option<Holding>> {
     held(conn, id, |t, seal| {
-        t.form_held(key, seal).map(|whole| Holding {
-            whole,
+        t.form_held(key, seal).map(|form| Holding {
+            form,
             governance: (
                 t.governance.0.map(str::to_string),
                 t.governance.1.map(str::to_string),
@@ -369,6 +458,12 @@ mod tests {
             requested_at: 1,
             reply_token: Some("rpl_a"),
             governance: (None, None),
+            shown: Shown {
+                message: Some("Delete the production database?"),
+                human_summary: Some("drop_database(name = \"prod\")"),
+                side_effects: Some(r#"["Deletes every table of prod"]"#),
+                ..Shown::default()
+            },
             standing: Standing {
                 approvers,
                 expires_at,
@@ -417,12 +512,12 @@ mod tests {
         let mut t = terms(r#"["finance"]"#, 100);
         t.governance = (Some(r#"["payments"]"#), Some("ab"));
         let seal = t.seal(&key);
-        assert!(t.sealed_by(&key, &seal) && t.form_held(&key, &seal) == Some(true));
+        assert!(t.sealed_by(&key, &seal) && t.form_held(&key, &seal) == Some(Form::Shown));
         let mut edited = terms(r#"["finance"]"#, 100);
         edited.governance = (Some(r#"["other"]"#), Some("ab"));
         assert!(!edited.sealed_by(&key, &seal) && edited.form_held(&key, &seal).is_none());
         let old = key.seal(&t.columns_0034());
-        assert!(t.form_held(&key, &old) == Some(false) && !t.sealed_by(&key, &old));
+        assert!(t.form_held(&key, &old) == Some(Form::Standing) && !t.sealed_by(&key, &old));
         let mut moved = terms(r#"["finance"]"#, 100);
         moved.risk_tier = "R1";
         assert!(moved.form_held(&key, &old).is_none());
@@ -441,14 +536,14 @@ mod tests {
         let mut stepped = terms(r#"["finance","lead"]"#, 300);
         stepped.governance = (Some(r#"["forged"]"#), None);
         let old = Holding {
-            whole: false,
+            form: Form::Standing,
             governance: (None, None),
         };
         let seal = old.seal_of(&stepped, &key);
         assert!(stepped.form_held(&key, &seal).is_some());
         assert!(!stepped.sealed_by(&key, &seal), "vouches for no receipt");
         let checked = Holding {
-            whole: true,
+            form: Form::Shown,
             governance: (Some(r#"["payments"]"#.into()), Some("ab".into())),
         };
         let seal = checked.seal_of(&stepped, &key);
@@ -459,5 +554,39 @@ mod tests {
         let mut genuine = stepped;
         genuine.governance = (Some(r#"["payments"]"#), Some("ab"));
         assert!(genuine.sealed_by(&key, &seal));
+    }
+
+    /// Found by review: what an approver is shown beside the call (its message, summary, side
+    /// effects…) was not sealed, so a database writer made a held destructive call read as a
+    /// harmless one on the card. Today's seal covers it; a seal of migration 0035's form (a
+    /// call held before) still serves deciding and its receipt.
+    #[test]
+    fn what_an_approver_is_shown_is_sealed_and_a_0035_seal_still_serves() {
+        let key = SealKey::of(
+            &ed25519_dalek::SigningKey::from_bytes(&[3; 32]),
+            Sealed::Approval,
+        );
+        let t = terms(r#"["finance"]"#, 100);
+        let seal = t.seal(&key);
+        let edits: [fn(&mut Shown<'_>); 4] = [
+            |v| v.message = Some("Run the test suite?"),
+            |v| v.human_summary = Some("run_tests()"),
+            |v| v.side_effects = Some("[]"),
+            |v| v.dry_run_tool = Some("drop_database"),
+        ];
+        for edit in edits {
+            let mut edited = t;
+            edit(&mut edited.shown);
+            assert!(edited.form_held(&key, &seal).is_none());
+        }
+        let before = key.seal(&t.columns_0035());
+        assert_eq!(t.form_held(&key, &before), Some(Form::Governance));
+        assert!(t.sealed_by(&key, &before), "its receipt still holds");
+        let stepped = Holding {
+            form: Form::Governance,
+            governance: (None, None),
+        };
+        let again = stepped.seal_of(&t, &key);
+        assert_eq!(t.form_held(&key, &again), Some(Form::Governance));
     }
 }

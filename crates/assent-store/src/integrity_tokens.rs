@@ -280,7 +280,23 @@ pub(crate) fn requested_terms(d: &Value) -> Value {
             out.insert(k.into(), v.clone());
         }
     }
+    if let Some(m) = d.get("message") {
+        out.insert(SHOWN.into(), shown_digest(m, &d["reasons"], &d["triggers"]));
+    }
     Value::Object(out)
+}
+
+/// The name [`terms_differ`] gives a difference in what the approver was shown.
+const SHOWN: &str = "message, reasons or triggers";
+
+/// The digest of what an approver is shown beside a call (its message, reasons and
+/// triggers) as [`terms_differ`] compares it: held as a digest, not the texts, per approval.
+fn shown_digest(
+    message: &impl serde::Serialize,
+    reasons: &impl serde::Serialize,
+    triggers: &impl serde::Serialize,
+) -> Value {
+    call_digest(&serde_json::json!([message, reasons, triggers]))
 }
 
 /// The first of an approval's fields that differs from what its records fix (`d`, from
@@ -288,7 +304,8 @@ pub(crate) fn requested_terms(d: &Value) -> Value {
 /// escalated): the call and its hash (also against the call itself), risk tier,
 /// irreversibility and default decision, and — in records written since they are recorded —
 /// approvers, quorum, passkey, separation of duties, in-client approval and on whose behalf,
-/// and the session and device. `None` when none does. Found by review: a quorum and passkey cleared, a default turned to
+/// the session and device, and what the approver is shown (message, reasons, triggers).
+/// `None` when none does. Found by review: a quorum and passkey cleared, a default turned to
 /// `approve`, a `call_hash` moved to another call, each with `audit verify` green.
 pub(crate) fn terms_differ(rec: &crate::record::ApprovalRecord, d: &Value) -> Option<&'static str> {
     if !rec.call_intact() {
@@ -316,7 +333,10 @@ pub(crate) fn terms_differ(rec: &crate::record::ApprovalRecord, d: &Value) -> Op
         ("session_id", Value::from(rec.session_id.as_str())),
         ("device_id", serde_json::json!(rec.device_id)),
     ];
-    let since = SINCE.iter().copied().zip(since).chain(bound);
+    // What the approver was shown beside the call (found by review: a held destructive call's
+    // message and reasons rewritten in the database to harmless ones went unreported).
+    let shown = [(SHOWN, shown_digest(&t.message, &t.reasons, &t.triggers))];
+    let since = SINCE.iter().copied().zip(since).chain(bound).chain(shown);
     always
         .into_iter()
         .find(|(k, v)| d.get(*k) != Some(v))

@@ -240,6 +240,48 @@ async fn an_approvals_device_binding_removed_in_the_database_is_refused_as_damag
     gw.stop().await;
 }
 
+/// Attack (found by review): the database writer rewrites what the approver is shown beside a
+/// held call — its message, reasons, summary, side effects — so that a destructive call reads
+/// as a harmless one on the card and is approved. The approval's seal covers them now: the
+/// approval is refused as damaged (`409`) and mints nothing, `audit verify` reports the edited
+/// message, and the call can still be denied.
+#[tokio::test]
+async fn what_an_approver_is_shown_edited_in_the_database_is_refused_as_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let edits = [
+        "message = 'Run the nightly report?'",
+        "human_summary = 'report()'",
+        "side_effects = '[\"Nothing leaves the account\"]'",
+        "dry_run_tool = 'pay'",
+    ];
+    for edit in edits {
+        let id = gw
+            .held("s1", "pay", json!({"amount": 500, "to": "x"}))
+            .await;
+        let sql = format!("UPDATE approvals SET {edit} WHERE id = '{id}'");
+        assert_eq!(gw.sql().exec(&sql, &[]), 1);
+        let (s, b) = gw.decide(&id, OP, "approve").await;
+        assert_eq!(s, StatusCode::CONFLICT, "{edit}: {b}");
+        assert_eq!(b["code"], "APPROVAL_DAMAGED", "{edit}: {b}");
+        assert!(gw.as_agent(&id).await["token"].is_null(), "{edit}");
+        if edit.starts_with("message") {
+            let db = crate::backend::database(&gw.data_dir);
+            let report = crate::backend::off_runtime(|| {
+                let opts = Default::default();
+                assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
+            });
+            let problem = format!("{:?}", report.problem.expect("the edit is reported"));
+            assert!(
+                problem.contains("message, reasons or triggers"),
+                "{problem}"
+            );
+        }
+        assert_eq!(gw.decide(&id, OP, "deny").await.0, StatusCode::OK, "{edit}");
+    }
+    gw.stop().await;
+}
+
 /// Attack: a denied call whose default is `approve` (`lenient`, R1) set back to `pending` in
 /// the database with its deadline passed. The seal of its terms still holds — they are as
 /// they were when it was held — so the expiry sweep applied the default and minted a genuine
