@@ -38,11 +38,23 @@ pub struct EscalationStep {
     /// the approval's first wait (its timeout) ends (an `on_timeout` step).
     #[serde(default)]
     pub after_seconds: Option<u64>,
-    /// Operator roles added to the approvers (and to every quorum group that names roles).
+    /// Operator roles added to the approvers (and to the quorum groups that allow them:
+    /// [`crate::quorum::QuorumGroup::escalation`]).
     pub approvers: Vec<String>,
 }
 
 impl Escalation {
+    /// Every role its steps add, in step order, once each.
+    pub fn roles(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for r in self.steps.iter().flat_map(|s| &s.approvers) {
+            if !out.contains(r) {
+                out.push(r.clone());
+            }
+        }
+        out
+    }
+
     /// The escalation of several covering rules together: all their steps (steps due at the
     /// same moment are merged by [`schedule`]), and the shortest `last_wait_seconds` any of
     /// them sets.

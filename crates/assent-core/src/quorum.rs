@@ -23,6 +23,14 @@ pub struct QuorumGroup {
     pub roles: Vec<String>,
     /// How many distinct principals it needs, 1 to [`MAX_COUNT`].
     pub count: u32,
+    /// The roles escalation steps may add to this group: those of the escalation of the
+    /// rule(s) it came from ([`merge`]; `[]`: none, the rule escalates nothing). Absent
+    /// (`None`): every role a step adds, as for quorums stored before the field existed, and
+    /// wherever it would allow every role the approval's escalation names ([`Quorum::scoped`]).
+    /// Found by review: one rule's `escalate_to: [intern]` opened another rule's
+    /// `{roles: [finance], count: 2}` to interns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Vec<String>>,
 }
 
 /// What a deny vote does on an approval that needs a quorum.
@@ -103,12 +111,14 @@ impl Quorum {
     }
 
     /// The quorum after escalation steps: the roles they added join every group that
-    /// names roles (a group open to any operator stays so); the counts do not change.
+    /// names roles and allows them ([`QuorumGroup::escalation`]; a group open to any
+    /// operator stays so); the counts do not change.
     pub fn widened(&self, escalate_to: &[String]) -> Quorum {
         let mut q = self.clone();
         for g in q.groups.iter_mut().filter(|g| !g.roles.is_empty()) {
             for r in escalate_to {
-                if !g.roles.contains(r) {
+                let allowed = g.escalation.as_ref().is_none_or(|a| a.contains(r));
+                if allowed && !g.roles.contains(r) {
                     g.roles.push(r.clone());
                 }
             }
@@ -119,6 +129,42 @@ impl Quorum {
     /// Total places to fill.
     pub fn required(&self) -> u32 {
         self.groups.iter().map(|g| g.count).sum()
+    }
+
+    /// The quorum of an approval whose escalation names the roles `escalates` (every step's,
+    /// once): each group's [`QuorumGroup::escalation`] kept to those roles, and left out
+    /// (`None`) where it narrows nothing — every role of `escalates` allowed, no escalation at
+    /// all, or a group open to any operator — so a quorum that escalation cannot widen
+    /// unevenly reads (and is sealed) as before the field existed. Only sound for the
+    /// approval whose own escalation `escalates` lists (no other roles ever widen it).
+    pub fn scoped(mut self, escalates: &[String]) -> Quorum {
+        for g in &mut self.groups {
+            let Some(allowed) = g.escalation.take() else {
+                continue;
+            };
+            if g.roles.is_empty() || escalates.iter().all(|r| allowed.contains(r)) {
+                continue;
+            }
+            g.escalation = Some(
+                escalates
+                    .iter()
+                    .filter(|r| allowed.contains(r))
+                    .cloned()
+                    .collect(),
+            );
+        }
+        self
+    }
+}
+
+/// The roles escalation may add to a group two rules ask for: those both allow (`None`:
+/// every role). Fails closed: neither rule's group is opened to a role its own escalation
+/// does not name.
+fn both_allow(a: Option<&[String]>, b: Option<&[String]>) -> Option<Vec<String>> {
+    match (a, b) {
+        (None, None) => None,
+        (Some(x), None) | (None, Some(x)) => Some(x.to_vec()),
+        (Some(x), Some(y)) => Some(x.iter().filter(|r| y.contains(r)).cloned().collect()),
     }
 }
 
@@ -271,6 +317,7 @@ fn group(v: &Value) -> Result<QuorumGroup, String> {
     Ok(QuorumGroup {
         roles: dedup(roles),
         count,
+        escalation: None,
     })
 }
 
@@ -311,12 +358,16 @@ fn dedup(v: Vec<String>) -> Vec<String> {
 
 /// The quorum of a call from its covering rules: `None` when no rule asks for one (one
 /// approval by any of the union of roles, as before quorums). Otherwise every rule's groups
-/// must be filled; groups naming the same roles keep the larger count; the roles of rules
-/// without a quorum (`plain_roles`) form one more group of one. A deny needs a quorum only
+/// must be filled; groups naming the same roles keep the larger count and the escalation
+/// roles both allow ([`QuorumGroup::escalation`]); the roles of rules without a quorum
+/// (`plain_roles`) form one more group of one, which escalation may widen by
+/// `plain_escalation` (the roles those rules' escalations name; `None`: every role), or
+/// narrow the escalation of the group naming the same roles. A deny needs a quorum only
 /// when every quorum says `deny: quorum`.
 pub fn merge<'a>(
     quorums: impl IntoIterator<Item = &'a Quorum>,
     plain_roles: &[String],
+    plain_escalation: Option<&[String]>,
 ) -> Option<Quorum> {
     let mut out: Option<Quorum> = None;
     for q in quorums {
@@ -336,19 +387,25 @@ pub fn merge<'a>(
                 k == key
             });
             match same {
-                Some(h) => h.count = h.count.max(g.count),
+                Some(h) => {
+                    h.count = h.count.max(g.count);
+                    h.escalation = both_allow(h.escalation.as_deref(), g.escalation.as_deref());
+                }
                 None => m.groups.push(g.clone()),
             }
         }
     }
     if let Some(m) = out.as_mut()
         && !plain_roles.is_empty()
-        && !m.groups.iter().any(|g| g.roles == plain_roles)
     {
-        m.groups.push(QuorumGroup {
-            roles: plain_roles.to_vec(),
-            count: 1,
-        });
+        match m.groups.iter_mut().find(|g| g.roles == plain_roles) {
+            Some(g) => g.escalation = both_allow(g.escalation.as_deref(), plain_escalation),
+            None => m.groups.push(QuorumGroup {
+                roles: plain_roles.to_vec(),
+                count: 1,
+                escalation: plain_escalation.map(<[String]>::to_vec),
+            }),
+        }
     }
     out
 }

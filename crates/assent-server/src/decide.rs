@@ -181,14 +181,21 @@ pub(crate) struct Decider<'a> {
     pub(crate) via: Via,
     /// What a quorum vote keeps to say what stood behind it, for start-up to check again
     /// ([`vote_stands`]): the binding of the key the request authenticated with
-    /// ([`crate::config::Principal::vote_key_binding`]), [`SLACK_VOTE`], or [`SSO_VOTE`] and
-    /// the groups of a single sign-on.
+    /// ([`crate::config::Principal::vote_key_binding`]), [`SLACK_VOTE`] and the Slack user id,
+    /// or [`SSO_VOTE`] and the groups of a single sign-on.
     pub(crate) key: Option<String>,
 }
 
-/// The binding of a quorum vote cast through Slack: start-up holds it to the roles the file
-/// gives its voter.
-pub(crate) const SLACK_VOTE: &str = "slack";
+/// The start of the binding of a quorum vote cast through Slack, followed by the Slack user
+/// id that clicked (`slack:U0ALICE`): start-up holds it to the roles the file gives its voter
+/// and to the voter's `slack_user_id`, and a reload that moves or removes that account
+/// withdraws it (the principal changed).
+pub(crate) const SLACK_VOTE: &str = "slack:";
+
+/// The binding Slack votes kept before they named the account ([`SLACK_VOTE`]): it cannot
+/// tell whether the account that clicked is still the voter's, so start-up withdraws it (the
+/// voter clicks again).
+const SLACK_VOTE_UNNAMED: &str = "slack";
 
 /// The start of the binding of a quorum vote cast by single sign-on, followed by the JSON
 /// object `{"id": SSO_NAME, "groups": [...]}`: the identity that signed in (the name claim's
@@ -210,7 +217,8 @@ struct SsoVote {
 /// configuration `oidc` now in force.
 ///
 /// - A key's vote: that key is still the voter's, and the file still gives the roles.
-/// - A Slack vote: the file still gives its voter the roles.
+/// - A Slack vote: the file still gives its voter the roles and the Slack account that cast
+///   it (`slack_user_id`); one kept before votes named the account is withdrawn.
 /// - A single sign-on vote: `oidc` is configured, its groups still map to every role it
 ///   voted with under `oidc.roles` ([`crate::config::oidc::OidcConfig::roles_now`]), and the
 ///   voter is still the operator linked to that identity, or an unlinked `oidc:` name.
@@ -220,6 +228,8 @@ struct SsoVote {
 /// Attack (found by review): a restart that took a role from a group in `oidc.roles`, or from
 /// an operator in the file, left the votes cast with it by single sign-on, or through Slack
 /// by an operator linked to single sign-on, standing; one more vote then met a quorum of two.
+/// And a vote cast through a Slack account mapped to the wrong operator survived the fix of
+/// the map: the account's owner then voted a second time under their own name.
 pub(crate) fn vote_stands(
     live: &[crate::config::Principal],
     oidc: Option<&crate::config::oidc::OidcConfig>,
@@ -252,8 +262,11 @@ pub(crate) fn vote_stands(
         };
         return oidc.is_some_and(mapped) && person;
     }
+    if let Some(user) = key.and_then(|k| k.strip_prefix(SLACK_VOTE)) {
+        return found.is_some_and(|p| p.slack_user_id.as_deref() == Some(user) && holds(p));
+    }
     match (found, key) {
-        (Some(p), Some(SLACK_VOTE)) => holds(p),
+        (_, Some(SLACK_VOTE_UNNAMED)) => false,
         (Some(p), Some(k)) => p.vote_key_binding() == k && holds(p),
         (Some(p), None) if oidc.is_some() && p.sso.is_some() => p.roles().is_some(),
         (Some(p), None) => holds(p),
@@ -265,7 +278,7 @@ impl<'a> Decider<'a> {
     /// Operator principal `p` holding `roles`, deciding through `via`: the key binding is of
     /// `p` as the request authenticated it (found by review: looked up by name when the vote
     /// was cast, a reload between the two bound a vote made with the old key to the new one),
-    /// unless `via` is a single sign-on session (no key was presented; Slack: [`Self::unkeyed`]).
+    /// unless `via` is a single sign-on session (no key was presented; Slack: [`Self::by_slack`]).
     pub(crate) fn new(p: &'a crate::config::Principal, roles: &'a [String], via: Via) -> Self {
         let key = via.sso.is_none().then(|| p.vote_key_binding());
         Self {
@@ -299,14 +312,15 @@ impl<'a> Decider<'a> {
         }
     }
 
-    /// Operator `name` holding `roles`, deciding through `via` with no key (Slack:
-    /// [`SLACK_VOTE`]).
-    pub(crate) fn unkeyed(name: &'a str, roles: &'a [String], via: Via) -> Self {
+    /// Operator `name` holding `roles`, deciding through `via` with no key from the Slack
+    /// account `user` (the user id Slack signed the click with): a quorum vote keeps it
+    /// ([`SLACK_VOTE`]).
+    pub(crate) fn by_slack(name: &'a str, roles: &'a [String], via: Via, user: &str) -> Self {
         Self {
             name,
             roles,
             via,
-            key: Some(SLACK_VOTE.into()),
+            key: Some(format!("{SLACK_VOTE}{user}")),
         }
     }
 }
@@ -585,4 +599,35 @@ pub(crate) async fn cancel_session(
         refused: out.refused,
         clarifications: out.clarifications,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vote_stands;
+    use crate::config::{Principal, PrincipalKind};
+
+    /// A Slack vote stands only while its voter still has the account that cast it and the
+    /// roles; one kept before votes named the account cannot be checked, and is withdrawn.
+    #[test]
+    fn a_slack_vote_stands_only_with_the_account_that_cast_it() {
+        let roles = vec!["finance".to_string()];
+        let mut alice = Principal::with_key(
+            "alice",
+            "alice-key",
+            PrincipalKind::Operator {
+                roles: roles.clone(),
+            },
+        );
+        alice.slack_user_id = Some("U0ALICE".into());
+        let live = [alice];
+        let stands = |key: &str| vote_stands(&live, None, ("alice", &roles, Some(key)));
+        assert!(stands("slack:U0ALICE"));
+        assert!(!stands("slack:U0CAROL"), "another account");
+        assert!(!stands("slack"), "cast before votes named the account");
+        assert!(!vote_stands(
+            &live,
+            None,
+            ("bob", &roles, Some("slack:U0ALICE"))
+        ));
+    }
 }

@@ -480,6 +480,8 @@ fn terms_of(r: &Row<'_>, c: &mut stored::Columns) -> db::Result<ApprovalTerms> {
             groups: vec![QuorumGroup {
                 roles: vec![stored::UNREADABLE_ROLE.to_string()],
                 count: 1,
+                // No escalation step opens an unreadable quorum to the roles it adds.
+                escalation: Some(Vec::new()),
             }],
             deny: DenyRule::Any,
         }),

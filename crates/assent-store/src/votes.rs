@@ -60,7 +60,7 @@ pub(crate) struct VoteInput<'a> {
     /// Their roles.
     pub roles: &'a [String],
     /// What stood behind the vote, as the server says it: the binding of the key they voted
-    /// with, or the channel's (`slack`; `sso:` and the identity and groups of a single
+    /// with, or the channel's (`slack:` and the Slack user id; `sso:` and the identity and groups of a single
     /// sign-on) ([`crate::DecisionInput::decider_key`]).
     pub key: Option<&'a str>,
     /// Unix milliseconds.

@@ -51,9 +51,13 @@ pub(super) struct Composed<'a> {
     timeout: Option<u64>,
     approve_default: Option<bool>,
     approvers: Vec<String>,
-    /// Roles of the covering rules without a quorum, and the quorums of the others.
+    /// Roles of the covering rules without a quorum, and the quorums of the others (each
+    /// group allowing only its own rule's escalation roles).
     plain_approvers: Vec<String>,
     quorums: Vec<Quorum>,
+    /// The roles the escalations of the rules without a quorum name: those escalation may
+    /// add to the group their roles form.
+    plain_escalation: Vec<String>,
     triggers: Vec<String>,
     alternatives: Vec<String>,
     escalation: Option<Escalation>,
@@ -142,9 +146,21 @@ impl<'a> Composed<'a> {
             self.approve_default = Some(self.approve_default.unwrap_or(true) && a);
         }
         push_new(&mut self.approvers, &r.approvers);
+        // Found by review: one rule's escalation widened every rule's quorum groups; a group
+        // now allows only the roles its own rule escalates to.
+        let escalates = r.escalation.as_ref().map(|e| e.roles()).unwrap_or_default();
         match &r.quorum {
-            Some(q) => self.quorums.push(q.clone()),
-            None => push_new(&mut self.plain_approvers, &r.approvers),
+            Some(q) => {
+                let mut q = q.clone();
+                for g in &mut q.groups {
+                    g.escalation = Some(escalates.clone());
+                }
+                self.quorums.push(q);
+            }
+            None => {
+                push_new(&mut self.plain_approvers, &r.approvers);
+                push_new(&mut self.plain_escalation, &escalates);
+            }
         }
         self.add_triggers(r, args, obs, &mut notes);
         self.merge(r);
@@ -268,7 +284,13 @@ impl<'a> Composed<'a> {
             self.required = true;
         }
         let required = self.required;
-        let quorum = merge(&self.quorums, &self.plain_approvers);
+        let escalates = self.escalation.as_ref().map(|e| e.roles());
+        let quorum = merge(
+            &self.quorums,
+            &self.plain_approvers,
+            Some(&self.plain_escalation),
+        )
+        .map(|q| q.scoped(escalates.as_deref().unwrap_or_default()));
         let in_client_ok = self.in_client
             && !self.deny_unknown
             && required

@@ -12,6 +12,7 @@ fn group(r: &[&str], count: u32) -> QuorumGroup {
     QuorumGroup {
         roles: roles(r),
         count,
+        escalation: None,
     }
 }
 
@@ -170,7 +171,7 @@ fn covering_rules_quorums_merge_and_escalation_widens_the_groups() {
         groups: vec![group(&["finance"], 3), group(&["security"], 1)],
         deny: DenyRule::Quorum,
     };
-    let m = merge([&a, &b], &roles(&["ops"])).unwrap();
+    let m = merge([&a, &b], &roles(&["ops"]), None).unwrap();
     assert_eq!(
         m.groups,
         [
@@ -185,8 +186,12 @@ fn covering_rules_quorums_merge_and_escalation_widens_the_groups() {
         deny: DenyRule::Any,
         ..a.clone()
     };
-    assert_eq!(merge([&a, &any], &[]).unwrap().deny, DenyRule::Any);
-    assert_eq!(merge([], &roles(&["ops"])), None, "no quorum: one approval");
+    assert_eq!(merge([&a, &any], &[], None).unwrap().deny, DenyRule::Any);
+    assert_eq!(
+        merge([], &roles(&["ops"]), None),
+        None,
+        "no quorum: one approval"
+    );
     let w = m.widened(&roles(&["cfo"]));
     assert!(
         w.groups
@@ -269,4 +274,121 @@ fn an_empty_approvers_group_does_not_open_the_rule_to_any_operator() {
     assert!(anyone.roles.is_empty(), "{{count: 2}}: any two operators");
     let e = parse_approvers(&json!({})).unwrap_err();
     assert!(e.contains("would let any operator decide"), "{e}");
+}
+
+/// The quorum of a `pay` call for agent `bot` under the governance `rules` (YAML rule list).
+fn quorum_of(rules: &str) -> Quorum {
+    let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n";
+    let gov =
+        format!("policies:\n  - id: a.q-v1\n    selector: {{agents: [bot]}}\n    rules:\n{rules}");
+    let reg = assent_core::policy::Registry::load(
+        &[("a.yaml".into(), agent.into())],
+        &[("g.yaml".into(), gov)],
+    )
+    .unwrap();
+    let call = assent_core::ToolCall::new("pay", None, json!({})).unwrap();
+    assent_core::evaluate(&reg, "bot", &call)
+        .terms
+        .quorum
+        .unwrap()
+}
+
+/// Attack (found by review): rule A asks two finance approvers and escalates nothing; rule B
+/// on the same tool is plain (`[ops]`) and escalates to `intern`. Once B's step was taken,
+/// `intern` joined every group, so three interns approved a payment no finance approver saw.
+/// Each group now allows only its own rule's escalation roles.
+#[test]
+fn another_rules_escalation_does_not_open_a_quorum_group_to_its_roles() {
+    let q = quorum_of(
+        "      - tool: pay
+        approvers: {roles: [finance], count: 2}
+      - tool: pay
+        approvers: [ops]
+        on_timeout: {escalate_to: [intern], after_seconds: 60}
+",
+    );
+    assert_eq!(q.groups[0].escalation, Some(vec![]), "{q:?}");
+    assert_eq!(q.groups[1].escalation, None, "ops: its own rule's intern");
+    let w = assent_core::quorum::in_force(Some(&q), &roles(&["intern"])).unwrap();
+    assert_eq!(w.groups[0].roles, ["finance"], "{w:?}");
+    assert_eq!(w.groups[1].roles, ["ops", "intern"], "{w:?}");
+    let ballots = [
+        Ballot {
+            principal: "i1",
+            roles: &roles(&["intern"]),
+        },
+        Ballot {
+            principal: "i2",
+            roles: &roles(&["intern"]),
+        },
+        Ballot {
+            principal: "i3",
+            roles: &roles(&["intern"]),
+        },
+    ];
+    assert!(
+        !tally(&w, &ballots).met,
+        "three interns fill no finance place"
+    );
+    // A single rule's escalation still widens its own group, as before.
+    let q = quorum_of(
+        "      - tool: pay
+        approvers: {roles: [finance], count: 2}
+        on_timeout: {escalate_to: [cfo], after_seconds: 60}
+",
+    );
+    assert_eq!(
+        q.groups,
+        [group(&["finance"], 2)],
+        "nothing to narrow: no field"
+    );
+    assert_eq!(
+        q.widened(&roles(&["cfo"])).groups[0].roles,
+        ["finance", "cfo"]
+    );
+}
+
+/// Two rules asking for the same group keep the escalation roles both allow (fail closed), and
+/// a plain rule whose roles match a quorum group narrows that group's escalation too: neither
+/// rule's demand is met by a role only the other escalates to.
+#[test]
+fn the_same_group_from_two_rules_keeps_only_the_escalation_both_allow() {
+    let q = quorum_of(
+        "      - tool: pay
+        approvers: {roles: [finance], count: 2}
+        on_timeout: {escalate_to: [cfo, lead], after_seconds: 60}
+      - tool: pay
+        approvers: {roles: [finance], count: 1, deny: quorum}
+        escalation: [{after: 30, approvers: [lead]}, {after: 90, approvers: [intern]}]
+      - tool: pay
+        approvers: {roles: [ops], count: 2}
+        on_timeout: {escalate_to: [intern], after_seconds: 60}
+      - tool: pay
+        approvers: [ops]
+",
+    );
+    let all = roles(&["cfo", "lead", "intern"]);
+    let w = q.widened(&all);
+    assert_eq!(
+        w.groups[0],
+        QuorumGroup {
+            escalation: Some(roles(&["lead"])),
+            ..group(&["finance", "lead"], 2)
+        }
+    );
+    assert_eq!(
+        w.groups[1].roles,
+        ["ops"],
+        "the plain [ops] rule escalates nothing: {w:?}"
+    );
+    assert_eq!(w.groups.len(), 2, "{w:?}");
+    // A quorum stored before the field existed (none on its groups) widens every group.
+    let legacy = Quorum {
+        groups: vec![group(&["finance"], 2)],
+        deny: DenyRule::Any,
+    };
+    assert_eq!(
+        legacy.widened(&roles(&["intern"])).groups[0].roles,
+        ["finance", "intern"]
+    );
 }

@@ -63,6 +63,13 @@ pub struct Principal {
     /// dashboard SSO session of that name acts as this principal — its name, so quorum counts
     /// the person once; its `owns` and passkeys — with the roles its groups map to.
     pub sso: Option<String>,
+    /// `slack_user_id`: the Slack account (`U…`/`W…`) an operator decides from. Kept here,
+    /// beside the Slack map built from the same key, so a reload that moves or removes it
+    /// counts the principal as changed (its votes withdrawn), and a quorum vote cast from
+    /// Slack stands only while the voter still has the account that cast it
+    /// (`decide::vote_stands`). Found by review: a vote cast through a Slack account mapped by
+    /// mistake survived the fix of the map, and the account's owner voted a second time.
+    pub slack_user_id: Option<String>,
 }
 
 impl Principal {
@@ -76,6 +83,7 @@ impl Principal {
             key_sha256: Sha256::digest(key.as_bytes()).into(),
             owns: Vec::new(),
             sso: None,
+            slack_user_id: None,
         }
     }
 
@@ -104,6 +112,7 @@ pub(crate) struct Declared {
     kind: PrincipalKind,
     owns: Vec<String>,
     sso: Option<String>,
+    slack_user_id: Option<String>,
     key: KeySource,
     line: Option<u64>,
 }
@@ -171,11 +180,17 @@ pub(crate) fn declare(
             let why = format!("principal `{}`: sso `{n}` is also `{other}`'s", r.name);
             return Err(at(path, line, why));
         }
+        // Only an operator has one (`slack:` refuses it on others when configured).
+        let slack_user_id = r
+            .slack_user_id
+            .clone()
+            .filter(|_| matches!(kind, PrincipalKind::Operator { .. }));
         out.push(Declared {
             name: r.name.clone(),
             kind,
             owns: r.owns.clone(),
             sso,
+            slack_user_id,
             key,
             line,
         });
@@ -382,6 +397,7 @@ pub(crate) fn resolve(
             kind: d.kind.clone(),
             owns: d.owns.clone(),
             sso: d.sso.clone(),
+            slack_user_id: d.slack_user_id.clone(),
             key_sha256,
         });
     }

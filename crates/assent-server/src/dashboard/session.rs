@@ -230,6 +230,7 @@ fn sso_principal(
         key_sha256: [0; 32],
         owns: linked.map(|p| p.owns.clone()).unwrap_or_default(),
         sso: bare.map(str::to_string),
+        slack_user_id: None,
     })
 }
 

@@ -212,10 +212,11 @@ async fn from_our_message(st: &AppState, p: &Value, id: &str) -> Result<(), Repl
     ))
 }
 
-/// Decides `a` as operator `name` (holding `roles`) through the API's decision path.
+/// Decides `a` as operator `name` (holding `roles`), from the Slack account `user`, through
+/// the API's decision path.
 async fn decide(
     st: &AppState,
-    (name, roles): (&str, &[String]),
+    (name, roles, user): (&str, &[String], &str),
     a: &ApprovalRecord,
     decision: DecisionKind,
     scope: &str,
@@ -236,7 +237,8 @@ async fn decide(
         arguments: None,
         passkey: None,
     };
-    let who = crate::decide::Decider::unkeyed(name, roles, assent_store::Via::channel("slack"));
+    let via = assent_store::Via::channel("slack");
+    let who = crate::decide::Decider::by_slack(name, roles, via, user);
     match crate::decide::decide_as(st, &who, a.id.clone(), b).await {
         Ok(rec) if rec.status == ApprovalStatus::Pending => Reply {
             ok: true,
@@ -291,7 +293,8 @@ async fn click(
             "This button is not an assent decision.",
         ));
     };
-    let who = match operator_of(st, p["user"]["id"].as_str().unwrap_or("")) {
+    let user = p["user"]["id"].as_str().unwrap_or("");
+    let who = match operator_of(st, user) {
         Ok(w) => w,
         Err(r) => return Some(r),
     };
@@ -304,7 +307,7 @@ async fn click(
     {
         return Some(r);
     }
-    let who = (who.0.as_str(), who.1.as_slice());
+    let who = (who.0.as_str(), who.1.as_slice(), user);
     let action_id = action["action_id"].as_str().unwrap_or("");
     let approves = [blocks::APPROVE_ONCE, blocks::APPROVE_SESSION].contains(&action_id);
     // Found by review: without the bot, a click cannot be tied to a message the gateway
@@ -395,14 +398,15 @@ async fn view_submission(st: &AppState, slack: &Arc<Slack>, p: &Value) -> Respon
     let Some(reason) = reason else {
         return modal_error("Give a reason: the agent is told.");
     };
-    let reply = match operator_of(st, p["user"]["id"].as_str().unwrap_or("")) {
+    let user = p["user"]["id"].as_str().unwrap_or("");
+    let reply = match operator_of(st, user) {
         Err(r) => r,
         Ok((name, roles)) => match approval_for(st, &value.0, &value.1).await {
             Err(r) => r,
             Ok(a) => {
                 decide(
                     st,
-                    (&name, &roles),
+                    (&name, &roles, user),
                     &a,
                     DecisionKind::Deny,
                     "once",

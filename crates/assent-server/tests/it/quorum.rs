@@ -335,3 +335,70 @@ fn copy_vote_as(gw: &Gw, id: &str, from: &str, to: &str) {
     );
     assert_eq!(gw.sql().exec(&copy, &[]), 1);
 }
+
+/// Attack (found by review): rule A asks two finance approvers for `pay` and escalates
+/// nothing; rule B on `pay` is plain (`[ops]`) and escalates to `intern` when its wait ends.
+/// Once B's step was taken, `intern` joined every group of the call's quorum, so three interns
+/// approved a payment no finance approver saw. Each group now widens only by its own rule's
+/// escalation: the interns fill B's place, never A's; two finance votes are still needed.
+#[tokio::test]
+async fn another_rules_escalation_does_not_let_interns_fill_a_finance_quorum() {
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n- tool: pay\n  approvers: [ops]\n  timeout_seconds: 60\n  on_timeout: {escalate_to: [intern], after_seconds: 600}\n";
+    let gov = policy("acme.test.quorum-escalation", rules);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_custom(
+        dir.path(),
+        300_000,
+        Settings::default(),
+        AGENTS,
+        &gov,
+        |st| {
+            let mut all = (*st.principals()).clone();
+            for name in ["ivy", "ian", "ida"] {
+                all.push(operator(name, &["intern"]));
+            }
+            all.push(operator("fred", &["finance"]));
+            st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+        },
+    )
+    .await;
+    let id = gw.held("s1", "pay", args()).await;
+    // B's step: its wait (60 s) ends.
+    let later = assent_server::state::now_ms() + 61_000;
+    let changed = gw.with_store(|s| s.expire_due(later).unwrap());
+    assert!(changed.contains(&id), "{changed:?}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(
+        a["schedule"]["steps"][0]["taken"],
+        json!(true),
+        "B's step: {a}"
+    );
+    for key in ["ivy-key", "ian-key", "ida-key"] {
+        let (s, b) = gw.decide(&id, key, "approve").await;
+        assert!(s == StatusCode::OK || s == StatusCode::FORBIDDEN, "{s} {b}");
+    }
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert_eq!(a["status"], "pending", "three interns approve nothing: {a}");
+    assert!(gw.as_agent(&id).await.get("token").is_none(), "no token");
+    assert_eq!(
+        a["quorum"]["groups"][0]["roles"],
+        json!(["finance"]),
+        "A's group is not widened: {a}"
+    );
+    // B's own escalation still widened its group: an intern filled it; two finance
+    // approvals settle the call.
+    let (s, a) = gw.decide(&id, "alice-key", "approve").await;
+    assert_eq!(
+        (s, &a["status"]),
+        (StatusCode::OK, &json!("pending")),
+        "{a}"
+    );
+    let (s, a) = gw.decide(&id, "fred-key", "approve").await;
+    assert_eq!(
+        (s, &a["status"]),
+        (StatusCode::OK, &json!("approved")),
+        "{a}"
+    );
+    gw.stop().await;
+}
