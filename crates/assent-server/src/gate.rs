@@ -452,6 +452,8 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             proposal.extension_ms = extension_ms;
             proposal.governed_by = Some(&governed_by);
             proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
+            // The plans of the agents whose files declare this one a local delegate gate it.
+            proposal.plans_of = reg.delegations().orchestrators_of(&b.agent);
             let c = &b.call;
             if b.verdict.is_none() && b.target.is_none() {
                 let (tool, server) = (&c.call().tool, c.call().server.as_deref());

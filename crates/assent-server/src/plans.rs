@@ -12,13 +12,16 @@
 //!   a rejection's reason is in its last `plan.rejected` event.
 //! - `GET /v1/plans/{id}/pipeline-events`: the `pipeline_stage` events of its decisions.
 //! - `POST /v1/plans/{id}/cancel` (the agent or an operator).
-//!
-//! A plan belongs to the agent that registered it: another agent revising, submitting or
-//! cancelling it gets `409 PLAN_OWNER_MISMATCH` (reading it, `404`), and a tool call naming
-//! another agent's plan is gated as if it named no plan (`assent_store::plans`).
 //! - `POST /v1/confirms` (agent): `{"agent", "session_id", "target_type": context | trace |
 //!   extension | other, "target_id": UUID_V4, "reason"?, "target"?: {...}}` → a Confirm on that
 //!   target, answered like a tool call.
+//!
+//! A plan belongs to the agent that registered it: another agent revising, submitting or
+//! cancelling it gets `409 PLAN_OWNER_MISMATCH` (reading it, `404`), its own delegates
+//! included. It gates its agent's tool calls and those of the local agents its agent file
+//! declares (`action_space.local_agents[]`, [`assent_core::policy::Delegations`]), and
+//! cancelling it cancels their held calls and stops their tokens; a call of any other agent
+//! naming it is gated as if it named no plan (`assent_store::plans`).
 
 use crate::agent_json::AgentJson;
 use crate::body::Body;
@@ -304,9 +307,12 @@ pub(crate) async fn cancel(
     let (p, id, reason) = (c.principal, c.id, c.reason);
     let pl = load_to_change(&st, &p, &id).await?;
     let name = p.name.clone();
+    // The plan gates the calls of the local agents its agent declares: they stop with it.
+    let delegates = st.registry().delegations().delegates_of(&pl.agent).to_vec();
     let (pl, held) = st
         .store_task(move |s| {
-            s.cancel_plan(&pl.plan_id, &p.canceller(), reason.as_deref(), now_ms())
+            let (who, why) = (p.canceller(), reason.as_deref());
+            s.cancel_plan(&pl.plan_id, &who, &delegates, why, now_ms())
         })
         .await?
         .map_err(|e| match e {

@@ -80,9 +80,14 @@ pub(crate) async fn redeem(
     telemetry::record(&span, "assent.call_hash", &hash);
     telemetry::record(&span, "assent.tool", &b.tool);
     let (h2, tool, server, token, device) = (hash.clone(), b.tool, b.server, b.token, b.device_id);
+    // Whose plans stop whose tokens: the agent files' declared local delegates.
+    let reg = st.registry();
     let c = st
         .store_task(move |s| match p.presenter(&tool, server.as_deref()) {
-            Some(by) => s.redeem_as(&token, by, &h2, device.as_deref(), now_ms()),
+            Some(by) => {
+                let d = reg.delegations();
+                s.redeem_as(&token, by, &h2, device.as_deref(), now_ms(), d)
+            }
             None => Err(RedeemError::WrongAgent),
         })
         .instrument(span.clone())

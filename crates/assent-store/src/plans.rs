@@ -16,6 +16,7 @@ use crate::kit::rfc3339;
 use crate::params;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
+use assent_core::policy::{Delegations, plan_gates};
 use assent_core::transitions;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -237,19 +238,22 @@ pub(crate) fn on_confirm_decided(
 
 /// The plan and step ids recorded on `agent`'s call that names `plan_id` and `step_id` (its
 /// Confirm context, which its Confirm and events show and by which cancelling a plan finds the
-/// calls held under it): as named, except that a plan registered by another agent is not
-/// recorded, nor the step named with it ([`plan_block`]): a reviewer never sees the call as a
-/// step of another agent's approved plan, and that plan's cancellation never reaches it.
+/// calls held under it): as named, except that a plan that does not gate the call
+/// ([`plan_gates`]: neither the agent's own nor one of the agents in `followed`, those that
+/// declare it a local delegate) is not recorded, nor the step named with it ([`plan_block`]):
+/// a reviewer never sees the call as a step of such a plan, and its cancellation never
+/// reaches it.
 pub(crate) fn recorded_ids(
     tx: Conn<'_>,
     agent: &str,
+    followed: &[String],
     plan_id: Option<&str>,
     step_id: Option<&str>,
 ) -> db::Result<(Option<String>, Option<String>)> {
     let Some(id) = plan_id else {
         return Ok((None, step_id.map(str::to_string)));
     };
-    let foreign = read_plan(tx, id)?.is_some_and(|p| p.agent != agent);
+    let foreign = read_plan(tx, id)?.is_some_and(|p| !plan_gates(agent, followed, &p.agent));
     if foreign {
         return Ok((None, None));
     }
@@ -257,22 +261,28 @@ pub(crate) fn recorded_ids(
 }
 
 /// The gatekeeper duty of seed 000 for `agent`'s tool call that names `plan_id` and/or
-/// `step_id`: blocked (the reason returned) while a Confirm of the calling agent whose target
-/// is that plan or step is pending, while the agent's own plan is not `approved` or
-/// `in_progress`, and when it names a step its own plan does not have
-/// ([`transitions::plan_has_step`]). Only the calling agent's Confirms count (found by review:
-/// any agent could raise a Confirm naming another agent's plan or step id and so block that
-/// agent's calls for as long as it kept one pending). A plan belongs to the agent that
-/// registered it (found by review: any agent could register an unused plan id another agent's
-/// calls named, then keep those calls blocked as a draft, or cancel them and the tokens
-/// approved under it, knowing only the id): another agent's plan is ignored, as if the call
-/// named no plan, nor its step. Naming a plan only ever adds a block and the calling agent
-/// chooses whether to name one, so ignoring it lets nothing run that the policy alone would
-/// not, while refusing the call would hand the squatter the denial of service. `None`: not
+/// `step_id`, `followed` being the agents that declare `agent` a local delegate (from the
+/// operator's agent files, [`assent_core::policy::Delegations::orchestrators_of`]; never from
+/// the request): blocked (the reason returned) while a Confirm whose target is that plan or
+/// step is pending, of the calling agent or of the named plan's agent, while the plan is not
+/// `approved` or `in_progress`, and when it names a step the plan does not have
+/// ([`transitions::plan_has_step`]). A plan gates its own agent's calls and its declared
+/// delegates' (an orchestrator's plan gates the sub-agents it delegates to): any other plan
+/// is ignored, as if the call named no plan, nor its step ([`plan_gates`]; found by review:
+/// any agent could register an unused plan id another agent's calls named, then keep those
+/// calls blocked as a draft, or cancel them and the tokens approved under it, knowing only the
+/// id). Naming a plan only ever adds a block and the calling agent chooses whether to name one,
+/// so ignoring it lets nothing run that the policy alone would not, while refusing the call
+/// would hand the squatter the denial of service. Only the calling agent's Confirms and those
+/// of the plan's own agent count (found by review: any agent could raise a Confirm naming
+/// another agent's plan or step id and so block that agent's calls for as long as it kept one
+/// pending): the plan's agent's Confirm blocks every agent its plan gates, a delegate's Confirm
+/// blocks only that delegate, never its orchestrator or the other delegates. `None`: not
 /// blocked.
 pub(crate) fn plan_block(
     tx: Conn<'_>,
     agent: &str,
+    followed: &[String],
     plan_id: Option<&str>,
     step_id: Option<&str>,
 ) -> db::Result<Option<String>> {
@@ -280,17 +290,21 @@ pub(crate) fn plan_block(
         Some(id) => read_plan(tx, id)?,
         None => None,
     };
-    // Another agent's plan is not named at all: neither it nor the step named with it.
-    if plan.as_ref().is_some_and(|p| p.agent != agent) {
+    // A plan that does not gate this agent is not named at all: neither it nor its step.
+    if plan
+        .as_ref()
+        .is_some_and(|p| !plan_gates(agent, followed, &p.agent))
+    {
         return Ok(None);
     }
+    let owner = plan.as_ref().map_or(agent, |p| p.agent.as_str());
     for (what, id) in [("plan", plan_id), ("step", step_id)] {
         let Some(id) = id else { continue };
         let pending: Option<String> = tx
             .prepare_cached(
-                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' AND agent = ?2 ORDER BY requested_at, rowid LIMIT 1",
+                "SELECT id FROM approvals WHERE target_id = ?1 AND status = 'pending' AND (agent = ?2 OR agent = ?3) ORDER BY requested_at, rowid LIMIT 1",
             )?
-            .query_row(params![id, agent], |r| r.get(0))
+            .query_row(params![id, agent, owner], |r| r.get(0))
             .optional()?;
         if let Some(c) = pending {
             return Ok(Some(format!(
@@ -317,30 +331,55 @@ pub(crate) fn plan_block(
     Ok(None)
 }
 
-/// The ids of the calls held under `agent`'s plan `plan_id` (pending approvals whose Confirm
-/// context names it, the plan's own Confirm included), oldest first: only the plan's agent's
-/// calls, so a plan registered under an id another agent's calls named ([`plan_block`]; rows
-/// recorded before that rule) never cancels them.
-pub(crate) fn held_under(conn: Conn<'_>, plan_id: &str) -> db::Result<Vec<String>> {
-    crate::sql::column(
+/// The ids of the calls held under plan `plan_id` (pending approvals whose Confirm context
+/// names it, the plan's own Confirm included), oldest first: only the calls of the plan's agent
+/// and of `delegates`, the agents it declares local delegates
+/// ([`assent_core::policy::Delegations::delegates_of`] of the plan's agent), so a plan
+/// registered under an id another agent's calls named ([`plan_block`]; rows recorded before
+/// that rule, or before the plan existed) never cancels them.
+pub(crate) fn held_under(
+    conn: Conn<'_>,
+    plan_id: &str,
+    delegates: &[String],
+) -> db::Result<Vec<String>> {
+    let rows: Vec<(String, String, String)> = crate::sql::rows(
         conn,
-        "SELECT a.id FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
-         JOIN plans p ON p.plan_id = c.plan_id AND p.agent = a.agent \
+        "SELECT a.id, a.agent, p.agent FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
+         JOIN plans p ON p.plan_id = c.plan_id \
          WHERE a.status = 'pending' AND c.plan_id = ?1 ORDER BY a.requested_at",
         params![plan_id],
-    )
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    Ok(rows
+        .into_iter()
+        .filter(|(_, caller, owner)| caller == owner || delegates.contains(caller))
+        .map(|(id, _, _)| id)
+        .collect())
 }
 
-/// The plan approval `aid` was held under and that plan's status, when the plan is its own
-/// agent's: `None` for a call named under no plan or another agent's ([`plan_block`]; rows
-/// recorded before that rule). What a token's redemption checks ([`transitions::plan_runs_calls`]).
-pub(crate) fn plan_of_call(tx: Conn<'_>, aid: &str) -> db::Result<Option<(String, String)>> {
-    tx.prepare_cached(
-        "SELECT p.plan_id, p.status FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
-         JOIN plans p ON p.plan_id = c.plan_id AND p.agent = a.agent WHERE c.approval_id = ?1",
-    )?
-    .query_row(params![aid], |r| Ok((r.get(0)?, r.get(1)?)))
-    .optional()
+/// The plan approval `aid` was held under and that plan's status, when the plan gates the
+/// call's agent as `delegations` (from the operator's agent files) now say ([`plan_gates`]:
+/// its own plan, or one of an agent that declares it a local delegate): `None` for a call
+/// named under no plan or another agent's ([`plan_block`]; rows recorded before that rule, or
+/// before the plan existed). What a token's redemption checks
+/// ([`transitions::plan_runs_calls`]).
+pub(crate) fn plan_of_call(
+    tx: Conn<'_>,
+    aid: &str,
+    delegations: &Delegations,
+) -> db::Result<Option<(String, String)>> {
+    let row: Option<(String, String, String, String)> = tx
+        .prepare_cached(
+            "SELECT p.plan_id, p.status, a.agent, p.agent FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
+             JOIN plans p ON p.plan_id = c.plan_id WHERE c.approval_id = ?1",
+        )?
+        .query_row(params![aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    Ok(row
+        .filter(|(_, _, caller, owner)| {
+            plan_gates(caller, delegations.orchestrators_of(caller), owner)
+        })
+        .map(|(plan_id, status, _, _)| (plan_id, status)))
 }
 
 /// The plan id of an MPLP plan `body` and the body as assent stores it: what the agent wrote,

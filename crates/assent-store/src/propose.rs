@@ -20,17 +20,14 @@ use crate::session_risk;
 use crate::settlement_seal;
 use crate::store::Store;
 use crate::tokens::{find_grants, origin_weaker};
-use crate::usage::windows;
-use crate::usage::{pending_of, prior_calls};
+use crate::usage::{pending_of, prior_calls, windows};
 use assent_core::escalation::{self, Escalation};
 use assent_core::gatekeeper::Verdict;
 use assent_core::quorum::Quorum;
 use assent_core::session_risk::{Effects, SessionRisk};
 use assent_core::summary::HumanSummary;
-use assent_core::triggers::PriorCall;
-use assent_core::triggers::window::WindowNeeds;
-use assent_core::{ToolCall, VerdictKind};
-use assent_core::{grant, transitions};
+use assent_core::triggers::{PriorCall, window::WindowNeeds};
+use assent_core::{ToolCall, VerdictKind, grant, transitions};
 use serde_json::{Value, json};
 
 /// The ids of the governance policies behind a verdict ([`Proposal::governed_by`]).
@@ -76,10 +73,12 @@ pub struct Proposal<'a> {
     /// context, …). Such proposals are never covered by grants; a `plan` target must be a
     /// `draft` of the agent and becomes `proposed` with the held approval.
     pub target: Option<ConfirmTarget<'a>>,
-    /// MPLP plan and step of the call, gated (seed 000); another agent's plan counts as none.
+    /// MPLP plan and step of the call, gated (seed 000; [`plans::plan_block`]: see `plans_of`).
     pub plan_id: Option<&'a str>,
     /// See `plan_id`.
     pub step_id: Option<&'a str>,
+    /// Agents declaring `agent` a local delegate (agent files, not the request): their plans gate it.
+    pub plans_of: &'a [String],
     /// The ids of the governance policies behind a confirm verdict, recorded with a held
     /// call ([`ConfirmContext::policies`]); `None` records none.
     pub governed_by: Option<&'a PoliciesOf<'a>>,
@@ -124,6 +123,7 @@ impl<'a> Proposal<'a> {
             target: None,
             plan_id: None,
             step_id: None,
+            plans_of: &[],
             governed_by: None,
             policy_set_sha256: None,
             effects: Effects::default(),
@@ -516,7 +516,7 @@ fn check_submittable(
 /// ([`plans::plan_block`]), else a pending review of its tool's changed definition in the
 /// gateway's scope or the agent's own ([`crate::pins::pending_review`]).
 fn block(tx: Conn<'_>, p: &Proposal<'_>) -> db::Result<Option<String>> {
-    if let Some(why) = plans::plan_block(tx, p.agent, p.plan_id, p.step_id)? {
+    if let Some(why) = plans::plan_block(tx, p.agent, p.plans_of, p.plan_id, p.step_id)? {
         return Ok(Some(why));
     }
     let Some(server) = &p.call.server else {
@@ -596,7 +596,7 @@ fn insert_approval(
         p.agent,
         &requested,
     )?;
-    let (plan_id, step_id) = plans::recorded_ids(tx, p.agent, p.plan_id, p.step_id)?;
+    let (plan_id, step_id) = plans::recorded_ids(tx, p.agent, p.plans_of, p.plan_id, p.step_id)?;
     let context = ConfirmContext {
         policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),
         policy_set_sha256: p.policy_set_sha256.map(str::to_string),

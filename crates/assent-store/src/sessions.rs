@@ -110,12 +110,15 @@ impl Store {
     /// approver roles is refused (`plans::PlanError::Decide(NotApprover)`, audited
     /// `decision.refused`) and the plan stays `proposed`; so is a damaged Confirm. Then the
     /// tool calls held under the plan are cancelled (each `approval.cancelled`), whatever
-    /// their approvers, and returned with the plan: the plan's agent's own calls only (a plan
-    /// belongs to the agent that registered it, [`plans::held_under`]).
+    /// their approvers, and returned with the plan: the calls of the plan's agent and of
+    /// `delegates`, the agents it declares local delegates (from the operator's agent files,
+    /// `assent_core::policy::Delegations::delegates_of`), only: a plan belongs to the agent
+    /// that registered it ([`plans::held_under`]).
     pub fn cancel_plan(
         &self,
         id: &str,
         who: &Canceller<'_>,
+        delegates: &[String],
         reason: Option<&str>,
         now: i64,
     ) -> Result<(plans::PlanRecord, Vec<ApprovalRecord>), plans::PlanError> {
@@ -165,10 +168,10 @@ impl Store {
             }
             Ok(plans::read_plan(**tx, id)?.expect("exists"))
         })?;
-        // The calls held under the plan go with it: stopping a plan stops them, whatever
-        // their approvers (found by review: one held while the plan was
+        // The calls held under the plan go with it, its delegates' too: stopping a plan stops
+        // them, whatever their approvers (found by review: one held while the plan was
         // approved stayed pending and then ran under it).
-        let held = plans::held_under(self.lock().conn(), id)?;
+        let held = plans::held_under(self.lock().conn(), id, delegates)?;
         let mut cancelled = Vec::new();
         for aid in held.iter().filter(|a| Some(*a) != first_confirm.as_ref()) {
             match self.cancel(aid, reason, actor, now) {

@@ -17,6 +17,7 @@ use assent_core::RiskTier;
 use assent_core::ToolCall;
 use assent_core::approval::GrantScope;
 use assent_core::grant::{self, Grant};
+use assent_core::policy::{Delegations, NO_DELEGATIONS};
 use assent_core::redeem::{self, Presenter, Refusal};
 use assent_core::token::{Jwks, TokenClaims};
 use serde_json::{Value, json};
@@ -206,7 +207,8 @@ impl Store {
     }
 
     /// Redeems `token` for `agent`'s call with hash `call_hash`, from client device
-    /// `device_id`, atomically and once ([`Store::redeem_as`] by the agent itself).
+    /// `device_id`, atomically and once ([`Store::redeem_as`] by the agent itself, with no
+    /// declared delegation: only a plan of the call's own agent can have stopped it).
     pub fn redeem(
         &self,
         token: &str,
@@ -215,7 +217,8 @@ impl Store {
         device_id: Option<&str>,
         now: i64,
     ) -> Result<TokenClaims, RedeemError> {
-        self.redeem_as(token, Presenter::Agent(agent), call_hash, device_id, now)
+        let by = Presenter::Agent(agent);
+        self.redeem_as(token, by, call_hash, device_id, now, &NO_DELEGATIONS)
     }
 
     /// Redeems `token`, presented by `by` (the agent it was issued to, or an executor of the
@@ -223,7 +226,10 @@ impl Store {
     /// `device_id`, atomically and once. A token bound to a device (the agent sent a
     /// `device_id` with the call) is refused from any other or no device. Every attempt,
     /// successful or not, is audited (`token.redeemed` / `token.refused`, actor the presenting
-    /// principal: the agent id, or the executor's name with `"executor": true`).
+    /// principal: the agent id, or the executor's name with `"executor": true`). A call held
+    /// under an MPLP plan that gates it (its agent's own, or, as `delegations` from the
+    /// operator's agent files say, one of an agent that declares it a local delegate) is
+    /// refused while that plan does not run (`PlanStopped`).
     pub fn redeem_as(
         &self,
         token: &str,
@@ -231,6 +237,7 @@ impl Store {
         call_hash: &str,
         device_id: Option<&str>,
         now: i64,
+        delegations: &Delegations,
     ) -> Result<TokenClaims, RedeemError> {
         let claims = self.key.verify(token, now, self.token_ttl_ms).ok();
         let presented = redeem::Presented {
@@ -248,7 +255,7 @@ impl Store {
         let seal = self.seal_key(Sealed::Token);
         self.write(|tx| {
             let result = claims.clone().ok_or(RedeemError::Invalid).and_then(|c| {
-                plan_runs(**tx, &c.aid)?;
+                plan_runs(**tx, &c.aid, delegations)?;
                 consume(**tx, c, &presented, &seal)
             });
             let aid = claims.as_ref().map(|c| c.aid.as_str());
@@ -565,8 +572,9 @@ fn claims(
 /// ([`RedeemError::PlanStopped`]): a token minted while the plan was approved does not
 /// outlive the plan's stop (found by review: cancelling a plan left its approved calls'
 /// tokens redeemable). Checked before the token is consumed.
-fn plan_runs(tx: Conn<'_>, aid: &str) -> Result<(), RedeemError> {
-    let plan = crate::plans::plan_of_call(tx, aid).map_err(|e| RedeemError::Store(e.into()))?;
+fn plan_runs(tx: Conn<'_>, aid: &str, delegations: &Delegations) -> Result<(), RedeemError> {
+    let plan = crate::plans::plan_of_call(tx, aid, delegations)
+        .map_err(|e| RedeemError::Store(e.into()))?;
     match plan {
         Some((plan_id, status)) if !assent_core::transitions::plan_runs_calls(&status) => {
             Err(RedeemError::PlanStopped { plan_id, status })

@@ -6,7 +6,8 @@
 
 use super::error::{LoadError, yaml_err};
 use super::model::{
-    Agent, AllowedTool, ApprovalSpec, Delegate, LocalTool, McpServer, PolicyRef, SkillRef,
+    Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer, PolicyRef,
+    SkillRef,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -46,6 +47,8 @@ struct RawActionSpace {
 struct RawLocalAgent {
     alias: String,
     source: String,
+    #[serde(default = "file_type")]
+    source_type: String,
     #[serde(default)]
     approval: Option<Value>,
 }
@@ -84,6 +87,10 @@ struct RawPolicyRef {
 }
 fn yes() -> bool {
     true
+}
+/// `local_agents[].source_type` when omitted (Agent Format: default `file`).
+fn file_type() -> String {
+    "file".to_string()
 }
 
 /// Whether `s` is an Agent Format alias: `^[a-zA-Z_][a-zA-Z0-9_]*$`.
@@ -334,7 +341,7 @@ fn delegates(space: &RawActionSpace, sink: &mut Sink<'_>) -> Vec<Delegate> {
         alias: &a.value.alias,
         approval: a.value.approval.as_ref(),
         skills: None,
-        source: Some(&a.value.source),
+        source: Some((&a.value.source, &a.value.source_type)),
     });
     let remotes = space.remote_agents.iter().map(|a| DelegateEntry {
         line: a.referenced.line(),
@@ -359,8 +366,8 @@ struct DelegateEntry<'a> {
     approval: Option<&'a Value>,
     /// `Some` for a remote agent: its `allowed_skills`, when declared.
     skills: Option<Option<&'a [Value]>>,
-    /// `Some` for a local agent: its `source`.
-    source: Option<&'a String>,
+    /// `Some` for a local agent: its `source` and `source_type`.
+    source: Option<(&'a String, &'a String)>,
 }
 
 /// Validates one delegate against those before it (`seen`); `None` when it is left out.
@@ -373,7 +380,7 @@ fn delegate(e: DelegateEntry<'_>, seen: &[Delegate], sink: &mut Sink<'_>) -> Opt
         "local agent"
     };
     sink.check_alias(line, what, alias);
-    if e.source.is_some_and(|s| s.is_empty()) {
+    if e.source.is_some_and(|(s, _)| s.is_empty()) {
         sink.push(line, format!("{what} `{alias}`: source must not be empty"));
     }
     if seen.iter().any(|d| &d.alias == alias) {
@@ -396,10 +403,16 @@ fn delegate(e: DelegateEntry<'_>, seen: &[Delegate], sink: &mut Sink<'_>) -> Opt
             .map(|(id, approval)| SkillRef { id, approval })
             .collect()
     });
+    let source = e.source.map(|(source, source_type)| DelegateSource {
+        source_type: source_type.clone(),
+        source: source.clone(),
+        line: e.line,
+    });
     Some(Delegate {
         alias: alias.clone(),
         remote,
         approval,
         skills,
+        source,
     })
 }

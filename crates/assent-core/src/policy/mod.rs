@@ -8,11 +8,13 @@
 //!
 //! Layout: `model` (the validated types), `agent_file` and `governance` (each format's serde
 //! shapes and validation), `registry` (loading in steps and the queries), `index` (the rules by
-//! tool name, built at load, that the registry answers covering rules from), `error` (load
+//! tool name, built at load, that the registry answers covering rules from), `delegations`
+//! (which agents' plans gate which agents' calls, resolved at load), `error` (load
 //! errors, at the bottom). This module only mounts them and re-exports their public items; it decides
 //! nothing (the gatekeeper does).
 
 mod agent_file;
+mod delegations;
 mod error;
 mod governance;
 mod index;
@@ -21,11 +23,12 @@ mod registry;
 
 pub use crate::risk::RiskTier;
 pub use crate::triggers::{Escalation, ScopeSpec, Thresholds};
+pub use delegations::{Delegations, NO_DELEGATIONS, plan_gates};
 pub use error::{LoadError, LoadErrors, yaml_reason};
 pub use governance::MAX_WAIT_SECONDS;
 pub use model::{
-    Agent, AllowedTool, ApprovalSpec, Delegate, LocalTool, McpServer, Policy, PolicyRef, Rule,
-    Selector, SkillRef,
+    Agent, AllowedTool, ApprovalSpec, Delegate, DelegateSource, LocalTool, McpServer, Policy,
+    PolicyRef, Rule, Selector, SkillRef,
 };
 pub use registry::Registry;
 pub(crate) use registry::applies;

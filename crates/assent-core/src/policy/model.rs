@@ -76,6 +76,23 @@ pub struct Delegate {
     pub approval: Option<ApprovalSpec>,
     /// `allowed_skills` of a remote agent (`None`: not declared, any skill).
     pub skills: Option<Vec<SkillRef>>,
+    /// Where a local agent is defined (`None` for a remote agent): what the registry resolves
+    /// to a loaded agent, whose calls the declaring agent's plans then gate
+    /// ([`Delegations`](super::Delegations)).
+    pub source: Option<DelegateSource>,
+}
+
+/// A local agent's `source` and `source_type` (Agent Format `local_agents[]`), as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegateSource {
+    /// `source_type`: `file` when omitted (the schema's default); also `registry`, `db` or a
+    /// runtime's own type. Only `file` and `registry` resolve ([`Delegations`](super::Delegations)).
+    pub source_type: String,
+    /// `source`, not empty: a path relative to the declaring agent's file (`file`), or an
+    /// agent's `metadata.id` (`registry`).
+    pub source: String,
+    /// The 1-based line of the `local_agents[]` entry in its file, for warnings.
+    pub line: u64,
 }
 
 /// One `allowed_skills` entry of a remote agent: a skill id and its own approval, whose

@@ -6,6 +6,7 @@
 //! format lives in `agent_file` and `governance`.
 
 use super::agent_file::load_agent;
+use super::delegations::Delegations;
 use super::error::{LoadError, LoadErrors};
 use super::governance::load_governance;
 use super::index::RuleIndex;
@@ -34,6 +35,9 @@ pub struct Registry {
     pub policy_set_sha256: String,
     /// The governance rules by tool name and server, built by [`Registry::load_with`].
     index: RuleIndex,
+    /// Which agents declare which loaded agents as local delegates, resolved at load
+    /// ([`Registry::delegations`]).
+    delegations: Delegations,
 }
 
 /// Whether governance policy `p` applies to `agent`: the agent references it or its selector
@@ -63,6 +67,14 @@ impl Registry {
     /// Governance policies by id, as loaded.
     pub fn policies(&self) -> &BTreeMap<String, Policy> {
         &self.policies
+    }
+
+    /// The declared local delegations between the loaded agents, resolved at load: whose
+    /// calls an agent's MPLP plans gate besides its own ([`Delegations::delegates_of`]) and,
+    /// inverted, whose plans may gate an agent's calls ([`Delegations::orchestrators_of`]).
+    /// A local agent whose `source` names no loaded agent is in neither (a load warning).
+    pub fn delegations(&self) -> &Delegations {
+        &self.delegations
     }
 
     /// Builds a registry from `(file name, YAML text)` pairs of agent files and governance
@@ -107,6 +119,9 @@ impl Registry {
         }
         let mut warnings = reg.resolve_policy_refs();
         warnings.extend(reg.pattern_warnings());
+        let (delegations, unresolved) = Delegations::resolve(&reg.agents);
+        reg.delegations = delegations;
+        warnings.extend(unresolved);
         reg.warnings.extend(warnings);
         // They quote the files' ids, names and values: one line each, nothing a terminal runs.
         for w in &mut reg.warnings {

@@ -510,3 +510,155 @@ async fn a_plan_id_squatted_by_another_agent_neither_blocks_nor_cancels_the_vict
     assert_eq!(s, StatusCode::OK, "{r}");
     gw.stop().await;
 }
+
+/// The kit's agent `bot`, declaring the kit's agent `other` (file `other.agf.yaml`, beside its
+/// own) a local delegate: `bot` orchestrates, `other` is its sub-agent.
+fn orchestrating_bot() -> String {
+    format!("{AGENTS}  local_agents:\n    - {{alias: helper, source: ./other.agf.yaml}}\n")
+}
+
+/// `other`'s `pay` of `amount` naming plan `pid` (its `pay` is always held).
+async fn delegate_pays(gw: &Gw, pid: &str, amount: u64) -> (StatusCode, Value) {
+    let body = json!({"agent": "other", "session_id": "o1", "tool": "pay",
+                      "arguments": {"amount": amount, "to": "bob"}, "plan_id": pid});
+    gw.post("/v1/tool-calls", "other-key", body).await
+}
+
+/// Restores, safely, what plans belonging to their agent took away: an orchestrator's plan
+/// gates the calls of the sub-agents its agent file declares (`local_agents[]`, the operator's
+/// configuration, never the request). Its declared delegate's call naming the plan is refused
+/// while the plan is a draft or under review, gated as usual once it is approved (the plan is
+/// shown on its Confirm), and cancelling the plan cancels the delegate's held call and stops
+/// the token approved under it. The delegate cannot revise, submit or cancel its
+/// orchestrator's plan (`409 PLAN_OWNER_MISMATCH`), and the relation is one way: the
+/// delegate's own plan is ignored by the orchestrator's calls.
+#[tokio::test]
+async fn an_orchestrators_plan_gates_and_cancels_its_declared_delegates_calls() {
+    let gw = serve_policy(&orchestrating_bot(), &gov()).await;
+    assert!(
+        gw.state.registry().warnings.is_empty(),
+        "{:?}",
+        gw.state.registry().warnings
+    );
+    let (pid, s1) = (uuid(), uuid());
+    let (s, p) = gw.create_plan(plan(&pid, &[(&s1, "Pay the bill")])).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, d) = delegate_pays(&gw, &pid, 501).await;
+    assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    assert_says(&d, "reason", "is draft");
+    let (s, r) = gw.submit_plan(&pid).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let (s, d) = delegate_pays(&gw, &pid, 502).await;
+    assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    let confirm = r["approval_id"].as_str().unwrap().to_string();
+    assert_eq!(gw.decide(&confirm, OP, "approve").await.0, StatusCode::OK);
+    // Approved: the delegate's calls are gated as usual, under the plan.
+    let held = |(s, h): (StatusCode, Value)| {
+        assert_eq!(s, StatusCode::ACCEPTED, "{h}");
+        h["approval_id"].as_str().unwrap().to_string()
+    };
+    let pending = held(delegate_pays(&gw, &pid, 503).await);
+    assert_eq!(
+        mplp(&gw, &pending).await["trace"]["attributes"]["plan_id"],
+        json!(pid)
+    );
+    let approved = held(delegate_pays(&gw, &pid, 504).await);
+    assert_eq!(gw.decide(&approved, OP, "approve").await.0, StatusCode::OK);
+    let token = a_token(&gw, &approved).await;
+    // The delegate cannot change its orchestrator's plan, nor read it.
+    let put = json!({"agent": "other", "plan": plan(&pid, &[(&s1, "Pay me")])});
+    let path = format!("/v1/plans/{pid}");
+    let (s, e) = gw.req("PUT", &path, Some("other-key"), Some(put)).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_OWNER_MISMATCH");
+    let cancel = format!("/v1/plans/{pid}/cancel");
+    let submit = (format!("{path}/submit"), json!({"agent": "other"}));
+    for (path, body) in [submit, (cancel.clone(), json!({}))] {
+        let (s, e) = gw.post(&path, "other-key", body).await;
+        assert_error(s, &e, StatusCode::CONFLICT, "PLAN_OWNER_MISMATCH");
+    }
+    assert_eq!(gw.get(&path, "other-key").await.0, StatusCode::NOT_FOUND);
+    // One way: the delegate's draft does not gate its orchestrator's calls.
+    let (theirs, t1) = (uuid(), uuid());
+    let mine = json!({"agent": "other", "session_id": "o1", "plan": plan(&theirs, &[(&t1, "x")])});
+    let (s, p) = gw.post("/v1/plans", "other-key", mine).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, a) = call_in_plan(&gw, Some(&theirs), None).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    // The orchestrator cancels its plan: the delegate's held call and token stop with it.
+    let (s, p) = gw.post(&cancel, BOT, json!({"reason": "stop"})).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    let (s, a) = gw.approval(&pending, OP).await;
+    assert_eq!(
+        (s, a["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{a}"
+    );
+    let args = json!({"amount": 504, "to": "bob"});
+    let (s, e) = gw.redeem_as("other-key", &token, "pay", args).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_STOPPED");
+    gw.stop().await;
+}
+
+/// The token of approved approval `id`, as its agent `other` reads it.
+async fn a_token(gw: &Gw, id: &str) -> Value {
+    let (s, a) = gw.approval(id, "other-key").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    json!(token_of(&a))
+}
+
+/// A reload puts a changed delegation in force at once (it is resolved from the agent files
+/// when they load, never kept from before): `bot`'s file, read from disk, declares `other` a
+/// local delegate, so `bot`'s draft plan refuses `other`'s call naming it; once the
+/// declaration is removed and the configuration reloaded, the plan no longer gates `other`'s
+/// calls (gated as if it named no plan), and declaring it again gates them again.
+#[tokio::test]
+async fn a_reload_puts_a_changed_delegation_in_force() {
+    use assent_server::config::{Config, ReloadSource};
+    use assent_server::{Live, Settings};
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("conf");
+    std::fs::create_dir_all(conf.join("subs")).unwrap();
+    std::fs::write(
+        conf.join("bot.agf.yaml"),
+        orchestrating_bot().replace("./", "subs/../"),
+    )
+    .unwrap();
+    let other = crate::kit::one_tool_agent("other", "{alias: pay, approval: true}");
+    std::fs::write(conf.join("other.agf.yaml"), other).unwrap();
+    std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
+    let principals = crate::reload::principals(&[
+        ("alice", "kind: operator, roles: [finance]", OP),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+        ("other", "kind: agent, agent_id: other", "other-key"),
+    ]);
+    let file = conf.join("assent.yaml");
+    let text =
+        format!("agents: [bot.agf.yaml, other.agf.yaml]\ngovernance: [gov.yaml]\n{principals}");
+    std::fs::write(&file, text).unwrap();
+    let cfg = Config::load(&file).unwrap();
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let gw = crate::kit::start_custom(&data, 300_000, Settings::default(), AGENTS, &gov(), |st| {
+        st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
+        st.reload = Some(std::sync::Arc::new(ReloadSource::new(&cfg, false)));
+    })
+    .await;
+    let (pid, s1) = (uuid(), uuid());
+    let (s, p) = gw.create_plan(plan(&pid, &[(&s1, "Pay the bill")])).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let reload_with = async |bot_file: String| {
+        std::fs::write(conf.join("bot.agf.yaml"), bot_file).unwrap();
+        let (s, r) = gw.req("POST", "/v1/reload", Some(OP), None).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+    };
+    let (s, d) = delegate_pays(&gw, &pid, 501).await;
+    assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    reload_with(AGENTS.to_string()).await;
+    let (s, d) = delegate_pays(&gw, &pid, 502).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "no longer a delegate: {d}");
+    reload_with(orchestrating_bot()).await;
+    let (s, d) = delegate_pays(&gw, &pid, 503).await;
+    assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
+    gw.stop().await;
+}

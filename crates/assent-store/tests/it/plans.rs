@@ -192,7 +192,7 @@ fn cancelling_a_plan_cancels_the_calls_held_under_it() {
                 };
                 held.push(approval.id);
             }
-            let (_, cancelled) = s.cancel_plan(id, stopper, None, 5_000).unwrap();
+            let (_, cancelled) = s.cancel_plan(id, stopper, &[], None, 5_000).unwrap();
             assert_eq!(cancelled.len(), 1);
             for (aid, status) in held.iter().zip(["cancelled", "pending"]) {
                 let after = s.get_approval(aid).unwrap().unwrap();
@@ -230,7 +230,7 @@ fn a_token_of_a_call_under_a_stopped_plan_is_not_redeemed() {
             name: "bot",
             agent: "bot",
         };
-        s.cancel_plan(id, &bot, None, 6_000).unwrap();
+        s.cancel_plan(id, &bot, &[], None, 6_000).unwrap();
         let e = s
             .redeem(&token, "bot", &held.call_hash, None, 7_000)
             .unwrap_err();
@@ -281,12 +281,112 @@ fn a_plan_registered_under_an_id_another_agents_calls_named_neither_cancels_nor_
             name: "bot",
             agent: "bot",
         };
-        let (plan, cancelled) = s.cancel_plan(id, &bot, None, 4_000).unwrap();
+        let (plan, cancelled) = s.cancel_plan(id, &bot, &[], None, 4_000).unwrap();
         assert_eq!(plan.status, "cancelled");
         assert!(cancelled.is_empty(), "{cancelled:?}");
         let held = s.get_approval(&victim[0].id).unwrap().unwrap();
         assert_eq!(held.status.as_str(), "pending", "{held:?}");
         s.redeem(&token, "bot2", &victim[1].call_hash, None, 5_000)
             .expect("the victim's token still redeems");
+    });
+}
+
+/// Agent `bot` declaring `helper` and `helper2` its local delegates, beside `intruder`, which
+/// it does not declare: the relation the server reads from the operator's agent files.
+fn orchestration() -> assent_core::policy::Delegations {
+    let agent = |id: &str, locals: &str| {
+        format!("metadata: {{id: {id}}}\naction_space:\n  local_agents: {locals}\n")
+    };
+    let files = [
+        (
+            "agents/bot.yaml".to_string(),
+            agent(
+                "bot",
+                "[{alias: h, source: helper.yaml}, {alias: h2, source: helper2.yaml}]",
+            ),
+        ),
+        ("agents/helper.yaml".to_string(), agent("helper", "[]")),
+        ("agents/helper2.yaml".to_string(), agent("helper2", "[]")),
+        ("agents/intruder.yaml".to_string(), agent("intruder", "[]")),
+    ];
+    let reg = assent_core::policy::Registry::load(&files, &[]).unwrap();
+    reg.delegations().clone()
+}
+
+/// Restores what plans belonging to their agent took away, without reopening the squat: an
+/// orchestrator's plan gates the calls of the local agents its agent file declares (the store
+/// is told which, never by the request). While the plan is not approved a delegate's call
+/// naming it is refused; once approved it is gated as usual; cancelling the plan cancels the
+/// delegates' held calls and stops their tokens. An agent the orchestrator does not declare
+/// is gated as if it named no plan, and its held call survives the cancellation. A delegate's
+/// own pending Confirm on the plan blocks only that delegate, never the orchestrator or the
+/// other delegates.
+#[test]
+fn an_orchestrators_plan_gates_and_cancels_its_declared_delegates_calls_only() {
+    use assent_core::approval::Canceller;
+    use assent_core::redeem::Presenter;
+    use assent_store::{DecisionInput, RedeemError};
+    let d = orchestration();
+    both_stores(|_, s| {
+        let id = "6b5a4c3d-2e1f-4a0b-9c8d-7e6f5a4b3c2d";
+        let ttl = |_: &Verdict| 60_000;
+        let propose = |agent: &str, amount: i64, target: Option<ConfirmTarget<'_>>| {
+            let (call, v) = pay(amount);
+            let call = CanonicalCall::new(call).unwrap();
+            let p = Proposal {
+                agent,
+                plan_id: target.is_none().then_some(id),
+                plans_of: d.orchestrators_of(agent),
+                target,
+                ..proposal(&call, agent, 4_000 + amount, &ttl)
+            };
+            s.propose(&p, |_| v.clone()).unwrap().1
+        };
+        let held = |p: Proposed| match p {
+            Proposed::Held { approval, .. } => *approval,
+            other => panic!("held: {other:?}"),
+        };
+        let denied = |p: Proposed| assert!(matches!(p, Proposed::Denied), "denied: {p:?}");
+        let status = |aid: &str| s.get_approval(aid).unwrap().unwrap().status;
+        let confirm = submitted(s, id, "Pay it");
+        // Under review: the delegate's call is refused; the undeclared agent's is gated as if
+        // it named no plan.
+        denied(propose("helper", 701, None));
+        let intruder = held(propose("intruder", 702, None));
+        s.decide(&confirm.id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        // Approved: the delegate's call is gated as usual, and approved it gets a token.
+        let approved = held(propose("helper", 703, None));
+        s.decide(&approved.id, &DecisionInput::approve(), "alice", &[], 5_000)
+            .unwrap();
+        let token = s.token_string(&approved.id).unwrap().unwrap();
+        // helper's own Confirm on the plan blocks helper, not its orchestrator or sibling.
+        let on_plan = ConfirmTarget {
+            target_type: "context",
+            target_id: id,
+            diff: None,
+        };
+        held(propose("helper", 704, Some(on_plan)));
+        denied(propose("helper", 705, None));
+        let sibling = held(propose("helper2", 706, None));
+        let own = held(propose("bot", 707, None));
+        // Cancelled by its agent: the delegates' held calls and tokens go with it.
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        let (_, cancelled) = s
+            .cancel_plan(id, &bot, d.delegates_of("bot"), None, 8_000)
+            .unwrap();
+        assert_eq!(cancelled.len(), 2, "{cancelled:?}");
+        for (aid, want) in [(&sibling.id, "cancelled"), (&own.id, "cancelled")] {
+            assert_eq!(status(aid).as_str(), want);
+        }
+        assert_eq!(status(&intruder.id).as_str(), "pending");
+        let by = Presenter::Agent("helper");
+        let e = s
+            .redeem_as(&token, by, &approved.call_hash, None, 9_000, &d)
+            .unwrap_err();
+        assert!(matches!(e, RedeemError::PlanStopped { .. }), "{e:?}");
     });
 }

@@ -1,0 +1,280 @@
+//! Which agents' MPLP plans gate which agents' calls ([`Delegations`]): a plan belongs to the
+//! agent that registered it, and gates that agent's calls and those of the local agents it
+//! declares (`action_space.local_agents[]`: an orchestrator and the sub-agents it delegates
+//! to). The relation comes from the operator's agent files only, never from a request, and is
+//! resolved once, when the registry loads: `source_type: file` (the default) names an agent
+//! file relative to the declaring agent's file, `registry` an agent's `metadata.id`; anything
+//! else, or a source naming no loaded agent, resolves to nothing (a load warning). Paths are
+//! compared lexically normalised (`.` dropped, `..` folded; no filesystem access: this is
+//! the pure core).
+
+use super::model::{Agent, DelegateSource};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// The declared local-delegation relation between loaded agents, both ways: each agent's
+/// resolved local delegates and, inverted, the agents that declare each agent. Built by
+/// [`Delegations::resolve`] (the registry does so at load); read-only afterwards.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delegations {
+    /// Orchestrator id → its local delegates' ids, sorted, each once, never itself.
+    delegates: BTreeMap<String, Vec<String>>,
+    /// Delegate id → the ids of the agents that declare it, sorted, each once.
+    orchestrators: BTreeMap<String, Vec<String>>,
+}
+
+/// The relation with no delegation at all: every plan gates only its own agent's calls.
+pub static NO_DELEGATIONS: Delegations = Delegations::new();
+
+impl Delegations {
+    /// The empty relation ([`NO_DELEGATIONS`]).
+    pub const fn new() -> Self {
+        Self {
+            delegates: BTreeMap::new(),
+            orchestrators: BTreeMap::new(),
+        }
+    }
+
+    /// Resolves the `local_agents[]` of every agent in `agents` (by id) to loaded agents;
+    /// returns the relation and a warning (`FILE:LINE: …`) for each local agent that resolves
+    /// to none: an unknown `source_type`, a `file` source naming no loaded agent file, a
+    /// `registry` source naming no loaded agent id. Remote agents and an agent naming itself
+    /// add nothing.
+    pub fn resolve(agents: &BTreeMap<String, Agent>) -> (Self, Vec<String>) {
+        let by_file: BTreeMap<PathBuf, &str> = agents
+            .values()
+            .map(|a| (normalise(Path::new(&a.file)), a.id.as_str()))
+            .collect();
+        let mut out = Self::new();
+        let mut warnings = Vec::new();
+        for a in agents.values() {
+            for d in &a.delegates {
+                let Some(src) = &d.source else { continue };
+                match resolve_one(a, src, agents, &by_file) {
+                    Ok(id) if id != a.id => out.add(&a.id, id),
+                    Ok(_) => {}
+                    Err(why) => warnings.push(format!(
+                        "{}:{}: local agent `{}`: {why}; the plans of `{}` gate none of its calls",
+                        a.file, src.line, d.alias, a.id
+                    )),
+                }
+            }
+        }
+        (out, warnings)
+    }
+
+    /// Records that `orchestrator` declares `delegate`.
+    fn add(&mut self, orchestrator: &str, delegate: &str) {
+        let insert = |list: &mut Vec<String>, id: &str| {
+            if let Err(at) = list.binary_search_by(|x| x.as_str().cmp(id)) {
+                list.insert(at, id.to_string());
+            }
+        };
+        insert(
+            self.delegates.entry(orchestrator.to_string()).or_default(),
+            delegate,
+        );
+        insert(
+            self.orchestrators.entry(delegate.to_string()).or_default(),
+            orchestrator,
+        );
+    }
+
+    /// The ids of the declared local delegates of agent `orchestrator` (sorted; empty for an
+    /// unknown agent or one that declares none): whose calls its plans gate besides its own.
+    pub fn delegates_of(&self, orchestrator: &str) -> &[String] {
+        self.delegates.get(orchestrator).map_or(&[], Vec::as_slice)
+    }
+
+    /// The ids of the agents that declare agent `delegate` a local delegate (sorted; empty
+    /// when none does): whose plans may gate its calls besides its own.
+    pub fn orchestrators_of(&self, delegate: &str) -> &[String] {
+        self.orchestrators.get(delegate).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Whether a plan registered by `owner` gates a call of `caller` naming it, `followed` being
+/// the agents that declare `caller` a local delegate ([`Delegations::orchestrators_of`]): its
+/// own plan, or one of an agent that delegates to it. Any other plan is ignored, as if the call
+/// named none (a plan belongs to the agent that registered it).
+pub fn plan_gates(caller: &str, followed: &[String], owner: &str) -> bool {
+    caller == owner || followed.iter().any(|o| o == owner)
+}
+
+/// The loaded agent `src` (declared by `a`) names, or why none.
+fn resolve_one<'a>(
+    a: &Agent,
+    src: &DelegateSource,
+    agents: &'a BTreeMap<String, Agent>,
+    by_file: &BTreeMap<PathBuf, &'a str>,
+) -> Result<&'a str, String> {
+    match src.source_type.as_str() {
+        "file" => {
+            let base = Path::new(&a.file).parent().unwrap_or(Path::new(""));
+            let path = normalise(&base.join(&src.source));
+            by_file.get(&path).copied().ok_or_else(|| {
+                format!(
+                    "source `{}` ({}) is not a loaded agent file",
+                    src.source,
+                    path.display()
+                )
+            })
+        }
+        "registry" => agents
+            .get_key_value(&src.source)
+            .map(|(id, _)| id.as_str())
+            .ok_or_else(|| format!("source `{}` is not a loaded agent id", src.source)),
+        other => Err(format!(
+            "source_type `{other}` is not resolved by assent (only `file` and `registry` are)"
+        )),
+    }
+}
+
+/// `p` lexically normalised: `.` dropped, `name/..` folded, `..` above the root dropped, a
+/// leading `..` of a relative path kept. The filesystem is not read (symbolic links are not
+/// followed): two spellings of one file that differ other than so do not match.
+fn normalise(p: &Path) -> PathBuf {
+    let mut out: Vec<Component<'_>> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => match out.last() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(c),
+            },
+            c => out.push(c),
+        }
+    }
+    out.iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Registry;
+
+    fn agent(id: &str, locals: &str) -> String {
+        format!("metadata: {{id: {id}}}\naction_space:\n  local_agents:\n{locals}")
+    }
+
+    fn load(files: &[(&str, String)]) -> Registry {
+        let files: Vec<(String, String)> = files
+            .iter()
+            .map(|(f, t)| (f.to_string(), t.clone()))
+            .collect();
+        Registry::load(&files, &[]).unwrap()
+    }
+
+    const NONE: &str = "    []\n";
+
+    #[test]
+    fn a_file_source_resolves_relative_to_the_declaring_file() {
+        let reg = load(&[
+            (
+                "/etc/assent/agents/orch.agf.yaml",
+                agent(
+                    "orch",
+                    "    - {alias: a, source: ./subs/../helper.agf.yaml}\n    - {alias: b, source: ../other/x.agf.yaml}\n",
+                ),
+            ),
+            ("/etc/assent/agents/helper.agf.yaml", agent("helper", NONE)),
+            ("/etc/assent/./other/x.agf.yaml", agent("x", NONE)),
+        ]);
+        let d = reg.delegations();
+        assert_eq!(d.delegates_of("orch"), ["helper", "x"]);
+        assert_eq!(d.orchestrators_of("helper"), ["orch"]);
+        assert_eq!(d.orchestrators_of("x"), ["orch"]);
+        assert!(d.delegates_of("helper").is_empty());
+        assert!(d.orchestrators_of("orch").is_empty());
+        assert!(reg.warnings.is_empty(), "{:?}", reg.warnings);
+    }
+
+    #[test]
+    fn a_registry_source_names_an_agent_id() {
+        let reg = load(&[
+            (
+                "o.yaml",
+                agent(
+                    "orch",
+                    "    - {alias: a, source: helper, source_type: registry}\n",
+                ),
+            ),
+            ("h.yaml", agent("helper", NONE)),
+        ]);
+        assert_eq!(reg.delegations().delegates_of("orch"), ["helper"]);
+        assert_eq!(reg.delegations().orchestrators_of("helper"), ["orch"]);
+    }
+
+    /// Fail closed: what does not resolve to a loaded agent maps to nothing, with a warning
+    /// naming the file, line and entry; an id in a `file` source, or a file in a `registry`
+    /// one, is no match; a remote agent and the agent itself add nothing.
+    #[test]
+    fn sources_that_name_no_loaded_agent_map_to_nothing_with_a_warning() {
+        let locals = "    - {alias: a, source: missing.agf.yaml}\n    - {alias: b, source: helper}\n    - {alias: c, source: h.yaml, source_type: registry}\n    - {alias: d, source: helper, source_type: db}\n    - {alias: e, source: o.yaml}\n    - {alias: f, source: orch, source_type: registry}\n  remote_agents:\n    - {alias: g}\n";
+        let reg = load(&[
+            ("o.yaml", agent("orch", locals)),
+            ("h.yaml", agent("helper", NONE)),
+        ]);
+        assert_eq!(reg.delegations(), &Delegations::new());
+        let w = &reg.warnings;
+        assert_eq!(w.len(), 4, "{w:?}");
+        assert!(
+            w[0].starts_with("o.yaml:4: local agent `a`: source `missing.agf.yaml`"),
+            "{w:?}"
+        );
+        assert!(
+            w[1].contains("local agent `b`: source `helper` (helper) is not a loaded agent file"),
+            "{w:?}"
+        );
+        assert!(
+            w[2].contains("`c`: source `h.yaml` is not a loaded agent id"),
+            "{w:?}"
+        );
+        assert!(
+            w[3].contains("`d`: source_type `db` is not resolved"),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .all(|w| w.ends_with("the plans of `orch` gate none of its calls"))
+        );
+    }
+
+    #[test]
+    fn delegation_is_declared_one_way_and_not_transitive() {
+        let reg = load(&[
+            (
+                "o.yaml",
+                agent("orch", "    - {alias: m, source: m.yaml}\n"),
+            ),
+            ("m.yaml", agent("mid", "    - {alias: l, source: l.yaml}\n")),
+            ("l.yaml", agent("leaf", NONE)),
+        ]);
+        let d = reg.delegations();
+        assert_eq!(d.delegates_of("orch"), ["mid"]);
+        assert_eq!(d.delegates_of("mid"), ["leaf"]);
+        assert_eq!(d.orchestrators_of("leaf"), ["mid"]);
+        assert!(d.orchestrators_of("orch").is_empty());
+    }
+
+    #[test]
+    fn a_plan_gates_its_owners_calls_and_its_declared_delegates_only() {
+        let followed = ["orch".to_string()];
+        assert!(plan_gates("helper", &followed, "orch"));
+        assert!(plan_gates("helper", &followed, "helper"));
+        assert!(!plan_gates("helper", &followed, "squatter"));
+        assert!(!plan_gates("orch", &[], "helper"));
+    }
+
+    #[test]
+    fn paths_are_normalised_lexically() {
+        let n = |p: &str| normalise(Path::new(p)).display().to_string();
+        assert_eq!(n("./a/./b/../c.yaml"), "a/c.yaml");
+        assert_eq!(n("/x/../../y.yaml"), "/y.yaml");
+        assert_eq!(n("../a/b/../../c"), "../c");
+        assert_eq!(n("a/b/../../../c"), "../c");
+    }
+}
