@@ -201,6 +201,20 @@ pub(crate) async fn delegate(
     gate(&st, sub).await
 }
 
+/// A store refusal of a reported result as the API answers it: `409 RESULT_RECORDED` for a
+/// call that has a result already, `404` for an `approval_id` that is not the agent's; any
+/// other failure `503 STORE_UNAVAILABLE`.
+fn result_refused(e: assent_store::StoreError) -> ApiError {
+    use assent_store::pins::{RESULT_NO_APPROVAL, RESULT_TWICE};
+    match e {
+        assent_store::StoreError::Invalid(m) if m == RESULT_TWICE => {
+            ApiError::new(StatusCode::CONFLICT, assent_api::error::RESULT_RECORDED, m)
+        }
+        assent_store::StoreError::Invalid(m) if m == RESULT_NO_APPROVAL => ApiError::not_found(m),
+        e => ApiError::unavailable(e),
+    }
+}
+
 /// `POST /v1/tool-results` (agent; sent by the MCP proxy for every forwarded call): a
 /// forwarded call's result is `output_bytes` long (the JSON of its `result`) with SHA-256
 /// `result_sha256`; appended to the audit log as `call.result` (linked to `approval_id` when
@@ -215,10 +229,12 @@ pub(crate) async fn delegate(
 /// A report with `outcome` (`not_run`, `no_answer`) is of a cleared call with no result: it
 /// is recorded as `call.result` with that outcome and no result, marks the session with
 /// nothing its output would have brought (with nothing at all when it did not run), and is
-/// answered `allow`.
+/// answered `allow`. A call has one result: a second report naming the same `approval_id`
+/// (an outcome after a result included) is `409 RESULT_RECORDED`, and an `approval_id` that
+/// is not one of the agent's approvals `404`; neither is recorded.
 #[utoipa::path(post, path = "/v1/tool-results", tag = "propose",
     request_body = assent_api::gate::ToolResultRequest,
-    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer)),
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "The call has a result recorded already (`RESULT_RECORDED`)", body = assent_api::error::ApiErrorBody)),
     security(("agent_key" = [])))]
 pub(crate) async fn tool_result(
     State(st): State<AppState>,
@@ -256,7 +272,7 @@ pub(crate) async fn tool_result(
     }
     let (who, session, approval) = (b.agent.clone(), b.session_id.clone(), b.approval_id.clone());
     let (tool, server) = (b.tool.clone(), b.server.clone());
-    st.store_call(move |s| {
+    st.store_task(move |s| {
         let r = ReportedResult {
             agent: &who,
             session_id: &session,
@@ -268,7 +284,8 @@ pub(crate) async fn tool_result(
         };
         s.record_result(&r, now_ms())
     })
-    .await?;
+    .await?
+    .map_err(result_refused)?;
     let v = evaluate_in(
         &reg,
         &b.agent,

@@ -129,8 +129,8 @@ async fn a_not_run_report_after_the_calls_result_is_refused() {
     assert_answer(s, &b, "decision", StatusCode::OK, "allow");
     for outcome in [Some("not_run"), Some("no_answer"), None] {
         let (s, e) = gw.post("/v1/tool-results", BOT, report(&id, outcome)).await;
-        assert!(!s.is_success(), "{outcome:?} answered {s}: {e}");
-        assert!(e["code"].is_string(), "a JSON error body: {e}");
+        assert_eq!(s, StatusCode::CONFLICT, "{outcome:?}: {e}");
+        assert_eq!(e["code"], "RESULT_RECORDED", "{outcome:?}: {e}");
     }
     let (s, e) = gw
         .post(
@@ -139,7 +139,7 @@ async fn a_not_run_report_after_the_calls_result_is_refused() {
             report("a-forged-approval-id", Some("not_run")),
         )
         .await;
-    assert!(!s.is_success(), "a forged approval id answered {s}: {e}");
+    assert_eq!(s, StatusCode::NOT_FOUND, "a forged approval id: {e}");
     let results = gw
         .sql()
         .rows("SELECT data FROM audit WHERE kind = 'call.result'", &[]);
