@@ -15,6 +15,7 @@
 //! ```
 
 use super::raw::{ConfigError, RawOidc, RawPrincipal, at};
+use crate::dashboard::oidc::places::Places;
 use assent_store::ui_sessions::SsoGrant;
 use openidconnect::core::{
     CoreAuthDisplay, CoreAuthPrompt, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,
@@ -23,8 +24,8 @@ use openidconnect::core::{
 };
 use openidconnect::{
     AdditionalClaims, Client, ClientId, ClientSecret, EmptyExtraTokenFields, EndpointMaybeSet,
-    EndpointNotSet, EndpointSet, IdTokenFields, IssuerUrl, RedirectUrl, StandardErrorResponse,
-    StandardTokenResponse,
+    EndpointNotSet, EndpointSet, IdTokenFields, IssuerUrl, JsonWebKey as _, JsonWebKeySet,
+    RedirectUrl, StandardErrorResponse, StandardTokenResponse,
 };
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
@@ -237,6 +238,12 @@ impl OidcConfig {
 
 /// How long discovered provider metadata (and its signing keys) is used.
 const METADATA_TTL: Duration = Duration::from_secs(300);
+/// How long a failed discovery is remembered: until then sign-ins are refused without the
+/// provider being asked again (`Sso::client`).
+pub const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
+/// How often at most the provider's keys are fetched again for an ID token naming a key id
+/// the known keys lack (`Sso::client_with_key`).
+pub const KEYS_REFRESH: Duration = Duration::from_secs(60);
 
 /// The ID token's claims besides the standard ones (the groups claim is one of them).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -274,13 +281,41 @@ pub(crate) type SsoClient = Client<
 >;
 
 /// The configured provider: settings, the client secret, an HTTP client that follows no
-/// redirect, and the discovered metadata.
+/// redirect, what was discovered of the provider (or why not), and the places for code
+/// exchanges in flight (`crate::dashboard::oidc::places`).
 pub struct Sso {
     pub(crate) config: OidcConfig,
     secret: ClientSecret,
     /// The HTTP client (no redirects, 10 s timeout) the provider is reached with.
     pub(crate) http: reqwest::Client,
-    metadata: tokio::sync::Mutex<Option<(Instant, CoreProviderMetadata)>>,
+    /// Where the provider sends the browser back.
+    redirect: RedirectUrl,
+    discovered: tokio::sync::Mutex<Discovered>,
+    /// The places for this replica's code exchanges in flight, fair between client networks.
+    pub(crate) places: Places,
+}
+
+/// What was discovered of the provider.
+enum Discovered {
+    /// Not asked yet.
+    Nothing,
+    /// Its metadata and keys, fetched at `at`; its keys last fetched again at `keys_at`.
+    Found {
+        at: Instant,
+        md: Box<CoreProviderMetadata>,
+        keys_at: Option<Instant>,
+    },
+    /// Discovery failed at `at`, for `why`: not asked again before [`DISCOVERY_RETRY`].
+    Failed { at: Instant, why: String },
+}
+
+/// Why there is no client: the message for the person, and when to try again.
+#[derive(Debug, Clone)]
+pub(crate) struct Undiscovered {
+    /// Names the issuer and what went wrong.
+    pub(crate) why: String,
+    /// How long this replica will not ask the provider again.
+    pub(crate) retry_after: Duration,
 }
 
 impl Sso {
@@ -300,47 +335,123 @@ impl Sso {
             .timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| ConfigError::new(format!("oidc: HTTP client: {e}")))?;
+        let redirect = RedirectUrl::new(c.redirect_url.clone())
+            .map_err(|e| ConfigError::new(format!("oidc: redirect_url: {e}")))?;
         Ok(Sso {
             config: c.clone(),
             secret,
             http,
-            metadata: tokio::sync::Mutex::new(None),
+            redirect,
+            discovered: tokio::sync::Mutex::new(Discovered::Nothing),
+            places: Places::new(crate::throttle::SSO_EXCHANGES),
         })
     }
 
     /// The client, from metadata discovered at most [`METADATA_TTL`] ago; `Err` names the
-    /// issuer and why it could not be discovered.
-    pub(crate) async fn client(&self) -> Result<SsoClient, String> {
-        let mut m = self.metadata.lock().await;
-        let fresh = m.as_ref().is_some_and(|(t, _)| t.elapsed() < METADATA_TTL);
-        if !fresh {
-            let issuer = IssuerUrl::new(self.config.issuer.clone()).map_err(|e| e.to_string())?;
-            match CoreProviderMetadata::discover_async(issuer, &self.http).await {
-                Ok(md) => *m = Some((Instant::now(), md)),
-                Err(e) => {
-                    let why = error_chain(&e);
-                    tracing::warn!(issuer = %self.config.issuer, error = %why, "OIDC discovery failed");
-                    return Err(format!(
-                        "The single sign-on provider `{}` could not be discovered: {why}",
-                        self.config.issuer
-                    ));
-                }
+    /// issuer and why it could not be discovered. A failed discovery is remembered for
+    /// [`DISCOVERY_RETRY`]: meanwhile every caller gets its `Err` without the provider being
+    /// asked (found by review: each sign-in start asked a dead provider again, one at a time,
+    /// so its timeouts queued every start). Callers at once wait for one discovery.
+    pub(crate) async fn client(&self) -> Result<SsoClient, Undiscovered> {
+        let mut d = self.discovered.lock().await;
+        match &*d {
+            Discovered::Found { at, md, .. } if at.elapsed() < METADATA_TTL => {
+                return Ok(self.client_of(md));
+            }
+            Discovered::Failed { at, why } if at.elapsed() < DISCOVERY_RETRY => {
+                let retry_after = DISCOVERY_RETRY.saturating_sub(at.elapsed());
+                return Err(Undiscovered {
+                    why: why.clone(),
+                    retry_after,
+                });
+            }
+            _ => {}
+        }
+        let found = match IssuerUrl::new(self.config.issuer.clone()) {
+            Ok(issuer) => CoreProviderMetadata::discover_async(issuer, &self.http)
+                .await
+                .map_err(|e| error_chain(&e)),
+            Err(e) => Err(e.to_string()),
+        };
+        match found {
+            Ok(md) => {
+                let client = self.client_of(&md);
+                *d = Discovered::Found {
+                    at: Instant::now(),
+                    md: Box::new(md),
+                    keys_at: None,
+                };
+                Ok(client)
+            }
+            Err(e) => {
+                tracing::warn!(issuer = %self.config.issuer, error = %e, "OIDC discovery failed");
+                let why = format!(
+                    "The single sign-on provider `{}` could not be discovered: {e}",
+                    self.config.issuer
+                );
+                *d = Discovered::Failed {
+                    at: Instant::now(),
+                    why: why.clone(),
+                };
+                Err(Undiscovered {
+                    why,
+                    retry_after: DISCOVERY_RETRY,
+                })
             }
         }
-        let md = m.as_ref().map(|(_, md)| md.clone()).expect("set above");
-        let redirect =
-            RedirectUrl::new(self.config.redirect_url.clone()).map_err(|e| e.to_string())?;
-        Ok(Client::from_provider_metadata(
-            md,
+    }
+
+    /// The client of metadata `md`.
+    fn client_of(&self, md: &CoreProviderMetadata) -> SsoClient {
+        Client::from_provider_metadata(
+            md.clone(),
             ClientId::new(self.config.client_id.clone()),
             Some(self.secret.clone()),
         )
-        .set_redirect_uri(redirect))
+        .set_redirect_uri(self.redirect.clone())
     }
 
-    /// Forgets the discovered metadata (the provider may have rotated its keys).
-    pub(crate) async fn forget(&self) {
-        *self.metadata.lock().await = None;
+    /// A client whose keys include key id `kid`, fetching the provider's keys (its JWKS) again
+    /// when the discovered ones do not, at most once per [`KEYS_REFRESH`] (the provider may
+    /// have rotated them); `None` when they still do not, or were fetched again too recently.
+    /// The metadata is kept whatever happens: found by review, an ID token that failed its
+    /// checks forgot it, so anyone who could sign in had the gateway discover the provider
+    /// again at will.
+    pub(crate) async fn client_with_key(&self, kid: &str) -> Option<SsoClient> {
+        let has = |md: &CoreProviderMetadata| {
+            md.jwks()
+                .keys()
+                .iter()
+                .any(|k| k.key_id().is_some_and(|id| id.as_str() == kid))
+        };
+        let uri = {
+            let mut d = self.discovered.lock().await;
+            let Discovered::Found { md, keys_at, .. } = &mut *d else {
+                return None;
+            };
+            if has(md) {
+                return Some(self.client_of(md));
+            }
+            if keys_at.is_some_and(|t| t.elapsed() < KEYS_REFRESH) {
+                return None;
+            }
+            *keys_at = Some(Instant::now());
+            md.jwks_uri().clone()
+        };
+        // Fetched without holding the lock: sign-ins meanwhile use the keys known.
+        let keys = match JsonWebKeySet::fetch_async(&uri, &self.http).await {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(error = %error_chain(&e), "OIDC provider keys could not be fetched again");
+                return None;
+            }
+        };
+        let mut d = self.discovered.lock().await;
+        let Discovered::Found { md, .. } = &mut *d else {
+            return None;
+        };
+        **md = (**md).clone().set_jwks(keys);
+        has(md).then(|| self.client_of(md))
     }
 }
 

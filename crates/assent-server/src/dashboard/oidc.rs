@@ -2,7 +2,9 @@
 //! PKCE through the `openidconnect` crate.
 //!
 //! - `GET /ui/oidc/start[?next=PATH][&step_up=1]` discovers the provider (cached five
-//!   minutes; an unreachable issuer is a `502` page naming it and why), seals the sign-in in
+//!   minutes; an unreachable issuer is a `502` page naming it and why, with `Retry-After`, and
+//!   its failure is remembered for `crate::config::oidc::DISCOVERY_RETRY`, so a dead provider
+//!   is asked once per interval, not once per sign-in), seals the sign-in in
 //!   progress — `state`, nonce, PKCE verifier, `next`, whether it is a step-up, when it started
 //!   and expires ([`LOGIN_TTL`]) — into a cookie of the browser's ([`cookie`]: `HttpOnly`,
 //!   `SameSite=Lax`, `__Host-` over https; sealed by the store with AES-256-GCM under a key
@@ -35,30 +37,42 @@
 //!
 //! Only code exchanges the provider refused and ID tokens that failed their checks count
 //! against the client address, in an allowance of single sign-on's own; a locked-out address
-//! is `429` before the provider is asked, with its cookie kept and nothing spent, and at most
-//! `crate::throttle::SSO_EXCHANGES` exchanges are in flight per replica. A callback refused
-//! before the provider is asked counts nothing, so a web page cannot lock its visitors'
-//! address out ([`callback`] says why).
+//! is `429` before the provider is asked, with its cookie kept and nothing spent. At most
+//! `crate::throttle::SSO_EXCHANGES` exchanges are in flight per replica, at most
+//! [`places::PER_NETWORK`] of one client network's; a callback finding no place waits up to
+//! [`PLACE_WAIT`] for one, and a freed place goes to the waiting network with the fewest in
+//! flight ([`places`]), so junk callbacks from a few dozen networks cannot keep a quiet one
+//! out (found by review). The provider's token endpoint has [`EXCHANGE_TIMEOUT`] to answer.
+//! A callback refused before the provider is asked counts nothing, so a web page cannot lock
+//! its visitors' address out ([`callback`] says why).
+//!
+//! An ID token that fails its checks leaves the discovered metadata in place; only one naming
+//! a key id the known keys lack has the provider's keys fetched again, at most once per
+//! `crate::config::oidc::KEYS_REFRESH` (`Sso::client_with_key`).
 //!
 //! The session cookie is `SameSite=Strict`, so it is not sent on the provider's cross-site
 //! redirect chain: the callback answers with a page that moves on to the dashboard itself.
 
 pub mod cookie;
+pub mod places;
 
 use super::page::{Message, forbidden, page_with, secured};
 use super::session::{Jar, next_path, set_session_cookie};
 use super::sessions::{self, digest};
-use crate::config::oidc::{Extra, NAME_PREFIX, OidcConfig, Sso, error_chain};
+use crate::config::oidc::{Extra, NAME_PREFIX, OidcConfig, Sso, SsoClient, error_chain};
 use crate::state::{AppState, now_ms};
 use assent_store::oidc_logins::{MAX_NEXT, SignIn};
 use assent_store::ui_sessions::SsoGrant;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use openidconnect::core::{CoreAuthenticationFlow, CoreGenderClaim};
+use openidconnect::core::{
+    CoreAuthenticationFlow, CoreGenderClaim, CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm,
+};
 use openidconnect::{
-    AuthorizationCode, CsrfToken, IdTokenClaims, Nonce, PkceCodeChallenge, PkceCodeVerifier,
-    RequestTokenError, Scope, TokenResponse as _,
+    AuthorizationCode, CsrfToken, IdToken, IdTokenClaims, Nonce, PkceCodeChallenge,
+    PkceCodeVerifier, RequestTokenError, Scope, TokenResponse as _,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -67,6 +81,11 @@ use std::time::Duration;
 const LOGIN_TTL: Duration = Duration::from_secs(600);
 /// How far the provider's clock may be behind ours for a step-up's `auth_time`.
 pub(crate) const AUTH_TIME_SKEW: Duration = Duration::from_secs(30);
+/// How long a callback waits for a place for its code exchange ([`places`]) before it is a
+/// `503`: longer than an exchange may take, so that a network served next gets a place.
+pub const PLACE_WAIT: Duration = Duration::from_secs(6);
+/// How long the provider's token endpoint may take to answer a code exchange.
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A page with `status`, `title` and `text` for someone not signed in.
 fn refused(status: StatusCode, title: &str, text: &str) -> Response {
@@ -120,7 +139,15 @@ pub(crate) async fn start(
     let step_up = q.get("step_up").is_some_and(|v| v == "1");
     let client = match sso.client().await {
         Ok(c) => c,
-        Err(why) => return refused(StatusCode::BAD_GATEWAY, "Single sign-on unavailable", &why),
+        Err(u) => {
+            let mut r = refused(
+                StatusCode::BAD_GATEWAY,
+                "Single sign-on unavailable",
+                &u.why,
+            );
+            retry_after(&mut r, u.retry_after);
+            return r;
+        }
     };
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
     let mut req = client
@@ -224,8 +251,10 @@ impl Refusal {
 /// send to the provider with its client secret; counting the failed ones does, and only an
 /// exchange can fail that way, which takes a `state` that the provider sent back, so a page
 /// elsewhere cannot. At most [`crate::throttle::SSO_EXCHANGES`] exchanges are in flight per
-/// replica (more: `503` with `Retry-After`, nothing spent), which bounds what many addresses
-/// at once, or an address before its failures are counted, can send.
+/// replica, [`places::PER_NETWORK`] per client network, shared fairly ([`places`]; no place
+/// within [`PLACE_WAIT`], or no room to wait: `503` with `Retry-After`, nothing spent), which
+/// bounds what many addresses at once, or an address before its failures are counted, can
+/// send, and keeps them from crowding others out.
 pub(crate) async fn callback(
     State(st): State<AppState>,
     peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
@@ -260,10 +289,8 @@ pub(crate) async fn callback(
         (status, wait) => {
             let text = format!("{} No session was started.", f.why);
             let mut r = refused(status, "Sign-in refused", &text);
-            if let Some(v) =
-                wait.and_then(|w| HeaderValue::from_str(&w.as_secs().max(1).to_string()).ok())
-            {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
+            if let Some(w) = wait {
+                retry_after(&mut r, w);
             }
             r
         }
@@ -272,6 +299,14 @@ pub(crate) async fn callback(
         clear_cookie(&st, &headers, &mut r, q.as_ref());
     }
     r
+}
+
+/// Sets `Retry-After` on `r`: `wait` in whole seconds, rounded up, at least 1.
+fn retry_after(r: &mut Response, wait: Duration) {
+    let secs = (wait.as_secs()).saturating_add(u64::from(wait.subsec_nanos() > 0));
+    if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
 }
 
 /// Clears the sign-in cookie of the callback's `state` (in query `q`), if it named one.
@@ -312,27 +347,7 @@ async fn finish(
     headers: &HeaderMap,
     q: Option<&HashMap<String, String>>,
 ) -> Result<(String, String), Refusal> {
-    let q = q
-        .filter(|q| q.len() <= 8 && q.values().all(|v| v.len() <= 4096))
-        .ok_or_else(|| {
-            Refusal::early(
-                StatusCode::BAD_REQUEST,
-                "The callback's query could not be read.",
-            )
-        })?;
-    if let Some(e) = q.get("error") {
-        let e: String = e.chars().filter(|c| !c.is_control()).take(200).collect();
-        return Err(Refusal::early(
-            StatusCode::FORBIDDEN,
-            format!("The provider answered `{e}`."),
-        ));
-    }
-    let (Some(state), Some(code)) = (q.get("state"), q.get("code")) else {
-        return Err(Refusal::early(
-            StatusCode::BAD_REQUEST,
-            "The callback needs `state` and `code`.",
-        ));
-    };
+    let (state, code) = state_and_code(q)?;
     // The lock-out first, in memory: a locked-out address costs no store read (found by
     // review: a replayed cookie cost a store job on every request, without end).
     if let Some(wait) = st.throttle.sso_locked_out(addr) {
@@ -346,8 +361,9 @@ async fn finish(
     let client = sso
         .client()
         .await
-        .map_err(|why| Refusal::retry(StatusCode::BAD_GATEWAY, why, None))?;
-    let Some(_place) = st.throttle.sso_exchange() else {
+        .map_err(|u| Refusal::retry(StatusCode::BAD_GATEWAY, u.why, Some(u.retry_after)))?;
+    let net = addr.map(crate::throttle::network);
+    let Some(place) = sso.places.take(net, PLACE_WAIT).await else {
         tracing::warn!("OIDC callback refused: too many code exchanges in flight");
         return Err(Refusal::retry(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -356,28 +372,30 @@ async fn finish(
         ));
     };
     spend(st, state, login.expires_at).await?;
-    let tokens = client
-        .exchange_code(AuthorizationCode::new(code.clone()))
+    let request = client
+        .exchange_code(AuthorizationCode::new(code.to_string()))
         .map_err(|e| {
             let why = format!("The provider has no token endpoint: {e}.");
             Refusal::early(StatusCode::BAD_GATEWAY, why)
         })?
         .set_pkce_verifier(PkceCodeVerifier::new(login.pkce_verifier))
-        .request_async(&sso.http)
+        .request_async(&sso.http);
+    // Bounded, so that a slow provider holds a place for little time.
+    let tokens = tokio::time::timeout(EXCHANGE_TIMEOUT, request)
         .await
+        .map_err(|_| {
+            tracing::warn!("OIDC code exchange timed out");
+            Refusal::early(
+                StatusCode::BAD_GATEWAY,
+                "The provider did not redeem the code in time. Start again.",
+            )
+        })?
         .map_err(exchange_refused)?;
+    drop(place);
     let id_token = tokens
         .id_token()
         .ok_or_else(|| Refusal::failed("The provider sent no ID token."))?;
-    let verifier = client.id_token_verifier();
-    let claims = match id_token.claims(&verifier, &Nonce::new(login.nonce)) {
-        Ok(c) => c,
-        Err(e) => {
-            sso.forget().await;
-            tracing::warn!(error = %e, "OIDC ID token refused");
-            return Err(Refusal::failed(format!("The ID token was refused: {e}.")));
-        }
-    };
+    let claims = verified(sso, &client, id_token, &login.nonce).await?;
     let forbid = |m: String| Refusal::early(StatusCode::FORBIDDEN, m);
     let step_up_start = login.step_up.then_some(login.started_at);
     let auth_time = authenticated_at(claims, step_up_start).map_err(forbid)?;
@@ -398,6 +416,80 @@ async fn finish(
         })?;
     tracing::info!(operator = %name, roles = ?roles, "dashboard SSO sign-in");
     Ok((id, login.next))
+}
+
+/// The callback's `state` and `code` from its query `q`: at most 8 fields of at most 4 KiB;
+/// the provider's `error=` or a field missing is refused (counting nothing).
+fn state_and_code(q: Option<&HashMap<String, String>>) -> Result<(&str, &str), Refusal> {
+    let q = q
+        .filter(|q| q.len() <= 8 && q.values().all(|v| v.len() <= 4096))
+        .ok_or_else(|| {
+            Refusal::early(
+                StatusCode::BAD_REQUEST,
+                "The callback's query could not be read.",
+            )
+        })?;
+    if let Some(e) = q.get("error") {
+        let e: String = e.chars().filter(|c| !c.is_control()).take(200).collect();
+        return Err(Refusal::early(
+            StatusCode::FORBIDDEN,
+            format!("The provider answered `{e}`."),
+        ));
+    }
+    match (q.get("state"), q.get("code")) {
+        (Some(state), Some(code)) => Ok((state, code)),
+        _ => Err(Refusal::early(
+            StatusCode::BAD_REQUEST,
+            "The callback needs `state` and `code`.",
+        )),
+    }
+}
+
+/// The ID token the provider sent.
+type SsoIdToken =
+    IdToken<Extra, CoreGenderClaim, CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm>;
+
+/// The claims of `token` once the library checked its signature, issuer, audience, expiry and
+/// `nonce`, with the keys of `client`, or, when `token` names a key id they lack, with the
+/// provider's keys fetched again ([`Sso::client_with_key`]: at most once per
+/// [`crate::config::oidc::KEYS_REFRESH`]). A refusal is counted ([`Refusal::failed`]). The
+/// provider's metadata is kept whatever the outcome (found by review: a refused ID token made
+/// the gateway discover the provider again, at the will of anyone who could sign in).
+async fn verified<'t>(
+    sso: &Sso,
+    client: &SsoClient,
+    token: &'t SsoIdToken,
+    nonce: &str,
+) -> Result<&'t IdTokenClaims<Extra, CoreGenderClaim>, Refusal> {
+    let nonce = Nonce::new(nonce.to_string());
+    let mut e = match token.claims(&client.id_token_verifier(), &nonce) {
+        Ok(c) => return Ok(c),
+        Err(e) => e,
+    };
+    if let Some(kid) = key_id(token)
+        && let Some(fresh) = sso.client_with_key(&kid).await
+    {
+        match token.claims(&fresh.id_token_verifier(), &nonce) {
+            Ok(c) => return Ok(c),
+            Err(again) => e = again,
+        }
+    }
+    tracing::warn!(error = %e, "OIDC ID token refused");
+    Err(Refusal::failed(format!("The ID token was refused: {e}.")))
+}
+
+/// The key id (`kid`, at most 256 bytes) the header of `token` names, unverified.
+fn key_id(token: &SsoIdToken) -> Option<String> {
+    use base64::Engine as _;
+    let jwt = token.to_string();
+    let head = jwt.split('.').next()?;
+    let head = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(head.trim_end_matches('='))
+        .ok()?;
+    let head: serde_json::Value = serde_json::from_slice(&head).ok()?;
+    Some(head.get("kid")?.as_str()?)
+        .filter(|k| !k.is_empty() && k.len() <= 256)
+        .map(str::to_string)
 }
 
 /// The refusal of a code exchange that failed with `e`: a counted `403` when the provider

@@ -418,67 +418,6 @@ async fn failed_code_exchanges_lock_out_only_their_addresss_exchanges_before_the
     gw.stop().await;
 }
 
-/// Attack: many valid sign-in cookies sent at once (from many addresses, or from one before its
-/// failures are counted) have one replica post as many code exchanges to the provider at once.
-/// At most `SSO_EXCHANGES` are in flight per replica: one more is `503` with `Retry-After`
-/// before the provider is asked and spends nothing, so it finishes once there is room.
-#[tokio::test]
-async fn a_replica_holds_few_code_exchanges_in_flight_and_refuses_more_before_the_provider_is_asked()
- {
-    use assent_server::throttle::SSO_EXCHANGES;
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
-    let last = begin(&gw, &b, "", &[]).await.ok().unwrap();
-    p.hold(true);
-    let mut flight = Vec::new();
-    for _ in 0..SSO_EXCHANGES {
-        let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
-        let req = b
-            .get(format!(
-                "{}/ui/oidc/callback?{}",
-                gw.url,
-                with_code(&s, "junk")
-            ))
-            .header("cookie", s.cookie.clone());
-        flight.push(tokio::spawn(
-            async move { req.send().await.unwrap().status() },
-        ));
-    }
-    let mut asked = p.token_requests.subscribe();
-    asked.wait_for(|n| *n == SSO_EXCHANGES).await.unwrap();
-    let code = format!("code-{}", last.query["state"]);
-    p.issue(&code, "alice", &last.query["nonce"], Some(now_s()));
-    let query = with_code(&last, &code);
-    let one_more = callback(&gw, &b, &query, &last.cookie);
-    let r = tokio::time::timeout(std::time::Duration::from_secs(20), one_more)
-        .await
-        .expect("the callback past the cap waited for the provider");
-    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert!(r.headers().contains_key("retry-after"));
-    assert!(
-        !r.headers().contains_key("set-cookie"),
-        "its cookie was cleared"
-    );
-    assert_eq!(p.tokens_asked(), SSO_EXCHANGES, "the provider was asked");
-    p.hold(false);
-    for f in flight {
-        assert_eq!(f.await.unwrap(), StatusCode::FORBIDDEN);
-    }
-    let done = finish(
-        &gw,
-        &p,
-        &b,
-        &last,
-        ("alice", Some(now_s())),
-        (&last.cookie, &[]),
-    )
-    .await;
-    signed_in(done).await;
-    gw.stop().await;
-}
-
 /// Attack (found by review): a `next` of up to 2048 bytes of `"` (each doubled in the sealed
 /// JSON) let a page send a browser to four starts whose cookies, about 4 KB each, rode on every
 /// request for 10 minutes (proxies answer `400` to 16 KB of cookies), or were too large to

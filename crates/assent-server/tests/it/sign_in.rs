@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+mod exchanges;
 pub(crate) mod provider;
 
 /// A gateway whose `oidc` issuer is `p` (groups `fin` → role `finance`), with `customize`

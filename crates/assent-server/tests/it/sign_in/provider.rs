@@ -1,7 +1,9 @@
 //! The fake OpenID Connect provider the sign-in tests sign in through: discovery, JWKS and a
 //! token endpoint answering each code with the ID token a test wrote, signed RS256 with a key
-//! `openssl` makes. It counts the token requests it was sent, and a test can hold them
-//! unanswered ([`Provider::hold`]).
+//! `openssl` makes. It counts the token, discovery and JWKS requests it was sent; a test can
+//! hold token requests unanswered ([`Provider::hold`]), take discovery and JWKS down
+//! ([`Provider::down`]), and have ID tokens signed under another key id, published or not
+//! ([`Provider::sign_as`], [`Provider::publish`]).
 
 use base64::Engine as _;
 use openidconnect::PrivateSigningKey as _;
@@ -9,6 +11,7 @@ use openidconnect::core::{CoreJwsSigningAlgorithm, CoreRsaPrivateSigningKey};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// An RSA private key (PKCS#1 PEM) for the provider, made once per test run.
@@ -32,6 +35,15 @@ pub(crate) struct Provider {
     pub(crate) codes: Arc<Mutex<HashMap<String, Value>>>,
     pub(crate) token_requests: tokio::sync::watch::Sender<usize>,
     open: tokio::sync::watch::Sender<bool>,
+    /// Passes for held token requests, one each ([`Provider::let_through`]).
+    passes: Arc<tokio::sync::Semaphore>,
+    /// Requests for the discovery document, and for the JWKS.
+    fetches: Arc<[AtomicUsize; 2]>,
+    /// Discovery and JWKS answer `503`.
+    down: Arc<AtomicBool>,
+    /// The key id ID tokens are signed under, and those the JWKS publishes (one key, the
+    /// same RSA key under each).
+    kids: Arc<Mutex<(String, Vec<String>)>>,
 }
 
 impl Provider {
@@ -54,20 +66,30 @@ impl Provider {
             "response_types_supported": ["code"], "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
         });
-        let jwks = json!({"keys": [key.as_verification_key()]});
-        let (c, k) = (codes.clone(), key.clone());
+        let fetches: Arc<[AtomicUsize; 2]> = Arc::default();
+        let down = Arc::new(AtomicBool::new(false));
+        let kids = Arc::new(Mutex::new(("k1".to_string(), vec!["k1".to_string()])));
+        let public = serde_json::to_value(key.as_verification_key()).unwrap();
+        let (c, k, signer) = (codes.clone(), key.clone(), kids.clone());
         let token_requests = tokio::sync::watch::Sender::new(0usize);
         let open = tokio::sync::watch::Sender::new(true);
-        let (n, mut o) = (token_requests.clone(), open.subscribe());
+        let passes = Arc::new(tokio::sync::Semaphore::new(0));
+        let (n, o, pass) = (token_requests.clone(), open.subscribe(), passes.clone());
         let token = move |body: String| async move {
             n.send_modify(|n| *n += 1);
-            o.wait_for(|open| *open).await.unwrap();
             let form: HashMap<String, String> = serde_urlencoded::from_str(&body).unwrap();
+            if !c.lock().unwrap().contains_key(&form["code"]) {
+                let mut o = o.clone();
+                tokio::select! {
+                    r = o.wait_for(|open| *open) => { r.unwrap(); }
+                    p = pass.acquire() => p.unwrap().forget(),
+                }
+            }
             let claims = c.lock().unwrap().remove(&form["code"]);
             match claims {
                 Some(claims) => axum::Json(json!({
                     "access_token": "at", "token_type": "Bearer", "expires_in": 300,
-                    "id_token": signed(&k, &claims),
+                    "id_token": signed(&k, &signer.lock().unwrap().0, &claims),
                 }))
                 .into_response(),
                 None => (
@@ -77,12 +99,32 @@ impl Provider {
                     .into_response(),
             }
         };
+        let (f, d) = (fetches.clone(), down.clone());
+        let discovery = move || async move {
+            f[0].fetch_add(1, Ordering::SeqCst);
+            if d.load(Ordering::SeqCst) {
+                return StatusCode::SERVICE_UNAVAILABLE.into_response();
+            }
+            axum::Json(meta).into_response()
+        };
+        let (f, d, published) = (fetches.clone(), down.clone(), kids.clone());
+        let jwks = move || async move {
+            f[1].fetch_add(1, Ordering::SeqCst);
+            if d.load(Ordering::SeqCst) {
+                return StatusCode::SERVICE_UNAVAILABLE.into_response();
+            }
+            let keys: Vec<Value> = (published.lock().unwrap().1.iter())
+                .map(|kid| {
+                    let mut k = public.clone();
+                    k["kid"] = json!(kid);
+                    k
+                })
+                .collect();
+            axum::Json(json!({ "keys": keys })).into_response()
+        };
         let app = axum::Router::new()
-            .route(
-                "/.well-known/openid-configuration",
-                get(move || async move { axum::Json(meta) }),
-            )
-            .route("/jwks", get(move || async move { axum::Json(jwks) }))
+            .route("/.well-known/openid-configuration", get(discovery))
+            .route("/jwks", get(jwks))
             .route("/token", post(token));
         tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
         Provider {
@@ -90,7 +132,32 @@ impl Provider {
             codes,
             token_requests,
             open,
+            passes,
+            fetches,
+            down,
+            kids,
         }
+    }
+
+    /// How many discovery documents, and how many JWKS, were asked for so far.
+    pub(crate) fn fetched(&self) -> (usize, usize) {
+        let f = &self.fetches;
+        (f[0].load(Ordering::SeqCst), f[1].load(Ordering::SeqCst))
+    }
+
+    /// Has discovery and the JWKS answer `503` (`true`), or answer again (`false`).
+    pub(crate) fn down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Has ID tokens signed under key id `kid` from now on.
+    pub(crate) fn sign_as(&self, kid: &str) {
+        self.kids.lock().unwrap().0 = kid.into();
+    }
+
+    /// Has the JWKS publish the key under the key ids `kids`.
+    pub(crate) fn publish(&self, kids: &[&str]) {
+        self.kids.lock().unwrap().1 = kids.iter().map(|k| k.to_string()).collect();
     }
 
     /// How many token requests reached the provider so far.
@@ -98,10 +165,16 @@ impl Provider {
         *self.token_requests.borrow()
     }
 
-    /// Holds the token requests that arrive unanswered (`true`) or answers them (`false`: those
-    /// held too).
+    /// Holds the token requests for codes it was not given ([`Provider::issue`]: junk codes)
+    /// unanswered (`true`) or answers them (`false`: those held too). Requests for codes it
+    /// was given are answered at once.
     pub(crate) fn hold(&self, hold: bool) {
         self.open.send_replace(!hold);
+    }
+
+    /// Answers `n` of the held token requests (the longest held first).
+    pub(crate) fn let_through(&self, n: usize) {
+        self.passes.add_permits(n);
     }
 
     /// Has the provider answer `code` with an ID token for `sub` (group `fin`) carrying `nonce`
@@ -126,10 +199,10 @@ pub(crate) fn now_s() -> i64 {
         .as_secs() as i64
 }
 
-/// `claims` as a JWT signed RS256 with `key` (key id `k1`).
-fn signed(key: &CoreRsaPrivateSigningKey, claims: &Value) -> String {
+/// `claims` as a JWT signed RS256 with `key`, its header naming key id `kid`.
+fn signed(key: &CoreRsaPrivateSigningKey, kid: &str, claims: &Value) -> String {
     let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let head = b.encode(json!({"alg": "RS256", "kid": "k1", "typ": "JWT"}).to_string());
+    let head = b.encode(json!({"alg": "RS256", "kid": kid, "typ": "JWT"}).to_string());
     let body = b.encode(claims.to_string());
     let msg = format!("{head}.{body}");
     let sig = key

@@ -1,0 +1,394 @@
+//! What single sign-on's code exchanges and provider fetches cost the gateway, held against
+//! attackers (found by review): the places for code exchanges in flight are shared fairly
+//! between client networks, a provider whose discovery fails is asked again once per
+//! interval, not once per sign-in, and a refused ID token neither forgets the provider's
+//! metadata nor fetches its keys more than once per interval.
+
+use super::provider::{Provider, now_s};
+use super::{Begun, begin, browser, finish, gateway, signed_in};
+use crate::kit::Gw;
+use assent_server::config::oidc::{DISCOVERY_RETRY, KEYS_REFRESH};
+use assent_server::dashboard::oidc::places::PER_NETWORK;
+use assent_server::throttle::SSO_EXCHANGES;
+use reqwest::StatusCode;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// The callback of sign-in `s` with a junk `code`, sent from `b` with its cookie, in flight.
+fn junk_callback(gw: &Gw, b: &reqwest::Client, s: &Begun, code: &str) -> JoinHandle<StatusCode> {
+    let q = [("state", s.query["state"].as_str()), ("code", code)];
+    let req = b
+        .get(format!("{}/ui/oidc/callback", gw.url))
+        .query(&q)
+        .header("cookie", s.cookie.clone());
+    tokio::spawn(async move { req.send().await.unwrap().status() })
+}
+
+/// `n` sign-ins begun from `b`, their callbacks sent with junk codes, all at once.
+async fn flood(gw: &Gw, b: &reqwest::Client, n: usize) -> Vec<JoinHandle<StatusCode>> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let s = begin(gw, b, "", &[]).await.ok().unwrap();
+        out.push(junk_callback(gw, b, &s, &format!("junk{i}")));
+    }
+    out
+}
+
+/// Waits until `n` token requests reached the provider (at most 20 s).
+async fn asked(p: &Provider, n: usize) {
+    let mut asked = p.token_requests.subscribe();
+    tokio::time::timeout(Duration::from_secs(20), asked.wait_for(|a| *a >= n))
+        .await
+        .expect("the token requests arrived")
+        .unwrap();
+}
+
+/// Attack (found by review): the replica's 16 places for code exchanges were one pool, first
+/// come first served, and a `503` beyond. One network's junk callbacks (sign-in cookies are
+/// free) with a provider slow to refuse them took every place, and every honest sign-in on the
+/// replica was refused while it lasted. Now one network holds at most `PER_NETWORK` places:
+/// forty junk callbacks at once from one address put no more exchanges in flight, and another
+/// network signs in meanwhile.
+#[tokio::test]
+async fn junk_callbacks_flooding_from_one_network_do_not_keep_another_network_from_signing_in() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    p.hold(true);
+    let junk = flood(&gw, &browser("127.0.0.3"), 40).await;
+    asked(&p, PER_NETWORK).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        p.tokens_asked(),
+        PER_NETWORK,
+        "one network's exchanges in flight"
+    );
+    let honest = browser("127.0.0.2");
+    let s = begin(&gw, &honest, "", &[]).await.ok().unwrap();
+    let done = finish(
+        &gw,
+        &p,
+        &honest,
+        &s,
+        ("alice", Some(now_s())),
+        (&s.cookie, &[]),
+    );
+    // Well within `EXCHANGE_TIMEOUT`: it did not wait for a held exchange to time out.
+    let done = tokio::time::timeout(Duration::from_secs(2), done)
+        .await
+        .expect("the honest sign-in waited for the flood");
+    signed_in(done).await;
+    p.hold(false);
+    for j in junk {
+        let s = j.await.unwrap();
+        assert!([403, 502, 503].contains(&s.as_u16()), "{s}");
+    }
+    gw.stop().await;
+}
+
+/// Attack (found by review): enough networks (a few dozen addresses) keep every place busy
+/// even with a cap per network, and with places taken in the order asked a quiet network waits
+/// behind all of their queued callbacks. A place that frees goes to the waiting network with the
+/// fewest exchanges in flight: with every place held by junk from eight networks and dozens more
+/// of their callbacks queued, the one place that frees goes to the quiet network, which signs
+/// in while the rest stay held.
+#[tokio::test]
+async fn a_freed_exchange_place_goes_to_a_quiet_network_not_to_the_networks_flooding_the_queue() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    p.hold(true);
+    let networks = SSO_EXCHANGES / PER_NETWORK;
+    let mut junk = Vec::new();
+    for i in 0..networks {
+        let b = browser(&format!("127.0.0.{}", 10 + i));
+        junk.extend(flood(&gw, &b, PER_NETWORK + 6).await);
+    }
+    asked(&p, SSO_EXCHANGES).await;
+    let honest = browser("127.0.0.2");
+    let s = begin(&gw, &honest, "", &[]).await.ok().unwrap();
+    let done = finish(
+        &gw,
+        &p,
+        &honest,
+        &s,
+        ("alice", Some(now_s())),
+        (&s.cookie, &[]),
+    );
+    let free_one = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(p.tokens_asked(), SSO_EXCHANGES, "every place was taken");
+        p.let_through(1);
+    };
+    let both = async { tokio::join!(done, free_one) };
+    let (done, ()) = tokio::time::timeout(Duration::from_secs(5), both)
+        .await
+        .expect("the quiet network got the freed place");
+    signed_in(done).await;
+    let asked = p.tokens_asked();
+    assert!(
+        (SSO_EXCHANGES + 1..=SSO_EXCHANGES + 2).contains(&asked),
+        "one place freed: the honest exchange took it, then one junk exchange ({asked})"
+    );
+    p.hold(false);
+    for j in junk {
+        j.await.unwrap();
+    }
+    gw.stop().await;
+}
+
+/// Attack (found by review): a failed discovery was not remembered, so each sign-in start asked
+/// the dead provider again (one at a time, under a lock: its timeouts queued every start). Now
+/// a failure is remembered for `DISCOVERY_RETRY`: twenty starts meanwhile are each a `502`
+/// naming the issuer, with `Retry-After`, for one discovery request; once the interval is over
+/// and the provider is back, sign-in works.
+#[tokio::test]
+async fn a_dead_provider_is_asked_for_discovery_once_per_interval_however_many_sign_ins_start() {
+    let p = Provider::start().await;
+    p.down(true);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let mut starts = Vec::new();
+    for _ in 0..10 {
+        starts.push(tokio::spawn(begin_status(gw.url.clone(), b.clone())));
+    }
+    for _ in 0..10 {
+        starts.push(tokio::spawn(begin_status(gw.url.clone(), b.clone())));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for s in starts {
+        let (status, retry, page) = s.await.unwrap();
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{page}");
+        assert!(retry.is_some(), "no Retry-After");
+        assert!(
+            page.contains(&p.issuer),
+            "the page names the issuer: {page}"
+        );
+    }
+    assert_eq!(p.fetched().0, 1, "discovery requests while it was down");
+    p.down(false);
+    tokio::time::sleep(DISCOVERY_RETRY + Duration::from_millis(200)).await;
+    let s = begin(&gw, &b, "", &[]).await.expect("a start once back");
+    let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    signed_in(done).await;
+    assert_eq!(p.fetched().0, 2);
+    gw.stop().await;
+}
+
+/// `GET /ui/oidc/start` at `url` from `b`: its status, `Retry-After` and page.
+async fn begin_status(url: String, b: reqwest::Client) -> (StatusCode, Option<String>, String) {
+    let r = b.get(format!("{url}/ui/oidc/start")).send().await.unwrap();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    (r.status(), retry, r.text().await.unwrap())
+}
+
+/// The callback of sign-in `s`, whose ID token the provider issues with `nonce`, from `b`.
+async fn with_nonce(
+    gw: &Gw,
+    p: &Provider,
+    b: &reqwest::Client,
+    s: &Begun,
+    nonce: &str,
+) -> StatusCode {
+    let code = format!("code-{}", s.query["state"]);
+    p.issue(&code, "alice", nonce, Some(now_s()));
+    let q = [("state", s.query["state"].as_str()), ("code", &code)];
+    let r = b
+        .get(format!("{}/ui/oidc/callback", gw.url))
+        .query(&q)
+        .header("cookie", s.cookie.clone())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let page = r.text().await.unwrap();
+    assert!(page.contains("The ID token was refused"), "{page}");
+    status
+}
+
+/// Attack (found by review): an ID token that failed its checks made the gateway forget the
+/// provider's metadata, so anyone who could sign in (or send the provider's tokens back wrong)
+/// had it discover the provider again at will. Now the metadata is kept, and the provider's
+/// keys are fetched again only for an ID token naming a key id they lack, at most once per
+/// `KEYS_REFRESH`: ten ID tokens under an unknown key id and five with the wrong nonce are each
+/// refused, for no discovery and one fetch of the keys.
+#[tokio::test]
+async fn refused_id_tokens_do_not_make_the_gateway_fetch_the_provider_again_at_will() {
+    assert!(
+        KEYS_REFRESH >= Duration::from_secs(30),
+        "the test runs within one interval"
+    );
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    signed_in(finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await).await;
+    assert_eq!(p.fetched(), (1, 1), "discovery and its keys");
+    p.sign_as("rogue");
+    for _ in 0..10 {
+        let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+        let nonce = s.query["nonce"].clone();
+        assert_eq!(
+            with_nonce(&gw, &p, &b, &s, &nonce).await,
+            StatusCode::FORBIDDEN
+        );
+    }
+    p.sign_as("k1");
+    for _ in 0..5 {
+        let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+        assert_eq!(
+            with_nonce(&gw, &p, &b, &s, "not-its-nonce").await,
+            StatusCode::FORBIDDEN
+        );
+    }
+    assert_eq!(
+        p.fetched(),
+        (1, 2),
+        "one more fetch of the keys, no discovery"
+    );
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    signed_in(finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await).await;
+    gw.stop().await;
+}
+
+/// A provider that rotated its keys (an ID token under a key id the gateway's keys lack, now
+/// published) signs in after one fetch of its keys, without discovery; the next sign-in under
+/// that key fetches nothing.
+#[tokio::test]
+async fn a_provider_that_rotated_its_keys_signs_in_after_one_fetch_of_them() {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let b = browser("127.0.0.1");
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    signed_in(finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await).await;
+    p.publish(&["k1", "k2"]);
+    p.sign_as("k2");
+    for _ in 0..2 {
+        let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+        signed_in(finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await).await;
+        assert_eq!(p.fetched(), (1, 2));
+    }
+    gw.stop().await;
+}
+
+/// Attack: many valid sign-in cookies sent at once (from many addresses, or from one before its
+/// failures are counted) have one replica post as many code exchanges to the provider at once.
+/// At most `SSO_EXCHANGES` are in flight per replica (`PER_NETWORK` of one network's: eight
+/// networks fill them); more wait for a place, at most `WAITING_PER_NETWORK` of a network's,
+/// without the provider being asked. One more is `503` with `Retry-After` at once, its cookie
+/// kept and its state not spent, so it finishes later; the waiting one finishes once a place
+/// frees.
+#[tokio::test]
+async fn a_replica_holds_few_code_exchanges_in_flight_and_queues_few_more_before_the_provider_is_asked()
+ {
+    use assent_server::dashboard::oidc::places::WAITING_PER_NETWORK;
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    p.hold(true);
+    let mut flight = Vec::new();
+    for i in 0..SSO_EXCHANGES / PER_NETWORK {
+        flight.extend(flood(&gw, &browser(&format!("127.0.0.{}", 10 + i)), PER_NETWORK).await);
+    }
+    asked(&p, SSO_EXCHANGES).await;
+    let b = browser("127.0.0.1");
+    let last = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let code = format!("code-{}", last.query["state"]);
+    p.issue(&code, "alice", &last.query["nonce"], Some(now_s()));
+    let waiting = tokio::spawn({
+        let (b, url) = (b.clone(), gw.url.clone());
+        let q = [("state", last.query["state"].clone()), ("code", code)];
+        let req = b
+            .get(format!("{url}/ui/oidc/callback"))
+            .query(&q)
+            .header("cookie", last.cookie.clone());
+        async move { req.send().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    flight.extend(flood(&gw, &b, WAITING_PER_NETWORK - 1).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let over = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let r = super::finish(
+        &gw,
+        &p,
+        &b,
+        &over,
+        ("bob", Some(now_s())),
+        (&over.cookie, &[]),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(
+        !r.headers().contains_key("set-cookie"),
+        "its cookie was cleared"
+    );
+    let spent = sha(&over.query["state"]);
+    assert!(
+        !gw.with_store(|s| s.oidc_state_spent(&spent)).unwrap(),
+        "spent"
+    );
+    assert_eq!(p.tokens_asked(), SSO_EXCHANGES, "the provider was asked");
+    p.hold(false);
+    signed_in(waiting.await.unwrap()).await;
+    for f in flight {
+        assert_eq!(f.await.unwrap(), StatusCode::FORBIDDEN);
+    }
+    let done = finish(
+        &gw,
+        &p,
+        &b,
+        &over,
+        ("bob", Some(now_s())),
+        (&over.cookie, &[]),
+    )
+    .await;
+    signed_in(done).await;
+    gw.stop().await;
+}
+
+/// The SHA-256 of `s`, hex (how the store keys a spent `state`).
+fn sha(s: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(s.as_bytes()))
+}
+
+/// Attack: a provider slow to answer (or made slow by junk) held an exchange's place for as
+/// long as the HTTP client waited. A code exchange not answered within `EXCHANGE_TIMEOUT` is a
+/// `502` (counting nothing against the address: the provider's trouble) and gives its place
+/// back.
+#[tokio::test]
+async fn a_code_exchange_the_provider_does_not_answer_holds_its_place_for_a_bounded_time() {
+    use assent_server::dashboard::oidc::EXCHANGE_TIMEOUT;
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |_| {}).await;
+    p.hold(true);
+    let b = browser("127.0.0.1");
+    let mut held = flood(&gw, &b, PER_NETWORK).await;
+    asked(&p, PER_NETWORK).await;
+    let bound = EXCHANGE_TIMEOUT + Duration::from_secs(2);
+    for h in held.drain(..) {
+        let status = tokio::time::timeout(bound, h)
+            .await
+            .expect("the exchange was bounded")
+            .unwrap();
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+    }
+    // Both places are back: the network signs in while the provider still holds junk.
+    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
+    let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[]));
+    signed_in(
+        tokio::time::timeout(Duration::from_secs(3), done)
+            .await
+            .unwrap(),
+    )
+    .await;
+    gw.stop().await;
+}
