@@ -23,7 +23,7 @@
 //!   each exchange the provider refuses ([`Throttle::sso_exchange_failed`]) counts, at the same
 //!   rate, and a locked-out address's callbacks get `429` before the provider is asked
 //!   ([`Throttle::sso_locked_out`]); at most [`SSO_EXCHANGES`] exchanges are in flight on one
-//!   replica at once ([`Throttle::sso_exchange`]). Only exchanges count: a callback refused
+//!   replica at once, fairly shared between networks (`dashboard/oidc/places.rs`). Only exchanges count: a callback refused
 //!   before the provider is asked (no or a forged sign-in cookie, a spent `state`, the
 //!   provider's `error=`) guesses nothing and counts nothing, so a web page firing callbacks
 //!   at the gateway from its visitors' browsers cannot lock their address out (found by
@@ -61,8 +61,8 @@ use std::time::{Duration, Instant};
 pub const FAILURES_PER_SECOND: u32 = 5;
 /// Failed authentications allowed in a burst before the rate applies.
 pub const FAILURE_BURST: u32 = 20;
-/// Single sign-on code exchanges in flight on one replica at once, at the most
-/// ([`Throttle::sso_exchange`]).
+/// Single sign-on code exchanges in flight on one replica at once, at the most (handed out
+/// by `dashboard/oidc/places.rs`).
 pub const SSO_EXCHANGES: usize = 16;
 /// Characters of a presented key that make its prefix.
 const PREFIX_CHARS: usize = 8;
@@ -116,7 +116,6 @@ pub struct Throttle {
     known: Mutex<HashMap<[u8; 32], Seen>>,
     trusted_proxies: Vec<IpAddr>,
     /// Places for single sign-on code exchanges in flight ([`SSO_EXCHANGES`]).
-    sso_exchanges: tokio::sync::Semaphore,
     /// The store failures are also counted in (replicas of one PostgreSQL database).
     shared: Option<std::sync::Arc<assent_store::Store>>,
 }
@@ -158,7 +157,6 @@ impl Throttle {
             locked: Mutex::default(),
             known: Mutex::default(),
             trusted_proxies: Vec::new(),
-            sso_exchanges: tokio::sync::Semaphore::new(SSO_EXCHANGES),
             shared: None,
         }
     }
@@ -292,13 +290,6 @@ impl Throttle {
         locked.get(&who).map(|until| *until - now)
     }
 
-    /// A place for one single sign-on code exchange, held while it is in flight; `None` when
-    /// [`SSO_EXCHANGES`] are already (this replica is busy: the callback should be refused
-    /// before anything is spent or asked).
-    pub fn sso_exchange(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        self.sso_exchanges.try_acquire().ok()
-    }
-
     /// Counts a single sign-on code exchange (or its ID token) the provider's answer failed
     /// against the client address (network) alone, like [`Throttle::failed`]; `Some(wait)`
     /// when that used up its allowance, and its exchanges are locked out for `wait`. `None`
@@ -391,7 +382,9 @@ fn prefix(key: &str) -> String {
 
 /// A `429` with `code` and `Retry-After` (whole seconds, at least 1).
 pub fn too_many(code: &'static str, message: &str, wait: Duration) -> Response {
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let secs = wait
+        .as_secs()
+        .saturating_add(u64::from(wait.subsec_nanos() > 0));
     let mut r = ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message).into_response();
     if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
         r.headers_mut().insert(header::RETRY_AFTER, v);
