@@ -400,5 +400,15 @@ async fn another_rules_escalation_does_not_let_interns_fill_a_finance_quorum() {
         (StatusCode::OK, &json!("approved")),
         "{a}"
     );
+    // Its receipt names each group's escalation and holds to the published schema.
+    let (s, receipt) = gw
+        .get(&format!("/v1/approvals/{id}/receipt"), "alice-key")
+        .await;
+    assert_eq!(s, StatusCode::OK, "{receipt}");
+    crate::schemas::assert_valid(
+        &crate::schemas::validator("docs/schemas/approval-receipt.schema.json"),
+        &receipt,
+        "receipt",
+    );
     gw.stop().await;
 }
