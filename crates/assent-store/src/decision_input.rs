@@ -33,8 +33,9 @@ pub struct DecisionInput {
     /// operator key it was made with (64 hex, the server's SHA-256 over the key's digest under
     /// a tag of its own), or the channel's (`slack:` and the clicking Slack user id; `sso:` and
     /// the identity and groups of a single sign-on). Kept with a quorum vote: start-up checks
-    /// it again and withdraws the vote when it no longer stands ([`crate::Store::withdraw_votes`]). `None` only for a
-    /// vote cast before the server said how.
+    /// it again and withdraws the vote when it no longer stands
+    /// ([`crate::Store::withdraw_votes`]). `None` only for a vote cast before the server said
+    /// how.
     pub decider_key: Option<String>,
     /// The passkey assertion signing an approval (issue 14 §4), checked by the gateway's live
     /// ceremony; the store checks it belongs to the decider and binds this approval, its
