@@ -204,7 +204,7 @@ pub(crate) async fn events(
         st: st.clone(),
         principal: op.name().to_string(),
     });
-    let slot = StreamSlot::take(&sub.id, bare);
+    let slot = StreamSlot::take(&st, &sub, bare);
     let after = if fresh {
         resume.unwrap_or(sub.start_seq)
     } else {

@@ -3,7 +3,10 @@
 //! ([`StreamSlot`]: at most [`MAX_STREAMS_PER_SUBSCRIPTION`]), and the closing of a *bare*
 //! stream's subscription (one the stream opened itself, without a `subscription_id`) once its
 //! last stream here has ended and none came back within [`BARE_GRACE`]. The handler that opens
-//! a stream is [`crate::aaep::events`]; this file imports nothing of it.
+//! a stream is [`crate::aaep::events`]; this file imports nothing of it. Each gateway runs one
+//! [`keep`] task: it marks the subscriptions of all the streams open in the process seen in
+//! one write per [`BARE_TOUCH_EVERY`], and closes the bare streams' subscriptions no stream
+//! marked for [`SWEEP_EVERY`] (their gateway died during the grace).
 
 use crate::state::{AppState, now_ms};
 use assent_store::aaep::Subscription;
@@ -30,15 +33,32 @@ pub(crate) const MAX_STREAMS_PER_SUBSCRIPTION: usize = 2;
 const READ_EVENTS: u32 = 32;
 /// See [`READ_EVENTS`].
 const READ_EVERY: Duration = Duration::from_millis(250);
+/// How long a stream that has caught up waits for a change before it reads again anyway (it
+/// sees its subscription closed by then at the latest).
+const IDLE_READ: Duration = Duration::from_secs(15);
 
-/// How often an open stream marks its subscription seen (`last_seen_at`).
+/// How often an open stream's subscription is marked seen (`last_seen_at`), well within any
+/// retention period (a day at least).
 const TOUCH_EVERY: Duration = Duration::from_secs(3600);
 
-/// How often a stream on a bare stream's subscription (`subscriber_id` `sse:…`) marks it seen:
-/// well within [`BARE_GRACE`], so that the replica whose bare stream ended sees this one alive
-/// when its grace is over (found by review: reopened by id on another replica, it was marked
-/// seen once, at its opening, and closed under its stream 30 s after the first one ended).
-const BARE_TOUCH_EVERY: Duration = Duration::from_secs(5);
+/// How often a bare stream's subscription (`subscriber_id` `sse:…`) with a stream open here is
+/// marked seen: well within [`BARE_GRACE`], so that the replica whose bare stream ended sees
+/// this one alive when its grace is over (found by review: reopened by id on another replica,
+/// it was marked seen once, at its opening, and closed under its stream 30 s after the first
+/// one ended). The marks of every stream open in the process are written together, in one
+/// write per interval ([`keep`]).
+pub(crate) const BARE_TOUCH_EVERY: Duration = Duration::from_secs(5);
+
+/// How long apart [`keep`]'s sweep reads the stream marks of the open bare stream
+/// subscriptions: one whose marks did not change in between has no stream open on any
+/// replica (an open one is marked every [`BARE_TOUCH_EVERY`]) and is closed. Longer than
+/// [`BARE_GRACE`] plus one marking interval, so that a stream that ended is given its whole
+/// grace even when its gateway died meanwhile.
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(45);
+
+/// The most open bare stream subscriptions one sweep reads (at most
+/// [`assent_store::subscriptions::MAX_OPEN_PER_OPERATOR`] per operator are open).
+const SWEEP_MAX: i64 = 10_000;
 
 /// How long a bare stream's subscription stays open after its last stream in this process
 /// ended: a client that learnt its id from the `aaep.subscription` announcement may reopen it
@@ -65,20 +85,31 @@ pub(crate) struct Bare {
 /// of the slot whose end last left it without streams (a close waiting out [`BARE_GRACE`]
 /// goes ahead only if it is still its own: no stream came and went meanwhile; slot numbers
 /// are unique in the process, so a close never takes an entry made after its own was
-/// removed); and the marks its streams are writing ([`Touching`]).
+/// removed); the marks being written for it ([`Touching`]); whether it is marked every
+/// [`BARE_TOUCH_EVERY`] (a bare stream's subscription) or every [`TOUCH_EVERY`], and when it
+/// was last marked here. Each stream is listed with the store it was opened on ([`owner`]):
+/// that gateway's [`keep`] marks it.
 #[derive(Default)]
 struct Streams {
-    list: VecDeque<(u64, Arc<Ending>)>,
+    list: VecDeque<(u64, Arc<Ending>, usize)>,
     bare: Option<Bare>,
     last_end: Option<u64>,
     touching: Arc<Touching>,
+    quick: bool,
+    touched: Option<std::time::Instant>,
 }
 
-/// How many marks ([`assent_store::Store::touch_subscription`]) the streams of one
-/// subscription here are writing now. A stream's write runs on the blocking pool and outlives
-/// the stream (dropping its handle does not cancel it), so a bare stream's close reads the
-/// subscription's stream marks only once none is under way (found by review: a mark landing
-/// after the read made the close fail, and the subscription stayed open until retention).
+/// The store `st` serves, told apart from the other gateways' of this process (tests run
+/// several): its address, stable while a stream of it (which holds `st`) is listed.
+fn owner(st: &AppState) -> usize {
+    Arc::as_ptr(&st.store) as usize
+}
+
+/// How many marks ([`assent_store::Store::touch_subscriptions`]) of one subscription here are
+/// being written now ([`keep`]). A write outlives the stream it marks, so a bare stream's
+/// close reads the subscription's stream marks only once none is under way (found by review:
+/// a mark landing after the read made the close fail, and the subscription stayed open until
+/// retention).
 struct Touching(watch::Sender<usize>);
 
 impl Default for Touching {
@@ -88,6 +119,12 @@ impl Default for Touching {
 }
 
 impl Touching {
+    /// One mark about to be written: hold it until written.
+    fn touch(self: &Arc<Self>) -> Touch {
+        self.0.send_modify(|n| *n += 1);
+        Touch(self.clone())
+    }
+
     /// Waits until no mark is being written.
     async fn settled(&self) {
         let mut rx = self.0.subscribe();
@@ -97,7 +134,7 @@ impl Touching {
 }
 
 /// One mark being written, counted in [`Touching`] until dropped (when the write is done, or
-/// when the blocking task that would have written it is dropped unrun).
+/// when the task that would have written it is dropped unrun).
 pub(crate) struct Touch(Arc<Touching>);
 
 impl Drop for Touch {
@@ -125,40 +162,38 @@ pub(crate) struct StreamSlot {
     sub: String,
     number: u64,
     ending: Arc<Ending>,
-    touching: Arc<Touching>,
 }
 
 impl StreamSlot {
-    /// A slot on subscription `id` (`bare`: it is a bare stream's, closed when its streams
-    /// here have ended, whether this stream opened it or reopened it by id); when it has [`MAX_STREAMS_PER_SUBSCRIPTION`] already, its oldest stream is
-    /// told to end ([`StreamSlot::ended`]) and this one takes its place.
-    pub(crate) fn take(id: &str, bare: Option<Bare>) -> Self {
+    /// A slot on subscription `sub` of gateway `st` (`bare`: it is a bare stream's, closed
+    /// when its streams here have ended, whether this stream opened it or reopened it by id);
+    /// when it has [`MAX_STREAMS_PER_SUBSCRIPTION`] already, its oldest stream is told to end
+    /// ([`StreamSlot::ended`]) and this one takes its place. While listed, `st`'s [`keep`]
+    /// marks the subscription seen: every [`BARE_TOUCH_EVERY`] when its subscriber is
+    /// `sse:…`, else every [`TOUCH_EVERY`] (it was marked when reopened by id).
+    pub(crate) fn take(st: &AppState, sub: &Subscription, bare: Option<Bare>) -> Self {
+        let id = sub.id.as_str();
         let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
         let entry = open.entry(id.to_string()).or_default();
         if bare.is_some() {
             entry.bare = bare;
         }
+        entry.quick |= sub.subscriber_id.starts_with("sse:");
+        entry.touched.get_or_insert_with(std::time::Instant::now);
         while entry.list.len() >= MAX_STREAMS_PER_SUBSCRIPTION {
-            if let Some((_, oldest)) = entry.list.pop_front() {
+            if let Some((_, oldest, _)) = entry.list.pop_front() {
                 oldest.ended.store(true, Ordering::SeqCst);
                 oldest.notify.notify_one();
             }
         }
         let number = SLOT_NUMBERS.fetch_add(1, Ordering::SeqCst);
         let ending = Arc::new(Ending::default());
-        entry.list.push_back((number, ending.clone()));
+        entry.list.push_back((number, ending.clone(), owner(st)));
         StreamSlot {
             sub: id.to_string(),
             number,
             ending,
-            touching: entry.touching.clone(),
         }
-    }
-
-    /// One mark of this stream's subscription about to be written: hold it until written.
-    fn touch(&self) -> Touch {
-        self.touching.0.send_modify(|n| *n += 1);
-        Touch(self.touching.clone())
     }
 
     /// Whether a newer stream took this one's place.
@@ -173,7 +208,7 @@ impl Drop for StreamSlot {
         let Some(entry) = open.get_mut(&self.sub) else {
             return;
         };
-        entry.list.retain(|(n, _)| *n != self.number);
+        entry.list.retain(|(n, _, _)| *n != self.number);
         if !entry.list.is_empty() {
             return;
         }
@@ -372,39 +407,22 @@ pub(crate) fn stream(
     queue: VecDeque<Event>,
 ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
     let rx = st.changes.subscribe();
-    let init = (st, sub, after, queue, rx, key, None);
+    let init = (st, sub, after, queue, rx, key);
     unfold(
         init,
-        |(st, (sub, slot), mut after, mut queue, mut rx, key, mut touched)| async move {
+        |(st, (sub, slot), mut after, mut queue, mut rx, key)| async move {
             loop {
                 if !still_holds(&st, &key) || slot.ended() {
                     return None; // revoked by a reload, or a newer stream took its place
                 }
                 if let Some(e) = queue.pop_front() {
-                    let state = (st, (sub, slot), after, queue, rx, key, touched);
+                    let state = (st, (sub, slot), after, queue, rx, key);
                     return Some((Ok::<_, Infallible>(e), state));
                 }
+                // Marked seen by the gateway's keeper ([`keep`]), with every other stream here.
                 let sub2 = sub.clone();
-                // Seen when it opens and hourly, so retention keeps it ([`Store::prune_aaep`]),
-                // and every 5 s on a bare stream's subscription, so that no replica's grace
-                // close takes it from under this stream ([`close_bare_later`]).
-                let every = match sub.subscriber_id.starts_with("sse:") {
-                    true => BARE_TOUCH_EVERY,
-                    false => TOUCH_EVERY,
-                };
-                let touch = touched.is_none_or(|t: std::time::Instant| t.elapsed() > every);
-                let touch = touch.then(|| {
-                    touched = Some(std::time::Instant::now());
-                    (now_ms(), slot.touch())
-                });
                 let got = st
                     .store_task(move |s| {
-                        if let Some((at, writing)) = touch {
-                            if let Err(e) = s.touch_subscription(&sub2.id, at) {
-                                tracing::warn!(error = %e, "AAEP subscription not marked seen");
-                            }
-                            drop(writing);
-                        }
                         let open = s
                             .subscription(&sub2.id)
                             .ok()
@@ -434,11 +452,8 @@ pub(crate) fn stream(
                 // A full read may have more behind it (found by review: a read whose events the
                 // subscription's filters all left out waited for the next change).
                 if queue.is_empty() && read < READ_EVENTS as usize {
-                    // A stream that must mark itself seen every 5 s wakes that often (found by
-                    // review: it marked itself only as often as it woke, every 15 s).
-                    let idle = every.min(Duration::from_secs(15));
                     tokio::select! {
-                        _ = tokio::time::timeout(idle, rx.changed()) => {}
+                        _ = tokio::time::timeout(IDLE_READ, rx.changed()) => {}
                         () = slot.ending.notify.notified() => {}
                     }
                     // Changes coming meanwhile are read together at the next read.
@@ -447,4 +462,101 @@ pub(crate) fn stream(
             }
         },
     )
+}
+
+/// The streams keeper of gateway `st` (started by [`crate::run_with`], aborted at shutdown):
+/// every [`BARE_TOUCH_EVERY`] it marks the subscriptions of the streams open on `st` seen, all
+/// in one write ([`touch_open`]); at start and every [`SWEEP_EVERY`] it closes the bare stream
+/// subscriptions no stream marked since the previous sweep ([`sweep`]).
+pub(crate) fn keep(st: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(BARE_TOUCH_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_sweep: Option<tokio::time::Instant> = None;
+        let mut seen = HashMap::new();
+        loop {
+            every.tick().await;
+            touch_open(&st).await;
+            if last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
+                last_sweep = Some(tokio::time::Instant::now());
+                seen = sweep(&st, seen).await;
+            }
+        }
+    })
+}
+
+/// Marks seen, in one write ([`assent_store::Store::touch_subscriptions`]), the subscriptions
+/// with a stream of `st` open here that are due: a bare stream's (`sse:…`) every time, any
+/// other once every [`TOUCH_EVERY`]. Each one's [`Touching`] counts the write until it is
+/// done, so a close that begins meanwhile reads the marks after it. A failure is logged: the
+/// next interval marks them again.
+async fn touch_open(st: &AppState) {
+    let me = owner(st);
+    let (ids, writing): (Vec<String>, Vec<Touch>) = {
+        let mut open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
+        open.iter_mut()
+            .filter(|(_, e)| e.list.iter().any(|(_, _, o)| *o == me))
+            .filter(|(_, e)| e.quick || e.touched.is_none_or(|t| t.elapsed() >= TOUCH_EVERY))
+            .map(|(id, e)| {
+                e.touched = Some(std::time::Instant::now());
+                (id.clone(), e.touching.touch())
+            })
+            .unzip()
+    };
+    if ids.is_empty() {
+        return;
+    }
+    let marked = st
+        .store_call(move |s| s.touch_subscriptions(&ids, now_ms()))
+        .await;
+    drop(writing);
+    if let Err(e) = marked {
+        tracing::warn!(error = %e.message, "AAEP subscriptions not marked seen");
+    }
+}
+
+/// Why [`sweep`] closes a subscription (its `aaep.closed` record).
+const SWEPT: &str = "no stream marked it for a while: its stream ended (a stream opened \
+    without a subscription_id) and its gateway stopped before the grace was over";
+
+/// One sweep of the bare stream subscriptions: reads the stream marks of the open ones and
+/// closes those whose marks are still what the previous sweep (`before`, by id) read
+/// ([`assent_store::Store::close_unstreamed`], a compare-and-close, so exactly once across
+/// replicas), leaving alone those with a stream here or a close of their own waiting out its
+/// grace ([`STREAMS`]). Returns this sweep's marks, for the next. A failure is logged; the
+/// next sweep starts over.
+async fn sweep(st: &AppState, before: HashMap<String, i64>) -> HashMap<String, i64> {
+    let read = st.store_call(|s| s.bare_stream_marks(SWEEP_MAX)).await;
+    let now = match read {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "AAEP bare subscriptions not swept");
+            return HashMap::new();
+        }
+    };
+    let idle: Vec<(String, String, i64)> = {
+        let open = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
+        now.iter()
+            .filter(|(id, _, marks)| before.get(id) == Some(marks) && !open.contains_key(id))
+            .cloned()
+            .collect()
+    };
+    let marks = now.into_iter().map(|(id, _, m)| (id, m)).collect();
+    if idle.is_empty() {
+        return marks;
+    }
+    match st
+        .store_call(move |s| s.close_unstreamed(&idle, SWEPT, now_ms()))
+        .await
+    {
+        Ok(closed) if !closed.is_empty() => {
+            tracing::info!(
+                closed = closed.len(),
+                "AAEP bare stream subscriptions closed"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e.message, "AAEP bare subscriptions not swept"),
+    }
+    marks
 }

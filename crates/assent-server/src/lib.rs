@@ -208,6 +208,7 @@ pub async fn run_with(
     withdraw_orphan_votes(&state).await?;
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
+    let streams = aaep_streams::keep(state.clone());
     let holder = assent_store::random_id("replica_");
     let hooks = webhooks::spawn(state.clone(), &holder).await;
     let signer = checkpoints::spawn(state.clone(), Duration::from_secs(1));
@@ -223,6 +224,7 @@ pub async fn run_with(
     )
     .await;
     expiry.abort();
+    streams.abort();
     signer.stop().await;
     for h in hooks {
         h.abort();

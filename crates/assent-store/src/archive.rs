@@ -120,7 +120,8 @@ pub fn stored(conn: Conn<'_>) -> db::Result<Vec<Manifest>> {
 /// (the anchor's `last_seq` and why): an export in none of `dirs` (its records' only copy is
 /// gone, or kept elsewhere: a replica's own `data_dir/archive`), one that does not verify, or
 /// one whose manifest is not the anchor's. A `file` that is not a plain file name is a
-/// problem too (never looked up outside `dirs`). Errors: I/O reading a file.
+/// problem too (never looked up outside `dirs`), and so is a symbolic link (never followed).
+/// Errors: I/O reading a file.
 pub fn check_exports(
     anchors: &[Manifest],
     dirs: &[PathBuf],
@@ -140,11 +141,13 @@ pub fn check_exports(
             return Ok((verified, Some((a.last_seq, why))));
         }
         // The first regular file of that name, else the first entry of any kind (reported
-        // below): a stray entry in one directory does not hide a good copy in the next.
+        // below): a stray entry in one directory does not hide a good copy in the next. A
+        // symbolic link is never followed (found by review: a link in an archive directory
+        // made the check read, and vouch for, a file outside it).
         let candidates: Vec<PathBuf> = dirs.iter().map(|d| d.join(&a.file)).collect();
         let found = candidates
             .iter()
-            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+            .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
             .or_else(|| {
                 candidates
                     .iter()
@@ -163,7 +166,10 @@ pub fn check_exports(
         };
         // Not a regular file (a FIFO would be waited on), or unreadable: a finding, not an
         // I/O error of the command (found by review).
-        let rep = match std::fs::metadata(&path) {
+        let rep = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => Err(StoreError::Invalid(
+                "it is a symbolic link (refused: an export is read only inside its archive directory)".into(),
+            )),
             Ok(m) if m.is_file() => verify_export(&path, key),
             Ok(_) => Err(StoreError::Invalid("it is not a regular file".into())),
             Err(e) => Err(io(&path)(e)),

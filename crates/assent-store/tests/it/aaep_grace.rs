@@ -81,3 +81,85 @@ fn a_reopen_racing_the_grace_close_is_either_kept_open_or_refused() {
         assert!(!open(&a, &id));
     });
 }
+
+/// Found by review: every open bare stream marked its subscription seen on its own every 5 s,
+/// one write transaction each through the one write lock, so 1,000 open streams cost some 200
+/// serialised writes a second. A gateway now marks all of its streams' subscriptions in one
+/// write per interval: here 1,000 subscriptions (more than one statement's worth) in exactly one
+/// commit, each marked once, a closed one left alone.
+#[test]
+fn marking_many_open_streams_costs_one_commit_per_interval() {
+    both(|db| {
+        let (_dir, a, _b) = two(db);
+        let commits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = commits.clone();
+        assert!(a.observe_commits(Box::new(move |_| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })));
+        let req = |i: usize| json!({"type": "subscription.request", "subscriber_id": format!("sse:op{}", i % 50)});
+        let mut ids: Vec<String> = (0..1000)
+            .map(|i| {
+                let (p, r) = (format!("op{}", i % 50), req(i));
+                a.subscribe(&p, &r, &json!({}), None, 1_000).unwrap().id
+            })
+            .collect();
+        // Each of 50 operators holds at most 16 open: the rest were closed by the cap.
+        let open_now: Vec<String> = ids.iter().filter(|id| open(&a, id)).cloned().collect();
+        assert_eq!(open_now.len(), 50 * 16);
+        ids.push("sub_unknown".into());
+        let before = commits.load(std::sync::atomic::Ordering::SeqCst);
+        let marked = a.touch_subscriptions(&ids, 5_000).unwrap();
+        let after = commits.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(after - before, 1, "one commit for every stream's mark");
+        assert_eq!(marked, open_now.len());
+        for id in &ids[..1000] {
+            let want = open(&a, id).then_some(1);
+            assert_eq!(a.stream_marks(id).unwrap(), want, "{id}");
+        }
+    });
+}
+
+/// Found by review: a gateway that died during a bare stream's grace (its close waiting in
+/// memory) left the subscription open until retention, counted against the operator's 16.
+/// Every gateway's sweep reads the open bare subscriptions' stream marks twice, longer than
+/// the grace apart, and closes those whose marks did not move (no stream anywhere): one
+/// compare-and-close, so with both replicas sweeping it is closed, and audited, exactly once;
+/// one a stream marked in between, and one a client opened on purpose (not `sse:`), stay open.
+#[test]
+fn a_bare_subscription_left_by_a_dead_gateway_is_swept_exactly_once_across_replicas() {
+    both(|db| {
+        let (_dir, a, b) = two(db);
+        let dead = bare(&a, 1_000);
+        let live = bare(&a, 1_000);
+        let posted = json!({"type": "subscription.request", "subscriber_id": "app"});
+        let kept = a
+            .subscribe("alice", &posted, &json!({}), None, 1_000)
+            .unwrap()
+            .id;
+        assert!(
+            a.touch_subscriptions(&[dead.clone(), live.clone()], 2_000)
+                .unwrap()
+                == 2
+        );
+        let read_a = a.bare_stream_marks(100).unwrap();
+        let read_b = b.bare_stream_marks(100).unwrap();
+        assert_eq!(read_a.len(), 2, "{read_a:?}");
+        assert!(read_a.iter().all(|(id, p, _)| *id != kept && p == "alice"));
+        // A stream on `live` (on B) marks it before the next sweep.
+        assert_eq!(
+            b.touch_subscriptions(std::slice::from_ref(&live), 7_000)
+                .unwrap(),
+            1
+        );
+        let why = "swept";
+        let by_b = b.close_unstreamed(&read_b, why, 50_000).unwrap();
+        let by_a = a.close_unstreamed(&read_a, why, 50_001).unwrap();
+        assert_eq!(by_b, vec![dead.clone()]);
+        assert!(by_a.is_empty(), "closed twice: {by_a:?}");
+        assert!(!open(&a, &dead));
+        assert!(open(&a, &live), "closed under a stream that marked it");
+        assert!(open(&a, &kept));
+        let closes = a.audit_after(0, &["aaep.closed"], 1000).unwrap().len();
+        assert_eq!(closes, 1);
+    });
+}

@@ -238,6 +238,35 @@ fn audit_verify_with_archive_dirs_catches_a_removed_or_edited_export() {
     }
 }
 
+/// Attack (found by review): `audit verify --archive-dir` followed symbolic links, so a link
+/// in the archive directory named as an anchor's export made it read — and vouch for — a file
+/// outside the directory (any file the verifier can read). A link is refused, naming it, even
+/// when its target is the genuine export.
+#[test]
+fn audit_verify_refuses_an_export_that_is_a_symlink_out_of_the_archive_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    old_history(&data);
+    let d = data.to_str().unwrap();
+    ok(&run(&[
+        "audit",
+        "archive",
+        "--data-dir",
+        d,
+        "--older-than-days",
+        "1",
+    ]));
+    let f = exports(&data).pop().expect("one export");
+    let outside = dir.path().join("elsewhere.jsonl");
+    std::fs::rename(&f, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &f).unwrap();
+    let archive = data.join("archive");
+    let out = audit_verify(&data, &["--archive-dir", archive.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+}
+
 /// The same on PostgreSQL: `archive`, `verify` and `verify-export` through `--config` and its
 /// `database: {url_env}`.
 #[test]

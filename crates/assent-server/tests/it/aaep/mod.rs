@@ -6,6 +6,7 @@ mod kit;
 
 mod clarifications;
 mod confirmations;
+mod keeper;
 mod quorum;
 mod replies;
 mod stream_ends;
