@@ -94,7 +94,8 @@ pub const PLAN_OWNER_MISMATCH: &str = "PLAN_OWNER_MISMATCH";
 pub const WRONG_STATE: &str = "WRONG_STATE";
 /// 409: the token was redeemed already.
 pub const TOKEN_USED: &str = "TOKEN_USED";
-/// 409: the call already has a result recorded (`POST /v1/tool-results`: one per call).
+/// 409: an outcome (`not_run`, `no_answer`) reported for a call whose result is recorded
+/// (`POST /v1/tool-results`).
 pub const RESULT_RECORDED: &str = "RESULT_RECORDED";
 /// 409: the token's call was held under an MPLP plan that has stopped since.
 pub const PLAN_STOPPED: &str = "PLAN_STOPPED";

@@ -201,8 +201,8 @@ pub(crate) async fn delegate(
     gate(&st, sub).await
 }
 
-/// A store refusal of a reported result as the API answers it: `409 RESULT_RECORDED` for a
-/// call that has a result already, `404` for an `approval_id` that is not the agent's; any
+/// A store refusal of a reported result as the API answers it: `409 RESULT_RECORDED` for an
+/// outcome of a call that has a result already, `404` for an `approval_id` that is not the agent's; any
 /// other failure `503 STORE_UNAVAILABLE`.
 fn result_refused(e: assent_store::StoreError) -> ApiError {
     use assent_store::pins::{RESULT_NO_APPROVAL, RESULT_TWICE};
@@ -229,12 +229,14 @@ fn result_refused(e: assent_store::StoreError) -> ApiError {
 /// A report with `outcome` (`not_run`, `no_answer`) is of a cleared call with no result: it
 /// is recorded as `call.result` with that outcome and no result, marks the session with
 /// nothing its output would have brought (with nothing at all when it did not run), and is
-/// answered `allow`. A call has one result: a second report naming the same `approval_id`
-/// (an outcome after a result included) is `409 RESULT_RECORDED`, and an `approval_id` that
-/// is not one of the agent's approvals `404`; neither is recorded.
+/// answered `allow`. An outcome reported for an `approval_id` whose call has a result recorded
+/// is `409 RESULT_RECORDED` (an agent cannot say a call that ran did not), and an
+/// `approval_id` that is not one of the agent's approvals `404`; neither is recorded. A result
+/// is always recorded, also after an outcome (the hub that ran the call reports after the
+/// agent could).
 #[utoipa::path(post, path = "/v1/tool-results", tag = "propose",
     request_body = assent_api::gate::ToolResultRequest,
-    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "The call has a result recorded already (`RESULT_RECORDED`)", body = assent_api::error::ApiErrorBody)),
+    responses((status = 200, description = "Allowed", body = assent_api::gate::GateAnswer), (status = 202, description = "Held for a human (`TOOL_BLOCKED_PENDING_APPROVAL`)", body = assent_api::gate::GateAnswer), (status = 403, description = "Denied by the policy (`TOOL_DENIED`), or the key may not", body = assent_api::gate::GateAnswer), (status = 404, description = "`approval_id` is not one of the agent's approvals", body = assent_api::error::ApiErrorBody), (status = 409, description = "An outcome for a call whose result is recorded (`RESULT_RECORDED`)", body = assent_api::error::ApiErrorBody)),
     security(("agent_key" = [])))]
 pub(crate) async fn tool_result(
     State(st): State<AppState>,
@@ -476,7 +478,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                 let (tool, server) = (&c.call().tool, c.call().server.as_deref());
                 proposal.effects = reg.effects_of(&b.agent, tool, server);
             }
-            s.propose_observed(&proposal, Some(&needs), |prior, session| {
+            s.propose_observed(&proposal, Some(&needs), |prior, session, agent| {
                 if let Some(v) = b.verdict.clone() {
                     return v;
                 }
@@ -487,6 +489,7 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                 let obs = Observations {
                     now_ms: now,
                     prior_calls: prior,
+                    agent_calls: agent,
                     session,
                     resolve_path: &resolve_real_path,
                 };

@@ -87,6 +87,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(42, "0042_courtesy_notices_sent"),
     migration!(43, "0043_oidc_spent_states"),
     migration!(44, "0044_subscription_stream_marks"),
+    migration!(45, "0045_audit_results"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -548,8 +548,9 @@ pub(crate) fn pending_review(
         .optional()
 }
 
-/// [`Store::record_result`]'s refusal of a second result for one approval's call.
-pub const RESULT_TWICE: &str = "this call already has a result recorded";
+/// [`Store::record_result`]'s refusal of an outcome (`not_run`, `no_answer`) for a call whose
+/// result is recorded.
+pub const RESULT_TWICE: &str = "this call already has a result recorded; an outcome saying it did not run or answer is refused";
 /// [`Store::record_result`]'s refusal of a result naming no approval of its agent.
 pub const RESULT_NO_APPROVAL: &str = "approval_id names no approval of this agent";
 
@@ -579,10 +580,13 @@ impl Store {
     /// what the call brings (`r.effects`, issue 16 §3: untrusted output, private data).
     ///
     /// Refused (`StoreError::Invalid`, nothing appended) when `r.approval_id` names no approval
-    /// of `r.agent`, or one that has a `call.result` already: a cleared call has one result,
-    /// so an agent cannot overwrite what its proxy reported (say, `not_run` after the call
-    /// ran) by reporting again. Checked in the write transaction, so two racing reports
-    /// cannot both land.
+    /// of `r.agent`, or when `r.data` is an outcome (`not_run`, `no_answer`: it has an
+    /// `outcome`) and the approval's call has a result recorded already: an agent cannot
+    /// contradict what the proxy or hub reported (`not_run` after the call ran; found by
+    /// review). A result is always appended, also after an outcome: found by review of the
+    /// first fix, which kept only the first report, an agent reporting `not_run` first had the
+    /// hub's true result refused, and it is the hub that ran the call. Checked in the write
+    /// transaction, through the `audit_results` index (migration 0045).
     pub fn record_result(&self, r: &ReportedResult<'_>, now: i64) -> Result<(), StoreError> {
         self.write(|tx| {
             let link: Option<String> = match r.approval_id {
@@ -595,14 +599,11 @@ impl Store {
             if r.approval_id.is_some() && link.is_none() {
                 return Err(StoreError::Invalid(RESULT_NO_APPROVAL.into()));
             }
-            if let Some(id) = link.as_deref() {
-                let had = tx
-                    .prepare_cached("SELECT 1 FROM audit WHERE approval_id = ?1 AND kind = 'call.result' LIMIT 1")?
-                    .query_row(params![id], |_| Ok(()))
-                    .optional()?;
-                if had.is_some() {
-                    return Err(StoreError::Invalid(RESULT_TWICE.into()));
-                }
+            if let Some(id) = link.as_deref()
+                && r.data.get("outcome").is_some()
+                && ran(**tx, id)?
+            {
+                return Err(StoreError::Invalid(RESULT_TWICE.into()));
             }
             audit::append(**tx, now, "call.result", link.as_deref(), r.agent, r.data)?;
             let call = (r.tool, r.server);
@@ -610,6 +611,16 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// Whether approval `id`'s call has a result recorded (a `call.result` without an `outcome`).
+fn ran(tx: Conn<'_>, id: &str) -> db::Result<bool> {
+    let reports: Vec<String> = tx
+        .prepare_cached("SELECT data FROM audit WHERE approval_id = ?1 AND kind = 'call.result'")?
+        .query_map(params![id], |r| r.get(0))?;
+    Ok(reports
+        .iter()
+        .any(|d| serde_json::from_str::<Value>(d).map_or(true, |v| v.get("outcome").is_none())))
 }
 
 /// `NoReporter` when `scope` is an agent's or person's scope without a name (the gateway's

@@ -96,13 +96,15 @@ async fn a_cleared_call_with_no_result_is_recorded_with_its_outcome() {
     gw.stop().await;
 }
 
-/// Attack: an agent rewrites the record of a call that ran. Its proxy reported the held
-/// call's result; the agent (holding the same key) then reports `not_run` for the same
-/// approval, so the audit would say the call never ran. A cleared call has one result: the
-/// second report is refused with a JSON error and nothing is appended; a report naming an
-/// approval that is not the agent's is refused the same way.
+/// Attack: an agent rewrites the record of a call that ran. Its proxy or the hub reported the
+/// held call's result; the agent (holding the same key) then reports `not_run` for the same
+/// approval, so the audit would say the call never ran: refused (`409 RESULT_RECORDED`),
+/// nothing appended. And (found by review of the first fix, which kept only the first report)
+/// an agent reporting `not_run` first, before the hub that ran the call reported its result,
+/// had the true result refused: a result is always recorded. A report naming an approval that
+/// is not the agent's is `404`.
 #[tokio::test]
-async fn a_not_run_report_after_the_calls_result_is_refused() {
+async fn an_outcome_after_the_calls_result_is_refused_and_its_result_never_is() {
     let gw = serve().await;
     let args = json!({"amount": 500, "to": "bob"});
     let (s, b) = gw.propose("pay", args.clone()).await;
@@ -125,12 +127,20 @@ async fn a_not_run_report_after_the_calls_result_is_refused() {
         }
         r
     };
+    // The agent's word first (it may be true: cancelled after the redemption)…
+    let (s, b) = gw
+        .post("/v1/tool-results", BOT, report(&id, Some("not_run")))
+        .await;
+    assert_answer(s, &b, "decision", StatusCode::OK, "allow");
+    // …does not stop the result of the call that ran from being recorded.
     let (s, b) = gw.post("/v1/tool-results", BOT, report(&id, None)).await;
     assert_answer(s, &b, "decision", StatusCode::OK, "allow");
-    for outcome in [Some("not_run"), Some("no_answer"), None] {
-        let (s, e) = gw.post("/v1/tool-results", BOT, report(&id, outcome)).await;
-        assert_eq!(s, StatusCode::CONFLICT, "{outcome:?}: {e}");
-        assert_eq!(e["code"], "RESULT_RECORDED", "{outcome:?}: {e}");
+    for outcome in ["not_run", "no_answer"] {
+        let (s, e) = gw
+            .post("/v1/tool-results", BOT, report(&id, Some(outcome)))
+            .await;
+        assert_eq!(s, StatusCode::CONFLICT, "{outcome}: {e}");
+        assert_eq!(e["code"], "RESULT_RECORDED", "{outcome}: {e}");
     }
     let (s, e) = gw
         .post(
@@ -143,7 +153,9 @@ async fn a_not_run_report_after_the_calls_result_is_refused() {
     let results = gw
         .sql()
         .rows("SELECT data FROM audit WHERE kind = 'call.result'", &[]);
-    assert_eq!(results.len(), 1, "one result only: {results:?}");
-    assert!(!format!("{results:?}").contains("not_run"), "{results:?}");
+    let all = format!("{results:?}");
+    assert_eq!(results.len(), 2, "the first outcome and the result: {all}");
+    assert!(all.contains(&"ab".repeat(32)), "the result: {all}");
+    assert!(!all.contains("no_answer"), "{all}");
     gw.stop().await;
 }
