@@ -15,7 +15,7 @@ use crate::integrity::{self, Report, VerifyOptions};
 use crate::kit::{create_private_dir, io, random_id};
 use ed25519_dalek::VerifyingKey;
 use rusqlite::backup::{Backup, StepResult};
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension as _};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -347,22 +347,52 @@ fn take_exclusively(db: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// The stored checkpoints of the staged copy and whether any of them names another public key
-/// than `key` (or there is no `key` to check them with).
+/// The stored checkpoints of the staged copy and whether it is not shown to be this
+/// gateway's: a checkpoint names another public key than `key` (or there is no `key` to
+/// check them with), or it has none and nothing else vouches for it ([`unsigned_copy_is_ours`]).
 fn signed_by_other_key(
     staged: &Path,
+    keys_dir: &Path,
     key: Option<&VerifyingKey>,
 ) -> Result<(Vec<Checkpoint>, bool), StoreError> {
     let conn = Connection::open_with_flags(staged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let stored = checkpoint::stored(crate::sql::lite(&conn))?;
     let other = match key {
         None => !stored.is_empty(),
+        Some(_) if stored.is_empty() => !unsigned_copy_is_ours(&conn, keys_dir)?,
         Some(k) => {
             let hex = checkpoint::public_key_hex(k);
             stored.iter().any(|c| c.public_key != hex)
         }
     };
     Ok((stored, other))
+}
+
+/// For a copy without checkpoints: whether it still shows it was this gateway's — it holds no
+/// audit record, or its newest sealed approval holds its seal under the audit key of
+/// `keys_dir`. Found by review: another gateway's copy (or one made up, with a consistent
+/// unkeyed chain) with its checkpoints deleted was restored without `--force` or a warning,
+/// bringing in what no seal covers (tool pins and reviews, passkeys).
+fn unsigned_copy_is_ours(conn: &Connection, keys_dir: &Path) -> Result<bool, StoreError> {
+    let records: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
+    if records == 0 {
+        return Ok(true);
+    }
+    let Some(audit) = checkpoint::read_key(keys_dir)? else {
+        return Ok(false);
+    };
+    let newest = conn
+        .query_row(
+            "SELECT id FROM approvals WHERE seal IS NOT NULL AND seal <> '' ORDER BY requested_at DESC, rowid DESC LIMIT 1",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()?;
+    let seal = crate::seal::SealKey::of(&audit, crate::seal::Sealed::Approval);
+    Ok(match newest {
+        Some(id) => crate::approval_seal::holds(crate::sql::lite(conn), &seal, &id)?,
+        None => false,
+    })
 }
 
 /// Checks that the staged copy is an assent database this build can serve: its tables are
@@ -412,9 +442,16 @@ fn verify_staged(
     what: &str,
     force: bool,
 ) -> Result<(Report, bool), StoreError> {
-    let (stored, other) = signed_by_other_key(&staging.db(), key.as_ref())?;
+    let (stored, other) = signed_by_other_key(&staging.db(), keys_dir, key.as_ref())?;
     let key = if !other {
         key
+    } else if !force && stored.is_empty() {
+        return Err(refuse(format!(
+            "{what} has no audit checkpoint, and nothing in it is sealed under the audit key {} holds ({}): it may be another gateway's, or made up. Put back the audit.key and token.key that were backed up with this database, or --force",
+            keys_dir.display(),
+            key.as_ref()
+                .map_or("none".into(), checkpoint::public_key_hex),
+        )));
     } else if !force {
         let theirs = stored.iter().find(|c| {
             key.as_ref()

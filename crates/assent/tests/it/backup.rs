@@ -540,6 +540,40 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     ok(&audit_verify(&data_b, &[]));
 }
 
+/// Attack (found by review): whoever can replace a backup file takes another gateway's copy
+/// (or makes one up, with a consistent unkeyed chain), deletes its checkpoints, and has the
+/// admin restore it: nothing named another key, so it was restored without `--force` or a
+/// warning, bringing in what no seal covers (tool pins and reviews, passkeys). A copy without
+/// checkpoints is taken only when one of its approvals is sealed under this gateway's audit
+/// key; another gateway's is refused unless `--force`, and the gateway's own still restores.
+#[test]
+fn restore_refuses_another_gateways_backup_stripped_of_its_checkpoints_unless_forced() {
+    let a = served(SIGNING);
+    approved(&a.server.url, 5000);
+    stop(a.server);
+    let from_a = a.dir.path().join("a.db");
+    ok(&backup(&a.cfg, &from_a, &[]));
+    sqlite(&from_a, "DELETE FROM audit_checkpoints");
+    let b = served(SIGNING);
+    propose(&b.server.url, 7000);
+    stop(b.server);
+    let live_before = std::fs::read(b.data.join("assent.db")).unwrap();
+    let out = restore(&b.data, &from_a, &[]);
+    refused(
+        &out,
+        "has no audit checkpoint, and nothing in it is sealed under the audit key",
+    );
+    assert_eq!(
+        std::fs::read(b.data.join("assent.db")).unwrap(),
+        live_before
+    );
+    assert_nothing_set_aside(&b.data);
+    let out = restore(&b.data, &from_a, &["--force", "--allow-outstanding-tokens"]);
+    ok(&out);
+    // Its own gateway's keys vouch for it: restored without --force.
+    ok(&restore(&a.data, &from_a, &["--allow-outstanding-tokens"]));
+}
+
 #[test]
 fn restore_after_kill_9_keeps_the_writes_only_the_write_ahead_log_held() {
     let gw = served(SIGNING);
