@@ -214,7 +214,13 @@ pub fn refusal(line: &str, e: &assent_core::json::StrictJsonError) -> String {
         _ => -32600,
     };
     let id = match e {
-        StrictJsonError::DuplicateKey { path } if path == "/id" => Value::Null,
+        // An id two parsers could read differently is no id to answer under: named twice, or
+        // a number a double would change (echoed as the double, it could name another call).
+        StrictJsonError::DuplicateKey { path } | StrictJsonError::InexactNumber { path, .. }
+            if path == "/id" =>
+        {
+            Value::Null
+        }
         StrictJsonError::Syntax(_) => Value::Null,
         _ => serde_json::from_str::<Value>(line)
             .ok()

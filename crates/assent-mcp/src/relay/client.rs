@@ -16,6 +16,15 @@ use std::sync::atomic::Ordering;
 /// Where a request carries its sender's capabilities (modern sessions).
 const CLIENT_CAPS_META: &str = "io.modelcontextprotocol/clientCapabilities";
 
+/// The most requests one client has in flight through the relay (gated calls held or on
+/// their way, requests queued for the upstream or open there); one more is answered
+/// [`BUSY`].
+pub(super) const MAX_IN_FLIGHT: usize = 256;
+
+/// The JSON-RPC error code of a request refused as one too many (an implementation-defined
+/// server error, JSON-RPC 2.0 §5.1).
+pub(super) const BUSY: i32 = -32000;
+
 impl Relay {
     /// Handles one line from the client.
     pub(super) fn on_client_line(&self, line: String) {
@@ -51,6 +60,14 @@ impl Relay {
             let _ = self
                 .to_client
                 .send(reply(id, Err(rmcp::ErrorData::invalid_request(why, None))));
+            return;
+        }
+        if let Some(id) = msg.get("id")
+            && let Some(why) = self.over_bound(&msg["method"])
+        {
+            tracing::warn!(id = %id, "refused a client request: {why}");
+            let busy = rmcp::ErrorData::new(rmcp::model::ErrorCode(BUSY), why, None);
+            let _ = self.to_client.send(reply(id, Err(busy)));
             return;
         }
         let mut msg = msg;
@@ -134,6 +151,40 @@ impl Relay {
             || st.ends.parks_init(&key);
         (held || queued || st.upstream_open.is_open(&key))
             .then_some("a request with this id is still in flight")
+    }
+
+    /// Why a client request (of `method`) is refused as one too many, if it is: more than
+    /// [`MAX_IN_FLIGHT`] requests of the client in flight (gated calls held or on their way,
+    /// requests queued for the upstream or open there), or the upstream's queue full
+    /// ([`super::lines::MAX_QUEUED`]). Found by review: nothing bounded them, so a client
+    /// flooding requests at a slow upstream grew the proxy's memory without bound. The
+    /// proxy's own tasks (`tasks/*`, answered here from what it holds) are never refused, so a
+    /// client can still read and cancel what it started.
+    fn over_bound(&self, method: &Value) -> Option<String> {
+        if method.as_str().is_some_and(|m| m.starts_with("tasks/")) {
+            return None;
+        }
+        let st = &self.state;
+        let in_flight = st.waiting.lock().expect("waiting").len() + st.upstream_open.in_use();
+        if in_flight >= MAX_IN_FLIGHT {
+            return Some(format!(
+                "assent: {MAX_IN_FLIGHT} requests are in flight already; send more once some are answered"
+            ));
+        }
+        self.to_upstream.full().then(|| {
+            "assent: the upstream is not reading its requests; send more once it has".into()
+        })
+    }
+
+    /// Sends the client's notification `line` upstream, unless the upstream's queue is full
+    /// ([`super::lines::MAX_QUEUED`]): then it is dropped with a warning (a notification has
+    /// no answer to carry an error).
+    fn notify_upstream(&self, line: String) {
+        if self.to_upstream.full() {
+            tracing::warn!("dropped a client notification: the upstream's queue is full");
+            return;
+        }
+        let _ = self.to_upstream.send(line);
     }
 
     /// Notes what a client's `initialize` declares: elicitation, the tasks extension (its
@@ -242,7 +293,7 @@ impl Relay {
             (Some("notifications/initialized"), None) => {
                 // A modern upstream has no handshake to finish.
                 if st.ends.upstream() != Some(Era::Modern) {
-                    let _ = self.to_upstream.send(line);
+                    self.notify_upstream(line);
                 }
                 // Read the upstream's tools to check them against their pins.
                 self.ask_pins();
@@ -268,18 +319,19 @@ impl Relay {
         let why = "the MCP client cancelled the request";
         match self.state.stop_waiting(&request.to_string(), None, why) {
             StopResult::Stopped => {}
-            StopResult::NotWaiting | StopResult::Forwarding => {
-                let _ = self.to_upstream.send(line);
-            }
+            StopResult::NotWaiting | StopResult::Forwarding => self.notify_upstream(line),
         }
     }
 
     /// Sends client message `line` (a request's `id`, if any, noted as open there) upstream.
     fn pass_on(&self, id: Option<&Value>, line: String) {
-        if let Some(id) = id {
-            self.state.upstream_open.queue(id.to_string());
+        match id {
+            Some(id) => {
+                self.state.upstream_open.queue(id.to_string());
+                let _ = self.to_upstream.send(line);
+            }
+            None => self.notify_upstream(line),
         }
-        let _ = self.to_upstream.send(line);
     }
 }
 

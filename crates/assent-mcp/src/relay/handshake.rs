@@ -7,7 +7,6 @@ use crate::ends::{self, Ends};
 use crate::era::{self, Era};
 use crate::kit::reply;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 /// What [`handshake`] did with an upstream response.
 pub(super) enum Handshake {
@@ -43,8 +42,8 @@ pub(super) fn handshake(
     ends: &Ends,
     v: &Value,
     key: &str,
-    tc: &mpsc::UnboundedSender<String>,
-    tu: &mpsc::WeakUnboundedSender<String>,
+    tc: &super::lines::Lines,
+    tu: &super::lines::WeakLines,
     client_tasks: &std::sync::atomic::AtomicBool,
     pass_ungated: bool,
 ) -> Handshake {

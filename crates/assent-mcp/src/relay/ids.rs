@@ -90,6 +90,12 @@ impl OpenIds {
         ids.open.contains(key) || ids.queued.contains(key)
     }
 
+    /// How many requests are queued for the upstream or open there.
+    pub(super) fn in_use(&self) -> usize {
+        let ids = self.0.lock().expect("open ids");
+        ids.open.len() + ids.queued.len()
+    }
+
     /// Takes open id `key` (JSON text): whether the upstream may answer under it, once.
     pub(super) fn take(&self, key: &str) -> bool {
         self.0.lock().expect("open ids").open.remove(key)

@@ -13,6 +13,7 @@ mod client;
 mod gated;
 mod handshake;
 mod ids;
+mod lines;
 mod pins;
 mod state;
 mod tasks;
@@ -37,8 +38,8 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let state = Arc::new(State::new(cfg).await?);
     // One writer per direction, so concurrent tasks never interleave lines. The upstream's
     // ends when every sender is gone, which closes the upstream's stdin.
-    let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
-    let (to_upstream, upstream_rx) = mpsc::unbounded_channel::<String>();
+    let (to_client, client_rx) = lines::queue();
+    let (to_upstream, upstream_rx) = lines::queue();
     let ends = state.ends.clone();
     let client_writer = write_stdout_lines(client_rx, move |l| Some(ends.to_client(l)));
     let (ends, open) = (state.ends.clone(), state.upstream_open.clone());
@@ -62,7 +63,12 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let mut lines = client_lines();
     loop {
         tokio::select! {
-            line = lines.recv() => match line {
+            // The next client line once the client's own queue has room (super::lines): a
+            // client that floods requests and reads no answers waits, its pipe full.
+            line = async {
+                relay.to_client.room().await;
+                lines.recv().await
+            } => match line {
                 Some(Some(line)) => relay.on_client_line(line),
                 Some(None) => relay.refuse_long_line(MAX_CLIENT_LINE),
                 None => break,
@@ -128,9 +134,9 @@ fn client_lines() -> mpsc::Receiver<Option<String>> {
     rx
 }
 
-/// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 1`
-/// bytes of it: `Some(true)` a line, `Some(false)` a line over `max` (skipped to its end,
-/// `buf` emptied), `None` at the end of the stream (found by review: the client's lines were
+/// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 2`
+/// bytes of it ([`upstream::read_limit`]): `Some(true)` a line, `Some(false)` a line over
+/// `max` (skipped to its end, `buf` emptied), `None` at the end of the stream (found by review: the client's lines were
 /// read whole, so one endless line grew the proxy's memory without bound).
 fn bounded_line(
     r: &mut impl std::io::BufRead,
@@ -138,12 +144,20 @@ fn bounded_line(
     max: usize,
 ) -> std::io::Result<Option<bool>> {
     use std::io::{BufRead as _, Read as _};
-    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
-    if r.by_ref().take(limit).read_until(b'\n', buf)? == 0 {
+    if r.by_ref()
+        .take(upstream::read_limit(max))
+        .read_until(b'\n', buf)?
+        == 0
+    {
         return Ok(None);
     }
-    if upstream::whole_line(buf, max) {
-        return Ok(Some(true));
+    match upstream::whole_line(buf, max) {
+        upstream::Line::Whole => return Ok(Some(true)),
+        upstream::Line::OverEnded => {
+            buf.clear();
+            return Ok(Some(false));
+        }
+        upstream::Line::Over => {}
     }
     loop {
         buf.clear();
@@ -185,10 +199,34 @@ mod tests {
         let mut buf = Vec::new();
         let mut got = Vec::new();
         while let Some(whole) = bounded_line(&mut r, &mut buf, 10).unwrap() {
-            assert!(buf.len() <= 11, "held {} bytes", buf.len());
+            assert!(buf.len() <= 12, "held {} bytes", buf.len());
             got.push((whole, String::from_utf8(std::mem::take(&mut buf)).unwrap()));
         }
         let want = [(true, "short"), (false, ""), (true, "next"), (true, "last")];
+        let want: Vec<(bool, String)> = want.iter().map(|(w, s)| (*w, s.to_string())).collect();
+        assert_eq!(got, want);
+    }
+
+    /// Review finding: a line of exactly the bound ending in `\r\n` was refused as over it
+    /// (the `\r` counted), though ending in `\n` it passed. Now both pass without their line
+    /// end, a line one byte over passes in neither, and the line after a refused one whose
+    /// newline was read with it is not skipped too.
+    #[test]
+    fn a_line_of_the_bound_ending_in_crlf_is_whole_and_one_byte_over_is_not() {
+        let input = "0123456789\r\n0123456789\nABCDEFGHIJK\nnext\r\nABCDEFGHIJK\r\nlast\n";
+        let mut r = std::io::BufReader::new(input.as_bytes());
+        let (mut buf, mut got) = (Vec::new(), Vec::new());
+        while let Some(whole) = bounded_line(&mut r, &mut buf, 10).unwrap() {
+            got.push((whole, String::from_utf8(std::mem::take(&mut buf)).unwrap()));
+        }
+        let want = [
+            (true, "0123456789"),
+            (true, "0123456789"),
+            (false, ""),
+            (true, "next"),
+            (false, ""),
+            (true, "last"),
+        ];
         let want: Vec<(bool, String)> = want.iter().map(|(w, s)| (*w, s.to_string())).collect();
         assert_eq!(got, want);
     }

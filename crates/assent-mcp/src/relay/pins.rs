@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 /// The pin check's result: `None` while a check runs (and before the first one finished).
 pub(super) type Pins = watch::Sender<Option<Result<HashMap<String, ToolState>, String>>>;
@@ -106,7 +106,7 @@ impl PinCheck {
     }
 
     /// Starts the first check over `tu`, once.
-    pub(super) fn ask_once(self: &Arc<Self>, tu: &mpsc::UnboundedSender<String>) {
+    pub(super) fn ask_once(self: &Arc<Self>, tu: &super::lines::Lines) {
         if !self.asked.swap(true, Ordering::SeqCst) {
             self.start(tu);
         }
@@ -117,7 +117,7 @@ impl PinCheck {
     /// definition changed mid-session was called unreviewed unless the client listed the
     /// tools again). When a check is under way it runs again once that one ends; before the
     /// first one, that one reads the new list.
-    pub(super) fn changed(self: &Arc<Self>, tu: Option<mpsc::UnboundedSender<String>>) {
+    pub(super) fn changed(self: &Arc<Self>, tu: Option<super::lines::Lines>) {
         if !self.asked.load(Ordering::SeqCst) {
             return;
         }
@@ -133,7 +133,7 @@ impl PinCheck {
 
     /// Starts a check again: at once, or [`RECHECK_EVERY`] after the last check again
     /// started.
-    fn again(self: &Arc<Self>, tu: mpsc::UnboundedSender<String>) {
+    fn again(self: &Arc<Self>, tu: super::lines::Lines) {
         let now = Instant::now();
         let mut last = self.rechecked_at.lock().unwrap_or_else(|p| p.into_inner());
         let start = last.map_or(now, |t| (t + RECHECK_EVERY).max(now));
@@ -155,7 +155,7 @@ impl PinCheck {
     /// [`LIST_TIMEOUT`] if it has not ended by then (found by review: an upstream paging
     /// without end, or slowly, was paged for ever, and the calls waiting for the check each
     /// failed only at their own timeout).
-    fn start(self: &Arc<Self>, tu: &mpsc::UnboundedSender<String>) {
+    fn start(self: &Arc<Self>, tu: &super::lines::Lines) {
         let check = {
             let mut p = self.paging();
             *p = Paging {
@@ -184,7 +184,7 @@ impl PinCheck {
         self: &Arc<Self>,
         v: &Value,
         gw: &Gateway,
-        tu: Option<mpsc::UnboundedSender<String>>,
+        tu: Option<super::lines::Lines>,
     ) {
         let Some(check) = check_of(&v["id"]) else {
             return;
@@ -230,7 +230,7 @@ impl PinCheck {
     fn publish(
         self: &Arc<Self>,
         checked: Result<HashMap<String, ToolState>, String>,
-        tu: Option<mpsc::UnboundedSender<String>>,
+        tu: Option<super::lines::Lines>,
     ) {
         if let Err(e) = &checked {
             tracing::warn!(error = %e, "tool list not verified: every call is refused");

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// A forwarded call waiting for its upstream response: the tool, the arguments it ran with,
 /// and the approval it ran under.
@@ -155,9 +155,9 @@ impl State {
 pub(super) struct Relay {
     pub(super) state: Arc<State>,
     /// Lines to the client (stdout).
-    pub(super) to_client: mpsc::UnboundedSender<String>,
+    pub(super) to_client: super::lines::Lines,
     /// Lines to the upstream (its stdin, closed once every sender is gone).
-    pub(super) to_upstream: mpsc::UnboundedSender<String>,
+    pub(super) to_upstream: super::lines::Lines,
 }
 
 impl Relay {
@@ -211,7 +211,7 @@ impl State {
 /// ([`super::ids::OpenIds::note`]). The lines waiting when it wakes go out in one write (one
 /// syscall, not two per line), then it flushes.
 pub(super) fn write_lines<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
-    mut rx: mpsc::UnboundedReceiver<String>,
+    mut rx: super::lines::LinesRx,
     mut out: W,
     era: impl Fn(String) -> Option<String> + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
@@ -236,7 +236,7 @@ pub(super) fn write_lines<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
 /// pool and back: two or three per answer). The receiver completes when the writer ends
 /// (`rx` closed and drained, or stdout failed).
 pub(super) fn write_stdout_lines(
-    mut rx: mpsc::UnboundedReceiver<String>,
+    mut rx: super::lines::LinesRx,
     era: impl Fn(String) -> Option<String> + Send + 'static,
 ) -> oneshot::Receiver<()> {
     let (done, ended) = oneshot::channel();
@@ -264,7 +264,7 @@ pub(super) fn write_stdout_lines(
 fn take_lines(
     buf: &mut Vec<u8>,
     line: String,
-    rx: &mut mpsc::UnboundedReceiver<String>,
+    rx: &mut super::lines::LinesRx,
     era: &impl Fn(String) -> Option<String>,
 ) {
     let push = |buf: &mut Vec<u8>, line: String| {
@@ -276,8 +276,8 @@ fn take_lines(
     push(buf, line);
     while buf.len() < 64 * 1024 {
         match rx.try_recv() {
-            Ok(next) => push(buf, next),
-            Err(_) => break,
+            Some(next) => push(buf, next),
+            None => break,
         }
     }
 }
@@ -292,8 +292,8 @@ mod tests {
     /// lines to the client and to the upstream.
     async fn relay() -> (
         Relay,
-        mpsc::UnboundedReceiver<String>,
-        mpsc::UnboundedReceiver<String>,
+        crate::relay::lines::LinesRx,
+        crate::relay::lines::LinesRx,
     ) {
         let cfg = ProxyConfig {
             gateway_url: "http://127.0.0.1:9".into(),
@@ -308,8 +308,8 @@ mod tests {
             pass_ungated: false,
         };
         let state = Arc::new(State::new(cfg).await.unwrap());
-        let (to_client, client) = mpsc::unbounded_channel();
-        let (to_upstream, upstream) = mpsc::unbounded_channel();
+        let (to_client, client) = crate::relay::lines::queue();
+        let (to_upstream, upstream) = crate::relay::lines::queue();
         let relay = Relay {
             state,
             to_client,
@@ -363,10 +363,10 @@ mod tests {
         let Stop { why, approval } = stop.try_recv().unwrap();
         assert_eq!(why, Some("the MCP client cancelled the request"));
         assert_eq!(approval.as_deref(), Some("apr_1"));
-        assert!(upstream.try_recv().is_err(), "the cancel went upstream");
+        assert!(upstream.try_recv().is_none(), "the cancel went upstream");
         // A second cancel finds it stopped already.
         assert_eq!(st.stop_waiting("5", None, "again"), StopResult::Stopped);
-        assert!(upstream.try_recv().is_err());
+        assert!(upstream.try_recv().is_none());
     }
 
     /// A call its job cleared first (stepped to Forwarding) runs to its end: a cancel goes

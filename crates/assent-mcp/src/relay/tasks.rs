@@ -15,7 +15,7 @@ use assent_api::gate::CallOutcome;
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 /// The prefix of the id of a task held for an approval: `approval-` and the approval id.
 pub(super) const TASK_APPROVAL_PREFIX: &str = "approval-";
@@ -86,11 +86,7 @@ impl Relay {
 /// ended and its approval withdrawn (found by review: only the approval was withdrawn, and a
 /// call approved already was redeemed and forwarded all the same). Returns the new task's id
 /// in this process's task manager.
-fn resume_task(
-    st: Arc<State>,
-    to_upstream: mpsc::UnboundedSender<String>,
-    approval: String,
-) -> String {
+fn resume_task(st: Arc<State>, to_upstream: super::lines::Lines, approval: String) -> String {
     let held: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Approval(approval.clone())));
     let (done_tx, done_rx) = oneshot::channel::<Result<Value, TaskExit>>();
     let status = held.borrow().describe("the call");
@@ -146,7 +142,7 @@ fn resume_task(
 /// token is single-use, so a call already forwarded elsewhere is never forwarded again.
 async fn resumed_call(
     st: Arc<State>,
-    to_upstream: mpsc::UnboundedSender<String>,
+    to_upstream: super::lines::Lines,
     approval: String,
     held: Arc<HoldState>,
     done: TaskDone,

@@ -19,28 +19,53 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::mpsc;
 
 /// The longest upstream line read (16 MiB, the hub's bound per message); a longer one is
 /// skipped to its end, never held whole.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 
-/// Whether `buf`, read up to a newline or `max + 1` bytes, holds a whole line: it ends in a
-/// newline (then taken off, with a `\r` before it) or is the stream's last line within `max`.
-/// `false`: a line over `max`, to be skipped to its end. The stdio proxy's two readers (the
-/// client's, blocking; the upstream's, async) share it.
-pub(super) fn whole_line(buf: &mut Vec<u8>, max: usize) -> bool {
+/// What [`whole_line`] found in one bounded read of a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Line {
+    /// A whole line within the bound (its `\n` or `\r\n` taken off).
+    Whole,
+    /// A line over the bound, read to its end (its newline too): nothing to skip.
+    OverEnded,
+    /// A line over the bound whose rest is still to be skipped.
+    Over,
+}
+
+/// The bytes one bounded read of a line holds at most: `max`, and its `\r\n` (found by
+/// review: a line of `max` bytes ending in `\r\n` was read as `max + 1` bytes with no
+/// newline and refused as over the bound, though the same line ending in `\n` passed).
+pub(super) fn read_limit(max: usize) -> u64 {
+    u64::try_from(max).unwrap_or(u64::MAX).saturating_add(2)
+}
+
+/// What `buf`, read up to a newline or [`read_limit`] bytes, holds: a whole line of at most
+/// `max` bytes once its `\n` or `\r\n` is taken off (or the stream's last line within
+/// `max`), or a line over `max`. The stdio proxy's two readers (the client's, blocking; the
+/// upstream's, async) share it.
+pub(super) fn whole_line(buf: &mut Vec<u8>, max: usize) -> Line {
     if buf.last() == Some(&b'\n') {
         buf.pop();
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-        return true;
+        return if buf.len() <= max {
+            Line::Whole
+        } else {
+            Line::OverEnded
+        };
     }
-    buf.len() <= max
+    if buf.len() <= max {
+        Line::Whole
+    } else {
+        Line::Over
+    }
 }
 
-/// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 1`
+/// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 2`
 /// bytes of it: `Some(true)` a line, `Some(false)` a line over `max` (skipped to its end,
 /// `buf` emptied), `None` at the end of the stream.
 async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
@@ -49,12 +74,21 @@ async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
     max: usize,
 ) -> std::io::Result<Option<bool>> {
     use tokio::io::AsyncReadExt as _;
-    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
-    if (&mut *r).take(limit).read_until(b'\n', buf).await? == 0 {
+    if (&mut *r)
+        .take(read_limit(max))
+        .read_until(b'\n', buf)
+        .await?
+        == 0
+    {
         return Ok(None);
     }
-    if whole_line(buf, max) {
-        return Ok(Some(true));
+    match whole_line(buf, max) {
+        Line::Whole => return Ok(Some(true)),
+        Line::OverEnded => {
+            buf.clear();
+            return Ok(Some(false));
+        }
+        Line::Over => {}
     }
     loop {
         buf.clear();
@@ -71,8 +105,8 @@ async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
 /// the upstream (the reader must not keep the upstream's stdin open after the client left).
 pub(super) struct UpstreamSide {
     pub(super) state: Arc<State>,
-    pub(super) to_client: mpsc::UnboundedSender<String>,
-    pub(super) to_upstream: mpsc::WeakUnboundedSender<String>,
+    pub(super) to_client: super::lines::Lines,
+    pub(super) to_upstream: super::lines::WeakLines,
 }
 
 impl UpstreamSide {
@@ -81,6 +115,9 @@ impl UpstreamSide {
         let mut reader = BufReader::new(out);
         let mut buf = Vec::new();
         loop {
+            // Read on only once the client's queue has room (super::lines): an upstream
+            // flooding a client that reads slowly waits, its pipe full, and holds no memory here.
+            self.to_client.room().await;
             buf.clear();
             match bounded_line(&mut reader, &mut buf, MAX_LINE).await {
                 Ok(Some(true)) => {}
@@ -438,7 +475,7 @@ mod tests {
         let mut buf = Vec::new();
         let mut got = Vec::new();
         while let Some(whole) = bounded_line(&mut r, &mut buf, 10).await.unwrap() {
-            assert!(buf.len() <= 11, "held {} bytes", buf.len());
+            assert!(buf.len() <= 12, "held {} bytes", buf.len());
             got.push((whole, String::from_utf8(std::mem::take(&mut buf)).unwrap()));
         }
         let want = [(true, "short"), (false, ""), (true, "next"), (true, "last")];

@@ -25,6 +25,7 @@ mod mcp_hub_gone;
 mod mcp_hub_lists;
 mod mcp_methods;
 mod mcp_not_run;
+mod mcp_relay_bounds;
 mod mcp_relay_cancel;
 mod mcp_relay_results;
 mod mcp_server_words;
