@@ -439,8 +439,9 @@ impl Store {
     /// gateway's: the words were not pinned before this entry was, so the first report after
     /// an upgrade trusts them as the first report of a server does its tools), `pinned` when it
     /// matches its pin, and otherwise held by a review (`tool.changed`, or `tool.new` when
-    /// nothing is pinned) that an operator decides as a tool's. Errors: those of
-    /// [`Store::check_tools`].
+    /// nothing is pinned) that an operator decides as a tool's; held without a review, showing
+    /// the pinned words, when the scope's reviews are at their cap. Errors: those of
+    /// [`Store::check_tools`] but `TooManyPending`.
     pub fn check_server_entry(
         &self,
         scope: PinScope<'_>,
@@ -452,7 +453,7 @@ impl Store {
         named_reporter(scope)?;
         let key = scope.key();
         let entry = server_entry(words.get("instructions"), words.get("serverInfo"));
-        self.write(|tx| {
+        let checked = self.write(|tx| {
             let seen = tx
                 .prepare_cached("SELECT 1 FROM tool_pins WHERE server = ?1 AND (scope = ?2 OR scope = '') AND tool = ?3
                     UNION ALL SELECT 1 FROM tool_reviews WHERE server = ?1 AND (scope = ?2 OR scope = '') AND tool = ?3 LIMIT 1")?
@@ -461,7 +462,17 @@ impl Store {
                 .is_some();
             let mut report = Report::open(tx, scope, server, (actor, now), seen)?;
             report.check(tx, SERVER_ENTRY, &entry)
-        })
+        });
+        match checked {
+            // The scope's review queue is full: the changed words wait, unrecorded, and the
+            // client is shown the pinned ones (found by review: it was shown no words at all,
+            // not even those an operator had reviewed).
+            Err(PinCheckError::TooManyPending { .. }) => {
+                let pin = self.read(|c| pinned(c, key, server, SERVER_ENTRY))?;
+                Ok(state(SERVER_ENTRY, PinState::Held, None, pin.map(|p| p.1)))
+            }
+            other => other,
+        }
     }
 
     /// Whether `agent`'s calls of `server`/`tool` must wait: the id of the oldest pending
