@@ -34,6 +34,7 @@ fn propose(s: &Store, reg: &Registry, needs: Option<&WindowNeeds>, now: i64, kee
         let obs = Observations {
             now_ms: now,
             prior_calls: prior,
+            agent_calls: &[],
             session: &assent_core::session_risk::CLEAN_SESSION,
             resolve_path: &assent_core::triggers::lexical_only,
         };
@@ -58,6 +59,7 @@ fn verdict(reg: &Registry, prior: &[assent_core::triggers::PriorCall], now: i64)
     let obs = Observations {
         now_ms: now,
         prior_calls: prior,
+        agent_calls: &[],
         session: &assent_core::session_risk::CLEAN_SESSION,
         resolve_path: &assent_core::triggers::lexical_only,
     };

@@ -168,6 +168,7 @@ policies:
         let obs = Observations {
             now_ms: 0,
             prior_calls: prior,
+            agent_calls: &[],
             session: &crate::session_risk::CLEAN_SESSION,
             resolve_path: &crate::triggers::lexical_only,
         };

@@ -1,15 +1,19 @@
 //! Confirmation triggers beyond policy and risk tier (seed 002 "When confirmations trigger"):
-//! thresholds — rate (calls per tool per session per window), cost (a numeric argument summed
-//! per session), output size — and scope drift — path arguments outside configured roots after
+//! thresholds — rate (calls per tool per session, or per agent across its sessions, per
+//! window), cost (a numeric argument summed per session, or per agent across its sessions over
+//! a window), output size — and scope drift — path arguments outside configured roots after
 //! normalisation (`..`, symlinks), URL arguments whose host is outside the allowed domains.
 //!
 //! Governance rule keys (see `docs/policy.md`):
-//! `thresholds: {rate: {max: N, per_seconds: S}, cost: {argument: amount, max_per_session: X},
-//! output_bytes: N}` and `scope: {paths: {arguments: [path], roots: [/srv/data]},
+//! `thresholds: {rate: {max: N, per_seconds: S, per: session|agent}, cost: {argument: amount,
+//! max_per_session: X, max_per_agent: Y, per_seconds: S}, output_bytes: N}` and `scope: {paths: {arguments: [path], roots: [/srv/data]},
 //! domains: {arguments: [url], allow: ["*.example.com"]}}`.
 //!
-//! Everything here is pure: the caller passes the session's earlier calls and a function that
-//! resolves symlinks ([`Observations`]). What the thresholds need from the history, kept small
+//! The agent picks its session id, so a count per session is the agent's to reset: `per: agent`
+//! (rate) and `max_per_agent` (cost) count the agent's calls in all its sessions instead.
+//!
+//! Everything here is pure: the caller passes the session's earlier calls, the agent's calls in
+//! the agent-wide windows, and a function that resolves symlinks ([`Observations`]). What the thresholds need from the history, kept small
 //! by the store, is [`window`].
 
 use crate::condition::lookup;
@@ -25,11 +29,12 @@ pub mod window;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Thresholds {
-    /// At most `max` calls per `per_seconds` (per agent session, of the tools the rule covers)
-    /// run without confirmation.
+    /// At most `max` calls per `per_seconds` (per agent session, or per agent across its
+    /// sessions with `per: agent`; of the tools the rule covers) run without confirmation.
     pub rate: Option<RateLimit>,
-    /// The sum of a numeric argument over the session may reach `max_per_session` without
-    /// confirmation.
+    /// The sum of a numeric argument over the session may reach `max_per_session`, and over the
+    /// agent's calls in all its sessions in the last `per_seconds` may reach `max_per_agent`,
+    /// without confirmation.
     pub cost: Option<CostLimit>,
     /// A tool result larger than this many bytes (its JSON text) is held for an operator
     /// before it reaches the agent. Applies to results reported to `POST /v1/tool-results`:
@@ -46,6 +51,30 @@ pub struct RateLimit {
     pub max: u64,
     /// Window length in seconds (at least 1).
     pub per_seconds: u64,
+    /// Whose calls count: the session's (the default, the meaning before `per` existed) or the
+    /// agent's in all its sessions.
+    #[serde(default, skip_serializing_if = "Per::is_session")]
+    pub per: Per,
+}
+
+/// Whose earlier calls a rate threshold counts (`thresholds.rate.per`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    /// `session`: the calls of the call's agent session. The agent chooses its session id, so
+    /// an agent that sends each call under a new one resets this count: use [`Per::Agent`]
+    /// against an agent that may be hostile.
+    #[default]
+    Session,
+    /// `agent`: the calls of the agent in all its sessions.
+    Agent,
+}
+
+impl Per {
+    /// Whether this is the default, [`Per::Session`] (left out when a rule is written back).
+    pub fn is_session(&self) -> bool {
+        *self == Per::Session
+    }
 }
 
 /// `thresholds.cost`.
@@ -54,8 +83,29 @@ pub struct RateLimit {
 pub struct CostLimit {
     /// The argument (dotted path allowed) that holds the cost of one call.
     pub argument: String,
-    /// Largest session total that runs without confirmation.
-    pub max_per_session: f64,
+    /// Largest session total (this call included, over the whole session) that runs without
+    /// confirmation. The agent chooses its session id, so it can start a new total at will.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_session: Option<f64>,
+    /// Largest agent total (this call included, over the agent's calls in all its sessions in
+    /// the last `per_seconds`) that runs without confirmation. Needs `per_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_agent: Option<f64>,
+    /// The window of `max_per_agent`, in seconds (1 to [`MAX_RATE_WINDOW_SECONDS`]); only with
+    /// `max_per_agent` (the session total is not windowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_seconds: Option<u64>,
+}
+
+impl CostLimit {
+    /// The start of the `max_per_agent` window ending at `now_ms` (Unix ms, exclusive);
+    /// `None` without an agent-wide total.
+    pub fn agent_since(&self, now_ms: i64) -> Option<i64> {
+        match (self.max_per_agent, self.per_seconds) {
+            (Some(_), Some(s)) => Some(window_start_ms(now_ms, s)),
+            _ => None,
+        }
+    }
 }
 
 /// Largest `thresholds.rate.max`: calls per window (issue 10 §10).
@@ -86,8 +136,9 @@ pub(crate) fn in_range(
 impl Thresholds {
     /// Checks the values against the bounds of issue 10 §10; `Err` names the bad key, its value
     /// and the accepted range: `rate.max` 1 to [`MAX_RATE_COUNT`], `rate.per_seconds` 1 to
-    /// [`MAX_RATE_WINDOW_SECONDS`], `cost.max_per_session` finite and ≥ 0, `output_bytes` 1 to
-    /// [`MAX_OUTPUT_BYTES`].
+    /// [`MAX_RATE_WINDOW_SECONDS`], `cost.max_per_session` and `cost.max_per_agent` finite and
+    /// ≥ 0 (at least one of them), `cost.per_seconds` 1 to [`MAX_RATE_WINDOW_SECONDS`] and
+    /// given exactly when `cost.max_per_agent` is, `output_bytes` 1 to [`MAX_OUTPUT_BYTES`].
     pub fn validate(&self) -> Result<(), String> {
         if let Some(r) = &self.rate {
             in_range("thresholds.rate.max", r.max, 1, MAX_RATE_COUNT, "calls")?;
@@ -100,20 +151,54 @@ impl Thresholds {
             )?;
         }
         if let Some(c) = &self.cost {
-            if c.argument.is_empty() {
-                return Err("thresholds.cost.argument must name an argument".into());
-            }
-            if !c.max_per_session.is_finite() || c.max_per_session < 0.0 {
-                return Err(format!(
-                    "thresholds.cost.max_per_session {} is out of range (a finite number ≥ 0)",
-                    c.max_per_session
-                ));
-            }
+            c.validate()?;
         }
         if let Some(n) = self.output_bytes {
             in_range("thresholds.output_bytes", n, 1, MAX_OUTPUT_BYTES, "bytes")?;
         }
         Ok(())
+    }
+}
+
+impl CostLimit {
+    /// The checks of [`Thresholds::validate`] on `thresholds.cost`; `Err` names the bad key.
+    fn validate(&self) -> Result<(), String> {
+        if self.argument.is_empty() {
+            return Err("thresholds.cost.argument must name an argument".into());
+        }
+        for (key, max) in [
+            ("max_per_session", self.max_per_session),
+            ("max_per_agent", self.max_per_agent),
+        ] {
+            if let Some(m) = max
+                && (!m.is_finite() || m < 0.0)
+            {
+                return Err(format!(
+                    "thresholds.cost.{key} {m} is out of range (a finite number ≥ 0)"
+                ));
+            }
+        }
+        match (self.max_per_session, self.max_per_agent, self.per_seconds) {
+            (None, None, _) => Err(
+                "thresholds.cost needs max_per_session, max_per_agent (with per_seconds) or both"
+                    .into(),
+            ),
+            (_, Some(_), None) => Err(format!(
+                "thresholds.cost.max_per_agent needs per_seconds: the window the agent's total is summed over (1 to {MAX_RATE_WINDOW_SECONDS} seconds)"
+            )),
+            (_, None, Some(_)) => Err(
+                "thresholds.cost.per_seconds is the window of max_per_agent and needs it (max_per_session counts the whole session, without a window)"
+                    .into(),
+            ),
+            (_, _, Some(s)) => in_range(
+                "thresholds.cost.per_seconds",
+                s,
+                1,
+                MAX_RATE_WINDOW_SECONDS,
+                "seconds",
+            ),
+            (_, None, None) => Ok(()),
+        }
     }
 }
 
@@ -193,12 +278,18 @@ pub struct PriorCall {
 }
 
 /// What the gatekeeper may observe beyond the call: the time, the session's earlier calls,
-/// what the session has taken in, and how to resolve symlinks.
+/// the agent's earlier calls in all its sessions, what the session has taken in, and how to
+/// resolve symlinks.
 pub struct Observations<'a> {
     /// Unix milliseconds.
     pub now_ms: i64,
     /// Earlier calls of this agent session (see [`PriorCall`]).
     pub prior_calls: &'a [PriorCall],
+    /// Earlier calls of this agent in all its sessions (this one included) that count (see
+    /// [`PriorCall`]), at least those inside the longest agent-wide window of the rules
+    /// ([`window::WindowNeeds::agent_since`]), with their arguments: what `rate.per: agent`
+    /// and `cost.max_per_agent` count. Empty when no rule counts per agent.
+    pub agent_calls: &'a [PriorCall],
     /// What the session has taken in so far (untrusted output, private data, egress, changed
     /// tool definitions): raises the risk of its later calls ([`crate::session_risk`]).
     /// [`SessionRisk::CLEAN`] for a clean session.
@@ -224,6 +315,7 @@ impl Observations<'static> {
         Observations {
             now_ms,
             prior_calls: &[],
+            agent_calls: &[],
             session: &CLEAN_SESSION,
             resolve_path: &lexical_only,
         }
@@ -242,6 +334,8 @@ pub fn window_start_ms(now_ms: i64, seconds: u64) -> i64 {
 }
 
 /// `Some(why)` when the calls in the window reach `max` (this call would be one too many).
+/// `covered` are the earlier calls of the rule's tools that `limit.per` counts: the session's
+/// or the agent's ([`threshold_triggers`] picks them).
 pub fn rate_exceeded<'a>(
     limit: &RateLimit,
     covered: impl Iterator<Item = &'a PriorCall>,
@@ -249,9 +343,13 @@ pub fn rate_exceeded<'a>(
 ) -> Option<String> {
     let since = window_start_ms(now_ms, limit.per_seconds);
     let n = u64::try_from(covered.filter(|c| c.at_ms > since).count()).unwrap_or(u64::MAX);
+    let whose = match limit.per {
+        Per::Session => "",
+        Per::Agent => " by this agent across its sessions",
+    };
     (n >= limit.max).then(|| {
         format!(
-            "rate threshold exceeded: {n} earlier call(s) in the last {} s, limit {} without confirmation",
+            "rate threshold exceeded: {n} earlier call(s){whose} in the last {} s, limit {} without confirmation",
             limit.per_seconds, limit.max
         )
     })
@@ -261,36 +359,110 @@ fn number(v: Option<&Value>) -> Option<f64> {
     v.and_then(Value::as_f64).filter(|x| x.is_finite())
 }
 
-/// `Some(why)` when the session total of `limit.argument` including this call exceeds the
-/// maximum, or this call's value is missing, not a number or negative (fail closed: a negative
-/// cost would lower the session's total and let the calls after it through). Earlier calls
-/// count as [`window::cost_of`] reads them (a negative one as 0).
+/// This call's cost at `limit.argument`; `Err(why)` when it is missing, not a number or
+/// negative (fail closed: a negative cost would lower the totals and let the calls after it
+/// through).
+fn this_cost(limit: &CostLimit, args: &Value) -> Result<f64, String> {
+    let a = &limit.argument;
+    let Some(this) = number(lookup(args, a)) else {
+        return Err(format!(
+            "cost threshold: argument `{a}` is missing or not a number, so the total cannot be checked"
+        ));
+    };
+    if this < 0.0 {
+        return Err(format!(
+            "cost threshold: argument `{a}` is negative ({this}); a cost below 0 would lower the total, so it is confirmed by a person"
+        ));
+    }
+    Ok(this)
+}
+
+/// `Some(why)` when this call's value of `limit.argument` is missing, not a number or negative
+/// (fail closed, whichever totals the limit has), or the session total including this call
+/// exceeds `max_per_session`. `covered` are the session's earlier calls of the rule's tools;
+/// they count as [`window::cost_of`] reads them (a negative one as 0).
 pub fn cost_exceeded<'a>(
     limit: &CostLimit,
     covered: impl Iterator<Item = &'a PriorCall>,
     args: &Value,
 ) -> Option<String> {
-    let a = &limit.argument;
-    let Some(this) = number(lookup(args, a)) else {
-        return Some(format!(
-            "cost threshold: argument `{a}` is missing or not a number, so the session total cannot be checked"
-        ));
+    let this = match this_cost(limit, args) {
+        Ok(v) => v,
+        Err(why) => return Some(why),
     };
-    if this < 0.0 {
-        return Some(format!(
-            "cost threshold: argument `{a}` is negative ({this}); a cost below 0 would lower the session total, so it is confirmed by a person"
-        ));
-    }
+    let max = limit.max_per_session?;
+    let a = &limit.argument;
     let before: f64 = covered
         .filter_map(|c| window::cost_of(&c.arguments, a))
         .sum();
     let total = before + this;
-    (total > limit.max_per_session).then(|| {
+    (total > max).then(|| {
         format!(
-            "cost threshold exceeded: `{a}` totals {total} this session ({before} before this call), limit {}",
-            limit.max_per_session
+            "cost threshold exceeded: `{a}` totals {total} this session ({before} before this call), limit {max}"
         )
     })
+}
+
+/// `Some(why)` when this call's value of `limit.argument` cannot be counted (as
+/// [`cost_exceeded`]), or the agent total including this call — over `covered`, the agent's
+/// earlier calls of the rule's tools in all its sessions, those after the start of the last
+/// `per_seconds` before `now_ms` — exceeds `max_per_agent`. `None` without `max_per_agent`.
+/// A total too large to represent is infinite, so it exceeds every limit.
+pub fn agent_cost_exceeded<'a>(
+    limit: &CostLimit,
+    covered: impl Iterator<Item = &'a PriorCall>,
+    args: &Value,
+    now_ms: i64,
+) -> Option<String> {
+    let (max, since, seconds) = match (limit.max_per_agent, limit.per_seconds) {
+        (Some(m), Some(s)) => (m, window_start_ms(now_ms, s), s),
+        _ => return None,
+    };
+    let this = match this_cost(limit, args) {
+        Ok(v) => v,
+        Err(why) => return Some(why),
+    };
+    let a = &limit.argument;
+    let before: f64 = covered
+        .filter(|c| c.at_ms > since)
+        .filter_map(|c| window::cost_of(&c.arguments, a))
+        .sum();
+    let total = before + this;
+    (total > max).then(|| {
+        format!(
+            "cost threshold exceeded: `{a}` totals {total} for this agent across its sessions in the last {seconds} s ({before} before this call), limit {max}"
+        )
+    })
+}
+
+/// The rate and cost triggers of `t` that fire for a call with `args`, each as
+/// `("rate" | "cost", why)`: `covers` says which earlier calls are of the rule's tools; a
+/// per-session limit counts them among `obs.prior_calls`, a per-agent one among
+/// `obs.agent_calls`. A cost that cannot be counted fires once; both totals may fire.
+pub fn threshold_triggers(
+    t: &Thresholds,
+    covers: impl Fn(&PriorCall) -> bool,
+    args: &Value,
+    obs: &Observations<'_>,
+) -> Vec<(&'static str, String)> {
+    let session = || obs.prior_calls.iter().filter(|c| covers(c));
+    let agent = || obs.agent_calls.iter().filter(|c| covers(c));
+    let mut fired = Vec::new();
+    if let Some(l) = &t.rate {
+        let why = match l.per {
+            Per::Session => rate_exceeded(l, session(), obs.now_ms),
+            Per::Agent => rate_exceeded(l, agent(), obs.now_ms),
+        };
+        fired.extend(why.map(|w| ("rate", w)));
+    }
+    if let Some(l) = &t.cost {
+        fired.extend(cost_exceeded(l, session(), args).map(|w| ("cost", w)));
+        if this_cost(l, args).is_ok() {
+            let why = agent_cost_exceeded(l, agent(), args, obs.now_ms);
+            fired.extend(why.map(|w| ("cost", w)));
+        }
+    }
+    fired
 }
 
 /// Normalises `p` without touching the filesystem: removes `.`, resolves `..` against the
@@ -447,15 +619,4 @@ pub fn domain_violations(scope: &DomainScope, args: &Value) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn window_arithmetic_is_checked() {
-        let now = 1_700_000_000_000;
-        assert_eq!(window_start_ms(now, 60), now - 60_000);
-        assert_eq!(window_start_ms(now, u64::MAX), i64::MIN);
-        assert_eq!(window_start_ms(now, 1 << 62), i64::MIN);
-        assert_eq!(window_start_ms(i64::MIN + 5, 60), i64::MIN);
-    }
-}
+mod tests;

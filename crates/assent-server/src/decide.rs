@@ -6,7 +6,7 @@
 //! Reads are [`crate::approvals`]; routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::body::Body;
-use crate::calls::{check_name, check_reason, resolve_real_path};
+use crate::calls::{check_name, check_reason};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::extract::{Agent, Cancelling, DecideApprovals, Operator, RelayUserDecision};
@@ -17,7 +17,6 @@ use crate::waiters::clarification_key;
 use assent_api::approvals::{Approval, BatchDecisionRequest, BatchDecisionResponse, BatchResult};
 use assent_api::approvals::{DecisionRequest, SessionCancelled, UserDecisionRequest};
 use assent_core::approval::{self, Canceller, DecisionKind, GrantScope};
-use assent_core::triggers::Observations;
 use assent_core::{VerdictKind, evaluate_in};
 use assent_store::{ApprovalRecord, DecideError, DecisionInput, Via};
 use axum::extract::{Path, State};
@@ -486,14 +485,9 @@ async fn in_client_still_allowed(st: &AppState, rec: &ApprovalRecord) -> Result<
         return Ok(true);
     }
     let live = st.live();
-    let (prior, risk, now) = crate::edits::session_now(st, &live, rec).await?;
+    let seen = crate::edits::session_now(st, &live, rec).await?;
     let arguments = rec.canonical_arguments();
-    let obs = Observations {
-        now_ms: now,
-        prior_calls: &prior,
-        session: &risk,
-        resolve_path: &resolve_real_path,
-    };
+    let obs = seen.observations();
     let v = evaluate_in(
         &live.registry,
         &rec.agent,

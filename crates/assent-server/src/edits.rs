@@ -24,34 +24,64 @@ pub(crate) async fn edit(
     // One snapshot of the rules for the windows read and the verdict (found by review: two
     // reads, and a reload between them judged the edit by rules whose windows were not read).
     let live = st.live();
-    let (prior, risk, now) = session_now(st, &live, rec).await?;
-    regate(&live.registry, rec, arguments, (&prior, &risk), roles, now)
+    let seen = session_now(st, &live, rec).await?;
+    regate(&live.registry, rec, arguments, &seen, roles)
+}
+
+/// What the gatekeeper observes of a held call's session now ([`session_now`]).
+pub(crate) struct SessionNow {
+    /// The session's earlier calls the windows reach (the held call left out).
+    pub prior: Vec<PriorCall>,
+    /// The agent's calls in all its sessions inside the agent-wide windows (the held call left
+    /// out; empty when no rule counts per agent).
+    pub agent: Vec<PriorCall>,
+    /// What the session has taken in, for the held call.
+    pub risk: SessionRisk,
+    /// When they were read, Unix ms.
+    pub now: i64,
+}
+
+impl SessionNow {
+    /// These as the gatekeeper's [`Observations`] (symbolic links resolved on this host).
+    pub(crate) fn observations(&self) -> Observations<'_> {
+        Observations {
+            now_ms: self.now,
+            prior_calls: &self.prior,
+            agent_calls: &self.agent,
+            session: &self.risk,
+            resolve_path: &resolve_real_path,
+        }
+    }
 }
 
 /// What the gatekeeper observes of `rec`'s session now, read in one store call: the earlier
-/// calls the windows of `live` (the rules the caller judges by) reach (`rec` itself left out), the session's risk state for
+/// calls the windows of `live` (the rules the caller judges by) reach (`rec` itself left out), the
+/// agent's calls its agent-wide windows reach (`rec` left out), the session's risk state for
 /// `rec`'s call, and the time they were read at (Unix ms). `503 STORE_UNAVAILABLE` when they
 /// cannot be read.
 pub(crate) async fn session_now(
     st: &AppState,
     live: &crate::state::Live,
     rec: &ApprovalRecord,
-) -> Result<(Vec<PriorCall>, SessionRisk, i64), ApiError> {
+) -> Result<SessionNow, ApiError> {
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
     let (needs, now) = (live.window_needs.clone(), now_ms());
     let call = rec.call.clone();
-    let (prior, risk) = st
-        .store_call(move |s| {
-            let prior = s.session_window(&agent, &session, Some(&id), &needs, now)?;
-            Ok::<_, assent_store::StoreError>((prior, s.session_risk(&agent, &session, &call)?))
+    st.store_call(move |s| {
+        Ok::<_, assent_store::StoreError>(SessionNow {
+            prior: s.session_window(&agent, &session, Some(&id), &needs, now)?,
+            agent: s.agent_window(&agent, Some(&id), &needs, now)?,
+            risk: s.session_risk(&agent, &session, &call)?,
+            now,
         })
-        .await?;
-    Ok((prior, risk, now))
+    })
+    .await
 }
 
 /// Re-canonicalises and re-hashes `arguments` as an edit of approval `rec`, evaluates the
-/// edited call with the session's earlier calls `prior` (the held call left out) and what the
-/// session has taken in (`risk`, issue 16 §3: an edit is re-gated in its session), and checks
+/// edited call with what `seen` observed: the session's and the agent's earlier calls (the held
+/// call left out) and what the session has taken in (issue 16 §3: an edit is re-gated in its
+/// session), and checks
 /// it against the held call ([`check_edit`]) for an operator holding `roles`. Returns the edit
 /// and its `thresholds.output_bytes`. Errors: `400` for arguments that are not a call,
 /// `422 EDIT_DENIED` / `EDIT_OUT_OF_SCOPE` / `EDIT_OVER_THRESHOLD` / `EDIT_RAISES_RISK`, `403`
@@ -60,9 +90,8 @@ fn regate(
     reg: &assent_core::policy::Registry,
     rec: &ApprovalRecord,
     arguments: Value,
-    (prior, risk): (&[PriorCall], &SessionRisk),
+    seen: &SessionNow,
     roles: &[String],
-    now: i64,
 ) -> Result<(EditedCall, Option<u64>), ApiError> {
     let c = Canonical::call(rec.call.tool.clone(), rec.call.server.clone(), arguments)?;
     let v = evaluate_in(
@@ -70,12 +99,7 @@ fn regate(
         &rec.agent,
         c.call(),
         Some(c.arguments()),
-        &Observations {
-            now_ms: now,
-            prior_calls: prior,
-            session: risk,
-            resolve_path: &resolve_real_path,
-        },
+        &seen.observations(),
     );
     let original = Original {
         risk_tier: rec.terms.risk_tier,

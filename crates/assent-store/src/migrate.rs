@@ -88,6 +88,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(43, "0043_oidc_spent_states"),
     migration!(44, "0044_subscription_stream_marks"),
     migration!(45, "0045_audit_results"),
+    migration!(46, "0046_usage_by_agent"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -20,7 +20,7 @@ use crate::session_risk;
 use crate::settlement_seal;
 use crate::store::Store;
 use crate::tokens::{find_grants, origin_weaker};
-use crate::usage::{pending_of, prior_calls, windows};
+use crate::usage::{observed, pending_of, windows};
 use assent_core::escalation::{self, Escalation};
 use assent_core::gatekeeper::Verdict;
 use assent_core::quorum::Quorum;
@@ -228,34 +228,36 @@ impl Store {
         p: &Proposal<'_>,
         evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
-        self.propose_observed(p, None, |prior, _| evaluate(prior))
+        self.propose_observed(p, None, |prior, _, _| evaluate(prior))
     }
 
     /// [`Store::propose`], with `evaluate` given the session's earlier calls as core's compact
     /// list for `needs` ([`assent_core::triggers::window`]: kept totals, the calls inside the
     /// longest rate window, the pending ones), so a proposal costs the same at the session's
     /// 10,000th call as at its 10th (issue 13 §5). `needs` must be
-    /// [`WindowNeeds::of`] the registry `evaluate` asks.
+    /// [`WindowNeeds::of`] the registry `evaluate` asks. It gives no agent-wide calls: gate a
+    /// registry with `per: agent` or `max_per_agent` thresholds by [`Self::propose_observed`].
     pub fn propose_within(
         &self,
         p: &Proposal<'_>,
         needs: &WindowNeeds,
         evaluate: impl FnOnce(&[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
-        self.propose_observed(p, Some(needs), |prior, _| evaluate(prior))
+        self.propose_observed(p, Some(needs), |prior, _, _| evaluate(prior))
     }
 
     /// [`Store::propose`] with the history (`needs: None`) or the window of `needs`, with
     /// `evaluate` also given what the session has taken in ([`SessionRisk`], issue 16 §3: the
     /// session begins with its first call that may run; the called tool's pin changes are
-    /// looked up).
+    /// looked up) and the agent's calls in all its sessions inside the agent-wide window of
+    /// `needs` ([`WindowNeeds::agent_since`]; empty without `needs`).
     /// The session is marked with `p.effects` in the same transaction when the call is
     /// allowed or granted, and when a held call's token is redeemed.
     pub fn propose_observed(
         &self,
         p: &Proposal<'_>,
         needs: Option<&WindowNeeds>,
-        evaluate: impl FnOnce(&[PriorCall], &SessionRisk) -> Verdict,
+        evaluate: impl FnOnce(&[PriorCall], &SessionRisk, &[PriorCall]) -> Verdict,
     ) -> Result<(Verdict, Proposed), StoreError> {
         self.write(|tx| {
             let plan = p.target.filter(|t| t.target_type == "plan");
@@ -264,15 +266,9 @@ impl Store {
             }
             let blocked = block(**tx, p)?;
             windows::fold(**tx, p.agent, p.session_id)?;
-            let prior = match needs {
-                None => prior_calls(**tx, p.agent, p.session_id)?,
-                Some(n) => {
-                    windows::track(**tx, p.agent, p.session_id, &n.cost_arguments)?;
-                    windows::window(**tx, p.agent, p.session_id, None, n, p.now)?
-                }
-            };
+            let (prior, agent) = observed(**tx, p.agent, p.session_id, needs, p.now)?;
             let session = session_risk::read(**tx, p.agent, p.session_id, p.call)?;
-            let mut verdict = evaluate(&prior, &session);
+            let mut verdict = evaluate(&prior, &session, &agent);
             transitions::apply_block(&mut verdict, blocked);
             let g = Gate {
                 tx: **tx,

@@ -1,6 +1,7 @@
 //! What counts toward thresholds and caps: the session's earlier calls (`usage` rows whose
-//! approval still stands) for rate and cost triggers, and how many approvals and questions of
-//! an agent wait for a person (`max_pending_per_agent`). Reads only.
+//! approval still stands) for rate and cost triggers, the agent's calls in all its sessions for
+//! the agent-wide ones ([`agent`]), and how many approvals and questions of an agent wait for a
+//! person (`max_pending_per_agent`). Reads only, but for [`windows`]' upkeep.
 
 use crate::db::{self, Conn};
 use crate::error::StoreError;
@@ -9,6 +10,7 @@ use crate::store::Store;
 use assent_core::triggers::PriorCall;
 use assent_core::triggers::window::WindowNeeds;
 
+pub(crate) mod agent;
 pub(crate) mod windows;
 
 impl Store {
@@ -48,6 +50,45 @@ impl Store {
             .conn()
             .snapshot(|c| windows::window(c, agent, session_id, except, needs, now))?)
     }
+}
+
+impl Store {
+    /// What an edit of approval `except` is re-gated with for the agent-wide thresholds
+    /// (`rate.per: agent`, `cost.max_per_agent`): `agent`'s counting calls in all its sessions
+    /// inside the longest agent-wide window of `needs` at `now` (Unix ms), without `except`'s
+    /// own call, oldest first; empty (nothing read) when no rule counts per agent.
+    pub fn agent_window(
+        &self,
+        agent: &str,
+        except: Option<&str>,
+        needs: &WindowNeeds,
+        now: i64,
+    ) -> Result<Vec<PriorCall>, StoreError> {
+        let conn = self.lock();
+        Ok(conn
+            .conn()
+            .snapshot(|c| agent::agent_window(c, agent, except, needs, now))?)
+    }
+}
+
+/// What a proposal of `agent`'s session at `now` (Unix ms) is gated with, in its transaction:
+/// the session's earlier counting calls (the whole history without `needs`; core's compact
+/// list for `needs`, whose cost arguments the session starts keeping totals of) and the agent's
+/// calls in the agent-wide window of `needs` (empty without `needs` or when no rule counts per
+/// agent).
+pub(crate) fn observed(
+    tx: Conn<'_>,
+    agent: &str,
+    session_id: &str,
+    needs: Option<&WindowNeeds>,
+    now: i64,
+) -> db::Result<(Vec<PriorCall>, Vec<PriorCall>)> {
+    let Some(n) = needs else {
+        return Ok((prior_calls(tx, agent, session_id)?, Vec::new()));
+    };
+    windows::track(tx, agent, session_id, &n.cost_arguments)?;
+    let prior = windows::window(tx, agent, session_id, None, n, now)?;
+    Ok((prior, agent::agent_window(tx, agent, None, n, now)?))
 }
 
 /// The earlier calls of `agent`'s session that count toward thresholds: allowed ones, and

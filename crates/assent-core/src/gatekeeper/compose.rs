@@ -16,7 +16,7 @@ use crate::risk::RiskTier;
 use crate::session_risk::{Effects, escalations};
 use crate::template::{TemplateContext, default_message, render};
 use crate::triggers::{
-    Escalation, Observations, cost_exceeded, domain_violations, path_violations, rate_exceeded,
+    Escalation, Observations, PriorCall, domain_violations, path_violations, threshold_triggers,
 };
 use crate::verdict::{ApprovalTerms, Reason, Verdict, VerdictKind};
 
@@ -180,22 +180,8 @@ impl<'a> Composed<'a> {
         obs: &Observations<'_>,
         notes: &mut Vec<String>,
     ) {
-        let covered = || {
-            obs.prior_calls
-                .iter()
-                .filter(|c| r.covers(&c.tool, c.server.as_deref()))
-        };
-        let mut fired = Vec::new();
-        if let Some(l) = &r.thresholds.rate
-            && let Some(why) = rate_exceeded(l, covered(), obs.now_ms)
-        {
-            fired.push(("rate", why));
-        }
-        if let Some(l) = &r.thresholds.cost
-            && let Some(why) = cost_exceeded(l, covered(), args)
-        {
-            fired.push(("cost", why));
-        }
+        let covers = |c: &PriorCall| r.covers(&c.tool, c.server.as_deref());
+        let mut fired = threshold_triggers(&r.thresholds, covers, args, obs);
         if let Some(ps) = &r.scope.paths {
             fired.extend(
                 path_violations(ps, args, obs)

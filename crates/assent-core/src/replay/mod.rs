@@ -450,6 +450,8 @@ pub fn evaluate_recorded(
     let obs = Observations {
         now_ms: rec.at_ms,
         prior_calls: prior,
+        // A lower bound for `per: agent` thresholds: the replay reads sessions one by one.
+        agent_calls: prior,
         session,
         resolve_path: &lexical_only,
     };

@@ -16,11 +16,16 @@
 //!
 //! Whatever rule set asked, rate counts and cost totals over that list equal those over the
 //! whole history (cost totals up to the rounding of adding the same numbers in another order;
-//! integers below 2^53 sum exactly). Everything here is pure.
+//! integers below 2^53 sum exactly).
+//!
+//! The agent-wide thresholds (`rate.per: agent`, `cost.max_per_agent`) read no session list:
+//! they count the agent's calls in all its sessions inside their windows, read as they are
+//! (with arguments) from the longest of them ([`WindowNeeds::agent_since`]), which costs the
+//! calls in that window, not the history. Everything here is pure.
 
 use crate::condition::lookup;
 use crate::policy::Registry;
-use crate::triggers::{PriorCall, window_start_ms};
+use crate::triggers::{Per, PriorCall, window_start_ms};
 use serde_json::{Map, Value};
 
 /// What a policy set's thresholds need from a session's history: the longest rate window and
@@ -32,6 +37,10 @@ pub struct WindowNeeds {
     pub longest_rate_seconds: Option<u64>,
     /// Every `thresholds.cost.argument` of any rule, sorted, without repeats.
     pub cost_arguments: Vec<String>,
+    /// The longest agent-wide window of any rule (seconds): `rate.per_seconds` of a
+    /// `per: agent` rate, `cost.per_seconds` of a `max_per_agent` cost. `None` when no rule
+    /// counts per agent: then the agent's other sessions are never read.
+    pub longest_agent_seconds: Option<u64>,
 }
 
 impl WindowNeeds {
@@ -39,12 +48,19 @@ impl WindowNeeds {
     pub fn of(reg: &Registry) -> WindowNeeds {
         let mut needs = WindowNeeds::default();
         for rule in reg.policies().values().flat_map(|p| &p.rules) {
+            let longest = |old: Option<u64>, s: u64| Some(old.unwrap_or(0).max(s));
             if let Some(r) = &rule.thresholds.rate {
-                needs.longest_rate_seconds =
-                    Some(needs.longest_rate_seconds.unwrap_or(0).max(r.per_seconds));
+                needs.longest_rate_seconds = longest(needs.longest_rate_seconds, r.per_seconds);
+                if r.per == Per::Agent {
+                    needs.longest_agent_seconds =
+                        longest(needs.longest_agent_seconds, r.per_seconds);
+                }
             }
             if let Some(c) = &rule.thresholds.cost {
                 needs.cost_arguments.push(c.argument.clone());
+                if let (Some(_), Some(s)) = (c.max_per_agent, c.per_seconds) {
+                    needs.longest_agent_seconds = longest(needs.longest_agent_seconds, s);
+                }
             }
         }
         needs.cost_arguments.sort();
@@ -56,6 +72,16 @@ impl WindowNeeds {
     /// or before it count in no window); `None` when no rule has a rate threshold.
     pub fn rate_since(&self, now_ms: i64) -> Option<i64> {
         self.longest_rate_seconds
+            .map(|s| window_start_ms(now_ms, s))
+    }
+
+    /// The start of the longest agent-wide window ending at `now_ms` (Unix ms, exclusive: the
+    /// agent's calls after it, in any session, are what [`Observations::agent_calls`] must
+    /// hold); `None` when no rule counts per agent (nothing to read).
+    ///
+    /// [`Observations::agent_calls`]: crate::triggers::Observations::agent_calls
+    pub fn agent_since(&self, now_ms: i64) -> Option<i64> {
+        self.longest_agent_seconds
             .map(|s| window_start_ms(now_ms, s))
     }
 }
@@ -157,6 +183,7 @@ mod tests {
         let needs = WindowNeeds {
             longest_rate_seconds: Some(120),
             cost_arguments: vec!["amount".into(), "order.n".into()],
+            longest_agent_seconds: None,
         };
         let since = needs.rate_since(now).unwrap();
         // The last 5 calls may still change: they are live; the others are settled.
@@ -196,7 +223,11 @@ mod tests {
             let (full, part) = (covered(&history), covered(&small));
             for per_seconds in [1, 7, 30, 60, 120] {
                 for max in [1, 3, 5, 100] {
-                    let l = RateLimit { max, per_seconds };
+                    let l = RateLimit {
+                        max,
+                        per_seconds,
+                        per: Per::Session,
+                    };
                     assert_eq!(
                         rate_exceeded(&l, full.iter(), now),
                         rate_exceeded(&l, part.iter(), now),
@@ -208,7 +239,9 @@ mod tests {
                 for max in [0.0, 100.0, 250.0, 1000.0] {
                     let l = CostLimit {
                         argument: argument.into(),
-                        max_per_session: max,
+                        max_per_session: Some(max),
+                        max_per_agent: None,
+                        per_seconds: None,
                     };
                     let args = json!({"amount": 1, "order": {"n": 1}});
                     assert_eq!(
@@ -230,7 +263,9 @@ mod tests {
         };
         let l = CostLimit {
             argument: "amount".into(),
-            max_per_session: 1e300,
+            max_per_session: Some(1e300),
+            max_per_agent: None,
+            per_seconds: None,
         };
         assert!(cost_exceeded(&l, [f.entry()].iter(), &json!({"amount": 0})).is_some());
     }
@@ -253,5 +288,19 @@ mod tests {
         assert_eq!(needs.cost_arguments, vec!["amount", "order.n"]);
         assert_eq!(needs.rate_since(1_000_000), Some(400_000));
         assert_eq!(WindowNeeds::default().rate_since(5), None);
+        assert_eq!(needs.longest_agent_seconds, None);
+        assert_eq!(WindowNeeds::default().agent_since(5), None);
+    }
+
+    /// Only `per: agent` rates and `max_per_agent` costs ask for the agent's other sessions,
+    /// and the longest of their windows is read.
+    #[test]
+    fn agent_wide_windows_are_read_only_when_a_rule_counts_per_agent() {
+        let gov = "policies:\n  - id: a.b-v1\n    rules:\n      - tool: x\n        thresholds: {rate: {max: 5, per_seconds: 60, per: agent}, cost: {argument: amount, max_per_session: 9}}\n      - tool: y\n        thresholds: {rate: {max: 5, per_seconds: 9000}, cost: {argument: amount, max_per_agent: 1, per_seconds: 600}}\n";
+        let reg = Registry::load(&[], &[("g".into(), gov.into())]).unwrap();
+        let needs = WindowNeeds::of(&reg);
+        assert_eq!(needs.longest_agent_seconds, Some(600));
+        assert_eq!(needs.agent_since(1_000_000), Some(400_000));
+        assert_eq!(needs.longest_rate_seconds, Some(9000));
     }
 }

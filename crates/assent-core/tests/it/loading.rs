@@ -326,3 +326,68 @@ fn control_characters_from_a_file_are_escaped_in_load_errors_and_warnings() {
         r.warnings
     );
 }
+
+/// Agent-wide thresholds (`rate.per: agent`, `cost.max_per_agent` with `per_seconds`): each
+/// combination that would not count what it reads as counting is refused at load with the
+/// file, the rule's line and the key; the good forms load, and `per` defaults to `session`.
+#[test]
+fn agent_wide_thresholds_refuse_bad_combinations_at_load() {
+    for keys in [
+        "        thresholds: {rate: {max: 5, per_seconds: 60, per: agent}}\n",
+        "        thresholds: {rate: {max: 5, per_seconds: 60, per: session}}\n",
+        "        thresholds: {cost: {argument: amount, max_per_agent: 10000, per_seconds: 86400}}\n",
+        "        thresholds: {cost: {argument: amount, max_per_session: 10, max_per_agent: 0, per_seconds: 604800}}\n",
+    ] {
+        assert_eq!(rule_err(keys), "", "{keys}");
+    }
+    for (keys, want) in [
+        (
+            "        thresholds: {cost: {argument: amount}}\n",
+            "thresholds.cost needs max_per_session, max_per_agent (with per_seconds) or both",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_agent: 100}}\n",
+            "thresholds.cost.max_per_agent needs per_seconds",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_session: 100, per_seconds: 60}}\n",
+            "thresholds.cost.per_seconds is the window of max_per_agent and needs it",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_agent: 100, per_seconds: 0}}\n",
+            "thresholds.cost.per_seconds 0 is out of range (1 to 604800 seconds)",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_agent: 100, per_seconds: 604801}}\n",
+            "thresholds.cost.per_seconds 604801 is out of range",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_agent: -1, per_seconds: 60}}\n",
+            "thresholds.cost.max_per_agent -1 is out of range (a finite number ≥ 0)",
+        ),
+        (
+            "        thresholds: {cost: {argument: amount, max_per_agent: .nan, per_seconds: 60}}\n",
+            "thresholds.cost.max_per_agent NaN is out of range",
+        ),
+    ] {
+        let e = rule_err(keys);
+        assert!(
+            e.starts_with("g.yaml:4: policy `a.b-v1` rules[0]: ") && e.contains(want),
+            "{keys}: {e}"
+        );
+    }
+    // An unknown `per` (a typo would otherwise count per session) is a YAML error with the
+    // file and line, naming the accepted values.
+    let e = rule_err("        thresholds: {rate: {max: 5, per_seconds: 60, per: agents}}\n");
+    assert!(
+        e.starts_with("g.yaml:5") && e.contains("session") && e.contains("agent"),
+        "{e}"
+    );
+    let e = rule_err(
+        "        thresholds: {cost: {argument: a, max_per_session: 1, max_per_agnet: 5}}\n",
+    );
+    assert!(
+        e.starts_with("g.yaml:5") && e.contains("max_per_agnet"),
+        "{e}"
+    );
+}

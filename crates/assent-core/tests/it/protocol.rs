@@ -97,6 +97,7 @@ fn a_rate_window_too_long_to_represent_counts_every_earlier_call() {
         let l = RateLimit {
             max: 1,
             per_seconds,
+            per: Default::default(),
         };
         assert!(
             rate_exceeded(&l, prior.iter(), now).is_some(),
@@ -106,6 +107,7 @@ fn a_rate_window_too_long_to_represent_counts_every_earlier_call() {
     let l = RateLimit {
         max: 1,
         per_seconds: 60,
+        per: Default::default(),
     };
     assert!(rate_exceeded(&l, prior.iter(), now).is_some());
     assert!(rate_exceeded(&l, prior.iter(), now + 60_000).is_none());

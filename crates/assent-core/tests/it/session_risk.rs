@@ -79,6 +79,7 @@ fn eval(r: &Registry, tool: &str, server: Option<&str>, session: &SessionRisk) -
     let obs = Observations {
         now_ms: 1_700_000_100_000,
         prior_calls: &[],
+        agent_calls: &[],
         session,
         resolve_path: &lexical_only,
     };

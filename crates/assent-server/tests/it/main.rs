@@ -11,6 +11,7 @@ mod schemas;
 mod aaep;
 mod abuse;
 mod access;
+mod agent_thresholds;
 mod checkpoints;
 mod config_attacks;
 mod decide_holes;

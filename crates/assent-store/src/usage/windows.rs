@@ -36,7 +36,7 @@ const GONE: i64 = 2;
 /// Which calls count toward thresholds, as SQL over `approvals a` (NULL when the call had no
 /// approval: allowed outright): allowed ones, and those whose approval is pending, approved or
 /// expired into an approval.
-const COUNTING: &str = "(a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))";
+pub(super) const COUNTING: &str = "(a.id IS NULL OR a.status IN ('pending','approved') OR (a.status = 'expired' AND a.default_decision = 'approve'))";
 
 /// One call of the session: its tool, server and key for the totals.
 type Key = (String, Option<String>);

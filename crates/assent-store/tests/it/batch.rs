@@ -126,7 +126,7 @@ fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
             s.batch(|| {
                 append(&s, 1);
                 // The gatekeeper's closure runs inside the proposal's write.
-                let _ = s.propose_observed(&p, None, |_, _| -> Verdict { panic!("a bug") });
+                let _ = s.propose_observed(&p, None, |_, _, _| -> Verdict { panic!("a bug") });
             })
         }));
         assert!(panicked.is_err(), "the panic reaches the batch's caller");
@@ -135,7 +135,7 @@ fn a_write_that_panics_in_a_batch_undoes_the_batch_and_fails_its_outcome() {
             assert!(kept.is_empty(), "nothing of the batch is kept: {kept:?}");
             let ((), outcome) = s.batch(|| {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    s.propose_observed(&p, None, |_, _| -> Verdict { panic!("a bug") })
+                    s.propose_observed(&p, None, |_, _, _| -> Verdict { panic!("a bug") })
                 }));
                 assert!(r.is_err());
             });
@@ -173,7 +173,7 @@ fn a_joined_write_that_panics_on_another_thread_fails_the_whole_batch() {
                     .unwrap();
                     let ttl = |_: &Verdict| 30_000;
                     let p = proposal(&call, "s", 1, &ttl);
-                    let _ = s.propose_observed(&p, None, |_, _| -> Verdict { panic!("a bug") });
+                    let _ = s.propose_observed(&p, None, |_, _, _| -> Verdict { panic!("a bug") });
                 });
                 assert!(other.join().is_err(), "the other thread's write panicked");
             });

@@ -138,7 +138,7 @@ fn gate_observed(
     };
     let mut seen = None;
     let (_, outcome) = s
-        .propose_observed(&p, None, |_, risk| {
+        .propose_observed(&p, None, |_, risk, _| {
             seen = Some(risk.clone());
             let mut v = pay(1).1;
             v.kind = kind;

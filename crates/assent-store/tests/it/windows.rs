@@ -23,6 +23,7 @@ fn needs(arguments: &[&str]) -> WindowNeeds {
     WindowNeeds {
         longest_rate_seconds: Some(WINDOW),
         cost_arguments: arguments.iter().map(|a| a.to_string()).collect(),
+        longest_agent_seconds: None,
     }
 }
 

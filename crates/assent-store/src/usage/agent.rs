@@ -1,0 +1,46 @@
+//! The agent-wide window: what `rate.per: agent` and `cost.max_per_agent` thresholds count
+//! (core's [`assent_core::triggers::window::WindowNeeds::agent_since`]). The agent chooses its
+//! session id, so these read the agent's counting calls in all its sessions inside the longest
+//! agent-wide window, as they are (with arguments): an index range over `usage(agent, at)`
+//! (migration 0046), whose cost grows with the calls in the window, not with the history. A
+//! policy set whose rules count per session only never reads it.
+
+use super::windows::COUNTING;
+use crate::db::{self, Conn};
+use crate::params;
+use crate::sql::json_or_default;
+use assent_core::triggers::PriorCall;
+use assent_core::triggers::window::WindowNeeds;
+
+/// The counting calls of `agent` in any of its sessions (allowed, pending, approved, expired
+/// into an approval) proposed after [`WindowNeeds::agent_since`] `now` (Unix ms), oldest
+/// first, without approval `except`'s call (the call an edit replaces). Empty, without a
+/// read, when no rule of `needs` counts per agent.
+pub(crate) fn agent_window(
+    tx: Conn<'_>,
+    agent: &str,
+    except: Option<&str>,
+    needs: &WindowNeeds,
+    now: i64,
+) -> db::Result<Vec<PriorCall>> {
+    let Some(since) = needs.agent_since(now) else {
+        return Ok(Vec::new());
+    };
+    tx.query_map(
+        &format!(
+            "SELECT u.tool, u.server, u.at, u.arguments FROM usage u LEFT JOIN approvals a ON a.id = u.approval_id
+             WHERE u.agent = ?1 AND u.at > ?2 AND {COUNTING}
+               AND (CAST(?3 AS TEXT) IS NULL OR u.approval_id IS DISTINCT FROM ?3)
+             ORDER BY u.at"
+        ),
+        params![agent, since, except],
+        |r| {
+            Ok(PriorCall {
+                tool: r.get("tool")?,
+                server: r.get("server")?,
+                at_ms: r.get("at")?,
+                arguments: json_or_default(r, "arguments")?,
+            })
+        },
+    )
+}
