@@ -315,13 +315,16 @@ fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
 }
 
 /// The name `key` stands for to a decoder that ignores case and compatibility forms: NFKC,
-/// then lower case (ASCII keys, the common case, only lower-cased).
+/// then lower case, then the two simple case foldings lower-casing misses (final sigma `ς` is
+/// `σ`, the iota subscript U+0345 is `ι`: Go's `EqualFold` folds them so; found by review).
+/// ASCII keys, the common case, are only lower-cased.
 fn folded_key(key: &str) -> String {
     if key.is_ascii() {
         key.to_ascii_lowercase()
     } else {
         use unicode_normalization::UnicodeNormalization as _;
-        key.nfkc().collect::<String>().to_lowercase()
+        let lower = key.nfkc().collect::<String>().to_lowercase();
+        lower.replace('ς', "σ").replace('\u{345}', "ι")
     }
 }
 
@@ -527,6 +530,13 @@ mod tests {
         );
         let long_s = json!({"items": [{"sum": 1, "\u{17F}um": 2}]});
         assert!(ToolCall::new("pay", None, long_s).is_err(), "in arrays too");
+        // Go's simple case folding beyond lower case: final sigma, the iota subscript.
+        for pair in [
+            json!({"\u{3c2}um": 1, "\u{3c3}um": 2}),
+            json!({"a\u{345}": 1, "a\u{3b9}": 2}),
+        ] {
+            assert!(ToolCall::new("pay", None, pair).is_err(), "folded alike");
+        }
         // Distinct names, and one key alone in any case, are plain calls.
         assert!(ToolCall::new("pay", None, json!({"AMOUNT": 1, "amount_eur": 2})).is_ok());
         assert!(ToolCall::new("pay", None, json!({"Ärger": 1, "arger": 2})).is_ok());

@@ -18,10 +18,12 @@
 //!
 //! A plan belongs to the agent that registered it: another agent revising, submitting or
 //! cancelling it gets `409 PLAN_OWNER_MISMATCH` (reading it, `404`), its own delegates
-//! included. It gates its agent's tool calls and those of the local agents its agent file
-//! declares (`action_space.local_agents[]`, [`assent_core::policy::Delegations`]), and
-//! cancelling it cancels their held calls and stops their tokens; a call of any other agent
-//! naming it is gated as if it named no plan (`assent_store::plans`).
+//! included. It gates the tool calls that name it (`plan_id`) of its agent and of the local
+//! agents its agent file declares (`action_space.local_agents[]`,
+//! [`assent_core::policy::Delegations`]), and cancelling it cancels their held calls and stops
+//! their tokens; a call of any other agent naming it is gated as if it named no plan
+//! (`assent_store::plans`). A call naming no plan is not gated by any: naming one only ever
+//! adds a block.
 
 use crate::agent_json::AgentJson;
 use crate::body::Body;
