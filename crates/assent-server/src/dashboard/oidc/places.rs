@@ -6,9 +6,12 @@
 //! IPv6 /64). A callback finding no place waits for one, at most the time it is given, in a
 //! queue of at most [`WAITING_PER_NETWORK`] per network and [`WAITING`] in all. A place that
 //! frees goes to the waiting network with the fewest exchanges in flight, then to the one
-//! served longest ago (or never), so a network with nothing in flight is served next however
-//! many networks keep callbacks queued. A full queue makes room for a network by refusing the
-//! newest waiter of the network with the most waiting.
+//! served longest ago (or never), so a network with nothing in flight is served before the
+//! networks queued with exchanges in flight. A full queue makes room for a network by refusing
+//! the newest waiter of the network standing worst (the most waiting, then the most in flight,
+//! then served last), when that one stands worse than the newcomer would: a quiet network gets
+//! in unless every waiting network is as quiet as it (an attacker holding hundreds of networks
+//! that were never served, which an IPv6 /56 gives, still fills the queue).
 //!
 //! Attack (found by review): with one pool of 16 places taken first come, first served and a
 //! `503` beyond, a few dozen networks sending junk codes kept every place busy, and every
@@ -161,24 +164,33 @@ impl Inner {
     }
 
     /// Queues a callback of `net`: its id and where its place will be sent; `None` when
-    /// `net` has [`WAITING_PER_NETWORK`] waiting, or the queue is full of networks waiting
-    /// no more than `net` would.
+    /// `net` has [`WAITING_PER_NETWORK`] waiting, or the queue is full of networks that stand
+    /// no worse than `net` would ([`Inner::standing`]).
     fn enqueue(&mut self, net: Net) -> Option<(u64, oneshot::Receiver<()>)> {
         let mine = self.nets.get(&net).map_or(0, |n| n.waiters.len());
         if mine >= WAITING_PER_NETWORK {
             return None;
         }
         if self.waiting >= WAITING {
-            let (most, count) = self
+            // Room is made by the newest waiter of the network standing worst: the most
+            // waiting, then the most in flight, then served last. Found by review: only a
+            // network with two more waiting than the newcomer made room, so networks with one
+            // waiter each kept a quiet network out however recently they had been served.
+            let newcomer = self
+                .nets
+                .get(&net)
+                .map_or((mine + 1, 0, 0), |n| (mine + 1, n.in_flight, n.served));
+            let (worst, standing) = self
                 .nets
                 .iter()
-                .map(|(k, n)| (*k, n.waiters.len()))
-                .max_by_key(|(_, c)| *c)?;
-            if count <= mine + 1 {
+                .filter(|(k, n)| **k != net && !n.waiters.is_empty())
+                .map(|(k, n)| (*k, (n.waiters.len(), n.in_flight, n.served)))
+                .max_by_key(|(_, s)| *s)?;
+            if standing <= newcomer {
                 return None;
             }
             // Dropping its sender refuses that waiter.
-            self.nets.get_mut(&most)?.waiters.pop_back();
+            self.nets.get_mut(&worst)?.waiters.pop_back();
             self.waiting -= 1;
         }
         let id = self.turn();
@@ -354,5 +366,52 @@ mod tests {
         drop(held);
         assert_eq!(p.load(), (0, 0));
         assert!(lock(&p.inner).nets.is_empty(), "no network remembered");
+    }
+
+    fn wide(i: u16) -> Net {
+        Some(IpAddr::from([10, 1, (i >> 8) as u8, i as u8]))
+    }
+
+    /// Found by review: a full queue made room only for a network with two fewer waiting than
+    /// the most-waiting one, so networks with one waiter each — here each with an exchange in
+    /// flight as well — kept a quiet network out. The newest waiter of the network standing
+    /// worst makes room, and the quiet network gets the next free place.
+    #[tokio::test]
+    async fn a_full_queue_of_networks_with_exchanges_in_flight_still_takes_a_quiet_network() {
+        let crowd = WAITING as u16;
+        let p = Arc::new(Places::new(WAITING + 1));
+        let mut held = vec![p.take(net(1), NO_WAIT).await.unwrap()];
+        for i in 0..crowd {
+            held.push(p.take(wide(i), NO_WAIT).await.unwrap());
+        }
+        let mut queued = Vec::new();
+        for i in 0..crowd {
+            let p = p.clone();
+            queued.push(tokio::spawn(async move {
+                p.take(wide(i), Duration::from_secs(5)).await.is_some()
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(p.load(), (WAITING + 1, WAITING));
+        let p2 = p.clone();
+        let quiet = tokio::spawn(async move { p2.take(net(2), Duration::from_secs(5)).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(p.load(), (WAITING + 1, WAITING), "one waiter made room");
+        drop(held.remove(0));
+        let got = quiet.await.unwrap();
+        assert!(got.is_some(), "the quiet network got the freed place");
+        let refused = refused_so_far(queued).await;
+        assert_eq!(refused, 1, "one crowd waiter was pushed out");
+    }
+
+    /// How many of `tasks` have ended refused so far (the others still wait).
+    async fn refused_so_far(tasks: Vec<tokio::task::JoinHandle<bool>>) -> usize {
+        let mut refused = 0;
+        for t in tasks {
+            if t.is_finished() && !t.await.unwrap() {
+                refused += 1;
+            }
+        }
+        refused
     }
 }
