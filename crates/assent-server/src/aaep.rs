@@ -78,8 +78,9 @@ const MAX_EVENT_FILTERS: usize = 64;
 const MAX_CAUGHT_UP: u32 = 64;
 
 /// `POST /aaep/v1/subscriptions`: a `subscription.request` → `201` `subscription.accepted`
-/// with `Location`; a request that does not match the schema is `400` with
-/// `subscription.rejected`; another major version is `400` `version_unsupported`.
+/// with `Location`; a request that does not match the schema, or whose `subscriber_id` starts
+/// with `sse:` (the gateway's own, for bare streams), is `400` with `subscription.rejected`;
+/// another major version is `400` `version_unsupported`.
 #[utoipa::path(post, path = "/aaep/v1/subscriptions", tag = "aaep",
     request_body = Object,
     responses((status = 201, description = "`subscription.accepted`", body = Object), (status = 400, description = "`subscription.rejected`", body = Object)),
@@ -119,6 +120,18 @@ pub(crate) async fn subscribe(
                 ),
             ));
         }
+    }
+    // `sse:` names the subscription a bare stream opens for its operator, which the streams
+    // keeper closes once no stream marks it: a posted one would be closed under its
+    // subscriber (found by review).
+    if req["subscriber_id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("sse:"))
+    {
+        return Ok(reject(
+            "capabilities_incompatible",
+            "subscriber_id `sse:…` is the gateway's own for bare streams; choose another".into(),
+        ));
     }
     if !req["aaep_version"]
         .as_str()

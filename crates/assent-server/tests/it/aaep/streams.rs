@@ -130,6 +130,18 @@ async fn streams_resume_after_last_event_id_and_open_a_subscription_without_an_i
         "subscription.rejected",
     );
     assert_eq!(body["reason_code"], "version_unsupported");
+    // Found by review: a posted `sse:` subscriber id was taken for a bare stream's own, and
+    // the streams keeper closed it under its subscriber.
+    let r = gw.http.post(format!("{}/aaep/v1/subscriptions", gw.url)).bearer_auth(OP)
+        .json(&json!({"type": "subscription.request", "aaep_version": "1.0.0", "subscriber_id": "sse:alice", "capabilities": {}}))
+        .send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "subscription.rejected", "{body}");
+    assert!(
+        body["reason_message"].as_str().unwrap().contains("sse:"),
+        "{body}"
+    );
 }
 
 /// Found by review: only a new subscription was held to the resume window (10,000 events), so
