@@ -24,7 +24,7 @@ use assent_core::CanonicalCall;
 use assent_core::gatekeeper::default_timeout_seconds;
 use assent_core::triggers::Observations;
 use assent_core::{Verdict, VerdictKind, evaluate_delegation, evaluate_in, evaluate_target};
-use assent_store::pins::ReportedResult;
+use assent_store::results::ReportedResult;
 use assent_store::{ConfirmTarget, Proposal, Proposed};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -205,7 +205,7 @@ pub(crate) async fn delegate(
 /// outcome of a call that has a result already, `404` for an `approval_id` that is not the agent's; any
 /// other failure `503 STORE_UNAVAILABLE`.
 fn result_refused(e: assent_store::StoreError) -> ApiError {
-    use assent_store::pins::{RESULT_NO_APPROVAL, RESULT_TWICE};
+    use assent_store::results::{RESULT_NO_APPROVAL, RESULT_TWICE};
     match e {
         assent_store::StoreError::Invalid(m) if m == RESULT_TWICE => {
             ApiError::new(StatusCode::CONFLICT, assent_api::error::RESULT_RECORDED, m)

@@ -95,6 +95,7 @@ pub mod readiness;
 mod reads;
 mod receipts;
 mod record;
+pub mod results;
 pub mod retention;
 mod seal;
 mod session_risk;
