@@ -5,10 +5,9 @@
 //! (migration 0046), whose cost grows with the calls in the window, not with the history. A
 //! policy set whose rules count per session only never reads it.
 
-use super::windows::COUNTING;
+use super::windows::{COUNTING, prior_call};
 use crate::db::{self, Conn};
 use crate::params;
-use crate::sql::json_or_default;
 use assent_core::triggers::PriorCall;
 use assent_core::triggers::window::WindowNeeds;
 
@@ -34,13 +33,6 @@ pub(crate) fn agent_window(
              ORDER BY u.at"
         ),
         params![agent, since, except],
-        |r| {
-            Ok(PriorCall {
-                tool: r.get("tool")?,
-                server: r.get("server")?,
-                at_ms: r.get("at")?,
-                arguments: json_or_default(r, "arguments")?,
-            })
-        },
+        prior_call,
     )
 }

@@ -169,14 +169,7 @@ pub(crate) fn window(
              ORDER BY u.at"
         ),
         params![agent, session_id, except],
-        |r| {
-            Ok(PriorCall {
-                tool: r.get("tool")?,
-                server: r.get("server")?,
-                at_ms: r.get("at")?,
-                arguments: json_or_default(r, "arguments")?,
-            })
-        },
+        prior_call,
     )?;
     if let Some(id) = except {
         // A settled counting call is in the totals: take its costs out again.
@@ -319,4 +312,15 @@ fn folded_totals(
             totals,
         })
         .collect())
+}
+
+/// A `usage` row read with its arguments (`tool`, `server`, `at`, `arguments`) as the
+/// thresholds see it.
+pub(super) fn prior_call(r: &db::Row<'_>) -> db::Result<PriorCall> {
+    Ok(PriorCall {
+        tool: r.get("tool")?,
+        server: r.get("server")?,
+        at_ms: r.get("at")?,
+        arguments: json_or_default(r, "arguments")?,
+    })
 }

@@ -27,20 +27,19 @@ fn closed(data: &std::path::Path, sub: &str) -> (bool, i64) {
     (n(parts.next()) == 1, n(parts.next()))
 }
 
-#[test]
-fn a_bare_subscription_whose_gateway_was_killed_in_its_grace_is_closed_after_restart() {
-    let Served {
-        dir: _dir,
-        cfg,
-        data,
-        port,
-        server: mut s,
-    } = served("");
+/// A bare AAEP stream opened on the gateway at `url` by the operator: its lines (the stream
+/// ends when they are dropped) and the id of the subscription it announced.
+pub(crate) fn bare_stream(
+    url: &str,
+) -> (
+    std::io::Lines<std::io::BufReader<reqwest::blocking::Response>>,
+    String,
+) {
     let resp = reqwest::blocking::Client::builder()
         .timeout(None)
         .build()
         .unwrap()
-        .get(format!("{}/aaep/v1/events", s.url))
+        .get(format!("{url}/aaep/v1/events"))
         .bearer_auth(OP_KEY)
         .send()
         .unwrap();
@@ -53,6 +52,19 @@ fn a_bare_subscription_whose_gateway_was_killed_in_its_grace_is_closed_after_res
             break v["subscription_id"].as_str().unwrap().to_string();
         }
     };
+    (lines, sub)
+}
+
+#[test]
+fn a_bare_subscription_whose_gateway_was_killed_in_its_grace_is_closed_after_restart() {
+    let Served {
+        dir: _dir,
+        cfg,
+        data,
+        port,
+        server: mut s,
+    } = served("");
+    let (lines, sub) = bare_stream(&s.url);
     drop(lines); // the stream ends: its 30 s grace starts
     std::thread::sleep(Duration::from_secs(1));
     s.child.kill().unwrap(); // SIGKILL in the grace: its close never runs

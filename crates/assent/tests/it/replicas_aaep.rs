@@ -2,10 +2,7 @@
 //! a bare stream's subscription reopened by id on the other replica is not closed under that
 //! stream when the first replica's grace is over. Skipped with `ASSENT_TEST_NO_PG=1`.
 
-use crate::OP_KEY;
 use crate::replicas::{aaep_stream, events_about, held, with_replicas};
-use serde_json::Value;
-use std::io::BufRead;
 use std::time::Duration;
 
 /// Found by review: a bare stream's subscription is closed 30 s after its last stream on the
@@ -17,23 +14,7 @@ use std::time::Duration;
 #[test]
 fn a_bare_subscription_reopened_on_another_replica_is_not_closed_under_its_stream() {
     with_replicas("", |schema, _cfg, a, b| {
-        let resp = reqwest::blocking::Client::builder()
-            .timeout(None)
-            .build()
-            .unwrap()
-            .get(format!("{}/aaep/v1/events", a.url))
-            .bearer_auth(OP_KEY)
-            .send()
-            .unwrap();
-        assert_eq!(resp.status().as_u16(), 200);
-        let mut lines = std::io::BufReader::new(resp).lines();
-        let sub = loop {
-            let line = lines.next().expect("the announcement").unwrap();
-            if let Some(d) = line.strip_prefix("data:") {
-                let v: Value = serde_json::from_str(d.trim()).unwrap();
-                break v["subscription_id"].as_str().unwrap().to_string();
-            }
-        };
+        let (lines, sub) = crate::aaep_restart::bare_stream(&a.url);
         let on_b = aaep_stream(&b.url, Some(&sub), None);
         std::thread::sleep(Duration::from_secs(1));
         drop(lines); // the stream on A ends: its grace starts
