@@ -1,7 +1,9 @@
-//! Who owns the hub's MCP tasks ([`TaskOwners`]), and how many one agent may hold
-//! ([`MAX_TASKS_PER_AGENT`]).
+//! Who owns the hub's MCP tasks ([`TaskOwners`]), how many one agent may hold
+//! ([`MAX_TASKS_PER_AGENT`]), and how many bytes of their results
+//! ([`RESULT_BYTES_PER_AGENT`](crate::tasks::RESULT_BYTES_PER_AGENT) an agent,
+//! [`RESULT_BYTES_IN_ALL`](crate::tasks::RESULT_BYTES_IN_ALL) all agents).
 
-use crate::tasks::TASK_TTL_MS;
+use crate::tasks::{HeldResults, TASK_TTL_MS};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -18,11 +20,18 @@ const KEEP: Duration = Duration::from_millis(2 * TASK_TTL_MS + 60_000);
 /// The hub's tasks and the agent each belongs to, each kept for [`KEEP`] after it was made.
 /// Forgetting is by age (found by review: asking rmcp whether each task was still there,
 /// on every new task, cost time quadratic in the tasks held, under a lock every `tasks/get`
-/// takes), at most once a minute.
+/// takes), at most once a minute. With them, the bytes of their finished results
+/// ([`HeldResults`], by agent and in all).
 #[derive(Default)]
 pub(super) struct TaskOwners {
     by_id: HashMap<String, (String, Instant)>,
     pruned: Option<Instant>,
+    results: HeldResults,
+}
+
+/// How an agent is named in the count of results (and in what the budget's refusals say).
+fn holder(agent: &str) -> String {
+    format!("agent `{agent}`")
 }
 
 impl TaskOwners {
@@ -39,11 +48,30 @@ impl TaskOwners {
         self.pruned = Some(now);
     }
 
-    /// Whether `agent` may make one more task at `now` (fewer than [`MAX_TASKS_PER_AGENT`]).
-    pub(super) fn has_room(&mut self, agent: &str, now: Instant) -> bool {
+    /// Whether `agent` may make one more task at `now`: it holds fewer than
+    /// [`MAX_TASKS_PER_AGENT`] tasks, and its finished ones' results (and all agents') are
+    /// under their budgets. `Err(why)` says which limit it reached.
+    pub(super) fn has_room(&mut self, agent: &str, now: Instant) -> Result<(), String> {
         self.prune(now);
         let held = self.by_id.values().filter(|(a, _)| a == agent).count();
-        held < MAX_TASKS_PER_AGENT
+        if held >= MAX_TASKS_PER_AGENT {
+            return Err(format!(
+                "agent `{agent}` holds {MAX_TASKS_PER_AGENT} tasks at this hub (made in the last two days); no more are made until they age out"
+            ));
+        }
+        self.results.has_room(&holder(agent), now)
+    }
+
+    /// Counts a finished result of `bytes` (its JSON) of a task of `agent` at `now`, if it
+    /// fits what is left of the agent's budget and the hub's; else `Err(why)`, and the result
+    /// is not to be kept.
+    pub(super) fn keep_result(
+        &mut self,
+        agent: &str,
+        bytes: u64,
+        now: Instant,
+    ) -> Result<(), String> {
+        self.results.keep(&holder(agent), bytes, now)
     }
 
     /// Records task `id` of `agent`, made at `now`.
@@ -67,20 +95,50 @@ mod tests {
         let mut o = TaskOwners::default();
         let t0 = Instant::now();
         for i in 0..MAX_TASKS_PER_AGENT {
-            assert!(o.has_room("mallory", t0));
+            assert!(o.has_room("mallory", t0).is_ok());
             o.insert(format!("m{i}"), "mallory".into(), t0);
         }
-        assert!(!o.has_room("mallory", t0), "the cap holds");
+        assert!(o.has_room("mallory", t0).is_err(), "the cap holds");
         assert!(
-            o.has_room("alice", t0),
+            o.has_room("alice", t0).is_ok(),
             "another agent is not held to mallory's"
         );
         assert_eq!(o.owner("m0"), Some("mallory"));
         // A minute before KEEP runs out they are all still held; after it, forgotten.
         let later = t0 + KEEP - Duration::from_secs(61);
-        assert!(!o.has_room("mallory", later));
+        assert!(o.has_room("mallory", later).is_err());
         let after = t0 + KEEP + Duration::from_secs(1);
-        assert!(o.has_room("mallory", after));
+        assert!(o.has_room("mallory", after).is_ok());
         assert_eq!(o.owner("m0"), None);
+    }
+
+    /// Found by review: an agent could hold gigabytes of task results under the count cap.
+    /// One whose results reach its byte budget makes no new task (the refusal names the
+    /// budget); another agent still may; and the hub's budget holds across agents.
+    #[test]
+    fn an_agent_whose_results_fill_its_byte_budget_makes_no_new_task() {
+        use crate::tasks::{RESULT_BYTES_IN_ALL, RESULT_BYTES_PER_AGENT};
+        let mut o = TaskOwners::default();
+        let t0 = Instant::now();
+        o.insert("m0".into(), "mallory".into(), t0);
+        assert!(o.keep_result("mallory", RESULT_BYTES_PER_AGENT, t0).is_ok());
+        assert!(o.keep_result("mallory", 1, t0).is_err(), "past the budget");
+        let why = o.has_room("mallory", t0).unwrap_err();
+        assert!(why.contains(&RESULT_BYTES_PER_AGENT.to_string()), "{why}");
+        assert!(o.has_room("alice", t0).is_ok());
+        let mut n = 0;
+        while o
+            .keep_result(&format!("a{n}"), RESULT_BYTES_PER_AGENT, t0)
+            .is_ok()
+        {
+            n += 1;
+        }
+        assert_eq!(
+            (n + 1) * RESULT_BYTES_PER_AGENT,
+            RESULT_BYTES_IN_ALL,
+            "the hub's budget stops the agents'"
+        );
+        let why = o.has_room("alice", t0).unwrap_err();
+        assert!(why.contains(&RESULT_BYTES_IN_ALL.to_string()), "{why}");
     }
 }

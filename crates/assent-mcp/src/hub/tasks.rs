@@ -4,11 +4,10 @@
 //! The call itself is [`Call`]'s.
 
 use super::call::{Call, failed};
-use super::owners::MAX_TASKS_PER_AGENT;
 use super::state::Hub;
 use crate::ask::Asker;
 use crate::kit::Hold;
-use crate::tasks::{task_options, task_run};
+use crate::tasks::{KeepResult, task_options, task_run_kept};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, CreateTaskResult};
 use rmcp::service::{RequestContext, RoleServer};
@@ -29,13 +28,19 @@ pub(super) async fn call_as_task(
     agent: String,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, McpError> {
+    // Refused before anything is gated or run (a result it could not hold would be lost).
     let room = (hub.task_owners.lock().expect("task owners")).has_room(&agent, Instant::now());
-    if !room {
-        return Ok(failed(&format!(
-            "TOOL_DENIED: agent `{agent}` holds {MAX_TASKS_PER_AGENT} tasks at this hub (made in the last two days); no more are made until they age out"
-        ))
-        .into());
+    if let Err(why) = room {
+        return Ok(failed(&format!("TOOL_DENIED: {why}")).into());
     }
+    // The result is counted against the agent's budget and the hub's when it is kept.
+    let (owners, who) = (Arc::downgrade(hub), agent.clone());
+    let keep: KeepResult = Box::new(move |bytes| match owners.upgrade() {
+        Some(h) => {
+            (h.task_owners.lock().expect("task owners")).keep_result(&who, bytes, Instant::now())
+        }
+        None => Err("the hub is gone".into()),
+    });
     let (held, gw) = (call.held.clone(), call.gw.clone());
     let name = format!("{}__{}", call.alias, call.tool);
     // In the client's trace (its `_meta.traceparent`), as a call that is no task is.
@@ -84,7 +89,7 @@ pub(super) async fn call_as_task(
     });
     let task = hub.tasks.spawn(task_options(status), move |tctx| {
         let waits = held.clone();
-        Box::pin(task_run(tctx, done_rx, held, name, move || {
+        Box::pin(task_run_kept(tctx, done_rx, held, name, keep, move || {
             // In one step with the call's own step to Forwarding (found by review: read, then
             // aborted, a call could be forwarded in between and leave no result).
             match crate::kit::cancel_unless_forwarded(&waits) {
