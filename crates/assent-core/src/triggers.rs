@@ -142,6 +142,15 @@ impl Thresholds {
     pub fn validate(&self) -> Result<(), String> {
         if let Some(r) = &self.rate {
             in_range("thresholds.rate.max", r.max, 1, MAX_RATE_COUNT, "calls")?;
+            // An agent-wide window is read up to its newest `AGENT_CALLS_CAP` calls: a limit
+            // at or above it could never be counted (every call past the cap is held).
+            if r.per == Per::Agent && r.max >= window::AGENT_CALLS_CAP as u64 {
+                return Err(format!(
+                    "thresholds.rate.max {} with per: agent is out of range (below {}: the agent's calls in the window are counted up to that many)",
+                    r.max,
+                    window::AGENT_CALLS_CAP
+                ));
+            }
             in_range(
                 "thresholds.rate.per_seconds",
                 r.per_seconds,
@@ -447,18 +456,29 @@ pub fn threshold_triggers(
 ) -> Vec<(&'static str, String)> {
     let session = || obs.prior_calls.iter().filter(|c| covers(c));
     let agent = || obs.agent_calls.iter().filter(|c| covers(c));
+    // More than the cap read: the window holds calls that were not read, so an agent-wide
+    // count or total that has not fired yet is unknown, and holds the call (fail closed).
+    let uncounted = obs.agent_calls.len() > window::AGENT_CALLS_CAP;
+    let too_many = |what: &str| {
+        format!(
+            "{what} threshold: this agent made more than {} calls in the window across its sessions, too many to count, so it is confirmed by a person",
+            window::AGENT_CALLS_CAP
+        )
+    };
     let mut fired = Vec::new();
     if let Some(l) = &t.rate {
         let why = match l.per {
             Per::Session => rate_exceeded(l, session(), obs.now_ms),
-            Per::Agent => rate_exceeded(l, agent(), obs.now_ms),
+            Per::Agent => rate_exceeded(l, agent(), obs.now_ms)
+                .or_else(|| uncounted.then(|| too_many("rate"))),
         };
         fired.extend(why.map(|w| ("rate", w)));
     }
     if let Some(l) = &t.cost {
         fired.extend(cost_exceeded(l, session(), args).map(|w| ("cost", w)));
         if this_cost(l, args).is_ok() {
-            let why = agent_cost_exceeded(l, agent(), args, obs.now_ms);
+            let why = agent_cost_exceeded(l, agent(), args, obs.now_ms)
+                .or_else(|| (uncounted && l.max_per_agent.is_some()).then(|| too_many("cost")));
             fired.extend(why.map(|w| ("cost", w)));
         }
     }

@@ -67,10 +67,13 @@ pub(crate) async fn session_now(
     let (agent, session, id) = (rec.agent.clone(), rec.session_id.clone(), rec.id.clone());
     let (needs, now) = (live.window_needs.clone(), now_ms());
     let call = rec.call.clone();
+    let reg = live.registry.clone();
     st.store_call(move |s| {
+        let (tool, server) = (&call.tool, call.server.as_deref());
+        let wide = needs.for_call(&reg, &agent, tool, server);
         Ok::<_, assent_store::StoreError>(SessionNow {
             prior: s.session_window(&agent, &session, Some(&id), &needs, now)?,
-            agent: s.agent_window(&agent, Some(&id), &needs, now)?,
+            agent: s.agent_window(&agent, Some(&id), &wide, now)?,
             risk: s.session_risk(&agent, &session, &call)?,
             now,
         })

@@ -478,6 +478,9 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
                 let (tool, server) = (&c.call().tool, c.call().server.as_deref());
                 proposal.effects = reg.effects_of(&b.agent, tool, server);
             }
+            // The agent's other sessions are read only for a call a per-agent rule covers.
+            let (tool, server) = (&c.call().tool, c.call().server.as_deref());
+            let needs = needs.for_call(&reg, &b.agent, tool, server);
             s.propose_observed(&proposal, Some(&needs), |prior, session, agent| {
                 if let Some(v) = b.verdict.clone() {
                     return v;

@@ -313,13 +313,23 @@ impl Registry {
         tool: &str,
         server: Option<&str>,
     ) -> crate::session_risk::Effects {
+        self.rules_covering(agent_id, tool, server)
+            .into_iter()
+            .fold(Default::default(), |e: crate::session_risk::Effects, r| {
+                e.union(r.effects)
+            })
+    }
+
+    /// The governance rules that cover a call of `tool` on `server` by agent `agent_id`
+    /// ([`Registry::covering_rules`], without their policies); none for an unknown agent.
+    pub fn rules_covering(&self, agent_id: &str, tool: &str, server: Option<&str>) -> Vec<&Rule> {
         let Some(agent) = self.agents.get(agent_id) else {
-            return Default::default();
+            return Vec::new();
         };
-        self.covering_rules(agent, tool, server).into_iter().fold(
-            Default::default(),
-            |e: crate::session_risk::Effects, (_, r)| e.union(r.effects),
-        )
+        self.covering_rules(agent, tool, server)
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect()
     }
 
     /// Ids of the governance policies behind `reasons`: those with a rule that left a reason

@@ -129,3 +129,28 @@ fn window_arithmetic_is_checked() {
     assert_eq!(window_start_ms(now, 1 << 62), i64::MIN);
     assert_eq!(window_start_ms(i64::MIN + 5, 60), i64::MIN);
 }
+
+/// Found by review: every proposal read the agent's calls in the whole agent-wide window,
+/// however many. The store reads at most one more than [`window::AGENT_CALLS_CAP`]: a list
+/// longer than the cap says the window was not read whole, and an agent-wide count or total
+/// that has not fired on what was read holds the call. Per-session limits are unaffected, and a
+/// per-agent `rate.max` at or above the cap is refused at load.
+#[test]
+fn an_agent_window_past_the_cap_holds_what_it_cannot_count() {
+    let many: Vec<PriorCall> = (0..=window::AGENT_CALLS_CAP)
+        .map(|i| call("other", 999_000 - i as i64, 1.0))
+        .collect();
+    let rate = thresholds("rate: {max: 5, per_seconds: 60, per: agent}");
+    assert_eq!(fired(&rate, json!({}), &[], &many), ["rate"]);
+    assert!(
+        fired(&rate, json!({}), &[], &many[1..]).is_empty(),
+        "at the cap"
+    );
+    let cost = thresholds("cost: {argument: amount, max_per_agent: 10000, per_seconds: 60}");
+    assert_eq!(fired(&cost, json!({"amount": 1}), &[], &many), ["cost"]);
+    let session = thresholds("rate: {max: 5, per_seconds: 60}");
+    assert!(fired(&session, json!({}), &[], &many).is_empty());
+    let too_high: Thresholds =
+        serde_saphyr::from_str("rate: {max: 4096, per_seconds: 60, per: agent}").unwrap();
+    assert!(too_high.validate().unwrap_err().contains("below 4096"));
+}

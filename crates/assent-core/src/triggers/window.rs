@@ -24,12 +24,22 @@
 //! calls in that window, not the history. Everything here is pure.
 
 use crate::condition::lookup;
-use crate::policy::Registry;
+use crate::policy::{Registry, Rule};
 use crate::triggers::{Per, PriorCall, window_start_ms};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// The most of an agent's calls in an agent-wide window a proposal reads, newest first: the
+/// store reads at most one more, and when it finds more the agent-wide thresholds that have
+/// not fired yet hold the call (their count is unknown; fail closed), so a proposal's cost does
+/// not grow with how many calls the agent made in a long window (found by review: every
+/// proposal read up to seven days of the agent's calls inside the write lock). A per-agent
+/// `rate.max` must be below it.
+pub const AGENT_CALLS_CAP: usize = 4096;
 
 /// What a policy set's thresholds need from a session's history: the longest rate window and
-/// the cost arguments. Computed once per loaded registry ([`WindowNeeds::of`]).
+/// the cost arguments. Computed once per loaded registry ([`WindowNeeds::of`]), narrowed to
+/// one call's rules ([`WindowNeeds::for_call`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowNeeds {
     /// The longest `thresholds.rate.per_seconds` of any rule (seconds); `None` when no rule has
@@ -75,6 +85,35 @@ impl WindowNeeds {
             .map(|s| window_start_ms(now_ms, s))
     }
 
+    /// These needs for one call of `tool` on `server` by agent `agent_id`: the agent-wide
+    /// window only as long as the rules covering that call that count per agent need, `None`
+    /// when none of them does, so the agent's other sessions are not read for it (found by
+    /// review: every proposal of any tool read the agent's calls in the longest per-agent
+    /// window of the whole policy set). Borrowed when nothing narrows.
+    pub fn for_call<'a>(
+        &'a self,
+        reg: &Registry,
+        agent_id: &str,
+        tool: &str,
+        server: Option<&str>,
+    ) -> Cow<'a, WindowNeeds> {
+        if self.longest_agent_seconds.is_none() {
+            return Cow::Borrowed(self);
+        }
+        let seconds = reg
+            .rules_covering(agent_id, tool, server)
+            .into_iter()
+            .filter_map(agent_seconds)
+            .max();
+        if seconds == self.longest_agent_seconds {
+            return Cow::Borrowed(self);
+        }
+        Cow::Owned(WindowNeeds {
+            longest_agent_seconds: seconds,
+            ..self.clone()
+        })
+    }
+
     /// The start of the longest agent-wide window ending at `now_ms` (Unix ms, exclusive: the
     /// agent's calls after it, in any session, are what [`Observations::agent_calls`] must
     /// hold); `None` when no rule counts per agent (nothing to read).
@@ -84,6 +123,22 @@ impl WindowNeeds {
         self.longest_agent_seconds
             .map(|s| window_start_ms(now_ms, s))
     }
+}
+
+/// The longest agent-wide window `rule` counts over, in seconds: its `per: agent` rate's, its
+/// `max_per_agent` cost's; `None` when it counts per session only.
+fn agent_seconds(rule: &Rule) -> Option<u64> {
+    let t = &rule.thresholds;
+    let rate = t
+        .rate
+        .as_ref()
+        .filter(|r| r.per == Per::Agent)
+        .map(|r| r.per_seconds);
+    let cost = t
+        .cost
+        .as_ref()
+        .and_then(|c| c.max_per_agent.and(c.per_seconds));
+    rate.max(cost)
 }
 
 /// The cost a call's `arguments` carry at `argument` (a dotted path, looked up as the cost
@@ -302,5 +357,39 @@ mod tests {
         assert_eq!(needs.longest_agent_seconds, Some(600));
         assert_eq!(needs.agent_since(1_000_000), Some(400_000));
         assert_eq!(needs.longest_rate_seconds, Some(9000));
+    }
+
+    /// Found by review: every proposal of any tool read the agent's calls in the longest
+    /// per-agent window of the whole policy set. A call's needs keep only the per-agent window
+    /// of the rules that cover it: none for a tool no per-agent rule covers.
+    #[test]
+    fn a_calls_needs_read_the_agent_window_only_for_the_rules_that_cover_it() {
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: x\n    - alias: y\n    - alias: z\n";
+        let gov = "policies:\n  - id: a.b-v1\n    selector: {agents: [\"*\"]}\n    rules:\n      - tool: x\n        thresholds: {rate: {max: 5, per_seconds: 60, per: agent}}\n      - tool: y\n        thresholds: {cost: {argument: amount, max_per_agent: 1, per_seconds: 600}}\n      - tool: z\n        thresholds: {rate: {max: 5, per_seconds: 9000}}\n";
+        let reg = Registry::load(
+            &[("a.agf.yaml".into(), agent.into())],
+            &[("g".into(), gov.into())],
+        )
+        .unwrap();
+        let needs = WindowNeeds::of(&reg);
+        assert_eq!(needs.longest_agent_seconds, Some(600));
+        let of = |tool: &str| {
+            needs
+                .for_call(&reg, "bot", tool, None)
+                .longest_agent_seconds
+        };
+        assert_eq!(of("x"), Some(60));
+        assert_eq!(of("y"), Some(600));
+        assert_eq!(of("z"), None, "per session only");
+        assert_eq!(
+            needs
+                .for_call(&reg, "stranger", "y", None)
+                .longest_agent_seconds,
+            None
+        );
+        assert!(matches!(
+            needs.for_call(&reg, "bot", "y", None),
+            Cow::Borrowed(_)
+        ));
     }
 }

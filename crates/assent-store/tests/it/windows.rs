@@ -176,3 +176,34 @@ fn a_cost_argument_named_mid_session_is_summed_from_the_history() {
         assert_eq!(agree(s, &both_args, None, 7_500), (7, 35.0, 7.0));
     });
 }
+
+/// Found by review: a proposal read every call the agent made in the agent-wide window (up to
+/// seven days, with arguments) inside the write lock. It reads the newest
+/// `AGENT_CALLS_CAP` + 1 at most (core holds what it cannot count past the cap), newest kept,
+/// and returns them oldest first. SQLite only: the rows are written straight into the file.
+#[test]
+fn an_agent_window_reads_at_most_one_call_past_the_cap_newest_first() {
+    use assent_core::triggers::window::AGENT_CALLS_CAP;
+    let (dir, s) = crate::fresh();
+    let rows = AGENT_CALLS_CAP as i64 + 500;
+    let c = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
+    c.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+         INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id, folded)
+         SELECT 'bot', 's' || i, 'pay', NULL, 1000000 + i, '{\"amount\":1}', NULL, 1 FROM n",
+        [rows],
+    )
+    .unwrap();
+    let needs = WindowNeeds {
+        longest_agent_seconds: Some(86_400),
+        ..needs(&["amount"])
+    };
+    let now = 1_000_000 + rows + 1;
+    let seen = s.agent_window(AGENT, None, &needs, now).unwrap();
+    assert_eq!(seen.len(), AGENT_CALLS_CAP + 1);
+    assert_eq!(seen.last().unwrap().at_ms, 1_000_000 + rows, "the newest");
+    assert!(
+        seen.windows(2).all(|w| w[0].at_ms < w[1].at_ms),
+        "oldest first"
+    );
+}
