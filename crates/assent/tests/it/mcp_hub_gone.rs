@@ -141,7 +141,7 @@ fn mcp_client_gone_seconds_out_of_bounds_stops_start_up_with_file_and_line() {
 /// open): the approval's id and the call's open response.
 fn held_over_http(url: &str) -> (String, reqwest::blocking::Response) {
     let init = post(
-        &url,
+        url,
         None,
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -153,13 +153,13 @@ fn held_over_http(url: &str) -> (String, reqwest::blocking::Response) {
         .to_string();
     drop(init.text().unwrap());
     post(
-        &url,
+        url,
         Some(&session),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     );
     // The call, with a progress token, its answer's stream open while it is held…
     let call = post(
-        &url,
+        url,
         Some(&session),
         json!({"jsonrpc": "2.0", "id": 1,
         "method": "tools/call", "params": {"name": "bank__pay", "arguments": {},
