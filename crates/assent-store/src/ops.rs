@@ -381,6 +381,16 @@ fn unsigned_copy_is_ours(conn: &Connection, keys_dir: &Path) -> Result<bool, Sto
     let Some(audit) = checkpoint::read_key(keys_dir)? else {
         return Ok(false);
     };
+    // A copy from before the seals (migration 0029) has nothing sealed to show it is ours
+    // (found by review: the look-up failed on the missing column, `--force` or not).
+    let sealed: i64 = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('approvals') WHERE name = 'seal'",
+        [],
+        |r| r.get(0),
+    )?;
+    if sealed == 0 {
+        return Ok(false);
+    }
     let newest = conn
         .query_row(
             "SELECT id FROM approvals WHERE seal IS NOT NULL AND seal <> '' ORDER BY requested_at DESC, rowid DESC LIMIT 1",
