@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
@@ -291,7 +292,7 @@ fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
             }
         }
         Value::Object(m) => {
-            let mut names: HashMap<String, &str> = HashMap::with_capacity(m.len());
+            let mut names: HashMap<Cow<'_, str>, &str> = HashMap::with_capacity(m.len());
             for (k, x) in m {
                 let len = path.len();
                 path.push('/');
@@ -317,14 +318,16 @@ fn check_exact(v: &Value, path: &mut String) -> Result<(), CanonicalError> {
 /// The name `key` stands for to a decoder that ignores case and compatibility forms: NFKC,
 /// then lower case, then the two simple case foldings lower-casing misses (final sigma `ς` is
 /// `σ`, the iota subscript U+0345 is `ι`: Go's `EqualFold` folds them so; found by review).
-/// ASCII keys, the common case, are only lower-cased.
-fn folded_key(key: &str) -> String {
-    if key.is_ascii() {
-        key.to_ascii_lowercase()
-    } else {
+/// ASCII keys, the common case, are only lower-cased (and not copied when already lower case).
+fn folded_key(key: &str) -> Cow<'_, str> {
+    if !key.is_ascii() {
         use unicode_normalization::UnicodeNormalization as _;
         let lower = key.nfkc().collect::<String>().to_lowercase();
-        lower.replace('ς', "σ").replace('\u{345}', "ι")
+        Cow::Owned(lower.replace('ς', "σ").replace('\u{345}', "ι"))
+    } else if key.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(key.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(key)
     }
 }
 
