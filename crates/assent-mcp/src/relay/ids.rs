@@ -8,9 +8,8 @@
 //! ([`own_elicitation_id`]), so an upstream cannot have the client answer the relay.
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 /// At most this many requests wait for the upstream's answer (the relay's own `tools/list`
@@ -31,38 +30,80 @@ pub(super) fn own_elicitation_id() -> String {
     format!("assent-elicit-{}", uuid::Uuid::new_v4().simple())
 }
 
+/// At most this many bytes of requests given up ([`OpenIds`]: cancelled at the upstream)
+/// are kept reserved apart from those in flight; past it a cancelled request stays counted
+/// in flight (fail closed: its id is never freed before its answer).
+pub(super) const MAX_GONE_BYTES: usize = 64 * 1024 * 1024;
+
 /// The ids (JSON text, as `serde_json` writes them) of the requests written to the upstream
 /// and not answered yet, and of the client's requests queued for the writer (in use, but not
 /// yet answerable: found by review, a client request queued behind a full upstream pipe was
 /// in no table, so its id could be reused by a call, whose result was then taken from the
-/// first request's answer).
+/// first request's answer). A request the upstream was told is cancelled
+/// (`notifications/cancelled`, which the writer sees after the request itself) is given up:
+/// its id stays reserved (a late answer is still taken once, never for another request
+/// under the same id) but no longer counts as in flight ([`OpenIds::in_use`]). Found by
+/// review: a receiver should not answer a cancelled request, so each cancelled request (and
+/// each page of the pin check's `tools/list` given up at its deadline) held one of the
+/// client's places in flight for good, and after 256 every request was refused. Given-up ids
+/// are bounded: at most [`MAX_OPEN`] of them and [`MAX_GONE_BYTES`] of their requests.
 #[derive(Default)]
 pub(super) struct OpenIds(Mutex<Ids>);
 
 #[derive(Default)]
 struct Ids {
-    open: HashSet<String>,
+    /// Open at the upstream: id → the bytes of its request.
+    open: HashMap<String, usize>,
     queued: HashSet<String>,
+    /// Given up (cancelled at the upstream), still reserved: id → the bytes of its request.
+    gone: HashMap<String, usize>,
+    /// The bytes of the requests in `gone`.
+    gone_bytes: usize,
 }
 
 /// What the writer needs of a line: whether it is a request, and its id.
 #[derive(Deserialize)]
 struct Head {
-    method: Option<IgnoredAny>,
+    method: Option<Value>,
     id: Option<Value>,
+}
+
+/// The request a `notifications/cancelled` names.
+#[derive(Deserialize)]
+struct Cancel {
+    params: CancelParams,
+}
+
+#[derive(Deserialize)]
+struct CancelParams {
+    #[serde(rename = "requestId")]
+    request_id: Value,
 }
 
 impl OpenIds {
     /// A line on its way to the upstream (the relay's own serialisation): a request's id is
-    /// noted as open first. `None` (the line is not sent, with a warning) when
+    /// noted as open first; a cancellation gives up the request it names, when open
+    /// ([`OpenIds::give_up`]). `None` (the line is not sent, with a warning) when
     /// [`MAX_OPEN`] requests are open already.
     pub(super) fn note(&self, line: String) -> Option<String> {
-        let Ok(Head {
-            method: Some(_),
-            id: Some(id),
-        }) = serde_json::from_str::<Head>(&line)
-        else {
+        let Ok(head) = serde_json::from_str::<Head>(&line) else {
             return Some(line);
+        };
+        let id = match head {
+            Head {
+                method: Some(_),
+                id: Some(id),
+            } => id,
+            Head {
+                method: Some(m),
+                id: None,
+            } if m == "notifications/cancelled" => {
+                if let Ok(c) = serde_json::from_str::<Cancel>(&line) {
+                    self.give_up(&c.params.request_id.to_string());
+                }
+                return Some(line);
+            }
+            _ => return Some(line),
         };
         let key = id.to_string();
         let mut ids = self.0.lock().expect("open ids");
@@ -74,8 +115,28 @@ impl OpenIds {
             );
             return None;
         }
-        ids.open.insert(key);
+        ids.open.insert(key, line.len());
         Some(line)
+    }
+
+    /// Gives up open id `key` (JSON text): still reserved (answered once, late), no longer
+    /// in flight. Past [`MAX_OPEN`] given up or [`MAX_GONE_BYTES`] of their requests it
+    /// stays open, counted in flight, with a warning.
+    fn give_up(&self, key: &str) {
+        let mut ids = self.0.lock().expect("open ids");
+        let Some(&bytes) = ids.open.get(key) else {
+            return;
+        };
+        if ids.gone.len() >= MAX_OPEN || ids.gone_bytes + bytes > MAX_GONE_BYTES {
+            tracing::warn!(
+                given_up = ids.gone.len(),
+                "too many cancelled requests unanswered upstream: one more stays in flight"
+            );
+            return;
+        }
+        ids.open.remove(key);
+        ids.gone.insert(key.to_string(), bytes);
+        ids.gone_bytes += bytes;
     }
 
     /// A client request with id `key` (JSON text) is on its way to the writer: in use until
@@ -84,21 +145,33 @@ impl OpenIds {
         self.0.lock().expect("open ids").queued.insert(key);
     }
 
-    /// Whether id `key` (JSON text) is in use: queued for the upstream or open there.
+    /// Whether id `key` (JSON text) is in use: queued for the upstream, open there, or given
+    /// up there and not answered yet.
     pub(super) fn is_open(&self, key: &str) -> bool {
         let ids = self.0.lock().expect("open ids");
-        ids.open.contains(key) || ids.queued.contains(key)
+        ids.open.contains_key(key) || ids.queued.contains(key) || ids.gone.contains_key(key)
     }
 
-    /// How many requests are queued for the upstream or open there.
+    /// How many requests are queued for the upstream or open there (not those given up).
     pub(super) fn in_use(&self) -> usize {
         let ids = self.0.lock().expect("open ids");
         ids.open.len() + ids.queued.len()
     }
 
-    /// Takes open id `key` (JSON text): whether the upstream may answer under it, once.
+    /// Takes open (or given-up) id `key` (JSON text): whether the upstream may answer under
+    /// it, once.
     pub(super) fn take(&self, key: &str) -> bool {
-        self.0.lock().expect("open ids").open.remove(key)
+        let mut ids = self.0.lock().expect("open ids");
+        if ids.open.remove(key).is_some() {
+            return true;
+        }
+        match ids.gone.remove(key) {
+            Some(bytes) => {
+                ids.gone_bytes -= bytes;
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -123,6 +196,30 @@ mod tests {
         assert!(!open.take("4"));
         assert!(open.take("3"));
         assert!(!open.take("3"));
+    }
+
+    /// Review finding: a cancelled request the upstream (rightly) never answers stayed in
+    /// flight for good. Its cancellation gives it up: no longer in use, its id still
+    /// reserved and its late answer taken once; a cancellation of no open request does
+    /// nothing.
+    #[test]
+    fn a_cancelled_request_is_given_up_not_in_flight_but_still_reserved() {
+        let open = OpenIds::default();
+        let req = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+        assert!(open.note(req.into()).is_some());
+        assert_eq!(open.in_use(), 1);
+        let cancel =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#;
+        assert_eq!(open.note(cancel.into()).as_deref(), Some(cancel));
+        assert_eq!(open.in_use(), 0);
+        assert!(open.is_open("7"));
+        let other =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":8}}"#;
+        assert!(open.note(other.into()).is_some());
+        assert!(!open.is_open("8"));
+        assert!(open.take("7"));
+        assert!(!open.take("7"));
+        assert!(!open.is_open("7"));
     }
 
     #[test]

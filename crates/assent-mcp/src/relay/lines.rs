@@ -5,20 +5,26 @@
 //! bound. At most [`MAX_QUEUED`] lines wait in one before the relay stops adding to it: a
 //! client request is then answered with an error ([`super::client`]), a client notification
 //! dropped with a warning, and the readers wait for room ([`Lines::room`]) before reading on
-//! (the pipe behind them fills, and the writer at its far end waits).
+//! (the pipe behind them fills, and the writer at its far end waits). Once a queue's writer
+//! is gone (its end closed, or a write failed) the queue is closed: [`Lines::room`] returns
+//! at once and what is sent is dropped (found by review: a client that died with its queue
+//! full left both readers waiting for room for ever, so the proxy never read stdin's end,
+//! never withdrew the approvals it held, and never stopped its upstream).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
 
 /// Lines one queue holds before the relay adds no more (each at most 16 MiB, the line bound).
 pub(super) const MAX_QUEUED: usize = 1024;
 
-/// How many lines wait in one queue, and a wake-up each time one is taken.
+/// How many lines wait in one queue, a wake-up each time one is taken, and whether its
+/// writer is gone (set once, with a wake-up, when its [`LinesRx`] is dropped).
 #[derive(Default)]
 struct Depth {
     n: AtomicUsize,
     taken: Notify,
+    closed: AtomicBool,
 }
 
 /// The sending end of one queue (cloned into every task that writes to that end).
@@ -75,13 +81,20 @@ impl Lines {
         self.depth() >= MAX_QUEUED
     }
 
-    /// Waits until fewer than [`MAX_QUEUED`] lines wait in the queue.
+    /// Whether the queue's writer is gone (nothing sent is written any more).
+    pub(super) fn closed(&self) -> bool {
+        self.depth.closed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until fewer than [`MAX_QUEUED`] lines wait in the queue, or its writer is gone
+    /// ([`Lines::closed`]: no line will be taken any more, and waiting would be for ever).
     pub(super) async fn room(&self) {
         loop {
             let taken = self.depth.taken.notified();
-            if !self.full() {
+            if !self.full() || self.closed() {
                 return;
             }
+            tracing::debug!(depth = self.depth(), "a queue is full: reading paused");
             taken.await;
         }
     }
@@ -102,6 +115,16 @@ impl WeakLines {
             tx: self.tx.upgrade()?,
             depth: self.depth.clone(),
         })
+    }
+}
+
+/// The writer is gone: the queue closes ([`Lines::closed`]) and every [`Lines::room`]
+/// waiting wakes.
+impl Drop for LinesRx {
+    fn drop(&mut self) {
+        self.rx.close();
+        self.depth.closed.store(true, Ordering::SeqCst);
+        self.depth.taken.notify_waiters();
     }
 }
 
@@ -154,5 +177,29 @@ mod tests {
         assert_eq!(tx.depth(), MAX_QUEUED - 1);
         assert_eq!(rx.try_recv().as_deref(), Some("1"));
         assert_eq!(tx.depth(), MAX_QUEUED - 2);
+    }
+
+    /// Review finding: a writer that ended with its queue full (its end closed) left every
+    /// `room` waiting for ever. Dropping the receiver closes the queue: a waiting `room`
+    /// returns, a later one returns at once, and a line sent after is refused.
+    #[tokio::test]
+    async fn a_full_queue_whose_writer_is_gone_has_room_and_takes_no_line() {
+        let (tx, rx) = queue();
+        for n in 0..MAX_QUEUED {
+            tx.send(n.to_string()).unwrap();
+        }
+        let waiter = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.room().await }
+        });
+        tokio::task::yield_now().await;
+        drop(rx);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("room returned once the writer was gone")
+            .unwrap();
+        assert!(tx.closed());
+        tx.room().await;
+        assert!(tx.send("late".into()).is_err());
     }
 }

@@ -29,7 +29,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use upstream::UpstreamSide;
 
-/// Runs the proxy until the client closes stdin or the upstream exits. Returns the upstream's
+/// Runs the proxy until the client closes stdin (or its stdout) or the upstream exits. Returns the upstream's
 /// exit code (or 1 when it was killed).
 pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     let mut child = spawn_upstream(&cfg.command)?;
@@ -64,9 +64,14 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     loop {
         tokio::select! {
             // The next client line once the client's own queue has room (super::lines): a
-            // client that floods requests and reads no answers waits, its pipe full.
+            // client that floods requests and reads no answers waits, its pipe full. A client
+            // whose stdout is gone (its queue closed) has left, as at stdin's end: nothing it
+            // still sent is acted on, and what it waits on is withdrawn below.
             line = async {
                 relay.to_client.room().await;
+                if relay.to_client.closed() {
+                    return None;
+                }
                 lines.recv().await
             } => match line {
                 Some(Some(line)) => relay.on_client_line(line),

@@ -171,7 +171,14 @@ impl PinCheck {
         tokio::spawn(async move {
             tokio::time::sleep(LIST_TIMEOUT).await;
             if this.end(check, Phase::Reading) {
-                this.publish(Err(timed_out()), tu.upgrade());
+                // The page still awaited is cancelled at the upstream, which gives up its id
+                // (`super::ids::OpenIds`: reserved, no longer in flight; found by review).
+                let page = this.paging().pages;
+                let tu = tu.upgrade();
+                if let Some(tu) = &tu {
+                    let _ = tu.send(cancel_page(check, page));
+                }
+                this.publish(Err(timed_out()), tu);
             }
         });
     }
@@ -314,6 +321,14 @@ fn page_request(check: u64, page: usize, cursor: Option<&str>) -> String {
                           "params": {"cursor": c}}),
         None => json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}),
     }
+    .to_string()
+}
+
+/// The cancellation of page `page` of check `check` (given up at its deadline).
+fn cancel_page(check: u64, page: usize) -> String {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+           "params": {"requestId": format!("{PIN_ID_PREFIX}{check}-{page}"),
+                      "reason": timed_out()}})
     .to_string()
 }
 

@@ -102,3 +102,202 @@ fn a_request_of_16_mib_ending_in_crlf_is_read_and_answered_under_its_id() {
     let _ = child.wait();
     drop(server);
 }
+
+/// An upstream that answers only requests under a string id (`{}`), and nothing else: the
+/// requests under a number stand for the ones a client cancels, which MCP says a receiver
+/// should not answer.
+const ANSWERS_STRING_IDS: &str = r#"import json,sys
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" in m and isinstance(m.get("id"),str):
+        print(json.dumps({"jsonrpc":"2.0","id":m["id"],"result":{}}), flush=True)
+"#;
+
+/// Review finding: every cancelled request held one of the client's 256 places in flight for
+/// good (the upstream rightly never answers it, and only an answer freed its id), so after
+/// 256 cancellations in a long session every request was refused `-32000` until the proxy
+/// restarted. A request the upstream was told is cancelled no longer counts in flight: 300
+/// requests each cancelled (in rounds of 100, each ended by a request the upstream answers,
+/// so that every cancellation has reached it) are none refused, and a ping after them is
+/// answered.
+#[test]
+fn cancelled_requests_the_upstream_never_answers_do_not_use_up_the_places_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::serve_helper(
+        dir.path(),
+        (AGENT, KEY),
+        ("acme.test.bounds-v1", "- tool: read\n  risk_tier: R1\n"),
+    );
+    let (mut child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], ANSWERS_STRING_IDS);
+    let lines = read_lines(out);
+    let mut ask = |id: &str, before: &str| {
+        let mut text = before.to_string();
+        text.push_str(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}).to_string());
+        text.push('\n');
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let got = lines
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no answer to {id}"));
+        let v: Value = serde_json::from_str(&got).unwrap_or_else(|_| panic!("{got:?}"));
+        assert_eq!(v["id"], id, "an answer before {id}'s: {v}");
+        v
+    };
+    for round in 0..3 {
+        let mut batch = String::new();
+        for i in round * 100..(round + 1) * 100 {
+            batch.push_str(&json!({"jsonrpc": "2.0", "id": i, "method": "ping"}).to_string());
+            batch.push('\n');
+            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                "params": {"requestId": i, "reason": "gave up"}});
+            batch.push_str(&cancel.to_string());
+            batch.push('\n');
+        }
+        let synced = ask(&format!("round-{round}"), &batch);
+        assert!(synced.get("error").is_none(), "{synced}");
+    }
+    let ping = ask("after", "");
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(server);
+}
+
+/// `out`'s lines, read on a thread of their own (so that a missing answer fails a test at
+/// its deadline rather than hanging it).
+fn read_lines(out: impl BufRead + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = out;
+        let mut line = String::new();
+        while out.read_line(&mut line).is_ok_and(|k| k > 0) {
+            if tx.send(std::mem::take(&mut line)).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Agent `helper` on server `up`: `echo`, always held for an operator.
+const HELD_AGENT: &str = "metadata: {id: helper}\naction_space:\n  mcp_servers:\n    - alias: up\n      allowed_tools: [{name: echo, approval: true}]\n";
+
+/// An upstream with tool `echo` that, asked `ping`, floods the client with 200,000
+/// notifications (about 20 MB), and exits once its stdin or stdout closes.
+const FLOODS: &str = r#"import json,sys
+def out(m): sys.stdout.write(json.dumps(m)+"\n"); sys.stdout.flush()
+tools=[{"name":"echo","description":"d","inputSchema":{"type":"object"}}]
+for line in sys.stdin:
+    m=json.loads(line)
+    if "method" not in m or "id" not in m: continue
+    i=m["id"]; meth=m["method"]
+    if meth=="initialize":
+        out({"jsonrpc":"2.0","id":i,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}})
+    elif meth=="tools/list":
+        out({"jsonrpc":"2.0","id":i,"result":{"tools":tools}})
+    elif meth=="ping":
+        note=json.dumps({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"*60}})+"\n"
+        for _ in range(2000): sys.stdout.write(note*100); sys.stdout.flush()
+"#;
+
+/// Review finding: a client that died while its queue was full (it read none of what the
+/// upstream sent) left the proxy waiting for room in that queue for ever: it never read the
+/// end of stdin, never withdrew the approval it held for the client (still pending for people
+/// to decide, and once approved forwarded for a client that is gone), and its upstream ran on.
+/// The queue closes with its writer: the proxy exits within seconds (10 s at most here) and
+/// the approval is withdrawn.
+#[test]
+fn a_client_gone_with_its_queue_full_has_the_proxy_exit_and_withdraw_its_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::serve_helper(
+        dir.path(),
+        (HELD_AGENT, KEY),
+        (
+            "acme.test.bounds-held-v1",
+            "- tool: echo\n  approvers: [ops]\n",
+        ),
+    );
+    let mut child = std::process::Command::new(crate::BIN)
+        .args(["mcp", "--agent", "helper", "--server", "up", "--"])
+        .args(["python3", "-c", FLOODS])
+        .env("ASSENT_URL", &server.url)
+        .env("ASSENT_API_KEY", KEY)
+        // The one line the test waits for: a reader paused on the client's full queue.
+        .env("ASSENT_LOG", "assent_mcp::relay::lines=debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let logs = read_lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let mut send = |v: Value| writeln!(stdin, "{v}").and_then(|()| stdin.flush()).unwrap();
+    send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}}}));
+    let mut init = String::new();
+    out.read_line(&mut init).unwrap();
+    assert!(init.contains("\"result\""), "{init}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"message": "held"}}}));
+    let approval = pending_echo(&server.url);
+    // The flood; the client reads nothing more, and its queue fills.
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = logs
+            .recv_timeout(left)
+            .expect("the client's queue never filled");
+        if line.contains("a queue is full") {
+            break;
+        }
+    }
+    // One line more, read once the queue is full: the proxy reads on only once it has room
+    // (the end of stdin, after it, too). Then the client dies.
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    drop(stdin);
+    drop(out);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let exited = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        exited.is_some(),
+        "the proxy did not exit once its client was gone"
+    );
+    let a = crate::get_op(&server.url, &format!("/v1/approvals/{approval}"));
+    assert_eq!(a["status"], "cancelled", "{a}");
+    drop(server);
+}
+
+/// The id of the one pending approval of `echo` at the gateway at `url` (polled for up to
+/// 30 s).
+fn pending_echo(url: &str) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let list = crate::get_op(url, "/v1/approvals?status=pending");
+        let found = list["approvals"]
+            .as_array()
+            .and_then(|l| l.iter().find(|a| a["call"]["tool"] == "echo").cloned());
+        if let Some(a) = found {
+            return a["id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "never held"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
