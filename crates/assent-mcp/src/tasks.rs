@@ -233,7 +233,20 @@ pub(crate) async fn task_run_kept(
             r = &mut done => {
                 // Settled: nothing to withdraw any more (`cancelled`: it was already).
                 let cancelled = withdraw.0.take().is_none();
-                let value = r.unwrap_or(Err(TaskExit::Cancelled))?;
+                // An upstream's error answer is held as the task's error as long as a result
+                // is: it counts against the same budget (found by review: 16 MiB errors were
+                // held uncounted).
+                let value = match r.unwrap_or(Err(TaskExit::Cancelled)) {
+                    Err(TaskExit::Error(e)) => {
+                        let bytes = serde_json::to_vec(&e).map_or(u64::MAX, |v| v.len() as u64);
+                        let kept = keep.take().map_or(Err("no budget".to_string()), |k| k(bytes));
+                        return Err(TaskExit::Error(match kept {
+                            Ok(()) => e,
+                            Err(why) => rmcp::ErrorData::internal_error(why, None),
+                        }));
+                    }
+                    other => other?,
+                };
                 let result = tool_result(&value)?;
                 if cancelled && result.is_error == Some(true) && *held.borrow() != Hold::Forwarding {
                     return Err(TaskExit::Cancelled);
@@ -363,5 +376,44 @@ mod tests {
         let why = got[1].to_string();
         assert!(why.contains("too large to hold"), "{why}");
         assert!(!why.contains("xxxxxxxx"), "the result was held: {why}");
+    }
+
+    /// Found by review: an upstream's error answer (up to 16 MiB of `message` and `data`, an
+    /// echo of the arguments, say) was held as the failed task's error uncounted. It counts
+    /// against the budget as a result does: past it, a short error is held instead, and a
+    /// small result still fits afterwards.
+    #[tokio::test]
+    async fn an_upstream_error_past_the_budget_is_not_held_either() {
+        let tasks = rmcp::task_manager::TaskManager::new();
+        let budget = Arc::new(Mutex::new(HeldResults::new(1000, 1000)));
+        let big = Err(TaskExit::Error(rmcp::ErrorData::internal_error(
+            "x".repeat(2000),
+            None,
+        )));
+        let small = Ok(serde_json::json!({"content": [{"type": "text", "text": "ok"}]}));
+        let mut got = Vec::new();
+        for answer in [big, small] {
+            let (tx, rx) = oneshot::channel();
+            let held = Arc::new(tokio::sync::watch::Sender::new(Hold::Forwarding));
+            let b = budget.clone();
+            let keep: KeepResult =
+                Box::new(move |n| b.lock().unwrap().keep("m", n, Instant::now()));
+            let t = tasks.spawn(TaskOptions::new(), move |tctx| {
+                Box::pin(task_run_kept(tctx, rx, held, "t".into(), keep, || {}))
+            });
+            let _ = tx.send(answer);
+            let v = loop {
+                let v = serde_json::to_value(tasks.get_task(&t.task_id).unwrap()).unwrap();
+                if v["status"] != "working" {
+                    break v;
+                }
+                tokio::task::yield_now().await;
+            };
+            got.push(v);
+        }
+        let first = got[0].to_string();
+        assert_eq!(got[0]["status"], "failed", "{first}");
+        assert!(!first.contains("xxxxxxxx"), "the error was held: {first}");
+        assert_eq!(got[1]["status"], "completed", "{}", got[1]);
     }
 }
