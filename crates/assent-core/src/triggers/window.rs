@@ -30,8 +30,11 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 /// The most of an agent's calls in an agent-wide window a proposal reads, newest first: the
-/// store reads at most one more, and when it finds more the agent-wide thresholds that have
-/// not fired yet hold the call (their count is unknown; fail closed), so a proposal's cost does
+/// store hands at most one more, and more than this many entries in
+/// [`Observations::agent_calls`](crate::triggers::Observations::agent_calls) means the window
+/// was not read whole (the store makes the list up past the cap with entries dated before every
+/// window when it stopped looking early, among rows that do not count): then the agent-wide
+/// thresholds that have not fired yet hold the call (their count is unknown; fail closed), so a proposal's cost does
 /// not grow with how many calls the agent made in a long window (found by review: every
 /// proposal read up to seven days of the agent's calls inside the write lock). A per-agent
 /// `rate.max` must be below it.

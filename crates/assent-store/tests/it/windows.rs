@@ -207,3 +207,43 @@ fn an_agent_window_reads_at_most_one_call_past_the_cap_newest_first() {
         "oldest first"
     );
 }
+
+/// Found by review: the agent window's cap counted only the calls that count, so an agent that
+/// had its own held calls cancelled by the thousand had each of them scanned, with a look-up of
+/// its approval, on every proposal a per-agent rule covers. At most four times the cap of the
+/// window's newest rows are looked at; when they hold fewer counting calls than the cap, the
+/// list is made up past it with entries dated before every window (counted by no threshold),
+/// which tells core the window was not read whole. SQLite only: rows are written straight in.
+#[test]
+fn an_agent_window_of_cancelled_calls_is_looked_at_up_to_a_bound_and_said_unread() {
+    use assent_core::triggers::window::AGENT_CALLS_CAP;
+    let (dir, s) = crate::fresh();
+    let wide = WindowNeeds {
+        longest_agent_seconds: Some(86_400),
+        ..needs(&["amount"])
+    };
+    let (_, held) = propose(&s, &wide, 5, false, 1_000, 60_000, DefaultDecision::Reject);
+    let held = held.unwrap();
+    s.cancel(&held, None, AGENT, 1_500).unwrap();
+    let c = rusqlite::Connection::open(dir.path().join("assent.db")).unwrap();
+    let copies = 4 * AGENT_CALLS_CAP as i64 + 10;
+    c.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+         INSERT INTO usage (agent, session_id, tool, server, at, arguments, approval_id, folded)
+         SELECT 'bot', 'c' || i, 'pay', NULL, 2000 + i, '{\"amount\":1}', ?2, 0 FROM n",
+        rusqlite::params![copies, held],
+    )
+    .unwrap();
+    let now = 2000 + copies + 1;
+    let seen = s.agent_window(AGENT, None, &wide, now).unwrap();
+    assert_eq!(seen.len(), AGENT_CALLS_CAP + 1, "said not read whole");
+    assert!(seen.iter().all(|c| c.at_ms == i64::MIN), "nothing counted");
+    // Fewer than the bound: read whole, nothing made up.
+    c.execute(
+        "DELETE FROM usage WHERE session_id LIKE 'c%' AND at > 3000",
+        [],
+    )
+    .unwrap();
+    let seen = s.agent_window(AGENT, None, &wide, now).unwrap();
+    assert!(seen.iter().all(|c| c.at_ms != i64::MIN), "{}", seen.len());
+}
