@@ -350,32 +350,40 @@ mod tests {
         let tasks = rmcp::task_manager::TaskManager::new();
         let budget = Arc::new(Mutex::new(HeldResults::new(1000, 1000)));
         let big = serde_json::json!({"content": [{"type": "text", "text": "x".repeat(600)}]});
+        // Each in turn, so the first is kept first.
         let mut got = Vec::new();
         for _ in 0..2 {
-            let (tx, rx) = oneshot::channel();
-            let held = Arc::new(tokio::sync::watch::Sender::new(Hold::Forwarding));
-            let b = budget.clone();
-            let keep: KeepResult =
-                Box::new(move |n| b.lock().unwrap().keep("m", n, Instant::now()));
-            let t = tasks.spawn(TaskOptions::new(), move |tctx| {
-                Box::pin(task_run_kept(tctx, rx, held, "t".into(), keep, || {}))
-            });
-            let _ = tx.send(Ok(big.clone()));
-            // Until it settles (each in turn, so the first is kept first).
-            let v = loop {
-                let v = serde_json::to_value(tasks.get_task(&t.task_id).unwrap()).unwrap();
-                if v["status"] != "working" {
-                    break v;
-                }
-                tokio::task::yield_now().await;
-            };
-            got.push(v);
+            got.push(settled(&tasks, &budget, Ok(big.clone())).await);
         }
         assert_eq!(got[0]["status"], "completed", "{}", got[0]);
         assert_eq!(got[1]["status"], "failed", "{}", got[1]);
         let why = got[1].to_string();
         assert!(why.contains("too large to hold"), "{why}");
         assert!(!why.contains("xxxxxxxx"), "the result was held: {why}");
+    }
+
+    /// A task of `tasks` run with `budget` (as agent `m`) that gets `answer`, once settled:
+    /// its `tasks/get` view.
+    async fn settled(
+        tasks: &rmcp::task_manager::TaskManager,
+        budget: &Arc<Mutex<HeldResults>>,
+        answer: Result<Value, TaskExit>,
+    ) -> Value {
+        let (tx, rx) = oneshot::channel();
+        let held = Arc::new(tokio::sync::watch::Sender::new(Hold::Forwarding));
+        let b = budget.clone();
+        let keep: KeepResult = Box::new(move |n| b.lock().unwrap().keep("m", n, Instant::now()));
+        let t = tasks.spawn(TaskOptions::new(), move |tctx| {
+            Box::pin(task_run_kept(tctx, rx, held, "t".into(), keep, || {}))
+        });
+        let _ = tx.send(answer);
+        loop {
+            let v = serde_json::to_value(tasks.get_task(&t.task_id).unwrap()).unwrap();
+            if v["status"] != "working" {
+                return v;
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Found by review: an upstream's error answer (up to 16 MiB of `message` and `data`, an
@@ -393,23 +401,7 @@ mod tests {
         let small = Ok(serde_json::json!({"content": [{"type": "text", "text": "ok"}]}));
         let mut got = Vec::new();
         for answer in [big, small] {
-            let (tx, rx) = oneshot::channel();
-            let held = Arc::new(tokio::sync::watch::Sender::new(Hold::Forwarding));
-            let b = budget.clone();
-            let keep: KeepResult =
-                Box::new(move |n| b.lock().unwrap().keep("m", n, Instant::now()));
-            let t = tasks.spawn(TaskOptions::new(), move |tctx| {
-                Box::pin(task_run_kept(tctx, rx, held, "t".into(), keep, || {}))
-            });
-            let _ = tx.send(answer);
-            let v = loop {
-                let v = serde_json::to_value(tasks.get_task(&t.task_id).unwrap()).unwrap();
-                if v["status"] != "working" {
-                    break v;
-                }
-                tokio::task::yield_now().await;
-            };
-            got.push(v);
+            got.push(settled(&tasks, &budget, answer).await);
         }
         let first = got[0].to_string();
         assert_eq!(got[0]["status"], "failed", "{first}");
