@@ -22,6 +22,7 @@ use assent_api::{ApprovalStatus, Client, ClientError};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
+use tokio_util::task::TaskTracker;
 
 /// The agent side's view of the gateway: an [`assent_api::Client`] with the agent's key and
 /// the proxy's settings (agent, server alias, session, long-poll seconds). Cheap to clone.
@@ -29,7 +30,11 @@ use std::time::Duration;
 pub struct Gateway {
     api: Client,
     cfg: ProxyConfig,
+    /// Proposals on their way and the withdrawals they leave ([`Gateway::settle_proposals`]).
+    settling: TaskTracker,
 }
+
+mod proposing;
 
 impl Gateway {
     /// A client for `cfg.gateway_url` with `cfg.api_key`: connect timeout 5 s, request timeout
@@ -42,13 +47,31 @@ impl Gateway {
             Duration::from_secs(5),
             Duration::from_secs(cfg.poll_seconds + 30),
         )?;
-        Ok(Self { api, cfg })
+        Ok(Self::with_api(api, cfg))
     }
 
     /// A gateway over `api` (e.g. the hub's one client, [`Client::with_key`] of the caller's
     /// key, sharing its connection pool); `cfg.gateway_url` and `cfg.api_key` are not read.
     pub fn with_api(api: Client, cfg: ProxyConfig) -> Self {
-        Self { api, cfg }
+        let settling = TaskTracker::new();
+        Self { api, cfg, settling }
+    }
+
+    /// This gateway client, its proposals on their way tracked with `settling` (shared: the
+    /// hub's calls are all waited for by one [`Gateway::settle_proposals`]).
+    pub fn settling_on(self, settling: TaskTracker) -> Self {
+        Self { settling, ..self }
+    }
+
+    /// Waits, up to `bound`, for every proposal still on its way to be answered and what it
+    /// left settled: an approval made for a call whose client went away withdrawn, a call it
+    /// cleared reported as not run. A stdio front end calls it before its process ends (found
+    /// in CI: a client that closed stdin while its call was being proposed left the approval
+    /// pending at the gateway — the withdrawal was on a task the process's end dropped).
+    /// `false` when some were still under way at `bound`. Proposals made after are still
+    /// tracked, but the next call returns as soon as those before are done.
+    pub async fn settle_proposals(&self, bound: Duration) -> bool {
+        settle_tracked(&self.settling, bound).await
     }
 
     /// The MCP server alias this gateway client acts on.
@@ -148,20 +171,11 @@ impl Gateway {
         held: &HoldState,
         ask: Asker,
     ) -> Outcome {
-        let p = match self.propose_to_the_end(tool, arguments).await {
+        let p = match self.propose_to_the_end(tool, arguments, held).await {
             Ok(p) => p,
             Err(settled) => return settled,
         };
         let id = p.approval_id.clone();
-        if !crate::kit::hold_unless_cancelled(held, Hold::Approval(id.clone())) {
-            // Cancelled while it was proposed: no one waits for this approval. On a task of
-            // its own, as this call's own is being aborted (found by review).
-            let gw = self.clone();
-            tokio::spawn(async move {
-                gw.cancel(&id, "the MCP client cancelled the request").await;
-            });
-            return Outcome::Denied("cancelled by the client".into());
-        }
         tracing::info!(approval_id = %id, tool, "call held for approval");
         let asking = match ask {
             Asker::Elicit(ask) if p.in_client_approval => {
@@ -187,45 +201,6 @@ impl Gateway {
             t.abort();
         }
         settled
-    }
-
-    /// [`Gateway::propose`], run to its end even when the caller is dropped on the way (the
-    /// client cancelled, or went away, while the proposal was being made): a call held by then
-    /// is withdrawn at once (found by review: its approval stayed pending, counted against the
-    /// agent's cap and open to an operator's approval, for a call nobody waited for).
-    async fn propose_to_the_end(&self, tool: &str, arguments: &Value) -> Result<Pending, Outcome> {
-        let call = (tool.to_string(), arguments.clone());
-        let (this, tool, arguments) = (self.clone(), tool.to_string(), arguments.clone());
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        // In the caller's span: the proposal carries the client's trace (`traceparent`).
-        let proposing = async move {
-            let proposed = this.propose(&tool, &arguments).await;
-            // The caller is gone: nobody waits for this call. Held, it is withdrawn; cleared
-            // (a grant's token redeemed, say), it is never run, and the gateway is told so.
-            match tx.send(proposed) {
-                Err(Ok(p)) => this.cancel(&p.approval_id, CANCELLED).await,
-                Err(Err(Outcome::Forward { approval_id, .. })) => {
-                    let id = approval_id.as_deref();
-                    this.report_no_result(&tool, &arguments, id, CallOutcome::NotRun)
-                        .await;
-                }
-                _ => {}
-            }
-        };
-        tokio::spawn(tracing::Instrument::in_current_span(proposing));
-        // Dropped before it read the answer, the guard withdraws one already sent.
-        let mut guard = Proposing {
-            rx: Some(rx),
-            gw: self.clone(),
-            call,
-        };
-        let answer = guard.rx.as_mut().expect("set above").await;
-        guard.rx = None;
-        answer.unwrap_or_else(|_| {
-            Err(Outcome::Denied(
-                "the gateway could not be asked (the proposal failed)".into(),
-            ))
-        })
     }
 
     /// Proposes the call (`POST /v1/tool-calls`): `Ok` the gate's `pending` answer (the call
@@ -543,6 +518,15 @@ fn not_approved(id: &str, rec: &Approval) -> String {
     format!("approval {id} was {}: {why}", rec.status.as_str())
 }
 
+/// Waits, up to `bound`, for the tasks `settling` tracks now to end ([`Gateway::settle_proposals`]);
+/// `false` when some were still under way at `bound`.
+pub(crate) async fn settle_tracked(settling: &TaskTracker, bound: Duration) -> bool {
+    settling.close();
+    let done = tokio::time::timeout(bound, settling.wait()).await.is_ok();
+    settling.reopen();
+    done
+}
+
 /// Long-polls until `read` (one request: `Ok(None)` while still pending) gives a settled
 /// answer, retrying after a pause while the gateway cannot be reached (it may be restarting;
 /// what is waited for is durable). Any other error is `Err("WHAT cannot be read (STATUS)")`.
@@ -569,45 +553,6 @@ where
 async fn unreachable_pause(e: &ClientError) {
     tracing::warn!(error = %failure(e, status_code), "waiting for the gateway");
     tokio::time::sleep(Duration::from_secs(1)).await;
-}
-
-/// Why a call is withdrawn when its client cancelled it while it was being proposed.
-const CANCELLED: &str = "the MCP client cancelled the request";
-
-/// The answer of a proposal still to be read ([`Gateway::propose_to_the_end`]): dropped unread
-/// (its caller went away), an approval it holds is withdrawn, and a call it cleared is
-/// reported as not run.
-struct Proposing {
-    rx: Option<tokio::sync::oneshot::Receiver<Result<Pending, Outcome>>>,
-    gw: Gateway,
-    /// The call proposed: its tool and arguments.
-    call: (String, Value),
-}
-
-impl Drop for Proposing {
-    fn drop(&mut self) {
-        // Closed first, so that the proposing task either sent its answer already (read
-        // here) or finds nobody to send it to (and settles it itself).
-        let answer = self.rx.take().map(|mut rx| {
-            rx.close();
-            rx.try_recv()
-        });
-        let gw = self.gw.clone();
-        match answer {
-            Some(Ok(Ok(p))) => {
-                tokio::spawn(async move { gw.cancel(&p.approval_id, CANCELLED).await });
-            }
-            Some(Ok(Err(Outcome::Forward { approval_id, .. }))) => {
-                let (tool, arguments) = std::mem::take(&mut self.call);
-                tokio::spawn(async move {
-                    let id = approval_id.as_deref();
-                    gw.report_no_result(&tool, &arguments, id, CallOutcome::NotRun)
-                        .await;
-                });
-            }
-            _ => {}
-        }
-    }
 }
 
 #[cfg(test)]

@@ -104,10 +104,12 @@ pub enum Hold {
     Approval(String),
     /// Cleared: the call is being forwarded to the upstream (no longer cancellable).
     Forwarding,
-    /// Its client cancelled it before it was forwarded: it is never forwarded (set and read
-    /// with `send_if_modified`, so that a cancel and the step to [`Hold::Forwarding`] cannot
-    /// both happen).
-    Cancelled,
+    /// Its client cancelled it (or went away) before it was forwarded: it is never forwarded
+    /// (set and read with `send_if_modified`, so that a cancel and the step to
+    /// [`Hold::Forwarding`] cannot both happen). Why: the reason an approval the call holds,
+    /// or one its proposal still on its way makes, is withdrawn with (`the MCP client
+    /// disconnected`).
+    Cancelled(&'static str),
 }
 
 impl Hold {
@@ -131,7 +133,7 @@ impl Hold {
                 format!("waiting for a human to approve {tool} (assent approval {a})")
             }
             Hold::Forwarding => format!("running {tool}"),
-            Hold::Cancelled => format!("{tool} was cancelled"),
+            Hold::Cancelled(_) => format!("{tool} was cancelled"),
         }
     }
 }
@@ -160,6 +162,11 @@ pub(crate) use assent_core::json::json_weight;
 /// One upstream's whole tool list is read within this long (30 s).
 pub(crate) const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long a stdio front end whose client is gone waits for the proposals still on their way
+/// to be answered and settled before its process ends ([`crate::gateway::Gateway::settle_proposals`]):
+/// 30 s, past the gateway's 10 s wait for a busy database.
+pub(crate) const PROPOSALS_SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A call's [`Hold`], observable by its watchers.
 pub type HoldState = watch::Sender<Hold>;
 
@@ -169,7 +176,7 @@ pub type HoldState = watch::Sender<Hold>;
 pub fn hold_unless_cancelled(held: &HoldState, to: Hold) -> bool {
     let mut to = Some(to);
     held.send_if_modified(|h| {
-        let go = *h != Hold::Cancelled;
+        let go = !matches!(h, Hold::Cancelled(_));
         if go && let Some(t) = to.take() {
             *h = t;
         }
@@ -177,16 +184,16 @@ pub fn hold_unless_cancelled(held: &HoldState, to: Hold) -> bool {
     })
 }
 
-/// Sets `held` to [`Hold::Cancelled`] unless the call was forwarded (or cancelled) already,
-/// in one step with the call's own step to [`Hold::Forwarding`] ([`hold_unless_cancelled`]):
-/// the hold it replaced, or `None` when it was not replaced. The hub's and the stdio
-/// proxy's cancels both go through it.
-pub fn cancel_unless_forwarded(held: &HoldState) -> Option<Hold> {
+/// Sets `held` to [`Hold::Cancelled`] (`why`) unless the call was forwarded (or cancelled)
+/// already, in one step with the call's own step to [`Hold::Forwarding`]
+/// ([`hold_unless_cancelled`]): the hold it replaced, or `None` when it was not replaced. The
+/// hub's and the stdio proxy's cancels both go through it.
+pub fn cancel_unless_forwarded(held: &HoldState, why: &'static str) -> Option<Hold> {
     let mut was = None;
     held.send_if_modified(|h| {
-        let stop = !matches!(h, Hold::Forwarding | Hold::Cancelled);
+        let stop = !matches!(h, Hold::Forwarding | Hold::Cancelled(_));
         if stop {
-            was = Some(std::mem::replace(h, Hold::Cancelled));
+            was = Some(std::mem::replace(h, Hold::Cancelled(why)));
         }
         stop
     });

@@ -96,7 +96,7 @@ impl Call {
         // Not once its client cancelled it (found by review: the cancel read the hold, then
         // aborted, and the step to Forwarding could fall in between).
         let cleared = held.send_if_modified(|h| {
-            let go = *h != Hold::Cancelled;
+            let go = !matches!(h, Hold::Cancelled(_));
             if go {
                 *h = Hold::Forwarding;
             }

@@ -44,6 +44,8 @@ pub struct Hub {
     calls: Mutex<HashMap<String, Vec<SessionCall>>>,
     /// Numbers the calls of [`Hub::calls`].
     call_seq: std::sync::atomic::AtomicU64,
+    /// Every gateway client's proposals on their way ([`Hub::settle_proposals`]).
+    settling: tokio_util::task::TaskTracker,
 }
 
 /// A call under way in a client session, as [`Hub::client_gone`] stops it.
@@ -133,6 +135,7 @@ impl Hub {
             hub_token,
             calls: Mutex::default(),
             call_seq: std::sync::atomic::AtomicU64::new(0),
+            settling: tokio_util::task::TaskTracker::new(),
         }))
     }
 
@@ -184,6 +187,13 @@ impl Hub {
         }
     }
 
+    /// Waits, up to `bound`, for the proposals of every call still on its way to be answered
+    /// and settled ([`Gateway::settle_proposals`]): the stdio hub calls it before its process
+    /// ends, so that a call its client left while it was being proposed is withdrawn.
+    pub async fn settle_proposals(&self, bound: std::time::Duration) -> bool {
+        crate::gateway::settle_tracked(&self.settling, bound).await
+    }
+
     /// A gateway client acting with agent key `key` for `agent`, on upstream `server`, in
     /// session `session` (sharing the hub's connection pool).
     pub(super) fn gateway(&self, key: &str, agent: &str, server: &str, session: &str) -> Gateway {
@@ -204,6 +214,7 @@ impl Hub {
                 pass_ungated: false,
             },
         )
+        .settling_on(self.settling.clone())
     }
 
     /// Reports `alias`'s tool definitions for `agent` with its key `key` (`POST

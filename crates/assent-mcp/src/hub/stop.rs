@@ -9,8 +9,9 @@ use crate::kit::HoldState;
 const SETTLE_AFTER_STOP: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A call's client cancelled it: a call not forwarded yet stops (the hold set to
-/// [`crate::kit::Hold::Cancelled`] so it is never forwarded, `job` aborted, its pending approval
-/// withdrawn); one already forwarded ([`crate::kit::Hold::Forwarding`]) runs to its end, so that its
+/// [`crate::kit::Hold::Cancelled`] (`why`) so it is never forwarded, `job` aborted, its pending
+/// approval withdrawn — one its proposal makes once it lands as well, by the gateway client
+/// that tracks it, `Gateway::settle_proposals`); one already forwarded ([`crate::kit::Hold::Forwarding`]) runs to its end, so that its
 /// result is reported and recorded (found by review: dropped with the request, a call the
 /// upstream may have carried out left no `call.result`). A call held for an approval is not
 /// aborted but withdrawn, its own wait ending with that — or with the decision that came
@@ -21,9 +22,9 @@ pub(super) async fn stop_unless_forwarded(
     job: &tokio::task::AbortHandle,
     held: &HoldState,
     gw: &Gateway,
-    why: &str,
+    why: &'static str,
 ) {
-    let Some(was) = crate::kit::cancel_unless_forwarded(held) else {
+    let Some(was) = crate::kit::cancel_unless_forwarded(held, why) else {
         return;
     };
     let Some(a) = was.approval() else {

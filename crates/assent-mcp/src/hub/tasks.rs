@@ -92,7 +92,7 @@ pub(super) async fn call_as_task(
         Box::pin(task_run_kept(tctx, done_rx, held, name, keep, move || {
             // In one step with the call's own step to Forwarding (found by review: read, then
             // aborted, a call could be forwarded in between and leave no result).
-            match crate::kit::cancel_unless_forwarded(&waits) {
+            match crate::kit::cancel_unless_forwarded(&waits, "the MCP client cancelled the task") {
                 Some(Hold::Approval(a)) => {
                     tokio::spawn(async move {
                         gw.cancel(&a, "the MCP client cancelled the task").await;

@@ -23,6 +23,9 @@ pub async fn serve_stdio(hub: Arc<Hub>, key: String, session: String) -> anyhow:
         ended = &mut waiting => Some(ended),
     };
     hub.client_gone(&session).await;
+    if !hub.settle_proposals(crate::kit::PROPOSALS_SETTLE).await {
+        tracing::warn!("a proposal was still on its way when the client left");
+    }
     match ended {
         Some(ended) => ended?,
         None => waiting.await?,

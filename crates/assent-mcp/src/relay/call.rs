@@ -153,14 +153,12 @@ impl Relay {
             if w.task.load(Ordering::SeqCst) {
                 continue;
             }
-            let Some(was) = crate::kit::cancel_unless_forwarded(&w.approval) else {
+            let why = "the MCP client disconnected";
+            let Some(was) = crate::kit::cancel_unless_forwarded(&w.approval, why) else {
                 continue;
             };
             if let Some(a) = was.approval() {
-                self.state
-                    .gw
-                    .cancel(&a, "the MCP client disconnected")
-                    .await;
+                self.state.gw.cancel(&a, why).await;
             }
             if let Some(tx) = w.cancel.take() {
                 let _ = tx.send(Stop::default());
@@ -209,7 +207,7 @@ impl CallJob {
                 }
                 go
             }
-            _ => *self.approval.borrow() != Hold::Cancelled,
+            _ => !matches!(*self.approval.borrow(), Hold::Cancelled(_)),
         });
         if outcome.is_none() && stop.is_none() {
             stop = Some((&mut stop_rx).await.unwrap_or_default());

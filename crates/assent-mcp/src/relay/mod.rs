@@ -91,6 +91,14 @@ pub async fn run(cfg: ProxyConfig) -> anyhow::Result<i32> {
     // The client closed stdin: withdraw the approvals it was waiting on, then close the
     // upstream's stdin and let it exit.
     relay.withdraw_waiting().await;
+    if !relay
+        .state
+        .gw
+        .settle_proposals(crate::kit::PROPOSALS_SETTLE)
+        .await
+    {
+        tracing::warn!("a proposal was still on its way when the client left");
+    }
     let to_client = relay.to_client.clone();
     drop(relay);
     let code = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {

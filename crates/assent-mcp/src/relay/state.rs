@@ -187,7 +187,7 @@ impl State {
         else {
             return StopResult::NotWaiting;
         };
-        match crate::kit::cancel_unless_forwarded(&w.approval) {
+        match crate::kit::cancel_unless_forwarded(&w.approval, why) {
             Some(was) => {
                 if let Some(tx) = w.cancel.take() {
                     let approval = was.approval();
@@ -358,7 +358,10 @@ mod tests {
         assert_eq!(refused["error"]["code"], -32600, "{refused}");
         assert_eq!(refused["id"], 5, "{refused}");
         assert!(st.waiting.lock().unwrap().contains_key("5"));
-        assert_eq!(*held.borrow(), Hold::Cancelled);
+        assert_eq!(
+            *held.borrow(),
+            Hold::Cancelled("the MCP client cancelled the request")
+        );
         assert!(!clear_to_forward(&held), "a cancelled call was cleared");
         let Stop { why, approval } = stop.try_recv().unwrap();
         assert_eq!(why, Some("the MCP client cancelled the request"));

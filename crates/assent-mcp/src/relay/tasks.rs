@@ -107,7 +107,7 @@ fn resume_task(st: Arc<State>, to_upstream: super::lines::Lines, approval: Strin
                 done_rx,
                 held,
                 "the call".into(),
-                move || match cancel_unless_forwarded(&mine) {
+                move || match cancel_unless_forwarded(&mine, "the MCP client cancelled the task") {
                     // Waiting for the decision, or its token being redeemed: the approval is
                     // withdrawn, and the call's own wait ends with that (or with the decision
                     // that came first: a cleared call is then reported as not run). Found by
@@ -158,7 +158,7 @@ async fn resumed_call(
     let mut hold = held.subscribe();
     let checked = tokio::select! {
         t = before => t,
-        _ = hold.wait_for(|h| *h == Hold::Cancelled) => return,
+        _ = hold.wait_for(|h| matches!(h, Hold::Cancelled(_))) => return,
     };
     if let Err(why) = checked {
         let _ = done.send(Ok(denied_value(&why)));

@@ -18,6 +18,7 @@ mod https;
 mod hub_kit;
 mod in_client;
 mod mcp;
+mod mcp_gone_proposing;
 mod mcp_hub_cancel;
 mod mcp_hub_connections;
 mod mcp_hub_declared;

@@ -1,0 +1,187 @@
+//! A stdio client that goes away while its call is still being proposed — the hub
+//! (`assent mcp --config`) and the stdio proxy (`assent mcp -- CMD`) alike: the approval the
+//! proposal makes once it lands is withdrawn before the process ends, not left pending.
+
+use crate::hub_kit::{hub_gateway, py_text, py_upstream};
+use crate::{BIN, spawn_piped};
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const KEY: &str = "gone-proposing-agent-key-0123456789ab";
+
+/// An upstream (Python, stdio) with `pay`, which agent `helper` declares as held for approval.
+fn upstream() -> String {
+    let list = r#"        r={"tools":[{"name":"pay","description":"pay.","inputSchema":{"type":"object"}}]}"#;
+    py_upstream(list, &py_text("paid"))
+}
+
+/// The gateway's database at `dir` locked for writing (`BEGIN IMMEDIATE` in a `sqlite3`
+/// process) until the returned process is told to commit ([`unlock`]): a proposal made
+/// meanwhile waits inside the gateway (its 10 s busy timeout), still on its way.
+fn lock(dir: &Path) -> (Child, ChildStdin) {
+    let mut child = Command::new("sqlite3")
+        .arg(dir.join("data/assent.db"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sqlite3 runs");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "BEGIN IMMEDIATE;\nSELECT 'locked';").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "locked", "the database could not be locked");
+    (child, stdin)
+}
+
+/// Ends [`lock`]'s transaction and its process.
+fn unlock((mut child, mut stdin): (Child, ChildStdin)) {
+    writeln!(stdin, "COMMIT;").unwrap();
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// Waits (up to 60 s) for `child` to end.
+fn ended(child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the process never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Through the stdio client end `(stdin, out)` of `assent mcp` (started with
+/// `--progress-seconds 1`): the handshake, `tools/list` (so the tools are pinned before the
+/// database is locked), then — the database locked — a call of `tool` with a progress
+/// token, read up to its first progress notification: its proposal is on its way. Then the
+/// client goes away (stdin closed), the database is unlocked, and the process is waited for.
+fn leave_while_proposing(
+    dir: &Path,
+    mut hub: Child,
+    mut stdin: ChildStdin,
+    mut out: impl BufRead,
+    tool: &str,
+) {
+    let send = |stdin: &mut ChildStdin, v: Value| writeln!(stdin, "{v}").unwrap();
+    let mut read = |what: &str, pred: &dyn Fn(&Value) -> bool| loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no {what}");
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if pred(&m) {
+            return m;
+        }
+        assert!(m.get("id") != Some(&json!(1)), "the call was answered: {m}");
+    };
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    read("initialize answer", &|m| m["id"] == 0);
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    let list = read("tools/list answer", &|m| m["id"] == 2);
+    assert!(list.to_string().contains(tool), "{list}");
+    let locked = lock(dir);
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool, "arguments": {}, "_meta": {"progressToken": "p"}}}),
+    );
+    let progress = read("progress", &|m| m["method"] == "notifications/progress");
+    assert!(
+        progress.to_string().contains("waiting for assent to clear"),
+        "{progress}"
+    );
+    // The client goes away with its call still being proposed; then the proposal lands.
+    drop(stdin);
+    std::thread::sleep(Duration::from_millis(500));
+    unlock(locked);
+    ended(&mut hub);
+}
+
+/// The one approval the gateway at `url` holds, as an operator reads it.
+fn only_approval(url: &str) -> Value {
+    let list = crate::get_op(url, "/v1/approvals");
+    let all = list["approvals"].as_array().unwrap();
+    assert_eq!(all.len(), 1, "{list}");
+    crate::get_op(
+        url,
+        &format!("/v1/approvals/{}", all[0]["id"].as_str().unwrap()),
+    )
+}
+
+/// Found by CI (a flaky test, its cause a race): a hub stdio client that closed stdin while its
+/// held call's proposal was still on its way had the call's job aborted; the proposal's own
+/// task would have withdrawn the approval it made, but the process ended first, and the
+/// approval stayed pending, open to an operator's approval for a client long gone. The hub
+/// waits for proposals on their way, and the approval is withdrawn before the process ends.
+#[test]
+fn a_hub_client_gone_while_its_call_is_proposed_leaves_no_approval_pending() {
+    let source = upstream();
+    let (dir, server) = hub_gateway(
+        KEY,
+        &[("bank", Some("[{name: pay, approval: true}]"), &source)],
+    );
+    let (hub, stdin, out) = spawn_piped(
+        Command::new(BIN)
+            .args([
+                "mcp",
+                "--agent",
+                "helper",
+                "--progress-seconds",
+                "1",
+                "--config",
+            ])
+            .arg(dir.path().join("assent.yaml"))
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+    );
+    leave_while_proposing(dir.path(), hub, stdin, out, "bank__pay");
+    let a = only_approval(&server.url);
+    assert_eq!(a["status"], "cancelled", "{a}");
+    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
+    drop(server);
+}
+
+/// As [`a_hub_client_gone_while_its_call_is_proposed_leaves_no_approval_pending`], for the
+/// stdio proxy in front of one upstream (`assent mcp --server bank -- CMD`).
+#[test]
+fn a_proxy_client_gone_while_its_call_is_proposed_leaves_no_approval_pending() {
+    let source = upstream();
+    let (dir, server) = hub_gateway(
+        KEY,
+        &[("bank", Some("[{name: pay, approval: true}]"), &source)],
+    );
+    let (proxy, stdin, out) = spawn_piped(
+        Command::new(BIN)
+            .args([
+                "mcp",
+                "--agent",
+                "helper",
+                "--server",
+                "bank",
+                "--progress-seconds",
+                "1",
+            ])
+            .args(["--", "python3", "-c", &source])
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+    );
+    leave_while_proposing(dir.path(), proxy, stdin, out, "pay");
+    let a = only_approval(&server.url);
+    assert_eq!(a["status"], "cancelled", "{a}");
+    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
+    drop(server);
+}
