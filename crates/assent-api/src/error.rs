@@ -123,6 +123,9 @@ pub const EDIT_OUT_OF_SCOPE: &str = "EDIT_OUT_OF_SCOPE";
 pub const EDIT_OVER_THRESHOLD: &str = "EDIT_OVER_THRESHOLD";
 /// 422: the edited call has a higher risk tier or becomes irreversible.
 pub const EDIT_RAISES_RISK: &str = "EDIT_RAISES_RISK";
+/// 422: the edited call needs more approval (a quorum, a passkey, separation of duties) than
+/// the held call's approval did.
+pub const EDIT_NEEDS_MORE_APPROVAL: &str = "EDIT_NEEDS_MORE_APPROVAL";
 /// 422: a candidate policy of `POST /v1/policies/replay` does not load (FILE:LINE: reason).
 pub const POLICY_INVALID: &str = "POLICY_INVALID";
 /// 409: the gateway was not started from a config file, so it has no policy files to replay

@@ -5,6 +5,7 @@
 
 use crate::approval::may_decide;
 use crate::gatekeeper::{Verdict, VerdictKind};
+use crate::quorum::{DenyRule, Quorum, QuorumGroup};
 use crate::risk::RiskTier;
 
 /// What the held call was, as the edit is measured against it.
@@ -16,6 +17,16 @@ pub struct Original<'a> {
     pub irreversible: bool,
     /// The threshold and scope triggers that held it (`rate`, `cost`, `paths`, `domains`).
     pub triggers: &'a [String],
+    /// The held call's quorum (its approval's terms; `None`: one approval decides).
+    pub quorum: Option<&'a Quorum>,
+    /// Every role the held approval's escalation steps add ([`crate::escalation::Escalation::roles`];
+    /// empty: none): its quorum is compared as it may ever stand, widened by them.
+    pub escalates: &'a [String],
+    /// Whether an approving vote on the held call needs a passkey.
+    pub require_passkey: bool,
+    /// Whether the held call's approval keeps its agent's owners and the person it acts for
+    /// out (separation of duties).
+    pub separation_of_duties: bool,
 }
 
 /// Why an edit was refused; the server maps each to a `422` (`403` for [`NeedsRole`]).
@@ -46,6 +57,11 @@ pub enum EditRefusal {
     /// The edited call needs an approver role the deciding operator lacks.
     #[error("the edited call needs an approver role ({}) the operator lacks", .0.join(", "))]
     NeedsRole(Vec<String>),
+    /// `EDIT_NEEDS_MORE_APPROVAL`: the edited call needs more of its approval than the held
+    /// one did ([`more_approval`]): each entry names what (`a quorum of 2 finance`, `a
+    /// passkey`, `separation of duties`, `a single deny to reject it`).
+    #[error("the edited call needs more approval than the held one ({}); an edit may restrict a call, not widen it: propose it as a new call instead", .0.join(", "))]
+    NeedsMoreApproval(Vec<String>),
 }
 
 impl EditRefusal {
@@ -57,6 +73,7 @@ impl EditRefusal {
             Self::OverThreshold(_) => "EDIT_OVER_THRESHOLD",
             Self::RaisesRisk { .. } => "EDIT_RAISES_RISK",
             Self::NeedsRole(_) => "FORBIDDEN",
+            Self::NeedsMoreApproval(_) => "EDIT_NEEDS_MORE_APPROVAL",
         }
     }
 }
@@ -65,8 +82,9 @@ impl EditRefusal {
 /// the held call itself left out) against the held call `original`, for an operator holding
 /// `roles`. The edit is refused when the policy denies it,
 /// when it triggers a scope check, when it crosses a rate or cost threshold the held call did
-/// not, when it raises the risk tier or becomes irreversible, or when its approver roles are
-/// ones the operator lacks.
+/// not, when it raises the risk tier or becomes irreversible, when it needs more of its
+/// approval than the held call did ([`more_approval`]: a quorum, a passkey, separation of
+/// duties), or when its approver roles are ones the operator lacks.
 pub fn check_edit(
     original: &Original<'_>,
     edited: &Verdict,
@@ -103,10 +121,80 @@ pub fn check_edit(
             irreversible,
         });
     }
+    let more = more_approval(original, edited);
+    if !more.is_empty() {
+        return Err(EditRefusal::NeedsMoreApproval(more));
+    }
     if !may_decide(&edited.terms.approvers, roles) {
         return Err(EditRefusal::NeedsRole(edited.terms.approvers.clone()));
     }
     Ok(())
+}
+
+/// What the edited call's verdict `edited` needs of its approval that the held call
+/// `original` did not, for people (empty: nothing more). An edit is approved on the word of
+/// those deciding the held approval, under its terms, so it may not need more than they give:
+/// - a passkey (`require_passkey`) where the held call needed none: `a passkey`;
+/// - separation of duties where the held call had none: `separation of duties`;
+/// - a quorum that the held one does not cover: `a quorum of …`, naming every group of the
+///   edited quorum. The held quorum covers it when every group of the edited quorum has a
+///   group of its own in the held quorum (each held group used once) that needs as many
+///   people and whose roles — widened by every role the held approval's escalation may add
+///   ([`Original::escalates`]) — are within the edited group's (no roles: any operator), so
+///   nobody who may ever fill the held group is outside the edited one. No held quorum covers
+///   none. Conservative: the matching is greedy and escalation is counted in full, so an
+///   edit it cannot show covered is refused (a quorum's votes approve the call as proposed
+///   anyway);
+/// - one deny settling it (`deny: any`) where the held quorum needed a quorum to deny:
+///   `a single deny to reject it`.
+pub fn more_approval(original: &Original<'_>, edited: &Verdict) -> Vec<String> {
+    let t = &edited.terms;
+    let mut out = Vec::new();
+    if let Some(qe) = &t.quorum {
+        let held = original.quorum.map(|q| q.widened(original.escalates));
+        if !held.as_ref().is_some_and(|qh| covers(qh, qe)) {
+            out.push(describe(qe));
+        }
+        if held.is_some_and(|qh| qh.deny == DenyRule::Quorum && qe.deny == DenyRule::Any) {
+            out.push("a single deny to reject it".into());
+        }
+    }
+    if t.require_passkey && !original.require_passkey {
+        out.push("a passkey".into());
+    }
+    if t.separation_of_duties && !original.separation_of_duties {
+        out.push("separation of duties".into());
+    }
+    out
+}
+
+/// Whether every group of `edited` has a group of `held` of its own, as large and of roles
+/// within its roles ([`more_approval`]).
+fn covers(held: &Quorum, edited: &Quorum) -> bool {
+    let within = |h: &QuorumGroup, e: &QuorumGroup| {
+        e.roles.is_empty() || (!h.roles.is_empty() && h.roles.iter().all(|r| e.roles.contains(r)))
+    };
+    let mut used = vec![false; held.groups.len()];
+    edited.groups.iter().all(|ge| {
+        let g = &held.groups;
+        let found = (0..g.len()).find(|&i| !used[i] && g[i].count >= ge.count && within(&g[i], ge));
+        found.map(|i| used[i] = true).is_some()
+    })
+}
+
+/// `a quorum of 2 finance`, `a quorum of 1 finance and 1 security`, `a quorum of 2
+/// operators` (a group open to any operator), `a quorum of 2 finance or audit`.
+fn describe(q: &Quorum) -> String {
+    let groups: Vec<String> = q
+        .groups
+        .iter()
+        .map(|g| match (g.roles.is_empty(), g.count) {
+            (true, 1) => "1 operator".to_string(),
+            (true, n) => format!("{n} operators"),
+            (false, n) => format!("{n} {}", g.roles.join(" or ")),
+        })
+        .collect();
+    format!("a quorum of {}", groups.join(" and "))
 }
 
 /// The cost arguments (`thresholds.cost.argument` of the rules covering the call for
@@ -175,6 +263,19 @@ policies:
         evaluate_in(reg, "a", &call, None, &obs)
     }
 
+    /// A held R2 call with no trigger, quorum, passkey or separation of duties.
+    fn plain() -> Original<'static> {
+        Original {
+            risk_tier: RiskTier::R2,
+            irreversible: false,
+            triggers: &[],
+            quorum: None,
+            escalates: &[],
+            require_passkey: false,
+            separation_of_duties: false,
+        }
+    }
+
     #[test]
     fn an_edit_may_restrict_a_call_but_not_widen_it() {
         let reg = Registry::load(
@@ -187,6 +288,7 @@ policies:
             risk_tier: held.terms.risk_tier,
             irreversible: held.terms.irreversible,
             triggers: &held.terms.triggers,
+            ..plain()
         };
         let ops = ["ops".to_string()];
         assert_eq!(check_edit(&original, &verdict(&reg, 20, &[]), &ops), Ok(()));
@@ -213,6 +315,7 @@ policies:
             risk_tier: over.terms.risk_tier,
             irreversible: over.terms.irreversible,
             triggers: &over.terms.triggers,
+            ..plain()
         };
         assert_eq!(
             check_edit(&original, &verdict(&reg, 600, &[]), &ops),
@@ -230,10 +333,201 @@ policies:
             risk_tier: RiskTier::R1,
             irreversible: false,
             triggers: &over.terms.triggers,
+            ..plain()
         };
         assert!(matches!(
             check_edit(&low, &verdict(&reg, 600, &[]), &ops),
             Err(EditRefusal::RaisesRisk { .. })
         ));
+    }
+
+    /// The registry of [`AGENT`] under one policy whose `pay` rule has `keys` (YAML lines).
+    fn under(keys: &str) -> Registry {
+        let gov = format!(
+            "policies:\n  - id: t.needs-v1\n    selector: {{agents: [\"*\"]}}\n    rules:\n      - tool: pay\n{keys}"
+        );
+        Registry::load(
+            &[("a.agf.yaml".into(), AGENT.into())],
+            &[("g.yaml".into(), gov)],
+        )
+        .unwrap()
+    }
+
+    fn quorum(v: serde_json::Value) -> Quorum {
+        crate::quorum::parse_approvers(&v).unwrap().quorum.unwrap()
+    }
+
+    fn needs(original: &Original<'_>, edited: &Verdict) -> Result<(), EditRefusal> {
+        check_edit(
+            original,
+            edited,
+            &["finance".to_string(), "security".into()],
+        )
+    }
+
+    #[test]
+    fn an_edit_cannot_need_a_quorum_the_held_call_did_not() {
+        let reg = under("        approvers: {roles: [finance], count: 2}\n");
+        let edited = verdict(&reg, 20, &[]);
+        let r = needs(&plain(), &edited).unwrap_err();
+        assert_eq!(
+            r,
+            EditRefusal::NeedsMoreApproval(vec!["a quorum of 2 finance".into()])
+        );
+        assert_eq!(r.code(), "EDIT_NEEDS_MORE_APPROVAL");
+        assert!(r.to_string().contains("propose it as a new call"), "{r}");
+        let held = |q: &Quorum| {
+            needs(
+                &Original {
+                    quorum: Some(q),
+                    ..plain()
+                },
+                &edited,
+            )
+        };
+        // The same quorum, or a larger one, covers the edit; a smaller count does not.
+        assert_eq!(
+            held(&quorum(json!({"roles": ["finance"], "count": 2}))),
+            Ok(())
+        );
+        assert_eq!(
+            held(&quorum(json!({"roles": ["finance"], "count": 3}))),
+            Ok(())
+        );
+        let two_groups = quorum(json!([{"role": "finance", "count": 2}, {"role": "security"}]));
+        assert_eq!(held(&two_groups), Ok(()));
+        let one = quorum(json!({"roles": ["finance"], "count": 1, "deny": "quorum"}));
+        assert!(matches!(held(&one), Err(EditRefusal::NeedsMoreApproval(_))));
+        // A group of other roles, or open to any operator, is not the edit's group.
+        let other = quorum(json!({"roles": ["security"], "count": 2}));
+        assert!(matches!(
+            held(&other),
+            Err(EditRefusal::NeedsMoreApproval(_))
+        ));
+        let anyone = quorum(json!({"count": 2}));
+        assert!(matches!(
+            held(&anyone),
+            Err(EditRefusal::NeedsMoreApproval(_))
+        ));
+        // Nor one its escalation opens to a role the edit's group does not admit.
+        let finance = quorum(json!({"roles": ["finance"], "count": 2}));
+        let escalating = Original {
+            quorum: Some(&finance),
+            escalates: &["intern".to_string()],
+            ..plain()
+        };
+        assert!(matches!(
+            needs(&escalating, &edited),
+            Err(EditRefusal::NeedsMoreApproval(_))
+        ));
+        // Two groups where the held quorum has one: one held group fills one edited group.
+        let both = quorum(json!([{"role": "finance", "count": 1}, {"role": "security"}]));
+        let pair = verdict(
+            &under("        approvers: [{role: finance}, {role: security}]\n"),
+            20,
+            &[],
+        );
+        assert_eq!(
+            needs(&plain(), &pair),
+            Err(EditRefusal::NeedsMoreApproval(vec![
+                "a quorum of 1 finance and 1 security".into()
+            ]))
+        );
+        assert_eq!(
+            needs(
+                &Original {
+                    quorum: Some(&both),
+                    ..plain()
+                },
+                &pair
+            ),
+            Ok(())
+        );
+        let lone = quorum(json!([{"role": "finance", "count": 2}, {"role": "audit"}]));
+        let lone = Original {
+            quorum: Some(&lone),
+            ..plain()
+        };
+        assert!(matches!(
+            needs(&lone, &pair),
+            Err(EditRefusal::NeedsMoreApproval(_))
+        ));
+        // A held quorum that needed a quorum to deny, edited into one a single deny settles.
+        let strict = quorum(json!({"roles": ["finance"], "count": 2, "deny": "quorum"}));
+        assert_eq!(
+            needs(
+                &Original {
+                    quorum: Some(&strict),
+                    ..plain()
+                },
+                &edited
+            ),
+            Err(EditRefusal::NeedsMoreApproval(vec![
+                "a single deny to reject it".into()
+            ]))
+        );
+        // An edit needing no quorum passes whatever the held call needed.
+        let plain_edit = verdict(&under("        approvers: [finance]\n"), 20, &[]);
+        assert_eq!(
+            needs(
+                &Original {
+                    quorum: Some(&finance),
+                    ..plain()
+                },
+                &plain_edit
+            ),
+            Ok(())
+        );
+        assert_eq!(needs(&plain(), &plain_edit), Ok(()));
+    }
+
+    #[test]
+    fn an_edit_cannot_need_a_passkey_the_held_call_did_not() {
+        let edited = verdict(&under("        require_passkey: true\n"), 20, &[]);
+        assert!(edited.terms.require_passkey);
+        assert_eq!(
+            needs(&plain(), &edited),
+            Err(EditRefusal::NeedsMoreApproval(vec!["a passkey".into()]))
+        );
+        let held = Original {
+            require_passkey: true,
+            ..plain()
+        };
+        assert_eq!(needs(&held, &edited), Ok(()));
+        // Lowering it (the held call needed one, the edit does not) passes.
+        let lower = verdict(&under("        risk_tier: R2\n"), 20, &[]);
+        assert!(!lower.terms.require_passkey);
+        assert_eq!(needs(&held, &lower), Ok(()));
+    }
+
+    #[test]
+    fn an_edit_cannot_need_separation_of_duties_the_held_call_did_not() {
+        let reg = under("        separation_of_duties: true\n        require_passkey: true\n");
+        let edited = verdict(&reg, 20, &[]);
+        assert_eq!(
+            needs(&plain(), &edited),
+            Err(EditRefusal::NeedsMoreApproval(vec![
+                "a passkey".into(),
+                "separation of duties".into()
+            ]))
+        );
+        let passkey = Original {
+            require_passkey: true,
+            ..plain()
+        };
+        assert_eq!(
+            needs(&passkey, &edited),
+            Err(EditRefusal::NeedsMoreApproval(vec![
+                "separation of duties".into()
+            ]))
+        );
+        let held = Original {
+            separation_of_duties: true,
+            ..passkey
+        };
+        assert_eq!(needs(&held, &edited), Ok(()));
+        let lower = verdict(&under("        risk_tier: R2\n"), 20, &[]);
+        assert!(!lower.terms.separation_of_duties);
+        assert_eq!(needs(&held, &lower), Ok(()));
     }
 }

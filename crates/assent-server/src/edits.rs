@@ -87,8 +87,9 @@ pub(crate) async fn session_now(
 /// session), and checks
 /// it against the held call ([`check_edit`]) for an operator holding `roles`. Returns the edit
 /// and its `thresholds.output_bytes`. Errors: `400` for arguments that are not a call,
-/// `422 EDIT_DENIED` / `EDIT_OUT_OF_SCOPE` / `EDIT_OVER_THRESHOLD` / `EDIT_RAISES_RISK`, `403`
-/// for a missing approver role; each names the reasons.
+/// `422 EDIT_DENIED` / `EDIT_OUT_OF_SCOPE` / `EDIT_OVER_THRESHOLD` / `EDIT_RAISES_RISK` /
+/// `EDIT_NEEDS_MORE_APPROVAL` (a quorum, passkey or separation of duties the held call's
+/// approval did not need), `403` for a missing approver role; each names the reasons.
 fn regate(
     reg: &assent_core::policy::Registry,
     rec: &ApprovalRecord,
@@ -104,10 +105,15 @@ fn regate(
         Some(c.arguments()),
         &seen.observations(),
     );
+    let escalates = rec.terms.escalation.as_ref().map(|e| e.roles());
     let original = Original {
         risk_tier: rec.terms.risk_tier,
         irreversible: rec.terms.irreversible,
         triggers: &rec.terms.triggers,
+        quorum: rec.terms.quorum.as_ref(),
+        escalates: escalates.as_deref().unwrap_or_default(),
+        require_passkey: rec.terms.require_passkey,
+        separation_of_duties: rec.terms.separation_of_duties,
     };
     let raised = if rec.terms.triggers.iter().any(|t| t == "cost") {
         assent_core::edit::raised_costs(reg, &rec.agent, &rec.call, c.call())

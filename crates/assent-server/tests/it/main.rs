@@ -18,6 +18,7 @@ mod decide_holes;
 mod delegation;
 mod durability;
 mod duties;
+mod edit_approval_needs;
 mod insights;
 mod learning;
 
