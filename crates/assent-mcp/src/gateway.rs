@@ -69,7 +69,8 @@ impl Gateway {
     /// in CI: a client that closed stdin while its call was being proposed left the approval
     /// pending at the gateway — the withdrawal was on a task the process's end dropped).
     /// `false` when some were still under way at `bound`. Proposals made after are still
-    /// tracked, but the next call returns as soon as those before are done.
+    /// tracked, and waited for too when they start before the wait ends (one caller at a time:
+    /// the wait closes the tracker and reopens it when done).
     pub async fn settle_proposals(&self, bound: Duration) -> bool {
         settle_tracked(&self.settling, bound).await
     }
@@ -340,7 +341,24 @@ impl Gateway {
     }
 
     /// Cancels approval `id` (the client withdrew the request); logged, not returned.
-    pub async fn cancel(&self, id: &str, reason: &str) {
+    ///
+    /// The withdrawal is made on a task of this client's tracker, started when this is called
+    /// (not when the returned future is first polled): it runs to its end even when the
+    /// caller is aborted or dropped, and [`Gateway::settle_proposals`] waits for it (found by
+    /// review: a withdrawal on a task of its own, or on a call's job, was lost when the stdio
+    /// front end's process ended first). The future ends when the withdrawal has.
+    pub fn cancel(&self, id: &str, reason: &str) -> impl Future<Output = ()> + Send + use<> {
+        let (this, id, reason) = (self.clone(), id.to_string(), reason.to_string());
+        let done = self
+            .settling
+            .spawn(async move { this.cancel_now(&id, &reason).await });
+        async move {
+            let _ = done.await;
+        }
+    }
+
+    /// [`Gateway::cancel`]'s request, on the caller's task.
+    async fn cancel_now(&self, id: &str, reason: &str) {
         let req = CancelRequest {
             reason: Some(reason.to_string()),
         };
@@ -428,14 +446,16 @@ impl Gateway {
     /// run ([`CallOutcome::NotRun`]: its client cancelled it after it was cleared, its token
     /// redeemed) or got no answer ([`CallOutcome::NoAnswer`]: it may have run), so that the
     /// audit does not end at the redeemed token. Logged, not returned, when the gateway
-    /// cannot take it: nothing reaches the client either way.
-    pub async fn report_no_result(
+    /// cannot take it: nothing reaches the client either way. Made on a task of this client's
+    /// tracker, started when this is called, as [`Gateway::cancel`]'s withdrawal is (an
+    /// aborted call's report is not cut short, and the stdio front ends wait for it).
+    pub fn report_no_result(
         &self,
         tool: &str,
         arguments: &Value,
         approval_id: Option<&str>,
         outcome: CallOutcome,
-    ) {
+    ) -> impl Future<Output = ()> + Send + use<> {
         use sha2::Digest;
         let req = ToolResultRequest {
             agent: self.cfg.agent.clone(),
@@ -449,16 +469,17 @@ impl Gateway {
             approval_id: approval_id.map(str::to_string),
             outcome: Some(outcome),
         };
-        match self.api.report_result(&req).await {
-            Ok(_) => {
-                tracing::info!(
-                    tool,
-                    outcome = outcome.as_str(),
-                    "reported a cleared call with no result"
-                )
+        let api = self.api.clone();
+        let done = self.settling.spawn(async move {
+            let (tool, outcome) = (req.tool.as_str(), outcome.as_str());
+            match api.report_result(&req).await {
+                Ok(_) => tracing::info!(tool, outcome, "reported a cleared call with no result"),
+                Err(e) => tracing::warn!(tool, outcome,
+                    error = %failure(&e, status_line), "could not report a cleared call with no result"),
             }
-            Err(e) => tracing::warn!(tool, outcome = outcome.as_str(),
-                error = %failure(&e, status_line), "could not report a cleared call with no result"),
+        });
+        async move {
+            let _ = done.await;
         }
     }
 

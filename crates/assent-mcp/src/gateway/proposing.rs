@@ -75,12 +75,10 @@ impl Gateway {
         if crate::kit::hold_unless_cancelled(held, Hold::Approval(p.approval_id.clone())) {
             return Ok(p);
         }
-        // Cancelled while it was proposed: no one waits for this approval. On a task of its
-        // own, as this call's own may be being aborted (found by review).
+        // Cancelled while it was proposed: no one waits for this approval. Withdrawn on a
+        // tracked task of its own, as this call's own may be being aborted (found by review).
         let why = why_cancelled(&held.borrow());
-        let gw = self.clone();
-        self.settling
-            .spawn(async move { gw.cancel(&p.approval_id, why).await });
+        let _withdrawing = self.cancel(&p.approval_id, why);
         Err(Outcome::Denied("cancelled by the client".into()))
     }
 

@@ -9,7 +9,7 @@ use super::call::{Call, denied_result, failed};
 use super::state::{Declared, Hub, InFlight};
 use super::stop::stop_unless_forwarded;
 use super::tasks::{call_as_task, own_task};
-use super::upstream::tool_json;
+use super::upstream::{Upstream, tool_json};
 use crate::ask::{AskUser, Asker};
 use crate::era;
 use crate::kit::{Hold, apply_pins};
@@ -86,6 +86,20 @@ impl HubHandler {
                 let (id, mark) = self.hub.stateless_session(agent);
                 (id, Some(mark))
             }
+        }
+    }
+
+    /// The upstream alias, tool name and upstream that `ALIAS__TOOL` name `name` names; why
+    /// not, when it names none of this gateway's.
+    fn named<'a>(&'a self, name: &'a str) -> Result<(&'a str, &'a str, &'a Upstream), String> {
+        let Some((alias, tool)) = name.split_once("__") else {
+            return Err(format!(
+                "`{name}` is not an ALIAS__TOOL name of this gateway"
+            ));
+        };
+        match self.hub.upstreams.get(alias) {
+            Some(up) => Ok((alias, tool, up)),
+            None => Err(format!("no MCP upstream `{alias}` in this gateway")),
         }
     }
 
@@ -267,16 +281,9 @@ impl ServerHandler for HubHandler {
             Ok(a) => a,
             Err(e) => return Ok(denied(&e)),
         };
-        let Some((alias, tool)) = request.name.split_once("__") else {
-            return Ok(denied(&format!(
-                "`{}` is not an ALIAS__TOOL name of this gateway",
-                request.name
-            )));
-        };
-        let Some(up) = self.hub.upstreams.get(alias) else {
-            return Ok(denied(&format!(
-                "no MCP upstream `{alias}` in this gateway"
-            )));
+        let (alias, tool, up) = match self.named(&request.name) {
+            Ok(named) => named,
+            Err(why) => return Ok(denied(&why)),
         };
         // The agent's declarations first: a server or tool it does not declare is not looked
         // at — found by review: the pin check ran first, so an agent that declares no `X` had
@@ -290,6 +297,13 @@ impl ServerHandler for HubHandler {
                 up.error.as_deref().unwrap_or("not connected")
             ))])
             .into());
+        }
+        // A request rmcp stopped while it was being looked at (its client gone: found by
+        // review, a call that reached this point after the stdio hub's last pass over its
+        // session's calls was proposed and held as the process ended) is not started. From
+        // here to the call's place among its session's calls nothing waits.
+        if ctx.ct.is_cancelled() {
+            return Err(McpError::invalid_request("cancelled by the client", None));
         }
         let (session, stateless) = self.session(&ctx, &agent);
         let call = Call {

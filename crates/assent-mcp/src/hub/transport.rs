@@ -26,10 +26,18 @@ pub async fn serve_stdio(hub: Arc<Hub>, key: String, session: String) -> anyhow:
     if !hub.settle_proposals(crate::kit::PROPOSALS_SETTLE).await {
         tracing::warn!("a proposal was still on its way when the client left");
     }
-    match ended {
-        Some(ended) => ended?,
-        None => waiting.await?,
+    let ended = match ended {
+        Some(ended) => ended,
+        None => waiting.await,
     };
+    // Again once rmcp is done: a call its last lines asked for may have reached the handler
+    // only after the first pass (found by review: it was proposed and held after the client
+    // was taken as gone, and left pending when the process ended).
+    hub.client_gone(&session).await;
+    if !hub.settle_proposals(crate::kit::PROPOSALS_SETTLE).await {
+        tracing::warn!("a proposal was still on its way when the hub ended");
+    }
+    ended?;
     Ok(())
 }
 

@@ -57,19 +57,33 @@ fn ended(child: &mut Child) {
 /// Through the stdio client end `(stdin, out)` of `assent mcp` (started with
 /// `--progress-seconds 1`): the handshake, `tools/list` (so the tools are pinned before the
 /// database is locked), then — the database locked — a call of `tool` with a progress
-/// token, read up to its first progress notification: its proposal is on its way. Then the
-/// client goes away (stdin closed), the database is unlocked, and the process is waited for.
+/// token, read up to its second progress notification (2 s: its pins were checked at the
+/// list, so by then its proposal is on its way, waiting for the database). Then the client
+/// goes away (stdin closed); the process must not end for the next 2 s, as it waits for the
+/// proposal (before the fix it ended at once, and the approval was made after); the
+/// database is unlocked and the process waited for.
 fn leave_while_proposing(
     dir: &Path,
     mut hub: Child,
     mut stdin: ChildStdin,
-    mut out: impl BufRead,
+    out: impl BufRead + Send + 'static,
     tool: &str,
 ) {
+    // Lines as they come, `None` at the end of the output (the process gone).
+    let (tx, lines) = std::sync::mpsc::channel::<Option<String>>();
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(Some(line)).is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(None);
+    });
     let send = |stdin: &mut ChildStdin, v: Value| writeln!(stdin, "{v}").unwrap();
-    let mut read = |what: &str, pred: &dyn Fn(&Value) -> bool| loop {
-        let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "no {what}");
+    let read = |what: &str, pred: &dyn Fn(&Value) -> bool| loop {
+        let line = lines.recv_timeout(Duration::from_secs(60));
+        let line = line.ok().flatten().unwrap_or_else(|| panic!("no {what}"));
         let m: Value = serde_json::from_str(&line).unwrap();
         if pred(&m) {
             return m;
@@ -99,14 +113,24 @@ fn leave_while_proposing(
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": tool, "arguments": {}, "_meta": {"progressToken": "p"}}}),
     );
-    let progress = read("progress", &|m| m["method"] == "notifications/progress");
-    assert!(
-        progress.to_string().contains("waiting for assent to clear"),
-        "{progress}"
-    );
-    // The client goes away with its call still being proposed; then the proposal lands.
+    for _ in 0..2 {
+        let progress = read("progress", &|m| m["method"] == "notifications/progress");
+        assert!(
+            progress.to_string().contains("waiting for assent to clear"),
+            "{progress}"
+        );
+    }
+    // The client goes away with its call still being proposed; the process waits for the
+    // proposal to land (and be withdrawn) before it ends.
     drop(stdin);
-    std::thread::sleep(Duration::from_millis(500));
+    let until = Instant::now() + Duration::from_secs(2);
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match lines.recv_timeout(left) {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the process ended with its call's proposal on its way"),
+            Err(_) => break,
+        }
+    }
     unlock(locked);
     ended(&mut hub);
 }
