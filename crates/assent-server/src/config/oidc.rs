@@ -15,6 +15,7 @@
 //! ```
 
 use super::raw::{ConfigError, RawOidc, RawPrincipal, at};
+use crate::dashboard::oidc::fetch::ProviderHttp;
 use crate::dashboard::oidc::places::Places;
 use assent_store::ui_sessions::SsoGrant;
 use openidconnect::core::{
@@ -286,8 +287,9 @@ pub(crate) type SsoClient = Client<
 pub struct Sso {
     pub(crate) config: OidcConfig,
     secret: ClientSecret,
-    /// The HTTP client (no redirects, 10 s timeout) the provider is reached with.
-    pub(crate) http: reqwest::Client,
+    /// The HTTP client the provider is reached with: no redirects, every answer bounded in
+    /// size and time (`crate::dashboard::oidc::fetch`).
+    pub(crate) http: ProviderHttp,
     /// Where the provider sends the browser back.
     redirect: RedirectUrl,
     discovered: tokio::sync::Mutex<Discovered>,
@@ -330,11 +332,8 @@ impl Sso {
     /// environment).
     pub fn with_secret(c: &OidcConfig, secret: String) -> Result<Sso, ConfigError> {
         let secret = ClientSecret::new(secret);
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| ConfigError::new(format!("oidc: HTTP client: {e}")))?;
+        let http =
+            ProviderHttp::new().map_err(|e| ConfigError::new(format!("oidc: HTTP client: {e}")))?;
         let redirect = RedirectUrl::new(c.redirect_url.clone())
             .map_err(|e| ConfigError::new(format!("oidc: redirect_url: {e}")))?;
         Ok(Sso {

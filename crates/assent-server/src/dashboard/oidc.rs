@@ -39,12 +39,18 @@
 //! against the client address, in an allowance of single sign-on's own; a locked-out address
 //! is `429` before the provider is asked, with its cookie kept and nothing spent. At most
 //! `crate::throttle::SSO_EXCHANGES` exchanges are in flight per replica, at most
-//! [`places::PER_NETWORK`] of one client network's; a callback finding no place waits up to
+//! [`places::PER_NETWORK`] of one client network's (an IPv4 address or an IPv6 /48,
+//! [`places::network`]); a callback finding no place waits up to
 //! [`PLACE_WAIT`] for one, and a freed place goes to the waiting network with the fewest in
 //! flight ([`places`]), so junk callbacks from a few dozen networks cannot keep a quiet one
 //! out (found by review). The provider's token endpoint has [`EXCHANGE_TIMEOUT`] to answer.
 //! A callback refused before the provider is asked counts nothing, so a web page cannot lock
 //! its visitors' address out ([`callback`] says why).
+//!
+//! Every answer of the provider (discovery, its keys, the token answer) is read through
+//! [`fetch`]: at most [`fetch::MAX_ANSWER`] bytes within [`fetch::FETCH_TIMEOUT`]; a larger or
+//! slower one fails the request (discovery: a `502` at the start, remembered like any failed
+//! discovery; the token answer: a `502` at the callback, counting nothing).
 //!
 //! An ID token that fails its checks leaves the discovered metadata in place; only one naming
 //! a key id the known keys lack has the provider's keys fetched again, at most once per
@@ -54,6 +60,7 @@
 //! redirect chain: the callback answers with a page that moves on to the dashboard itself.
 
 pub mod cookie;
+pub mod fetch;
 pub mod places;
 
 use super::page::{Message, forbidden, page_with, secured};
@@ -362,7 +369,7 @@ async fn finish(
         .client()
         .await
         .map_err(|u| Refusal::retry(StatusCode::BAD_GATEWAY, u.why, Some(u.retry_after)))?;
-    let net = addr.map(crate::throttle::network);
+    let net = addr.map(places::network);
     let Some(place) = sso.places.take(net, PLACE_WAIT).await else {
         tracing::warn!("OIDC callback refused: too many code exchanges in flight");
         return Err(Refusal::retry(

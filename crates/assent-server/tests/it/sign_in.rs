@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+mod answers;
 mod exchanges;
 pub(crate) mod provider;
 

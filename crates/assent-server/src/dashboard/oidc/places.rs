@@ -2,8 +2,7 @@
 //! client networks (see `super`).
 //!
 //! At most `total` exchanges are in flight ([`crate::throttle::SSO_EXCHANGES`]), and at most
-//! [`PER_NETWORK`] of one client network's (`crate::throttle::network`: an IPv4 address, an
-//! IPv6 /64). A callback finding no place waits for one, at most the time it is given, in a
+//! [`PER_NETWORK`] of one client network's ([`network`]: an IPv4 address, an IPv6 /48). A callback finding no place waits for one, at most the time it is given, in a
 //! queue of at most [`WAITING_PER_NETWORK`] per network and [`WAITING`] in all. A place that
 //! frees goes to the waiting network with the fewest exchanges in flight, then to the one
 //! served longest ago (or never), so a network with nothing in flight is served before the
@@ -11,7 +10,16 @@
 //! the newest waiter of the network standing worst (the most waiting, then the most in flight,
 //! then served last), when that one stands worse than the newcomer would: a quiet network gets
 //! in unless every waiting network is as quiet as it (an attacker holding hundreds of networks
-//! that were never served, which an IPv6 /56 gives, still fills the queue).
+//! that were never served still fills the queue: hundreds of IPv4 addresses, or /48s).
+//!
+//! Attack (found by review): networks were IPv6 /64s, as the lock-out of failed sign-ins
+//! counts them, and a /64 is what one home or server is given; but a /56 (256 /64s) is what
+//! many ISPs give one customer, and a /48 (65,536 /64s) one site or a free tunnel. Holding one,
+//! an attacker appeared as hundreds of networks, took every place and filled the queue with
+//! networks never served, and every honest callback was a `503`. A /48 is the smallest block
+//! that costs an attacker about what one IPv4 address does, so for sharing places it is one
+//! network; people who share a /48 (a site, or a mobile carrier's pool) share its places, as
+//! people behind one IPv4 NAT do.
 //!
 //! Attack (found by review): with one pool of 16 places taken first come, first served and a
 //! `503` beyond, a few dozen networks sending junk codes kept every place busy, and every
@@ -35,6 +43,18 @@ pub const WAITING: usize = 256;
 
 /// A client network (`None`: the client address is unknown; those share one).
 type Net = Option<IpAddr>;
+
+/// The client network of address `ip` for sharing places: an IPv4 address (also one mapped
+/// into IPv6) whole, an IPv6 address's /48 (see the module doc for why not its /64).
+pub fn network(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], 0, 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
 
 /// The places of one replica.
 #[derive(Debug)]
@@ -402,6 +422,23 @@ mod tests {
         assert!(got.is_some(), "the quiet network got the freed place");
         let refused = refused_so_far(queued).await;
         assert_eq!(refused, 1, "one crowd waiter was pushed out");
+    }
+
+    /// The /48 grouping holds whatever the rest of the address: every /64 (and /56) of a /48
+    /// is one network, another /48 is another, and IPv4 addresses (also mapped into IPv6)
+    /// stay whole.
+    #[test]
+    fn an_ipv6_clients_network_is_its_48_and_an_ipv4_clients_its_address() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let site = network(ip("2001:db8:66::1"));
+        assert_eq!(site, ip("2001:db8:66::"));
+        for other in ["2001:db8:66:ffff::1", "2001:db8:66:100:1:2:3:4"] {
+            assert_eq!(network(ip(other)), site, "{other}");
+        }
+        assert_ne!(network(ip("2001:db8:67::1")), site);
+        assert_eq!(network(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_ne!(network(ip("192.0.2.7")), network(ip("192.0.2.8")));
+        assert_eq!(network(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
     }
 
     /// How many of `tasks` have ended refused so far (the others still wait).

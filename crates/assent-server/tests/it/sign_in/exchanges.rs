@@ -392,3 +392,67 @@ async fn a_code_exchange_the_provider_does_not_answer_holds_its_place_for_a_boun
     .await;
     gw.stop().await;
 }
+
+/// Attack (found by review): client networks were IPv6 /64s, and a /48 — what one site or a
+/// free tunnel is given — holds 65,536 of them. Junk callbacks (sign-in cookies are free) from
+/// 280 /64s of one /48, behind the trusted proxy, took all sixteen places and filled the queue
+/// with networks never served, so a quiet network's sign-in was a `503`. For sharing places an
+/// IPv6 client's network is now its /48: the flood holds `PER_NETWORK` exchanges, and another
+/// network signs in at once.
+#[tokio::test]
+async fn hundreds_of_ipv6_64s_of_one_48_cannot_take_every_exchange_place() {
+    use assent_server::dashboard::oidc::places::WAITING;
+    use assent_server::throttle::{RateLimits, Throttle};
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, |st| {
+        let proxy = vec!["127.0.0.1".parse().unwrap()];
+        st.throttle = std::sync::Arc::new(Throttle::with_proxies(RateLimits::default(), proxy));
+    })
+    .await;
+    p.hold(true);
+    let proxied = browser("127.0.0.1");
+    let mut junk = Vec::new();
+    for i in 0..SSO_EXCHANGES + WAITING + 8 {
+        let s = begin(&gw, &proxied, "", &[]).await.ok().unwrap();
+        let q = [
+            ("state", s.query["state"].clone()),
+            ("code", format!("junk{i}")),
+        ];
+        let req = proxied
+            .get(format!("{}/ui/oidc/callback", gw.url))
+            .query(&q)
+            .header("cookie", s.cookie.clone())
+            .header("x-forwarded-for", format!("2001:db8:66:{i:x}::1"));
+        junk.push(tokio::spawn(
+            async move { req.send().await.unwrap().status() },
+        ));
+    }
+    asked(&p, PER_NETWORK).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        p.tokens_asked(),
+        PER_NETWORK,
+        "the /48's exchanges in flight"
+    );
+    let quiet = [("x-forwarded-for", "2001:db8:99::5")];
+    let s = begin(&gw, &proxied, "", &quiet).await.ok().unwrap();
+    let done = finish(
+        &gw,
+        &p,
+        &proxied,
+        &s,
+        ("alice", Some(now_s())),
+        (&s.cookie, &quiet),
+    );
+    let done = tokio::time::timeout(Duration::from_secs(2), done)
+        .await
+        .expect("the quiet network waited for the flood");
+    signed_in(done).await;
+    p.hold(false);
+    for j in junk {
+        let s = j.await.unwrap();
+        assert!([403, 502, 503].contains(&s.as_u16()), "{s}");
+    }
+    gw.stop().await;
+}

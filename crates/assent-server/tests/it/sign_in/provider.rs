@@ -2,8 +2,9 @@
 //! token endpoint answering each code with the ID token a test wrote, signed RS256 with a key
 //! `openssl` makes. It counts the token, discovery and JWKS requests it was sent; a test can
 //! hold token requests unanswered ([`Provider::hold`]), take discovery and JWKS down
-//! ([`Provider::down`]), and have ID tokens signed under another key id, published or not
-//! ([`Provider::sign_as`], [`Provider::publish`]).
+//! ([`Provider::down`]), have ID tokens signed under another key id, published or not
+//! ([`Provider::sign_as`], [`Provider::publish`]), pad its answers to any size
+//! ([`Provider::pad`]) and drip its discovery document without end ([`Provider::drip`]).
 
 use base64::Engine as _;
 use openidconnect::PrivateSigningKey as _;
@@ -44,6 +45,53 @@ pub(crate) struct Provider {
     /// The key id ID tokens are signed under, and those the JWKS publishes (one key, the
     /// same RSA key under each).
     kids: Arc<Mutex<(String, Vec<String>)>>,
+    /// Bytes of padding added to the discovery document, the JWKS and the token answer.
+    pads: Arc<[AtomicUsize; 3]>,
+    /// Discovery sends its headers, then one byte every 100 ms without end.
+    drips: Arc<AtomicBool>,
+}
+
+/// An answer of the provider, to pad ([`Provider::pad`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Answer {
+    /// The discovery document: padded, it still says its `Content-Length`.
+    Discovery = 0,
+    /// The JWKS: padded, it is sent in chunks without a `Content-Length`.
+    Keys = 1,
+    /// The token answer: padded, it is sent in chunks without a `Content-Length`.
+    Token = 2,
+}
+
+/// `v` as a JSON answer, with a `padding` member of `pad` bytes when `pad` is not 0: then,
+/// when `chunked`, sent in 64 KiB chunks without a `Content-Length`.
+fn padded(mut v: Value, pad: usize, chunked: bool) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    if pad == 0 {
+        return axum::Json(v).into_response();
+    }
+    v["padding"] = json!("x".repeat(pad));
+    if !chunked {
+        return axum::Json(v).into_response();
+    }
+    let whole = v.to_string().into_bytes();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        whole.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+    let body = axum::body::Body::from_stream(futures::stream::iter(chunks));
+    ([("content-type", "application/json")], body).into_response()
+}
+
+/// A JSON answer that never ends: `{`, then a space every 100 ms.
+fn dripping() -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let drops = futures::stream::unfold(true, |first| async move {
+        if !first {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let b: &'static [u8] = if first { b"{" } else { b" " };
+        Some((Ok::<_, std::io::Error>(b), false))
+    });
+    let body = axum::body::Body::from_stream(drops);
+    ([("content-type", "application/json")], body).into_response()
 }
 
 impl Provider {
@@ -69,12 +117,15 @@ impl Provider {
         let fetches: Arc<[AtomicUsize; 2]> = Arc::default();
         let down = Arc::new(AtomicBool::new(false));
         let kids = Arc::new(Mutex::new(("k1".to_string(), vec!["k1".to_string()])));
+        let pads: Arc<[AtomicUsize; 3]> = Arc::default();
+        let drips = Arc::new(AtomicBool::new(false));
         let public = serde_json::to_value(key.as_verification_key()).unwrap();
         let (c, k, signer) = (codes.clone(), key.clone(), kids.clone());
         let token_requests = tokio::sync::watch::Sender::new(0usize);
         let open = tokio::sync::watch::Sender::new(true);
         let passes = Arc::new(tokio::sync::Semaphore::new(0));
         let (n, o, pass) = (token_requests.clone(), open.subscribe(), passes.clone());
+        let pad = pads.clone();
         let token = move |body: String| async move {
             n.send_modify(|n| *n += 1);
             let form: HashMap<String, String> = serde_urlencoded::from_str(&body).unwrap();
@@ -87,11 +138,14 @@ impl Provider {
             }
             let claims = c.lock().unwrap().remove(&form["code"]);
             match claims {
-                Some(claims) => axum::Json(json!({
-                    "access_token": "at", "token_type": "Bearer", "expires_in": 300,
-                    "id_token": signed(&k, &signer.lock().unwrap().0, &claims),
-                }))
-                .into_response(),
+                Some(claims) => padded(
+                    json!({
+                        "access_token": "at", "token_type": "Bearer", "expires_in": 300,
+                        "id_token": signed(&k, &signer.lock().unwrap().0, &claims),
+                    }),
+                    pad[Answer::Token as usize].load(Ordering::SeqCst),
+                    true,
+                ),
                 None => (
                     StatusCode::BAD_REQUEST,
                     axum::Json(json!({"error": "invalid_grant"})),
@@ -99,15 +153,23 @@ impl Provider {
                     .into_response(),
             }
         };
-        let (f, d) = (fetches.clone(), down.clone());
+        let (f, d, pad, drip) = (fetches.clone(), down.clone(), pads.clone(), drips.clone());
         let discovery = move || async move {
             f[0].fetch_add(1, Ordering::SeqCst);
             if d.load(Ordering::SeqCst) {
                 return StatusCode::SERVICE_UNAVAILABLE.into_response();
             }
-            axum::Json(meta).into_response()
+            if drip.load(Ordering::SeqCst) {
+                return dripping();
+            }
+            padded(
+                meta,
+                pad[Answer::Discovery as usize].load(Ordering::SeqCst),
+                false,
+            )
         };
         let (f, d, published) = (fetches.clone(), down.clone(), kids.clone());
+        let pad = pads.clone();
         let jwks = move || async move {
             f[1].fetch_add(1, Ordering::SeqCst);
             if d.load(Ordering::SeqCst) {
@@ -120,7 +182,8 @@ impl Provider {
                     k
                 })
                 .collect();
-            axum::Json(json!({ "keys": keys })).into_response()
+            let pad = pad[Answer::Keys as usize].load(Ordering::SeqCst);
+            padded(json!({ "keys": keys }), pad, true)
         };
         let app = axum::Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
@@ -136,7 +199,19 @@ impl Provider {
             fetches,
             down,
             kids,
+            pads,
+            drips,
         }
+    }
+
+    /// Pads answer `which` with `bytes` of padding from now on (`0`: none).
+    pub(crate) fn pad(&self, which: Answer, bytes: usize) {
+        self.pads[which as usize].store(bytes, Ordering::SeqCst);
+    }
+
+    /// Has discovery drip its document without end (`true`), or answer whole (`false`).
+    pub(crate) fn drip(&self, drip: bool) {
+        self.drips.store(drip, Ordering::SeqCst);
     }
 
     /// How many discovery documents, and how many JWKS, were asked for so far.
