@@ -41,6 +41,9 @@ pub(super) struct Call {
     pub(super) args: Value,
     /// What the call waits for, for progress, status and cancellation.
     pub(super) held: Arc<HoldState>,
+    /// For a call made as an MCP task: its place in the budgets for task results, where it
+    /// sets aside room for its result before it is forwarded ([`Call::run`]).
+    pub(super) result_slot: Option<Arc<crate::tasks::ResultSlot>>,
     /// For a client that keeps no MCP session: the call's mark in its agent's stateless
     /// session, held until the call ends ([`Hub::stateless_session`]).
     pub(super) _stateless: Option<super::state::InFlight>,
@@ -93,6 +96,16 @@ impl Call {
                 ..
             } => (edited, approval_id),
         };
+        let run_with = edited.unwrap_or_else(|| args.clone());
+        // A task's call sets aside room for its result first, and is not run when there is
+        // none (found by review: it ran, and what it returned was dropped). Reported as not
+        // run; the client may retry later.
+        if let Some(Err(why)) = self.result_slot.as_ref().map(|s| s.reserve()) {
+            let id = approval_id.as_deref();
+            gw.report_no_result(tool, &run_with, id, CallOutcome::NotRun)
+                .await;
+            return denied_result(&why).into();
+        }
         // Not once its client cancelled it (found by review: the cancel read the hold, then
         // aborted, and the step to Forwarding could fall in between).
         let cleared = held.send_if_modified(|h| {
@@ -102,7 +115,6 @@ impl Call {
             }
             go
         });
-        let run_with = edited.unwrap_or_else(|| args.clone());
         if !cleared {
             // Cleared (its token redeemed, when it was held) but never run: the gateway is
             // told so (found by review: the audit ended at the redeemed token).

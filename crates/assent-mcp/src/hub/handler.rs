@@ -315,6 +315,7 @@ impl ServerHandler for HubHandler {
             tool: tool.to_string(),
             args: Value::Object(request.arguments.clone().unwrap_or_default()),
             held: Arc::new(watch::Sender::new(Hold::Nothing)),
+            result_slot: None,
             _stateless: stateless,
         };
         let tasks = ctx

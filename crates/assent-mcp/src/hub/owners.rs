@@ -3,8 +3,9 @@
 //! ([`RESULT_BYTES_PER_AGENT`](crate::tasks::RESULT_BYTES_PER_AGENT) an agent,
 //! [`RESULT_BYTES_IN_ALL`](crate::tasks::RESULT_BYTES_IN_ALL) all agents).
 
-use crate::tasks::{HeldResults, TASK_TTL_MS};
+use crate::tasks::{Budget, ResultSlot, TASK_TTL_MS};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The most tasks one agent holds at the hub within [`KEEP`] (live, or finished and still
@@ -20,13 +21,14 @@ const KEEP: Duration = Duration::from_millis(2 * TASK_TTL_MS + 60_000);
 /// The hub's tasks and the agent each belongs to, each kept for [`KEEP`] after it was made.
 /// Forgetting is by age (found by review: asking rmcp whether each task was still there,
 /// on every new task, cost time quadratic in the tasks held, under a lock every `tasks/get`
-/// takes), at most once a minute. With them, the bytes of their finished results
-/// ([`HeldResults`], by agent and in all).
+/// takes), at most once a minute. With them, the bytes of their results, held and set aside
+/// ([`crate::tasks::HeldResults`], by agent and in all, shared with each task's
+/// [`ResultSlot`]).
 #[derive(Default)]
 pub(super) struct TaskOwners {
     by_id: HashMap<String, (String, Instant)>,
     pruned: Option<Instant>,
-    results: HeldResults,
+    results: Budget,
 }
 
 /// How an agent is named in the count of results (and in what the budget's refusals say).
@@ -49,8 +51,9 @@ impl TaskOwners {
     }
 
     /// Whether `agent` may make one more task at `now`: it holds fewer than
-    /// [`MAX_TASKS_PER_AGENT`] tasks, and its finished ones' results (and all agents') are
-    /// under their budgets. `Err(why)` says which limit it reached.
+    /// [`MAX_TASKS_PER_AGENT`] tasks, and at least
+    /// [`TASK_RESULT_HEADROOM`](crate::tasks::TASK_RESULT_HEADROOM) is left of its budget for
+    /// task results and of the hub's. `Err(why)` says which limit it reached.
     pub(super) fn has_room(&mut self, agent: &str, now: Instant) -> Result<(), String> {
         self.prune(now);
         let held = self.by_id.values().filter(|(a, _)| a == agent).count();
@@ -59,19 +62,17 @@ impl TaskOwners {
                 "agent `{agent}` holds {MAX_TASKS_PER_AGENT} tasks at this hub (made in the last two days); no more are made until they age out"
             ));
         }
-        self.results.has_room(&holder(agent), now)
+        match self.results.lock() {
+            Ok(mut r) => r.has_room(&holder(agent), now),
+            Err(_) => Err("the count of task results is unusable".into()),
+        }
     }
 
-    /// Counts a finished result of `bytes` (its JSON) of a task of `agent` at `now`, if it
-    /// fits what is left of the agent's budget and the hub's; else `Err(why)`, and the result
-    /// is not to be kept.
-    pub(super) fn keep_result(
-        &mut self,
-        agent: &str,
-        bytes: u64,
-        now: Instant,
-    ) -> Result<(), String> {
-        self.results.keep(&holder(agent), bytes, now)
+    /// A place for one new task of `agent` in the budgets for task results (the agent's and
+    /// the hub's): its call sets aside room for its result before it is forwarded, and its
+    /// result is counted when it comes.
+    pub(super) fn slot(&self, agent: &str) -> Arc<ResultSlot> {
+        ResultSlot::new(self.results.clone(), holder(agent))
     }
 
     /// Records task `id` of `agent`, made at `now`.
@@ -121,14 +122,15 @@ mod tests {
         let mut o = TaskOwners::default();
         let t0 = Instant::now();
         o.insert("m0".into(), "mallory".into(), t0);
-        assert!(o.keep_result("mallory", RESULT_BYTES_PER_AGENT, t0).is_ok());
-        assert!(o.keep_result("mallory", 1, t0).is_err(), "past the budget");
+        assert!(o.slot("mallory").keep(RESULT_BYTES_PER_AGENT).is_ok());
+        assert!(o.slot("mallory").keep(1).is_err(), "past the budget");
         let why = o.has_room("mallory", t0).unwrap_err();
         assert!(why.contains(&RESULT_BYTES_PER_AGENT.to_string()), "{why}");
         assert!(o.has_room("alice", t0).is_ok());
         let mut n = 0;
         while o
-            .keep_result(&format!("a{n}"), RESULT_BYTES_PER_AGENT, t0)
+            .slot(&format!("a{n}"))
+            .keep(RESULT_BYTES_PER_AGENT)
             .is_ok()
         {
             n += 1;

@@ -7,7 +7,7 @@ use super::call::{Call, failed};
 use super::state::Hub;
 use crate::ask::Asker;
 use crate::kit::Hold;
-use crate::tasks::{KeepResult, task_options, task_run_kept};
+use crate::tasks::{task_options, task_run};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, CreateTaskResult};
 use rmcp::service::{RequestContext, RoleServer};
@@ -28,19 +28,19 @@ pub(super) async fn call_as_task(
     agent: String,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, McpError> {
-    // Refused before anything is gated or run (a result it could not hold would be lost).
-    let room = (hub.task_owners.lock().expect("task owners")).has_room(&agent, Instant::now());
-    if let Err(why) = room {
-        return Ok(failed(&format!("TOOL_DENIED: {why}")).into());
-    }
-    // The result is counted against the agent's budget and the hub's when it is kept.
-    let (owners, who) = (Arc::downgrade(hub), agent.clone());
-    let keep: KeepResult = Box::new(move |bytes| match owners.upgrade() {
-        Some(h) => {
-            (h.task_owners.lock().expect("task owners")).keep_result(&who, bytes, Instant::now())
+    // Refused before anything is gated or run, with less than the headroom left for its
+    // result (a result it could not hold would be lost).
+    let slot = {
+        let mut owners = hub.task_owners.lock().expect("task owners");
+        match owners.has_room(&agent, Instant::now()) {
+            Ok(()) => owners.slot(&agent),
+            Err(why) => return Ok(failed(&format!("TOOL_DENIED: {why}")).into()),
         }
-        None => Err("the hub is gone".into()),
-    });
+    };
+    // The call sets aside room for its result before it is forwarded (not forwarded when
+    // there is none: `Call::run`); the result is counted when it is kept.
+    let mut call = call;
+    call.result_slot = Some(slot.clone());
     let (held, gw) = (call.held.clone(), call.gw.clone());
     let name = format!("{}__{}", call.alias, call.tool);
     // In the client's trace (its `_meta.traceparent`), as a call that is no task is.
@@ -89,7 +89,7 @@ pub(super) async fn call_as_task(
     });
     let task = hub.tasks.spawn(task_options(status), move |tctx| {
         let waits = held.clone();
-        Box::pin(task_run_kept(tctx, done_rx, held, name, keep, move || {
+        Box::pin(task_run(tctx, done_rx, held, name, slot, move || {
             // In one step with the call's own step to Forwarding (found by review: read, then
             // aborted, a call could be forwarded in between and leave no result).
             match crate::kit::cancel_unless_forwarded(&waits, "the MCP client cancelled the task") {

@@ -12,15 +12,16 @@ use super::tasks::TASK_APPROVAL_PREFIX;
 use crate::ask::{AskUser, Asker, elicitation_schema, user_answer};
 use crate::era::{self, Era};
 use crate::kit::{Hold, HoldState, Outcome, denied_result, denied_value, reply};
-use crate::tasks::{TaskDone, task_options, task_run};
+use crate::tasks::{ResultSlot, TaskDone, process_has_room, process_slot, task_options, task_run};
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, watch};
 
-/// Set when the call became a task: where its outcome goes, and its id.
-type TaskSlot = Mutex<Option<(TaskDone, String)>>;
+/// Set when the call became a task: where its outcome goes, its id, and its place in the
+/// budget for task results.
+type TaskSlot = Mutex<Option<(TaskDone, String, Arc<ResultSlot>)>>;
 
 /// How long a stopped call's wait goes on after its approval was withdrawn, for the
 /// withdrawal (or the decision that came first) to end it.
@@ -70,6 +71,14 @@ impl Relay {
         let progress_token = msg["params"]["_meta"]["progressToken"].clone();
         let approval: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Nothing));
         let as_task = declares_tasks || st.client_tasks.load(Ordering::SeqCst);
+        // A call that may become a task is refused before anything is gated when too little
+        // is left of the budget for task results to hold what it returns
+        // ([`crate::tasks::TASK_RESULT_HEADROOM`]). Found by review: the proxy checked no
+        // budget, so the call ran and its result was dropped.
+        if as_task && let Err(why) = process_has_room() {
+            let _ = self.to_client.send(denied_result(&id, &why));
+            return;
+        }
         let asker = self.asker(as_task);
         let (cancel_tx, cancel_rx) = oneshot::channel::<Stop>();
         let became_task = Arc::new(AtomicBool::new(false));
@@ -197,10 +206,16 @@ impl CallJob {
         // forwarded only when it steps to Forwarding before any cancel (one step each on the
         // hold: exactly one of the two happens), and no other outcome is answered once
         // the hold says cancelled. The cancel sends why right after it set the hold. A
-        // cleared call stopped so is reported as not run.
-        let mut not_run = None;
+        // cleared call stopped so is reported as not run. A task's call first sets aside room
+        // for its result: without it, it is not forwarded (`no_room`), and reported so.
+        let task = task.lock().expect("task").take();
+        let (mut not_run, mut no_room) = (None, None);
         let outcome = outcome.filter(|o| match o {
             Outcome::Forward { .. } => {
+                if let Some(Err(why)) = task.as_ref().map(|t| t.2.reserve()) {
+                    no_room = Some((o.clone(), why));
+                    return false;
+                }
                 let go = clear_to_forward(&self.approval);
                 if !go {
                     not_run = Some(o.clone());
@@ -209,6 +224,10 @@ impl CallJob {
             }
             _ => !matches!(*self.approval.borrow(), Hold::Cancelled(_)),
         });
+        if let Some((cleared, why)) = no_room {
+            leave_waiting(&self.relay.state, &self.key, &self.approval);
+            return self.not_run_for_room(cleared, &why, task).await;
+        }
         if outcome.is_none() && stop.is_none() {
             stop = Some((&mut stop_rx).await.unwrap_or_default());
         }
@@ -218,38 +237,11 @@ impl CallJob {
         if !matches!(outcome, Some(Outcome::Forward { .. })) {
             leave_waiting(st, &self.key, &self.approval);
         }
-        let task = task.lock().expect("task").take();
+        let task = task.map(|(done, id, _)| (done, id));
         match outcome {
             None => {
-                // Stopped by the client: withdraw the approval; no answer is due. Its own
-                // wait goes on until the withdrawal ends it, or the decision that came first
-                // does — found by review: dropped at once, a wait whose token was being
-                // redeemed left the approval redeemed with no word of what became of the
-                // call; a cleared call is reported as not run.
-                let Stop { why, approval } = stop.unwrap_or_default();
-                if let Some((done, _)) = task {
-                    let _ = done.send(Err(TaskExit::Cancelled));
-                }
-                if let Some(a) = approval {
-                    if let Some(why) = why {
-                        st.gw.cancel(&a, why).await;
-                    }
-                    if not_run.is_none() {
-                        let waited = tokio::time::timeout(SETTLE_AFTER_STOP, &mut decide).await;
-                        not_run = waited.ok().filter(|o| matches!(o, Outcome::Forward { .. }));
-                    }
-                }
-                if let Some(Outcome::Forward {
-                    edited,
-                    approval_id,
-                    ..
-                }) = not_run
-                {
-                    let ran_with = edited.as_ref().unwrap_or(&self.args);
-                    st.gw
-                        .report_no_result(&self.tool, ran_with, approval_id.as_deref(), NOT_RUN)
-                        .await;
-                }
+                let stop = stop.unwrap_or_default();
+                self.stopped(stop, task, not_run, &mut decide).await;
             }
             Some(Outcome::Forward {
                 edited,
@@ -280,6 +272,67 @@ impl CallJob {
                     }
                 }
             }
+        }
+    }
+
+    /// Stopped by the client (`stop`): the approval withdrawn; no answer is due (its task,
+    /// if any, ends cancelled). Its own wait (`decide`) goes on until the withdrawal ends it,
+    /// or the decision that came first does — found by review: dropped at once, a wait whose
+    /// token was being redeemed left the approval redeemed with no word of what became of the
+    /// call; a cleared call (`not_run`, or one that `decide` clears) is reported as not run.
+    async fn stopped(
+        &self,
+        Stop { why, approval }: Stop,
+        task: Option<(TaskDone, String)>,
+        mut not_run: Option<Outcome>,
+        decide: &mut (impl std::future::Future<Output = Outcome> + Unpin),
+    ) {
+        if let Some((done, _)) = task {
+            let _ = done.send(Err(TaskExit::Cancelled));
+        }
+        if let Some(a) = approval {
+            if let Some(why) = why {
+                self.relay.state.gw.cancel(&a, why).await;
+            }
+            if not_run.is_none() {
+                let waited = tokio::time::timeout(SETTLE_AFTER_STOP, decide).await;
+                not_run = waited.ok().filter(|o| matches!(o, Outcome::Forward { .. }));
+            }
+        }
+        if let Some(cleared) = not_run {
+            self.report_not_run(cleared).await;
+        }
+    }
+
+    /// A task's call cleared (`cleared`, a [`Outcome::Forward`]) for which no room was left to
+    /// hold its result (`why`): not forwarded, reported to the gateway as not run, and its
+    /// task answered with the denial saying why (its status: not run).
+    async fn not_run_for_room(
+        &self,
+        cleared: Outcome,
+        why: &str,
+        task: Option<(TaskDone, String, Arc<ResultSlot>)>,
+    ) {
+        tracing::warn!(tool = self.tool.as_str(), reason = %why, "a task's call was not run");
+        self.report_not_run(cleared).await;
+        if let Some((done, _, _)) = task {
+            let _ = done.send(Ok(denied_value(why)));
+        }
+    }
+
+    /// Reports cleared call `cleared` (an [`Outcome::Forward`]: with the operator's edit, if
+    /// any) to the gateway as not run.
+    async fn report_not_run(&self, cleared: Outcome) {
+        if let Outcome::Forward {
+            edited,
+            approval_id,
+            ..
+        } = cleared
+        {
+            let ran_with = edited.as_ref().unwrap_or(&self.args);
+            let gw = &self.relay.state.gw;
+            gw.report_no_result(&self.tool, ran_with, approval_id.as_deref(), NOT_RUN)
+                .await;
         }
     }
 
@@ -342,14 +395,16 @@ impl CallJob {
         );
         let status = held.borrow().describe(&self.tool);
         let mine = held.clone();
+        let slot = process_slot();
+        let room = slot.clone();
         let t = st.tasks.spawn(task_options(status), move |tctx| {
-            Box::pin(task_run(tctx, done_rx, held, name, move || {
+            Box::pin(task_run(tctx, done_rx, held, name, room, move || {
                 // Only this task's call (as a cancel of its request: stopped unless it is
                 // being forwarded, its entry left to its job).
                 state.stop_waiting(&key, Some(&mine), "the MCP client cancelled the task");
             }))
         });
-        *task.lock().expect("task") = Some((done_tx, t.task_id.clone()));
+        *task.lock().expect("task") = Some((done_tx, t.task_id.clone(), slot));
         self.became_task.store(true, Ordering::SeqCst);
         let local = t.task_id.clone();
         let mut created =

@@ -1,11 +1,17 @@
 //! The relay's two outgoing queues (to the client's stdout, to the upstream's stdin), each
-//! drained by one writer, with how many lines wait in it ([`Lines::depth`]). Found by review:
-//! the queues were unbounded, so a client flooding requests at an upstream that reads slowly
-//! (or an upstream flooding a client that reads slowly) grew the proxy's memory without
-//! bound. At most [`MAX_QUEUED`] lines wait in one before the relay stops adding to it: a
+//! drained by one writer, with how many lines and bytes wait in it ([`Lines::depth`],
+//! [`Lines::bytes`]). Found by review: the queues were unbounded, so a client flooding
+//! requests at an upstream that reads slowly (or an upstream flooding a client that reads
+//! slowly) grew the proxy's memory without bound. At most [`MAX_QUEUED`] lines, or
+//! [`MAX_QUEUED_BYTES`] bytes of text, wait in one before the relay stops adding to it: a
 //! client request is then answered with an error ([`super::client`]), a client notification
 //! dropped with a warning, and the readers wait for room ([`Lines::room`]) before reading on
-//! (the pipe behind them fills, and the writer at its far end waits). Once a queue's writer
+//! (the pipe behind them fills, and the writer at its far end waits). Found by review: the
+//! bound was in lines only, and a line may be 16 MiB, so one queue could hold 16 GiB. Both
+//! bounds are checked before a line is added, never while it is: a queue under them takes
+//! one more line of any size (so a line larger than the byte bound still passes once the
+//! queue has drained below it, and nothing waits for room that can never come), and holds at
+//! most the bound plus that one line. Once a queue's writer
 //! is gone (its end closed, or a write failed) the queue is closed: [`Lines::room`] returns
 //! at once and what is sent is dropped (found by review: a client that died with its queue
 //! full left both readers waiting for room for ever, so the proxy never read stdin's end,
@@ -18,11 +24,18 @@ use tokio::sync::{Notify, mpsc};
 /// Lines one queue holds before the relay adds no more (each at most 16 MiB, the line bound).
 pub(super) const MAX_QUEUED: usize = 1024;
 
-/// How many lines wait in one queue, a wake-up each time one is taken, and whether its
-/// writer is gone (set once, with a wake-up, when its [`LinesRx`] is dropped).
+/// Bytes of text (the lines' UTF-8, before any era translation) one queue holds before the
+/// relay adds no more: 64 MiB, four lines of the 16 MiB line bound. With the one line a
+/// queue under the bound still takes, one queue holds at most 80 MiB (and a little more for
+/// the proxy's own short answers, which are not refused).
+pub(super) const MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// How many lines and bytes wait in one queue, a wake-up each time one is taken, and whether
+/// its writer is gone (set once, with a wake-up, when its [`LinesRx`] is dropped).
 #[derive(Default)]
 struct Depth {
     n: AtomicUsize,
+    bytes: AtomicUsize,
     taken: Notify,
     closed: AtomicBool,
 }
@@ -65,9 +78,12 @@ impl Lines {
     /// Queues `line` (one JSON-RPC message, no newline); `Err` with it when the writer is
     /// gone. Never refuses for depth: the callers that must bound it ask [`Lines::full`].
     pub(super) fn send(&self, line: String) -> Result<(), mpsc::error::SendError<String>> {
+        let len = line.len();
         self.depth.n.fetch_add(1, Ordering::SeqCst);
+        self.depth.bytes.fetch_add(len, Ordering::SeqCst);
         self.tx.send(line).inspect_err(|_| {
             self.depth.n.fetch_sub(1, Ordering::SeqCst);
+            self.depth.bytes.fetch_sub(len, Ordering::SeqCst);
         })
     }
 
@@ -76,9 +92,15 @@ impl Lines {
         self.depth.n.load(Ordering::SeqCst)
     }
 
-    /// Whether [`MAX_QUEUED`] lines or more wait in the queue.
+    /// How many bytes of text (the lines as sent, without their newlines) wait in the queue.
+    pub(super) fn bytes(&self) -> usize {
+        self.depth.bytes.load(Ordering::SeqCst)
+    }
+
+    /// Whether [`MAX_QUEUED`] lines or more, or [`MAX_QUEUED_BYTES`] bytes or more, wait in
+    /// the queue.
     pub(super) fn full(&self) -> bool {
-        self.depth() >= MAX_QUEUED
+        self.depth() >= MAX_QUEUED || self.bytes() >= MAX_QUEUED_BYTES
     }
 
     /// Whether the queue's writer is gone (nothing sent is written any more).
@@ -86,15 +108,21 @@ impl Lines {
         self.depth.closed.load(Ordering::SeqCst)
     }
 
-    /// Waits until fewer than [`MAX_QUEUED`] lines wait in the queue, or its writer is gone
-    /// ([`Lines::closed`]: no line will be taken any more, and waiting would be for ever).
+    /// Waits until the queue is not [`Lines::full`] (fewer than [`MAX_QUEUED`] lines and
+    /// [`MAX_QUEUED_BYTES`] bytes wait in it), or its writer is gone ([`Lines::closed`]: no
+    /// line will be taken any more, and waiting would be for ever). An empty queue is never
+    /// full, whatever the size of the line to come.
     pub(super) async fn room(&self) {
         loop {
             let taken = self.depth.taken.notified();
             if !self.full() || self.closed() {
                 return;
             }
-            tracing::debug!(depth = self.depth(), "a queue is full: reading paused");
+            tracing::debug!(
+                depth = self.depth(),
+                bytes = self.bytes(),
+                "a queue is full: reading paused"
+            );
             taken.await;
         }
     }
@@ -129,10 +157,11 @@ impl Drop for LinesRx {
 }
 
 impl LinesRx {
-    /// Counts one line out of the queue.
+    /// Counts one line (and its bytes) out of the queue.
     fn took(&self, line: Option<String>) -> Option<String> {
-        if line.is_some() {
+        if let Some(l) = &line {
             self.depth.n.fetch_sub(1, Ordering::SeqCst);
+            self.depth.bytes.fetch_sub(l.len(), Ordering::SeqCst);
             self.depth.taken.notify_waiters();
         }
         line
@@ -154,6 +183,77 @@ impl LinesRx {
     pub(super) fn try_recv(&mut self) -> Option<String> {
         let line = self.rx.try_recv().ok();
         self.took(line)
+    }
+}
+
+/// Bytes of client lines the thread reading stdin holds ahead of the relay (16 MiB, one line
+/// of the line bound): past it, the thread reads no further line until the relay took some
+/// ([`ReadAhead`]). Found by review: the lines read ahead were bounded at 64 in number only,
+/// 16 MiB each, so a client that read no answers (pausing the relay, its queue full) while
+/// writing long lines had the proxy hold a gigabyte.
+pub(super) const MAX_READ_AHEAD_BYTES: usize = 16 << 20;
+
+/// How many bytes of lines are read ahead, between a reading thread (which waits, blocking,
+/// for room: [`ReadAhead::add_blocking`]) and the relay that takes them
+/// ([`ReadAhead::took`]); closed (nothing waits any more) once the relay stops taking.
+pub(super) struct ReadAhead {
+    /// Bytes read ahead, and whether the relay stopped taking lines.
+    held: std::sync::Mutex<(usize, bool)>,
+    taken: std::sync::Condvar,
+    max: usize,
+}
+
+impl ReadAhead {
+    /// Nothing read ahead; at most `max` bytes (and one line more) held.
+    pub(super) fn new(max: usize) -> Self {
+        Self {
+            held: std::sync::Mutex::new((0, false)),
+            taken: std::sync::Condvar::new(),
+            max,
+        }
+    }
+
+    /// Blocks the reading thread until fewer than `max` bytes are read ahead, then counts a
+    /// line of `len` bytes (a line of any size passes when fewer are held: none is refused,
+    /// and none waits for room that cannot come). `false` once [`ReadAhead::close`]d: the
+    /// thread should stop reading.
+    pub(super) fn add_blocking(&self, len: usize) -> bool {
+        let Ok(mut held) = self.held.lock() else {
+            return false;
+        };
+        while held.0 >= self.max && !held.1 {
+            held = match self.taken.wait(held) {
+                Ok(h) => h,
+                Err(_) => return false,
+            };
+        }
+        if held.1 {
+            return false;
+        }
+        held.0 = held.0.saturating_add(len);
+        true
+    }
+
+    /// The relay took a line of `len` bytes: its room is free again.
+    pub(super) fn took(&self, len: usize) {
+        if let Ok(mut held) = self.held.lock() {
+            held.0 = held.0.saturating_sub(len);
+        }
+        self.taken.notify_all();
+    }
+
+    /// The relay takes no more lines: a thread waiting for room wakes and stops.
+    pub(super) fn close(&self) {
+        if let Ok(mut held) = self.held.lock() {
+            held.1 = true;
+        }
+        self.taken.notify_all();
+    }
+
+    /// How many bytes are read ahead now.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.held.lock().map_or(0, |h| h.0)
     }
 }
 
@@ -201,5 +301,83 @@ mod tests {
         assert!(tx.closed());
         tx.room().await;
         assert!(tx.send("late".into()).is_err());
+    }
+
+    /// Attack (memory): a client (or upstream) writes long lines faster than the far end
+    /// reads, hoping the proxy queues them all: the line bound alone let one queue hold
+    /// 1,024 lines of 16 MiB. Past the byte bound the queue is full (requests refused,
+    /// readers paused) though few lines wait; it has room again once a line is taken.
+    #[tokio::test]
+    async fn a_queue_of_few_long_lines_is_full_at_the_byte_bound() {
+        let (tx, mut rx) = queue();
+        let line = "x".repeat(MAX_QUEUED_BYTES / 4);
+        for _ in 0..3 {
+            tx.send(line.clone()).unwrap();
+            assert!(!tx.full(), "{} bytes in {} lines", tx.bytes(), tx.depth());
+        }
+        tx.send(line.clone()).unwrap();
+        assert!(tx.full(), "{} bytes in 4 lines is the bound", tx.bytes());
+        assert_eq!(tx.bytes(), MAX_QUEUED_BYTES);
+        let waiter = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.room().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "room while full");
+        assert_eq!(rx.recv().await.map(|l| l.len()), Some(line.len()));
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("room once a line was taken")
+            .unwrap();
+        assert_eq!(tx.bytes(), 3 * line.len());
+    }
+
+    /// A line larger than the byte bound passes an empty queue (nothing would ever make room
+    /// for it), and the queue is full after it until it is taken; no deadlock.
+    #[tokio::test]
+    async fn a_line_over_the_byte_bound_passes_an_empty_queue_then_fills_it() {
+        let (tx, mut rx) = queue();
+        assert!(!tx.full());
+        tokio::time::timeout(std::time::Duration::from_secs(5), tx.room())
+            .await
+            .expect("an empty queue has room");
+        tx.send("y".repeat(MAX_QUEUED_BYTES + 1)).unwrap();
+        assert!(tx.full());
+        assert_eq!(rx.try_recv().map(|l| l.len()), Some(MAX_QUEUED_BYTES + 1));
+        assert_eq!((tx.depth(), tx.bytes()), (0, 0));
+        assert!(!tx.full());
+    }
+
+    /// Attack (memory): a client pauses the relay (reading none of its answers) and writes
+    /// long lines, which the stdin thread read ahead, 64 of them, whatever their size. The
+    /// thread now waits at the byte bound until the relay takes a line, and stops once the
+    /// relay is gone.
+    #[test]
+    fn the_stdin_thread_reads_ahead_at_most_the_byte_bound() {
+        let ahead = Arc::new(ReadAhead::new(100));
+        assert!(ahead.add_blocking(60));
+        assert!(
+            ahead.add_blocking(500),
+            "a long line passes under the bound"
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn({
+            let ahead = ahead.clone();
+            move || tx.send(ahead.add_blocking(10)).unwrap()
+        });
+        let waited = rx.recv_timeout(std::time::Duration::from_millis(200));
+        assert!(waited.is_err(), "read on past the bound: {waited:?}");
+        ahead.took(500);
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Ok(true));
+        t.join().unwrap();
+        assert_eq!(ahead.held(), 70);
+        assert!(ahead.add_blocking(40));
+        let t = std::thread::spawn({
+            let ahead = ahead.clone();
+            move || ahead.add_blocking(1)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        ahead.close();
+        assert!(!t.join().unwrap(), "a closed read-ahead stops its thread");
     }
 }

@@ -123,9 +123,12 @@ const MAX_CLIENT_LINE: usize = 16 * 1024 * 1024;
 /// is not UTF-8 included), which closes the channel. Not `tokio::io::stdin`: its read runs in
 /// the runtime's blocking pool, and a runtime being shut down waits for that read — so when
 /// the upstream exits while the client keeps stdin open, the process would never end. This
-/// thread, blocked in a read, ends with the process. At most 64 lines wait for the relay.
-fn client_lines() -> mpsc::Receiver<Option<String>> {
+/// thread, blocked in a read, ends with the process. At most 64 lines, and
+/// [`lines::MAX_READ_AHEAD_BYTES`] bytes of them (and one line more), wait for the relay.
+fn client_lines() -> ClientLines {
     let (tx, rx) = mpsc::channel(64);
+    let ahead = Arc::new(lines::ReadAhead::new(lines::MAX_READ_AHEAD_BYTES));
+    let room = ahead.clone();
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin().lock();
         let mut buf = Vec::new();
@@ -139,12 +142,39 @@ fn client_lines() -> mpsc::Receiver<Option<String>> {
                 Ok(Some(false)) => None,
                 Ok(None) | Err(_) => break,
             };
+            if !room.add_blocking(line.as_ref().map_or(0, String::len)) {
+                break;
+            }
             if tx.blocking_send(line).is_err() {
                 break;
             }
         }
     });
-    rx
+    ClientLines { rx, ahead }
+}
+
+/// The client's lines as [`client_lines`] reads them, each counted out of what is read ahead
+/// as the relay takes it; dropped, the reading thread stops waiting for room.
+struct ClientLines {
+    rx: mpsc::Receiver<Option<String>>,
+    ahead: Arc<lines::ReadAhead>,
+}
+
+impl ClientLines {
+    /// The next line (`Some(None)`: one over the bound); `None` once stdin ended.
+    async fn recv(&mut self) -> Option<Option<String>> {
+        let line = self.rx.recv().await;
+        if let Some(l) = &line {
+            self.ahead.took(l.as_ref().map_or(0, String::len));
+        }
+        line
+    }
+}
+
+impl Drop for ClientLines {
+    fn drop(&mut self) {
+        self.ahead.close();
+    }
 }
 
 /// Reads one line of `r` into `buf` (without its `\n` or `\r\n`), holding at most `max + 2`

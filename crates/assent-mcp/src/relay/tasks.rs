@@ -10,7 +10,7 @@ use super::state::{Forwarded, Relay, State, clear_to_forward};
 use crate::era;
 use crate::kit::cancel_unless_forwarded;
 use crate::kit::{Hold, HoldState, Outcome, denied_value, hold_unless_cancelled, reply};
-use crate::tasks::{TaskDone, task_options, task_run};
+use crate::tasks::{ResultSlot, TaskDone, process_has_room, process_slot, task_options, task_run};
 use assent_api::gate::CallOutcome;
 use rmcp::task_manager::TaskExit;
 use serde_json::{Value, json};
@@ -49,6 +49,13 @@ impl Relay {
                 return;
             }
             (None, Some(a)) if m == "tasks/get" => {
+                // Not resumed with too little left of the budget for task results to hold
+                // what the call returns: the approval stays, for a `tasks/get` once there is.
+                if let Err(why) = process_has_room() {
+                    let e = rmcp::ErrorData::internal_error(format!("not resumed: {why}"), None);
+                    let _ = self.to_client.send(reply(id, Err(e)));
+                    return;
+                }
                 let l = resume_task(st.clone(), self.to_upstream.clone(), a.to_string());
                 st.task_ids
                     .lock()
@@ -90,11 +97,12 @@ fn resume_task(st: Arc<State>, to_upstream: super::lines::Lines, approval: Strin
     let held: Arc<HoldState> = Arc::new(watch::Sender::new(Hold::Approval(approval.clone())));
     let (done_tx, done_rx) = oneshot::channel::<Result<Value, TaskExit>>();
     let status = held.borrow().describe("the call");
+    let slot = process_slot();
     let call = resumed_call(
         st.clone(),
         to_upstream,
         approval.clone(),
-        held.clone(),
+        (held.clone(), slot.clone()),
         done_tx,
     );
     let job = tokio::spawn(call).abort_handle();
@@ -107,6 +115,7 @@ fn resume_task(st: Arc<State>, to_upstream: super::lines::Lines, approval: Strin
                 done_rx,
                 held,
                 "the call".into(),
+                slot,
                 move || match cancel_unless_forwarded(&mine, "the MCP client cancelled the task") {
                     // Waiting for the decision, or its token being redeemed: the approval is
                     // withdrawn, and the call's own wait ends with that (or with the decision
@@ -138,13 +147,15 @@ fn resume_task(st: Arc<State>, to_upstream: super::lines::Lines, approval: Strin
 /// The call of resumed task `approval` (this agent's, on this server:
 /// [`crate::Gateway::resume`]): waits for the approval, passes the tool's pin check, redeems
 /// the token and forwards exactly the approved call through `to_upstream` under an id of the
-/// proxy's own, unless `held` says it was cancelled first; its outcome goes to `done`. The
-/// token is single-use, so a call already forwarded elsewhere is never forwarded again.
+/// proxy's own, unless `held` says it was cancelled first, or no room is left in the budget
+/// for task results to hold what it returns (`slot`: then it is reported as not run, and the
+/// task says why); its outcome goes to `done`. The token is single-use, so a call already
+/// forwarded elsewhere is never forwarded again.
 async fn resumed_call(
     st: Arc<State>,
     to_upstream: super::lines::Lines,
     approval: String,
-    held: Arc<HoldState>,
+    (held, slot): (Arc<HoldState>, Arc<ResultSlot>),
     done: TaskDone,
 ) {
     // Until the call waits for its decision, a cancel ends it here and now (its task ends
@@ -175,13 +186,17 @@ async fn resumed_call(
             ..
         } => {
             let run_with = edited.unwrap_or(args);
-            // Not once its client cancelled the task (one step each on the hold): reported
-            // as not run.
-            if !clear_to_forward(&held) {
+            // Not without room set aside for its result, nor once its client cancelled the
+            // task (one step each on the hold): reported as not run.
+            let no_room = slot.reserve().err();
+            if no_room.is_some() || !clear_to_forward(&held) {
                 let id = approval_id.as_deref();
                 st.gw
                     .report_no_result(&tool, &run_with, id, CallOutcome::NotRun)
                     .await;
+                if let Some(why) = no_room {
+                    let _ = done.send(Ok(denied_value(&why)));
+                }
                 return;
             }
             let own = json!(format!("assent-resumed-{approval}"));

@@ -1,6 +1,7 @@
 //! The stdio proxy's bounds on what a client sends: requests in flight past the bound are
-//! answered with an error (never queued without end, never dropped unanswered), and a line of
-//! exactly the line bound ending in `\r\n` is read as the line it is.
+//! answered with an error (never queued without end, never dropped unanswered), the queue to
+//! the upstream is bounded in bytes as well as lines, and a line of exactly the line bound
+//! ending in `\r\n` is read as the line it is.
 
 use crate::helper_proxy;
 use serde_json::{Value, json};
@@ -300,4 +301,64 @@ fn pending_echo(url: &str) -> String {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// An upstream that reads nothing (its stdin pipe fills at once) and exits once the proxy
+/// that started it is gone.
+const READS_NOTHING: &str =
+    "import os,time\np=os.getppid()\nwhile os.getppid()==p: time.sleep(0.2)\n";
+
+/// The proxy's byte bound on one queue (`relay::lines::MAX_QUEUED_BYTES`).
+const MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// Attack (memory): a client writes long requests (1 MiB each) at an upstream that reads
+/// none. The queue to the upstream was bounded at 1,024 lines only, so it held a gigabyte of
+/// them (16 GiB with lines of the 16 MiB line bound). Past 64 MiB queued, each further
+/// request is answered at once with a JSON-RPC error under its own id (-32000, the upstream
+/// is not reading), as past the line bound; the ones before it wait in the queue, unanswered.
+#[test]
+fn a_client_writing_long_requests_at_an_upstream_that_reads_none_is_refused_past_64_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::serve_helper(
+        dir.path(),
+        (AGENT, KEY),
+        ("acme.test.bounds-v1", "- tool: read\n  risk_tier: R1\n"),
+    );
+    let (mut child, mut stdin, out) = helper_proxy((&server.url, KEY), &[], READS_NOTHING);
+    let lines = read_lines(out);
+    let pad = "x".repeat(1 << 20);
+    let n = 100;
+    // Written on a thread of its own: the proxy reads them all (its client's queue has room).
+    let writer = std::thread::spawn(move || {
+        for i in 0..n {
+            let line = json!({"jsonrpc": "2.0", "id": i, "method": "ping",
+                              "params": {"pad": pad}});
+            writeln!(stdin, "{line}").unwrap();
+        }
+        stdin.flush().unwrap();
+        stdin
+    });
+    let mut refused = Vec::new();
+    // One request is with the writer (its pipe full), about 64 wait in the queue, and the
+    // rest are refused: at least 30 of the 100.
+    while refused.len() < 30 {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{} requests refused, then none", refused.len()));
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+        assert_eq!(v["error"]["code"], -32000, "{v}");
+        let msg = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("not reading"), "{v}");
+        refused.push(v["id"].as_u64().unwrap_or_else(|| panic!("no id: {v}")));
+    }
+    let first = refused[0] as usize;
+    assert!(
+        first * (1 << 20) >= MAX_QUEUED_BYTES - (2 << 20),
+        "refused from request {first} on: before 64 MiB were queued"
+    );
+    let stdin = writer.join().unwrap();
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(server);
 }
