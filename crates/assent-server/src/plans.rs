@@ -21,8 +21,10 @@
 //! included. It gates the tool calls that name it (`plan_id`) of its agent and of the local
 //! agents its agent file declares (`action_space.local_agents[]`,
 //! [`assent_core::policy::Delegations`]), and cancelling it cancels their held calls and stops
-//! their tokens; a call of any other agent naming it is gated as if it named no plan
-//! (`assent_store::plans`). A call naming no plan is not gated by any: naming one only ever
+//! their tokens: those it gated when they were held (its agent is recorded with them), even
+//! after a reload removed the delegation, and those of the delegates declared now
+//! ([`assent_core::policy::plan_reaches_held`]); a call of any other agent naming it is gated
+//! as if it named no plan (`assent_store::plans`). A call naming no plan is not gated by any: naming one only ever
 //! adds a block.
 
 use crate::agent_json::AgentJson;
@@ -309,7 +311,8 @@ pub(crate) async fn cancel(
     let (p, id, reason) = (c.principal, c.id, c.reason);
     let pl = load_to_change(&st, &p, &id).await?;
     let name = p.name.clone();
-    // The plan gates the calls of the local agents its agent declares: they stop with it.
+    // The plan gates the calls of the local agents its agent declares: they stop with it (and
+    // those it gated when they were held, recorded with them, whatever the delegations now).
     let delegates = st.registry().delegations().delegates_of(&pl.agent).to_vec();
     let (pl, held) = st
         .store_task(move |s| {

@@ -1,7 +1,9 @@
 //! What governed a held call, recorded when it is held (migration 0010): the governance
-//! policies behind its verdict, the SHA-256 of the policy set then loaded, and the MPLP plan
-//! and step the call named. The MPLP Confirm of the approval shows them (its `governance`
-//! block, `target_id` and `trace.attributes`) even after the policies change.
+//! policies behind its verdict, the SHA-256 of the policy set then loaded, the MPLP plan
+//! and step the call named and (migration 0047) the agent whose plan gated it. The MPLP
+//! Confirm of the approval shows them (its `governance` block, `target_id` and
+//! `trace.attributes`) even after the policies change; the plan's stop reaches the call by
+//! the recorded agent even after the delegations change (`plans::held_under`).
 
 use crate::db::{self, Conn, OptionalExtension};
 use crate::error::StoreError;
@@ -22,6 +24,12 @@ pub struct ConfirmContext {
     pub plan_id: Option<String>,
     /// The MPLP plan step (UUID v4) the call named.
     pub step_id: Option<String>,
+    /// The agent whose plan (`plan_id`) gated the call when it was held: the plan's
+    /// registered agent, the caller itself or an orchestrator declaring it a local delegate
+    /// then. `None` when the plan did not exist yet, or for a call held before migration 0047.
+    /// Stopping the plan reaches the call by it whatever the delegations are now
+    /// ([`assent_core::policy::plan_reaches_held`]).
+    pub plan_owner: Option<String>,
 }
 
 impl ConfirmContext {
@@ -37,9 +45,16 @@ pub(crate) fn record(tx: Conn<'_>, id: &str, ctx: &ConfirmContext) -> db::Result
     }
     let policies = serde_json::to_string(&ctx.policies).expect("strings serialise");
     tx.prepare_cached(
-        "INSERT INTO confirm_context (approval_id, policies, policy_set_sha256, plan_id, step_id) VALUES (?1,?2,?3,?4,?5)",
+        "INSERT INTO confirm_context (approval_id, policies, policy_set_sha256, plan_id, step_id, plan_owner) VALUES (?1,?2,?3,?4,?5,?6)",
     )?
-    .execute(params![id, policies, ctx.policy_set_sha256, ctx.plan_id, ctx.step_id])?;
+    .execute(params![
+        id,
+        policies,
+        ctx.policy_set_sha256,
+        ctx.plan_id,
+        ctx.step_id,
+        ctx.plan_owner
+    ])?;
     Ok(())
 }
 
@@ -47,11 +62,11 @@ pub(crate) fn record(tx: Conn<'_>, id: &str, ctx: &ConfirmContext) -> db::Result
 pub(crate) fn read(conn: Conn<'_>, id: &str) -> db::Result<ConfirmContext> {
     let row = conn
         .prepare_cached(
-            "SELECT policies, policy_set_sha256, plan_id, step_id FROM confirm_context WHERE approval_id = ?1",
+            "SELECT policies, policy_set_sha256, plan_id, step_id, plan_owner FROM confirm_context WHERE approval_id = ?1",
         )?
         .query_row([id], |r| {
             from_row!(r => ConfirmContext {
-                policy_set_sha256, plan_id, step_id,
+                policy_set_sha256, plan_id, step_id, plan_owner,
                 policies: json_or_default(r, "policies")?,
             })
         })

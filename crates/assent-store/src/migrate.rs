@@ -89,6 +89,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(44, "0044_subscription_stream_marks"),
     migration!(45, "0045_audit_results"),
     migration!(46, "0046_usage_by_agent"),
+    migration!(47, "0047_confirm_context_plan_owner"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

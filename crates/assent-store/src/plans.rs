@@ -16,7 +16,7 @@ use crate::kit::rfc3339;
 use crate::params;
 use crate::sql::{from_row, json_or_default};
 use crate::store::Store;
-use assent_core::policy::{Delegations, plan_gates};
+use assent_core::policy::{Delegations, plan_gates, plan_reaches_held};
 use assent_core::transitions;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -236,28 +236,35 @@ pub(crate) fn on_confirm_decided(
     audit::append(tx, now, "pipeline_stage", Some(confirm_id), actor, &ev)
 }
 
+/// The plan and step ids recorded on a call: `(plan_id, step_id, plan_owner)`
+/// ([`crate::ConfirmContext`]).
+pub(crate) type RecordedIds = (Option<String>, Option<String>, Option<String>);
+
 /// The plan and step ids recorded on `agent`'s call that names `plan_id` and `step_id` (its
 /// Confirm context, which its Confirm and events show and by which cancelling a plan finds the
-/// calls held under it): as named, except that a plan that does not gate the call
-/// ([`plan_gates`]: neither the agent's own nor one of the agents in `followed`, those that
-/// declare it a local delegate) is not recorded, nor the step named with it ([`plan_block`]):
-/// a reviewer never sees the call as a step of such a plan, and its cancellation never
-/// reaches it.
+/// calls held under it), with the plan's agent when the plan gates the call now: as named,
+/// except that a plan that does not gate the call ([`plan_gates`]: neither the agent's own nor
+/// one of the agents in `followed`, those that declare it a local delegate) is not recorded,
+/// nor the step named with it ([`plan_block`]): a reviewer never sees the call as a step of
+/// such a plan, and its cancellation never reaches it. The plan's agent is recorded so that
+/// the plan's stop reaches the call whatever the delegations are by then ([`held_under`],
+/// [`plan_of_call`]); none for a plan that does not exist yet.
 pub(crate) fn recorded_ids(
     tx: Conn<'_>,
     agent: &str,
     followed: &[String],
     plan_id: Option<&str>,
     step_id: Option<&str>,
-) -> db::Result<(Option<String>, Option<String>)> {
+) -> db::Result<RecordedIds> {
     let Some(id) = plan_id else {
-        return Ok((None, step_id.map(str::to_string)));
+        return Ok((None, step_id.map(str::to_string), None));
     };
-    let foreign = read_plan(tx, id)?.is_some_and(|p| !plan_gates(agent, followed, &p.agent));
-    if foreign {
-        return Ok((None, None));
-    }
-    Ok((Some(id.to_string()), step_id.map(str::to_string)))
+    let owner = match read_plan(tx, id)? {
+        Some(p) if !plan_gates(agent, followed, &p.agent) => return Ok((None, None, None)),
+        Some(p) => Some(p.agent),
+        None => None,
+    };
+    Ok((Some(id.to_string()), step_id.map(str::to_string), owner))
 }
 
 /// The gatekeeper duty of seed 000 for `agent`'s tool call that names `plan_id` and/or
@@ -332,54 +339,63 @@ pub(crate) fn plan_block(
 }
 
 /// The ids of the calls held under plan `plan_id` (pending approvals whose Confirm context
-/// names it, the plan's own Confirm included), oldest first: only the calls of the plan's agent
-/// and of `delegates`, the agents it declares local delegates
-/// ([`assent_core::policy::Delegations::delegates_of`] of the plan's agent), so a plan
-/// registered under an id another agent's calls named ([`plan_block`]; rows recorded before
-/// that rule, or before the plan existed) never cancels them.
+/// names it, the plan's own Confirm included), oldest first: only those the plan's stop
+/// reaches ([`plan_reaches_held`]): the calls of the plan's agent, those the plan gated when
+/// they were held (the plan's agent recorded with them: a reload removing the delegation
+/// since does not release them) and those of `delegates`, the agents it declares local
+/// delegates now ([`assent_core::policy::Delegations::delegates_of`] of the plan's agent), so
+/// a plan registered under an id another agent's calls named ([`plan_block`]; rows recorded
+/// before that rule, or before the plan existed) never cancels them.
 pub(crate) fn held_under(
     conn: Conn<'_>,
     plan_id: &str,
     delegates: &[String],
 ) -> db::Result<Vec<String>> {
-    let rows: Vec<(String, String, String)> = crate::sql::rows(
+    let rows: Vec<(String, String, Option<String>, String)> = crate::sql::rows(
         conn,
-        "SELECT a.id, a.agent, p.agent FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
+        "SELECT a.id, a.agent, c.plan_owner, p.agent FROM approvals a JOIN confirm_context c ON c.approval_id = a.id \
          JOIN plans p ON p.plan_id = c.plan_id \
          WHERE a.status = 'pending' AND c.plan_id = ?1 ORDER BY a.requested_at",
         params![plan_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )?;
     Ok(rows
         .into_iter()
-        .filter(|(_, caller, owner)| caller == owner || delegates.contains(caller))
-        .map(|(id, _, _)| id)
+        .filter(|(_, caller, gated_by, owner)| {
+            plan_reaches_held(caller, gated_by.as_deref(), owner, delegates)
+        })
+        .map(|(id, ..)| id)
         .collect())
 }
 
-/// The plan approval `aid` was held under and that plan's status, when the plan gates the
-/// call's agent as `delegations` (from the operator's agent files) now say ([`plan_gates`]:
-/// its own plan, or one of an agent that declares it a local delegate): `None` for a call
-/// named under no plan or another agent's ([`plan_block`]; rows recorded before that rule, or
-/// before the plan existed). What a token's redemption checks
-/// ([`transitions::plan_runs_calls`]).
+/// The plan approval `aid` was held under and that plan's status, when the plan's stop
+/// reaches the call ([`plan_reaches_held`]): its agent's own plan, the plan that gated it when
+/// it was held (recorded with it: a reload removing the delegation since does not release
+/// its token from the plan's stop), or one of an agent that declares it a local delegate as
+/// `delegations` (from the operator's agent files) now say; `None` for a call named under no
+/// plan or another agent's ([`plan_block`]; rows recorded before that rule, or before the plan
+/// existed). What a token's redemption checks ([`transitions::plan_runs_calls`]).
 pub(crate) fn plan_of_call(
     tx: Conn<'_>,
     aid: &str,
     delegations: &Delegations,
 ) -> db::Result<Option<(String, String)>> {
-    let row: Option<(String, String, String, String)> = tx
+    type Row = (String, String, String, Option<String>, String);
+    let row: Option<Row> = tx
         .prepare_cached(
-            "SELECT p.plan_id, p.status, a.agent, p.agent FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
+            "SELECT p.plan_id, p.status, a.agent, c.plan_owner, p.agent FROM confirm_context c JOIN approvals a ON a.id = c.approval_id \
              JOIN plans p ON p.plan_id = c.plan_id WHERE c.approval_id = ?1",
         )?
-        .query_row(params![aid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_row(params![aid], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .optional()?;
     Ok(row
-        .filter(|(_, _, caller, owner)| {
-            plan_gates(caller, delegations.orchestrators_of(caller), owner)
+        .filter(|(_, _, caller, gated_by, owner)| {
+            let delegates = delegations.delegates_of(owner);
+            plan_reaches_held(caller, gated_by.as_deref(), owner, delegates)
         })
-        .map(|(plan_id, status, _, _)| (plan_id, status)))
+        .map(|(plan_id, status, ..)| (plan_id, status)))
 }
 
 /// The plan id of an MPLP plan `body` and the body as assent stores it: what the agent wrote,

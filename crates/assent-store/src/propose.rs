@@ -592,12 +592,14 @@ fn insert_approval(
         p.agent,
         &requested,
     )?;
-    let (plan_id, step_id) = plans::recorded_ids(tx, p.agent, p.plans_of, p.plan_id, p.step_id)?;
+    let (plan_id, step_id, plan_owner) =
+        plans::recorded_ids(tx, p.agent, p.plans_of, p.plan_id, p.step_id)?;
     let context = ConfirmContext {
         policies: p.governed_by.map(|f| f(verdict)).unwrap_or_default(),
         policy_set_sha256: p.policy_set_sha256.map(str::to_string),
         plan_id,
         step_id,
+        plan_owner,
     };
     confirm::record(tx, &row.id, &context)?;
     // A tool call of a plan step is shown with the step as its MPLP target (see

@@ -101,6 +101,27 @@ pub fn plan_gates(caller: &str, followed: &[String], owner: &str) -> bool {
     caller == owner || followed.iter().any(|o| o == owner)
 }
 
+/// Whether the stop of a plan registered by `owner` (cancelled, or no longer running calls)
+/// reaches a call of `caller` recorded under it (held, or approved with a token):
+/// `gated_by` is the plan's agent recorded with the call when it was held, because the plan
+/// gated it then (`None`: the plan did not exist yet, or the call was held before migration
+/// 0047 recorded it), `delegates` the agents `owner` declares local delegates now
+/// ([`Delegations::delegates_of`]). The plan's own agent's calls, the calls the plan gated
+/// when they were held, and its current delegates' calls; no other (a plan registered under
+/// an id another agent's call named never reaches it). What was recorded outlives the
+/// configuration (found by review: a reload removing the delegation released a delegate's
+/// held calls and tokens from the stopped plan they were made under); a delegation added
+/// since reaches the calls recorded under the plan without an agent, as it gates the calls
+/// proposed from then on.
+pub fn plan_reaches_held(
+    caller: &str,
+    gated_by: Option<&str>,
+    owner: &str,
+    delegates: &[String],
+) -> bool {
+    caller == owner || gated_by == Some(owner) || delegates.iter().any(|d| d == caller)
+}
+
 /// The loaded agent `src` (declared by `a`) names, or why none.
 fn resolve_one<'a>(
     a: &Agent,
@@ -267,6 +288,32 @@ mod tests {
         assert!(plan_gates("helper", &followed, "helper"));
         assert!(!plan_gates("helper", &followed, "squatter"));
         assert!(!plan_gates("orch", &[], "helper"));
+    }
+
+    /// A reload removing a delegation does not release the calls a plan gated when they were
+    /// held; a call recorded without the plan's agent follows today's delegations; a plan
+    /// never reaches another agent's call it did not gate.
+    #[test]
+    fn a_stopped_plan_reaches_what_it_gated_when_held_whatever_the_delegations_now() {
+        let now = ["helper".to_string()];
+        // Gated when held: reached, delegation kept or removed since.
+        assert!(plan_reaches_held("helper", Some("orch"), "orch", &now));
+        assert!(plan_reaches_held("helper", Some("orch"), "orch", &[]));
+        // The plan's own agent: always.
+        assert!(plan_reaches_held("orch", None, "orch", &[]));
+        // Recorded without the plan's agent (the plan did not exist yet, or held before
+        // migration 0047): today's delegations decide.
+        assert!(plan_reaches_held("helper", None, "orch", &now));
+        assert!(!plan_reaches_held("helper", None, "orch", &[]));
+        // Another agent's plan: never, whatever was recorded for another plan.
+        assert!(!plan_reaches_held("victim", None, "squatter", &[]));
+        assert!(!plan_reaches_held("victim", Some("orch"), "squatter", &[]));
+        assert!(!plan_reaches_held(
+            "victim",
+            Some("victim"),
+            "squatter",
+            &now
+        ));
     }
 
     #[test]

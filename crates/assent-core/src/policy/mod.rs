@@ -23,7 +23,7 @@ mod registry;
 
 pub use crate::risk::RiskTier;
 pub use crate::triggers::{Escalation, ScopeSpec, Thresholds};
-pub use delegations::{Delegations, NO_DELEGATIONS, plan_gates};
+pub use delegations::{Delegations, NO_DELEGATIONS, plan_gates, plan_reaches_held};
 pub use error::{LoadError, LoadErrors, yaml_reason};
 pub use governance::MAX_WAIT_SECONDS;
 pub use model::{

@@ -1,8 +1,10 @@
 //! Delegation approval (seed 004 "Approval on Agent Delegation"): `approval` on
 //! `local_agents[]`, `remote_agents[]` and skill references gates `POST /v1/delegations`, with
-//! `parent.input.*` condition keys and the delegation template variables.
+//! `parent.input.*` condition keys and the delegation template variables; and an
+//! orchestrator's plan over its local delegates' calls across a reload of the delegation.
 
 use crate::kit::{BOT, Gw, OP, assert_error, assert_says, policy, serve_policy, token_of};
+use crate::plans::{a_token, delegate_pays, orchestrating_bot, plan, reload_bot, reloadable, uuid};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -192,4 +194,95 @@ action_space:
     let (s, b) = delegate(&gw, call(hidden)).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert_says(&b, "message", "skill_args.order.amount");
+}
+
+/// `bot`'s plan `pid`, created, submitted and approved by the operator: it runs calls.
+async fn approved_plan(gw: &Gw) -> String {
+    let (pid, s1) = (uuid(), uuid());
+    let (s, p) = gw.create_plan(plan(&pid, &[(&s1, "Pay the bill")])).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, r) = gw.submit_plan(&pid).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let confirm = r["approval_id"].as_str().unwrap();
+    assert_eq!(gw.decide(confirm, OP, "approve").await.0, StatusCode::OK);
+    pid
+}
+
+/// The approval id of `other`'s `pay` of `amount` naming plan `pid`, held (`202`).
+async fn delegate_held(gw: &Gw, pid: &str, amount: u64) -> String {
+    let (s, h) = delegate_pays(gw, pid, amount).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{h}");
+    h["approval_id"].as_str().unwrap().to_string()
+}
+
+/// Asserts approval `id` was cancelled and that approving it now is refused.
+async fn stays_cancelled(gw: &Gw, id: &str) {
+    let (s, a) = gw.approval(id, OP).await;
+    assert_eq!(
+        (s, a["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{a}"
+    );
+    let (s, d) = gw.decide(id, OP, "approve").await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "a cancelled call is not approved: {d}"
+    );
+}
+
+/// Found by review: a delegate's held calls and tokens were judged by the delegation as
+/// configured at the plan's stop or at redemption, not as it was when the plan gated them, so
+/// an operator reload removing `bot`'s declaration of `other` (or an agent file edited and
+/// reloaded) released `other`'s calls from `bot`'s plan: cancelling the plan left the
+/// delegate's held call pending, to be approved, and its token approved under the plan
+/// redeemed although the plan was stopped. The plan's agent is recorded with the call when the
+/// plan gates it, and the plan's stop reaches what it gated then.
+#[tokio::test]
+async fn a_reload_removing_a_delegation_does_not_release_a_stopped_plans_held_delegate_call() {
+    let (dir, gw) = reloadable(&orchestrating_bot()).await;
+    let pid = approved_plan(&gw).await;
+    let pending = delegate_held(&gw, &pid, 601).await;
+    let approved = delegate_held(&gw, &pid, 602).await;
+    assert_eq!(gw.decide(&approved, OP, "approve").await.0, StatusCode::OK);
+    let token = a_token(&gw, &approved).await;
+    // The delegation goes; then the orchestrator stops its plan.
+    reload_bot(&gw, &dir, crate::kit::AGENTS).await;
+    let (s, p) = gw
+        .post(
+            &format!("/v1/plans/{pid}/cancel"),
+            BOT,
+            json!({"reason": "stop"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    stays_cancelled(&gw, &pending).await;
+    let args = json!({"amount": 602, "to": "bob"});
+    let (s, e) = gw.redeem_as("other-key", &token, "pay", args).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_STOPPED");
+    // A call `other` makes now naming the plan is no longer gated by it (as if it named no
+    // plan): what a reload changes is the calls from then on.
+    let later = delegate_held(&gw, &pid, 603).await;
+    assert_eq!(gw.decide(&later, OP, "approve").await.0, StatusCode::OK);
+    gw.stop().await;
+}
+
+/// The same hole in the other order: the plan stopped first (its delegate's token stopped
+/// with it), the delegation removed by a reload afterwards; the token stays stopped.
+#[tokio::test]
+async fn a_reload_removing_a_delegation_after_the_plans_stop_does_not_revive_its_delegates_token() {
+    let (dir, gw) = reloadable(&orchestrating_bot()).await;
+    let pid = approved_plan(&gw).await;
+    let approved = delegate_held(&gw, &pid, 701).await;
+    assert_eq!(gw.decide(&approved, OP, "approve").await.0, StatusCode::OK);
+    let token = a_token(&gw, &approved).await;
+    let (s, p) = gw
+        .post(&format!("/v1/plans/{pid}/cancel"), BOT, json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    reload_bot(&gw, &dir, crate::kit::AGENTS).await;
+    let args = json!({"amount": 701, "to": "bob"});
+    let (s, e) = gw.redeem_as("other-key", &token, "pay", args).await;
+    assert_error(s, &e, StatusCode::CONFLICT, "PLAN_STOPPED");
+    gw.stop().await;
 }

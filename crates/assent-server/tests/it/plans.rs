@@ -10,11 +10,11 @@ use crate::schemas::{assert_valid, validator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-fn uuid() -> String {
+pub(crate) fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-fn plan(id: &str, steps: &[(&str, &str)]) -> Value {
+pub(crate) fn plan(id: &str, steps: &[(&str, &str)]) -> Value {
     json!({
         "meta": {"protocol_version": "1.0.0", "schema_version": "1.0.0"},
         "plan_id": id, "context_id": uuid(), "title": "Rotate the database password",
@@ -53,7 +53,7 @@ async fn plan_now(gw: &Gw, id: &str) -> Value {
     p
 }
 
-async fn mplp(gw: &Gw, confirm: &str) -> Value {
+pub(crate) async fn mplp(gw: &Gw, confirm: &str) -> Value {
     let (s, c) = gw
         .get(&format!("/v1/approvals/{confirm}?format=mplp"), OP)
         .await;
@@ -513,12 +513,12 @@ async fn a_plan_id_squatted_by_another_agent_neither_blocks_nor_cancels_the_vict
 
 /// The kit's agent `bot`, declaring the kit's agent `other` (file `other.agf.yaml`, beside its
 /// own) a local delegate: `bot` orchestrates, `other` is its sub-agent.
-fn orchestrating_bot() -> String {
+pub(crate) fn orchestrating_bot() -> String {
     format!("{AGENTS}  local_agents:\n    - {{alias: helper, source: ./other.agf.yaml}}\n")
 }
 
 /// `other`'s `pay` of `amount` naming plan `pid` (its `pay` is always held).
-async fn delegate_pays(gw: &Gw, pid: &str, amount: u64) -> (StatusCode, Value) {
+pub(crate) async fn delegate_pays(gw: &Gw, pid: &str, amount: u64) -> (StatusCode, Value) {
     let body = json!({"agent": "other", "session_id": "o1", "tool": "pay",
                       "arguments": {"amount": amount, "to": "bob"}, "plan_id": pid});
     gw.post("/v1/tool-calls", "other-key", body).await
@@ -600,29 +600,24 @@ async fn an_orchestrators_plan_gates_and_cancels_its_declared_delegates_calls() 
 }
 
 /// The token of approved approval `id`, as its agent `other` reads it.
-async fn a_token(gw: &Gw, id: &str) -> Value {
+pub(crate) async fn a_token(gw: &Gw, id: &str) -> Value {
     let (s, a) = gw.approval(id, "other-key").await;
     assert_eq!(s, StatusCode::OK, "{a}");
     json!(token_of(&a))
 }
 
-/// A reload puts a changed delegation in force at once (it is resolved from the agent files
-/// when they load, never kept from before): `bot`'s file, read from disk, declares `other` a
-/// local delegate, so `bot`'s draft plan refuses `other`'s call naming it; once the
-/// declaration is removed and the configuration reloaded, the plan no longer gates `other`'s
-/// calls (gated as if it named no plan), and declaring it again gates them again.
-#[tokio::test]
-async fn a_reload_puts_a_changed_delegation_in_force() {
+/// A gateway whose configuration is read from files and reloaded by `POST /v1/reload`
+/// ([`reload_bot`]): `conf/bot.agf.yaml` holds `bot_file`, `conf/other.agf.yaml` the agent
+/// `other` whose `pay` is always held, `conf/gov.yaml` [`gov`]; operator `alice` (finance),
+/// agents `bot` and `other` (keys as the kit's). The directory is returned with it: keep it
+/// until the gateway stops.
+pub(crate) async fn reloadable(bot_file: &str) -> (tempfile::TempDir, Gw) {
     use assent_server::config::{Config, ReloadSource};
     use assent_server::{Live, Settings};
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("conf");
     std::fs::create_dir_all(conf.join("subs")).unwrap();
-    std::fs::write(
-        conf.join("bot.agf.yaml"),
-        orchestrating_bot().replace("./", "subs/../"),
-    )
-    .unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), bot_file).unwrap();
     let other = crate::kit::one_tool_agent("other", "{alias: pay, approval: true}");
     std::fs::write(conf.join("other.agf.yaml"), other).unwrap();
     std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
@@ -644,20 +639,34 @@ async fn a_reload_puts_a_changed_delegation_in_force() {
         st.reload = Some(std::sync::Arc::new(ReloadSource::new(&cfg, false)));
     })
     .await;
+    (dir, gw)
+}
+
+/// Writes `bot_file` as `bot`'s agent file of the [`reloadable`] gateway over `dir` and
+/// reloads the configuration (`POST /v1/reload` by an operator; asserts `200`).
+pub(crate) async fn reload_bot(gw: &Gw, dir: &tempfile::TempDir, bot_file: &str) {
+    std::fs::write(dir.path().join("conf/bot.agf.yaml"), bot_file).unwrap();
+    let (s, r) = gw.req("POST", "/v1/reload", Some(OP), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+}
+
+/// A reload puts a changed delegation in force at once (it is resolved from the agent files
+/// when they load, never kept from before): `bot`'s file, read from disk, declares `other` a
+/// local delegate, so `bot`'s draft plan refuses `other`'s call naming it; once the
+/// declaration is removed and the configuration reloaded, the plan no longer gates `other`'s
+/// calls (gated as if it named no plan), and declaring it again gates them again.
+#[tokio::test]
+async fn a_reload_puts_a_changed_delegation_in_force() {
+    let (dir, gw) = reloadable(&orchestrating_bot().replace("./", "subs/../")).await;
     let (pid, s1) = (uuid(), uuid());
     let (s, p) = gw.create_plan(plan(&pid, &[(&s1, "Pay the bill")])).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
-    let reload_with = async |bot_file: String| {
-        std::fs::write(conf.join("bot.agf.yaml"), bot_file).unwrap();
-        let (s, r) = gw.req("POST", "/v1/reload", Some(OP), None).await;
-        assert_eq!(s, StatusCode::OK, "{r}");
-    };
     let (s, d) = delegate_pays(&gw, &pid, 501).await;
     assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
-    reload_with(AGENTS.to_string()).await;
+    reload_bot(&gw, &dir, AGENTS).await;
     let (s, d) = delegate_pays(&gw, &pid, 502).await;
     assert_eq!(s, StatusCode::ACCEPTED, "no longer a delegate: {d}");
-    reload_with(orchestrating_bot()).await;
+    reload_bot(&gw, &dir, &orchestrating_bot()).await;
     let (s, d) = delegate_pays(&gw, &pid, 503).await;
     assert_error(s, &d, StatusCode::FORBIDDEN, "TOOL_DENIED");
     gw.stop().await;

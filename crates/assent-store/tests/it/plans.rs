@@ -390,3 +390,76 @@ fn an_orchestrators_plan_gates_and_cancels_its_declared_delegates_calls_only() {
         assert!(matches!(e, RedeemError::PlanStopped { .. }), "{e:?}");
     });
 }
+
+/// Found by review: a stopped plan reached its delegates' held calls and tokens only as the
+/// delegations configured at the stop (or redemption) said, so a reload removing the
+/// delegation released them. The plan's agent is recorded with the call when the plan gates
+/// it (`ConfirmContext::plan_owner`), and the plan's stop reaches what it gated then, with no
+/// delegation left: the held call is cancelled, the token stays stopped. A call recorded under
+/// a plan that did not exist yet keeps today's rule (the delegations now).
+#[test]
+fn a_stopped_plan_reaches_the_delegate_calls_it_gated_after_the_delegation_is_removed() {
+    use assent_core::approval::Canceller;
+    use assent_core::policy::NO_DELEGATIONS;
+    use assent_core::redeem::Presenter;
+    use assent_store::{DecisionInput, RedeemError};
+    let d = orchestration();
+    both_stores(|_, s| {
+        let id = "7c6b5a4d-3e2f-4b1c-8d9e-0f1a2b3c4d5e";
+        let early = "8d7c6b5a-4e3f-4a2b-9c0d-1e2f3a4b5c6d";
+        let ttl = |_: &Verdict| 60_000;
+        let propose = |plan_id: &str, amount: i64| {
+            let (call, v) = pay(amount);
+            let call = CanonicalCall::new(call).unwrap();
+            let p = Proposal {
+                agent: "helper",
+                plan_id: Some(plan_id),
+                plans_of: d.orchestrators_of("helper"),
+                ..proposal(&call, "helper", 4_000 + amount, &ttl)
+            };
+            match s.propose(&p, |_| v.clone()).unwrap().1 {
+                Proposed::Held { approval, .. } => *approval,
+                other => panic!("held: {other:?}"),
+            }
+        };
+        // Named before the plan existed: recorded without the plan's agent.
+        let unowned = propose(early, 800);
+        assert_eq!(s.confirm_context(&unowned.id).unwrap().plan_owner, None);
+        let confirm = submitted(s, id, "Pay it");
+        s.decide(&confirm.id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        let held = propose(id, 801);
+        let ctx = s.confirm_context(&held.id).unwrap();
+        assert_eq!(ctx.plan_owner.as_deref(), Some("bot"), "{ctx:?}");
+        let approved = propose(id, 802);
+        s.decide(&approved.id, &DecisionInput::approve(), "alice", &[], 5_000)
+            .unwrap();
+        let token = s.token_string(&approved.id).unwrap().unwrap();
+        // The delegation is gone (a reload): `bot` declares no delegate now.
+        let bot = Canceller::Agent {
+            name: "bot",
+            agent: "bot",
+        };
+        let (_, cancelled) = s.cancel_plan(id, &bot, &[], None, 8_000).unwrap();
+        let ids: Vec<&str> = cancelled.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(ids, [held.id.as_str()]);
+        let e = s
+            .redeem_as(
+                &token,
+                Presenter::Agent("helper"),
+                &approved.call_hash,
+                None,
+                9_000,
+                &NO_DELEGATIONS,
+            )
+            .unwrap_err();
+        assert!(matches!(e, RedeemError::PlanStopped { .. }), "{e:?}");
+        // The plan that did not exist when `unowned` was held: today's delegations decide.
+        s.create_plan("bot", "s1", &body(early, "Later"), None, 100, 9_500)
+            .unwrap();
+        let (_, none) = s.cancel_plan(early, &bot, &[], None, 9_600).unwrap();
+        assert!(none.is_empty(), "{none:?}");
+        let status = s.get_approval(&unowned.id).unwrap().unwrap().status;
+        assert_eq!(status.as_str(), "pending");
+    });
+}
