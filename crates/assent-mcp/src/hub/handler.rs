@@ -328,7 +328,7 @@ impl ServerHandler for HubHandler {
         let resume =
             era::resumed_approval(&own_round).map(|id| (id, era::input_answer(&own_round)));
         if tasks {
-            return call_as_task(&self.hub, call, ask, agent, &ctx).await;
+            return call_as_task(&self.hub, (call, &session), ask, agent, &ctx).await;
         }
 
         // Without tasks: the request stays open while the call waits, with progress

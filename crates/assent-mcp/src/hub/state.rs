@@ -48,6 +48,10 @@ pub struct Hub {
     settling: tokio_util::task::TaskTracker,
 }
 
+/// The list of [`Hub::under_way`] that holds the calls that became MCP tasks (no client
+/// session's id: those are never empty and never start with a NUL).
+pub(super) const PROCESS_TASKS: &str = "\u{0}tasks";
+
 /// A call under way in a client session, as [`Hub::client_gone`] stops it.
 struct SessionCall {
     id: u64,
@@ -192,6 +196,15 @@ impl Hub {
     /// ends, so that a call its client left while it was being proposed is withdrawn.
     pub async fn settle_proposals(&self, bound: std::time::Duration) -> bool {
         crate::gateway::settle_tracked(&self.settling, bound).await
+    }
+
+    /// The calls of this process's MCP tasks still under way are stopped as if their client had
+    /// cancelled them ([`Hub::client_gone`] of [`PROCESS_TASKS`]). Only the stdio hub calls it,
+    /// as it ends: its tasks live in its process and die with it, so their held approvals are
+    /// withdrawn rather than left for nobody to read (found by review). The hub in `assent
+    /// serve` keeps its tasks for clients that come back on another connection.
+    pub async fn tasks_gone(&self) {
+        self.client_gone(PROCESS_TASKS).await;
     }
 
     /// A gateway client acting with agent key `key` for `agent`, on upstream `server`, in

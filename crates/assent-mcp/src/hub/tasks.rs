@@ -4,7 +4,7 @@
 //! The call itself is [`Call`]'s.
 
 use super::call::{Call, failed};
-use super::state::Hub;
+use super::state::{Hub, PROCESS_TASKS};
 use crate::ask::Asker;
 use crate::kit::Hold;
 use crate::tasks::{task_options, task_run};
@@ -20,10 +20,13 @@ use tokio::sync::oneshot;
 /// clears at once is answered at once; a call that waits for a human (an approval, or the
 /// review of a changed tool) becomes a task the client polls with `tasks/get`, whose
 /// status message says what it waits for. `tasks/cancel` withdraws the approval (or stops
-/// the wait for a review); a call already approved and forwarded completes anyway.
+/// the wait for a review); a call already approved and forwarded completes anyway. Until it
+/// is a task the call is among client session `session`'s calls, then among the process's
+/// tasks ([`PROCESS_TASKS`]), so that a client gone stops it ([`Hub::client_gone`],
+/// [`Hub::tasks_gone`]).
 pub(super) async fn call_as_task(
     hub: &Arc<Hub>,
-    call: Call,
+    (call, session): (Call, &str),
     ask: Asker,
     agent: String,
     ctx: &RequestContext<RoleServer>,
@@ -55,6 +58,7 @@ pub(super) async fn call_as_task(
         },
         span,
     ));
+    let in_session = hub.under_way(session, held.clone(), gw.clone(), job.abort_handle());
     let mut watch = held.subscribe();
     tokio::select! {
         r = &mut job => {
@@ -73,7 +77,10 @@ pub(super) async fn call_as_task(
     let status = held.borrow().describe(&name);
     let (done_tx, done_rx) = oneshot::channel();
     let abort = job.abort_handle();
+    let kept = hub.under_way(PROCESS_TASKS, held.clone(), gw.clone(), job.abort_handle());
+    drop(in_session);
     tokio::spawn(async move {
+        let _kept = kept;
         let outcome = match job.await {
             Ok(r) => Ok(serde_json::to_value(r).unwrap_or_default()),
             Err(e) if e.is_cancelled() => Err(TaskExit::Cancelled),
@@ -93,10 +100,9 @@ pub(super) async fn call_as_task(
             // In one step with the call's own step to Forwarding (found by review: read, then
             // aborted, a call could be forwarded in between and leave no result).
             match crate::kit::cancel_unless_forwarded(&waits, "the MCP client cancelled the task") {
+                // On the gateway client's tracker (the stdio hub waits for it before it ends).
                 Some(Hold::Approval(a)) => {
-                    tokio::spawn(async move {
-                        gw.cancel(&a, "the MCP client cancelled the task").await;
-                    });
+                    let _withdrawing = gw.cancel(&a, "the MCP client cancelled the task");
                 }
                 // Nothing was forwarded yet: stop the wait (for the review).
                 Some(_) => abort.abort(),

@@ -34,6 +34,7 @@ pub async fn serve_stdio(hub: Arc<Hub>, key: String, session: String) -> anyhow:
     // only after the first pass (found by review: it was proposed and held after the client
     // was taken as gone, and left pending when the process ended).
     hub.client_gone(&session).await;
+    hub.tasks_gone().await;
     if !hub.settle_proposals(crate::kit::PROPOSALS_SETTLE).await {
         tracing::warn!("a proposal was still on its way when the hub ended");
     }

@@ -42,8 +42,8 @@ impl Relay {
             // gateway and resumes nothing (found by review: it was resumed to be cancelled,
             // and an approved call could be redeemed and forwarded first).
             (None, Some(a)) if m == "tasks/cancel" => {
-                let (gw, a) = (st.gw.clone(), a.to_string());
-                tokio::spawn(async move { gw.cancel(&a, "the client cancelled its task").await });
+                // On the gateway client's tracker, which the proxy waits for before it ends.
+                let _withdrawing = st.gw.cancel(a, "the client cancelled its task");
                 let done = json!({"resultType": "complete"});
                 let _ = self.to_client.send(reply(id, Ok(done)));
                 return;
@@ -123,8 +123,9 @@ fn resume_task(st: Arc<State>, to_upstream: super::lines::Lines, approval: Strin
                     // review: aborted, a wait whose token was being redeemed left the approval
                     // redeemed with no word of what became of the call.
                     Some(Hold::Approval(_)) => {
+                        let withdrawing = gw.cancel(&a, "the MCP client cancelled the task");
                         tokio::spawn(async move {
-                            gw.cancel(&a, "the MCP client cancelled the task").await;
+                            withdrawing.await;
                             tokio::time::sleep(SETTLE_AFTER_CANCEL).await;
                             job.abort();
                         });
@@ -132,9 +133,7 @@ fn resume_task(st: Arc<State>, to_upstream: super::lines::Lines, approval: Strin
                     // Not yet waiting for the decision: nothing was redeemed.
                     Some(_) => {
                         job.abort();
-                        tokio::spawn(async move {
-                            gw.cancel(&a, "the MCP client cancelled the task").await;
-                        });
+                        let _withdrawing = gw.cancel(&a, "the MCP client cancelled the task");
                     }
                     None => {}
                 },

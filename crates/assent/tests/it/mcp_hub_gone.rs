@@ -197,6 +197,57 @@ fn a_hub_stdio_client_gone_releases_its_held_call() {
     drop(server);
 }
 
+/// Found by review: the stdio hub's MCP tasks live in its process, and a client that closed
+/// stdin with a call held as a task left its approval pending when the process ended — no
+/// other connection could ever read that task, and an operator could still approve it. The
+/// hub withdraws the held approvals of its tasks before it ends.
+#[test]
+fn a_stdio_hub_ending_withdraws_the_approvals_its_tasks_held() {
+    use std::io::{BufRead, Write};
+    let source = upstream();
+    let (dir, server) = hub_gateway(KEY, &[("bank", Some(TOOLS), &source)]);
+    let (mut hub, mut stdin, mut out) = spawn_piped(
+        Command::new(BIN)
+            .args(["mcp", "--agent", "helper", "--config"])
+            .arg(dir.path().join("assent.yaml"))
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+    );
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "bank__pay", "arguments": {}}}));
+    // Read up to the call's answer: a task, not a result.
+    let answer = loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the hub said nothing"
+        );
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if m["id"] == 1 {
+            break m;
+        }
+    };
+    assert!(
+        answer.to_string().contains("taskId"),
+        "not a task: {answer}"
+    );
+    let id = held(&server.url);
+    drop(stdin);
+    within(60, "the hub never ended", || hub.try_wait().unwrap());
+    let a = crate::get_op(&server.url, &format!("/v1/approvals/{id}"));
+    assert_eq!(a["status"], "cancelled", "{a}");
+    assert!(a.to_string().contains("the MCP client disconnected"), "{a}");
+    drop(server);
+}
+
 /// The `call.result` records of the gateway whose data is under `dir`.
 fn results(dir: &Path) -> Vec<Value> {
     let out = Command::new("sqlite3")
