@@ -54,7 +54,8 @@ impl SessionNow {
     }
 }
 
-/// What the gatekeeper observes of `rec`'s session now, read in one store call: the earlier
+/// What the gatekeeper observes of `rec`'s session now, read in one snapshot
+/// ([`assent_store::Store::edit_observations`]): the earlier
 /// calls the windows of `live` (the rules the caller judges by) reach (`rec` itself left out), the
 /// agent's calls its agent-wide windows reach (`rec` left out), the session's risk state for
 /// `rec`'s call, and the time they were read at (Unix ms). `503 STORE_UNAVAILABLE` when they
@@ -71,10 +72,12 @@ pub(crate) async fn session_now(
     st.store_call(move |s| {
         let (tool, server) = (&call.tool, call.server.as_deref());
         let wide = needs.for_call(&reg, &agent, tool, server);
+        let seen =
+            s.edit_observations((&agent, &session), Some(&id), &call, (&needs, &wide), now)?;
         Ok::<_, assent_store::StoreError>(SessionNow {
-            prior: s.session_window(&agent, &session, Some(&id), &needs, now)?,
-            agent: s.agent_window(&agent, Some(&id), &wide, now)?,
-            risk: s.session_risk(&agent, &session, &call)?,
+            prior: seen.prior,
+            agent: seen.agent,
+            risk: seen.risk,
             now,
         })
     })

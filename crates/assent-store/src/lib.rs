@@ -129,3 +129,4 @@ pub use receipts::ReceiptOf;
 pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};
 pub use store::Store;
 pub use stored::Settlement;
+pub use usage::EditObservations;

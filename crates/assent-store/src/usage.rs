@@ -56,7 +56,9 @@ impl Store {
     /// What an edit of approval `except` is re-gated with for the agent-wide thresholds
     /// (`rate.per: agent`, `cost.max_per_agent`): `agent`'s counting calls in all its sessions
     /// inside the longest agent-wide window of `needs` at `now` (Unix ms), without `except`'s
-    /// own call, oldest first; empty (nothing read) when no rule counts per agent.
+    /// own call, oldest first; empty (nothing read) when no rule counts per agent. At most
+    /// [`assent_core::triggers::window::AGENT_CALLS_CAP`] counting calls are read (and one
+    /// more, to say the cap was passed), looking at up to four times as many rows.
     pub fn agent_window(
         &self,
         agent: &str,
@@ -68,6 +70,44 @@ impl Store {
         Ok(conn
             .conn()
             .snapshot(|c| agent::agent_window(c, agent, except, needs, now))?)
+    }
+}
+
+/// What an edit of a held call is re-gated with, read in one snapshot
+/// ([`Store::edit_observations`]).
+#[derive(Debug, Clone)]
+pub struct EditObservations {
+    /// The session's earlier calls the windows reach ([`Store::session_window`]).
+    pub prior: Vec<PriorCall>,
+    /// The agent's calls the agent-wide windows reach ([`Store::agent_window`]).
+    pub agent: Vec<PriorCall>,
+    /// What the session has taken in, for the held call ([`Store::session_risk`]).
+    pub risk: assent_core::session_risk::SessionRisk,
+}
+
+impl Store {
+    /// [`Store::session_window`] (by `needs`), [`Store::agent_window`] (by `wide`: the
+    /// agent-wide needs of the rules covering `call`) and [`Store::session_risk`] of `call`,
+    /// all read in one snapshot, so that a proposal landing between them cannot be counted in
+    /// one and not the other (issue 10 §3, issue 16 §3). The agent window is read at most to
+    /// its cap ([`assent_core::triggers::window::AGENT_CALLS_CAP`] counting calls).
+    #[allow(clippy::too_many_arguments)]
+    pub fn edit_observations(
+        &self,
+        (agent, session_id): (&str, &str),
+        except: Option<&str>,
+        call: &assent_core::ToolCall,
+        (needs, wide): (&WindowNeeds, &WindowNeeds),
+        now: i64,
+    ) -> Result<EditObservations, StoreError> {
+        let conn = self.lock();
+        Ok(conn.conn().snapshot(|c| {
+            Ok(EditObservations {
+                prior: windows::window(c, agent, session_id, except, needs, now)?,
+                agent: agent::agent_window(c, agent, except, wide, now)?,
+                risk: crate::session_risk::read(c, agent, session_id, call)?,
+            })
+        })?)
     }
 }
 
