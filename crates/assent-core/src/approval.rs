@@ -371,13 +371,21 @@ pub fn millis(seconds: u64) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
+/// The load-time warning for a rule whose `approvers` need a quorum and which says
+/// `default_decision: approve` (itself, or another rule covering the same tool): that default
+/// never applies to a call needing the quorum ([`default_at_timeout`]).
+pub const QUORUM_DEFAULT_NOTE: &str = "a call whose approvers need a quorum is never approved by its timeout, so `default_decision: approve` does not apply to it: its default on timeout is reject (a quorum met by nobody is no approval)";
+
 /// The AAEP §6.4.1 check for one rule, run at load time.
 ///
 /// `Err` when an irreversible action would default to `approve` (seed 001: no irreversible
 /// action without explicit human consent — stricter than AAEP's "SHOULD" for low risk);
-/// `Ok(Some(warning))` for a reversible high-risk action that defaults to `approve`.
+/// `Ok(Some(warning))` for a rule that needs a `quorum` (its `approvers` ask for more than
+/// one approval, or a quorum to deny: [`QUORUM_DEFAULT_NOTE`], the default is not applied)
+/// or a reversible high-risk action that defaults to `approve`.
 pub fn check_default_decision(
     irreversible: bool,
+    quorum: Option<&Quorum>,
     tier: RiskTier,
     default: DefaultDecision,
 ) -> Result<Option<String>, String> {
@@ -386,6 +394,9 @@ pub fn check_default_decision(
     }
     if irreversible {
         return Err("an irreversible action must not have `default_decision: approve` (AAEP §6.4.1: no irreversible action without explicit human consent)".into());
+    }
+    if quorum.is_some() {
+        return Ok(Some(QUORUM_DEFAULT_NOTE.into()));
     }
     if tier.risk_level() == "high" {
         return Ok(Some(format!(
@@ -404,6 +415,28 @@ pub fn effective_default(irreversible: bool, configured: DefaultDecision) -> Def
         DefaultDecision::Reject
     } else {
         configured
+    }
+}
+
+/// The default that is applied when an approval times out (AAEP §6.4), from its terms: `reject`
+/// whenever the action is irreversible ([`effective_default`]), needs a passkey-signed approval
+/// (issue 14 §4: a timeout carries no passkey), or needs a `quorum` (issue 14 §1: several
+/// distinct people must approve, and a timeout is nobody — found by review: an approving
+/// default of another covering rule, or escalation steps ending in the default, approved a
+/// `{count: 2, deny: quorum}` call with no vote counted); else the `configured` default.
+/// The gatekeeper composes a verdict's default with it, the expiry sweep applies it to the
+/// stored terms (so a row held before this rule, or by a differently composed verdict, is
+/// still never approved by its timeout), and joining compares with it.
+pub fn default_at_timeout(
+    irreversible: bool,
+    require_passkey: bool,
+    quorum: Option<&Quorum>,
+    configured: DefaultDecision,
+) -> DefaultDecision {
+    if require_passkey || quorum.is_some() {
+        DefaultDecision::Reject
+    } else {
+        effective_default(irreversible, configured)
     }
 }
 
@@ -486,25 +519,25 @@ mod tests {
     fn default_decision_rule() {
         use DefaultDecision::*;
         for t in [RiskTier::R0, RiskTier::R2, RiskTier::R4] {
-            assert!(check_default_decision(true, t, Approve).is_err());
-            assert_eq!(check_default_decision(true, t, Reject), Ok(None));
+            assert!(check_default_decision(true, None, t, Approve).is_err());
+            assert_eq!(check_default_decision(true, None, t, Reject), Ok(None));
         }
         assert!(
-            check_default_decision(false, RiskTier::R3, Approve)
+            check_default_decision(false, None, RiskTier::R3, Approve)
                 .unwrap()
                 .is_some()
         );
         assert!(
-            check_default_decision(false, RiskTier::R4, Approve)
+            check_default_decision(false, None, RiskTier::R4, Approve)
                 .unwrap()
                 .is_some()
         );
         assert_eq!(
-            check_default_decision(false, RiskTier::R2, Approve),
+            check_default_decision(false, None, RiskTier::R2, Approve),
             Ok(None)
         );
         assert_eq!(
-            check_default_decision(false, RiskTier::R1, Approve),
+            check_default_decision(false, None, RiskTier::R1, Approve),
             Ok(None)
         );
         assert_eq!(effective_default(true, Approve), Reject);
@@ -512,5 +545,38 @@ mod tests {
         assert_eq!(millis(u64::MAX), i64::MAX);
         assert_eq!(millis(1 << 62), i64::MAX);
         assert_eq!(effective_default(false, Approve), Approve);
+    }
+
+    /// The attack: a quorum call (`{roles: [finance], count: 2, deny: quorum}`) that nobody
+    /// voted on, or that one finance person denied (not enough alone), was approved at its
+    /// timeout by an approving default. A quorum, a passkey or irreversibility make the
+    /// timeout reject; a plain reversible call keeps its configured default.
+    #[test]
+    fn a_quorum_call_is_never_approved_by_its_timeout() {
+        use DefaultDecision::*;
+        let q = |v: serde_json::Value| crate::quorum::parse_approvers(&v).unwrap().quorum;
+        let by_quorum = q(serde_json::json!({"roles": ["finance"], "count": 2, "deny": "quorum"}));
+        let two = q(serde_json::json!({"count": 2}));
+        for quorum in [&by_quorum, &two] {
+            assert!(quorum.is_some());
+            assert_eq!(
+                default_at_timeout(false, false, quorum.as_ref(), Approve),
+                Reject
+            );
+            assert_eq!(
+                default_at_timeout(false, false, quorum.as_ref(), Reject),
+                Reject
+            );
+            let w = check_default_decision(false, quorum.as_ref(), RiskTier::R1, Approve);
+            assert_eq!(w, Ok(Some(QUORUM_DEFAULT_NOTE.to_string())));
+        }
+        assert_eq!(default_at_timeout(false, true, None, Approve), Reject);
+        assert_eq!(default_at_timeout(true, false, None, Approve), Reject);
+        assert_eq!(default_at_timeout(false, false, None, Approve), Approve);
+        assert_eq!(default_at_timeout(false, false, None, Reject), Reject);
+        assert_eq!(
+            check_default_decision(false, two.as_ref(), RiskTier::R1, Reject),
+            Ok(None)
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! holds at R3 for an operator (issue 16 §3). Pure; the store calls it in the proposal's
 //! transaction.
 
-use crate::approval::DefaultDecision;
+use crate::approval::{DefaultDecision, default_at_timeout};
 use crate::quorum::{DenyRule, Quorum};
 use crate::verdict::ApprovalTerms;
 
@@ -85,8 +85,9 @@ pub struct Held<'a> {
 ///   group, of roles within the new group's and as large; a held `deny: quorum` only when the
 ///   new quorum says so too (`deny: any` is the strict side: one no settles it);
 /// - in-client approval only when the new verdict allows it; a risk tier as high; irreversible,
-///   separation of duties and a passkey when the new verdict asks; default `reject` when the
-///   new one rejects;
+///   separation of duties and a passkey when the new verdict asks; `reject` at its timeout
+///   when the new one rejects at its ([`default_at_timeout`]: a quorum rejects whatever the
+///   stored default);
 /// - every trigger and redacted path of the new verdict among its own, a result limit as
 ///   small.
 ///
@@ -107,8 +108,16 @@ pub fn covers(held: &Held<'_>, new: &ApprovalTerms) -> Result<(), Weaker> {
     )?;
     check(h.risk_tier >= new.risk_tier, Weaker::RiskTier)?;
     check(h.irreversible || !new.irreversible, Weaker::Irreversible)?;
+    // What each does at its timeout, as the expiry sweep decides it: a quorum, a passkey or
+    // irreversibility make it reject whatever the stored default says.
     let rejects = |t: &ApprovalTerms| {
-        t.irreversible || t.require_passkey || t.default_decision == DefaultDecision::Reject
+        let d = default_at_timeout(
+            t.irreversible,
+            t.require_passkey,
+            t.quorum.as_ref(),
+            t.default_decision,
+        );
+        d == DefaultDecision::Reject
     };
     check(rejects(h) || !rejects(new), Weaker::DefaultDecision)?;
     check(
@@ -288,6 +297,16 @@ mod tests {
             Err(Weaker::DefaultDecision)
         );
         assert_eq!(covers(&held(&base, &[]), &approves), Ok(()));
+        // A held quorum call rejects at its timeout whatever its stored default says (the
+        // sweep applies [`default_at_timeout`]), so it covers a call that rejects.
+        let mut quorum_approves = approves.clone();
+        quorum_approves.quorum = parse_approvers(&json!({"count": 2})).unwrap().quorum;
+        let mut quorum_rejects = quorum_approves.clone();
+        quorum_rejects.default_decision = DefaultDecision::Reject;
+        assert_eq!(
+            covers(&held(&quorum_approves, &[]), &quorum_rejects),
+            Ok(())
+        );
     }
 
     #[test]

@@ -23,10 +23,11 @@ impl Store {
     /// approvers, audited `approval.escalated`, and an AAEP `agent.progress.updated` saying
     /// so: issues 10 §5, 14 §3), its `expires_at` moving to its next step or its deadline;
     /// every other one, and one whose deadline has passed too, expires with its default
-    /// decision (a token is minted only for `approve`). Also catches up on approvals that
-    /// were due while the server was down. An approval with unreadable stored columns
-    /// ([`ApprovalRecord::damaged`]) is skipped: it stays pending until repaired. Returns the
-    /// ids that changed; `Err` only when the store fails.
+    /// decision (a token is minted only for `approve`), which is `reject` for one that needs a
+    /// quorum, a passkey or is irreversible ([`approval::default_at_timeout`]). Also catches
+    /// up on approvals that were due while the server was down. An approval with unreadable
+    /// stored columns ([`ApprovalRecord::damaged`]) is skipped: it stays pending until
+    /// repaired. Returns the ids that changed; `Err` only when the store fails.
     pub fn expire_due(&self, now: i64) -> Result<Vec<String>, StoreError> {
         let due: Vec<String> = sql::column(
             self.lock().conn(),
@@ -71,18 +72,27 @@ impl Store {
                         return Ok(Step::Escalated);
                     }
                 }
-                // What needs a passkey-signed approval, or is irreversible, is never approved
-                // by its timeout, whatever the stored default says; nor is what no operator
-                // could approve now (`decide::why_unapprovable`): terms that do not hold their
-                // seal (an edited default would otherwise mint a genuine token with no one
-                // deciding), a vote row with a seal not its own, a token row already there.
-                let refused = rec.terms.require_passkey
-                    || crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some())
+                // What needs a passkey-signed approval or a quorum, or is irreversible, is
+                // never approved by its timeout, whatever the stored default says
+                // (`approval::default_at_timeout`; found by review: a quorum call was approved
+                // by its default with no vote counted, as `Expire` is no vote); nor is what no
+                // operator could approve now (`decide::why_unapprovable`): terms that do not
+                // hold their seal (an edited default would otherwise mint a genuine token with
+                // no one deciding), a vote row with a seal not its own, a token row already
+                // there.
+                let refused =
+                    crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some())
                         .is_some();
+                let t = &rec.terms;
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject
                 } else {
-                    approval::effective_default(rec.terms.irreversible, rec.terms.default_decision)
+                    approval::default_at_timeout(
+                        t.irreversible,
+                        t.require_passkey,
+                        t.quorum.as_ref(),
+                        t.default_decision,
+                    )
                 }))
             });
             let step = match step {

@@ -6,7 +6,7 @@
 //! agent's declaration.
 
 use super::kit::{Denial, reason, requires, template_of, unevaluable};
-use crate::approval::{DefaultDecision, effective_default};
+use crate::approval::{DefaultDecision, QUORUM_DEFAULT_NOTE, default_at_timeout};
 use crate::canonical::ToolCall;
 use crate::condition::Outcome;
 use crate::policy::{Agent, ApprovalSpec, Rule};
@@ -283,21 +283,10 @@ impl<'a> Composed<'a> {
             && risk_tier < RiskTier::R3
             && self.approvers.is_empty()
             && quorum.is_none();
-        let configured = if self.approve_default == Some(true) {
-            DefaultDecision::Approve
-        } else {
-            DefaultDecision::Reject
-        };
         let require_passkey =
             required && (self.passkey_on || (risk_tier == RiskTier::R4 && !self.passkey_off));
         let duties = self.duties_on || (risk_tier == RiskTier::R4 && !self.duties_off);
-        // A call that needs a passkey-signed approval is never approved without one: not by
-        // the default decision at the timeout either (issue 14 §4).
-        let configured = if require_passkey || self.deny_unknown {
-            DefaultDecision::Reject
-        } else {
-            configured
-        };
+        let default_decision = self.default_decision(required, require_passkey, quorum.as_ref());
         let kind = if required {
             VerdictKind::Confirm
         } else {
@@ -332,7 +321,7 @@ impl<'a> Composed<'a> {
                 reasons: self.reasons,
                 risk_tier,
                 irreversible: self.irreversible,
-                default_decision: effective_default(self.irreversible, configured),
+                default_decision,
                 approvers: self.approvers,
                 quorum,
                 triggers: self.triggers,
@@ -351,6 +340,31 @@ impl<'a> Composed<'a> {
                 redact: self.redact,
             },
         }
+    }
+
+    /// The default decision at the timeout: `approve` only when every covering rule that names
+    /// a default says so, no `deny` went unevaluated, and the call is reversible and needs
+    /// neither a passkey-signed approval (issue 14 §4) nor a `quorum` (issue 14 §1;
+    /// [`default_at_timeout`]). Found by review: a rule `approvers: {roles: [finance], count:
+    /// 2, deny: quorum}` naming no default, beside another covering rule saying
+    /// `default_decision: approve`, was approved at its timeout with no vote counted. When a
+    /// quorum overrides an approving default of a `required` call, a reason says so.
+    fn default_decision(
+        &mut self,
+        required: bool,
+        require_passkey: bool,
+        quorum: Option<&Quorum>,
+    ) -> DefaultDecision {
+        let configured = if self.approve_default == Some(true) && !self.deny_unknown {
+            DefaultDecision::Approve
+        } else {
+            DefaultDecision::Reject
+        };
+        if required && configured == DefaultDecision::Approve && quorum.is_some() {
+            let note = QUORUM_DEFAULT_NOTE.to_string();
+            self.reasons.push(reason("", "quorum", note));
+        }
+        default_at_timeout(self.irreversible, require_passkey, quorum, configured)
     }
 
     /// The approval message: the template of the source that required approval, else the
@@ -507,6 +521,61 @@ mod tests {
         assert!(rules[2].starts_with("a.fold-v1 rules[1]"), "{rules:?}");
         assert_eq!(rules[3], "risk tier");
         assert!(!v.terms.in_client_approval);
+    }
+
+    /// The attack: a governance rule asks two finance approvers (`deny: quorum`) and names no
+    /// default; another rule covering the same tool says `default_decision: approve`. Folded,
+    /// the call defaulted to approve, so at its timeout it was approved with no vote counted.
+    /// A quorum call's default is reject, a reason says why, and the load warns of the pair;
+    /// the same approving default on a call without a quorum still applies.
+    #[test]
+    fn a_quorum_call_never_defaults_to_approve_whatever_another_rules_default() {
+        let gov = "policies:
+  - id: a.quorum-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pay
+        approval: true
+        approvers: {roles: [finance], count: 2, deny: quorum}
+        escalation: [{after: 60, approvers: [cfo]}]
+  - id: b.lenient-v1
+    selector: {agents: [bot]}
+    rules:
+      - tool: pa*
+        risk_tier: R1
+        default_decision: approve
+      - tool: quote
+        approval: true
+        default_decision: approve
+";
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - alias: pay\n    - alias: quote\n";
+        let reg = Registry::load(
+            &[("a.yaml".into(), agent.into())],
+            &[("g.yaml".into(), gov.into())],
+        )
+        .unwrap();
+        let warned: Vec<&String> = reg
+            .warnings
+            .iter()
+            .filter(|w| w.contains("needs a quorum"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", reg.warnings);
+        assert!(warned[0].contains("a.quorum-v1 rules[0]"), "{warned:?}");
+        assert!(warned[0].contains("b.lenient-v1 rules[0]"), "{warned:?}");
+        let call = ToolCall::new("pay", None, json!({})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(v.kind, VerdictKind::Confirm);
+        assert!(v.terms.quorum.is_some());
+        assert_eq!(v.terms.default_decision.as_str(), "reject");
+        assert!(
+            v.terms.reasons.iter().any(|r| r.rule == "quorum"),
+            "{:?}",
+            v.terms.reasons
+        );
+        let call = ToolCall::new("quote", None, json!({})).unwrap();
+        let v = evaluate(&reg, "bot", &call);
+        assert_eq!(v.terms.default_decision.as_str(), "approve");
+        assert!(v.terms.reasons.iter().all(|r| r.rule != "quorum"));
     }
 
     /// Under `redact`, the message, side effects and rollback notes are rendered from the

@@ -5,7 +5,7 @@
 
 use super::error::{LoadError, yaml_err};
 use super::model::{ApprovalSpec, Policy, Rule, Selector};
-use crate::approval::{DefaultDecision, check_default_decision};
+use crate::approval::{DefaultDecision, QUORUM_DEFAULT_NOTE, check_default_decision};
 use crate::risk::RiskTier;
 use crate::session_risk::Effects;
 use crate::triggers::{Escalation, EscalationStep, ScopeSpec, Thresholds, in_range};
@@ -174,6 +174,7 @@ fn build_rule(rr: &RawRule, label: String) -> Result<(Rule, Option<String>), Str
     };
     let warning = check_default_decision(
         rr.irreversible,
+        approvers.quorum.as_ref(),
         risk_tier.unwrap_or(RiskTier::R2),
         default_decision.unwrap_or_default(),
     )?;
@@ -289,16 +290,57 @@ pub(super) fn load_governance(
                 )),
             }
         }
-        policies.insert(
-            p.id.clone(),
-            Policy {
-                id: p.id,
-                file: file.to_string(),
-                selector: p.selector,
-                rules,
-            },
-        );
+        let policy = Policy {
+            id: p.id,
+            file: file.to_string(),
+            selector: p.selector,
+            rules,
+        };
+        warnings.extend(quorum_defaults(&policy, policies));
+        policies.insert(policy.id.clone(), policy);
     }
+}
+
+/// Load-time warnings for each pair of rules that may cover the same call where one needs a
+/// quorum and the other says `default_decision: approve` ([`QUORUM_DEFAULT_NOTE`]): a rule of
+/// policy `new` with another of `new` or of a policy loaded before it (`loaded`), each pair
+/// once, as `FILE: RULE needs a quorum and RULE (ITS FILE) says default_decision: approve …`.
+/// Warnings, not errors: the gatekeeper and the expiry sweep make the timeout of a quorum call
+/// reject whatever the rules' defaults ([`crate::approval::default_at_timeout`]), and
+/// refusing would skip a rule that asks for a quorum. Approximate: selectors are not compared
+/// and two tool globs meet when either matches the other's text, so it may warn for rules
+/// that never cover one call and misses globs that meet otherwise (`pay*`, `*ment`).
+fn quorum_defaults(new: &Policy, loaded: &BTreeMap<String, Policy>) -> Vec<String> {
+    let approves = |r: &Rule| r.default_decision == Some(DefaultDecision::Approve);
+    let mut out = Vec::new();
+    let mut warn = |(q, q_file): (&Rule, &str), (a, a_file): (&Rule, &str)| {
+        if q.quorum.is_some() && approves(a) && !std::ptr::eq(q, a) && may_meet(q, a) {
+            out.push(format!(
+                "{q_file}: {} needs a quorum and {} ({a_file}) says `default_decision: approve`, and they may cover the same call: {QUORUM_DEFAULT_NOTE}",
+                q.label, a.label
+            ));
+        }
+    };
+    for r in &new.rules {
+        let r = (r, new.file.as_str());
+        for o in &new.rules {
+            warn(r, (o, &new.file));
+        }
+        for p in loaded.values() {
+            for o in &p.rules {
+                warn(r, (o, &p.file));
+                warn((o, &p.file), r);
+            }
+        }
+    }
+    out
+}
+
+/// Whether rules `a` and `b` may cover one call: no server, or the same, and either's tool
+/// glob matches the other's text.
+fn may_meet(a: &Rule, b: &Rule) -> bool {
+    let servers = a.server.is_none() || b.server.is_none() || a.server == b.server;
+    servers && (a.tool.matches(b.tool.as_str()) || b.tool.matches(a.tool.as_str()))
 }
 
 /// The rule's `escalation` chain or `on_timeout` (not both), checked: at most

@@ -31,6 +31,7 @@ mod pin_scope;
 mod plans;
 mod protocol;
 mod quorum;
+mod quorum_timeout;
 mod ready;
 mod receipts;
 mod redact_rendered;
