@@ -131,6 +131,26 @@ pub fn origin_covers(
     covers(&held, new)
 }
 
+/// Why a grant made by `creator` (its `created_by`, with what separation of duties knows of
+/// them: [`crate::duties::Decider`]) may not stand in for a call of `agent` acting for
+/// `on_behalf_of` whose verdict asks `terms`: under `separation_of_duties` the creator could
+/// not approve that call themselves ([`crate::duties::self_approval`]: they own the agent, or
+/// the call acts for them). `None`: the grant may cover it (as far as who made it goes).
+///
+/// Found by review: carol approved a call made for bob with scope `15m`; the agent then made
+/// the same call for carol and her grant covered it — in effect carol approved her own call.
+pub fn creator_conflict(
+    terms: &crate::gatekeeper::ApprovalTerms,
+    agent: &str,
+    on_behalf_of: Option<&str>,
+    creator: &crate::duties::Decider<'_>,
+) -> Option<String> {
+    use crate::approval::DecisionKind;
+    let sod = terms.separation_of_duties;
+    crate::duties::self_approval(sod, DecisionKind::Approve, agent, on_behalf_of, creator)
+        .map(|why| format!("the grant's creator may not approve this call: {why}"))
+}
+
 /// When each role may decide, in milliseconds after the call was held: the `first` approvers
 /// from 0, a role a step of `steps` (times in Unix ms, the call held at `raised`) adds from
 /// that step. `None`: any operator from the start (no first approvers).
@@ -311,6 +331,46 @@ mod tests {
             origin_covers(&stored, &[], Some((&s, 0)), &new, 7_200_000),
             Ok(())
         );
+    }
+
+    /// Review finding: a grant covered a call acting for the operator who granted it, or of
+    /// an agent they own, under separation of duties. It no longer does; it still covers
+    /// others' calls, and any call when the rules do not ask for separation of duties.
+    #[test]
+    fn a_grant_never_covers_a_call_its_creator_could_not_approve() {
+        use crate::duties::Decider;
+        let plain =
+            crate::gatekeeper::ApprovalTerms::plain(String::new(), vec![], crate::RiskTier::R2);
+        let sod = crate::gatekeeper::ApprovalTerms {
+            separation_of_duties: true,
+            ..plain.clone()
+        };
+        let aka = ["carol@example.com".to_string()];
+        let carol = Decider {
+            name: "oidc:carol@example.com",
+            owns: &[],
+            aka: &aka,
+        };
+        let owns = ["bot".to_string()];
+        let owner = Decider {
+            name: "dave",
+            owns: &owns,
+            aka: &[],
+        };
+        let conflict = |t, agent, who, d: &Decider<'_>| creator_conflict(t, agent, who, d);
+        assert!(conflict(&sod, "bot", Some("Carol@Example.com"), &carol).is_some());
+        assert!(conflict(&sod, "bot", Some("oidc:carol@example.com"), &carol).is_some());
+        assert!(conflict(&sod, "bot", Some("bob"), &owner).is_some());
+        assert!(conflict(&sod, "bot", None, &owner).is_some());
+        // Others' calls, another agent, or no separation of duties asked: covered.
+        assert_eq!(conflict(&sod, "bot", Some("bob"), &carol), None);
+        assert_eq!(conflict(&sod, "bot", None, &carol), None);
+        assert_eq!(conflict(&sod, "other", Some("bob"), &owner), None);
+        assert_eq!(
+            conflict(&plain, "bot", Some("carol@example.com"), &carol),
+            None
+        );
+        assert_eq!(conflict(&plain, "bot", None, &owner), None);
     }
 
     const CALL: CallView<'static> = CallView {

@@ -454,6 +454,8 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
         .extension_ms
         .load(std::sync::atomic::Ordering::Relaxed)
         .clamp(0, most);
+    // A grant never covers a call its creator could not approve (separation of duties).
+    let people = st.clone();
     let res = st
         .store_task(move |s| {
             let now = now_ms();
@@ -470,6 +472,8 @@ async fn propose_in_store(st: &AppState, b: Submission) -> Result<(Verdict, Prop
             let mut proposal = b.proposal(now, &timeout, settings.max_pending_per_agent);
             proposal.extension_ms = extension_ms;
             proposal.governed_by = Some(&governed_by);
+            let duties_of = |name: &str| people.duties_of(name);
+            proposal.duties_of = Some(&duties_of);
             proposal.policy_set_sha256 = Some(&reg.policy_set_sha256);
             // The plans of the agents whose files declare this one a local delegate gate it.
             proposal.plans_of = reg.delegations().orchestrators_of(&b.agent);

@@ -19,7 +19,7 @@ use crate::seal::Sealed;
 use crate::session_risk;
 use crate::settlement_seal;
 use crate::store::Store;
-use crate::tokens::{find_grants, origin_weaker};
+use crate::tokens::cover::{DutiesOf, GrantCall, covering_grant};
 use crate::usage::{observed, pending_of, windows};
 use assent_core::escalation::{self, Escalation};
 use assent_core::gatekeeper::Verdict;
@@ -89,6 +89,9 @@ pub struct Proposal<'a> {
     /// brings untrusted output or private data in, or sends data out, marks its session; a
     /// held one marks it when its token is redeemed (issue 16 §3). None by default.
     pub effects: Effects,
+    /// Given a grant creator's name, `(owns, aka)` as in [`crate::DecisionInput`]; `None` (the
+    /// default) knows only the name. A grant never covers a call its creator could not approve.
+    pub duties_of: Option<&'a DutiesOf<'a>>,
 }
 
 impl<'a> Proposal<'a> {
@@ -127,6 +130,7 @@ impl<'a> Proposal<'a> {
             governed_by: None,
             policy_set_sha256: None,
             effects: Effects::default(),
+            duties_of: None,
         }
     }
 }
@@ -317,23 +321,19 @@ impl Store {
     ) -> Result<Proposed, StoreError> {
         let (tx, p, verdict) = (g.tx, g.p, g.verdict);
         if grant::may_use_grant(&verdict.terms, p.target.is_some()) {
-            let grants = find_grants(
-                tx,
-                &self.seal_key(Sealed::Grant),
-                p.agent,
-                p.session_id,
-                p.call,
-                p.call_hash,
-                p.now,
-            )?;
-            let key = self.seal_key(Sealed::Approval);
+            let keys = [Sealed::Grant, Sealed::Approval].map(|k| self.seal_key(k));
             let wait = (p.timeout_ms)(verdict).saturating_sub(p.extension_ms);
-            for (gid, scope, aid) in grants {
-                match origin_weaker(tx, &key, &aid, &verdict.terms, wait)? {
-                    None => return self.use_grant(g, &gid, &scope),
-                    Some(axis) => tracing::info!(grant_id = %gid, approval_id = %aid, axis,
-                        "a grant covers the call but its approval was held under weaker terms than the rules ask now: the call is held"),
-                }
+            let c = GrantCall {
+                agent: p.agent,
+                session_id: p.session_id,
+                on_behalf_of: p.on_behalf_of,
+                call: p.call,
+                call_hash: p.call_hash,
+                now: p.now,
+            };
+            let found = covering_grant(tx, &keys, &c, &verdict.terms, wait, p.duties_of)?;
+            if let Some((gid, scope)) = found {
+                return self.use_grant(g, &gid, &scope);
             }
         }
         let keys = (self.seal_key(Sealed::Approval), self.seal_key(Sealed::Vote));

@@ -2,9 +2,12 @@
 //! §6): minting a token in a decision's transaction, signing it (a JWS with the current
 //! Ed25519 token key, [`crate::keys`]), publishing the public keys (JWKS), redeeming it once
 //! (by its agent or an executor of the call), and the
-//! stored grants (listing, revoking, finding the one that covers a call). Which grant covers a
-//! call and what a new grant binds are `assent_core::grant` rules.
+//! stored grants (listing, revoking; finding the one that covers a call is [`cover`]). Which
+//! grant covers a call and what a new grant binds are `assent_core::grant` rules.
 
+pub(crate) mod cover;
+
+use self::cover::grant_columns;
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{RedeemError, StoreError};
@@ -14,7 +17,6 @@ use crate::seal::{SealKey, Sealed};
 use crate::sql::{self, from_row};
 use crate::store::Store;
 use assent_core::RiskTier;
-use assent_core::ToolCall;
 use assent_core::approval::GrantScope;
 use assent_core::grant::{self, Grant};
 use assent_core::policy::{Delegations, NO_DELEGATIONS};
@@ -52,23 +54,6 @@ impl TokenRow<'_> {
     }
 }
 
-/// A `grants` row's sealed columns ([`crate::seal`]): `[id, agent, session_id, tool, server,
-/// call_hash, scope, expires_at, approval_id, created_at]` — what decides which calls it
-/// covers and where it came from (`revoked_at` is not: a revocation undone is found by `audit
-/// verify`).
-type GrantColumns<'a> = (
-    &'a str,
-    &'a str,
-    Option<&'a str>,
-    &'a str,
-    Option<&'a str>,
-    Option<&'a str>,
-    &'a str,
-    Option<i64>,
-    &'a str,
-    i64,
-);
-
 /// The `token.minted` record of `t`; `removed_foreign_rows` when a row under another agent
 /// was removed for it ([`Store::mint`]).
 fn minted_record(t: &TokenRow<'_>, foreign: usize) -> Value {
@@ -78,10 +63,6 @@ fn minted_record(t: &TokenRow<'_>, foreign: usize) -> Value {
         data["removed_foreign_rows"] = json!(foreign);
     }
     data
-}
-
-fn grant_columns(g: GrantColumns<'_>) -> Value {
-    json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9])
 }
 
 impl Store {
@@ -335,103 +316,6 @@ impl Store {
             Ok(revoked.is_some())
         })
     }
-}
-
-/// The grants that cover `agent`'s call ([`grant::covers`]: same tool and server, same call
-/// hash unless widened to the tool, same session for `session` grants, not expired at `now`
-/// or revoked), oldest first. Returns `(grant id, scope, approval id)` each; the caller keeps
-/// the first whose approval still stands for the verdict ([`origin_weaker`]).
-pub(crate) fn find_grants(
-    tx: Conn<'_>,
-    seal: &SealKey,
-    agent: &str,
-    session_id: &str,
-    call: &ToolCall,
-    call_hash: &str,
-    now: i64,
-) -> db::Result<Vec<(String, String, String)>> {
-    type Row = (
-        (String, String, Option<String>, Option<String>, Option<i64>),
-        bool,
-        (String, i64, String),
-    );
-    let rows: Vec<Row> = sql::rows(
-        tx,
-        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL, approval_id, created_at, seal FROM grants
-         WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
-        crate::params![agent, call.tool, call.server],
-        |r| {
-            let row = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
-            Ok((row, r.get(5)?, (r.get(6)?, r.get(7)?, r.get(8)?)))
-        },
-    )?;
-    // A row whose seal is not its own covers nothing ([`crate::seal`]).
-    let rows = rows
-        .into_iter()
-        .filter(|((id, scope, session, hash, exp), _, (aid, at, s))| {
-            let cols = (
-                id.as_str(),
-                agent,
-                session.as_deref(),
-                call.tool.as_str(),
-                call.server.as_deref(),
-                hash.as_deref(),
-                scope.as_str(),
-                *exp,
-                aid.as_str(),
-                *at,
-            );
-            seal.holds(&grant_columns(cols), s)
-        });
-    let c = grant::CallView {
-        agent,
-        session_id,
-        tool: &call.tool,
-        server: call.server.as_deref(),
-        call_hash,
-        now,
-    };
-    Ok(rows
-        .filter(|((_, _, session, hash, expires_at), revoked, _)| {
-            let g = grant::GrantView {
-                agent,
-                session_id: session.as_deref(),
-                tool: &call.tool,
-                server: call.server.as_deref(),
-                call_hash: hash.as_deref(),
-                expires_at: *expires_at,
-                revoked: *revoked,
-            };
-            grant::covers(&g, &c)
-        })
-        .map(|((id, scope, ..), _, (aid, ..))| (id, scope, aid))
-        .collect())
-}
-
-/// Why the approval `aid` a grant came from does not stand in for a call whose verdict asks
-/// `terms` and whose first wait is `wait_ms` (when an `on_timeout` step happens; `None`: it
-/// does): its row is gone or damaged, its seal does not hold under `key`
-/// (`"approval seal"`: an approval settled before its terms were sealed, migration 0029,
-/// or edited since), or it was held under weaker terms ([`grant::origin_covers`]: the axis,
-/// e.g. `"approvers"`). Found by review: a grant kept covering calls after a reload changed
-/// their approvers, raised their tier or turned on separation of duties.
-pub(crate) fn origin_weaker(
-    tx: Conn<'_>,
-    key: &SealKey,
-    aid: &str,
-    terms: &assent_core::gatekeeper::ApprovalTerms,
-    wait_ms: i64,
-) -> db::Result<Option<&'static str>> {
-    let Some(origin) = crate::record::read_approval(tx, aid)? else {
-        return Ok(Some("approval gone"));
-    };
-    if !origin.damaged.is_empty() || !crate::approval_seal::holds(tx, key, aid)? {
-        return Ok(Some("approval seal"));
-    }
-    let schedule = (origin.escalation_schedule.as_ref()).map(|s| (s, origin.requested_at));
-    let taken = origin.escalated_roles();
-    let weaker = grant::origin_covers(&origin.terms, &taken, schedule, terms, wait_ms).err();
-    Ok(weaker.map(|w| w.as_str()))
 }
 
 /// A grant being created by an approval's decision.

@@ -19,6 +19,7 @@ mod delegation;
 mod durability;
 mod duties;
 mod edit_approval_needs;
+mod grant_duties;
 mod insights;
 mod learning;
 
