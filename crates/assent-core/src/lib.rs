@@ -27,6 +27,7 @@ pub mod edit;
 pub mod escalation;
 pub mod gatekeeper;
 pub mod grant;
+pub mod grant_standing;
 pub mod join;
 pub mod json;
 pub mod passkey;

@@ -206,6 +206,7 @@ pub async fn run_with(
 ) -> std::io::Result<()> {
     close_orphan_subscriptions(&state).await;
     withdraw_orphan_votes(&state).await?;
+    revoke_orphan_grants(&state).await?;
     state.refresh_extension().await;
     let expiry = spawn_expiry(state.clone(), Duration::from_secs(1));
     let streams = aaep_streams::keep(state.clone());
@@ -298,5 +299,45 @@ async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
         Err(_) => Err(std::io::Error::other(
             "the votes of operators no longer configured could not be withdrawn",
         )),
+    }
+}
+
+/// Revokes the active grants that the configuration no longer stands behind
+/// ([`assent_store::Store::revoke_grants_unless`], each weighed by
+/// [`assent_core::grant_standing::grant_stands`] with [`reload::decider_now`]): their maker is
+/// no operator of it (removed or renamed in the file before a restart, or now an agent), or no
+/// longer holds any role that may decide the approval the grant came from. A grant whose
+/// approval is gone or damaged covers nothing and is revoked too. Audited `grant.revoked`
+/// (actor `system:start-up`). A store error stops start-up (fail closed: the grant would keep
+/// letting calls through). Found by review: a stolen key's `workspace` grants outlived its
+/// removal from the file. A key rotated by a restart is not seen here (a grant does not keep
+/// the binding of the key that made it, unlike a vote).
+async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
+    let live = state.principals();
+    let sso = state.oidc.is_some();
+    let revoked = state
+        .store_task(move |s| {
+            let stands = |g: &assent_store::grants_revoke::GrantOrigin| {
+                let decider = reload::decider_now(&live, sso, &g.created_by);
+                g.approvers.as_deref().is_some_and(|a| {
+                    assent_core::grant_standing::grant_stands(decider, a)
+                })
+            };
+            let why = "the configuration no longer has the operator who made it as one who may decide its approval";
+            s.revoke_grants_unless(stands, "system:start-up", why, state::now_ms())
+        })
+        .await;
+    let failed = "the grants of operators no longer configured could not be revoked";
+    match revoked {
+        Ok(Ok(0)) => Ok(()),
+        Ok(Ok(n)) => {
+            tracing::info!(
+                revoked = n,
+                "grants of operators no longer configured revoked"
+            );
+            Ok(())
+        }
+        Ok(Err(e)) => Err(std::io::Error::other(format!("{failed}: {e}"))),
+        Err(_) => Err(std::io::Error::other(failed)),
     }
 }

@@ -15,6 +15,8 @@ use crate::config::{Config, ConfigError, Principal, Problem, ReloadSource, resta
 use crate::error::ApiError;
 use crate::extract::{Operator, Refusal};
 use crate::state::{AppState, Live, now_ms};
+use assent_core::grant_standing::Decider;
+use assent_store::grants_revoke::GrantOrigin;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -183,8 +185,9 @@ pub async fn reload(st: &AppState, by: Trigger<'_>) -> Result<Reloaded, ReloadEr
     Ok(answer)
 }
 
-/// Why a reload withdraws a vote (`decision.vote_withdrawn`).
-const WITHDRAWN: &str = "a reload removed the voter or changed their key, roles or single sign-on";
+/// Why a reload withdraws a vote (`decision.vote_withdrawn`) or revokes a grant
+/// (`grant.revoked`).
+const WITHDRAWN: &str = "a reload removed the operator who cast or made it, or changed their key, roles or single sign-on";
 
 /// Reads and validates the file as start-up does: the configuration, every principal's key
 /// (`key_env` variables are read from this process's environment, as at start-up; the
@@ -315,12 +318,14 @@ fn with_sso_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Ve
     out
 }
 
-/// Ends every dashboard session, closes every AAEP subscription (actor `by`) and withdraws
-/// every vote on a pending approval ([`assent_store::Store::withdraw_votes`]) of the
-/// principals `names` (a reload changed their key or roles, or removed them; with their linked
-/// single sign-on names); `Err(why)` when the store could not. The subscriptions' timeout
-/// extension goes with them. Found by review: a vote cast with a key revoked since, or by an
-/// operator removed or stripped of the role, still counted towards its quorum.
+/// Ends every dashboard session, closes every AAEP subscription (actor `by`), withdraws
+/// every vote on a pending approval ([`assent_store::Store::withdraw_votes`]) and revokes
+/// every active grant ([`assent_store::Store::revoke_grants_unless`]) of the principals
+/// `names` (a reload changed their key or roles, or removed them; with their linked single
+/// sign-on names); `Err(why)` when the store could not. The subscriptions' timeout extension
+/// goes with them. Found by review: a vote cast with a key revoked since, or by an operator
+/// removed or stripped of the role, still counted towards its quorum; and the `workspace` or
+/// `whole_tool` grants of a stolen key removed by reload kept letting calls through.
 async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), String> {
     let (names, by) = (names.to_vec(), by.to_string());
     let done = st
@@ -334,8 +339,10 @@ async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), Strin
                 &by,
                 WITHDRAWN,
                 now_ms(),
-            )
-            .map(drop)
+            )?;
+            let made = |g: &GrantOrigin| !names.contains(&g.created_by);
+            s.revoke_grants_unless(made, &by, WITHDRAWN, now_ms())
+                .map(drop)
         })
         .await;
     st.refresh_extension().await;
@@ -343,5 +350,20 @@ async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), Strin
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(format!("{e:?}")),
+    }
+}
+
+/// What the principals `live` in force make of `made_by`, the principal whose decision made a
+/// grant ([`assent_core::grant_standing::grant_stands`] weighs it): an operator and the roles
+/// they hold now; an `oidc:` name linked to no principal, while single sign-on is configured
+/// (`sso`); or unknown (removed or renamed, or now an agent). What start-up checks each active
+/// grant against.
+pub(crate) fn decider_now<'a>(live: &'a [Principal], sso: bool, made_by: &str) -> Decider<'a> {
+    match live.iter().find(|p| p.name == made_by) {
+        Some(p) => p.roles().map_or(Decider::Unknown, Decider::Operator),
+        None if sso && made_by.starts_with(crate::config::oidc::NAME_PREFIX) => {
+            Decider::UnlinkedSso
+        }
+        None => Decider::Unknown,
     }
 }

@@ -68,6 +68,7 @@ mod emit;
 mod error;
 pub mod events;
 mod expiry;
+pub mod grants_revoke;
 mod group;
 pub mod history;
 pub mod insights;

@@ -154,7 +154,9 @@ pub(crate) fn read_plan(conn: Conn<'_>, id: &str) -> db::Result<Option<PlanRecor
 }
 
 /// Moves plan `plan_id` to `status`, appends an MPLP event `event_type` with `data` to it and
-/// an audit record of the same kind.
+/// an audit record of the same kind. A status in which the plan runs no calls
+/// ([`transitions::plan_runs_calls`]: cancelled, back to draft…) revokes the grants made from
+/// the calls held under it ([`crate::grants_revoke::revoke_plan_grants`]), in this transaction.
 pub(crate) fn transition(
     tx: Conn<'_>,
     plan_id: &str,
@@ -179,7 +181,11 @@ pub(crate) fn transition(
         Value::from(events).to_string(),
         now
     ])?;
-    audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)
+    audit::append(tx, now, event_type, p.confirm_id.as_deref(), actor, &ev)?;
+    if !transitions::plan_runs_calls(status) {
+        crate::grants_revoke::revoke_plan_grants(tx, plan_id, &p.agent, status, actor, now)?;
+    }
+    Ok(())
 }
 
 /// What the Confirm of a plan decided, applied to the plan in the decision's transaction

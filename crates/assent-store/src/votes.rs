@@ -214,9 +214,10 @@ impl crate::store::Store {
     /// reload ended the sessions and withdrew the votes first and then appended its record; when
     /// that failed the reload was refused and the old principals stayed in force, but their
     /// votes were already gone). For each of `names`: ends their dashboard sessions, closes
-    /// their AAEP subscriptions (`aaep.closed` each) and withdraws their votes on pending
-    /// approvals (`decision.vote_withdrawn` each, saying `why`); then appends the record
-    /// `kind` with `data`, all with actor `by`. Nothing is changed unless all of it is
+    /// their AAEP subscriptions (`aaep.closed` each), withdraws their votes on pending
+    /// approvals (`decision.vote_withdrawn` each, saying `why`) and revokes the grants they
+    /// made (`grant.revoked` each, saying `why`: [`crate::grants_revoke`]); then appends the
+    /// record `kind` with `data`, all with actor `by`. Nothing is changed unless all of it is
     /// written. Errors: the store's.
     pub fn revoke_and_audit(
         &self,
@@ -233,6 +234,8 @@ impl crate::store::Store {
             }
             let stands = |p: &str, _: &[String], _: Option<&str>| !names.iter().any(|n| n == p);
             withdraw_votes_in(tx, &stands, by, why, now)?;
+            let made = |g: &crate::grants_revoke::GrantOrigin| !names.contains(&g.created_by);
+            crate::grants_revoke::revoke_grants_in(tx, &made, by, why, now)?;
             audit::append(**tx, now, kind, None, by, data)?;
             Ok(())
         })

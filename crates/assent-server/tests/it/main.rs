@@ -20,6 +20,7 @@ mod durability;
 mod duties;
 mod edit_approval_needs;
 mod grant_duties;
+mod grant_revocation;
 mod insights;
 mod learning;
 

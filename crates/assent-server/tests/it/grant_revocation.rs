@@ -1,0 +1,210 @@
+//! Grants do not outlive the consent they stand for (issue 14 §6, §8): a reload or a restart
+//! that removes the operator who made a grant, changes their key or takes away every role that
+//! let them decide its approval revokes it; so does cancelling the plan its call was held
+//! under. Each revocation is audited `grant.revoked` and the chain still verifies. Over a real
+//! configuration file on disk, either backend.
+
+use crate::kit::{AGENTS, BOT, Gw, OP, audit_count, policy, serve_policy, start_custom};
+use crate::plans::{plan, uuid};
+use crate::reload::principals;
+use assent_server::config::{Config, ReloadSource};
+use assent_server::{Live, Settings};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Every `read`, `quick` and `lenient` call is held; `quick` and `lenient` only for `ops`.
+fn gov() -> String {
+    policy(
+        "acme.test.grant-revocation",
+        "- tool: read\n  approval: true\n- tool: quick\n  approval: true\n  approvers: [ops]\n- tool: lenient\n  approval: true\n  approvers: [ops]\n",
+    )
+}
+
+/// A gateway whose principals come from `conf/assent.yaml` in `dir` (`list`, the kit's `bot`
+/// agent, [`gov`]) and that reloads that file; its store is the kit's in `dir/data`, so a
+/// second call over the same `dir` is a restart.
+async fn gateway(dir: &Path, list: &str) -> Gw {
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("bot.agf.yaml"), AGENTS).unwrap();
+    std::fs::write(conf.join("gov.yaml"), gov()).unwrap();
+    write_config(dir, list);
+    let cfg = Config::load(&conf.join("assent.yaml")).unwrap();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    start_custom(&data, 300_000, Settings::default(), AGENTS, &gov(), |st| {
+        st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
+        st.reload = Some(Arc::new(ReloadSource::new(&cfg, false)));
+    })
+    .await
+}
+
+/// Rewrites `conf/assent.yaml` in `dir` with the principals `list` (not yet in force).
+fn write_config(dir: &Path, list: &str) {
+    let text = format!("agents: [bot.agf.yaml]\ngovernance: [gov.yaml]\n{list}");
+    std::fs::write(dir.join("conf/assent.yaml"), text).unwrap();
+}
+
+/// `tool(args)` as bot in session `s1`: its status.
+async fn call(gw: &Gw, tool: &str, args: Value) -> StatusCode {
+    let (s, b) = gw.propose(tool, args).await;
+    assert!(s == StatusCode::OK || s == StatusCode::ACCEPTED, "{s} {b}");
+    s
+}
+
+/// Holds `tool(args)` and approves it with `key` for every call of the tool in the workspace.
+async fn grant_whole_tool(gw: &Gw, tool: &str, args: Value, key: &str) {
+    let id = gw.held("s1", tool, args).await;
+    let d = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    let (s, b) = gw.decide_with(&id, key, d).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+}
+
+/// The audit chain and every grant against its records verify.
+fn assert_verifies(gw: &Gw) {
+    let db = crate::backend::database(&gw.data_dir);
+    let report = crate::backend::off_runtime(|| {
+        let opts = Default::default();
+        assent_store::integrity::verify_database(&db, &gw.data_dir, &opts).unwrap()
+    });
+    assert!(report.problem.is_none(), "{:?}", report.problem);
+}
+
+/// Attack (found by review): alice's key is stolen and approves held `read` calls for the
+/// whole workspace and the whole tool; the theft is found and alice removed by a reload — her
+/// votes and sessions went, but the grant kept letting every later `read` through. The reload
+/// revokes it (`grant.revoked`, actor the operator who reloaded): the next `read` is held for
+/// a person again. Olaf's grant, made by an operator the reload left alone, still stands.
+#[tokio::test]
+async fn a_reload_that_removes_an_operator_revokes_the_grants_they_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let everyone = principals(&[
+        ("alice", "kind: operator, roles: [finance]", OP),
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    let gw = gateway(dir.path(), &everyone).await;
+    grant_whole_tool(&gw, "read", json!({"path": "/a"}), OP).await;
+    grant_whole_tool(&gw, "quick", json!({"n": 1}), "olaf-key").await;
+    assert_eq!(
+        call(&gw, "read", json!({"path": "/b"})).await,
+        StatusCode::OK
+    );
+    assert_eq!(call(&gw, "quick", json!({"n": 2})).await, StatusCode::OK);
+    let without_alice = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    write_config(dir.path(), &without_alice);
+    let (s, b) = gw.req("POST", "/v1/reload", Some("olaf-key"), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        call(&gw, "read", json!({"path": "/c"})).await,
+        StatusCode::ACCEPTED,
+        "the removed operator's grant no longer approves"
+    );
+    assert_eq!(call(&gw, "quick", json!({"n": 3})).await, StatusCode::OK);
+    assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 1);
+    let (s, b) = gw.get("/v1/grants", "olaf-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let active = b["grants"].as_array().unwrap();
+    assert_eq!(active.len(), 1, "{b}");
+    assert_eq!(active[0]["tool"], "quick", "{b}");
+    assert_verifies(&gw);
+    gw.stop().await;
+}
+
+/// Attack (found by review, the restart path): an operator whose key was stolen is removed
+/// from the file, or stripped of the role that let them decide, and the gateway restarted
+/// instead of reloaded. At start-up the grants made by principals the file no longer has as
+/// operators who may decide their approval are revoked (actor `system:start-up`): rita's
+/// (removed) and olaf's (now only `finance`, and `quick` needs `ops`); gina's, still `ops`,
+/// stands.
+#[tokio::test]
+async fn a_restart_that_removes_an_operator_or_their_role_revokes_the_grants_they_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = principals(&[
+        ("olaf", "kind: operator, roles: [ops]", "olaf-key"),
+        ("rita", "kind: operator, roles: [ops]", "rita-key"),
+        ("gina", "kind: operator, roles: [ops]", "gina-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    let gw = gateway(dir.path(), &before).await;
+    grant_whole_tool(&gw, "quick", json!({"n": 1}), "olaf-key").await;
+    grant_whole_tool(&gw, "lenient", json!({"n": 1}), "rita-key").await;
+    grant_whole_tool(&gw, "read", json!({"path": "/a"}), "gina-key").await;
+    for tool in ["quick", "lenient", "read"] {
+        assert_eq!(call(&gw, tool, json!({"n": 2})).await, StatusCode::OK);
+    }
+    gw.stop().await;
+    let after = principals(&[
+        ("olaf", "kind: operator, roles: [finance]", "olaf-key"),
+        ("gina", "kind: operator, roles: [ops]", "gina-key"),
+        ("bot", "kind: agent, agent_id: bot", BOT),
+    ]);
+    let gw = gateway(dir.path(), &after).await;
+    assert_eq!(
+        call(&gw, "quick", json!({"n": 3})).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        call(&gw, "lenient", json!({"n": 3})).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(call(&gw, "read", json!({"n": 3})).await, StatusCode::OK);
+    assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 2);
+    assert_verifies(&gw);
+    gw.stop().await;
+}
+
+/// Attack (found by review): a grant made by approving a call held under an MPLP plan kept
+/// letting the tool's calls through after the plan was cancelled, though the plan's stop
+/// cancels its held calls and stops the tokens approved under it. Cancelling the plan revokes
+/// the grants its calls made (`grant.revoked`); a grant made outside the plan stands.
+#[tokio::test]
+async fn cancelling_a_plan_revokes_the_grants_its_calls_made() {
+    let rules = "- tool: pay\n  approvers: [finance]\n- tool: read\n  approval: true\n";
+    let gw = serve_policy(AGENTS, &policy("acme.test.plan-grants", rules)).await;
+    let (pid, step) = (uuid(), uuid());
+    let (s, p) = gw.create_plan(plan(&pid, &[(&step, "Pay the bill")])).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, r) = gw.submit_plan(&pid).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let confirm = r["approval_id"].as_str().unwrap().to_string();
+    assert_eq!(gw.decide(&confirm, OP, "approve").await.0, StatusCode::OK);
+    let pay = json!({"amount": 501, "to": "bob"});
+    let (s, h) = gw
+        .call("s1", "pay", pay, json!({"plan_id": pid, "step_id": step}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{h}");
+    let d = json!({"decision": "approve", "scope": "workspace", "whole_tool": true});
+    let (s, b) = gw
+        .decide_with(h["approval_id"].as_str().unwrap(), OP, d)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    grant_whole_tool(&gw, "read", json!({"path": "/a"}), OP).await;
+    let pay = |amount: u64| json!({"amount": amount, "to": "mallory"});
+    assert_eq!(call(&gw, "pay", pay(777)).await, StatusCode::OK);
+    let (s, c) = gw
+        .post(
+            &format!("/v1/plans/{pid}/cancel"),
+            BOT,
+            json!({"reason": "stop"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!(
+        call(&gw, "pay", pay(778)).await,
+        StatusCode::ACCEPTED,
+        "the cancelled plan's grant no longer approves"
+    );
+    assert_eq!(
+        call(&gw, "read", json!({"path": "/b"})).await,
+        StatusCode::OK
+    );
+    assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 1);
+    assert_verifies(&gw);
+    gw.stop().await;
+}

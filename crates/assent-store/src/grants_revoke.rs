@@ -1,0 +1,170 @@
+//! Revoking the grants whose consent is gone (issue 14 §6, §8): those made by an operator a
+//! reload or restart removed, changed or stripped of the role they decided with
+//! ([`crate::Store::revoke_grants_unless`], the rule being
+//! `assent_core::grant_standing::grant_stands`), and those made from a call held under a plan
+//! that stopped ([`revoke_plan_grants`], the rule being
+//! `assent_core::transitions::plan_runs_calls`). Each revocation is a `grant.revoked` record
+//! (actor, `grant_id`, `created_by`, `why`) in the transaction that revokes it, as
+//! `Store::revoke_grant` writes for an operator's `DELETE /v1/grants/{id}`, so `audit verify`
+//! finds it.
+
+use crate::audit;
+use crate::db::{self, Conn};
+use crate::error::StoreError;
+use crate::params;
+use assent_core::policy::plan_reaches_held;
+use serde_json::json;
+
+/// An active grant (not revoked, not expired) as a principal change weighs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantOrigin {
+    /// The grant's id (UUID v4).
+    pub grant_id: String,
+    /// The approval whose decision made it.
+    pub approval_id: String,
+    /// The principal whose decision made it (`grants.created_by`).
+    pub created_by: String,
+    /// The roles that could decide that approval: its approver roles and those its escalation
+    /// steps added (empty: any operator). `None` when the approval is gone or unreadable (the
+    /// grant covers no call then anyway).
+    pub approvers: Option<Vec<String>>,
+}
+
+/// Whether a grant stands, as [`crate::Store::revoke_grants_unless`] asks.
+type Stands<'a> = dyn Fn(&GrantOrigin) -> bool + 'a;
+
+impl crate::store::Store {
+    /// Revokes every active grant (not revoked, not expired at `now`) for which
+    /// `stands(origin)` is false: `revoked_at`/`revoked_by` set and a `grant.revoked` record
+    /// (actor `by`; `grant_id`, `created_by`, `why`), in one transaction. The server calls it
+    /// when a reload removes or changes an operator (after the new configuration is in force,
+    /// for a grant made with the old key meanwhile) and at start-up for the grants whose
+    /// maker the configuration no longer has as an operator who may decide their approval.
+    /// Found by review: a stolen key's `workspace`/`whole_tool` grants outlived its removal.
+    /// Returns how many were revoked. Errors: the store's.
+    pub fn revoke_grants_unless(
+        &self,
+        stands: impl Fn(&GrantOrigin) -> bool,
+        by: &str,
+        why: &str,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        // Read first: most start-ups and reloads revoke nothing, and need no write lock.
+        if active_grants(self.lock().conn(), now)?.iter().all(&stands) {
+            return Ok(0);
+        }
+        self.write(|tx| revoke_grants_in(tx, &stands, by, why, now))
+    }
+}
+
+/// [`crate::Store::revoke_grants_unless`] inside the write transaction `tx`.
+pub(crate) fn revoke_grants_in(
+    tx: &db::Tx<'_>,
+    stands: &Stands<'_>,
+    by: &str,
+    why: &str,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let mut n = 0;
+    for g in active_grants(**tx, now)? {
+        if stands(&g) {
+            continue;
+        }
+        n += revoke(
+            **tx,
+            &g.grant_id,
+            &g.approval_id,
+            &g.created_by,
+            (by, why),
+            now,
+        )?;
+    }
+    Ok(n)
+}
+
+/// Revokes the active grants made from a call held under plan `plan_id`, whose agent is
+/// `owner`, now that the plan stopped running calls (it is `status`): the grant was consent to
+/// a step of the plan, and the plan's stop takes it back, as it stops the tokens approved
+/// under it (found by review: a `workspace` grant made under a plan kept letting the tool's
+/// calls through after the plan was cancelled). Reached are the grants whose call the plan
+/// gated when it was held (its agent's own, or a delegate's with the plan's agent recorded):
+/// never those of another agent's call that merely named the id
+/// ([`assent_core::policy::plan_reaches_held`]). Called in the plan's transition, with its
+/// actor `by`. Returns how many were revoked.
+pub(crate) fn revoke_plan_grants(
+    tx: Conn<'_>,
+    plan_id: &str,
+    owner: &str,
+    status: &str,
+    by: &str,
+    now: i64,
+) -> db::Result<usize> {
+    type Row = (String, String, String, String, Option<String>);
+    let rows: Vec<Row> = crate::sql::rows(
+        tx,
+        "SELECT g.id, g.approval_id, g.created_by, a.agent, c.plan_owner FROM grants g \
+         JOIN approvals a ON a.id = g.approval_id JOIN confirm_context c ON c.approval_id = g.approval_id \
+         WHERE c.plan_id = ?1 AND g.revoked_at IS NULL ORDER BY g.created_at, g.id",
+        params![plan_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )?;
+    let why = format!("the plan {plan_id} its call was approved under is {status}");
+    let mut n = 0;
+    for (gid, aid, made_by, caller, gated_by) in rows {
+        if plan_reaches_held(&caller, gated_by.as_deref(), owner, &[]) {
+            n += revoke(tx, &gid, &aid, &made_by, (by, &why), now)?;
+        }
+    }
+    Ok(n)
+}
+
+/// Revokes grant `gid` of approval `aid`, made by `made_by`, if not yet revoked, with its
+/// `grant.revoked` record (actor and reason `(by, why)`). Returns 1 when it did, else 0.
+fn revoke(
+    tx: Conn<'_>,
+    gid: &str,
+    aid: &str,
+    made_by: &str,
+    (by, why): (&str, &str),
+    now: i64,
+) -> db::Result<usize> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
+        )?
+        .execute(params![gid, now, by])?;
+    if n > 0 {
+        let data = json!({"grant_id": gid, "created_by": made_by, "why": why});
+        audit::append(tx, now, "grant.revoked", Some(aid), by, &data)?;
+    }
+    Ok(n)
+}
+
+/// Every active grant (not revoked, not expired at `now`), oldest first, with what could
+/// decide its approval.
+fn active_grants(conn: Conn<'_>, now: i64) -> db::Result<Vec<GrantOrigin>> {
+    let rows: Vec<(String, String, String)> = crate::sql::rows(
+        conn,
+        "SELECT id, approval_id, created_by FROM grants \
+         WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?1) ORDER BY created_at, id",
+        params![now],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (grant_id, approval_id, created_by) in rows {
+        let approvers = crate::record::read_approval(conn, &approval_id)?
+            .filter(|rec| rec.damaged.is_empty())
+            .map(|rec| {
+                let mut roles = rec.terms.approvers.clone();
+                roles.extend(rec.escalated_roles());
+                roles
+            });
+        out.push(GrantOrigin {
+            grant_id,
+            approval_id,
+            created_by,
+            approvers,
+        });
+    }
+    Ok(out)
+}
