@@ -250,9 +250,10 @@ pub struct DecisionEntry {
     pub passkey_signed: bool,
 }
 
-/// `GET /v1/approvals[?status=S&limit=N]` (operator): newest first; `status` is `pending`,
-/// `approved`, `rejected`, `expired`, `cancelled` or `all` (default); `limit` 1–5000
-/// (default 500).
+/// `GET /v1/approvals[?status=S&limit=N&before=CURSOR]` (operator): newest first; `status` is
+/// `pending`, `approved`, `rejected`, `expired`, `cancelled` or `all` (default); `limit` 1–1000
+/// (default 500). A page also ends after about 1 MiB of call text; while more follow, the
+/// answer's `Link` header (`rel="next"`) names the next page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovalList {
     /// The approvals.

@@ -16,20 +16,55 @@ use assent_core::ApprovalStatus;
 use assent_store::{ApprovalRecord, ConfirmContext};
 use axum::Json;
 use axum::extract::{Query, State};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The query of `GET /v1/approvals`: `status` (`None`: all), `limit` (1–5000, default 500)
-/// and whether to group similar approvals; `400` for anything else.
-fn list_query(
-    q: &HashMap<String, String>,
-) -> Result<(Option<ApprovalStatus>, u32, bool), ApiError> {
+/// About the most call text one page of `GET /v1/approvals` holds, in bytes (each listed
+/// approval's canonical call, edited call, message and summary): a page ends early once it
+/// reaches it, with a `Link` to the next (`Store::approval_page`). 1 MiB: four calls at the
+/// body limit's 256 KiB of arguments, a few hundred ordinary ones.
+pub const LIST_PAGE_BYTES: usize = 1 << 20;
+
+/// The most approvals one page of `GET /v1/approvals` lists (`limit`, default
+/// [`LIST_DEFAULT_LIMIT`]).
+pub const LIST_MAX_LIMIT: u32 = 1000;
+
+/// The `limit` of `GET /v1/approvals` when none is given.
+pub const LIST_DEFAULT_LIMIT: u32 = 500;
+
+/// What `GET /v1/approvals` was asked for: the status (`None`: all), the page's `limit`,
+/// whether to group similar approvals, and the cursor to continue before (`None`: newest).
+struct ListQuery {
+    status: Option<ApprovalStatus>,
+    limit: u32,
+    group: bool,
+    before: Option<(i64, i64)>,
+}
+
+/// A page cursor as `GET /v1/approvals` writes it in its `Link`: `<requested_at>.<rowid>`,
+/// both decimal integers (opaque to clients).
+fn cursor_text((at, row): (i64, i64)) -> String {
+    format!("{at}.{row}")
+}
+
+/// The cursor `text` stands for; `None` unless it is exactly what [`cursor_text`] writes.
+fn parse_cursor(text: &str) -> Option<(i64, i64)> {
+    let (at, row) = text.split_once('.')?;
+    let c = (at.parse().ok()?, row.parse().ok()?);
+    (cursor_text(c) == text).then_some(c)
+}
+
+/// The query of `GET /v1/approvals`: `status` (`None`: all), `limit` (1 to
+/// [`LIST_MAX_LIMIT`], default [`LIST_DEFAULT_LIMIT`]), whether to group similar approvals,
+/// and `before` (a previous page's cursor); `400` naming the parameter for anything else.
+fn list_query(q: &HashMap<String, String>) -> Result<ListQuery, ApiError> {
     for k in q.keys() {
-        if !["status", "limit", "group"].contains(&k.as_str()) {
+        if !["status", "limit", "group", "before"].contains(&k.as_str()) {
             return Err(ApiError::bad_request(format!(
-                "unknown query parameter `{k}` (expected status, limit, group)"
+                "unknown query parameter `{k}` (expected status, limit, group, before)"
             )));
         }
     }
@@ -49,36 +84,74 @@ fn list_query(
         }
     };
     let limit = match q.get("limit") {
-        None => 500,
+        None => LIST_DEFAULT_LIMIT,
         Some(l) => l
             .parse::<u32>()
             .ok()
-            .filter(|n| (1..=5000).contains(n))
-            .ok_or_else(|| ApiError::bad_request("limit must be an integer from 1 to 5000"))?,
+            .filter(|n| (1..=LIST_MAX_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "limit must be an integer from 1 to {LIST_MAX_LIMIT}"
+                ))
+            })?,
     };
-    Ok((status, limit, group))
+    let before = match q.get("before") {
+        None => None,
+        Some(b) => Some(parse_cursor(b).ok_or_else(|| {
+            ApiError::bad_request(
+                "before must be the cursor of a previous page's Link rel=\"next\" (as given)",
+            )
+        })?),
+    };
+    Ok(ListQuery {
+        status,
+        limit,
+        group,
+        before,
+    })
 }
 
-/// `GET /v1/approvals[?status=S&limit=N&group=similar]` (operators): newest first, or in
-/// groups of similar approvals (same agent, server, tool and rules; oldest group first).
+/// The `Link` header of a listing page that has a next one: the same query from `next` on.
+fn next_link(q: &ListQuery, next: (i64, i64)) -> Result<HeaderValue, ApiError> {
+    let status = q.status.map_or("all", ApprovalStatus::as_str);
+    let group = if q.group { "&group=similar" } else { "" };
+    let link = format!(
+        "</v1/approvals?status={status}&limit={}{group}&before={}>; rel=\"next\"",
+        q.limit,
+        cursor_text(next)
+    );
+    HeaderValue::from_str(&link).map_err(ApiError::unavailable)
+}
+
+/// `GET /v1/approvals[?status=S&limit=N&group=similar&before=CURSOR]` (operators): newest
+/// first, or in groups of similar approvals (same agent, server, tool and rules; oldest group
+/// first), one page at a time: `limit` approvals and about [`LIST_PAGE_BYTES`] of call text,
+/// so a page may hold fewer; while more follow, the answer has `Link:
+/// </v1/approvals?…&before=CURSOR>; rel="next"`. Read beside the writer (the store's
+/// executor only applies due expiries first).
 #[utoipa::path(get, path = "/v1/approvals", tag = "decide",
-    params(("status" = Option<String>, Query, description = "`pending` (default), `approved`, `rejected`, `expired`, `cancelled` or `all`"), ("limit" = Option<u32>, Query, minimum = 1, maximum = 5000, description = "At most this many (default 100)"), ("group" = Option<String>, Query, description = "`similar`: in groups of similar approvals")),
-    responses((status = 200, description = "`{approvals}`, or `{groups}` (ApprovalGroups) with `group=similar`", body = assent_api::approvals::ApprovalList)),
+    params(("status" = Option<String>, Query, description = "`all` (default), `pending`, `approved`, `rejected`, `expired` or `cancelled`"),
+           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 500); a page also ends after about 1 MiB of call text"),
+           ("group" = Option<String>, Query, description = "`similar`: in groups of similar approvals (of this page)"),
+           ("before" = Option<String>, Query, description = "The opaque cursor of the next page, from the previous answer's `Link` header (`rel=\"next\"`)")),
+    responses((status = 200, description = "`{approvals}`, or `{groups}` (ApprovalGroups) with `group=similar`", body = assent_api::approvals::ApprovalList,
+        headers(("Link" = String, description = "`</v1/approvals?status=S&limit=N&before=CURSOR>; rel=\"next\"` while more may follow; absent on the last page")))),
     security(("operator_key" = [])))]
 pub(crate) async fn list_approvals(
     State(st): State<AppState>,
     _op: Operator<ListApprovals>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let (status, limit, group) = list_query(&q)?;
-    let (expired, list) = st
-        .store_call(move |s| {
-            let expired = s.expire_due(now_ms())?;
-            Ok((expired, s.list_approvals(status, limit)?))
-        })
-        .await?;
+    let q = list_query(&q)?;
+    // Due expiries on the executor (a write), then the page beside it: a page of large calls
+    // never holds the writer's connection (found by review).
+    let expired = st.store_call(|s| s.expire_due(now_ms())).await?;
     st.expired(expired);
-    if group {
+    let (status, limit, before) = (q.status, q.limit, q.before);
+    let (list, next) = st
+        .store_call_apart(move |s| s.approval_page(status, limit, before, LIST_PAGE_BYTES))
+        .await?;
+    let mut resp = if q.group {
         let mut groups: Vec<(String, Vec<&ApprovalRecord>)> = Vec::new();
         for a in list.iter().rev() {
             match groups.iter_mut().find(|(k, _)| *k == a.group_key) {
@@ -97,10 +170,16 @@ pub(crate) async fn list_approvals(
                 approvals: v.iter().map(|a| approval(a, None)).collect(),
             })
             .collect();
-        return Ok(Body(ApprovalGroups { groups }).into_response());
+        Body(ApprovalGroups { groups }).into_response()
+    } else {
+        let approvals = list.iter().map(|a| approval(a, None)).collect();
+        Body(ApprovalList { approvals }).into_response()
+    };
+    if let Some(next) = next {
+        resp.headers_mut()
+            .insert(header::LINK, next_link(&q, next)?);
     }
-    let approvals = list.iter().map(|a| approval(a, None)).collect();
-    Ok(Body(ApprovalList { approvals }).into_response())
+    Ok(resp)
 }
 
 /// One read of an approval: the approvals that had to be expired first, the record, the

@@ -303,9 +303,14 @@ impl Store {
         self.write(|tx| Ok(append(**tx, now, kind, approval_id, actor, data)?))
     }
 
-    /// Verifies the audit chain over this store's connection.
+    /// Verifies the audit chain ([`verify`]) in one read snapshot beside the writer
+    /// (`Store::aside`: on SQLite a connection of its own, on Postgres a read session), so
+    /// a scan of the whole history never holds the writer's connection. Found by review: it
+    /// ran on the writer's connection, so every refresh of the dashboard's audit page stalled
+    /// every proposal and decision for as long as the scan took. Records committed after its
+    /// snapshot began are not in the report. Errors: the database cannot be read.
     pub fn verify_audit(&self) -> Result<VerifyReport, StoreError> {
-        Ok(verify(self.lock().conn())?)
+        self.aside(verify)
     }
 }
 

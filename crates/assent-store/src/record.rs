@@ -387,7 +387,7 @@ fn settled_yet_pending(rec: &mut ApprovalRecord) {
 /// columns are named in `damaged` and hold their most restrictive value ([`stored::Columns`]).
 /// `decisions` and `token` are left empty. `Err` only for a wrong column index or a
 /// NOT NULL integer/text column of the wrong type.
-fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
+pub(crate) fn approval_row(r: &Row<'_>) -> db::Result<ApprovalRecord> {
     let mut c = stored::Columns::default();
     let terms = terms_of(r, &mut c)?;
     let arguments = c.json(r, 5, "arguments", Value::Null)?;
@@ -533,7 +533,7 @@ fn vote_row(r: &Row<'_>) -> db::Result<(VoteRecord, Vec<String>)> {
 /// One `decisions` row (`decision, reason, actor, at, default_applied, decision_id`) read
 /// strictly, with the names of its unreadable columns (`decisions.decision`,
 /// `decisions.default_applied`).
-fn decision_row(r: &Row<'_>) -> db::Result<(DecisionRecord, Vec<String>)> {
+pub(crate) fn decision_row(r: &Row<'_>) -> db::Result<(DecisionRecord, Vec<String>)> {
     let mut c = stored::Columns::default();
     let d = DecisionRecord {
         decision: c.parsed(

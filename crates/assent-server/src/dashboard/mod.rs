@@ -32,9 +32,10 @@
 //! signed-in operator's name.
 //!
 //! Layout: [`page`] (headers, rendering: the kit), [`sessions`] (the session store), [`session`] (sign-in, CSRF),
-//! [`views`] (queue, cards, SSE, history, audit), [`forms`] (decisions, edits, answers, card
+//! [`views`] (queue, cards, SSE, history, audit), [`chain`] (the audit page's chain verification: beside the writer, one at a time), [`forms`] (decisions, edits, answers, card
 //! links), [`dry_run`] (the dry-run button: approvers, the tool's pin, one at a time). Its routes are mounted by [`crate::router`](mod@crate::router).
 
+pub mod chain;
 pub mod charts;
 pub mod dry_run;
 pub mod forms;

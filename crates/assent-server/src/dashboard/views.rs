@@ -19,7 +19,7 @@ use super::page::{Message, page, page_with, secured};
 use super::session::{Operator, signed_in};
 use serde::Deserialize;
 use serde_json::Value;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One pending approval in the queue.
 #[derive(Clone)]
@@ -112,19 +112,30 @@ struct QueueItems {
     count: usize,
 }
 
+/// The most pending approvals the queue (and a card's similar calls) lists.
+const QUEUE_MAX: u32 = 500;
+
+/// Up to [`QUEUE_MAX`] pending approvals, newest first, as summaries (no arguments: the
+/// queue and a card's similar calls show none), read beside the writer. Found by review: they
+/// were read whole on the store's executor, up to twice a second per open tab, so an agent
+/// keeping calls of 256 KiB pending made every queue refresh parse megabytes on the writer.
+async fn pending_summaries(st: &AppState) -> Result<Vec<ApprovalRecord>, ApiError> {
+    let pending = Some(ApprovalStatus::Pending);
+    let read = st.store_call_apart(move |s| s.approval_summaries(pending, QUEUE_MAX, None));
+    Ok(read.await?.0)
+}
+
 async fn pending(st: &AppState) -> Result<(Vec<Group>, Vec<Question>, usize), ApiError> {
     let expired = Expired::default();
     let found = expired.clone();
-    let (list, questions) = st
+    let questions = st
         .store_call(move |s| {
             found.sweep(s, now_ms())?;
-            Ok((
-                s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
-                s.list_clarifications(Some("pending"))?,
-            ))
+            s.list_clarifications(Some("pending"))
         })
         .await?;
     st.expired(expired.take());
+    let list = pending_summaries(st).await?;
     let count = list.len();
     // Oldest first (most urgent), grouped by similarity in order of first appearance.
     let mut groups: Vec<(String, Group)> = Vec::new();
@@ -362,17 +373,17 @@ pub(crate) async fn load(st: &AppState, id: &str) -> Result<Option<Loaded>, ApiE
     let id = id.to_string();
     let expired = Expired::default();
     let found = expired.clone();
-    let (rec, pending, dry_run) = st
+    let (rec, dry_run) = st
         .store_call(move |s| {
             found.sweep(s, now_ms())?;
-            Ok((
-                s.get_approval(&id)?,
-                s.list_approvals(Some(ApprovalStatus::Pending), 500)?,
-                s.last_dry_run(&id)?,
-            ))
+            Ok((s.get_approval(&id)?, s.last_dry_run(&id)?))
         })
         .await?;
     st.expired(expired.take());
+    let pending = match &rec {
+        Some(_) => pending_summaries(st).await?,
+        None => Vec::new(),
+    };
     Ok(rec.map(|r| {
         let similar = pending
             .iter()
@@ -558,14 +569,17 @@ struct History {
     rows: Vec<Row>,
 }
 
-/// `GET /ui/history[?agent=&tool=&status=&decided_by=]`: decided approvals, newest first.
+/// `GET /ui/history[?agent=&tool=&status=&decided_by=]`: approvals, newest first (at most
+/// 500 of the newest 1,000), read as summaries beside the writer (found by review: 1,000 whole
+/// records, arguments parsed, on the store's executor).
 pub(crate) async fn history_page(
     State(st): State<AppState>,
     Query(q): Query<Filters>,
     op: Operator,
 ) -> Response {
-    let list = match st.store_call(|s| s.list_approvals(None, 1000)).await {
-        Ok(l) => l,
+    let read = st.store_call_apart(|s| s.approval_summaries(None, 1000, None));
+    let list = match read.await {
+        Ok((l, _)) => l,
         Err(e) => return secured(e.into_response()),
     };
     let want = |filter: &str, value: &str| filter.is_empty() || filter == value;
@@ -623,10 +637,14 @@ struct Audit {
     rows: Vec<AuditRow>,
 }
 
-/// `GET /ui/audit`: whether the audit chain verifies, and its newest records.
+/// `GET /ui/audit`: whether the audit chain verifies ([`super::chain::verified`]), and its
+/// newest records.
 pub(crate) async fn audit_page(State(st): State<AppState>, op: Operator) -> Response {
+    let (store, asked) = (std::sync::Arc::downgrade(&st.store), Instant::now());
     let res = st
-        .store_call_apart(|s| Ok((s.verify_audit()?, s.audit_tail(200)?)))
+        .store_call_apart(move |s| {
+            Ok((super::chain::verified(s, store, asked)?, s.audit_tail(200)?))
+        })
         .await;
     let (report, tail) = match res {
         Ok(r) => r,

@@ -17,6 +17,7 @@ mod config_attacks;
 mod decide_holes;
 mod delegation;
 mod durability;
+mod heavy_reads;
 mod duties;
 mod edit_approval_needs;
 mod grant_duties;

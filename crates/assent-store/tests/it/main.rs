@@ -17,6 +17,7 @@ mod db;
 mod decide_holes;
 mod escalation;
 mod group;
+mod heavy_reads;
 mod history;
 mod insights;
 mod learning;
