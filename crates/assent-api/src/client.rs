@@ -269,6 +269,46 @@ impl Client {
         self.call(Method::GET, segments, query, None::<&()>).await
     }
 
+    /// `GET` of `segments` with `query`, its 2xx body parsed as `T` (see [`Client::call`]),
+    /// and the `before` cursor its `Link: <…&before=CURSOR>; rel="next"` header names for the
+    /// next page (`None` on the last page).
+    pub(crate) async fn get_page<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<(T, Option<String>), ClientError> {
+        let url = self.url(segments, query)?;
+        let resp = self.send(Method::GET, url, None::<&()>).await?;
+        let status = resp.status().as_u16();
+        let next = resp
+            .headers()
+            .get(reqwest::header::LINK)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|link| self.next_cursor(link));
+        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(status, &bytes));
+        }
+        let body = serde_json::from_slice(&bytes).map_err(|e| ClientError::Body {
+            status,
+            detail: e.to_string(),
+        })?;
+        Ok((body, next))
+    }
+
+    /// The `before` query value of a `Link` header's `rel="next"` target (one link, as the
+    /// gateway writes it: `<PATH?QUERY>; rel="next"`).
+    fn next_cursor(&self, link: &str) -> Option<String> {
+        let (target, params) = link.trim().strip_prefix('<')?.split_once('>')?;
+        if !params.split(';').any(|p| p.trim() == "rel=\"next\"") {
+            return None;
+        }
+        let url = self.base.join(target).ok()?;
+        url.query_pairs()
+            .find(|(k, _)| k == "before")
+            .map(|(_, v)| v.into_owned())
+    }
+
     /// A read that may long-poll: `GET` of `segments` with `?wait=S` (at most 60 on the
     /// server); `wait_seconds` 0 sends no `wait` and is answered at once, as the server reads
     /// an absent `wait`.

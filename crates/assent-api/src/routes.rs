@@ -64,14 +64,34 @@ impl Client {
         self.gate(&["v1", "tool-results"], req).await
     }
 
-    /// `GET /v1/approvals[?status=S&limit=N]` (operator); `status` `None` is `all`.
+    /// `GET /v1/approvals[?status=S&limit=N]` (operator); `status` `None` is `all`. The
+    /// gateway ends a page early after about 1 MiB of call text, naming the next in a `Link`
+    /// `rel="next"`; the pages are followed until `limit` approvals (500, the gateway's
+    /// default, when `None`) or the last page, so an agent's big calls cannot hide the older
+    /// ones from an operator's list (`assent pending`, `assent watch`).
     pub async fn approvals(
         &self,
         status: Option<ApprovalStatus>,
         limit: Option<u32>,
     ) -> Result<ApprovalList, ClientError> {
-        let q = list_query(status.map(ApprovalStatus::as_str), limit);
-        self.get(&["v1", "approvals"], &q).await
+        let want = limit.unwrap_or(500) as usize;
+        let mut q = list_query(status.map(ApprovalStatus::as_str), limit);
+        let mut all = Vec::new();
+        loop {
+            let (page, next): (ApprovalList, _) = self.get_page(&["v1", "approvals"], &q).await?;
+            let got = page.approvals.len();
+            all.extend(page.approvals);
+            // A page holds at least one approval while more follow: an empty one ends it.
+            match next {
+                Some(cursor) if all.len() < want && got > 0 => {
+                    q.retain(|(k, _)| *k != "before");
+                    q.push(("before", cursor));
+                }
+                _ => break,
+            }
+        }
+        all.truncate(want);
+        Ok(ApprovalList { approvals: all })
     }
 
     /// `GET /v1/approvals?group=similar[&status=S&limit=N]` (operator).

@@ -246,3 +246,42 @@ fn a_failed_learning_export_leaves_the_previous_file_whole() {
     let names: Vec<_> = std::fs::read_dir(outdir.path()).unwrap().collect();
     assert_eq!(names.len(), 1, "nothing beside it: {names:?}");
 }
+
+/// Found by review of the listing's byte bound: `GET /v1/approvals` ends a page after about
+/// 1 MiB of call text, and the CLI read only the first page, so an agent's newest big calls
+/// hid its older pending ones from `assent pending` (and `assent watch`). The client follows
+/// the pages' `Link` to the end.
+#[test]
+fn assent_pending_lists_the_calls_past_a_page_of_big_ones() {
+    // The directory kept: the listing reads on a connection of its own, opened per page.
+    let crate::Served {
+        dir: _dir,
+        server: s,
+        ..
+    } = crate::served("");
+    let url = s.url.clone();
+    let first = crate::propose(&url, 5000)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let big = "x".repeat(200 * 1024);
+    for i in 0..6 {
+        // Each its own call (an identical one would join the pending approval).
+        let v = crate::propose_to(&url, 5000, &format!("{i}{big}"));
+        assert!(
+            v["approval_id"].is_string(),
+            "not held: {}",
+            &v.to_string()[..200]
+        );
+    }
+    let out = ok(&cli(&url, &["pending", "--json"]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let ids: Vec<&str> = v["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 7, "{ids:?}");
+    assert!(ids.contains(&first.as_str()), "{ids:?}");
+}
