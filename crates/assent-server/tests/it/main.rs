@@ -17,11 +17,11 @@ mod config_attacks;
 mod decide_holes;
 mod delegation;
 mod durability;
-mod heavy_reads;
 mod duties;
 mod edit_approval_needs;
 mod grant_duties;
 mod grant_revocation;
+mod heavy_reads;
 mod insights;
 mod learning;
 
