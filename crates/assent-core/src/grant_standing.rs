@@ -24,6 +24,12 @@ pub enum Decider<'a> {
     /// No operator of that name in the configuration in force: removed or renamed before a
     /// restart, or now an agent.
     Unknown,
+    /// The operator is still configured, but what made the grant is not theirs any more: the
+    /// grant keeps the binding of the key it was made with (or the Slack account, or the single
+    /// sign-on identity; migration 0048) and the principal now has another (a key rotated by
+    /// editing the file and restarting). Found by review: a stolen `ops` key's `workspace`
+    /// grants outlived the key's rotation, since the operator kept their name and roles.
+    Rebound,
     /// An operator who holds these roles now.
     Operator(&'a [String]),
     /// An `oidc:` name linked to no principal, while single sign-on is configured: its roles
@@ -35,14 +41,14 @@ pub enum Decider<'a> {
 /// Whether a grant made by `decider` from an approval that operators holding one of
 /// `approvers` (its approver roles and those its escalation steps added; empty: any operator)
 /// could decide still stands: the decider is an operator who may still decide that approval
-/// ([`may_decide`]), or an unlinked single sign-on name. A removed, changed or unknown
-/// decider's grant does not stand (fail closed: it is revoked, and the next call is held for a
+/// ([`may_decide`]), or an unlinked single sign-on name. A removed, changed, unknown or
+/// rebound decider's grant does not stand (fail closed: it is revoked, and the next call is held for a
 /// person again).
 pub fn grant_stands(decider: Decider<'_>, approvers: &[String]) -> bool {
     match decider {
         Decider::Operator(roles) => may_decide(approvers, roles),
         Decider::UnlinkedSso => true,
-        Decider::RemovedOrChanged | Decider::Unknown => false,
+        Decider::RemovedOrChanged | Decider::Unknown | Decider::Rebound => false,
     }
 }
 
@@ -60,6 +66,12 @@ mod tests {
             assert!(!grant_stands(d, &[]));
             assert!(!grant_stands(d, &v(&["ops"])));
         }
+    }
+
+    #[test]
+    fn a_grant_made_with_a_key_the_operator_no_longer_holds_does_not_stand() {
+        assert!(!grant_stands(Decider::Rebound, &[]));
+        assert!(!grant_stands(Decider::Rebound, &v(&["ops"])));
     }
 
     #[test]

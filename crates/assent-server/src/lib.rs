@@ -304,27 +304,39 @@ async fn withdraw_orphan_votes(state: &AppState) -> std::io::Result<()> {
 
 /// Revokes the active grants that the configuration no longer stands behind
 /// ([`assent_store::Store::revoke_grants_unless`], each weighed by
-/// [`assent_core::grant_standing::grant_stands`] with [`reload::decider_now`]): their maker is
-/// no operator of it (removed or renamed in the file before a restart, or now an agent), or no
-/// longer holds any role that may decide the approval the grant came from. A grant whose
-/// approval is gone or damaged covers nothing and is revoked too. Audited `grant.revoked`
-/// (actor `system:start-up`). A store error stops start-up (fail closed: the grant would keep
-/// letting calls through). Found by review: a stolen key's `workspace` grants outlived its
-/// removal from the file. A key rotated by a restart is not seen here (a grant does not keep
-/// the binding of the key that made it, unlike a vote).
+/// [`assent_core::grant_standing::grant_stands`] with [`grant_decider_now`]): their maker is
+/// no operator of it (removed or renamed in the file before a restart, or now an agent), no
+/// longer holds any role that may decide the approval the grant came from, or made it with a
+/// key (or Slack account, or single sign-on identity) that is not theirs any more: the grant
+/// keeps that binding (migration 0048) and it is checked as a quorum vote's is
+/// ([`decide::vote_stands`]). A grant whose approval is gone or damaged covers nothing and is
+/// revoked too. Audited `grant.revoked` (actor `system:start-up`), with a reason of its own
+/// for a rotated key. A store error stops start-up (fail closed: the grant would keep letting
+/// calls through). Found by review: a stolen key's `workspace` grants outlived its removal
+/// from the file, and its rotation (same name and roles, a new key) by a restart.
 async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
+    use assent_core::grant_standing::{Decider, grant_stands};
     let live = state.principals();
-    let sso = state.oidc.is_some();
+    let oidc = state.oidc.clone();
     let revoked = state
         .store_task(move |s| {
+            let oidc = oidc.as_ref().map(|o| &o.config);
+            let decider = |g: &assent_store::grants_revoke::GrantOrigin| {
+                grant_decider_now(&live, oidc, g)
+            };
+            let now = state::now_ms();
+            let rebound = |g: &assent_store::grants_revoke::GrantOrigin| {
+                decider(g) != Decider::Rebound
+            };
+            let why = "the grant was made with a key (or channel) that is no longer its maker's: the key was rotated";
+            let mut n = s.revoke_grants_unless(rebound, "system:start-up", why, now)?;
             let stands = |g: &assent_store::grants_revoke::GrantOrigin| {
-                let decider = reload::decider_now(&live, sso, &g.created_by);
-                g.approvers.as_deref().is_some_and(|a| {
-                    assent_core::grant_standing::grant_stands(decider, a)
-                })
+                let d = decider(g);
+                g.approvers.as_deref().is_some_and(|a| grant_stands(d, a))
             };
             let why = "the configuration no longer has the operator who made it as one who may decide its approval";
-            s.revoke_grants_unless(stands, "system:start-up", why, state::now_ms())
+            n += s.revoke_grants_unless(stands, "system:start-up", why, now)?;
+            Ok::<_, assent_store::StoreError>(n)
         })
         .await;
     let failed = "the grants of operators no longer configured could not be revoked";
@@ -333,11 +345,38 @@ async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
         Ok(Ok(n)) => {
             tracing::info!(
                 revoked = n,
-                "grants of operators no longer configured revoked"
+                "grants of operators no longer configured, or made with a rotated key, revoked"
             );
             Ok(())
         }
         Ok(Err(e)) => Err(std::io::Error::other(format!("{failed}: {e}"))),
         Err(_) => Err(std::io::Error::other(failed)),
+    }
+}
+
+/// What the principals `live` and the single sign-on configuration `oidc` in force make of the
+/// maker of grant `g` ([`reload::decider_now`]), or [`Decider::Rebound`] when they still have
+/// the maker as an operator (or an unlinked `oidc:` name) but what the grant was made with —
+/// the key binding, Slack account or single sign-on identity it keeps — is not theirs now:
+/// the same check a quorum vote's binding gets at start-up ([`decide::vote_stands`], here with
+/// no roles: [`assent_core::grant_standing::grant_stands`] weighs those). A grant made before
+/// migration 0048 keeps no binding and is weighed by its maker's name and roles alone, as a
+/// vote cast before migration 0038 is.
+///
+/// [`Decider::Rebound`]: assent_core::grant_standing::Decider::Rebound
+fn grant_decider_now<'a>(
+    live: &'a [config::Principal],
+    oidc: Option<&config::oidc::OidcConfig>,
+    g: &assent_store::grants_revoke::GrantOrigin,
+) -> assent_core::grant_standing::Decider<'a> {
+    use assent_core::grant_standing::Decider;
+    let by = g.created_by.as_str();
+    match reload::decider_now(live, oidc.is_some(), by) {
+        Decider::Operator(_) | Decider::UnlinkedSso
+            if !decide::vote_stands(live, oidc, (by, &[], g.key_binding.as_deref())) =>
+        {
+            Decider::Rebound
+        }
+        d => d,
     }
 }

@@ -213,9 +213,9 @@ impl Store {
                         terms,
                         whole_tool,
                         discouraged,
+                        key: input.and_then(|d| d.decider_key.as_deref()),
                     };
-                    let seal = self.seal_key(Sealed::Grant);
-                    tokens::create_grant(**tx, &seal, &g, actor, now)?;
+                    tokens::create_grant(**tx, &self.seal_key(Sealed::Grant), &g, actor, now)?;
                 }
                 let device = rec.device_id.as_deref();
                 self.mint(

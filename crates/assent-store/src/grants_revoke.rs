@@ -24,6 +24,11 @@ pub struct GrantOrigin {
     pub approval_id: String,
     /// The principal whose decision made it (`grants.created_by`).
     pub created_by: String,
+    /// What stood behind that decision, as the server said when it was made
+    /// (`grants.key_binding`, migration 0048; see `DecisionInput::decider_key`): the binding
+    /// of the operator key it was made with, or the channel's. `None` for a grant made before
+    /// the migration.
+    pub key_binding: Option<String>,
     /// The roles that could decide that approval: its approver roles and those its escalation
     /// steps added (empty: any operator). `None` when the approval is gone or unreadable (the
     /// grant covers no call then anyway).
@@ -39,7 +44,9 @@ impl crate::store::Store {
     /// (actor `by`; `grant_id`, `created_by`, `why`), in one transaction. The server calls it
     /// when a reload removes or changes an operator (after the new configuration is in force,
     /// for a grant made with the old key meanwhile) and at start-up for the grants whose
-    /// maker the configuration no longer has as an operator who may decide their approval.
+    /// maker the configuration no longer has as an operator who may decide their approval,
+    /// or who made them with a key (or channel) that is not theirs any more
+    /// ([`GrantOrigin::key_binding`]).
     /// Found by review: a stolen key's `workspace`/`whole_tool` grants outlived its removal.
     /// Returns how many were revoked. Errors: the store's.
     pub fn revoke_grants_unless(
@@ -143,15 +150,15 @@ fn revoke(
 /// Every active grant (not revoked, not expired at `now`), oldest first, with what could
 /// decide its approval.
 fn active_grants(conn: Conn<'_>, now: i64) -> db::Result<Vec<GrantOrigin>> {
-    let rows: Vec<(String, String, String)> = crate::sql::rows(
+    let rows: Vec<(String, String, String, Option<String>)> = crate::sql::rows(
         conn,
-        "SELECT id, approval_id, created_by FROM grants \
+        "SELECT id, approval_id, created_by, key_binding FROM grants \
          WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?1) ORDER BY created_at, id",
         params![now],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )?;
     let mut out = Vec::with_capacity(rows.len());
-    for (grant_id, approval_id, created_by) in rows {
+    for (grant_id, approval_id, created_by, key_binding) in rows {
         let approvers = crate::record::read_approval(conn, &approval_id)?
             .filter(|rec| rec.damaged.is_empty())
             .map(|rec| {
@@ -163,6 +170,7 @@ fn active_grants(conn: Conn<'_>, now: i64) -> db::Result<Vec<GrantOrigin>> {
             grant_id,
             approval_id,
             created_by,
+            key_binding,
             approvers,
         });
     }

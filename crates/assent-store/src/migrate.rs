@@ -90,6 +90,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(45, "0045_audit_results"),
     migration!(46, "0046_usage_by_agent"),
     migration!(47, "0047_confirm_context_plan_owner"),
+    migration!(48, "0048_grant_key_binding"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

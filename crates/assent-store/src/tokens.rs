@@ -261,9 +261,9 @@ impl Store {
     /// holding their seal: a row planted, edited or from before migration 0028 covers no call,
     /// so it is not listed as active — found by review) unless `all`.
     pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<Grant>, StoreError> {
-        let rows: Vec<(Grant, String)> = sql::rows(
+        let rows: Vec<(Grant, String, Option<String>)> = sql::rows(
             self.lock().conn(),
-            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal
+            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal, key_binding
              FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
             crate::params![all, now],
             |r| {
@@ -276,13 +276,13 @@ impl Store {
                     call_hash: call_hash,
                     risk_tier: RiskTier::parse(&tier).unwrap_or(RiskTier::R4)
                 });
-                Ok((g?, r.get("seal")?))
+                Ok((g?, r.get("seal")?, r.get("key_binding")?))
             },
         )?;
         let key = self.seal_key(Sealed::Grant);
         Ok(rows
             .into_iter()
-            .filter(|(g, seal)| {
+            .filter(|(g, seal, bound)| {
                 let cols = (
                     g.id.as_str(),
                     g.agent.as_str(),
@@ -295,9 +295,9 @@ impl Store {
                     g.approval_id.as_str(),
                     g.created_at,
                 );
-                all || key.holds(&grant_columns(cols), seal)
+                all || key.holds(&grant_columns(cols, bound.as_deref()), seal)
             })
-            .map(|(g, _)| g)
+            .map(|(g, ..)| g)
             .collect())
     }
 
@@ -332,10 +332,15 @@ pub(crate) struct NewGrant<'a> {
     pub whole_tool: bool,
     /// `workspace` on an R3/R4 tool ([`assent_core::decision::workspace_discouraged`]).
     pub discouraged: bool,
+    /// What stood behind the decision, as the server says it
+    /// ([`crate::DecisionInput::decider_key`]: the binding of the operator key it was made
+    /// with, or the channel's), kept and sealed with the grant (migration 0048): start-up
+    /// revokes the grant when it is not its maker's any more (a key rotated by a restart).
+    pub key: Option<&'a str>,
 }
 
-/// Stores grant `g` by `actor`, links it to its approval and audits `grant.created`; returns
-/// its id (UUID v4).
+/// Stores grant `g` by `actor` with its key binding (`g.key`, under its seal), links it to its
+/// approval and audits `grant.created`; returns its id (UUID v4).
 pub(crate) fn create_grant(
     tx: Conn<'_>,
     seal: &SealKey,
@@ -360,10 +365,10 @@ pub(crate) fn create_grant(
         rec.id.as_str(),
         now,
     );
-    let sealed = seal.seal(&grant_columns(cols));
-    tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, seal) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)")?
+    let sealed = seal.seal(&grant_columns(cols, g.key));
+    tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, seal, key_binding) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)")?
         .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, hash,
-            scope_wire, rec.terms.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at, sealed])?;
+            scope_wire, rec.terms.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at, sealed, g.key])?;
     tx.prepare_cached("UPDATE approvals SET grant_id = ?2 WHERE id = ?1")?
         .execute(params![rec.id, gid])?;
     audit::append(

@@ -208,3 +208,81 @@ async fn cancelling_a_plan_revokes_the_grants_its_calls_made() {
     assert_verifies(&gw);
     gw.stop().await;
 }
+
+/// Attack (found by review, a rotated key): olaf's key is stolen and approves held `quick`
+/// calls for the whole workspace and the whole tool. The theft is found and olaf's key rotated
+/// in the file — same name, same `ops` role, a new key — and the gateway restarted. Start-up
+/// finds the grant kept the binding of the key that made it (migration 0048), not olaf's key
+/// now, and revokes it (`grant.revoked`, actor `system:start-up`): the next `quick` is held
+/// for a person again. Gina's grant, made with the key she still holds, stands; so does one
+/// olaf makes with his new key after the restart.
+#[tokio::test]
+async fn a_restart_with_a_rotated_key_revokes_the_grants_the_old_key_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |olaf_key: &str| {
+        principals(&[
+            ("olaf", "kind: operator, roles: [ops]", olaf_key),
+            ("gina", "kind: operator, roles: [ops]", "gina-key"),
+            ("bot", "kind: agent, agent_id: bot", BOT),
+        ])
+    };
+    let gw = gateway(dir.path(), &with("olaf-stolen-key")).await;
+    grant_whole_tool(&gw, "quick", json!({"n": 1}), "olaf-stolen-key").await;
+    grant_whole_tool(&gw, "read", json!({"path": "/a"}), "gina-key").await;
+    assert_eq!(call(&gw, "quick", json!({"n": 2})).await, StatusCode::OK);
+    assert_eq!(call(&gw, "read", json!({"n": 2})).await, StatusCode::OK);
+    gw.stop().await;
+    let gw = gateway(dir.path(), &with("olaf-new-key")).await;
+    assert_eq!(
+        call(&gw, "quick", json!({"n": 3})).await,
+        StatusCode::ACCEPTED,
+        "the rotated key's grant no longer approves"
+    );
+    assert_eq!(call(&gw, "read", json!({"n": 3})).await, StatusCode::OK);
+    assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 1);
+    let (s, b) = gw.get("/v1/grants", "olaf-new-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let active = b["grants"].as_array().unwrap();
+    assert_eq!(active.len(), 1, "{b}");
+    assert_eq!(active[0]["tool"], "read", "{b}");
+    grant_whole_tool(&gw, "lenient", json!({"n": 1}), "olaf-new-key").await;
+    gw.stop().await;
+    let gw = gateway(dir.path(), &with("olaf-new-key")).await;
+    assert_eq!(call(&gw, "lenient", json!({"n": 2})).await, StatusCode::OK);
+    assert_eq!(call(&gw, "read", json!({"n": 4})).await, StatusCode::OK);
+    assert_eq!(audit_count(&gw.data_dir, "grant.revoked"), 1);
+    assert_verifies(&gw);
+    gw.stop().await;
+}
+
+/// Attack: whoever can write the database but not read the keys clears the key binding of the
+/// grant olaf's stolen key made (`key_binding = NULL`, as a grant made before migration 0048
+/// has), so that start-up after the key's rotation weighs it by olaf's name and roles alone
+/// and keeps it. The binding is under the grant's seal: the row cleared of it covers nothing
+/// and is not listed as active.
+#[tokio::test]
+async fn a_key_binding_cleared_in_the_database_leaves_the_old_keys_grant_covering_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |olaf_key: &str| {
+        principals(&[
+            ("olaf", "kind: operator, roles: [ops]", olaf_key),
+            ("bot", "kind: agent, agent_id: bot", BOT),
+        ])
+    };
+    let gw = gateway(dir.path(), &with("olaf-stolen-key")).await;
+    grant_whole_tool(&gw, "quick", json!({"n": 1}), "olaf-stolen-key").await;
+    assert_eq!(call(&gw, "quick", json!({"n": 2})).await, StatusCode::OK);
+    let clear = "UPDATE grants SET key_binding = NULL";
+    assert_eq!(gw.sql().exec(clear, &[]), 1);
+    gw.stop().await;
+    let gw = gateway(dir.path(), &with("olaf-new-key")).await;
+    assert_eq!(
+        call(&gw, "quick", json!({"n": 3})).await,
+        StatusCode::ACCEPTED,
+        "the grant cleared of its binding still approves"
+    );
+    let (s, b) = gw.get("/v1/grants", "olaf-new-key").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["grants"].as_array().unwrap().len(), 0, "{b}");
+    gw.stop().await;
+}

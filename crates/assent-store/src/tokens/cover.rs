@@ -28,9 +28,16 @@ type GrantColumns<'a> = (
     i64,
 );
 
-/// The sealed value of a `grants` row's columns `g` ([`GrantColumns`]).
-pub(crate) fn grant_columns(g: GrantColumns<'_>) -> Value {
-    json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9])
+/// The sealed value of a `grants` row's columns `g` ([`GrantColumns`]), followed by its
+/// `key_binding` when it has one (migration 0048; as a vote's seal, migration 0038): a grant
+/// made before keeps its seal, and a binding cleared, copied in or changed behind the
+/// gateway's back breaks it (the grant then covers nothing).
+pub(crate) fn grant_columns(g: GrantColumns<'_>, binding: Option<&str>) -> Value {
+    let mut v = json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9]);
+    if let Some(b) = binding {
+        v.as_array_mut().expect("an array").push(json!(b));
+    }
+    v
 }
 
 /// The grants that cover `agent`'s call ([`grant::covers`]: same tool and server, same call
@@ -50,22 +57,22 @@ fn find_grants(
     type Row = (
         (String, String, Option<String>, Option<String>, Option<i64>),
         bool,
-        (String, i64, String, String),
+        (String, i64, String, String, Option<String>),
     );
     let rows: Vec<Row> = sql::rows(
         tx,
-        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL, approval_id, created_at, seal, created_by FROM grants
+        "SELECT id, scope, session_id, call_hash, expires_at, revoked_at IS NOT NULL, approval_id, created_at, seal, created_by, key_binding FROM grants
          WHERE agent = ?1 AND tool = ?2 AND server IS NOT DISTINCT FROM ?3 ORDER BY created_at, rowid",
         crate::params![agent, call.tool, call.server],
         |r| {
             let row = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
-            Ok((row, r.get(5)?, (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?)))
+            let origin = (r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?);
+            Ok((row, r.get(5)?, origin))
         },
     )?;
     // A row whose seal is not its own covers nothing ([`crate::seal`]).
-    let rows = rows
-        .into_iter()
-        .filter(|((id, scope, session, hash, exp), _, (aid, at, s, _))| {
+    let rows = rows.into_iter().filter(
+        |((id, scope, session, hash, exp), _, (aid, at, s, _, bound))| {
             let cols = (
                 id.as_str(),
                 agent,
@@ -78,8 +85,9 @@ fn find_grants(
                 aid.as_str(),
                 *at,
             );
-            seal.holds(&grant_columns(cols), s)
-        });
+            seal.holds(&grant_columns(cols, bound.as_deref()), s)
+        },
+    );
     let c = grant::CallView {
         agent,
         session_id,
@@ -101,7 +109,7 @@ fn find_grants(
             };
             grant::covers(&g, &c)
         })
-        .map(|((id, scope, ..), _, (aid, _, _, by))| (id, scope, aid, by))
+        .map(|((id, scope, ..), _, (aid, _, _, by, _))| (id, scope, aid, by))
         .collect())
 }
 
