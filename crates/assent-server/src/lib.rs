@@ -331,8 +331,20 @@ async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
             let why = "the grant was made with a key (or channel) that is no longer its maker's: the key was rotated";
             let mut n = s.revoke_grants_unless(rebound, "system:start-up", why, now)?;
             let stands = |g: &assent_store::grants_revoke::GrantOrigin| {
-                let d = decider(g);
-                g.approvers.as_deref().is_some_and(|a| grant_stands(d, a))
+                let Some(a) = g.approvers.as_deref() else {
+                    return false;
+                };
+                match g.key_binding.as_deref() {
+                    // Made signed in by single sign-on: its maker's roles are those the groups
+                    // it keeps map to now, not the file's (found by review: a linked
+                    // operator's grant was judged by the file's roles, and revoked at every
+                    // restart); the identity was held to the link by the pass above.
+                    Some(k) if k.starts_with(decide::SSO_VOTE) => {
+                        let by = (g.created_by.as_str(), k);
+                        a.is_empty() || a.iter().any(|r| sso_role_stands(&live, oidc, by, r))
+                    }
+                    _ => grant_stands(decider(g), a),
+                }
             };
             let why = "the configuration no longer has the operator who made it as one who may decide its approval";
             n += s.revoke_grants_unless(stands, "system:start-up", why, now)?;
@@ -352,6 +364,18 @@ async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
         Ok(Err(e)) => Err(std::io::Error::other(format!("{failed}: {e}"))),
         Err(_) => Err(std::io::Error::other(failed)),
     }
+}
+
+/// Whether the single sign-on identity and groups that binding `key` keeps (a grant made from
+/// a signed-in session, by `by`) still give role `role` under the principals `live` and the
+/// `oidc` map in force, as a quorum vote's are held ([`decide::vote_stands`]).
+fn sso_role_stands(
+    live: &[config::Principal],
+    oidc: Option<&config::oidc::OidcConfig>,
+    (by, key): (&str, &str),
+    role: &str,
+) -> bool {
+    decide::vote_stands(live, oidc, (by, &[role.to_string()], Some(key)))
 }
 
 /// What the principals `live` and the single sign-on configuration `oidc` in force make of the

@@ -187,7 +187,7 @@ async fn with_oidc(dir: &Path, oidc: &str) -> Gw {
     start_tuned(dir, |st| st.oidc = Some(Arc::new(sso))).await
 }
 
-fn no_redirects() -> reqwest::Client {
+pub(crate) fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -88,3 +88,43 @@ async fn a_restart_that_moves_a_link_withdraws_the_votes_its_old_identity_cast()
     crate::kit::assert_answer(s, &a, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }
+
+/// Found by review: a grant an operator linked to single sign-on made from the dashboard was
+/// judged at the next start-up by the roles the file gives the operator, not by those the
+/// provider's groups gave the session that made it — and revoked at every restart. Its maker
+/// signed in by single sign-on (the grant keeps the identity and groups, as a vote does): it
+/// stands while the link and the groups' roles do.
+#[tokio::test]
+async fn a_restart_keeps_a_grant_made_by_a_linked_sso_session() {
+    let dir = tempfile::tempdir().unwrap();
+    // `pay` is for `ops`; gina's file roles are `finance`, her provider's group gives `ops`.
+    let rules = "- tool: pay\n  approvers: [ops]\n";
+    let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
+    let id = gw.held("s1", "pay", json!({"amount": 500})).await;
+    let (gina, csrf) = sso_session(&gw, &format!("oidc:{GINA}"), (&["ops"], &["opsgroup"]));
+    let s = crate::sso::no_redirects()
+        .post(format!("{}/ui/approvals/{id}/decide", gw.url))
+        .header("cookie", &gina)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("decision=approve&scope=session&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    let (_, a) = gw.approval(&id, "alice-key").await;
+    assert!(a["grant_id"].is_string(), "no grant: {a}");
+    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
+    assert_eq!(s, StatusCode::OK, "the grant does not cover the call: {b}");
+    gw.stop().await;
+
+    let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
+    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
+    assert_eq!(s, StatusCode::OK, "the grant was revoked: {b}");
+    let revoked = gw.sql().int(
+        "SELECT count(*) FROM audit WHERE kind = 'grant.revoked'",
+        &[],
+    );
+    assert_eq!(revoked, 0);
+    gw.stop().await;
+}
