@@ -159,6 +159,19 @@ pub(crate) fn covering_grant(
                 continue;
             }
         };
+        // Its approval was held under a plan that runs no calls now (cancelled, or its Confirm
+        // rejected): the grant stands for nothing (found by review: a grant made after the
+        // plan's stop covered the same call proposed again under no plan, so the agent got
+        // out of its plan's stop). The plan's agent recorded with the call decides which
+        // plan reaches it; a delegation configured now is not needed for that.
+        if let Some((plan_id, status)) =
+            crate::plans::plan_of_call(tx, &aid, &assent_core::policy::NO_DELEGATIONS)?
+            && !assent_core::transitions::plan_runs_calls(&status)
+        {
+            tracing::info!(grant_id = %gid, approval_id = %aid, plan_id, status,
+                "a grant covers the call but its approval was held under a plan that stopped: the call is held");
+            continue;
+        }
         // The grant's `created_by` and whoever approved its approval (the same person, unless
         // a column was edited: `created_by` is not under the grant's seal, the decision is
         // under the settlement's) must each be free to approve the call.

@@ -463,3 +463,52 @@ fn a_stopped_plan_reaches_the_delegate_calls_it_gated_after_the_delegation_is_re
         assert_eq!(status.as_str(), "pending");
     });
 }
+
+/// Found by review: an operator's approval of a call held under a plan could land after the
+/// plan's cancellation committed and before the calls held under it were cancelled (two
+/// transactions); its `workspace` grant then covered the same call proposed again under no
+/// plan, so the agent got out of its plan's stop. A grant whose approval was held under a plan
+/// that runs no calls covers nothing. The plan's status is set in the database here, as the
+/// cancellation's first transaction leaves it.
+#[test]
+fn a_grant_made_after_its_plan_was_stopped_covers_nothing() {
+    use assent_core::approval::GrantScope;
+    use assent_store::DecisionInput;
+    both_stores(|db, s| {
+        let id = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+        let confirm = submitted(s, id, "Pay it");
+        s.decide(&confirm.id, &DecisionInput::approve(), "alice", &[], 3_000)
+            .unwrap();
+        let (call, mut v) = pay(5);
+        v.terms.approvers = vec!["ops".into()];
+        let canon = CanonicalCall::new(call).unwrap();
+        let ttl = |_: &Verdict| 60_000;
+        let under = Proposal {
+            plan_id: Some(id),
+            ..proposal(&canon, "s1", 4_000, &ttl)
+        };
+        let Ok((_, Proposed::Held { approval, .. })) = s.propose(&under, |_| v.clone()) else {
+            panic!("the call under the plan is held");
+        };
+        let session = db.connect().unwrap();
+        session
+            .conn()
+            .write(|tx| {
+                tx.prepare_cached("UPDATE plans SET status = 'cancelled' WHERE plan_id = ?1")?
+                    .execute(assent_store::params![id])
+            })
+            .unwrap();
+        let workspace = DecisionInput {
+            scope: GrantScope::Workspace,
+            ..DecisionInput::approve()
+        };
+        s.decide(&approval.id, &workspace, "olaf", &["ops".into()], 5_000)
+            .unwrap();
+        let again = proposal(&canon, "s2", 6_000, &ttl);
+        let got = s.propose(&again, |_| v.clone()).unwrap().1;
+        assert!(
+            matches!(got, Proposed::Held { .. }),
+            "the stopped plan's grant covered the call: {got:?}"
+        );
+    });
+}
