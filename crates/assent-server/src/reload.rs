@@ -16,7 +16,6 @@ use crate::error::ApiError;
 use crate::extract::{Operator, Refusal};
 use crate::state::{AppState, Live, now_ms};
 use assent_core::grant_standing::Decider;
-use assent_store::grants_revoke::GrantOrigin;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -320,7 +319,7 @@ fn with_sso_names<'a>(old: &Live, names: impl Iterator<Item = &'a String>) -> Ve
 
 /// Ends every dashboard session, closes every AAEP subscription (actor `by`), withdraws
 /// every vote on a pending approval ([`assent_store::Store::withdraw_votes`]) and revokes
-/// every active grant ([`assent_store::Store::revoke_grants_unless`]) of the principals
+/// every active grant ([`assent_store::Store::revoke_grants_of`]) of the principals
 /// `names` (a reload changed their key or roles, or removed them; with their linked single
 /// sign-on names); `Err(why)` when the store could not. The subscriptions' timeout extension
 /// goes with them. Found by review: a vote cast with a key revoked since, or by an operator
@@ -340,8 +339,7 @@ async fn sign_out(st: &AppState, names: &[String], by: &str) -> Result<(), Strin
                 WITHDRAWN,
                 now_ms(),
             )?;
-            let made = |g: &GrantOrigin| !names.contains(&g.created_by);
-            s.revoke_grants_unless(made, &by, WITHDRAWN, now_ms())
+            s.revoke_grants_of(&names, &by, WITHDRAWN, now_ms())
                 .map(drop)
         })
         .await;

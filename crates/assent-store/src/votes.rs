@@ -234,8 +234,7 @@ impl crate::store::Store {
             }
             let stands = |p: &str, _: &[String], _: Option<&str>| !names.iter().any(|n| n == p);
             withdraw_votes_in(tx, &stands, by, why, now)?;
-            let made = |g: &crate::grants_revoke::GrantOrigin| !names.contains(&g.created_by);
-            crate::grants_revoke::revoke_grants_in(tx, &made, by, why, now)?;
+            crate::grants_revoke::revoke_grants_of_in(**tx, names, (by, why), now)?;
             audit::append(**tx, now, kind, None, by, data)?;
             Ok(())
         })
