@@ -26,6 +26,9 @@ use reqwest::Method;
 use serde_json::Value;
 
 /// The query of a list filtered by `status` and `limit`.
+/// At most this many pages of one listing are followed ([`Client::approvals`]).
+const MAX_PAGES: usize = 10_000;
+
 fn list_query(status: Option<&str>, limit: Option<u32>) -> Vec<(&'static str, String)> {
     let mut q = Vec::new();
     if let Some(s) = status {
@@ -77,13 +80,17 @@ impl Client {
         let want = limit.unwrap_or(500) as usize;
         let mut q = list_query(status.map(ApprovalStatus::as_str), limit);
         let mut all = Vec::new();
-        loop {
+        // A page may come back empty with more to follow (rows that cannot be read are left
+        // out, and the cursor still moves on): bounded by a page count, not by what came.
+        for _ in 0..MAX_PAGES {
             let (page, next): (ApprovalList, _) = self.get_page(&["v1", "approvals"], &q).await?;
-            let got = page.approvals.len();
             all.extend(page.approvals);
-            // A page holds at least one approval while more follow: an empty one ends it.
             match next {
-                Some(cursor) if all.len() < want && got > 0 => {
+                // A cursor given again would read the same page again: the end.
+                Some(cursor)
+                    if all.len() < want
+                        && !q.iter().any(|(k, v)| *k == "before" && *v == cursor) =>
+                {
                     q.retain(|(k, _)| *k != "before");
                     q.push(("before", cursor));
                 }

@@ -338,10 +338,16 @@ async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
                     // Made signed in by single sign-on: its maker's roles are those the groups
                     // it keeps map to now, not the file's (found by review: a linked
                     // operator's grant was judged by the file's roles, and revoked at every
-                    // restart); the identity was held to the link by the pass above.
+                    // restart). Its maker must still be one (R10: a removed operator's grant
+                    // on an any-operator approval stood), its identity still theirs.
                     Some(k) if k.starts_with(decide::SSO_VOTE) => {
                         let by = (g.created_by.as_str(), k);
-                        a.is_empty() || a.iter().any(|r| sso_role_stands(&live, oidc, by, r))
+                        let maker = matches!(decider(g), Decider::Operator(_) | Decider::UnlinkedSso);
+                        let roles: Vec<&[String]> = match a {
+                            [] => vec![&[]],
+                            some => some.iter().map(std::slice::from_ref).collect(),
+                        };
+                        maker && roles.iter().any(|r| sso_roles_stand(&live, oidc, by, r))
                     }
                     _ => grant_stands(decider(g), a),
                 }
@@ -367,15 +373,16 @@ async fn revoke_orphan_grants(state: &AppState) -> std::io::Result<()> {
 }
 
 /// Whether the single sign-on identity and groups that binding `key` keeps (a grant made from
-/// a signed-in session, by `by`) still give role `role` under the principals `live` and the
-/// `oidc` map in force, as a quorum vote's are held ([`decide::vote_stands`]).
-fn sso_role_stands(
+/// a signed-in session, by `by`) are still `by`'s and still give every role of `roles` (none:
+/// the identity alone) under the principals `live` and the `oidc` map in force, as a quorum
+/// vote's are held ([`decide::vote_stands`]).
+fn sso_roles_stand(
     live: &[config::Principal],
     oidc: Option<&config::oidc::OidcConfig>,
     (by, key): (&str, &str),
-    role: &str,
+    roles: &[String],
 ) -> bool {
-    decide::vote_stands(live, oidc, (by, &[role.to_string()], Some(key)))
+    decide::vote_stands(live, oidc, (by, roles, Some(key)))
 }
 
 /// What the principals `live` and the single sign-on configuration `oidc` in force make of the

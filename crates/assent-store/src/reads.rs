@@ -217,7 +217,19 @@ fn weight(a: &ApprovalRecord) -> usize {
         .edited
         .as_ref()
         .map_or(0, |e| e.canonical.len() + e.canonical_arguments.len());
-    a.canonical.len() + edited + a.terms.message.len() + a.human_summary.len()
+    // What else an agent sizes and the listing returns: a resubmitted plan's diff, the
+    // terms' lists (found by review: left out, a page of plan approvals with large diffs
+    // passed the budget).
+    let lists = serde_json::to_string(&(
+        &a.target_diff,
+        &a.terms.reasons,
+        &a.terms.triggers,
+        &a.terms.suggested_alternatives,
+        &a.terms.side_effects,
+        &a.terms.rollback,
+    ))
+    .map_or(0, |s| s.len());
+    a.canonical.len() + edited + a.terms.message.len() + a.human_summary.len() + lists
 }
 
 /// One listing page (see [`Store::approval_page`]) with each row read by `read`.

@@ -454,6 +454,10 @@ pub(crate) async fn linked_with(dir: &Path, rules: &str, oidc: &str, gina_sso: &
             ("gina", None, Some(gina_sso)),
             ("fred", None, None),
         ] {
+            // No gina at all when she has no identity to link.
+            if name == "gina" && gina_sso.is_empty() {
+                continue;
+            }
             let mut p = operator(name, &["finance"]);
             p.owns = owns.into_iter().map(String::from).collect();
             p.sso = sso.map(String::from);

@@ -128,3 +128,39 @@ async fn a_restart_keeps_a_grant_made_by_a_linked_sso_session() {
     assert_eq!(revoked, 0);
     gw.stop().await;
 }
+
+/// Found by review (R10): a grant made by single sign-on on an approval any operator may decide
+/// stood at the next start-up whoever its maker had become — here gina removed from the
+/// principals, or her link moved to another identity — since no role was asked of it. Its
+/// maker must still be an operator, its identity still theirs.
+#[tokio::test]
+async fn a_restart_without_its_linked_maker_revokes_the_sso_grant_of_an_any_operator_call() {
+    let dir = tempfile::tempdir().unwrap();
+    // No `approvers`: any operator may decide `pay`.
+    let rules = "- tool: pay\n  risk_tier: R2\n";
+    let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
+    let id = gw.held("s1", "pay", json!({"amount": 500})).await;
+    let (gina, csrf) = sso_session(&gw, &format!("oidc:{GINA}"), (&["ops"], &["opsgroup"]));
+    let s = crate::sso::no_redirects()
+        .post(format!("{}/ui/approvals/{id}/decide", gw.url))
+        .header("cookie", &gina)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("decision=approve&scope=session&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(s.is_success() || s.is_redirection(), "{s}");
+    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
+    assert_eq!(s, StatusCode::OK, "the grant does not cover the call: {b}");
+    gw.stop().await;
+
+    let gw = linked_with(dir.path(), rules, GOOD, "").await;
+    let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
+    assert_eq!(
+        s,
+        StatusCode::ACCEPTED,
+        "the removed maker's grant still covers: {b}"
+    );
+    gw.stop().await;
+}
