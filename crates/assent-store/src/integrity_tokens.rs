@@ -14,7 +14,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
-/// The fields of a grant that its `grant.created` record fixes.
+/// The fields of a grant that its `grant.created` record fixes: agent, session, tool, server,
+/// call hash, scope, expiry, and who made it (the record's actor).
 type GrantFields = (
     String,
     Option<String>,
@@ -23,17 +24,20 @@ type GrantFields = (
     Option<String>,
     String,
     Option<i64>,
+    String,
 );
 
-/// Each audit record of `kind` naming `key` in its data: that value → `(seq, data)`, the
-/// oldest record of each.
-fn records_by(conn: Conn<'_>, kind: &str, key: &str) -> db::Result<HashMap<String, (i64, Value)>> {
+/// Each audit record of `kind` naming `key` in its data: that value → `(seq, data, actor)`,
+/// the oldest record of each.
+type Records = HashMap<String, (i64, Value, String)>;
+
+fn records_by(conn: Conn<'_>, kind: &str, key: &str) -> db::Result<Records> {
     let mut out = HashMap::new();
-    conn.prepare_cached("SELECT seq, data FROM audit WHERE kind = ?1 ORDER BY seq")?
+    conn.prepare_cached("SELECT seq, data, actor FROM audit WHERE kind = ?1 ORDER BY seq")?
         .for_each([kind], |r| {
             let d = json_of(r)?;
             if let Some(id) = text_at(&d, key) {
-                out.entry(id).or_insert((r.get(0)?, d));
+                out.entry(id).or_insert((r.get(0)?, d, r.get(2)?));
             }
             Ok(ControlFlow::Continue(()))
         })?;
@@ -41,7 +45,9 @@ fn records_by(conn: Conn<'_>, kind: &str, key: &str) -> db::Result<HashMap<Strin
 }
 
 /// Every grant must be the one its `grant.created` record describes (same agent, session,
-/// tool, server, call hash, scope and expiry): a grant inserted or widened behind the
+/// tool, server, call hash, scope and expiry, made by the record's actor: found by review, a
+/// maker renamed in the database went unnoticed, and who made a grant decides whether it stands
+/// for a call under separation of duties and whether a reload revokes it): a grant inserted or widened behind the
 /// gateway's back would let calls through with no one's approval. It is revoked exactly when a
 /// `grant.revoked` record says so: found by review, a revoked grant whose `revoked_at` was
 /// cleared let calls through again. A `grant.created` record whose grant is gone is reported
@@ -54,7 +60,7 @@ pub(crate) fn grants(
     let mut created: HashMap<String, (i64, GrantFields)> =
         records_by(conn, "grant.created", "grant_id")?
             .into_iter()
-            .map(|(gid, (seq, d))| {
+            .map(|(gid, (seq, d, actor))| {
                 let fields: GrantFields = (
                     text_at(&d, "agent").unwrap_or_default(),
                     text_at(&d, "session_id"),
@@ -63,6 +69,7 @@ pub(crate) fn grants(
                     text_at(&d, "call_hash"),
                     text_at(&d, "scope").unwrap_or_default(),
                     d["expires_at"].as_i64(),
+                    actor,
                 );
                 (gid, (seq, fields))
             })
@@ -70,10 +77,10 @@ pub(crate) fn grants(
     let revoked = records_by(conn, "grant.revoked", "grant_id")?;
     type GrantRow = (String, GrantFields, Option<i64>);
     let rows: Vec<GrantRow> = conn.query_map(
-        "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at, revoked_at FROM grants ORDER BY created_at, rowid",
+        "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at, revoked_at, created_by FROM grants ORDER BY created_at, rowid",
         [],
         |r| {
-            let fields = (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?);
+            let fields = (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(9)?);
             Ok((r.get(0)?, fields, r.get(8)?))
         },
     )?;
@@ -84,10 +91,10 @@ pub(crate) fn grants(
                 "grant {gid} has no grant.created record: no approval created it, yet it would let calls through"
             ))),
             Some((seq, rec)) if rec != fields => out.push((Some(seq), format!(
-                "grant {gid} differs from its grant.created record {seq} (agent, session, tool, server, call hash, scope or expiry changed)"
+                "grant {gid} differs from its grant.created record {seq} (agent, session, tool, server, call hash, scope, expiry or maker changed)"
             ))),
             Some(_) => match (revoked_at, revoked.get(&gid)) {
-                (None, Some((seq, _))) => out.push((Some(*seq), format!(
+                (None, Some((seq, ..))) => out.push((Some(*seq), format!(
                     "grant {gid} was revoked (audit record {seq}) but is not marked revoked: it would let calls through again"
                 ))),
                 (Some(_), None) => out.push((None, format!(
@@ -212,10 +219,10 @@ pub(crate) fn tokens(
         match (t.used, redeemed.remove(tid)) {
             // Found by review: a voided token set unused again (its seal leaves `used_at` out)
             // could be redeemed a second time; voided and then redeemed means it was.
-            (None, _) if let Some((seq, _)) = &void => out.push((Some(*seq), format!(
+            (None, _) if let Some((seq, ..)) = &void => out.push((Some(*seq), format!(
                 "token {tid} (approval {aid}) was voided by a restore (audit record {seq}) but is not marked used: it could be redeemed again"
             ))),
-            (Some(_), Some((seq, _))) if void.is_some() => out.push((Some(seq), format!(
+            (Some(_), Some((seq, ..))) if void.is_some() => out.push((Some(seq), format!(
                 "token {tid} (approval {aid}) was voided by a restore but redeemed afterwards (audit record {seq})"
             ))),
             (Some(_), None) if void.is_some() => {}
@@ -223,10 +230,10 @@ pub(crate) fn tokens(
             (Some(_), None) => out.push((None, format!(
                 "token {tid} (approval {aid}) is marked used, but the audit log has no token.redeemed record for it"
             ))),
-            (None, Some((seq, _))) => out.push((Some(seq), format!(
+            (None, Some((seq, ..))) => out.push((Some(seq), format!(
                 "token {tid} (approval {aid}) was redeemed (audit record {seq}) but is not marked used: it could be redeemed again"
             ))),
-            (Some(_), Some((seq, d))) => {
+            (Some(_), Some((seq, d, _))) => {
                 let bound = record.as_ref().and_then(|(_, m, _)| text_at(m, "call_hash"));
                 if bound.is_some() && text_at(&d, "call_hash") != bound {
                     out.push((Some(seq), format!(
@@ -242,10 +249,10 @@ pub(crate) fn tokens(
         .map(|(t, (seq, _, _))| (seq, t, "token.minted"));
     let redeemed = redeemed
         .into_iter()
-        .map(|(t, (seq, _))| (seq, t, "token.redeemed"));
+        .map(|(t, (seq, ..))| (seq, t, "token.redeemed"));
     let voided = voided
         .into_iter()
-        .map(|(t, (seq, _))| (seq, t, "token.voided"));
+        .map(|(t, (seq, ..))| (seq, t, "token.voided"));
     orphans("token", minted.chain(redeemed).chain(voided), out);
     Ok(())
 }

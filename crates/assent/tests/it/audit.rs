@@ -598,6 +598,14 @@ fn a_revoked_grant_brought_back_is_caught() {
         "UPDATE grants SET revoked_at = NULL, revoked_by = NULL;",
         &["was revoked", "is not marked revoked"],
     );
+    // Found by review: who made a grant decides whether it stands (separation of duties, a
+    // reload's revocation); a maker renamed in the database went unnoticed.
+    let rename = "UPDATE grants SET created_by = 'mallory';";
+    caught_on_a_copy(
+        &g,
+        rename,
+        &["differs from its grant.created record", "maker"],
+    );
 }
 
 /// Attack (found by review): a trigger planted in the database file (`AFTER INSERT ON
