@@ -187,7 +187,7 @@ async fn with_oidc(dir: &Path, oidc: &str) -> Gw {
     start_tuned(dir, |st| st.oidc = Some(Arc::new(sso))).await
 }
 
-pub(crate) fn no_redirects() -> reqwest::Client {
+fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -323,11 +323,22 @@ pub(crate) fn sso_session(
 }
 
 pub(crate) async fn decide(gw: &Gw, id: &str, cookie: &str, csrf: &str) -> StatusCode {
+    decide_scoped(gw, id, (cookie, csrf), "once").await
+}
+
+/// Approves `id` from the dashboard with the session `cookie` and its `csrf` token, with grant
+/// scope `scope` (`once`, `session`, …): the answer's status.
+pub(crate) async fn decide_scoped(
+    gw: &Gw,
+    id: &str,
+    (cookie, csrf): (&str, &str),
+    scope: &str,
+) -> StatusCode {
     no_redirects()
         .post(format!("{}/ui/approvals/{id}/decide", gw.url))
         .header("cookie", cookie)
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("decision=approve&scope=once&csrf={csrf}"))
+        .body(format!("decision=approve&scope={scope}&csrf={csrf}"))
         .send()
         .await
         .unwrap()

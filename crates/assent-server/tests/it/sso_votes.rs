@@ -102,15 +102,7 @@ async fn a_restart_keeps_a_grant_made_by_a_linked_sso_session() {
     let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
     let id = gw.held("s1", "pay", json!({"amount": 500})).await;
     let (gina, csrf) = sso_session(&gw, &format!("oidc:{GINA}"), (&["ops"], &["opsgroup"]));
-    let s = crate::sso::no_redirects()
-        .post(format!("{}/ui/approvals/{id}/decide", gw.url))
-        .header("cookie", &gina)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("decision=approve&scope=session&csrf={csrf}"))
-        .send()
-        .await
-        .unwrap()
-        .status();
+    let s = crate::sso::decide_scoped(&gw, &id, (&gina, &csrf), "session").await;
     assert!(s.is_success() || s.is_redirection(), "{s}");
     let (_, a) = gw.approval(&id, "alice-key").await;
     assert!(a["grant_id"].is_string(), "no grant: {a}");
@@ -141,15 +133,7 @@ async fn a_restart_without_its_linked_maker_revokes_the_sso_grant_of_an_any_oper
     let gw = linked_with(dir.path(), rules, GOOD, GINA).await;
     let id = gw.held("s1", "pay", json!({"amount": 500})).await;
     let (gina, csrf) = sso_session(&gw, &format!("oidc:{GINA}"), (&["ops"], &["opsgroup"]));
-    let s = crate::sso::no_redirects()
-        .post(format!("{}/ui/approvals/{id}/decide", gw.url))
-        .header("cookie", &gina)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("decision=approve&scope=session&csrf={csrf}"))
-        .send()
-        .await
-        .unwrap()
-        .status();
+    let s = crate::sso::decide_scoped(&gw, &id, (&gina, &csrf), "session").await;
     assert!(s.is_success() || s.is_redirection(), "{s}");
     let (s, b) = gw.propose_in("s1", "pay", json!({"amount": 500})).await;
     assert_eq!(s, StatusCode::OK, "the grant does not cover the call: {b}");
