@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod aaep;
+mod approval_record;
 mod approval_seal;
 pub mod archive;
 pub mod audit;
@@ -117,6 +118,7 @@ pub mod voided;
 mod votes;
 pub mod wal;
 
+pub use approval_record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};
 pub use audit::Via;
 pub use confirm::ConfirmContext;
 pub use decide::DecisionInput;
@@ -127,7 +129,6 @@ pub use kit::{ordered_id, random_id, rfc3339};
 pub use open::{AdminConnection, verify_offline};
 pub use propose::{ConfirmTarget, PoliciesOf, Proposal, Proposed};
 pub use receipts::ReceiptOf;
-pub use record::{ApprovalRecord, DecisionRecord, EditedCall, TokenInfo, VoteRecord};
 pub use store::Store;
 pub use stored::Settlement;
 pub use usage::EditObservations;

@@ -3,7 +3,7 @@
 
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::StoreError;
-use crate::record::{ApprovalRecord, approval_row, decision_row, read_approval};
+use crate::record::{ApprovalRecord, approval_row, decisions_of, read_approval};
 use crate::seal::Sealed;
 use crate::sql;
 use crate::store::Store;
@@ -277,12 +277,9 @@ fn read_summary(conn: Conn<'_>, id: &str) -> db::Result<Option<ApprovalRecord>> 
         .query_row([id], approval_row)
         .optional()?;
     let Some(mut rec) = rec else { return Ok(None) };
-    let rows = sql::rows(
-        conn,
-        "SELECT decision, reason, actor, at, default_applied, decision_id, passkey FROM decisions WHERE approval_id = ?1 ORDER BY rowid",
-        [id],
-        decision_row,
-    )?;
-    rec.decisions = rows.into_iter().map(|(d, _)| d).collect();
+    rec.decisions = decisions_of(conn, id)?
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect();
     Ok(Some(rec))
 }

@@ -45,10 +45,7 @@ impl Store {
         needs: &WindowNeeds,
         now: i64,
     ) -> Result<Vec<PriorCall>, StoreError> {
-        let conn = self.lock();
-        Ok(conn
-            .conn()
-            .snapshot(|c| windows::window(c, agent, session_id, except, needs, now))?)
+        self.read(|c| windows::window(c, agent, session_id, except, needs, now))
     }
 }
 
@@ -66,10 +63,7 @@ impl Store {
         needs: &WindowNeeds,
         now: i64,
     ) -> Result<Vec<PriorCall>, StoreError> {
-        let conn = self.lock();
-        Ok(conn
-            .conn()
-            .snapshot(|c| agent::agent_window(c, agent, except, needs, now))?)
+        self.read(|c| agent::agent_window(c, agent, except, needs, now))
     }
 }
 
