@@ -4,9 +4,9 @@
 //! [`ClientError`]s. The plumbing (URLs, status handling) is in [`crate::client`].
 
 use crate::approvals::{
-    Approval, ApprovalGroups, ApprovalList, ApprovalRequestDoc, BatchDecisionRequest,
-    BatchDecisionResponse, CancelRequest, DecisionRequest, Receipt, SessionCancelled,
-    UserDecisionRequest,
+    Approval, ApprovalGroup, ApprovalGroups, ApprovalList, ApprovalRequestDoc,
+    BatchDecisionRequest, BatchDecisionResponse, CancelRequest, DecisionRequest, Receipt,
+    SessionCancelled, UserDecisionRequest,
 };
 use crate::audit::{CheckpointList, DeadLetterList, LearningSamplePage};
 use crate::clarify::{AnswerRequest, AskRequest, Clarification, ClarificationList};
@@ -25,10 +25,15 @@ use crate::tools::{
 use reqwest::Method;
 use serde_json::Value;
 
-/// The query of a list filtered by `status` and `limit`.
-/// At most this many pages of one listing are followed ([`Client::approvals`]).
+/// At most this many pages of one listing are followed ([`Client::approvals`],
+/// [`Client::approval_groups`], [`Client::grants`], [`Client::tool_reviews`]).
 const MAX_PAGES: usize = 10_000;
 
+/// The `limit` asked of each page of a listing read whole ([`Client::grants`],
+/// [`Client::tool_reviews`]): the gateway's maximum, so the fewest round trips.
+const PAGE_LIMIT: u32 = 1000;
+
+/// The query of a list filtered by `status` and `limit`.
 fn list_query(status: Option<&str>, limit: Option<u32>) -> Vec<(&'static str, String)> {
     let mut q = Vec::new();
     if let Some(s) = status {
@@ -78,38 +83,41 @@ impl Client {
         limit: Option<u32>,
     ) -> Result<ApprovalList, ClientError> {
         let want = limit.unwrap_or(500) as usize;
-        let mut q = list_query(status.map(ApprovalStatus::as_str), limit);
+        let q = list_query(status.map(ApprovalStatus::as_str), limit);
         let mut all = Vec::new();
-        // A page may come back empty with more to follow (rows that cannot be read are left
-        // out, and the cursor still moves on): bounded by a page count, not by what came.
-        for _ in 0..MAX_PAGES {
-            let (page, next): (ApprovalList, _) = self.get_page(&["v1", "approvals"], &q).await?;
+        self.follow_pages(&["v1", "approvals"], q, |page: ApprovalList| {
             all.extend(page.approvals);
-            match next {
-                // A cursor given again would read the same page again: the end.
-                Some(cursor)
-                    if all.len() < want
-                        && !q.iter().any(|(k, v)| *k == "before" && *v == cursor) =>
-                {
-                    q.retain(|(k, _)| *k != "before");
-                    q.push(("before", cursor));
-                }
-                _ => break,
-            }
-        }
+            want.saturating_sub(all.len())
+        })
+        .await?;
         all.truncate(want);
         Ok(ApprovalList { approvals: all })
     }
 
-    /// `GET /v1/approvals?group=similar[&status=S&limit=N]` (operator).
+    /// `GET /v1/approvals?group=similar[&status=S&limit=N]` (operator): the groups of similar
+    /// approvals among the newest `limit` (500 when `None`), oldest group first, each group's
+    /// approvals oldest first. The gateway groups each page on its own; the pages are followed
+    /// (as [`Client::approvals`] does) and a group that spans pages is made one again (same
+    /// agent, server, tool and rules, as the gateway groups).
     pub async fn approval_groups(
         &self,
         status: Option<ApprovalStatus>,
         limit: Option<u32>,
     ) -> Result<ApprovalGroups, ClientError> {
+        let want = limit.unwrap_or(500) as usize;
         let mut q = list_query(status.map(ApprovalStatus::as_str), limit);
         q.push(("group", "similar".into()));
-        self.get(&["v1", "approvals"], &q).await
+        let mut pages: Vec<Vec<ApprovalGroup>> = Vec::new();
+        let mut have = 0usize;
+        self.follow_pages(&["v1", "approvals"], q, |page: ApprovalGroups| {
+            have += page.groups.iter().map(|g| g.approvals.len()).sum::<usize>();
+            pages.push(page.groups);
+            want.saturating_sub(have)
+        })
+        .await?;
+        Ok(ApprovalGroups {
+            groups: merge_groups(pages),
+        })
     }
 
     /// `GET /v1/approvals/{id}`: the approval now (an agent sees only its own, with its
@@ -204,10 +212,19 @@ impl Client {
         self.post(&["v1", "tokens", "redeem"], req).await
     }
 
-    /// `GET /v1/grants?all=B` (operator): active grants, or all of them.
+    /// `GET /v1/grants?all=B` (operator): active grants, or all of them, newest first; every
+    /// page the gateway links to is followed ([`MAX_PAGES`] at most, stopping at a cursor
+    /// given twice), so none is left out however many grants history holds.
     pub async fn grants(&self, all: bool) -> Result<GrantList, ClientError> {
-        let q = [("all", all.to_string())];
-        self.get(&["v1", "grants"], &q).await
+        let mut q = list_query(None, Some(PAGE_LIMIT));
+        q.push(("all", all.to_string()));
+        let mut grants = Vec::new();
+        self.follow_pages(&["v1", "grants"], q, |page: GrantList| {
+            grants.extend(page.grants);
+            usize::MAX
+        })
+        .await?;
+        Ok(GrantList { grants })
     }
 
     /// `DELETE /v1/grants/{id}` (operator): `204`; `404` when unknown or revoked already.
@@ -342,13 +359,21 @@ impl Client {
         self.post(&["v1", "tools", "check"], req).await
     }
 
-    /// `GET /v1/tools/reviews?status=S` (operator); `None` is `all`.
+    /// `GET /v1/tools/reviews?status=S` (operator); `None` is `all`. Newest first; every page
+    /// the gateway links to is followed (as [`Client::grants`] does).
     pub async fn tool_reviews(
         &self,
         status: Option<ReviewStatus>,
     ) -> Result<ToolReviewList, ClientError> {
-        let q = list_query(Some(status.map_or("all", ReviewStatus::as_str)), None);
-        self.get(&["v1", "tools", "reviews"], &q).await
+        let status = status.map_or("all", ReviewStatus::as_str);
+        let q = list_query(Some(status), Some(PAGE_LIMIT));
+        let mut reviews = Vec::new();
+        self.follow_pages(&["v1", "tools", "reviews"], q, |page: ToolReviewList| {
+            reviews.extend(page.reviews);
+            usize::MAX
+        })
+        .await?;
+        Ok(ToolReviewList { reviews })
     }
 
     /// `GET /v1/tools/reviews/{id}[?wait=S]`: one review; `wait_seconds` long-polls while it
@@ -403,4 +428,76 @@ impl Client {
         }
         self.get(&["v1", "webhooks", "dead-letters"], &q).await
     }
+}
+
+impl Client {
+    /// `GET`s the pages of a listing at `segments` from query `q` on: each page is handed to
+    /// `take`, which answers how many more items are wanted; while any are, the page its
+    /// `Link` `rel="next"` names is read next, asking no more than that (`limit`, at most the
+    /// one asked before, else [`PAGE_LIMIT`]). A page may come back empty with more to follow (rows that cannot be read are
+    /// left out, and the cursor still moves on), so the walk is bounded by a page count
+    /// ([`MAX_PAGES`]), not by what came; a cursor given twice would read the same pages
+    /// again, so it ends the walk. The first error ends it too.
+    async fn follow_pages<T: serde::de::DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        mut q: Vec<(&'static str, String)>,
+        mut take: impl FnMut(T) -> usize,
+    ) -> Result<(), ClientError> {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..MAX_PAGES {
+            let (page, next): (T, _) = self.get_page(segments, &q).await?;
+            let left = take(page);
+            match next {
+                Some(cursor) if left > 0 && seen.insert(cursor.clone()) => {
+                    let asked = q.iter().find(|(k, _)| *k == "limit");
+                    let asked = asked.and_then(|(_, v)| v.parse().ok());
+                    let limit = left.min(asked.unwrap_or(PAGE_LIMIT as usize));
+                    q.retain(|(k, _)| *k != "before" && *k != "limit");
+                    q.push(("limit", limit.to_string()));
+                    q.push(("before", cursor));
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The key the gateway groups similar approvals by: agent, server, tool and the sorted rules
+/// (file and rule of each reason).
+type GroupKey = (String, Option<String>, String, Vec<(String, String)>);
+
+/// [`GroupKey`] of group `g`.
+fn group_key(g: &ApprovalGroup) -> GroupKey {
+    let mut rules: Vec<_> = g
+        .reasons
+        .iter()
+        .map(|r| (r.file.clone(), r.rule.clone()))
+        .collect();
+    rules.sort();
+    (g.agent.clone(), g.server.clone(), g.tool.clone(), rules)
+}
+
+/// The groups of `pages` (as the gateway wrote them, newest page first; each page's groups
+/// oldest first, each group's approvals oldest first) as one list in that order: a group on
+/// several pages is one group ([`GroupKey`]), with its `count` made right.
+fn merge_groups(pages: Vec<Vec<ApprovalGroup>>) -> Vec<ApprovalGroup> {
+    let mut out: Vec<(GroupKey, ApprovalGroup)> = Vec::new();
+    // Oldest page first: a group takes its place by its oldest approval.
+    for page in pages.into_iter().rev() {
+        for g in page {
+            let k = group_key(&g);
+            match out.iter_mut().find(|(o, _)| *o == k) {
+                Some((_, o)) => o.approvals.extend(g.approvals),
+                None => out.push((k, g)),
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(_, mut g)| {
+            g.count = g.approvals.len();
+            g
+        })
+        .collect()
 }

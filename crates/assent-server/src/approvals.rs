@@ -44,14 +44,14 @@ struct ListQuery {
     before: Option<(i64, i64)>,
 }
 
-/// A page cursor as `GET /v1/approvals` writes it in its `Link`: `<requested_at>.<rowid>`,
-/// both decimal integers (opaque to clients).
-fn cursor_text((at, row): (i64, i64)) -> String {
+/// A page cursor as `GET /v1/approvals` (and the other paged listings: grants, tool reviews)
+/// writes it in its `Link`: `<time>.<rowid>`, both decimal integers (opaque to clients).
+pub(crate) fn cursor_text((at, row): (i64, i64)) -> String {
     format!("{at}.{row}")
 }
 
 /// The cursor `text` stands for; `None` unless it is exactly what [`cursor_text`] writes.
-fn parse_cursor(text: &str) -> Option<(i64, i64)> {
+pub(crate) fn parse_cursor(text: &str) -> Option<(i64, i64)> {
     let (at, row) = text.split_once('.')?;
     let c = (at.parse().ok()?, row.parse().ok()?);
     (cursor_text(c) == text).then_some(c)
@@ -83,8 +83,25 @@ fn list_query(q: &HashMap<String, String>) -> Result<ListQuery, ApiError> {
             )));
         }
     };
+    let (limit, before) = page_query(q, LIST_DEFAULT_LIMIT)?;
+    Ok(ListQuery {
+        status,
+        limit,
+        group,
+        before,
+    })
+}
+
+/// A paged listing's `limit` (1 to [`LIST_MAX_LIMIT`], `default` when absent) and `before`
+/// (a previous page's cursor, exactly as its `Link` gave it; `None`: the first page) from
+/// query `q`; `400` naming the parameter otherwise. Shared by every listing paged with
+/// [`cursor_text`] cursors (approvals, grants, tool reviews).
+pub(crate) fn page_query(
+    q: &HashMap<String, String>,
+    default: u32,
+) -> Result<(u32, Option<(i64, i64)>), ApiError> {
     let limit = match q.get("limit") {
-        None => LIST_DEFAULT_LIMIT,
+        None => default,
         Some(l) => l
             .parse::<u32>()
             .ok()
@@ -103,24 +120,23 @@ fn list_query(q: &HashMap<String, String>) -> Result<ListQuery, ApiError> {
             )
         })?),
     };
-    Ok(ListQuery {
-        status,
-        limit,
-        group,
-        before,
-    })
+    Ok((limit, before))
+}
+
+/// The `Link` header of a paged listing's page that has a next one: `</v1/PATH?QUERY&before=
+/// CURSOR>; rel="next"`, `target` being the path and query up to the cursor (`QUERY` made of
+/// the listing's own fixed words and numbers: nothing a client sent is echoed).
+pub(crate) fn page_link(target: &str, next: (i64, i64)) -> Result<HeaderValue, ApiError> {
+    let link = format!("<{target}&before={}>; rel=\"next\"", cursor_text(next));
+    HeaderValue::from_str(&link).map_err(ApiError::unavailable)
 }
 
 /// The `Link` header of a listing page that has a next one: the same query from `next` on.
 fn next_link(q: &ListQuery, next: (i64, i64)) -> Result<HeaderValue, ApiError> {
     let status = q.status.map_or("all", ApprovalStatus::as_str);
     let group = if q.group { "&group=similar" } else { "" };
-    let link = format!(
-        "</v1/approvals?status={status}&limit={}{group}&before={}>; rel=\"next\"",
-        q.limit,
-        cursor_text(next)
-    );
-    HeaderValue::from_str(&link).map_err(ApiError::unavailable)
+    let target = format!("/v1/approvals?status={status}&limit={}{group}", q.limit);
+    page_link(&target, next)
 }
 
 /// `GET /v1/approvals[?status=S&limit=N&group=similar&before=CURSOR]` (operators): newest

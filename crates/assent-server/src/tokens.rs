@@ -4,6 +4,7 @@
 //! operators list and revoke grants (`GET /v1/grants`, `DELETE /v1/grants/{id}`). Minting is
 //! the store's; routes are mounted by [`crate::router`](mod@crate::router).
 
+use crate::approvals::{page_link, page_query};
 use crate::auth::Redeemer;
 use crate::body::Body;
 use crate::calls::call_hash;
@@ -14,7 +15,8 @@ use crate::telemetry;
 use assent_api::tokens::{GrantList, RedeemRequest, Redeemed};
 use assent_store::RedeemError;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
 use tracing::Instrument;
 
@@ -117,25 +119,52 @@ fn check_redeemed_tool(tool: &str) -> Result<(), ApiError> {
     crate::calls::check_name("tool", base)
 }
 
-/// `GET /v1/grants[?all=true]` (operators): active grants — not revoked, not expired, and
-/// holding their seal (a grant that covers no call is not listed as active) — or all, with
-/// revoked, expired and unsealed ones.
+/// The `limit` of `GET /v1/grants` when none is given.
+pub const GRANTS_DEFAULT_LIMIT: u32 = 100;
+
+/// `GET /v1/grants[?all=true&limit=N&before=CURSOR]` (operators): active grants — not
+/// revoked, not expired, and holding their seal (a grant that covers no call is not listed as
+/// active) — or all, with revoked, expired and unsealed ones; newest first, one page at a time
+/// (`limit` 1 to 1,000, default [`GRANTS_DEFAULT_LIMIT`]; while more may follow, the answer
+/// has `Link: </v1/grants?all=B&limit=N&before=CURSOR>; rel="next"`; a page may come back
+/// short, even empty, with a next one). Read beside the writer. `400` naming the parameter
+/// for an unknown one, `all` not `true`/`false`, `limit` out of range or a `before` not as
+/// given.
 #[utoipa::path(get, path = "/v1/grants", tag = "redeem",
-    params(("all" = Option<bool>, Query, description = "Also revoked and expired grants")),
-    responses((status = 200, description = "OK", body = assent_api::tokens::GrantList)),
+    params(("all" = Option<bool>, Query, description = "Also revoked and expired grants"),
+           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100)"),
+           ("before" = Option<String>, Query, description = "The opaque cursor of the next page, from the previous answer's `Link` header (`rel=\"next\"`)")),
+    responses((status = 200, description = "OK", body = assent_api::tokens::GrantList,
+        headers(("Link" = String, description = "`</v1/grants?all=B&limit=N&before=CURSOR>; rel=\"next\"` while more may follow; absent on the last page")))),
     security(("operator_key" = [])))]
 pub(crate) async fn list_grants(
     State(st): State<AppState>,
     _op: Operator<ListGrants>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Body<GrantList>, ApiError> {
+) -> Result<Response, ApiError> {
+    if let Some(k) = q
+        .keys()
+        .find(|k| !["all", "limit", "before"].contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown query parameter `{k}` (expected all, limit, before)"
+        )));
+    }
     let all = match q.get("all").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,
         Some(_) => return Err(ApiError::bad_request("all must be true or false")),
     };
-    let list = st.store_call(move |s| s.list_grants(all, now_ms())).await?;
-    Ok(Body(GrantList { grants: list }))
+    let (limit, before) = page_query(&q, GRANTS_DEFAULT_LIMIT)?;
+    let (grants, next) = st
+        .store_call_apart(move |s| s.list_grants(all, now_ms(), limit, before))
+        .await?;
+    let mut resp = Body(GrantList { grants }).into_response();
+    if let Some(next) = next {
+        let link = page_link(&format!("/v1/grants?all={all}&limit={limit}"), next)?;
+        resp.headers_mut().insert(header::LINK, link);
+    }
+    Ok(resp)
 }
 
 /// `DELETE /v1/grants/{id}` (operators): revokes a grant (`204`; `404` when unknown or

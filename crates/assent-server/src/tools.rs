@@ -19,6 +19,7 @@
 //! Routes are mounted by [`crate::router`](mod@crate::router).
 
 use crate::agent_json::{AgentJson, AgentJsonOneRefusal};
+use crate::approvals::{LIST_PAGE_BYTES, page_link, page_query};
 use crate::body::{Body, to_value};
 use crate::error::ApiError;
 use crate::extract::Polled;
@@ -32,7 +33,8 @@ use assent_core::pin::{PinState, ReviewStatus, ToolReview};
 use assent_store::pins::{PinCheckError, PinScope};
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -186,31 +188,64 @@ pub(crate) fn check_list(tools: &[serde_json::Value]) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `GET /v1/tools/reviews[?status=…]` (operators).
+/// The `limit` of `GET /v1/tools/reviews` when none is given.
+pub const REVIEWS_DEFAULT_LIMIT: u32 = 100;
+
+/// `GET /v1/tools/reviews[?status=S&limit=N&before=CURSOR]` (operators): newest first, one
+/// page at a time: `limit` reviews (1 to 1,000, default [`REVIEWS_DEFAULT_LIMIT`]) and about
+/// [`crate::approvals::LIST_PAGE_BYTES`] of definitions (each review's new and pinned one),
+/// so a page may hold fewer; while more follow, the answer has `Link:
+/// </v1/tools/reviews?status=S&limit=N&before=CURSOR>; rel="next"`. Read beside the writer.
+/// `400` naming the parameter for an unknown one, an unknown status, `limit` out of range or
+/// a `before` not as given.
 #[utoipa::path(get, path = "/v1/tools/reviews", operation_id = "list_tool_reviews", tag = "around",
-    params(("status" = Option<String>, Query, pattern = "^(pending|accepted|rejected|all)$", description = "`pending` (default), `accepted`, `rejected` or `all`")),
-    responses((status = 200, description = "OK", body = assent_api::tools::ToolReviewList)),
+    params(("status" = Option<String>, Query, pattern = "^(pending|accepted|rejected|all)$", description = "`pending` (default), `accepted`, `rejected` or `all`"),
+           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "At most this many (default 100); a page also ends after about 1 MiB of definitions"),
+           ("before" = Option<String>, Query, description = "The opaque cursor of the next page, from the previous answer's `Link` header (`rel=\"next\"`)")),
+    responses((status = 200, description = "OK", body = assent_api::tools::ToolReviewList,
+        headers(("Link" = String, description = "`</v1/tools/reviews?status=S&limit=N&before=CURSOR>; rel=\"next\"` while more may follow; absent on the last page")))),
     security(("operator_key" = [])))]
 pub(crate) async fn list(
     State(st): State<AppState>,
     _op: Operator<ListToolReviews>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Body<ToolReviewList>, ApiError> {
+) -> Result<Response, ApiError> {
+    if let Some(k) = q
+        .keys()
+        .find(|k| !["status", "limit", "before"].contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown query parameter `{k}` (expected status, limit, before)"
+        )));
+    }
     let status = match q.get("status").map(String::as_str) {
-        None | Some("pending") => Some("pending".to_string()),
+        None | Some("pending") => Some("pending"),
         Some("all") => None,
-        Some(s @ ("accepted" | "rejected")) => Some(s.to_string()),
+        Some(s @ ("accepted" | "rejected")) => Some(s),
         Some(s) => {
             return Err(ApiError::bad_request(format!(
                 "status `{s}` is not one of pending, accepted, rejected, all"
             )));
         }
     };
-    let list = st
-        .store_call_apart(move |s| s.tool_reviews(status.as_deref()))
+    let (limit, before) = page_query(&q, REVIEWS_DEFAULT_LIMIT)?;
+    let wanted = status.map(str::to_string);
+    let (list, next) = st
+        .store_call_apart(move |s| {
+            s.tool_review_page(wanted.as_deref(), limit, before, LIST_PAGE_BYTES)
+        })
         .await?;
     let reviews = list.into_iter().map(review).collect();
-    Ok(Body(ToolReviewList { reviews }))
+    let mut resp = Body(ToolReviewList { reviews }).into_response();
+    if let Some(next) = next {
+        let target = format!(
+            "/v1/tools/reviews?status={}&limit={limit}",
+            status.unwrap_or("all")
+        );
+        resp.headers_mut()
+            .insert(header::LINK, page_link(&target, next)?);
+    }
+    Ok(resp)
 }
 
 /// Whether `p` may read review `r`: an operator any, an agent its own relay's and the

@@ -105,6 +105,51 @@ impl Store {
         Ok(list)
     }
 
+    /// One page of reviews, newest first (`seen_at`, then insertion order), only those with
+    /// `status` when given, starting after `before` (`None`: the newest), each with the pin
+    /// it would replace in its own scope, read in one snapshot beside the writer
+    /// ([`Store::aside`]): at most `limit` (at least 1), and the page ends early once the
+    /// definitions it holds (each review's new and pinned definition, as JSON text) reach
+    /// `max_bytes` — at least one review, so a page holds at most `max_bytes` plus one. Also
+    /// the cursor of the next page (`(seen_at, rowid)` of the last review read; `None` on the
+    /// last page). Found by review: `?status=all` read every review ever made, whole, and
+    /// decided reviews accumulate with every upstream change.
+    pub fn tool_review_page(
+        &self,
+        status: Option<&str>,
+        limit: u32,
+        before: Option<(i64, i64)>,
+        max_bytes: usize,
+    ) -> Result<ReviewPage, StoreError> {
+        let (at, row) = before.unwrap_or((i64::MAX, i64::MAX));
+        let n = i64::from(limit.max(1));
+        self.aside(|conn| {
+            let keys: Vec<(String, i64, i64)> = sql::rows(
+                conn,
+                "SELECT id, seen_at, rowid FROM tool_reviews WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1)
+                   AND seen_at <= ?2 AND (seen_at < ?2 OR rowid < ?3) ORDER BY seen_at DESC, rowid DESC LIMIT ?4",
+                crate::params![status, at, row, n + 1],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            let sql = format!("SELECT {REVIEW_COLS} FROM tool_reviews WHERE id = ?1");
+            let (mut out, mut bytes) = (Vec::new(), 0usize);
+            for (i, (id, _, _)) in keys.iter().enumerate() {
+                if i > 0 && (i as i64 == n || bytes >= max_bytes) {
+                    let (_, at, row) = keys[i - 1];
+                    return Ok((out, Some((at, row))));
+                }
+                let Some(mut r) = sql::rows(conn, &sql, [id], review_row)?.pop() else {
+                    continue;
+                };
+                let scope = r.agent.as_deref().unwrap_or("");
+                r.pinned = pinned(conn, scope, &r.server, &r.tool)?.map(|p| p.1);
+                bytes = bytes.saturating_add(review_weight(&r));
+                out.push(r);
+            }
+            Ok((out, None))
+        })
+    }
+
     /// One review, with the pin it would replace in its own scope.
     pub fn tool_review(&self, id: &str) -> Result<Option<ToolReview>, StoreError> {
         let guard = self.lock();
@@ -133,4 +178,15 @@ impl Store {
             },
         )?)
     }
+}
+
+/// One page of [`Store::tool_review_page`]: its reviews, and the cursor of the next page
+/// (`(seen_at, rowid)`; `None` on the last page).
+pub(crate) type ReviewPage = (Vec<ToolReview>, Option<(i64, i64)>);
+
+/// The bytes a review counts against a page's budget: its new and its pinned definition as
+/// JSON text (what an upstream sizes; the API's diff between them is at most about as much).
+fn review_weight(r: &ToolReview) -> usize {
+    let text = |v: &Value| serde_json::to_string(v).map_or(0, |s| s.len());
+    text(&r.definition) + r.pinned.as_ref().map_or(0, text)
 }

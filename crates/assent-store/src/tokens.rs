@@ -257,32 +257,44 @@ impl Store {
         })
     }
 
-    /// Lists grants, newest first; only active ones (not revoked, not expired at `now`, and
-    /// holding their seal: a row planted, edited or from before migration 0028 covers no call,
-    /// so it is not listed as active — found by review) unless `all`.
-    pub fn list_grants(&self, all: bool, now: i64) -> Result<Vec<Grant>, StoreError> {
-        let rows: Vec<(Grant, String, Option<String>)> = sql::rows(
-            self.lock().conn(),
-            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal, key_binding
-             FROM grants WHERE ?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) ORDER BY created_at DESC, rowid DESC",
-            crate::params![all, now],
-            |r| {
-                let call_hash: Option<String> = r.get("call_hash")?;
-                let tier: String = r.get("risk_tier")?;
-                let g: db::Result<Grant> = from_row!(r => Grant {
-                    id, agent, session_id, tool, server, scope, discouraged, approval_id,
-                    created_by, created_at, expires_at, revoked_at, revoked_by,
-                    whole_tool: call_hash.is_none(),
-                    call_hash: call_hash,
-                    risk_tier: RiskTier::parse(&tier).unwrap_or(RiskTier::R4)
-                });
-                Ok((g?, r.get("seal")?, r.get("key_binding")?))
-            },
-        )?;
+    /// One page of grants, newest first (`created_at`, then insertion order), starting after
+    /// `before` (`None`: the newest): at most `limit` (at least 1) rows read, and the cursor of
+    /// the next page (`(created_at, rowid)` of the last row read; `None` on the last page).
+    /// Only active grants (not revoked, not expired at `now`, and holding their seal: a row
+    /// planted, edited or from before migration 0028 covers no call, so it is not listed as
+    /// active — found by review) unless `all`. Inactive rows are left out by the query itself,
+    /// so a page of them never stands before an active grant; a page whose rows all fail their
+    /// seal comes back empty with a cursor (follow it). Read in one snapshot beside the writer
+    /// ([`Store::aside`]). Found by review: `?all=true` read every grant ever made, whole, on the
+    /// writer's connection, and grants accumulate with every scoped approval.
+    pub fn list_grants(
+        &self,
+        all: bool,
+        now: i64,
+        limit: u32,
+        before: Option<(i64, i64)>,
+    ) -> Result<GrantPage, StoreError> {
+        let (at, row) = before.unwrap_or((i64::MAX, i64::MAX));
+        let n = i64::from(limit.max(1));
+        let mut rows: Vec<(Grant, String, Option<String>, i64)> = self.aside(|c| {
+            sql::rows(
+                c,
+                "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal, key_binding, rowid AS page_row
+                 FROM grants WHERE (?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)))
+                   AND created_at <= ?3 AND (created_at < ?3 OR rowid < ?4)
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?5",
+                crate::params![all, now, at, row, n + 1],
+                grant_row,
+            )
+        })?;
+        let next = (rows.len() as i64 > n).then(|| {
+            rows.truncate(n as usize);
+            rows.last().map(|(g, .., r)| (g.created_at, *r))
+        });
         let key = self.seal_key(Sealed::Grant);
-        Ok(rows
+        let listed = rows
             .into_iter()
-            .filter(|(g, seal, bound)| {
+            .filter(|(g, seal, bound, _)| {
                 let cols = (
                     g.id.as_str(),
                     g.agent.as_str(),
@@ -298,7 +310,8 @@ impl Store {
                 all || key.holds(&grant_columns(cols, bound.as_deref()), seal)
             })
             .map(|(g, ..)| g)
-            .collect())
+            .collect();
+        Ok((listed, next.flatten()))
     }
 
     /// Revokes grant `id` (`grant.revoked`). `Ok(false)` when there is no such grant or it was
@@ -316,6 +329,30 @@ impl Store {
             Ok(revoked.is_some())
         })
     }
+}
+
+/// One page of [`Store::list_grants`]: its grants, and the cursor of the next page
+/// (`(created_at, rowid)`; `None` on the last page).
+pub(crate) type GrantPage = (Vec<Grant>, Option<(i64, i64)>);
+
+/// A `grants` row of [`Store::list_grants`]: the grant, its seal, its key binding and its
+/// `rowid` (as `page_row`).
+fn grant_row(r: &db::Row<'_>) -> db::Result<(Grant, String, Option<String>, i64)> {
+    let call_hash: Option<String> = r.get("call_hash")?;
+    let tier: String = r.get("risk_tier")?;
+    let g: db::Result<Grant> = from_row!(r => Grant {
+        id, agent, session_id, tool, server, scope, discouraged, approval_id,
+        created_by, created_at, expires_at, revoked_at, revoked_by,
+        whole_tool: call_hash.is_none(),
+        call_hash: call_hash,
+        risk_tier: RiskTier::parse(&tier).unwrap_or(RiskTier::R4)
+    });
+    Ok((
+        g?,
+        r.get("seal")?,
+        r.get("key_binding")?,
+        r.get("page_row")?,
+    ))
 }
 
 /// A grant being created by an approval's decision.

@@ -29,6 +29,7 @@ mod lifecycle;
 mod metrics;
 mod nul;
 mod openapi;
+mod paged_lists;
 mod passkeys;
 mod pin_scope;
 mod plans;

@@ -33,6 +33,7 @@ mod mcp_server_words;
 mod mcp_upstream_attacks;
 mod migrate;
 mod operator;
+mod paged_lists;
 mod receipt;
 mod reload;
 mod replay;
