@@ -75,6 +75,13 @@ impl Gateway {
         settle_tracked(&self.settling, bound).await
     }
 
+    /// A mark that counts as one task under way for [`Gateway::settle_proposals`] until it is
+    /// dropped: a forwarded call holds one until its result is reported, so that a front end
+    /// whose client left waits (within its bound) for that report before its process ends.
+    pub(crate) fn settling_token(&self) -> tokio_util::task::task_tracker::TaskTrackerToken {
+        self.settling.token()
+    }
+
     /// The MCP server alias this gateway client acts on.
     pub fn server(&self) -> &str {
         &self.cfg.server

@@ -48,7 +48,8 @@ pub(crate) async fn serve(
     state.limits.max_connections =
         assent_server::serve::effective_cap(state.limits.max_connections, nofile);
     let listener = bind(&cfg).await?;
-    let (extra, mut private) = mount_mcp(&cfg, &listener, &mut state).await?;
+    let (extra, mut private, hub) = mount_mcp(&cfg, &listener, &mut state).await?;
+    let stop = hub_settled_after(stop, hub);
     tracing::info!(
         listen = %listener.local_addr()?, data_dir = %cfg.data_dir.display(),
         agents = cfg.registry.agents.len(), policies = cfg.registry.policies().len(),
@@ -172,9 +173,10 @@ async fn mount_mcp(
     cfg: &Config,
     listener: &tokio::net::TcpListener,
     state: &mut assent_server::AppState,
-) -> Result<(axum::Router, Option<PrivateSocket>)> {
+) -> Result<(axum::Router, Option<PrivateSocket>, Option<Hub>)> {
     let mut extra = axum::Router::new();
     let mut private = None;
+    let mut started = None;
     if !cfg.mcp_upstreams.is_empty() {
         let tcp = assent_mcp::hub::GatewayAt::Url(format!("http://{}", listener.local_addr()?));
         #[cfg(unix)]
@@ -192,6 +194,7 @@ async fn mount_mcp(
         let gateway = tcp;
         let hub = assent_mcp::hub::Hub::start(upstream_specs(cfg)?, gateway, 25, 10).await?;
         state.dry_run = Some(std::sync::Arc::new(HubDryRun(hub.clone())));
+        started = Some(hub.clone());
         let sessions = McpSessions::default();
         extra = extra
             .nest_service(
@@ -211,7 +214,24 @@ async fn mount_mcp(
             ));
         tracing::info!(upstreams = cfg.mcp_upstreams.len(), "MCP endpoint at /mcp");
     }
-    Ok((extra, private))
+    Ok((extra, private, started))
+}
+
+/// The MCP hub `assent serve` runs, when it runs one.
+type Hub = std::sync::Arc<assent_mcp::hub::Hub>;
+
+/// `stop` (the shutdown signal), then, with a hub, its calls under way stopped and what is on
+/// its way settled ([`assent_mcp::hub::Hub::shutting_down`], 30 s at most) before the server
+/// stops serving: the hub's proposals, withdrawals and result reports are requests to this
+/// gateway. Found by review: the hub was left to the process's end, and a proposal in flight
+/// at SIGTERM stayed pending for a client long gone.
+async fn hub_settled_after(stop: impl std::future::Future<Output = ()>, hub: Option<Hub>) {
+    stop.await;
+    if let Some(hub) = hub
+        && !hub.shutting_down().await
+    {
+        tracing::warn!("the MCP hub still had calls on their way at shutdown");
+    }
 }
 
 /// On Unix, reloads the configuration's principals, agents and policies on every SIGHUP

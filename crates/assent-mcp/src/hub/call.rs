@@ -189,6 +189,11 @@ impl Call {
         approval_id: Option<String>,
     ) -> CallToolResponse {
         let (gw, tool) = (self.gw.clone(), self.tool.clone());
+        // Under way for the settling until its result (or no answer) is reported: a stdio hub
+        // whose client left waits for it, within its bound, before its process ends (found
+        // by review: a call still running upstream when rmcp had stopped lost its
+        // `call.result`).
+        let _settling = gw.settling_token();
         let mut params = CallToolRequestParams::new(tool.clone());
         if let Value::Object(m) = &run_with {
             params = params.with_arguments(m.clone());

@@ -198,6 +198,33 @@ impl Hub {
         crate::gateway::settle_tracked(&self.settling, bound).await
     }
 
+    /// The process serving this hub (`assent serve`) is ending: the calls under way of every
+    /// client session, and of this process's MCP tasks (they live in the process and die with
+    /// it), are stopped as if their clients were gone ([`Hub::client_gone`]), then what is
+    /// still on its way — proposals and the withdrawals they leave, forwarded calls and their
+    /// result reports — is waited for ([`Hub::settle_proposals`]); twice, for calls that came
+    /// in meanwhile, within [`crate::kit::PROPOSALS_SETTLE`] in all. To be awaited while the
+    /// gateway still serves (the hub reaches it over HTTP). Found by review: on SIGTERM a
+    /// proposal in flight landed after the hub was gone and stayed pending, open to an
+    /// operator's approval for a client long gone. `false` when some were still under way at
+    /// the bound.
+    pub async fn shutting_down(&self) -> bool {
+        let until = tokio::time::Instant::now() + crate::kit::PROPOSALS_SETTLE;
+        let mut settled = false;
+        for _ in 0..2 {
+            let sessions: Vec<String> = {
+                let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+                calls.keys().cloned().collect()
+            };
+            for s in sessions {
+                self.client_gone(&s).await;
+            }
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            settled = self.settle_proposals(left).await;
+        }
+        settled
+    }
+
     /// The calls of this process's MCP tasks still under way are stopped as if their client had
     /// cancelled them ([`Hub::client_gone`] of [`PROCESS_TASKS`]). Only the stdio hub calls it,
     /// as it ends: its tasks live in its process and die with it, so their held approvals are

@@ -47,21 +47,36 @@ struct CallJob {
     as_task: bool,
     /// Set once it did.
     became_task: Arc<AtomicBool>,
+    /// The call's bytes, counted in [`State::held_bytes`] until it is answered (moved to its
+    /// [`Forwarded`] entry when it is forwarded, until its result is reported).
+    held: super::held::HeldGuard,
 }
 
 impl Relay {
-    /// Gates `tools/call` `msg` (its request `id`) in a task of its own:
+    /// Gates `tools/call` `msg` (its request `id`, `len` bytes of JSON) in a task of its own:
     /// registered as waiting (so the client can cancel it), answered or forwarded when the
-    /// gateway has decided.
+    /// gateway has decided. A call that would take the bytes held for calls in flight past
+    /// their bound ([`super::held`]) is answered at once with a JSON-RPC error
+    /// ([`super::client::BUSY`]) saying so, and never gated.
     pub(super) fn on_tools_call(
         &self,
-        msg: Value,
+        (msg, len): (Value, usize),
         id: Value,
         declares_tasks: bool,
         resume: Resume,
     ) {
-        self.ask_pins();
         let st = &self.state;
+        let held = match st.held_bytes.take(len) {
+            Ok(g) => g,
+            Err(why) => {
+                tracing::warn!(id = %id, len, "refused a tools/call: {why}");
+                let code = rmcp::model::ErrorCode(super::client::BUSY);
+                let busy = rmcp::ErrorData::new(code, why, None);
+                let _ = self.to_client.send(reply(&id, Err(busy)));
+                return;
+            }
+        };
+        self.ask_pins();
         let key = id.to_string();
         let tool = msg["params"]["name"].as_str().unwrap_or("").to_string();
         let args = match &msg["params"]["arguments"] {
@@ -102,6 +117,7 @@ impl Relay {
             approval,
             as_task,
             became_task,
+            held,
         };
         tokio::spawn(tracing::Instrument::instrument(
             job.run(asker, resume, cancel_rx),
@@ -435,6 +451,7 @@ impl CallJob {
             key,
             tool,
             args,
+            held,
             ..
         } = self;
         let run_with = edited.clone().unwrap_or_else(|| args.clone());
@@ -479,6 +496,8 @@ impl CallJob {
                 arguments: run_with,
                 approval_id,
                 task,
+                held: Some(held),
+                settling: Some(relay.state.gw.settling_token()),
             },
         );
         drop(forwarded);

@@ -237,7 +237,7 @@ impl Relay {
         match (msg["method"].as_str(), msg.get("id")) {
             (Some("tools/call"), Some(id)) => {
                 let id = id.clone();
-                self.on_tools_call(msg, id, declares_tasks, resume);
+                self.on_tools_call((msg, line.len()), id, declares_tasks, resume);
             }
             // A tools/call without an id gets no answer, so it is dropped, never forwarded.
             (Some("tools/call"), None) => {
@@ -319,7 +319,21 @@ impl Relay {
         let why = "the MCP client cancelled the request";
         match self.state.stop_waiting(&request.to_string(), None, why) {
             StopResult::Stopped => {}
-            StopResult::NotWaiting | StopResult::Forwarding => self.notify_upstream(line),
+            StopResult::NotWaiting | StopResult::Forwarding => {
+                // A receiver should not answer a cancelled request: a proxy whose client left
+                // does not wait for this one's result (its late answer is still reported).
+                let key = request.to_string();
+                if let Some(f) = self
+                    .state
+                    .forwarded
+                    .lock()
+                    .expect("forwarded")
+                    .get_mut(&key)
+                {
+                    f.settling = None;
+                }
+                self.notify_upstream(line);
+            }
         }
     }
 

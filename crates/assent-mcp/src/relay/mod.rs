@@ -12,6 +12,7 @@ mod call;
 mod client;
 mod gated;
 mod handshake;
+mod held;
 mod ids;
 mod lines;
 mod pins;

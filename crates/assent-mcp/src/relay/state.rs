@@ -28,6 +28,15 @@ pub(super) struct Forwarded {
     pub(super) approval_id: Option<String>,
     /// The MCP task awaiting this result, when the call became one.
     pub(super) task: Option<TaskDone>,
+    /// The client's call's bytes, counted against [`super::held::MAX_HELD_BYTES`] until its
+    /// result is reported (`None`: a call of the proxy's own, resuming an approval).
+    pub(super) held: Option<super::held::HeldGuard>,
+    /// Counts the call as under way for the gateway client's settling
+    /// ([`crate::gateway::Gateway::settle_proposals`]) until its result is reported: a
+    /// front end whose client left waits for it (found by review: the proxy ended before a
+    /// forwarded call's answer came, and its `call.result` was never reported). `None` once
+    /// the client cancelled it (the upstream should not answer it then).
+    pub(super) settling: Option<tokio_util::task::task_tracker::TaskTrackerToken>,
 }
 
 /// A modern client's retried call: the approval it resumes and the user's answer, if any.
@@ -115,6 +124,8 @@ pub(super) struct State {
     pub(super) from_upstream: Mutex<HashMap<String, Value>>,
     /// Numbers the upstream's requests as the client sees them (`assent-upstream-N`).
     pub(super) upstream_seq: AtomicU64,
+    /// The bytes held by the client's calls in flight ([`super::held`]).
+    pub(super) held_bytes: Arc<super::held::HeldBytes>,
 }
 
 impl State {
@@ -145,6 +156,7 @@ impl State {
             upstream_open: Arc::default(),
             from_upstream: Mutex::default(),
             upstream_seq: AtomicU64::new(0),
+            held_bytes: super::held::HeldBytes::new(super::held::MAX_HELD_BYTES),
         })
     }
 }

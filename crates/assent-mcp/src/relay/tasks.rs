@@ -206,6 +206,8 @@ async fn resumed_call(
                     arguments: run_with.clone(),
                     approval_id,
                     task: Some(done),
+                    held: None,
+                    settling: Some(st.gw.settling_token()),
                 },
             );
             let call = json!({"jsonrpc": "2.0", "id": own, "method": "tools/call",

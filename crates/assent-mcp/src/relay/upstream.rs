@@ -410,9 +410,13 @@ impl UpstreamSide {
         let result = result.unwrap_or_default();
         let (gw, tc) = (self.state.gw.clone(), self.to_client.clone());
         let task = f.task.take();
+        // The call's bytes and its mark for the settling are let go of once it is reported.
         let report = async move {
-            gw.release(&f.tool, &f.arguments, &result, f.approval_id.as_deref())
-                .await
+            let reported = gw
+                .release(&f.tool, &f.arguments, &result, f.approval_id.as_deref())
+                .await;
+            drop((f.held, f.settling));
+            reported
         };
         // A task's call: its result goes to the task, not to the client.
         if let Some(done) = task {

@@ -115,3 +115,82 @@ pub(crate) fn initialize_and_call(
     send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": tool, "arguments": arguments}}));
 }
+
+/// The gateway's database under `dir` (`data/assent.db`) locked for writing (`BEGIN
+/// IMMEDIATE` in a `sqlite3` process) until [`unlock_db`]: a proposal made meanwhile waits
+/// inside the gateway (its 10 s busy timeout), still on its way.
+pub(crate) fn lock_db(dir: &std::path::Path) -> (std::process::Child, std::process::ChildStdin) {
+    use std::io::{BufRead, Write};
+    let mut child = std::process::Command::new("sqlite3")
+        .arg(dir.join("data/assent.db"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sqlite3 runs");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "BEGIN IMMEDIATE;\nSELECT 'locked';").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "locked", "the database could not be locked");
+    (child, stdin)
+}
+
+/// Ends [`lock_db`]'s transaction and its process.
+pub(crate) fn unlock_db((mut child, mut stdin): (std::process::Child, std::process::ChildStdin)) {
+    use std::io::Write;
+    writeln!(stdin, "COMMIT;").unwrap();
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// One `/mcp` request to the gateway at `url` with agent key `key`, `body` (and the session
+/// `session`), its answer unread (a stream, for a call).
+pub(crate) fn hub_post(
+    url: &str,
+    key: &str,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> reqwest::blocking::Response {
+    let mut req = reqwest::blocking::Client::builder()
+        .timeout(None)
+        .build()
+        .unwrap()
+        .post(format!("{url}/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&body);
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    req.send().unwrap()
+}
+
+/// Polls `f` every 100 ms for up to `secs` seconds until it is `Some`; fails with `what`.
+#[track_caller]
+pub(crate) fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The `call.result` records of the gateway whose data is under `dir`, read from its
+/// database.
+pub(crate) fn call_results(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = std::process::Command::new("sqlite3")
+        .arg(dir.join("data/assent.db"))
+        .arg("SELECT data FROM audit WHERE kind = 'call.result' ORDER BY seq;")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -1,0 +1,121 @@
+//! The bytes the relay holds for a client's calls in flight ([`HeldBytes`]): each `tools/call`
+//! is counted, by the length of its line, from the moment it is read until it is answered —
+//! denied, asked of the client, withdrawn, or forwarded and its result reported — and a call
+//! that would take the total past [`MAX_HELD_BYTES`] is answered at once with a JSON-RPC
+//! error saying so ([`super::client::BUSY`]), never gated. Found by review: a call held for a
+//! human keeps its request (arguments and all, up to the 16 MiB line bound) in memory, and
+//! only the number of calls in flight was bounded (256), so a client sending 256 calls of
+//! 16 MiB pinned 4 GiB — the gateway refuses arguments over `max_arguments_bytes` only once
+//! the relay has them, and other `params` keys it never sees. The same shape as the queues'
+//! byte bound (`super::lines`): counters that saturate, released by a guard when dropped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Bytes of `tools/call` lines the relay holds for one client's calls in flight: 64 MiB, as
+/// one queue's byte bound (`super::lines::MAX_QUEUED_BYTES`), four lines of the 16 MiB line
+/// bound. Always more than one line (16 MiB), so a call alone is never refused.
+pub(super) const MAX_HELD_BYTES: usize = 64 << 20;
+
+/// The bytes held by calls in flight, and the most allowed ([`HeldBytes::take`]).
+pub(super) struct HeldBytes {
+    used: AtomicUsize,
+    max: usize,
+}
+
+/// One call's bytes, counted in its [`HeldBytes`] until this is dropped.
+pub(super) struct HeldGuard {
+    of: Arc<HeldBytes>,
+    len: usize,
+}
+
+impl HeldBytes {
+    /// Nothing held; at most `max` bytes.
+    pub(super) fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            used: AtomicUsize::new(0),
+            max,
+        })
+    }
+
+    /// Counts a call of `len` bytes until the returned guard is dropped; `Err(why)` (nothing
+    /// counted) when that would take the total past the bound: `why` names the bound, what is
+    /// held and the call's size.
+    pub(super) fn take(self: &Arc<Self>, len: usize) -> Result<HeldGuard, String> {
+        let mut used = self.used.load(Ordering::SeqCst);
+        loop {
+            let after = used.saturating_add(len);
+            if after > self.max {
+                return Err(format!(
+                    "assent: the calls in flight hold {used} bytes of the {} MiB bound on the bytes held for calls in flight, and this call ({len} bytes) would exceed it; send it once some are answered",
+                    self.max >> 20
+                ));
+            }
+            match self
+                .used
+                .compare_exchange(used, after, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => {
+                    return Ok(HeldGuard {
+                        of: self.clone(),
+                        len,
+                    });
+                }
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// How many bytes are held now.
+    #[cfg(test)]
+    fn used(&self) -> usize {
+        self.used.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for HeldGuard {
+    fn drop(&mut self) {
+        let _ = self
+            .of
+            .used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
+                Some(u.saturating_sub(self.len))
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attack (memory): calls of many bytes each, held for a human, until their total passes
+    /// the bound: the call past it is refused with why (nothing counted for it), and once one
+    /// held call is answered (its guard dropped) its bytes are free again.
+    #[test]
+    fn calls_past_the_byte_bound_are_refused_until_held_ones_are_answered() {
+        let held = HeldBytes::new(100);
+        let a = held.take(60).unwrap();
+        let b = held.take(40).unwrap();
+        assert_eq!(held.used(), 100);
+        let why = held.take(1).err().expect("past the bound");
+        assert!(why.contains("this call (1 bytes) would exceed it"), "{why}");
+        assert!(why.contains("hold 100 bytes"), "{why}");
+        assert_eq!(held.used(), 100, "a refused call counts nothing");
+        drop(a);
+        assert_eq!(held.used(), 40);
+        let c = held.take(60).unwrap();
+        assert!(held.take(1).is_err());
+        drop((b, c));
+        assert_eq!(held.used(), 0);
+    }
+
+    /// A call larger than the bound is refused even with nothing held (the bound is on what
+    /// is held; the line bound keeps every real call under it).
+    #[test]
+    fn a_call_over_the_whole_bound_is_refused() {
+        let held = HeldBytes::new(10);
+        assert!(held.take(11).is_err());
+        assert_eq!(held.used(), 0);
+        let _all = held.take(10).unwrap();
+    }
+}

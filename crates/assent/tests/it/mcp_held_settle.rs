@@ -1,0 +1,342 @@
+//! What the MCP front ends hold and leave behind: the stdio proxy bounds the bytes of the calls
+//! it holds in flight; a forwarded call still running upstream when its client leaves has its
+//! result reported before the proxy or the stdio hub ends; and `assent serve` settles its
+//! hub's proposals before it stops serving.
+
+use crate::hub_kit::{
+    call_results, hub_gateway, hub_post, lock_db, py_text, py_upstream, unlock_db, within,
+};
+use crate::{BIN, spawn_piped};
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "held-settle-agent-key-0123456789abcd";
+
+/// `out`'s lines, read on a thread of their own (`None` at its end).
+fn lines_of(out: impl BufRead + Send + 'static) -> std::sync::mpsc::Receiver<Option<String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(Some(line)).is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(None);
+    });
+    rx
+}
+
+/// The next message of `lines` with id `id` (within 60 s), skipping notifications.
+#[track_caller]
+fn answer(lines: &std::sync::mpsc::Receiver<Option<String>>, id: &Value) -> Value {
+    loop {
+        let line = lines.recv_timeout(Duration::from_secs(60));
+        let line = line
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("no answer to {id}"));
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if m.get("id") == Some(id) {
+            return m;
+        }
+        assert!(
+            m.get("method").is_some(),
+            "another answer before {id}'s: {m}"
+        );
+    }
+}
+
+/// The `initialize` handshake through a stdio client end.
+fn handshake(stdin: &mut impl Write, lines: &std::sync::mpsc::Receiver<Option<String>>) {
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    )
+    .unwrap();
+    answer(lines, &json!("init"));
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+}
+
+/// A `tools/call` line of `tool` under `id` (its arguments `{"n": id}`, so that no two are
+/// one call to the gateway), padded (in a `params` key the gateway never sees) to exactly
+/// `len` bytes.
+fn padded_call(id: &Value, tool: &str, len: usize) -> String {
+    let head = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": tool, "arguments": {"n": id}, "pad": ""}})
+    .to_string();
+    let line = head.replace(
+        r#""pad":"""#,
+        &format!(r#""pad":"{}""#, "x".repeat(len - head.len())),
+    );
+    assert_eq!(line.len(), len);
+    line
+}
+
+/// How many approvals the gateway at `url` holds with status `status`.
+fn approvals(url: &str, status: &str) -> usize {
+    let list = crate::get_op(url, &format!("/v1/approvals?status={status}"));
+    list["approvals"].as_array().map_or(0, Vec::len)
+}
+
+/// Attack (memory): a client sends calls held for a human, each with megabytes of request
+/// (arguments, or `params` keys the gateway never sees), hoping the proxy keeps them all: only
+/// their number was bounded (256), so 256 calls of 16 MiB pinned 4 GiB. The bytes held for
+/// calls in flight are bounded at 64 MiB: eight calls of nearly 8 MiB are held, the ninth —
+/// and a small call while they are — is answered at once with a JSON-RPC error naming the
+/// bound; once the held calls are withdrawn, a small call goes through.
+#[test]
+fn calls_held_past_64_mib_are_refused_until_the_held_ones_are_withdrawn() {
+    let list = r#"        r={"tools":[{"name":n,"description":n+".","inputSchema":{"type":"object"}} for n in ("read","echo")]}"#;
+    let source = py_upstream(list, &py_text("done"));
+    let (_dir, server) = hub_gateway(
+        KEY,
+        &[("up", Some("[read, {name: echo, approval: true}]"), &source)],
+    );
+    let (mut proxy, mut stdin, out) = spawn_piped(
+        Command::new(BIN)
+            .args(["mcp", "--agent", "helper", "--server", "up"])
+            .args(["--", "python3", "-c", &source])
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+    );
+    let lines = lines_of(out);
+    handshake(&mut stdin, &lines);
+    // Eight calls of 8 MiB less 64 bytes (64 MiB less 512 in all), then a ninth: written on a
+    // thread of its own (the proxy reads them as it goes).
+    let writer = std::thread::spawn(move || {
+        for i in 0..9 {
+            let line = padded_call(&json!(i), "echo", (8 << 20) - 64);
+            writeln!(stdin, "{line}").unwrap();
+        }
+        stdin.flush().unwrap();
+        stdin
+    });
+    let refused = answer(&lines, &json!(8));
+    let mut stdin = writer.join().unwrap();
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    let why = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("64 MiB bound on the bytes held for calls in flight"),
+        "{refused}"
+    );
+    within(60, "the eight calls were never all held", || {
+        (approvals(&server.url, "pending") == 8).then_some(())
+    });
+    // A small call (1 KiB, more than is left) is refused while they are held…
+    let small = |id: &str| padded_call(&json!(id), "read", 1024);
+    writeln!(stdin, "{}", small("small-0")).unwrap();
+    let r = answer(&lines, &json!("small-0"));
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    // …and goes through once they are withdrawn (their bytes let go of as each call ends).
+    for i in 0..8 {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": i, "reason": "gave up"}});
+        writeln!(stdin, "{cancel}").unwrap();
+    }
+    within(60, "the held calls were never withdrawn", || {
+        (approvals(&server.url, "cancelled") == 8).then_some(())
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let done = (1..)
+        .map(|k| {
+            let id = format!("small-{k}");
+            writeln!(stdin, "{}", small(&id)).unwrap();
+            answer(&lines, &json!(id))
+        })
+        .find(|r| {
+            let refused = r["error"]["code"] == -32000;
+            assert!(refused || r.get("result").is_some(), "{r}");
+            if refused {
+                assert!(Instant::now() < deadline, "still refused: {r}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            !refused
+        })
+        .unwrap();
+    assert!(done.to_string().contains("done"), "{done}");
+    drop(stdin);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    drop(server);
+}
+
+/// An upstream with `slow`, which notes that it was called (creating file `mark`), then
+/// answers 6 s later — after the 5 s the stdio front ends gave their upstream and rmcp its
+/// requests once the client had left.
+fn slow_upstream(mark: &std::path::Path) -> String {
+    let list = r#"        r={"tools":[{"name":"slow","description":"slow.","inputSchema":{"type":"object"}}]}"#;
+    let call = format!(
+        "        open({mark:?},'w').close(); time.sleep(6)\n{}",
+        py_text("slowly done")
+    );
+    py_upstream(list, &call)
+}
+
+/// Through `front` (an `assent mcp` command for agent `helper` on the gateway at `url`, server
+/// `bank` with tool `slow` as `tool`): the handshake, then a call of `tool`; once the upstream
+/// has it, the client leaves (stdin closed); the front end must end (within 60 s) only once
+/// the call's result is reported.
+fn leave_while_forwarded(front: &mut Command, mark: &std::path::Path, tool: &str) {
+    let (mut child, mut stdin, out) = spawn_piped(front);
+    let lines = lines_of(out);
+    handshake(&mut stdin, &lines);
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": tool, "arguments": {}}});
+    writeln!(stdin, "{call}").unwrap();
+    within(30, "the upstream was never called", || {
+        mark.exists().then_some(())
+    });
+    drop(stdin);
+    within(60, "the front end never ended", || {
+        child.try_wait().unwrap()
+    });
+}
+
+/// Found by review: a stdio proxy whose client closed stdin while a forwarded call was still
+/// running upstream gave the upstream 5 s to exit, then killed it: a call answered later was
+/// never reported, and the audit ended at the call's clearance with no `call.result`. The
+/// proxy waits (within its 30 s bound) for the result and reports it before it ends.
+#[test]
+fn a_proxy_call_answered_after_its_client_left_still_has_its_result_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("called");
+    let source = slow_upstream(&mark);
+    let (gw_dir, server) = hub_gateway(KEY, &[("bank", Some("[slow]"), &source)]);
+    leave_while_forwarded(
+        Command::new(BIN)
+            .args(["mcp", "--agent", "helper", "--server", "bank"])
+            .args(["--", "python3", "-c", &source])
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+        &mark,
+        "slow",
+    );
+    let recorded = call_results(gw_dir.path());
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0]["tool"], "slow", "{recorded:?}");
+    assert!(recorded[0].get("result_sha256").is_some(), "{recorded:?}");
+    drop(server);
+}
+
+/// As [`a_proxy_call_answered_after_its_client_left_still_has_its_result_recorded`], for the
+/// stdio hub (`assent mcp --config`): rmcp gives a request 5 s once its client has left, and
+/// the hub ended with a call still running upstream, its `call.result` never reported.
+#[test]
+fn a_hub_call_answered_after_its_client_left_still_has_its_result_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("called");
+    let source = slow_upstream(&mark);
+    let (gw_dir, server) = hub_gateway(KEY, &[("bank", Some("[slow]"), &source)]);
+    leave_while_forwarded(
+        Command::new(BIN)
+            .args(["mcp", "--agent", "helper", "--config"])
+            .arg(gw_dir.path().join("assent.yaml"))
+            .env("ASSENT_URL", &server.url)
+            .env("ASSENT_API_KEY", KEY),
+        &mark,
+        "bank__slow",
+    );
+    let recorded = call_results(gw_dir.path());
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0]["tool"], "slow", "{recorded:?}");
+    assert!(recorded[0].get("result_sha256").is_some(), "{recorded:?}");
+    drop(server);
+}
+
+/// Found by review: `assent serve` stopped (SIGTERM) while its MCP hub's call was being
+/// proposed — the database busy — left the approval its proposal made pending, open to an
+/// operator's approval for a client long gone: the stdio front ends settle their proposals
+/// before they end, the hub inside `assent serve` did not. It stops its calls and waits for
+/// what is on its way while it still serves: the gateway ends only once the approval is
+/// withdrawn.
+#[test]
+fn serve_stopped_while_a_hub_call_is_proposed_leaves_no_approval_pending() {
+    let list = r#"        r={"tools":[{"name":"pay","description":"pay.","inputSchema":{"type":"object"}}]}"#;
+    let source = py_upstream(list, &py_text("paid"));
+    let (dir, mut server) = hub_gateway(
+        KEY,
+        &[("bank", Some("[{name: pay, approval: true}]"), &source)],
+    );
+    let url = server.url.clone();
+    let init = hub_post(
+        &url,
+        KEY,
+        None,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    drop(init.text().unwrap());
+    let s = Some(session.as_str());
+    hub_post(
+        &url,
+        KEY,
+        s,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    // The tools pinned before the database is locked.
+    let listed = hub_post(
+        &url,
+        KEY,
+        s,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert!(listed.text().unwrap().contains("bank__pay"));
+    let locked = lock_db(dir.path());
+    let call = hub_post(
+        &url,
+        KEY,
+        s,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "bank__pay", "arguments": {}, "_meta": {"progressToken": "p"}}}),
+    );
+    // Its pins checked at the list, the call's proposal is on its way within moments,
+    // waiting for the database (its busy timeout is 10 s: all that follows fits in it).
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        statuses(dir.path()),
+        "",
+        "an approval made with the database locked"
+    );
+    let term = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the gateway ended with its hub's proposal on its way"
+    );
+    unlock_db(locked);
+    within(60, "the gateway never ended", || {
+        server.child.try_wait().unwrap()
+    });
+    drop(call);
+    assert_eq!(statuses(dir.path()), "cancelled", "the approvals' statuses");
+}
+
+/// The statuses of the approvals in the gateway's database under `dir`, one a line.
+fn statuses(dir: &std::path::Path) -> String {
+    let out = Command::new("sqlite3")
+        .arg(dir.join("data/assent.db"))
+        .arg("SELECT status FROM approvals;")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
