@@ -43,8 +43,8 @@ pub struct Grant {
     #[serde(with = "ms_as_rfc3339")]
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub created_at: i64,
-    /// When it lapses: Unix milliseconds (RFC 3339 on the wire); `None` for `session` and
-    /// `workspace`.
+    /// When it lapses: Unix milliseconds (RFC 3339 on the wire); `None` for `workspace` (and
+    /// for a `session` grant stored before session grants lapsed).
     #[serde(with = "opt_ms_as_rfc3339")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub expires_at: Option<i64>,
@@ -201,6 +201,9 @@ pub struct GrantView<'a> {
     pub call_hash: Option<&'a str>,
     /// Unix milliseconds; `None` for no expiry.
     pub expires_at: Option<i64>,
+    /// When it was made, Unix milliseconds: a `session` grant stored without an expiry (made
+    /// before session grants lapsed) lapses [`DEFAULT_SESSION_GRANT_MAX_MS`] after it.
+    pub created_at: i64,
     /// Whether it was revoked.
     pub revoked: bool,
 }
@@ -224,13 +227,20 @@ pub struct CallView<'a> {
 
 /// Whether grant `g` covers call `c`: same agent, tool and server; same call hash unless the
 /// grant was widened to the whole tool; same session for a `session` grant; not revoked and
-/// not expired at `c.now` (a grant expiring exactly now no longer covers).
+/// not expired at `c.now` (a grant expiring exactly now no longer covers). A `session` grant
+/// stored without an expiry (made before session grants lapsed: the agent names its session,
+/// so it covered that session id for ever) lapses [`DEFAULT_SESSION_GRANT_MAX_MS`] after its
+/// `created_at`.
 pub fn covers(g: &GrantView<'_>, c: &CallView<'_>) -> bool {
+    let lapses = g.expires_at.or_else(|| {
+        g.session_id
+            .map(|_| g.created_at.saturating_add(DEFAULT_SESSION_GRANT_MAX_MS))
+    });
     g.agent == c.agent
         && g.tool == c.tool
         && g.server == c.server
         && !g.revoked
-        && g.expires_at.is_none_or(|e| e > c.now)
+        && lapses.is_none_or(|e| e > c.now)
         && g.session_id.is_none_or(|s| s == c.session_id)
         && g.call_hash.is_none_or(|h| h == c.call_hash)
 }
@@ -242,13 +252,27 @@ pub struct GrantTerms {
     pub session_bound: bool,
     /// Only calls with the approved call's hash (not widened with `whole_tool`).
     pub exact_call: bool,
-    /// Unix milliseconds it expires (a duration scope), saturating; `None` for none.
+    /// Unix milliseconds it expires (a duration scope, or `session` after its maximum),
+    /// saturating; `None` for none (`workspace`).
     pub expires_at: Option<i64>,
 }
 
+/// The longest life of a `session` grant when the configuration names none
+/// (`session_grant_max_seconds`, default 24 h), in milliseconds.
+pub const DEFAULT_SESSION_GRANT_MAX_MS: i64 = 24 * 3_600_000;
+
 /// The terms of the grant a decision with `scope` (and `whole_tool`) creates at `now` (Unix
-/// ms); `None` for scope `once`, which creates no grant.
-pub fn terms(scope: GrantScope, whole_tool: bool, now: i64) -> Option<GrantTerms> {
+/// ms); `None` for scope `once`, which creates no grant. A `session` grant lapses
+/// `session_max_ms` after `now` (saturating; a negative maximum counts as 0, so the grant
+/// covers nothing): the agent names its session itself, so without a bound an agent keeping
+/// one session id turned "this session" into "forever" (found by review). A duration scope
+/// lapses after its duration; `workspace` never (until revoked).
+pub fn terms(
+    scope: GrantScope,
+    whole_tool: bool,
+    now: i64,
+    session_max_ms: i64,
+) -> Option<GrantTerms> {
     if !scope.is_grant() {
         return None;
     }
@@ -257,6 +281,7 @@ pub fn terms(scope: GrantScope, whole_tool: bool, now: i64) -> Option<GrantTerms
         exact_call: !whole_tool,
         expires_at: match scope {
             GrantScope::Duration(s) => Some(now.saturating_add(millis(s))),
+            GrantScope::Session => Some(now.saturating_add(session_max_ms.max(0))),
             _ => None,
         },
     })
@@ -388,6 +413,7 @@ mod tests {
         server: Some("bank"),
         call_hash: Some("h1"),
         expires_at: None,
+        created_at: 0,
         revoked: false,
     };
 
@@ -494,17 +520,18 @@ mod tests {
 
     #[test]
     fn terms_follow_the_scope() {
-        assert_eq!(terms(GrantScope::Once, false, 5), None);
+        const DAY: i64 = DEFAULT_SESSION_GRANT_MAX_MS;
+        assert_eq!(terms(GrantScope::Once, false, 5, DAY), None);
         assert_eq!(
-            terms(GrantScope::Session, false, 5),
+            terms(GrantScope::Session, false, 5, DAY),
             Some(GrantTerms {
                 session_bound: true,
                 exact_call: true,
-                expires_at: None
+                expires_at: Some(5 + DAY)
             })
         );
         assert_eq!(
-            terms(GrantScope::Duration(900), true, 5),
+            terms(GrantScope::Duration(900), true, 5, DAY),
             Some(GrantTerms {
                 session_bound: false,
                 exact_call: false,
@@ -512,12 +539,85 @@ mod tests {
             })
         );
         assert_eq!(
-            terms(GrantScope::Workspace, false, 5).map(|t| t.expires_at),
+            terms(GrantScope::Workspace, false, 5, DAY).map(|t| t.expires_at),
             Some(None)
         );
         assert_eq!(
-            terms(GrantScope::Duration(u64::MAX), false, 5).and_then(|t| t.expires_at),
+            terms(GrantScope::Duration(u64::MAX), false, 5, DAY).and_then(|t| t.expires_at),
             Some(i64::MAX)
         );
+    }
+
+    /// Review finding: a `session` grant had no expiry, and the agent picks its session id,
+    /// so keeping one id made "this session" permanent. It now lapses at creation plus the
+    /// configured maximum, saturating (no overflow at `i64::MAX`), and a negative maximum
+    /// (never configured: bounded at load) makes a grant that covers nothing.
+    #[test]
+    fn a_session_grant_lapses_after_the_configured_maximum_without_overflow() {
+        let at = |now, max| terms(GrantScope::Session, true, now, max).and_then(|t| t.expires_at);
+        assert_eq!(at(1_000, 60_000), Some(61_000));
+        assert_eq!(at(i64::MAX, 60_000), Some(i64::MAX));
+        assert_eq!(at(i64::MAX - 1, i64::MAX), Some(i64::MAX));
+        assert_eq!(at(1_000, -5), Some(1_000));
+        // What it lapses at is what coverage checks: covered before, not at or after.
+        let g = GrantView {
+            session_id: Some("s1"),
+            expires_at: at(0, 1_000),
+            ..GRANT
+        };
+        assert!(covers(&g, &CallView { now: 999, ..CALL }));
+        assert!(!covers(&g, &CallView { now: 1_000, ..CALL }));
+        assert!(!covers(
+            &g,
+            &CallView {
+                now: i64::MAX,
+                ..CALL
+            }
+        ));
+    }
+
+    /// A session grant stored before session grants lapsed has no expiry: it lapses a day
+    /// after it was made (an agent keeping its session id had it for ever); a workspace grant
+    /// (no session) without an expiry still stands.
+    #[test]
+    fn a_session_grant_stored_without_an_expiry_lapses_a_day_after_it_was_made() {
+        let old = GrantView {
+            session_id: Some("s1"),
+            created_at: 5_000,
+            ..GRANT
+        };
+        let day = DEFAULT_SESSION_GRANT_MAX_MS;
+        assert!(covers(
+            &old,
+            &CallView {
+                now: 5_000 + day - 1,
+                ..CALL
+            }
+        ));
+        assert!(!covers(
+            &old,
+            &CallView {
+                now: 5_000 + day,
+                ..CALL
+            }
+        ));
+        let late = GrantView {
+            created_at: i64::MAX,
+            ..old
+        };
+        assert!(covers(
+            &late,
+            &CallView {
+                now: i64::MAX - 1,
+                ..CALL
+            }
+        ));
+        assert!(covers(
+            &GRANT,
+            &CallView {
+                now: i64::MAX - 1,
+                ..CALL
+            }
+        ));
     }
 }

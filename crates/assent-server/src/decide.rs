@@ -25,7 +25,8 @@ use axum::http::StatusCode;
 /// The API error of a refused decision or cancellation by `operator`: `404`, `403` (missing
 /// approver role), `409 ALREADY_DECIDED` (with `status`), `409 ALREADY_VOTED` (a quorum's
 /// voter voting again), `422 WORKSPACE_NEEDS_CONFIRMATION`,
-/// `400`, `409 APPROVAL_DAMAGED` (with `damaged` columns) or `503`.
+/// `400`, `409 APPROVAL_DAMAGED` (with `damaged` columns), `409 PLAN_STOPPED` (approving a
+/// call held under a plan that has stopped; the message names the plan) or `503`.
 pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
     match e {
         DecideError::NotFound => ApiError::not_found("no such approval"),
@@ -60,6 +61,11 @@ pub(crate) fn decide_error(e: DecideError, operator: &str) -> ApiError {
             )
             .with_damaged(columns)
         }
+        DecideError::PlanStopped { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            assent_api::error::PLAN_STOPPED,
+            e.to_string(),
+        ),
         DecideError::Store(e) => ApiError::unavailable(e),
     }
 }
@@ -124,6 +130,7 @@ async fn decision_input(
         via: Some(who.via.clone()),
         in_client: None,
         reply_token: None,
+        session_grant_max_ms: Some(st.settings.session_grant_max_ms),
     })
 }
 

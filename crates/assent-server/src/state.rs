@@ -6,6 +6,7 @@
 
 use crate::config::{self, Config, Principal};
 use crate::{serve, throttle, waiters};
+use assent_core::approval::millis;
 use assent_core::policy::Registry;
 use assent_store::Store;
 use std::future::Future;
@@ -180,7 +181,7 @@ impl AppState {
             &config.data_dir,
             &config.keys_dir(),
             &database,
-            assent_core::approval::millis(config.token_ttl_seconds),
+            millis(config.token_ttl_seconds),
             std::sync::Arc::new(crate::envelopes::WireEnvelopes),
         )
         .map_err(|source| StartError::Store {
@@ -192,13 +193,12 @@ impl AppState {
             config.registry.clone(),
             principals,
             Settings {
-                approval_timeout_ms: config
-                    .approval_timeout_seconds
-                    .map(assent_core::approval::millis),
+                approval_timeout_ms: config.approval_timeout_seconds.map(millis),
                 max_pending_per_agent: config.max_pending_per_agent,
                 aaep_max_timeout_extension_s: config.aaep_max_timeout_extension_seconds,
                 max_arguments_bytes: config.max_arguments_bytes,
                 body_read_timeout: Duration::from_secs(config.body_read_timeout_seconds),
+                session_grant_max_ms: millis(config.session_grant_max_seconds),
             },
         );
         state.webhooks = Arc::new(webhooks);
@@ -446,6 +446,10 @@ pub struct Settings {
     /// How long a client may take to send a request body once its headers are in
     /// (`body_read_timeout_seconds`, default 30); slower is `408 REQUEST_TIMEOUT`.
     pub body_read_timeout: Duration,
+    /// How long a `session` grant stands after it is created, in milliseconds
+    /// (`session_grant_max_seconds`, default 24 h): the agent names its session, so a
+    /// session grant lapses like a duration one ([`assent_core::grant::terms`]).
+    pub session_grant_max_ms: i64,
 }
 
 impl Default for Settings {
@@ -456,6 +460,7 @@ impl Default for Settings {
             aaep_max_timeout_extension_s: 600,
             max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
             body_read_timeout: Duration::from_secs(30),
+            session_grant_max_ms: assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS,
         }
     }
 }

@@ -23,7 +23,6 @@ use assent_core::approval::{
 };
 use assent_core::decision::{self, ScopeRefusal};
 use assent_core::duties;
-use assent_core::grant;
 use serde_json::json;
 
 /// When `rec` needs a quorum and `s` is an operator's decision (`roles`): casts it as a vote
@@ -205,7 +204,7 @@ impl Store {
             if approval::mints_token(event) {
                 let hash = edited.map_or(rec.call_hash.as_str(), |e| &e.call_hash);
                 let whole_tool = input.is_some_and(|d| d.whole_tool);
-                if let Some(terms) = grant::terms(scope, whole_tool, now) {
+                if let Some(terms) = crate::decision_input::grant_terms(input, scope, now) {
                     let g = NewGrant {
                         rec: &rec,
                         call_hash: hash,
@@ -283,8 +282,9 @@ impl Settle<'_> {
 /// found or authorised it by ([`as_the_caller_read`]), is not damaged (issue 10 §8), may be
 /// approved ([`unapprovable`]: its seals, no token row yet), may be decided by an operator holding `roles` ([`approval::may_decide`]; `None`: the
 /// agent itself or the expiry sweep), is not cancelled alone by an operator under `deny:
-/// quorum` nor decided after its deadline ([`lone_no_or_late`]), and is still pending
-/// ([`approval::transition`]). Each
+/// quorum` nor decided after its deadline ([`lone_no_or_late`]), is approved neither by a
+/// timeout that may not nor under a stopped plan ([`no_approval_without_consent`]), and is
+/// still pending ([`approval::transition`]). Each
 /// refusal but `NotFound` is audited (`decision.refused`, `decision.late`) for the caller to
 /// commit. `Ok`: the approval and its next status.
 fn admit(
@@ -338,6 +338,9 @@ fn admit(
         return Err(DecideError::NotApprover(rec.terms.approvers));
     }
     lone_no_or_late(tx, s, &rec, roles)?;
+    if approves && rec.status == ApprovalStatus::Pending {
+        no_approval_without_consent(tx, s, &rec)?;
+    }
     if let Event::Decide(kind) = s.event
         && roles.is_some()
     {
@@ -509,6 +512,62 @@ fn lone_no_or_late(
         return Err(AlreadyDecided(ApprovalStatus::Expired).into());
     }
     Ok(())
+}
+
+/// Two refusals of an approving event `s` (an approve, a vote, an approving timeout) on
+/// pending `rec`, each audited `decision.refused` for the caller to commit:
+/// - a timeout approving what [`approval::default_at_timeout`] never lets one approve
+///   (irreversible, passkey, quorum): `NotApprover`. The sweep applies the rule before it
+///   sends the event; this is the settlement's own check (defence in depth). Refused, not
+///   turned into a rejection: the next sweep, reading the same terms, rejects it.
+/// - a call held under a plan that has stopped ([`stopped_plan`]): `PlanStopped` (found by
+///   review: an operator approved a held call of a cancelled plan; its token redeemed nothing).
+fn no_approval_without_consent(
+    tx: Conn<'_>,
+    s: &Settle<'_>,
+    rec: &ApprovalRecord,
+) -> Result<(), DecideError> {
+    let name = approval_event_name(s.event);
+    let t = &rec.terms;
+    if let Event::Expire(d) = s.event
+        && d != approval::default_at_timeout(
+            t.irreversible,
+            t.require_passkey,
+            t.quorum.as_ref(),
+            d,
+        )
+    {
+        let why = "a timeout never approves a call that is irreversible or needs a passkey or a quorum: its default on timeout is reject";
+        let data = json!({"decision": name, "why": why, "irreversible": t.irreversible,
+            "require_passkey": t.require_passkey, "quorum": t.quorum});
+        s.audit(tx, "decision.refused", data)?;
+        return Err(DecideError::NotApprover(t.approvers.clone()));
+    }
+    if let Some((plan_id, status)) = stopped_plan(tx, rec)? {
+        let why = format!(
+            "the call was held under plan {plan_id}, which is {status} and runs no calls: it cannot be approved (deny it, or let it be cancelled)"
+        );
+        let data = json!({"decision": name, "why": why, "plan_id": plan_id, "plan_status": status});
+        s.audit(tx, "decision.refused", data)?;
+        return Err(DecideError::PlanStopped { plan_id, status });
+    }
+    Ok(())
+}
+
+/// The plan (id, status) pending approval `rec` was held under when that plan's stop reaches
+/// it ([`plans::plan_of_call`], by the plan's agent recorded with the call) and it runs no
+/// calls now; `None` otherwise, and for the plan's own Confirm (`target_type: plan`, which
+/// moves the plan). What neither an operator nor a timeout may approve; the expiry sweep
+/// rejects it.
+pub(crate) fn stopped_plan(
+    tx: Conn<'_>,
+    rec: &ApprovalRecord,
+) -> db::Result<Option<(String, String)>> {
+    if rec.target_type == "plan" {
+        return Ok(None);
+    }
+    let plan = plans::plan_of_call(tx, &rec.id, &assent_core::policy::NO_DELEGATIONS)?;
+    Ok(plan.filter(|(_, status)| !assent_core::transitions::plan_runs_calls(status)))
 }
 
 /// Whether the approving decision `s` on `rec` carries a passkey proof that makes it a

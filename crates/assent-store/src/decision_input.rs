@@ -4,6 +4,7 @@
 
 use crate::record::EditedCall;
 use assent_core::approval::{DecisionKind, GrantScope};
+use assent_core::grant::{self, GrantTerms};
 
 /// An operator decision with the seed 002 options.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +55,11 @@ pub struct DecisionInput {
     /// carries it (the caller found the approval by the token in an earlier read; else
     /// `Damaged`, `reply_token`).
     pub reply_token: Option<String>,
+    /// How long a `session` grant this decision creates stands, in milliseconds
+    /// (`session_grant_max_seconds` of the configuration): it lapses that long after it is
+    /// created ([`assent_core::grant::terms`]). `None`: the default,
+    /// [`assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS`] (24 h) — never unbounded.
+    pub session_grant_max_ms: Option<i64>,
 }
 
 impl DecisionInput {
@@ -72,4 +78,23 @@ impl DecisionInput {
             ..Default::default()
         }
     }
+}
+
+/// The terms of the grant that decision `d` (`None`: a timeout or a cancel) with `scope` makes
+/// at `now` (Unix ms), [`grant::terms`]: widened to the whole tool when `d` says so, a
+/// `session` grant lapsing after `d`'s [`DecisionInput::session_grant_max_ms`] or else the
+/// default ([`grant::DEFAULT_SESSION_GRANT_MAX_MS`]). `None`: scope `once`, no grant.
+pub(crate) fn grant_terms(
+    d: Option<&DecisionInput>,
+    scope: GrantScope,
+    now: i64,
+) -> Option<GrantTerms> {
+    let whole_tool = d.is_some_and(|d| d.whole_tool);
+    let max = d.and_then(|d| d.session_grant_max_ms);
+    grant::terms(
+        scope,
+        whole_tool,
+        now,
+        max.unwrap_or(grant::DEFAULT_SESSION_GRANT_MAX_MS),
+    )
 }

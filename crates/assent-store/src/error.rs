@@ -74,6 +74,16 @@ pub enum DecideError {
     /// was audited as `decision.refused`.
     #[error("the stored approval is damaged (unreadable column(s): {}); nobody may decide it", .0.join(", "))]
     Damaged(Vec<String>),
+    /// `PLAN_STOPPED` (409): approving a call held under a plan that runs no calls now
+    /// (cancelled, rejected back to draft, finished); denying it is still taken. Audited as
+    /// `decision.refused`.
+    #[error("the call was held under plan `{plan_id}`, which is {status}: it cannot be approved")]
+    PlanStopped {
+        /// The plan's id.
+        plan_id: String,
+        /// Its status now.
+        status: String,
+    },
     #[error(transparent)]
     /// The store failed; nothing changed.
     Store(#[from] StoreError),
@@ -144,6 +154,7 @@ impl crate::db::Settles for DecideError {
                 | DecideError::AlreadyVoted(_)
                 | DecideError::SelfApproval(_)
                 | DecideError::PasskeyRequired(_)
+                | DecideError::PlanStopped { .. }
         )
     }
 }

@@ -24,7 +24,8 @@ impl Store {
     /// so: issues 10 §5, 14 §3), its `expires_at` moving to its next step or its deadline;
     /// every other one, and one whose deadline has passed too, expires with its default
     /// decision (a token is minted only for `approve`), which is `reject` for one that needs a
-    /// quorum, a passkey or is irreversible ([`approval::default_at_timeout`]). Also catches
+    /// quorum, a passkey or is irreversible ([`approval::default_at_timeout`]), or was held
+    /// under a plan that has stopped (`decide::stopped_plan`). Also catches
     /// up on approvals that were due while the server was down. An approval with unreadable
     /// stored columns ([`ApprovalRecord::damaged`]) is skipped: it stays pending until
     /// repaired. Returns the ids that changed; `Err` only when the store fails.
@@ -80,9 +81,12 @@ impl Store {
                 // hold their seal (an edited default would otherwise mint a genuine token with
                 // no one deciding), a vote row with a seal not its own, a token row already
                 // there.
+                // Nor is a call held under a plan that has stopped (`decide::stopped_plan`),
+                // which the settlement refuses to approve as well.
                 let refused =
                     crate::decide::why_unapprovable(mis_sealed, sealed, rec.token.is_some())
-                        .is_some();
+                        .is_some()
+                        || crate::decide::stopped_plan(**tx, &rec)?.is_some();
                 let t = &rec.terms;
                 Ok(Step::Expire(if refused {
                     DefaultDecision::Reject
@@ -232,5 +236,76 @@ impl Store {
         }
         Ok(n)
         })
+    }
+}
+
+/// The settlement's own check that a timeout never approves what needs a person
+/// (`decide::no_approval_without_consent`): the expiry sweep never sends such an event, so it
+/// is unreachable through the store's public interface and is driven here, in the crate.
+#[cfg(test)]
+mod tests {
+    use crate::store::Store;
+    use assent_core::approval::{DefaultDecision, Event};
+    use assent_core::policy::Registry;
+    use assent_core::{ApprovalStatus, CanonicalCall, ToolCall};
+    use serde_json::{Value, json};
+
+    /// Renders a bare envelope: an id and a type (the events' shapes are not under test).
+    struct Bare;
+    impl crate::events::Envelopes for Bare {
+        fn aaep(&self, _: &crate::events::AaepEvent<'_>) -> Value {
+            json!({"event_id": uuid::Uuid::new_v4().to_string(), "type": "test"})
+        }
+        fn mplp(&self, _: &crate::events::MplpEvent<'_>) -> Value {
+            json!({"event_id": uuid::Uuid::new_v4().to_string(), "event_type": "test"})
+        }
+    }
+
+    /// Review finding: `admit` took `Expire(Approve)` whatever the stored terms; only the
+    /// sweep applied `default_at_timeout`. An approving timeout on an irreversible call, or one
+    /// needing a quorum or a passkey, is now refused by the settlement itself (audited
+    /// `decision.refused`, nothing minted, still pending), and the sweep then rejects it.
+    #[test]
+    fn the_settlement_refuses_a_timeout_approving_a_call_that_needs_a_person() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 60_000, std::sync::Arc::new(Bare)).unwrap();
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+        let reg = Registry::load(&[("a".into(), agent.into())], &[]).unwrap();
+        let quorum = assent_core::quorum::parse_approvers(&json!({"count": 2}))
+            .unwrap()
+            .quorum;
+        for (n, needs) in ["irreversible", "quorum", "passkey"]
+            .into_iter()
+            .enumerate()
+        {
+            let call = ToolCall::new("pay", None, json!({"amount": n})).unwrap();
+            let mut v = assent_core::evaluate(&reg, "bot", &call);
+            v.terms.default_decision = DefaultDecision::Approve;
+            match needs {
+                "irreversible" => v.terms.irreversible = true,
+                "quorum" => v.terms.quorum = quorum.clone(),
+                _ => v.terms.require_passkey = true,
+            }
+            let call = CanonicalCall::new(call).unwrap();
+            let ttl = |_: &assent_core::Verdict| 1_000;
+            let p = crate::Proposal::for_call("bot", needs, &call, 1_000, &ttl, u64::MAX);
+            let id = s.create_approval(&p, &v).unwrap().id;
+            let approve = Event::Expire(DefaultDecision::Approve);
+            let r = s.apply(&id, approve, None, None, "system:expiry", None, 2_000);
+            assert!(
+                matches!(r, Err(crate::DecideError::NotApprover(_))),
+                "{needs}: {r:?}"
+            );
+            let last = s.audit_tail(1).unwrap().pop().unwrap();
+            assert_eq!(last.kind, "decision.refused", "{needs}");
+            let rec = s.get_approval(&id).unwrap().unwrap();
+            assert_eq!(rec.status, ApprovalStatus::Pending, "{needs}");
+            assert!(s.token_string(&id).unwrap().is_none(), "{needs}: no token");
+            // The sweep, reading the same terms, rejects it.
+            assert_eq!(s.expire_due(2_000).unwrap(), vec![id.clone()], "{needs}");
+            let rec = s.get_approval(&id).unwrap().unwrap();
+            assert_eq!(rec.status, ApprovalStatus::Expired, "{needs}");
+            assert!(s.token_string(&id).unwrap().is_none(), "{needs}: no token");
+        }
     }
 }

@@ -276,14 +276,18 @@ impl Store {
     ) -> Result<GrantPage, StoreError> {
         let (at, row) = before.unwrap_or((i64::MAX, i64::MAX));
         let n = i64::from(limit.max(1));
+        // A session grant stored without an expiry (before session grants lapsed) lapsed a
+        // day after it was made ([`assent_core::grant::covers`]).
+        let old_session_lapsed =
+            now.saturating_sub(assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS);
         let mut rows: Vec<(Grant, String, Option<String>, i64)> = self.aside(|c| {
             sql::rows(
                 c,
                 "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal, key_binding, rowid AS page_row
-                 FROM grants WHERE (?1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)))
+                 FROM grants WHERE (?1 OR (revoked_at IS NULL AND (expires_at > ?2 OR (expires_at IS NULL AND (session_id IS NULL OR created_at > ?6)))))
                    AND created_at <= ?3 AND (created_at < ?3 OR rowid < ?4)
                  ORDER BY created_at DESC, rowid DESC LIMIT ?5",
-                crate::params![all, now, at, row, n + 1],
+                crate::params![all, now, at, row, n + 1, old_session_lapsed],
                 grant_row,
             )
         })?;

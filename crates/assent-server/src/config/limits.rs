@@ -18,6 +18,12 @@ pub const EXTENSION_BOUNDS: (u64, u64) = (0, 86_400);
 /// Bounds of `max_arguments_bytes`: 1 KiB … 64 MiB.
 pub const ARGUMENTS_BYTES_BOUNDS: (u64, u64) = (1024, 64 * 1024 * 1024);
 
+/// Bounds of `session_grant_max_seconds`: 1 s … 30 days. Shorter is only stricter (a
+/// `session` grant that lapses sooner); 1 s lets tests see one lapse.
+pub const SESSION_GRANT_MAX_BOUNDS: (u64, u64) = (1, 30 * 86_400);
+/// Default `session_grant_max_seconds`: 24 h.
+pub const DEFAULT_SESSION_GRANT_MAX_SECONDS: u64 = 86_400;
+
 /// Bounds of `audit_retention_days`: 1 day … 100 years (36,500 days).
 pub const AUDIT_RETENTION_DAYS_BOUNDS: (u64, u64) = (1, 36_500);
 
@@ -55,6 +61,7 @@ pub(crate) struct Limits {
     pub(crate) header_read_timeout_seconds: u64,
     pub(crate) body_read_timeout_seconds: u64,
     pub(crate) max_waiters_per_principal: usize,
+    pub(crate) session_grant_max_seconds: u64,
     pub(crate) rate_limits: RateLimits,
     pub(crate) trusted_proxies: Vec<std::net::IpAddr>,
 }
@@ -109,6 +116,11 @@ pub(crate) fn limits(path: &Path, raw: &RawConfig) -> Result<Limits, ConfigError
         &raw.max_waiters_per_principal,
         (1, 1_000_000),
     )?;
+    let session_grant_max = b(
+        "session_grant_max_seconds",
+        &raw.session_grant_max_seconds,
+        SESSION_GRANT_MAX_BOUNDS,
+    )?;
     let rate_limits = rate_limits(path, &raw.rate_limits)?;
     let trusted_proxies = raw
         .trusted_proxies
@@ -143,6 +155,7 @@ pub(crate) fn limits(path: &Path, raw: &RawConfig) -> Result<Limits, ConfigError
             .map_or(crate::waiters::DEFAULT_MAX_WAITERS_PER_PRINCIPAL, |n| {
                 n as usize
             }),
+        session_grant_max_seconds: session_grant_max.unwrap_or(DEFAULT_SESSION_GRANT_MAX_SECONDS),
         rate_limits,
         trusted_proxies,
     })

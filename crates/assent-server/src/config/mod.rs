@@ -61,6 +61,11 @@ pub struct Config {
     pub aaep_max_timeout_extension_seconds: u64,
     /// How long a minted approval token can be redeemed, in seconds.
     pub token_ttl_seconds: u64,
+    /// `session_grant_max_seconds` (1 s … 30 days, default 86,400 = 24 h): how long a grant
+    /// with scope `session` stands after it is created. The agent names its session itself,
+    /// so a session grant lapses like a duration grant instead of covering that session id
+    /// forever.
+    pub session_grant_max_seconds: u64,
     /// `max_arguments_bytes`: the largest canonical `arguments` of a call (default 256 KiB).
     pub max_arguments_bytes: usize,
     /// `max_connections`: concurrent connections served (default 10,000, and always 64 below
@@ -225,6 +230,7 @@ impl Config {
             max_pending_per_agent: l.max_pending_per_agent,
             aaep_max_timeout_extension_seconds: l.aaep_max_timeout_extension_seconds,
             token_ttl_seconds: l.token_ttl_seconds,
+            session_grant_max_seconds: l.session_grant_max_seconds,
             max_arguments_bytes: l.max_arguments_bytes,
             max_connections: l.max_connections,
             max_connections_per_address: l.max_connections_per_address,
@@ -408,6 +414,7 @@ pub(crate) fn restart_only(c: &Config) -> BTreeMap<&'static str, String> {
         &c.aaep_max_timeout_extension_seconds,
     );
     put("token_ttl_seconds", &c.token_ttl_seconds);
+    put("session_grant_max_seconds", &c.session_grant_max_seconds);
     put("max_arguments_bytes", &c.max_arguments_bytes);
     put("max_connections", &c.max_connections);
     put(

@@ -126,6 +126,7 @@ pub(crate) struct RawConfig {
     pub(crate) oidc: Option<Spanned<RawOidc>>,
     pub(crate) approval_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) token_ttl_seconds: Option<Spanned<u64>>,
+    pub(crate) session_grant_max_seconds: Option<Spanned<u64>>,
     pub(crate) max_pending_per_agent: Option<Spanned<u64>>,
     pub(crate) aaep_max_timeout_extension_seconds: Option<Spanned<u64>>,
     pub(crate) max_arguments_bytes: Option<Spanned<u64>>,

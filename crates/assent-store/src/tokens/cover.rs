@@ -97,18 +97,21 @@ fn find_grants(
         now,
     };
     Ok(rows
-        .filter(|((_, _, session, hash, expires_at), revoked, _)| {
-            let g = grant::GrantView {
-                agent,
-                session_id: session.as_deref(),
-                tool: &call.tool,
-                server: call.server.as_deref(),
-                call_hash: hash.as_deref(),
-                expires_at: *expires_at,
-                revoked: *revoked,
-            };
-            grant::covers(&g, &c)
-        })
+        .filter(
+            |((_, _, session, hash, expires_at), revoked, (_, created_at, ..))| {
+                let g = grant::GrantView {
+                    agent,
+                    session_id: session.as_deref(),
+                    tool: &call.tool,
+                    server: call.server.as_deref(),
+                    call_hash: hash.as_deref(),
+                    expires_at: *expires_at,
+                    created_at: *created_at,
+                    revoked: *revoked,
+                };
+                grant::covers(&g, &c)
+            },
+        )
         .map(|((id, scope, ..), _, (aid, _, _, by, _))| (id, scope, aid, by))
         .collect())
 }

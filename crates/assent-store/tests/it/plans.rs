@@ -469,7 +469,9 @@ fn a_stopped_plan_reaches_the_delegate_calls_it_gated_after_the_delegation_is_re
 /// transactions); its `workspace` grant then covered the same call proposed again under no
 /// plan, so the agent got out of its plan's stop. A grant whose approval was held under a plan
 /// that runs no calls covers nothing. The plan's status is set in the database here, as the
-/// cancellation's first transaction leaves it.
+/// cancellation's first transaction leaves it. Approving such a call is now refused
+/// (`PlanStopped`); the grant of one approved just before the stop (its status set without
+/// the revocation the stop does) still covers nothing.
 #[test]
 fn a_grant_made_after_its_plan_was_stopped_covers_nothing() {
     use assent_core::approval::GrantScope;
@@ -491,19 +493,29 @@ fn a_grant_made_after_its_plan_was_stopped_covers_nothing() {
             panic!("the call under the plan is held");
         };
         let session = db.connect().unwrap();
-        session
-            .conn()
-            .write(|tx| {
-                tx.prepare_cached("UPDATE plans SET status = 'cancelled' WHERE plan_id = ?1")?
-                    .execute(assent_store::params![id])
-            })
-            .unwrap();
+        let set = |status: &str| {
+            (session.conn())
+                .write(|tx| {
+                    tx.prepare_cached("UPDATE plans SET status = ?2 WHERE plan_id = ?1")?
+                        .execute(assent_store::params![id, status])
+                })
+                .unwrap()
+        };
+        set("cancelled");
         let workspace = DecisionInput {
             scope: GrantScope::Workspace,
             ..DecisionInput::approve()
         };
-        s.decide(&approval.id, &workspace, "olaf", &["ops".into()], 5_000)
+        let ops = ["ops".to_string()];
+        let refused = s.decide(&approval.id, &workspace, "olaf", &ops, 5_000);
+        assert!(
+            matches!(refused, Err(assent_store::DecideError::PlanStopped { .. })),
+            "{refused:?}"
+        );
+        set("approved");
+        s.decide(&approval.id, &workspace, "olaf", &ops, 5_000)
             .unwrap();
+        set("cancelled");
         let again = proposal(&canon, "s2", 6_000, &ttl);
         let got = s.propose(&again, |_| v.clone()).unwrap().1;
         assert!(
