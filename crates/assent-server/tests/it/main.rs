@@ -17,6 +17,7 @@ mod config_attacks;
 mod decide_guards;
 mod decide_holes;
 mod delegation;
+mod diff_bounds;
 mod durability;
 mod duties;
 mod edit_approval_needs;
