@@ -128,36 +128,33 @@ fn a_planted_prefix_becomes_a_narrower_condition_that_removes_exactly_its_prompt
     );
 }
 
+/// Twelve calls of `pay` approved by alice (seq `i` from 0 with the arguments `approved(i)`),
+/// then one with the arguments `rejected` she rejected (seq 20).
+fn pays_then_rejected(approved: impl Fn(i64) -> Value, rejected: Value) -> Vec<Recorded> {
+    let mut h: Vec<Recorded> = (0..12)
+        .map(|i| held(i, "pay", approved(i), ApprovalStatus::Approved, "alice"))
+        .collect();
+    h.push(held(20, "pay", rejected, ApprovalStatus::Rejected, "alice"));
+    h
+}
+
+/// The pattern `0 <= amount <= max`.
+fn amount_within(max: f64) -> Constraint {
+    Constraint::Within {
+        key: "amount".into(),
+        min: 0.0,
+        max,
+    }
+}
+
 #[test]
 fn an_amount_bound_narrows_the_agents_own_approval() {
     let f = files();
-    let mut h = Vec::new();
-    for i in 0..12 {
-        h.push(held(
-            i,
-            "pay",
-            json!({"amount": 10 + i * 10, "to": format!("r{i}")}),
-            ApprovalStatus::Approved,
-            "alice",
-        ));
-    }
-    h.push(held(
-        20,
-        "pay",
-        json!({"amount": 500, "to": "r1"}),
-        ApprovalStatus::Rejected,
-        "alice",
-    ));
+    let approved = |i: i64| json!({"amount": 10 + i * 10, "to": format!("r{i}")});
+    let h = pays_then_rejected(approved, json!({"amount": 500, "to": "r1"}));
     let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = &out[0];
-    assert_eq!(
-        s.pattern,
-        Constraint::Within {
-            key: "amount".into(),
-            min: 0.0,
-            max: 120.0
-        }
-    );
+    assert_eq!(s.pattern, amount_within(120.0));
     assert_eq!(s.edits[0].file, "bot.agf.yaml");
     assert!(s.edits[0].yaml.contains("gt: 120"), "{}", s.edits[0].yaml);
     assert!(s.edits[0].yaml.contains("lt: 0"), "{}", s.edits[0].yaml);
@@ -263,34 +260,10 @@ fn a_bound_joins_the_same_argument_in_an_existing_condition() {
         agents: vec![("bot.agf.yaml".into(), agent.into())],
         governance: vec![],
     };
-    let mut h: Vec<Recorded> = (0..12)
-        .map(|i| {
-            held(
-                i,
-                "pay",
-                json!({"amount": 110 + i * 10}),
-                ApprovalStatus::Approved,
-                "alice",
-            )
-        })
-        .collect();
-    h.push(held(
-        20,
-        "pay",
-        json!({"amount": 900}),
-        ApprovalStatus::Rejected,
-        "alice",
-    ));
+    let h = pays_then_rejected(|i| json!({"amount": 110 + i * 10}), json!({"amount": 900}));
     let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = &out[0];
-    assert_eq!(
-        s.pattern,
-        Constraint::Within {
-            key: "amount".into(),
-            min: 0.0,
-            max: 220.0
-        }
-    );
+    assert_eq!(s.pattern, amount_within(220.0));
     assert!(s.edits[0].yaml.contains("gt: 220"), "{}", s.edits[0].yaml);
     assert!(!s.edits[0].yaml.contains("100"), "{}", s.edits[0].yaml);
     assert_eq!((s.replay.confirm_to_allow, s.replay.loosened), (12, 0));
@@ -405,19 +378,7 @@ fn a_suggested_amount_bound_never_lets_a_negative_amount_through() {
         agents: vec![("bot.agf.yaml".into(), AGENT.into())],
         governance: vec![],
     };
-    let mut h: Vec<Recorded> = (0..12)
-        .map(|i| {
-            let args = json!({"amount": 10 + i * 10});
-            held(i, "pay", args, ApprovalStatus::Approved, "alice")
-        })
-        .collect();
-    h.push(held(
-        20,
-        "pay",
-        json!({"amount": 500}),
-        ApprovalStatus::Rejected,
-        "alice",
-    ));
+    let h = pays_then_rejected(|i| json!({"amount": 10 + i * 10}), json!({"amount": 500}));
     let out = suggest(&registry(&f), &f, &h, Settings::with_min(10));
     let s = out.iter().find(|s| s.tool == "pay").expect("a suggestion");
     assert_eq!(s.pattern.describe(), "0 <= amount <= 120");
@@ -532,6 +493,17 @@ fn an_argument_the_agent_adds_to_some_calls_is_never_mined() {
     assert!(mine::ranked(&yes.iter().collect::<Vec<_>>(), &no, 10, true, &|_| true).is_empty());
 }
 
+/// The policy files of agent `bot` ([`AGENT`]) and of agent `other` (its file `other_file`,
+/// when given) under the governance file `gov`.
+fn bot_and(other_file: Option<&str>, gov: String) -> PolicyFiles {
+    let mut agents = vec![("bot.agf.yaml".into(), AGENT.into())];
+    agents.extend(other_file.map(|o| ("other.agf.yaml".into(), o.into())));
+    PolicyFiles {
+        agents,
+        governance: vec![("gov.yaml".into(), gov)],
+    }
+}
+
 /// Attack (found by review): a governance rule for agents [bot, other] was narrowed on bot's
 /// approvals alone, and other's pushes, which no one had approved, ran unasked; a policy for
 /// `*` reached every agent to come. A rule is narrowed only when every agent it is for is
@@ -541,13 +513,7 @@ fn a_rule_for_other_agents_than_the_evidences_is_not_narrowed() {
     let other = "metadata: {id: other}\naction_space:\n  local_tools:\n    - alias: git_push\n";
     for selector in ["[bot, other]", "[\"*\"]", "[\"b*\"]"] {
         let gov = GOV.replace("{agents: [bot]}", &format!("{{agents: {selector}}}"));
-        let f = PolicyFiles {
-            agents: vec![
-                ("bot.agf.yaml".into(), AGENT.into()),
-                ("other.agf.yaml".into(), other.into()),
-            ],
-            governance: vec![("gov.yaml".into(), gov)],
-        };
+        let f = bot_and(Some(other), gov);
         let out = suggest(&registry(&f), &f, &pushes(), Settings::with_min(10));
         assert!(
             out.iter().all(|s| s.kind != Kind::RemovePrompt),
@@ -564,34 +530,19 @@ fn a_rule_for_other_agents_than_the_evidences_is_not_narrowed() {
         GOV.to_string(),
         GOV.replace("    selector: {agents: [bot]}\n", ""),
     ] {
-        let f = PolicyFiles {
-            agents: vec![
-                ("bot.agf.yaml".into(), AGENT.into()),
-                ("other.agf.yaml".into(), naming.clone()),
-            ],
-            governance: vec![("gov.yaml".into(), gov)],
-        };
+        let f = bot_and(Some(&naming), gov);
         let out = suggest(&registry(&f), &f, &pushes(), Settings::with_min(10));
         assert!(out.iter().all(|s| s.kind != Kind::RemovePrompt), "{out:?}");
     }
     // An agent the selector names whose file is not loaded (yet) counts too (found by
     // review: only loaded agents were).
     let gov = GOV.replace("{agents: [bot]}", "{agents: [bot, other]}");
-    let f = PolicyFiles {
-        agents: vec![("bot.agf.yaml".into(), AGENT.into())],
-        governance: vec![("gov.yaml".into(), gov)],
-    };
+    let f = bot_and(None, gov);
     let out = suggest(&registry(&f), &f, &pushes(), Settings::with_min(10));
     assert!(out.iter().all(|s| s.kind != Kind::RemovePrompt), "{out:?}");
     // With both agents' approvals as evidence, the rule for both is narrowed.
     let gov = GOV.replace("{agents: [bot]}", "{agents: [bot, other]}");
-    let f = PolicyFiles {
-        agents: vec![
-            ("bot.agf.yaml".into(), AGENT.into()),
-            ("other.agf.yaml".into(), other.into()),
-        ],
-        governance: vec![("gov.yaml".into(), gov)],
-    };
+    let f = bot_and(Some(other), gov);
     let mut h = pushes();
     for r in h.iter_mut().filter(|r| r.seq % 2 == 1) {
         r.agent = "other".into();

@@ -91,6 +91,25 @@ fn texts(v: &Verdict) -> String {
     t.join(" | ")
 }
 
+/// Asserts that `v` asks a person (`Confirm`) at risk tier `tier`.
+#[track_caller]
+fn assert_confirm_at(v: &Verdict, tier: RiskTier) {
+    assert_eq!(
+        (v.kind, v.terms.risk_tier),
+        (VerdictKind::Confirm, tier),
+        "{}",
+        texts(v)
+    );
+}
+
+/// A session that sent data out with `send_email`.
+fn sent_out() -> SessionRisk {
+    SessionRisk {
+        egress: mark("send_email"),
+        ..SessionRisk::default()
+    }
+}
+
 fn untrusted() -> SessionRisk {
     SessionRisk {
         untrusted: mark("fetch"),
@@ -149,10 +168,7 @@ fn untrusted_output_then_egress_or_writes_is_held_at_r3_naming_the_cause() {
     let r = reg();
     let s = untrusted();
     let v = eval(&r, "send_email", None, &s);
-    assert_eq!(
-        (v.kind, v.terms.risk_tier),
-        (VerdictKind::Confirm, RiskTier::R3)
-    );
+    assert_confirm_at(&v, RiskTier::R3);
     assert_eq!(v.terms.triggers, ["session_untrusted"]);
     let t = texts(&v);
     assert!(
@@ -161,10 +177,7 @@ fn untrusted_output_then_egress_or_writes_is_held_at_r3_naming_the_cause() {
         "{t}"
     );
     let v = eval(&r, "write_file", None, &s);
-    assert_eq!(
-        (v.kind, v.terms.risk_tier),
-        (VerdictKind::Confirm, RiskTier::R3)
-    );
+    assert_confirm_at(&v, RiskTier::R3);
     assert!(
         texts(&v).contains("`write_file` changes state"),
         "{}",
@@ -182,10 +195,7 @@ fn untrusted_output_then_egress_or_writes_is_held_at_r3_naming_the_cause() {
 #[test]
 fn egress_before_untrusted_output_does_not_escalate_the_read() {
     let r = reg();
-    let s = SessionRisk {
-        egress: mark("send_email"),
-        ..SessionRisk::default()
-    };
+    let s = sent_out();
     let v = eval(&r, "fetch", None, &s);
     assert_eq!(v.kind, VerdictKind::Allow, "{}", texts(&v));
 }
@@ -198,10 +208,7 @@ fn private_data_then_egress_is_the_lethal_trifecta_at_r4() {
         ..SessionRisk::default()
     };
     let v = eval(&r, "send_email", None, &s);
-    assert_eq!(
-        (v.kind, v.terms.risk_tier),
-        (VerdictKind::Confirm, RiskTier::R4)
-    );
+    assert_confirm_at(&v, RiskTier::R4);
     assert_eq!(v.terms.triggers, ["lethal_trifecta"]);
     let t = texts(&v);
     assert!(
@@ -223,15 +230,9 @@ fn private_data_then_egress_is_the_lethal_trifecta_at_r4() {
 #[test]
 fn egress_then_private_data_is_the_lethal_trifecta_too() {
     let r = reg();
-    let s = SessionRisk {
-        egress: mark("send_email"),
-        ..SessionRisk::default()
-    };
+    let s = sent_out();
     let v = eval(&r, "read_inbox", None, &s);
-    assert_eq!(
-        (v.kind, v.terms.risk_tier),
-        (VerdictKind::Confirm, RiskTier::R4)
-    );
+    assert_confirm_at(&v, RiskTier::R4);
     let t = texts(&v);
     assert!(
         t.contains("lethal trifecta") && t.contains("already sent data out with `send_email`"),
@@ -254,10 +255,7 @@ fn a_tool_changed_during_the_session_is_r4() {
         ..SessionRisk::default()
     };
     let v = eval(&r, "browse", Some("web"), &s);
-    assert_eq!(
-        (v.kind, v.terms.risk_tier),
-        (VerdictKind::Confirm, RiskTier::R4)
-    );
+    assert_confirm_at(&v, RiskTier::R4);
     assert_eq!(v.terms.triggers, ["tool_changed"]);
     assert!(
         texts(&v).contains("definition of `web/browse` changed"),
@@ -298,10 +296,7 @@ fn escalation_never_turns_a_deny_into_anything_else_nor_lowers_a_tier() {
     assert_eq!(v.kind, VerdictKind::Deny);
     // Already R4 by its rule: R3 escalation keeps R4.
     let v = eval(&r, "nuke", None, &untrusted());
-    assert_eq!(
-        (v.kind, v.terms.risk_tier),
-        (VerdictKind::Confirm, RiskTier::R4)
-    );
+    assert_confirm_at(&v, RiskTier::R4);
 }
 
 /// A grant never stands in for the person an escalated call needs: the same call that a grant

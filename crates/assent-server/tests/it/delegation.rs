@@ -248,14 +248,7 @@ async fn a_reload_removing_a_delegation_does_not_release_a_stopped_plans_held_de
     let token = a_token(&gw, &approved).await;
     // The delegation goes; then the orchestrator stops its plan.
     reload_bot(&gw, &dir, crate::kit::AGENTS).await;
-    let (s, p) = gw
-        .post(
-            &format!("/v1/plans/{pid}/cancel"),
-            BOT,
-            json!({"reason": "stop"}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK, "{p}");
+    gw.cancel_plan(&pid, json!({"reason": "stop"})).await;
     stays_cancelled(&gw, &pending).await;
     let args = json!({"amount": 602, "to": "bob"});
     let (s, e) = gw.redeem_as("other-key", &token, "pay", args).await;
@@ -276,10 +269,7 @@ async fn a_reload_removing_a_delegation_after_the_plans_stop_does_not_revive_its
     let approved = delegate_held(&gw, &pid, 701).await;
     assert_eq!(gw.decide(&approved, OP, "approve").await.0, StatusCode::OK);
     let token = a_token(&gw, &approved).await;
-    let (s, p) = gw
-        .post(&format!("/v1/plans/{pid}/cancel"), BOT, json!({}))
-        .await;
-    assert_eq!(s, StatusCode::OK, "{p}");
+    gw.cancel_plan(&pid, json!({})).await;
     reload_bot(&gw, &dir, crate::kit::AGENTS).await;
     let args = json!({"amount": 701, "to": "bob"});
     let (s, e) = gw.redeem_as("other-key", &token, "pay", args).await;

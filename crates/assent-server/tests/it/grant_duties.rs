@@ -19,6 +19,16 @@ async fn pay(gw: &crate::kit::Gw, extra: Value) -> Result<String, String> {
     }
 }
 
+/// A gateway under [`RULES`] where carol approved, with `grant` (its scope...), a call the
+/// agent made for bob.
+async fn carol_granted(dir: &std::path::Path, grant: Value) -> crate::kit::Gw {
+    let gw = gateway_rules(dir, RULES).await;
+    let for_bob = pay(&gw, json!({"on_behalf_of": "bob"})).await.unwrap_err();
+    let (s, b) = gw.decide_with(&for_bob, "carol-key", grant).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    gw
+}
+
 /// Attack (found by review): operator carol approves a call the agent made for bob with scope
 /// `15m`; the agent then makes the identical call for carol, and the grant covered it — carol
 /// in effect approved her own call, which separation of duties forbids her when she decides.
@@ -27,11 +37,8 @@ async fn pay(gw: &crate::kit::Gw, extra: Value) -> Result<String, String> {
 #[tokio::test]
 async fn a_grant_does_not_cover_a_call_acting_for_the_operator_who_granted_it() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway_rules(dir.path(), RULES).await;
-    let for_bob = pay(&gw, json!({"on_behalf_of": "bob"})).await.unwrap_err();
     let grant = json!({"decision": "approve", "scope": "15m", "reason": "ok"});
-    let (s, b) = gw.decide_with(&for_bob, "carol-key", grant).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let gw = carol_granted(dir.path(), grant).await;
     assert!(
         pay(&gw, json!({"on_behalf_of": "bob"})).await.is_ok(),
         "the grant covers bob's calls"
@@ -61,11 +68,8 @@ async fn a_grant_does_not_cover_a_call_acting_for_the_operator_who_granted_it() 
 #[tokio::test]
 async fn a_grant_does_not_cover_calls_of_an_agent_its_creator_now_owns() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway_rules(dir.path(), RULES).await;
-    let for_bob = pay(&gw, json!({"on_behalf_of": "bob"})).await.unwrap_err();
     let grant = json!({"decision": "approve", "scope": "15m", "whole_tool": true, "reason": "ok"});
-    let (s, b) = gw.decide_with(&for_bob, "carol-key", grant).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let gw = carol_granted(dir.path(), grant).await;
     assert!(pay(&gw, json!({"on_behalf_of": "dan"})).await.is_ok());
     let st = &gw.state;
     let mut all = (*st.principals()).clone();
@@ -85,11 +89,8 @@ async fn a_grant_does_not_cover_calls_of_an_agent_its_creator_now_owns() {
 #[tokio::test]
 async fn a_grants_creator_renamed_in_the_database_still_may_not_cover_their_own_call() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway_rules(dir.path(), RULES).await;
-    let for_bob = pay(&gw, json!({"on_behalf_of": "bob"})).await.unwrap_err();
     let grant = json!({"decision": "approve", "scope": "15m", "reason": "ok"});
-    let (s, b) = gw.decide_with(&for_bob, "carol-key", grant).await;
-    assert_eq!(s, StatusCode::OK, "{b}");
+    let gw = carol_granted(dir.path(), grant).await;
     let rename = "UPDATE grants SET created_by = 'alice'";
     assert_eq!(gw.sql().exec(rename, &[]), 1);
     assert!(pay(&gw, json!({"on_behalf_of": "bob"})).await.is_ok());

@@ -4,15 +4,13 @@
 //! under. Each revocation is audited `grant.revoked` and the chain still verifies. Over a real
 //! configuration file on disk, either backend.
 
-use crate::kit::{AGENTS, BOT, Gw, OP, audit_count, policy, serve_policy, start_custom};
+use crate::kit::{AGENTS, BOT, Gw, OP, audit_count, policy, serve_policy, start_reloading};
 use crate::plans::{plan, uuid};
 use crate::reload::principals;
-use assent_server::config::{Config, ReloadSource};
-use assent_server::{Live, Settings};
+use assent_server::config::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::Arc;
 
 /// Every `read`, `quick` and `lenient` call is held; `quick` and `lenient` only for `ops`.
 fn gov() -> String {
@@ -34,11 +32,7 @@ async fn gateway(dir: &Path, list: &str) -> Gw {
     let cfg = Config::load(&conf.join("assent.yaml")).unwrap();
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    start_custom(&data, 300_000, Settings::default(), AGENTS, &gov(), |st| {
-        st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
-        st.reload = Some(Arc::new(ReloadSource::new(&cfg, false)));
-    })
-    .await
+    start_reloading(&data, &gov(), &cfg).await
 }
 
 /// Rewrites `conf/assent.yaml` in `dir` with the principals `list` (not yet in force).
@@ -187,14 +181,7 @@ async fn cancelling_a_plan_revokes_the_grants_its_calls_made() {
     grant_whole_tool(&gw, "read", json!({"path": "/a"}), OP).await;
     let pay = |amount: u64| json!({"amount": amount, "to": "mallory"});
     assert_eq!(call(&gw, "pay", pay(777)).await, StatusCode::OK);
-    let (s, c) = gw
-        .post(
-            &format!("/v1/plans/{pid}/cancel"),
-            BOT,
-            json!({"reason": "stop"}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK, "{c}");
+    gw.cancel_plan(&pid, json!({"reason": "stop"})).await;
     assert_eq!(
         call(&gw, "pay", pay(778)).await,
         StatusCode::ACCEPTED,
@@ -209,6 +196,24 @@ async fn cancelling_a_plan_revokes_the_grants_its_calls_made() {
     gw.stop().await;
 }
 
+/// The principals olaf (`ops`, key `olaf_key`), gina (`ops`) when `gina`, and agent `bot`.
+fn olaf_keyed(olaf_key: &str, gina: bool) -> String {
+    let mut list = vec![("olaf", "kind: operator, roles: [ops]", olaf_key)];
+    if gina {
+        list.push(("gina", "kind: operator, roles: [ops]", "gina-key"));
+    }
+    list.push(("bot", "kind: agent, agent_id: bot", BOT));
+    principals(&list)
+}
+
+/// A [`gateway`] over `dir` with the principals `list`, where olaf's key `olaf-stolen-key`
+/// approved `quick` for the whole workspace and tool.
+async fn stolen_keys_grant(dir: &Path, list: &str) -> Gw {
+    let gw = gateway(dir, list).await;
+    grant_whole_tool(&gw, "quick", json!({"n": 1}), "olaf-stolen-key").await;
+    gw
+}
+
 /// Attack (found by review, a rotated key): olaf's key is stolen and approves held `quick`
 /// calls for the whole workspace and the whole tool. The theft is found and olaf's key rotated
 /// in the file — same name, same `ops` role, a new key — and the gateway restarted. Start-up
@@ -219,15 +224,8 @@ async fn cancelling_a_plan_revokes_the_grants_its_calls_made() {
 #[tokio::test]
 async fn a_restart_with_a_rotated_key_revokes_the_grants_the_old_key_made() {
     let dir = tempfile::tempdir().unwrap();
-    let with = |olaf_key: &str| {
-        principals(&[
-            ("olaf", "kind: operator, roles: [ops]", olaf_key),
-            ("gina", "kind: operator, roles: [ops]", "gina-key"),
-            ("bot", "kind: agent, agent_id: bot", BOT),
-        ])
-    };
-    let gw = gateway(dir.path(), &with("olaf-stolen-key")).await;
-    grant_whole_tool(&gw, "quick", json!({"n": 1}), "olaf-stolen-key").await;
+    let with = |olaf_key: &str| olaf_keyed(olaf_key, true);
+    let gw = stolen_keys_grant(dir.path(), &with("olaf-stolen-key")).await;
     grant_whole_tool(&gw, "read", json!({"path": "/a"}), "gina-key").await;
     assert_eq!(call(&gw, "quick", json!({"n": 2})).await, StatusCode::OK);
     assert_eq!(call(&gw, "read", json!({"n": 2})).await, StatusCode::OK);
@@ -263,14 +261,8 @@ async fn a_restart_with_a_rotated_key_revokes_the_grants_the_old_key_made() {
 #[tokio::test]
 async fn a_key_binding_cleared_in_the_database_leaves_the_old_keys_grant_covering_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let with = |olaf_key: &str| {
-        principals(&[
-            ("olaf", "kind: operator, roles: [ops]", olaf_key),
-            ("bot", "kind: agent, agent_id: bot", BOT),
-        ])
-    };
-    let gw = gateway(dir.path(), &with("olaf-stolen-key")).await;
-    grant_whole_tool(&gw, "quick", json!({"n": 1}), "olaf-stolen-key").await;
+    let with = |olaf_key: &str| olaf_keyed(olaf_key, false);
+    let gw = stolen_keys_grant(dir.path(), &with("olaf-stolen-key")).await;
     assert_eq!(call(&gw, "quick", json!({"n": 2})).await, StatusCode::OK);
     let clear = "UPDATE grants SET key_binding = NULL";
     assert_eq!(gw.sql().exec(clear, &[]), 1);

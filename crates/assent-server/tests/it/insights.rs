@@ -165,13 +165,7 @@ async fn a_tool_named_like_markup_cannot_inject_into_the_insights_page() {
             .unwrap();
     });
     let cookie = gw.dashboard_session().await;
-    let r = gw
-        .http
-        .get(format!("{}/ui/insights", gw.url))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let r = gw.dashboard_get("/ui/insights", &cookie).await;
     assert_eq!(r.status(), StatusCode::OK);
     let csp = r.headers()["content-security-policy"]
         .to_str()
@@ -214,13 +208,7 @@ async fn a_tool_named_like_markup_cannot_inject_into_the_insights_page() {
         "the nav links the page"
     );
     // A bad range is a 400 page naming the field; signed out is the sign-in page.
-    let bad = gw
-        .http
-        .get(format!("{}/ui/insights?since=nope", gw.url))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let bad = gw.dashboard_get("/ui/insights?since=nope", &cookie).await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     assert!(
         bad.text()

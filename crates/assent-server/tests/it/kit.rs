@@ -587,3 +587,54 @@ pub fn assert_within(start: std::time::Instant, secs: u64, what: &str) {
         "{what}: {took:?}"
     );
 }
+
+/// [`start_custom`] with [`AGENTS`] under the governance file `gov`, default settings and
+/// 300 s tokens.
+pub async fn start_gov(dir: &Path, gov: &str, customize: impl FnOnce(&mut AppState)) -> Gw {
+    start_custom(dir, 300_000, Settings::default(), AGENTS, gov, customize).await
+}
+
+/// Adds the principals `extra` after those `st` serves (a `customize` step of
+/// [`start_custom`]).
+pub fn add_principals(st: &mut AppState, extra: impl IntoIterator<Item = Principal>) {
+    let mut all = (*st.principals()).clone();
+    all.extend(extra);
+    st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+}
+
+impl Gw {
+    /// `POST /v1/plans/{pid}/cancel` by agent `bot` with `body` (its `reason`); asserts a
+    /// `200`: the answer.
+    pub async fn cancel_plan(&self, pid: &str, body: Value) -> Value {
+        let (s, p) = self
+            .post(&format!("/v1/plans/{pid}/cancel"), BOT, body)
+            .await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+        p
+    }
+}
+
+/// [`start_gov`] serving the registry and principals of the loaded configuration `cfg`
+/// (`gov` its governance), and reloading it (`POST /v1/reload`, `SIGHUP`).
+pub async fn start_reloading(dir: &Path, gov: &str, cfg: &assent_server::config::Config) -> Gw {
+    start_gov(dir, gov, |st| {
+        let live = assent_server::Live::new(cfg.registry.clone(), cfg.principals().unwrap());
+        st.swap_live(live);
+        let source = assent_server::config::ReloadSource::new(cfg, false);
+        st.reload = Some(std::sync::Arc::new(source));
+    })
+    .await
+}
+
+impl Gw {
+    /// `GET` of dashboard page `path` with session `cookie`: the answer.
+    pub async fn dashboard_get(&self, path: &str, cookie: &str) -> reqwest::Response {
+        let r = self.http.get(format!("{}{path}", self.url));
+        r.header("cookie", cookie).send().await.unwrap()
+    }
+}
+
+/// [`start_gov`] over a data directory the gateway owns.
+pub async fn serve_gov(gov: &str, customize: impl FnOnce(&mut AppState)) -> Gw {
+    serve_in(async |dir| start_gov(dir, gov, customize).await).await
+}

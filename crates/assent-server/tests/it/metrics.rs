@@ -2,7 +2,7 @@
 //! expires while its agent long-polls counted once as `expired` — whichever of the poll and
 //! the expiry sweep settled it — with its time to decision.
 
-use crate::kit::{AGENTS, BOT, Gw, OP, assert_answer, policy, start_custom};
+use crate::kit::{AGENTS, BOT, Gw, OP, assert_answer, policy, start_custom, start_gov};
 use assent_server::Settings;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -82,15 +82,7 @@ async fn an_approval_expiring_under_a_long_poll_is_counted_once_as_expired() {
 async fn the_metrics_need_an_operator_key() {
     let dir = tempfile::tempdir().unwrap();
     let gov = policy("acme.test.metrics", "- tool: pay\n  approvers: [finance]\n");
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        &gov,
-        |_| {},
-    )
-    .await;
+    let gw = start_gov(dir.path(), &gov, |_| {}).await;
     assert_eq!(scrape(&gw, None).await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(scrape(&gw, Some(BOT)).await.0, StatusCode::FORBIDDEN);
     assert_eq!(

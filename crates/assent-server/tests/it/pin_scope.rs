@@ -4,9 +4,7 @@
 //! are capped (`429 TOO_MANY_PENDING_REVIEWS`, nothing stored). Agent `mallory` declares the
 //! same MCP server `fs` as `bot` and has a key of its own.
 
-use crate::kit::{
-    AGENTS, BOT, Gw, OP, assert_answer, assert_error, assert_says, gov, start_custom,
-};
+use crate::kit::{AGENTS, BOT, Gw, OP, assert_answer, assert_error, assert_says, gov, serve_gov};
 use assent_core::policy::Registry;
 use assent_server::Live;
 use assent_server::config::{Principal, PrincipalKind};
@@ -19,8 +17,9 @@ fn principal(name: &str, kind: PrincipalKind) -> Principal {
     Principal::with_key(name, &format!("{name}-key"), kind)
 }
 
-/// A gateway whose agents `bot` and `mallory` both declare MCP server `fs`; operator `alice`.
-async fn two_agents(dir: &std::path::Path) -> Gw {
+/// A gateway whose agents `bot` and `mallory` both declare MCP server `fs`; operator `alice`
+/// (over a data directory it owns).
+async fn two_agents() -> Gw {
     let reg = Registry::load(
         &[
             ("bot.agf.yaml".into(), AGENTS.into()),
@@ -45,8 +44,7 @@ async fn two_agents(dir: &std::path::Path) -> Gw {
         principal("bot", agent("bot")),
         principal("mallory", agent("mallory")),
     ];
-    let settings = assent_server::Settings::default();
-    start_custom(dir, 300_000, settings, AGENTS, &gov(), move |st| {
+    serve_gov(&gov(), move |st| {
         st.swap_live(Live::new(reg, principals));
     })
     .await
@@ -82,6 +80,20 @@ async fn propose_in(gw: &Gw, key: &str, agent: &str, session: &str) -> (StatusCo
     gw.post("/v1/tool-calls", key, body).await
 }
 
+/// The state `POST /v1/tools/check` answers for `read_file` described as `description`,
+/// reported by `agent` (its key `key`) with no extra fields; asserts a `200`.
+async fn state_of(gw: &Gw, key: &str, agent: &str, description: &str) -> Value {
+    let (s, b) = check(gw, key, agent, vec![read_file(description)], json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    b["tools"][0]["state"].clone()
+}
+
+/// Asserts that bot's call of `read_file` ([`propose`]) is allowed.
+async fn bot_is_allowed(gw: &Gw) {
+    let (s, d) = propose(gw, BOT, "bot").await;
+    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
+}
+
 /// [`propose_in`] session `AGENT-s`.
 async fn propose(gw: &Gw, key: &str, agent: &str) -> (StatusCode, Value) {
     propose_in(gw, key, agent, &format!("{agent}-s")).await
@@ -93,8 +105,7 @@ async fn propose(gw: &Gw, key: &str, agent: &str) -> (StatusCode, Value) {
 /// own calls are.
 #[tokio::test]
 async fn another_agents_injected_definition_is_never_shown_to_or_held_against_an_agent() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = two_agents(dir.path()).await;
+    let gw = two_agents().await;
     let (s, b) = check(
         &gw,
         MALLORY,
@@ -116,8 +127,7 @@ async fn another_agents_injected_definition_is_never_shown_to_or_held_against_an
     assert!(!b.to_string().contains("id_rsa"), "{b}");
 
     // Mallory's change of the genuine definition is held for her alone.
-    let (_, b) = check(&gw, MALLORY, "mallory", vec![read_file(GENUINE)], json!({})).await;
-    assert_eq!(b["tools"][0]["state"], "held");
+    assert_eq!(state_of(&gw, MALLORY, "mallory", GENUINE).await, "held");
     let (_, b) = check(
         &gw,
         MALLORY,
@@ -146,8 +156,7 @@ async fn another_agents_injected_definition_is_never_shown_to_or_held_against_an
             "Another one.",
         );
     }
-    let (s, d) = propose(&gw, BOT, "bot").await;
-    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
+    bot_is_allowed(&gw).await;
     let (s, d) = propose(&gw, MALLORY, "mallory").await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{d}");
     assert_says(&d, "reason", "awaits an operator's review");
@@ -185,8 +194,7 @@ async fn another_agents_injected_definition_is_never_shown_to_or_held_against_an
 /// with `429 TOO_MANY_PENDING_REVIEWS` and nothing is stored or audited; bot keeps working.
 #[tokio::test]
 async fn an_agent_flooding_changed_definitions_is_refused_past_its_cap_and_others_unaffected() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = two_agents(dir.path()).await;
+    let gw = two_agents().await;
     check(&gw, BOT, "bot", vec![read_file(GENUINE)], json!({})).await;
     check(&gw, MALLORY, "mallory", vec![read_file(GENUINE)], json!({})).await;
     // Tools `read_file_N` for N in `from..from + n`, described as `what`. Each is its own
@@ -225,12 +233,9 @@ async fn an_agent_flooding_changed_definitions_is_refused_past_its_cap_and_other
         "TOO_MANY_PENDING_REVIEWS",
     );
     // Bot: pinned, callable, and its own change still gets a review.
-    let (_, b) = check(&gw, BOT, "bot", vec![read_file(GENUINE)], json!({})).await;
-    assert_eq!(b["tools"][0]["state"], "pinned");
-    let (s, d) = propose(&gw, BOT, "bot").await;
-    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
-    let (s, b) = check(&gw, BOT, "bot", vec![read_file(INJECTED)], json!({})).await;
-    assert_answer(s, &b["tools"][0], "state", StatusCode::OK, "held");
+    assert_eq!(state_of(&gw, BOT, "bot", GENUINE).await, "pinned");
+    bot_is_allowed(&gw).await;
+    assert_eq!(state_of(&gw, BOT, "bot", INJECTED).await, "held");
     gw.stop().await;
 }
 
@@ -240,21 +245,18 @@ async fn an_agent_flooding_changed_definitions_is_refused_past_its_cap_and_other
 /// against the gateway's pin.
 #[tokio::test]
 async fn the_gateways_hub_pins_hold_a_rug_pulled_tool_for_every_agent() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = two_agents(dir.path()).await;
+    let gw = two_agents().await;
     let token = assent_api::tools::hub_token_init(|| format!("test-hub-{}", std::process::id()));
     let hub = json!({"hub_token": token});
     let (s, b) = check(&gw, BOT, "bot", vec![read_file(GENUINE)], hub.clone()).await;
     assert_answer(s, &b["tools"][0], "state", StatusCode::OK, "first_use");
     // Mallory's relay of `fs`: the gateway's pin is its baseline (no first use of her own).
-    let (_, b) = check(&gw, MALLORY, "mallory", vec![read_file(GENUINE)], json!({})).await;
-    assert_eq!(b["tools"][0]["state"], "pinned");
+    assert_eq!(state_of(&gw, MALLORY, "mallory", GENUINE).await, "pinned");
     // A forged token is not the hub's: mallory's change is hers alone.
     let forged = json!({"hub_token": format!("{token}x")});
     let (_, b) = check(&gw, MALLORY, "mallory", vec![read_file(INJECTED)], forged).await;
     assert_eq!(b["tools"][0]["state"], "held");
-    let (s, d) = propose(&gw, BOT, "bot").await;
-    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
+    bot_is_allowed(&gw).await;
     let (_, list) = gw.get("/v1/tools/reviews", OP).await;
     assert_eq!(list["reviews"][0]["agent"], "mallory");
 
@@ -295,25 +297,15 @@ async fn the_gateways_hub_pins_hold_a_rug_pulled_tool_for_every_agent() {
 /// bot's own reports concern bot.
 #[tokio::test]
 async fn another_agents_review_does_not_raise_an_agents_session_risk() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = two_agents(dir.path()).await;
-    let (_, b) = check(&gw, BOT, "bot", vec![read_file(GENUINE)], json!({})).await;
-    assert_eq!(b["tools"][0]["state"], "first_use");
-    let (s, d) = propose(&gw, BOT, "bot").await;
-    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
-    let (_, b) = check(&gw, MALLORY, "mallory", vec![read_file(GENUINE)], json!({})).await;
-    assert_eq!(b["tools"][0]["state"], "first_use");
-    let (_, b) = check(
-        &gw,
-        MALLORY,
-        "mallory",
-        vec![read_file(INJECTED)],
-        json!({}),
-    )
-    .await;
-    assert_eq!(b["tools"][0]["state"], "held");
-    let (s, d) = propose(&gw, BOT, "bot").await;
-    assert_answer(s, &d, "decision", StatusCode::OK, "allow");
+    let gw = two_agents().await;
+    assert_eq!(state_of(&gw, BOT, "bot", GENUINE).await, "first_use");
+    bot_is_allowed(&gw).await;
+    assert_eq!(
+        state_of(&gw, MALLORY, "mallory", GENUINE).await,
+        "first_use"
+    );
+    assert_eq!(state_of(&gw, MALLORY, "mallory", INJECTED).await, "held");
+    bot_is_allowed(&gw).await;
     gw.stop().await;
 }
 
@@ -326,10 +318,8 @@ async fn another_agents_review_does_not_raise_an_agents_session_risk() {
 /// field, and nothing is stored.
 #[tokio::test]
 async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = two_agents(dir.path()).await;
-    let (s, b) = check(&gw, BOT, "bot", vec![read_file(GENUINE)], json!({})).await;
-    assert_answer(s, &b["tools"][0], "state", StatusCode::OK, "first_use");
+    let gw = two_agents().await;
+    assert_eq!(state_of(&gw, BOT, "bot", GENUINE).await, "first_use");
     let records = || gw.sql().int("SELECT count(*) FROM audit", &[]);
     let before = records();
     let evil = json!({"name": "x\u{1b}]52;c;aGk=\u{7}\u{1b}[2J", "description": "d",
@@ -377,8 +367,7 @@ async fn reported_tool_names_and_redeem_and_result_ids_are_checked_like_every_id
 /// one and nothing the old fingerprint left out can change under it unreviewed.
 #[tokio::test]
 async fn a_rug_pull_of_annotations_title_or_icons_alone_is_held_for_review() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = two_agents(dir.path()).await;
+    let gw = two_agents().await;
     let mut genuine = read_file(GENUINE);
     genuine["annotations"] = json!({"destructiveHint": true, "readOnlyHint": false});
     let (s, b) = check(&gw, BOT, "bot", vec![genuine.clone()], json!({})).await;

@@ -266,14 +266,7 @@ async fn confirms_on_context_extension_and_other_targets_and_cancelled_plans() {
     gw.create_plan(plan(&pid, &[(&uuid(), "Do it")])).await;
     let (_, r) = gw.submit_plan(&pid).await;
     let pc = r["approval_id"].as_str().unwrap().to_string();
-    let (s, p) = gw
-        .post(
-            &format!("/v1/plans/{pid}/cancel"),
-            BOT,
-            json!({"reason": "not needed"}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK, "{p}");
+    gw.cancel_plan(&pid, json!({"reason": "not needed"})).await;
     assert_eq!(plan_now(&gw, &pid).await["status"], "cancelled");
     let c = mplp(&gw, &pc).await;
     assert_eq!(c["status"], "cancelled");
@@ -612,8 +605,7 @@ pub(crate) async fn a_token(gw: &Gw, id: &str) -> Value {
 /// agents `bot` and `other` (keys as the kit's). The directory is returned with it: keep it
 /// until the gateway stops.
 pub(crate) async fn reloadable(bot_file: &str) -> (tempfile::TempDir, Gw) {
-    use assent_server::config::{Config, ReloadSource};
-    use assent_server::{Live, Settings};
+    use assent_server::config::Config;
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("conf");
     std::fs::create_dir_all(conf.join("subs")).unwrap();
@@ -634,11 +626,7 @@ pub(crate) async fn reloadable(bot_file: &str) -> (tempfile::TempDir, Gw) {
     assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let gw = crate::kit::start_custom(&data, 300_000, Settings::default(), AGENTS, &gov(), |st| {
-        st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
-        st.reload = Some(std::sync::Arc::new(ReloadSource::new(&cfg, false)));
-    })
-    .await;
+    let gw = crate::kit::start_reloading(&data, &gov(), &cfg).await;
     (dir, gw)
 }
 

@@ -3,8 +3,9 @@
 //! unless the rule says `deny: quorum`; a quorum's votes approve the call as proposed, once.
 
 use crate::backend::{Param, audit_count};
-use crate::kit::{AGENTS, Gw, assert_error, csrf_of, operator, policy, start_custom, token_of};
-use assent_server::Settings;
+use crate::kit::{
+    Gw, add_principals, assert_error, csrf_of, operator, policy, start_gov, token_of,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -18,19 +19,19 @@ pub async fn gateway(dir: &std::path::Path, approvers: &str) -> Gw {
 /// (finance, owner of agent `bot`) beside the kit's olaf (ops).
 pub async fn gateway_rules(dir: &std::path::Path, rules: &str) -> Gw {
     let gov = policy("acme.test.quorum", rules);
-    start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
-        let mut all = (*st.principals()).clone();
-        for (name, roles) in [
+    start_gov(dir, &gov, |st| {
+        let mut olga = operator("olga", &["finance"]);
+        olga.owns = vec!["bot".into()];
+        let others = [
             ("fred", &["finance"][..]),
             ("gina", &["finance"]),
             ("sam", &["security"]),
             ("carol", &["finance", "security"]),
-            ("olga", &["finance"]),
-        ] {
-            all.push(operator(name, roles));
-        }
-        all.last_mut().unwrap().owns = vec!["bot".into()];
-        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+        ];
+        let others = others
+            .into_iter()
+            .map(|(name, roles)| operator(name, roles));
+        add_principals(st, others.chain([olga]));
     })
     .await
 }
@@ -346,21 +347,13 @@ async fn another_rules_escalation_does_not_let_interns_fill_a_finance_quorum() {
     let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n- tool: pay\n  approvers: [ops]\n  timeout_seconds: 60\n  on_timeout: {escalate_to: [intern], after_seconds: 600}\n";
     let gov = policy("acme.test.quorum-escalation", rules);
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        &gov,
-        |st| {
-            let mut all = (*st.principals()).clone();
-            for name in ["ivy", "ian", "ida"] {
-                all.push(operator(name, &["intern"]));
-            }
-            all.push(operator("fred", &["finance"]));
-            st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
-        },
-    )
+    let gw = start_gov(dir.path(), &gov, |st| {
+        let interns = ["ivy", "ian", "ida"].map(|name| operator(name, &["intern"]));
+        add_principals(
+            st,
+            interns.into_iter().chain([operator("fred", &["finance"])]),
+        );
+    })
     .await;
     let id = gw.held("s1", "pay", args()).await;
     // B's step: its wait (60 s) ends.

@@ -7,11 +7,10 @@
 //! piece of any of them may be in it.
 
 use crate::kit::{OP, one_tool_agent, policy, start_custom};
+use crate::webhooks::{Receiver, ops_and_chat, serve_receiver, with_links_and_hooks};
 use assent_server::Settings;
-use assent_server::config::{Webhook, WebhookFormat};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A PEM-like private key: newlines and a tab inside.
@@ -88,34 +87,6 @@ fn assert_clean(what: &str, v: &Value, secrets: &[&str]) {
     }
 }
 
-#[derive(Clone, Default)]
-struct Receiver {
-    got: Arc<Mutex<Vec<(String, String)>>>,
-}
-
-async fn receive(
-    axum::extract::State(r): axum::extract::State<Receiver>,
-    uri: axum::http::Uri,
-    body: String,
-) -> axum::http::StatusCode {
-    r.got.lock().unwrap().push((uri.path().to_string(), body));
-    axum::http::StatusCode::NO_CONTENT
-}
-
-fn hook(name: &str, url: String, format: WebhookFormat) -> Webhook {
-    Webhook {
-        name: name.into(),
-        url,
-        secret_env: "UNUSED".into(),
-        secret: format!("{name}-secret"),
-        format,
-        events: vec!["approval.requested".into(), "approval.resolved".into()],
-        max_attempts: 20,
-        retry_initial_ms: 50,
-        line: None,
-    }
-}
-
 /// The bodies received on `path`, once there are `n` of them (within 30 s).
 async fn bodies(recv: &Receiver, path: &str, n: usize) -> Vec<Value> {
     let start = std::time::Instant::now();
@@ -125,8 +96,8 @@ async fn bodies(recv: &Receiver, path: &str, n: usize) -> Vec<Value> {
             .lock()
             .unwrap()
             .iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, b)| serde_json::from_str(b).unwrap())
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, _, b)| serde_json::from_str(b).unwrap())
             .collect();
         if got.len() >= n {
             return got;
@@ -141,14 +112,7 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
     let token = token();
     let secrets = [PEM, token.as_str(), NOTE];
     let recv = Receiver::default();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new()
-        .fallback(axum::routing::post(receive))
-        .with_state(recv.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let port = serve_receiver(&recv, 0).await;
     let dir = tempfile::tempdir().unwrap();
     let gw = start_custom(
         dir.path(),
@@ -156,21 +120,7 @@ async fn multiline_long_and_bidi_secrets_under_redact_never_leave_through_render
         Settings::default(),
         &one_tool_agent("bot", "{alias: deploy}"),
         &gov(),
-        |st| {
-            st.public_url = Some(Arc::from("https://assent.example.com"));
-            st.webhooks = Arc::new(vec![
-                hook(
-                    "ops",
-                    format!("http://127.0.0.1:{port}/hook"),
-                    WebhookFormat::Json,
-                ),
-                hook(
-                    "chat",
-                    format!("http://127.0.0.1:{port}/slack"),
-                    WebhookFormat::Slack,
-                ),
-            ]);
-        },
+        |st| with_links_and_hooks(st, ops_and_chat(port, 20)),
     )
     .await;
     let (_sub, mut sse) = gw.listen().await;

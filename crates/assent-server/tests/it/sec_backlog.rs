@@ -6,8 +6,10 @@
 
 use crate::backend::{Param, audit_count};
 use crate::kit::{Gw, OP, assert_error, csrf_of, start_tuned};
-use crate::sign_in::provider::{Provider, now_s};
-use crate::sign_in::{Begun, begin, browser, finish, gateway, signed_in};
+use crate::sign_in::provider::now_s;
+use crate::sign_in::{
+    Begun, Scene, begin, browser, finish_now, finish_own, scene, signed_in, signs_in,
+};
 use assent_server::config::passkeys::{PasskeysConfig, Relying};
 use assent_server::dashboard::oidc::cookie;
 use assent_store::passkeys::{MAX_CEREMONIES, StoredPasskey};
@@ -147,7 +149,8 @@ async fn piling_up_passkey_ceremonies_is_a_429_not_a_5xx() {
 /// sign-in stores one (bound to her key, `alice-key`, as `dashboard::sessions::key_binding`
 /// binds it): its cookie and CSRF token.
 fn alice_session_from(gw: &Gw, signed_in_at: i64) -> (String, String) {
-    let id = format!("old-session-{signed_in_at}");
+    // A value of the form the gateway issues (64 lowercase hex): any other is never looked up.
+    let id = sha(&format!("old-session-{signed_in_at}"));
     let s = UiSession {
         operator: "alice".into(),
         csrf: "c".repeat(64),
@@ -159,6 +162,14 @@ fn alice_session_from(gw: &Gw, signed_in_at: i64) -> (String, String) {
     gw.with_store(|st| st.start_ui_session(&sha(&id), &s, &binding, signed_in_at))
         .unwrap();
     (format!("assent_ui={id}"), s.csrf)
+}
+
+/// `POST /ui/passkeys/remove` of alice's passkey `AAECAwQ` from session `cookie` with `csrf`.
+async fn remove_passkey(gw: &Gw, cookie: &str, csrf: &str) -> reqwest::Response {
+    let body = format!("csrf={csrf}&credential_id=AAECAwQ");
+    let form = "application/x-www-form-urlencoded";
+    gw.dashboard_post("/ui/passkeys/remove", cookie, form, body)
+        .await
 }
 
 fn alices_passkeys(gw: &Gw) -> usize {
@@ -181,15 +192,7 @@ async fn a_stolen_old_session_cannot_remove_passkeys_without_a_fresh_sign_in() {
             .await
             .contains("AAECAwQ")
     );
-    let body = format!("csrf={csrf}&credential_id=AAECAwQ");
-    let r = gw
-        .dashboard_post(
-            "/ui/passkeys/remove",
-            &cookie,
-            "application/x-www-form-urlencoded",
-            body,
-        )
-        .await;
+    let r = remove_passkey(&gw, &cookie, &csrf).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     let page = r.text().await.unwrap();
     assert!(page.contains("sign in again"), "{page}");
@@ -198,15 +201,7 @@ async fn a_stolen_old_session_cannot_remove_passkeys_without_a_fresh_sign_in() {
     assert_eq!(audit_count(&gw.data_dir, "passkey.removed"), 0);
     // A sign-in just now (the operator's key) may remove it.
     let (cookie, csrf) = alice_signed_in(&gw).await;
-    let body = format!("csrf={csrf}&credential_id=AAECAwQ");
-    let r = gw
-        .dashboard_post(
-            "/ui/passkeys/remove",
-            &cookie,
-            "application/x-www-form-urlencoded",
-            body,
-        )
-        .await;
+    let r = remove_passkey(&gw, &cookie, &csrf).await;
     assert_eq!(r.status(), StatusCode::OK); // the list again, after the redirect
     assert_eq!(alices_passkeys(&gw), 0);
     assert_eq!(audit_count(&gw.data_dir, "passkey.removed"), 1);
@@ -240,7 +235,7 @@ async fn a_dashboard_session_planted_or_edited_in_the_database_signs_no_one_in()
         signed_in_status(&gw, "/ui/passkeys", &cookie).await,
         StatusCode::OK
     );
-    let mine = "planted-cookie-value";
+    let mine = &sha("planted-cookie-value")[..];
     let copy = format!(
         "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, seal)
          SELECT '{}', operator, csrf, expires_at, kind, roles, authenticated_at, seal FROM ui_sessions",
@@ -294,6 +289,16 @@ fn with_code(s: &Begun, code: &str) -> String {
     serde_urlencoded::to_string([("state", s.query["state"].as_str()), ("code", code)]).unwrap()
 }
 
+/// Asserts that the operator's key signs in to the dashboard (from the test's address).
+async fn key_signs_in(gw: &Gw) {
+    let key = gw.dashboard_sign_in(OP).await;
+    assert_eq!(
+        key.status(),
+        StatusCode::SEE_OTHER,
+        "a key sign-in from the address"
+    );
+}
+
 /// Attack (found by review): every refused SSO callback counted against its address, so any
 /// web page opened behind an office's NAT could fire `<img src=…/ui/oidc/callback?state=x&code=y>`
 /// from its visitors' browsers and lock the address out of single sign-on and of key sign-in
@@ -303,21 +308,9 @@ fn with_code(s: &Begun, code: &str) -> String {
 /// hundreds of them leave the address's SSO and key sign-ins working.
 #[tokio::test]
 async fn a_web_page_firing_sso_callbacks_cannot_lock_its_visitors_address_out() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene().await;
     let used = begin(&gw, &b, "", &[]).await.ok().unwrap();
-    let done = finish(
-        &gw,
-        &p,
-        &b,
-        &used,
-        ("alice", Some(now_s())),
-        (&used.cookie, &[]),
-    )
-    .await;
-    signed_in(done).await;
+    signed_in(finish_own(&gw, &p, &b, &used, Some(now_s())).await).await;
     let forged = format!(
         "{}=AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyAhIiMkJSYnKCkqKywtLi8w",
         cookie::name("x")
@@ -338,15 +331,8 @@ async fn a_web_page_firing_sso_callbacks_cannot_lock_its_visitors_address_out() 
             assert_ne!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{i}: {query}");
         }
     }
-    let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
-    let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
-    signed_in(done).await;
-    let key = gw.dashboard_sign_in(crate::kit::OP).await;
-    assert_eq!(
-        key.status(),
-        StatusCode::SEE_OTHER,
-        "a key sign-in from the address"
-    );
+    signs_in(&gw, &p, &b).await;
+    key_signs_in(&gw).await;
     gw.stop().await;
 }
 
@@ -359,10 +345,7 @@ async fn a_web_page_firing_sso_callbacks_cannot_lock_its_visitors_address_out() 
 #[tokio::test]
 async fn failed_code_exchanges_lock_out_only_their_addresss_exchanges_before_the_provider_is_asked()
 {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene().await;
     let waiting = begin(&gw, &b, "", &[]).await.ok().unwrap();
     let mut locked = None;
     for i in 0..500 {
@@ -399,22 +382,9 @@ async fn failed_code_exchanges_lock_out_only_their_addresss_exchanges_before_the
     );
     let other = browser("127.0.0.2");
     let s = begin(&gw, &other, "", &[]).await.ok().unwrap();
-    let done = finish(
-        &gw,
-        &p,
-        &other,
-        &s,
-        ("bob", Some(now_s())),
-        (&s.cookie, &[]),
-    )
-    .await;
+    let done = finish_now(&gw, &p, &other, &s, "bob", &s.cookie).await;
     signed_in(done).await;
-    let key = gw.dashboard_sign_in(crate::kit::OP).await;
-    assert_eq!(
-        key.status(),
-        StatusCode::SEE_OTHER,
-        "a key sign-in from the address"
-    );
+    key_signs_in(&gw).await;
     gw.stop().await;
 }
 
@@ -426,10 +396,7 @@ async fn failed_code_exchanges_lock_out_only_their_addresss_exchanges_before_the
 /// the browser back where it was going.
 #[tokio::test]
 async fn a_page_cannot_make_a_browser_carry_oversized_sign_in_cookies() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene().await;
     let quotes = |n: usize| format!("/ui/{}", "\"".repeat(n));
     for (n, lands) in [(700, "/ui\""), (2000, "/ui\""), (508, "/ui/&quot;&quot;")] {
         let next = serde_urlencoded::to_string([("next", quotes(n))]).unwrap();
@@ -439,7 +406,7 @@ async fn a_page_cannot_make_a_browser_carry_oversized_sign_in_cookies() {
             "{n}: a cookie of {} bytes",
             s.cookie.len()
         );
-        let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+        let done = finish_own(&gw, &p, &b, &s, Some(now_s())).await;
         assert_eq!(done.status(), StatusCode::OK);
         let page = done.text().await.unwrap();
         assert!(page.contains(&format!("url={lands}")), "{n}: {page}");

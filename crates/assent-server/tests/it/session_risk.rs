@@ -9,18 +9,23 @@ use crate::kit::{BOT, Gw, OP, assert_answer, assert_error, policy, serve_policy,
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const AGENT: &str = "metadata: {id: bot}
-action_space:
-  local_tools:
-    - alias: fetch
-    - alias: read_inbox
-    - alias: send_email
-    - alias: post
-    - alias: write
-    - alias: fetch_held
-  mcp_servers:
-    - alias: web
-";
+/// Agent `bot`'s local tools (MCP server `web` besides).
+const TOOLS: [&str; 6] = [
+    "fetch",
+    "read_inbox",
+    "send_email",
+    "post",
+    "write",
+    "fetch_held",
+];
+
+/// The agent file of `bot`: [`TOOLS`] and MCP server `web`.
+fn agent() -> String {
+    let tools: String = TOOLS.map(|t| format!("    - alias: {t}\n")).concat();
+    format!(
+        "metadata: {{id: bot}}\naction_space:\n  local_tools:\n{tools}  mcp_servers:\n    - alias: web\n"
+    )
+}
 
 const RULES: &str = "- tool: fetch
   untrusted_output: true
@@ -42,7 +47,7 @@ const RULES: &str = "- tool: fetch
 ";
 
 async fn gateway() -> Gw {
-    serve_policy(AGENT, &policy("t.session-risk-v1", RULES)).await
+    serve_policy(&agent(), &policy("t.session-risk-v1", RULES)).await
 }
 
 /// Proposes `tool({})` in `session`, returns the status and the body.

@@ -98,6 +98,59 @@ pub(crate) async fn begin(
     })
 }
 
+/// A provider, a gateway of it (over a data directory the scene keeps: bind it as `_dir`) and
+/// a browser at `127.0.0.1`: what most sign-in tests begin with.
+pub(crate) struct Scene {
+    pub(crate) p: Provider,
+    pub(crate) gw: Gw,
+    pub(crate) b: reqwest::Client,
+    pub(crate) _dir: tempfile::TempDir,
+}
+
+/// A [`Scene`] whose gateway has `customize` applied to its state.
+pub(crate) async fn scene_tuned(customize: impl FnOnce(&mut assent_server::AppState)) -> Scene {
+    let p = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &p, customize).await;
+    Scene {
+        p,
+        gw,
+        b: browser("127.0.0.1"),
+        _dir: dir,
+    }
+}
+
+/// A [`Scene`] of a gateway as [`gateway`] makes it.
+pub(crate) async fn scene() -> Scene {
+    scene_tuned(|_| {}).await
+}
+
+/// Trusts a proxy at `127.0.0.1` to name the client in `X-Forwarded-For` (a `customize` of
+/// [`gateway`]).
+pub(crate) fn behind_proxy(st: &mut assent_server::AppState) {
+    let proxy = vec!["127.0.0.1".parse().unwrap()];
+    st.throttle = Arc::new(Throttle::with_proxies(RateLimits::default(), proxy));
+}
+
+/// `GET /ui/oidc/callback` of sign-in `s` with `code`, from `b` sending `cookie` and
+/// `headers`, not yet sent.
+pub(crate) fn callback_req(
+    gw: &Gw,
+    b: &reqwest::Client,
+    s: &Begun,
+    code: &str,
+    (cookie, headers): (&str, &[(&str, &str)]),
+) -> reqwest::RequestBuilder {
+    let mut req = b
+        .get(format!("{}/ui/oidc/callback", gw.url))
+        .query(&[("state", s.query["state"].as_str()), ("code", code)])
+        .header("cookie", cookie);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req
+}
+
 /// The provider signs `sub` in for sign-in `s` (with `auth_time`), and the browser `b` comes
 /// back to the callback sending `cookie` and `headers`: the answer.
 pub(crate) async fn finish(
@@ -106,18 +159,43 @@ pub(crate) async fn finish(
     b: &reqwest::Client,
     s: &Begun,
     (sub, auth_time): (&str, Option<i64>),
-    (cookie, headers): (&str, &[(&str, &str)]),
+    sent: (&str, &[(&str, &str)]),
 ) -> reqwest::Response {
     let code = format!("code-{}", s.query["state"]);
     p.issue(&code, sub, &s.query["nonce"], auth_time);
-    let mut req = b
-        .get(format!("{}/ui/oidc/callback", gw.url))
-        .query(&[("state", s.query["state"].as_str()), ("code", &code)])
-        .header("cookie", cookie);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    req.send().await.unwrap()
+    callback_req(gw, b, s, &code, sent).send().await.unwrap()
+}
+
+/// [`finish`] of sign-in `s` from `b` as `alice`, authenticated at `auth_time`, sending the
+/// sign-in's own cookie: the answer.
+pub(crate) async fn finish_own(
+    gw: &Gw,
+    p: &Provider,
+    b: &reqwest::Client,
+    s: &Begun,
+    auth_time: Option<i64>,
+) -> reqwest::Response {
+    finish(gw, p, b, s, ("alice", auth_time), (&s.cookie, &[])).await
+}
+
+/// [`finish`] of sign-in `s` from `b` as `sub`, authenticated now, sending `cookie`: the
+/// answer.
+pub(crate) async fn finish_now(
+    gw: &Gw,
+    p: &Provider,
+    b: &reqwest::Client,
+    s: &Begun,
+    sub: &str,
+    cookie: &str,
+) -> reqwest::Response {
+    finish(gw, p, b, s, (sub, Some(now_s())), (cookie, &[])).await
+}
+
+/// Begins a sign-in at `gw` from `b` and finishes it as `alice`, authenticated now: asserts
+/// that it signed in.
+pub(crate) async fn signs_in(gw: &Gw, p: &Provider, b: &reqwest::Client) {
+    let s = begin(gw, b, "", &[]).await.ok().unwrap();
+    signed_in(finish_own(gw, p, b, &s, Some(now_s())).await).await;
 }
 
 /// Asserts that callback answer `done` is the page moving on to the dashboard (`200`) and set
@@ -167,13 +245,7 @@ async fn refused(r: reqwest::Response, p: &Provider, s: &Begun, says: &str, what
 /// sign-ins from there — begun before the flood and after it — finish.
 #[tokio::test]
 async fn a_network_sharing_an_address_cannot_keep_its_people_from_signing_in() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |st| {
-        let proxy = vec!["127.0.0.1".parse().unwrap()];
-        st.throttle = Arc::new(Throttle::with_proxies(RateLimits::default(), proxy));
-    })
-    .await;
+    let Scene { p, gw, _dir, .. } = scene_tuned(behind_proxy).await;
     let (nat_mate, operator) = (browser("127.0.0.2"), browser("127.0.0.2"));
     let before = begin(&gw, &operator, "", &[]).await.ok().unwrap();
     for i in 0..200 {
@@ -191,29 +263,12 @@ async fn a_network_sharing_an_address_cannot_keep_its_people_from_signing_in() {
     }
     let after = begin(&gw, &operator, "", &[]).await.ok().unwrap();
     for s in [&before, &after] {
-        let done = finish(
-            &gw,
-            &p,
-            &operator,
-            s,
-            ("alice", Some(now_s())),
-            (&s.cookie, &[]),
-        )
-        .await;
-        signed_in(done).await;
+        signed_in(finish_own(&gw, &p, &operator, s, Some(now_s())).await).await;
     }
     let v6 = [("x-forwarded-for", "2001:db8:7:0::5")];
     let s = begin(&gw, &proxied, "", &v6).await.ok().unwrap();
-    let done = finish(
-        &gw,
-        &p,
-        &proxied,
-        &s,
-        ("alice", Some(now_s())),
-        (&s.cookie, &v6),
-    )
-    .await;
-    signed_in(done).await;
+    let sent = (s.cookie.as_str(), &v6[..]);
+    signed_in(finish(&gw, &p, &proxied, &s, ("alice", Some(now_s())), sent).await).await;
     gw.stop().await;
 }
 
@@ -225,17 +280,18 @@ async fn a_network_sharing_an_address_cannot_keep_its_people_from_signing_in() {
 /// the provider is not asked.
 #[tokio::test]
 async fn a_replayed_sign_in_callback_is_refused_on_every_replica() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let a = gateway(dir.path(), &p, |_| {}).await;
+    let Scene {
+        p,
+        gw: a,
+        b: br,
+        _dir: dir,
+    } = scene().await;
     let b = gateway(dir.path(), &p, |_| {}).await;
-    let br = browser("127.0.0.1");
     let s = begin(&a, &br, "", &[]).await.ok().unwrap();
-    let done = finish(&b, &p, &br, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
-    signed_in(done).await;
+    signed_in(finish_own(&b, &p, &br, &s, Some(now_s())).await).await;
     for (gw, which) in [(&a, "the other replica"), (&b, "the same replica")] {
         // (`finish` has the provider issue the code again.)
-        let r = finish(gw, &p, &br, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+        let r = finish_own(gw, &p, &br, &s, Some(now_s())).await;
         refused(r, &p, &s, "used already", which).await;
     }
     a.stop().await;
@@ -250,17 +306,9 @@ async fn a_replayed_sign_in_callback_is_refused_on_every_replica() {
 /// another junk code, or the right one — is a `403` that asks the provider nothing.
 #[tokio::test]
 async fn one_sign_in_cookie_drives_one_code_exchange_however_often_it_is_replayed() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene().await;
     let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
-    let junk = |code: &str| {
-        b.get(format!("{}/ui/oidc/callback", gw.url))
-            .query(&[("state", s.query["state"].as_str()), ("code", code)])
-            .header("cookie", &s.cookie)
-            .send()
-    };
+    let junk = |code: &str| callback_req(&gw, &b, &s, code, (&s.cookie, &[])).send();
     let r = junk("junk-0").await.unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(r.text().await.unwrap().contains("did not redeem"));
@@ -274,7 +322,7 @@ async fn one_sign_in_cookie_drives_one_code_exchange_however_often_it_is_replaye
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
         assert!(r.text().await.unwrap().contains("used already"));
     }
-    let r = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    let r = finish_own(&gw, &p, &b, &s, Some(now_s())).await;
     refused(
         r,
         &p,
@@ -309,11 +357,9 @@ async fn one_sign_in_cookie_drives_one_code_exchange_however_often_it_is_replaye
 /// still finishes afterwards.
 #[tokio::test]
 async fn a_forged_or_altered_sign_in_cookie_is_refused() {
-    let p = Provider::start().await;
-    let (dir, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let gw = gateway(dir.path(), &p, |_| {}).await;
+    let Scene { p, gw, b, _dir } = scene().await;
+    let other_dir = tempfile::tempdir().unwrap();
     let elsewhere = gateway(other_dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
     let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
     let (name, value) = s.cookie.split_once('=').unwrap();
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -354,11 +400,10 @@ async fn a_forged_or_altered_sign_in_cookie_is_refused() {
     let (_, others) = other.cookie.split_once('=').unwrap();
     forged.push((format!("{name}={others}"), "another sign-in's".into()));
     for (c, what) in &forged {
-        let r = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (c, &[])).await;
+        let r = finish_now(&gw, &p, &b, &s, "alice", c).await;
         refused(r, &p, &s, "another browser", what).await;
     }
-    let done = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
-    signed_in(done).await;
+    signed_in(finish_own(&gw, &p, &b, &s, Some(now_s())).await).await;
     gw.stop().await;
     elsewhere.stop().await;
 }
@@ -372,9 +417,7 @@ async fn a_forged_or_altered_sign_in_cookie_is_refused() {
 /// that asks the provider nothing and starts no session; the operator's own sign-in finishes.
 #[tokio::test]
 async fn a_callback_without_its_browsers_cookie_is_refused() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = https_gateway(dir.path(), &p).await;
+    let Scene { p, gw, _dir, .. } = scene_tuned(https).await;
     let (attacker, operator) = (browser("127.0.0.3"), browser("127.0.0.2"));
     let theirs = begin(&gw, &attacker, "", &[]).await.ok().unwrap();
     let own = begin(&gw, &operator, "", &[]).await.ok().unwrap();
@@ -385,27 +428,10 @@ async fn a_callback_without_its_browsers_cookie_is_refused() {
         (planted, "the attacker's cookie planted un-prefixed"),
     ];
     for (c, what) in sent {
-        let r = finish(
-            &gw,
-            &p,
-            &operator,
-            &theirs,
-            ("mallory", Some(now_s())),
-            (c, &[]),
-        )
-        .await;
+        let r = finish_now(&gw, &p, &operator, &theirs, "mallory", c).await;
         refused(r, &p, &theirs, "another browser", what).await;
     }
-    let done = finish(
-        &gw,
-        &p,
-        &operator,
-        &own,
-        ("alice", Some(now_s())),
-        (&own.cookie, &[]),
-    )
-    .await;
-    signed_in(done).await;
+    signed_in(finish_own(&gw, &p, &operator, &own, Some(now_s())).await).await;
     gw.stop().await;
 }
 
@@ -428,10 +454,7 @@ fn apply(jar: &mut Vec<String>, set: &[String]) {
 /// cookies: a start expires the oldest beyond.
 #[tokio::test]
 async fn sign_ins_in_several_tabs_finish_and_a_browser_holds_few_of_their_cookies() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene().await;
     let mut jar: Vec<String> = Vec::new();
     let mut tabs = Vec::new();
     for _ in 0..12 {
@@ -454,28 +477,19 @@ async fn sign_ins_in_several_tabs_finish_and_a_browser_holds_few_of_their_cookie
     // The newest tabs finish, in any order, sending all the browser holds.
     let newest = tabs.split_off(tabs.len() - cookie::MAX_IN_BROWSER);
     for s in newest.iter().rev() {
-        let done = finish(
-            &gw,
-            &p,
-            &b,
-            s,
-            ("alice", Some(now_s())),
-            (&jar.join("; "), &[]),
-        )
-        .await;
+        let done = finish_now(&gw, &p, &b, s, "alice", &jar.join("; ")).await;
         apply(&mut jar, &set_cookies(&done));
         signed_in(done).await;
     }
     assert!(jar.is_empty(), "each callback clears its cookie: {jar:?}");
     gw.stop().await;
 }
-/// Over https (here a https `public_url`): the session, sign-in form and browser cookies as
-/// they are set, and the request with the cookies a browser sends back.
-async fn https_gateway(dir: &std::path::Path, p: &Provider) -> Gw {
-    gateway(dir, p, |st| {
-        st.public_url = Some(Arc::from("https://assent.example.com"));
-    })
-    .await
+
+/// Over https (here a https `public_url`, a `customize` of [`gateway`]): the session, sign-in
+/// form and browser cookies as they are set, and the request with the cookies a browser sends
+/// back.
+fn https(st: &mut assent_server::AppState) {
+    st.public_url = Some(Arc::from("https://assent.example.com"));
 }
 
 /// Attack: a sibling subdomain (`evil.example.com` beside `assent.example.com`) sets cookies
@@ -487,10 +501,7 @@ async fn https_gateway(dir: &std::path::Path, p: &Provider) -> Gw {
 /// only that name is read.
 #[tokio::test]
 async fn over_https_cookies_are_host_prefixed_and_a_sibling_planted_cookie_is_never_read() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = https_gateway(dir.path(), &p).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene_tuned(https).await;
     // The sign-in form's cookie and the session's, as set.
     let form = b.get(format!("{}/ui/login", gw.url)).send().await.unwrap();
     let set = set_cookies(&form);
@@ -576,29 +587,13 @@ async fn over_https_cookies_are_host_prefixed_and_a_sibling_planted_cookie_is_ne
         "{c}"
     );
     let planted = mine.cookie.trim_start_matches("__Host-");
-    let r = finish(
-        &gw,
-        &p,
-        &b,
-        &mine,
-        ("mallory", Some(now_s())),
-        (planted, &[]),
-    )
-    .await;
+    let r = finish_now(&gw, &p, &b, &mine, "mallory", planted).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(session_of(&r).is_none());
     assert!(r.text().await.unwrap().contains("another browser"));
     // The operator's own, under the prefixed name, signs in.
     let own = begin(&gw, &b, "", &[]).await.ok().unwrap();
-    let r = finish(
-        &gw,
-        &p,
-        &b,
-        &own,
-        ("alice", Some(now_s())),
-        (&own.cookie, &[]),
-    )
-    .await;
+    let r = finish_own(&gw, &p, &b, &own, Some(now_s())).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert!(session_of(&r).is_some_and(|c| c.starts_with("__Host-assent_ui=")));
     gw.stop().await;
@@ -639,16 +634,13 @@ async fn remove_passkey(gw: &Gw, b: &reqwest::Client, cookie: &str) -> StatusCod
 /// provider session (or one that does not say) is no step-up.
 #[tokio::test]
 async fn an_sso_step_up_needs_the_provider_to_authenticate_again() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene().await;
     let hour_ago = Some(now_s() - 3600);
     // An ordinary sign-in rides the provider's session: signed in, but no step-up.
     for auth_time in [hour_ago, None] {
         let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
         assert!(!s.query.contains_key("max_age"));
-        let r = finish(&gw, &p, &b, &s, ("alice", auth_time), (&s.cookie, &[])).await;
+        let r = finish_own(&gw, &p, &b, &s, auth_time).await;
         assert_eq!(r.status(), StatusCode::OK);
         let cookie = session_of(&r).unwrap();
         assert_eq!(
@@ -658,7 +650,7 @@ async fn an_sso_step_up_needs_the_provider_to_authenticate_again() {
     }
     // A step-up asks the provider to authenticate again...
     let q = "?step_up=1&next=/ui/passkeys";
-    let s = begin(&gw, &b, q, &[]).await.ok().unwrap();
+    let mut s = begin(&gw, &b, q, &[]).await.ok().unwrap();
     assert_eq!(
         s.query.get("max_age").map(String::as_str),
         Some("0"),
@@ -668,17 +660,21 @@ async fn an_sso_step_up_needs_the_provider_to_authenticate_again() {
     // (Not `prompt=login`, which some providers refuse: `max_age=0` requires it already.)
     assert_eq!(s.query.get("prompt"), None);
     // ...and refuses a provider that did not (an old auth_time), or does not say.
-    let r = finish(&gw, &p, &b, &s, ("alice", hour_ago), (&s.cookie, &[])).await;
-    assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    assert!(session_of(&r).is_none());
-    assert!(r.text().await.unwrap().contains("sign in again"));
-    let s = begin(&gw, &b, q, &[]).await.ok().unwrap();
-    let r = finish(&gw, &p, &b, &s, ("alice", None), (&s.cookie, &[])).await;
-    assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    assert!(session_of(&r).is_none());
+    let old_or_unsaid = [
+        (hour_ago, "an old auth_time", Some("sign in again")),
+        (None, "no auth_time", None),
+    ];
+    for (auth_time, what, says) in old_or_unsaid {
+        let r = finish_own(&gw, &p, &b, &s, auth_time).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{what}");
+        assert!(session_of(&r).is_none(), "{what}");
+        if let Some(says) = says {
+            assert!(r.text().await.unwrap().contains(says), "{what}");
+        }
+        s = begin(&gw, &b, q, &[]).await.ok().unwrap();
+    }
     // A fresh authentication passes the step-up.
-    let s = begin(&gw, &b, q, &[]).await.ok().unwrap();
-    let r = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    let r = finish_own(&gw, &p, &b, &s, Some(now_s())).await;
     assert_eq!(r.status(), StatusCode::OK);
     let cookie = session_of(&r).unwrap();
     assert_eq!(

@@ -8,12 +8,12 @@
 
 use crate::backend::{Param, Sql, audit_count};
 use crate::kit::{
-    AGENTS, Gw, assert_answer, assert_error, operator, policy, start_custom, start_tuned,
+    Gw, add_principals, assert_answer, assert_error, operator, policy, start_gov, start_tuned,
 };
+use assent_server::Live;
 use assent_server::config::Config;
 use assent_server::config::oidc::Sso;
 use assent_server::dashboard::oidc::cookie;
-use assent_server::{Live, Settings};
 use assent_store::oidc_logins::SignIn;
 use assent_store::ui_sessions::{SsoGrant, UiSession};
 use reqwest::StatusCode;
@@ -306,7 +306,8 @@ pub(crate) fn sso_session(
     name: &str,
     (roles, groups): (&[&str], &[&str]),
 ) -> (String, String) {
-    let id = format!("session-of-{name}");
+    // A value of the form the gateway issues (64 lowercase hex): any other is never looked up.
+    let id = sha(&format!("session-of-{name}"));
     let s = UiSession {
         operator: name.into(),
         csrf: "c".repeat(64),
@@ -452,14 +453,23 @@ async fn linked(dir: &Path, rules: &str) -> Gw {
     linked_with(dir, rules, GOOD, "gina@example.com").await
 }
 
+/// A [`linked`] gateway with a `pay` of 500 held in session `s1`: it and the approval's id.
+async fn linked_pay_held(dir: &Path, rules: &str) -> (Gw, String) {
+    let gw = linked(dir, rules).await;
+    let id = gw
+        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    (gw, id)
+}
+
 /// [`linked`] with the `oidc` section `oidc`, and gina's SSO name `gina_sso`.
 pub(crate) async fn linked_with(dir: &Path, rules: &str, oidc: &str, gina_sso: &str) -> Gw {
     let cfg_dir = tempfile::tempdir().unwrap();
     let cfg = Config::load(&write_config(cfg_dir.path(), oidc, "")).unwrap();
     let sso = Sso::with_secret(cfg.oidc.as_ref().unwrap(), "secret".into()).unwrap();
     let gov = policy("acme.test.sso-duties", rules);
-    start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
-        let mut all = (*st.principals()).clone();
+    start_gov(dir, &gov, |st| {
+        let mut all = Vec::new();
         for (name, owns, sso) in [
             ("olga", Some("bot"), Some("olga@example.com")),
             ("gina", None, Some(gina_sso)),
@@ -474,7 +484,7 @@ pub(crate) async fn linked_with(dir: &Path, rules: &str, oidc: &str, gina_sso: &
             p.sso = sso.map(String::from);
             all.push(p);
         }
-        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+        add_principals(st, all);
         st.oidc = Some(Arc::new(sso));
     })
     .await
@@ -489,10 +499,7 @@ async fn a_principals_sso_session_is_the_same_person_to_duties_and_quorum() {
     let dir = tempfile::tempdir().unwrap();
     let rules =
         "- tool: pay\n  approvers: {roles: [finance], count: 2}\n  separation_of_duties: true\n";
-    let gw = linked(dir.path(), rules).await;
-    let id = gw
-        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let (gw, id) = linked_pay_held(dir.path(), rules).await;
     let (olga, csrf) = sso_session(&gw, "oidc:olga@example.com", (&["finance"], &["fin"]));
     let (s, page, _) = get(&gw, "/ui", &olga).await;
     assert_eq!(s, StatusCode::OK);
@@ -555,10 +562,7 @@ async fn the_person_a_call_acts_for_may_not_approve_it_signed_in_by_sso() {
 async fn a_vote_cast_before_the_link_counts_the_person_once() {
     let dir = tempfile::tempdir().unwrap();
     let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
-    let gw = linked(dir.path(), rules).await;
-    let id = gw
-        .held("s1", "pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let (gw, id) = linked_pay_held(dir.path(), rules).await;
     let with_link = (*gw.state.principals()).clone();
     let mut without = with_link.clone();
     without
@@ -649,20 +653,11 @@ async fn a_key_principal_named_like_an_sso_operator_keeps_what_it_owns() {
     let dir = tempfile::tempdir().unwrap();
     let rules = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
     let gov = policy("acme.test.sso-duties", rules);
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        &gov,
-        |st| {
-            let mut all = (*st.principals()).clone();
-            let mut ops = operator("oidc:ops", &["finance"]);
-            ops.owns = vec!["bot".into()];
-            all.push(ops);
-            st.swap_live(Live::new((*st.registry()).clone(), all));
-        },
-    )
+    let gw = start_gov(dir.path(), &gov, |st| {
+        let mut ops = operator("oidc:ops", &["finance"]);
+        ops.owns = vec!["bot".into()];
+        add_principals(st, [ops]);
+    })
     .await;
     let id = gw
         .held("s1", "pay", json!({"amount": 500, "to": "acme"}))

@@ -3,14 +3,12 @@
 //! `/ui/insights`, and its one-click export is the YAML to write; a gateway with no config file
 //! suggests nothing.
 
-use crate::kit::{AGENTS, Gw, policy, start_custom};
-use assent_server::config::{Config, ReloadSource};
-use assent_server::{Live, Settings};
+use crate::kit::{AGENTS, Gw, policy, start_gov, start_reloading};
+use assent_server::config::Config;
 use assent_store::pins::PinScope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::sync::Arc;
 
 const OP: &str = "alice-key";
 const BOT: &str = "bot-key";
@@ -34,11 +32,15 @@ async fn from_config(dir: &std::path::Path) -> Gw {
     let cfg = Config::load(&file).unwrap();
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    start_custom(&data, 300_000, Settings::default(), AGENTS, &gov, |st| {
-        st.swap_live(Live::new(cfg.registry.clone(), cfg.principals().unwrap()));
-        st.reload = Some(Arc::new(ReloadSource::new(&cfg, false)));
-    })
-    .await
+    start_reloading(&data, &gov, &cfg).await
+}
+
+/// Twelve `pay`s approved, from 110 up to 220, and one of 900 rejected.
+async fn plant_approvals_to_220(gw: &Gw) {
+    for i in 0..12 {
+        pay_decided(gw, i, 110 + i * 10, true).await;
+    }
+    pay_decided(gw, 20, 900, false).await;
 }
 
 /// Proposes `pay {amount, to}` in a session of its own and has alice decide it.
@@ -67,10 +69,7 @@ fn edit_text(edit: &serde_json::Value) -> String {
 async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
     let dir = tempfile::tempdir().unwrap();
     let gw = from_config(dir.path()).await;
-    for i in 0..12 {
-        pay_decided(&gw, i, 110 + i * 10, true).await;
-    }
-    pay_decided(&gw, 20, 900, false).await;
+    plant_approvals_to_220(&gw).await;
     let (s, body) = gw.get("/v1/insights", OP).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     let sg = &body["suggestions"][0];
@@ -111,13 +110,7 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
         .expect("an export link");
     let link = link.replace("&amp;", "&").replace("&#38;", "&");
     let link = format!("/ui/insights/suggestions/1?{link}");
-    let r = gw
-        .http
-        .get(format!("{}{link}", gw.url))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let r = gw.dashboard_get(&link, &cookie).await;
     assert_eq!(r.status(), StatusCode::OK, "{link}");
     assert!(
         r.headers()["content-type"]
@@ -168,15 +161,7 @@ async fn a_planted_pattern_is_suggested_in_the_insights_and_exported_as_yaml() {
 #[tokio::test]
 async fn a_gateway_without_a_config_file_suggests_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        &policy("p", "- tool: read\n"),
-        |_| {},
-    )
-    .await;
+    let gw = start_gov(dir.path(), &policy("p", "- tool: read\n"), |_| {}).await;
     for i in 0..12 {
         pay_decided(&gw, i, 110 + i * 10, true).await;
     }
@@ -193,10 +178,7 @@ async fn a_gateway_without_a_config_file_suggests_nothing() {
 async fn a_range_read_in_part_offers_no_suggestion() {
     let dir = tempfile::tempdir().unwrap();
     let gw = from_config(dir.path()).await;
-    for i in 0..12 {
-        pay_decided(&gw, i, 110 + i * 10, true).await;
-    }
-    pay_decided(&gw, 20, 900, false).await;
+    plant_approvals_to_220(&gw).await;
     let (_, body) = gw.get("/v1/insights", OP).await;
     assert_eq!(body["suggestions"].as_array().unwrap().len(), 1, "{body}");
     // The record of the rejected call is made unreadable (its call gone).

@@ -3,27 +3,44 @@
 //! escalation step (with the roles that joined), whose card link lasts to the announced
 //! deadline, not to the first step.
 
-use crate::kit::{OP, assert_answer};
-use crate::webhooks::{bodies, hooked};
+use crate::kit::{Gw, OP, assert_answer};
+use crate::webhooks::{Receiver, bodies, events, hooked, open_link};
 use reqwest::StatusCode;
 use serde_json::json;
+
+/// [`hooked`]'s receiver and gateway (with operator `extra` and `event` besides requests and
+/// resolutions) under `rules`, and the id of a `pay` of 500 held there.
+async fn pay_pending(
+    dir: &std::path::Path,
+    rules: &str,
+    extra: (&str, &[&str]),
+    event: &str,
+) -> (Receiver, Gw, String) {
+    let (recv, gw) = hooked(dir, rules, extra, event).await;
+    let id = gw
+        .pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    (recv, gw, id)
+}
+
+/// [`pay_pending`] where `pay` needs two finance approvals (fred one of them), announced as
+/// `approval.vote`.
+async fn two_of_finance(dir: &std::path::Path) -> (Receiver, Gw, String) {
+    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
+    pay_pending(dir, rules, ("fred", &["finance"]), "approval.vote").await
+}
 
 /// Issue 14 §1: a vote counted toward a quorum is an `approval.vote` event whose approval
 /// carries the progress and the votes; the vote that meets the quorum resolves it.
 #[tokio::test]
 async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
-    let (recv, gw) = hooked(dir.path(), rules, ("fred", &["finance"]), "approval.vote").await;
-    let id = gw
-        .pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let (recv, gw, id) = two_of_finance(dir.path()).await;
     gw.decide(&id, OP, "approve").await;
     gw.decide(&id, "fred-key", "approve").await;
     let got = bodies(&recv, 4).await;
-    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
     assert_eq!(
-        events,
+        events(&got),
         [
             "approval.requested",
             "approval.vote",
@@ -48,11 +65,7 @@ async fn a_quorum_vote_is_announced_to_webhooks_with_its_progress() {
 #[tokio::test]
 async fn a_withdrawn_vote_is_announced_with_the_tally_it_leaves() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: pay\n  approvers: {roles: [finance], count: 2}\n";
-    let (recv, gw) = hooked(dir.path(), rules, ("fred", &["finance"]), "approval.vote").await;
-    let id = gw
-        .pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let (recv, gw, id) = two_of_finance(dir.path()).await;
     gw.decide(&id, OP, "approve").await;
     let gone = gw.with_store(|s| {
         s.withdraw_votes(|p, _, _| p != "alice", "system:test", "alice removed", 1)
@@ -60,9 +73,8 @@ async fn a_withdrawn_vote_is_announced_with_the_tally_it_leaves() {
     });
     assert_eq!(gone, 1);
     let got = bodies(&recv, 3).await;
-    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
     assert_eq!(
-        events,
+        events(&got),
         ["approval.requested", "approval.vote", "approval.vote"]
     );
     // (Each body carries the approval as it is when delivered.)
@@ -77,19 +89,16 @@ async fn a_withdrawn_vote_is_announced_with_the_tally_it_leaves() {
 async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
     let dir = tempfile::tempdir().unwrap();
     let rules = "- tool: pay\n  approvers: [finance]\n  timeout_seconds: 120\n  escalation:\n    - {after: 1s, approvers: [lead]}\n    - {after: 3s, approvers: [cfo]}\n";
-    let (recv, gw) = hooked(dir.path(), rules, ("carl", &["cfo"]), "approval.escalated").await;
-    let id = gw
-        .pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let (recv, gw, id) =
+        pay_pending(dir.path(), rules, ("carl", &["cfo"]), "approval.escalated").await;
     // Three seconds before the cfo's step: carl may not decide yet.
     let (s, b) = gw
         .decide_with(&id, "carl-key", json!({"decision": "approve"}))
         .await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
     let got = bodies(&recv, 3).await;
-    let events: Vec<&str> = got.iter().map(|b| b["event"].as_str().unwrap()).collect();
     assert_eq!(
-        events,
+        events(&got),
         [
             "approval.requested",
             "approval.escalated",
@@ -119,13 +128,7 @@ async fn each_escalation_step_notifies_webhooks_and_lets_its_roles_decide() {
     // Attack on availability (found by review): the single-use card link of the request
     // expired with the first escalation step (`expires_at`), so the people it was sent to
     // got 410 for an approval still waiting for them. It lasts to the announced deadline.
-    let link = got[0]["links"]["open_once"].as_str().unwrap();
-    let path = link.strip_prefix("https://assent.example.com").unwrap();
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let r = http.get(format!("{}{path}", gw.url)).send().await.unwrap();
+    let r = open_link(&gw, got[0]["links"]["open_once"].as_str().unwrap()).await;
     assert_eq!(
         r.status(),
         StatusCode::SEE_OTHER,

@@ -2,8 +2,7 @@
 //! raised while the receiver is down arrive once it is up (in order), redacted arguments never
 //! leave, the Slack format, dead letters, and the single-use card link.
 
-use crate::kit::{AGENTS, BOT, OP, assert_error, assert_says, redacting_gov, start_custom};
-use assent_server::Settings;
+use crate::kit::{BOT, OP, add_principals, assert_error, assert_says, redacting_gov, start_gov};
 use assent_server::config::{Webhook, WebhookFormat};
 use axum::http::HeaderMap;
 use hmac::{KeyInit, Mac};
@@ -55,7 +54,44 @@ async fn receive(
     axum::http::StatusCode::NO_CONTENT.into_response()
 }
 
-fn hook(name: &str, url: String, format: WebhookFormat, attempts: u32, retry_ms: u64) -> Webhook {
+/// Webhooks `ops` (JSON, to `/hook`) and `chat` (Slack, to `/slack`) of a receiver on `port`,
+/// each tried `attempts` times, first again after 50 ms.
+pub(crate) fn ops_and_chat(port: u16, attempts: u32) -> Vec<Webhook> {
+    let to = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    vec![
+        hook("ops", to("/hook"), WebhookFormat::Json, attempts, 50),
+        hook("chat", to("/slack"), WebhookFormat::Slack, attempts, 50),
+    ]
+}
+
+/// Has `st` send `hooks`, with card links under `https://assent.example.com`.
+pub(crate) fn with_links_and_hooks(st: &mut assent_server::AppState, hooks: Vec<Webhook>) {
+    st.public_url = Some(Arc::from("https://assent.example.com"));
+    st.webhooks = Arc::new(hooks);
+}
+
+/// Serves `recv` on `port` of `127.0.0.1` (`0`: a free one): the port.
+pub(crate) async fn serve_receiver(recv: &Receiver, port: u16) -> u16 {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(receive))
+        .with_state(recv.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+/// Webhook `name` to `url` in `format`, signed with `NAME-secret`, for `approval.requested`
+/// and `approval.resolved`, tried `attempts` times, first again after `retry_ms`.
+pub(crate) fn hook(
+    name: &str,
+    url: String,
+    format: WebhookFormat,
+    attempts: u32,
+    retry_ms: u64,
+) -> Webhook {
     Webhook {
         name: name.into(),
         url,
@@ -84,39 +120,18 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
         .local_addr()
         .unwrap()
         .port();
-    let gw = start_custom(
-        dir.path(),
-        300_000,
-        Settings::default(),
-        AGENTS,
-        &redacting_gov(),
-        |st| {
-            st.public_url = Some(Arc::from("https://assent.example.com"));
-            st.webhooks = Arc::new(vec![
-                hook(
-                    "ops",
-                    format!("http://127.0.0.1:{port}/hook"),
-                    WebhookFormat::Json,
-                    100,
-                    50,
-                ),
-                hook(
-                    "chat",
-                    format!("http://127.0.0.1:{port}/slack"),
-                    WebhookFormat::Slack,
-                    100,
-                    50,
-                ),
-                hook(
-                    "gone",
-                    "http://127.0.0.1:1/never".into(),
-                    WebhookFormat::Json,
-                    2,
-                    10,
-                ),
-            ]);
-        },
-    )
+    let gw = start_gov(dir.path(), &redacting_gov(), |st| {
+        let gone = hook(
+            "gone",
+            "http://127.0.0.1:1/never".into(),
+            WebhookFormat::Json,
+            2,
+            10,
+        );
+        let mut hooks = ops_and_chat(port, 100);
+        hooks.push(gone);
+        with_links_and_hooks(st, hooks);
+    })
     .await;
     // No pause here: the webhooks' cursors are placed before the gateway serves, so the
     // first proposal's event is delivered (it used to need a pause: found under load).
@@ -138,13 +153,7 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
     // The receiver comes up; its first two answers are 500s.
     let recv = Receiver::default();
     *recv.fail.lock().unwrap() = 2;
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let app = axum::Router::new()
-        .fallback(axum::routing::post(receive))
-        .with_state(recv.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    serve_receiver(&recv, port).await;
 
     let hooks = || {
         recv.got
@@ -270,25 +279,16 @@ async fn webhooks_are_signed_retried_kept_while_the_receiver_is_down_and_redacte
 
     // The single-use link opens the card once (via the sign-in), then is gone.
     let link = first["links"]["open_once"].as_str().unwrap();
-    let path = link.strip_prefix("https://assent.example.com").unwrap();
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let r = http.get(format!("{}{path}", gw.url)).send().await.unwrap();
+    let r = open_link(&gw, link).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(
         r.headers()["location"],
         format!("/ui/login?next=/ui/approvals/{a}").as_str()
     );
-    let r = http.get(format!("{}{path}", gw.url)).send().await.unwrap();
+    let r = open_link(&gw, link).await;
     assert_eq!(r.status(), StatusCode::GONE);
-    let r = http
-        .get(format!("{}/ui/l/{}", gw.url, "0".repeat(64)))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::GONE);
+    let nothing = format!("https://assent.example.com/ui/l/{}", "0".repeat(64));
+    assert_eq!(open_link(&gw, &nothing).await.status(), StatusCode::GONE);
 
     // A receiver that never answers: each event is dead-lettered after its attempts.
     let start = std::time::Instant::now();
@@ -384,27 +384,53 @@ async fn hooked_with(
     retry_ms: u64,
 ) -> (Receiver, crate::kit::Gw) {
     let recv = Receiver::default();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new()
-        .fallback(axum::routing::post(receive))
-        .with_state(recv.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let port = serve_receiver(&recv, 0).await;
     let gov = crate::kit::policy("acme.test.hooked", rules);
-    let gw = start_custom(dir, 300_000, Settings::default(), AGENTS, &gov, |st| {
-        let mut all = (*st.principals()).clone();
-        all.push(crate::kit::operator(extra.0, extra.1));
-        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+    let gw = start_gov(dir, &gov, |st| {
+        add_principals(st, [crate::kit::operator(extra.0, extra.1)]);
         let url = format!("http://127.0.0.1:{port}/hook");
         let mut h = hook("ops", url, WebhookFormat::Json, 5, retry_ms);
         h.events.push(event.into());
-        st.webhooks = Arc::new(vec![h]);
-        st.public_url = Some(Arc::from("https://assent.example.com"));
+        with_links_and_hooks(st, vec![h]);
     })
     .await;
     (recv, gw)
+}
+
+/// `GET` of card link `link` (under `https://assent.example.com`) at `gw`, redirects not
+/// followed: the answer.
+pub(crate) async fn open_link(gw: &crate::kit::Gw, link: &str) -> reqwest::Response {
+    let path = link.strip_prefix("https://assent.example.com").unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    http.get(format!("{}{path}", gw.url)).send().await.unwrap()
+}
+
+/// The `event` of each of the webhook `bodies`.
+pub(crate) fn events(bodies: &[Value]) -> Vec<&str> {
+    bodies
+        .iter()
+        .map(|b| b["event"].as_str().unwrap())
+        .collect()
+}
+
+/// A [`hooked_with`] gateway (`pay` approved by finance, first retry after `retry_ms`) whose
+/// receiver `answers` sets up, with a `pay` of 500 held: its data directory, the receiver and
+/// the gateway.
+async fn pay_hooked(
+    retry_ms: u64,
+    answers: impl FnOnce(&Receiver),
+) -> (tempfile::TempDir, Receiver, crate::kit::Gw) {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n";
+    let extra = ("fred", &[][..]);
+    let (recv, gw) = hooked_with(dir.path(), rules, extra, "approval.vote", retry_ms).await;
+    answers(&recv);
+    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
+        .await;
+    (dir, recv, gw)
 }
 
 /// The JSON bodies `recv` got, once there are `n` of them (at most 30 s).
@@ -474,12 +500,7 @@ async fn a_store_error_reading_the_approval_retries_the_event_instead_of_skippin
 /// renewed during a 60 s backoff.
 #[tokio::test]
 async fn the_wait_between_attempts_keeps_the_cursors_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: pay\n  approvers: [finance]\n";
-    let (recv, gw) = hooked_with(dir.path(), rules, ("fred", &[]), "approval.vote", 60_000).await;
-    *recv.fail.lock().unwrap() = 100;
-    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let (_dir, recv, gw) = pay_hooked(60_000, |r| *r.fail.lock().unwrap() = 100).await;
     let start = std::time::Instant::now();
     while *recv.failed.lock().unwrap() == 0 {
         assert!(start.elapsed() < Duration::from_secs(30), "never attempted");
@@ -567,14 +588,7 @@ async fn a_request_cancelled_before_its_delivery_is_announced_by_its_cancellatio
         );
     }
     let recv = Receiver::default();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let app = axum::Router::new()
-        .fallback(axum::routing::post(receive))
-        .with_state(recv.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let url = format!("http://127.0.0.1:{}/hook", serve_receiver(&recv, 0).await);
     let mut st = gw.state.clone();
     let mut pager = hook("pager", url.clone(), WebhookFormat::Json, 1, 10);
     pager.events = vec!["approval.requested".into()];
@@ -628,12 +642,7 @@ async fn a_request_cancelled_before_its_delivery_is_announced_by_its_cancellatio
 /// long as it asked.
 #[tokio::test]
 async fn a_busy_receiver_is_tried_again_only_after_its_retry_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = "- tool: pay\n  approvers: [finance]\n";
-    let (recv, gw) = hooked_with(dir.path(), rules, ("fred", &[]), "approval.vote", 50).await;
-    *recv.busy.lock().unwrap() = 1;
-    gw.pending("pay", json!({"amount": 500, "to": "acme"}))
-        .await;
+    let (_dir, recv, gw) = pay_hooked(50, |r| *r.busy.lock().unwrap() = 1).await;
     bodies(&recv, 1).await;
     let tried = recv.tried.lock().unwrap().clone();
     assert_eq!(tried.len(), 2, "one refused attempt, then the delivery");

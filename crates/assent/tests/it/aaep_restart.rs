@@ -3,7 +3,7 @@
 //! gateway's sweep closes it (found by review: it stayed open until retention, counted against
 //! the operator's 16 open subscriptions).
 
-use crate::{OP_KEY, Served, serve, served};
+use crate::{OP_KEY, serve, served};
 use serde_json::Value;
 use std::io::BufRead;
 use std::process::Command;
@@ -57,18 +57,12 @@ pub(crate) fn bare_stream(
 
 #[test]
 fn a_bare_subscription_whose_gateway_was_killed_in_its_grace_is_closed_after_restart() {
-    let Served {
-        dir: _dir,
-        cfg,
-        data,
-        port,
-        server: mut s,
-    } = served("");
+    let gw = served(""); // its directory stays until the test ends
+    let (mut s, cfg, data, port) = (gw.server, gw.cfg, gw.data, gw.port);
     let (lines, sub) = bare_stream(&s.url);
     drop(lines); // the stream ends: its 30 s grace starts
     std::thread::sleep(Duration::from_secs(1));
-    s.child.kill().unwrap(); // SIGKILL in the grace: its close never runs
-    s.child.wait().unwrap();
+    s.kill9(); // SIGKILL in the grace: its close never runs
     assert!(!closed(&data, &sub).0, "closed before its grace was over");
     let s = serve(&cfg, port);
     let start = Instant::now();

@@ -283,12 +283,7 @@ fn a_gateway_started_during_a_restore_waits_for_it_to_end() {
         .open(data.join("assent.lock"))
         .unwrap();
     lock.lock().unwrap();
-    let child = serve_cmd(&cfg)
-        .env("TEST_ALICE_KEY", OP_KEY)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = crate::spawn_quiet(serve_cmd(&cfg));
     let url = format!("http://127.0.0.1:{port}");
     std::thread::sleep(Duration::from_secs(2));
     let early = reqwest::blocking::get(format!("{url}/healthz"));
@@ -502,32 +497,55 @@ fn a_backup_or_export_never_replaces_the_gateways_database_or_keys() {
     ]));
 }
 
-#[test]
-fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
+/// Two stopped gateways (their directories go when this is dropped): A, with a call approved,
+/// backed up to `from_a` (in its directory), and B, with keys of its own and a call held,
+/// whose database was `live_before` when it stopped.
+struct TwoGateways {
+    _dirs: [tempfile::TempDir; 2],
+    a_data: PathBuf,
+    b_data: PathBuf,
+    from_a: PathBuf,
+    live_before: Vec<u8>,
+}
+
+/// [`TwoGateways`], A's backup changed by `edit` before B starts.
+fn a_backup_and_another_gateway(edit: impl FnOnce(&Path)) -> TwoGateways {
     let a = served(SIGNING);
     approved(&a.server.url, 5000);
     stop(a.server);
     let from_a = a.dir.path().join("a.db");
     ok(&backup(&a.cfg, &from_a, &[]));
-    // Gateway B has keys of its own.
+    edit(&from_a);
     let b = served(SIGNING);
     propose(&b.server.url, 7000);
     stop(b.server);
-    let data_b = b.data;
-    let live_before = std::fs::read(data_b.join("assent.db")).unwrap();
-    let out = restore(&data_b, &from_a, &[]);
+    let live_before = std::fs::read(b.data.join("assent.db")).unwrap();
+    TwoGateways {
+        _dirs: [a.dir, b.dir],
+        a_data: a.data,
+        b_data: b.data,
+        from_a,
+        live_before,
+    }
+}
+
+#[test]
+fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
+    let t = a_backup_and_another_gateway(|_| {});
+    let (data_b, from_a) = (&t.b_data, &t.from_a);
+    let out = restore(data_b, from_a, &[]);
     refused(&out, "were signed by audit key");
     refused(&out, "put back the audit.key and token.key");
     assert_eq!(
         std::fs::read(data_b.join("assent.db")).unwrap(),
-        live_before
+        t.live_before
     );
 
     // --force restores, warns, and `audit verify` under B's key then fails on the checkpoints.
-    let out = restore(&data_b, &from_a, &["--force", "--allow-outstanding-tokens"]);
+    let out = restore(data_b, from_a, &["--force", "--allow-outstanding-tokens"]);
     ok(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains("another audit key"));
-    let v = audit_verify(&data_b, &[]);
+    let v = audit_verify(data_b, &[]);
     assert_eq!(v.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&v.stderr).contains("checkpoint"),
@@ -535,9 +553,9 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
     );
     // With A's keys put back, it verifies.
     for k in ["audit.key", "token.key"] {
-        std::fs::copy(a.data.join(k), data_b.join(k)).unwrap();
+        std::fs::copy(t.a_data.join(k), data_b.join(k)).unwrap();
     }
-    ok(&audit_verify(&data_b, &[]));
+    ok(&audit_verify(data_b, &[]));
 }
 
 /// Attack (found by review): whoever can replace a backup file takes another gateway's copy
@@ -548,30 +566,25 @@ fn restore_refuses_a_backup_signed_by_another_audit_key_unless_forced() {
 /// key; another gateway's is refused unless `--force`, and the gateway's own still restores.
 #[test]
 fn restore_refuses_another_gateways_backup_stripped_of_its_checkpoints_unless_forced() {
-    let a = served(SIGNING);
-    approved(&a.server.url, 5000);
-    stop(a.server);
-    let from_a = a.dir.path().join("a.db");
-    ok(&backup(&a.cfg, &from_a, &[]));
-    sqlite(&from_a, "DELETE FROM audit_checkpoints");
-    let b = served(SIGNING);
-    propose(&b.server.url, 7000);
-    stop(b.server);
-    let live_before = std::fs::read(b.data.join("assent.db")).unwrap();
-    let out = restore(&b.data, &from_a, &[]);
+    let strip = |from_a: &Path| {
+        sqlite(from_a, "DELETE FROM audit_checkpoints");
+    };
+    let t = a_backup_and_another_gateway(strip);
+    let (b_data, from_a) = (&t.b_data, &t.from_a);
+    let out = restore(b_data, from_a, &[]);
     refused(
         &out,
         "has no audit checkpoint, and nothing in it is sealed under the audit key",
     );
     assert_eq!(
-        std::fs::read(b.data.join("assent.db")).unwrap(),
-        live_before
+        std::fs::read(b_data.join("assent.db")).unwrap(),
+        t.live_before
     );
-    assert_nothing_set_aside(&b.data);
-    let out = restore(&b.data, &from_a, &["--force", "--allow-outstanding-tokens"]);
+    assert_nothing_set_aside(b_data);
+    let out = restore(b_data, from_a, &["--force", "--allow-outstanding-tokens"]);
     ok(&out);
     // Its own gateway's keys vouch for it: restored without --force.
-    ok(&restore(&a.data, &from_a, &["--allow-outstanding-tokens"]));
+    ok(&restore(&t.a_data, from_a, &["--allow-outstanding-tokens"]));
 }
 
 #[test]

@@ -250,13 +250,8 @@ fn serve_with(cmd: Command, port: u16) -> Server {
 }
 
 /// [`serve_with`], its readiness checked from the local address `from` when given.
-fn serve_checked_from(mut cmd: Command, port: u16, from: Option<std::net::IpAddr>) -> Server {
-    let child = cmd
-        .env("TEST_ALICE_KEY", OP_KEY)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+fn serve_checked_from(cmd: Command, port: u16, from: Option<std::net::IpAddr>) -> Server {
+    let child = spawn_quiet(cmd);
     let url = format!("http://127.0.0.1:{port}");
     wait_healthy_from(
         &url,
@@ -451,4 +446,22 @@ fn approved(url: &str, amount: i64) -> String {
     let id = held(url, amount);
     ok(&cli(url, &["approve", &id]));
     id
+}
+
+impl Server {
+    /// Kills the gateway (`SIGKILL`: no shutdown runs) and waits for it to end.
+    fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+/// Spawns `cmd` (an `assent serve`, perhaps wrapped) with alice's operator key and its output
+/// discarded; does not wait for it to serve.
+fn spawn_quiet(mut cmd: Command) -> Child {
+    cmd.env("TEST_ALICE_KEY", OP_KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }

@@ -33,6 +33,28 @@ fn old_history_in(data: &Path, db: &assent_store::db::Database) {
         .unwrap();
 }
 
+/// `assent audit archive --data-dir d --older-than-days 1` with the arguments `extra`.
+fn archive_old(d: &str, extra: &[&str]) -> std::process::Output {
+    let args = [
+        "audit",
+        "archive",
+        "--data-dir",
+        d,
+        "--older-than-days",
+        "1",
+    ];
+    run(&[&args[..], extra].concat())
+}
+
+/// [`old_history`] in `dir/data`, archived: the data directory and its one export.
+fn archived(dir: &Path) -> (PathBuf, PathBuf) {
+    let data = dir.join("data");
+    old_history(&data);
+    ok(&archive_old(data.to_str().unwrap(), &[]));
+    let f = exports(&data).pop().expect("one export");
+    (data, f)
+}
+
 /// The export files in `data/archive`.
 fn exports(data: &Path) -> Vec<PathBuf> {
     match std::fs::read_dir(data.join("archive")) {
@@ -106,30 +128,11 @@ fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused
     // Without a period there is nothing to go by.
     let out = run(&["audit", "archive", "--data-dir", d]);
     assert_eq!(out.status.code(), Some(1));
-    let archive = || -> Value {
-        let args = [
-            "audit",
-            "archive",
-            "--data-dir",
-            d,
-            "--older-than-days",
-            "1",
-        ];
-        serde_json::from_str(&ok(&run(&[&args[..], &["--json"]].concat()))).unwrap()
-    };
+    let archive = || -> Value { serde_json::from_str(&ok(&archive_old(d, &["--json"]))).unwrap() };
     // A checkpoint file named but missing (a mistyped path, a volume not mounted) archives
     // nothing rather than archiving unchecked.
     let missing = dir.path().join("no-such-checkpoints.jsonl");
-    let out = run(&[
-        "audit",
-        "archive",
-        "--data-dir",
-        d,
-        "--older-than-days",
-        "1",
-        "--checkpoint",
-        missing.to_str().unwrap(),
-    ]);
+    let out = archive_old(d, &["--checkpoint", missing.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() == Some(1) && err.contains("does not exist; nothing archived"),
@@ -176,19 +179,7 @@ fn audit_archive_command_archives_and_an_export_signed_by_another_key_is_refused
 #[test]
 fn audit_verify_with_archive_dirs_catches_a_removed_or_edited_export() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    old_history(&data);
-    let d = data.to_str().unwrap();
-    let out = run(&[
-        "audit",
-        "archive",
-        "--data-dir",
-        d,
-        "--older-than-days",
-        "1",
-    ]);
-    ok(&out);
-    let f = exports(&data).pop().expect("one export");
+    let (data, f) = archived(dir.path());
     let archive = data.join("archive");
     let dirs = ["--archive-dir", archive.to_str().unwrap()];
     let text = ok(&audit_verify(&data, &dirs));
@@ -216,15 +207,7 @@ fn audit_verify_with_archive_dirs_catches_a_removed_or_edited_export() {
                 std::fs::copy(data.join(k), other.join(k)).unwrap();
             }
             old_history(&other);
-            let o = other.to_str().unwrap();
-            ok(&run(&[
-                "audit",
-                "archive",
-                "--data-dir",
-                o,
-                "--older-than-days",
-                "1",
-            ]));
+            ok(&archive_old(other.to_str().unwrap(), &[]));
             std::fs::copy(exports(&other).pop().unwrap(), &f).unwrap();
         }),
     ];
@@ -245,18 +228,7 @@ fn audit_verify_with_archive_dirs_catches_a_removed_or_edited_export() {
 #[test]
 fn audit_verify_refuses_an_export_that_is_a_symlink_out_of_the_archive_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    old_history(&data);
-    let d = data.to_str().unwrap();
-    ok(&run(&[
-        "audit",
-        "archive",
-        "--data-dir",
-        d,
-        "--older-than-days",
-        "1",
-    ]));
-    let f = exports(&data).pop().expect("one export");
+    let (data, f) = archived(dir.path());
     let outside = dir.path().join("elsewhere.jsonl");
     std::fs::rename(&f, &outside).unwrap();
     std::os::unix::fs::symlink(&outside, &f).unwrap();
@@ -386,14 +358,7 @@ fn root_reads_a_service_users_keys_to_administer_them_but_never_serves_with_them
     // The data directory's lock file root makes is the service user's (found by review:
     // created 0600 by root, it kept the service from starting).
     ok(&run(&["migrate", "--data-dir", k]));
-    let out = run(&[
-        "audit",
-        "archive",
-        "--data-dir",
-        k,
-        "--older-than-days",
-        "1",
-    ]);
+    let out = archive_old(k, &[]);
     assert!(out.status.success(), "{out:?}");
     let lock = std::fs::metadata(keys.join("assent.lock")).unwrap();
     assert_eq!(lock.uid(), 4242, "mode {:o}", lock.mode());

@@ -149,8 +149,7 @@ fn a_duplicate_tool_name_cannot_run_a_tool_other_than_the_one_gated() {
     assert_eq!(r["result"]["content"][0]["text"], "ran read_file", "{r}");
     drop(stdin);
     child.wait().unwrap();
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    server.kill9();
     let log = std::fs::read_to_string(&log).unwrap();
     let ran: Vec<&str> = log.lines().filter_map(|l| l.strip_prefix("RAN ")).collect();
     assert_eq!(ran, vec![r#"["read_file", {"path": "/tmp/a"}]"#], "{log}");
@@ -208,8 +207,7 @@ fn a_client_cannot_smuggle_params_or_meta_past_the_gated_call() {
     assert_eq!(r["result"]["content"][0]["text"], "ran read_file", "{r}");
     drop(stdin);
     child.wait().unwrap();
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    server.kill9();
     let log = std::fs::read_to_string(&log).unwrap();
     let forwarded = calls_in(&log);
     assert_eq!(
@@ -236,6 +234,13 @@ fn serve_low_nofile(dir: &std::path::Path, port: u16, extra: &str) -> crate::Ser
     crate::serve_with(cmd, port)
 }
 
+/// `n` sockets open to the gateway on `port` from 127.0.0.1 that never send a byte.
+fn idle_sockets(port: u16, n: usize) -> Vec<std::net::TcpStream> {
+    (0..n)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect()
+}
+
 #[test]
 fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
     use std::io::Read;
@@ -250,9 +255,7 @@ fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
     );
     // 1,100 unauthenticated sockets that never send a byte (more than the 1,024 files the
     // server was started with).
-    let idle: Vec<std::net::TcpStream> = (0..1100)
-        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
-        .collect();
+    let idle = idle_sockets(port, 1100);
     std::thread::sleep(Duration::from_millis(300));
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(1))
@@ -276,8 +279,7 @@ fn eleven_hundred_idle_sockets_do_not_starve_health_checks_or_operators() {
     let n = one.read(&mut buf).unwrap_or(0);
     assert_eq!(n, 0, "closed without a reply");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    server.kill9();
 }
 
 /// Attack (found by review): one address held every connection slot with idle sockets,
@@ -294,9 +296,7 @@ fn idle_sockets_from_one_address_do_not_shut_out_the_others() {
     // that the gateway has not yet seen closed would hold one of its 20 slots a moment longer.
     let from = Some(std::net::IpAddr::from([127, 0, 0, 3]));
     let mut server = crate::serve_checked_from(crate::serve_cmd(&cfg), port, from);
-    let idle: Vec<std::net::TcpStream> = (0..20)
-        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
-        .collect();
+    let idle = idle_sockets(port, 20);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut over = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     over.set_read_timeout(Some(std::time::Duration::from_secs(5)))
@@ -323,8 +323,7 @@ fn idle_sockets_from_one_address_do_not_shut_out_the_others() {
     });
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     drop(idle);
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    server.kill9();
 }
 
 #[test]

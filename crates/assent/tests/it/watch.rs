@@ -49,6 +49,14 @@ impl Tmux {
 }
 
 impl Tmux {
+    /// Opens the selected approval's card, approves it (`a`, `y`), and waits for `then`.
+    fn approve_open(&self, then: &str) {
+        self.keys(&["Enter", "a"]);
+        self.wait_for("y to confirm");
+        self.keys(&["y"]);
+        self.wait_for(then);
+    }
+
     /// `assent watch` against `url` as operator alice, without colour, in a new detached
     /// 140×40 tmux session `w` on a server of its own (`socket` and this process's id).
     fn watch(url: &str, socket: &str) -> Tmux {
@@ -74,6 +82,18 @@ impl Tmux {
     }
 }
 
+/// A gateway ([`served`]) with two calls held, of 5000 and then of 7000, and `assent watch`
+/// on it in tmux ([`Tmux::watch`] on socket `socket`): the gateway, its URL, the two approval
+/// ids and the terminal.
+fn watching_two(socket: &str) -> (Served, String, (String, String), Tmux) {
+    let gw = served("");
+    let url = gw.server.url.clone();
+    let first = held(&url, 5000);
+    let second = held(&url, 7000);
+    let tmux = Tmux::watch(&url, socket);
+    (gw, url, (first, second), tmux)
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
@@ -87,16 +107,7 @@ fn status(url: &str, id: &str) -> Value {
 
 #[test]
 fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
-    let Served {
-        dir: _dir,
-        mut server,
-        ..
-    } = served("");
-    let url = server.url.clone();
-    let first = held(&url, 5000);
-    let second = held(&url, 7000);
-
-    let tmux = Tmux::watch(&url, "assent-test-");
+    let (mut gw, url, (first, second), tmux) = watching_two("assent-test-");
 
     // The list, with the keys in the footer; the first (oldest) is selected.
     let screen = tmux.wait_for("2 pending");
@@ -144,10 +155,7 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
     assert_eq!(status(&url, &selected)["status"], "pending");
 
     // a, y: approved.
-    tmux.keys(&["Enter", "a"]);
-    tmux.wait_for("y to confirm");
-    tmux.keys(&["y"]);
-    tmux.wait_for("approved");
+    tmux.approve_open("approved");
     assert_eq!(status(&url, &selected)["status"], "approved");
     assert_eq!(status(&url, &selected)["decisions"][0]["by"], "alice");
 
@@ -171,8 +179,7 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
         assert!(start.elapsed() < Duration::from_secs(10), "q did not quit");
         std::thread::sleep(Duration::from_millis(100));
     }
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    gw.server.kill9();
 }
 
 /// Attack (found by review): the watcher confirmed whatever approval was selected when `y`
@@ -183,15 +190,7 @@ fn assent_watch_approves_and_denies_from_the_keyboard_under_tmux() {
 /// until the one that matters fell off the pane and still be approved with `a`, `y`.
 #[test]
 fn assent_watch_confirms_only_the_approval_on_screen_and_only_when_all_of_it_fits() {
-    let Served {
-        dir: _dir,
-        mut server,
-        ..
-    } = served("");
-    let url = server.url.clone();
-    let first = held(&url, 5000);
-    let second = held(&url, 7000);
-    let tmux = Tmux::watch(&url, "assent-test-fit-");
+    let (mut gw, url, (first, second), tmux) = watching_two("assent-test-fit-");
     tmux.wait_for("2 pending");
     tmux.keys(&["Enter", "a"]);
     let screen = tmux.wait_for("y to confirm");
@@ -223,12 +222,8 @@ fn assent_watch_confirms_only_the_approval_on_screen_and_only_when_all_of_it_fit
     tmux.wait_for("not approved: the card did not fit");
     assert_eq!(status(&url, &other)["status"], "pending");
     // Whole on screen again: approved.
-    tmux.keys(&["Enter", "a"]);
-    tmux.wait_for("y to confirm");
-    tmux.keys(&["y"]);
-    tmux.wait_for("0 pending");
+    tmux.approve_open("0 pending");
     assert_eq!(status(&url, &other)["status"], "approved");
     tmux.keys(&["q"]);
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    gw.server.kill9();
 }

@@ -3,8 +3,8 @@
 //! the sign-in (and a failed discovery is remembered); a discovery document dripped without
 //! end is cut off after `FETCH_TIMEOUT`.
 
-use super::provider::{Answer, Provider, now_s};
-use super::{begin, browser, finish, gateway, session_of, signed_in};
+use super::provider::{Answer, now_s};
+use super::{Scene, begin, finish_own, gateway, scene, session_of, signed_in};
 use assent_server::dashboard::oidc::fetch::{FETCH_TIMEOUT, MAX_ANSWER};
 use reqwest::StatusCode;
 use std::time::{Duration, Instant};
@@ -28,11 +28,8 @@ async fn start_page(url: &str, b: &reqwest::Client) -> (StatusCode, bool, String
 /// nothing.
 #[tokio::test]
 async fn an_oversized_discovery_document_is_refused_and_its_failure_remembered() {
-    let p = Provider::start().await;
+    let Scene { p, gw, b, _dir } = scene().await;
     p.pad(Answer::Discovery, HUGE);
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
     for _ in 0..11 {
         let (status, retry, page) = start_page(&gw.url, &b).await;
         assert_eq!(status, StatusCode::BAD_GATEWAY, "{page}");
@@ -53,11 +50,8 @@ async fn an_oversized_discovery_document_is_refused_and_its_failure_remembered()
 /// refetch the ID token under the new key is refused and no session starts.
 #[tokio::test]
 async fn an_oversized_key_set_is_refused_at_discovery_and_at_a_refetch() {
-    let p = Provider::start().await;
+    let Scene { p, gw, b, _dir } = scene().await;
     p.pad(Answer::Keys, HUGE);
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
     let (status, _, page) = start_page(&gw.url, &b).await;
     assert_eq!(status, StatusCode::BAD_GATEWAY, "{page}");
     assert!(
@@ -70,12 +64,12 @@ async fn an_oversized_key_set_is_refused_at_discovery_and_at_a_refetch() {
     let gw2 = gateway(other.path(), &p, |_| {}).await;
     p.pad(Answer::Keys, 0);
     let s = begin(&gw2, &b, "", &[]).await.ok().unwrap();
-    signed_in(finish(&gw2, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await).await;
+    signed_in(finish_own(&gw2, &p, &b, &s, Some(now_s())).await).await;
     p.publish(&["k1", "k2"]);
     p.sign_as("k2");
     p.pad(Answer::Keys, HUGE);
     let s = begin(&gw2, &b, "", &[]).await.ok().unwrap();
-    let r = finish(&gw2, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    let r = finish_own(&gw2, &p, &b, &s, Some(now_s())).await;
     assert!(session_of(&r).is_none(), "a session was started");
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(r.text().await.unwrap().contains("The ID token was refused"));
@@ -89,13 +83,10 @@ async fn an_oversized_key_set_is_refused_at_discovery_and_at_a_refetch() {
 /// read: the callback is a `502` naming the bound and starts no session.
 #[tokio::test]
 async fn an_oversized_token_answer_is_refused_and_starts_no_session() {
-    let p = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
+    let Scene { p, gw, b, _dir } = scene().await;
     let s = begin(&gw, &b, "", &[]).await.ok().unwrap();
     p.pad(Answer::Token, HUGE);
-    let r = finish(&gw, &p, &b, &s, ("alice", Some(now_s())), (&s.cookie, &[])).await;
+    let r = finish_own(&gw, &p, &b, &s, Some(now_s())).await;
     assert!(session_of(&r).is_none(), "a session was started");
     assert_eq!(r.status(), StatusCode::BAD_GATEWAY);
     let page = r.text().await.unwrap();
@@ -113,11 +104,8 @@ async fn an_oversized_token_answer_is_refused_and_starts_no_session() {
 /// a `502` soon after, and the failure is remembered.
 #[tokio::test]
 async fn a_discovery_document_dripped_without_end_is_cut_off_in_bounded_time() {
-    let p = Provider::start().await;
+    let Scene { p, gw, b, _dir } = scene().await;
     p.drip(true);
-    let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &p, |_| {}).await;
-    let b = browser("127.0.0.1");
     let began = Instant::now();
     let bound = FETCH_TIMEOUT + Duration::from_secs(3);
     let (status, retry, page) = tokio::time::timeout(bound, start_page(&gw.url, &b))
