@@ -352,8 +352,10 @@ impl AppState {
 
     /// Who the deciding operator `name` is to separation of duties (issue 14 §2): the agent
     /// ids they own (`principals[].owns`) and the other names they go by — a principal's
-    /// linked `sso` name bare and as `oidc:<name>`, an unlinked SSO operator's name without
-    /// its `oidc:` prefix. `(owns, aka)`; both empty for an unknown name.
+    /// linked `sso` name bare and as `oidc:<name>`, their Slack user id (`slack_user_id`: an
+    /// agent fronted by Slack knows the person it acts for by it — found by review, alice
+    /// approved from Slack a call made `on_behalf_of: U0ALICE`), an unlinked SSO operator's
+    /// name without its `oidc:` prefix. `(owns, aka)`; both empty for an unknown name.
     ///
     /// A configured principal is looked up first, whatever its name (without `oidc` in the
     /// config nothing forbids one named `oidc:…`, and its `owns` must hold).
@@ -369,6 +371,7 @@ impl AppState {
                 format!("{}{s}", crate::config::oidc::NAME_PREFIX),
             ]
         });
+        let aka = aka.chain(p.slack_user_id.iter().cloned());
         (p.owns.clone(), aka.collect())
     }
 

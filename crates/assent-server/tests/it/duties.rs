@@ -109,3 +109,31 @@ async fn an_owners_vote_on_a_quorum_is_refused() {
     assert_eq!(voters, ["alice", "fred"]);
     gw.stop().await;
 }
+
+/// Attack (found by review): an agent fronted by Slack knows the person it acts for by their
+/// Slack user id and sends `on_behalf_of: U0ALICE`; alice, whose principal carries that
+/// `slack_user_id`, approved her own request because only her name and SSO names were
+/// compared. Her Slack id is one of the names she goes by.
+#[tokio::test]
+async fn the_person_a_call_acts_for_by_their_slack_id_may_not_approve_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "- tool: pay\n  approvers: [finance]\n  separation_of_duties: true\n";
+    let gov = crate::kit::policy("acme.test.slack_duties", rules);
+    let gw = crate::kit::start_gov(dir.path(), &gov, |st| {
+        let mut all = (*st.principals()).clone();
+        for p in all.iter_mut().filter(|p| p.name == "alice") {
+            p.slack_user_id = Some("U0ALICE".into());
+        }
+        st.swap_live(assent_server::Live::new((*st.registry()).clone(), all));
+    })
+    .await;
+    let (s, b) = gw
+        .call("s1", "pay", args(), json!({"on_behalf_of": "U0ALICE"}))
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["approval_id"].as_str().unwrap().to_string();
+    let (s, b) = gw.decide(&id, "alice-key", "approve").await;
+    assert_error(s, &b, StatusCode::FORBIDDEN, "SELF_APPROVAL");
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+    gw.stop().await;
+}
