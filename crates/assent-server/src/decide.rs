@@ -112,6 +112,14 @@ async fn decision_input(
                 "a passkey signs one approval: decide it on its own",
             ));
         }
+        // Found by review: a passkey assertion sent with an edit or a grant on an approval
+        // that needs none was stored as "passkey-signed", though it signs the call as
+        // proposed, once, not the edit or the grant that ran.
+        (Some(_), Some(_)) if edited.is_some() || scope != GrantScope::Once || b.whole_tool => {
+            return Err(ApiError::bad_request(
+                "a passkey signs the call as proposed, once: approve it without an edit, a scope or whole_tool",
+            ));
+        }
         (Some(a), Some(id)) => Some(crate::passkeys::finish_vote(st, name, id, a).await?),
     };
     let (decider_owns, decider_aka) = st.duties_of(name);

@@ -200,8 +200,15 @@ pub async fn finish_registration(
         created_at: now_ms(),
     };
     let s2 = stored.clone();
-    st.store_call(move |s| s.add_passkey(&s2)).await?;
-    Ok(stored)
+    // A credential registered already (a client sending one again) is the caller's mistake,
+    // not the store's: `409 PASSKEY_TAKEN`, not `503` (found by review).
+    match st.store_task(move |s| s.add_passkey(&s2)).await? {
+        Ok(()) => Ok(stored),
+        Err(assent_store::StoreError::Invalid(why)) => {
+            Err(ApiError::new(StatusCode::CONFLICT, "PASSKEY_TAKEN", why))
+        }
+        Err(e) => Err(ApiError::unavailable(e)),
+    }
 }
 
 /// The public key of `pk` as a JWK, for a P-256 key.

@@ -63,3 +63,30 @@ async fn quorum_votes_need_it_too_and_rules_turn_it_on_or_off() {
     assert_answer(s, &b, "status", StatusCode::OK, "approved");
     gw.stop().await;
 }
+
+/// Found by review: a passkey assertion sent with a grant scope, `whole_tool` or an edit, on an
+/// approval that needs no passkey, was stored and shown as "passkey-signed", though the
+/// passkey signs the call as proposed, once — not the session grant or the edited call that
+/// ran. Such a decision is refused before any ceremony is looked at.
+#[tokio::test]
+async fn a_passkey_never_vouches_for_a_grant_or_an_edit() {
+    let (_dir, gw, id) = held_under("- tool: pay\n  approvers: [finance]\n").await;
+    let passkey = json!({"ceremony": "0123", "credential": {}});
+    let extras = [
+        ("scope", json!("session")),
+        ("whole_tool", json!(true)),
+        ("arguments", json!({"amount": 1, "to": "acct-2"})),
+    ];
+    for (key, value) in extras {
+        let mut body = json!({"decision": "approve", "passkey": passkey});
+        body[key] = value;
+        let (s, b) = gw.decide_with(&id, "alice-key", body).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{key}: {b}");
+        assert!(
+            b["message"].as_str().unwrap().contains("as proposed, once"),
+            "{key}: {b}"
+        );
+    }
+    assert_eq!(gw.approval(&id, "alice-key").await.1["status"], "pending");
+    gw.stop().await;
+}
