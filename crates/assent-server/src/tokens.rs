@@ -119,8 +119,11 @@ fn check_redeemed_tool(tool: &str) -> Result<(), ApiError> {
     crate::calls::check_name("tool", base)
 }
 
-/// The `limit` of `GET /v1/grants` when none is given.
-pub const GRANTS_DEFAULT_LIMIT: u32 = 100;
+/// The `limit` of `GET /v1/grants` when none is given: the most a page holds, so that a
+/// client written before the listing was paged (it ignores `Link`) still sees up to 1,000
+/// active grants — a grant's row is small (found by review: a default of 100 hid grants an
+/// operator meant to revoke from such a client).
+pub const GRANTS_DEFAULT_LIMIT: u32 = 1_000;
 
 /// `GET /v1/grants[?all=true&limit=N&before=CURSOR]` (operators): active grants — not
 /// revoked, not expired, and holding their seal (a grant that covers no call is not listed as
