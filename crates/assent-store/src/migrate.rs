@@ -91,6 +91,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(46, "0046_usage_by_agent"),
     migration!(47, "0047_confirm_context_plan_owner"),
     migration!(48, "0048_grant_key_binding"),
+    migration!(49, "0049_listing_order"),
 ];
 
 /// The schema version this binary writes (the last migration's number).

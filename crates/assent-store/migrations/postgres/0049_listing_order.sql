@@ -1,0 +1,7 @@
+-- assent store schema: the grant and tool-review listings are paged newest first
+-- (`ORDER BY created_at DESC, rowid DESC` / `seen_at DESC, rowid DESC` with a keyset cursor);
+-- without an index each page scanned the whole table and sorted it, so reading a long history
+-- page by page cost its length squared (found by review). `rowid` is the identity column that
+-- stands for SQLite's implicit one.
+CREATE INDEX grants_created ON grants(created_at, rowid);
+CREATE INDEX tool_reviews_seen ON tool_reviews(seen_at, rowid);
