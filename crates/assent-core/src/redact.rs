@@ -62,6 +62,23 @@ impl Redactor {
         self.paths.is_empty()
     }
 
+    /// Whether masking `arguments` hides anything: some redacted path names a value in them
+    /// (even one that is already the text [`MASK`]). A surface that shows only the masked call
+    /// (a Slack card, an AAEP confirmation) must then not offer to approve it: the approval
+    /// binds the real values (the call hash), which that surface never showed.
+    ///
+    /// Attack (found by review): a rule redacts `card.number`; the agent proposes a refund to
+    /// its own card, and "Approve once" on a card showing `[redacted]` approved it.
+    pub fn hides_anything(&self, arguments: &Value) -> bool {
+        // The walk is one for reading and masking, so it reads a copy.
+        let mut copy = arguments.clone();
+        let mut found = false;
+        for p in &self.paths {
+            visit(&mut copy, p, &mut |_| found = true);
+        }
+        found
+    }
+
     /// A copy of `arguments` with every value at a redacted path replaced by [`MASK`].
     pub fn arguments(&self, arguments: &Value) -> Value {
         let mut out = arguments.clone();
@@ -168,6 +185,25 @@ mod tests {
             Redactor::new(&nested, &["card.number".to_string()]).arguments(&nested),
             json!({"card": {"number": MASK}})
         );
+    }
+
+    /// What a masked copy would hide decides whether a surface showing only that copy may
+    /// offer to approve the call: any value at a redacted path (nested, dotted key, wildcard,
+    /// even one spelled like the mask), and nothing when no path names a value.
+    #[test]
+    fn hides_anything_is_true_exactly_when_a_redacted_path_names_a_value() {
+        let paths = ["card.number".to_string(), "headers.*".to_string()];
+        let hides = |args: Value| Redactor::new(&args, &paths).hides_anything(&args);
+        assert!(hides(json!({"amount": 5, "card": {"number": "4111"}})));
+        assert!(hides(json!({"card.number": 7})));
+        assert!(hides(json!({"headers": {"a": null}})));
+        assert!(hides(json!({"card": {"number": MASK}})));
+        assert!(hides(json!({"card": {"number": {"deep": [1, 2]}}})));
+        assert!(!hides(json!({"amount": 5, "card": {"exp": "12/30"}})));
+        assert!(!hides(json!({"headers": {}, "card": "4111"})));
+        assert!(!hides(json!("card.number")));
+        let args = json!({"card": {"number": "4111"}});
+        assert!(!Redactor::new(&args, &[]).hides_anything(&args));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Approving from Slack (issue 15 §4): where the Slack message of an approval is (its channel
 //! and `ts`, so that whichever replica sees the decision updates it), and the request
 //! signatures already accepted from Slack (by SHA-256) until their timestamp leaves the
-//! 5-minute window, so that a replayed request is refused on every replica sharing the
-//! database. Not audited: the decision a Slack request makes is audited as every decision.
+//! 5-minute window and 5 minutes more (replicas' clocks differ), so that a replayed request is
+//! refused on every replica sharing the database. Not audited: the decision a Slack request
+//! makes is audited as every decision.
 
 use crate::db::OptionalExtension as _;
 use crate::error::StoreError;
@@ -11,9 +12,20 @@ use crate::single_use;
 use crate::store::Store;
 
 /// Most accepted signatures remembered at once. Only requests whose signature verified are
-/// remembered (only a holder of the signing secret adds rows), and rows leave when their
-/// window ends; past this, new requests are refused until some leave (fail closed).
+/// remembered (only a holder of the signing secret adds rows), and rows leave
+/// [`SKEW_MARGIN_MS`] after their window ends; past this, new requests are refused until some
+/// leave (fail closed).
 pub const MAX_SEEN: i64 = 100_000;
+
+/// How much longer than its `until` an accepted signature is remembered, in ms (5 minutes):
+/// room for the clocks of the replicas sharing the database to differ by.
+///
+/// Attack (found by review): each replica pruned the signatures whose window had ended by its
+/// own clock. A replica running a few seconds fast removed a signature that a replica running
+/// on time (or slow) still found inside the window, and there a replay of it was accepted.
+/// With this margin a row outlives the window on every replica whose clock is within 5
+/// minutes of the one that pruned it.
+pub const SKEW_MARGIN_MS: i64 = 300_000;
 
 /// Longest channel id or message `ts` stored, in bytes.
 const MAX_REF: usize = 64;
@@ -29,7 +41,8 @@ pub struct SlackMessage {
 
 impl Store {
     /// Remembers the accepted request signature whose SHA-256 (64 hex) is `signature_sha256`
-    /// until `until` (Unix ms), after removing those whose window ended by `now`. `Ok(true)`:
+    /// until `until` (Unix ms: the end of its window), after removing those whose window ended
+    /// [`SKEW_MARGIN_MS`] or more before `now` (the caller's clock). `Ok(true)`:
     /// first seen; `Ok(false)`: seen before (a replay: refuse it). `Invalid` for a digest that
     /// is not 64 lowercase hex digits, or when [`MAX_SEEN`] signatures are remembered.
     pub fn slack_first_seen(
@@ -43,7 +56,8 @@ impl Store {
             "a Slack signature is remembered by its SHA-256 (64 hex digits)",
         )?;
         self.write_unannounced(|tx| {
-            let n = single_use::prune_and_count(tx, "slack_seen", "until", now, None)?;
+            let ended = now.saturating_sub(SKEW_MARGIN_MS);
+            let n = single_use::prune_and_count(tx, "slack_seen", "until", ended, None)?;
             if n >= MAX_SEEN {
                 return Ok(Err(StoreError::Invalid(format!(
                     "{n} Slack requests are remembered in the replay window; wait until some leave it"

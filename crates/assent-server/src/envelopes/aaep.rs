@@ -144,15 +144,23 @@ fn texts(a: &ApprovalRecord) -> (String, String, String) {
 }
 
 /// Whether a confirmation of `a` shows the whole call: its `action` and its `consequence` (the
-/// exact arguments) fit [`TEXT_MAX`] uncut. When not, only `reject` is offered and an `accept`
-/// reply is refused, as a Slack card that cannot show the call offers only Deny.
+/// exact arguments) fit [`TEXT_MAX`] uncut, and no argument's value is masked as
+/// `[redacted]` (a rule's `redact` names none of its values). When not, only `reject` is
+/// offered and an `accept` reply is refused, as a Slack card that cannot show the call offers
+/// only Deny.
 ///
 /// Attack (found by review): canonical JSON sorts keys, so an agent put 140 padding keys
 /// before `"to": "attacker@evil"`; every text of the confirmation was cut before the payee,
 /// and an `accept` bound the whole call nobody had seen.
+///
+/// Attack (found by review): a rule redacts `card.number`; the agent proposes a refund to its
+/// own card; the confirmation showed `[redacted]` and an `accept` approved the real number.
+/// Whoever answers an AAEP event sees the event, not the API's unredacted call (the
+/// subscriber's key is an operator's, but the person reading the client's prompt reads only
+/// what the event says), so a masked call is accepted in assent itself.
 pub fn shows_whole(a: &ApprovalRecord) -> bool {
     let (action, consequence, _) = texts(a);
-    fits(&action, &consequence)
+    fits(&action, &consequence) && !a.redactor().hides_anything(&a.call.arguments)
 }
 
 /// Whether `action` and `consequence` fit [`TEXT_MAX`] uncut.
@@ -162,14 +170,16 @@ fn fits(action: &str, consequence: &str) -> bool {
 
 /// `aaep:agent.awaiting.confirmation` for a pending approval (AAEP §4.4.1, §6). `accept` is
 /// among its `allowed_replies` only when no passkey is required (a reply cannot carry an
-/// assertion, issue 14 §4) and it shows the whole call ([`shows_whole`]).
+/// assertion, issue 14 §4) and it shows the whole call, nothing masked ([`shows_whole`]).
 pub fn awaiting_confirmation(a: &ApprovalRecord, reply_token: &str) -> Value {
     let level = a.terms.risk_tier.risk_level();
     let deadline = a.announced_deadline();
     let timeout = ((deadline - a.requested_at + 999) / 1000).clamp(1, 86_400);
     let (action, consequence, summary) = texts(a);
-    let offers_accept = !a.terms.require_passkey && fits(&action, &consequence);
     let r = a.redactor();
+    let offers_accept = !a.terms.require_passkey
+        && fits(&action, &consequence)
+        && !r.hides_anything(&a.call.arguments);
     let reasons: Vec<String> = a.terms.reasons.iter().map(|x| r.text(&x.text)).collect();
     let mut ev = envelope(
         &a.agent,

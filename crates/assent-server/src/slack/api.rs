@@ -2,8 +2,9 @@
 //! configuration names (the Web API at `slack.api_url`) or that Slack's signed payload names
 //! and that lie on Slack's own host (`response_url` on `https://hooks.slack.com`, or on the
 //! configured `api_url`'s origin), 5 s to connect and 15 s in all, no redirects followed. Web
-//! API methods are POSTed as JSON with the bot token; an answer whose `ok` is not `true` is an
-//! error naming Slack's `error`.
+//! API methods are POSTed as JSON with the bot token; an answer larger than [`MAX_ANSWER`] is
+//! an error read no further, and one whose `ok` is not `true` is an error naming Slack's
+//! `error`.
 
 use crate::config::slack::Slack;
 use serde_json::Value;
@@ -78,15 +79,47 @@ pub async fn call(slack: &Slack, method: &str, body: &Value) -> Result<Value, Fa
             retry_after: crate::deliveries::retry_after(&r),
         });
     }
-    let v: Value = r
-        .json()
-        .await
-        .map_err(|e| format!("{method}: {}", e.without_url()))?;
+    let v = read_answer(r, method).await?;
     if v["ok"] != Value::Bool(true) {
         let why = v["error"].as_str().unwrap_or("not ok");
         return Err(format!("{method}: {why}").into());
     }
     Ok(v)
+}
+
+/// The most bytes of a Web API answer read: far above any real one (`chat.postMessage` answers
+/// with the message it posted, a few KiB at most).
+pub const MAX_ANSWER: usize = 1 << 20;
+
+/// The JSON answer `r` of Web API `method`, read at most [`MAX_ANSWER`] bytes: an answer
+/// larger — said by its `Content-Length` or found while reading — is a failure ("answer too
+/// large") when it is found, before more is read, retried and dead-lettered as any other.
+///
+/// Attack (found by review): the answer was read whole into memory; a mis-configured or
+/// compromised `slack.api_url` (or a hostile network path to it) answering with an endless
+/// body exhausted the gateway's memory. A body dripped slowly ends at the client's 15 s.
+async fn read_answer(mut r: reqwest::Response, method: &str) -> Result<Value, Failed> {
+    let too_large = || {
+        Failed::from(format!(
+            "{method}: answer too large (over {MAX_ANSWER} bytes)"
+        ))
+    };
+    if r.content_length().is_some_and(|n| n > MAX_ANSWER as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = r
+        .chunk()
+        .await
+        .map_err(|e| format!("{method}: {}", e.without_url()))?
+    {
+        if body.len().saturating_add(chunk.len()) > MAX_ANSWER {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| format!("{method}: the answer is not JSON ({e})").into())
 }
 
 /// Whether `url` is a `response_url` the gateway may POST to: `https://hooks.slack.com/…`

@@ -88,9 +88,10 @@ pub fn message(event: &str, a: &ApprovalRecord, card_url: Option<&str>, offered:
         blocks.push(json!({"type": "actions", "block_id": "assent", "elements": actions}));
     }
     // After the actions, so the actions stay the fourth block of every message.
-    if a.status == ApprovalStatus::Pending && !shows_whole(a) {
-        blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn",
-            "text": "This call is too long to show here whole: open it in assent to approve it."}]}));
+    if a.status == ApprovalStatus::Pending
+        && let Some(w) = approve_withheld(a)
+    {
+        blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": w.note}]}));
     }
     if a.status != ApprovalStatus::Pending || !a.votes.is_empty() {
         blocks.push(outcome_block(a));
@@ -173,12 +174,61 @@ pub fn shows_whole(a: &ApprovalRecord) -> bool {
         && fits(&t.effects, FIELD_MAX)
 }
 
+/// Why `a`'s card offers no approve button, when it does not: the stable code an approve click
+/// on it is refused with, the note the card shows, and the text the clicker is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Withheld {
+    /// `CARD_TRUNCATED` or `CARD_REDACTED`.
+    pub code: &'static str,
+    /// The card's note under its buttons (mrkdwn, the gateway's own words).
+    pub note: &'static str,
+    /// What the clicker of an approve button is told.
+    pub text: &'static str,
+}
+
+/// The call does not fit the card whole ([`shows_whole`]).
+const TRUNCATED: Withheld = Withheld {
+    code: "CARD_TRUNCATED",
+    note: "This call is too long to show here whole: open it in assent to approve it.",
+    text: "This call is too long for a Slack card to show whole; open it in assent to approve it.",
+};
+
+/// The card shows `[redacted]` for some argument ([`hides_values`]).
+const REDACTED: Withheld = Withheld {
+    code: "CARD_REDACTED",
+    note: "Some of this call's arguments are hidden here (redacted): open it in assent to approve it.",
+    text: "This card hides some of the call's arguments (redacted), so it cannot be approved from Slack; open it in assent, which shows them, to approve it.",
+};
+
+/// Whether `a`'s card hides some argument's value behind `[redacted]` (a rule's `redact`
+/// names a value of its call: [`assent_core::redact::Redactor::hides_anything`]).
+///
+/// Attack (found by review): a rule redacts `card.number`; the agent proposes a refund to its
+/// own card, the card shows `[redacted]`, and "Approve once" approved the real number, which
+/// no approver had seen (the call hash binds it). Slack is a shared channel, so it keeps the
+/// mask; the approver approves in assent, which shows operators the real arguments.
+pub fn hides_values(a: &ApprovalRecord) -> bool {
+    a.redactor().hides_anything(&a.call.arguments)
+}
+
+/// Why `a`'s card offers no approve button ([`Withheld`]), or `None` when it shows the whole
+/// call, nothing hidden: the approver must see every value they approve.
+pub fn approve_withheld(a: &ApprovalRecord) -> Option<Withheld> {
+    if !shows_whole(a) {
+        Some(TRUNCATED)
+    } else if hides_values(a) {
+        Some(REDACTED)
+    } else {
+        None
+    }
+}
+
 /// The decision buttons of pending approval `a`: deny only when its card cannot show it whole
-/// ([`shows_whole`]) or approving from this message is not `approvable`.
+/// and unmasked ([`approve_withheld`]) or approving from this message is not `approvable`.
 fn buttons(a: &ApprovalRecord, approvable: bool) -> Vec<Value> {
     let value = button_value(a);
     let mut out = Vec::new();
-    if !shows_whole(a) || !approvable {
+    if approve_withheld(a).is_some() || !approvable {
         out.push(
             json!({"type": "button", "action_id": DENY, "style": "danger",
             "text": {"type": "plain_text", "text": "Deny…"}, "value": value}),

@@ -7,7 +7,9 @@
 //!   hash must still be the approval's, or nothing is decided. "Approve once" and "Approve for
 //!   the session" (only where the dashboard offers it) decide at once; "Deny…" opens a modal
 //!   asking for a reason (`views.open`, with the bot token; without it the click denies with
-//!   no reason), whose `view_submission` comes back here.
+//!   no reason), whose `view_submission` comes back here. A card that cuts the call or shows
+//!   any argument as `[redacted]` offers no approve button, and an approve click on it is
+//!   refused (`CARD_TRUNCATED`, `CARD_REDACTED`: [`blocks::approve_withheld`]).
 //! - The Slack user must be mapped to an operator (`principals[].slack_user_id`); the decision
 //!   is made as that operator through the same path as the API's and the dashboard's
 //!   (`crate::decide::decide_as`: approver roles, quorum votes, separation of duties, passkey
@@ -319,11 +321,10 @@ async fn click(
             "Approving from Slack needs the assent bot (slack.bot_token_env), which ties each button to the message it posted; open the call in assent to approve it.",
         ));
     }
-    if approves && !blocks::shows_whole(&a) {
-        return Some(Reply::no(
-            "CARD_TRUNCATED",
-            "This call is too long for a Slack card to show whole; open it in assent to approve it.",
-        ));
+    // A card that cut the call, or hid some argument behind `[redacted]`, offers no approve
+    // button; a click forged from its deny button's value is refused the same way.
+    if approves && let Some(w) = blocks::approve_withheld(&a) {
+        return Some(Reply::no(w.code, w.text));
     }
     Some(match action_id {
         blocks::APPROVE_ONCE => decide(st, who, &a, DecisionKind::Approve, "once", None).await,

@@ -3,8 +3,9 @@
 //! `v0:{X-Slack-Request-Timestamp}:{raw body}`, compared in constant time; the timestamp must
 //! lie within [`WINDOW_S`] of the gateway's clock either way; and a signature accepted once is
 //! refused again while its timestamp is in the window (remembered in the store, so every
-//! replica of one database refuses the replay). Any failure is `401` with a JSON body and
-//! nothing is decided.
+//! replica of one database refuses the replay, for 5 minutes more than the window so that
+//! replicas whose clocks differ by less than that agree). Any failure is `401` with a JSON
+//! body and nothing is decided.
 
 use crate::error::ApiError;
 use crate::state::{AppState, now_ms};
@@ -89,7 +90,8 @@ pub async fn verify(
             "the request's timestamp is more than 5 minutes from the gateway's clock",
         ));
     };
-    // Remembered until the timestamp leaves the window (a second beyond, for rounding).
+    // Remembered until the timestamp leaves the window (a second beyond, for rounding), and
+    // then `assent_store::slack::SKEW_MARGIN_MS` longer: each replica prunes by its own clock.
     let until = (secs + WINDOW_S + 1) * 1000;
     let digest = assent_core::canonical::sha256_hex(sig.as_bytes());
     let first = match st

@@ -34,6 +34,7 @@ mod retention;
 mod retention_tools;
 mod sec_backlog;
 mod session_risk;
+mod slack_skew;
 mod store_sql;
 mod stricter;
 mod tls;

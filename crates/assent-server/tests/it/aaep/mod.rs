@@ -8,6 +8,7 @@ mod clarifications;
 mod confirmations;
 mod keeper;
 mod quorum;
+mod redacted;
 mod replies;
 mod stream_ends;
 mod streams;

@@ -5,7 +5,9 @@
 //! `v0:TIMESTAMP:BODY`, computed here with `hmac`). Each refusal test is named for the attack it
 //! stops and checks that nothing was decided.
 
+mod answers;
 mod config;
+mod redacted;
 mod refusals;
 mod votes;
 
