@@ -2,6 +2,7 @@
 //! (`mcp_upstreams`), outgoing webhooks (`webhooks[]`, their secrets resolved only at start)
 //! and the `public_url` links point to. One validation step of [`crate::config`].
 
+use super::principals::MIN_KEY_CHARS;
 use super::raw::{ConfigError, RawConfig, RawUpstream, RawWebhook, at};
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
@@ -22,11 +23,13 @@ pub enum WebhookFormat {
 pub struct Webhook {
     /// `name`: unique; it names the webhook's place in the audit log and its dead letters.
     pub name: String,
-    /// `url`: where events are POSTed (http or https).
+    /// `url`: where events are POSTed (https; http to a loopback host only, see
+    /// [`private_transport`]).
     pub url: String,
     /// `secret_env`: the environment variable holding the HMAC key.
     pub secret_env: String,
-    /// The HMAC key, once resolved ([`Config::webhooks`](super::Config::webhooks)).
+    /// The HMAC key, once resolved ([`Config::webhooks`](super::Config::webhooks)): at least
+    /// [`MIN_KEY_CHARS`] characters.
     pub secret: String,
     /// `format`: `json` (default) or `slack`.
     pub format: WebhookFormat,
@@ -63,7 +66,8 @@ pub struct McpUpstream {
     pub command: Vec<String>,
     /// Extra environment variables for the command.
     pub env: BTreeMap<String, String>,
-    /// The streamable HTTP endpoint (`http://…` or `https://…`).
+    /// The streamable HTTP endpoint (`https://…`; `http://…` to a loopback host only, see
+    /// [`private_transport`]).
     pub url: Option<String>,
     /// `bearer_token_env`: the environment variable holding the bearer token for a `url`
     /// upstream (read when the gateway starts; the token never appears in the config).
@@ -74,6 +78,27 @@ pub struct McpUpstream {
 fn http_url(u: &str) -> bool {
     url::Url::parse(u).is_ok_and(|x| matches!(x.scheme(), "http" | "https") && x.host().is_some())
 }
+
+/// Whether the http(s) URL `u` keeps what is sent to it from the network between: https, or
+/// http to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), which no packet leaves the
+/// machine for. Plain http elsewhere hands a webhook's body (one-time links, arguments) or an
+/// upstream's bearer token, tools and results to anyone on the path, free to read and change.
+pub(crate) fn private_transport(u: &str) -> bool {
+    let Ok(x) = url::Url::parse(u) else {
+        return false;
+    };
+    let loopback = match x.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
+    };
+    x.scheme() == "https" || (x.scheme() == "http" && loopback)
+}
+
+/// What to do about a plain-http `url` to another host (the message ends the error).
+const USE_HTTPS: &str =
+    "use https (plain http is allowed only to 127.0.0.1, ::1 or localhost on this machine)";
 
 /// Checks `public_url` (an http(s) URL) and returns it without a trailing `/`.
 pub(crate) fn public_url(path: &Path, raw: &RawConfig) -> Result<Option<String>, ConfigError> {
@@ -96,7 +121,8 @@ pub(crate) fn public_url(path: &Path, raw: &RawConfig) -> Result<Option<String>,
 }
 
 /// Checks `mcp_upstreams`: aliases `^[a-zA-Z_][a-zA-Z0-9_]*$`, each a `command` or an
-/// http(s) `url` (not both), `bearer_token_env` for `url` upstreams only.
+/// https `url` (http to a loopback host only; not both), `bearer_token_env` for `url`
+/// upstreams only.
 pub(crate) fn mcp_upstreams(
     path: &Path,
     raw: &BTreeMap<String, Spanned<RawUpstream>>,
@@ -148,6 +174,13 @@ fn upstream_ok(alias: &str, u: &RawUpstream) -> Result<(), String> {
                 "mcp_upstreams.{alias}: url `{url}` is not an http(s) URL"
             ));
         }
+        // Every URL upstream, token or not: over plain http anyone on the path reads the token
+        // and the calls' arguments, and changes the tools and their results.
+        (Some(url), true) if !private_transport(url) => {
+            return Err(format!(
+                "mcp_upstreams.{alias}: url `{url}` is plain http to a host that is not this machine: anyone on the network path could read its bearer token and the calls, and change its tools and results; {USE_HTTPS}"
+            ));
+        }
         (None, true) => {
             return Err(format!(
                 "mcp_upstreams.{alias}: give `command` (the program and its arguments) or `url`"
@@ -176,9 +209,10 @@ const EVENTS: [&str; 4] = [
     "approval.escalated",
 ];
 
-/// Checks `webhooks[]`: unique names of letters, digits, `_` and `-`, an http(s) `url`, a
-/// known `format` and events, a `secret_env`, `max_attempts` 1–1000, `retry_initial_ms`
-/// 1–3,600,000. Secrets are not read here (see [`resolve_secrets`]).
+/// Checks `webhooks[]`: unique names of letters, digits, `_` and `-`, a known `format` and
+/// events, a `secret_env`, `max_attempts` 1–1000, `retry_initial_ms` 1–3,600,000, and an
+/// https `url` (http to a loopback host only). Secrets are not read here (see
+/// [`resolve_secrets`]).
 pub(crate) fn webhooks(
     path: &Path,
     raw: &[Spanned<RawWebhook>],
@@ -236,6 +270,12 @@ fn webhook(r: &RawWebhook) -> Result<Webhook, String> {
     {
         return Err("retry_initial_ms must be from 1 to 3600000 (one hour)".into());
     }
+    if !private_transport(&r.url) {
+        return Err(format!(
+            "url `{}` is plain http to a host that is not this machine: anyone on the network path could read the events (one-time links, arguments) and answer in the receiver's place; {USE_HTTPS}",
+            r.url
+        ));
+    }
     Ok(Webhook {
         name: r.name.clone(),
         url: r.url.clone(),
@@ -253,8 +293,10 @@ fn webhook(r: &RawWebhook) -> Result<Webhook, String> {
     })
 }
 
-/// `webhooks` with their secrets read from `secret_env`; an unset or empty variable is an
-/// error of `file` naming it (the secret itself is never printed).
+/// `webhooks` with their secrets read from `secret_env`; an unset or empty variable, or a
+/// secret shorter than [`MIN_KEY_CHARS`] (one signed delivery lets anyone try short keys
+/// offline, then sign events of their own), is an error of `file` naming it (the secret itself
+/// is never printed). `--insecure-demo-keys` does not lift the minimum.
 pub(crate) fn resolve_secrets(
     file: &Path,
     webhooks: &[Webhook],
@@ -262,10 +304,20 @@ pub(crate) fn resolve_secrets(
     webhooks
         .iter()
         .map(|w| match std::env::var(&w.secret_env) {
-            Ok(secret) if !secret.is_empty() => Ok(Webhook {
+            Ok(secret) if secret.chars().count() >= MIN_KEY_CHARS => Ok(Webhook {
                 secret,
                 ..w.clone()
             }),
+            Ok(secret) if !secret.is_empty() => Err(at(
+                file,
+                w.line,
+                format!(
+                    "webhooks `{}`: the secret in {} (secret_env) is {} characters; use at least {MIN_KEY_CHARS} (e.g. `openssl rand -hex 32`), and give the receiver the same",
+                    w.name,
+                    w.secret_env,
+                    secret.chars().count()
+                ),
+            )),
             _ => Err(at(
                 file,
                 w.line,

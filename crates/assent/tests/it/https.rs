@@ -60,7 +60,7 @@ fn gateway_with_webhook(
         format!("webhooks:\n  - {{name: ops, url: \"{hook}\", secret_env: TEST_HOOK_SECRET}}\n");
     let cfg = write_config(dir, port, &extra);
     let mut cmd = serve_cmd(&cfg);
-    cmd.env("TEST_HOOK_SECRET", "hook-secret-0123456789")
+    cmd.env("TEST_HOOK_SECRET", "hook-secret-0123456789abcdef0123456789")
         .env("SSL_CERT_FILE", ca_file);
     let s = serve_with(cmd, port);
     held(&s.url, 5000);

@@ -34,6 +34,7 @@ mod mcp_server_words;
 mod mcp_upstream_attacks;
 mod migrate;
 mod operator;
+mod outbound_cleartext;
 mod paged_lists;
 mod receipt;
 mod reload;

@@ -83,7 +83,7 @@ fn replica(cfg: &Path, schema: &Schema) -> Server {
             "ASSENT_DATABASE_URL",
             format!("{}&application_name={}", schema.postgres_url, schema.name),
         )
-        .env("TEST_HOOK_SECRET", "hook-secret-0123456789");
+        .env("TEST_HOOK_SECRET", "hook-secret-0123456789abcdef0123456789");
     serve_with(cmd, port)
 }
 

@@ -1,0 +1,168 @@
+//! Outbound config that would hand secrets to the network: a webhook or MCP upstream `url` in
+//! plain http to a host other than this machine (anyone on the path reads the webhook bodies —
+//! one-time open links, arguments — or the upstream's bearer token, and answers in the
+//! receiver's or upstream's place), and a webhook secret short enough to brute-force offline
+//! from one signed delivery. Each stops `check` and `serve` with the file, the line and what
+//! to do; https anywhere and http on loopback still load.
+
+use crate::{BIN, free_port, serve_cmd, serve_with, write_config};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Writes `listen: 127.0.0.1:0` and `extra` to the config file `p`, runs `assent check` on it
+/// for an agent and tool that need not exist, and returns its exit code and stderr.
+fn check_on(p: &Path, extra: &str) -> (Option<i32>, String) {
+    std::fs::write(p, format!("listen: 127.0.0.1:0\n{extra}")).unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(p)
+        .args(["--agent", "nobody", "--tool", "nothing"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err)
+}
+
+/// Runs `assent serve` (`cmd`) to its end, within 20 s (a gateway that starts is stopped and
+/// fails the test: it took what it should have refused); its exit code and stderr.
+fn serve_refused(mut cmd: Command, dir: &Path) -> (Option<i32>, String) {
+    let log = dir.join("serve.stderr");
+    cmd.stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the gateway started: {}",
+                std::fs::read_to_string(&log).unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code(), std::fs::read_to_string(&log).unwrap())
+}
+
+/// Hosts a plain-http URL may not name: another machine, or names and addresses that only look
+/// like this one.
+const REMOTE: [&str; 5] = [
+    "http://203.0.113.5/h",
+    "http://example.com/mcp",
+    "http://localhost.attacker.example/h",
+    "http://127.0.0.1.nip.io/h",
+    "http://[::ffff:127.0.0.1]/h",
+];
+
+/// URLs that keep what is sent from the network: https anywhere, http on loopback.
+const PRIVATE: [&str; 5] = [
+    "https://203.0.113.5/h",
+    "http://127.0.0.1:9/h",
+    "http://127.8.9.10:9/h",
+    "http://[::1]:9/h",
+    "http://LOCALHOST:9/h",
+];
+
+#[test]
+fn a_webhook_in_plain_http_to_another_host_is_refused_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    let hook = |u: &str| format!("webhooks:\n  - {{name: ops, url: \"{u}\", secret_env: S}}\n");
+    for u in REMOTE {
+        let (code, err) = check_on(&p, &hook(u));
+        let want = format!(
+            "{}:3: webhooks `ops`: url `{u}` is plain http to a host that is not this machine",
+            p.display()
+        );
+        assert!(
+            code == Some(2) && err.contains(&want) && err.contains("use https"),
+            "{u}: {code:?} {err}"
+        );
+    }
+    // `serve` stops on the same config, before it listens.
+    let (code, err) = serve_refused(serve_cmd(&p), dir.path());
+    assert!(
+        code == Some(1) && err.contains(":3: webhooks `ops`: url"),
+        "{err}"
+    );
+    for u in PRIVATE {
+        let (code, err) = check_on(&p, &hook(u));
+        assert!(code != Some(2), "{u} must load: {err}");
+    }
+}
+
+#[test]
+fn an_mcp_upstream_in_plain_http_to_another_host_is_refused_with_or_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    for token in ["", ", bearer_token_env: TOKEN"] {
+        let up = |u: &str| format!("mcp_upstreams:\n  tickets: {{url: \"{u}\"{token}}}\n");
+        for u in REMOTE {
+            let (code, err) = check_on(&p, &up(u));
+            let want = format!(
+                "{}:3: mcp_upstreams.tickets: url `{u}` is plain http to a host that is not this machine",
+                p.display()
+            );
+            assert!(
+                code == Some(2) && err.contains(&want) && err.contains("use https"),
+                "{u}{token}: {code:?} {err}"
+            );
+        }
+        for u in PRIVATE {
+            let (code, err) = check_on(&p, &up(u));
+            assert!(code != Some(2), "{u}{token} must load: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_webhook_secret_short_enough_to_guess_offline_stops_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("assent.yaml");
+    std::fs::write(
+        &p,
+        "listen: 127.0.0.1:0\nwebhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_HOOK_SECRET}\n",
+    )
+    .unwrap();
+    let short = ["q7Z", "Qz7-short-secret-of-31-chars-xx"];
+    assert_eq!(short[1].chars().count(), 31);
+    for secret in short {
+        // Demo keys lift the minimum for principals' keys on loopback, not for webhook secrets:
+        // the receiver may be anywhere.
+        for demo in [false, true] {
+            let mut cmd = serve_cmd(&p);
+            if demo {
+                cmd.arg("--insecure-demo-keys");
+            }
+            cmd.env("ASSENT_TEST_HOOK_SECRET", secret);
+            let (code, err) = serve_refused(cmd, dir.path());
+            let want = format!(
+                "{}:3: webhooks `ops`: the secret in ASSENT_TEST_HOOK_SECRET (secret_env) is {} characters; use at least 32",
+                p.display(),
+                secret.chars().count()
+            );
+            assert!(
+                code == Some(1) && err.contains(&want) && !err.contains(secret),
+                "{secret} (demo keys {demo}): {err}"
+            );
+        }
+    }
+    // 32 characters serve.
+    let port = free_port();
+    let cfg = write_config(
+        dir.path(),
+        port,
+        "webhooks:\n  - {name: ops, url: \"http://127.0.0.1:9/h\", secret_env: ASSENT_TEST_HOOK_SECRET}\n",
+    );
+    let mut cmd = serve_cmd(&cfg);
+    cmd.env(
+        "ASSENT_TEST_HOOK_SECRET",
+        "0123456789abcdef0123456789abcdef",
+    );
+    drop(serve_with(cmd, port));
+}
