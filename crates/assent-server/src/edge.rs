@@ -10,7 +10,7 @@ use crate::state::AppState;
 use crate::throttle::too_many;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
@@ -41,8 +41,9 @@ pub fn wrap<S: Clone + Send + Sync + 'static>(router: Router<S>, max_body: usize
         ))
 }
 
-/// Marks a request whose bearer key [`throttle`] found to be a principal's (so that
-/// [`buffer_body`] does not look it up again).
+/// Marks a request whose bearer key [`throttle`] found to be a principal's, or whose
+/// dashboard session cookie it found live ([`dashboard_session`]), so that [`buffer_body`]
+/// does not look it up again.
 #[derive(Clone, Copy)]
 struct KnownKey;
 
@@ -55,21 +56,14 @@ pub const UNVERIFIED_BODY_BYTES: usize = 16 * 1024;
 /// The largest body of a Slack interaction (checked against its signature by the route).
 pub const SLACK_BODY_BYTES: usize = crate::slack::MAX_BODY;
 
-/// The largest body of a request without a known bearer key ([`KnownKey`]; a wrong one
-/// never gets this far with a body: [`throttle`]): `max_body` with a live dashboard
-/// session, up to [`SLACK_BODY_BYTES`] on the Slack route when Slack is configured, else
-/// [`UNVERIFIED_BODY_BYTES`]; `h` and `path` are the request's headers and path.
-async fn body_limit(st: &AppState, h: &HeaderMap, path: &str, max_body: usize) -> usize {
+/// The largest body of a request without a known bearer key or live dashboard session
+/// ([`KnownKey`], which [`throttle`] set: a session that signs someone in now, its principal
+/// and key still in force, found on a `/ui` path only; a wrong key never gets this far with
+/// a body): up to [`SLACK_BODY_BYTES`] on the Slack route when Slack is configured, else
+/// [`UNVERIFIED_BODY_BYTES`]; `path` is the request's path.
+fn body_limit(st: &AppState, path: &str, max_body: usize) -> usize {
     if st.slack.is_some() && path == crate::slack::INTERACTIONS_PATH {
         return max_body.min(SLACK_BODY_BYTES);
-    }
-    // A session that signs someone in now (its principal and key still in force), not merely
-    // a stored row (found by review: a session whose key a restart rotated kept the full
-    // body limit).
-    if crate::dashboard::session::session_id(h).is_some()
-        && crate::dashboard::session::signed_in(st, h).await.is_some()
-    {
-        return max_body;
     }
     max_body.min(UNVERIFIED_BODY_BYTES)
 }
@@ -94,7 +88,7 @@ pub async fn buffer_body(State(st): State<AppState>, req: Request, next: Next) -
     let limit = if known || axum::body::HttpBody::size_hint(&body).exact() == Some(0) {
         max_body
     } else {
-        body_limit(&st, &parts.headers, parts.uri.path(), max_body).await
+        body_limit(&st, parts.uri.path(), max_body)
     };
     // A declared length over the limit is refused before a byte of the body is read.
     let declared = parts
@@ -247,9 +241,13 @@ pub async fn forwarded_from_proxies(
 /// The API's throttle, before any handler: a locked-out address or key prefix gets `429
 /// AUTH_THROTTLED` (from a locked-out address only a long key that authenticated from there
 /// before passes: [`crate::throttle::Throttle::passes_lockout`]); a wrong key is counted; a principal over its
-/// rate gets `429 RATE_LIMITED`. Requests without a key pass (handlers answer `401`).
+/// rate gets `429 RATE_LIMITED`. A dashboard session cookie on a `/ui` path is checked
+/// likewise ([`dashboard_session`]). Requests without either pass (handlers answer `401`).
 pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(key) = bearer_key(req.headers()) else {
+        if let Err(r) = dashboard_session(&st, &mut req).await {
+            return r;
+        }
         return next.run(req).await;
     };
     // The scrape key is known, but only for what it may read: elsewhere it is a wrong key. It
@@ -315,4 +313,71 @@ pub async fn throttle(State(st): State<AppState>, mut req: Request, next: Next) 
         }
     }
     next.run(req).await
+}
+
+/// Whether `path` is the dashboard's (`/ui`, `/ui/…`) and may need its session: not its
+/// static files.
+fn dashboard_path(path: &str) -> bool {
+    (path == "/ui" || path.starts_with("/ui/")) && !path.starts_with("/ui/static/")
+}
+
+/// The throttle of a dashboard request's session cookie (on [`dashboard_path`]s only; the
+/// name in force, `dashboard::session::session_cookie`), before any handler asks the store
+/// for it: a value not of the form the gateway issues is left to the handlers, which refuse
+/// it without asking the store; from a locked-out address `429 AUTH_THROTTLED` unless this
+/// session signed someone in from there before
+/// ([`crate::throttle::Throttle::passes_session_lockout`]); a cookie that signs no one in is
+/// counted as a failed authentication of the address (its allowance spent: `429
+/// AUTH_THROTTLED`; a store that did not answer counts nothing); a live session's operator
+/// over its rate gets `429 RATE_LIMITED`, else the request is marked [`KnownKey`].
+///
+/// Attack (found by review): a made-up cookie on any path was looked up in the store, as a
+/// job of the one store executor marked as a write, never throttled nor counted, so a flood
+/// from many keep-alive connections queued junk ahead of the agents' proposals and decisions;
+/// and signed-in operators' requests skipped `rate_limits`.
+async fn dashboard_session(st: &AppState, req: &mut Request) -> Result<(), Response> {
+    use crate::dashboard::{session, sessions};
+    if !dashboard_path(req.uri().path()) {
+        return Ok(());
+    }
+    let Some(id) = session::session_cookie(st, req.headers()) else {
+        return Ok(());
+    };
+    if !sessions::well_formed(id) {
+        return Ok(());
+    }
+    let addr = st.throttle.client_addr(req);
+    let throttled = |wait| {
+        crate::dashboard::page::secured(too_many(
+            "AUTH_THROTTLED",
+            "too many failed authentications from this address; wait and retry",
+            wait,
+        ))
+    };
+    if let Some(wait) = st.throttle.locked_out(addr, "", false)
+        && !st.throttle.passes_session_lockout(addr, id)
+    {
+        return Err(throttled(wait));
+    }
+    let op = match session::signed_in_as(st, id).await {
+        Ok(Some(op)) => op,
+        Ok(None) => {
+            if let Some(wait) = st.throttle.failed_addr(addr).await {
+                tracing::warn!(addr = ?addr, "dashboard session cookies throttled");
+                return Err(throttled(wait));
+            }
+            return Ok(());
+        }
+        Err(()) => return Ok(()),
+    };
+    if let Some(wait) = st.throttle.over_rate(&op.principal.name) {
+        return Err(crate::dashboard::page::secured(too_many(
+            "RATE_LIMITED",
+            "this operator is over its request rate (rate_limits); slow down",
+            wait,
+        )));
+    }
+    st.throttle.session_authenticated(addr, id);
+    req.extensions_mut().insert(KnownKey);
+    Ok(())
 }

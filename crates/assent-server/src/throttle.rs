@@ -19,6 +19,12 @@
 //!   short key (`--insecure-demo-keys`, a `key_sha256` of a short key) gets no exception.
 //!   The memory is this process's: after a restart, or on another replica, it starts empty.
 //!   The API, `/mcp` and the dashboard sign-in share it.
+//! - Dashboard session cookies (`edge::throttle`, on `/ui` paths) are checked like keys: from
+//!   a locked-out address a cookie gets `429 AUTH_THROTTLED` before the store is asked, unless
+//!   that session signed someone in from there before ([`Throttle::passes_session_lockout`]);
+//!   a cookie naming no live session counts against the address alone
+//!   ([`Throttle::failed_addr`]), and a live one's requests count against its operator's
+//!   rate. Found by review: made-up cookies were looked up in the store with no limit.
 //! - Single sign-on code exchanges have an allowance of their own per client address (network):
 //!   each exchange the provider refuses ([`Throttle::sso_exchange_failed`]) counts, at the same
 //!   rate, and a locked-out address's callbacks get `429` before the provider is asked
@@ -78,6 +84,13 @@ const KNOWN_ADDRESSES: usize = 64;
 /// notes it again (the memory is kept to [`KNOWN_FOR`], so a minute more or less is nothing).
 const RENOTE_AFTER: Duration = Duration::from_secs(60);
 
+/// Dashboard sessions remembered as having signed in from an address, at the most
+/// ([`Throttle::session_authenticated`]).
+pub const SESSIONS_KNOWN: usize = 4096;
+/// How long a session's sign-in from an address lets it past that address's lock-out: a
+/// session's whole lifetime (12 hours).
+pub const SESSION_KNOWN_FOR: Duration = Duration::from_secs(12 * 3600);
+
 pub use crate::config::RateLimits;
 
 /// The addresses (networks) one key authenticated from, each with when it last did.
@@ -114,6 +127,9 @@ pub struct Throttle {
     /// Per long key that authenticated (its SHA-256): from which addresses (networks), last
     /// when.
     known: Mutex<HashMap<[u8; 32], Seen>>,
+    /// Dashboard sessions that signed someone in from an address (network): the SHA-256 of
+    /// the network and the session's id, with when last ([`Throttle::session_authenticated`]).
+    sessions_seen: Mutex<HashMap<[u8; 32], Instant>>,
     trusted_proxies: Vec<IpAddr>,
     /// Places for single sign-on code exchanges in flight ([`SSO_EXCHANGES`]).
     /// The store failures are also counted in (replicas of one PostgreSQL database).
@@ -156,6 +172,7 @@ impl Throttle {
             ),
             locked: Mutex::default(),
             known: Mutex::default(),
+            sessions_seen: Mutex::default(),
             trusted_proxies: Vec::new(),
             shared: None,
         }
@@ -279,6 +296,51 @@ impl Throttle {
         self.count(Self::keys(addr, key)).await
     }
 
+    /// Counts a failed authentication against the client address (network) alone, like
+    /// [`Throttle::failed`] (the same allowance, here and in the shared count): a dashboard
+    /// session cookie that names no live session. Not by prefix: a cookie's value is no key,
+    /// and counting its first characters would let anyone lock out a prefix for nothing.
+    /// `None` without an address.
+    pub async fn failed_addr(&self, addr: Option<IpAddr>) -> Option<Duration> {
+        self.count(addr.map(|a| Who::Addr(network(a))).into_iter().collect())
+            .await
+    }
+
+    /// Notes that dashboard session `id` (its cookie's value) signed someone in from `addr`
+    /// now, so that it passes a later lock-out of that address
+    /// ([`Throttle::passes_session_lockout`]) as a known key does. At most
+    /// [`SESSIONS_KNOWN`] are remembered; past it those older than [`SESSION_KNOWN_FOR`] are
+    /// forgotten, then the one seen longest ago.
+    pub fn session_authenticated(&self, addr: Option<IpAddr>, id: &str) {
+        let Some(k) = session_mark(addr, id) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut seen = self.sessions_seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= SESSIONS_KNOWN && !seen.contains_key(&k) {
+            seen.retain(|_, at| now.duration_since(*at) < SESSION_KNOWN_FOR);
+            if seen.len() >= SESSIONS_KNOWN
+                && let Some(oldest) = seen.iter().min_by_key(|(_, at)| **at).map(|(k, _)| *k)
+            {
+                seen.remove(&oldest);
+            }
+        }
+        seen.insert(k, now);
+    }
+
+    /// Whether dashboard session `id` passes a lock-out of `addr`: it signed someone in from
+    /// there within [`SESSION_KNOWN_FOR`] (on this replica). An agent locking out its host by
+    /// guessing keys or cookies thus does not lock out the operator's open dashboard there; a
+    /// guessed cookie passes only by being a live session's whole 256-bit id.
+    pub fn passes_session_lockout(&self, addr: Option<IpAddr>, id: &str) -> bool {
+        let Some(k) = session_mark(addr, id) else {
+            return false;
+        };
+        let seen = self.sessions_seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(&k)
+            .is_some_and(|at| at.elapsed() < SESSION_KNOWN_FOR)
+    }
+
     /// `Some(wait)` while single sign-on code exchanges from `addr` are locked out (too many
     /// failed: [`Throttle::sso_exchange_failed`]). The key lock-out of the address
     /// ([`Throttle::locked_out`]) does not apply, nor this one to keys.
@@ -369,6 +431,16 @@ impl Throttle {
     }
 }
 
+/// What [`Throttle::session_authenticated`] remembers of session `id` seen from `addr`:
+/// the SHA-256 of the network and the id (never the id itself); `None` without an address.
+fn session_mark(addr: Option<IpAddr>, id: &str) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    let net = network(addr?);
+    let mut h = sha2::Sha256::new();
+    h.update(format!("{net}\0{id}").as_bytes());
+    Some(h.finalize().into())
+}
+
 /// The SHA-256 of `key`.
 fn digest(key: &str) -> [u8; 32] {
     use sha2::Digest;
@@ -449,6 +521,25 @@ mod tests {
         let other: IpAddr = "192.0.2.5".parse().unwrap();
         assert_eq!(t.addr_from(Some(other), &h), Some(other));
         assert_eq!(t.addr_from(Some(proxy), &HeaderMap::new()), Some(proxy));
+    }
+
+    #[test]
+    fn a_session_passes_the_lockout_only_of_the_address_it_signed_in_from() {
+        let t = Throttle::default();
+        let (here, there): (IpAddr, IpAddr) =
+            ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        t.session_authenticated(Some(here), "s1");
+        assert!(t.passes_session_lockout(Some(here), "s1"));
+        assert!(!t.passes_session_lockout(Some(there), "s1"));
+        assert!(!t.passes_session_lockout(Some(here), "s2"));
+        assert!(!t.passes_session_lockout(None, "s1"));
+        // The memory is bounded: past it the one seen longest ago is forgotten.
+        for i in 0..SESSIONS_KNOWN {
+            t.session_authenticated(Some(there), &format!("other-{i}"));
+        }
+        let seen = t.sessions_seen.lock().unwrap().len();
+        assert_eq!(seen, SESSIONS_KNOWN);
+        assert!(!t.passes_session_lockout(Some(here), "s1"));
     }
 
     #[test]

@@ -30,6 +30,11 @@ use crate::seal::Sealed;
 use crate::single_use;
 use crate::store::Store;
 
+/// The most live dashboard sessions one operator (one principal name, or one `oidc:` name)
+/// has at once: a new sign-in past it ends that operator's oldest
+/// ([`Store::start_ui_session`]).
+pub const MAX_UI_SESSIONS: usize = 32;
+
 /// A stored session row: the session, its kind (`key`, `oidc`), its roles column and when it
 /// signed in.
 struct Row {
@@ -89,7 +94,8 @@ pub type SessionWithRoles = (UiSession, SignedInWith);
 impl Store {
     /// Stores session `s` under `id_sha256` (64 hex: the SHA-256 of the cookie's value),
     /// signed in with the key whose binding is `key_binding` (64 hex, made by the server:
-    /// [`SignedInWith::Key`]), and removes the sessions that ended before `now` (Unix ms).
+    /// [`SignedInWith::Key`]), and removes the sessions that ended before `now` (Unix ms) and
+    /// the operator's oldest beyond [`MAX_UI_SESSIONS`].
     /// `Invalid` for an id or a binding that is not 64 lowercase hex digits.
     pub fn start_ui_session(
         &self,
@@ -137,7 +143,12 @@ impl Store {
     /// (empty for SSO), authenticated at `authenticated_at` (its sign-in:
     /// [`Store::ui_session_authenticated_at`]), and removes the sessions that ended before
     /// `now` (found by review: one time served both, so an SSO sign-in without `auth_time`
-    /// removed none).
+    /// removed none) and, in the same transaction, the operator's oldest sessions (by when
+    /// they end) beyond [`MAX_UI_SESSIONS`] with this one.
+    ///
+    /// Attack (found by review): every sign-in added a row and none was removed before it
+    /// expired, so one operator's key (or a script holding it) signing in in a loop grew the
+    /// table without bound for 12 hours.
     fn insert_ui_session(
         &self,
         id_sha256: &str,
@@ -159,6 +170,11 @@ impl Store {
             tx.execute(
                 "INSERT INTO ui_sessions (id_sha256, operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![id_sha256, s.operator, s.csrf, s.expires_at, kind, roles, authenticated_at, seal, key_binding],
+            )?;
+            // The operator's other sessions beyond the newest `MAX_UI_SESSIONS - 1` end.
+            tx.execute(
+                "DELETE FROM ui_sessions WHERE operator = ?1 AND id_sha256 <> ?2 AND id_sha256 NOT IN (SELECT id_sha256 FROM ui_sessions WHERE operator = ?1 AND id_sha256 <> ?2 ORDER BY expires_at DESC, id_sha256 LIMIT ?3)",
+                params![s.operator, id_sha256, MAX_UI_SESSIONS as i64 - 1],
             )
             .map(drop)
         })?;
@@ -186,10 +202,11 @@ impl Store {
     /// the row's own ([`crate::seal`]); a row whose seal is not is treated as absent
     /// (fail closed).
     fn sealed_row(&self, id_sha256: &str, now: i64) -> Result<Option<Row>, StoreError> {
-        let guard = self.lock();
-        let row = guard
-            .conn()
-            .query_row(
+        // A read in one snapshot (`Store::read`): on PostgreSQL on a read session beside the
+        // writer, so looking up a cookie does not wait on the writer's group commits; on
+        // SQLite on the writer connection between them.
+        let row = self.read(|c| {
+            c.query_row(
                 "SELECT operator, csrf, expires_at, kind, roles, authenticated_at, seal, key_binding FROM ui_sessions WHERE id_sha256 = ?1 AND expires_at > ?2",
                 params![id_sha256, now],
                 |r| {
@@ -202,8 +219,8 @@ impl Store {
                     Ok((row, r.get::<String>(6)?))
                 },
             )
-            .optional()?;
-        drop(guard);
+            .optional()
+        })?;
         let key = self.seal_key(Sealed::UiSession);
         Ok(row
             .filter(|(row, seal)| key.holds(&Self::sealed_columns(id_sha256, row), seal))

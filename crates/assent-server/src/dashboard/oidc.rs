@@ -275,6 +275,8 @@ pub(crate) async fn callback(
     let q = query(raw.as_deref());
     let mut f = match finish(&st, &sso, addr, &headers, q.as_ref()).await {
         Ok((id, next)) => {
+            super::session::end_replaced(&st, &headers, &id).await;
+            st.throttle.session_authenticated(addr, &id);
             let mut r = moving_on(&next);
             set_session_cookie(&mut r, &id, Jar::of(&st, &headers));
             clear_cookie(&st, &headers, &mut r, q.as_ref());

@@ -101,12 +101,6 @@ impl Jar {
     }
 }
 
-/// A session cookie under either name, for cheap pre-checks only (`edge.rs`' body limit asks
-/// [`signed_in`] next, which reads the name in force): not what signs anyone in.
-pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
-    cookie(headers, COOKIE.0).or_else(|| cookie(headers, &format!("__Host-{}", COOKIE.0)))
-}
-
 /// The id of the request's dashboard session: its session cookie under the name in force
 /// ([`Jar`]), if it sent one.
 pub(crate) fn session_cookie<'a>(st: &AppState, headers: &'a HeaderMap) -> Option<&'a str> {
@@ -147,7 +141,24 @@ impl Operator {
 /// `oidc.roles` map in force (a role taken from a group is gone at the next request; none
 /// left signs it out).
 pub(crate) async fn signed_in(st: &AppState, headers: &HeaderMap) -> Option<Operator> {
-    let (session, how) = sessions::get(st, session_cookie(st, headers)?).await?;
+    signed_in_as(st, session_cookie(st, headers)?)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// [`signed_in`] for session cookie value `id`: `Ok(None)` when it signs no one in (not of the
+/// form the gateway issues: the store is not asked), `Err(())` when the store did not answer.
+/// `edge.rs`' throttle counts the first as a failed authentication, not the second.
+pub(crate) async fn signed_in_as(st: &AppState, id: &str) -> Result<Option<Operator>, ()> {
+    let Some((session, how)) = sessions::lookup(st, id).await? else {
+        return Ok(None);
+    };
+    Ok(operator_of(st, session, how))
+}
+
+/// The operator session `session`, signed in `how`, is now (see [`signed_in`]), if any.
+fn operator_of(st: &AppState, session: Session, how: SignedInWith) -> Option<Operator> {
     let principals = st.principals();
     let by_sso = matches!(how, SignedInWith::Sso(_));
     let mut sso_groups = Vec::new();
@@ -454,6 +465,15 @@ pub(crate) async fn login(
             &next,
         );
     };
+    // A right key is still held to its principal's rate (found by review: the dashboard
+    // skipped `rate_limits`, and each sign-in is a stored row).
+    if let Some(wait) = st.throttle.over_rate(&p.name) {
+        return secured(crate::throttle::too_many(
+            "RATE_LIMITED",
+            "Too many requests for this operator (rate_limits); wait and try again.",
+            wait,
+        ));
+    }
     let Some((id, _)) = sessions::start(&st, p).await else {
         return login_form(
             &st,
@@ -464,10 +484,28 @@ pub(crate) async fn login(
         );
     };
     st.throttle.authenticated(addr, key, &p.key_sha256);
+    st.throttle.session_authenticated(addr, &id);
+    end_replaced(&st, &headers, &id).await;
     tracing::info!(operator = %p.name, "dashboard sign-in");
     let mut r = secured(Redirect::to(&next).into_response());
     set_session_cookie(&mut r, &id, Jar::of(&st, &headers));
     r
+}
+
+/// Ends the session whose cookie the request with `headers` presented, if any and not `new`:
+/// a sign-in (key or single sign-on) that replaces the browser's session cookie with `new`.
+///
+/// Attack (found by review): signing in again overwrote the cookie but left the old session
+/// live for the rest of its 12 hours, so a copy of the old cookie taken before kept working
+/// after its owner had, to their eyes, started afresh. Best effort: the new sign-in stands if
+/// the store does not record the end (logged).
+pub(crate) async fn end_replaced(st: &AppState, headers: &HeaderMap, new: &str) {
+    if let Some(old) = session_cookie(st, headers)
+        && old != new
+        && sessions::well_formed(old)
+    {
+        sessions::end(st, old).await;
+    }
 }
 
 /// Adds the `Set-Cookie` of session `id` to `r`, named and flagged by `jar`.
@@ -479,7 +517,11 @@ pub(crate) fn set_session_cookie(r: &mut Response, id: &str, jar: Jar) {
     jar.set(r, COOKIE, id, &attrs);
 }
 
-/// `POST /ui/logout` (`csrf`): ends the session and clears its cookie.
+/// `POST /ui/logout` (`csrf`): ends the session and clears its cookie. When the store does
+/// not record the end, `503` with a page saying the operator is still signed in, and the
+/// cookie is kept (found by review: the failure was dropped, the cookie cleared and the
+/// operator shown the sign-in form while the session stayed live, on every replica, for the
+/// rest of its 12 hours).
 pub(crate) async fn logout(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -488,11 +530,19 @@ pub(crate) async fn logout(
     if signed_in(&st, &headers).await.is_none() {
         return to_login();
     }
-    if let Err(r) = operator_form(&st, &headers, &body, "You are still signed in.").await {
-        return *r;
-    }
-    if let Some(id) = session_cookie(&st, &headers) {
-        sessions::end(&st, id).await;
+    let op = match operator_form(&st, &headers, &body, "You are still signed in.").await {
+        Ok((op, _)) => op,
+        Err(r) => return *r,
+    };
+    if let Some(id) = session_cookie(&st, &headers)
+        && !sessions::end(&st, id).await
+    {
+        return message(
+            &op,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not signed out",
+            "The gateway could not end your session right now: you are still signed in. Try again.",
+        );
     }
     let mut r = to_login();
     let jar = Jar::of(&st, &headers);

@@ -97,23 +97,39 @@ async fn store_new(
     }
 }
 
-/// The live session with id `id` and how it signed in (`None`: unknown, ended, or the store
-/// did not answer).
-pub(crate) async fn get(st: &AppState, id: &str) -> Option<(Session, SignedInWith)> {
-    let key = digest(id);
-    match st
-        .store_task(move |store| store.ui_session_with_roles(&key, now_ms()))
-        .await
-    {
-        Ok(Ok(s)) => s,
-        _ => None,
-    }
+/// Whether `id` has the form of a session id this gateway issues ([`random_hex`]: 64
+/// lowercase hex digits). Anything else names no session and is refused without asking the
+/// store (found by review: any cookie value was looked up).
+pub(crate) fn well_formed(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// Ends session `id`.
-pub(crate) async fn end(st: &AppState, id: &str) {
+/// The live session with id `id` and how it signed in: `Ok(None)` when unknown, ended, or not
+/// of the form ([`well_formed`]: the store is not asked); `Err(())` when the store did not
+/// answer. A read beside the store executor (`AppState::store_call_apart`; on PostgreSQL on a
+/// read session beside the writer): a flood of lookups does not queue ahead of, or inside,
+/// the agents' writes.
+pub(crate) async fn lookup(st: &AppState, id: &str) -> Result<Option<(Session, SignedInWith)>, ()> {
+    if !well_formed(id) {
+        return Ok(None);
+    }
     let key = digest(id);
-    let _ = st.store_task(move |store| store.end_ui_session(&key)).await;
+    st.store_call_apart(move |store| store.ui_session_with_roles(&key, now_ms()))
+        .await
+        .map_err(drop)
+}
+
+/// Ends session `id`: `false` (logged) when the store did not record it, and the session
+/// may still be live.
+pub(crate) async fn end(st: &AppState, id: &str) -> bool {
+    let key = digest(id);
+    match st.store_call(move |store| store.end_ui_session(&key)).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(error = ?e, "dashboard session could not be ended");
+            false
+        }
+    }
 }
 
 /// Whether live session `id` signed in within [`STEP_UP`] of now (the time is the store's,
@@ -124,10 +140,25 @@ pub(crate) async fn recently_authenticated(st: &AppState, id: &str) -> bool {
     let key = digest(id);
     let now = now_ms();
     match st
-        .store_task(move |store| store.ui_session_authenticated_at(&key, now))
+        .store_apart(move |store| store.ui_session_authenticated_at(&key, now))
         .await
     {
         Ok(Ok(Some(at))) => now.saturating_sub(at) <= STEP_UP.as_millis() as i64,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ids_of_the_issued_form_are_looked_up() {
+        assert!(well_formed(&random_hex()));
+        assert!(!well_formed(&random_hex().to_uppercase()));
+        assert!(!well_formed(&random_hex()[..63]));
+        assert!(!well_formed(&format!("{}0", random_hex())));
+        assert!(!well_formed(&"g".repeat(64)));
+        assert!(!well_formed(""));
     }
 }

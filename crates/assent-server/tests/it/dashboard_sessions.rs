@@ -1,0 +1,316 @@
+//! Dashboard sessions held shut against abuse (found by review): made-up session cookies are
+//! throttled per client address before the store is asked, and never lock out a live
+//! session used from the same host; signed-in operators are held to `rate_limits`, at sign-in
+//! too; one operator keeps at most 32 live sessions; signing in again ends the session the
+//! browser had; a sign-out the store did not record says so and keeps the cookie; and an
+//! agent's question is shown with its bidi and invisible characters made visible.
+
+use crate::backend::sqlite_only;
+use crate::kit::{BOT, Gw, OP, csrf_of, serve, start_tuned};
+use crate::sign_in::browser;
+use assent_server::throttle::{FAILURE_BURST, RateLimits, Throttle};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// A made-up session cookie: 64 lowercase hex digits, the form the gateway issues.
+fn made_up(i: usize) -> String {
+    format!("assent_ui={:064x}", 0xdead_beef_u64 as usize + i)
+}
+
+/// Signs in with `key` from local address `from` as a browser with `cookie` (its session
+/// cookie, or empty) does: the answer to the form's `POST`, redirects not followed.
+async fn sign_in_from(gw: &Gw, from: &str, key: &str, cookie: &str) -> reqwest::Response {
+    let b = browser(from);
+    let login = b.get(format!("{}/ui/login", gw.url)).send().await.unwrap();
+    let login_cookie = crate::kit::cookie_of(&login);
+    let csrf = csrf_of(&login.text().await.unwrap());
+    let mut jar = login_cookie;
+    if !cookie.is_empty() {
+        jar = format!("{jar}; {cookie}");
+    }
+    b.post(format!("{}/ui/login", gw.url))
+        .header("cookie", jar)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&key={key}&next=/ui"))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// `GET path` from local address `from` with `cookie`: the status and the answer's `code`.
+async fn get_from(gw: &Gw, from: &str, path: &str, cookie: &str) -> (StatusCode, Option<String>) {
+    let r = browser(from)
+        .get(format!("{}{path}", gw.url))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    let s = r.status();
+    let code = r
+        .json::<Value>()
+        .await
+        .ok()
+        .and_then(|b| b["code"].as_str().map(str::to_string));
+    (s, code)
+}
+
+/// The session cookie (`name=value`) a successful sign-in answer set.
+fn session_of(r: &reqwest::Response) -> String {
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "the sign-in failed");
+    crate::kit::cookie_of(r)
+}
+
+/// Attack: made-up session cookies were looked up in the store (as a write of the one store
+/// executor) with no throttle and never counted, so a flood of them queued junk ahead of the
+/// agents' calls. From one address they now use up its failed-authentication allowance and
+/// get `429 AUTH_THROTTLED`; an operator from another address still signs in, and an agent
+/// still proposes.
+#[tokio::test]
+async fn made_up_session_cookies_are_throttled_per_address() {
+    let gw = serve().await;
+    let mut codes = Vec::new();
+    for i in 0..(FAILURE_BURST as usize + 10) {
+        codes.push(get_from(&gw, "127.0.0.2", "/ui", &made_up(i)).await);
+    }
+    let burst = FAILURE_BURST as usize - 1;
+    assert!(
+        codes[..burst]
+            .iter()
+            .all(|(s, _)| *s == StatusCode::SEE_OTHER),
+        "the burst allowance is refused early: {codes:?}"
+    );
+    assert!(
+        codes.contains(&(StatusCode::TOO_MANY_REQUESTS, Some("AUTH_THROTTLED".into()))),
+        "never throttled: {codes:?}"
+    );
+    // Another address is not locked out: an operator signs in and the session opens /ui.
+    let cookie = session_of(&sign_in_from(&gw, "127.0.0.3", OP, "").await);
+    assert_eq!(
+        get_from(&gw, "127.0.0.3", "/ui", &cookie).await.0,
+        StatusCode::OK
+    );
+    // An agent's proposal still answers.
+    let (s, b) = gw.propose("read", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    gw.stop().await;
+}
+
+/// Attack: an agent on the operator's host floods made-up cookies (or wrong keys) to lock that
+/// address out; the operator's dashboard session, which signed in from there, keeps working.
+#[tokio::test]
+async fn a_cookie_flood_from_a_host_does_not_lock_out_its_operators_open_session() {
+    let gw = serve().await;
+    let host = "127.0.0.4";
+    let cookie = session_of(&sign_in_from(&gw, host, OP, "").await);
+    let mut locked = false;
+    for i in 0..(FAILURE_BURST as usize + 10) {
+        if get_from(&gw, host, "/ui", &made_up(i)).await.0 == StatusCode::TOO_MANY_REQUESTS {
+            locked = true;
+            break;
+        }
+    }
+    assert!(locked, "the flood was never throttled");
+    assert_eq!(
+        get_from(&gw, host, "/ui", &made_up(999)).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(get_from(&gw, host, "/ui", &cookie).await.0, StatusCode::OK);
+    gw.stop().await;
+}
+
+/// A gateway whose principals may each make `per_second` requests a second, `burst` at once.
+async fn rated(dir: &std::path::Path, per_second: u32, burst: u32) -> Gw {
+    start_tuned(dir, |st| {
+        st.throttle = Arc::new(Throttle::new(RateLimits {
+            requests_per_second: per_second,
+            burst,
+        }));
+    })
+    .await
+}
+
+/// Attack: dashboard traffic skipped `rate_limits` (checked for bearer keys only), so a
+/// signed-in session could put a store call beside every agent's as fast as it liked.
+#[tokio::test]
+async fn a_signed_in_session_is_held_to_its_operators_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = rated(dir.path(), 1, 3).await;
+    let cookie = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    let mut statuses = Vec::new();
+    let mut limited = None;
+    for _ in 0..50 {
+        let r = browser("127.0.0.1")
+            .get(format!("{}/ui", gw.url))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status());
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(r);
+            break;
+        }
+    }
+    assert_eq!(statuses[0], StatusCode::OK, "{statuses:?}");
+    let r = limited.unwrap_or_else(|| panic!("never rate limited: {statuses:?}"));
+    assert!(r.headers().contains_key("retry-after"));
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "RATE_LIMITED", "{b}");
+    // Another operator is not slowed down by it.
+    let other = session_of(&sign_in_from(&gw, "127.0.0.1", "olaf-key", "").await);
+    assert_eq!(
+        get_from(&gw, "127.0.0.1", "/ui", &other).await.0,
+        StatusCode::OK
+    );
+    gw.stop().await;
+}
+
+/// Attack: `POST /ui/login` with a right key skipped `rate_limits`, and each sign-in stored a
+/// session row.
+#[tokio::test]
+async fn signing_in_in_a_loop_is_held_to_the_operators_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = rated(dir.path(), 1, 3).await;
+    let mut codes = Vec::new();
+    for _ in 0..6 {
+        codes.push(sign_in_from(&gw, "127.0.0.1", OP, "").await.status());
+    }
+    assert_eq!(&codes[..3], [StatusCode::SEE_OTHER; 3], "{codes:?}");
+    assert!(codes.contains(&StatusCode::TOO_MANY_REQUESTS), "{codes:?}");
+    gw.stop().await;
+}
+
+/// Attack: every sign-in stored a session row that lived its 12 hours, so one operator key
+/// signing in in a loop grew the table without bound. An operator keeps its newest 32.
+#[tokio::test]
+async fn one_operator_keeps_only_its_newest_32_sessions() {
+    let gw = serve().await;
+    let mut cookies = Vec::new();
+    for _ in 0..40 {
+        cookies.push(session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await));
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let rows = gw.sql().int(
+        "SELECT count(*) FROM ui_sessions WHERE operator = 'alice'",
+        &[],
+    );
+    assert_eq!(rows, 32);
+    for (i, c) in cookies.iter().enumerate() {
+        let want = if i < 8 {
+            StatusCode::SEE_OTHER
+        } else {
+            StatusCode::OK
+        };
+        assert_eq!(
+            get_from(&gw, "127.0.0.1", "/ui", c).await.0,
+            want,
+            "sign-in {i}"
+        );
+    }
+    gw.stop().await;
+}
+
+/// Attack: signing in again replaced the browser's cookie but left its old session live for
+/// the rest of its 12 hours, so a copy of the old cookie kept working.
+#[tokio::test]
+async fn signing_in_again_ends_the_session_the_browser_had() {
+    let gw = serve().await;
+    let first = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    let second = session_of(&sign_in_from(&gw, "127.0.0.1", OP, &first).await);
+    assert_ne!(first, second);
+    assert_eq!(
+        get_from(&gw, "127.0.0.1", "/ui", &first).await.0,
+        StatusCode::SEE_OTHER,
+        "the replaced session still opens the dashboard"
+    );
+    assert_eq!(
+        get_from(&gw, "127.0.0.1", "/ui", &second).await.0,
+        StatusCode::OK
+    );
+    gw.stop().await;
+}
+
+/// `POST /ui/logout` with session `cookie` and its CSRF token.
+async fn sign_out(gw: &Gw, cookie: &str) -> reqwest::Response {
+    let page = browser("127.0.0.1")
+        .get(format!("{}/ui", gw.url))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    let csrf = csrf_of(&page.text().await.unwrap());
+    browser("127.0.0.1")
+        .post(format!("{}/ui/logout", gw.url))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}"))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Attack: a sign-out the store did not record was answered as done (the cookie cleared, the
+/// sign-in form shown) while the session stayed live on every replica.
+#[tokio::test]
+async fn a_sign_out_the_store_did_not_record_says_you_are_still_signed_in() {
+    if sqlite_only("a SQLite trigger makes the store refuse to end the session") {
+        return;
+    }
+    let gw = serve().await;
+    let cookie = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    gw.sql().exec(
+        "CREATE TRIGGER keep_sessions BEFORE DELETE ON ui_sessions \
+         BEGIN SELECT RAISE(ABORT, 'injected'); END",
+        &[],
+    );
+    let r = sign_out(&gw, &cookie).await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        r.headers().get("set-cookie").is_none(),
+        "the cookie was cleared"
+    );
+    assert!(r.text().await.unwrap().contains("still signed in"));
+    assert_eq!(
+        get_from(&gw, "127.0.0.1", "/ui", &cookie).await.0,
+        StatusCode::OK
+    );
+    gw.sql().exec("DROP TRIGGER keep_sessions", &[]);
+    let r = sign_out(&gw, &cookie).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        get_from(&gw, "127.0.0.1", "/ui", &cookie).await.0,
+        StatusCode::SEE_OTHER
+    );
+    gw.stop().await;
+}
+
+/// Attack: an agent's question and its context were shown on the dashboard as sent, so a
+/// U+202E (right-to-left override) could make "pay 9000 to mallory" read otherwise, while
+/// choice labels were already made visible.
+#[tokio::test]
+async fn a_questions_bidi_characters_are_shown_escaped_on_the_dashboard() {
+    let gw = serve().await;
+    let ask = json!({
+        "agent": "bot", "session_id": "s", "accepted_response_kinds": ["freetext"],
+        "question": "Send to \u{202e}yrrab\u{202c}?",
+        "context": "account \u{2066}evil\u{2069} \u{200b}",
+    });
+    let (s, b) = gw.post("/v1/clarifications", BOT, ask).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let cookie = session_of(&sign_in_from(&gw, "127.0.0.1", OP, "").await);
+    let r = browser("127.0.0.1")
+        .get(format!("{}/ui/queue", gw.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = r.text().await.unwrap();
+    for raw in ['\u{202e}', '\u{202c}', '\u{2066}', '\u{2069}', '\u{200b}'] {
+        assert!(!html.contains(raw), "U+{:04X} shown raw", raw as u32);
+    }
+    assert!(html.contains(r"Send to \u202eyrrab\u202c?"), "{html}");
+    assert!(html.contains(r"account \u2066evil\u2069 \u200b"), "{html}");
+    gw.stop().await;
+}
