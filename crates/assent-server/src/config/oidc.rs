@@ -14,6 +14,7 @@
 //!   scopes: [groups]                           # optional scopes besides `openid`
 //! ```
 
+use super::outbound::web_url;
 use super::raw::{ConfigError, RawOidc, RawPrincipal, at};
 use crate::dashboard::oidc::fetch::ProviderHttp;
 use crate::dashboard::oidc::places::Places;
@@ -61,28 +62,6 @@ pub struct OidcConfig {
     pub scopes: Vec<String>,
     /// The line `oidc` starts on (for errors found at start-up).
     pub line: Option<u64>,
-}
-
-/// Whether `host` is a loopback name or address (plain `http` is allowed there only).
-fn loopback(url: &url::Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
-        None => false,
-    }
-}
-
-/// An https URL (http on loopback) without query or fragment, else why not.
-fn web_url(what: &str, s: &str) -> Result<url::Url, String> {
-    let u = url::Url::parse(s).map_err(|e| format!("{what} `{s}` is not a URL: {e}"))?;
-    let ok_scheme = u.scheme() == "https" || (u.scheme() == "http" && loopback(&u));
-    if !ok_scheme || u.query().is_some() || u.fragment().is_some() || !u.username().is_empty() {
-        return Err(format!(
-            "{what} `{s}` must be an https URL (http only on loopback) without credentials, query or fragment"
-        ));
-    }
-    Ok(u)
 }
 
 /// A short identifier (claim name, client id, scope, group, role): 1 to 256 bytes of

@@ -107,20 +107,7 @@ pub(crate) fn slack(
 /// `u` without a trailing `/` when it is https (http on loopback) without credentials,
 /// query or fragment.
 fn api_url(u: &str) -> Result<String, String> {
-    let x = url::Url::parse(u).map_err(|e| format!("api_url `{u}` is not a URL: {e}"))?;
-    let loopback = match x.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
-        None => false,
-    };
-    let scheme_ok = x.scheme() == "https" || (x.scheme() == "http" && loopback);
-    if !scheme_ok || x.query().is_some() || x.fragment().is_some() || !x.username().is_empty() {
-        return Err(format!(
-            "api_url `{u}` must be an https URL (http only on loopback) without credentials, query or fragment"
-        ));
-    }
-    Ok(u.trim_end_matches('/').to_string())
+    super::outbound::web_url("api_url", u).map(|_| u.trim_end_matches('/').to_string())
 }
 
 /// Slack user id → principal name: only operators have one, each id once.
