@@ -20,66 +20,10 @@ use serde_json::{Value, json};
 pub use assent_store::rfc3339;
 
 /// The RFC 6902 patch from the proposed arguments to the operator's edited ones, when the
-/// approval was edited (paths are relative to the arguments object; [`json_diff`]).
+/// approval was edited (paths are relative to the arguments object; [`crate::diff::json_diff`]).
 pub fn arguments_diff(a: &ApprovalRecord) -> Option<Value> {
     let e = a.edited.as_ref()?;
-    Some(json_diff(&a.call.arguments, &e.arguments))
-}
-
-/// The least budget of [`json_diff`], in bytes (4 MiB).
-const DIFF_FLOOR_BYTES: usize = 4 << 20;
-
-/// What one patch operation adds to its path and value at most (`{"op":"replace","path":…}`).
-const DIFF_OP_BYTES: usize = 40;
-
-/// The RFC 6902 patch from `from` to `to` as JSON (`json_patch::diff`), or, when the patch
-/// could pass its budget — 4 × the two documents' text, at least 4 MiB — the one operation
-/// `[{"op": "replace", "path": "", "value": to}]`, an equally valid patch. Found by review:
-/// `json_patch::diff` writes one operation per array element, each with a copy of its whole
-/// JSON pointer, so a tool definition or a plan body of 250 KiB (an array of 80,000 numbers
-/// under a 150 KB key, changed element by element) made a patch of some 12 GB. The bound is
-/// computed first, in one walk: at most one operation per value of either document, each
-/// with a path no longer than the longest pointer in them and a value taken from `to` once.
-pub fn json_diff(from: &Value, to: &Value) -> Value {
-    let text = |v: &Value| serde_json::to_vec(v).map_or(usize::MAX, |t| t.len());
-    let (from_values, from_path) = shape(from);
-    let (to_values, to_path) = shape(to);
-    let to_len = text(to);
-    let budget = DIFF_FLOOR_BYTES.max(text(from).saturating_add(to_len).saturating_mul(4));
-    let bound = from_values
-        .saturating_add(to_values)
-        .saturating_mul(from_path.max(to_path).saturating_add(DIFF_OP_BYTES))
-        .saturating_add(to_len);
-    if bound > budget {
-        return json!([{"op": "replace", "path": "", "value": to}]);
-    }
-    serde_json::to_value(json_patch::diff(from, to)).unwrap_or(Value::Null)
-}
-
-/// How many values `v` holds (itself included) and the length of the longest RFC 6901 pointer
-/// to one of them (a key's `~` and `/` escaped as two characters).
-fn shape(v: &Value) -> (usize, usize) {
-    let mut values = 0usize;
-    let mut longest = 0usize;
-    let mut todo: Vec<(&Value, usize)> = vec![(v, 0)];
-    while let Some((v, at)) = todo.pop() {
-        values = values.saturating_add(1);
-        longest = longest.max(at);
-        match v {
-            Value::Object(m) => todo.extend(m.iter().map(|(k, c)| {
-                let escaped = k.len() + k.bytes().filter(|b| matches!(b, b'~' | b'/')).count();
-                (c, at.saturating_add(1 + escaped))
-            })),
-            Value::Array(a) => todo.extend(a.iter().enumerate().map(|(i, c)| {
-                (
-                    c,
-                    at.saturating_add(2 + i.checked_ilog10().unwrap_or(0) as usize),
-                )
-            })),
-            _ => {}
-        }
-    }
-    (values, longest)
+    Some(crate::diff::json_diff(&a.call.arguments, &e.arguments))
 }
 
 /// Whether the agent's call did not run because of this approval's outcome, and why

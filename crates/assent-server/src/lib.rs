@@ -28,6 +28,7 @@ mod aaep_streams;
 pub mod approvals;
 pub mod clarify;
 pub mod decide;
+pub mod diff;
 pub mod gate;
 pub mod insights;
 pub mod jwks;

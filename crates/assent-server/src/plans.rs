@@ -287,7 +287,7 @@ pub(crate) async fn submit(
     let diff = pl
         .submitted
         .as_ref()
-        .map(|prev| crate::formats::json_diff(prev, &args));
+        .map(|prev| crate::diff::json_diff(prev, &args));
     let call = Canonical::call("mplp.plan".into(), None, args)?;
     let session = b.session_id.unwrap_or_else(|| pl.session_id.clone());
     let mut sub = Submission::new(b.agent, session, call);

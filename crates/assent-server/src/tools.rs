@@ -46,7 +46,7 @@ const MAX_TOOLS: usize = 10_000;
 /// the new definition when one was pinned.
 fn review(mut r: ToolReview) -> ToolReview {
     if let Some(p) = &r.pinned {
-        r.diff = Some(crate::formats::json_diff(p, &r.definition));
+        r.diff = Some(crate::diff::json_diff(p, &r.definition));
     }
     r
 }

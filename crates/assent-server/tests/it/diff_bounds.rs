@@ -64,3 +64,35 @@ async fn a_tool_changed_element_by_element_under_a_long_name_cannot_blow_up_its_
     );
     gw.stop().await;
 }
+
+/// Found by review: each diff was bounded on its own (at least 4 MiB), so an agent reporting
+/// 100 tools — its pending-review cap — each under that bound (a long property name over an
+/// array, changed element by element) made one page of the operators' review listing up to
+/// some 200 MB (60 MB with the definitions here, which fit one report). A diff is now bounded by its own documents (4 × their text plus 16 KiB), so the
+/// page stays within a few times its definitions.
+#[tokio::test]
+async fn a_hundred_tools_changed_element_by_element_cannot_blow_up_the_review_listing() {
+    let gw = serve().await;
+    let key = "k".repeat(1_000);
+    let named = |i: usize, value: u8| {
+        let mut t = probe(&key, 600, value);
+        t["name"] = json!(format!("probe{i}"));
+        t
+    };
+    report(&gw, "fs", (0..100).map(|i| named(i, 0)).collect()).await;
+    let states = report(&gw, "fs", (0..100).map(|i| named(i, 1)).collect()).await;
+    assert!(
+        states
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["review_id"].is_string())
+    );
+    let resp = gw.get_raw("/v1/tools/reviews?limit=100", OP).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    assert!(text.len() < 8 << 20, "one page is {} bytes", text.len());
+    let page: Value = serde_json::from_str(&text).unwrap();
+    assert!(!page["reviews"].as_array().unwrap().is_empty());
+    gw.stop().await;
+}
