@@ -38,6 +38,10 @@ pub(crate) struct Remote {
         global = true
     )]
     pub(crate) api_key: Option<String>,
+    /// Send the key over plain http to a host that is not this machine (refused without it:
+    /// anyone on the network path would read the key).
+    #[arg(long = "insecure-http", global = true)]
+    pub(crate) insecure_http: bool,
 }
 
 /// The options of a listing command (`grants`, `clarifications`): `--all` lists the settled

@@ -15,12 +15,24 @@ use serde::Serialize;
 /// given; `cannot reach the gateway at URL (builder error)`, as reqwest words it, for a URL
 /// no request can be sent to. A gateway that refuses a call is the call's
 /// [`ClientError`], printed `CODE: message`; one that cannot be reached prints
-/// `cannot reach the gateway at URL (cause)`.
+/// `cannot reach the gateway at URL (cause)`; a URL in plain http to a host that is not this
+/// machine (127.0.0.0/8, `::1`, `localhost`) is refused before anything is sent unless
+/// `--insecure-http` is given (found by review: the operator's key went out in clear text,
+/// while the gateway itself holds its webhooks and upstreams to https).
 pub(crate) fn connect(r: &Remote) -> Result<Client> {
     let key = r
         .api_key
         .as_deref()
         .ok_or_else(|| anyhow!("ASSENT_API_KEY is not set (an operator's key)"))?;
+    let url = r.url.trim_end_matches('/');
+    if !r.insecure_http
+        && url.starts_with("http:")
+        && !assent_server::config::outbound::private_transport(url)
+    {
+        return Err(anyhow!(
+            "refusing to send the key to {url} over plain http: anyone on the network path could read it; use https, or --insecure-http when that network is yours"
+        ));
+    }
     Client::new(&r.url, key).map_err(|e| match e {
         ClientError::Config(_) => anyhow!(
             "cannot reach the gateway at {} (builder error)",

@@ -83,7 +83,7 @@ fn http_url(u: &str) -> bool {
 /// http to a loopback host (`127.0.0.0/8`, `::1`, `localhost`), which no packet leaves the
 /// machine for. Plain http elsewhere hands a webhook's body (one-time links, arguments) or an
 /// upstream's bearer token, tools and results to anyone on the path, free to read and change.
-pub(crate) fn private_transport(u: &str) -> bool {
+pub fn private_transport(u: &str) -> bool {
     url::Url::parse(u)
         .is_ok_and(|x| x.scheme() == "https" || (x.scheme() == "http" && loopback(&x)))
 }

@@ -166,3 +166,42 @@ fn a_webhook_secret_short_enough_to_guess_offline_stops_start_up() {
     );
     drop(serve_with(cmd, port));
 }
+
+/// Found by review: the operator commands sent the operator's key over plain http to any
+/// host (`--url http://gateway:7878`), in clear text to anyone on the path. Plain http is for
+/// this machine only unless `--insecure-http` says the network between is the operator's;
+/// https and loopback go through as before.
+#[test]
+fn an_operator_key_is_not_sent_over_plain_http_to_another_host() {
+    let run = |url: &str, extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["pending", "--url", url])
+            .args(extra)
+            .env("ASSENT_API_KEY", "alice-key-0123456789abcdef0123456789")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for url in ["http://gateway.invalid:7878", "http://203.0.113.5:7878/"] {
+        let (code, err) = run(url, &[]);
+        assert_eq!(code, Some(1), "{url}: {err}");
+        assert!(err.contains("over plain http"), "{url}: {err}");
+    }
+    // With the flag the key is sent (here: to a name that does not resolve).
+    let (code, err) = run("http://gateway.invalid:7878", &["--insecure-http"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("cannot reach the gateway"), "{err}");
+    // Loopback and https are not refused (nothing listens: they fail to connect).
+    let port = free_port();
+    for url in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        "https://gateway.invalid".to_string(),
+    ] {
+        let (_, err) = run(&url, &[]);
+        assert!(!err.contains("over plain http"), "{url}: {err}");
+    }
+}
