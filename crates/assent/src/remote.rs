@@ -27,7 +27,7 @@ pub(crate) fn connect(r: &Remote) -> Result<Client> {
     let url = r.url.trim_end_matches('/');
     if !r.insecure_http
         && url.starts_with("http:")
-        && !assent_server::config::outbound::private_transport(url)
+        && !assent_server::config::urls::private_transport(url)
     {
         return Err(anyhow!(
             "refusing to send the key to {url} over plain http: anyone on the network path could read it; use https, or --insecure-http when that network is yours"

@@ -16,6 +16,7 @@ pub mod passkeys;
 pub mod principals;
 pub mod raw;
 pub mod slack;
+pub mod urls;
 
 pub use database::DatabaseConfig;
 pub use files::{MAX_FILE_BYTES, MAX_TOTAL_BYTES, read_bounded};

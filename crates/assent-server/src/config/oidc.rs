@@ -14,7 +14,7 @@
 //!   scopes: [groups]                           # optional scopes besides `openid`
 //! ```
 
-use super::outbound::web_url;
+use super::urls::web_url;
 use super::raw::{ConfigError, RawOidc, RawPrincipal, at};
 use crate::dashboard::oidc::fetch::ProviderHttp;
 use crate::dashboard::oidc::places::Places;

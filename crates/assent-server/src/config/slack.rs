@@ -107,7 +107,7 @@ pub(crate) fn slack(
 /// `u` without a trailing `/` when it is https (http on loopback) without credentials,
 /// query or fragment.
 fn api_url(u: &str) -> Result<String, String> {
-    super::outbound::web_url("api_url", u).map(|_| u.trim_end_matches('/').to_string())
+    super::urls::web_url("api_url", u).map(|_| u.trim_end_matches('/').to_string())
 }
 
 /// Slack user id → principal name: only operators have one, each id once.
