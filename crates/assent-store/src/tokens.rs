@@ -7,7 +7,7 @@
 
 pub(crate) mod cover;
 
-use self::cover::grant_columns;
+use self::cover::GrantSeal;
 use crate::audit;
 use crate::db::{self, Conn, OptionalExtension as _};
 use crate::error::{RedeemError, StoreError};
@@ -299,6 +299,9 @@ impl Store {
         let listed = rows
             .into_iter()
             .filter(|(g, seal, bound, _)| {
+                if all {
+                    return true;
+                }
                 let cols = (
                     g.id.as_str(),
                     g.agent.as_str(),
@@ -311,7 +314,12 @@ impl Store {
                     g.approval_id.as_str(),
                     g.created_at,
                 );
-                all || key.holds(&grant_columns(cols, bound.as_deref()), seal)
+                let row = GrantSeal {
+                    cols,
+                    binding: bound.as_deref(),
+                    created_by: g.created_by.as_str(),
+                };
+                row.holds(&key, seal)
             })
             .map(|(g, ..)| g)
             .collect();
@@ -380,8 +388,9 @@ pub(crate) struct NewGrant<'a> {
     pub key: Option<&'a str>,
 }
 
-/// Stores grant `g` by `actor` with its key binding (`g.key`, under its seal), links it to its
-/// approval and audits `grant.created`; returns its id (UUID v4).
+/// Stores grant `g` by `actor` with its key binding (`g.key`) and maker (`actor`) under its
+/// seal ([`GrantSeal::seal`]), links it to its approval and audits `grant.created`; returns
+/// its id (UUID v4).
 pub(crate) fn create_grant(
     tx: Conn<'_>,
     seal: &SealKey,
@@ -406,7 +415,12 @@ pub(crate) fn create_grant(
         rec.id.as_str(),
         now,
     );
-    let sealed = seal.seal(&grant_columns(cols, g.key));
+    let sealed = GrantSeal {
+        cols,
+        binding: g.key,
+        created_by: actor,
+    }
+    .seal(seal);
     tx.prepare_cached("INSERT INTO grants (id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, seal, key_binding) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)")?
         .execute(params![gid, rec.agent, session, rec.call.tool, rec.call.server, hash,
             scope_wire, rec.terms.risk_tier.as_str(), g.discouraged, rec.id, actor, now, t.expires_at, sealed, g.key])?;

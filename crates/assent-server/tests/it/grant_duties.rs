@@ -83,9 +83,11 @@ async fn a_grant_does_not_cover_calls_of_an_agent_its_creator_now_owns() {
     gw.stop().await;
 }
 
-/// Attack: the database writer renames carol's grant to alice's (`created_by` is not under
-/// the grant's seal) so that it covers a call made for carol. The approval the grant came
-/// from names who approved it (under the settlement's seal): that person is judged too.
+/// Attack: the database writer renames carol's grant to alice's so that it covers a call made
+/// for carol. `created_by` is under the seal of a grant made since it is sealed: the renamed
+/// grant covers nothing, not even bob's calls (`grant_maker_seal.rs`). For a grant made before,
+/// the approval the grant came from names who approved it (under the settlement's seal): that
+/// person is judged too.
 #[tokio::test]
 async fn a_grants_creator_renamed_in_the_database_still_may_not_cover_their_own_call() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,7 +95,8 @@ async fn a_grants_creator_renamed_in_the_database_still_may_not_cover_their_own_
     let gw = carol_granted(dir.path(), grant).await;
     let rename = "UPDATE grants SET created_by = 'alice'";
     assert_eq!(gw.sql().exec(rename, &[]), 1);
-    assert!(pay(&gw, json!({"on_behalf_of": "bob"})).await.is_ok());
+    let bobs = pay(&gw, json!({"on_behalf_of": "bob"})).await;
+    assert!(bobs.is_err(), "the renamed grant covered bob's call");
     let held = pay(&gw, json!({"on_behalf_of": "carol"})).await;
     assert!(held.is_err(), "the renamed grant covered carol's call");
     gw.stop().await;

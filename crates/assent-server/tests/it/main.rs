@@ -24,6 +24,7 @@ mod duties;
 mod edit_approval_needs;
 mod grant_duties;
 mod grant_lifetime;
+mod grant_maker_seal;
 mod grant_revocation;
 mod heavy_reads;
 mod insights;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 /// call_hash, scope, expires_at, approval_id, created_at]` — what decides which calls it
 /// covers and where it came from (`revoked_at` is not: a revocation undone is found by `audit
 /// verify`).
-type GrantColumns<'a> = (
+pub(crate) type GrantColumns<'a> = (
     &'a str,
     &'a str,
     Option<&'a str>,
@@ -28,16 +28,76 @@ type GrantColumns<'a> = (
     i64,
 );
 
-/// The sealed value of a `grants` row's columns `g` ([`GrantColumns`]), followed by its
-/// `key_binding` when it has one (migration 0048; as a vote's seal, migration 0038): a grant
-/// made before keeps its seal, and a binding cleared, copied in or changed behind the
-/// gateway's back breaks it (the grant then covers nothing).
-pub(crate) fn grant_columns(g: GrantColumns<'_>, binding: Option<&str>) -> Value {
-    let mut v = json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9]);
-    if let Some(b) = binding {
-        v.as_array_mut().expect("an array").push(json!(b));
+/// What a `grants` row's seal is over: its [`GrantColumns`], its `key_binding` (migration
+/// 0048) and its maker (`created_by`), as stored.
+pub(crate) struct GrantSeal<'a> {
+    /// The row's [`GrantColumns`].
+    pub cols: GrantColumns<'a>,
+    /// Its `key_binding`, `None` for a grant made before migration 0048.
+    pub binding: Option<&'a str>,
+    /// Its `created_by`: whom separation of duties judges ([`grant::creator_conflict`]) and
+    /// whose removal revokes it (`grants_revoke.rs`).
+    pub created_by: &'a str,
+}
+
+/// The prefix of a seal over the maker too ([`GrantSeal::seal`]); a seal without it is of the
+/// form before (the columns and binding only).
+const MAKER_SEALED: &str = "v2:";
+
+/// The tag that opens the columns of a seal over the maker: that form's list can equal no
+/// list of the form before (which opens with the grant's id and is 10 or 11 long, not 13).
+const MAKER_TAG: &str = "assent/grant/v2";
+
+impl GrantSeal<'_> {
+    /// The sealed value of the row: with `maker`, `[MAKER_TAG, …columns, key_binding or null,
+    /// created_by]` (every grant made since its maker is sealed); without, the form before
+    /// (`[…columns]`, followed by its `key_binding` when it has one, migration 0048), which a
+    /// grant made before keeps. The one place either list is built.
+    fn columns(&self, maker: bool) -> Value {
+        let g = self.cols;
+        if maker {
+            return json!([
+                MAKER_TAG,
+                g.0,
+                g.1,
+                g.2,
+                g.3,
+                g.4,
+                g.5,
+                g.6,
+                g.7,
+                g.8,
+                g.9,
+                self.binding,
+                self.created_by
+            ]);
+        }
+        let mut v = json!([g.0, g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9]);
+        if let Some(b) = self.binding {
+            v.as_array_mut().expect("an array").push(json!(b));
+        }
+        v
     }
-    v
+
+    /// The seal of a new grant under `key`: [`MAKER_SEALED`] and the HMAC over its columns,
+    /// binding and maker. Found by review: `created_by` was not sealed, so a database writer
+    /// renaming a grant's maker kept it alive past the maker's removal, or past separation of
+    /// duties.
+    pub(crate) fn seal(&self, key: &SealKey) -> String {
+        format!("{MAKER_SEALED}{}", key.seal(&self.columns(true)))
+    }
+
+    /// Whether `seal` is this row's under `key`: over the maker when it says so
+    /// ([`MAKER_SEALED`]), else in the form before. A maker-sealed seal stripped of its
+    /// prefix holds for no row of the form before (its HMAC is over another list), so a
+    /// grant made since cannot be downgraded to leave its maker unsealed; a binding cleared,
+    /// copied in or changed, or a maker renamed, breaks it (the grant then covers nothing).
+    pub(crate) fn holds(&self, key: &SealKey, seal: &str) -> bool {
+        match seal.strip_prefix(MAKER_SEALED) {
+            Some(mac) => key.holds(&self.columns(true), mac),
+            None => key.holds(&self.columns(false), seal),
+        }
+    }
 }
 
 /// The grants that cover `agent`'s call ([`grant::covers`]: same tool and server, same call
@@ -72,7 +132,7 @@ fn find_grants(
     )?;
     // A row whose seal is not its own covers nothing ([`crate::seal`]).
     let rows = rows.into_iter().filter(
-        |((id, scope, session, hash, exp), _, (aid, at, s, _, bound))| {
+        |((id, scope, session, hash, exp), _, (aid, at, s, by, bound))| {
             let cols = (
                 id.as_str(),
                 agent,
@@ -85,7 +145,12 @@ fn find_grants(
                 aid.as_str(),
                 *at,
             );
-            seal.holds(&grant_columns(cols, bound.as_deref()), s)
+            let row = GrantSeal {
+                cols,
+                binding: bound.as_deref(),
+                created_by: by.as_str(),
+            };
+            row.holds(seal, s)
         },
     );
     let c = grant::CallView {
@@ -176,8 +241,9 @@ pub(crate) fn covering_grant(
             continue;
         }
         // The grant's `created_by` and whoever approved its approval (the same person, unless
-        // a column was edited: `created_by` is not under the grant's seal, the decision is
-        // under the settlement's) must each be free to approve the call.
+        // a column was edited: `created_by` is under the seal of grants made since it is
+        // sealed, not of those made before; the decision is under the settlement's) must each
+        // be free to approve the call.
         let conflict = std::iter::once(by).chain(approvers).find_map(|name| {
             let (owns, aka) = duties_of.map_or_else(Default::default, |f| f(&name));
             let creator = assent_core::duties::Decider {
@@ -227,4 +293,152 @@ fn origin_weaker(
     Ok(covers
         .map(|()| approvers.map(|d| d.actor).collect())
         .map_err(|w| w.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::db::Database;
+    use crate::seal::Sealed;
+    use crate::store::Store;
+    use crate::tokens::cover::GrantSeal;
+    use crate::{DecisionInput, Proposal, Proposed};
+    use assent_core::approval::GrantScope;
+    use assent_core::policy::Registry;
+    use assent_core::{CanonicalCall, ToolCall};
+    use serde_json::{Value, json};
+
+    /// Renders a bare envelope: an id and a type (the events' shapes are not under test).
+    struct Bare;
+    impl crate::events::Envelopes for Bare {
+        fn aaep(&self, _: &crate::events::AaepEvent<'_>) -> Value {
+            json!({"event_id": uuid::Uuid::new_v4().to_string(), "type": "test"})
+        }
+        fn mplp(&self, _: &crate::events::MplpEvent<'_>) -> Value {
+            json!({"event_id": uuid::Uuid::new_v4().to_string(), "event_type": "test"})
+        }
+    }
+
+    /// Agent `bot`'s `pay` call in session `s1` at `now`: whether a grant covers it (`None`)
+    /// or the id of the approval it is held for.
+    fn pay(s: &Store, now: i64) -> Option<String> {
+        let agent = "metadata: {id: bot}\naction_space:\n  local_tools:\n    - {alias: pay, approval: true}\n";
+        let reg = Registry::load(&[("a".into(), agent.into())], &[]).unwrap();
+        let call = ToolCall::new("pay", None, json!({"amount": 5})).unwrap();
+        let v = assent_core::evaluate(&reg, "bot", &call);
+        let call = CanonicalCall::new(call).unwrap();
+        let ttl = |_: &assent_core::Verdict| 60_000;
+        let p = Proposal::for_call("bot", "s1", &call, now, &ttl, u64::MAX);
+        match s.propose(&p, |_| v.clone()).unwrap().1 {
+            Proposed::Granted(_) => None,
+            Proposed::Held { approval, .. } => Some(approval.id),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Whether a grant covers [`pay`] at `now`.
+    fn covered(s: &Store, now: i64) -> bool {
+        pay(s, now).is_none()
+    }
+
+    /// Runs `sql` on `s` behind the gateway's back.
+    fn edit(s: &Store, sql: &str) {
+        s.write(|tx| tx.execute(sql, []).map(drop)).unwrap();
+    }
+
+    /// Reseals the one grant of `s` the way grants were sealed before their maker was (the
+    /// columns and key binding, no prefix): a grant made before this version.
+    fn seal_the_old_way(s: &Store) {
+        let key = s.seal_key(Sealed::Grant);
+        s.write(|tx| {
+            type Row = (String, String, Option<String>, String, Option<String>);
+            type More = (Option<String>, String, Option<i64>, String, i64);
+            let ((id, agent, session, tool, server), (hash, scope, exp, aid, at), (bound, by)): (
+                Row,
+                More,
+                (Option<String>, String),
+            ) = tx.query_row(
+                "SELECT id, agent, session_id, tool, server, call_hash, scope, expires_at, approval_id, created_at, key_binding, created_by FROM grants",
+                [],
+                |r| {
+                    let a = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+                    let b = (r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?);
+                    Ok((a, b, (r.get(10)?, r.get(11)?)))
+                },
+            )?;
+            let row = GrantSeal {
+                cols: (
+                    &id,
+                    &agent,
+                    session.as_deref(),
+                    &tool,
+                    server.as_deref(),
+                    hash.as_deref(),
+                    &scope,
+                    exp,
+                    &aid,
+                    at,
+                ),
+                binding: bound.as_deref(),
+                created_by: &by,
+            };
+            let old = key.seal(&row.columns(false));
+            assert!(row.holds(&key, &old), "the form before still holds");
+            assert!(!row.holds(&key, &format!("v2:{old}")), "not as the new form");
+            tx.execute("UPDATE grants SET seal = ?1", crate::params![old])?;
+            Ok::<_, crate::db::DbError>(())
+        })
+        .unwrap();
+    }
+
+    /// A grant made before its maker was sealed (its seal over the columns and key binding
+    /// only) still covers its calls and is listed as active, on either backend; one made now is
+    /// sealed over its maker (`v2:`).
+    #[test]
+    fn a_grant_sealed_before_its_maker_was_still_covers() {
+        let lite = tempfile::tempdir().unwrap();
+        let mut dbs = vec![Database::Sqlite {
+            path: lite.path().join("assent.db"),
+        }];
+        dbs.extend(assent_testkit::pg::fresh_schema().map(|url| Database::Postgres { url }));
+        for db in &dbs {
+            let dir = tempfile::tempdir().unwrap();
+            crate::keys::init(dir.path()).unwrap();
+            let s = Store::open_database(
+                dir.path(),
+                dir.path(),
+                db,
+                60_000,
+                std::sync::Arc::new(Bare),
+            )
+            .unwrap();
+            let held = pay(&s, 1_000).expect("held");
+            let session = DecisionInput {
+                scope: GrantScope::Session,
+                ..DecisionInput::approve()
+            };
+            s.decide(&held, &session, "alice", &[], 1_500).unwrap();
+            assert!(covered(&s, 2_000), "the new grant covers");
+            let read = "SELECT seal, key_binding FROM grants";
+            let (seal, bound): (String, Option<String>) = s
+                .aside(|c| c.query_row(read, [], |r| Ok((r.get(0)?, r.get(1)?))))
+                .unwrap();
+            assert!(
+                seal.starts_with("v2:") && bound.is_none(),
+                "{seal} {bound:?}"
+            );
+            // Made with no key binding: the maker moved into the binding's place with the
+            // prefix stripped reads as a seal of the form before over the same list unless
+            // the two forms' lists differ (they do: the new one is tagged, 13 long).
+            let downgrade = "UPDATE grants SET seal = substr(seal, 4), key_binding = created_by";
+            edit(&s, downgrade);
+            assert!(!covered(&s, 2_500), "a downgraded grant covers nothing");
+            edit(
+                &s,
+                &format!("UPDATE grants SET seal = '{seal}', key_binding = NULL"),
+            );
+            seal_the_old_way(&s);
+            assert!(covered(&s, 3_000), "a grant sealed the old way covers");
+            assert_eq!(s.list_grants(false, 3_000, 10, None).unwrap().0.len(), 1);
+        }
+    }
 }
