@@ -92,13 +92,13 @@ pub(crate) fn revoke_grants_of_in(
 ) -> db::Result<usize> {
     let mut n = 0;
     for name in names {
-        let rows: Vec<(String, String)> = crate::sql::rows(
-            tx,
+        let sql = format!(
             "SELECT id, approval_id FROM grants WHERE created_by = ?1 AND revoked_at IS NULL \
-             AND (expires_at IS NULL OR expires_at > ?2) ORDER BY created_at, id",
-            params![name, now],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+             AND {} ORDER BY created_at, id",
+            crate::tokens::unexpired_at("?2")
+        );
+        let rows: Vec<(String, String)> =
+            crate::sql::rows(tx, &sql, params![name, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
         for (gid, aid) in rows {
             n += revoke(tx, &gid, &aid, name, (by, why), now)?;
         }
@@ -192,13 +192,15 @@ fn revoke(
 /// Every active grant (not revoked, not expired at `now`), oldest first, with what could
 /// decide its approval.
 fn active_grants(conn: Conn<'_>, now: i64) -> db::Result<Vec<GrantOrigin>> {
-    let rows: Vec<(String, String, String, Option<String>)> = crate::sql::rows(
-        conn,
+    let sql = format!(
         "SELECT id, approval_id, created_by, key_binding FROM grants \
-         WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?1) ORDER BY created_at, id",
-        params![now],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
+         WHERE revoked_at IS NULL AND {} ORDER BY created_at, id",
+        crate::tokens::unexpired_at("?1")
+    );
+    let rows: Vec<(String, String, String, Option<String>)> =
+        crate::sql::rows(conn, &sql, params![now], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?;
     let mut out = Vec::with_capacity(rows.len());
     for (grant_id, approval_id, created_by, key_binding) in rows {
         let approvers = crate::record::read_approval(conn, &approval_id)?

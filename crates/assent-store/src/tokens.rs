@@ -276,21 +276,15 @@ impl Store {
     ) -> Result<GrantPage, StoreError> {
         let (at, row) = before.unwrap_or((i64::MAX, i64::MAX));
         let n = i64::from(limit.max(1));
-        // A session grant stored without an expiry (before session grants lapsed) lapsed a
-        // day after it was made ([`assent_core::grant::covers`]).
-        let old_session_lapsed =
-            now.saturating_sub(assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS);
-        let mut rows: Vec<(Grant, String, Option<String>, i64)> = self.aside(|c| {
-            sql::rows(
-                c,
-                "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal, key_binding, rowid AS page_row
-                 FROM grants WHERE (?1 OR (revoked_at IS NULL AND (expires_at > ?2 OR (expires_at IS NULL AND (session_id IS NULL OR created_at > ?6)))))
-                   AND created_at <= ?3 AND (created_at < ?3 OR rowid < ?4)
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?5",
-                crate::params![all, now, at, row, n + 1, old_session_lapsed],
-                grant_row,
-            )
-        })?;
+        let sql = format!(
+            "SELECT id, agent, session_id, tool, server, call_hash, scope, risk_tier, discouraged, approval_id, created_by, created_at, expires_at, revoked_at, revoked_by, seal, key_binding, rowid AS page_row
+             FROM grants WHERE (?1 OR (revoked_at IS NULL AND {}))
+               AND created_at <= ?3 AND (created_at < ?3 OR rowid < ?4)
+             ORDER BY created_at DESC, rowid DESC LIMIT ?5",
+            unexpired_at("?2")
+        );
+        let mut rows: Vec<(Grant, String, Option<String>, i64)> = self
+            .aside(|c| sql::rows(c, &sql, crate::params![all, now, at, row, n + 1], grant_row))?;
         let next = (rows.len() as i64 > n).then(|| {
             rows.truncate(n as usize);
             rows.last().map(|(g, .., r)| (g.created_at, *r))
@@ -591,4 +585,16 @@ fn consume(
     // The call may run now: its session takes in what it brings (issue 16 §3).
     crate::session_risk::on_redeem(tx, &c.aid, p.now)?;
     Ok(c)
+}
+
+/// SQL: whether a `grants` row has not expired at the Unix-ms parameter `now` (e.g. `?2`): its
+/// `expires_at` is later, or it has none and is not a session grant stored before session
+/// grants lapsed, which lapsed [`assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS`] after its
+/// `created_at` (as [`assent_core::grant::covers`] judges it). Listings, retention and the
+/// revocation passes share it.
+pub(crate) fn unexpired_at(now: &str) -> String {
+    format!(
+        "(expires_at > {now} OR (expires_at IS NULL AND (session_id IS NULL OR created_at > {now} - {})))",
+        assent_core::grant::DEFAULT_SESSION_GRANT_MAX_MS
+    )
 }
